@@ -1,0 +1,301 @@
+#include "base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void rx_panic(const char *file, int line, const char *what) {
+  fprintf(stderr, "relaxc internal error: %s:%d: assertion failed: %s\n", file, line, what);
+  abort();
+}
+
+static void *check_alloc(void *p) {
+  if (!p) {
+    fputs("relaxc: host out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+void *rx_malloc(size_t n) { return check_alloc(malloc(n ? n : 1)); }
+void *rx_calloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1)); }
+void *rx_realloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1)); }
+char *rx_strdup(const char *s) { return rx_strndup(s, strlen(s)); }
+char *rx_strndup(const char *s, size_t n) {
+  char *r = rx_malloc(n + 1);
+  memcpy(r, s, n);
+  r[n] = 0;
+  return r;
+}
+
+/* ---- arena ---- */
+
+struct rx_arena_chunk {
+  rx_arena_chunk *next;
+  size_t size;
+  _Alignas(16) unsigned char data[];
+};
+
+void rx_arena_init(rx_arena *a) { memset(a, 0, sizeof *a); }
+
+void rx_arena_free(rx_arena *a) {
+  rx_arena_chunk *c = a->head;
+  while (c) {
+    rx_arena_chunk *n = c->next;
+    free(c);
+    c = n;
+  }
+  memset(a, 0, sizeof *a);
+}
+
+void *rx_arena_alloc(rx_arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (!a->head || a->used + n > a->cap) {
+    size_t size = n > 60000 ? n : 64 * 1024 - 64;
+    rx_arena_chunk *c = rx_malloc(sizeof *c + size);
+    c->size = size;
+    /* a big allocation goes behind the head so the head's free space is kept */
+    if (a->head && n > 60000) {
+      c->next = a->head->next;
+      a->head->next = c;
+      a->total += n;
+      memset(c->data, 0, n);
+      return c->data;
+    }
+    c->next = a->head;
+    a->head = c;
+    a->used = 0;
+    a->cap = size;
+  }
+  void *p = a->head->data + a->used;
+  a->used += n;
+  a->total += n;
+  memset(p, 0, n);
+  return p;
+}
+
+void *rx_arena_dup(rx_arena *a, const void *p, size_t n) {
+  void *r = rx_arena_alloc(a, n);
+  if (n) memcpy(r, p, n);
+  return r;
+}
+
+char *rx_arena_strndup(rx_arena *a, const char *s, size_t n) {
+  char *r = rx_arena_alloc(a, n + 1);
+  memcpy(r, s, n);
+  return r;
+}
+char *rx_arena_strdup(rx_arena *a, const char *s) { return rx_arena_strndup(a, s, strlen(s)); }
+
+char *rx_arena_printf(rx_arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *r = rx_arena_alloc(a, (size_t)n + 1);
+  vsnprintf(r, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return r;
+}
+
+/* ---- vectors and string buffers ---- */
+
+void rx_ptrvec_push(rx_ptrvec *v, void *p) { RX_VEC_PUSH(v, p); }
+void rx_ptrvec_free(rx_ptrvec *v) {
+  free(v->data);
+  memset(v, 0, sizeof *v);
+}
+
+static void strbuf_reserve(rx_strbuf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->data = rx_realloc(b->data, cap);
+  b->cap = cap;
+}
+
+void rx_strbuf_appendn(rx_strbuf *b, const char *s, size_t n) {
+  strbuf_reserve(b, n);
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+void rx_strbuf_append(rx_strbuf *b, const char *s) { rx_strbuf_appendn(b, s, strlen(s)); }
+void rx_strbuf_putc(rx_strbuf *b, char c) { rx_strbuf_appendn(b, &c, 1); }
+
+void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  strbuf_reserve(b, (size_t)n);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  b->len += (size_t)n;
+}
+void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+char *rx_strbuf_take(rx_strbuf *b) {
+  char *r = b->data ? b->data : rx_strdup("");
+  memset(b, 0, sizeof *b);
+  return r;
+}
+void rx_strbuf_free(rx_strbuf *b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+/* ---- hashing and interning ---- */
+
+uint64_t rx_hash_bytes(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void rx_strtab_init(rx_strtab *t, rx_arena *arena) {
+  memset(t, 0, sizeof *t);
+  t->arena = arena;
+}
+void rx_strtab_free(rx_strtab *t) {
+  free(t->slots);
+  t->slots = NULL;
+  t->cap = t->count = 0;
+}
+
+const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n) {
+  if ((t->count + 1) * 2 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 256;
+    const char **slots = rx_calloc(cap, sizeof *slots);
+    for (size_t i = 0; i < t->cap; i++) {
+      const char *e = t->slots[i];
+      if (!e) continue;
+      size_t j = rx_hash_bytes(e, strlen(e)) & (cap - 1);
+      while (slots[j]) j = (j + 1) & (cap - 1);
+      slots[j] = e;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+  }
+  size_t j = rx_hash_bytes(s, n) & (t->cap - 1);
+  while (t->slots[j]) {
+    const char *e = t->slots[j];
+    if (strncmp(e, s, n) == 0 && e[n] == 0) return e;
+    j = (j + 1) & (t->cap - 1);
+  }
+  const char *r = rx_arena_strndup(t->arena, s, n);
+  t->slots[j] = r;
+  t->count++;
+  return r;
+}
+
+/* ---- statuses ---- */
+
+struct rx_status_s {
+  rx_status_code code;
+  char *msg;
+};
+
+rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap) {
+  RX_ASSERT(code != RX_OK);
+  rx_strbuf b = {0};
+  rx_strbuf_vprintf(&b, fmt, ap);
+  rx_status s = rx_malloc(sizeof *s);
+  s->code = code;
+  s->msg = rx_strbuf_take(&b);
+  return s;
+}
+rx_status rx_status_make(rx_status_code code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_status s = rx_status_vmake(code, fmt, ap);
+  va_end(ap);
+  return s;
+}
+rx_status_code rx_status_code_of(rx_status s) { return s ? s->code : RX_OK; }
+const char *rx_status_message(rx_status s) { return s ? s->msg : ""; }
+void rx_status_free(rx_status s) {
+  if (!s) return;
+  free(s->msg);
+  free(s);
+}
+rx_status rx_status_annotate(rx_status s, const char *fmt, ...) {
+  if (!s) return s;
+  rx_strbuf b = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  rx_strbuf_printf(&b, ": %s", s->msg);
+  free(s->msg);
+  s->msg = rx_strbuf_take(&b);
+  return s;
+}
+
+/* ---- diagnostics ---- */
+
+void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
+void rx_diag_free(rx_diag *d) { rx_strbuf_free(&d->text); }
+const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data : ""; }
+
+void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap) {
+  int max = d->max_errors ? d->max_errors : 50;
+  if (lvl == RX_DIAG_ERROR) {
+    d->errors++;
+    if (d->errors > max) return;
+  } else if (lvl == RX_DIAG_WARNING) {
+    d->warnings++;
+  }
+  static const char *names[] = {"error", "warning", "note"};
+  if (loc.src)
+    rx_strbuf_printf(&d->text, "%s:%u:%u: %s: ", loc.src->name, loc.line, loc.col, names[lvl]);
+  else
+    rx_strbuf_printf(&d->text, "%s: ", names[lvl]);
+  rx_strbuf_vprintf(&d->text, fmt, ap);
+  rx_strbuf_putc(&d->text, '\n');
+  if (!loc.src || loc.offset > loc.src->len) return;
+  /* the source line and a caret under the column */
+  const char *text = loc.src->text;
+  size_t start = loc.offset, end = loc.offset;
+  while (start > 0 && text[start - 1] != '\n') start--;
+  while (end < loc.src->len && text[end] != '\n' && text[end] != '\r') end++;
+  rx_strbuf_append(&d->text, "  ");
+  rx_strbuf_appendn(&d->text, text + start, end - start);
+  rx_strbuf_append(&d->text, "\n  ");
+  for (size_t i = start; i < loc.offset; i++) rx_strbuf_putc(&d->text, text[i] == '\t' ? '\t' : ' ');
+  rx_strbuf_append(&d->text, "^\n");
+}
+
+void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_diag_vreport(d, lvl, loc, fmt, ap);
+  va_end(ap);
+}
+
+rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
+  *out_text = NULL;
+  if (out_len) *out_len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  rx_strbuf b = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) rx_strbuf_appendn(&b, buf, n);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    rx_strbuf_free(&b);
+    return rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+  }
+  if (out_len) *out_len = b.len;
+  *out_text = rx_strbuf_take(&b);
+  return NULL;
+}

@@ -1,0 +1,161 @@
+/* base: arena, growable arrays, string interning, statuses and diagnostics.
+ * Shared by every folder, the runtime included. Internal header. */
+#ifndef RX_BASE_H
+#define RX_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* An internal invariant failed: a bug in relaxc, never a user error. */
+#define RX_ASSERT(c)                                                                               \
+  do {                                                                                             \
+    if (!(c)) rx_panic(__FILE__, __LINE__, #c);                                                    \
+  } while (0)
+_Noreturn void rx_panic(const char *file, int line, const char *what);
+
+/* ---- heap wrappers: abort only on host allocation failure (not user input) ---- */
+void *rx_malloc(size_t n);
+void *rx_calloc(size_t n, size_t size);
+void *rx_realloc(void *p, size_t n);
+char *rx_strdup(const char *s);
+char *rx_strndup(const char *s, size_t n);
+
+/* ---- arena: bump allocation, everything freed at once ---- */
+typedef struct rx_arena_chunk rx_arena_chunk;
+typedef struct rx_arena {
+  rx_arena_chunk *head; /* newest chunk first */
+  size_t used;          /* bytes used in head */
+  size_t cap;           /* bytes available in head */
+  size_t total;         /* bytes allocated over all chunks (statistics) */
+} rx_arena;
+
+void rx_arena_init(rx_arena *a);
+void rx_arena_free(rx_arena *a); /* frees every chunk; the arena may be reused after */
+void *rx_arena_alloc(rx_arena *a, size_t n);  /* zeroed, 16-byte aligned */
+void *rx_arena_dup(rx_arena *a, const void *p, size_t n);
+char *rx_arena_strdup(rx_arena *a, const char *s);
+char *rx_arena_strndup(rx_arena *a, const char *s, size_t n);
+char *rx_arena_printf(rx_arena *a, const char *fmt, ...) RX_PRINTF(2, 3);
+
+/* ---- growable array of pointers (heap) ---- */
+typedef struct rx_ptrvec {
+  void **data;
+  size_t len, cap;
+} rx_ptrvec;
+void rx_ptrvec_push(rx_ptrvec *v, void *p);
+void rx_ptrvec_free(rx_ptrvec *v);
+
+/* Generic typed vector: RX_VEC(int) v = {0}; RX_VEC_PUSH(&v, 3); free(v.data); */
+#define RX_VEC(T)                                                                                  \
+  struct {                                                                                         \
+    T *data;                                                                                       \
+    size_t len, cap;                                                                               \
+  }
+#define RX_VEC_PUSH(v, x)                                                                          \
+  do {                                                                                             \
+    if ((v)->len == (v)->cap) {                                                                    \
+      (v)->cap = (v)->cap ? (v)->cap * 2 : 8;                                                      \
+      (v)->data = rx_realloc((v)->data, (v)->cap * sizeof(*(v)->data));                            \
+    }                                                                                              \
+    (v)->data[(v)->len++] = (x);                                                                   \
+  } while (0)
+
+/* ---- growable string buffer (heap) ---- */
+typedef struct rx_strbuf {
+  char *data; /* always NUL-terminated once anything was appended */
+  size_t len, cap;
+} rx_strbuf;
+void rx_strbuf_append(rx_strbuf *b, const char *s);
+void rx_strbuf_appendn(rx_strbuf *b, const char *s, size_t n);
+void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) RX_PRINTF(2, 3);
+void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap);
+void rx_strbuf_putc(rx_strbuf *b, char c);
+char *rx_strbuf_take(rx_strbuf *b); /* returns the heap string (never NULL), resets b */
+void rx_strbuf_free(rx_strbuf *b);
+
+/* ---- hashing ---- */
+uint64_t rx_hash_bytes(const void *p, size_t n);
+static inline uint64_t rx_hash_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xbf58476d1ce4e5b9ull;
+}
+
+/* ---- string interning: equal strings get the same pointer (lives in the arena) ---- */
+typedef struct rx_strtab {
+  rx_arena *arena;
+  const char **slots;
+  size_t cap, count;
+} rx_strtab;
+void rx_strtab_init(rx_strtab *t, rx_arena *arena);
+void rx_strtab_free(rx_strtab *t); /* frees the table, not the strings (arena-owned) */
+const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n);
+
+/* ---- statuses: NULL is OK, anything else is an error with a message ---- */
+typedef enum rx_status_code {
+  RX_OK = 0,
+  RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
+  RX_ERR_UNSUPPORTED, /* valid but not supported (op, target, feature) */
+  RX_ERR_NOT_FOUND,   /* missing file, function, kernel, driver */
+  RX_ERR_IO,          /* reading or writing a file failed */
+  RX_ERR_OUT_OF_MEMORY,
+  RX_ERR_DEVICE, /* a driver reported an error */
+  RX_ERR_INTERNAL,
+} rx_status_code;
+
+typedef struct rx_status_s *rx_status;
+rx_status rx_status_make(rx_status_code code, const char *fmt, ...) RX_PRINTF(2, 3);
+rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap);
+rx_status_code rx_status_code_of(rx_status s);
+const char *rx_status_message(rx_status s); /* "" for OK */
+void rx_status_free(rx_status s);
+/* Prefix the message of s with "prefix: " (returns s, or NULL when s is OK). */
+rx_status rx_status_annotate(rx_status s, const char *fmt, ...) RX_PRINTF(2, 3);
+
+#define RX_RETURN_IF_ERROR(expr)                                                                   \
+  do {                                                                                             \
+    rx_status rx_s_ = (expr);                                                                      \
+    if (rx_s_) return rx_s_;                                                                       \
+  } while (0)
+
+/* ---- sources and locations ---- */
+typedef struct rx_source {
+  const char *name; /* file name as given by the user */
+  const char *text; /* whole text, NUL-terminated */
+  size_t len;
+} rx_source;
+
+typedef struct rx_loc {
+  const rx_source *src; /* NULL: no location (built programmatically) */
+  uint32_t line, col;   /* 1-based */
+  uint32_t offset;      /* byte offset into src->text */
+} rx_loc;
+
+/* Diagnostics collect errors and warnings, each rendered as
+ *   file:line:col: error: message
+ *     source line
+ *         ^
+ * Nothing is printed until the caller asks (rx_diag_print). */
+typedef enum rx_diag_level { RX_DIAG_ERROR, RX_DIAG_WARNING, RX_DIAG_NOTE } rx_diag_level;
+
+typedef struct rx_diag {
+  rx_strbuf text; /* rendered messages, in order */
+  int errors, warnings;
+  int max_errors; /* stop recording after this many errors (0: 50) */
+} rx_diag;
+
+void rx_diag_init(rx_diag *d);
+void rx_diag_free(rx_diag *d);
+void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...)
+    RX_PRINTF(4, 5);
+void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap);
+const char *rx_diag_text(const rx_diag *d); /* "" when empty */
+
+/* Reads a whole file; on error returns a status naming the path. */
+rx_status rx_read_file(const char *path, char **out_text, size_t *out_len);
+
+#endif

@@ -1,0 +1,494 @@
+/* ir: the cross-level module. Graph functions, tensor programs (loop IR) and extern
+ * declarations side by side, struct info, the text parser and printer, normalization (forward
+ * shape deduction) and the verifier. Internal header; the public builder API is
+ * include/relaxc/compiler.h.
+ *
+ * Ownership: a module owns an arena and an expression context; every node, struct info,
+ * string and symbolic expression of the module lives there and dies with rx_module_free.
+ * Arrays inside nodes are arena arrays (pointer + count), fixed once built.
+ *
+ * The text format is specified in docs/text-format.md. */
+#ifndef RX_IR_H
+#define RX_IR_H
+
+#include "../base/base.h"
+#include "../shapes/shapes.h"
+
+/* ------------------------------------------------------------------------------------------
+ * dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed)
+ * ------------------------------------------------------------------------------------------ */
+#define RX_DTYPES(X)                                                                               \
+  X(F32, "f32", 32, 1, 1)                                                                          \
+  X(F16, "f16", 16, 1, 1)                                                                          \
+  X(BF16, "bf16", 16, 1, 1)                                                                        \
+  X(I64, "i64", 64, 0, 1)                                                                          \
+  X(I32, "i32", 32, 0, 1)                                                                          \
+  X(I16, "i16", 16, 0, 1)                                                                          \
+  X(I8, "i8", 8, 0, 1)                                                                             \
+  X(U8, "u8", 8, 0, 0)                                                                             \
+  X(BOOL, "bool", 8, 0, 0)
+
+typedef enum rx_dtype {
+  RX_DTYPE_UNKNOWN = 0, /* text: any */
+#define X(e, n, b, f, s) RX_DTYPE_##e,
+  RX_DTYPES(X)
+#undef X
+      RX_DTYPE_COUNT
+} rx_dtype;
+
+const char *rx_dtype_name(rx_dtype t); /* "any" for unknown */
+bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out);
+int rx_dtype_bits(rx_dtype t);
+bool rx_dtype_is_float(rx_dtype t);
+bool rx_dtype_is_int(rx_dtype t); /* integer types, bool excluded */
+bool rx_dtype_is_signed(rx_dtype t);
+
+/* ------------------------------------------------------------------------------------------
+ * struct info: immutable, arena-allocated
+ * ------------------------------------------------------------------------------------------ */
+typedef enum rx_sinfo_kind {
+  RX_SINFO_OBJECT, /* anything */
+  RX_SINFO_TENSOR, /* dtype (may be unknown), ndim (-1 unknown), shape (NULL: rank only) */
+  RX_SINFO_SHAPE,  /* a shape value: ndim (-1 unknown), values (NULL: unknown) */
+  RX_SINFO_PRIM,   /* a scalar: dtype, value (symbolic, NULL when unknown) */
+  RX_SINFO_TUPLE,  /* fields */
+  RX_SINFO_FUNC,   /* fields are the parameters, ret the result */
+} rx_sinfo_kind;
+
+typedef struct rx_sinfo rx_sinfo;
+struct rx_sinfo {
+  rx_sinfo_kind kind;
+  rx_dtype dtype;        /* TENSOR, PRIM */
+  int ndim;              /* TENSOR, SHAPE: -1 when unknown */
+  const rx_expr **shape; /* TENSOR: dims, SHAPE: values; NULL when unknown; ndim entries */
+  const rx_expr *value;  /* PRIM: known value (integers and bool only) or NULL */
+  const rx_sinfo **fields;
+  int nfields;          /* TUPLE, FUNC params */
+  const rx_sinfo *ret;  /* FUNC */
+};
+
+typedef struct rx_module rx_module;
+
+const rx_sinfo *rx_sinfo_object(rx_module *m);
+/* shape may be NULL (rank only, ndim >= 0, or unknown rank with ndim == -1); copied. */
+const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim, const rx_expr *const *shape);
+const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
+const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
+const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
+const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
+                              const rx_sinfo *ret);
+/* Structural equality (symbolic dims compared by pointer: they are canonical). */
+bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b);
+/* Text form as in docs/text-format.md, e.g. "f16[n, 4096]", "f32[ndim=2]", "(f32[n], i64[])". */
+void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s);
+
+/* ------------------------------------------------------------------------------------------
+ * attributes of op calls
+ * ------------------------------------------------------------------------------------------ */
+typedef enum rx_attr_kind {
+  RX_ATTR_INT,   /* i */
+  RX_ATTR_FLOAT, /* f */
+  RX_ATTR_BOOL,  /* i (0/1); text: true/false */
+  RX_ATTR_STR,   /* s; text: "..." */
+  RX_ATTR_DTYPE, /* dtype; text: f32 ... */
+  RX_ATTR_INTS,  /* ints, n; text: [1, 0] */
+  RX_ATTR_EXPRS, /* exprs, n: symbolic expressions; text: [n, 4] */
+} rx_attr_kind;
+
+typedef struct rx_attr {
+  const char *name; /* interned */
+  rx_attr_kind kind;
+  rx_loc loc;
+  int64_t i;
+  double f;
+  const char *s;
+  rx_dtype dtype;
+  const int64_t *ints;
+  const rx_expr **exprs;
+  int n; /* INTS, EXPRS */
+} rx_attr;
+
+/* ------------------------------------------------------------------------------------------
+ * graph functions
+ * ------------------------------------------------------------------------------------------ */
+typedef struct rx_node rx_node;
+typedef struct rx_graph_fn rx_graph_fn;
+typedef struct rx_tensor_fn rx_tensor_fn;
+typedef struct rx_extern_fn rx_extern_fn;
+typedef struct rx_op rx_op; /* ops/ops.h */
+
+/* A graph variable: a parameter or the left side of a binding. */
+typedef struct rx_var {
+  const char *name; /* interned; unique within its function */
+  const rx_sinfo *sinfo; /* parameter: declared; binding: deduced or annotated */
+  rx_loc loc;
+} rx_var;
+
+typedef enum rx_node_kind {
+  RX_NODE_VAR,         /* var */
+  RX_NODE_CONST,       /* tensor constant: sinfo (static shape), data[count] as doubles */
+  RX_NODE_PRIM,        /* scalar: prim_dtype; integers/bool: prim; floats: fvalue */
+  RX_NODE_SHAPE,       /* shape literal [e, ...]: dims, ndims */
+  RX_NODE_TUPLE,       /* (a, b, ...): args */
+  RX_NODE_GET_ITEM,    /* args[0].index */
+  RX_NODE_CALL,        /* op(args..., attrs...) */
+  RX_NODE_CALL_TENSOR, /* call_tensor(tfn, args..., out=out_sinfo, dims=[extra...]) */
+  RX_NODE_CALL_EXTERN, /* call_extern(ext, args..., out=out_sinfo) */
+  RX_NODE_CALL_GRAPH,  /* gfn(args...): call of another graph function */
+  RX_NODE_IF,          /* if cond { then } else { otherwise } */
+} rx_node_kind;
+
+typedef struct rx_seq rx_seq;
+
+struct rx_node {
+  rx_node_kind kind;
+  rx_loc loc;
+  const rx_sinfo *sinfo; /* deduced by normalization; NULL before */
+
+  rx_var *var; /* VAR */
+
+  rx_dtype prim_dtype;   /* PRIM */
+  const rx_expr *prim;   /* PRIM (integer or bool value) */
+  double fvalue;         /* PRIM (float value) */
+  bool weak;             /* PRIM written as a bare literal: its dtype adapts to the other operand */
+
+  const rx_expr **dims; /* SHAPE */
+  int ndims;
+
+  rx_node **args; /* TUPLE fields, GET_ITEM tuple (args[0]), CALL* arguments */
+  int nargs;
+  int index; /* GET_ITEM */
+
+  const rx_op *op; /* CALL */
+  rx_attr *attrs;
+  int nattrs;
+
+  const char *callee; /* CALL_TENSOR / CALL_EXTERN / CALL_GRAPH: name as written */
+  rx_tensor_fn *tfn;  /* resolved after parsing the whole module */
+  rx_extern_fn *ext;
+  rx_graph_fn *gfn;
+  const rx_sinfo *out;        /* CALL_TENSOR / CALL_EXTERN: declared output struct info */
+  const rx_expr **extra_dims; /* CALL_TENSOR: extra symbolic arguments (dims=[...]) */
+  int nextra;
+
+  rx_node *cond; /* IF */
+  rx_seq *then_seq, *else_seq;
+
+  const double *data; /* CONST: row-major values, count = product of the shape */
+  size_t count;
+};
+
+typedef struct rx_binding {
+  rx_var *var;
+  rx_node *value;
+  const rx_sinfo *annot; /* `x: sinfo = ...` as written, or NULL */
+  const rx_sinfo *cast;  /* match_cast target (`x = match_cast(v, sinfo)`), NULL otherwise */
+  rx_loc loc;
+} rx_binding;
+
+typedef struct rx_block {
+  bool dataflow; /* a `dataflow { }` block: pure, no control flow */
+  rx_binding **bindings;
+  int nbindings;
+  rx_loc loc;
+} rx_block;
+
+struct rx_seq {
+  rx_block **blocks;
+  int nblocks;
+  rx_node *result; /* function: the returned value; if-branch: the branch value */
+};
+
+struct rx_graph_fn {
+  const char *name;
+  rx_loc loc;
+  rx_var **params;
+  int nparams;
+  const rx_sinfo *ret; /* declared result (after `->`), or NULL; normalization fills in */
+  const rx_expr **facts; /* `where` facts, canonical */
+  rx_loc *fact_locs;
+  int nfacts;
+  rx_seq body;
+};
+
+/* ------------------------------------------------------------------------------------------
+ * tensor programs (loop IR)
+ * ------------------------------------------------------------------------------------------ */
+typedef enum rx_scope {
+  RX_SCOPE_GLOBAL, /* parameters and global allocations */
+  RX_SCOPE_SHARED, /* per block / workgroup / threadgroup */
+  RX_SCOPE_LOCAL,  /* per thread (registers) */
+} rx_scope;
+const char *rx_scope_name(rx_scope s);
+
+typedef struct rx_buffer {
+  const char *name;
+  rx_dtype dtype;
+  int ndim;
+  const rx_expr **shape; /* canonical symbolic dims */
+  rx_scope scope;
+  rx_loc loc;
+} rx_buffer;
+
+typedef enum rx_param_kind {
+  RX_PARAM_BUFFER, /* name: dtype[dims]; `out` marks a destination */
+  RX_PARAM_SCALAR, /* name: i64 / i32: an extra symbolic argument, defines the variable */
+} rx_param_kind;
+
+typedef struct rx_param {
+  rx_param_kind kind;
+  bool is_output;
+  rx_buffer *buf;      /* BUFFER */
+  const rx_expr *var;  /* SCALAR: the symbolic variable */
+  rx_dtype dtype;      /* SCALAR */
+  rx_loc loc;
+} rx_param;
+
+/* Loop kinds: listed once; X(ENUM, text) */
+#define RX_LOOP_KINDS(X)                                                                           \
+  X(SERIAL, "serial")                                                                              \
+  X(UNROLL, "unroll")                                                                              \
+  X(VECTORIZE, "vectorize")                                                                        \
+  X(BLOCK_X, "blockIdx.x")                                                                         \
+  X(BLOCK_Y, "blockIdx.y")                                                                         \
+  X(BLOCK_Z, "blockIdx.z")                                                                         \
+  X(THREAD_X, "threadIdx.x")                                                                       \
+  X(THREAD_Y, "threadIdx.y")                                                                       \
+  X(THREAD_Z, "threadIdx.z")
+
+typedef enum rx_loop_kind {
+#define X(e, n) RX_LOOP_##e,
+  RX_LOOP_KINDS(X)
+#undef X
+      RX_LOOP_KIND_COUNT
+} rx_loop_kind;
+const char *rx_loop_kind_name(rx_loop_kind k);
+static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_X; }
+
+/* Math intrinsics and subgroup operations: listed once; X(ENUM, text, arity, kind)
+ * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes. */
+#define RX_INTRINSICS(X)                                                                           \
+  X(EXP, "exp", 1, 'f')                                                                            \
+  X(EXP2, "exp2", 1, 'f')                                                                          \
+  X(LOG, "log", 1, 'f')                                                                            \
+  X(LOG2, "log2", 1, 'f')                                                                          \
+  X(SQRT, "sqrt", 1, 'f')                                                                          \
+  X(RSQRT, "rsqrt", 1, 'f')                                                                        \
+  X(TANH, "tanh", 1, 'f')                                                                          \
+  X(ERF, "erf", 1, 'f')                                                                            \
+  X(SIGMOID, "sigmoid", 1, 'f')                                                                    \
+  X(SIN, "sin", 1, 'f')                                                                            \
+  X(COS, "cos", 1, 'f')                                                                            \
+  X(FLOOR, "floor", 1, 'f')                                                                        \
+  X(CEIL, "ceil", 1, 'f')                                                                          \
+  X(POW, "pow", 2, 'f')                                                                            \
+  X(FMA, "fma", 3, 'f')                                                                            \
+  X(ABS, "abs", 1, 'n')                                                                            \
+  X(MIN, "min", 2, 'n')                                                                            \
+  X(MAX, "max", 2, 'n')                                                                            \
+  X(SUBGROUP_SUM, "subgroup_sum", 1, 's')                                                          \
+  X(SUBGROUP_MAX, "subgroup_max", 1, 's')                                                          \
+  X(SUBGROUP_MIN, "subgroup_min", 1, 's')
+
+typedef enum rx_intrinsic {
+#define X(e, n, a, k) RX_INTRIN_##e,
+  RX_INTRINSICS(X)
+#undef X
+      RX_INTRIN_COUNT
+} rx_intrinsic;
+const char *rx_intrinsic_name(rx_intrinsic i);
+int rx_intrinsic_arity(rx_intrinsic i);
+char rx_intrinsic_kind(rx_intrinsic i);
+bool rx_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out);
+
+/* Binary operators of tensor-program expressions; X(ENUM, text, precedence) */
+#define RX_BINOPS(X)                                                                               \
+  X(ADD, "+", 5)                                                                                   \
+  X(SUB, "-", 5)                                                                                   \
+  X(MUL, "*", 6)                                                                                   \
+  X(DIV, "/", 6)       /* floats only */                                                           \
+  X(FLOORDIV, "//", 6) /* integers only */                                                         \
+  X(FLOORMOD, "%", 6)  /* integers only */                                                         \
+  X(EQ, "==", 4)                                                                                   \
+  X(NE, "!=", 4)                                                                                   \
+  X(LT, "<", 4)                                                                                    \
+  X(LE, "<=", 4)                                                                                   \
+  X(GT, ">", 4)                                                                                    \
+  X(GE, ">=", 4)                                                                                   \
+  X(AND, "&&", 2)                                                                                  \
+  X(OR, "||", 1)
+
+typedef enum rx_binop {
+#define X(e, n, p) RX_BINOP_##e,
+  RX_BINOPS(X)
+#undef X
+      RX_BINOP_COUNT
+} rx_binop;
+const char *rx_binop_name(rx_binop op);
+int rx_binop_precedence(rx_binop op);
+
+typedef struct rx_local {
+  const char *name;
+  rx_dtype dtype;
+  rx_loc loc;
+} rx_local;
+
+typedef enum rx_tx_kind {
+  RX_TX_INT,    /* ival, dtype (a literal; `weak` when written bare) */
+  RX_TX_FLOAT,  /* fval, dtype */
+  RX_TX_SYM,    /* sym: integer expression over symbolic and loop variables, dtype i64 */
+  RX_TX_LOCAL,  /* local (let-bound) */
+  RX_TX_LOAD,   /* buf[idx...] */
+  RX_TX_BINARY, /* binop(a, b) */
+  RX_TX_NEG,    /* -a */
+  RX_TX_NOT,    /* !a */
+  RX_TX_SELECT, /* select(a, b, c) */
+  RX_TX_CAST,   /* dtype(a) */
+  RX_TX_CALL,   /* intrinsic(args) */
+} rx_tx_kind;
+
+/* A tensor-program expression. Integer subtrees made only of literals, symbolic/loop variables
+ * and + - * // % min max (and comparisons/logic of those) are kept as one RX_TX_SYM node
+ * holding a canonical rx_expr, so the analyzer sees index arithmetic directly; the
+ * constructors in this header do that folding. */
+typedef struct rx_tx rx_tx;
+struct rx_tx {
+  rx_tx_kind kind;
+  rx_dtype dtype; /* result type */
+  rx_loc loc;
+  bool weak;      /* INT/FLOAT literal written bare: adapts to the other operand's type */
+  int64_t ival;
+  double fval;
+  const rx_expr *sym;
+  rx_local *local;
+  rx_buffer *buf;
+  rx_tx **idx; /* LOAD indices */
+  int nidx;
+  rx_binop binop;
+  rx_intrinsic intrin;
+  rx_tx *a, *b, *c; /* operands (CALL: up to 3 arguments in a, b, c) */
+};
+
+typedef enum rx_stmt_kind {
+  RX_STMT_SEQ,     /* body[n] */
+  RX_STMT_FOR,     /* for var in lo..lo+extent kind { body } */
+  RX_STMT_REDUCE,  /* reduce vars in ranges { init { init } update { body } } */
+  RX_STMT_STORE,   /* buf[idx...] = value */
+  RX_STMT_LET,     /* let local = value; visible to the following statements of its SEQ */
+  RX_STMT_ALLOC,   /* alloc buf (scope); visible to the following statements of its SEQ */
+  RX_STMT_IF,      /* if cond { then } else { otherwise } (otherwise may be NULL) */
+  RX_STMT_BARRIER, /* all threads of the block reach this point; shared memory is visible */
+} rx_stmt_kind;
+
+typedef struct rx_stmt rx_stmt;
+struct rx_stmt {
+  rx_stmt_kind kind;
+  rx_loc loc;
+  rx_stmt **body; /* SEQ */
+  int n;
+  /* FOR: one variable; REDUCE: nvars variables */
+  const rx_expr **vars; /* loop variables (RX_EXPR_VAR) */
+  const rx_expr **lo;
+  const rx_expr **extent;
+  int nvars;
+  rx_loop_kind loop_kind; /* FOR */
+  rx_stmt *inner;         /* FOR body, REDUCE update, IF then */
+  rx_stmt *init;          /* REDUCE init */
+  rx_stmt *otherwise;     /* IF else (or NULL) */
+  rx_buffer *buf;         /* STORE target, ALLOC buffer */
+  rx_tx **idx;            /* STORE indices */
+  int nidx;
+  rx_tx *value;           /* STORE value, LET value, IF cond */
+  rx_local *local;        /* LET */
+};
+
+struct rx_tensor_fn {
+  const char *name;
+  rx_loc loc;
+  rx_param **params; /* inputs, then outputs (`out`), scalar params anywhere */
+  int nparams;
+  const rx_expr **facts;
+  rx_loc *fact_locs;
+  int nfacts;
+  rx_stmt *body; /* a SEQ */
+};
+
+/* A declaration of an external library function (destination-passing like a tensor program). */
+struct rx_extern_fn {
+  const char *name;
+  rx_loc loc;
+  rx_param **params;
+  int nparams;
+  bool impure; /* `impure extern_fn`: has side effects, not allowed in dataflow blocks */
+};
+
+/* ------------------------------------------------------------------------------------------
+ * the module
+ * ------------------------------------------------------------------------------------------ */
+typedef enum rx_item_kind { RX_ITEM_GRAPH, RX_ITEM_TENSOR, RX_ITEM_EXTERN } rx_item_kind;
+typedef struct rx_item {
+  rx_item_kind kind;
+  void *fn; /* rx_graph_fn*, rx_tensor_fn*, rx_extern_fn* */
+} rx_item;
+
+struct rx_module {
+  rx_arena arena;
+  rx_expr_ctx *ctx;
+  RX_VEC(rx_item) items; /* top-level definitions in source order */
+  RX_VEC(rx_source *) sources; /* owned copies of parsed texts (arena) */
+};
+
+rx_module *rx_module_new(void);
+void rx_module_free(rx_module *m);
+const char *rx_module_intern(rx_module *m, const char *s, size_t n);
+void *rx_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
+rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name);
+rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name);
+rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name);
+
+/* ---- node constructors (arena; sinfo left NULL for normalization) ---- */
+rx_node *rx_node_var(rx_module *m, rx_var *v, rx_loc loc);
+rx_node *rx_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc);
+rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc);
+rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc); /* fill the fields yourself */
+rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc);
+
+/* ---- tensor-program expression constructors: type-check loosely, fold integer subtrees into
+ * RX_TX_SYM. They never fail; the verifier reports type errors. ---- */
+rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc);
+rx_tx *rx_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc);
+rx_tx *rx_tx_sym(rx_module *m, const rx_expr *e, rx_loc loc);
+rx_tx *rx_tx_local(rx_module *m, rx_local *l, rx_loc loc);
+rx_tx *rx_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc);
+rx_tx *rx_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc);
+rx_tx *rx_tx_neg(rx_module *m, rx_tx *a, rx_loc loc);
+rx_tx *rx_tx_not(rx_module *m, rx_tx *a, rx_loc loc);
+rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
+rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
+rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
+rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
+
+/* ------------------------------------------------------------------------------------------
+ * text format, normalization, verification
+ * ------------------------------------------------------------------------------------------ */
+/* Parses text (named `name` in diagnostics) into m, adding its definitions. Syntax errors and
+ * unresolved names are reported to diag; returns false when any error was reported. Does not
+ * deduce struct info: call rx_module_normalize afterwards. */
+bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t len, rx_diag *diag);
+
+/* Forward shape deduction over every graph function (struct info of every node, binding and
+ * function result), checks of annotations, call_tensor/call_extern arguments against the callee
+ * parameters, and match_cast. Reports errors (and fallback warnings) to diag; returns false
+ * on any error. Implemented in ir/normalize.c with the op deductions of ops/. */
+bool rx_module_normalize(rx_module *m, rx_diag *diag);
+
+/* Structural checks (ir/verify.c): names defined before use, symbolic variables defined by a
+ * parameter (or match_cast / loop / scalar param) before use, dataflow blocks pure, struct info
+ * consistent, tensor-program types and buffer ranks. Returns false on any error. */
+bool rx_module_verify(rx_module *m, rx_diag *diag);
+
+/* The whole module as text (ir/printer.c); parses back to the same module. */
+void rx_module_print(rx_strbuf *out, const rx_module *m);
+void rx_tx_print(rx_strbuf *out, const rx_tx *e);
+
+#endif

@@ -1,0 +1,318 @@
+/* The module, its tables (dtypes, loop kinds, intrinsics, operators) and node constructors. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtypes ---- */
+
+static const struct {
+  const char *name;
+  int bits;
+  bool is_float, is_signed;
+} dtypes[] = {
+    [RX_DTYPE_UNKNOWN] = {"any", 0, false, false},
+#define X(e, n, b, f, s) [RX_DTYPE_##e] = {n, b, f, s},
+    RX_DTYPES(X)
+#undef X
+};
+
+const char *rx_dtype_name(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].name : "?"; }
+int rx_dtype_bits(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].bits : 0; }
+bool rx_dtype_is_float(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_float; }
+bool rx_dtype_is_signed(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_signed; }
+bool rx_dtype_is_int(rx_dtype t) {
+  return t != RX_DTYPE_UNKNOWN && t != RX_DTYPE_BOOL && (unsigned)t < RX_DTYPE_COUNT &&
+         !dtypes[t].is_float;
+}
+
+bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out) {
+  for (int t = 0; t < RX_DTYPE_COUNT; t++) {
+    if (strlen(dtypes[t].name) == n && memcmp(dtypes[t].name, s, n) == 0) {
+      *out = (rx_dtype)t;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* ---- loop kinds, scopes, intrinsics, binary operators ---- */
+
+static const char *loop_kinds[] = {
+#define X(e, n) n,
+    RX_LOOP_KINDS(X)
+#undef X
+};
+const char *rx_loop_kind_name(rx_loop_kind k) {
+  return (unsigned)k < RX_LOOP_KIND_COUNT ? loop_kinds[k] : "?";
+}
+
+const char *rx_scope_name(rx_scope s) {
+  switch (s) {
+  case RX_SCOPE_GLOBAL: return "global";
+  case RX_SCOPE_SHARED: return "shared";
+  case RX_SCOPE_LOCAL: return "local";
+  }
+  return "?";
+}
+
+static const struct {
+  const char *name;
+  int arity;
+  char kind;
+} intrinsics[] = {
+#define X(e, n, a, k) {n, a, k},
+    RX_INTRINSICS(X)
+#undef X
+};
+const char *rx_intrinsic_name(rx_intrinsic i) { return intrinsics[i].name; }
+int rx_intrinsic_arity(rx_intrinsic i) { return intrinsics[i].arity; }
+char rx_intrinsic_kind(rx_intrinsic i) { return intrinsics[i].kind; }
+bool rx_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out) {
+  for (int i = 0; i < RX_INTRIN_COUNT; i++) {
+    if (strlen(intrinsics[i].name) == n && memcmp(intrinsics[i].name, s, n) == 0) {
+      *out = (rx_intrinsic)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+static const struct {
+  const char *name;
+  int prec;
+} binops[] = {
+#define X(e, n, p) {n, p},
+    RX_BINOPS(X)
+#undef X
+};
+const char *rx_binop_name(rx_binop op) { return binops[op].name; }
+int rx_binop_precedence(rx_binop op) { return binops[op].prec; }
+
+/* ---- module ---- */
+
+rx_module *rx_module_new(void) {
+  rx_module *m = rx_calloc(1, sizeof *m);
+  rx_arena_init(&m->arena);
+  m->ctx = rx_expr_ctx_new();
+  return m;
+}
+
+void rx_module_free(rx_module *m) {
+  if (!m) return;
+  free(m->items.data);
+  free(m->sources.data);
+  rx_expr_ctx_free(m->ctx);
+  rx_arena_free(&m->arena);
+  free(m);
+}
+
+const char *rx_module_intern(rx_module *m, const char *s, size_t n) {
+  return rx_expr_ctx_intern(m->ctx, s, n);
+}
+void *rx_module_alloc(rx_module *m, size_t n) { return rx_arena_alloc(&m->arena, n); }
+
+static void *find_item(rx_module *m, rx_item_kind kind, const char *name) {
+  for (size_t i = 0; i < m->items.len; i++) {
+    rx_item *it = &m->items.data[i];
+    if (it->kind != kind) continue;
+    const char *n = kind == RX_ITEM_GRAPH    ? ((rx_graph_fn *)it->fn)->name
+                    : kind == RX_ITEM_TENSOR ? ((rx_tensor_fn *)it->fn)->name
+                                             : ((rx_extern_fn *)it->fn)->name;
+    if (strcmp(n, name) == 0) return it->fn;
+  }
+  return NULL;
+}
+rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name) {
+  return find_item(m, RX_ITEM_GRAPH, name);
+}
+rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name) {
+  return find_item(m, RX_ITEM_TENSOR, name);
+}
+rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name) {
+  return find_item(m, RX_ITEM_EXTERN, name);
+}
+
+/* ---- graph nodes ---- */
+
+rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc) {
+  rx_node *n = rx_module_alloc(m, sizeof *n);
+  n->kind = kind;
+  n->loc = loc;
+  return n;
+}
+
+rx_node *rx_node_var(rx_module *m, rx_var *v, rx_loc loc) {
+  rx_node *n = rx_node_new(m, RX_NODE_VAR, loc);
+  n->var = v;
+  return n;
+}
+
+rx_node *rx_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc) {
+  rx_node *n = rx_node_new(m, RX_NODE_PRIM, loc);
+  n->prim_dtype = dtype;
+  n->prim = value;
+  return n;
+}
+
+rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc) {
+  rx_node *n = rx_node_new(m, RX_NODE_PRIM, loc);
+  n->prim_dtype = dtype;
+  n->fvalue = v;
+  return n;
+}
+
+rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc) {
+  rx_var *v = rx_module_alloc(m, sizeof *v);
+  v->name = rx_module_intern(m, name, strlen(name));
+  v->sinfo = sinfo;
+  v->loc = loc;
+  return v;
+}
+
+/* ---- tensor-program expressions ---- */
+
+static rx_tx *tx_new(rx_module *m, rx_tx_kind kind, rx_dtype dtype, rx_loc loc) {
+  rx_tx *e = rx_module_alloc(m, sizeof *e);
+  e->kind = kind;
+  e->dtype = dtype;
+  e->loc = loc;
+  return e;
+}
+
+rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_INT, dtype, loc);
+  e->ival = v;
+  e->weak = weak;
+  return e;
+}
+
+rx_tx *rx_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_FLOAT, dtype, loc);
+  e->fval = v;
+  e->weak = weak;
+  return e;
+}
+
+rx_tx *rx_tx_sym(rx_module *m, const rx_expr *sym, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_SYM, rx_expr_is_bool(sym) ? RX_DTYPE_BOOL : RX_DTYPE_I64, loc);
+  e->sym = sym;
+  return e;
+}
+
+rx_tx *rx_tx_local(rx_module *m, rx_local *l, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_LOCAL, l->dtype, loc);
+  e->local = l;
+  return e;
+}
+
+rx_tx *rx_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_LOAD, b->dtype, loc);
+  e->buf = b;
+  e->idx = rx_arena_dup(&m->arena, idx, sizeof *idx * (size_t)n);
+  e->nidx = n;
+  return e;
+}
+
+/* The symbolic form of an integer/bool expression, or NULL when e is not one: a symbolic
+ * node, or a weakly typed (i64) integer literal. */
+static const rx_expr *as_sym(rx_module *m, const rx_tx *e) {
+  if (e->kind == RX_TX_SYM) return e->sym;
+  if (e->kind == RX_TX_INT && e->dtype == RX_DTYPE_I64) return rx_expr_const(m->ctx, e->ival);
+  return NULL;
+}
+
+static const rx_expr_kind binop_expr_kind[RX_BINOP_COUNT] = {
+    [RX_BINOP_ADD] = RX_EXPR_ADD,           [RX_BINOP_SUB] = RX_EXPR_SUB,
+    [RX_BINOP_MUL] = RX_EXPR_MUL,           [RX_BINOP_DIV] = RX_EXPR_KIND_COUNT,
+    [RX_BINOP_FLOORDIV] = RX_EXPR_FLOORDIV, [RX_BINOP_FLOORMOD] = RX_EXPR_FLOORMOD,
+    [RX_BINOP_EQ] = RX_EXPR_EQ,             [RX_BINOP_NE] = RX_EXPR_NE,
+    [RX_BINOP_LT] = RX_EXPR_LT,             [RX_BINOP_LE] = RX_EXPR_LE,
+    [RX_BINOP_GT] = RX_EXPR_GT,             [RX_BINOP_GE] = RX_EXPR_GE,
+    [RX_BINOP_AND] = RX_EXPR_AND,           [RX_BINOP_OR] = RX_EXPR_OR,
+};
+
+static bool is_cmp(rx_binop op) { return op >= RX_BINOP_EQ && op <= RX_BINOP_GE; }
+
+rx_tx *rx_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc) {
+  const rx_expr *sa = as_sym(m, a), *sb = as_sym(m, b);
+  rx_expr_kind k = binop_expr_kind[op];
+  if (sa && sb && k != RX_EXPR_KIND_COUNT) {
+    /* arithmetic and comparisons of integers, logic of booleans: one symbolic node */
+    return rx_tx_sym(m, rx_expr_make(m->ctx, k, sa, sb, NULL), loc);
+  }
+  rx_dtype t;
+  if (is_cmp(op) || op == RX_BINOP_AND || op == RX_BINOP_OR)
+    t = RX_DTYPE_BOOL;
+  else if (a->weak && !b->weak)
+    t = b->dtype;
+  else
+    t = a->dtype;
+  rx_tx *e = tx_new(m, RX_TX_BINARY, t, loc);
+  e->binop = op;
+  e->a = a;
+  e->b = b;
+  return e;
+}
+
+rx_tx *rx_tx_neg(rx_module *m, rx_tx *a, rx_loc loc) {
+  const rx_expr *s = as_sym(m, a);
+  if (s && !rx_expr_is_bool(s)) return rx_tx_sym(m, rx_expr_neg(m->ctx, s), loc);
+  if (a->kind == RX_TX_FLOAT) return rx_tx_float(m, -a->fval, a->dtype, a->weak, loc);
+  rx_tx *e = tx_new(m, RX_TX_NEG, a->dtype, loc);
+  e->a = a;
+  return e;
+}
+
+rx_tx *rx_tx_not(rx_module *m, rx_tx *a, rx_loc loc) {
+  const rx_expr *s = as_sym(m, a);
+  if (s) return rx_tx_sym(m, rx_expr_not(m->ctx, s), loc);
+  rx_tx *e = tx_new(m, RX_TX_NOT, RX_DTYPE_BOOL, loc);
+  e->a = a;
+  return e;
+}
+
+rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc) {
+  const rx_expr *sc = as_sym(m, c), *sa = as_sym(m, a), *sb = as_sym(m, b);
+  if (sc && sa && sb) return rx_tx_sym(m, rx_expr_select(m->ctx, sc, sa, sb), loc);
+  rx_tx *e = tx_new(m, RX_TX_SELECT, a->weak && !b->weak ? b->dtype : a->dtype, loc);
+  e->a = c;
+  e->b = a;
+  e->c = b;
+  return e;
+}
+
+rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_CAST, to, loc);
+  e->a = a;
+  return e;
+}
+
+rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc) {
+  if ((f == RX_INTRIN_MIN || f == RX_INTRIN_MAX) && n == 2) {
+    const rx_expr *sa = as_sym(m, args[0]), *sb = as_sym(m, args[1]);
+    if (sa && sb && !rx_expr_is_bool(sa) && !rx_expr_is_bool(sb))
+      return rx_tx_sym(m,
+                       f == RX_INTRIN_MIN ? rx_expr_min(m->ctx, sa, sb) : rx_expr_max(m->ctx, sa, sb),
+                       loc);
+  }
+  rx_dtype t = n > 0 ? args[0]->dtype : RX_DTYPE_F32;
+  for (int i = 0; i < n; i++)
+    if (!args[i]->weak) {
+      t = args[i]->dtype;
+      break;
+    }
+  rx_tx *e = tx_new(m, RX_TX_CALL, t, loc);
+  e->intrin = f;
+  if (n > 0) e->a = args[0];
+  if (n > 1) e->b = args[1];
+  if (n > 2) e->c = args[2];
+  return e;
+}
+
+rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc) {
+  rx_stmt *s = rx_module_alloc(m, sizeof *s);
+  s->kind = kind;
+  s->loc = loc;
+  return s;
+}

@@ -1,0 +1,146 @@
+/* Struct info: construction, equality, printing. */
+#include "ir.h"
+
+#include <string.h>
+
+static rx_sinfo *sinfo_new(rx_module *m, rx_sinfo_kind kind) {
+  rx_sinfo *s = rx_module_alloc(m, sizeof *s);
+  s->kind = kind;
+  return s;
+}
+
+const rx_sinfo *rx_sinfo_object(rx_module *m) { return sinfo_new(m, RX_SINFO_OBJECT); }
+
+static const rx_expr **dup_dims(rx_module *m, int ndim, const rx_expr *const *dims) {
+  if (!dims || ndim < 0) return NULL;
+  return rx_arena_dup(&m->arena, dims, sizeof *dims * (size_t)ndim);
+}
+
+const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
+                                const rx_expr *const *shape) {
+  rx_sinfo *s = sinfo_new(m, RX_SINFO_TENSOR);
+  s->dtype = dtype;
+  s->ndim = ndim < 0 ? -1 : ndim;
+  s->shape = dup_dims(m, ndim, shape);
+  return s;
+}
+
+const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values) {
+  rx_sinfo *s = sinfo_new(m, RX_SINFO_SHAPE);
+  s->ndim = ndim < 0 ? -1 : ndim;
+  s->shape = dup_dims(m, ndim, values);
+  return s;
+}
+
+const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value) {
+  rx_sinfo *s = sinfo_new(m, RX_SINFO_PRIM);
+  s->dtype = dtype;
+  s->value = value;
+  return s;
+}
+
+const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n) {
+  rx_sinfo *s = sinfo_new(m, RX_SINFO_TUPLE);
+  s->fields = rx_arena_dup(&m->arena, fields, sizeof *fields * (size_t)n);
+  s->nfields = n;
+  return s;
+}
+
+const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
+                              const rx_sinfo *ret) {
+  rx_sinfo *s = sinfo_new(m, RX_SINFO_FUNC);
+  s->fields = rx_arena_dup(&m->arena, params, sizeof *params * (size_t)n);
+  s->nfields = n;
+  s->ret = ret;
+  return s;
+}
+
+bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind) return false;
+  switch (a->kind) {
+  case RX_SINFO_OBJECT: return true;
+  case RX_SINFO_PRIM: return a->dtype == b->dtype && a->value == b->value;
+  case RX_SINFO_TENSOR:
+    if (a->dtype != b->dtype) return false;
+    /* fallthrough */
+  case RX_SINFO_SHAPE:
+    if (a->ndim != b->ndim || !a->shape != !b->shape) return false;
+    for (int i = 0; a->shape && i < a->ndim; i++)
+      if (a->shape[i] != b->shape[i]) return false;
+    return true;
+  case RX_SINFO_FUNC:
+    if (!rx_sinfo_equal(a->ret, b->ret)) return false;
+    /* fallthrough */
+  case RX_SINFO_TUPLE:
+    if (a->nfields != b->nfields) return false;
+    for (int i = 0; i < a->nfields; i++)
+      if (!rx_sinfo_equal(a->fields[i], b->fields[i])) return false;
+    return true;
+  }
+  return false;
+}
+
+static void print_dims(rx_strbuf *out, int ndim, const rx_expr *const *dims) {
+  for (int i = 0; i < ndim; i++) {
+    if (i) rx_strbuf_append(out, ", ");
+    rx_expr_print(out, dims[i]);
+  }
+}
+
+void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
+  if (!s) {
+    rx_strbuf_append(out, "Object");
+    return;
+  }
+  switch (s->kind) {
+  case RX_SINFO_OBJECT: rx_strbuf_append(out, "Object"); return;
+  case RX_SINFO_TENSOR:
+    rx_strbuf_printf(out, "%s[", rx_dtype_name(s->dtype));
+    if (s->ndim < 0)
+      rx_strbuf_append(out, "...");
+    else if (!s->shape)
+      rx_strbuf_printf(out, "ndim=%d", s->ndim);
+    else
+      print_dims(out, s->ndim, s->shape);
+    rx_strbuf_putc(out, ']');
+    return;
+  case RX_SINFO_SHAPE:
+    if (s->shape) {
+      rx_strbuf_append(out, "Shape([");
+      print_dims(out, s->ndim, s->shape);
+      rx_strbuf_append(out, "])");
+    } else if (s->ndim >= 0) {
+      rx_strbuf_printf(out, "Shape(ndim=%d)", s->ndim);
+    } else {
+      rx_strbuf_append(out, "Shape");
+    }
+    return;
+  case RX_SINFO_PRIM:
+    rx_strbuf_printf(out, "Prim(%s", rx_dtype_name(s->dtype));
+    if (s->value) {
+      rx_strbuf_append(out, ", ");
+      rx_expr_print(out, s->value);
+    }
+    rx_strbuf_putc(out, ')');
+    return;
+  case RX_SINFO_TUPLE:
+    rx_strbuf_putc(out, '(');
+    for (int i = 0; i < s->nfields; i++) {
+      if (i) rx_strbuf_append(out, ", ");
+      rx_sinfo_print(out, s->fields[i]);
+    }
+    if (s->nfields == 1) rx_strbuf_putc(out, ',');
+    rx_strbuf_putc(out, ')');
+    return;
+  case RX_SINFO_FUNC:
+    rx_strbuf_append(out, "Func(");
+    for (int i = 0; i < s->nfields; i++) {
+      if (i) rx_strbuf_append(out, ", ");
+      rx_sinfo_print(out, s->fields[i]);
+    }
+    rx_strbuf_append(out, ") -> ");
+    rx_sinfo_print(out, s->ret);
+    return;
+  }
+}

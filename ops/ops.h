@@ -1,0 +1,50 @@
+/* ops: the operator library. Each op is registered once (ops/ops.def, an X-macro list) with
+ * its arguments, its attributes and its forward shape deduction. Later: its legalization to a
+ * tensor program and its pattern kind. Internal header. */
+#ifndef RX_OPS_H
+#define RX_OPS_H
+
+#include "../ir/ir.h"
+
+/* An attribute an op accepts; attributes may be given by name or positionally after the
+ * op's arguments, in this order. */
+typedef struct rx_attr_schema {
+  const char *name;
+  rx_attr_kind kind;
+  bool required;
+  const char *doc;
+} rx_attr_schema;
+
+/* What deduction sees: the module (to build struct info), the analyzer holding the function's
+ * facts (and n >= 0 for every symbolic variable in scope), diagnostics and the call's place. */
+typedef struct rx_deduce_ctx {
+  rx_module *mod;
+  rx_analyzer *an;
+  rx_diag *diag;
+  rx_loc loc; /* the call */
+} rx_deduce_ctx;
+
+/* Returns the struct info of the call's result, or NULL after reporting an error with
+ * rx_deduce_error. Arguments already have their struct info (call->args[i]->sinfo). */
+typedef const rx_sinfo *(*rx_deduce_fn)(rx_deduce_ctx *dc, const rx_node *call);
+
+struct rx_op {
+  const char *name;
+  int min_args, max_args; /* positional (non-attribute) arguments; max_args -1: variadic */
+  const rx_attr_schema *attrs;
+  int nattrs;
+  rx_deduce_fn deduce;
+  const char *doc; /* one line for docs/ops.md and `relaxc ops` */
+};
+
+const rx_op *rx_op_lookup(const char *name, size_t len);
+/* All ops, in registration order (for documentation and tests). */
+const rx_op *const *rx_op_all(int *out_count);
+/* The attribute of a call by name, or NULL when absent. */
+const rx_attr *rx_call_attr(const rx_node *call, const char *name);
+
+/* Errors and warnings from deduction, at the call's location. */
+void rx_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
+void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
+
+#endif

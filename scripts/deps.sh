@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages relaxc needs, only those missing. Idempotent and quiet when
+# everything is present. Called by `make demo` and `make test`.
+set -euo pipefail
+
+# package -> why
+PACKAGES=(
+  gcc            # the C11 compiler
+  make
+  cmake          # >= 3.20
+  python3        # runs LLVM lit
+  llvm-14-tools  # lit, FileCheck, not
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps.sh: installing missing Debian packages: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+  else
+    echo "deps.sh: these packages are missing and installing them needs root:" >&2
+    echo "  apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+# refresh the package lists when they are missing or older than a day
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages' -mtime -1 2>/dev/null | head -1)" ]; then
+  $SUDO apt-get update -qq
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps.sh: installed ${missing[*]}"

@@ -1,0 +1,15 @@
+# lit configuration for relaxc's text-level tests.
+import os
+import lit.formats
+
+config.name = "relaxc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".rx", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.relaxc_bin_dir, "tests", "lit-out")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.relaxc_bin_dir, config.llvm_bin_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%relaxc", os.path.join(config.relaxc_bin_dir, "relaxc")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
