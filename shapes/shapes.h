@@ -11,6 +11,19 @@
  * run), floordiv/floormod by constants with multiples of the divisor pulled out. rx_expr_raw
  * builds a node exactly as given (interned, unsimplified): for tests and for the simplifier.
  *
+ * The canonical form, as printed: sums list their terms in structural order with the constant
+ * last and coefficients on the right (`n * 4 + 2`, `i * 4 + j`, `n - 1`; a sum with no positive
+ * term but a positive constant prints it first: `8 - n`); products are expanded (`(a+b)*c` is
+ * `a * c + b * c`); floordiv/floormod have positive constant divisors with the multiples pulled
+ * out (`(n * 8 + 7) // 8` is `n`, `(n + 7) // 8` stays). Comparisons keep strictness as given
+ * (`n < 8` and `n <= 7` are different nodes) and put positive terms on the left, negated ones on
+ * the right, the constant on the side where it is positive, coefficients divided by their gcd:
+ * `m < n` (from n > m), `1 <= n` (from n >= 1), `m + 1 <= n`, `m + 2 == n`. NOT is pushed into
+ * comparisons (`!(a < b)` is `b <= a`, `!x` is `x == 0`); operands of && and || are booleans
+ * (`x && y` is `x != 0 && y != 0`), sorted. SUB, GT, GE and NOT appear only in raw nodes and
+ * where folding would overflow int64 (then the operation is kept as given over canonical
+ * operands; such nodes are still fixed points of rx_expr_simplify).
+ *
  * The analyzer adds facts (ranges, divisibility, relations) and uses them to bound, prove and
  * simplify. prove() answers true only when the fact holds for every assignment satisfying the
  * facts; otherwise false (the negation is proven) or unknown.
@@ -119,6 +132,19 @@ typedef struct rx_expr_env {
 /* Evaluates e. Returns false (and leaves *out unchanged) on an unbound variable, division or
  * modulo by zero, or int64 overflow. */
 bool rx_expr_eval(const rx_expr *e, const rx_expr_env *env, int64_t *out);
+/* Why an evaluation failed. Evaluation is strict (every operand is evaluated, && and ||
+ * included) except select, which evaluates only the chosen branch. A simplified expression
+ * evaluates to the same value as the original wherever the original evaluates, except that
+ * it may succeed where the original failed (x // 0 * 0 is 0, 0 && y is 0) and may overflow where
+ * a reassociated intermediate leaves int64 (e.g. the expansion of (a + b) * c). */
+typedef enum rx_eval_status {
+  RX_EVAL_OK = 0,
+  RX_EVAL_UNBOUND,  /* a variable not in the environment */
+  RX_EVAL_DIV_ZERO, /* // or % by zero */
+  RX_EVAL_OVERFLOW, /* an int64 overflow (INT64_MIN // -1 included) */
+} rx_eval_status;
+/* As rx_expr_eval, with the reason of a failure (*out unchanged then). */
+rx_eval_status rx_expr_eval_status(const rx_expr *e, const rx_expr_env *env, int64_t *out);
 
 /* ---- printing ----
  * Text syntax, also what the IR parser reads: integers, names, + - * // % (floor division and
@@ -162,7 +188,7 @@ rx_tribool rx_analyzer_prove(rx_analyzer *an, const rx_expr *cond);
  * by constants using bounds and divisibility, select with a proven condition. */
 const rx_expr *rx_analyzer_simplify(rx_analyzer *an, const rx_expr *e);
 /* Largest known c > 0 such that e % c == 0 for all assignments satisfying the facts (1 when
- * nothing is known). */
+ * nothing is known; 0 when e is provably 0, which every c divides). */
 int64_t rx_analyzer_divisor(rx_analyzer *an, const rx_expr *e);
 
 #endif
