@@ -1,0 +1,551 @@
+/* The printer of the text format (docs/text-format.md). Its output parses back to the same
+ * module, and printing that again gives the same text (the round trip). */
+#include "ir.h"
+
+#include "../ops/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct W {
+  rx_strbuf *o;
+  rx_expr_ctx *ctx;
+  int ind; /* indentation level, 2 spaces each */
+} W;
+
+static void indent(W *w) {
+  for (int i = 0; i < w->ind; i++) rx_strbuf_append(w->o, "  ");
+}
+
+/* Shortest "%.Ng" that reads back to the same double; always with '.', 'e', or inf/nan. */
+static void put_double(rx_strbuf *o, double v) {
+  if (isnan(v)) {
+    rx_strbuf_append(o, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    rx_strbuf_append(o, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  char buf[64];
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  rx_strbuf_append(o, buf);
+  if (!strpbrk(buf, ".e")) rx_strbuf_append(o, ".0");
+}
+
+static void put_string(rx_strbuf *o, const char *s) {
+  rx_strbuf_putc(o, '"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') rx_strbuf_putc(o, '\\');
+    rx_strbuf_putc(o, *s);
+  }
+  rx_strbuf_putc(o, '"');
+}
+
+static void put_exprs(rx_strbuf *o, const rx_expr *const *e, int n) {
+  for (int i = 0; i < n; i++) {
+    if (i) rx_strbuf_append(o, ", ");
+    rx_expr_print(o, e[i]);
+  }
+}
+
+/* ---- tensor-program expressions ---- */
+
+enum { PREC_UNARY = 7, PREC_ATOM = 9 };
+
+static int sym_prec(const rx_expr *e) {
+  switch (e->kind) {
+  case RX_EXPR_CONST: return e->value < 0 ? PREC_UNARY : PREC_ATOM;
+  case RX_EXPR_VAR:
+  case RX_EXPR_MIN:
+  case RX_EXPR_MAX:
+  case RX_EXPR_SELECT: return PREC_ATOM;
+  case RX_EXPR_ADD:
+  case RX_EXPR_SUB: return 5;
+  case RX_EXPR_MUL:
+  case RX_EXPR_FLOORDIV:
+  case RX_EXPR_FLOORMOD: return 6;
+  case RX_EXPR_EQ:
+  case RX_EXPR_NE:
+  case RX_EXPR_LT:
+  case RX_EXPR_LE:
+  case RX_EXPR_GT:
+  case RX_EXPR_GE: return 4;
+  case RX_EXPR_AND: return 2;
+  case RX_EXPR_OR: return 1;
+  case RX_EXPR_NOT: return 3;
+  case RX_EXPR_KIND_COUNT: break;
+  }
+  return 0;
+}
+
+static int tx_prec(const rx_tx *e) {
+  switch (e->kind) {
+  case RX_TX_INT: return e->ival < 0 && e->dtype != RX_DTYPE_BOOL && e->weak ? PREC_UNARY : PREC_ATOM;
+  case RX_TX_FLOAT: return e->weak && (e->fval < 0 || signbit(e->fval)) ? PREC_UNARY : PREC_ATOM;
+  case RX_TX_SYM: return sym_prec(e->sym);
+  case RX_TX_BINARY: return rx_binop_precedence(e->binop);
+  case RX_TX_NEG: return PREC_UNARY;
+  case RX_TX_NOT: return 3;
+  default: return PREC_ATOM;
+  }
+}
+
+static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
+  bool paren = tx_prec(e) < min_prec;
+  if (paren) rx_strbuf_putc(o, '(');
+  switch (e->kind) {
+  case RX_TX_INT:
+    if (e->dtype == RX_DTYPE_BOOL)
+      rx_strbuf_append(o, e->ival ? "true" : "false");
+    else if (e->weak)
+      rx_strbuf_printf(o, "%lld", (long long)e->ival);
+    else
+      rx_strbuf_printf(o, "%s(%lld)", rx_dtype_name(e->dtype), (long long)e->ival);
+    break;
+  case RX_TX_FLOAT:
+    if (!e->weak) rx_strbuf_printf(o, "%s(", rx_dtype_name(e->dtype));
+    put_double(o, e->fval);
+    if (!e->weak) rx_strbuf_putc(o, ')');
+    break;
+  case RX_TX_SYM: rx_expr_print(o, e->sym); break;
+  case RX_TX_LOCAL: rx_strbuf_append(o, e->local->name); break;
+  case RX_TX_LOAD:
+    rx_strbuf_printf(o, "%s[", e->buf->name);
+    for (int i = 0; i < e->nidx; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      ptx(o, e->idx[i], 0);
+    }
+    rx_strbuf_putc(o, ']');
+    break;
+  case RX_TX_BINARY: {
+    int p = rx_binop_precedence(e->binop);
+    bool cmp = e->binop >= RX_BINOP_EQ && e->binop <= RX_BINOP_GE;
+    ptx(o, e->a, cmp ? p + 1 : p);
+    rx_strbuf_printf(o, " %s ", rx_binop_name(e->binop));
+    ptx(o, e->b, p + 1);
+    break;
+  }
+  case RX_TX_NEG:
+    rx_strbuf_putc(o, '-');
+    ptx(o, e->a, PREC_UNARY + 1);
+    break;
+  case RX_TX_NOT:
+    rx_strbuf_putc(o, '!');
+    ptx(o, e->a, 3);
+    break;
+  case RX_TX_SELECT:
+    rx_strbuf_append(o, "select(");
+    ptx(o, e->a, 0);
+    rx_strbuf_append(o, ", ");
+    ptx(o, e->b, 0);
+    rx_strbuf_append(o, ", ");
+    ptx(o, e->c, 0);
+    rx_strbuf_putc(o, ')');
+    break;
+  case RX_TX_CAST:
+    rx_strbuf_printf(o, "%s(", rx_dtype_name(e->dtype));
+    ptx(o, e->a, 0);
+    rx_strbuf_putc(o, ')');
+    break;
+  case RX_TX_CALL: {
+    rx_strbuf_printf(o, "%s(", rx_intrinsic_name(e->intrin));
+    const rx_tx *args[3] = {e->a, e->b, e->c};
+    int n = rx_intrinsic_arity(e->intrin);
+    for (int i = 0; i < n && i < 3 && args[i]; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      ptx(o, args[i], 0);
+    }
+    rx_strbuf_putc(o, ')');
+    break;
+  }
+  }
+  if (paren) rx_strbuf_putc(o, ')');
+}
+
+void rx_tx_print(rx_strbuf *out, const rx_tx *e) { ptx(out, e, 0); }
+
+/* ---- tensor-program statements ---- */
+
+static void pstmt(W *w, const rx_stmt *s);
+
+/* ` {`, the statements of s (a SEQ's children, or s itself) one level deeper, `}` */
+static void pblock(W *w, const rx_stmt *s) {
+  rx_strbuf_append(w->o, " {\n");
+  w->ind++;
+  if (s) pstmt(w, s);
+  w->ind--;
+  indent(w);
+  rx_strbuf_putc(w->o, '}');
+}
+
+static void prange(W *w, const rx_stmt *s, int i) {
+  rx_strbuf_printf(w->o, "%s in ", s->vars[i]->kind == RX_EXPR_VAR ? s->vars[i]->name : "?");
+  rx_expr_print(w->o, s->lo[i]);
+  rx_strbuf_append(w->o, "..");
+  rx_expr_print(w->o, rx_expr_add(w->ctx, s->lo[i], s->extent[i]));
+}
+
+static void pbuffer(W *w, const rx_buffer *b) {
+  rx_strbuf_printf(w->o, "%s: %s[", b->name, rx_dtype_name(b->dtype));
+  put_exprs(w->o, b->shape, b->ndim);
+  rx_strbuf_putc(w->o, ']');
+}
+
+static void pstmt(W *w, const rx_stmt *s) {
+  rx_strbuf *o = w->o;
+  if (s->kind == RX_STMT_SEQ) {
+    for (int i = 0; i < s->n; i++) pstmt(w, s->body[i]);
+    return;
+  }
+  indent(w);
+  switch (s->kind) {
+  case RX_STMT_SEQ: break;
+  case RX_STMT_FOR:
+    rx_strbuf_append(o, "for ");
+    for (int i = 0; i < s->nvars; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      prange(w, s, i);
+    }
+    if (rx_loop_is_bound(s->loop_kind))
+      rx_strbuf_printf(o, " bind(%s)", rx_loop_kind_name(s->loop_kind));
+    else if (s->loop_kind != RX_LOOP_SERIAL)
+      rx_strbuf_printf(o, " %s", rx_loop_kind_name(s->loop_kind));
+    pblock(w, s->inner);
+    break;
+  case RX_STMT_REDUCE:
+    rx_strbuf_append(o, "reduce ");
+    for (int i = 0; i < s->nvars; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      prange(w, s, i);
+    }
+    rx_strbuf_append(o, " {\n");
+    w->ind++;
+    indent(w);
+    rx_strbuf_append(o, "init");
+    pblock(w, s->init);
+    rx_strbuf_putc(o, '\n');
+    indent(w);
+    rx_strbuf_append(o, "update");
+    pblock(w, s->inner);
+    rx_strbuf_putc(o, '\n');
+    w->ind--;
+    indent(w);
+    rx_strbuf_putc(o, '}');
+    break;
+  case RX_STMT_STORE:
+    rx_strbuf_printf(o, "%s[", s->buf->name);
+    for (int i = 0; i < s->nidx; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      ptx(o, s->idx[i], 0);
+    }
+    rx_strbuf_append(o, "] = ");
+    ptx(o, s->value, 0);
+    break;
+  case RX_STMT_LET:
+    rx_strbuf_printf(o, "let %s: %s = ", s->local->name, rx_dtype_name(s->local->dtype));
+    ptx(o, s->value, 0);
+    break;
+  case RX_STMT_ALLOC:
+    rx_strbuf_append(o, "alloc ");
+    pbuffer(w, s->buf);
+    rx_strbuf_printf(o, " %s", rx_scope_name(s->buf->scope));
+    break;
+  case RX_STMT_IF:
+    rx_strbuf_append(o, "if ");
+    ptx(o, s->value, 0);
+    pblock(w, s->inner);
+    if (s->otherwise) {
+      rx_strbuf_append(o, " else");
+      pblock(w, s->otherwise);
+    }
+    break;
+  case RX_STMT_BARRIER: rx_strbuf_append(o, "barrier"); break;
+  }
+  rx_strbuf_putc(o, '\n');
+}
+
+static void pparams(W *w, rx_param *const *params, int n) {
+  rx_strbuf_putc(w->o, '(');
+  for (int i = 0; i < n; i++) {
+    const rx_param *q = params[i];
+    if (i) rx_strbuf_append(w->o, ", ");
+    if (q->is_output) rx_strbuf_append(w->o, "out ");
+    if (q->kind == RX_PARAM_BUFFER) {
+      pbuffer(w, q->buf);
+    } else {
+      if (q->var->kind == RX_EXPR_VAR)
+        rx_strbuf_append(w->o, q->var->name);
+      else
+        rx_expr_print(w->o, q->var);
+      rx_strbuf_printf(w->o, ": %s", rx_dtype_name(q->dtype));
+    }
+  }
+  rx_strbuf_putc(w->o, ')');
+}
+
+static void pfacts(W *w, const rx_expr *const *facts, int n) {
+  if (!n) return;
+  rx_strbuf_append(w->o, " where ");
+  put_exprs(w->o, facts, n);
+}
+
+/* ---- graph functions ---- */
+
+static void pnode(W *w, const rx_node *n);
+
+static void pargs(W *w, rx_node *const *args, int n, bool first) {
+  for (int i = 0; i < n; i++) {
+    if (i || !first) rx_strbuf_append(w->o, ", ");
+    pnode(w, args[i]);
+  }
+}
+
+static void pattr(W *w, const rx_attr *a) {
+  rx_strbuf *o = w->o;
+  rx_strbuf_printf(o, "%s=", a->name);
+  switch (a->kind) {
+  case RX_ATTR_INT: rx_strbuf_printf(o, "%lld", (long long)a->i); break;
+  case RX_ATTR_FLOAT: put_double(o, a->f); break;
+  case RX_ATTR_BOOL: rx_strbuf_append(o, a->i ? "true" : "false"); break;
+  case RX_ATTR_STR: put_string(o, a->s ? a->s : ""); break;
+  case RX_ATTR_DTYPE: rx_strbuf_append(o, rx_dtype_name(a->dtype)); break;
+  case RX_ATTR_INTS:
+    rx_strbuf_putc(o, '[');
+    for (int i = 0; i < a->n; i++) rx_strbuf_printf(o, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+    rx_strbuf_putc(o, ']');
+    break;
+  case RX_ATTR_EXPRS:
+    rx_strbuf_putc(o, '[');
+    put_exprs(o, a->exprs, a->n);
+    rx_strbuf_putc(o, ']');
+    break;
+  }
+}
+
+static void pconst_value(W *w, rx_dtype dt, double v) {
+  if (!rx_dtype_is_float(dt) && v == floor(v) && fabs(v) < 9.0e18)
+    rx_strbuf_printf(w->o, "%lld", (long long)v);
+  else
+    put_double(w->o, v);
+}
+
+static void pseq_body(W *w, const rx_seq *s);
+
+static void pnode(W *w, const rx_node *n) {
+  rx_strbuf *o = w->o;
+  switch (n->kind) {
+  case RX_NODE_VAR: rx_strbuf_append(o, n->var->name); return;
+  case RX_NODE_PRIM:
+    if (rx_dtype_is_float(n->prim_dtype)) {
+      if (!n->weak) rx_strbuf_printf(o, "prim(%s, ", rx_dtype_name(n->prim_dtype));
+      put_double(o, n->fvalue);
+      if (!n->weak) rx_strbuf_putc(o, ')');
+      return;
+    }
+    if (n->weak && n->prim && n->prim->kind == RX_EXPR_CONST) {
+      if (n->prim_dtype == RX_DTYPE_BOOL)
+        rx_strbuf_append(o, n->prim->value ? "true" : "false");
+      else
+        rx_strbuf_printf(o, "%lld", (long long)n->prim->value);
+      return;
+    }
+    rx_strbuf_append(o, "prim(");
+    if (n->prim_dtype != RX_DTYPE_I64) rx_strbuf_printf(o, "%s, ", rx_dtype_name(n->prim_dtype));
+    if (n->prim)
+      rx_expr_print(o, n->prim);
+    else
+      rx_strbuf_putc(o, '0');
+    rx_strbuf_putc(o, ')');
+    return;
+  case RX_NODE_SHAPE:
+    rx_strbuf_putc(o, '[');
+    put_exprs(o, n->dims, n->ndims);
+    rx_strbuf_putc(o, ']');
+    return;
+  case RX_NODE_TUPLE:
+    rx_strbuf_putc(o, '(');
+    pargs(w, n->args, n->nargs, true);
+    if (n->nargs == 1) rx_strbuf_putc(o, ',');
+    rx_strbuf_putc(o, ')');
+    return;
+  case RX_NODE_GET_ITEM:
+    pnode(w, n->args[0]);
+    rx_strbuf_printf(o, ".%d", n->index);
+    return;
+  case RX_NODE_CALL:
+    rx_strbuf_printf(o, "%s(", n->op->name);
+    pargs(w, n->args, n->nargs, true);
+    for (int i = 0; i < n->nattrs; i++) {
+      if (i || n->nargs) rx_strbuf_append(o, ", ");
+      pattr(w, &n->attrs[i]);
+    }
+    rx_strbuf_putc(o, ')');
+    return;
+  case RX_NODE_CALL_TENSOR:
+  case RX_NODE_CALL_EXTERN: {
+    bool tensor = n->kind == RX_NODE_CALL_TENSOR;
+    const char *callee = tensor ? (n->tfn ? n->tfn->name : n->callee) : (n->ext ? n->ext->name : n->callee);
+    rx_strbuf_printf(o, "%s(%s", tensor ? "call_tensor" : "call_extern", callee);
+    pargs(w, n->args, n->nargs, false);
+    rx_strbuf_append(o, ", out=");
+    rx_sinfo_print(o, n->out);
+    if (n->nextra) {
+      rx_strbuf_append(o, ", dims=[");
+      put_exprs(o, n->extra_dims, n->nextra);
+      rx_strbuf_putc(o, ']');
+    }
+    rx_strbuf_putc(o, ')');
+    return;
+  }
+  case RX_NODE_CALL_GRAPH:
+    rx_strbuf_printf(o, "%s(", n->gfn ? n->gfn->name : n->callee);
+    pargs(w, n->args, n->nargs, true);
+    rx_strbuf_putc(o, ')');
+    return;
+  case RX_NODE_IF:
+    rx_strbuf_append(o, "if ");
+    pnode(w, n->cond);
+    rx_strbuf_append(o, " {\n");
+    w->ind++;
+    pseq_body(w, n->then_seq);
+    w->ind--;
+    indent(w);
+    rx_strbuf_append(o, "} else {\n");
+    w->ind++;
+    pseq_body(w, n->else_seq);
+    w->ind--;
+    indent(w);
+    rx_strbuf_putc(o, '}');
+    return;
+  case RX_NODE_CONST: {
+    const rx_sinfo *s = n->sinfo;
+    rx_dtype dt = s ? s->dtype : RX_DTYPE_F32;
+    rx_strbuf_append(o, "const(");
+    rx_sinfo_print(o, s);
+    rx_strbuf_append(o, ", ");
+    bool scalar = s && s->kind == RX_SINFO_TENSOR && s->ndim == 0 && n->count == 1;
+    if (scalar) {
+      pconst_value(w, dt, n->data[0]);
+    } else {
+      rx_strbuf_putc(o, '[');
+      for (size_t i = 0; i < n->count; i++) {
+        if (i) rx_strbuf_append(o, ", ");
+        pconst_value(w, dt, n->data[i]);
+      }
+      rx_strbuf_putc(o, ']');
+    }
+    rx_strbuf_putc(o, ')');
+    return;
+  }
+  }
+}
+
+static void pbinding(W *w, const rx_binding *b) {
+  rx_strbuf *o = w->o;
+  indent(w);
+  rx_strbuf_append(o, b->var->name);
+  if (b->var->sinfo) {
+    rx_strbuf_append(o, ": ");
+    rx_sinfo_print(o, b->var->sinfo);
+  }
+  rx_strbuf_append(o, " = ");
+  if (b->cast) {
+    rx_strbuf_append(o, "match_cast(");
+    pnode(w, b->value);
+    rx_strbuf_append(o, ", ");
+    rx_sinfo_print(o, b->cast);
+    rx_strbuf_putc(o, ')');
+  } else {
+    pnode(w, b->value);
+  }
+  rx_strbuf_putc(o, '\n');
+}
+
+static void pblocks(W *w, const rx_seq *s) {
+  for (int i = 0; i < s->nblocks; i++) {
+    const rx_block *b = s->blocks[i];
+    if (b->dataflow) {
+      indent(w);
+      rx_strbuf_append(w->o, "dataflow {\n");
+      w->ind++;
+    }
+    for (int j = 0; j < b->nbindings; j++) pbinding(w, b->bindings[j]);
+    if (b->dataflow) {
+      w->ind--;
+      indent(w);
+      rx_strbuf_append(w->o, "}\n");
+    }
+  }
+}
+
+/* An if branch: its bindings, then its value. */
+static void pseq_body(W *w, const rx_seq *s) {
+  pblocks(w, s);
+  indent(w);
+  if (s->result)
+    pnode(w, s->result);
+  else
+    rx_strbuf_append(w->o, "()");
+  rx_strbuf_putc(w->o, '\n');
+}
+
+static void pgraph(W *w, const rx_graph_fn *f) {
+  rx_strbuf *o = w->o;
+  rx_strbuf_printf(o, "graph_fn %s(", f->name);
+  for (int i = 0; i < f->nparams; i++) {
+    if (i) rx_strbuf_append(o, ", ");
+    rx_strbuf_printf(o, "%s: ", f->params[i]->name);
+    rx_sinfo_print(o, f->params[i]->sinfo);
+  }
+  rx_strbuf_putc(o, ')');
+  if (f->ret) {
+    rx_strbuf_append(o, " -> ");
+    rx_sinfo_print(o, f->ret);
+  }
+  pfacts(w, f->facts, f->nfacts);
+  rx_strbuf_append(o, " {\n");
+  w->ind = 1;
+  pblocks(w, &f->body);
+  indent(w);
+  rx_strbuf_append(o, "return ");
+  if (f->body.result)
+    pnode(w, f->body.result);
+  else
+    rx_strbuf_append(o, "()");
+  rx_strbuf_append(o, "\n}\n");
+  w->ind = 0;
+}
+
+void rx_module_print(rx_strbuf *out, const rx_module *m) {
+  W w = {.o = out, .ctx = m->ctx};
+  for (size_t i = 0; i < m->items.len; i++) {
+    const rx_item *it = &m->items.data[i];
+    if (i) rx_strbuf_putc(out, '\n');
+    switch (it->kind) {
+    case RX_ITEM_GRAPH: pgraph(&w, it->fn); break;
+    case RX_ITEM_TENSOR: {
+      const rx_tensor_fn *f = it->fn;
+      rx_strbuf_printf(out, "tensor_fn %s", f->name);
+      pparams(&w, f->params, f->nparams);
+      pfacts(&w, f->facts, f->nfacts);
+      w.ind = 0;
+      pblock(&w, f->body);
+      rx_strbuf_putc(out, '\n');
+      break;
+    }
+    case RX_ITEM_EXTERN: {
+      const rx_extern_fn *f = it->fn;
+      rx_strbuf_printf(out, "%sextern_fn %s", f->impure ? "impure " : "", f->name);
+      pparams(&w, f->params, f->nparams);
+      rx_strbuf_putc(out, '\n');
+      break;
+    }
+    }
+  }
+}
