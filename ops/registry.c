@@ -1,0 +1,104 @@
+/* The op registry: the table built from ops/ops.def, lookup by name, attribute access and the
+ * error/warning reporters used by deduction. */
+#include "deduce.h"
+
+#include <string.h>
+
+/* ---- attribute schemas (each ends with a {NULL} sentinel) ---- */
+
+static const rx_attr_schema attrs_none[] = {{NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_cast[] = {
+    {"dtype", RX_ATTR_DTYPE, true, "the result dtype"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_dtype[] = {
+    {"dtype", RX_ATTR_DTYPE, false, "the result dtype (default f32)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_full[] = {
+    {"dtype", RX_ATTR_DTYPE, false, "the result dtype (default: the fill value's)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_permute[] = {
+    {"axes", RX_ATTR_INTS, false, "the permutation (default: reverse)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_expand_dims[] = {
+    {"axes", RX_ATTR_INTS, true, "positions of the new dims in the result"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_squeeze[] = {
+    {"axes", RX_ATTR_INTS, false, "dims to remove (default: every provably-1 dim)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_concat[] = {
+    {"axis", RX_ATTR_INT, false, "the concatenation axis (default 0)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_split[] = {
+    {"sections", RX_ATTR_INT, false, "split into this many equal parts"},
+    {"axis", RX_ATTR_INT, false, "the split axis (default 0)"},
+    {"indices", RX_ATTR_INTS, false, "split before these ascending indices (instead of sections)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_strided_slice[] = {
+    {"axes", RX_ATTR_INTS, true, "the sliced axes"},
+    {"begin", RX_ATTR_EXPRS, true, "first index per axis (symbolic; negative counts from end)"},
+    {"end", RX_ATTR_EXPRS, true, "end index per axis (symbolic; clamped)"},
+    {"strides", RX_ATTR_INTS, false, "step per axis (default 1; nonzero constants)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_take[] = {
+    {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_reduce[] = {
+    {"axes", RX_ATTR_INTS, false, "reduced axes (default: all)"},
+    {"keepdims", RX_ATTR_BOOL, false, "keep reduced dims as 1 (default false)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_softmax[] = {
+    {"axis", RX_ATTR_INT, false, "the normalized axis (default -1)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_norm[] = {
+    {"axes", RX_ATTR_INTS, false, "normalized axes (default [-1])"},
+    {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
+    {NULL, 0, false, NULL}};
+
+#define NATTRS(a) ((int)RX_ARRAY_LEN(a) - 1)
+
+/* ---- the table ---- */
+
+static const rx_op ops[] = {
+#define OP(id, name, min_args, max_args, attrs, deduce, doc)                                      \
+  {name, min_args, max_args, NATTRS(attrs) ? attrs : NULL, NATTRS(attrs), deduce, doc},
+#include "ops.def"
+#undef OP
+};
+
+enum {
+#define OP(id, name, min_args, max_args, attrs, deduce, doc) OPIDX_##id,
+#include "ops.def"
+#undef OP
+  OPIDX_COUNT
+};
+
+static const rx_op *const op_ptrs[] = {
+#define OP(id, name, min_args, max_args, attrs, deduce, doc) &ops[OPIDX_##id],
+#include "ops.def"
+#undef OP
+};
+
+const rx_op *rx_op_lookup(const char *name, size_t len) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(ops); i++)
+    if (strlen(ops[i].name) == len && memcmp(ops[i].name, name, len) == 0) return &ops[i];
+  return NULL;
+}
+
+const rx_op *const *rx_op_all(int *out_count) {
+  if (out_count) *out_count = OPIDX_COUNT;
+  return op_ptrs;
+}
+
+const rx_attr *rx_call_attr(const rx_node *call, const char *name) {
+  for (int i = 0; i < call->nattrs; i++)
+    if (call->attrs[i].name && strcmp(call->attrs[i].name, name) == 0) return &call->attrs[i];
+  return NULL;
+}
+
+void rx_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_diag_vreport(dc->diag, RX_DIAG_ERROR, dc->loc, fmt, ap);
+  va_end(ap);
+}
+
+void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_diag_vreport(dc->diag, RX_DIAG_WARNING, dc->loc, fmt, ap);
+  va_end(ap);
+}
