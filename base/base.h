@@ -96,6 +96,8 @@ void rx_strtab_free(rx_strtab *t); /* frees the table, not the strings (arena-ow
 const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n);
 
 /* ---- statuses: NULL is OK, anything else is an error with a message ---- */
+#ifndef RX_STATUS_ENUM_DEFINED /* also defined, identically, by include/relaxc/compiler.h */
+#define RX_STATUS_ENUM_DEFINED
 typedef enum rx_status_code {
   RX_OK = 0,
   RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
@@ -106,6 +108,7 @@ typedef enum rx_status_code {
   RX_ERR_DEVICE, /* a driver reported an error */
   RX_ERR_INTERNAL,
 } rx_status_code;
+#endif
 
 typedef struct rx_status_s *rx_status;
 rx_status rx_status_make(rx_status_code code, const char *fmt, ...) RX_PRINTF(2, 3);

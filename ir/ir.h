@@ -28,6 +28,8 @@
   X(U8, "u8", 8, 0, 0)                                                                             \
   X(BOOL, "bool", 8, 0, 0)
 
+#ifndef RX_DTYPE_ENUM_DEFINED /* also defined, with the same values, by include/relaxc/compiler.h */
+#define RX_DTYPE_ENUM_DEFINED
 typedef enum rx_dtype {
   RX_DTYPE_UNKNOWN = 0, /* text: any */
 #define X(e, n, b, f, s) RX_DTYPE_##e,
@@ -35,6 +37,7 @@ typedef enum rx_dtype {
 #undef X
       RX_DTYPE_COUNT
 } rx_dtype;
+#endif
 
 const char *rx_dtype_name(rx_dtype t); /* "any" for unknown */
 bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out);

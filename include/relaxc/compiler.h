@@ -1,0 +1,230 @@
+/* relaxc/compiler.h: the public C API of the relaxc compiler.
+ *
+ * A module holds graph functions, tensor programs and extern declarations. Build one by parsing
+ * text (docs/text-format.md) or programmatically with the builders below, then check it
+ * (normalize + verify) and print it.
+ *
+ * Conventions:
+ * - Every handle is opaque. Objects made for a module (expressions, struct info, attributes,
+ *   variables, nodes, functions) live in the module's arena and die with rx_module_free; only
+ *   rx_module, rx_diag, builders, statuses and strings returned as `char *` are freed by you.
+ * - Functions that can fail on user input return an rx_status: NULL is success; otherwise an
+ *   error whose message names the place and what was expected. Free it with rx_status_free.
+ *   Out-parameters (`out_x`) are set to NULL first and set on success only.
+ * - Symbolic expressions are hash-consed: two equal expressions are the same pointer.
+ * - The tensor-program builder records its first error and reports it from rx_tfn_finish, so
+ *   expression constructors can be nested freely.
+ * - Nothing here exits or aborts on bad input. */
+#ifndef RELAXC_COMPILER_H
+#define RELAXC_COMPILER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RELAXC_VERSION "0.1.0"
+
+/* ---- opaque handles (the same structs as the compiler's internal headers) ---- */
+typedef struct rx_module rx_module;           /* a compilation unit */
+typedef struct rx_diag rx_diag;               /* collected errors and warnings, rendered as text */
+typedef struct rx_expr rx_expr;               /* a symbolic integer expression */
+typedef struct rx_sinfo rx_sinfo;             /* struct info: Tensor, Shape, Prim, Tuple, Object */
+typedef struct rx_attr rx_attr;               /* an op attribute (name = value) */
+typedef struct rx_var rx_var;                 /* a graph variable: parameter or binding */
+typedef struct rx_node rx_node;               /* a graph expression (an argument of a call) */
+typedef struct rx_graph_fn rx_graph_fn;       /* a graph function */
+typedef struct rx_tensor_fn rx_tensor_fn;     /* a tensor program */
+typedef struct rx_buffer rx_buffer;           /* a tensor program's buffer */
+typedef struct rx_tx rx_tx;                   /* a tensor-program scalar expression */
+typedef struct rx_builder rx_builder;         /* a graph function under construction */
+typedef struct rx_tfn_builder rx_tfn_builder; /* a tensor program under construction */
+
+/* ---- statuses ---- */
+#ifndef RX_STATUS_ENUM_DEFINED /* also defined, identically, by the internal base/base.h */
+#define RX_STATUS_ENUM_DEFINED
+typedef enum rx_status_code {
+  RX_OK = 0,
+  RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
+  RX_ERR_UNSUPPORTED, /* valid but not supported (op, target, feature) */
+  RX_ERR_NOT_FOUND,   /* missing file, function, kernel, driver */
+  RX_ERR_IO,          /* reading or writing a file failed */
+  RX_ERR_OUT_OF_MEMORY,
+  RX_ERR_DEVICE, /* a driver reported an error */
+  RX_ERR_INTERNAL,
+} rx_status_code;
+#endif
+typedef struct rx_status_s *rx_status; /* NULL: OK */
+rx_status_code rx_status_code_of(rx_status s);
+const char *rx_status_message(rx_status s); /* "" for OK */
+void rx_status_free(rx_status s);
+
+/* ---- dtypes ---- */
+#ifndef RX_DTYPE_ENUM_DEFINED /* also defined, with the same values, by the internal ir/ir.h */
+#define RX_DTYPE_ENUM_DEFINED
+typedef enum rx_dtype {
+  RX_DTYPE_UNKNOWN = 0, /* text: any */
+  RX_DTYPE_F32,
+  RX_DTYPE_F16,
+  RX_DTYPE_BF16,
+  RX_DTYPE_I64,
+  RX_DTYPE_I32,
+  RX_DTYPE_I16,
+  RX_DTYPE_I8,
+  RX_DTYPE_U8,
+  RX_DTYPE_BOOL,
+  RX_DTYPE_COUNT
+} rx_dtype;
+#endif
+
+/* Frees a string returned by this API. */
+void rx_free(void *p);
+
+/* ---- diagnostics ---- */
+rx_diag *rx_diag_create(void);
+void rx_diag_destroy(rx_diag *d);
+/* Every message so far, each "file:line:col: error: ...", the source line and a caret. */
+const char *rx_diag_text(const rx_diag *d);
+int rx_diag_error_count(const rx_diag *d);
+int rx_diag_warning_count(const rx_diag *d);
+
+/* ---- modules ---- */
+rx_module *rx_module_new(void);
+void rx_module_free(rx_module *m);
+/* Parses text (named `name` in messages) and adds its definitions to m. On errors returns an
+ * RX_ERR_INVALID status whose message is the rendered diagnostics. diag may be NULL; when
+ * given it receives every diagnostic (warnings included). */
+rx_status rx_module_parse(rx_module *m, const char *name, const char *text, size_t len,
+                          rx_diag *diag);
+/* Normalizes (deduces the struct info of everything) and verifies the module; errors as for
+ * rx_module_parse. Idempotent. */
+rx_status rx_module_check(rx_module *m, rx_diag *diag);
+/* The module in the text format (heap string, free with rx_free). */
+char *rx_module_to_text(const rx_module *m);
+
+/* ---- symbolic expressions (canonical; integers, booleans are 0/1) ---- */
+const rx_expr *rx_sym_var(rx_module *m, const char *name); /* same name, same variable */
+const rx_expr *rx_sym_const(rx_module *m, int64_t v);
+const rx_expr *rx_sym_add(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_sub(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_mul(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_floordiv(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_floormod(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_min(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_max(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_eq(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_lt(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_le(rx_module *m, const rx_expr *a, const rx_expr *b);
+const rx_expr *rx_sym_and(rx_module *m, const rx_expr *a, const rx_expr *b);
+char *rx_sym_to_string(const rx_expr *e); /* free with rx_free */
+
+/* ---- struct info ---- */
+const rx_sinfo *rx_sinfo_object(rx_module *m);
+/* shape: ndim dims, or NULL for rank only (ndim >= 0) or unknown rank (ndim == -1). */
+const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
+                                const rx_expr *const *shape);
+const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
+const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
+const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
+char *rx_sinfo_to_string(const rx_sinfo *s); /* "f16[n, 4096]"; free with rx_free */
+
+/* ---- op attributes (by name, as in docs/ops.md) ---- */
+const rx_attr *rx_attr_int(rx_module *m, const char *name, int64_t v);
+const rx_attr *rx_attr_float(rx_module *m, const char *name, double v);
+const rx_attr *rx_attr_bool(rx_module *m, const char *name, bool v);
+const rx_attr *rx_attr_str(rx_module *m, const char *name, const char *v);
+const rx_attr *rx_attr_dtype(rx_module *m, const char *name, rx_dtype v);
+const rx_attr *rx_attr_ints(rx_module *m, const char *name, const int64_t *v, int n);
+const rx_attr *rx_attr_exprs(rx_module *m, const char *name, const rx_expr *const *v, int n);
+
+/* ---- graph functions ----
+ * rx_builder_new starts a function; add parameters and facts, then emit bindings, grouped in
+ * dataflow blocks between rx_builder_begin_dataflow and rx_builder_end_dataflow (elsewhere
+ * in plain blocks), and end with rx_builder_finish. Each rx_emit_* creates one binding whose
+ * struct info is deduced at once (ops use their deduction and the function's facts); a
+ * deduction error is returned as a status naming the op and the offending struct info.
+ * `name` is the binding's name; NULL picks one from the op or callee, made unique. */
+rx_builder *rx_builder_new(rx_module *m, const char *fn_name);
+void rx_builder_free(rx_builder *b); /* abandons an unfinished function */
+rx_status rx_builder_param(rx_builder *b, const char *name, const rx_sinfo *sinfo,
+                           rx_var **out_var);
+rx_status rx_builder_fact(rx_builder *b, const rx_expr *fact);    /* `where` */
+void rx_builder_set_result(rx_builder *b, const rx_sinfo *sinfo); /* `-> SINFO` (optional) */
+rx_status rx_builder_begin_dataflow(rx_builder *b);
+rx_status rx_builder_end_dataflow(rx_builder *b);
+
+/* Arguments: a variable, a shape literal, scalar literals (weakly typed, as bare text
+ * literals) and symbolic scalars. */
+rx_node *rx_arg_var(rx_builder *b, rx_var *v);
+rx_node *rx_arg_shape(rx_builder *b, const rx_expr *const *dims, int n);
+rx_node *rx_arg_int(rx_builder *b, int64_t v);
+rx_node *rx_arg_float(rx_builder *b, double v);
+rx_node *rx_arg_prim(rx_builder *b, rx_dtype dtype, const rx_expr *value);
+
+rx_status rx_emit_op(rx_builder *b, const char *op, rx_node *const *args, int nargs,
+                     const rx_attr *const *attrs, int nattrs, const char *name, rx_var **out_var);
+/* call_tensor(prog, args..., out=out, dims=[dims...]); prog must already be in the module. */
+rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *args, int nargs,
+                              const rx_sinfo *out, const rx_expr *const *dims, int ndims,
+                              const char *name, rx_var **out_var);
+rx_status rx_emit_call_extern(rx_builder *b, const char *ext, rx_node *const *args, int nargs,
+                              const rx_sinfo *out, const char *name, rx_var **out_var);
+rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
+                             const char *name, rx_var **out_var);
+rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char *name,
+                        rx_var **out_var);
+rx_status rx_emit_get_item(rx_builder *b, rx_node *tuple, int index, const char *name,
+                           rx_var **out_var);
+/* Ends the function with its result and adds it to the module. Frees b in every case. */
+rx_status rx_builder_finish(rx_builder *b, rx_node *result, rx_graph_fn **out_fn);
+
+const char *rx_var_name(const rx_var *v);
+const rx_sinfo *rx_var_sinfo(const rx_var *v);
+
+/* ---- tensor programs ----
+ * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and
+ * ifs open a scope closed by rx_tfn_end; statements go into the innermost open scope.
+ * Errors (unknown operator, intrinsic or loop kind, unbalanced scopes) are recorded and
+ * returned by rx_tfn_finish; type errors are the verifier's (rx_module_check). */
+rx_tfn_builder *rx_tfn_builder_new(rx_module *m, const char *name);
+void rx_tfn_builder_free(rx_tfn_builder *tb); /* abandons an unfinished program */
+rx_buffer *rx_tfn_buffer(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
+                         const rx_expr *const *shape, bool is_output);
+const rx_expr *rx_tfn_scalar(rx_tfn_builder *tb, const char *name, rx_dtype dtype);
+void rx_tfn_fact(rx_tfn_builder *tb, const rx_expr *fact);
+/* for var in lo..lo+extent KIND { ... }: kind "serial" (or NULL), "unroll", "vectorize",
+ * "blockIdx.x", ..., "threadIdx.z". Returns the loop variable. */
+const rx_expr *rx_tfn_for(rx_tfn_builder *tb, const char *var, const rx_expr *lo,
+                          const rx_expr *extent, const char *kind);
+void rx_tfn_if(rx_tfn_builder *tb, rx_tx *cond);
+void rx_tfn_else(rx_tfn_builder *tb);
+void rx_tfn_end(rx_tfn_builder *tb);
+void rx_tfn_store(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n, rx_tx *value);
+/* scope: "global", "shared" or "local" */
+rx_buffer *rx_tfn_alloc(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
+                        const rx_expr *const *shape, const char *scope);
+/* let name: dtype = value; returns a reference to the local. */
+rx_tx *rx_tfn_let(rx_tfn_builder *tb, const char *name, rx_dtype dtype, rx_tx *value);
+void rx_tfn_barrier(rx_tfn_builder *tb);
+/* expressions */
+rx_tx *rx_tfn_sym(rx_tfn_builder *tb, const rx_expr *e); /* loop/symbolic index arithmetic */
+rx_tx *rx_tfn_int(rx_tfn_builder *tb, int64_t v);        /* bare (weak) integer literal */
+rx_tx *rx_tfn_float(rx_tfn_builder *tb, double v);       /* bare (weak) float literal */
+rx_tx *rx_tfn_load(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n);
+/* op: + - * / // % == != < <= > >= && || */
+rx_tx *rx_tfn_binary(rx_tfn_builder *tb, const char *op, rx_tx *a, rx_tx *b);
+rx_tx *rx_tfn_select(rx_tfn_builder *tb, rx_tx *cond, rx_tx *a, rx_tx *b);
+rx_tx *rx_tfn_cast(rx_tfn_builder *tb, rx_dtype to, rx_tx *a);
+/* intrinsic by name: exp, sigmoid, fma, subgroup_sum, ... */
+rx_tx *rx_tfn_call(rx_tfn_builder *tb, const char *intrinsic, rx_tx *const *args, int n);
+/* Ends the program and adds it to the module. Frees tb in every case. */
+rx_status rx_tfn_finish(rx_tfn_builder *tb, rx_tensor_fn **out_fn);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,783 @@
+/* The verifier: structural checks of a normalized module (see rx_module_verify in ir.h).
+ *
+ * Graph functions: variables defined before use (if-branch bindings do not escape their
+ * branch), symbolic variables defined by a parameter's whole dimension or an earlier
+ * match_cast before they are used, dataflow blocks pure, struct info present and consistent.
+ * Tensor programs: buffers, locals, loop and symbolic variables in scope, index counts, the
+ * dtypes of every operator, no stores into input buffers, bound loops starting at 0.
+ *
+ * Purity of a graph function (for calls inside dataflow): a graph function is impure when one
+ * of its bindings, in any block or branch, calls an `impure` extern or an impure graph
+ * function. Control flow alone (an `if` binding) does not make the callee impure. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a scoped pointer set: add, query, and undo back to a mark ---- */
+
+typedef struct slot {
+  const void *key;
+  bool on; /* defined in the current scope chain */
+} slot;
+
+typedef struct scope {
+  slot *slots;
+  size_t cap, count;
+  rx_ptrvec log; /* keys turned on, in order, for undo */
+} scope;
+
+static slot *find(scope *s, const void *key) {
+  size_t h = (size_t)rx_hash_mix(0, (uint64_t)(uintptr_t)key) & (s->cap - 1);
+  while (s->slots[h].key && s->slots[h].key != key) h = (h + 1) & (s->cap - 1);
+  return &s->slots[h];
+}
+
+static void grow(scope *s) {
+  slot *old = s->slots;
+  size_t oldcap = s->cap;
+  s->cap = s->cap ? s->cap * 2 : 64;
+  s->slots = rx_calloc(s->cap, sizeof *s->slots);
+  for (size_t i = 0; i < oldcap; i++)
+    if (old[i].key) *find(s, old[i].key) = old[i];
+  free(old);
+}
+
+static bool has(scope *s, const void *key) {
+  if (!s->cap || !key) return false;
+  slot *e = find(s, key);
+  return e->key && e->on;
+}
+
+static void add(scope *s, const void *key) {
+  if ((s->count + 1) * 2 > s->cap) grow(s);
+  slot *e = find(s, key);
+  if (e->key && e->on) return;
+  if (!e->key) s->count++;
+  e->key = key;
+  e->on = true;
+  rx_ptrvec_push(&s->log, (void *)key);
+}
+
+static size_t mark(scope *s) { return s->log.len; }
+static void reset(scope *s, size_t m) {
+  while (s->log.len > m) find(s, s->log.data[--s->log.len])->on = false;
+}
+
+static void scope_free(scope *s) {
+  free(s->slots);
+  rx_ptrvec_free(&s->log);
+}
+
+/* ---- verifier state ---- */
+
+typedef struct vctx {
+  rx_module *m;
+  rx_diag *diag;
+  int errors;
+  scope vars;  /* graph: rx_var*; tensor program: rx_buffer* and rx_local* */
+  scope syms;  /* symbolic variables in scope (tensor programs: loop variables too) */
+  scope loops; /* tensor programs: loop variables only */
+  rx_ptrvec tmp;
+  /* graph purity memo: fns[i] has state[i] (1 in progress, 2 pure, 3 impure) */
+  RX_VEC(const rx_graph_fn *) pfns;
+  RX_VEC(int) pstate;
+  /* tensor program being checked */
+  const rx_tensor_fn *tfn;
+} vctx;
+
+static void err(vctx *v, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
+static void err(vctx *v, rx_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_diag_vreport(v->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  va_end(ap);
+  v->errors++;
+}
+
+/* Prints a struct info into a small arena string (for messages). */
+static const char *sinfo_str(vctx *v, const rx_sinfo *s) {
+  rx_strbuf b = {0};
+  rx_sinfo_print(&b, s);
+  const char *r = rx_arena_strdup(&v->m->arena, b.data ? b.data : "");
+  rx_strbuf_free(&b);
+  return r;
+}
+
+/* ---- symbolic variables ---- */
+
+/* Reports each variable of e that is not in scope (once: it is then treated as defined). */
+static void check_syms(vctx *v, const rx_expr *e, rx_loc loc, const char *what) {
+  if (!e) return;
+  size_t base = v->tmp.len;
+  rx_expr_collect_vars(e, &v->tmp);
+  for (size_t i = base; i < v->tmp.len; i++) {
+    const rx_expr *x = v->tmp.data[i];
+    if (has(&v->syms, x)) continue;
+    err(v, loc,
+        "symbolic variable '%s' in %s is not defined; it must first appear as a whole "
+        "dimension of a parameter or of a match_cast target",
+        x->name, what);
+    add(&v->syms, x);
+  }
+  v->tmp.len = base;
+}
+
+static void sinfo_syms(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what) {
+  if (!s) return;
+  switch (s->kind) {
+  case RX_SINFO_OBJECT:
+    return;
+  case RX_SINFO_TENSOR:
+  case RX_SINFO_SHAPE:
+    for (int i = 0; s->shape && i < s->ndim; i++) check_syms(v, s->shape[i], loc, what);
+    return;
+  case RX_SINFO_PRIM:
+    check_syms(v, s->value, loc, what);
+    return;
+  case RX_SINFO_FUNC:
+    sinfo_syms(v, s->ret, loc, what); /* fallthrough */
+  case RX_SINFO_TUPLE:
+    for (int i = 0; i < s->nfields; i++) sinfo_syms(v, s->fields[i], loc, what);
+    return;
+  }
+}
+
+/* Defines the variables that appear as whole dimensions (or whole prim values) of s. */
+static void define_whole(vctx *v, const rx_sinfo *s) {
+  if (!s) return;
+  switch (s->kind) {
+  case RX_SINFO_TENSOR:
+  case RX_SINFO_SHAPE:
+    for (int i = 0; s->shape && i < s->ndim; i++)
+      if (s->shape[i]->kind == RX_EXPR_VAR) add(&v->syms, s->shape[i]);
+    return;
+  case RX_SINFO_PRIM:
+    if (s->value && s->value->kind == RX_EXPR_VAR) add(&v->syms, s->value);
+    return;
+  case RX_SINFO_TUPLE:
+    for (int i = 0; i < s->nfields; i++) define_whole(v, s->fields[i]);
+    return;
+  case RX_SINFO_OBJECT:
+  case RX_SINFO_FUNC:
+    return;
+  }
+}
+
+static void check_facts(vctx *v, const rx_expr *const *facts, const rx_loc *locs, int n) {
+  for (int i = 0; i < n; i++) {
+    rx_loc loc = locs ? locs[i] : (rx_loc){0};
+    check_syms(v, facts[i], loc, "a `where` fact");
+    if (!rx_expr_is_bool(facts[i])) {
+      char *s = rx_expr_to_string(facts[i]);
+      err(v, loc,
+          "a `where` fact must be a condition (a comparison or a logical expression), got '%s'", s);
+      free(s);
+    }
+  }
+}
+
+/* ---- graph functions: purity ---- */
+
+static bool gfn_impure(vctx *v, const rx_graph_fn *fn);
+
+static bool node_impure(vctx *v, const rx_node *n);
+static bool seq_impure(vctx *v, const rx_seq *s) {
+  if (!s) return false;
+  for (int b = 0; b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++)
+      if (node_impure(v, s->blocks[b]->bindings[i]->value)) return true;
+  return s->result && node_impure(v, s->result);
+}
+
+static bool node_impure(vctx *v, const rx_node *n) {
+  if (!n) return false;
+  if (n->kind == RX_NODE_CALL_EXTERN && n->ext && n->ext->impure) return true;
+  if (n->kind == RX_NODE_CALL_GRAPH && n->gfn && gfn_impure(v, n->gfn)) return true;
+  if (n->kind == RX_NODE_IF)
+    return node_impure(v, n->cond) || seq_impure(v, n->then_seq) || seq_impure(v, n->else_seq);
+  for (int i = 0; i < n->nargs; i++)
+    if (node_impure(v, n->args[i])) return true;
+  return false;
+}
+
+static bool gfn_impure(vctx *v, const rx_graph_fn *fn) {
+  for (size_t i = 0; i < v->pfns.len; i++)
+    if (v->pfns.data[i] == fn) return v->pstate.data[i] == 3; /* in progress counts as pure */
+  size_t k = v->pfns.len;
+  RX_VEC_PUSH(&v->pfns, fn);
+  RX_VEC_PUSH(&v->pstate, 1);
+  bool r = seq_impure(v, &fn->body);
+  v->pstate.data[k] = r ? 3 : 2;
+  return r;
+}
+
+/* ---- graph functions: bindings and expressions ---- */
+
+static void check_seq(vctx *v, const rx_seq *s);
+
+static int count_outputs(const rx_param *const *params, int n, int *nscalars) {
+  int outs = 0;
+  *nscalars = 0;
+  for (int i = 0; i < n; i++) {
+    if (params[i]->kind == RX_PARAM_SCALAR)
+      (*nscalars)++;
+    else if (params[i]->is_output)
+      outs++;
+  }
+  return outs;
+}
+
+/* out= of call_tensor/call_extern: one tensor or a tuple of tensors, as many as the callee's
+ * output parameters. */
+static void check_out(vctx *v, const rx_node *n, const char *callee, const rx_param *const *params,
+                      int nparams) {
+  int nscalars;
+  int want = count_outputs(params, nparams, &nscalars);
+  if (!n->out) {
+    err(v, n->loc, "call of '%s' has no out= struct info", callee);
+    return;
+  }
+  sinfo_syms(v, n->out, n->loc, "out=");
+  int got;
+  if (n->out->kind == RX_SINFO_TENSOR) {
+    got = 1;
+  } else if (n->out->kind == RX_SINFO_TUPLE) {
+    got = n->out->nfields;
+    for (int i = 0; i < got; i++)
+      if (n->out->fields[i]->kind != RX_SINFO_TENSOR)
+        err(v, n->loc, "out= of a call of '%s' must be a tensor or a tuple of tensors, got %s",
+            callee, sinfo_str(v, n->out));
+  } else {
+    err(v, n->loc, "out= of a call of '%s' must be a tensor or a tuple of tensors, got %s", callee,
+        sinfo_str(v, n->out));
+    return;
+  }
+  if (got != want)
+    err(v, n->loc, "'%s' has %d output parameter%s but out= gives %d", callee, want,
+        want == 1 ? "" : "s", got);
+}
+
+static void check_node(vctx *v, const rx_node *n, bool df) {
+  if (!n) return;
+  if (!n->sinfo) err(v, n->loc, "expression has no struct info (was the module normalized?)");
+  for (int i = 0; n->kind != RX_NODE_IF && i < n->nargs; i++) check_node(v, n->args[i], df);
+  switch (n->kind) {
+  case RX_NODE_VAR:
+    if (!n->var) {
+      err(v, n->loc, "variable reference without a variable");
+    } else if (!has(&v->vars, n->var)) {
+      err(v, n->loc, "use of undefined variable '%s'; expected a parameter or an earlier binding",
+          n->var->name);
+      add(&v->vars, n->var);
+    }
+    return;
+  case RX_NODE_CONST:
+    return;
+  case RX_NODE_PRIM:
+    check_syms(v, n->prim, n->loc, "a prim value");
+    return;
+  case RX_NODE_SHAPE:
+    for (int i = 0; i < n->ndims; i++) check_syms(v, n->dims[i], n->loc, "a shape literal");
+    return;
+  case RX_NODE_TUPLE:
+    return;
+  case RX_NODE_GET_ITEM: {
+    const rx_sinfo *t = n->nargs == 1 ? n->args[0]->sinfo : NULL;
+    if (n->nargs != 1) {
+      err(v, n->loc, "tuple item access needs one tuple operand");
+    } else if (t && t->kind == RX_SINFO_TUPLE) {
+      if (n->index < 0 || n->index >= t->nfields)
+        err(v, n->loc, "tuple index %d out of range: expected 0..%d for %s", n->index,
+            t->nfields - 1, sinfo_str(v, t));
+    } else if (t && t->kind != RX_SINFO_OBJECT) {
+      err(v, n->loc, "'.%d' needs a tuple, got %s", n->index, sinfo_str(v, t));
+    }
+    return;
+  }
+  case RX_NODE_CALL:
+    if (!n->op) err(v, n->loc, "call of an unknown op");
+    return;
+  case RX_NODE_CALL_TENSOR: {
+    const char *name = n->callee ? n->callee : "?";
+    for (int i = 0; i < n->nextra; i++) check_syms(v, n->extra_dims[i], n->loc, "dims=");
+    if (!n->tfn) {
+      err(v, n->loc, "call_tensor of unknown tensor program '%s'", name);
+      if (n->out) sinfo_syms(v, n->out, n->loc, "out=");
+      return;
+    }
+    check_out(v, n, name, (const rx_param *const *)n->tfn->params, n->tfn->nparams);
+    int nscalars;
+    count_outputs((const rx_param *const *)n->tfn->params, n->tfn->nparams, &nscalars);
+    if (n->nextra != nscalars)
+      err(v, n->loc, "'%s' has %d scalar parameter%s but dims= gives %d", name, nscalars,
+          nscalars == 1 ? "" : "s", n->nextra);
+    return;
+  }
+  case RX_NODE_CALL_EXTERN: {
+    const char *name = n->callee ? n->callee : "?";
+    if (!n->ext) {
+      err(v, n->loc, "call_extern of undeclared function '%s'", name);
+      if (n->out) sinfo_syms(v, n->out, n->loc, "out=");
+      return;
+    }
+    check_out(v, n, name, (const rx_param *const *)n->ext->params, n->ext->nparams);
+    if (df && n->ext->impure)
+      err(v, n->loc,
+          "call of impure extern '%s' inside a dataflow block; move it out of `dataflow { }`",
+          name);
+    return;
+  }
+  case RX_NODE_CALL_GRAPH:
+    if (!n->gfn)
+      err(v, n->loc, "call of unknown graph function '%s'", n->callee ? n->callee : "?");
+    else if (df && gfn_impure(v, n->gfn))
+      err(v, n->loc,
+          "call of impure graph function '%s' inside a dataflow block (it calls an impure "
+          "extern); move it out of `dataflow { }`",
+          n->gfn->name);
+    return;
+  case RX_NODE_IF: {
+    if (df)
+      err(v, n->loc, "`if` is not allowed inside a dataflow block; move it out of `dataflow { }`");
+    check_node(v, n->cond, df);
+    const rx_sinfo *c = n->cond ? n->cond->sinfo : NULL;
+    if (c && !(c->kind == RX_SINFO_PRIM && c->dtype == RX_DTYPE_BOOL) &&
+        !(c->kind == RX_SINFO_TENSOR && c->dtype == RX_DTYPE_BOOL && c->ndim == 0))
+      err(v, n->cond->loc, "if condition must be Prim(bool) or bool[], got %s", sinfo_str(v, c));
+    const rx_seq *br[2] = {n->then_seq, n->else_seq};
+    for (int i = 0; i < 2; i++) {
+      if (!br[i]) {
+        err(v, n->loc, "if without %s branch", i ? "an else" : "a then");
+        continue;
+      }
+      size_t mv = mark(&v->vars), ms = mark(&v->syms);
+      check_seq(v, br[i]);
+      reset(&v->vars, mv);
+      reset(&v->syms, ms);
+    }
+    return;
+  }
+  }
+}
+
+static void check_binding(vctx *v, const rx_binding *b, bool df) {
+  rx_loc loc = b->loc.src ? b->loc : b->var ? b->var->loc : b->loc;
+  if (!b->var || !b->value) {
+    err(v, loc, "incomplete binding");
+    return;
+  }
+  if (df && b->value->kind == RX_NODE_IF) {
+    err(v, b->value->loc,
+        "`if` is not allowed inside a dataflow block; move it out of `dataflow { }`");
+    check_node(v, b->value, false);
+  } else {
+    check_node(v, b->value, df);
+  }
+  if (b->cast) {
+    define_whole(v, b->cast);
+    sinfo_syms(v, b->cast, loc, "the match_cast target");
+  }
+  if (b->annot) sinfo_syms(v, b->annot, loc, "the annotation");
+  if (!b->var->sinfo)
+    err(v, loc, "binding '%s' has no struct info (was the module normalized?)", b->var->name);
+  else
+    sinfo_syms(v, b->var->sinfo, loc, "the struct info of the binding");
+  add(&v->vars, b->var);
+}
+
+static void check_seq(vctx *v, const rx_seq *s) {
+  for (int i = 0; i < s->nblocks; i++) {
+    const rx_block *blk = s->blocks[i];
+    for (int j = 0; j < blk->nbindings; j++) check_binding(v, blk->bindings[j], blk->dataflow);
+  }
+  if (!s->result)
+    err(v, (rx_loc){0}, "a function body or if-branch has no result value");
+  else
+    check_node(v, s->result, false);
+}
+
+static void check_graph(vctx *v, const rx_graph_fn *fn) {
+  size_t mv = mark(&v->vars), ms = mark(&v->syms);
+  for (int i = 0; i < fn->nparams; i++) {
+    add(&v->vars, fn->params[i]);
+    define_whole(v, fn->params[i]->sinfo);
+  }
+  for (int i = 0; i < fn->nparams; i++) {
+    if (!fn->params[i]->sinfo)
+      err(v, fn->params[i]->loc, "parameter '%s' has no struct info", fn->params[i]->name);
+    sinfo_syms(v, fn->params[i]->sinfo, fn->params[i]->loc, "a parameter's struct info");
+  }
+  check_facts(v, fn->facts, fn->fact_locs, fn->nfacts);
+  check_seq(v, &fn->body);
+  if (fn->ret) sinfo_syms(v, fn->ret, fn->loc, "the result struct info");
+  reset(&v->vars, mv);
+  reset(&v->syms, ms);
+}
+
+/* ---- tensor programs ---- */
+
+static bool weak_lit(const rx_tx *e) {
+  return e->weak || (e->kind == RX_TX_SYM && e->sym->kind == RX_EXPR_CONST);
+}
+static bool numeric(rx_dtype t) { return rx_dtype_is_float(t) || rx_dtype_is_int(t); }
+
+/* Can a (weak) literal e take dtype t? */
+static bool adapts(const rx_tx *e, rx_dtype t) {
+  if (!weak_lit(e)) return false;
+  if (e->kind == RX_TX_FLOAT) return rx_dtype_is_float(t);
+  if (e->dtype == RX_DTYPE_BOOL) return t == RX_DTYPE_BOOL; /* `true`, `false` */
+  return numeric(t);
+}
+
+/* The dtype two operands agree on, or UNKNOWN when they do not. */
+static rx_dtype unify(const rx_tx *a, const rx_tx *b) {
+  if (a->dtype == b->dtype) return a->dtype;
+  if (adapts(a, b->dtype) && !weak_lit(b)) return b->dtype;
+  if (adapts(b, a->dtype) && !weak_lit(a)) return a->dtype;
+  if (weak_lit(a) && weak_lit(b)) /* two literals: a float one wins */
+    return a->kind == RX_TX_FLOAT ? a->dtype : b->dtype;
+  return RX_DTYPE_UNKNOWN;
+}
+
+static bool is_input_buffer(vctx *v, const rx_buffer *b) {
+  for (int i = 0; i < v->tfn->nparams; i++) {
+    const rx_param *p = v->tfn->params[i];
+    if (p->kind == RX_PARAM_BUFFER && p->buf == b) return !p->is_output;
+  }
+  return false;
+}
+
+static void check_tx(vctx *v, const rx_tx *e);
+
+static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc) {
+  if (!b) {
+    err(v, loc, "access of a missing buffer");
+    return;
+  }
+  if (!has(&v->vars, b))
+    err(v, loc, "buffer '%s' is not defined here; expected a parameter or an earlier alloc",
+        b->name);
+  if (n != b->ndim)
+    err(v, loc, "buffer '%s' has %d dimension%s but is indexed with %d ind%s", b->name, b->ndim,
+        b->ndim == 1 ? "" : "s", n, n == 1 ? "ex" : "ices");
+  for (int i = 0; i < n; i++) {
+    check_tx(v, idx[i]);
+    if (!rx_dtype_is_int(idx[i]->dtype))
+      err(v, idx[i]->loc, "index %d of buffer '%s' must be an integer, got %s", i, b->name,
+          rx_dtype_name(idx[i]->dtype));
+  }
+}
+
+static void want(vctx *v, const rx_tx *e, bool ok, const char *what) {
+  if (!ok) err(v, e->loc, "expected %s, got %s", what, rx_dtype_name(e->dtype));
+}
+
+static void check_tx(vctx *v, const rx_tx *e) {
+  if (!e) return;
+  switch (e->kind) {
+  case RX_TX_INT:
+    return;
+  case RX_TX_FLOAT:
+    want(v, e, rx_dtype_is_float(e->dtype), "a float dtype for a float literal");
+    return;
+  case RX_TX_SYM:
+    check_syms(v, e->sym, e->loc, "an expression");
+    return;
+  case RX_TX_LOCAL:
+    if (!e->local)
+      err(v, e->loc, "reference to a missing local");
+    else if (!has(&v->vars, e->local))
+      err(v, e->loc, "local '%s' is used before its `let`", e->local->name);
+    return;
+  case RX_TX_LOAD:
+    check_indices(v, e->buf, e->idx, e->nidx, e->loc);
+    return;
+  case RX_TX_BINARY: {
+    check_tx(v, e->a);
+    check_tx(v, e->b);
+    const char *op = rx_binop_name(e->binop);
+    rx_dtype t = unify(e->a, e->b);
+    if (t == RX_DTYPE_UNKNOWN) {
+      err(v, e->loc, "operands of '%s' have different dtypes: %s and %s (cast one of them)", op,
+          rx_dtype_name(e->a->dtype), rx_dtype_name(e->b->dtype));
+      return;
+    }
+    switch (e->binop) {
+    case RX_BINOP_DIV:
+      if (!rx_dtype_is_float(t))
+        err(v, e->loc, "'/' needs float operands, got %s; use '//' for integers", rx_dtype_name(t));
+      break;
+    case RX_BINOP_FLOORDIV:
+    case RX_BINOP_FLOORMOD:
+      if (!rx_dtype_is_int(t))
+        err(v, e->loc, "'%s' needs integer operands, got %s", op, rx_dtype_name(t));
+      break;
+    case RX_BINOP_AND:
+    case RX_BINOP_OR:
+      if (t != RX_DTYPE_BOOL)
+        err(v, e->loc, "'%s' needs bool operands, got %s", op, rx_dtype_name(t));
+      break;
+    case RX_BINOP_EQ:
+    case RX_BINOP_NE:
+      break;
+    default:
+      if (!numeric(t)) err(v, e->loc, "'%s' needs numeric operands, got %s", op, rx_dtype_name(t));
+      break;
+    }
+    return;
+  }
+  case RX_TX_NEG:
+    check_tx(v, e->a);
+    if (e->a) want(v, e->a, numeric(e->a->dtype), "a numeric operand of unary '-'");
+    return;
+  case RX_TX_NOT:
+    check_tx(v, e->a);
+    if (e->a) want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool operand of '!'");
+    return;
+  case RX_TX_SELECT:
+    check_tx(v, e->a);
+    check_tx(v, e->b);
+    check_tx(v, e->c);
+    if (!e->a || !e->b || !e->c) {
+      err(v, e->loc, "select needs three operands");
+      return;
+    }
+    want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool condition of select");
+    if (unify(e->b, e->c) == RX_DTYPE_UNKNOWN)
+      err(v, e->loc, "the values of select have different dtypes: %s and %s",
+          rx_dtype_name(e->b->dtype), rx_dtype_name(e->c->dtype));
+    return;
+  case RX_TX_CAST:
+    check_tx(v, e->a);
+    if (e->dtype == RX_DTYPE_UNKNOWN) err(v, e->loc, "cast to an unknown dtype");
+    return;
+  case RX_TX_CALL: {
+    const rx_tx *args[3] = {e->a, e->b, e->c};
+    int n = e->c ? 3 : e->b ? 2 : e->a ? 1 : 0;
+    const char *name = rx_intrinsic_name(e->intrin);
+    int arity = rx_intrinsic_arity(e->intrin);
+    if (n != arity) {
+      err(v, e->loc, "'%s' takes %d argument%s, got %d", name, arity, arity == 1 ? "" : "s", n);
+      return;
+    }
+    char kind = rx_intrinsic_kind(e->intrin);
+    for (int i = 0; i < n; i++) {
+      check_tx(v, args[i]);
+      if (kind == 'f') {
+        if (!rx_dtype_is_float(args[i]->dtype) && !adapts(args[i], RX_DTYPE_F32))
+          err(v, args[i]->loc, "'%s' needs a float operand, got %s", name,
+              rx_dtype_name(args[i]->dtype));
+      } else if (!numeric(args[i]->dtype)) {
+        err(v, args[i]->loc, "'%s' needs a numeric operand, got %s", name,
+            rx_dtype_name(args[i]->dtype));
+      }
+    }
+    for (int i = 1; i < n; i++)
+      if (unify(args[0], args[i]) == RX_DTYPE_UNKNOWN)
+        err(v, e->loc, "arguments of '%s' have different dtypes: %s and %s", name,
+            rx_dtype_name(args[0]->dtype), rx_dtype_name(args[i]->dtype));
+    return;
+  }
+  }
+}
+
+/* value stored into / bound to something of dtype t */
+static void check_assign(vctx *v, const rx_tx *value, rx_dtype t, const char *what,
+                         const char *name) {
+  if (value->dtype == t || adapts(value, t)) return;
+  err(v, value->loc, "%s '%s' has dtype %s but the value has dtype %s", what, name,
+      rx_dtype_name(t), rx_dtype_name(value->dtype));
+}
+
+static void check_cond(vctx *v, const rx_tx *c) {
+  if (!c) return;
+  check_tx(v, c);
+  if (c->dtype != RX_DTYPE_BOOL)
+    err(v, c->loc, "condition must be bool, got %s", rx_dtype_name(c->dtype));
+}
+
+static void check_stmt(vctx *v, const rx_stmt *s);
+
+/* Defines a loop variable, rejecting redefinition of an enclosing loop or symbolic variable. */
+static void define_loop_var(vctx *v, const rx_expr *x, rx_loc loc) {
+  if (!x || x->kind != RX_EXPR_VAR) {
+    err(v, loc, "loop variable must be a name");
+    return;
+  }
+  if (has(&v->loops, x))
+    err(v, loc, "loop variable '%s' redefines an enclosing loop variable; use another name",
+        x->name);
+  else if (has(&v->syms, x))
+    err(v, loc, "loop variable '%s' shadows the symbolic variable '%s'; use another name", x->name,
+        x->name);
+  add(&v->syms, x);
+  add(&v->loops, x);
+}
+
+static void check_ranges(vctx *v, const rx_stmt *s) {
+  for (int i = 0; i < s->nvars; i++) {
+    check_syms(v, s->lo[i], s->loc, "a loop bound");
+    check_syms(v, s->extent[i], s->loc, "a loop extent");
+  }
+}
+
+static void check_stmt(vctx *v, const rx_stmt *s) {
+  if (!s) return;
+  size_t mv = mark(&v->vars), ms = mark(&v->syms), ml = mark(&v->loops);
+  switch (s->kind) {
+  case RX_STMT_SEQ:
+    for (int i = 0; i < s->n; i++) check_stmt(v, s->body[i]);
+    break;
+  case RX_STMT_FOR:
+    if (s->nvars != 1) {
+      err(v, s->loc, "a for loop has exactly one variable");
+      break;
+    }
+    check_ranges(v, s);
+    if (rx_loop_is_bound(s->loop_kind) && !rx_expr_is_const(s->lo[0], 0))
+      err(v, s->loc, "a loop bound to %s must start at 0", rx_loop_kind_name(s->loop_kind));
+    define_loop_var(v, s->vars[0], s->loc);
+    check_stmt(v, s->inner);
+    break;
+  case RX_STMT_REDUCE:
+    check_ranges(v, s);
+    check_stmt(v, s->init); /* runs once, before the reduction variables exist */
+    for (int i = 0; i < s->nvars; i++) define_loop_var(v, s->vars[i], s->loc);
+    check_stmt(v, s->inner);
+    break;
+  case RX_STMT_STORE:
+    check_indices(v, s->buf, s->idx, s->nidx, s->loc);
+    if (s->buf && is_input_buffer(v, s->buf))
+      err(v, s->loc, "store to input buffer '%s'; mark it `out`", s->buf->name);
+    if (!s->value)
+      err(v, s->loc, "store without a value");
+    else {
+      check_tx(v, s->value);
+      if (s->buf) check_assign(v, s->value, s->buf->dtype, "buffer", s->buf->name);
+    }
+    break;
+  case RX_STMT_LET:
+    if (!s->local || !s->value) {
+      err(v, s->loc, "incomplete let");
+      break;
+    }
+    check_tx(v, s->value);
+    check_assign(v, s->value, s->local->dtype, "local", s->local->name);
+    reset(&v->vars, mv); /* the local is visible after this statement: not reset below */
+    reset(&v->syms, ms);
+    reset(&v->loops, ml);
+    add(&v->vars, s->local);
+    return;
+  case RX_STMT_ALLOC:
+    if (!s->buf) {
+      err(v, s->loc, "alloc without a buffer");
+      break;
+    }
+    for (int i = 0; s->buf->shape && i < s->buf->ndim; i++)
+      check_syms(v, s->buf->shape[i], s->loc, "the shape of an alloc");
+    add(&v->vars, s->buf); /* visible to the following statements of the enclosing SEQ */
+    return;
+  case RX_STMT_IF:
+    check_cond(v, s->value);
+    check_stmt(v, s->inner);
+    check_stmt(v, s->otherwise);
+    break;
+  case RX_STMT_BARRIER:
+    break;
+  }
+  reset(&v->vars, mv);
+  reset(&v->syms, ms);
+  reset(&v->loops, ml);
+}
+
+/* Parameters of a tensor program or extern: well-formed, names unique; defines their buffers
+ * and the symbolic variables of whole dimensions and scalar parameters. */
+static void check_params(vctx *v, rx_param *const *params, int n, const char *fname) {
+  for (int i = 0; i < n; i++) {
+    const rx_param *p = params[i];
+    if (p->kind == RX_PARAM_SCALAR) {
+      if (!p->var || p->var->kind != RX_EXPR_VAR) {
+        err(v, p->loc, "scalar parameter %d of '%s' must be a name", i, fname);
+        continue;
+      }
+      if (!rx_dtype_is_int(p->dtype))
+        err(v, p->loc, "scalar parameter '%s' must be i64 or i32, got %s", p->var->name,
+            rx_dtype_name(p->dtype));
+      add(&v->syms, p->var);
+    } else {
+      if (!p->buf || p->buf->ndim < 0 || (p->buf->ndim > 0 && !p->buf->shape)) {
+        err(v, p->loc, "buffer parameter %d of '%s' needs a dtype and a shape", i, fname);
+        continue;
+      }
+      if (p->buf->dtype == RX_DTYPE_UNKNOWN)
+        err(v, p->loc, "buffer parameter '%s' needs a known dtype", p->buf->name);
+      add(&v->vars, p->buf);
+      for (int d = 0; d < p->buf->ndim; d++)
+        if (p->buf->shape[d]->kind == RX_EXPR_VAR) add(&v->syms, p->buf->shape[d]);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    const rx_param *p = params[i];
+    const char *pname = p->kind == RX_PARAM_SCALAR ? (p->var ? p->var->name : NULL)
+                                                   : (p->buf ? p->buf->name : NULL);
+    for (int j = 0; pname && j < i; j++) {
+      const rx_param *q = params[j];
+      const char *qname = q->kind == RX_PARAM_SCALAR ? (q->var ? q->var->name : NULL)
+                                                     : (q->buf ? q->buf->name : NULL);
+      if (qname && strcmp(pname, qname) == 0)
+        err(v, p->loc, "parameter '%s' of '%s' is declared twice", pname, fname);
+    }
+    if (p->kind == RX_PARAM_BUFFER && p->buf && p->buf->shape)
+      for (int d = 0; d < p->buf->ndim; d++)
+        check_syms(v, p->buf->shape[d], p->loc, "a parameter's shape");
+  }
+}
+
+static void check_tensor(vctx *v, const rx_tensor_fn *fn) {
+  size_t mv = mark(&v->vars), ms = mark(&v->syms);
+  v->tfn = fn;
+  check_params(v, fn->params, fn->nparams, fn->name);
+  check_facts(v, fn->facts, fn->fact_locs, fn->nfacts);
+  if (!fn->body)
+    err(v, fn->loc, "tensor program '%s' has no body", fn->name);
+  else
+    check_stmt(v, fn->body);
+  v->tfn = NULL;
+  reset(&v->vars, mv);
+  reset(&v->syms, ms);
+}
+
+static void check_extern(vctx *v, const rx_extern_fn *fn) {
+  size_t mv = mark(&v->vars), ms = mark(&v->syms);
+  check_params(v, fn->params, fn->nparams, fn->name);
+  reset(&v->vars, mv);
+  reset(&v->syms, ms);
+}
+
+bool rx_module_verify(rx_module *m, rx_diag *diag) {
+  vctx v = {0};
+  v.m = m;
+  v.diag = diag;
+  for (size_t i = 0; i < m->items.len; i++) {
+    rx_item *it = &m->items.data[i];
+    switch (it->kind) {
+    case RX_ITEM_GRAPH:
+      check_graph(&v, it->fn);
+      break;
+    case RX_ITEM_TENSOR:
+      check_tensor(&v, it->fn);
+      break;
+    case RX_ITEM_EXTERN:
+      check_extern(&v, it->fn);
+      break;
+    }
+  }
+  scope_free(&v.vars);
+  scope_free(&v.syms);
+  scope_free(&v.loops);
+  rx_ptrvec_free(&v.tmp);
+  free(v.pfns.data);
+  free(v.pstate.data);
+  return v.errors == 0;
+}

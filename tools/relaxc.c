@@ -1,0 +1,146 @@
+/* relaxc: the command line. Commands: check, print, ops; see usage() for options and exit
+ * statuses. */
+#include "ir/ir.h"
+#include "ops/ops.h"
+#include "relaxc/compiler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* exit statuses */
+enum {
+  EXIT_OK = 0,     /* success (warnings may have been printed) */
+  EXIT_ERRORS = 1, /* errors in the input, or the input file cannot be read */
+  EXIT_USAGE = 2,  /* bad command line */
+};
+
+static void usage(FILE *out) {
+  fputs("usage: relaxc <command> [FILE]\n"
+        "\n"
+        "commands:\n"
+        "  check FILE   parse, normalize and verify FILE (.rx text); diagnostics on stderr\n"
+        "  print FILE   as check, then print the module on stdout (nothing on error)\n"
+        "  ops          list the operators with a one-line description\n"
+        "\n"
+        "FILE may be '-' to read standard input.\n"
+        "\n"
+        "options:\n"
+        "  -h, --help     print this help and exit\n"
+        "  --version      print the version and exit\n"
+        "\n"
+        "exit status:\n"
+        "  0  success (warnings are printed on stderr)\n"
+        "  1  the input has errors, or FILE cannot be read\n"
+        "  2  usage error: unknown command or option, missing or extra arguments\n",
+        out);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fputs("relaxc: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs("\nTry 'relaxc --help' for more information.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* Reads all of stdin into a heap string. */
+static char *read_stdin(size_t *out_len) {
+  rx_strbuf b = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
+  *out_len = b.len;
+  if (ferror(stdin)) {
+    rx_strbuf_free(&b);
+    return NULL;
+  }
+  return rx_strbuf_take(&b);
+}
+
+/* check and print: parse, normalize, verify, then (print) write the module. */
+static int run_file(const char *path, bool print) {
+  char *text = NULL;
+  size_t len = 0;
+  const char *name = path;
+  if (strcmp(path, "-") == 0) {
+    name = "<stdin>";
+    text = read_stdin(&len);
+    if (!text) {
+      fputs("relaxc: error: cannot read standard input\n", stderr);
+      return EXIT_ERRORS;
+    }
+  } else {
+    rx_status st = rx_read_file(path, &text, &len);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      return EXIT_ERRORS;
+    }
+  }
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  bool ok = rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
+            rx_module_verify(m, &diag);
+  ok = ok && diag.errors == 0;
+  fputs(rx_diag_text(&diag), stderr);
+  if (ok && print) {
+    rx_strbuf out = {0};
+    rx_module_print(&out, m);
+    if (out.data) fputs(out.data, stdout);
+    if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
+    rx_strbuf_free(&out);
+  }
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  free(text);
+  return ok ? EXIT_OK : EXIT_ERRORS;
+}
+
+static int list_ops(void) {
+  int n = 0;
+  const rx_op *const *ops = rx_op_all(&n);
+  int width = 0;
+  for (int i = 0; i < n; i++) {
+    int w = (int)strlen(ops[i]->name);
+    if (w > width) width = w;
+  }
+  for (int i = 0; i < n; i++)
+    printf("%-*s  %s\n", width, ops[i]->name, ops[i]->doc ? ops[i]->doc : "");
+  return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  const char *cmd = NULL;
+  const char *file = NULL;
+  int nfiles = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return EXIT_OK;
+    }
+    if (strcmp(a, "--version") == 0) {
+      printf("relaxc %s\n", RELAXC_VERSION);
+      return EXIT_OK;
+    }
+    if (a[0] == '-' && a[1] != 0) return usage_error("unknown option '%s'", a);
+    if (!cmd) {
+      cmd = a;
+    } else {
+      file = a;
+      nfiles++;
+    }
+  }
+  if (!cmd) return usage_error("%s", "missing command (check, print or ops)");
+  if (strcmp(cmd, "ops") == 0) {
+    if (nfiles) return usage_error("'ops' takes no arguments, got '%s'", file);
+    return list_ops();
+  }
+  bool print = strcmp(cmd, "print") == 0;
+  if (!print && strcmp(cmd, "check") != 0)
+    return usage_error("unknown command '%s' (expected check, print or ops)", cmd);
+  if (nfiles == 0) return usage_error("'%s' needs a FILE (or '-' for standard input)", cmd);
+  if (nfiles > 1) return usage_error("'%s' takes one FILE", cmd);
+  return run_file(file, print);
+}
