@@ -1,0 +1,524 @@
+/* toolchains: CUDA C to PTX / cubin with NVRTC (loaded with dlopen, so relaxc builds and runs
+ * without the CUDA toolkit), `ptxas -v` resource reports, and the process and temporary-file
+ * helpers the external tools (ptxas, xcrun metal) share. */
+#include "toolchain.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ==== processes and temporary files ====================================================== */
+
+rx_status rx_tc_run(char *const argv[], char **out_output, int *out_exit) {
+  if (out_output) *out_output = NULL;
+  *out_exit = -1;
+  int fds[2];
+  if (pipe(fds) != 0)
+    return rx_status_make(RX_ERR_IO, "cannot run %s: pipe: %s", argv[0], strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return rx_status_make(rc == ENOENT ? RX_ERR_NOT_FOUND : RX_ERR_IO, "cannot run %s: %s", argv[0],
+                          strerror(rc));
+  }
+  rx_strbuf out = {0};
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      rx_strbuf_appendn(&out, buf, (size_t)n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      rx_strbuf_free(&out);
+      return rx_status_make(RX_ERR_IO, "waiting for %s: %s", argv[0], strerror(errno));
+    }
+  }
+  *out_exit =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (out_output)
+    *out_output = rx_strbuf_take(&out);
+  else
+    rx_strbuf_free(&out);
+  return NULL;
+}
+
+static bool executable(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+static char *join(const char *dir, size_t n, const char *name) {
+  rx_strbuf b = {0};
+  rx_strbuf_appendn(&b, dir, n);
+  if (n && dir[n - 1] != '/') rx_strbuf_putc(&b, '/');
+  rx_strbuf_append(&b, name);
+  return rx_strbuf_take(&b);
+}
+
+char *rx_tc_find_tool(const char *name, const char *env_var, const char *const dirs[]) {
+  const char *env = env_var ? getenv(env_var) : NULL;
+  if (env && *env && executable(env)) return rx_strdup(env);
+  for (size_t i = 0; dirs && dirs[i]; i++) {
+    char *p = join(dirs[i], strlen(dirs[i]), name);
+    if (executable(p)) return p;
+    free(p);
+  }
+  const char *path = getenv("PATH");
+  while (path && *path) {
+    const char *colon = strchr(path, ':');
+    size_t n = colon ? (size_t)(colon - path) : strlen(path);
+    if (n) {
+      char *p = join(path, n, name);
+      if (executable(p)) return p;
+      free(p);
+    }
+    path = colon ? colon + 1 : NULL;
+  }
+  return NULL;
+}
+
+rx_status rx_tc_temp_dir(char **out_dir) {
+  *out_dir = NULL;
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  char *templ = join(tmp, strlen(tmp), "relaxc-XXXXXX");
+  if (!mkdtemp(templ)) {
+    rx_status s = rx_status_make(RX_ERR_IO, "cannot create a temporary directory %s: %s", templ,
+                                 strerror(errno));
+    free(templ);
+    return s;
+  }
+  *out_dir = templ;
+  return NULL;
+}
+
+void rx_tc_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      char *p = join(dir, strlen(dir), e->d_name);
+      unlink(p);
+      free(p);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+rx_status rx_tc_write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return rx_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  size_t w = fwrite(data, 1, len, f);
+  int closed = fclose(f);
+  if (w != len || closed != 0)
+    return rx_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  return NULL;
+}
+
+/* ==== NVRTC ============================================================================== */
+
+/* The part of nvrtc.h relaxc uses (CUDA 11 and later keep these signatures). */
+typedef struct rx_nvrtc_program *nvrtc_program;
+typedef int nvrtc_result; /* NVRTC_SUCCESS is 0 */
+
+static struct {
+  void *handle; /* NULL when loading failed */
+  char loaded_from[512];
+  char tried[1536]; /* what was tried, for the error message */
+  int major, minor;
+  nvrtc_result (*version)(int *, int *);
+  const char *(*error_string)(nvrtc_result);
+  nvrtc_result (*create)(nvrtc_program *, const char *, const char *, int, const char *const *,
+                         const char *const *);
+  nvrtc_result (*compile)(nvrtc_program, int, const char *const *);
+  nvrtc_result (*destroy)(nvrtc_program *);
+  nvrtc_result (*log_size)(nvrtc_program, size_t *);
+  nvrtc_result (*log)(nvrtc_program, char *);
+  nvrtc_result (*ptx_size)(nvrtc_program, size_t *);
+  nvrtc_result (*ptx)(nvrtc_program, char *);
+  nvrtc_result (*cubin_size)(nvrtc_program, size_t *);
+  nvrtc_result (*cubin)(nvrtc_program, char *);
+} nv;
+
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void note_tried(const char *what, const char *why) {
+  size_t used = strlen(nv.tried);
+  snprintf(nv.tried + used, sizeof nv.tried - used, "%s%s%s%s%s", used ? ", " : "", what,
+           why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+static bool try_open(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    /* name the file only; dlerror repeats the path and is long */
+    note_tried(path, NULL);
+    return false;
+  }
+#define SYM(field, sym)                                                                            \
+  do {                                                                                             \
+    void *p_ = dlsym(h, sym);                                                                      \
+    if (!p_) {                                                                                     \
+      note_tried(path, "lacks " sym);                                                              \
+      dlclose(h);                                                                                  \
+      return false;                                                                                \
+    }                                                                                              \
+    memcpy(&nv.field, &p_, sizeof p_); /* object to function pointer, as POSIX allows */           \
+  } while (0)
+  SYM(version, "nvrtcVersion");
+  SYM(error_string, "nvrtcGetErrorString");
+  SYM(create, "nvrtcCreateProgram");
+  SYM(compile, "nvrtcCompileProgram");
+  SYM(destroy, "nvrtcDestroyProgram");
+  SYM(log_size, "nvrtcGetProgramLogSize");
+  SYM(log, "nvrtcGetProgramLog");
+  SYM(ptx_size, "nvrtcGetPTXSize");
+  SYM(ptx, "nvrtcGetPTX");
+  SYM(cubin_size, "nvrtcGetCUBINSize");
+  SYM(cubin, "nvrtcGetCUBIN");
+#undef SYM
+  nv.handle = h;
+  snprintf(nv.loaded_from, sizeof nv.loaded_from, "%s", path);
+  if (nv.version(&nv.major, &nv.minor) != 0) nv.major = nv.minor = 0;
+  return true;
+}
+
+static void load_once(void) {
+  const char *env = getenv("RX_NVRTC_PATH");
+  if (env && *env) {
+    try_open(env); /* an explicit choice is not second-guessed */
+    return;
+  }
+  static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(names); i++)
+    if (try_open(names[i])) return;
+  const char *home = getenv("CUDA_HOME");
+  if (home && *home) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/lib64/libnvrtc.so", home);
+    if (try_open(path)) return;
+  }
+  try_open("/usr/local/cuda/lib64/libnvrtc.so");
+}
+
+rx_status rx_nvrtc_load(int *out_major, int *out_minor) {
+  pthread_once(&nv_once, load_once);
+  if (!nv.handle)
+    return rx_status_make(
+        RX_ERR_NOT_FOUND,
+        "NVRTC not found (tried %s); install the CUDA toolkit or set RX_NVRTC_PATH", nv.tried);
+  if (out_major) *out_major = nv.major;
+  if (out_minor) *out_minor = nv.minor;
+  return NULL;
+}
+
+/* "sm_80", "sm_90a", "compute_80": the kind and the number part; false when malformed. */
+static bool parse_arch(const char *arch, bool *out_real, const char **out_num) {
+  const char *num;
+  if (strncmp(arch, "sm_", 3) == 0) {
+    *out_real = true;
+    num = arch + 3;
+  } else if (strncmp(arch, "compute_", 8) == 0) {
+    *out_real = false;
+    num = arch + 8;
+  } else {
+    return false;
+  }
+  size_t digits = strspn(num, "0123456789");
+  if (digits < 2 || digits > 4) return false;
+  const char *rest = num + digits;
+  if (*rest && !(rest[0] >= 'a' && rest[0] <= 'z' && rest[1] == '\0')) return false;
+  *out_num = num;
+  return true;
+}
+
+static char *program_log(nvrtc_program prog) {
+  size_t n = 0;
+  if (nv.log_size(prog, &n) != 0 || n == 0) return rx_strdup("");
+  char *log = rx_malloc(n + 1);
+  if (nv.log(prog, log) != 0) log[0] = '\0';
+  log[n] = '\0';
+  /* trim trailing newlines */
+  size_t len = strlen(log);
+  while (len && (log[len - 1] == '\n' || log[len - 1] == '\r')) log[--len] = '\0';
+  return log;
+}
+
+/* The CUDA include directory (cuda_fp16.h, cuda_bf16.h) when it exists; heap or NULL. */
+static char *cuda_include_dir(void) {
+  const char *home = getenv("CUDA_HOME");
+  const char *cands[] = {home && *home ? home : NULL, "/usr/local/cuda"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cands); i++) {
+    if (!cands[i]) continue;
+    char *inc = join(cands[i], strlen(cands[i]), "include");
+    char *probe = join(inc, strlen(inc), "cuda_fp16.h");
+    bool ok = access(probe, R_OK) == 0;
+    free(probe);
+    if (ok) return inc;
+    free(inc);
+  }
+  return NULL;
+}
+
+rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, bool want_cubin,
+                           char **out_bin, size_t *out_len, char **out_log) {
+  *out_bin = NULL;
+  *out_len = 0;
+  if (out_log) *out_log = NULL;
+  if (!name) name = "kernel.cu";
+  bool real;
+  const char *num;
+  if (!arch || !parse_arch(arch, &real, &num))
+    return rx_status_make(
+        RX_ERR_INVALID,
+        "%s: bad CUDA architecture '%s'; expected sm_XX or compute_XX (sm_80, sm_90)", name,
+        arch ? arch : "(null)");
+  if (want_cubin && !real)
+    return rx_status_make(RX_ERR_INVALID, "%s: a cubin needs a real architecture (sm_%s), not '%s'",
+                          name, num, arch);
+  RX_RETURN_IF_ERROR(rx_nvrtc_load(NULL, NULL));
+
+  /* a cubin for sm_XX; PTX is produced for the virtual architecture compute_XX */
+  char arch_opt[64];
+  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%s", want_cubin ? "sm" : "compute",
+           num);
+  char *inc = cuda_include_dir();
+  char *inc_opt = NULL;
+  const char *opts[5];
+  int nopts = 0;
+  opts[nopts++] = arch_opt;
+  opts[nopts++] = "-default-device";
+  opts[nopts++] = "--std=c++17";
+  if (inc) {
+    inc_opt = rx_malloc(strlen(inc) + 3);
+    snprintf(inc_opt, strlen(inc) + 3, "-I%s", inc);
+    opts[nopts++] = inc_opt;
+  }
+
+  nvrtc_program prog = NULL;
+  rx_status st = NULL;
+  nvrtc_result r = nv.create(&prog, src, name, 0, NULL, NULL);
+  if (r != 0) {
+    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcCreateProgram: %s", name, nv.error_string(r));
+    goto done;
+  }
+  r = nv.compile(prog, nopts, opts);
+  char *log = program_log(prog);
+  if (r != 0) {
+    st = rx_status_make(RX_ERR_INVALID, "NVRTC could not compile %s for %s_%s: %s\n%s%s", name,
+                        want_cubin ? "sm" : "compute", num, nv.error_string(r), log,
+                        inc ? ""
+                            : "\n(no CUDA include directory with cuda_fp16.h was found: set "
+                              "CUDA_HOME to the toolkit)");
+    if (out_log)
+      *out_log = log;
+    else
+      free(log);
+    goto done;
+  }
+  if (out_log)
+    *out_log = log;
+  else
+    free(log);
+
+  size_t n = 0;
+  r = want_cubin ? nv.cubin_size(prog, &n) : nv.ptx_size(prog, &n);
+  if (r != 0 || n == 0) {
+    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%sSize: %s", name,
+                        want_cubin ? "CUBIN" : "PTX", r ? nv.error_string(r) : "empty output");
+    goto done;
+  }
+  char *bin = rx_malloc(n + 1);
+  r = want_cubin ? nv.cubin(prog, bin) : nv.ptx(prog, bin);
+  if (r != 0) {
+    free(bin);
+    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%s: %s", name, want_cubin ? "CUBIN" : "PTX",
+                        nv.error_string(r));
+    goto done;
+  }
+  bin[n] = '\0';
+  *out_bin = bin;
+  /* PTX size counts its NUL; a cubin is binary */
+  *out_len = want_cubin ? n : strlen(bin);
+
+done:
+  if (prog) nv.destroy(&prog);
+  free(inc_opt);
+  free(inc);
+  return st;
+}
+
+/* ==== ptxas -v ============================================================================ */
+
+void rx_ptxas_info_free(rx_ptxas_info *info) {
+  free(info->funcs);
+  free(info->log);
+  memset(info, 0, sizeof *info);
+}
+
+static rx_ptxas_func *add_func(rx_ptxas_info *info, const char *name, size_t n, bool entry) {
+  info->funcs = rx_realloc(info->funcs, (size_t)(info->nfuncs + 1) * sizeof *info->funcs);
+  rx_ptxas_func *f = &info->funcs[info->nfuncs++];
+  memset(f, 0, sizeof *f);
+  if (n >= sizeof f->name) n = sizeof f->name - 1;
+  memcpy(f->name, name, n);
+  f->entry = entry;
+  return f;
+}
+
+static rx_ptxas_func *find_func(rx_ptxas_info *info, const char *name, size_t n) {
+  for (int i = info->nfuncs - 1; i >= 0; i--)
+    if (strlen(info->funcs[i].name) == n && memcmp(info->funcs[i].name, name, n) == 0)
+      return &info->funcs[i];
+  return NULL;
+}
+
+/* The integer right before `what` in line ("... 1024 bytes smem"); -1 when absent. */
+static long number_before(const char *line, const char *end, const char *what) {
+  size_t wn = strlen(what);
+  for (const char *p = line; p + wn <= end; p++) {
+    if (memcmp(p, what, wn) != 0) continue;
+    const char *q = p;
+    while (q > line && q[-1] == ' ') q--;
+    const char *digits_end = q;
+    while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+    if (q == digits_end) return -1;
+    return strtol(q, NULL, 10);
+  }
+  return -1;
+}
+
+static bool line_has(const char *line, const char *end, const char *what, const char **out_at) {
+  size_t wn = strlen(what);
+  for (const char *p = line; p + wn <= end; p++)
+    if (memcmp(p, what, wn) == 0) {
+      if (out_at) *out_at = p + wn;
+      return true;
+    }
+  return false;
+}
+
+static int nonneg(long v) { return v < 0 ? 0 : (int)v; }
+
+rx_status rx_ptxas_parse(const char *log, rx_ptxas_info *out) {
+  memset(out, 0, sizeof *out);
+  out->log = rx_strdup(log);
+  rx_ptxas_func *current =
+      NULL;                    /* the entry being compiled: "Used N registers" lines apply to it */
+  rx_ptxas_func *props = NULL; /* the function whose properties line comes next */
+  const char *p = log;
+  while (*p) {
+    const char *end = strchr(p, '\n');
+    if (!end) end = p + strlen(p);
+    const char *at;
+    if (line_has(p, end, "Compiling entry function '", &at)) {
+      const char *q = memchr(at, '\'', (size_t)(end - at));
+      if (q) current = add_func(out, at, (size_t)(q - at), true);
+    } else if (line_has(p, end, "Function properties for ", &at)) {
+      size_t n = (size_t)(end - at);
+      while (n && (at[n - 1] == ' ' || at[n - 1] == '\r')) n--;
+      props = find_func(out, at, n);
+      if (!props) props = add_func(out, at, n, false);
+    } else if (line_has(p, end, "bytes stack frame", NULL) && props) {
+      props->stack_bytes = nonneg(number_before(p, end, "bytes stack frame"));
+      props->spill_stores = nonneg(number_before(p, end, "bytes spill stores"));
+      props->spill_loads = nonneg(number_before(p, end, "bytes spill loads"));
+      props = NULL;
+    } else if (line_has(p, end, "Used ", &at) && line_has(p, end, "registers", NULL)) {
+      rx_ptxas_func *f = current;
+      if (!f) f = add_func(out, "?", 1, true);
+      f->registers = nonneg(number_before(p, end, "registers"));
+      f->shared_bytes = nonneg(number_before(p, end, "bytes smem"));
+    }
+    p = *end ? end + 1 : end;
+  }
+  for (int i = 0; i < out->nfuncs; i++) {
+    rx_ptxas_func *f = &out->funcs[i];
+    if (f->registers > out->max_registers) out->max_registers = f->registers;
+    out->spill_bytes += f->spill_stores + f->spill_loads;
+  }
+  if (out->nfuncs == 0) {
+    rx_status s = rx_status_make(RX_ERR_INVALID, "no function in the ptxas report:\n%s", log);
+    rx_ptxas_info_free(out);
+    return s;
+  }
+  return NULL;
+}
+
+rx_status rx_ptxas_report(const char *ptx, const char *arch, rx_ptxas_info *out) {
+  memset(out, 0, sizeof *out);
+  bool real;
+  const char *num;
+  if (!arch || !parse_arch(arch, &real, &num) || !real)
+    return rx_status_make(RX_ERR_INVALID,
+                          "ptxas: bad architecture '%s'; expected sm_XX (sm_80, sm_90)",
+                          arch ? arch : "(null)");
+  const char *home = getenv("CUDA_HOME");
+  char *home_bin = home && *home ? join(home, strlen(home), "bin") : NULL;
+  const char *dirs[] = {home_bin ? home_bin : "/usr/local/cuda/bin", "/usr/local/cuda/bin", NULL};
+  char *tool = rx_tc_find_tool("ptxas", "RX_PTXAS_PATH", dirs);
+  free(home_bin);
+  if (!tool)
+    return rx_status_make(
+        RX_ERR_NOT_FOUND,
+        "ptxas not found (tried $RX_PTXAS_PATH, $CUDA_HOME/bin, /usr/local/cuda/bin "
+        "and PATH); install the CUDA toolkit or set RX_PTXAS_PATH");
+  char *dir = NULL;
+  rx_status st = rx_tc_temp_dir(&dir);
+  if (st) {
+    free(tool);
+    return st;
+  }
+  char *in = join(dir, strlen(dir), "kernel.ptx");
+  char *outp = join(dir, strlen(dir), "kernel.cubin");
+  char arch_opt[64];
+  snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+  char *output = NULL;
+  int code = 0;
+  st = rx_tc_write_file(in, ptx, strlen(ptx));
+  if (!st) {
+    char *argv[] = {tool, "-v", arch_opt, "-o", outp, in, NULL};
+    st = rx_tc_run(argv, &output, &code);
+  }
+  if (!st && code != 0)
+    st = rx_status_make(RX_ERR_INVALID, "ptxas %s failed (exit %d):\n%s", arch_opt, code, output);
+  if (!st) st = rx_ptxas_parse(output, out);
+  free(output);
+  rx_tc_remove_dir(dir);
+  free(in);
+  free(outp);
+  free(dir);
+  free(tool);
+  return st;
+}

@@ -1,0 +1,89 @@
+/* targets: what the compiler may assume about a GPU, as data.
+ *
+ * A target description is one entry of a const table (targets.c): the limits a schedule must
+ * respect (threads per block, shared memory, push-constant bytes, storage buffer bindings),
+ * the subgroup (warp, SIMD group) size it may rely on, and the arithmetic and matrix features
+ * it may use. Each entry cites the public document its values come from. Schedules read tile
+ * sizes from here; printers and toolchains read the language versions.
+ *
+ * Internal header. The entries live for the whole process (static storage); never free them. */
+#ifndef RX_TARGET_H
+#define RX_TARGET_H
+
+#include "../base/base.h"
+
+typedef enum rx_target_kind {
+  RX_TARGET_CUDA,   /* NVIDIA GPUs: CUDA C compiled by NVRTC to PTX / cubin */
+  RX_TARGET_VULKAN, /* any Vulkan 1.2 device: GLSL 450 compute compiled to SPIR-V */
+  RX_TARGET_METAL,  /* Apple GPUs: Metal Shading Language compiled by xcrun metal */
+} rx_target_kind;
+
+/* A language or API version, major.minor ("1.2", "3.1"). 0.0 where it does not apply. */
+typedef struct rx_version {
+  int major, minor;
+} rx_version;
+
+typedef struct rx_target {
+  /* identity */
+  const char *name; /* canonical name, as parsed back: "cuda -arch=sm_80", "vulkan-mali" */
+  rx_target_kind kind;
+  const char *device; /* the devices it describes, in words */
+  const char *source; /* the public document(s) the values come from */
+
+  /* thread hierarchy */
+  int max_threads_per_block; /* threads (invocations) in one block / workgroup / threadgroup */
+  int max_block_dim[3];      /* per-axis block size limit (x, y, z) */
+  int max_grid_dim[3];       /* per-axis number of blocks (x, y, z) */
+
+  /* subgroups (CUDA warps, Vulkan subgroups, Metal SIMD groups) */
+  int subgroup_size;     /* the size kernels are scheduled for; 0: unknown, do not rely on it */
+  int min_subgroup_size; /* range the hardware may use (equal to subgroup_size when fixed) */
+  int max_subgroup_size;
+  bool subgroup_arithmetic; /* subgroup reductions and shuffles (shfl, subgroupAdd, simd_sum) */
+
+  /* memory */
+  int shared_bytes;        /* shared (workgroup, threadgroup) memory per block without opt-in */
+  int shared_bytes_optin;  /* per block with opt-in (CUDA); equal to shared_bytes elsewhere */
+  int regs_per_thread;     /* register limit per thread; 0: not exposed by the API */
+  int regs_per_block;      /* register file per block; 0: not exposed by the API */
+  int push_constant_bytes; /* bytes of by-value kernel arguments: Vulkan push constants, CUDA
+                              kernel parameters, Metal setBytes */
+  int max_storage_buffers; /* buffers one kernel may bind; 0: no limit below the argument space */
+  int vector_bytes;        /* widest per-thread global load or store the schedule should emit */
+
+  /* arithmetic features */
+  bool fp16;         /* 16-bit float arithmetic (not only storage) */
+  bool bf16;         /* bfloat16 arithmetic or at least conversion in the language */
+  bool int8;         /* 8-bit integer arithmetic */
+  bool storage16;    /* 16-bit types in storage buffers (Vulkan 16-bit storage) */
+  bool matrix_units; /* tensor cores (mma), cooperative matrix, simdgroup_matrix */
+
+  /* language and toolchain versions */
+  const char *cuda_arch; /* "sm_80", "sm_90"; NULL for other kinds */
+  int sm;                /* 80, 90; 0 for other kinds */
+  rx_version vulkan;     /* Vulkan API version the SPIR-V is built for */
+  rx_version spirv;      /* SPIR-V version */
+  rx_version msl;        /* Metal Shading Language version */
+} rx_target;
+
+/* Parses a target string: "cuda", "cuda -arch=sm_90", "vulkan", "vulkan-lavapipe",
+ * "vulkan-adreno", "vulkan-mali", "metal", "metal-apple7". Surrounding and repeated spaces are
+ * ignored. "cuda" alone is sm_80, "metal" alone is metal-apple7. On error (unknown name, unknown
+ * option, unknown CUDA architecture) returns RX_ERR_INVALID with a message that lists what is
+ * known; *out_target is NULL then. */
+rx_status rx_target_parse(const char *text, const rx_target **out_target);
+
+/* Every described target, in table order; *out_count gets the number. */
+const rx_target *rx_target_list(size_t *out_count);
+
+/* Looks up a target by its canonical name; NULL when there is none. */
+const rx_target *rx_target_find(const char *name);
+
+/* "cuda", "vulkan", "metal". */
+const char *rx_target_kind_name(rx_target_kind kind);
+
+/* Appends a human-readable description of t (one "field: value" per line) to out: for
+ * `relaxc targets` and for error messages. */
+void rx_target_describe(rx_strbuf *out, const rx_target *t);
+
+#endif

@@ -1,0 +1,424 @@
+/* targets: the table of target descriptions and the target-string parser.
+ *
+ * Every number below comes from a public document named in the entry's `source` field and in
+ * the comment above it. Where the document gives a range across devices (Adreno, Mali), the
+ * entry takes the value that holds on every device of the family it names, so a schedule that
+ * fits the description fits every such device. */
+#include "target.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KIB 1024
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+static const rx_target table[] = {
+    /* NVIDIA Ampere (A100, RTX 30xx; compute capability 8.0).
+     * CUDA C++ Programming Guide, "Compute Capabilities", table "Technical Specifications per
+     * Compute Capability": 1024 threads per block, block dims 1024 x 1024 x 64, grid
+     * 2^31-1 x 65535 x 65535, warp 32, 64K 32-bit registers per block, 255 per thread,
+     * 48 KiB shared memory per block by default and 163 KiB with opt-in
+     * (cudaFuncAttributeMaxDynamicSharedMemorySize). Kernel parameters: 4 KiB ("__global__
+     * function parameters"; 32764 bytes only from CUDA 12.1 with a recent driver, so not
+     * assumed). Widest vector access: 16 bytes (ld.global.v4.b32, PTX ISA). fp16, bf16 and
+     * int8 arithmetic and tensor cores (mma.sync) from sm_80 (PTX ISA, "Warp-level matrix
+     * instructions"). */
+    {
+        .name = "cuda -arch=sm_80",
+        .kind = RX_TARGET_CUDA,
+        .device = "NVIDIA Ampere, compute capability 8.0 (A100)",
+        .source = "CUDA C++ Programming Guide, Compute Capabilities table; PTX ISA 8.x",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 64},
+        .max_grid_dim = {2147483647, 65535, 65535},
+        .subgroup_size = 32,
+        .min_subgroup_size = 32,
+        .max_subgroup_size = 32,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 48 * KIB,
+        .shared_bytes_optin = 163 * KIB,
+        .regs_per_thread = 255,
+        .regs_per_block = 65536,
+        .push_constant_bytes = 4 * KIB,
+        .max_storage_buffers = 0,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .bf16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .matrix_units = true,
+        .cuda_arch = "sm_80",
+        .sm = 80,
+    },
+    /* NVIDIA Hopper (H100; compute capability 9.0). Same guide and table: as sm_80 except
+     * 227 KiB shared memory per block with opt-in. Tensor cores: mma.sync and wgmma
+     * (PTX ISA, "Asynchronous warpgroup level matrix instructions"). */
+    {
+        .name = "cuda -arch=sm_90",
+        .kind = RX_TARGET_CUDA,
+        .device = "NVIDIA Hopper, compute capability 9.0 (H100, H200)",
+        .source = "CUDA C++ Programming Guide, Compute Capabilities table; PTX ISA 8.x",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 64},
+        .max_grid_dim = {2147483647, 65535, 65535},
+        .subgroup_size = 32,
+        .min_subgroup_size = 32,
+        .max_subgroup_size = 32,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 48 * KIB,
+        .shared_bytes_optin = 227 * KIB,
+        .regs_per_thread = 255,
+        .regs_per_block = 65536,
+        .push_constant_bytes = 4 * KIB,
+        .max_storage_buffers = 0,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .bf16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .matrix_units = true,
+        .cuda_arch = "sm_90",
+        .sm = 90,
+    },
+    /* Any Vulkan 1.2 device: only what the specification guarantees.
+     * Vulkan 1.2 specification, "Limits", table "Required Limits": maxComputeWorkGroupInvocations
+     * 128, maxComputeWorkGroupSize 128 x 128 x 64, maxComputeWorkGroupCount 65535 on each axis,
+     * maxComputeSharedMemorySize 16384, maxPushConstantsSize 128,
+     * maxPerStageDescriptorStorageBuffers 4. Subgroups (Vulkan 1.1, "Subgroups"): the size is a
+     * power of two from 1 to 128 and only the basic operations are guaranteed, so schedules must
+     * not rely on a size or on subgroup arithmetic. shaderFloat16, shaderInt8 and
+     * storageBuffer16BitAccess are optional features (VkPhysicalDeviceVulkan12Features,
+     * VkPhysicalDevice16BitStorageFeatures), so none is assumed. Widest access: a vec4 of 32-bit
+     * components (16 bytes). */
+    {
+        .name = "vulkan",
+        .kind = RX_TARGET_VULKAN,
+        .device = "any Vulkan 1.2 device (the specification's guaranteed minimums)",
+        .source = "Vulkan 1.2 specification, Required Limits table and Subgroups chapter",
+        .max_threads_per_block = 128,
+        .max_block_dim = {128, 128, 64},
+        .max_grid_dim = {65535, 65535, 65535},
+        .subgroup_size = 0,
+        .min_subgroup_size = 1,
+        .max_subgroup_size = 128,
+        .subgroup_arithmetic = false,
+        .shared_bytes = 16 * KIB,
+        .shared_bytes_optin = 16 * KIB,
+        .push_constant_bytes = 128,
+        .max_storage_buffers = 4,
+        .vector_bytes = 16,
+        .vulkan = {1, 2},
+        .spirv = {1, 5},
+    },
+    /* Mesa lavapipe (llvmpipe's Vulkan driver: the CPU device CI runs on). Mesa source,
+     * src/gallium/frontends/lavapipe/lvp_device.c (lvp_get_properties) and
+     * src/gallium/drivers/llvmpipe/lp_screen.c (llvmpipe_get_compute_param):
+     * maxComputeWorkGroupInvocations 1024, maxComputeWorkGroupSize 1024 on each axis,
+     * maxComputeSharedMemorySize 32768, subgroupSize = minSubgroupSize = maxSubgroupSize =
+     * lp_native_vector_width / 32, which is 8 on an AVX2 host (4 with SSE only, 16 with
+     * AVX-512: the value here is the AVX2 one); subgroupSupportedOperations include ARITHMETIC;
+     * storage buffer descriptors unlimited in practice (MAX_DESCRIPTORS); shaderFloat16,
+     * shaderInt8 and 16-bit storage supported. maxPushConstantsSize: 256 in current Mesa
+     * (lvp_private.h); 128 is recorded, the guaranteed minimum that the kernel ABI uses anyway
+     * and that older releases may report. No cooperative matrix. */
+    {
+        .name = "vulkan-lavapipe",
+        .kind = RX_TARGET_VULKAN,
+        .device = "Mesa lavapipe (CPU Vulkan driver) on an AVX2 host",
+        .source = "Mesa lavapipe lvp_device.c and llvmpipe lp_screen.c (compute caps)",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 1024},
+        .max_grid_dim = {65535, 65535, 65535},
+        .subgroup_size = 8,
+        .min_subgroup_size = 8,
+        .max_subgroup_size = 8,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 32 * KIB,
+        .shared_bytes_optin = 32 * KIB,
+        .push_constant_bytes = 128,
+        .max_storage_buffers = 0,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .vulkan = {1, 2},
+        .spirv = {1, 5},
+    },
+    /* Qualcomm Adreno 6xx / 7xx (Snapdragon 8xx phones). Qualcomm Snapdragon Mobile Platform
+     * OpenCL/Vulkan developer guides ("Adreno GPU: waves of 64 or 128 fibers") and the Vulkan
+     * driver reports collected on vulkan.gpuinfo.org for Adreno 630-740:
+     * maxComputeWorkGroupInvocations 1024, maxComputeWorkGroupSize 1024 x 1024 x 64,
+     * maxComputeSharedMemorySize 32768, subgroupSize 64 with subgroup size control from 64 to
+     * 128, subgroup arithmetic in compute, maxPushConstantsSize 128,
+     * maxPerStageDescriptorStorageBuffers 24, shaderFloat16, shaderInt8 and 16-bit storage.
+     * No bf16 and no cooperative matrix in these drivers. */
+    {
+        .name = "vulkan-adreno",
+        .kind = RX_TARGET_VULKAN,
+        .device = "Qualcomm Adreno 6xx/7xx (Android)",
+        .source = "Qualcomm Adreno GPU developer guide; vulkan.gpuinfo.org Adreno 6xx/7xx reports",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 64},
+        .max_grid_dim = {65535, 65535, 65535},
+        .subgroup_size = 64,
+        .min_subgroup_size = 64,
+        .max_subgroup_size = 128,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 32 * KIB,
+        .shared_bytes_optin = 32 * KIB,
+        .push_constant_bytes = 128,
+        .max_storage_buffers = 24,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .vulkan = {1, 2},
+        .spirv = {1, 5},
+    },
+    /* Arm Mali Valhall (G57, G68, G77, G78, G710 and later). Arm "Mali GPU Best Practices
+     * Developer Guide" (workgroup sizes, 16-wide warps on Valhall) and the Arm Mali Valhall
+     * Vulkan driver reports on vulkan.gpuinfo.org: subgroupSize 16 (fixed),
+     * maxComputeWorkGroupInvocations 512 on G77/G78 (1024 from G710: 512 holds on all),
+     * maxComputeWorkGroupSize 512 on each axis, maxComputeSharedMemorySize 32768,
+     * maxPushConstantsSize 128, subgroup arithmetic, shaderFloat16, shaderInt8 and 16-bit
+     * storage. maxPerStageDescriptorStorageBuffers: the conservative 8 that older Valhall
+     * drivers report. No bf16 and no cooperative matrix. */
+    {
+        .name = "vulkan-mali",
+        .kind = RX_TARGET_VULKAN,
+        .device = "Arm Mali Valhall (G77, G78, G710 and later)",
+        .source = "Arm Mali GPU Best Practices Developer Guide; vulkan.gpuinfo.org Valhall reports",
+        .max_threads_per_block = 512,
+        .max_block_dim = {512, 512, 512},
+        .max_grid_dim = {65535, 65535, 65535},
+        .subgroup_size = 16,
+        .min_subgroup_size = 16,
+        .max_subgroup_size = 16,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 32 * KIB,
+        .shared_bytes_optin = 32 * KIB,
+        .push_constant_bytes = 128,
+        .max_storage_buffers = 8,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .vulkan = {1, 2},
+        .spirv = {1, 5},
+    },
+    /* Apple GPU family 7 (M1, A14). Apple "Metal Feature Set Tables": maximum threads per
+     * threadgroup 1024, maximum total threadgroup memory 32 KiB, SIMD group width 32 (SIMD-scoped
+     * reduction and permute functions), 31 entries in the buffer argument table, simdgroup
+     * matrix functions from Apple7, bfloat from MSL 3.1. setBytes: "use for data smaller than
+     * 4 KB" (MTLComputeCommandEncoder documentation). Metal Shading Language Specification 3.1.
+     * Grid: Metal documents no per-axis threadgroup-count limit below 2^32-1; the CUDA-like
+     * 2^31-1 x 65535 x 65535 is recorded so host-side grid arithmetic stays in 32 bits. */
+    {
+        .name = "metal-apple7",
+        .kind = RX_TARGET_METAL,
+        .device = "Apple GPU family 7 (M1, A14)",
+        .source = "Apple Metal Feature Set Tables; Metal Shading Language Specification 3.1",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 1024},
+        .max_grid_dim = {2147483647, 65535, 65535},
+        .subgroup_size = 32,
+        .min_subgroup_size = 32,
+        .max_subgroup_size = 32,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 32 * KIB,
+        .shared_bytes_optin = 32 * KIB,
+        .push_constant_bytes = 4 * KIB,
+        .max_storage_buffers = 31,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .bf16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .matrix_units = true,
+        .msl = {3, 1},
+    },
+};
+
+/* Short names and what they stand for. */
+static const struct {
+  const char *alias;
+  const char *name;
+} aliases[] = {
+    {"cuda", "cuda -arch=sm_80"},
+    {"metal", "metal-apple7"},
+};
+
+/* ---- queries --------------------------------------------------------------------------- */
+
+const rx_target *rx_target_list(size_t *out_count) {
+  *out_count = RX_ARRAY_LEN(table);
+  return table;
+}
+
+const rx_target *rx_target_find(const char *name) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
+
+const char *rx_target_kind_name(rx_target_kind kind) {
+  switch (kind) {
+  case RX_TARGET_CUDA:
+    return "cuda";
+  case RX_TARGET_VULKAN:
+    return "vulkan";
+  case RX_TARGET_METAL:
+    return "metal";
+  }
+  return "?";
+}
+
+/* ---- parsing --------------------------------------------------------------------------- */
+
+/* "cuda -arch=sm_80, cuda -arch=sm_90, vulkan, ..." */
+static void known_names(rx_strbuf *b) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
+    rx_strbuf_printf(b, "%s'%s'", i ? ", " : "", table[i].name);
+  for (size_t i = 0; i < RX_ARRAY_LEN(aliases); i++)
+    rx_strbuf_printf(b, ", '%s' (%s)", aliases[i].alias, aliases[i].name);
+}
+
+static void known_archs(rx_strbuf *b) {
+  int n = 0;
+  for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
+    if (table[i].kind == RX_TARGET_CUDA)
+      rx_strbuf_printf(b, "%s%s", n++ ? ", " : "", table[i].cuda_arch);
+}
+
+static rx_status error_listing(void (*list)(rx_strbuf *), const char *fmt, ...) RX_PRINTF(2, 3);
+static rx_status error_listing(void (*list)(rx_strbuf *), const char *fmt, ...) {
+  rx_strbuf b = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  list(&b);
+  rx_status s = rx_status_make(RX_ERR_INVALID, "%s", b.data);
+  rx_strbuf_free(&b);
+  return s;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Next whitespace-separated word of *p: its start and length; false at the end. */
+static bool next_word(const char **p, const char **out_word, size_t *out_len) {
+  const char *s = *p;
+  while (*s && is_space(*s)) s++;
+  if (!*s) return false;
+  const char *e = s;
+  while (*e && !is_space(*e)) e++;
+  *out_word = s;
+  *out_len = (size_t)(e - s);
+  *p = e;
+  return true;
+}
+
+static bool word_is(const char *w, size_t n, const char *s) {
+  return strlen(s) == n && memcmp(w, s, n) == 0;
+}
+
+static rx_status parse_cuda_option(const char *w, size_t n, const rx_target **io_target) {
+  static const char prefixes[][8] = {"-arch=", "--arch="};
+  for (size_t i = 0; i < RX_ARRAY_LEN(prefixes); i++) {
+    size_t pn = strlen(prefixes[i]);
+    if (n < pn || memcmp(w, prefixes[i], pn) != 0) continue;
+    const char *arch = w + pn;
+    size_t an = n - pn;
+    for (size_t k = 0; k < RX_ARRAY_LEN(table); k++) {
+      if (table[k].kind == RX_TARGET_CUDA && word_is(arch, an, table[k].cuda_arch)) {
+        *io_target = &table[k];
+        return NULL;
+      }
+    }
+    return error_listing(known_archs,
+                         "target 'cuda': unknown architecture '%.*s'; expected one of: ", (int)an,
+                         arch);
+  }
+  return rx_status_make(RX_ERR_INVALID,
+                        "target 'cuda': unknown option '%.*s'; expected -arch=sm_XX", (int)n, w);
+}
+
+rx_status rx_target_parse(const char *text, const rx_target **out_target) {
+  *out_target = NULL;
+  if (!text) return rx_status_make(RX_ERR_INVALID, "no target given");
+  const char *p = text, *w;
+  size_t n;
+  if (!next_word(&p, &w, &n)) return error_listing(known_names, "empty target; expected one of: ");
+
+  /* the name: an alias or the first word of a canonical name ("cuda -arch=sm_80" -> "cuda") */
+  const rx_target *t = NULL;
+  for (size_t i = 0; i < RX_ARRAY_LEN(aliases) && !t; i++)
+    if (word_is(w, n, aliases[i].alias)) t = rx_target_find(aliases[i].name);
+  for (size_t i = 0; i < RX_ARRAY_LEN(table) && !t; i++) {
+    size_t len = strcspn(table[i].name, " ");
+    if (len == n && memcmp(table[i].name, w, n) == 0) t = &table[i];
+  }
+  if (!t) return error_listing(known_names, "unknown target '%.*s'; expected one of: ", (int)n, w);
+
+  /* options */
+  const char *name = w;
+  size_t name_len = n;
+  while (next_word(&p, &w, &n)) {
+    if (t->kind != RX_TARGET_CUDA)
+      return rx_status_make(RX_ERR_INVALID, "target '%.*s' takes no options, got '%.*s'",
+                            (int)name_len, name, (int)n, w);
+    RX_RETURN_IF_ERROR(parse_cuda_option(w, n, &t));
+  }
+  *out_target = t;
+  return NULL;
+}
+
+/* ---- description ----------------------------------------------------------------------- */
+
+static const char *yes(bool b) { return b ? "yes" : "no"; }
+
+void rx_target_describe(rx_strbuf *out, const rx_target *t) {
+  rx_strbuf_printf(out, "target: %s\n", t->name);
+  rx_strbuf_printf(out, "kind: %s\n", rx_target_kind_name(t->kind));
+  rx_strbuf_printf(out, "device: %s\n", t->device);
+  rx_strbuf_printf(out, "source: %s\n", t->source);
+  rx_strbuf_printf(out, "max threads per block: %d\n", t->max_threads_per_block);
+  rx_strbuf_printf(out, "max block dims: %d x %d x %d\n", t->max_block_dim[0], t->max_block_dim[1],
+                   t->max_block_dim[2]);
+  rx_strbuf_printf(out, "max grid dims: %d x %d x %d\n", t->max_grid_dim[0], t->max_grid_dim[1],
+                   t->max_grid_dim[2]);
+  if (t->subgroup_size)
+    rx_strbuf_printf(out, "subgroup size: %d (hardware %d..%d)\n", t->subgroup_size,
+                     t->min_subgroup_size, t->max_subgroup_size);
+  else
+    rx_strbuf_printf(out, "subgroup size: unknown (hardware %d..%d)\n", t->min_subgroup_size,
+                     t->max_subgroup_size);
+  rx_strbuf_printf(out, "subgroup arithmetic: %s\n", yes(t->subgroup_arithmetic));
+  rx_strbuf_printf(out, "shared memory per block: %d bytes (opt-in %d)\n", t->shared_bytes,
+                   t->shared_bytes_optin);
+  if (t->regs_per_thread)
+    rx_strbuf_printf(out, "registers: %d per thread, %d per block\n", t->regs_per_thread,
+                     t->regs_per_block);
+  rx_strbuf_printf(out, "by-value argument bytes: %d\n", t->push_constant_bytes);
+  if (t->max_storage_buffers)
+    rx_strbuf_printf(out, "max storage buffers: %d\n", t->max_storage_buffers);
+  else
+    rx_strbuf_printf(out, "max storage buffers: no binding limit\n");
+  rx_strbuf_printf(out, "vector access bytes: %d\n", t->vector_bytes);
+  rx_strbuf_printf(out, "fp16: %s, bf16: %s, int8: %s, 16-bit storage: %s, matrix units: %s\n",
+                   yes(t->fp16), yes(t->bf16), yes(t->int8), yes(t->storage16),
+                   yes(t->matrix_units));
+  switch (t->kind) {
+  case RX_TARGET_CUDA:
+    rx_strbuf_printf(out, "arch: %s\n", t->cuda_arch);
+    break;
+  case RX_TARGET_VULKAN:
+    rx_strbuf_printf(out, "vulkan: %d.%d, spir-v: %d.%d\n", t->vulkan.major, t->vulkan.minor,
+                     t->spirv.major, t->spirv.minor);
+    break;
+  case RX_TARGET_METAL:
+    rx_strbuf_printf(out, "msl: %d.%d\n", t->msl.major, t->msl.minor);
+    break;
+  }
+}
