@@ -10,6 +10,10 @@ PACKAGES=(
   cmake          # >= 3.20
   python3        # runs LLVM lit
   llvm-14-tools  # lit, FileCheck, not
+  libshaderc-dev # GLSL -> SPIR-V in process (static libshaderc_combined on Debian)
+  glslang-dev    # glslang's static libraries, which Debian's libshaderc_combined needs
+  spirv-tools    # SPIR-V validation (spvValidate) and disassembly
+  clang-16       # the SIMT emulator compiles emitted CUDA C and MSL for the CPU (_Float16)
 )
 
 missing=()
