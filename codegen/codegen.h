@@ -1,0 +1,84 @@
+/* Code generation: scheduled tensor programs to CUDA C, GLSL 450 (+ SPIR-V) and MSL kernels,
+ * with the kernel ABI of DESIGN.md and the launch description the host program needs.
+ * Internal header.
+ *
+ * Input: a program in the scheduled shape of passes/schedule.h. Each kernel root becomes one
+ * kernel; host-level IFs become the kernels' conditions. Output, per kernel: its source, the
+ * order and types of its arguments, its grid as symbolic expressions, its block size, its
+ * shared memory, and its condition. The host launches, in list order, every kernel whose
+ * condition holds.
+ *
+ * Kernel ABI (recorded in the JSON description):
+ *   arguments  the buffers the kernel uses, in the program's parameter order, then the
+ *              symbolic values it uses (variables of the program), sorted by name.
+ *   CUDA       `extern "C" __global__ void NAME(T* __restrict__ b0, ..., int n, int m)`.
+ *   Vulkan     storage buffers at set 0, bindings 0..k-1; the symbolic values in a
+ *              push-constant block (std430 layout) when they fit the target's push-constant
+ *              bytes (at most 128), otherwise in a uniform buffer at binding k (std140).
+ *   Metal      `device T* b_i [[buffer(i)]]`, then `constant NAME_params& p [[buffer(k)]]`.
+ *   Symbolic values are passed as 32-bit signed integers; the host checks that each fits.
+ *   Index arithmetic is 32-bit where the analyzer proves every index fits in int32 under the
+ *   program's facts, 64-bit otherwise. */
+#ifndef RX_CODEGEN_H
+#define RX_CODEGEN_H
+
+#include "../ir/ir.h"
+#include "../targets/target.h"
+
+typedef enum rx_lang { RX_LANG_CUDA, RX_LANG_GLSL, RX_LANG_MSL } rx_lang;
+const char *rx_lang_name(rx_lang l);
+rx_lang rx_lang_of_target(const rx_target *t);
+
+typedef enum rx_karg_kind {
+  RX_KARG_BUFFER, /* a buffer parameter of the program */
+  RX_KARG_SCALAR, /* a symbolic value (int32) */
+} rx_karg_kind;
+
+typedef struct rx_karg {
+  rx_karg_kind kind;
+  const char *name;
+  rx_dtype dtype;       /* BUFFER: element type; SCALAR: i32 */
+  int param;            /* BUFFER: index into the program's parameters */
+  bool written;         /* BUFFER: the kernel stores to it */
+  const rx_expr *var;   /* SCALAR: the symbolic variable */
+  int binding;          /* Vulkan binding / Metal buffer index (buffers) */
+  int offset;           /* SCALAR: byte offset in the push-constant block or uniform buffer */
+} rx_karg;
+
+typedef struct rx_kernel {
+  const char *name;    /* entry point, unique in the module: PROGRAM, PROGRAM_1, ... */
+  rx_lang lang;
+  const char *source;  /* the kernel's source text */
+  rx_karg *args;
+  int nargs;
+  const rx_expr *grid[3];  /* number of blocks per axis (symbolic; 1 where unused) */
+  int block[3];            /* threads per block per axis */
+  int64_t shared_bytes;    /* static shared memory */
+  const rx_expr *cond;     /* run only when this holds (NULL: always) */
+  const char *rule;        /* schedule rule that produced it, or NULL */
+  bool uses_ubo;           /* GLSL: symbolic values in a uniform buffer (too many for push) */
+  int scalar_bytes;        /* bytes of the symbolic-value block */
+  bool index64;            /* 64-bit index arithmetic was needed */
+  const uint32_t *spirv;   /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
+  size_t spirv_words;
+} rx_kernel;
+
+typedef struct rx_kernel_list {
+  rx_kernel **kernels;
+  int n;
+} rx_kernel_list;
+
+/* Generates the kernels of one scheduled program for target t (everything in m's arena).
+ * For Vulkan targets it also compiles each kernel to SPIR-V and validates it when shaderc and
+ * SPIRV-Tools are present. Errors (a program not in the scheduled shape, a construct the
+ * language cannot express, shared memory or push constants over the target's limits) go to
+ * diag; returns false then. */
+bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
+                rx_kernel_list *out);
+
+/* The JSON description (docs/kernel-abi.md) of the kernels of n programs (kernel lists in the
+ * same order), as `relaxc codegen` writes it to kernels.json. */
+void rx_kernels_json(rx_strbuf *out, const rx_target *t, const rx_tensor_fn *const *programs,
+                     const rx_kernel_list *const *kernels, int n);
+
+#endif
