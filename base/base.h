@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../include/relaxc/types.h" /* rx_status_code, rx_status, rx_dtype */
+
 #define RX_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define RX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -96,26 +98,9 @@ void rx_strtab_free(rx_strtab *t); /* frees the table, not the strings (arena-ow
 const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n);
 
 /* ---- statuses: NULL is OK, anything else is an error with a message ---- */
-#ifndef RX_STATUS_ENUM_DEFINED /* also defined, identically, by include/relaxc/compiler.h */
-#define RX_STATUS_ENUM_DEFINED
-typedef enum rx_status_code {
-  RX_OK = 0,
-  RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
-  RX_ERR_UNSUPPORTED, /* valid but not supported (op, target, feature) */
-  RX_ERR_NOT_FOUND,   /* missing file, function, kernel, driver */
-  RX_ERR_IO,          /* reading or writing a file failed */
-  RX_ERR_OUT_OF_MEMORY,
-  RX_ERR_DEVICE, /* a driver reported an error */
-  RX_ERR_INTERNAL,
-} rx_status_code;
-#endif
 
-typedef struct rx_status_s *rx_status;
 rx_status rx_status_make(rx_status_code code, const char *fmt, ...) RX_PRINTF(2, 3);
 rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap);
-rx_status_code rx_status_code_of(rx_status s);
-const char *rx_status_message(rx_status s); /* "" for OK */
-void rx_status_free(rx_status s);
 /* Prefix the message of s with "prefix: " (returns s, or NULL when s is OK). */
 rx_status rx_status_annotate(rx_status s, const char *fmt, ...) RX_PRINTF(2, 3);
 

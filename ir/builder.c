@@ -8,20 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The public dtype enum (compiler.h, included first) must match ir.h's X-macro list. */
-enum {
-  DT_SEQ_UNKNOWN = 0,
-#define X(e, n, b, f, s) DT_SEQ_##e,
-  RX_DTYPES(X)
-#undef X
-      DT_SEQ_COUNT
-};
-#define X(e, n, b, f, s)                                                                           \
-  _Static_assert((int)RX_DTYPE_##e == (int)DT_SEQ_##e, "dtype " #e " out of order");
-RX_DTYPES(X)
-#undef X
-_Static_assert((int)RX_DTYPE_COUNT == (int)DT_SEQ_COUNT, "dtype count differs");
-
 static const rx_loc noloc;
 
 void rx_free(void *p) { free(p); }

@@ -17,27 +17,7 @@
 /* ------------------------------------------------------------------------------------------
  * dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed)
  * ------------------------------------------------------------------------------------------ */
-#define RX_DTYPES(X)                                                                               \
-  X(F32, "f32", 32, 1, 1)                                                                          \
-  X(F16, "f16", 16, 1, 1)                                                                          \
-  X(BF16, "bf16", 16, 1, 1)                                                                        \
-  X(I64, "i64", 64, 0, 1)                                                                          \
-  X(I32, "i32", 32, 0, 1)                                                                          \
-  X(I16, "i16", 16, 0, 1)                                                                          \
-  X(I8, "i8", 8, 0, 1)                                                                             \
-  X(U8, "u8", 8, 0, 0)                                                                             \
-  X(BOOL, "bool", 8, 0, 0)
-
-#ifndef RX_DTYPE_ENUM_DEFINED /* also defined, with the same values, by include/relaxc/compiler.h */
-#define RX_DTYPE_ENUM_DEFINED
-typedef enum rx_dtype {
-  RX_DTYPE_UNKNOWN = 0, /* text: any */
-#define X(e, n, b, f, s) RX_DTYPE_##e,
-  RX_DTYPES(X)
-#undef X
-      RX_DTYPE_COUNT
-} rx_dtype;
-#endif
+/* RX_DTYPES and rx_dtype are in include/relaxc/types.h (shared with the public APIs). */
 
 const char *rx_dtype_name(rx_dtype t); /* "any" for unknown */
 bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out);

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,42 +45,7 @@ typedef struct rx_tx rx_tx;                   /* a tensor-program scalar express
 typedef struct rx_builder rx_builder;         /* a graph function under construction */
 typedef struct rx_tfn_builder rx_tfn_builder; /* a tensor program under construction */
 
-/* ---- statuses ---- */
-#ifndef RX_STATUS_ENUM_DEFINED /* also defined, identically, by the internal base/base.h */
-#define RX_STATUS_ENUM_DEFINED
-typedef enum rx_status_code {
-  RX_OK = 0,
-  RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
-  RX_ERR_UNSUPPORTED, /* valid but not supported (op, target, feature) */
-  RX_ERR_NOT_FOUND,   /* missing file, function, kernel, driver */
-  RX_ERR_IO,          /* reading or writing a file failed */
-  RX_ERR_OUT_OF_MEMORY,
-  RX_ERR_DEVICE, /* a driver reported an error */
-  RX_ERR_INTERNAL,
-} rx_status_code;
-#endif
-typedef struct rx_status_s *rx_status; /* NULL: OK */
-rx_status_code rx_status_code_of(rx_status s);
-const char *rx_status_message(rx_status s); /* "" for OK */
-void rx_status_free(rx_status s);
-
-/* ---- dtypes ---- */
-#ifndef RX_DTYPE_ENUM_DEFINED /* also defined, with the same values, by the internal ir/ir.h */
-#define RX_DTYPE_ENUM_DEFINED
-typedef enum rx_dtype {
-  RX_DTYPE_UNKNOWN = 0, /* text: any */
-  RX_DTYPE_F32,
-  RX_DTYPE_F16,
-  RX_DTYPE_BF16,
-  RX_DTYPE_I64,
-  RX_DTYPE_I32,
-  RX_DTYPE_I16,
-  RX_DTYPE_I8,
-  RX_DTYPE_U8,
-  RX_DTYPE_BOOL,
-  RX_DTYPE_COUNT
-} rx_dtype;
-#endif
+/* statuses (rx_status, rx_status_code) and dtypes (rx_dtype): relaxc/types.h */
 
 /* Frees a string returned by this API. */
 void rx_free(void *p);

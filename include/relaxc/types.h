@@ -1,0 +1,52 @@
+/* relaxc/types.h: the types shared by the compiler's and the runtime's public APIs and by the
+ * internal headers: statuses and dtypes, each defined once here. */
+#ifndef RELAXC_TYPES_H
+#define RELAXC_TYPES_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- statuses: NULL is OK, anything else is an error with a message ---- */
+typedef enum rx_status_code {
+  RX_OK = 0,
+  RX_ERR_INVALID,     /* bad user input: text IR, model, arguments */
+  RX_ERR_UNSUPPORTED, /* valid but not supported (op, target, feature) */
+  RX_ERR_NOT_FOUND,   /* missing file, function, kernel, driver */
+  RX_ERR_IO,          /* reading or writing a file failed */
+  RX_ERR_OUT_OF_MEMORY,
+  RX_ERR_DEVICE, /* a driver reported an error */
+  RX_ERR_INTERNAL,
+} rx_status_code;
+#define RX_STATUS_ENUM_DEFINED /* for code written against the former guarded copies */
+
+typedef struct rx_status_s *rx_status; /* NULL: OK */
+rx_status_code rx_status_code_of(rx_status s);
+const char *rx_status_message(rx_status s); /* "" for OK */
+void rx_status_free(rx_status s);
+
+/* ---- dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed) ---- */
+#define RX_DTYPES(X)                                                                               \
+  X(F32, "f32", 32, 1, 1)                                                                          \
+  X(F16, "f16", 16, 1, 1)                                                                          \
+  X(BF16, "bf16", 16, 1, 1)                                                                        \
+  X(I64, "i64", 64, 0, 1)                                                                          \
+  X(I32, "i32", 32, 0, 1)                                                                          \
+  X(I16, "i16", 16, 0, 1)                                                                          \
+  X(I8, "i8", 8, 0, 1)                                                                             \
+  X(U8, "u8", 8, 0, 0)                                                                             \
+  X(BOOL, "bool", 8, 0, 0)
+
+typedef enum rx_dtype {
+  RX_DTYPE_UNKNOWN = 0, /* text: any */
+#define RX_DTYPE_ENUM_(e, n, b, f, s) RX_DTYPE_##e,
+  RX_DTYPES(RX_DTYPE_ENUM_)
+#undef RX_DTYPE_ENUM_
+      RX_DTYPE_COUNT
+} rx_dtype;
+#define RX_DTYPE_ENUM_DEFINED
+
+#ifdef __cplusplus
+}
+#endif
+#endif
