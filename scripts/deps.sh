@@ -14,6 +14,12 @@ PACKAGES=(
   glslang-dev    # glslang's static libraries, which Debian's libshaderc_combined needs
   spirv-tools    # SPIR-V validation (spvValidate) and disassembly
   clang-16       # the SIMT emulator compiles emitted CUDA C and MSL for the CPU (_Float16)
+  libcjson-dev   # kernels.json in the runtime
+  libvulkan-dev  # Vulkan headers (the loader itself is opened with dlopen)
+  libvulkan1     # the Vulkan loader
+  mesa-vulkan-drivers     # lavapipe: Vulkan on the CPU, how CI runs Vulkan kernels
+  vulkan-validationlayers # the Khronos validation layer the Vulkan tests run under
+  glslang-tools  # glslangValidator for the runtime's hand-written test shaders
 )
 
 missing=()

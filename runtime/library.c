@@ -1,0 +1,495 @@
+/* runtime/library.c: loads a kernel library: kernels.json (docs/kernel-abi.md, read with cJSON)
+ * and the binaries it names, from a directory or from memory, then asks the backend to create
+ * each kernel. Every error names the library, the kernel and the field. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/device.h"
+
+typedef struct lctx {
+  rx_rt_device *d;
+  const rx_rt_allocator *a;
+  const char *origin;
+  const char *dir; /* NULL: from blobs */
+  const rx_rt_blob *blobs;
+  size_t nblobs;
+  rx_status err;
+} lctx;
+
+static bool bad(lctx *c, const char *kernel, const char *fmt, ...) RX_PRINTF(3, 4);
+static bool bad(lctx *c, const char *kernel, const char *fmt, ...) {
+  if (c->err) return false;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (kernel)
+    c->err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernel '%s': %s", c->origin, kernel,
+                            msg);
+  else
+    c->err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: %s", c->origin, msg);
+  return false;
+}
+
+static bool dup_str(lctx *c, const char *s, char **out) {
+  *out = rt_strdup(c->a, s);
+  if (*out) return true;
+  if (!c->err) c->err = rt_oom("a kernel description string", strlen(s) + 1);
+  return false;
+}
+
+/* A required string field. */
+static bool get_str(lctx *c, const cJSON *o, const char *field, const char *kernel, char **out) {
+  *out = NULL;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!cJSON_IsString(v)) return bad(c, kernel, "field '%s' must be a string", field);
+  return dup_str(c, v->valuestring, out);
+}
+
+/* An optional string field (absent or null: NULL). */
+static bool get_opt_str(lctx *c, const cJSON *o, const char *field, const char *kernel,
+                        char **out) {
+  *out = NULL;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!v || cJSON_IsNull(v)) return true;
+  if (!cJSON_IsString(v)) return bad(c, kernel, "field '%s' must be a string or null", field);
+  return dup_str(c, v->valuestring, out);
+}
+
+static bool get_int(lctx *c, const cJSON *o, const char *field, const char *kernel, int64_t lo,
+                    int64_t hi, int64_t *out) {
+  *out = 0;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+    return bad(c, kernel, "field '%s' must be an integer", field);
+  int64_t x = (int64_t)v->valuedouble;
+  if (x < lo || x > hi)
+    return bad(c, kernel, "field '%s' is %lld, expected %lld..%lld", field, (long long)x,
+               (long long)lo, (long long)hi);
+  *out = x;
+  return true;
+}
+
+static bool get_bool(lctx *c, const cJSON *o, const char *field, const char *kernel, bool *out) {
+  *out = false;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!v) return true; /* optional, false */
+  if (!cJSON_IsBool(v)) return bad(c, kernel, "field '%s' must be true or false", field);
+  *out = cJSON_IsTrue(v);
+  return true;
+}
+
+/* An expression: a string, or an integer written as a number. */
+static bool get_expr(lctx *c, const cJSON *v, const char *what, const char *kernel, char **out) {
+  *out = NULL;
+  if (cJSON_IsString(v)) return dup_str(c, v->valuestring, out);
+  if (cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble);
+    return dup_str(c, buf, out);
+  }
+  return bad(c, kernel, "%s must be an expression string", what);
+}
+
+/* Reads a file named by kernels.json, from the directory or the blobs. text: NUL-terminate. */
+static bool load_file(lctx *c, const char *kernel, const char *name, bool text, uint8_t **out,
+                      size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  if (strstr(name, "..") || name[0] == '/')
+    return bad(c, kernel, "file name '%s' must be relative to the library directory", name);
+  if (!c->dir) {
+    for (size_t i = 0; i < c->nblobs; i++)
+      if (c->blobs[i].name && !strcmp(c->blobs[i].name, name)) {
+        uint8_t *p = rt_alloc(c->a, c->blobs[i].size + 1);
+        if (!p) {
+          c->err = rt_oom(name, c->blobs[i].size + 1);
+          return false;
+        }
+        if (c->blobs[i].size) memcpy(p, c->blobs[i].data, c->blobs[i].size);
+        *out = p;
+        *out_size = c->blobs[i].size;
+        return true;
+      }
+    if (!c->err)
+      c->err = rx_status_make(RX_ERR_NOT_FOUND, "%s: kernel '%s': no blob named '%s' was given",
+                              c->origin, kernel, name);
+    return false;
+  }
+  size_t plen = strlen(c->dir) + strlen(name) + 2;
+  char *path = rt_alloc(c->a, plen);
+  if (!path) {
+    c->err = rt_oom("a path", plen);
+    return false;
+  }
+  snprintf(path, plen, "%s/%s", c->dir, name);
+  FILE *f = fopen(path, "rb");
+  bool ok = false;
+  if (!f) {
+    c->err = rx_status_make(RX_ERR_NOT_FOUND, "kernel '%s': cannot open '%s': %s", kernel, path,
+                            strerror(errno));
+  } else if (fseek(f, 0, SEEK_END) == 0) {
+    long n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+      uint8_t *p = rt_alloc(c->a, (size_t)n + 1);
+      if (!p) c->err = rt_oom(path, (size_t)n + 1);
+      else if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+        rt_free(c->a, p);
+        c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
+      } else {
+        *out = p;
+        *out_size = (size_t)n;
+        ok = true;
+      }
+    }
+  }
+  if (f) fclose(f);
+  if (!ok && !c->err) c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
+  rt_free(c->a, path);
+  (void)text; /* every buffer is allocated one byte longer, zeroed: text is NUL-terminated */
+  return ok;
+}
+
+static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
+  if (!cJSON_IsObject(jk)) return bad(c, NULL, "every entry of 'kernels' must be an object");
+  if (!get_str(c, jk, "name", NULL, &k->name)) return false;
+  const char *kn = k->name;
+  if (!get_str(c, jk, "program", kn, &k->program) ||
+      !get_opt_str(c, jk, "condition", kn, &k->condition))
+    return false;
+  const cJSON *grid = cJSON_GetObjectItemCaseSensitive(jk, "grid");
+  const cJSON *block = cJSON_GetObjectItemCaseSensitive(jk, "block");
+  if (!cJSON_IsArray(grid) || cJSON_GetArraySize(grid) != 3)
+    return bad(c, kn, "'grid' must be an array of 3 expressions");
+  if (!cJSON_IsArray(block) || cJSON_GetArraySize(block) != 3)
+    return bad(c, kn, "'block' must be an array of 3 integers");
+  for (int i = 0; i < 3; i++) {
+    if (!get_expr(c, cJSON_GetArrayItem(grid, i), "each 'grid' entry", kn, &k->grid[i]))
+      return false;
+    const cJSON *b = cJSON_GetArrayItem(block, i);
+    if (!cJSON_IsNumber(b) || b->valuedouble < 1 || b->valuedouble > 65535 ||
+        b->valuedouble != (double)(int)b->valuedouble)
+      return bad(c, kn, "'block' entries must be integers in 1..65535");
+    k->block[i] = (uint32_t)b->valuedouble;
+  }
+  int64_t v;
+  if (cJSON_GetObjectItemCaseSensitive(jk, "shared_bytes")) {
+    if (!get_int(c, jk, "shared_bytes", kn, 0, INT32_MAX, &v)) return false;
+    k->shared_bytes = (uint32_t)v;
+  }
+
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(jk, "args");
+  if (!cJSON_IsArray(args)) return bad(c, kn, "'args' must be an array");
+  size_t n = (size_t)cJSON_GetArraySize(args);
+  k->buffers = rt_alloc(c->a, (n + 1) * sizeof *k->buffers);
+  k->scalars = rt_alloc(c->a, (n + 1) * sizeof *k->scalars);
+  if (!k->buffers || !k->scalars) {
+    c->err = rt_oom("kernel arguments", n * sizeof *k->buffers);
+    return false;
+  }
+  const cJSON *ja;
+  cJSON_ArrayForEach(ja, args) {
+    char *kind = NULL;
+    if (!cJSON_IsObject(ja)) return bad(c, kn, "every entry of 'args' must be an object");
+    if (!get_str(c, ja, "kind", kn, &kind)) return false;
+    bool is_buf = !strcmp(kind, "buffer"), is_scalar = !strcmp(kind, "scalar");
+    rt_free(c->a, kind);
+    if (is_buf) {
+      if (k->nscalars) return bad(c, kn, "buffer arguments must come before symbolic values");
+      rt_buffer_arg *b = &k->buffers[k->nbuffers++];
+      if (!get_str(c, ja, "name", kn, &b->name) || !get_str(c, ja, "dtype", kn, &b->dtype) ||
+          !get_int(c, ja, "param", kn, 0, 1 << 20, &v))
+        return false;
+      b->param = (int)v;
+      if (!get_int(c, ja, "binding", kn, 0, 1 << 10, &v)) return false;
+      b->binding = (int)v;
+      if (!get_bool(c, ja, "written", kn, &b->written)) return false;
+    } else if (is_scalar) {
+      rt_scalar_arg *s = &k->scalars[k->nscalars++];
+      char *dtype = NULL;
+      if (!get_str(c, ja, "name", kn, &s->name) || !get_str(c, ja, "dtype", kn, &dtype))
+        return false;
+      bool i32 = !strcmp(dtype, "i32");
+      rt_free(c->a, dtype);
+      if (!i32)
+        return bad(c, kn, "symbolic value '%s' must have dtype i32 (the kernel ABI)", s->name);
+      if (cJSON_GetObjectItemCaseSensitive(ja, "offset")) {
+        if (!get_int(c, ja, "offset", kn, 0, 1 << 16, &v)) return false;
+        s->offset = (uint32_t)v;
+      } else {
+        s->offset = (uint32_t)(4 * (k->nscalars - 1));
+      }
+      if (s->offset % 4) return bad(c, kn, "symbolic value '%s': offset must be a multiple of 4", s->name);
+    } else {
+      return bad(c, kn, "argument kind must be \"buffer\" or \"scalar\"");
+    }
+  }
+  for (size_t i = 0; i < k->nbuffers; i++)
+    for (size_t j = 0; j < i; j++)
+      if (k->buffers[i].binding == k->buffers[j].binding)
+        return bad(c, kn, "buffers '%s' and '%s' share binding %d", k->buffers[j].name,
+                   k->buffers[i].name, k->buffers[i].binding);
+
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(jk, "scalars");
+  k->scalar_binding = -1;
+  if (sc && !cJSON_IsNull(sc)) {
+    char *loc = NULL;
+    if (!cJSON_IsObject(sc)) return bad(c, kn, "'scalars' must be an object");
+    if (!get_str(c, sc, "location", kn, &loc)) return false;
+    static const struct {
+      const char *name;
+      rt_scalar_location loc;
+    } locs[] = {{"push_constant", RT_SCALARS_PUSH_CONSTANT},
+                {"uniform_buffer", RT_SCALARS_UNIFORM_BUFFER},
+                {"parameters", RT_SCALARS_PARAMETERS},
+                {"buffer", RT_SCALARS_BUFFER}};
+    for (size_t i = 0; i < RX_ARRAY_LEN(locs); i++)
+      if (!strcmp(loc, locs[i].name)) k->scalar_location = locs[i].loc;
+    bool known = k->scalar_location != RT_SCALARS_NONE;
+    if (!known) bad(c, kn, "scalars.location '%s' is not push_constant, uniform_buffer, "
+                    "parameters or buffer", loc);
+    rt_free(c->a, loc);
+    if (!known) return false;
+    if (!get_int(c, sc, "bytes", kn, 0, 1 << 16, &v)) return false;
+    k->scalar_bytes = (uint32_t)v;
+    if (cJSON_GetObjectItemCaseSensitive(sc, "binding")) {
+      if (!get_int(c, sc, "binding", kn, -1, 1 << 10, &v)) return false;
+      k->scalar_binding = (int)v;
+    }
+  } else if (k->nscalars) {
+    return bad(c, kn, "the kernel takes symbolic values but has no 'scalars' description");
+  }
+  for (size_t i = 0; i < k->nscalars; i++)
+    if (k->scalar_location != RT_SCALARS_PARAMETERS && k->scalars[i].offset + 4 > k->scalar_bytes)
+      return bad(c, kn, "symbolic value '%s' at offset %u does not fit in scalars.bytes = %u",
+                 k->scalars[i].name, k->scalars[i].offset, k->scalar_bytes);
+  if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER || k->scalar_location == RT_SCALARS_BUFFER) {
+    if (k->scalar_binding < 0)
+      return bad(c, kn, "scalars.binding must be given for location uniform_buffer or buffer");
+    for (size_t i = 0; i < k->nbuffers; i++)
+      if (k->buffers[i].binding == k->scalar_binding)
+        return bad(c, kn, "the symbolic values share binding %d with buffer '%s'",
+                   k->scalar_binding, k->buffers[i].name);
+  }
+
+  /* binaries: what the device's backend uses */
+  char *binary = NULL, *ptx = NULL, *source = NULL;
+  bool ok = get_opt_str(c, jk, "binary", kn, &binary) && get_opt_str(c, jk, "ptx", kn, &ptx) &&
+            get_opt_str(c, jk, "source", kn, &source);
+  rx_rt_backend be = c->d->info.backend;
+  if (ok && be == RX_RT_BACKEND_VULKAN) {
+    if (!binary)
+      ok = bad(c, kn, "no 'binary' (SPIR-V): was glslang/shaderc absent when relaxc codegen ran?");
+    else
+      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
+  } else if (ok && be == RX_RT_BACKEND_CUDA) {
+    if (!binary && !ptx) ok = bad(c, kn, "neither 'binary' (cubin) nor 'ptx' is given");
+    if (ok && binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
+    if (ok && ptx) ok = load_file(c, kn, ptx, true, &k->ptx, &k->ptx_size);
+  } else if (ok && be == RX_RT_BACKEND_METAL) {
+    if (binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
+    else if (source) ok = load_file(c, kn, source, true, &k->source, &k->source_size);
+    else ok = bad(c, kn, "neither 'binary' (metallib) nor 'source' (MSL) is given");
+  }
+  k->binary_name = binary;
+  rt_free(c->a, ptx);
+  rt_free(c->a, source);
+  return ok;
+}
+
+static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library *l) {
+  if (!cJSON_IsObject(jp)) return bad(c, NULL, "every entry of 'programs' must be an object");
+  if (!get_str(c, jp, "name", NULL, &p->name)) return false;
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(jp, "params");
+  const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(jp, "kernels");
+  if (!cJSON_IsArray(params) || !cJSON_IsArray(kernels))
+    return bad(c, NULL, "program '%s': 'params' and 'kernels' must be arrays", p->name);
+  size_t np = (size_t)cJSON_GetArraySize(params), nk = (size_t)cJSON_GetArraySize(kernels);
+  p->params = rt_alloc(c->a, (np + 1) * sizeof *p->params);
+  p->kernels = rt_alloc(c->a, (nk + 1) * sizeof *p->kernels);
+  if (!p->params || !p->kernels) {
+    c->err = rt_oom("a program", np * sizeof *p->params);
+    return false;
+  }
+  const cJSON *jq;
+  cJSON_ArrayForEach(jq, params) {
+    rt_param *q = &p->params[p->nparams++];
+    char *kind = NULL;
+    if (!cJSON_IsObject(jq)) return bad(c, NULL, "program '%s': params must be objects", p->name);
+    if (!get_str(c, jq, "name", NULL, &q->name) || !get_str(c, jq, "kind", NULL, &kind))
+      return false;
+    q->is_buffer = !strcmp(kind, "buffer");
+    rt_free(c->a, kind);
+    if (!get_opt_str(c, jq, "dtype", NULL, &q->dtype)) return false;
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(jq, "shape");
+    if (q->is_buffer && cJSON_IsArray(shape)) {
+      q->rank = (size_t)cJSON_GetArraySize(shape);
+      q->shape = rt_alloc(c->a, (q->rank + 1) * sizeof *q->shape);
+      if (!q->shape) {
+        c->err = rt_oom("a shape", q->rank);
+        return false;
+      }
+      for (size_t i = 0; i < q->rank; i++)
+        if (!get_expr(c, cJSON_GetArrayItem(shape, (int)i), "shape entries", NULL, &q->shape[i]))
+          return false;
+    }
+  }
+  const cJSON *jn;
+  cJSON_ArrayForEach(jn, kernels) {
+    if (!cJSON_IsString(jn))
+      return bad(c, NULL, "program '%s': 'kernels' must list kernel names", p->name);
+    rx_rt_kernel *found = NULL;
+    for (size_t i = 0; i < l->nkernels; i++)
+      if (!strcmp(l->kernels[i].name, jn->valuestring)) found = &l->kernels[i];
+    if (!found)
+      return bad(c, NULL, "program '%s' lists kernel '%s', which 'kernels' does not describe",
+                 p->name, jn->valuestring);
+    for (size_t i = 0; i < found->nbuffers; i++)
+      if ((size_t)found->buffers[i].param >= np)
+        return bad(c, found->name, "buffer '%s' refers to param %d, but program '%s' has %zu",
+                   found->buffers[i].name, found->buffers[i].param, p->name, np);
+    p->kernels[p->nkernels++] = found;
+  }
+  return true;
+}
+
+void rt_library_destroy(rx_rt_library *l) {
+  if (!l) return;
+  const rx_rt_allocator *a = &l->device->alloc;
+  for (size_t i = 0; i < l->nkernels; i++) {
+    rx_rt_kernel *k = &l->kernels[i];
+    if (k->impl) l->device->be->kernel_destroy(l->device, k);
+    rt_free(a, k->name);
+    rt_free(a, k->program);
+    rt_free(a, k->condition);
+    for (int j = 0; j < 3; j++) rt_free(a, k->grid[j]);
+    for (size_t j = 0; j < k->nbuffers; j++) {
+      rt_free(a, k->buffers[j].name);
+      rt_free(a, k->buffers[j].dtype);
+    }
+    for (size_t j = 0; j < k->nscalars; j++) rt_free(a, k->scalars[j].name);
+    rt_free(a, k->buffers);
+    rt_free(a, k->scalars);
+    rt_free(a, k->binary);
+    rt_free(a, k->binary_name);
+    rt_free(a, k->ptx);
+    rt_free(a, k->source);
+  }
+  for (size_t i = 0; i < l->nprograms; i++) {
+    rt_program *p = &l->programs[i];
+    for (size_t j = 0; j < p->nparams; j++) {
+      rt_free(a, p->params[j].name);
+      rt_free(a, p->params[j].dtype);
+      for (size_t r = 0; r < p->params[j].rank; r++) rt_free(a, p->params[j].shape[r]);
+      rt_free(a, p->params[j].shape);
+    }
+    rt_free(a, p->params);
+    rt_free(a, p->kernels);
+    rt_free(a, p->name);
+  }
+  rt_free(a, l->kernels);
+  rt_free(a, l->programs);
+  rt_free(a, l->origin);
+  rt_free(a, l->target);
+  rt_free(a, l->lang);
+  rx_rt_device *d = l->device;
+  rt_free(a, l);
+  rx_rt_device_release(d);
+}
+
+rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json, size_t len,
+                           const char *dir, const rx_rt_blob *blobs, size_t nblobs,
+                           rx_rt_library **out_library) {
+  *out_library = NULL;
+  lctx c = {d, &d->alloc, origin, dir, blobs, nblobs, NULL};
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+  if (!root) {
+    size_t off = end && end >= json ? (size_t)(end - json) : 0;
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+      if (json[i] == '\n') line++, col = 1;
+      else col++;
+    }
+    return rx_status_make(RX_ERR_INVALID, "%s/kernels.json:%zu:%zu: malformed JSON", origin, line,
+                          col);
+  }
+  rx_rt_library *l = rt_alloc(c.a, sizeof *l);
+  if (!l) {
+    cJSON_Delete(root);
+    return rt_oom("a library", sizeof *l);
+  }
+  l->refs = 1;
+  l->device = d;
+  rx_rt_device_retain(d);
+  if (!dup_str(&c, origin, &l->origin)) goto done;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "relaxc-kernels")) {
+    bad(&c, NULL, "not a kernel description: expected \"format\": \"relaxc-kernels\"");
+    goto done;
+  }
+  int64_t version;
+  if (!get_int(&c, root, "version", NULL, 0, INT32_MAX, &version)) goto done;
+  if (version != 1) {
+    c.err = rx_status_make(RX_ERR_UNSUPPORTED, "%s/kernels.json: version %lld, this runtime reads "
+                           "version 1", origin, (long long)version);
+    goto done;
+  }
+  if (!get_str(&c, root, "target", NULL, &l->target) ||
+      !get_opt_str(&c, root, "lang", NULL, &l->lang))
+    goto done;
+  const char *bn = d->be->name;
+  if (strncmp(l->target, bn, strlen(bn)) != 0) {
+    c.err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernels for target '%s' cannot run "
+                           "on a %s device (%s)", origin, l->target, bn, d->info.name);
+    goto done;
+  }
+  const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(root, "kernels");
+  const cJSON *programs = cJSON_GetObjectItemCaseSensitive(root, "programs");
+  if (!cJSON_IsArray(kernels)) {
+    bad(&c, NULL, "'kernels' must be an array");
+    goto done;
+  }
+  if (programs && !cJSON_IsArray(programs)) {
+    bad(&c, NULL, "'programs' must be an array");
+    goto done;
+  }
+  size_t nk = (size_t)cJSON_GetArraySize(kernels), np = (size_t)cJSON_GetArraySize(programs);
+  l->kernels = rt_alloc(c.a, (nk + 1) * sizeof *l->kernels);
+  l->programs = rt_alloc(c.a, (np + 1) * sizeof *l->programs);
+  if (!l->kernels || !l->programs) {
+    c.err = rt_oom("kernel descriptions", nk * sizeof *l->kernels);
+    goto done;
+  }
+  const cJSON *jk;
+  cJSON_ArrayForEach(jk, kernels) {
+    rx_rt_kernel *k = &l->kernels[l->nkernels++];
+    k->library = l;
+    if (!parse_kernel(&c, jk, k)) goto done;
+    for (size_t i = 0; i + 1 < l->nkernels; i++)
+      if (!strcmp(l->kernels[i].name, k->name)) {
+        bad(&c, k->name, "described twice");
+        goto done;
+      }
+  }
+  const cJSON *jp;
+  if (programs) cJSON_ArrayForEach(jp, programs) {
+      if (!parse_program(&c, jp, &l->programs[l->nprograms++], l)) goto done;
+    }
+  for (size_t i = 0; i < l->nkernels && !c.err; i++) {
+    rx_rt_kernel *k = &l->kernels[i];
+    rx_status s = d->be->kernel_create(d, k);
+    if (s) c.err = rx_status_annotate(s, "%s: kernel '%s'", origin, k->name);
+  }
+done:
+  cJSON_Delete(root);
+  if (c.err) {
+    rt_library_destroy(l);
+    return c.err;
+  }
+  *out_library = l;
+  return NULL;
+}

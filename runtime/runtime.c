@@ -1,0 +1,554 @@
+/* runtime/runtime.c: the core of the runtime: backend selection, reference counts, argument
+ * checks, symbolic values, and the calls into the device interface (runtime/device.h). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device.h"
+
+/* ---- host memory ---- */
+static void *default_realloc(void *user, void *ptr, size_t size) {
+  (void)user;
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, size);
+}
+const rx_rt_allocator rt_default_allocator = {default_realloc, NULL};
+
+void *rt_alloc(const rx_rt_allocator *a, size_t n) {
+  void *p = a->realloc(a->user, NULL, n ? n : 1);
+  if (p) memset(p, 0, n ? n : 1);
+  return p;
+}
+void rt_free(const rx_rt_allocator *a, void *p) {
+  if (p) a->realloc(a->user, p, 0);
+}
+char *rt_strdup(const rx_rt_allocator *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = rt_alloc(a, n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+rx_status rt_oom(const char *what, size_t n) {
+  return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", n,
+                        what);
+}
+
+void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_size) {
+  why[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) return h;
+    const char *e = dlerror(); /* valid until the next dl call: copied */
+    if (!why[0]) snprintf(why, why_size, "%s", e ? e : "?");
+  }
+  return NULL;
+}
+
+/* ---- backends ---- */
+static const rt_backend *backend_of(rx_rt_backend b) {
+  switch (b) {
+  case RX_RT_BACKEND_VULKAN: return &rt_vulkan_backend;
+  case RX_RT_BACKEND_CUDA: return &rt_cuda_backend;
+#ifdef __APPLE__
+  case RX_RT_BACKEND_METAL: return &rt_metal_backend;
+#endif
+  default: return NULL;
+  }
+}
+
+const char *rx_rt_backend_name(rx_rt_backend b) {
+  static const char *const names[] = {"vulkan", "cuda", "metal"};
+  return (unsigned)b < RX_RT_BACKEND_COUNT ? names[b] : "unknown";
+}
+
+rx_status rx_rt_backend_check(rx_rt_backend b) {
+  const rt_backend *be = backend_of(b);
+  if (!be) {
+    if (b == RX_RT_BACKEND_METAL)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "metal: the Metal backend exists on Apple "
+                            "platforms only");
+    return rx_status_make(RX_ERR_INVALID, "unknown backend %d", (int)b);
+  }
+  return be->check();
+}
+
+rx_status rx_rt_enumerate(rx_rt_backend b, rx_rt_device_info **out_infos, size_t *out_count) {
+  if (out_infos) *out_infos = NULL;
+  if (out_count) *out_count = 0;
+  if (!out_infos || !out_count) return rx_status_make(RX_ERR_INVALID, "rx_rt_enumerate: NULL");
+  RX_RETURN_IF_ERROR(rx_rt_backend_check(b));
+  return backend_of(b)->enumerate(out_infos, out_count, &rt_default_allocator);
+}
+
+void rx_rt_free_device_infos(rx_rt_device_info *infos) { rt_free(&rt_default_allocator, infos); }
+
+/* ---- devices ---- */
+static rx_status parse_spec(const char *spec, rx_rt_backend *out_b, int *out_index) {
+  *out_b = RX_RT_BACKEND_VULKAN;
+  *out_index = 0;
+  const char *colon = strchr(spec, ':');
+  size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+  int found = -1;
+  for (int b = 0; b < RX_RT_BACKEND_COUNT; b++)
+    if (strlen(rx_rt_backend_name((rx_rt_backend)b)) == n &&
+        !strncmp(spec, rx_rt_backend_name((rx_rt_backend)b), n))
+      found = b;
+  if (found < 0)
+    return rx_status_make(RX_ERR_INVALID, "device '%s': expected vulkan[:N], cuda[:N] or "
+                          "metal[:N]", spec);
+  if (colon) {
+    char *end = NULL;
+    long idx = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || idx < 0 || idx > 1024)
+      return rx_status_make(RX_ERR_INVALID, "device '%s': the index after ':' must be a "
+                            "non-negative integer", spec);
+    *out_index = (int)idx;
+  }
+  *out_b = (rx_rt_backend)found;
+  return NULL;
+}
+
+static rx_status open_on(rx_rt_backend b, int index, const rx_rt_device_options *opts,
+                         rx_rt_device **out_device) {
+  RX_RETURN_IF_ERROR(rx_rt_backend_check(b));
+  const rt_backend *be = backend_of(b);
+  const rx_rt_allocator *a = opts && opts->allocator ? opts->allocator : &rt_default_allocator;
+  rx_rt_device *d = rt_alloc(a, be->device_size);
+  if (!d) return rt_oom("a device", be->device_size);
+  d->be = be;
+  d->refs = 1;
+  d->alloc = *a;
+  d->info.backend = b;
+  d->info.index = index;
+  rx_rt_device_options o = {a, -1, false};
+  if (opts) o = *opts;
+  o.allocator = &d->alloc;
+  if (o.validation < 0) {
+    const char *v = getenv("RX_VULKAN_VALIDATION");
+    o.validation = v && *v && strcmp(v, "0") != 0;
+  }
+  const char *st = getenv("RX_VULKAN_STAGING");
+  if (st && *st && strcmp(st, "0") != 0) o.force_staging = true;
+  rx_status s = be->device_init(d, index, &o);
+  if (s) {
+    be->device_destroy(d);
+    rt_free(a, d);
+    return s;
+  }
+  *out_device = d;
+  return NULL;
+}
+
+rx_status rx_rt_device_open(const char *spec, const rx_rt_device_options *opts,
+                            rx_rt_device **out_device) {
+  if (!out_device) return rx_status_make(RX_ERR_INVALID, "rx_rt_device_open: NULL out_device");
+  *out_device = NULL;
+  if (!spec || !*spec) spec = getenv("RX_DEVICE");
+  if (spec && *spec) {
+    rx_rt_backend b;
+    int index;
+    RX_RETURN_IF_ERROR(parse_spec(spec, &b, &index));
+    return rx_status_annotate(open_on(b, index, opts, out_device), "device '%s'", spec);
+  }
+  /* default: the first device of the first backend that has one */
+  static const rx_rt_backend order[] = {RX_RT_BACKEND_CUDA, RX_RT_BACKEND_METAL,
+                                        RX_RT_BACKEND_VULKAN};
+  rx_strbuf why = {0};
+  for (size_t i = 0; i < RX_ARRAY_LEN(order); i++) {
+    rx_status s = open_on(order[i], 0, opts, out_device);
+    if (!s) {
+      rx_strbuf_free(&why);
+      return NULL;
+    }
+    rx_strbuf_printf(&why, "%s%s", why.len ? "; " : "", rx_status_message(s));
+    rx_status_free(s);
+  }
+  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "no device found: %s", why.data);
+  rx_strbuf_free(&why);
+  return s;
+}
+
+void rx_rt_device_retain(rx_rt_device *d) {
+  if (d) d->refs++;
+}
+
+void rx_rt_device_release(rx_rt_device *d) {
+  if (!d || --d->refs > 0) return;
+  rx_rt_allocator a = d->alloc;
+  d->be->device_destroy(d);
+  rx_status_free(d->lost);
+  rt_free(&a, d);
+}
+
+const rx_rt_device_info *rx_rt_device_get_info(const rx_rt_device *d) { return &d->info; }
+
+rx_status rt_device_error(rx_rt_device *d) {
+  return rx_status_make(rx_status_code_of(d->lost), "%s", rx_status_message(d->lost));
+}
+
+#define CHECK_LOST(d)                                                                              \
+  do {                                                                                             \
+    if ((d)->lost) return rt_device_error(d);                                                      \
+  } while (0)
+
+rx_status rx_rt_device_synchronize(rx_rt_device *d) {
+  CHECK_LOST(d);
+  return d->be->synchronize(d);
+}
+
+size_t rx_rt_device_validation_messages(const rx_rt_device *d, const char **out_last) {
+  if (out_last) *out_last = d->validation_count ? d->validation_last : "";
+  return d->validation_count;
+}
+
+/* ---- buffers ---- */
+rx_status rx_rt_buffer_alloc(rx_rt_device *d, size_t bytes, rx_rt_buffer **out_buffer) {
+  if (!out_buffer || !d) return rx_status_make(RX_ERR_INVALID, "rx_rt_buffer_alloc: NULL");
+  *out_buffer = NULL;
+  CHECK_LOST(d);
+  if (bytes == 0) return rx_status_make(RX_ERR_INVALID, "cannot allocate a buffer of 0 bytes");
+  rx_rt_buffer *b = rt_alloc(&d->alloc, d->be->buffer_size);
+  if (!b) return rt_oom("a buffer handle", d->be->buffer_size);
+  b->device = d;
+  b->refs = 1;
+  b->size = bytes;
+  rx_status s = d->be->buffer_init(b);
+  if (s) {
+    rt_free(&d->alloc, b);
+    return s;
+  }
+  rx_rt_device_retain(d);
+  *out_buffer = b;
+  return NULL;
+}
+
+void rx_rt_buffer_retain(rx_rt_buffer *b) {
+  if (b) b->refs++;
+}
+
+void rx_rt_buffer_release(rx_rt_buffer *b) {
+  if (!b || --b->refs > 0) return;
+  rx_rt_device *d = b->device;
+  d->be->buffer_destroy(b);
+  rt_free(&d->alloc, b);
+  rx_rt_device_release(d);
+}
+
+size_t rx_rt_buffer_size(const rx_rt_buffer *b) { return b->size; }
+rx_rt_device *rx_rt_buffer_device(const rx_rt_buffer *b) { return b->device; }
+
+static rx_status check_range(const rx_rt_buffer *b, size_t offset, size_t n, const char *what) {
+  if (offset > b->size || n > b->size - offset)
+    return rx_status_make(RX_ERR_INVALID, "%s: bytes [%zu, %zu + %zu) are outside the buffer of "
+                          "%zu bytes", what, offset, offset, n, b->size);
+  return NULL;
+}
+
+rx_status rx_rt_buffer_write(rx_rt_buffer *b, size_t offset, const void *src, size_t bytes) {
+  RX_RETURN_IF_ERROR(check_range(b, offset, bytes, "buffer write"));
+  CHECK_LOST(b->device);
+  if (!bytes) return NULL;
+  return b->device->be->buffer_write(b, offset, src, bytes);
+}
+
+rx_status rx_rt_buffer_read(rx_rt_buffer *b, size_t offset, void *dst, size_t bytes) {
+  RX_RETURN_IF_ERROR(check_range(b, offset, bytes, "buffer read"));
+  CHECK_LOST(b->device);
+  if (!bytes) return NULL;
+  return b->device->be->buffer_read(b, offset, dst, bytes);
+}
+
+rx_status rx_rt_buffer_fill(rx_rt_buffer *b, size_t offset, size_t bytes, uint8_t value) {
+  RX_RETURN_IF_ERROR(check_range(b, offset, bytes, "buffer fill"));
+  CHECK_LOST(b->device);
+  if (!bytes) return NULL;
+  return b->device->be->buffer_fill(b, offset, bytes, value);
+}
+
+rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
+                            size_t dst_offset, size_t bytes) {
+  if (src->device != dst->device)
+    return rx_status_make(RX_ERR_INVALID, "buffer copy: the buffers are on different devices");
+  RX_RETURN_IF_ERROR(check_range(src, src_offset, bytes, "buffer copy (source)"));
+  RX_RETURN_IF_ERROR(check_range(dst, dst_offset, bytes, "buffer copy (destination)"));
+  if (src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes)
+    return rx_status_make(RX_ERR_INVALID, "buffer copy: source and destination overlap");
+  CHECK_LOST(src->device);
+  if (!bytes) return NULL;
+  return src->device->be->buffer_copy(src, src_offset, dst, dst_offset, bytes);
+}
+
+/* ---- libraries ---- */
+rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library) {
+  if (!out_library || !d || !dir) return rx_status_make(RX_ERR_INVALID, "rx_rt_library_load: NULL");
+  *out_library = NULL;
+  CHECK_LOST(d);
+  size_t plen = strlen(dir) + sizeof "/kernels.json";
+  char *path = rt_alloc(&d->alloc, plen);
+  if (!path) return rt_oom("a path", plen);
+  snprintf(path, plen, "%s/kernels.json", dir);
+  FILE *f = fopen(path, "rb");
+  rx_status s = NULL;
+  char *text = NULL;
+  size_t n = 0;
+  if (!f) {
+    s = rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': is '%s' a directory written by "
+                       "relaxc codegen?", path, dir);
+  } else {
+    long len = -1;
+    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
+      s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+    } else if (!(text = rt_alloc(&d->alloc, (size_t)len + 1))) {
+      s = rt_oom(path, (size_t)len + 1);
+    } else if (fread(text, 1, (size_t)len, f) != (size_t)len) {
+      s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+    }
+    n = len > 0 ? (size_t)len : 0;
+    fclose(f);
+  }
+  rt_free(&d->alloc, path);
+  if (!s) s = rt_library_parse(d, dir, text, n, dir, NULL, 0, out_library);
+  rt_free(&d->alloc, text);
+  return s;
+}
+
+rx_status rx_rt_library_load_memory(rx_rt_device *d, const char *json, size_t json_len,
+                                    const rx_rt_blob *blobs, size_t blob_count,
+                                    rx_rt_library **out_library) {
+  if (!out_library || !d || !json)
+    return rx_status_make(RX_ERR_INVALID, "rx_rt_library_load_memory: NULL");
+  *out_library = NULL;
+  CHECK_LOST(d);
+  return rt_library_parse(d, "<memory>", json, json_len, NULL, blobs, blob_count, out_library);
+}
+
+void rx_rt_library_retain(rx_rt_library *l) {
+  if (l) l->refs++;
+}
+void rx_rt_library_release(rx_rt_library *l) {
+  if (l && --l->refs == 0) rt_library_destroy(l);
+}
+
+size_t rx_rt_library_kernel_count(const rx_rt_library *l) { return l->nkernels; }
+rx_rt_kernel *rx_rt_library_kernel_at(const rx_rt_library *l, size_t i) {
+  return i < l->nkernels ? &l->kernels[i] : NULL;
+}
+
+rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name, rx_rt_kernel **out_kernel) {
+  *out_kernel = NULL;
+  for (size_t i = 0; i < l->nkernels; i++)
+    if (!strcmp(l->kernels[i].name, name)) {
+      *out_kernel = &l->kernels[i];
+      return NULL;
+    }
+  rx_strbuf names = {0};
+  for (size_t i = 0; i < l->nkernels && i < 16; i++)
+    rx_strbuf_printf(&names, "%s%s", i ? ", " : "", l->kernels[i].name);
+  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "%s: no kernel named '%s' (it has: %s)", l->origin,
+                               name, names.data ? names.data : "none");
+  rx_strbuf_free(&names);
+  return s;
+}
+
+const char *rx_rt_kernel_name(const rx_rt_kernel *k) { return k->name; }
+size_t rx_rt_kernel_buffer_count(const rx_rt_kernel *k) { return k->nbuffers; }
+size_t rx_rt_kernel_scalar_count(const rx_rt_kernel *k) { return k->nscalars; }
+const char *rx_rt_kernel_scalar_name(const rx_rt_kernel *k, size_t i) {
+  return i < k->nscalars ? k->scalars[i].name : NULL;
+}
+void rx_rt_kernel_block(const rx_rt_kernel *k, uint32_t out_block[3]) {
+  memcpy(out_block, k->block, sizeof k->block);
+}
+
+/* ---- launches ---- */
+rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p) {
+  rx_rt_device *d = k->library->device;
+  CHECK_LOST(d);
+  if (p->buffer_count != k->nbuffers || p->scalar_count != k->nscalars) {
+    rx_strbuf sig = {0};
+    for (size_t i = 0; i < k->nbuffers; i++)
+      rx_strbuf_printf(&sig, "%s%s", i ? ", " : "", k->buffers[i].name);
+    for (size_t i = 0; i < k->nscalars; i++)
+      rx_strbuf_printf(&sig, "%s%s", sig.len ? ", " : "", k->scalars[i].name);
+    rx_status s = rx_status_make(RX_ERR_INVALID, "kernel '%s' takes %zu buffers and %zu symbolic "
+                                 "values (%s), got %zu buffers and %zu values", k->name,
+                                 k->nbuffers, k->nscalars, sig.data ? sig.data : "",
+                                 p->buffer_count, p->scalar_count);
+    rx_strbuf_free(&sig);
+    return s;
+  }
+  for (size_t i = 0; i < k->nbuffers; i++) {
+    if (!p->buffers[i])
+      return rx_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is NULL", k->name,
+                            k->buffers[i].name);
+    if (p->buffers[i]->device != d)
+      return rx_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is on another device",
+                            k->name, k->buffers[i].name);
+  }
+  if (memcmp(p->block, k->block, sizeof k->block) != 0)
+    return rx_status_make(RX_ERR_INVALID, "kernel '%s': block (%u, %u, %u) differs from the "
+                          "kernel's (%u, %u, %u)", k->name, p->block[0], p->block[1], p->block[2],
+                          k->block[0], k->block[1], k->block[2]);
+  uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
+  if (d->info.max_threads_per_block && threads > d->info.max_threads_per_block)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': %llu threads per block, the device "
+                          "allows %u", k->name, (unsigned long long)threads,
+                          d->info.max_threads_per_block);
+  if (k->shared_bytes > d->info.shared_memory_bytes && d->info.shared_memory_bytes)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': %u bytes of shared memory, the device "
+                          "has %u", k->name, k->shared_bytes, d->info.shared_memory_bytes);
+  if (!p->grid[0] || !p->grid[1] || !p->grid[2]) return NULL; /* nothing to run */
+  return d->be->launch(d, k, p);
+}
+
+static rx_status eval_for(const rx_rt_kernel *k, const char *what, const char *text,
+                          const rx_rt_symbols *syms, int64_t *out) {
+  return rx_status_annotate(rx_rt_eval(text, syms, out), "kernel '%s': %s", k->name, what);
+}
+
+rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buffers,
+                                      size_t buffer_count, const rx_rt_symbols *symbols,
+                                      bool *out_launched) {
+  if (out_launched) *out_launched = false;
+  rx_rt_symbols none = {NULL, NULL, 0};
+  if (!symbols) symbols = &none;
+  if (k->condition) {
+    int64_t c;
+    RX_RETURN_IF_ERROR(eval_for(k, "condition", k->condition, symbols, &c));
+    if (!c) return NULL;
+  }
+  rx_rt_launch_params p = {{0, 0, 0}, {k->block[0], k->block[1], k->block[2]}, buffers,
+                           buffer_count, NULL, k->nscalars};
+  for (int i = 0; i < 3; i++) {
+    int64_t g;
+    RX_RETURN_IF_ERROR(eval_for(k, "grid", k->grid[i], symbols, &g));
+    if (g < 0 || g > INT32_MAX)
+      return rx_status_make(RX_ERR_INVALID, "kernel '%s': grid[%d] = %s = %lld is outside "
+                            "0..2147483647", k->name, i, k->grid[i], (long long)g);
+    p.grid[i] = (uint32_t)g;
+  }
+  int32_t vals[64];
+  if (k->nscalars > RX_ARRAY_LEN(vals))
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 symbolic values", k->name);
+  for (size_t i = 0; i < k->nscalars; i++) {
+    int64_t v;
+    RX_RETURN_IF_ERROR(eval_for(k, "symbolic value", k->scalars[i].name, symbols, &v));
+    if (v < INT32_MIN || v > INT32_MAX)
+      return rx_status_make(RX_ERR_INVALID, "kernel '%s': symbolic value %s = %lld does not fit "
+                            "in int32 (the kernel ABI)", k->name, k->scalars[i].name, (long long)v);
+    vals[i] = (int32_t)v;
+  }
+  p.scalars = vals;
+  RX_RETURN_IF_ERROR(rx_rt_kernel_launch(k, &p));
+  if (out_launched) *out_launched = true;
+  return NULL;
+}
+
+static size_t dtype_bytes(const char *dtype) {
+  static const struct {
+    const char *name;
+    size_t bytes;
+  } t[] = {{"f32", 4}, {"f16", 2}, {"bf16", 2}, {"i64", 8}, {"i32", 4},
+           {"i16", 2}, {"i8", 1},  {"u8", 1},   {"bool", 1}};
+  for (size_t i = 0; dtype && i < RX_ARRAY_LEN(t); i++)
+    if (!strcmp(dtype, t[i].name)) return t[i].bytes;
+  return 0;
+}
+
+rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
+                            size_t buffer_count, const rx_rt_symbols *symbols) {
+  rt_program *p = NULL;
+  for (size_t i = 0; i < l->nprograms; i++)
+    if (!strcmp(l->programs[i].name, program)) p = &l->programs[i];
+  if (!p) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", l->origin, program);
+  if (buffer_count != p->nparams)
+    return rx_status_make(RX_ERR_INVALID, "program '%s' takes %zu parameters, got %zu", program,
+                          p->nparams, buffer_count);
+  for (size_t i = 0; i < p->nparams; i++) {
+    const rt_param *q = &p->params[i];
+    if (!q->is_buffer) continue;
+    if (!buffers[i])
+      return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' is NULL", program,
+                            q->name);
+    size_t esz = dtype_bytes(q->dtype);
+    if (!esz || !q->shape) continue;
+    int64_t elems = 1;
+    for (size_t r = 0; r < q->rank; r++) {
+      int64_t dim;
+      RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_eval(q->shape[r], symbols, &dim),
+                                            "program '%s': shape of '%s'", program, q->name));
+      if (dim < 0 || (dim && elems > INT64_MAX / dim))
+        return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' has a dimension "
+                              "%s = %lld", program, q->name, q->shape[r], (long long)dim);
+      elems *= dim;
+    }
+    if ((uint64_t)elems > buffers[i]->size / esz)
+      return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' needs %lld elements of "
+                            "%s, the buffer holds %zu bytes", program, q->name, (long long)elems,
+                            q->dtype, buffers[i]->size);
+  }
+  for (size_t j = 0; j < p->nkernels; j++) {
+    rx_rt_kernel *k = p->kernels[j];
+    rx_rt_buffer *kb[64];
+    if (k->nbuffers > RX_ARRAY_LEN(kb))
+      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 buffers", k->name);
+    for (size_t i = 0; i < k->nbuffers; i++) kb[i] = buffers[k->buffers[i].param];
+    RX_RETURN_IF_ERROR(rx_rt_kernel_launch_symbols(k, kb, k->nbuffers, symbols, NULL));
+  }
+  return NULL;
+}
+
+/* ---- timers ---- */
+rx_status rx_rt_timer_create(rx_rt_device *d, rx_rt_timer **out_timer) {
+  *out_timer = NULL;
+  CHECK_LOST(d);
+  if (!d->info.timestamps)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: the device has no timestamps", d->info.name);
+  rx_rt_timer *t = rt_alloc(&d->alloc, d->be->timer_size);
+  if (!t) return rt_oom("a timer", d->be->timer_size);
+  t->device = d;
+  rx_status s = d->be->timer_init(t);
+  if (s) {
+    rt_free(&d->alloc, t);
+    return s;
+  }
+  rx_rt_device_retain(d);
+  *out_timer = t;
+  return NULL;
+}
+
+rx_status rx_rt_timer_start(rx_rt_timer *t) {
+  CHECK_LOST(t->device);
+  RX_RETURN_IF_ERROR(t->device->be->timer_record(t, 0));
+  t->started = true;
+  t->stopped = false;
+  return NULL;
+}
+
+rx_status rx_rt_timer_stop(rx_rt_timer *t) {
+  CHECK_LOST(t->device);
+  if (!t->started) return rx_status_make(RX_ERR_INVALID, "timer stopped before it was started");
+  RX_RETURN_IF_ERROR(t->device->be->timer_record(t, 1));
+  t->stopped = true;
+  return NULL;
+}
+
+rx_status rx_rt_timer_elapsed_ms(rx_rt_timer *t, double *out_ms) {
+  *out_ms = 0;
+  CHECK_LOST(t->device);
+  if (!t->stopped) return rx_status_make(RX_ERR_INVALID, "timer read before it was stopped");
+  return t->device->be->timer_elapsed(t, out_ms);
+}
+
+void rx_rt_timer_release(rx_rt_timer *t) {
+  if (!t) return;
+  rx_rt_device *d = t->device;
+  d->be->timer_destroy(t);
+  rt_free(&d->alloc, t);
+  rx_rt_device_release(d);
+}

@@ -1,0 +1,100 @@
+# runtime/runtime.cmake: the relaxc runtime (runtime/, docs/kernel-abi.md) and its tests.
+# Included by the top-level CMakeLists.txt. The runtime builds alone: it uses base/ (compiled
+# again into it, since relaxc_core is the compiler's) and nothing else of the compiler.
+#
+# Needs (Debian): libcjson-dev (kernels.json), libvulkan-dev (Vulkan headers only; the loader is
+# opened at run time). Tests also use glslang-tools (glslangValidator), and run on lavapipe
+# (mesa-vulkan-drivers, libvulkan1) under the Khronos validation layer (vulkan-validationlayers).
+# Metal sources are compiled on Apple platforms only.
+
+find_path(RX_CJSON_INCLUDE_DIR cjson/cJSON.h)
+find_library(RX_CJSON_LIBRARY cjson)
+find_path(RX_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
+find_package(Threads REQUIRED)
+if(NOT RX_CJSON_INCLUDE_DIR OR NOT RX_CJSON_LIBRARY)
+  message(FATAL_ERROR "relaxc runtime: cJSON not found (Debian: apt-get install libcjson-dev)")
+endif()
+if(NOT RX_VULKAN_INCLUDE_DIR)
+  message(FATAL_ERROR "relaxc runtime: Vulkan headers not found (Debian: apt-get install libvulkan-dev)")
+endif()
+
+set(RX_RUNTIME_DIR ${CMAKE_CURRENT_LIST_DIR})
+get_filename_component(RX_RUNTIME_ROOT ${RX_RUNTIME_DIR} DIRECTORY)
+
+set(RX_RUNTIME_SOURCES
+  ${RX_RUNTIME_DIR}/runtime.c
+  ${RX_RUNTIME_DIR}/expr.c
+  ${RX_RUNTIME_DIR}/library.c
+  ${RX_RUNTIME_DIR}/vulkan/vulkan.c
+  ${RX_RUNTIME_DIR}/cuda/cuda.c
+  ${RX_RUNTIME_ROOT}/base/base.c)
+if(APPLE)
+  # Metal: C over the Objective-C runtime (objc_msgSend); never compiled on Linux.
+  list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/metal/metal.c)
+endif()
+
+add_library(relaxc_runtime STATIC ${RX_RUNTIME_SOURCES})
+target_include_directories(relaxc_runtime
+  PUBLIC ${RX_RUNTIME_ROOT}/include
+  PRIVATE ${RX_RUNTIME_ROOT} ${RX_CJSON_INCLUDE_DIR} ${RX_VULKAN_INCLUDE_DIR})
+target_link_libraries(relaxc_runtime PUBLIC ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS} Threads::Threads)
+if(APPLE)
+  target_link_libraries(relaxc_runtime PUBLIC "-framework Metal" "-framework Foundation" objc)
+endif()
+
+# ---- tests ----
+if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
+  set(RX_RT_TEST_DIR ${RX_RUNTIME_ROOT}/tests/runtime)
+  find_program(RX_GLSLANG glslangValidator)
+
+  # the expression evaluator: no device needed
+  add_executable(rt_expr_test ${RX_RT_TEST_DIR}/expr_test.c)
+  target_link_libraries(rt_expr_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_expr_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_test(NAME runtime.expr COMMAND rt_expr_test)
+  set_tests_properties(runtime.expr PROPERTIES LABELS "runtime;unit")
+
+  # kernels for the Vulkan tests: GLSL compiled to SPIR-V at build time
+  set(RX_RT_KERNEL_DIR ${CMAKE_CURRENT_BINARY_DIR}/rt_kernels)
+  set(RX_RT_SPV)
+  if(RX_GLSLANG)
+    foreach(k saxpy saxpy_ubo scale_add)
+      add_custom_command(OUTPUT ${RX_RT_KERNEL_DIR}/${k}.spv
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${RX_RT_KERNEL_DIR}
+        COMMAND ${RX_GLSLANG} -V --target-env vulkan1.1 -o ${RX_RT_KERNEL_DIR}/${k}.spv
+                ${RX_RT_TEST_DIR}/kernels/${k}.comp
+        DEPENDS ${RX_RT_TEST_DIR}/kernels/${k}.comp
+        COMMENT "glslangValidator ${k}.comp")
+      list(APPEND RX_RT_SPV ${RX_RT_KERNEL_DIR}/${k}.spv)
+    endforeach()
+    add_custom_command(OUTPUT ${RX_RT_KERNEL_DIR}/kernels.json
+      COMMAND ${CMAKE_COMMAND} -E copy ${RX_RT_TEST_DIR}/kernels/kernels.json ${RX_RT_KERNEL_DIR}/kernels.json
+      DEPENDS ${RX_RT_TEST_DIR}/kernels/kernels.json)
+    add_custom_target(rt_kernels ALL DEPENDS ${RX_RT_SPV} ${RX_RT_KERNEL_DIR}/kernels.json)
+  else()
+    message(WARNING "relaxc runtime: glslangValidator not found (Debian: glslang-tools): "
+                    "the Vulkan kernel tests will report themselves skipped")
+  endif()
+
+  add_executable(rt_vulkan_test ${RX_RT_TEST_DIR}/vulkan_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  target_link_libraries(rt_vulkan_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_vulkan_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_test(NAME runtime.vulkan COMMAND rt_vulkan_test ${RX_RT_KERNEL_DIR})
+  # lavapipe only (other ICDs of mesa-vulkan-drivers have no hardware here), the Khronos
+  # validation layer on, and LeakSanitizer told about the loader's and drivers' own leaks.
+  set(RX_RT_VK_ENV
+    "RX_VULKAN_VALIDATION=1"
+    "LSAN_OPTIONS=suppressions=${RX_RT_TEST_DIR}/lsan.supp:print_suppressions=0")
+  if(EXISTS /usr/share/vulkan/icd.d/lvp_icd.x86_64.json AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    list(APPEND RX_RT_VK_ENV "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+                             "VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+  endif()
+  set_tests_properties(runtime.vulkan PROPERTIES LABELS "runtime;vulkan" ENVIRONMENT "${RX_RT_VK_ENV}"
+                       SKIP_RETURN_CODE 77)
+
+  add_executable(rt_cuda_test ${RX_RT_TEST_DIR}/cuda_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  target_link_libraries(rt_cuda_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_cuda_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_test(NAME runtime.cuda COMMAND rt_cuda_test)
+  set_tests_properties(runtime.cuda PROPERTIES LABELS "runtime;cuda" SKIP_RETURN_CODE 77)
+endif()

@@ -1,0 +1,1160 @@
+/* runtime/vulkan/vulkan.c: the Vulkan backend of the device interface.
+ *
+ * - The loader (libvulkan.so.1, Android: libvulkan.so) is opened with dlopen; every entry point
+ *   is fetched through vkGetInstanceProcAddr / vkGetDeviceProcAddr (VK_NO_PROTOTYPES).
+ * - Memory: buffers are suballocated from 64 MiB blocks (larger buffers get their own block),
+ *   first fit with coalescing. Buffers live in host-visible coherent memory where the device has
+ *   device-local host-visible memory (integrated GPUs, lavapipe, resizable BAR); otherwise in
+ *   device-local memory with staging copies (also forced by force_staging, for tests).
+ * - Work is batched: launches, fills and copies are recorded into one command buffer, with a
+ *   global memory barrier between consecutive commands, and submitted once by synchronize (or by
+ *   a buffer read/write, which synchronize first). Objects used by a recorded batch (uniform
+ *   buffers, staging, released buffers) are freed after it completed.
+ * - Kernels: a compute pipeline per kernel from SPIR-V (entry point "main") through one
+ *   VkPipelineCache; storage buffers at the bindings of kernels.json, symbolic values in a push
+ *   constant block or a uniform buffer (std140) as kernels.json says.
+ * - Timers: pairs of timestamp queries of one query pool.
+ * - Validation: VK_LAYER_KHRONOS_validation with a VK_EXT_debug_utils messenger that counts
+ *   warnings and errors (rx_rt_device_validation_messages) and prints them to stderr. */
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/device.h"
+
+#define BLOCK_SIZE ((VkDeviceSize)64 << 20)
+#define NQUERIES 128
+#define POOL_SETS 256
+#define POOL_STORAGE (POOL_SETS * 16)
+#define POOL_UNIFORM POOL_SETS
+
+/* ---- the loader, opened once per process ---- */
+static void *g_lib;
+static PFN_vkGetInstanceProcAddr g_gipa;
+static PFN_vkCreateInstance g_create_instance;
+static PFN_vkEnumerateInstanceLayerProperties g_enum_layers;
+static PFN_vkEnumerateInstanceExtensionProperties g_enum_exts;
+static PFN_vkEnumerateInstanceVersion g_enum_version;
+
+/* Instance- and device-level entry points, listed once. */
+#define VK_INSTANCE_FNS(X)                                                                         \
+  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)              \
+  X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                                \
+  X(vkGetPhysicalDeviceMemoryProperties) X(vkGetPhysicalDeviceQueueFamilyProperties)               \
+  X(vkCreateDevice) X(vkGetDeviceProcAddr)
+#define VK_DEVICE_FNS(X)                                                                           \
+  X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkCreateBuffer)                     \
+  X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory)          \
+  X(vkMapMemory) X(vkBindBufferMemory) X(vkCreateShaderModule) X(vkDestroyShaderModule)            \
+  X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkCreateComputePipelines)                   \
+  X(vkDestroyPipeline) X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)              \
+  X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateDescriptorPool)                   \
+  X(vkDestroyDescriptorPool) X(vkResetDescriptorPool) X(vkAllocateDescriptorSets)                  \
+  X(vkUpdateDescriptorSets) X(vkCreateCommandPool) X(vkDestroyCommandPool)                         \
+  X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                        \
+  X(vkResetCommandBuffer) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)   \
+  X(vkQueueSubmit) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)             \
+  X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)           \
+  X(vkCmdPipelineBarrier) X(vkCmdFillBuffer) X(vkCmdCopyBuffer) X(vkCmdResetQueryPool)             \
+  X(vkCmdWriteTimestamp)
+
+typedef struct vk_fns {
+#define X(f) PFN_##f f;
+  VK_INSTANCE_FNS(X) VK_DEVICE_FNS(X)
+#undef X
+  PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
+  PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+} vk_fns;
+
+/* ---- memory ---- */
+typedef struct vk_range {
+  VkDeviceSize off, size;
+} vk_range;
+
+typedef struct vk_block {
+  struct vk_block *next;
+  VkDeviceMemory mem;
+  VkDeviceSize size;
+  uint32_t type;
+  uint8_t *map; /* persistently mapped when host-visible */
+  vk_range *free; /* sorted by offset, coalesced */
+  size_t nfree, capfree;
+  size_t live; /* allocations in the block */
+} vk_block;
+
+/* A VkBuffer bound to a piece of a block. */
+typedef struct vk_mem {
+  VkBuffer buf;
+  vk_block *block;
+  VkDeviceSize off, size;
+  uint8_t *map; /* NULL when not host-visible */
+} vk_mem;
+
+typedef struct vk_kernel {
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout layout;
+  VkPipeline pipeline;
+  uint32_t nstorage, nuniform;
+} vk_kernel;
+
+typedef struct vk_device {
+  rx_rt_device base;
+  vk_fns f;
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger;
+  VkPhysicalDevice phys;
+  VkDevice dev;
+  VkQueue queue;
+  uint32_t qfamily;
+  VkPhysicalDeviceLimits limits;
+  VkPhysicalDeviceMemoryProperties mem;
+  bool staging;
+  vk_block *blocks;
+  VkPipelineCache cache;
+  VkCommandPool cmdpool;
+  VkCommandBuffer cmd;
+  VkFence fence;
+  bool recording;
+  uint32_t ncommands;
+  /* descriptor pools: pools[0..npools), the current one and what it has handed out */
+  VkDescriptorPool *pools;
+  size_t npools, cur_pool;
+  uint32_t used_sets, used_storage, used_uniform;
+  /* freed after the batch completed */
+  vk_mem *deferred;
+  size_t ndeferred, capdeferred;
+  VkQueryPool qpool;
+  bool qused[NQUERIES / 2];
+  uint64_t ts_mask;
+  double ts_period_ns;
+} vk_device;
+
+typedef struct vk_buffer {
+  rx_rt_buffer base;
+  vk_mem m;
+} vk_buffer;
+
+typedef struct vk_timer {
+  rx_rt_timer base;
+  uint32_t pair; /* queries 2*pair and 2*pair + 1 */
+} vk_timer;
+
+static const char *vkres(VkResult r) {
+  switch (r) {
+  case VK_SUCCESS: return "VK_SUCCESS";
+  case VK_NOT_READY: return "VK_NOT_READY";
+  case VK_TIMEOUT: return "VK_TIMEOUT";
+  case VK_INCOMPLETE: return "VK_INCOMPLETE";
+  case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+  case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+  case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+  case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+  case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
+  case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+  case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+  case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+  case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
+  case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
+  case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+  case VK_ERROR_FRAGMENTED_POOL: return "VK_ERROR_FRAGMENTED_POOL";
+  case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
+  default: return "VkResult error";
+  }
+}
+
+/* A status for a failed call; VK_ERROR_DEVICE_LOST also makes the device's error sticky. */
+static rx_status vkfail(vk_device *d, VkResult r, const char *what) {
+  rx_status_code code = RX_ERR_DEVICE;
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+    code = RX_ERR_OUT_OF_MEMORY;
+  if (r == VK_ERROR_DEVICE_LOST) {
+    rx_status s = rx_status_make(RX_ERR_DEVICE, "vulkan:%d (%s): device lost during %s",
+                                 d->base.info.index, d->base.info.name, what);
+    if (!d->base.lost) d->base.lost = rx_status_make(RX_ERR_DEVICE, "%s", rx_status_message(s));
+    return s;
+  }
+  return rx_status_make(code, "vulkan:%d (%s): %s failed: %s (%d)", d ? d->base.info.index : 0,
+                        d ? d->base.info.name : "", what, vkres(r), (int)r);
+}
+
+#define VK_TRY(d, call, what)                                                                      \
+  do {                                                                                             \
+    VkResult r_ = (call);                                                                          \
+    if (r_ != VK_SUCCESS) return vkfail((d), r_, (what));                                          \
+  } while (0)
+
+/* ---- loader ---- */
+static rx_status vk_check(void) {
+  static rx_status cached;
+  static bool done;
+  if (done) return cached ? rx_status_make(rx_status_code_of(cached), "%s",
+                                           rx_status_message(cached))
+                          : NULL;
+  done = true;
+  static const char *const names[] = {"libvulkan.so.1", "libvulkan.so", /* Android */
+                                      "libvulkan.1.dylib" /* macOS: MoltenVK via the loader */};
+  char why[512];
+  g_lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
+  if (!g_lib) {
+    cached = rx_status_make(RX_ERR_NOT_FOUND, "vulkan: libvulkan.so.1 not found: install the "
+                            "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
+                            why);
+  } else {
+    g_gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(g_lib, "vkGetInstanceProcAddr");
+    if (g_gipa) {
+      g_create_instance = (PFN_vkCreateInstance)g_gipa(NULL, "vkCreateInstance");
+      g_enum_layers = (PFN_vkEnumerateInstanceLayerProperties)g_gipa(
+          NULL, "vkEnumerateInstanceLayerProperties");
+      g_enum_exts = (PFN_vkEnumerateInstanceExtensionProperties)g_gipa(
+          NULL, "vkEnumerateInstanceExtensionProperties");
+      g_enum_version = (PFN_vkEnumerateInstanceVersion)g_gipa(NULL, "vkEnumerateInstanceVersion");
+    }
+    if (!g_gipa || !g_create_instance || !g_enum_layers || !g_enum_exts)
+      cached = rx_status_make(RX_ERR_NOT_FOUND, "vulkan: the Vulkan loader lacks "
+                              "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
+                              "libvulkan1)");
+  }
+  return cached ? rx_status_make(rx_status_code_of(cached), "%s", rx_status_message(cached)) : NULL;
+}
+
+static bool has_layer(const char *name) {
+  uint32_t n = 0;
+  if (g_enum_layers(&n, NULL) != VK_SUCCESS || !n) return false;
+  VkLayerProperties props[128];
+  if (n > 128) n = 128;
+  g_enum_layers(&n, props);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(props[i].layerName, name)) return true;
+  return false;
+}
+
+static bool has_instance_ext(const char *layer, const char *name) {
+  uint32_t n = 0;
+  if (g_enum_exts(layer, &n, NULL) != VK_SUCCESS || !n) return false;
+  VkExtensionProperties props[256];
+  if (n > 256) n = 256;
+  g_enum_exts(layer, &n, props);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(props[i].extensionName, name)) return true;
+  return false;
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data,
+                                                 void *user) {
+  (void)type;
+  vk_device *d = user;
+  const char *msg = data && data->pMessage ? data->pMessage : "(no message)";
+  d->base.validation_count++;
+  snprintf(d->base.validation_last, sizeof d->base.validation_last, "%s", msg);
+  fprintf(stderr, "[vulkan validation %s] %s\n",
+          sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning", msg);
+  return VK_FALSE;
+}
+
+/* Creates an instance; d (may be NULL for enumeration) receives the messenger. */
+static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, vk_fns *f) {
+  *out = VK_NULL_HANDLE;
+  uint32_t api = VK_API_VERSION_1_1;
+  if (g_enum_version) {
+    uint32_t v = 0;
+    if (g_enum_version(&v) == VK_SUCCESS && v >= VK_API_VERSION_1_3) api = VK_API_VERSION_1_3;
+    else if (v >= VK_API_VERSION_1_2) api = VK_API_VERSION_1_2;
+  }
+  VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "relaxc", 1, "relaxc", 1, api};
+  const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+  const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkDebugUtilsMessengerCreateInfoEXT mci = {
+      VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, NULL, 0,
+      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+      VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+          VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+      on_message, d};
+  VkInstanceCreateInfo ci = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0,
+                             NULL};
+  if (validation) {
+    if (!has_layer(layers[0]))
+      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: validation was asked for but "
+                            "VK_LAYER_KHRONOS_validation is not installed (Debian: "
+                            "vulkan-validationlayers)");
+    if (!has_instance_ext(NULL, exts[0]) && !has_instance_ext(layers[0], exts[0]))
+      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: validation needs %s, which the loader "
+                            "does not offer", exts[0]);
+    ci.enabledLayerCount = 1;
+    ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = exts;
+    ci.pNext = &mci; /* also reports messages of vkCreateInstance/vkDestroyInstance */
+  }
+  VkResult r = g_create_instance(&ci, NULL, out);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: no Vulkan driver found: install one (Debian: "
+                          "mesa-vulkan-drivers provides lavapipe, a CPU driver)");
+  if (r != VK_SUCCESS) return vkfail(NULL, r, "vkCreateInstance");
+#define X(fn) f->fn = (PFN_##fn)g_gipa(*out, #fn);
+  VK_INSTANCE_FNS(X)
+#undef X
+  if (validation) {
+    f->vkCreateDebugUtilsMessengerEXT =
+        (PFN_vkCreateDebugUtilsMessengerEXT)g_gipa(*out, "vkCreateDebugUtilsMessengerEXT");
+    f->vkDestroyDebugUtilsMessengerEXT =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)g_gipa(*out, "vkDestroyDebugUtilsMessengerEXT");
+    if (d && f->vkCreateDebugUtilsMessengerEXT) {
+      r = f->vkCreateDebugUtilsMessengerEXT(*out, &mci, NULL, &d->messenger);
+      if (r != VK_SUCCESS) return vkfail(d, r, "vkCreateDebugUtilsMessengerEXT");
+    }
+  }
+  return NULL;
+}
+
+static rx_status physical_devices(VkInstance inst, const vk_fns *f, VkPhysicalDevice **out,
+                                  uint32_t *out_n, const rx_rt_allocator *a) {
+  *out = NULL;
+  *out_n = 0;
+  uint32_t n = 0;
+  VkResult r = f->vkEnumeratePhysicalDevices(inst, &n, NULL);
+  if (r != VK_SUCCESS) return vkfail(NULL, r, "vkEnumeratePhysicalDevices");
+  if (!n) return NULL;
+  VkPhysicalDevice *p = rt_alloc(a, n * sizeof *p);
+  if (!p) return rt_oom("physical devices", n * sizeof *p);
+  r = f->vkEnumeratePhysicalDevices(inst, &n, p);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    rt_free(a, p);
+    return vkfail(NULL, r, "vkEnumeratePhysicalDevices");
+  }
+  *out = p;
+  *out_n = n;
+  return NULL;
+}
+
+/* The compute queue family: a compute-only one when there is one. -1: none. */
+static int compute_family(const vk_fns *f, VkPhysicalDevice p, uint32_t *out_ts_bits) {
+  VkQueueFamilyProperties q[64];
+  uint32_t n = 64;
+  f->vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+  int best = -1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = (int)i;
+  }
+  *out_ts_bits = best >= 0 ? q[best].timestampValidBits : 0;
+  return best;
+}
+
+typedef struct vk_feats {
+  VkPhysicalDeviceFeatures2 f2;
+  VkPhysicalDeviceVulkan11Features v11;
+  VkPhysicalDeviceVulkan12Features v12;
+  bool has12;
+} vk_feats;
+
+static void query_features(const vk_fns *f, VkPhysicalDevice p, uint32_t api, vk_feats *out) {
+  memset(out, 0, sizeof *out);
+  out->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  out->v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  out->v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  out->has12 = api >= VK_API_VERSION_1_2;
+  if (out->has12) {
+    out->f2.pNext = &out->v11;
+    out->v11.pNext = &out->v12;
+    f->vkGetPhysicalDeviceFeatures2(p, &out->f2);
+  } else {
+    f->vkGetPhysicalDeviceFeatures2(p, &out->f2);
+  }
+}
+
+static void fill_info(const vk_fns *f, VkPhysicalDevice p, int index, rx_rt_device_info *info) {
+  memset(info, 0, sizeof *info);
+  VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                           NULL, 0, 0, 0, VK_FALSE};
+  VkPhysicalDeviceProperties2 pr = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg, {0}};
+  f->vkGetPhysicalDeviceProperties2(p, &pr);
+  const VkPhysicalDeviceProperties *props = &pr.properties;
+  info->backend = RX_RT_BACKEND_VULKAN;
+  info->index = index;
+  snprintf(info->name, sizeof info->name, "%s", props->deviceName);
+  VkPhysicalDeviceMemoryProperties mem;
+  f->vkGetPhysicalDeviceMemoryProperties(p, &mem);
+  for (uint32_t i = 0; i < mem.memoryHeapCount; i++)
+    if ((mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+        mem.memoryHeaps[i].size > info->memory_bytes)
+      info->memory_bytes = mem.memoryHeaps[i].size;
+  info->subgroup_size = sg.subgroupSize;
+  info->shared_memory_bytes = props->limits.maxComputeSharedMemorySize;
+  info->push_constant_bytes = props->limits.maxPushConstantsSize;
+  info->max_threads_per_block = props->limits.maxComputeWorkGroupInvocations;
+  vk_feats ft;
+  query_features(f, p, props->apiVersion, &ft);
+  info->fp16 = ft.has12 && ft.v12.shaderFloat16 && ft.v11.storageBuffer16BitAccess;
+  info->int8 = ft.has12 && ft.v12.shaderInt8 && ft.v12.storageBuffer8BitAccess;
+  uint32_t tsbits = 0;
+  compute_family(f, p, &tsbits);
+  info->timestamps = tsbits > 0 && props->limits.timestampPeriod > 0;
+  info->unified_memory = false;
+  for (uint32_t i = 0; i < mem.memoryTypeCount; i++) {
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                 VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if ((mem.memoryTypes[i].propertyFlags & want) == want) info->unified_memory = true;
+  }
+}
+
+static rx_status vk_enumerate(rx_rt_device_info **out_infos, size_t *out_count,
+                              const rx_rt_allocator *a) {
+  vk_fns f;
+  memset(&f, 0, sizeof f);
+  VkInstance inst;
+  RX_RETURN_IF_ERROR(make_instance(NULL, false, &inst, &f));
+  VkPhysicalDevice *p = NULL;
+  uint32_t n = 0;
+  rx_status s = physical_devices(inst, &f, &p, &n, a);
+  if (!s && n) {
+    rx_rt_device_info *infos = rt_alloc(a, n * sizeof *infos);
+    if (!infos) s = rt_oom("device infos", n * sizeof *infos);
+    for (uint32_t i = 0; infos && i < n; i++) fill_info(&f, p[i], (int)i, &infos[i]);
+    *out_infos = infos;
+    *out_count = infos ? n : 0;
+  }
+  rt_free(a, p);
+  f.vkDestroyInstance(inst, NULL);
+  return s;
+}
+
+/* ---- memory blocks ---- */
+static int pick_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags need,
+                     VkMemoryPropertyFlags avoid) {
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++) {
+    VkMemoryPropertyFlags fl = d->mem.memoryTypes[i].propertyFlags;
+    if ((bits & (1u << i)) && (fl & need) == need && !(fl & avoid)) return (int)i;
+  }
+  return -1;
+}
+
+static void block_free(vk_device *d, vk_block *b) {
+  if (b->mem) d->f.vkFreeMemory(d->dev, b->mem, NULL);
+  rt_free(&d->base.alloc, b->free);
+  rt_free(&d->base.alloc, b);
+}
+
+static bool range_insert(vk_device *d, vk_block *b, size_t at, vk_range r) {
+  if (b->nfree == b->capfree) {
+    size_t cap = b->capfree ? b->capfree * 2 : 8;
+    vk_range *nr = rt_alloc(&d->base.alloc, cap * sizeof *nr);
+    if (!nr) return false;
+    if (b->nfree) memcpy(nr, b->free, b->nfree * sizeof *nr);
+    rt_free(&d->base.alloc, b->free);
+    b->free = nr;
+    b->capfree = cap;
+  }
+  memmove(&b->free[at + 1], &b->free[at], (b->nfree - at) * sizeof *b->free);
+  b->free[at] = r;
+  b->nfree++;
+  return true;
+}
+
+static void range_remove(vk_block *b, size_t at) {
+  memmove(&b->free[at], &b->free[at + 1], (b->nfree - at - 1) * sizeof *b->free);
+  b->nfree--;
+}
+
+/* Takes [off, off + size) out of free range i of b (off inside it). */
+static bool block_take(vk_device *d, vk_block *b, size_t i, VkDeviceSize off, VkDeviceSize size) {
+  vk_range r = b->free[i];
+  VkDeviceSize head = off - r.off, tail = r.off + r.size - (off + size);
+  if (head && tail) {
+    b->free[i].size = head;
+    if (!range_insert(d, b, i + 1, (vk_range){off + size, tail})) {
+      b->free[i] = r;
+      return false;
+    }
+  } else if (head) {
+    b->free[i].size = head;
+  } else if (tail) {
+    b->free[i] = (vk_range){off + size, tail};
+  } else {
+    range_remove(b, i);
+  }
+  b->live++;
+  return true;
+}
+
+static void block_give(vk_device *d, vk_block *b, VkDeviceSize off, VkDeviceSize size) {
+  size_t i = 0;
+  while (i < b->nfree && b->free[i].off < off) i++;
+  bool merged = false;
+  if (i > 0 && b->free[i - 1].off + b->free[i - 1].size == off) {
+    b->free[i - 1].size += size;
+    merged = true;
+    if (i < b->nfree && b->free[i - 1].off + b->free[i - 1].size == b->free[i].off) {
+      b->free[i - 1].size += b->free[i].size;
+      range_remove(b, i);
+    }
+  } else if (i < b->nfree && off + size == b->free[i].off) {
+    b->free[i].off = off;
+    b->free[i].size += size;
+    merged = true;
+  }
+  /* out of host memory for the free list: the range is lost until the block is freed */
+  if (!merged) range_insert(d, b, i, (vk_range){off, size});
+  b->live--;
+  if (b->live == 0 && b->size > BLOCK_SIZE) { /* a dedicated block: give it back now */
+    vk_block **pp = &d->blocks;
+    while (*pp != b) pp = &(*pp)->next;
+    *pp = b->next;
+    block_free(d, b);
+  }
+}
+
+static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage, bool host,
+                           vk_mem *out) {
+  memset(out, 0, sizeof *out);
+  size = (size + 3) & ~(VkDeviceSize)3;
+  VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, size, usage,
+                            VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
+  VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  /* refuse sizes no heap can hold before asking the driver */
+  VkDeviceSize largest = 0;
+  for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
+    if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
+  if (size > largest)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory: %llu "
+                          "bytes asked, the largest heap has %llu", d->base.info.index,
+                          d->base.info.name, (unsigned long long)size,
+                          (unsigned long long)largest);
+  VK_TRY(d, d->f.vkCreateBuffer(d->dev, &bci, NULL, &out->buf), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  d->f.vkGetBufferMemoryRequirements(d->dev, out->buf, &req);
+  int type;
+  if (host) {
+    type = pick_type(d, req.memoryTypeBits, coherent | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (type < 0) type = pick_type(d, req.memoryTypeBits, coherent, 0);
+  } else if (d->staging) {
+    type = pick_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    if (type < 0) type = pick_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  } else {
+    type = pick_type(d, req.memoryTypeBits, coherent | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  }
+  if (type < 0) {
+    d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
+    out->buf = VK_NULL_HANDLE;
+    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no memory type for a buffer",
+                          d->base.info.index, d->base.info.name);
+  }
+  VkDeviceSize align = req.alignment ? req.alignment : 1;
+  if (align < d->limits.minStorageBufferOffsetAlignment)
+    align = d->limits.minStorageBufferOffsetAlignment;
+  VkDeviceSize need = req.size;
+  /* first fit over the blocks of this type */
+  for (vk_block *b = d->blocks; b; b = b->next) {
+    if (b->type != (uint32_t)type) continue;
+    for (size_t i = 0; i < b->nfree; i++) {
+      VkDeviceSize off = (b->free[i].off + align - 1) / align * align;
+      if (off + need > b->free[i].off + b->free[i].size) continue;
+      if (!block_take(d, b, i, off, need)) break;
+      out->block = b;
+      out->off = off;
+      goto bind;
+    }
+  }
+  {
+    VkDeviceSize bsize = need > BLOCK_SIZE ? need : BLOCK_SIZE;
+    uint32_t heap = d->mem.memoryTypes[type].heapIndex;
+    if (bsize > d->mem.memoryHeaps[heap].size) bsize = need;
+    vk_block *b = rt_alloc(&d->base.alloc, sizeof *b);
+    if (!b) {
+      d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
+      out->buf = VK_NULL_HANDLE;
+      return rt_oom("a memory block", sizeof *b);
+    }
+    b->size = bsize;
+    b->type = (uint32_t)type;
+    VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, bsize, (uint32_t)type};
+    VkResult r = d->f.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
+    if (r == VK_SUCCESS && (d->mem.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
+      void *map = NULL;
+      r = d->f.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &map);
+      b->map = map;
+    }
+    if (r != VK_SUCCESS || !range_insert(d, b, 0, (vk_range){0, bsize})) {
+      block_free(d, b);
+      d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
+      out->buf = VK_NULL_HANDLE;
+      if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+        return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory "
+                              "allocating a block of %llu bytes for a buffer of %llu bytes",
+                              d->base.info.index, d->base.info.name, (unsigned long long)bsize,
+                              (unsigned long long)size);
+      return r != VK_SUCCESS ? vkfail(d, r, "vkAllocateMemory") : rt_oom("a free list", 16);
+    }
+    b->next = d->blocks;
+    d->blocks = b;
+    block_take(d, b, 0, 0, need); /* cannot fail: one range, taken from its start */
+    out->block = b;
+    out->off = 0;
+  }
+bind:
+  out->size = need;
+  out->map = out->block->map ? out->block->map + out->off : NULL;
+  VkResult r = d->f.vkBindBufferMemory(d->dev, out->buf, out->block->mem, out->off);
+  if (r != VK_SUCCESS) {
+    d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
+    block_give(d, out->block, out->off, out->size);
+    memset(out, 0, sizeof *out);
+    return vkfail(d, r, "vkBindBufferMemory");
+  }
+  return NULL;
+}
+
+static void mem_free(vk_device *d, vk_mem *m) {
+  if (m->buf) d->f.vkDestroyBuffer(d->dev, m->buf, NULL);
+  if (m->block) block_give(d, m->block, m->off, m->size);
+  memset(m, 0, sizeof *m);
+}
+
+/* Frees m now, or after the recorded batch completed when one is recording. */
+static void mem_free_later(vk_device *d, vk_mem *m) {
+  if (!d->recording) {
+    mem_free(d, m);
+    return;
+  }
+  if (d->ndeferred == d->capdeferred) {
+    size_t cap = d->capdeferred ? d->capdeferred * 2 : 16;
+    vk_mem *n = rt_alloc(&d->base.alloc, cap * sizeof *n);
+    if (!n) { /* out of host memory: wait for the batch instead */
+      d->f.vkDeviceWaitIdle(d->dev);
+      mem_free(d, m);
+      return;
+    }
+    if (d->ndeferred) memcpy(n, d->deferred, d->ndeferred * sizeof *n);
+    rt_free(&d->base.alloc, d->deferred);
+    d->deferred = n;
+    d->capdeferred = cap;
+  }
+  d->deferred[d->ndeferred++] = *m;
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- command batches ---- */
+static rx_status begin_cmd(vk_device *d) {
+  if (d->recording) {
+    /* a global barrier between consecutive commands: each sees the previous one's writes */
+    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+                          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                              VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                              VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    if (d->ncommands) d->f.vkCmdPipelineBarrier(d->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    return NULL;
+  }
+  VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                 VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+  VK_TRY(d, d->f.vkBeginCommandBuffer(d->cmd, &bi), "vkBeginCommandBuffer");
+  d->recording = true;
+  d->ncommands = 0;
+  return NULL;
+}
+
+static void end_of_batch(vk_device *d) {
+  for (size_t i = 0; i < d->ndeferred; i++) mem_free(d, &d->deferred[i]);
+  d->ndeferred = 0;
+  for (size_t i = 0; i < d->npools; i++) d->f.vkResetDescriptorPool(d->dev, d->pools[i], 0);
+  d->cur_pool = 0;
+  d->used_sets = d->used_storage = d->used_uniform = 0;
+  d->recording = false;
+  d->ncommands = 0;
+}
+
+static rx_status vk_synchronize(rx_rt_device *base) {
+  vk_device *d = (vk_device *)base;
+  if (!d->recording) return NULL;
+  /* make the batch's writes visible to the host */
+  VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+                        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                        VK_ACCESS_HOST_READ_BIT};
+  d->f.vkCmdPipelineBarrier(d->cmd,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  VkResult r = d->f.vkEndCommandBuffer(d->cmd);
+  rx_status s = NULL;
+  if (r != VK_SUCCESS) {
+    s = vkfail(d, r, "vkEndCommandBuffer");
+  } else {
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &d->cmd, 0, NULL};
+    r = d->f.vkQueueSubmit(d->queue, 1, &si, d->fence);
+    if (r != VK_SUCCESS) {
+      s = vkfail(d, r, "vkQueueSubmit");
+    } else {
+      r = d->f.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX);
+      if (r != VK_SUCCESS) s = vkfail(d, r, "vkWaitForFences");
+      else d->f.vkResetFences(d->dev, 1, &d->fence);
+    }
+  }
+  if (s) d->f.vkDeviceWaitIdle(d->dev); /* before freeing what the batch used */
+  d->f.vkResetCommandBuffer(d->cmd, 0);
+  end_of_batch(d);
+  return s;
+}
+
+/* ---- devices ---- */
+static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_device_options *opts) {
+  vk_device *d = (vk_device *)base;
+  RX_RETURN_IF_ERROR(make_instance(d, opts->validation > 0, &d->instance, &d->f));
+  VkPhysicalDevice *phys = NULL;
+  uint32_t n = 0;
+  RX_RETURN_IF_ERROR(physical_devices(d->instance, &d->f, &phys, &n, &d->base.alloc));
+  if ((uint32_t)index >= n) {
+    rt_free(&d->base.alloc, phys);
+    if (!n)
+      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: the loader found no Vulkan device: install "
+                            "a driver (Debian: mesa-vulkan-drivers provides lavapipe)");
+    return rx_status_make(RX_ERR_NOT_FOUND, "vulkan:%d: there are %u Vulkan devices", index, n);
+  }
+  d->phys = phys[index];
+  rt_free(&d->base.alloc, phys);
+  fill_info(&d->f, d->phys, index, &d->base.info);
+  VkPhysicalDeviceProperties props;
+  d->f.vkGetPhysicalDeviceProperties(d->phys, &props);
+  d->limits = props.limits;
+  if (props.apiVersion < VK_API_VERSION_1_1)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): Vulkan 1.1 or newer is needed",
+                          index, props.deviceName);
+  uint32_t tsbits = 0;
+  int fam = compute_family(&d->f, d->phys, &tsbits);
+  if (fam < 0)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no compute queue", index,
+                          props.deviceName);
+  d->qfamily = (uint32_t)fam;
+  d->ts_mask = tsbits >= 64 ? UINT64_MAX : ((uint64_t)1 << tsbits) - 1;
+  d->ts_period_ns = props.limits.timestampPeriod;
+  d->f.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+
+  /* enable what kernels may use, where the device has it */
+  vk_feats have, en;
+  query_features(&d->f, d->phys, props.apiVersion, &have);
+  memset(&en, 0, sizeof en);
+  en.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  en.v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  en.v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  en.f2.features.shaderInt64 = have.f2.features.shaderInt64;
+  en.f2.features.shaderInt16 = have.f2.features.shaderInt16;
+  if (have.has12) {
+    en.f2.pNext = &en.v11;
+    en.v11.pNext = &en.v12;
+    en.v11.storageBuffer16BitAccess = have.v11.storageBuffer16BitAccess;
+    en.v11.uniformAndStorageBuffer16BitAccess = have.v11.uniformAndStorageBuffer16BitAccess;
+    en.v11.storagePushConstant16 = have.v11.storagePushConstant16;
+    en.v12.shaderFloat16 = have.v12.shaderFloat16;
+    en.v12.shaderInt8 = have.v12.shaderInt8;
+    en.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
+    en.v12.uniformAndStorageBuffer8BitAccess = have.v12.uniformAndStorageBuffer8BitAccess;
+    en.v12.storagePushConstant8 = have.v12.storagePushConstant8;
+    en.v12.vulkanMemoryModel = have.v12.vulkanMemoryModel;
+    en.v12.vulkanMemoryModelDeviceScope = have.v12.vulkanMemoryModelDeviceScope;
+  }
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1,
+                                 &prio};
+  VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &en.f2, 0, 1, &qci, 0, NULL, 0,
+                            NULL, NULL};
+  VK_TRY(d, d->f.vkCreateDevice(d->phys, &dci, NULL, &d->dev), "vkCreateDevice");
+#define X(fn) d->f.fn = (PFN_##fn)d->f.vkGetDeviceProcAddr(d->dev, #fn);
+  VK_DEVICE_FNS(X)
+#undef X
+  d->f.vkGetDeviceQueue(d->dev, d->qfamily, 0, &d->queue);
+
+  /* buffers: host-visible where it is device-local too, else staging */
+  bool unified = d->base.info.unified_memory;
+  d->staging = opts->force_staging || !unified;
+  d->base.info.unified_memory = !d->staging;
+
+  VkPipelineCacheCreateInfo pcci = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, NULL, 0, 0, NULL};
+  VK_TRY(d, d->f.vkCreatePipelineCache(d->dev, &pcci, NULL, &d->cache), "vkCreatePipelineCache");
+  VkCommandPoolCreateInfo cpci = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
+                                  VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, d->qfamily};
+  VK_TRY(d, d->f.vkCreateCommandPool(d->dev, &cpci, NULL, &d->cmdpool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo cbai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL,
+                                      d->cmdpool, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+  VK_TRY(d, d->f.vkAllocateCommandBuffers(d->dev, &cbai, &d->cmd), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fci = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
+  VK_TRY(d, d->f.vkCreateFence(d->dev, &fci, NULL, &d->fence), "vkCreateFence");
+  if (d->base.info.timestamps) {
+    VkQueryPoolCreateInfo qpci = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0,
+                                  VK_QUERY_TYPE_TIMESTAMP, NQUERIES, 0};
+    VK_TRY(d, d->f.vkCreateQueryPool(d->dev, &qpci, NULL, &d->qpool), "vkCreateQueryPool");
+  }
+  return NULL;
+}
+
+static void vk_device_destroy(rx_rt_device *base) {
+  vk_device *d = (vk_device *)base;
+  if (d->dev) {
+    if (d->recording) {
+      rx_status s = vk_synchronize(base);
+      rx_status_free(s);
+    }
+    d->f.vkDeviceWaitIdle(d->dev);
+    end_of_batch(d);
+    for (size_t i = 0; i < d->npools; i++) d->f.vkDestroyDescriptorPool(d->dev, d->pools[i], NULL);
+    if (d->qpool) d->f.vkDestroyQueryPool(d->dev, d->qpool, NULL);
+    if (d->fence) d->f.vkDestroyFence(d->dev, d->fence, NULL);
+    if (d->cmdpool) d->f.vkDestroyCommandPool(d->dev, d->cmdpool, NULL);
+    if (d->cache) d->f.vkDestroyPipelineCache(d->dev, d->cache, NULL);
+    while (d->blocks) {
+      vk_block *b = d->blocks;
+      d->blocks = b->next;
+      block_free(d, b);
+    }
+    d->f.vkDestroyDevice(d->dev, NULL);
+  }
+  rt_free(&d->base.alloc, d->pools);
+  rt_free(&d->base.alloc, d->deferred);
+  if (d->messenger) d->f.vkDestroyDebugUtilsMessengerEXT(d->instance, d->messenger, NULL);
+  if (d->instance) d->f.vkDestroyInstance(d->instance, NULL);
+}
+
+/* ---- buffers ---- */
+static const VkBufferUsageFlags k_buffer_usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                 VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+static rx_status vk_buffer_init(rx_rt_buffer *base) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  VkDeviceSize largest = 0;
+  for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
+    if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
+  if (base->size > largest)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory: %zu "
+                          "bytes asked, the largest heap has %llu", d->base.info.index,
+                          d->base.info.name, base->size, (unsigned long long)largest);
+  if (base->size > d->limits.maxStorageBufferRange)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): a buffer of %zu bytes is larger "
+                          "than maxStorageBufferRange (%u)", d->base.info.index, d->base.info.name,
+                          base->size, d->limits.maxStorageBufferRange);
+  return mem_alloc(d, base->size, k_buffer_usage, false, &b->m);
+}
+
+static void vk_buffer_destroy(rx_rt_buffer *base) {
+  vk_device *d = (vk_device *)base->device;
+  mem_free_later(d, &((vk_buffer *)base)->m);
+}
+
+static void copy_cmd(vk_device *d, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize dof,
+                     VkDeviceSize n) {
+  VkBufferCopy region = {so, dof, n};
+  d->f.vkCmdCopyBuffer(d->cmd, src, dst, 1, &region);
+  d->ncommands++;
+}
+
+static rx_status vk_buffer_write(rx_rt_buffer *base, size_t off, const void *src, size_t n) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
+  if (b->m.map) {
+    memcpy(b->m.map + off, src, n);
+    return NULL;
+  }
+  vk_mem st;
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true, &st));
+  memcpy(st.map, src, n);
+  rx_status s = begin_cmd(d);
+  if (!s) {
+    copy_cmd(d, st.buf, 0, b->m.buf, off, n);
+    s = vk_synchronize(&d->base);
+  }
+  mem_free_later(d, &st);
+  return s;
+}
+
+static rx_status vk_buffer_read(rx_rt_buffer *base, size_t off, void *dst, size_t n) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
+  if (b->m.map) {
+    memcpy(dst, b->m.map + off, n);
+    return NULL;
+  }
+  vk_mem st;
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true, &st));
+  rx_status s = begin_cmd(d);
+  if (!s) {
+    copy_cmd(d, b->m.buf, off, st.buf, 0, n);
+    s = vk_synchronize(&d->base);
+  }
+  if (!s) memcpy(dst, st.map, n);
+  mem_free_later(d, &st);
+  return s;
+}
+
+static rx_status vk_buffer_fill(rx_rt_buffer *base, size_t off, size_t n, uint8_t value) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  if (off % 4 == 0 && n % 4 == 0) {
+    RX_RETURN_IF_ERROR(begin_cmd(d));
+    d->f.vkCmdFillBuffer(d->cmd, b->m.buf, off, n, value * 0x01010101u);
+    d->ncommands++;
+    return NULL;
+  }
+  /* vkCmdFillBuffer wants 4-byte alignment: copy from a filled staging buffer instead */
+  vk_mem st;
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true, &st));
+  memset(st.map, value, n);
+  rx_status s = begin_cmd(d);
+  if (!s) copy_cmd(d, st.buf, 0, b->m.buf, off, n);
+  mem_free_later(d, &st);
+  return s;
+}
+
+static rx_status vk_buffer_copy(rx_rt_buffer *src, size_t so, rx_rt_buffer *dst, size_t dof,
+                                size_t n) {
+  vk_device *d = (vk_device *)src->device;
+  RX_RETURN_IF_ERROR(begin_cmd(d));
+  copy_cmd(d, ((vk_buffer *)src)->m.buf, so, ((vk_buffer *)dst)->m.buf, dof, n);
+  return NULL;
+}
+
+/* ---- kernels ---- */
+static void vk_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
+  vk_device *d = (vk_device *)base;
+  vk_kernel *vk = k->impl;
+  if (!vk) return;
+  if (d->recording) { /* the batch may use the pipeline */
+    rx_status s = vk_synchronize(base);
+    rx_status_free(s);
+  }
+  if (vk->pipeline) d->f.vkDestroyPipeline(d->dev, vk->pipeline, NULL);
+  if (vk->layout) d->f.vkDestroyPipelineLayout(d->dev, vk->layout, NULL);
+  if (vk->dsl) d->f.vkDestroyDescriptorSetLayout(d->dev, vk->dsl, NULL);
+  rt_free(&d->base.alloc, vk);
+  k->impl = NULL;
+}
+
+static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
+  vk_device *d = (vk_device *)base;
+  if (k->binary_size < 20 || k->binary_size % 4 || ((const uint32_t *)k->binary)[0] != 0x07230203u)
+    return rx_status_make(RX_ERR_INVALID, "'%s' is not SPIR-V (bad size or magic number)",
+                          k->binary_name ? k->binary_name : "binary");
+  if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
+    return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
+                          "uniform_buffer for Vulkan");
+  uint32_t pc_bytes = k->scalar_location == RT_SCALARS_PUSH_CONSTANT ? (k->scalar_bytes + 3) & ~3u
+                                                                     : 0;
+  if (pc_bytes > d->limits.maxPushConstantsSize)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%u bytes of push constants, the device allows %u",
+                          pc_bytes, d->limits.maxPushConstantsSize);
+  vk_kernel *vk = rt_alloc(&d->base.alloc, sizeof *vk);
+  if (!vk) return rt_oom("a kernel", sizeof *vk);
+  k->impl = vk;
+  VkDescriptorSetLayoutBinding binds[65];
+  uint32_t nb = 0;
+  for (size_t i = 0; i < k->nbuffers && nb < 64; i++)
+    binds[nb++] = (VkDescriptorSetLayoutBinding){(uint32_t)k->buffers[i].binding,
+                                                 VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                                 VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+  vk->nstorage = nb;
+  if (k->nbuffers > 64 || k->nbuffers > d->limits.maxPerStageDescriptorStorageBuffers) {
+    vk_kernel_destroy(base, k);
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%zu storage buffers, the device allows %u",
+                          k->nbuffers, d->limits.maxPerStageDescriptorStorageBuffers);
+  }
+  if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
+    binds[nb++] = (VkDescriptorSetLayoutBinding){(uint32_t)k->scalar_binding,
+                                                 VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, 1,
+                                                 VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+    vk->nuniform = 1;
+  }
+  VkDescriptorSetLayoutCreateInfo dci = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, NULL,
+                                         0, nb, binds};
+  VkResult r = d->f.vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &vk->dsl);
+  VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes};
+  VkPipelineLayoutCreateInfo plci = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1,
+                                     &vk->dsl, pc_bytes ? 1 : 0, &pcr};
+  if (r == VK_SUCCESS) r = d->f.vkCreatePipelineLayout(d->dev, &plci, NULL, &vk->layout);
+  VkShaderModule mod = VK_NULL_HANDLE;
+  VkShaderModuleCreateInfo smci = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, NULL, 0,
+                                   k->binary_size, (const uint32_t *)k->binary};
+  if (r == VK_SUCCESS) r = d->f.vkCreateShaderModule(d->dev, &smci, NULL, &mod);
+  if (r == VK_SUCCESS) {
+    VkComputePipelineCreateInfo cpci = {
+        VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, NULL, 0,
+        {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0, VK_SHADER_STAGE_COMPUTE_BIT,
+         mod, "main", NULL},
+        vk->layout, VK_NULL_HANDLE, -1};
+    r = d->f.vkCreateComputePipelines(d->dev, d->cache, 1, &cpci, NULL, &vk->pipeline);
+  }
+  if (mod) d->f.vkDestroyShaderModule(d->dev, mod, NULL);
+  if (r != VK_SUCCESS) {
+    vk_kernel_destroy(base, k);
+    return vkfail(d, r, "creating the compute pipeline");
+  }
+  return NULL;
+}
+
+static rx_status alloc_set(vk_device *d, vk_kernel *vk, VkDescriptorSet *out) {
+  if (d->npools == 0 || d->used_sets + 1 > POOL_SETS ||
+      d->used_storage + vk->nstorage > POOL_STORAGE ||
+      d->used_uniform + vk->nuniform > POOL_UNIFORM) {
+    if (d->npools) d->cur_pool++;
+    d->used_sets = d->used_storage = d->used_uniform = 0;
+    if (d->cur_pool >= d->npools) {
+      VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, POOL_STORAGE},
+                                       {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, POOL_UNIFORM}};
+      VkDescriptorPoolCreateInfo ci = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0,
+                                       POOL_SETS, 2, sizes};
+      VkDescriptorPool pool;
+      VK_TRY(d, d->f.vkCreateDescriptorPool(d->dev, &ci, NULL, &pool), "vkCreateDescriptorPool");
+      VkDescriptorPool *np = rt_alloc(&d->base.alloc, (d->npools + 1) * sizeof *np);
+      if (!np) {
+        d->f.vkDestroyDescriptorPool(d->dev, pool, NULL);
+        return rt_oom("descriptor pools", d->npools + 1);
+      }
+      if (d->npools) memcpy(np, d->pools, d->npools * sizeof *np);
+      rt_free(&d->base.alloc, d->pools);
+      d->pools = np;
+      d->pools[d->npools++] = pool;
+      d->cur_pool = d->npools - 1;
+    }
+  }
+  VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL,
+                                    d->pools[d->cur_pool], 1, &vk->dsl};
+  VK_TRY(d, d->f.vkAllocateDescriptorSets(d->dev, &ai, out), "vkAllocateDescriptorSets");
+  d->used_sets++;
+  d->used_storage += vk->nstorage;
+  d->used_uniform += vk->nuniform;
+  return NULL;
+}
+
+static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_launch_params *p) {
+  vk_device *d = (vk_device *)base;
+  vk_kernel *vk = k->impl;
+  for (int i = 0; i < 3; i++)
+    if (p->grid[i] > d->limits.maxComputeWorkGroupCount[i])
+      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': grid[%d] = %u exceeds the device's "
+                            "maxComputeWorkGroupCount (%u)", k->name, i, p->grid[i],
+                            d->limits.maxComputeWorkGroupCount[i]);
+  uint8_t block[65536 + 16];
+  uint32_t bytes = (k->scalar_bytes + 15) & ~15u;
+  if (bytes > sizeof block)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': scalar block too large", k->name);
+  memset(block, 0, bytes);
+  for (size_t i = 0; i < k->nscalars; i++)
+    memcpy(block + k->scalars[i].offset, &p->scalars[i], sizeof(int32_t));
+
+  vk_mem ubo = {0};
+  if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
+    RX_RETURN_IF_ERROR(mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, true,
+                                 &ubo));
+    memcpy(ubo.map, block, bytes);
+  }
+  rx_status s = begin_cmd(d);
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (!s) s = alloc_set(d, vk, &set);
+  if (s) {
+    mem_free_later(d, &ubo);
+    return s;
+  }
+  VkDescriptorBufferInfo infos[65];
+  VkWriteDescriptorSet writes[65];
+  uint32_t nw = 0;
+  for (size_t i = 0; i < k->nbuffers; i++) {
+    infos[nw] = (VkDescriptorBufferInfo){((vk_buffer *)p->buffers[i])->m.buf, 0, VK_WHOLE_SIZE};
+    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set,
+                                        (uint32_t)k->buffers[i].binding, 0, 1,
+                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &infos[nw], NULL};
+    nw++;
+  }
+  if (ubo.buf) {
+    infos[nw] = (VkDescriptorBufferInfo){ubo.buf, 0, VK_WHOLE_SIZE};
+    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set,
+                                        (uint32_t)k->scalar_binding, 0, 1,
+                                        VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, NULL, &infos[nw], NULL};
+    nw++;
+  }
+  d->f.vkUpdateDescriptorSets(d->dev, nw, writes, 0, NULL);
+  d->f.vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline);
+  d->f.vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->layout, 0, 1, &set, 0,
+                               NULL);
+  if (k->scalar_location == RT_SCALARS_PUSH_CONSTANT && k->scalar_bytes)
+    d->f.vkCmdPushConstants(d->cmd, vk->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                            (k->scalar_bytes + 3) & ~3u, block);
+  d->f.vkCmdDispatch(d->cmd, p->grid[0], p->grid[1], p->grid[2]);
+  d->ncommands++;
+  if (ubo.buf) mem_free_later(d, &ubo);
+  return NULL;
+}
+
+/* ---- timers ---- */
+static rx_status vk_timer_init(rx_rt_timer *base) {
+  vk_device *d = (vk_device *)base->device;
+  for (uint32_t i = 0; i < NQUERIES / 2; i++)
+    if (!d->qused[i]) {
+      d->qused[i] = true;
+      ((vk_timer *)base)->pair = i;
+      return NULL;
+    }
+  return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan: more than %d timers at once", NQUERIES / 2);
+}
+
+static void vk_timer_destroy(rx_rt_timer *base) {
+  vk_device *d = (vk_device *)base->device;
+  if (d->recording) { /* the batch may still write the queries */
+    rx_status s = vk_synchronize(&d->base);
+    rx_status_free(s);
+  }
+  d->qused[((vk_timer *)base)->pair] = false;
+}
+
+static rx_status vk_timer_record(rx_rt_timer *base, int which) {
+  vk_device *d = (vk_device *)base->device;
+  uint32_t q = 2 * ((vk_timer *)base)->pair + (uint32_t)which;
+  RX_RETURN_IF_ERROR(begin_cmd(d));
+  d->f.vkCmdResetQueryPool(d->cmd, d->qpool, q, 1);
+  d->f.vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->qpool, q);
+  return NULL;
+}
+
+static rx_status vk_timer_elapsed(rx_rt_timer *base, double *out_ms) {
+  vk_device *d = (vk_device *)base->device;
+  RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
+  uint64_t ts[2] = {0, 0};
+  VK_TRY(d, d->f.vkGetQueryPoolResults(d->dev, d->qpool, 2 * ((vk_timer *)base)->pair, 2,
+                                       sizeof ts, ts, sizeof ts[0],
+                                       VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+         "vkGetQueryPoolResults");
+  uint64_t delta = ((ts[1] & d->ts_mask) - (ts[0] & d->ts_mask)) & d->ts_mask;
+  *out_ms = (double)delta * d->ts_period_ns * 1e-6;
+  return NULL;
+}
+
+const rt_backend rt_vulkan_backend = {
+    RX_RT_BACKEND_VULKAN,
+    "vulkan",
+    vk_check,
+    vk_enumerate,
+    sizeof(vk_device),
+    sizeof(vk_buffer),
+    sizeof(vk_timer),
+    vk_device_init,
+    vk_device_destroy,
+    vk_synchronize,
+    vk_buffer_init,
+    vk_buffer_destroy,
+    vk_buffer_write,
+    vk_buffer_read,
+    vk_buffer_fill,
+    vk_buffer_copy,
+    vk_kernel_create,
+    vk_kernel_destroy,
+    vk_launch,
+    vk_timer_init,
+    vk_timer_destroy,
+    vk_timer_record,
+    vk_timer_elapsed,
+};
