@@ -50,6 +50,7 @@ const char *rx_sched_rule_name(rx_sched_rule r);
 typedef struct rx_sched_variant {
   const rx_expr *cond;
   rx_sched_rule rule;
+  const char *name; /* the variant's name for messages: "gemv", "gemm_small", "gemm"... */
 } rx_sched_variant;
 
 typedef struct rx_sched_result {

@@ -3,6 +3,7 @@
 #include "ir/ir.h"
 #include "ops/ops.h"
 #include "relaxc/compiler.h"
+#include "commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ static void usage(FILE *out) {
         "  check FILE   parse, normalize and verify FILE (.rx text); diagnostics on stderr\n"
         "  print FILE   as check, then print the module on stdout (nothing on error)\n"
         "  ops          list the operators with a one-line description\n"
+        "  schedule FILE --target T   schedule every tensor program for target T and print\n"
+        "  codegen FILE --target T [-o DIR]   emit kernels (CUDA C, GLSL+SPIR-V, MSL) and kernels.json\n"
         "\n"
         "FILE may be '-' to read standard input.\n"
         "\n"
@@ -111,6 +114,8 @@ static int list_ops(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "schedule") == 0) return rx_cmd_schedule(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "codegen") == 0) return rx_cmd_codegen(argc - 1, argv + 1);
   const char *cmd = NULL;
   const char *file = NULL;
   int nfiles = 0;

@@ -1,0 +1,463 @@
+/* Shape-aware scheduling (passes/schedule.h): every program of tests/kernels/ (every .rx file) is scheduled
+ * for cuda -arch=sm_80, vulkan-lavapipe, vulkan (generic, no subgroups) and metal-apple7; the
+ * result must satisfy rx_schedule_check, be scheduled by the expected rule, and compute what
+ * the unscheduled program computes in the reference interpreter (subgroup size and thread limit
+ * of the target) with random inputs. Each symbolic variable in turn takes the sizes 1, 7, 33,
+ * 128, 1000 and 4099 while the others stay moderate (DEFAULT_DIM = 9), so the whole test stays
+ * fast under ASan; the size 4099 runs for cuda only and for the first variable (n), 1000 for cuda
+ * and generic vulkan.
+ *
+ * Tolerance: the scheduled reductions sum in another order (strided partials, tree or subgroup
+ * combination), so results are compared with |sched - ref| <= tol * max(1, |ref|), where
+ * tol = 1e-5 * sqrt(K) for f32 (K the longest extent in the program's shapes at that size: an
+ * upper bound on every reduction length, at least 16) and tol = 1e-2 for f16 outputs (f16
+ * rounding of the final value). Elementwise programs are bit-exact in practice; the bound is
+ * the same for simplicity.
+ *
+ * Also: structural checks of the chosen schedules (guards removed when provable, variants of
+ * the matmul), rx_schedule_check rejecting programs that break the contract, and an already
+ * scheduled program returned unchanged.
+ *
+ * usage: test_schedule TESTS_DIR */
+#include "ir/interp.h"
+#include "passes/schedule.h"
+#include "targets/target.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
+  } while (0)
+
+#define DEFAULT_DIM 9
+static const int64_t SIZES[] = {1, 7, 33, 128, 1000, 4099};
+#define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
+
+static const char *TARGETS[] = {"cuda -arch=sm_80", "vulkan-lavapipe", "vulkan", "metal-apple7"};
+#define NTARGETS 4
+
+/* expected rule (of the last variant) per program */
+static const struct {
+  const char *fn;
+  rx_sched_rule rule;
+  int nvariants;
+} EXPECT[] = {
+    {"ew_chain", RX_SCHED_ELEMENTWISE, 1},    {"ew_chain_dyn", RX_SCHED_ELEMENTWISE, 1},
+    {"broadcast_add", RX_SCHED_ELEMENTWISE, 1}, {"transpose", RX_SCHED_ELEMENTWISE, 1},
+    {"softmax", RX_SCHED_ROW_REDUCTION, 1},   {"rms_norm", RX_SCHED_ROW_REDUCTION, 1},
+    {"layer_norm", RX_SCHED_ROW_REDUCTION, 1}, {"row_sum_scale", RX_SCHED_ROW_REDUCTION, 1},
+    {"gemv", RX_SCHED_GEMV, 1},               {"gemm", RX_SCHED_GEMM, 3},
+    {"gemm_dyn", RX_SCHED_GEMM, 3},           {"gemm_f16_f32", RX_SCHED_GEMM, 3},
+    {"gemm_f16", RX_SCHED_GEMM, 3},           {"cumsum", RX_SCHED_FALLBACK, 1},
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* [-1, 1) */
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static rx_module *parse_text(const char *name, const char *text, size_t len) {
+  rx_module *m = rx_module_new();
+  rx_diag d;
+  rx_diag_init(&d);
+  bool ok = rx_parse_module(m, name, text, len, &d) && rx_module_normalize(m, &d) &&
+            rx_module_verify(m, &d);
+  if (!ok) {
+    fprintf(stderr, "%s: rejected:\n%s\n", name, rx_diag_text(&d));
+    rx_module_free(m);
+    m = NULL;
+  }
+  rx_diag_free(&d);
+  return m;
+}
+
+/* The symbolic variables of f's buffer shapes, in first-seen order. */
+static int fn_vars(const rx_tensor_fn *f, const rx_expr **vars, int max) {
+  int n = 0;
+  for (int p = 0; p < f->nparams; p++) {
+    if (f->params[p]->kind != RX_PARAM_BUFFER) continue;
+    const rx_buffer *b = f->params[p]->buf;
+    for (int d = 0; d < b->ndim; d++) {
+      rx_ptrvec vs = {0};
+      rx_expr_collect_vars(b->shape[d], &vs);
+      for (size_t i = 0; i < vs.len; i++) {
+        bool seen = false;
+        for (int k = 0; k < n; k++) seen |= vars[k] == vs.data[i];
+        if (!seen && n < max) vars[n++] = vs.data[i];
+      }
+      rx_ptrvec_free(&vs);
+    }
+  }
+  return n;
+}
+
+typedef struct run_bufs {
+  rx_interp_arg args[16];
+  int64_t count[16];
+  int nargs;
+} run_bufs;
+
+static size_t elem_size(rx_dtype t) { return (size_t)(rx_dtype_bits(t) + 7) / 8; }
+
+/* Buffers for f at the given sizes: inputs random, outputs filled with a sentinel (the same in
+ * every run, so an element the schedule forgets to write shows up). */
+static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *rb, int64_t *kmax,
+                      uint64_t seed) {
+  rng = seed;
+  rb->nargs = f->nparams;
+  for (int p = 0; p < f->nparams; p++) {
+    rx_interp_arg *a = &rb->args[p];
+    memset(a, 0, sizeof *a);
+    const rx_param *pp = f->params[p];
+    if (pp->kind != RX_PARAM_BUFFER) return false; /* no scalar params in the kernels */
+    const rx_buffer *b = pp->buf;
+    a->ndim = b->ndim;
+    a->dtype = b->dtype;
+    int64_t cnt = 1;
+    for (int d = 0; d < b->ndim; d++) {
+      if (!rx_expr_eval(b->shape[d], env, &a->shape[d])) return false;
+      if (a->shape[d] > *kmax) *kmax = a->shape[d];
+      cnt *= a->shape[d];
+    }
+    rb->count[p] = cnt;
+    a->data = calloc((size_t)(cnt ? cnt : 1), elem_size(b->dtype));
+    for (int64_t i = 0; i < cnt; i++) {
+      float v = pp->is_output ? 12345.0f : frand();
+      if (b->dtype == RX_DTYPE_F32)
+        ((float *)a->data)[i] = v;
+      else if (b->dtype == RX_DTYPE_F16)
+        ((uint16_t *)a->data)[i] = rx_f32_to_f16(pp->is_output ? 1234.0f : v);
+      else
+        return false;
+    }
+  }
+  return true;
+}
+static void free_bufs(run_bufs *rb) {
+  for (int p = 0; p < rb->nargs; p++) free(rb->args[p].data);
+}
+static double get(const rx_interp_arg *a, int64_t i) {
+  return a->dtype == RX_DTYPE_F32 ? ((float *)a->data)[i]
+                                  : rx_f16_to_f32(((uint16_t *)a->data)[i]);
+}
+
+/* Runs f (reference, already computed in ref) against g (scheduled) at one size assignment. */
+static void compare_run(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *g,
+                        const rx_target *t, const rx_expr_env *env, run_bufs *ref,
+                        int64_t kmax, const char *what) {
+  run_bufs sb;
+  int64_t km2 = 0;
+  if (!make_bufs(f, env, &sb, &km2, 7)) {
+    CHECK(false, "%s: cannot make buffers", what);
+    free_bufs(&sb);
+    return;
+  }
+  rx_interp_opts o = {.subgroup_size = t->subgroup_size > 0 ? t->subgroup_size : 32,
+                      .max_threads_per_block = t->max_threads_per_block};
+  rx_status st = rx_interp_run(m, g, sb.args, sb.nargs, &o);
+  CHECK(st == RX_OK, "%s: scheduled run failed: %s", what, rx_status_message(st));
+  if (st) {
+    rx_status_free(st);
+    free_bufs(&sb);
+    return;
+  }
+  double tol32 = 1e-5 * sqrt((double)(kmax > 16 ? kmax : 16));
+  int bad = 0;
+  for (int p = 0; p < f->nparams; p++) {
+    if (!f->params[p]->is_output) continue;
+    double tol = sb.args[p].dtype == RX_DTYPE_F16 ? 1e-2 : tol32;
+    for (int64_t i = 0; i < sb.count[p] && bad < 3; i++) {
+      double r = get(&ref->args[p], i), v = get(&sb.args[p], i);
+      double lim = tol * (fabs(r) > 1 ? fabs(r) : 1);
+      if (!(fabs(r - v) <= lim) && !(isnan(r) && isnan(v))) {
+        bad++;
+        CHECK(false, "%s: output %s[%lld]: scheduled %.9g, reference %.9g", what,
+              f->params[p]->buf->name, (long long)i, v, r);
+      }
+    }
+  }
+  if (!bad) passed++;
+  free_bufs(&sb);
+}
+
+static int expected_index(const char *fn) {
+  for (size_t i = 0; i < sizeof EXPECT / sizeof EXPECT[0]; i++)
+    if (strcmp(EXPECT[i].fn, fn) == 0) return (int)i;
+  return -1;
+}
+
+static void test_fn(rx_module *m, rx_tensor_fn *f) {
+  int ei = expected_index(f->name);
+  CHECK(ei >= 0, "%s: no expected rule in the test table", f->name);
+  if (ei < 0) return;
+  rx_tensor_fn *sched[NTARGETS] = {0};
+  const rx_target *tg[NTARGETS];
+  for (int t = 0; t < NTARGETS; t++) {
+    rx_status st = rx_target_parse(TARGETS[t], &tg[t]);
+    CHECK(st == RX_OK, "target %s", TARGETS[t]);
+    rx_status_free(st);
+    rx_diag d;
+    rx_diag_init(&d);
+    rx_sched_result r;
+    bool ok = rx_schedule(m, f, tg[t], &d, &r);
+    CHECK(ok, "%s on %s: not scheduled:\n%s", f->name, TARGETS[t], rx_diag_text(&d));
+    if (ok) {
+      CHECK(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name,
+            TARGETS[t], rx_diag_text(&d));
+      CHECK(r.nvariants == EXPECT[ei].nvariants &&
+                r.variants[r.nvariants - 1].rule == EXPECT[ei].rule,
+            "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],
+            rx_sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
+            rx_sched_rule_name(EXPECT[ei].rule), EXPECT[ei].nvariants);
+      CHECK(r.fn != f && r.fn->body != f->body, "%s: the original must stay as it was", f->name);
+      sched[t] = r.fn;
+    }
+    rx_diag_free(&d);
+  }
+  const rx_expr *vars[8];
+  int nv = fn_vars(f, vars, 8);
+  int64_t vals[8];
+  for (int v = 0; v < (nv ? nv : 1); v++) {
+    for (int si = 0; si < (nv ? NSIZES : 1); si++) {
+      for (int k = 0; k < nv; k++) vals[k] = k == v ? SIZES[si] : DEFAULT_DIM;
+      rx_expr_env env = {vars, vals, (size_t)nv};
+      run_bufs ref;
+      int64_t kmax = 0;
+      if (!make_bufs(f, &env, &ref, &kmax, 7)) {
+        CHECK(false, "%s: cannot make buffers", f->name);
+        free_bufs(&ref);
+        continue;
+      }
+      rx_status st = rx_interp_run(m, f, ref.args, ref.nargs, NULL);
+      CHECK(st == RX_OK, "%s: reference run failed: %s", f->name, rx_status_message(st));
+      rx_status_free(st);
+      if (st == RX_OK) {
+        for (int t = 0; t < NTARGETS; t++) {
+          if (!sched[t]) continue;
+          /* to bound the run time under ASan: the size above 4096 runs on cuda only and for
+           * the first symbolic variable (the row count n of every kernel), 1000 on
+           * cuda (subgroups of 32, 256 threads) and generic vulkan (shared-memory trees, 128
+           * threads), the two extremes of the reduction paths; smaller sizes on every target */
+          if (SIZES[si] > 1000 && (t != 0 || v != 0)) continue;
+          if (SIZES[si] == 1000 && t != 0 && t != 2) continue;
+          char what[256];
+          snprintf(what, sizeof what, "%s on %s with %s = %lld", f->name, TARGETS[t],
+                   nv ? vars[v]->name : "-", (long long)(nv ? SIZES[si] : 0));
+          compare_run(m, f, sched[t], tg[t], &env, &ref, kmax, what);
+        }
+      }
+      free_bufs(&ref);
+    }
+  }
+}
+
+static char *read_text(const char *path, size_t *len) {
+  char *text = NULL;
+  rx_status st = rx_read_file(path, &text, len);
+  if (st) {
+    rx_status_free(st);
+    return NULL;
+  }
+  return text;
+}
+
+static int cmpstr(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_kernels(const char *dir) {
+  char kdir[1024];
+  snprintf(kdir, sizeof kdir, "%s/kernels", dir);
+  DIR *dd = opendir(kdir);
+  CHECK(dd != NULL, "cannot open %s", kdir);
+  if (!dd) return;
+  char *names[64];
+  int nn = 0;
+  struct dirent *de;
+  while ((de = readdir(dd)) && nn < 64) {
+    size_t l = strlen(de->d_name);
+    if (l > 3 && strcmp(de->d_name + l - 3, ".rx") == 0) names[nn++] = strdup(de->d_name);
+  }
+  closedir(dd);
+  qsort(names, (size_t)nn, sizeof *names, cmpstr);
+  CHECK(nn >= 10, "expected the kernel programs in %s, found %d files", kdir, nn);
+  for (int i = 0; i < nn; i++) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
+    size_t len;
+    char *text = read_text(path, &len);
+    CHECK(text != NULL, "cannot read %s", path);
+    rx_module *m = text ? parse_text(path, text, len) : NULL;
+    CHECK(m != NULL, "%s does not parse", path);
+    if (m) {
+      size_t nitems = m->items.len;
+      for (size_t k = 0; k < nitems; k++)
+        if (m->items.data[k].kind == RX_ITEM_TENSOR) test_fn(m, m->items.data[k].fn);
+      rx_module_free(m);
+    }
+    free(text);
+    free(names[i]);
+  }
+}
+
+/* ---- structure of chosen schedules ---- */
+static bool contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
+
+static char *sched_text(const char *src, const char *target, const char *fn) {
+  rx_module *m = parse_text("<inline>", src, strlen(src));
+  if (!m) return NULL;
+  const rx_target *t;
+  rx_status st = rx_target_parse(target, &t);
+  rx_status_free(st);
+  rx_diag d;
+  rx_diag_init(&d);
+  bool ok = rx_schedule_module(m, t, &d);
+  char *out = NULL;
+  if (ok) {
+    rx_strbuf b = {0};
+    rx_module_print(&b, m);
+    out = rx_strbuf_take(&b);
+  } else {
+    fprintf(stderr, "%s: %s\n", fn, rx_diag_text(&d));
+  }
+  rx_diag_free(&d);
+  rx_module_free(m);
+  return out;
+}
+
+static void test_structure(void) {
+  /* the tail guard is removed when the analyzer proves the fused extent divisible */
+  char *a = sched_text("tensor_fn f(a: f32[n, 256], out b: f32[n, 256]) {\n"
+                       "  for i in 0..n, j in 0..256 { b[i, j] = a[i, j] * 2.0 }\n}\n",
+                       "cuda", "f");
+  CHECK(a && contains(a, "bind(blockIdx.x)") && contains(a, "bind(threadIdx.x)") &&
+            contains(a, "vectorize"),
+        "elementwise schedule:\n%s", a ? a : "(null)");
+  free(a);
+  a = sched_text("tensor_fn f(a: f32[n, 64], out b: f32[n, 64]) where n % 16 == 0 {\n"
+                 "  for i in 0..n, j in 0..64 { b[i, j] = a[i, j] * 2.0 }\n}\n",
+                 "cuda", "f");
+  CHECK(a && !contains(a, "if "), "guard must be removed when n %% 16 == 0:\n%s", a ? a : "");
+  free(a);
+  a = sched_text("tensor_fn f(a: f32[n, m], out b: f32[n, m]) {\n"
+                 "  for i in 0..n, j in 0..m { b[i, j] = a[i, j] * 2.0 }\n}\n",
+                 "cuda", "f");
+  CHECK(a && contains(a, "if bx * 256 + tx < m * n") && !contains(a, "vectorize"),
+        "guard must stay for a symbolic extent:\n%s", a ? a : "");
+  free(a);
+  /* generic vulkan: no subgroup ops, a shared tree with barriers, 128 threads */
+  a = sched_text("tensor_fn f(a: f32[n, m], out s: f32[n]) {\n"
+                 "  for i in 0..n { reduce j in 0..m { init { s[i] = 0.0 }\n"
+                 "    update { s[i] = s[i] + a[i, j] } } }\n}\n",
+                 "vulkan", "f");
+  CHECK(a && !contains(a, "subgroup_") && contains(a, "barrier") && contains(a, "0..128 bind") &&
+            contains(a, "shared"),
+        "tree reduction on generic vulkan:\n%s", a ? a : "");
+  free(a);
+  a = sched_text("tensor_fn f(a: f32[n, m], out s: f32[n]) {\n"
+                 "  for i in 0..n { reduce j in 0..m { init { s[i] = 0.0 }\n"
+                 "    update { s[i] = s[i] + a[i, j] } } }\n}\n",
+                 "cuda", "f");
+  CHECK(a && contains(a, "subgroup_sum") && contains(a, "barrier"),
+        "subgroup reduction on cuda:\n%s", a ? a : "");
+  free(a);
+}
+
+/* ---- the contract check ---- */
+static void test_check(void) {
+  const rx_target *t;
+  rx_status st = rx_target_parse("cuda", &t);
+  rx_status_free(st);
+  static const char *bad[] = {
+      /* store at host level */
+      "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+      "  b[0] = 1.0\n"
+      "  for i in 0..n bind(blockIdx.x) { b[i] = a[i] }\n}\n",
+      /* symbolic thread extent */
+      "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+      "  for i in 0..1 bind(blockIdx.x) { for t in 0..n bind(threadIdx.x) { b[t] = a[t] } }\n}\n",
+      /* too many threads */
+      "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+      "  for i in 0..1 bind(blockIdx.x) { for t in 0..2048 bind(threadIdx.x) {\n"
+      "    if t < n { b[t] = a[t] } } }\n}\n",
+      /* shared memory over the limit */
+      "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+      "  for i in 0..1 bind(blockIdx.x) { alloc s: f32[65536] shared\n"
+      "    for t in 0..32 bind(threadIdx.x) { if t < n { b[t] = a[t] } } }\n}\n",
+      /* host-level condition on a loop-independent but non-symbolic value */
+      "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+      "  if a[0] > 0.0 { for i in 0..n bind(blockIdx.x) { b[i] = a[i] } }\n}\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rx_module *m = parse_text("<bad>", bad[i], strlen(bad[i]));
+    CHECK(m != NULL, "bad[%zu] must parse", i);
+    if (!m) continue;
+    rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
+    rx_diag d;
+    rx_diag_init(&d);
+    CHECK(!rx_schedule_check(f, t, &d) && d.errors > 0, "bad[%zu] must be rejected", i);
+    rx_sched_result r;
+    CHECK(!rx_schedule(m, f, t, &d, &r), "bad[%zu]: rx_schedule must refuse it", i);
+    rx_diag_free(&d);
+    rx_module_free(m);
+  }
+  /* an already scheduled program is returned unchanged */
+  const char *good = "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+                     "  if n <= 16 { for i in 0..1 bind(blockIdx.x) {\n"
+                     "    for t in 0..16 bind(threadIdx.x) { if t < n { b[t] = a[t] } } } }\n"
+                     "  else { for i in 0..n bind(blockIdx.x) { b[i] = a[i] } }\n}\n";
+  rx_module *m = parse_text("<good>", good, strlen(good));
+  CHECK(m != NULL, "good must parse");
+  if (m) {
+    rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
+    rx_diag d;
+    rx_diag_init(&d);
+    rx_sched_result r;
+    CHECK(rx_schedule(m, f, t, &d, &r) && r.fn == f, "scheduled program returned unchanged: %s",
+          rx_diag_text(&d));
+    rx_diag_free(&d);
+    rx_module_free(m);
+  }
+  /* a program no rule can place in kernels is reported, not crashed on */
+  const char *glob = "tensor_fn f(a: f32[n], out b: f32[n]) {\n"
+                     "  alloc t: f32[n]\n"
+                     "  for i in 0..n { t[i] = a[i] }\n"
+                     "  for i in 0..n { b[i] = t[i] }\n}\n";
+  m = parse_text("<glob>", glob, strlen(glob));
+  if (m) {
+    rx_diag d;
+    rx_diag_init(&d);
+    rx_sched_result r;
+    CHECK(!rx_schedule(m, rx_module_tensor_fn(m, "f"), t, &d, &r) && d.errors > 0 &&
+              contains(rx_diag_text(&d), "<glob>:2:"),
+          "top-level global alloc must be a located diagnostic: %s", rx_diag_text(&d));
+    rx_diag_free(&d);
+    rx_module_free(m);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "tests";
+  test_structure();
+  test_check();
+  test_kernels(dir);
+  printf("schedule: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,156 @@
+/* relaxc schedule FILE.rx --target T: parse, normalize and verify FILE, schedule every tensor
+ * program for target T with the default rules (passes/schedule.h), and print the module with
+ * the scheduled bodies. Before each tensor program a comment line names the rule (and the
+ * variants of a specialized program):
+ *   # schedule f: rule gemm (variants: n == 1 -> gemv, n <= 16 -> gemm_small, otherwise gemm)
+ * The output parses back and runs in the interpreter. */
+#include "commands.h"
+
+#include "ir/ir.h"
+#include "passes/schedule.h"
+#include "targets/target.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage_err(const char *msg, const char *arg) {
+  fprintf(stderr, "relaxc: ");
+  fprintf(stderr, msg, arg);
+  fputs("\nusage: relaxc schedule FILE --target TARGET\n", stderr);
+  return 2;
+}
+
+static char *read_all(FILE *f, size_t *len) {
+  rx_strbuf b = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) rx_strbuf_appendn(&b, buf, n);
+  *len = b.len;
+  if (ferror(f)) {
+    rx_strbuf_free(&b);
+    return NULL;
+  }
+  if (!b.data) rx_strbuf_appendn(&b, "", 0);
+  return rx_strbuf_take(&b);
+}
+
+/* The module printed, with the rule comment inserted before each `tensor_fn NAME(`. */
+static void print_with_comments(rx_module *m, const char **names, char **comments, int n) {
+  rx_strbuf out = {0};
+  rx_module_print(&out, m);
+  const char *p = out.data ? out.data : "";
+  while (*p) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+    if (strncmp(p, "tensor_fn ", 10) == 0) {
+      for (int i = 0; i < n; i++) {
+        size_t nl = strlen(names[i]);
+        if (strncmp(p + 10, names[i], nl) == 0 && p[10 + nl] == '(') fputs(comments[i], stdout);
+      }
+    }
+    fwrite(p, 1, len, stdout);
+    p += len;
+  }
+  if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
+  rx_strbuf_free(&out);
+}
+
+int rx_cmd_schedule(int argc, char **argv) {
+  const char *file = NULL, *target = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--target") == 0) {
+      if (i + 1 >= argc) return usage_err("'%s' needs a value", "--target");
+      target = argv[++i];
+    } else if (strncmp(argv[i], "--target=", 9) == 0) {
+      target = argv[i] + 9;
+    } else if (argv[i][0] == '-' && argv[i][1] != 0) {
+      return usage_err("unknown option '%s' for 'schedule'", argv[i]);
+    } else if (file) {
+      return usage_err("'schedule' takes one FILE, got also '%s'", argv[i]);
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) return usage_err("%s", "'schedule' needs a FILE (or '-' for standard input)");
+  if (!target) return usage_err("%s", "'schedule' needs --target (e.g. --target cuda)");
+  const rx_target *t = NULL;
+  rx_status st = rx_target_parse(target, &t);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
+    return 2;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  const char *name = file;
+  if (strcmp(file, "-") == 0) {
+    name = "<stdin>";
+    text = read_all(stdin, &len);
+    if (!text) {
+      fputs("relaxc: error: cannot read standard input\n", stderr);
+      return 1;
+    }
+  } else {
+    st = rx_read_file(file, &text, &len);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      return 1;
+    }
+  }
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  bool ok = rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
+            rx_module_verify(m, &diag) && diag.errors == 0;
+  int ntf = 0;
+  for (size_t i = 0; i < m->items.len; i++) ntf += m->items.data[i].kind == RX_ITEM_TENSOR;
+  const char **names = calloc((size_t)ntf + 1, sizeof *names);
+  char **comments = calloc((size_t)ntf + 1, sizeof *comments);
+  int nc = 0;
+  if (ok) {
+    for (size_t i = 0; i < m->items.len; i++) {
+      rx_item *it = &m->items.data[i];
+      if (it->kind != RX_ITEM_TENSOR) continue;
+      rx_tensor_fn *f = it->fn;
+      rx_sched_result r;
+      if (!rx_schedule(m, f, t, &diag, &r)) {
+        ok = false;
+        continue;
+      }
+      it->fn = r.fn;
+      rx_strbuf c = {0};
+      rx_strbuf_printf(&c, "# schedule %s: rule %s", f->name,
+                        rx_sched_rule_name(r.variants[r.nvariants - 1].rule));
+      if (r.nvariants > 1) {
+        rx_strbuf_printf(&c, " (variants: ");
+        for (int v = 0; v < r.nvariants; v++) {
+          if (v) rx_strbuf_printf(&c, ", ");
+          if (r.variants[v].cond) {
+            char *cs = rx_expr_to_string(r.variants[v].cond);
+            rx_strbuf_printf(&c, "%s -> %s", cs, r.variants[v].name);
+            free(cs);
+          } else {
+            rx_strbuf_printf(&c, "otherwise -> %s", r.variants[v].name);
+          }
+        }
+        rx_strbuf_printf(&c, ")");
+      }
+      rx_strbuf_printf(&c, "\n");
+      names[nc] = f->name;
+      comments[nc++] = rx_strbuf_take(&c);
+    }
+  }
+  /* the scheduled module must still verify */
+  if (ok && !rx_module_verify(m, &diag)) ok = false;
+  fputs(rx_diag_text(&diag), stderr);
+  if (ok) print_with_comments(m, names, comments, nc);
+  for (int i = 0; i < nc; i++) free(comments[i]);
+  free(comments);
+  free(names);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  free(text);
+  return ok ? 0 : 1;
+}

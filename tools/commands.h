@@ -1,0 +1,10 @@
+/* Subcommands of the relaxc command line implemented outside tools/relaxc.c. Each takes the
+ * arguments after the command name's position (argv[0] is the command name) and returns the
+ * process exit status (0 success, 1 errors in the input, 2 usage error). */
+#ifndef RX_TOOLS_COMMANDS_H
+#define RX_TOOLS_COMMANDS_H
+
+int rx_cmd_schedule(int argc, char **argv); /* tools/cmd_schedule.c */
+int rx_cmd_codegen(int argc, char **argv);  /* tools/cmd_codegen.c */
+
+#endif
