@@ -61,6 +61,9 @@ typedef struct rx_kernel {
   bool index64;            /* 64-bit index arithmetic was needed */
   const uint32_t *spirv;   /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
   size_t spirv_words;
+  const char *binary;      /* file name of the binary written next to the source (kernels.json
+                              "binary": NAME.spv, NAME.sm_80.cubin), or NULL: set by the writer */
+  const char *ptx;         /* CUDA: file name of the PTX written, or NULL */
 } rx_kernel;
 
 typedef struct rx_kernel_list {
@@ -75,6 +78,12 @@ typedef struct rx_kernel_list {
  * diag; returns false then. */
 bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
                 rx_kernel_list *out);
+
+/* rx_codegen with the schedule rule of each variant (rules[i]: the i-th distinct kernel
+ * condition in kernel order; nrules == 1: every kernel), recorded in rx_kernel.rule and the
+ * kernel's header comment. rules may be NULL. */
+bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
+                      const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out);
 
 /* The JSON description (docs/kernel-abi.md) of the kernels of n programs (kernel lists in the
  * same order), as `relaxc codegen` writes it to kernels.json. */

@@ -1,0 +1,143 @@
+/* codegen internals: the lowered kernel (lower.c), the C-like printer base (cprinter.c) and the
+ * per-language tables and hooks (cuda.c, glsl.c, metal.c). Private to codegen/.
+ *
+ * Flow, per scheduled program (codegen.c):
+ *   cg_lower      split host and device: one cg_kernel per kernel root, with its condition,
+ *                 grid, block, the buffers and symbolic values it uses (the ABI), its shared
+ *                 memory and its index width (32-bit when the analyzer proves it enough);
+ *   cg_print      the kernel's source in one language: the base walks the statements and
+ *                 expressions; the language's cg_lang table names types, builtins and
+ *                 intrinsics, and its hooks write what differs in shape (preamble, signature,
+ *                 subgroup reductions). */
+#ifndef RX_CG_INT_H
+#define RX_CG_INT_H
+
+#include "codegen.h"
+
+/* ---- lowering ---------------------------------------------------------------------------- */
+
+typedef struct cg_shared {
+  rx_buffer *buf;
+  const char *name; /* printed name, unique in the kernel */
+  int64_t elems;
+} cg_shared;
+
+typedef struct cg_kernel {
+  rx_module *m;
+  const rx_tensor_fn *fn;
+  const rx_target *t;
+  rx_kernel *k;          /* the public description being filled */
+  rx_stmt *body;         /* the statements run by every thread of a block */
+  const rx_expr *bvar[3]; /* blockIdx.{x,y,z} loop variables (NULL: axis unused) */
+  const rx_expr *blo[3];
+  cg_shared *shared;     /* shared allocations, hoisted to kernel scope */
+  int nshared;
+  int nthreads;          /* block[0] * block[1] * block[2] */
+  bool uses_subgroup;
+  rx_loc loc;            /* of the kernel root */
+} cg_kernel;
+
+/* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).
+ * Reports errors to diag and returns false when f is not in the scheduled shape or breaks a
+ * limit of t. */
+bool cg_lower(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
+              cg_kernel **out, int *n);
+
+/* The analyzer with the facts every kernel of f may use: the program's facts, buffer dims
+ * non-negative, every symbolic value an int32 (the ABI passes them so; the host checks). */
+rx_analyzer *cg_analyzer(rx_module *m, const rx_tensor_fn *f);
+/* Linear row-major offset of buf[idx] as a symbolic expression, or NULL when an index is not
+ * symbolic. Simplified with an. */
+const rx_expr *cg_flat_index(rx_module *m, rx_analyzer *an, const rx_buffer *buf, rx_tx **idx,
+                             int n);
+/* Binds the range of a loop variable (FOR) in an. */
+void cg_bind_loop(rx_analyzer *an, const rx_stmt *s);
+/* Index of the parameter that owns buf, or -1 (an allocation). */
+int cg_param_of(const rx_tensor_fn *f, const rx_buffer *b);
+
+/* ---- printing ---------------------------------------------------------------------------- */
+
+typedef struct cg_printer cg_printer;
+
+/* What a language changes; the base does the rest. */
+typedef struct cg_lang {
+  rx_lang lang;
+  const char *types[RX_DTYPE_COUNT];   /* compute types (also shared/local arrays) */
+  const char *storage[RX_DTYPE_COUNT]; /* global buffer element types (NULL: same) */
+  const char *idx32, *idx64;           /* index types */
+  const char *i64_suffix;              /* suffix of 64-bit integer literals */
+  const char *f32_suffix;              /* "f" or "" */
+  bool c_casts;                        /* (T)(x) rather than T(x) */
+  const char *let_prefix;              /* "const " or "" */
+  const char *thread_idx[3];           /* expressions of the thread index per axis (unsigned) */
+  const char *block_idx[3];
+  const char *barrier;                 /* statement text */
+  const char *unroll;                  /* line before an unrolled loop, or NULL */
+  const char *fn_prefix;               /* prefix of helper function definitions */
+  /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing) */
+  const char *math[RX_INTRIN_COUNT];
+  const char *int_abs, *i64_abs;       /* integer abs */
+  const char *int_min, *int_max;       /* integer min/max */
+  bool has_erf;                        /* math[ERF] exists */
+  /* f16/bf16: to and from float ("%s" formats); arith_via_f32: + - * / and comparisons are
+   * done in float and rounded (no operators on the type) */
+  const char *to_f32[RX_DTYPE_COUNT];
+  const char *from_f32[RX_DTYPE_COUNT];
+  bool arith_via_f32[RX_DTYPE_COUNT];
+  /* how a non-finite float literal is written ("%s" gets the 32-bit pattern, e.g. 0x7f800000) */
+  const char *f32_bits;
+  /* with 64-bit indices: how an array subscript is converted ("%s"), NULL: as is (GLSL only
+   * indexes with 32-bit integers: uint(...), so at most 2^32 elements per buffer there) */
+  const char *subscript64;
+
+  /* hooks */
+  /* everything before the body: header comment written by the base, then preamble, helper
+   * functions (p->helpers), shared declarations (GLSL at file scope), the signature, and the
+   * prologue (scalar values, block variables) */
+  void (*open_kernel)(cg_printer *p, rx_strbuf *o);
+  /* a shared-memory declaration at kernel scope (CUDA, MSL); GLSL declares them in open */
+  void (*shared_decl)(cg_printer *p, rx_strbuf *o, const cg_shared *s);
+  /* the subgroup reduction of x (printed operand) of dtype t into the expression text */
+  void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
+  /* a symbolic value as used in index arithmetic */
+  void (*scalar_ref)(cg_printer *p, rx_strbuf *o, const char *name);
+} cg_lang;
+
+struct cg_printer {
+  const cg_lang *L;
+  cg_kernel *ck;
+  rx_module *m;
+  rx_diag *diag;
+  rx_analyzer *an;
+  bool failed;
+  int indent;
+  rx_strbuf helpers;   /* helper functions, emitted before the kernel */
+  const char *idx;     /* index type name */
+  bool need[16];       /* helper functions and extensions already emitted/needed */
+  bool uses[RX_DTYPE_COUNT]; /* dtypes appearing in the kernel */
+};
+
+enum { /* cg_printer.need */
+  CG_NEED_ERF,
+  CG_NEED_FLOORDIV_IDX,
+  CG_NEED_FLOORDIV_I32,
+  CG_NEED_FLOORDIV_I64,
+  CG_NEED_SG_SUM,
+  CG_NEED_SG_MAX,
+  CG_NEED_SG_MIN,
+  CG_NEED_SUBGROUP,
+};
+
+extern const cg_lang cg_cuda, cg_glsl, cg_metal;
+
+/* Prints kernel ck in language L into ck->k->source. Returns false after reporting to diag. */
+bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag);
+
+/* helpers for hooks */
+const char *cg_name(cg_printer *p, const char *name); /* an identifier safe in every language */
+void cg_indent(cg_printer *p, rx_strbuf *o);
+void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
+/* The comment at the top of every kernel (prefix: "//"). */
+void cg_header_comment(cg_printer *p, rx_strbuf *o);
+
+#endif

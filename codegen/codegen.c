@@ -1,0 +1,252 @@
+/* Code generation entry points: rx_codegen (lower, print, and for Vulkan compile and validate
+ * SPIR-V) and rx_kernels_json (the description the runtime reads, docs/kernel-abi.md). */
+#include "cg_int.h"
+
+#include "../targets/toolchain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rx_lang_name(rx_lang l) {
+  switch (l) {
+  case RX_LANG_CUDA: return "cuda";
+  case RX_LANG_GLSL: return "glsl";
+  case RX_LANG_MSL: return "msl";
+  }
+  return "?";
+}
+
+rx_lang rx_lang_of_target(const rx_target *t) {
+  switch (t->kind) {
+  case RX_TARGET_CUDA: return RX_LANG_CUDA;
+  case RX_TARGET_VULKAN: return RX_LANG_GLSL;
+  case RX_TARGET_METAL: return RX_LANG_MSL;
+  }
+  return RX_LANG_CUDA;
+}
+
+static const cg_lang *lang_table(rx_lang l) {
+  return l == RX_LANG_CUDA ? &cg_cuda : l == RX_LANG_GLSL ? &cg_glsl : &cg_metal;
+}
+
+/* Compiles one GLSL kernel to SPIR-V and validates it, where the toolchain is present. */
+static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc) {
+  if (!rx_shaderc_available()) return true;
+  uint32_t *words = NULL;
+  size_t n = 0;
+  char label[256];
+  snprintf(label, sizeof label, "%s.comp", k->name);
+  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
+  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
+  if (st) {
+    rx_diag_report(diag, RX_DIAG_ERROR, loc, "kernel '%s': the emitted GLSL does not compile: %s",
+                   k->name, rx_status_message(st));
+    rx_status_free(st);
+    free(words);
+    return false;
+  }
+  k->spirv = rx_arena_dup(&m->arena, words, n * sizeof(uint32_t));
+  k->spirv_words = n;
+  free(words);
+  return true;
+}
+
+bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
+                      const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out) {
+  out->kernels = NULL;
+  out->n = 0;
+  cg_kernel *ks = NULL;
+  int n = 0;
+  if (!cg_lower(m, scheduled, t, diag, &ks, &n)) return false;
+  rx_lang lang = rx_lang_of_target(t);
+  const cg_lang *L = lang_table(lang);
+  /* rules: one per variant; variants are the distinct kernel conditions in order */
+  const rx_expr *seen[64];
+  int nseen = 0;
+  for (int i = 0; i < n; i++) {
+    rx_kernel *k = ks[i].k;
+    k->lang = lang;
+    if (rules && nrules == 1) {
+      k->rule = rules[0];
+    } else if (rules) {
+      int v = -1;
+      for (int j = 0; j < nseen; j++)
+        if (seen[j] == k->cond) v = j;
+      if (v < 0 && nseen < 64) {
+        v = nseen;
+        seen[nseen++] = k->cond;
+      }
+      k->rule = v >= 0 && v < nrules ? rules[v] : NULL;
+    }
+  }
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) ok = cg_print(L, &ks[i], diag);
+  if (ok && t->kind == RX_TARGET_VULKAN)
+    for (int i = 0; i < n && ok; i++) ok = compile_spirv(m, ks[i].k, diag, ks[i].loc);
+  if (!ok) return false;
+  out->kernels = rx_module_alloc(m, sizeof(rx_kernel *) * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) out->kernels[i] = ks[i].k;
+  out->n = n;
+  return true;
+}
+
+bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
+                rx_kernel_list *out) {
+  return rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out);
+}
+
+/* ---- kernels.json ------------------------------------------------------------------------ */
+
+static void jstr(rx_strbuf *o, const char *s) {
+  if (!s) {
+    rx_strbuf_append(o, "null");
+    return;
+  }
+  rx_strbuf_putc(o, '"');
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    switch (*c) {
+    case '"': rx_strbuf_append(o, "\\\""); break;
+    case '\\': rx_strbuf_append(o, "\\\\"); break;
+    case '\n': rx_strbuf_append(o, "\\n"); break;
+    case '\r': rx_strbuf_append(o, "\\r"); break;
+    case '\t': rx_strbuf_append(o, "\\t"); break;
+    default:
+      if (*c < 0x20)
+        rx_strbuf_printf(o, "\\u%04x", *c);
+      else
+        rx_strbuf_putc(o, (char)*c);
+    }
+  }
+  rx_strbuf_putc(o, '"');
+}
+
+static void jexpr(rx_strbuf *o, const rx_expr *e) {
+  if (!e) {
+    rx_strbuf_append(o, "null");
+    return;
+  }
+  rx_strbuf tmp = {0};
+  rx_expr_print(&tmp, e);
+  jstr(o, tmp.data ? tmp.data : "");
+  rx_strbuf_free(&tmp);
+}
+
+static const char *ext_of(rx_lang l) {
+  return l == RX_LANG_CUDA ? "cu" : l == RX_LANG_GLSL ? "comp" : "metal";
+}
+
+void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const *programs,
+                     const rx_kernel_list *const *kernels, int n) {
+  rx_lang lang = rx_lang_of_target(t);
+  rx_strbuf_append(o, "{\n  \"format\": \"relaxc-kernels\",\n  \"version\": 1,\n  \"target\": ");
+  jstr(o, t->name);
+  rx_strbuf_append(o, ",\n  \"lang\": ");
+  jstr(o, rx_lang_name(lang));
+  rx_strbuf_append(o, ",\n  \"programs\": [");
+  for (int i = 0; i < n; i++) {
+    const rx_tensor_fn *f = programs[i];
+    rx_strbuf_append(o, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    jstr(o, f->name);
+    rx_strbuf_append(o, ",\n     \"params\": [");
+    for (int j = 0; j < f->nparams; j++) {
+      const rx_param *p = f->params[j];
+      rx_strbuf_append(o, j ? ",\n       " : "\n       ");
+      if (p->kind == RX_PARAM_BUFFER) {
+        rx_strbuf_append(o, "{\"name\": ");
+        jstr(o, p->buf->name);
+        rx_strbuf_append(o, ", \"kind\": \"buffer\", \"dtype\": ");
+        jstr(o, rx_dtype_name(p->buf->dtype));
+        rx_strbuf_append(o, ", \"shape\": [");
+        for (int d = 0; d < p->buf->ndim; d++) {
+          if (d) rx_strbuf_append(o, ", ");
+          jexpr(o, p->buf->shape[d]);
+        }
+        rx_strbuf_printf(o, "], \"output\": %s}", p->is_output ? "true" : "false");
+      } else {
+        rx_strbuf_append(o, "{\"name\": ");
+        jstr(o, p->var->name);
+        rx_strbuf_append(o, ", \"kind\": \"scalar\", \"dtype\": ");
+        jstr(o, rx_dtype_name(p->dtype));
+        rx_strbuf_append(o, "}");
+      }
+    }
+    rx_strbuf_append(o, "],\n     \"facts\": [");
+    for (int j = 0; j < f->nfacts; j++) {
+      if (j) rx_strbuf_append(o, ", ");
+      jexpr(o, f->facts[j]);
+    }
+    rx_strbuf_append(o, "],\n     \"kernels\": [");
+    for (int j = 0; j < kernels[i]->n; j++) {
+      if (j) rx_strbuf_append(o, ", ");
+      jstr(o, kernels[i]->kernels[j]->name);
+    }
+    rx_strbuf_append(o, "]}");
+  }
+  rx_strbuf_append(o, "\n  ],\n  \"kernels\": [");
+  int nk = 0;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < kernels[i]->n; j++) {
+      const rx_kernel *k = kernels[i]->kernels[j];
+      rx_strbuf_append(o, nk++ ? ",\n    {" : "\n    {");
+      rx_strbuf_append(o, "\"name\": ");
+      jstr(o, k->name);
+      rx_strbuf_append(o, ", \"program\": ");
+      jstr(o, programs[i]->name);
+      rx_strbuf_append(o, ", \"entry\": ");
+      jstr(o, lang == RX_LANG_GLSL ? "main" : k->name);
+      rx_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, ext_of(lang));
+      if (k->binary) {
+        rx_strbuf_append(o, ", \"binary\": ");
+        jstr(o, k->binary);
+      }
+      if (k->ptx) {
+        rx_strbuf_append(o, ", \"ptx\": ");
+        jstr(o, k->ptx);
+      }
+      rx_strbuf_append(o, ",\n     \"rule\": ");
+      jstr(o, k->rule);
+      rx_strbuf_append(o, ", \"condition\": ");
+      jexpr(o, k->cond);
+      rx_strbuf_append(o, ",\n     \"grid\": [");
+      for (int a = 0; a < 3; a++) {
+        if (a) rx_strbuf_append(o, ", ");
+        jexpr(o, k->grid[a]);
+      }
+      rx_strbuf_printf(o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
+                       k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes,
+                       k->index64 ? 64 : 32);
+      const char *loc;
+      int binding = -1;
+      int nbuf = 0;
+      for (int a = 0; a < k->nargs; a++) nbuf += k->args[a].kind == RX_KARG_BUFFER;
+      if (lang == RX_LANG_CUDA)
+        loc = "parameters";
+      else if (lang == RX_LANG_MSL)
+        loc = "buffer", binding = nbuf;
+      else if (k->uses_ubo)
+        loc = "uniform_buffer", binding = nbuf;
+      else
+        loc = "push_constant";
+      rx_strbuf_printf(o, "     \"scalars\": {\"location\": \"%s\", \"bytes\": %d, \"binding\": %d},\n",
+                       loc, k->scalar_bytes, binding);
+      rx_strbuf_append(o, "     \"args\": [");
+      for (int a = 0; a < k->nargs; a++) {
+        const rx_karg *g = &k->args[a];
+        rx_strbuf_append(o, a ? ",\n       " : "\n       ");
+        rx_strbuf_printf(o, "{\"kind\": \"%s\", \"name\": ",
+                         g->kind == RX_KARG_BUFFER ? "buffer" : "scalar");
+        jstr(o, g->name);
+        rx_strbuf_append(o, ", \"dtype\": ");
+        jstr(o, rx_dtype_name(g->dtype));
+        if (g->kind == RX_KARG_BUFFER)
+          rx_strbuf_printf(o, ", \"param\": %d, \"binding\": %d, \"written\": %s}", g->param,
+                           g->binding, g->written ? "true" : "false");
+        else
+          rx_strbuf_printf(o, ", \"offset\": %d}", g->offset);
+      }
+      rx_strbuf_append(o, "]}");
+    }
+  }
+  rx_strbuf_append(o, "\n  ]\n}\n");
+}

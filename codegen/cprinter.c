@@ -1,0 +1,1009 @@
+/* The C-like printer base shared by CUDA C, GLSL and MSL (tinygrad-style): it walks a lowered
+ * kernel's statements and expressions and asks the language's cg_lang table for type names,
+ * builtins, intrinsics and literal forms, and its hooks for what differs in shape (preamble
+ * and signature, shared declarations, subgroup reductions).
+ *
+ * Conventions of the emitted code:
+ * - index arithmetic (symbolic expressions of the IR) is printed in the kernel's index type
+ *   (int, or the 64-bit type); floor division and modulo become `/` and `%` where the analyzer
+ *   proves the operands non-negative, shifts and masks for powers of two, else helpers
+ *   rx_floordiv / rx_floormod;
+ * - buffers are flattened row-major; shared allocations are hoisted to kernel (GLSL: file)
+ *   scope; local allocations are zero-filled arrays, as the interpreter defines;
+ * - a loop bound to threadIdx.* declares its variable from the thread index and guards its
+ *   body when its extent is below the block size;
+ * - f16/bf16 math intrinsics are computed in f32 and rounded once (what the interpreter does);
+ *   erf where the language has none is rx_erf: a Taylor series for |x| < 0.5 (relative error
+ *   below 1e-7) and Abramowitz-Stegun 7.1.26 above (absolute error below 1.5e-7). */
+#include "cg_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names ------------------------------------------------------------------------------- */
+
+static const char *const reserved[] = {
+    /* C, C++, CUDA, GLSL, MSL keywords and builtins that a user name could shadow */
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
+    "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "class", "namespace", "using", "template",
+    "this", "new", "delete", "true", "false", "operator", "private", "public", "protected",
+    "virtual", "friend", "typename", "mutable", "explicit", "half", "bfloat", "uchar", "ushort",
+    "uint", "ulong", "vec2", "vec3", "vec4", "ivec2", "ivec3", "ivec4", "uvec2", "uvec3",
+    "uvec4", "bvec2", "bvec3", "bvec4", "mat2", "mat3", "mat4", "in", "out", "inout", "uniform",
+    "buffer", "shared", "layout", "centroid", "flat", "smooth", "patch", "sample", "coherent",
+    "readonly", "writeonly", "precise", "invariant", "precision", "highp", "mediump", "lowp",
+    "discard", "main", "kernel", "device", "constant", "threadgroup", "thread", "vertex",
+    "fragment", "metal", "min", "max", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt",
+    "tanh", "erf", "sin", "cos", "floor", "ceil", "pow", "fma", "select", "threadIdx",
+    "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "float2", "float4",
+    "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "float16_t", "common", "partition",
+    "active", "filter", "input", "output", "subroutine", "attribute", "varying", "row_major",
+    "packed", "superp", "sampler", "image", "texture", "noinline", "volatile", "fixed", "unroll",
+    "inversesqrt", "fabs", "fmin", "fmax", "isnan", "isinf", "clamp", "mix", "step", "dot",
+    "length", "asm", "typeid", "long", "signed", "nullptr", "static_cast", "string",
+};
+
+const char *cg_name(cg_printer *p, const char *name) {
+  bool bad = strncmp(name, "rx_", 3) == 0 || strncmp(name, "gl_", 3) == 0 ||
+             strncmp(name, "__", 2) == 0 || strstr(name, "__") != NULL;
+  for (size_t i = 0; i < RX_ARRAY_LEN(reserved) && !bad; i++) bad = strcmp(name, reserved[i]) == 0;
+  if (!bad) return name;
+  /* no double underscore (reserved in GLSL): u_NAME with underscores runs collapsed */
+  rx_strbuf b = {0};
+  rx_strbuf_append(&b, "u_");
+  for (const char *s = name; *s; s++)
+    if (!(*s == '_' && b.len && b.data[b.len - 1] == '_')) rx_strbuf_putc(&b, *s);
+  const char *r = rx_arena_strdup(&p->m->arena, b.data);
+  rx_strbuf_free(&b);
+  return r;
+}
+
+void cg_indent(cg_printer *p, rx_strbuf *o) {
+  for (int i = 0; i < p->indent; i++) rx_strbuf_append(o, "  ");
+}
+
+void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  p->failed = true;
+  rx_diag_vreport(p->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  va_end(ap);
+}
+
+static bool is_float(rx_dtype t) { return rx_dtype_is_float(t); }
+static bool via_f32(cg_printer *p, rx_dtype t) { return p->L->to_f32[t] != NULL; }
+static bool arith_f32(cg_printer *p, rx_dtype t) { return p->L->arith_via_f32[t]; }
+static const char *tname(cg_printer *p, rx_dtype t) {
+  p->uses[t] = true;
+  if (!p->L->types[t]) {
+    if (!p->failed)
+      cg_error(p, p->ck->loc, "kernel '%s': %s has no type in %s%s", p->ck->k->name,
+               rx_dtype_name(t), rx_lang_name(p->L->lang),
+               t == RX_DTYPE_BF16 ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
+                                  : "");
+    return "void";
+  }
+  return p->L->types[t];
+}
+
+/* ---- literals and casts ------------------------------------------------------------------ */
+
+static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t);
+
+static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
+  const cg_lang *L = p->L;
+  if (t == RX_DTYPE_BOOL) {
+    rx_strbuf_append(o, v ? "true" : "false");
+    return;
+  }
+  if (is_float(t)) {
+    lit_float(p, o, (double)v, t);
+    return;
+  }
+  char num[48];
+  if (v == INT64_MIN)
+    snprintf(num, sizeof num, "(-9223372036854775807%s - 1%s)", L->i64_suffix, L->i64_suffix);
+  else if (v < 0)
+    snprintf(num, sizeof num, "(%lld%s)", (long long)v, t == RX_DTYPE_I64 ? L->i64_suffix : "");
+  else
+    snprintf(num, sizeof num, "%lld%s", (long long)v, t == RX_DTYPE_I64 ? L->i64_suffix : "");
+  if (t == RX_DTYPE_I32 || t == RX_DTYPE_I64) {
+    if (t == RX_DTYPE_I64) p->uses[t] = true;
+    rx_strbuf_append(o, num);
+  } else if (L->c_casts) {
+    rx_strbuf_printf(o, "((%s)%s)", tname(p, t), num);
+  } else {
+    rx_strbuf_printf(o, "%s(%s)", tname(p, t), num);
+  }
+}
+
+static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t) {
+  const cg_lang *L = p->L;
+  if (!is_float(t)) {
+    lit_int(p, o, (int64_t)v, t);
+    return;
+  }
+  float f = (float)v;
+  char num[64];
+  if (isnan(f) || isinf(f)) {
+    uint32_t bits = isnan(f) ? 0x7fc00000u : (f > 0 ? 0x7f800000u : 0xff800000u);
+    char hex[16];
+    snprintf(hex, sizeof hex, "0x%08xu", bits);
+    snprintf(num, sizeof num, L->f32_bits, hex);
+  } else {
+    char g[40];
+    snprintf(g, sizeof g, "%.9g", (double)f);
+    if (!strpbrk(g, ".e")) strcat(g, ".0");
+    snprintf(num, sizeof num, f < 0 || (f == 0 && signbit(f)) ? "(%s%s)" : "%s%s", g,
+             L->f32_suffix);
+  }
+  if (t == RX_DTYPE_F32)
+    rx_strbuf_append(o, num);
+  else if (L->from_f32[t]) {
+    p->uses[t] = true;
+    rx_strbuf_printf(o, L->from_f32[t], num);
+  } else
+    rx_strbuf_printf(o, "%s(%s)", tname(p, t), num);
+}
+
+/* A plain conversion between numeric types the language converts directly. */
+static void plain_cast(cg_printer *p, rx_strbuf *o, rx_dtype to, const char *s) {
+  if (p->L->c_casts)
+    rx_strbuf_printf(o, "((%s)(%s))", tname(p, to), s);
+  else
+    rx_strbuf_printf(o, "%s(%s)", tname(p, to), s);
+}
+
+static void pcast(cg_printer *p, rx_strbuf *o, rx_dtype from, rx_dtype to, const char *s) {
+  const cg_lang *L = p->L;
+  if (from == to) {
+    rx_strbuf_append(o, s);
+    return;
+  }
+  rx_strbuf tmp = {0};
+  if (to == RX_DTYPE_BOOL) {
+    if (via_f32(p, from)) {
+      rx_strbuf_printf(&tmp, L->to_f32[from], s);
+      rx_strbuf_printf(o, "(%s != 0.0%s)", tmp.data, L->f32_suffix);
+    } else {
+      rx_strbuf_printf(o, "(%s != ", s);
+      lit_int(p, o, 0, from);
+      rx_strbuf_putc(o, ')');
+    }
+  } else if (from == RX_DTYPE_BOOL) {
+    rx_strbuf_printf(o, "(%s ? ", s);
+    lit_int(p, o, 1, to);
+    rx_strbuf_append(o, " : ");
+    lit_int(p, o, 0, to);
+    rx_strbuf_putc(o, ')');
+  } else if (via_f32(p, from) || via_f32(p, to)) {
+    /* through f32: exact for f16/bf16 -> f32, rounds once going down */
+    const char *f32s = s;
+    if (via_f32(p, from)) {
+      p->uses[from] = true;
+      rx_strbuf_printf(&tmp, L->to_f32[from], s);
+      f32s = tmp.data;
+    } else if (from != RX_DTYPE_F32) {
+      plain_cast(p, &tmp, RX_DTYPE_F32, s);
+      f32s = tmp.data;
+    }
+    if (to == RX_DTYPE_F32)
+      rx_strbuf_append(o, f32s);
+    else if (via_f32(p, to)) {
+      p->uses[to] = true;
+      rx_strbuf_printf(o, L->from_f32[to], f32s);
+    } else
+      plain_cast(p, o, to, f32s);
+  } else {
+    plain_cast(p, o, to, s);
+  }
+  rx_strbuf_free(&tmp);
+}
+
+/* ---- symbolic (index) expressions -------------------------------------------------------- */
+
+enum { P_OR = 1, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_ATOM };
+
+static bool is_scalar_var(cg_printer *p, const rx_expr *v) {
+  for (int i = 0; i < p->ck->k->nargs; i++)
+    if (p->ck->k->args[i].kind == RX_KARG_SCALAR && p->ck->k->args[i].var == v) return true;
+  return false;
+}
+
+static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
+static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
+
+static bool is_boolish(const rx_expr *e) {
+  return e->kind >= RX_EXPR_EQ && e->kind <= RX_EXPR_NOT;
+}
+
+static const char *helper_name(cg_printer *p, bool mod, rx_dtype t);
+
+/* Integer context: a comparison or logic node becomes 0/1. */
+static void ps_int(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
+  if (is_boolish(e)) {
+    rx_strbuf_append(o, "(");
+    ps_bool(p, o, e, P_OR);
+    rx_strbuf_append(o, " ? 1 : 0)");
+    return;
+  }
+  ps(p, o, e, min);
+}
+
+static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
+  if (e->kind == RX_EXPR_CONST) {
+    rx_strbuf_append(o, e->value ? "true" : "false");
+  } else if (is_boolish(e)) {
+    ps(p, o, e, min);
+  } else {
+    if (min > P_CMP) rx_strbuf_putc(o, '(');
+    ps(p, o, e, P_ADD);
+    rx_strbuf_append(o, " != 0");
+    if (min > P_CMP) rx_strbuf_putc(o, ')');
+  }
+}
+
+static int64_t pow2_log(int64_t c) {
+  if (c <= 0 || (c & (c - 1))) return -1;
+  int64_t k = 0;
+  while ((1LL << k) != c) k++;
+  return k;
+}
+
+static bool nonneg(cg_printer *p, const rx_expr *e) {
+  rx_interval r = rx_analyzer_bounds(p->an, e);
+  return r.lo >= 0;
+}
+
+static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
+  const cg_lang *L = p->L;
+  int prec = P_ATOM;
+  switch (e->kind) {
+  case RX_EXPR_CONST: prec = e->value < 0 ? P_UNARY : P_ATOM; break;
+  case RX_EXPR_ADD: case RX_EXPR_SUB: prec = P_ADD; break;
+  case RX_EXPR_MUL: case RX_EXPR_FLOORDIV: case RX_EXPR_FLOORMOD: prec = P_MUL; break;
+  case RX_EXPR_EQ: case RX_EXPR_NE: case RX_EXPR_LT: case RX_EXPR_LE: case RX_EXPR_GT:
+  case RX_EXPR_GE: prec = P_CMP; break;
+  case RX_EXPR_AND: prec = P_AND; break;
+  case RX_EXPR_OR: prec = P_OR; break;
+  case RX_EXPR_NOT: prec = P_NOT; break;
+  default: prec = P_ATOM; break;
+  }
+  /* floordiv / floormod decide their form first */
+  int fd_form = 0; /* 1: '/' or '%', 2: shift / mask, 3: helper */
+  int64_t k2 = -1;
+  if (e->kind == RX_EXPR_FLOORDIV || e->kind == RX_EXPR_FLOORMOD) {
+    bool bpos = e->b->kind == RX_EXPR_CONST ? e->b->value > 0
+                                            : rx_analyzer_bounds(p->an, e->b).lo >= 1;
+    if (bpos && nonneg(p, e->a))
+      fd_form = 1;
+    else if (e->b->kind == RX_EXPR_CONST && (k2 = pow2_log(e->b->value)) >= 0)
+      fd_form = 2, prec = P_ATOM;
+    else
+      fd_form = 3, prec = P_ATOM;
+  }
+  bool paren = prec < min;
+  if (paren) rx_strbuf_putc(o, '(');
+  switch (e->kind) {
+  case RX_EXPR_CONST: {
+    int64_t v = e->value;
+    bool wide = v > 2147483647LL || v < -2147483647LL - 1;
+    if (v == INT64_MIN)
+      rx_strbuf_printf(o, "(-9223372036854775807%s - 1)", L->i64_suffix);
+    else
+      rx_strbuf_printf(o, "%lld%s", (long long)v, wide ? L->i64_suffix : "");
+    break;
+  }
+  case RX_EXPR_VAR:
+    if (is_scalar_var(p, e))
+      L->scalar_ref(p, o, cg_name(p, e->name));
+    else
+      rx_strbuf_append(o, cg_name(p, e->name));
+    break;
+  case RX_EXPR_ADD: {
+    ps_int(p, o, e->a, P_ADD);
+    const rx_expr *b = e->b;
+    if (b->kind == RX_EXPR_CONST && b->value < 0 && b->value != INT64_MIN) {
+      rx_strbuf_printf(o, " - %lld", -(long long)b->value);
+    } else if (b->kind == RX_EXPR_MUL && b->b->kind == RX_EXPR_CONST && b->b->value < 0 &&
+               b->b->value != INT64_MIN) {
+      rx_strbuf_append(o, " - ");
+      ps_int(p, o, b->a, P_MUL);
+      if (b->b->value != -1) rx_strbuf_printf(o, " * %lld", -(long long)b->b->value);
+    } else {
+      rx_strbuf_append(o, " + ");
+      ps_int(p, o, b, P_MUL);
+    }
+    break;
+  }
+  case RX_EXPR_SUB:
+    ps_int(p, o, e->a, P_ADD);
+    rx_strbuf_append(o, " - ");
+    ps_int(p, o, e->b, P_MUL);
+    break;
+  case RX_EXPR_MUL:
+    ps_int(p, o, e->a, P_MUL);
+    rx_strbuf_append(o, " * ");
+    ps_int(p, o, e->b, P_UNARY);
+    break;
+  case RX_EXPR_FLOORDIV:
+  case RX_EXPR_FLOORMOD: {
+    bool mod = e->kind == RX_EXPR_FLOORMOD;
+    if (fd_form == 1) {
+      ps_int(p, o, e->a, P_MUL);
+      rx_strbuf_append(o, mod ? " % " : " / ");
+      ps_int(p, o, e->b, P_UNARY);
+    } else if (fd_form == 2) {
+      rx_strbuf_putc(o, '(');
+      ps_int(p, o, e->a, P_ADD);
+      if (mod)
+        rx_strbuf_printf(o, " & %lld)", (long long)(e->b->value - 1));
+      else
+        rx_strbuf_printf(o, " >> %lld)", (long long)k2);
+    } else {
+      rx_strbuf_printf(o, "%s(", helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64
+                                                                         : RX_DTYPE_I32));
+      ps_int(p, o, e->a, P_OR);
+      rx_strbuf_append(o, ", ");
+      ps_int(p, o, e->b, P_OR);
+      rx_strbuf_putc(o, ')');
+    }
+    break;
+  }
+  case RX_EXPR_MIN:
+  case RX_EXPR_MAX:
+    rx_strbuf_append(o, e->kind == RX_EXPR_MIN ? "min(" : "max(");
+    ps_int(p, o, e->a, P_OR);
+    rx_strbuf_append(o, ", ");
+    ps_int(p, o, e->b, P_OR);
+    rx_strbuf_putc(o, ')');
+    break;
+  case RX_EXPR_EQ: case RX_EXPR_NE: case RX_EXPR_LT: case RX_EXPR_LE: case RX_EXPR_GT:
+  case RX_EXPR_GE: {
+    static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
+    ps_int(p, o, e->a, P_ADD);
+    rx_strbuf_printf(o, " %s ", ops[e->kind - RX_EXPR_EQ]);
+    ps_int(p, o, e->b, P_ADD);
+    break;
+  }
+  case RX_EXPR_AND:
+  case RX_EXPR_OR:
+    ps_bool(p, o, e->a, prec);
+    rx_strbuf_append(o, e->kind == RX_EXPR_AND ? " && " : " || ");
+    ps_bool(p, o, e->b, prec + 1);
+    break;
+  case RX_EXPR_NOT:
+    rx_strbuf_putc(o, '!');
+    ps_bool(p, o, e->a, P_ATOM);
+    break;
+  case RX_EXPR_SELECT:
+    rx_strbuf_putc(o, '(');
+    ps_bool(p, o, e->a, P_OR);
+    rx_strbuf_append(o, " ? ");
+    ps_int(p, o, e->b, P_OR);
+    rx_strbuf_append(o, " : ");
+    ps_int(p, o, e->c, P_OR);
+    rx_strbuf_putc(o, ')');
+    break;
+  default: RX_ASSERT(!"bad expression kind");
+  }
+  if (paren) rx_strbuf_putc(o, ')');
+}
+
+/* An index expression, simplified with the facts in scope. */
+static void pidx(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
+  ps_int(p, o, rx_analyzer_simplify(p->an, e), P_OR);
+}
+
+/* ---- helpers emitted once per kernel ----------------------------------------------------- */
+
+static const char *helper_name(cg_printer *p, bool mod, rx_dtype t) {
+  const cg_lang *L = p->L;
+  int key = t == RX_DTYPE_I64 ? CG_NEED_FLOORDIV_I64 : CG_NEED_FLOORDIV_I32;
+  if (!p->need[key]) {
+    p->need[key] = true;
+    const char *T = tname(p, t);
+    rx_strbuf *h = &p->helpers;
+    rx_strbuf_printf(h, "%s%s rx_floordiv(%s a, %s b) {\n  %s q = a / b;\n", L->fn_prefix, T, T,
+                     T, T);
+    rx_strbuf_append(h, "  return (q * b != a && ((a < ");
+    lit_int(p, h, 0, t);
+    rx_strbuf_append(h, ") != (b < ");
+    lit_int(p, h, 0, t);
+    rx_strbuf_append(h, "))) ? q - ");
+    lit_int(p, h, 1, t);
+    rx_strbuf_append(h, " : q;\n}\n");
+    rx_strbuf_printf(h, "%s%s rx_floormod(%s a, %s b) {\n  %s r = a %% b;\n", L->fn_prefix, T, T,
+                     T, T);
+    rx_strbuf_append(h, "  return (r != ");
+    lit_int(p, h, 0, t);
+    rx_strbuf_append(h, " && ((r < ");
+    lit_int(p, h, 0, t);
+    rx_strbuf_append(h, ") != (b < ");
+    lit_int(p, h, 0, t);
+    rx_strbuf_append(h, "))) ? r + b : r;\n}\n");
+  }
+  return mod ? "rx_floormod" : "rx_floordiv";
+}
+
+static void need_erf(cg_printer *p) {
+  if (p->need[CG_NEED_ERF]) return;
+  p->need[CG_NEED_ERF] = true;
+  const cg_lang *L = p->L;
+  const char *abs_ = L->math[RX_INTRIN_ABS], *exp_ = L->math[RX_INTRIN_EXP];
+  rx_strbuf_printf(
+      &p->helpers,
+      "/* erf: Taylor series for |x| < 0.5 (relative error < 1e-7), Abramowitz-Stegun 7.1.26\n"
+      "   above (absolute error < 1.5e-7) */\n"
+      "%sfloat rx_erf(float x) {\n"
+      "  float ax = %s(x);\n"
+      "  if (ax < 0.5f) {\n"
+      "    float x2 = x * x;\n"
+      "    return x * (1.12837917f + x2 * (-0.376126389f + x2 * (0.112837917f + x2 * "
+      "(-0.0268661706f + x2 * (0.00522397762f + x2 * -0.000854832702f)))));\n"
+      "  }\n"
+      "  float t = 1.0f / (1.0f + 0.3275911f * ax);\n"
+      "  float y = 1.0f - ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - "
+      "0.284496736f) * t + 0.254829592f) * t * %s(-ax * ax);\n"
+      "  return x < 0.0f ? -y : y;\n"
+      "}\n",
+      L->fn_prefix, abs_, exp_);
+}
+
+/* ---- tensor-program expressions ---------------------------------------------------------- */
+
+static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e);
+
+/* e printed as a value of dtype want (literals written directly in that type). */
+static void pt_as(cg_printer *p, rx_strbuf *o, const rx_tx *e, rx_dtype want) {
+  if (e->kind == RX_TX_INT) {
+    lit_int(p, o, e->ival, want);
+    return;
+  }
+  if (e->kind == RX_TX_FLOAT && is_float(want)) {
+    lit_float(p, o, e->fval, want);
+    return;
+  }
+  if (e->dtype == want) {
+    pt(p, o, e);
+    return;
+  }
+  rx_strbuf tmp = {0};
+  pt(p, &tmp, e);
+  pcast(p, o, e->dtype, want, tmp.data ? tmp.data : "");
+  rx_strbuf_free(&tmp);
+}
+
+/* An index given as a tensor-program value (not symbolic): converted to the index type. */
+static void pt_index(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
+  pt_as(p, o, e, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32);
+}
+
+static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n);
+
+static void access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
+  const char *name = NULL;
+  for (int i = 0; i < p->ck->nshared; i++)
+    if (p->ck->shared[i].buf == b) name = p->ck->shared[i].name;
+  rx_strbuf_printf(o, "%s[", cg_name(p, name ? name : b->name));
+  if (p->ck->k->index64 && p->L->subscript64) {
+    rx_strbuf tmp = {0};
+    access_index(p, &tmp, b, idx, n);
+    rx_strbuf_printf(o, p->L->subscript64, tmp.data);
+    rx_strbuf_free(&tmp);
+  } else {
+    access_index(p, o, b, idx, n);
+  }
+  rx_strbuf_putc(o, ']');
+}
+
+static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
+  const rx_expr *flat = cg_flat_index(p->m, p->an, b, idx, n);
+  if (flat) {
+    ps_int(p, o, flat, P_OR);
+  } else {
+    /* mixed: sum of index * stride, strides symbolic */
+    rx_expr_ctx *c = p->m->ctx;
+    for (int d = 0; d < n; d++) {
+      const rx_expr *stride = rx_expr_const(c, 1);
+      for (int q = d + 1; q < b->ndim; q++) stride = rx_expr_mul(c, stride, b->shape[q]);
+      if (d) rx_strbuf_append(o, " + ");
+      rx_strbuf_putc(o, '(');
+      if (idx[d]->kind == RX_TX_SYM)
+        ps_int(p, o, rx_analyzer_simplify(p->an, idx[d]->sym), P_OR);
+      else
+        pt_index(p, o, idx[d]);
+      rx_strbuf_append(o, ")");
+      if (!rx_expr_is_const(stride, 1)) {
+        rx_strbuf_append(o, " * ");
+        ps_int(p, o, rx_analyzer_simplify(p->an, stride), P_UNARY);
+      }
+    }
+  }
+}
+
+static bool is_cmp(rx_binop op) { return op >= RX_BINOP_EQ && op <= RX_BINOP_GE; }
+
+static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
+  const cg_lang *L = p->L;
+  rx_binop op = e->binop;
+  rx_dtype t = e->dtype; /* operand type */
+  if (is_cmp(op)) t = e->a->weak && !e->b->weak ? e->b->dtype : e->a->dtype;
+  if (op == RX_BINOP_AND || op == RX_BINOP_OR) t = RX_DTYPE_BOOL;
+  if (e->a->kind == RX_TX_SYM && e->b->kind != RX_TX_SYM && !is_cmp(op) && op != RX_BINOP_AND &&
+      op != RX_BINOP_OR)
+    t = e->b->dtype;
+  rx_strbuf a = {0}, b = {0};
+  pt_as(p, &a, e->a, t);
+  pt_as(p, &b, e->b, t);
+  const char *sa = a.data ? a.data : "", *sb = b.data ? b.data : "";
+  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t)) {
+    rx_dtype ht = t == RX_DTYPE_I64 ? RX_DTYPE_I64 : RX_DTYPE_I32;
+    rx_strbuf x = {0}, y = {0};
+    pcast(p, &x, t, ht, sa);
+    pcast(p, &y, t, ht, sb);
+    rx_strbuf call = {0};
+    rx_strbuf_printf(&call, "%s(%s, %s)", helper_name(p, op == RX_BINOP_FLOORMOD, ht), x.data,
+                     y.data);
+    pcast(p, o, ht, e->dtype, call.data);
+    rx_strbuf_free(&x);
+    rx_strbuf_free(&y);
+    rx_strbuf_free(&call);
+  } else if (arith_f32(p, t) && op != RX_BINOP_AND && op != RX_BINOP_OR) {
+    rx_strbuf x = {0};
+    rx_strbuf_append(&x, "(");
+    rx_strbuf_printf(&x, L->to_f32[t], sa);
+    rx_strbuf_printf(&x, " %s ", rx_binop_name(op));
+    rx_strbuf_printf(&x, L->to_f32[t], sb);
+    rx_strbuf_append(&x, ")");
+    if (is_cmp(op))
+      rx_strbuf_append(o, x.data);
+    else
+      rx_strbuf_printf(o, L->from_f32[t], x.data);
+    rx_strbuf_free(&x);
+  } else {
+    const char *opname = rx_binop_name(op);
+    bool narrow = L->c_casts && !is_cmp(op) && (t == RX_DTYPE_I8 || t == RX_DTYPE_I16 ||
+                                                t == RX_DTYPE_U8);
+    if (narrow) rx_strbuf_printf(o, "((%s)", tname(p, t));
+    rx_strbuf_printf(o, "(%s %s %s)", sa, opname, sb);
+    if (narrow) rx_strbuf_putc(o, ')');
+  }
+  rx_strbuf_free(&a);
+  rx_strbuf_free(&b);
+}
+
+/* A float intrinsic computed in f32 on printed f32 operands. */
+static void f32_math(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args) {
+  const cg_lang *L = p->L;
+  const char *sfx = L->f32_suffix;
+  switch (f) {
+  case RX_INTRIN_SIGMOID:
+    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, L->math[RX_INTRIN_EXP],
+                     args[0]);
+    return;
+  case RX_INTRIN_ERF:
+    if (!L->has_erf) {
+      need_erf(p);
+      rx_strbuf_printf(o, "rx_erf(%s)", args[0]);
+      return;
+    }
+    break;
+  default: break;
+  }
+  int n = rx_intrinsic_arity(f);
+  rx_strbuf_printf(o, "%s(", L->math[f]);
+  for (int i = 0; i < n; i++) rx_strbuf_printf(o, "%s%s", i ? ", " : "", args[i]);
+  rx_strbuf_putc(o, ')');
+}
+
+static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
+  const cg_lang *L = p->L;
+  rx_intrinsic f = e->intrin;
+  rx_dtype t = e->dtype;
+  const rx_tx *argv[3] = {e->a, e->b, e->c};
+  int n = rx_intrinsic_arity(f);
+  if (rx_intrinsic_kind(f) == 's') {
+    rx_strbuf x = {0};
+    pt_as(p, &x, e->a, t);
+    L->subgroup(p, o, f, t, x.data ? x.data : "");
+    rx_strbuf_free(&x);
+    return;
+  }
+  if (!is_float(t)) {
+    /* integer abs / min / max, in int or the 64-bit type */
+    rx_dtype ht = t == RX_DTYPE_I64 ? RX_DTYPE_I64 : RX_DTYPE_I32;
+    rx_strbuf s[2] = {{0}, {0}}, call = {0};
+    for (int i = 0; i < n && i < 2; i++) {
+      rx_strbuf tmp = {0};
+      pt_as(p, &tmp, argv[i], t);
+      pcast(p, &s[i], t, ht, tmp.data);
+      rx_strbuf_free(&tmp);
+    }
+    if (f == RX_INTRIN_ABS)
+      rx_strbuf_printf(&call, "%s(%s)", ht == RX_DTYPE_I64 ? L->i64_abs : L->int_abs, s[0].data);
+    else if (f == RX_INTRIN_MIN || f == RX_INTRIN_MAX)
+      rx_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max,
+                       s[0].data, s[1].data);
+    else
+      cg_error(p, e->loc, "intrinsic '%s' needs a float operand", rx_intrinsic_name(f));
+    if (call.data) pcast(p, o, ht, t, call.data);
+    rx_strbuf_free(&s[0]);
+    rx_strbuf_free(&s[1]);
+    rx_strbuf_free(&call);
+    return;
+  }
+  /* floats: f32 directly; f16/bf16 converted to f32, computed, rounded once */
+  rx_strbuf s[3] = {{0}, {0}, {0}};
+  const char *sv[3] = {"", "", ""};
+  for (int i = 0; i < n; i++) {
+    rx_strbuf tmp = {0};
+    pt_as(p, &tmp, argv[i], t);
+    pcast(p, &s[i], t, RX_DTYPE_F32, tmp.data);
+    sv[i] = s[i].data;
+    rx_strbuf_free(&tmp);
+  }
+  if (t == RX_DTYPE_F32) {
+    f32_math(p, o, f, sv);
+  } else {
+    rx_strbuf r = {0};
+    f32_math(p, &r, f, sv);
+    pcast(p, o, RX_DTYPE_F32, t, r.data);
+    rx_strbuf_free(&r);
+  }
+  for (int i = 0; i < 3; i++) rx_strbuf_free(&s[i]);
+}
+
+static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
+  const cg_lang *L = p->L;
+  switch (e->kind) {
+  case RX_TX_INT: lit_int(p, o, e->ival, e->dtype); break;
+  case RX_TX_FLOAT: lit_float(p, o, e->fval, e->dtype); break;
+  case RX_TX_SYM: {
+    const rx_expr *s = rx_analyzer_simplify(p->an, e->sym);
+    if (e->dtype == RX_DTYPE_BOOL) {
+      ps_bool(p, o, s, P_OR);
+    } else if (p->ck->k->index64) {
+      ps_int(p, o, s, P_OR);
+    } else {
+      rx_strbuf tmp = {0};
+      ps_int(p, &tmp, s, P_OR);
+      pcast(p, o, RX_DTYPE_I32, e->dtype, tmp.data);
+      rx_strbuf_free(&tmp);
+    }
+    break;
+  }
+  case RX_TX_LOCAL: rx_strbuf_append(o, cg_name(p, e->local->name)); break;
+  case RX_TX_LOAD: {
+    p->uses[e->buf->dtype] = true;
+    bool glob = cg_param_of(p->ck->fn, e->buf) >= 0;
+    if (glob && L->storage[e->dtype]) { /* bool stored as bytes */
+      rx_strbuf tmp = {0};
+      access(p, &tmp, e->buf, e->idx, e->nidx);
+      rx_strbuf_printf(o, "(%s != %s(0))", tmp.data, L->storage[e->dtype]);
+      rx_strbuf_free(&tmp);
+    } else {
+      access(p, o, e->buf, e->idx, e->nidx);
+    }
+    break;
+  }
+  case RX_TX_BINARY: pbinary(p, o, e); break;
+  case RX_TX_NEG:
+    if (arith_f32(p, e->dtype)) {
+      rx_strbuf x = {0}, y = {0};
+      pt(p, &x, e->a);
+      rx_strbuf_append(&y, "(-");
+      rx_strbuf_printf(&y, L->to_f32[e->dtype], x.data);
+      rx_strbuf_append(&y, ")");
+      rx_strbuf_printf(o, L->from_f32[e->dtype], y.data);
+      rx_strbuf_free(&x);
+      rx_strbuf_free(&y);
+    } else {
+      rx_strbuf_append(o, "(-");
+      pt_as(p, o, e->a, e->dtype);
+      rx_strbuf_putc(o, ')');
+    }
+    break;
+  case RX_TX_NOT:
+    rx_strbuf_append(o, "(!");
+    pt_as(p, o, e->a, RX_DTYPE_BOOL);
+    rx_strbuf_putc(o, ')');
+    break;
+  case RX_TX_SELECT:
+    rx_strbuf_putc(o, '(');
+    pt_as(p, o, e->a, RX_DTYPE_BOOL);
+    rx_strbuf_append(o, " ? ");
+    pt_as(p, o, e->b, e->dtype);
+    rx_strbuf_append(o, " : ");
+    pt_as(p, o, e->c, e->dtype);
+    rx_strbuf_putc(o, ')');
+    break;
+  case RX_TX_CAST: {
+    rx_strbuf tmp = {0};
+    pt(p, &tmp, e->a);
+    pcast(p, o, e->a->dtype, e->dtype, tmp.data ? tmp.data : "");
+    rx_strbuf_free(&tmp);
+    break;
+  }
+  case RX_TX_CALL: pcall(p, o, e); break;
+  }
+}
+
+/* ---- statements -------------------------------------------------------------------------- */
+
+static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s);
+
+static void pblock(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
+  p->indent++;
+  if (s && s->kind == RX_STMT_SEQ)
+    for (int i = 0; i < s->n; i++) pstmt(p, o, s->body[i]);
+  else if (s)
+    pstmt(p, o, s);
+  p->indent--;
+}
+
+static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
+  const cg_lang *L = p->L;
+  const rx_expr *v = s->vars[i];
+  const char *name = cg_name(p, v->name);
+  if ((s->kind == RX_STMT_FOR && (s->loop_kind == RX_LOOP_UNROLL ||
+                                  s->loop_kind == RX_LOOP_VECTORIZE)) && L->unroll) {
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s\n", L->unroll);
+  }
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "for (%s %s = ", p->idx, name);
+  pidx(p, o, s->lo[i]);
+  rx_strbuf_printf(o, "; %s < ", name);
+  pidx(p, o, rx_expr_add(p->m->ctx, s->lo[i], s->extent[i]));
+  rx_strbuf_printf(o, "; ++%s) {\n", name);
+  rx_analyzer_bind_range(p->an, v, s->lo[i], s->extent[i]);
+}
+
+static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
+  if (!s || p->failed) return;
+  const cg_lang *L = p->L;
+  size_t mark = rx_analyzer_mark(p->an);
+  switch (s->kind) {
+  case RX_STMT_SEQ:
+    cg_indent(p, o);
+    rx_strbuf_append(o, "{\n");
+    pblock(p, o, s);
+    cg_indent(p, o);
+    rx_strbuf_append(o, "}\n");
+    break;
+  case RX_STMT_FOR:
+    if (s->loop_kind >= RX_LOOP_THREAD_X) {
+      int ax = s->loop_kind - RX_LOOP_THREAD_X;
+      const rx_expr *ext = rx_analyzer_simplify(p->an, s->extent[0]);
+      const char *name = cg_name(p, s->vars[0]->name);
+      cg_indent(p, o);
+      rx_strbuf_printf(o, "{ /* %s in 0..%lld: threadIdx.%c */\n", s->vars[0]->name,
+                       (long long)ext->value, "xyz"[ax]);
+      p->indent++;
+      cg_indent(p, o);
+      rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, name);
+      if (L->c_casts)
+        rx_strbuf_printf(o, "(%s)%s", p->idx, L->thread_idx[ax]);
+      else
+        rx_strbuf_printf(o, "%s(%s)", p->idx, L->thread_idx[ax]);
+      if (!rx_expr_is_const(s->lo[0], 0)) {
+        rx_strbuf_append(o, " + ");
+        ps_int(p, o, rx_analyzer_simplify(p->an, s->lo[0]), P_MUL);
+      }
+      rx_strbuf_append(o, ";\n");
+      bool guard = ext->value < p->ck->k->block[ax];
+      if (guard) {
+        cg_indent(p, o);
+        rx_strbuf_printf(o, "if (%s < ", name);
+        pidx(p, o, rx_expr_add(p->m->ctx, s->lo[0], ext));
+        rx_strbuf_append(o, ") {\n");
+      }
+      cg_bind_loop(p->an, s);
+      if (!guard) p->indent--;
+      pblock(p, o, s->inner);
+      if (guard) {
+        cg_indent(p, o);
+        rx_strbuf_append(o, "}\n");
+      } else {
+        p->indent++;
+      }
+      p->indent--;
+      cg_indent(p, o);
+      rx_strbuf_append(o, "}\n");
+    } else {
+      pfor_serial(p, o, s, 0);
+      pblock(p, o, s->inner);
+      cg_indent(p, o);
+      rx_strbuf_append(o, "}\n");
+    }
+    break;
+  case RX_STMT_REDUCE:
+    cg_indent(p, o);
+    rx_strbuf_append(o, "{ /* reduce: init */\n");
+    pblock(p, o, s->init);
+    cg_indent(p, o);
+    rx_strbuf_append(o, "}\n");
+    for (int i = 0; i < s->nvars; i++) {
+      pfor_serial(p, o, s, i);
+      p->indent++;
+    }
+    p->indent--;
+    pblock(p, o, s->inner);
+    for (int i = 0; i < s->nvars; i++) {
+      cg_indent(p, o);
+      rx_strbuf_append(o, "}\n");
+      if (i + 1 < s->nvars) p->indent--;
+    }
+    break;
+  case RX_STMT_STORE: {
+    cg_indent(p, o);
+    access(p, o, s->buf, s->idx, s->nidx);
+    rx_strbuf_append(o, " = ");
+    rx_dtype t = s->buf->dtype;
+    p->uses[t] = true;
+    bool glob = cg_param_of(p->ck->fn, s->buf) >= 0;
+    if (glob && L->storage[t]) {
+      rx_strbuf_append(o, "(");
+      pt_as(p, o, s->value, t);
+      rx_strbuf_printf(o, " ? %s(1) : %s(0))", L->storage[t], L->storage[t]);
+    } else {
+      pt_as(p, o, s->value, t);
+    }
+    rx_strbuf_append(o, ";\n");
+    break;
+  }
+  case RX_STMT_LET:
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, tname(p, s->local->dtype),
+                     cg_name(p, s->local->name));
+    pt_as(p, o, s->value, s->local->dtype);
+    rx_strbuf_append(o, ";\n");
+    break;
+  case RX_STMT_ALLOC: {
+    rx_buffer *b = s->buf;
+    if (b->scope != RX_SCOPE_LOCAL) break; /* shared: hoisted; global: rejected by lowering */
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++) n *= b->shape[d]->value;
+    const char *name = cg_name(p, b->name);
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s %s[%lld];\n", tname(p, b->dtype), name, (long long)(n ? n : 1));
+    cg_indent(p, o);
+    if (n == 1) {
+      rx_strbuf_printf(o, "%s[0] = ", name);
+    } else {
+      rx_strbuf_printf(o, "for (int rx_z = 0; rx_z < %lld; ++rx_z) %s[rx_z] = ", (long long)n,
+                       name);
+    }
+    lit_int(p, o, 0, b->dtype);
+    rx_strbuf_append(o, ";\n");
+    break;
+  }
+  case RX_STMT_IF:
+    cg_indent(p, o);
+    rx_strbuf_append(o, "if (");
+    if (s->value->kind == RX_TX_SYM) {
+      ps_bool(p, o, rx_analyzer_simplify(p->an, s->value->sym), P_OR);
+      rx_analyzer_assume(p->an, s->value->sym);
+    } else {
+      pt_as(p, o, s->value, RX_DTYPE_BOOL);
+    }
+    rx_strbuf_append(o, ") {\n");
+    pblock(p, o, s->inner);
+    rx_analyzer_reset(p->an, mark);
+    if (s->otherwise) {
+      cg_indent(p, o);
+      rx_strbuf_append(o, "} else {\n");
+      if (s->value->kind == RX_TX_SYM)
+        rx_analyzer_assume(p->an, rx_expr_not(p->m->ctx, s->value->sym));
+      pblock(p, o, s->otherwise);
+    }
+    cg_indent(p, o);
+    rx_strbuf_append(o, "}\n");
+    break;
+  case RX_STMT_BARRIER:
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s\n", L->barrier);
+    break;
+  }
+  rx_analyzer_reset(p->an, mark);
+}
+
+/* ---- the kernel -------------------------------------------------------------------------- */
+
+void cg_header_comment(cg_printer *p, rx_strbuf *o) {
+  rx_kernel *k = p->ck->k;
+  const rx_target *t = p->ck->t;
+  rx_strbuf_printf(o, "// relaxc kernel %s: program %s, rule %s, target %s\n", k->name,
+                   p->ck->fn->name, k->rule ? k->rule : "(unknown)", t->name);
+  rx_strbuf_append(o, "// ABI (docs/kernel-abi.md):");
+  int nb = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    const rx_karg *a = &k->args[i];
+    if (a->kind != RX_KARG_BUFFER) continue;
+    rx_strbuf_printf(o, "%s %s: %s %s @%d", nb++ ? "," : " buffers", a->name,
+                     rx_dtype_name(a->dtype), a->written ? "out" : "in", a->binding);
+  }
+  if (!nb) rx_strbuf_append(o, " no buffers");
+  rx_strbuf_append(o, ";");
+  int ns = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    const rx_karg *a = &k->args[i];
+    if (a->kind != RX_KARG_SCALAR) continue;
+    rx_strbuf_printf(o, "%s %s", ns++ ? "," : " i32 values", a->name);
+  }
+  if (!ns) rx_strbuf_append(o, " no symbolic values");
+  else if (t->kind == RX_TARGET_VULKAN)
+    rx_strbuf_printf(o, " (%s, %d bytes)", k->uses_ubo ? "uniform buffer" : "push constants",
+                     k->scalar_bytes);
+  rx_strbuf_append(o, "\n// launch: grid [");
+  for (int a = 0; a < 3; a++) {
+    if (a) rx_strbuf_append(o, ", ");
+    rx_expr_print(o, k->grid[a]);
+  }
+  rx_strbuf_printf(o, "], block [%d, %d, %d], shared %lld bytes, %s indices", k->block[0],
+                   k->block[1], k->block[2], (long long)k->shared_bytes,
+                   k->index64 ? "64-bit" : "32-bit");
+  if (k->cond) {
+    rx_strbuf_append(o, ", when ");
+    rx_expr_print(o, k->cond);
+  }
+  rx_strbuf_append(o, "\n");
+}
+
+bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
+  cg_printer p = {.L = L, .ck = ck, .m = ck->m, .diag = diag};
+  p.an = cg_analyzer(ck->m, ck->fn);
+  p.idx = ck->k->index64 ? L->idx64 : L->idx32;
+  if (ck->k->index64) p.uses[RX_DTYPE_I64] = true;
+  for (int i = 0; i < ck->k->nargs; i++)
+    if (ck->k->args[i].kind == RX_KARG_BUFFER) p.uses[ck->k->args[i].dtype] = true;
+  for (int i = 0; i < ck->nshared; i++) p.uses[ck->shared[i].buf->dtype] = true;
+  rx_kernel *k = ck->k;
+
+  /* the body first: it decides which helpers, types and extensions the preamble needs */
+  rx_strbuf body = {0};
+  p.indent = 1;
+  for (int a = 0; a < 3; a++) {
+    if (!ck->bvar[a]) continue;
+    cg_indent(&p, &body);
+    rx_strbuf_printf(&body, "%s%s %s = ", L->let_prefix, p.idx, cg_name(&p, ck->bvar[a]->name));
+    if (L->c_casts)
+      rx_strbuf_printf(&body, "(%s)%s", p.idx, L->block_idx[a]);
+    else
+      rx_strbuf_printf(&body, "%s(%s)", p.idx, L->block_idx[a]);
+    if (!rx_expr_is_const(ck->blo[a], 0)) {
+      rx_strbuf_append(&body, " + ");
+      ps_int(&p, &body, rx_analyzer_simplify(p.an, ck->blo[a]), P_MUL);
+    }
+    rx_strbuf_append(&body, ";\n");
+    rx_analyzer_bind_range(p.an, ck->bvar[a], ck->blo[a], k->grid[a]);
+  }
+  if (L->shared_decl)
+    for (int i = 0; i < ck->nshared; i++) L->shared_decl(&p, &body, &ck->shared[i]);
+  for (int a = 0; a < 3; a++) {
+    /* thread ranges are known for the whole body: the analyzer may use them in guards */
+    (void)a;
+  }
+  p.indent = 0;
+  if (ck->body) pblock(&p, &body, ck->body);
+  for (int t = 1; t < RX_DTYPE_COUNT && !p.failed; t++)
+    if (p.uses[t]) (void)tname(&p, (rx_dtype)t);
+  rx_strbuf src = {0};
+  if (!p.failed) {
+    L->open_kernel(&p, &src);
+    if (body.data) rx_strbuf_append(&src, body.data);
+    rx_strbuf_append(&src, "}\n");
+  }
+  bool ok = !p.failed;
+  if (ok) k->source = rx_arena_strdup(&ck->m->arena, src.data);
+  rx_strbuf_free(&src);
+  rx_strbuf_free(&body);
+  rx_strbuf_free(&p.helpers);
+  rx_analyzer_free(p.an);
+  return ok;
+}

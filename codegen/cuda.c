@@ -1,0 +1,136 @@
+/* CUDA C: the cg_lang table and hooks. Kernels are `extern "C" __global__` with
+ * `__launch_bounds__(threads per block)`, buffers as `T* __restrict__` (const where read
+ * only), symbolic values as `int` parameters after them (docs/kernel-abi.md). f16 uses the
+ * __half operators of cuda_fp16.h; bf16 computes in float (cuda_bf16.h). Subgroup reductions
+ * are butterflies of __shfl_xor_sync over the warp (block sizes a multiple of 32, or one
+ * power-of-two partial warp with its exact mask). */
+#include "cg_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
+  if (p->ck->k->index64)
+    rx_strbuf_printf(o, "((long long)%s)", name);
+  else
+    rx_strbuf_append(o, name);
+}
+
+static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "__shared__ %s %s[%lld];\n", p->L->types[s->buf->dtype],
+                   cg_name(p, s->name), (long long)(s->elems ? s->elems : 1));
+}
+
+/* One butterfly helper per (operation, type), overloaded by type. */
+static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t,
+                          const char *x) {
+  static const char *names[] = {"rx_subgroup_sum", "rx_subgroup_max", "rx_subgroup_min"};
+  int which = op - RX_INTRIN_SUBGROUP_SUM;
+  int n = p->ck->nthreads, width;
+  if (n % 32 == 0)
+    width = 32;
+  else if (n < 32 && (n & (n - 1)) == 0)
+    width = n;
+  else {
+    cg_error(p, p->ck->loc,
+             "kernel '%s': a warp reduction needs a block of a multiple of 32 threads or a "
+             "power of two below 32 (it has %d)",
+             p->ck->k->name, n);
+    return;
+  }
+  int key = CG_NEED_SG_SUM + which;
+  /* one type per operation is enough in practice; more types get their own overloads */
+  char tag[64];
+  snprintf(tag, sizeof tag, "/* %s %s */", names[which], p->L->types[t]);
+  if (!p->helpers.data || !strstr(p->helpers.data, tag)) {
+    p->need[key] = true;
+    const char *T = p->L->types[t];
+    bool half = t == RX_DTYPE_F16 || t == RX_DTYPE_BF16;
+    const char *comb;
+    if (t == RX_DTYPE_F32)
+      comb = which == 0 ? "x + y" : which == 1 ? "fmaxf(x, y)" : "fminf(x, y)";
+    else if (t == RX_DTYPE_F16)
+      comb = which == 0 ? "x + y" : which == 1 ? "__hmax(x, y)" : "__hmin(x, y)";
+    else if (t == RX_DTYPE_BF16)
+      comb = which == 0   ? "__float2bfloat16(__bfloat162float(x) + __bfloat162float(y))"
+             : which == 1 ? "__float2bfloat16(fmaxf(__bfloat162float(x), __bfloat162float(y)))"
+                          : "__float2bfloat16(fminf(__bfloat162float(x), __bfloat162float(y)))";
+    else
+      comb = which == 0 ? "x + y" : which == 1 ? "max(x, y)" : "min(x, y)";
+    const char *to = t == RX_DTYPE_F16 ? "__half2float" : "__bfloat162float";
+    const char *from = t == RX_DTYPE_F16 ? "__float2half" : "__float2bfloat16";
+    unsigned mask = width == 32 ? 0xffffffffu : (1u << width) - 1u;
+    rx_strbuf_printf(&p->helpers,
+                     "%s\nstatic __device__ __forceinline__ %s %s(%s x) {\n#pragma unroll\n"
+                     "  for (int o = %d; o > 0; o >>= 1) {\n",
+                     tag, T, names[which], T, width / 2);
+    if (half)
+      rx_strbuf_printf(&p->helpers,
+                       "    %s y = %s(__shfl_xor_sync(0x%08xu, %s(x), o, %d));\n", T, from,
+                       mask, to, width);
+    else
+      rx_strbuf_printf(&p->helpers, "    %s y = __shfl_xor_sync(0x%08xu, x, o, %d);\n", T,
+                       mask, width);
+    rx_strbuf_printf(&p->helpers, "    x = %s;\n  }\n  return x;\n}\n", comb);
+  }
+  rx_strbuf_printf(o, "%s(%s)", names[which], x);
+}
+
+static void cuda_open(cg_printer *p, rx_strbuf *o) {
+  rx_kernel *k = p->ck->k;
+  cg_header_comment(p, o);
+  if (p->uses[RX_DTYPE_F16]) rx_strbuf_append(o, "#include <cuda_fp16.h>\n");
+  if (p->uses[RX_DTYPE_BF16]) rx_strbuf_append(o, "#include <cuda_bf16.h>\n");
+  if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
+  rx_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(",
+                   p->ck->nthreads, k->name);
+  for (int i = 0; i < k->nargs; i++) {
+    const rx_karg *a = &k->args[i];
+    if (i) rx_strbuf_append(o, ", ");
+    if (a->kind == RX_KARG_BUFFER)
+      rx_strbuf_printf(o, "%s%s* __restrict__ %s", a->written ? "" : "const ",
+                       p->L->types[a->dtype], cg_name(p, a->name));
+    else
+      rx_strbuf_printf(o, "int %s", cg_name(p, a->name));
+  }
+  rx_strbuf_append(o, ") {\n");
+}
+
+const cg_lang cg_cuda = {
+    .lang = RX_LANG_CUDA,
+    .types = {[RX_DTYPE_F32] = "float", [RX_DTYPE_F16] = "__half",
+              [RX_DTYPE_BF16] = "__nv_bfloat16", [RX_DTYPE_I64] = "long long",
+              [RX_DTYPE_I32] = "int", [RX_DTYPE_I16] = "short", [RX_DTYPE_I8] = "signed char",
+              [RX_DTYPE_U8] = "unsigned char", [RX_DTYPE_BOOL] = "bool"},
+    .idx32 = "int",
+    .idx64 = "long long",
+    .i64_suffix = "ll",
+    .f32_suffix = "f",
+    .c_casts = true,
+    .let_prefix = "const ",
+    .thread_idx = {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
+    .block_idx = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
+    .barrier = "__syncthreads();",
+    .unroll = "#pragma unroll",
+    .fn_prefix = "static __device__ __forceinline__ ",
+    .math = {[RX_INTRIN_EXP] = "expf", [RX_INTRIN_EXP2] = "exp2f", [RX_INTRIN_LOG] = "logf",
+             [RX_INTRIN_LOG2] = "log2f", [RX_INTRIN_SQRT] = "sqrtf", [RX_INTRIN_RSQRT] = "rsqrtf",
+             [RX_INTRIN_TANH] = "tanhf", [RX_INTRIN_ERF] = "erff", [RX_INTRIN_SIN] = "sinf",
+             [RX_INTRIN_COS] = "cosf", [RX_INTRIN_FLOOR] = "floorf", [RX_INTRIN_CEIL] = "ceilf",
+             [RX_INTRIN_POW] = "powf", [RX_INTRIN_FMA] = "fmaf", [RX_INTRIN_ABS] = "fabsf",
+             [RX_INTRIN_MIN] = "fminf", [RX_INTRIN_MAX] = "fmaxf"},
+    .int_abs = "abs",
+    .i64_abs = "llabs",
+    .int_min = "min",
+    .int_max = "max",
+    .has_erf = true,
+    .to_f32 = {[RX_DTYPE_F16] = "__half2float(%s)", [RX_DTYPE_BF16] = "__bfloat162float(%s)"},
+    .from_f32 = {[RX_DTYPE_F16] = "__float2half(%s)", [RX_DTYPE_BF16] = "__float2bfloat16(%s)"},
+    .arith_via_f32 = {[RX_DTYPE_BF16] = true},
+    .f32_bits = "__int_as_float((int)%s)",
+    .open_kernel = cuda_open,
+    .shared_decl = cuda_shared,
+    .subgroup = cuda_subgroup,
+    .scalar_ref = cuda_scalar_ref,
+};

@@ -1,0 +1,485 @@
+/* Lowering: split a scheduled program into kernels and fix each kernel's ABI.
+ *
+ * Host level (passes/schedule.h): a SEQ of kernel roots (a FOR bound to a blockIdx axis,
+ * directly nesting the FORs bound to the other block axes it uses) and IFs over symbolic values
+ * (specializations). Each root becomes one kernel; the IFs on the path to it become its
+ * condition (then: the IF's condition, else: its negation; joined with &&). A run of other
+ * host statements (a program whose whole body is one block, e.g. only threadIdx loops) becomes
+ * a kernel of one block.
+ *
+ * For each kernel this file computes: the buffers it uses (program parameter order), which of
+ * them it writes, the symbolic values it uses (sorted by name), the grid (block-loop extents),
+ * the block (largest extent bound to each threadIdx axis), the shared allocations (hoisted; the
+ * total checked against the target), and the index width: 32-bit when the analyzer proves,
+ * under the program's facts and the loop ranges, that every symbolic (index) expression of the
+ * kernel, every subexpression of it, every flattened offset and every used buffer's size lies
+ * in int32; 64-bit otherwise. */
+#include "cg_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define I32_MIN (-2147483647LL - 1)
+#define I32_MAX 2147483647LL
+
+int cg_param_of(const rx_tensor_fn *f, const rx_buffer *b) {
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i]->kind == RX_PARAM_BUFFER && f->params[i]->buf == b) return i;
+  return -1;
+}
+
+rx_analyzer *cg_analyzer(rx_module *m, const rx_tensor_fn *f) {
+  rx_analyzer *an = rx_analyzer_new(m->ctx);
+  rx_expr_ctx *c = m->ctx;
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    if (p->kind == RX_PARAM_SCALAR) {
+      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, rx_expr_const(c, I32_MIN), p->var));
+      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, p->var, rx_expr_const(c, I32_MAX)));
+      continue;
+    }
+    for (int d = 0; d < p->buf->ndim; d++) {
+      const rx_expr *e = p->buf->shape[d];
+      if (e->kind != RX_EXPR_VAR) continue;
+      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, rx_expr_const(c, 0), e));
+      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, e, rx_expr_const(c, I32_MAX)));
+    }
+  }
+  for (int i = 0; i < f->nfacts; i++) rx_analyzer_assume(an, f->facts[i]);
+  return an;
+}
+
+const rx_expr *cg_flat_index(rx_module *m, rx_analyzer *an, const rx_buffer *buf, rx_tx **idx,
+                             int n) {
+  rx_expr_ctx *c = m->ctx;
+  const rx_expr *flat = rx_expr_const(c, 0);
+  for (int d = 0; d < n; d++) {
+    const rx_expr *i;
+    if (idx[d]->kind == RX_TX_SYM)
+      i = idx[d]->sym;
+    else if (idx[d]->kind == RX_TX_INT)
+      i = rx_expr_const(c, idx[d]->ival);
+    else
+      return NULL;
+    flat = rx_expr_add(c, rx_expr_mul(c, flat, buf->shape[d]), i);
+  }
+  return rx_analyzer_simplify(an, flat);
+}
+
+void cg_bind_loop(rx_analyzer *an, const rx_stmt *s) {
+  rx_analyzer_bind_range(an, s->vars[0], s->lo[0], s->extent[0]);
+}
+
+/* ---- the walk over one kernel's body ------------------------------------------------------ */
+
+typedef struct lw {
+  cg_kernel *ck;
+  rx_analyzer *an;
+  rx_diag *diag;
+  bool failed;
+  bool fits32;
+  bool *used, *written; /* per parameter */
+  rx_ptrvec vars;       /* symbolic variables used (not loop variables) */
+  rx_ptrvec loopvars;
+  RX_VEC(cg_shared) shared;
+  int64_t shared_bytes;
+  int block[3];
+} lw;
+
+static void lerr(lw *w, rx_loc loc, const char *fmt, const char *arg) {
+  w->failed = true;
+  rx_diag_report(w->diag, RX_DIAG_ERROR, loc, fmt, arg);
+}
+
+static bool is_loopvar(lw *w, const rx_expr *v) {
+  for (size_t i = 0; i < w->loopvars.len; i++)
+    if (w->loopvars.data[i] == v) return true;
+  return false;
+}
+
+/* Records the symbolic values of e and checks that e and its parts fit in int32. */
+static void see_expr(lw *w, const rx_expr *e) {
+  if (!e) return;
+  if (e->kind == RX_EXPR_VAR) {
+    if (!is_loopvar(w, e)) {
+      bool have = false;
+      for (size_t i = 0; i < w->vars.len; i++) have |= w->vars.data[i] == e;
+      if (!have) rx_ptrvec_push(&w->vars, (void *)e);
+    }
+  }
+  if (w->fits32 && !rx_expr_is_bool(e)) {
+    rx_interval r = rx_analyzer_bounds(w->an, e);
+    if (r.lo < I32_MIN || r.hi > I32_MAX) w->fits32 = false;
+  }
+  see_expr(w, e->a);
+  see_expr(w, e->b);
+  see_expr(w, e->c);
+}
+
+static void see_access(lw *w, rx_buffer *b, rx_tx **idx, int n, bool store, rx_loc loc);
+
+static void see_tx(lw *w, const rx_tx *e) {
+  if (!e) return;
+  switch (e->kind) {
+  case RX_TX_SYM: see_expr(w, rx_analyzer_simplify(w->an, e->sym)); break;
+  case RX_TX_LOAD:
+    for (int i = 0; i < e->nidx; i++) see_tx(w, e->idx[i]);
+    see_access(w, e->buf, e->idx, e->nidx, false, e->loc);
+    break;
+  case RX_TX_CALL:
+    if (rx_intrinsic_kind(e->intrin) == 's') w->ck->uses_subgroup = true;
+    break;
+  default: break;
+  }
+  see_tx(w, e->a);
+  see_tx(w, e->b);
+  see_tx(w, e->c);
+}
+
+static void see_access(lw *w, rx_buffer *b, rx_tx **idx, int n, bool store, rx_loc loc) {
+  int p = cg_param_of(w->ck->fn, b);
+  if (p >= 0) {
+    w->used[p] = true;
+    if (store) w->written[p] = true;
+    for (int d = 0; d < b->ndim; d++) see_expr(w, b->shape[d]);
+  }
+  const rx_expr *flat = cg_flat_index(w->ck->m, w->an, b, idx, n);
+  if (flat) see_expr(w, flat);
+}
+
+static int64_t const_elems(const rx_buffer *b) {
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim; d++) {
+    if (b->shape[d]->kind != RX_EXPR_CONST || b->shape[d]->value < 0) return -1;
+    if (b->shape[d]->value && n > INT64_MAX / 4 / b->shape[d]->value) return -1;
+    n *= b->shape[d]->value;
+  }
+  return n;
+}
+
+static int dtype_bytes(rx_dtype t) {
+  int b = rx_dtype_bits(t) / 8;
+  return b ? b : 1;
+}
+
+static void see_stmt(lw *w, rx_stmt *s) {
+  if (!s || w->failed) return;
+  size_t mark = rx_analyzer_mark(w->an);
+  switch (s->kind) {
+  case RX_STMT_SEQ:
+    for (int i = 0; i < s->n; i++) see_stmt(w, s->body[i]);
+    break;
+  case RX_STMT_FOR: {
+    rx_loop_kind k = s->loop_kind;
+    if (k >= RX_LOOP_BLOCK_X && k <= RX_LOOP_BLOCK_Z) {
+      lerr(w, s->loc, "loop bound to %s inside a kernel (block loops must be at host level)",
+           rx_loop_kind_name(k));
+      break;
+    }
+    rx_ptrvec_push(&w->loopvars, (void *)s->vars[0]);
+    if (k >= RX_LOOP_THREAD_X) {
+      int ax = k - RX_LOOP_THREAD_X;
+      const rx_expr *ext = rx_analyzer_simplify(w->an, s->extent[0]);
+      if (ext->kind != RX_EXPR_CONST || ext->value < 1) {
+        lerr(w, s->loc, "a loop bound to %s needs a constant extent >= 1 (the block size)",
+             rx_loop_kind_name(k));
+        break;
+      }
+      if (ext->value > w->ck->t->max_block_dim[ax]) {
+        w->failed = true;
+        rx_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
+                       "%s extent %lld exceeds the target's block limit %d on that axis",
+                       rx_loop_kind_name(k), (long long)ext->value, w->ck->t->max_block_dim[ax]);
+        break;
+      }
+      if (ext->value > w->block[ax]) w->block[ax] = (int)ext->value;
+    }
+    see_expr(w, rx_analyzer_simplify(w->an, s->lo[0]));
+    see_expr(w, rx_analyzer_simplify(w->an, rx_expr_add(w->ck->m->ctx, s->lo[0], s->extent[0])));
+    cg_bind_loop(w->an, s);
+    see_stmt(w, s->inner);
+    break;
+  }
+  case RX_STMT_REDUCE:
+    see_stmt(w, s->init);
+    for (int i = 0; i < s->nvars; i++) {
+      rx_ptrvec_push(&w->loopvars, (void *)s->vars[i]);
+      see_expr(w, rx_analyzer_simplify(w->an, s->lo[i]));
+      see_expr(w, rx_analyzer_simplify(w->an, rx_expr_add(w->ck->m->ctx, s->lo[i], s->extent[i])));
+      rx_analyzer_bind_range(w->an, s->vars[i], s->lo[i], s->extent[i]);
+    }
+    see_stmt(w, s->inner);
+    break;
+  case RX_STMT_STORE:
+    for (int i = 0; i < s->nidx; i++) see_tx(w, s->idx[i]);
+    see_access(w, s->buf, s->idx, s->nidx, true, s->loc);
+    see_tx(w, s->value);
+    break;
+  case RX_STMT_LET: see_tx(w, s->value); break;
+  case RX_STMT_ALLOC: {
+    rx_buffer *b = s->buf;
+    int64_t n = const_elems(b);
+    if (b->scope == RX_SCOPE_GLOBAL) {
+      lerr(w, s->loc, "global allocation '%s' inside a kernel is not supported (make it a "
+                      "parameter of the program)", b->name);
+      break;
+    }
+    if (n < 0) {
+      lerr(w, s->loc, "allocation '%s' needs a constant shape inside a kernel", b->name);
+      break;
+    }
+    if (b->scope == RX_SCOPE_SHARED) {
+      cg_shared sh = {.buf = b, .name = b->name, .elems = n};
+      int same = 0;
+      for (size_t i = 0; i < w->shared.len; i++) same += strcmp(w->shared.data[i].name, b->name) == 0;
+      if (same) sh.name = rx_arena_printf(&w->ck->m->arena, "%s_%d", b->name, same);
+      RX_VEC_PUSH(&w->shared, sh);
+      w->shared_bytes += n * dtype_bytes(b->dtype);
+    }
+    break;
+  }
+  case RX_STMT_IF:
+    see_tx(w, s->value);
+    if (s->value->kind == RX_TX_SYM) rx_analyzer_assume(w->an, s->value->sym);
+    see_stmt(w, s->inner);
+    rx_analyzer_reset(w->an, mark);
+    if (s->otherwise) {
+      if (s->value->kind == RX_TX_SYM)
+        rx_analyzer_assume(w->an, rx_expr_not(w->ck->m->ctx, s->value->sym));
+      see_stmt(w, s->otherwise);
+    }
+    break;
+  case RX_STMT_BARRIER: break;
+  }
+  rx_analyzer_reset(w->an, mark);
+}
+
+static int cmp_var_name(const void *a, const void *b) {
+  const rx_expr *x = *(const rx_expr *const *)a, *y = *(const rx_expr *const *)b;
+  return strcmp(x->name, y->name);
+}
+
+/* Fills the kernel's ABI and launch description. */
+static bool analyze(cg_kernel *ck, rx_diag *diag) {
+  rx_module *m = ck->m;
+  const rx_tensor_fn *f = ck->fn;
+  const rx_target *t = ck->t;
+  lw w = {.ck = ck, .diag = diag, .fits32 = true, .block = {1, 1, 1}};
+  w.an = cg_analyzer(m, f);
+  w.used = rx_calloc((size_t)f->nparams + 1, sizeof(bool));
+  w.written = rx_calloc((size_t)f->nparams + 1, sizeof(bool));
+  for (int a = 0; a < 3; a++) {
+    if (!ck->bvar[a]) continue;
+    rx_ptrvec_push(&w.loopvars, (void *)ck->bvar[a]);
+    rx_analyzer_bind_range(w.an, ck->bvar[a], ck->blo[a], ck->k->grid[a]);
+    see_expr(&w, rx_analyzer_simplify(w.an, ck->blo[a]));
+    see_expr(&w, rx_analyzer_simplify(w.an, rx_expr_add(m->ctx, ck->blo[a], ck->k->grid[a])));
+  }
+  /* the grid's own variables are evaluated by the host: not kernel arguments */
+  size_t nvars_grid = w.vars.len;
+  (void)nvars_grid;
+  w.vars.len = 0;
+  see_stmt(&w, ck->body);
+  bool ok = !w.failed;
+  rx_kernel *k = ck->k;
+  for (int a = 0; a < 3; a++) k->block[a] = w.block[a];
+  ck->nthreads = w.block[0] * w.block[1] * w.block[2];
+  if (ok && ck->nthreads > t->max_threads_per_block) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' has %d threads per block; target '%s' allows %d", k->name,
+                   ck->nthreads, t->name, t->max_threads_per_block);
+    ok = false;
+  }
+  k->shared_bytes = w.shared_bytes;
+  if (ok && w.shared_bytes > t->shared_bytes) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d",
+                   k->name, (long long)w.shared_bytes, t->name, t->shared_bytes);
+    ok = false;
+  }
+  ck->nshared = (int)w.shared.len;
+  ck->shared = rx_module_alloc(m, sizeof(cg_shared) * (w.shared.len + 1));
+  if (w.shared.len) memcpy(ck->shared, w.shared.data, sizeof(cg_shared) * w.shared.len);
+
+  /* buffers sizes must fit as well for 32-bit offsets */
+  bool fits = w.fits32;
+  for (int i = 0; i < f->nparams && fits; i++) {
+    if (!w.used[i]) continue;
+    const rx_buffer *b = f->params[i]->buf;
+    const rx_expr *size = rx_expr_const(m->ctx, 1);
+    for (int d = 0; d < b->ndim; d++) size = rx_expr_mul(m->ctx, size, b->shape[d]);
+    rx_interval r = rx_analyzer_bounds(w.an, size);
+    if (r.hi > I32_MAX) fits = false;
+  }
+  k->index64 = !fits;
+
+  /* the ABI: buffers in parameter order, then symbolic values sorted by name */
+  qsort(w.vars.data, w.vars.len, sizeof(void *), cmp_var_name);
+  int nbuf = 0;
+  for (int i = 0; i < f->nparams; i++) nbuf += w.used[i];
+  k->nargs = nbuf + (int)w.vars.len;
+  k->args = rx_module_alloc(m, sizeof(rx_karg) * (size_t)(k->nargs + 1));
+  int j = 0;
+  for (int i = 0; i < f->nparams; i++) {
+    if (!w.used[i]) continue;
+    rx_karg *a = &k->args[j];
+    a->kind = RX_KARG_BUFFER;
+    a->name = f->params[i]->buf->name;
+    a->dtype = f->params[i]->buf->dtype;
+    a->param = i;
+    a->written = w.written[i];
+    a->binding = j;
+    a->offset = -1;
+    j++;
+  }
+  for (size_t i = 0; i < w.vars.len; i++) {
+    rx_karg *a = &k->args[j++];
+    const rx_expr *v = w.vars.data[i];
+    a->kind = RX_KARG_SCALAR;
+    a->name = v->name;
+    a->dtype = RX_DTYPE_I32;
+    a->param = -1;
+    a->var = v;
+    a->binding = -1;
+    a->offset = (int)i * 4;
+    for (int q = 0; q < f->nparams; q++)
+      if (f->params[q]->kind == RX_PARAM_SCALAR && f->params[q]->var == v) a->param = q;
+  }
+  k->scalar_bytes = (int)w.vars.len * 4;
+  if (ok && k->scalar_bytes > t->push_constant_bytes && t->kind != RX_TARGET_VULKAN) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' passes %d bytes of symbolic values; target '%s' allows %d",
+                   k->name, k->scalar_bytes, t->name, t->push_constant_bytes);
+    ok = false;
+  }
+  if (t->kind == RX_TARGET_VULKAN) {
+    int limit = t->push_constant_bytes < 128 ? t->push_constant_bytes : 128;
+    k->uses_ubo = k->scalar_bytes > limit;
+    if (k->uses_ubo) k->scalar_bytes = (k->scalar_bytes + 15) / 16 * 16; /* ivec4 array */
+  }
+  if (ok && ck->uses_subgroup && !t->subgroup_arithmetic) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' uses subgroup reductions; target '%s' has no subgroup arithmetic",
+                   k->name, t->name);
+    ok = false;
+  }
+  free(w.used);
+  free(w.written);
+  rx_ptrvec_free(&w.vars);
+  rx_ptrvec_free(&w.loopvars);
+  free(w.shared.data);
+  rx_analyzer_free(w.an);
+  return ok;
+}
+
+/* ---- host level -------------------------------------------------------------------------- */
+
+typedef struct hw {
+  rx_module *m;
+  const rx_tensor_fn *f;
+  const rx_target *t;
+  rx_diag *diag;
+  RX_VEC(cg_kernel) ks;
+  bool failed;
+} hw;
+
+static rx_kernel *new_kernel(hw *h, const rx_expr *cond, rx_loc loc) {
+  rx_kernel *k = rx_module_alloc(h->m, sizeof *k);
+  size_t n = h->ks.len;
+  k->name = n == 0 ? h->f->name : rx_arena_printf(&h->m->arena, "%s_%zu", h->f->name, n);
+  k->cond = cond;
+  rx_expr_ctx *c = h->m->ctx;
+  for (int a = 0; a < 3; a++) k->grid[a] = rx_expr_const(c, 1);
+  (void)loc;
+  return k;
+}
+
+static bool is_block_for(const rx_stmt *s) {
+  return s && s->kind == RX_STMT_FOR && s->loop_kind >= RX_LOOP_BLOCK_X &&
+         s->loop_kind <= RX_LOOP_BLOCK_Z;
+}
+
+static void add_root(hw *h, rx_stmt *s, const rx_expr *cond) {
+  cg_kernel ck = {.m = h->m, .fn = h->f, .t = h->t, .loc = s->loc};
+  ck.k = new_kernel(h, cond, s->loc);
+  while (is_block_for(s)) {
+    int a = s->loop_kind - RX_LOOP_BLOCK_X;
+    if (ck.bvar[a]) {
+      rx_diag_report(h->diag, RX_DIAG_ERROR, s->loc, "%s is bound twice in one kernel root",
+                     rx_loop_kind_name(s->loop_kind));
+      h->failed = true;
+      return;
+    }
+    ck.bvar[a] = s->vars[0];
+    ck.blo[a] = s->lo[0];
+    ck.k->grid[a] = s->extent[0];
+    s = s->inner;
+    if (s && s->kind == RX_STMT_SEQ && s->n == 1 && is_block_for(s->body[0])) s = s->body[0];
+  }
+  ck.body = s;
+  RX_VEC_PUSH(&h->ks, ck);
+}
+
+typedef RX_VEC(rx_stmt *) stmtvec;
+
+/* A run of plain host statements: one kernel of one block. */
+static void flush_run(hw *h, stmtvec *run, const rx_expr *cond) {
+  if (!run->len || h->failed) return;
+  rx_stmt *seq = rx_stmt_new(h->m, RX_STMT_SEQ, run->data[0]->loc);
+  seq->n = (int)run->len;
+  seq->body = rx_arena_dup(&h->m->arena, run->data, sizeof(rx_stmt *) * run->len);
+  cg_kernel ck = {.m = h->m, .fn = h->f, .t = h->t, .loc = seq->loc, .body = seq};
+  ck.k = new_kernel(h, cond, seq->loc);
+  RX_VEC_PUSH(&h->ks, ck);
+  run->len = 0;
+}
+
+static void host_seq(hw *h, rx_stmt *s, const rx_expr *cond);
+
+static void host_stmt(hw *h, rx_stmt *s, const rx_expr *cond, stmtvec *run) {
+  if (is_block_for(s) || s->kind == RX_STMT_IF) flush_run(h, run, cond);
+  if (is_block_for(s)) {
+    add_root(h, s, cond);
+  } else if (s->kind == RX_STMT_IF) {
+    if (s->value->kind != RX_TX_SYM) {
+      rx_diag_report(h->diag, RX_DIAG_ERROR, s->loc,
+                     "a host-level 'if' must test symbolic values only (a specialization)");
+      h->failed = true;
+      return;
+    }
+    rx_expr_ctx *c = h->m->ctx;
+    const rx_expr *yes = s->value->sym, *no = rx_expr_not(c, s->value->sym);
+    host_seq(h, s->inner, cond ? rx_expr_and(c, cond, yes) : yes);
+    if (s->otherwise) host_seq(h, s->otherwise, cond ? rx_expr_and(c, cond, no) : no);
+  } else {
+    RX_VEC_PUSH(run, s);
+  }
+}
+
+static void host_seq(hw *h, rx_stmt *s, const rx_expr *cond) {
+  stmtvec run = {0};
+  if (s->kind == RX_STMT_SEQ) {
+    for (int i = 0; i < s->n && !h->failed; i++) host_stmt(h, s->body[i], cond, &run);
+  } else {
+    host_stmt(h, s, cond, &run);
+  }
+  flush_run(h, &run, cond);
+  free(run.data);
+}
+
+bool cg_lower(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
+              cg_kernel **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  hw h = {.m = m, .f = f, .t = t, .diag = diag};
+  if (f->body) host_seq(&h, f->body, NULL);
+  bool ok = !h.failed;
+  for (size_t i = 0; i < h.ks.len && ok; i++) ok = analyze(&h.ks.data[i], diag);
+  if (ok) {
+    *out = rx_module_alloc(m, sizeof(cg_kernel) * (h.ks.len + 1));
+    if (h.ks.len) memcpy(*out, h.ks.data, sizeof(cg_kernel) * h.ks.len);
+    *n = (int)h.ks.len;
+  }
+  free(h.ks.data);
+  return ok;
+}

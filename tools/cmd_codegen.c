@@ -1,0 +1,220 @@
+/* relaxc codegen FILE.rx --target T [-o DIR]: parse, normalize and verify FILE, schedule every
+ * tensor program for T (passes/schedule.h; an already scheduled program is kept as written),
+ * generate its kernels (codegen/codegen.h) and either print the sources on stdout, each after a
+ * line `// ---- kernel NAME ----`, or write into DIR each kernel's source (NAME.cu, NAME.comp,
+ * NAME.metal), its binaries where the toolchain is present (NAME.spv; NAME.ptx and
+ * NAME.sm_XX.cubin with NVRTC, else a note on stderr) and kernels.json (docs/kernel-abi.md). */
+#include "commands.h"
+
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/schedule.h"
+#include "targets/target.h"
+#include "targets/toolchain.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int usage_err(const char *msg, const char *arg) {
+  fprintf(stderr, "relaxc: ");
+  fprintf(stderr, msg, arg);
+  fputs("\nusage: relaxc codegen FILE --target TARGET [-o DIR]\n", stderr);
+  return 2;
+}
+
+static char *read_input(const char *path, size_t *len) {
+  if (strcmp(path, "-") != 0) {
+    char *text = NULL;
+    rx_status st = rx_read_file(path, &text, len);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      return NULL;
+    }
+    return text;
+  }
+  rx_strbuf b = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
+  *len = b.len;
+  if (ferror(stdin)) {
+    rx_strbuf_free(&b);
+    fputs("relaxc: error: cannot read standard input\n", stderr);
+    return NULL;
+  }
+  if (!b.data) rx_strbuf_appendn(&b, "", 0);
+  return rx_strbuf_take(&b);
+}
+
+static bool write_file(const char *dir, const char *name, const void *data, size_t len) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *path = rx_malloc(n);
+  snprintf(path, n, "%s/%s", dir, name);
+  rx_status st = rx_tc_write_file(path, data, len);
+  free(path);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
+    return false;
+  }
+  return true;
+}
+
+static const char *ext_of(rx_lang l) {
+  return l == RX_LANG_CUDA ? "cu" : l == RX_LANG_GLSL ? "comp" : "metal";
+}
+
+/* NVRTC binaries of one CUDA kernel; returns false only on a compile error. */
+static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
+                                bool *nvrtc_ok, bool *noted) {
+  if (!*nvrtc_ok) return true;
+  rx_status st = rx_nvrtc_load(NULL, NULL);
+  if (st) {
+    if (!*noted)
+      fprintf(stderr, "relaxc: note: no CUDA binaries written (%s)\n", rx_status_message(st));
+    *noted = true;
+    *nvrtc_ok = false;
+    rx_status_free(st);
+    return true;
+  }
+  char label[256], compute[32], file[300];
+  snprintf(label, sizeof label, "%s.cu", k->name);
+  snprintf(compute, sizeof compute, "compute_%d", t->sm);
+  char *bin = NULL, *log = NULL;
+  size_t len = 0;
+  bool ok = true;
+  st = rx_nvrtc_compile(k->source, label, compute, false, &bin, &len, &log);
+  if (!st) {
+    snprintf(file, sizeof file, "%s.ptx", k->name);
+    ok = write_file(dir, file, bin, len);
+    if (ok) k->ptx = rx_arena_strdup(&m->arena, file);
+    free(bin);
+    free(log);
+    bin = log = NULL;
+    st = rx_nvrtc_compile(k->source, label, t->cuda_arch, true, &bin, &len, &log);
+  }
+  if (!st && ok) {
+    snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
+    ok = write_file(dir, file, bin, len);
+    if (ok) k->binary = rx_arena_strdup(&m->arena, file);
+  }
+  if (st) {
+    fprintf(stderr, "relaxc: error: kernel '%s': %s\n", k->name, rx_status_message(st));
+    rx_status_free(st);
+    ok = false;
+  }
+  free(bin);
+  free(log);
+  return ok;
+}
+
+int rx_cmd_codegen(int argc, char **argv) {
+  const char *file = NULL, *target = NULL, *outdir = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0) {
+      if (i + 1 >= argc) return usage_err("option '%s' needs a value", a);
+      if (a[1] == 'o')
+        outdir = argv[++i];
+      else
+        target = argv[++i];
+    } else if (strncmp(a, "--target=", 9) == 0) {
+      target = a + 9;
+    } else if (a[0] == '-' && a[1] != 0) {
+      return usage_err("unknown option '%s'", a);
+    } else if (file) {
+      return usage_err("'codegen' takes one FILE, got '%s' too", a);
+    } else {
+      file = a;
+    }
+  }
+  if (!file) return usage_err("%s", "'codegen' needs a FILE (or '-' for standard input)");
+  if (!target) return usage_err("%s", "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
+  const rx_target *t = NULL;
+  rx_status st = rx_target_parse(target, &t);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
+    return 2;
+  }
+  size_t len = 0;
+  char *text = read_input(file, &len);
+  if (!text) return 1;
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  bool ok = rx_parse_module(m, strcmp(file, "-") ? file : "<stdin>", text, len, &diag) &&
+            rx_module_normalize(m, &diag) && rx_module_verify(m, &diag) && diag.errors == 0;
+  RX_VEC(const rx_tensor_fn *) progs = {0};
+  RX_VEC(rx_kernel_list *) lists = {0};
+  for (size_t i = 0; ok && i < m->items.len; i++) {
+    if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
+    const rx_tensor_fn *f = m->items.data[i].fn;
+    rx_sched_result res = {0};
+    if (!rx_schedule(m, f, t, &diag, &res)) {
+      ok = false;
+      break;
+    }
+    const char **rules = rx_module_alloc(m, sizeof(char *) * (size_t)(res.nvariants + 1));
+    for (int v = 0; v < res.nvariants; v++) rules[v] = rx_sched_rule_name(res.variants[v].rule);
+    rx_kernel_list *kl = rx_module_alloc(m, sizeof *kl);
+    if (!rx_codegen_rules(m, res.fn, t, rules, res.nvariants, &diag, kl)) {
+      ok = false;
+      break;
+    }
+    RX_VEC_PUSH(&progs, res.fn);
+    RX_VEC_PUSH(&lists, kl);
+  }
+  fputs(rx_diag_text(&diag), stderr);
+  if (ok && !outdir) {
+    for (size_t i = 0; i < lists.len; i++)
+      for (int j = 0; j < lists.data[i]->n; j++)
+        printf("// ---- kernel %s ----\n%s", lists.data[i]->kernels[j]->name,
+               lists.data[i]->kernels[j]->source);
+  } else if (ok) {
+    if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "relaxc: error: cannot create directory '%s': %s\n", outdir,
+              strerror(errno));
+      ok = false;
+    }
+    bool nvrtc_ok = true, noted = false;
+    rx_lang lang = rx_lang_of_target(t);
+    for (size_t i = 0; ok && i < lists.len; i++) {
+      for (int j = 0; ok && j < lists.data[i]->n; j++) {
+        rx_kernel *k = lists.data[i]->kernels[j];
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", k->name, ext_of(lang));
+        ok = write_file(outdir, name, k->source, strlen(k->source));
+        if (ok && k->spirv) {
+          snprintf(name, sizeof name, "%s.spv", k->name);
+          ok = write_file(outdir, name, k->spirv, k->spirv_words * 4);
+          if (ok) k->binary = rx_arena_strdup(&m->arena, name);
+        } else if (ok && lang == RX_LANG_GLSL && !noted) {
+          fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
+          noted = true;
+        }
+        if (ok && lang == RX_LANG_CUDA) ok = write_cuda_binaries(m, k, t, outdir, &nvrtc_ok, &noted);
+      }
+    }
+    if (ok && lang == RX_LANG_MSL)
+      fputs("relaxc: note: Metal libraries are not built here (xcrun metal is macOS only)\n",
+            stderr);
+    if (ok) {
+      rx_strbuf json = {0};
+      rx_kernels_json(&json, t, progs.data, (const rx_kernel_list *const *)lists.data,
+                      (int)progs.len);
+      ok = write_file(outdir, "kernels.json", json.data, json.len);
+      rx_strbuf_free(&json);
+    }
+  }
+  free(progs.data);
+  free(lists.data);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  free(text);
+  return ok ? 0 : 1;
+}
