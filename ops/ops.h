@@ -6,6 +6,12 @@
 
 #include "../ir/ir.h"
 
+/* Each op's pattern kind (ops.def) is an rx_pattern (ir/ir.h, shared with the loop-level
+ * annotation of tensor programs): ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_FUSABLE
+ * (matmul, conv2d, pooling), OPAQUE. Name: "elemwise", "broadcast", "injective", "reduction",
+ * "out_fusable", "opaque" ("unknown" for RX_PATTERN_UNKNOWN). */
+const char *rx_op_pattern_name(rx_pattern p);
+
 /* An attribute an op accepts; attributes may be given by name or positionally after the
  * op's arguments, in this order. */
 typedef struct rx_attr_schema {
@@ -35,6 +41,7 @@ struct rx_op {
   int nattrs;
   rx_deduce_fn deduce;
   const char *doc; /* one line for docs/ops.md and `relaxc ops` */
+  rx_pattern pattern; /* its pattern kind (ops.def) */
 };
 
 const rx_op *rx_op_lookup(const char *name, size_t len);

@@ -48,29 +48,66 @@ static const rx_attr_schema attrs_norm[] = {
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
     {NULL, 0, false, NULL}};
 
+static const rx_attr_schema attrs_gelu[] = {
+    {"approximate", RX_ATTR_STR, false, "\"none\" (erf form, default) or \"tanh\""},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_clip[] = {
+    {"min", RX_ATTR_FLOAT, true, "lower bound"},
+    {"max", RX_ATTR_FLOAT, true, "upper bound"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_attention[] = {
+    {"causal", RX_ATTR_BOOL, false, "mask key j > query i + (t - s) (default false)"},
+    {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_conv2d[] = {
+    {"strides", RX_ATTR_INTS, false, "[sh, sw] (default [1, 1])"},
+    {"padding", RX_ATTR_INTS, false, "[ph, pw] or [top, left, bottom, right] (default 0)"},
+    {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
+    {"groups", RX_ATTR_INT, false, "channel groups (default 1)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_pool[] = {
+    {"kernel", RX_ATTR_INTS, true, "[kh, kw]"},
+    {"strides", RX_ATTR_INTS, false, "[sh, sw] (default: kernel)"},
+    {"padding", RX_ATTR_INTS, false, "[ph, pw] or [top, left, bottom, right] (default 0)"},
+    {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
+    {"count_include_pad", RX_ATTR_BOOL, false,
+     "avg_pool2d: divide by kh * kw (true, default) or by the in-bounds count (false)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_batch_norm[] = {
+    {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
+    {"axis", RX_ATTR_INT, false, "the channel axis (default 1)"},
+    {NULL, 0, false, NULL}};
+
 #define NATTRS(a) ((int)RX_ARRAY_LEN(a) - 1)
 
 /* ---- the table ---- */
 
 static const rx_op ops[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, doc)                                      \
-  {name, min_args, max_args, NATTRS(attrs) ? attrs : NULL, NATTRS(attrs), deduce, doc},
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc)                             \
+  {name,   min_args, max_args, NATTRS(attrs) ? attrs : NULL, NATTRS(attrs), deduce, doc,          \
+   RX_PATTERN_##pattern},
 #include "ops.def"
 #undef OP
 };
 
 enum {
-#define OP(id, name, min_args, max_args, attrs, deduce, doc) OPIDX_##id,
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc) OPIDX_##id,
 #include "ops.def"
 #undef OP
   OPIDX_COUNT
 };
 
 static const rx_op *const op_ptrs[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, doc) &ops[OPIDX_##id],
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc) &ops[OPIDX_##id],
 #include "ops.def"
 #undef OP
 };
+
+const char *rx_op_pattern_name(rx_pattern p) {
+  static const char *const names[] = {"unknown",   "elemwise",    "broadcast", "injective",
+                                      "reduction", "out_fusable", "opaque"};
+  return (unsigned)p < RX_ARRAY_LEN(names) ? names[p] : "?";
+}
 
 const rx_op *rx_op_lookup(const char *name, size_t len) {
   for (size_t i = 0; i < RX_ARRAY_LEN(ops); i++)

@@ -1,0 +1,1531 @@
+/* Legalization: an op call -> a tensor program in the canonical loop forms of tests/kernels.
+ *
+ * The program is written as text in the format of docs/text-format.md and parsed into the
+ * module: symbolic variables are interned by name, so the program's `n` is the graph's `n`, and
+ * what is added is exactly what `relaxc print` would show. Each op has a generator below that
+ * emits loops over the output (an elementwise/injective nest), rows with reduce stages and
+ * `local` one-element accumulators (reductions, softmax, norms), or a multiply-accumulate reduce
+ * per output point (matmul, conv2d), f16/bf16 math done in f32 and rounded once at the store.
+ *
+ * Names in a program (buffers, loop variables, locals) never collide with the symbolic variables
+ * it uses: they are picked fresh against those. */
+#include "legalize.h"
+
+#include "deduce.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXR 8   /* most dims handled */
+#define MAXOP 64 /* most tensor operands */
+
+/* A tensor operand: a buffer parameter, or a scalar folded into the program as text. */
+typedef struct opnd {
+  bool scalar;
+  const char *text; /* scalar: expression text (in the dtype `dtype`, or a weak literal) */
+  double fval;      /* scalar literal value (for clip-like uses) */
+  bool literal;     /* scalar is a literal */
+  const char *name; /* buffer */
+  rx_dtype dtype;
+  int ndim;
+  const rx_expr *const *shape;
+  rx_node *node; /* the argument node (what the call_tensor passes) */
+} opnd;
+
+typedef struct L {
+  rx_module *m;
+  rx_expr_ctx *cx;
+  const rx_node *call;
+  rx_diag *diag;
+  bool failed;
+  rx_strbuf body;
+  int ind;
+  rx_ptrvec names; /* taken names (interned in m) */
+  rx_ptrvec used;  /* symbolic variables the program text uses */
+  rx_ptrvec loops; /* loop variables (rx_expr vars) */
+  opnd ops[MAXOP];
+  int nops;
+  int argop[16]; /* first operand index of each call argument; -1: not an operand */
+  int argn[16];  /* operands of each call argument (tuples: fields) */
+  opnd outs[64];
+  int nouts;
+  char lit[64];
+} L;
+
+static void fail(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
+static void fail(L *l, const char *fmt, ...) {
+  if (l->failed) return;
+  l->failed = true;
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  rx_diag_report(l->diag, RX_DIAG_ERROR, l->call->loc, "cannot legalize %s: %s",
+                 l->call->op ? l->call->op->name : "call", buf);
+}
+
+static const char *sinfo_str(L *l, const rx_sinfo *s) {
+  rx_strbuf b = {0};
+  rx_sinfo_print(&b, s);
+  char *h = rx_strbuf_take(&b);
+  const char *r = rx_arena_strdup(&l->m->arena, h);
+  free(h);
+  return r;
+}
+
+/* ---- names ---- */
+
+static bool reserved_word(const char *s) {
+  static const char *const reserved[] = {
+      "graph_fn", "tensor_fn", "extern_fn", "impure", "where", "dataflow", "return", "if",
+      "else", "out", "for", "in", "reduce", "init", "update", "let", "alloc", "barrier",
+      "global", "shared", "local", "call_tensor", "call_extern", "match_cast", "prim", "const",
+      "true", "false", "inf", "nan", "select", "any", "bind", "unroll", "vectorize", "Shape",
+      "Prim", "Object", "Func", "ndim"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(reserved); i++)
+    if (strcmp(reserved[i], s) == 0) return true;
+  rx_dtype dt;
+  rx_intrinsic in;
+  return rx_dtype_parse(s, strlen(s), &dt) || rx_intrinsic_lookup(s, strlen(s), &in);
+}
+
+static bool name_taken(L *l, const char *s) {
+  if (reserved_word(s)) return true;
+  for (size_t i = 0; i < l->names.len; i++)
+    if (strcmp(l->names.data[i], s) == 0) return true;
+  return false;
+}
+
+/* A fresh name from base (base, base_1, ...), reserved for the program. */
+static const char *fresh(L *l, const char *base) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "%.80s", base);
+  for (int k = 1; name_taken(l, buf); k++) snprintf(buf, sizeof buf, "%.80s_%d", base, k);
+  const char *r = rx_module_intern(l->m, buf, strlen(buf));
+  rx_ptrvec_push(&l->names, (void *)r);
+  return r;
+}
+
+static void reserve_vars(L *l, const rx_expr *e) {
+  rx_ptrvec vs = {0};
+  rx_expr_collect_vars(e, &vs);
+  for (size_t i = 0; i < vs.len; i++) {
+    const rx_expr *v = vs.data[i];
+    if (!name_taken(l, v->name)) rx_ptrvec_push(&l->names, (void *)v->name);
+  }
+  rx_ptrvec_free(&vs);
+}
+
+static void reserve_sinfo(L *l, const rx_sinfo *s) {
+  if (!s) return;
+  if (s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) {
+    for (int i = 0; s->shape && i < s->ndim; i++) reserve_vars(l, s->shape[i]);
+  } else if (s->kind == RX_SINFO_PRIM) {
+    if (s->value) reserve_vars(l, s->value);
+  } else if (s->kind == RX_SINFO_TUPLE) {
+    for (int i = 0; i < s->nfields; i++) reserve_sinfo(l, s->fields[i]);
+  }
+}
+
+/* A loop variable named from base. */
+static const char *loopvar(L *l, const char *base) {
+  const char *n = fresh(l, base);
+  rx_ptrvec_push(&l->loops, (void *)rx_expr_var(l->cx, n));
+  return n;
+}
+
+/* ---- text ---- */
+
+static void line(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
+static void line(L *l, const char *fmt, ...) {
+  for (int i = 0; i < l->ind; i++) rx_strbuf_append(&l->body, "  ");
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf_vprintf(&l->body, fmt, ap);
+  va_end(ap);
+  rx_strbuf_putc(&l->body, '\n');
+}
+
+static void close_(L *l) {
+  l->ind--;
+  line(l, "}");
+}
+
+/* Arena printf. */
+static const char *S(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
+static const char *S(L *l, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf b = {0};
+  rx_strbuf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  char *h = rx_strbuf_take(&b);
+  const char *r = rx_arena_strdup(&l->m->arena, h);
+  free(h);
+  return r;
+}
+
+/* Text of a symbolic expression; its variables are recorded as used. */
+static const char *ex(L *l, const rx_expr *e) {
+  rx_ptrvec vs = {0};
+  rx_expr_collect_vars(e, &vs);
+  for (size_t i = 0; i < vs.len; i++) {
+    bool have = false;
+    for (size_t k = 0; k < l->used.len && !have; k++) have = l->used.data[k] == vs.data[i];
+    if (!have) rx_ptrvec_push(&l->used, vs.data[i]);
+  }
+  rx_ptrvec_free(&vs);
+  rx_strbuf b = {0};
+  bool paren = e->kind != RX_EXPR_CONST && e->kind != RX_EXPR_VAR;
+  if (paren) rx_strbuf_putc(&b, '(');
+  rx_expr_print(&b, e);
+  if (paren) rx_strbuf_putc(&b, ')');
+  char *h = rx_strbuf_take(&b);
+  const char *r = rx_arena_strdup(&l->m->arena, h);
+  free(h);
+  return r;
+}
+
+static const rx_expr *V(L *l, const char *name) { return rx_expr_var(l->cx, name); }
+static const rx_expr *C(L *l, int64_t v) { return rx_expr_const(l->cx, v); }
+
+/* A float literal that the lexer reads back as a float. */
+static const char *flit(L *l, double v) {
+  if (isnan(v)) return "nan";
+  if (isinf(v)) return v > 0 ? "inf" : "(-inf)";
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+  return v < 0 ? S(l, "(%s)", buf) : S(l, "%s", buf);
+}
+
+/* A literal of dtype dt with value v. */
+static const char *lit(L *l, rx_dtype dt, double v) {
+  if (rx_dtype_is_float(dt)) return flit(l, v);
+  if (dt == RX_DTYPE_BOOL) return v != 0 ? "true" : "false";
+  return (int64_t)v < 0 ? S(l, "(%lld)", (long long)(int64_t)v) : S(l, "%lld", (long long)(int64_t)v);
+}
+
+static bool is_half(rx_dtype t) { return t == RX_DTYPE_F16 || t == RX_DTYPE_BF16; }
+/* The dtype float math is done in for values of dtype t. */
+static rx_dtype mathdt(rx_dtype t) { return is_half(t) ? RX_DTYPE_F32 : t; }
+/* text (of dtype t) converted to the math dtype. */
+static const char *up(L *l, rx_dtype t, const char *text) {
+  return is_half(t) ? S(l, "f32(%s)", text) : text;
+}
+/* text of the math dtype of t converted back to t. */
+static const char *down(L *l, rx_dtype t, const char *text) {
+  return is_half(t) ? S(l, "%s(%s)", rx_dtype_name(t), text) : text;
+}
+
+/* The lowest / highest value of dtype t as text (init of max / min reductions). */
+static const char *lowest(L *l, rx_dtype t, bool hi) {
+  if (rx_dtype_is_float(t)) return hi ? "inf" : "(-inf)";
+  switch (t) {
+  case RX_DTYPE_I64: return hi ? "9223372036854775807" : "(-9223372036854775807 - 1)";
+  case RX_DTYPE_I32: return hi ? "2147483647" : "(-2147483648)";
+  case RX_DTYPE_I16: return hi ? "32767" : "(-32768)";
+  case RX_DTYPE_I8: return hi ? "127" : "(-128)";
+  case RX_DTYPE_U8: return hi ? "255" : "0";
+  default: return hi ? "true" : "false";
+  }
+}
+
+/* "a, b, c" of n names. */
+static const char *join(L *l, const char *const *v, int n) {
+  rx_strbuf b = {0};
+  for (int i = 0; i < n; i++) {
+    if (i) rx_strbuf_append(&b, ", ");
+    rx_strbuf_append(&b, v[i]);
+  }
+  char *h = rx_strbuf_take(&b);
+  const char *r = rx_arena_strdup(&l->m->arena, h);
+  free(h);
+  return r;
+}
+
+/* Opens nested loops `for v in 0..ext {` for each dim (a perfect nest). */
+static void for_nest(L *l, const char *const *vars, const rx_expr *const *ext, int n) {
+  for (int i = 0; i < n; i++) {
+    line(l, "for %s in 0..%s {", vars[i], ex(l, ext[i]));
+    l->ind++;
+  }
+}
+static void close_n(L *l, int n) {
+  for (int i = 0; i < n; i++) close_(l);
+}
+
+/* `reduce r0 in 0..e0, r1 in 0..e1 {` */
+static void reduce_open(L *l, const char *const *vars, const rx_expr *const *ext, int n) {
+  rx_strbuf b = {0};
+  for (int i = 0; i < n; i++)
+    rx_strbuf_printf(&b, "%s%s in 0..%s", i ? ", " : "", vars[i], ex(l, ext[i]));
+  char *h = rx_strbuf_take(&b);
+  line(l, "reduce %s {", h);
+  free(h);
+  l->ind++;
+}
+
+/* Loop variables for an n-dim nest: i0, i1, ... */
+static void nest_vars(L *l, const char *base, int n, const char **out) {
+  for (int i = 0; i < n; i++) out[i] = loopvar(l, S(l, "%s%d", base, i));
+}
+
+/* Load of operand o at index texts idx (o->ndim of them). */
+static const char *load(L *l, const opnd *o, const char *const *idx) {
+  if (o->scalar) return o->text;
+  return S(l, "%s[%s]", o->name, join(l, idx, o->ndim));
+}
+
+/* Load of operand o broadcast to an output nest with vars ov and dims od (rank r): o's dims
+ * align from the right; an operand dim that is the output dim takes the loop variable, a dim 1
+ * takes 0, anything else (provably 1 only under facts) the variable modulo the dim. */
+static const char *load_bcast(L *l, const opnd *o, const char *const *ov, const rx_expr *const *od,
+                              int r) {
+  if (o->scalar) return o->text;
+  const char *idx[MAXR];
+  for (int k = 0; k < o->ndim; k++) {
+    int j = r - o->ndim + k;
+    const rx_expr *d = o->shape[k];
+    if (rx_expr_is_const(d, 1) && !rx_expr_is_const(od[j], 1))
+      idx[k] = "0";
+    else if (d == od[j])
+      idx[k] = ov[j];
+    else
+      idx[k] = ex(l, rx_expr_floormod(l->cx, V(l, ov[j]), d));
+  }
+  return load(l, o, idx);
+}
+
+/* ---- operands ---- */
+
+/* Adds a buffer operand for node n of tensor struct info s. */
+static int add_buf(L *l, rx_node *n, const rx_sinfo *s, const char *base) {
+  if (l->nops == MAXOP) {
+    fail(l, "too many operands");
+    return -1;
+  }
+  if (s->kind != RX_SINFO_TENSOR || s->ndim < 0 || !s->shape) {
+    fail(l, "argument %s has struct info %s; legalization needs a known shape (use match_cast)",
+         base, sinfo_str(l, s));
+    return -1;
+  }
+  if (s->dtype == RX_DTYPE_UNKNOWN) {
+    fail(l, "argument %s has an unknown dtype (%s); use match_cast", base, sinfo_str(l, s));
+    return -1;
+  }
+  if (s->ndim > MAXR) {
+    fail(l, "argument %s has rank %d; at most %d is supported", base, s->ndim, MAXR);
+    return -1;
+  }
+  opnd *o = &l->ops[l->nops];
+  memset(o, 0, sizeof *o);
+  o->dtype = s->dtype;
+  o->ndim = s->ndim;
+  o->shape = s->shape;
+  o->node = n;
+  o->name = base; /* made fresh later, once every symbolic name is reserved */
+  return l->nops++;
+}
+
+static const char *const *arg_names(const rx_op *op) {
+  static const char *const one[] = {"x", "b", "c", "d", "e"};
+  static const char *const two[] = {"a", "b", "c", "d", "e"};
+  static const char *const wh[] = {"cond", "a", "b"};
+  static const char *const ln[] = {"x", "gamma", "beta"};
+  static const char *const rms[] = {"x", "w"};
+  static const char *const take[] = {"x", "indices"};
+  static const char *const rope[] = {"x", "cs", "sn"};
+  static const char *const att[] = {"q", "k", "v", "mask"};
+  static const char *const bn[] = {"x", "gamma", "beta", "mean", "var"};
+  static const char *const full[] = {"shape", "value"};
+  const char *n = op->name;
+  if (!strcmp(n, "where")) return wh;
+  if (!strcmp(n, "layer_norm")) return ln;
+  if (!strcmp(n, "rms_norm") || !strcmp(n, "conv2d")) return rms;
+  if (!strcmp(n, "take")) return take;
+  if (!strcmp(n, "rope")) return rope;
+  if (!strcmp(n, "attention")) return att;
+  if (!strcmp(n, "batch_norm")) return bn;
+  if (!strcmp(n, "full")) return full;
+  if (!strcmp(n, "reshape")) return one;
+  if (op->max_args == 2 && op->min_args == 2) return two;
+  return one;
+}
+
+/* Builds the operand list from the call's arguments (see rx_legalize_args). When m_nodes is
+ * set, GET_ITEM nodes for fields of tuple-typed variables are built. */
+static void collect(L *l) {
+  const rx_node *call = l->call;
+  const char *const *names = arg_names(call->op);
+  for (int i = 0; i < call->nargs && i < 16; i++) {
+    rx_node *a = call->args[i];
+    const rx_sinfo *s = a->sinfo;
+    const char *base = i < 5 ? names[i] : "x";
+    l->argop[i] = -1;
+    l->argn[i] = 0;
+    if (!s) {
+      fail(l, "argument %d has no struct info (normalize the module first)", i + 1);
+      return;
+    }
+    if (s->kind == RX_SINFO_SHAPE) continue;
+    if (s->kind == RX_SINFO_TUPLE) {
+      l->argop[i] = l->nops;
+      for (int f = 0; f < s->nfields; f++) {
+        rx_node *fn;
+        if (a->kind == RX_NODE_TUPLE) {
+          fn = a->args[f];
+        } else {
+          fn = rx_node_new(l->m, RX_NODE_GET_ITEM, a->loc);
+          fn->args = rx_module_alloc(l->m, sizeof(rx_node *));
+          fn->args[0] = a;
+          fn->nargs = 1;
+          fn->index = f;
+        }
+        if (add_buf(l, fn, s->fields[f], f < 26 ? S(l, "%c", 'a' + f) : S(l, "t%d", f)) < 0)
+          return;
+        l->argn[i]++;
+      }
+      continue;
+    }
+    if (s->kind == RX_SINFO_PRIM) {
+      if (l->nops == MAXOP) {
+        fail(l, "too many operands");
+        return;
+      }
+      opnd *o = &l->ops[l->nops];
+      memset(o, 0, sizeof *o);
+      o->dtype = s->dtype;
+      o->node = a;
+      l->argop[i] = l->nops;
+      l->argn[i] = 1;
+      if (a->kind == RX_NODE_PRIM && rx_dtype_is_float(a->prim_dtype)) {
+        o->scalar = o->literal = true;
+        o->fval = a->fvalue;
+      } else if (s->value && s->value->kind == RX_EXPR_CONST) {
+        o->scalar = o->literal = true;
+        o->fval = (double)s->value->value;
+      } else if (s->value) {
+        o->scalar = true;
+        o->text = ex(l, s->value); /* i64 integer expression: converted where used */
+      } else { /* a scalar of unknown value: a 0-d input buffer */
+        static const rx_expr *const none[1];
+        o->ndim = 0;
+        o->shape = none;
+        o->name = base;
+        l->nops++;
+        if (s->dtype == RX_DTYPE_UNKNOWN) fail(l, "argument %d is a scalar of unknown dtype", i + 1);
+        continue;
+      }
+      o->ndim = 0;
+      l->nops++;
+      continue;
+    }
+    l->argop[i] = l->nops;
+    l->argn[i] = 1;
+    if (add_buf(l, a, s, base) < 0) return;
+  }
+}
+
+/* Scalar operand o as text of dtype dt. */
+static const char *scalar_as(L *l, const opnd *o, rx_dtype dt) {
+  if (o->literal) return lit(l, dt, o->fval);
+  if (dt == RX_DTYPE_I64) return o->text;
+  return S(l, "%s(%s)", rx_dtype_name(dt), o->text);
+}
+
+/* Makes the scalar operands' text of dtype dt (the op's compute dtype). */
+static void scalars_to(L *l, rx_dtype dt) {
+  for (int i = 0; i < l->nops; i++)
+    if (l->ops[i].scalar) l->ops[i].text = scalar_as(l, &l->ops[i], dt);
+}
+
+static opnd *arg(L *l, int i) {
+  RX_ASSERT(i < l->call->nargs && l->argop[i] >= 0);
+  return &l->ops[l->argop[i]];
+}
+
+/* Adds an output buffer of tensor struct info s. */
+static opnd *add_out(L *l, const rx_sinfo *s, const char *base) {
+  if (s->kind != RX_SINFO_TENSOR || s->ndim < 0 || !s->shape || s->dtype == RX_DTYPE_UNKNOWN) {
+    fail(l, "its result %s has no known shape and dtype (use match_cast on the inputs)",
+         sinfo_str(l, s));
+    return NULL;
+  }
+  if (s->ndim > MAXR || l->nouts == 64) {
+    fail(l, "its result %s has too many dims or fields", sinfo_str(l, s));
+    return NULL;
+  }
+  opnd *o = &l->outs[l->nouts++];
+  memset(o, 0, sizeof *o);
+  o->dtype = s->dtype;
+  o->ndim = s->ndim;
+  o->shape = s->shape;
+  o->name = base;
+  return o;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * generators
+ * ------------------------------------------------------------------------------------------ */
+
+static int axis_attr(L *l, const char *name, int64_t dflt, int ndim) {
+  int64_t a = rx_ops_int_attr(l->call, name, dflt);
+  if (a < -ndim || a >= ndim) {
+    fail(l, "%s %lld is out of range for rank %d", name, (long long)a, ndim);
+    return 0;
+  }
+  return (int)(a < 0 ? a + ndim : a);
+}
+
+/* Axes attribute normalized; none -> all (dflt_all) or the last axis. */
+static int axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) {
+  const rx_attr *a = rx_call_attr(l->call, name);
+  int n = 0;
+  if (!a) {
+    if (dflt_all) {
+      for (int i = 0; i < ndim; i++) out[n++] = i;
+    } else if (ndim > 0) {
+      out[n++] = ndim - 1;
+    }
+    return n;
+  }
+  int cnt = a->kind == RX_ATTR_INT ? 1 : a->n;
+  for (int i = 0; i < cnt && i < MAXR; i++) {
+    int64_t v = a->kind == RX_ATTR_INT ? a->i
+                : a->kind == RX_ATTR_INTS ? a->ints[i]
+                                          : (a->exprs[i]->kind == RX_EXPR_CONST ? a->exprs[i]->value : 0);
+    if (v < -ndim || v >= ndim) {
+      fail(l, "axis %lld is out of range for rank %d", (long long)v, ndim);
+      return 0;
+    }
+    out[n++] = (int)(v < 0 ? v + ndim : v);
+  }
+  return n;
+}
+
+/* ---- elementwise unary ---- */
+
+static void gen_unary(L *l) {
+  const char *op = l->call->op->name;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  scalars_to(l, x->dtype == RX_DTYPE_UNKNOWN ? y->dtype : x->dtype);
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  const char *xv = load(l, x, iv);
+  rx_dtype xt = x->dtype, mt = mathdt(xt);
+  const char *v = NULL;
+  if (!strcmp(op, "cast")) {
+    v = xt == y->dtype ? xv : S(l, "%s(%s)", rx_dtype_name(y->dtype), xv);
+  } else if (!strcmp(op, "neg")) {
+    v = S(l, "-(%s)", xv);
+  } else if (!strcmp(op, "abs")) {
+    v = S(l, "abs(%s)", xv);
+  } else if (!strcmp(op, "not")) {
+    v = S(l, "!(%s)", xv);
+  } else if (!strcmp(op, "relu")) {
+    v = S(l, "max(%s, %s)", xv, lit(l, xt, 0));
+  } else if (!strcmp(op, "clip")) {
+    const rx_attr *lo = rx_call_attr(l->call, "min"), *hi = rx_call_attr(l->call, "max");
+    double a = lo ? lo->f : -INFINITY, b = hi ? hi->f : INFINITY;
+    if (!rx_dtype_is_float(xt)) {
+      a = ceil(a);
+      b = floor(b);
+    }
+    v = S(l, "min(max(%s, %s), %s)", xv, lit(l, xt, a), lit(l, xt, b));
+  } else {
+    line(l, "let t: %s = %s", rx_dtype_name(mt), up(l, xt, xv));
+    const char *f = NULL;
+    if (!strcmp(op, "gelu")) {
+      const rx_attr *ap = rx_call_attr(l->call, "approximate");
+      if (ap && ap->s && !strcmp(ap->s, "tanh"))
+        f = "0.5 * t * (1.0 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))";
+      else
+        f = "0.5 * t * (1.0 + erf(t * 0.70710678118654757))";
+    } else if (!strcmp(op, "silu")) {
+      f = "t * sigmoid(t)";
+    } else {
+      f = S(l, "%s(t)", op); /* exp log sqrt rsqrt tanh erf sigmoid sin cos floor ceil */
+    }
+    v = down(l, xt, f);
+  }
+  line(l, "%s = %s", load(l, y, iv), v);
+  close_n(l, y->ndim);
+}
+
+/* ---- elementwise binary and where (broadcast) ---- */
+
+static void gen_binary(L *l) {
+  const char *op = l->call->op->name;
+  opnd *y = &l->outs[0];
+  bool is_where = !strcmp(op, "where");
+  opnd *a = arg(l, is_where ? 1 : 0), *b = arg(l, is_where ? 2 : 1);
+  rx_dtype ct = !a->scalar ? a->dtype : !b->scalar ? b->dtype : is_where ? y->dtype : a->dtype;
+  if (ct == RX_DTYPE_UNKNOWN) ct = y->dtype;
+  if (is_where) {
+    opnd *c = arg(l, 0);
+    if (c->scalar) c->text = scalar_as(l, c, RX_DTYPE_BOOL);
+    if (a->scalar) a->text = scalar_as(l, a, ct);
+    if (b->scalar) b->text = scalar_as(l, b, ct);
+  } else {
+    scalars_to(l, ct);
+  }
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  const char *av = load_bcast(l, a, iv, y->shape, y->ndim);
+  const char *bv = load_bcast(l, b, iv, y->shape, y->ndim);
+  const char *v;
+  bool fl = rx_dtype_is_float(ct);
+  if (is_where) {
+    v = S(l, "select(%s, %s, %s)", load_bcast(l, arg(l, 0), iv, y->shape, y->ndim), av, bv);
+  } else if (!strcmp(op, "add")) {
+    v = S(l, "%s + %s", av, bv);
+  } else if (!strcmp(op, "subtract")) {
+    v = S(l, "%s - %s", av, bv);
+  } else if (!strcmp(op, "multiply")) {
+    v = S(l, "%s * %s", av, bv);
+  } else if (!strcmp(op, "divide")) {
+    v = S(l, fl ? "%s / %s" : "%s // %s", av, bv);
+  } else if (!strcmp(op, "power") || !strcmp(op, "pow")) {
+    if (!fl) {
+      fail(l, "power of integer tensors is not supported (cast to a float dtype)");
+      return;
+    }
+    v = down(l, ct, S(l, "pow(%s, %s)", up(l, ct, av), up(l, ct, bv)));
+  } else if (!strcmp(op, "maximum") || !strcmp(op, "minimum")) {
+    const char *f = op[1] == 'a' ? "max" : "min"; /* typed operand first */
+    v = a->scalar ? S(l, "%s(%s, %s)", f, bv, av) : S(l, "%s(%s, %s)", f, av, bv);
+  } else {
+    static const char *const cmp[][2] = {{"equal", "=="},      {"not_equal", "!="},
+                                         {"less", "<"},        {"less_equal", "<="},
+                                         {"greater", ">"},     {"greater_equal", ">="},
+                                         {"logical_and", "&&"}, {"logical_or", "||"}};
+    v = NULL;
+    for (size_t i = 0; i < RX_ARRAY_LEN(cmp); i++)
+      if (!strcmp(op, cmp[i][0])) v = S(l, "%s %s %s", av, cmp[i][1], bv);
+    RX_ASSERT(v);
+  }
+  line(l, "%s = %s", load(l, y, iv), v);
+  close_n(l, y->ndim);
+}
+
+/* ---- matmul ---- */
+
+static void gen_matmul(L *l) {
+  opnd *a = arg(l, 0), *b = arg(l, 1), *y = &l->outs[0];
+  if (a->scalar || b->scalar || a->ndim < 1 || b->ndim < 1) {
+    fail(l, "matmul expects tensor operands of rank >= 1");
+    return;
+  }
+  int ra = a->ndim >= 2 ? a->ndim - 2 : 0, rb = b->ndim >= 2 ? b->ndim - 2 : 0;
+  int batch = y->ndim - (a->ndim >= 2) - (b->ndim >= 2);
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  const char *r = loopvar(l, "r");
+  const rx_expr *k = a->shape[a->ndim - 1];
+  const char *ai[MAXR], *bi[MAXR];
+  for (int d = 0; d < ra; d++) {
+    int j = batch - ra + d;
+    ai[d] = rx_expr_is_const(a->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
+            : a->shape[d] == y->shape[j] ? iv[j]
+                                         : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), a->shape[d]));
+  }
+  for (int d = 0; d < rb; d++) {
+    int j = batch - rb + d;
+    bi[d] = rx_expr_is_const(b->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
+            : b->shape[d] == y->shape[j] ? iv[j]
+                                         : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), b->shape[d]));
+  }
+  int pos = batch;
+  if (a->ndim >= 2) ai[ra] = iv[pos++];
+  ai[a->ndim - 1] = r;
+  if (b->ndim >= 2) {
+    bi[rb] = r;
+    bi[rb + 1] = iv[pos++];
+  } else {
+    bi[0] = r;
+  }
+  for_nest(l, iv, y->shape, y->ndim);
+  const char *av = load(l, a, ai), *bv = load(l, b, bi), *yv = load(l, y, iv);
+  const char *kv[1] = {r};
+  const rx_expr *ke[1] = {k};
+  rx_dtype t = y->dtype;
+  if (is_half(t)) {
+    const char *acc = fresh(l, "acc");
+    line(l, "alloc %s: f32[1] local", acc);
+    reduce_open(l, kv, ke, 1);
+    line(l, "init { %s[0] = 0.0 }", acc);
+    line(l, "update { %s[0] = %s[0] + f32(%s) * f32(%s) }", acc, acc, av, bv);
+    close_(l);
+    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
+  } else {
+    reduce_open(l, kv, ke, 1);
+    line(l, "init { %s = %s }", yv, lit(l, t, 0));
+    line(l, "update { %s = %s + %s * %s }", yv, yv, av, bv);
+    close_(l);
+  }
+  close_n(l, y->ndim);
+}
+
+/* ---- shape manipulation ---- */
+
+/* Row-major flat index of vars over dims. */
+static const rx_expr *flat_index(L *l, const char *const *vars, const rx_expr *const *dims, int n) {
+  const rx_expr *f = C(l, 0);
+  for (int i = 0; i < n; i++) f = rx_expr_add(l->cx, rx_expr_mul(l->cx, f, dims[i]), V(l, vars[i]));
+  return f;
+}
+
+/* Indices into dims (rank n) of flat index f: (f // stride_k) % dim_k (no % for the first). */
+static void unflatten(L *l, const rx_expr *f, const rx_expr *const *dims, int n, const char **out) {
+  for (int k = 0; k < n; k++) {
+    const rx_expr *stride = C(l, 1);
+    for (int j = k + 1; j < n; j++) stride = rx_expr_mul(l->cx, stride, dims[j]);
+    const rx_expr *e = rx_expr_floordiv(l->cx, f, stride);
+    if (k > 0) e = rx_expr_floormod(l->cx, e, dims[k]);
+    out[k] = ex(l, e);
+  }
+}
+
+/* y = x viewed with another shape: flat-index copy. */
+static void gen_reshape_like(L *l, opnd *x, opnd *y) {
+  const char *iv[MAXR], *xi[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  unflatten(l, flat_index(l, iv, y->shape, y->ndim), x->shape, x->ndim, xi);
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
+/* expand_dims / squeeze: the out dims that are not inserted (or the x dims not removed) map
+ * one to one; removed dims are indexed by 0. */
+static void gen_unit_dims(L *l, bool expand) {
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  bool unit[MAXR] = {false}; /* expand: inserted out dims; squeeze: removed x dims */
+  int big = expand ? y->ndim : x->ndim, small = expand ? x->ndim : y->ndim;
+  const rx_attr *a = rx_call_attr(l->call, "axes");
+  int axes[MAXR], na = 0;
+  if (a) {
+    na = axes_attr(l, "axes", big, false, axes);
+  } else if (!expand) {
+    for (int i = 0; i < x->ndim; i++)
+      if (rx_expr_is_const(x->shape[i], 1)) axes[na++] = i;
+  }
+  for (int i = 0; i < na; i++) unit[axes[i]] = true;
+  if (l->failed) return;
+  if (big - na != small) { /* dims provably 1 only under the function's facts */
+    gen_reshape_like(l, x, y);
+    return;
+  }
+  const char *iv[MAXR], *xi[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  for (int i = 0, j = 0; i < big; i++) {
+    if (expand) {
+      if (!unit[i]) xi[j++] = iv[i];
+    } else {
+      xi[i] = unit[i] ? "0" : iv[j++];
+    }
+  }
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
+static void gen_permute(L *l) {
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  int axes[MAXR], na = 0;
+  const rx_attr *a = rx_call_attr(l->call, "axes");
+  if (a) {
+    na = axes_attr(l, "axes", x->ndim, false, axes);
+  } else {
+    for (int i = 0; i < x->ndim; i++) axes[na++] = x->ndim - 1 - i;
+  }
+  if (l->failed || na != x->ndim) {
+    fail(l, "permute expects %d axes", x->ndim);
+    return;
+  }
+  /* iterate over x (reads in order, like tests/kernels/transpose.rx), store permuted */
+  const char *iv[MAXR], *yi[MAXR];
+  nest_vars(l, "i", x->ndim, iv);
+  for (int p = 0; p < na; p++) yi[p] = iv[axes[p]];
+  for_nest(l, iv, x->shape, x->ndim);
+  line(l, "%s = %s", load(l, y, yi), load(l, x, iv));
+  close_n(l, x->ndim);
+}
+
+static void gen_concat(L *l) {
+  opnd *y = &l->outs[0];
+  int first = l->argop[0], n = l->argn[0];
+  if (first < 0 || n < 1) {
+    fail(l, "concat expects a tuple of tensors");
+    return;
+  }
+  int axis = axis_attr(l, "axis", 0, y->ndim);
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  /* select(i < off1, a[.., i, ..], select(i < off2, b[.., i - off1, ..], c[.., i - off2, ..])) */
+  const rx_expr *off = C(l, 0);
+  const char *parts[64];
+  const char *conds[64];
+  for (int f = 0; f < n && f < 64; f++) {
+    opnd *o = &l->ops[first + f];
+    const char *xi[MAXR];
+    for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
+    xi[axis] = ex(l, rx_expr_sub(l->cx, V(l, iv[axis]), off));
+    parts[f] = load(l, o, xi);
+    off = rx_expr_add(l->cx, off, o->shape[axis]);
+    conds[f] = ex(l, rx_expr_cmp(l->cx, RX_EXPR_LT, V(l, iv[axis]), off));
+  }
+  const char *v = parts[n - 1];
+  for (int f = n - 2; f >= 0; f--) v = S(l, "select(%s, %s, %s)", conds[f], parts[f], v);
+  line(l, "%s = %s", load(l, y, iv), v);
+  close_n(l, y->ndim);
+}
+
+static void gen_split(L *l) {
+  opnd *x = arg(l, 0);
+  int axis = axis_attr(l, "axis", 0, x->ndim);
+  const rx_expr *off = C(l, 0);
+  for (int o = 0; o < l->nouts && !l->failed; o++) {
+    opnd *y = &l->outs[o];
+    const char *iv[MAXR], *xi[MAXR];
+    nest_vars(l, "i", y->ndim, iv);
+    for_nest(l, iv, y->shape, y->ndim);
+    for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
+    xi[axis] = ex(l, rx_expr_add(l->cx, V(l, iv[axis]), off));
+    line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+    close_n(l, y->ndim);
+    off = rx_expr_add(l->cx, off, y->shape[axis]);
+  }
+}
+
+static const rx_expr *attr_expr(L *l, const rx_attr *a, int i) {
+  if (a->kind == RX_ATTR_EXPRS) return a->exprs[i];
+  if (a->kind == RX_ATTR_INTS) return C(l, a->ints[i]);
+  return C(l, a->i);
+}
+
+/* begin normalized against d (negative from the end) and clamped to [lo, hi] (as deduction). */
+static const rx_expr *clamp_index(L *l, const rx_expr *v, const rx_expr *d, const rx_expr *lo,
+                                  const rx_expr *hi) {
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *n = v->kind == RX_EXPR_CONST
+                         ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
+                         : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, C(l, 0)),
+                                          rx_expr_add(cx, v, d), v);
+  return rx_expr_min(cx, rx_expr_max(cx, n, lo), hi);
+}
+
+static void gen_strided_slice(L *l) {
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  const rx_attr *begin = rx_call_attr(l->call, "begin"), *strides = rx_call_attr(l->call, "strides");
+  int axes[MAXR];
+  int na = axes_attr(l, "axes", x->ndim, false, axes);
+  if (l->failed || !begin) return;
+  const char *iv[MAXR], *xi[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
+  for (int i = 0; i < na; i++) {
+    const rx_expr *d = x->shape[axes[i]];
+    int64_t s = strides ? attr_expr(l, strides, i)->value : 1;
+    const rx_expr *b = s > 0 ? clamp_index(l, attr_expr(l, begin, i), d, C(l, 0), d)
+                             : clamp_index(l, attr_expr(l, begin, i), d, C(l, -1),
+                                           rx_expr_sub(l->cx, d, C(l, 1)));
+    xi[axes[i]] = ex(l, rx_expr_add(l->cx, b, rx_expr_mul(l->cx, V(l, iv[axes[i]]), C(l, s))));
+  }
+  for_nest(l, iv, y->shape, y->ndim);
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
+static void gen_take(L *l) {
+  opnd *x = arg(l, 0), *ind = arg(l, 1), *y = &l->outs[0];
+  if (ind->scalar) {
+    fail(l, "take expects a tensor of indices");
+    return;
+  }
+  int axis = axis_attr(l, "axis", 0, x->ndim);
+  const char *iv[MAXR], *xi[MAXR], *ii[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  for (int d = 0; d < ind->ndim; d++) ii[d] = iv[axis + d];
+  const char *t = fresh(l, "t");
+  const char *iv64 = ind->dtype == RX_DTYPE_I64 ? load(l, ind, ii) : S(l, "i64(%s)", load(l, ind, ii));
+  line(l, "let %s: i64 = %s", t, iv64);
+  for (int d = 0; d < axis; d++) xi[d] = iv[d];
+  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  for (int d = axis + 1; d < x->ndim; d++) xi[d] = iv[d - 1 + ind->ndim];
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
+/* ---- reductions ---- */
+
+static void gen_reduce(L *l) {
+  const char *op = l->call->op->name;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar) {
+    fail(l, "%s of a scalar", op);
+    return;
+  }
+  int axes[MAXR];
+  int na = axes_attr(l, "axes", x->ndim, true, axes);
+  bool keep = rx_ops_int_attr(l->call, "keepdims", 0) != 0;
+  bool red[MAXR] = {false};
+  for (int i = 0; i < na; i++) red[axes[i]] = true;
+  const char *iv[MAXR], *rv[MAXR], *xi[MAXR], *yi[MAXR];
+  const rx_expr *ie[MAXR], *re[MAXR];
+  int ni = 0, nr = 0, ny = 0;
+  const rx_expr *count = C(l, 1);
+  for (int d = 0; d < x->ndim; d++) {
+    if (red[d]) {
+      rv[nr] = loopvar(l, S(l, "r%d", nr));
+      re[nr] = x->shape[d];
+      xi[d] = rv[nr++];
+      count = rx_expr_mul(l->cx, count, x->shape[d]);
+      if (keep) yi[ny++] = "0";
+    } else {
+      iv[ni] = loopvar(l, S(l, "i%d", ni));
+      ie[ni] = x->shape[d];
+      xi[d] = iv[ni++];
+      yi[ny++] = iv[ni - 1];
+    }
+  }
+  rx_dtype t = x->dtype;
+  bool sum = !strcmp(op, "sum") || !strcmp(op, "mean");
+  rx_dtype at = sum && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  for_nest(l, iv, ie, ni);
+  const char *acc = fresh(l, sum ? "s" : "m");
+  line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(at));
+  reduce_open(l, rv, re, nr);
+  const char *xv = load(l, x, xi);
+  if (at != t) xv = S(l, "%s(%s)", rx_dtype_name(at), xv);
+  if (sum) {
+    line(l, "init { %s[0] = %s }", acc, lit(l, at, 0));
+    line(l, "update { %s[0] = %s[0] + %s }", acc, acc, xv);
+  } else {
+    bool mx = !strcmp(op, "max");
+    line(l, "init { %s[0] = %s }", acc, lowest(l, t, !mx));
+    line(l, "update { %s[0] = %s(%s[0], %s) }", acc, mx ? "max" : "min", acc, xv);
+  }
+  close_(l);
+  const char *v = S(l, "%s[0]", acc);
+  if (!strcmp(op, "mean")) {
+    if (!rx_dtype_is_float(t)) {
+      fail(l, "mean of an integer tensor (cast to a float dtype first)");
+      return;
+    }
+    v = S(l, "%s / f32(%s)", v, ex(l, count));
+  }
+  if (at != t) v = S(l, "%s(%s)", rx_dtype_name(t), v);
+  line(l, "%s = %s", load(l, y, yi), v);
+  close_n(l, ni);
+}
+
+/* softmax / log_softmax along one axis: loops over the other dims, then three stages (max,
+ * sum of exponentials, normalize) like tests/kernels/softmax.rx. */
+static void gen_softmax(L *l) {
+  bool logsm = !strcmp(l->call->op->name, "log_softmax");
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar || x->ndim == 0) {
+    fail(l, "%s of a 0-d tensor", l->call->op->name);
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = 0;
+  const char *j = NULL;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) continue;
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = iv[ni++];
+  }
+  j = loopvar(l, "j");
+  xi[axis] = j;
+  rx_dtype t = x->dtype;
+  for_nest(l, iv, ie, ni);
+  const char *mx = fresh(l, "mx"), *s = fresh(l, "s");
+  const char *xv = up(l, t, load(l, x, xi));
+  const char *jv[1] = {j};
+  const rx_expr *je[1] = {x->shape[axis]};
+  line(l, "alloc %s: f32[1] local", mx);
+  reduce_open(l, jv, je, 1);
+  line(l, "init { %s[0] = (-inf) }", mx);
+  line(l, "update { %s[0] = max(%s[0], %s) }", mx, mx, xv);
+  close_(l);
+  line(l, "alloc %s: f32[1] local", s);
+  reduce_open(l, jv, je, 1);
+  line(l, "init { %s[0] = 0.0 }", s);
+  line(l, "update { %s[0] = %s[0] + exp(%s - %s[0]) }", s, s, xv, mx);
+  close_(l);
+  for_nest(l, jv, je, 1);
+  const char *v = logsm ? S(l, "%s - %s[0] - log(%s[0])", xv, mx, s)
+                        : S(l, "exp(%s - %s[0]) / %s[0]", xv, mx, s);
+  line(l, "%s = %s", load(l, y, xi), down(l, t, v));
+  close_(l);
+  close_n(l, ni);
+}
+
+/* layer_norm (nparams 2) / rms_norm (nparams 1) over axes: rows like tests/kernels. */
+static void gen_norm(L *l, bool layer) {
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  opnd *g = arg(l, 1), *b = layer ? arg(l, 2) : NULL;
+  if (x->scalar || g->scalar || (b && b->scalar)) {
+    fail(l, "%s expects tensor operands", l->call->op->name);
+    return;
+  }
+  int axes[MAXR];
+  int na = axes_attr(l, "axes", x->ndim, false, axes);
+  double eps = 1e-5;
+  const rx_attr *ea = rx_call_attr(l->call, "epsilon");
+  if (ea) eps = ea->f;
+  bool red[MAXR] = {false};
+  for (int i = 0; i < na; i++) red[axes[i]] = true;
+  const char *iv[MAXR], *rv[MAXR], *xi[MAXR], *gi[MAXR];
+  const rx_expr *ie[MAXR], *re[MAXR];
+  int ni = 0, nr = 0;
+  const rx_expr *count = C(l, 1);
+  for (int d = 0; d < x->ndim; d++) {
+    if (red[d]) {
+      rv[nr] = loopvar(l, S(l, "j%d", nr));
+      re[nr] = x->shape[d];
+      xi[d] = rv[nr++];
+      count = rx_expr_mul(l->cx, count, x->shape[d]);
+    } else {
+      iv[ni] = loopvar(l, S(l, "i%d", ni));
+      ie[ni] = x->shape[d];
+      xi[d] = iv[ni++];
+    }
+  }
+  for (int i = 0; i < na; i++) gi[i] = xi[axes[i]];
+  rx_dtype t = x->dtype;
+  const char *xv = up(l, t, load(l, x, xi)), *cnt = S(l, "f32(%s)", ex(l, count));
+  for_nest(l, iv, ie, ni);
+  const char *r = fresh(l, "r");
+  if (layer) {
+    const char *s = fresh(l, "s"), *mean = fresh(l, "mean"), *var = fresh(l, "v");
+    line(l, "alloc %s: f32[1] local", s);
+    reduce_open(l, rv, re, nr);
+    line(l, "init { %s[0] = 0.0 }", s);
+    line(l, "update { %s[0] = %s[0] + %s }", s, s, xv);
+    close_(l);
+    line(l, "let %s: f32 = %s[0] / %s", mean, s, cnt);
+    line(l, "alloc %s: f32[1] local", var);
+    reduce_open(l, rv, re, nr);
+    line(l, "init { %s[0] = 0.0 }", var);
+    line(l, "update { %s[0] = %s[0] + (%s - %s) * (%s - %s) }", var, var, xv, mean, xv, mean);
+    close_(l);
+    line(l, "let %s: f32 = rsqrt(%s[0] / %s + %s)", r, var, cnt, flit(l, eps));
+    for_nest(l, rv, re, nr);
+    line(l, "%s = %s", load(l, y, xi),
+         down(l, t, S(l, "(%s - %s) * %s * %s + %s", xv, mean, r, up(l, t, load(l, g, gi)),
+                      up(l, t, load(l, b, gi)))));
+    close_n(l, nr);
+  } else {
+    const char *ss = fresh(l, "ss");
+    line(l, "alloc %s: f32[1] local", ss);
+    reduce_open(l, rv, re, nr);
+    line(l, "init { %s[0] = 0.0 }", ss);
+    line(l, "update { %s[0] = %s[0] + %s * %s }", ss, ss, xv, xv);
+    close_(l);
+    line(l, "let %s: f32 = rsqrt(%s[0] / %s + %s)", r, ss, cnt, flit(l, eps));
+    for_nest(l, rv, re, nr);
+    line(l, "%s = %s", load(l, y, xi),
+         down(l, t, S(l, "%s * %s * %s", xv, r, up(l, t, load(l, g, gi)))));
+    close_n(l, nr);
+  }
+  close_n(l, ni);
+}
+
+/* ---- creation ---- */
+
+static void gen_full(L *l) {
+  const char *op = l->call->op->name;
+  opnd *y = &l->outs[0];
+  const char *v;
+  if (!strcmp(op, "zeros")) {
+    v = lit(l, y->dtype, 0);
+  } else if (!strcmp(op, "ones")) {
+    v = lit(l, y->dtype, 1);
+  } else {
+    opnd *f = arg(l, 1);
+    if (f->scalar) {
+      v = scalar_as(l, f, y->dtype);
+    } else {
+      v = load(l, f, NULL);
+      if (f->dtype != y->dtype) v = S(l, "%s(%s)", rx_dtype_name(y->dtype), v);
+    }
+  }
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  line(l, "%s = %s", load(l, y, iv), v);
+  close_n(l, y->ndim);
+}
+
+static void gen_arange(L *l) {
+  opnd *y = &l->outs[0];
+  const rx_node *call = l->call;
+  const char *val[3] = {"0", NULL, "1"};
+  int first = call->nargs == 1 ? 1 : 0;
+  bool fl = rx_dtype_is_float(y->dtype);
+  for (int i = 0; i < call->nargs; i++) {
+    opnd *o = arg(l, i);
+    if (!o->scalar) {
+      fail(l, "arange expects scalar bounds of known value");
+      return;
+    }
+    val[first + i] = o->literal ? (fl ? flit(l, o->fval) : lit(l, RX_DTYPE_I64, o->fval))
+                                : o->text;
+    if (o->literal && !fl && o->fval != floor(o->fval)) {
+      fail(l, "arange with float bounds into an integer dtype");
+      return;
+    }
+  }
+  const char *iv[1];
+  nest_vars(l, "i", 1, iv);
+  for_nest(l, iv, y->shape, 1);
+  const char *e = S(l, "%s + %s * %s", val[0], iv[0], val[2]);
+  if (fl) {
+    /* float: start + i * step in f32 (integer-valued symbolic bounds are cast) */
+    const char *s0 = strchr(val[0], '.') || strstr(val[0], "inf") ? val[0] : S(l, "f32(%s)", val[0]);
+    const char *s2 = strchr(val[2], '.') || strstr(val[2], "inf") ? val[2] : S(l, "f32(%s)", val[2]);
+    e = down(l, y->dtype, S(l, "%s + f32(%s) * %s", s0, iv[0], s2));
+  } else if (y->dtype != RX_DTYPE_I64) {
+    e = S(l, "%s(%s)", rx_dtype_name(y->dtype), e);
+  }
+  line(l, "%s = %s", load(l, y, iv), e);
+  close_(l);
+}
+
+/* ---- neural-network ops ---- */
+
+static void gen_rope(L *l) {
+  opnd *x = arg(l, 0), *c = arg(l, 1), *s = arg(l, 2), *y = &l->outs[0];
+  if (x->scalar || c->scalar || s->scalar) {
+    fail(l, "rope expects tensor operands");
+    return;
+  }
+  int r = y->ndim;
+  const char *iv[MAXR], *xa[MAXR], *xb[MAXR];
+  nest_vars(l, "i", r, iv);
+  const rx_expr *d = x->shape[r - 1];
+  const rx_expr *half = rx_expr_floordiv(l->cx, d, C(l, 2));
+  const char *js = iv[r - 1];
+  for (int k = 0; k < r; k++) xa[k] = xb[k] = iv[k];
+  xa[r - 1] = ex(l, rx_expr_add(l->cx, V(l, js), half));
+  xb[r - 1] = ex(l, rx_expr_sub(l->cx, V(l, js), half));
+  const char *ci[2] = {iv[r - 3], js};
+  rx_dtype t = x->dtype;
+  for_nest(l, iv, y->shape, r);
+  line(l, "let rot: f32 = select(%s < %s, -%s, %s)", js, ex(l, half), up(l, t, load(l, x, xa)),
+       up(l, t, load(l, x, xb)));
+  line(l, "%s = %s", load(l, y, iv),
+       down(l, t, S(l, "%s * %s + rot * %s", up(l, t, load(l, x, iv)), up(l, t, load(l, c, ci)),
+                    up(l, t, load(l, s, ci)))));
+  close_n(l, r);
+}
+
+static void gen_attention(L *l) {
+  opnd *q = arg(l, 0), *k = arg(l, 1), *v = arg(l, 2), *y = &l->outs[0];
+  opnd *mask = l->call->nargs > 3 ? arg(l, 3) : NULL;
+  if (q->scalar || k->scalar || v->scalar) {
+    fail(l, "attention expects tensor operands");
+    return;
+  }
+  bool causal = rx_ops_int_attr(l->call, "causal", 0) != 0;
+  const rx_attr *sa = rx_call_attr(l->call, "scale");
+  const rx_expr *bd = q->shape[0], *hd = q->shape[1], *sd = q->shape[2], *td = k->shape[2];
+  const rx_expr *dd = q->shape[3], *ed = v->shape[3];
+  const char *scale = sa ? flit(l, sa->f)
+                      : dd->kind == RX_EXPR_CONST ? flit(l, 1.0 / sqrt((double)dd->value))
+                                                  : S(l, "rsqrt(f32(%s))", ex(l, dd));
+  rx_dtype t = q->dtype;
+  const char *ib = loopvar(l, "b"), *ih = loopvar(l, "h"), *ii = loopvar(l, "i");
+  const char *ij = loopvar(l, "j"), *r = loopvar(l, "r"), *ie = loopvar(l, "e");
+  const char *sc = fresh(l, "scores");
+  /* stage 1: scores = q k^T (matmul form, f32 accumulation) */
+  line(l, "alloc %s: f32[%s, %s, %s, %s] global", sc, ex(l, bd), ex(l, hd), ex(l, sd), ex(l, td));
+  const char *sv[4] = {ib, ih, ii, ij};
+  const rx_expr *se[4] = {bd, hd, sd, td};
+  const char *scv = S(l, "%s[%s]", sc, join(l, sv, 4));
+  for_nest(l, sv, se, 4);
+  const char *rv[1] = {r};
+  const rx_expr *re[1] = {dd};
+  const char *qi[4] = {ib, ih, ii, r}, *ki[4] = {ib, ih, ij, r};
+  reduce_open(l, rv, re, 1);
+  line(l, "init { %s = 0.0 }", scv);
+  line(l, "update { %s = %s + %s * %s }", scv, scv, up(l, t, load(l, q, qi)),
+       up(l, t, load(l, k, ki)));
+  close_(l);
+  close_n(l, 4);
+  /* stage 2: softmax over j of scale * scores + mask, causal keys j <= i + (t - s) */
+  const char *val = S(l, "%s * %s", scv, scale);
+  if (mask) val = S(l, "%s + %s", val, up(l, t, load_bcast(l, mask, sv, se, 4)));
+  if (causal) {
+    const rx_expr *lim = rx_expr_add(l->cx, V(l, ii), rx_expr_sub(l->cx, td, sd));
+    val = S(l, "select(%s, %s, (-inf))", ex(l, rx_expr_cmp(l->cx, RX_EXPR_LE, V(l, ij), lim)), val);
+  }
+  for_nest(l, sv, se, 3);
+  const char *mx = fresh(l, "mx"), *sm = fresh(l, "s");
+  const char *jv[1] = {ij};
+  const rx_expr *je[1] = {td};
+  line(l, "alloc %s: f32[1] local", mx);
+  reduce_open(l, jv, je, 1);
+  line(l, "init { %s[0] = (-inf) }", mx);
+  line(l, "update { %s[0] = max(%s[0], %s) }", mx, mx, val);
+  close_(l);
+  line(l, "alloc %s: f32[1] local", sm);
+  reduce_open(l, jv, je, 1);
+  line(l, "init { %s[0] = 0.0 }", sm);
+  line(l, "update { %s[0] = %s[0] + exp(%s - %s[0]) }", sm, sm, val, mx);
+  close_(l);
+  for_nest(l, jv, je, 1);
+  line(l, "%s = exp(%s - %s[0]) / %s[0]", scv, val, mx, sm);
+  close_(l);
+  close_n(l, 3);
+  /* stage 3: out = p v (matmul form) */
+  const char *ov[4] = {ib, ih, ii, ie};
+  const rx_expr *oe[4] = {bd, hd, sd, ed};
+  const char *vi[4] = {ib, ih, ij, ie};
+  for_nest(l, ov, oe, 4);
+  const char *acc = fresh(l, "acc");
+  line(l, "alloc %s: f32[1] local", acc);
+  reduce_open(l, jv, je, 1);
+  line(l, "init { %s[0] = 0.0 }", acc);
+  line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, scv, up(l, t, load(l, v, vi)));
+  close_(l);
+  line(l, "%s = %s", load(l, y, ov), down(l, t, S(l, "%s[0]", acc)));
+  close_n(l, 4);
+}
+
+/* Window index: out * stride - pad + kernel_index * dilation. */
+static const rx_expr *win_index(L *l, const char *o, int64_t stride, int64_t pad, const char *k,
+                                int64_t dil) {
+  return rx_expr_add(l->cx,
+                     rx_expr_sub(l->cx, rx_expr_mul(l->cx, V(l, o), C(l, stride)), C(l, pad)),
+                     rx_expr_mul(l->cx, V(l, k), C(l, dil)));
+}
+
+static bool window(L *l, bool pool, rx_nn_win *w) {
+  rx_deduce_ctx dc = {l->m, NULL, l->diag, l->call->loc};
+  if (!rx_nn_window(&dc, l->call, pool, w)) {
+    l->failed = true;
+    return false;
+  }
+  return true;
+}
+
+static void gen_conv2d(L *l) {
+  opnd *x = arg(l, 0), *w = arg(l, 1), *y = &l->outs[0];
+  rx_nn_win win;
+  if (!window(l, false, &win)) return;
+  const char *n = loopvar(l, "n"), *o = loopvar(l, "o"), *p = loopvar(l, "p"), *qv = loopvar(l, "q");
+  const char *c = loopvar(l, "c"), *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");
+  const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
+  const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *inb = rx_expr_and(
+      cx, rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih), rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+      rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw), rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const rx_expr *ch = V(l, c);
+  if (win.groups > 1) {
+    const rx_expr *og = rx_expr_floordiv(cx, w->shape[0], C(l, win.groups));
+    ch = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_floordiv(cx, V(l, o), og), w->shape[1]), ch);
+  }
+  const char *xi[4] = {n, ex(l, ch), ex(l, ih), ex(l, iw)};
+  const char *wi[4] = {o, c, kh, kw};
+  const char *ov[4] = {n, o, p, qv};
+  const char *rv[3] = {c, kh, kw};
+  const rx_expr *re[3] = {w->shape[1], w->shape[2], w->shape[3]};
+  rx_dtype t = x->dtype;
+  rx_dtype at = is_half(t) ? RX_DTYPE_F32 : t;
+  const char *xv = S(l, "select(%s, %s, %s)", ex(l, inb), up(l, t, load(l, x, xi)), lit(l, at, 0));
+  const char *wv = up(l, t, load(l, w, wi));
+  for_nest(l, ov, y->shape, 4);
+  const char *yv = load(l, y, ov);
+  if (is_half(t)) {
+    const char *acc = fresh(l, "acc");
+    line(l, "alloc %s: f32[1] local", acc);
+    reduce_open(l, rv, re, 3);
+    line(l, "init { %s[0] = 0.0 }", acc);
+    line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, xv, wv);
+    close_(l);
+    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
+  } else {
+    reduce_open(l, rv, re, 3);
+    line(l, "init { %s = %s }", yv, lit(l, t, 0));
+    line(l, "update { %s = %s + %s * %s }", yv, yv, xv, wv);
+    close_(l);
+  }
+  close_n(l, 4);
+}
+
+static void gen_pool(L *l) {
+  bool avg = !strcmp(l->call->op->name, "avg_pool2d");
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  rx_nn_win win;
+  if (!window(l, true, &win)) return;
+  const char *n = loopvar(l, "n"), *c = loopvar(l, "c"), *p = loopvar(l, "p"), *qv = loopvar(l, "q");
+  const char *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");
+  const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
+  const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *inb = rx_expr_and(
+      cx, rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih), rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+      rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw), rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const char *xi[4] = {n, c, ex(l, ih), ex(l, iw)};
+  const char *ov[4] = {n, c, p, qv};
+  const char *rv[2] = {kh, kw};
+  const rx_expr *re[2] = {C(l, win.kh), C(l, win.kw)};
+  rx_dtype t = x->dtype;
+  const char *cond = ex(l, inb);
+  for_nest(l, ov, y->shape, 4);
+  const char *yv = load(l, y, ov);
+  const char *acc = fresh(l, "acc");
+  if (avg) {
+    line(l, "alloc %s: f32[1] local", acc);
+    const char *cnt = win.include_pad ? NULL : fresh(l, "cnt");
+    if (cnt) line(l, "alloc %s: f32[1] local", cnt);
+    reduce_open(l, rv, re, 2);
+    if (cnt)
+      line(l, "init { %s[0] = 0.0; %s[0] = 0.0 }", acc, cnt);
+    else
+      line(l, "init { %s[0] = 0.0 }", acc);
+    line(l, "update {");
+    l->ind++;
+    line(l, "%s[0] = %s[0] + select(%s, %s, 0.0)", acc, acc, cond, up(l, t, load(l, x, xi)));
+    if (cnt) line(l, "%s[0] = %s[0] + select(%s, 1.0, 0.0)", cnt, cnt, cond);
+    close_(l);
+    close_(l);
+    const char *den = cnt ? S(l, "%s[0]", cnt) : flit(l, (double)(win.kh * win.kw));
+    line(l, "%s = %s", yv, down(l, t, S(l, "%s[0] / %s", acc, den)));
+  } else {
+    line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(t));
+    reduce_open(l, rv, re, 2);
+    line(l, "init { %s[0] = %s }", acc, lowest(l, t, false));
+    line(l, "update { %s[0] = max(%s[0], select(%s, %s, %s)) }", acc, acc, cond, load(l, x, xi),
+         lowest(l, t, false));
+    close_(l);
+    line(l, "%s = %s[0]", yv, acc);
+  }
+  close_n(l, 4);
+}
+
+static void gen_batch_norm(L *l) {
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  for (int i = 1; i < 5; i++)
+    if (arg(l, i)->scalar) {
+      fail(l, "batch_norm expects tensor parameters");
+      return;
+    }
+  int axis = axis_attr(l, "axis", 1, x->ndim);
+  const rx_attr *ea = rx_call_attr(l->call, "epsilon");
+  double eps = ea ? ea->f : 1e-5;
+  const char *iv[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  const char *ci[1] = {iv[axis]};
+  rx_dtype t = x->dtype;
+  for_nest(l, iv, y->shape, y->ndim);
+  line(l, "%s = %s", load(l, y, iv),
+       down(l, t, S(l, "(%s - %s) * rsqrt(%s + %s) * %s + %s", up(l, t, load(l, x, iv)),
+                    up(l, t, load(l, arg(l, 3), ci)), up(l, t, load(l, arg(l, 4), ci)),
+                    flit(l, eps), up(l, t, load(l, arg(l, 1), ci)),
+                    up(l, t, load(l, arg(l, 2), ci)))));
+  close_n(l, y->ndim);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * entry points
+ * ------------------------------------------------------------------------------------------ */
+
+typedef void (*gen_fn)(L *l);
+
+static void gen_expand(L *l) { gen_unit_dims(l, true); }
+static void gen_squeeze(L *l) { gen_unit_dims(l, false); }
+static void gen_reshape(L *l) { gen_reshape_like(l, arg(l, 0), &l->outs[0]); }
+static void gen_layer_norm(L *l) { gen_norm(l, true); }
+static void gen_rms_norm(L *l) { gen_norm(l, false); }
+
+static gen_fn generator(const char *op) {
+  static const struct {
+    const char *name;
+    gen_fn fn;
+  } table[] = {
+      {"neg", gen_unary},          {"abs", gen_unary},         {"exp", gen_unary},
+      {"log", gen_unary},          {"sqrt", gen_unary},        {"rsqrt", gen_unary},
+      {"tanh", gen_unary},         {"erf", gen_unary},         {"sigmoid", gen_unary},
+      {"relu", gen_unary},         {"gelu", gen_unary},        {"silu", gen_unary},
+      {"sin", gen_unary},          {"cos", gen_unary},         {"floor", gen_unary},
+      {"ceil", gen_unary},         {"not", gen_unary},         {"clip", gen_unary},
+      {"cast", gen_unary},         {"add", gen_binary},        {"subtract", gen_binary},
+      {"multiply", gen_binary},    {"divide", gen_binary},     {"power", gen_binary},
+      {"pow", gen_binary},         {"maximum", gen_binary},    {"minimum", gen_binary},
+      {"equal", gen_binary},       {"not_equal", gen_binary},  {"less", gen_binary},
+      {"less_equal", gen_binary},  {"greater", gen_binary},    {"greater_equal", gen_binary},
+      {"logical_and", gen_binary}, {"logical_or", gen_binary}, {"where", gen_binary},
+      {"matmul", gen_matmul},      {"reshape", gen_reshape},   {"permute", gen_permute},
+      {"transpose", gen_permute},  {"expand_dims", gen_expand}, {"squeeze", gen_squeeze},
+      {"concat", gen_concat},      {"split", gen_split},       {"strided_slice", gen_strided_slice},
+      {"take", gen_take},          {"sum", gen_reduce},        {"mean", gen_reduce},
+      {"max", gen_reduce},         {"min", gen_reduce},        {"softmax", gen_softmax},
+      {"log_softmax", gen_softmax}, {"layer_norm", gen_layer_norm}, {"rms_norm", gen_rms_norm},
+      {"full", gen_full},          {"zeros", gen_full},        {"ones", gen_full},
+      {"arange", gen_arange},      {"rope", gen_rope},         {"attention", gen_attention},
+      {"conv2d", gen_conv2d},      {"max_pool2d", gen_pool},   {"avg_pool2d", gen_pool},
+      {"batch_norm", gen_batch_norm},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
+    if (!strcmp(table[i].name, op)) return table[i].fn;
+  return NULL;
+}
+
+static bool item_named(rx_module *m, const char *s) {
+  return rx_module_tensor_fn(m, s) || rx_module_graph_fn(m, s) || rx_module_extern_fn(m, s);
+}
+
+static void l_free(L *l) {
+  rx_strbuf_free(&l->body);
+  rx_ptrvec_free(&l->names);
+  rx_ptrvec_free(&l->used);
+  rx_ptrvec_free(&l->loops);
+}
+
+static bool l_start(L *l, rx_module *m, const rx_node *call, rx_diag *diag) {
+  memset(l, 0, sizeof *l);
+  l->m = m;
+  l->cx = m->ctx;
+  l->call = call;
+  l->diag = diag;
+  RX_ASSERT(call->kind == RX_NODE_CALL);
+  if (!call->op) {
+    fail(l, "unknown op");
+    return false;
+  }
+  if (call->nargs > 16) {
+    fail(l, "too many arguments");
+    return false;
+  }
+  for (int i = 0; i < call->nargs; i++) reserve_sinfo(l, call->args[i]->sinfo);
+  reserve_sinfo(l, call->sinfo);
+  for (int i = 0; i < call->nattrs; i++)
+    if (call->attrs[i].kind == RX_ATTR_EXPRS)
+      for (int k = 0; k < call->attrs[i].n; k++) reserve_vars(l, call->attrs[i].exprs[k]);
+  collect(l);
+  return !l->failed;
+}
+
+int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) {
+  rx_diag quiet;
+  rx_diag_init(&quiet);
+  L l;
+  int n = 0;
+  if (l_start(&l, m, call, &quiet)) {
+    for (int i = 0; i < l.nops; i++)
+      if (!l.ops[i].scalar && n < max) out[n++] = l.ops[i].node;
+  }
+  l_free(&l);
+  rx_diag_free(&quiet);
+  return n;
+}
+
+rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name,
+                               rx_diag *diag) {
+  L l;
+  rx_tensor_fn *result = NULL;
+  if (!l_start(&l, m, call, diag)) goto done;
+  const rx_op *op = call->op;
+  gen_fn gen = generator(op->name);
+  if (!gen) {
+    fail(&l, "no legalization for this op");
+    goto done;
+  }
+  if (!call->sinfo) {
+    fail(&l, "the call has no struct info (normalize the module first)");
+    goto done;
+  }
+  for (int i = 0; i < l.nops; i++) {
+    if (!l.ops[i].scalar && l.ops[i].dtype == RX_DTYPE_UNKNOWN) {
+      fail(&l, "an argument has an unknown dtype; use match_cast");
+      goto done;
+    }
+  }
+  /* outputs */
+  if (call->sinfo->kind == RX_SINFO_TUPLE) {
+    for (int f = 0; f < call->sinfo->nfields; f++)
+      if (!add_out(&l, call->sinfo->fields[f], S(&l, "y%d", f))) goto done;
+  } else if (!add_out(&l, call->sinfo, "y")) {
+    goto done;
+  }
+  /* fresh buffer names, once every symbolic name is reserved */
+  for (int i = 0; i < l.nops; i++)
+    if (!l.ops[i].scalar) l.ops[i].name = fresh(&l, l.ops[i].name);
+  for (int i = 0; i < l.nouts; i++) l.outs[i].name = fresh(&l, l.outs[i].name);
+  l.ind = 1;
+  gen(&l);
+  if (l.failed) goto done;
+
+  /* signature: inputs, outputs, then scalars for used variables no buffer defines */
+  rx_strbuf sig = {0};
+  rx_ptrvec defined = {0};
+  const char *fname = name && *name ? name : op->name;
+  char buf[160];
+  snprintf(buf, sizeof buf, "%.100s", fname);
+  for (int k = 1; item_named(m, buf) || reserved_word(buf); k++) snprintf(buf, sizeof buf, "%.100s_%d", fname, k);
+  rx_strbuf_printf(&sig, "tensor_fn %s(", buf);
+  int np = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    int cnt = pass ? l.nouts : l.nops;
+    for (int i = 0; i < cnt; i++) {
+      opnd *o = pass ? &l.outs[i] : &l.ops[i];
+      if (o->scalar) continue;
+      const rx_expr *const *sh = o->shape;
+      rx_strbuf_printf(&sig, "%s%s%s: %s[", np++ ? ", " : "", pass ? "out " : "", o->name,
+                       rx_dtype_name(o->dtype));
+      for (int d = 0; d < o->ndim; d++) {
+        const char *t = ex(&l, sh[d]);
+        rx_strbuf_printf(&sig, "%s%s", d ? ", " : "", t);
+        if (sh[d]->kind == RX_EXPR_VAR) rx_ptrvec_push(&defined, (void *)sh[d]);
+      }
+      rx_strbuf_append(&sig, "]");
+    }
+  }
+  for (size_t i = 0; i < l.used.len; i++) {
+    const rx_expr *v = l.used.data[i];
+    bool skip = false;
+    for (size_t k = 0; k < defined.len && !skip; k++) skip = defined.data[k] == v;
+    for (size_t k = 0; k < l.loops.len && !skip; k++) skip = l.loops.data[k] == v;
+    if (!skip) rx_strbuf_printf(&sig, "%s%s: i64", np++ ? ", " : "", v->name);
+  }
+  rx_strbuf_append(&sig, ") {\n");
+  rx_strbuf_append(&sig, l.body.data ? l.body.data : "");
+  rx_strbuf_append(&sig, "}\n");
+  rx_ptrvec_free(&defined);
+  char *text = rx_strbuf_take(&sig);
+  rx_diag pd;
+  rx_diag_init(&pd);
+  size_t before = m->items.len;
+  char srcname[160];
+  snprintf(srcname, sizeof srcname, "<legalized %.100s>", op->name);
+  bool ok = rx_parse_module(m, srcname, text, strlen(text), &pd);
+  if (!ok || m->items.len != before + 1) {
+    /* a bug in a generator: the text it wrote does not parse */
+    fprintf(stderr, "relaxc: internal error: legalized %s does not parse:\n%s\n%s\n", op->name,
+            rx_diag_text(&pd), text);
+    RX_ASSERT(!"legalization produced unparsable text");
+  }
+  result = m->items.data[before].fn;
+  rx_diag_free(&pd);
+  free(text);
+done:
+  l_free(&l);
+  return result;
+}

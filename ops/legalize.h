@@ -1,0 +1,59 @@
+/* ops/legalize.h: legalization of high-level op calls to tensor programs (ops/legalize*.c),
+ * and the window arithmetic conv2d and pooling share between deduction and legalization.
+ * Internal to ops/ and passes/legalize.c. */
+#ifndef RX_OPS_LEGALIZE_H
+#define RX_OPS_LEGALIZE_H
+
+#include "ops.h"
+
+/* Builds a tensor program named `name` (made unique in m when taken: name_1, name_2, ...) that
+ * computes the op call `call` for the struct info of its arguments (call->sinfo and every
+ * argument's sinfo must be deduced: run rx_module_normalize first) and adds it to m's items.
+ *
+ * Parameters, in order: one input buffer per tensor argument, with exactly the argument's
+ * struct info (the same rx_expr variables); a tuple argument (concat) gives one buffer per field;
+ * a Prim argument with a known value (a literal, prim(n + 1)) is folded into the program and
+ * gets no parameter; a Prim argument of unknown value is a 0-d input buffer. Then the outputs
+ * (`out`), one per field of the call's result (split: several). Then one i64 scalar parameter per
+ * symbolic variable the program uses that no buffer parameter defines as a whole dim (input
+ * f32[n * 4] gives the scalar parameter n): the caller passes those variables, in parameter
+ * order, as call_tensor(..., dims=[...]).
+ *
+ * The loop forms are the canonical ones of tests/kernels (elementwise nests, rows with reduce
+ * stages and `local` scalars, matmul reductions with f32 accumulation for f16).
+ * Returns NULL after reporting an error at the call (unknown rank or shape, unknown dtype). */
+rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name,
+                               rx_diag *diag);
+
+/* The tensor arguments that rx_legalize_call made input buffers, in parameter order: tuple
+ * fields and Prim arguments of unknown value included, folded Prim literals left out. Each entry
+ * is the argument node itself, or for a field of a tuple-typed variable, a GET_ITEM node built in
+ * m. Returns the count written to out (at most max). */
+int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
+
+/* passes/legalize.c: every op call binding of every graph function becomes
+ * call_tensor(PROG, args..., out=<the call's struct info>, dims=[<PROG's scalar parameters>])
+ * of the program rx_legalize_call builds; identical calls (same op, attributes, argument struct
+ * info and folded literal values) share one program. Normalizes the module first (the calls need
+ * their struct info); the module stays normalizable and verifiable. Returns false after an error
+ * (an op that cannot be legalized: unknown rank or shape, unknown dtype). */
+bool rx_pass_legalize(rx_module *m, rx_diag *diag);
+
+/* ---- conv2d and pooling windows (ops/nn.c) ---- */
+typedef struct rx_nn_win {
+  int64_t kh, kw;         /* pooling kernel (conv2d: from the weight) */
+  int64_t sh, sw;         /* strides */
+  int64_t pt, pl, pb, pr; /* padding: top, left, bottom, right */
+  int64_t dh, dw;         /* dilation */
+  int64_t groups;         /* conv2d */
+  bool include_pad;       /* avg_pool2d count_include_pad */
+} rx_nn_win;
+
+/* Reads and checks the window attributes (kernel for pools, strides, padding, dilation, groups,
+ * count_include_pad); reports and returns false when malformed. */
+bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *w);
+/* (in + pad_lo + pad_hi - dil * (kernel - 1) - 1) // stride + 1, canonical. */
+const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *kernel,
+                             int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t dil);
+
+#endif

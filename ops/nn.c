@@ -1,0 +1,335 @@
+/* Neural-network ops: gelu (erf and tanh forms), clip, rope (rotary position embedding),
+ * attention (scaled dot-product), conv2d, max_pool2d / avg_pool2d, batch_norm (inference).
+ * Conventions are documented in docs/ops.md; the window arithmetic shared with legalization is
+ * rx_nn_window (ops/legalize.h). */
+#include "deduce.h"
+#include "legalize.h"
+
+#include <string.h>
+
+static bool has_shape(const rx_sinfo *t) { return t->ndim >= 0 && t->shape; }
+
+/* Requires a == b (provably); reports "OP: what: a vs b" otherwise. */
+static bool need_eq(rx_deduce_ctx *dc, const rx_expr *a, const rx_expr *b, const char *what) {
+  rx_tribool eq = rx_ops_dim_eq(dc, a, b);
+  if (eq == RX_TRUE) return true;
+  rx_deduce_error(dc, "%s: %s %s %s%s", what, rx_ops_expr_str(dc, a),
+                  eq == RX_FALSE ? "differs from" : "could not be proven equal to",
+                  rx_ops_expr_str(dc, b), eq == RX_FALSE ? "" : "; use match_cast");
+  return false;
+}
+
+static bool same_dtype(rx_deduce_ctx *dc, const rx_node *call, const rx_sinfo *x,
+                       const rx_sinfo *w, const char *what) {
+  if (x->dtype == RX_DTYPE_UNKNOWN || w->dtype == RX_DTYPE_UNKNOWN || x->dtype == w->dtype)
+    return true;
+  rx_deduce_error(dc, "%s expects %s of the dtype of %s, got %s", call->op->name, what,
+                  rx_ops_str(dc, x), rx_ops_str(dc, w));
+  return false;
+}
+
+/* ---- gelu, clip ---- */
+
+const rx_sinfo *rx_deduce_gelu(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_attr *a = rx_call_attr(call, "approximate");
+  if (a && (a->kind != RX_ATTR_STR || !a->s ||
+            (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0))) {
+    rx_deduce_error(dc, "gelu expects approximate=\"none\" or approximate=\"tanh\"");
+    return NULL;
+  }
+  return rx_deduce_unary_float(dc, call);
+}
+
+const rx_sinfo *rx_deduce_clip(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_attr *lo = rx_call_attr(call, "min"), *hi = rx_call_attr(call, "max");
+  if (!lo || !hi) {
+    rx_deduce_error(dc, "clip expects min=<number> and max=<number>");
+    return NULL;
+  }
+  if (!(lo->f <= hi->f)) {
+    rx_deduce_error(dc, "clip expects min <= max, got min=%g max=%g", lo->f, hi->f);
+    return NULL;
+  }
+  return rx_deduce_unary(dc, call);
+}
+
+/* ---- rope ---- */
+
+const rx_sinfo *rx_deduce_rope(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *c = x ? rx_ops_tensor_arg(dc, call, 1, "cos") : NULL;
+  const rx_sinfo *s = c ? rx_ops_tensor_arg(dc, call, 2, "sin") : NULL;
+  if (!s || !rx_ops_need_float(dc, x, "rope")) return NULL;
+  if (!same_dtype(dc, call, x, c, "cos") || !same_dtype(dc, call, x, s, "sin")) return NULL;
+  if (x->ndim >= 0 && x->ndim < 3) {
+    rx_deduce_error(dc, "rope expects x of rank >= 3 ([..., s, h, d]), got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  for (int k = 0; k < 2; k++) {
+    const rx_sinfo *t = k ? s : c;
+    if (t->ndim >= 0 && t->ndim != 2) {
+      rx_deduce_error(dc, "rope expects %s of rank 2 ([s, d]), got %s", k ? "sin" : "cos",
+                      rx_ops_str(dc, t));
+      return NULL;
+    }
+  }
+  if (!has_shape(x)) return rx_ops_tensor(dc, x->dtype, x->ndim, NULL);
+  const rx_expr *sd = x->shape[x->ndim - 3], *dd = x->shape[x->ndim - 1];
+  for (int k = 0; k < 2 && has_shape(c) && has_shape(s); k++) {
+    const rx_sinfo *t = k ? s : c;
+    const char *what = rx_arena_printf(&dc->mod->arena, "rope: %s %s against x %s",
+                                       k ? "sin" : "cos", rx_ops_str(dc, t), rx_ops_str(dc, x));
+    if (!need_eq(dc, t->shape[0], sd, what) || !need_eq(dc, t->shape[1], dd, what)) return NULL;
+  }
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *rem = rx_ops_simplify(dc, rx_expr_floormod(cx, dd, rx_expr_const(cx, 2)));
+  if (!rx_expr_is_const(rem, 0) &&
+      rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0))) != RX_TRUE) {
+    rx_deduce_error(dc, "rope expects an even head dim, got %s in %s%s", rx_ops_expr_str(dc, dd),
+                    rx_ops_str(dc, x),
+                    rem->kind == RX_EXPR_CONST ? "" : " (not provably even; add a fact d % 2 == 0)");
+    return NULL;
+  }
+  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+}
+
+/* ---- attention ---- */
+
+const rx_sinfo *rx_deduce_attention(rx_deduce_ctx *dc, const rx_node *call) {
+  static const char *const names[] = {"q", "k", "v", "mask"};
+  const rx_sinfo *t[4] = {0};
+  for (int i = 0; i < call->nargs; i++) {
+    t[i] = rx_ops_tensor_arg(dc, call, i, names[i]);
+    if (!t[i]) return NULL;
+    if (i == 0 && !rx_ops_need_float(dc, t[0], "attention")) return NULL;
+    if (i && !same_dtype(dc, call, t[0], t[i], names[i])) return NULL;
+    if (i < 3 && t[i]->ndim >= 0 && t[i]->ndim != 4) {
+      rx_deduce_error(dc, "attention expects %s of rank 4 ([b, h, %s, d]), got %s", names[i],
+                      i == 0 ? "s" : "t", rx_ops_str(dc, t[i]));
+      return NULL;
+    }
+    if (i == 3 && t[i]->ndim > 4) {
+      rx_deduce_error(dc, "attention expects a mask broadcastable to [b, h, s, t], got %s",
+                      rx_ops_str(dc, t[i]));
+      return NULL;
+    }
+  }
+  const rx_sinfo *q = t[0], *k = t[1], *v = t[2], *mask = t[3];
+  if (!has_shape(q) || !has_shape(k) || !has_shape(v))
+    return rx_ops_tensor(dc, q->dtype, 4, NULL);
+  const char *what = rx_arena_printf(&dc->mod->arena, "attention of q %s, k %s, v %s",
+                                     rx_ops_str(dc, q), rx_ops_str(dc, k), rx_ops_str(dc, v));
+  if (!need_eq(dc, k->shape[0], q->shape[0], what) || !need_eq(dc, v->shape[0], q->shape[0], what) ||
+      !need_eq(dc, k->shape[1], q->shape[1], what) || !need_eq(dc, v->shape[1], q->shape[1], what) ||
+      !need_eq(dc, k->shape[3], q->shape[3], what) || !need_eq(dc, v->shape[2], k->shape[2], what))
+    return NULL;
+  if (mask && has_shape(mask)) {
+    const rx_expr *full[4] = {q->shape[0], q->shape[1], q->shape[2], k->shape[2]};
+    const rx_expr *one = rx_expr_const(rx_ops_ctx(dc), 1);
+    for (int i = 0; i < mask->ndim; i++) {
+      const rx_expr *md = mask->shape[i], *fd = full[4 - mask->ndim + i];
+      if (rx_ops_dim_eq(dc, md, fd) == RX_TRUE || rx_ops_dim_eq(dc, md, one) == RX_TRUE) continue;
+      rx_deduce_error(dc,
+                      "attention: the mask %s does not provably broadcast to the scores "
+                      "[b, h, s, t] = [%s, %s, %s, %s] (dim %s)",
+                      rx_ops_str(dc, mask), rx_ops_expr_str(dc, full[0]),
+                      rx_ops_expr_str(dc, full[1]), rx_ops_expr_str(dc, full[2]),
+                      rx_ops_expr_str(dc, full[3]), rx_ops_expr_str(dc, md));
+      return NULL;
+    }
+  }
+  const rx_expr **dims = rx_ops_dims(dc, 4);
+  dims[0] = q->shape[0];
+  dims[1] = q->shape[1];
+  dims[2] = q->shape[2];
+  dims[3] = v->shape[3];
+  return rx_ops_tensor(dc, q->dtype, 4, dims);
+}
+
+/* ---- windows: conv2d and pooling ---- */
+
+/* A pair or quadruple INTS attribute. */
+static bool pair_attr(rx_deduce_ctx *dc, const rx_node *call, const char *name, int64_t dflt,
+                      bool allow4, int64_t minv, int64_t out[4]) {
+  const rx_attr *a = rx_call_attr(call, name);
+  out[0] = out[1] = out[2] = out[3] = dflt;
+  if (!a) return true;
+  if (a->kind != RX_ATTR_INTS || !(a->n == 2 || (allow4 && a->n == 4))) {
+    rx_deduce_error(dc, "%s expects %s=[h, w]%s", call->op->name, name,
+                    allow4 ? " or [top, left, bottom, right]" : "");
+    return false;
+  }
+  for (int i = 0; i < a->n; i++) {
+    if (a->ints[i] < minv || a->ints[i] > (1 << 20)) {
+      rx_deduce_error(dc, "%s expects %s between %lld and %d, got %lld", call->op->name, name,
+                      (long long)minv, 1 << 20, (long long)a->ints[i]);
+      return false;
+    }
+  }
+  if (a->n == 2) {
+    out[0] = out[2] = a->ints[0];
+    out[1] = out[3] = a->ints[1];
+  } else {
+    for (int i = 0; i < 4; i++) out[i] = a->ints[i];
+  }
+  return true;
+}
+
+bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *w) {
+  memset(w, 0, sizeof *w);
+  int64_t k[4], s[4], p[4], d[4];
+  if (pool) {
+    if (!pair_attr(dc, call, "kernel", 1, false, 1, k)) return false;
+    if (!rx_call_attr(call, "kernel")) {
+      rx_deduce_error(dc, "%s expects kernel=[kh, kw]", call->op->name);
+      return false;
+    }
+    w->kh = k[0];
+    w->kw = k[1];
+  }
+  if (!pair_attr(dc, call, "strides", 1, false, 1, s) || !pair_attr(dc, call, "padding", 0, true, 0, p) ||
+      !pair_attr(dc, call, "dilation", 1, false, 1, d))
+    return false;
+  if (pool && !rx_call_attr(call, "strides")) {
+    s[0] = w->kh;
+    s[1] = w->kw;
+  }
+  w->sh = s[0];
+  w->sw = s[1];
+  w->pt = p[0];
+  w->pl = p[1];
+  w->pb = p[2];
+  w->pr = p[3];
+  w->dh = d[0];
+  w->dw = d[1];
+  w->groups = rx_ops_int_attr(call, "groups", 1);
+  w->include_pad = rx_ops_int_attr(call, "count_include_pad", 1) != 0;
+  if (w->groups < 1 || w->groups > (1 << 20)) {
+    rx_deduce_error(dc, "conv2d expects groups >= 1, got %lld", (long long)w->groups);
+    return false;
+  }
+  return true;
+}
+
+const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *kernel,
+                             int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t dil) {
+  /* (in + pad_lo + pad_hi - dil * (kernel - 1) - 1) // stride + 1 */
+  const rx_expr *span = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_const(cx, dil),
+                                                    rx_expr_sub(cx, kernel, rx_expr_const(cx, 1))),
+                                    rx_expr_const(cx, 1));
+  const rx_expr *e = rx_expr_sub(cx, rx_expr_add(cx, in, rx_expr_const(cx, pad_lo + pad_hi)), span);
+  return rx_expr_add(cx, rx_expr_floordiv(cx, e, rx_expr_const(cx, stride)), rx_expr_const(cx, 1));
+}
+
+/* The spatial output dims; reports a window larger than the padded input. */
+static bool out_hw(rx_deduce_ctx *dc, const rx_sinfo *x, const rx_expr *kh, const rx_expr *kw,
+                   const rx_nn_win *w, const rx_expr **oh, const rx_expr **ow) {
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  *oh = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[2], kh, w->sh, w->pt, w->pb, w->dh));
+  *ow = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[3], kw, w->sw, w->pl, w->pr, w->dw));
+  for (int i = 0; i < 2; i++) {
+    const rx_expr *o = i ? *ow : *oh;
+    if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, o, rx_expr_const(cx, 1))) == RX_TRUE) {
+      rx_deduce_error(dc, "%s: the window does not fit the padded input %s (output dim %s)",
+                      "window op", rx_ops_str(dc, x), rx_ops_expr_str(dc, o));
+      return false;
+    }
+  }
+  return true;
+}
+
+const rx_sinfo *rx_deduce_conv2d(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *wt = x ? rx_ops_tensor_arg(dc, call, 1, "weight") : NULL;
+  if (!wt || !same_dtype(dc, call, x, wt, "weight")) return NULL;
+  if (x->dtype == RX_DTYPE_BOOL) {
+    rx_deduce_error(dc, "conv2d expects a numeric tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if ((x->ndim >= 0 && x->ndim != 4) || (wt->ndim >= 0 && wt->ndim != 4)) {
+    rx_deduce_error(dc, "conv2d expects x [N, C, H, W] and weight [O, C / groups, KH, KW], got %s "
+                        "and %s", rx_ops_str(dc, x), rx_ops_str(dc, wt));
+    return NULL;
+  }
+  rx_nn_win w;
+  if (!rx_nn_window(dc, call, false, &w)) return NULL;
+  if (!has_shape(x) || !has_shape(wt)) return rx_ops_tensor(dc, x->dtype, 4, NULL);
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const char *what = rx_arena_printf(&dc->mod->arena, "conv2d of %s with weight %s, groups %lld: "
+                                     "input channels", rx_ops_str(dc, x), rx_ops_str(dc, wt),
+                                     (long long)w.groups);
+  const rx_expr *cin = rx_ops_simplify(dc, rx_expr_mul(cx, wt->shape[1], rx_expr_const(cx, w.groups)));
+  if (!need_eq(dc, x->shape[1], cin, what)) return NULL;
+  const rx_expr *rem = rx_ops_simplify(dc, rx_expr_floormod(cx, wt->shape[0], rx_expr_const(cx, w.groups)));
+  if (!rx_expr_is_const(rem, 0) &&
+      rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0))) != RX_TRUE) {
+    rx_deduce_error(dc, "conv2d: the output channels %s of weight %s are not %s divisible by groups %lld",
+                    rx_ops_expr_str(dc, wt->shape[0]), rx_ops_str(dc, wt),
+                    rem->kind == RX_EXPR_CONST ? "" : "provably", (long long)w.groups);
+    return NULL;
+  }
+  const rx_expr **dims = rx_ops_dims(dc, 4);
+  dims[0] = x->shape[0];
+  dims[1] = wt->shape[0];
+  if (!out_hw(dc, x, wt->shape[2], wt->shape[3], &w, &dims[2], &dims[3])) return NULL;
+  return rx_ops_tensor(dc, x->dtype, 4, dims);
+}
+
+const rx_sinfo *rx_deduce_pool2d(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  bool avg = strcmp(call->op->name, "avg_pool2d") == 0;
+  if (avg ? !rx_ops_need_float(dc, x, call->op->name) : x->dtype == RX_DTYPE_BOOL) {
+    if (!avg) rx_deduce_error(dc, "max_pool2d expects a numeric tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim >= 0 && x->ndim != 4) {
+    rx_deduce_error(dc, "%s expects x [N, C, H, W], got %s", call->op->name, rx_ops_str(dc, x));
+    return NULL;
+  }
+  rx_nn_win w;
+  if (!rx_nn_window(dc, call, true, &w)) return NULL;
+  if (!avg && rx_call_attr(call, "count_include_pad")) {
+    rx_deduce_error(dc, "max_pool2d has no count_include_pad (avg_pool2d only)");
+    return NULL;
+  }
+  /* PyTorch's rule: padding at most half the kernel, so no window lies wholly in padding */
+  if (w.pt * 2 > w.kh || w.pb * 2 > w.kh || w.pl * 2 > w.kw || w.pr * 2 > w.kw) {
+    rx_deduce_error(dc, "%s expects padding at most half the kernel (kernel [%lld, %lld])",
+                    call->op->name, (long long)w.kh, (long long)w.kw);
+    return NULL;
+  }
+  if (!has_shape(x)) return rx_ops_tensor(dc, x->dtype, 4, NULL);
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr **dims = rx_ops_dims(dc, 4);
+  dims[0] = x->shape[0];
+  dims[1] = x->shape[1];
+  if (!out_hw(dc, x, rx_expr_const(cx, w.kh), rx_expr_const(cx, w.kw), &w, &dims[2], &dims[3]))
+    return NULL;
+  return rx_ops_tensor(dc, x->dtype, 4, dims);
+}
+
+/* ---- batch_norm ---- */
+
+const rx_sinfo *rx_deduce_batch_norm(rx_deduce_ctx *dc, const rx_node *call) {
+  static const char *const names[] = {"x", "gamma", "beta", "mean", "var"};
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !rx_ops_need_float(dc, x, "batch_norm")) return NULL;
+  int axis = 0;
+  if (x->ndim >= 0 && !rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", 1), x->ndim, &axis))
+    return NULL;
+  for (int i = 1; i < 5; i++) {
+    const rx_sinfo *p = rx_ops_tensor_arg(dc, call, i, names[i]);
+    if (!p || !same_dtype(dc, call, x, p, names[i])) return NULL;
+    if (p->ndim >= 0 && p->ndim != 1) {
+      rx_deduce_error(dc, "batch_norm expects %s of rank 1 (the channels), got %s", names[i],
+                      rx_ops_str(dc, p));
+      return NULL;
+    }
+    if (!has_shape(x) || !has_shape(p)) continue;
+    const char *what = rx_arena_printf(&dc->mod->arena, "batch_norm: %s %s against the channel "
+                                       "dim of x %s", names[i], rx_ops_str(dc, p), rx_ops_str(dc, x));
+    if (!need_eq(dc, p->shape[0], x->shape[axis], what)) return NULL;
+  }
+  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+}

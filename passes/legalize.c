@@ -1,0 +1,136 @@
+/* legalize: every op call binding of every graph function becomes a call_tensor of a generated
+ * tensor program (ops/legalize.h). Identical calls (same op, attributes, argument struct info and
+ * folded scalar values) share one program. The module stays normalizable and verifiable.
+ *
+ *   y = softmax(x, axis=-1)          # x: f32[n, m]
+ * becomes
+ *   y = call_tensor(softmax, x, out=f32[n, m])
+ * with `tensor_fn softmax(x: f32[n, m], out y: f32[n, m]) { ... }` added to the module. */
+#include "../ops/legalize.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cached {
+  const rx_node *call;
+  rx_tensor_fn *tfn;
+} cached;
+
+typedef struct lstate {
+  rx_module *m;
+  rx_diag *diag;
+  RX_VEC(cached) cache;
+  bool ok;
+} lstate;
+
+static bool attr_eq(const rx_attr *a, const rx_attr *b) {
+  if (a->name != b->name && strcmp(a->name, b->name) != 0) return false;
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+  case RX_ATTR_INT:
+  case RX_ATTR_BOOL: return a->i == b->i;
+  case RX_ATTR_FLOAT: return a->f == b->f || (a->f != a->f && b->f != b->f);
+  case RX_ATTR_STR: return (!a->s && !b->s) || (a->s && b->s && strcmp(a->s, b->s) == 0);
+  case RX_ATTR_DTYPE: return a->dtype == b->dtype;
+  case RX_ATTR_INTS:
+    return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0);
+  case RX_ATTR_EXPRS:
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++)
+      if (a->exprs[i] != b->exprs[i]) return false;
+    return true;
+  }
+  return false;
+}
+
+/* Folded scalar literals are part of the program: compare their values too. */
+static bool arg_eq(const rx_node *a, const rx_node *b) {
+  if (!rx_sinfo_equal(a->sinfo, b->sinfo)) return false;
+  bool pa = a->kind == RX_NODE_PRIM, pb = b->kind == RX_NODE_PRIM;
+  if (pa != pb) return !(pa && rx_dtype_is_float(a->prim_dtype)) && !(pb && rx_dtype_is_float(b->prim_dtype));
+  if (pa && rx_dtype_is_float(a->prim_dtype))
+    return a->prim_dtype == b->prim_dtype && (a->fvalue == b->fvalue);
+  return true;
+}
+
+static bool same_call(const rx_node *a, const rx_node *b) {
+  if (a->op != b->op || a->nargs != b->nargs || a->nattrs != b->nattrs) return false;
+  if (!rx_sinfo_equal(a->sinfo, b->sinfo)) return false;
+  for (int i = 0; i < a->nargs; i++)
+    if (!arg_eq(a->args[i], b->args[i])) return false;
+  for (int i = 0; i < a->nattrs; i++) {
+    const rx_attr *o = NULL;
+    for (int k = 0; k < b->nattrs && !o; k++)
+      if (strcmp(a->attrs[i].name, b->attrs[k].name) == 0) o = &b->attrs[k];
+    if (!o || !attr_eq(&a->attrs[i], o)) return false;
+  }
+  return true;
+}
+
+/* The call_tensor replacing call (NULL after an error). */
+static rx_node *lower_call(lstate *st, rx_node *call) {
+  rx_tensor_fn *tfn = NULL;
+  for (size_t i = 0; i < st->cache.len && !tfn; i++)
+    if (same_call(st->cache.data[i].call, call)) tfn = st->cache.data[i].tfn;
+  if (!tfn) {
+    tfn = rx_legalize_call(st->m, call, call->op->name, st->diag);
+    if (!tfn) return NULL;
+    cached c = {call, tfn};
+    RX_VEC_PUSH(&st->cache, c);
+  }
+  rx_node *n = rx_node_new(st->m, RX_NODE_CALL_TENSOR, call->loc);
+  n->callee = tfn->name;
+  n->tfn = tfn;
+  n->out = call->sinfo;
+  int nin = 0, nscal = 0;
+  for (int i = 0; i < tfn->nparams; i++) {
+    if (tfn->params[i]->kind == RX_PARAM_SCALAR)
+      nscal++;
+    else if (!tfn->params[i]->is_output)
+      nin++;
+  }
+  n->args = rx_module_alloc(st->m, sizeof(rx_node *) * (size_t)(nin + 1));
+  n->nargs = rx_legalize_args(st->m, call, n->args, nin);
+  RX_ASSERT(n->nargs == nin);
+  n->extra_dims = rx_module_alloc(st->m, sizeof(rx_expr *) * (size_t)(nscal + 1));
+  for (int i = 0; i < tfn->nparams; i++)
+    if (tfn->params[i]->kind == RX_PARAM_SCALAR) n->extra_dims[n->nextra++] = tfn->params[i]->var;
+  return n;
+}
+
+static void walk_seq(lstate *st, rx_seq *seq);
+
+static void walk_node(lstate *st, rx_binding *b) {
+  rx_node *v = b->value;
+  if (!v) return;
+  if (v->kind == RX_NODE_IF) {
+    if (v->then_seq) walk_seq(st, v->then_seq);
+    if (v->else_seq) walk_seq(st, v->else_seq);
+    return;
+  }
+  if (v->kind != RX_NODE_CALL || !v->op) return;
+  rx_node *n = lower_call(st, v);
+  if (!n) {
+    st->ok = false;
+    return;
+  }
+  b->value = n;
+}
+
+static void walk_seq(lstate *st, rx_seq *seq) {
+  for (int i = 0; i < seq->nblocks; i++)
+    for (int k = 0; k < seq->blocks[i]->nbindings; k++) walk_node(st, seq->blocks[i]->bindings[k]);
+}
+
+bool rx_pass_legalize(rx_module *m, rx_diag *diag) {
+  if (!rx_module_normalize(m, diag)) return false;
+  lstate st = {m, diag, {0}, true};
+  size_t n = m->items.len; /* programs added while walking are not graph functions */
+  for (size_t i = 0; i < n; i++) {
+    if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
+    rx_graph_fn *g = m->items.data[i].fn;
+    walk_seq(&st, &g->body);
+  }
+  free(st.cache.data);
+  return st.ok;
+}
