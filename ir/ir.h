@@ -192,6 +192,8 @@ struct rx_graph_fn {
   rx_loc *fact_locs;
   int nfacts;
   rx_seq body;
+  bool primitive; /* made by passes/fuse_ops.c: one fusion group, consumed by fuse_tensor (not
+                     printed; a primitive function is called only from graph functions) */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -385,6 +387,18 @@ struct rx_stmt {
   rx_local *local;        /* LET */
 };
 
+/* Fusion pattern of a tensor program, computed from its loop body (passes/annotate.c).
+ * Ordered from most to least fusable. */
+typedef enum rx_pattern {
+  RX_PATTERN_UNKNOWN = 0,  /* not annotated yet */
+  RX_PATTERN_ELEMWISE,     /* one perfect nest, stores and loads at the loop point */
+  RX_PATTERN_BROADCAST,    /* stores at the point, loads at projections of it */
+  RX_PATTERN_INJECTIVE,    /* stores at (a permutation of) the point, loads anywhere */
+  RX_PATTERN_REDUCTION,    /* reductions over some axes (row sums, staged rows) */
+  RX_PATTERN_OUT_FUSABLE,  /* matmul-like: a multiply-accumulate reduction per output point */
+  RX_PATTERN_OPAQUE,       /* anything else */
+} rx_pattern;
+
 struct rx_tensor_fn {
   const char *name;
   rx_loc loc;
@@ -394,6 +408,7 @@ struct rx_tensor_fn {
   rx_loc *fact_locs;
   int nfacts;
   rx_stmt *body; /* a SEQ */
+  rx_pattern pattern; /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
 };
 
 /* A declaration of an external library function (destination-passing like a tensor program). */

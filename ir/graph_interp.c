@@ -1,0 +1,540 @@
+/* graph_interp: the CPU evaluator of graph functions (see graph_interp.h). */
+#include "graph_interp.h"
+
+#include "../ops/ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64 /* nested graph calls */
+
+typedef struct genv {
+  rx_module *m;
+  const rx_graph_fn *fn;
+  RX_VEC(const rx_var *) vars; /* graph variables ... */
+  RX_VEC(rx_ginterp_value) vals; /* ... and their values (owned) */
+  RX_VEC(const rx_expr *) syms;  /* symbolic variables ... */
+  RX_VEC(int64_t) symv;          /* ... and their values */
+  int depth;
+} genv;
+
+size_t rx_ginterp_elem_size(rx_dtype dt) {
+  int b = rx_dtype_bits(dt);
+  return b > 0 ? (size_t)b / 8 : 0;
+}
+
+int64_t rx_ginterp_numel(const rx_ginterp_value *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
+  return n;
+}
+
+rx_ginterp_value rx_ginterp_tensor(rx_dtype dtype, int ndim, const int64_t *shape, void *data) {
+  rx_ginterp_value v;
+  memset(&v, 0, sizeof v);
+  v.kind = RX_GV_TENSOR;
+  v.dtype = dtype;
+  v.ndim = ndim < 0 ? 0 : ndim > RX_MAX_NDIM ? RX_MAX_NDIM : ndim;
+  for (int i = 0; i < v.ndim; i++) v.shape[i] = shape[i];
+  v.data = data;
+  return v;
+}
+
+void rx_ginterp_value_free(rx_ginterp_value *v) {
+  if (!v) return;
+  if (v->kind == RX_GV_TENSOR) free(v->data);
+  if (v->kind == RX_GV_TUPLE) {
+    for (int i = 0; i < v->nfields; i++) rx_ginterp_value_free(&v->fields[i]);
+    free(v->fields);
+  }
+  memset(v, 0, sizeof *v);
+}
+
+/* Deep copy (tensor data copied). */
+static rx_ginterp_value copy_value(const rx_ginterp_value *v) {
+  rx_ginterp_value r = *v;
+  if (v->kind == RX_GV_TENSOR) {
+    size_t bytes = (size_t)rx_ginterp_numel(v) * rx_ginterp_elem_size(v->dtype);
+    r.data = rx_malloc(bytes ? bytes : 1);
+    if (bytes) memcpy(r.data, v->data, bytes);
+  } else if (v->kind == RX_GV_TUPLE) {
+    r.fields = rx_calloc((size_t)v->nfields + 1, sizeof *r.fields);
+    for (int i = 0; i < v->nfields; i++) r.fields[i] = copy_value(&v->fields[i]);
+  }
+  return r;
+}
+
+static void value_str(rx_strbuf *b, const rx_ginterp_value *v) {
+  switch (v->kind) {
+  case RX_GV_NONE: rx_strbuf_append(b, "nothing"); break;
+  case RX_GV_TENSOR:
+    rx_strbuf_printf(b, "%s[", rx_dtype_name(v->dtype));
+    for (int i = 0; i < v->ndim; i++) rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
+    rx_strbuf_append(b, "]");
+    break;
+  case RX_GV_SHAPE:
+    rx_strbuf_append(b, "Shape([");
+    for (int i = 0; i < v->ndim; i++) rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
+    rx_strbuf_append(b, "])");
+    break;
+  case RX_GV_PRIM:
+    if (rx_dtype_is_float(v->dtype)) rx_strbuf_printf(b, "Prim(%s, %g)", rx_dtype_name(v->dtype), v->f);
+    else rx_strbuf_printf(b, "Prim(%s, %lld)", rx_dtype_name(v->dtype), (long long)v->i);
+    break;
+  case RX_GV_TUPLE:
+    rx_strbuf_append(b, "(");
+    for (int i = 0; i < v->nfields; i++) {
+      if (i) rx_strbuf_append(b, ", ");
+      value_str(b, &v->fields[i]);
+    }
+    rx_strbuf_append(b, ")");
+    break;
+  }
+}
+
+/* Expected struct info with the bound values substituted, as text. */
+static void sinfo_str(genv *e, rx_strbuf *b, const rx_sinfo *s) {
+  if (!s) {
+    rx_strbuf_append(b, "?");
+    return;
+  }
+  if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape && s->ndim > 0) {
+    const rx_expr **d = rx_calloc((size_t)s->ndim, sizeof *d);
+    for (int i = 0; i < s->ndim; i++) {
+      const rx_expr **cv = rx_calloc(e->syms.len + 1, sizeof *cv);
+      for (size_t k = 0; k < e->syms.len; k++) cv[k] = rx_expr_const(e->m->ctx, e->symv.data[k]);
+      d[i] = rx_expr_subst(e->m->ctx, s->shape[i], e->syms.data, cv, e->syms.len);
+      free(cv);
+    }
+    const rx_sinfo *t = s->kind == RX_SINFO_TENSOR ? rx_sinfo_tensor(e->m, s->dtype, s->ndim, d)
+                                                   : rx_sinfo_shape(e->m, s->ndim, d);
+    free(d);
+    rx_sinfo_print(b, t);
+    return;
+  }
+  rx_sinfo_print(b, s);
+}
+
+static rx_status mismatch(genv *e, const char *what, const rx_sinfo *want,
+                          const rx_ginterp_value *have, const char *why) {
+  rx_strbuf b = {0};
+  rx_strbuf_printf(&b, "%s: %s: expected ", e->fn->name, what);
+  sinfo_str(e, &b, want);
+  rx_strbuf_append(&b, ", got ");
+  value_str(&b, have);
+  if (why) rx_strbuf_printf(&b, " (%s)", why);
+  char *s = rx_strbuf_take(&b);
+  rx_status st = rx_status_make(RX_ERR_INVALID, "%s", s);
+  free(s);
+  return st;
+}
+
+static bool sym_lookup(genv *e, const rx_expr *v, int64_t *out) {
+  for (size_t i = 0; i < e->syms.len; i++)
+    if (e->syms.data[i] == v) {
+      *out = e->symv.data[i];
+      return true;
+    }
+  return false;
+}
+
+static bool eval(genv *e, const rx_expr *x, int64_t *out) {
+  rx_expr_env env = {e->syms.data, e->symv.data, e->syms.len};
+  return rx_expr_eval(x, &env, out);
+}
+
+/* Binds the whole-variable dims / prim values of want from have (first binding wins). */
+static void bind_whole(genv *e, const rx_sinfo *want, const rx_ginterp_value *have) {
+  if (!want || !have) return;
+  int64_t dummy;
+  if ((want->kind == RX_SINFO_TENSOR && have->kind == RX_GV_TENSOR) ||
+      (want->kind == RX_SINFO_SHAPE && have->kind == RX_GV_SHAPE)) {
+    if (!want->shape || want->ndim != have->ndim) return;
+    for (int i = 0; i < want->ndim; i++)
+      if (want->shape[i]->kind == RX_EXPR_VAR && !sym_lookup(e, want->shape[i], &dummy)) {
+        RX_VEC_PUSH(&e->syms, want->shape[i]);
+        RX_VEC_PUSH(&e->symv, have->shape[i]);
+      }
+  } else if (want->kind == RX_SINFO_PRIM && have->kind == RX_GV_PRIM) {
+    if (want->value && want->value->kind == RX_EXPR_VAR && !rx_dtype_is_float(have->dtype) &&
+        !sym_lookup(e, want->value, &dummy)) {
+      RX_VEC_PUSH(&e->syms, want->value);
+      RX_VEC_PUSH(&e->symv, have->i);
+    }
+  } else if (want->kind == RX_SINFO_TUPLE && have->kind == RX_GV_TUPLE &&
+             want->nfields == have->nfields) {
+    for (int i = 0; i < want->nfields; i++) bind_whole(e, want->fields[i], &have->fields[i]);
+  }
+}
+
+/* Checks have against want (after bind_whole). */
+static rx_status check(genv *e, const char *what, const rx_sinfo *want, const rx_ginterp_value *have) {
+  if (!want) return NULL;
+  switch (want->kind) {
+  case RX_SINFO_OBJECT:
+  case RX_SINFO_FUNC: return NULL;
+  case RX_SINFO_TENSOR:
+  case RX_SINFO_SHAPE: {
+    bool tensor = want->kind == RX_SINFO_TENSOR;
+    if (have->kind != (tensor ? RX_GV_TENSOR : RX_GV_SHAPE))
+      return mismatch(e, what, want, have, tensor ? "not a tensor" : "not a shape");
+    if (tensor && want->dtype != RX_DTYPE_UNKNOWN && want->dtype != have->dtype)
+      return mismatch(e, what, want, have, "dtype");
+    if (want->ndim >= 0 && want->ndim != have->ndim) return mismatch(e, what, want, have, "rank");
+    for (int i = 0; want->shape && i < want->ndim; i++) {
+      int64_t v;
+      if (!eval(e, want->shape[i], &v)) return mismatch(e, what, want, have, "unbound dimension");
+      if (v != have->shape[i]) {
+        char why[64];
+        snprintf(why, sizeof why, "dim %d: %lld vs %lld", i, (long long)v, (long long)have->shape[i]);
+        return mismatch(e, what, want, have, why);
+      }
+    }
+    return NULL;
+  }
+  case RX_SINFO_PRIM: {
+    if (have->kind != RX_GV_PRIM) return mismatch(e, what, want, have, "not a scalar");
+    if (want->dtype != RX_DTYPE_UNKNOWN && want->dtype != have->dtype)
+      return mismatch(e, what, want, have, "dtype");
+    int64_t v;
+    if (want->value && !rx_dtype_is_float(have->dtype)) {
+      if (!eval(e, want->value, &v)) return mismatch(e, what, want, have, "unbound value");
+      if (v != have->i) return mismatch(e, what, want, have, "value");
+    }
+    return NULL;
+  }
+  case RX_SINFO_TUPLE:
+    if (have->kind != RX_GV_TUPLE || have->nfields != want->nfields)
+      return mismatch(e, what, want, have, "not a tuple of that size");
+    for (int i = 0; i < want->nfields; i++)
+      RX_RETURN_IF_ERROR(check(e, what, want->fields[i], &have->fields[i]));
+    return NULL;
+  }
+  return NULL;
+}
+
+static const rx_ginterp_value *lookup(genv *e, const rx_var *v) {
+  for (size_t i = e->vars.len; i-- > 0;)
+    if (e->vars.data[i] == v) return &e->vals.data[i];
+  return NULL;
+}
+
+static void define(genv *e, const rx_var *v, rx_ginterp_value val) {
+  RX_VEC_PUSH(&e->vars, v);
+  RX_VEC_PUSH(&e->vals, val);
+}
+
+static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
+                        int depth, rx_ginterp_value *out);
+static rx_status eval_seq(genv *e, const rx_seq *seq, rx_ginterp_value *out);
+
+static rx_status alloc_tensor(genv *e, const rx_sinfo *s, rx_ginterp_value *out, const char *callee) {
+  if (s->kind != RX_SINFO_TENSOR || !s->shape || s->ndim < 0 || s->ndim > RX_MAX_NDIM ||
+      s->dtype == RX_DTYPE_UNKNOWN)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: call_tensor(%s): output needs a known dtype and shape",
+                          e->fn->name, callee);
+  memset(out, 0, sizeof *out);
+  out->kind = RX_GV_TENSOR;
+  out->dtype = s->dtype;
+  out->ndim = s->ndim;
+  int64_t total = 1;
+  for (int i = 0; i < s->ndim; i++) {
+    if (!eval(e, s->shape[i], &out->shape[i]) || out->shape[i] < 0)
+      return rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): output dim %d cannot be evaluated",
+                            e->fn->name, callee, i);
+    if (out->shape[i] && total > INT64_MAX / 16 / out->shape[i])
+      return rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: call_tensor(%s): output too large",
+                            e->fn->name, callee);
+    total *= out->shape[i];
+  }
+  size_t bytes = (size_t)total * rx_ginterp_elem_size(s->dtype);
+  out->data = rx_calloc(bytes ? bytes : 1, 1);
+  return NULL;
+}
+
+static void prim_to_tensor(const rx_ginterp_value *p, rx_ginterp_value *t, int64_t *storage) {
+  memset(t, 0, sizeof *t);
+  t->kind = RX_GV_TENSOR;
+  t->dtype = p->dtype;
+  t->ndim = 0;
+  t->data = storage;
+  memset(storage, 0, 8);
+  switch (p->dtype) {
+  case RX_DTYPE_F32: { float f = (float)p->f; memcpy(storage, &f, 4); break; }
+  case RX_DTYPE_F16: { uint16_t h = rx_f32_to_f16((float)p->f); memcpy(storage, &h, 2); break; }
+  case RX_DTYPE_BF16: { uint16_t h = rx_f32_to_bf16((float)p->f); memcpy(storage, &h, 2); break; }
+  case RX_DTYPE_I64: memcpy(storage, &p->i, 8); break;
+  case RX_DTYPE_I32: { int32_t x = (int32_t)p->i; memcpy(storage, &x, 4); break; }
+  case RX_DTYPE_I16: { int16_t x = (int16_t)p->i; memcpy(storage, &x, 2); break; }
+  default: { uint8_t x = (uint8_t)p->i; memcpy(storage, &x, 1); break; }
+  }
+}
+
+static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  const rx_tensor_fn *t = n->tfn;
+  const char *callee = n->callee ? n->callee : "?";
+  if (!t) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no tensor_fn named '%s'", e->fn->name, callee);
+  const rx_sinfo *const *outs = &n->out;
+  int nouts = 1;
+  if (!n->out) return rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s) without out=", e->fn->name, callee);
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    outs = n->out->fields;
+    nouts = n->out->nfields;
+  }
+  rx_ginterp_value *ov = rx_calloc((size_t)nouts + 1, sizeof *ov);
+  rx_interp_arg *args = rx_calloc((size_t)t->nparams + 1, sizeof *args);
+  int64_t (*scal)[1] = rx_calloc((size_t)n->nargs + 1, sizeof *scal);
+  rx_status st = NULL;
+  for (int i = 0; i < nouts && !st; i++) st = alloc_tensor(e, outs[i], &ov[i], callee);
+  int ai = 0, oi = 0, si = 0;
+  for (int i = 0; i < t->nparams && !st; i++) {
+    rx_param *p = t->params[i];
+    rx_interp_arg *a = &args[i];
+    if (p->kind == RX_PARAM_SCALAR) {
+      if (si >= n->nextra || !eval(e, n->extra_dims[si], &a->value))
+        st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): scalar argument %d cannot be evaluated",
+                            e->fn->name, callee, si + 1);
+      si++;
+      continue;
+    }
+    const rx_ginterp_value *v;
+    rx_ginterp_value tmp;
+    if (p->is_output) {
+      if (oi >= nouts) { st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few outputs", e->fn->name, callee); break; }
+      v = &ov[oi++];
+    } else {
+      if (ai >= n->nargs) { st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few arguments", e->fn->name, callee); break; }
+      const rx_node *arg = n->args[ai];
+      v = arg->kind == RX_NODE_VAR ? lookup(e, arg->var) : NULL;
+      if (v && v->kind == RX_GV_PRIM) {
+        prim_to_tensor(v, &tmp, scal[ai]);
+        v = &tmp;
+      }
+      ai++;
+      if (!v || v->kind != RX_GV_TENSOR) {
+        st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): argument %d is not a tensor",
+                            e->fn->name, callee, ai);
+        break;
+      }
+    }
+    a->data = v->data;
+    a->ndim = v->ndim;
+    a->dtype = v->dtype;
+    for (int k = 0; k < v->ndim; k++) a->shape[k] = v->shape[k];
+  }
+  if (!st) st = rx_interp_run(e->m, t, args, t->nparams, NULL);
+  free(args);
+  free(scal);
+  if (st) {
+    for (int i = 0; i < nouts; i++) rx_ginterp_value_free(&ov[i]);
+    free(ov);
+    return rx_status_annotate(st, "%s: call_tensor(%s)", e->fn->name, callee);
+  }
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    memset(out, 0, sizeof *out);
+    out->kind = RX_GV_TUPLE;
+    out->fields = ov;
+    out->nfields = nouts;
+  } else {
+    *out = ov[0];
+    free(ov);
+  }
+  return NULL;
+}
+
+static rx_status const_value(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  const rx_sinfo *s = n->sinfo;
+  if (!s || s->kind != RX_SINFO_TENSOR)
+    return rx_status_make(RX_ERR_INVALID, "%s: constant without a tensor type", e->fn->name);
+  RX_RETURN_IF_ERROR(alloc_tensor(e, s, out, "const"));
+  int64_t cnt = rx_ginterp_numel(out);
+  int64_t scratch[1];
+  for (int64_t i = 0; i < cnt && (size_t)i < n->count; i++) {
+    rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = s->dtype, .i = (int64_t)n->data[i], .f = n->data[i]};
+    rx_ginterp_value t;
+    prim_to_tensor(&p, &t, scratch);
+    size_t es = rx_ginterp_elem_size(s->dtype);
+    memcpy((char *)out->data + (size_t)i * es, scratch, es);
+  }
+  return NULL;
+}
+
+/* Evaluates an (atomic or whole-binding) expression into *out (owned). */
+static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  memset(out, 0, sizeof *out);
+  switch (n->kind) {
+  case RX_NODE_VAR: {
+    const rx_ginterp_value *v = lookup(e, n->var);
+    if (!v)
+      return rx_status_make(RX_ERR_INVALID, "%s: '%s' has no value", e->fn->name, n->var->name);
+    *out = copy_value(v);
+    return NULL;
+  }
+  case RX_NODE_CONST: return const_value(e, n, out);
+  case RX_NODE_PRIM:
+    out->kind = RX_GV_PRIM;
+    out->dtype = n->prim_dtype;
+    if (rx_dtype_is_float(n->prim_dtype)) {
+      out->f = n->fvalue;
+    } else if (n->prim && !eval(e, n->prim, &out->i)) {
+      return rx_status_make(RX_ERR_INVALID, "%s: a scalar value cannot be evaluated", e->fn->name);
+    }
+    return NULL;
+  case RX_NODE_SHAPE:
+    if (n->ndims > RX_MAX_NDIM)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: shape of rank %d", e->fn->name, n->ndims);
+    out->kind = RX_GV_SHAPE;
+    out->ndim = n->ndims;
+    for (int i = 0; i < n->ndims; i++)
+      if (!eval(e, n->dims[i], &out->shape[i]))
+        return rx_status_make(RX_ERR_INVALID, "%s: shape dim %d cannot be evaluated", e->fn->name, i);
+    return NULL;
+  case RX_NODE_TUPLE:
+    out->kind = RX_GV_TUPLE;
+    out->nfields = n->nargs;
+    out->fields = rx_calloc((size_t)n->nargs + 1, sizeof *out->fields);
+    for (int i = 0; i < n->nargs; i++) {
+      rx_status st = eval_node(e, n->args[i], &out->fields[i]);
+      if (st) {
+        rx_ginterp_value_free(out);
+        return st;
+      }
+    }
+    return NULL;
+  case RX_NODE_GET_ITEM: {
+    const rx_ginterp_value *t = n->args[0]->kind == RX_NODE_VAR ? lookup(e, n->args[0]->var) : NULL;
+    rx_ginterp_value tmp;
+    if (!t) {
+      RX_RETURN_IF_ERROR(eval_node(e, n->args[0], &tmp));
+      if (tmp.kind != RX_GV_TUPLE || n->index < 0 || n->index >= tmp.nfields) {
+        rx_ginterp_value_free(&tmp);
+        return rx_status_make(RX_ERR_INVALID, "%s: .%d of a non-tuple", e->fn->name, n->index);
+      }
+      *out = copy_value(&tmp.fields[n->index]);
+      rx_ginterp_value_free(&tmp);
+      return NULL;
+    }
+    if (t->kind != RX_GV_TUPLE || n->index < 0 || n->index >= t->nfields)
+      return rx_status_make(RX_ERR_INVALID, "%s: .%d of a non-tuple", e->fn->name, n->index);
+    *out = copy_value(&t->fields[n->index]);
+    return NULL;
+  }
+  case RX_NODE_CALL:
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: op %s must be legalized first", e->fn->name,
+                          n->op ? n->op->name : "?");
+  case RX_NODE_CALL_EXTERN:
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: call_extern(%s) is not supported by the graph interpreter",
+                          e->fn->name, n->callee ? n->callee : "?");
+  case RX_NODE_CALL_TENSOR: return call_tensor(e, n, out);
+  case RX_NODE_CALL_GRAPH: {
+    if (!n->gfn) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no graph_fn '%s'", e->fn->name, n->callee ? n->callee : "?");
+    if (e->depth >= MAX_DEPTH)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph calls nested deeper than %d", e->fn->name, MAX_DEPTH);
+    rx_ginterp_value *args = rx_calloc((size_t)n->nargs + 1, sizeof *args);
+    rx_status st = NULL;
+    for (int i = 0; i < n->nargs && !st; i++) st = eval_node(e, n->args[i], &args[i]);
+    if (!st) st = run_fn(e->m, n->gfn, args, n->nargs, e->depth + 1, out);
+    for (int i = 0; i < n->nargs; i++) rx_ginterp_value_free(&args[i]);
+    free(args);
+    return st;
+  }
+  case RX_NODE_IF: {
+    rx_ginterp_value c;
+    RX_RETURN_IF_ERROR(eval_node(e, n->cond, &c));
+    bool taken;
+    if (c.kind == RX_GV_PRIM && !rx_dtype_is_float(c.dtype)) taken = c.i != 0;
+    else if (c.kind == RX_GV_TENSOR && c.ndim == 0 && c.dtype == RX_DTYPE_BOOL) taken = *(uint8_t *)c.data != 0;
+    else {
+      rx_ginterp_value_free(&c);
+      return rx_status_make(RX_ERR_INVALID, "%s: if condition is not a Prim(bool) or bool[]", e->fn->name);
+    }
+    rx_ginterp_value_free(&c);
+    const rx_seq *s = taken ? n->then_seq : n->else_seq;
+    if (!s) return rx_status_make(RX_ERR_INVALID, "%s: if without a branch", e->fn->name);
+    size_t nv = e->vars.len;
+    rx_status st = eval_seq(e, s, out);
+    while (e->vars.len > nv) rx_ginterp_value_free(&e->vals.data[--e->vars.len]);
+    e->vals.len = e->vars.len;
+    return st;
+  }
+  }
+  return rx_status_make(RX_ERR_INTERNAL, "%s: unknown node", e->fn->name);
+}
+
+static rx_status eval_seq(genv *e, const rx_seq *seq, rx_ginterp_value *out) {
+  for (int bi = 0; bi < seq->nblocks; bi++) {
+    const rx_block *blk = seq->blocks[bi];
+    for (int i = 0; i < blk->nbindings; i++) {
+      const rx_binding *b = blk->bindings[i];
+      rx_ginterp_value v;
+      RX_RETURN_IF_ERROR(eval_node(e, b->value, &v));
+      if (b->cast) {
+        bind_whole(e, b->cast, &v);
+        char *what = rx_arena_printf(&e->m->arena, "match_cast of '%s'", b->var->name);
+        rx_status st = check(e, what, b->cast, &v);
+        if (st) {
+          rx_ginterp_value_free(&v);
+          return st;
+        }
+      }
+      define(e, b->var, v);
+    }
+  }
+  if (!seq->result) return rx_status_make(RX_ERR_INVALID, "%s: no result", e->fn->name);
+  return eval_node(e, seq->result, out);
+}
+
+static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
+                        int depth, rx_ginterp_value *out) {
+  memset(out, 0, sizeof *out);
+  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "no graph function to run");
+  if (n != f->nparams)
+    return rx_status_make(RX_ERR_INVALID, "%s expects %d argument%s, got %d", f->name, f->nparams,
+                          f->nparams == 1 ? "" : "s", n);
+  genv e = {0};
+  e.m = m;
+  e.fn = f;
+  e.depth = depth;
+  rx_status st = NULL;
+  for (int i = 0; i < n; i++) bind_whole(&e, f->params[i]->sinfo, &inputs[i]);
+  for (int i = 0; i < n && !st; i++) {
+    char *what = rx_arena_printf(&m->arena, "parameter '%s'", f->params[i]->name);
+    st = check(&e, what, f->params[i]->sinfo, &inputs[i]);
+  }
+  for (int i = 0; i < f->nfacts && !st; i++) {
+    int64_t v;
+    if (!eval(&e, f->facts[i], &v) || !v) {
+      char *fs = rx_expr_to_string(f->facts[i]);
+      rx_strbuf b = {0};
+      for (size_t k = 0; k < e.syms.len; k++)
+        rx_strbuf_printf(&b, "%s%s = %lld", k ? ", " : "", e.syms.data[k]->name, (long long)e.symv.data[k]);
+      char *bs = rx_strbuf_take(&b);
+      st = rx_status_make(RX_ERR_INVALID, "%s: fact %s does not hold (%s)", f->name, fs, bs);
+      free(fs);
+      free(bs);
+    }
+  }
+  for (int i = 0; i < n && !st; i++) {
+    rx_ginterp_value v = inputs[i];
+    /* borrowed: never freed (see below) */
+    define(&e, f->params[i], v);
+  }
+  if (!st) st = eval_seq(&e, &f->body, out);
+  /* the first nparams values are borrowed inputs */
+  for (size_t i = 0; i < e.vals.len; i++)
+    if (i >= (size_t)n || st) {
+      if (i >= (size_t)n) rx_ginterp_value_free(&e.vals.data[i]);
+    }
+  free(e.vars.data);
+  free(e.vals.data);
+  free(e.syms.data);
+  free(e.symv.data);
+  if (st) rx_ginterp_value_free(out);
+  return st;
+}
+
+rx_status rx_graph_run(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
+                       rx_ginterp_value *out_result) {
+  return run_fn(m, f, inputs, n, 0, out_result);
+}

@@ -1,0 +1,244 @@
+/* annotate: the fusion pattern of every tensor program, computed from its loop body (not from
+ * the op it came from), so hand-written programs fuse as well as legalized ones.
+ *
+ * elementwise  one perfect nest of serial loops from 0; its innermost body only lets and
+ *              stores; every store at the loop point (indices = the loop variables in nest
+ *              order); every load at the point too
+ * broadcast    as elementwise, but some loads at a projection of the point (a subsequence of
+ *              the loop variables in order, or 0)
+ * injective    stores at a permutation of the point, loads at any index expressions
+ * out-fusable  a perfect nest over the output point whose body is [alloc local] reduce with an
+ *              init storing a constant and an update `acc = acc + x * y` (casts allowed), then
+ *              optionally the output at the point from the accumulator: matmul-like
+ * reduction    anything else made of loops, reductions, lets, local allocs and stores (row
+ *              sums, softmax-like staged rows)
+ * opaque       anything else (bound loops, barriers, ifs, global/shared allocs) */
+#include "passes.h"
+
+const char *rx_pattern_name(rx_pattern p) {
+  switch (p) {
+  case RX_PATTERN_UNKNOWN: return "unknown";
+  case RX_PATTERN_ELEMWISE: return "elementwise";
+  case RX_PATTERN_BROADCAST: return "broadcast";
+  case RX_PATTERN_INJECTIVE: return "injective";
+  case RX_PATTERN_REDUCTION: return "reduction";
+  case RX_PATTERN_OUT_FUSABLE: return "out_fusable";
+  case RX_PATTERN_OPAQUE: return "opaque";
+  }
+  return "?";
+}
+
+#define MAXL 16
+
+typedef struct nest {
+  const rx_expr *vars[MAXL];
+  int n;
+  rx_stmt **body; /* innermost statements */
+  int nbody;
+  rx_stmt *single[1];
+} nest;
+
+/* Extracts a perfect nest of serial loops from 0 starting at s (a SEQ or FOR). */
+static bool get_nest(rx_stmt *s, nest *out) {
+  out->n = 0;
+  while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  while (s->kind == RX_STMT_FOR) {
+    if (out->n >= MAXL || s->loop_kind != RX_LOOP_SERIAL || !rx_expr_is_const(s->lo[0], 0))
+      return false;
+    out->vars[out->n++] = s->vars[0];
+    s = s->inner;
+    while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  }
+  if (s->kind == RX_STMT_SEQ) {
+    out->body = s->body;
+    out->nbody = s->n;
+  } else {
+    out->single[0] = s;
+    out->body = out->single;
+    out->nbody = 1;
+  }
+  return out->n > 0;
+}
+
+/* -1: not a loop variable */
+static int var_pos(const nest *ns, const rx_tx *t) {
+  if (t->kind != RX_TX_SYM || t->sym->kind != RX_EXPR_VAR) return -1;
+  for (int i = 0; i < ns->n; i++)
+    if (ns->vars[i] == t->sym) return i;
+  return -1;
+}
+
+static bool at_point(const nest *ns, rx_tx *const *idx, int n) {
+  if (n != ns->n) return false;
+  for (int i = 0; i < n; i++)
+    if (var_pos(ns, idx[i]) != i) return false;
+  return true;
+}
+
+static bool is_perm(const nest *ns, rx_tx *const *idx, int n) {
+  if (n != ns->n) return false;
+  unsigned seen = 0;
+  for (int i = 0; i < n; i++) {
+    int p = var_pos(ns, idx[i]);
+    if (p < 0 || (seen >> p) & 1) return false;
+    seen |= 1u << p;
+  }
+  return true;
+}
+
+static bool is_projection(const nest *ns, rx_tx *const *idx, int n) {
+  int last = -1;
+  for (int i = 0; i < n; i++) {
+    if ((idx[i]->kind == RX_TX_SYM && rx_expr_is_const(idx[i]->sym, 0)) ||
+        (idx[i]->kind == RX_TX_INT && idx[i]->ival == 0))
+      continue;
+    int p = var_pos(ns, idx[i]);
+    if (p <= last) return false;
+    last = p;
+  }
+  return true;
+}
+
+/* Worst load kind in e: 0 at point, 1 projection, 2 other. */
+static int loads(const nest *ns, const rx_tx *e) {
+  if (!e) return 0;
+  int w = 0;
+  if (e->kind == RX_TX_LOAD) {
+    w = at_point(ns, e->idx, e->nidx) ? 0 : is_projection(ns, e->idx, e->nidx) ? 1 : 2;
+    for (int i = 0; i < e->nidx; i++) {
+      int k = loads(ns, e->idx[i]);
+      if (k) w = 2;
+    }
+    return w;
+  }
+  int a = loads(ns, e->a), b = loads(ns, e->b), c = loads(ns, e->c);
+  w = a > w ? a : w;
+  w = b > w ? b : w;
+  return c > w ? c : w;
+}
+
+static rx_pattern injective_like(rx_stmt *body) {
+  nest ns;
+  if (!get_nest(body, &ns)) return RX_PATTERN_UNKNOWN;
+  int worst = 0, stores = 0;
+  bool perm_only = false;
+  for (int i = 0; i < ns.nbody; i++) {
+    rx_stmt *s = ns.body[i];
+    if (s->kind == RX_STMT_LET) {
+      int w = loads(&ns, s->value);
+      worst = w > worst ? w : worst;
+    } else if (s->kind == RX_STMT_STORE) {
+      stores++;
+      if (!at_point(&ns, s->idx, s->nidx)) {
+        if (!is_perm(&ns, s->idx, s->nidx)) return RX_PATTERN_UNKNOWN;
+        perm_only = true;
+      }
+      int w = loads(&ns, s->value);
+      worst = w > worst ? w : worst;
+    } else {
+      return RX_PATTERN_UNKNOWN;
+    }
+  }
+  if (!stores) return RX_PATTERN_UNKNOWN;
+  if (perm_only || worst == 2) return RX_PATTERN_INJECTIVE;
+  return worst == 1 ? RX_PATTERN_BROADCAST : RX_PATTERN_ELEMWISE;
+}
+
+static const rx_tx *strip_cast(const rx_tx *e) {
+  while (e && e->kind == RX_TX_CAST) e = e->a;
+  return e;
+}
+
+static bool const_tx(const rx_tx *e) {
+  e = strip_cast(e);
+  return e && (e->kind == RX_TX_FLOAT || e->kind == RX_TX_INT);
+}
+
+static bool same_index(const rx_tx *a, const rx_tx *b) {
+  if (a->kind == RX_TX_SYM && b->kind == RX_TX_SYM) return a->sym == b->sym;
+  if (a->kind == RX_TX_INT && b->kind == RX_TX_INT) return a->ival == b->ival;
+  return false;
+}
+
+static bool same_access(const rx_tx *load, const rx_stmt *store) {
+  if (load->kind != RX_TX_LOAD || load->buf != store->buf || load->nidx != store->nidx) return false;
+  for (int i = 0; i < load->nidx; i++)
+    if (!same_index(load->idx[i], store->idx[i])) return false;
+  return true;
+}
+
+static const rx_stmt *only_store(const rx_stmt *s) {
+  while (s && s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  return s && s->kind == RX_STMT_STORE ? s : NULL;
+}
+
+static bool out_fusable(rx_stmt *body) {
+  nest ns;
+  if (!get_nest(body, &ns)) return false;
+  int i = 0;
+  if (i < ns.nbody && ns.body[i]->kind == RX_STMT_ALLOC) {
+    if (ns.body[i]->buf->scope != RX_SCOPE_LOCAL) return false;
+    i++;
+  }
+  if (i >= ns.nbody || ns.body[i]->kind != RX_STMT_REDUCE) return false;
+  const rx_stmt *r = ns.body[i++];
+  const rx_stmt *init = only_store(r->init), *up = only_store(r->inner);
+  if (!init || !up || init->buf != up->buf || !const_tx(init->value)) return false;
+  const rx_tx *v = up->value;
+  if (v->kind != RX_TX_BINARY || v->binop != RX_BINOP_ADD) return false;
+  const rx_tx *acc = v->a, *prod = v->b;
+  if (!same_access(acc, up)) {
+    acc = v->b;
+    prod = v->a;
+  }
+  if (!same_access(acc, up)) return false;
+  prod = strip_cast(prod);
+  if (prod->kind != RX_TX_BINARY || prod->binop != RX_BINOP_MUL) return false;
+  bool acc_is_out = at_point(&ns, up->idx, up->nidx);
+  if (i == ns.nbody) return acc_is_out;
+  if (i + 1 != ns.nbody || acc_is_out) return false;
+  const rx_stmt *st = ns.body[i];
+  return st->kind == RX_STMT_STORE && at_point(&ns, st->idx, st->nidx);
+}
+
+/* Everything is loops, reductions, lets, local allocs and stores (at least one reduce). */
+static bool plain(const rx_stmt *s, int *reduces) {
+  if (!s) return true;
+  switch (s->kind) {
+  case RX_STMT_SEQ:
+    for (int i = 0; i < s->n; i++)
+      if (!plain(s->body[i], reduces)) return false;
+    return true;
+  case RX_STMT_FOR: return s->loop_kind == RX_LOOP_SERIAL && plain(s->inner, reduces);
+  case RX_STMT_REDUCE: (*reduces)++; return plain(s->init, reduces) && plain(s->inner, reduces);
+  case RX_STMT_STORE:
+  case RX_STMT_LET: return true;
+  case RX_STMT_ALLOC: return s->buf->scope == RX_SCOPE_LOCAL;
+  case RX_STMT_IF:
+  case RX_STMT_BARRIER: return false;
+  }
+  return false;
+}
+
+static rx_pattern classify(rx_tensor_fn *t) {
+  if (!t->body) return RX_PATTERN_OPAQUE;
+  int nout = 0;
+  for (int i = 0; i < t->nparams; i++)
+    if (t->params[i]->kind == RX_PARAM_BUFFER && t->params[i]->is_output) nout++;
+  rx_pattern p = injective_like(t->body);
+  if (p != RX_PATTERN_UNKNOWN) return p;
+  if (nout == 1 && out_fusable(t->body)) return RX_PATTERN_OUT_FUSABLE;
+  int reduces = 0;
+  if (plain(t->body, &reduces) && reduces > 0) return RX_PATTERN_REDUCTION;
+  return RX_PATTERN_OPAQUE;
+}
+
+bool rx_pass_annotate(rx_module *m, rx_diag *diag) {
+  (void)diag;
+  for (size_t i = 0; i < m->items.len; i++)
+    if (m->items.data[i].kind == RX_ITEM_TENSOR) {
+      rx_tensor_fn *t = m->items.data[i].fn;
+      t->pattern = classify(t);
+    }
+  return true;
+}
