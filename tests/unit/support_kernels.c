@@ -1,0 +1,197 @@
+#include "support_kernels.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const int64_t rxk_sizes[6] = {1, 7, 33, 128, 1000, 4099};
+const int64_t rxk_other_size = 33;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float frand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void add_var(rxk_env *e, const rx_expr *v) {
+  for (int i = 0; i < e->n; i++)
+    if (e->vars[i] == v) return;
+  RX_ASSERT(e->n < RXK_MAX_VARS);
+  e->vars[e->n] = v;
+  e->values[e->n++] = rxk_other_size;
+}
+
+void rxk_program_vars(const rx_tensor_fn *f, rxk_env *e) {
+  e->n = 0;
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    if (p->kind == RX_PARAM_SCALAR) {
+      add_var(e, p->var);
+      continue;
+    }
+    for (int d = 0; d < p->buf->ndim; d++) {
+      rx_ptrvec vs = {0};
+      rx_expr_collect_vars(p->buf->shape[d], &vs);
+      for (size_t k = 0; k < vs.len; k++) add_var(e, vs.data[k]);
+      rx_ptrvec_free(&vs);
+    }
+  }
+}
+
+bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out) {
+  rx_expr_env ee = {.vars = e->vars, .values = e->values, .n = (size_t)e->n};
+  return rx_expr_eval(x, &ee, out);
+}
+
+static size_t elem_bytes(rx_dtype t) { return (size_t)(rx_dtype_bits(t) / 8); }
+
+static double load_elem(const void *p, rx_dtype t, size_t i) {
+  switch (t) {
+  case RX_DTYPE_F32: return ((const float *)p)[i];
+  case RX_DTYPE_F16: return rx_f16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_BF16: return rx_bf16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_I64: return (double)((const int64_t *)p)[i];
+  case RX_DTYPE_I32: return ((const int32_t *)p)[i];
+  case RX_DTYPE_I16: return ((const int16_t *)p)[i];
+  case RX_DTYPE_I8: return ((const int8_t *)p)[i];
+  default: return ((const uint8_t *)p)[i];
+  }
+}
+
+static void store_random(void *p, rx_dtype t, size_t i) {
+  float v = frand();
+  switch (t) {
+  case RX_DTYPE_F32: ((float *)p)[i] = v; break;
+  case RX_DTYPE_F16: ((uint16_t *)p)[i] = rx_f32_to_f16(v); break;
+  case RX_DTYPE_BF16: ((uint16_t *)p)[i] = rx_f32_to_bf16(v); break;
+  case RX_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)(v * 8); break;
+  case RX_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)(v * 8); break;
+  case RX_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)(v * 8); break;
+  case RX_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)(v * 8); break;
+  case RX_DTYPE_BOOL: ((uint8_t *)p)[i] = v > 0; break;
+  default: ((uint8_t *)p)[i] = (uint8_t)((v + 1) * 8); break;
+  }
+}
+
+bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, char *why,
+                      size_t n) {
+  memset(b, 0, sizeof *b);
+  b->n = f->nparams;
+  RX_ASSERT(b->n <= RXK_MAX_PARAMS);
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    rx_interp_arg *a = &b->arg[i];
+    if (p->kind == RX_PARAM_SCALAR) {
+      if (!rxk_eval(p->var, e, &a->value)) {
+        snprintf(why, n, "scalar %s unbound", p->var->name);
+        return false;
+      }
+      continue;
+    }
+    a->ndim = p->buf->ndim;
+    a->dtype = p->buf->dtype;
+    size_t count = 1;
+    for (int d = 0; d < a->ndim; d++) {
+      if (!rxk_eval(p->buf->shape[d], e, &a->shape[d]) || a->shape[d] < 0) {
+        snprintf(why, n, "shape of %s not evaluable", p->buf->name);
+        return false;
+      }
+      count *= (size_t)a->shape[d];
+    }
+    b->bytes[i] = count * elem_bytes(a->dtype);
+    a->data = rx_calloc(1, b->bytes[i] ? b->bytes[i] : 1);
+    if (!p->is_output)
+      for (size_t k = 0; k < count; k++) store_random(a->data, a->dtype, k);
+  }
+  return true;
+}
+
+void rxk_copy_buffers(const rxk_buffers *from, rxk_buffers *to) {
+  *to = *from;
+  for (int i = 0; i < from->n; i++)
+    if (from->arg[i].data)
+      to->arg[i].data =
+          memcpy(rx_malloc(from->bytes[i] ? from->bytes[i] : 1), from->arg[i].data, from->bytes[i]);
+}
+
+void rxk_free_buffers(rxk_buffers *b) {
+  for (int i = 0; i < b->n; i++) free(b->arg[i].data);
+  memset(b, 0, sizeof *b);
+}
+
+double rxk_tolerance(rx_dtype t) {
+  if (t == RX_DTYPE_F32) return 1e-4;
+  if (t == RX_DTYPE_F16 || t == RX_DTYPE_BF16) return 2e-2;
+  return 0;
+}
+
+bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rxk_buffers *want,
+                         char *msg, size_t n) {
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    if (p->kind != RX_PARAM_BUFFER || !p->is_output) continue;
+    rx_dtype t = p->buf->dtype;
+    size_t count = got->bytes[i] / elem_bytes(t);
+    double maxdiff = 0, maxref = 1;
+    size_t worst = 0;
+    for (size_t k = 0; k < count; k++) {
+      double g = load_elem(got->arg[i].data, t, k), w = load_elem(want->arg[i].data, t, k);
+      double d = isnan(g) != isnan(w) ? INFINITY : (isnan(g) ? 0 : fabs(g - w));
+      if (d > maxdiff) maxdiff = d, worst = k;
+      if (fabs(w) > maxref) maxref = fabs(w);
+    }
+    double tol = rxk_tolerance(t), err = maxdiff / maxref;
+    if (!(err <= tol)) {
+      snprintf(msg, n, "output %s: normalized error %.3g > %.0e (element %zu: got %g, want %g)",
+               p->buf->name, err, tol, worst, load_elem(got->arg[i].data, t, worst),
+               load_elem(want->arg[i].data, t, worst));
+      return false;
+    }
+  }
+  return true;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void rxk_list_rx_files(const char *dir, rx_ptrvec *out) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t n = strlen(de->d_name);
+    if (n > 3 && strcmp(de->d_name + n - 3, ".rx") == 0) {
+      char *p = rx_malloc(strlen(dir) + n + 2);
+      sprintf(p, "%s/%s", dir, de->d_name);
+      rx_ptrvec_push(out, p);
+    }
+  }
+  closedir(d);
+  qsort(out->data, out->len, sizeof *out->data, cmp_str);
+}
+
+rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {
+  char *text;
+  size_t len;
+  rx_status s = rx_read_file(path, &text, &len);
+  if (s) {
+    rx_strbuf_append(msg, rx_status_message(s));
+    rx_status_free(s);
+    return NULL;
+  }
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  if (!rx_parse_module(m, path, text, len, &diag) || !rx_module_normalize(m, &diag) ||
+      !rx_module_verify(m, &diag)) {
+    rx_strbuf_append(msg, rx_diag_text(&diag));
+    rx_module_free(m);
+    m = NULL;
+  }
+  rx_diag_free(&diag);
+  free(text);
+  return m;
+}

@@ -1,0 +1,59 @@
+/* Shared by the kernel tests (test_kernels) and the conformance suite (test_conformance): the
+ * symbolic sizes a program is run at, host buffers for its parameters, and the comparison of
+ * outputs against the oracle (the reference interpreter) with the stated tolerances. */
+#ifndef RX_SUPPORT_KERNELS_H
+#define RX_SUPPORT_KERNELS_H
+
+#include "base/base.h"
+#include "ir/interp.h"
+#include "ir/ir.h"
+
+#define RXK_MAX_PARAMS 16
+#define RXK_MAX_VARS 8
+
+/* The sizes every symbolic variable takes in turn (the others stay at rxk_other_size, a
+ * non-multiple of every tile size): 1, small primes, non-multiples of tiles, above 4096. */
+extern const int64_t rxk_sizes[6];
+extern const int64_t rxk_other_size;
+
+/* Values of a program's symbolic variables. */
+typedef struct rxk_env {
+  const rx_expr *vars[RXK_MAX_VARS];
+  int64_t values[RXK_MAX_VARS];
+  int n;
+} rxk_env;
+
+/* The symbolic variables of a program (scalar parameters and variables of buffer shapes), each
+ * at rxk_other_size. */
+void rxk_program_vars(const rx_tensor_fn *f, rxk_env *e);
+bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out);
+
+/* Host copies of every parameter of a program, as the interpreter takes them. */
+typedef struct rxk_buffers {
+  int n;
+  rx_interp_arg arg[RXK_MAX_PARAMS];
+  size_t bytes[RXK_MAX_PARAMS];
+} rxk_buffers;
+
+/* Random inputs in [-1, 1), zeroed outputs; false with a message when a shape cannot be
+ * evaluated. */
+bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, char *why,
+                      size_t n);
+void rxk_copy_buffers(const rxk_buffers *from, rxk_buffers *to);
+void rxk_free_buffers(rxk_buffers *b);
+
+/* Tolerance of an output dtype, as normalized error max|got - want| / max(1, max|want|):
+ * f32 1e-4 (schedules reduce in another order than the serial oracle, over up to 4099 terms),
+ * f16/bf16 2e-2 (a few units in the last place of half precision), integers exact. */
+double rxk_tolerance(rx_dtype t);
+/* Compares every output of got with want; false with a message naming the output, the error
+ * and the worst element. */
+bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rxk_buffers *want,
+                         char *msg, size_t n);
+
+/* Reads every .rx file of dir (sorted) into a list of heap paths. */
+void rxk_list_rx_files(const char *dir, rx_ptrvec *out);
+/* Parses, normalizes and verifies a file into a new module; NULL with the diagnostics in msg. */
+rx_module *rxk_load_module(const char *path, rx_strbuf *msg);
+
+#endif
