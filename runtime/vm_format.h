@@ -1,0 +1,94 @@
+/* The artifact (.rxm) and the host-program bytecode: the format the compiler writes
+ * (codegen/artifact.c, passes/lower_host.c) and the runtime reads (runtime/artifact.c,
+ * runtime/vm.c). Owned by the runtime; the compiler includes this header, never the reverse.
+ * docs/artifact.md describes the same format in prose. All integers little-endian.
+ *
+ * ---- the artifact file ----
+ *   u32 magic 'RXM1' (0x314d5852), u32 version (RXM_VERSION), u32 section count, u32 zero,
+ *   then per section: char name[64] (NUL-padded), u64 offset, u64 size, u32 crc32 (of the
+ *   section's bytes, zlib polynomial), u32 zero; then the sections' bytes.
+ * Sections:
+ *   "manifest.json"          functions (params, results, facts as text), planned memory,
+ *                            targets present, the compiler version
+ *   "host.rxvm"              the host program (below)
+ *   "<backend>/kernels.json" per backend compiled for ("vulkan", "cuda", "metal"): the kernel
+ *                            description of docs/kernel-abi.md, all programs of the module
+ *   "<backend>/<file>"       the binaries and sources that kernels.json names
+ *   "weights.safetensors"    optional constants
+ * A reader rejects a wrong magic, an unknown version, a section outside the file or a CRC
+ * mismatch with a clear error.
+ *
+ * ---- the host program (section host.rxvm) ----
+ * A stream of u32 words:
+ *   u32 magic 'RXVM' (0x4d565852), u32 version (RXVM_VERSION)
+ *   u32 string count, then per string: u32 byte length, the bytes, zero-padded to 4
+ *   u32 function count, then per function:
+ *     u32 name (string id), u32 nparams, u32 nregs, u32 code length in words, the code
+ * Registers hold values: tensors (device buffer, dtype, shape), tuples, shapes, prims,
+ * storages. Symbolic variables are held by NAME in the call's symbol table (names are unique
+ * within a graph function); expressions are strings in the text syntax of
+ * docs/text-format.md, evaluated over that table (rx_rt_eval).
+ * Each instruction is its opcode word followed by its operands (words); "expr" and "name"
+ * operands are string ids; "-1" in a register operand means none. */
+#ifndef RX_VM_FORMAT_H
+#define RX_VM_FORMAT_H
+
+#include <stdint.h>
+
+#define RXM_MAGIC 0x314d5852u  /* "RXM1" */
+#define RXM_VERSION 1u
+#define RXVM_MAGIC 0x4d565852u /* "RXVM" */
+#define RXVM_VERSION 1u
+#define RXM_SECTION_NAME_BYTES 64
+
+/* Dimension descriptors of CHECK_TENSOR / MATCH_CAST: kind word, then its operand. */
+enum {
+  RXVM_DIM_CONST = 0, /* operand: the value (u32 lo, u32 hi: two words) */
+  RXVM_DIM_BIND = 1,  /* operand: name; binds the variable if unbound, else checks equality */
+  RXVM_DIM_EXPR = 2,  /* operand: expr; the dim must equal it */
+};
+
+/* Opcodes: listed once; X(ENUM, name, operand layout). */
+#define RXVM_OPS(X)                                                                                \
+  /* reg, param index, name (parameter), expected (text of the struct info), dtype (rx_dtype),  \
+   * ndim (-1: any rank), then ndim dimension descriptors: the parameter's check at entry */     \
+  X(CHECK_TENSOR, "check_tensor", "reg param name expected dtype ndim dims...")                   \
+  /* dst, src, expected text, dtype, ndim, dims...: match_cast (binds new variables) */          \
+  X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...")                              \
+  /* expr, message: a function fact; fails naming it and the values of its variables */          \
+  X(ASSERT, "assert", "expr message")                                                             \
+  /* name, expr: defines a symbolic variable from an expression (e.g. after a call) */           \
+  X(DEFINE, "define", "name expr")                                                               \
+  /* st, bytes expr: a planned storage, sized for the function's upper bounds (taken from a pool \
+   * kept across calls) */                                                                       \
+  X(ALLOC_STORAGE, "alloc_storage", "st bytes")                                                  \
+  /* dst, st (-1: a dynamic allocation from the pool), offset expr, dtype, ndim, dim exprs... */   \
+  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...")                            \
+  /* program name, nargs, regs..., nsyms, (name expr)...: runs every kernel of the program     \
+   * whose condition holds. regs are the program's parameters in order (-1 for its scalar        \
+   * parameters); each (name expr) gives one of the PROGRAM's symbolic variables as an          \
+   * expression over the CALLER's symbol table (the program's names may differ from the         \
+   * caller's: a program over n called with a tensor of shape [m * 2, 4]) */                     \
+  X(CALL_KERNELS, "call_kernels", "program nargs regs... nsyms (name expr)...")                  \
+  /* name, nargs, regs...: a library function (destination-passing) */                          \
+  X(CALL_EXTERN, "call_extern", "name nargs regs...")                                            \
+  /* dst, function index, nargs, regs...: another graph function of the program */              \
+  X(CALL_FN, "call_fn", "dst fn nargs regs...")                                                  \
+  X(PRIM, "prim", "dst dtype expr")        /* a scalar from a symbolic expression */             \
+  X(SHAPE, "shape", "dst ndim exprs...")   /* a shape value */                                   \
+  X(TUPLE, "tuple", "dst n regs...")                                                             \
+  X(GET_ITEM, "get_item", "dst src index")                                                       \
+  X(MOVE, "move", "dst src")                                                                     \
+  X(JUMP, "jump", "target")                 /* target: word offset in the function's code */     \
+  X(JUMP_IF_NOT, "jump_if_not", "cond target") /* cond: a Prim(bool) or bool[] register */        \
+  X(FREE, "free", "reg")                    /* the register's value is dead (storage reuse) */   \
+  X(RET, "ret", "reg")
+
+typedef enum rxvm_op {
+#define RXVM_OP_ENUM_(e, n, l) RXVM_OP_##e,
+  RXVM_OPS(RXVM_OP_ENUM_)
+#undef RXVM_OP_ENUM_
+      RXVM_OP_COUNT
+} rxvm_op;
+
+#endif
