@@ -27,7 +27,7 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRX_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	  RX_KERNEL_SIZES=1,7,33 ctest --output-on-failure -j $(JOBS)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

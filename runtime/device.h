@@ -70,6 +70,7 @@ typedef struct rt_param {
   char *dtype;
   size_t rank;
   char **shape; /* rank expressions */
+  bool output;  /* written by the program ("output": true) */
 } rt_param;
 
 typedef struct rt_program {

@@ -324,6 +324,8 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
     q->is_buffer = !strcmp(kind, "buffer");
     rt_free(c->a, kind);
     if (!get_opt_str(c, jq, "dtype", NULL, &q->dtype)) return false;
+    const cJSON *jout = cJSON_GetObjectItemCaseSensitive(jq, "output");
+    q->output = cJSON_IsTrue(jout);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(jq, "shape");
     if (q->is_buffer && cJSON_IsArray(shape)) {
       q->rank = (size_t)cJSON_GetArraySize(shape);
@@ -492,4 +494,35 @@ done:
   }
   *out_library = l;
   return NULL;
+}
+
+/* ---- programs and their parameters ---- */
+
+size_t rx_rt_library_program_count(const rx_rt_library *l) { return l ? l->nprograms : 0; }
+
+const char *rx_rt_library_program_name(const rx_rt_library *l, size_t i) {
+  return l && i < l->nprograms ? l->programs[i].name : NULL;
+}
+
+rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *program,
+                                       rx_rt_program_param *out_params, size_t max,
+                                       size_t *out_count) {
+  *out_count = 0;
+  for (size_t p = 0; l && p < l->nprograms; p++) {
+    const rt_program *pr = &l->programs[p];
+    if (strcmp(pr->name, program) != 0) continue;
+    for (size_t i = 0; i < pr->nparams && i < max; i++) {
+      const rt_param *q = &pr->params[i];
+      out_params[i] = (rx_rt_program_param){.name = q->name,
+                                         .is_buffer = q->is_buffer,
+                                         .output = q->output,
+                                         .dtype = q->dtype,
+                                         .rank = q->rank,
+                                         .shape = (const char *const *)q->shape};
+    }
+    *out_count = pr->nparams;
+    return NULL;
+  }
+  return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)",
+                        program);
 }

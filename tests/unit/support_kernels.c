@@ -6,8 +6,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-const int64_t rxk_sizes[6] = {1, 7, 33, 128, 1000, 4099};
+static int64_t sizes[16] = {1, 7, 33, 128, 1000, 4099};
+static size_t nsizes = 6;
+static bool sizes_read;
 const int64_t rxk_other_size = 33;
+
+static void read_sizes(void) {
+  sizes_read = true;
+  const char *env = getenv("RX_KERNEL_SIZES");
+  if (!env || !*env) return;
+  size_t n = 0;
+  for (const char *p = env; *p && n < RX_ARRAY_LEN(sizes);) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 0) break;
+    sizes[n++] = v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (n) nsizes = n;
+}
+
+size_t rxk_size_count(void) {
+  if (!sizes_read) read_sizes();
+  return nsizes;
+}
+
+int64_t rxk_size_at(size_t i) {
+  if (!sizes_read) read_sizes();
+  return sizes[i];
+}
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float frand(void) {

@@ -12,8 +12,11 @@
 #define RXK_MAX_VARS 8
 
 /* The sizes every symbolic variable takes in turn (the others stay at rxk_other_size, a
- * non-multiple of every tile size): 1, small primes, non-multiples of tiles, above 4096. */
-extern const int64_t rxk_sizes[6];
+ * non-multiple of every tile size): 1, 7, 33, 128, 1000, 4099 (1, small primes, non-multiples
+ * of tiles, above 4096). RX_KERNEL_SIZES (comma-separated) replaces the list: the sanitizer
+ * pass of CI runs the sweeps at 1,7,33 only, the normal pass at every size. */
+size_t rxk_size_count(void);
+int64_t rxk_size_at(size_t i);
 extern const int64_t rxk_other_size;
 
 /* Values of a program's symbolic variables. */

@@ -222,12 +222,12 @@ static void check_program(rx_module *m, const rx_tensor_fn *f, backend *bs, int 
   rxk_program_vars(f, &base);
   rx_interp_opts ref_opts = {.max_steps = REF_STEP_LIMIT};
   for (int vi = 0; vi < base.n; vi++) {
-    for (size_t si = 0; si < RX_ARRAY_LEN(rxk_sizes); si++) {
+    for (size_t si = 0; si < rxk_size_count(); si++) {
       rxk_env e = base;
-      e.values[vi] = rxk_sizes[si];
+      e.values[vi] = rxk_size_at(si);
       char what[256], why[512];
       snprintf(what, sizeof what, "%s at %s=%lld", f->name, e.vars[vi]->name,
-               (long long)rxk_sizes[si]);
+               (long long)rxk_size_at(si));
       rxk_buffers inputs, ref;
       if (!rxk_make_buffers(f, &e, &inputs, why, sizeof why)) {
         for (int bi = 0; bi < nb; bi++) FAIL(bs[bi].kind, "%s: %s", what, why);

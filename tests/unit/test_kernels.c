@@ -274,11 +274,11 @@ static void check_program(rx_module *m, const rx_tensor_fn *f) {
   rxk_program_vars(f, &base);
   rx_interp_opts ref_opts = {.max_steps = REF_STEP_LIMIT};
   for (int vi = 0; vi < base.n; vi++) {
-    for (size_t si = 0; si < RX_ARRAY_LEN(rxk_sizes); si++) {
+    for (size_t si = 0; si < rxk_size_count(); si++) {
       rxk_env e = base;
-      e.values[vi] = rxk_sizes[si];
+      e.values[vi] = rxk_size_at(si);
       char at[128], why[512];
-      snprintf(at, sizeof at, "%s=%lld", e.vars[vi]->name, (long long)rxk_sizes[si]);
+      snprintf(at, sizeof at, "%s=%lld", e.vars[vi]->name, (long long)rxk_size_at(si));
       rxk_buffers inputs, ref;
       if (!rxk_make_buffers(f, &e, &inputs, why, sizeof why)) {
         FAIL("%s at %s: %s", f->name, at, why);
