@@ -1,0 +1,959 @@
+/* passes/lower_host.c: graph functions -> the host program of runtime/vm_format.h.
+ *
+ * Per function: CHECK_TENSOR of every tensor parameter (in an order where each dimension
+ * expression only uses variables bound before it: a variable is bound by its first whole-dim
+ * occurrence in parameter order), ASSERT of every fact, ALLOC_STORAGE of the planned storages,
+ * then the bindings in order, then RET. Registers: parameters 0..nparams-1, then storages, then
+ * bindings and temporaries in order of appearance.
+ *
+ * FREE r is emitted right after the last read of r, where r is the output of a call_tensor or
+ * call_extern of the same sequence (function body or if branch: freshly allocated, never a
+ * parameter or a caller's value), and no value that may alias it (a move, tuple, get_item,
+ * match_cast, if or graph call made from it) is read later or returned; so a VM may release the
+ * value at FREE whether or not it counts references. */
+#include "pipeline.h"
+
+#include "../runtime/vm_format.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE 0xffffffffu
+
+/* ---- pointer -> int map ---- */
+typedef struct pmap {
+  const void **keys;
+  int *vals;
+  size_t cap, len;
+} pmap;
+static size_t phash(const void *p, size_t cap) {
+  return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+}
+static void pmap_put(pmap *m, const void *k, int v);
+static void pmap_grow(pmap *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  pmap n = {rx_calloc(cap, sizeof(void *)), rx_calloc(cap, sizeof(int)), cap, 0};
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i]) pmap_put(&n, m->keys[i], m->vals[i]);
+  free(m->keys);
+  free(m->vals);
+  *m = n;
+}
+static void pmap_put(pmap *m, const void *k, int v) {
+  if ((m->len + 1) * 2 > m->cap) pmap_grow(m);
+  size_t i = phash(k, m->cap);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->len++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+static int pmap_get(const pmap *m, const void *k) {
+  if (!m->cap) return -1;
+  size_t i = phash(k, m->cap);
+  while (m->keys[i]) {
+    if (m->keys[i] == k) return m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return -1;
+}
+static void pmap_free(pmap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+typedef RX_VEC(uint32_t) wordvec;
+typedef RX_VEC(const rx_var *) varvec;
+
+typedef struct lower {
+  rx_module *m;
+  rx_diag *diag;
+  bool ok;
+  /* the string table: interned texts (pointer identity) -> id */
+  rx_arena arena;
+  rx_strtab strtab;
+  pmap str_ids;
+  RX_VEC(const char *) strs;
+  /* the host functions */
+  RX_VEC(const rx_graph_fn *) fns;
+  /* the function being lowered */
+  const rx_graph_fn *fn;
+  const rx_fn_plan *plan;
+  pmap regs;      /* rx_var* -> register */
+  int nregs;
+  int *storage_regs;
+  wordvec code;
+  RX_VEC(const rx_expr *) bound; /* symbolic variables bound so far */
+} lower;
+
+static void err(lower *L, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
+static void err(lower *L, rx_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf b = {0};
+  rx_strbuf_printf(&b, "lower_host: function %s: ", L->fn ? L->fn->name : "?");
+  rx_strbuf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  rx_diag_report(L->diag, RX_DIAG_ERROR, loc, "%s", b.data);
+  rx_strbuf_free(&b);
+  L->ok = false;
+}
+
+static uint32_t str_id(lower *L, const char *s, size_t n) {
+  const char *p = rx_strtab_intern(&L->strtab, s, n);
+  int id = pmap_get(&L->str_ids, p);
+  if (id >= 0) return (uint32_t)id;
+  id = (int)L->strs.len;
+  RX_VEC_PUSH(&L->strs, p);
+  pmap_put(&L->str_ids, p, id);
+  return (uint32_t)id;
+}
+static uint32_t str(lower *L, const char *s) { return str_id(L, s, strlen(s)); }
+static uint32_t expr_str(lower *L, const rx_expr *e) {
+  rx_strbuf b = {0};
+  rx_expr_print(&b, e);
+  uint32_t id = str_id(L, b.data ? b.data : "", b.len);
+  rx_strbuf_free(&b);
+  return id;
+}
+static uint32_t sinfo_str(lower *L, const rx_sinfo *s) {
+  rx_strbuf b = {0};
+  rx_sinfo_print(&b, s);
+  uint32_t id = str_id(L, b.data ? b.data : "", b.len);
+  rx_strbuf_free(&b);
+  return id;
+}
+
+static void w(lower *L, uint32_t x) { RX_VEC_PUSH(&L->code, x); }
+static uint32_t sw(int x) { return (uint32_t)x; } /* -1 -> 0xffffffff */
+
+static bool is_bound(lower *L, const rx_expr *v) {
+  for (size_t i = 0; i < L->bound.len; i++)
+    if (L->bound.data[i] == v) return true;
+  return false;
+}
+static void set_bound(lower *L, const rx_expr *v) {
+  if (!is_bound(L, v)) RX_VEC_PUSH(&L->bound, v);
+}
+static bool all_bound(lower *L, const rx_expr *e) {
+  rx_ptrvec vars = {0};
+  rx_expr_collect_vars(e, &vars);
+  bool ok = true;
+  for (size_t i = 0; i < vars.len; i++) ok = ok && is_bound(L, vars.data[i]);
+  rx_ptrvec_free(&vars);
+  return ok;
+}
+
+static int new_reg(lower *L) { return L->nregs++; }
+static int var_reg(lower *L, const rx_var *v) {
+  int r = pmap_get(&L->regs, v);
+  if (r < 0) {
+    r = new_reg(L);
+    pmap_put(&L->regs, v, r);
+  }
+  return r;
+}
+
+/* Dimension descriptors of a tensor check (CHECK_TENSOR / MATCH_CAST): whole-dim variables not
+ * bound yet are bound (BIND), constants compared (CONST), everything else evaluated (EXPR).
+ * Unknown dims (rank-only struct info) bind a fresh name "<what>#<d>" that no expression uses. */
+static void dims_desc(lower *L, const rx_sinfo *s, const char *what, rx_loc loc) {
+  w(L, (uint32_t)s->dtype);
+  w(L, sw(s->ndim));
+  for (int d = 0; d < s->ndim; d++) {
+    if (!s->shape) {
+      char name[300];
+      snprintf(name, sizeof name, "%s#%d", what, d);
+      w(L, RXVM_DIM_BIND);
+      w(L, str(L, name));
+      continue;
+    }
+    const rx_expr *e = s->shape[d];
+    if (e->kind == RX_EXPR_CONST) {
+      w(L, RXVM_DIM_CONST);
+      w(L, (uint32_t)((uint64_t)e->value & 0xffffffffu));
+      w(L, (uint32_t)((uint64_t)e->value >> 32));
+    } else if (e->kind == RX_EXPR_VAR && !is_bound(L, e)) {
+      w(L, RXVM_DIM_BIND);
+      w(L, str(L, e->name));
+      set_bound(L, e);
+    } else {
+      if (!all_bound(L, e)) {
+        rx_strbuf b = {0};
+        rx_expr_print(&b, e);
+        err(L, loc, "%s: dimension %s uses a variable that no whole dimension defines", what,
+            b.data);
+        rx_strbuf_free(&b);
+      }
+      w(L, RXVM_DIM_EXPR);
+      w(L, expr_str(L, e));
+    }
+  }
+}
+
+/* Does the tensor's check bind something or only use bound variables? Whether every EXPR dim's
+ * variables are bound (counting the whole-dim variables this check binds itself). */
+static bool check_ready(lower *L, const rx_sinfo *s) {
+  if (s->kind != RX_SINFO_TENSOR || !s->shape) return true;
+  size_t mark = L->bound.len;
+  bool ok = true;
+  for (int d = 0; d < s->ndim; d++)
+    if (s->shape[d]->kind == RX_EXPR_VAR) set_bound(L, s->shape[d]);
+  for (int d = 0; d < s->ndim; d++)
+    if (s->shape[d]->kind != RX_EXPR_VAR && s->shape[d]->kind != RX_EXPR_CONST)
+      ok = ok && all_bound(L, s->shape[d]);
+  L->bound.len = mark;
+  return ok;
+}
+
+static bool sinfo_has_vars(const rx_sinfo *s) {
+  if (!s) return false;
+  if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape)
+    for (int i = 0; i < s->ndim; i++)
+      if (s->shape[i]->kind != RX_EXPR_CONST) return true;
+  if (s->kind == RX_SINFO_PRIM && s->value && s->value->kind != RX_EXPR_CONST) return true;
+  if (s->kind == RX_SINFO_TUPLE || s->kind == RX_SINFO_FUNC)
+    for (int i = 0; i < s->nfields; i++)
+      if (sinfo_has_vars(s->fields[i])) return true;
+  return false;
+}
+
+static void emit_params(lower *L) {
+  const rx_graph_fn *f = L->fn;
+  bool *done = rx_calloc((size_t)f->nparams + 1, 1);
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_sinfo *s = f->params[i]->sinfo;
+    done[i] = s->kind != RX_SINFO_TENSOR;
+    if (done[i] && sinfo_has_vars(s))
+      err(L, f->params[i]->loc,
+          "parameter %s: only tensor parameters may carry symbolic values in the host program "
+          "(the VM checks tensors at entry)",
+          f->params[i]->name);
+  }
+  for (;;) {
+    int pick = -1, first = -1;
+    for (int i = 0; i < f->nparams && pick < 0; i++) {
+      if (done[i]) continue;
+      if (first < 0) first = i;
+      if (check_ready(L, f->params[i]->sinfo)) pick = i;
+    }
+    if (pick < 0) pick = first; /* reported by dims_desc */
+    if (pick < 0) break;
+    done[pick] = true;
+    const rx_var *p = f->params[pick];
+    w(L, RXVM_OP_CHECK_TENSOR);
+    w(L, (uint32_t)pick);
+    w(L, (uint32_t)pick);
+    w(L, str(L, p->name));
+    w(L, sinfo_str(L, p->sinfo));
+    dims_desc(L, p->sinfo, p->name, p->loc);
+  }
+  free(done);
+  for (int i = 0; i < f->nfacts; i++) {
+    rx_strbuf msg = {0};
+    rx_strbuf_printf(&msg, "function %s: fact ", f->name);
+    rx_expr_print(&msg, f->facts[i]);
+    rx_strbuf_append(&msg, " violated");
+    if (!all_bound(L, f->facts[i]))
+      err(L, f->fact_locs ? f->fact_locs[i] : f->loc,
+          "fact uses a variable that no parameter's whole dimension defines");
+    w(L, RXVM_OP_ASSERT);
+    w(L, expr_str(L, f->facts[i]));
+    w(L, str_id(L, msg.data, msg.len));
+    rx_strbuf_free(&msg);
+  }
+}
+
+/* ---- liveness within one sequence ---- */
+static void seq_uses(const rx_seq *s, varvec *out);
+static void node_uses(const rx_node *n, varvec *out) {
+  if (!n) return;
+  if (n->kind == RX_NODE_VAR) {
+    RX_VEC_PUSH(out, n->var);
+    return;
+  }
+  for (int i = 0; i < n->nargs; i++) node_uses(n->args[i], out);
+  if (n->kind == RX_NODE_IF) {
+    node_uses(n->cond, out);
+    seq_uses(n->then_seq, out);
+    seq_uses(n->else_seq, out);
+  }
+}
+static void seq_uses(const rx_seq *s, varvec *out) {
+  if (!s) return;
+  for (int b = 0; b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++) node_uses(s->blocks[b]->bindings[i]->value, out);
+  node_uses(s->result, out);
+}
+/* A binding whose value may be (part of) the values it reads. */
+static bool aliasing(const rx_node *n) {
+  switch (n->kind) {
+  case RX_NODE_CALL_TENSOR:
+  case RX_NODE_CALL_EXTERN:
+  case RX_NODE_CONST:
+  case RX_NODE_PRIM:
+  case RX_NODE_SHAPE:
+  case RX_NODE_CALL:
+    return false;
+  default:
+    return true;
+  }
+}
+
+/* A binding whose value is freshly allocated here (never a parameter or a caller's value). */
+static bool owned(const rx_binding *b) {
+  return !b->cast &&
+         (b->value->kind == RX_NODE_CALL_TENSOR || b->value->kind == RX_NODE_CALL_EXTERN);
+}
+
+/* ---- bindings ---- */
+static void emit_seq(lower *L, const rx_seq *s, int dst);
+
+/* The register holding node n's value (emitting it into a temporary when it is not a var). */
+static int emit_value(lower *L, const rx_node *n, int dst);
+static int value_reg(lower *L, const rx_node *n) {
+  if (n->kind == RX_NODE_VAR) {
+    int r = pmap_get(&L->regs, n->var);
+    if (r < 0) err(L, n->loc, "'%s' is used before it is defined", n->var->name);
+    return r;
+  }
+  return emit_value(L, n, new_reg(L));
+}
+
+static void emit_alloc(lower *L, const rx_sinfo *s, const rx_var *v, int field, int dst,
+                       rx_loc loc) {
+  if (s->kind != RX_SINFO_TENSOR || !s->shape || s->dtype == RX_DTYPE_UNKNOWN) {
+    rx_strbuf b = {0};
+    rx_sinfo_print(&b, s);
+    err(L, loc, "cannot allocate the output %s of '%s': it needs a dtype and a shape", b.data,
+        v ? v->name : "?");
+    rx_strbuf_free(&b);
+    return;
+  }
+  int st = -1;
+  for (int i = 0; v && L->plan && i < L->plan->nallocs; i++)
+    if (L->plan->allocs[i].var == v && L->plan->allocs[i].field == field &&
+        L->plan->allocs[i].storage >= 0)
+      st = L->storage_regs[L->plan->allocs[i].storage];
+  w(L, RXVM_OP_ALLOC_TENSOR);
+  w(L, sw(dst));
+  w(L, sw(st));
+  w(L, str(L, "0"));
+  w(L, (uint32_t)s->dtype);
+  w(L, sw(s->ndim));
+  for (int d = 0; d < s->ndim; d++) {
+    if (!all_bound(L, s->shape[d])) err(L, loc, "output dimension of '%s' uses an undefined variable", v ? v->name : "?");
+    w(L, expr_str(L, s->shape[d]));
+  }
+}
+
+/* The (program variable, caller expression) pairs of a call_tensor: scalars from dims=[...],
+ * then whole dims of the inputs, then of the outputs (as normalization unifies them). */
+typedef RX_VEC(const rx_expr *) exprvec;
+static void sub_bind(exprvec *vars, exprvec *repl, const rx_expr *v, const rx_expr *e) {
+  for (size_t i = 0; i < vars->len; i++)
+    if (vars->data[i] == v) return;
+  RX_VEC_PUSH(vars, v);
+  RX_VEC_PUSH(repl, e);
+}
+
+static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int dst) {
+  const rx_tensor_fn *p = n->tfn;
+  if (!p) {
+    err(L, n->loc, "call_tensor of an unknown program '%s'", n->callee ? n->callee : "?");
+    return;
+  }
+  const rx_sinfo *const *outs = &n->out;
+  int nouts = 1;
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    outs = n->out->fields;
+    nouts = n->out->nfields;
+  }
+  int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
+  for (int i = 0; i < nouts; i++) {
+    out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? new_reg(L) : dst;
+    emit_alloc(L, outs[i], v, n->out->kind == RX_SINFO_TUPLE ? i : -1, out_regs[i], n->loc);
+  }
+  int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+  for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
+  /* unify */
+  exprvec vars = {0}, repl = {0};
+  int k = 0;
+  for (int i = 0; i < p->nparams; i++)
+    if (p->params[i]->kind == RX_PARAM_SCALAR && k < n->nextra)
+      sub_bind(&vars, &repl, p->params[i]->var, n->extra_dims[k++]);
+  for (int pass = 0; pass < 2; pass++) {
+    int ai = 0, oi = 0;
+    for (int i = 0; i < p->nparams; i++) {
+      const rx_param *q = p->params[i];
+      if (q->kind != RX_PARAM_BUFFER || q->is_output != (pass == 1)) continue;
+      const rx_sinfo *have = NULL;
+      if (pass == 0 && ai < n->nargs) have = n->args[ai]->sinfo;
+      if (pass == 1 && oi < nouts) have = outs[oi];
+      pass == 0 ? ai++ : oi++;
+      if (!have || have->kind != RX_SINFO_TENSOR || !have->shape || have->ndim != q->buf->ndim)
+        continue;
+      for (int d = 0; d < q->buf->ndim; d++)
+        if (q->buf->shape[d]->kind == RX_EXPR_VAR) sub_bind(&vars, &repl, q->buf->shape[d], have->shape[d]);
+    }
+  }
+  /* every variable of the program's parameters must be given */
+  for (int i = 0; i < p->nparams; i++) {
+    const rx_param *q = p->params[i];
+    if (q->kind != RX_PARAM_BUFFER) continue;
+    rx_ptrvec pv = {0};
+    for (int d = 0; d < q->buf->ndim; d++) rx_expr_collect_vars(q->buf->shape[d], &pv);
+    for (size_t j = 0; j < pv.len; j++) {
+      bool found = false;
+      for (size_t t = 0; t < vars.len; t++) found = found || vars.data[t] == pv.data[j];
+      if (!found)
+        err(L, n->loc, "call_tensor %s: the program's variable %s is not determined by the call",
+            p->name, ((const rx_expr *)pv.data[j])->name);
+    }
+    rx_ptrvec_free(&pv);
+  }
+  w(L, RXVM_OP_CALL_KERNELS);
+  w(L, str(L, p->name));
+  w(L, (uint32_t)p->nparams);
+  int ai = 0, oi = 0;
+  for (int i = 0; i < p->nparams; i++) {
+    const rx_param *q = p->params[i];
+    if (q->kind == RX_PARAM_SCALAR)
+      w(L, NONE);
+    else if (!q->is_output)
+      w(L, sw(ai < n->nargs ? arg_regs[ai++] : -1));
+    else
+      w(L, sw(oi < nouts ? out_regs[oi++] : -1));
+  }
+  w(L, (uint32_t)vars.len);
+  for (size_t i = 0; i < vars.len; i++) {
+    w(L, str(L, vars.data[i]->name));
+    if (!all_bound(L, repl.data[i])) err(L, n->loc, "call_tensor %s: an argument's shape uses an undefined variable", p->name);
+    w(L, expr_str(L, repl.data[i]));
+  }
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    w(L, RXVM_OP_TUPLE);
+    w(L, sw(dst));
+    w(L, (uint32_t)nouts);
+    for (int i = 0; i < nouts; i++) w(L, sw(out_regs[i]));
+  }
+  free(vars.data);
+  free(repl.data);
+  free(out_regs);
+  free(arg_regs);
+}
+
+static void emit_call_extern(lower *L, const rx_node *n, int dst) {
+  const rx_sinfo *const *outs = &n->out;
+  int nouts = 1;
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    outs = n->out->fields;
+    nouts = n->out->nfields;
+  }
+  int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
+  for (int i = 0; i < nouts; i++) {
+    out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? new_reg(L) : dst;
+    emit_alloc(L, outs[i], NULL, -1, out_regs[i], n->loc);
+  }
+  int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+  for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
+  w(L, RXVM_OP_CALL_EXTERN);
+  w(L, str(L, n->ext ? n->ext->name : n->callee));
+  w(L, (uint32_t)(n->nargs + nouts));
+  for (int i = 0; i < n->nargs; i++) w(L, sw(arg_regs[i]));
+  for (int i = 0; i < nouts; i++) w(L, sw(out_regs[i]));
+  if (n->out->kind == RX_SINFO_TUPLE) {
+    w(L, RXVM_OP_TUPLE);
+    w(L, sw(dst));
+    w(L, (uint32_t)nouts);
+    for (int i = 0; i < nouts; i++) w(L, sw(out_regs[i]));
+  }
+  free(out_regs);
+  free(arg_regs);
+}
+
+/* Emits the value of node n into register dst (v: the binding's variable, or NULL); returns
+ * dst. */
+static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) {
+  switch (n->kind) {
+  case RX_NODE_VAR: {
+    int src = value_reg(L, n);
+    w(L, RXVM_OP_MOVE);
+    w(L, sw(dst));
+    w(L, sw(src));
+    break;
+  }
+  case RX_NODE_PRIM:
+    if (rx_dtype_is_float(n->prim_dtype) || !n->prim) {
+      err(L, n->loc, "a float scalar value is not expressible in the host program (yet)");
+      break;
+    }
+    w(L, RXVM_OP_PRIM);
+    w(L, sw(dst));
+    w(L, (uint32_t)n->prim_dtype);
+    w(L, expr_str(L, n->prim));
+    break;
+  case RX_NODE_SHAPE:
+    w(L, RXVM_OP_SHAPE);
+    w(L, sw(dst));
+    w(L, (uint32_t)n->ndims);
+    for (int i = 0; i < n->ndims; i++) w(L, expr_str(L, n->dims[i]));
+    break;
+  case RX_NODE_TUPLE: {
+    int *r = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    for (int i = 0; i < n->nargs; i++) r[i] = value_reg(L, n->args[i]);
+    w(L, RXVM_OP_TUPLE);
+    w(L, sw(dst));
+    w(L, (uint32_t)n->nargs);
+    for (int i = 0; i < n->nargs; i++) w(L, sw(r[i]));
+    free(r);
+    break;
+  }
+  case RX_NODE_GET_ITEM: {
+    int src = value_reg(L, n->args[0]);
+    w(L, RXVM_OP_GET_ITEM);
+    w(L, sw(dst));
+    w(L, sw(src));
+    w(L, (uint32_t)n->index);
+    break;
+  }
+  case RX_NODE_CALL_TENSOR: emit_call_tensor(L, n, v, dst); break;
+  case RX_NODE_CALL_EXTERN: emit_call_extern(L, n, dst); break;
+  case RX_NODE_CALL_GRAPH: {
+    int idx = -1;
+    for (size_t i = 0; i < L->fns.len; i++)
+      if (L->fns.data[i] == n->gfn) idx = (int)i;
+    if (idx < 0) {
+      err(L, n->loc, "call of '%s', which is not a graph function of the host program",
+          n->callee ? n->callee : "?");
+      break;
+    }
+    int *r = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    for (int i = 0; i < n->nargs; i++) r[i] = value_reg(L, n->args[i]);
+    w(L, RXVM_OP_CALL_FN);
+    w(L, sw(dst));
+    w(L, (uint32_t)idx);
+    w(L, (uint32_t)n->nargs);
+    for (int i = 0; i < n->nargs; i++) w(L, sw(r[i]));
+    free(r);
+    break;
+  }
+  case RX_NODE_IF: {
+    int c = value_reg(L, n->cond);
+    w(L, RXVM_OP_JUMP_IF_NOT);
+    w(L, sw(c));
+    size_t else_patch = L->code.len;
+    w(L, 0);
+    emit_seq(L, n->then_seq, dst);
+    w(L, RXVM_OP_JUMP);
+    size_t end_patch = L->code.len;
+    w(L, 0);
+    L->code.data[else_patch] = (uint32_t)L->code.len;
+    emit_seq(L, n->else_seq, dst);
+    L->code.data[end_patch] = (uint32_t)L->code.len;
+    break;
+  }
+  case RX_NODE_CONST:
+    err(L, n->loc, "tensor constants are not supported by the host program yet (pass them as "
+                   "parameters)");
+    break;
+  case RX_NODE_CALL:
+    err(L, n->loc, "op call left after legalization");
+    break;
+  }
+  return dst;
+}
+static int emit_value(lower *L, const rx_node *n, int dst) { return emit_value_for(L, n, dst, NULL); }
+
+static void emit_binding(lower *L, const rx_binding *b) {
+  if (b->cast) {
+    int src = value_reg(L, b->value);
+    int dst = var_reg(L, b->var);
+    if (b->cast->kind == RX_SINFO_OBJECT) {
+      w(L, RXVM_OP_MOVE);
+      w(L, sw(dst));
+      w(L, sw(src));
+      return;
+    }
+    if (b->cast->kind != RX_SINFO_TENSOR) {
+      err(L, b->loc, "match_cast to a non-tensor struct info is not supported by the host program");
+      return;
+    }
+    w(L, RXVM_OP_MATCH_CAST);
+    w(L, sw(dst));
+    w(L, sw(src));
+    w(L, sinfo_str(L, b->cast));
+    dims_desc(L, b->cast, b->var->name, b->loc);
+    return;
+  }
+  int dst = var_reg(L, b->var);
+  emit_value_for(L, b->value, dst, b->var);
+}
+
+/* Emits a sequence; its result goes to dst (when dst >= 0: an if branch) or is returned. */
+static void emit_seq(lower *L, const rx_seq *s, int dst) {
+  /* positions: bindings 0..k-1, result k */
+  int k = 0;
+  for (int b = 0; b < s->nblocks; b++) k += s->blocks[b]->nbindings;
+  const rx_binding **bs = rx_calloc((size_t)k + 1, sizeof *bs);
+  k = 0;
+  for (int b = 0; b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++) bs[k++] = s->blocks[b]->bindings[i];
+  /* last reads of the variables defined here, extended through aliases */
+  pmap local = {0};
+  int *last = rx_calloc((size_t)k + 1, sizeof(int));
+  for (int i = 0; i < k; i++) {
+    pmap_put(&local, bs[i]->var, i);
+    last[i] = i;
+  }
+  for (int i = 0; i <= k; i++) {
+    varvec u = {0};
+    node_uses(i < k ? bs[i]->value : s->result, &u);
+    for (size_t j = 0; j < u.len; j++) {
+      int d = pmap_get(&local, u.data[j]);
+      if (d >= 0 && i > last[d]) last[d] = i;
+    }
+    free(u.data);
+  }
+  for (int i = k - 1; i >= 0; i--) {
+    if (!aliasing(bs[i]->value) && !bs[i]->cast) continue;
+    varvec u = {0};
+    node_uses(bs[i]->value, &u);
+    for (size_t j = 0; j < u.len; j++) {
+      int d = pmap_get(&local, u.data[j]);
+      if (d >= 0 && last[i] > last[d]) last[d] = last[i];
+    }
+    free(u.data);
+  }
+  for (int i = 0; i < k; i++) {
+    emit_binding(L, bs[i]);
+    for (int d = 0; d <= i; d++)
+      if (last[d] == i && owned(bs[d])) {
+        w(L, RXVM_OP_FREE);
+        w(L, sw(var_reg(L, bs[d]->var)));
+      }
+  }
+  if (s->result) {
+    int r = value_reg(L, s->result);
+    if (dst >= 0) {
+      w(L, RXVM_OP_MOVE);
+      w(L, sw(dst));
+      w(L, sw(r));
+    } else {
+      w(L, RXVM_OP_RET);
+      w(L, sw(r));
+    }
+  } else {
+    err(L, L->fn->loc, "a sequence without a result");
+  }
+  free(last);
+  free(bs);
+  pmap_free(&local);
+}
+
+static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wordvec *out) {
+  L->fn = f;
+  L->plan = rx_mem_plan_fn(plan, f);
+  L->nregs = f->nparams;
+  L->code.len = 0;
+  L->bound.len = 0;
+  pmap_free(&L->regs);
+  for (int i = 0; i < f->nparams; i++) pmap_put(&L->regs, f->params[i], i);
+  emit_params(L);
+  int ns = L->plan ? L->plan->nstorages : 0;
+  L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
+  for (int s = 0; s < ns; s++) {
+    L->storage_regs[s] = new_reg(L);
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%lld", (long long)L->plan->storage_bytes[s]);
+    w(L, RXVM_OP_ALLOC_STORAGE);
+    w(L, sw(L->storage_regs[s]));
+    w(L, str(L, bytes));
+  }
+  emit_seq(L, &f->body, -1);
+  free(L->storage_regs);
+  L->storage_regs = NULL;
+  RX_VEC_PUSH(out, str(L, f->name));
+  RX_VEC_PUSH(out, (uint32_t)f->nparams);
+  RX_VEC_PUSH(out, (uint32_t)L->nregs);
+  RX_VEC_PUSH(out, (uint32_t)L->code.len);
+  for (size_t i = 0; i < L->code.len; i++) RX_VEC_PUSH(out, L->code.data[i]);
+}
+
+bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out) {
+  memset(out, 0, sizeof *out);
+  lower L = {.m = m, .diag = diag, .ok = true};
+  rx_arena_init(&L.arena);
+  rx_strtab_init(&L.strtab, &L.arena);
+  for (size_t i = 0; i < m->items.len; i++)
+    if (m->items.data[i].kind == RX_ITEM_GRAPH && !((rx_graph_fn *)m->items.data[i].fn)->primitive)
+      RX_VEC_PUSH(&L.fns, m->items.data[i].fn);
+  wordvec fnwords = {0};
+  for (size_t i = 0; i < L.fns.len; i++) lower_fn(&L, L.fns.data[i], plan, &fnwords);
+  wordvec all = {0};
+  RX_VEC_PUSH(&all, RXVM_MAGIC);
+  RX_VEC_PUSH(&all, RXVM_VERSION);
+  RX_VEC_PUSH(&all, (uint32_t)L.strs.len);
+  for (size_t i = 0; i < L.strs.len; i++) {
+    size_t n = strlen(L.strs.data[i]);
+    RX_VEC_PUSH(&all, (uint32_t)n);
+    for (size_t j = 0; j < (n + 3) / 4; j++) {
+      uint32_t x = 0;
+      for (size_t b = 0; b < 4 && j * 4 + b < n; b++)
+        x |= (uint32_t)(unsigned char)L.strs.data[i][j * 4 + b] << (8 * b);
+      RX_VEC_PUSH(&all, x);
+    }
+  }
+  RX_VEC_PUSH(&all, (uint32_t)L.fns.len);
+  for (size_t i = 0; i < fnwords.len; i++) RX_VEC_PUSH(&all, fnwords.data[i]);
+  out->words = all.data;
+  out->nwords = all.len;
+  free(fnwords.data);
+  free(L.code.data);
+  free(L.bound.data);
+  free(L.strs.data);
+  free(L.fns.data);
+  pmap_free(&L.regs);
+  pmap_free(&L.str_ids);
+  rx_strtab_free(&L.strtab);
+  rx_arena_free(&L.arena);
+  return L.ok;
+}
+
+void rx_host_program_free(rx_host_program *h) {
+  if (!h) return;
+  free(h->words);
+  memset(h, 0, sizeof *h);
+}
+
+/* ---- disassembler ---- */
+typedef struct dis {
+  const uint32_t *wds;
+  size_t n, pos;
+  char **strs;
+  uint32_t nstrs;
+  rx_strbuf *out;
+  bool ok;
+} dis;
+
+static bool take(dis *D, uint32_t *x) {
+  if (D->pos >= D->n) {
+    D->ok = false;
+    return false;
+  }
+  *x = D->wds[D->pos++];
+  return true;
+}
+static void put_str(dis *D, uint32_t id) {
+  if (id < D->nstrs)
+    rx_strbuf_printf(D->out, " \"%s\"", D->strs[id]);
+  else {
+    rx_strbuf_printf(D->out, " <bad string %u>", id);
+    D->ok = false;
+  }
+}
+static void put_reg(dis *D, uint32_t r) {
+  if (r == NONE)
+    rx_strbuf_append(D->out, " -");
+  else
+    rx_strbuf_printf(D->out, " r%u", r);
+}
+static void put_dims(dis *D, bool desc) {
+  uint32_t dt = 0, nd = 0, x;
+  if (!take(D, &dt) || !take(D, &nd)) return;
+  rx_strbuf_printf(D->out, " %s", dt < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)dt) : "?");
+  if (nd == NONE) {
+    rx_strbuf_append(D->out, " [ndim=any]");
+    return;
+  }
+  if (nd > 64) {
+    D->ok = false;
+    return;
+  }
+  rx_strbuf_append(D->out, " [");
+  for (uint32_t d = 0; d < nd && D->ok; d++) {
+    if (d) rx_strbuf_append(D->out, ",");
+    if (!desc) {
+      if (take(D, &x)) put_str(D, x);
+      continue;
+    }
+    uint32_t kind = 0, lo = 0, hi = 0;
+    if (!take(D, &kind)) return;
+    if (kind == RXVM_DIM_CONST) {
+      if (take(D, &lo) && take(D, &hi))
+        rx_strbuf_printf(D->out, " %lld", (long long)(int64_t)((uint64_t)hi << 32 | lo));
+    } else if (kind == RXVM_DIM_BIND) {
+      rx_strbuf_append(D->out, " bind");
+      if (take(D, &x)) put_str(D, x);
+    } else if (kind == RXVM_DIM_EXPR) {
+      rx_strbuf_append(D->out, " expr");
+      if (take(D, &x)) put_str(D, x);
+    } else {
+      D->ok = false;
+    }
+  }
+  rx_strbuf_append(D->out, " ]");
+}
+static void put_regs(dis *D) {
+  uint32_t n = 0, x;
+  if (!take(D, &n)) return;
+  if (n > D->n) {
+    D->ok = false;
+    return;
+  }
+  rx_strbuf_printf(D->out, " (%u)", n);
+  for (uint32_t i = 0; i < n && take(D, &x); i++) put_reg(D, x);
+}
+
+bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
+  static const char *names[] = {
+#define X(e, nm, l) nm,
+      RXVM_OPS(X)
+#undef X
+  };
+  dis D = {.wds = wds, .n = n, .out = out, .ok = true};
+  uint32_t x, nfns = 0;
+  if (n < 3 || wds[0] != RXVM_MAGIC || wds[1] != RXVM_VERSION) {
+    rx_strbuf_append(out, "not a host program (bad magic or version)\n");
+    return false;
+  }
+  D.pos = 2;
+  take(&D, &D.nstrs);
+  if (D.nstrs > n) D.ok = false;
+  D.strs = rx_calloc((size_t)(D.ok ? D.nstrs : 0) + 1, sizeof(char *));
+  for (uint32_t i = 0; D.ok && i < D.nstrs; i++) {
+    uint32_t len = 0;
+    if (!take(&D, &len)) break;
+    size_t nw = ((size_t)len + 3) / 4;
+    if (nw > D.n - D.pos) {
+      D.ok = false;
+      break;
+    }
+    D.strs[i] = rx_strndup((const char *)(wds + D.pos), len);
+    D.pos += nw;
+  }
+  if (D.ok) take(&D, &nfns);
+  for (uint32_t f = 0; D.ok && f < nfns; f++) {
+    uint32_t name = 0, np = 0, nr = 0, len = 0;
+    if (!take(&D, &name) || !take(&D, &np) || !take(&D, &nr) || !take(&D, &len)) break;
+    rx_strbuf_append(out, "function");
+    put_str(&D, name);
+    rx_strbuf_printf(out, " params %u regs %u words %u\n", np, nr, len);
+    if (len > D.n - D.pos) {
+      D.ok = false;
+      break;
+    }
+    size_t start = D.pos, end = D.pos + len;
+    dis S = D;
+    S.n = end;
+    while (S.ok && S.pos < end) {
+      uint32_t op = 0;
+      rx_strbuf_printf(out, "  %4zu: ", S.pos - start);
+      take(&S, &op);
+      if (op >= RXVM_OP_COUNT) {
+        rx_strbuf_printf(out, "<bad opcode %u>\n", op);
+        S.ok = false;
+        break;
+      }
+      rx_strbuf_append(out, names[op]);
+      switch ((rxvm_op)op) {
+      case RXVM_OP_CHECK_TENSOR:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) rx_strbuf_printf(out, " param %u", x);
+        if (take(&S, &x)) put_str(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
+        put_dims(&S, true);
+        break;
+      case RXVM_OP_MATCH_CAST:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
+        put_dims(&S, true);
+        break;
+      case RXVM_OP_ASSERT:
+      case RXVM_OP_DEFINE:
+        if (take(&S, &x)) put_str(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
+        break;
+      case RXVM_OP_ALLOC_STORAGE:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
+        break;
+      case RXVM_OP_ALLOC_TENSOR:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
+        put_dims(&S, false);
+        break;
+      case RXVM_OP_CALL_KERNELS: {
+        if (take(&S, &x)) put_str(&S, x);
+        put_regs(&S);
+        uint32_t ns = 0;
+        if (!take(&S, &ns)) break;
+        rx_strbuf_printf(out, " syms (%u)", ns);
+        for (uint32_t i = 0; i < ns && S.ok; i++) {
+          if (take(&S, &x)) put_str(&S, x);
+          rx_strbuf_append(out, " =");
+          if (take(&S, &x)) put_str(&S, x);
+        }
+        break;
+      }
+      case RXVM_OP_CALL_EXTERN:
+        if (take(&S, &x)) put_str(&S, x);
+        put_regs(&S);
+        break;
+      case RXVM_OP_CALL_FN:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) rx_strbuf_printf(out, " fn %u", x);
+        put_regs(&S);
+        break;
+      case RXVM_OP_PRIM:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) rx_strbuf_printf(out, " %s", x < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)x) : "?");
+        if (take(&S, &x)) put_str(&S, x);
+        break;
+      case RXVM_OP_SHAPE: {
+        if (take(&S, &x)) put_reg(&S, x);
+        uint32_t nd = 0;
+        if (!take(&S, &nd)) break;
+        for (uint32_t i = 0; i < nd && take(&S, &x); i++) put_str(&S, x);
+        break;
+      }
+      case RXVM_OP_TUPLE:
+        if (take(&S, &x)) put_reg(&S, x);
+        put_regs(&S);
+        break;
+      case RXVM_OP_GET_ITEM:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) rx_strbuf_printf(out, " .%u", x);
+        break;
+      case RXVM_OP_MOVE:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_reg(&S, x);
+        break;
+      case RXVM_OP_JUMP:
+        if (take(&S, &x)) rx_strbuf_printf(out, " @%u", x);
+        break;
+      case RXVM_OP_JUMP_IF_NOT:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) rx_strbuf_printf(out, " @%u", x);
+        break;
+      case RXVM_OP_FREE:
+      case RXVM_OP_RET:
+        if (take(&S, &x)) put_reg(&S, x);
+        break;
+      case RXVM_OP_COUNT: break;
+      }
+      rx_strbuf_putc(out, '\n');
+    }
+    D.ok = S.ok;
+    D.pos = end;
+  }
+  if (D.ok && D.pos != D.n) D.ok = false;
+  if (!D.ok) rx_strbuf_append(out, "<malformed host program>\n");
+  for (uint32_t i = 0; i < D.nstrs && D.strs; i++) free(D.strs[i]);
+  free(D.strs);
+  return D.ok;
+}

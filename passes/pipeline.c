@@ -1,0 +1,421 @@
+/* passes/pipeline.c: the whole pipeline as one readable list (rx_compile, at the bottom).
+ * Each step is a function of the module; after each, the verifier runs (a step that breaks
+ * the module is a bug and stops the pipeline with the verifier's report), the module may be
+ * printed (--dump-after) and the step is timed (--time-passes). */
+#include "pipeline.h"
+
+#include "../codegen/artifact.h"
+#include "../ops/legalize.h"
+#include "../targets/toolchain.h"
+#include "passes.h"
+#include "schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const rx_compile_step_names[] = {
+    "verify",   "fold",        "cse",         "dce",        "legalize",
+    "annotate", "fuse_ops",    "fuse_tensor", "names",      "plan_memory", "lower_host", "schedule",
+    "codegen",  "artifact",    NULL,
+};
+
+bool rx_compile_step_known(const char *name) {
+  if (!strcmp(name, "all")) return true;
+  for (int i = 0; rx_compile_step_names[i]; i++)
+    if (!strcmp(name, rx_compile_step_names[i])) return true;
+  return false;
+}
+
+typedef struct pipe {
+  rx_module *m;
+  const rx_compile_options *o;
+  rx_diag *diag;
+  rx_compile_result *r;
+  rx_strbuf times; /* the rows of the timing table */
+  double total_ms;
+  int cur; /* the target being compiled (dumps) */
+} pipe;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void out_text(rx_strbuf *to, const char *s) {
+  if (to)
+    rx_strbuf_append(to, s);
+  else
+    fputs(s, stderr);
+}
+
+static bool wants_dump(pipe *p, const char *name) {
+  return p->o->dump_after && (!strcmp(p->o->dump_after, "all") || !strcmp(p->o->dump_after, name));
+}
+
+static void dump(pipe *p, const char *name, const char *label, void (*print)(pipe *, rx_strbuf *)) {
+  if (!wants_dump(p, name)) return;
+  rx_strbuf b = {0};
+  rx_strbuf_printf(&b, "// ---- after %s ----\n", label);
+  print(p, &b);
+  if (b.len && b.data[b.len - 1] != '\n') rx_strbuf_putc(&b, '\n');
+  out_text(p->o->dump_out, b.data);
+  rx_strbuf_free(&b);
+}
+
+static void print_module(pipe *p, rx_strbuf *b) { rx_module_print(b, p->m); }
+
+static void time_row(pipe *p, const char *label, double ms, double verify_ms) {
+  p->total_ms += ms + (verify_ms > 0 ? verify_ms : 0);
+  if (!p->o->time_passes) return;
+  if (verify_ms >= 0)
+    rx_strbuf_printf(&p->times, "  %-22s %10.3f %10.3f\n", label, ms, verify_ms);
+  else
+    rx_strbuf_printf(&p->times, "  %-22s %10.3f %10s\n", label, ms, "-");
+}
+
+/* A graph pass: run it, then the verifier between stages (normalize: struct info of what the
+ * pass built, then verify), dump, time. */
+static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)) {
+  double t0 = now_ms();
+  bool ok = pass(p->m, p->diag) && p->diag->errors == 0;
+  double t1 = now_ms();
+  if (ok) {
+    ok = rx_module_normalize(p->m, p->diag) && rx_module_verify(p->m, p->diag) &&
+         p->diag->errors == 0;
+    if (!ok)
+      rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                     "internal error: the module does not normalize and verify after %s", name);
+  }
+  time_row(p, name, t1 - t0, now_ms() - t1);
+  if (ok) dump(p, name, name, print_module);
+  return ok;
+}
+
+/* ---- names: program names become kernel entry points and artifact section names
+ * ("<backend>/<kernel>.<ext>", at most 63 bytes). A program whose name is long (fusion
+ * concatenates the names of its parts) or clashes with another program's specialized kernels
+ * (kernel P_1 of program P against a program named P_1) gets a short unique name. ---- */
+#define NAME_MAX_LEN 32
+
+static bool suffixed(const char *name, const char *base) { /* name == base + "_" + digits */
+  size_t n = strlen(base);
+  if (strncmp(name, base, n) || name[n] != '_' || !name[n + 1]) return false;
+  for (const char *c = name + n + 1; *c; c++)
+    if (*c < '0' || *c > '9') return false;
+  return true;
+}
+static bool name_clash(rx_module *m, const char *name, const rx_tensor_fn *self) {
+  for (size_t i = 0; i < m->items.len; i++) {
+    const rx_tensor_fn *q = m->items.data[i].fn;
+    if (m->items.data[i].kind != RX_ITEM_TENSOR || q == self) continue;
+    if (!strcmp(q->name, name) || suffixed(name, q->name) || suffixed(q->name, name)) return true;
+  }
+  return false;
+}
+static void rename_calls(rx_seq *s, const rx_tensor_fn *f) {
+  for (int b = 0; s && b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++) {
+      rx_node *n = s->blocks[b]->bindings[i]->value;
+      if (n->kind == RX_NODE_CALL_TENSOR && n->tfn == f) n->callee = f->name;
+      if (n->kind == RX_NODE_IF) {
+        rename_calls(n->then_seq, f);
+        rename_calls(n->else_seq, f);
+      }
+    }
+}
+static bool short_names(rx_module *m, rx_diag *diag) {
+  (void)diag;
+  int counter = 0;
+  for (size_t i = 0; i < m->items.len; i++) {
+    if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
+    rx_tensor_fn *f = m->items.data[i].fn;
+    if (strlen(f->name) <= NAME_MAX_LEN && !name_clash(m, f->name, f)) continue;
+    char buf[NAME_MAX_LEN + 16];
+    int keep = (int)strlen(f->name) < 20 ? (int)strlen(f->name) : 20;
+    do snprintf(buf, sizeof buf, "%.*s_p%d", keep, f->name, counter++);
+    while (name_clash(m, buf, f));
+    f->name = rx_module_intern(m, buf, strlen(buf));
+    for (size_t g = 0; g < m->items.len; g++)
+      if (m->items.data[g].kind == RX_ITEM_GRAPH) rename_calls(&((rx_graph_fn *)m->items.data[g].fn)->body, f);
+  }
+  return true;
+}
+
+/* ---- the steps that are not graph passes ---- */
+
+static bool input(rx_module *m, rx_diag *diag) { return true; } /* the verifier does the work */
+
+static void print_plan(pipe *p, rx_strbuf *b) { rx_mem_plan_print(b, &p->r->plan); }
+static bool plan_memory(pipe *p) {
+  double t0 = now_ms();
+  bool ok = rx_plan_memory(p->m, &p->r->plan, p->diag);
+  time_row(p, "plan_memory", now_ms() - t0, -1);
+  if (ok) dump(p, "plan_memory", "plan_memory", print_plan);
+  return ok;
+}
+
+static void print_host(pipe *p, rx_strbuf *b) {
+  rx_host_disasm(b, p->r->host.words, p->r->host.nwords);
+}
+static bool lower_host(pipe *p) {
+  double t0 = now_ms();
+  bool ok = rx_lower_host(p->m, &p->r->plan, p->diag, &p->r->host);
+  time_row(p, "lower_host", now_ms() - t0, -1);
+  if (ok) dump(p, "lower_host", "lower_host", print_host);
+  return ok;
+}
+
+/* schedule: a scheduled copy of every tensor program (the module keeps the originals) */
+static void print_schedule(pipe *p, rx_strbuf *b) {
+  const rx_target_output *to = &p->r->targets[p->cur];
+  for (int i = 0; i < to->nprograms; i++) {
+    rx_strbuf_printf(b, "program %s:", to->programs[i]->name);
+    for (int k = 0; k < to->kernels[i]->n; k++) {
+      const rx_kernel *kn = to->kernels[i]->kernels[k];
+      rx_strbuf_printf(b, " %s (%s", kn->name, kn->rule ? kn->rule : "?");
+      if (kn->cond) {
+        rx_strbuf_append(b, ", when ");
+        rx_expr_print(b, kn->cond);
+      }
+      rx_strbuf_append(b, ")");
+    }
+    rx_strbuf_putc(b, '\n');
+  }
+}
+static void print_kernels(pipe *p, rx_strbuf *b) {
+  const rx_target_output *to = &p->r->targets[p->cur];
+  for (int i = 0; i < to->nkernels; i++)
+    rx_strbuf_printf(b, "// ---- kernel %s ----\n%s", to->flat[i]->name, to->flat[i]->source);
+}
+
+static bool schedule_and_codegen(pipe *p, int ti) {
+  rx_module *m = p->m;
+  const rx_target *t = p->o->targets[ti];
+  rx_target_output *to = &p->r->targets[ti];
+  to->target = t;
+  int np = 0;
+  for (size_t i = 0; i < m->items.len; i++) np += m->items.data[i].kind == RX_ITEM_TENSOR;
+  to->programs = rx_module_alloc(m, sizeof *to->programs * (size_t)(np + 1));
+  to->kernels = rx_module_alloc(m, sizeof *to->kernels * (size_t)(np + 1));
+  const char ***rules = rx_module_alloc(m, sizeof *rules * (size_t)(np + 1));
+  int *nrules = rx_module_alloc(m, sizeof *nrules * (size_t)(np + 1));
+  char label[64];
+  const char *kind = rx_target_kind_name(t->kind);
+  double t0 = now_ms();
+  bool ok = true;
+  for (size_t i = 0; ok && i < m->items.len; i++) {
+    if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
+    rx_sched_result res = {0};
+    ok = rx_schedule(m, m->items.data[i].fn, t, p->diag, &res);
+    if (!ok) break;
+    rules[to->nprograms] = rx_module_alloc(m, sizeof(char *) * (size_t)(res.nvariants + 1));
+    for (int v = 0; v < res.nvariants; v++)
+      rules[to->nprograms][v] = rx_sched_rule_name(res.variants[v].rule);
+    nrules[to->nprograms] = res.nvariants;
+    to->programs[to->nprograms++] = res.fn;
+  }
+  snprintf(label, sizeof label, "schedule[%s]", kind);
+  time_row(p, label, now_ms() - t0, -1);
+  if (!ok) return false;
+  t0 = now_ms();
+  for (int i = 0; ok && i < to->nprograms; i++) {
+    to->kernels[i] = rx_module_alloc(m, sizeof *to->kernels[i]);
+    ok = rx_codegen_rules(m, to->programs[i], t, rules[i], nrules[i], p->diag, to->kernels[i]);
+    if (ok) to->nkernels += to->kernels[i]->n;
+  }
+  snprintf(label, sizeof label, "codegen[%s]", kind);
+  time_row(p, label, now_ms() - t0, -1);
+  if (!ok) return false;
+  to->flat = rx_module_alloc(m, sizeof *to->flat * (size_t)(to->nkernels + 1));
+  int nf = 0;
+  for (int i = 0; i < to->nprograms; i++)
+    for (int k = 0; k < to->kernels[i]->n; k++) to->flat[nf++] = to->kernels[i]->kernels[k];
+  /* kernel names become file names in the artifact: they must be unique */
+  for (int i = 0; i < nf; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(to->flat[i]->name, to->flat[j]->name)) {
+        rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                       "two kernels are named '%s' for target %s (rename a tensor program)",
+                       to->flat[i]->name, t->name);
+        return false;
+      }
+  /* "<backend>/<kernel>.<arch>.cubin" must fit the 64-byte section names */
+  for (int i = 0; i < nf; i++)
+    if (strlen(kind) + strlen(to->flat[i]->name) + 16 >= 64) {
+      rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                     "kernel name '%s' is too long for the artifact (at most %d characters; "
+                     "rename its tensor program)",
+                     to->flat[i]->name, (int)(64 - 17 - strlen(kind)));
+      return false;
+    }
+  p->cur = ti;
+  dump(p, "schedule", "schedule", print_schedule);
+  dump(p, "codegen", "codegen", print_kernels);
+  return true;
+}
+
+/* Binaries: SPIR-V comes from codegen (shaderc); PTX and cubin from NVRTC where present. */
+static bool binaries(pipe *p, int ti) {
+  rx_module *m = p->m;
+  rx_target_output *to = &p->r->targets[ti];
+  const rx_target *t = to->target;
+  char file[512];
+  if (t->kind == RX_TARGET_VULKAN) {
+    to->binaries = true;
+    for (int i = 0; i < to->nkernels; i++) {
+      rx_kernel *k = to->flat[i];
+      if (!k->spirv) {
+        to->binaries = false;
+        continue;
+      }
+      snprintf(file, sizeof file, "%s.spv", k->name);
+      k->binary = rx_arena_strdup(&m->arena, file);
+    }
+    if (!to->binaries)
+      to->note = "relaxc was built without shaderc: GLSL sources only, no SPIR-V";
+    return true;
+  }
+  if (t->kind == RX_TARGET_METAL) {
+    to->note = "MSL sources only (the runtime compiles them; xcrun metal is macOS only)";
+    return true;
+  }
+  to->ptx = rx_module_alloc(m, sizeof *to->ptx * (size_t)(to->nkernels + 1));
+  to->ptx_len = rx_module_alloc(m, sizeof *to->ptx_len * (size_t)(to->nkernels + 1));
+  to->cubin = rx_module_alloc(m, sizeof *to->cubin * (size_t)(to->nkernels + 1));
+  to->cubin_len = rx_module_alloc(m, sizeof *to->cubin_len * (size_t)(to->nkernels + 1));
+  if (p->o->no_nvrtc) {
+    to->note = "NVRTC not run (--no-nvrtc): CUDA C sources only, no PTX or cubin";
+    return true;
+  }
+  rx_status st = rx_nvrtc_load(NULL, NULL);
+  if (st) {
+    to->note = rx_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
+                               rx_status_message(st));
+    rx_status_free(st);
+    return true;
+  }
+  double t0 = now_ms();
+  char compute[32];
+  snprintf(compute, sizeof compute, "compute_%d", t->sm);
+  bool ok = true;
+  for (int i = 0; ok && i < to->nkernels; i++) {
+    rx_kernel *k = to->flat[i];
+    char label[300];
+    snprintf(label, sizeof label, "%s.cu", k->name);
+    for (int cubin = 0; ok && cubin < 2; cubin++) {
+      char *bin = NULL, *log = NULL;
+      size_t len = 0;
+      st = rx_nvrtc_compile(k->source, label, cubin ? t->cuda_arch : compute, cubin, &bin, &len, &log);
+      if (st) {
+        rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "NVRTC: kernel '%s': %s", k->name,
+                       rx_status_message(st));
+        rx_status_free(st);
+        ok = false;
+      } else if (cubin) {
+        to->cubin[i] = rx_arena_dup(&m->arena, bin, len);
+        to->cubin_len[i] = len;
+        snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
+        k->binary = rx_arena_strdup(&m->arena, file);
+      } else {
+        to->ptx[i] = rx_arena_dup(&m->arena, bin, len);
+        to->ptx_len[i] = len;
+        snprintf(file, sizeof file, "%s.ptx", k->name);
+        k->ptx = rx_arena_strdup(&m->arena, file);
+      }
+      free(bin);
+      free(log);
+    }
+  }
+  to->binaries = ok;
+  time_row(p, "nvrtc[cuda]", now_ms() - t0, -1);
+  return ok;
+}
+
+static void print_manifest(pipe *p, rx_strbuf *b) { rx_artifact_manifest(b, p->m, p->r); }
+static bool artifact(pipe *p) {
+  double t0 = now_ms();
+  p->r->nfunctions = p->r->plan.nfns;
+  for (size_t i = 0; i < p->m->items.len; i++) p->r->nprograms += p->m->items.data[i].kind == RX_ITEM_TENSOR;
+  rx_artifact_build(p->m, p->r, &p->r->artifact, &p->r->artifact_len);
+  time_row(p, "artifact", now_ms() - t0, -1);
+  dump(p, "artifact", "artifact (manifest.json)", print_manifest);
+  return true;
+}
+
+static bool targets(pipe *p) {
+  bool ok = true;
+  for (int i = 0; ok && i < p->o->ntargets; i++) {
+    p->r->ntargets = i + 1;
+    ok = schedule_and_codegen(p, i) && binaries(p, i);
+  }
+  return ok;
+}
+
+static bool check_options(pipe *p) {
+  const rx_compile_options *o = p->o;
+  if (o->ntargets < 1 || o->ntargets > RX_COMPILE_MAX_TARGETS) {
+    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "compile: between 1 and %d targets expected, got %d",
+                   RX_COMPILE_MAX_TARGETS, o->ntargets);
+    return false;
+  }
+  for (int i = 0; i < o->ntargets; i++)
+    for (int j = 0; j < i; j++)
+      if (o->targets[i]->kind == o->targets[j]->kind) {
+        rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                       "compile: targets '%s' and '%s' are both %s: one target per backend",
+                       o->targets[j]->name, o->targets[i]->name, rx_target_kind_name(o->targets[i]->kind));
+        return false;
+      }
+  if (o->dump_after && !rx_compile_step_known(o->dump_after)) {
+    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "compile: unknown step '%s' for --dump-after",
+                   o->dump_after);
+    return false;
+  }
+  return true;
+}
+
+static bool fuse(pipe *p) {
+  return p->o->no_fuse ||
+         (step(p, "fuse_ops", rx_pass_fuse_ops) && step(p, "fuse_tensor", rx_pass_fuse_tensor));
+}
+
+bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out) {
+  memset(out, 0, sizeof *out);
+  pipe p = {.m = m, .o = o, .diag = diag, .r = out};
+  if (o->time_passes)
+    rx_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
+  bool ok = check_options(&p)
+         && step(&p, "verify", input)                /* normalize + verify the input */
+         && step(&p, "fold", rx_pass_fold)           /* constants and shape expressions */
+         && step(&p, "cse", rx_pass_cse)
+         && step(&p, "dce", rx_pass_dce)
+         && step(&p, "legalize", rx_pass_legalize)   /* op calls -> call_tensor */
+         && step(&p, "annotate", rx_pass_annotate)   /* patterns from the loop level */
+         && fuse(&p)                                 /* fuse_ops, fuse_tensor */
+         && step(&p, "dce", rx_pass_dce)
+         && step(&p, "names", short_names)           /* kernel and file names */
+         && plan_memory(&p)                          /* storages at the upper bounds */
+         && lower_host(&p)                           /* the host program */
+         && targets(&p)                              /* per target: schedule, codegen, nvrtc */
+         && artifact(&p);                            /* the .rxm bytes */
+  if (o->time_passes) {
+    rx_strbuf tb = {0};
+    rx_strbuf_append(&tb, "relaxc: time per step\n");
+    if (p.times.data) rx_strbuf_append(&tb, p.times.data);
+    rx_strbuf_printf(&tb, "  %-22s %10.3f\n", "total", p.total_ms);
+    out_text(o->time_out, tb.data);
+    rx_strbuf_free(&tb);
+  }
+  rx_strbuf_free(&p.times);
+  return ok && diag->errors == 0;
+}
+
+void rx_compile_result_free(rx_compile_result *r) {
+  if (!r) return;
+  rx_host_program_free(&r->host);
+  free(r->artifact);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,298 @@
+/* passes/plan_memory.c: liveness-based storage reuse over each graph function's call_tensor
+ * outputs, sized at the upper bounds the function's facts give (see passes/pipeline.h). */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a pointer -> int map (open addressing) ---- */
+typedef struct pmap {
+  const void **keys;
+  int *vals;
+  size_t cap, len;
+} pmap;
+
+static size_t phash(const void *p, size_t cap) {
+  return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+}
+static void pmap_put(pmap *m, const void *k, int v);
+static void pmap_grow(pmap *m) {
+  pmap n = {rx_calloc(m->cap ? m->cap * 2 : 64, sizeof(void *)), NULL, m->cap ? m->cap * 2 : 64, 0};
+  n.vals = rx_calloc(n.cap, sizeof(int));
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i]) pmap_put(&n, m->keys[i], m->vals[i]);
+  free(m->keys);
+  free(m->vals);
+  *m = n;
+}
+static void pmap_put(pmap *m, const void *k, int v) {
+  if ((m->len + 1) * 2 > m->cap) pmap_grow(m);
+  size_t i = phash(k, m->cap);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->len++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+static int pmap_get(const pmap *m, const void *k) {
+  if (!m->cap) return -1;
+  size_t i = phash(k, m->cap);
+  while (m->keys[i]) {
+    if (m->keys[i] == k) return m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return -1;
+}
+static void pmap_free(pmap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- uses of a node: every graph variable it reads (nested if branches included) ---- */
+typedef RX_VEC(const rx_var *) varvec;
+
+static void seq_uses(const rx_seq *s, varvec *out);
+static void node_uses(const rx_node *n, varvec *out) {
+  if (!n) return;
+  if (n->kind == RX_NODE_VAR) {
+    RX_VEC_PUSH(out, n->var);
+    return;
+  }
+  for (int i = 0; i < n->nargs; i++) node_uses(n->args[i], out);
+  if (n->kind == RX_NODE_IF) {
+    node_uses(n->cond, out);
+    seq_uses(n->then_seq, out);
+    seq_uses(n->else_seq, out);
+  }
+}
+static void seq_uses(const rx_seq *s, varvec *out) {
+  if (!s) return;
+  for (int b = 0; b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++) node_uses(s->blocks[b]->bindings[i]->value, out);
+  node_uses(s->result, out);
+}
+
+/* ---- one function ---- */
+typedef RX_VEC(int) intvec;
+
+typedef struct fplan {
+  rx_module *m;
+  const rx_graph_fn *fn;
+  rx_analyzer *an;
+  pmap var_index;       /* rx_var* -> index into roots */
+  RX_VEC(intvec) roots; /* per variable: the allocations it may refer to */
+  RX_VEC(rx_mem_alloc) allocs;
+} fplan;
+
+static void add_root(intvec *v, int a) {
+  for (size_t i = 0; i < v->len; i++)
+    if (v->data[i] == a) return;
+  RX_VEC_PUSH(v, a);
+}
+
+static intvec *roots_of(fplan *p, const rx_var *v) {
+  int i = pmap_get(&p->var_index, v);
+  return i < 0 ? NULL : &p->roots.data[i];
+}
+
+/* The size in bytes of a tensor struct info; NULL when the shape or dtype is unknown. */
+static const rx_expr *tensor_bytes(rx_module *m, const rx_sinfo *s) {
+  if (!s || s->kind != RX_SINFO_TENSOR || !s->shape || s->ndim < 0 || s->dtype == RX_DTYPE_UNKNOWN)
+    return NULL;
+  int bits = rx_dtype_bits(s->dtype);
+  const rx_expr *e = rx_expr_const(m->ctx, (bits + 7) / 8);
+  for (int i = 0; i < s->ndim; i++) e = rx_expr_mul(m->ctx, e, s->shape[i]);
+  return e;
+}
+
+/* Assumes 0 <= v for every variable of e (dims are sizes). */
+static void assume_nonneg(fplan *p, const rx_expr *e) {
+  rx_ptrvec vars = {0};
+  rx_expr_collect_vars(e, &vars);
+  for (size_t i = 0; i < vars.len; i++)
+    rx_analyzer_assume(p->an, rx_expr_cmp(p->m->ctx, RX_EXPR_LE, rx_expr_const(p->m->ctx, 0),
+                                          vars.data[i]));
+  rx_ptrvec_free(&vars);
+}
+static void assume_sinfo_nonneg(fplan *p, const rx_sinfo *s) {
+  if (!s) return;
+  if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape)
+    for (int i = 0; i < s->ndim; i++) assume_nonneg(p, s->shape[i]);
+  if (s->kind == RX_SINFO_TUPLE)
+    for (int i = 0; i < s->nfields; i++) assume_sinfo_nonneg(p, s->fields[i]);
+}
+
+static void new_alloc(fplan *p, const rx_var *v, int field, const rx_sinfo *s, int pos,
+                      intvec *roots) {
+  rx_mem_alloc a = {.var = v, .field = field, .bound = -1, .storage = -1, .def = pos, .last = pos};
+  a.bytes = tensor_bytes(p->m, s);
+  if (a.bytes) {
+    assume_sinfo_nonneg(p, s);
+    rx_interval iv = rx_analyzer_bounds(p->an, a.bytes);
+    if (iv.hi != INT64_MAX && iv.hi >= 0) a.bound = iv.hi;
+  }
+  add_root(roots, (int)p->allocs.len);
+  RX_VEC_PUSH(&p->allocs, a);
+}
+
+/* Roots of the value a binding defines (its own allocations, or what it aliases). */
+static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
+  const rx_node *n = b->value;
+  switch (n->kind) {
+  case RX_NODE_CALL_TENSOR:
+    if (n->out->kind == RX_SINFO_TUPLE)
+      for (int f = 0; f < n->out->nfields; f++) new_alloc(p, b->var, f, n->out->fields[f], pos, out);
+    else
+      new_alloc(p, b->var, -1, n->out, pos, out);
+    return;
+  case RX_NODE_CALL_EXTERN: /* destination-passing outputs: dynamic, never aliasing */
+  case RX_NODE_CONST:
+  case RX_NODE_PRIM:
+  case RX_NODE_SHAPE:
+    return;
+  default: { /* moves, tuples, get_item, match_cast, if, graph calls: may alias what they use */
+    varvec uses = {0};
+    node_uses(n, &uses);
+    for (size_t i = 0; i < uses.len; i++) {
+      intvec *r = roots_of(p, uses.data[i]);
+      if (r)
+        for (size_t k = 0; k < r->len; k++) add_root(out, r->data[k]);
+    }
+    free(uses.data);
+    return;
+  }
+  }
+}
+
+/* Marks, for every allocation some use at position pos refers to, that it lives until pos. */
+static void mark_uses(fplan *p, const rx_node *n, int pos, bool result) {
+  varvec uses = {0};
+  node_uses(n, &uses);
+  for (size_t i = 0; i < uses.len; i++) {
+    intvec *r = roots_of(p, uses.data[i]);
+    if (!r) continue;
+    for (size_t k = 0; k < r->len; k++) {
+      rx_mem_alloc *a = &p->allocs.data[r->data[k]];
+      if (pos > a->last) a->last = pos;
+      if (result) a->escapes = true;
+    }
+  }
+  free(uses.data);
+}
+
+static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
+  fplan p = {.m = m, .fn = fn, .an = rx_analyzer_new(m->ctx)};
+  for (int i = 0; i < fn->nparams; i++) assume_sinfo_nonneg(&p, fn->params[i]->sinfo);
+  for (int i = 0; i < fn->nfacts; i++) rx_analyzer_assume(p.an, fn->facts[i]);
+  int pos = 0;
+  for (int b = 0; b < fn->body.nblocks; b++)
+    for (int i = 0; i < fn->body.blocks[b]->nbindings; i++, pos++) {
+      const rx_binding *bd = fn->body.blocks[b]->bindings[i];
+      mark_uses(&p, bd->value, pos, false);
+      intvec r = {0};
+      binding_roots(&p, bd, pos, &r);
+      pmap_put(&p.var_index, bd->var, (int)p.roots.len);
+      RX_VEC_PUSH(&p.roots, r);
+    }
+  mark_uses(&p, fn->body.result, pos, true);
+
+  /* greedy best fit, in definition order */
+  RX_VEC(int64_t) size = {0};
+  RX_VEC(int) end = {0};
+  int64_t unplanned = 0;
+  int ndyn = 0;
+  for (size_t i = 0; i < p.allocs.len; i++) {
+    rx_mem_alloc *a = &p.allocs.data[i];
+    if (a->bound < 0 || a->escapes) {
+      ndyn++;
+      continue;
+    }
+    unplanned += a->bound;
+    int best = -1, largest = -1;
+    for (size_t s = 0; s < size.len; s++) {
+      if (end.data[s] >= a->def) continue; /* its tenant is still alive */
+      if (size.data[s] >= a->bound && (best < 0 || size.data[s] < size.data[best])) best = (int)s;
+      if (largest < 0 || size.data[s] > size.data[largest]) largest = (int)s;
+    }
+    if (best < 0) best = largest;
+    if (best < 0) {
+      best = (int)size.len;
+      RX_VEC_PUSH(&size, 0);
+      RX_VEC_PUSH(&end, 0);
+    }
+    if (size.data[best] < a->bound) size.data[best] = a->bound;
+    end.data[best] = a->last;
+    a->storage = best;
+  }
+  out->fn = fn;
+  out->nallocs = (int)p.allocs.len;
+  out->allocs = rx_module_alloc(m, sizeof *out->allocs * (p.allocs.len + 1));
+  if (p.allocs.len) memcpy(out->allocs, p.allocs.data, sizeof *out->allocs * p.allocs.len);
+  out->nstorages = (int)size.len;
+  out->storage_bytes = rx_module_alloc(m, sizeof *out->storage_bytes * (size.len + 1));
+  out->peak_bytes = 0;
+  for (size_t s = 0; s < size.len; s++) {
+    out->storage_bytes[s] = size.data[s];
+    out->peak_bytes += size.data[s];
+  }
+  out->unplanned_bytes = unplanned;
+  out->ndynamic = ndyn;
+  free(size.data);
+  free(end.data);
+  for (size_t i = 0; i < p.roots.len; i++) free(p.roots.data[i].data);
+  free(p.roots.data);
+  free(p.allocs.data);
+  pmap_free(&p.var_index);
+  rx_analyzer_free(p.an);
+}
+
+bool rx_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag) {
+  (void)diag;
+  memset(out, 0, sizeof *out);
+  int n = 0;
+  for (size_t i = 0; i < m->items.len; i++)
+    n += m->items.data[i].kind == RX_ITEM_GRAPH && !((rx_graph_fn *)m->items.data[i].fn)->primitive;
+  out->fns = rx_module_alloc(m, sizeof *out->fns * (size_t)(n + 1));
+  for (size_t i = 0; i < m->items.len; i++) {
+    if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
+    const rx_graph_fn *g = m->items.data[i].fn;
+    if (g->primitive) continue;
+    plan_fn(m, g, &out->fns[out->nfns++]);
+  }
+  return true;
+}
+
+const rx_fn_plan *rx_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f) {
+  for (int i = 0; p && i < p->nfns; i++)
+    if (p->fns[i].fn == f) return &p->fns[i];
+  return NULL;
+}
+
+void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
+  for (int i = 0; i < p->nfns; i++) {
+    const rx_fn_plan *f = &p->fns[i];
+    rx_strbuf_printf(out, "memory plan of %s: %d storage%s, %lld bytes planned (%lld without reuse), "
+                          "%d dynamic allocation%s\n",
+                     f->fn->name, f->nstorages, f->nstorages == 1 ? "" : "s",
+                     (long long)f->peak_bytes, (long long)f->unplanned_bytes, f->ndynamic,
+                     f->ndynamic == 1 ? "" : "s");
+    for (int s = 0; s < f->nstorages; s++)
+      rx_strbuf_printf(out, "  storage %d: %lld bytes\n", s, (long long)f->storage_bytes[s]);
+    for (int a = 0; a < f->nallocs; a++) {
+      const rx_mem_alloc *x = &f->allocs[a];
+      rx_strbuf_printf(out, "  %s", x->var->name);
+      if (x->field >= 0) rx_strbuf_printf(out, ".%d", x->field);
+      rx_strbuf_append(out, ": ");
+      if (x->bytes)
+        rx_expr_print(out, x->bytes);
+      else
+        rx_strbuf_append(out, "?");
+      rx_strbuf_printf(out, " bytes, live %d..%d, ", x->def, x->last);
+      if (x->storage >= 0)
+        rx_strbuf_printf(out, "storage %d (bound %lld)\n", x->storage, (long long)x->bound);
+      else
+        rx_strbuf_printf(out, "dynamic (%s)\n", x->escapes ? "returned" : "unbounded");
+    }
+  }
+}
