@@ -25,6 +25,8 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/runtime.c
   ${RX_RUNTIME_DIR}/expr.c
   ${RX_RUNTIME_DIR}/library.c
+  ${RX_RUNTIME_DIR}/artifact.c
+  ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_ROOT}/base/base.c)
@@ -90,6 +92,17 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
                              "VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
   endif()
   set_tests_properties(runtime.vulkan PROPERTIES LABELS "runtime;vulkan" ENVIRONMENT "${RX_RT_VK_ENV}"
+                       SKIP_RETURN_CODE 77)
+
+  # artifacts and the VM: hand-assembled host programs over the same kernels, same environment
+  add_executable(rt_vm_test ${RX_RT_TEST_DIR}/vm_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  target_link_libraries(rt_vm_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_vm_test PRIVATE ${RX_RUNTIME_ROOT})
+  if(TARGET rt_kernels)
+    add_dependencies(rt_vm_test rt_kernels)
+  endif()
+  add_test(NAME runtime.vm COMMAND rt_vm_test ${RX_RT_KERNEL_DIR})
+  set_tests_properties(runtime.vm PROPERTIES LABELS "runtime;vulkan;vm" ENVIRONMENT "${RX_RT_VK_ENV}"
                        SKIP_RETURN_CODE 77)
 
   add_executable(rt_cuda_test ${RX_RT_TEST_DIR}/cuda_test.c ${RX_RT_TEST_DIR}/rt_test.h)

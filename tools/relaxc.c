@@ -25,6 +25,10 @@ static void usage(FILE *out) {
         "  ops          list the operators with a one-line description\n"
         "  schedule FILE --target T   schedule every tensor program for target T and print\n"
         "  codegen FILE --target T [-o DIR]   emit kernels (CUDA C, GLSL+SPIR-V, MSL) and kernels.json\n"
+        "  compile FILE --target T[,T...] -o OUT.rxm   the whole pipeline to an artifact (docs/artifact.md)\n"
+        "  run MODEL.rxm [--device D] [--fn F] --input X=FILE.npy|random:SHAPE [--output OUT.npy] [--bench N]\n"
+        "               call a function of an artifact; prints result shapes and checksums\n"
+        "  inspect MODEL.rxm [--code]   an artifact's functions, facts, planned memory, kernels, sections\n"
         "\n"
         "FILE may be '-' to read standard input.\n"
         "\n"
@@ -116,6 +120,9 @@ static int list_ops(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "schedule") == 0) return rx_cmd_schedule(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "codegen") == 0) return rx_cmd_codegen(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "compile") == 0) return rx_cmd_compile(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "run") == 0) return rx_cmd_run(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "inspect") == 0) return rx_cmd_inspect(argc - 1, argv + 1);
   const char *cmd = NULL;
   const char *file = NULL;
   int nfiles = 0;

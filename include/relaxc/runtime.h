@@ -183,6 +183,23 @@ rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buff
                                       size_t buffer_count, const rx_rt_symbols *symbols,
                                       bool *out_launched);
 
+/* The programs of a library (kernels.json "programs") and their parameters, in order. */
+typedef struct rx_rt_program_param {
+  const char *name;
+  bool is_buffer;           /* a buffer; otherwise a scalar (symbolic value) parameter */
+  bool output;              /* written by the program */
+  const char *dtype;        /* "f32", "f16", ...; may be NULL for scalars */
+  size_t rank;              /* buffers: number of dims */
+  const char *const *shape; /* buffers: rank expressions in the text syntax of kernels.json */
+} rx_rt_program_param;
+size_t rx_rt_library_program_count(const rx_rt_library *l);
+const char *rx_rt_library_program_name(const rx_rt_library *l, size_t i); /* NULL past the end */
+/* Copies up to max parameter descriptions (borrowed strings, valid while the library lives)
+ * and sets *out_count to the program's number of parameters; RX_ERR_NOT_FOUND without it. */
+rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *program,
+                                       rx_rt_program_param *out_params, size_t max,
+                                       size_t *out_count);
+
 /* Runs one program of the library: each of its kernels, in order, whose condition holds.
  * buffers[i] is the buffer of the program's parameter i (entries of scalar parameters are
  * ignored and may be NULL); each buffer is checked to hold its parameter's shape. */
@@ -204,6 +221,121 @@ void rx_rt_timer_release(rx_rt_timer *t); /* NULL is fine */
  * Errors (RX_ERR_INVALID): malformed text (with the column), an unknown name, division by zero,
  * 64-bit overflow. */
 rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *out_value);
+
+
+/* ---- artifacts (.rxm) and calls: the VM (runtime/vm_format.h, docs/artifact.md) ----
+ * An artifact holds the host program of a module's graph functions, its kernels per backend and
+ * a manifest. Loading checks the magic, the version, the section table, the CRC32 of every
+ * section, the manifest and every instruction of the host program, so a corrupt file is an error
+ * at load and never a crash at run time. Calls execute the host program on the artifact's device.
+ * Messages start with the artifact's name (the path as given). */
+typedef struct rx_rt_artifact rx_rt_artifact; /* a loaded .rxm (reference-counted) */
+typedef struct rx_rt_tensor rx_rt_tensor;     /* device buffer + dtype + shape (reference-counted) */
+typedef struct rx_rt_value rx_rt_value;       /* a result: tensor, tuple, shape or prim */
+
+#define RX_RT_MAX_NDIM 16
+
+/* Loads an artifact for device d: its kernels for d's backend ("<backend>/kernels.json"; absent:
+ * RX_ERR_UNSUPPORTED naming the backend and the targets present). d may be NULL to inspect an
+ * artifact without running it (calls then fail). The artifact keeps d alive. */
+rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact);
+/* The same from memory (copied); name is used in messages ("model.rxm"). */
+rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
+                                     const char *name, rx_rt_artifact **out_artifact);
+void rx_rt_artifact_retain(rx_rt_artifact *a);
+void rx_rt_artifact_release(rx_rt_artifact *a); /* NULL is fine */
+rx_rt_device *rx_rt_artifact_device(const rx_rt_artifact *a); /* NULL when loaded without one */
+
+/* What the artifact holds (for `relaxc inspect`); strings live as long as the artifact. */
+size_t rx_rt_artifact_section_count(const rx_rt_artifact *a);
+/* Section i: its name, its bytes and size. false when i is out of range. */
+bool rx_rt_artifact_section(const rx_rt_artifact *a, size_t i, const char **out_name,
+                            const void **out_data, size_t *out_size);
+const char *rx_rt_artifact_manifest(const rx_rt_artifact *a); /* the manifest.json text */
+/* The backends compiled for, comma-separated ("cuda, vulkan"), from "<backend>/kernels.json". */
+const char *rx_rt_artifact_targets(const rx_rt_artifact *a);
+
+size_t rx_rt_artifact_function_count(const rx_rt_artifact *a);
+const char *rx_rt_artifact_function_name(const rx_rt_artifact *a, size_t fn); /* NULL: out of range */
+size_t rx_rt_artifact_function_param_count(const rx_rt_artifact *a, size_t fn);
+/* A parameter as the host program checks it at entry (its CHECK_TENSOR); a parameter without
+ * check has name "", expected "?", dtype RX_DTYPE_UNKNOWN and ndim -1. */
+typedef struct rx_rt_param_info {
+  const char *name;     /* "x" */
+  const char *expected; /* the struct info as text: "f32[n, 4096]" */
+  rx_dtype dtype;       /* RX_DTYPE_UNKNOWN: any */
+  int ndim;             /* -1: any rank */
+} rx_rt_param_info;
+bool rx_rt_artifact_function_param(const rx_rt_artifact *a, size_t fn, size_t param,
+                                   rx_rt_param_info *out_info);
+/* The function's facts (its ASSERTs: "n <= 4096") and planned storages (their ALLOC_STORAGE size
+ * expressions, "16384"), in program order; NULL when i is out of range. */
+size_t rx_rt_artifact_function_fact_count(const rx_rt_artifact *a, size_t fn);
+const char *rx_rt_artifact_function_fact(const rx_rt_artifact *a, size_t fn, size_t i);
+size_t rx_rt_artifact_function_storage_count(const rx_rt_artifact *a, size_t fn);
+const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, size_t i);
+/* A readable listing of function fn's host program, one instruction a line (NULL when fn is out
+ * of range or out of memory); free it with rx_rt_string_free. */
+char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);
+void rx_rt_string_free(char *s);
+
+/* CRC-32 as in zlib (polynomial 0xEDB88320): crc = rx_rt_crc32(0, data, n), chainable. */
+uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n);
+
+/* ---- tensors ---- */
+size_t rx_rt_dtype_size(rx_dtype t);     /* bytes per element; 0 for RX_DTYPE_UNKNOWN */
+const char *rx_rt_dtype_name(rx_dtype t); /* "f32"; "any" for RX_DTYPE_UNKNOWN */
+/* A tensor over a new device buffer (contents undefined). ndim 0..RX_RT_MAX_NDIM, dims >= 0. */
+rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
+                              rx_rt_tensor **out_tensor);
+/* The same, filled from host memory holding the elements row-major (f16/bf16 as their bits). */
+rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
+                                 const void *data, rx_rt_tensor **out_tensor);
+/* A tensor over an existing buffer (retained), from its byte 0; the buffer must be large enough. */
+rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
+                            rx_rt_tensor **out_tensor);
+void rx_rt_tensor_retain(rx_rt_tensor *t);
+void rx_rt_tensor_release(rx_rt_tensor *t); /* NULL is fine */
+rx_dtype rx_rt_tensor_dtype(const rx_rt_tensor *t);
+int rx_rt_tensor_ndim(const rx_rt_tensor *t);
+const int64_t *rx_rt_tensor_shape(const rx_rt_tensor *t);
+size_t rx_rt_tensor_bytes(const rx_rt_tensor *t); /* elements * element size */
+rx_rt_buffer *rx_rt_tensor_buffer(const rx_rt_tensor *t); /* borrowed */
+/* Device to host, synchronous: dst must hold rx_rt_tensor_bytes(t) bytes (bytes must equal it). */
+rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes);
+
+/* ---- values (results of calls) ---- */
+typedef enum rx_rt_value_kind {
+  RX_RT_VALUE_TENSOR = 0,
+  RX_RT_VALUE_TUPLE,
+  RX_RT_VALUE_SHAPE,
+  RX_RT_VALUE_PRIM,
+  RX_RT_VALUE_STORAGE, /* a planned storage (internal to the host program) */
+} rx_rt_value_kind;
+rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v);
+rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v); /* borrowed; NULL if not a tensor */
+size_t rx_rt_value_tuple_size(const rx_rt_value *v);   /* 0 if not a tuple */
+rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v, size_t i); /* borrowed; NULL: none */
+int rx_rt_value_shape(const rx_rt_value *v, const int64_t **out_dims); /* ndim; -1: not a shape */
+int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype);   /* 0 if not a prim */
+void rx_rt_value_retain(rx_rt_value *v);
+void rx_rt_value_release(rx_rt_value *v); /* NULL is fine */
+
+/* ---- calls ----
+ * Runs graph function fn of the artifact with the given tensors as its parameters (in order).
+ * Errors name the function: a missing function ("no function 'foo' in model.rxm (functions:
+ * main)"), a wrong argument count, a parameter whose dtype, rank or shape differs from its
+ * struct info ("main: parameter 'x': expected f32[n, 4096], got f32[3, 4095]"), a violated fact
+ * with the values of its variables, an unavailable extern, a device error. Kernels are queued;
+ * reading a result synchronizes. Planned storages are allocated at the first call and kept by the
+ * artifact: a result that lives in planned storage is overwritten by the next call (copy or read
+ * it first). */
+rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
+                        rx_rt_value **out_result);
+/* Calls fn `warmup` times, then `iters` times, and returns the mean wall-clock time per call in
+ * milliseconds, synchronized (iters >= 1). */
+rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs,
+                         size_t n, int warmup, int iters, double *out_ms_per_call);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,800 @@
+/* runtime/artifact.c: loads an artifact (.rxm, runtime/vm_format.h): the header and section table
+ * with their bounds, the CRC32 of every section, the manifest (JSON, read with cJSON), the kernels
+ * of the device's backend (through the kernel-library loader, from memory), and the host program,
+ * every instruction of which is validated here so that the VM (vm.c) never meets a malformed one.
+ * Also the inspection accessors of the public API. Every error starts with the artifact's name. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/vm.h"
+
+#define HEADER_BYTES 16u
+#define ENTRY_BYTES  (RXM_SECTION_NAME_BYTES + 24u) /* name, u64 offset, u64 size, u32 crc, u32 0  \
+                                                     */
+#define MAX_SECTIONS 65536u
+
+/* ---- CRC-32 (zlib's: reflected, polynomial 0xEDB88320, initial and final xor ~0) ---- */
+uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n) {
+  uint32_t table[256];
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  const uint8_t *p = data;
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+/* ---- destruction ---- */
+static void artifact_destroy(rx_rt_artifact *a) {
+  const rx_rt_allocator *al = &a->alloc;
+  vm_storages_free(a);
+  rx_rt_library_release(a->library);
+  for (size_t i = 0; i < a->nfns; i++) {
+    rt_free(al, a->fns[i].param_check);
+    rt_free(al, a->fns[i].facts);
+    rt_free(al, a->fns[i].storages);
+  }
+  rt_free(al, a->fns);
+  for (size_t i = 0; i < a->nstrings; i++) rt_free(al, a->strings[i]);
+  rt_free(al, a->strings);
+  rt_free(al, a->words);
+  rt_free(al, a->storages);
+  rt_free(al, a->sections);
+  rt_free(al, a->manifest);
+  rt_free(al, a->targets);
+  rt_free(al, a->data);
+  rt_free(al, a->name);
+  rx_rt_device *d = a->device;
+  rt_free(al, a);
+  rx_rt_device_release(d);
+}
+
+void rx_rt_artifact_retain(rx_rt_artifact *a) {
+  if (a) a->refs++;
+}
+void rx_rt_artifact_release(rx_rt_artifact *a) {
+  if (a && --a->refs == 0) artifact_destroy(a);
+}
+rx_rt_device *rx_rt_artifact_device(const rx_rt_artifact *a) { return a->device; }
+
+/* ---- the container ---- */
+static const vm_section *find_section(const rx_rt_artifact *a, const char *name) {
+  for (size_t i = 0; i < a->nsections; i++)
+    if (!strcmp(a->sections[i].name, name)) return &a->sections[i];
+  return NULL;
+}
+
+static rx_status parse_container(rx_rt_artifact *a) {
+  const uint8_t *d = a->data;
+  size_t size = a->size;
+  const char *nm = a->name;
+  if (size >= 4 && rd32(d) != RXM_MAGIC)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: not a relaxc artifact (the file starts with "
+                          "0x%08x, an artifact with 'RXM1')",
+                          nm, rd32(d));
+  if (size < HEADER_BYTES)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: truncated: the header needs %u bytes, file has %zu "
+                          "bytes",
+                          nm, HEADER_BYTES, size);
+  uint32_t version = rd32(d + 4), count = rd32(d + 8);
+  if (version != RXM_VERSION)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: artifact version %u, this runtime reads "
+                          "version %u",
+                          nm, version, RXM_VERSION);
+  if (rd32(d + 12) != 0)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: corrupted header: the reserved word is 0x%08x, "
+                          "expected 0",
+                          nm, rd32(d + 12));
+  if (count > MAX_SECTIONS)
+    return rx_status_make(RX_ERR_INVALID, "%s: corrupted header: %u sections (at most %u)", nm,
+                          count, MAX_SECTIONS);
+  uint64_t table_end = HEADER_BYTES + (uint64_t)count * ENTRY_BYTES;
+  if (table_end > size)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: truncated: the table of %u sections ends at byte "
+                          "%llu, file has %zu bytes",
+                          nm, count, (unsigned long long)table_end, size);
+  a->sections = rt_alloc(&a->alloc, (count + 1) * sizeof *a->sections);
+  if (!a->sections) return rt_oom("the section table", count * sizeof *a->sections);
+  uint32_t *crcs = rt_alloc(&a->alloc, (count + 1) * sizeof *crcs);
+  if (!crcs) return rt_oom("the section table", count * sizeof *crcs);
+  rx_status s = NULL;
+  for (uint32_t i = 0; i < count && !s; i++) {
+    const uint8_t *e = d + HEADER_BYTES + (size_t)i * ENTRY_BYTES;
+    vm_section *sec = &a->sections[i];
+    size_t len = 0;
+    while (len < RXM_SECTION_NAME_BYTES && e[len]) len++;
+    bool padded = len < RXM_SECTION_NAME_BYTES;
+    for (size_t j = len; j < RXM_SECTION_NAME_BYTES; j++) padded = padded && e[j] == 0;
+    memcpy(sec->name, e, len);
+    sec->name[len] = '\0';
+    for (size_t j = 0; j < len && padded; j++) padded = e[j] >= 0x20 && e[j] < 0x7f;
+    uint64_t off = rd64(e + RXM_SECTION_NAME_BYTES), n = rd64(e + RXM_SECTION_NAME_BYTES + 8);
+    crcs[i] = rd32(e + RXM_SECTION_NAME_BYTES + 16);
+    if (!len || !padded) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: corrupted section table: entry %u has no valid "
+                         "name (printable, NUL-padded to %d bytes)",
+                         nm, i, RXM_SECTION_NAME_BYTES);
+    } else if (rd32(e + RXM_SECTION_NAME_BYTES + 20) != 0) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: corrupted section table: section '%s' has a nonzero "
+                         "reserved word",
+                         nm, sec->name);
+    } else if (off < table_end) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: corrupted section table: section '%s' starts at "
+                         "byte %llu, inside the header and section table (%llu bytes)",
+                         nm, sec->name, (unsigned long long)off, (unsigned long long)table_end);
+    } else if (off > size || n > size - off) {
+      unsigned long long end = off + n < off ? ~0ull : (unsigned long long)(off + n);
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: truncated: section '%s' ends at byte %llu, file has "
+                         "%zu bytes",
+                         nm, sec->name, end, size);
+    } else {
+      sec->data = d + off;
+      sec->size = (size_t)n;
+      for (uint32_t j = 0; j < i && !s; j++)
+        if (!strcmp(a->sections[j].name, sec->name))
+          s = rx_status_make(RX_ERR_INVALID,
+                             "%s: corrupted section table: section '%s' appears "
+                             "twice",
+                             nm, sec->name);
+    }
+    a->nsections = i + 1;
+  }
+  /* bounds first (a truncated file says so), then the contents */
+  for (uint32_t i = 0; i < count && !s; i++) {
+    uint32_t got = rx_rt_crc32(0, a->sections[i].data, a->sections[i].size);
+    if (got != crcs[i])
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: section '%s' is corrupted: its CRC32 is 0x%08x, the "
+                         "section table records 0x%08x",
+                         nm, a->sections[i].name, got, crcs[i]);
+  }
+  rt_free(&a->alloc, crcs);
+  return s;
+}
+
+/* ---- the manifest and the targets ---- */
+static rx_status parse_manifest(rx_rt_artifact *a) {
+  const vm_section *m = find_section(a, "manifest.json");
+  if (!m) return rx_status_make(RX_ERR_INVALID, "%s: no section 'manifest.json'", a->name);
+  a->manifest = rt_alloc(&a->alloc, m->size + 1);
+  if (!a->manifest) return rt_oom("the manifest", m->size + 1);
+  if (m->size) memcpy(a->manifest, m->data, m->size);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(a->manifest, m->size, &end, false);
+  if (!root || !cJSON_IsObject(root)) {
+    size_t off = end && end >= a->manifest ? (size_t)(end - a->manifest) : 0, line = 1, col = 1;
+    for (size_t i = 0; root == NULL && i < off && i < m->size; i++) {
+      if (a->manifest[i] == '\n')
+        line++, col = 1;
+      else
+        col++;
+    }
+    cJSON_Delete(root);
+    if (!root)
+      return rx_status_make(RX_ERR_INVALID, "%s: manifest.json:%zu:%zu: malformed JSON", a->name,
+                            line, col);
+    return rx_status_make(RX_ERR_INVALID, "%s: manifest.json is not a JSON object", a->name);
+  }
+  cJSON_Delete(root);
+  /* the targets: every "<backend>/kernels.json" */
+  rx_strbuf t = {0};
+  for (size_t i = 0; i < a->nsections; i++) {
+    const char *n = a->sections[i].name, *slash = strchr(n, '/');
+    if (slash && !strcmp(slash + 1, "kernels.json"))
+      rx_strbuf_printf(&t, "%s%.*s", t.len ? ", " : "", (int)(slash - n), n);
+  }
+  a->targets = rt_strdup(&a->alloc, t.data ? t.data : "");
+  rx_strbuf_free(&t);
+  return a->targets ? NULL : rt_oom("the target list", 64);
+}
+
+static rx_status load_kernels(rx_rt_artifact *a) {
+  rx_rt_device *d = a->device;
+  const char *be = rx_rt_backend_name(d->info.backend);
+  char key[RXM_SECTION_NAME_BYTES + 32];
+  snprintf(key, sizeof key, "%s/kernels.json", be);
+  const vm_section *k = find_section(a, key);
+  if (!k)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: no kernels for %s in this artifact (it has "
+                          "kernels for: %s); compile it with --target %s",
+                          a->name, be, a->targets[0] ? a->targets : "no target", be);
+  size_t plen = strlen(be) + 1, nb = 0;
+  rx_rt_blob *blobs = rt_alloc(&a->alloc, (a->nsections + 1) * sizeof *blobs);
+  if (!blobs) return rt_oom("kernel blobs", a->nsections * sizeof *blobs);
+  for (size_t i = 0; i < a->nsections; i++) {
+    const vm_section *s = &a->sections[i];
+    if (s != k && !strncmp(s->name, be, plen - 1) && s->name[plen - 1] == '/')
+      blobs[nb++] = (rx_rt_blob){s->name + plen, s->data, s->size};
+  }
+  char origin[512];
+  snprintf(origin, sizeof origin, "%s: %s", a->name, be);
+  rx_status s =
+      rt_library_parse(d, origin, (const char *)k->data, k->size, NULL, blobs, nb, &a->library);
+  rt_free(&a->alloc, blobs);
+  return s;
+}
+
+/* ---- the host program ---- */
+typedef struct hp {
+  rx_rt_artifact *a;
+  const uint32_t *w;
+  size_t n, pos; /* words, cursor */
+} hp;
+
+static rx_status hp_bad(const rx_rt_artifact *a, const char *fmt, ...) RX_PRINTF(2, 3);
+static rx_status hp_bad(const rx_rt_artifact *a, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return rx_status_make(RX_ERR_INVALID, "%s: host.rxvm: %s", a->name, msg);
+}
+
+static bool hp_word(hp *h, uint32_t *out) {
+  if (h->pos >= h->n) return false;
+  *out = h->w[h->pos++];
+  return true;
+}
+
+/* Validation of one function's code. */
+typedef struct vc {
+  rx_rt_artifact *a;
+  vm_fn *f;
+  uint32_t start;        /* the instruction being checked */
+  uint32_t p;            /* the cursor */
+  const uint8_t *starts; /* NULL in the first walk; then 1 at every instruction start */
+  rx_status err;
+} vc;
+
+static bool vbad(vc *c, const char *fmt, ...) RX_PRINTF(2, 3);
+static bool vbad(vc *c, const char *fmt, ...) {
+  if (c->err) return false;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  uint32_t op = c->f->code[c->start];
+  c->err = rx_status_make(RX_ERR_INVALID, "%s: host.rxvm: function '%s': word %u (%s): %s",
+                          c->a->name, c->f->name, c->start, vm_op_name(op), msg);
+  return false;
+}
+
+static bool vword(vc *c, uint32_t *out) {
+  *out = 0;
+  if (c->p >= c->f->len)
+    return vbad(c, "its operands run past the end of the code (%u words)", c->f->len);
+  *out = c->f->code[c->p++];
+  return true;
+}
+static bool vreg(vc *c, bool none_ok, uint32_t *out) {
+  if (!vword(c, out)) return false;
+  if (*out == VM_NONE && none_ok) return true;
+  if (*out >= c->f->nregs)
+    return vbad(c, "register %d is out of range (the function has %u registers)", (int)*out,
+                c->f->nregs);
+  return true;
+}
+static bool vstr(vc *c, uint32_t *out) {
+  if (!vword(c, out)) return false;
+  if (*out >= c->a->nstrings)
+    return vbad(c, "string %u is out of range (the program has %zu strings)", *out, c->a->nstrings);
+  return true;
+}
+static bool vdtype(vc *c, bool any_ok) {
+  uint32_t t = 0;
+  if (!vword(c, &t)) return false;
+  if (t >= RX_DTYPE_COUNT || (t == RX_DTYPE_UNKNOWN && !any_ok))
+    return vbad(c, "dtype %u is not a known dtype", t);
+  return true;
+}
+static bool vndim(vc *c, bool any_ok, uint32_t *out) {
+  if (!vword(c, out)) return false;
+  if (*out == VM_NONE && any_ok) return true;
+  if (*out > RX_RT_MAX_NDIM) return vbad(c, "rank %d exceeds %d", (int)*out, RX_RT_MAX_NDIM);
+  return true;
+}
+static bool vcount(vc *c, uint32_t per, uint32_t *out) {
+  if (!vword(c, out)) return false;
+  if ((uint64_t)*out * per > c->f->len - c->p)
+    return vbad(c, "a count of %u does not fit in the code", *out);
+  return true;
+}
+static bool vtarget(vc *c) {
+  uint32_t t = 0;
+  if (!vword(c, &t)) return false;
+  if (t >= c->f->len || (c->starts && !c->starts[t]))
+    return vbad(c, "jump target %u is not the start of an instruction", t);
+  return true;
+}
+static bool vdims(vc *c) {
+  uint32_t nd = 0, kind = 0, x = 0;
+  if (!vndim(c, true, &nd)) return false;
+  if (nd == VM_NONE) return true;
+  for (uint32_t i = 0; i < nd; i++) {
+    if (!vword(c, &kind)) return false;
+    if (kind == RXVM_DIM_CONST) {
+      if (!vword(c, &x) || !vword(c, &x)) return false;
+    } else if (kind == RXVM_DIM_BIND || kind == RXVM_DIM_EXPR) {
+      if (!vstr(c, &x)) return false;
+    } else {
+      return vbad(c, "dimension %u has the unknown kind %u", i, kind);
+    }
+  }
+  return true;
+}
+
+/* Checks the instruction at c->p and moves past it. */
+static bool check_instr(vc *c) {
+  rx_rt_artifact *a = c->a;
+  vm_fn *f = c->f;
+  c->start = c->p;
+  uint32_t op = f->code[c->p++], r = 0, x = 0, n = 0, st = 0;
+  switch (op) {
+  case RXVM_OP_CHECK_TENSOR:
+    if (!vreg(c, false, &r) || !vword(c, &x)) return false;
+    if (x >= f->nparams)
+      return vbad(c, "parameter %u is out of range (the function has %u)", x, f->nparams);
+    if (!c->starts && f->param_check[x] == VM_NONE) f->param_check[x] = c->start;
+    return vstr(c, &x) && vstr(c, &x) && vdtype(c, true) && vdims(c);
+  case RXVM_OP_MATCH_CAST:
+    return vreg(c, false, &r) && vreg(c, false, &r) && vstr(c, &x) && vdtype(c, true) && vdims(c);
+  case RXVM_OP_ASSERT:
+    if (!vstr(c, &x) || !vstr(c, &n)) return false;
+    if (!c->starts) f->facts[f->nfacts++] = a->strings[x];
+    return true;
+  case RXVM_OP_DEFINE:
+    return vstr(c, &x) && vstr(c, &x);
+  case RXVM_OP_ALLOC_STORAGE:
+    if (!vreg(c, false, &r) || !vstr(c, &x)) return false;
+    if (!c->starts) {
+      f->storages[f->nstorages++] = a->strings[x];
+      vm_storage *s = &a->storages[a->nstorages++];
+      s->fn = (uint32_t)(f - a->fns);
+      s->pc = c->start;
+      s->bytes = -1;
+    }
+    return true;
+  case RXVM_OP_ALLOC_TENSOR:
+    if (!vreg(c, false, &r) || !vreg(c, true, &st) || !vstr(c, &x) || !vdtype(c, false) ||
+        !vndim(c, false, &n))
+      return false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!vstr(c, &x)) return false;
+    return true;
+  case RXVM_OP_CALL_KERNELS:
+    if (!vstr(c, &x) || !vcount(c, 1, &n)) return false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!vreg(c, true, &r)) return false;
+    if (!vcount(c, 2, &n)) return false;
+    for (uint32_t i = 0; i < 2 * n; i++)
+      if (!vstr(c, &x)) return false;
+    return true;
+  case RXVM_OP_CALL_EXTERN:
+    if (!vstr(c, &x) || !vcount(c, 1, &n)) return false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!vreg(c, true, &r)) return false;
+    return true;
+  case RXVM_OP_CALL_FN:
+    if (!vreg(c, true, &r) || !vword(c, &x)) return false;
+    if (x >= a->nfns)
+      return vbad(c, "function %u is out of range (the program has %zu)", x, a->nfns);
+    if (!vcount(c, 1, &n)) return false;
+    if (n != a->fns[x].nparams)
+      return vbad(c, "calls '%s' with %u arguments, it takes %u", a->fns[x].name, n,
+                  a->fns[x].nparams);
+    for (uint32_t i = 0; i < n; i++)
+      if (!vreg(c, false, &r)) return false;
+    return true;
+  case RXVM_OP_PRIM:
+    return vreg(c, false, &r) && vdtype(c, false) && vstr(c, &x);
+  case RXVM_OP_SHAPE:
+    if (!vreg(c, false, &r) || !vndim(c, false, &n)) return false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!vstr(c, &x)) return false;
+    return true;
+  case RXVM_OP_TUPLE:
+    if (!vreg(c, false, &r) || !vcount(c, 1, &n)) return false;
+    for (uint32_t i = 0; i < n; i++)
+      if (!vreg(c, false, &r)) return false;
+    return true;
+  case RXVM_OP_GET_ITEM:
+    return vreg(c, false, &r) && vreg(c, false, &r) && vword(c, &x);
+  case RXVM_OP_MOVE:
+    return vreg(c, false, &r) && vreg(c, false, &r);
+  case RXVM_OP_JUMP:
+    return vtarget(c);
+  case RXVM_OP_JUMP_IF_NOT:
+    return vreg(c, false, &r) && vtarget(c);
+  case RXVM_OP_FREE:
+    return vreg(c, true, &r);
+  case RXVM_OP_RET:
+    return vreg(c, true, &r);
+  default:
+    return vbad(c, "unknown opcode %u", op);
+  }
+}
+
+static rx_status check_function(rx_rt_artifact *a, vm_fn *f) {
+  const rx_rt_allocator *al = &a->alloc;
+  f->param_check = rt_alloc(al, (f->nparams + 1) * sizeof *f->param_check);
+  f->facts = rt_alloc(al, (f->len + 1) * sizeof *f->facts);
+  f->storages = rt_alloc(al, (f->len + 1) * sizeof *f->storages);
+  uint8_t *starts = rt_alloc(al, f->len + 1);
+  if (!f->param_check || !f->facts || !f->storages || !starts) {
+    rt_free(al, starts);
+    return rt_oom("a function of the host program", f->len);
+  }
+  for (uint32_t i = 0; i < f->nparams; i++) f->param_check[i] = VM_NONE;
+  vc c = {a, f, 0, 0, NULL, NULL};
+  /* first walk: operands, and where instructions start; second: the jump targets */
+  while (c.p < f->len && !c.err) {
+    starts[c.p] = 1;
+    check_instr(&c);
+  }
+  c.p = 0;
+  c.starts = starts;
+  while (c.p < f->len && !c.err) check_instr(&c);
+  rt_free(al, starts);
+  return c.err;
+}
+
+static rx_status parse_host(rx_rt_artifact *a) {
+  const vm_section *s = find_section(a, "host.rxvm");
+  if (!s) return rx_status_make(RX_ERR_INVALID, "%s: no section 'host.rxvm'", a->name);
+  if (s->size % 4) return hp_bad(a, "%zu bytes, not a whole number of 32-bit words", s->size);
+  a->nwords = s->size / 4;
+  a->words = rt_alloc(&a->alloc, (a->nwords + 1) * sizeof *a->words);
+  if (!a->words) return rt_oom("the host program", s->size);
+  for (size_t i = 0; i < a->nwords; i++) a->words[i] = rd32(s->data + 4 * i);
+  hp h = {a, a->words, a->nwords, 0};
+  uint32_t magic = 0, version = 0, count = 0;
+  if (!hp_word(&h, &magic) || magic != RXVM_MAGIC)
+    return hp_bad(a, "not a host program (magic 0x%08x, expected 0x%08x 'RXVM')", magic,
+                  RXVM_MAGIC);
+  if (!hp_word(&h, &version)) return hp_bad(a, "truncated: no version");
+  if (version != RXVM_VERSION)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: host program version %u, this runtime reads "
+                          "version %u",
+                          a->name, version, RXVM_VERSION);
+  if (!hp_word(&h, &count)) return hp_bad(a, "truncated: no string count");
+  if (count > h.n - h.pos) return hp_bad(a, "%u strings do not fit in %zu words", count, h.n);
+  a->strings = rt_alloc(&a->alloc, ((size_t)count + 1) * sizeof *a->strings);
+  if (!a->strings) return rt_oom("the strings of the host program", count);
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t len = 0;
+    if (!hp_word(&h, &len)) return hp_bad(a, "truncated in string %u", i);
+    size_t words = ((size_t)len + 3) / 4;
+    if (words > h.n - h.pos)
+      return hp_bad(a, "string %u of %u bytes runs past the end of the section", i, len);
+    char *str = rt_alloc(&a->alloc, (size_t)len + 1);
+    if (!str) return rt_oom("a string of the host program", (size_t)len + 1);
+    a->strings[a->nstrings++] = str;
+    memcpy(str, s->data + 4 * h.pos, len);
+    if (memchr(str, 0, len)) return hp_bad(a, "string %u contains a NUL byte", i);
+    h.pos += words;
+  }
+  if (!hp_word(&h, &count)) return hp_bad(a, "truncated: no function count");
+  if (count > (h.n - h.pos) / 4)
+    return hp_bad(a, "%u functions do not fit in %zu words", count, h.n);
+  a->fns = rt_alloc(&a->alloc, ((size_t)count + 1) * sizeof *a->fns);
+  if (!a->fns) return rt_oom("the functions of the host program", count);
+  size_t total_code = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t name, np, nr, len;
+    if (!hp_word(&h, &name) || !hp_word(&h, &np) || !hp_word(&h, &nr) || !hp_word(&h, &len))
+      return hp_bad(a, "truncated in the header of function %u", i);
+    if (name >= a->nstrings)
+      return hp_bad(a, "function %u: name string %u is out of range (%zu strings)", i, name,
+                    a->nstrings);
+    vm_fn *f = &a->fns[a->nfns++];
+    f->name = a->strings[name];
+    if (np > nr)
+      return hp_bad(a, "function '%s': %u parameters but only %u registers", f->name, np, nr);
+    if (nr > (1u << 20))
+      return hp_bad(a, "function '%s': %u registers (at most %u)", f->name, nr, 1u << 20);
+    if (len > h.n - h.pos)
+      return hp_bad(a, "function '%s': %u words of code run past the end of the section", f->name,
+                    len);
+    for (uint32_t j = 0; j < i; j++)
+      if (!strcmp(a->fns[j].name, f->name))
+        return hp_bad(a, "function '%s' is defined twice", f->name);
+    f->nparams = np;
+    f->nregs = nr;
+    f->len = len;
+    f->code = h.w + h.pos;
+    h.pos += len;
+    total_code += len;
+  }
+  if (h.pos != h.n) return hp_bad(a, "%zu words after the last function", h.n - h.pos);
+  a->storages = rt_alloc(&a->alloc, (total_code + 1) * sizeof *a->storages);
+  if (!a->storages) return rt_oom("the planned storages", total_code);
+  for (size_t i = 0; i < a->nfns; i++) RX_RETURN_IF_ERROR(check_function(a, &a->fns[i]));
+  return NULL;
+}
+
+/* ---- loading ---- */
+rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
+                                     const char *name, rx_rt_artifact **out_artifact) {
+  if (!out_artifact) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  *out_artifact = NULL;
+  if (!data && size) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  if (d && d->lost) return rt_device_error(d);
+  const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
+  rx_rt_artifact *a = rt_alloc(al, sizeof *a);
+  if (!a) return rt_oom("an artifact", sizeof *a);
+  a->refs = 1;
+  a->alloc = *al;
+  a->device = d;
+  if (d) rx_rt_device_retain(d);
+  a->name = rt_strdup(al, name && *name ? name : "<memory>");
+  a->data = rt_alloc(al, size + 1);
+  rx_status s = NULL;
+  if (!a->name || !a->data) s = rt_oom("an artifact", size);
+  if (!s) {
+    if (size) memcpy(a->data, data, size);
+    a->size = size;
+    s = parse_container(a);
+  }
+  if (!s) s = parse_manifest(a);
+  if (!s) s = parse_host(a);
+  if (!s && d) s = load_kernels(a);
+  if (s) {
+    artifact_destroy(a);
+    return s;
+  }
+  *out_artifact = a;
+  return NULL;
+}
+
+rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact) {
+  if (!out_artifact || !path) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load: NULL");
+  *out_artifact = NULL;
+  const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
+  FILE *f = fopen(path, "rb");
+  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  rx_status s = NULL;
+  uint8_t *buf = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+  if (n < 0 || fseek(f, 0, SEEK_SET) != 0)
+    s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+  else if (!(buf = rt_alloc(al, (size_t)n + 1)))
+    s = rt_oom(path, (size_t)n + 1);
+  else if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+    s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+  fclose(f);
+  if (!s) s = rx_rt_artifact_load_memory(d, buf, (size_t)n, path, out_artifact);
+  rt_free(al, buf);
+  return s;
+}
+
+/* ---- inspection ---- */
+size_t rx_rt_artifact_section_count(const rx_rt_artifact *a) { return a->nsections; }
+bool rx_rt_artifact_section(const rx_rt_artifact *a, size_t i, const char **out_name,
+                            const void **out_data, size_t *out_size) {
+  if (out_name) *out_name = NULL;
+  if (out_data) *out_data = NULL;
+  if (out_size) *out_size = 0;
+  if (i >= a->nsections) return false;
+  if (out_name) *out_name = a->sections[i].name;
+  if (out_data) *out_data = a->sections[i].data;
+  if (out_size) *out_size = a->sections[i].size;
+  return true;
+}
+const char *rx_rt_artifact_manifest(const rx_rt_artifact *a) { return a->manifest; }
+const char *rx_rt_artifact_targets(const rx_rt_artifact *a) { return a->targets; }
+size_t rx_rt_artifact_function_count(const rx_rt_artifact *a) { return a->nfns; }
+const char *rx_rt_artifact_function_name(const rx_rt_artifact *a, size_t fn) {
+  return fn < a->nfns ? a->fns[fn].name : NULL;
+}
+size_t rx_rt_artifact_function_param_count(const rx_rt_artifact *a, size_t fn) {
+  return fn < a->nfns ? a->fns[fn].nparams : 0;
+}
+bool rx_rt_artifact_function_param(const rx_rt_artifact *a, size_t fn, size_t param,
+                                   rx_rt_param_info *out_info) {
+  *out_info = (rx_rt_param_info){"", "?", RX_DTYPE_UNKNOWN, -1};
+  if (fn >= a->nfns || param >= a->fns[fn].nparams) return false;
+  uint32_t pc = a->fns[fn].param_check[param];
+  if (pc == VM_NONE) return true;
+  /* check_tensor reg param name expected dtype ndim ... */
+  const uint32_t *w = a->fns[fn].code + pc;
+  out_info->name = a->strings[w[3]];
+  out_info->expected = a->strings[w[4]];
+  out_info->dtype = (rx_dtype)w[5];
+  out_info->ndim = w[6] == VM_NONE ? -1 : (int)w[6];
+  return true;
+}
+size_t rx_rt_artifact_function_fact_count(const rx_rt_artifact *a, size_t fn) {
+  return fn < a->nfns ? a->fns[fn].nfacts : 0;
+}
+const char *rx_rt_artifact_function_fact(const rx_rt_artifact *a, size_t fn, size_t i) {
+  return fn < a->nfns && i < a->fns[fn].nfacts ? a->fns[fn].facts[i] : NULL;
+}
+size_t rx_rt_artifact_function_storage_count(const rx_rt_artifact *a, size_t fn) {
+  return fn < a->nfns ? a->fns[fn].nstorages : 0;
+}
+const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, size_t i) {
+  return fn < a->nfns && i < a->fns[fn].nstorages ? a->fns[fn].storages[i] : NULL;
+}
+void rx_rt_string_free(char *s) { rt_free(&rt_default_allocator, s); }
+
+/* ---- disassembly ---- */
+const char *vm_op_name(uint32_t op) {
+  static const char *const names[] = {
+#define RXVM_OP_NAME_(e, n, l) n,
+      RXVM_OPS(RXVM_OP_NAME_)
+#undef RXVM_OP_NAME_
+  };
+  return op < RXVM_OP_COUNT ? names[op] : "?";
+}
+
+static void dis_reg(rx_strbuf *b, uint32_t r) {
+  if (r == VM_NONE)
+    rx_strbuf_append(b, " -");
+  else
+    rx_strbuf_printf(b, " r%u", r);
+}
+static void dis_str(rx_strbuf *b, const rx_rt_artifact *a, uint32_t s) {
+  rx_strbuf_printf(b, " \"%s\"", a->strings[s]);
+}
+static uint32_t dis_dims(rx_strbuf *b, const rx_rt_artifact *a, const uint32_t *w, uint32_t p) {
+  uint32_t nd = w[p++];
+  if (nd == VM_NONE) {
+    rx_strbuf_append(b, " [any rank]");
+    return p;
+  }
+  rx_strbuf_append(b, " [");
+  for (uint32_t i = 0; i < nd; i++) {
+    uint32_t kind = w[p++];
+    if (i) rx_strbuf_append(b, ", ");
+    if (kind == RXVM_DIM_CONST) {
+      rx_strbuf_printf(b, "%lld", (long long)(int64_t)((uint64_t)w[p] | (uint64_t)w[p + 1] << 32));
+      p += 2;
+    } else {
+      rx_strbuf_printf(b, "%s%s", kind == RXVM_DIM_BIND ? "bind " : "", a->strings[w[p++]]);
+    }
+  }
+  rx_strbuf_append(b, "]");
+  return p;
+}
+
+char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn) {
+  if (fn >= a->nfns) return NULL;
+  const vm_fn *f = &a->fns[fn];
+  const uint32_t *w = f->code;
+  rx_strbuf b = {0};
+  rx_strbuf_printf(&b, "function %s (%u params, %u registers, %u words)\n", f->name, f->nparams,
+                   f->nregs, f->len);
+  uint32_t p = 0;
+  while (p < f->len) {
+    uint32_t op = w[p];
+    rx_strbuf_printf(&b, "  %4u  %s", p, vm_op_name(op));
+    p++;
+    uint32_t n;
+    switch (op) {
+    case RXVM_OP_CHECK_TENSOR:
+      dis_reg(&b, w[p]);
+      rx_strbuf_printf(&b, " param %u", w[p + 1]);
+      dis_str(&b, a, w[p + 2]);
+      dis_str(&b, a, w[p + 3]);
+      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 4]));
+      p = dis_dims(&b, a, w, p + 5);
+      break;
+    case RXVM_OP_MATCH_CAST:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      dis_str(&b, a, w[p + 2]);
+      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 3]));
+      p = dis_dims(&b, a, w, p + 4);
+      break;
+    case RXVM_OP_ASSERT:
+    case RXVM_OP_DEFINE:
+      dis_str(&b, a, w[p]);
+      dis_str(&b, a, w[p + 1]);
+      p += 2;
+      break;
+    case RXVM_OP_ALLOC_STORAGE:
+      dis_reg(&b, w[p]);
+      dis_str(&b, a, w[p + 1]);
+      p += 2;
+      break;
+    case RXVM_OP_ALLOC_TENSOR:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      dis_str(&b, a, w[p + 2]);
+      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 3]));
+      n = w[p + 4];
+      p += 5;
+      for (uint32_t i = 0; i < n; i++) dis_str(&b, a, w[p++]);
+      break;
+    case RXVM_OP_CALL_KERNELS:
+    case RXVM_OP_CALL_EXTERN:
+      dis_str(&b, a, w[p]);
+      n = w[p + 1];
+      p += 2;
+      for (uint32_t i = 0; i < n; i++) dis_reg(&b, w[p++]);
+      if (op == RXVM_OP_CALL_KERNELS) {
+        n = w[p++];
+        for (uint32_t i = 0; i < n; i++, p += 2)
+          rx_strbuf_printf(&b, " %s=%s", a->strings[w[p]], a->strings[w[p + 1]]);
+      }
+      break;
+    case RXVM_OP_CALL_FN:
+      dis_reg(&b, w[p]);
+      rx_strbuf_printf(&b, " %s", a->fns[w[p + 1]].name);
+      n = w[p + 2];
+      p += 3;
+      for (uint32_t i = 0; i < n; i++) dis_reg(&b, w[p++]);
+      break;
+    case RXVM_OP_PRIM:
+      dis_reg(&b, w[p]);
+      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 1]));
+      dis_str(&b, a, w[p + 2]);
+      p += 3;
+      break;
+    case RXVM_OP_SHAPE:
+    case RXVM_OP_TUPLE:
+      dis_reg(&b, w[p]);
+      n = w[p + 1];
+      p += 2;
+      for (uint32_t i = 0; i < n; i++) {
+        if (op == RXVM_OP_SHAPE)
+          dis_str(&b, a, w[p++]);
+        else
+          dis_reg(&b, w[p++]);
+      }
+      break;
+    case RXVM_OP_GET_ITEM:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      rx_strbuf_printf(&b, " %u", w[p + 2]);
+      p += 3;
+      break;
+    case RXVM_OP_MOVE:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      p += 2;
+      break;
+    case RXVM_OP_JUMP:
+      rx_strbuf_printf(&b, " @%u", w[p++]);
+      break;
+    case RXVM_OP_JUMP_IF_NOT:
+      dis_reg(&b, w[p]);
+      rx_strbuf_printf(&b, " @%u", w[p + 1]);
+      p += 2;
+      break;
+    default: /* FREE, RET */
+      dis_reg(&b, w[p++]);
+      break;
+    }
+    rx_strbuf_putc(&b, '\n');
+  }
+  char *text = rx_strbuf_take(&b);
+  char *out = rt_strdup(&rt_default_allocator, text);
+  free(text);
+  return out;
+}

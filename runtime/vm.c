@@ -1,0 +1,916 @@
+/* runtime/vm.c: executes the host program of an artifact (runtime/vm_format.h), and the tensors
+ * and values it works on.
+ *
+ * A call runs one graph function in a frame: its registers (values, reference-counted) and its
+ * symbol table (symbolic variable name -> int64, bound by CHECK_TENSOR / MATCH_CAST / DEFINE).
+ * The loader (artifact.c) validated every instruction, so operands are read without bound checks;
+ * what depends on run-time values (the kind of value in a register, expressions, shapes, sizes)
+ * is checked here and returned as a status naming the function.
+ *
+ * Planned storages: an ALLOC_STORAGE instruction is sized by its first execution and kept by the
+ * artifact across calls; a later call that needs more bytes is an error naming the storage (the
+ * compiler sizes storages at the function's upper bounds). Kernels bind whole buffers (the
+ * library's rx_rt_library_run takes buffers, not views), so a tensor placed in a storage at an
+ * offset gets the storage's slot buffer for that offset (see vm_slot in vm.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/vm.h"
+
+#define VM_MAX_DEPTH 64           /* CALL_FN nesting */
+#define VM_MAX_STEPS 100000000ull /* instructions per call: a looping program ends with an error   \
+                                   */
+
+/* ---- dtypes ---- */
+size_t rx_rt_dtype_size(rx_dtype t) {
+  static const size_t bits[] = {0,
+#define RX_DT_BITS_(e, n, b, f, s) b,
+                                RX_DTYPES(RX_DT_BITS_)
+#undef RX_DT_BITS_
+  };
+  return (unsigned)t < RX_DTYPE_COUNT ? bits[t] / 8 : 0;
+}
+
+const char *rx_rt_dtype_name(rx_dtype t) {
+  static const char *const names[] = {"any",
+#define RX_DT_NAME_(e, n, b, f, s) n,
+                                      RX_DTYPES(RX_DT_NAME_)
+#undef RX_DT_NAME_
+  };
+  return (unsigned)t < RX_DTYPE_COUNT ? names[t] : "?";
+}
+
+void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, size, "%s[", rx_rt_dtype_name(dtype));
+  for (int i = 0; i < ndim && n < size; i++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+/* Bytes of a tensor; false on overflow or a negative dimension. */
+static bool tensor_bytes(rx_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
+  uint64_t n = rx_rt_dtype_size(dtype);
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return false;
+    if (shape[i] && n > (uint64_t)INT64_MAX / (uint64_t)shape[i]) return false;
+    n *= (uint64_t)shape[i];
+  }
+  *out = n;
+  return true;
+}
+
+/* Buffers are never empty and are allocated in whole 4-byte words. */
+static size_t buffer_bytes(uint64_t bytes) { return bytes < 4 ? 4 : (size_t)((bytes + 3) & ~3ull); }
+
+/* ---- tensors ---- */
+rx_rt_tensor *vm_tensor_new(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape) {
+  rx_rt_tensor *t = rt_alloc(&b->device->alloc, sizeof *t);
+  if (!t) return NULL;
+  t->refs = 1;
+  t->buffer = b;
+  rx_rt_buffer_retain(b);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  return t;
+}
+
+static rx_status check_type(rx_dtype dtype, int ndim, const int64_t *shape, uint64_t *bytes) {
+  if ((unsigned)dtype >= RX_DTYPE_COUNT || dtype == RX_DTYPE_UNKNOWN)
+    return rx_status_make(RX_ERR_INVALID, "tensor: dtype %d is not a known dtype", (int)dtype);
+  if (ndim < 0 || ndim > RX_RT_MAX_NDIM)
+    return rx_status_make(RX_ERR_INVALID, "tensor: rank %d is outside 0..%d", ndim, RX_RT_MAX_NDIM);
+  if (ndim && !shape) return rx_status_make(RX_ERR_INVALID, "tensor: NULL shape");
+  if (!tensor_bytes(dtype, ndim, shape, bytes)) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, dtype, ndim, shape);
+    return rx_status_make(RX_ERR_INVALID,
+                          "tensor: shape %s has a negative dimension or too many "
+                          "elements",
+                          ty);
+  }
+  return NULL;
+}
+
+rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
+                            rx_rt_tensor **out_tensor) {
+  if (!out_tensor || !b) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_wrap: NULL");
+  *out_tensor = NULL;
+  uint64_t bytes;
+  RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
+  if (bytes > b->size) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, dtype, ndim, shape);
+    return rx_status_make(RX_ERR_INVALID, "tensor %s needs %llu bytes, the buffer has %zu", ty,
+                          (unsigned long long)bytes, b->size);
+  }
+  rx_rt_tensor *t = vm_tensor_new(b, dtype, ndim, shape);
+  if (!t) return rt_oom("a tensor", sizeof *t);
+  *out_tensor = t;
+  return NULL;
+}
+
+rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
+                              rx_rt_tensor **out_tensor) {
+  if (!out_tensor || !d) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_create: NULL");
+  *out_tensor = NULL;
+  uint64_t bytes;
+  RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
+  if (bytes > SIZE_MAX - 4) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "tensor too large");
+  rx_rt_buffer *b = NULL;
+  RX_RETURN_IF_ERROR(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &b));
+  rx_status s = rx_rt_tensor_wrap(b, dtype, ndim, shape, out_tensor);
+  rx_rt_buffer_release(b);
+  return s;
+}
+
+rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
+                                 const void *data, rx_rt_tensor **out_tensor) {
+  if (!out_tensor) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL");
+  *out_tensor = NULL;
+  rx_rt_tensor *t = NULL;
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(d, dtype, ndim, shape, &t));
+  size_t bytes = rx_rt_tensor_bytes(t);
+  if (bytes && !data) {
+    rx_rt_tensor_release(t);
+    return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL data");
+  }
+  rx_status s = rx_rt_buffer_write(t->buffer, 0, data, bytes);
+  if (s) {
+    rx_rt_tensor_release(t);
+    return s;
+  }
+  *out_tensor = t;
+  return NULL;
+}
+
+void rx_rt_tensor_retain(rx_rt_tensor *t) {
+  if (t) t->refs++;
+}
+void rx_rt_tensor_release(rx_rt_tensor *t) {
+  if (!t || --t->refs > 0) return;
+  rx_rt_buffer *b = t->buffer;
+  rt_free(&b->device->alloc, t);
+  rx_rt_buffer_release(b);
+}
+rx_dtype rx_rt_tensor_dtype(const rx_rt_tensor *t) { return t->dtype; }
+int rx_rt_tensor_ndim(const rx_rt_tensor *t) { return t->ndim; }
+const int64_t *rx_rt_tensor_shape(const rx_rt_tensor *t) { return t->shape; }
+rx_rt_buffer *rx_rt_tensor_buffer(const rx_rt_tensor *t) { return t->buffer; }
+size_t rx_rt_tensor_bytes(const rx_rt_tensor *t) {
+  uint64_t n = 0;
+  tensor_bytes(t->dtype, t->ndim, t->shape, &n);
+  return (size_t)n;
+}
+rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes) {
+  size_t n = rx_rt_tensor_bytes(t);
+  if (bytes != n) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
+    return rx_status_make(RX_ERR_INVALID, "reading tensor %s: it has %zu bytes, asked for %zu", ty,
+                          n, bytes);
+  }
+  return rx_rt_buffer_read(t->buffer, 0, dst, n);
+}
+
+/* ---- values ---- */
+rx_rt_value *vm_value_new(const rx_rt_allocator *a, rx_rt_value_kind kind) {
+  rx_rt_value *v = rt_alloc(a, sizeof *v);
+  if (!v) return NULL;
+  v->refs = 1;
+  v->kind = kind;
+  v->alloc = *a;
+  return v;
+}
+
+void rx_rt_value_retain(rx_rt_value *v) {
+  if (v) v->refs++;
+}
+void rx_rt_value_release(rx_rt_value *v) {
+  if (!v || --v->refs > 0) return;
+  rx_rt_tensor_release(v->tensor);
+  for (size_t i = 0; v->items && i < v->count; i++) rx_rt_value_release(v->items[i]);
+  rx_rt_allocator a = v->alloc;
+  rt_free(&a, v->items);
+  rt_free(&a, v->dims);
+  rt_free(&a, v);
+}
+rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v) { return v->kind; }
+rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v) {
+  return v->kind == RX_RT_VALUE_TENSOR ? v->tensor : NULL;
+}
+size_t rx_rt_value_tuple_size(const rx_rt_value *v) {
+  return v->kind == RX_RT_VALUE_TUPLE ? v->count : 0;
+}
+rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v, size_t i) {
+  return v->kind == RX_RT_VALUE_TUPLE && i < v->count ? v->items[i] : NULL;
+}
+int rx_rt_value_shape(const rx_rt_value *v, const int64_t **out_dims) {
+  if (out_dims) *out_dims = v->kind == RX_RT_VALUE_SHAPE ? v->dims : NULL;
+  return v->kind == RX_RT_VALUE_SHAPE ? (int)v->count : -1;
+}
+int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype) {
+  if (out_dtype) *out_dtype = v->kind == RX_RT_VALUE_PRIM ? v->dtype : RX_DTYPE_UNKNOWN;
+  return v->kind == RX_RT_VALUE_PRIM ? v->prim : 0;
+}
+
+static const char *kind_name(const rx_rt_value *v) {
+  if (!v) return "nothing";
+  static const char *const names[] = {"a tensor", "a tuple", "a shape", "a prim", "a storage"};
+  return (unsigned)v->kind < RX_ARRAY_LEN(names) ? names[v->kind] : "?";
+}
+
+/* ---- planned storages ---- */
+void vm_storages_free(rx_rt_artifact *a) {
+  for (size_t i = 0; a->storages && i < a->nstorages; i++) {
+    vm_storage *s = &a->storages[i];
+    for (size_t j = 0; j < s->nslots; j++) rx_rt_buffer_release(s->slots[j].buffer);
+    rt_free(&a->alloc, s->slots);
+    s->slots = NULL;
+    s->nslots = s->cap = 0;
+  }
+}
+
+/* ---- a frame: registers and symbols ---- */
+typedef struct frame {
+  rx_rt_artifact *a;
+  const vm_fn *f;
+  rx_rt_value **regs;
+  size_t nsyms, capsyms;
+  const char **names;
+  int64_t *values;
+  rx_rt_value **args; /* the call's arguments (CHECK_TENSOR reads its parameter here) */
+  uint32_t pc;        /* the current instruction (for messages) */
+} frame;
+
+static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) RX_PRINTF(3, 4);
+static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return rx_status_make(code, "%s: %s", fr->f->name, msg);
+}
+
+/* An error in the program's structure seen at run time (a register holding the wrong kind of
+ * value): names the instruction. */
+static rx_status bad_reg(frame *fr, uint32_t r, const char *want) {
+  return ferr(fr, RX_ERR_INVALID, "word %u (%s): register r%u holds %s, expected %s", fr->pc,
+              vm_op_name(fr->f->code[fr->pc]), r, kind_name(fr->regs[r]), want);
+}
+
+static rx_rt_symbols syms_of(const frame *fr) {
+  return (rx_rt_symbols){fr->names, fr->values, fr->nsyms};
+}
+
+static bool sym_get(const frame *fr, const char *name, int64_t *out) {
+  for (size_t i = 0; i < fr->nsyms; i++)
+    if (!strcmp(fr->names[i], name)) {
+      *out = fr->values[i];
+      return true;
+    }
+  return false;
+}
+
+static rx_status sym_set(frame *fr, const char *name, int64_t v) {
+  for (size_t i = 0; i < fr->nsyms; i++)
+    if (!strcmp(fr->names[i], name)) {
+      fr->values[i] = v;
+      return NULL;
+    }
+  if (fr->nsyms == fr->capsyms) {
+    size_t cap = fr->capsyms ? 2 * fr->capsyms : 16;
+    const char **n = rt_alloc(&fr->a->alloc, cap * sizeof *n);
+    int64_t *x = rt_alloc(&fr->a->alloc, cap * sizeof *x);
+    if (!n || !x) {
+      rt_free(&fr->a->alloc, n);
+      rt_free(&fr->a->alloc, x);
+      return rt_oom("the symbol table", cap * sizeof *x);
+    }
+    if (fr->nsyms) {
+      memcpy(n, fr->names, fr->nsyms * sizeof *n);
+      memcpy(x, fr->values, fr->nsyms * sizeof *x);
+    }
+    rt_free(&fr->a->alloc, fr->names);
+    rt_free(&fr->a->alloc, fr->values);
+    fr->names = n;
+    fr->values = x;
+    fr->capsyms = cap;
+  }
+  fr->names[fr->nsyms] = name;
+  fr->values[fr->nsyms++] = v;
+  return NULL;
+}
+
+static rx_status eval(frame *fr, const char *what, uint32_t str, int64_t *out) {
+  rx_rt_symbols s = syms_of(fr);
+  rx_status st = rx_rt_eval(fr->a->strings[str], &s, out);
+  if (st) return rx_status_annotate(st, "%s: %s", fr->f->name, what);
+  return NULL;
+}
+
+static void set_reg(frame *fr, uint32_t r, rx_rt_value *v) {
+  rx_rt_value_release(fr->regs[r]);
+  fr->regs[r] = v;
+}
+
+/* The variables of an expression with their values: "n = 4099, m = 3". */
+static void describe_vars(const frame *fr, const char *e, char *buf, size_t size) {
+  size_t n = 0;
+  char seen[512] = " ";
+  buf[0] = '\0';
+  for (const char *p = e; *p;) {
+    bool start = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z');
+    if (!start && !(*p >= '0' && *p <= '9')) {
+      p++;
+      continue;
+    }
+    const char *s = p;
+    while (*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+           (*p >= '0' && *p <= '9'))
+      p++;
+    if (!start) continue; /* a number */
+    char name[130];
+    size_t len = (size_t)(p - s) < 126 ? (size_t)(p - s) : 126;
+    name[0] = ' ';
+    memcpy(name + 1, s, len);
+    name[len + 1] = ' ';
+    name[len + 2] = '\0';
+    int64_t v;
+    if (strstr(seen, name) || strlen(seen) + len + 2 >= sizeof seen) continue;
+    strcat(seen, name + 1);
+    name[len + 1] = '\0';
+    if (!sym_get(fr, name + 1, &v) || n >= size) continue;
+    n += (size_t)snprintf(buf + n, size - n, "%s%s = %lld", n ? ", " : "", name + 1, (long long)v);
+  }
+}
+
+/* CHECK_TENSOR / MATCH_CAST: checks dtype, rank and dims of (dtype, ndim, shape) against the
+ * descriptors at code[p] (dtype word, then ndim and dims), binding new variables. what names the
+ * checked value ("parameter 'x'"), expected is the struct info's text. */
+static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const int64_t *shape,
+                       const char *what, const char *expected) {
+  const uint32_t *w = fr->f->code;
+  char detail[512] = "";
+  rx_dtype want = (rx_dtype)w[p++];
+  uint32_t nd = w[p++];
+  if (want != RX_DTYPE_UNKNOWN && want != dtype) {
+    snprintf(detail, sizeof detail, "dtype %s, expected %s", rx_rt_dtype_name(dtype),
+             rx_rt_dtype_name(want));
+  } else if (nd != VM_NONE && (int)nd != ndim) {
+    snprintf(detail, sizeof detail, "rank %d, expected %u", ndim, nd);
+  } else if (nd != VM_NONE) {
+    /* constants and bindings first, then expressions (which may use later bindings) */
+    for (int pass = 0; pass < 2 && !detail[0]; pass++) {
+      uint32_t q = p;
+      for (uint32_t i = 0; i < nd && !detail[0]; i++) {
+        uint32_t kind = w[q++];
+        if (kind == RXVM_DIM_CONST) {
+          int64_t c = (int64_t)((uint64_t)w[q] | (uint64_t)w[q + 1] << 32);
+          q += 2;
+          if (pass == 0 && shape[i] != c)
+            snprintf(detail, sizeof detail, "dimension %u is %lld, expected %lld", i,
+                     (long long)shape[i], (long long)c);
+          continue;
+        }
+        uint32_t str = w[q++];
+        const char *text = fr->a->strings[str];
+        if (kind == RXVM_DIM_BIND && pass == 0) {
+          int64_t v;
+          if (!sym_get(fr, text, &v)) {
+            RX_RETURN_IF_ERROR(sym_set(fr, text, shape[i]));
+          } else if (v != shape[i]) {
+            snprintf(detail, sizeof detail, "dimension %u is %lld, but %s = %lld", i,
+                     (long long)shape[i], text, (long long)v);
+          }
+        } else if (kind == RXVM_DIM_EXPR && pass == 1) {
+          int64_t v;
+          RX_RETURN_IF_ERROR(eval(fr, what, str, &v));
+          if (v != shape[i]) {
+            char vars[256];
+            describe_vars(fr, text, vars, sizeof vars);
+            snprintf(detail, sizeof detail, "dimension %u is %lld, expected %s = %lld%s%s%s", i,
+                     (long long)shape[i], text, (long long)v, vars[0] ? " with " : "", vars, "");
+          }
+        }
+      }
+    }
+  }
+  if (!detail[0]) return NULL;
+  char got[512];
+  vm_format_type(got, sizeof got, dtype, ndim, shape);
+  return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s (%s)", what, expected, got, detail);
+}
+
+static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_value **out);
+
+static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_value **out) {
+  uint32_t dst = w[p], st = w[p + 1], off_str = w[p + 2];
+  rx_dtype dtype = (rx_dtype)w[p + 3];
+  int ndim = (int)w[p + 4];
+  int64_t shape[RX_RT_MAX_NDIM];
+  for (int i = 0; i < ndim; i++) {
+    RX_RETURN_IF_ERROR(eval(fr, "alloc_tensor: a dimension", w[p + 5 + i], &shape[i]));
+    if (shape[i] < 0)
+      return ferr(fr, RX_ERR_INVALID, "alloc_tensor for r%u: dimension %d is %s = %lld, negative",
+                  dst, i, fr->a->strings[w[p + 5 + i]], (long long)shape[i]);
+  }
+  uint64_t bytes;
+  if (!tensor_bytes(dtype, ndim, shape, &bytes) || bytes > SIZE_MAX / 2)
+    return ferr(fr, RX_ERR_INVALID, "alloc_tensor for r%u: too many elements", dst);
+  rx_rt_buffer *buf = NULL;
+  rx_rt_device *d = fr->a->device;
+  if (st == VM_NONE) { /* a dynamic allocation (the device suballocates and reuses) */
+    RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &buf),
+                                          "%s: alloc_tensor for r%u", fr->f->name, dst));
+  } else {
+    rx_rt_value *sv = fr->regs[st];
+    if (!sv || sv->kind != RX_RT_VALUE_STORAGE) return bad_reg(fr, st, "a storage");
+    vm_storage *s = sv->storage;
+    int64_t off;
+    RX_RETURN_IF_ERROR(eval(fr, "alloc_tensor: the offset", off_str, &off));
+    if (off < 0 || (uint64_t)off > (uint64_t)s->bytes || bytes > (uint64_t)(s->bytes - off))
+      return ferr(fr, RX_ERR_INVALID,
+                  "alloc_tensor for r%u: %llu bytes at offset %lld do not fit "
+                  "in the planned storage of word %u (%lld bytes)",
+                  dst, (unsigned long long)bytes, (long long)off, s->pc, (long long)s->bytes);
+    for (size_t i = 0; i < s->nslots && !buf; i++)
+      if (s->slots[i].offset == off) buf = s->slots[i].buffer;
+    if (buf) {
+      rx_rt_buffer_retain(buf);
+    } else {
+      if (s->nslots == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 4;
+        vm_slot *n = rt_alloc(&fr->a->alloc, cap * sizeof *n);
+        if (!n) return rt_oom("storage slots", cap * sizeof *n);
+        if (s->nslots) memcpy(n, s->slots, s->nslots * sizeof *n);
+        rt_free(&fr->a->alloc, s->slots);
+        s->slots = n;
+        s->cap = cap;
+      }
+      RX_RETURN_IF_ERROR(rx_status_annotate(
+          rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
+          "%s: planned storage of word %u (%lld bytes)", fr->f->name, s->pc, (long long)s->bytes));
+      s->slots[s->nslots++] = (vm_slot){off, buf};
+      rx_rt_buffer_retain(buf);
+    }
+  }
+  rx_rt_tensor *t = vm_tensor_new(buf, dtype, ndim, shape);
+  rx_rt_buffer_release(buf);
+  rx_rt_value *v = t ? vm_value_new(&fr->a->alloc, RX_RT_VALUE_TENSOR) : NULL;
+  if (!v) {
+    rx_rt_tensor_release(t);
+    return rt_oom("a tensor", sizeof *t);
+  }
+  v->tensor = t;
+  *out = v;
+  return NULL;
+}
+
+static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
+  const char *prog = fr->a->strings[w[p]];
+  uint32_t n = w[p + 1];
+  const uint32_t *regs = w + p + 2;
+  uint32_t nsyms = w[p + 2 + n];
+  const uint32_t *pairs = w + p + 3 + n;
+  rx_rt_buffer *stack_bufs[32], **bufs = stack_bufs;
+  const char *stack_names[32], **names = stack_names;
+  int64_t stack_vals[32], *vals = stack_vals;
+  rx_status s = NULL;
+  if (n > 32) bufs = rt_alloc(&fr->a->alloc, n * sizeof *bufs);
+  if (nsyms > 32) {
+    names = rt_alloc(&fr->a->alloc, nsyms * sizeof *names);
+    vals = rt_alloc(&fr->a->alloc, nsyms * sizeof *vals);
+  }
+  if (!bufs || !names || !vals) s = rt_oom("kernel arguments", (n + nsyms) * 8);
+  for (uint32_t i = 0; i < n && !s; i++) {
+    bufs[i] = NULL;
+    if (regs[i] == VM_NONE) continue;
+    rx_rt_value *v = fr->regs[regs[i]];
+    if (!v || v->kind != RX_RT_VALUE_TENSOR)
+      s = bad_reg(fr, regs[i], "a tensor");
+    else
+      bufs[i] = v->tensor->buffer;
+  }
+  for (uint32_t i = 0; i < nsyms && !s; i++) {
+    names[i] = fr->a->strings[pairs[2 * i]];
+    s = eval(fr, "call_kernels: a symbolic value", pairs[2 * i + 1], &vals[i]);
+  }
+  if (!s) {
+    rx_rt_symbols syms = {names, vals, nsyms};
+    s = rx_status_annotate(rx_rt_library_run(fr->a->library, prog, bufs, n, &syms),
+                           "%s: call_kernels '%s'", fr->f->name, prog);
+  }
+  if (bufs != stack_bufs) rt_free(&fr->a->alloc, bufs);
+  if (names != stack_names) rt_free(&fr->a->alloc, names);
+  if (vals != stack_vals) rt_free(&fr->a->alloc, vals);
+  return s;
+}
+
+/* The truth of a JUMP_IF_NOT condition: a prim, or a one-element tensor read from the device. */
+static rx_status truth(frame *fr, uint32_t r, bool *out) {
+  rx_rt_value *v = fr->regs[r];
+  *out = false;
+  if (v && v->kind == RX_RT_VALUE_PRIM) {
+    *out = v->prim != 0;
+    return NULL;
+  }
+  if (!v || v->kind != RX_RT_VALUE_TENSOR) return bad_reg(fr, r, "a prim or a one-element tensor");
+  rx_rt_tensor *t = v->tensor;
+  uint64_t count = 1;
+  for (int i = 0; i < t->ndim; i++) count *= (uint64_t)t->shape[i];
+  size_t es = rx_rt_dtype_size(t->dtype);
+  if (count != 1 || t->dtype == RX_DTYPE_F32 || t->dtype == RX_DTYPE_F16 ||
+      t->dtype == RX_DTYPE_BF16) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
+    return ferr(fr, RX_ERR_INVALID,
+                "word %u (jump_if_not): the condition r%u is a tensor %s, "
+                "expected one bool or integer element",
+                fr->pc, r, ty);
+  }
+  uint8_t bytes[8] = {0};
+  RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, es),
+                                        "%s: reading a condition", fr->f->name));
+  for (size_t i = 0; i < es; i++) *out = *out || bytes[i];
+  return NULL;
+}
+
+static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_artifact *a = fr->a;
+  uint32_t p = *pc;
+  fr->pc = p;
+  uint32_t op = w[p++];
+  rx_rt_value *v = NULL;
+  switch (op) {
+  case RXVM_OP_CHECK_TENSOR: {
+    uint32_t r = w[p], param = w[p + 1];
+    rx_rt_value *x = fr->args[param];
+    char what[256];
+    snprintf(what, sizeof what, "parameter '%s'", a->strings[w[p + 2]]);
+    if (!x || x->kind != RX_RT_VALUE_TENSOR)
+      return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
+                  kind_name(x));
+    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, what,
+                             a->strings[w[p + 3]]));
+    if (r != param) {
+      rx_rt_value_retain(x);
+      set_reg(fr, r, x);
+    }
+    uint32_t nd = w[p + 5];
+    p += 6;
+    for (uint32_t i = 0; nd != VM_NONE && i < nd; i++) p += w[p] == RXVM_DIM_CONST ? 3 : 2;
+    break;
+  }
+  case RXVM_OP_MATCH_CAST: {
+    uint32_t dst = w[p], src = w[p + 1];
+    const char *expected = a->strings[w[p + 2]];
+    rx_rt_value *x = fr->regs[src];
+    char what[256];
+    snprintf(what, sizeof what, "match_cast of r%u", src);
+    if (x && x->kind == RX_RT_VALUE_TENSOR) {
+      RX_RETURN_IF_ERROR(
+          match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, what, expected));
+    } else if (x && x->kind == RX_RT_VALUE_SHAPE) {
+      uint32_t want = w[p + 3];
+      if (want != RX_DTYPE_UNKNOWN)
+        return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got a shape", what, expected);
+      RX_RETURN_IF_ERROR(
+          match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, what, expected));
+    } else {
+      return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, kind_name(x));
+    }
+    rx_rt_value_retain(x);
+    set_reg(fr, dst, x);
+    uint32_t nd = w[p + 4];
+    p += 5;
+    for (uint32_t i = 0; nd != VM_NONE && i < nd; i++) p += w[p] == RXVM_DIM_CONST ? 3 : 2;
+    break;
+  }
+  case RXVM_OP_ASSERT: {
+    const char *e = a->strings[w[p]], *msg = a->strings[w[p + 1]];
+    int64_t x;
+    RX_RETURN_IF_ERROR(eval(fr, "a fact", w[p], &x));
+    if (!x) {
+      char vars[512];
+      describe_vars(fr, e, vars, sizeof vars);
+      bool extra = msg[0] && !strstr(msg, e); /* a message that only restates it: left out */
+      return ferr(fr, RX_ERR_INVALID, "violated fact '%s'%s%s%s%s%s", e, vars[0] ? " with " : "",
+                  vars, extra ? " (" : "", extra ? msg : "", extra ? ")" : "");
+    }
+    p += 2;
+    break;
+  }
+  case RXVM_OP_DEFINE: {
+    int64_t x;
+    RX_RETURN_IF_ERROR(eval(fr, "define", w[p + 1], &x));
+    RX_RETURN_IF_ERROR(sym_set(fr, a->strings[w[p]], x));
+    p += 2;
+    break;
+  }
+  case RXVM_OP_ALLOC_STORAGE: {
+    uint32_t fi = (uint32_t)(fr->f - a->fns);
+    vm_storage *s = NULL;
+    for (size_t i = 0; i < a->nstorages && !s; i++)
+      if (a->storages[i].fn == fi && a->storages[i].pc == fr->pc) s = &a->storages[i];
+    RX_ASSERT(s); /* the loader made one per ALLOC_STORAGE */
+    int64_t bytes;
+    RX_RETURN_IF_ERROR(eval(fr, "alloc_storage", w[p + 1], &bytes));
+    if (bytes < 0)
+      return ferr(fr, RX_ERR_INVALID, "planned storage of word %u: size %s = %lld is negative",
+                  fr->pc, a->strings[w[p + 1]], (long long)bytes);
+    if (s->bytes < 0) s->bytes = bytes;
+    if (bytes > s->bytes) {
+      char vars[512];
+      describe_vars(fr, a->strings[w[p + 1]], vars, sizeof vars);
+      return ferr(fr, RX_ERR_INVALID,
+                  "planned storage of word %u needs %s = %lld bytes%s%s, but "
+                  "it was sized at %lld bytes by the first call (storages are sized once, at the "
+                  "function's upper bounds)",
+                  fr->pc, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
+                  (long long)s->bytes);
+    }
+    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_STORAGE))) return rt_oom("a value", 64);
+    v->storage = s;
+    set_reg(fr, w[p], v);
+    p += 2;
+    break;
+  }
+  case RXVM_OP_ALLOC_TENSOR:
+    RX_RETURN_IF_ERROR(alloc_tensor(fr, w, p, &v));
+    set_reg(fr, w[p], v);
+    p += 5 + w[p + 4];
+    break;
+  case RXVM_OP_CALL_KERNELS:
+    RX_RETURN_IF_ERROR(call_kernels(fr, w, p));
+    p += 3 + w[p + 1] + 2 * w[p + 2 + w[p + 1]];
+    break;
+  case RXVM_OP_CALL_EXTERN:
+    return ferr(fr, RX_ERR_UNSUPPORTED, "extern '%s' is not available in this runtime",
+                a->strings[w[p]]);
+  case RXVM_OP_CALL_FN: {
+    uint32_t dst = w[p], fi = w[p + 1], n = w[p + 2];
+    rx_rt_value *stack_args[16], **args = stack_args;
+    if (n > 16 && !(args = rt_alloc(&a->alloc, n * sizeof *args)))
+      return rt_oom("call arguments", n * sizeof *args);
+    rx_status s = NULL;
+    for (uint32_t i = 0; i < n && !s; i++) {
+      args[i] = fr->regs[w[p + 3 + i]];
+      if (!args[i]) s = bad_reg(fr, w[p + 3 + i], "a value");
+    }
+    if (!s) {
+      a->depth++;
+      s = exec(a, fi, args, &v);
+      a->depth--;
+    }
+    if (args != stack_args) rt_free(&a->alloc, args);
+    if (s) return s;
+    if (dst == VM_NONE)
+      rx_rt_value_release(v);
+    else
+      set_reg(fr, dst, v);
+    p += 3 + n;
+    break;
+  }
+  case RXVM_OP_PRIM: {
+    int64_t x;
+    RX_RETURN_IF_ERROR(eval(fr, "prim", w[p + 2], &x));
+    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_PRIM))) return rt_oom("a value", 64);
+    v->dtype = (rx_dtype)w[p + 1];
+    v->prim = x;
+    set_reg(fr, w[p], v);
+    p += 3;
+    break;
+  }
+  case RXVM_OP_SHAPE: {
+    uint32_t n = w[p + 1];
+    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_SHAPE)) ||
+        !(v->dims = rt_alloc(&a->alloc, (n + 1) * sizeof *v->dims))) {
+      rx_rt_value_release(v);
+      return rt_oom("a shape", 64);
+    }
+    v->count = n;
+    for (uint32_t i = 0; i < n; i++) {
+      rx_status s = eval(fr, "shape", w[p + 2 + i], &v->dims[i]);
+      if (s) {
+        rx_rt_value_release(v);
+        return s;
+      }
+    }
+    set_reg(fr, w[p], v);
+    p += 2 + n;
+    break;
+  }
+  case RXVM_OP_TUPLE: {
+    uint32_t n = w[p + 1];
+    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_TUPLE)) ||
+        !(v->items = rt_alloc(&a->alloc, (n + 1) * sizeof *v->items))) {
+      rx_rt_value_release(v);
+      return rt_oom("a tuple", 64);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      rx_rt_value *x = fr->regs[w[p + 2 + i]];
+      if (!x) {
+        rx_rt_value_release(v);
+        return bad_reg(fr, w[p + 2 + i], "a value");
+      }
+      rx_rt_value_retain(x);
+      v->items[v->count++] = x;
+    }
+    set_reg(fr, w[p], v);
+    p += 2 + n;
+    break;
+  }
+  case RXVM_OP_GET_ITEM: {
+    rx_rt_value *t = fr->regs[w[p + 1]];
+    if (!t || t->kind != RX_RT_VALUE_TUPLE) return bad_reg(fr, w[p + 1], "a tuple");
+    if (w[p + 2] >= t->count)
+      return ferr(fr, RX_ERR_INVALID, "word %u (get_item): index %u of a tuple of %zu", fr->pc,
+                  w[p + 2], t->count);
+    v = t->items[w[p + 2]];
+    rx_rt_value_retain(v);
+    set_reg(fr, w[p], v);
+    p += 3;
+    break;
+  }
+  case RXVM_OP_MOVE:
+    v = fr->regs[w[p + 1]];
+    if (!v) return bad_reg(fr, w[p + 1], "a value");
+    rx_rt_value_retain(v);
+    set_reg(fr, w[p], v);
+    p += 2;
+    break;
+  case RXVM_OP_JUMP:
+    p = w[p];
+    break;
+  case RXVM_OP_JUMP_IF_NOT: {
+    bool c;
+    RX_RETURN_IF_ERROR(truth(fr, w[p], &c));
+    p = c ? p + 2 : w[p + 1];
+    break;
+  }
+  case RXVM_OP_FREE:
+    if (w[p] != VM_NONE) set_reg(fr, w[p], NULL);
+    p += 1;
+    break;
+  case RXVM_OP_RET:
+    if (w[p] == VM_NONE) {
+      if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_TUPLE))) return rt_oom("a value", 64);
+    } else {
+      v = fr->regs[w[p]];
+      if (!v) return bad_reg(fr, w[p], "a value");
+      rx_rt_value_retain(v);
+    }
+    *out_ret = v;
+    *done = true;
+    p += 1;
+    break;
+  default:
+    RX_ASSERT(!"opcode validated by the loader");
+  }
+  *pc = p;
+  return NULL;
+}
+
+static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_value **out) {
+  *out = NULL;
+  const vm_fn *f = &a->fns[fi];
+  if (a->depth > VM_MAX_DEPTH)
+    return rx_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
+                          VM_MAX_DEPTH);
+  frame fr = {a, f, NULL, 0, 0, NULL, NULL, args, 0};
+  fr.regs = rt_alloc(&a->alloc, (f->nregs + 1) * sizeof *fr.regs);
+  if (!fr.regs) return rt_oom("registers", f->nregs * sizeof *fr.regs);
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    fr.regs[i] = args[i];
+    rx_rt_value_retain(args[i]);
+  }
+  rx_status s = NULL;
+  uint32_t pc = 0;
+  bool done = false;
+  unsigned long long steps = 0;
+  while (!s && !done) {
+    if (pc >= f->len) {
+      s = rx_status_make(RX_ERR_INVALID, "%s: reached the end of its code without ret", f->name);
+      break;
+    }
+    if (++steps > VM_MAX_STEPS) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: executed %llu instructions without returning (a "
+                         "loop in the host program?)",
+                         f->name, VM_MAX_STEPS);
+      break;
+    }
+    s = step(&fr, &pc, out, &done);
+  }
+  for (uint32_t i = 0; i < f->nregs; i++) rx_rt_value_release(fr.regs[i]);
+  rt_free(&a->alloc, fr.regs);
+  rt_free(&a->alloc, fr.names);
+  rt_free(&a->alloc, fr.values);
+  if (s && *out) {
+    rx_rt_value_release(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+/* ---- calls ---- */
+static rx_status find_fn(const rx_rt_artifact *a, const char *name, uint32_t *out) {
+  *out = 0;
+  for (size_t i = 0; i < a->nfns; i++)
+    if (!strcmp(a->fns[i].name, name)) {
+      *out = (uint32_t)i;
+      return NULL;
+    }
+  rx_strbuf names = {0};
+  for (size_t i = 0; i < a->nfns; i++)
+    rx_strbuf_printf(&names, "%s%s", i ? ", " : "", a->fns[i].name);
+  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "no function '%s' in %s (functions: %s)", name,
+                               a->name, names.data ? names.data : "none");
+  rx_strbuf_free(&names);
+  return s;
+}
+
+rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
+                        rx_rt_value **out_result) {
+  if (!out_result || !a || !fn || (n && !inputs))
+    return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
+  *out_result = NULL;
+  uint32_t fi = 0;
+  RX_RETURN_IF_ERROR(find_fn(a, fn, &fi));
+  if (!a->device)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s was loaded without a device: it can be inspected, "
+                          "not called",
+                          a->name);
+  if (a->device->lost) return rt_device_error(a->device);
+  const vm_fn *f = &a->fns[fi];
+  if (n != f->nparams) {
+    rx_strbuf names = {0};
+    for (size_t i = 0; i < f->nparams; i++) {
+      rx_rt_param_info pi;
+      rx_rt_artifact_function_param(a, fi, i, &pi);
+      rx_strbuf_printf(&names, "%s%s", i ? ", " : "", pi.name[0] ? pi.name : "?");
+    }
+    rx_status s =
+        rx_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name, f->nparams,
+                       f->nparams == 1 ? "" : "s", names.data ? names.data : "", n);
+    rx_strbuf_free(&names);
+    return s;
+  }
+  rx_rt_value **args = rt_alloc(&a->alloc, (n + 1) * sizeof *args);
+  if (!args) return rt_oom("call arguments", n * sizeof *args);
+  rx_status s = NULL;
+  for (size_t i = 0; i < n && !s; i++) {
+    if (!inputs[i] || inputs[i]->buffer->device != a->device) {
+      rx_rt_param_info pi;
+      rx_rt_artifact_function_param(a, fi, i, &pi);
+      s = rx_status_make(RX_ERR_INVALID, "%s: parameter %zu '%s': %s", f->name, i, pi.name,
+                         inputs[i] ? "the tensor is on another device" : "NULL");
+      break;
+    }
+    if (!(args[i] = vm_value_new(&a->alloc, RX_RT_VALUE_TENSOR))) {
+      s = rt_oom("a value", 64);
+      break;
+    }
+    args[i]->tensor = inputs[i];
+    rx_rt_tensor_retain(inputs[i]);
+  }
+  if (!s) {
+    a->depth = 0;
+    s = exec(a, fi, args, out_result);
+  }
+  for (size_t i = 0; i < n; i++) rx_rt_value_release(args[i]);
+  rt_free(&a->alloc, args);
+  return s;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
+                         int warmup, int iters, double *out_ms_per_call) {
+  if (!out_ms_per_call) return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_bench: NULL");
+  *out_ms_per_call = 0;
+  if (iters < 1) return rx_status_make(RX_ERR_INVALID, "bench: %d iterations (at least 1)", iters);
+  double t0 = 0;
+  for (int i = 0; i < warmup + iters; i++) {
+    if (i == warmup) {
+      if (a->device) RX_RETURN_IF_ERROR(rx_rt_device_synchronize(a->device));
+      t0 = now_ms();
+    }
+    rx_rt_value *r = NULL;
+    RX_RETURN_IF_ERROR(rx_rt_vm_call(a, fn, inputs, n, &r));
+    rx_rt_value_release(r);
+  }
+  RX_RETURN_IF_ERROR(rx_rt_device_synchronize(a->device));
+  *out_ms_per_call = (now_ms() - t0) / iters;
+  return NULL;
+}

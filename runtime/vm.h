@@ -1,0 +1,111 @@
+/* runtime/vm.h: private to the artifact loader (artifact.c) and the VM (vm.c): the loaded
+ * artifact, its decoded host program and the values the VM's registers hold.
+ *
+ * The host program's words are kept as decoded (host-order u32) and executed in place: the loader
+ * validates every instruction (known opcode, operands inside the code, registers below nregs,
+ * string ids below the string count, dtypes, ranks, dimension kinds, jump targets at instruction
+ * starts, function indices and argument counts of CALL_FN), so the VM reads operands without
+ * checking their bounds again. What can only be known at run time (the kind of value in a
+ * register, the result of an expression) is checked by the VM and reported as a status. */
+#ifndef RX_RUNTIME_VM_H
+#define RX_RUNTIME_VM_H
+
+#include "runtime/device.h"
+#include "runtime/vm_format.h"
+
+#define VM_NONE 0xffffffffu /* "-1" in a register or ndim operand */
+
+typedef struct vm_section {
+  char name[RXM_SECTION_NAME_BYTES + 1];
+  const uint8_t *data; /* into the artifact's copy of the file */
+  size_t size;
+} vm_section;
+
+/* One slot of a planned storage: the buffer that holds the tensors placed at one offset. The
+ * runtime has no buffer sub-views (a kernel binds whole buffers), so each (storage, offset) pair
+ * gets its own buffer of (storage bytes - offset) bytes: tensors placed at the same offset share
+ * it (views and reuse across lifetimes), tensors at different offsets never alias. */
+typedef struct vm_slot {
+  int64_t offset;
+  rx_rt_buffer *buffer;
+} vm_slot;
+
+/* A planned storage: one per ALLOC_STORAGE instruction, sized by its first execution and kept
+ * across calls. */
+typedef struct vm_storage {
+  uint32_t fn, pc;
+  int64_t bytes; /* -1: not sized yet */
+  size_t nslots, cap;
+  vm_slot *slots;
+} vm_storage;
+
+typedef struct vm_fn {
+  const char *name;
+  uint32_t nparams, nregs, len;
+  const uint32_t *code; /* len words, into the artifact's word array */
+  /* for inspection: per parameter its CHECK_TENSOR (word offset of the instruction, or VM_NONE) */
+  uint32_t *param_check;
+  size_t nfacts, nstorages;
+  const char **facts;    /* ASSERT expressions, program order */
+  const char **storages; /* ALLOC_STORAGE size expressions */
+} vm_fn;
+
+struct rx_rt_artifact {
+  int refs;
+  rx_rt_device *device; /* NULL: loaded for inspection */
+  rx_rt_allocator alloc;
+  char *name;
+  uint8_t *data; /* the file */
+  size_t size;
+  size_t nsections;
+  vm_section *sections;
+  char *manifest; /* NUL-terminated copy */
+  char *targets;  /* "cuda, vulkan" */
+  rx_rt_library *library;
+  /* the host program */
+  uint32_t *words;
+  size_t nwords;
+  size_t nstrings;
+  char **strings; /* NUL-terminated */
+  size_t nfns;
+  vm_fn *fns;
+  size_t nstorages;
+  vm_storage *storages;
+  int depth; /* CALL_FN nesting of the running call */
+};
+
+struct rx_rt_tensor {
+  int refs;
+  rx_rt_buffer *buffer; /* one reference; the tensor starts at byte 0 (kernels bind whole
+                           buffers, so the runtime has no sub-buffer views) */
+  rx_dtype dtype;
+  int ndim;
+  int64_t shape[RX_RT_MAX_NDIM];
+};
+
+struct rx_rt_value {
+  int refs;
+  rx_rt_value_kind kind;
+  rx_rt_allocator alloc; /* the device's (or the default) allocator, copied */
+  rx_rt_tensor *tensor;  /* TENSOR */
+  size_t count;          /* TUPLE: items; SHAPE: ndim */
+  rx_rt_value **items;   /* TUPLE */
+  int64_t *dims;         /* SHAPE */
+  rx_dtype dtype;        /* PRIM */
+  int64_t prim;          /* PRIM */
+  vm_storage *storage;   /* STORAGE (owned by the artifact) */
+};
+
+/* Operand layout helpers shared by the loader's validator and the VM. */
+const char *vm_op_name(uint32_t op);
+
+/* Values (vm.c). */
+rx_rt_value *vm_value_new(const rx_rt_allocator *a, rx_rt_value_kind kind);
+/* A tensor holding a new reference to b (NULL when out of host memory). */
+rx_rt_tensor *vm_tensor_new(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape);
+/* Frees the buffers of the artifact's planned storages (artifact destruction). */
+void vm_storages_free(rx_rt_artifact *a);
+/* "f32[3, 4095]" into buf. */
+void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape);
+
+#endif

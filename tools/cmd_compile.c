@@ -1,0 +1,179 @@
+/* relaxc compile FILE.rx --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
+ *                [--no-fuse] [--no-nvrtc]
+ * Runs the whole pipeline (passes/pipeline.h) and writes the artifact (docs/artifact.md).
+ * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
+ * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
+ * target, compile errors, unwritable output), 2 usage errors. */
+#include "commands.h"
+
+#include "codegen/artifact.h"
+#include "ir/ir.h"
+#include "passes/pipeline.h"
+#include "targets/target.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage_err(const char *msg, const char *arg) {
+  fprintf(stderr, "relaxc: ");
+  fprintf(stderr, msg, arg);
+  fputs("\nusage: relaxc compile FILE --target vulkan|cuda|metal[,...] [-o OUT.rxm]\n"
+        "                      [--dump-after=STEP|all] [--time-passes] [--no-fuse] [--no-nvrtc]\n",
+        stderr);
+  return 2;
+}
+
+static char *read_input(const char *path, size_t *len) {
+  if (strcmp(path, "-") != 0) {
+    char *text = NULL;
+    rx_status st = rx_read_file(path, &text, len);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      return NULL;
+    }
+    return text;
+  }
+  rx_strbuf b = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
+  *len = b.len;
+  if (ferror(stdin)) {
+    rx_strbuf_free(&b);
+    fputs("relaxc: error: cannot read standard input\n", stderr);
+    return NULL;
+  }
+  if (!b.data) rx_strbuf_appendn(&b, "", 0);
+  return rx_strbuf_take(&b);
+}
+
+/* Parses "vulkan,cuda,metal" into o->targets; prints the error and returns false. */
+static bool parse_targets(const char *list, rx_compile_options *o) {
+  const char *p = list;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char *one = rx_strndup(p, n);
+    const rx_target *t = NULL;
+    rx_status st = rx_target_parse(one, &t);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      free(one);
+      return false;
+    }
+    free(one);
+    if (o->ntargets == RX_COMPILE_MAX_TARGETS) {
+      fprintf(stderr, "relaxc: error: at most %d targets\n", RX_COMPILE_MAX_TARGETS);
+      return false;
+    }
+    o->targets[o->ntargets++] = t;
+    p = e ? e + 1 : p + n;
+  }
+  if (!o->ntargets) {
+    fprintf(stderr, "relaxc: error: --target lists no target\n");
+    return false;
+  }
+  return true;
+}
+
+int rx_cmd_compile(int argc, char **argv) {
+  const char *file = NULL, *target = NULL, *outpath = NULL;
+  rx_compile_options o;
+  memset(&o, 0, sizeof o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--target") || !strcmp(a, "-o") || !strcmp(a, "--dump-after")) {
+      if (i + 1 >= argc) return usage_err("option '%s' needs a value", a);
+      const char *v = argv[++i];
+      if (!strcmp(a, "-o"))
+        outpath = v;
+      else if (!strcmp(a, "--target"))
+        target = v;
+      else
+        o.dump_after = v;
+    } else if (!strncmp(a, "--target=", 9)) {
+      target = a + 9;
+    } else if (!strncmp(a, "--dump-after=", 13)) {
+      o.dump_after = a + 13;
+    } else if (!strcmp(a, "--time-passes")) {
+      o.time_passes = true;
+    } else if (!strcmp(a, "--no-fuse")) {
+      o.no_fuse = true;
+    } else if (!strcmp(a, "--no-nvrtc")) {
+      o.no_nvrtc = true;
+    } else if (a[0] == '-' && a[1] != 0) {
+      return usage_err("unknown option '%s'", a);
+    } else if (file) {
+      return usage_err("'compile' takes one FILE, got '%s' too", a);
+    } else {
+      file = a;
+    }
+  }
+  if (!file) return usage_err("%s", "'compile' needs a FILE (or '-' for standard input)");
+  if (!target) return usage_err("%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
+  if (o.dump_after && !rx_compile_step_known(o.dump_after)) {
+    rx_strbuf b = {0};
+    for (int i = 0; rx_compile_step_names[i]; i++)
+      rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
+    fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", o.dump_after,
+            b.data);
+    rx_strbuf_free(&b);
+    return 2;
+  }
+  if (!parse_targets(target, &o)) return 1;
+  size_t len = 0;
+  char *text = read_input(file, &len);
+  if (!text) return 1;
+
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  rx_strbuf dumps = {0};
+  o.dump_out = &dumps;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  bool ok = rx_parse_module(m, strcmp(file, "-") ? file : "<stdin>", text, len, &diag) &&
+            diag.errors == 0;
+  ok = ok && rx_compile(m, &o, &diag, &r);
+  if (dumps.data) fputs(dumps.data, stdout);
+  fflush(stdout);
+  fputs(rx_diag_text(&diag), stderr);
+  if (ok)
+    for (int t = 0; t < r.ntargets; t++)
+      if (r.targets[t].note)
+        fprintf(stderr, "relaxc: note: %s: %s\n", r.targets[t].target->name, r.targets[t].note);
+  if (ok && outpath) {
+    rx_status st = rx_artifact_write_file(outpath, r.artifact, r.artifact_len);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      ok = false;
+    }
+  }
+  if (ok) {
+    int64_t peak = 0;
+    for (int i = 0; i < r.plan.nfns; i++)
+      if (r.plan.fns[i].peak_bytes > peak) peak = r.plan.fns[i].peak_bytes;
+    printf("relaxc: %s: %d function%s, %d program%s; kernels:", file, r.nfunctions,
+           r.nfunctions == 1 ? "" : "s", r.nprograms, r.nprograms == 1 ? "" : "s");
+    for (int t = 0; t < r.ntargets; t++)
+      printf("%s %s %d", t ? "," : "", rx_target_kind_name(r.targets[t].target->kind),
+             r.targets[t].nkernels);
+    printf("; planned peak %lld bytes", (long long)peak);
+    if (outpath)
+      printf(" -> %s (%zu bytes)\n", outpath, r.artifact_len);
+    else
+      printf(" (no -o: nothing written)\n");
+  } else if (diag.errors == 0) {
+    fputs("relaxc: error: compilation failed\n", stderr);
+  }
+  rx_compile_result_free(&r);
+  rx_strbuf_free(&dumps);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  free(text);
+  return ok ? 0 : 1;
+}

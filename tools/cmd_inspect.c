@@ -1,0 +1,189 @@
+/* relaxc inspect MODEL.rxm [--code]: what an artifact holds, without a device: its functions with
+ * their signatures (the checks of the host program, the result from the manifest), facts and
+ * planned memory, the kernels per target (programs and their kernel variants with conditions), and
+ * the sections with their sizes; --code adds the host program's disassembly. The artifact is
+ * validated as for running (version, CRCs, every instruction).
+ * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
+#include "commands.h"
+
+#include "relaxc/runtime.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage_err(const char *msg, const char *arg) {
+  fprintf(stderr, "relaxc: ");
+  fprintf(stderr, msg, arg);
+  fputs("\nusage: relaxc inspect MODEL.rxm [--code]\n", stderr);
+  return 2;
+}
+
+/* The manifest's entry for function name, or NULL. */
+static const cJSON *manifest_fn(const cJSON *m, const char *name) {
+  const cJSON *fns = cJSON_GetObjectItemCaseSensitive(m, "functions"), *f;
+  cJSON_ArrayForEach(f, fns) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(f, "name");
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return f;
+  }
+  return NULL;
+}
+
+static const char *jstr(const cJSON *o, const char *field) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool jnum(const cJSON *o, const char *field, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!cJSON_IsNumber(v)) return false;
+  *out = v->valuedouble;
+  return true;
+}
+
+static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
+  size_t nfn = rx_rt_artifact_function_count(a);
+  printf("functions: %zu\n", nfn);
+  for (size_t f = 0; f < nfn; f++) {
+    const char *name = rx_rt_artifact_function_name(a, f);
+    const cJSON *mf = manifest_fn(m, name);
+    printf("  %s(", name);
+    size_t np = rx_rt_artifact_function_param_count(a, f);
+    for (size_t p = 0; p < np; p++) {
+      rx_rt_param_info pi;
+      rx_rt_artifact_function_param(a, f, p, &pi);
+      printf("%s%s: %s", p ? ", " : "", pi.name[0] ? pi.name : "?", pi.expected);
+    }
+    const char *result = jstr(mf, "result");
+    printf(")%s%s\n", result ? " -> " : "", result ? result : "");
+    size_t nf = rx_rt_artifact_function_fact_count(a, f);
+    if (nf) {
+      printf("    facts:");
+      for (size_t i = 0; i < nf; i++)
+        printf("%s %s", i ? "," : "", rx_rt_artifact_function_fact(a, f, i));
+      printf("\n");
+    }
+    size_t ns = rx_rt_artifact_function_storage_count(a, f);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(mf, "memory");
+    double planned = 0, without = 0, dyn = 0;
+    printf("    planned memory: %zu storage%s", ns, ns == 1 ? "" : "s");
+    for (size_t i = 0; i < ns; i++)
+      printf("%s%s", i ? " + " : " of ", rx_rt_artifact_function_storage(a, f, i));
+    printf(" bytes");
+    if (jnum(mem, "planned_bytes", &planned)) printf(", %.0f bytes planned", planned);
+    if (jnum(mem, "planned_bytes_without_reuse", &without))
+      printf(" (%.0f without reuse)", without);
+    if (jnum(mem, "dynamic_allocations", &dyn)) printf(", %.0f dynamic allocations", dyn);
+    printf("\n");
+  }
+}
+
+static void print_kernels(const rx_rt_artifact *a) {
+  size_t n = rx_rt_artifact_section_count(a);
+  printf("targets: %s\n", rx_rt_artifact_targets(a)[0] ? rx_rt_artifact_targets(a) : "none");
+  for (size_t i = 0; i < n; i++) {
+    const char *name;
+    const void *data;
+    size_t size;
+    rx_rt_artifact_section(a, i, &name, &data, &size);
+    const char *slash = strchr(name, '/');
+    if (!slash || strcmp(slash + 1, "kernels.json")) continue;
+    cJSON *k = cJSON_ParseWithLength(data, size);
+    if (!k) {
+      printf("  %.*s: kernels.json is malformed\n", (int)(slash - name), name);
+      continue;
+    }
+    const cJSON *programs = cJSON_GetObjectItemCaseSensitive(k, "programs");
+    const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(k, "kernels");
+    const char *target = jstr(k, "target");
+    printf("  %.*s (target %s): %d programs, %d kernels\n", (int)(slash - name), name,
+           target ? target : "?", cJSON_GetArraySize(programs), cJSON_GetArraySize(kernels));
+    const cJSON *p;
+    cJSON_ArrayForEach(p, programs) {
+      const char *pname = jstr(p, "name");
+      printf("    %s:", pname ? pname : "?");
+      const cJSON *kn;
+      int j = 0;
+      cJSON_ArrayForEach(kn, cJSON_GetObjectItemCaseSensitive(p, "kernels")) {
+        if (!cJSON_IsString(kn)) continue;
+        const char *cond = NULL, *rule = NULL;
+        const cJSON *kd;
+        cJSON_ArrayForEach(kd, kernels) {
+          const char *kname = jstr(kd, "name");
+          if (kname && !strcmp(kname, kn->valuestring)) {
+            cond = jstr(kd, "condition");
+            rule = jstr(kd, "rule");
+          }
+        }
+        printf("%s %s", j++ ? "," : "", kn->valuestring);
+        if (rule || cond)
+          printf(" (%s%s%s)", rule ? rule : "",
+                 rule && cond ? ", when "
+                 : cond       ? "when "
+                              : "",
+                 cond ? cond : "");
+      }
+      printf("\n");
+    }
+    cJSON_Delete(k);
+  }
+}
+
+int rx_cmd_inspect(int argc, char **argv) {
+  const char *model = NULL;
+  bool code = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      fputs("usage: relaxc inspect MODEL.rxm [--code]\n", stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--code"))
+      code = true;
+    else if (argv[i][0] == '-' && argv[i][1])
+      return usage_err("inspect: unknown option '%s'", argv[i]);
+    else if (model)
+      return usage_err("inspect takes one MODEL.rxm, got '%s' too", argv[i]);
+    else
+      model = argv[i];
+  }
+  if (!model) return usage_err("%s", "inspect needs a MODEL.rxm");
+  rx_rt_artifact *a = NULL;
+  rx_status s = rx_rt_artifact_load(NULL, model, &a);
+  if (s) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+    rx_status_free(s);
+    return 1;
+  }
+  cJSON *m = cJSON_Parse(rx_rt_artifact_manifest(a)); /* validated by the loader */
+  size_t total = 0, n = rx_rt_artifact_section_count(a);
+  for (size_t i = 0; i < n; i++) {
+    size_t size;
+    rx_rt_artifact_section(a, i, NULL, NULL, &size);
+    total += size;
+  }
+  const char *compiler = jstr(m, "compiler");
+  printf("%s: relaxc artifact, %zu sections, %zu bytes of contents%s%s\n", model, n, total,
+         compiler ? ", written by " : "", compiler ? compiler : "");
+  print_functions(a, m);
+  double peak;
+  if (jnum(m, "planned_bytes", &peak))
+    printf("planned memory (largest function): %.0f bytes\n", peak);
+  print_kernels(a);
+  printf("sections:\n");
+  for (size_t i = 0; i < n; i++) {
+    const char *name;
+    size_t size;
+    rx_rt_artifact_section(a, i, &name, NULL, &size);
+    printf("  %-40s %10zu bytes\n", name, size);
+  }
+  if (code)
+    for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
+      char *text = rx_rt_artifact_disassemble(a, f);
+      if (text) fputs(text, stdout);
+      rx_rt_string_free(text);
+    }
+  cJSON_Delete(m);
+  rx_rt_artifact_release(a);
+  return 0;
+}

@@ -1,0 +1,414 @@
+/* relaxc run MODEL.rxm [--device SPEC] [--fn NAME] --input NAME=FILE.npy|random:SHAPE ...
+ *                      [--output OUT.npy] [--bench N] [--seed S]
+ * Loads the artifact for the device (runtime: rx_rt_artifact_load), makes the inputs (a .npy file,
+ * or random values of SHAPE: "7x4096", "f16:7x4096"; "random:" alone is a 0-d tensor; the dtype
+ * defaults to the parameter's), calls the function (rx_rt_vm_call) and prints each result tensor's
+ * dtype, shape and checksum (the sum and the sum of absolute values of its elements, in double,
+ * %.6g), then with --bench N the mean wall-clock time per call over N more calls. --output writes
+ * the first result tensor to OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
+ * Exit: 0 success; 1 errors of the model or the inputs (unreadable or corrupt artifact, missing
+ * function, wrong shape or dtype, violated fact, no kernels for the device, no device); 2 usage. */
+#include "commands.h"
+
+#include "base/npy.h"
+#include "ir/interp.h" /* rx_f32_to_f16 and friends */
+#include "relaxc/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INPUTS 64
+
+static int usage_err(const char *msg, const char *arg) {
+  fprintf(stderr, "relaxc: ");
+  fprintf(stderr, msg, arg);
+  fputs("\nusage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
+        "random:[DTYPE:]SHAPE ...\n"
+        "                  [--output OUT.npy] [--bench N] [--seed S]\n",
+        stderr);
+  return 2;
+}
+
+static int fail(rx_status s) {
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+  rx_status_free(s);
+  return 1;
+}
+
+static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static rx_dtype dtype_named(const char *s, size_t n) {
+  for (int t = 1; t < RX_DTYPE_COUNT; t++) {
+    const char *name = rx_rt_dtype_name((rx_dtype)t);
+    if (strlen(name) == n && !strncmp(name, s, n)) return (rx_dtype)t;
+  }
+  return RX_DTYPE_UNKNOWN;
+}
+
+/* ---- random inputs ---- */
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void fill_random(void *data, rx_dtype t, size_t count, uint64_t seed) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < count; i++) {
+    uint64_t r = rng_next(&s);
+    float f = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0); /* [-1, 1) */
+    int64_t k = (int64_t)(r % 16) - 8;                                     /* [-8, 8) */
+    switch (t) {
+    case RX_DTYPE_F32:
+      ((float *)data)[i] = f;
+      break;
+    case RX_DTYPE_F16:
+      ((uint16_t *)data)[i] = rx_f32_to_f16(f);
+      break;
+    case RX_DTYPE_BF16:
+      ((uint16_t *)data)[i] = rx_f32_to_bf16(f);
+      break;
+    case RX_DTYPE_I64:
+      ((int64_t *)data)[i] = k;
+      break;
+    case RX_DTYPE_I32:
+      ((int32_t *)data)[i] = (int32_t)k;
+      break;
+    case RX_DTYPE_I16:
+      ((int16_t *)data)[i] = (int16_t)k;
+      break;
+    case RX_DTYPE_I8:
+      ((int8_t *)data)[i] = (int8_t)k;
+      break;
+    case RX_DTYPE_U8:
+      ((uint8_t *)data)[i] = (uint8_t)(r % 16);
+      break;
+    case RX_DTYPE_BOOL:
+      ((uint8_t *)data)[i] = (uint8_t)(r & 1);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/* "random:[DTYPE:]D0xD1x..." (after "random:"): dtype (default def) and shape. */
+static bool parse_random(const char *spec, rx_dtype def, rx_dtype *dt, int *ndim, int64_t *shape) {
+  *dt = def == RX_DTYPE_UNKNOWN ? RX_DTYPE_F32 : def;
+  const char *colon = strchr(spec, ':');
+  if (colon) {
+    *dt = dtype_named(spec, (size_t)(colon - spec));
+    if (*dt == RX_DTYPE_UNKNOWN) return false;
+    spec = colon + 1;
+  }
+  *ndim = 0;
+  if (!*spec) return true;
+  for (;;) {
+    char *end = NULL;
+    long long v = strtoll(spec, &end, 10);
+    if (end == spec || v < 0 || *ndim == RX_RT_MAX_NDIM) return false;
+    shape[(*ndim)++] = v;
+    if (!*end) return true;
+    if (*end != 'x') return false;
+    spec = end + 1;
+  }
+}
+
+/* ---- results ---- */
+static double elem(const void *data, rx_dtype t, size_t i) {
+  switch (t) {
+  case RX_DTYPE_F32:
+    return ((const float *)data)[i];
+  case RX_DTYPE_F16:
+    return rx_f16_to_f32(((const uint16_t *)data)[i]);
+  case RX_DTYPE_BF16:
+    return rx_bf16_to_f32(((const uint16_t *)data)[i]);
+  case RX_DTYPE_I64:
+    return (double)((const int64_t *)data)[i];
+  case RX_DTYPE_I32:
+    return ((const int32_t *)data)[i];
+  case RX_DTYPE_I16:
+    return ((const int16_t *)data)[i];
+  case RX_DTYPE_I8:
+    return ((const int8_t *)data)[i];
+  default:
+    return ((const uint8_t *)data)[i];
+  }
+}
+
+static void type_text(char *buf, size_t size, rx_dtype t, int ndim, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, size, "%s[", rx_rt_dtype_name(t));
+  for (int i = 0; i < ndim && n < size; i++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+/* "out.npy" -> "out.K.npy" (K > 0). */
+static char *output_path(const char *base, int k) {
+  size_t n = strlen(base) + 32;
+  char *p = malloc(n);
+  if (k == 0) {
+    snprintf(p, n, "%s", base);
+    return p;
+  }
+  size_t len = strlen(base);
+  if (len > 4 && !strcmp(base + len - 4, ".npy"))
+    snprintf(p, n, "%.*s.%d.npy", (int)(len - 4), base, k);
+  else
+    snprintf(p, n, "%s.%d", base, k);
+  return p;
+}
+
+typedef struct printer {
+  const char *output;
+  int ntensors;
+  rx_status err;
+} printer;
+
+static void print_value(printer *pr, rx_rt_value *v, const char *label) {
+  if (pr->err) return;
+  char ty[512];
+  switch (rx_rt_value_kind_of(v)) {
+  case RX_RT_VALUE_TENSOR: {
+    rx_rt_tensor *t = rx_rt_value_tensor(v);
+    rx_dtype dt = rx_rt_tensor_dtype(t);
+    int ndim = rx_rt_tensor_ndim(t);
+    const int64_t *shape = rx_rt_tensor_shape(t);
+    size_t bytes = rx_rt_tensor_bytes(t), es = rx_rt_dtype_size(dt), count = es ? bytes / es : 0;
+    void *data = malloc(bytes ? bytes : 1);
+    if ((pr->err = rx_rt_tensor_read(t, data, bytes))) {
+      free(data);
+      return;
+    }
+    double sum = 0, abs_sum = 0;
+    for (size_t i = 0; i < count; i++) {
+      double x = elem(data, dt, i);
+      sum += x;
+      abs_sum += x < 0 ? -x : x;
+    }
+    type_text(ty, sizeof ty, dt, ndim, shape);
+    printf("%s: %s sum %.6g abs_sum %.6g\n", label, ty, sum, abs_sum);
+    if (pr->output) {
+      rx_npy a = {dt, ndim, {0}, data, bytes};
+      memcpy(a.shape, shape, (size_t)ndim * sizeof *shape);
+      char *path = output_path(pr->output, pr->ntensors);
+      pr->err = rx_npy_write(path, &a);
+      free(path);
+    }
+    pr->ntensors++;
+    free(data);
+    break;
+  }
+  case RX_RT_VALUE_TUPLE: {
+    size_t n = rx_rt_value_tuple_size(v);
+    if (!n) printf("%s: ()\n", label);
+    for (size_t i = 0; i < n; i++) {
+      char sub[256];
+      snprintf(sub, sizeof sub, "%s.%zu", label, i);
+      print_value(pr, rx_rt_value_tuple_item(v, i), sub);
+    }
+    break;
+  }
+  case RX_RT_VALUE_SHAPE: {
+    const int64_t *dims = NULL;
+    int n = rx_rt_value_shape(v, &dims);
+    size_t len = (size_t)snprintf(ty, sizeof ty, "shape(");
+    for (int i = 0; i < n && len < sizeof ty; i++)
+      len +=
+          (size_t)snprintf(ty + len, sizeof ty - len, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    printf("%s: %s)\n", label, ty);
+    break;
+  }
+  case RX_RT_VALUE_PRIM: {
+    rx_dtype dt = RX_DTYPE_UNKNOWN;
+    int64_t x = rx_rt_value_prim(v, &dt);
+    printf("%s: %s %lld\n", label, rx_rt_dtype_name(dt), (long long)x);
+    break;
+  }
+  default:
+    printf("%s: (storage)\n", label);
+    break;
+  }
+}
+
+int rx_cmd_run(int argc, char **argv) {
+  const char *model = NULL, *device = NULL, *fn = "main", *output = NULL;
+  const char *in_names[MAX_INPUTS], *in_specs[MAX_INPUTS];
+  int nin = 0;
+  long long bench = 0, seed = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs("usage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
+            "random:[DTYPE:]SHAPE ...\n"
+            "                  [--output OUT.npy] [--bench N] [--seed S]\n",
+            stdout);
+      return 0;
+    }
+    bool takes = !strcmp(a, "--device") || !strcmp(a, "--fn") || !strcmp(a, "--input") ||
+                 !strcmp(a, "--output") || !strcmp(a, "--bench") || !strcmp(a, "--seed") ||
+                 !strcmp(a, "-o");
+    if (takes && !val) return usage_err("option '%s' needs a value", a);
+    if (!strcmp(a, "--device"))
+      device = argv[++i];
+    else if (!strcmp(a, "--fn"))
+      fn = argv[++i];
+    else if (!strcmp(a, "--output") || !strcmp(a, "-o"))
+      output = argv[++i];
+    else if (!strcmp(a, "--bench")) {
+      if (!parse_int(argv[++i], 1, 1000000, &bench))
+        return usage_err("--bench takes a count in 1..1000000, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--seed")) {
+      if (!parse_int(argv[++i], 0, INT64_MAX, &seed))
+        return usage_err("--seed takes a non-negative integer, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--input")) {
+      const char *spec = argv[++i], *eq = strchr(spec, '=');
+      if (!eq || eq == spec)
+        return usage_err("--input takes NAME=FILE.npy or NAME=random:SHAPE, "
+                         "got '%s'",
+                         spec);
+      if (nin == MAX_INPUTS) return usage_err("more than %s inputs", "64");
+      in_names[nin] = spec;
+      in_specs[nin++] = eq + 1;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_err("run: unknown option '%s'", a);
+    } else if (model) {
+      return usage_err("run takes one MODEL.rxm, got '%s' too", a);
+    } else {
+      model = a;
+    }
+  }
+  if (!model) return usage_err("%s", "run needs a MODEL.rxm");
+
+  /* the artifact's own errors (truncated, corrupted, wrong version) come first, device or not */
+  rx_rt_artifact *art = NULL;
+  rx_status s = rx_rt_artifact_load(NULL, model, &art);
+  if (s) return fail(s);
+  rx_rt_artifact_release(art);
+  art = NULL;
+  rx_rt_device *d = NULL;
+  rx_rt_device_options opts = {NULL, -1, false};
+  if ((s = rx_rt_device_open(device, &opts, &d))) return fail(s);
+  int rc = 0;
+  rx_rt_tensor *inputs[MAX_INPUTS] = {0};
+  size_t nparams = 0;
+  rx_rt_value *result = NULL;
+  if ((s = rx_rt_artifact_load(d, model, &art))) goto done;
+  size_t fi = 0, nfn = rx_rt_artifact_function_count(art);
+  while (fi < nfn && strcmp(rx_rt_artifact_function_name(art, fi), fn)) fi++;
+  if (fi == nfn) { /* the VM's message lists the functions */
+    s = rx_rt_vm_call(art, fn, NULL, 0, &result);
+    goto done;
+  }
+  nparams = rx_rt_artifact_function_param_count(art, fi);
+  if (nparams > MAX_INPUTS) {
+    s = rx_status_make(RX_ERR_UNSUPPORTED, "%s has %zu parameters, relaxc run takes at most %d", fn,
+                       nparams, MAX_INPUTS);
+    goto done;
+  }
+  /* each --input to its parameter */
+  for (int k = 0; k < nin && !s; k++) {
+    size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
+    rx_rt_param_info info;
+    for (; pi < nparams; pi++) {
+      rx_rt_artifact_function_param(art, fi, pi, &info);
+      if (strlen(info.name) == nlen && !strncmp(info.name, in_names[k], nlen)) break;
+    }
+    if (pi == nparams) {
+      rx_strbuf names = {0};
+      for (size_t j = 0; j < nparams; j++) {
+        rx_rt_artifact_function_param(art, fi, j, &info);
+        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", info.name);
+      }
+      s = rx_status_make(RX_ERR_INVALID,
+                         "--input %.*s: %s has no parameter '%.*s' (parameters: "
+                         "%s)",
+                         (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
+                         names.data ? names.data : "none");
+      rx_strbuf_free(&names);
+      break;
+    }
+    if (inputs[pi]) {
+      s = rx_status_make(RX_ERR_INVALID, "--input %s: parameter '%s' is given twice", in_names[k],
+                         info.name);
+      break;
+    }
+    const char *spec = in_specs[k];
+    if (!strncmp(spec, "random:", 7)) {
+      rx_dtype dt;
+      int ndim;
+      int64_t shape[RX_RT_MAX_NDIM];
+      if (!parse_random(spec + 7, info.dtype, &dt, &ndim, shape)) {
+        rx_rt_artifact_release(art);
+        rx_rt_device_release(d);
+        for (size_t j = 0; j < nparams; j++) rx_rt_tensor_release(inputs[j]);
+        return usage_err("--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)", spec);
+      }
+      size_t count = 1;
+      bool too_big = false;
+      for (int j = 0; j < ndim; j++) {
+        if (shape[j] && count > ((size_t)1 << 40) / (size_t)shape[j]) too_big = true;
+        count *= (size_t)shape[j];
+      }
+      if (too_big) {
+        s = rx_status_make(RX_ERR_INVALID, "--input %s: the shape is too large", in_names[k]);
+        break;
+      }
+      size_t bytes = count * rx_rt_dtype_size(dt);
+      void *data = malloc(bytes ? bytes : 1);
+      fill_random(data, dt, count, (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u);
+      s = rx_rt_tensor_from_host(d, dt, ndim, shape, data, &inputs[pi]);
+      free(data);
+    } else {
+      rx_npy a;
+      if (!(s = rx_npy_read(spec, &a))) {
+        s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        rx_npy_free(&a);
+      }
+    }
+    if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
+  }
+  for (size_t pi = 0; pi < nparams && !s; pi++)
+    if (!inputs[pi]) {
+      rx_rt_param_info info;
+      rx_rt_artifact_function_param(art, fi, pi, &info);
+      s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
+                         info.name, info.expected);
+    }
+  if (s) goto done;
+  if ((s = rx_rt_vm_call(art, fn, inputs, nparams, &result))) goto done;
+  printer pr = {output, 0, NULL};
+  print_value(&pr, result, "result");
+  if ((s = pr.err)) goto done;
+  if (bench) {
+    double ms = 0;
+    rx_rt_value_release(result);
+    result = NULL;
+    if ((s = rx_rt_vm_bench(art, fn, inputs, nparams, 1, (int)bench, &ms))) goto done;
+    printf("bench: %lld calls, %.4f ms per call (%s)\n", bench, ms, rx_rt_device_get_info(d)->name);
+  }
+done:
+  if (s) rc = fail(s);
+  rx_rt_value_release(result);
+  for (size_t j = 0; j < MAX_INPUTS; j++) rx_rt_tensor_release(inputs[j]);
+  rx_rt_artifact_release(art);
+  if (d) {
+    const char *last = NULL;
+    size_t nv = rx_rt_device_validation_messages(d, &last);
+    if (nv) {
+      fprintf(stderr, "relaxc: error: %zu Vulkan validation messages, the last: %s\n", nv, last);
+      rc = 1;
+    }
+  }
+  rx_rt_device_release(d);
+  return rc;
+}
