@@ -1,0 +1,200 @@
+/* End to end: whole graph functions with symbolic shapes compiled once into one artifact and run
+ * at several values of their symbolic dimension.
+ *
+ * For each model of tests/e2e (an MLP over n rows, a decoder layer over a sequence length s, a
+ * conv net over a batch b): relaxc_compile for vulkan, cuda and metal together (one artifact),
+ * then, for every case of tests/e2e/data/manifest.txt, the artifact runs through the runtime's VM
+ * on Vulkan (lavapipe here, under the validation layer) and its output is compared with the
+ * NumPy reference (tests/e2e/gen_e2e.py, float64 from the float32 inputs). The same is done with
+ * fusion off: fused and unfused artifacts must both match.
+ *
+ * Tolerance: normalized error max|got - want| / max(1, max|want|) <= 1e-4 (f32 with reductions
+ * of up to 512 terms in another order than NumPy's).
+ *
+ * usage: test_e2e TESTS_DIR */
+#include "base/base.h"
+#include "base/npy.h"
+#include "ir/ir.h"
+#include "passes/pipeline.h"
+#include "relaxc/runtime.h"
+#include "targets/target.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-4
+
+static int passed, failed, skipped;
+
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    failed++;                                                                                      \
+    fprintf(stderr, "FAIL: " __VA_ARGS__);                                                         \
+    fputc('\n', stderr);                                                                           \
+  } while (0)
+
+/* Compiles tests/e2e/MODEL.rx for every target into artifact bytes (heap); NULL on failure. */
+static unsigned char *compile_model(const char *dir, const char *model, bool fuse, size_t *len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/e2e/%s.rx", dir, model);
+  char *text;
+  size_t n;
+  rx_status s = rx_read_file(path, &text, &n);
+  if (s) {
+    FAIL("%s", rx_status_message(s));
+    rx_status_free(s);
+    return NULL;
+  }
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  rx_compile_options o = {.no_fuse = !fuse};
+  const char *names[] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
+    rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
+    RX_ASSERT(!ts);
+  }
+  rx_compile_result r;
+  unsigned char *bytes = NULL;
+  if (!rx_parse_module(m, path, text, n, &diag) || !rx_compile(m, &o, &diag, &r)) {
+    FAIL("%s (fuse %d): does not compile:\n%s", model, fuse, rx_diag_text(&diag));
+  } else {
+    bytes = r.artifact;
+    *len = r.artifact_len;
+    r.artifact = NULL;
+    printf("%s (fusion %s): %d tensor programs, artifact %zu bytes\n", model, fuse ? "on" : "off",
+           r.nprograms, *len);
+  }
+  rx_compile_result_free(&r);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  free(text);
+  return bytes;
+}
+
+/* Runs one manifest case: returns after counting a pass or a failure. */
+static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, char *line,
+                     const char *label) {
+  char *model = strtok(line, "|"), *dims = strtok(NULL, "|"), *ins = strtok(NULL, "|"),
+       *out = strtok(NULL, "|\n");
+  if (!model || !dims || !ins || !out) {
+    FAIL("malformed manifest line");
+    return;
+  }
+  char what[256];
+  snprintf(what, sizeof what, "%s at %s (%s)", model, dims, label);
+  rx_rt_tensor *inputs[16] = {0};
+  size_t n = 0;
+  rx_status s = NULL;
+  char path[1024];
+  for (char *f = strtok(ins, ","); f && !s && n < 16; f = strtok(NULL, ",")) {
+    rx_npy a;
+    snprintf(path, sizeof path, "%s/e2e/data/%s", dir, f);
+    s = rx_npy_read(path, &a);
+    if (!s) s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, &inputs[n++]);
+    if (!s) rx_npy_free(&a);
+  }
+  rx_npy want = {0};
+  snprintf(path, sizeof path, "%s/e2e/data/%s", dir, out);
+  if (!s) s = rx_npy_read(path, &want);
+  rx_rt_value *result = NULL;
+  if (!s) s = rx_rt_vm_call(art, "main", inputs, n, &result);
+  if (s) {
+    FAIL("%s: %s", what, rx_status_message(s));
+  } else {
+    rx_rt_tensor *t = rx_rt_value_tensor(result);
+    size_t count = rx_npy_count(&want);
+    float *got = rx_calloc(count ? count : 1, sizeof *got);
+    if (!t) {
+      FAIL("%s: the result is not a tensor", what);
+    } else if (rx_rt_tensor_ndim(t) != want.ndim ||
+               memcmp(rx_rt_tensor_shape(t), want.shape, sizeof(int64_t) * (size_t)want.ndim)) {
+      FAIL("%s: result shape differs from the reference", what);
+    } else if ((s = rx_rt_tensor_read(t, got, count * sizeof *got))) {
+      FAIL("%s: reading the result: %s", what, rx_status_message(s));
+    } else {
+      const float *w = want.data;
+      double maxdiff = 0, maxref = 1;
+      for (size_t i = 0; i < count; i++) {
+        double d = isnan(got[i]) ? INFINITY : fabs((double)got[i] - w[i]);
+        if (d > maxdiff) maxdiff = d;
+        if (fabs(w[i]) > maxref) maxref = fabs(w[i]);
+      }
+      if (maxdiff / maxref <= TOL) {
+        passed++;
+        printf("  %s: normalized error %.2g\n", what, maxdiff / maxref);
+      } else {
+        FAIL("%s: normalized error %.3g > %g", what, maxdiff / maxref, TOL);
+      }
+    }
+    free(got);
+  }
+  rx_status_free(s);
+  rx_rt_value_release(result);
+  rx_npy_free(&want);
+  for (size_t i = 0; i < n; i++) rx_rt_tensor_release(inputs[i]);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "tests";
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  rx_rt_device *dev = NULL;
+  rx_rt_device_options dopts = {.validation = 1};
+  rx_status s = rx_rt_device_open("vulkan:0", &dopts, &dev);
+  if (s) {
+    printf("e2e: Vulkan unavailable: %s\n", rx_status_message(s));
+    rx_status_free(s);
+    printf("e2e: 0 passed, 0 failed, 1 skipped\n");
+    return 77;
+  }
+  char manifest_path[1024];
+  snprintf(manifest_path, sizeof manifest_path, "%s/e2e/data/manifest.txt", dir);
+  char *manifest;
+  size_t mlen;
+  s = rx_read_file(manifest_path, &manifest, &mlen);
+  if (s) {
+    FAIL("%s", rx_status_message(s));
+    rx_status_free(s);
+    manifest = rx_strdup("");
+  }
+  const char *models[] = {"mlp", "decoder", "convnet"};
+  for (size_t mi = 0; mi < RX_ARRAY_LEN(models); mi++) {
+    for (int fuse = 1; fuse >= 0; fuse--) {
+      size_t len = 0;
+      unsigned char *bytes = compile_model(dir, models[mi], fuse, &len);
+      if (!bytes) continue;
+      rx_rt_artifact *art = NULL;
+      s = rx_rt_artifact_load_memory(dev, bytes, len, models[mi], &art);
+      if (s) {
+        FAIL("%s: loading its artifact: %s", models[mi], rx_status_message(s));
+        rx_status_free(s);
+        free(bytes);
+        continue;
+      }
+      /* every manifest case of this model, from one artifact */
+      char *copy = rx_strdup(manifest), *save = NULL;
+      int cases = 0;
+      for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        size_t ml = strlen(models[mi]);
+        if (strncmp(line, models[mi], ml) != 0 || line[ml] != '|') continue;
+        char *l = rx_strdup(line);
+        run_case(dev, art, dir, l, fuse ? "fused" : "unfused");
+        free(l);
+        cases++;
+      }
+      if (cases == 0) FAIL("%s: no cases in the manifest", models[mi]);
+      free(copy);
+      rx_rt_artifact_release(art);
+      free(bytes);
+    }
+  }
+  const char *last = NULL;
+  size_t nmsg = rx_rt_device_validation_messages(dev, &last);
+  if (nmsg) FAIL("%zu Vulkan validation messages; the last: %s", nmsg, last ? last : "");
+  rx_rt_device_release(dev);
+  free(manifest);
+  printf("e2e: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
