@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: the bundled examples through what relaxc does today.
+# `make demo`: the bundled examples through relaxc.
 #  1. the front end on the model examples: parse, deduce shapes, verify, print;
 #  2. kernels for every target from examples/softmax.rx (CUDA C + PTX where NVRTC is present,
-#     GLSL + SPIR-V, MSL);
-#  3. the softmax run on the best backend present (RX_DEVICE picks another) at two sizes.
-# Compiling whole models into one artifact and `relaxc run` come with the next issue.
+#     GLSL + SPIR-V, MSL), run by examples/run_kernels at two sizes;
+#  3. the decoder layer compiled once for vulkan, cuda and metal into one artifact, inspected,
+#     and run at two sequence lengths on the best backend present (RX_DEVICE picks another).
 set -euo pipefail
 build=${1:-build}
 relaxc="$build/relaxc"
@@ -31,4 +31,17 @@ for sizes in "n=3 m=7" "n=5 m=1000"; do
   echo "== run_kernels $dir softmax $sizes"
   # shellcheck disable=SC2086
   "$build/run_kernels" "$dir" softmax $sizes
+done
+
+echo "== relaxc compile examples/decoder.rx --target vulkan,cuda,metal -o $out/decoder.rxm"
+"$relaxc" compile examples/decoder.rx --target vulkan,cuda,metal -o "$out/decoder.rxm"
+"$relaxc" inspect "$out/decoder.rxm"
+weights="--input attn_norm=random:256 --input wq=random:256x256 --input wk=random:256x256"
+weights+=" --input wv=random:256x256 --input wo=random:256x256 --input mlp_norm=random:256"
+weights+=" --input wg=random:256x688 --input wu=random:256x688 --input wd=random:688x256"
+for s in 7 64; do
+  echo "== relaxc run $out/decoder.rxm at sequence length $s"
+  # shellcheck disable=SC2086
+  "$relaxc" run "$out/decoder.rxm" --fn decoder_layer --input x=random:${s}x256 --input mask=random:${s}x${s} \
+    $weights --bench 3
 done
