@@ -108,6 +108,46 @@ void rx_ptrvec_free(rx_ptrvec *v) {
   memset(v, 0, sizeof *v);
 }
 
+static size_t ptr_slot(const void *p, size_t cap) {
+  return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+}
+
+static void ptrmap_grow(rx_ptrmap *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  rx_ptrmap n = {rx_calloc(cap, sizeof(void *)), rx_calloc(cap, sizeof(int)), cap, 0};
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i]) rx_ptrmap_put(&n, m->keys[i], m->vals[i]);
+  free(m->keys);
+  free(m->vals);
+  *m = n;
+}
+
+void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value) {
+  RX_ASSERT(key);
+  if ((m->len + 1) * 2 > m->cap) ptrmap_grow(m);
+  size_t i = ptr_slot(key, m->cap);
+  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->len++;
+  m->keys[i] = key;
+  m->vals[i] = value;
+}
+
+int rx_ptrmap_get(const rx_ptrmap *m, const void *key) {
+  if (!m->cap) return -1;
+  size_t i = ptr_slot(key, m->cap);
+  while (m->keys[i]) {
+    if (m->keys[i] == key) return m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return -1;
+}
+
+void rx_ptrmap_free(rx_ptrmap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
 static void strbuf_reserve(rx_strbuf *b, size_t extra) {
   if (b->len + extra + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 64;

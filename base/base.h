@@ -67,6 +67,16 @@ void rx_ptrvec_free(rx_ptrvec *v);
     (v)->data[(v)->len++] = (x);                                                                   \
   } while (0)
 
+/* ---- map from pointers to ints (heap, open addressing) ---- */
+typedef struct rx_ptrmap {
+  const void **keys;
+  int *vals;
+  size_t cap, len;
+} rx_ptrmap;
+void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value); /* key != NULL; replaces */
+int rx_ptrmap_get(const rx_ptrmap *m, const void *key);        /* -1 when absent */
+void rx_ptrmap_free(rx_ptrmap *m);
+
 /* ---- growable string buffer (heap) ---- */
 typedef struct rx_strbuf {
   char *data; /* always NUL-terminated once anything was appended */

@@ -22,46 +22,6 @@
 #define NONE 0xffffffffu
 
 /* ---- pointer -> int map ---- */
-typedef struct pmap {
-  const void **keys;
-  int *vals;
-  size_t cap, len;
-} pmap;
-static size_t phash(const void *p, size_t cap) {
-  return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-}
-static void pmap_put(pmap *m, const void *k, int v);
-static void pmap_grow(pmap *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  pmap n = {rx_calloc(cap, sizeof(void *)), rx_calloc(cap, sizeof(int)), cap, 0};
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->keys[i]) pmap_put(&n, m->keys[i], m->vals[i]);
-  free(m->keys);
-  free(m->vals);
-  *m = n;
-}
-static void pmap_put(pmap *m, const void *k, int v) {
-  if ((m->len + 1) * 2 > m->cap) pmap_grow(m);
-  size_t i = phash(k, m->cap);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  if (!m->keys[i]) m->len++;
-  m->keys[i] = k;
-  m->vals[i] = v;
-}
-static int pmap_get(const pmap *m, const void *k) {
-  if (!m->cap) return -1;
-  size_t i = phash(k, m->cap);
-  while (m->keys[i]) {
-    if (m->keys[i] == k) return m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return -1;
-}
-static void pmap_free(pmap *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
 
 typedef RX_VEC(uint32_t) wordvec;
 typedef RX_VEC(const rx_var *) varvec;
@@ -73,14 +33,14 @@ typedef struct lower {
   /* the string table: interned texts (pointer identity) -> id */
   rx_arena arena;
   rx_strtab strtab;
-  pmap str_ids;
+  rx_ptrmap str_ids;
   RX_VEC(const char *) strs;
   /* the host functions */
   RX_VEC(const rx_graph_fn *) fns;
   /* the function being lowered */
   const rx_graph_fn *fn;
   const rx_fn_plan *plan;
-  pmap regs;      /* rx_var* -> register */
+  rx_ptrmap regs;      /* rx_var* -> register */
   int nregs;
   int *storage_regs;
   wordvec code;
@@ -102,11 +62,11 @@ static void err(lower *L, rx_loc loc, const char *fmt, ...) {
 
 static uint32_t str_id(lower *L, const char *s, size_t n) {
   const char *p = rx_strtab_intern(&L->strtab, s, n);
-  int id = pmap_get(&L->str_ids, p);
+  int id = rx_ptrmap_get(&L->str_ids, p);
   if (id >= 0) return (uint32_t)id;
   id = (int)L->strs.len;
   RX_VEC_PUSH(&L->strs, p);
-  pmap_put(&L->str_ids, p, id);
+  rx_ptrmap_put(&L->str_ids, p, id);
   return (uint32_t)id;
 }
 static uint32_t str(lower *L, const char *s) { return str_id(L, s, strlen(s)); }
@@ -147,10 +107,10 @@ static bool all_bound(lower *L, const rx_expr *e) {
 
 static int new_reg(lower *L) { return L->nregs++; }
 static int var_reg(lower *L, const rx_var *v) {
-  int r = pmap_get(&L->regs, v);
+  int r = rx_ptrmap_get(&L->regs, v);
   if (r < 0) {
     r = new_reg(L);
-    pmap_put(&L->regs, v, r);
+    rx_ptrmap_put(&L->regs, v, r);
   }
   return r;
 }
@@ -314,7 +274,7 @@ static void emit_seq(lower *L, const rx_seq *s, int dst);
 static int emit_value(lower *L, const rx_node *n, int dst);
 static int value_reg(lower *L, const rx_node *n) {
   if (n->kind == RX_NODE_VAR) {
-    int r = pmap_get(&L->regs, n->var);
+    int r = rx_ptrmap_get(&L->regs, n->var);
     if (r < 0) err(L, n->loc, "'%s' is used before it is defined", n->var->name);
     return r;
   }
@@ -601,17 +561,17 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
   for (int b = 0; b < s->nblocks; b++)
     for (int i = 0; i < s->blocks[b]->nbindings; i++) bs[k++] = s->blocks[b]->bindings[i];
   /* last reads of the variables defined here, extended through aliases */
-  pmap local = {0};
+  rx_ptrmap local = {0};
   int *last = rx_calloc((size_t)k + 1, sizeof(int));
   for (int i = 0; i < k; i++) {
-    pmap_put(&local, bs[i]->var, i);
+    rx_ptrmap_put(&local, bs[i]->var, i);
     last[i] = i;
   }
   for (int i = 0; i <= k; i++) {
     varvec u = {0};
     node_uses(i < k ? bs[i]->value : s->result, &u);
     for (size_t j = 0; j < u.len; j++) {
-      int d = pmap_get(&local, u.data[j]);
+      int d = rx_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && i > last[d]) last[d] = i;
     }
     free(u.data);
@@ -621,7 +581,7 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
     varvec u = {0};
     node_uses(bs[i]->value, &u);
     for (size_t j = 0; j < u.len; j++) {
-      int d = pmap_get(&local, u.data[j]);
+      int d = rx_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && last[i] > last[d]) last[d] = last[i];
     }
     free(u.data);
@@ -649,7 +609,7 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
   }
   free(last);
   free(bs);
-  pmap_free(&local);
+  rx_ptrmap_free(&local);
 }
 
 static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wordvec *out) {
@@ -658,8 +618,8 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   L->nregs = f->nparams;
   L->code.len = 0;
   L->bound.len = 0;
-  pmap_free(&L->regs);
-  for (int i = 0; i < f->nparams; i++) pmap_put(&L->regs, f->params[i], i);
+  rx_ptrmap_free(&L->regs);
+  for (int i = 0; i < f->nparams; i++) rx_ptrmap_put(&L->regs, f->params[i], i);
   emit_params(L);
   int ns = L->plan ? L->plan->nstorages : 0;
   L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
@@ -714,8 +674,8 @@ bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host
   free(L.bound.data);
   free(L.strs.data);
   free(L.fns.data);
-  pmap_free(&L.regs);
-  pmap_free(&L.str_ids);
+  rx_ptrmap_free(&L.regs);
+  rx_ptrmap_free(&L.str_ids);
   rx_strtab_free(&L.strtab);
   rx_arena_free(&L.arena);
   return L.ok;

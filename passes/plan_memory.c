@@ -7,47 +7,7 @@
 #include <string.h>
 
 /* ---- a pointer -> int map (open addressing) ---- */
-typedef struct pmap {
-  const void **keys;
-  int *vals;
-  size_t cap, len;
-} pmap;
 
-static size_t phash(const void *p, size_t cap) {
-  return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-}
-static void pmap_put(pmap *m, const void *k, int v);
-static void pmap_grow(pmap *m) {
-  pmap n = {rx_calloc(m->cap ? m->cap * 2 : 64, sizeof(void *)), NULL, m->cap ? m->cap * 2 : 64, 0};
-  n.vals = rx_calloc(n.cap, sizeof(int));
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->keys[i]) pmap_put(&n, m->keys[i], m->vals[i]);
-  free(m->keys);
-  free(m->vals);
-  *m = n;
-}
-static void pmap_put(pmap *m, const void *k, int v) {
-  if ((m->len + 1) * 2 > m->cap) pmap_grow(m);
-  size_t i = phash(k, m->cap);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  if (!m->keys[i]) m->len++;
-  m->keys[i] = k;
-  m->vals[i] = v;
-}
-static int pmap_get(const pmap *m, const void *k) {
-  if (!m->cap) return -1;
-  size_t i = phash(k, m->cap);
-  while (m->keys[i]) {
-    if (m->keys[i] == k) return m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return -1;
-}
-static void pmap_free(pmap *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
 
 /* ---- uses of a node: every graph variable it reads (nested if branches included) ---- */
 typedef RX_VEC(const rx_var *) varvec;
@@ -80,7 +40,7 @@ typedef struct fplan {
   rx_module *m;
   const rx_graph_fn *fn;
   rx_analyzer *an;
-  pmap var_index;       /* rx_var* -> index into roots */
+  rx_ptrmap var_index;       /* rx_var* -> index into roots */
   RX_VEC(intvec) roots; /* per variable: the allocations it may refer to */
   RX_VEC(rx_mem_alloc) allocs;
 } fplan;
@@ -92,7 +52,7 @@ static void add_root(intvec *v, int a) {
 }
 
 static intvec *roots_of(fplan *p, const rx_var *v) {
-  int i = pmap_get(&p->var_index, v);
+  int i = rx_ptrmap_get(&p->var_index, v);
   return i < 0 ? NULL : &p->roots.data[i];
 }
 
@@ -192,7 +152,7 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
       mark_uses(&p, bd->value, pos, false);
       intvec r = {0};
       binding_roots(&p, bd, pos, &r);
-      pmap_put(&p.var_index, bd->var, (int)p.roots.len);
+      rx_ptrmap_put(&p.var_index, bd->var, (int)p.roots.len);
       RX_VEC_PUSH(&p.roots, r);
     }
   mark_uses(&p, fn->body.result, pos, true);
@@ -243,7 +203,7 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   for (size_t i = 0; i < p.roots.len; i++) free(p.roots.data[i].data);
   free(p.roots.data);
   free(p.allocs.data);
-  pmap_free(&p.var_index);
+  rx_ptrmap_free(&p.var_index);
   rx_analyzer_free(p.an);
 }
 
