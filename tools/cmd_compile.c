@@ -24,31 +24,6 @@ static int usage_err(const char *msg, const char *arg) {
   return 2;
 }
 
-static char *read_input(const char *path, size_t *len) {
-  if (strcmp(path, "-") != 0) {
-    char *text = NULL;
-    rx_status st = rx_read_file(path, &text, len);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      return NULL;
-    }
-    return text;
-  }
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
-  *len = b.len;
-  if (ferror(stdin)) {
-    rx_strbuf_free(&b);
-    fputs("relaxc: error: cannot read standard input\n", stderr);
-    return NULL;
-  }
-  if (!b.data) rx_strbuf_appendn(&b, "", 0);
-  return rx_strbuf_take(&b);
-}
-
 /* Parses "vulkan,cuda,metal" into o->targets; prints the error and returns false. */
 static bool parse_targets(const char *list, rx_compile_options *o) {
   const char *p = list;
@@ -125,7 +100,7 @@ int rx_cmd_compile(int argc, char **argv) {
   }
   if (!parse_targets(target, &o)) return 1;
   size_t len = 0;
-  char *text = read_input(file, &len);
+  char *text = rx_cli_read_input(file, &len);
   if (!text) return 1;
 
   rx_module *m = rx_module_new();

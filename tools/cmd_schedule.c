@@ -21,20 +21,6 @@ static int usage_err(const char *msg, const char *arg) {
   return 2;
 }
 
-static char *read_all(FILE *f, size_t *len) {
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) rx_strbuf_appendn(&b, buf, n);
-  *len = b.len;
-  if (ferror(f)) {
-    rx_strbuf_free(&b);
-    return NULL;
-  }
-  if (!b.data) rx_strbuf_appendn(&b, "", 0);
-  return rx_strbuf_take(&b);
-}
-
 /* The module printed, with the rule comment inserted before each `tensor_fn NAME(`. */
 static void print_with_comments(rx_module *m, const char **names, char **comments, int n) {
   rx_strbuf out = {0};
@@ -83,22 +69,9 @@ int rx_cmd_schedule(int argc, char **argv) {
   }
   char *text = NULL;
   size_t len = 0;
-  const char *name = file;
-  if (strcmp(file, "-") == 0) {
-    name = "<stdin>";
-    text = read_all(stdin, &len);
-    if (!text) {
-      fputs("relaxc: error: cannot read standard input\n", stderr);
-      return 1;
-    }
-  } else {
-    st = rx_read_file(file, &text, &len);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      return 1;
-    }
-  }
+  const char *name = rx_cli_input_name(file);
+  text = rx_cli_read_input(file, &len);
+  if (!text) return 1;
   rx_module *m = rx_module_new();
   rx_diag diag;
   rx_diag_init(&diag);

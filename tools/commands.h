@@ -10,4 +10,11 @@ int rx_cmd_compile(int argc, char **argv);  /* tools/cmd_compile.c */
 int rx_cmd_run(int argc, char **argv);      /* tools/cmd_run.c */
 int rx_cmd_inspect(int argc, char **argv);  /* tools/cmd_inspect.c */
 
+#include <stddef.h>
+
+/* tools/cli.c: the text of FILE, or of standard input for "-" (heap; NULL after printing why). */
+char *rx_cli_read_input(const char *path, size_t *out_len);
+/* The name diagnostics use for FILE: "<stdin>" for "-". */
+const char *rx_cli_input_name(const char *path);
+
 #endif

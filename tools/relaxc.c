@@ -50,40 +50,13 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-/* Reads all of stdin into a heap string. */
-static char *read_stdin(size_t *out_len) {
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
-  *out_len = b.len;
-  if (ferror(stdin)) {
-    rx_strbuf_free(&b);
-    return NULL;
-  }
-  return rx_strbuf_take(&b);
-}
-
 /* check and print: parse, normalize, verify, then (print) write the module. */
 static int run_file(const char *path, bool print) {
   char *text = NULL;
   size_t len = 0;
-  const char *name = path;
-  if (strcmp(path, "-") == 0) {
-    name = "<stdin>";
-    text = read_stdin(&len);
-    if (!text) {
-      fputs("relaxc: error: cannot read standard input\n", stderr);
-      return EXIT_ERRORS;
-    }
-  } else {
-    rx_status st = rx_read_file(path, &text, &len);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      return EXIT_ERRORS;
-    }
-  }
+  const char *name = rx_cli_input_name(path);
+  text = rx_cli_read_input(path, &len);
+  if (!text) return EXIT_ERRORS;
   rx_module *m = rx_module_new();
   rx_diag diag;
   rx_diag_init(&diag);
