@@ -20,6 +20,9 @@ PACKAGES=(
   mesa-vulkan-drivers     # lavapipe: Vulkan on the CPU, how CI runs Vulkan kernels
   vulkan-validationlayers # the Khronos validation layer the Vulkan tests run under
   glslang-tools  # glslangValidator for the runtime's hand-written test shaders
+  protobuf-c-compiler # protoc-c generates the ONNX parser at build time
+  libprotobuf-c-dev   # its runtime library
+  libonnx-dev         # onnx.proto
 )
 
 missing=()

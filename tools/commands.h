@@ -9,6 +9,7 @@ int rx_cmd_codegen(int argc, char **argv);  /* tools/cmd_codegen.c */
 int rx_cmd_compile(int argc, char **argv);  /* tools/cmd_compile.c */
 int rx_cmd_run(int argc, char **argv);      /* tools/cmd_run.c */
 int rx_cmd_inspect(int argc, char **argv);  /* tools/cmd_inspect.c */
+int rx_cmd_import(int argc, char **argv);   /* tools/cmd_import.c */
 
 #include <stddef.h>
 

@@ -29,6 +29,7 @@ static void usage(FILE *out) {
         "  run MODEL.rxm [--device D] [--fn F] --input X=FILE.npy|random:SHAPE [--output OUT.npy] [--bench N]\n"
         "               call a function of an artifact; prints result shapes and checksums\n"
         "  inspect MODEL.rxm [--code]   an artifact's functions, facts, planned memory, kernels, sections\n"
+        "  import MODEL.onnx [-o OUT.rx]   import an ONNX model and print it (symbolic dims kept)\n"
         "\n"
         "FILE may be '-' to read standard input.\n"
         "\n"
@@ -96,6 +97,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "compile") == 0) return rx_cmd_compile(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "run") == 0) return rx_cmd_run(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "inspect") == 0) return rx_cmd_inspect(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "import") == 0) return rx_cmd_import(argc - 1, argv + 1);
   const char *cmd = NULL;
   const char *file = NULL;
   int nfiles = 0;

@@ -1,0 +1,1046 @@
+/* frontends/onnx/import.c: ONNX ModelProto -> one relaxc graph function `main` (see
+ * onnx_import.h). The protobuf is decoded by the protobuf-c code generated at build time from
+ * libonnx-dev's onnx.proto (frontends/onnx/onnx.cmake); the graph is built with the builder API,
+ * so every binding's struct info is deduced as it is emitted and shape computations can read it.
+ *
+ * Every ONNX value is one of three kinds: a tensor (a graph variable), a symbolic integer value
+ * (a scalar or a short vector of symbolic expressions: the results of Shape, Gather on a shape,
+ * Concat of shapes, integer constants, ...), or a float scalar constant (passed to ops as a
+ * weakly typed literal). Symbolic values never become runtime tensors: Reshape and Expand take
+ * them as shape literals. */
+#include "onnx_import.h"
+
+#include "../../ir/ir.h"
+
+#include RX_ONNX_PB_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SYM_MAX 16 /* longest symbolic integer vector (a shape of rank up to 16) */
+
+typedef enum vkind { V_TENSOR, V_SYM, V_FCONST } vkind;
+
+typedef struct val {
+  const char *name; /* the ONNX value name (owned by the unpacked model) */
+  vkind kind;
+  rx_var *var;                 /* V_TENSOR */
+  int sndim;                   /* V_SYM: 0 scalar, 1 vector */
+  int slen;                    /* V_SYM: number of values (1 for a scalar) */
+  const rx_expr *s[SYM_MAX];   /* V_SYM */
+  double f;                    /* V_FCONST */
+} val;
+
+typedef struct imp {
+  rx_module *m;
+  rx_builder *b;
+  const char *file;
+  int64_t opset;
+  val *vals;
+  int nvals, cap;
+  int fresh; /* next fresh dim name d<N> */
+} imp;
+
+/* ---- the supported operators, listed once ---- */
+static const char *const supported_ops[] = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "And", "Or", "Max", "Min", "Where", "MatMul", "Gemm", "Relu", "Sigmoid",
+    "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Sin", "Cos", "Floor", "Ceil", "Not",
+    "Reciprocal", "Softmax", "LogSoftmax", "Reshape", "Transpose", "Unsqueeze", "Squeeze",
+    "Concat", "Gather", "Shape", "Constant", "Identity", "Dropout", "Cast", "ReduceMean",
+    "ReduceSum", "ReduceMax", "ReduceMin", "LayerNormalization", "Gelu", "Expand",
+    "ConstantOfShape", "Range"};
+
+static bool is_supported(const char *op) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(supported_ops); i++)
+    if (!strcmp(op, supported_ops[i])) return true;
+  return false;
+}
+
+/* ONNX elementwise ops and their relaxc ops */
+static const char *const unary_ops[][2] = {
+    {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
+    {"Sqrt", "sqrt"}, {"Neg", "neg"},         {"Abs", "abs"},   {"Erf", "erf"}, {"Sin", "sin"},
+    {"Cos", "cos"},   {"Floor", "floor"},     {"Ceil", "ceil"}, {"Not", "not"}};
+static const char *const binary_ops[][2] = {
+    {"Add", "add"},         {"Sub", "subtract"},  {"Mul", "multiply"},
+    {"Div", "divide"},      {"Pow", "power"},     {"Equal", "equal"},
+    {"Less", "less"},       {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
+    {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
+    {"Max", "maximum"},     {"Min", "minimum"}};
+
+static const char *lookup(const char *const (*t)[2], size_t n, const char *op) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(t[i][0], op)) return t[i][1];
+  return NULL;
+}
+
+/* ---- helpers ---- */
+
+static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...) RX_PRINTF(3, 4);
+static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...) {
+  rx_strbuf sb = {0};
+  rx_strbuf_printf(&sb, "%s: node '%s' (%s, opset %lld): ", I->file, n->name ? n->name : "",
+                   n->op_type, (long long)I->opset);
+  va_list ap;
+  va_start(ap, fmt);
+  rx_strbuf_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  char *msg = rx_strbuf_take(&sb);
+  rx_status s = rx_status_make(RX_ERR_UNSUPPORTED, "%s", msg);
+  free(msg);
+  return s;
+}
+
+static val *get(imp *I, const char *name) {
+  for (int i = I->nvals - 1; i >= 0; i--)
+    if (!strcmp(I->vals[i].name, name)) return &I->vals[i];
+  return NULL;
+}
+
+static val *def(imp *I, const char *name) {
+  if (I->nvals == I->cap) {
+    I->cap = I->cap ? 2 * I->cap : 64;
+    val *nv = rx_calloc((size_t)I->cap, sizeof *nv);
+    if (I->nvals) memcpy(nv, I->vals, sizeof *nv * (size_t)I->nvals);
+    free(I->vals);
+    I->vals = nv;
+  }
+  val *v = &I->vals[I->nvals++];
+  memset(v, 0, sizeof *v);
+  v->name = name;
+  return v;
+}
+
+/* The identifier for an ONNX name: other characters become '_', a leading digit gets 'v'. */
+static char *ident(const char *name) {
+  size_t n = strlen(name);
+  char *s = rx_calloc(n + 3, 1), *p = s;
+  if (n == 0 || (name[0] >= '0' && name[0] <= '9')) *p++ = 'v';
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    *p++ = ok ? c : '_';
+  }
+  return s;
+}
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name) {
+  for (size_t i = 0; i < n->n_attribute; i++)
+    if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+  return NULL;
+}
+static int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t d) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  return a && a->has_i ? a->i : d;
+}
+static double attr_f(const Onnx__NodeProto *n, const char *name, double d) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  return a && a->has_f ? a->f : d;
+}
+
+static const char *input(const Onnx__NodeProto *n, size_t i) {
+  return i < n->n_input && n->input[i] && n->input[i][0] ? n->input[i] : NULL;
+}
+
+static bool dtype_of(int32_t onnx, rx_dtype *out) {
+  switch (onnx) {
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = RX_DTYPE_F32; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = RX_DTYPE_F16; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = RX_DTYPE_BF16; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = RX_DTYPE_I64; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = RX_DTYPE_I32; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = RX_DTYPE_I16; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = RX_DTYPE_I8; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = RX_DTYPE_U8; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = RX_DTYPE_BOOL; return true;
+  default: return false;
+  }
+}
+
+static bool is_int_type(int32_t t) {
+  return t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || t == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+}
+
+static size_t tensor_count(const Onnx__TensorProto *t) {
+  size_t c = 1;
+  for (size_t i = 0; i < t->n_dims; i++) c *= t->dims[i] > 0 ? (size_t)t->dims[i] : 0;
+  return c;
+}
+
+/* Integer tensor values (int64_data, int32_data or raw_data); false when not readable. */
+static bool tensor_ints(const Onnx__TensorProto *t, int64_t *out, size_t max, size_t *out_n) {
+  size_t c = tensor_count(t);
+  if (c > max) return false;
+  *out_n = c;
+  if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+    if (t->n_int64_data == c) {
+      memcpy(out, t->int64_data, c * sizeof *out);
+      return true;
+    }
+    if (t->has_raw_data && t->raw_data.len == c * 8) {
+      memcpy(out, t->raw_data.data, c * 8);
+      return true;
+    }
+  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+    if (t->n_int32_data == c) {
+      for (size_t i = 0; i < c; i++) out[i] = t->int32_data[i];
+      return true;
+    }
+    if (t->has_raw_data && t->raw_data.len == c * 4) {
+      for (size_t i = 0; i < c; i++) {
+        int32_t v;
+        memcpy(&v, t->raw_data.data + 4 * i, 4);
+        out[i] = v;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Float tensor values (float_data, double_data or raw_data) into a heap array. */
+static float *tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
+  size_t c = tensor_count(t);
+  *out_n = c;
+  if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+    float *f = rx_calloc(c ? c : 1, sizeof *f);
+    if (t->n_float_data == c) {
+      if (c) memcpy(f, t->float_data, c * sizeof *f);
+      return f;
+    }
+    if (t->has_raw_data && t->raw_data.len == c * 4) {
+      if (c) memcpy(f, t->raw_data.data, c * 4);
+      return f;
+    }
+    free(f);
+  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && t->n_double_data == c) {
+    float *f = rx_calloc(c ? c : 1, sizeof *f);
+    for (size_t i = 0; i < c; i++) f[i] = (float)t->double_data[i];
+    return f;
+  }
+  return NULL;
+}
+
+static bool is_external(const Onnx__TensorProto *t) {
+  return t->has_data_location &&
+         t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+}
+
+/* The tensor of a Constant node's value (value, value_float, value_int, value_ints attributes
+ * are handled by the caller); NULL when absent. */
+static const Onnx__TensorProto *const_tensor(const Onnx__NodeProto *n) {
+  const Onnx__AttributeProto *a = attr(n, "value");
+  return a ? a->t : NULL;
+}
+
+/* Is this tensor a weight (a parameter) rather than a folded constant? */
+static bool is_weight(const Onnx__TensorProto *t, bool from_constant) {
+  if (is_int_type(t->data_type)) return false;
+  return !from_constant || tensor_count(t) > 1;
+}
+
+/* ---- parsing ---- */
+
+static rx_status unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out) {
+  *out = NULL;
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
+  if (!mp)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: not a valid ONNX model (the protobuf could not be decoded: "
+                          "truncated or corrupt file?)",
+                          name);
+  if (!mp->graph) {
+    onnx__model_proto__free_unpacked(mp, NULL);
+    return rx_status_make(RX_ERR_INVALID, "%s: the ONNX model has no graph", name);
+  }
+  *out = mp;
+  return NULL;
+}
+
+static int64_t model_opset(const Onnx__ModelProto *mp) {
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+    if ((!o->domain || !o->domain[0] || !strcmp(o->domain, "ai.onnx")) && o->has_version)
+      return o->version;
+  }
+  return 0;
+}
+
+/* Every weight in parameter order: float initializers, then large float Constant tensors. */
+typedef void (*weight_fn)(void *ctx, const char *name, const Onnx__TensorProto *t);
+static void each_weight(const Onnx__GraphProto *g, weight_fn fn, void *ctx) {
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (is_weight(g->initializer[i], false)) fn(ctx, g->initializer[i]->name, g->initializer[i]);
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    const Onnx__TensorProto *t;
+    if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 &&
+        (t = const_tensor(n)) && is_weight(t, true))
+      fn(ctx, n->output[0], t);
+  }
+}
+
+static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name)) return true;
+  return false;
+}
+
+/* ---- building ---- */
+
+static const rx_sinfo *tensor_sinfo(imp *I, const Onnx__TensorProto *t, rx_status *s) {
+  rx_dtype dt;
+  if (!dtype_of(t->data_type, &dt) || t->n_dims > 8) {
+    *s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported data type %d or rank",
+                        I->file, t->name ? t->name : "", (int)t->data_type);
+    return NULL;
+  }
+  const rx_expr *dims[8];
+  for (size_t i = 0; i < t->n_dims; i++) dims[i] = rx_sym_const(I->m, t->dims[i]);
+  return rx_sinfo_tensor(I->m, dt, (int)t->n_dims, dims);
+}
+
+typedef struct wctx {
+  imp *I;
+  rx_status s;
+} wctx;
+
+static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProto *t) {
+  wctx *w = ctx;
+  if (w->s) return;
+  if (is_external(t)) {
+    w->s = rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: initializer '%s' has external data, not supported yet", w->I->file,
+                          name);
+    return;
+  }
+  const rx_sinfo *si = tensor_sinfo(w->I, t, &w->s);
+  if (!si) return;
+  char *id = ident(name);
+  val *v = def(w->I, name);
+  v->kind = V_TENSOR;
+  w->s = rx_builder_param(w->I->b, id, si, &v->var);
+  free(id);
+}
+
+static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", I->file,
+                          vi->name);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  rx_dtype dt = RX_DTYPE_UNKNOWN;
+  if (!dtype_of(tt->elem_type, &dt))
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': unsupported element type %d",
+                          I->file, vi->name, (int)tt->elem_type);
+  const rx_sinfo *si;
+  if (!tt->shape) {
+    si = rx_sinfo_tensor(I->m, dt, -1, NULL);
+  } else {
+    const rx_expr *dims[16];
+    if (tt->shape->n_dim > 16)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': rank over 16", I->file,
+                            vi->name);
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+      const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+      if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        dims[i] = rx_sym_const(I->m, d->dim_value);
+      } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                 d->dim_param && d->dim_param[0]) {
+        char *id = ident(d->dim_param);
+        dims[i] = rx_sym_var(I->m, id);
+        free(id);
+      } else {
+        char nm[32];
+        snprintf(nm, sizeof nm, "d%d", I->fresh++);
+        dims[i] = rx_sym_var(I->m, nm);
+      }
+    }
+    si = rx_sinfo_tensor(I->m, dt, (int)tt->shape->n_dim, dims);
+  }
+  char *id = ident(vi->name);
+  val *v = def(I, vi->name);
+  v->kind = V_TENSOR;
+  rx_status s = rx_builder_param(I->b, id, si, &v->var);
+  free(id);
+  return s;
+}
+
+/* A value as an op argument. */
+static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node **out) {
+  *out = NULL;
+  val *v = name ? get(I, name) : NULL;
+  if (!v) return node_err(I, n, "input '%s' is not defined", name ? name : "(missing)");
+  if (v->kind == V_TENSOR) *out = rx_arg_var(I->b, v->var);
+  else if (v->kind == V_FCONST) *out = rx_arg_float(I->b, v->f);
+  else if (v->sndim == 0) *out = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0]);
+  else
+    return node_err(I, n, "input '%s' is a shape value used as a tensor (not supported yet)",
+                    name);
+  return NULL;
+}
+
+static rx_status emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
+                      int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out) {
+  rx_status s = rx_emit_op(I->b, op, args, nargs, attrs, nattrs, NULL, out);
+  if (s) {
+    rx_status a = node_err(I, n, "%s", rx_status_message(s));
+    rx_status_free(s);
+    return a;
+  }
+  return NULL;
+}
+
+static val *def_tensor(imp *I, const Onnx__NodeProto *n, rx_var *var) {
+  val *v = def(I, n->output[0]);
+  v->kind = V_TENSOR;
+  v->var = var;
+  return v;
+}
+
+static const rx_sinfo *tsinfo(val *v) {
+  return v && v->kind == V_TENSOR ? rx_var_sinfo(v->var) : NULL;
+}
+
+static int rank_of(val *v) {
+  const rx_sinfo *si = tsinfo(v);
+  return si && si->kind == RX_SINFO_TENSOR ? si->ndim : -1;
+}
+
+/* A symbolic int value of input i (required). */
+static rx_status sym_input(imp *I, const Onnx__NodeProto *n, size_t i, val **out) {
+  const char *nm = input(n, i);
+  val *v = nm ? get(I, nm) : NULL;
+  if (!v || v->kind != V_SYM)
+    return node_err(I, n, "input %zu ('%s') must be a constant or a shape computation", i,
+                    nm ? nm : "");
+  *out = v;
+  return NULL;
+}
+
+/* Integer list from input i (opset >= 13 style) or attribute name; *n = -1 when absent. */
+static rx_status int_list(imp *I, const Onnx__NodeProto *n, size_t i, const char *name,
+                          int64_t *out, int *count) {
+  *count = -1;
+  const Onnx__AttributeProto *a = attr(n, name);
+  if (a && a->n_ints <= SYM_MAX) {
+    for (size_t k = 0; k < a->n_ints; k++) out[k] = a->ints[k];
+    *count = (int)a->n_ints;
+    return NULL;
+  }
+  if (!input(n, i)) return NULL;
+  val *v;
+  RX_RETURN_IF_ERROR(sym_input(I, n, i, &v));
+  for (int k = 0; k < v->slen; k++) {
+    if (v->s[k]->kind != RX_EXPR_CONST)
+      return node_err(I, n, "input %zu must be constant", i);
+    out[k] = v->s[k]->value;
+  }
+  *count = v->slen;
+  return NULL;
+}
+
+static const rx_expr *sym_binary(imp *I, const char *op, const rx_expr *a, const rx_expr *b) {
+  if (!strcmp(op, "Add")) return rx_sym_add(I->m, a, b);
+  if (!strcmp(op, "Sub")) return rx_sym_sub(I->m, a, b);
+  if (!strcmp(op, "Mul")) return rx_sym_mul(I->m, a, b);
+  if (!strcmp(op, "Div")) return rx_sym_floordiv(I->m, a, b);
+  if (!strcmp(op, "Max")) return rx_sym_max(I->m, a, b);
+  if (!strcmp(op, "Min")) return rx_sym_min(I->m, a, b);
+  return NULL;
+}
+
+static double fconst_binary(const char *op, double a, double b) {
+  if (!strcmp(op, "Add")) return a + b;
+  if (!strcmp(op, "Sub")) return a - b;
+  if (!strcmp(op, "Mul")) return a * b;
+  if (!strcmp(op, "Div")) return a / b;
+  return pow(a, b);
+}
+
+/* A constant value from a Constant node or an integer initializer. */
+static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name,
+                              const Onnx__TensorProto *t) {
+  if (is_int_type(t->data_type)) {
+    int64_t vals[SYM_MAX];
+    size_t c;
+    if (t->n_dims > 1 || !tensor_ints(t, vals, SYM_MAX, &c))
+      return n ? node_err(I, n, "integer constant over %d elements or unreadable", SYM_MAX)
+               : rx_status_make(RX_ERR_UNSUPPORTED,
+                                "%s: integer initializer '%s' over %d elements or unreadable",
+                                I->file, name, SYM_MAX);
+    val *v = def(I, name);
+    v->kind = V_SYM;
+    v->sndim = (int)t->n_dims;
+    v->slen = (int)c;
+    for (size_t k = 0; k < c; k++) v->s[k] = rx_sym_const(I->m, vals[k]);
+    return NULL;
+  }
+  size_t c;
+  float *f = tensor_floats(t, &c);
+  if (!f || c != 1) {
+    free(f);
+    return node_err(I, n, "unsupported constant (data type %d)", (int)t->data_type);
+  }
+  val *v = def(I, name);
+  v->kind = V_FCONST;
+  v->f = f[0];
+  free(f);
+  return NULL;
+}
+
+static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
+  const char *op = n->op_type, *mapped;
+  rx_node *a[4] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  if (n->n_output < 1) return node_err(I, n, "node has no outputs");
+
+  if (!strcmp(op, "Constant")) {
+    const Onnx__TensorProto *t = const_tensor(n);
+    if (t) {
+      if (is_weight(t, true)) return NULL; /* a parameter already */
+      return def_constant(I, n, n->output[0], t);
+    }
+    const Onnx__AttributeProto *x;
+    val *v = def(I, n->output[0]);
+    if ((x = attr(n, "value_float"))) {
+      v->kind = V_FCONST;
+      v->f = x->f;
+    } else if ((x = attr(n, "value_int"))) {
+      v->kind = V_SYM;
+      v->slen = 1;
+      v->s[0] = rx_sym_const(I->m, x->i);
+    } else if ((x = attr(n, "value_ints")) && x->n_ints <= SYM_MAX) {
+      v->kind = V_SYM;
+      v->sndim = 1;
+      v->slen = (int)x->n_ints;
+      for (size_t k = 0; k < x->n_ints; k++) v->s[k] = rx_sym_const(I->m, x->ints[k]);
+    } else {
+      I->nvals--;
+      return node_err(I, n, "unsupported Constant attribute");
+    }
+    return NULL;
+  }
+  if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
+    val *src = input(n, 0) ? get(I, input(n, 0)) : NULL;
+    if (!src) return node_err(I, n, "input is not defined");
+    val copy = *src;
+    val *v = def(I, n->output[0]);
+    *v = copy;
+    v->name = n->output[0];
+    return NULL;
+  }
+  if ((mapped = lookup(unary_ops, RX_ARRAY_LEN(unary_ops), op))) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    RX_RETURN_IF_ERROR(emit(I, n, mapped, a, 1, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Reciprocal")) {
+    a[0] = rx_arg_float(I->b, 1.0);
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[1]));
+    RX_RETURN_IF_ERROR(emit(I, n, "divide", a, 2, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if ((mapped = lookup(binary_ops, RX_ARRAY_LEN(binary_ops), op))) {
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *y = input(n, 1) ? get(I, input(n, 1)) : NULL;
+    if (!x || !y) return node_err(I, n, "an input is not defined");
+    if (x->kind == V_SYM && y->kind == V_SYM && sym_binary(I, op, x->s[0], y->s[0])) {
+      /* shape arithmetic, with broadcasting of one-element values */
+      int len = x->slen > y->slen ? x->slen : y->slen;
+      if ((x->slen != len && x->slen != 1) || (y->slen != len && y->slen != 1))
+        return node_err(I, n, "shape values of lengths %d and %d do not broadcast", x->slen,
+                        y->slen);
+      val out = {.name = n->output[0], .kind = V_SYM,
+                 .sndim = x->sndim > y->sndim ? x->sndim : y->sndim, .slen = len};
+      for (int k = 0; k < len; k++)
+        out.s[k] = sym_binary(I, op, x->s[x->slen == 1 ? 0 : k], y->s[y->slen == 1 ? 0 : k]);
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+    if (x->kind == V_FCONST && y->kind == V_FCONST &&
+        (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") ||
+         !strcmp(op, "Pow"))) {
+      val *v = def(I, n->output[0]);
+      v->kind = V_FCONST;
+      v->f = fconst_binary(op, x->f, y->f);
+      return NULL;
+    }
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+    RX_RETURN_IF_ERROR(emit(I, n, mapped, a, 2, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Where")) {
+    for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+    RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "MatMul")) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+    RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Gemm")) {
+    rx_node *A, *B;
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &A));
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &B));
+    if (attr_i(n, "transA", 0)) {
+      RX_RETURN_IF_ERROR(emit(I, n, "permute", &A, 1, NULL, 0, &r));
+      A = rx_arg_var(I->b, r);
+    }
+    if (attr_i(n, "transB", 0)) {
+      RX_RETURN_IF_ERROR(emit(I, n, "permute", &B, 1, NULL, 0, &r));
+      B = rx_arg_var(I->b, r);
+    }
+    a[0] = A;
+    a[1] = B;
+    RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
+    double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
+    if (alpha != 1.0) {
+      a[0] = rx_arg_var(I->b, r);
+      a[1] = rx_arg_float(I->b, alpha);
+      RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
+    }
+    if (input(n, 2) && beta != 0.0) {
+      rx_node *C;
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &C));
+      if (beta != 1.0) {
+        rx_var *c;
+        a[0] = C;
+        a[1] = rx_arg_float(I->b, beta);
+        RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &c));
+        C = rx_arg_var(I->b, c);
+      }
+      a[0] = rx_arg_var(I->b, r);
+      a[1] = C;
+      RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+    }
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
+    int64_t axis = attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
+    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+    if (I->opset < 13 && rank >= 0 && axis != -1 && axis != rank - 1)
+      return node_err(I, n, "opset < 13 Softmax over axis %lld (flattening) is not supported",
+                      (long long)axis);
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    at[0] = rx_attr_int(I->m, "axis", axis);
+    RX_RETURN_IF_ERROR(
+        emit(I, n, op[0] == 'S' ? "softmax" : "log_softmax", a, 1, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Gelu")) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    const Onnx__AttributeProto *ap = attr(n, "approximate");
+    bool tanh_ = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
+    at[0] = rx_attr_str(I->m, "approximate", tanh_ ? "tanh" : "none");
+    RX_RETURN_IF_ERROR(emit(I, n, "gelu", a, 1, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Shape")) {
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+    const rx_sinfo *si = tsinfo(x);
+    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
+      return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+    int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", si->ndim);
+    if (start < 0) start += si->ndim;
+    if (end < 0) end += si->ndim;
+    if (start < 0) start = 0;
+    if (end > si->ndim) end = si->ndim;
+    val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1, .slen = 0};
+    for (int64_t k = start; k < end; k++) out.s[out.slen++] = si->shape[k];
+    *def(I, n->output[0]) = out;
+    return NULL;
+  }
+  if (!strcmp(op, "Gather")) {
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
+    if (!x || !idx) return node_err(I, n, "an input is not defined");
+    int64_t axis = attr_i(n, "axis", 0);
+    if (x->kind == V_SYM && idx->kind == V_SYM) {
+      if (x->sndim != 1 || axis != 0) return node_err(I, n, "gather from a scalar shape value");
+      val out = {.name = n->output[0], .kind = V_SYM, .sndim = idx->sndim, .slen = idx->slen};
+      for (int k = 0; k < idx->slen; k++) {
+        if (idx->s[k]->kind != RX_EXPR_CONST)
+          return node_err(I, n, "gather from a shape value at a non-constant index");
+        int64_t i = idx->s[k]->value;
+        if (i < 0) i += x->slen;
+        if (i < 0 || i >= x->slen)
+          return node_err(I, n, "index %lld out of range for a shape of length %d",
+                          (long long)idx->s[k]->value, x->slen);
+        out.s[k] = x->s[i];
+      }
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+    at[0] = rx_attr_int(I->m, "axis", axis);
+    RX_RETURN_IF_ERROR(emit(I, n, "take", a, 2, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+    bool unsq = op[0] == 'U';
+    int64_t axes[SYM_MAX];
+    int na;
+    RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+    if (!x) return node_err(I, n, "input is not defined");
+    if (x->kind == V_SYM) {
+      val out = *x;
+      out.name = n->output[0];
+      if (unsq && x->sndim == 0 && na == 1 && (axes[0] == 0 || axes[0] == -1)) out.sndim = 1;
+      else if (!unsq && x->sndim == 1 && x->slen == 1 && (na <= 0 || axes[0] == 0 || axes[0] == -1))
+        out.sndim = 0;
+      else return node_err(I, n, "unsupported on a shape value of rank %d", x->sndim);
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    int rank = rank_of(x);
+    if (unsq) {
+      if (na < 0) return node_err(I, n, "axes are required");
+      for (int k = 0; k < na; k++)
+        if (axes[k] < 0 && rank >= 0) axes[k] += rank + na;
+      at[0] = rx_attr_ints(I->m, "axes", axes, na);
+      RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", a, 1, at, 1, &r));
+    } else {
+      if (na > 0) at[0] = rx_attr_ints(I->m, "axes", axes, na);
+      RX_RETURN_IF_ERROR(emit(I, n, "squeeze", a, 1, at, na > 0 ? 1 : 0, &r));
+    }
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Concat")) {
+    bool all_sym = n->n_input > 0;
+    for (size_t k = 0; k < n->n_input; k++) {
+      val *v = input(n, k) ? get(I, input(n, k)) : NULL;
+      if (!v) return node_err(I, n, "input %zu is not defined", k);
+      if (v->kind != V_SYM) all_sym = false;
+    }
+    if (all_sym) {
+      val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
+      for (size_t k = 0; k < n->n_input; k++) {
+        val *v = get(I, input(n, k));
+        if (out.slen + v->slen > SYM_MAX) return node_err(I, n, "shape value too long");
+        for (int j = 0; j < v->slen; j++) out.s[out.slen++] = v->s[j];
+      }
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+    rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
+    rx_status s = NULL;
+    for (size_t k = 0; k < n->n_input && !s; k++) s = arg(I, n, input(n, k), &fields[k]);
+    rx_var *tup = NULL;
+    if (!s) s = rx_emit_tuple(I->b, fields, (int)n->n_input, NULL, &tup);
+    free(fields);
+    RX_RETURN_IF_ERROR(s);
+    a[0] = rx_arg_var(I->b, tup);
+    at[0] = rx_attr_int(I->m, "axis", attr_i(n, "axis", 0));
+    RX_RETURN_IF_ERROR(emit(I, n, "concat", a, 1, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Reshape") || !strcmp(op, "Expand") || !strcmp(op, "ConstantOfShape")) {
+    val *shp;
+    bool cos_ = op[0] == 'C';
+    RX_RETURN_IF_ERROR(sym_input(I, n, cos_ ? 0 : 1, &shp));
+    const rx_expr *dims[SYM_MAX];
+    val *x = cos_ ? NULL : get(I, input(n, 0));
+    if (!cos_ && !x) return node_err(I, n, "input is not defined");
+    const rx_sinfo *si = tsinfo(x);
+    for (int k = 0; k < shp->slen; k++) {
+      dims[k] = shp->s[k];
+      if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !attr_i(n, "allowzero", 0)) {
+        if (!si || !si->shape || k >= si->ndim)
+          return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
+        dims[k] = si->shape[k];
+      }
+    }
+    if (op[0] == 'R') {
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+      a[1] = rx_arg_shape(I->b, dims, shp->slen);
+      RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+    } else if (op[0] == 'E') {
+      /* bidirectional broadcast: x + zeros(shape) */
+      if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
+      a[0] = rx_arg_shape(I->b, dims, shp->slen);
+      at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
+      rx_var *z;
+      RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
+      a[0] = rx_arg_var(I->b, x->var);
+      a[1] = rx_arg_var(I->b, z);
+      RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+    } else {
+      const Onnx__AttributeProto *va = attr(n, "value");
+      rx_dtype dt = RX_DTYPE_F32;
+      double fill = 0;
+      if (va && va->t) {
+        const Onnx__TensorProto *t = va->t;
+        if (!dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
+        if (is_int_type(t->data_type)) {
+          int64_t iv;
+          size_t c;
+          if (!tensor_ints(t, &iv, 1, &c) || c != 1) return node_err(I, n, "bad value");
+          fill = (double)iv;
+        } else {
+          size_t c;
+          float *f = tensor_floats(t, &c);
+          if (!f || c != 1) {
+            free(f);
+            return node_err(I, n, "bad value");
+          }
+          fill = f[0];
+          free(f);
+        }
+      }
+      a[0] = rx_arg_shape(I->b, dims, shp->slen);
+      a[1] = rx_arg_float(I->b, fill);
+      at[0] = rx_attr_dtype(I->m, "dtype", dt);
+      RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &r));
+    }
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Transpose")) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    const Onnx__AttributeProto *p = attr(n, "perm");
+    int na = 0;
+    if (p && p->n_ints) {
+      at[0] = rx_attr_ints(I->m, "axes", p->ints, (int)p->n_ints);
+      na = 1;
+    }
+    RX_RETURN_IF_ERROR(emit(I, n, "permute", a, 1, at, na, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Cast")) {
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+    rx_dtype dt;
+    if (!x) return node_err(I, n, "input is not defined");
+    if (!dtype_of((int32_t)attr_i(n, "to", 0), &dt))
+      return node_err(I, n, "unsupported target type %lld", (long long)attr_i(n, "to", 0));
+    if (x->kind != V_TENSOR) {
+      val copy = *x;
+      copy.name = n->output[0];
+      *def(I, n->output[0]) = copy;
+      return NULL;
+    }
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    at[0] = rx_attr_dtype(I->m, "dtype", dt);
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strncmp(op, "Reduce", 6)) {
+    const char *rop = !strcmp(op, "ReduceMean") ? "mean"
+                      : !strcmp(op, "ReduceSum") ? "sum"
+                      : !strcmp(op, "ReduceMax") ? "max"
+                                                 : "min";
+    int64_t axes[SYM_MAX];
+    int na;
+    RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    int nat = 0;
+    if (na > 0) at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
+    else if (na == 0 && attr_i(n, "noop_with_empty_axes", 0)) {
+      val copy = *get(I, input(n, 0));
+      copy.name = n->output[0];
+      *def(I, n->output[0]) = copy;
+      return NULL;
+    }
+    at[nat++] = rx_attr_bool(I->m, "keepdims", attr_i(n, "keepdims", 1) != 0);
+    RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, nat, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "LayerNormalization")) {
+    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+    if (rank < 0) return node_err(I, n, "the input's rank is not known");
+    if (!input(n, 2)) return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
+    if (n->n_output > 1 && n->output[1] && n->output[1][0])
+      return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
+    int64_t axis = attr_i(n, "axis", -1), axes[SYM_MAX];
+    if (axis < 0) axis += rank;
+    int na = 0;
+    for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
+    for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+    at[0] = rx_attr_ints(I->m, "axes", axes, na);
+    at[1] = rx_attr_float(I->m, "epsilon", attr_f(n, "epsilon", 1e-5));
+    RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Range")) {
+    val *v[3];
+    bool all_const = true;
+    for (int k = 0; k < 3; k++) {
+      RX_RETURN_IF_ERROR(sym_input(I, n, (size_t)k, &v[k]));
+      if (v[k]->s[0]->kind != RX_EXPR_CONST) all_const = false;
+    }
+    if (all_const) {
+      int64_t st = v[0]->s[0]->value, en = v[1]->s[0]->value, step = v[2]->s[0]->value;
+      if (step == 0) return node_err(I, n, "step 0");
+      val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
+      for (int64_t i = st; step > 0 ? i < en : i > en; i += step) {
+        if (out.slen == SYM_MAX) goto tensor_range;
+        out.s[out.slen++] = rx_sym_const(I->m, i);
+      }
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+  tensor_range:
+    for (int k = 0; k < 3; k++) a[k] = rx_arg_prim(I->b, RX_DTYPE_I64, v[k]->s[0]);
+    RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 3, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  return node_err(I, n, "not supported");
+}
+
+static rx_status build(imp *I, const Onnx__ModelProto *mp) {
+  const Onnx__GraphProto *g = mp->graph;
+  /* every unsupported node, all in one message */
+  rx_strbuf un = {0};
+  int nun = 0;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx");
+    if (!n->op_type || foreign || !is_supported(n->op_type)) {
+      rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld)", i, n->name ? n->name : "",
+                       foreign ? n->domain : "", foreign ? "." : "",
+                       n->op_type ? n->op_type : "?", (long long)I->opset);
+      nun++;
+    }
+  }
+  if (nun) {
+    char *list = rx_strbuf_take(&un);
+    rx_status s = rx_status_make(RX_ERR_UNSUPPORTED,
+                                 "%s: %d unsupported ONNX node%s (supported: see "
+                                 "frontends/onnx/import.c):%s",
+                                 I->file, nun, nun == 1 ? "" : "s", list);
+    free(list);
+    return s;
+  }
+  rx_strbuf_free(&un);
+
+  for (size_t i = 0; i < g->n_input; i++)
+    if (!is_initializer(g, g->input[i]->name)) RX_RETURN_IF_ERROR(add_input(I, g->input[i]));
+  wctx w = {I, NULL};
+  each_weight(g, add_weight_param, &w);
+  RX_RETURN_IF_ERROR(w.s);
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (!is_weight(g->initializer[i], false))
+      RX_RETURN_IF_ERROR(def_constant(I, NULL, g->initializer[i]->name, g->initializer[i]));
+
+  RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(I->b));
+  for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
+
+  if (g->n_output == 0) return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
+  rx_node *outs[16];
+  if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
+  for (size_t i = 0; i < g->n_output; i++) {
+    val *v = get(I, g->output[i]->name);
+    if (!v || v->kind != V_TENSOR)
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: graph output '%s' is %s", I->file, g->output[i]->name,
+                            !v ? "not defined" : "a constant or shape value (not supported yet)");
+    outs[i] = rx_arg_var(I->b, v->var);
+  }
+  rx_node *result = outs[0];
+  if (g->n_output > 1) {
+    rx_var *t;
+    RX_RETURN_IF_ERROR(rx_emit_tuple(I->b, outs, (int)g->n_output, NULL, &t));
+    result = rx_arg_var(I->b, t);
+  }
+  RX_RETURN_IF_ERROR(rx_builder_end_dataflow(I->b));
+  rx_builder *b = I->b;
+  I->b = NULL;
+  return rx_builder_finish(b, result, NULL);
+}
+
+rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char *name,
+                         rx_diag *diag) {
+  (void)diag;
+  if (!name) name = "<onnx>";
+  Onnx__ModelProto *mp;
+  RX_RETURN_IF_ERROR(unpack(bytes, len, name, &mp));
+  imp I = {.m = m, .file = name, .opset = model_opset(mp)};
+  I.b = rx_builder_new(m, "main");
+  rx_status s = build(&I, mp);
+  if (I.b) rx_builder_free(I.b);
+  free(I.vals);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  return s;
+}
+
+/* ---- weights ---- */
+
+typedef struct wlist {
+  rx_onnx_weight *w;
+  int n;
+  const char *file;
+  rx_status s;
+} wlist;
+
+static void collect_weight(void *ctx, const char *name, const Onnx__TensorProto *t) {
+  wlist *l = ctx;
+  if (l->s) return;
+  size_t c;
+  float *f = is_external(t) || t->n_dims > 8 ? NULL : tensor_floats(t, &c);
+  if (!f) {
+    l->s = rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: weight '%s': only float32 data inline in the model is supported",
+                          l->file, name);
+    return;
+  }
+  rx_onnx_weight *w = &l->w[l->n++];
+  w->name = ident(name);
+  w->dtype = RX_DTYPE_F32;
+  w->ndim = (int)t->n_dims;
+  for (size_t i = 0; i < t->n_dims; i++) w->shape[i] = t->dims[i];
+  w->data = f;
+  w->count = c;
+}
+
+rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name,
+                          rx_onnx_weight **out_weights, int *out_n) {
+  *out_weights = NULL;
+  *out_n = 0;
+  if (!name) name = "<onnx>";
+  Onnx__ModelProto *mp;
+  RX_RETURN_IF_ERROR(unpack(bytes, len, name, &mp));
+  const Onnx__GraphProto *g = mp->graph;
+  wlist l = {.w = rx_calloc(g->n_initializer + g->n_node + 1, sizeof(rx_onnx_weight)),
+             .file = name};
+  each_weight(g, collect_weight, &l);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  if (l.s) {
+    rx_onnx_weights_free(l.w, l.n);
+    return l.s;
+  }
+  *out_weights = l.w;
+  *out_n = l.n;
+  return NULL;
+}
+
+void rx_onnx_weights_free(rx_onnx_weight *w, int n) {
+  for (int i = 0; i < n; i++) {
+    free(w[i].name);
+    free(w[i].data);
+  }
+  free(w);
+}

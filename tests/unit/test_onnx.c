@@ -1,0 +1,296 @@
+/* The ONNX frontend (frontends/onnx): models exported from PyTorch with dynamic axes
+ * (tests/onnx/export.py) imported, compiled once for Vulkan and run through the runtime's VM at
+ * every recorded shape (tests/onnx/data/manifest.txt), compared with PyTorch's outputs; plus the
+ * errors: a model with unsupported operators (all of them listed) and truncated files.
+ *
+ * Tolerance: normalized error max|got - want| / max(1, max|want|) <= 1e-4.
+ * Without Vulkan the import and error checks still run and the run cases are skipped.
+ *
+ * usage: test_onnx TESTS_DIR */
+#include "base/base.h"
+#include "base/npy.h"
+#include "ir/ir.h"
+#include "passes/pipeline.h"
+#include "relaxc/runtime.h"
+#include "targets/target.h"
+
+#ifdef RX_HAVE_ONNX
+#include "frontends/onnx/onnx_import.h"
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef RX_HAVE_ONNX
+
+#define TOL 1e-4
+
+static int passed, failed, skipped;
+
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    failed++;                                                                                      \
+    fprintf(stderr, "FAIL: " __VA_ARGS__);                                                         \
+    fputc('\n', stderr);                                                                           \
+  } while (0)
+
+static char *read_model(const char *dir, const char *model, size_t *len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/onnx/%s.onnx", dir, model);
+  char *bytes = NULL;
+  rx_status s = rx_read_file(path, &bytes, len);
+  if (s) {
+    FAIL("%s", rx_status_message(s));
+    rx_status_free(s);
+    return NULL;
+  }
+  return bytes;
+}
+
+/* Imports and compiles a model for Vulkan; the artifact bytes (heap) or NULL. */
+static unsigned char *compile_model(const char *bytes, size_t blen, const char *model,
+                                    size_t *len) {
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  unsigned char *art = NULL;
+  rx_status s = rx_onnx_import(m, bytes, blen, model, &diag);
+  if (s) {
+    FAIL("%s: import: %s", model, rx_status_message(s));
+    rx_status_free(s);
+  } else {
+    rx_compile_options o = {0};
+    rx_status ts = rx_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
+    RX_ASSERT(!ts);
+    rx_compile_result r;
+    if (!rx_compile(m, &o, &diag, &r)) {
+      FAIL("%s: does not compile:\n%s", model, rx_diag_text(&diag));
+    } else {
+      passed++; /* imported and compiled */
+      art = r.artifact;
+      *len = r.artifact_len;
+      r.artifact = NULL;
+      printf("%s: imported, %d tensor programs, artifact %zu bytes\n", model, r.nprograms, *len);
+    }
+    rx_compile_result_free(&r);
+  }
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  return art;
+}
+
+static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const rx_onnx_weight *w, int nw,
+                     const char *dir, char *line) {
+  char *model = strtok(line, "|"), *dims = strtok(NULL, "|"), *ins = strtok(NULL, "|"),
+       *out = strtok(NULL, "|\n");
+  if (!model || !dims || !ins || !out) {
+    FAIL("malformed manifest line");
+    return;
+  }
+  char what[256];
+  snprintf(what, sizeof what, "%s at %s", model, dims);
+  rx_rt_tensor *inputs[64] = {0};
+  size_t n = 0;
+  rx_status s = NULL;
+  char path[1024];
+  for (char *f = strtok(ins, ","); f && !s && n < 16; f = strtok(NULL, ",")) {
+    rx_npy a;
+    snprintf(path, sizeof path, "%s/onnx/data/%s", dir, f);
+    s = rx_npy_read(path, &a);
+    if (!s) {
+      s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, &inputs[n++]);
+      rx_npy_free(&a);
+    }
+  }
+  for (int i = 0; i < nw && !s && n < 64; i++)
+    s = rx_rt_tensor_from_host(dev, w[i].dtype, w[i].ndim, w[i].shape, w[i].data, &inputs[n++]);
+  rx_npy want = {0};
+  snprintf(path, sizeof path, "%s/onnx/data/%s", dir, out);
+  if (!s) s = rx_npy_read(path, &want);
+  rx_rt_value *result = NULL;
+  if (!s) s = rx_rt_vm_call(art, "main", inputs, n, &result);
+  if (s) {
+    FAIL("%s: %s", what, rx_status_message(s));
+  } else {
+    rx_rt_tensor *t = rx_rt_value_tensor(result);
+    size_t count = rx_npy_count(&want);
+    float *got = rx_calloc(count ? count : 1, sizeof *got);
+    if (!t) {
+      FAIL("%s: the result is not a tensor", what);
+    } else if (rx_rt_tensor_ndim(t) != want.ndim ||
+               memcmp(rx_rt_tensor_shape(t), want.shape, sizeof(int64_t) * (size_t)want.ndim)) {
+      FAIL("%s: result shape differs from PyTorch's", what);
+    } else if ((s = rx_rt_tensor_read(t, got, count * sizeof *got))) {
+      FAIL("%s: reading the result: %s", what, rx_status_message(s));
+    } else {
+      const float *wv = want.data;
+      double maxdiff = 0, maxref = 1;
+      for (size_t i = 0; i < count; i++) {
+        double d = isnan(got[i]) ? INFINITY : fabs((double)got[i] - wv[i]);
+        if (d > maxdiff) maxdiff = d;
+        if (fabs(wv[i]) > maxref) maxref = fabs(wv[i]);
+      }
+      if (maxdiff / maxref <= TOL) {
+        passed++;
+        printf("  %s: normalized error %.2g\n", what, maxdiff / maxref);
+      } else {
+        FAIL("%s: normalized error %.3g > %g", what, maxdiff / maxref, TOL);
+      }
+    }
+    free(got);
+  }
+  rx_status_free(s);
+  rx_rt_value_release(result);
+  rx_npy_free(&want);
+  for (size_t i = 0; i < n; i++) rx_rt_tensor_release(inputs[i]);
+}
+
+static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, const char *model) {
+  size_t blen, alen = 0;
+  char *bytes = read_model(dir, model, &blen);
+  if (!bytes) return;
+  unsigned char *art_bytes = compile_model(bytes, blen, model, &alen);
+  rx_onnx_weight *w = NULL;
+  int nw = 0;
+  rx_status s = rx_onnx_weights(bytes, blen, model, &w, &nw);
+  if (s) {
+    FAIL("%s: weights: %s", model, rx_status_message(s));
+    rx_status_free(s);
+  }
+  rx_rt_artifact *art = NULL;
+  if (art_bytes && dev && !s) {
+    s = rx_rt_artifact_load_memory(dev, art_bytes, alen, model, &art);
+    if (s) {
+      FAIL("%s: loading its artifact: %s", model, rx_status_message(s));
+      rx_status_free(s);
+      art = NULL;
+    }
+  }
+  char *copy = rx_strdup(manifest), *save = NULL;
+  int cases = 0;
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    size_t ml = strlen(model);
+    if (strncmp(line, model, ml) != 0 || line[ml] != '|') continue;
+    cases++;
+    if (!art) {
+      if (!dev) skipped++;
+      continue;
+    }
+    char *l = rx_strdup(line);
+    run_case(dev, art, w, nw, dir, l);
+    free(l);
+  }
+  if (cases == 0) FAIL("%s: no cases in the manifest", model);
+  free(copy);
+  rx_rt_artifact_release(art);
+  rx_onnx_weights_free(w, nw);
+  free(art_bytes);
+  free(bytes);
+}
+
+/* Unsupported operators: one error that lists every unsupported node. */
+static void test_unsupported(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "unsupported", &len);
+  if (!bytes) return;
+  rx_module *m = rx_module_new();
+  rx_status s = rx_onnx_import(m, bytes, len, "unsupported.onnx", NULL);
+  const char *msg = rx_status_message(s);
+  if (!s) FAIL("unsupported.onnx: imported without an error");
+  else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, "2 unsupported") ||
+           !strstr(msg, "'cumsum0': CumSum (opset 17)") || !strstr(msg, "'topk0': TopK (opset 17)") ||
+           strstr(msg, "Relu"))
+    FAIL("unsupported.onnx: unexpected error: %s", msg);
+  else passed++;
+  rx_status_free(s);
+  rx_module_free(m);
+  free(bytes);
+}
+
+/* Truncated and corrupted files: a clean error (or, rarely, a valid prefix), never a crash. */
+static void test_malformed(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "attention", &len);
+  if (!bytes) return;
+  int errors = 0, tries = 0;
+  for (size_t cut = 0; cut < len; cut += len / 97 + 1, tries++) {
+    rx_module *m = rx_module_new();
+    rx_status s = rx_onnx_import(m, bytes, cut, "truncated.onnx", NULL);
+    if (s) errors++;
+    rx_status_free(s);
+    rx_module_free(m);
+  }
+  /* flip bytes */
+  unsigned char *mut = rx_calloc(len, 1);
+  for (size_t i = 0; i < 200; i++, tries++) {
+    memcpy(mut, bytes, len);
+    size_t at = (i * 7919u) % len;
+    mut[at] ^= (unsigned char)(0x5a + i);
+    rx_module *m = rx_module_new();
+    rx_status s = rx_onnx_import(m, mut, len, "mutated.onnx", NULL);
+    if (s) errors++;
+    rx_status_free(s);
+    rx_module_free(m);
+  }
+  free(mut);
+  /* a truncated file in the middle: must be the decode error */
+  rx_module *m = rx_module_new();
+  rx_status s = rx_onnx_import(m, bytes, len / 2, "half.onnx", NULL);
+  if (!s || !strstr(rx_status_message(s), "not a valid ONNX model"))
+    FAIL("half.onnx: expected the decode error, got: %s", s ? rx_status_message(s) : "success");
+  else passed++;
+  rx_status_free(s);
+  rx_module_free(m);
+  printf("malformed: %d of %d truncated/mutated files rejected, none crashed\n", errors, tries);
+  passed++;
+  free(bytes);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "tests";
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  test_unsupported(dir);
+  test_malformed(dir);
+  rx_rt_device *dev = NULL;
+  rx_rt_device_options dopts = {.validation = 1};
+  rx_status s = rx_rt_device_open("vulkan:0", &dopts, &dev);
+  if (s) {
+    printf("onnx: Vulkan unavailable (%s): run cases skipped\n", rx_status_message(s));
+    rx_status_free(s);
+    dev = NULL;
+  }
+  char mpath[1024];
+  snprintf(mpath, sizeof mpath, "%s/onnx/data/manifest.txt", dir);
+  char *manifest;
+  size_t mlen;
+  s = rx_read_file(mpath, &manifest, &mlen);
+  if (s) {
+    FAIL("%s", rx_status_message(s));
+    rx_status_free(s);
+    manifest = rx_strdup("");
+  }
+  const char *models[] = {"mlp", "attention"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) run_model(dev, dir, manifest, models[i]);
+  if (dev) {
+    const char *last = NULL;
+    size_t nmsg = rx_rt_device_validation_messages(dev, &last);
+    if (nmsg) FAIL("%zu Vulkan validation messages; the last: %s", nmsg, last ? last : "");
+    rx_rt_device_release(dev);
+  }
+  free(manifest);
+  printf("onnx: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
+
+#else
+
+int main(void) {
+  printf("onnx: ONNX support was not built: install protobuf-c-compiler libprotobuf-c-dev "
+         "libonnx-dev\n");
+  printf("onnx: 0 passed, 0 failed, 1 skipped\n");
+  return 77;
+}
+
+#endif
