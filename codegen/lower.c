@@ -314,7 +314,8 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   k->index64 = !fits;
 
   /* the ABI: buffers in parameter order, then symbolic values sorted by name */
-  qsort(w.vars.data, w.vars.len, sizeof(void *), cmp_var_name);
+  if (w.vars.len > 1) /* qsort takes no NULL, even for 0 elements */
+    qsort(w.vars.data, w.vars.len, sizeof(void *), cmp_var_name);
   int nbuf = 0;
   for (int i = 0; i < f->nparams; i++) nbuf += w.used[i];
   k->nargs = nbuf + (int)w.vars.len;

@@ -414,7 +414,7 @@ static const rx_expr *mono_mul(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr
   exprvec v = {0};
   mono_atoms(a, &v);
   mono_atoms(b, &v);
-  qsort(v.data, v.len, sizeof *v.data, expr_cmp_q);
+  if (v.len > 1) qsort(v.data, v.len, sizeof *v.data, expr_cmp_q);
   const rx_expr *r = chain(ctx, RX_EXPR_MUL, v.data, v.len);
   free(v.data);
   return r;
@@ -679,7 +679,7 @@ static const rx_expr *c_minmax(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *
     if (!drop) ops.data[w++] = ops.data[i];
   }
   ops.len = w;
-  qsort(ops.data, ops.len, sizeof *ops.data, expr_cmp_q);
+  if (ops.len > 1) qsort(ops.data, ops.len, sizeof *ops.data, expr_cmp_q);
   const rx_expr *r = chain(ctx, k, ops.data, ops.len);
   free(ops.data);
   free(base.data);
@@ -847,7 +847,7 @@ static const rx_expr *c_logic(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a
     ops.data[n++] = o;
   }
   ops.len = n;
-  qsort(ops.data, ops.len, sizeof *ops.data, expr_cmp_q);
+  if (ops.len > 1) qsort(ops.data, ops.len, sizeof *ops.data, expr_cmp_q);
   n = 0;
   for (size_t i = 0; i < ops.len; i++)
     if (n == 0 || ops.data[n - 1] != ops.data[i]) ops.data[n++] = ops.data[i];

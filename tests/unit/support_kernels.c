@@ -197,7 +197,7 @@ void rxk_list_rx_files(const char *dir, rx_ptrvec *out) {
     }
   }
   closedir(d);
-  qsort(out->data, out->len, sizeof *out->data, cmp_str);
+  if (out->len > 1) qsort(out->data, out->len, sizeof *out->data, cmp_str);
 }
 
 rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {

@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
   int iters = iters_env ? atoi(iters_env) : 150;
   rx_ptrvec files = {0};
   walk(dir, &files);
-  qsort(files.data, files.len, sizeof *files.data, cmp_str);
+  if (files.len > 1) qsort(files.data, files.len, sizeof *files.data, cmp_str);
   if (files.len == 0) {
     fprintf(stderr, "FAIL: no .rx files under %s\n", dir);
     return 1;
