@@ -83,7 +83,7 @@ static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...
 static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...) {
   rx_strbuf sb = {0};
   rx_strbuf_printf(&sb, "%s: node '%s' (%s, opset %lld): ", I->file, n->name ? n->name : "",
-                   n->op_type, (long long)I->opset);
+                   n->op_type ? n->op_type : "no op type", (long long)I->opset);
   va_list ap;
   va_start(ap, fmt);
   rx_strbuf_vprintf(&sb, fmt, ap);
@@ -95,6 +95,7 @@ static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...
 }
 
 static val *get(imp *I, const char *name) {
+  if (!name) return NULL; /* an absent (optional) name field of a corrupt file */
   for (int i = I->nvals - 1; i >= 0; i--)
     if (!strcmp(I->vals[i].name, name)) return &I->vals[i];
   return NULL;
@@ -273,7 +274,8 @@ static int64_t model_opset(const Onnx__ModelProto *mp) {
 typedef void (*weight_fn)(void *ctx, const char *name, const Onnx__TensorProto *t);
 static void each_weight(const Onnx__GraphProto *g, weight_fn fn, void *ctx) {
   for (size_t i = 0; i < g->n_initializer; i++)
-    if (is_weight(g->initializer[i], false)) fn(ctx, g->initializer[i]->name, g->initializer[i]);
+    if (g->initializer[i]->name && is_weight(g->initializer[i], false))
+      fn(ctx, g->initializer[i]->name, g->initializer[i]);
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
     const Onnx__TensorProto *t;
@@ -284,6 +286,7 @@ static void each_weight(const Onnx__GraphProto *g, weight_fn fn, void *ctx) {
 }
 
 static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
+  if (!name) return false;
   for (size_t i = 0; i < g->n_initializer; i++)
     if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name)) return true;
   return false;
@@ -327,6 +330,8 @@ static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProt
 }
 
 static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
+  if (!vi->name || !vi->name[0])
+    return rx_status_make(RX_ERR_INVALID, "%s: a graph input has no name", I->file);
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", I->file,
@@ -498,6 +503,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   const rx_attr *at[4];
   rx_var *r = NULL;
   if (n->n_output < 1) return node_err(I, n, "node has no outputs");
+  if (!op || !op[0]) return node_err(I, n, "node has no op_type");
 
   if (!strcmp(op, "Constant")) {
     const Onnx__TensorProto *t = const_tensor(n);
@@ -956,7 +962,8 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
     val *v = get(I, g->output[i]->name);
     if (!v || v->kind != V_TENSOR)
       return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: graph output '%s' is %s", I->file, g->output[i]->name,
+                            "%s: graph output '%s' is %s", I->file,
+                            g->output[i]->name ? g->output[i]->name : "",
                             !v ? "not defined" : "a constant or shape value (not supported yet)");
     outs[i] = rx_arg_var(I->b, v->var);
   }
