@@ -451,6 +451,11 @@ rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc);
 rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc); /* fill the fields yourself */
 rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc);
 
+/* Every graph variable a node reads (nested if branches included), appended to out in
+ * evaluation order, with repeats. */
+typedef RX_VEC(const rx_var *) rx_varvec;
+void rx_node_uses(const rx_node *n, rx_varvec *out);
+
 /* ---- tensor-program expression constructors: type-check loosely, fold integer subtrees into
  * RX_TX_SYM. They never fail; the verifier reports type errors. ---- */
 rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc);

@@ -170,6 +170,28 @@ rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc
   return v;
 }
 
+static void seq_uses(const rx_seq *s, rx_varvec *out) {
+  if (!s) return;
+  for (int b = 0; b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nbindings; i++)
+      rx_node_uses(s->blocks[b]->bindings[i]->value, out);
+  rx_node_uses(s->result, out);
+}
+
+void rx_node_uses(const rx_node *n, rx_varvec *out) {
+  if (!n) return;
+  if (n->kind == RX_NODE_VAR) {
+    RX_VEC_PUSH(out, n->var);
+    return;
+  }
+  for (int i = 0; i < n->nargs; i++) rx_node_uses(n->args[i], out);
+  if (n->kind == RX_NODE_IF) {
+    rx_node_uses(n->cond, out);
+    seq_uses(n->then_seq, out);
+    seq_uses(n->else_seq, out);
+  }
+}
+
 /* ---- tensor-program expressions ---- */
 
 static rx_tx *tx_new(rx_module *m, rx_tx_kind kind, rx_dtype dtype, rx_loc loc) {

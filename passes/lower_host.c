@@ -24,7 +24,6 @@
 /* ---- pointer -> int map ---- */
 
 typedef RX_VEC(uint32_t) wordvec;
-typedef RX_VEC(const rx_var *) varvec;
 
 typedef struct lower {
   rx_module *m;
@@ -226,26 +225,6 @@ static void emit_params(lower *L) {
 }
 
 /* ---- liveness within one sequence ---- */
-static void seq_uses(const rx_seq *s, varvec *out);
-static void node_uses(const rx_node *n, varvec *out) {
-  if (!n) return;
-  if (n->kind == RX_NODE_VAR) {
-    RX_VEC_PUSH(out, n->var);
-    return;
-  }
-  for (int i = 0; i < n->nargs; i++) node_uses(n->args[i], out);
-  if (n->kind == RX_NODE_IF) {
-    node_uses(n->cond, out);
-    seq_uses(n->then_seq, out);
-    seq_uses(n->else_seq, out);
-  }
-}
-static void seq_uses(const rx_seq *s, varvec *out) {
-  if (!s) return;
-  for (int b = 0; b < s->nblocks; b++)
-    for (int i = 0; i < s->blocks[b]->nbindings; i++) node_uses(s->blocks[b]->bindings[i]->value, out);
-  node_uses(s->result, out);
-}
 /* A binding whose value may be (part of) the values it reads. */
 static bool aliasing(const rx_node *n) {
   switch (n->kind) {
@@ -568,8 +547,8 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
     last[i] = i;
   }
   for (int i = 0; i <= k; i++) {
-    varvec u = {0};
-    node_uses(i < k ? bs[i]->value : s->result, &u);
+    rx_varvec u = {0};
+    rx_node_uses(i < k ? bs[i]->value : s->result, &u);
     for (size_t j = 0; j < u.len; j++) {
       int d = rx_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && i > last[d]) last[d] = i;
@@ -578,8 +557,8 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
   }
   for (int i = k - 1; i >= 0; i--) {
     if (!aliasing(bs[i]->value) && !bs[i]->cast) continue;
-    varvec u = {0};
-    node_uses(bs[i]->value, &u);
+    rx_varvec u = {0};
+    rx_node_uses(bs[i]->value, &u);
     for (size_t j = 0; j < u.len; j++) {
       int d = rx_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && last[i] > last[d]) last[d] = last[i];

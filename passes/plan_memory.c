@@ -6,33 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a pointer -> int map (open addressing) ---- */
-
-
-/* ---- uses of a node: every graph variable it reads (nested if branches included) ---- */
-typedef RX_VEC(const rx_var *) varvec;
-
-static void seq_uses(const rx_seq *s, varvec *out);
-static void node_uses(const rx_node *n, varvec *out) {
-  if (!n) return;
-  if (n->kind == RX_NODE_VAR) {
-    RX_VEC_PUSH(out, n->var);
-    return;
-  }
-  for (int i = 0; i < n->nargs; i++) node_uses(n->args[i], out);
-  if (n->kind == RX_NODE_IF) {
-    node_uses(n->cond, out);
-    seq_uses(n->then_seq, out);
-    seq_uses(n->else_seq, out);
-  }
-}
-static void seq_uses(const rx_seq *s, varvec *out) {
-  if (!s) return;
-  for (int b = 0; b < s->nblocks; b++)
-    for (int i = 0; i < s->blocks[b]->nbindings; i++) node_uses(s->blocks[b]->bindings[i]->value, out);
-  node_uses(s->result, out);
-}
-
 /* ---- one function ---- */
 typedef RX_VEC(int) intvec;
 
@@ -112,8 +85,8 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   case RX_NODE_SHAPE:
     return;
   default: { /* moves, tuples, get_item, match_cast, if, graph calls: may alias what they use */
-    varvec uses = {0};
-    node_uses(n, &uses);
+    rx_varvec uses = {0};
+    rx_node_uses(n, &uses);
     for (size_t i = 0; i < uses.len; i++) {
       intvec *r = roots_of(p, uses.data[i]);
       if (r)
@@ -127,8 +100,8 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
 
 /* Marks, for every allocation some use at position pos refers to, that it lives until pos. */
 static void mark_uses(fplan *p, const rx_node *n, int pos, bool result) {
-  varvec uses = {0};
-  node_uses(n, &uses);
+  rx_varvec uses = {0};
+  rx_node_uses(n, &uses);
   for (size_t i = 0; i < uses.len; i++) {
     intvec *r = roots_of(p, uses.data[i]);
     if (!r) continue;
