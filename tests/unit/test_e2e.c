@@ -14,6 +14,7 @@
  * usage: test_e2e TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
+#include "vm_check.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
 #include "relaxc/runtime.h"
@@ -96,44 +97,18 @@ static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, ch
     if (!s) s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, &inputs[n++]);
     if (!s) rx_npy_free(&a);
   }
-  rx_npy want = {0};
   snprintf(path, sizeof path, "%s/e2e/data/%s", dir, out);
-  if (!s) s = rx_npy_read(path, &want);
-  rx_rt_value *result = NULL;
-  if (!s) s = rx_rt_vm_call(art, "main", inputs, n, &result);
+  char why[512];
+  double err;
   if (s) {
     FAIL("%s: %s", what, rx_status_message(s));
+  } else if (rx_vm_check(art, "main", inputs, n, path, TOL, &err, why, sizeof why)) {
+    passed++;
+    printf("  %s: normalized error %.2g\n", what, err);
   } else {
-    rx_rt_tensor *t = rx_rt_value_tensor(result);
-    size_t count = rx_npy_count(&want);
-    float *got = rx_calloc(count ? count : 1, sizeof *got);
-    if (!t) {
-      FAIL("%s: the result is not a tensor", what);
-    } else if (rx_rt_tensor_ndim(t) != want.ndim ||
-               memcmp(rx_rt_tensor_shape(t), want.shape, sizeof(int64_t) * (size_t)want.ndim)) {
-      FAIL("%s: result shape differs from the reference", what);
-    } else if ((s = rx_rt_tensor_read(t, got, count * sizeof *got))) {
-      FAIL("%s: reading the result: %s", what, rx_status_message(s));
-    } else {
-      const float *w = want.data;
-      double maxdiff = 0, maxref = 1;
-      for (size_t i = 0; i < count; i++) {
-        double d = isnan(got[i]) ? INFINITY : fabs((double)got[i] - w[i]);
-        if (d > maxdiff) maxdiff = d;
-        if (fabs(w[i]) > maxref) maxref = fabs(w[i]);
-      }
-      if (maxdiff / maxref <= TOL) {
-        passed++;
-        printf("  %s: normalized error %.2g\n", what, maxdiff / maxref);
-      } else {
-        FAIL("%s: normalized error %.3g > %g", what, maxdiff / maxref, TOL);
-      }
-    }
-    free(got);
+    FAIL("%s: %s", what, why);
   }
   rx_status_free(s);
-  rx_rt_value_release(result);
-  rx_npy_free(&want);
   for (size_t i = 0; i < n; i++) rx_rt_tensor_release(inputs[i]);
 }
 
