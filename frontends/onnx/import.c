@@ -12,7 +12,7 @@
 
 #include "../../ir/ir.h"
 
-#include RX_ONNX_PB_H
+#include "proto.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,151 +115,11 @@ static val *def(imp *I, const char *name) {
   return v;
 }
 
-/* The identifier for an ONNX name: other characters become '_', a leading digit gets 'v'. */
-static char *ident(const char *name) {
-  size_t n = strlen(name);
-  char *s = rx_calloc(n + 3, 1), *p = s;
-  if (n == 0 || (name[0] >= '0' && name[0] <= '9')) *p++ = 'v';
-  for (size_t i = 0; i < n; i++) {
-    char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    *p++ = ok ? c : '_';
-  }
-  return s;
-}
-
-static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name) {
-  for (size_t i = 0; i < n->n_attribute; i++)
-    if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
-  return NULL;
-}
-static int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t d) {
-  const Onnx__AttributeProto *a = attr(n, name);
-  return a && a->has_i ? a->i : d;
-}
-static double attr_f(const Onnx__NodeProto *n, const char *name, double d) {
-  const Onnx__AttributeProto *a = attr(n, name);
-  return a && a->has_f ? a->f : d;
-}
-
 static const char *input(const Onnx__NodeProto *n, size_t i) {
   return i < n->n_input && n->input[i] && n->input[i][0] ? n->input[i] : NULL;
 }
 
-static bool dtype_of(int32_t onnx, rx_dtype *out) {
-  switch (onnx) {
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = RX_DTYPE_F32; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = RX_DTYPE_F16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = RX_DTYPE_BF16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = RX_DTYPE_I64; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = RX_DTYPE_I32; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = RX_DTYPE_I16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = RX_DTYPE_I8; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = RX_DTYPE_U8; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = RX_DTYPE_BOOL; return true;
-  default: return false;
-  }
-}
-
-static bool is_int_type(int32_t t) {
-  return t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || t == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
-}
-
-static size_t tensor_count(const Onnx__TensorProto *t) {
-  size_t c = 1;
-  for (size_t i = 0; i < t->n_dims; i++) c *= t->dims[i] > 0 ? (size_t)t->dims[i] : 0;
-  return c;
-}
-
-/* Integer tensor values (int64_data, int32_data or raw_data); false when not readable. */
-static bool tensor_ints(const Onnx__TensorProto *t, int64_t *out, size_t max, size_t *out_n) {
-  size_t c = tensor_count(t);
-  if (c > max) return false;
-  *out_n = c;
-  if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-    if (t->n_int64_data == c) {
-      memcpy(out, t->int64_data, c * sizeof *out);
-      return true;
-    }
-    if (t->has_raw_data && t->raw_data.len == c * 8) {
-      memcpy(out, t->raw_data.data, c * 8);
-      return true;
-    }
-  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
-    if (t->n_int32_data == c) {
-      for (size_t i = 0; i < c; i++) out[i] = t->int32_data[i];
-      return true;
-    }
-    if (t->has_raw_data && t->raw_data.len == c * 4) {
-      for (size_t i = 0; i < c; i++) {
-        int32_t v;
-        memcpy(&v, t->raw_data.data + 4 * i, 4);
-        out[i] = v;
-      }
-      return true;
-    }
-  }
-  return false;
-}
-
-/* Float tensor values (float_data, double_data or raw_data) into a heap array. */
-static float *tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
-  size_t c = tensor_count(t);
-  *out_n = c;
-  if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-    float *f = rx_calloc(c ? c : 1, sizeof *f);
-    if (t->n_float_data == c) {
-      if (c) memcpy(f, t->float_data, c * sizeof *f);
-      return f;
-    }
-    if (t->has_raw_data && t->raw_data.len == c * 4) {
-      if (c) memcpy(f, t->raw_data.data, c * 4);
-      return f;
-    }
-    free(f);
-  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && t->n_double_data == c) {
-    float *f = rx_calloc(c ? c : 1, sizeof *f);
-    for (size_t i = 0; i < c; i++) f[i] = (float)t->double_data[i];
-    return f;
-  }
-  return NULL;
-}
-
-static bool is_external(const Onnx__TensorProto *t) {
-  return t->has_data_location &&
-         t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-}
-
-/* The tensor of a Constant node's value (value, value_float, value_int, value_ints attributes
- * are handled by the caller); NULL when absent. */
-static const Onnx__TensorProto *const_tensor(const Onnx__NodeProto *n) {
-  const Onnx__AttributeProto *a = attr(n, "value");
-  return a ? a->t : NULL;
-}
-
-/* Is this tensor a weight (a parameter) rather than a folded constant? */
-static bool is_weight(const Onnx__TensorProto *t, bool from_constant) {
-  if (is_int_type(t->data_type)) return false;
-  return !from_constant || tensor_count(t) > 1;
-}
-
 /* ---- parsing ---- */
-
-static rx_status unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out) {
-  *out = NULL;
-  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
-  if (!mp)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: not a valid ONNX model (the protobuf could not be decoded: "
-                          "truncated or corrupt file?)",
-                          name);
-  if (!mp->graph) {
-    onnx__model_proto__free_unpacked(mp, NULL);
-    return rx_status_make(RX_ERR_INVALID, "%s: the ONNX model has no graph", name);
-  }
-  *out = mp;
-  return NULL;
-}
 
 static int64_t model_opset(const Onnx__ModelProto *mp) {
   for (size_t i = 0; i < mp->n_opset_import; i++) {
@@ -271,20 +131,6 @@ static int64_t model_opset(const Onnx__ModelProto *mp) {
 }
 
 /* Every weight in parameter order: float initializers, then large float Constant tensors. */
-typedef void (*weight_fn)(void *ctx, const char *name, const Onnx__TensorProto *t);
-static void each_weight(const Onnx__GraphProto *g, weight_fn fn, void *ctx) {
-  for (size_t i = 0; i < g->n_initializer; i++)
-    if (g->initializer[i]->name && is_weight(g->initializer[i], false))
-      fn(ctx, g->initializer[i]->name, g->initializer[i]);
-  for (size_t i = 0; i < g->n_node; i++) {
-    const Onnx__NodeProto *n = g->node[i];
-    const Onnx__TensorProto *t;
-    if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 &&
-        (t = const_tensor(n)) && is_weight(t, true))
-      fn(ctx, n->output[0], t);
-  }
-}
-
 static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
   if (!name) return false;
   for (size_t i = 0; i < g->n_initializer; i++)
@@ -296,7 +142,7 @@ static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
 
 static const rx_sinfo *tensor_sinfo(imp *I, const Onnx__TensorProto *t, rx_status *s) {
   rx_dtype dt;
-  if (!dtype_of(t->data_type, &dt) || t->n_dims > 8) {
+  if (!onnx_dtype_of(t->data_type, &dt) || t->n_dims > 8) {
     *s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported data type %d or rank",
                         I->file, t->name ? t->name : "", (int)t->data_type);
     return NULL;
@@ -314,7 +160,7 @@ typedef struct wctx {
 static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProto *t) {
   wctx *w = ctx;
   if (w->s) return;
-  if (is_external(t)) {
+  if (onnx_is_external(t)) {
     w->s = rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: initializer '%s' has external data, not supported yet", w->I->file,
                           name);
@@ -322,7 +168,7 @@ static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProt
   }
   const rx_sinfo *si = tensor_sinfo(w->I, t, &w->s);
   if (!si) return;
-  char *id = ident(name);
+  char *id = onnx_ident(name);
   val *v = def(w->I, name);
   v->kind = V_TENSOR;
   w->s = rx_builder_param(w->I->b, id, si, &v->var);
@@ -338,7 +184,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
                           vi->name);
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
-  if (!dtype_of(tt->elem_type, &dt))
+  if (!onnx_dtype_of(tt->elem_type, &dt))
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': unsupported element type %d",
                           I->file, vi->name, (int)tt->elem_type);
   const rx_sinfo *si;
@@ -355,7 +201,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
         dims[i] = rx_sym_const(I->m, d->dim_value);
       } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                  d->dim_param && d->dim_param[0]) {
-        char *id = ident(d->dim_param);
+        char *id = onnx_ident(d->dim_param);
         dims[i] = rx_sym_var(I->m, id);
         free(id);
       } else {
@@ -366,7 +212,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
     }
     si = rx_sinfo_tensor(I->m, dt, (int)tt->shape->n_dim, dims);
   }
-  char *id = ident(vi->name);
+  char *id = onnx_ident(vi->name);
   val *v = def(I, vi->name);
   v->kind = V_TENSOR;
   rx_status s = rx_builder_param(I->b, id, si, &v->var);
@@ -430,7 +276,7 @@ static rx_status sym_input(imp *I, const Onnx__NodeProto *n, size_t i, val **out
 static rx_status int_list(imp *I, const Onnx__NodeProto *n, size_t i, const char *name,
                           int64_t *out, int *count) {
   *count = -1;
-  const Onnx__AttributeProto *a = attr(n, name);
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
   if (a && a->n_ints <= SYM_MAX) {
     for (size_t k = 0; k < a->n_ints; k++) out[k] = a->ints[k];
     *count = (int)a->n_ints;
@@ -469,10 +315,10 @@ static double fconst_binary(const char *op, double a, double b) {
 /* A constant value from a Constant node or an integer initializer. */
 static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name,
                               const Onnx__TensorProto *t) {
-  if (is_int_type(t->data_type)) {
+  if (onnx_is_int_type(t->data_type)) {
     int64_t vals[SYM_MAX];
     size_t c;
-    if (t->n_dims > 1 || !tensor_ints(t, vals, SYM_MAX, &c))
+    if (t->n_dims > 1 || !onnx_tensor_ints(t, vals, SYM_MAX, &c))
       return n ? node_err(I, n, "integer constant over %d elements or unreadable", SYM_MAX)
                : rx_status_make(RX_ERR_UNSUPPORTED,
                                 "%s: integer initializer '%s' over %d elements or unreadable",
@@ -485,7 +331,7 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
     return NULL;
   }
   size_t c;
-  float *f = tensor_floats(t, &c);
+  float *f = onnx_tensor_floats(t, &c);
   if (!f || c != 1) {
     free(f);
     return node_err(I, n, "unsupported constant (data type %d)", (int)t->data_type);
@@ -506,21 +352,21 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   if (!op || !op[0]) return node_err(I, n, "node has no op_type");
 
   if (!strcmp(op, "Constant")) {
-    const Onnx__TensorProto *t = const_tensor(n);
+    const Onnx__TensorProto *t = onnx_const_tensor(n);
     if (t) {
-      if (is_weight(t, true)) return NULL; /* a parameter already */
+      if (onnx_is_weight(t, true)) return NULL; /* a parameter already */
       return def_constant(I, n, n->output[0], t);
     }
     const Onnx__AttributeProto *x;
     val *v = def(I, n->output[0]);
-    if ((x = attr(n, "value_float"))) {
+    if ((x = onnx_attr(n, "value_float"))) {
       v->kind = V_FCONST;
       v->f = x->f;
-    } else if ((x = attr(n, "value_int"))) {
+    } else if ((x = onnx_attr(n, "value_int"))) {
       v->kind = V_SYM;
       v->slen = 1;
       v->s[0] = rx_sym_const(I->m, x->i);
-    } else if ((x = attr(n, "value_ints")) && x->n_ints <= SYM_MAX) {
+    } else if ((x = onnx_attr(n, "value_ints")) && x->n_ints <= SYM_MAX) {
       v->kind = V_SYM;
       v->sndim = 1;
       v->slen = (int)x->n_ints;
@@ -600,18 +446,18 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     rx_node *A, *B;
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &A));
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &B));
-    if (attr_i(n, "transA", 0)) {
+    if (onnx_attr_i(n, "transA", 0)) {
       RX_RETURN_IF_ERROR(emit(I, n, "permute", &A, 1, NULL, 0, &r));
       A = rx_arg_var(I->b, r);
     }
-    if (attr_i(n, "transB", 0)) {
+    if (onnx_attr_i(n, "transB", 0)) {
       RX_RETURN_IF_ERROR(emit(I, n, "permute", &B, 1, NULL, 0, &r));
       B = rx_arg_var(I->b, r);
     }
     a[0] = A;
     a[1] = B;
     RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
-    double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
+    double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
     if (alpha != 1.0) {
       a[0] = rx_arg_var(I->b, r);
       a[1] = rx_arg_float(I->b, alpha);
@@ -635,7 +481,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     return NULL;
   }
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
-    int64_t axis = attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
+    int64_t axis = onnx_attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
     int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
     if (I->opset < 13 && rank >= 0 && axis != -1 && axis != rank - 1)
       return node_err(I, n, "opset < 13 Softmax over axis %lld (flattening) is not supported",
@@ -649,7 +495,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   }
   if (!strcmp(op, "Gelu")) {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    const Onnx__AttributeProto *ap = attr(n, "approximate");
+    const Onnx__AttributeProto *ap = onnx_attr(n, "approximate");
     bool tanh_ = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
     at[0] = rx_attr_str(I->m, "approximate", tanh_ ? "tanh" : "none");
     RX_RETURN_IF_ERROR(emit(I, n, "gelu", a, 1, at, 1, &r));
@@ -661,7 +507,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     const rx_sinfo *si = tsinfo(x);
     if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
       return node_err(I, n, "the input's shape is not known (rank and dims needed)");
-    int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", si->ndim);
+    int64_t start = onnx_attr_i(n, "start", 0), end = onnx_attr_i(n, "end", si->ndim);
     if (start < 0) start += si->ndim;
     if (end < 0) end += si->ndim;
     if (start < 0) start = 0;
@@ -674,7 +520,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   if (!strcmp(op, "Gather")) {
     val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
     if (!x || !idx) return node_err(I, n, "an input is not defined");
-    int64_t axis = attr_i(n, "axis", 0);
+    int64_t axis = onnx_attr_i(n, "axis", 0);
     if (x->kind == V_SYM && idx->kind == V_SYM) {
       if (x->sndim != 1 || axis != 0) return node_err(I, n, "gather from a scalar shape value");
       val out = {.name = n->output[0], .kind = V_SYM, .sndim = idx->sndim, .slen = idx->slen};
@@ -755,7 +601,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     free(fields);
     RX_RETURN_IF_ERROR(s);
     a[0] = rx_arg_var(I->b, tup);
-    at[0] = rx_attr_int(I->m, "axis", attr_i(n, "axis", 0));
+    at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
     RX_RETURN_IF_ERROR(emit(I, n, "concat", a, 1, at, 1, &r));
     def_tensor(I, n, r);
     return NULL;
@@ -770,7 +616,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     const rx_sinfo *si = tsinfo(x);
     for (int k = 0; k < shp->slen; k++) {
       dims[k] = shp->s[k];
-      if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !attr_i(n, "allowzero", 0)) {
+      if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !onnx_attr_i(n, "allowzero", 0)) {
         if (!si || !si->shape || k >= si->ndim)
           return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
         dims[k] = si->shape[k];
@@ -791,20 +637,20 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
       a[1] = rx_arg_var(I->b, z);
       RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
     } else {
-      const Onnx__AttributeProto *va = attr(n, "value");
+      const Onnx__AttributeProto *va = onnx_attr(n, "value");
       rx_dtype dt = RX_DTYPE_F32;
       double fill = 0;
       if (va && va->t) {
         const Onnx__TensorProto *t = va->t;
-        if (!dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
-        if (is_int_type(t->data_type)) {
+        if (!onnx_dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
+        if (onnx_is_int_type(t->data_type)) {
           int64_t iv;
           size_t c;
-          if (!tensor_ints(t, &iv, 1, &c) || c != 1) return node_err(I, n, "bad value");
+          if (!onnx_tensor_ints(t, &iv, 1, &c) || c != 1) return node_err(I, n, "bad value");
           fill = (double)iv;
         } else {
           size_t c;
-          float *f = tensor_floats(t, &c);
+          float *f = onnx_tensor_floats(t, &c);
           if (!f || c != 1) {
             free(f);
             return node_err(I, n, "bad value");
@@ -823,7 +669,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   }
   if (!strcmp(op, "Transpose")) {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    const Onnx__AttributeProto *p = attr(n, "perm");
+    const Onnx__AttributeProto *p = onnx_attr(n, "perm");
     int na = 0;
     if (p && p->n_ints) {
       at[0] = rx_attr_ints(I->m, "axes", p->ints, (int)p->n_ints);
@@ -837,8 +683,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
     rx_dtype dt;
     if (!x) return node_err(I, n, "input is not defined");
-    if (!dtype_of((int32_t)attr_i(n, "to", 0), &dt))
-      return node_err(I, n, "unsupported target type %lld", (long long)attr_i(n, "to", 0));
+    if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
+      return node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
     if (x->kind != V_TENSOR) {
       val copy = *x;
       copy.name = n->output[0];
@@ -862,13 +708,13 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     int nat = 0;
     if (na > 0) at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
-    else if (na == 0 && attr_i(n, "noop_with_empty_axes", 0)) {
+    else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) {
       val copy = *get(I, input(n, 0));
       copy.name = n->output[0];
       *def(I, n->output[0]) = copy;
       return NULL;
     }
-    at[nat++] = rx_attr_bool(I->m, "keepdims", attr_i(n, "keepdims", 1) != 0);
+    at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
     RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, nat, &r));
     def_tensor(I, n, r);
     return NULL;
@@ -879,13 +725,13 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     if (!input(n, 2)) return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
     if (n->n_output > 1 && n->output[1] && n->output[1][0])
       return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
-    int64_t axis = attr_i(n, "axis", -1), axes[SYM_MAX];
+    int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
     if (axis < 0) axis += rank;
     int na = 0;
     for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
     for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
     at[0] = rx_attr_ints(I->m, "axes", axes, na);
-    at[1] = rx_attr_float(I->m, "epsilon", attr_f(n, "epsilon", 1e-5));
+    at[1] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
     RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
     def_tensor(I, n, r);
     return NULL;
@@ -946,10 +792,10 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   for (size_t i = 0; i < g->n_input; i++)
     if (!is_initializer(g, g->input[i]->name)) RX_RETURN_IF_ERROR(add_input(I, g->input[i]));
   wctx w = {I, NULL};
-  each_weight(g, add_weight_param, &w);
+  onnx_each_weight(g, add_weight_param, &w);
   RX_RETURN_IF_ERROR(w.s);
   for (size_t i = 0; i < g->n_initializer; i++)
-    if (!is_weight(g->initializer[i], false))
+    if (!onnx_is_weight(g->initializer[i], false))
       RX_RETURN_IF_ERROR(def_constant(I, NULL, g->initializer[i]->name, g->initializer[i]));
 
   RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(I->b));
@@ -984,7 +830,7 @@ rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char
   (void)diag;
   if (!name) name = "<onnx>";
   Onnx__ModelProto *mp;
-  RX_RETURN_IF_ERROR(unpack(bytes, len, name, &mp));
+  RX_RETURN_IF_ERROR(onnx_unpack(bytes, len, name, &mp));
   imp I = {.m = m, .file = name, .opset = model_opset(mp)};
   I.b = rx_builder_new(m, "main");
   rx_status s = build(&I, mp);
@@ -994,60 +840,3 @@ rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char
   return s;
 }
 
-/* ---- weights ---- */
-
-typedef struct wlist {
-  rx_onnx_weight *w;
-  int n;
-  const char *file;
-  rx_status s;
-} wlist;
-
-static void collect_weight(void *ctx, const char *name, const Onnx__TensorProto *t) {
-  wlist *l = ctx;
-  if (l->s) return;
-  size_t c;
-  float *f = is_external(t) || t->n_dims > 8 ? NULL : tensor_floats(t, &c);
-  if (!f) {
-    l->s = rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: weight '%s': only float32 data inline in the model is supported",
-                          l->file, name);
-    return;
-  }
-  rx_onnx_weight *w = &l->w[l->n++];
-  w->name = ident(name);
-  w->dtype = RX_DTYPE_F32;
-  w->ndim = (int)t->n_dims;
-  for (size_t i = 0; i < t->n_dims; i++) w->shape[i] = t->dims[i];
-  w->data = f;
-  w->count = c;
-}
-
-rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name,
-                          rx_onnx_weight **out_weights, int *out_n) {
-  *out_weights = NULL;
-  *out_n = 0;
-  if (!name) name = "<onnx>";
-  Onnx__ModelProto *mp;
-  RX_RETURN_IF_ERROR(unpack(bytes, len, name, &mp));
-  const Onnx__GraphProto *g = mp->graph;
-  wlist l = {.w = rx_calloc(g->n_initializer + g->n_node + 1, sizeof(rx_onnx_weight)),
-             .file = name};
-  each_weight(g, collect_weight, &l);
-  onnx__model_proto__free_unpacked(mp, NULL);
-  if (l.s) {
-    rx_onnx_weights_free(l.w, l.n);
-    return l.s;
-  }
-  *out_weights = l.w;
-  *out_n = l.n;
-  return NULL;
-}
-
-void rx_onnx_weights_free(rx_onnx_weight *w, int n) {
-  for (int i = 0; i < n; i++) {
-    free(w[i].name);
-    free(w[i].data);
-  }
-  free(w);
-}

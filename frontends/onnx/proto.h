@@ -1,0 +1,53 @@
+/* frontends/onnx/proto.h: reading the decoded ONNX protobuf (frontends/onnx/proto.c), shared by
+ * the importer (import.c) and the weight reader (weights.c). Internal to the ONNX frontend. */
+#ifndef RX_ONNX_PROTO_H
+#define RX_ONNX_PROTO_H
+
+#include "../../base/base.h"
+#include "relaxc/compiler.h"
+
+#include RX_ONNX_PB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The identifier for an ONNX name: other characters become '_', a leading digit gets 'v'
+ * (heap). */
+char *onnx_ident(const char *name);
+
+/* A node's attribute by name (NULL when absent) and its int / float value or a default. */
+const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
+int64_t onnx_attr_i(const Onnx__NodeProto *n, const char *name, int64_t d);
+double onnx_attr_f(const Onnx__NodeProto *n, const char *name, double d);
+
+/* The relaxc dtype of an ONNX TensorProto.DataType; false when there is none. */
+bool onnx_dtype_of(int32_t onnx, rx_dtype *out);
+bool onnx_is_int_type(int32_t t); /* INT64 or INT32 */
+
+/* The element count of a tensor (0 when a dim is not positive). */
+size_t onnx_tensor_count(const Onnx__TensorProto *t);
+/* Integer tensor values (int64_data, int32_data or raw_data), at most max; false when not
+ * readable. */
+bool onnx_tensor_ints(const Onnx__TensorProto *t, int64_t *out, size_t max, size_t *out_n);
+/* Float tensor values (float_data, double_data or raw_data) into a heap array; NULL when not
+ * readable that way. */
+float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n);
+/* Is the tensor's data in an external file? */
+bool onnx_is_external(const Onnx__TensorProto *t);
+
+/* The tensor of a Constant node's `value` attribute; NULL when absent. */
+const Onnx__TensorProto *onnx_const_tensor(const Onnx__NodeProto *n);
+/* Is this tensor a weight (a parameter of `main`) rather than a folded constant? */
+bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant);
+
+/* Decodes an .onnx file's bytes; an RX_ERR_INVALID error naming `name` when they are not a
+ * model with a graph. Free with onnx__model_proto__free_unpacked. */
+rx_status onnx_unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out);
+
+/* Calls fn for every weight in parameter order: the weight initializers, then the weight
+ * Constant tensors. */
+typedef void (*onnx_weight_fn)(void *ctx, const char *name, const Onnx__TensorProto *t);
+void onnx_each_weight(const Onnx__GraphProto *g, onnx_weight_fn fn, void *ctx);
+
+#endif
