@@ -257,13 +257,16 @@ static rx_tx *inline_member(fctx *fc, int q, rx_tx **idx, int nidx) {
         break;
       }
       for (int d = 0; d < nidx; d++) {
-        if (st->idx[d]->kind != RX_TX_SYM || st->idx[d]->sym->kind != RX_EXPR_VAR ||
-            idx[d]->kind != RX_TX_SYM) {
+        /* a literal index (a broadcast dim's 0) is the constant expression */
+        const rx_expr *at = idx[d]->kind == RX_TX_SYM   ? idx[d]->sym
+                            : idx[d]->kind == RX_TX_INT ? rx_expr_const(fc->m->ctx, idx[d]->ival)
+                                                        : NULL;
+        if (st->idx[d]->kind != RX_TX_SYM || st->idx[d]->sym->kind != RX_EXPR_VAR || !at) {
           fail(fc, "an inlined store or load with a data-dependent index");
           break;
         }
         rx_ptrvec_push(&e.from, (void *)st->idx[d]->sym);
-        rx_ptrvec_push(&e.to, (void *)idx[d]->sym);
+        rx_ptrvec_push(&e.to, (void *)at);
       }
       bound = true;
     }
