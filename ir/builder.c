@@ -214,6 +214,9 @@ static rx_status check_name(rx_builder *b, const char *name, const char **out) {
   *out = NULL;
   if (!name || !*name)
     return rx_status_make(RX_ERR_INVALID, "in '%s': a name is required", b->name);
+  if (rx_text_is_reserved(name, strlen(name)))
+    return rx_status_make(RX_ERR_INVALID, "in '%s': '%s' is a keyword of the text format, not a "
+                          "name", b->name, name);
   const char *s = rx_module_intern(b->m, name, strlen(name));
   if (name_taken(b, s))
     return rx_status_make(RX_ERR_INVALID, "in '%s': '%s' is already defined", b->name, name);
@@ -221,10 +224,13 @@ static rx_status check_name(rx_builder *b, const char *name, const char **out) {
   return NULL;
 }
 
-/* A fresh binding name: `hint` if free, else hint1, hint2, ... */
+/* A fresh binding name: `hint` if free, else hint1, hint2, ... (a keyword hint, as the op
+ * `where`, starts at hint1). */
 static const char *fresh_name(rx_builder *b, const char *hint) {
   const char *s = rx_module_intern(b->m, hint, strlen(hint));
-  for (int i = 1; name_taken(b, s); i++) {
+  bool reserved = rx_text_is_reserved(hint, strlen(hint));
+  for (int i = 1; reserved || name_taken(b, s); i++) {
+    reserved = false;
     char *t = rx_arena_printf(&b->m->arena, "%s%d", hint, i);
     s = rx_module_intern(b->m, t, strlen(t));
   }

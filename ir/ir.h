@@ -21,6 +21,8 @@
 
 const char *rx_dtype_name(rx_dtype t); /* "any" for unknown */
 bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out);
+/* Is s[0..n) a keyword or a dtype name of the text format (not usable as a name)? */
+bool rx_text_is_reserved(const char *s, size_t n);
 int rx_dtype_bits(rx_dtype t);
 bool rx_dtype_is_float(rx_dtype t);
 bool rx_dtype_is_int(rx_dtype t); /* integer types, bool excluded */

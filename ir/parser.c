@@ -104,12 +104,14 @@ static const char *const keywords[] = {
     "global", "shared", "local", "call_tensor", "call_extern", "match_cast", "prim", "const",
     "true", "false",
 };
-static bool is_keyword(const rx_tok *t) {
-  if (t->kind != RX_TOK_IDENT) return false;
+bool rx_text_is_reserved(const char *s, size_t n) {
   for (size_t k = 0; k < RX_ARRAY_LEN(keywords); k++)
-    if (tok_is_kw(t, keywords[k])) return true;
+    if (strlen(keywords[k]) == n && !memcmp(s, keywords[k], n)) return true;
   rx_dtype dt;
-  return rx_dtype_parse(t->loc.src->text + t->loc.offset, t->len, &dt) && dt != RX_DTYPE_UNKNOWN;
+  return rx_dtype_parse(s, n, &dt) && dt != RX_DTYPE_UNKNOWN;
+}
+static bool is_keyword(const rx_tok *t) {
+  return t->kind == RX_TOK_IDENT && rx_text_is_reserved(t->loc.src->text + t->loc.offset, t->len);
 }
 
 /* ---- errors ---- */
