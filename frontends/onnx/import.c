@@ -26,11 +26,11 @@ typedef enum vkind { V_TENSOR, V_SYM, V_FCONST } vkind;
 typedef struct val {
   const char *name; /* the ONNX value name (owned by the unpacked model) */
   vkind kind;
-  rx_var *var;                 /* V_TENSOR */
-  int sndim;                   /* V_SYM: 0 scalar, 1 vector */
-  int slen;                    /* V_SYM: number of values (1 for a scalar) */
-  const rx_expr *s[SYM_MAX];   /* V_SYM */
-  double f;                    /* V_FCONST */
+  rx_var *var;               /* V_TENSOR */
+  int sndim;                 /* V_SYM: 0 scalar, 1 vector */
+  int slen;                  /* V_SYM: number of values (1 for a scalar) */
+  const rx_expr *s[SYM_MAX]; /* V_SYM */
+  double f;                  /* V_FCONST */
 } val;
 
 typedef struct imp {
@@ -44,14 +44,72 @@ typedef struct imp {
 } imp;
 
 /* ---- the supported operators, listed once ---- */
-static const char *const supported_ops[] = {
-    "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
-    "GreaterOrEqual", "And", "Or", "Max", "Min", "Where", "MatMul", "Gemm", "Relu", "Sigmoid",
-    "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Sin", "Cos", "Floor", "Ceil", "Not",
-    "Reciprocal", "Softmax", "LogSoftmax", "Reshape", "Transpose", "Unsqueeze", "Squeeze",
-    "Concat", "Gather", "Shape", "Constant", "Identity", "Dropout", "Cast", "ReduceMean",
-    "ReduceSum", "ReduceMax", "ReduceMin", "LayerNormalization", "Gelu", "Expand",
-    "ConstantOfShape", "Range"};
+static const char *const supported_ops[] = {"Add",
+                                            "Sub",
+                                            "Mul",
+                                            "Div",
+                                            "Pow",
+                                            "Equal",
+                                            "Less",
+                                            "Greater",
+                                            "LessOrEqual",
+                                            "GreaterOrEqual",
+                                            "And",
+                                            "Or",
+                                            "Max",
+                                            "Min",
+                                            "Where",
+                                            "MatMul",
+                                            "Gemm",
+                                            "Relu",
+                                            "Sigmoid",
+                                            "Tanh",
+                                            "Exp",
+                                            "Log",
+                                            "Sqrt",
+                                            "Neg",
+                                            "Abs",
+                                            "Erf",
+                                            "Sin",
+                                            "Cos",
+                                            "Floor",
+                                            "Ceil",
+                                            "Not",
+                                            "Reciprocal",
+                                            "Softmax",
+                                            "LogSoftmax",
+                                            "Reshape",
+                                            "Transpose",
+                                            "Unsqueeze",
+                                            "Squeeze",
+                                            "Concat",
+                                            "Gather",
+                                            "Shape",
+                                            "Constant",
+                                            "Identity",
+                                            "Dropout",
+                                            "Cast",
+                                            "ReduceMean",
+                                            "ReduceSum",
+                                            "ReduceMax",
+                                            "ReduceMin",
+                                            "LayerNormalization",
+                                            "Gelu",
+                                            "Expand",
+                                            "ConstantOfShape",
+                                            "Range",
+                                            "LeakyRelu",
+                                            "Clip",
+                                            "Trilu",
+                                            "Flatten",
+                                            "Split",
+                                            "Slice",
+                                            "Conv",
+                                            "MaxPool",
+                                            "AveragePool",
+                                            "GlobalAveragePool",
+                                            "GlobalMaxPool",
+                                            "BatchNormalization"};
 
 static bool is_supported(const char *op) {
   for (size_t i = 0; i < RX_ARRAY_LEN(supported_ops); i++)
@@ -64,12 +122,20 @@ static const char *const unary_ops[][2] = {
     {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
     {"Sqrt", "sqrt"}, {"Neg", "neg"},         {"Abs", "abs"},   {"Erf", "erf"}, {"Sin", "sin"},
     {"Cos", "cos"},   {"Floor", "floor"},     {"Ceil", "ceil"}, {"Not", "not"}};
-static const char *const binary_ops[][2] = {
-    {"Add", "add"},         {"Sub", "subtract"},  {"Mul", "multiply"},
-    {"Div", "divide"},      {"Pow", "power"},     {"Equal", "equal"},
-    {"Less", "less"},       {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
-    {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
-    {"Max", "maximum"},     {"Min", "minimum"}};
+static const char *const binary_ops[][2] = {{"Add", "add"},
+                                            {"Sub", "subtract"},
+                                            {"Mul", "multiply"},
+                                            {"Div", "divide"},
+                                            {"Pow", "power"},
+                                            {"Equal", "equal"},
+                                            {"Less", "less"},
+                                            {"Greater", "greater"},
+                                            {"LessOrEqual", "less_equal"},
+                                            {"GreaterOrEqual", "greater_equal"},
+                                            {"And", "logical_and"},
+                                            {"Or", "logical_or"},
+                                            {"Max", "maximum"},
+                                            {"Min", "minimum"}};
 
 static const char *lookup(const char *const (*t)[2], size_t n, const char *op) {
   for (size_t i = 0; i < n; i++)
@@ -160,12 +226,7 @@ typedef struct wctx {
 static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProto *t) {
   wctx *w = ctx;
   if (w->s) return;
-  if (onnx_is_external(t)) {
-    w->s = rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: initializer '%s' has external data, not supported yet", w->I->file,
-                          name);
-    return;
-  }
+  /* only the dims are needed here; weights.c reads the data (inline or external) */
   const rx_sinfo *si = tensor_sinfo(w->I, t, &w->s);
   if (!si) return;
   char *id = onnx_ident(name);
@@ -225,12 +286,14 @@ static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node
   *out = NULL;
   val *v = name ? get(I, name) : NULL;
   if (!v) return node_err(I, n, "input '%s' is not defined", name ? name : "(missing)");
-  if (v->kind == V_TENSOR) *out = rx_arg_var(I->b, v->var);
-  else if (v->kind == V_FCONST) *out = rx_arg_float(I->b, v->f);
-  else if (v->sndim == 0) *out = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0]);
+  if (v->kind == V_TENSOR)
+    *out = rx_arg_var(I->b, v->var);
+  else if (v->kind == V_FCONST)
+    *out = rx_arg_float(I->b, v->f);
+  else if (v->sndim == 0)
+    *out = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0]);
   else
-    return node_err(I, n, "input '%s' is a shape value used as a tensor (not supported yet)",
-                    name);
+    return node_err(I, n, "input '%s' is a shape value used as a tensor (not supported yet)", name);
   return NULL;
 }
 
@@ -286,8 +349,7 @@ static rx_status int_list(imp *I, const Onnx__NodeProto *n, size_t i, const char
   val *v;
   RX_RETURN_IF_ERROR(sym_input(I, n, i, &v));
   for (int k = 0; k < v->slen; k++) {
-    if (v->s[k]->kind != RX_EXPR_CONST)
-      return node_err(I, n, "input %zu must be constant", i);
+    if (v->s[k]->kind != RX_EXPR_CONST) return node_err(I, n, "input %zu must be constant", i);
     out[k] = v->s[k]->value;
   }
   *count = v->slen;
@@ -343,9 +405,401 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
   return NULL;
 }
 
+/* ---- operators with more to translate ---- */
+
+/* match_cast(v, dtype[dims]) (v's dtype and rank); false on failure. */
+static bool rx_emit_match_cast_ok(imp *I, val *v, const rx_sinfo *si, const rx_expr *const *dims,
+                                  rx_var **out) {
+  const rx_sinfo *t = rx_sinfo_tensor(I->m, si->dtype, si->ndim, dims);
+  rx_status s = rx_emit_match_cast(I->b, rx_arg_var(I->b, v->var), t, NULL, out);
+  if (s) rx_status_free(s);
+  return !s;
+}
+
+/* Two tensor operands of a broadcasting op whose dims are not provably compatible (say seq and
+ * min(seq, 64), from slicing a table to the sequence length): a valid model has them equal at
+ * run time, so the operand with the compound dim is match_cast to the other's dim, which the VM
+ * checks when it runs (as Relax does to recover a shape). False when there is nothing to cast. */
+static bool cast_to_common(imp *I, val *x, val *y, rx_node **ax, rx_node **ay) {
+  const rx_sinfo *sx = tsinfo(x), *sy = tsinfo(y);
+  if (!sx || !sy || sx->kind != RX_SINFO_TENSOR || sy->kind != RX_SINFO_TENSOR || !sx->shape ||
+      !sy->shape || sx->ndim > SYM_MAX || sy->ndim > SYM_MAX)
+    return false;
+  const rx_expr *dx[SYM_MAX], *dy[SYM_MAX];
+  memcpy(dx, sx->shape, sizeof *dx * (size_t)sx->ndim);
+  memcpy(dy, sy->shape, sizeof *dy * (size_t)sy->ndim);
+  bool cx = false, cy = false;
+  for (int k = 1; k <= sx->ndim && k <= sy->ndim; k++) {
+    const rx_expr **a = &dx[sx->ndim - k], **b = &dy[sy->ndim - k];
+    if (*a == *b || rx_expr_is_const(*a, 1) || rx_expr_is_const(*b, 1)) continue;
+    if ((*b)->kind == RX_EXPR_VAR || ((*b)->kind == RX_EXPR_CONST && (*a)->kind != RX_EXPR_VAR)) {
+      *a = *b;
+      cx = true;
+    } else {
+      *b = *a;
+      cy = true;
+    }
+  }
+  rx_var *v;
+  if (cx && !rx_emit_match_cast_ok(I, x, sx, dx, &v)) return false;
+  if (cx) *ax = rx_arg_var(I->b, v);
+  if (cy && !rx_emit_match_cast_ok(I, y, sy, dy, &v)) return false;
+  if (cy) *ay = rx_arg_var(I->b, v);
+  return cx || cy;
+}
+
+
+
+static val *def_named(imp *I, const char *name, rx_var *var) {
+  val *v = def(I, name);
+  v->kind = V_TENSOR;
+  v->var = var;
+  return v;
+}
+
+/* A list of symbolic values from the integer-list attribute `name` or else input i (opset >= 10
+ * style); *count = -1 when neither is given. */
+static rx_status sym_list(imp *I, const Onnx__NodeProto *n, size_t i, const char *name,
+                          const rx_expr **out, int *count) {
+  *count = -1;
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  if (a && a->n_ints) {
+    if (a->n_ints > SYM_MAX) return node_err(I, n, "attribute '%s' too long", name);
+    for (size_t k = 0; k < a->n_ints; k++) out[k] = rx_sym_const(I->m, a->ints[k]);
+    *count = (int)a->n_ints;
+    return NULL;
+  }
+  if (!input(n, i)) return NULL;
+  val *v;
+  RX_RETURN_IF_ERROR(sym_input(I, n, i, &v));
+  for (int k = 0; k < v->slen; k++) out[k] = v->s[k];
+  *count = v->slen;
+  return NULL;
+}
+
+/* Is string attribute `name` equal to `want` ("" when absent)? */
+static bool attr_s_is(const Onnx__NodeProto *n, const char *name, const char *want) {
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  size_t wl = strlen(want);
+  if (!a || !a->has_s) return wl == 0;
+  return a->s.len == wl && !memcmp(a->s.data, want, wl);
+}
+
+/* Constant ints of attribute `name` (exactly `want` of them) or the default value for each. */
+static rx_status ints_attr(imp *I, const Onnx__NodeProto *n, const char *name, int want,
+                           int64_t dflt, int64_t *out) {
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  if (!a || !a->n_ints) {
+    for (int k = 0; k < want; k++) out[k] = dflt;
+    return NULL;
+  }
+  if ((int)a->n_ints != want)
+    return node_err(I, n, "attribute '%s' has %zu values, expected %d", name, a->n_ints, want);
+  for (int k = 0; k < want; k++) out[k] = a->ints[k];
+  return NULL;
+}
+
+/* The padding [top, left, bottom, right] of a 2-D window op from `pads` or `auto_pad`, for
+ * kernel extents ext[k] = dilation * (kernel - 1) + 1 and strides st. */
+static rx_status window_pads(imp *I, const Onnx__NodeProto *n, const int64_t *ext,
+                             const int64_t *st, int64_t *pads) {
+  if (attr_s_is(n, "auto_pad", "") || attr_s_is(n, "auto_pad", "NOTSET"))
+    return ints_attr(I, n, "pads", 4, 0, pads);
+  if (attr_s_is(n, "auto_pad", "VALID")) {
+    memset(pads, 0, 4 * sizeof *pads);
+    return NULL;
+  }
+  bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+  if (!upper && !attr_s_is(n, "auto_pad", "SAME_LOWER"))
+    return node_err(I, n, "unknown auto_pad value");
+  for (int k = 0; k < 2; k++) {
+    if (st[k] != 1)
+      return node_err(I, n,
+                      "auto_pad SAME with stride %lld: the padding would depend on the "
+                      "input size; give explicit pads",
+                      (long long)st[k]);
+    int64_t total = ext[k] - 1;
+    pads[k] = upper ? total / 2 : total - total / 2;
+    pads[k + 2] = total - pads[k];
+  }
+  return NULL;
+}
+
+static rx_status do_clip(imp *I, const Onnx__NodeProto *n) {
+  rx_node *x, *a[2];
+  rx_var *r;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  rx_node *lo = NULL, *hi = NULL;
+  bool lo_c = true, hi_c = true;
+  double lo_f = 0, hi_f = 0;
+  if (I->opset < 11) {
+    const Onnx__AttributeProto *m;
+    if ((m = onnx_attr(n, "min")) && m->has_f) lo = rx_arg_float(I->b, lo_f = m->f);
+    if ((m = onnx_attr(n, "max")) && m->has_f) hi = rx_arg_float(I->b, hi_f = m->f);
+  } else {
+    for (int k = 1; k <= 2; k++) {
+      if (!input(n, (size_t)k)) continue;
+      val *v = get(I, input(n, (size_t)k));
+      rx_node **dst = k == 1 ? &lo : &hi;
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), dst));
+      if (v->kind == V_FCONST)
+        *(k == 1 ? &lo_f : &hi_f) = v->f;
+      else
+        *(k == 1 ? &lo_c : &hi_c) = false;
+    }
+  }
+  if (lo && hi && lo_c && hi_c) {
+    const rx_attr *at[2] = {rx_attr_float(I->m, "min", lo_f), rx_attr_float(I->m, "max", hi_f)};
+    RX_RETURN_IF_ERROR(emit(I, n, "clip", &x, 1, at, 2, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  rx_node *cur = x;
+  r = NULL;
+  if (lo) {
+    a[0] = cur;
+    a[1] = lo;
+    RX_RETURN_IF_ERROR(emit(I, n, "maximum", a, 2, NULL, 0, &r));
+    cur = rx_arg_var(I->b, r);
+  }
+  if (hi) {
+    a[0] = cur;
+    a[1] = hi;
+    RX_RETURN_IF_ERROR(emit(I, n, "minimum", a, 2, NULL, 0, &r));
+  }
+  if (!r) { /* no bounds: the identity */
+    val copy = *get(I, input(n, 0));
+    copy.name = n->output[0];
+    *def(I, n->output[0]) = copy;
+    return NULL;
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Trilu: where(keep, x, 0) with keep[i, j] = j - i >= k (upper) or j - i <= k (lower) over the
+ * last two dims, built from two aranges. */
+static rx_status do_trilu(imp *I, const Onnx__NodeProto *n) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  const rx_sinfo *si = tsinfo(x);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < 2)
+    return node_err(I, n, "expects an input of known shape and rank >= 2");
+  const rx_expr *k = rx_sym_const(I->m, 0);
+  if (input(n, 1)) {
+    val *kv;
+    RX_RETURN_IF_ERROR(sym_input(I, n, 1, &kv));
+    if (kv->slen != 1) return node_err(I, n, "k must be a scalar");
+    k = kv->s[0];
+  }
+  const rx_expr *rows_n = si->shape[si->ndim - 2], *cols_n = si->shape[si->ndim - 1];
+  rx_node *a[3];
+  rx_var *rows, *rows2, *cols, *diff, *keep, *r;
+  a[0] = rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0));
+  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, rows_n);
+  RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 2, NULL, 0, &rows));
+  int64_t ax1 = 1;
+  const rx_attr *at = rx_attr_ints(I->m, "axes", &ax1, 1);
+  a[0] = rx_arg_var(I->b, rows);
+  RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", a, 1, &at, 1, &rows2));
+  a[0] = rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0));
+  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, cols_n);
+  RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 2, NULL, 0, &cols));
+  a[0] = rx_arg_var(I->b, cols);
+  a[1] = rx_arg_var(I->b, rows2);
+  RX_RETURN_IF_ERROR(emit(I, n, "subtract", a, 2, NULL, 0, &diff));
+  a[0] = rx_arg_var(I->b, diff);
+  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, k);
+  RX_RETURN_IF_ERROR(emit(I, n, onnx_attr_i(n, "upper", 1) ? "greater_equal" : "less_equal", a, 2,
+                          NULL, 0, &keep));
+  a[0] = rx_arg_var(I->b, keep);
+  a[1] = rx_arg_var(I->b, x->var);
+  a[2] = rx_arg_float(I->b, 0.0);
+  RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* A slice bound for a dim d: constants beyond the int32 range (ONNX's "to the end" markers,
+ * INT64_MAX / INT64_MIN) become d and -d - 1, which clamp the same way. */
+static const rx_expr *slice_bound(imp *I, const rx_expr *v, const rx_expr *d) {
+  if (v->kind != RX_EXPR_CONST || !d) return v;
+  if (v->value > INT32_MAX) return d;
+  if (v->value < INT32_MIN) return rx_sym_sub(I->m, rx_sym_const(I->m, -1), d);
+  return v;
+}
+
+static rx_status do_split(imp *I, const Onnx__NodeProto *n) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  const rx_sinfo *si = tsinfo(x);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  int64_t axis = onnx_attr_i(n, "axis", 0);
+  if (axis < 0) axis += si->ndim;
+  if (axis < 0 || axis >= si->ndim) return node_err(I, n, "axis out of range");
+  int nout = (int)n->n_output;
+  if (nout > SYM_MAX) return node_err(I, n, "over %d outputs", SYM_MAX);
+  const rx_expr *sizes[SYM_MAX];
+  int ns;
+  RX_RETURN_IF_ERROR(sym_list(I, n, 1, "split", sizes, &ns));
+  if (ns >= 0 && ns != nout) return node_err(I, n, "%d split sizes for %d outputs", ns, nout);
+  rx_node *xa = rx_arg_var(I->b, x->var);
+  rx_var *tup = NULL;
+  bool all_const = ns >= 0;
+  for (int k = 0; k < ns; k++) all_const = all_const && sizes[k]->kind == RX_EXPR_CONST;
+  const rx_attr *at[2];
+  at[0] = rx_attr_int(I->m, "axis", axis);
+  if (ns < 0) {
+    at[1] = rx_attr_int(I->m, "sections", nout);
+    RX_RETURN_IF_ERROR(emit(I, n, "split", &xa, 1, at, 2, &tup));
+  } else if (all_const) {
+    int64_t idx[SYM_MAX], acc = 0;
+    for (int k = 0; k + 1 < ns; k++) idx[k] = acc += sizes[k]->value;
+    at[1] = rx_attr_ints(I->m, "indices", idx, ns - 1);
+    RX_RETURN_IF_ERROR(emit(I, n, "split", &xa, 1, at, 2, &tup));
+  }
+  const rx_expr *begin = rx_sym_const(I->m, 0);
+  for (int k = 0; k < nout; k++) {
+    rx_var *r;
+    if (tup) {
+      rx_status s = rx_emit_get_item(I->b, rx_arg_var(I->b, tup), k, NULL, &r);
+      if (s) {
+        rx_status e = node_err(I, n, "%s", rx_status_message(s));
+        rx_status_free(s);
+        return e;
+      }
+    } else { /* symbolic sizes: one strided_slice per output */
+      const rx_expr *end = rx_sym_add(I->m, begin, sizes[k]);
+      const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &axis, 1),
+                              rx_attr_exprs(I->m, "begin", &begin, 1),
+                              rx_attr_exprs(I->m, "end", &end, 1)};
+      RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &xa, 1, sa, 3, &r));
+      begin = end;
+    }
+    if (n->output[k] && n->output[k][0]) def_named(I, n->output[k], r);
+  }
+  return NULL;
+}
+
+static rx_status do_slice(imp *I, const Onnx__NodeProto *n) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (!x) return node_err(I, n, "input is not defined");
+  const rx_expr *st[SYM_MAX], *en[SYM_MAX], *ax[SYM_MAX], *sp[SYM_MAX];
+  int nst, nen, nax, nsp;
+  RX_RETURN_IF_ERROR(sym_list(I, n, 1, "starts", st, &nst));
+  RX_RETURN_IF_ERROR(sym_list(I, n, 2, "ends", en, &nen));
+  RX_RETURN_IF_ERROR(sym_list(I, n, 3, "axes", ax, &nax));
+  RX_RETURN_IF_ERROR(sym_list(I, n, 4, "steps", sp, &nsp));
+  if (nst < 0 || nen != nst || (nax >= 0 && nax != nst) || (nsp >= 0 && nsp != nst))
+    return node_err(I, n, "starts, ends, axes and steps must be given with one length");
+  int64_t axes[SYM_MAX], steps[SYM_MAX];
+  int rank = x->kind == V_SYM ? 1 : rank_of(x);
+  if (rank < 0) return node_err(I, n, "the input's rank is not known");
+  for (int k = 0; k < nst; k++) {
+    if (nax >= 0 && ax[k]->kind != RX_EXPR_CONST) return node_err(I, n, "axes must be constant");
+    if (nsp >= 0 && (sp[k]->kind != RX_EXPR_CONST || sp[k]->value == 0))
+      return node_err(I, n, "steps must be nonzero constants");
+    axes[k] = nax >= 0 ? ax[k]->value : k;
+    if (axes[k] < 0) axes[k] += rank;
+    if (axes[k] < 0 || axes[k] >= rank) return node_err(I, n, "axis out of range");
+    steps[k] = nsp >= 0 ? sp[k]->value : 1;
+  }
+  if (x->kind == V_SYM) { /* slicing a shape value: Python slice semantics on constants */
+    if (x->sndim != 1 || nst != 1) return node_err(I, n, "slicing a scalar shape value");
+    if (st[0]->kind != RX_EXPR_CONST || en[0]->kind != RX_EXPR_CONST)
+      return node_err(I, n, "slicing a shape value needs constant starts and ends");
+    int64_t len = x->slen, s = steps[0], b = st[0]->value, e = en[0]->value;
+    if (b < 0) b += len;
+    if (e < 0) e += len;
+    int64_t lo = s > 0 ? 0 : -1, hi = s > 0 ? len : len - 1;
+    b = b < lo ? lo : b > hi ? hi : b;
+    e = e < lo ? lo : e > hi ? hi : e;
+    val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1, .slen = 0};
+    for (int64_t i = b; s > 0 ? i < e : i > e; i += s) out.s[out.slen++] = x->s[i];
+    *def(I, n->output[0]) = out;
+    return NULL;
+  }
+  const rx_sinfo *si = tsinfo(x);
+  for (int k = 0; k < nst; k++) {
+    const rx_expr *d = si && si->shape ? si->shape[axes[k]] : NULL;
+    st[k] = slice_bound(I, st[k], d);
+    en[k] = slice_bound(I, en[k], d);
+  }
+  rx_node *xa = rx_arg_var(I->b, x->var);
+  const rx_attr *at[4] = {
+      rx_attr_ints(I->m, "axes", axes, nst), rx_attr_exprs(I->m, "begin", st, nst),
+      rx_attr_exprs(I->m, "end", en, nst), rx_attr_ints(I->m, "strides", steps, nst)};
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &xa, 1, at, 4, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+static rx_status do_conv(imp *I, const Onnx__NodeProto *n) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *w = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  const rx_sinfo *ws = tsinfo(w);
+  if (rank_of(x) != 4)
+    return node_err(I, n, "only 2-D convolution (an input of rank 4, NCHW) is supported");
+  if (!ws || ws->ndim != 4 || !ws->shape || ws->shape[2]->kind != RX_EXPR_CONST ||
+      ws->shape[3]->kind != RX_EXPR_CONST)
+    return node_err(I, n, "the weight must be [O, C/group, KH, KW] with constant KH, KW");
+  int64_t st[2], dil[2], pads[4], ext[2];
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", 2, 1, st));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", 2, 1, dil));
+  for (int k = 0; k < 2; k++) ext[k] = dil[k] * (ws->shape[2 + k]->value - 1) + 1;
+  RX_RETURN_IF_ERROR(window_pads(I, n, ext, st, pads));
+  rx_node *a[2];
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  const rx_attr *at[4] = {rx_attr_ints(I->m, "strides", st, 2),
+                          rx_attr_ints(I->m, "padding", pads, 4),
+                          rx_attr_ints(I->m, "dilation", dil, 2),
+                          rx_attr_int(I->m, "groups", onnx_attr_i(n, "group", 1))};
+  rx_var *r, *b2;
+  RX_RETURN_IF_ERROR(emit(I, n, "conv2d", a, 2, at, 4, &r));
+  if (input(n, 2)) { /* bias [O] as [1, O, 1, 1] */
+    const rx_expr *one = rx_sym_const(I->m, 1), *dims[4] = {one, ws->shape[0], one, one};
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[0]));
+    a[1] = rx_arg_shape(I->b, dims, 4);
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &b2));
+    a[0] = rx_arg_var(I->b, r);
+    a[1] = rx_arg_var(I->b, b2);
+    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+static rx_status do_pool(imp *I, const Onnx__NodeProto *n) {
+  bool mx = n->op_type[0] == 'M';
+  if (rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL) != 4)
+    return node_err(I, n, "only 2-D pooling (an input of rank 4, NCHW) is supported");
+  if (onnx_attr_i(n, "ceil_mode", 0))
+    return node_err(I, n, "ceil_mode=1 is not supported (floor mode only)");
+  if (onnx_attr_i(n, "storage_order", 0)) return node_err(I, n, "storage_order=1 is not supported");
+  if (n->n_output > 1 && n->output[1] && n->output[1][0])
+    return node_err(I, n, "the Indices output is not supported");
+  const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
+  if (!ka || ka->n_ints != 2) return node_err(I, n, "kernel_shape of two values is required");
+  int64_t kern[2] = {ka->ints[0], ka->ints[1]}, st[2], dil[2], pads[4], ext[2];
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", 2, 1, st));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", 2, 1, dil));
+  for (int k = 0; k < 2; k++) ext[k] = dil[k] * (kern[k] - 1) + 1;
+  RX_RETURN_IF_ERROR(window_pads(I, n, ext, st, pads));
+  rx_node *a;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a));
+  const rx_attr *at[5] = {
+      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
+      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
+      rx_attr_bool(I->m, "count_include_pad", onnx_attr_i(n, "count_include_pad", 0) != 0)};
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, mx ? "max_pool2d" : "avg_pool2d", &a, 1, at, mx ? 4 : 5, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   const char *op = n->op_type, *mapped;
-  rx_node *a[4] = {0};
+  rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
   if (n->n_output < 1) return node_err(I, n, "node has no outputs");
@@ -400,7 +854,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     return NULL;
   }
   if ((mapped = lookup(binary_ops, RX_ARRAY_LEN(binary_ops), op))) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *y = input(n, 1) ? get(I, input(n, 1)) : NULL;
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL,
+        *y = input(n, 1) ? get(I, input(n, 1)) : NULL;
     if (!x || !y) return node_err(I, n, "an input is not defined");
     if (x->kind == V_SYM && y->kind == V_SYM && sym_binary(I, op, x->s[0], y->s[0])) {
       /* shape arithmetic, with broadcasting of one-element values */
@@ -408,8 +863,10 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
       if ((x->slen != len && x->slen != 1) || (y->slen != len && y->slen != 1))
         return node_err(I, n, "shape values of lengths %d and %d do not broadcast", x->slen,
                         y->slen);
-      val out = {.name = n->output[0], .kind = V_SYM,
-                 .sndim = x->sndim > y->sndim ? x->sndim : y->sndim, .slen = len};
+      val out = {.name = n->output[0],
+                 .kind = V_SYM,
+                 .sndim = x->sndim > y->sndim ? x->sndim : y->sndim,
+                 .slen = len};
       for (int k = 0; k < len; k++)
         out.s[k] = sym_binary(I, op, x->s[x->slen == 1 ? 0 : k], y->s[y->slen == 1 ? 0 : k]);
       *def(I, n->output[0]) = out;
@@ -425,7 +882,21 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     }
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
-    RX_RETURN_IF_ERROR(emit(I, n, mapped, a, 2, NULL, 0, &r));
+    rx_status es = rx_emit_op(I->b, mapped, a, 2, NULL, 0, NULL, &r);
+    if (es && cast_to_common(I, x, y, &a[0], &a[1])) {
+      rx_status again = rx_emit_op(I->b, mapped, a, 2, NULL, 0, NULL, &r);
+      if (!again) {
+        rx_status_free(es);
+        es = NULL;
+      } else {
+        rx_status_free(again);
+      }
+    }
+    if (es) {
+      rx_status e = node_err(I, n, "%s", rx_status_message(es));
+      rx_status_free(es);
+      return e;
+    }
     def_tensor(I, n, r);
     return NULL;
   }
@@ -488,8 +959,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
                       (long long)axis);
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     at[0] = rx_attr_int(I->m, "axis", axis);
-    RX_RETURN_IF_ERROR(
-        emit(I, n, op[0] == 'S' ? "softmax" : "log_softmax", a, 1, at, 1, &r));
+    RX_RETURN_IF_ERROR(emit(I, n, op[0] == 'S' ? "softmax" : "log_softmax", a, 1, at, 1, &r));
     def_tensor(I, n, r);
     return NULL;
   }
@@ -518,7 +988,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     return NULL;
   }
   if (!strcmp(op, "Gather")) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL,
+        *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
     if (!x || !idx) return node_err(I, n, "an input is not defined");
     int64_t axis = onnx_attr_i(n, "axis", 0);
     if (x->kind == V_SYM && idx->kind == V_SYM) {
@@ -554,10 +1025,12 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     if (x->kind == V_SYM) {
       val out = *x;
       out.name = n->output[0];
-      if (unsq && x->sndim == 0 && na == 1 && (axes[0] == 0 || axes[0] == -1)) out.sndim = 1;
+      if (unsq && x->sndim == 0 && na == 1 && (axes[0] == 0 || axes[0] == -1))
+        out.sndim = 1;
       else if (!unsq && x->sndim == 1 && x->slen == 1 && (na <= 0 || axes[0] == 0 || axes[0] == -1))
         out.sndim = 0;
-      else return node_err(I, n, "unsupported on a shape value of rank %d", x->sndim);
+      else
+        return node_err(I, n, "unsupported on a shape value of rank %d", x->sndim);
       *def(I, n->output[0]) = out;
       return NULL;
     }
@@ -698,7 +1171,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     return NULL;
   }
   if (!strncmp(op, "Reduce", 6)) {
-    const char *rop = !strcmp(op, "ReduceMean") ? "mean"
+    const char *rop = !strcmp(op, "ReduceMean")  ? "mean"
                       : !strcmp(op, "ReduceSum") ? "sum"
                       : !strcmp(op, "ReduceMax") ? "max"
                                                  : "min";
@@ -707,7 +1180,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     int nat = 0;
-    if (na > 0) at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
+    if (na > 0)
+      at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
     else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) {
       val copy = *get(I, input(n, 0));
       copy.name = n->output[0];
@@ -722,7 +1196,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   if (!strcmp(op, "LayerNormalization")) {
     int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
     if (rank < 0) return node_err(I, n, "the input's rank is not known");
-    if (!input(n, 2)) return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
+    if (!input(n, 2))
+      return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
     if (n->n_output > 1 && n->output[1] && n->output[1][0])
       return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
     int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
@@ -760,6 +1235,69 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     def_tensor(I, n, r);
     return NULL;
   }
+  if (!strcmp(op, "LeakyRelu")) {
+    /* where(x >= 0, x, alpha * x) */
+    rx_var *ge, *ax;
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    a[1] = rx_arg_float(I->b, 0.0);
+    RX_RETURN_IF_ERROR(emit(I, n, "greater_equal", a, 2, NULL, 0, &ge));
+    a[1] = rx_arg_float(I->b, onnx_attr_f(n, "alpha", 0.01));
+    RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &ax));
+    rx_node *w[3] = {rx_arg_var(I->b, ge), a[0], rx_arg_var(I->b, ax)};
+    RX_RETURN_IF_ERROR(emit(I, n, "where", w, 3, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Clip")) return do_clip(I, n);
+  if (!strcmp(op, "Trilu")) return do_trilu(I, n);
+  if (!strcmp(op, "Flatten")) {
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+    const rx_sinfo *si = tsinfo(x);
+    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+      return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+    int64_t axis = onnx_attr_i(n, "axis", 1);
+    if (axis < 0) axis += si->ndim;
+    if (axis < 0 || axis > si->ndim)
+      return node_err(I, n, "axis %lld out of range for rank %d",
+                      (long long)onnx_attr_i(n, "axis", 1), si->ndim);
+    const rx_expr *dims[2] = {rx_sym_const(I->m, 1), rx_sym_const(I->m, 1)};
+    for (int k = 0; k < si->ndim; k++)
+      dims[k >= axis] = rx_sym_mul(I->m, dims[k >= axis], si->shape[k]);
+    a[0] = rx_arg_var(I->b, x->var);
+    a[1] = rx_arg_shape(I->b, dims, 2);
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Split")) return do_split(I, n);
+  if (!strcmp(op, "Slice")) return do_slice(I, n);
+  if (!strcmp(op, "Conv")) return do_conv(I, n);
+  if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) return do_pool(I, n);
+  if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
+    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+    if (rank < 3) return node_err(I, n, "expects an input of known rank >= 3");
+    int64_t axes[SYM_MAX];
+    int na = 0;
+    for (int k = 2; k < rank && na < SYM_MAX; k++) axes[na++] = k;
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    at[0] = rx_attr_ints(I->m, "axes", axes, na);
+    at[1] = rx_attr_bool(I->m, "keepdims", true);
+    RX_RETURN_IF_ERROR(emit(I, n, op[6] == 'A' ? "mean" : "max", a, 1, at, 2, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "BatchNormalization")) {
+    if (onnx_attr_i(n, "training_mode", 0))
+      return node_err(I, n, "training_mode=1 is not supported (inference only)");
+    for (size_t k = 1; k < n->n_output; k++)
+      if (n->output[k] && n->output[k][0])
+        return node_err(I, n, "the running mean / variance outputs are not supported");
+    for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+    at[0] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
+    RX_RETURN_IF_ERROR(emit(I, n, "batch_norm", a, 5, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
   return node_err(I, n, "not supported");
 }
 
@@ -773,8 +1311,8 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
     bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx");
     if (!n->op_type || foreign || !is_supported(n->op_type)) {
       rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld)", i, n->name ? n->name : "",
-                       foreign ? n->domain : "", foreign ? "." : "",
-                       n->op_type ? n->op_type : "?", (long long)I->opset);
+                       foreign ? n->domain : "", foreign ? "." : "", n->op_type ? n->op_type : "?",
+                       (long long)I->opset);
       nun++;
     }
   }
@@ -801,14 +1339,14 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(I->b));
   for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
 
-  if (g->n_output == 0) return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
+  if (g->n_output == 0)
+    return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
   rx_node *outs[16];
   if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
   for (size_t i = 0; i < g->n_output; i++) {
     val *v = get(I, g->output[i]->name);
     if (!v || v->kind != V_TENSOR)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: graph output '%s' is %s", I->file,
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is %s", I->file,
                             g->output[i]->name ? g->output[i]->name : "",
                             !v ? "not defined" : "a constant or shape value (not supported yet)");
     outs[i] = rx_arg_var(I->b, v->var);
@@ -839,4 +1377,3 @@ rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char
   onnx__model_proto__free_unpacked(mp, NULL);
   return s;
 }
-

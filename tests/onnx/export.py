@@ -5,6 +5,9 @@ their inputs and PyTorch outputs at two values of each dynamic axis (tests/unit/
 Run with Debian's python3-torch and python3-onnx (from the repository root):
     env -i PATH=/usr/bin:/bin /usr/bin/python3 tests/onnx/export.py
 
+Models: an MLP, a self-attention block, a GPT-style causal block, a Llama-style RMSNorm + SwiGLU
+block and a small CNN with a symbolic batch.
+
 Writes tests/onnx/MODEL.onnx, tests/onnx/data/*.npy and tests/onnx/data/manifest.txt, one line
 per case: model|dims|input files (graph inputs only; weights are in the model)|output file.
 The generated files are committed so that the tests need no Python."""
@@ -56,6 +59,80 @@ class Attention(nn.Module):
         p = torch.softmax(scores, dim=-1)
         o = torch.matmul(p, v).transpose(1, 2).reshape(b, s, d)
         return self.ln(x + self.o(o))
+
+
+class GPTBlock(nn.Module):
+    """A GPT-style pre-norm block: learned positions sliced to the sequence length, fused QKV
+    split into three, causal attention whose mask (tril of ones(s, s)) and head reshapes depend
+    on the sequence length, and a GELU MLP."""
+
+    def __init__(self, dim=32, heads=4, max_seq=64):
+        super().__init__()
+        self.heads, self.hd = heads, dim // heads
+        self.pos = nn.Parameter(torch.randn(max_seq, dim) * 0.1)
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        x = x + self.pos[:s]
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q = q.view(b, s, self.heads, self.hd).transpose(1, 2)
+        k = k.view(b, s, self.heads, self.hd).transpose(1, 2)
+        v = v.view(b, s, self.heads, self.hd).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
+        mask = torch.tril(torch.ones(s, s))
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+        o = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.proj(o)
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class LlamaBlock(nn.Module):
+    """Llama-style RMSNorm + SwiGLU feed-forward with a fused gate/up projection (chunked)."""
+
+    def __init__(self, dim=32, hidden=64, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(dim))
+        self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def rms_norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def forward(self, x):
+        gate, up = self.gate_up(self.rms_norm(x)).chunk(2, dim=-1)
+        return x + self.down(nn.functional.silu(gate) * up)
+
+
+class CNN(nn.Module):
+    """A small CNN: conv + ReLU6 (Clip), max pooling, batch norm, a strided conv with LeakyReLU,
+    padded average pooling, global average pooling, flatten and a linear classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16, 10)
+        with torch.no_grad():  # running statistics that are not the identity
+            self.bn.running_mean.copy_(0.1 * torch.randn(8))
+            self.bn.running_var.copy_(0.5 + torch.rand(8))
+            self.bn.weight.copy_(1.0 + 0.1 * torch.randn(8))
+            self.bn.bias.copy_(0.1 * torch.randn(8))
+
+    def forward(self, x):
+        # batch norm after the pooling, so that the exporter cannot fold it into the conv
+        h = self.bn(nn.functional.max_pool2d(nn.functional.relu6(self.c1(x)), 2))
+        h = nn.functional.leaky_relu(self.c2(h), 0.1)
+        h = nn.functional.avg_pool2d(h, 3, stride=1, padding=1, count_include_pad=False)
+        h = torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1)
+        return self.fc(h)
 
 
 def export(model, name, example, dynamic_axes, cases):
@@ -110,6 +187,15 @@ def main():
     lines += export(Attention(), "attention", torch.randn(2, 5, 16),
                     {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
                     [{"batch": 1, "seq": 5}, {"batch": 2, "seq": 9}])
+    lines += export(GPTBlock(), "gpt", torch.randn(2, 7, 32),
+                    {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+                    [{"batch": 1, "seq": 1}, {"batch": 1, "seq": 7}, {"batch": 3, "seq": 33}])
+    lines += export(LlamaBlock(), "llama", torch.randn(2, 5, 32),
+                    {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+                    [{"batch": 1, "seq": 1}, {"batch": 2, "seq": 13}, {"batch": 1, "seq": 64}])
+    lines += export(CNN(), "cnn", torch.randn(2, 3, 16, 16),
+                    {"x": {0: "batch"}, "y": {0: "batch"}},
+                    [{"batch": 1}, {"batch": 5}])
     unsupported()
     with open(os.path.join(DATA, "manifest.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
