@@ -178,6 +178,111 @@ def unsupported():
     onnx.save(m, os.path.join(HERE, "unsupported.onnx"))
 
 
+# ---- single-operator models, built with onnx.helper, checked against NumPy ----
+
+def save_op_model(name, nodes, inits, x_shape, y_shape, ref, cases):
+    """One graph input x (dims named in x_shape), one output y; ref(x) is NumPy's answer."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)
+    g = helper.make_graph(nodes, name, [x], [y], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(HERE, name + ".onnx"))
+    rng = np.random.default_rng(len(name))
+    lines = []
+    for dims in cases:
+        shape = [dims[d] if isinstance(d, str) else d for d in x_shape]
+        xv = rng.standard_normal(shape).astype(np.float32)
+        tag = "_".join(str(v) for v in dims.values())
+        xf, yf = f"{name}_{tag}_x.npy", f"{name}_{tag}_y.npy"
+        np.save(os.path.join(DATA, xf), xv)
+        np.save(os.path.join(DATA, yf), ref(xv).astype(np.float32))
+        lines.append(f"{name}|{','.join(f'{k}={v}' for k, v in dims.items())}|{xf}|{yf}")
+    return lines
+
+
+def i64(name, values):
+    return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+
+def op_models():
+    big, small = 2**63 - 1, -(2**63)
+    lines = []
+    # Trilu (upper, k = 1) then lower with k = -1 of the result's transpose-free slice
+    def trilu_ref(x):
+        return np.tril(np.triu(x, 1) + x, -1) + np.triu(x, 1)
+    lines += save_op_model("op_trilu", [
+        helper.make_node("Trilu", ["x", "k1"], ["u"], upper=1),
+        helper.make_node("Add", ["u", "x"], ["s"]),
+        helper.make_node("Trilu", ["s", "km1"], ["l"], upper=0),
+        helper.make_node("Add", ["l", "u"], ["y"]),
+    ], [helper.make_tensor("k1", TensorProto.INT64, [], [1]),
+        helper.make_tensor("km1", TensorProto.INT64, [], [-1])],
+        ["n", "m"], ["n", "m"], trilu_ref, [{"n": 1, "m": 1}, {"n": 5, "m": 3}, {"n": 7, "m": 33}])
+    # Slice: every other row from 1, columns reversed (INT64_MIN end), then a fixed window
+    def slice_ref(x):
+        return x[1::2, ::-1][:, 1:5]
+    lines += save_op_model("op_slice", [
+        helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["a"]),
+        helper.make_node("Slice", ["a", "st2", "en2", "ax2"], ["y"]),
+    ], [i64("st", [1, -1]), i64("en", [big, small]), i64("ax", [0, 1]), i64("sp", [2, -1]),
+        i64("st2", [1]), i64("en2", [5]), i64("ax2", [1])],
+        ["n", 6], ["h", 4], slice_ref, [{"n": 2}, {"n": 7}, {"n": 34}])
+    # Split: equal halves, constant sizes, and sizes [1, m - 1] computed from the shape
+    def split_ref(x):
+        a, b = x[:, :4], x[:, 4:]
+        c, d, e = x[:, :1], x[:, 1:4], x[:, 4:]
+        return np.concatenate([a - b, e, c, d], axis=1)
+    lines += save_op_model("op_split", [
+        helper.make_node("Split", ["x"], ["a", "b"], axis=1),
+        helper.make_node("Split", ["x", "sz"], ["c", "d", "e"], axis=1),
+        helper.make_node("Sub", ["a", "b"], ["ab"]),
+        helper.make_node("Concat", ["ab", "e", "c", "d"], ["y"], axis=1),
+    ], [i64("sz", [1, 3, 4])], ["n", 8], ["n", 16], split_ref,
+        [{"n": 1}, {"n": 3}, {"n": 40}])
+    def split_sym_ref(x):
+        return x[:, :1] * np.sum(x[:, 1:], axis=1, keepdims=True)
+    lines += save_op_model("op_split_sym", [
+        helper.make_node("Shape", ["x"], ["shp"]),
+        helper.make_node("Gather", ["shp", "one"], ["m"], axis=0),
+        helper.make_node("Sub", ["m", "one"], ["m1"]),
+        helper.make_node("Concat", ["one", "m1"], ["sizes"], axis=0),
+        helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+        helper.make_node("ReduceSum", ["b", "axes1"], ["bs"], keepdims=1),
+        helper.make_node("Mul", ["a", "bs"], ["y"]),
+    ], [i64("one", [1]), i64("axes1", [1])], ["n", "m"], ["n", 1], split_sym_ref,
+        [{"n": 1, "m": 2}, {"n": 4, "m": 7}, {"n": 9, "m": 65}])
+    # Clip with one bound, LeakyRelu, Clip with both (ReLU6-like)
+    def clip_ref(x):
+        a = np.maximum(x, -0.5)
+        b = np.where(a >= 0, a, 0.2 * a)
+        return np.clip(b * 4, 0.0, 6.0) + b
+    lines += save_op_model("op_clip", [
+        helper.make_node("Clip", ["x", "lo"], ["a"]),
+        helper.make_node("LeakyRelu", ["a"], ["b"], alpha=0.2),
+        helper.make_node("Mul", ["b", "four"], ["b4"]),
+        helper.make_node("Clip", ["b4", "zero", "six"], ["c"]),
+        helper.make_node("Add", ["c", "b"], ["y"]),
+    ], [helper.make_tensor(k, TensorProto.FLOAT, [], [v])
+        for k, v in [("lo", -0.5), ("four", 4.0), ("zero", 0.0), ("six", 6.0)]],
+        ["n", 5], ["n", 5], clip_ref, [{"n": 1}, {"n": 11}])
+    # pooling: padded strided max, average counting the pads, global max
+    def pool_ref(x):
+        t = torch.from_numpy(x)
+        a = nn.functional.max_pool2d(t, 3, stride=2, padding=1)
+        b = nn.functional.avg_pool2d(a, 2, stride=1, padding=1, count_include_pad=True)
+        return (b + torch.amax(b, dim=(2, 3), keepdim=True)).numpy()
+    lines += save_op_model("op_pool", [
+        helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["a"], ["b"], kernel_shape=[2, 2], strides=[1, 1],
+                         pads=[1, 1, 1, 1], count_include_pad=1),
+        helper.make_node("GlobalMaxPool", ["b"], ["g"]),
+        helper.make_node("Add", ["b", "g"], ["y"]),
+    ], [], ["n", 2, 9, 9], ["n", 2, 6, 6], pool_ref, [{"n": 1}, {"n": 3}])
+    return lines
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     torch.manual_seed(0)
@@ -196,6 +301,7 @@ def main():
     lines += export(CNN(), "cnn", torch.randn(2, 3, 16, 16),
                     {"x": {0: "batch"}, "y": {0: "batch"}},
                     [{"batch": 1}, {"batch": 5}])
+    lines += op_models()
     unsupported()
     with open(os.path.join(DATA, "manifest.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -1,6 +1,6 @@
 /* The ONNX frontend (frontends/onnx): models exported from PyTorch with dynamic axes
  * (tests/onnx/export.py: an MLP, self-attention, a GPT-style causal block, a Llama-style RMSNorm +
- * SwiGLU block, a small CNN) imported, compiled once for Vulkan and run through the runtime's VM at
+ * SwiGLU block, a small CNN; and single-operator graphs checked against NumPy) imported, compiled once for Vulkan and run through the runtime's VM at
  * every recorded shape (tests/onnx/data/manifest.txt), compared with PyTorch's outputs; plus the
  * errors: a model with unsupported operators (all of them listed) and truncated files.
  *
@@ -247,7 +247,9 @@ int main(int argc, char **argv) {
     rx_status_free(s);
     manifest = rx_strdup("");
   }
-  const char *models[] = {"mlp", "attention", "gpt", "llama", "cnn"};
+  const char *models[] = {"mlp",     "attention", "gpt",          "llama",   "cnn",
+                          "op_trilu", "op_slice", "op_split", "op_split_sym", "op_clip",
+                          "op_pool"};
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) run_model(dev, dir, manifest, models[i]);
   if (dev) {
     const char *last = NULL;
