@@ -283,6 +283,26 @@ def op_models():
     return lines
 
 
+def error_models():
+    """Supported operators with attributes or inputs that are not: each import must fail with an
+    error naming the node and what is not supported (tests/unit/test_onnx.c)."""
+    def save(name, x_shape, node, inits=()):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        g = helper.make_graph([node], name, [x], [y], list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        onnx.save(m, os.path.join(HERE, name + ".onnx"))
+    w1 = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3], [0.0] * 24)
+    save("err_conv1d", ["n", 2, 9], helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d"),
+         [w1])
+    save("err_ceil", ["n", 2, 9, 9], helper.make_node(
+        "MaxPool", ["x"], ["y"], name="pool_ceil", kernel_shape=[2, 2], strides=[2, 2],
+        ceil_mode=1))
+    save("err_same", ["n", 2, "h", "w"], helper.make_node(
+        "AveragePool", ["x"], ["y"], name="pool_same", kernel_shape=[3, 3], strides=[2, 2],
+        auto_pad="SAME_UPPER"))
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     torch.manual_seed(0)
@@ -302,6 +322,7 @@ def main():
                     {"x": {0: "batch"}, "y": {0: "batch"}},
                     [{"batch": 1}, {"batch": 5}])
     lines += op_models()
+    error_models()
     unsupported()
     with open(os.path.join(DATA, "manifest.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")

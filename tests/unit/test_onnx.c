@@ -185,6 +185,32 @@ static void test_unsupported(const char *dir) {
   free(bytes);
 }
 
+/* Supported operators with unsupported attributes: an error naming the node and the reason. */
+static void test_op_errors(const char *dir) {
+  static const char *const cases[][3] = {
+      {"err_conv1d", "node 'conv1d' (Conv, opset 17)", "only 2-D convolution"},
+      {"err_ceil", "node 'pool_ceil' (MaxPool, opset 17)", "ceil_mode=1 is not supported"},
+      {"err_same", "node 'pool_same' (AveragePool, opset 17)",
+       "auto_pad SAME with stride 2: the padding would depend on the input size"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    size_t len;
+    char *bytes = read_model(dir, cases[i][0], &len);
+    if (!bytes) continue;
+    rx_module *m = rx_module_new();
+    rx_status s = rx_onnx_import(m, bytes, len, cases[i][0], NULL);
+    const char *msg = rx_status_message(s);
+    if (!s) FAIL("%s: imported without an error", cases[i][0]);
+    else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, cases[i][1]) ||
+             !strstr(msg, cases[i][2]))
+      FAIL("%s: unexpected error: %s", cases[i][0], msg);
+    else passed++;
+    rx_status_free(s);
+    rx_module_free(m);
+    free(bytes);
+  }
+}
+
 /* Truncated and corrupted files: a clean error (or, rarely, a valid prefix), never a crash. */
 static void test_malformed(const char *dir) {
   size_t len;
@@ -228,6 +254,7 @@ int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "tests";
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_unsupported(dir);
+  test_op_errors(dir);
   test_malformed(dir);
   rx_rt_device *dev = NULL;
   rx_rt_device_options dopts = {.validation = 1};
