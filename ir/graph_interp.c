@@ -184,6 +184,12 @@ static rx_status check(genv *e, const char *what, const rx_sinfo *want, const rx
     if (want->ndim >= 0 && want->ndim != have->ndim) return mismatch(e, what, want, have, "rank");
     for (int i = 0; want->shape && i < want->ndim; i++) {
       int64_t v;
+      if (!tensor && have->shape[i] < 0 && want->shape[i]->kind == RX_EXPR_VAR) {
+        char why[96];
+        snprintf(why, sizeof why, "dim %d is %lld, but %s is a size and cannot be negative", i,
+                 (long long)have->shape[i], want->shape[i]->name);
+        return mismatch(e, what, want, have, why);
+      }
       if (!eval(e, want->shape[i], &v)) return mismatch(e, what, want, have, "unbound dimension");
       if (v != have->shape[i]) {
         char why[64];
@@ -360,6 +366,100 @@ static rx_status const_value(genv *e, const rx_node *n, rx_ginterp_value *out) {
   return NULL;
 }
 
+static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out);
+
+/* "reshape(x, t)": the op and its variable arguments, for messages. */
+static char *call_text(genv *e, const rx_node *n) {
+  rx_strbuf b = {0};
+  rx_strbuf_printf(&b, "%s(", n->op->name);
+  for (int i = 0; i < n->nargs; i++)
+    rx_strbuf_printf(&b, "%s%s", i ? ", " : "",
+                     n->args[i]->kind == RX_NODE_VAR ? n->args[i]->var->name : "...");
+  rx_strbuf_append(&b, ")");
+  char *s = rx_arena_strdup(&e->m->arena, b.data);
+  rx_strbuf_free(&b);
+  return s;
+}
+
+/* Host-level op calls (rx_op_is_host_call), as the VM runs them: tensor_to_shape reads a 1-D
+ * (or 0-d) i64/i32 tensor as a shape value; reshape to or from an unknown shape takes the dims
+ * of a shape value (one -1 inferred) and checks the element count. */
+static rx_status host_op(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  rx_ginterp_value x, s;
+  memset(&s, 0, sizeof s);
+  RX_RETURN_IF_ERROR(eval_node(e, n->args[0], &x));
+  rx_status st = NULL;
+  const char *what = call_text(e, n);
+  rx_strbuf got = {0};
+  value_str(&got, &x);
+  if (!strcmp(n->op->name, "tensor_to_shape")) {
+    if (x.kind != RX_GV_TENSOR || (x.dtype != RX_DTYPE_I64 && x.dtype != RX_DTYPE_I32) ||
+        x.ndim > 1 || (x.ndim == 1 && x.shape[0] > RX_MAX_NDIM)) {
+      st = rx_status_make(RX_ERR_INVALID,
+                          "%s: %s: expected a 1-D i64 or i32 tensor of at most %d values (or a "
+                          "0-d one), got %s",
+                          e->fn->name, what, RX_MAX_NDIM, got.data);
+    } else {
+      out->kind = RX_GV_SHAPE;
+      out->ndim = x.ndim ? (int)x.shape[0] : 1;
+      for (int i = 0; i < out->ndim; i++)
+        out->shape[i] = x.dtype == RX_DTYPE_I64 ? ((const int64_t *)x.data)[i]
+                                                : ((const int32_t *)x.data)[i];
+    }
+  } else { /* reshape */
+    st = eval_node(e, n->args[1], &s);
+    rx_strbuf sh = {0};
+    if (!st) value_str(&sh, &s);
+    if (!st && (x.kind != RX_GV_TENSOR || s.kind != RX_GV_SHAPE)) {
+      st = rx_status_make(RX_ERR_INVALID, "%s: %s: expected a tensor and a shape, got %s and %s",
+                          e->fn->name, what, got.data, sh.data);
+    } else if (!st) {
+      int64_t have = rx_ginterp_numel(&x), want = 1;
+      int infer = -1;
+      for (int i = 0; i < s.ndim && !st; i++) {
+        if (s.shape[i] == -1 && infer < 0)
+          infer = i;
+        else if (s.shape[i] < 0)
+          st = rx_status_make(RX_ERR_INVALID,
+                              "%s: %s: the new shape %s has the negative dim %lld (only one -1 "
+                              "is allowed, inferred)",
+                              e->fn->name, what, sh.data, (long long)s.shape[i]);
+        else if (__builtin_mul_overflow(want, s.shape[i], &want))
+          st = rx_status_make(RX_ERR_INVALID, "%s: %s: the new shape %s has too many elements",
+                              e->fn->name, what, sh.data);
+      }
+      if (!st && infer >= 0) {
+        if (want && have % want == 0) {
+          s.shape[infer] = have / want;
+          want = have;
+        } else {
+          st = rx_status_make(RX_ERR_INVALID,
+                              "%s: %s: cannot reshape %s (%lld elements) to %s: the -1 dim "
+                              "cannot be inferred",
+                              e->fn->name, what, got.data, (long long)have, sh.data);
+        }
+      }
+      if (!st && want != have)
+        st = rx_status_make(RX_ERR_INVALID,
+                            "%s: %s: cannot reshape %s (%lld elements) to %s (%lld elements): "
+                            "the element counts differ",
+                            e->fn->name, what, got.data, (long long)have, sh.data,
+                            (long long)want);
+      if (!st) {
+        *out = x; /* takes the data */
+        memset(&x, 0, sizeof x);
+        out->ndim = s.ndim;
+        for (int i = 0; i < s.ndim; i++) out->shape[i] = s.shape[i];
+      }
+    }
+    rx_strbuf_free(&sh);
+  }
+  rx_strbuf_free(&got);
+  rx_ginterp_value_free(&x);
+  rx_ginterp_value_free(&s);
+  return st;
+}
+
 /* Evaluates an (atomic or whole-binding) expression into *out (owned). */
 static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
   memset(out, 0, sizeof *out);
@@ -421,6 +521,7 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     return NULL;
   }
   case RX_NODE_CALL:
+    if (rx_op_is_host_call(n)) return host_op(e, n, out);
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: op %s must be legalized first", e->fn->name,
                           n->op ? n->op->name : "?");
   case RX_NODE_CALL_EXTERN:

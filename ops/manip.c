@@ -456,3 +456,34 @@ const rx_sinfo *rx_deduce_take(rx_deduce_ctx *dc, const rx_node *call) {
   for (int i = axis + 1; i < x->ndim; i++) dims[k++] = x->shape[i];
   return rx_ops_tensor(dc, x->dtype, n, dims);
 }
+
+/* ---- tensor_to_shape (host-level: the VM reads the tensor back and makes a shape value) ---- */
+
+const rx_sinfo *rx_deduce_tensor_to_shape(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = call->args[0]->sinfo;
+  if (x->kind != RX_SINFO_TENSOR) {
+    rx_deduce_error(dc, "tensor_to_shape expects an integer tensor (i64 or i32) as argument 1, "
+                        "got %s",
+                    rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->dtype != RX_DTYPE_I64 && x->dtype != RX_DTYPE_I32) {
+    rx_deduce_error(dc, "tensor_to_shape expects an i64 or i32 tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim == 0) return rx_sinfo_shape(dc->mod, 1, NULL);
+  if (x->ndim != 1) {
+    rx_deduce_error(dc,
+                    "tensor_to_shape expects a 1-D tensor (or a 0-d one), got %s%s",
+                    rx_ops_str(dc, x), x->ndim < 0 ? " of unknown rank" : "");
+    return NULL;
+  }
+  if (!x->shape || x->shape[0]->kind != RX_EXPR_CONST) {
+    rx_deduce_error(dc,
+                    "tensor_to_shape needs a 1-D tensor whose length is a known constant (the "
+                    "rank of the shape), got %s; use match_cast to give it a constant length",
+                    rx_ops_str(dc, x));
+    return NULL;
+  }
+  return rx_sinfo_shape(dc->mod, (int)x->shape[0]->value, NULL);
+}

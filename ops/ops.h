@@ -50,6 +50,14 @@ const rx_op *const *rx_op_all(int *out_count);
 /* The attribute of a call by name, or NULL when absent. */
 const rx_attr *rx_call_attr(const rx_node *call, const char *name);
 
+/* A host-level op call: one the host program (the VM, the graph interpreter) executes itself
+ * instead of a legalized tensor program. tensor_to_shape always (the tensor is read back to
+ * the host); reshape when the input's or the result's shape is not known (a rank-only result,
+ * e.g. reshape(x, t) with t: Shape(ndim=2) from tensor_to_shape): a view of the same buffer
+ * with the new shape, whose element count is checked at run time. Legalization leaves these
+ * calls in place. call must be normalized (struct info deduced). */
+bool rx_op_is_host_call(const rx_node *call);
+
 /* Errors and warnings from deduction, at the call's location. */
 void rx_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
 void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);

@@ -120,6 +120,17 @@ const rx_op *const *rx_op_all(int *out_count) {
   return op_ptrs;
 }
 
+bool rx_op_is_host_call(const rx_node *call) {
+  if (!call || call->kind != RX_NODE_CALL || !call->op) return false;
+  if (!strcmp(call->op->name, "tensor_to_shape")) return true;
+  if (strcmp(call->op->name, "reshape") != 0 || call->nargs < 1) return false;
+  const rx_sinfo *x = call->args[0]->sinfo, *r = call->sinfo;
+  bool x_known = x && (x->kind == RX_SINFO_PRIM || /* a 0-d tensor */
+                       (x->kind == RX_SINFO_TENSOR && x->ndim >= 0 && x->shape));
+  bool r_known = r && r->kind == RX_SINFO_TENSOR && r->ndim >= 0 && r->shape;
+  return !x_known || !r_known;
+}
+
 const rx_attr *rx_call_attr(const rx_node *call, const char *name) {
   for (int i = 0; i < call->nattrs; i++)
     if (call->attrs[i].name && strcmp(call->attrs[i].name, name) == 0) return &call->attrs[i];

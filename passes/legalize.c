@@ -1,6 +1,8 @@
 /* legalize: every op call binding of every graph function becomes a call_tensor of a generated
  * tensor program (ops/legalize.h). Identical calls (same op, attributes, argument struct info and
  * folded scalar values) share one program. The module stays normalizable and verifiable.
+ * Host-level calls (rx_op_is_host_call: tensor_to_shape, a reshape to or from an unknown shape)
+ * stay op calls: the host program executes them.
  *
  *   y = softmax(x, axis=-1)          # x: f32[n, m]
  * becomes
@@ -109,6 +111,7 @@ static void walk_node(lstate *st, rx_binding *b) {
     return;
   }
   if (v->kind != RX_NODE_CALL || !v->op) return;
+  if (rx_op_is_host_call(v)) return; /* executed by the host program itself (ops/ops.h) */
   rx_node *n = lower_call(st, v);
   if (!n) {
     st->ok = false;

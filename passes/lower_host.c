@@ -13,6 +13,7 @@
  * value at FREE whether or not it counts references. */
 #include "pipeline.h"
 
+#include "../ops/ops.h"
 #include "../runtime/vm_format.h"
 
 #include <stdio.h>
@@ -233,8 +234,9 @@ static bool aliasing(const rx_node *n) {
   case RX_NODE_CONST:
   case RX_NODE_PRIM:
   case RX_NODE_SHAPE:
-  case RX_NODE_CALL:
     return false;
+  case RX_NODE_CALL: /* host-level ops: reshape is a view of its input */
+    return true;
   default:
     return true;
   }
@@ -412,6 +414,34 @@ static void emit_call_extern(lower *L, const rx_node *n, int dst) {
   free(arg_regs);
 }
 
+/* A host-level op call (rx_op_is_host_call): TENSOR_TO_SHAPE or RESHAPE. */
+static void emit_host_op(lower *L, const rx_node *n, int dst, const rx_var *v) {
+  if (!rx_op_is_host_call(n)) {
+    err(L, n->loc, "op call %s left after legalization", n->op ? n->op->name : "?");
+    return;
+  }
+  bool t2s = !strcmp(n->op->name, "tensor_to_shape");
+  rx_strbuf what = {0};
+  rx_strbuf_printf(&what, "%s(", n->op->name);
+  for (int i = 0; i < n->nargs; i++) {
+    if (i) rx_strbuf_append(&what, ", ");
+    if (n->args[i]->kind == RX_NODE_VAR)
+      rx_strbuf_append(&what, n->args[i]->var->name);
+    else
+      rx_strbuf_append(&what, "...");
+  }
+  rx_strbuf_append(&what, ")");
+  if (v) rx_strbuf_printf(&what, " for '%s'", v->name);
+  int src = value_reg(L, n->args[0]);
+  int shp = t2s ? -1 : value_reg(L, n->args[1]);
+  w(L, t2s ? RXVM_OP_TENSOR_TO_SHAPE : RXVM_OP_RESHAPE);
+  w(L, sw(dst));
+  w(L, sw(src));
+  if (!t2s) w(L, sw(shp));
+  w(L, str_id(L, what.data, what.len));
+  rx_strbuf_free(&what);
+}
+
 /* Emits the value of node n into register dst (v: the binding's variable, or NULL); returns
  * dst. */
 static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) {
@@ -497,9 +527,7 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     err(L, n->loc, "tensor constants are not supported by the host program yet (pass them as "
                    "parameters)");
     break;
-  case RX_NODE_CALL:
-    err(L, n->loc, "op call left after legalization");
-    break;
+  case RX_NODE_CALL: emit_host_op(L, n, dst, v); break;
   }
   return dst;
 }
@@ -515,8 +543,12 @@ static void emit_binding(lower *L, const rx_binding *b) {
       w(L, sw(src));
       return;
     }
-    if (b->cast->kind != RX_SINFO_TENSOR) {
-      err(L, b->loc, "match_cast to a non-tensor struct info is not supported by the host program");
+    if (b->cast->kind != RX_SINFO_TENSOR && b->cast->kind != RX_SINFO_SHAPE) {
+      err(L, b->loc,
+          "match_cast to %s: only tensor and Shape targets are supported by the host program",
+          b->cast->kind == RX_SINFO_PRIM    ? "a Prim"
+          : b->cast->kind == RX_SINFO_TUPLE ? "a tuple"
+                                            : "this struct info");
       return;
     }
     w(L, RXVM_OP_MATCH_CAST);
@@ -882,6 +914,13 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
       case RXVM_OP_FREE:
       case RXVM_OP_RET:
         if (take(&S, &x)) put_reg(&S, x);
+        break;
+      case RXVM_OP_TENSOR_TO_SHAPE:
+      case RXVM_OP_RESHAPE:
+        if (take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_reg(&S, x);
+        if (op == RXVM_OP_RESHAPE && take(&S, &x)) put_reg(&S, x);
+        if (take(&S, &x)) put_str(&S, x);
         break;
       case RXVM_OP_COUNT: break;
       }

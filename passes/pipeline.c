@@ -83,8 +83,16 @@ static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)
   bool ok = pass(p->m, p->diag) && p->diag->errors == 0;
   double t1 = now_ms();
   if (ok) {
-    ok = rx_module_normalize(p->m, p->diag) && rx_module_verify(p->m, p->diag) &&
-         p->diag->errors == 0;
+    /* re-normalizing repeats the fallback warnings of the input (reported once, by the first
+     * step): only errors are kept */
+    rx_diag d;
+    rx_diag_init(&d);
+    ok = rx_module_normalize(p->m, &d) && rx_module_verify(p->m, &d) && d.errors == 0;
+    if (d.errors) {
+      rx_strbuf_append(&p->diag->text, rx_diag_text(&d));
+      p->diag->errors += d.errors;
+    }
+    rx_diag_free(&d);
     if (!ok)
       rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
                      "internal error: the module does not normalize and verify after %s", name);

@@ -432,6 +432,12 @@ static bool check_instr(vc *c) {
     return vreg(c, true, &r);
   case RXVM_OP_RET:
     return vreg(c, true, &r);
+  case RXVM_OP_TENSOR_TO_SHAPE:
+  case RXVM_OP_RESHAPE:
+    if (a->vm_version < 2) return vbad(c, "opcode %s needs host program version 2", vm_op_name(op));
+    if (!vreg(c, false, &r) || !vreg(c, false, &r)) return false;
+    if (op == RXVM_OP_RESHAPE && !vreg(c, false, &r)) return false;
+    return vstr(c, &x);
   default:
     return vbad(c, "unknown opcode %u", op);
   }
@@ -475,11 +481,12 @@ static rx_status parse_host(rx_rt_artifact *a) {
     return hp_bad(a, "not a host program (magic 0x%08x, expected 0x%08x 'RXVM')", magic,
                   RXVM_MAGIC);
   if (!hp_word(&h, &version)) return hp_bad(a, "truncated: no version");
-  if (version != RXVM_VERSION)
+  if (version < RXVM_VERSION_MIN || version > RXVM_VERSION)
     return rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: host program version %u, this runtime reads "
-                          "version %u",
-                          a->name, version, RXVM_VERSION);
+                          "versions %u to %u",
+                          a->name, version, RXVM_VERSION_MIN, RXVM_VERSION);
+  a->vm_version = version;
   if (!hp_word(&h, &count)) return hp_bad(a, "truncated: no string count");
   if (count > h.n - h.pos) return hp_bad(a, "%u strings do not fit in %zu words", count, h.n);
   a->strings = rt_alloc(&a->alloc, ((size_t)count + 1) * sizeof *a->strings);
@@ -786,6 +793,19 @@ char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn) {
       dis_reg(&b, w[p]);
       rx_strbuf_printf(&b, " @%u", w[p + 1]);
       p += 2;
+      break;
+    case RXVM_OP_TENSOR_TO_SHAPE:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      dis_str(&b, a, w[p + 2]);
+      p += 3;
+      break;
+    case RXVM_OP_RESHAPE:
+      dis_reg(&b, w[p]);
+      dis_reg(&b, w[p + 1]);
+      dis_reg(&b, w[p + 2]);
+      dis_str(&b, a, w[p + 3]);
+      p += 4;
       break;
     default: /* FREE, RET */
       dis_reg(&b, w[p++]);

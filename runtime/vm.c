@@ -351,8 +351,16 @@ static void describe_vars(const frame *fr, const char *e, char *buf, size_t size
 /* CHECK_TENSOR / MATCH_CAST: checks dtype, rank and dims of (dtype, ndim, shape) against the
  * descriptors at code[p] (dtype word, then ndim and dims), binding new variables. what names the
  * checked value ("parameter 'x'"), expected is the struct info's text. */
+static void format_shape(char *buf, size_t size, int ndim, const int64_t *dims) {
+  size_t n = (size_t)snprintf(buf, size, "Shape([");
+  for (int i = 0; i < ndim && n < size; i++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  if (n < size) snprintf(buf + n, size - n, "])");
+}
+
+/* is_shape: the value is a shape (MATCH_CAST to a Shape struct info), shape its values. */
 static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const int64_t *shape,
-                       const char *what, const char *expected) {
+                       bool is_shape, const char *what, const char *expected) {
   const uint32_t *w = fr->f->code;
   char detail[512] = "";
   rx_dtype want = (rx_dtype)w[p++];
@@ -381,7 +389,12 @@ static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const in
         if (kind == RXVM_DIM_BIND && pass == 0) {
           int64_t v;
           if (!sym_get(fr, text, &v)) {
-            RX_RETURN_IF_ERROR(sym_set(fr, text, shape[i]));
+            if (shape[i] < 0) /* from a shape value: symbolic variables are sizes */
+              snprintf(detail, sizeof detail,
+                       "dimension %u is %lld, but %s is a size and cannot be negative", i,
+                       (long long)shape[i], text);
+            else
+              RX_RETURN_IF_ERROR(sym_set(fr, text, shape[i]));
           } else if (v != shape[i]) {
             snprintf(detail, sizeof detail, "dimension %u is %lld, but %s = %lld", i,
                      (long long)shape[i], text, (long long)v);
@@ -401,7 +414,10 @@ static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const in
   }
   if (!detail[0]) return NULL;
   char got[512];
-  vm_format_type(got, sizeof got, dtype, ndim, shape);
+  if (is_shape)
+    format_shape(got, sizeof got, ndim, shape);
+  else
+    vm_format_type(got, sizeof got, dtype, ndim, shape);
   return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s (%s)", what, expected, got, detail);
 }
 
@@ -539,6 +555,106 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
   return NULL;
 }
 
+/* TENSOR_TO_SHAPE: the values of a 1-D (or 0-d) i64/i32 tensor, read from the device, as a
+ * shape value. */
+static rx_status tensor_to_shape(frame *fr, uint32_t src, const char *what, rx_rt_value **out) {
+  rx_rt_value *x = fr->regs[src];
+  if (!x || x->kind != RX_RT_VALUE_TENSOR) return bad_reg(fr, src, "a tensor");
+  rx_rt_tensor *t = x->tensor;
+  if ((t->dtype != RX_DTYPE_I64 && t->dtype != RX_DTYPE_I32) || t->ndim > 1 ||
+      (t->ndim == 1 && t->shape[0] > RX_RT_MAX_NDIM)) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
+    return ferr(fr, RX_ERR_INVALID,
+                "%s: expected a 1-D i64 or i32 tensor of at most %d values (or a 0-d one), "
+                "got %s",
+                what, RX_RT_MAX_NDIM, ty);
+  }
+  size_t n = t->ndim ? (size_t)t->shape[0] : 1, es = rx_rt_dtype_size(t->dtype);
+  uint8_t bytes[8 * RX_RT_MAX_NDIM];
+  if (n)
+    RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, n * es),
+                                          "%s: %s: reading the tensor", fr->f->name, what));
+  rx_rt_value *v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_SHAPE);
+  if (!v || !(v->dims = rt_alloc(&fr->a->alloc, (n + 1) * sizeof *v->dims))) {
+    rx_rt_value_release(v);
+    return rt_oom("a shape", 64);
+  }
+  v->count = n;
+  for (size_t i = 0; i < n; i++) {
+    if (es == 8) {
+      int64_t d;
+      memcpy(&d, bytes + 8 * i, 8);
+      v->dims[i] = d;
+    } else {
+      int32_t d;
+      memcpy(&d, bytes + 4 * i, 4);
+      v->dims[i] = d;
+    }
+  }
+  *out = v;
+  return NULL;
+}
+
+/* RESHAPE: a view of a tensor (the same buffer) with the dims of a shape value, one -1
+ * inferred; the element counts must agree. */
+static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what,
+                         rx_rt_value **out) {
+  rx_rt_value *x = fr->regs[src], *s = fr->regs[shp];
+  if (!x || x->kind != RX_RT_VALUE_TENSOR) return bad_reg(fr, src, "a tensor");
+  if (!s || s->kind != RX_RT_VALUE_SHAPE) return bad_reg(fr, shp, "a shape");
+  rx_rt_tensor *t = x->tensor;
+  char ty[256], sh[256];
+  vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
+  format_shape(sh, sizeof sh, (int)s->count, s->dims);
+  if (s->count > RX_RT_MAX_NDIM)
+    return ferr(fr, RX_ERR_INVALID, "%s: the new shape %s has more than %d dims", what, sh,
+                RX_RT_MAX_NDIM);
+  uint64_t have = 1, want = 1;
+  for (int i = 0; i < t->ndim; i++) have *= (uint64_t)t->shape[i];
+  int64_t dims[RX_RT_MAX_NDIM];
+  int infer = -1;
+  bool overflow = false;
+  for (size_t i = 0; i < s->count; i++) {
+    dims[i] = s->dims[i];
+    if (dims[i] == -1 && infer < 0) {
+      infer = (int)i;
+      continue;
+    }
+    if (dims[i] < 0)
+      return ferr(fr, RX_ERR_INVALID,
+                  "%s: the new shape %s has the negative dim %lld (only one -1 is allowed, "
+                  "inferred)",
+                  what, sh, (long long)dims[i]);
+    if (dims[i] && want > UINT64_MAX / (uint64_t)dims[i]) overflow = true;
+    want *= (uint64_t)dims[i];
+  }
+  if (infer >= 0) {
+    if (!overflow && want && have % want == 0) {
+      dims[infer] = (int64_t)(have / want);
+      want = have;
+    } else {
+      return ferr(fr, RX_ERR_INVALID,
+                  "%s: cannot reshape %s (%llu elements) to %s: the -1 dim cannot be inferred",
+                  what, ty, (unsigned long long)have, sh);
+    }
+  }
+  if (overflow || want != have)
+    return ferr(fr, RX_ERR_INVALID,
+                "%s: cannot reshape %s (%llu elements) to %s (%llu elements): the element "
+                "counts differ",
+                what, ty, (unsigned long long)have, sh, (unsigned long long)want);
+  rx_rt_tensor *r = vm_tensor_new(t->buffer, t->dtype, (int)s->count, dims);
+  rx_rt_value *v = r ? vm_value_new(&fr->a->alloc, RX_RT_VALUE_TENSOR) : NULL;
+  if (!v) {
+    rx_rt_tensor_release(r);
+    return rt_oom("a tensor", sizeof *r);
+  }
+  v->tensor = r;
+  *out = v;
+  return NULL;
+}
+
 static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done) {
   const uint32_t *w = fr->f->code;
   rx_rt_artifact *a = fr->a;
@@ -555,8 +671,8 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     if (!x || x->kind != RX_RT_VALUE_TENSOR)
       return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
                   kind_name(x));
-    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, what,
-                             a->strings[w[p + 3]]));
+    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape,
+                             false, what, a->strings[w[p + 3]]));
     if (r != param) {
       rx_rt_value_retain(x);
       set_reg(fr, r, x);
@@ -572,15 +688,16 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     rx_rt_value *x = fr->regs[src];
     char what[256];
     snprintf(what, sizeof what, "match_cast of r%u", src);
-    if (x && x->kind == RX_RT_VALUE_TENSOR) {
-      RX_RETURN_IF_ERROR(
-          match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, what, expected));
+    bool want_shape = !strncmp(expected, "Shape", 5); /* a Shape struct info's text */
+    if (x && x->kind == RX_RT_VALUE_TENSOR && !want_shape) {
+      RX_RETURN_IF_ERROR(match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape,
+                               false, what, expected));
     } else if (x && x->kind == RX_RT_VALUE_SHAPE) {
       uint32_t want = w[p + 3];
       if (want != RX_DTYPE_UNKNOWN)
         return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got a shape", what, expected);
       RX_RETURN_IF_ERROR(
-          match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, what, expected));
+          match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, true, what, expected));
     } else {
       return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, kind_name(x));
     }
@@ -768,6 +885,16 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     *out_ret = v;
     *done = true;
     p += 1;
+    break;
+  case RXVM_OP_TENSOR_TO_SHAPE:
+    RX_RETURN_IF_ERROR(tensor_to_shape(fr, w[p + 1], a->strings[w[p + 2]], &v));
+    set_reg(fr, w[p], v);
+    p += 3;
+    break;
+  case RXVM_OP_RESHAPE:
+    RX_RETURN_IF_ERROR(reshape(fr, w[p + 1], w[p + 2], a->strings[w[p + 3]], &v));
+    set_reg(fr, w[p], v);
+    p += 4;
     break;
   default:
     RX_ASSERT(!"opcode validated by the loader");

@@ -63,6 +63,7 @@ struct rx_rt_artifact {
   char *targets;  /* "cuda, vulkan" */
   rx_rt_library *library;
   /* the host program */
+  uint32_t vm_version; /* RXVM_VERSION_MIN..RXVM_VERSION */
   uint32_t *words;
   size_t nwords;
   size_t nstrings;

@@ -28,8 +28,11 @@
  * storages. Symbolic variables are held by NAME in the call's symbol table (names are unique
  * within a graph function); expressions are strings in the text syntax of
  * docs/text-format.md, evaluated over that table (rx_rt_eval).
- * Each instruction is its opcode word followed by its operands (words); "expr" and "name"
- * operands are string ids; "-1" in a register operand means none. */
+ * Each instruction is its opcode word followed by its operands (words); "expr", "name" and
+ * "what" operands are string ids; "-1" in a register operand means none.
+ * MATCH_CAST's target may be a tensor or a shape value (a Shape struct info: dtype 0, the
+ * shape's values checked and bound like a tensor's dims; a variable bound from a shape value
+ * must be >= 0, it is a size). */
 #ifndef RX_VM_FORMAT_H
 #define RX_VM_FORMAT_H
 
@@ -38,7 +41,8 @@
 #define RXM_MAGIC 0x314d5852u  /* "RXM1" */
 #define RXM_VERSION 1u
 #define RXVM_MAGIC 0x4d565852u /* "RXVM" */
-#define RXVM_VERSION 1u
+#define RXVM_VERSION 2u     /* 2 added TENSOR_TO_SHAPE and RESHAPE; version 1 is still read */
+#define RXVM_VERSION_MIN 1u
 #define RXM_SECTION_NAME_BYTES 64
 
 /* Dimension descriptors of CHECK_TENSOR / MATCH_CAST: kind word, then its operand. */
@@ -82,7 +86,14 @@ enum {
   X(JUMP, "jump", "target")                 /* target: word offset in the function's code */     \
   X(JUMP_IF_NOT, "jump_if_not", "cond target") /* cond: a Prim(bool) or bool[] register */        \
   X(FREE, "free", "reg")                    /* the register's value is dead (storage reuse) */   \
-  X(RET, "ret", "reg")
+  X(RET, "ret", "reg")                                                                           \
+  /* version 2: */                                                                               \
+  /* dst, src, what: a shape value from a 1-D (or 0-d: one value) i64/i32 tensor, copied from   \
+   * the device (tensor_to_shape); what names the binding for messages */                       \
+  X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what")                                          \
+  /* dst, src, shape, what: src viewed with the dims of the shape register (one -1 inferred),   \
+   * same buffer; the element counts must agree (reshape to or from an unknown shape) */         \
+  X(RESHAPE, "reshape", "dst src shape what")
 
 typedef enum rxvm_op {
 #define RXVM_OP_ENUM_(e, n, l) RXVM_OP_##e,

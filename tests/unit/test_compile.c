@@ -365,6 +365,13 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
     case RXVM_OP_RET:
       REG(hw(h));
       break;
+    case RXVM_OP_TENSOR_TO_SHAPE:
+    case RXVM_OP_RESHAPE:
+      REG(hw(h));
+      REG(hw(h));
+      if (op == RXVM_OP_RESHAPE) REG(hw(h));
+      STR(hw(h));
+      break;
     case RXVM_OP_COUNT: break;
     }
   }
