@@ -1,6 +1,10 @@
-/* relaxc compile FILE.rx --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
- *                [--no-fuse] [--no-nvrtc]
+/* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
+ *                [--no-fuse] [--no-nvrtc] [--weights DIR]
  * Runs the whole pipeline (passes/pipeline.h) and writes the artifact (docs/artifact.md).
+ * FILE is .rx text, or an ONNX model (a name ending in .onnx, or content starting with a binary
+ * byte: see rx_cli_is_onnx), imported as by `relaxc import` (external data read relative to its
+ * directory). The artifact does not hold the model's weights (parameters of `main` after its
+ * inputs): --weights DIR writes them as DIR/<parameter name>.npy for `relaxc run --weights DIR`.
  * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
  * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
@@ -11,6 +15,10 @@
 #include "passes/pipeline.h"
 #include "targets/target.h"
 
+#ifdef RX_HAVE_ONNX
+#include "frontends/onnx/onnx_import.h"
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +27,8 @@ static int usage_err(const char *msg, const char *arg) {
   fprintf(stderr, "relaxc: ");
   fprintf(stderr, msg, arg);
   fputs("\nusage: relaxc compile FILE --target vulkan|cuda|metal[,...] [-o OUT.rxm]\n"
-        "                      [--dump-after=STEP|all] [--time-passes] [--no-fuse] [--no-nvrtc]\n",
+        "                      [--dump-after=STEP|all] [--time-passes] [--no-fuse] [--no-nvrtc]\n"
+        "                      [--weights DIR]   (FILE: .rx text or an .onnx model)\n",
         stderr);
   return 2;
 }
@@ -55,16 +64,19 @@ static bool parse_targets(const char *list, rx_compile_options *o) {
 }
 
 int rx_cmd_compile(int argc, char **argv) {
-  const char *file = NULL, *target = NULL, *outpath = NULL;
+  const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL;
   rx_compile_options o;
   memset(&o, 0, sizeof o);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--target") || !strcmp(a, "-o") || !strcmp(a, "--dump-after")) {
+    if (!strcmp(a, "--target") || !strcmp(a, "-o") || !strcmp(a, "--dump-after") ||
+        !strcmp(a, "--weights")) {
       if (i + 1 >= argc) return usage_err("option '%s' needs a value", a);
       const char *v = argv[++i];
       if (!strcmp(a, "-o"))
         outpath = v;
+      else if (!strcmp(a, "--weights"))
+        wdir = v;
       else if (!strcmp(a, "--target"))
         target = v;
       else
@@ -102,6 +114,21 @@ int rx_cmd_compile(int argc, char **argv) {
   size_t len = 0;
   char *text = rx_cli_read_input(file, &len);
   if (!text) return 1;
+  bool onnx = rx_cli_is_onnx(file, text, len);
+  if (wdir && !onnx) {
+    free(text);
+    return usage_err("--weights is for an ONNX model; '%s' is .rx text", rx_cli_input_name(file));
+  }
+#ifndef RX_HAVE_ONNX
+  if (onnx) {
+    fprintf(stderr,
+            "relaxc: error: %s is an ONNX model, and ONNX support was not built: install "
+            "protobuf-c-compiler libprotobuf-c-dev libonnx-dev and rebuild\n",
+            rx_cli_input_name(file));
+    free(text);
+    return 1;
+  }
+#endif
 
   rx_module *m = rx_module_new();
   rx_diag diag;
@@ -110,8 +137,24 @@ int rx_cmd_compile(int argc, char **argv) {
   o.dump_out = &dumps;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
-  bool ok = rx_parse_module(m, strcmp(file, "-") ? file : "<stdin>", text, len, &diag) &&
-            diag.errors == 0;
+  bool ok, reported = false; /* reported: an error is printed already */
+  if (!onnx) {
+    ok = rx_parse_module(m, rx_cli_input_name(file), text, len, &diag) && diag.errors == 0;
+  } else {
+#ifdef RX_HAVE_ONNX
+    char *base = rx_cli_dir_of(file);
+    rx_status st = rx_onnx_import(m, text, len, rx_cli_input_name(file), base, &diag);
+    free(base);
+    if (st) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+      rx_status_free(st);
+    }
+    reported = st != NULL;
+    ok = !st && diag.errors == 0;
+#else
+    ok = false; /* returned above */
+#endif
+  }
   ok = ok && rx_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);
@@ -120,12 +163,19 @@ int rx_cmd_compile(int argc, char **argv) {
     for (int t = 0; t < r.ntargets; t++)
       if (r.targets[t].note)
         fprintf(stderr, "relaxc: note: %s: %s\n", r.targets[t].target->name, r.targets[t].note);
+#ifdef RX_HAVE_ONNX
+  if (ok && wdir && rx_cli_write_onnx_weights(file, text, len, wdir) != 0) {
+    ok = false;
+    reported = true;
+  }
+#endif
   if (ok && outpath) {
     rx_status st = rx_artifact_write_file(outpath, r.artifact, r.artifact_len);
     if (st) {
       fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
       rx_status_free(st);
       ok = false;
+      reported = true;
     }
   }
   if (ok) {
@@ -139,10 +189,12 @@ int rx_cmd_compile(int argc, char **argv) {
              r.targets[t].nkernels);
     printf("; planned peak %lld bytes", (long long)peak);
     if (outpath)
-      printf(" -> %s (%zu bytes)\n", outpath, r.artifact_len);
+      printf(" -> %s (%zu bytes)", outpath, r.artifact_len);
     else
-      printf(" (no -o: nothing written)\n");
-  } else if (diag.errors == 0) {
+      printf(" (no -o: nothing written)");
+    if (wdir) printf("; weights -> %s/", wdir);
+    printf("\n");
+  } else if (diag.errors == 0 && !reported) {
     fputs("relaxc: error: compilation failed\n", stderr);
   }
   rx_compile_result_free(&r);

@@ -1,6 +1,8 @@
-/* relaxc import MODEL.onnx [-o OUT.rx]: imports an ONNX model (frontends/onnx) and prints the
- * module, normalized, in the text format (to OUT.rx with -o). The model's weights become
- * parameters of `main` after its inputs (artifacts do not hold weights yet).
+/* relaxc import MODEL.onnx [-o OUT.rx] [--weights DIR]: imports an ONNX model (frontends/onnx)
+ * and prints the module, normalized, in the text format (to OUT.rx with -o). The model's weights
+ * become parameters of `main` after its inputs (artifacts do not hold weights yet); --weights
+ * writes each as DIR/<parameter name>.npy (DIR created if missing), for `relaxc run --weights`.
+ * External data files are read relative to the model's directory.
  * Exit: 0 success, 1 an unreadable, malformed or unsupported model, 2 usage. */
 #include "commands.h"
 
@@ -17,16 +19,19 @@
 static int usage_err(const char *msg, const char *arg) {
   fprintf(stderr, "relaxc: ");
   fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc import MODEL.onnx [-o OUT.rx]\n", stderr);
+  fputs("\nusage: relaxc import MODEL.onnx [-o OUT.rx] [--weights DIR]\n", stderr);
   return 2;
 }
 
 int rx_cmd_import(int argc, char **argv) {
-  const char *in = NULL, *out = NULL;
+  const char *in = NULL, *out = NULL, *wdir = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-o")) {
       if (++i >= argc) return usage_err("%s", "-o needs a file");
       out = argv[i];
+    } else if (!strcmp(argv[i], "--weights")) {
+      if (++i >= argc) return usage_err("%s", "--weights needs a directory");
+      wdir = argv[i];
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return usage_err("unknown option '%s'", argv[i]);
     } else if (in) {
@@ -38,6 +43,7 @@ int rx_cmd_import(int argc, char **argv) {
   if (!in) return usage_err("%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
 #ifndef RX_HAVE_ONNX
   (void)out;
+  (void)wdir;
   fputs("relaxc: ONNX support was not built: install protobuf-c-compiler libprotobuf-c-dev "
         "libonnx-dev and rebuild\n",
         stderr);
@@ -47,7 +53,9 @@ int rx_cmd_import(int argc, char **argv) {
   char *bytes = rx_cli_read_input(in, &len);
   if (!bytes) return 1;
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len, rx_cli_input_name(in), NULL);
+  char *base = rx_cli_dir_of(in);
+  rx_status s = rx_onnx_import(m, bytes, len, rx_cli_input_name(in), base, NULL);
+  free(base);
   if (!s) s = rx_module_check(m, NULL);
   int rc = 0;
   if (s) {
@@ -70,6 +78,7 @@ int rx_cmd_import(int argc, char **argv) {
     }
     rx_free(text);
   }
+  if (!rc && wdir) rc = rx_cli_write_onnx_weights(in, bytes, len, wdir);
   rx_module_free(m);
   free(bytes);
   return rc;

@@ -1,11 +1,13 @@
 /* relaxc run MODEL.rxm [--device SPEC] [--fn NAME] --input NAME=FILE.npy|random:SHAPE ...
- *                      [--output OUT.npy] [--bench N] [--seed S]
+ *                      [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]
  * Loads the artifact for the device (runtime: rx_rt_artifact_load), makes the inputs (a .npy file,
  * or random values of SHAPE: "7x4096", "f16:7x4096"; "random:" alone is a 0-d tensor; the dtype
- * defaults to the parameter's), calls the function (rx_rt_vm_call) and prints each result tensor's
- * dtype, shape and checksum (the sum and the sum of absolute values of its elements, in double,
- * %.6g), then with --bench N the mean wall-clock time per call over N more calls. --output writes
- * the first result tensor to OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
+ * defaults to the parameter's; with --weights DIR, every parameter without an --input is read from
+ * DIR/<parameter name>.npy, as `relaxc compile|import MODEL.onnx --weights DIR` writes), calls
+ * the function (rx_rt_vm_call) and prints each result tensor's dtype, shape and checksum (the sum
+ * and the sum of absolute values of its elements, in double, %.6g), then with --bench N the mean
+ * wall-clock time per call over N more calls. --output writes the first result tensor to
+ * OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
  * Exit: 0 success; 1 errors of the model or the inputs (unreadable or corrupt artifact, missing
  * function, wrong shape or dtype, violated fact, no kernels for the device, no device); 2 usage. */
 #include "commands.h"
@@ -18,14 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_INPUTS 64
+#define MAX_INPUTS 64 /* --input options */
 
 static int usage_err(const char *msg, const char *arg) {
   fprintf(stderr, "relaxc: ");
   fprintf(stderr, msg, arg);
   fputs("\nusage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
         "random:[DTYPE:]SHAPE ...\n"
-        "                  [--output OUT.npy] [--bench N] [--seed S]\n",
+        "                  [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]\n",
         stderr);
   return 2;
 }
@@ -239,8 +241,37 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
   }
 }
 
+/* --weights DIR: parameter pi of fn, which no --input gives, from DIR/<name>.npy. */
+static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, size_t pi,
+                             const rx_rt_param_info *info, rx_rt_tensor **out) {
+  if (strchr(info->name, '/') || !info->name[0] || info->name[0] == '.')
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: no --input for parameter %zu '%s' (%s), and its name is no file "
+                          "name for --weights",
+                          fn, pi, info->name, info->expected);
+  rx_strbuf path = {0};
+  rx_strbuf_printf(&path, "%s/%s.npy", dir, info->name);
+  rx_status s = NULL;
+  FILE *f = fopen(path.data, "rb");
+  if (!f) {
+    s = rx_status_make(RX_ERR_INVALID,
+                       "%s: no --input for parameter %zu '%s' (%s), and no weight file '%s'", fn,
+                       pi, info->name, info->expected, path.data);
+  } else {
+    fclose(f);
+    rx_npy a;
+    if (!(s = rx_npy_read(path.data, &a))) {
+      s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, out);
+      rx_npy_free(&a);
+    }
+    if (s) s = rx_status_annotate(s, "--weights: parameter '%s' from '%s'", info->name, path.data);
+  }
+  rx_strbuf_free(&path);
+  return s;
+}
+
 int rx_cmd_run(int argc, char **argv) {
-  const char *model = NULL, *device = NULL, *fn = "main", *output = NULL;
+  const char *model = NULL, *device = NULL, *fn = "main", *output = NULL, *wdir = NULL;
   const char *in_names[MAX_INPUTS], *in_specs[MAX_INPUTS];
   int nin = 0;
   long long bench = 0, seed = 0;
@@ -250,13 +281,13 @@ int rx_cmd_run(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs("usage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
             "random:[DTYPE:]SHAPE ...\n"
-            "                  [--output OUT.npy] [--bench N] [--seed S]\n",
+            "                  [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]\n",
             stdout);
       return 0;
     }
     bool takes = !strcmp(a, "--device") || !strcmp(a, "--fn") || !strcmp(a, "--input") ||
                  !strcmp(a, "--output") || !strcmp(a, "--bench") || !strcmp(a, "--seed") ||
-                 !strcmp(a, "-o");
+                 !strcmp(a, "-o") || !strcmp(a, "--weights");
     if (takes && !val) return usage_err("option '%s' needs a value", a);
     if (!strcmp(a, "--device"))
       device = argv[++i];
@@ -264,6 +295,8 @@ int rx_cmd_run(int argc, char **argv) {
       fn = argv[++i];
     else if (!strcmp(a, "--output") || !strcmp(a, "-o"))
       output = argv[++i];
+    else if (!strcmp(a, "--weights"))
+      wdir = argv[++i];
     else if (!strcmp(a, "--bench")) {
       if (!parse_int(argv[++i], 1, 1000000, &bench))
         return usage_err("--bench takes a count in 1..1000000, got '%s'", argv[i]);
@@ -299,7 +332,7 @@ int rx_cmd_run(int argc, char **argv) {
   rx_rt_device_options opts = {NULL, -1, false};
   if ((s = rx_rt_device_open(device, &opts, &d))) return fail(s);
   int rc = 0;
-  rx_rt_tensor *inputs[MAX_INPUTS] = {0};
+  rx_rt_tensor **inputs = NULL; /* one per parameter */
   size_t nparams = 0;
   rx_rt_value *result = NULL;
   if ((s = rx_rt_artifact_load(d, model, &art))) goto done;
@@ -310,11 +343,7 @@ int rx_cmd_run(int argc, char **argv) {
     goto done;
   }
   nparams = rx_rt_artifact_function_param_count(art, fi);
-  if (nparams > MAX_INPUTS) {
-    s = rx_status_make(RX_ERR_UNSUPPORTED, "%s has %zu parameters, relaxc run takes at most %d", fn,
-                       nparams, MAX_INPUTS);
-    goto done;
-  }
+  inputs = calloc(nparams ? nparams : 1, sizeof *inputs);
   /* each --input to its parameter */
   for (int k = 0; k < nin && !s; k++) {
     size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
@@ -351,6 +380,7 @@ int rx_cmd_run(int argc, char **argv) {
         rx_rt_artifact_release(art);
         rx_rt_device_release(d);
         for (size_t j = 0; j < nparams; j++) rx_rt_tensor_release(inputs[j]);
+        free(inputs);
         return usage_err("--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)", spec);
       }
       size_t count = 1;
@@ -381,8 +411,11 @@ int rx_cmd_run(int argc, char **argv) {
     if (!inputs[pi]) {
       rx_rt_param_info info;
       rx_rt_artifact_function_param(art, fi, pi, &info);
-      s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
-                         info.name, info.expected);
+      if (wdir)
+        s = load_weight(d, wdir, fn, pi, &info, &inputs[pi]);
+      else
+        s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
+                           info.name, info.expected);
     }
   if (s) goto done;
   if ((s = rx_rt_vm_call(art, fn, inputs, nparams, &result))) goto done;
@@ -399,7 +432,8 @@ int rx_cmd_run(int argc, char **argv) {
 done:
   if (s) rc = fail(s);
   rx_rt_value_release(result);
-  for (size_t j = 0; j < MAX_INPUTS; j++) rx_rt_tensor_release(inputs[j]);
+  for (size_t j = 0; inputs && j < nparams; j++) rx_rt_tensor_release(inputs[j]);
+  free(inputs);
   rx_rt_artifact_release(art);
   if (d) {
     const char *last = NULL;

@@ -37,6 +37,7 @@ typedef struct imp {
   rx_module *m;
   rx_builder *b;
   const char *file;
+  const char *base_dir; /* external data files are relative to it (NULL: the current dir) */
   int64_t opset;
   val *vals;
   int nvals, cap;
@@ -380,7 +381,20 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
   if (onnx_is_int_type(t->data_type)) {
     int64_t vals[SYM_MAX];
     size_t c;
-    if (t->n_dims > 1 || !onnx_tensor_ints(t, vals, SYM_MAX, &c))
+    bool ok = t->n_dims <= 1 && onnx_tensor_ints(t, vals, SYM_MAX, &c);
+    if (!ok && t->n_dims <= 1 && onnx_is_external(t) && onnx_tensor_count(t) <= SYM_MAX) {
+      /* a small shape constant saved in the external data file */
+      void *d;
+      size_t nb;
+      RX_RETURN_IF_ERROR(onnx_tensor_data(t, I->file, name, I->base_dir, &d, &nb));
+      c = onnx_tensor_count(t);
+      for (size_t k = 0; k < c; k++)
+        vals[k] = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? ((int64_t *)d)[k]
+                                                                        : ((int32_t *)d)[k];
+      free(d);
+      ok = true;
+    }
+    if (!ok)
       return n ? node_err(I, n, "integer constant over %d elements or unreadable", SYM_MAX)
                : rx_status_make(RX_ERR_UNSUPPORTED,
                                 "%s: integer initializer '%s' over %d elements or unreadable",
@@ -1364,12 +1378,12 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
 }
 
 rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char *name,
-                         rx_diag *diag) {
+                         const char *base_dir, rx_diag *diag) {
   (void)diag;
   if (!name) name = "<onnx>";
   Onnx__ModelProto *mp;
   RX_RETURN_IF_ERROR(onnx_unpack(bytes, len, name, &mp));
-  imp I = {.m = m, .file = name, .opset = model_opset(mp)};
+  imp I = {.m = m, .file = name, .base_dir = base_dir, .opset = model_opset(mp)};
   I.b = rx_builder_new(m, "main");
   rx_status s = build(&I, mp);
   if (I.b) rx_builder_free(I.b);

@@ -33,7 +33,9 @@ if(RX_PROTOC_C AND RX_PROTOBUF_C_INCLUDE AND RX_PROTOBUF_C_LIB AND RX_ONNX_PROTO
   target_compile_definitions(relaxc_core PUBLIC RX_HAVE_ONNX
                              RX_ONNX_PB_H="onnx/${rx_onnx_proto_name}.pb-c.h")
   target_link_libraries(relaxc_core PUBLIC ${RX_PROTOBUF_C_LIB})
+  set(RX_ONNX ON)  # tests/lit: the `onnx` feature
   message(STATUS "ONNX frontend: on (${RX_ONNX_PROTO})")
 else()
+  set(RX_ONNX OFF)
   message(STATUS "ONNX frontend: off (install protobuf-c-compiler libprotobuf-c-dev libonnx-dev)")
 endif()

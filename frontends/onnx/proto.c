@@ -124,8 +124,11 @@ const Onnx__TensorProto *onnx_const_tensor(const Onnx__NodeProto *n) {
 
 /* Is this tensor a weight (a parameter) rather than a folded constant? */
 bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant) {
-  if (onnx_is_int_type(t->data_type)) return false;
-  return !from_constant || onnx_tensor_count(t) > 1;
+  if (onnx_is_int_type(t->data_type))
+    return t->n_dims > 1 || onnx_tensor_count(t) > ONNX_FOLD_MAX;
+  bool fl = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+            t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+  return !from_constant || !fl || onnx_tensor_count(t) > 1;
 }
 
 rx_status onnx_unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out) {

@@ -1,5 +1,6 @@
-/* frontends/onnx/proto.h: reading the decoded ONNX protobuf (frontends/onnx/proto.c), shared by
- * the importer (import.c) and the weight reader (weights.c). Internal to the ONNX frontend. */
+/* frontends/onnx/proto.h: reading the decoded ONNX protobuf (frontends/onnx/proto.c; tensor data
+ * and type names in weights.c), shared by the importer (import.c) and the weight reader
+ * (weights.c). Internal to the ONNX frontend. */
 #ifndef RX_ONNX_PROTO_H
 #define RX_ONNX_PROTO_H
 
@@ -38,8 +39,28 @@ bool onnx_is_external(const Onnx__TensorProto *t);
 
 /* The tensor of a Constant node's `value` attribute; NULL when absent. */
 const Onnx__TensorProto *onnx_const_tensor(const Onnx__NodeProto *n);
-/* Is this tensor a weight (a parameter of `main`) rather than a folded constant? */
+
+/* The longest integer tensor the importer folds into a symbolic value. Cross-file invariant:
+ * equal to SYM_MAX in import.c. */
+#define ONNX_FOLD_MAX 16
+/* Is this tensor a weight (a parameter of `main`) rather than a folded constant? Folded:
+ * INT64/INT32 tensors of rank 0 or 1 with at most ONNX_FOLD_MAX elements (symbolic values), and
+ * FLOAT/DOUBLE Constant tensors of one element (float constants). Every other tensor is a weight:
+ * float initializers, larger float Constants, larger integer tensors, and the other types (f16,
+ * bf16, i16, i8, u8, bool), which are never folded; an unsupported type (DOUBLE initializer,
+ * string, ...) is a weight too, so it is reported as one. */
 bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant);
+
+/* The name of an ONNX TensorProto.DataType for messages ("DOUBLE"; "type N" when unknown; static
+ * or in buf). */
+const char *onnx_type_name(int32_t onnx, char *buf, size_t size);
+/* A tensor's elements in its relaxc dtype's storage (little-endian; f16 and bf16 as their 16-bit
+ * patterns; bool as bytes 0/1), into a heap array of *out_nbytes bytes: from raw_data, the typed
+ * field (float_data, int32_data for int32/int16/int8/uint8/bool/f16/bf16, int64_data), or, when
+ * the data is external, from the file its `location` names, relative to base_dir (NULL: the
+ * current directory). Errors name `file` (the model), the tensor `name` and the data file. */
+rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const char *name,
+                           const char *base_dir, void **out_data, size_t *out_nbytes);
 
 /* Decodes an .onnx file's bytes; an RX_ERR_INVALID error naming `name` when they are not a
  * model with a graph. Free with onnx__model_proto__free_unpacked. */

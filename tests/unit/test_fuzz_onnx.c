@@ -35,7 +35,7 @@ static void check_input(const char *name, const unsigned char *bytes, size_t len
   rx_module *m = rx_module_new();
   rx_diag diag;
   rx_diag_init(&diag);
-  rx_status s = rx_onnx_import(m, copy, len, name, &diag);
+  rx_status s = rx_onnx_import(m, copy, len, name, NULL, &diag);
   if (!s) {
     accepted++;
     if (!rx_module_normalize(m, &diag) || !rx_module_verify(m, &diag)) {
@@ -59,7 +59,7 @@ static void check_input(const char *name, const unsigned char *bytes, size_t len
   }
   rx_onnx_weight *w = NULL;
   int nw = 0;
-  rx_status ws = rx_onnx_weights(copy, len, name, &w, &nw);
+  rx_status ws = rx_onnx_weights(copy, len, name, NULL, &w, &nw);
   if (!ws) rx_onnx_weights_free(w, nw);
   rx_status_free(ws);
   rx_diag_free(&diag);

@@ -58,7 +58,7 @@ static unsigned char *compile_model(const char *bytes, size_t blen, const char *
   rx_diag diag;
   rx_diag_init(&diag);
   unsigned char *art = NULL;
-  rx_status s = rx_onnx_import(m, bytes, blen, model, &diag);
+  rx_status s = rx_onnx_import(m, bytes, blen, model, NULL, &diag);
   if (s) {
     FAIL("%s: import: %s", model, rx_status_message(s));
     rx_status_free(s);
@@ -130,7 +130,7 @@ static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, 
   unsigned char *art_bytes = compile_model(bytes, blen, model, &alen);
   rx_onnx_weight *w = NULL;
   int nw = 0;
-  rx_status s = rx_onnx_weights(bytes, blen, model, &w, &nw);
+  rx_status s = rx_onnx_weights(bytes, blen, model, NULL, &w, &nw);
   if (s) {
     FAIL("%s: weights: %s", model, rx_status_message(s));
     rx_status_free(s);
@@ -172,7 +172,7 @@ static void test_unsupported(const char *dir) {
   char *bytes = read_model(dir, "unsupported", &len);
   if (!bytes) return;
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len, "unsupported.onnx", NULL);
+  rx_status s = rx_onnx_import(m, bytes, len, "unsupported.onnx", NULL, NULL);
   const char *msg = rx_status_message(s);
   if (!s) FAIL("unsupported.onnx: imported without an error");
   else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, "2 unsupported") ||
@@ -198,7 +198,7 @@ static void test_op_errors(const char *dir) {
     char *bytes = read_model(dir, cases[i][0], &len);
     if (!bytes) continue;
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, bytes, len, cases[i][0], NULL);
+    rx_status s = rx_onnx_import(m, bytes, len, cases[i][0], NULL, NULL);
     const char *msg = rx_status_message(s);
     if (!s) FAIL("%s: imported without an error", cases[i][0]);
     else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, cases[i][1]) ||
@@ -219,7 +219,7 @@ static void test_malformed(const char *dir) {
   int errors = 0, tries = 0;
   for (size_t cut = 0; cut < len; cut += len / 97 + 1, tries++) {
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, bytes, cut, "truncated.onnx", NULL);
+    rx_status s = rx_onnx_import(m, bytes, cut, "truncated.onnx", NULL, NULL);
     if (s) errors++;
     rx_status_free(s);
     rx_module_free(m);
@@ -231,7 +231,7 @@ static void test_malformed(const char *dir) {
     size_t at = (i * 7919u) % len;
     mut[at] ^= (unsigned char)(0x5a + i);
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, mut, len, "mutated.onnx", NULL);
+    rx_status s = rx_onnx_import(m, mut, len, "mutated.onnx", NULL, NULL);
     if (s) errors++;
     rx_status_free(s);
     rx_module_free(m);
@@ -239,7 +239,7 @@ static void test_malformed(const char *dir) {
   free(mut);
   /* a truncated file in the middle: must be the decode error */
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len / 2, "half.onnx", NULL);
+  rx_status s = rx_onnx_import(m, bytes, len / 2, "half.onnx", NULL, NULL);
   if (!s || !strstr(rx_status_message(s), "not a valid ONNX model"))
     FAIL("half.onnx: expected the decode error, got: %s", s ? rx_status_message(s) : "success");
   else passed++;

@@ -1,0 +1,264 @@
+/* The weights of ONNX models (frontends/onnx/weights.c), from the models tests/onnx/gen_weights.py
+ * writes into tests/onnx/weights/ (every value follows a formula repeated here):
+ * - typed.onnx: weights of every supported dtype, inline in raw_data and in the typed fields
+ *   (float_data, int32_data, int64_data), the tensors that fold into symbolic values and
+ *   constants (not weights), and Constant tensors that are weights;
+ * - ext.onnx: every tensor in the external file ext.data (f32, f16 and an i64 index vector of
+ *   20 elements), imported (the weights are parameters of `main` in the order
+ *   rx_onnx_weights gives) and read;
+ * - the errors: a DOUBLE weight, external data locations that are absolute or lead out of the
+ *   model's directory, a missing data file and a truncated one.
+ *
+ * usage: test_onnx_weights TESTS_DIR */
+#include "base/base.h"
+
+#ifdef RX_HAVE_ONNX
+#include "frontends/onnx/onnx_import.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef RX_HAVE_ONNX
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      fprintf(stderr, "FAIL (%s:%d): ", __FILE__, __LINE__);                                       \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
+  } while (0)
+
+static char *read_model(const char *dir, const char *model, size_t *len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/onnx/weights/%s", dir, model);
+  char *bytes = NULL;
+  rx_status s = rx_read_file(path, &bytes, len);
+  CHECK(!s, "%s", rx_status_message(s));
+  rx_status_free(s);
+  return bytes;
+}
+
+/* The weight named `name`, checked to have dtype dt and the shape; NULL when absent. */
+static const rx_onnx_weight *weight(const rx_onnx_weight *w, int n, const char *name, rx_dtype dt,
+                                    int ndim, const int64_t *shape) {
+  for (int i = 0; i < n; i++) {
+    if (strcmp(w[i].name, name) != 0) continue;
+    bool same = w[i].dtype == dt && w[i].ndim == ndim;
+    size_t count = 1;
+    for (int d = 0; same && d < ndim; d++) {
+      same = w[i].shape[d] == shape[d];
+      count *= (size_t)shape[d];
+    }
+    CHECK(same, "weight %s: wrong dtype or shape", name);
+    CHECK(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
+    size_t es = dt == RX_DTYPE_F32 || dt == RX_DTYPE_I32                          ? 4
+                : dt == RX_DTYPE_I64                                              ? 8
+                : dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16 || dt == RX_DTYPE_I16 ? 2
+                                                                                  : 1;
+    CHECK(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
+          count * es);
+    return same && w[i].nbytes == count * es ? &w[i] : NULL;
+  }
+  CHECK(false, "no weight %s", name);
+  return NULL;
+}
+
+static const int64_t S0[1] = {0}, S3[1] = {3}, S4[1] = {4}, S5[1] = {5}, S6[1] = {6}, S17[1] = {17},
+                     S18[1] = {18}, S20[1] = {20}, S22[2] = {2, 2}, S23[2] = {2, 3},
+                     S86[2] = {8, 6};
+
+/* Inline weights of every dtype, in parameter order; the folded tensors are not weights. */
+static void test_typed(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "typed.onnx", &len);
+  if (!bytes) return;
+  rx_onnx_weight *w = NULL;
+  int n = 0;
+  rx_status s = rx_onnx_weights(bytes, len, "typed.onnx", NULL, &w, &n);
+  CHECK(!s, "typed.onnx: %s", rx_status_message(s));
+  rx_status_free(s);
+  static const char *const order[] = {
+      "layer_0_w", "f32_typed", "f16_typed", "bf16_typed", "i8_typed", "u8_raw", "bool_typed",
+      "i32_raw",   "i64_mat",   "i64_17",    "cf",         "ci",       "ch"};
+  CHECK(n == (int)RX_ARRAY_LEN(order), "typed.onnx: %d weights, expected %d", n,
+        (int)RX_ARRAY_LEN(order));
+  for (int i = 0; i < n && i < (int)RX_ARRAY_LEN(order); i++)
+    CHECK(!strcmp(w[i].name, order[i]), "typed.onnx: weight %d is %s, expected %s", i, w[i].name,
+          order[i]);
+  const rx_onnx_weight *x;
+  if ((x = weight(w, n, "layer_0_w", RX_DTYPE_F32, 2, S23)))
+    for (int k = 0; k < 6; k++)
+      CHECK(((float *)x->data)[k] == k * 0.5f - 1, "layer_0_w[%d] = %g", k, ((float *)x->data)[k]);
+  if ((x = weight(w, n, "f32_typed", RX_DTYPE_F32, 1, S4)))
+    for (int k = 0; k < 4; k++)
+      CHECK(((float *)x->data)[k] == k + 0.25f, "f32_typed[%d] = %g", k, ((float *)x->data)[k]);
+  /* 1.5, -2, 0.25 as f16 and bf16 bit patterns */
+  static const uint16_t f16[3] = {0x3e00, 0xc000, 0x3400}, bf16[3] = {0x3fc0, 0xc000, 0x3e80};
+  if ((x = weight(w, n, "f16_typed", RX_DTYPE_F16, 1, S3)))
+    CHECK(!memcmp(x->data, f16, 6), "f16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
+  if ((x = weight(w, n, "bf16_typed", RX_DTYPE_BF16, 1, S3)))
+    CHECK(!memcmp(x->data, bf16, 6), "bf16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
+  if ((x = weight(w, n, "i8_typed", RX_DTYPE_I8, 1, S5)))
+    for (int k = 0; k < 5; k++)
+      CHECK(((int8_t *)x->data)[k] == k - 3, "i8_typed[%d] = %d", k, ((int8_t *)x->data)[k]);
+  static const uint8_t u8[4] = {0, 100, 200, 255}, b[4] = {1, 0, 0, 1};
+  if ((x = weight(w, n, "u8_raw", RX_DTYPE_U8, 1, S4)))
+    CHECK(!memcmp(x->data, u8, 4), "u8_raw: wrong values");
+  if ((x = weight(w, n, "bool_typed", RX_DTYPE_BOOL, 2, S22)))
+    CHECK(!memcmp(x->data, b, 4), "bool_typed: wrong values");
+  if ((x = weight(w, n, "i32_raw", RX_DTYPE_I32, 1, S18)))
+    for (int k = 0; k < 18; k++)
+      CHECK(((int32_t *)x->data)[k] == k - 9, "i32_raw[%d] = %d", k, ((int32_t *)x->data)[k]);
+  if ((x = weight(w, n, "i64_mat", RX_DTYPE_I64, 2, S22)))
+    for (int k = 0; k < 4; k++) CHECK(((int64_t *)x->data)[k] == k + 1, "i64_mat[%d] wrong", k);
+  if ((x = weight(w, n, "i64_17", RX_DTYPE_I64, 1, S17)))
+    for (int k = 0; k < 17; k++)
+      CHECK(((int64_t *)x->data)[k] == k * 1000000007ll, "i64_17[%d] wrong", k);
+  if ((x = weight(w, n, "cf", RX_DTYPE_F32, 1, S3)))
+    for (int k = 0; k < 3; k++)
+      CHECK(((float *)x->data)[k] == k + 0.5f, "cf[%d] = %g", k, ((float *)x->data)[k]);
+  if ((x = weight(w, n, "ci", RX_DTYPE_I64, 1, S20)))
+    for (int k = 0; k < 20; k++) CHECK(((int64_t *)x->data)[k] == -3 * k, "ci[%d] wrong", k);
+  static const uint16_t three = 0x4200; /* 3.0 as f16 */
+  if ((x = weight(w, n, "ch", RX_DTYPE_F16, 0, S0)))
+    CHECK(!memcmp(x->data, &three, 2), "ch: wrong bits");
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+}
+
+/* A model of weights in an external file: imported and read. */
+static void test_external(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "ext.onnx", &len);
+  if (!bytes) return;
+  rx_module *m = rx_module_new();
+  rx_status s = rx_onnx_import(m, bytes, len, "ext.onnx", NULL, NULL);
+  CHECK(!s, "ext.onnx: import: %s", rx_status_message(s));
+  rx_status_free(s);
+  if (!s) {
+    char *text = rx_module_to_text(m);
+    const char *sig = "main(x: f32[batch, 8], W: f32[8, 6], H: f16[6], idx: i64[20])";
+    CHECK(strstr(text, sig) != NULL, "ext.onnx: the imported main is not %s:\n%s", sig, text);
+    rx_free(text);
+  }
+  rx_module_free(m);
+
+  char base[1024];
+  snprintf(base, sizeof base, "%s/onnx/weights", dir);
+  rx_onnx_weight *w = NULL;
+  int n = 0;
+  s = rx_onnx_weights(bytes, len, "ext.onnx", base, &w, &n);
+  CHECK(!s, "ext.onnx: weights: %s", rx_status_message(s));
+  rx_status_free(s);
+  CHECK(n == 3, "ext.onnx: %d weights, expected 3", n);
+  const rx_onnx_weight *x;
+  if ((x = weight(w, n, "W", RX_DTYPE_F32, 2, S86)))
+    for (int k = 0; k < 48; k++)
+      CHECK(((float *)x->data)[k] == ((k % 11) - 5) * 0.25f, "W[%d] = %g", k,
+            ((float *)x->data)[k]);
+  static const uint16_t h[6] = {0xbc00, 0xb800, 0x0000, 0x3800, 0x3c00, 0x3e00}; /* j/2 - 1 */
+  if ((x = weight(w, n, "H", RX_DTYPE_F16, 1, S6)))
+    CHECK(!memcmp(x->data, h, sizeof h), "H: wrong bits");
+  if ((x = weight(w, n, "idx", RX_DTYPE_I64, 1, S20)))
+    for (int k = 0; k < 20; k++)
+      CHECK(((int64_t *)x->data)[k] == (k * 7) % 6, "idx[%d] = %lld", k,
+            (long long)((int64_t *)x->data)[k]);
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+}
+
+/* rx_onnx_weights of `model` with base_dir fails with a message holding every one of `want`. */
+static void expect_error(const char *dir, const char *model, const char *base_dir,
+                         rx_status_code code, const char *const *want, int nwant) {
+  size_t len;
+  char *bytes = read_model(dir, model, &len);
+  if (!bytes) return;
+  rx_onnx_weight *w = NULL;
+  int n = 0;
+  rx_status s = rx_onnx_weights(bytes, len, model, base_dir, &w, &n);
+  CHECK(s != NULL && w == NULL && n == 0, "%s: read without an error", model);
+  if (s) {
+    CHECK(rx_status_code_of(s) == code, "%s: status code %d, expected %d", model,
+          (int)rx_status_code_of(s), (int)code);
+    for (int i = 0; i < nwant; i++)
+      CHECK(strstr(rx_status_message(s), want[i]) != NULL, "%s: message without '%s': %s", model,
+            want[i], rx_status_message(s));
+    printf("  %s: %s\n", model, rx_status_message(s));
+  }
+  rx_status_free(s);
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+}
+
+static bool write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return false;
+  bool ok = fwrite(data, 1, n, f) == n;
+  return fclose(f) == 0 && ok;
+}
+
+static void test_errors(const char *dir) {
+  char base[1024];
+  snprintf(base, sizeof base, "%s/onnx/weights", dir);
+  const char *dbl[] = {"double.onnx", "tensor 'd'", "DOUBLE"};
+  expect_error(dir, "double.onnx", base, RX_ERR_UNSUPPORTED, dbl, 3);
+  /* '../weights/ext.data' names an existing file, but through the parent directory */
+  const char *esc[] = {"escape.onnx", "tensor 'W'", "'../weights/ext.data'",
+                       "leads out of the model's directory"};
+  expect_error(dir, "escape.onnx", base, RX_ERR_INVALID, esc, 4);
+  const char *abs[] = {"abs.onnx", "tensor 'W'", "'/dev/null'", "absolute"};
+  expect_error(dir, "abs.onnx", base, RX_ERR_INVALID, abs, 4);
+
+  /* a missing and a truncated data file, in a fresh directory */
+  char tmp[] = "/tmp/rx_onnx_weightsXXXXXX";
+  CHECK(mkdtemp(tmp) != NULL, "mkdtemp failed");
+  char data[1100];
+  snprintf(data, sizeof data, "%s/ext.data", tmp);
+  const char *missing[] = {"ext.onnx", "tensor 'W'", data, "cannot read"};
+  expect_error(dir, "ext.onnx", tmp, RX_ERR_INVALID, missing, 4);
+  char full[1100], *bytes = NULL;
+  size_t len = 0;
+  snprintf(full, sizeof full, "%s/ext.data", base);
+  rx_status s = rx_read_file(full, &bytes, &len);
+  CHECK(!s && len == 364, "%s: %s (%zu bytes, expected 364)", full, rx_status_message(s), len);
+  rx_status_free(s);
+  if (bytes && len == 364) {
+    /* W [0, 192) and H [192, 204) are whole, idx [204, 364) is cut */
+    CHECK(write_bytes(data, bytes, 300), "writing %s failed", data);
+    const char *cut[] = {"ext.onnx", "tensor 'idx'", data, "offset 204, length 160", "300 bytes"};
+    expect_error(dir, "ext.onnx", tmp, RX_ERR_INVALID, cut, 5);
+  }
+  free(bytes);
+  unlink(data);
+  rmdir(tmp);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_onnx_weights TESTS_DIR\n");
+    return 2;
+  }
+  test_typed(argv[1]);
+  test_external(argv[1]);
+  test_errors(argv[1]);
+  printf("test_onnx_weights: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+#else
+
+int main(void) {
+  puts("test_onnx_weights: ONNX support not built, skipped");
+  return 77;
+}
+
+#endif
