@@ -1294,10 +1294,35 @@ static void set_variants(rx_module *m, rx_sched_result *out, const rx_sched_vari
   out->nvariants = n;
 }
 
+/* A reduction to a 0-d result (sum of every element) has its reduce at the top level, with no
+ * output loop to give rows to blocks: it becomes one row, `for unit_row in 0..1 { body }`, which
+ * the row-reduction rule schedules as one block reducing the whole extent. */
+static const rx_tensor_fn *as_one_row(rx_module *m, const rx_tensor_fn *f) {
+  const rx_stmt *b = unwrap(f->body);
+  bool top_reduce = false;
+  for (int i = 0; i < seq_len(b); i++) top_reduce |= seq_at(b, i)->kind == RX_STMT_REDUCE;
+  if (!top_reduce) return f;
+  rx_stmt *loop = rx_stmt_new(m, RX_STMT_FOR, f->body->loc);
+  loop->nvars = 1;
+  loop->vars = rx_module_alloc(m, sizeof *loop->vars);
+  loop->lo = rx_module_alloc(m, sizeof *loop->lo);
+  loop->extent = rx_module_alloc(m, sizeof *loop->extent);
+  loop->vars[0] = rx_expr_var(m->ctx, "unit_row");
+  loop->lo[0] = rx_expr_const(m->ctx, 0);
+  loop->extent[0] = rx_expr_const(m->ctx, 1);
+  loop->loop_kind = RX_LOOP_SERIAL;
+  loop->inner = f->body;
+  rx_tensor_fn *g = rx_module_alloc(m, sizeof *g);
+  *g = *f;
+  g->body = loop;
+  return g;
+}
+
 bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
                  rx_sched_result *out) {
   memset(out, 0, sizeof *out);
   if (!f || !f->body || !t) return false;
+  f = as_one_row(m, f);
   if (stmt_has_bound(f->body)) {
     if (!rx_schedule_check(f, t, diag)) return false;
     out->fn = (rx_tensor_fn *)f;
