@@ -27,9 +27,10 @@ typedef struct val {
   const char *name; /* the ONNX value name (owned by the unpacked model) */
   vkind kind;
   rx_var *var;               /* V_TENSOR */
-  int sndim;                 /* V_SYM: 0 scalar, 1 vector */
-  int slen;                  /* V_SYM: number of values (1 for a scalar) */
-  const rx_expr *s[SYM_MAX]; /* V_SYM */
+  bool rt;                   /* V_TENSOR: s holds its values, bound at run time (runtime_sym) */
+  int sndim;                 /* V_SYM (and rt): 0 scalar, 1 vector */
+  int slen;                  /* V_SYM (and rt): number of values (1 for a scalar) */
+  const rx_expr *s[SYM_MAX]; /* V_SYM (and rt) */
   double f;                  /* V_FCONST */
 } val;
 
@@ -326,9 +327,73 @@ static int rank_of(val *v) {
 }
 
 /* A symbolic int value of input i (required). */
+/* match_cast(v, dtype[dims]); false on failure. */
+static bool rx_emit_match_cast_ok(imp *I, rx_var *v, rx_dtype dtype, int ndim,
+                                  const rx_expr *const *dims, rx_var **out) {
+  const rx_sinfo *t = rx_sinfo_tensor(I->m, dtype, ndim, dims);
+  rx_status s = rx_emit_match_cast(I->b, rx_arg_var(I->b, v), t, NULL, out);
+  if (s) rx_status_free(s);
+  return !s;
+}
+
+/* The length of a runtime integer tensor usable as shape values (a scalar: 1, a 1-D tensor of
+ * constant length up to SYM_MAX), -1 otherwise. */
+static int runtime_len(val *v) {
+  const rx_sinfo *si = tsinfo(v);
+  if (!si || si->kind != RX_SINFO_TENSOR || !rx_dtype_is_int(si->dtype)) return -1;
+  if (si->ndim == 0) return 1;
+  if (si->ndim != 1 || !si->shape || si->shape[0]->kind != RX_EXPR_CONST ||
+      si->shape[0]->value > SYM_MAX)
+    return -1;
+  return (int)si->shape[0]->value;
+}
+
+/* Fresh symbolic variables d<N> for dims the importer cannot name. */
+static const rx_expr *fresh_dim(imp *I) {
+  char nm[32];
+  snprintf(nm, sizeof nm, "d%d", I->fresh++);
+  return rx_sym_var(I->m, nm);
+}
+
+/* A shape value computed by a tensor at run time (data-dependent, as Reshape(x, Cast(ReduceMax
+ * (...)))): its values become fresh variables, bound when the program runs by
+ * tensor_to_shape and a match_cast to Shape([d0, d1, ...]); the VM checks each is a size
+ * (>= 0). Cached on the value, so every use shares the variables. */
+static rx_status runtime_sym(imp *I, const Onnx__NodeProto *n, val *v) {
+  if (v->rt) return NULL;
+  int len = runtime_len(v);
+  if (len < 0)
+    return node_err(I, n,
+                    "a shape computed at run time must be an integer scalar or a 1-D "
+                    "integer tensor of constant length at most %d",
+                    SYM_MAX);
+  rx_node *a = rx_arg_var(I->b, v->var);
+  rx_var *t, *u;
+  RX_RETURN_IF_ERROR(emit(I, n, "tensor_to_shape", &a, 1, NULL, 0, &t));
+  const rx_expr *dims[SYM_MAX];
+  for (int k = 0; k < len; k++) dims[k] = fresh_dim(I);
+  rx_status s =
+      rx_emit_match_cast(I->b, rx_arg_var(I->b, t), rx_sinfo_shape(I->m, len, dims), NULL, &u);
+  if (s) {
+    rx_status e = node_err(I, n, "%s", rx_status_message(s));
+    rx_status_free(s);
+    return e;
+  }
+  v->rt = true;
+  v->sndim = rank_of(v);
+  v->slen = len;
+  for (int k = 0; k < len; k++) v->s[k] = dims[k];
+  return NULL;
+}
+
 static rx_status sym_input(imp *I, const Onnx__NodeProto *n, size_t i, val **out) {
   const char *nm = input(n, i);
   val *v = nm ? get(I, nm) : NULL;
+  if (v && v->kind == V_TENSOR && runtime_len(v) >= 0) {
+    RX_RETURN_IF_ERROR(runtime_sym(I, n, v));
+    *out = v;
+    return NULL;
+  }
   if (!v || v->kind != V_SYM)
     return node_err(I, n, "input %zu ('%s') must be a constant or a shape computation", i,
                     nm ? nm : "");
@@ -390,7 +455,7 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
       c = onnx_tensor_count(t);
       for (size_t k = 0; k < c; k++)
         vals[k] = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? ((int64_t *)d)[k]
-                                                                        : ((int32_t *)d)[k];
+                                                                       : ((int32_t *)d)[k];
       free(d);
       ok = true;
     }
@@ -421,15 +486,6 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
 
 /* ---- operators with more to translate ---- */
 
-/* match_cast(v, dtype[dims]) (v's dtype and rank); false on failure. */
-static bool rx_emit_match_cast_ok(imp *I, val *v, const rx_sinfo *si, const rx_expr *const *dims,
-                                  rx_var **out) {
-  const rx_sinfo *t = rx_sinfo_tensor(I->m, si->dtype, si->ndim, dims);
-  rx_status s = rx_emit_match_cast(I->b, rx_arg_var(I->b, v->var), t, NULL, out);
-  if (s) rx_status_free(s);
-  return !s;
-}
-
 /* Two tensor operands of a broadcasting op whose dims are not provably compatible (say seq and
  * min(seq, 64), from slicing a table to the sequence length): a valid model has them equal at
  * run time, so the operand with the compound dim is match_cast to the other's dim, which the VM
@@ -455,14 +511,12 @@ static bool cast_to_common(imp *I, val *x, val *y, rx_node **ax, rx_node **ay) {
     }
   }
   rx_var *v;
-  if (cx && !rx_emit_match_cast_ok(I, x, sx, dx, &v)) return false;
+  if (cx && !rx_emit_match_cast_ok(I, x->var, sx->dtype, sx->ndim, dx, &v)) return false;
   if (cx) *ax = rx_arg_var(I->b, v);
-  if (cy && !rx_emit_match_cast_ok(I, y, sy, dy, &v)) return false;
+  if (cy && !rx_emit_match_cast_ok(I, y->var, sy->dtype, sy->ndim, dy, &v)) return false;
   if (cy) *ay = rx_arg_var(I->b, v);
   return cx || cy;
 }
-
-
 
 static val *def_named(imp *I, const char *name, rx_var *var) {
   val *v = def(I, name);
@@ -1090,6 +1144,31 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     a[0] = rx_arg_var(I->b, tup);
     at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
     RX_RETURN_IF_ERROR(emit(I, n, "concat", a, 1, at, 1, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (!strcmp(op, "Reshape") && input(n, 1) && get(I, input(n, 1)) &&
+      get(I, input(n, 1))->kind == V_TENSOR) {
+    /* a target shape computed at run time: reshape to the Shape value (rank-only; the VM checks
+     * the element count, and infers a -1), then match_cast to fresh dims */
+    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *sv = get(I, input(n, 1));
+    int len = runtime_len(sv);
+    const rx_sinfo *si = tsinfo(x);
+    if (!si || len < 0 || rank_of(sv) != 1)
+      return node_err(I, n,
+                      "a target shape computed at run time must be a 1-D integer tensor "
+                      "of constant length at most %d",
+                      SYM_MAX);
+    rx_var *t, *rr;
+    a[0] = rx_arg_var(I->b, sv->var);
+    RX_RETURN_IF_ERROR(emit(I, n, "tensor_to_shape", a, 1, NULL, 0, &t));
+    a[0] = rx_arg_var(I->b, x->var);
+    a[1] = rx_arg_var(I->b, t);
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &rr));
+    const rx_expr *dims[SYM_MAX];
+    for (int k = 0; k < len; k++) dims[k] = sv->rt ? sv->s[k] : fresh_dim(I);
+    if (!rx_emit_match_cast_ok(I, rr, si->dtype, len, dims, &r))
+      return node_err(I, n, "match_cast of the reshaped value failed");
     def_tensor(I, n, r);
     return NULL;
   }

@@ -303,6 +303,48 @@ def error_models():
         auto_pad="SAME_UPPER"))
 
 
+def dynshape_model():
+    """Data-dependent shapes: the Reshape target and the ConstantOfShape shape are a runtime
+    input s (int64[2]) and the Range bound a runtime scalar k, so the importer binds fresh
+    variables at run time (tensor_to_shape + match_cast) instead of folding them."""
+    name = "op_dynshape"
+    nodes = [
+        helper.make_node("Reshape", ["x", "s"], ["r"]),
+        helper.make_node("ConstantOfShape", ["s"], ["c"],
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("Mul", ["r", "c"], ["rc"]),
+        helper.make_node("Softmax", ["rc"], ["sm"], axis=-1),
+        helper.make_node("Range", ["zero", "k", "one"], ["rg"]),
+        helper.make_node("Cast", ["rg"], ["rgf"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["rgf"], ["tot"], keepdims=0),
+        helper.make_node("Add", ["sm", "tot"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+              helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("k", TensorProto.INT64, [])]
+    inits = [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+             helper.make_tensor("one", TensorProto.INT64, [], [1])]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
+    g = helper.make_graph(nodes, name, inputs, [y], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(HERE, name + ".onnx"))
+    rng = np.random.default_rng(7)
+    lines = []
+    for n, shape, k in [(6, [2, 3], 4), (6, [6, 1], 1), (1, [1, 1], 0), (35, [5, 7], 9)]:
+        x = rng.standard_normal(n).astype(np.float32)
+        r = x.reshape(shape) * np.float32(0.5)
+        e = np.exp(r - r.max(axis=-1, keepdims=True))
+        want = e / e.sum(axis=-1, keepdims=True) + np.float32(sum(range(k)))
+        tag = f"{n}_{'x'.join(str(v) for v in shape)}_{k}"
+        files = [f"{name}_{tag}_{v}.npy" for v in ("x", "s", "k", "y")]
+        for f, a in zip(files, [x, np.array(shape, np.int64), np.array(k, np.int64),
+                               want.astype(np.float32)]):
+            np.save(os.path.join(DATA, f), a)
+        lines.append(f"{name}|n={n},s={shape[0]}x{shape[1]},k={k}|{','.join(files[:3])}|{files[3]}")
+    return lines
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     torch.manual_seed(0)
@@ -322,6 +364,7 @@ def main():
                     {"x": {0: "batch"}, "y": {0: "batch"}},
                     [{"batch": 1}, {"batch": 5}])
     lines += op_models()
+    lines += dynshape_model()
     error_models()
     unsupported()
     with open(os.path.join(DATA, "manifest.txt"), "w") as f:

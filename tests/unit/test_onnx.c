@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
   }
   const char *models[] = {"mlp",     "attention", "gpt",          "llama",   "cnn",
                           "op_trilu", "op_slice", "op_split", "op_split_sym", "op_clip",
-                          "op_pool"};
+                          "op_pool", "op_dynshape"};
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) run_model(dev, dir, manifest, models[i]);
   if (dev) {
     const char *last = NULL;
