@@ -21,7 +21,8 @@
 
 #define SYM_MAX 16 /* longest symbolic integer vector (a shape of rank up to 16) */
 
-typedef enum vkind { V_TENSOR, V_SYM, V_FCONST } vkind;
+/* V_FAILED: an output of a node that could not be imported (its users are skipped) */
+typedef enum vkind { V_TENSOR, V_SYM, V_FCONST, V_FAILED } vkind;
 
 typedef struct val {
   const char *name; /* the ONNX value name (owned by the unpacked model) */
@@ -1430,7 +1431,48 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
       RX_RETURN_IF_ERROR(def_constant(I, NULL, g->initializer[i]->name, g->initializer[i]));
 
   RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(I->b));
-  for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
+  /* every node that cannot be imported, in one message; the nodes that use its outputs are
+   * skipped rather than reported again */
+  rx_strbuf errs = {0};
+  int nerr = 0;
+  char *first = NULL;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *n = g->node[i];
+    bool skip = false;
+    for (size_t k = 0; k < n->n_input && !skip; k++) {
+      val *v = input(n, k) ? get(I, input(n, k)) : NULL;
+      skip = v && v->kind == V_FAILED;
+    }
+    rx_status s = skip ? NULL : do_node(I, n);
+    if (s && rx_status_code_of(s) != RX_ERR_UNSUPPORTED) {
+      rx_strbuf_free(&errs);
+      free(first);
+      return s;
+    }
+    if (s) {
+      const char *msg = rx_status_message(s);
+      size_t fl = strlen(I->file);
+      bool prefixed = !strncmp(msg, I->file, fl) && !strncmp(msg + fl, ": ", 2);
+      rx_strbuf_printf(&errs, "\n  %s", prefixed ? msg + fl + 2 : msg);
+      if (!first) first = rx_strdup(msg);
+      nerr++;
+      rx_status_free(s);
+    }
+    if (s || skip)
+      for (size_t k = 0; k < n->n_output; k++)
+        if (n->output[k] && n->output[k][0]) def(I, n->output[k])->kind = V_FAILED;
+  }
+  if (nerr) {
+    char *list = rx_strbuf_take(&errs);
+    rx_status s = nerr == 1
+                      ? rx_status_make(RX_ERR_UNSUPPORTED, "%s", first)
+                      : rx_status_make(RX_ERR_UNSUPPORTED, "%s: %d nodes cannot be imported:%s",
+                                       I->file, nerr, list);
+    free(list);
+    free(first);
+    return s;
+  }
+  rx_strbuf_free(&errs);
 
   if (g->n_output == 0)
     return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);

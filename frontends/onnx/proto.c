@@ -1,6 +1,8 @@
 /* frontends/onnx/proto.c: reading the decoded ONNX protobuf (see proto.h). */
 #include "proto.h"
 
+#include "../../ir/ir.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,7 @@ char *onnx_ident(const char *name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     *p++ = ok ? c : '_';
   }
+  if (rx_text_is_reserved(s, strlen(s))) *p = '_'; /* an input named `out`, `for`, `f32`... */
   return s;
 }
 
@@ -33,16 +36,35 @@ double onnx_attr_f(const Onnx__NodeProto *n, const char *name, double d) {
 
 bool onnx_dtype_of(int32_t onnx, rx_dtype *out) {
   switch (onnx) {
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = RX_DTYPE_F32; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = RX_DTYPE_F16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = RX_DTYPE_BF16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = RX_DTYPE_I64; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = RX_DTYPE_I32; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = RX_DTYPE_I16; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = RX_DTYPE_I8; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = RX_DTYPE_U8; return true;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = RX_DTYPE_BOOL; return true;
-  default: return false;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    *out = RX_DTYPE_F32;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    *out = RX_DTYPE_F16;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+    *out = RX_DTYPE_BF16;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    *out = RX_DTYPE_I64;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    *out = RX_DTYPE_I32;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    *out = RX_DTYPE_I16;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    *out = RX_DTYPE_I8;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    *out = RX_DTYPE_U8;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+    *out = RX_DTYPE_BOOL;
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -111,8 +133,7 @@ float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
 }
 
 bool onnx_is_external(const Onnx__TensorProto *t) {
-  return t->has_data_location &&
-         t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  return t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 }
 
 /* The tensor of a Constant node's value (value, value_float, value_int, value_ints attributes
@@ -124,8 +145,7 @@ const Onnx__TensorProto *onnx_const_tensor(const Onnx__NodeProto *n) {
 
 /* Is this tensor a weight (a parameter) rather than a folded constant? */
 bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant) {
-  if (onnx_is_int_type(t->data_type))
-    return t->n_dims > 1 || onnx_tensor_count(t) > ONNX_FOLD_MAX;
+  if (onnx_is_int_type(t->data_type)) return t->n_dims > 1 || onnx_tensor_count(t) > ONNX_FOLD_MAX;
   bool fl = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
             t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
   return !from_constant || !fl || onnx_tensor_count(t) > 1;

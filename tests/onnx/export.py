@@ -301,6 +301,19 @@ def error_models():
     save("err_same", ["n", 2, "h", "w"], helper.make_node(
         "AveragePool", ["x"], ["y"], name="pool_same", kernel_shape=[3, 3], strides=[2, 2],
         auto_pad="SAME_UPPER"))
+    # two failing nodes, each reported once; the nodes using their outputs are not reported
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, 9, 9])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["a"], name="pool_a", kernel_shape=[2, 2], ceil_mode=1),
+        helper.make_node("Relu", ["a"], ["b"], name="relu_b"),
+        helper.make_node("AveragePool", ["x"], ["c"], name="pool_c", kernel_shape=[3, 3],
+                         strides=[2, 2], auto_pad="SAME_LOWER"),
+        helper.make_node("Add", ["b", "c"], ["y"], name="add_y"),
+    ]
+    g = helper.make_graph(nodes, "err_multi", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.save(m, os.path.join(HERE, "err_multi.onnx"))
 
 
 def dynshape_model():
@@ -345,6 +358,17 @@ def dynshape_model():
     return lines
 
 
+def keyword_names():
+    """ONNX names that are keywords or dtype names of relaxc's text format (an input `out` with a
+    dim `for`, an output `f32`): the import renames them (tests/lit/onnx/keywords.test)."""
+    x = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["for", 4])
+    y = helper.make_tensor_value_info("f32", TensorProto.FLOAT, ["for", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["out"], ["where"]),
+                           helper.make_node("Neg", ["where"], ["f32"])], "keywords", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.save(m, os.path.join(HERE, "keywords.onnx"))
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     torch.manual_seed(0)
@@ -366,6 +390,7 @@ def main():
     lines += op_models()
     lines += dynshape_model()
     error_models()
+    keyword_names()
     unsupported()
     with open(os.path.join(DATA, "manifest.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
