@@ -166,7 +166,7 @@ static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...
 static val *get(imp *I, const char *name) {
   if (!name) return NULL; /* an absent (optional) name field of a corrupt file */
   for (int i = I->nvals - 1; i >= 0; i--)
-    if (!strcmp(I->vals[i].name, name)) return &I->vals[i];
+    if (I->vals[i].name && !strcmp(I->vals[i].name, name)) return &I->vals[i];
   return NULL;
 }
 

@@ -60,6 +60,7 @@ static const struct {
     {"broadcast_add", RX_SCHED_ELEMENTWISE, 1}, {"transpose", RX_SCHED_ELEMENTWISE, 1},
     {"softmax", RX_SCHED_ROW_REDUCTION, 1},   {"rms_norm", RX_SCHED_ROW_REDUCTION, 1},
     {"layer_norm", RX_SCHED_ROW_REDUCTION, 1}, {"row_sum_scale", RX_SCHED_ROW_REDUCTION, 1},
+    {"sum_all", RX_SCHED_ROW_REDUCTION, 1},
     {"gemv", RX_SCHED_GEMV, 1},               {"gemm", RX_SCHED_GEMM, 3},
     {"gemm_dyn", RX_SCHED_GEMM, 3},           {"gemm_f16_f32", RX_SCHED_GEMM, 3},
     {"gemm_f16", RX_SCHED_GEMM, 3},           {"cumsum", RX_SCHED_FALLBACK, 1},
