@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SYM_MAX 16 /* longest symbolic integer vector (a shape of rank up to 16) */
+/* longest symbolic integer vector (a shape of rank up to 16): the integer tensors of at most
+ * this many elements are folded, not weights (proto.h) */
+#define SYM_MAX ONNX_FOLD_MAX
 
 /* V_FAILED: an output of a node that could not be imported (its users are skipped) */
 typedef enum vkind { V_TENSOR, V_SYM, V_FCONST, V_FAILED } vkind;
@@ -47,72 +49,18 @@ typedef struct imp {
 } imp;
 
 /* ---- the supported operators, listed once ---- */
-static const char *const supported_ops[] = {"Add",
-                                            "Sub",
-                                            "Mul",
-                                            "Div",
-                                            "Pow",
-                                            "Equal",
-                                            "Less",
-                                            "Greater",
-                                            "LessOrEqual",
-                                            "GreaterOrEqual",
-                                            "And",
-                                            "Or",
-                                            "Max",
-                                            "Min",
-                                            "Where",
-                                            "MatMul",
-                                            "Gemm",
-                                            "Relu",
-                                            "Sigmoid",
-                                            "Tanh",
-                                            "Exp",
-                                            "Log",
-                                            "Sqrt",
-                                            "Neg",
-                                            "Abs",
-                                            "Erf",
-                                            "Sin",
-                                            "Cos",
-                                            "Floor",
-                                            "Ceil",
-                                            "Not",
-                                            "Reciprocal",
-                                            "Softmax",
-                                            "LogSoftmax",
-                                            "Reshape",
-                                            "Transpose",
-                                            "Unsqueeze",
-                                            "Squeeze",
-                                            "Concat",
-                                            "Gather",
-                                            "Shape",
-                                            "Constant",
-                                            "Identity",
-                                            "Dropout",
-                                            "Cast",
-                                            "ReduceMean",
-                                            "ReduceSum",
-                                            "ReduceMax",
-                                            "ReduceMin",
-                                            "LayerNormalization",
-                                            "Gelu",
-                                            "Expand",
-                                            "ConstantOfShape",
-                                            "Range",
-                                            "LeakyRelu",
-                                            "Clip",
-                                            "Trilu",
-                                            "Flatten",
-                                            "Split",
-                                            "Slice",
-                                            "Conv",
-                                            "MaxPool",
-                                            "AveragePool",
-                                            "GlobalAveragePool",
-                                            "GlobalMaxPool",
-                                            "BatchNormalization"};
+// clang-format off
+static const char *const supported_ops[] = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "And", "Or", "Max", "Min", "Where", "MatMul", "Gemm", "Relu", "Sigmoid",
+    "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Sin", "Cos", "Floor", "Ceil", "Not",
+    "Reciprocal", "Softmax", "LogSoftmax", "Reshape", "Transpose", "Unsqueeze", "Squeeze",
+    "Concat", "Gather", "Shape", "Constant", "Identity", "Dropout", "Cast", "ReduceMean",
+    "ReduceSum", "ReduceMax", "ReduceMin", "LayerNormalization", "Gelu", "Expand",
+    "ConstantOfShape", "Range", "LeakyRelu", "Clip", "Trilu", "Flatten", "Split", "Slice",
+    "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    "BatchNormalization"};
+// clang-format on
 
 static bool is_supported(const char *op) {
   for (size_t i = 0; i < RX_ARRAY_LEN(supported_ops); i++)
@@ -125,20 +73,14 @@ static const char *const unary_ops[][2] = {
     {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
     {"Sqrt", "sqrt"}, {"Neg", "neg"},         {"Abs", "abs"},   {"Erf", "erf"}, {"Sin", "sin"},
     {"Cos", "cos"},   {"Floor", "floor"},     {"Ceil", "ceil"}, {"Not", "not"}};
-static const char *const binary_ops[][2] = {{"Add", "add"},
-                                            {"Sub", "subtract"},
-                                            {"Mul", "multiply"},
-                                            {"Div", "divide"},
-                                            {"Pow", "power"},
-                                            {"Equal", "equal"},
-                                            {"Less", "less"},
-                                            {"Greater", "greater"},
-                                            {"LessOrEqual", "less_equal"},
-                                            {"GreaterOrEqual", "greater_equal"},
-                                            {"And", "logical_and"},
-                                            {"Or", "logical_or"},
-                                            {"Max", "maximum"},
-                                            {"Min", "minimum"}};
+// clang-format off
+static const char *const binary_ops[][2] = {
+    {"Add", "add"},         {"Sub", "subtract"},  {"Mul", "multiply"},
+    {"Div", "divide"},      {"Pow", "power"},     {"Equal", "equal"},
+    {"Less", "less"},       {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
+    {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
+    {"Max", "maximum"},     {"Min", "minimum"}};
+// clang-format on
 
 static const char *lookup(const char *const (*t)[2], size_t n, const char *op) {
   for (size_t i = 0; i < n; i++)
@@ -199,7 +141,6 @@ static int64_t model_opset(const Onnx__ModelProto *mp) {
   return 0;
 }
 
-/* Every weight in parameter order: float initializers, then large float Constant tensors. */
 static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
   if (!name) return false;
   for (size_t i = 0; i < g->n_initializer; i++)
@@ -300,22 +241,35 @@ static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node
   return NULL;
 }
 
-static rx_status emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
-                      int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out) {
-  rx_status s = rx_emit_op(I->b, op, args, nargs, attrs, nattrs, NULL, out);
-  if (s) {
-    rx_status a = node_err(I, n, "%s", rx_status_message(s));
-    rx_status_free(s);
-    return a;
-  }
-  return NULL;
+/* A builder error (s, consumed) as an error of node n; NULL stays NULL. */
+static rx_status at_node(imp *I, const Onnx__NodeProto *n, rx_status s) {
+  if (!s) return NULL;
+  rx_status e = node_err(I, n, "%s", rx_status_message(s));
+  rx_status_free(s);
+  return e;
 }
 
-static val *def_tensor(imp *I, const Onnx__NodeProto *n, rx_var *var) {
-  val *v = def(I, n->output[0]);
+static rx_status emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
+                      int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out) {
+  return at_node(I, n, rx_emit_op(I->b, op, args, nargs, attrs, nattrs, NULL, out));
+}
+
+static val *def_named(imp *I, const char *name, rx_var *var) {
+  val *v = def(I, name);
   v->kind = V_TENSOR;
   v->var = var;
   return v;
+}
+
+static val *def_tensor(imp *I, const Onnx__NodeProto *n, rx_var *var) {
+  return def_named(I, n->output[0], var);
+}
+
+/* Output 0 of n is the value src under a new name (Identity, a Cast of a constant, ...). */
+static void def_alias(imp *I, const Onnx__NodeProto *n, const val *src) {
+  val copy = *src;
+  copy.name = n->output[0];
+  *def(I, n->output[0]) = copy; /* def may move the values: src is copied first */
 }
 
 static const rx_sinfo *tsinfo(val *v) {
@@ -327,10 +281,9 @@ static int rank_of(val *v) {
   return si && si->kind == RX_SINFO_TENSOR ? si->ndim : -1;
 }
 
-/* A symbolic int value of input i (required). */
 /* match_cast(v, dtype[dims]); false on failure. */
-static bool rx_emit_match_cast_ok(imp *I, rx_var *v, rx_dtype dtype, int ndim,
-                                  const rx_expr *const *dims, rx_var **out) {
+static bool match_cast_to(imp *I, rx_var *v, rx_dtype dtype, int ndim, const rx_expr *const *dims,
+                          rx_var **out) {
   const rx_sinfo *t = rx_sinfo_tensor(I->m, dtype, ndim, dims);
   rx_status s = rx_emit_match_cast(I->b, rx_arg_var(I->b, v), t, NULL, out);
   if (s) rx_status_free(s);
@@ -373,13 +326,9 @@ static rx_status runtime_sym(imp *I, const Onnx__NodeProto *n, val *v) {
   RX_RETURN_IF_ERROR(emit(I, n, "tensor_to_shape", &a, 1, NULL, 0, &t));
   const rx_expr *dims[SYM_MAX];
   for (int k = 0; k < len; k++) dims[k] = fresh_dim(I);
-  rx_status s =
-      rx_emit_match_cast(I->b, rx_arg_var(I->b, t), rx_sinfo_shape(I->m, len, dims), NULL, &u);
-  if (s) {
-    rx_status e = node_err(I, n, "%s", rx_status_message(s));
-    rx_status_free(s);
-    return e;
-  }
+  RX_RETURN_IF_ERROR(at_node(
+      I, n,
+      rx_emit_match_cast(I->b, rx_arg_var(I->b, t), rx_sinfo_shape(I->m, len, dims), NULL, &u)));
   v->rt = true;
   v->sndim = rank_of(v);
   v->slen = len;
@@ -387,6 +336,7 @@ static rx_status runtime_sym(imp *I, const Onnx__NodeProto *n, val *v) {
   return NULL;
 }
 
+/* A symbolic int value of input i (required). */
 static rx_status sym_input(imp *I, const Onnx__NodeProto *n, size_t i, val **out) {
   const char *nm = input(n, i);
   val *v = nm ? get(I, nm) : NULL;
@@ -447,19 +397,7 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
   if (onnx_is_int_type(t->data_type)) {
     int64_t vals[SYM_MAX];
     size_t c;
-    bool ok = t->n_dims <= 1 && onnx_tensor_ints(t, vals, SYM_MAX, &c);
-    if (!ok && t->n_dims <= 1 && onnx_is_external(t) && onnx_tensor_count(t) <= SYM_MAX) {
-      /* a small shape constant saved in the external data file */
-      void *d;
-      size_t nb;
-      RX_RETURN_IF_ERROR(onnx_tensor_data(t, I->file, name, I->base_dir, &d, &nb));
-      c = onnx_tensor_count(t);
-      for (size_t k = 0; k < c; k++)
-        vals[k] = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? ((int64_t *)d)[k]
-                                                                       : ((int32_t *)d)[k];
-      free(d);
-      ok = true;
-    }
+    bool ok = t->n_dims <= 1 && onnx_tensor_ints(t, I->file, name, I->base_dir, vals, SYM_MAX, &c);
     if (!ok)
       return n ? node_err(I, n, "integer constant over %d elements or unreadable", SYM_MAX)
                : rx_status_make(RX_ERR_UNSUPPORTED,
@@ -512,18 +450,11 @@ static bool cast_to_common(imp *I, val *x, val *y, rx_node **ax, rx_node **ay) {
     }
   }
   rx_var *v;
-  if (cx && !rx_emit_match_cast_ok(I, x->var, sx->dtype, sx->ndim, dx, &v)) return false;
+  if (cx && !match_cast_to(I, x->var, sx->dtype, sx->ndim, dx, &v)) return false;
   if (cx) *ax = rx_arg_var(I->b, v);
-  if (cy && !rx_emit_match_cast_ok(I, y->var, sy->dtype, sy->ndim, dy, &v)) return false;
+  if (cy && !match_cast_to(I, y->var, sy->dtype, sy->ndim, dy, &v)) return false;
   if (cy) *ay = rx_arg_var(I->b, v);
   return cx || cy;
-}
-
-static val *def_named(imp *I, const char *name, rx_var *var) {
-  val *v = def(I, name);
-  v->kind = V_TENSOR;
-  v->var = var;
-  return v;
 }
 
 /* A list of symbolic values from the integer-list attribute `name` or else input i (opset >= 10
@@ -637,9 +568,7 @@ static rx_status do_clip(imp *I, const Onnx__NodeProto *n) {
     RX_RETURN_IF_ERROR(emit(I, n, "minimum", a, 2, NULL, 0, &r));
   }
   if (!r) { /* no bounds: the identity */
-    val copy = *get(I, input(n, 0));
-    copy.name = n->output[0];
-    *def(I, n->output[0]) = copy;
+    def_alias(I, n, get(I, input(n, 0)));
     return NULL;
   }
   def_tensor(I, n, r);
@@ -730,12 +659,7 @@ static rx_status do_split(imp *I, const Onnx__NodeProto *n) {
   for (int k = 0; k < nout; k++) {
     rx_var *r;
     if (tup) {
-      rx_status s = rx_emit_get_item(I->b, rx_arg_var(I->b, tup), k, NULL, &r);
-      if (s) {
-        rx_status e = node_err(I, n, "%s", rx_status_message(s));
-        rx_status_free(s);
-        return e;
-      }
+      RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), k, NULL, &r)));
     } else { /* symbolic sizes: one strided_slice per output */
       const rx_expr *end = rx_sym_add(I->m, begin, sizes[k]);
       const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &axis, 1),
@@ -903,10 +827,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
   if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
     val *src = input(n, 0) ? get(I, input(n, 0)) : NULL;
     if (!src) return node_err(I, n, "input is not defined");
-    val copy = *src;
-    val *v = def(I, n->output[0]);
-    *v = copy;
-    v->name = n->output[0];
+    def_alias(I, n, src);
     return NULL;
   }
   if ((mapped = lookup(unary_ops, RX_ARRAY_LEN(unary_ops), op))) {
@@ -961,11 +882,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
         rx_status_free(again);
       }
     }
-    if (es) {
-      rx_status e = node_err(I, n, "%s", rx_status_message(es));
-      rx_status_free(es);
-      return e;
-    }
+    RX_RETURN_IF_ERROR(at_node(I, n, es));
     def_tensor(I, n, r);
     return NULL;
   }
@@ -1168,7 +1085,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &rr));
     const rx_expr *dims[SYM_MAX];
     for (int k = 0; k < len; k++) dims[k] = sv->rt ? sv->s[k] : fresh_dim(I);
-    if (!rx_emit_match_cast_ok(I, rr, si->dtype, len, dims, &r))
+    if (!match_cast_to(I, rr, si->dtype, len, dims, &r))
       return node_err(I, n, "match_cast of the reshaped value failed");
     def_tensor(I, n, r);
     return NULL;
@@ -1213,7 +1130,8 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
         if (onnx_is_int_type(t->data_type)) {
           int64_t iv;
           size_t c;
-          if (!onnx_tensor_ints(t, &iv, 1, &c) || c != 1) return node_err(I, n, "bad value");
+          if (!onnx_tensor_ints(t, I->file, "value", I->base_dir, &iv, 1, &c) || c != 1)
+            return node_err(I, n, "bad value");
           fill = (double)iv;
         } else {
           size_t c;
@@ -1253,9 +1171,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
       return node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
     if (x->kind != V_TENSOR) {
-      val copy = *x;
-      copy.name = n->output[0];
-      *def(I, n->output[0]) = copy;
+      def_alias(I, n, x);
       return NULL;
     }
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
@@ -1277,9 +1193,7 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     if (na > 0)
       at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
     else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) {
-      val copy = *get(I, input(n, 0));
-      copy.name = n->output[0];
-      *def(I, n->output[0]) = copy;
+      def_alias(I, n, get(I, input(n, 0)));
       return NULL;
     }
     at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
@@ -1435,7 +1349,7 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
    * skipped rather than reported again */
   rx_strbuf errs = {0};
   int nerr = 0;
-  char *first = NULL;
+  rx_status first = NULL;
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
     bool skip = false;
@@ -1446,7 +1360,7 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
     rx_status s = skip ? NULL : do_node(I, n);
     if (s && rx_status_code_of(s) != RX_ERR_UNSUPPORTED) {
       rx_strbuf_free(&errs);
-      free(first);
+      rx_status_free(first);
       return s;
     }
     if (s) {
@@ -1454,24 +1368,24 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
       size_t fl = strlen(I->file);
       bool prefixed = !strncmp(msg, I->file, fl) && !strncmp(msg + fl, ": ", 2);
       rx_strbuf_printf(&errs, "\n  %s", prefixed ? msg + fl + 2 : msg);
-      if (!first) first = rx_strdup(msg);
       nerr++;
-      rx_status_free(s);
+      if (first)
+        rx_status_free(s);
+      else
+        first = s;
     }
     if (s || skip)
       for (size_t k = 0; k < n->n_output; k++)
         if (n->output[k] && n->output[k][0]) def(I, n->output[k])->kind = V_FAILED;
   }
-  if (nerr) {
+  if (nerr > 1) {
     char *list = rx_strbuf_take(&errs);
-    rx_status s = nerr == 1
-                      ? rx_status_make(RX_ERR_UNSUPPORTED, "%s", first)
-                      : rx_status_make(RX_ERR_UNSUPPORTED, "%s: %d nodes cannot be imported:%s",
-                                       I->file, nerr, list);
+    rx_status_free(first);
+    first = rx_status_make(RX_ERR_UNSUPPORTED, "%s: %d nodes cannot be imported:%s", I->file, nerr,
+                           list);
     free(list);
-    free(first);
-    return s;
   }
+  if (nerr) return first;
   rx_strbuf_free(&errs);
 
   if (g->n_output == 0)

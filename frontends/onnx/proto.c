@@ -78,35 +78,22 @@ size_t onnx_tensor_count(const Onnx__TensorProto *t) {
   return c;
 }
 
-/* Integer tensor values (int64_data, int32_data or raw_data); false when not readable. */
-bool onnx_tensor_ints(const Onnx__TensorProto *t, int64_t *out, size_t max, size_t *out_n) {
+bool onnx_tensor_ints(const Onnx__TensorProto *t, const char *file, const char *name,
+                      const char *base_dir, int64_t *out, size_t max, size_t *out_n) {
   size_t c = onnx_tensor_count(t);
-  if (c > max) return false;
-  *out_n = c;
-  if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-    if (t->n_int64_data == c) {
-      memcpy(out, t->int64_data, c * sizeof *out);
-      return true;
-    }
-    if (t->has_raw_data && t->raw_data.len == c * 8) {
-      memcpy(out, t->raw_data.data, c * 8);
-      return true;
-    }
-  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
-    if (t->n_int32_data == c) {
-      for (size_t i = 0; i < c; i++) out[i] = t->int32_data[i];
-      return true;
-    }
-    if (t->has_raw_data && t->raw_data.len == c * 4) {
-      for (size_t i = 0; i < c; i++) {
-        int32_t v;
-        memcpy(&v, t->raw_data.data + 4 * i, 4);
-        out[i] = v;
-      }
-      return true;
-    }
+  if (!onnx_is_int_type(t->data_type) || c > max) return false;
+  void *d;
+  size_t nb;
+  rx_status s = onnx_tensor_data(t, file, name, base_dir, &d, &nb);
+  if (s) {
+    rx_status_free(s);
+    return false;
   }
-  return false;
+  bool i64 = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  for (size_t i = 0; i < c; i++) out[i] = i64 ? ((const int64_t *)d)[i] : ((const int32_t *)d)[i];
+  free(d);
+  *out_n = c;
+  return true;
 }
 
 /* Float tensor values (float_data, double_data or raw_data) into a heap array. */

@@ -28,9 +28,10 @@ bool onnx_is_int_type(int32_t t); /* INT64 or INT32 */
 
 /* The element count of a tensor (0 when a dim is not positive). */
 size_t onnx_tensor_count(const Onnx__TensorProto *t);
-/* Integer tensor values (int64_data, int32_data or raw_data), at most max; false when not
- * readable. */
-bool onnx_tensor_ints(const Onnx__TensorProto *t, int64_t *out, size_t max, size_t *out_n);
+/* The values of an INT64 or INT32 tensor of at most max elements, from the model or its
+ * external data file (onnx_tensor_data, relative to base_dir); false when not readable. */
+bool onnx_tensor_ints(const Onnx__TensorProto *t, const char *file, const char *name,
+                      const char *base_dir, int64_t *out, size_t max, size_t *out_n);
 /* Float tensor values (float_data, double_data or raw_data) into a heap array; NULL when not
  * readable that way. */
 float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n);
