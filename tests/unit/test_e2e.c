@@ -14,11 +14,11 @@
  * usage: test_e2e TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
-#include "vm_check.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"
+#include "vm_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -91,11 +91,8 @@ static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, ch
   rx_status s = NULL;
   char path[1024];
   for (char *f = strtok(ins, ","); f && !s && n < 16; f = strtok(NULL, ",")) {
-    rx_npy a;
     snprintf(path, sizeof path, "%s/e2e/data/%s", dir, f);
-    s = rx_npy_read(path, &a);
-    if (!s) s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, &inputs[n++]);
-    if (!s) rx_npy_free(&a);
+    s = rx_vm_tensor_from_npy(dev, path, &inputs[n++]);
   }
   snprintf(path, sizeof path, "%s/e2e/data/%s", dir, out);
   char why[512];

@@ -1,8 +1,9 @@
 /* The ONNX frontend (frontends/onnx): models exported from PyTorch with dynamic axes
  * (tests/onnx/export.py: an MLP, self-attention, a GPT-style causal block, a Llama-style RMSNorm +
- * SwiGLU block, a small CNN; and single-operator graphs checked against NumPy) imported, compiled once for Vulkan and run through the runtime's VM at
- * every recorded shape (tests/onnx/data/manifest.txt), compared with PyTorch's outputs; plus the
- * errors: a model with unsupported operators (all of them listed) and truncated files.
+ * SwiGLU block, a small CNN; and single-operator graphs checked against NumPy) imported, compiled
+ * once for Vulkan and run through the runtime's VM at every recorded shape
+ * (tests/onnx/data/manifest.txt), compared with PyTorch's outputs; plus the errors: a model with
+ * unsupported operators (all of them listed) and truncated files.
  *
  * Tolerance: normalized error max|got - want| / max(1, max|want|) <= 1e-4.
  * Without Vulkan the import and error checks still run and the run cases are skipped.
@@ -10,11 +11,11 @@
  * usage: test_onnx TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
-#include "vm_check.h"
 #include "ir/ir.h"
 #include "passes/pipeline.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"
+#include "vm_check.h"
 
 #ifdef RX_HAVE_ONNX
 #include "frontends/onnx/onnx_import.h"
@@ -98,13 +99,8 @@ static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const rx_onnx_weigh
   rx_status s = NULL;
   char path[1024];
   for (char *f = strtok(ins, ","); f && !s && n < 16; f = strtok(NULL, ",")) {
-    rx_npy a;
     snprintf(path, sizeof path, "%s/onnx/data/%s", dir, f);
-    s = rx_npy_read(path, &a);
-    if (!s) {
-      s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, &inputs[n++]);
-      rx_npy_free(&a);
-    }
+    s = rx_vm_tensor_from_npy(dev, path, &inputs[n++]);
   }
   for (int i = 0; i < nw && !s && n < 64; i++)
     s = rx_rt_tensor_from_host(dev, w[i].dtype, w[i].ndim, w[i].shape, w[i].data, &inputs[n++]);
@@ -174,12 +170,14 @@ static void test_unsupported(const char *dir) {
   rx_module *m = rx_module_new();
   rx_status s = rx_onnx_import(m, bytes, len, "unsupported.onnx", NULL, NULL);
   const char *msg = rx_status_message(s);
-  if (!s) FAIL("unsupported.onnx: imported without an error");
+  if (!s)
+    FAIL("unsupported.onnx: imported without an error");
   else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, "2 unsupported") ||
-           !strstr(msg, "'cumsum0': CumSum (opset 17)") || !strstr(msg, "'topk0': TopK (opset 17)") ||
-           strstr(msg, "Relu"))
+           !strstr(msg, "'cumsum0': CumSum (opset 17)") ||
+           !strstr(msg, "'topk0': TopK (opset 17)") || strstr(msg, "Relu"))
     FAIL("unsupported.onnx: unexpected error: %s", msg);
-  else passed++;
+  else
+    passed++;
   rx_status_free(s);
   rx_module_free(m);
   free(bytes);
@@ -193,39 +191,44 @@ static void test_op_errors(const char *dir) {
       {"err_same", "node 'pool_same' (AveragePool, opset 17)",
        "auto_pad SAME with stride 2: the padding would depend on the input size"},
   };
-  for (size_t i = 0; i <= RX_ARRAY_LEN(cases); i++) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     size_t len;
-    if (i == RX_ARRAY_LEN(cases)) { /* two failing nodes: both listed, their users not */
-      char *bytes = read_model(dir, "err_multi", &len);
-      if (!bytes) continue;
-      rx_module *m = rx_module_new();
-      rx_status s = rx_onnx_import(m, bytes, len, "err_multi", NULL, NULL);
-      const char *msg = rx_status_message(s);
-      if (!s || !strstr(msg, "err_multi: 2 nodes cannot be imported:") ||
-          !strstr(msg, "\n  node 'pool_a' (MaxPool, opset 17): ceil_mode=1") ||
-          !strstr(msg, "\n  node 'pool_c' (AveragePool, opset 17): auto_pad SAME") ||
-          strstr(msg, "relu_b") || strstr(msg, "add_y"))
-        FAIL("err_multi: unexpected result: %s", s ? msg : "imported");
-      else passed++;
-      rx_status_free(s);
-      rx_module_free(m);
-      free(bytes);
-      continue;
-    }
     char *bytes = read_model(dir, cases[i][0], &len);
     if (!bytes) continue;
     rx_module *m = rx_module_new();
     rx_status s = rx_onnx_import(m, bytes, len, cases[i][0], NULL, NULL);
     const char *msg = rx_status_message(s);
-    if (!s) FAIL("%s: imported without an error", cases[i][0]);
+    if (!s)
+      FAIL("%s: imported without an error", cases[i][0]);
     else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, cases[i][1]) ||
              !strstr(msg, cases[i][2]))
       FAIL("%s: unexpected error: %s", cases[i][0], msg);
-    else passed++;
+    else
+      passed++;
     rx_status_free(s);
     rx_module_free(m);
     free(bytes);
   }
+}
+
+/* Two failing nodes: both listed in one error, the nodes using their outputs not. */
+static void test_multi_errors(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "err_multi", &len);
+  if (!bytes) return;
+  rx_module *m = rx_module_new();
+  rx_status s = rx_onnx_import(m, bytes, len, "err_multi", NULL, NULL);
+  const char *msg = rx_status_message(s);
+  if (!s || !strstr(msg, "err_multi: 2 nodes cannot be imported:") ||
+      !strstr(msg, "\n  node 'pool_a' (MaxPool, opset 17): ceil_mode=1") ||
+      !strstr(msg, "\n  node 'pool_c' (AveragePool, opset 17): auto_pad SAME") ||
+      strstr(msg, "relu_b") || strstr(msg, "add_y"))
+    FAIL("err_multi: unexpected result: %s", s ? msg : "imported");
+  else
+    passed++;
+  rx_status_free(s);
+  rx_module_free(m);
+  free(bytes);
 }
 
 /* Truncated and corrupted files: a clean error (or, rarely, a valid prefix), never a crash. */
@@ -259,7 +262,8 @@ static void test_malformed(const char *dir) {
   rx_status s = rx_onnx_import(m, bytes, len / 2, "half.onnx", NULL, NULL);
   if (!s || !strstr(rx_status_message(s), "not a valid ONNX model"))
     FAIL("half.onnx: expected the decode error, got: %s", s ? rx_status_message(s) : "success");
-  else passed++;
+  else
+    passed++;
   rx_status_free(s);
   rx_module_free(m);
   printf("malformed: %d of %d truncated/mutated files rejected, none crashed\n", errors, tries);
@@ -272,6 +276,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_unsupported(dir);
   test_op_errors(dir);
+  test_multi_errors(dir);
   test_malformed(dir);
   rx_rt_device *dev = NULL;
   rx_rt_device_options dopts = {.validation = 1};
@@ -291,9 +296,9 @@ int main(int argc, char **argv) {
     rx_status_free(s);
     manifest = rx_strdup("");
   }
-  const char *models[] = {"mlp",     "attention", "gpt",          "llama",   "cnn",
-                          "op_trilu", "op_slice", "op_split", "op_split_sym", "op_clip",
-                          "op_pool", "op_dynshape"};
+  const char *models[] = {"mlp",          "attention", "gpt",      "llama",
+                          "cnn",          "op_trilu",  "op_slice", "op_split",
+                          "op_split_sym", "op_clip",   "op_pool",  "op_dynshape"};
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) run_model(dev, dir, manifest, models[i]);
   if (dev) {
     const char *last = NULL;

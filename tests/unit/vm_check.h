@@ -1,6 +1,7 @@
 /* Shared by the tests that run artifacts through the runtime's VM (test_e2e, test_onnx): call a
- * function and compare its single tensor result with a reference .npy by normalized error
- * max|got - want| / max(1, max|want|). Header-only because only these tests link the runtime. */
+ * function on inputs read from .npy files and compare its single tensor result with a reference
+ * .npy by normalized error max|got - want| / max(1, max|want|). Header-only because only these
+ * tests link the runtime. */
 #ifndef RX_VM_CHECK_H
 #define RX_VM_CHECK_H
 
@@ -12,6 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A device tensor with the contents of a .npy file. */
+static inline rx_status rx_vm_tensor_from_npy(rx_rt_device *dev, const char *path,
+                                              rx_rt_tensor **out) {
+  rx_npy a;
+  *out = NULL;
+  RX_RETURN_IF_ERROR(rx_npy_read(path, &a));
+  rx_status s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, out);
+  rx_npy_free(&a);
+  return s;
+}
 
 /* Returns true when fn's result matches want_path within tol; otherwise false with the reason in
  * msg. *out_err gets the normalized error when it could be computed. */
