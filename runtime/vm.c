@@ -348,9 +348,7 @@ static void describe_vars(const frame *fr, const char *e, char *buf, size_t size
   }
 }
 
-/* CHECK_TENSOR / MATCH_CAST: checks dtype, rank and dims of (dtype, ndim, shape) against the
- * descriptors at code[p] (dtype word, then ndim and dims), binding new variables. what names the
- * checked value ("parameter 'x'"), expected is the struct info's text. */
+/* A shape value's text, as the printer writes a Shape struct info: "Shape([2, 3])". */
 static void format_shape(char *buf, size_t size, int ndim, const int64_t *dims) {
   size_t n = (size_t)snprintf(buf, size, "Shape([");
   for (int i = 0; i < ndim && n < size; i++)
@@ -358,7 +356,10 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *dims) 
   if (n < size) snprintf(buf + n, size - n, "])");
 }
 
-/* is_shape: the value is a shape (MATCH_CAST to a Shape struct info), shape its values. */
+/* CHECK_TENSOR / MATCH_CAST: checks dtype, rank and dims of (dtype, ndim, shape) against the
+ * descriptors at code[p] (dtype word, then ndim and dims), binding new variables. what names the
+ * checked value ("parameter 'x'"), expected is the struct info's text. is_shape: the value is a
+ * shape (MATCH_CAST to a Shape struct info), shape its values. */
 static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const int64_t *shape,
                        bool is_shape, const char *what, const char *expected) {
   const uint32_t *w = fr->f->code;
