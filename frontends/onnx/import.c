@@ -1385,8 +1385,8 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
                            list);
     free(list);
   }
+  rx_strbuf_free(&errs); /* emptied by the take above when there were several */
   if (nerr) return first;
-  rx_strbuf_free(&errs);
 
   if (g->n_output == 0)
     return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
