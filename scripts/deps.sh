@@ -14,6 +14,7 @@ PACKAGES=(
   glslang-dev    # glslang's static libraries, which Debian's libshaderc_combined needs
   spirv-tools    # SPIR-V validation (spvValidate) and disassembly
   clang-16       # the SIMT emulator compiles emitted CUDA C and MSL for the CPU (_Float16)
+  libclang-rt-16-dev # clang 16's sanitizer and libFuzzer runtimes: make asan's kernels, tests/fuzz
   libcjson-dev   # kernels.json in the runtime
   libvulkan-dev  # Vulkan headers (the loader itself is opened with dlopen)
   libvulkan1     # the Vulkan loader
