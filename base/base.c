@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 _Noreturn void rx_panic(const char *file, int line, const char *what) {
   fprintf(stderr, "relaxc internal error: %s:%d: assertion failed: %s\n", file, line, what);
@@ -325,6 +326,11 @@ rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
   if (out_len) *out_len = 0;
   FILE *f = fopen(path, "rb");
   if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st; /* a directory opens, then fails to read: say what it is */
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+  }
   rx_strbuf b = {0};
   char buf[65536];
   size_t n;
