@@ -8,11 +8,142 @@
 #include "frontends/onnx/onnx_import.h"
 #endif
 
+#include "relaxc/compiler.h" /* RELAXC_VERSION */
+
+#include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the option parser ---- */
+enum { HELP_COLUMN = 28, HELP_WIDTH = 99 }; /* where an option's help starts; the line width */
+
+/* text from column HELP_COLUMN (where the caller is), wrapped at HELP_WIDTH */
+static void wrap(FILE *out, const char *text) {
+  int col = HELP_COLUMN;
+  for (const char *p = text; *p;) {
+    while (*p == ' ') p++;
+    size_t n = strcspn(p, " ");
+    if (col > HELP_COLUMN && col + 1 + (int)n > HELP_WIDTH) {
+      fprintf(out, "\n%*s", HELP_COLUMN, "");
+      col = HELP_COLUMN;
+    }
+    fprintf(out, "%s%.*s", col > HELP_COLUMN ? " " : "", (int)n, p);
+    col += (col > HELP_COLUMN) + (int)n;
+    p += n;
+  }
+  fputc('\n', out);
+}
+
+void rx_cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
+  fprintf(out, "usage: relaxc %s%s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis,
+          c->flags[0].name ? " [options]" : "");
+  if (!full) return;
+  fprintf(out, "\n%s\n", c->summary);
+  if (c->details) fprintf(out, "%s\n", c->details);
+  fputs("\noptions:\n", out);
+  for (const rx_cli_flag *f = c->flags; f->name; f++) {
+    char left[128];
+    snprintf(left, sizeof left, "  %s%s%s%s%s", f->alias ? f->alias : "", f->alias ? ", " : "",
+             f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+    int n = (int)strlen(left);
+    if (n >= HELP_COLUMN) { /* a long option: its help on the next lines */
+      fprintf(out, "%s\n", left);
+      n = 0;
+    }
+    fprintf(out, "%s%*s", n ? left : "", HELP_COLUMN - n, "");
+    wrap(out, f->help);
+    if (f->choices) {
+      rx_strbuf b = {0};
+      rx_strbuf_printf(&b, "%s: one of", f->arg);
+      for (int i = 0; f->choices[i]; i++) rx_strbuf_printf(&b, "%s %s", i ? "," : "", f->choices[i]);
+      fprintf(out, "%*s", HELP_COLUMN, "");
+      wrap(out, b.data);
+      rx_strbuf_free(&b);
+    }
+  }
+  fprintf(out, "  -h, --help%*sprint this help and exit\n", HELP_COLUMN - 12, "");
+  fprintf(out, "  --version%*sprint the version and exit\n", HELP_COLUMN - 11, "");
+  fputs("\nexit status: 0 success, 1 errors in the input (or a file that cannot be read or "
+        "written),\n2 usage error.\n",
+        out);
+}
+
+int rx_cli_usage_error(const rx_cli_command *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("relaxc: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  rx_cli_print_help(c, false, stderr);
+  fprintf(stderr, "Try 'relaxc %s --help' for more information.\n", c->name);
+  return 2;
+}
+
+rx_cli_args rx_cli_begin(const rx_cli_command *cmd, int argc, char **argv) {
+  rx_cli_args it = {cmd, argc, argv, 1, NULL, NULL, -1};
+  return it;
+}
+
+bool rx_cli_next(rx_cli_args *it) {
+  it->flag = it->value = NULL;
+  if (it->status >= 0 || it->i >= it->argc) return false;
+  const char *a = it->argv[it->i++];
+  if (a[0] != '-' || !a[1]) { /* a positional argument ("-" is standard input) */
+    it->value = a;
+    return true;
+  }
+  if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    rx_cli_print_help(it->cmd, true, stdout);
+    it->status = 0;
+    return false;
+  }
+  if (!strcmp(a, "--version")) {
+    printf("relaxc %s\n", RELAXC_VERSION);
+    it->status = 0;
+    return false;
+  }
+  const char *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+  size_t n = eq ? (size_t)(eq - a) : strlen(a);
+  for (const rx_cli_flag *f = it->cmd->flags; f->name; f++) {
+    bool named = (strlen(f->name) == n && !strncmp(a, f->name, n)) ||
+                 (f->alias && strlen(f->alias) == n && !strncmp(a, f->alias, n));
+    if (!named) continue;
+    it->flag = f->name;
+    if (!f->arg) {
+      if (eq) {
+        it->status = rx_cli_usage_error(it->cmd, "option '%s' takes no value", f->name);
+        return false;
+      }
+      return true;
+    }
+    if (eq) {
+      it->value = eq + 1;
+    } else if (it->i < it->argc) {
+      it->value = it->argv[it->i++];
+    } else {
+      it->status = rx_cli_usage_error(it->cmd, "option '%s' needs a value (%s)", a, f->arg);
+      return false;
+    }
+    return true;
+  }
+  it->status = rx_cli_usage_error(it->cmd, "unknown option '%s' for '%s'", a, it->cmd->name);
+  return false;
+}
+
+int rx_cli_unhandled(const rx_cli_args *it) {
+  fprintf(stderr, "relaxc: internal error: '%s' does not handle its option '%s'\n",
+          it->cmd->name, it->flag ? it->flag : "(positional)");
+  assert(!"a command's table lists an option it does not handle");
+  return 2;
+}
+
+/* ---- files ---- */
 
 char *rx_cli_read_input(const char *path, size_t *out_len) {
   *out_len = 0;
@@ -47,6 +178,48 @@ char *rx_cli_dir_of(const char *path) {
   if (!slash) return rx_strdup(".");
   if (slash == path) return rx_strdup("/");
   return rx_strndup(path, (size_t)(slash - path));
+}
+
+bool rx_cli_not_dir(const char *path) {
+  struct stat st;
+  if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "relaxc: error: %s: is a directory\n", path);
+    return false;
+  }
+  return true;
+}
+
+bool rx_cli_can_write(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0) { /* replaced: it must be a file we may write */
+    if (S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "relaxc: error: cannot write '%s': it is a directory\n", path);
+      return false;
+    }
+    if (access(path, W_OK) != 0) {
+      fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", path, strerror(errno));
+      return false;
+    }
+    return true;
+  }
+  char *dir = rx_cli_dir_of(path); /* created: its directory must exist and be writable */
+  bool ok = true;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "relaxc: error: cannot write '%s': no directory '%s'\n", path, dir);
+    ok = false;
+  } else if (access(dir, W_OK | X_OK) != 0) {
+    fprintf(stderr, "relaxc: error: cannot write '%s': directory '%s': %s\n", path, dir,
+            strerror(errno));
+    ok = false;
+  }
+  free(dir);
+  return ok;
+}
+
+void *rx_cli_alloc(size_t bytes, const char *what) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) fprintf(stderr, "relaxc: error: out of host memory: %zu bytes for %s\n", bytes, what);
+  return p;
 }
 
 bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len) {

@@ -3,7 +3,8 @@
  * generate its kernels (codegen/codegen.h) and either print the sources on stdout, each after a
  * line `// ---- kernel NAME ----`, or write into DIR each kernel's source (NAME.cu, NAME.comp,
  * NAME.metal), its binaries where the toolchain is present (NAME.spv; NAME.ptx and
- * NAME.sm_XX.cubin with NVRTC, else a note on stderr) and kernels.json (docs/kernel-abi.md). */
+ * NAME.sm_XX.cubin with NVRTC, else a note on stderr) and kernels.json (docs/kernel-abi.md); DIR
+ * and its missing parents are created. */
 #include "commands.h"
 
 #include "codegen/codegen.h"
@@ -12,18 +13,9 @@
 #include "targets/target.h"
 #include "targets/toolchain.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc codegen FILE --target TARGET [-o DIR]\n", stderr);
-  return 2;
-}
 
 static bool write_file(const char *dir, const char *name, const void *data, size_t len) {
   size_t n = strlen(dir) + strlen(name) + 2;
@@ -87,28 +79,25 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
   return ok;
 }
 
-int rx_cmd_codegen(int argc, char **argv) {
+int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outdir = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--target") == 0 || strcmp(a, "-o") == 0) {
-      if (i + 1 >= argc) return usage_err("option '%s' needs a value", a);
-      if (a[1] == 'o')
-        outdir = argv[++i];
-      else
-        target = argv[++i];
-    } else if (strncmp(a, "--target=", 9) == 0) {
-      target = a + 9;
-    } else if (a[0] == '-' && a[1] != 0) {
-      return usage_err("unknown option '%s'", a);
-    } else if (file) {
-      return usage_err("'codegen' takes one FILE, got '%s' too", a);
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (!it.flag) {
+      if (file) return rx_cli_usage_error(cmd, "'codegen' takes one FILE, got '%s' too", it.value);
+      file = it.value;
+    } else if (!strcmp(it.flag, "--target")) {
+      target = it.value;
+    } else if (!strcmp(it.flag, "-o")) {
+      outdir = it.value;
     } else {
-      file = a;
+      return rx_cli_unhandled(&it);
     }
   }
-  if (!file) return usage_err("%s", "'codegen' needs a FILE (or '-' for standard input)");
-  if (!target) return usage_err("%s", "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
+  if (it.status >= 0) return it.status;
+  if (!file) return rx_cli_usage_error(cmd, "%s", "'codegen' needs a FILE (or '-' for standard input)");
+  if (!target)
+    return rx_cli_usage_error(cmd, "%s", "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
   const rx_target *t = NULL;
   rx_status st = rx_target_parse(target, &t);
   if (st) {
@@ -116,6 +105,7 @@ int rx_cmd_codegen(int argc, char **argv) {
     rx_status_free(st);
     return 2;
   }
+  if (outdir && !rx_cli_make_dir(outdir)) return 1; /* before any work */
   size_t len = 0;
   char *text = rx_cli_read_input(file, &len);
   if (!text) return 1;
@@ -151,11 +141,6 @@ int rx_cmd_codegen(int argc, char **argv) {
         printf("// ---- kernel %s ----\n%s", lists.data[i]->kernels[j]->name,
                lists.data[i]->kernels[j]->source);
   } else if (ok) {
-    if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
-      fprintf(stderr, "relaxc: error: cannot create directory '%s': %s\n", outdir,
-              strerror(errno));
-      ok = false;
-    }
     bool nvrtc_ok = true, noted = false;
     rx_lang lang = rx_lang_of_target(t);
     for (size_t i = 0; ok && i < lists.len; i++) {

@@ -23,16 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc compile FILE --target vulkan|cuda|metal[,...] [-o OUT.rxm]\n"
-        "                      [--dump-after=STEP|all] [--time-passes] [--no-fuse] [--no-nvrtc]\n"
-        "                      [--weights DIR]   (FILE: .rx text or an .onnx model)\n",
-        stderr);
-  return 2;
-}
-
 /* Parses "vulkan,cuda,metal" into o->targets; prints the error and returns false. */
 static bool parse_targets(const char *list, rx_compile_options *o) {
   const char *p = list;
@@ -63,44 +53,37 @@ static bool parse_targets(const char *list, rx_compile_options *o) {
   return true;
 }
 
-int rx_cmd_compile(int argc, char **argv) {
+int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL;
   rx_compile_options o;
   memset(&o, 0, sizeof o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--target") || !strcmp(a, "-o") || !strcmp(a, "--dump-after") ||
-        !strcmp(a, "--weights")) {
-      if (i + 1 >= argc) return usage_err("option '%s' needs a value", a);
-      const char *v = argv[++i];
-      if (!strcmp(a, "-o"))
-        outpath = v;
-      else if (!strcmp(a, "--weights"))
-        wdir = v;
-      else if (!strcmp(a, "--target"))
-        target = v;
-      else
-        o.dump_after = v;
-    } else if (!strncmp(a, "--target=", 9)) {
-      target = a + 9;
-    } else if (!strncmp(a, "--dump-after=", 13)) {
-      o.dump_after = a + 13;
-    } else if (!strcmp(a, "--time-passes")) {
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    const char *f = it.flag;
+    if (!f) {
+      if (file) return rx_cli_usage_error(cmd, "'compile' takes one FILE, got '%s' too", it.value);
+      file = it.value;
+    } else if (!strcmp(f, "-o")) {
+      outpath = it.value;
+    } else if (!strcmp(f, "--weights")) {
+      wdir = it.value;
+    } else if (!strcmp(f, "--target")) {
+      target = it.value;
+    } else if (!strcmp(f, "--dump-after")) {
+      o.dump_after = it.value;
+    } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
-    } else if (!strcmp(a, "--no-fuse")) {
+    } else if (!strcmp(f, "--no-fuse")) {
       o.no_fuse = true;
-    } else if (!strcmp(a, "--no-nvrtc")) {
+    } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
-    } else if (a[0] == '-' && a[1] != 0) {
-      return usage_err("unknown option '%s'", a);
-    } else if (file) {
-      return usage_err("'compile' takes one FILE, got '%s' too", a);
     } else {
-      file = a;
+      return rx_cli_unhandled(&it);
     }
   }
-  if (!file) return usage_err("%s", "'compile' needs a FILE (or '-' for standard input)");
-  if (!target) return usage_err("%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
+  if (it.status >= 0) return it.status;
+  if (!file) return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
+  if (!target) return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
   if (o.dump_after && !rx_compile_step_known(o.dump_after)) {
     rx_strbuf b = {0};
     for (int i = 0; rx_compile_step_names[i]; i++)
@@ -111,13 +94,15 @@ int rx_cmd_compile(int argc, char **argv) {
     return 2;
   }
   if (!parse_targets(target, &o)) return 1;
+  if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
   size_t len = 0;
   char *text = rx_cli_read_input(file, &len);
   if (!text) return 1;
   bool onnx = rx_cli_is_onnx(file, text, len);
   if (wdir && !onnx) {
     free(text);
-    return usage_err("--weights is for an ONNX model; '%s' is .rx text", rx_cli_input_name(file));
+    return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is .rx text",
+                              rx_cli_input_name(file));
   }
 #ifndef RX_HAVE_ONNX
   if (onnx) {

@@ -12,35 +12,28 @@
 #include "frontends/onnx/onnx_import.h"
 #endif
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc import MODEL.onnx [-o OUT.rx] [--weights DIR]\n", stderr);
-  return 2;
-}
-
-int rx_cmd_import(int argc, char **argv) {
+int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   const char *in = NULL, *out = NULL, *wdir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-o")) {
-      if (++i >= argc) return usage_err("%s", "-o needs a file");
-      out = argv[i];
-    } else if (!strcmp(argv[i], "--weights")) {
-      if (++i >= argc) return usage_err("%s", "--weights needs a directory");
-      wdir = argv[i];
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return usage_err("unknown option '%s'", argv[i]);
-    } else if (in) {
-      return usage_err("'import' takes one model, got '%s' too", argv[i]);
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (!it.flag) {
+      if (in) return rx_cli_usage_error(cmd, "'import' takes one model, got '%s' too", it.value);
+      in = it.value;
+    } else if (!strcmp(it.flag, "-o")) {
+      out = it.value;
+    } else if (!strcmp(it.flag, "--weights")) {
+      wdir = it.value;
     } else {
-      in = argv[i];
+      return rx_cli_unhandled(&it);
     }
   }
-  if (!in) return usage_err("%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
+  if (it.status >= 0) return it.status;
+  if (!in) return rx_cli_usage_error(cmd, "%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
 #ifndef RX_HAVE_ONNX
   (void)out;
   (void)wdir;
@@ -49,6 +42,7 @@ int rx_cmd_import(int argc, char **argv) {
         stderr);
   return 1;
 #else
+  if (out && !rx_cli_can_write(out)) return 1; /* before any work */
   size_t len;
   char *bytes = rx_cli_read_input(in, &len);
   if (!bytes) return 1;
@@ -66,13 +60,13 @@ int rx_cmd_import(int argc, char **argv) {
     char *text = rx_module_to_text(m);
     FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
-      fprintf(stderr, "relaxc: cannot write '%s'\n", out);
+      fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", out, strerror(errno));
       rc = 1;
     } else {
       fputs(text, f);
       if (text[0] && text[strlen(text) - 1] != '\n') fputc('\n', f);
       if (out && fclose(f) != 0) {
-        fprintf(stderr, "relaxc: writing '%s' failed\n", out);
+        fprintf(stderr, "relaxc: error: writing '%s' failed\n", out);
         rc = 1;
       }
     }

@@ -1,24 +1,22 @@
-/* relaxc inspect MODEL.rxm [--code]: what an artifact holds, without a device: its functions with
- * their signatures (the checks of the host program, the result from the manifest), facts and
- * planned memory, the kernels per target (programs and their kernel variants with conditions), and
- * the sections with their sizes; --code adds the host program's disassembly. The artifact is
- * validated as for running (version, CRCs, every instruction).
+/* relaxc inspect MODEL.rxm [--code] [--extract DIR]: what an artifact holds, without a device: its
+ * functions with their signatures (the checks of the host program, the result from the manifest),
+ * facts and planned memory, the kernels per target (programs and their kernel variants, each with
+ * the schedule rule that made it and its condition), and the sections with their sizes; --code
+ * adds the host program's disassembly. --extract DIR writes every section as DIR/<section name>
+ * (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and binaries) and the
+ * disassembly as DIR/host.txt. The artifact is validated as for running (version, CRCs, every
+ * instruction).
  * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
 #include "commands.h"
 
 #include "relaxc/runtime.h"
+#include "base/base.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc inspect MODEL.rxm [--code]\n", stderr);
-  return 2;
-}
 
 /* The manifest's entry for function name, or NULL. */
 static const cJSON *manifest_fn(const cJSON *m, const char *name) {
@@ -130,24 +128,87 @@ static void print_kernels(const rx_rt_artifact *a) {
   }
 }
 
-int rx_cmd_inspect(int argc, char **argv) {
-  const char *model = NULL;
-  bool code = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      fputs("usage: relaxc inspect MODEL.rxm [--code]\n", stdout);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--code"))
-      code = true;
-    else if (argv[i][0] == '-' && argv[i][1])
-      return usage_err("inspect: unknown option '%s'", argv[i]);
-    else if (model)
-      return usage_err("inspect takes one MODEL.rxm, got '%s' too", argv[i]);
-    else
-      model = argv[i];
+/* A section name is a relative path of plain components ("cuda/add.ptx"): no "..", no leading
+ * '/', no empty component (the loader checks its bytes, not what a file name may be). */
+static bool safe_name(const char *name) {
+  if (!name[0] || name[0] == '/') return false;
+  for (const char *p = name; *p;) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) return false;
+    p += n + (e != NULL);
+    if (e && !*p) return false;
   }
-  if (!model) return usage_err("%s", "inspect needs a MODEL.rxm");
+  return true;
+}
+
+static bool write_out(const char *dir, const char *name, const void *data, size_t size) {
+  rx_strbuf path = {0};
+  rx_strbuf_printf(&path, "%s/%s", dir, name);
+  char *sub = rx_cli_dir_of(path.data);
+  bool ok = rx_cli_make_dir(sub);
+  free(sub);
+  FILE *f = ok ? fopen(path.data, "wb") : NULL;
+  if (ok && !f) fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", path.data, strerror(errno));
+  ok = f && fwrite(data, 1, size, f) == size;
+  if (f && fclose(f) != 0) ok = false;
+  if (f && !ok) fprintf(stderr, "relaxc: error: writing '%s' failed\n", path.data);
+  rx_strbuf_free(&path);
+  return ok;
+}
+
+/* --extract DIR: every section, then the disassembly of every function as host.txt. */
+static bool extract(const rx_rt_artifact *a, const char *dir) {
+  if (!rx_cli_make_dir(dir)) return false;
+  size_t n = rx_rt_artifact_section_count(a);
+  for (size_t i = 0; i < n; i++) {
+    const char *name;
+    const void *data;
+    size_t size;
+    rx_rt_artifact_section(a, i, &name, &data, &size);
+    if (!safe_name(name) || !strcmp(name, "host.txt")) {
+      fprintf(stderr, "relaxc: error: section %zu: '%s' is not a file name under '%s'\n", i, name,
+              dir);
+      return false;
+    }
+    if (!write_out(dir, name, data, size)) return false;
+  }
+  rx_strbuf text = {0};
+  for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
+    char *t = rx_rt_artifact_disassemble(a, f);
+    if (!t) {
+      rx_strbuf_free(&text);
+      fputs("relaxc: error: out of host memory for the disassembly\n", stderr);
+      return false;
+    }
+    rx_strbuf_append(&text, t);
+    rx_rt_string_free(t);
+  }
+  bool ok = write_out(dir, "host.txt", text.data ? text.data : "", text.len);
+  rx_strbuf_free(&text);
+  if (ok) printf("extracted %zu sections and host.txt into %s/\n", n, dir);
+  return ok;
+}
+
+int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
+  const char *model = NULL, *xdir = NULL;
+  bool code = false;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (!it.flag) {
+      if (model) return rx_cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
+      model = it.value;
+    } else if (!strcmp(it.flag, "--code")) {
+      code = true;
+    } else if (!strcmp(it.flag, "--extract")) {
+      xdir = it.value;
+    } else {
+      return rx_cli_unhandled(&it);
+    }
+  }
+  if (it.status >= 0) return it.status;
+  if (!model) return rx_cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm");
+  if (!rx_cli_not_dir(model)) return 1;
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load(NULL, model, &a);
   if (s) {
@@ -156,6 +217,11 @@ int rx_cmd_inspect(int argc, char **argv) {
     return 1;
   }
   cJSON *m = cJSON_Parse(rx_rt_artifact_manifest(a)); /* validated by the loader */
+  if (!m) { /* valid JSON, so only out of memory */
+    fputs("relaxc: error: out of host memory reading the manifest\n", stderr);
+    rx_rt_artifact_release(a);
+    return 1;
+  }
   size_t total = 0, n = rx_rt_artifact_section_count(a);
   for (size_t i = 0; i < n; i++) {
     size_t size;
@@ -183,7 +249,8 @@ int rx_cmd_inspect(int argc, char **argv) {
       if (text) fputs(text, stdout);
       rx_rt_string_free(text);
     }
+  bool ok = !xdir || extract(a, xdir);
   cJSON_Delete(m);
   rx_rt_artifact_release(a);
-  return 0;
+  return ok ? 0 : 1;
 }

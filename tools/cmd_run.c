@@ -8,29 +8,27 @@
  * and the sum of absolute values of its elements, in double, %.6g), then with --bench N the mean
  * wall-clock time per call over N more calls. --output writes the first result tensor to
  * OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
+ * An input is checked against its parameter's declared dtype, rank and dimensions (the constant
+ * ones, and symbolic ones against other dimensions of the same name) before it is made, and its
+ * size against overflow and the host's memory; --output is checked for writability before the
+ * artifact is loaded.
  * Exit: 0 success; 1 errors of the model or the inputs (unreadable or corrupt artifact, missing
- * function, wrong shape or dtype, violated fact, no kernels for the device, no device); 2 usage. */
+ * function, wrong shape or dtype, violated fact, no kernels for the device, no device, out of
+ * memory); 2 usage. */
 #include "commands.h"
 
 #include "base/npy.h"
 #include "ir/interp.h" /* rx_f32_to_f16 and friends */
 #include "relaxc/runtime.h"
 
+#include <assert.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_INPUTS 64 /* --input options */
-
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
-        "random:[DTYPE:]SHAPE ...\n"
-        "                  [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]\n",
-        stderr);
-  return 2;
-}
 
 static int fail(rx_status s) {
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
@@ -156,7 +154,7 @@ static void type_text(char *buf, size_t size, rx_dtype t, int ndim, const int64_
 /* "out.npy" -> "out.K.npy" (K > 0). */
 static char *output_path(const char *base, int k) {
   size_t n = strlen(base) + 32;
-  char *p = malloc(n);
+  char *p = rx_malloc(n); /* aborts when out of memory */
   if (k == 0) {
     snprintf(p, n, "%s", base);
     return p;
@@ -186,6 +184,11 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
     const int64_t *shape = rx_rt_tensor_shape(t);
     size_t bytes = rx_rt_tensor_bytes(t), es = rx_rt_dtype_size(dt), count = es ? bytes / es : 0;
     void *data = malloc(bytes ? bytes : 1);
+    if (!data) {
+      pr->err = rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: out of host memory: %zu bytes for %s",
+                               label, bytes, ty[0] ? ty : "the result");
+      return;
+    }
     if ((pr->err = rx_rt_tensor_read(t, data, bytes))) {
       free(data);
       return;
@@ -241,9 +244,163 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
   }
 }
 
+/* ---- inputs checked against their parameters before they are made ---- */
+#define MAX_BOUND 256 /* symbolic dimensions bound from the inputs of one call */
+
+typedef struct bindings { /* symbolic dimensions seen so far: "n" = 7 */
+  int n;
+  char names[MAX_BOUND][64];
+  int64_t values[MAX_BOUND];
+} bindings;
+
+/* The next top-level dimension of the struct info text "f32[n, 4096]" at *p, trimmed into dim. */
+static bool next_dim(const char **p, char *dim, size_t size) {
+  const char *q = *p;
+  while (*q == ' ') q++;
+  if (!*q || *q == ']') return false;
+  int depth = 0;
+  size_t n = 0;
+  for (; *q && (depth || (*q != ',' && *q != ']')); q++) {
+    depth += (*q == '(' || *q == '[') - (*q == ')' || *q == ']');
+    if (n + 1 < size) dim[n++] = *q;
+  }
+  while (n && dim[n - 1] == ' ') n--;
+  dim[n] = 0;
+  *p = *q == ',' ? q + 1 : q;
+  return true;
+}
+
+static bool is_ident(const char *s) {
+  if (!isalpha((unsigned char)*s) && *s != '_') return false;
+  while (*++s)
+    if (!isalnum((unsigned char)*s) && *s != '_') return false;
+  return true;
+}
+
+/* Does (dt, ndim, shape) fit parameter info of fn? The dtype, the rank, each constant dimension,
+ * and each dimension named by a bare symbol against the value it had before (then bound in b).
+ * Dimensions given by expressions are left to the VM. Same messages as the VM's checks. */
+static rx_status check_param(const char *fn, const rx_rt_param_info *info, bindings *b, rx_dtype dt,
+                             int ndim, const int64_t *shape) {
+  char detail[256] = "";
+  if (info->dtype != RX_DTYPE_UNKNOWN && info->dtype != dt) {
+    snprintf(detail, sizeof detail, "dtype %s, expected %s", rx_rt_dtype_name(dt),
+             rx_rt_dtype_name(info->dtype));
+  } else if (info->ndim >= 0 && info->ndim != ndim) {
+    snprintf(detail, sizeof detail, "rank %d, expected %d", ndim, info->ndim);
+  } else if (info->ndim >= 0 && strchr(info->expected, '[')) {
+    const char *p = strchr(info->expected, '[') + 1;
+    char dim[128];
+    int nb = b->n;
+    for (int i = 0; i < ndim && !detail[0] && next_dim(&p, dim, sizeof dim); i++) {
+      char *end = NULL;
+      long long c = strtoll(dim, &end, 10);
+      if (end != dim && !*end) {
+        if (c != shape[i])
+          snprintf(detail, sizeof detail, "dimension %d is %lld, expected %lld", i,
+                   (long long)shape[i], c);
+        continue;
+      }
+      if (!is_ident(dim) || strlen(dim) >= sizeof b->names[0]) continue;
+      int k = 0;
+      while (k < b->n && strcmp(b->names[k], dim)) k++;
+      if (k < b->n && b->values[k] != shape[i])
+        snprintf(detail, sizeof detail, "dimension %d is %lld, but %s = %lld", i,
+                 (long long)shape[i], dim, (long long)b->values[k]);
+      else if (k == b->n && b->n < MAX_BOUND) {
+        snprintf(b->names[b->n], sizeof b->names[0], "%s", dim);
+        b->values[b->n++] = shape[i];
+      }
+    }
+    if (detail[0]) b->n = nb; /* nothing bound from a rejected input */
+  }
+  if (!detail[0]) return NULL;
+  char got[512];
+  type_text(got, sizeof got, dt, ndim, shape);
+  return rx_status_make(RX_ERR_INVALID, "%s: parameter '%s': expected %s, got %s (%s)", fn,
+                        info->name, info->expected, got, detail);
+}
+
+/* The size of random:SHAPE for parameter info: the element count and bytes, checked against
+ * overflow and the host's memory. */
+static rx_status random_size(const rx_rt_param_info *info, rx_dtype dt, int ndim,
+                             const int64_t *shape, uint64_t *out_count, uint64_t *out_bytes) {
+  char ty[512];
+  type_text(ty, sizeof ty, dt, ndim, shape);
+  uint64_t count = 1, bytes = 0;
+  bool over = false;
+  for (int j = 0; j < ndim; j++) over = over || __builtin_mul_overflow(count, (uint64_t)shape[j], &count);
+  over = over || __builtin_mul_overflow(count, (uint64_t)rx_rt_dtype_size(dt), &bytes) ||
+         bytes > SIZE_MAX / 2;
+  if (over)
+    return rx_status_make(RX_ERR_INVALID, "parameter '%s': %s: the element count overflows",
+                          info->name, ty);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 && bytes > (uint64_t)pages * (uint64_t)page)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "parameter '%s': %s needs %llu bytes, more than this machine's memory "
+                          "(%llu bytes)",
+                          info->name, ty, (unsigned long long)bytes,
+                          (unsigned long long)pages * (unsigned long long)page);
+  *out_count = count;
+  *out_bytes = bytes;
+  return NULL;
+}
+
+/* random:SHAPE for parameter info (checked by check_param): sized, then made. */
+static rx_status make_random(rx_rt_device *d, const rx_rt_param_info *info, rx_dtype dt, int ndim,
+                             const int64_t *shape, uint64_t seed, rx_rt_tensor **out) {
+  char ty[512];
+  type_text(ty, sizeof ty, dt, ndim, shape);
+  uint64_t count = 0, bytes = 0;
+  rx_status s = random_size(info, dt, ndim, shape, &count, &bytes);
+  if (s) return s;
+  void *data = malloc(bytes ? (size_t)bytes : 1);
+  if (!data)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "parameter '%s': out of host memory: %llu bytes for %s", info->name,
+                          (unsigned long long)bytes, ty);
+  fill_random(data, dt, (size_t)count, seed);
+  s = rx_rt_tensor_from_host(d, dt, ndim, shape, data, out);
+  free(data);
+  return s;
+}
+
+/* Each random:SHAPE input of fn checked against its parameter in artifact a (loaded without a
+ * device) before a device is opened; what this cannot check (a parameter or function that does
+ * not exist) is left to the call, which names it. */
+static rx_status check_random_inputs(const rx_rt_artifact *a, const char *fn, int nin,
+                                     const char **names, const char **specs) {
+  size_t fi = 0, nfn = rx_rt_artifact_function_count(a);
+  while (fi < nfn && strcmp(rx_rt_artifact_function_name(a, fi), fn)) fi++;
+  if (fi == nfn) return NULL;
+  bindings bound = {0};
+  for (int k = 0; k < nin; k++) {
+    if (strncmp(specs[k], "random:", 7)) continue;
+    size_t nlen = (size_t)(specs[k] - 1 - names[k]), np = rx_rt_artifact_function_param_count(a, fi);
+    rx_rt_param_info info;
+    size_t pi = 0;
+    for (; pi < np; pi++) {
+      rx_rt_artifact_function_param(a, fi, pi, &info);
+      if (strlen(info.name) == nlen && !strncmp(info.name, names[k], nlen)) break;
+    }
+    if (pi == np) continue;
+    rx_dtype dt;
+    int ndim;
+    int64_t shape[RX_RT_MAX_NDIM];
+    uint64_t count, bytes;
+    if (!parse_random(specs[k] + 7, info.dtype, &dt, &ndim, shape)) continue;
+    rx_status s = check_param(fn, &info, &bound, dt, ndim, shape);
+    if (s) return s;
+    if ((s = random_size(&info, dt, ndim, shape, &count, &bytes)))
+      return rx_status_annotate(s, "--input %s", names[k]);
+  }
+  return NULL;
+}
+
 /* --weights DIR: parameter pi of fn, which no --input gives, from DIR/<name>.npy. */
 static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, size_t pi,
-                             const rx_rt_param_info *info, rx_rt_tensor **out) {
+                             const rx_rt_param_info *info, bindings *b, rx_rt_tensor **out) {
   if (strchr(info->name, '/') || !info->name[0] || info->name[0] == '.')
     return rx_status_make(RX_ERR_INVALID,
                           "%s: no --input for parameter %zu '%s' (%s), and its name is no file "
@@ -261,7 +418,8 @@ static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, s
     fclose(f);
     rx_npy a;
     if (!(s = rx_npy_read(path.data, &a))) {
-      s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, out);
+      s = check_param(fn, info, b, a.dtype, a.ndim, a.shape);
+      if (!s) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, out);
       rx_npy_free(&a);
     }
     if (s) s = rx_status_annotate(s, "--weights: parameter '%s' from '%s'", info->name, path.data);
@@ -270,64 +428,64 @@ static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, s
   return s;
 }
 
-int rx_cmd_run(int argc, char **argv) {
+int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   const char *model = NULL, *device = NULL, *fn = "main", *output = NULL, *wdir = NULL;
   const char *in_names[MAX_INPUTS], *in_specs[MAX_INPUTS];
   int nin = 0;
   long long bench = 0, seed = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs("usage: relaxc run MODEL.rxm [--device vulkan:0] [--fn main] --input NAME=FILE.npy|"
-            "random:[DTYPE:]SHAPE ...\n"
-            "                  [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]\n",
-            stdout);
-      return 0;
-    }
-    bool takes = !strcmp(a, "--device") || !strcmp(a, "--fn") || !strcmp(a, "--input") ||
-                 !strcmp(a, "--output") || !strcmp(a, "--bench") || !strcmp(a, "--seed") ||
-                 !strcmp(a, "-o") || !strcmp(a, "--weights");
-    if (takes && !val) return usage_err("option '%s' needs a value", a);
-    if (!strcmp(a, "--device"))
-      device = argv[++i];
-    else if (!strcmp(a, "--fn"))
-      fn = argv[++i];
-    else if (!strcmp(a, "--output") || !strcmp(a, "-o"))
-      output = argv[++i];
-    else if (!strcmp(a, "--weights"))
-      wdir = argv[++i];
-    else if (!strcmp(a, "--bench")) {
-      if (!parse_int(argv[++i], 1, 1000000, &bench))
-        return usage_err("--bench takes a count in 1..1000000, got '%s'", argv[i]);
-    } else if (!strcmp(a, "--seed")) {
-      if (!parse_int(argv[++i], 0, INT64_MAX, &seed))
-        return usage_err("--seed takes a non-negative integer, got '%s'", argv[i]);
-    } else if (!strcmp(a, "--input")) {
-      const char *spec = argv[++i], *eq = strchr(spec, '=');
-      if (!eq || eq == spec)
-        return usage_err("--input takes NAME=FILE.npy or NAME=random:SHAPE, "
-                         "got '%s'",
-                         spec);
-      if (nin == MAX_INPUTS) return usage_err("more than %s inputs", "64");
-      in_names[nin] = spec;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    const char *f = it.flag, *v = it.value;
+    if (!f) {
+      if (model) return rx_cli_usage_error(cmd, "run takes one MODEL.rxm, got '%s' too", v);
+      model = v;
+    } else if (!strcmp(f, "--device")) {
+      device = v;
+    } else if (!strcmp(f, "--fn")) {
+      fn = v;
+    } else if (!strcmp(f, "--output")) {
+      output = v;
+    } else if (!strcmp(f, "--weights")) {
+      wdir = v;
+    } else if (!strcmp(f, "--bench")) {
+      if (!parse_int(v, 1, 1000000, &bench))
+        return rx_cli_usage_error(cmd, "--bench takes a count in 1..1000000, got '%s'", v);
+    } else if (!strcmp(f, "--seed")) {
+      if (!parse_int(v, 0, INT64_MAX, &seed))
+        return rx_cli_usage_error(cmd, "--seed takes a non-negative integer, got '%s'", v);
+    } else if (!strcmp(f, "--input")) {
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v)
+        return rx_cli_usage_error(cmd, "--input takes NAME=FILE.npy or NAME=random:SHAPE, got '%s'", v);
+      if (nin == MAX_INPUTS) return rx_cli_usage_error(cmd, "more than %d inputs", MAX_INPUTS);
+      in_names[nin] = v;
       in_specs[nin++] = eq + 1;
-    } else if (a[0] == '-' && a[1]) {
-      return usage_err("run: unknown option '%s'", a);
-    } else if (model) {
-      return usage_err("run takes one MODEL.rxm, got '%s' too", a);
     } else {
-      model = a;
+      return rx_cli_unhandled(&it);
     }
   }
-  if (!model) return usage_err("%s", "run needs a MODEL.rxm");
+  if (it.status >= 0) return it.status;
+  if (!model) return rx_cli_usage_error(cmd, "%s", "run needs a MODEL.rxm");
+  /* random:SHAPE is checked now, a usage error before any work */
+  for (int k = 0; k < nin; k++) {
+    rx_dtype dt;
+    int ndim;
+    int64_t shape[RX_RT_MAX_NDIM];
+    if (!strncmp(in_specs[k], "random:", 7) &&
+        !parse_random(in_specs[k] + 7, RX_DTYPE_UNKNOWN, &dt, &ndim, shape))
+      return rx_cli_usage_error(cmd, "--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)",
+                                in_specs[k]);
+  }
+  if (!rx_cli_not_dir(model)) return 1;
+  if (output && !rx_cli_can_write(output)) return 1; /* before any work */
 
   /* the artifact's own errors (truncated, corrupted, wrong version) come first, device or not */
   rx_rt_artifact *art = NULL;
   rx_status s = rx_rt_artifact_load(NULL, model, &art);
-  if (s) return fail(s);
+  if (!s) s = check_random_inputs(art, fn, nin, in_names, in_specs);
   rx_rt_artifact_release(art);
   art = NULL;
+  if (s) return fail(s);
   rx_rt_device *d = NULL;
   rx_rt_device_options opts = {NULL, -1, false};
   if ((s = rx_rt_device_open(device, &opts, &d))) return fail(s);
@@ -343,7 +501,8 @@ int rx_cmd_run(int argc, char **argv) {
     goto done;
   }
   nparams = rx_rt_artifact_function_param_count(art, fi);
-  inputs = calloc(nparams ? nparams : 1, sizeof *inputs);
+  inputs = rx_calloc(nparams ? nparams : 1, sizeof *inputs); /* aborts when out of memory */
+  bindings bound = {0};
   /* each --input to its parameter */
   for (int k = 0; k < nin && !s; k++) {
     size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
@@ -376,32 +535,22 @@ int rx_cmd_run(int argc, char **argv) {
       rx_dtype dt;
       int ndim;
       int64_t shape[RX_RT_MAX_NDIM];
-      if (!parse_random(spec + 7, info.dtype, &dt, &ndim, shape)) {
-        rx_rt_artifact_release(art);
-        rx_rt_device_release(d);
-        for (size_t j = 0; j < nparams; j++) rx_rt_tensor_release(inputs[j]);
-        free(inputs);
-        return usage_err("--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)", spec);
-      }
-      size_t count = 1;
-      bool too_big = false;
-      for (int j = 0; j < ndim; j++) {
-        if (shape[j] && count > ((size_t)1 << 40) / (size_t)shape[j]) too_big = true;
-        count *= (size_t)shape[j];
-      }
-      if (too_big) {
-        s = rx_status_make(RX_ERR_INVALID, "--input %s: the shape is too large", in_names[k]);
-        break;
-      }
-      size_t bytes = count * rx_rt_dtype_size(dt);
-      void *data = malloc(bytes ? bytes : 1);
-      fill_random(data, dt, count, (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u);
-      s = rx_rt_tensor_from_host(d, dt, ndim, shape, data, &inputs[pi]);
-      free(data);
+      bool parsed = parse_random(spec + 7, info.dtype, &dt, &ndim, shape);
+      assert(parsed); /* checked with the options */
+      (void)parsed;
+      uint64_t rseed = (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u;
+      if ((s = check_param(fn, &info, &bound, dt, ndim, shape))) break; /* names fn and param */
+      s = make_random(d, &info, dt, ndim, shape, rseed, &inputs[pi]);
     } else {
       rx_npy a;
       if (!(s = rx_npy_read(spec, &a))) {
-        s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        s = check_param(fn, &info, &bound, a.dtype, a.ndim, a.shape);
+        if (!s)
+          s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        else {
+          rx_npy_free(&a);
+          break;
+        }
         rx_npy_free(&a);
       }
     }
@@ -412,7 +561,7 @@ int rx_cmd_run(int argc, char **argv) {
       rx_rt_param_info info;
       rx_rt_artifact_function_param(art, fi, pi, &info);
       if (wdir)
-        s = load_weight(d, wdir, fn, pi, &info, &inputs[pi]);
+        s = load_weight(d, wdir, fn, pi, &info, &bound, &inputs[pi]);
       else
         s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
                            info.name, info.expected);

@@ -14,13 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage_err(const char *msg, const char *arg) {
-  fprintf(stderr, "relaxc: ");
-  fprintf(stderr, msg, arg);
-  fputs("\nusage: relaxc schedule FILE --target TARGET\n", stderr);
-  return 2;
-}
-
 /* The module printed, with the rule comment inserted before each `tensor_fn NAME(`. */
 static void print_with_comments(rx_module *m, const char **names, char **comments, int n) {
   rx_strbuf out = {0};
@@ -42,24 +35,22 @@ static void print_with_comments(rx_module *m, const char **names, char **comment
   rx_strbuf_free(&out);
 }
 
-int rx_cmd_schedule(int argc, char **argv) {
+int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--target") == 0) {
-      if (i + 1 >= argc) return usage_err("'%s' needs a value", "--target");
-      target = argv[++i];
-    } else if (strncmp(argv[i], "--target=", 9) == 0) {
-      target = argv[i] + 9;
-    } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-      return usage_err("unknown option '%s' for 'schedule'", argv[i]);
-    } else if (file) {
-      return usage_err("'schedule' takes one FILE, got also '%s'", argv[i]);
+  rx_cli_args args = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&args)) {
+    if (!args.flag) {
+      if (file) return rx_cli_usage_error(cmd, "'schedule' takes one FILE, got also '%s'", args.value);
+      file = args.value;
+    } else if (!strcmp(args.flag, "--target")) {
+      target = args.value;
     } else {
-      file = argv[i];
+      return rx_cli_unhandled(&args);
     }
   }
-  if (!file) return usage_err("%s", "'schedule' needs a FILE (or '-' for standard input)");
-  if (!target) return usage_err("%s", "'schedule' needs --target (e.g. --target cuda)");
+  if (args.status >= 0) return args.status;
+  if (!file) return rx_cli_usage_error(cmd, "%s", "'schedule' needs a FILE (or '-' for standard input)");
+  if (!target) return rx_cli_usage_error(cmd, "%s", "'schedule' needs --target (e.g. --target cuda)");
   const rx_target *t = NULL;
   rx_status st = rx_target_parse(target, &t);
   if (st) {
@@ -79,8 +70,8 @@ int rx_cmd_schedule(int argc, char **argv) {
             rx_module_verify(m, &diag) && diag.errors == 0;
   int ntf = 0;
   for (size_t i = 0; i < m->items.len; i++) ntf += m->items.data[i].kind == RX_ITEM_TENSOR;
-  const char **names = calloc((size_t)ntf + 1, sizeof *names);
-  char **comments = calloc((size_t)ntf + 1, sizeof *comments);
+  const char **names = rx_calloc((size_t)ntf + 1, sizeof *names); /* aborts when out of memory */
+  char **comments = rx_calloc((size_t)ntf + 1, sizeof *comments);
   int nc = 0;
   if (ok) {
     for (size_t i = 0; i < m->items.len; i++) {

@@ -1,20 +1,76 @@
-/* Subcommands of the relaxc command line implemented outside tools/relaxc.c. Each takes the
- * arguments after the command name's position (argv[0] is the command name) and returns the
- * process exit status (0 success, 1 errors in the input, 2 usage error). */
+/* The relaxc command line: one table of commands (tools/relaxc.c, rx_cli_commands), each with its
+ * synopsis, description and options. The usage lines, `relaxc CMD --help`, `relaxc help CMD` and
+ * the option parser all read that table, so a command accepts exactly the options its help lists.
+ * A command's function takes the arguments from the command name on (argv[0] is the name) and
+ * returns the process exit status (0 success, 1 errors in the input, 2 usage error). */
 #ifndef RX_TOOLS_COMMANDS_H
 #define RX_TOOLS_COMMANDS_H
 
-int rx_cmd_schedule(int argc, char **argv); /* tools/cmd_schedule.c */
-int rx_cmd_codegen(int argc, char **argv);  /* tools/cmd_codegen.c */
-int rx_cmd_compile(int argc, char **argv);  /* tools/cmd_compile.c */
-int rx_cmd_run(int argc, char **argv);      /* tools/cmd_run.c */
-int rx_cmd_inspect(int argc, char **argv);  /* tools/cmd_inspect.c */
-int rx_cmd_import(int argc, char **argv);   /* tools/cmd_import.c */
-
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
-/* tools/cli.c: the text of FILE, or of standard input for "-" (heap; NULL after printing why). */
+typedef struct rx_cli_command rx_cli_command;
+
+/* One option of a command. */
+typedef struct rx_cli_flag {
+  const char *name;  /* "--target": the name the parser hands to the command */
+  const char *alias; /* another spelling ("-o" for --output), or NULL */
+  const char *arg;   /* the value's placeholder ("DIR"), or NULL for a switch */
+  const char *help;  /* one line: what it does and its default */
+  const char *const *choices; /* the values it takes, listed in the help (NULL: any) */
+} rx_cli_flag;
+
+struct rx_cli_command {
+  const char *name;     /* "run" */
+  const char *synopsis; /* the arguments after the name: "MODEL.rxm --input NAME=SPEC ..." */
+  const char *summary;  /* one line for the list of commands */
+  const char *details;  /* more lines for `relaxc CMD --help` (NULL: none) */
+  const rx_cli_flag *flags; /* ends with a {NULL} entry */
+  int (*run)(const rx_cli_command *cmd, int argc, char **argv);
+};
+
+/* The commands, ending with a {NULL} entry (tools/relaxc.c). */
+extern const rx_cli_command rx_cli_commands[];
+
+int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_schedule.c */
+int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_codegen.c */
+int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_compile.c */
+int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_run.c */
+int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_inspect.c */
+int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv);   /* tools/cmd_import.c */
+
+/* ---- the option parser (tools/cli.c) ----
+ *   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+ *   while (rx_cli_next(&it)) {
+ *     if (!it.flag) FILE = it.value;                     (a positional argument)
+ *     else if (!strcmp(it.flag, "--target")) T = it.value;
+ *     else return rx_cli_unhandled(&it);
+ *   }
+ *   if (it.status >= 0) return it.status;                (--help, --version, or a usage error)
+ * An option is spelled as its table entry's name or alias; one that takes a value takes the next
+ * argument or "--name=VALUE". -h/--help prints the command's help, --version the version. */
+typedef struct rx_cli_args {
+  const rx_cli_command *cmd;
+  int argc;
+  char **argv;
+  int i;             /* the next argument to read */
+  const char *flag;  /* the option just read (its table name), or NULL for a positional argument */
+  const char *value; /* its value (NULL for a switch), or the positional argument */
+  int status;        /* -1 while parsing; after rx_cli_next returned false: -1 done, else exit */
+} rx_cli_args;
+rx_cli_args rx_cli_begin(const rx_cli_command *cmd, int argc, char **argv);
+bool rx_cli_next(rx_cli_args *it);
+/* A table option the command did not handle: a bug in tools/ (asserts). */
+int rx_cli_unhandled(const rx_cli_args *it);
+/* Prints "relaxc: MESSAGE", the command's usage line and a pointer to --help on stderr; returns 2. */
+int rx_cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The command's usage line, or (full) its whole help, on out. */
+void rx_cli_print_help(const rx_cli_command *cmd, bool full, FILE *out);
+
+/* ---- files (tools/cli.c) ---- */
+/* The text of FILE, or of standard input for "-" (heap; NULL after printing why). */
 char *rx_cli_read_input(const char *path, size_t *out_len);
 /* The name diagnostics use for FILE: "<stdin>" for "-". */
 const char *rx_cli_input_name(const char *path);
@@ -26,6 +82,15 @@ char *rx_cli_dir_of(const char *path);
 bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len);
 /* Creates DIR and its missing parents; false after printing why. */
 bool rx_cli_make_dir(const char *dir);
+/* Can FILE be written (created or replaced)? Checked before any work, so that an unwritable
+ * output fails at once: its directory must exist and be writable, and FILE must not be a
+ * directory. False after printing why, naming FILE. */
+bool rx_cli_can_write(const char *path);
+/* Is FILE no directory? False after printing "FILE: is a directory" (a missing FILE is left to
+ * its reader, which names it). */
+bool rx_cli_not_dir(const char *path);
+/* malloc that prints "relaxc: error: out of host memory: N bytes for WHAT" and returns NULL. */
+void *rx_cli_alloc(size_t bytes, const char *what);
 /* Writes the weights of the ONNX model read from FILE (its bytes; external data relative to
  * FILE's directory) as DIR/<parameter name>.npy, creating DIR; 0, or 1 after printing why.
  * Only with RX_HAVE_ONNX. */

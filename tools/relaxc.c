@@ -1,7 +1,10 @@
-/* relaxc: the command line. Commands: check, print, ops; see usage() for options and exit
- * statuses. */
+/* relaxc: the command line. The table of commands below is the one list of commands and options:
+ * the list printed by `relaxc`, each command's --help and the option parser are read from it
+ * (tools/commands.h). check, print, ops and help are implemented here, the others in
+ * tools/cmd_*.c. */
 #include "ir/ir.h"
 #include "ops/ops.h"
+#include "passes/pipeline.h"
 #include "relaxc/compiler.h"
 #include "commands.h"
 
@@ -16,27 +19,116 @@ enum {
   EXIT_USAGE = 2,  /* bad command line */
 };
 
+static int cmd_check(const rx_cli_command *cmd, int argc, char **argv);
+static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv);
+static int cmd_help(const rx_cli_command *cmd, int argc, char **argv);
+
+static const rx_cli_flag no_flags[] = {{NULL}};
+
+static const rx_cli_flag schedule_flags[] = {
+    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
+    {NULL}};
+
+static const rx_cli_flag codegen_flags[] = {
+    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
+    {"-o", NULL, "DIR",
+     "write the kernels into DIR (created with its parents if missing); default: print the "
+     "sources",
+     NULL},
+    {NULL}};
+
+static const rx_cli_flag compile_flags[] = {
+    {"--target", NULL, "T[,T...]", "the targets (required), at most one per backend: vulkan,cuda,metal",
+     NULL},
+    {"-o", NULL, "OUT.rxm", "write the artifact to OUT.rxm; default: nothing is written", NULL},
+    {"--dump-after", NULL, "STEP", "print the module after STEP (or after every step: all)",
+     rx_compile_step_names},
+    {"--time-passes", NULL, NULL, "print a table of the time of each step on stderr", NULL},
+    {"--no-fuse", NULL, NULL, "skip operator fusion (one kernel per operator)", NULL},
+    {"--no-nvrtc", NULL, NULL, "do not compile CUDA kernels with NVRTC (sources only); default: "
+     "NVRTC where present", NULL},
+    {"--weights", NULL, "DIR", "ONNX only: write the model's weights as DIR/<parameter>.npy", NULL},
+    {NULL}};
+
+static const rx_cli_flag run_flags[] = {
+    {"--device", NULL, "D", "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the "
+     "first device of CUDA, Metal, Vulkan", NULL},
+    {"--fn", NULL, "F", "the function to call; default: main", NULL},
+    {"--input", NULL, "NAME=FILE.npy|random:[DTYPE:]SHAPE",
+     "parameter NAME from a .npy file, or random values of SHAPE (7x4096; 'random:' alone: a 0-d "
+     "tensor; DTYPE defaults to the parameter's); repeat for each parameter",
+     NULL},
+    {"--weights", NULL, "DIR", "parameters without an --input from DIR/<parameter>.npy", NULL},
+    {"--output", "-o", "OUT.npy", "write the result tensors to OUT.npy, OUT.1.npy, OUT.2.npy, ...",
+     NULL},
+    {"--bench", NULL, "N", "then time N more calls (1..1000000) and print the mean per call", NULL},
+    {"--seed", NULL, "S", "the seed of the random inputs (a non-negative integer); default: 0", NULL},
+    {NULL}};
+
+static const rx_cli_flag inspect_flags[] = {
+    {"--code", NULL, NULL, "also print the host program's disassembly", NULL},
+    {"--extract", NULL, "DIR",
+     "write every section as a file under DIR (created if missing): the manifest, the host "
+     "program and its disassembly, each target's kernels.json, sources and binaries",
+     NULL},
+    {NULL}};
+
+static const rx_cli_flag import_flags[] = {
+    {"-o", NULL, "OUT.rx", "write the module to OUT.rx; default: standard output", NULL},
+    {"--weights", NULL, "DIR", "write the model's weights as DIR/<parameter>.npy (DIR created if "
+     "missing)", NULL},
+    {NULL}};
+
+const rx_cli_command rx_cli_commands[] = {
+    {"check", "FILE", "parse, normalize and verify FILE (.rx text); diagnostics on stderr", NULL,
+     no_flags, cmd_check},
+    {"print", "FILE", "as check, then print the normalized module on stdout (nothing on error)",
+     NULL, no_flags, cmd_check},
+    {"ops", "", "list the operators with a one-line description", NULL, no_flags, cmd_ops},
+    {"schedule", "FILE --target T",
+     "schedule every tensor program of FILE for target T and print the module", NULL,
+     schedule_flags, rx_cmd_schedule},
+    {"codegen", "FILE --target T",
+     "emit the kernels of FILE for target T (CUDA C, GLSL+SPIR-V, MSL) and kernels.json",
+     "Without -o the sources are printed; with -o DIR each kernel's source, its binaries where\n"
+     "the toolchain is present (SPIR-V; PTX and cubin with NVRTC) and kernels.json are written.",
+     codegen_flags, rx_cmd_codegen},
+    {"compile", "FILE --target T[,T...]",
+     "the whole pipeline from FILE (.rx text or an .onnx model) to an artifact (docs/artifact.md)",
+     "An ONNX model's weights are not in the artifact: --weights DIR writes them for\n"
+     "`relaxc run --weights DIR`.",
+     compile_flags, rx_cmd_compile},
+    {"run", "MODEL.rxm --input NAME=SPEC ...",
+     "call a function of an artifact; print each result's dtype, shape and checksum",
+     "The checksum is the sum and the sum of absolute values of the elements (in double).\n"
+     "An input is checked against the parameter's declared dtype and shape before it is made.",
+     run_flags, rx_cmd_run},
+    {"inspect", "MODEL.rxm",
+     "an artifact's functions, facts, planned memory, kernels (with their schedule rules) and "
+     "sections",
+     NULL, inspect_flags, rx_cmd_inspect},
+    {"import", "MODEL.onnx",
+     "import an ONNX model and print it as .rx text (symbolic dimensions kept)", NULL,
+     import_flags, rx_cmd_import},
+    {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
+    {NULL},
+};
+
+static const rx_cli_command *command_named(const char *name) {
+  for (const rx_cli_command *c = rx_cli_commands; c->name; c++)
+    if (!strcmp(c->name, name)) return c;
+  return NULL;
+}
+
 static void usage(FILE *out) {
-  fputs("usage: relaxc <command> [FILE]\n"
-        "\n"
-        "commands:\n"
-        "  check FILE   parse, normalize and verify FILE (.rx text); diagnostics on stderr\n"
-        "  print FILE   as check, then print the module on stdout (nothing on error)\n"
-        "  ops          list the operators with a one-line description\n"
-        "  schedule FILE --target T   schedule every tensor program for target T and print\n"
-        "  codegen FILE --target T [-o DIR]   emit kernels (CUDA C, GLSL+SPIR-V, MSL) and kernels.json\n"
-        "  compile FILE --target T[,T...] -o OUT.rxm [--weights DIR]\n"
-        "               the whole pipeline to an artifact (docs/artifact.md); FILE is .rx text or an\n"
-        "               .onnx model, whose weights --weights writes as DIR/<parameter>.npy\n"
-        "  run MODEL.rxm [--device D] [--fn F] --input X=FILE.npy|random:SHAPE [--weights DIR]\n"
-        "               [--output OUT.npy] [--bench N]\n"
-        "               call a function of an artifact; prints result shapes and checksums;\n"
-        "               --weights DIR: parameters without --input from DIR/<parameter>.npy\n"
-        "  inspect MODEL.rxm [--code]   an artifact's functions, facts, planned memory, kernels, sections\n"
-        "  import MODEL.onnx [-o OUT.rx] [--weights DIR]\n"
-        "               import an ONNX model and print it (symbolic dims kept); --weights as compile\n"
-        "\n"
-        "FILE may be '-' to read standard input.\n"
+  fputs("usage: relaxc <command> [FILE] [options]\n\ncommands:\n", out);
+  for (const rx_cli_command *c = rx_cli_commands; c->name; c++) {
+    fprintf(out, "  relaxc %s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis);
+    fprintf(out, "      %s\n", c->summary);
+  }
+  fputs("\n"
+        "FILE may be '-' to read standard input. 'relaxc COMMAND --help' (or 'relaxc help\n"
+        "COMMAND') lists a command's options.\n"
         "\n"
         "options:\n"
         "  -h, --help     print this help and exit\n"
@@ -49,19 +141,26 @@ static void usage(FILE *out) {
         out);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
-  fputs("relaxc: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs("\nTry 'relaxc --help' for more information.\n", stderr);
-  return EXIT_USAGE;
+static void command_names(FILE *out) {
+  for (const rx_cli_command *c = rx_cli_commands; c->name; c++)
+    fprintf(out, "%s%s", c == rx_cli_commands ? "" : ", ", c->name);
 }
 
 /* check and print: parse, normalize, verify, then (print) write the module. */
-static int run_file(const char *path, bool print) {
-  char *text = NULL;
+static int cmd_check(const rx_cli_command *cmd, int argc, char **argv) {
+  const char *path = NULL;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (it.flag) return rx_cli_unhandled(&it);
+    if (path) return rx_cli_usage_error(cmd, "'%s' takes one FILE", cmd->name);
+    path = it.value;
+  }
+  if (it.status >= 0) return it.status;
+  if (!path) return rx_cli_usage_error(cmd, "'%s' needs a FILE (or '-' for standard input)", cmd->name);
+  bool print = !strcmp(cmd->name, "print");
   size_t len = 0;
   const char *name = rx_cli_input_name(path);
-  text = rx_cli_read_input(path, &len);
+  char *text = rx_cli_read_input(path, &len);
   if (!text) return EXIT_ERRORS;
   rx_module *m = rx_module_new();
   rx_diag diag;
@@ -83,7 +182,13 @@ static int run_file(const char *path, bool print) {
   return ok ? EXIT_OK : EXIT_ERRORS;
 }
 
-static int list_ops(void) {
+static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv) {
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (it.flag) return rx_cli_unhandled(&it);
+    return rx_cli_usage_error(cmd, "'ops' takes no arguments, got '%s'", it.value);
+  }
+  if (it.status >= 0) return it.status;
   int n = 0;
   const rx_op *const *ops = rx_op_all(&n);
   int width = 0;
@@ -96,43 +201,56 @@ static int list_ops(void) {
   return EXIT_OK;
 }
 
+static int cmd_help(const rx_cli_command *cmd, int argc, char **argv) {
+  const char *name = NULL;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (it.flag) return rx_cli_unhandled(&it);
+    if (name) return rx_cli_usage_error(cmd, "'help' takes one COMMAND, got '%s' too", it.value);
+    name = it.value;
+  }
+  if (it.status >= 0) return it.status;
+  if (!name) {
+    usage(stdout);
+    return EXIT_OK;
+  }
+  const rx_cli_command *c = command_named(name);
+  if (!c) {
+    fprintf(stderr, "relaxc: unknown command '%s' (commands: ", name);
+    command_names(stderr);
+    fputs(")\n", stderr);
+    return EXIT_USAGE;
+  }
+  rx_cli_print_help(c, true, stdout);
+  return EXIT_OK;
+}
+
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "schedule") == 0) return rx_cmd_schedule(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "codegen") == 0) return rx_cmd_codegen(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "compile") == 0) return rx_cmd_compile(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "run") == 0) return rx_cmd_run(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "inspect") == 0) return rx_cmd_inspect(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "import") == 0) return rx_cmd_import(argc - 1, argv + 1);
-  const char *cmd = NULL;
-  const char *file = NULL;
-  int nfiles = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return EXIT_OK;
-    }
-    if (strcmp(a, "--version") == 0) {
-      printf("relaxc %s\n", RELAXC_VERSION);
-      return EXIT_OK;
-    }
-    if (a[0] == '-' && a[1] != 0) return usage_error("unknown option '%s'", a);
-    if (!cmd) {
-      cmd = a;
-    } else {
-      file = a;
-      nfiles++;
-    }
+  if (argc < 2) {
+    fputs("relaxc: missing command\n", stderr);
+    usage(stderr);
+    return EXIT_USAGE;
   }
-  if (!cmd) return usage_error("%s", "missing command (check, print or ops)");
-  if (strcmp(cmd, "ops") == 0) {
-    if (nfiles) return usage_error("'ops' takes no arguments, got '%s'", file);
-    return list_ops();
+  const char *a = argv[1];
+  if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    usage(stdout);
+    return EXIT_OK;
   }
-  bool print = strcmp(cmd, "print") == 0;
-  if (!print && strcmp(cmd, "check") != 0)
-    return usage_error("unknown command '%s' (expected check, print or ops)", cmd);
-  if (nfiles == 0) return usage_error("'%s' needs a FILE (or '-' for standard input)", cmd);
-  if (nfiles > 1) return usage_error("'%s' takes one FILE", cmd);
-  return run_file(file, print);
+  if (!strcmp(a, "--version")) {
+    printf("relaxc %s\n", RELAXC_VERSION);
+    return EXIT_OK;
+  }
+  if (a[0] == '-' && a[1]) {
+    fprintf(stderr, "relaxc: unknown option '%s' (a command comes first)\n", a);
+    fputs("Try 'relaxc --help' for more information.\n", stderr);
+    return EXIT_USAGE;
+  }
+  const rx_cli_command *c = command_named(a);
+  if (!c) {
+    fprintf(stderr, "relaxc: unknown command '%s' (commands: ", a);
+    command_names(stderr);
+    fputs(")\nTry 'relaxc --help' for more information.\n", stderr);
+    return EXIT_USAGE;
+  }
+  return c->run(c, argc - 1, argv + 1);
 }
