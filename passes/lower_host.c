@@ -42,6 +42,7 @@ typedef struct lower {
   const rx_fn_plan *plan;
   rx_ptrmap regs;      /* rx_var* -> register */
   int nregs;
+  wordvec reg_names; /* per register: the string id of its name ("" for a temporary) */
   int *storage_regs;
   wordvec code;
   RX_VEC(const rx_expr *) bound; /* symbolic variables bound so far */
@@ -105,11 +106,17 @@ static bool all_bound(lower *L, const rx_expr *e) {
   return ok;
 }
 
-static int new_reg(lower *L) { return L->nregs++; }
+/* A new register named name (messages of the VM say which binding a value is): "" for a
+ * temporary. */
+static int named_reg(lower *L, const char *name) {
+  RX_VEC_PUSH(&L->reg_names, str(L, name));
+  return L->nregs++;
+}
+static int new_reg(lower *L) { return named_reg(L, ""); }
 static int var_reg(lower *L, const rx_var *v) {
   int r = rx_ptrmap_get(&L->regs, v);
   if (r < 0) {
-    r = new_reg(L);
+    r = named_reg(L, v->name);
     rx_ptrmap_put(&L->regs, v, r);
   }
   return r;
@@ -299,6 +306,14 @@ static void sub_bind(exprvec *vars, exprvec *repl, const rx_expr *v, const rx_ex
   RX_VEC_PUSH(repl, e);
 }
 
+/* The register of field i of a tuple output bound to v: named "v[i]". */
+static int field_reg(lower *L, const rx_var *v, int i) {
+  if (!v) return new_reg(L);
+  char name[300];
+  snprintf(name, sizeof name, "%.280s[%d]", v->name, i);
+  return named_reg(L, name);
+}
+
 static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int dst) {
   const rx_tensor_fn *p = n->tfn;
   if (!p) {
@@ -313,7 +328,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
   }
   int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
   for (int i = 0; i < nouts; i++) {
-    out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? new_reg(L) : dst;
+    out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? field_reg(L, v, i) : dst;
     emit_alloc(L, outs[i], v, n->out->kind == RX_SINFO_TUPLE ? i : -1, out_regs[i], n->loc);
   }
   int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
@@ -626,17 +641,19 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
 static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wordvec *out) {
   L->fn = f;
   L->plan = rx_mem_plan_fn(plan, f);
-  L->nregs = f->nparams;
+  L->nregs = 0;
+  L->reg_names.len = 0;
   L->code.len = 0;
   L->bound.len = 0;
   rx_ptrmap_free(&L->regs);
-  for (int i = 0; i < f->nparams; i++) rx_ptrmap_put(&L->regs, f->params[i], i);
+  for (int i = 0; i < f->nparams; i++) rx_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
   emit_params(L);
   int ns = L->plan ? L->plan->nstorages : 0;
   L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
   for (int s = 0; s < ns; s++) {
-    L->storage_regs[s] = new_reg(L);
     char bytes[32];
+    snprintf(bytes, sizeof bytes, "storage %d", s);
+    L->storage_regs[s] = named_reg(L, bytes);
     snprintf(bytes, sizeof bytes, "%lld", (long long)L->plan->storage_bytes[s]);
     w(L, RXVM_OP_ALLOC_STORAGE);
     w(L, sw(L->storage_regs[s]));
@@ -650,6 +667,8 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   RX_VEC_PUSH(out, (uint32_t)L->nregs);
   RX_VEC_PUSH(out, (uint32_t)L->code.len);
   for (size_t i = 0; i < L->code.len; i++) RX_VEC_PUSH(out, L->code.data[i]);
+  RX_ASSERT(L->reg_names.len == (size_t)L->nregs);
+  for (size_t i = 0; i < L->reg_names.len; i++) RX_VEC_PUSH(out, L->reg_names.data[i]);
 }
 
 bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out) {
@@ -682,6 +701,7 @@ bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host
   out->nwords = all.len;
   free(fnwords.data);
   free(L.code.data);
+  free(L.reg_names.data);
   free(L.bound.data);
   free(L.strs.data);
   free(L.fns.data);
@@ -928,6 +948,17 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
     }
     D.ok = S.ok;
     D.pos = end;
+    if (!D.ok || nr > D.n - D.pos) { /* the register names */
+      D.ok = false;
+      break;
+    }
+    rx_strbuf_append(out, "  names:");
+    for (uint32_t r = 0; r < nr; r++) {
+      rx_strbuf_printf(out, " r%u", r);
+      put_str(&D, wds[D.pos + r]);
+    }
+    rx_strbuf_putc(out, '\n');
+    D.pos += nr;
   }
   if (D.ok && D.pos != D.n) D.ok = false;
   if (!D.ok) rx_strbuf_append(out, "<malformed host program>\n");

@@ -535,6 +535,17 @@ static rx_status parse_host(rx_rt_artifact *a) {
     f->code = h.w + h.pos;
     h.pos += len;
     total_code += len;
+    if (version >= 3) { /* the register names */
+      if (nr > h.n - h.pos)
+        return hp_bad(a, "function '%s': the names of its %u registers run past the end of the "
+                      "section", f->name, nr);
+      f->reg_names = h.w + h.pos;
+      for (uint32_t r = 0; r < nr; r++)
+        if (f->reg_names[r] >= a->nstrings)
+          return hp_bad(a, "function '%s': the name of register %u is string %u, out of range "
+                        "(%zu strings)", f->name, r, f->reg_names[r], a->nstrings);
+      h.pos += nr;
+    }
   }
   if (h.pos != h.n) return hp_bad(a, "%zu words after the last function", h.n - h.pos);
   a->storages = rt_alloc(&a->alloc, (total_code + 1) * sizeof *a->storages);

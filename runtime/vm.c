@@ -255,11 +255,23 @@ static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) {
   return rx_status_make(code, "%s: %s", fr->f->name, msg);
 }
 
+void vm_reg_name(char *buf, size_t size, const rx_rt_artifact *a, const vm_fn *f, uint32_t r) {
+  const char *name = f->reg_names && r < f->nregs ? a->strings[f->reg_names[r]] : NULL;
+  if (!name)
+    snprintf(buf, size, "r%u", r); /* a host program older than version 3 */
+  else if (!name[0])
+    snprintf(buf, size, "a temporary");
+  else
+    snprintf(buf, size, "'%s'", name);
+}
+
 /* An error in the program's structure seen at run time (a register holding the wrong kind of
- * value): names the instruction. */
+ * value): names the instruction and the binding. */
 static rx_status bad_reg(frame *fr, uint32_t r, const char *want) {
-  return ferr(fr, RX_ERR_INVALID, "word %u (%s): register r%u holds %s, expected %s", fr->pc,
-              vm_op_name(fr->f->code[fr->pc]), r, kind_name(fr->regs[r]), want);
+  char reg[160];
+  vm_reg_name(reg, sizeof reg, fr->a, fr->f, r);
+  return ferr(fr, RX_ERR_INVALID, "word %u (%s): %s holds %s, expected %s", fr->pc,
+              vm_op_name(fr->f->code[fr->pc]), reg, kind_name(fr->regs[r]), want);
 }
 
 static rx_rt_symbols syms_of(const frame *fr) {
@@ -429,20 +441,26 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
   rx_dtype dtype = (rx_dtype)w[p + 3];
   int ndim = (int)w[p + 4];
   int64_t shape[RX_RT_MAX_NDIM];
+  char reg[160];
+  vm_reg_name(reg, sizeof reg, fr->a, fr->f, dst);
   for (int i = 0; i < ndim; i++) {
     RX_RETURN_IF_ERROR(eval(fr, "alloc_tensor: a dimension", w[p + 5 + i], &shape[i]));
     if (shape[i] < 0)
-      return ferr(fr, RX_ERR_INVALID, "alloc_tensor for r%u: dimension %d is %s = %lld, negative",
-                  dst, i, fr->a->strings[w[p + 5 + i]], (long long)shape[i]);
+      return ferr(fr, RX_ERR_INVALID, "alloc_tensor for %s: dimension %d is %s = %lld, negative",
+                  reg, i, fr->a->strings[w[p + 5 + i]], (long long)shape[i]);
   }
   uint64_t bytes;
-  if (!tensor_bytes(dtype, ndim, shape, &bytes) || bytes > SIZE_MAX / 2)
-    return ferr(fr, RX_ERR_INVALID, "alloc_tensor for r%u: too many elements", dst);
+  if (!tensor_bytes(dtype, ndim, shape, &bytes) || bytes > SIZE_MAX / 2) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, dtype, ndim, shape);
+    return ferr(fr, RX_ERR_OUT_OF_MEMORY, "alloc_tensor for %s: the byte size of %s overflows",
+                reg, ty);
+  }
   rx_rt_buffer *buf = NULL;
   rx_rt_device *d = fr->a->device;
   if (st == VM_NONE) { /* a dynamic allocation (the device suballocates and reuses) */
     RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &buf),
-                                          "%s: alloc_tensor for r%u", fr->f->name, dst));
+                                          "%s: alloc_tensor for %s", fr->f->name, reg));
   } else {
     rx_rt_value *sv = fr->regs[st];
     if (!sv || sv->kind != RX_RT_VALUE_STORAGE) return bad_reg(fr, st, "a storage");
@@ -451,9 +469,9 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
     RX_RETURN_IF_ERROR(eval(fr, "alloc_tensor: the offset", off_str, &off));
     if (off < 0 || (uint64_t)off > (uint64_t)s->bytes || bytes > (uint64_t)(s->bytes - off))
       return ferr(fr, RX_ERR_INVALID,
-                  "alloc_tensor for r%u: %llu bytes at offset %lld do not fit "
+                  "alloc_tensor for %s: %llu bytes at offset %lld do not fit "
                   "in the planned storage of word %u (%lld bytes)",
-                  dst, (unsigned long long)bytes, (long long)off, s->pc, (long long)s->bytes);
+                  reg, (unsigned long long)bytes, (long long)off, s->pc, (long long)s->bytes);
     for (size_t i = 0; i < s->nslots && !buf; i++)
       if (s->slots[i].offset == off) buf = s->slots[i].buffer;
     if (buf) {
@@ -542,12 +560,13 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
   size_t es = rx_rt_dtype_size(t->dtype);
   if (count != 1 || t->dtype == RX_DTYPE_F32 || t->dtype == RX_DTYPE_F16 ||
       t->dtype == RX_DTYPE_BF16) {
-    char ty[256];
+    char ty[256], reg[160];
     vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
+    vm_reg_name(reg, sizeof reg, fr->a, fr->f, r);
     return ferr(fr, RX_ERR_INVALID,
-                "word %u (jump_if_not): the condition r%u is a tensor %s, "
+                "word %u (jump_if_not): the condition %s is a tensor %s, "
                 "expected one bool or integer element",
-                fr->pc, r, ty);
+                fr->pc, reg, ty);
   }
   uint8_t bytes[8] = {0};
   RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, es),
@@ -687,8 +706,9 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     uint32_t dst = w[p], src = w[p + 1];
     const char *expected = a->strings[w[p + 2]];
     rx_rt_value *x = fr->regs[src];
-    char what[256];
-    snprintf(what, sizeof what, "match_cast of r%u", src);
+    char what[256], reg[160];
+    vm_reg_name(reg, sizeof reg, a, fr->f, src);
+    snprintf(what, sizeof what, "match_cast of %s", reg);
     bool want_shape = !strncmp(expected, "Shape", 5); /* a Shape struct info's text */
     if (x && x->kind == RX_RT_VALUE_TENSOR && !want_shape) {
       RX_RETURN_IF_ERROR(match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape,

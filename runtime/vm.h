@@ -43,6 +43,7 @@ typedef struct vm_fn {
   const char *name;
   uint32_t nparams, nregs, len;
   const uint32_t *code; /* len words, into the artifact's word array */
+  const uint32_t *reg_names; /* nregs string ids (version >= 3), or NULL */
   /* for inspection: per parameter its CHECK_TENSOR (word offset of the instruction, or VM_NONE) */
   uint32_t *param_check;
   size_t nfacts, nstorages;
@@ -106,6 +107,9 @@ rx_rt_value *vm_value_new(const rx_rt_allocator *a, rx_rt_value_kind kind);
 rx_rt_tensor *vm_tensor_new(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape);
 /* Frees the buffers of the artifact's planned storages (artifact destruction). */
 void vm_storages_free(rx_rt_artifact *a);
+/* How messages name register r of f: "'x1'" (its binding), "a temporary" (no name), "r4" (a
+ * host program older than version 3). */
+void vm_reg_name(char *buf, size_t size, const rx_rt_artifact *a, const vm_fn *f, uint32_t r);
 /* "f32[3, 4095]" into buf. */
 void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape);
 

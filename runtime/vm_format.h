@@ -23,7 +23,10 @@
  *   u32 magic 'RXVM' (0x4d565852), u32 version (RXVM_VERSION)
  *   u32 string count, then per string: u32 byte length, the bytes, zero-padded to 4
  *   u32 function count, then per function:
- *     u32 name (string id), u32 nparams, u32 nregs, u32 code length in words, the code
+ *     u32 name (string id), u32 nparams, u32 nregs, u32 code length in words, the code,
+ *     then (version 3) nregs string ids: the name of each register for messages (the binding
+ *     of the source program it holds: "x1", "lv[0]" for a tuple field, "storage 0"; "" for a
+ *     temporary)
  * Registers hold values: tensors (device buffer, dtype, shape), tuples, shapes, prims,
  * storages. Symbolic variables are held by NAME in the call's symbol table (names are unique
  * within a graph function); expressions are strings in the text syntax of
@@ -41,7 +44,8 @@
 #define RXM_MAGIC 0x314d5852u  /* "RXM1" */
 #define RXM_VERSION 1u
 #define RXVM_MAGIC 0x4d565852u /* "RXVM" */
-#define RXVM_VERSION 2u     /* 2 added TENSOR_TO_SHAPE and RESHAPE; version 1 is still read */
+#define RXVM_VERSION 3u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names; versions 1 \
+                          and 2 are still read (their messages number registers) */
 #define RXVM_VERSION_MIN 1u
 #define RXM_SECTION_NAME_BYTES 64
 

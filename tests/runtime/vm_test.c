@@ -36,8 +36,10 @@ typedef struct prog {
   struct {
     uint32_t name, nparams, nregs;
     words code;
+    const char *regs[64]; /* register names (NULL: "", a temporary) */
   } fns[16];
   uint32_t nfns;
+  uint32_t version; /* of the host program; 0: RXVM_VERSION */
 } prog;
 
 /* The id of a string (interned). */
@@ -56,6 +58,9 @@ static words *fn(prog *p, const char *name, uint32_t nparams, uint32_t nregs) {
   p->fns[i].nregs = nregs;
   return &p->fns[i].code;
 }
+
+/* Names register r of the function being built (the binding it holds, for messages). */
+static void reg_name(prog *p, uint32_t r, const char *name) { p->fns[p->nfns - 1].regs[r] = name; }
 
 /* Instructions. */
 static void i_check(prog *p, words *c, uint32_t reg, uint32_t param, const char *name,
@@ -97,15 +102,22 @@ static void put_str(words *o, const char *s) {
 }
 
 /* The host.rxvm section, little-endian bytes. */
-static uint8_t *host_bytes(const prog *p, size_t *out_size) {
+static uint8_t *host_bytes(prog *p, size_t *out_size) {
+  uint32_t version = p->version ? p->version : RXVM_VERSION;
+  uint32_t names[16][64] = {{0}};
+  for (uint32_t i = 0; i < p->nfns && version >= 3; i++)
+    for (uint32_t r = 0; r < p->fns[i].nregs && r < 64; r++)
+      names[i][r] = S(p, p->fns[i].regs[r] ? p->fns[i].regs[r] : "");
   words o = {0};
-  put(&o, RXVM_MAGIC), put(&o, RXVM_VERSION), put(&o, p->nstr);
+  put(&o, RXVM_MAGIC), put(&o, version), put(&o, p->nstr);
   for (uint32_t i = 0; i < p->nstr; i++) put_str(&o, p->strs[i]);
   put(&o, p->nfns);
   for (uint32_t i = 0; i < p->nfns; i++) {
     put(&o, p->fns[i].name), put(&o, p->fns[i].nparams), put(&o, p->fns[i].nregs);
     put(&o, (uint32_t)p->fns[i].code.n);
     for (size_t j = 0; j < p->fns[i].code.n; j++) put(&o, p->fns[i].code.w[j]);
+    for (uint32_t r = 0; r < p->fns[i].nregs && version >= 3; r++)
+      put(&o, r < 64 ? names[i][r] : names[i][0]);
   }
   uint8_t *b = malloc(o.n * 4 + 1);
   for (size_t i = 0; i < o.n; i++)
@@ -176,7 +188,7 @@ static size_t g_kjson_len, g_spv_len[3];
 static const char *const g_spv_names[3] = {"saxpy.spv", "saxpy_ubo.spv", "scale_add.spv"};
 
 /* An artifact of the program with the test kernels under prefix ("vulkan", "cuda"; NULL: none). */
-static uint8_t *artifact(const prog *p, const char *prefix, uint32_t version, size_t *out_size) {
+static uint8_t *artifact(prog *p, const char *prefix, uint32_t version, size_t *out_size) {
   size_t hsize = 0;
   uint8_t *host = host_bytes(p, &hsize);
   section s[8];
@@ -255,6 +267,7 @@ static void build_more(prog *p) {
   i_ret(c, 0);
 
   c = fn(p, "grow", 1, 3);
+  reg_name(p, 0, "x"), reg_name(p, 1, "storage 0"), reg_name(p, 2, "y");
   i_check(p, c, 0, 0, "x", "f32[n]", RX_DTYPE_F32, 1);
   d_bind(p, c, "n");
   i_storage(p, c, 1, "n * 4");
@@ -282,6 +295,7 @@ static void build_more(prog *p) {
   i_ret(c, 1);
 
   c = fn(p, "cond", 1, 2); /* a condition read from the device: 1 if x[0] != 0, else 2 */
+  reg_name(p, 0, "flag");
   put(c, RXVM_OP_JUMP_IF_NOT), put(c, 0), put(c, 9);
   put(c, RXVM_OP_PRIM), put(c, 1), put(c, RX_DTYPE_I64), put(c, S(p, "1"));
   i_ret(c, 1);
@@ -482,7 +496,7 @@ static void test_bad_code(void) {
   expect_bad_code(jump_mid, 9, 0, 1, "word 4 (jump_if_not): jump target 2 is not the start");
   const uint32_t str[] = {RXVM_OP_ASSERT, 1, 77, RXVM_OP_RET, NONE};
   expect_bad_code(str, 5, 0, 1,
-                  "word 0 (assert): string 77 is out of range (the program has 3 "
+                  "word 0 (assert): string 77 is out of range (the program has 4 "
                   "strings)");
   const uint32_t past[] = {RXVM_OP_RET, NONE, RXVM_OP_TUPLE, 0, 3, 0};
   expect_bad_code(past, 6, 0, 1, "word 2 (tuple): a count of 3 does not fit in the code");
@@ -532,7 +546,7 @@ static void test_bad_code(void) {
   section s[2] = {{"manifest.json", "{}", 2}, {"host.rxvm", host, hsize}};
   b = container(s, 2, RXM_VERSION, &size);
   CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_UNSUPPORTED,
-            "bad.rxm: host program version 9, this runtime reads versions 1 to 2");
+            "bad.rxm: host program version 9, this runtime reads versions 1 to 3");
   free(b);
   host[4] = RXVM_VERSION;
   for (size_t cut = 0; cut < hsize; cut++) {
@@ -691,7 +705,7 @@ static void test_calls(rx_rt_device *d) {
   /* grow: its storage is sized by the first call (n = 7: 28 bytes); the tensor at offset 4 does
    * not fit; a larger call then needs more than the storage holds */
   CHECK_ERR(rx_rt_vm_call(a, "grow", pair_args, 1, &r), RX_ERR_INVALID,
-            "grow: alloc_tensor for r2: 28 bytes at offset 4 do not fit in the planned storage");
+            "grow: alloc_tensor for 'y': 28 bytes at offset 4 do not fit in the planned storage");
   CHECK_ERR(rx_rt_vm_call(a, "grow", pair_args + 1, 1, &r), RX_ERR_INVALID,
             "grow: planned storage of word 9 needs n * 4 = 32 bytes with n = 8, but it was sized "
             "at 28 bytes by the first call");
@@ -715,7 +729,7 @@ static void test_calls(rx_rt_device *d) {
   r = NULL;
   rx_rt_tensor *f1 = vec(d, 1, 0);
   CHECK_ERR(rx_rt_vm_call(a, "cond", &f1, 1, &r), RX_ERR_INVALID,
-            "cond: word 0 (jump_if_not): the condition r0 is a tensor f32[1], expected one bool or "
+            "cond: word 0 (jump_if_not): the condition 'flag' is a tensor f32[1], expected one bool or "
             "integer element");
   rx_rt_tensor_release(f1);
 
@@ -741,6 +755,56 @@ static void test_calls(rx_rt_device *d) {
             "negative dimension");
   CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_UNKNOWN, 0, NULL, &x), RX_ERR_INVALID, "dtype");
   rx_rt_artifact_release(a);
+}
+
+/* Messages name the binding a register holds (version 3), "a temporary" for an unnamed one, and
+ * number registers for a version 2 program (still read); a name out of the string table is a
+ * load error. */
+static void test_reg_names(rx_rt_device *d) {
+  static const struct {
+    uint32_t version;
+    const char *name, *want;
+  } cases[] = {
+      {RXVM_VERSION, "logits", "cond: word 0 (jump_if_not): the condition 'logits' is a tensor f32[1]"},
+      {RXVM_VERSION, NULL, "cond: word 0 (jump_if_not): the condition a temporary is a tensor"},
+      {2, "logits", "cond: word 0 (jump_if_not): the condition r0 is a tensor f32[1]"},
+  };
+  rx_rt_tensor *f1 = vec(d, 1, 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    prog p;
+    memset(&p, 0, sizeof p);
+    p.version = cases[i].version;
+    words *c = fn(&p, "cond", 1, 2);
+    reg_name(&p, 0, cases[i].name);
+    put(c, RXVM_OP_JUMP_IF_NOT), put(c, 0), put(c, 3);
+    i_ret(c, 0);
+    size_t size = 0;
+    uint8_t *b = artifact(&p, "vulkan", RXM_VERSION, &size);
+    rx_rt_artifact *a = NULL;
+    CHECK_OK(rx_rt_artifact_load_memory(d, b, size, "names.rxm", &a));
+    rx_rt_value *r = NULL;
+    if (a) CHECK_ERR(rx_rt_vm_call(a, "cond", &f1, 1, &r), RX_ERR_INVALID, cases[i].want);
+    rx_rt_artifact_release(a);
+    free(b);
+    prog_free(&p);
+  }
+  rx_rt_tensor_release(f1);
+  /* a register name that is not a string of the program */
+  prog p;
+  memset(&p, 0, sizeof p);
+  i_ret(fn(&p, "f", 0, 1), NONE);
+  size_t hsize = 0, size = 0;
+  uint8_t *host = host_bytes(&p, &hsize);
+  CHECK(hsize >= 4, "host size");
+  host[hsize - 4] = 200; /* the last word: the name of register 0 */
+  section s[2] = {{"manifest.json", "{}", 2}, {"host.rxvm", host, hsize}};
+  uint8_t *b = container(s, 2, RXM_VERSION, &size);
+  rx_rt_artifact *a = NULL;
+  CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_INVALID,
+            "function 'f': the name of register 0 is string 200, out of range (2 strings)");
+  free(b);
+  free(host);
+  prog_free(&p);
 }
 
 static void test_device_loading(rx_rt_device *d) {
@@ -817,6 +881,7 @@ int main(int argc, char **argv) {
     rx_rt_device *d = open_dev();
     if (d) {
       test_calls(d);
+      test_reg_names(d);
       test_device_loading(d);
       CHECK_OK(rx_rt_device_synchronize(d));
       const char *last = NULL;

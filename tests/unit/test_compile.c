@@ -421,6 +421,14 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
     const rx_graph_fn *g = rx_module_graph_fn((rx_module *)m, h.strs[name]);
     CHECK(g && (int)np == g->nparams, "%s: function %s: %u parameters", what, h.strs[name], np);
     walk_fn(&h, m, a, ntargets, kjson, nregs, len, st);
+    /* version 3: the register names; the parameters' registers carry the parameters' names */
+    for (uint32_t r = 0; h.ok && r < nregs; r++) {
+      uint32_t id = hw(&h);
+      if (h.ok && id >= h.nstrs) bad(&h, "register name", id, h.pos);
+      if (h.ok && g && r < np)
+        CHECK(!strcmp(h.strs[id], g->params[r]->name), "%s: function %s: register %u is named '%s'",
+              what, h.strs[name], r, h.strs[id]);
+    }
   }
   CHECK(h.ok, "%s: host program malformed: %s", what, h.why);
   CHECK(!h.ok || h.pos == h.nwords, "%s: %zu trailing words in host.rxvm", what, h.nwords - h.pos);
