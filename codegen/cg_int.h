@@ -89,6 +89,11 @@ typedef struct cg_lang {
   /* with 64-bit indices: how an array subscript is converted ("%s"), NULL: as is (GLSL only
    * indexes with 32-bit integers: uint(...), so at most 2^32 elements per buffer there) */
   const char *subscript64;
+  /* names a user identifier must not take (NULL-terminated): the language's keywords and
+   * reserved words, and the library names a kernel sees (types, builtins, math functions);
+   * and reserved prefixes ("gl_"). cg_ident mangles such names (cprinter.c). */
+  const char *const *reserved;
+  const char *const *reserved_prefixes;
 
   /* hooks */
   /* everything before the body: header comment written by the base, then preamble, helper
@@ -133,8 +138,18 @@ extern const cg_lang cg_cuda, cg_glsl, cg_metal;
 /* Prints kernel ck in language L into ck->k->source. Returns false after reporting to diag. */
 bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag);
 
+/* The language table of l. */
+const cg_lang *cg_lang_of(rx_lang l);
+
+/* The identifier for a user-given name in L (one-to-one, deterministic, never a reserved word
+ * of L nor a name the printers generate; docs/kernel-abi.md "Names"); allocated in a when it
+ * differs from name. */
+const char *cg_ident(const cg_lang *L, rx_arena *a, const char *name);
+/* name is one of L's reserved words or starts with one of its reserved prefixes. */
+bool cg_is_reserved(const cg_lang *L, const char *name);
+
 /* helpers for hooks */
-const char *cg_name(cg_printer *p, const char *name); /* an identifier safe in every language */
+const char *cg_name(cg_printer *p, const char *name); /* cg_ident in p's language */
 void cg_indent(cg_printer *p, rx_strbuf *o);
 void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
 /* The comment at the top of every kernel (prefix: "//"). */

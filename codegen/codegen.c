@@ -26,7 +26,7 @@ rx_lang rx_lang_of_target(const rx_target *t) {
   return RX_LANG_CUDA;
 }
 
-static const cg_lang *lang_table(rx_lang l) {
+const cg_lang *cg_lang_of(rx_lang l) {
   return l == RX_LANG_CUDA ? &cg_cuda : l == RX_LANG_GLSL ? &cg_glsl : &cg_metal;
 }
 
@@ -60,13 +60,18 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
   int n = 0;
   if (!cg_lower(m, scheduled, t, diag, &ks, &n)) return false;
   rx_lang lang = rx_lang_of_target(t);
-  const cg_lang *L = lang_table(lang);
+  const cg_lang *L = cg_lang_of(lang);
   /* rules: one per variant; variants are the distinct kernel conditions in order */
   const rx_expr *seen[64];
   int nseen = 0;
   for (int i = 0; i < n; i++) {
     rx_kernel *k = ks[i].k;
     k->lang = lang;
+    /* user names become identifiers of the language (cg_ident): the entry point, and every
+     * argument's name in the source; kernels.json keeps both (docs/kernel-abi.md) */
+    k->source_name = k->name;
+    k->name = cg_ident(L, &m->arena, k->name);
+    for (int a = 0; a < k->nargs; a++) k->args[a].ident = cg_ident(L, &m->arena, k->args[a].name);
     if (rules && nrules == 1) {
       k->rule = rules[0];
     } else if (rules) {
@@ -191,6 +196,8 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
       rx_strbuf_append(o, nk++ ? ",\n    {" : "\n    {");
       rx_strbuf_append(o, "\"name\": ");
       jstr(o, k->name);
+      rx_strbuf_append(o, ", \"source_name\": ");
+      jstr(o, k->source_name ? k->source_name : k->name);
       rx_strbuf_append(o, ", \"program\": ");
       jstr(o, programs[i]->name);
       rx_strbuf_append(o, ", \"entry\": ");
@@ -237,6 +244,8 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
         rx_strbuf_printf(o, "{\"kind\": \"%s\", \"name\": ",
                          g->kind == RX_KARG_BUFFER ? "buffer" : "scalar");
         jstr(o, g->name);
+        rx_strbuf_append(o, ", \"ident\": ");
+        jstr(o, g->ident ? g->ident : g->name);
         rx_strbuf_append(o, ", \"dtype\": ");
         jstr(o, rx_dtype_name(g->dtype));
         if (g->kind == RX_KARG_BUFFER)

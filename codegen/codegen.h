@@ -15,7 +15,11 @@
  *   Vulkan     storage buffers at set 0, bindings 0..k-1; the symbolic values in a
  *              push-constant block (std430 layout) when they fit the target's push-constant
  *              bytes (at most 128), otherwise in a uniform buffer at binding k (std140).
- *   Metal      `device T* b_i [[buffer(i)]]`, then `constant NAME_params& p [[buffer(k)]]`.
+ *   Metal      `device T* b_i [[buffer(i)]]`, then `constant rx_params& rx_p [[buffer(k)]]`.
+ *   Names      every user-given name (program, buffer, symbolic value, loop and let variable)
+ *              is printed as cg_ident makes it (codegen/cprinter.c): as is when it is a safe
+ *              identifier in the language, else rx_u_NAME or rx_xESCAPED; kernels.json keeps the
+ *              user's name beside it (kernel "source_name", argument "ident").
  *   Symbolic values are passed as 32-bit signed integers; the host checks that each fits.
  *   Index arithmetic is 32-bit where the analyzer proves every index fits in int32 under the
  *   program's facts, 64-bit otherwise. */
@@ -36,7 +40,8 @@ typedef enum rx_karg_kind {
 
 typedef struct rx_karg {
   rx_karg_kind kind;
-  const char *name;
+  const char *name;     /* the user's name: the buffer's, or the symbolic variable's */
+  const char *ident;    /* its identifier in the kernel source (cg_ident of name) */
   rx_dtype dtype;       /* BUFFER: element type; SCALAR: i32 */
   int param;            /* BUFFER: index into the program's parameters */
   bool written;         /* BUFFER: the kernel stores to it */
@@ -46,7 +51,9 @@ typedef struct rx_karg {
 } rx_karg;
 
 typedef struct rx_kernel {
-  const char *name;    /* entry point, unique in the module: PROGRAM, PROGRAM_1, ... */
+  const char *name;    /* entry point, unique in the module: the identifier (cg_ident) of
+                          PROGRAM, PROGRAM_1, ... in the language; also the file name */
+  const char *source_name; /* that name before mangling (PROGRAM, PROGRAM_1, ...) */
   rx_lang lang;
   const char *source;  /* the kernel's source text */
   rx_karg *args;

@@ -22,45 +22,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- names ------------------------------------------------------------------------------- */
+/* ---- names ------------------------------------------------------------------------------ */
 
-static const char *const reserved[] = {
-    /* C, C++, CUDA, GLSL, MSL keywords and builtins that a user name could shadow */
-    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
-    "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "class", "namespace", "using", "template",
-    "this", "new", "delete", "true", "false", "operator", "private", "public", "protected",
-    "virtual", "friend", "typename", "mutable", "explicit", "half", "bfloat", "uchar", "ushort",
-    "uint", "ulong", "vec2", "vec3", "vec4", "ivec2", "ivec3", "ivec4", "uvec2", "uvec3",
-    "uvec4", "bvec2", "bvec3", "bvec4", "mat2", "mat3", "mat4", "in", "out", "inout", "uniform",
-    "buffer", "shared", "layout", "centroid", "flat", "smooth", "patch", "sample", "coherent",
-    "readonly", "writeonly", "precise", "invariant", "precision", "highp", "mediump", "lowp",
-    "discard", "main", "kernel", "device", "constant", "threadgroup", "thread", "vertex",
-    "fragment", "metal", "min", "max", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt",
-    "tanh", "erf", "sin", "cos", "floor", "ceil", "pow", "fma", "select", "threadIdx",
-    "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "float2", "float4",
-    "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "float16_t", "common", "partition",
-    "active", "filter", "input", "output", "subroutine", "attribute", "varying", "row_major",
-    "packed", "superp", "sampler", "image", "texture", "noinline", "volatile", "fixed", "unroll",
-    "inversesqrt", "fabs", "fmin", "fmax", "isnan", "isinf", "clamp", "mix", "step", "dot",
-    "length", "asm", "typeid", "long", "signed", "nullptr", "static_cast", "string",
-};
+/* Identifiers from users (.rx text, ONNX files) are data: cg_ident maps every string to an
+ * identifier valid in C++ (CUDA, MSL) and GLSL that is none of the language's reserved words,
+ * library names or reserved prefixes (cg_lang.reserved, .reserved_prefixes). Three classes, told
+ * apart by their first characters, so the map is one-to-one and never yields a generated name:
+ *   A  [A-Za-z][A-Za-z0-9_]* without "__", not reserved, not starting with "rx_": as is;
+ *   B  the same character rules, but reserved in the language or starting with "rx_":
+ *      "rx_u_" + name;
+ *   C  anything else (a leading '_' or digit, "__", characters such as '.', '-', non-ASCII):
+ *      "rx_x" + name with every byte other than [A-Za-z0-9] written as '_' and two lowercase
+ *      hex digits ("a.b" -> "rx_xa_2eb", "__x" -> "rx_x_5f_5fx"): no "__", decodable.
+ * Names the printers generate begin with "rx_" and never with "rx_u_" or "rx_x" (rx_erf,
+ * rx_floordiv, rx_pc, rx_buf0, rx_params, ...), so they cannot meet a user name either. */
 
-const char *cg_name(cg_printer *p, const char *name) {
-  bool bad = strncmp(name, "rx_", 3) == 0 || strncmp(name, "gl_", 3) == 0 ||
-             strncmp(name, "__", 2) == 0 || strstr(name, "__") != NULL;
-  for (size_t i = 0; i < RX_ARRAY_LEN(reserved) && !bad; i++) bad = strcmp(name, reserved[i]) == 0;
-  if (!bad) return name;
-  /* no double underscore (reserved in GLSL): u_NAME with underscores runs collapsed */
+static bool ident_alnum(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool cg_is_reserved(const cg_lang *L, const char *name) {
+  for (const char *const *w = L->reserved; w && *w; w++)
+    if (strcmp(name, *w) == 0) return true;
+  for (const char *const *w = L->reserved_prefixes; w && *w; w++)
+    if (strncmp(name, *w, strlen(*w)) == 0) return true;
+  return false;
+}
+
+const char *cg_ident(const cg_lang *L, rx_arena *a, const char *name) {
+  const unsigned char *s = (const unsigned char *)name;
+  bool plain = ident_alnum(s[0]) && !(s[0] >= '0' && s[0] <= '9');
+  for (size_t i = 0; plain && s[i]; i++)
+    plain = ident_alnum(s[i]) || (s[i] == '_' && s[i + 1] != '_');
+  if (plain && strncmp(name, "rx_", 3) != 0 && !cg_is_reserved(L, name)) return name;
   rx_strbuf b = {0};
-  rx_strbuf_append(&b, "u_");
-  for (const char *s = name; *s; s++)
-    if (!(*s == '_' && b.len && b.data[b.len - 1] == '_')) rx_strbuf_putc(&b, *s);
-  const char *r = rx_arena_strdup(&p->m->arena, b.data);
+  if (plain) {
+    rx_strbuf_printf(&b, "rx_u_%s", name);
+  } else {
+    rx_strbuf_append(&b, "rx_x");
+    for (size_t i = 0; s[i]; i++)
+      if (ident_alnum(s[i]))
+        rx_strbuf_putc(&b, (char)s[i]);
+      else
+        rx_strbuf_printf(&b, "_%02x", s[i]);
+  }
+  const char *r = rx_arena_strdup(a, b.data);
   rx_strbuf_free(&b);
   return r;
 }
+
+const char *cg_name(cg_printer *p, const char *name) { return cg_ident(p->L, &p->m->arena, name); }
 
 void cg_indent(cg_printer *p, rx_strbuf *o) {
   for (int i = 0; i < p->indent; i++) rx_strbuf_append(o, "  ");

@@ -97,6 +97,64 @@ static void cuda_open(cg_printer *p, rx_strbuf *o) {
   rx_strbuf_append(o, ") {\n");
 }
 
+/* Names a user identifier must not take in CUDA C++ (NVRTC): the C++20 keywords with the
+ * alternative tokens (ISO C++ [lex.key], [lex.digraph]), names of the C library that NVRTC
+ * declares, the built-in variables and vector types (CUDA C++ Programming Guide, "Built-in
+ * Variables", "Built-in Vector Types"), the math functions of the CUDA Math API (single and
+ * double precision, integer intrinsics without the __ prefix), the atomics, and the fp16/bf16
+ * types and functions of cuda_fp16.h / cuda_bf16.h. Names with "__" are refused for every
+ * language by cg_ident. */
+static const char *const cuda_reserved[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "final", "float", "for", "friend",
+    "goto", "if", "import", "inline", "int", "long", "module", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "override", "private",
+    "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return",
+    "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
+    "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor",
+    "xor_eq", "main", "std", "NULL", "size_t", "ptrdiff_t", "int8_t", "int16_t", "int32_t",
+    "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "assert",
+    "printf", "malloc", "free", "memcpy", "memset", "offsetof", "threadIdx", "blockIdx",
+    "blockDim", "gridDim", "warpSize", "dim3", "cudaError_t", "cuda", "nvcuda",
+    "cooperative_groups", "half", "half2", "nv_bfloat16", "nv_bfloat162", "float16", "bfloat16",
+    "acos", "acosf", "acosh", "acoshf", "asin", "asinf", "asinh", "asinhf", "atan", "atan2",
+    "atan2f", "atanf", "atanh", "atanhf", "cbrt", "cbrtf", "ceil", "ceilf", "copysign",
+    "copysignf", "cos", "cosf", "cosh", "coshf", "cospi", "cospif", "cyl_bessel_i0",
+    "cyl_bessel_i0f", "cyl_bessel_i1", "cyl_bessel_i1f", "erf", "erfc", "erfcf", "erfcinv",
+    "erfcinvf", "erfcx", "erfcxf", "erff", "erfinv", "erfinvf", "exp", "exp10", "exp10f", "exp2",
+    "exp2f", "expf", "expm1", "expm1f", "fabs", "fabsf", "fdim", "fdimf", "fdivide", "fdividef",
+    "floor", "floorf", "fma", "fmaf", "fmax", "fmaxf", "fmin", "fminf", "fmod", "fmodf", "frexp",
+    "frexpf", "hypot", "hypotf", "ilogb", "ilogbf", "isfinite", "isinf", "isnan", "j0", "j0f",
+    "j1", "j1f", "jn", "jnf", "ldexp", "ldexpf", "lgamma", "lgammaf", "llrint", "llrintf",
+    "llround", "llroundf", "log", "log10", "log10f", "log1p", "log1pf", "log2", "log2f", "logb",
+    "logbf", "logf", "lrint", "lrintf", "lround", "lroundf", "max", "min", "modf", "modff", "nan",
+    "nanf", "nearbyint", "nearbyintf", "nextafter", "nextafterf", "norm", "norm3d", "norm3df",
+    "norm4d", "norm4df", "normcdf", "normcdff", "normcdfinv", "normcdfinvf", "normf", "pow",
+    "powf", "rcbrt", "rcbrtf", "remainder", "remainderf", "remquo", "remquof", "rhypot",
+    "rhypotf", "rint", "rintf", "rnorm", "rnorm3d", "rnorm3df", "rnorm4d", "rnorm4df", "rnormf",
+    "round", "roundf", "rsqrt", "rsqrtf", "scalbln", "scalblnf", "scalbn", "scalbnf", "signbit",
+    "sin", "sincos", "sincosf", "sincospi", "sincospif", "sinf", "sinh", "sinhf", "sinpi",
+    "sinpif", "sqrt", "sqrtf", "tan", "tanf", "tanh", "tanhf", "tgamma", "tgammaf", "trunc",
+    "truncf", "y0", "y0f", "y1", "y1f", "yn", "ynf", "abs", "labs", "llabs", "fabsl", "umin",
+    "umax", "llmin", "llmax", "ullmin", "ullmax", "mul24", "umul24", "mulhi", "umulhi", "mul64hi",
+    "umul64hi", "saturate", "clz", "clzll", "popc", "popcll", "brev", "brevll", "ffs", "ffsll",
+    "byte_perm", "div", "ldiv", "lldiv", "atomicAdd", "atomicSub", "atomicExch", "atomicMin",
+    "atomicMax", "atomicInc", "atomicDec", "atomicCAS", "atomicAnd", "atomicOr", "atomicXor",
+    "clock", "clock64", "trap", "hsqrt", "hrsqrt", "hrcp", "hlog", "hlog2", "hlog10", "hexp",
+    "hexp2", "hexp10", "hcos", "hsin", "hceil", "hfloor", "htrunc", "hrint", "h2sqrt", "h2rsqrt",
+    "h2rcp", "h2log", "h2log2", "h2log10", "h2exp", "h2exp2", "h2exp10", "h2cos", "h2sin",
+    "h2ceil", "h2floor", "h2trunc", "h2rint", "char1", "char2", "char3", "char4", "uchar1",
+    "uchar2", "uchar3", "uchar4", "short1", "short2", "short3", "short4", "ushort1", "ushort2",
+    "ushort3", "ushort4", "int1", "int2", "int3", "int4", "uint1", "uint2", "uint3", "uint4",
+    "long1", "long2", "long3", "long4", "ulong1", "ulong2", "ulong3", "ulong4", "longlong1",
+    "longlong2", "longlong3", "longlong4", "ulonglong1", "ulonglong2", "ulonglong3", "ulonglong4",
+    "float1", "float2", "float3", "float4", "double1", "double2", "double3", "double4", NULL,
+};
+
 const cg_lang cg_cuda = {
     .lang = RX_LANG_CUDA,
     .types = {[RX_DTYPE_F32] = "float", [RX_DTYPE_F16] = "__half",
@@ -129,6 +187,8 @@ const cg_lang cg_cuda = {
     .from_f32 = {[RX_DTYPE_F16] = "__float2half(%s)", [RX_DTYPE_BF16] = "__float2bfloat16(%s)"},
     .arith_via_f32 = {[RX_DTYPE_BF16] = true},
     .f32_bits = "__int_as_float((int)%s)",
+    .reserved = cuda_reserved,
+    .reserved_prefixes = NULL,
     .open_kernel = cuda_open,
     .shared_decl = cuda_shared,
     .subgroup = cuda_subgroup,

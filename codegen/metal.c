@@ -1,6 +1,6 @@
 /* Metal Shading Language: the cg_lang table and hooks. `kernel void NAME(...)` with buffers
  * `device T*` at [[buffer(0..k-1)]] (`device const T*` where only read), the symbolic values
- * in one `constant NAME_params&` struct at [[buffer(k)]] (set with setBytes; int fields in ABI
+ * in one `constant rx_params&` struct at [[buffer(k)]] (set with setBytes; int fields in ABI
  * order, value i at byte 4 * i), then the builtins. threadgroup arrays are declared at kernel
  * scope. half and bfloat (Metal 3.1); bfloat math goes through float. Subgroup reductions are
  * simd_sum / simd_max / simd_min. MSL has no erf: rx_erf. */
@@ -35,7 +35,7 @@ static void msl_open(cg_printer *p, rx_strbuf *o) {
   for (int i = 0; i < k->nargs; i++) nscal += k->args[i].kind == RX_KARG_SCALAR;
   nbuf = k->nargs - nscal;
   if (nscal) {
-    rx_strbuf_printf(o, "struct %s_params {", k->name);
+    rx_strbuf_append(o, "struct rx_params {");
     for (int i = nbuf; i < k->nargs; i++) rx_strbuf_printf(o, " int %s;", cg_name(p, k->args[i].name));
     rx_strbuf_append(o, " };\n");
   }
@@ -46,7 +46,7 @@ static void msl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_printf(o, "device %s%s* %s [[buffer(%d)]], ", a->written ? "" : "const ",
                      p->L->types[a->dtype], cg_name(p, a->name), a->binding);
   }
-  if (nscal) rx_strbuf_printf(o, "constant %s_params& rx_p [[buffer(%d)]], ", k->name, nbuf);
+  if (nscal) rx_strbuf_printf(o, "constant rx_params& rx_p [[buffer(%d)]], ", nbuf);
   rx_strbuf_append(o, "uint3 rx_gid [[threadgroup_position_in_grid]], "
                       "uint3 rx_tid [[thread_position_in_threadgroup]]) {\n");
   for (int i = nbuf; i < k->nargs; i++) {
@@ -54,6 +54,77 @@ static void msl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_printf(o, "  const %s %s = rx_p.%s;\n", p->idx, n, n);
   }
 }
+
+/* Names a user identifier must not take in the Metal Shading Language (C++14 based): the C++
+ * keywords with the alternative tokens, the MSL address spaces and function qualifiers, the
+ * scalar, vector, packed vector, matrix, atomic and texture types, the attribute names used in
+ * [[...]], and the functions of the metal namespace that `using namespace metal` brings in
+ * (Metal Shading Language Specification 3.1, chapters 2, 5 and 6: math, integer, geometric,
+ * SIMD-group and quad-group functions). */
+static const char *const msl_reserved[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "final", "float", "for", "friend",
+    "goto", "if", "import", "inline", "int", "long", "module", "mutable", "namespace", "new",
+    "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "override", "private",
+    "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return",
+    "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
+    "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor",
+    "xor_eq", "main", "std", "NULL", "size_t", "ptrdiff_t", "int8_t", "int16_t", "int32_t",
+    "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "assert",
+    "printf", "malloc", "free", "memcpy", "memset", "offsetof", "kernel", "vertex", "fragment",
+    "device", "constant", "threadgroup", "thread", "threadgroup_imageblock", "ray_data",
+    "object_data", "visible", "stitchable", "mesh", "object", "metal", "half", "bfloat", "uchar",
+    "ushort", "uint", "ulong", "array", "atomic", "atomic_int", "atomic_uint", "atomic_bool",
+    "atomic_float", "sampler", "texture1d", "texture1d_array", "texture2d", "texture2d_array",
+    "texture3d", "texturecube", "texturecube_array", "texture2d_ms", "texture2d_ms_array",
+    "depth2d", "depth2d_array", "depthcube", "depthcube_array", "depth2d_ms", "texture_buffer",
+    "access", "mem_flags", "mem_none", "mem_device", "mem_threadgroup", "mem_texture",
+    "threadgroup_barrier", "simdgroup_barrier", "as_type", "select", "all", "any", "precise",
+    "fast", "buffer", "position", "stage_in", "color", "function_constant", "host_name",
+    "max_total_threads_per_threadgroup", "thread_position_in_grid",
+    "thread_position_in_threadgroup", "threadgroup_position_in_grid", "threads_per_threadgroup",
+    "threads_per_grid", "thread_index_in_threadgroup", "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup", "threads_per_simdgroup", "simdgroups_per_threadgroup",
+    "thread_execution_width", "dispatch_threads_per_threadgroup",
+    "dispatch_simdgroups_per_threadgroup", "quadgroup_index_in_threadgroup",
+    "thread_index_in_quadgroup", "quadgroups_per_threadgroup", "simd_sum", "simd_max", "simd_min",
+    "simd_prod", "simd_and", "simd_or", "simd_xor", "simd_shuffle", "simd_shuffle_xor",
+    "simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up", "simd_shuffle_rotate_down",
+    "simd_broadcast", "simd_broadcast_first", "simd_ballot", "simd_all", "simd_any",
+    "simd_is_first", "simd_active_threads_mask", "simd_vote", "simd_prefix_inclusive_sum",
+    "simd_prefix_exclusive_sum", "simd_prefix_inclusive_product", "simd_prefix_exclusive_product",
+    "quad_sum", "quad_max", "quad_min", "quad_shuffle", "quad_shuffle_xor", "quad_broadcast",
+    "quad_ballot", "quad_all", "quad_any", "acos", "acosh", "asin", "asinh", "atan", "atan2",
+    "atanh", "ceil", "copysign", "cos", "cosh", "cospi", "divide", "exp", "exp10", "exp2", "fabs",
+    "abs", "fdim", "floor", "fma", "fmax", "fmax3", "fmedian3", "fmin", "fmin3", "fmod", "fract",
+    "frexp", "ilogb", "isfinite", "isinf", "isnan", "isnormal", "isordered", "isunordered",
+    "ldexp", "log", "log10", "log2", "max", "max3", "median3", "min", "min3", "modf", "nextafter",
+    "pow", "powr", "rint", "round", "rsqrt", "sign", "signbit", "sin", "sincos", "sinh", "sinpi",
+    "sqrt", "step", "tan", "tanh", "tanpi", "trunc", "clamp", "mix", "saturate", "smoothstep",
+    "absdiff", "addsat", "clz", "ctz", "extract_bits", "hadd", "insert_bits", "mad24", "madhi",
+    "madsat", "mul24", "mulhi", "popcount", "reverse_bits", "rhadd", "rotate", "subsat", "cross",
+    "distance", "distance_squared", "dot", "faceforward", "length", "length_squared", "normalize",
+    "reflect", "refract", "determinant", "transpose", "erf", "bool2", "packed_bool2", "bool3",
+    "packed_bool3", "bool4", "packed_bool4", "char2", "packed_char2", "char3", "packed_char3",
+    "char4", "packed_char4", "uchar2", "packed_uchar2", "uchar3", "packed_uchar3", "uchar4",
+    "packed_uchar4", "short2", "packed_short2", "short3", "packed_short3", "short4",
+    "packed_short4", "ushort2", "packed_ushort2", "ushort3", "packed_ushort3", "ushort4",
+    "packed_ushort4", "int2", "packed_int2", "int3", "packed_int3", "int4", "packed_int4",
+    "uint2", "packed_uint2", "uint3", "packed_uint3", "uint4", "packed_uint4", "long2",
+    "packed_long2", "long3", "packed_long3", "long4", "packed_long4", "ulong2", "packed_ulong2",
+    "ulong3", "packed_ulong3", "ulong4", "packed_ulong4", "half2", "packed_half2", "half3",
+    "packed_half3", "half4", "packed_half4", "bfloat2", "packed_bfloat2", "bfloat3",
+    "packed_bfloat3", "bfloat4", "packed_bfloat4", "float2", "packed_float2", "float3",
+    "packed_float3", "float4", "packed_float4", "half2x2", "half2x3", "half2x4", "half3x2",
+    "half3x3", "half3x4", "half4x2", "half4x3", "half4x4", "float2x2", "float2x3", "float2x4",
+    "float3x2", "float3x3", "float3x4", "float4x2", "float4x3", "float4x4", "bfloat2x2",
+    "bfloat2x3", "bfloat2x4", "bfloat3x2", "bfloat3x3", "bfloat3x4", "bfloat4x2", "bfloat4x3",
+    "bfloat4x4", NULL,
+};
 
 const cg_lang cg_metal = {
     .lang = RX_LANG_MSL,
@@ -86,6 +157,8 @@ const cg_lang cg_metal = {
     .from_f32 = {[RX_DTYPE_BF16] = "bfloat(%s)"},
     .arith_via_f32 = {[RX_DTYPE_BF16] = true},
     .f32_bits = "as_type<float>(%s)",
+    .reserved = msl_reserved,
+    .reserved_prefixes = NULL,
     .open_kernel = msl_open,
     .shared_decl = msl_shared,
     .subgroup = msl_subgroup,
