@@ -218,7 +218,7 @@ static int cmd_help(const rx_cli_command *cmd, int argc, char **argv) {
   if (!c) {
     fprintf(stderr, "relaxc: unknown command '%s' (commands: ", name);
     command_names(stderr);
-    fputs(")\n", stderr);
+    fputs(")\nTry 'relaxc --help' for more information.\n", stderr);
     return EXIT_USAGE;
   }
   rx_cli_print_help(c, true, stdout);
