@@ -53,7 +53,7 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   if (!s) s = rx_module_check(m, NULL);
   int rc = 0;
   if (s) {
-    fprintf(stderr, "relaxc: %s\n", rx_status_message(s));
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
     rx_status_free(s);
     rc = 1;
   } else {

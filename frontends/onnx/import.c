@@ -1327,8 +1327,8 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   if (nun) {
     char *list = rx_strbuf_take(&un);
     rx_status s = rx_status_make(RX_ERR_UNSUPPORTED,
-                                 "%s: %d unsupported ONNX node%s (supported: see "
-                                 "frontends/onnx/import.c):%s",
+                                 "%s: %d unsupported ONNX node%s (the supported operators are "
+                                 "listed in README.md, 'Importing a PyTorch model (ONNX)'):%s",
                                  I->file, nun, nun == 1 ? "" : "s", list);
     free(list);
     return s;
