@@ -286,6 +286,81 @@ void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
 void rx_diag_free(rx_diag *d) { rx_strbuf_free(&d->text); }
 const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data : ""; }
 
+/* Diagnostics quote the user's text: at most DIAG_EXCERPT_COLS columns of a source line around
+ * the caret (a minified or generated file has lines of megabytes), and a message of at most
+ * DIAG_MESSAGE_BYTES bytes (it may quote a name of any length). Text is shown as it is where it
+ * is printable ASCII, a tab or valid UTF-8; any other byte as \xNN in a message and as '?' in a
+ * source excerpt (one column, so the caret stays under its character). */
+#define DIAG_EXCERPT_COLS 120
+#define DIAG_MESSAGE_BYTES 1024
+
+/* The length of the valid UTF-8 sequence of 2 to 4 bytes at s (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (s[0] >= 0xf5 || !len || len > n) return 0;
+  if (s[0] == 0xc2 && s[1] < 0xa0) return 0; /* C1 control characters, U+0080..U+009F */
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (len == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
+  if (len == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+  return len;
+}
+
+/* The length of the character at s: 1 for a byte that is not part of valid UTF-8. */
+static size_t char_len(const unsigned char *s, size_t n) {
+  size_t len = s[0] >= 0x80 ? utf8_len(s, n) : 1;
+  return len ? len : 1;
+}
+
+/* Appends s[0..n) with unprintable bytes replaced: by "\xNN" (bad != 0: by bad). */
+static void append_printable(rx_strbuf *b, const char *s, size_t n, char bad) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    size_t len = u[i] >= 0x80 ? utf8_len(u + i, n - i) : 0;
+    if (len) {
+      rx_strbuf_appendn(b, s + i, len);
+      i += len;
+      continue;
+    }
+    if ((u[i] >= 0x20 && u[i] < 0x7f) || u[i] == '\t' || (u[i] == '\n' && !bad))
+      rx_strbuf_putc(b, s[i]);
+    else if (bad)
+      rx_strbuf_putc(b, bad);
+    else
+      rx_strbuf_printf(b, "\\x%02x", u[i]);
+    i++;
+  }
+}
+
+/* The source line of loc, at most DIAG_EXCERPT_COLS characters around the column with "..."
+ * where it is cut, and a caret under the column. */
+static void quote_line(rx_strbuf *out, const rx_source *src, size_t offset) {
+  const char *text = src->text;
+  const unsigned char *u = (const unsigned char *)text;
+  size_t start = offset, end = offset;
+  while (start > 0 && text[start - 1] != '\n') start--;
+  while (end < src->len && text[end] != '\n' && text[end] != '\r') end++;
+  /* the window [lo, hi): up to half the columns before the caret, the rest after */
+  size_t lo = start, cols = 0;
+  for (size_t i = start; i < offset; i += char_len(u + i, offset - i)) cols++;
+  if (cols > DIAG_EXCERPT_COLS / 2) { /* skip all but the last COLS/2 characters before it */
+    size_t skip = cols - DIAG_EXCERPT_COLS / 2;
+    while (skip--) lo += char_len(u + lo, offset - lo);
+  }
+  size_t hi = lo;
+  for (size_t n = 0; hi < end && n < DIAG_EXCERPT_COLS; n++) hi += char_len(u + hi, end - hi);
+  if (hi < offset) hi = offset; /* the caret's character is always shown */
+  rx_strbuf_append(out, "  ");
+  if (lo > start) rx_strbuf_append(out, "...");
+  append_printable(out, text + lo, hi - lo, '?');
+  if (hi < end) rx_strbuf_append(out, "...");
+  rx_strbuf_append(out, "\n  ");
+  if (lo > start) rx_strbuf_append(out, "   ");
+  for (size_t i = lo; i < offset; i += char_len(u + i, offset - i))
+    rx_strbuf_putc(out, text[i] == '\t' ? '\t' : ' ');
+  rx_strbuf_append(out, "^\n");
+}
+
 void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap) {
   int max = d->max_errors ? d->max_errors : 50;
   if (lvl == RX_DIAG_ERROR) {
@@ -295,23 +370,24 @@ void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt,
     d->warnings++;
   }
   static const char *names[] = {"error", "warning", "note"};
-  if (loc.src)
+  if (loc.src) {
     rx_strbuf_printf(&d->text, "%s:%u:%u: %s: ", loc.src->name, loc.line, loc.col, names[lvl]);
-  else
+  } else {
     rx_strbuf_printf(&d->text, "%s: ", names[lvl]);
-  rx_strbuf_vprintf(&d->text, fmt, ap);
+  }
+  rx_strbuf msg = {0};
+  rx_strbuf_vprintf(&msg, fmt, ap);
+  size_t n = msg.len;
+  if (n > DIAG_MESSAGE_BYTES) { /* cut at a character boundary */
+    n = DIAG_MESSAGE_BYTES;
+    while (n > 0 && ((unsigned char)msg.data[n] & 0xc0) == 0x80) n--;
+  }
+  append_printable(&d->text, msg.data ? msg.data : "", n, 0);
+  if (n < msg.len) rx_strbuf_append(&d->text, "...");
+  rx_strbuf_free(&msg);
   rx_strbuf_putc(&d->text, '\n');
   if (!loc.src || loc.offset > loc.src->len) return;
-  /* the source line and a caret under the column */
-  const char *text = loc.src->text;
-  size_t start = loc.offset, end = loc.offset;
-  while (start > 0 && text[start - 1] != '\n') start--;
-  while (end < loc.src->len && text[end] != '\n' && text[end] != '\r') end++;
-  rx_strbuf_append(&d->text, "  ");
-  rx_strbuf_appendn(&d->text, text + start, end - start);
-  rx_strbuf_append(&d->text, "\n  ");
-  for (size_t i = start; i < loc.offset; i++) rx_strbuf_putc(&d->text, text[i] == '\t' ? '\t' : ' ');
-  rx_strbuf_append(&d->text, "^\n");
+  quote_line(&d->text, loc.src, loc.offset);
 }
 
 void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...) {
