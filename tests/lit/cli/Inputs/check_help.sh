@@ -1,14 +1,16 @@
 #!/bin/sh
-# check_help.sh RELAXC TOOLS_DIR TMP: for every command that `relaxc --help` lists,
+# check_help.sh RELAXC TOOLS_DIR TMP README: for every command that `relaxc --help` lists,
 # - `relaxc CMD --help` and `relaxc help CMD` exit 0 and print the same text, starting with the
 #   command's usage line;
 # - the options its --help lists are exactly the options its source handles (the strings that
 #   tools/cmd_CMD.c compares an option with: strcmp(f, "--target")), so neither can drift;
-# - the parser accepts each of them (no "unknown option").
+# - the parser accepts each of them (no "unknown option");
+# - README's "Command line" section has a row for the command and names each of its options.
 # Prints each difference; exit status 1 if any.
 set -u
-relaxc=$1 tools=$2 tmp=$3
+relaxc=$1 tools=$2 tmp=$3 readme=$4
 status=0
+sed -n '/^## Command line/,/^## [^C]/p' "$readme" > "$tmp.readme"
 cmds=$("$relaxc" --help | sed -n 's/^  relaxc \([a-z]*\).*/\1/p')
 if [ -z "$cmds" ]; then echo "relaxc --help lists no commands"; exit 1; fi
 for c in $cmds; do
@@ -25,7 +27,10 @@ for c in $cmds; do
     echo "$c: options handled in $src: [$code]; listed by --help: [$helped]"
     status=1
   fi
+  grep -q "^| \`relaxc $c" "$tmp.readme" || { echo "$c: no row in README's Command line table"; status=1; }
   for f in $helped; do
+    grep -q -e "\`$f[ \`=]" -e "\[$f[] ]" -e "|$f " "$tmp.readme" ||
+      { echo "$c: README's Command line section does not name $f"; status=1; }
     if "$relaxc" "$c" "$f" 2>&1 | grep -q "unknown option"; then
       echo "$c: --help lists $f, which the parser does not accept"
       status=1
