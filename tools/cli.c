@@ -216,12 +216,6 @@ bool rx_cli_can_write(const char *path) {
   return ok;
 }
 
-void *rx_cli_alloc(size_t bytes, const char *what) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) fprintf(stderr, "relaxc: error: out of host memory: %zu bytes for %s\n", bytes, what);
-  return p;
-}
-
 bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len) {
   size_t n = strlen(path);
   if (n > 5 && !strcmp(path + n - 5, ".onnx")) return true;

@@ -183,10 +183,11 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
     int ndim = rx_rt_tensor_ndim(t);
     const int64_t *shape = rx_rt_tensor_shape(t);
     size_t bytes = rx_rt_tensor_bytes(t), es = rx_rt_dtype_size(dt), count = es ? bytes / es : 0;
+    type_text(ty, sizeof ty, dt, ndim, shape);
     void *data = malloc(bytes ? bytes : 1);
     if (!data) {
       pr->err = rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: out of host memory: %zu bytes for %s",
-                               label, bytes, ty[0] ? ty : "the result");
+                               label, bytes, ty);
       return;
     }
     if ((pr->err = rx_rt_tensor_read(t, data, bytes))) {
@@ -199,7 +200,6 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
       sum += x;
       abs_sum += x < 0 ? -x : x;
     }
-    type_text(ty, sizeof ty, dt, ndim, shape);
     printf("%s: %s sum %.6g abs_sum %.6g\n", label, ty, sum, abs_sum);
     if (pr->output) {
       rx_npy a = {dt, ndim, {0}, data, bytes};

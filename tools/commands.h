@@ -26,11 +26,11 @@ struct rx_cli_command {
   const char *synopsis; /* the arguments after the name: "MODEL.rxm --input NAME=SPEC ..." */
   const char *summary;  /* one line for the list of commands */
   const char *details;  /* more lines for `relaxc CMD --help` (NULL: none) */
-  const rx_cli_flag *flags; /* ends with a {NULL} entry */
+  const rx_cli_flag *flags; /* ends with a {0} entry */
   int (*run)(const rx_cli_command *cmd, int argc, char **argv);
 };
 
-/* The commands, ending with a {NULL} entry (tools/relaxc.c). */
+/* The commands, ending with a {0} entry (tools/relaxc.c). */
 extern const rx_cli_command rx_cli_commands[];
 
 int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_schedule.c */
@@ -89,8 +89,6 @@ bool rx_cli_can_write(const char *path);
 /* Is FILE no directory? False after printing "FILE: is a directory" (a missing FILE is left to
  * its reader, which names it). */
 bool rx_cli_not_dir(const char *path);
-/* malloc that prints "relaxc: error: out of host memory: N bytes for WHAT" and returns NULL. */
-void *rx_cli_alloc(size_t bytes, const char *what);
 /* Writes the weights of the ONNX model read from FILE (its bytes; external data relative to
  * FILE's directory) as DIR/<parameter name>.npy, creating DIR; 0, or 1 after printing why.
  * Only with RX_HAVE_ONNX. */

@@ -23,11 +23,11 @@ static int cmd_check(const rx_cli_command *cmd, int argc, char **argv);
 static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv);
 static int cmd_help(const rx_cli_command *cmd, int argc, char **argv);
 
-static const rx_cli_flag no_flags[] = {{NULL}};
+static const rx_cli_flag no_flags[] = {{0}};
 
 static const rx_cli_flag schedule_flags[] = {
     {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
-    {NULL}};
+    {0}};
 
 static const rx_cli_flag codegen_flags[] = {
     {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
@@ -35,7 +35,7 @@ static const rx_cli_flag codegen_flags[] = {
      "write the kernels into DIR (created with its parents if missing); default: print the "
      "sources",
      NULL},
-    {NULL}};
+    {0}};
 
 static const rx_cli_flag compile_flags[] = {
     {"--target", NULL, "T[,T...]", "the targets (required), at most one per backend: vulkan,cuda,metal",
@@ -48,7 +48,7 @@ static const rx_cli_flag compile_flags[] = {
     {"--no-nvrtc", NULL, NULL, "do not compile CUDA kernels with NVRTC (sources only); default: "
      "NVRTC where present", NULL},
     {"--weights", NULL, "DIR", "ONNX only: write the model's weights as DIR/<parameter>.npy", NULL},
-    {NULL}};
+    {0}};
 
 static const rx_cli_flag run_flags[] = {
     {"--device", NULL, "D", "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the "
@@ -63,7 +63,7 @@ static const rx_cli_flag run_flags[] = {
      NULL},
     {"--bench", NULL, "N", "then time N more calls (1..1000000) and print the mean per call", NULL},
     {"--seed", NULL, "S", "the seed of the random inputs (a non-negative integer); default: 0", NULL},
-    {NULL}};
+    {0}};
 
 static const rx_cli_flag inspect_flags[] = {
     {"--code", NULL, NULL, "also print the host program's disassembly", NULL},
@@ -71,13 +71,13 @@ static const rx_cli_flag inspect_flags[] = {
      "write every section as a file under DIR (created if missing): the manifest, the host "
      "program and its disassembly, each target's kernels.json, sources and binaries",
      NULL},
-    {NULL}};
+    {0}};
 
 static const rx_cli_flag import_flags[] = {
     {"-o", NULL, "OUT.rx", "write the module to OUT.rx; default: standard output", NULL},
     {"--weights", NULL, "DIR", "write the model's weights as DIR/<parameter>.npy (DIR created if "
      "missing)", NULL},
-    {NULL}};
+    {0}};
 
 const rx_cli_command rx_cli_commands[] = {
     {"check", "FILE", "parse, normalize and verify FILE (.rx text); diagnostics on stderr", NULL,
@@ -111,7 +111,7 @@ const rx_cli_command rx_cli_commands[] = {
      "import an ONNX model and print it as .rx text (symbolic dimensions kept)", NULL,
      import_flags, rx_cmd_import},
     {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
-    {NULL},
+    {0},
 };
 
 static const rx_cli_command *command_named(const char *name) {
