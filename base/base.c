@@ -280,6 +280,29 @@ rx_status rx_status_annotate(rx_status s, const char *fmt, ...) {
   return s;
 }
 
+/* ---- element counts ---- */
+
+bool rx_mul_count(int64_t a, int64_t b, int64_t *out) {
+  *out = 0;
+  if (a < 0 || b < 0 || (b && a > INT64_MAX / b)) return false;
+  *out = a * b;
+  return true;
+}
+
+rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out) {
+  *out = 0;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) return RX_COUNT_NEGATIVE;
+  if (unit > (uint64_t)INT64_MAX) return RX_COUNT_OVERFLOW;
+  int64_t n = (int64_t)unit;
+  for (int i = 0; i < ndim; i++) /* a zero dimension: no elements, however large the others */
+    if (!shape[i]) return RX_COUNT_OK;
+  for (int i = 0; i < ndim; i++)
+    if (!rx_mul_count(n, shape[i], &n)) return RX_COUNT_OVERFLOW;
+  *out = n;
+  return RX_COUNT_OK;
+}
+
 /* ---- diagnostics ---- */
 
 void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }

@@ -90,6 +90,20 @@ void rx_strbuf_putc(rx_strbuf *b, char c);
 char *rx_strbuf_take(rx_strbuf *b); /* returns the heap string (never NULL), resets b */
 void rx_strbuf_free(rx_strbuf *b);
 
+/* ---- element counts and byte sizes: the one checked product of a shape's dims ---- */
+typedef enum rx_count_status {
+  RX_COUNT_OK = 0,
+  RX_COUNT_NEGATIVE, /* a dimension is negative */
+  RX_COUNT_OVERFLOW, /* the product overflows int64 */
+} rx_count_status;
+/* The product of the ndim dims of shape times unit (1: the element count; a dtype's bytes: the
+ * byte size) into *out (0 unless OK). Every element count or byte size of a shape computed in
+ * base/, ir/, runtime/ and tools/ goes through here, so an overflow is reported as one ("element
+ * count of f32[...] overflows"), never wrapped to a small or zero count. */
+rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out);
+/* The same for a count already known to be valid and one more factor (e.g. bytes of a count). */
+bool rx_mul_count(int64_t a, int64_t b, int64_t *out);
+
 /* ---- hashing ---- */
 uint64_t rx_hash_bytes(const void *p, size_t n);
 static inline uint64_t rx_hash_mix(uint64_t h, uint64_t v) {

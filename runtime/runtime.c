@@ -482,10 +482,13 @@ rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer 
       int64_t dim;
       RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_eval(q->shape[r], symbols, &dim),
                                             "program '%s': shape of '%s'", program, q->name));
-      if (dim < 0 || (dim && elems > INT64_MAX / dim))
+      if (dim < 0)
         return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' has a dimension "
                               "%s = %lld", program, q->name, q->shape[r], (long long)dim);
-      elems *= dim;
+      if (!rx_mul_count(elems, dim, &elems))
+        return rx_status_make(RX_ERR_INVALID, "program '%s': the element count of parameter '%s' "
+                              "overflows (dimension %s = %lld)", program, q->name, q->shape[r],
+                              (long long)dim);
     }
     if ((uint64_t)elems > buffers[i]->size / esz)
       return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' needs %lld elements of "

@@ -51,14 +51,10 @@ void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int6
 
 /* Bytes of a tensor; false on overflow or a negative dimension. */
 static bool tensor_bytes(rx_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
-  uint64_t n = rx_rt_dtype_size(dtype);
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) return false;
-    if (shape[i] && n > (uint64_t)INT64_MAX / (uint64_t)shape[i]) return false;
-    n *= (uint64_t)shape[i];
-  }
-  *out = n;
-  return true;
+  int64_t n = 0;
+  bool ok = rx_shape_count(ndim, shape, rx_rt_dtype_size(dtype), &n) == RX_COUNT_OK;
+  *out = (uint64_t)n;
+  return ok;
 }
 
 /* Buffers are never empty and are allocated in whole 4-byte words. */
@@ -86,10 +82,11 @@ static rx_status check_type(rx_dtype dtype, int ndim, const int64_t *shape, uint
   if (!tensor_bytes(dtype, ndim, shape, bytes)) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
-    return rx_status_make(RX_ERR_INVALID,
-                          "tensor: shape %s has a negative dimension or too many "
-                          "elements",
-                          ty);
+    int64_t n;
+    if (rx_shape_count(ndim, shape, 1, &n) == RX_COUNT_NEGATIVE)
+      return rx_status_make(RX_ERR_INVALID, "tensor: shape %s has a negative dimension", ty);
+    return rx_status_make(RX_ERR_INVALID, "tensor: the %s of %s overflows",
+                          rx_shape_count(ndim, shape, 1, &n) ? "element count" : "byte size", ty);
   }
   return NULL;
 }
@@ -118,7 +115,13 @@ rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const i
   *out_tensor = NULL;
   uint64_t bytes;
   RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
-  if (bytes > SIZE_MAX - 4) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "tensor too large");
+  if (bytes > SIZE_MAX - 4) {
+    char ty[256];
+    vm_format_type(ty, sizeof ty, dtype, ndim, shape);
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "out of host memory: a tensor %s of %llu bytes is larger than the address "
+                          "space", ty, (unsigned long long)bytes);
+  }
   rx_rt_buffer *b = NULL;
   RX_RETURN_IF_ERROR(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &b));
   rx_status s = rx_rt_tensor_wrap(b, dtype, ndim, shape, out_tensor);
@@ -555,8 +558,8 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
   }
   if (!v || v->kind != RX_RT_VALUE_TENSOR) return bad_reg(fr, r, "a prim or a one-element tensor");
   rx_rt_tensor *t = v->tensor;
-  uint64_t count = 1;
-  for (int i = 0; i < t->ndim; i++) count *= (uint64_t)t->shape[i];
+  int64_t count = 0;
+  rx_shape_count(t->ndim, t->shape, 1, &count); /* a tensor's shape has a valid count */
   size_t es = rx_rt_dtype_size(t->dtype);
   if (count != 1 || t->dtype == RX_DTYPE_F32 || t->dtype == RX_DTYPE_F16 ||
       t->dtype == RX_DTYPE_BF16) {
@@ -630,11 +633,11 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
   if (s->count > RX_RT_MAX_NDIM)
     return ferr(fr, RX_ERR_INVALID, "%s: the new shape %s has more than %d dims", what, sh,
                 RX_RT_MAX_NDIM);
-  uint64_t have = 1, want = 1;
-  for (int i = 0; i < t->ndim; i++) have *= (uint64_t)t->shape[i];
+  int64_t have_count = 0;
+  rx_shape_count(t->ndim, t->shape, 1, &have_count); /* a tensor's shape has a valid count */
+  uint64_t have = (uint64_t)have_count, want = 1;
   int64_t dims[RX_RT_MAX_NDIM];
   int infer = -1;
-  bool overflow = false;
   for (size_t i = 0; i < s->count; i++) {
     dims[i] = s->dims[i];
     if (dims[i] == -1 && infer < 0) {
@@ -646,11 +649,15 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
                   "%s: the new shape %s has the negative dim %lld (only one -1 is allowed, "
                   "inferred)",
                   what, sh, (long long)dims[i]);
-    if (dims[i] && want > UINT64_MAX / (uint64_t)dims[i]) overflow = true;
-    want *= (uint64_t)dims[i];
   }
+  int64_t known[RX_RT_MAX_NDIM], want_count = 0; /* the -1 dim counted as 1 */
+  for (size_t i = 0; i < s->count; i++) known[i] = (int)i == infer ? 1 : dims[i];
+  if (rx_shape_count((int)s->count, known, 1, &want_count) != RX_COUNT_OK)
+    return ferr(fr, RX_ERR_INVALID, "%s: the element count of the new shape %s overflows", what,
+                sh);
+  want = (uint64_t)want_count;
   if (infer >= 0) {
-    if (!overflow && want && have % want == 0) {
+    if (want && have % want == 0) {
       dims[infer] = (int64_t)(have / want);
       want = have;
     } else {
@@ -659,7 +666,7 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
                   what, ty, (unsigned long long)have, sh);
     }
   }
-  if (overflow || want != have)
+  if (want != have)
     return ferr(fr, RX_ERR_INVALID,
                 "%s: cannot reshape %s (%llu elements) to %s (%llu elements): the element "
                 "counts differ",

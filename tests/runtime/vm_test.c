@@ -754,6 +754,17 @@ static void test_calls(rx_rt_device *d) {
   CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_F32, 1, &bad_shape, &x), RX_ERR_INVALID,
             "negative dimension");
   CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_UNKNOWN, 0, NULL, &x), RX_ERR_INVALID, "dtype");
+  /* counts that overflow are overflows (2^64 elements wrap to 0), never "0 elements" */
+  const int64_t wrap[] = {INT64_C(1) << 32, INT64_C(1) << 32};
+  CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_F32, 2, wrap, &x), RX_ERR_INVALID,
+            "tensor: the element count of f32[4294967296, 4294967296] overflows");
+  const int64_t bytes_wrap[] = {INT64_C(1) << 31, INT64_C(1) << 31};
+  CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_F32, 2, bytes_wrap, &x), RX_ERR_INVALID,
+            "tensor: the byte size of f32[2147483648, 2147483648] overflows");
+  /* larger than the device: a clear out-of-memory error */
+  const int64_t huge[] = {INT64_C(1) << 40};
+  CHECK_ERR(rx_rt_tensor_create(d, RX_DTYPE_F32, 1, huge, &x), RX_ERR_OUT_OF_MEMORY,
+            "out of device memory");
   rx_rt_artifact_release(a);
 }
 
