@@ -824,6 +824,14 @@ char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn) {
     }
     rx_strbuf_putc(&b, '\n');
   }
+  if (f->reg_names) { /* version 3: the binding each register holds */
+    rx_strbuf_append(&b, "  names:");
+    for (uint32_t r = 0; r < f->nregs; r++) {
+      rx_strbuf_printf(&b, " r%u", r);
+      dis_str(&b, a, f->reg_names[r]);
+    }
+    rx_strbuf_putc(&b, '\n');
+  }
   char *text = rx_strbuf_take(&b);
   char *out = rt_strdup(&rt_default_allocator, text);
   free(text);

@@ -328,12 +328,13 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
     q->output = cJSON_IsTrue(jout);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(jq, "shape");
     if (q->is_buffer && cJSON_IsArray(shape)) {
-      q->rank = (size_t)cJSON_GetArraySize(shape);
-      q->shape = rt_alloc(c->a, (q->rank + 1) * sizeof *q->shape);
-      if (!q->shape) {
-        c->err = rt_oom("a shape", q->rank);
+      size_t rank = (size_t)cJSON_GetArraySize(shape);
+      q->shape = rt_alloc(c->a, (rank + 1) * sizeof *q->shape);
+      if (!q->shape) { /* rank stays 0: the destructor walks rank entries of shape */
+        c->err = rt_oom("a shape", (rank + 1) * sizeof *q->shape);
         return false;
       }
+      q->rank = rank;
       for (size_t i = 0; i < q->rank; i++)
         if (!get_expr(c, cJSON_GetArrayItem(shape, (int)i), "shape entries", NULL, &q->shape[i]))
           return false;
