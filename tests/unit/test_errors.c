@@ -115,8 +115,9 @@ static void test_excerpts(void) {
   CHECK(l[2] && !strcmp(l[2], "           ^"), "caret: '%s'", l[2]);
   free(out);
   /* every byte value: the output has no control characters and no invalid UTF-8 */
-  char all[256];
+  char all[257];
   for (int i = 0; i < 256; i++) all[i] = (char)(i == 10 || i == 13 ? ' ' : i ? i : 1);
+  all[256] = '\0';
   out = diag_at(all, 256, 200);
   char ascii[4096];
   size_t k = 0;
