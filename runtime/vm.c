@@ -539,8 +539,19 @@ static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
   }
   if (!s) {
     rx_rt_symbols syms = {names, vals, nsyms};
-    s = rx_status_annotate(rx_rt_library_run(fr->a->library, prog, bufs, n, &syms),
-                           "%s: call_kernels '%s'", fr->f->name, prog);
+    s = rx_rt_library_run(fr->a->library, prog, bufs, n, &syms);
+    if (s) { /* name the bindings passed: "call_kernels 'p' on 'x', 'w', 'h'" */
+      rx_strbuf args = {0};
+      for (uint32_t i = 0; i < n; i++) {
+        if (regs[i] == VM_NONE) continue;
+        char reg[160];
+        vm_reg_name(reg, sizeof reg, fr->a, fr->f, regs[i]);
+        rx_strbuf_printf(&args, "%s%s", args.len ? ", " : " on ", reg);
+      }
+      s = rx_status_annotate(s, "%s: call_kernels '%s'%s", fr->f->name, prog,
+                             args.data ? args.data : "");
+      rx_strbuf_free(&args);
+    }
   }
   if (bufs != stack_bufs) rt_free(&fr->a->alloc, bufs);
   if (names != stack_names) rt_free(&fr->a->alloc, names);

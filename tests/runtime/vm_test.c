@@ -799,6 +799,29 @@ static void test_reg_names(rx_rt_device *d) {
     free(b);
     prog_free(&p);
   }
+  /* a kernel call that fails names the bindings passed */
+  {
+    prog p;
+    memset(&p, 0, sizeof p);
+    words *c = fn(&p, "overrun", 1, 2);
+    reg_name(&p, 0, "x1"), reg_name(&p, 1, "logits");
+    i_check(&p, c, 0, 0, "x1", "f32[n]", RX_DTYPE_F32, 1);
+    d_bind(&p, c, "n");
+    i_tensor1(&p, c, 1, NONE, "0", RX_DTYPE_F32, "n");
+    i_saxpy(&p, c, 0, 0, 1, "n * 2"); /* the program's n is twice the buffers' */
+    i_ret(c, 1);
+    size_t size = 0;
+    uint8_t *b = artifact(&p, "vulkan", RXM_VERSION, &size);
+    rx_rt_artifact *a = NULL;
+    CHECK_OK(rx_rt_artifact_load_memory(d, b, size, "names.rxm", &a));
+    rx_rt_value *r = NULL;
+    if (a)
+      CHECK_ERR(rx_rt_vm_call(a, "overrun", &f1, 1, &r), RX_ERR_INVALID,
+                "overrun: call_kernels 'saxpy' on 'x1', 'x1', 'logits': program 'saxpy'");
+    rx_rt_artifact_release(a);
+    free(b);
+    prog_free(&p);
+  }
   rx_rt_tensor_release(f1);
   /* a register name that is not a string of the program */
   prog p;
