@@ -158,7 +158,11 @@ static bool short_names(rx_module *m, rx_diag *diag) {
 
 /* ---- the steps that are not graph passes ---- */
 
-static bool input(rx_module *m, rx_diag *diag) { return true; } /* the verifier does the work */
+static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the work */
+  (void)m;
+  (void)diag;
+  return true;
+}
 
 static void print_plan(pipe *p, rx_strbuf *b) { rx_mem_plan_print(b, &p->r->plan); }
 static bool plan_memory(pipe *p) {
