@@ -20,8 +20,10 @@
 #include "runtime/vm.h"
 
 #define VM_MAX_DEPTH 64           /* CALL_FN nesting */
+#ifndef VM_MAX_STEPS /* the fuzz build (RX_FUZZ) sets a smaller one */
 #define VM_MAX_STEPS 100000000ull /* instructions per call: a looping program ends with an error   \
                                    */
+#endif
 
 /* ---- dtypes ---- */
 size_t rx_rt_dtype_size(rx_dtype t) {
@@ -95,7 +97,7 @@ rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int
                             rx_rt_tensor **out_tensor) {
   if (!out_tensor || !b) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_wrap: NULL");
   *out_tensor = NULL;
-  uint64_t bytes;
+  uint64_t bytes = 0;
   RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
   if (bytes > b->size) {
     char ty[256];
@@ -113,7 +115,7 @@ rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const i
                               rx_rt_tensor **out_tensor) {
   if (!out_tensor || !d) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_create: NULL");
   *out_tensor = NULL;
-  uint64_t bytes;
+  uint64_t bytes = 0;
   RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
   if (bytes > SIZE_MAX - 4) {
     char ty[256];
@@ -452,7 +454,7 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
       return ferr(fr, RX_ERR_INVALID, "alloc_tensor for %s: dimension %d is %s = %lld, negative",
                   reg, i, fr->a->strings[w[p + 5 + i]], (long long)shape[i]);
   }
-  uint64_t bytes;
+  uint64_t bytes = 0;
   if (!tensor_bytes(dtype, ndim, shape, &bytes) || bytes > SIZE_MAX / 2) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
