@@ -1,0 +1,39 @@
+/* tests/fuzz/fuzz_artifact.c: libFuzzer harness of the artifact loader (runtime/artifact.c). The
+ * section CRCs of the mutated image are recomputed first, so mutations reach the section parsers
+ * (manifest.json, vulkan/kernels.json, host.rxvm, the SPIR-V sections). Loaded twice: for
+ * inspection (no device; the accessors and the disassembler run over it) and on the fuzz device
+ * (fuzz_device.h: kernels are checked and "created" without a GPU). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_device.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  uint8_t *img = malloc(size ? size : 1);
+  if (!img) return 0;
+  if (size) memcpy(img, data, size);
+  fz_fix_crcs(img, size);
+  rx_rt_artifact *a = NULL;
+  rx_status s = rx_rt_artifact_load_memory(NULL, img, size, "fuzz.rxm", &a);
+  if (!s) {
+    (void)rx_rt_artifact_targets(a);
+    for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
+      rx_rt_param_info info;
+      for (size_t p = 0; p < rx_rt_artifact_function_param_count(a, f); p++)
+        (void)rx_rt_artifact_function_param(a, f, p, &info);
+      rx_rt_string_free(rx_rt_artifact_disassemble(a, f));
+    }
+    rx_rt_artifact_release(a);
+  }
+  rx_status_free(s);
+  rx_rt_device *d = fz_device_new();
+  if (d) {
+    s = rx_rt_artifact_load_memory(d, img, size, "fuzz.rxm", &a);
+    if (!s) rx_rt_artifact_release(a);
+    rx_status_free(s);
+    rx_rt_device_release(d);
+  }
+  free(img);
+  return 0;
+}
