@@ -138,8 +138,98 @@ bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant) {
   return !from_constant || !fl || onnx_tensor_count(t) > 1;
 }
 
+/* ---- the nesting pre-scan ----
+ * protobuf-c unpacks nested messages recursively, so a file whose types (TypeProto of sequences
+ * of sequences...) or subgraphs (an If's branch holding an If...) nest thousands of levels deep
+ * overflows the stack. Before unpacking, the wire format is walked along the fields of the
+ * messages that can recurse (without allocating, and no deeper than the limit) and such a file
+ * is refused. The walk follows onnx.proto's field numbers; other fields are skipped. */
+typedef enum pk {
+  PK_NONE, PK_MODEL, PK_GRAPH, PK_NODE, PK_ATTR, PK_VALUE_INFO, PK_TYPE, PK_TYPE_ELEM,
+  PK_TYPE_MAP, PK_FUNCTION, PK_TRAINING
+} pk;
+
+/* The kind of message field `field` of a `k` holds when it can lead to a recursion. */
+static pk pk_child(pk k, uint64_t field) {
+  switch (k) {
+  case PK_MODEL: /* graph, training_info, functions */
+    return field == 7 ? PK_GRAPH : field == 20 ? PK_TRAINING : field == 25 ? PK_FUNCTION : PK_NONE;
+  case PK_TRAINING: /* initialization, algorithm */
+    return field == 1 || field == 2 ? PK_GRAPH : PK_NONE;
+  case PK_GRAPH: /* node, input, output, value_info */
+    return field == 1 ? PK_NODE : field >= 11 && field <= 13 ? PK_VALUE_INFO : PK_NONE;
+  case PK_FUNCTION: /* node, attribute_proto, value_info */
+    return field == 7 ? PK_NODE : field == 11 ? PK_ATTR : field == 12 ? PK_VALUE_INFO : PK_NONE;
+  case PK_NODE: /* attribute */
+    return field == 5 ? PK_ATTR : PK_NONE;
+  case PK_ATTR: /* g, graphs, tp, type_protos */
+    return field == 6 || field == 11 ? PK_GRAPH : field == 14 || field == 15 ? PK_TYPE : PK_NONE;
+  case PK_VALUE_INFO: /* type */
+    return field == 2 ? PK_TYPE : PK_NONE;
+  case PK_TYPE: /* sequence_type, optional_type; map_type */
+    return field == 4 || field == 9 ? PK_TYPE_ELEM : field == 5 ? PK_TYPE_MAP : PK_NONE;
+  case PK_TYPE_ELEM: /* Sequence / Optional: elem_type */
+    return field == 1 ? PK_TYPE : PK_NONE;
+  case PK_TYPE_MAP: /* value_type */
+    return field == 2 ? PK_TYPE : PK_NONE;
+  default:
+    return PK_NONE;
+  }
+}
+
+static bool pk_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The deepest message nesting below a `k` of n bytes at p, counting it as level `depth`; stops
+ * past ONNX_MAX_NESTING. A malformed message ends the walk of that message (the unpacking that
+ * follows reports it). */
+static int pk_depth(const uint8_t *p, size_t n, pk k, int depth) {
+  if (depth > ONNX_MAX_NESTING) return depth;
+  const uint8_t *end = p + n;
+  int deepest = depth;
+  while (p < end) {
+    uint64_t key, len;
+    if (!pk_varint(&p, end, &key)) break;
+    unsigned wire = (unsigned)(key & 7);
+    if (wire == 0) {
+      if (!pk_varint(&p, end, &len)) break;
+    } else if (wire == 1 || wire == 5) {
+      size_t w = wire == 1 ? 8 : 4;
+      if ((size_t)(end - p) < w) break;
+      p += w;
+    } else if (wire == 2) {
+      if (!pk_varint(&p, end, &len) || len > (uint64_t)(end - p)) break;
+      pk c = pk_child(k, key >> 3);
+      if (c != PK_NONE) {
+        int d = pk_depth(p, (size_t)len, c, depth + 1);
+        if (d > deepest) deepest = d;
+        if (deepest > ONNX_MAX_NESTING) return deepest;
+      }
+      p += len;
+    } else {
+      break;
+    }
+  }
+  return deepest;
+}
+
 rx_status onnx_unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out) {
   *out = NULL;
+  if (pk_depth(bytes, len, PK_MODEL, 1) > ONNX_MAX_NESTING)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: the model's types or subgraphs nest more than %d messages deep "
+                          "(ONNX_MAX_NESTING); refusing to decode it",
+                          name, ONNX_MAX_NESTING);
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
   if (!mp)
     return rx_status_make(RX_ERR_INVALID,

@@ -63,8 +63,13 @@ const char *onnx_type_name(int32_t onnx, char *buf, size_t size);
 rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const char *name,
                            const char *base_dir, void **out_data, size_t *out_nbytes);
 
+/* The deepest nesting of messages (model > graph > node > attribute > graph ..., or types
+ * within types) onnx_unpack accepts: protobuf-c unpacks recursively, and a deeper file would
+ * overflow the stack. Real models nest a few levels per subgraph (If / Loop bodies). */
+#define ONNX_MAX_NESTING 256
 /* Decodes an .onnx file's bytes; an RX_ERR_INVALID error naming `name` when they are not a
- * model with a graph. Free with onnx__model_proto__free_unpacked. */
+ * model with a graph, or when they nest deeper than ONNX_MAX_NESTING. Free with
+ * onnx__model_proto__free_unpacked. */
 rx_status onnx_unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out);
 
 /* Calls fn for every weight in parameter order: the weight initializers, then the weight
