@@ -68,6 +68,7 @@ typedef struct norm {
   rx_graph_fn *fn;
   rx_analyzer *an;
   pset names;    /* every name used in the function (parameters, bindings) */
+  rx_ptrmap next_suffix; /* interned base -> the first k that fresh_name has not tried */
   bvec *out;     /* the bindings of the block being rebuilt */
   bool out_dataflow;
 } norm;
@@ -324,11 +325,20 @@ static bool name_taken(norm *st, const char *name) {
 }
 
 /* A fresh name based on base: base, base_1, base_2, ... (never a user name or keyword). */
+/* Names are only ever added to st->names, so a suffix found taken stays taken: each base
+ * resumes at the suffix where its last search ended (linear in the names made, not quadratic). */
 static const char *fresh_name(norm *st, const char *base) {
-  const char *name = rx_module_intern(st->m, base, strlen(base));
-  for (int k = 1; name_taken(st, name); k++) {
-    char *s = rx_arena_printf(&st->m->arena, "%s_%d", base, k);
-    name = rx_module_intern(st->m, s, strlen(s));
+  const char *ibase = rx_module_intern(st->m, base, strlen(base));
+  const char *name = ibase;
+  int k = rx_ptrmap_get(&st->next_suffix, ibase);
+  if (k < 1) k = 1;
+  if (k > 1 || name_taken(st, name)) {
+    for (;; k++) {
+      char *s = rx_arena_printf(&st->m->arena, "%s_%d", base, k);
+      name = rx_module_intern(st->m, s, strlen(s));
+      if (!name_taken(st, name)) break;
+    }
+    rx_ptrmap_put(&st->next_suffix, ibase, k + 1);
   }
   pset_add(&st->names, name);
   return name;
@@ -865,6 +875,7 @@ static void normalize_fn(nmod *nm, int idx) {
     fn->ret = r == nm->poison ? rx_sinfo_object(nm->m) : r;
   }
   free(st.names.slots);
+  rx_ptrmap_free(&st.next_suffix);
   rx_analyzer_free(st.an);
   nm->state[idx] = 2;
 }

@@ -52,6 +52,8 @@ typedef struct P {
   /* graph function being parsed */
   AVEC(rx_var *) visible; /* in scope, innermost last */
   AVEC(rx_var *) defined; /* all names of the function (unique) */
+  rx_ptrmap defined_at;   /* interned name -> its index in defined (-1: none) */
+  rx_ptrmap visible_at;   /* interned name -> its index in visible when pushed (may be stale) */
   /* tensor program being parsed */
   AVEC(tname) tvis;
 } P;
@@ -526,14 +528,18 @@ static const rx_sinfo *sinfo(P *p) {
 
 /* ---- graph functions ---- */
 
+/* Names are interned and unique within a function, so one hash lookup finds a name; the
+ * index recorded when it was pushed on visible is still its place there if the entry there
+ * has this name (a branch's scope pops visible, and later names reuse the slots). */
 static rx_var *lookup_var(P *p, const char *name) {
-  for (int k = p->visible.n - 1; k >= 0; k--)
-    if (p->visible.d[k]->name == name) return p->visible.d[k];
+  int k = rx_ptrmap_get(&p->visible_at, name);
+  if (k >= 0 && k < p->visible.n && p->visible.d[k]->name == name) return p->visible.d[k];
   return NULL;
 }
 
 static rx_var *define_var(P *p, const char *name, const rx_sinfo *s, rx_loc loc) {
-  for (int k = 0; k < p->defined.n; k++) {
+  int k = rx_ptrmap_get(&p->defined_at, name);
+  if (k >= 0 && k < p->defined.n) {
     rx_var *o = p->defined.d[k];
     if (o->name == name) {
       rx_diag_report(p->diag, RX_DIAG_ERROR, loc, "duplicate name '%s': first defined at line %u, column %u",
@@ -543,6 +549,8 @@ static rx_var *define_var(P *p, const char *name, const rx_sinfo *s, rx_loc loc)
     }
   }
   rx_var *v = rx_var_new(p->m, name, s, loc);
+  rx_ptrmap_put(&p->defined_at, name, p->defined.n);
+  rx_ptrmap_put(&p->visible_at, name, p->visible.n);
   APUSH(p, &p->defined, v);
   APUSH(p, &p->visible, v);
   return v;
@@ -1574,6 +1582,8 @@ bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t le
     if (tok_is_kw(&p.t[k], "graph_fn") && p.t[k + 1].kind == RX_TOK_IDENT)
       APUSH(&p, &p.gnames, tok_text(&p, &p.t[k + 1]));
   while (p.t[p.i].kind != RX_TOK_EOF) guarded_item(&p);
+  rx_ptrmap_free(&p.defined_at);
+  rx_ptrmap_free(&p.visible_at);
   resolve(&p);
   return diag->errors == errors;
 }
