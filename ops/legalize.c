@@ -1115,7 +1115,11 @@ static void gen_rope(L *l) {
     return;
   }
   int r = y->ndim;
-  const char *iv[MAXR], *xa[MAXR], *xb[MAXR];
+  if (r < 1) {
+    fail(l, "rope expects operands of rank 1 or more");
+    return;
+  }
+  const char *iv[MAXR] = {NULL}, *xa[MAXR], *xb[MAXR];
   nest_vars(l, "i", r, iv);
   const rx_expr *d = x->shape[r - 1];
   const rx_expr *half = rx_expr_floordiv(l->cx, d, C(l, 2));
@@ -1330,7 +1334,7 @@ static void gen_batch_norm(L *l) {
   int axis = axis_attr(l, "axis", 1, x->ndim);
   const rx_attr *ea = rx_call_attr(l->call, "epsilon");
   double eps = ea ? ea->f : 1e-5;
-  const char *iv[MAXR];
+  const char *iv[MAXR] = {NULL}; /* set by nest_vars (gcc -O3 cannot see it: maybe-uninitialized) */
   nest_vars(l, "i", y->ndim, iv);
   const char *ci[1] = {iv[axis]};
   rx_dtype t = x->dtype;
