@@ -244,13 +244,29 @@ struct rx_status_s {
   char *msg;
 };
 
+static void append_printable(rx_strbuf *b, const char *s, size_t n, char bad);
+
+/* A message that quotes the user's bytes (a name from an ONNX file, a path) keeps printable text,
+ * tabs, newlines and valid UTF-8; any other byte becomes \xNN (see append_printable). */
+static char *printable_message(rx_strbuf *b) {
+  const char *m = b->data ? b->data : "";
+  bool plain = true;
+  for (const unsigned char *p = (const unsigned char *)m; *p && plain; p++)
+    plain = (*p >= 0x20 && *p < 0x7f) || *p == '\n' || *p == '\t';
+  if (plain) return rx_strbuf_take(b);
+  rx_strbuf clean = {0};
+  append_printable(&clean, m, b->len, 0);
+  rx_strbuf_free(b);
+  return rx_strbuf_take(&clean);
+}
+
 rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap) {
   RX_ASSERT(code != RX_OK);
   rx_strbuf b = {0};
   rx_strbuf_vprintf(&b, fmt, ap);
   rx_status s = rx_malloc(sizeof *s);
   s->code = code;
-  s->msg = rx_strbuf_take(&b);
+  s->msg = printable_message(&b);
   return s;
 }
 rx_status rx_status_make(rx_status_code code, const char *fmt, ...) {
@@ -276,7 +292,7 @@ rx_status rx_status_annotate(rx_status s, const char *fmt, ...) {
   va_end(ap);
   rx_strbuf_printf(&b, ": %s", s->msg);
   free(s->msg);
-  s->msg = rx_strbuf_take(&b);
+  s->msg = printable_message(&b);
   return s;
 }
 

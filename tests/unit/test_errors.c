@@ -128,7 +128,19 @@ static void test_excerpts(void) {
   free(out);
 }
 
+/* A status message keeps text, newlines, tabs and valid UTF-8; other bytes become \xNN. */
+static void test_status_bytes(void) {
+  rx_status s = rx_status_make(RX_ERR_INVALID, "op '%s'\n\tnext", "\x1b[31m\xff\xc3\xa9\x7f");
+  CHECK(!strcmp(rx_status_message(s), "op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"), "status: %s",
+        rx_status_message(s));
+  s = rx_status_annotate(s, "in '%s'", "\x01");
+  CHECK(!strcmp(rx_status_message(s), "in '\\x01': op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"),
+        "annotated: %s", rx_status_message(s));
+  rx_status_free(s);
+}
+
 int main(void) {
+  test_status_bytes();
   test_counts();
   test_excerpts();
   printf("test_errors: %d passed, %d failed\n", passed, failed);
