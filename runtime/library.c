@@ -2,6 +2,8 @@
  * and the binaries it names, from a directory or from memory, then asks the backend to create
  * each kernel. Every error names the library, the kernel and the field. */
 #include <cjson/cJSON.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -153,6 +155,138 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
   return ok;
 }
 
+/* ---- SPIR-V: the structure of a module, checked before a driver (or the validation layer)
+ * sees it, so a corrupted binary is an error naming the kernel and never a crash inside them ----
+ * The header (magic, a version 1.0..1.6, a bound, schema 0), a size that is a whole number of
+ * words, and every instruction's word count non-zero and inside the module. Where SPIRV-Tools'
+ * shared library (libSPIRV-Tools-shared.so) can be opened at run time, the module is also fully
+ * validated with it (spvValidateBinary); Debian ships SPIRV-Tools as static libraries only, so
+ * there only the structural check runs. */
+#define SPIRV_MAGIC 0x07230203u
+#define SPIRV_MAX_BOUND 0x400000u /* SPIR-V's universal limit on ids (4194303) + 1 */
+
+/* Per core opcode (0..403, SPIR-V 1.6's unified grammar, spirv.core.grammar.json): the fewest
+ * words an instruction has ('0' + count: the opcode word and each required operand), and where
+ * its result id is ('a': word 1; 'b': word 2, after a result type at word 1; '0': none). Opcodes
+ * outside the table (extensions) are checked for a non-zero word count only. */
+static const char spirv_min_words[] =
+    "13232343412351343212243449234323432222331334363133434153141464334445545342221565"
+    "34544155667566756654444545441444444444444445414455555555555555555555555551444444"
+    "45555555465555555555555555555555115555554766441444444444111122114316579966777777"
+    "7771134322431121331945566666666611779977554668866117=887722343436566756675664164"
+    "54264872442334555655566556666666666666666666666111111111111111111111111111111111"
+    "4555";
+static const char spirv_result_at[] =
+    "0b00000a000ab000000aaaaaaaaaaaaaaaaaaaa00bbbbbb0bbbbb0bb0b0bbb000bbbbbb00a000bbb"
+    "bbbbb0bbbbbbbbbbbbb0bbbbbbbb0bbbbbbbbbbbbbbbb0bbbbbbbbbbbbbbbbbbbbbbbbbbb0bbbbbb"
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb00bbbbbbbbbbbb0bbbbbbbbb00000000000b0bbbbbbbbbbb"
+    "bbb00b00a0000000000b0bbbbbbbbbbb00bbbbbb00bbbbb0000bbbbbb00bb00bbbbbbbbbbbbbb0b0"
+    "bbabbbbab0000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb000000000000000000000000000000000"
+    "bbbb";
+#define SPIRV_TABLE_OPS (sizeof spirv_min_words - 1)
+_Static_assert(sizeof spirv_min_words == sizeof spirv_result_at, "one entry per opcode in both");
+
+static bool spirv_structure(lctx *c, const char *kn, const char *file, const uint8_t *b,
+                            size_t size) {
+  if (size % 4)
+    return bad(c, kn, "'%s' (SPIR-V): %zu bytes is not a whole number of 4-byte words", file, size);
+  size_t n = size / 4;
+  if (n < 5)
+    return bad(c, kn, "'%s' (SPIR-V): %zu words, the header alone has 5", file, n);
+  uint32_t w[5];
+  memcpy(w, b, sizeof w);
+  if (w[0] != SPIRV_MAGIC)
+    return bad(c, kn, "'%s' (SPIR-V): magic number 0x%08x, expected 0x%08x", file, w[0], SPIRV_MAGIC);
+  uint32_t major = w[1] >> 16 & 0xff, minor = w[1] >> 8 & 0xff;
+  if ((w[1] & 0xff0000ffu) || major != 1 || minor > 6)
+    return bad(c, kn, "'%s' (SPIR-V): version word 0x%08x, expected SPIR-V 1.0 to 1.6", file, w[1]);
+  if (w[3] == 0 || w[3] > SPIRV_MAX_BOUND)
+    return bad(c, kn, "'%s' (SPIR-V): id bound %u, expected 1 to %u", file, w[3], SPIRV_MAX_BOUND);
+  if (w[4] != 0)
+    return bad(c, kn, "'%s' (SPIR-V): schema word %u, expected 0", file, w[4]);
+  for (size_t i = 5; i < n;) {
+    uint32_t word;
+    memcpy(&word, b + 4 * i, 4);
+    uint32_t wc = word >> 16;
+    if (wc == 0)
+      return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has word count 0", file,
+                 i, word & 0xffff);
+    if (wc > n - i)
+      return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has %u words, "
+                 "past the end of the module (%zu words)", file, i, word & 0xffff, wc, n);
+    uint32_t op = word & 0xffff;
+    if (op < SPIRV_TABLE_OPS) {
+      uint32_t min = (uint32_t)(spirv_min_words[op] - '0');
+      if (wc < min)
+        return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has %u words, "
+                   "it needs at least %u", file, i, op, wc, min);
+      char at = spirv_result_at[op];
+      for (uint32_t k = 1; at != '0' && k <= (at == 'a' ? 1u : 2u); k++) {
+        uint32_t id;
+        memcpy(&id, b + 4 * (i + k), 4);
+        if (id == 0 || id >= w[3])
+          return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has id %u, "
+                     "outside 1..%u (the bound)", file, i, op, id, w[3] - 1);
+      }
+    }
+    i += wc;
+  }
+  return true;
+}
+
+/* SPIRV-Tools through dlopen: the few entry points of spirv-tools/libspirv.h used here. */
+typedef struct spvt_diag {
+  size_t line, column, index;
+  char *error;
+  bool is_text;
+} spvt_diag;
+static struct {
+  pthread_once_t once;
+  void *(*context_create)(int env);
+  void (*context_destroy)(void *ctx);
+  int (*validate)(const void *ctx, const uint32_t *words, size_t n, spvt_diag **diag);
+  void (*diag_destroy)(spvt_diag *d);
+} spvt = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL};
+
+static void spvt_open(void) {
+  void *h = dlopen("libSPIRV-Tools-shared.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  *(void **)&spvt.context_create = dlsym(h, "spvContextCreate");
+  *(void **)&spvt.context_destroy = dlsym(h, "spvContextDestroy");
+  *(void **)&spvt.validate = dlsym(h, "spvValidateBinary");
+  *(void **)&spvt.diag_destroy = dlsym(h, "spvDiagnosticDestroy");
+  if (!spvt.context_create || !spvt.context_destroy || !spvt.validate || !spvt.diag_destroy)
+    spvt.validate = NULL;
+}
+
+static bool spirv_validate(lctx *c, const char *kn, const char *file, const uint8_t *b,
+                           size_t size) {
+  pthread_once(&spvt.once, spvt_open);
+  if (!spvt.validate) return true;
+  /* spv_target_env: the Vulkan environment of the module's SPIR-V version */
+  uint32_t version;
+  memcpy(&version, b + 4, 4);
+  uint32_t minor = version >> 8 & 0xff;
+  int env = minor <= 3 ? 18 /* VULKAN_1_1 */ : minor == 4 ? 21 /* VULKAN_1_1_SPIRV_1_4 */
+          : minor == 5 ? 23 /* VULKAN_1_2 */ : 25 /* VULKAN_1_3 */;
+  uint32_t *words = rt_alloc(c->a, size);
+  if (!words) {
+    if (!c->err) c->err = rt_oom("a SPIR-V module", size);
+    return false;
+  }
+  memcpy(words, b, size);
+  void *ctx = spvt.context_create(env);
+  spvt_diag *diag = NULL;
+  int r = ctx ? spvt.validate(ctx, words, size / 4, &diag) : 0;
+  bool ok = r == 0 || bad(c, kn, "'%s' (SPIR-V): SPIRV-Tools: %s (word %zu)", file,
+                          diag && diag->error ? diag->error : "invalid module",
+                          diag ? diag->index : (size_t)0);
+  spvt.diag_destroy(diag);
+  if (ctx) spvt.context_destroy(ctx);
+  rt_free(c->a, words);
+  return ok;
+}
+
 static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
   if (!cJSON_IsObject(jk)) return bad(c, NULL, "every entry of 'kernels' must be an object");
   if (!get_str(c, jk, "name", NULL, &k->name)) return false;
@@ -284,7 +418,9 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
     if (!binary)
       ok = bad(c, kn, "no 'binary' (SPIR-V): was glslang/shaderc absent when relaxc codegen ran?");
     else
-      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
+      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size) &&
+           spirv_structure(c, kn, binary, k->binary, k->binary_size) &&
+           spirv_validate(c, kn, binary, k->binary, k->binary_size);
   } else if (ok && be == RX_RT_BACKEND_CUDA) {
     if (!binary && !ptx) ok = bad(c, kn, "neither 'binary' (cubin) nor 'ptx' is given");
     if (ok && binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
