@@ -270,6 +270,16 @@ void vm_reg_name(char *buf, size_t size, const rx_rt_artifact *a, const vm_fn *f
     snprintf(buf, size, "'%s'", name);
 }
 
+/* "planned storage 'storage 0'" (the name of its register), or "planned storage of word 9" (the
+ * ALLOC_STORAGE instruction at pc) for a register without a name. */
+static void storage_name(char *buf, size_t size, const frame *fr, uint32_t reg, uint32_t pc) {
+  const char *name = fr->f->reg_names ? fr->a->strings[fr->f->reg_names[reg]] : "";
+  if (name[0])
+    snprintf(buf, size, "planned storage '%s'", name);
+  else
+    snprintf(buf, size, "planned storage of word %u", pc);
+}
+
 /* An error in the program's structure seen at run time (a register holding the wrong kind of
  * value): names the instruction and the binding. */
 static rx_status bad_reg(frame *fr, uint32_t r, const char *want) {
@@ -470,13 +480,15 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
     rx_rt_value *sv = fr->regs[st];
     if (!sv || sv->kind != RX_RT_VALUE_STORAGE) return bad_reg(fr, st, "a storage");
     vm_storage *s = sv->storage;
+    char sname[200];
+    storage_name(sname, sizeof sname, fr, st, s->pc);
     int64_t off;
     RX_RETURN_IF_ERROR(eval(fr, "alloc_tensor: the offset", off_str, &off));
     if (off < 0 || (uint64_t)off > (uint64_t)s->bytes || bytes > (uint64_t)(s->bytes - off))
       return ferr(fr, RX_ERR_INVALID,
-                  "alloc_tensor for %s: %llu bytes at offset %lld do not fit "
-                  "in the planned storage of word %u (%lld bytes)",
-                  reg, (unsigned long long)bytes, (long long)off, s->pc, (long long)s->bytes);
+                  "alloc_tensor for %s: %llu bytes at offset %lld do not fit in the %s (%lld "
+                  "bytes)",
+                  reg, (unsigned long long)bytes, (long long)off, sname, (long long)s->bytes);
     for (size_t i = 0; i < s->nslots && !buf; i++)
       if (s->slots[i].offset == off) buf = s->slots[i].buffer;
     if (buf) {
@@ -493,7 +505,7 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
       }
       RX_RETURN_IF_ERROR(rx_status_annotate(
           rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
-          "%s: planned storage of word %u (%lld bytes)", fr->f->name, s->pc, (long long)s->bytes));
+          "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
       s->slots[s->nslots++] = (vm_slot){off, buf};
       rx_rt_buffer_retain(buf);
     }
@@ -777,19 +789,21 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
       if (a->storages[i].fn == fi && a->storages[i].pc == fr->pc) s = &a->storages[i];
     RX_ASSERT(s); /* the loader made one per ALLOC_STORAGE */
     int64_t bytes;
+    char sname[200];
+    storage_name(sname, sizeof sname, fr, w[p], fr->pc);
     RX_RETURN_IF_ERROR(eval(fr, "alloc_storage", w[p + 1], &bytes));
     if (bytes < 0)
-      return ferr(fr, RX_ERR_INVALID, "planned storage of word %u: size %s = %lld is negative",
-                  fr->pc, a->strings[w[p + 1]], (long long)bytes);
+      return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname,
+                  a->strings[w[p + 1]], (long long)bytes);
     if (s->bytes < 0) s->bytes = bytes;
     if (bytes > s->bytes) {
       char vars[512];
       describe_vars(fr, a->strings[w[p + 1]], vars, sizeof vars);
       return ferr(fr, RX_ERR_INVALID,
-                  "planned storage of word %u needs %s = %lld bytes%s%s, but "
+                  "%s needs %s = %lld bytes%s%s, but "
                   "it was sized at %lld bytes by the first call (storages are sized once, at the "
                   "function's upper bounds)",
-                  fr->pc, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
+                  sname, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
                   (long long)s->bytes);
     }
     if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_STORAGE))) return rt_oom("a value", 64);

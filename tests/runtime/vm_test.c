@@ -705,9 +705,10 @@ static void test_calls(rx_rt_device *d) {
   /* grow: its storage is sized by the first call (n = 7: 28 bytes); the tensor at offset 4 does
    * not fit; a larger call then needs more than the storage holds */
   CHECK_ERR(rx_rt_vm_call(a, "grow", pair_args, 1, &r), RX_ERR_INVALID,
-            "grow: alloc_tensor for 'y': 28 bytes at offset 4 do not fit in the planned storage");
+            "grow: alloc_tensor for 'y': 28 bytes at offset 4 do not fit in the planned storage "
+            "'storage 0' (28 bytes)");
   CHECK_ERR(rx_rt_vm_call(a, "grow", pair_args + 1, 1, &r), RX_ERR_INVALID,
-            "grow: planned storage of word 9 needs n * 4 = 32 bytes with n = 8, but it was sized "
+            "grow: planned storage 'storage 0' needs n * 4 = 32 bytes with n = 8, but it was sized "
             "at 28 bytes by the first call");
   CHECK(r == NULL, "out_result must stay NULL on error");
   rx_rt_tensor_release(x);
