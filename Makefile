@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan clean format
+.PHONY: all deps build demo test asan fuzz clean format
 
 all: build
 
@@ -29,8 +29,14 @@ asan: deps
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RX_KERNEL_SIZES=1,7,33 ctest --output-on-failure -j $(JOBS)
 
+# the libFuzzer harnesses (tests/fuzz, docs/fuzzing.md): clang-16, each run briefly over its seeds
+fuzz: deps
+	@CC=clang-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRX_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+	@cd build-fuzz && ctest -L fuzz --output-on-failure -j $(JOBS)
+
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz
