@@ -6,6 +6,8 @@ set -euo pipefail
 # package -> why
 PACKAGES=(
   gcc            # the C11 compiler
+  libc6-dev      # the C library's headers and crt files (gcc only recommends it; we install
+                 # without recommends)
   make
   cmake          # >= 3.20
   python3        # runs LLVM lit
@@ -24,7 +26,18 @@ PACKAGES=(
   protobuf-c-compiler # protoc-c generates the ONNX parser at build time
   libprotobuf-c-dev   # its runtime library
   libonnx-dev         # onnx.proto
+  git            # make format and CI's format check list the sources with git ls-files
+  clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
 )
+
+# `deps.sh --check [BUILD_DIR...]`: report the packages the build and tests use that this list
+# does not name (scripts/deps-check.sh says how "use" is computed); installs nothing.
+if [ "${1:-}" = --check ]; then
+  shift
+  source "$(dirname "$0")/deps-check.sh" # exits with the check's status
+  echo "deps.sh: scripts/deps-check.sh did not run to its end" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs a command in a clone of relaxc inside a fresh Debian bookworm chroot, to check that
+# scripts/deps.sh alone sets up everything the build and the tests need.
+#
+#   scripts/fresh-chroot.sh [COMMIT [COMMAND...]]
+#     COMMIT   what to clone from this checkout (default HEAD; committed work only)
+#     COMMAND  run with bash -c in the clone's root (default: bash scripts/deps.sh && make build
+#              && bash scripts/deps.sh --check build)
+#   FRESH_DIR       the chroot (default /tmp/fresh); created with debootstrap when missing
+#   FRESH_VARIANT   debootstrap variant (default minbase: no gcc, python3, git, ... at all)
+#   FRESH_MIRROR    Debian mirror (default http://deb.debian.org/debian)
+#
+# Example, the whole CI in a fresh system:  scripts/fresh-chroot.sh HEAD bash .ci/run
+# Each call clones anew into FRESH_DIR/root/relaxc; the packages deps.sh installed stay, so
+# remove FRESH_DIR (after the call, when nothing is mounted) to start from nothing again.
+# Needs root and the debootstrap package on this machine (a verification tool: not in deps.sh).
+# /proc, /dev, /sys are bound in, and /usr/local/cuda read-only: the machine image's CUDA
+# toolkit is not a Debian package, so deps.sh cannot install it.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+DIR="${FRESH_DIR:-/tmp/fresh}"
+VARIANT="${FRESH_VARIANT:-minbase}"
+MIRROR="${FRESH_MIRROR:-http://deb.debian.org/debian}"
+COMMIT="${1:-HEAD}"
+[ $# -gt 0 ] && shift
+if [ $# -gt 0 ]; then
+  CMD="$*"
+else
+  CMD="bash scripts/deps.sh && make build && bash scripts/deps.sh --check build"
+fi
+
+die() { echo "fresh-chroot.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount, chroot)"
+case "$DIR" in
+  "$REPO" | "$REPO"/*) die "FRESH_DIR $DIR is inside the repository; use a directory outside it" ;;
+esac
+SHA="$(git -C "$REPO" rev-parse --verify "$COMMIT^{commit}")" || die "no commit '$COMMIT' in $REPO"
+
+if [ ! -x "$DIR/usr/bin/apt-get" ]; then
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  echo "fresh-chroot.sh: debootstrap --variant=$VARIANT bookworm $DIR"
+  debootstrap --variant="$VARIANT" bookworm "$DIR" "$MIRROR" >"$DIR.debootstrap.log" 2>&1 ||
+    die "debootstrap failed; see $DIR.debootstrap.log"
+  cat >"$DIR/etc/apt/sources.list" <<EOF
+deb $MIRROR bookworm main
+deb $MIRROR bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+EOF
+  # no daemons start inside the chroot
+  printf '#!/bin/sh\nexit 101\n' >"$DIR/usr/sbin/policy-rc.d"
+  chmod +x "$DIR/usr/sbin/policy-rc.d"
+fi
+cp -L /etc/resolv.conf "$DIR/etc/resolv.conf" 2>/dev/null || true
+
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" || true; done
+}
+trap cleanup EXIT
+bind() { # bind SRC [ro]
+  local dst="$DIR$1"
+  mkdir -p "$dst"
+  mountpoint -q "$dst" && return 0
+  mount --rbind "$1" "$dst"
+  mount --make-rslave "$dst"
+  mounted+=("$dst")
+  if [ "${2:-}" = ro ]; then mount -o remount,bind,ro "$dst"; fi
+}
+bind /proc
+bind /dev
+bind /sys
+[ -d /usr/local/cuda ] && bind "$(realpath /usr/local/cuda)" ro &&
+  { [ -e "$DIR/usr/local/cuda" ] || ln -s "$(realpath /usr/local/cuda)" "$DIR/usr/local/cuda"; }
+
+# the clone is made here (git on this machine), so git is not needed inside unless the build uses it
+rm -rf "$DIR/root/relaxc"
+git clone -q --no-hardlinks "$REPO" "$DIR/root/relaxc"
+git -C "$DIR/root/relaxc" -c advice.detachedHead=false checkout -q "$SHA"
+echo "fresh-chroot.sh: $SHA in $DIR/root/relaxc: $CMD"
+chroot "$DIR" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  PATH=/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  /bin/bash -c "cd /root/relaxc && $CMD"
