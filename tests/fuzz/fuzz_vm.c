@@ -1,10 +1,11 @@
 /* tests/fuzz/fuzz_vm.c: libFuzzer harness of the VM. The input is a host program (the bytes of a
- * host.rxvm section). It replaces the host program of a base artifact (RX_FUZZ_VM_BASE: an
- * artifact compiled for Vulkan, whose manifest and kernels are kept), goes through the loader's
- * validator and, when it validates, every function runs on the fuzz device (fuzz_device.h:
- * buffers in host memory, launches that do nothing) with small tensors made from its parameters'
- * checks: the dtype and rank they expect (f32 and rank 1 when any), each constant dimension as
- * given (when small) and every symbolic one 2. */
+ * host.rxvm section). It replaces the host program of a base artifact (RX_FUZZ_VM_BASE:
+ * tests/lit/run/dynshape.rx compiled for vulkan-lavapipe, whose manifest and kernels are kept),
+ * goes through the loader's validator and, when it validates, every function runs on the fuzz
+ * device (fuzz_device.h: buffers in host memory, launches that do nothing) with small tensors
+ * made from its parameters' checks: the dtype and rank they expect (f32 and rank 1 when any),
+ * each constant dimension as given (when small) and every symbolic one 2; integer elements are
+ * 2, 1, 1, ... (a shape tensor [2, 1] reshapes a tensor of 2 elements), the others zero. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,7 +135,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int64_t shape[RX_RT_MAX_NDIM];
       ok = ok && ndim <= RX_RT_MAX_NDIM && dims_of(info.expected, ndim, shape) == 0;
       if (ok) {
-        s = rx_rt_tensor_create(d, dt, ndim, shape, &in[p]);
+        static uint8_t host[MAX_ELEMS * 8];
+        size_t es = rx_rt_dtype_size(dt), count = 1;
+        for (int k = 0; k < ndim; k++) count *= (size_t)shape[k];
+        memset(host, 0, count * es);
+        bool is_int = dt == RX_DTYPE_I64 || dt == RX_DTYPE_I32;
+        for (size_t i = 0; is_int && i < count; i++) {
+          int64_t v = i == 0 ? 2 : 1;
+          memcpy(host + i * es, &v, es); /* little-endian: the low bytes */
+        }
+        s = rx_rt_tensor_from_host(d, dt, ndim, shape, host, &in[p]);
         ok = !s;
         rx_status_free(s);
       }
