@@ -22,7 +22,7 @@
 #     "VK_LAYER_*" in the sources) and the library each one names.
 #  dynamic pass (for each BUILD_DIR given, else for build/ and build-asan/ when they exist):
 #   - the headers in the compilers' depfiles (CMakeFiles/**/*.o.d), the libraries and tools in
-#     link.txt, the files CMakeCache.txt found, and `ldd` of every ELF file built (the relaxc
+#     link.txt, the files CMakeCache.txt found, and the DT_NEEDED libraries (readelf -d) of every ELF file built (the relaxc
 #     binaries, the tests, the SIMT emulator's cached kernels).
 # Each file is mapped to its package with one batched `dpkg -S` (trying the realpath and the
 # merged-/usr twin /lib <-> /usr/lib too). A package counts as named when deps.sh lists it, when
@@ -55,7 +55,20 @@ for d in ./*/; do [ -f "$d/CMakeCache.txt" ] && prune+=(-o -path "${d%/}"); done
 find . \( "${prune[@]}" \) -prune -o -type f -print | sed 's|^\./||' | sort >"$TMP/tree"
 grep -E '\.(c|h)$' "$TMP/tree" >"$TMP/csrc"
 grep -E '(^|/)CMakeLists\.txt$|\.cmake$|\.cmake\.in$' "$TMP/tree" >"$TMP/cmake"
+# shell text CI runs: .ci/run, the Makefile, tests/**/*.sh, and every script of the tree that
+# one of these names (bash scripts/deps.sh, source .../deps-check.sh), followed transitively
 { grep -E '^tests/.*\.sh$' "$TMP/tree"; echo .ci/run; echo Makefile; } >"$TMP/shell"
+while :; do
+  xargs -d '\n' grep -ohE '[A-Za-z0-9_.-]+\.sh\b' <"$TMP/shell" | sort -u |
+    while read -r n; do grep -E "(^|/)${n//./\\.}$" "$TMP/tree"; done | sort -u >"$TMP/shell.more"
+  sort -u "$TMP/shell" "$TMP/shell.more" >"$TMP/shell.all"
+  [ "$(wc -l <"$TMP/shell.all")" -eq "$(sort -u "$TMP/shell" | wc -l)" ] && break
+  mv "$TMP/shell.all" "$TMP/shell"
+done
+# not this file: its text is patterns about commands, not commands (its own tools are the
+# Essential coreutils, findutils, grep, sed, dpkg, and awk and python3, which deps.sh names)
+grep -vx 'scripts/deps-check.sh' "$TMP/shell" >"$TMP/shell.all"
+mv "$TMP/shell.all" "$TMP/shell"
 grep -E '^tests/lit/.*\.(test|rx)$' "$TMP/tree" >"$TMP/lit"
 
 # command -> file in SYS_PATH (plus the bin directories the tree names)
@@ -66,7 +79,10 @@ while IFS=$'\t' read -r f p; do
   p="${p%/}"
   case "$p" in /usr/local/*) continue ;; esac
   if [ -d "$p" ]; then
-    case "$p" in */bin) EXTRA_PATH="$EXTRA_PATH$p:" ;; esac
+    case "$p" in
+      /bin | /sbin | /usr/bin | /usr/sbin) ;;
+      */bin) EXTRA_PATH="$EXTRA_PATH$p:" ;; # e.g. /usr/lib/llvm-14/bin, first on lit's PATH
+    esac
   elif [ -e "$p" ]; then
     use "$p" "named in $f"
   fi
@@ -79,7 +95,8 @@ done < <(cat "$TMP/cmake" "$TMP/shell" <(grep -E '^tests/lit/.*\.(py|in)$' "$TMP
 # functions, shell builtins) resolve to nothing here and are dropped.
 {
   xargs -d '\n' grep -hE 'RUN:' <"$TMP/lit" | sed -E 's/^.*RUN:[[:space:]]*//'
-  xargs -d '\n' cat <"$TMP/shell" | sed -E 's/(^|[[:space:]])#.*$//'
+  # a line marked "deps-check: optional" runs a program only when it is there (sudo)
+  xargs -d '\n' cat <"$TMP/shell" | grep -v 'deps-check: optional' | sed -E 's/(^|[[:space:]])#.*$//'
 } | sed -E 's/\$\(|`|\|\||&&|[|;(){}!]/\n/g' |
   sed -E 's/^[[:space:]@-]*//; s/^([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*//' |
   sed -E 's/^(exec|env|command|nohup|time|then|do|else|xargs)[[:space:]]+//' |
@@ -287,8 +304,10 @@ for b in "${DIRS[@]}"; do
     continue
   fi
   B="$(cd "$b" && pwd)"
-  # the tools and files CMake found
+  # the files the project's find_* calls found, the compilers, make and cmake (not the other
+  # CMAKE_* tools: CMake records every one it can find; those it runs are in link.txt below)
   sed -nE 's/^([A-Za-z0-9_]+):(FILEPATH|PATH|STRING|INTERNAL)=(\/.*)$/\1\t\3/p' "$b/CMakeCache.txt" |
+    grep -E '^(CMAKE_(C|CXX)_COMPILER|CMAKE_MAKE_PROGRAM|CMAKE_COMMAND|CMAKE_CTEST_COMMAND|[^C][A-Z0-9_]*|C[^M][A-Z0-9_]*)\s' |
     while IFS=$'\t' read -r var p; do
       [ -f "$p" ] && use "$(realpath -s "$p")" "$b/CMakeCache.txt: $var"
     done
@@ -306,11 +325,14 @@ for b in "${DIRS[@]}"; do
         /*) [ -x "$t" ] && [ -f "$t" ] && use "$t" "link driver in $b" ;;
       esac
     done
-  # shared libraries the built programs and kernels load
+  # shared libraries the built programs and kernels load: their DT_NEEDED entries (one readelf
+  # for many files; not ELF files are skipped by it), found through the ldconfig cache
   find "$b" -type f \( -perm -u+x -o -name '*.so' \) -size +1k -print0 |
-    xargs -0 -r -n 64 sh -c 'for f; do [ "$(head -c4 "$f" | od -An -c | tr -d " ")" = 177ELF ] && echo "$f"; done' sh |
-    xargs -d '\n' -r -n 32 ldd 2>/dev/null | grep -oE '(=> )?/[^ ]+ \(0x' | sed -E 's/^=> //; s/ \(0x$//' |
-    sort -u | while read -r p; do use "$p" "loaded by programs built in $b (ldd)"; done
+    xargs -0 -r readelf -d 2>/dev/null | sed -nE 's/.*\(NEEDED\).*\[(.*)\]$/\1/p' | sort -u |
+    while read -r l; do
+      p="$(awk -F'\t' -v l="$l" '$1 == l {print $2; exit}' "$TMP/ldcache")"
+      if [ -n "$p" ]; then use "$p" "loaded by programs built in $b (DT_NEEDED $l)"; else note "$b: $l, needed by a built program, not in the ldconfig cache"; fi
+    done
 done
 
 # ---- files -> packages -----------------------------------------------------------------------

@@ -12,6 +12,8 @@ PACKAGES=(
   cmake          # >= 3.20
   python3        # runs LLVM lit
   llvm-14-tools  # lit, FileCheck, not
+  llvm           # llvm-ar, llvm-ranlib: CMake archives with them when CC is clang (make fuzz)
+                 # and they are installed, as on the CI image; named so every machine does the same
   libshaderc-dev # GLSL -> SPIR-V in process (static libshaderc_combined on Debian)
   glslang-dev    # glslang's static libraries, which Debian's libshaderc_combined needs
   spirv-tools    # SPIR-V validation (spvValidate) and disassembly
@@ -28,6 +30,8 @@ PACKAGES=(
   libonnx-dev         # onnx.proto
   git            # make format and CI's format check list the sources with git ls-files
   clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
+  mawk           # awk for deps.sh --check (priority required, so present on any Debian; named
+                 # because the check runs it)
 )
 
 # `deps.sh --check [BUILD_DIR...]`: report the packages the build and tests use that this list
@@ -50,7 +54,7 @@ done
 echo "deps.sh: installing missing Debian packages: ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then # deps-check: optional
     SUDO="sudo -n"
   else
     echo "deps.sh: these packages are missing and installing them needs root:" >&2
