@@ -34,8 +34,8 @@
 set +e -uo pipefail # sourced by deps.sh, which runs under set -e
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ -z "${PACKAGES+x}" ]; then # run directly: take the list from deps.sh
-  eval "$(sed -n '/^PACKAGES=(/,/^)/p' "$ROOT/scripts/deps.sh")"
+if [ -z "${PACKAGES+x}" ]; then # run directly: take the lists from deps.sh
+  eval "$(sed -n '/^PACKAGES=(/,/^)/p; /^OPTIONAL=(/,/^)/p' "$ROOT/scripts/deps.sh")"
 fi
 
 TMP="$(mktemp -d)"
@@ -47,6 +47,16 @@ EXTRA_PATH=""
 
 use() { printf '%s\t%s\n' "$1" "$2" >>"$TMP/files"; }
 note() { printf '%s\n' "$1" >>"$TMP/notes"; }
+# missing KEY TEXT: something the tree uses that this machine lacks. A failure, unless KEY is in
+# deps.sh's OPTIONAL list (what Debian does not ship, or what only other platforms have).
+: >"$TMP/unresolved"
+missing() {
+  if [[ " ${OPTIONAL[*]:-} " == *" $1 "* ]]; then
+    note "$2 (optional in deps.sh)"
+  else
+    printf '%s\n' "$2" >>"$TMP/unresolved"
+  fi
+}
 
 # the tree's files (no .git, no build directories: anything holding a CMakeCache.txt)
 cd "$ROOT"
@@ -121,7 +131,7 @@ cc_dirs() { # LANG COMPILER: the compiler's <...> include search path
 C_COMPILERS=() CXX_COMPILERS=()
 for c in cc gcc clang-16; do p="$(resolve_cmd "$c")" && C_COMPILERS+=("$p"); done
 for c in clang++-16; do p="$(resolve_cmd "$c")" && CXX_COMPILERS+=("$p"); done
-[ ${#C_COMPILERS[@]} -eq 0 ] && note "no C compiler (cc, gcc, clang-16) to resolve #include <...> with"
+[ ${#C_COMPILERS[@]} -eq 0 ] && missing cc "no C compiler (cc, gcc, clang-16) to resolve #include <...> with"
 LIB_DIRS=()
 if p="$(resolve_cmd cc)"; then
   IFS=: read -r -a LIB_DIRS < <("$p" -print-search-dirs | sed -n 's/^libraries: =//p')
@@ -170,7 +180,7 @@ while IFS=$'\t' read -r kind f args; do
   if [ -n "$found" ]; then
     use "$found" "find_$kind(${a[0]}) in $f"
   else
-    note "find_$kind(${a[0]}) in $f: none of '${names[*]}' found"
+    missing "${a[0]}" "find_$kind(${a[0]}) in $f: none of '${names[*]}' found"
   fi
 done < <(while read -r f; do
   tr '\n' ' ' <"$f" | grep -oE 'find_(program|library|path|file)\([^)]*\)' |
@@ -193,7 +203,7 @@ while IFS=$'\t' read -r h src; do
     fi
   done
   if [ $hit = 0 ] && ! grep -qE "(^|/)${h//./\\.}$" "$TMP/tree"; then
-    note "#include <$h> in $src: not found (a header of a platform or toolkit this machine lacks)"
+    missing "$h" "#include <$h> in $src: not found"
   fi
 done <"$TMP/includes"
 
@@ -221,7 +231,7 @@ for m in sys.stdin.read().split():
     print(m + "\t" + (o if o and o not in ("built-in", "frozen") else ("" if s else "?")))
 ' | while IFS=$'\t' read -r m o; do
     if [ "$o" = "?" ]; then
-      note "python module '$m' (tests' Python files): not importable by $PY (lit's own module, found by lit.py, is expected here)"
+      missing "$m" "python module '$m' (tests' Python files): not importable by $PY"
     elif [ -n "$o" ]; then
       use "$o" "python module '$m' imported by the tests"
     fi
@@ -240,7 +250,7 @@ xargs -d '\n' grep -ohE '"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*"' <"$TMP/csrc" | tr 
 while read -r l; do
   base="${l%%.so*}"
   grep -q "^$base\.so" <(cut -f1 "$TMP/ldcache") ||
-    note "dlopen(\"$l\") in the sources: not on this machine (its tests skip without it)"
+    missing "$base" "dlopen(\"$l\") in the sources: not on this machine"
 done <"$TMP/nolib"
 
 # ---- sanitizer runtimes --------------------------------------------------------------------
@@ -255,14 +265,14 @@ while read -r s; do
   esac
   if [ -n "$gccrt" ] && c="$(resolve_cmd gcc)"; then
     p="$("$c" -print-file-name="$gccrt")"
-    if [ "${p#/}" != "$p" ] && [ -e "$p" ]; then use "$(realpath "$p")" "gcc -fsanitize=$s runtime"; else note "gcc: no $gccrt for -fsanitize=$s"; fi
+    if [ "${p#/}" != "$p" ] && [ -e "$p" ]; then use "$(realpath "$p")" "gcc -fsanitize=$s runtime"; else missing "$gccrt" "gcc: no $gccrt for -fsanitize=$s"; fi
   fi
   if c="$(resolve_cmd clang-16)"; then
     p="$("$c" -print-file-name="libclang_rt.$clangrt-x86_64.a")"
     if [ "${p#/}" != "$p" ] && [ -e "$p" ]; then
       use "$(realpath "$p")" "clang-16 -fsanitize=$s runtime"
     else
-      note "clang-16: no libclang_rt.$clangrt-x86_64.a for -fsanitize=$s"
+      missing "libclang_rt.$clangrt" "clang-16: no libclang_rt.$clangrt-x86_64.a for -fsanitize=$s"
     fi
   fi
 done <"$TMP/sanitizers"
@@ -276,7 +286,7 @@ json_lib() { # JSON WHY: the library a Vulkan ICD/layer manifest names
     /*) [ -e "$l" ] && use "$l" "$2" ;;
     */*) [ -e "$(dirname "$1")/$l" ] && use "$(realpath "$(dirname "$1")/$l")" "$2" ;;
     *) p="$(awk -F'\t' -v l="$l" '$1 == l {print $2; exit}' "$TMP/ldcache")"
-       [ -n "$p" ] && use "$p" "$2" || note "$1 names $l: not found" ;;
+       [ -n "$p" ] && use "$p" "$2" || missing "$l" "$1 names $l: not found" ;;
   esac
 }
 while IFS=$'\t' read -r p why; do
@@ -290,7 +300,7 @@ xargs -d '\n' grep -ohE '"VK_LAYER_[A-Za-z0-9_]+"' <"$TMP/csrc" | tr -d '"' | so
     json_lib "$j" "library of Vulkan layer $layer"
     hit=1
   done
-  [ $hit = 1 ] || note "Vulkan layer $layer (named in the sources): no manifest on this machine"
+  [ $hit = 1 ] || missing "$layer" "Vulkan layer $layer (named in the sources): no manifest on this machine"
 done
 
 # ---- dynamic pass: what the builds actually used -------------------------------------------
@@ -331,7 +341,7 @@ for b in "${DIRS[@]}"; do
     xargs -0 -r readelf -d 2>/dev/null | sed -nE 's/.*\(NEEDED\).*\[(.*)\]$/\1/p' | sort -u |
     while read -r l; do
       p="$(awk -F'\t' -v l="$l" '$1 == l {print $2; exit}' "$TMP/ldcache")"
-      if [ -n "$p" ]; then use "$p" "loaded by programs built in $b (DT_NEEDED $l)"; else note "$b: $l, needed by a built program, not in the ldconfig cache"; fi
+      if [ -n "$p" ]; then use "$p" "loaded by programs built in $b (DT_NEEDED $l)"; else missing "$l" "$b: $l, needed by a built program, not in the ldconfig cache"; fi
     done
 done
 
@@ -405,6 +415,12 @@ done <"$TMP/listed"
 awk -F'\t' 'NR == FNR { named[$1] = 1; next } { all[$1] = all[$1] " " $2; if ($2 in named) ok[$1] = 1 }
   END { for (f in all) if (!(f in ok)) print f "\t" substr(all[f], 2) }' "$TMP/named" "$TMP/file-pkg" |
   sort -t $'\t' -k2,2 -k1,1 >"$TMP/missing"
+if [ -s "$TMP/unresolved" ]; then
+  status=1
+  echo "deps.sh --check: used by the tree but not on this machine (a package deps.sh should name,"
+  echo "  or, when no Debian package has it, an entry of deps.sh's OPTIONAL list):"
+  sort -u "$TMP/unresolved" | sed 's/^/  /'
+fi
 if [ -s "$TMP/missing" ]; then
   status=1
   echo "deps.sh --check: packages the build and tests use that scripts/deps.sh does not name:"

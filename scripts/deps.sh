@@ -34,6 +34,18 @@ PACKAGES=(
                  # because the check runs it)
 )
 
+# What the tree can use but no Debian package provides, so --check accepts its absence: find_*
+# variables, headers, dlopen'd library names (without .so), Python modules, Vulkan layers.
+OPTIONAL=(
+  RX_SHADERC_SHARED_LIB     # libshaderc_shared.so (Ubuntu, Arch, LunarG); Debian: static shaderc
+  RX_SPIRV_TOOLS_SHARED_LIB # libSPIRV-Tools-shared.so, likewise; Debian: static SPIRV-Tools
+  libSPIRV-Tools-shared     # runtime/library.c dlopens it where it exists
+  libcuda                   # the NVIDIA driver, the machine's own; CUDA tests skip without it
+  libnvrtc                  # NVRTC of the CUDA toolkit (/usr/local/cuda), not a Debian package
+  dispatch/dispatch.h       # Apple's libdispatch: the Metal backend on macOS only
+  lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
+)
+
 # `deps.sh --check [BUILD_DIR...]`: report the packages the build and tests use that this list
 # does not name (scripts/deps-check.sh says how "use" is computed); installs nothing.
 if [ "${1:-}" = --check ]; then
