@@ -308,7 +308,7 @@ static rx_status check_param(const char *fn, const rx_rt_param_info *info, bindi
         snprintf(detail, sizeof detail, "dimension %d is %lld, but %s = %lld", i,
                  (long long)shape[i], dim, (long long)b->values[k]);
       else if (k == b->n && b->n < MAX_BOUND) {
-        snprintf(b->names[b->n], sizeof b->names[0], "%s", dim);
+        memcpy(b->names[b->n], dim, strlen(dim) + 1); /* fits: checked above */
         b->values[b->n++] = shape[i];
       }
     }
@@ -544,14 +544,13 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     } else {
       rx_npy a;
       if (!(s = rx_npy_read(spec, &a))) {
-        s = check_param(fn, &info, &bound, a.dtype, a.ndim, a.shape);
-        if (!s)
-          s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
-        else {
-          rx_npy_free(&a);
+        rx_status bad = check_param(fn, &info, &bound, a.dtype, a.ndim, a.shape);
+        if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        rx_npy_free(&a);
+        if (bad) {
+          s = bad; /* names fn and param: not annotated */
           break;
         }
-        rx_npy_free(&a);
       }
     }
     if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
