@@ -59,7 +59,7 @@ missing() {
 }
 
 # the tree's files (no .git, no build directories: anything holding a CMakeCache.txt)
-cd "$ROOT"
+cd "$ROOT" || exit 2
 prune=(-name .git)
 for d in ./*/; do [ -f "$d/CMakeCache.txt" ] && prune+=(-o -path "${d%/}"); done
 find . \( "${prune[@]}" \) -prune -o -type f -print | sed 's|^\./||' | sort >"$TMP/tree"
@@ -130,7 +130,7 @@ cc_dirs() { # LANG COMPILER: the compiler's <...> include search path
 }
 C_COMPILERS=() CXX_COMPILERS=()
 for c in cc gcc clang-16; do p="$(resolve_cmd "$c")" && C_COMPILERS+=("$p"); done
-for c in clang++-16; do p="$(resolve_cmd "$c")" && CXX_COMPILERS+=("$p"); done
+p="$(resolve_cmd clang++-16)" && CXX_COMPILERS+=("$p")
 [ ${#C_COMPILERS[@]} -eq 0 ] && missing cc "no C compiler (cc, gcc, clang-16) to resolve #include <...> with"
 LIB_DIRS=()
 if p="$(resolve_cmd cc)"; then
@@ -194,7 +194,7 @@ while IFS=$'\t' read -r h src; do
   hit=0
   for c in "${C_COMPILERS[@]}" "${CXX_COMPILERS[@]}"; do
     lang=c
-    case " ${CXX_COMPILERS[*]} " in *" $c "*) lang=c++ ;; esac
+    case " ${CXX_COMPILERS[*]} " in *" $c "*) lang="c++" ;; esac
     [ -f "$TMP/dirs.$lang.${c//\//_}" ] || cc_dirs $lang "$c" >"$TMP/dirs.$lang.${c//\//_}"
     mapfile -t dirs <"$TMP/dirs.$lang.${c//\//_}"
     if p="$(find_in "$h" "${dirs[@]}")"; then
@@ -289,7 +289,7 @@ json_lib() { # JSON WHY: the library a Vulkan ICD/layer manifest names
        [ -n "$p" ] && use "$p" "$2" || missing "$l" "$1 names $l: not found" ;;
   esac
 }
-while IFS=$'\t' read -r p why; do
+while IFS=$'\t' read -r p _; do
   case "$p" in *.json) json_lib "$p" "library of $p" ;; esac
 done < <(cat "$TMP/files")
 xargs -d '\n' grep -ohE '"VK_LAYER_[A-Za-z0-9_]+"' <"$TMP/csrc" | tr -d '"' | sort -u | while read -r layer; do
@@ -313,7 +313,6 @@ for b in "${DIRS[@]}"; do
     note "$b: not a configured build directory; skipped"
     continue
   fi
-  B="$(cd "$b" && pwd)"
   # the files the project's find_* calls found, the compilers, make and cmake (not the other
   # CMAKE_* tools: CMake records every one it can find; those it runs are in link.txt below)
   sed -nE 's/^([A-Za-z0-9_]+):(FILEPATH|PATH|STRING|INTERNAL)=(\/.*)$/\1\t\3/p' "$b/CMakeCache.txt" |

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages relaxc needs, only those missing. Idempotent and quiet when
 # everything is present. Called by `make demo` and `make test`.
+#   bash scripts/deps.sh --check [BUILD_DIR...]   lists the packages the build and the tests use
+#     that PACKAGES does not name (exit status 1 if any); see scripts/deps-check.sh. CI runs it.
+# Needs Debian's apt and dpkg (what it installs with); scripts/fresh-chroot.sh tries it all in
+# a fresh bookworm chroot.
 set -euo pipefail
 
 # package -> why
@@ -36,6 +40,7 @@ PACKAGES=(
 
 # What the tree can use but no Debian package provides, so --check accepts its absence: find_*
 # variables, headers, dlopen'd library names (without .so), Python modules, Vulkan layers.
+# shellcheck disable=SC2034 # read by scripts/deps-check.sh
 OPTIONAL=(
   RX_SHADERC_SHARED_LIB     # libshaderc_shared.so (Ubuntu, Arch, LunarG); Debian: static shaderc
   RX_SPIRV_TOOLS_SHARED_LIB # libSPIRV-Tools-shared.so, likewise; Debian: static SPIRV-Tools
