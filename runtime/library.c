@@ -189,43 +189,43 @@ _Static_assert(sizeof spirv_min_words == sizeof spirv_result_at, "one entry per 
 static bool spirv_structure(lctx *c, const char *kn, const char *file, const uint8_t *b,
                             size_t size) {
   if (size % 4)
-    return bad(c, kn, "'%s' (SPIR-V): %zu bytes is not a whole number of 4-byte words", file, size);
+    return bad(c, kn, "'%s' is not SPIR-V: %zu bytes is not a whole number of 4-byte words", file, size);
   size_t n = size / 4;
   if (n < 5)
-    return bad(c, kn, "'%s' (SPIR-V): %zu words, the header alone has 5", file, n);
+    return bad(c, kn, "'%s' is not SPIR-V: %zu words, the header alone has 5", file, n);
   uint32_t w[5];
   memcpy(w, b, sizeof w);
   if (w[0] != SPIRV_MAGIC)
-    return bad(c, kn, "'%s' (SPIR-V): magic number 0x%08x, expected 0x%08x", file, w[0], SPIRV_MAGIC);
+    return bad(c, kn, "'%s' is not SPIR-V: magic number 0x%08x, expected 0x%08x", file, w[0], SPIRV_MAGIC);
   uint32_t major = w[1] >> 16 & 0xff, minor = w[1] >> 8 & 0xff;
   if ((w[1] & 0xff0000ffu) || major != 1 || minor > 6)
-    return bad(c, kn, "'%s' (SPIR-V): version word 0x%08x, expected SPIR-V 1.0 to 1.6", file, w[1]);
+    return bad(c, kn, "'%s' is not SPIR-V: version word 0x%08x, expected SPIR-V 1.0 to 1.6", file, w[1]);
   if (w[3] == 0 || w[3] > SPIRV_MAX_BOUND)
-    return bad(c, kn, "'%s' (SPIR-V): id bound %u, expected 1 to %u", file, w[3], SPIRV_MAX_BOUND);
+    return bad(c, kn, "'%s' is not SPIR-V: id bound %u, expected 1 to %u", file, w[3], SPIRV_MAX_BOUND);
   if (w[4] != 0)
-    return bad(c, kn, "'%s' (SPIR-V): schema word %u, expected 0", file, w[4]);
+    return bad(c, kn, "'%s' is not SPIR-V: schema word %u, expected 0", file, w[4]);
   for (size_t i = 5; i < n;) {
     uint32_t word;
     memcpy(&word, b + 4 * i, 4);
     uint32_t wc = word >> 16;
     if (wc == 0)
-      return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has word count 0", file,
+      return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has word count 0", file,
                  i, word & 0xffff);
     if (wc > n - i)
-      return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has %u words, "
+      return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
                  "past the end of the module (%zu words)", file, i, word & 0xffff, wc, n);
     uint32_t op = word & 0xffff;
     if (op < SPIRV_TABLE_OPS) {
       uint32_t min = (uint32_t)(spirv_min_words[op] - '0');
       if (wc < min)
-        return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has %u words, "
+        return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
                    "it needs at least %u", file, i, op, wc, min);
       char at = spirv_result_at[op];
       for (uint32_t k = 1; at != '0' && k <= (at == 'a' ? 1u : 2u); k++) {
         uint32_t id;
         memcpy(&id, b + 4 * (i + k), 4);
         if (id == 0 || id >= w[3])
-          return bad(c, kn, "'%s' (SPIR-V): the instruction at word %zu (opcode %u) has id %u, "
+          return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has id %u, "
                      "outside 1..%u (the bound)", file, i, op, id, w[3] - 1);
       }
     }
@@ -278,7 +278,7 @@ static bool spirv_validate(lctx *c, const char *kn, const char *file, const uint
   void *ctx = spvt.context_create(env);
   spvt_diag *diag = NULL;
   int r = ctx ? spvt.validate(ctx, words, size / 4, &diag) : 0;
-  bool ok = r == 0 || bad(c, kn, "'%s' (SPIR-V): SPIRV-Tools: %s (word %zu)", file,
+  bool ok = r == 0 || bad(c, kn, "'%s' is not valid SPIR-V: SPIRV-Tools: %s (word %zu)", file,
                           diag && diag->error ? diag->error : "invalid module",
                           diag ? diag->index : (size_t)0);
   spvt.diag_destroy(diag);
