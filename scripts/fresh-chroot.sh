@@ -11,8 +11,10 @@
 #   FRESH_MIRROR    Debian mirror (default http://deb.debian.org/debian)
 #
 # Example, the whole CI in a fresh system:  scripts/fresh-chroot.sh HEAD bash .ci/run
-# Each call clones anew into FRESH_DIR/root/relaxc; the packages deps.sh installed stay, so
+# Each call clones anew into FRESH_DIR/root/relaxc (FRESH_KEEP=1: checks COMMIT out in the
+# clone that is there, keeping its build directories); the packages deps.sh installed stay, so
 # remove FRESH_DIR (after the call, when nothing is mounted) to start from nothing again.
+# One call at a time per FRESH_DIR: each unmounts /proc, /dev, /sys there when it ends.
 # Needs root and the debootstrap package on this machine (a verification tool: not in deps.sh).
 # /proc, /dev, /sys are bound in, and /usr/local/cuda read-only: the machine image's CUDA
 # toolkit is not a Debian package, so deps.sh cannot install it.
@@ -75,8 +77,13 @@ bind /sys
   { [ -e "$DIR/usr/local/cuda" ] || ln -s "$(realpath /usr/local/cuda)" "$DIR/usr/local/cuda"; }
 
 # the clone is made here (git on this machine), so git is not needed inside unless the build uses it
-rm -rf "$DIR/root/relaxc"
-git clone -q --no-hardlinks "$REPO" "$DIR/root/relaxc"
+if [ -n "${FRESH_KEEP:-}" ] && [ -d "$DIR/root/relaxc/.git" ]; then
+  # FRESH_KEEP=1: move the existing clone to COMMIT and keep its build directories
+  git -C "$DIR/root/relaxc" fetch -q "$REPO" "$SHA"
+else
+  rm -rf "$DIR/root/relaxc"
+  git clone -q --no-hardlinks "$REPO" "$DIR/root/relaxc"
+fi
 git -C "$DIR/root/relaxc" -c advice.detachedHead=false checkout -q "$SHA"
 echo "fresh-chroot.sh: $SHA in $DIR/root/relaxc: $CMD"
 chroot "$DIR" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
