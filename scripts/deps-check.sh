@@ -66,10 +66,11 @@ find . \( "${prune[@]}" \) -prune -o -type f -print | sed 's|^\./||' | sort >"$T
 grep -E '\.(c|h)$' "$TMP/tree" >"$TMP/csrc"
 grep -E '(^|/)CMakeLists\.txt$|\.cmake$|\.cmake\.in$' "$TMP/tree" >"$TMP/cmake"
 # shell text CI runs: .ci/run, the Makefile, tests/**/*.sh, and every script of the tree that
-# one of these names (bash scripts/deps.sh, source .../deps-check.sh), followed transitively
+# one of these runs (bash scripts/deps.sh, source .../deps-check.sh), followed transitively
 { grep -E '^tests/.*\.sh$' "$TMP/tree"; echo .ci/run; echo Makefile; } >"$TMP/shell"
 while :; do
-  xargs -d '\n' grep -ohE '[A-Za-z0-9_.-]+\.sh\b' <"$TMP/shell" | sort -u |
+  xargs -d '\n' cat <"$TMP/shell" | sed -E 's/(^|[[:space:]])#.*$//' |
+    grep -E '(^|[[:space:];&|(@])(bash|sh|source|\.)[[:space:]]' | grep -oE '[A-Za-z0-9_-]+\.sh\b' | sort -u |
     while read -r n; do grep -E "(^|/)${n//./\\.}$" "$TMP/tree"; done | sort -u >"$TMP/shell.more"
   sort -u "$TMP/shell" "$TMP/shell.more" >"$TMP/shell.all"
   [ "$(wc -l <"$TMP/shell.all")" -eq "$(sort -u "$TMP/shell" | wc -l)" ] && break
