@@ -104,25 +104,36 @@ done < <(cat "$TMP/cmake" "$TMP/shell" <(grep -E '^tests/lit/.*\.(py|in)$' "$TMP
 # ---- programs run: lit RUN lines, test scripts, Makefile recipes, .ci/run, CMake COMMANDs ----
 # The first word of every simple command; words that name no program (keywords, variables,
 # functions, shell builtins) resolve to nothing here and are dropped.
+first_words() { # shell text on stdin -> the first word of each simple command
+  sed -E 's/\$\(|`|\|\||&&|[|;(){}!]/\n/g' |
+    sed -E 's/^[[:space:]@-]*//; s/^([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*//' |
+    sed -E 's/^(exec|env|command|nohup|time|then|do|else|xargs)[[:space:]]+//' |
+    awk '{print $1}' | grep -E '^[A-Za-z0-9_][A-Za-z0-9_.+-]*$' | sort -u
+}
+# lit RUN lines run with the bin directories the tree names (RX_LLVM_BIN) first on PATH
+xargs -d '\n' grep -hE 'RUN:' <"$TMP/lit" | sed -E 's/^.*RUN:[[:space:]]*//' | first_words |
+  sed 's/^/lit\t/' >"$TMP/words"
 {
-  xargs -d '\n' grep -hE 'RUN:' <"$TMP/lit" | sed -E 's/^.*RUN:[[:space:]]*//'
   # a line marked "deps-check: optional" runs a program only when it is there (sudo)
-  xargs -d '\n' cat <"$TMP/shell" | grep -v 'deps-check: optional' | sed -E 's/(^|[[:space:]])#.*$//'
-} | sed -E 's/\$\(|`|\|\||&&|[|;(){}!]/\n/g' |
-  sed -E 's/^[[:space:]@-]*//; s/^([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*//' |
-  sed -E 's/^(exec|env|command|nohup|time|then|do|else|xargs)[[:space:]]+//' |
-  awk '{print $1}' | grep -E '^[A-Za-z0-9_][A-Za-z0-9_.+-]*$' | sort -u >"$TMP/words"
-xargs -d '\n' cat <"$TMP/cmake" | tr '\n' ' ' |
-  grep -oE 'COMMAND[[:space:]]+[A-Za-z0-9_][A-Za-z0-9_.+-]*' | awk '{print $2}' | sort -u >>"$TMP/words"
-echo cc >>"$TMP/words" # CMake's default C compiler (project(... LANGUAGES C))
-while read -r w; do
+  xargs -d '\n' cat <"$TMP/shell" | grep -v 'deps-check: optional' | sed -E 's/(^|[[:space:]])#.*$//' |
+    first_words
+  xargs -d '\n' cat <"$TMP/cmake" | tr '\n' ' ' |
+    grep -oE 'COMMAND[[:space:]]+[A-Za-z0-9_][A-Za-z0-9_.+-]*' | awk '{print $2}'
+  echo cc # CMake's default C compiler (project(... LANGUAGES C))
+} | sort -u | sed 's/^/sh\t/' >>"$TMP/words"
+while IFS=$'\t' read -r kind w; do
   # a name that is also a shell builtin (echo, test, printf) runs as the builtin in sh/bash
   # scripts but as the program in lit's internal shell: count the program either way
-  p="$(resolve_cmd "$w")" && [ -n "$p" ] || continue
-  src="$(cat "$TMP/lit" "$TMP/shell" "$TMP/cmake" | xargs -d '\n' grep -lwF -- "$w" 2>/dev/null | head -1)"
+  if [ "$kind" = lit ]; then
+    p="$(resolve_cmd "$w")" && [ -n "$p" ] || continue
+    src="$(xargs -d '\n' grep -lwF -- "$w" <"$TMP/lit" 2>/dev/null | head -1)"
+  else
+    p="$(PATH="$SYS_PATH" type -P -- "$w")" && [ -n "$p" ] || continue
+    src="$(cat "$TMP/shell" "$TMP/cmake" | xargs -d '\n' grep -lwF -- "$w" 2>/dev/null | head -1)"
+  fi
   [ -n "$src" ] || src="CMake's default compiler"
   use "$p" "runs '$w' ($src)"
-done < <(sort -u "$TMP/words")
+done <"$TMP/words"
 
 # ---- CMake find_* calls -----------------------------------------------------------------------
 cc_dirs() { # LANG COMPILER: the compiler's <...> include search path
