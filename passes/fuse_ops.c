@@ -61,7 +61,16 @@ typedef struct member {
 typedef struct group {
   int anchor; /* binding index of the reduction/out-fusable member, or -1 */
   int size;
+  int depth;    /* members on the longest producer chain from the root (fuse_tensor inlines them
+                   recursively, one level each) */
+  int64_t cost; /* the members' copies in the fused expression: a producer that its consumer
+                   uses k times (lets expanded) is inlined k times */
 } group;
+
+/* A group stops growing at these bounds and its producers stay separate kernels: a chain of
+ * 512 elementwise ops becomes 512 / FUSE_MAX_DEPTH kernels, not one that fuse_tensor cannot
+ * inline (its recursion limit is 64) or whose inlined expression grows exponentially. */
+enum { FUSE_MAX_DEPTH = 32, FUSE_MAX_COST = 64 };
 
 /* A call_tensor binding that may take part in fusion. */
 static bool fusable_call(const rx_binding *b) {
@@ -129,6 +138,62 @@ static bool consumer_loads_at_point(const rx_tensor_fn *t, int ai) {
   for (int i = 0; i < nb; i++)
     if (!loads_at_point(body[i]->value, buf, vars, n)) return false;
   return true;
+}
+
+/* Let-bound locals of a program's innermost body with the loads of one buffer in their values
+ * (let values expanded): fuse_tensor inlines a let's value at every use of the local. */
+typedef struct let_loads {
+  const rx_local *local[16];
+  int64_t n[16];
+  int count;
+} let_loads;
+
+/* The loads of buf in e with every local expanded to its value (saturating). */
+static int64_t count_loads(const rx_tx *e, const rx_buffer *buf, const let_loads *ll) {
+  if (!e) return 0;
+  int64_t n = 0;
+  if (e->kind == RX_TX_LOAD) {
+    n = e->buf == buf;
+    for (int i = 0; i < e->nidx; i++) n += count_loads(e->idx[i], buf, ll);
+  } else if (e->kind == RX_TX_LOCAL) {
+    for (int i = 0; i < ll->count; i++)
+      if (ll->local[i] == e->local) n = ll->n[i];
+  }
+  n += count_loads(e->a, buf, ll) + count_loads(e->b, buf, ll) + count_loads(e->c, buf, ll);
+  return n < FUSE_MAX_COST ? n : FUSE_MAX_COST;
+}
+
+/* How many copies of its argument ai c's program makes when fuse_tensor inlines it: the loads
+ * of ai's buffer in the store of its innermost body, lets expanded (at least 1). */
+static int64_t arg_uses(const rx_tensor_fn *t, int ai) {
+  const rx_buffer *buf = input_buf(t, ai);
+  if (!buf) return 1;
+  const rx_stmt *s = t->body;
+  for (;;) {
+    while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+    if (s->kind != RX_STMT_FOR) break;
+    s = s->inner;
+  }
+  const rx_stmt *const *body = &s;
+  int nb = 1;
+  if (s->kind == RX_STMT_SEQ) {
+    body = (const rx_stmt *const *)s->body;
+    nb = s->n;
+  }
+  let_loads ll = {.count = 0};
+  int64_t n = 0;
+  for (int i = 0; i < nb; i++) {
+    const rx_stmt *st = body[i];
+    int64_t k = count_loads(st->value, buf, &ll);
+    if (st->kind == RX_STMT_LET) {
+      if (ll.count == 16) return FUSE_MAX_COST; /* too many lets to follow: do not inline */
+      ll.local[ll.count] = st->local;
+      ll.n[ll.count++] = k;
+    } else if (st->kind == RX_STMT_STORE) {
+      n += k;
+    }
+  }
+  return n > 0 ? n : 1;
 }
 
 static bool inlinable(rx_pattern p) {
@@ -290,6 +355,8 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
     mem[i].group = i;
     grp[i].anchor = inlinable(mem[i].pat) ? -1 : i;
     grp[i].size = 1;
+    grp[i].depth = 1;
+    grp[i].cost = 1;
   }
   for (int c = 0; c < nb; c++) {
     if (mem[c].group < 0) continue;
@@ -314,6 +381,11 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
         ok = rx_sinfo_equal(cn->out, mem[p].b->value->out) && consumer_loads_at_point(cn->tfn, ai);
       }
       if (!ok) continue;
+      int64_t cost = grp[c].cost + arg_uses(cn->tfn, ai) * grp[p].cost;
+      int depth = grp[p].depth + 1 > grp[c].depth ? grp[p].depth + 1 : grp[c].depth;
+      if (depth > FUSE_MAX_DEPTH || cost > FUSE_MAX_COST) continue;
+      grp[c].cost = cost;
+      grp[c].depth = depth;
       for (int j = 0; j <= p; j++)
         if (mem[j].group == p) mem[j].group = c;
       grp[c].size += grp[p].size;
