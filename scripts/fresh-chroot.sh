@@ -73,8 +73,15 @@ bind() { # bind SRC [ro]
 bind /proc
 bind /dev
 bind /sys
-[ -d /usr/local/cuda ] && bind "$(realpath /usr/local/cuda)" ro &&
-  { [ -e "$DIR/usr/local/cuda" ] || ln -s "$(realpath /usr/local/cuda)" "$DIR/usr/local/cuda"; }
+if [ -d /usr/local/cuda ]; then
+  bind "$(realpath /usr/local/cuda)" ro
+  [ -e "$DIR/usr/local/cuda" ] || ln -s "$(realpath /usr/local/cuda)" "$DIR/usr/local/cuda"
+  # the image's loader configuration for it too (NVRTC loads libnvrtc-builtins through it)
+  for f in /etc/ld.so.conf.d/*; do
+    grep -q '^/usr/local/cuda' "$f" 2>/dev/null && cp "$f" "$DIR/etc/ld.so.conf.d/"
+  done
+  chroot "$DIR" /sbin/ldconfig
+fi
 
 # the clone is made here (git on this machine), so git is not needed inside unless the build uses it
 if [ -n "${FRESH_KEEP:-}" ] && [ -d "$DIR/root/relaxc/.git" ]; then
