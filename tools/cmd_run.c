@@ -327,23 +327,21 @@ static rx_status random_size(const rx_rt_param_info *info, rx_dtype dt, int ndim
                              const int64_t *shape, uint64_t *out_count, uint64_t *out_bytes) {
   char ty[512];
   type_text(ty, sizeof ty, dt, ndim, shape);
-  uint64_t count = 1, bytes = 0;
-  bool over = false;
-  for (int j = 0; j < ndim; j++) over = over || __builtin_mul_overflow(count, (uint64_t)shape[j], &count);
-  over = over || __builtin_mul_overflow(count, (uint64_t)rx_rt_dtype_size(dt), &bytes) ||
-         bytes > SIZE_MAX / 2;
-  if (over)
-    return rx_status_make(RX_ERR_INVALID, "parameter '%s': %s: the element count overflows",
-                          info->name, ty);
+  int64_t count = 0, bytes = 0; /* shapes from parse_random are not negative */
+  bool elems = rx_shape_count(ndim, shape, 1, &count) == RX_COUNT_OK;
+  if (!elems || rx_shape_count(ndim, shape, rx_rt_dtype_size(dt), &bytes) != RX_COUNT_OK)
+    return rx_status_make(RX_ERR_INVALID, "parameter '%s': the %s of %s overflows", info->name,
+                          elems ? "byte size" : "element count", ty);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0 && bytes > (uint64_t)pages * (uint64_t)page)
+  if ((uint64_t)bytes > SIZE_MAX / 2 ||
+      (pages > 0 && page > 0 && (uint64_t)bytes > (uint64_t)pages * (uint64_t)page))
     return rx_status_make(RX_ERR_OUT_OF_MEMORY,
                           "parameter '%s': %s needs %llu bytes, more than this machine's memory "
                           "(%llu bytes)",
                           info->name, ty, (unsigned long long)bytes,
                           (unsigned long long)pages * (unsigned long long)page);
-  *out_count = count;
-  *out_bytes = bytes;
+  *out_count = (uint64_t)count;
+  *out_bytes = (uint64_t)bytes;
   return NULL;
 }
 
