@@ -119,12 +119,11 @@ typedef struct rt_backend {
   rx_status (*timer_elapsed)(rx_rt_timer *t, double *out_ms);
 } rt_backend;
 
-/* NULL where the backend is not compiled in (Metal off Apple). */
+/* The backends' tables. metal/metal.c is linked in on Apple platforms only (runtime.c refers to
+ * rt_metal_backend there); elsewhere it is compiled, not linked, against tests/runtime/objc_stub. */
 extern const rt_backend rt_vulkan_backend;
 extern const rt_backend rt_cuda_backend;
-#ifdef __APPLE__
 extern const rt_backend rt_metal_backend;
-#endif
 
 struct rx_rt_device {
   const rt_backend *be;

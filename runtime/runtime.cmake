@@ -5,7 +5,7 @@
 # Needs (Debian): libcjson-dev (kernels.json), libvulkan-dev (Vulkan headers only; the loader is
 # opened at run time). Tests also use glslang-tools (glslangValidator), and run on lavapipe
 # (mesa-vulkan-drivers, libvulkan1) under the Khronos validation layer (vulkan-validationlayers).
-# Metal sources are compiled on Apple platforms only.
+# Metal sources are linked in on Apple platforms only (elsewhere compiled against a stub, below).
 
 find_path(RX_CJSON_INCLUDE_DIR cjson/cJSON.h)
 find_library(RX_CJSON_LIBRARY cjson)
@@ -31,7 +31,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_ROOT}/base/base.c)
 if(APPLE)
-  # Metal: C over the Objective-C runtime (objc_msgSend); never compiled on Linux.
+  # Metal: C over the Objective-C runtime (objc_msgSend); on Linux only compiled (rt_metal_compile).
   list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/metal/metal.c)
 endif()
 
@@ -55,6 +55,21 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   target_include_directories(rt_expr_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.expr COMMAND rt_expr_test)
   set_tests_properties(runtime.expr PROPERTIES LABELS "runtime;unit")
+
+  # Metal off Apple: metal.c compiled, never linked, against the SDK's declarations it uses
+  # (tests/runtime/objc_stub/README.md), once per objc_msgSend prototype, so it keeps compiling
+  if(NOT APPLE)
+    foreach(t rt_metal_compile rt_metal_compile_old_dispatch)
+      add_library(${t} OBJECT ${RX_RUNTIME_DIR}/metal/metal.c)
+      target_include_directories(${t} PRIVATE ${RX_RT_TEST_DIR}/objc_stub ${RX_RUNTIME_ROOT}
+                                 ${RX_RUNTIME_ROOT}/include)
+      if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+        target_compile_options(${t} PRIVATE -fblocks) # dispatch_block_t as in Apple clang
+      endif()
+    endforeach()
+    target_compile_definitions(rt_metal_compile PRIVATE OBJC_OLD_DISPATCH_PROTOTYPES=0)
+    target_compile_definitions(rt_metal_compile_old_dispatch PRIVATE OBJC_OLD_DISPATCH_PROTOTYPES=1)
+  endif()
 
   # kernels for the Vulkan tests: GLSL compiled to SPIR-V at build time
   set(RX_RT_KERNEL_DIR ${CMAKE_CURRENT_BINARY_DIR}/rt_kernels)
