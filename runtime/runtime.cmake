@@ -125,4 +125,21 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   target_include_directories(rt_cuda_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.cuda COMMAND rt_cuda_test)
   set_tests_properties(runtime.cuda PROPERTIES LABELS "runtime;cuda" SKIP_RETURN_CODE 77)
+
+  # cuda/cuda_api.h (the driver API declared by hand) against the toolkit's cuda.h, where one
+  # is installed (no Debian package: the image's /usr/local/cuda); skipped (77) without it
+  find_path(RX_CUDA_H_DIR cuda.h HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
+            PATH_SUFFIXES include)
+  add_executable(rt_cuda_decls_test ${RX_RT_TEST_DIR}/cuda_decls_test.c
+                 ${RX_RUNTIME_DIR}/cuda/cuda_api.h)
+  target_include_directories(rt_cuda_decls_test PRIVATE ${RX_RUNTIME_ROOT})
+  if(RX_CUDA_H_DIR)
+    target_include_directories(rt_cuda_decls_test PRIVATE ${RX_CUDA_H_DIR})
+    target_compile_definitions(rt_cuda_decls_test PRIVATE RX_HAVE_CUDA_H)
+  else()
+    message(STATUS "relaxc runtime: no CUDA toolkit cuda.h: runtime.cuda_decls will report "
+                   "itself skipped")
+  endif()
+  add_test(NAME runtime.cuda_decls COMMAND rt_cuda_decls_test)
+  set_tests_properties(runtime.cuda_decls PROPERTIES LABELS "runtime;cuda;unit" SKIP_RETURN_CODE 77)
 endif()

@@ -1,8 +1,9 @@
 /* runtime/cuda/cuda.c: the CUDA backend of the device interface, over the driver API.
  *
  * libcuda.so.1 is opened with dlopen and the entry points fetched with dlsym (no cuda.h: the few
- * types and constants used are declared below, with the values of the driver API, so this file
- * builds where no CUDA toolkit is installed). One primary context per device, one non-blocking
+ * types, constants and entry points used are declared by hand in cuda_api.h, which
+ * tests/runtime/cuda_decls_test.c checks against the toolkit's cuda.h, so this file builds where
+ * no CUDA toolkit is installed). One primary context per device, one non-blocking
  * stream per opened device: launches, fills and copies are queued on it in order; reads and
  * writes synchronize it. Kernels come from the cubin (`binary`) or, where that does not load (an
  * other architecture), from the PTX, which the driver compiles. Symbolic values are int
@@ -11,77 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/cuda/cuda_api.h"
 #include "runtime/device.h"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-
-enum {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
-  CUDA_ERROR_LAUNCH_FAILED = 719,
-  ATTR_MAX_THREADS_PER_BLOCK = 1,
-  ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 8,
-  ATTR_WARP_SIZE = 10,
-  ATTR_CC_MAJOR = 75,
-  ATTR_CC_MINOR = 76,
-  ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
-  FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
-  STREAM_NON_BLOCKING = 1,
-  EVENT_DEFAULT = 0,
-};
-
-/* The entry points, listed once: name, symbol (versioned where the ABI changed), parameters.
- * All return a CUresult. */
-#define CU_FNS(X)                                                                                  \
-  X(cuInit, "cuInit", (unsigned))                                                      \
-  X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                     \
-  X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                     \
-  X(cuDeviceGetName, "cuDeviceGetName", (char *, int, CUdevice))                       \
-  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", (size_t *, CUdevice))                     \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, int, CUdevice))              \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))     \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice))             \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                   \
-  X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                  \
-  X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                      \
-  X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *)) \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, int, int))                  \
-  X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                              \
-  X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                          \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                     \
-    (CUdeviceptr, const void *, size_t, CUstream))                                     \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                     \
-    (void *, CUdeviceptr, size_t, CUstream))                                           \
-  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                     \
-    (CUdeviceptr, CUdeviceptr, size_t, CUstream))                                      \
-  X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr, unsigned char, size_t, CUstream)) \
-  X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                          \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                 \
-  X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                            \
-  X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                             \
-  X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                    \
-  X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                               \
-  X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                               \
-  X(cuEventElapsedTime, "cuEventElapsedTime", (float *, CUevent, CUevent))             \
-  X(cuLaunchKernel, "cuLaunchKernel",                                                              \
-    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
-                 CUstream, void **, void **))                                                      \
-  X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))
-
-static struct {
-#define X(name, sym, params) CUresult(*name) params;
-  CU_FNS(X)
-#undef X
-} cu;
+static struct cu_fns cu;
 
 typedef struct cu_device {
   rx_rt_device base;
@@ -105,14 +39,14 @@ typedef struct cu_kernel {
   CUfunction fn;
 } cu_kernel;
 
-static rx_status cufail(cu_device *d, CUresult r, const char *what) {
+static rx_status cufail(cu_device *d, cu_result r, const char *what) {
   const char *msg = NULL;
   if (cu.cuGetErrorString) cu.cuGetErrorString(r, &msg);
-  rx_status_code code = r == CUDA_ERROR_OUT_OF_MEMORY ? RX_ERR_OUT_OF_MEMORY : RX_ERR_DEVICE;
-  rx_status s = rx_status_make(code, "cuda:%d (%s): %s failed: %s (%d)", d ? d->base.info.index : 0,
+  rx_status_code code = r == RES_OUT_OF_MEMORY ? RX_ERR_OUT_OF_MEMORY : RX_ERR_DEVICE;
+  rx_status s = rx_status_make(code, "cuda:%d (%s): %s failed: %s (%u)", d ? d->base.info.index : 0,
                                d ? d->base.info.name : "", what, msg ? msg : "unknown error", r);
   /* errors after which the context is unusable: sticky, like a lost device */
-  if (d && (r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED) && !d->base.lost)
+  if (d && (r == RES_ILLEGAL_ADDRESS || r == RES_LAUNCH_FAILED) && !d->base.lost)
     d->base.lost = rx_status_make(RX_ERR_DEVICE, "%s (the CUDA context is lost)",
                                   rx_status_message(s));
   return s;
@@ -120,8 +54,8 @@ static rx_status cufail(cu_device *d, CUresult r, const char *what) {
 
 #define CU_TRY(d, call, what)                                                                      \
   do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != CUDA_SUCCESS) return cufail((d), r_, (what));                                        \
+    cu_result r_ = (call);                                                                          \
+    if (r_ != RES_SUCCESS) return cufail((d), r_, (what));                                        \
   } while (0)
 
 static rx_status cu_check(void) {
@@ -139,7 +73,7 @@ static rx_status cu_check(void) {
     } else {
 #define X(name, sym, params)                                                                       \
   if (!cached) {                                                                                   \
-    cu.name = (CUresult(*) params)(uintptr_t)dlsym(lib, sym);                                                    \
+    cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                                    \
     if (!cu.name)                                                                                  \
       cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: libcuda.so.1 lacks %s: the driver is too "  \
                               "old", sym);                                                         \
@@ -147,10 +81,10 @@ static rx_status cu_check(void) {
       CU_FNS(X)
 #undef X
       if (!cached) {
-        CUresult r = cu.cuInit(0);
-        if (r == CUDA_ERROR_NO_DEVICE)
+        cu_result r = cu.cuInit(0);
+        if (r == RES_NO_DEVICE)
           cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: the driver found no CUDA device");
-        else if (r != CUDA_SUCCESS)
+        else if (r != RES_SUCCESS)
           cached = cufail(NULL, r, "cuInit");
       }
     }
@@ -170,7 +104,7 @@ static void fill_info(CUdevice dev, int index, rx_rt_device_info *info) {
   cu.cuDeviceGetAttribute(&v, ATTR_WARP_SIZE, dev);
   info->subgroup_size = (uint32_t)v;
   v = 0;
-  if (cu.cuDeviceGetAttribute(&v, ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev) != CUDA_SUCCESS || !v)
+  if (cu.cuDeviceGetAttribute(&v, ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev) != RES_SUCCESS || !v)
     cu.cuDeviceGetAttribute(&v, ATTR_MAX_SHARED_MEMORY_PER_BLOCK, dev);
   info->shared_memory_bytes = (uint32_t)v;
   cu.cuDeviceGetAttribute(&v, ATTR_MAX_THREADS_PER_BLOCK, dev);
@@ -241,11 +175,11 @@ static rx_status cu_synchronize(rx_rt_device *base) {
 static rx_status cu_buffer_init(rx_rt_buffer *base) {
   cu_device *d = (cu_device *)base->device;
   CTX(d);
-  CUresult r = cu.cuMemAlloc(&((cu_buffer *)base)->ptr, base->size);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+  cu_result r = cu.cuMemAlloc(&((cu_buffer *)base)->ptr, base->size);
+  if (r == RES_OUT_OF_MEMORY)
     return rx_status_make(RX_ERR_OUT_OF_MEMORY, "cuda:%d (%s): out of device memory allocating "
                           "%zu bytes", d->base.info.index, d->base.info.name, base->size);
-  if (r != CUDA_SUCCESS) return cufail(d, r, "cuMemAlloc");
+  if (r != RES_SUCCESS) return cufail(d, r, "cuMemAlloc");
   return NULL;
 }
 
@@ -311,23 +245,23 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   cu_kernel *ck = rt_alloc(&d->base.alloc, sizeof *ck);
   if (!ck) return rt_oom("a kernel", sizeof *ck);
   k->impl = ck;
-  CUresult r = -1;
+  cu_result r = RES_INVALID_IMAGE; /* neither a cubin nor PTX (library.c requires one) */
   if (k->binary) r = cu.cuModuleLoadData(&ck->mod, k->binary);
-  if (r != CUDA_SUCCESS && k->ptx) r = cu.cuModuleLoadData(&ck->mod, k->ptx); /* JIT */
-  if (r != CUDA_SUCCESS) {
+  if (r != RES_SUCCESS && k->ptx) r = cu.cuModuleLoadData(&ck->mod, k->ptx); /* JIT */
+  if (r != RES_SUCCESS) {
     ck->mod = NULL;
     cu_kernel_destroy(base, k);
     return cufail(d, r, "cuModuleLoadData (cubin and PTX)");
   }
   r = cu.cuModuleGetFunction(&ck->fn, ck->mod, k->name);
-  if (r != CUDA_SUCCESS) {
+  if (r != RES_SUCCESS) {
     cu_kernel_destroy(base, k);
     return rx_status_make(RX_ERR_NOT_FOUND, "the module has no function '%s' (extern \"C\" "
                           "__global__ expected)", k->name);
   }
   if (k->shared_bytes > 48 * 1024) {
     r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->shared_bytes);
-    if (r != CUDA_SUCCESS) {
+    if (r != RES_SUCCESS) {
       cu_kernel_destroy(base, k);
       return cufail(d, r, "cuFuncSetAttribute (shared memory)");
     }
@@ -366,8 +300,8 @@ static rx_status cu_timer_init(rx_rt_timer *base) {
   cu_timer *t = (cu_timer *)base;
   CTX(d);
   CU_TRY(d, cu.cuEventCreate(&t->ev[0], EVENT_DEFAULT), "cuEventCreate");
-  CUresult r = cu.cuEventCreate(&t->ev[1], EVENT_DEFAULT);
-  if (r != CUDA_SUCCESS) {
+  cu_result r = cu.cuEventCreate(&t->ev[1], EVENT_DEFAULT);
+  if (r != RES_SUCCESS) {
     cu.cuEventDestroy(t->ev[0]);
     return cufail(d, r, "cuEventCreate");
   }
