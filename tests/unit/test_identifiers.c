@@ -154,7 +154,7 @@ static bool rx_word(const char *w) {
 /* The program p of P over words W (n of them): every role from its own stretch of W, names
  * unique within the program. */
 static void make_prog(prog *g, const char **W, size_t n, size_t p, size_t P) {
-  const char *used[4 + 2 * NB + 2];
+  const char *used[4 + 2 * NB + 2] = {0}; /* = {0}: gcc -O0 -Wmaybe-uninitialized */
   int nu = 0;
   size_t next;
 #define PICK(dst, start)                                                                            \
