@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan fuzz clean format
+.PHONY: all deps build demo test asan fuzz matrix clean format
 
 all: build
 
@@ -34,6 +34,10 @@ fuzz: deps
 	@CC=clang-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRX_FUZZ=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
 	@cd build-fuzz && ctest -L fuzz --output-on-failure -j $(JOBS)
+
+# gcc-12 and clang-16, Release and Debug, each built (not tested) with -Werror and no warning
+matrix: deps
+	@bash scripts/build-matrix.sh
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
