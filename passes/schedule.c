@@ -1277,6 +1277,114 @@ bool rx_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * grid limits
+ *
+ * A block loop `for b in 0..E blockIdx.A` whose extent the analyzer cannot prove within the
+ * target's max_grid_dim[A] (L; Vulkan guarantees 65535 per axis, CUDA 65535 along y and z)
+ * becomes a grid-stride loop: the grid takes min(E, L) blocks along A and each block runs
+ *   for b_i in 0..ceil(E / L) { if b_o + b_i * L < E { BODY[b := b_o + b_i * L] } }
+ * inside the innermost block loop of the kernel (the chain of block loops stays intact). The
+ * condition depends only on block indices, so it is uniform across a block and a barrier inside
+ * stays legal; a body with barriers gets one more at the end of each iteration, so shared memory
+ * is not overwritten while another thread still reads the previous iteration's values; its
+ * top-level allocations move in front of the loop. Axes whose limit is 2^31-1 (CUDA's x) are
+ * left alone: the runtime's 32-bit grid arithmetic has the same bound.
+ * ------------------------------------------------------------------------------------------ */
+static bool stmt_has_barrier(const rx_stmt *s) {
+  if (!s) return false;
+  if (s->kind == RX_STMT_BARRIER) return true;
+  for (int i = 0; i < s->n; i++)
+    if (stmt_has_barrier(s->body[i])) return true;
+  return stmt_has_barrier(s->inner) || stmt_has_barrier(s->init) || stmt_has_barrier(s->otherwise);
+}
+
+static void bound_kernel(rx_sctx *s, rx_stmt *root) {
+  rx_stmt *chain[3];
+  int nc = 0;
+  for (rx_stmt *k = root;;) {
+    chain[nc++] = k;
+    rx_stmt *in = (rx_stmt *)unwrap(k->inner);
+    if (nc < 3 && in && in->kind == RX_STMT_FOR &&
+        (in->loop_kind == RX_LOOP_BLOCK_Y || in->loop_kind == RX_LOOP_BLOCK_Z)) {
+      k = in;
+      continue;
+    }
+    break;
+  }
+  const rx_expr *vars[3], *repl[3], *ext[3], *inner_vars[3];
+  int64_t lim[3];
+  int n = 0;
+  for (int i = 0; i < nc; i++) {
+    rx_stmt *k = chain[i];
+    int ax = k->loop_kind - RX_LOOP_BLOCK_X;
+    int64_t L = s->t->max_grid_dim[ax];
+    const rx_expr *e = k->extent[0];
+    if (L <= 0 || L >= 2147483647) continue;
+    if (rx_sched_proves(s, rx_expr_cmp(s->cx, RX_EXPR_LE, e, E(s, L)))) continue;
+    const rx_expr *outer = rx_sched_fresh_var(s, "bo"), *inner = rx_sched_fresh_var(s, "bi");
+    vars[n] = k->vars[0];
+    repl[n] = ADD(s, outer, MUL(s, inner, L));
+    ext[n] = e;
+    inner_vars[n] = inner;
+    lim[n] = L;
+    n++;
+    const rx_expr **nv = rx_module_alloc(s->m, sizeof *nv), **ne = rx_module_alloc(s->m, sizeof *ne);
+    nv[0] = outer;
+    ne[0] = rx_expr_min(s->cx, e, E(s, L));
+    k->vars = nv;
+    k->extent = ne;
+  }
+  if (!n) return;
+  rx_stmt *last = chain[nc - 1];
+  rx_rewrite rw = {.s = s, .vars = vars, .repl = repl, .n = n};
+  rx_stmt *body = rx_sched_rewrite_stmt(&rw, last->inner);
+  /* top-level allocations stay at the top of the kernel */
+  rx_stmtvec top = {0}, rest = {0};
+  for (int i = 0; i < seq_len(body); i++) {
+    rx_stmt *st = (rx_stmt *)seq_at(body, i);
+    if (st->kind == RX_STMT_ALLOC)
+      RX_VEC_PUSH(&top, st);
+    else
+      RX_VEC_PUSH(&rest, st);
+  }
+  bool barrier = stmt_has_barrier(body);
+  const rx_expr *cond = NULL;
+  for (int i = 0; i < n; i++) {
+    const rx_expr *c = rx_expr_cmp(s->cx, RX_EXPR_LT, repl[i], ext[i]);
+    cond = cond ? rx_expr_and(s->cx, cond, c) : c;
+  }
+  rx_stmt *it = rx_sched_if(s, rx_sched_cond(s, cond), rx_sched_seq(s, &rest), NULL);
+  if (barrier) {
+    rx_stmtvec v = {0};
+    RX_VEC_PUSH(&v, it);
+    RX_VEC_PUSH(&v, rx_sched_barrier(s));
+    it = rx_sched_seq(s, &v);
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    const rx_expr *trips = rx_expr_floordiv(s->cx, ADD(s, ext[i], E(s, lim[i] - 1)), E(s, lim[i]));
+    it = rx_sched_for(s, inner_vars[i], trips, RX_LOOP_SERIAL, it);
+  }
+  RX_VEC_PUSH(&top, it);
+  last->inner = rx_sched_seq(s, &top);
+}
+
+/* Every kernel root of a scheduled host-level body (sequences and ifs on symbolic values). */
+static void bound_grids(rx_sctx *s, rx_stmt *st) {
+  if (!st) return;
+  if (st->kind == RX_STMT_SEQ) {
+    for (int i = 0; i < st->n; i++) bound_grids(s, st->body[i]);
+  } else if (st->kind == RX_STMT_IF) {
+    size_t mk = rx_analyzer_mark(s->an);
+    if (st->value && st->value->kind == RX_TX_SYM) rx_analyzer_assume(s->an, st->value->sym);
+    bound_grids(s, st->inner);
+    rx_analyzer_reset(s->an, mk);
+    bound_grids(s, st->otherwise);
+  } else if (st->kind == RX_STMT_FOR && st->loop_kind == RX_LOOP_BLOCK_X) {
+    bound_kernel(s, st);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------
  * entry points
  * ------------------------------------------------------------------------------------------ */
 static rx_tensor_fn *with_body(rx_sctx *s, rx_stmt *body) {
@@ -1382,6 +1490,7 @@ bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_dia
     set_variants(m, out, &v, 1);
   }
   if (ok) {
+    bound_grids(&s, body);
     out->fn = with_body(&s, body);
     ok = rx_schedule_check(out->fn, t, diag);
   }
