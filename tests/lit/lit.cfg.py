@@ -11,7 +11,8 @@ config.test_exec_root = os.path.join(config.relaxc_bin_dir, "tests", "lit-out")
 
 config.environment["PATH"] = os.pathsep.join(
     [config.relaxc_bin_dir, config.llvm_bin_dir, config.environment.get("PATH", "")])
-config.substitutions.append(("%relaxc", os.path.join(config.relaxc_bin_dir, "relaxc")))
+config.substitutions.append(
+    ("%relaxc", getattr(config, "relaxc_run_prefix", "") + os.path.join(config.relaxc_bin_dir, "relaxc")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # `REQUIRES: onnx`: relaxc was built with the ONNX frontend (frontends/onnx/onnx.cmake)
 if getattr(config, "relaxc_onnx", False):

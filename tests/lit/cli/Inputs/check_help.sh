@@ -1,5 +1,5 @@
 #!/bin/sh
-# check_help.sh RELAXC TOOLS_DIR TMP README: for every command that `relaxc --help` lists,
+# check_help.sh TOOLS_DIR TMP README RELAXC...: for every command that `relaxc --help` lists,
 # - `relaxc CMD --help` and `relaxc help CMD` exit 0 and print the same text, starting with the
 #   command's usage line;
 # - the options its --help lists are exactly the options its source handles (the strings that
@@ -8,14 +8,16 @@
 # - README's "Command line" section has a row for the command and names each of its options.
 # Prints each difference; exit status 1 if any.
 set -u
-relaxc=$1 tools=$2 tmp=$3 readme=$4
+# RELAXC is the rest of the arguments: in a sanitized build it is an `env ... relaxc` prefix
+tools=$1 tmp=$2 readme=$3
+shift 3
 status=0
 sed -n '/^## Command line/,/^## [^C]/p' "$readme" > "$tmp.readme"
-cmds=$("$relaxc" --help | sed -n 's/^  relaxc \([a-z]*\).*/\1/p')
+cmds=$("$@" --help | sed -n 's/^  relaxc \([a-z]*\).*/\1/p')
 if [ -z "$cmds" ]; then echo "relaxc --help lists no commands"; exit 1; fi
 for c in $cmds; do
-  "$relaxc" "$c" --help > "$tmp.a" || { echo "relaxc $c --help: exit status $?"; status=1; }
-  "$relaxc" help "$c" > "$tmp.b" || { echo "relaxc help $c: exit status $?"; status=1; }
+  "$@" "$c" --help > "$tmp.a" || { echo "relaxc $c --help: exit status $?"; status=1; }
+  "$@" help "$c" > "$tmp.b" || { echo "relaxc help $c: exit status $?"; status=1; }
   cmp -s "$tmp.a" "$tmp.b" || { echo "$c: 'relaxc $c --help' and 'relaxc help $c' differ"; status=1; }
   head -1 "$tmp.a" | grep -q "^usage: relaxc $c" || { echo "$c: --help has no usage line"; status=1; }
   src=$tools/cmd_$c.c
@@ -31,7 +33,7 @@ for c in $cmds; do
   for f in $helped; do
     grep -q -e "\`$f[ \`=]" -e "\[$f[] ]" -e "|$f " "$tmp.readme" ||
       { echo "$c: README's Command line section does not name $f"; status=1; }
-    if "$relaxc" "$c" "$f" 2>&1 | grep -q "unknown option"; then
+    if "$@" "$c" "$f" 2>&1 | grep -q "unknown option"; then
       echo "$c: --help lists $f, which the parser does not accept"
       status=1
     fi
