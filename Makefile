@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan fuzz matrix clean format
+.PHONY: all deps build demo test asan fuzz matrix clean format check-format
 
 all: build
 
@@ -41,6 +41,9 @@ matrix: deps
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+check-format:
+	@bash scripts/check-format.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
