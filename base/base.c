@@ -330,7 +330,7 @@ const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data 
  * DIAG_MESSAGE_BYTES bytes (it may quote a name of any length). Text is shown as it is where it
  * is printable ASCII, a tab or valid UTF-8; any other byte as \xNN in a message and as '?' in a
  * source excerpt (one column, so the caret stays under its character). */
-#define DIAG_EXCERPT_COLS 120
+#define DIAG_EXCERPT_COLS  120
 #define DIAG_MESSAGE_BYTES 1024
 
 /* The length of the valid UTF-8 sequence of 2 to 4 bytes at s (at most n bytes), or 0. */

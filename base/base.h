@@ -37,8 +37,8 @@ typedef struct rx_arena {
 } rx_arena;
 
 void rx_arena_init(rx_arena *a);
-void rx_arena_free(rx_arena *a); /* frees every chunk; the arena may be reused after */
-void *rx_arena_alloc(rx_arena *a, size_t n);  /* zeroed, 16-byte aligned */
+void rx_arena_free(rx_arena *a);             /* frees every chunk; the arena may be reused after */
+void *rx_arena_alloc(rx_arena *a, size_t n); /* zeroed, 16-byte aligned */
 void *rx_arena_dup(rx_arena *a, const void *p, size_t n);
 char *rx_arena_strdup(rx_arena *a, const char *s);
 char *rx_arena_strndup(rx_arena *a, const char *s, size_t n);
@@ -74,7 +74,7 @@ typedef struct rx_ptrmap {
   size_t cap, len;
 } rx_ptrmap;
 void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value); /* key != NULL; replaces */
-int rx_ptrmap_get(const rx_ptrmap *m, const void *key);        /* -1 when absent */
+int rx_ptrmap_get(const rx_ptrmap *m, const void *key);       /* -1 when absent */
 void rx_ptrmap_free(rx_ptrmap *m);
 
 /* ---- growable string buffer (heap) ---- */

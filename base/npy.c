@@ -13,8 +13,8 @@ static const struct {
   rx_dtype dtype;
   size_t size;
 } kinds[] = {
-    {"f4", RX_DTYPE_F32, 4}, {"f2", RX_DTYPE_F16, 2}, {"i8", RX_DTYPE_I64, 8},
-    {"i4", RX_DTYPE_I32, 4}, {"i2", RX_DTYPE_I16, 2}, {"i1", RX_DTYPE_I8, 1},
+    {"f4", RX_DTYPE_F32, 4}, {"f2", RX_DTYPE_F16, 2},  {"i8", RX_DTYPE_I64, 8},
+    {"i4", RX_DTYPE_I32, 4}, {"i2", RX_DTYPE_I16, 2},  {"i1", RX_DTYPE_I8, 1},
     {"u1", RX_DTYPE_U8, 1},  {"b1", RX_DTYPE_BOOL, 1}, {"u2", RX_DTYPE_BF16, 2},
 };
 
@@ -134,7 +134,8 @@ rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *ou
           return bad(name, "malformed 'shape'");
       }
     } else {
-      return rx_status_make(RX_ERR_INVALID, "%s: unexpected key '%s' in the .npy header", name, key);
+      return rx_status_make(RX_ERR_INVALID, "%s: unexpected key '%s' in the .npy header", name,
+                            key);
     }
     if (!eat(&s, ',')) {
       if (!eat(&s, '}')) return bad(name, "malformed header dict");
@@ -144,8 +145,10 @@ rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *ou
   if (!descr[0] || fortran < 0 || !have_shape)
     return bad(name, "the header lacks 'descr', 'fortran_order' or 'shape'");
   if (fortran)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported (save "
-                                              "with C order: np.ascontiguousarray)", name);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: Fortran-order arrays are not supported (save "
+                          "with C order: np.ascontiguousarray)",
+                          name);
   char order = descr[0];
   const char *code = descr + 1;
   size_t esize = 0;
@@ -197,7 +200,8 @@ rx_status rx_npy_write(const char *path, const rx_npy *a) {
   for (size_t i = 0; i < RX_ARRAY_LEN(kinds); i++)
     if (kinds[i].dtype == a->dtype) code = kinds[i].descr;
   if (!code)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: cannot write dtype %d as .npy", path, (int)a->dtype);
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: cannot write dtype %d as .npy", path,
+                          (int)a->dtype);
   if (a->ndim < 0 || a->ndim > RX_NPY_MAX_NDIM)
     return rx_status_make(RX_ERR_INVALID, "%s: bad rank %d", path, a->ndim);
   char hdr[1024];
@@ -205,15 +209,26 @@ rx_status rx_npy_write(const char *path, const rx_npy *a) {
                    rx_npy_elem_size(a->dtype) == 1 ? '|' : '<', code);
   for (int i = 0; i < a->ndim; i++)
     n += snprintf(hdr + n, sizeof hdr - (size_t)n, "%lld%s", (long long)a->shape[i],
-                  a->ndim == 1 ? "," : i + 1 < a->ndim ? ", " : "");
+                  a->ndim == 1      ? ","
+                  : i + 1 < a->ndim ? ", "
+                                    : "");
   n += snprintf(hdr + n, sizeof hdr - (size_t)n, "), }");
   /* pad with spaces so that the data starts at a multiple of 64, header ends with '\n' */
   size_t total = 10 + (size_t)n + 1;
   size_t pad = (64 - total % 64) % 64;
   size_t hlen = (size_t)n + pad + 1;
   FILE *f = fopen(path, "wb");
-  if (!f) return rx_status_make(RX_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
-  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+  if (!f)
+    return rx_status_make(RX_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
+  unsigned char pre[10] = {0x93,
+                           'N',
+                           'U',
+                           'M',
+                           'P',
+                           'Y',
+                           1,
+                           0,
+                           (unsigned char)(hlen & 0xff),
                            (unsigned char)(hlen >> 8)};
   bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n;
   for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;

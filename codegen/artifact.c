@@ -105,8 +105,9 @@ void rx_artifact_manifest(rx_strbuf *o, const rx_module *m, const rx_compile_res
     jstr(o, kind);
     rx_strbuf_append(o, ", \"target\": ");
     jstr(o, to->target->name);
-    rx_strbuf_printf(o, ", \"kernels\": %d, \"kernels_json\": \"%s/kernels.json\", \"binaries\": %s, "
-                        "\"note\": ",
+    rx_strbuf_printf(o,
+                     ", \"kernels\": %d, \"kernels_json\": \"%s/kernels.json\", \"binaries\": %s, "
+                     "\"note\": ",
                      to->nkernels, kind, to->binaries ? "true" : "false");
     jstr(o, to->note);
     rx_strbuf_putc(o, '}');

@@ -26,15 +26,15 @@ typedef struct cg_kernel {
   rx_module *m;
   const rx_tensor_fn *fn;
   const rx_target *t;
-  rx_kernel *k;          /* the public description being filled */
-  rx_stmt *body;         /* the statements run by every thread of a block */
+  rx_kernel *k;           /* the public description being filled */
+  rx_stmt *body;          /* the statements run by every thread of a block */
   const rx_expr *bvar[3]; /* blockIdx.{x,y,z} loop variables (NULL: axis unused) */
   const rx_expr *blo[3];
-  cg_shared *shared;     /* shared allocations, hoisted to kernel scope */
+  cg_shared *shared; /* shared allocations, hoisted to kernel scope */
   int nshared;
-  int nthreads;          /* block[0] * block[1] * block[2] */
+  int nthreads; /* block[0] * block[1] * block[2] */
   bool uses_subgroup;
-  rx_loc loc;            /* of the kernel root */
+  rx_loc loc; /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).
@@ -71,14 +71,14 @@ typedef struct cg_lang {
   const char *let_prefix;              /* "const " or "" */
   const char *thread_idx[3];           /* expressions of the thread index per axis (unsigned) */
   const char *block_idx[3];
-  const char *barrier;                 /* statement text */
-  const char *unroll;                  /* line before an unrolled loop, or NULL */
-  const char *fn_prefix;               /* prefix of helper function definitions */
+  const char *barrier;   /* statement text */
+  const char *unroll;    /* line before an unrolled loop, or NULL */
+  const char *fn_prefix; /* prefix of helper function definitions */
   /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing) */
   const char *math[RX_INTRIN_COUNT];
-  const char *int_abs, *i64_abs;       /* integer abs */
-  const char *int_min, *int_max;       /* integer min/max */
-  bool has_erf;                        /* math[ERF] exists */
+  const char *int_abs, *i64_abs; /* integer abs */
+  const char *int_min, *int_max; /* integer min/max */
+  bool has_erf;                  /* math[ERF] exists */
   /* f16/bf16: to and from float ("%s" formats); arith_via_f32: + - * / and comparisons are
    * done in float and rounded (no operators on the type) */
   const char *to_f32[RX_DTYPE_COUNT];
@@ -116,21 +116,21 @@ struct cg_printer {
   rx_analyzer *an;
   bool failed;
   int indent;
-  rx_strbuf helpers;   /* helper functions, emitted before the kernel */
-  const char *idx;     /* index type name */
-  bool need[16];       /* helper functions and extensions already emitted/needed */
+  rx_strbuf helpers;         /* helper functions, emitted before the kernel */
+  const char *idx;           /* index type name */
+  bool need[16];             /* helper functions and extensions already emitted/needed */
   bool uses[RX_DTYPE_COUNT]; /* dtypes appearing in the kernel */
 };
 
 enum { /* cg_printer.need */
-  CG_NEED_ERF,
-  CG_NEED_FLOORDIV_IDX,
-  CG_NEED_FLOORDIV_I32,
-  CG_NEED_FLOORDIV_I64,
-  CG_NEED_SG_SUM,
-  CG_NEED_SG_MAX,
-  CG_NEED_SG_MIN,
-  CG_NEED_SUBGROUP,
+       CG_NEED_ERF,
+       CG_NEED_FLOORDIV_IDX,
+       CG_NEED_FLOORDIV_I32,
+       CG_NEED_FLOORDIV_I64,
+       CG_NEED_SG_SUM,
+       CG_NEED_SG_MAX,
+       CG_NEED_SG_MIN,
+       CG_NEED_SUBGROUP,
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;

@@ -10,18 +10,24 @@
 
 const char *rx_lang_name(rx_lang l) {
   switch (l) {
-  case RX_LANG_CUDA: return "cuda";
-  case RX_LANG_GLSL: return "glsl";
-  case RX_LANG_MSL: return "msl";
+  case RX_LANG_CUDA:
+    return "cuda";
+  case RX_LANG_GLSL:
+    return "glsl";
+  case RX_LANG_MSL:
+    return "msl";
   }
   return "?";
 }
 
 rx_lang rx_lang_of_target(const rx_target *t) {
   switch (t->kind) {
-  case RX_TARGET_CUDA: return RX_LANG_CUDA;
-  case RX_TARGET_VULKAN: return RX_LANG_GLSL;
-  case RX_TARGET_METAL: return RX_LANG_MSL;
+  case RX_TARGET_CUDA:
+    return RX_LANG_CUDA;
+  case RX_TARGET_VULKAN:
+    return RX_LANG_GLSL;
+  case RX_TARGET_METAL:
+    return RX_LANG_MSL;
   }
   return RX_LANG_CUDA;
 }
@@ -111,11 +117,21 @@ static void jstr(rx_strbuf *o, const char *s) {
   rx_strbuf_putc(o, '"');
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
     switch (*c) {
-    case '"': rx_strbuf_append(o, "\\\""); break;
-    case '\\': rx_strbuf_append(o, "\\\\"); break;
-    case '\n': rx_strbuf_append(o, "\\n"); break;
-    case '\r': rx_strbuf_append(o, "\\r"); break;
-    case '\t': rx_strbuf_append(o, "\\t"); break;
+    case '"':
+      rx_strbuf_append(o, "\\\"");
+      break;
+    case '\\':
+      rx_strbuf_append(o, "\\\\");
+      break;
+    case '\n':
+      rx_strbuf_append(o, "\\n");
+      break;
+    case '\r':
+      rx_strbuf_append(o, "\\r");
+      break;
+    case '\t':
+      rx_strbuf_append(o, "\\t");
+      break;
     default:
       if (*c < 0x20)
         rx_strbuf_printf(o, "\\u%04x", *c);
@@ -220,9 +236,9 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
         if (a) rx_strbuf_append(o, ", ");
         jexpr(o, k->grid[a]);
       }
-      rx_strbuf_printf(o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
-                       k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes,
-                       k->index64 ? 64 : 32);
+      rx_strbuf_printf(
+          o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
+          k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes, k->index64 ? 64 : 32);
       const char *loc;
       int binding = -1;
       int nbuf = 0;
@@ -235,14 +251,15 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
         loc = "uniform_buffer", binding = nbuf;
       else
         loc = "push_constant";
-      rx_strbuf_printf(o, "     \"scalars\": {\"location\": \"%s\", \"bytes\": %d, \"binding\": %d},\n",
-                       loc, k->scalar_bytes, binding);
+      rx_strbuf_printf(
+          o, "     \"scalars\": {\"location\": \"%s\", \"bytes\": %d, \"binding\": %d},\n", loc,
+          k->scalar_bytes, binding);
       rx_strbuf_append(o, "     \"args\": [");
       for (int a = 0; a < k->nargs; a++) {
         const rx_karg *g = &k->args[a];
         rx_strbuf_append(o, a ? ",\n       " : "\n       ");
-        rx_strbuf_printf(o, "{\"kind\": \"%s\", \"name\": ",
-                         g->kind == RX_KARG_BUFFER ? "buffer" : "scalar");
+        rx_strbuf_printf(
+            o, "{\"kind\": \"%s\", \"name\": ", g->kind == RX_KARG_BUFFER ? "buffer" : "scalar");
         jstr(o, g->name);
         rx_strbuf_append(o, ", \"ident\": ");
         jstr(o, g->ident ? g->ident : g->name);

@@ -40,37 +40,37 @@ typedef enum rx_karg_kind {
 
 typedef struct rx_karg {
   rx_karg_kind kind;
-  const char *name;     /* the user's name: the buffer's, or the symbolic variable's */
-  const char *ident;    /* its identifier in the kernel source (cg_ident of name) */
-  rx_dtype dtype;       /* BUFFER: element type; SCALAR: i32 */
-  int param;            /* BUFFER: index into the program's parameters */
-  bool written;         /* BUFFER: the kernel stores to it */
-  const rx_expr *var;   /* SCALAR: the symbolic variable */
-  int binding;          /* Vulkan binding / Metal buffer index (buffers) */
-  int offset;           /* SCALAR: byte offset in the push-constant block or uniform buffer */
+  const char *name;   /* the user's name: the buffer's, or the symbolic variable's */
+  const char *ident;  /* its identifier in the kernel source (cg_ident of name) */
+  rx_dtype dtype;     /* BUFFER: element type; SCALAR: i32 */
+  int param;          /* BUFFER: index into the program's parameters */
+  bool written;       /* BUFFER: the kernel stores to it */
+  const rx_expr *var; /* SCALAR: the symbolic variable */
+  int binding;        /* Vulkan binding / Metal buffer index (buffers) */
+  int offset;         /* SCALAR: byte offset in the push-constant block or uniform buffer */
 } rx_karg;
 
 typedef struct rx_kernel {
-  const char *name;    /* entry point, unique in the module: the identifier (cg_ident) of
-                          PROGRAM, PROGRAM_1, ... in the language; also the file name */
+  const char *name;        /* entry point, unique in the module: the identifier (cg_ident) of
+                              PROGRAM, PROGRAM_1, ... in the language; also the file name */
   const char *source_name; /* that name before mangling (PROGRAM, PROGRAM_1, ...) */
   rx_lang lang;
-  const char *source;  /* the kernel's source text */
+  const char *source; /* the kernel's source text */
   rx_karg *args;
   int nargs;
-  const rx_expr *grid[3];  /* number of blocks per axis (symbolic; 1 where unused) */
-  int block[3];            /* threads per block per axis */
-  int64_t shared_bytes;    /* static shared memory */
-  const rx_expr *cond;     /* run only when this holds (NULL: always) */
-  const char *rule;        /* schedule rule that produced it, or NULL */
-  bool uses_ubo;           /* GLSL: symbolic values in a uniform buffer (too many for push) */
-  int scalar_bytes;        /* bytes of the symbolic-value block */
-  bool index64;            /* 64-bit index arithmetic was needed */
-  const uint32_t *spirv;   /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
+  const rx_expr *grid[3]; /* number of blocks per axis (symbolic; 1 where unused) */
+  int block[3];           /* threads per block per axis */
+  int64_t shared_bytes;   /* static shared memory */
+  const rx_expr *cond;    /* run only when this holds (NULL: always) */
+  const char *rule;       /* schedule rule that produced it, or NULL */
+  bool uses_ubo;          /* GLSL: symbolic values in a uniform buffer (too many for push) */
+  int scalar_bytes;       /* bytes of the symbolic-value block */
+  bool index64;           /* 64-bit index arithmetic was needed */
+  const uint32_t *spirv;  /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
   size_t spirv_words;
-  const char *binary;      /* file name of the binary written next to the source (kernels.json
-                              "binary": NAME.spv, NAME.sm_80.cubin), or NULL: set by the writer */
-  const char *ptx;         /* CUDA: file name of the PTX written, or NULL */
+  const char *binary; /* file name of the binary written next to the source (kernels.json
+                         "binary": NAME.spv, NAME.sm_80.cubin), or NULL: set by the writer */
+  const char *ptx;    /* CUDA: file name of the PTX written, or NULL */
 } rx_kernel;
 
 typedef struct rx_kernel_list {

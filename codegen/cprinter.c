@@ -94,8 +94,7 @@ static const char *tname(cg_printer *p, rx_dtype t) {
     if (!p->failed)
       cg_error(p, p->ck->loc, "kernel '%s': %s has no type in %s%s", p->ck->k->name,
                rx_dtype_name(t), rx_lang_name(p->L->lang),
-               t == RX_DTYPE_BF16 ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
-                                  : "");
+               t == RX_DTYPE_BF16 ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)" : "");
     return "void";
   }
   return p->L->types[t];
@@ -228,9 +227,7 @@ static bool is_scalar_var(cg_printer *p, const rx_expr *v) {
 static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
 static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
 
-static bool is_boolish(const rx_expr *e) {
-  return e->kind >= RX_EXPR_EQ && e->kind <= RX_EXPR_NOT;
-}
+static bool is_boolish(const rx_expr *e) { return e->kind >= RX_EXPR_EQ && e->kind <= RX_EXPR_NOT; }
 
 static const char *helper_name(cg_printer *p, bool mod, rx_dtype t);
 
@@ -274,22 +271,45 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   const cg_lang *L = p->L;
   int prec = P_ATOM;
   switch (e->kind) {
-  case RX_EXPR_CONST: prec = e->value < 0 ? P_UNARY : P_ATOM; break;
-  case RX_EXPR_ADD: case RX_EXPR_SUB: prec = P_ADD; break;
-  case RX_EXPR_MUL: case RX_EXPR_FLOORDIV: case RX_EXPR_FLOORMOD: prec = P_MUL; break;
-  case RX_EXPR_EQ: case RX_EXPR_NE: case RX_EXPR_LT: case RX_EXPR_LE: case RX_EXPR_GT:
-  case RX_EXPR_GE: prec = P_CMP; break;
-  case RX_EXPR_AND: prec = P_AND; break;
-  case RX_EXPR_OR: prec = P_OR; break;
-  case RX_EXPR_NOT: prec = P_NOT; break;
-  default: prec = P_ATOM; break;
+  case RX_EXPR_CONST:
+    prec = e->value < 0 ? P_UNARY : P_ATOM;
+    break;
+  case RX_EXPR_ADD:
+  case RX_EXPR_SUB:
+    prec = P_ADD;
+    break;
+  case RX_EXPR_MUL:
+  case RX_EXPR_FLOORDIV:
+  case RX_EXPR_FLOORMOD:
+    prec = P_MUL;
+    break;
+  case RX_EXPR_EQ:
+  case RX_EXPR_NE:
+  case RX_EXPR_LT:
+  case RX_EXPR_LE:
+  case RX_EXPR_GT:
+  case RX_EXPR_GE:
+    prec = P_CMP;
+    break;
+  case RX_EXPR_AND:
+    prec = P_AND;
+    break;
+  case RX_EXPR_OR:
+    prec = P_OR;
+    break;
+  case RX_EXPR_NOT:
+    prec = P_NOT;
+    break;
+  default:
+    prec = P_ATOM;
+    break;
   }
   /* floordiv / floormod decide their form first */
   int fd_form = 0; /* 1: '/' or '%', 2: shift / mask, 3: helper */
   int64_t k2 = -1;
   if (e->kind == RX_EXPR_FLOORDIV || e->kind == RX_EXPR_FLOORMOD) {
-    bool bpos = e->b->kind == RX_EXPR_CONST ? e->b->value > 0
-                                            : rx_analyzer_bounds(p->an, e->b).lo >= 1;
+    bool bpos =
+        e->b->kind == RX_EXPR_CONST ? e->b->value > 0 : rx_analyzer_bounds(p->an, e->b).lo >= 1;
     if (bpos && nonneg(p, e->a))
       fd_form = 1;
     else if (e->b->kind == RX_EXPR_CONST && (k2 = pow2_log(e->b->value)) >= 0)
@@ -356,8 +376,8 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
       else
         rx_strbuf_printf(o, " >> %lld)", (long long)k2);
     } else {
-      rx_strbuf_printf(o, "%s(", helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64
-                                                                         : RX_DTYPE_I32));
+      rx_strbuf_printf(o, "%s(",
+                       helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32));
       ps_int(p, o, e->a, P_OR);
       rx_strbuf_append(o, ", ");
       ps_int(p, o, e->b, P_OR);
@@ -373,7 +393,11 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     ps_int(p, o, e->b, P_OR);
     rx_strbuf_putc(o, ')');
     break;
-  case RX_EXPR_EQ: case RX_EXPR_NE: case RX_EXPR_LT: case RX_EXPR_LE: case RX_EXPR_GT:
+  case RX_EXPR_EQ:
+  case RX_EXPR_NE:
+  case RX_EXPR_LT:
+  case RX_EXPR_LE:
+  case RX_EXPR_GT:
   case RX_EXPR_GE: {
     static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
     ps_int(p, o, e->a, P_ADD);
@@ -400,7 +424,8 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     ps_int(p, o, e->c, P_OR);
     rx_strbuf_putc(o, ')');
     break;
-  default: RX_ASSERT(!"bad expression kind");
+  default:
+    RX_ASSERT(!"bad expression kind");
   }
   if (paren) rx_strbuf_putc(o, ')');
 }
@@ -419,8 +444,8 @@ static const char *helper_name(cg_printer *p, bool mod, rx_dtype t) {
     p->need[key] = true;
     const char *T = tname(p, t);
     rx_strbuf *h = &p->helpers;
-    rx_strbuf_printf(h, "%s%s rx_floordiv(%s a, %s b) {\n  %s q = a / b;\n", L->fn_prefix, T, T,
-                     T, T);
+    rx_strbuf_printf(h, "%s%s rx_floordiv(%s a, %s b) {\n  %s q = a / b;\n", L->fn_prefix, T, T, T,
+                     T);
     rx_strbuf_append(h, "  return (q * b != a && ((a < ");
     lit_int(p, h, 0, t);
     rx_strbuf_append(h, ") != (b < ");
@@ -428,8 +453,8 @@ static const char *helper_name(cg_printer *p, bool mod, rx_dtype t) {
     rx_strbuf_append(h, "))) ? q - ");
     lit_int(p, h, 1, t);
     rx_strbuf_append(h, " : q;\n}\n");
-    rx_strbuf_printf(h, "%s%s rx_floormod(%s a, %s b) {\n  %s r = a %% b;\n", L->fn_prefix, T, T,
-                     T, T);
+    rx_strbuf_printf(h, "%s%s rx_floormod(%s a, %s b) {\n  %s r = a %% b;\n", L->fn_prefix, T, T, T,
+                     T);
     rx_strbuf_append(h, "  return (r != ");
     lit_int(p, h, 0, t);
     rx_strbuf_append(h, " && ((r < ");
@@ -578,8 +603,8 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_strbuf_free(&x);
   } else {
     const char *opname = rx_binop_name(op);
-    bool narrow = L->c_casts && !is_cmp(op) && (t == RX_DTYPE_I8 || t == RX_DTYPE_I16 ||
-                                                t == RX_DTYPE_U8);
+    bool narrow =
+        L->c_casts && !is_cmp(op) && (t == RX_DTYPE_I8 || t == RX_DTYPE_I16 || t == RX_DTYPE_U8);
     if (narrow) rx_strbuf_printf(o, "((%s)", tname(p, t));
     rx_strbuf_printf(o, "(%s %s %s)", sa, opname, sb);
     if (narrow) rx_strbuf_putc(o, ')');
@@ -594,8 +619,7 @@ static void f32_math(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **a
   const char *sfx = L->f32_suffix;
   switch (f) {
   case RX_INTRIN_SIGMOID:
-    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, L->math[RX_INTRIN_EXP],
-                     args[0]);
+    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, L->math[RX_INTRIN_EXP], args[0]);
     return;
   case RX_INTRIN_ERF:
     if (!L->has_erf) {
@@ -604,7 +628,8 @@ static void f32_math(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **a
       return;
     }
     break;
-  default: break;
+  default:
+    break;
   }
   int n = rx_intrinsic_arity(f);
   rx_strbuf_printf(o, "%s(", L->math[f]);
@@ -638,8 +663,8 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     if (f == RX_INTRIN_ABS)
       rx_strbuf_printf(&call, "%s(%s)", ht == RX_DTYPE_I64 ? L->i64_abs : L->int_abs, s[0].data);
     else if (f == RX_INTRIN_MIN || f == RX_INTRIN_MAX)
-      rx_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max,
-                       s[0].data, s[1].data);
+      rx_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max, s[0].data,
+                       s[1].data);
     else
       cg_error(p, e->loc, "intrinsic '%s' needs a float operand", rx_intrinsic_name(f));
     if (call.data) pcast(p, o, ht, t, call.data);
@@ -672,8 +697,12 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
 static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   const cg_lang *L = p->L;
   switch (e->kind) {
-  case RX_TX_INT: lit_int(p, o, e->ival, e->dtype); break;
-  case RX_TX_FLOAT: lit_float(p, o, e->fval, e->dtype); break;
+  case RX_TX_INT:
+    lit_int(p, o, e->ival, e->dtype);
+    break;
+  case RX_TX_FLOAT:
+    lit_float(p, o, e->fval, e->dtype);
+    break;
   case RX_TX_SYM: {
     const rx_expr *s = rx_analyzer_simplify(p->an, e->sym);
     if (e->dtype == RX_DTYPE_BOOL) {
@@ -688,7 +717,9 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     }
     break;
   }
-  case RX_TX_LOCAL: rx_strbuf_append(o, cg_name(p, e->local->name)); break;
+  case RX_TX_LOCAL:
+    rx_strbuf_append(o, cg_name(p, e->local->name));
+    break;
   case RX_TX_LOAD: {
     p->uses[e->buf->dtype] = true;
     bool glob = cg_param_of(p->ck->fn, e->buf) >= 0;
@@ -702,7 +733,9 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     }
     break;
   }
-  case RX_TX_BINARY: pbinary(p, o, e); break;
+  case RX_TX_BINARY:
+    pbinary(p, o, e);
+    break;
   case RX_TX_NEG:
     if (arith_f32(p, e->dtype)) {
       rx_strbuf x = {0}, y = {0};
@@ -740,7 +773,9 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_strbuf_free(&tmp);
     break;
   }
-  case RX_TX_CALL: pcall(p, o, e); break;
+  case RX_TX_CALL:
+    pcall(p, o, e);
+    break;
   }
 }
 
@@ -761,8 +796,9 @@ static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
   const cg_lang *L = p->L;
   const rx_expr *v = s->vars[i];
   const char *name = cg_name(p, v->name);
-  if ((s->kind == RX_STMT_FOR && (s->loop_kind == RX_LOOP_UNROLL ||
-                                  s->loop_kind == RX_LOOP_VECTORIZE)) && L->unroll) {
+  if ((s->kind == RX_STMT_FOR &&
+       (s->loop_kind == RX_LOOP_UNROLL || s->loop_kind == RX_LOOP_VECTORIZE)) &&
+      L->unroll) {
     cg_indent(p, o);
     rx_strbuf_printf(o, "%s\n", L->unroll);
   }
@@ -947,7 +983,8 @@ void cg_header_comment(cg_printer *p, rx_strbuf *o) {
     if (a->kind != RX_KARG_SCALAR) continue;
     rx_strbuf_printf(o, "%s %s", ns++ ? "," : " i32 values", a->name);
   }
-  if (!ns) rx_strbuf_append(o, " no symbolic values");
+  if (!ns)
+    rx_strbuf_append(o, " no symbolic values");
   else if (t->kind == RX_TARGET_VULKAN)
     rx_strbuf_printf(o, " (%s, %d bytes)", k->uses_ubo ? "uniform buffer" : "push constants",
                      k->scalar_bytes);

@@ -121,7 +121,9 @@ static void see_access(lw *w, rx_buffer *b, rx_tx **idx, int n, bool store, rx_l
 static void see_tx(lw *w, const rx_tx *e) {
   if (!e) return;
   switch (e->kind) {
-  case RX_TX_SYM: see_expr(w, rx_analyzer_simplify(w->an, e->sym)); break;
+  case RX_TX_SYM:
+    see_expr(w, rx_analyzer_simplify(w->an, e->sym));
+    break;
   case RX_TX_LOAD:
     for (int i = 0; i < e->nidx; i++) see_tx(w, e->idx[i]);
     see_access(w, e->buf, e->idx, e->nidx, false, e->loc);
@@ -129,7 +131,8 @@ static void see_tx(lw *w, const rx_tx *e) {
   case RX_TX_CALL:
     if (rx_intrinsic_kind(e->intrin) == 's') w->ck->uses_subgroup = true;
     break;
-  default: break;
+  default:
+    break;
   }
   see_tx(w, e->a);
   see_tx(w, e->b);
@@ -215,13 +218,17 @@ static void see_stmt(lw *w, rx_stmt *s) {
     see_access(w, s->buf, s->idx, s->nidx, true, s->loc);
     see_tx(w, s->value);
     break;
-  case RX_STMT_LET: see_tx(w, s->value); break;
+  case RX_STMT_LET:
+    see_tx(w, s->value);
+    break;
   case RX_STMT_ALLOC: {
     rx_buffer *b = s->buf;
     int64_t n = const_elems(b);
     if (b->scope == RX_SCOPE_GLOBAL) {
-      lerr(w, s->loc, "global allocation '%s' inside a kernel is not supported (make it a "
-                      "parameter of the program)", b->name);
+      lerr(w, s->loc,
+           "global allocation '%s' inside a kernel is not supported (make it a "
+           "parameter of the program)",
+           b->name);
       break;
     }
     if (n < 0) {
@@ -231,7 +238,8 @@ static void see_stmt(lw *w, rx_stmt *s) {
     if (b->scope == RX_SCOPE_SHARED) {
       cg_shared sh = {.buf = b, .name = b->name, .elems = n};
       int same = 0;
-      for (size_t i = 0; i < w->shared.len; i++) same += strcmp(w->shared.data[i].name, b->name) == 0;
+      for (size_t i = 0; i < w->shared.len; i++)
+        same += strcmp(w->shared.data[i].name, b->name) == 0;
       if (same) sh.name = rx_arena_printf(&w->ck->m->arena, "%s_%d", b->name, same);
       RX_VEC_PUSH(&w->shared, sh);
       w->shared_bytes += n * dtype_bytes(b->dtype);
@@ -249,7 +257,8 @@ static void see_stmt(lw *w, rx_stmt *s) {
       see_stmt(w, s->otherwise);
     }
     break;
-  case RX_STMT_BARRIER: break;
+  case RX_STMT_BARRIER:
+    break;
   }
   rx_analyzer_reset(w->an, mark);
 }
@@ -293,8 +302,8 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   k->shared_bytes = w.shared_bytes;
   if (ok && w.shared_bytes > t->shared_bytes) {
     rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d",
-                   k->name, (long long)w.shared_bytes, t->name, t->shared_bytes);
+                   "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d", k->name,
+                   (long long)w.shared_bytes, t->name, t->shared_bytes);
     ok = false;
   }
   ck->nshared = (int)w.shared.len;
@@ -349,8 +358,8 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   k->scalar_bytes = (int)w.vars.len * 4;
   if (ok && k->scalar_bytes > t->push_constant_bytes && t->kind != RX_TARGET_VULKAN) {
     rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' passes %d bytes of symbolic values; target '%s' allows %d",
-                   k->name, k->scalar_bytes, t->name, t->push_constant_bytes);
+                   "kernel '%s' passes %d bytes of symbolic values; target '%s' allows %d", k->name,
+                   k->scalar_bytes, t->name, t->push_constant_bytes);
     ok = false;
   }
   if (t->kind == RX_TARGET_VULKAN) {

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define MAX_PARAMS 16
-#define MAX_SYMS 8
+#define MAX_SYMS   8
 
 static int fail(rx_status s) {
   fprintf(stderr, "run_kernels: %s\n", rx_status_message(s));

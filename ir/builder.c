@@ -215,8 +215,10 @@ static rx_status check_name(rx_builder *b, const char *name, const char **out) {
   if (!name || !*name)
     return rx_status_make(RX_ERR_INVALID, "in '%s': a name is required", b->name);
   if (rx_text_is_reserved(name, strlen(name)))
-    return rx_status_make(RX_ERR_INVALID, "in '%s': '%s' is a keyword of the text format, not a "
-                          "name", b->name, name);
+    return rx_status_make(RX_ERR_INVALID,
+                          "in '%s': '%s' is a keyword of the text format, not a "
+                          "name",
+                          b->name, name);
   const char *s = rx_module_intern(b->m, name, strlen(name));
   if (name_taken(b, s))
     return rx_status_make(RX_ERR_INVALID, "in '%s': '%s' is already defined", b->name, name);

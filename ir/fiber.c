@@ -105,7 +105,7 @@ struct rx_fiber {
   ucontext_t ctx;    /* the fiber's own context */
   ucontext_t caller; /* where rx_fiber_yield (and the end of fn) returns to */
 #endif
-  void *map;         /* mapping: guard page, then the stack */
+  void *map; /* mapping: guard page, then the stack */
   size_t map_size;
   char *stack; /* lowest address of the usable stack */
   size_t stack_size;
@@ -131,8 +131,8 @@ rx_fiber *rx_fiber_new(size_t stack_size) {
   size_t pg = page_size();
   size_t sz = (stack_size + pg - 1) / pg * pg;
   size_t total = sz + pg;
-  void *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  void *map =
+      mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return NULL;
   /* stacks grow down: the guard page is the lowest page */
   if (mprotect(map, pg, PROT_NONE) != 0) {

@@ -12,7 +12,7 @@
 typedef struct genv {
   rx_module *m;
   const rx_graph_fn *fn;
-  RX_VEC(const rx_var *) vars; /* graph variables ... */
+  RX_VEC(const rx_var *) vars;   /* graph variables ... */
   RX_VEC(rx_ginterp_value) vals; /* ... and their values (owned) */
   RX_VEC(const rx_expr *) syms;  /* symbolic variables ... */
   RX_VEC(int64_t) symv;          /* ... and their values */
@@ -67,20 +67,26 @@ static rx_ginterp_value copy_value(const rx_ginterp_value *v) {
 
 static void value_str(rx_strbuf *b, const rx_ginterp_value *v) {
   switch (v->kind) {
-  case RX_GV_NONE: rx_strbuf_append(b, "nothing"); break;
+  case RX_GV_NONE:
+    rx_strbuf_append(b, "nothing");
+    break;
   case RX_GV_TENSOR:
     rx_strbuf_printf(b, "%s[", rx_dtype_name(v->dtype));
-    for (int i = 0; i < v->ndim; i++) rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
+    for (int i = 0; i < v->ndim; i++)
+      rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
     rx_strbuf_append(b, "]");
     break;
   case RX_GV_SHAPE:
     rx_strbuf_append(b, "Shape([");
-    for (int i = 0; i < v->ndim; i++) rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
+    for (int i = 0; i < v->ndim; i++)
+      rx_strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
     rx_strbuf_append(b, "])");
     break;
   case RX_GV_PRIM:
-    if (rx_dtype_is_float(v->dtype)) rx_strbuf_printf(b, "Prim(%s, %g)", rx_dtype_name(v->dtype), v->f);
-    else rx_strbuf_printf(b, "Prim(%s, %lld)", rx_dtype_name(v->dtype), (long long)v->i);
+    if (rx_dtype_is_float(v->dtype))
+      rx_strbuf_printf(b, "Prim(%s, %g)", rx_dtype_name(v->dtype), v->f);
+    else
+      rx_strbuf_printf(b, "Prim(%s, %lld)", rx_dtype_name(v->dtype), (long long)v->i);
     break;
   case RX_GV_TUPLE:
     rx_strbuf_append(b, "(");
@@ -169,11 +175,13 @@ static void bind_whole(genv *e, const rx_sinfo *want, const rx_ginterp_value *ha
 }
 
 /* Checks have against want (after bind_whole). */
-static rx_status check(genv *e, const char *what, const rx_sinfo *want, const rx_ginterp_value *have) {
+static rx_status check(genv *e, const char *what, const rx_sinfo *want,
+                       const rx_ginterp_value *have) {
   if (!want) return NULL;
   switch (want->kind) {
   case RX_SINFO_OBJECT:
-  case RX_SINFO_FUNC: return NULL;
+  case RX_SINFO_FUNC:
+    return NULL;
   case RX_SINFO_TENSOR:
   case RX_SINFO_SHAPE: {
     bool tensor = want->kind == RX_SINFO_TENSOR;
@@ -193,7 +201,8 @@ static rx_status check(genv *e, const char *what, const rx_sinfo *want, const rx
       if (!eval(e, want->shape[i], &v)) return mismatch(e, what, want, have, "unbound dimension");
       if (v != have->shape[i]) {
         char why[64];
-        snprintf(why, sizeof why, "dim %d: %lld vs %lld", i, (long long)v, (long long)have->shape[i]);
+        snprintf(why, sizeof why, "dim %d: %lld vs %lld", i, (long long)v,
+                 (long long)have->shape[i]);
         return mismatch(e, what, want, have, why);
       }
     }
@@ -235,11 +244,13 @@ static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_val
                         int depth, rx_ginterp_value *out);
 static rx_status eval_seq(genv *e, const rx_seq *seq, rx_ginterp_value *out);
 
-static rx_status alloc_tensor(genv *e, const rx_sinfo *s, rx_ginterp_value *out, const char *callee) {
+static rx_status alloc_tensor(genv *e, const rx_sinfo *s, rx_ginterp_value *out,
+                              const char *callee) {
   if (s->kind != RX_SINFO_TENSOR || !s->shape || s->ndim < 0 || s->ndim > RX_MAX_NDIM ||
       s->dtype == RX_DTYPE_UNKNOWN)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: call_tensor(%s): output needs a known dtype and shape",
-                          e->fn->name, callee);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: call_tensor(%s): output needs a known dtype and shape", e->fn->name,
+                          callee);
   memset(out, 0, sizeof *out);
   out->kind = RX_GV_TENSOR;
   out->dtype = s->dtype;
@@ -247,8 +258,9 @@ static rx_status alloc_tensor(genv *e, const rx_sinfo *s, rx_ginterp_value *out,
   int64_t total = 1;
   for (int i = 0; i < s->ndim; i++) {
     if (!eval(e, s->shape[i], &out->shape[i]) || out->shape[i] < 0)
-      return rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): output dim %d cannot be evaluated",
-                            e->fn->name, callee, i);
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: call_tensor(%s): output dim %d cannot be evaluated", e->fn->name,
+                            callee, i);
     if (out->shape[i] && total > INT64_MAX / 16 / out->shape[i])
       return rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: call_tensor(%s): output too large",
                             e->fn->name, callee);
@@ -267,30 +279,58 @@ static void prim_to_tensor(const rx_ginterp_value *p, rx_ginterp_value *t, int64
   t->data = storage;
   memset(storage, 0, 8);
   switch (p->dtype) {
-  case RX_DTYPE_F32: { float f = (float)p->f; memcpy(storage, &f, 4); break; }
-  case RX_DTYPE_F16: { uint16_t h = rx_f32_to_f16((float)p->f); memcpy(storage, &h, 2); break; }
-  case RX_DTYPE_BF16: { uint16_t h = rx_f32_to_bf16((float)p->f); memcpy(storage, &h, 2); break; }
-  case RX_DTYPE_I64: memcpy(storage, &p->i, 8); break;
-  case RX_DTYPE_I32: { int32_t x = (int32_t)p->i; memcpy(storage, &x, 4); break; }
-  case RX_DTYPE_I16: { int16_t x = (int16_t)p->i; memcpy(storage, &x, 2); break; }
-  default: { uint8_t x = (uint8_t)p->i; memcpy(storage, &x, 1); break; }
+  case RX_DTYPE_F32: {
+    float f = (float)p->f;
+    memcpy(storage, &f, 4);
+    break;
+  }
+  case RX_DTYPE_F16: {
+    uint16_t h = rx_f32_to_f16((float)p->f);
+    memcpy(storage, &h, 2);
+    break;
+  }
+  case RX_DTYPE_BF16: {
+    uint16_t h = rx_f32_to_bf16((float)p->f);
+    memcpy(storage, &h, 2);
+    break;
+  }
+  case RX_DTYPE_I64:
+    memcpy(storage, &p->i, 8);
+    break;
+  case RX_DTYPE_I32: {
+    int32_t x = (int32_t)p->i;
+    memcpy(storage, &x, 4);
+    break;
+  }
+  case RX_DTYPE_I16: {
+    int16_t x = (int16_t)p->i;
+    memcpy(storage, &x, 2);
+    break;
+  }
+  default: {
+    uint8_t x = (uint8_t)p->i;
+    memcpy(storage, &x, 1);
+    break;
+  }
   }
 }
 
 static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
   const rx_tensor_fn *t = n->tfn;
   const char *callee = n->callee ? n->callee : "?";
-  if (!t) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no tensor_fn named '%s'", e->fn->name, callee);
+  if (!t)
+    return rx_status_make(RX_ERR_NOT_FOUND, "%s: no tensor_fn named '%s'", e->fn->name, callee);
   const rx_sinfo *const *outs = &n->out;
   int nouts = 1;
-  if (!n->out) return rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s) without out=", e->fn->name, callee);
+  if (!n->out)
+    return rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s) without out=", e->fn->name, callee);
   if (n->out->kind == RX_SINFO_TUPLE) {
     outs = n->out->fields;
     nouts = n->out->nfields;
   }
   rx_ginterp_value *ov = rx_calloc((size_t)nouts + 1, sizeof *ov);
   rx_interp_arg *args = rx_calloc((size_t)t->nparams + 1, sizeof *args);
-  int64_t (*scal)[1] = rx_calloc((size_t)n->nargs + 1, sizeof *scal);
+  int64_t(*scal)[1] = rx_calloc((size_t)n->nargs + 1, sizeof *scal);
   rx_status st = NULL;
   for (int i = 0; i < nouts && !st; i++) st = alloc_tensor(e, outs[i], &ov[i], callee);
   int ai = 0, oi = 0, si = 0;
@@ -299,7 +339,8 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
     rx_interp_arg *a = &args[i];
     if (p->kind == RX_PARAM_SCALAR) {
       if (si >= n->nextra || !eval(e, n->extra_dims[si], &a->value))
-        st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): scalar argument %d cannot be evaluated",
+        st = rx_status_make(RX_ERR_INVALID,
+                            "%s: call_tensor(%s): scalar argument %d cannot be evaluated",
                             e->fn->name, callee, si + 1);
       si++;
       continue;
@@ -307,10 +348,18 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
     const rx_ginterp_value *v;
     rx_ginterp_value tmp;
     if (p->is_output) {
-      if (oi >= nouts) { st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few outputs", e->fn->name, callee); break; }
+      if (oi >= nouts) {
+        st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few outputs", e->fn->name,
+                            callee);
+        break;
+      }
       v = &ov[oi++];
     } else {
-      if (ai >= n->nargs) { st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few arguments", e->fn->name, callee); break; }
+      if (ai >= n->nargs) {
+        st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): too few arguments", e->fn->name,
+                            callee);
+        break;
+      }
       const rx_node *arg = n->args[ai];
       v = arg->kind == RX_NODE_VAR ? lookup(e, arg->var) : NULL;
       if (v && v->kind == RX_GV_PRIM) {
@@ -357,7 +406,8 @@ static rx_status const_value(genv *e, const rx_node *n, rx_ginterp_value *out) {
   int64_t cnt = rx_ginterp_numel(out);
   int64_t scratch[1];
   for (int64_t i = 0; i < cnt && (size_t)i < n->count; i++) {
-    rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = s->dtype, .i = (int64_t)n->data[i], .f = n->data[i]};
+    rx_ginterp_value p = {
+        .kind = RX_GV_PRIM, .dtype = s->dtype, .i = (int64_t)n->data[i], .f = n->data[i]};
     rx_ginterp_value t;
     prim_to_tensor(&p, &t, scratch);
     size_t es = rx_ginterp_elem_size(s->dtype);
@@ -403,8 +453,8 @@ static rx_status host_op(genv *e, const rx_node *n, rx_ginterp_value *out) {
       out->kind = RX_GV_SHAPE;
       out->ndim = x.ndim ? (int)x.shape[0] : 1;
       for (int i = 0; i < out->ndim; i++)
-        out->shape[i] = x.dtype == RX_DTYPE_I64 ? ((const int64_t *)x.data)[i]
-                                                : ((const int32_t *)x.data)[i];
+        out->shape[i] =
+            x.dtype == RX_DTYPE_I64 ? ((const int64_t *)x.data)[i] : ((const int32_t *)x.data)[i];
     }
   } else { /* reshape */
     st = eval_node(e, n->args[1], &s);
@@ -443,8 +493,7 @@ static rx_status host_op(genv *e, const rx_node *n, rx_ginterp_value *out) {
         st = rx_status_make(RX_ERR_INVALID,
                             "%s: %s: cannot reshape %s (%lld elements) to %s (%lld elements): "
                             "the element counts differ",
-                            e->fn->name, what, got.data, (long long)have, sh.data,
-                            (long long)want);
+                            e->fn->name, what, got.data, (long long)have, sh.data, (long long)want);
       if (!st) {
         *out = x; /* takes the data */
         memset(&x, 0, sizeof x);
@@ -471,7 +520,8 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     *out = copy_value(v);
     return NULL;
   }
-  case RX_NODE_CONST: return const_value(e, n, out);
+  case RX_NODE_CONST:
+    return const_value(e, n, out);
   case RX_NODE_PRIM:
     out->kind = RX_GV_PRIM;
     out->dtype = n->prim_dtype;
@@ -488,7 +538,8 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     out->ndim = n->ndims;
     for (int i = 0; i < n->ndims; i++)
       if (!eval(e, n->dims[i], &out->shape[i]))
-        return rx_status_make(RX_ERR_INVALID, "%s: shape dim %d cannot be evaluated", e->fn->name, i);
+        return rx_status_make(RX_ERR_INVALID, "%s: shape dim %d cannot be evaluated", e->fn->name,
+                              i);
     return NULL;
   case RX_NODE_TUPLE:
     out->kind = RX_GV_TUPLE;
@@ -525,13 +576,18 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: op %s must be legalized first", e->fn->name,
                           n->op ? n->op->name : "?");
   case RX_NODE_CALL_EXTERN:
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: call_extern(%s) is not supported by the graph interpreter",
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: call_extern(%s) is not supported by the graph interpreter",
                           e->fn->name, n->callee ? n->callee : "?");
-  case RX_NODE_CALL_TENSOR: return call_tensor(e, n, out);
+  case RX_NODE_CALL_TENSOR:
+    return call_tensor(e, n, out);
   case RX_NODE_CALL_GRAPH: {
-    if (!n->gfn) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no graph_fn '%s'", e->fn->name, n->callee ? n->callee : "?");
+    if (!n->gfn)
+      return rx_status_make(RX_ERR_NOT_FOUND, "%s: no graph_fn '%s'", e->fn->name,
+                            n->callee ? n->callee : "?");
     if (e->depth >= MAX_DEPTH)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph calls nested deeper than %d", e->fn->name, MAX_DEPTH);
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph calls nested deeper than %d",
+                            e->fn->name, MAX_DEPTH);
     rx_ginterp_value *args = rx_calloc((size_t)n->nargs + 1, sizeof *args);
     rx_status st = NULL;
     for (int i = 0; i < n->nargs && !st; i++) st = eval_node(e, n->args[i], &args[i]);
@@ -544,11 +600,14 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     rx_ginterp_value c;
     RX_RETURN_IF_ERROR(eval_node(e, n->cond, &c));
     bool taken;
-    if (c.kind == RX_GV_PRIM && !rx_dtype_is_float(c.dtype)) taken = c.i != 0;
-    else if (c.kind == RX_GV_TENSOR && c.ndim == 0 && c.dtype == RX_DTYPE_BOOL) taken = *(uint8_t *)c.data != 0;
+    if (c.kind == RX_GV_PRIM && !rx_dtype_is_float(c.dtype))
+      taken = c.i != 0;
+    else if (c.kind == RX_GV_TENSOR && c.ndim == 0 && c.dtype == RX_DTYPE_BOOL)
+      taken = *(uint8_t *)c.data != 0;
     else {
       rx_ginterp_value_free(&c);
-      return rx_status_make(RX_ERR_INVALID, "%s: if condition is not a Prim(bool) or bool[]", e->fn->name);
+      return rx_status_make(RX_ERR_INVALID, "%s: if condition is not a Prim(bool) or bool[]",
+                            e->fn->name);
     }
     rx_ginterp_value_free(&c);
     const rx_seq *s = taken ? n->then_seq : n->else_seq;
@@ -609,7 +668,8 @@ static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_val
       char *fs = rx_expr_to_string(f->facts[i]);
       rx_strbuf b = {0};
       for (size_t k = 0; k < e.syms.len; k++)
-        rx_strbuf_printf(&b, "%s%s = %lld", k ? ", " : "", e.syms.data[k]->name, (long long)e.symv.data[k]);
+        rx_strbuf_printf(&b, "%s%s = %lld", k ? ", " : "", e.syms.data[k]->name,
+                         (long long)e.symv.data[k]);
       char *bs = rx_strbuf_take(&b);
       st = rx_status_make(RX_ERR_INVALID, "%s: fact %s does not hold (%s)", f->name, fs, bs);
       free(fs);

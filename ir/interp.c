@@ -95,11 +95,21 @@ static bool isf(rx_dtype t) { return t == RX_DTYPE_F32 || t == RX_DTYPE_F16 || t
 
 static size_t elem_size(rx_dtype t) {
   switch (t) {
-  case RX_DTYPE_F32: case RX_DTYPE_I32: return 4;
-  case RX_DTYPE_F16: case RX_DTYPE_BF16: case RX_DTYPE_I16: return 2;
-  case RX_DTYPE_I64: return 8;
-  case RX_DTYPE_I8: case RX_DTYPE_U8: case RX_DTYPE_BOOL: return 1;
-  default: return 0;
+  case RX_DTYPE_F32:
+  case RX_DTYPE_I32:
+    return 4;
+  case RX_DTYPE_F16:
+  case RX_DTYPE_BF16:
+  case RX_DTYPE_I16:
+    return 2;
+  case RX_DTYPE_I64:
+    return 8;
+  case RX_DTYPE_I8:
+  case RX_DTYPE_U8:
+  case RX_DTYPE_BOOL:
+    return 1;
+  default:
+    return 0;
   }
 }
 
@@ -113,12 +123,18 @@ static inline float fround(rx_dtype t, float f) {
 /* Wraps v to integer dtype t (bool: != 0). */
 static inline int64_t inorm(rx_dtype t, uint64_t v) {
   switch (t) {
-  case RX_DTYPE_I32: return (int32_t)(uint32_t)v;
-  case RX_DTYPE_I16: return (int16_t)(uint16_t)v;
-  case RX_DTYPE_I8: return (int8_t)(uint8_t)v;
-  case RX_DTYPE_U8: return (int64_t)(v & 0xffu);
-  case RX_DTYPE_BOOL: return v != 0;
-  default: return (int64_t)v;
+  case RX_DTYPE_I32:
+    return (int32_t)(uint32_t)v;
+  case RX_DTYPE_I16:
+    return (int16_t)(uint16_t)v;
+  case RX_DTYPE_I8:
+    return (int8_t)(uint8_t)v;
+  case RX_DTYPE_U8:
+    return (int64_t)(v & 0xffu);
+  case RX_DTYPE_BOOL:
+    return v != 0;
+  default:
+    return (int64_t)v;
   }
 }
 
@@ -128,10 +144,22 @@ static int64_t f2i(rx_dtype t, float f) {
   if (isnan(f)) return 0;
   double lo, hi;
   switch (t) {
-  case RX_DTYPE_I32: lo = INT32_MIN; hi = INT32_MAX; break;
-  case RX_DTYPE_I16: lo = INT16_MIN; hi = INT16_MAX; break;
-  case RX_DTYPE_I8: lo = INT8_MIN; hi = INT8_MAX; break;
-  case RX_DTYPE_U8: lo = 0; hi = 255; break;
+  case RX_DTYPE_I32:
+    lo = INT32_MIN;
+    hi = INT32_MAX;
+    break;
+  case RX_DTYPE_I16:
+    lo = INT16_MIN;
+    hi = INT16_MAX;
+    break;
+  case RX_DTYPE_I8:
+    lo = INT8_MIN;
+    hi = INT8_MAX;
+    break;
+  case RX_DTYPE_U8:
+    lo = 0;
+    hi = 255;
+    break;
   default: /* i64: 2^63 is exact in double, INT64_MAX is not */
     if (f >= 9223372036854775808.0f) return INT64_MAX;
     if (f <= -9223372036854775808.0f) return INT64_MIN;
@@ -159,16 +187,57 @@ static inline val rd(rx_dtype t, const void *data, int64_t off) {
   val r;
   const char *p = (const char *)data;
   switch (t) {
-  case RX_DTYPE_F32: memcpy(&r.f, p + off * 4, 4); break;
-  case RX_DTYPE_F16: { uint16_t h; memcpy(&h, p + off * 2, 2); r.f = rx_f16_to_f32(h); break; }
-  case RX_DTYPE_BF16: { uint16_t h; memcpy(&h, p + off * 2, 2); r.f = rx_bf16_to_f32(h); break; }
-  case RX_DTYPE_I64: memcpy(&r.i, p + off * 8, 8); break;
-  case RX_DTYPE_I32: { int32_t x; memcpy(&x, p + off * 4, 4); r.i = x; break; }
-  case RX_DTYPE_I16: { int16_t x; memcpy(&x, p + off * 2, 2); r.i = x; break; }
-  case RX_DTYPE_I8: { int8_t x; memcpy(&x, p + off, 1); r.i = x; break; }
-  case RX_DTYPE_U8: { uint8_t x; memcpy(&x, p + off, 1); r.i = x; break; }
-  case RX_DTYPE_BOOL: { uint8_t x; memcpy(&x, p + off, 1); r.i = x != 0; break; }
-  default: r.i = 0; break;
+  case RX_DTYPE_F32:
+    memcpy(&r.f, p + off * 4, 4);
+    break;
+  case RX_DTYPE_F16: {
+    uint16_t h;
+    memcpy(&h, p + off * 2, 2);
+    r.f = rx_f16_to_f32(h);
+    break;
+  }
+  case RX_DTYPE_BF16: {
+    uint16_t h;
+    memcpy(&h, p + off * 2, 2);
+    r.f = rx_bf16_to_f32(h);
+    break;
+  }
+  case RX_DTYPE_I64:
+    memcpy(&r.i, p + off * 8, 8);
+    break;
+  case RX_DTYPE_I32: {
+    int32_t x;
+    memcpy(&x, p + off * 4, 4);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_I16: {
+    int16_t x;
+    memcpy(&x, p + off * 2, 2);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_I8: {
+    int8_t x;
+    memcpy(&x, p + off, 1);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_U8: {
+    uint8_t x;
+    memcpy(&x, p + off, 1);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_BOOL: {
+    uint8_t x;
+    memcpy(&x, p + off, 1);
+    r.i = x != 0;
+    break;
+  }
+  default:
+    r.i = 0;
+    break;
   }
   return r;
 }
@@ -176,16 +245,49 @@ static inline val rd(rx_dtype t, const void *data, int64_t off) {
 static inline void wr(rx_dtype t, void *data, int64_t off, val v) {
   char *p = (char *)data;
   switch (t) {
-  case RX_DTYPE_F32: memcpy(p + off * 4, &v.f, 4); break;
-  case RX_DTYPE_F16: { uint16_t h = rx_f32_to_f16(v.f); memcpy(p + off * 2, &h, 2); break; }
-  case RX_DTYPE_BF16: { uint16_t h = rx_f32_to_bf16(v.f); memcpy(p + off * 2, &h, 2); break; }
-  case RX_DTYPE_I64: memcpy(p + off * 8, &v.i, 8); break;
-  case RX_DTYPE_I32: { int32_t x = (int32_t)v.i; memcpy(p + off * 4, &x, 4); break; }
-  case RX_DTYPE_I16: { int16_t x = (int16_t)v.i; memcpy(p + off * 2, &x, 2); break; }
-  case RX_DTYPE_I8: { int8_t x = (int8_t)v.i; memcpy(p + off, &x, 1); break; }
-  case RX_DTYPE_U8: { uint8_t x = (uint8_t)v.i; memcpy(p + off, &x, 1); break; }
-  case RX_DTYPE_BOOL: { uint8_t x = v.i != 0; memcpy(p + off, &x, 1); break; }
-  default: break;
+  case RX_DTYPE_F32:
+    memcpy(p + off * 4, &v.f, 4);
+    break;
+  case RX_DTYPE_F16: {
+    uint16_t h = rx_f32_to_f16(v.f);
+    memcpy(p + off * 2, &h, 2);
+    break;
+  }
+  case RX_DTYPE_BF16: {
+    uint16_t h = rx_f32_to_bf16(v.f);
+    memcpy(p + off * 2, &h, 2);
+    break;
+  }
+  case RX_DTYPE_I64:
+    memcpy(p + off * 8, &v.i, 8);
+    break;
+  case RX_DTYPE_I32: {
+    int32_t x = (int32_t)v.i;
+    memcpy(p + off * 4, &x, 4);
+    break;
+  }
+  case RX_DTYPE_I16: {
+    int16_t x = (int16_t)v.i;
+    memcpy(p + off * 2, &x, 2);
+    break;
+  }
+  case RX_DTYPE_I8: {
+    int8_t x = (int8_t)v.i;
+    memcpy(p + off, &x, 1);
+    break;
+  }
+  case RX_DTYPE_U8: {
+    uint8_t x = (uint8_t)v.i;
+    memcpy(p + off, &x, 1);
+    break;
+  }
+  case RX_DTYPE_BOOL: {
+    uint8_t x = v.i != 0;
+    memcpy(p + off, &x, 1);
+    break;
+  }
+  default:
+    break;
   }
 }
 
@@ -207,23 +309,23 @@ static int64_t floormod64(int64_t a, int64_t b) {
  * compiled form
  * ------------------------------------------------------------------------------------------ */
 typedef enum xop {
-  X_CONST,  /* k */
-  X_SLOT,   /* slots[slot] */
-  X_LOAD,   /* bufs[buf][idx...] */
-  X_CVT,    /* convert a from `from` to dt */
-  X_FBIN,   /* float binary: sub = rx_binop (arithmetic) */
+  X_CONST, /* k */
+  X_SLOT,  /* slots[slot] */
+  X_LOAD,  /* bufs[buf][idx...] */
+  X_CVT,   /* convert a from `from` to dt */
+  X_FBIN,  /* float binary: sub = rx_binop (arithmetic) */
   X_FNEG,
-  X_FCMP,   /* sub = rx_binop (comparison), operands float, dt bool */
-  X_FCALL,  /* sub = rx_intrinsic, float */
-  X_IBIN,   /* integer binary with wrap-around (dt's width) */
+  X_FCMP,  /* sub = rx_binop (comparison), operands float, dt bool */
+  X_FCALL, /* sub = rx_intrinsic, float */
+  X_IBIN,  /* integer binary with wrap-around (dt's width) */
   X_INEG,
-  X_ICMP,   /* integers or bools (normalized int64 compare) */
-  X_ICALL,  /* abs/min/max on integers */
-  X_SBIN,   /* index arithmetic: checked i64, sub = rx_expr_kind (ADD SUB MUL FLOORDIV ...) */
-  X_AND,    /* lazy */
-  X_OR,     /* lazy */
+  X_ICMP,  /* integers or bools (normalized int64 compare) */
+  X_ICALL, /* abs/min/max on integers */
+  X_SBIN,  /* index arithmetic: checked i64, sub = rx_expr_kind (ADD SUB MUL FLOORDIV ...) */
+  X_AND,   /* lazy */
+  X_OR,    /* lazy */
   X_NOT,
-  X_SELECT, /* lazy: a ? b : c */
+  X_SELECT,   /* lazy: a ? b : c */
   X_SUBGROUP, /* sub = rx_intrinsic, operand a */
 } xop;
 
@@ -236,18 +338,18 @@ struct cx {
   int slot;     /* SLOT */
   int buf;      /* LOAD */
   int nidx;
-  val k;        /* CONST */
+  val k; /* CONST */
   cx *a, *b, *c;
-  cx **idx;     /* LOAD */
+  cx **idx;          /* LOAD */
   const rx_expr *sx; /* SBIN: the symbolic subexpression (messages) */
   rx_loc loc;
 };
 
 typedef enum cst_kind {
   C_SEQ,
-  C_FOR,     /* serial (also unroll, vectorize, and blockIdx loops that are not innermost) */
-  C_LAUNCH,  /* innermost blockIdx loop: each iteration runs its body as a block of threads */
-  C_TFOR,    /* threadIdx loop */
+  C_FOR,    /* serial (also unroll, vectorize, and blockIdx loops that are not innermost) */
+  C_LAUNCH, /* innermost blockIdx loop: each iteration runs its body as a block of threads */
+  C_TFOR,   /* threadIdx loop */
   C_REDUCE,
   C_STORE,
   C_LET,
@@ -271,8 +373,8 @@ struct cst {
   int buf, alloc_id; /* STORE / ALLOC */
   cx **idx;          /* STORE indices, ALLOC shape */
   int nidx;
-  cx *value; /* STORE, LET, IF cond */
-  int slot;  /* LET */
+  cx *value;    /* STORE, LET, IF cond */
+  int slot;     /* LET */
   blkinfo *blk; /* LAUNCH */
   rx_loc loc;
   const rx_stmt *src;
@@ -312,9 +414,9 @@ enum { T_RUN, T_BARRIER, T_SUBGROUP, T_DONE };
 
 typedef struct thr {
   run *rs;
-  blk *b;      /* the block the thread belongs to (the top level has a one-thread block) */
-  val *slots;  /* variables and let-locals */
-  rbuf **bufs; /* by buffer id: parameters, allocations in scope */
+  blk *b;        /* the block the thread belongs to (the top level has a one-thread block) */
+  val *slots;    /* variables and let-locals */
+  rbuf **bufs;   /* by buffer id: parameters, allocations in scope */
   rbuf **locals; /* by alloc id: this thread's local allocations (owned) */
   int64_t tid[3];
   int lin;
@@ -339,11 +441,11 @@ struct blk {
 struct run {
   const rx_tensor_fn *f;
   const char *fname;
-  rx_arena arena; /* compiled form */
+  rx_arena arena;        /* compiled form */
   RX_VEC(keyid) slotmap; /* rx_expr var / rx_local -> slot */
   RX_VEC(keyid) bufmap;  /* rx_buffer -> id */
   int nslots, nbufs, nallocs;
-  rx_ptrvec scope; /* compile: definitions visible here (vars, locals, buffers) */
+  rx_ptrvec scope;    /* compile: definitions visible here (vars, locals, buffers) */
   size_t launch_mark; /* compile: scope length where the current block was launched */
   blkinfo *cur_blk;   /* compile: the block being compiled, or NULL */
   bool axis_active[3];
@@ -358,7 +460,7 @@ struct run {
   int nfibers;
   size_t stack_size; /* of every fiber: from the program's nesting depth */
   /* compiled program (prepare) */
-  cx ***dims;  /* per parameter: its dims */
+  cx ***dims; /* per parameter: its dims */
   cx **facts;
   cst *body;
   blkinfo *whole; /* the whole program is one block (no blockIdx loops), or NULL */
@@ -396,8 +498,8 @@ static void put_where(rx_strbuf *sb, const blk *b, const thr *t) {
     rx_strbuf_putc(sb, ')');
   }
   if (t && b->n > 1)
-    rx_strbuf_printf(sb, "%s thread (%lld, %lld, %lld)", bi->nbv ? "," : " in", (long long)t->tid[0],
-                     (long long)t->tid[1], (long long)t->tid[2]);
+    rx_strbuf_printf(sb, "%s thread (%lld, %lld, %lld)", bi->nbv ? "," : " in",
+                     (long long)t->tid[0], (long long)t->tid[1], (long long)t->tid[2]);
 }
 
 static rx_status make_err(run *rs, const blk *b, const thr *t, rx_loc loc, const char *msg) {
@@ -520,46 +622,77 @@ static int64_t offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, cons
 
 static float fcall(rx_intrinsic f, float x, float y, float z) {
   switch (f) {
-  case RX_INTRIN_EXP: return expf(x);
-  case RX_INTRIN_EXP2: return exp2f(x);
-  case RX_INTRIN_LOG: return logf(x);
-  case RX_INTRIN_LOG2: return log2f(x);
-  case RX_INTRIN_SQRT: return sqrtf(x);
-  case RX_INTRIN_RSQRT: return 1.0f / sqrtf(x);
-  case RX_INTRIN_TANH: return tanhf(x);
-  case RX_INTRIN_ERF: return erff(x);
-  case RX_INTRIN_SIGMOID: return 1.0f / (1.0f + expf(-x));
-  case RX_INTRIN_SIN: return sinf(x);
-  case RX_INTRIN_COS: return cosf(x);
-  case RX_INTRIN_FLOOR: return floorf(x);
-  case RX_INTRIN_CEIL: return ceilf(x);
-  case RX_INTRIN_POW: return powf(x, y);
-  case RX_INTRIN_FMA: return fmaf(x, y, z);
-  case RX_INTRIN_ABS: return fabsf(x);
-  case RX_INTRIN_MIN: return fminf(x, y);
-  case RX_INTRIN_MAX: return fmaxf(x, y);
-  default: return x;
+  case RX_INTRIN_EXP:
+    return expf(x);
+  case RX_INTRIN_EXP2:
+    return exp2f(x);
+  case RX_INTRIN_LOG:
+    return logf(x);
+  case RX_INTRIN_LOG2:
+    return log2f(x);
+  case RX_INTRIN_SQRT:
+    return sqrtf(x);
+  case RX_INTRIN_RSQRT:
+    return 1.0f / sqrtf(x);
+  case RX_INTRIN_TANH:
+    return tanhf(x);
+  case RX_INTRIN_ERF:
+    return erff(x);
+  case RX_INTRIN_SIGMOID:
+    return 1.0f / (1.0f + expf(-x));
+  case RX_INTRIN_SIN:
+    return sinf(x);
+  case RX_INTRIN_COS:
+    return cosf(x);
+  case RX_INTRIN_FLOOR:
+    return floorf(x);
+  case RX_INTRIN_CEIL:
+    return ceilf(x);
+  case RX_INTRIN_POW:
+    return powf(x, y);
+  case RX_INTRIN_FMA:
+    return fmaf(x, y, z);
+  case RX_INTRIN_ABS:
+    return fabsf(x);
+  case RX_INTRIN_MIN:
+    return fminf(x, y);
+  case RX_INTRIN_MAX:
+    return fmaxf(x, y);
+  default:
+    return x;
   }
 }
 
 static bool icmp(rx_binop op, int64_t x, int64_t y) {
   switch (op) {
-  case RX_BINOP_EQ: return x == y;
-  case RX_BINOP_NE: return x != y;
-  case RX_BINOP_LT: return x < y;
-  case RX_BINOP_LE: return x <= y;
-  case RX_BINOP_GT: return x > y;
-  default: return x >= y;
+  case RX_BINOP_EQ:
+    return x == y;
+  case RX_BINOP_NE:
+    return x != y;
+  case RX_BINOP_LT:
+    return x < y;
+  case RX_BINOP_LE:
+    return x <= y;
+  case RX_BINOP_GT:
+    return x > y;
+  default:
+    return x >= y;
   }
 }
 static bool fcmp(rx_binop op, float x, float y) {
   switch (op) {
-  case RX_BINOP_EQ: return x == y;
-  case RX_BINOP_NE: return x != y;
-  case RX_BINOP_LT: return x < y;
-  case RX_BINOP_LE: return x <= y;
-  case RX_BINOP_GT: return x > y;
-  default: return x >= y;
+  case RX_BINOP_EQ:
+    return x == y;
+  case RX_BINOP_NE:
+    return x != y;
+  case RX_BINOP_LT:
+    return x < y;
+  case RX_BINOP_LE:
+    return x <= y;
+  case RX_BINOP_GT:
+    return x > y;
+  default:
+    return x >= y;
   }
 }
 
@@ -581,29 +714,46 @@ static val sg_combine(rx_intrinsic op, rx_dtype dt, val x, val y) {
 static val ev(thr *t, const cx *e) {
   val r, x, y, z;
   switch ((xop)e->op) {
-  case X_CONST: return e->k;
-  case X_SLOT: return t->slots[e->slot];
+  case X_CONST:
+    return e->k;
+  case X_SLOT:
+    return t->slots[e->slot];
   case X_LOAD: {
     rbuf *b;
     int64_t off = offset_of(t, e->buf, e->idx, e->nidx, e->loc, "load from", &b);
     if (off < 0) return ZERO;
     return rd(b->dt, b->data, off);
   }
-  case X_CVT: return convert((rx_dtype)e->from, (rx_dtype)e->dt, ev(t, e->a));
+  case X_CVT:
+    return convert((rx_dtype)e->from, (rx_dtype)e->dt, ev(t, e->a));
   case X_FBIN:
     x = ev(t, e->a);
     y = ev(t, e->b);
     switch ((rx_binop)e->sub) {
-    case RX_BINOP_ADD: r.f = x.f + y.f; break;
-    case RX_BINOP_SUB: r.f = x.f - y.f; break;
-    case RX_BINOP_MUL: r.f = x.f * y.f; break;
-    case RX_BINOP_DIV: r.f = x.f / y.f; break;
-    case RX_BINOP_FLOORDIV: r.f = floorf(x.f / y.f); break;
-    default: r.f = x.f - y.f * floorf(x.f / y.f); break; /* FLOORMOD */
+    case RX_BINOP_ADD:
+      r.f = x.f + y.f;
+      break;
+    case RX_BINOP_SUB:
+      r.f = x.f - y.f;
+      break;
+    case RX_BINOP_MUL:
+      r.f = x.f * y.f;
+      break;
+    case RX_BINOP_DIV:
+      r.f = x.f / y.f;
+      break;
+    case RX_BINOP_FLOORDIV:
+      r.f = floorf(x.f / y.f);
+      break;
+    default:
+      r.f = x.f - y.f * floorf(x.f / y.f);
+      break; /* FLOORMOD */
     }
     r.f = fround((rx_dtype)e->dt, r.f);
     return r;
-  case X_FNEG: r.f = -ev(t, e->a).f; return r;
+  case X_FNEG:
+    r.f = -ev(t, e->a).f;
+    return r;
   case X_FCMP:
     x = ev(t, e->a);
     y = ev(t, e->b);
@@ -620,9 +770,15 @@ static val ev(thr *t, const cx *e) {
     y = ev(t, e->b);
     uint64_t ux = (uint64_t)x.i, uy = (uint64_t)y.i, ur;
     switch ((rx_binop)e->sub) {
-    case RX_BINOP_ADD: ur = ux + uy; break;
-    case RX_BINOP_SUB: ur = ux - uy; break;
-    case RX_BINOP_MUL: ur = ux * uy; break;
+    case RX_BINOP_ADD:
+      ur = ux + uy;
+      break;
+    case RX_BINOP_SUB:
+      ur = ux - uy;
+      break;
+    case RX_BINOP_MUL:
+      ur = ux * uy;
+      break;
     case RX_BINOP_DIV: /* C truncating division */
     case RX_BINOP_FLOORDIV:
     case RX_BINOP_FLOORMOD:
@@ -633,16 +789,23 @@ static val ev(thr *t, const cx *e) {
                rx_binop_name((rx_binop)e->sub));
         return ZERO;
       }
-      if (e->sub == RX_BINOP_FLOORDIV) ur = (uint64_t)floordiv64(x.i, y.i);
-      else if (e->sub == RX_BINOP_FLOORMOD) ur = (uint64_t)floormod64(x.i, y.i);
-      else ur = y.i == -1 ? 0 - ux : (uint64_t)(x.i / y.i);
+      if (e->sub == RX_BINOP_FLOORDIV)
+        ur = (uint64_t)floordiv64(x.i, y.i);
+      else if (e->sub == RX_BINOP_FLOORMOD)
+        ur = (uint64_t)floormod64(x.i, y.i);
+      else
+        ur = y.i == -1 ? 0 - ux : (uint64_t)(x.i / y.i);
       break;
-    default: ur = 0; break;
+    default:
+      ur = 0;
+      break;
     }
     r.i = inorm((rx_dtype)e->dt, ur);
     return r;
   }
-  case X_INEG: r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i); return r;
+  case X_INEG:
+    r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i);
+    return r;
   case X_ICMP:
     x = ev(t, e->a);
     y = ev(t, e->b);
@@ -651,9 +814,17 @@ static val ev(thr *t, const cx *e) {
   case X_ICALL:
     x = ev(t, e->a);
     switch ((rx_intrinsic)e->sub) {
-    case RX_INTRIN_ABS: r.i = x.i < 0 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i; break;
-    case RX_INTRIN_MIN: y = ev(t, e->b); r.i = x.i < y.i ? x.i : y.i; break;
-    default: y = ev(t, e->b); r.i = x.i > y.i ? x.i : y.i; break; /* MAX */
+    case RX_INTRIN_ABS:
+      r.i = x.i < 0 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i;
+      break;
+    case RX_INTRIN_MIN:
+      y = ev(t, e->b);
+      r.i = x.i < y.i ? x.i : y.i;
+      break;
+    default:
+      y = ev(t, e->b);
+      r.i = x.i > y.i ? x.i : y.i;
+      break; /* MAX */
     }
     return r;
   case X_SBIN: {
@@ -662,20 +833,32 @@ static val ev(thr *t, const cx *e) {
     if (t->err) return ZERO;
     bool ovf = false;
     switch ((rx_expr_kind)e->sub) {
-    case RX_EXPR_ADD: ovf = __builtin_add_overflow(x.i, y.i, &r.i); break;
-    case RX_EXPR_SUB: ovf = __builtin_sub_overflow(x.i, y.i, &r.i); break;
-    case RX_EXPR_MUL: ovf = __builtin_mul_overflow(x.i, y.i, &r.i); break;
+    case RX_EXPR_ADD:
+      ovf = __builtin_add_overflow(x.i, y.i, &r.i);
+      break;
+    case RX_EXPR_SUB:
+      ovf = __builtin_sub_overflow(x.i, y.i, &r.i);
+      break;
+    case RX_EXPR_MUL:
+      ovf = __builtin_mul_overflow(x.i, y.i, &r.i);
+      break;
     case RX_EXPR_FLOORDIV:
     case RX_EXPR_FLOORMOD:
       if (y.i == 0) {
         fail_sym(t, e, e->sub == RX_EXPR_FLOORDIV ? "division by zero" : "modulo by zero");
         return ZERO;
       }
-      if (x.i == INT64_MIN && y.i == -1 && e->sub == RX_EXPR_FLOORDIV) ovf = true;
-      else r.i = e->sub == RX_EXPR_FLOORDIV ? floordiv64(x.i, y.i) : floormod64(x.i, y.i);
+      if (x.i == INT64_MIN && y.i == -1 && e->sub == RX_EXPR_FLOORDIV)
+        ovf = true;
+      else
+        r.i = e->sub == RX_EXPR_FLOORDIV ? floordiv64(x.i, y.i) : floormod64(x.i, y.i);
       break;
-    case RX_EXPR_MIN: r.i = x.i < y.i ? x.i : y.i; break;
-    default: r.i = x.i > y.i ? x.i : y.i; break; /* MAX */
+    case RX_EXPR_MIN:
+      r.i = x.i < y.i ? x.i : y.i;
+      break;
+    default:
+      r.i = x.i > y.i ? x.i : y.i;
+      break; /* MAX */
     }
     if (ovf) {
       fail_sym(t, e, "64-bit overflow");
@@ -689,8 +872,11 @@ static val ev(thr *t, const cx *e) {
   case X_OR:
     r.i = ev(t, e->a).i != 0 || ev(t, e->b).i != 0;
     return r;
-  case X_NOT: r.i = ev(t, e->a).i == 0; return r;
-  case X_SELECT: return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c);
+  case X_NOT:
+    r.i = ev(t, e->a).i == 0;
+    return r;
+  case X_SELECT:
+    return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c);
   case X_SUBGROUP:
     x = ev(t, e->a);
     if (t->err || !t->fib) return x; /* one thread: a subgroup of one lane */
@@ -809,8 +995,10 @@ static void exec(thr *t, const cst *s) {
     val saved = t->slots[slot];
     for (int64_t i = 0; i < n && !t->err; i++) {
       t->slots[slot].i = lo + i;
-      if (s->kind == C_FOR) exec(t, s->inner);
-      else run_block(t, s->blk);
+      if (s->kind == C_FOR)
+        exec(t, s->inner);
+      else
+        run_block(t, s->blk);
     }
     t->slots[slot] = saved;
     return;
@@ -852,12 +1040,16 @@ static void exec(thr *t, const cst *s) {
     t->slots[s->slot] = v;
     return;
   }
-  case C_ALLOC: exec_alloc(t, s); return;
+  case C_ALLOC:
+    exec_alloc(t, s);
+    return;
   case C_IF: {
     int64_t c = ev(t, s->value).i;
     if (t->err) return;
-    if (c) exec(t, s->inner);
-    else if (s->els) exec(t, s->els);
+    if (c)
+      exec(t, s->inner);
+    else if (s->els)
+      exec(t, s->els);
     return;
   }
   case C_BARRIER:
@@ -880,10 +1072,11 @@ static void thread_main(void *arg) {
   t->state = T_DONE;
 }
 
-
 static void put_thread_state(rx_strbuf *sb, const thr *t) {
   switch (t->state) {
-  case T_DONE: rx_strbuf_append(sb, "has finished"); break;
+  case T_DONE:
+    rx_strbuf_append(sb, "has finished");
+    break;
   case T_BARRIER:
     rx_strbuf_append(sb, "waits at the barrier");
     put_loc(sb, t->bar->loc);
@@ -892,7 +1085,9 @@ static void put_thread_state(rx_strbuf *sb, const thr *t) {
     rx_strbuf_printf(sb, "waits at %s", rx_intrinsic_name((rx_intrinsic)t->sg->sub));
     put_loc(sb, t->sg->loc);
     break;
-  default: rx_strbuf_append(sb, "is running"); break;
+  default:
+    rx_strbuf_append(sb, "is running");
+    break;
   }
 }
 
@@ -1110,13 +1305,22 @@ static cx *compile_sym(run *rs, const rx_expr *x, rx_loc loc) {
     e = cx_new(rs, X_SLOT, RX_DTYPE_I64, loc);
     e->slot = slot_of(rs, x);
     return e;
-  case RX_EXPR_ADD: case RX_EXPR_SUB: case RX_EXPR_MUL: case RX_EXPR_FLOORDIV:
-  case RX_EXPR_FLOORMOD: case RX_EXPR_MIN: case RX_EXPR_MAX:
+  case RX_EXPR_ADD:
+  case RX_EXPR_SUB:
+  case RX_EXPR_MUL:
+  case RX_EXPR_FLOORDIV:
+  case RX_EXPR_FLOORMOD:
+  case RX_EXPR_MIN:
+  case RX_EXPR_MAX:
     e = cx_new(rs, X_SBIN, RX_DTYPE_I64, loc);
     e->sub = (uint8_t)x->kind;
     e->sx = x;
     break;
-  case RX_EXPR_EQ: case RX_EXPR_NE: case RX_EXPR_LT: case RX_EXPR_LE: case RX_EXPR_GT:
+  case RX_EXPR_EQ:
+  case RX_EXPR_NE:
+  case RX_EXPR_LT:
+  case RX_EXPR_LE:
+  case RX_EXPR_GT:
   case RX_EXPR_GE: {
     static const rx_binop map[] = {RX_BINOP_EQ, RX_BINOP_NE, RX_BINOP_LT,
                                    RX_BINOP_LE, RX_BINOP_GT, RX_BINOP_GE};
@@ -1124,10 +1328,18 @@ static cx *compile_sym(run *rs, const rx_expr *x, rx_loc loc) {
     e->sub = (uint8_t)map[x->kind - RX_EXPR_EQ];
     break;
   }
-  case RX_EXPR_AND: e = cx_new(rs, X_AND, RX_DTYPE_BOOL, loc); break;
-  case RX_EXPR_OR: e = cx_new(rs, X_OR, RX_DTYPE_BOOL, loc); break;
-  case RX_EXPR_NOT: e = cx_new(rs, X_NOT, RX_DTYPE_BOOL, loc); break;
-  case RX_EXPR_SELECT: e = cx_new(rs, X_SELECT, RX_DTYPE_I64, loc); break;
+  case RX_EXPR_AND:
+    e = cx_new(rs, X_AND, RX_DTYPE_BOOL, loc);
+    break;
+  case RX_EXPR_OR:
+    e = cx_new(rs, X_OR, RX_DTYPE_BOOL, loc);
+    break;
+  case RX_EXPR_NOT:
+    e = cx_new(rs, X_NOT, RX_DTYPE_BOOL, loc);
+    break;
+  case RX_EXPR_SELECT:
+    e = cx_new(rs, X_SELECT, RX_DTYPE_I64, loc);
+    break;
   default:
     cfail(rs, loc, "unknown symbolic expression kind %d", (int)x->kind);
     return NULL;
@@ -1201,7 +1413,8 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     r->buf = buf_of(rs, e->buf);
     r->nidx = e->nidx;
     r->idx = calloc_arena(rs, (size_t)e->nidx, sizeof *r->idx);
-    for (int i = 0; i < e->nidx; i++) r->idx[i] = coerce(rs, compile_tx(rs, e->idx[i]), RX_DTYPE_I64);
+    for (int i = 0; i < e->nidx; i++)
+      r->idx[i] = coerce(rs, compile_tx(rs, e->idx[i]), RX_DTYPE_I64);
     return rs->cerr ? NULL : coerce(rs, r, dt);
   }
   case RX_TX_BINARY: {
@@ -1317,16 +1530,20 @@ static int scan(const rx_stmt *s) {
     if (s->loop_kind >= RX_LOOP_BLOCK_X && s->loop_kind <= RX_LOOP_BLOCK_Z) r |= HAS_BLOCK;
     if (s->loop_kind >= RX_LOOP_THREAD_X && s->loop_kind <= RX_LOOP_THREAD_Z) r |= HAS_THREAD;
     return r | scan(s->inner);
-  case RX_STMT_REDUCE: return scan(s->init) | scan(s->inner);
+  case RX_STMT_REDUCE:
+    return scan(s->init) | scan(s->inner);
   case RX_STMT_IF:
     return (tx_has_subgroup(s->value) ? HAS_SYNC : 0) | scan(s->inner) | scan(s->otherwise);
-  case RX_STMT_BARRIER: return HAS_SYNC;
+  case RX_STMT_BARRIER:
+    return HAS_SYNC;
   case RX_STMT_STORE:
     for (int i = 0; i < s->nidx; i++)
       if (tx_has_subgroup(s->idx[i])) r |= HAS_SYNC;
     return r | (tx_has_subgroup(s->value) ? HAS_SYNC : 0);
-  case RX_STMT_LET: return tx_has_subgroup(s->value) ? HAS_SYNC : 0;
-  default: return 0;
+  case RX_STMT_LET:
+    return tx_has_subgroup(s->value) ? HAS_SYNC : 0;
+  default:
+    return 0;
   }
 }
 
@@ -1449,8 +1666,9 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     size_t mark = rs->scope.len;
     if (is_block) {
       if (rs->cur_blk) {
-        cfail(rs, s->loc, "a %s loop inside a block body (inside another blockIdx loop's "
-                          "threads or in a program whose threads start outside blockIdx loops)",
+        cfail(rs, s->loc,
+              "a %s loop inside a block body (inside another blockIdx loop's "
+              "threads or in a program whose threads start outside blockIdx loops)",
               rx_loop_kind_name(lk));
         return NULL;
       }
@@ -1528,7 +1746,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->buf = buf_of(rs, b);
     c->nidx = s->nidx;
     c->idx = calloc_arena(rs, (size_t)s->nidx, sizeof *c->idx);
-    for (int i = 0; i < s->nidx; i++) c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
+    for (int i = 0; i < s->nidx; i++)
+      c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
     c->value = coerce(rs, compile_tx(rs, s->value), b->dtype);
     return rs->cerr ? NULL : c;
   }
@@ -1743,8 +1962,8 @@ static rx_status execute(run *rs) {
     int s = slot_of(rs, p->var);
     if (bound[s] && top.slots[s].i != v) {
       st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld",
-                          rs->fname, name, (long long)top.slots[s].i, (long long)v);
+                          "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld", rs->fname,
+                          name, (long long)top.slots[s].i, (long long)v);
       goto done;
     }
     top.slots[s].i = v;
@@ -1772,8 +1991,9 @@ static rx_status execute(run *rs) {
     for (int d = 0; d < b->ndim; d++) {
       r->shape[d] = a->shape[d];
       if (a->shape[d] < 0 || __builtin_mul_overflow(r->count, a->shape[d], &r->count)) {
-        st = rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: argument `%s`: bad extent %lld in dim %d",
-                            rs->fname, b->name, (long long)a->shape[d], d);
+        st = rx_status_make(RX_ERR_INVALID,
+                            "tensor_fn `%s`: argument `%s`: bad extent %lld in dim %d", rs->fname,
+                            b->name, (long long)a->shape[d], d);
         goto done;
       }
       const rx_expr *x = b->shape[d];
@@ -1834,8 +2054,10 @@ static rx_status execute(run *rs) {
     }
   }
 
-  if (rs->whole) run_block(&top, rs->whole);
-  else exec(&top, rs->body);
+  if (rs->whole)
+    run_block(&top, rs->whole);
+  else
+    exec(&top, rs->body);
   st = top.err;
 
 done:
@@ -1871,8 +2093,7 @@ rx_status rx_interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args
     return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: arguments missing", f->name);
   rx_interp_opts o = opts ? *opts : (rx_interp_opts){0};
   if (o.subgroup_size < 0 || o.max_threads_per_block < 0 || o.max_steps < 0)
-    return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: negative interpreter option",
-                          f->name);
+    return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: negative interpreter option", f->name);
   run rs = {.f = f, .fname = f->name ? f->name : "?"};
   rx_arena_init(&rs.arena);
   rs.sgsize = o.subgroup_size ? o.subgroup_size : 32;

@@ -83,20 +83,20 @@
 
 typedef struct rx_interp_arg {
   /* buffer parameters */
-  void *data;                  /* host memory, row-major, in the dtype's storage; may be NULL
-                                  only when the buffer has no elements */
-  int64_t shape[RX_MAX_NDIM];  /* extents */
+  void *data;                 /* host memory, row-major, in the dtype's storage; may be NULL
+                                 only when the buffer has no elements */
+  int64_t shape[RX_MAX_NDIM]; /* extents */
   int ndim;
-  rx_dtype dtype;              /* must equal the parameter's dtype */
+  rx_dtype dtype; /* must equal the parameter's dtype */
   /* scalar parameters */
   int64_t value;
 } rx_interp_arg;
 
 typedef struct rx_interp_opts {
-  int subgroup_size;          /* lanes per subgroup (32 on NVIDIA, 8 on lavapipe); 0: 32 */
-  int64_t max_steps;          /* statements executed over all threads before giving up with an
-                                 error; 0: no limit */
-  int max_threads_per_block;  /* 0: 1024 */
+  int subgroup_size;         /* lanes per subgroup (32 on NVIDIA, 8 on lavapipe); 0: 32 */
+  int64_t max_steps;         /* statements executed over all threads before giving up with an
+                                error; 0: no limit */
+  int max_threads_per_block; /* 0: 1024 */
 } rx_interp_opts;
 
 /* Runs tensor program f of module m on args (nargs must equal f->nparams). opts may be NULL.

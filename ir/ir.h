@@ -48,15 +48,16 @@ struct rx_sinfo {
   const rx_expr **shape; /* TENSOR: dims, SHAPE: values; NULL when unknown; ndim entries */
   const rx_expr *value;  /* PRIM: known value (integers and bool only) or NULL */
   const rx_sinfo **fields;
-  int nfields;          /* TUPLE, FUNC params */
-  const rx_sinfo *ret;  /* FUNC */
+  int nfields;         /* TUPLE, FUNC params */
+  const rx_sinfo *ret; /* FUNC */
 };
 
 typedef struct rx_module rx_module;
 
 const rx_sinfo *rx_sinfo_object(rx_module *m);
 /* shape may be NULL (rank only, ndim >= 0, or unknown rank with ndim == -1); copied. */
-const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim, const rx_expr *const *shape);
+const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
+                                const rx_expr *const *shape);
 const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
 const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
 const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
@@ -104,7 +105,7 @@ typedef struct rx_op rx_op; /* ops/ops.h */
 
 /* A graph variable: a parameter or the left side of a binding. */
 typedef struct rx_var {
-  const char *name; /* interned; unique within its function */
+  const char *name;      /* interned; unique within its function */
   const rx_sinfo *sinfo; /* parameter: declared; binding: deduced or annotated */
   rx_loc loc;
 } rx_var;
@@ -132,10 +133,10 @@ struct rx_node {
 
   rx_var *var; /* VAR */
 
-  rx_dtype prim_dtype;   /* PRIM */
-  const rx_expr *prim;   /* PRIM (integer or bool value) */
-  double fvalue;         /* PRIM (float value) */
-  bool weak;             /* PRIM written as a bare literal: its dtype adapts to the other operand */
+  rx_dtype prim_dtype; /* PRIM */
+  const rx_expr *prim; /* PRIM (integer or bool value) */
+  double fvalue;       /* PRIM (float value) */
+  bool weak;           /* PRIM written as a bare literal: its dtype adapts to the other operand */
 
   const rx_expr **dims; /* SHAPE */
   int ndims;
@@ -189,7 +190,7 @@ struct rx_graph_fn {
   rx_loc loc;
   rx_var **params;
   int nparams;
-  const rx_sinfo *ret; /* declared result (after `->`), or NULL; normalization fills in */
+  const rx_sinfo *ret;   /* declared result (after `->`), or NULL; normalization fills in */
   const rx_expr **facts; /* `where` facts, canonical */
   rx_loc *fact_locs;
   int nfacts;
@@ -225,9 +226,9 @@ typedef enum rx_param_kind {
 typedef struct rx_param {
   rx_param_kind kind;
   bool is_output;
-  rx_buffer *buf;      /* BUFFER */
-  const rx_expr *var;  /* SCALAR: the symbolic variable */
-  rx_dtype dtype;      /* SCALAR */
+  rx_buffer *buf;     /* BUFFER */
+  const rx_expr *var; /* SCALAR: the symbolic variable */
+  rx_dtype dtype;     /* SCALAR */
   rx_loc loc;
 } rx_param;
 
@@ -343,7 +344,7 @@ struct rx_tx {
   rx_tx_kind kind;
   rx_dtype dtype; /* result type */
   rx_loc loc;
-  bool weak;      /* INT/FLOAT literal written bare: adapts to the other operand's type */
+  bool weak; /* INT/FLOAT literal written bare: adapts to the other operand's type */
   int64_t ival;
   double fval;
   const rx_expr *sym;
@@ -385,20 +386,20 @@ struct rx_stmt {
   rx_buffer *buf;         /* STORE target, ALLOC buffer */
   rx_tx **idx;            /* STORE indices */
   int nidx;
-  rx_tx *value;           /* STORE value, LET value, IF cond */
-  rx_local *local;        /* LET */
+  rx_tx *value;    /* STORE value, LET value, IF cond */
+  rx_local *local; /* LET */
 };
 
 /* Fusion pattern of a tensor program, computed from its loop body (passes/annotate.c).
  * Ordered from most to least fusable. */
 typedef enum rx_pattern {
-  RX_PATTERN_UNKNOWN = 0,  /* not annotated yet */
-  RX_PATTERN_ELEMWISE,     /* one perfect nest, stores and loads at the loop point */
-  RX_PATTERN_BROADCAST,    /* stores at the point, loads at projections of it */
-  RX_PATTERN_INJECTIVE,    /* stores at (a permutation of) the point, loads anywhere */
-  RX_PATTERN_REDUCTION,    /* reductions over some axes (row sums, staged rows) */
-  RX_PATTERN_OUT_FUSABLE,  /* matmul-like: a multiply-accumulate reduction per output point */
-  RX_PATTERN_OPAQUE,       /* anything else */
+  RX_PATTERN_UNKNOWN = 0, /* not annotated yet */
+  RX_PATTERN_ELEMWISE,    /* one perfect nest, stores and loads at the loop point */
+  RX_PATTERN_BROADCAST,   /* stores at the point, loads at projections of it */
+  RX_PATTERN_INJECTIVE,   /* stores at (a permutation of) the point, loads anywhere */
+  RX_PATTERN_REDUCTION,   /* reductions over some axes (row sums, staged rows) */
+  RX_PATTERN_OUT_FUSABLE, /* matmul-like: a multiply-accumulate reduction per output point */
+  RX_PATTERN_OPAQUE,      /* anything else */
 } rx_pattern;
 
 struct rx_tensor_fn {
@@ -409,7 +410,7 @@ struct rx_tensor_fn {
   const rx_expr **facts;
   rx_loc *fact_locs;
   int nfacts;
-  rx_stmt *body; /* a SEQ */
+  rx_stmt *body;      /* a SEQ */
   rx_pattern pattern; /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
 };
 
@@ -434,7 +435,7 @@ typedef struct rx_item {
 struct rx_module {
   rx_arena arena;
   rx_expr_ctx *ctx;
-  RX_VEC(rx_item) items; /* top-level definitions in source order */
+  RX_VEC(rx_item) items;       /* top-level definitions in source order */
   RX_VEC(rx_source *) sources; /* owned copies of parsed texts (arena) */
 };
 

@@ -117,14 +117,16 @@ static const struct {
   const char *text;
   rx_tok_kind kind;
 } puncts[] = {
-    {"...", RX_TOK_ELLIPSIS}, {"..", RX_TOK_DOTDOT}, {"->", RX_TOK_ARROW},   {"==", RX_TOK_EQ},
-    {"!=", RX_TOK_NE},        {"<=", RX_TOK_LE},     {">=", RX_TOK_GE},      {"//", RX_TOK_SLASHSLASH},
-    {"&&", RX_TOK_ANDAND},    {"||", RX_TOK_OROR},   {"(", RX_TOK_LPAREN},   {")", RX_TOK_RPAREN},
-    {"[", RX_TOK_LBRACKET},   {"]", RX_TOK_RBRACKET}, {"{", RX_TOK_LBRACE},  {"}", RX_TOK_RBRACE},
-    {",", RX_TOK_COMMA},      {":", RX_TOK_COLON},   {";", RX_TOK_SEMI},     {".", RX_TOK_DOT},
-    {"=", RX_TOK_ASSIGN},     {"<", RX_TOK_LT},      {">", RX_TOK_GT},       {"+", RX_TOK_PLUS},
-    {"-", RX_TOK_MINUS},      {"*", RX_TOK_STAR},    {"/", RX_TOK_SLASH},    {"%", RX_TOK_PERCENT},
-    {"!", RX_TOK_BANG},
+    {"...", RX_TOK_ELLIPSIS}, {"..", RX_TOK_DOTDOT},     {"->", RX_TOK_ARROW},
+    {"==", RX_TOK_EQ},        {"!=", RX_TOK_NE},         {"<=", RX_TOK_LE},
+    {">=", RX_TOK_GE},        {"//", RX_TOK_SLASHSLASH}, {"&&", RX_TOK_ANDAND},
+    {"||", RX_TOK_OROR},      {"(", RX_TOK_LPAREN},      {")", RX_TOK_RPAREN},
+    {"[", RX_TOK_LBRACKET},   {"]", RX_TOK_RBRACKET},    {"{", RX_TOK_LBRACE},
+    {"}", RX_TOK_RBRACE},     {",", RX_TOK_COMMA},       {":", RX_TOK_COLON},
+    {";", RX_TOK_SEMI},       {".", RX_TOK_DOT},         {"=", RX_TOK_ASSIGN},
+    {"<", RX_TOK_LT},         {">", RX_TOK_GT},          {"+", RX_TOK_PLUS},
+    {"-", RX_TOK_MINUS},      {"*", RX_TOK_STAR},        {"/", RX_TOK_SLASH},
+    {"%", RX_TOK_PERCENT},    {"!", RX_TOK_BANG},
 };
 
 bool rx_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n) {

@@ -10,14 +10,15 @@ static const struct {
   const char *name;
   int bits;
   bool is_float, is_signed;
-} dtypes[] = {
-    [RX_DTYPE_UNKNOWN] = {"any", 0, false, false},
+} dtypes[] = {[RX_DTYPE_UNKNOWN] = {"any", 0, false, false},
 #define X(e, n, b, f, s) [RX_DTYPE_##e] = {n, b, f, s},
-    RX_DTYPES(X)
+              RX_DTYPES(X)
 #undef X
 };
 
-const char *rx_dtype_name(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].name : "?"; }
+const char *rx_dtype_name(rx_dtype t) {
+  return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].name : "?";
+}
 int rx_dtype_bits(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].bits : 0; }
 bool rx_dtype_is_float(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_float; }
 bool rx_dtype_is_signed(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_signed; }
@@ -49,9 +50,12 @@ const char *rx_loop_kind_name(rx_loop_kind k) {
 
 const char *rx_scope_name(rx_scope s) {
   switch (s) {
-  case RX_SCOPE_GLOBAL: return "global";
-  case RX_SCOPE_SHARED: return "shared";
-  case RX_SCOPE_LOCAL: return "local";
+  case RX_SCOPE_GLOBAL:
+    return "global";
+  case RX_SCOPE_SHARED:
+    return "shared";
+  case RX_SCOPE_LOCAL:
+    return "local";
   }
   return "?";
 }
@@ -245,13 +249,20 @@ static const rx_expr *as_sym(rx_module *m, const rx_tx *e) {
 }
 
 static const rx_expr_kind binop_expr_kind[RX_BINOP_COUNT] = {
-    [RX_BINOP_ADD] = RX_EXPR_ADD,           [RX_BINOP_SUB] = RX_EXPR_SUB,
-    [RX_BINOP_MUL] = RX_EXPR_MUL,           [RX_BINOP_DIV] = RX_EXPR_KIND_COUNT,
-    [RX_BINOP_FLOORDIV] = RX_EXPR_FLOORDIV, [RX_BINOP_FLOORMOD] = RX_EXPR_FLOORMOD,
-    [RX_BINOP_EQ] = RX_EXPR_EQ,             [RX_BINOP_NE] = RX_EXPR_NE,
-    [RX_BINOP_LT] = RX_EXPR_LT,             [RX_BINOP_LE] = RX_EXPR_LE,
-    [RX_BINOP_GT] = RX_EXPR_GT,             [RX_BINOP_GE] = RX_EXPR_GE,
-    [RX_BINOP_AND] = RX_EXPR_AND,           [RX_BINOP_OR] = RX_EXPR_OR,
+    [RX_BINOP_ADD] = RX_EXPR_ADD,
+    [RX_BINOP_SUB] = RX_EXPR_SUB,
+    [RX_BINOP_MUL] = RX_EXPR_MUL,
+    [RX_BINOP_DIV] = RX_EXPR_KIND_COUNT,
+    [RX_BINOP_FLOORDIV] = RX_EXPR_FLOORDIV,
+    [RX_BINOP_FLOORMOD] = RX_EXPR_FLOORMOD,
+    [RX_BINOP_EQ] = RX_EXPR_EQ,
+    [RX_BINOP_NE] = RX_EXPR_NE,
+    [RX_BINOP_LT] = RX_EXPR_LT,
+    [RX_BINOP_LE] = RX_EXPR_LE,
+    [RX_BINOP_GT] = RX_EXPR_GT,
+    [RX_BINOP_GE] = RX_EXPR_GE,
+    [RX_BINOP_AND] = RX_EXPR_AND,
+    [RX_BINOP_OR] = RX_EXPR_OR,
 };
 
 static bool is_cmp(rx_binop op) { return op >= RX_BINOP_EQ && op <= RX_BINOP_GE; }
@@ -314,9 +325,8 @@ rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
   if ((f == RX_INTRIN_MIN || f == RX_INTRIN_MAX) && n == 2) {
     const rx_expr *sa = as_sym(m, args[0]), *sb = as_sym(m, args[1]);
     if (sa && sb && !rx_expr_is_bool(sa) && !rx_expr_is_bool(sb))
-      return rx_tx_sym(m,
-                       f == RX_INTRIN_MIN ? rx_expr_min(m->ctx, sa, sb) : rx_expr_max(m->ctx, sa, sb),
-                       loc);
+      return rx_tx_sym(
+          m, f == RX_INTRIN_MIN ? rx_expr_min(m->ctx, sa, sb) : rx_expr_max(m->ctx, sa, sb), loc);
   }
   rx_dtype t = n > 0 ? args[0]->dtype : RX_DTYPE_F32;
   for (int i = 0; i < n; i++)

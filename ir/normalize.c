@@ -67,9 +67,9 @@ typedef struct norm {
   rx_module *m;
   rx_graph_fn *fn;
   rx_analyzer *an;
-  pset names;    /* every name used in the function (parameters, bindings) */
+  pset names;            /* every name used in the function (parameters, bindings) */
   rx_ptrmap next_suffix; /* interned base -> the first k that fresh_name has not tried */
-  bvec *out;     /* the bindings of the block being rebuilt */
+  bvec *out;             /* the bindings of the block being rebuilt */
   bool out_dataflow;
 } norm;
 
@@ -128,8 +128,8 @@ static void assume_sizes_expr(norm *st, const rx_expr *e) {
   rx_ptrvec vars = {0};
   rx_expr_collect_vars(e, &vars);
   for (size_t i = 0; i < vars.len; i++)
-    rx_analyzer_assume(st->an, rx_expr_cmp(st->m->ctx, RX_EXPR_LE, rx_expr_const(st->m->ctx, 0),
-                                           vars.data[i]));
+    rx_analyzer_assume(
+        st->an, rx_expr_cmp(st->m->ctx, RX_EXPR_LE, rx_expr_const(st->m->ctx, 0), vars.data[i]));
   rx_ptrvec_free(&vars);
 }
 
@@ -164,7 +164,8 @@ static void sub_free(subst *s) {
 static const rx_sinfo *sinfo_subst(norm *st, const subst *s, const rx_sinfo *si) {
   if (!si || !s->vars.len) return si;
   switch (si->kind) {
-  case RX_SINFO_OBJECT: return si;
+  case RX_SINFO_OBJECT:
+    return si;
   case RX_SINFO_TENSOR:
   case RX_SINFO_SHAPE: {
     if (!si->shape) return si;
@@ -191,8 +192,8 @@ static const rx_sinfo *sinfo_subst(norm *st, const subst *s, const rx_sinfo *si)
  * corresponding parts of have. */
 static void unify_bind(subst *s, const rx_sinfo *want, const rx_sinfo *have) {
   if (!want || !have) return;
-  if ((want->kind == RX_SINFO_TENSOR || want->kind == RX_SINFO_SHAPE) &&
-      have->kind == want->kind && want->shape && have->shape && want->ndim == have->ndim) {
+  if ((want->kind == RX_SINFO_TENSOR || want->kind == RX_SINFO_SHAPE) && have->kind == want->kind &&
+      want->shape && have->shape && want->ndim == have->ndim) {
     for (int i = 0; i < want->ndim; i++)
       if (want->shape[i]->kind == RX_EXPR_VAR) sub_bind(s, want->shape[i], have->shape[i]);
   } else if (want->kind == RX_SINFO_PRIM && have->kind == RX_SINFO_PRIM && want->value &&
@@ -211,13 +212,16 @@ static rx_tribool compat(norm *st, const rx_sinfo *have, const rx_sinfo *want) {
   if (!have || have->kind == RX_SINFO_OBJECT) return RX_UNKNOWN;
   if (have->kind != want->kind) return RX_FALSE;
   switch (want->kind) {
-  case RX_SINFO_OBJECT: return RX_TRUE;
+  case RX_SINFO_OBJECT:
+    return RX_TRUE;
   case RX_SINFO_TENSOR:
   case RX_SINFO_SHAPE: {
     rx_tribool r = RX_TRUE;
     if (want->kind == RX_SINFO_TENSOR && want->dtype != RX_DTYPE_UNKNOWN) {
-      if (have->dtype == RX_DTYPE_UNKNOWN) r = RX_UNKNOWN;
-      else if (have->dtype != want->dtype) return RX_FALSE;
+      if (have->dtype == RX_DTYPE_UNKNOWN)
+        r = RX_UNKNOWN;
+      else if (have->dtype != want->dtype)
+        return RX_FALSE;
     }
     if (want->ndim < 0) return r;
     if (have->ndim < 0) return RX_UNKNOWN;
@@ -237,10 +241,12 @@ static rx_tribool compat(norm *st, const rx_sinfo *have, const rx_sinfo *want) {
   case RX_SINFO_TUPLE: {
     if (have->nfields != want->nfields) return RX_FALSE;
     rx_tribool r = RX_TRUE;
-    for (int i = 0; i < want->nfields; i++) r = tri_and(r, compat(st, have->fields[i], want->fields[i]));
+    for (int i = 0; i < want->nfields; i++)
+      r = tri_and(r, compat(st, have->fields[i], want->fields[i]));
     return r;
   }
-  case RX_SINFO_FUNC: return rx_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
+  case RX_SINFO_FUNC:
+    return rx_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
   }
   return RX_UNKNOWN;
 }
@@ -266,17 +272,17 @@ static const rx_sinfo *join(norm *st, const rx_sinfo *a, const rx_sinfo *b) {
   }
   case RX_SINFO_PRIM:
     if (a->dtype != b->dtype) return rx_sinfo_object(st->m);
-    return rx_sinfo_prim(st->m, a->dtype,
-                         a->value && b->value && dim_eq(st, a->value, b->value) == RX_TRUE
-                             ? a->value
-                             : NULL);
+    return rx_sinfo_prim(
+        st->m, a->dtype,
+        a->value && b->value && dim_eq(st, a->value, b->value) == RX_TRUE ? a->value : NULL);
   case RX_SINFO_TUPLE: {
     if (a->nfields != b->nfields) return rx_sinfo_object(st->m);
     const rx_sinfo **f = rx_module_alloc(st->m, sizeof *f * (size_t)(a->nfields + 1));
     for (int i = 0; i < a->nfields; i++) f[i] = join(st, a->fields[i], b->fields[i]);
     return rx_sinfo_tuple(st->m, f, a->nfields);
   }
-  default: return rx_sinfo_object(st->m);
+  default:
+    return rx_sinfo_object(st->m);
   }
 }
 
@@ -307,12 +313,12 @@ static void collect_names_seq(norm *st, const rx_seq *seq) {
 /* Words that cannot name a variable in the text format. */
 static bool reserved(const char *s) {
   static const char *const words[] = {
-      "graph_fn", "tensor_fn", "extern_fn", "impure", "where",  "dataflow", "return",
-      "if",       "else",      "out",       "for",    "in",     "reduce",   "init",
-      "update",   "let",       "alloc",     "barrier", "global", "shared",  "local",
-      "call_tensor", "call_extern", "match_cast", "prim", "const", "true",  "false",
-      "any",      "inf",       "nan",       "Shape",  "Prim",   "Object",  "Func",
-      "min",      "max",       "select"};
+      "graph_fn",    "tensor_fn",   "extern_fn",  "impure",  "where",  "dataflow", "return",
+      "if",          "else",        "out",        "for",     "in",     "reduce",   "init",
+      "update",      "let",         "alloc",      "barrier", "global", "shared",   "local",
+      "call_tensor", "call_extern", "match_cast", "prim",    "const",  "true",     "false",
+      "any",         "inf",         "nan",        "Shape",   "Prim",   "Object",   "Func",
+      "min",         "max",         "select"};
   for (size_t i = 0; i < RX_ARRAY_LEN(words); i++)
     if (strcmp(words[i], s) == 0) return true;
   rx_dtype dt;
@@ -355,23 +361,29 @@ static bool is_atom(const rx_node *n) {
   case RX_NODE_VAR:
   case RX_NODE_PRIM:
   case RX_NODE_SHAPE:
-  case RX_NODE_CONST: return true;
+  case RX_NODE_CONST:
+    return true;
   case RX_NODE_TUPLE:
     for (int i = 0; i < n->nargs; i++)
       if (!is_atom(n->args[i])) return false;
     return true;
-  default: return false;
+  default:
+    return false;
   }
 }
 
 static const char *lift_base(const rx_node *n) {
   switch (n->kind) {
-  case RX_NODE_CALL: return n->op ? n->op->name : "call";
+  case RX_NODE_CALL:
+    return n->op ? n->op->name : "call";
   case RX_NODE_CALL_TENSOR:
   case RX_NODE_CALL_EXTERN:
-  case RX_NODE_CALL_GRAPH: return n->callee ? n->callee : "call";
-  case RX_NODE_GET_ITEM: return n->args[0]->kind == RX_NODE_VAR ? n->args[0]->var->name : "item";
-  default: return "value";
+  case RX_NODE_CALL_GRAPH:
+    return n->callee ? n->callee : "call";
+  case RX_NODE_GET_ITEM:
+    return n->args[0]->kind == RX_NODE_VAR ? n->args[0]->var->name : "item";
+  default:
+    return "value";
   }
 }
 
@@ -419,8 +431,8 @@ static const rx_sinfo *call_op(norm *st, rx_node *n) {
       err(st, n->loc, "%s expects %d argument%s, got %d", op->name, op->min_args,
           op->min_args == 1 ? "" : "s", n->nargs);
     else
-      err(st, n->loc, "%s expects %d to %d arguments, got %d", op->name, op->min_args,
-          op->max_args, n->nargs);
+      err(st, n->loc, "%s expects %d to %d arguments, got %d", op->name, op->min_args, op->max_args,
+          n->nargs);
     return st->nm->poison;
   }
   bool bad = false;
@@ -433,7 +445,8 @@ static const rx_sinfo *call_op(norm *st, rx_node *n) {
   }
   for (int i = 0; i < n->nattrs; i++) {
     bool known = false;
-    for (int j = 0; j < op->nattrs; j++) known = known || strcmp(op->attrs[j].name, n->attrs[i].name) == 0;
+    for (int j = 0; j < op->nattrs; j++)
+      known = known || strcmp(op->attrs[j].name, n->attrs[i].name) == 0;
     if (!known) {
       err(st, n->attrs[i].loc.src ? n->attrs[i].loc : n->loc, "%s has no attribute %s", op->name,
           n->attrs[i].name);
@@ -486,8 +499,8 @@ static void check_buf(norm *st, rx_node *n, const char *callee, const char *what
     return;
   }
   if (have->ndim < 0 || !have->shape) {
-    err(st, n->loc, "%s: %s is %s but parameter %s needs a known shape %s; use match_cast",
-        callee, what, sstr(st, have), b->name, sstr(st, want));
+    err(st, n->loc, "%s: %s is %s but parameter %s needs a known shape %s; use match_cast", callee,
+        what, sstr(st, have), b->name, sstr(st, want));
     return;
   }
   for (int i = 0; i < b->ndim; i++) {
@@ -495,9 +508,9 @@ static void check_buf(norm *st, rx_node *n, const char *callee, const char *what
     rx_tribool eq = dim_eq(st, have->shape[i], w);
     if (eq == RX_TRUE) continue;
     if (eq == RX_FALSE)
-      err(st, n->loc, "%s: %s is %s but parameter %s expects %s (dim %d: %s vs %s)", callee,
-          what, sstr(st, have), b->name, sstr(st, sinfo_subst(st, s, want)), i,
-          estr(st, have->shape[i]), estr(st, w));
+      err(st, n->loc, "%s: %s is %s but parameter %s expects %s (dim %d: %s vs %s)", callee, what,
+          sstr(st, have), b->name, sstr(st, sinfo_subst(st, s, want)), i, estr(st, have->shape[i]),
+          estr(st, w));
     else
       err(st, n->loc,
           "%s: cannot prove that %s (%s) matches parameter %s: %s (dim %d: %s vs %s); use "
@@ -525,9 +538,12 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   }
   int nin = 0, nout = 0, nscal = 0;
   for (int i = 0; i < np; i++) {
-    if (params[i]->kind == RX_PARAM_SCALAR) nscal++;
-    else if (params[i]->is_output) nout++;
-    else nin++;
+    if (params[i]->kind == RX_PARAM_SCALAR)
+      nscal++;
+    else if (params[i]->is_output)
+      nout++;
+    else
+      nin++;
   }
   if (n->nargs != nin) {
     err(st, n->loc, "%s expects %d tensor argument%s (the inputs of %s), got %d", callee, nin,
@@ -648,11 +664,14 @@ static const rx_sinfo *if_node(norm *st, rx_node *n) {
   const rx_sinfo *c = n->cond->sinfo;
   const rx_expr *cv = NULL;
   if (c != st->nm->poison) {
-    bool okc = (c->kind == RX_SINFO_PRIM && (c->dtype == RX_DTYPE_BOOL || c->dtype == RX_DTYPE_UNKNOWN)) ||
-               (c->kind == RX_SINFO_TENSOR && (c->dtype == RX_DTYPE_BOOL || c->dtype == RX_DTYPE_UNKNOWN) &&
-                (c->ndim == 0 || c->ndim < 0)) ||
-               c->kind == RX_SINFO_OBJECT;
-    if (!okc) err(st, n->cond->loc, "if expects a Prim(bool) or bool[] condition, got %s", sstr(st, c));
+    bool okc =
+        (c->kind == RX_SINFO_PRIM && (c->dtype == RX_DTYPE_BOOL || c->dtype == RX_DTYPE_UNKNOWN)) ||
+        (c->kind == RX_SINFO_TENSOR &&
+         (c->dtype == RX_DTYPE_BOOL || c->dtype == RX_DTYPE_UNKNOWN) &&
+         (c->ndim == 0 || c->ndim < 0)) ||
+        c->kind == RX_SINFO_OBJECT;
+    if (!okc)
+      err(st, n->cond->loc, "if expects a Prim(bool) or bool[] condition, got %s", sstr(st, c));
     if (c->kind == RX_SINFO_PRIM && c->value && rx_expr_is_bool(c->value)) cv = c->value;
   }
   if (!n->then_seq || !n->else_seq) {
@@ -675,9 +694,15 @@ static const rx_sinfo *value(norm *st, rx_node *n) {
       err(st, n->loc, "'%s' is used before it is defined", n->var->name);
     }
     break;
-  case RX_NODE_PRIM: s = rx_sinfo_prim(st->m, n->prim_dtype, n->prim); break;
-  case RX_NODE_SHAPE: s = rx_sinfo_shape(st->m, n->ndims, n->dims); break;
-  case RX_NODE_CONST: s = n->sinfo ? n->sinfo : rx_sinfo_object(st->m); break;
+  case RX_NODE_PRIM:
+    s = rx_sinfo_prim(st->m, n->prim_dtype, n->prim);
+    break;
+  case RX_NODE_SHAPE:
+    s = rx_sinfo_shape(st->m, n->ndims, n->dims);
+    break;
+  case RX_NODE_CONST:
+    s = n->sinfo ? n->sinfo : rx_sinfo_object(st->m);
+    break;
   case RX_NODE_TUPLE: {
     const rx_sinfo **f = rx_module_alloc(st->m, sizeof *f * (size_t)(n->nargs + 1));
     bool poison = false;
@@ -711,11 +736,13 @@ static const rx_sinfo *value(norm *st, rx_node *n) {
   case RX_NODE_CALL_EXTERN:
   case RX_NODE_CALL_GRAPH:
     for (int i = 0; i < n->nargs; i++) n->args[i] = atomize(st, n->args[i]);
-    s = n->kind == RX_NODE_CALL          ? call_op(st, n)
+    s = n->kind == RX_NODE_CALL         ? call_op(st, n)
         : n->kind == RX_NODE_CALL_GRAPH ? call_graph(st, n)
-                                         : call_dps(st, n);
+                                        : call_dps(st, n);
     break;
-  case RX_NODE_IF: s = if_node(st, n); break;
+  case RX_NODE_IF:
+    s = if_node(st, n);
+    break;
   }
   n->sinfo = s;
   return s;

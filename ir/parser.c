@@ -28,7 +28,7 @@ enum {
   }
 #define APUSH(p, v, x)                                                                             \
   do {                                                                                             \
-    if ((v)->n == (v)->cap) (v)->d = grow((p), (v)->d, (v)->n, &(v)->cap, sizeof *(v)->d);       \
+    if ((v)->n == (v)->cap) (v)->d = grow((p), (v)->d, (v)->n, &(v)->cap, sizeof *(v)->d);         \
     (v)->d[(v)->n++] = (x);                                                                        \
   } while (0)
 
@@ -44,9 +44,9 @@ typedef struct P {
   rx_diag *diag;
   rx_tok *t; /* tokens, ending with EOF */
   int n, i;
-  int depth;      /* current nesting (MAX_DEPTH) */
-  int nest;       /* open ( and [ inside an expression: newlines do not end it there */
-  jmp_buf *jb;    /* the item loop's recovery point */
+  int depth;                  /* current nesting (MAX_DEPTH) */
+  int nest;                   /* open ( and [ inside an expression: newlines do not end it there */
+  jmp_buf *jb;                /* the item loop's recovery point */
   AVEC(const char *) gnames;  /* names of the graph functions of this text (forward calls) */
   AVEC(rx_node *) unresolved; /* calls resolved after the whole text */
   /* graph function being parsed */
@@ -83,7 +83,8 @@ static void next(P *p) {
 static bool is(P *p, rx_tok_kind k) { return cur(p)->kind == k; }
 static bool tok_is_kw(const rx_tok *t, const char *kw) {
   size_t n = strlen(kw);
-  return t->kind == RX_TOK_IDENT && t->len == n && memcmp(t->loc.src->text + t->loc.offset, kw, n) == 0;
+  return t->kind == RX_TOK_IDENT && t->len == n &&
+         memcmp(t->loc.src->text + t->loc.offset, kw, n) == 0;
 }
 static bool is_kw(P *p, const char *kw) { return tok_is_kw(cur(p), kw); }
 static bool accept(P *p, rx_tok_kind k) {
@@ -101,10 +102,10 @@ static const char *tok_text(P *p, const rx_tok *t) {
 }
 
 static const char *const keywords[] = {
-    "graph_fn", "tensor_fn", "extern_fn", "impure", "where", "dataflow", "return", "if",
-    "else", "out", "for", "in", "reduce", "init", "update", "let", "alloc", "barrier",
-    "global", "shared", "local", "call_tensor", "call_extern", "match_cast", "prim", "const",
-    "true", "false",
+    "graph_fn",    "tensor_fn",   "extern_fn",  "impure",  "where",  "dataflow", "return",
+    "if",          "else",        "out",        "for",     "in",     "reduce",   "init",
+    "update",      "let",         "alloc",      "barrier", "global", "shared",   "local",
+    "call_tensor", "call_extern", "match_cast", "prim",    "const",  "true",     "false",
 };
 bool rx_text_is_reserved(const char *s, size_t n) {
   for (size_t k = 0; k < RX_ARRAY_LEN(keywords); k++)
@@ -225,7 +226,8 @@ static rx_dtype dtype(P *p, bool allow_any) {
   rx_dtype dt = dtype_of(p, cur(p), &ok);
   if (!ok || (!allow_any && dt == RX_DTYPE_UNKNOWN)) {
     if (cur(p)->kind == RX_TOK_IDENT)
-      fail_at(p, cur(p)->loc, "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool%s",
+      fail_at(p, cur(p)->loc,
+              "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool%s",
               rx_tok_describe(p->m, cur(p)), allow_any ? " any" : "");
     fail_expected(p, "a dtype");
   }
@@ -257,11 +259,13 @@ static const rx_expr *sym_primary(P *p) {
   if (accept_kw(p, "true")) return rx_expr_const(c, 1);
   if (accept_kw(p, "false")) return rx_expr_const(c, 0);
   if (is_keyword(t))
-    fail_at(p, t->loc, "expected a symbolic expression, found keyword %s", rx_tok_describe(p->m, t));
+    fail_at(p, t->loc, "expected a symbolic expression, found keyword %s",
+            rx_tok_describe(p->m, t));
   if (ahead(p, 1)->kind == RX_TOK_LPAREN) {
     int arity = tok_is_kw(t, "select") ? 3 : (tok_is_kw(t, "min") || tok_is_kw(t, "max")) ? 2 : 0;
     if (!arity)
-      fail_at(p, t->loc, "unknown function %s in a symbolic expression: expected min, max or select",
+      fail_at(p, t->loc,
+              "unknown function %s in a symbolic expression: expected min, max or select",
               rx_tok_describe(p->m, t));
     next(p);
     next(p);
@@ -461,7 +465,8 @@ static const rx_sinfo *sinfo_body(P *p) {
       expect(p, RX_TOK_ASSIGN, "'=' after 'ndim'");
       rx_tok *nt = cur(p);
       int64_t nd = int_lit(p, "an integer rank");
-      if (nd < 0 || nd > MAX_NDIM) fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
+      if (nd < 0 || nd > MAX_NDIM)
+        fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
       s = rx_sinfo_shape(m, (int)nd, NULL);
     } else {
       fail_expected(p, "'[' or 'ndim=' in Shape(...)");
@@ -493,7 +498,8 @@ static const rx_sinfo *sinfo_body(P *p) {
   rx_dtype dt = dtype_of(p, t, &ok);
   if (!ok) {
     if (ahead(p, 1)->kind == RX_TOK_LBRACKET)
-      fail_at(p, t->loc, "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool any",
+      fail_at(p, t->loc,
+              "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool any",
               rx_tok_describe(m, t));
     fail_expected(p, "struct info (a tensor like f32[n, 4], Shape, Prim, Object, Func or a tuple)");
   }
@@ -508,7 +514,8 @@ static const rx_sinfo *sinfo_body(P *p) {
     next(p);
     rx_tok *nt = cur(p);
     int64_t nd = int_lit(p, "an integer rank");
-    if (nd < 0 || nd > MAX_NDIM) fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
+    if (nd < 0 || nd > MAX_NDIM)
+      fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
     expect(p, RX_TOK_RBRACKET, "']' after the rank");
     return rx_sinfo_tensor(m, dt, (int)nd, NULL);
   }
@@ -542,8 +549,9 @@ static rx_var *define_var(P *p, const char *name, const rx_sinfo *s, rx_loc loc)
   if (k >= 0 && k < p->defined.n) {
     rx_var *o = p->defined.d[k];
     if (o->name == name) {
-      rx_diag_report(p->diag, RX_DIAG_ERROR, loc, "duplicate name '%s': first defined at line %u, column %u",
-                     name, o->loc.line, o->loc.col);
+      rx_diag_report(p->diag, RX_DIAG_ERROR, loc,
+                     "duplicate name '%s': first defined at line %u, column %u", name, o->loc.line,
+                     o->loc.col);
       rx_diag_report(p->diag, RX_DIAG_NOTE, o->loc, "'%s' first defined here", name);
       longjmp(*p->jb, 1);
     }
@@ -576,8 +584,12 @@ static bool arg_sep(P *p) {
 
 static void attr_value(P *p, rx_attr *a) {
   switch (a->kind) {
-  case RX_ATTR_INT: a->i = int_lit(p, "an integer"); return;
-  case RX_ATTR_FLOAT: a->f = num_lit(p, false); return;
+  case RX_ATTR_INT:
+    a->i = int_lit(p, "an integer");
+    return;
+  case RX_ATTR_FLOAT:
+    a->f = num_lit(p, false);
+    return;
   case RX_ATTR_BOOL:
     if (accept_kw(p, "true"))
       a->i = 1;
@@ -591,7 +603,9 @@ static void attr_value(P *p, rx_attr *a) {
     a->s = cur(p)->s;
     next(p);
     return;
-  case RX_ATTR_DTYPE: a->dtype = dtype(p, true); return;
+  case RX_ATTR_DTYPE:
+    a->dtype = dtype(p, true);
+    return;
   case RX_ATTR_INTS: {
     expect(p, RX_TOK_LBRACKET, "'[' to start a list of integers");
     AVEC(int64_t) v = {0};
@@ -627,7 +641,8 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
         for (int k = 0; k < op->nattrs; k++)
           if (tok_is_kw(at, op->attrs[k].name)) idx = k;
         if (idx < 0)
-          fail_at(p, at->loc, "operator '%s' has no attribute %s", op->name, rx_tok_describe(p->m, at));
+          fail_at(p, at->loc, "operator '%s' has no attribute %s", op->name,
+                  rx_tok_describe(p->m, at));
         if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", op->attrs[idx].name);
         next(p);
         next(p);
@@ -734,7 +749,9 @@ static rx_node *const_node(P *p, rx_loc loc) {
     if (count > (UINT64_C(1) << 28)) ok = false;
   }
   if (!ok)
-    fail_at(p, st->loc, "const needs a tensor struct info with a dtype and a static shape of at most 2^28 values");
+    fail_at(
+        p, st->loc,
+        "const needs a tensor struct info with a dtype and a static shape of at most 2^28 values");
   expect(p, RX_TOK_COMMA, "',' and the values of the constant");
   AVEC(double) v = {0};
   if (accept(p, RX_TOK_LBRACKET)) {
@@ -747,8 +764,8 @@ static rx_node *const_node(P *p, rx_loc loc) {
     APUSH(p, &v, num_lit(p, true));
   }
   if ((uint64_t)v.n != count)
-    fail_at(p, st->loc, "const of %llu value%s has %d", (unsigned long long)count, count == 1 ? "" : "s",
-            v.n);
+    fail_at(p, st->loc, "const of %llu value%s has %d", (unsigned long long)count,
+            count == 1 ? "" : "s", v.n);
   expect(p, RX_TOK_RPAREN, "')' after the values of a constant");
   rx_node *n = rx_node_new(p->m, RX_NODE_CONST, loc);
   n->sinfo = s;
@@ -834,7 +851,8 @@ static rx_node *gprimary(P *p) {
   if (accept_kw(p, "call_tensor")) return dps_call(p, true, loc);
   if (accept_kw(p, "call_extern")) return dps_call(p, false, loc);
   if (is_kw(p, "match_cast") || is_kw(p, "if"))
-    fail_at(p, loc, "%s is only allowed as the whole right side of a binding", rx_tok_describe(m, t));
+    fail_at(p, loc, "%s is only allowed as the whole right side of a binding",
+            rx_tok_describe(m, t));
   /* `where` is also the op where(cond, a, b): a keyword only when no `(` follows */
   bool where_op = tok_is_kw(t, "where") && ahead(p, 1)->kind == RX_TOK_LPAREN;
   if (is_keyword(t) && !where_op)
@@ -900,8 +918,7 @@ static rx_seq *branch(P *p) {
   b->loc = cur(p)->loc;
   AVEC(rx_binding *) bs = {0};
   for (;;) {
-    if (is(p, RX_TOK_EOF))
-      fail_at(p, open->loc, "unterminated branch: expected its value and '}'");
+    if (is(p, RX_TOK_EOF)) fail_at(p, open->loc, "unterminated branch: expected its value and '}'");
     if (is(p, RX_TOK_IDENT) && !is_keyword(cur(p)) &&
         (ahead(p, 1)->kind == RX_TOK_ASSIGN || ahead(p, 1)->kind == RX_TOK_COLON)) {
       APUSH(p, &bs, binding(p, false));
@@ -1006,8 +1023,7 @@ static void graph_fn(P *p, rx_loc loc) {
       expect(p, RX_TOK_LBRACE, "'{' after 'dataflow'");
       AVEC(rx_binding *) bs = {0};
       while (!accept(p, RX_TOK_RBRACE)) {
-        if (is(p, RX_TOK_EOF))
-          fail_at(p, dopen->loc, "unterminated dataflow block: expected '}'");
+        if (is(p, RX_TOK_EOF)) fail_at(p, dopen->loc, "unterminated dataflow block: expected '}'");
         APUSH(p, &bs, binding(p, true));
       }
       end_stmt(p, "a dataflow block");
@@ -1044,7 +1060,8 @@ static void define_tname(P *p, const char *name, rx_local *l, rx_buffer *b, rx_l
   tname *o = lookup_tname(p, name);
   if (o) {
     rx_loc ol = o->local ? o->local->loc : o->buf->loc;
-    fail_at(p, loc, "duplicate name '%s': first defined at line %u, column %u", name, ol.line, ol.col);
+    fail_at(p, loc, "duplicate name '%s': first defined at line %u, column %u", name, ol.line,
+            ol.col);
   }
   tname t = {name, l, b};
   APUSH(p, &p->tvis, t);
@@ -1113,7 +1130,8 @@ static rx_tx *tx_primary(P *p) {
     if (arity == 3 && tok_is_kw(t, "select")) return rx_tx_select(m, a[0], a[1], a[2], loc);
     return rx_tx_call(m, in, a, n, loc);
   }
-  if (is_keyword(t)) fail_at(p, loc, "expected an expression, found keyword %s", rx_tok_describe(m, t));
+  if (is_keyword(t))
+    fail_at(p, loc, "expected an expression, found keyword %s", rx_tok_describe(m, t));
   next(p);
   tname *tn = lookup_tname(p, name);
   if (after == RX_TOK_LBRACKET) {
@@ -1157,14 +1175,30 @@ static rx_tx *tx_unary(P *p) {
 /* binary levels, loosest first: 1 ||, 2 &&, (3 !), 4 comparisons, 5 + -, 6 * / // % */
 static bool binop_at(P *p, int level, rx_binop *op) {
   switch (cur(p)->kind) {
-  case RX_TOK_OROR: *op = RX_BINOP_OR; break;
-  case RX_TOK_ANDAND: *op = RX_BINOP_AND; break;
-  case RX_TOK_PLUS: *op = RX_BINOP_ADD; break;
-  case RX_TOK_MINUS: *op = RX_BINOP_SUB; break;
-  case RX_TOK_STAR: *op = RX_BINOP_MUL; break;
-  case RX_TOK_SLASH: *op = RX_BINOP_DIV; break;
-  case RX_TOK_SLASHSLASH: *op = RX_BINOP_FLOORDIV; break;
-  case RX_TOK_PERCENT: *op = RX_BINOP_FLOORMOD; break;
+  case RX_TOK_OROR:
+    *op = RX_BINOP_OR;
+    break;
+  case RX_TOK_ANDAND:
+    *op = RX_BINOP_AND;
+    break;
+  case RX_TOK_PLUS:
+    *op = RX_BINOP_ADD;
+    break;
+  case RX_TOK_MINUS:
+    *op = RX_BINOP_SUB;
+    break;
+  case RX_TOK_STAR:
+    *op = RX_BINOP_MUL;
+    break;
+  case RX_TOK_SLASH:
+    *op = RX_BINOP_DIV;
+    break;
+  case RX_TOK_SLASHSLASH:
+    *op = RX_BINOP_FLOORDIV;
+    break;
+  case RX_TOK_PERCENT:
+    *op = RX_BINOP_FLOORMOD;
+    break;
   default:
     if (!cmp_tok(cur(p)->kind, NULL, op)) return false;
   }
@@ -1468,17 +1502,23 @@ static void extern_fn(P *p, rx_loc loc, bool impure) {
 
 static const char *item_name(const rx_item *it) {
   switch (it->kind) {
-  case RX_ITEM_GRAPH: return ((rx_graph_fn *)it->fn)->name;
-  case RX_ITEM_TENSOR: return ((rx_tensor_fn *)it->fn)->name;
-  case RX_ITEM_EXTERN: return ((rx_extern_fn *)it->fn)->name;
+  case RX_ITEM_GRAPH:
+    return ((rx_graph_fn *)it->fn)->name;
+  case RX_ITEM_TENSOR:
+    return ((rx_tensor_fn *)it->fn)->name;
+  case RX_ITEM_EXTERN:
+    return ((rx_extern_fn *)it->fn)->name;
   }
   return "";
 }
 static rx_loc item_loc(const rx_item *it) {
   switch (it->kind) {
-  case RX_ITEM_GRAPH: return ((rx_graph_fn *)it->fn)->loc;
-  case RX_ITEM_TENSOR: return ((rx_tensor_fn *)it->fn)->loc;
-  case RX_ITEM_EXTERN: return ((rx_extern_fn *)it->fn)->loc;
+  case RX_ITEM_GRAPH:
+    return ((rx_graph_fn *)it->fn)->loc;
+  case RX_ITEM_TENSOR:
+    return ((rx_tensor_fn *)it->fn)->loc;
+  case RX_ITEM_EXTERN:
+    return ((rx_extern_fn *)it->fn)->loc;
   }
   return (rx_loc){0};
 }
@@ -1560,7 +1600,8 @@ static void resolve(P *p) {
         rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "graph function '%s' is not defined",
                        n->callee);
       break;
-    default: RX_ASSERT(!"unexpected node to resolve");
+    default:
+      RX_ASSERT(!"unexpected node to resolve");
     }
   }
 }

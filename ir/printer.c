@@ -60,39 +60,55 @@ enum { PREC_UNARY = 7, PREC_ATOM = 9 };
 
 static int sym_prec(const rx_expr *e) {
   switch (e->kind) {
-  case RX_EXPR_CONST: return e->value < 0 ? PREC_UNARY : PREC_ATOM;
+  case RX_EXPR_CONST:
+    return e->value < 0 ? PREC_UNARY : PREC_ATOM;
   case RX_EXPR_VAR:
   case RX_EXPR_MIN:
   case RX_EXPR_MAX:
-  case RX_EXPR_SELECT: return PREC_ATOM;
+  case RX_EXPR_SELECT:
+    return PREC_ATOM;
   case RX_EXPR_ADD:
-  case RX_EXPR_SUB: return 5;
+  case RX_EXPR_SUB:
+    return 5;
   case RX_EXPR_MUL:
   case RX_EXPR_FLOORDIV:
-  case RX_EXPR_FLOORMOD: return 6;
+  case RX_EXPR_FLOORMOD:
+    return 6;
   case RX_EXPR_EQ:
   case RX_EXPR_NE:
   case RX_EXPR_LT:
   case RX_EXPR_LE:
   case RX_EXPR_GT:
-  case RX_EXPR_GE: return 4;
-  case RX_EXPR_AND: return 2;
-  case RX_EXPR_OR: return 1;
-  case RX_EXPR_NOT: return 3;
-  case RX_EXPR_KIND_COUNT: break;
+  case RX_EXPR_GE:
+    return 4;
+  case RX_EXPR_AND:
+    return 2;
+  case RX_EXPR_OR:
+    return 1;
+  case RX_EXPR_NOT:
+    return 3;
+  case RX_EXPR_KIND_COUNT:
+    break;
   }
   return 0;
 }
 
 static int tx_prec(const rx_tx *e) {
   switch (e->kind) {
-  case RX_TX_INT: return e->ival < 0 && e->dtype != RX_DTYPE_BOOL && e->weak ? PREC_UNARY : PREC_ATOM;
-  case RX_TX_FLOAT: return e->weak && (e->fval < 0 || signbit(e->fval)) ? PREC_UNARY : PREC_ATOM;
-  case RX_TX_SYM: return sym_prec(e->sym);
-  case RX_TX_BINARY: return rx_binop_precedence(e->binop);
-  case RX_TX_NEG: return PREC_UNARY;
-  case RX_TX_NOT: return 3;
-  default: return PREC_ATOM;
+  case RX_TX_INT:
+    return e->ival < 0 && e->dtype != RX_DTYPE_BOOL && e->weak ? PREC_UNARY : PREC_ATOM;
+  case RX_TX_FLOAT:
+    return e->weak && (e->fval < 0 || signbit(e->fval)) ? PREC_UNARY : PREC_ATOM;
+  case RX_TX_SYM:
+    return sym_prec(e->sym);
+  case RX_TX_BINARY:
+    return rx_binop_precedence(e->binop);
+  case RX_TX_NEG:
+    return PREC_UNARY;
+  case RX_TX_NOT:
+    return 3;
+  default:
+    return PREC_ATOM;
   }
 }
 
@@ -113,8 +129,12 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
     put_double(o, e->fval);
     if (!e->weak) rx_strbuf_putc(o, ')');
     break;
-  case RX_TX_SYM: rx_expr_print(o, e->sym); break;
-  case RX_TX_LOCAL: rx_strbuf_append(o, e->local->name); break;
+  case RX_TX_SYM:
+    rx_expr_print(o, e->sym);
+    break;
+  case RX_TX_LOCAL:
+    rx_strbuf_append(o, e->local->name);
+    break;
   case RX_TX_LOAD:
     rx_strbuf_printf(o, "%s[", e->buf->name);
     for (int i = 0; i < e->nidx; i++) {
@@ -205,7 +225,8 @@ static void pstmt(W *w, const rx_stmt *s) {
   }
   indent(w);
   switch (s->kind) {
-  case RX_STMT_SEQ: break;
+  case RX_STMT_SEQ:
+    break;
   case RX_STMT_FOR:
     rx_strbuf_append(o, "for ");
     for (int i = 0; i < s->nvars; i++) {
@@ -265,7 +286,9 @@ static void pstmt(W *w, const rx_stmt *s) {
       pblock(w, s->otherwise);
     }
     break;
-  case RX_STMT_BARRIER: rx_strbuf_append(o, "barrier"); break;
+  case RX_STMT_BARRIER:
+    rx_strbuf_append(o, "barrier");
+    break;
   }
   rx_strbuf_putc(o, '\n');
 }
@@ -310,14 +333,25 @@ static void pattr(W *w, const rx_attr *a) {
   rx_strbuf *o = w->o;
   rx_strbuf_printf(o, "%s=", a->name);
   switch (a->kind) {
-  case RX_ATTR_INT: rx_strbuf_printf(o, "%lld", (long long)a->i); break;
-  case RX_ATTR_FLOAT: put_double(o, a->f); break;
-  case RX_ATTR_BOOL: rx_strbuf_append(o, a->i ? "true" : "false"); break;
-  case RX_ATTR_STR: put_string(o, a->s ? a->s : ""); break;
-  case RX_ATTR_DTYPE: rx_strbuf_append(o, rx_dtype_name(a->dtype)); break;
+  case RX_ATTR_INT:
+    rx_strbuf_printf(o, "%lld", (long long)a->i);
+    break;
+  case RX_ATTR_FLOAT:
+    put_double(o, a->f);
+    break;
+  case RX_ATTR_BOOL:
+    rx_strbuf_append(o, a->i ? "true" : "false");
+    break;
+  case RX_ATTR_STR:
+    put_string(o, a->s ? a->s : "");
+    break;
+  case RX_ATTR_DTYPE:
+    rx_strbuf_append(o, rx_dtype_name(a->dtype));
+    break;
   case RX_ATTR_INTS:
     rx_strbuf_putc(o, '[');
-    for (int i = 0; i < a->n; i++) rx_strbuf_printf(o, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+    for (int i = 0; i < a->n; i++)
+      rx_strbuf_printf(o, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
     rx_strbuf_putc(o, ']');
     break;
   case RX_ATTR_EXPRS:
@@ -340,7 +374,9 @@ static void pseq_body(W *w, const rx_seq *s);
 static void pnode(W *w, const rx_node *n) {
   rx_strbuf *o = w->o;
   switch (n->kind) {
-  case RX_NODE_VAR: rx_strbuf_append(o, n->var->name); return;
+  case RX_NODE_VAR:
+    rx_strbuf_append(o, n->var->name);
+    return;
   case RX_NODE_PRIM:
     if (rx_dtype_is_float(n->prim_dtype)) {
       if (!n->weak) rx_strbuf_printf(o, "prim(%s, ", rx_dtype_name(n->prim_dtype));
@@ -390,7 +426,8 @@ static void pnode(W *w, const rx_node *n) {
   case RX_NODE_CALL_TENSOR:
   case RX_NODE_CALL_EXTERN: {
     bool tensor = n->kind == RX_NODE_CALL_TENSOR;
-    const char *callee = tensor ? (n->tfn ? n->tfn->name : n->callee) : (n->ext ? n->ext->name : n->callee);
+    const char *callee =
+        tensor ? (n->tfn ? n->tfn->name : n->callee) : (n->ext ? n->ext->name : n->callee);
     rx_strbuf_printf(o, "%s(%s", tensor ? "call_tensor" : "call_extern", callee);
     pargs(w, n->args, n->nargs, false);
     rx_strbuf_append(o, ", out=");
@@ -528,7 +565,9 @@ void rx_module_print(rx_strbuf *out, const rx_module *m) {
     const rx_item *it = &m->items.data[i];
     if (i) rx_strbuf_putc(out, '\n');
     switch (it->kind) {
-    case RX_ITEM_GRAPH: pgraph(&w, it->fn); break;
+    case RX_ITEM_GRAPH:
+      pgraph(&w, it->fn);
+      break;
     case RX_ITEM_TENSOR: {
       const rx_tensor_fn *f = it->fn;
       rx_strbuf_printf(out, "tensor_fn %s", f->name);

@@ -59,8 +59,10 @@ bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
   if (a == b) return true;
   if (!a || !b || a->kind != b->kind) return false;
   switch (a->kind) {
-  case RX_SINFO_OBJECT: return true;
-  case RX_SINFO_PRIM: return a->dtype == b->dtype && a->value == b->value;
+  case RX_SINFO_OBJECT:
+    return true;
+  case RX_SINFO_PRIM:
+    return a->dtype == b->dtype && a->value == b->value;
   case RX_SINFO_TENSOR:
     if (a->dtype != b->dtype) return false;
     /* fallthrough */
@@ -94,7 +96,9 @@ void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
     return;
   }
   switch (s->kind) {
-  case RX_SINFO_OBJECT: rx_strbuf_append(out, "Object"); return;
+  case RX_SINFO_OBJECT:
+    rx_strbuf_append(out, "Object");
+    return;
   case RX_SINFO_TENSOR:
     rx_strbuf_printf(out, "%s[", rx_dtype_name(s->dtype));
     if (s->ndim < 0)

@@ -35,8 +35,8 @@ static bool scalar_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const rx_e
                        bool *is_float) {
   const rx_sinfo *s = call->args[i]->sinfo;
   if (s->kind != RX_SINFO_PRIM) {
-    rx_deduce_error(dc, "arange expects scalar arguments, got %s as argument %d",
-                    rx_ops_str(dc, s), i + 1);
+    rx_deduce_error(dc, "arange expects scalar arguments, got %s as argument %d", rx_ops_str(dc, s),
+                    i + 1);
     return false;
   }
   *out = s->value;
@@ -63,8 +63,7 @@ const rx_sinfo *rx_deduce_arange(rx_deduce_ctx *dc, const rx_node *call) {
   }
   if (!start || !end || !step || step->kind != RX_EXPR_CONST) {
     if (!known) return rx_ops_tensor(dc, dt, 1, NULL);
-    return rx_ops_fallback(dc, dt, 1,
-                           "the length needs integer bounds and a constant step");
+    return rx_ops_fallback(dc, dt, 1, "the length needs integer bounds and a constant step");
   }
   int64_t st = step->value;
   const rx_expr *len, *lo = start, *hi = end;

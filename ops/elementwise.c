@@ -11,8 +11,8 @@
 static bool is_bool_or_any(rx_dtype t) { return t == RX_DTYPE_BOOL || t == RX_DTYPE_UNKNOWN; }
 
 /* The common dtype of two operands; weak literals adopt the other operand's dtype. */
-static bool common_dtype(rx_deduce_ctx *dc, const rx_node *call, int ia, const rx_sinfo *a,
-                         int ib, const rx_sinfo *b, rx_dtype *out) {
+static bool common_dtype(rx_deduce_ctx *dc, const rx_node *call, int ia, const rx_sinfo *a, int ib,
+                         const rx_sinfo *b, rx_dtype *out) {
   bool wa = rx_ops_is_weak(call, ia), wb = rx_ops_is_weak(call, ib);
   if (wa && wb) {
     *out = rx_dtype_is_float(a->dtype) ? a->dtype : b->dtype;

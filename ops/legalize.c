@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXR 8   /* most dims handled */
+#define MAXR  8  /* most dims handled */
 #define MAXOP 64 /* most tensor operands */
 
 /* A tensor operand: a buffer parameter, or a scalar folded into the program as text. */
@@ -80,11 +80,12 @@ static const char *sinfo_str(L *l, const rx_sinfo *s) {
 
 static bool reserved_word(const char *s) {
   static const char *const reserved[] = {
-      "graph_fn", "tensor_fn", "extern_fn", "impure", "where", "dataflow", "return", "if",
-      "else", "out", "for", "in", "reduce", "init", "update", "let", "alloc", "barrier",
-      "global", "shared", "local", "call_tensor", "call_extern", "match_cast", "prim", "const",
-      "true", "false", "inf", "nan", "select", "any", "bind", "unroll", "vectorize", "Shape",
-      "Prim", "Object", "Func", "ndim"};
+      "graph_fn",    "tensor_fn",   "extern_fn",  "impure",  "where",  "dataflow", "return",
+      "if",          "else",        "out",        "for",     "in",     "reduce",   "init",
+      "update",      "let",         "alloc",      "barrier", "global", "shared",   "local",
+      "call_tensor", "call_extern", "match_cast", "prim",    "const",  "true",     "false",
+      "inf",         "nan",         "select",     "any",     "bind",   "unroll",   "vectorize",
+      "Shape",       "Prim",        "Object",     "Func",    "ndim"};
   for (size_t i = 0; i < RX_ARRAY_LEN(reserved); i++)
     if (strcmp(reserved[i], s) == 0) return true;
   rx_dtype dt;
@@ -206,7 +207,8 @@ static const char *flit(L *l, double v) {
 static const char *lit(L *l, rx_dtype dt, double v) {
   if (rx_dtype_is_float(dt)) return flit(l, v);
   if (dt == RX_DTYPE_BOOL) return v != 0 ? "true" : "false";
-  return (int64_t)v < 0 ? S(l, "(%lld)", (long long)(int64_t)v) : S(l, "%lld", (long long)(int64_t)v);
+  return (int64_t)v < 0 ? S(l, "(%lld)", (long long)(int64_t)v)
+                        : S(l, "%lld", (long long)(int64_t)v);
 }
 
 static bool is_half(rx_dtype t) { return t == RX_DTYPE_F16 || t == RX_DTYPE_BF16; }
@@ -225,12 +227,18 @@ static const char *down(L *l, rx_dtype t, const char *text) {
 static const char *lowest(L *l, rx_dtype t, bool hi) {
   if (rx_dtype_is_float(t)) return hi ? "inf" : "(-inf)";
   switch (t) {
-  case RX_DTYPE_I64: return hi ? "9223372036854775807" : "(-9223372036854775807 - 1)";
-  case RX_DTYPE_I32: return hi ? "2147483647" : "(-2147483648)";
-  case RX_DTYPE_I16: return hi ? "32767" : "(-32768)";
-  case RX_DTYPE_I8: return hi ? "127" : "(-128)";
-  case RX_DTYPE_U8: return hi ? "255" : "0";
-  default: return hi ? "true" : "false";
+  case RX_DTYPE_I64:
+    return hi ? "9223372036854775807" : "(-9223372036854775807 - 1)";
+  case RX_DTYPE_I32:
+    return hi ? "2147483647" : "(-2147483648)";
+  case RX_DTYPE_I16:
+    return hi ? "32767" : "(-32768)";
+  case RX_DTYPE_I8:
+    return hi ? "127" : "(-128)";
+  case RX_DTYPE_U8:
+    return hi ? "255" : "0";
+  default:
+    return hi ? "true" : "false";
   }
 }
 
@@ -385,8 +393,7 @@ static void collect(L *l) {
           fn->nargs = 1;
           fn->index = f;
         }
-        if (add_buf(l, fn, s->fields[f], f < 26 ? S(l, "%c", 'a' + f) : S(l, "t%d", f)) < 0)
-          return;
+        if (add_buf(l, fn, s->fields[f], f < 26 ? S(l, "%c", 'a' + f) : S(l, "t%d", f)) < 0) return;
         l->argn[i]++;
       }
       continue;
@@ -411,13 +418,14 @@ static void collect(L *l) {
       } else if (s->value) {
         o->scalar = true;
         o->text = ex(l, s->value); /* i64 integer expression: converted where used */
-      } else { /* a scalar of unknown value: a 0-d input buffer */
+      } else {                     /* a scalar of unknown value: a 0-d input buffer */
         static const rx_expr *const none[1];
         o->ndim = 0;
         o->shape = none;
         o->name = base;
         l->nops++;
-        if (s->dtype == RX_DTYPE_UNKNOWN) fail(l, "argument %d is a scalar of unknown dtype", i + 1);
+        if (s->dtype == RX_DTYPE_UNKNOWN)
+          fail(l, "argument %d is a scalar of unknown dtype", i + 1);
         continue;
       }
       o->ndim = 0;
@@ -496,8 +504,9 @@ static int axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) 
   int cnt = a->kind == RX_ATTR_INT ? 1 : a->n;
   for (int i = 0; i < cnt && i < MAXR; i++) {
     int64_t v = a->kind == RX_ATTR_INT ? a->i
-                : a->kind == RX_ATTR_INTS ? a->ints[i]
-                                          : (a->exprs[i]->kind == RX_EXPR_CONST ? a->exprs[i]->value : 0);
+                : a->kind == RX_ATTR_INTS
+                    ? a->ints[i]
+                    : (a->exprs[i]->kind == RX_EXPR_CONST ? a->exprs[i]->value : 0);
     if (v < -ndim || v >= ndim) {
       fail(l, "axis %lld is out of range for rank %d", (long long)v, ndim);
       return 0;
@@ -601,10 +610,9 @@ static void gen_binary(L *l) {
     const char *f = op[1] == 'a' ? "max" : "min"; /* typed operand first */
     v = a->scalar ? S(l, "%s(%s, %s)", f, bv, av) : S(l, "%s(%s, %s)", f, av, bv);
   } else {
-    static const char *const cmp[][2] = {{"equal", "=="},      {"not_equal", "!="},
-                                         {"less", "<"},        {"less_equal", "<="},
-                                         {"greater", ">"},     {"greater_equal", ">="},
-                                         {"logical_and", "&&"}, {"logical_or", "||"}};
+    static const char *const cmp[][2] = {
+        {"equal", "=="},  {"not_equal", "!="},     {"less", "<"},         {"less_equal", "<="},
+        {"greater", ">"}, {"greater_equal", ">="}, {"logical_and", "&&"}, {"logical_or", "||"}};
     v = NULL;
     for (size_t i = 0; i < RX_ARRAY_LEN(cmp); i++)
       if (!strcmp(op, cmp[i][0])) v = S(l, "%s %s %s", av, cmp[i][1], bv);
@@ -632,13 +640,13 @@ static void gen_matmul(L *l) {
   for (int d = 0; d < ra; d++) {
     int j = batch - ra + d;
     ai[d] = rx_expr_is_const(a->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
-            : a->shape[d] == y->shape[j] ? iv[j]
+            : a->shape[d] == y->shape[j]                                          ? iv[j]
                                          : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), a->shape[d]));
   }
   for (int d = 0; d < rb; d++) {
     int j = batch - rb + d;
     bi[d] = rx_expr_is_const(b->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
-            : b->shape[d] == y->shape[j] ? iv[j]
+            : b->shape[d] == y->shape[j]                                          ? iv[j]
                                          : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), b->shape[d]));
   }
   int pos = batch;
@@ -815,16 +823,17 @@ static const rx_expr *attr_expr(L *l, const rx_attr *a, int i) {
 static const rx_expr *clamp_index(L *l, const rx_expr *v, const rx_expr *d, const rx_expr *lo,
                                   const rx_expr *hi) {
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *n = v->kind == RX_EXPR_CONST
-                         ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
-                         : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, C(l, 0)),
-                                          rx_expr_add(cx, v, d), v);
+  const rx_expr *n =
+      v->kind == RX_EXPR_CONST
+          ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
+          : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, C(l, 0)), rx_expr_add(cx, v, d), v);
   return rx_expr_min(cx, rx_expr_max(cx, n, lo), hi);
 }
 
 static void gen_strided_slice(L *l) {
   opnd *x = arg(l, 0), *y = &l->outs[0];
-  const rx_attr *begin = rx_call_attr(l->call, "begin"), *strides = rx_call_attr(l->call, "strides");
+  const rx_attr *begin = rx_call_attr(l->call, "begin"),
+                *strides = rx_call_attr(l->call, "strides");
   int axes[MAXR];
   int na = axes_attr(l, "axes", x->ndim, false, axes);
   if (l->failed || !begin) return;
@@ -834,9 +843,9 @@ static void gen_strided_slice(L *l) {
   for (int i = 0; i < na; i++) {
     const rx_expr *d = x->shape[axes[i]];
     int64_t s = strides ? attr_expr(l, strides, i)->value : 1;
-    const rx_expr *b = s > 0 ? clamp_index(l, attr_expr(l, begin, i), d, C(l, 0), d)
-                             : clamp_index(l, attr_expr(l, begin, i), d, C(l, -1),
-                                           rx_expr_sub(l->cx, d, C(l, 1)));
+    const rx_expr *b =
+        s > 0 ? clamp_index(l, attr_expr(l, begin, i), d, C(l, 0), d)
+              : clamp_index(l, attr_expr(l, begin, i), d, C(l, -1), rx_expr_sub(l->cx, d, C(l, 1)));
     xi[axes[i]] = ex(l, rx_expr_add(l->cx, b, rx_expr_mul(l->cx, V(l, iv[axes[i]]), C(l, s))));
   }
   for_nest(l, iv, y->shape, y->ndim);
@@ -856,7 +865,8 @@ static void gen_take(L *l) {
   for_nest(l, iv, y->shape, y->ndim);
   for (int d = 0; d < ind->ndim; d++) ii[d] = iv[axis + d];
   const char *t = fresh(l, "t");
-  const char *iv64 = ind->dtype == RX_DTYPE_I64 ? load(l, ind, ii) : S(l, "i64(%s)", load(l, ind, ii));
+  const char *iv64 =
+      ind->dtype == RX_DTYPE_I64 ? load(l, ind, ii) : S(l, "i64(%s)", load(l, ind, ii));
   line(l, "let %s: i64 = %s", t, iv64);
   for (int d = 0; d < axis; d++) xi[d] = iv[d];
   xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
@@ -1026,8 +1036,9 @@ static void gen_norm(L *l, bool layer) {
     line(l, "let %s: f32 = rsqrt(%s[0] / %s + %s)", r, var, cnt, flit(l, eps));
     for_nest(l, rv, re, nr);
     line(l, "%s = %s", load(l, y, xi),
-         down(l, t, S(l, "(%s - %s) * %s * %s + %s", xv, mean, r, up(l, t, load(l, g, gi)),
-                      up(l, t, load(l, b, gi)))));
+         down(l, t,
+              S(l, "(%s - %s) * %s * %s + %s", xv, mean, r, up(l, t, load(l, g, gi)),
+                up(l, t, load(l, b, gi)))));
     close_n(l, nr);
   } else {
     const char *ss = fresh(l, "ss");
@@ -1083,8 +1094,7 @@ static void gen_arange(L *l) {
       fail(l, "arange expects scalar bounds of known value");
       return;
     }
-    val[first + i] = o->literal ? (fl ? flit(l, o->fval) : lit(l, RX_DTYPE_I64, o->fval))
-                                : o->text;
+    val[first + i] = o->literal ? (fl ? flit(l, o->fval) : lit(l, RX_DTYPE_I64, o->fval)) : o->text;
     if (o->literal && !fl && o->fval != floor(o->fval)) {
       fail(l, "arange with float bounds into an integer dtype");
       return;
@@ -1096,8 +1106,10 @@ static void gen_arange(L *l) {
   const char *e = S(l, "%s + %s * %s", val[0], iv[0], val[2]);
   if (fl) {
     /* float: start + i * step in f32 (integer-valued symbolic bounds are cast) */
-    const char *s0 = strchr(val[0], '.') || strstr(val[0], "inf") ? val[0] : S(l, "f32(%s)", val[0]);
-    const char *s2 = strchr(val[2], '.') || strstr(val[2], "inf") ? val[2] : S(l, "f32(%s)", val[2]);
+    const char *s0 =
+        strchr(val[0], '.') || strstr(val[0], "inf") ? val[0] : S(l, "f32(%s)", val[0]);
+    const char *s2 =
+        strchr(val[2], '.') || strstr(val[2], "inf") ? val[2] : S(l, "f32(%s)", val[2]);
     e = down(l, y->dtype, S(l, "%s + f32(%s) * %s", s0, iv[0], s2));
   } else if (y->dtype != RX_DTYPE_I64) {
     e = S(l, "%s(%s)", rx_dtype_name(y->dtype), e);
@@ -1133,8 +1145,9 @@ static void gen_rope(L *l) {
   line(l, "let rot: f32 = select(%s < %s, -%s, %s)", js, ex(l, half), up(l, t, load(l, x, xa)),
        up(l, t, load(l, x, xb)));
   line(l, "%s = %s", load(l, y, iv),
-       down(l, t, S(l, "%s * %s + rot * %s", up(l, t, load(l, x, iv)), up(l, t, load(l, c, ci)),
-                    up(l, t, load(l, s, ci)))));
+       down(l, t,
+            S(l, "%s * %s + rot * %s", up(l, t, load(l, x, iv)), up(l, t, load(l, c, ci)),
+              up(l, t, load(l, s, ci)))));
   close_n(l, r);
 }
 
@@ -1149,7 +1162,7 @@ static void gen_attention(L *l) {
   const rx_attr *sa = rx_call_attr(l->call, "scale");
   const rx_expr *bd = q->shape[0], *hd = q->shape[1], *sd = q->shape[2], *td = k->shape[2];
   const rx_expr *dd = q->shape[3], *ed = v->shape[3];
-  const char *scale = sa ? flit(l, sa->f)
+  const char *scale = sa                          ? flit(l, sa->f)
                       : dd->kind == RX_EXPR_CONST ? flit(l, 1.0 / sqrt((double)dd->value))
                                                   : S(l, "rsqrt(f32(%s))", ex(l, dd));
   rx_dtype t = q->dtype;
@@ -1232,14 +1245,17 @@ static void gen_conv2d(L *l) {
   opnd *x = arg(l, 0), *w = arg(l, 1), *y = &l->outs[0];
   rx_nn_win win;
   if (!window(l, false, &win)) return;
-  const char *n = loopvar(l, "n"), *o = loopvar(l, "o"), *p = loopvar(l, "p"), *qv = loopvar(l, "q");
+  const char *n = loopvar(l, "n"), *o = loopvar(l, "o"), *p = loopvar(l, "p"),
+             *qv = loopvar(l, "q");
   const char *c = loopvar(l, "c"), *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");
   const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
   const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *inb = rx_expr_and(
-      cx, rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih), rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
-      rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw), rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const rx_expr *inb = rx_expr_and(cx,
+                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih),
+                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw),
+                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
   const rx_expr *ch = V(l, c);
   if (win.groups > 1) {
     const rx_expr *og = rx_expr_floordiv(cx, w->shape[0], C(l, win.groups));
@@ -1278,14 +1294,17 @@ static void gen_pool(L *l) {
   opnd *x = arg(l, 0), *y = &l->outs[0];
   rx_nn_win win;
   if (!window(l, true, &win)) return;
-  const char *n = loopvar(l, "n"), *c = loopvar(l, "c"), *p = loopvar(l, "p"), *qv = loopvar(l, "q");
+  const char *n = loopvar(l, "n"), *c = loopvar(l, "c"), *p = loopvar(l, "p"),
+             *qv = loopvar(l, "q");
   const char *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");
   const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
   const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *inb = rx_expr_and(
-      cx, rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih), rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
-      rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw), rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const rx_expr *inb = rx_expr_and(cx,
+                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih),
+                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw),
+                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
   const char *xi[4] = {n, c, ex(l, ih), ex(l, iw)};
   const char *ov[4] = {n, c, p, qv};
   const char *rv[2] = {kh, kw};
@@ -1340,10 +1359,10 @@ static void gen_batch_norm(L *l) {
   rx_dtype t = x->dtype;
   for_nest(l, iv, y->shape, y->ndim);
   line(l, "%s = %s", load(l, y, iv),
-       down(l, t, S(l, "(%s - %s) * rsqrt(%s + %s) * %s + %s", up(l, t, load(l, x, iv)),
-                    up(l, t, load(l, arg(l, 3), ci)), up(l, t, load(l, arg(l, 4), ci)),
-                    flit(l, eps), up(l, t, load(l, arg(l, 1), ci)),
-                    up(l, t, load(l, arg(l, 2), ci)))));
+       down(l, t,
+            S(l, "(%s - %s) * rsqrt(%s + %s) * %s + %s", up(l, t, load(l, x, iv)),
+              up(l, t, load(l, arg(l, 3), ci)), up(l, t, load(l, arg(l, 4), ci)), flit(l, eps),
+              up(l, t, load(l, arg(l, 1), ci)), up(l, t, load(l, arg(l, 2), ci)))));
   close_n(l, y->ndim);
 }
 
@@ -1364,27 +1383,69 @@ static gen_fn generator(const char *op) {
     const char *name;
     gen_fn fn;
   } table[] = {
-      {"neg", gen_unary},          {"abs", gen_unary},         {"exp", gen_unary},
-      {"log", gen_unary},          {"sqrt", gen_unary},        {"rsqrt", gen_unary},
-      {"tanh", gen_unary},         {"erf", gen_unary},         {"sigmoid", gen_unary},
-      {"relu", gen_unary},         {"gelu", gen_unary},        {"silu", gen_unary},
-      {"sin", gen_unary},          {"cos", gen_unary},         {"floor", gen_unary},
-      {"ceil", gen_unary},         {"not", gen_unary},         {"clip", gen_unary},
-      {"cast", gen_unary},         {"add", gen_binary},        {"subtract", gen_binary},
-      {"multiply", gen_binary},    {"divide", gen_binary},     {"power", gen_binary},
-      {"pow", gen_binary},         {"maximum", gen_binary},    {"minimum", gen_binary},
-      {"equal", gen_binary},       {"not_equal", gen_binary},  {"less", gen_binary},
-      {"less_equal", gen_binary},  {"greater", gen_binary},    {"greater_equal", gen_binary},
-      {"logical_and", gen_binary}, {"logical_or", gen_binary}, {"where", gen_binary},
-      {"matmul", gen_matmul},      {"reshape", gen_reshape},   {"permute", gen_permute},
-      {"transpose", gen_permute},  {"expand_dims", gen_expand}, {"squeeze", gen_squeeze},
-      {"concat", gen_concat},      {"split", gen_split},       {"strided_slice", gen_strided_slice},
-      {"take", gen_take},          {"sum", gen_reduce},        {"mean", gen_reduce},
-      {"max", gen_reduce},         {"min", gen_reduce},        {"softmax", gen_softmax},
-      {"log_softmax", gen_softmax}, {"layer_norm", gen_layer_norm}, {"rms_norm", gen_rms_norm},
-      {"full", gen_full},          {"zeros", gen_full},        {"ones", gen_full},
-      {"arange", gen_arange},      {"rope", gen_rope},         {"attention", gen_attention},
-      {"conv2d", gen_conv2d},      {"max_pool2d", gen_pool},   {"avg_pool2d", gen_pool},
+      {"neg", gen_unary},
+      {"abs", gen_unary},
+      {"exp", gen_unary},
+      {"log", gen_unary},
+      {"sqrt", gen_unary},
+      {"rsqrt", gen_unary},
+      {"tanh", gen_unary},
+      {"erf", gen_unary},
+      {"sigmoid", gen_unary},
+      {"relu", gen_unary},
+      {"gelu", gen_unary},
+      {"silu", gen_unary},
+      {"sin", gen_unary},
+      {"cos", gen_unary},
+      {"floor", gen_unary},
+      {"ceil", gen_unary},
+      {"not", gen_unary},
+      {"clip", gen_unary},
+      {"cast", gen_unary},
+      {"add", gen_binary},
+      {"subtract", gen_binary},
+      {"multiply", gen_binary},
+      {"divide", gen_binary},
+      {"power", gen_binary},
+      {"pow", gen_binary},
+      {"maximum", gen_binary},
+      {"minimum", gen_binary},
+      {"equal", gen_binary},
+      {"not_equal", gen_binary},
+      {"less", gen_binary},
+      {"less_equal", gen_binary},
+      {"greater", gen_binary},
+      {"greater_equal", gen_binary},
+      {"logical_and", gen_binary},
+      {"logical_or", gen_binary},
+      {"where", gen_binary},
+      {"matmul", gen_matmul},
+      {"reshape", gen_reshape},
+      {"permute", gen_permute},
+      {"transpose", gen_permute},
+      {"expand_dims", gen_expand},
+      {"squeeze", gen_squeeze},
+      {"concat", gen_concat},
+      {"split", gen_split},
+      {"strided_slice", gen_strided_slice},
+      {"take", gen_take},
+      {"sum", gen_reduce},
+      {"mean", gen_reduce},
+      {"max", gen_reduce},
+      {"min", gen_reduce},
+      {"softmax", gen_softmax},
+      {"log_softmax", gen_softmax},
+      {"layer_norm", gen_layer_norm},
+      {"rms_norm", gen_rms_norm},
+      {"full", gen_full},
+      {"zeros", gen_full},
+      {"ones", gen_full},
+      {"arange", gen_arange},
+      {"rope", gen_rope},
+      {"attention", gen_attention},
+      {"conv2d", gen_conv2d},
+      {"max_pool2d", gen_pool},
+      {"avg_pool2d", gen_pool},
       {"batch_norm", gen_batch_norm},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
@@ -1441,8 +1502,7 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) 
   return n;
 }
 
-rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name,
-                               rx_diag *diag) {
+rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag) {
   L l;
   rx_tensor_fn *result = NULL;
   if (!l_start(&l, m, call, diag)) goto done;
@@ -1483,7 +1543,8 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
   const char *fname = name && *name ? name : op->name;
   char buf[160];
   snprintf(buf, sizeof buf, "%.100s", fname);
-  for (int k = 1; item_named(m, buf) || reserved_word(buf); k++) snprintf(buf, sizeof buf, "%.100s_%d", fname, k);
+  for (int k = 1; item_named(m, buf) || reserved_word(buf); k++)
+    snprintf(buf, sizeof buf, "%.100s_%d", fname, k);
   rx_strbuf_printf(&sig, "tensor_fn %s(", buf);
   int np = 0;
   for (int pass = 0; pass < 2; pass++) {

@@ -22,8 +22,7 @@
  * The loop forms are the canonical ones of tests/kernels (elementwise nests, rows with reduce
  * stages and `local` scalars, matmul reductions with f32 accumulation for f16).
  * Returns NULL after reporting an error at the call (unknown rank or shape, unknown dtype). */
-rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name,
-                               rx_diag *diag);
+rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag);
 
 /* The tensor arguments that rx_legalize_call made input buffers, in parameter order: tuple
  * fields and Prim arguments of unknown value included, folded Prim literals left out. Each entry

@@ -58,10 +58,9 @@ const rx_sinfo *rx_deduce_matmul(rx_deduce_ctx *dc, const rx_node *call) {
     return NULL;
   }
   if (eq == RX_UNKNOWN) {
-    rx_deduce_error(dc,
-                    "matmul cannot prove the inner dims equal: %s x %s (%s vs %s); use match_cast",
-                    rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, ka),
-                    rx_ops_expr_str(dc, kb));
+    rx_deduce_error(
+        dc, "matmul cannot prove the inner dims equal: %s x %s (%s vs %s); use match_cast",
+        rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, ka), rx_ops_expr_str(dc, kb));
     return NULL;
   }
   const rx_expr **dims = rx_ops_dims(dc, n);

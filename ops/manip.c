@@ -112,11 +112,11 @@ const rx_sinfo *rx_deduce_reshape(rx_deduce_ctx *dc, const rx_node *call) {
       return NULL;
     }
     const rx_expr *rem = rx_ops_simplify(dc, rx_expr_floormod(cx, rest_x, po));
-    rx_tribool divides = rx_expr_is_const(rem, 0) ? RX_TRUE
-                         : rem->kind == RX_EXPR_CONST
-                             ? RX_FALSE
-                             : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem,
-                                                            rx_expr_const(cx, 0)));
+    rx_tribool divides =
+        rx_expr_is_const(rem, 0) ? RX_TRUE
+        : rem->kind == RX_EXPR_CONST
+            ? RX_FALSE
+            : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0)));
     if (divides != RX_TRUE) {
       rx_deduce_error(dc,
                       "reshape cannot infer the -1 dim of %s from %s: the element count %s %s "
@@ -211,7 +211,8 @@ const rx_sinfo *rx_deduce_squeeze(rx_deduce_ctx *dc, const rx_node *call) {
     for (int i = 0; i < x->ndim; i++) {
       rx_tribool is1 = rx_ops_dim_eq(dc, x->shape[i], one);
       if (is1 == RX_UNKNOWN)
-        return rx_ops_fallback(dc, x->dtype, -1, "a dim may or may not be 1, so the rank is unknown");
+        return rx_ops_fallback(dc, x->dtype, -1,
+                               "a dim may or may not be 1, so the rank is unknown");
       drop[i] = is1 == RX_TRUE;
     }
   }
@@ -227,8 +228,10 @@ const rx_sinfo *rx_deduce_squeeze(rx_deduce_ctx *dc, const rx_node *call) {
 const rx_sinfo *rx_deduce_concat(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *t = call->args[0]->sinfo;
   if (t->kind != RX_SINFO_TUPLE || t->nfields == 0) {
-    rx_deduce_error(dc, "concat expects a non-empty tuple of tensors, e.g. concat((a, b), axis=0), "
-                        "got %s", rx_ops_str(dc, t));
+    rx_deduce_error(dc,
+                    "concat expects a non-empty tuple of tensors, e.g. concat((a, b), axis=0), "
+                    "got %s",
+                    rx_ops_str(dc, t));
     return NULL;
   }
   rx_dtype dt = RX_DTYPE_UNKNOWN;
@@ -322,9 +325,9 @@ const rx_sinfo *rx_deduce_split(rx_deduce_ctx *dc, const rx_node *call) {
   if (sections) {
     const rx_expr *k = rx_expr_const(cx, nparts);
     const rx_expr *rem = rx_ops_simplify(dc, rx_expr_floormod(cx, d, k));
-    rx_tribool ok = rem->kind == RX_EXPR_CONST ? (rem->value == 0 ? RX_TRUE : RX_FALSE)
-                    : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem,
-                                                            rx_expr_const(cx, 0)));
+    rx_tribool ok = rem->kind == RX_EXPR_CONST
+                        ? (rem->value == 0 ? RX_TRUE : RX_FALSE)
+                        : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0)));
     if (ok == RX_FALSE) {
       rx_deduce_error(dc, "split: dim %s of %s is not divisible into %d sections",
                       rx_ops_expr_str(dc, d), rx_ops_str(dc, x), nparts);
@@ -373,8 +376,9 @@ static const rx_expr *clamp_index(rx_deduce_ctx *dc, const rx_expr *v, const rx_
                                   const rx_expr *lo, const rx_expr *hi) {
   rx_expr_ctx *cx = rx_ops_ctx(dc);
   const rx_expr *zero = rx_expr_const(cx, 0);
-  rx_tribool neg = v->kind == RX_EXPR_CONST ? (v->value < 0 ? RX_TRUE : RX_FALSE)
-                                            : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, v, zero));
+  rx_tribool neg = v->kind == RX_EXPR_CONST
+                       ? (v->value < 0 ? RX_TRUE : RX_FALSE)
+                       : rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, v, zero));
   const rx_expr *n = neg == RX_TRUE    ? rx_expr_add(cx, v, d)
                      : neg == RX_FALSE ? v
                                        : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, zero),
@@ -462,8 +466,9 @@ const rx_sinfo *rx_deduce_take(rx_deduce_ctx *dc, const rx_node *call) {
 const rx_sinfo *rx_deduce_tensor_to_shape(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *x = call->args[0]->sinfo;
   if (x->kind != RX_SINFO_TENSOR) {
-    rx_deduce_error(dc, "tensor_to_shape expects an integer tensor (i64 or i32) as argument 1, "
-                        "got %s",
+    rx_deduce_error(dc,
+                    "tensor_to_shape expects an integer tensor (i64 or i32) as argument 1, "
+                    "got %s",
                     rx_ops_str(dc, x));
     return NULL;
   }
@@ -473,8 +478,7 @@ const rx_sinfo *rx_deduce_tensor_to_shape(rx_deduce_ctx *dc, const rx_node *call
   }
   if (x->ndim == 0) return rx_sinfo_shape(dc->mod, 1, NULL);
   if (x->ndim != 1) {
-    rx_deduce_error(dc,
-                    "tensor_to_shape expects a 1-D tensor (or a 0-d one), got %s%s",
+    rx_deduce_error(dc, "tensor_to_shape expects a 1-D tensor (or a 0-d one), got %s%s",
                     rx_ops_str(dc, x), x->ndim < 0 ? " of unknown rank" : "");
     return NULL;
   }

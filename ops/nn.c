@@ -19,8 +19,8 @@ static bool need_eq(rx_deduce_ctx *dc, const rx_expr *a, const rx_expr *b, const
   return false;
 }
 
-static bool same_dtype(rx_deduce_ctx *dc, const rx_node *call, const rx_sinfo *x,
-                       const rx_sinfo *w, const char *what) {
+static bool same_dtype(rx_deduce_ctx *dc, const rx_node *call, const rx_sinfo *x, const rx_sinfo *w,
+                       const char *what) {
   if (x->dtype == RX_DTYPE_UNKNOWN || w->dtype == RX_DTYPE_UNKNOWN || x->dtype == w->dtype)
     return true;
   rx_deduce_error(dc, "%s expects %s of the dtype of %s, got %s", call->op->name, what,
@@ -87,7 +87,8 @@ const rx_sinfo *rx_deduce_rope(rx_deduce_ctx *dc, const rx_node *call) {
       rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0))) != RX_TRUE) {
     rx_deduce_error(dc, "rope expects an even head dim, got %s in %s%s", rx_ops_expr_str(dc, dd),
                     rx_ops_str(dc, x),
-                    rem->kind == RX_EXPR_CONST ? "" : " (not provably even; add a fact d % 2 == 0)");
+                    rem->kind == RX_EXPR_CONST ? ""
+                                               : " (not provably even; add a fact d % 2 == 0)");
     return NULL;
   }
   return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
@@ -115,12 +116,13 @@ const rx_sinfo *rx_deduce_attention(rx_deduce_ctx *dc, const rx_node *call) {
     }
   }
   const rx_sinfo *q = t[0], *k = t[1], *v = t[2], *mask = t[3];
-  if (!has_shape(q) || !has_shape(k) || !has_shape(v))
-    return rx_ops_tensor(dc, q->dtype, 4, NULL);
+  if (!has_shape(q) || !has_shape(k) || !has_shape(v)) return rx_ops_tensor(dc, q->dtype, 4, NULL);
   const char *what = rx_arena_printf(&dc->mod->arena, "attention of q %s, k %s, v %s",
                                      rx_ops_str(dc, q), rx_ops_str(dc, k), rx_ops_str(dc, v));
-  if (!need_eq(dc, k->shape[0], q->shape[0], what) || !need_eq(dc, v->shape[0], q->shape[0], what) ||
-      !need_eq(dc, k->shape[1], q->shape[1], what) || !need_eq(dc, v->shape[1], q->shape[1], what) ||
+  if (!need_eq(dc, k->shape[0], q->shape[0], what) ||
+      !need_eq(dc, v->shape[0], q->shape[0], what) ||
+      !need_eq(dc, k->shape[1], q->shape[1], what) ||
+      !need_eq(dc, v->shape[1], q->shape[1], what) ||
       !need_eq(dc, k->shape[3], q->shape[3], what) || !need_eq(dc, v->shape[2], k->shape[2], what))
     return NULL;
   if (mask && has_shape(mask)) {
@@ -187,7 +189,8 @@ bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *
     w->kh = k[0];
     w->kw = k[1];
   }
-  if (!pair_attr(dc, call, "strides", 1, false, 1, s) || !pair_attr(dc, call, "padding", 0, true, 0, p) ||
+  if (!pair_attr(dc, call, "strides", 1, false, 1, s) ||
+      !pair_attr(dc, call, "padding", 0, true, 0, p) ||
       !pair_attr(dc, call, "dilation", 1, false, 1, d))
     return false;
   if (pool && !rx_call_attr(call, "strides")) {
@@ -214,9 +217,9 @@ bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *
 const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *kernel,
                              int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t dil) {
   /* (in + pad_lo + pad_hi - dil * (kernel - 1) - 1) // stride + 1 */
-  const rx_expr *span = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_const(cx, dil),
-                                                    rx_expr_sub(cx, kernel, rx_expr_const(cx, 1))),
-                                    rx_expr_const(cx, 1));
+  const rx_expr *span = rx_expr_add(
+      cx, rx_expr_mul(cx, rx_expr_const(cx, dil), rx_expr_sub(cx, kernel, rx_expr_const(cx, 1))),
+      rx_expr_const(cx, 1));
   const rx_expr *e = rx_expr_sub(cx, rx_expr_add(cx, in, rx_expr_const(cx, pad_lo + pad_hi)), span);
   return rx_expr_add(cx, rx_expr_floordiv(cx, e, rx_expr_const(cx, stride)), rx_expr_const(cx, 1));
 }
@@ -247,25 +250,31 @@ const rx_sinfo *rx_deduce_conv2d(rx_deduce_ctx *dc, const rx_node *call) {
     return NULL;
   }
   if ((x->ndim >= 0 && x->ndim != 4) || (wt->ndim >= 0 && wt->ndim != 4)) {
-    rx_deduce_error(dc, "conv2d expects x [N, C, H, W] and weight [O, C / groups, KH, KW], got %s "
-                        "and %s", rx_ops_str(dc, x), rx_ops_str(dc, wt));
+    rx_deduce_error(dc,
+                    "conv2d expects x [N, C, H, W] and weight [O, C / groups, KH, KW], got %s "
+                    "and %s",
+                    rx_ops_str(dc, x), rx_ops_str(dc, wt));
     return NULL;
   }
   rx_nn_win w;
   if (!rx_nn_window(dc, call, false, &w)) return NULL;
   if (!has_shape(x) || !has_shape(wt)) return rx_ops_tensor(dc, x->dtype, 4, NULL);
   rx_expr_ctx *cx = rx_ops_ctx(dc);
-  const char *what = rx_arena_printf(&dc->mod->arena, "conv2d of %s with weight %s, groups %lld: "
-                                     "input channels", rx_ops_str(dc, x), rx_ops_str(dc, wt),
-                                     (long long)w.groups);
-  const rx_expr *cin = rx_ops_simplify(dc, rx_expr_mul(cx, wt->shape[1], rx_expr_const(cx, w.groups)));
+  const char *what = rx_arena_printf(&dc->mod->arena,
+                                     "conv2d of %s with weight %s, groups %lld: "
+                                     "input channels",
+                                     rx_ops_str(dc, x), rx_ops_str(dc, wt), (long long)w.groups);
+  const rx_expr *cin =
+      rx_ops_simplify(dc, rx_expr_mul(cx, wt->shape[1], rx_expr_const(cx, w.groups)));
   if (!need_eq(dc, x->shape[1], cin, what)) return NULL;
-  const rx_expr *rem = rx_ops_simplify(dc, rx_expr_floormod(cx, wt->shape[0], rx_expr_const(cx, w.groups)));
+  const rx_expr *rem =
+      rx_ops_simplify(dc, rx_expr_floormod(cx, wt->shape[0], rx_expr_const(cx, w.groups)));
   if (!rx_expr_is_const(rem, 0) &&
       rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0))) != RX_TRUE) {
-    rx_deduce_error(dc, "conv2d: the output channels %s of weight %s are not %s divisible by groups %lld",
-                    rx_ops_expr_str(dc, wt->shape[0]), rx_ops_str(dc, wt),
-                    rem->kind == RX_EXPR_CONST ? "" : "provably", (long long)w.groups);
+    rx_deduce_error(
+        dc, "conv2d: the output channels %s of weight %s are not %s divisible by groups %lld",
+        rx_ops_expr_str(dc, wt->shape[0]), rx_ops_str(dc, wt),
+        rem->kind == RX_EXPR_CONST ? "" : "provably", (long long)w.groups);
     return NULL;
   }
   const rx_expr **dims = rx_ops_dims(dc, 4);
@@ -327,8 +336,10 @@ const rx_sinfo *rx_deduce_batch_norm(rx_deduce_ctx *dc, const rx_node *call) {
       return NULL;
     }
     if (!has_shape(x) || !has_shape(p)) continue;
-    const char *what = rx_arena_printf(&dc->mod->arena, "batch_norm: %s %s against the channel "
-                                       "dim of x %s", names[i], rx_ops_str(dc, p), rx_ops_str(dc, x));
+    const char *what = rx_arena_printf(&dc->mod->arena,
+                                       "batch_norm: %s %s against the channel "
+                                       "dim of x %s",
+                                       names[i], rx_ops_str(dc, p), rx_ops_str(dc, x));
     if (!need_eq(dc, p->shape[0], x->shape[axis], what)) return NULL;
   }
   return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);

@@ -40,7 +40,7 @@ struct rx_op {
   const rx_attr_schema *attrs;
   int nattrs;
   rx_deduce_fn deduce;
-  const char *doc; /* one line for docs/ops.md and `relaxc ops` */
+  const char *doc;    /* one line for docs/ops.md and `relaxc ops` */
   rx_pattern pattern; /* its pattern kind (ops.def) */
 };
 

@@ -7,8 +7,8 @@
 /* ---- attribute schemas (each ends with a {NULL} sentinel) ---- */
 
 static const rx_attr_schema attrs_none[] = {{NULL, 0, false, NULL}};
-static const rx_attr_schema attrs_cast[] = {
-    {"dtype", RX_ATTR_DTYPE, true, "the result dtype"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_cast[] = {{"dtype", RX_ATTR_DTYPE, true, "the result dtype"},
+                                            {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_dtype[] = {
     {"dtype", RX_ATTR_DTYPE, false, "the result dtype (default f32)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_full[] = {
@@ -51,10 +51,9 @@ static const rx_attr_schema attrs_norm[] = {
 static const rx_attr_schema attrs_gelu[] = {
     {"approximate", RX_ATTR_STR, false, "\"none\" (erf form, default) or \"tanh\""},
     {NULL, 0, false, NULL}};
-static const rx_attr_schema attrs_clip[] = {
-    {"min", RX_ATTR_FLOAT, true, "lower bound"},
-    {"max", RX_ATTR_FLOAT, true, "upper bound"},
-    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_clip[] = {{"min", RX_ATTR_FLOAT, true, "lower bound"},
+                                            {"max", RX_ATTR_FLOAT, true, "upper bound"},
+                                            {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_attention[] = {
     {"causal", RX_ATTR_BOOL, false, "mask key j > query i + (t - s) (default false)"},
     {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"},
@@ -83,9 +82,9 @@ static const rx_attr_schema attrs_batch_norm[] = {
 /* ---- the table ---- */
 
 static const rx_op ops[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc)                             \
-  {name,   min_args, max_args, NATTRS(attrs) ? attrs : NULL, NATTRS(attrs), deduce, doc,          \
-   RX_PATTERN_##pattern},
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc)                              \
+  {name,          min_args, max_args, NATTRS(attrs) ? attrs : NULL,                                \
+   NATTRS(attrs), deduce,   doc,      RX_PATTERN_##pattern},
 #include "ops.def"
 #undef OP
 };

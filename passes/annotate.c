@@ -17,13 +17,20 @@
 
 const char *rx_pattern_name(rx_pattern p) {
   switch (p) {
-  case RX_PATTERN_UNKNOWN: return "unknown";
-  case RX_PATTERN_ELEMWISE: return "elementwise";
-  case RX_PATTERN_BROADCAST: return "broadcast";
-  case RX_PATTERN_INJECTIVE: return "injective";
-  case RX_PATTERN_REDUCTION: return "reduction";
-  case RX_PATTERN_OUT_FUSABLE: return "out_fusable";
-  case RX_PATTERN_OPAQUE: return "opaque";
+  case RX_PATTERN_UNKNOWN:
+    return "unknown";
+  case RX_PATTERN_ELEMWISE:
+    return "elementwise";
+  case RX_PATTERN_BROADCAST:
+    return "broadcast";
+  case RX_PATTERN_INJECTIVE:
+    return "injective";
+  case RX_PATTERN_REDUCTION:
+    return "reduction";
+  case RX_PATTERN_OUT_FUSABLE:
+    return "out_fusable";
+  case RX_PATTERN_OPAQUE:
+    return "opaque";
   }
   return "?";
 }
@@ -161,7 +168,8 @@ static bool same_index(const rx_tx *a, const rx_tx *b) {
 }
 
 static bool same_access(const rx_tx *load, const rx_stmt *store) {
-  if (load->kind != RX_TX_LOAD || load->buf != store->buf || load->nidx != store->nidx) return false;
+  if (load->kind != RX_TX_LOAD || load->buf != store->buf || load->nidx != store->nidx)
+    return false;
   for (int i = 0; i < load->nidx; i++)
     if (!same_index(load->idx[i], store->idx[i])) return false;
   return true;
@@ -209,13 +217,19 @@ static bool plain(const rx_stmt *s, int *reduces) {
     for (int i = 0; i < s->n; i++)
       if (!plain(s->body[i], reduces)) return false;
     return true;
-  case RX_STMT_FOR: return s->loop_kind == RX_LOOP_SERIAL && plain(s->inner, reduces);
-  case RX_STMT_REDUCE: (*reduces)++; return plain(s->init, reduces) && plain(s->inner, reduces);
+  case RX_STMT_FOR:
+    return s->loop_kind == RX_LOOP_SERIAL && plain(s->inner, reduces);
+  case RX_STMT_REDUCE:
+    (*reduces)++;
+    return plain(s->init, reduces) && plain(s->inner, reduces);
   case RX_STMT_STORE:
-  case RX_STMT_LET: return true;
-  case RX_STMT_ALLOC: return s->buf->scope == RX_SCOPE_LOCAL;
+  case RX_STMT_LET:
+    return true;
+  case RX_STMT_ALLOC:
+    return s->buf->scope == RX_SCOPE_LOCAL;
   case RX_STMT_IF:
-  case RX_STMT_BARRIER: return false;
+  case RX_STMT_BARRIER:
+    return false;
   }
   return false;
 }

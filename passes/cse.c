@@ -13,10 +13,14 @@ static bool same_attr(const rx_attr *a, const rx_attr *b) {
   if (a->name != b->name || a->kind != b->kind) return false;
   switch (a->kind) {
   case RX_ATTR_INT:
-  case RX_ATTR_BOOL: return a->i == b->i;
-  case RX_ATTR_FLOAT: return a->f == b->f || (a->f != a->f && b->f != b->f);
-  case RX_ATTR_STR: return (a->s && b->s) ? !strcmp(a->s, b->s) : a->s == b->s;
-  case RX_ATTR_DTYPE: return a->dtype == b->dtype;
+  case RX_ATTR_BOOL:
+    return a->i == b->i;
+  case RX_ATTR_FLOAT:
+    return a->f == b->f || (a->f != a->f && b->f != b->f);
+  case RX_ATTR_STR:
+    return (a->s && b->s) ? !strcmp(a->s, b->s) : a->s == b->s;
+  case RX_ATTR_DTYPE:
+    return a->dtype == b->dtype;
   case RX_ATTR_INTS:
     return a->n == b->n && (a->n == 0 || !memcmp(a->ints, b->ints, sizeof *a->ints * (size_t)a->n));
   case RX_ATTR_EXPRS:
@@ -39,7 +43,8 @@ static bool same_atom(const rx_node *a, const rx_node *b) {
 static bool same_node(const rx_node *a, const rx_node *b) {
   if (a->kind != b->kind || a->nargs != b->nargs) return false;
   switch (a->kind) {
-  case RX_NODE_VAR: return a->var == b->var;
+  case RX_NODE_VAR:
+    return a->var == b->var;
   case RX_NODE_PRIM:
     return a->prim_dtype == b->prim_dtype && a->prim == b->prim &&
            (a->prim || a->fvalue == b->fvalue);
@@ -48,9 +53,12 @@ static bool same_node(const rx_node *a, const rx_node *b) {
     for (int i = 0; i < a->ndims; i++)
       if (a->dims[i] != b->dims[i]) return false;
     return true;
-  case RX_NODE_CONST: return false; /* constants are not compared element by element */
-  case RX_NODE_GET_ITEM: return a->index == b->index && same_atom(a->args[0], b->args[0]);
-  case RX_NODE_TUPLE: break;
+  case RX_NODE_CONST:
+    return false; /* constants are not compared element by element */
+  case RX_NODE_GET_ITEM:
+    return a->index == b->index && same_atom(a->args[0], b->args[0]);
+  case RX_NODE_TUPLE:
+    break;
   case RX_NODE_CALL:
     if (a->op != b->op || a->nattrs != b->nattrs) return false;
     for (int i = 0; i < a->nattrs; i++)
@@ -65,7 +73,8 @@ static bool same_node(const rx_node *a, const rx_node *b) {
       if (a->extra_dims[i] != b->extra_dims[i]) return false;
     break;
   case RX_NODE_CALL_GRAPH:
-  case RX_NODE_IF: return false;
+  case RX_NODE_IF:
+    return false;
   }
   for (int i = 0; i < a->nargs; i++)
     if (!same_atom(a->args[i], b->args[i])) return false;
@@ -90,7 +99,8 @@ static void rename_node(const rmap *r, rx_node *n) {
 }
 static void rename_seq(const rmap *r, rx_seq *s) {
   for (int b = 0; b < s->nblocks; b++)
-    for (int i = 0; i < s->blocks[b]->nbindings; i++) rename_node(r, s->blocks[b]->bindings[i]->value);
+    for (int i = 0; i < s->blocks[b]->nbindings; i++)
+      rename_node(r, s->blocks[b]->bindings[i]->value);
   rename_node(r, s->result);
 }
 
@@ -113,7 +123,8 @@ static void cse_seq(rmap *r, rx_seq *s) {
       if (!bd->cast)
         for (int j = 0; j < w && !same; j++) {
           rx_binding *e = blk->bindings[j];
-          if (!e->cast && rx_sinfo_equal(e->var->sinfo, bd->var->sinfo) && same_node(e->value, bd->value))
+          if (!e->cast && rx_sinfo_equal(e->var->sinfo, bd->var->sinfo) &&
+              same_node(e->value, bd->value))
             same = e;
         }
       if (same) {

@@ -39,10 +39,14 @@ static bool pure(const rx_binding *b) {
   const rx_node *n = b->value;
   if (b->cast) return false;
   switch (n->kind) {
-  case RX_NODE_CALL_EXTERN: return n->ext && !n->ext->impure;
-  case RX_NODE_CALL_GRAPH: return n->gfn && n->gfn->primitive;
-  case RX_NODE_IF: return false;
-  default: return true;
+  case RX_NODE_CALL_EXTERN:
+    return n->ext && !n->ext->impure;
+  case RX_NODE_CALL_GRAPH:
+    return n->gfn && n->gfn->primitive;
+  case RX_NODE_IF:
+    return false;
+  default:
+    return true;
   }
 }
 
@@ -89,12 +93,14 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
     changed = false;
     uses u = {0};
     for (size_t i = 0; i < m->items.len; i++)
-      if (m->items.data[i].kind == RX_ITEM_GRAPH) use_seq(&u, &((rx_graph_fn *)m->items.data[i].fn)->body);
+      if (m->items.data[i].kind == RX_ITEM_GRAPH)
+        use_seq(&u, &((rx_graph_fn *)m->items.data[i].fn)->body);
     size_t w = 0;
     for (size_t i = 0; i < m->items.len; i++) {
       rx_item it = m->items.data[i];
-      bool dead = (it.kind == RX_ITEM_TENSOR && !has(&u, it.fn)) ||
-                  (it.kind == RX_ITEM_GRAPH && ((rx_graph_fn *)it.fn)->primitive && !has(&u, it.fn));
+      bool dead =
+          (it.kind == RX_ITEM_TENSOR && !has(&u, it.fn)) ||
+          (it.kind == RX_ITEM_GRAPH && ((rx_graph_fn *)it.fn)->primitive && !has(&u, it.fn));
       if (dead) {
         changed = true;
         continue;

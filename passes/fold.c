@@ -17,7 +17,9 @@ typedef struct fold {
   RX_VEC(rx_node *) lits;      /* ... and the literals */
 } fold;
 
-static const rx_expr *simp(fold *f, const rx_expr *e) { return e ? rx_analyzer_simplify(f->an, e) : e; }
+static const rx_expr *simp(fold *f, const rx_expr *e) {
+  return e ? rx_analyzer_simplify(f->an, e) : e;
+}
 
 static const rx_sinfo *simp_sinfo(fold *f, const rx_sinfo *s) {
   if (!s) return s;
@@ -48,7 +50,8 @@ static const rx_sinfo *simp_sinfo(fold *f, const rx_sinfo *s) {
     }
     return changed ? rx_sinfo_tuple(f->m, fl, s->nfields) : s;
   }
-  default: return s;
+  default:
+    return s;
   }
 }
 
@@ -118,7 +121,8 @@ static void assume_sizes(fold *f, const rx_sinfo *s) {
     for (int i = 0; i < s->ndim; i++) rx_expr_collect_vars(s->shape[i], &v);
   if (s->kind == RX_SINFO_PRIM && s->value) rx_expr_collect_vars(s->value, &v);
   for (size_t i = 0; i < v.len; i++)
-    rx_analyzer_assume(f->an, rx_expr_cmp(f->m->ctx, RX_EXPR_LE, rx_expr_const(f->m->ctx, 0), v.data[i]));
+    rx_analyzer_assume(f->an,
+                       rx_expr_cmp(f->m->ctx, RX_EXPR_LE, rx_expr_const(f->m->ctx, 0), v.data[i]));
   rx_ptrvec_free(&v);
   if (s->kind == RX_SINFO_TUPLE)
     for (int i = 0; i < s->nfields; i++) assume_sizes(f, s->fields[i]);

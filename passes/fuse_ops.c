@@ -48,7 +48,8 @@ static void count_node(use_count *u, const rx_node *n) {
 }
 static void count_seq(use_count *u, const rx_seq *s) {
   for (int b = 0; b < s->nblocks; b++)
-    for (int i = 0; i < s->blocks[b]->nbindings; i++) count_node(u, s->blocks[b]->bindings[i]->value);
+    for (int i = 0; i < s->blocks[b]->nbindings; i++)
+      count_node(u, s->blocks[b]->bindings[i]->value);
   count_node(u, s->result);
 }
 
@@ -99,7 +100,8 @@ static const rx_buffer *input_buf(const rx_tensor_fn *t, int ai) {
 }
 
 /* Every load of buf in e is at the loop point vars[0..n). */
-static bool loads_at_point(const rx_tx *e, const rx_buffer *buf, const rx_expr *const *vars, int n) {
+static bool loads_at_point(const rx_tx *e, const rx_buffer *buf, const rx_expr *const *vars,
+                           int n) {
   if (!e) return true;
   if (e->kind == RX_TX_LOAD) {
     if (e->buf == buf) {
@@ -203,8 +205,8 @@ static bool inlinable(rx_pattern p) {
 static const char *unique_fn_name(rx_module *m, const char *base) {
   char buf[200];
   snprintf(buf, sizeof buf, "%s", base);
-  for (int k = 1; rx_module_graph_fn(m, buf) || rx_module_tensor_fn(m, buf) ||
-                  rx_module_extern_fn(m, buf);
+  for (int k = 1;
+       rx_module_graph_fn(m, buf) || rx_module_tensor_fn(m, buf) || rx_module_extern_fn(m, buf);
        k++)
     snprintf(buf, sizeof buf, "%s_%d", base, k);
   return rx_module_intern(m, buf, strlen(buf));
@@ -249,7 +251,8 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
   }
   rx_ptrvec extra = {0};
   for (size_t i = 0; i < syms.len; i++)
-    if (!ptr_in(&whole, syms.data[i]) && !ptr_in(&extra, syms.data[i])) rx_ptrvec_push(&extra, syms.data[i]);
+    if (!ptr_in(&whole, syms.data[i]) && !ptr_in(&extra, syms.data[i]))
+      rx_ptrvec_push(&extra, syms.data[i]);
 
   rx_graph_fn *g = rx_module_alloc(m, sizeof *g);
   rx_strbuf nb = {0};
@@ -274,8 +277,7 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
     const rx_expr *x = extra.data[i];
     char pn[160];
     snprintf(pn, sizeof pn, "%s_value", x->name);
-    g->params[inputs.len + i] =
-        rx_var_new(m, pn, rx_sinfo_prim(m, RX_DTYPE_I64, x), g->loc);
+    g->params[inputs.len + i] = rx_var_new(m, pn, rx_sinfo_prim(m, RX_DTYPE_I64, x), g->loc);
     cargs[inputs.len + i] = rx_node_int(m, RX_DTYPE_I64, x, g->loc);
   }
   /* facts whose variables the function defines */
@@ -284,7 +286,8 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
     rx_ptrvec fv = {0};
     rx_expr_collect_vars(parent->facts[i], &fv);
     bool ok = true;
-    for (size_t k = 0; k < fv.len; k++) ok = ok && (ptr_in(&whole, fv.data[k]) || ptr_in(&extra, fv.data[k]));
+    for (size_t k = 0; k < fv.len; k++)
+      ok = ok && (ptr_in(&whole, fv.data[k]) || ptr_in(&extra, fv.data[k]));
     rx_ptrvec_free(&fv);
     if (ok) g->facts[g->nfacts++] = parent->facts[i];
   }

@@ -29,17 +29,17 @@ typedef struct lmap {
 } lmap;
 
 typedef struct env {
-  int k;                /* member */
-  rx_ptrvec from, to;   /* variables (program and loop) -> expressions */
+  int k;              /* member */
+  rx_ptrvec from, to; /* variables (program and loop) -> expressions */
   lmap locals, bufs;
-  bool inl;             /* inlined member (only lets and one store) */
+  bool inl; /* inlined member (only lets and one store) */
 } env;
 
 typedef struct fctx {
   rx_module *m;
   rx_graph_fn *g;
   fmember *mem;
-  int n, anchor; /* anchor: index of the body member in epilogue mode, else -1 */
+  int n, anchor;    /* anchor: index of the body member in epilogue mode, else -1 */
   rx_buffer **pbuf; /* per g param: the fused program's buffer (NULL for Prim params) */
   rx_buffer *out, *acc;
   const rx_expr **w; /* epilogue: the fresh output-loop variables */
@@ -193,7 +193,8 @@ static rx_tx *gen_tx(fctx *fc, env *e, const rx_tx *x) {
   rx_tx *r;
   switch (x->kind) {
   case RX_TX_INT:
-  case RX_TX_FLOAT: return copy_tx(fc, x);
+  case RX_TX_FLOAT:
+    return copy_tx(fc, x);
   case RX_TX_SYM:
     r = copy_tx(fc, x);
     r->sym = sub(fc, e, x->sym);
@@ -207,7 +208,8 @@ static rx_tx *gen_tx(fctx *fc, env *e, const rx_tx *x) {
     if (e->inl) return t; /* the let's value, inlined */
     return rx_tx_local(fc->m, t, x->loc);
   }
-  case RX_TX_LOAD: return gen_load(fc, e, x);
+  case RX_TX_LOAD:
+    return gen_load(fc, e, x);
   default:
     r = copy_tx(fc, x);
     if (x->a && !(r->a = gen_tx(fc, e, x->a))) return NULL;
@@ -394,7 +396,8 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     if (!(r->inner = gen_stmt(fc, e, s->inner))) return NULL;
     if (s->otherwise && !(r->otherwise = gen_stmt(fc, e, s->otherwise))) return NULL;
     return r;
-  case RX_STMT_BARRIER: return r;
+  case RX_STMT_BARRIER:
+    return r;
   }
   return NULL;
 }
@@ -611,7 +614,8 @@ static void free_fc(fctx *fc) {
 }
 
 /* Replaces calls of primitive functions in seq by call_tensor of their fused programs. */
-static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_tensor_fn **progs, int np) {
+static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_tensor_fn **progs,
+                          int np) {
   for (int b = 0; b < seq->nblocks; b++)
     for (int i = 0; i < seq->blocks[b]->nbindings; i++) {
       rx_binding *bd = seq->blocks[b]->bindings[i];
@@ -666,8 +670,10 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
   }
   if (ok) {
     for (size_t i = 0; i < m->items.len; i++)
-      if (m->items.data[i].kind == RX_ITEM_GRAPH && !((rx_graph_fn *)m->items.data[i].fn)->primitive)
-        replace_calls(m, &((rx_graph_fn *)m->items.data[i].fn)->body, (rx_graph_fn **)prims.data, progs, np);
+      if (m->items.data[i].kind == RX_ITEM_GRAPH &&
+          !((rx_graph_fn *)m->items.data[i].fn)->primitive)
+        replace_calls(m, &((rx_graph_fn *)m->items.data[i].fn)->body, (rx_graph_fn **)prims.data,
+                      progs, np);
     /* drop the primitive functions; add the programs */
     size_t w = 0;
     for (size_t i = 0; i < m->items.len; i++) {

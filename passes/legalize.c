@@ -30,12 +30,17 @@ static bool attr_eq(const rx_attr *a, const rx_attr *b) {
   if (a->kind != b->kind) return false;
   switch (a->kind) {
   case RX_ATTR_INT:
-  case RX_ATTR_BOOL: return a->i == b->i;
-  case RX_ATTR_FLOAT: return a->f == b->f || (a->f != a->f && b->f != b->f);
-  case RX_ATTR_STR: return (!a->s && !b->s) || (a->s && b->s && strcmp(a->s, b->s) == 0);
-  case RX_ATTR_DTYPE: return a->dtype == b->dtype;
+  case RX_ATTR_BOOL:
+    return a->i == b->i;
+  case RX_ATTR_FLOAT:
+    return a->f == b->f || (a->f != a->f && b->f != b->f);
+  case RX_ATTR_STR:
+    return (!a->s && !b->s) || (a->s && b->s && strcmp(a->s, b->s) == 0);
+  case RX_ATTR_DTYPE:
+    return a->dtype == b->dtype;
   case RX_ATTR_INTS:
-    return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0);
+    return a->n == b->n &&
+           (a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0);
   case RX_ATTR_EXPRS:
     if (a->n != b->n) return false;
     for (int i = 0; i < a->n; i++)
@@ -49,7 +54,8 @@ static bool attr_eq(const rx_attr *a, const rx_attr *b) {
 static bool arg_eq(const rx_node *a, const rx_node *b) {
   if (!rx_sinfo_equal(a->sinfo, b->sinfo)) return false;
   bool pa = a->kind == RX_NODE_PRIM, pb = b->kind == RX_NODE_PRIM;
-  if (pa != pb) return !(pa && rx_dtype_is_float(a->prim_dtype)) && !(pb && rx_dtype_is_float(b->prim_dtype));
+  if (pa != pb)
+    return !(pa && rx_dtype_is_float(a->prim_dtype)) && !(pb && rx_dtype_is_float(b->prim_dtype));
   if (pa && rx_dtype_is_float(a->prim_dtype))
     return a->prim_dtype == b->prim_dtype && (a->fvalue == b->fvalue);
   return true;

@@ -40,7 +40,7 @@ typedef struct lower {
   /* the function being lowered */
   const rx_graph_fn *fn;
   const rx_fn_plan *plan;
-  rx_ptrmap regs;      /* rx_var* -> register */
+  rx_ptrmap regs; /* rx_var* -> register */
   int nregs;
   wordvec reg_names; /* per register: the string id of its name ("" for a temporary) */
   int *storage_regs;
@@ -291,7 +291,8 @@ static void emit_alloc(lower *L, const rx_sinfo *s, const rx_var *v, int field, 
   w(L, (uint32_t)s->dtype);
   w(L, sw(s->ndim));
   for (int d = 0; d < s->ndim; d++) {
-    if (!all_bound(L, s->shape[d])) err(L, loc, "output dimension of '%s' uses an undefined variable", v ? v->name : "?");
+    if (!all_bound(L, s->shape[d]))
+      err(L, loc, "output dimension of '%s' uses an undefined variable", v ? v->name : "?");
     w(L, expr_str(L, s->shape[d]));
   }
 }
@@ -351,7 +352,8 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
       if (!have || have->kind != RX_SINFO_TENSOR || !have->shape || have->ndim != q->buf->ndim)
         continue;
       for (int d = 0; d < q->buf->ndim; d++)
-        if (q->buf->shape[d]->kind == RX_EXPR_VAR) sub_bind(&vars, &repl, q->buf->shape[d], have->shape[d]);
+        if (q->buf->shape[d]->kind == RX_EXPR_VAR)
+          sub_bind(&vars, &repl, q->buf->shape[d], have->shape[d]);
     }
   }
   /* every variable of the program's parameters must be given */
@@ -385,7 +387,8 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
   w(L, (uint32_t)vars.len);
   for (size_t i = 0; i < vars.len; i++) {
     w(L, str(L, vars.data[i]->name));
-    if (!all_bound(L, repl.data[i])) err(L, n->loc, "call_tensor %s: an argument's shape uses an undefined variable", p->name);
+    if (!all_bound(L, repl.data[i]))
+      err(L, n->loc, "call_tensor %s: an argument's shape uses an undefined variable", p->name);
     w(L, expr_str(L, repl.data[i]));
   }
   if (n->out->kind == RX_SINFO_TUPLE) {
@@ -502,8 +505,12 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     w(L, (uint32_t)n->index);
     break;
   }
-  case RX_NODE_CALL_TENSOR: emit_call_tensor(L, n, v, dst); break;
-  case RX_NODE_CALL_EXTERN: emit_call_extern(L, n, dst); break;
+  case RX_NODE_CALL_TENSOR:
+    emit_call_tensor(L, n, v, dst);
+    break;
+  case RX_NODE_CALL_EXTERN:
+    emit_call_extern(L, n, dst);
+    break;
   case RX_NODE_CALL_GRAPH: {
     int idx = -1;
     for (size_t i = 0; i < L->fns.len; i++)
@@ -539,14 +546,19 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     break;
   }
   case RX_NODE_CONST:
-    err(L, n->loc, "tensor constants are not supported by the host program yet (pass them as "
-                   "parameters)");
+    err(L, n->loc,
+        "tensor constants are not supported by the host program yet (pass them as "
+        "parameters)");
     break;
-  case RX_NODE_CALL: emit_host_op(L, n, dst, v); break;
+  case RX_NODE_CALL:
+    emit_host_op(L, n, dst, v);
+    break;
   }
   return dst;
 }
-static int emit_value(lower *L, const rx_node *n, int dst) { return emit_value_for(L, n, dst, NULL); }
+static int emit_value(lower *L, const rx_node *n, int dst) {
+  return emit_value_for(L, n, dst, NULL);
+}
 
 static void emit_binding(lower *L, const rx_binding *b) {
   if (b->cast) {
@@ -646,7 +658,8 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   L->code.len = 0;
   L->bound.len = 0;
   rx_ptrmap_free(&L->regs);
-  for (int i = 0; i < f->nparams; i++) rx_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
+  for (int i = 0; i < f->nparams; i++)
+    rx_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
   emit_params(L);
   int ns = L->plan ? L->plan->nstorages : 0;
   L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
@@ -901,7 +914,8 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
         break;
       case RXVM_OP_PRIM:
         if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) rx_strbuf_printf(out, " %s", x < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)x) : "?");
+        if (take(&S, &x))
+          rx_strbuf_printf(out, " %s", x < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)x) : "?");
         if (take(&S, &x)) put_str(&S, x);
         break;
       case RXVM_OP_SHAPE: {
@@ -942,7 +956,8 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
         if (op == RXVM_OP_RESHAPE && take(&S, &x)) put_reg(&S, x);
         if (take(&S, &x)) put_str(&S, x);
         break;
-      case RXVM_OP_COUNT: break;
+      case RXVM_OP_COUNT:
+        break;
       }
       rx_strbuf_putc(out, '\n');
     }

@@ -16,9 +16,9 @@
 #include <time.h>
 
 const char *const rx_compile_step_names[] = {
-    "verify",   "fold",        "cse",         "dce",        "legalize",
-    "annotate", "fuse_ops",    "fuse_tensor", "names",      "plan_memory", "lower_host", "schedule",
-    "codegen",  "artifact",    NULL,
+    "verify",     "fold",     "cse",         "dce",      "legalize",
+    "annotate",   "fuse_ops", "fuse_tensor", "names",    "plan_memory",
+    "lower_host", "schedule", "codegen",     "artifact", NULL,
 };
 
 bool rx_compile_step_known(const char *name) {
@@ -151,7 +151,8 @@ static bool short_names(rx_module *m, rx_diag *diag) {
     while (name_clash(m, buf, f));
     f->name = rx_module_intern(m, buf, strlen(buf));
     for (size_t g = 0; g < m->items.len; g++)
-      if (m->items.data[g].kind == RX_ITEM_GRAPH) rename_calls(&((rx_graph_fn *)m->items.data[g].fn)->body, f);
+      if (m->items.data[g].kind == RX_ITEM_GRAPH)
+        rename_calls(&((rx_graph_fn *)m->items.data[g].fn)->body, f);
   }
   return true;
 }
@@ -290,8 +291,7 @@ static bool binaries(pipe *p, int ti) {
       snprintf(file, sizeof file, "%s.spv", k->name);
       k->binary = rx_arena_strdup(&m->arena, file);
     }
-    if (!to->binaries)
-      to->note = "relaxc was built without shaderc: GLSL sources only, no SPIR-V";
+    if (!to->binaries) to->note = "relaxc was built without shaderc: GLSL sources only, no SPIR-V";
     return true;
   }
   if (t->kind == RX_TARGET_METAL) {
@@ -308,8 +308,9 @@ static bool binaries(pipe *p, int ti) {
   }
   rx_status st = rx_nvrtc_load(NULL, NULL);
   if (st) {
-    to->note = rx_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
-                               rx_status_message(st));
+    to->note =
+        rx_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
+                        rx_status_message(st));
     rx_status_free(st);
     return true;
   }
@@ -324,7 +325,8 @@ static bool binaries(pipe *p, int ti) {
     for (int cubin = 0; ok && cubin < 2; cubin++) {
       char *bin = NULL, *log = NULL;
       size_t len = 0;
-      st = rx_nvrtc_compile(k->source, label, cubin ? t->cuda_arch : compute, cubin, &bin, &len, &log);
+      st = rx_nvrtc_compile(k->source, label, cubin ? t->cuda_arch : compute, cubin, &bin, &len,
+                            &log);
       if (st) {
         rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "NVRTC: kernel '%s': %s", k->name,
                        rx_status_message(st));
@@ -354,7 +356,8 @@ static void print_manifest(pipe *p, rx_strbuf *b) { rx_artifact_manifest(b, p->m
 static bool artifact(pipe *p) {
   double t0 = now_ms();
   p->r->nfunctions = p->r->plan.nfns;
-  for (size_t i = 0; i < p->m->items.len; i++) p->r->nprograms += p->m->items.data[i].kind == RX_ITEM_TENSOR;
+  for (size_t i = 0; i < p->m->items.len; i++)
+    p->r->nprograms += p->m->items.data[i].kind == RX_ITEM_TENSOR;
   rx_artifact_build(p->m, p->r, &p->r->artifact, &p->r->artifact_len);
   time_row(p, "artifact", now_ms() - t0, -1);
   dump(p, "artifact", "artifact (manifest.json)", print_manifest);
@@ -373,8 +376,9 @@ static bool targets(pipe *p) {
 static bool check_options(pipe *p) {
   const rx_compile_options *o = p->o;
   if (o->ntargets < 1 || o->ntargets > RX_COMPILE_MAX_TARGETS) {
-    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "compile: between 1 and %d targets expected, got %d",
-                   RX_COMPILE_MAX_TARGETS, o->ntargets);
+    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                   "compile: between 1 and %d targets expected, got %d", RX_COMPILE_MAX_TARGETS,
+                   o->ntargets);
     return false;
   }
   for (int i = 0; i < o->ntargets; i++)
@@ -382,12 +386,13 @@ static bool check_options(pipe *p) {
       if (o->targets[i]->kind == o->targets[j]->kind) {
         rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
                        "compile: targets '%s' and '%s' are both %s: one target per backend",
-                       o->targets[j]->name, o->targets[i]->name, rx_target_kind_name(o->targets[i]->kind));
+                       o->targets[j]->name, o->targets[i]->name,
+                       rx_target_kind_name(o->targets[i]->kind));
         return false;
       }
   if (o->dump_after && !rx_compile_step_known(o->dump_after)) {
-    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "compile: unknown step '%s' for --dump-after",
-                   o->dump_after);
+    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                   "compile: unknown step '%s' for --dump-after", o->dump_after);
     return false;
   }
   return true;
@@ -401,22 +406,19 @@ static bool fuse(pipe *p) {
 bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out) {
   memset(out, 0, sizeof *out);
   pipe p = {.m = m, .o = o, .diag = diag, .r = out};
-  if (o->time_passes)
-    rx_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
-  bool ok = check_options(&p)
-         && step(&p, "verify", input)                /* normalize + verify the input */
-         && step(&p, "fold", rx_pass_fold)           /* constants and shape expressions */
-         && step(&p, "cse", rx_pass_cse)
-         && step(&p, "dce", rx_pass_dce)
-         && step(&p, "legalize", rx_pass_legalize)   /* op calls -> call_tensor */
-         && step(&p, "annotate", rx_pass_annotate)   /* patterns from the loop level */
-         && fuse(&p)                                 /* fuse_ops, fuse_tensor */
-         && step(&p, "dce", rx_pass_dce)
-         && step(&p, "names", short_names)           /* kernel and file names */
-         && plan_memory(&p)                          /* storages at the upper bounds */
-         && lower_host(&p)                           /* the host program */
-         && targets(&p)                              /* per target: schedule, codegen, nvrtc */
-         && artifact(&p);                            /* the .rxm bytes */
+  if (o->time_passes) rx_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
+  bool ok = check_options(&p) && step(&p, "verify", input) /* normalize + verify the input */
+            && step(&p, "fold", rx_pass_fold)              /* constants and shape expressions */
+            && step(&p, "cse", rx_pass_cse) && step(&p, "dce", rx_pass_dce) &&
+            step(&p, "legalize", rx_pass_legalize)    /* op calls -> call_tensor */
+            && step(&p, "annotate", rx_pass_annotate) /* patterns from the loop level */
+            && fuse(&p)                               /* fuse_ops, fuse_tensor */
+            && step(&p, "dce", rx_pass_dce) &&
+            step(&p, "names", short_names) /* kernel and file names */
+            && plan_memory(&p)             /* storages at the upper bounds */
+            && lower_host(&p)              /* the host program */
+            && targets(&p)                 /* per target: schedule, codegen, nvrtc */
+            && artifact(&p);               /* the .rxm bytes */
   if (o->time_passes) {
     rx_strbuf tb = {0};
     rx_strbuf_append(&tb, "relaxc: time per step\n");

@@ -57,9 +57,9 @@ typedef struct rx_fn_plan {
   int nallocs;
   int64_t *storage_bytes; /* the size of each planned storage */
   int nstorages;
-  int64_t peak_bytes; /* sum of the storage sizes: the planned memory of one call */
+  int64_t peak_bytes;      /* sum of the storage sizes: the planned memory of one call */
   int64_t unplanned_bytes; /* what the planned tensors would take without reuse */
-  int ndynamic;       /* allocations left dynamic */
+  int ndynamic;            /* allocations left dynamic */
 } rx_fn_plan;
 
 typedef struct rx_mem_plan {
@@ -97,14 +97,14 @@ typedef struct rx_target_output {
   const rx_tensor_fn **programs; /* scheduled copies, in module order */
   rx_kernel_list **kernels;      /* per program */
   int nprograms;
-  int nkernels;             /* over all programs */
-  rx_kernel **flat;         /* every kernel, program order */
-  const char **ptx;         /* CUDA, per flat kernel: PTX text or NULL (arena) */
+  int nkernels;     /* over all programs */
+  rx_kernel **flat; /* every kernel, program order */
+  const char **ptx; /* CUDA, per flat kernel: PTX text or NULL (arena) */
   size_t *ptx_len;
-  const char **cubin;       /* CUDA, per flat kernel: cubin bytes or NULL (arena) */
+  const char **cubin; /* CUDA, per flat kernel: cubin bytes or NULL (arena) */
   size_t *cubin_len;
-  bool binaries;            /* SPIR-V (vulkan) / PTX and cubin (cuda) present for every kernel */
-  const char *note;         /* why binaries are absent, or NULL */
+  bool binaries;    /* SPIR-V (vulkan) / PTX and cubin (cuda) present for every kernel */
+  const char *note; /* why binaries are absent, or NULL */
 } rx_target_output;
 
 typedef struct rx_compile_result {
@@ -112,8 +112,8 @@ typedef struct rx_compile_result {
   rx_host_program host;
   rx_target_output targets[RX_COMPILE_MAX_TARGETS];
   int ntargets;
-  int nfunctions;        /* graph functions in the host program */
-  int nprograms;         /* tensor programs in the module at the end */
+  int nfunctions;          /* graph functions in the host program */
+  int nprograms;           /* tensor programs in the module at the end */
   unsigned char *artifact; /* the .rxm bytes (heap) */
   size_t artifact_len;
 } rx_compile_result;

@@ -13,7 +13,7 @@ typedef struct fplan {
   rx_module *m;
   const rx_graph_fn *fn;
   rx_analyzer *an;
-  rx_ptrmap var_index;       /* rx_var* -> index into roots */
+  rx_ptrmap var_index;  /* rx_var* -> index into roots */
   RX_VEC(intvec) roots; /* per variable: the allocations it may refer to */
   RX_VEC(rx_mem_alloc) allocs;
 } fplan;
@@ -44,8 +44,8 @@ static void assume_nonneg(fplan *p, const rx_expr *e) {
   rx_ptrvec vars = {0};
   rx_expr_collect_vars(e, &vars);
   for (size_t i = 0; i < vars.len; i++)
-    rx_analyzer_assume(p->an, rx_expr_cmp(p->m->ctx, RX_EXPR_LE, rx_expr_const(p->m->ctx, 0),
-                                          vars.data[i]));
+    rx_analyzer_assume(
+        p->an, rx_expr_cmp(p->m->ctx, RX_EXPR_LE, rx_expr_const(p->m->ctx, 0), vars.data[i]));
   rx_ptrvec_free(&vars);
 }
 static void assume_sinfo_nonneg(fplan *p, const rx_sinfo *s) {
@@ -75,7 +75,8 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   switch (n->kind) {
   case RX_NODE_CALL_TENSOR:
     if (n->out->kind == RX_SINFO_TUPLE)
-      for (int f = 0; f < n->out->nfields; f++) new_alloc(p, b->var, f, n->out->fields[f], pos, out);
+      for (int f = 0; f < n->out->nfields; f++)
+        new_alloc(p, b->var, f, n->out->fields[f], pos, out);
     else
       new_alloc(p, b->var, -1, n->out, pos, out);
     return;
@@ -205,8 +206,9 @@ const rx_fn_plan *rx_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f) {
 void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
   for (int i = 0; i < p->nfns; i++) {
     const rx_fn_plan *f = &p->fns[i];
-    rx_strbuf_printf(out, "memory plan of %s: %d storage%s, %lld bytes planned (%lld without reuse), "
-                          "%d dynamic allocation%s\n",
+    rx_strbuf_printf(out,
+                     "memory plan of %s: %d storage%s, %lld bytes planned (%lld without reuse), "
+                     "%d dynamic allocation%s\n",
                      f->fn->name, f->nstorages, f->nstorages == 1 ? "" : "s",
                      (long long)f->peak_bytes, (long long)f->unplanned_bytes, f->ndynamic,
                      f->ndynamic == 1 ? "" : "s");

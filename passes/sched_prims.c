@@ -3,8 +3,8 @@
 #include "sched_prims.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- names ---- */
@@ -285,9 +285,9 @@ const rx_expr *rx_sched_split(rx_sctx *s, const rx_expr *extent, int64_t factor,
   bool exact = d == 0 || d % factor == 0;
   *out_outer_extent =
       exact ? rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, extent, f))
-            : rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, rx_expr_add(cx, extent,
-                                                                            rx_expr_const(cx, factor - 1)),
-                                                           f));
+            : rx_analyzer_simplify(
+                  s->an,
+                  rx_expr_floordiv(cx, rx_expr_add(cx, extent, rx_expr_const(cx, factor - 1)), f));
   if (exact) return NULL;
   const rx_expr *pos = rx_expr_add(cx, rx_expr_mul(cx, outer, f), inner);
   const rx_expr *cond = rx_expr_cmp(cx, RX_EXPR_LT, pos, extent);
@@ -302,8 +302,8 @@ const rx_expr *rx_sched_split(rx_sctx *s, const rx_expr *extent, int64_t factor,
   return proven ? NULL : cond;
 }
 
-const rx_expr *rx_sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n,
-                             const rx_expr *fused, const rx_expr **repl) {
+const rx_expr *rx_sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n, const rx_expr *fused,
+                             const rx_expr **repl) {
   rx_expr_ctx *cx = s->cx;
   const rx_expr *stride = rx_expr_const(cx, 1);
   for (int i = n - 1; i >= 0; i--) {
@@ -399,8 +399,8 @@ rx_tx *rx_sched_xreduce(rx_sctx *s, rx_stmtvec *out, rx_tx *val, rx_combiner c, 
     rx_stmt *st = rx_sched_store_e(
         s, red, &tx, 1,
         rx_sched_combine(s, c, rx_sched_load(s, red, &tx, 1), rx_sched_load(s, red, &other, 1)));
-    RX_VEC_PUSH(out, rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_LT, tx, rx_expr_const(cx, half)),
-                                    st));
+    RX_VEC_PUSH(out,
+                rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_LT, tx, rx_expr_const(cx, half)), st));
     RX_VEC_PUSH(out, rx_sched_barrier(s));
   }
   const rx_expr *z = rx_expr_const(cx, 0);

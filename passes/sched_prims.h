@@ -92,8 +92,8 @@ const rx_expr *rx_sched_split(rx_sctx *s, const rx_expr *extent, int64_t factor,
                               const rx_expr **out_outer_extent);
 /* Fuses n variables (outermost first) with the given extents into fused: fills repl[i] and
  * returns the fused extent (the product). */
-const rx_expr *rx_sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n,
-                             const rx_expr *fused, const rx_expr **repl);
+const rx_expr *rx_sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n, const rx_expr *fused,
+                             const rx_expr **repl);
 
 typedef enum rx_combiner { RX_COMB_SUM, RX_COMB_MAX, RX_COMB_MIN } rx_combiner;
 rx_tx *rx_sched_combine(rx_sctx *s, rx_combiner c, rx_tx *a, rx_tx *b);

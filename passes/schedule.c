@@ -390,12 +390,11 @@ typedef struct red_info {
   const rx_stmt *init_lets[16], *upd_lets[16];
   int ninit_lets, nupd_lets;
   rx_combiner comb;
-  rx_tx *x; /* the combined value */
+  rx_tx *x;       /* the combined value */
   bool acc_first; /* acc is the first operand of the combine */
 } red_info;
 
-static bool split_lets(const rx_stmt *b, const rx_stmt **lets, int *nlets,
-                       const rx_stmt **store) {
+static bool split_lets(const rx_stmt *b, const rx_stmt **lets, int *nlets, const rx_stmt **store) {
   *nlets = 0;
   int n = seq_len(b);
   if (n < 1 || n > 16) return false;
@@ -508,8 +507,7 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
       break;
     }
     case RX_STMT_FOR:
-      if (st->loop_kind != RX_LOOP_SERIAL || !stage_stores_ok(st->inner, st->vars[0]))
-        return false;
+      if (st->loop_kind != RX_LOOP_SERIAL || !stage_stores_ok(st->inner, st->vars[0])) return false;
       break;
     default:
       return false;
@@ -642,8 +640,8 @@ static rx_stmt *row_schedule(rx_sctx *s, nest *nt) {
         RX_VEC_PUSH(&out, rx_sched_rewrite_stmt(&rw, r.init_lets[l]));
       rx_tx *v0 = rx_sched_rewrite_tx(&rw, r.init_store->value);
       if (v0->dtype != dt || v0->weak) v0 = rx_tx_cast(s->m, dt, v0, s->loc);
-      rx_tx *fin = r.acc_first ? rx_sched_combine(s, r.comb, v0, tot)
-                               : rx_sched_combine(s, r.comb, tot, v0);
+      rx_tx *fin =
+          r.acc_first ? rx_sched_combine(s, r.comb, v0, tot) : rx_sched_combine(s, r.comb, tot, v0);
       rx_stmt *accst = rx_sched_rewrite_stmt(&rw, r.init_store);
       if (r.upd_store->buf->scope == RX_SCOPE_LOCAL) {
         accst->value = fin;
@@ -676,12 +674,12 @@ static rx_stmt *row_schedule(rx_sctx *s, nest *nt) {
  * matmul: GEMV and GEMM
  * ------------------------------------------------------------------------------------------ */
 typedef struct mm_info {
-  nest nt;             /* batch..., i, j */
-  red_info r;          /* the reduction */
+  nest nt;                  /* batch..., i, j */
+  red_info r;               /* the reduction */
   const rx_stmt *acc_alloc; /* form 2: the local accumulator's alloc, else NULL */
   const rx_stmt *epilogue;  /* form 2: the output store, else NULL */
-  rx_tx *p, *q;        /* operands: P(i, k), Q(k, j) */
-  bool p_first;        /* P is the left operand of the product */
+  rx_tx *p, *q;             /* operands: P(i, k), Q(k, j) */
+  bool p_first;             /* P is the left operand of the product */
   rx_dtype acc_dt;
 } mm_info;
 
@@ -764,7 +762,8 @@ static rx_stmt *mm_grid(rx_sctx *s, mm_info *mi, const rx_expr *bx, const rx_exp
   int nb = nt->n - 2;
   rx_stmt *k = inner;
   if (nb > 0) {
-    const rx_expr *nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt->ext, nb, bz, batch_repl));
+    const rx_expr *nbatch =
+        rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt->ext, nb, bz, batch_repl));
     k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
   }
   k = rx_sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
@@ -818,10 +817,12 @@ static rx_stmt *gemv_schedule(rx_sctx *s, mm_info *mi) {
   rx_rewrite rw = {.s = s, .vars = vars, .repl = rp, .n = n + 1};
   rx_tx *x = rx_sched_rewrite_tx(&rw, mi->r.x);
   rx_tx *pl = rx_sched_load(s, part, &z, 1);
-  rx_stmt *upd = rx_sched_store_e(s, part, &z, 1,
-                                  mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, pl, x, s->loc)
-                                                  : rx_tx_binary(s->m, RX_BINOP_ADD, x, pl, s->loc));
-  RX_VEC_PUSH(&body, rx_sched_for(s, ko, nk, RX_LOOP_SERIAL, rx_sched_guard(s, AND(s, kg, jg), upd)));
+  rx_stmt *upd =
+      rx_sched_store_e(s, part, &z, 1,
+                       mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, pl, x, s->loc)
+                                       : rx_tx_binary(s->m, RX_BINOP_ADD, x, pl, s->loc));
+  RX_VEC_PUSH(&body,
+              rx_sched_for(s, ko, nk, RX_LOOP_SERIAL, rx_sched_guard(s, AND(s, kg, jg), upd)));
   const rx_expr *ri[2] = {ks, jj};
   RX_VEC_PUSH(&body, rx_sched_store_e(s, red, ri, 2, rx_sched_load(s, part, &z, 1)));
   RX_VEC_PUSH(&body, rx_sched_barrier(s));
@@ -868,10 +869,13 @@ static rx_stmt *gemm_schedule(rx_sctx *s, mm_info *mi, bool small) {
   int pb = rx_dtype_bits(pc->dtype) / 8, qb = rx_dtype_bits(qc->dtype) / 8;
   if (pb < 1) pb = 1;
   if (qb < 1) qb = 1;
-  static const tile big[] = {{64, 64, 16, 4, 4}, {32, 64, 16, 4, 4}, {32, 32, 16, 4, 4},
-                             {16, 16, 16, 2, 2}, {8, 8, 8, 1, 1}};
-  static const tile sm[] = {{16, 64, 16, 1, 4}, {16, 64, 16, 2, 4}, {16, 32, 16, 2, 4},
-                            {8, 8, 8, 1, 1}};
+  static const tile big[] = {{64, 64, 16, 4, 4},
+                             {32, 64, 16, 4, 4},
+                             {32, 32, 16, 4, 4},
+                             {16, 16, 16, 2, 2},
+                             {8, 8, 8, 1, 1}};
+  static const tile sm[] = {
+      {16, 64, 16, 1, 4}, {16, 64, 16, 2, 4}, {16, 32, 16, 2, 4}, {8, 8, 8, 1, 1}};
   const tile *cands = small ? sm : big;
   int nc = small ? 4 : 5;
   tile t = cands[nc - 1];
@@ -1328,7 +1332,8 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
     inner_vars[n] = inner;
     lim[n] = L;
     n++;
-    const rx_expr **nv = rx_module_alloc(s->m, sizeof *nv), **ne = rx_module_alloc(s->m, sizeof *ne);
+    const rx_expr **nv = rx_module_alloc(s->m, sizeof *nv),
+                  **ne = rx_module_alloc(s->m, sizeof *ne);
     nv[0] = outer;
     ne[0] = rx_expr_min(s->cx, e, E(s, L));
     k->vars = nv;
@@ -1477,8 +1482,9 @@ bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_dia
       rx_stmt *k3 = gemm_schedule(&s, &mi, false);
       rx_stmt *inner = rx_sched_if(&s, rx_sched_cond(&s, c2), k2, k3);
       body = rx_sched_if(&s, rx_sched_cond(&s, c1), k1, inner);
-      rx_sched_variant v[3] = {
-          {c1, RX_SCHED_GEMV, "gemv"}, {c2, RX_SCHED_GEMM, "gemm_small"}, {NULL, RX_SCHED_GEMM, "gemm"}};
+      rx_sched_variant v[3] = {{c1, RX_SCHED_GEMV, "gemv"},
+                               {c2, RX_SCHED_GEMM, "gemm_small"},
+                               {NULL, RX_SCHED_GEMM, "gemm"}};
       set_variants(m, out, v, 3);
     }
   } else {

@@ -31,8 +31,8 @@
 
 /* The default rules, tried in order; the first that accepts a program schedules it. */
 #define RX_SCHED_RULES(X)                                                                          \
-  X(ELEMENTWISE, "elementwise")     /* injective: every store at the loop nest's point */         \
-  X(ROW_REDUCTION, "row_reduction") /* softmax, norms: reductions over the innermost axis */      \
+  X(ELEMENTWISE, "elementwise")     /* injective: every store at the loop nest's point */          \
+  X(ROW_REDUCTION, "row_reduction") /* softmax, norms: reductions over the innermost axis */       \
   X(GEMV, "gemv")                   /* matmul whose row count is 1 */                              \
   X(GEMM, "gemm")                   /* matmul tiled in registers and shared memory */              \
   X(FALLBACK, "fallback")           /* anything else: fuse, split, bind */
@@ -54,7 +54,7 @@ typedef struct rx_sched_variant {
 } rx_sched_variant;
 
 typedef struct rx_sched_result {
-  rx_tensor_fn *fn; /* the scheduled program: same name and parameters, new body */
+  rx_tensor_fn *fn;           /* the scheduled program: same name and parameters, new body */
   rx_sched_variant *variants; /* in the order the host tests them; one when not specialized */
   int nvariants;
 } rx_sched_result;

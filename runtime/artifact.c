@@ -12,8 +12,9 @@
 #include "runtime/vm.h"
 
 #define HEADER_BYTES 16u
-#define ENTRY_BYTES  (RXM_SECTION_NAME_BYTES + 24u) /* name, u64 offset, u64 size, u32 crc, u32 0  \
-                                                     */
+#define ENTRY_BYTES                                                                                \
+  (RXM_SECTION_NAME_BYTES + 24u) /* name, u64 offset, u64 size, u32 crc, u32 0                     \
+                                  */
 #define MAX_SECTIONS 65536u
 
 /* ---- CRC-32 (zlib's: reflected, polynomial 0xEDB88320, initial and final xor ~0) ---- */
@@ -537,13 +538,17 @@ static rx_status parse_host(rx_rt_artifact *a) {
     total_code += len;
     if (version >= 3) { /* the register names */
       if (nr > h.n - h.pos)
-        return hp_bad(a, "function '%s': the names of its %u registers run past the end of the "
-                      "section", f->name, nr);
+        return hp_bad(a,
+                      "function '%s': the names of its %u registers run past the end of the "
+                      "section",
+                      f->name, nr);
       f->reg_names = h.w + h.pos;
       for (uint32_t r = 0; r < nr; r++)
         if (f->reg_names[r] >= a->nstrings)
-          return hp_bad(a, "function '%s': the name of register %u is string %u, out of range "
-                        "(%zu strings)", f->name, r, f->reg_names[r], a->nstrings);
+          return hp_bad(a,
+                        "function '%s': the name of register %u is string %u, out of range "
+                        "(%zu strings)",
+                        f->name, r, f->reg_names[r], a->nstrings);
       h.pos += nr;
     }
   }

@@ -120,7 +120,8 @@ typedef struct rt_backend {
 } rt_backend;
 
 /* The backends' tables. metal/metal.c is linked in on Apple platforms only (runtime.c refers to
- * rt_metal_backend there); elsewhere it is compiled, not linked, against tests/runtime/objc_stub. */
+ * rt_metal_backend there); elsewhere it is compiled, not linked, against tests/runtime/objc_stub.
+ */
 extern const rt_backend rt_vulkan_backend;
 extern const rt_backend rt_cuda_backend;
 extern const rt_backend rt_metal_backend;

@@ -108,8 +108,7 @@ static bool parse_primary(ep *e, bool live, int64_t *out) {
         e->p = s;
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), s);
-        return fail(e, RX_ERR_INVALID, "unknown function '%s' (expected min, max or select)",
-                    name);
+        return fail(e, RX_ERR_INVALID, "unknown function '%s' (expected min, max or select)", name);
       }
       e->p++;
       int64_t a, b;
@@ -121,8 +120,7 @@ static bool parse_primary(ep *e, bool live, int64_t *out) {
         *out = c ? a : b;
         return true;
       }
-      if (!parse_or(e, live, &a) || !expect(e, ",") || !parse_or(e, live, &b) ||
-          !expect(e, ")"))
+      if (!parse_or(e, live, &a) || !expect(e, ",") || !parse_or(e, live, &b) || !expect(e, ")"))
         return false;
       *out = is_min ? (a < b ? a : b) : (a > b ? a : b);
       return true;
@@ -160,9 +158,12 @@ static bool parse_mul(ep *e, bool live, int64_t *out) {
   if (!parse_unary(e, live, out)) return false;
   for (;;) {
     int op;
-    if (eat(e, "*")) op = '*';
-    else if (eat(e, "//")) op = '/';
-    else if (eat(e, "%")) op = '%';
+    if (eat(e, "*"))
+      op = '*';
+    else if (eat(e, "//"))
+      op = '/';
+    else if (eat(e, "%"))
+      op = '%';
     else {
       skip(e);
       if (*e->p == '/') return fail(e, RX_ERR_INVALID, "%s", "'/' is not integer division: use //");
@@ -185,12 +186,16 @@ static bool parse_add(ep *e, bool live, int64_t *out) {
   if (!parse_mul(e, live, out)) return false;
   for (;;) {
     int op;
-    if (eat(e, "+")) op = '+';
-    else if (eat(e, "-")) op = '-';
-    else return true;
+    if (eat(e, "+"))
+      op = '+';
+    else if (eat(e, "-"))
+      op = '-';
+    else
+      return true;
     int64_t b, r = 0;
     if (!parse_mul(e, live, &b)) return false;
-    bool ovf = op == '+' ? __builtin_add_overflow(*out, b, &r) : __builtin_sub_overflow(*out, b, &r);
+    bool ovf =
+        op == '+' ? __builtin_add_overflow(*out, b, &r) : __builtin_sub_overflow(*out, b, &r);
     if (ovf && !arith_error(e, live, op == '+' ? "64-bit overflow in +" : "64-bit overflow in -"))
       return false;
     *out = r;
@@ -212,12 +217,24 @@ static bool parse_cmp(ep *e, bool live, int64_t *out) {
   if (!parse_add(e, live, &b)) return false;
   int64_t a = *out;
   switch (op) {
-  case 1: *out = a == b; break;
-  case 2: *out = a != b; break;
-  case 3: *out = a <= b; break;
-  case 4: *out = a >= b; break;
-  case 5: *out = a < b; break;
-  default: *out = a > b; break;
+  case 1:
+    *out = a == b;
+    break;
+  case 2:
+    *out = a != b;
+    break;
+  case 3:
+    *out = a <= b;
+    break;
+  case 4:
+    *out = a >= b;
+    break;
+  case 5:
+    *out = a < b;
+    break;
+  default:
+    *out = a > b;
+    break;
   }
   if (cmp_op(e)) {
     e->p -= 1;

@@ -3,8 +3,8 @@
  * each kernel. Every error names the library, the kernel and the field. */
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,8 +29,8 @@ static bool bad(lctx *c, const char *kernel, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (kernel)
-    c->err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernel '%s': %s", c->origin, kernel,
-                            msg);
+    c->err =
+        rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernel '%s': %s", c->origin, kernel, msg);
   else
     c->err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: %s", c->origin, msg);
   return false;
@@ -137,7 +137,8 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
     long n = ftell(f);
     if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
       uint8_t *p = rt_alloc(c->a, (size_t)n + 1);
-      if (!p) c->err = rt_oom(path, (size_t)n + 1);
+      if (!p)
+        c->err = rt_oom(path, (size_t)n + 1);
       else if (fread(p, 1, (size_t)n, f) != (size_t)n) {
         rt_free(c->a, p);
         c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
@@ -149,7 +150,8 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
     }
   }
   if (f) fclose(f);
-  if (!ok && !c->err) c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
+  if (!ok && !c->err)
+    c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
   rt_free(c->a, path);
   (void)text; /* every buffer is allocated one byte longer, zeroed: text is NUL-terminated */
   return ok;
@@ -162,7 +164,7 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
  * shared library (libSPIRV-Tools-shared.so) can be opened at run time, the module is also fully
  * validated with it (spvValidateBinary); Debian ships SPIRV-Tools as static libraries only, so
  * there only the structural check runs. */
-#define SPIRV_MAGIC 0x07230203u
+#define SPIRV_MAGIC     0x07230203u
 #define SPIRV_MAX_BOUND 0x400000u /* SPIR-V's universal limit on ids (4194303) + 1 */
 
 /* Per core opcode (0..403, SPIR-V 1.6's unified grammar, spirv.core.grammar.json): the fewest
@@ -189,44 +191,55 @@ _Static_assert(sizeof spirv_min_words == sizeof spirv_result_at, "one entry per 
 static bool spirv_structure(lctx *c, const char *kn, const char *file, const uint8_t *b,
                             size_t size) {
   if (size % 4)
-    return bad(c, kn, "'%s' is not SPIR-V: %zu bytes is not a whole number of 4-byte words", file, size);
+    return bad(c, kn, "'%s' is not SPIR-V: %zu bytes is not a whole number of 4-byte words", file,
+               size);
   size_t n = size / 4;
-  if (n < 5)
-    return bad(c, kn, "'%s' is not SPIR-V: %zu words, the header alone has 5", file, n);
+  if (n < 5) return bad(c, kn, "'%s' is not SPIR-V: %zu words, the header alone has 5", file, n);
   uint32_t w[5];
   memcpy(w, b, sizeof w);
   if (w[0] != SPIRV_MAGIC)
-    return bad(c, kn, "'%s' is not SPIR-V: magic number 0x%08x, expected 0x%08x", file, w[0], SPIRV_MAGIC);
+    return bad(c, kn, "'%s' is not SPIR-V: magic number 0x%08x, expected 0x%08x", file, w[0],
+               SPIRV_MAGIC);
   uint32_t major = w[1] >> 16 & 0xff, minor = w[1] >> 8 & 0xff;
   if ((w[1] & 0xff0000ffu) || major != 1 || minor > 6)
-    return bad(c, kn, "'%s' is not SPIR-V: version word 0x%08x, expected SPIR-V 1.0 to 1.6", file, w[1]);
+    return bad(c, kn, "'%s' is not SPIR-V: version word 0x%08x, expected SPIR-V 1.0 to 1.6", file,
+               w[1]);
   if (w[3] == 0 || w[3] > SPIRV_MAX_BOUND)
-    return bad(c, kn, "'%s' is not SPIR-V: id bound %u, expected 1 to %u", file, w[3], SPIRV_MAX_BOUND);
-  if (w[4] != 0)
-    return bad(c, kn, "'%s' is not SPIR-V: schema word %u, expected 0", file, w[4]);
+    return bad(c, kn, "'%s' is not SPIR-V: id bound %u, expected 1 to %u", file, w[3],
+               SPIRV_MAX_BOUND);
+  if (w[4] != 0) return bad(c, kn, "'%s' is not SPIR-V: schema word %u, expected 0", file, w[4]);
   for (size_t i = 5; i < n;) {
     uint32_t word;
     memcpy(&word, b + 4 * i, 4);
     uint32_t wc = word >> 16;
     if (wc == 0)
-      return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has word count 0", file,
-                 i, word & 0xffff);
+      return bad(
+          c, kn,
+          "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has word count 0",
+          file, i, word & 0xffff);
     if (wc > n - i)
-      return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
-                 "past the end of the module (%zu words)", file, i, word & 0xffff, wc, n);
+      return bad(c, kn,
+                 "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
+                 "past the end of the module (%zu words)",
+                 file, i, word & 0xffff, wc, n);
     uint32_t op = word & 0xffff;
     if (op < SPIRV_TABLE_OPS) {
       uint32_t min = (uint32_t)(spirv_min_words[op] - '0');
       if (wc < min)
-        return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
-                   "it needs at least %u", file, i, op, wc, min);
+        return bad(
+            c, kn,
+            "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has %u words, "
+            "it needs at least %u",
+            file, i, op, wc, min);
       char at = spirv_result_at[op];
       for (uint32_t k = 1; at != '0' && k <= (at == 'a' ? 1u : 2u); k++) {
         uint32_t id;
         memcpy(&id, b + 4 * (i + k), 4);
         if (id == 0 || id >= w[3])
-          return bad(c, kn, "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has id %u, "
-                     "outside 1..%u (the bound)", file, i, op, id, w[3] - 1);
+          return bad(c, kn,
+                     "'%s' is not valid SPIR-V: the instruction at word %zu (opcode %u) has id %u, "
+                     "outside 1..%u (the bound)",
+                     file, i, op, id, w[3] - 1);
       }
     }
     i += wc;
@@ -267,8 +280,10 @@ static bool spirv_validate(lctx *c, const char *kn, const char *file, const uint
   uint32_t version;
   memcpy(&version, b + 4, 4);
   uint32_t minor = version >> 8 & 0xff;
-  int env = minor <= 3 ? 18 /* VULKAN_1_1 */ : minor == 4 ? 21 /* VULKAN_1_1_SPIRV_1_4 */
-          : minor == 5 ? 23 /* VULKAN_1_2 */ : 25 /* VULKAN_1_3 */;
+  int env = minor <= 3   ? 18 /* VULKAN_1_1 */
+            : minor == 4 ? 21 /* VULKAN_1_1_SPIRV_1_4 */
+            : minor == 5 ? 23 /* VULKAN_1_2 */
+                         : 25 /* VULKAN_1_3 */;
   uint32_t *words = rt_alloc(c->a, size);
   if (!words) {
     if (!c->err) c->err = rt_oom("a SPIR-V module", size);
@@ -356,7 +371,8 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
       } else {
         s->offset = (uint32_t)(4 * (k->nscalars - 1));
       }
-      if (s->offset % 4) return bad(c, kn, "symbolic value '%s': offset must be a multiple of 4", s->name);
+      if (s->offset % 4)
+        return bad(c, kn, "symbolic value '%s': offset must be a multiple of 4", s->name);
     } else {
       return bad(c, kn, "argument kind must be \"buffer\" or \"scalar\"");
     }
@@ -383,8 +399,11 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
     for (size_t i = 0; i < RX_ARRAY_LEN(locs); i++)
       if (!strcmp(loc, locs[i].name)) k->scalar_location = locs[i].loc;
     bool known = k->scalar_location != RT_SCALARS_NONE;
-    if (!known) bad(c, kn, "scalars.location '%s' is not push_constant, uniform_buffer, "
-                    "parameters or buffer", loc);
+    if (!known)
+      bad(c, kn,
+          "scalars.location '%s' is not push_constant, uniform_buffer, "
+          "parameters or buffer",
+          loc);
     rt_free(c->a, loc);
     if (!known) return false;
     if (!get_int(c, sc, "bytes", kn, 0, 1 << 16, &v)) return false;
@@ -426,9 +445,12 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
     if (ok && binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
     if (ok && ptx) ok = load_file(c, kn, ptx, true, &k->ptx, &k->ptx_size);
   } else if (ok && be == RX_RT_BACKEND_METAL) {
-    if (binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
-    else if (source) ok = load_file(c, kn, source, true, &k->source, &k->source_size);
-    else ok = bad(c, kn, "neither 'binary' (metallib) nor 'source' (MSL) is given");
+    if (binary)
+      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
+    else if (source)
+      ok = load_file(c, kn, source, true, &k->source, &k->source_size);
+    else
+      ok = bad(c, kn, "neither 'binary' (metallib) nor 'source' (MSL) is given");
   }
   k->binary_name = binary;
   rt_free(c->a, ptx);
@@ -550,8 +572,10 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
     size_t off = end && end >= json ? (size_t)(end - json) : 0;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < off && i < len; i++) {
-      if (json[i] == '\n') line++, col = 1;
-      else col++;
+      if (json[i] == '\n')
+        line++, col = 1;
+      else
+        col++;
     }
     return rx_status_make(RX_ERR_INVALID, "%s/kernels.json:%zu:%zu: malformed JSON", origin, line,
                           col);
@@ -573,8 +597,10 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
   int64_t version;
   if (!get_int(&c, root, "version", NULL, 0, INT32_MAX, &version)) goto done;
   if (version != 1) {
-    c.err = rx_status_make(RX_ERR_UNSUPPORTED, "%s/kernels.json: version %lld, this runtime reads "
-                           "version 1", origin, (long long)version);
+    c.err = rx_status_make(RX_ERR_UNSUPPORTED,
+                           "%s/kernels.json: version %lld, this runtime reads "
+                           "version 1",
+                           origin, (long long)version);
     goto done;
   }
   if (!get_str(&c, root, "target", NULL, &l->target) ||
@@ -582,8 +608,10 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
     goto done;
   const char *bn = d->be->name;
   if (strncmp(l->target, bn, strlen(bn)) != 0) {
-    c.err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernels for target '%s' cannot run "
-                           "on a %s device (%s)", origin, l->target, bn, d->info.name);
+    c.err = rx_status_make(RX_ERR_INVALID,
+                           "%s/kernels.json: kernels for target '%s' cannot run "
+                           "on a %s device (%s)",
+                           origin, l->target, bn, d->info.name);
     goto done;
   }
   const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(root, "kernels");
@@ -651,15 +679,14 @@ rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *progr
     for (size_t i = 0; i < pr->nparams && i < max; i++) {
       const rt_param *q = &pr->params[i];
       out_params[i] = (rx_rt_program_param){.name = q->name,
-                                         .is_buffer = q->is_buffer,
-                                         .output = q->output,
-                                         .dtype = q->dtype,
-                                         .rank = q->rank,
-                                         .shape = (const char *const *)q->shape};
+                                            .is_buffer = q->is_buffer,
+                                            .output = q->output,
+                                            .dtype = q->dtype,
+                                            .rank = q->rank,
+                                            .shape = (const char *const *)q->shape};
     }
     *out_count = pr->nparams;
     return NULL;
   }
-  return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)",
-                        program);
+  return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)", program);
 }

@@ -51,12 +51,16 @@ void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_
 /* ---- backends ---- */
 static const rt_backend *backend_of(rx_rt_backend b) {
   switch (b) {
-  case RX_RT_BACKEND_VULKAN: return &rt_vulkan_backend;
-  case RX_RT_BACKEND_CUDA: return &rt_cuda_backend;
+  case RX_RT_BACKEND_VULKAN:
+    return &rt_vulkan_backend;
+  case RX_RT_BACKEND_CUDA:
+    return &rt_cuda_backend;
 #ifdef __APPLE__
-  case RX_RT_BACKEND_METAL: return &rt_metal_backend;
+  case RX_RT_BACKEND_METAL:
+    return &rt_metal_backend;
 #endif
-  default: return NULL;
+  default:
+    return NULL;
   }
 }
 
@@ -70,7 +74,7 @@ rx_status rx_rt_backend_check(rx_rt_backend b) {
   if (!be) {
     if (b == RX_RT_BACKEND_METAL)
       return rx_status_make(RX_ERR_UNSUPPORTED, "metal: the Metal backend exists on Apple "
-                            "platforms only");
+                                                "platforms only");
     return rx_status_make(RX_ERR_INVALID, "unknown backend %d", (int)b);
   }
   return be->check();
@@ -98,14 +102,18 @@ static rx_status parse_spec(const char *spec, rx_rt_backend *out_b, int *out_ind
         !strncmp(spec, rx_rt_backend_name((rx_rt_backend)b), n))
       found = b;
   if (found < 0)
-    return rx_status_make(RX_ERR_INVALID, "device '%s': expected vulkan[:N], cuda[:N] or "
-                          "metal[:N]", spec);
+    return rx_status_make(RX_ERR_INVALID,
+                          "device '%s': expected vulkan[:N], cuda[:N] or "
+                          "metal[:N]",
+                          spec);
   if (colon) {
     char *end = NULL;
     long idx = strtol(colon + 1, &end, 10);
     if (!colon[1] || *end || idx < 0 || idx > 1024)
-      return rx_status_make(RX_ERR_INVALID, "device '%s': the index after ':' must be a "
-                            "non-negative integer", spec);
+      return rx_status_make(RX_ERR_INVALID,
+                            "device '%s': the index after ':' must be a "
+                            "non-negative integer",
+                            spec);
     *out_index = (int)idx;
   }
   *out_b = (rx_rt_backend)found;
@@ -243,8 +251,10 @@ rx_rt_device *rx_rt_buffer_device(const rx_rt_buffer *b) { return b->device; }
 
 static rx_status check_range(const rx_rt_buffer *b, size_t offset, size_t n, const char *what) {
   if (offset > b->size || n > b->size - offset)
-    return rx_status_make(RX_ERR_INVALID, "%s: bytes [%zu, %zu + %zu) are outside the buffer of "
-                          "%zu bytes", what, offset, offset, n, b->size);
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: bytes [%zu, %zu + %zu) are outside the buffer of "
+                          "%zu bytes",
+                          what, offset, offset, n, b->size);
   return NULL;
 }
 
@@ -296,8 +306,10 @@ rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **o
   char *text = NULL;
   size_t n = 0;
   if (!f) {
-    s = rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': is '%s' a directory written by "
-                       "relaxc codegen?", path, dir);
+    s = rx_status_make(RX_ERR_NOT_FOUND,
+                       "cannot open '%s': is '%s' a directory written by "
+                       "relaxc codegen?",
+                       path, dir);
   } else {
     long len = -1;
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
@@ -339,7 +351,8 @@ rx_rt_kernel *rx_rt_library_kernel_at(const rx_rt_library *l, size_t i) {
   return i < l->nkernels ? &l->kernels[i] : NULL;
 }
 
-rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name, rx_rt_kernel **out_kernel) {
+rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name,
+                               rx_rt_kernel **out_kernel) {
   *out_kernel = NULL;
   for (size_t i = 0; i < l->nkernels; i++)
     if (!strcmp(l->kernels[i].name, name)) {
@@ -375,9 +388,10 @@ rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p) {
       rx_strbuf_printf(&sig, "%s%s", i ? ", " : "", k->buffers[i].name);
     for (size_t i = 0; i < k->nscalars; i++)
       rx_strbuf_printf(&sig, "%s%s", sig.len ? ", " : "", k->scalars[i].name);
-    rx_status s = rx_status_make(RX_ERR_INVALID, "kernel '%s' takes %zu buffers and %zu symbolic "
-                                 "values (%s), got %zu buffers and %zu values", k->name,
-                                 k->nbuffers, k->nscalars, sig.data ? sig.data : "",
+    rx_status s = rx_status_make(RX_ERR_INVALID,
+                                 "kernel '%s' takes %zu buffers and %zu symbolic "
+                                 "values (%s), got %zu buffers and %zu values",
+                                 k->name, k->nbuffers, k->nscalars, sig.data ? sig.data : "",
                                  p->buffer_count, p->scalar_count);
     rx_strbuf_free(&sig);
     return s;
@@ -391,17 +405,22 @@ rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p) {
                             k->name, k->buffers[i].name);
   }
   if (memcmp(p->block, k->block, sizeof k->block) != 0)
-    return rx_status_make(RX_ERR_INVALID, "kernel '%s': block (%u, %u, %u) differs from the "
-                          "kernel's (%u, %u, %u)", k->name, p->block[0], p->block[1], p->block[2],
-                          k->block[0], k->block[1], k->block[2]);
+    return rx_status_make(RX_ERR_INVALID,
+                          "kernel '%s': block (%u, %u, %u) differs from the "
+                          "kernel's (%u, %u, %u)",
+                          k->name, p->block[0], p->block[1], p->block[2], k->block[0], k->block[1],
+                          k->block[2]);
   uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
   if (d->info.max_threads_per_block && threads > d->info.max_threads_per_block)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': %llu threads per block, the device "
-                          "allows %u", k->name, (unsigned long long)threads,
-                          d->info.max_threads_per_block);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "kernel '%s': %llu threads per block, the device "
+                          "allows %u",
+                          k->name, (unsigned long long)threads, d->info.max_threads_per_block);
   if (k->shared_bytes > d->info.shared_memory_bytes && d->info.shared_memory_bytes)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': %u bytes of shared memory, the device "
-                          "has %u", k->name, k->shared_bytes, d->info.shared_memory_bytes);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "kernel '%s': %u bytes of shared memory, the device "
+                          "has %u",
+                          k->name, k->shared_bytes, d->info.shared_memory_bytes);
   if (!p->grid[0] || !p->grid[1] || !p->grid[2]) return NULL; /* nothing to run */
   return d->be->launch(d, k, p);
 }
@@ -422,14 +441,16 @@ rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buff
     RX_RETURN_IF_ERROR(eval_for(k, "condition", k->condition, symbols, &c));
     if (!c) return NULL;
   }
-  rx_rt_launch_params p = {{0, 0, 0}, {k->block[0], k->block[1], k->block[2]}, buffers,
-                           buffer_count, NULL, k->nscalars};
+  rx_rt_launch_params p = {
+      {0, 0, 0}, {k->block[0], k->block[1], k->block[2]}, buffers, buffer_count, NULL, k->nscalars};
   for (int i = 0; i < 3; i++) {
     int64_t g;
     RX_RETURN_IF_ERROR(eval_for(k, "grid", k->grid[i], symbols, &g));
     if (g < 0 || g > INT32_MAX)
-      return rx_status_make(RX_ERR_INVALID, "kernel '%s': grid[%d] = %s = %lld is outside "
-                            "0..2147483647", k->name, i, k->grid[i], (long long)g);
+      return rx_status_make(RX_ERR_INVALID,
+                            "kernel '%s': grid[%d] = %s = %lld is outside "
+                            "0..2147483647",
+                            k->name, i, k->grid[i], (long long)g);
     p.grid[i] = (uint32_t)g;
   }
   int32_t vals[64];
@@ -439,8 +460,10 @@ rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buff
     int64_t v;
     RX_RETURN_IF_ERROR(eval_for(k, "symbolic value", k->scalars[i].name, symbols, &v));
     if (v < INT32_MIN || v > INT32_MAX)
-      return rx_status_make(RX_ERR_INVALID, "kernel '%s': symbolic value %s = %lld does not fit "
-                            "in int32 (the kernel ABI)", k->name, k->scalars[i].name, (long long)v);
+      return rx_status_make(RX_ERR_INVALID,
+                            "kernel '%s': symbolic value %s = %lld does not fit "
+                            "in int32 (the kernel ABI)",
+                            k->name, k->scalars[i].name, (long long)v);
     vals[i] = (int32_t)v;
   }
   p.scalars = vals;
@@ -483,17 +506,21 @@ rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer 
       RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_eval(q->shape[r], symbols, &dim),
                                             "program '%s': shape of '%s'", program, q->name));
       if (dim < 0)
-        return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' has a dimension "
-                              "%s = %lld", program, q->name, q->shape[r], (long long)dim);
+        return rx_status_make(RX_ERR_INVALID,
+                              "program '%s': parameter '%s' has a dimension "
+                              "%s = %lld",
+                              program, q->name, q->shape[r], (long long)dim);
       if (!rx_mul_count(elems, dim, &elems))
-        return rx_status_make(RX_ERR_INVALID, "program '%s': the element count of parameter '%s' "
-                              "overflows (dimension %s = %lld)", program, q->name, q->shape[r],
-                              (long long)dim);
+        return rx_status_make(RX_ERR_INVALID,
+                              "program '%s': the element count of parameter '%s' "
+                              "overflows (dimension %s = %lld)",
+                              program, q->name, q->shape[r], (long long)dim);
     }
     if ((uint64_t)elems > buffers[i]->size / esz)
-      return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' needs %lld elements of "
-                            "%s, the buffer holds %zu bytes", program, q->name, (long long)elems,
-                            q->dtype, buffers[i]->size);
+      return rx_status_make(RX_ERR_INVALID,
+                            "program '%s': parameter '%s' needs %lld elements of "
+                            "%s, the buffer holds %zu bytes",
+                            program, q->name, (long long)elems, q->dtype, buffers[i]->size);
   }
   for (size_t j = 0; j < p->nkernels; j++) {
     rx_rt_kernel *k = p->kernels[j];

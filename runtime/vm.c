@@ -19,10 +19,11 @@
 
 #include "runtime/vm.h"
 
-#define VM_MAX_DEPTH 64           /* CALL_FN nesting */
-#ifndef VM_MAX_STEPS /* the fuzz build (RX_FUZZ) sets a smaller one */
-#define VM_MAX_STEPS 100000000ull /* instructions per call: a looping program ends with an error   \
-                                   */
+#define VM_MAX_DEPTH 64 /* CALL_FN nesting */
+#ifndef VM_MAX_STEPS    /* the fuzz build (RX_FUZZ) sets a smaller one */
+#define VM_MAX_STEPS                                                                               \
+  100000000ull /* instructions per call: a looping program ends with an error                      \
+                */
 #endif
 
 /* ---- dtypes ---- */
@@ -120,9 +121,11 @@ rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const i
   if (bytes > SIZE_MAX - 4) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "out of host memory: a tensor %s of %llu bytes is larger than the address "
-                          "space", ty, (unsigned long long)bytes);
+    return rx_status_make(
+        RX_ERR_OUT_OF_MEMORY,
+        "out of host memory: a tensor %s of %llu bytes is larger than the address "
+        "space",
+        ty, (unsigned long long)bytes);
   }
   rx_rt_buffer *b = NULL;
   RX_RETURN_IF_ERROR(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &b));
@@ -468,8 +471,8 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
   if (!tensor_bytes(dtype, ndim, shape, &bytes) || bytes > SIZE_MAX / 2) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
-    return ferr(fr, RX_ERR_OUT_OF_MEMORY, "alloc_tensor for %s: the byte size of %s overflows",
-                reg, ty);
+    return ferr(fr, RX_ERR_OUT_OF_MEMORY, "alloc_tensor for %s: the byte size of %s overflows", reg,
+                ty);
   }
   rx_rt_buffer *buf = NULL;
   rx_rt_device *d = fr->a->device;
@@ -503,9 +506,9 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
         s->slots = n;
         s->cap = cap;
       }
-      RX_RETURN_IF_ERROR(rx_status_annotate(
-          rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
-          "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
+      RX_RETURN_IF_ERROR(
+          rx_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
+                             "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
       s->slots[s->nslots++] = (vm_slot){off, buf};
       rx_rt_buffer_retain(buf);
     }
@@ -723,8 +726,8 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     if (!x || x->kind != RX_RT_VALUE_TENSOR)
       return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
                   kind_name(x));
-    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape,
-                             false, what, a->strings[w[p + 3]]));
+    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, false,
+                             what, a->strings[w[p + 3]]));
     if (r != param) {
       rx_rt_value_retain(x);
       set_reg(fr, r, x);
@@ -793,8 +796,8 @@ static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done
     storage_name(sname, sizeof sname, fr, w[p], fr->pc);
     RX_RETURN_IF_ERROR(eval(fr, "alloc_storage", w[p + 1], &bytes));
     if (bytes < 0)
-      return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname,
-                  a->strings[w[p + 1]], (long long)bytes);
+      return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname, a->strings[w[p + 1]],
+                  (long long)bytes);
     if (s->bytes < 0) s->bytes = bytes;
     if (bytes > s->bytes) {
       char vars[512];

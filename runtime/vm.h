@@ -42,7 +42,7 @@ typedef struct vm_storage {
 typedef struct vm_fn {
   const char *name;
   uint32_t nparams, nregs, len;
-  const uint32_t *code; /* len words, into the artifact's word array */
+  const uint32_t *code;      /* len words, into the artifact's word array */
   const uint32_t *reg_names; /* nregs string ids (version >= 3), or NULL */
   /* for inspection: per parameter its CHECK_TENSOR (word offset of the instruction, or VM_NONE) */
   uint32_t *param_check;

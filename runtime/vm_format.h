@@ -41,12 +41,13 @@
 
 #include <stdint.h>
 
-#define RXM_MAGIC 0x314d5852u  /* "RXM1" */
+#define RXM_MAGIC   0x314d5852u /* "RXM1" */
 #define RXM_VERSION 1u
-#define RXVM_MAGIC 0x4d565852u /* "RXVM" */
-#define RXVM_VERSION 3u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names; versions 1 \
-                          and 2 are still read (their messages number registers) */
-#define RXVM_VERSION_MIN 1u
+#define RXVM_MAGIC  0x4d565852u /* "RXVM" */
+#define RXVM_VERSION                                                                               \
+  3u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names; versions 1                      \
+       and 2 are still read (their messages number registers) */
+#define RXVM_VERSION_MIN       1u
 #define RXM_SECTION_NAME_BYTES 64
 
 /* Dimension descriptors of CHECK_TENSOR / MATCH_CAST: kind word, then its operand. */
@@ -58,45 +59,45 @@ enum {
 
 /* Opcodes: listed once; X(ENUM, name, operand layout). */
 #define RXVM_OPS(X)                                                                                \
-  /* reg, param index, name (parameter), expected (text of the struct info), dtype (rx_dtype),  \
-   * ndim (-1: any rank), then ndim dimension descriptors: the parameter's check at entry */     \
-  X(CHECK_TENSOR, "check_tensor", "reg param name expected dtype ndim dims...")                   \
-  /* dst, src, expected text, dtype, ndim, dims...: match_cast (binds new variables) */          \
-  X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...")                              \
-  /* expr, message: a function fact; fails naming it and the values of its variables */          \
-  X(ASSERT, "assert", "expr message")                                                             \
-  /* name, expr: defines a symbolic variable from an expression (e.g. after a call) */           \
-  X(DEFINE, "define", "name expr")                                                               \
-  /* st, bytes expr: a planned storage, sized for the function's upper bounds (taken from a pool \
-   * kept across calls) */                                                                       \
-  X(ALLOC_STORAGE, "alloc_storage", "st bytes")                                                  \
+  /* reg, param index, name (parameter), expected (text of the struct info), dtype (rx_dtype),     \
+   * ndim (-1: any rank), then ndim dimension descriptors: the parameter's check at entry */       \
+  X(CHECK_TENSOR, "check_tensor", "reg param name expected dtype ndim dims...")                    \
+  /* dst, src, expected text, dtype, ndim, dims...: match_cast (binds new variables) */            \
+  X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...")                               \
+  /* expr, message: a function fact; fails naming it and the values of its variables */            \
+  X(ASSERT, "assert", "expr message")                                                              \
+  /* name, expr: defines a symbolic variable from an expression (e.g. after a call) */             \
+  X(DEFINE, "define", "name expr")                                                                 \
+  /* st, bytes expr: a planned storage, sized for the function's upper bounds (taken from a pool   \
+   * kept across calls) */                                                                         \
+  X(ALLOC_STORAGE, "alloc_storage", "st bytes")                                                    \
   /* dst, st (-1: a dynamic allocation from the pool), offset expr, dtype, ndim, dim exprs... */   \
-  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...")                            \
-  /* program name, nargs, regs..., nsyms, (name expr)...: runs every kernel of the program     \
-   * whose condition holds. regs are the program's parameters in order (-1 for its scalar        \
-   * parameters); each (name expr) gives one of the PROGRAM's symbolic variables as an          \
-   * expression over the CALLER's symbol table (the program's names may differ from the         \
-   * caller's: a program over n called with a tensor of shape [m * 2, 4]) */                     \
-  X(CALL_KERNELS, "call_kernels", "program nargs regs... nsyms (name expr)...")                  \
-  /* name, nargs, regs...: a library function (destination-passing) */                          \
-  X(CALL_EXTERN, "call_extern", "name nargs regs...")                                            \
-  /* dst, function index, nargs, regs...: another graph function of the program */              \
-  X(CALL_FN, "call_fn", "dst fn nargs regs...")                                                  \
-  X(PRIM, "prim", "dst dtype expr")        /* a scalar from a symbolic expression */             \
-  X(SHAPE, "shape", "dst ndim exprs...")   /* a shape value */                                   \
-  X(TUPLE, "tuple", "dst n regs...")                                                             \
-  X(GET_ITEM, "get_item", "dst src index")                                                       \
-  X(MOVE, "move", "dst src")                                                                     \
-  X(JUMP, "jump", "target")                 /* target: word offset in the function's code */     \
-  X(JUMP_IF_NOT, "jump_if_not", "cond target") /* cond: a Prim(bool) or bool[] register */        \
-  X(FREE, "free", "reg")                    /* the register's value is dead (storage reuse) */   \
-  X(RET, "ret", "reg")                                                                           \
-  /* version 2: */                                                                               \
-  /* dst, src, what: a shape value from a 1-D (or 0-d: one value) i64/i32 tensor, copied from   \
-   * the device (tensor_to_shape); what names the binding for messages */                       \
-  X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what")                                          \
-  /* dst, src, shape, what: src viewed with the dims of the shape register (one -1 inferred),   \
-   * same buffer; the element counts must agree (reshape to or from an unknown shape) */         \
+  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...")                              \
+  /* program name, nargs, regs..., nsyms, (name expr)...: runs every kernel of the program         \
+   * whose condition holds. regs are the program's parameters in order (-1 for its scalar          \
+   * parameters); each (name expr) gives one of the PROGRAM's symbolic variables as an             \
+   * expression over the CALLER's symbol table (the program's names may differ from the            \
+   * caller's: a program over n called with a tensor of shape [m * 2, 4]) */                       \
+  X(CALL_KERNELS, "call_kernels", "program nargs regs... nsyms (name expr)...")                    \
+  /* name, nargs, regs...: a library function (destination-passing) */                             \
+  X(CALL_EXTERN, "call_extern", "name nargs regs...")                                              \
+  /* dst, function index, nargs, regs...: another graph function of the program */                 \
+  X(CALL_FN, "call_fn", "dst fn nargs regs...")                                                    \
+  X(PRIM, "prim", "dst dtype expr")      /* a scalar from a symbolic expression */                 \
+  X(SHAPE, "shape", "dst ndim exprs...") /* a shape value */                                       \
+  X(TUPLE, "tuple", "dst n regs...")                                                               \
+  X(GET_ITEM, "get_item", "dst src index")                                                         \
+  X(MOVE, "move", "dst src")                                                                       \
+  X(JUMP, "jump", "target")                    /* target: word offset in the function's code */    \
+  X(JUMP_IF_NOT, "jump_if_not", "cond target") /* cond: a Prim(bool) or bool[] register */         \
+  X(FREE, "free", "reg")                       /* the register's value is dead (storage reuse) */  \
+  X(RET, "ret", "reg")                                                                             \
+  /* version 2: */                                                                                 \
+  /* dst, src, what: a shape value from a 1-D (or 0-d: one value) i64/i32 tensor, copied from      \
+   * the device (tensor_to_shape); what names the binding for messages */                          \
+  X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what")                                            \
+  /* dst, src, shape, what: src viewed with the dims of the shape register (one -1 inferred),      \
+   * same buffer; the element counts must agree (reshape to or from an unknown shape) */           \
   X(RESHAPE, "reshape", "dst src shape what")
 
 typedef enum rxvm_op {

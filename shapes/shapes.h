@@ -98,12 +98,12 @@ const rx_expr *rx_expr_not(rx_expr_ctx *ctx, const rx_expr *a);
 const rx_expr *rx_expr_select(rx_expr_ctx *ctx, const rx_expr *c, const rx_expr *t,
                               const rx_expr *f);
 /* Any kind through one entry point (unused operands NULL). */
-const rx_expr *rx_expr_make(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a,
-                            const rx_expr *b, const rx_expr *c);
+const rx_expr *rx_expr_make(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a, const rx_expr *b,
+                            const rx_expr *c);
 
 /* ---- construction: raw (interned, not simplified) ---- */
-const rx_expr *rx_expr_raw(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a,
-                           const rx_expr *b, const rx_expr *c);
+const rx_expr *rx_expr_raw(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a, const rx_expr *b,
+                           const rx_expr *c);
 
 /* Context-free canonical form of any expression (raw ones included). Idempotent. */
 const rx_expr *rx_expr_simplify(rx_expr_ctx *ctx, const rx_expr *e);

@@ -60,7 +60,8 @@ void rx_cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
     if (f->choices) {
       rx_strbuf b = {0};
       rx_strbuf_printf(&b, "%s: one of", f->arg);
-      for (int i = 0; f->choices[i]; i++) rx_strbuf_printf(&b, "%s %s", i ? "," : "", f->choices[i]);
+      for (int i = 0; f->choices[i]; i++)
+        rx_strbuf_printf(&b, "%s %s", i ? "," : "", f->choices[i]);
       fprintf(out, "%*s", HELP_COLUMN, "");
       wrap(out, b.data);
       rx_strbuf_free(&b);
@@ -137,8 +138,8 @@ bool rx_cli_next(rx_cli_args *it) {
 }
 
 int rx_cli_unhandled(const rx_cli_args *it) {
-  fprintf(stderr, "relaxc: internal error: '%s' does not handle its option '%s'\n",
-          it->cmd->name, it->flag ? it->flag : "(positional)");
+  fprintf(stderr, "relaxc: internal error: '%s' does not handle its option '%s'\n", it->cmd->name,
+          it->flag ? it->flag : "(positional)");
   assert(!"a command's table lists an option it does not handle");
   return 2;
 }
@@ -170,7 +171,9 @@ char *rx_cli_read_input(const char *path, size_t *out_len) {
   return rx_strbuf_take(&b);
 }
 
-const char *rx_cli_input_name(const char *path) { return strcmp(path, "-") == 0 ? "<stdin>" : path; }
+const char *rx_cli_input_name(const char *path) {
+  return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
 
 char *rx_cli_dir_of(const char *path) {
   if (!strcmp(path, "-")) return NULL;

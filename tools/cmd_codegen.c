@@ -95,9 +95,11 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (it.status >= 0) return it.status;
-  if (!file) return rx_cli_usage_error(cmd, "%s", "'codegen' needs a FILE (or '-' for standard input)");
+  if (!file)
+    return rx_cli_usage_error(cmd, "%s", "'codegen' needs a FILE (or '-' for standard input)");
   if (!target)
-    return rx_cli_usage_error(cmd, "%s", "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
+    return rx_cli_usage_error(cmd, "%s",
+                              "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
   const rx_target *t = NULL;
   rx_status st = rx_target_parse(target, &t);
   if (st) {
@@ -157,7 +159,8 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
           fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
           noted = true;
         }
-        if (ok && lang == RX_LANG_CUDA) ok = write_cuda_binaries(m, k, t, outdir, &nvrtc_ok, &noted);
+        if (ok && lang == RX_LANG_CUDA)
+          ok = write_cuda_binaries(m, k, t, outdir, &nvrtc_ok, &noted);
       }
     }
     if (ok && lang == RX_LANG_MSL)

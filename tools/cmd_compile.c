@@ -82,8 +82,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (it.status >= 0) return it.status;
-  if (!file) return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
-  if (!target) return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
+  if (!file)
+    return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
+  if (!target)
+    return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
   if (o.dump_after && !rx_compile_step_known(o.dump_after)) {
     rx_strbuf b = {0};
     for (int i = 0; rx_compile_step_names[i]; i++)

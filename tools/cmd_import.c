@@ -33,7 +33,8 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (it.status >= 0) return it.status;
-  if (!in) return rx_cli_usage_error(cmd, "%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
+  if (!in)
+    return rx_cli_usage_error(cmd, "%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
 #ifndef RX_HAVE_ONNX
   (void)out;
   (void)wdir;

@@ -9,8 +9,8 @@
  * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
 #include "commands.h"
 
-#include "relaxc/runtime.h"
 #include "base/base.h"
+#include "relaxc/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -149,7 +149,8 @@ static bool write_out(const char *dir, const char *name, const void *data, size_
   bool ok = rx_cli_make_dir(sub);
   free(sub);
   FILE *f = ok ? fopen(path.data, "wb") : NULL;
-  if (ok && !f) fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", path.data, strerror(errno));
+  if (ok && !f)
+    fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", path.data, strerror(errno));
   ok = f && fwrite(data, 1, size, f) == size;
   if (f && fclose(f) != 0) ok = false;
   if (f && !ok) fprintf(stderr, "relaxc: error: writing '%s' failed\n", path.data);
@@ -196,7 +197,8 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     if (!it.flag) {
-      if (model) return rx_cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
+      if (model)
+        return rx_cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
       model = it.value;
     } else if (!strcmp(it.flag, "--code")) {
       code = true;
@@ -217,7 +219,7 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
     return 1;
   }
   cJSON *m = cJSON_Parse(rx_rt_artifact_manifest(a)); /* validated by the loader */
-  if (!m) { /* valid JSON, so only out of memory */
+  if (!m) {                                           /* valid JSON, so only out of memory */
     fputs("relaxc: error: out of host memory reading the manifest\n", stderr);
     rx_rt_artifact_release(a);
     return 1;

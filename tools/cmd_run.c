@@ -375,7 +375,8 @@ static rx_status check_random_inputs(const rx_rt_artifact *a, const char *fn, in
   bindings bound = {0};
   for (int k = 0; k < nin; k++) {
     if (strncmp(specs[k], "random:", 7)) continue;
-    size_t nlen = (size_t)(specs[k] - 1 - names[k]), np = rx_rt_artifact_function_param_count(a, fi);
+    size_t nlen = (size_t)(specs[k] - 1 - names[k]),
+           np = rx_rt_artifact_function_param_count(a, fi);
     rx_rt_param_info info;
     size_t pi = 0;
     for (; pi < np; pi++) {
@@ -454,7 +455,8 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--input")) {
       const char *eq = strchr(v, '=');
       if (!eq || eq == v)
-        return rx_cli_usage_error(cmd, "--input takes NAME=FILE.npy or NAME=random:SHAPE, got '%s'", v);
+        return rx_cli_usage_error(cmd, "--input takes NAME=FILE.npy or NAME=random:SHAPE, got '%s'",
+                                  v);
       if (nin == MAX_INPUTS) return rx_cli_usage_error(cmd, "more than %d inputs", MAX_INPUTS);
       in_names[nin] = v;
       in_specs[nin++] = eq + 1;
@@ -471,8 +473,8 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     int64_t shape[RX_RT_MAX_NDIM];
     if (!strncmp(in_specs[k], "random:", 7) &&
         !parse_random(in_specs[k] + 7, RX_DTYPE_UNKNOWN, &dt, &ndim, shape))
-      return rx_cli_usage_error(cmd, "--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)",
-                                in_specs[k]);
+      return rx_cli_usage_error(
+          cmd, "--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)", in_specs[k]);
   }
   if (!rx_cli_not_dir(model)) return 1;
   if (output && !rx_cli_can_write(output)) return 1; /* before any work */

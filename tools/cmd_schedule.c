@@ -40,7 +40,8 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   rx_cli_args args = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&args)) {
     if (!args.flag) {
-      if (file) return rx_cli_usage_error(cmd, "'schedule' takes one FILE, got also '%s'", args.value);
+      if (file)
+        return rx_cli_usage_error(cmd, "'schedule' takes one FILE, got also '%s'", args.value);
       file = args.value;
     } else if (!strcmp(args.flag, "--target")) {
       target = args.value;
@@ -49,8 +50,10 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (args.status >= 0) return args.status;
-  if (!file) return rx_cli_usage_error(cmd, "%s", "'schedule' needs a FILE (or '-' for standard input)");
-  if (!target) return rx_cli_usage_error(cmd, "%s", "'schedule' needs --target (e.g. --target cuda)");
+  if (!file)
+    return rx_cli_usage_error(cmd, "%s", "'schedule' needs a FILE (or '-' for standard input)");
+  if (!target)
+    return rx_cli_usage_error(cmd, "%s", "'schedule' needs --target (e.g. --target cuda)");
   const rx_target *t = NULL;
   rx_status st = rx_target_parse(target, &t);
   if (st) {
@@ -86,7 +89,7 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
       it->fn = r.fn;
       rx_strbuf c = {0};
       rx_strbuf_printf(&c, "# schedule %s: rule %s", f->name,
-                        rx_sched_rule_name(r.variants[r.nvariants - 1].rule));
+                       rx_sched_rule_name(r.variants[r.nvariants - 1].rule));
       if (r.nvariants > 1) {
         rx_strbuf_printf(&c, " (variants: ");
         for (int v = 0; v < r.nvariants; v++) {

@@ -14,18 +14,18 @@ typedef struct rx_cli_command rx_cli_command;
 
 /* One option of a command. */
 typedef struct rx_cli_flag {
-  const char *name;  /* "--target": the name the parser hands to the command */
-  const char *alias; /* another spelling ("-o" for --output), or NULL */
-  const char *arg;   /* the value's placeholder ("DIR"), or NULL for a switch */
-  const char *help;  /* one line: what it does and its default */
+  const char *name;           /* "--target": the name the parser hands to the command */
+  const char *alias;          /* another spelling ("-o" for --output), or NULL */
+  const char *arg;            /* the value's placeholder ("DIR"), or NULL for a switch */
+  const char *help;           /* one line: what it does and its default */
   const char *const *choices; /* the values it takes, listed in the help (NULL: any) */
 } rx_cli_flag;
 
 struct rx_cli_command {
-  const char *name;     /* "run" */
-  const char *synopsis; /* the arguments after the name: "MODEL.rxm --input NAME=SPEC ..." */
-  const char *summary;  /* one line for the list of commands */
-  const char *details;  /* more lines for `relaxc CMD --help` (NULL: none) */
+  const char *name;         /* "run" */
+  const char *synopsis;     /* the arguments after the name: "MODEL.rxm --input NAME=SPEC ..." */
+  const char *summary;      /* one line for the list of commands */
+  const char *details;      /* more lines for `relaxc CMD --help` (NULL: none) */
   const rx_cli_flag *flags; /* ends with a {0} entry */
   int (*run)(const rx_cli_command *cmd, int argc, char **argv);
 };
@@ -63,7 +63,8 @@ rx_cli_args rx_cli_begin(const rx_cli_command *cmd, int argc, char **argv);
 bool rx_cli_next(rx_cli_args *it);
 /* A table option the command did not handle: a bug in tools/ (asserts). */
 int rx_cli_unhandled(const rx_cli_args *it);
-/* Prints "relaxc: MESSAGE", the command's usage line and a pointer to --help on stderr; returns 2. */
+/* Prints "relaxc: MESSAGE", the command's usage line and a pointer to --help on stderr; returns 2.
+ */
 int rx_cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The command's usage line, or (full) its whole help, on out. */

@@ -2,11 +2,11 @@
  * the list printed by `relaxc`, each command's --help and the option parser are read from it
  * (tools/commands.h). check, print, ops and help are implemented here, the others in
  * tools/cmd_*.c. */
+#include "commands.h"
 #include "ir/ir.h"
 #include "ops/ops.h"
 #include "passes/pipeline.h"
 #include "relaxc/compiler.h"
-#include "commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +26,13 @@ static int cmd_help(const rx_cli_command *cmd, int argc, char **argv);
 static const rx_cli_flag no_flags[] = {{0}};
 
 static const rx_cli_flag schedule_flags[] = {
-    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
+    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...",
+     NULL},
     {0}};
 
 static const rx_cli_flag codegen_flags[] = {
-    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...", NULL},
+    {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...",
+     NULL},
     {"-o", NULL, "DIR",
      "write the kernels into DIR (created with its parents if missing); default: print the "
      "sources",
@@ -38,21 +40,25 @@ static const rx_cli_flag codegen_flags[] = {
     {0}};
 
 static const rx_cli_flag compile_flags[] = {
-    {"--target", NULL, "T[,T...]", "the targets (required), at most one per backend: vulkan,cuda,metal",
-     NULL},
+    {"--target", NULL, "T[,T...]",
+     "the targets (required), at most one per backend: vulkan,cuda,metal", NULL},
     {"-o", NULL, "OUT.rxm", "write the artifact to OUT.rxm; default: nothing is written", NULL},
     {"--dump-after", NULL, "STEP", "print the module after STEP (or after every step: all)",
      rx_compile_step_names},
     {"--time-passes", NULL, NULL, "print a table of the time of each step on stderr", NULL},
     {"--no-fuse", NULL, NULL, "skip operator fusion (one kernel per operator)", NULL},
-    {"--no-nvrtc", NULL, NULL, "do not compile CUDA kernels with NVRTC (sources only); default: "
-     "NVRTC where present", NULL},
+    {"--no-nvrtc", NULL, NULL,
+     "do not compile CUDA kernels with NVRTC (sources only); default: "
+     "NVRTC where present",
+     NULL},
     {"--weights", NULL, "DIR", "ONNX only: write the model's weights as DIR/<parameter>.npy", NULL},
     {0}};
 
 static const rx_cli_flag run_flags[] = {
-    {"--device", NULL, "D", "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the "
-     "first device of CUDA, Metal, Vulkan", NULL},
+    {"--device", NULL, "D",
+     "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the "
+     "first device of CUDA, Metal, Vulkan",
+     NULL},
     {"--fn", NULL, "F", "the function to call; default: main", NULL},
     {"--input", NULL, "NAME=FILE.npy|random:[DTYPE:]SHAPE",
      "parameter NAME from a .npy file, or random values of SHAPE (7x4096; 'random:' alone: a 0-d "
@@ -62,7 +68,8 @@ static const rx_cli_flag run_flags[] = {
     {"--output", "-o", "OUT.npy", "write the result tensors to OUT.npy, OUT.1.npy, OUT.2.npy, ...",
      NULL},
     {"--bench", NULL, "N", "then time N more calls (1..1000000) and print the mean per call", NULL},
-    {"--seed", NULL, "S", "the seed of the random inputs (a non-negative integer); default: 0", NULL},
+    {"--seed", NULL, "S", "the seed of the random inputs (a non-negative integer); default: 0",
+     NULL},
     {0}};
 
 static const rx_cli_flag inspect_flags[] = {
@@ -75,8 +82,10 @@ static const rx_cli_flag inspect_flags[] = {
 
 static const rx_cli_flag import_flags[] = {
     {"-o", NULL, "OUT.rx", "write the module to OUT.rx; default: standard output", NULL},
-    {"--weights", NULL, "DIR", "write the model's weights as DIR/<parameter>.npy (DIR created if "
-     "missing)", NULL},
+    {"--weights", NULL, "DIR",
+     "write the model's weights as DIR/<parameter>.npy (DIR created if "
+     "missing)",
+     NULL},
     {0}};
 
 const rx_cli_command rx_cli_commands[] = {
@@ -108,8 +117,8 @@ const rx_cli_command rx_cli_commands[] = {
      "sections",
      NULL, inspect_flags, rx_cmd_inspect},
     {"import", "MODEL.onnx",
-     "import an ONNX model and print it as .rx text (symbolic dimensions kept)", NULL,
-     import_flags, rx_cmd_import},
+     "import an ONNX model and print it as .rx text (symbolic dimensions kept)", NULL, import_flags,
+     rx_cmd_import},
     {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
     {0},
 };
@@ -156,7 +165,8 @@ static int cmd_check(const rx_cli_command *cmd, int argc, char **argv) {
     path = it.value;
   }
   if (it.status >= 0) return it.status;
-  if (!path) return rx_cli_usage_error(cmd, "'%s' needs a FILE (or '-' for standard input)", cmd->name);
+  if (!path)
+    return rx_cli_usage_error(cmd, "'%s' needs a FILE (or '-' for standard input)", cmd->name);
   bool print = !strcmp(cmd->name, "print");
   size_t len = 0;
   const char *name = rx_cli_input_name(path);

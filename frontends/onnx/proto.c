@@ -145,8 +145,17 @@ bool onnx_is_weight(const Onnx__TensorProto *t, bool from_constant) {
  * messages that can recurse (without allocating, and no deeper than the limit) and such a file
  * is refused. The walk follows onnx.proto's field numbers; other fields are skipped. */
 typedef enum pk {
-  PK_NONE, PK_MODEL, PK_GRAPH, PK_NODE, PK_ATTR, PK_VALUE_INFO, PK_TYPE, PK_TYPE_ELEM,
-  PK_TYPE_MAP, PK_FUNCTION, PK_TRAINING
+  PK_NONE,
+  PK_MODEL,
+  PK_GRAPH,
+  PK_NODE,
+  PK_ATTR,
+  PK_VALUE_INFO,
+  PK_TYPE,
+  PK_TYPE_ELEM,
+  PK_TYPE_MAP,
+  PK_FUNCTION,
+  PK_TRAINING
 } pk;
 
 /* The kind of message field `field` of a `k` holds when it can lead to a recursion. */

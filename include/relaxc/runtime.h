@@ -69,9 +69,9 @@ typedef struct rx_rt_device_info {
   uint32_t shared_memory_bytes; /* per block (workgroup, threadgroup) */
   uint32_t push_constant_bytes; /* Vulkan: maxPushConstantsSize; 0 elsewhere */
   uint32_t max_threads_per_block;
-  bool fp16;         /* 16-bit float arithmetic and storage in kernels */
-  bool int8;         /* 8-bit integer arithmetic and storage in kernels */
-  bool timestamps;   /* rx_rt_timer_* works */
+  bool fp16;           /* 16-bit float arithmetic and storage in kernels */
+  bool int8;           /* 8-bit integer arithmetic and storage in kernels */
+  bool timestamps;     /* rx_rt_timer_* works */
   bool unified_memory; /* buffers are host-visible (no staging copies) */
 } rx_rt_device_info;
 
@@ -222,7 +222,6 @@ void rx_rt_timer_release(rx_rt_timer *t); /* NULL is fine */
  * 64-bit overflow. */
 rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *out_value);
 
-
 /* ---- artifacts (.rxm) and calls: the VM (runtime/vm_format.h, docs/artifact.md) ----
  * An artifact holds the host program of a module's graph functions, its kernels per backend and
  * a manifest. Loading checks the magic, the version, the section table, the CRC32 of every
@@ -230,8 +229,8 @@ rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *ou
  * at load and never a crash at run time. Calls execute the host program on the artifact's device.
  * Messages start with the artifact's name (the path as given). */
 typedef struct rx_rt_artifact rx_rt_artifact; /* a loaded .rxm (reference-counted) */
-typedef struct rx_rt_tensor rx_rt_tensor;     /* device buffer + dtype + shape (reference-counted) */
-typedef struct rx_rt_value rx_rt_value;       /* a result: tensor, tuple, shape or prim */
+typedef struct rx_rt_tensor rx_rt_tensor; /* device buffer + dtype + shape (reference-counted) */
+typedef struct rx_rt_value rx_rt_value;   /* a result: tensor, tuple, shape or prim */
 
 #define RX_RT_MAX_NDIM 16
 
@@ -243,7 +242,7 @@ rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact 
 rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
                                      const char *name, rx_rt_artifact **out_artifact);
 void rx_rt_artifact_retain(rx_rt_artifact *a);
-void rx_rt_artifact_release(rx_rt_artifact *a); /* NULL is fine */
+void rx_rt_artifact_release(rx_rt_artifact *a);               /* NULL is fine */
 rx_rt_device *rx_rt_artifact_device(const rx_rt_artifact *a); /* NULL when loaded without one */
 
 /* What the artifact holds (for `relaxc inspect`); strings live as long as the artifact. */
@@ -256,7 +255,8 @@ const char *rx_rt_artifact_manifest(const rx_rt_artifact *a); /* the manifest.js
 const char *rx_rt_artifact_targets(const rx_rt_artifact *a);
 
 size_t rx_rt_artifact_function_count(const rx_rt_artifact *a);
-const char *rx_rt_artifact_function_name(const rx_rt_artifact *a, size_t fn); /* NULL: out of range */
+const char *rx_rt_artifact_function_name(const rx_rt_artifact *a,
+                                         size_t fn); /* NULL: out of range */
 size_t rx_rt_artifact_function_param_count(const rx_rt_artifact *a, size_t fn);
 /* A parameter as the host program checks it at entry (its CHECK_TENSOR); a parameter without
  * check has name "", expected "?", dtype RX_DTYPE_UNKNOWN and ndim -1. */
@@ -283,7 +283,7 @@ void rx_rt_string_free(char *s);
 uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ---- tensors ---- */
-size_t rx_rt_dtype_size(rx_dtype t);     /* bytes per element; 0 for RX_DTYPE_UNKNOWN */
+size_t rx_rt_dtype_size(rx_dtype t);      /* bytes per element; 0 for RX_DTYPE_UNKNOWN */
 const char *rx_rt_dtype_name(rx_dtype t); /* "f32"; "any" for RX_DTYPE_UNKNOWN */
 /* A tensor over a new device buffer (contents undefined). ndim 0..RX_RT_MAX_NDIM, dims >= 0. */
 rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
@@ -299,7 +299,7 @@ void rx_rt_tensor_release(rx_rt_tensor *t); /* NULL is fine */
 rx_dtype rx_rt_tensor_dtype(const rx_rt_tensor *t);
 int rx_rt_tensor_ndim(const rx_rt_tensor *t);
 const int64_t *rx_rt_tensor_shape(const rx_rt_tensor *t);
-size_t rx_rt_tensor_bytes(const rx_rt_tensor *t); /* elements * element size */
+size_t rx_rt_tensor_bytes(const rx_rt_tensor *t);         /* elements * element size */
 rx_rt_buffer *rx_rt_tensor_buffer(const rx_rt_tensor *t); /* borrowed */
 /* Device to host, synchronous: dst must hold rx_rt_tensor_bytes(t) bytes (bytes must equal it). */
 rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes);
@@ -314,8 +314,8 @@ typedef enum rx_rt_value_kind {
 } rx_rt_value_kind;
 rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v);
 rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v); /* borrowed; NULL if not a tensor */
-size_t rx_rt_value_tuple_size(const rx_rt_value *v);   /* 0 if not a tuple */
-rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v, size_t i); /* borrowed; NULL: none */
+size_t rx_rt_value_tuple_size(const rx_rt_value *v);    /* 0 if not a tuple */
+rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v, size_t i);   /* borrowed; NULL: none */
 int rx_rt_value_shape(const rx_rt_value *v, const int64_t **out_dims); /* ndim; -1: not a shape */
 int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype);   /* 0 if not a prim */
 void rx_rt_value_retain(rx_rt_value *v);
@@ -334,8 +334,8 @@ rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *
                         rx_rt_value **out_result);
 /* Calls fn `warmup` times, then `iters` times, and returns the mean wall-clock time per call in
  * milliseconds, synchronized (iters >= 1). */
-rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs,
-                         size_t n, int warmup, int iters, double *out_ms_per_call);
+rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
+                         int warmup, int iters, double *out_ms_per_call);
 
 #ifdef __cplusplus
 }

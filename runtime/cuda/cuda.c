@@ -47,15 +47,15 @@ static rx_status cufail(cu_device *d, cu_result r, const char *what) {
                                d ? d->base.info.name : "", what, msg ? msg : "unknown error", r);
   /* errors after which the context is unusable: sticky, like a lost device */
   if (d && (r == RES_ILLEGAL_ADDRESS || r == RES_LAUNCH_FAILED) && !d->base.lost)
-    d->base.lost = rx_status_make(RX_ERR_DEVICE, "%s (the CUDA context is lost)",
-                                  rx_status_message(s));
+    d->base.lost =
+        rx_status_make(RX_ERR_DEVICE, "%s (the CUDA context is lost)", rx_status_message(s));
   return s;
 }
 
 #define CU_TRY(d, call, what)                                                                      \
   do {                                                                                             \
-    cu_result r_ = (call);                                                                          \
-    if (r_ != RES_SUCCESS) return cufail((d), r_, (what));                                        \
+    cu_result r_ = (call);                                                                         \
+    if (r_ != RES_SUCCESS) return cufail((d), r_, (what));                                         \
   } while (0)
 
 static rx_status cu_check(void) {
@@ -67,16 +67,19 @@ static rx_status cu_check(void) {
     char why[512];
     void *lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
     if (!lib) {
-      cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: libcuda.so.1 not found: install the NVIDIA "
+      cached = rx_status_make(RX_ERR_NOT_FOUND,
+                              "cuda: libcuda.so.1 not found: install the NVIDIA "
                               "driver (the CUDA toolkit alone does not provide it) (dlopen: %s)",
                               why);
     } else {
 #define X(name, sym, params)                                                                       \
   if (!cached) {                                                                                   \
-    cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                                    \
+    cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                     \
     if (!cu.name)                                                                                  \
-      cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: libcuda.so.1 lacks %s: the driver is too "  \
-                              "old", sym);                                                         \
+      cached = rx_status_make(RX_ERR_NOT_FOUND,                                                    \
+                              "cuda: libcuda.so.1 lacks %s: the driver is too "                    \
+                              "old",                                                               \
+                              sym);                                                                \
   }
       CU_FNS(X)
 #undef X
@@ -177,8 +180,10 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
   CTX(d);
   cu_result r = cu.cuMemAlloc(&((cu_buffer *)base)->ptr, base->size);
   if (r == RES_OUT_OF_MEMORY)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "cuda:%d (%s): out of device memory allocating "
-                          "%zu bytes", d->base.info.index, d->base.info.name, base->size);
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "cuda:%d (%s): out of device memory allocating "
+                          "%zu bytes",
+                          d->base.info.index, d->base.info.name, base->size);
   if (r != RES_SUCCESS) return cufail(d, r, "cuMemAlloc");
   return NULL;
 }
@@ -220,8 +225,9 @@ static rx_status cu_buffer_copy(rx_rt_buffer *src, size_t so, rx_rt_buffer *dst,
                                 size_t n) {
   cu_device *d = (cu_device *)src->device;
   CTX(d);
-  CU_TRY(d, cu.cuMemcpyDtoDAsync(((cu_buffer *)dst)->ptr + dof, ((cu_buffer *)src)->ptr + so, n,
-                                 d->stream),
+  CU_TRY(d,
+         cu.cuMemcpyDtoDAsync(((cu_buffer *)dst)->ptr + dof, ((cu_buffer *)src)->ptr + so, n,
+                              d->stream),
          "cuMemcpyDtoDAsync");
   return NULL;
 }
@@ -256,11 +262,14 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   r = cu.cuModuleGetFunction(&ck->fn, ck->mod, k->name);
   if (r != RES_SUCCESS) {
     cu_kernel_destroy(base, k);
-    return rx_status_make(RX_ERR_NOT_FOUND, "the module has no function '%s' (extern \"C\" "
-                          "__global__ expected)", k->name);
+    return rx_status_make(RX_ERR_NOT_FOUND,
+                          "the module has no function '%s' (extern \"C\" "
+                          "__global__ expected)",
+                          k->name);
   }
   if (k->shared_bytes > 48 * 1024) {
-    r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->shared_bytes);
+    r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              (int)k->shared_bytes);
     if (r != RES_SUCCESS) {
       cu_kernel_destroy(base, k);
       return cufail(d, r, "cuFuncSetAttribute (shared memory)");
@@ -289,8 +298,9 @@ static rx_status cu_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   }
   CTX(d);
   /* shared_bytes is the kernel's dynamic shared memory (static shared memory needs none) */
-  CU_TRY(d, cu.cuLaunchKernel(ck->fn, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1],
-                              p->block[2], k->shared_bytes, d->stream, args, NULL),
+  CU_TRY(d,
+         cu.cuLaunchKernel(ck->fn, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1],
+                           p->block[2], k->shared_bytes, d->stream, args, NULL),
          "cuLaunchKernel");
   return NULL;
 }
@@ -334,9 +344,16 @@ static rx_status cu_timer_elapsed(rx_rt_timer *base, double *out_ms) {
 }
 
 const rt_backend rt_cuda_backend = {
-    RX_RT_BACKEND_CUDA, "cuda", cu_check, cu_enumerate, sizeof(cu_device), sizeof(cu_buffer),
-    sizeof(cu_timer), cu_device_init, cu_device_destroy, cu_synchronize, cu_buffer_init,
-    cu_buffer_destroy, cu_buffer_write, cu_buffer_read, cu_buffer_fill, cu_buffer_copy,
-    cu_kernel_create, cu_kernel_destroy, cu_launch, cu_timer_init, cu_timer_destroy,
-    cu_timer_record, cu_timer_elapsed,
+    RX_RT_BACKEND_CUDA, "cuda",
+    cu_check,           cu_enumerate,
+    sizeof(cu_device),  sizeof(cu_buffer),
+    sizeof(cu_timer),   cu_device_init,
+    cu_device_destroy,  cu_synchronize,
+    cu_buffer_init,     cu_buffer_destroy,
+    cu_buffer_write,    cu_buffer_read,
+    cu_buffer_fill,     cu_buffer_copy,
+    cu_kernel_create,   cu_kernel_destroy,
+    cu_launch,          cu_timer_init,
+    cu_timer_destroy,   cu_timer_record,
+    cu_timer_elapsed,
 };

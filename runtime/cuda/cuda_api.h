@@ -42,7 +42,7 @@ typedef struct CUevent_st *CUevent;
   X(ATTR_CC_MINOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 76)                               \
   X(ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, \
     97)                                                                                            \
-  X(FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8)    \
+  X(FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8)   \
   X(STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING, 1)                                                \
   X(EVENT_DEFAULT, CU_EVENT_DEFAULT, 0)
 
@@ -67,7 +67,7 @@ enum {
   X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                               \
   X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                              \
   X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                  \
-  X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))           \
+  X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))            \
   X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, cu_func_attr, int))                     \
   X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                          \
   X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                      \

@@ -47,15 +47,13 @@ extern void objc_autoreleasePoolPop(void *pool);
  * "function called through a non-compatible type". */
 static void (*msg_send(void))(void) { return (void (*)(void))objc_msgSend; }
 #define MSG(ret, ...) ((ret(*)(id, SEL, ##__VA_ARGS__))msg_send())
-#define SELN(s) sel_registerName(s)
+#define SELN(s)       sel_registerName(s)
 
 static void release(id o) {
   if (o) MSG(void)(o, SELN("release"));
 }
 
-static const char *ns_utf8(id s) {
-  return s ? MSG(const char *)(s, SELN("UTF8String")) : "";
-}
+static const char *ns_utf8(id s) { return s ? MSG(const char *)(s, SELN("UTF8String")) : ""; }
 
 static id ns_string(const char *s) {
   return MSG(id, const char *)((id)objc_getClass("NSString"), SELN("stringWithUTF8String:"), s);
@@ -68,9 +66,9 @@ static const char *err_text(id err) {
 typedef struct mt_device {
   rx_rt_device base;
   id dev, queue;
-  id cmd;     /* the batch's command buffer (retained), nil when none */
-  id compute; /* the open compute encoder of cmd (retained), or nil */
-  id blit;    /* the open blit encoder of cmd (retained), or nil */
+  id cmd;             /* the batch's command buffer (retained), nil when none */
+  id compute;         /* the open compute encoder of cmd (retained), or nil */
+  id blit;            /* the open blit encoder of cmd (retained), or nil */
   double gpu_seconds; /* GPU time of every completed batch */
 } mt_device;
 
@@ -94,7 +92,7 @@ static rx_status mt_check(void) {
   id dev = MTLCreateSystemDefaultDevice();
   rx_status s = dev ? NULL
                     : rx_status_make(RX_ERR_NOT_FOUND, "metal: MTLCreateSystemDefaultDevice "
-                                     "returned no device");
+                                                       "returned no device");
   release(dev);
   objc_autoreleasePoolPop(pool);
   return s;
@@ -190,8 +188,8 @@ static rx_status mt_synchronize(rx_rt_device *base) {
                        d->base.info.index, d->base.info.name,
                        err_text(MSG(id)(d->cmd, SELN("error"))));
   } else {
-    d->gpu_seconds += MSG(double)(d->cmd, SELN("GPUEndTime")) -
-                      MSG(double)(d->cmd, SELN("GPUStartTime"));
+    d->gpu_seconds +=
+        MSG(double)(d->cmd, SELN("GPUEndTime")) - MSG(double)(d->cmd, SELN("GPUStartTime"));
   }
   release(d->cmd);
   d->cmd = nil;
@@ -243,8 +241,10 @@ static rx_status mt_buffer_init(rx_rt_buffer *base) {
   b->buf = MSG(id, NSUInteger, NSUInteger)(d->dev, SELN("newBufferWithLength:options:"),
                                            (NSUInteger)base->size, 0 /* StorageModeShared */);
   if (!b->buf)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "metal:%d (%s): out of device memory allocating "
-                          "%zu bytes", d->base.info.index, d->base.info.name, base->size);
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "metal:%d (%s): out of device memory allocating "
+                          "%zu bytes",
+                          d->base.info.index, d->base.info.name, base->size);
   b->contents = MSG(void *)(b->buf, SELN("contents"));
   return NULL;
 }
@@ -270,8 +270,8 @@ static rx_status mt_buffer_fill(rx_rt_buffer *base, size_t off, size_t n, uint8_
   mt_device *d = (mt_device *)base->device;
   RX_RETURN_IF_ERROR(blit_encoder(d));
   NSRange r = {off, n};
-  MSG(void, id, NSRange, uint8_t)(d->blit, SELN("fillBuffer:range:value:"), ((mt_buffer *)base)->buf,
-                                  r, value);
+  MSG(void, id, NSRange, uint8_t)
+  (d->blit, SELN("fillBuffer:range:value:"), ((mt_buffer *)base)->buf, r, value);
   return NULL;
 }
 
@@ -279,9 +279,9 @@ static rx_status mt_buffer_copy(rx_rt_buffer *src, size_t so, rx_rt_buffer *dst,
                                 size_t n) {
   mt_device *d = (mt_device *)src->device;
   RX_RETURN_IF_ERROR(blit_encoder(d));
-  MSG(void, id, NSUInteger, id, NSUInteger, NSUInteger)(
-      d->blit, SELN("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:"),
-      ((mt_buffer *)src)->buf, so, ((mt_buffer *)dst)->buf, dof, n);
+  MSG(void, id, NSUInteger, id, NSUInteger, NSUInteger)
+  (d->blit, SELN("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:"),
+   ((mt_buffer *)src)->buf, so, ((mt_buffer *)dst)->buf, dof, n);
   return NULL;
 }
 
@@ -306,8 +306,8 @@ static rx_status mt_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   id err = nil;
   rx_status s = NULL;
   if (k->binary) {
-    dispatch_data_t data = dispatch_data_create(k->binary, k->binary_size, NULL,
-                                                DISPATCH_DATA_DESTRUCTOR_DEFAULT);
+    dispatch_data_t data =
+        dispatch_data_create(k->binary, k->binary_size, NULL, DISPATCH_DATA_DESTRUCTOR_DEFAULT);
     mk->lib = MSG(id, dispatch_data_t, id *)(d->dev, SELN("newLibraryWithData:error:"), data, &err);
     dispatch_release(data);
   } else {
@@ -328,7 +328,8 @@ static rx_status mt_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
         s = rx_status_make(RX_ERR_DEVICE, "Metal pipeline: %s", err_text(err));
       else if (MSG(NSUInteger)(mk->pipeline, SELN("maxTotalThreadsPerThreadgroup")) <
                (NSUInteger)k->block[0] * k->block[1] * k->block[2])
-        s = rx_status_make(RX_ERR_UNSUPPORTED, "block of %u threads exceeds the pipeline's "
+        s = rx_status_make(RX_ERR_UNSUPPORTED,
+                           "block of %u threads exceeds the pipeline's "
                            "maxTotalThreadsPerThreadgroup",
                            k->block[0] * k->block[1] * k->block[2]);
     }
@@ -343,26 +344,27 @@ static rx_status mt_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   mt_kernel *mk = k->impl;
   RX_RETURN_IF_ERROR(compute_encoder(d));
   MSG(void, id)(d->compute, SELN("setComputePipelineState:"), mk->pipeline);
-  for (size_t i = 0; i < k->nbuffers; i++)
-    MSG(void, id, NSUInteger, NSUInteger)(d->compute, SELN("setBuffer:offset:atIndex:"),
-                                          ((mt_buffer *)p->buffers[i])->buf, 0,
-                                          (NSUInteger)k->buffers[i].binding);
+  for (size_t i = 0; i < k->nbuffers; i++) MSG(void, id, NSUInteger, NSUInteger)
+  (d->compute, SELN("setBuffer:offset:atIndex:"), ((mt_buffer *)p->buffers[i])->buf, 0,
+   (NSUInteger)k->buffers[i].binding);
   if (k->scalar_location == RT_SCALARS_BUFFER && k->scalar_bytes) {
     uint8_t block[4096];
     if (k->scalar_bytes > sizeof block)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 4 KiB of symbolic values "
-                            "(setBytes)", k->name);
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "kernel '%s': more than 4 KiB of symbolic values "
+                            "(setBytes)",
+                            k->name);
     memset(block, 0, k->scalar_bytes);
     for (size_t i = 0; i < k->nscalars; i++)
       memcpy(block + k->scalars[i].offset, &p->scalars[i], sizeof(int32_t));
-    MSG(void, const void *, NSUInteger, NSUInteger)(d->compute, SELN("setBytes:length:atIndex:"),
-                                                    block, k->scalar_bytes,
-                                                    (NSUInteger)k->scalar_binding);
+    MSG(void, const void *, NSUInteger, NSUInteger)
+    (d->compute, SELN("setBytes:length:atIndex:"), block, k->scalar_bytes,
+     (NSUInteger)k->scalar_binding);
   }
   MTLSize grid = {p->grid[0], p->grid[1], p->grid[2]};
   MTLSize block = {p->block[0], p->block[1], p->block[2]};
-  MSG(void, MTLSize, MTLSize)(d->compute, SELN("dispatchThreadgroups:threadsPerThreadgroup:"), grid,
-                              block);
+  MSG(void, MTLSize, MTLSize)
+  (d->compute, SELN("dispatchThreadgroups:threadsPerThreadgroup:"), grid, block);
   return NULL;
 }
 
@@ -386,9 +388,9 @@ static rx_status mt_timer_elapsed(rx_rt_timer *base, double *out_ms) {
 }
 
 const rt_backend rt_metal_backend = {
-    RX_RT_BACKEND_METAL, "metal", mt_check, mt_enumerate, sizeof(mt_device), sizeof(mt_buffer),
-    sizeof(mt_timer), mt_device_init, mt_device_destroy, mt_synchronize, mt_buffer_init,
-    mt_buffer_destroy, mt_buffer_write, mt_buffer_read, mt_buffer_fill, mt_buffer_copy,
-    mt_kernel_create, mt_kernel_destroy, mt_launch, mt_timer_init, mt_timer_destroy,
-    mt_timer_record, mt_timer_elapsed,
+    RX_RT_BACKEND_METAL, "metal",           mt_check,          mt_enumerate,      sizeof(mt_device),
+    sizeof(mt_buffer),   sizeof(mt_timer),  mt_device_init,    mt_device_destroy, mt_synchronize,
+    mt_buffer_init,      mt_buffer_destroy, mt_buffer_write,   mt_buffer_read,    mt_buffer_fill,
+    mt_buffer_copy,      mt_kernel_create,  mt_kernel_destroy, mt_launch,         mt_timer_init,
+    mt_timer_destroy,    mt_timer_record,   mt_timer_elapsed,
 };

@@ -25,9 +25,9 @@
 
 #include "runtime/device.h"
 
-#define BLOCK_SIZE ((VkDeviceSize)64 << 20)
-#define NQUERIES 128
-#define POOL_SETS 256
+#define BLOCK_SIZE   ((VkDeviceSize)64 << 20)
+#define NQUERIES     128
+#define POOL_SETS    256
 #define POOL_STORAGE (POOL_SETS * 16)
 #define POOL_UNIFORM POOL_SETS
 
@@ -40,30 +40,72 @@ static PFN_vkEnumerateInstanceExtensionProperties g_enum_exts;
 static PFN_vkEnumerateInstanceVersion g_enum_version;
 
 /* Instance- and device-level entry points, listed once. */
-#define VK_INSTANCE_FNS(X)                                                                         \
-  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)              \
-  X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                                \
-  X(vkGetPhysicalDeviceMemoryProperties) X(vkGetPhysicalDeviceQueueFamilyProperties)               \
-  X(vkCreateDevice) X(vkGetDeviceProcAddr)
-#define VK_DEVICE_FNS(X)                                                                           \
-  X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkCreateBuffer)                     \
-  X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory)          \
-  X(vkMapMemory) X(vkBindBufferMemory) X(vkCreateShaderModule) X(vkDestroyShaderModule)            \
-  X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkCreateComputePipelines)                   \
-  X(vkDestroyPipeline) X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)              \
-  X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateDescriptorPool)                   \
-  X(vkDestroyDescriptorPool) X(vkResetDescriptorPool) X(vkAllocateDescriptorSets)                  \
-  X(vkUpdateDescriptorSets) X(vkCreateCommandPool) X(vkDestroyCommandPool)                         \
-  X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                        \
-  X(vkResetCommandBuffer) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)   \
-  X(vkQueueSubmit) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)             \
-  X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)           \
-  X(vkCmdPipelineBarrier) X(vkCmdFillBuffer) X(vkCmdCopyBuffer) X(vkCmdResetQueryPool)             \
+// clang-format off
+#define VK_INSTANCE_FNS(X)                    \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkCreateDevice)                           \
+  X(vkGetDeviceProcAddr)
+#define VK_DEVICE_FNS(X)           \
+  X(vkDestroyDevice)               \
+  X(vkGetDeviceQueue)              \
+  X(vkDeviceWaitIdle)              \
+  X(vkCreateBuffer)                \
+  X(vkDestroyBuffer)               \
+  X(vkGetBufferMemoryRequirements) \
+  X(vkAllocateMemory)              \
+  X(vkFreeMemory)                  \
+  X(vkMapMemory)                   \
+  X(vkBindBufferMemory)            \
+  X(vkCreateShaderModule)          \
+  X(vkDestroyShaderModule)         \
+  X(vkCreatePipelineCache)         \
+  X(vkDestroyPipelineCache)        \
+  X(vkCreateComputePipelines)      \
+  X(vkDestroyPipeline)             \
+  X(vkCreateDescriptorSetLayout)   \
+  X(vkDestroyDescriptorSetLayout)  \
+  X(vkCreatePipelineLayout)        \
+  X(vkDestroyPipelineLayout)       \
+  X(vkCreateDescriptorPool)        \
+  X(vkDestroyDescriptorPool)       \
+  X(vkResetDescriptorPool)         \
+  X(vkAllocateDescriptorSets)      \
+  X(vkUpdateDescriptorSets)        \
+  X(vkCreateCommandPool)           \
+  X(vkDestroyCommandPool)          \
+  X(vkAllocateCommandBuffers)      \
+  X(vkBeginCommandBuffer)          \
+  X(vkEndCommandBuffer)            \
+  X(vkResetCommandBuffer)          \
+  X(vkCreateFence)                 \
+  X(vkDestroyFence)                \
+  X(vkWaitForFences)               \
+  X(vkResetFences)                 \
+  X(vkQueueSubmit)                 \
+  X(vkCreateQueryPool)             \
+  X(vkDestroyQueryPool)            \
+  X(vkGetQueryPoolResults)         \
+  X(vkCmdBindPipeline)             \
+  X(vkCmdBindDescriptorSets)       \
+  X(vkCmdPushConstants)            \
+  X(vkCmdDispatch)                 \
+  X(vkCmdPipelineBarrier)          \
+  X(vkCmdFillBuffer)               \
+  X(vkCmdCopyBuffer)               \
+  X(vkCmdResetQueryPool)           \
   X(vkCmdWriteTimestamp)
+// clang-format on
 
 typedef struct vk_fns {
 #define X(f) PFN_##f f;
-  VK_INSTANCE_FNS(X) VK_DEVICE_FNS(X)
+  VK_INSTANCE_FNS(X)
+  VK_DEVICE_FNS(X)
 #undef X
   PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
   PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
@@ -79,7 +121,7 @@ typedef struct vk_block {
   VkDeviceMemory mem;
   VkDeviceSize size;
   uint32_t type;
-  uint8_t *map; /* persistently mapped when host-visible */
+  uint8_t *map;   /* persistently mapped when host-visible */
   vk_range *free; /* sorted by offset, coalesced */
   size_t nfree, capfree;
   size_t live; /* allocations in the block */
@@ -144,24 +186,42 @@ typedef struct vk_timer {
 
 static const char *vkres(VkResult r) {
   switch (r) {
-  case VK_SUCCESS: return "VK_SUCCESS";
-  case VK_NOT_READY: return "VK_NOT_READY";
-  case VK_TIMEOUT: return "VK_TIMEOUT";
-  case VK_INCOMPLETE: return "VK_INCOMPLETE";
-  case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-  case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-  case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-  case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-  case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-  case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-  case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-  case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-  case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-  case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-  case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
-  case VK_ERROR_FRAGMENTED_POOL: return "VK_ERROR_FRAGMENTED_POOL";
-  case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
-  default: return "VkResult error";
+  case VK_SUCCESS:
+    return "VK_SUCCESS";
+  case VK_NOT_READY:
+    return "VK_NOT_READY";
+  case VK_TIMEOUT:
+    return "VK_TIMEOUT";
+  case VK_INCOMPLETE:
+    return "VK_INCOMPLETE";
+  case VK_ERROR_OUT_OF_HOST_MEMORY:
+    return "VK_ERROR_OUT_OF_HOST_MEMORY";
+  case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+  case VK_ERROR_INITIALIZATION_FAILED:
+    return "VK_ERROR_INITIALIZATION_FAILED";
+  case VK_ERROR_DEVICE_LOST:
+    return "VK_ERROR_DEVICE_LOST";
+  case VK_ERROR_MEMORY_MAP_FAILED:
+    return "VK_ERROR_MEMORY_MAP_FAILED";
+  case VK_ERROR_LAYER_NOT_PRESENT:
+    return "VK_ERROR_LAYER_NOT_PRESENT";
+  case VK_ERROR_EXTENSION_NOT_PRESENT:
+    return "VK_ERROR_EXTENSION_NOT_PRESENT";
+  case VK_ERROR_FEATURE_NOT_PRESENT:
+    return "VK_ERROR_FEATURE_NOT_PRESENT";
+  case VK_ERROR_INCOMPATIBLE_DRIVER:
+    return "VK_ERROR_INCOMPATIBLE_DRIVER";
+  case VK_ERROR_TOO_MANY_OBJECTS:
+    return "VK_ERROR_TOO_MANY_OBJECTS";
+  case VK_ERROR_OUT_OF_POOL_MEMORY:
+    return "VK_ERROR_OUT_OF_POOL_MEMORY";
+  case VK_ERROR_FRAGMENTED_POOL:
+    return "VK_ERROR_FRAGMENTED_POOL";
+  case VK_ERROR_INVALID_SHADER_NV:
+    return "VK_ERROR_INVALID_SHADER_NV";
+  default:
+    return "VkResult error";
   }
 }
 
@@ -190,16 +250,17 @@ static rx_status vkfail(vk_device *d, VkResult r, const char *what) {
 static rx_status vk_check(void) {
   static rx_status cached;
   static bool done;
-  if (done) return cached ? rx_status_make(rx_status_code_of(cached), "%s",
-                                           rx_status_message(cached))
-                          : NULL;
+  if (done)
+    return cached ? rx_status_make(rx_status_code_of(cached), "%s", rx_status_message(cached))
+                  : NULL;
   done = true;
   static const char *const names[] = {"libvulkan.so.1", "libvulkan.so", /* Android */
                                       "libvulkan.1.dylib" /* macOS: MoltenVK via the loader */};
   char why[512];
   g_lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
   if (!g_lib) {
-    cached = rx_status_make(RX_ERR_NOT_FOUND, "vulkan: libvulkan.so.1 not found: install the "
+    cached = rx_status_make(RX_ERR_NOT_FOUND,
+                            "vulkan: libvulkan.so.1 not found: install the "
                             "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
                             why);
   } else {
@@ -213,7 +274,8 @@ static rx_status vk_check(void) {
       g_enum_version = (PFN_vkEnumerateInstanceVersion)g_gipa(NULL, "vkEnumerateInstanceVersion");
     }
     if (!g_gipa || !g_create_instance || !g_enum_layers || !g_enum_exts)
-      cached = rx_status_make(RX_ERR_NOT_FOUND, "vulkan: the Vulkan loader lacks "
+      cached = rx_status_make(RX_ERR_NOT_FOUND,
+                              "vulkan: the Vulkan loader lacks "
                               "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
                               "libvulkan1)");
   }
@@ -262,28 +324,37 @@ static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, v
   uint32_t api = VK_API_VERSION_1_1;
   if (g_enum_version) {
     uint32_t v = 0;
-    if (g_enum_version(&v) == VK_SUCCESS && v >= VK_API_VERSION_1_3) api = VK_API_VERSION_1_3;
-    else if (v >= VK_API_VERSION_1_2) api = VK_API_VERSION_1_2;
+    if (g_enum_version(&v) == VK_SUCCESS && v >= VK_API_VERSION_1_3)
+      api = VK_API_VERSION_1_3;
+    else if (v >= VK_API_VERSION_1_2)
+      api = VK_API_VERSION_1_2;
   }
   VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "relaxc", 1, "relaxc", 1, api};
   const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
   const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkDebugUtilsMessengerCreateInfoEXT mci = {
-      VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, NULL, 0,
-      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-      VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-          VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-      on_message, d};
-  VkInstanceCreateInfo ci = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0,
-                             NULL};
+  VkDebugUtilsMessengerCreateInfoEXT mci = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                                            NULL,
+                                            0,
+                                            VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                                                VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                                            VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                                                VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                                                VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+                                            on_message,
+                                            d};
+  VkInstanceCreateInfo ci = {
+      VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
   if (validation) {
     if (!has_layer(layers[0]))
-      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: validation was asked for but "
+      return rx_status_make(RX_ERR_NOT_FOUND,
+                            "vulkan: validation was asked for but "
                             "VK_LAYER_KHRONOS_validation is not installed (Debian: "
                             "vulkan-validationlayers)");
     if (!has_instance_ext(NULL, exts[0]) && !has_instance_ext(layers[0], exts[0]))
-      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: validation needs %s, which the loader "
-                            "does not offer", exts[0]);
+      return rx_status_make(RX_ERR_NOT_FOUND,
+                            "vulkan: validation needs %s, which the loader "
+                            "does not offer",
+                            exts[0]);
     ci.enabledLayerCount = 1;
     ci.ppEnabledLayerNames = layers;
     ci.enabledExtensionCount = 1;
@@ -293,7 +364,7 @@ static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, v
   VkResult r = g_create_instance(&ci, NULL, out);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
     return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: no Vulkan driver found: install one (Debian: "
-                          "mesa-vulkan-drivers provides lavapipe, a CPU driver)");
+                                            "mesa-vulkan-drivers provides lavapipe, a CPU driver)");
   if (r != VK_SUCCESS) return vkfail(NULL, r, "vkCreateInstance");
 #define X(fn) f->fn = (PFN_##fn)g_gipa(*out, #fn);
   VK_INSTANCE_FNS(X)
@@ -369,8 +440,8 @@ static void query_features(const vk_fns *f, VkPhysicalDevice p, uint32_t api, vk
 
 static void fill_info(const vk_fns *f, VkPhysicalDevice p, int index, rx_rt_device_info *info) {
   memset(info, 0, sizeof *info);
-  VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
-                                           NULL, 0, 0, 0, VK_FALSE};
+  VkPhysicalDeviceSubgroupProperties sg = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, NULL, 0, 0, 0, VK_FALSE};
   VkPhysicalDeviceProperties2 pr = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg, {0}};
   f->vkGetPhysicalDeviceProperties2(p, &pr);
   const VkPhysicalDeviceProperties *props = &pr.properties;
@@ -513,18 +584,25 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
                            vk_mem *out) {
   memset(out, 0, sizeof *out);
   size = (size + 3) & ~(VkDeviceSize)3;
-  VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, size, usage,
-                            VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
-  VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                            NULL,
+                            0,
+                            size,
+                            usage,
+                            VK_SHARING_MODE_EXCLUSIVE,
+                            0,
+                            NULL};
+  VkMemoryPropertyFlags coherent =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   /* refuse sizes no heap can hold before asking the driver */
   VkDeviceSize largest = 0;
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
     if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
   if (size > largest)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory: %llu "
-                          "bytes asked, the largest heap has %llu", d->base.info.index,
-                          d->base.info.name, (unsigned long long)size,
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "vulkan:%d (%s): out of device memory: %llu "
+                          "bytes asked, the largest heap has %llu",
+                          d->base.info.index, d->base.info.name, (unsigned long long)size,
                           (unsigned long long)largest);
   VK_TRY(d, d->f.vkCreateBuffer(d->dev, &bci, NULL, &out->buf), "vkCreateBuffer");
   VkMemoryRequirements req;
@@ -574,9 +652,11 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
     }
     b->size = bsize;
     b->type = (uint32_t)type;
-    VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, bsize, (uint32_t)type};
+    VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, bsize,
+                                (uint32_t)type};
     VkResult r = d->f.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
-    if (r == VK_SUCCESS && (d->mem.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
+    if (r == VK_SUCCESS &&
+        (d->mem.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
       void *map = NULL;
       r = d->f.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &map);
       b->map = map;
@@ -586,7 +666,8 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
       d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
       out->buf = VK_NULL_HANDLE;
       if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory "
+        return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                              "vulkan:%d (%s): out of device memory "
                               "allocating a block of %llu bytes for a buffer of %llu bytes",
                               d->base.info.index, d->base.info.name, (unsigned long long)bsize,
                               (unsigned long long)size);
@@ -692,8 +773,10 @@ static rx_status vk_synchronize(rx_rt_device *base) {
       s = vkfail(d, r, "vkQueueSubmit");
     } else {
       r = d->f.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX);
-      if (r != VK_SUCCESS) s = vkfail(d, r, "vkWaitForFences");
-      else d->f.vkResetFences(d->dev, 1, &d->fence);
+      if (r != VK_SUCCESS)
+        s = vkfail(d, r, "vkWaitForFences");
+      else
+        d->f.vkResetFences(d->dev, 1, &d->fence);
     }
   }
   if (s) d->f.vkDeviceWaitIdle(d->dev); /* before freeing what the batch used */
@@ -712,7 +795,8 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   if ((uint32_t)index >= n) {
     rt_free(&d->base.alloc, phys);
     if (!n)
-      return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: the loader found no Vulkan device: install "
+      return rx_status_make(RX_ERR_NOT_FOUND,
+                            "vulkan: the loader found no Vulkan device: install "
                             "a driver (Debian: mesa-vulkan-drivers provides lavapipe)");
     return rx_status_make(RX_ERR_NOT_FOUND, "vulkan:%d: there are %u Vulkan devices", index, n);
   }
@@ -759,10 +843,10 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     en.v12.vulkanMemoryModelDeviceScope = have.v12.vulkanMemoryModelDeviceScope;
   }
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1,
-                                 &prio};
-  VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &en.f2, 0, 1, &qci, 0, NULL, 0,
-                            NULL, NULL};
+  VkDeviceQueueCreateInfo qci = {
+      VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1, &prio};
+  VkDeviceCreateInfo dci = {
+      VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &en.f2, 0, 1, &qci, 0, NULL, 0, NULL, NULL};
   VK_TRY(d, d->f.vkCreateDevice(d->phys, &dci, NULL, &d->dev), "vkCreateDevice");
 #define X(fn) d->f.fn = (PFN_##fn)d->f.vkGetDeviceProcAddr(d->dev, #fn);
   VK_DEVICE_FNS(X)
@@ -785,8 +869,8 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   VkFenceCreateInfo fci = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
   VK_TRY(d, d->f.vkCreateFence(d->dev, &fci, NULL, &d->fence), "vkCreateFence");
   if (d->base.info.timestamps) {
-    VkQueryPoolCreateInfo qpci = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0,
-                                  VK_QUERY_TYPE_TIMESTAMP, NQUERIES, 0};
+    VkQueryPoolCreateInfo qpci = {
+        VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, NQUERIES, 0};
     VK_TRY(d, d->f.vkCreateQueryPool(d->dev, &qpci, NULL, &d->qpool), "vkCreateQueryPool");
   }
   return NULL;
@@ -831,13 +915,17 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
     if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
   if (base->size > largest)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan:%d (%s): out of device memory: %zu "
-                          "bytes asked, the largest heap has %llu", d->base.info.index,
-                          d->base.info.name, base->size, (unsigned long long)largest);
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "vulkan:%d (%s): out of device memory: %zu "
+                          "bytes asked, the largest heap has %llu",
+                          d->base.info.index, d->base.info.name, base->size,
+                          (unsigned long long)largest);
   if (base->size > d->limits.maxStorageBufferRange)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): a buffer of %zu bytes is larger "
-                          "than maxStorageBufferRange (%u)", d->base.info.index, d->base.info.name,
-                          base->size, d->limits.maxStorageBufferRange);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "vulkan:%d (%s): a buffer of %zu bytes is larger "
+                          "than maxStorageBufferRange (%u)",
+                          d->base.info.index, d->base.info.name, base->size,
+                          d->limits.maxStorageBufferRange);
   return mem_alloc(d, base->size, k_buffer_usage, false, &b->m);
 }
 
@@ -943,9 +1031,9 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                           k->binary_name ? k->binary_name : "binary");
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
-                          "uniform_buffer for Vulkan");
-  uint32_t pc_bytes = k->scalar_location == RT_SCALARS_PUSH_CONSTANT ? (k->scalar_bytes + 3) & ~3u
-                                                                     : 0;
+                                          "uniform_buffer for Vulkan");
+  uint32_t pc_bytes =
+      k->scalar_location == RT_SCALARS_PUSH_CONSTANT ? (k->scalar_bytes + 3) & ~3u : 0;
   if (pc_bytes > d->limits.maxPushConstantsSize)
     return rx_status_make(RX_ERR_UNSUPPORTED, "%u bytes of push constants, the device allows %u",
                           pc_bytes, d->limits.maxPushConstantsSize);
@@ -974,19 +1062,22 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                                          0, nb, binds};
   VkResult r = d->f.vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &vk->dsl);
   VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes};
-  VkPipelineLayoutCreateInfo plci = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1,
-                                     &vk->dsl, pc_bytes ? 1 : 0, &pcr};
+  VkPipelineLayoutCreateInfo plci = {
+      VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1, &vk->dsl, pc_bytes ? 1 : 0, &pcr};
   if (r == VK_SUCCESS) r = d->f.vkCreatePipelineLayout(d->dev, &plci, NULL, &vk->layout);
   VkShaderModule mod = VK_NULL_HANDLE;
   VkShaderModuleCreateInfo smci = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, NULL, 0,
                                    k->binary_size, (const uint32_t *)k->binary};
   if (r == VK_SUCCESS) r = d->f.vkCreateShaderModule(d->dev, &smci, NULL, &mod);
   if (r == VK_SUCCESS) {
-    VkComputePipelineCreateInfo cpci = {
-        VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, NULL, 0,
-        {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0, VK_SHADER_STAGE_COMPUTE_BIT,
-         mod, "main", NULL},
-        vk->layout, VK_NULL_HANDLE, -1};
+    VkComputePipelineCreateInfo cpci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                        NULL,
+                                        0,
+                                        {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL,
+                                         0, VK_SHADER_STAGE_COMPUTE_BIT, mod, "main", NULL},
+                                        vk->layout,
+                                        VK_NULL_HANDLE,
+                                        -1};
     r = d->f.vkCreateComputePipelines(d->dev, d->cache, 1, &cpci, NULL, &vk->pipeline);
   }
   if (mod) d->f.vkDestroyShaderModule(d->dev, mod, NULL);
@@ -1006,8 +1097,8 @@ static rx_status alloc_set(vk_device *d, vk_kernel *vk, VkDescriptorSet *out) {
     if (d->cur_pool >= d->npools) {
       VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, POOL_STORAGE},
                                        {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, POOL_UNIFORM}};
-      VkDescriptorPoolCreateInfo ci = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0,
-                                       POOL_SETS, 2, sizes};
+      VkDescriptorPoolCreateInfo ci = {
+          VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, POOL_SETS, 2, sizes};
       VkDescriptorPool pool;
       VK_TRY(d, d->f.vkCreateDescriptorPool(d->dev, &ci, NULL, &pool), "vkCreateDescriptorPool");
       VkDescriptorPool *np = rt_alloc(&d->base.alloc, (d->npools + 1) * sizeof *np);
@@ -1036,9 +1127,10 @@ static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   vk_kernel *vk = k->impl;
   for (int i = 0; i < 3; i++)
     if (p->grid[i] > d->limits.maxComputeWorkGroupCount[i])
-      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': grid[%d] = %u exceeds the device's "
-                            "maxComputeWorkGroupCount (%u)", k->name, i, p->grid[i],
-                            d->limits.maxComputeWorkGroupCount[i]);
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "kernel '%s': grid[%d] = %u exceeds the device's "
+                            "maxComputeWorkGroupCount (%u)",
+                            k->name, i, p->grid[i], d->limits.maxComputeWorkGroupCount[i]);
   uint8_t block[65536 + 16];
   uint32_t bytes = (k->scalar_bytes + 15) & ~15u;
   if (bytes > sizeof block)
@@ -1049,8 +1141,8 @@ static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
 
   vk_mem ubo = {0};
   if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
-    RX_RETURN_IF_ERROR(mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, true,
-                                 &ubo));
+    RX_RETURN_IF_ERROR(
+        mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, true, &ubo));
     memcpy(ubo.map, block, bytes);
   }
   rx_status s = begin_cmd(d);
@@ -1065,16 +1157,30 @@ static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   uint32_t nw = 0;
   for (size_t i = 0; i < k->nbuffers; i++) {
     infos[nw] = (VkDescriptorBufferInfo){((vk_buffer *)p->buffers[i])->m.buf, 0, VK_WHOLE_SIZE};
-    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set,
-                                        (uint32_t)k->buffers[i].binding, 0, 1,
-                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &infos[nw], NULL};
+    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                        NULL,
+                                        set,
+                                        (uint32_t)k->buffers[i].binding,
+                                        0,
+                                        1,
+                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                        NULL,
+                                        &infos[nw],
+                                        NULL};
     nw++;
   }
   if (ubo.buf) {
     infos[nw] = (VkDescriptorBufferInfo){ubo.buf, 0, VK_WHOLE_SIZE};
-    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set,
-                                        (uint32_t)k->scalar_binding, 0, 1,
-                                        VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, NULL, &infos[nw], NULL};
+    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                        NULL,
+                                        set,
+                                        (uint32_t)k->scalar_binding,
+                                        0,
+                                        1,
+                                        VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
+                                        NULL,
+                                        &infos[nw],
+                                        NULL};
     nw++;
   }
   d->f.vkUpdateDescriptorSets(d->dev, nw, writes, 0, NULL);
@@ -1124,9 +1230,10 @@ static rx_status vk_timer_elapsed(rx_rt_timer *base, double *out_ms) {
   vk_device *d = (vk_device *)base->device;
   RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
   uint64_t ts[2] = {0, 0};
-  VK_TRY(d, d->f.vkGetQueryPoolResults(d->dev, d->qpool, 2 * ((vk_timer *)base)->pair, 2,
-                                       sizeof ts, ts, sizeof ts[0],
-                                       VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+  VK_TRY(d,
+         d->f.vkGetQueryPoolResults(d->dev, d->qpool, 2 * ((vk_timer *)base)->pair, 2, sizeof ts,
+                                    ts, sizeof ts[0],
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
          "vkGetQueryPoolResults");
   uint64_t delta = ((ts[1] & d->ts_mask) - (ts[0] & d->ts_mask)) & d->ts_mask;
   *out_ms = (double)delta * d->ts_period_ns * 1e-6;
@@ -1134,27 +1241,10 @@ static rx_status vk_timer_elapsed(rx_rt_timer *base, double *out_ms) {
 }
 
 const rt_backend rt_vulkan_backend = {
-    RX_RT_BACKEND_VULKAN,
-    "vulkan",
-    vk_check,
-    vk_enumerate,
-    sizeof(vk_device),
-    sizeof(vk_buffer),
-    sizeof(vk_timer),
-    vk_device_init,
-    vk_device_destroy,
-    vk_synchronize,
-    vk_buffer_init,
-    vk_buffer_destroy,
-    vk_buffer_write,
-    vk_buffer_read,
-    vk_buffer_fill,
-    vk_buffer_copy,
-    vk_kernel_create,
-    vk_kernel_destroy,
-    vk_launch,
-    vk_timer_init,
-    vk_timer_destroy,
-    vk_timer_record,
-    vk_timer_elapsed,
+    RX_RT_BACKEND_VULKAN, "vulkan",          vk_check,         vk_enumerate,
+    sizeof(vk_device),    sizeof(vk_buffer), sizeof(vk_timer), vk_device_init,
+    vk_device_destroy,    vk_synchronize,    vk_buffer_init,   vk_buffer_destroy,
+    vk_buffer_write,      vk_buffer_read,    vk_buffer_fill,   vk_buffer_copy,
+    vk_kernel_create,     vk_kernel_destroy, vk_launch,        vk_timer_init,
+    vk_timer_destroy,     vk_timer_record,   vk_timer_elapsed,
 };

@@ -28,7 +28,9 @@ static rx_status fz_buffer_init(rx_rt_buffer *b) {
   f->mem = rt_alloc(&b->device->alloc, b->size);
   return f->mem ? NULL : rt_oom("a fuzz buffer", b->size);
 }
-static void fz_buffer_destroy(rx_rt_buffer *b) { rt_free(&b->device->alloc, ((fz_buffer *)b)->mem); }
+static void fz_buffer_destroy(rx_rt_buffer *b) {
+  rt_free(&b->device->alloc, ((fz_buffer *)b)->mem);
+}
 static rx_status fz_buffer_write(rx_rt_buffer *b, size_t off, const void *src, size_t n) {
   if (n) memcpy(((fz_buffer *)b)->mem + off, src, n);
   return NULL;
@@ -41,8 +43,7 @@ static rx_status fz_buffer_fill(rx_rt_buffer *b, size_t off, size_t n, uint8_t v
   if (n) memset(((fz_buffer *)b)->mem + off, v, n);
   return NULL;
 }
-static rx_status fz_buffer_copy(rx_rt_buffer *s, size_t so, rx_rt_buffer *d, size_t dof,
-                                size_t n) {
+static rx_status fz_buffer_copy(rx_rt_buffer *s, size_t so, rx_rt_buffer *d, size_t dof, size_t n) {
   if (n) memmove(((fz_buffer *)d)->mem + dof, ((fz_buffer *)s)->mem + so, n);
   return NULL;
 }
@@ -59,12 +60,29 @@ static rx_status fz_timer_elapsed(rx_rt_timer *t, double *ms) {
   return NULL;
 }
 
-static const rt_backend fz_backend = {
-    RX_RT_BACKEND_VULKAN, "vulkan", fz_check, NULL, sizeof(rx_rt_device), sizeof(fz_buffer),
-    sizeof(rx_rt_timer), fz_device_init, fz_device_destroy, fz_synchronize, fz_buffer_init,
-    fz_buffer_destroy, fz_buffer_write, fz_buffer_read, fz_buffer_fill, fz_buffer_copy,
-    fz_kernel_create, fz_kernel_destroy, fz_launch, fz_timer_init, fz_timer_destroy,
-    fz_timer_record, fz_timer_elapsed};
+static const rt_backend fz_backend = {RX_RT_BACKEND_VULKAN,
+                                      "vulkan",
+                                      fz_check,
+                                      NULL,
+                                      sizeof(rx_rt_device),
+                                      sizeof(fz_buffer),
+                                      sizeof(rx_rt_timer),
+                                      fz_device_init,
+                                      fz_device_destroy,
+                                      fz_synchronize,
+                                      fz_buffer_init,
+                                      fz_buffer_destroy,
+                                      fz_buffer_write,
+                                      fz_buffer_read,
+                                      fz_buffer_fill,
+                                      fz_buffer_copy,
+                                      fz_kernel_create,
+                                      fz_kernel_destroy,
+                                      fz_launch,
+                                      fz_timer_init,
+                                      fz_timer_destroy,
+                                      fz_timer_record,
+                                      fz_timer_elapsed};
 
 /* A new device on the table above (release with rx_rt_device_release). */
 static rx_rt_device *fz_device_new(void) {
@@ -82,8 +100,8 @@ static rx_rt_device *fz_device_new(void) {
  * 16-byte header, then per section a 64-byte name, u64 offset, u64 size, u32 crc, u32 zero). */
 static void fz_fix_crcs(uint8_t *d, size_t n) {
   if (n < 16) return;
-  uint32_t count = (uint32_t)d[8] | (uint32_t)d[9] << 8 | (uint32_t)d[10] << 16 |
-                   (uint32_t)d[11] << 24;
+  uint32_t count =
+      (uint32_t)d[8] | (uint32_t)d[9] << 8 | (uint32_t)d[10] << 16 | (uint32_t)d[11] << 24;
   for (uint64_t i = 0; i < count && 16 + (i + 1) * 88 <= n; i++) {
     uint8_t *e = d + 16 + i * 88;
     uint64_t off = 0, len = 0;

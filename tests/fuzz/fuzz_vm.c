@@ -70,8 +70,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 /* The base artifact with its host program replaced by prog. */
 static uint8_t *build(const uint8_t *prog, size_t plen, size_t *out_n) {
   size_t n = 16 + nsecs * 88;
-  for (size_t i = 0; i < nsecs; i++)
-    n += strcmp(secs[i].name, "host.rxvm") ? secs[i].size : plen;
+  for (size_t i = 0; i < nsecs; i++) n += strcmp(secs[i].name, "host.rxvm") ? secs[i].size : plen;
   uint8_t *img = calloc(n ? n : 1, 1);
   if (!img) return NULL;
   wr(img, 0x314d5852u, 4);

@@ -26,8 +26,8 @@ int main(void) {
 #include "runtime/cuda/cuda_api.h"
 
 #define SAME(a, b) __builtin_types_compatible_p(a, b)
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR_(x)    #x
+#define STR(x)     STR_(x)
 
 _Static_assert(SAME(cu_result, CUresult), "cu_result is not compatible with CUresult");
 _Static_assert(SAME(cu_dev_attr, CUdevice_attribute),

@@ -26,19 +26,23 @@ static const char k_ptx[] =
     "DONE:\n  ret;\n}\n";
 
 static const char k_json[] =
-    "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"cuda-sm_80\", \"lang\": \"cuda\","
+    "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"cuda-sm_80\", \"lang\": "
+    "\"cuda\","
     " \"programs\": [{\"name\": \"saxpy\", \"params\": ["
     "{\"name\": \"a\", \"kind\": \"buffer\", \"dtype\": \"f32\", \"shape\": [\"n\"]},"
     "{\"name\": \"b\", \"kind\": \"buffer\", \"dtype\": \"f32\", \"shape\": [\"n\"]},"
-    "{\"name\": \"c\", \"kind\": \"buffer\", \"dtype\": \"f32\", \"shape\": [\"n\"], \"output\": true}],"
+    "{\"name\": \"c\", \"kind\": \"buffer\", \"dtype\": \"f32\", \"shape\": [\"n\"], \"output\": "
+    "true}],"
     " \"facts\": [], \"kernels\": [\"saxpy\"]}],"
     " \"kernels\": [{\"name\": \"saxpy\", \"program\": \"saxpy\", \"source\": \"saxpy.cu\","
     " \"ptx\": \"saxpy.ptx\", \"condition\": null, \"grid\": [\"(n + 127) // 128\", \"1\", \"1\"],"
     " \"block\": [128, 1, 1], \"shared_bytes\": 0,"
     " \"scalars\": {\"location\": \"parameters\", \"bytes\": 4, \"binding\": -1},"
-    " \"args\": [{\"kind\": \"buffer\", \"name\": \"a\", \"dtype\": \"f32\", \"param\": 0, \"binding\": 0},"
+    " \"args\": [{\"kind\": \"buffer\", \"name\": \"a\", \"dtype\": \"f32\", \"param\": 0, "
+    "\"binding\": 0},"
     " {\"kind\": \"buffer\", \"name\": \"b\", \"dtype\": \"f32\", \"param\": 1, \"binding\": 1},"
-    " {\"kind\": \"buffer\", \"name\": \"c\", \"dtype\": \"f32\", \"param\": 2, \"binding\": 2, \"written\": true},"
+    " {\"kind\": \"buffer\", \"name\": \"c\", \"dtype\": \"f32\", \"param\": 2, \"binding\": 2, "
+    "\"written\": true},"
     " {\"kind\": \"scalar\", \"name\": \"n\", \"dtype\": \"i32\", \"offset\": 0}]}]}";
 
 int main(void) {
@@ -85,8 +89,10 @@ int main(void) {
       CHECK_OK(rx_rt_buffer_fill(b, 0, bytes, 0x7F));
       if (bytes > 2) CHECK_OK(rx_rt_buffer_copy(a, 1, b, 1, bytes - 2));
       CHECK_OK(rx_rt_buffer_read(b, 0, g, bytes));
-      if (bytes > 2) h[0] = h[bytes - 1] = 0x7F;
-      else memset(h, 0x7F, bytes);
+      if (bytes > 2)
+        h[0] = h[bytes - 1] = 0x7F;
+      else
+        memset(h, 0x7F, bytes);
       CHECK(memcmp(g, h, bytes) == 0, "fill + copy + round trip of %zu bytes", bytes);
     }
     rx_rt_buffer_release(a);
@@ -133,8 +139,9 @@ int main(void) {
       }
       rx_rt_kernel *k = NULL;
       CHECK_OK(rx_rt_library_kernel(lib, "saxpy", &k));
-      if (k) CHECK_ERR(rx_rt_kernel_launch_symbols(k, params, 2, &syms, NULL), RX_ERR_INVALID,
-                       "takes 3 buffers");
+      if (k)
+        CHECK_ERR(rx_rt_kernel_launch_symbols(k, params, 2, &syms, NULL), RX_ERR_INVALID,
+                  "takes 3 buffers");
       CHECK_ERR(rx_rt_library_kernel(lib, "missing", &k), RX_ERR_NOT_FOUND, "missing");
     }
     rx_rt_buffer_release(ba);

@@ -729,9 +729,10 @@ static void test_calls(rx_rt_device *d) {
   }
   r = NULL;
   rx_rt_tensor *f1 = vec(d, 1, 0);
-  CHECK_ERR(rx_rt_vm_call(a, "cond", &f1, 1, &r), RX_ERR_INVALID,
-            "cond: word 0 (jump_if_not): the condition 'flag' is a tensor f32[1], expected one bool or "
-            "integer element");
+  CHECK_ERR(
+      rx_rt_vm_call(a, "cond", &f1, 1, &r), RX_ERR_INVALID,
+      "cond: word 0 (jump_if_not): the condition 'flag' is a tensor f32[1], expected one bool or "
+      "integer element");
   rx_rt_tensor_release(f1);
 
   /* the planned storage is reused across calls: two calls, the same buffer */
@@ -777,7 +778,8 @@ static void test_reg_names(rx_rt_device *d) {
     uint32_t version;
     const char *name, *want;
   } cases[] = {
-      {RXVM_VERSION, "logits", "cond: word 0 (jump_if_not): the condition 'logits' is a tensor f32[1]"},
+      {RXVM_VERSION, "logits",
+       "cond: word 0 (jump_if_not): the condition 'logits' is a tensor f32[1]"},
       {RXVM_VERSION, NULL, "cond: word 0 (jump_if_not): the condition a temporary is a tensor"},
       {2, "logits", "cond: word 0 (jump_if_not): the condition r0 is a tensor f32[1]"},
   };

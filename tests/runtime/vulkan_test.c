@@ -136,7 +136,8 @@ static void test_buffers(rx_rt_device *d, const char *what) {
   }
   rx_rt_buffer *z = NULL;
   CHECK_ERR(rx_rt_buffer_alloc(d, 0, &z), RX_ERR_INVALID, "0 bytes");
-  CHECK_ERR(rx_rt_buffer_alloc(d, (size_t)1 << 50, &z), RX_ERR_OUT_OF_MEMORY, "out of device memory");
+  CHECK_ERR(rx_rt_buffer_alloc(d, (size_t)1 << 50, &z), RX_ERR_OUT_OF_MEMORY,
+            "out of device memory");
   CHECK(z == NULL, "out_buffer must stay NULL on error");
   /* many small buffers: suballocation and reuse after free */
   rx_rt_buffer *many[300];
@@ -240,8 +241,10 @@ static void test_batch(rx_rt_device *d, rx_rt_library *lib) {
   }
   CHECK_OK(rx_rt_device_synchronize(d));
   CHECK_OK(rx_rt_buffer_read(x, 0, got, n * 4));
-  CHECK(memcmp(got, want, n * 4) == 0, "batch of dependent launches: x[0]=%d want %d, x[4999]=%d "
-        "want %d", got[0], want[0], got[n - 1], want[n - 1]);
+  CHECK(memcmp(got, want, n * 4) == 0,
+        "batch of dependent launches: x[0]=%d want %d, x[4999]=%d "
+        "want %d",
+        got[0], want[0], got[n - 1], want[n - 1]);
   /* a grid of 0 launches nothing */
   rx_rt_launch_params p0 = {{0, 1, 1}, {128, 1, 1}, bufs, 1, (int32_t[]){1, n}, 2};
   CHECK_OK(rx_rt_kernel_launch(k, &p0));
@@ -337,7 +340,8 @@ static void test_errors(rx_rt_device *d, rx_rt_library *lib) {
   /* libraries */
   rx_rt_library *l = NULL;
   CHECK_ERR(rx_rt_library_load(d, "/nonexistent/dir", &l), RX_ERR_NOT_FOUND, "kernels.json");
-  static const char *bad_json = "{\"format\": \"relaxc-kernels\",\n \"version\": 1,\n \"kernels\": [}";
+  static const char *bad_json =
+      "{\"format\": \"relaxc-kernels\",\n \"version\": 1,\n \"kernels\": [}";
   CHECK_ERR(rx_rt_library_load_memory(d, bad_json, strlen(bad_json), NULL, 0, &l), RX_ERR_INVALID,
             "kernels.json:3:");
   static const char *not_ours = "{\"format\": \"onnx\"}";
@@ -357,7 +361,8 @@ static void test_errors(rx_rt_device *d, rx_rt_library *lib) {
             "kernel 'k': 'grid' must be");
   static const char *noblob =
       "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"vulkan\", \"kernels\": "
-      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [1, 1, 1],"
+      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [1, 1, "
+      "1],"
       " \"binary\": \"k.spv\", \"args\": []}]}";
   CHECK_ERR(rx_rt_library_load_memory(d, noblob, strlen(noblob), NULL, 0, &l), RX_ERR_NOT_FOUND,
             "no blob named 'k.spv'");
@@ -366,7 +371,8 @@ static void test_errors(rx_rt_device *d, rx_rt_library *lib) {
             "is not SPIR-V");
   static const char *badloc =
       "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"vulkan\", \"kernels\": "
-      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [1, 1, 1],"
+      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [1, 1, "
+      "1],"
       " \"scalars\": {\"location\": \"stack\", \"bytes\": 4}, \"args\": [{\"kind\": \"scalar\", "
       "\"name\": \"n\", \"dtype\": \"i32\", \"offset\": 0}]}]}";
   CHECK_ERR(rx_rt_library_load_memory(d, badloc, strlen(badloc), NULL, 0, &l), RX_ERR_INVALID,
@@ -422,10 +428,12 @@ static void test_messenger_counts(void) {
   char *spv = read_text(path, &len);
   static const char *json =
       "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"vulkan\", \"kernels\": "
-      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [64, 1, 1],"
+      "[{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [64, 1, "
+      "1],"
       " \"binary\": \"saxpy.spv\", \"scalars\": {\"location\": \"push_constant\", \"bytes\": 4},"
       " \"args\": [{\"kind\": \"buffer\", \"name\": \"a\", \"dtype\": \"f32\", \"param\": 0,"
-      " \"binding\": 0}, {\"kind\": \"scalar\", \"name\": \"n\", \"dtype\": \"i32\", \"offset\": 0}]}]}";
+      " \"binding\": 0}, {\"kind\": \"scalar\", \"name\": \"n\", \"dtype\": \"i32\", \"offset\": "
+      "0}]}]}";
   rx_rt_blob blob = {"saxpy.spv", spv, len};
   rx_rt_library *l = NULL;
   printf("(expected) a validation error follows: bindings 1 and 2 are not in the layout\n");
@@ -460,7 +468,8 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/saxpy.spv", g_dir);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    SKIP("no SPIR-V in %s (glslangValidator, Debian glslang-tools, was absent at build time)", g_dir);
+    SKIP("no SPIR-V in %s (glslangValidator, Debian glslang-tools, was absent at build time)",
+         g_dir);
   } else {
     fclose(f);
     rx_rt_device *devs[2] = {d, ds};

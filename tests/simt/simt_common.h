@@ -30,7 +30,8 @@ static inline simt_thread *cur() { return *rt->current; }
 }
 
 /* One exchange among the lanes of the caller's warp; see simt_rt.h. T must fit a payload. */
-template <class T> static inline void xchg(unsigned mask, const T &v, T *out, unsigned *members, int line) {
+template <class T>
+static inline void xchg(unsigned mask, const T &v, T *out, unsigned *members, int line) {
   static_assert(sizeof(T) <= SIMT_PAYLOAD, "value too large for a warp exchange");
   unsigned char in[SIMT_PAYLOAD] = {0}, all[SIMT_WARP * SIMT_PAYLOAD];
   std::memcpy(in, &v, sizeof(T));
@@ -39,18 +40,21 @@ template <class T> static inline void xchg(unsigned mask, const T &v, T *out, un
 }
 
 /* Value of lane `src` after an exchange; reading a lane that did not take part is an error. */
-template <class T> static inline T pick(const T *all, unsigned members, int src, int line, const char *op) {
+template <class T>
+static inline T pick(const T *all, unsigned members, int src, int line, const char *op) {
   if (src < 0 || src >= SIMT_WARP || !(members >> src & 1u)) {
     char msg[160];
-    std::snprintf(msg, sizeof msg,
-                  "%s: lane %u reads lane %d, which does not take part (participating lanes 0x%08x)",
-                  op, cur()->lane, src, members);
+    std::snprintf(
+        msg, sizeof msg,
+        "%s: lane %u reads lane %d, which does not take part (participating lanes 0x%08x)", op,
+        cur()->lane, src, members);
     fail(line, msg);
   }
   return all[src];
 }
 
-/* ---- CUDA launches: args[i] points to the value of parameter i (cuLaunchKernel convention) ---- */
+/* ---- CUDA launches: args[i] points to the value of parameter i (cuLaunchKernel convention) ----
+ */
 template <class... A, std::size_t... I>
 static inline void invoke_impl(void (*f)(A...), void **args, std::index_sequence<I...>) {
   f(*static_cast<std::remove_reference_t<A> *>(args[I])...);
@@ -71,9 +75,12 @@ template <class F, std::size_t I> using param_t = typename param<F, I>::type;
 /* A buffer binding: `device T*` / `constant T*` get the buffer's address, `constant T&` the
  * object at that address (setBuffer / setBytes). */
 template <class T> static inline T bind(void *p) {
-  if constexpr (std::is_pointer_v<T>) return static_cast<T>(p);
-  else if constexpr (std::is_reference_v<T>) return *static_cast<std::remove_reference_t<T> *>(p);
-  else return *static_cast<T *>(p);
+  if constexpr (std::is_pointer_v<T>)
+    return static_cast<T>(p);
+  else if constexpr (std::is_reference_v<T>)
+    return *static_cast<std::remove_reference_t<T> *>(p);
+  else
+    return *static_cast<T *>(p);
 }
 
 /* A builtin value converted to the parameter's type: scalar, 2- or 3-component vector. */
@@ -115,19 +122,31 @@ static inline simt_dim3 builtin_value(builtin_kind k) {
     r.y = t->block_idx.y * t->block_dim.y + t->thread_idx.y;
     r.z = t->block_idx.z * t->block_dim.z + t->thread_idx.z;
     return r;
-  case B_THREADGROUP_POSITION_IN_GRID: return t->block_idx;
-  case B_THREAD_POSITION_IN_THREADGROUP: return t->thread_idx;
-  case B_THREADS_PER_THREADGROUP: return t->block_dim;
-  case B_THREADGROUPS_PER_GRID: return t->grid_dim;
+  case B_THREADGROUP_POSITION_IN_GRID:
+    return t->block_idx;
+  case B_THREAD_POSITION_IN_THREADGROUP:
+    return t->thread_idx;
+  case B_THREADS_PER_THREADGROUP:
+    return t->block_dim;
+  case B_THREADGROUPS_PER_GRID:
+    return t->grid_dim;
   case B_THREADS_PER_GRID:
     r.x = t->grid_dim.x * t->block_dim.x;
     r.y = t->grid_dim.y * t->block_dim.y;
     r.z = t->grid_dim.z * t->block_dim.z;
     return r;
-  case B_THREAD_INDEX_IN_THREADGROUP: r.x = t->linear; return r;
-  case B_THREAD_INDEX_IN_SIMDGROUP: r.x = t->lane; return r;
-  case B_SIMDGROUP_INDEX_IN_THREADGROUP: r.x = t->warp; return r;
-  case B_THREADS_PER_SIMDGROUP: r.x = SIMT_WARP; return r;
+  case B_THREAD_INDEX_IN_THREADGROUP:
+    r.x = t->linear;
+    return r;
+  case B_THREAD_INDEX_IN_SIMDGROUP:
+    r.x = t->lane;
+    return r;
+  case B_SIMDGROUP_INDEX_IN_THREADGROUP:
+    r.x = t->warp;
+    return r;
+  case B_THREADS_PER_SIMDGROUP:
+    r.x = SIMT_WARP;
+    return r;
   case B_SIMDGROUPS_PER_THREADGROUP:
     r.x = (t->block_dim.x * t->block_dim.y * t->block_dim.z + SIMT_WARP - 1) / SIMT_WARP;
     return r;

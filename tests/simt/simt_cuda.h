@@ -17,12 +17,12 @@
 #define __global__
 #define __device__
 #define __host__
-#define __noinline__ __attribute__((noinline))
+#define __noinline__    __attribute__((noinline))
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __restrict__ /* no noalias: other fibers write the same memory across barriers */
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
+#define __shared__   static
 #define __constant__ static
 #define __managed__
 
@@ -39,16 +39,16 @@ static inline uint3 u3(simt_dim3 d) { return uint3{d.x, d.y, d.z}; }
 static inline dim3 d3(simt_dim3 d) { return dim3(d.x, d.y, d.z); }
 } // namespace simt
 #define threadIdx (simt::u3(simt::cur()->thread_idx))
-#define blockIdx (simt::u3(simt::cur()->block_idx))
-#define blockDim (simt::d3(simt::cur()->block_dim))
-#define gridDim (simt::d3(simt::cur()->grid_dim))
-#define warpSize 32
+#define blockIdx  (simt::u3(simt::cur()->block_idx))
+#define blockDim  (simt::d3(simt::cur()->block_dim))
+#define gridDim   (simt::d3(simt::cur()->grid_dim))
+#define warpSize  32
 
 /* ---- barriers and fences ---- */
 #define __syncthreads() (simt::rt->barrier(__LINE__))
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-#define __trap() (simt::fail(__LINE__, "__trap() called"))
+#define __trap()        (simt::fail(__LINE__, "__trap() called"))
 #define __nanosleep(ns) ((void)(ns))
 
 /* ---- warp functions (lockstep exchange among the lanes named by the mask) ---- */
@@ -67,23 +67,31 @@ static inline void check_width(int width, int line) {
 }
 } // namespace simt
 #define SIMT_LINE __builtin_LINE()
-template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = warpSize, int line = SIMT_LINE) {
+template <class T>
+static inline T __shfl_sync(unsigned mask, T v, int src, int width = warpSize,
+                            int line = SIMT_LINE) {
   simt::check_width(width, line);
   return simt::shfl(mask, v, simt::seg_base(width) + (src & (width - 1)), line, "__shfl_sync");
 }
-template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize, int line = SIMT_LINE) {
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize,
+                                int line = SIMT_LINE) {
   simt::check_width(width, line);
   int l = (int)simt::lane(), src = l ^ lane_mask;
   if (src >= simt::seg_base(width) + width) src = l; /* later segments are not visible */
   return simt::shfl(mask, v, src, line, "__shfl_xor_sync");
 }
-template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize, int line = SIMT_LINE) {
+template <class T>
+static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize,
+                                 int line = SIMT_LINE) {
   simt::check_width(width, line);
   int l = (int)simt::lane(), src = l + (int)delta;
   if ((l & (width - 1)) + (int)delta >= width) src = l;
   return simt::shfl(mask, v, src, line, "__shfl_down_sync");
 }
-template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize, int line = SIMT_LINE) {
+template <class T>
+static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize,
+                               int line = SIMT_LINE) {
   simt::check_width(width, line);
   int l = (int)simt::lane(), src = l - (int)delta;
   if ((l & (width - 1)) - (int)delta < 0) src = l;
@@ -105,8 +113,12 @@ static inline int __all_sync(unsigned mask, int pred, int line = SIMT_LINE) {
     if ((members >> i & 1u) && !all[i]) return 0;
   return 1;
 }
-static inline int __any_sync(unsigned mask, int pred, int line = SIMT_LINE) { return __ballot_sync(mask, pred, line) != 0; }
-static inline void __syncwarp(unsigned mask = 0xffffffffu, int line = SIMT_LINE) { (void)__ballot_sync(mask, 0, line); }
+static inline int __any_sync(unsigned mask, int pred, int line = SIMT_LINE) {
+  return __ballot_sync(mask, pred, line) != 0;
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu, int line = SIMT_LINE) {
+  (void)__ballot_sync(mask, 0, line);
+}
 /* Lanes progress independently between warp functions here, so "active" means: not exited. */
 static inline unsigned __activemask() {
   unsigned n = simt::cur()->warp_lanes;
@@ -116,7 +128,7 @@ static inline unsigned __activemask() {
   static inline T name(unsigned mask, T v, int line = SIMT_LINE) {                                 \
     T all[SIMT_WARP], r = init;                                                                    \
     unsigned members;                                                                              \
-    simt::xchg(mask ? mask : 1u, v, all, &members, line);                                         \
+    simt::xchg(mask ? mask : 1u, v, all, &members, line);                                          \
     for (int i = 0; i < SIMT_WARP; i++)                                                            \
       if (members >> i & 1u) r = op;                                                               \
     return r;                                                                                      \
@@ -127,7 +139,7 @@ SIMT_REDUCE(__reduce_min_sync, unsigned, UINT_MAX, (all[i] < r ? all[i] : r))
 SIMT_REDUCE(__reduce_min_sync, int, INT_MAX, (all[i] < r ? all[i] : r))
 SIMT_REDUCE(__reduce_max_sync, unsigned, 0u, (all[i] > r ? all[i] : r))
 SIMT_REDUCE(__reduce_max_sync, int, INT_MIN, (all[i] > r ? all[i] : r))
-SIMT_REDUCE(__reduce_and_sync, unsigned, ~0u, r & all[i])
+SIMT_REDUCE(__reduce_and_sync, unsigned, ~0u, r &all[i])
 SIMT_REDUCE(__reduce_or_sync, unsigned, 0u, r | all[i])
 SIMT_REDUCE(__reduce_xor_sync, unsigned, 0u, r ^ all[i])
 
@@ -166,14 +178,20 @@ template <class T> static inline T atomicCAS(T *p, T cmp, T v) {
 
 /* ---- vector types: structs with .x .y .z .w and CUDA's alignment ---- */
 #define SIMT_VEC24(T, N)                                                                           \
-  struct __attribute__((aligned(sizeof(T) * 2))) N##2 { T x, y; };                                 \
-  struct __attribute__((aligned(sizeof(T) * 4 > 16 ? 16 : sizeof(T) * 4))) N##4 { T x, y, z, w; }; \
-  static inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }                                  \
-  static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
+  struct __attribute__((aligned(sizeof(T) * 2))) N##2 {                                            \
+    T x, y;                                                                                        \
+  };                                                                                               \
+  struct __attribute__((aligned(sizeof(T) * 4 > 16 ? 16 : sizeof(T) * 4))) N##4 {                  \
+    T x, y, z, w;                                                                                  \
+  };                                                                                               \
+  static inline N##2 make_##N##2(T x, T y) { return N##2 {x, y}; }                                 \
+  static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4 {x, y, z, w}; }
 #define SIMT_VEC(T, N)                                                                             \
   SIMT_VEC24(T, N)                                                                                 \
-  struct N##3 { T x, y, z; };                                                                      \
-  static inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }
+  struct N##3 {                                                                                    \
+    T x, y, z;                                                                                     \
+  };                                                                                               \
+  static inline N##3 make_##N##3(T x, T y, T z) { return N##3 {x, y, z}; }
 SIMT_VEC(float, float)
 SIMT_VEC(double, double)
 SIMT_VEC(int, int)
@@ -199,15 +217,15 @@ static inline float simt_sinf(float x) { return sinf(x); }
 static inline float simt_cosf(float x) { return cosf(x); }
 static inline float simt_tanf(float x) { return tanf(x); }
 static inline float simt_powf(float x, float y) { return powf(x, y); }
-#define __expf simt_expf
+#define __expf   simt_expf
 #define __exp10f simt_exp10f
-#define __logf simt_logf
-#define __log2f simt_log2f
+#define __logf   simt_logf
+#define __log2f  simt_log2f
 #define __log10f simt_log10f
-#define __sinf simt_sinf
-#define __cosf simt_cosf
-#define __tanf simt_tanf
-#define __powf simt_powf
+#define __sinf   simt_sinf
+#define __cosf   simt_cosf
+#define __tanf   simt_tanf
+#define __powf   simt_powf
 static inline float __fdividef(float x, float y) { return x / y; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
@@ -218,23 +236,51 @@ static inline float __fmul_rn(float x, float y) { return x * y; }
 static inline float __fdiv_rn(float x, float y) { return x / y; }
 static inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
-static inline int __float_as_int(float x) { int r; std::memcpy(&r, &x, 4); return r; }
-static inline unsigned __float_as_uint(float x) { unsigned r; std::memcpy(&r, &x, 4); return r; }
-static inline float __int_as_float(int x) { float r; std::memcpy(&r, &x, 4); return r; }
-static inline float __uint_as_float(unsigned x) { float r; std::memcpy(&r, &x, 4); return r; }
-static inline long long __double_as_longlong(double x) { long long r; std::memcpy(&r, &x, 8); return r; }
-static inline double __longlong_as_double(long long x) { double r; std::memcpy(&r, &x, 8); return r; }
+static inline int __float_as_int(float x) {
+  int r;
+  std::memcpy(&r, &x, 4);
+  return r;
+}
+static inline unsigned __float_as_uint(float x) {
+  unsigned r;
+  std::memcpy(&r, &x, 4);
+  return r;
+}
+static inline float __int_as_float(int x) {
+  float r;
+  std::memcpy(&r, &x, 4);
+  return r;
+}
+static inline float __uint_as_float(unsigned x) {
+  float r;
+  std::memcpy(&r, &x, 4);
+  return r;
+}
+static inline long long __double_as_longlong(double x) {
+  long long r;
+  std::memcpy(&r, &x, 8);
+  return r;
+}
+static inline double __longlong_as_double(long long x) {
+  double r;
+  std::memcpy(&r, &x, 8);
+  return r;
+}
 static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static inline int __float2int_rz(float x) { return (int)x; }
 static inline int __float2int_rd(float x) { return (int)floorf(x); }
 static inline int __float2int_ru(float x) { return (int)ceilf(x); }
 static inline float __int2float_rn(int x) { return (float)x; }
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) {
+  return (unsigned)(((unsigned long long)a * b) >> 32);
+}
 static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
-static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline long long __mul64hi(long long a, long long b) {
+  return (long long)(((__int128)a * b) >> 64);
+}
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }

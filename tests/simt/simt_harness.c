@@ -40,7 +40,7 @@
 extern char **environ;
 
 #define MAX_BLOCK_THREADS 1024u
-#define FIBER_STACK (256u * 1024u) /* bytes per GPU thread, plus one guard page below */
+#define FIBER_STACK       (256u * 1024u) /* bytes per GPU thread, plus one guard page below */
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -96,8 +96,10 @@ __attribute__((format(printf, 2, 3))) static int fail(char **out_err, const char
   va_end(ap);
   buf_addn(&b, tmp, (size_t)n);
   free(tmp);
-  if (out_err) *out_err = buf_take(&b);
-  else free(b.data);
+  if (out_err)
+    *out_err = buf_take(&b);
+  else
+    free(b.data);
   return -1;
 }
 
@@ -189,7 +191,8 @@ static size_t ident_at(const char *s, size_t i) {
 static size_t skip_balanced(const char *s, size_t i) {
   int depth = 0;
   for (; s[i]; i++) {
-    if (s[i] == '(' || s[i] == '[') depth++;
+    if (s[i] == '(' || s[i] == '[')
+      depth++;
     else if (s[i] == ')' || s[i] == ']') {
       if (--depth == 0) return i + 1;
     }
@@ -232,9 +235,11 @@ typedef struct prepared {
 } prepared;
 
 static int add_kernel(prepared *p, const char *name, size_t len, char **out_err) {
-  if (len >= sizeof(p->kernels[0].name)) return fail(out_err, "kernel name too long: %.*s", (int)len, name);
+  if (len >= sizeof(p->kernels[0].name))
+    return fail(out_err, "kernel name too long: %.*s", (int)len, name);
   for (int i = 0; i < p->nkernels; i++)
-    if (strlen(p->kernels[i].name) == len && !memcmp(p->kernels[i].name, name, len)) return 1; /* declared twice */
+    if (strlen(p->kernels[i].name) == len && !memcmp(p->kernels[i].name, name, len))
+      return 1; /* declared twice */
   kname *k = realloc(p->kernels, sizeof *k * (size_t)(p->nkernels + 1));
   if (!k) abort();
   p->kernels = k;
@@ -285,7 +290,9 @@ static int cuda_rewrite(const char *src, const char *s, edits *es, char **out_er
     size_t i = skip_ws(s, (size_t)at + 6);
     if (ident_at(s, i) != 10 || strncmp(s + i, "__shared__", 10)) continue;
     const char *semi = strchr(s + i, ';');
-    if (!semi) return fail(out_err, "line %d: unterminated extern __shared__ declaration", line_of(s, (size_t)at));
+    if (!semi)
+      return fail(out_err, "line %d: unterminated extern __shared__ declaration",
+                  line_of(s, (size_t)at));
     size_t end = (size_t)(semi - s);
     /* declaration text between __shared__ and ';', without __align__(...) */
     buf decl = {0};
@@ -311,12 +318,13 @@ static int cuda_rewrite(const char *src, const char *s, edits *es, char **out_er
     }
     if (!lb || nl == 0) {
       free(d);
-      return fail(out_err, "line %d: expected `extern __shared__ T name[];`", line_of(s, (size_t)at));
+      return fail(out_err, "line %d: expected `extern __shared__ T name[];`",
+                  line_of(s, (size_t)at));
     }
     buf w = {0};
     int line = line_of(s, (size_t)at);
-    buf_printf(&w, "\n#define %.*s ((%.*s *)simt::cur()->dyn_smem)\n#line %d\n", (int)nl, d + ne - nl,
-               (int)(ne - nl), d, line);
+    buf_printf(&w, "\n#define %.*s ((%.*s *)simt::cur()->dyn_smem)\n#line %d\n", (int)nl,
+               d + ne - nl, (int)(ne - nl), d, line);
     free(d);
     add_edit(es, (size_t)at, end + 1 - (size_t)at, buf_take(&w));
     (void)src;
@@ -325,7 +333,8 @@ static int cuda_rewrite(const char *src, const char *s, edits *es, char **out_er
 }
 
 static int cuda_find_kernels(const char *s, prepared *p, char **out_err) {
-  for (long at = find_word(s, 0, "__global__"); at >= 0; at = find_word(s, (size_t)at + 1, "__global__")) {
+  for (long at = find_word(s, 0, "__global__"); at >= 0;
+       at = find_word(s, (size_t)at + 1, "__global__")) {
     /* a template kernel cannot be launched by name: skip it */
     long back = at;
     while (back > 0 && s[back - 1] != ';' && s[back - 1] != '}' && s[back - 1] != '{') back--;
@@ -342,18 +351,23 @@ static int cuda_find_kernels(const char *s, prepared *p, char **out_err) {
       } else if (s[i] == '(') {
         if (last_len == 17 && !strncmp(s + last, "__launch_bounds__", 17)) {
           i = skip_balanced(s, i);
-          if (!i) return fail(out_err, "line %d: unbalanced __launch_bounds__", line_of(s, (size_t)at));
+          if (!i)
+            return fail(out_err, "line %d: unbalanced __launch_bounds__", line_of(s, (size_t)at));
           last_len = 0;
           continue;
         }
         break;
-      } else if (s[i] == '*' || s[i] == '&' || s[i] == ':' || s[i] == '<' || s[i] == '>' || s[i] == ',') {
+      } else if (s[i] == '*' || s[i] == '&' || s[i] == ':' || s[i] == '<' || s[i] == '>' ||
+                 s[i] == ',') {
         i++;
       } else {
-        return fail(out_err, "line %d: cannot find the name of this __global__ function", line_of(s, (size_t)at));
+        return fail(out_err, "line %d: cannot find the name of this __global__ function",
+                    line_of(s, (size_t)at));
       }
     }
-    if (!last_len) return fail(out_err, "line %d: cannot find the name of this __global__ function", line_of(s, (size_t)at));
+    if (!last_len)
+      return fail(out_err, "line %d: cannot find the name of this __global__ function",
+                  line_of(s, (size_t)at));
     if (add_kernel(p, s + last, last_len, out_err) < 0) return -1;
   }
   return 0;
@@ -362,7 +376,8 @@ static int cuda_find_kernels(const char *s, prepared *p, char **out_err) {
 /* Metal: `threadgroup` declaring a variable becomes `static` (one threadgroup runs at a time);
  * `threadgroup` qualifying a pointer or reference type disappears. */
 static void metal_rewrite(const char *s, edits *es) {
-  for (long at = find_word(s, 0, "threadgroup"); at >= 0; at = find_word(s, (size_t)at + 1, "threadgroup")) {
+  for (long at = find_word(s, 0, "threadgroup"); at >= 0;
+       at = find_word(s, (size_t)at + 1, "threadgroup")) {
     size_t i = (size_t)at + 11;
     int ptr = 0;
     for (; s[i] && !strchr(";=,){[", s[i]); i++)
@@ -385,7 +400,9 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
     if (s[i] != '(') continue;
     int line = line_of(s, (size_t)at);
     size_t close = skip_balanced(s, i);
-    if (!close) return fail(out_err, "line %d: unbalanced parameter list of kernel %.*s", line, (int)nl, s + name);
+    if (!close)
+      return fail(out_err, "line %d: unbalanced parameter list of kernel %.*s", line, (int)nl,
+                  s + name);
     int dup = add_kernel(p, s + name, nl, out_err);
     if (dup < 0) return -1;
     if (dup) continue;
@@ -398,9 +415,12 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
       size_t st = j;
       int depth = 0;
       for (; j < close - 1; j++) {
-        if (s[j] == '(' || s[j] == '[' || s[j] == '<') depth++;
-        else if (s[j] == ')' || s[j] == ']' || s[j] == '>') depth--;
-        else if (s[j] == ',' && depth == 0) break;
+        if (s[j] == '(' || s[j] == '[' || s[j] == '<')
+          depth++;
+        else if (s[j] == ')' || s[j] == ']' || s[j] == '>')
+          depth--;
+        else if (s[j] == ',' && depth == 0)
+          break;
       }
       size_t en = j++;
       size_t q = skip_ws(s, st);
@@ -409,7 +429,8 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
       const char *a = strstr(s + q, "[[");
       if (!a || (size_t)(a - s) >= en) {
         free(call.data);
-        return fail(out_err, "line %d: parameter %d of kernel %s has no [[...]] attribute", line, nparam, k->name);
+        return fail(out_err, "line %d: parameter %d of kernel %s has no [[...]] attribute", line,
+                    nparam, k->name);
       }
       size_t ai = skip_ws(s, (size_t)(a - s) + 2), al = ident_at(s, ai);
       if (nparam) buf_add(&call, ",\n      ");
@@ -419,8 +440,9 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
         long idx = s[pi] == '(' ? strtol(s + pi + 1, &endp, 10) : -1;
         if (idx < 0 || idx > 30 || !endp || endp[skip_ws(endp, 0)] != ')') {
           free(call.data);
-          return fail(out_err, "line %d: kernel %s, parameter %d: expected [[buffer(N)]] with N in 0..30", line,
-                      k->name, nparam);
+          return fail(out_err,
+                      "line %d: kernel %s, parameter %d: expected [[buffer(N)]] with N in 0..30",
+                      line, k->name, nparam);
         }
         if (idx > maxbuf) maxbuf = (int)idx;
         buf_printf(&call, "simt::bind<simt::param_t<F, %d>>(a[%ld])", nparam, idx);
@@ -431,10 +453,12 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
             kind = metal_builtins[b].kind;
         if (!kind) {
           free(call.data);
-          return fail(out_err, "line %d: kernel %s, parameter %d: attribute [[%.*s]] is not emulated", line, k->name,
-                      nparam, (int)al, s + ai);
+          return fail(out_err,
+                      "line %d: kernel %s, parameter %d: attribute [[%.*s]] is not emulated", line,
+                      k->name, nparam, (int)al, s + ai);
         }
-        buf_printf(&call, "simt::builtin<simt::param_t<F, %d>>(simt::builtin_value(simt::%s))", nparam, kind);
+        buf_printf(&call, "simt::builtin<simt::param_t<F, %d>>(simt::builtin_value(simt::%s))",
+                   nparam, kind);
       }
       nparam++;
     }
@@ -448,7 +472,8 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
   return 0;
 }
 
-static int prepare(simt_lang lang, const char *src, const char *label, prepared *p, char **out_err) {
+static int prepare(simt_lang lang, const char *src, const char *label, prepared *p,
+                   char **out_err) {
   memset(p, 0, sizeof *p);
   char *s = blank_comments(src);
   edits es = {0};
@@ -458,10 +483,11 @@ static int prepare(simt_lang lang, const char *src, const char *label, prepared 
     rc = cuda_rewrite(src, s, &es, out_err);
     if (!rc) rc = cuda_find_kernels(s, p, out_err);
     for (int i = 0; !rc && i < p->nkernels; i++)
-      buf_printf(&launchers,
-                 "extern \"C\" __attribute__((visibility(\"default\"))) int simt__k_%s(void **a) {\n"
-                 "  return simt::invoke(%s, a);\n}\n",
-                 p->kernels[i].name, p->kernels[i].name);
+      buf_printf(
+          &launchers,
+          "extern \"C\" __attribute__((visibility(\"default\"))) int simt__k_%s(void **a) {\n"
+          "  return simt::invoke(%s, a);\n}\n",
+          p->kernels[i].name, p->kernels[i].name);
   } else {
     metal_rewrite(s, &es);
     rc = metal_find_kernels(s, p, &launchers, out_err);
@@ -533,15 +559,15 @@ static int run_logged(char *const argv[], const char *log_path) {
 }
 
 static const char *const prelude_files[] = {
-    "simt_rt.h",           "simt_common.h",         "simt_cuda.h",         "simt_metal.h",
-    "include/cuda_fp16.h", "include/cuda_bf16.h",   "include/metal_stdlib", "include/cuda_runtime.h",
+    "simt_rt.h",           "simt_common.h",       "simt_cuda.h",          "simt_metal.h",
+    "include/cuda_fp16.h", "include/cuda_bf16.h", "include/metal_stdlib", "include/cuda_runtime.h",
     "include/cuda.h",
 };
 
 static int load_module(const char *so, prepared *p, simt_module **out, char **out_err);
 
-int simt_module_compile(const simt_options *opts, simt_lang lang, const char *source, const char *label,
-                        simt_module **out_module, char **out_err) {
+int simt_module_compile(const simt_options *opts, simt_lang lang, const char *source,
+                        const char *label, simt_module **out_module, char **out_err) {
   *out_module = NULL;
   if (out_err) *out_err = NULL;
   if (!source) return fail(out_err, "no source given");
@@ -551,7 +577,10 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
   const char *dir = opt_or_env(opts->simt_dir, "SIMT_DIR", SIMT_DEFAULT_DIR);
   const char *clang = opt_or_env(opts->clang, "SIMT_CLANG", "clang++-16");
   const char *cflags = opt_or_env(opts->cflags, "SIMT_CFLAGS", "");
-  char *cache = opts->cache_dir ? strdup(opts->cache_dir) : getenv("SIMT_CACHE_DIR") && *getenv("SIMT_CACHE_DIR") ? strdup(getenv("SIMT_CACHE_DIR")) : default_cache_dir();
+  char *cache = opts->cache_dir ? strdup(opts->cache_dir)
+                : getenv("SIMT_CACHE_DIR") && *getenv("SIMT_CACHE_DIR")
+                    ? strdup(getenv("SIMT_CACHE_DIR"))
+                    : default_cache_dir();
 
   prepared p;
   if (prepare(lang, source, label, &p, out_err) < 0) {
@@ -573,7 +602,9 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
     size_t n = 0;
     char *text = read_file(path.data, &n);
     if (!text) {
-      int r = fail(out_err, "cannot read the SIMT prelude %s (set SIMT_DIR to the tests/simt folder)", path.data);
+      int r =
+          fail(out_err, "cannot read the SIMT prelude %s (set SIMT_DIR to the tests/simt folder)",
+               path.data);
       free(path.data);
       free(p.text.data);
       free(p.kernels);
@@ -593,11 +624,13 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
   char *log = NULL;
   if (stat(so.data, &st) != 0) {
     /* compile into a private name, then rename: concurrent tests never see half an object */
-    buf_printf(&src_path, "%s/%016llx.%s", cache, (unsigned long long)h, lang == SIMT_CUDA ? "cu.cpp" : "metal.cpp");
+    buf_printf(&src_path, "%s/%016llx.%s", cache, (unsigned long long)h,
+               lang == SIMT_CUDA ? "cu.cpp" : "metal.cpp");
     buf_printf(&tmp_so, "%s/%016llx.%ld.tmp.so", cache, (unsigned long long)h, (long)getpid());
     buf_printf(&log_path, "%s/%016llx.%ld.log", cache, (unsigned long long)h, (long)getpid());
     if (write_file(src_path.data, p.text.data, p.text.len) < 0) {
-      rc = fail(out_err, "cannot write %s: %s (set SIMT_CACHE_DIR)", src_path.data, strerror(errno));
+      rc =
+          fail(out_err, "cannot write %s: %s (set SIMT_CACHE_DIR)", src_path.data, strerror(errno));
       goto done;
     }
     buf inc = {0}, prel = {0}, incdir = {0};
@@ -606,14 +639,17 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
     buf_printf(&prel, "%s/%s", dir, lang == SIMT_CUDA ? "simt_cuda.h" : "simt_metal.h");
     /* -O0: the kernel text executes as written. An optimizer sees fibers as one thread: it may
      * drop or move a store to a static (shared) array across an opaque barrier call. */
-    const char *argv_fixed[] = {clang, "-x", "c++", "-std=c++17", "-O0", "-g", "-fPIC", "-shared",
-                                "-fno-exceptions", "-Wno-unknown-attributes", inc.data, incdir.data,
-                                "-include", prel.data};
+    const char *argv_fixed[] = {
+        clang,    "-x",        "c++",      "-std=c++17",      "-O0",
+        "-g",     "-fPIC",     "-shared",  "-fno-exceptions", "-Wno-unknown-attributes",
+        inc.data, incdir.data, "-include", prel.data};
     char *flags = strdup(cflags);
     char *argv[64];
     int argc = 0;
-    for (size_t i = 0; i < sizeof argv_fixed / sizeof argv_fixed[0]; i++) argv[argc++] = (char *)argv_fixed[i];
-    for (char *tok = strtok(flags, " \t"); tok && argc < 58; tok = strtok(NULL, " \t")) argv[argc++] = tok;
+    for (size_t i = 0; i < sizeof argv_fixed / sizeof argv_fixed[0]; i++)
+      argv[argc++] = (char *)argv_fixed[i];
+    for (char *tok = strtok(flags, " \t"); tok && argc < 58; tok = strtok(NULL, " \t"))
+      argv[argc++] = tok;
     argv[argc++] = src_path.data;
     argv[argc++] = "-o";
     argv[argc++] = tmp_so.data;
@@ -626,13 +662,15 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
     log = read_file(log_path.data, NULL);
     unlink(log_path.data);
     if (status < 0) {
-      rc = fail(out_err, "cannot run %s: install clang 16 or newer (Debian: apt-get install clang-16) or set SIMT_CLANG",
+      rc = fail(out_err,
+                "cannot run %s: install clang 16 or newer (Debian: apt-get install clang-16) or "
+                "set SIMT_CLANG",
                 clang);
       goto done;
     }
     if (status != 0) {
-      rc = fail(out_err, "%s failed on %s (exit %d; the compiled text is %s):\n%s", clang, label, status,
-                src_path.data, log ? log : "");
+      rc = fail(out_err, "%s failed on %s (exit %d; the compiled text is %s):\n%s", clang, label,
+                status, src_path.data, log ? log : "");
       unlink(tmp_so.data);
       goto done;
     }
@@ -660,8 +698,8 @@ done:
   return rc;
 }
 
-int simt_module_compile_file(const simt_options *opts, simt_lang lang, const char *path, simt_module **out_module,
-                             char **out_err) {
+int simt_module_compile_file(const simt_options *opts, simt_lang lang, const char *path,
+                             simt_module **out_module, char **out_err) {
   *out_module = NULL;
   if (out_err) *out_err = NULL;
   char *src = read_file(path, NULL);
@@ -673,9 +711,11 @@ int simt_module_compile_file(const simt_options *opts, simt_lang lang, const cha
 
 static simt_thread *current_thread; /* the fiber running now (read by kernels through simt_rt) */
 static void rt_barrier(int line);
-static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members, int line);
+static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members,
+                             int line);
 static void rt_fail(int line, const char *msg);
-static const simt_rt the_rt = {SIMT_RT_VERSION, &current_thread, rt_barrier, rt_warp_exchange, rt_fail};
+static const simt_rt the_rt = {SIMT_RT_VERSION, &current_thread, rt_barrier, rt_warp_exchange,
+                               rt_fail};
 
 static int load_module(const char *so, prepared *p, simt_module **out, char **out_err) {
   void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
@@ -683,7 +723,8 @@ static int load_module(const char *so, prepared *p, simt_module **out, char **ou
   int (*init)(const simt_rt *) = (int (*)(const simt_rt *))dlsym(dl, "simt__init");
   if (!init || init(&the_rt) != 0) {
     dlclose(dl);
-    return fail(out_err, "%s: not a SIMT kernel object of this version (delete the cache folder)", so);
+    return fail(out_err, "%s: not a SIMT kernel object of this version (delete the cache folder)",
+                so);
   }
   simt_module *m = calloc(1, sizeof *m);
   if (!m) abort();
@@ -738,12 +779,12 @@ typedef struct fiber {
   ucontext_t ctx;
   simt_thread t;
   enum fiber_state state;
-  int line;     /* source line of the barrier or warp function it waits in */
+  int line;      /* source line of the barrier or warp function it waits in */
   unsigned mask; /* warp exchange: the mask it passed (0: every lane not exited) */
   unsigned char in[SIMT_PAYLOAD];
   unsigned char *out;
   unsigned *out_members;
-  char *stack; /* usable stack (above the guard page) */
+  char *stack;      /* usable stack (above the guard page) */
   void *fake_stack; /* ASan's fake stack of the fiber while it is switched out */
 } fiber;
 
@@ -773,8 +814,8 @@ __attribute__((format(printf, 1, 2))) static void sched_error(const char *fmt, .
   va_start(ap, fmt);
   vsnprintf(tmp, (size_t)n + 1, fmt, ap);
   va_end(ap);
-  buf_printf(&S.err, "kernel %s, block (%u,%u,%u): %s", S.kname, S.f[0].t.block_idx.x, S.f[0].t.block_idx.y,
-             S.f[0].t.block_idx.z, tmp);
+  buf_printf(&S.err, "kernel %s, block (%u,%u,%u): %s", S.kname, S.f[0].t.block_idx.x,
+             S.f[0].t.block_idx.y, S.f[0].t.block_idx.z, tmp);
   free(tmp);
 }
 
@@ -784,7 +825,7 @@ static void yield_to_main(int final) {
 #ifdef SIMT_ASAN
   __sanitizer_start_switch_fiber(final ? NULL : &f->fake_stack, S.main_bottom, S.main_size);
 #else
-  (void)final;
+  (void) final;
 #endif
   swapcontext(&f->ctx, &S.main_ctx);
 #ifdef SIMT_ASAN
@@ -821,10 +862,14 @@ static void run_fiber(fiber *f) {
 
 static const char *state_name(const fiber *f) {
   switch (f->state) {
-  case F_RUNNABLE: return "runs";
-  case F_BARRIER: return "waits at a barrier";
-  case F_WARP: return "waits in a warp/SIMD-group function";
-  case F_DONE: return "has exited";
+  case F_RUNNABLE:
+    return "runs";
+  case F_BARRIER:
+    return "waits at a barrier";
+  case F_WARP:
+    return "waits in a warp/SIMD-group function";
+  case F_DONE:
+    return "has exited";
   }
   return "?";
 }
@@ -841,8 +886,9 @@ static void try_warp(unsigned w) {
       for (unsigned l = 0; l < lanes; l++)
         if (S.f[first + l].state != F_DONE) members |= 1u << l;
     } else if (lanes < 32 && (members >> lanes) != 0) {
-      sched_error("line %d: warp mask 0x%08x names lane %u, which does not exist (warp %u has %u lanes)", f->line,
-                  f->mask, lanes + (unsigned)__builtin_ctz(members >> lanes), w, lanes);
+      sched_error(
+          "line %d: warp mask 0x%08x names lane %u, which does not exist (warp %u has %u lanes)",
+          f->line, f->mask, lanes + (unsigned)__builtin_ctz(members >> lanes), w, lanes);
       return;
     }
     int ready = 1;
@@ -850,8 +896,9 @@ static void try_warp(unsigned w) {
       if (!(members >> l & 1u)) continue;
       fiber *g = &S.f[first + l];
       if (g->state == F_DONE) {
-        sched_error("line %d: thread %u (lane %u) waits for lane %u named in mask 0x%08x, which has exited", f->line,
-                    f->t.linear, f->t.lane, l, f->mask);
+        sched_error(
+            "line %d: thread %u (lane %u) waits for lane %u named in mask 0x%08x, which has exited",
+            f->line, f->t.linear, f->t.lane, l, f->mask);
         return;
       }
       if (g->state != F_WARP) {
@@ -859,7 +906,8 @@ static void try_warp(unsigned w) {
         break;
       }
       if (g->mask != f->mask || g->line != f->line) {
-        sched_error("divergent warp functions: lane %u waits at line %d (mask 0x%08x), lane %u at line %d (mask "
+        sched_error("divergent warp functions: lane %u waits at line %d (mask 0x%08x), lane %u at "
+                    "line %d (mask "
                     "0x%08x); the emulator runs only converged warp functions",
                     f->t.lane, f->line, f->mask, l, g->line, g->mask);
         return;
@@ -867,8 +915,8 @@ static void try_warp(unsigned w) {
     }
     if (!ready) continue;
     if (!(members >> f->t.lane & 1u)) {
-      sched_error("line %d: lane %u calls a warp function with mask 0x%08x, which does not name it", f->line,
-                  f->t.lane, f->mask);
+      sched_error("line %d: lane %u calls a warp function with mask 0x%08x, which does not name it",
+                  f->line, f->t.lane, f->mask);
       return;
     }
     unsigned char all[SIMT_WARP * SIMT_PAYLOAD];
@@ -892,7 +940,8 @@ static void rt_barrier(int line) {
   yield_to_main(0);
 }
 
-static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members, int line) {
+static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members,
+                             int line) {
   fiber *f = S.running;
   f->state = F_WARP;
   f->line = line;
@@ -906,7 +955,8 @@ static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned 
 
 static void rt_fail(int line, const char *msg) {
   fiber *f = S.running;
-  sched_error("line %d: thread (%u,%u,%u): %s", line, f->t.thread_idx.x, f->t.thread_idx.y, f->t.thread_idx.z, msg);
+  sched_error("line %d: thread (%u,%u,%u): %s", line, f->t.thread_idx.x, f->t.thread_idx.y,
+              f->t.thread_idx.z, msg);
   for (;;) yield_to_main(1); /* never resumed */
 }
 
@@ -919,7 +969,8 @@ static int run_block(void) {
       if (f->state != F_RUNNABLE) continue;
       run_fiber(f);
       progressed = 1;
-      if (f->state == F_DONE && !S.failed) try_warp(f->t.warp); /* a Metal SIMD function may wait for no one else */
+      if (f->state == F_DONE && !S.failed)
+        try_warp(f->t.warp); /* a Metal SIMD function may wait for no one else */
     }
     if (S.failed) return -1;
     if (progressed) continue;
@@ -927,22 +978,27 @@ static int run_block(void) {
     fiber *fb = NULL, *fd = NULL, *fw = NULL;
     for (unsigned i = 0; i < S.n; i++) {
       fiber *f = &S.f[i];
-      if (f->state == F_DONE) done++, fd = fd ? fd : f;
-      else if (f->state == F_BARRIER) bar++, fb = fb ? fb : f;
-      else if (f->state == F_WARP) fw = fw ? fw : f;
+      if (f->state == F_DONE)
+        done++, fd = fd ? fd : f;
+      else if (f->state == F_BARRIER)
+        bar++, fb = fb ? fb : f;
+      else if (f->state == F_WARP)
+        fw = fw ? fw : f;
     }
     if (done == S.n) return 0;
     if (!fw && bar + done == S.n) {
       if (done) {
-        sched_error("barrier divergence: %u thread(s) wait at the barrier at line %d while %u thread(s) have exited "
+        sched_error("barrier divergence: %u thread(s) wait at the barrier at line %d while %u "
+                    "thread(s) have exited "
                     "(e.g. thread %u); a GPU may hang or misbehave here",
                     bar, fb->line, done, fd->t.linear);
         return -1;
       }
       for (unsigned i = 0; i < S.n; i++) {
         if (S.f[i].line != fb->line) {
-          sched_error("threads wait at different barriers: thread %u at line %d, thread %u at line %d", fb->t.linear,
-                      fb->line, S.f[i].t.linear, S.f[i].line);
+          sched_error(
+              "threads wait at different barriers: thread %u at line %d, thread %u at line %d",
+              fb->t.linear, fb->line, S.f[i].t.linear, S.f[i].line);
           return -1;
         }
       }
@@ -952,18 +1008,22 @@ static int run_block(void) {
     /* nothing can run: a deadlock the GPU would hang on */
     fiber *other = NULL;
     for (unsigned i = 0; i < S.n && !other; i++)
-      if (S.f[i].state != F_WARP && S.f[i].state != F_DONE && S.f[i].t.warp == (fw ? fw->t.warp : 0)) other = &S.f[i];
+      if (S.f[i].state != F_WARP && S.f[i].state != F_DONE &&
+          S.f[i].t.warp == (fw ? fw->t.warp : 0))
+        other = &S.f[i];
     if (!other) other = fb ? fb : fd;
-    sched_error("deadlock: thread %u (warp %u, lane %u) waits in a warp/SIMD-group function at line %d, while thread "
+    sched_error("deadlock: thread %u (warp %u, lane %u) waits in a warp/SIMD-group function at "
+                "line %d, while thread "
                 "%u (lane %u) %s%s",
-                fw->t.linear, fw->t.warp, fw->t.lane, fw->line, other ? other->t.linear : 0, other ? other->t.lane : 0,
-                other ? state_name(other) : "?", other && other->state == F_BARRIER ? " (barrier divergence)" : "");
+                fw->t.linear, fw->t.warp, fw->t.lane, fw->line, other ? other->t.linear : 0,
+                other ? other->t.lane : 0, other ? state_name(other) : "?",
+                other && other->state == F_BARRIER ? " (barrier divergence)" : "");
     return -1;
   }
 }
 
-int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3], size_t dyn_smem_bytes, void **args,
-                int nargs, char **out_err) {
+int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                size_t dyn_smem_bytes, void **args, int nargs, char **out_err) {
   if (out_err) *out_err = NULL;
   if (!k) return fail(out_err, "no kernel given");
   if (S.f) return fail(out_err, "simt_launch is not reentrant (called from inside a launch?)");
@@ -973,15 +1033,15 @@ int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
     if (!args || !args[i]) return fail(out_err, "kernel %s: argument %d is NULL", k->name, i);
   for (int d = 0; d < 3; d++)
     if (grid[d] == 0 || block[d] == 0)
-      return fail(out_err, "kernel %s: grid (%u,%u,%u) and block (%u,%u,%u) must be positive", k->name, grid[0],
-                  grid[1], grid[2], block[0], block[1], block[2]);
+      return fail(out_err, "kernel %s: grid (%u,%u,%u) and block (%u,%u,%u) must be positive",
+                  k->name, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
   unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
   if (threads > MAX_BLOCK_THREADS)
-    return fail(out_err, "kernel %s: %llu threads per block, more than the %u a GPU allows", k->name, threads,
-                MAX_BLOCK_THREADS);
+    return fail(out_err, "kernel %s: %llu threads per block, more than the %u a GPU allows",
+                k->name, threads, MAX_BLOCK_THREADS);
   if (grid[1] > 65535 || grid[2] > 65535)
-    return fail(out_err, "kernel %s: grid y and z are at most 65535, (%u,%u,%u) given", k->name, grid[0], grid[1],
-                grid[2]);
+    return fail(out_err, "kernel %s: grid y and z are at most 65535, (%u,%u,%u) given", k->name,
+                grid[0], grid[1], grid[2]);
 
   memset(&S, 0, sizeof S);
   S.n = (unsigned)threads;
@@ -994,7 +1054,8 @@ int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
   long page = sysconf(_SC_PAGESIZE);
   int rc = 0;
   for (unsigned i = 0; i < S.n; i++) {
-    char *m = mmap(NULL, FIBER_STACK + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *m = mmap(NULL, FIBER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
       rc = fail(out_err, "kernel %s: cannot map fiber stacks: %s", k->name, strerror(errno));
       goto out;
@@ -1009,7 +1070,8 @@ int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
         for (unsigned i = 0; i < S.n; i++) {
           fiber *f = &S.f[i];
           simt_thread *t = &f->t;
-          t->thread_idx = (simt_dim3){i % block[0], i / block[0] % block[1], i / (block[0] * block[1])};
+          t->thread_idx =
+              (simt_dim3){i % block[0], i / block[0] % block[1], i / (block[0] * block[1])};
           t->block_idx = (simt_dim3){bx, by, bz};
           t->block_dim = (simt_dim3){block[0], block[1], block[2]};
           t->grid_dim = (simt_dim3){grid[0], grid[1], grid[2]};

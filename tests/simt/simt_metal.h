@@ -9,8 +9,8 @@
 
 #include "simt_common.h"
 
-#define SIMT_LANG_METAL 1
-#define __METAL_VERSION__ 300
+#define SIMT_LANG_METAL    1
+#define __METAL_VERSION__  300
 #define __HAVE_SIMDGROUP__ 1 /* not a real Metal macro: tells shared test sources they run here */
 
 /* ---- scalar and vector types ---- */
@@ -56,8 +56,12 @@ SIMT_MVEC(ushort, ushort)
 SIMT_MVEC(char, char)
 SIMT_MVEC(uchar, uchar)
 SIMT_MVEC(bool, bool)
-struct packed_float3 { float x, y, z; };
-struct packed_half4 { half x, y, z, w; };
+struct packed_float3 {
+  float x, y, z;
+};
+struct packed_half4 {
+  half x, y, z, w;
+};
 
 /* ---- address spaces and function qualifiers ---- */
 #define kernel
@@ -72,9 +76,19 @@ struct packed_half4 { half x, y, z, w; };
 
 namespace metal {
 /* ---- barriers ---- */
-enum class mem_flags : unsigned { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
-static inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((unsigned)a | (unsigned)b); }
-static inline void threadgroup_barrier(mem_flags, int line = __builtin_LINE()) { simt::rt->barrier(line); }
+enum class mem_flags : unsigned {
+  mem_none = 0,
+  mem_device = 1,
+  mem_threadgroup = 2,
+  mem_texture = 4,
+  mem_threadgroup_imageblock = 8
+};
+static inline mem_flags operator|(mem_flags a, mem_flags b) {
+  return (mem_flags)((unsigned)a | (unsigned)b);
+}
+static inline void threadgroup_barrier(mem_flags, int line = __builtin_LINE()) {
+  simt::rt->barrier(line);
+}
 static inline void simdgroup_barrier(mem_flags, int line = __builtin_LINE()) {
   unsigned char all[SIMT_WARP];
   unsigned members;
@@ -84,9 +98,18 @@ static inline void simdgroup_barrier(mem_flags, int line = __builtin_LINE()) {
 /* ---- math: float and half scalars, elementwise on vectors ---- */
 template <class V> struct vec_info { static constexpr int n = 0; };
 #define SIMT_VINFO(T, N)                                                                           \
-  template <> struct vec_info<N##2> { static constexpr int n = 2; using elem = T; };               \
-  template <> struct vec_info<N##3> { static constexpr int n = 3; using elem = T; };               \
-  template <> struct vec_info<N##4> { static constexpr int n = 4; using elem = T; };
+  template <> struct vec_info<N##2> {                                                              \
+    static constexpr int n = 2;                                                                    \
+    using elem = T;                                                                                \
+  };                                                                                               \
+  template <> struct vec_info<N##3> {                                                              \
+    static constexpr int n = 3;                                                                    \
+    using elem = T;                                                                                \
+  };                                                                                               \
+  template <> struct vec_info<N##4> {                                                              \
+    static constexpr int n = 4;                                                                    \
+    using elem = T;                                                                                \
+  };
 SIMT_VINFO(float, float)
 SIMT_VINFO(half, half)
 #define SIMT_MUN(name, f)                                                                          \
@@ -145,9 +168,13 @@ SIMT_MBIN(fmod, ::fmodf)
 SIMT_MBIN(atan2, ::atan2f)
 SIMT_MBIN(copysign, ::copysignf)
 static inline float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
-static inline half fma(half a, half b, half c) { return (half)::fmaf((float)a, (float)b, (float)c); }
+static inline half fma(half a, half b, half c) {
+  return (half)::fmaf((float)a, (float)b, (float)c);
+}
 static inline float clamp(float x, float lo, float hi) { return ::fminf(::fmaxf(x, lo), hi); }
-static inline half clamp(half x, half lo, half hi) { return (half)clamp((float)x, (float)lo, (float)hi); }
+static inline half clamp(half x, half lo, half hi) {
+  return (half)clamp((float)x, (float)lo, (float)hi);
+}
 static inline float mix(float a, float b, float t) { return a + (b - a) * t; }
 static inline bool isnan(float x) { return x != x; }
 static inline bool isinf(float x) { return std::isinf(x); }
@@ -173,13 +200,24 @@ static inline typename vec_info<V>::elem dot(V a, V b) {
 }
 /* MSL has no erf: calling it must fail to compile, as with xcrun metal. C's ::erf(double) is
  * visible here, so a deleted better match is declared instead. */
-template <class T> T erf(T) = delete; /* MSL has no erf */
+template <class T> T erf(T) = delete;  /* MSL has no erf */
 template <class T> T erff(T) = delete; /* MSL has no erff */
 static inline float divide(float a, float b) { return a / b; }
 namespace fast {
-using metal::cos; using metal::divide; using metal::exp; using metal::exp2; using metal::log; using metal::log2;
-using metal::max; using metal::min; using metal::pow; using metal::powr; using metal::rsqrt; using metal::sin;
-using metal::sqrt; using metal::tanh;
+using metal::cos;
+using metal::divide;
+using metal::exp;
+using metal::exp2;
+using metal::log;
+using metal::log2;
+using metal::max;
+using metal::min;
+using metal::pow;
+using metal::powr;
+using metal::rsqrt;
+using metal::sin;
+using metal::sqrt;
+using metal::tanh;
 } // namespace fast
 namespace precise = fast;
 
@@ -192,18 +230,31 @@ template <class T> static inline T simd_reduce_(T v, int op, int line) {
   T r = v;
   for (int i = 0; i < SIMT_WARP; i++) {
     if (!(members >> i & 1u)) continue;
-    if (first) r = all[i], first = false;
-    else if (op == 0) r = r + all[i];
-    else if (op == 1) r = all[i] > r ? all[i] : r;
-    else if (op == 2) r = all[i] < r ? all[i] : r;
-    else if (op == 3) r = r * all[i];
+    if (first)
+      r = all[i], first = false;
+    else if (op == 0)
+      r = r + all[i];
+    else if (op == 1)
+      r = all[i] > r ? all[i] : r;
+    else if (op == 2)
+      r = all[i] < r ? all[i] : r;
+    else if (op == 3)
+      r = r * all[i];
   }
   return r;
 }
-template <class T> static inline T simd_sum(T v, int line = __builtin_LINE()) { return simd_reduce_(v, 0, line); }
-template <class T> static inline T simd_max(T v, int line = __builtin_LINE()) { return simd_reduce_(v, 1, line); }
-template <class T> static inline T simd_min(T v, int line = __builtin_LINE()) { return simd_reduce_(v, 2, line); }
-template <class T> static inline T simd_product(T v, int line = __builtin_LINE()) { return simd_reduce_(v, 3, line); }
+template <class T> static inline T simd_sum(T v, int line = __builtin_LINE()) {
+  return simd_reduce_(v, 0, line);
+}
+template <class T> static inline T simd_max(T v, int line = __builtin_LINE()) {
+  return simd_reduce_(v, 1, line);
+}
+template <class T> static inline T simd_min(T v, int line = __builtin_LINE()) {
+  return simd_reduce_(v, 2, line);
+}
+template <class T> static inline T simd_product(T v, int line = __builtin_LINE()) {
+  return simd_reduce_(v, 3, line);
+}
 template <class T> static inline T simd_shuffle_(T v, int src, int line, const char *op) {
   T all[SIMT_WARP];
   unsigned members;
@@ -211,8 +262,12 @@ template <class T> static inline T simd_shuffle_(T v, int src, int line, const c
   return simt::pick(all, members, src, line, op);
 }
 static inline int simd_lane_() { return (int)simt::cur()->lane; }
-template <class T> static inline T simd_shuffle(T v, ushort lane, int line = __builtin_LINE()) { return simd_shuffle_(v, lane, line, "simd_shuffle"); }
-template <class T> static inline T simd_broadcast(T v, ushort lane, int line = __builtin_LINE()) { return simd_shuffle_(v, lane, line, "simd_broadcast"); }
+template <class T> static inline T simd_shuffle(T v, ushort lane, int line = __builtin_LINE()) {
+  return simd_shuffle_(v, lane, line, "simd_shuffle");
+}
+template <class T> static inline T simd_broadcast(T v, ushort lane, int line = __builtin_LINE()) {
+  return simd_shuffle_(v, lane, line, "simd_broadcast");
+}
 template <class T> static inline T simd_broadcast_first(T v, int line = __builtin_LINE()) {
   T all[SIMT_WARP];
   unsigned members;
@@ -222,7 +277,8 @@ template <class T> static inline T simd_broadcast_first(T v, int line = __builti
 template <class T> static inline T simd_shuffle_xor(T v, ushort mask, int line = __builtin_LINE()) {
   return simd_shuffle_(v, (simd_lane_() ^ mask) & 31, line, "simd_shuffle_xor");
 }
-template <class T> static inline T simd_shuffle_down(T v, ushort delta, int line = __builtin_LINE()) {
+template <class T>
+static inline T simd_shuffle_down(T v, ushort delta, int line = __builtin_LINE()) {
   int src = simd_lane_() + delta; /* past the last lane: the lane's own value */
   return simd_shuffle_(v, src < SIMT_WARP ? src : simd_lane_(), line, "simd_shuffle_down");
 }
@@ -271,11 +327,30 @@ template <class T> struct simt_atomic_ { T v; };
 typedef simt_atomic_<int> atomic_int;
 typedef simt_atomic_<uint> atomic_uint;
 typedef simt_atomic_<float> atomic_float;
-template <class T> static inline T atomic_fetch_add_explicit(simt_atomic_<T> *a, T v, memory_order) { T o = a->v; a->v = o + v; return o; }
-template <class T> static inline T atomic_fetch_max_explicit(simt_atomic_<T> *a, T v, memory_order) { T o = a->v; a->v = v > o ? v : o; return o; }
-template <class T> static inline T atomic_fetch_min_explicit(simt_atomic_<T> *a, T v, memory_order) { T o = a->v; a->v = v < o ? v : o; return o; }
-template <class T> static inline T atomic_load_explicit(simt_atomic_<T> *a, memory_order) { return a->v; }
-template <class T> static inline void atomic_store_explicit(simt_atomic_<T> *a, T v, memory_order) { a->v = v; }
+template <class T>
+static inline T atomic_fetch_add_explicit(simt_atomic_<T> *a, T v, memory_order) {
+  T o = a->v;
+  a->v = o + v;
+  return o;
+}
+template <class T>
+static inline T atomic_fetch_max_explicit(simt_atomic_<T> *a, T v, memory_order) {
+  T o = a->v;
+  a->v = v > o ? v : o;
+  return o;
+}
+template <class T>
+static inline T atomic_fetch_min_explicit(simt_atomic_<T> *a, T v, memory_order) {
+  T o = a->v;
+  a->v = v < o ? v : o;
+  return o;
+}
+template <class T> static inline T atomic_load_explicit(simt_atomic_<T> *a, memory_order) {
+  return a->v;
+}
+template <class T> static inline void atomic_store_explicit(simt_atomic_<T> *a, T v, memory_order) {
+  a->v = v;
+}
 } // namespace metal
 
 /* as_type<T>(x): bit cast */

@@ -6,9 +6,9 @@
 
 #include <stdint.h>
 
-#define SIMT_WARP 32         /* lanes per warp (CUDA) and per simdgroup (Metal) */
-#define SIMT_PAYLOAD 16      /* bytes one lane contributes to one warp exchange */
-#define SIMT_RT_VERSION 1    /* bumped whenever this interface changes */
+#define SIMT_WARP       32 /* lanes per warp (CUDA) and per simdgroup (Metal) */
+#define SIMT_PAYLOAD    16 /* bytes one lane contributes to one warp exchange */
+#define SIMT_RT_VERSION 1  /* bumped whenever this interface changes */
 
 typedef struct simt_dim3 {
   unsigned x, y, z;
@@ -23,8 +23,8 @@ typedef struct simt_thread {
   unsigned linear;      /* x + y*bx + z*bx*by: index of the thread in its block */
   unsigned lane;        /* linear % 32 */
   unsigned warp;        /* linear / 32 */
-  unsigned warp_lanes;  /* how many lanes this thread's warp has (32 except the last, partial one) */
-  void *dyn_smem;       /* CUDA dynamic shared memory of the launch (NULL when none asked) */
+  unsigned warp_lanes; /* how many lanes this thread's warp has (32 except the last, partial one) */
+  void *dyn_smem;      /* CUDA dynamic shared memory of the launch (NULL when none asked) */
 } simt_thread;
 
 /* Services of the scheduler, called from kernel code. Every function suspends the calling fiber

@@ -51,8 +51,8 @@ static simt_module *load(const char *file, int *skip) {
   simt_module *m = load(file, &skip_);                                                             \
   if (!m) return skip_ ? 2 : 1
 
-static int launch(simt_module *m, const char *name, unsigned gx, unsigned gy, unsigned bx, size_t smem,
-                  void **args, int nargs) {
+static int launch(simt_module *m, const char *name, unsigned gx, unsigned gy, unsigned bx,
+                  size_t smem, void **args, int nargs) {
   simt_kernel *k = simt_module_kernel(m, name);
   if (!k) {
     printf("  no kernel %s\n", name);
@@ -67,7 +67,8 @@ static int launch(simt_module *m, const char *name, unsigned gx, unsigned gy, un
 }
 
 /* A launch that must fail with a message containing `want`. */
-static int launch_fails(simt_module *m, const char *name, unsigned bx, void **args, int nargs, const char *want) {
+static int launch_fails(simt_module *m, const char *name, unsigned bx, void **args, int nargs,
+                        const char *want) {
   simt_kernel *k = simt_module_kernel(m, name);
   if (!k) {
     printf("  no kernel %s\n", name);
@@ -77,8 +78,11 @@ static int launch_fails(simt_module *m, const char *name, unsigned bx, void **ar
   char *err = NULL;
   int rc = simt_launch(k, grid, block, 0, args, nargs, &err);
   int ok = rc != 0 && err && strstr(err, want);
-  if (!ok) printf("  %s: expected an error containing \"%s\", got rc=%d: %s\n", name, want, rc, err ? err : "(none)");
-  else printf("  %s: reported: %s\n", name, err);
+  if (!ok)
+    printf("  %s: expected an error containing \"%s\", got rc=%d: %s\n", name, want, rc,
+           err ? err : "(none)");
+  else
+    printf("  %s: reported: %s\n", name, err);
   free(err);
   return ok ? 0 : 1;
 }
@@ -106,7 +110,8 @@ static int t_cuda_elementwise(void) {
   static const int sizes[] = {1, 7, 33, 1000, 5000};
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
     int n = sizes[si], pad = 300; /* c has room past n: the guard must leave it alone */
-    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * (n + pad));
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n),
+          *c = malloc(sizeof(float) * (n + pad));
     unsigned s = 7u + (unsigned)n;
     for (int i = 0; i < n; i++) a[i] = frand(&s), b[i] = frand(&s);
     for (int i = 0; i < n + pad; i++) c[i] = -123.0f;
@@ -134,7 +139,8 @@ static int t_cuda_elementwise(void) {
   simt_module_free(m);
   CHECK(!rc, "add_rows launch failed");
   for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++) CHECK(y[r * cols + c] == x[r * cols + c] + r, "add_rows wrong at %d,%d", r, c);
+    for (int c = 0; c < cols; c++)
+      CHECK(y[r * cols + c] == x[r * cols + c] + r, "add_rows wrong at %d,%d", r, c);
   return 0;
 }
 
@@ -161,8 +167,10 @@ static int t_cuda_reduce(void) {
     free(x);
     if (rc || bad >= 0 || fabs(total - all) > 1e-3 * (1 + fabs(all))) simt_module_free(m);
     CHECK(!rc, "row_sum n=%d launch failed", n);
-    CHECK(bad < 0, "row_sum n=%d block=%u: row %d wrong (%g)", n, blocks[si], bad, out[bad < 0 ? 0 : bad]);
-    CHECK(fabs(total - all) <= 1e-3 * (1 + fabs(all)), "row_sum n=%d: atomicAdd total %g, want %g", n, total, all);
+    CHECK(bad < 0, "row_sum n=%d block=%u: row %d wrong (%g)", n, blocks[si], bad,
+          out[bad < 0 ? 0 : bad]);
+    CHECK(fabs(total - all) <= 1e-3 * (1 + fabs(all)), "row_sum n=%d: atomicAdd total %g, want %g",
+          n, total, all);
   }
   int out[32 * 5];
   int *po = out;
@@ -174,10 +182,13 @@ static int t_cuda_reduce(void) {
   for (int l = 0; l < 32; l += 3) ballot |= 1u << l;
   for (int l = 0; l < 32; l++) {
     CHECK(out[l * 5 + 0] == 30, "__shfl_sync lane %d: %d", l, out[l * 5]);
-    CHECK(out[l * 5 + 1] == (l >= 1 ? (l - 1) * 10 : 0), "__shfl_up_sync lane %d: %d", l, out[l * 5 + 1]);
+    CHECK(out[l * 5 + 1] == (l >= 1 ? (l - 1) * 10 : 0), "__shfl_up_sync lane %d: %d", l,
+          out[l * 5 + 1]);
     int dn = (l % 8) + 2 < 8 ? (l + 2) * 10 : l * 10;
-    CHECK(out[l * 5 + 2] == dn, "__shfl_down_sync width 8 lane %d: %d, want %d", l, out[l * 5 + 2], dn);
-    CHECK((unsigned)out[l * 5 + 3] == ballot, "__ballot_sync lane %d: %x", l, (unsigned)out[l * 5 + 3]);
+    CHECK(out[l * 5 + 2] == dn, "__shfl_down_sync width 8 lane %d: %d, want %d", l, out[l * 5 + 2],
+          dn);
+    CHECK((unsigned)out[l * 5 + 3] == ballot, "__ballot_sync lane %d: %x", l,
+          (unsigned)out[l * 5 + 3]);
     CHECK(out[l * 5 + 4] == 496, "__reduce_add_sync lane %d: %d", l, out[l * 5 + 4]);
   }
   return 0;
@@ -199,7 +210,8 @@ static int t_cuda_half(void) {
   for (int i = 0; i < n; i++) {
     float v = (float)x[i];
     float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))) * (float)w[i];
-    CHECK(fabsf((float)y[i] - g) <= 1e-3f + 1e-3f * fabsf(g), "gelu_mul %d: %g, want %g", i, (float)y[i], g);
+    CHECK(fabsf((float)y[i] - g) <= 1e-3f + 1e-3f * fabsf(g), "gelu_mul %d: %g, want %g", i,
+          (float)y[i], g);
     /* one rounding per half operation, like the kernel */
     float e = half_round(expf(v)), p = half_round(half_round(e * v) + 1.0f), want = fmaxf(p, -v);
     CHECK((float)y2[i] == want, "half_ops %d: %g, want %g", i, (float)y2[i], want);
@@ -210,9 +222,10 @@ static int t_cuda_half(void) {
 static int t_cuda_bf16(void) {
   LOAD(m, "half.cu");
   enum { N = 9 };
-  float x[N] = {1.0f, 1.00390625f, 1.01171875f, 3.14159265f, -2.5e-3f, 65504.0f, 1e30f, 0.0f, -7.0f};
-  x[1] = 1.0f + 1.0f / 256.0f;      /* halfway between two bf16 values: rounds to even (1.0) */
-  x[2] = 1.0f + 3.0f / 256.0f;      /* halfway: rounds to even (1 + 4/256) */
+  float x[N] = {1.0f,     1.00390625f, 1.01171875f, 3.14159265f, -2.5e-3f,
+                65504.0f, 1e30f,       0.0f,        -7.0f};
+  x[1] = 1.0f + 1.0f / 256.0f; /* halfway between two bf16 values: rounds to even (1.0) */
+  x[2] = 1.0f + 3.0f / 256.0f; /* halfway: rounds to even (1 + 4/256) */
   uint16_t b[N];
   float y[N];
   int n = N;
@@ -229,7 +242,8 @@ static int t_cuda_bf16(void) {
     uint32_t u;
     memcpy(&u, &want, 4);
     CHECK(y[i] == want, "bf16 %d: %.9g -> %.9g, want %.9g", i, x[i], y[i], want);
-    CHECK(b[i] == (uint16_t)(u >> 16), "bf16 bits %d: %04x, want %04x", i, b[i], (unsigned)(u >> 16));
+    CHECK(b[i] == (uint16_t)(u >> 16), "bf16 bits %d: %04x, want %04x", i, b[i],
+          (unsigned)(u >> 16));
   }
   return 0;
 }
@@ -259,7 +273,8 @@ static int t_cuda_vector(void) {
   int rc = launch(m, "reverse_block", 4, 1, 64, 64 * sizeof(float), args, 2);
   simt_module_free(m);
   CHECK(!rc, "reverse_block launch failed");
-  for (int i = 0; i < 256; i++) CHECK(b[i] == a[(i / 64) * 64 + 63 - i % 64], "reverse_block wrong at %d", i);
+  for (int i = 0; i < 256; i++)
+    CHECK(b[i] == a[(i / 64) * 64 + 63 - i % 64], "reverse_block wrong at %d", i);
   return 0;
 }
 
@@ -305,14 +320,17 @@ static int t_compile_error(void) {
   char *err = NULL;
   int rc = simt_module_compile(&opts, SIMT_CUDA, src, "broken.cu", &m, &err);
   int ok = rc != 0 && !m && err && strstr(err, "broken.cu:2") && strstr(err, "undeclared_thing");
-  if (!ok) printf("  got rc=%d: %s\n", rc, err ? err : "(none)");
-  else printf("  reported: %.120s...\n", err);
+  if (!ok)
+    printf("  got rc=%d: %s\n", rc, err ? err : "(none)");
+  else
+    printf("  reported: %.120s...\n", err);
   free(err);
   CHECK(ok, "compile error not reported with clang's message");
   /* MSL has no erf: a kernel calling it must not compile */
-  const char *msl = "#include <metal_stdlib>\nusing namespace metal;\n"
-                    "kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
-                    "  x[i] = erf(x[i]);\n}\n";
+  const char *msl =
+      "#include <metal_stdlib>\nusing namespace metal;\n"
+      "kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  x[i] = erf(x[i]);\n}\n";
   rc = simt_module_compile(&opts, SIMT_METAL, msl, "erf.metal", &m, &err);
   ok = rc != 0 && err && strstr(err, "erf.metal:4");
   if (!ok) printf("  erf: got rc=%d: %s\n", rc, err ? err : "(none)");
@@ -320,7 +338,8 @@ static int t_compile_error(void) {
   simt_module_free(m);
   CHECK(ok, "erf in MSL accepted");
   /* source errors found before clang runs */
-  rc = simt_module_compile(&opts, SIMT_METAL, "kernel void k(device float* x) {}", "noattr.metal", &m, &err);
+  rc = simt_module_compile(&opts, SIMT_METAL, "kernel void k(device float* x) {}", "noattr.metal",
+                           &m, &err);
   ok = rc != 0 && err && strstr(err, "no [[...]] attribute");
   free(err);
   CHECK(ok, "Metal parameter without attribute accepted");
@@ -342,7 +361,8 @@ static int t_metal_elementwise(void) {
   static const int sizes[] = {1, 7, 33, 1000, 5000};
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
     int n = sizes[si], pad = 200;
-    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * (n + pad));
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n),
+          *c = malloc(sizeof(float) * (n + pad));
     unsigned s = 3u + (unsigned)n;
     for (int i = 0; i < n; i++) a[i] = frand(&s), b[i] = frand(&s);
     for (int i = 0; i < n + pad; i++) c[i] = 7.0f;
@@ -417,11 +437,13 @@ static int t_metal_half(void) {
   CHECK(!rc, "metal silu launch failed");
   for (int i = 0; i < n; i++) {
     float v = (float)x[i], want = v / (1.0f + expf(-v));
-    CHECK(fabsf((float)y[i] - want) <= 2e-3f * (1.0f + fabsf(want)), "silu %d: %g want %g", i, (float)y[i], want);
+    CHECK(fabsf((float)y[i] - want) <= 2e-3f * (1.0f + fabsf(want)), "silu %d: %g want %g", i,
+          (float)y[i], want);
     float wb = bf16_ref(want);
     uint32_t u;
     memcpy(&u, &wb, 4);
-    CHECK(yb[i] == (uint16_t)(u >> 16), "silu bfloat %d: %04x want %04x", i, yb[i], (unsigned)(u >> 16));
+    CHECK(yb[i] == (uint16_t)(u >> 16), "silu bfloat %d: %04x want %04x", i, yb[i],
+          (unsigned)(u >> 16));
   }
   return 0;
 }
@@ -456,11 +478,16 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(void);
   } tests[] = {
-      {"cuda_elementwise", t_cuda_elementwise}, {"cuda_reduce", t_cuda_reduce},
-      {"cuda_half", t_cuda_half},               {"cuda_bf16", t_cuda_bf16},
-      {"cuda_vector", t_cuda_vector},           {"cuda_misuse", t_cuda_misuse},
-      {"compile_error", t_compile_error},       {"metal_elementwise", t_metal_elementwise},
-      {"metal_reduce", t_metal_reduce},         {"metal_half", t_metal_half},
+      {"cuda_elementwise", t_cuda_elementwise},
+      {"cuda_reduce", t_cuda_reduce},
+      {"cuda_half", t_cuda_half},
+      {"cuda_bf16", t_cuda_bf16},
+      {"cuda_vector", t_cuda_vector},
+      {"cuda_misuse", t_cuda_misuse},
+      {"compile_error", t_compile_error},
+      {"metal_elementwise", t_metal_elementwise},
+      {"metal_reduce", t_metal_reduce},
+      {"metal_half", t_metal_half},
       {"metal_misuse", t_metal_misuse},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
@@ -471,9 +498,12 @@ int main(int argc, char **argv) {
     }
     int r = tests[i].fn();
     printf("%s %s\n", r == 0 ? "PASS" : r == 2 ? "SKIP" : "FAIL", tests[i].name);
-    if (r == 0) passed++;
-    else if (r == 2) skipped++;
-    else failed++;
+    if (r == 0)
+      passed++;
+    else if (r == 2)
+      skipped++;
+    else
+      failed++;
   }
   printf("simt_selftest: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   if (failed) return 1;

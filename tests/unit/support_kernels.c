@@ -76,29 +76,55 @@ static size_t elem_bytes(rx_dtype t) { return (size_t)(rx_dtype_bits(t) / 8); }
 
 static double load_elem(const void *p, rx_dtype t, size_t i) {
   switch (t) {
-  case RX_DTYPE_F32: return ((const float *)p)[i];
-  case RX_DTYPE_F16: return rx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_BF16: return rx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_I64: return (double)((const int64_t *)p)[i];
-  case RX_DTYPE_I32: return ((const int32_t *)p)[i];
-  case RX_DTYPE_I16: return ((const int16_t *)p)[i];
-  case RX_DTYPE_I8: return ((const int8_t *)p)[i];
-  default: return ((const uint8_t *)p)[i];
+  case RX_DTYPE_F32:
+    return ((const float *)p)[i];
+  case RX_DTYPE_F16:
+    return rx_f16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_BF16:
+    return rx_bf16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_I64:
+    return (double)((const int64_t *)p)[i];
+  case RX_DTYPE_I32:
+    return ((const int32_t *)p)[i];
+  case RX_DTYPE_I16:
+    return ((const int16_t *)p)[i];
+  case RX_DTYPE_I8:
+    return ((const int8_t *)p)[i];
+  default:
+    return ((const uint8_t *)p)[i];
   }
 }
 
 static void store_random(void *p, rx_dtype t, size_t i) {
   float v = frand();
   switch (t) {
-  case RX_DTYPE_F32: ((float *)p)[i] = v; break;
-  case RX_DTYPE_F16: ((uint16_t *)p)[i] = rx_f32_to_f16(v); break;
-  case RX_DTYPE_BF16: ((uint16_t *)p)[i] = rx_f32_to_bf16(v); break;
-  case RX_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)(v * 8); break;
-  case RX_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)(v * 8); break;
-  case RX_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)(v * 8); break;
-  case RX_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)(v * 8); break;
-  case RX_DTYPE_BOOL: ((uint8_t *)p)[i] = v > 0; break;
-  default: ((uint8_t *)p)[i] = (uint8_t)((v + 1) * 8); break;
+  case RX_DTYPE_F32:
+    ((float *)p)[i] = v;
+    break;
+  case RX_DTYPE_F16:
+    ((uint16_t *)p)[i] = rx_f32_to_f16(v);
+    break;
+  case RX_DTYPE_BF16:
+    ((uint16_t *)p)[i] = rx_f32_to_bf16(v);
+    break;
+  case RX_DTYPE_I64:
+    ((int64_t *)p)[i] = (int64_t)(v * 8);
+    break;
+  case RX_DTYPE_I32:
+    ((int32_t *)p)[i] = (int32_t)(v * 8);
+    break;
+  case RX_DTYPE_I16:
+    ((int16_t *)p)[i] = (int16_t)(v * 8);
+    break;
+  case RX_DTYPE_I8:
+    ((int8_t *)p)[i] = (int8_t)(v * 8);
+    break;
+  case RX_DTYPE_BOOL:
+    ((uint8_t *)p)[i] = v > 0;
+    break;
+  default:
+    ((uint8_t *)p)[i] = (uint8_t)((v + 1) * 8);
+    break;
   }
 }
 

@@ -9,7 +9,7 @@
 #include "ir/ir.h"
 
 #define RXK_MAX_PARAMS 16
-#define RXK_MAX_VARS 8
+#define RXK_MAX_VARS   8
 
 /* The sizes every symbolic variable takes in turn (the others stay at rxk_other_size, a
  * non-multiple of every tile size): 1, 7, 33, 128, 1000, 4099 (1, small primes, non-multiples
@@ -40,8 +40,7 @@ typedef struct rxk_buffers {
 
 /* Random inputs in [-1, 1), zeroed outputs; false with a message when a shape cannot be
  * evaluated. */
-bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, char *why,
-                      size_t n);
+bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, char *why, size_t n);
 void rxk_copy_buffers(const rxk_buffers *from, rxk_buffers *to);
 void rxk_free_buffers(rxk_buffers *b);
 

@@ -185,7 +185,8 @@ static void ew_case(rx_rt_device *dev, const unsigned char *bytes, size_t len) {
   RX_ASSERT(x && y);
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) x[i * cols + j] = to_f16(ew_x(i, j));
-  if (run(dev, "elementwise 2048 x 32768", bytes, len, x, rows, cols, y, sizeof *y * (size_t)count)) {
+  if (run(dev, "elementwise 2048 x 32768", bytes, len, x, rows, cols, y,
+          sizeof *y * (size_t)count)) {
     int64_t bad = 0;
     for (int64_t i = 0; i < rows; i++)
       for (int64_t j = 0; j < cols; j++)

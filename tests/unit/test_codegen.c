@@ -13,8 +13,8 @@
  * usage: test_codegen [TESTS_DIR]   (the programs are read from TESTS_DIR/codegen/) */
 #include "codegen/codegen.h"
 #include "ir/interp.h"
-#include "targets/toolchain.h"
 #include "simt_harness.h"
+#include "targets/toolchain.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -127,8 +127,8 @@ static int64_t eval(rx_module *m, const rx_expr *e, const var_value *vv, int nv)
   return r;
 }
 
-static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
-                     double tol, const rx_kernel_list *kl_cuda, const rx_kernel_list *kl_msl,
+static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv, double tol,
+                     const rx_kernel_list *kl_cuda, const rx_kernel_list *kl_msl,
                      bool *have_clang) {
   int np = f->nparams;
   rx_interp_arg *ref = calloc((size_t)np, sizeof *ref);
@@ -190,8 +190,8 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
           *have_clang = false;
           skipped++;
         } else {
-          CHECK(0, "%s: %s does not compile in the emulator:\n%s\n%s", what, label,
-                err ? err : "", k->source);
+          CHECK(0, "%s: %s does not compile in the emulator:\n%s\n%s", what, label, err ? err : "",
+                k->source);
         }
         free(err);
         ok = false;
@@ -283,8 +283,8 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
       size_t len = 0;
       char compute[16];
       snprintf(compute, sizeof compute, "compute_%s", archs[a] + 3);
-      rx_status st = rx_nvrtc_compile(kl->kernels[q]->source, "k.cu", compute, false, &ptx, &len,
-                                      &log);
+      rx_status st =
+          rx_nvrtc_compile(kl->kernels[q]->source, "k.cu", compute, false, &ptx, &len, &log);
       CHECK(!st, "%s: NVRTC %s: %s\n%s", what, archs[a], rx_status_message(st),
             kl->kernels[q]->source);
       rx_status_free(st);
@@ -295,7 +295,9 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
           skipped++;
         } else {
           CHECK(!st, "%s: ptxas %s: %s", what, archs[a], rx_status_message(st));
-          if (!st) CHECK(info.spill_bytes == 0, "%s: %d spill bytes on %s", what, info.spill_bytes, archs[a]);
+          if (!st)
+            CHECK(info.spill_bytes == 0, "%s: %d spill bytes on %s", what, info.spill_bytes,
+                  archs[a]);
           rx_ptxas_info_free(&info);
         }
         rx_status_free(st);
@@ -321,8 +323,8 @@ static void check_glsl(rx_module *m, rx_tensor_fn *f, const char *what) {
 
 typedef struct prog_case {
   const char *file;
-  const char *sizevar;      /* the symbolic dimension swept over the sizes */
-  var_value fixed[4];       /* the other variables */
+  const char *sizevar; /* the symbolic dimension swept over the sizes */
+  var_value fixed[4];  /* the other variables */
   int nfixed;
   double tol;
 } prog_case;

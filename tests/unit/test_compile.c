@@ -19,10 +19,10 @@
 #include <string.h>
 
 #include "codegen/artifact.h"
-#include "relaxc/compiler.h" /* RELAXC_VERSION */
 #include "ir/graph_interp.h"
 #include "ops/legalize.h"
 #include "passes/pipeline.h"
+#include "relaxc/compiler.h" /* RELAXC_VERSION */
 #include "runtime/vm_format.h"
 #include "targets/toolchain.h"
 
@@ -209,17 +209,17 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
 #define REG(x)                                                                                     \
   do {                                                                                             \
     uint32_t r_ = (x);                                                                             \
-    if (r_ != 0xffffffffu && r_ >= nregs) bad(h, "register out of range", r_, h->pos - 1);        \
+    if (r_ != 0xffffffffu && r_ >= nregs) bad(h, "register out of range", r_, h->pos - 1);         \
   } while (0)
 #define STR(x)                                                                                     \
   do {                                                                                             \
     uint32_t s_ = (x);                                                                             \
-    if (s_ >= h->nstrs) bad(h, "string id out of range", s_, h->pos - 1);                         \
+    if (s_ >= h->nstrs) bad(h, "string id out of range", s_, h->pos - 1);                          \
   } while (0)
 #define DTYPE(x)                                                                                   \
   do {                                                                                             \
     uint32_t d_ = (x);                                                                             \
-    if (d_ >= RX_DTYPE_COUNT) bad(h, "bad dtype", d_, h->pos - 1);                                \
+    if (d_ >= RX_DTYPE_COUNT) bad(h, "bad dtype", d_, h->pos - 1);                                 \
   } while (0)
   while (h->ok && h->pos < end) {
     is_start[h->pos - start] = true;
@@ -372,7 +372,8 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
       if (op == RXVM_OP_RESHAPE) REG(hw(h));
       STR(hw(h));
       break;
-    case RXVM_OP_COUNT: break;
+    case RXVM_OP_COUNT:
+      break;
     }
   }
   for (size_t i = 0; h->ok && i < jumps.len; i++)
@@ -410,7 +411,8 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
     h.pos += (n + 3) / 4;
   }
   h.nfns = hw(&h);
-  CHECK((int)h.nfns == want_fns, "%s: %u functions in host.rxvm, %d expected", what, h.nfns, want_fns);
+  CHECK((int)h.nfns == want_fns, "%s: %u functions in host.rxvm, %d expected", what, h.nfns,
+        want_fns);
   for (uint32_t f = 0; h.ok && f < h.nfns; f++) {
     uint32_t name = hw(&h), np = hw(&h), nregs = hw(&h), len = hw(&h);
     if (!h.ok) break;
@@ -451,13 +453,13 @@ static int count_seq(const rx_seq *s, rx_node_kind kind) {
 typedef struct model {
   const char *file;
   const char *fn;
-  const char *sym;   /* NULL: no graph-interpreter comparison */
+  const char *sym; /* NULL: no graph-interpreter comparison */
   int64_t values[3];
   int nfns;
   /* golden: call_tensor bindings of fn and kernels per target, fused and unfused */
   int calls_fused, kernels_fused, calls_unfused, kernels_unfused;
-  int64_t peak;       /* planned peak bytes of fn; -1: not checked */
-  int storages;       /* planned storages of fn */
+  int64_t peak; /* planned peak bytes of fn; -1: not checked */
+  int storages; /* planned storages of fn */
 } model;
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -494,8 +496,10 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
   rx_ginterp_value ra, rb;
   rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
   rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
-  CHECK(!sa, "%s (%s = %lld): legalized run: %s", md->file, md->sym, (long long)v, rx_status_message(sa));
-  CHECK(!sb, "%s (%s = %lld): compiled run: %s", md->file, md->sym, (long long)v, rx_status_message(sb));
+  CHECK(!sa, "%s (%s = %lld): legalized run: %s", md->file, md->sym, (long long)v,
+        rx_status_message(sa));
+  CHECK(!sb, "%s (%s = %lld): compiled run: %s", md->file, md->sym, (long long)v,
+        rx_status_message(sb));
   if (!sa && !sb) {
     bool same = ra.kind == RX_GV_TENSOR && rb.kind == RX_GV_TENSOR && ra.ndim == rb.ndim &&
                 ra.dtype == RX_DTYPE_F32 && rb.dtype == RX_DTYPE_F32;
@@ -554,7 +558,8 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
       CHECK(r->targets[t].binaries ? nbin == nsrc && nptx == nsrc : nbin == 0 && nptx == 0,
             "%s: cuda: %d cubins, %d PTX for %d kernels (binaries: %d)", md->file, nbin, nptx, nsrc,
             r->targets[t].binaries);
-    if (r->targets[t].target->kind == RX_TARGET_METAL) CHECK(nbin == 0, "%s: metal binaries", md->file);
+    if (r->targets[t].target->kind == RX_TARGET_METAL)
+      CHECK(nbin == 0, "%s: metal binaries", md->file);
   }
   if (man) {
     char *mt = sec_text(man);
@@ -579,14 +584,16 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
     int nst = 0, nplanned = 0;
     for (int i = 0; i < r->plan.nfns; i++) {
       nst += r->plan.fns[i].nstorages;
-      for (int k = 0; k < r->plan.fns[i].nallocs; k++) nplanned += r->plan.fns[i].allocs[k].storage >= 0;
+      for (int k = 0; k < r->plan.fns[i].nallocs; k++)
+        nplanned += r->plan.fns[i].allocs[k].storage >= 0;
     }
-    CHECK(st.ops[RXVM_OP_ALLOC_STORAGE] == nst, "%s: %d ALLOC_STORAGE, %d storages planned", md->file,
-          st.ops[RXVM_OP_ALLOC_STORAGE], nst);
+    CHECK(st.ops[RXVM_OP_ALLOC_STORAGE] == nst, "%s: %d ALLOC_STORAGE, %d storages planned",
+          md->file, st.ops[RXVM_OP_ALLOC_STORAGE], nst);
     CHECK(st.planned_tensors == nplanned, "%s: %d tensors in storages, %d planned", md->file,
           st.planned_tensors, nplanned);
     CHECK(st.ops[RXVM_OP_RET] >= md->nfns, "%s: RET missing", md->file);
-    CHECK(fp && st.ops[RXVM_OP_CHECK_TENSOR] >= fp->fn->nparams - 1, "%s: parameter checks", md->file);
+    CHECK(fp && st.ops[RXVM_OP_CHECK_TENSOR] >= fp->fn->nparams - 1, "%s: parameter checks",
+          md->file);
     CHECK(fp && st.ops[RXVM_OP_ASSERT] >= fp->fn->nfacts, "%s: fact assertions", md->file);
   }
   /* the reader refuses a flipped byte in any section and a truncated file */
@@ -638,8 +645,9 @@ static void test_model(const model *md) {
     CHECK(calls == md->calls_fused, "%s: %d call_tensor after fusion, %d expected", md->file, calls,
           md->calls_fused);
     for (int t = 0; t < r.ntargets; t++)
-      CHECK(total_kernels(&r, t) == md->kernels_fused, "%s: %s: %d kernels after fusion, %d expected",
-            md->file, r.targets[t].target->name, total_kernels(&r, t), md->kernels_fused);
+      CHECK(total_kernels(&r, t) == md->kernels_fused,
+            "%s: %s: %d kernels after fusion, %d expected", md->file, r.targets[t].target->name,
+            total_kernels(&r, t), md->kernels_fused);
     CHECK(r.nfunctions == md->nfns, "%s: %d functions", md->file, r.nfunctions);
     const rx_fn_plan *fp = NULL;
     for (int i = 0; i < r.plan.nfns; i++)
@@ -713,7 +721,8 @@ static void test_nvrtc(void) {
   if (m && compile(m, &o, &r, "mlp.rx (nvrtc)")) {
     CHECK(r.targets[0].binaries == have, "NVRTC %s but binaries %d", have ? "present" : "absent",
           r.targets[0].binaries);
-    CHECK(have == (r.targets[0].note == NULL), "the CUDA note: %s", r.targets[0].note ? r.targets[0].note : "(none)");
+    CHECK(have == (r.targets[0].note == NULL), "the CUDA note: %s",
+          r.targets[0].note ? r.targets[0].note : "(none)");
     model md = {"lit/compile/Inputs/mlp.rx", "mlp", "n", {1, 2, 3}, 1, 2, 6, 5, 9, -1, 0};
     check_artifact(&md, m, &r);
     rx_strbuf b = {0};
@@ -721,7 +730,8 @@ static void test_nvrtc(void) {
     CHECK(strstr(b.data, have ? "\"binaries\": true" : "\"binaries\": false") != NULL,
           "manifest binaries flag");
     rx_strbuf_free(&b);
-    printf("test_compile: NVRTC %s\n", have ? "present: PTX and cubin checked" : "absent: sources only checked");
+    printf("test_compile: NVRTC %s\n",
+           have ? "present: PTX and cubin checked" : "absent: sources only checked");
   }
   rx_compile_result_free(&r);
   rx_module_free(m);
@@ -740,8 +750,8 @@ static void test_errors(void) {
       {"graph_fn f(x: f32[n]) { return x }", NULL, 0, "between 1 and"},
       {"graph_fn f(x: f32[n]) { return x }", NULL, 2, "one target per backend"},
       {"graph_fn f(x: f32[n]) {\n  y = add(x, z)\n  return y\n}", NULL, 1, "z"},
-      {"graph_fn f(x: f32[2]) {\n  c = const(f32[2], [1, 2])\n  y = add(x, c)\n  return y\n}",
-       NULL, 1, "tensor constants are not supported by the host program"},
+      {"graph_fn f(x: f32[2]) {\n  c = const(f32[2], [1, 2])\n  y = add(x, c)\n  return y\n}", NULL,
+       1, "tensor constants are not supported by the host program"},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     rx_module *m = rx_module_new();
@@ -769,17 +779,16 @@ static void test_errors(void) {
 
 /* Memory planning on its own: a value returned is never planned; reuse needs a dead tenant. */
 static void test_plan_rules(void) {
-  const char *text =
-      "graph_fn f(x: f32[n, 8]) -> (f32[n, 8], f32[n, 8]) where n <= 100 {\n"
-      "  dataflow {\n"
-      "    a = exp(x)\n"
-      "    b = exp(a)\n"
-      "    c = exp(b)\n"
-      "    d = exp(c)\n"
-      "    r = (b, d)\n"
-      "  }\n"
-      "  return r\n"
-      "}\n";
+  const char *text = "graph_fn f(x: f32[n, 8]) -> (f32[n, 8], f32[n, 8]) where n <= 100 {\n"
+                     "  dataflow {\n"
+                     "    a = exp(x)\n"
+                     "    b = exp(a)\n"
+                     "    c = exp(b)\n"
+                     "    d = exp(c)\n"
+                     "    r = (b, d)\n"
+                     "  }\n"
+                     "  return r\n"
+                     "}\n";
   rx_module *m = parse("plan.rx", text, false);
   rx_compile_options o;
   memset(&o, 0, sizeof o);

@@ -56,8 +56,8 @@ static void pick_target(backend *b) {
   const rx_rt_device_info *info = rx_rt_device_get_info(b->dev);
   const char *name = b->kind == RX_RT_BACKEND_CUDA    ? "cuda -arch=sm_80"
                      : b->kind == RX_RT_BACKEND_METAL ? "metal-apple7"
-                     : strstr(info->name, "llvmpipe")  ? "vulkan-lavapipe"
-                                                       : "vulkan";
+                     : strstr(info->name, "llvmpipe") ? "vulkan-lavapipe"
+                                                      : "vulkan";
   const rx_target *t;
   rx_status s = rx_target_parse(name, &t);
   RX_ASSERT(!s);
@@ -108,7 +108,8 @@ static bool build_library(rx_module *m, const rx_tensor_fn *f, backend *b, libra
   rx_diag_init(&diag);
   rx_sched_result sr;
   rx_kernel_list kl = {0};
-  bool ok = rx_schedule(m, f, &b->target, &diag, &sr) && rx_codegen(m, sr.fn, &b->target, &diag, &kl);
+  bool ok =
+      rx_schedule(m, f, &b->target, &diag, &sr) && rx_codegen(m, sr.fn, &b->target, &diag, &kl);
   if (!ok) rx_strbuf_append(msg, rx_diag_text(&diag));
   rx_diag_free(&diag);
   for (int k = 0; ok && k < kl.n; k++) {
@@ -126,8 +127,8 @@ static bool build_library(rx_module *m, const rx_tensor_fn *f, backend *b, libra
     } else if (b->kind == RX_RT_BACKEND_CUDA) {
       char *ptx = NULL, *log = NULL;
       size_t len = 0;
-      rx_status s = rx_nvrtc_compile(kn->source, kn->name, b->target.cuda_arch, false, &ptx, &len,
-                                     &log);
+      rx_status s =
+          rx_nvrtc_compile(kn->source, kn->name, b->target.cuda_arch, false, &ptx, &len, &log);
       if (s) {
         rx_strbuf_printf(msg, "%s: NVRTC: %s\n%s", kn->name, rx_status_message(s), log ? log : "");
         rx_status_free(s);
@@ -186,11 +187,14 @@ static void run_case(backend *b, rx_rt_library *lib, const rx_tensor_fn *f, cons
       double ms = 0;
       s = rx_rt_timer_create(b->dev, &timer);
       if (!s) s = rx_rt_timer_start(timer);
-      for (int r = 0; !s && r < bench_runs; r++) s = rx_rt_library_run(lib, f->name, bufs, (size_t)got.n, &syms);
+      for (int r = 0; !s && r < bench_runs; r++)
+        s = rx_rt_library_run(lib, f->name, bufs, (size_t)got.n, &syms);
       if (!s) s = rx_rt_timer_stop(timer);
       if (!s) s = rx_rt_timer_elapsed_ms(timer, &ms);
-      if (s) printf("  bench %s: %s\n", what, rx_status_message(s));
-      else printf("  bench %s: %.4f ms per run\n", what, ms / bench_runs);
+      if (s)
+        printf("  bench %s: %s\n", what, rx_status_message(s));
+      else
+        printf("  bench %s: %.4f ms per run\n", what, ms / bench_runs);
       rx_rt_timer_release(timer);
     }
   }
@@ -210,8 +214,8 @@ static void check_program(rx_module *m, const rx_tensor_fn *f, backend *bs, int 
     if (!build_library(m, f, b, &l, &msg)) {
       FAIL(b->kind, "%s: compiling for %s: %s", f->name, b->target.name, msg.data ? msg.data : "");
     } else {
-      rx_status s = rx_rt_library_load_memory(b->dev, l.json.data, l.json.len, l.blobs, l.nblobs,
-                                              &libs[bi]);
+      rx_status s =
+          rx_rt_library_load_memory(b->dev, l.json.data, l.json.len, l.blobs, l.nblobs, &libs[bi]);
       if (s) FAIL(b->kind, "%s: loading its kernels: %s", f->name, rx_status_message(s));
       rx_status_free(s);
     }
@@ -259,13 +263,17 @@ static void check_program(rx_module *m, const rx_tensor_fn *f, backend *bs, int 
 int main(int argc, char **argv) {
   const char *dir = "tests", *filter = NULL, *device = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--bench") && i + 1 < argc) bench_runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-    else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else dir = argv[i];
+    if (!strcmp(argv[i], "--bench") && i + 1 < argc)
+      bench_runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+      filter = argv[++i];
+    else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+      device = argv[++i];
+    else
+      dir = argv[i];
   }
-  backend bs[3] = {{.kind = RX_RT_BACKEND_VULKAN}, {.kind = RX_RT_BACKEND_CUDA},
-                   {.kind = RX_RT_BACKEND_METAL}};
+  backend bs[3] = {
+      {.kind = RX_RT_BACKEND_VULKAN}, {.kind = RX_RT_BACKEND_CUDA}, {.kind = RX_RT_BACKEND_METAL}};
   for (int bi = 0; bi < 3; bi++) {
     const char *spec = rx_rt_backend_name(bs[bi].kind);
     char buf[64];
@@ -317,8 +325,8 @@ int main(int argc, char **argv) {
       printf("%s: %d passed, %d failed, %d skipped\n", rx_rt_backend_name(b->kind), st->passed,
              st->failed, st->skipped);
     else
-      printf("%s: %d passed, %d failed, %d skipped (%s)\n", rx_rt_backend_name(b->kind),
-             st->passed, st->failed, st->skipped, b->why);
+      printf("%s: %d passed, %d failed, %d skipped (%s)\n", rx_rt_backend_name(b->kind), st->passed,
+             st->failed, st->skipped, b->why);
     passed += st->passed, failed += st->failed, skipped += st->skipped;
   }
   printf("conformance: %d passed, %d failed, %d skipped\n", passed, failed, skipped);

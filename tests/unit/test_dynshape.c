@@ -38,36 +38,34 @@ static int passed, failed;
   } while (0)
 
 /* y = r2 + 1 and z = row sums of y, with r2 = x viewed as [a, b], a and b read from s. */
-static const char *const prog_rows =
-    "graph_fn main(x: f32[n], s: i64[2]) {\n"
-    "  t = tensor_to_shape(s)\n"
-    "  u = match_cast(t, Shape([a, b]))\n"
-    "  r = reshape(x, t)\n"
-    "  r2 = match_cast(r, f32[a, b])\n"
-    "  dataflow {\n"
-    "    y = add(r2, full([a, b], 1.0))\n"
-    "    z = sum(y, axes=[1])\n"
-    "  }\n"
-    "  return (y, z)\n"
-    "}\n";
+static const char *const prog_rows = "graph_fn main(x: f32[n], s: i64[2]) {\n"
+                                     "  t = tensor_to_shape(s)\n"
+                                     "  u = match_cast(t, Shape([a, b]))\n"
+                                     "  r = reshape(x, t)\n"
+                                     "  r2 = match_cast(r, f32[a, b])\n"
+                                     "  dataflow {\n"
+                                     "    y = add(r2, full([a, b], 1.0))\n"
+                                     "    z = sum(y, axes=[1])\n"
+                                     "  }\n"
+                                     "  return (y, z)\n"
+                                     "}\n";
 
 /* A Shape match_cast with a known dim (checked at run time), a reshape to the matched shape
  * value u (whose values [a, 3] are known: rank-only from the unknown x), a 0-d tensor as a
  * one-value shape giving m, and arange over m. */
-static const char *const prog_known =
-    "graph_fn main(x: f32[ndim=1], s: i64[2], k: i32[]) {\n"
-    "  t = tensor_to_shape(s)\n"
-    "  u = match_cast(t, Shape([a, 3]))\n"
-    "  r = reshape(x, u)\n"
-    "  q = tensor_to_shape(k)\n"
-    "  q2 = match_cast(q, Shape([m]))\n"
-    "  dataflow {\n"
-    "    y = softmax(r, axis=1)\n"
-    "    i = arange(prim(m), dtype=f32)\n"
-    "    w = multiply(i, 2.0)\n"
-    "  }\n"
-    "  return (y, w)\n"
-    "}\n";
+static const char *const prog_known = "graph_fn main(x: f32[ndim=1], s: i64[2], k: i32[]) {\n"
+                                      "  t = tensor_to_shape(s)\n"
+                                      "  u = match_cast(t, Shape([a, 3]))\n"
+                                      "  r = reshape(x, u)\n"
+                                      "  q = tensor_to_shape(k)\n"
+                                      "  q2 = match_cast(q, Shape([m]))\n"
+                                      "  dataflow {\n"
+                                      "    y = softmax(r, axis=1)\n"
+                                      "    i = arange(prim(m), dtype=f32)\n"
+                                      "    w = multiply(i, 2.0)\n"
+                                      "  }\n"
+                                      "  return (y, w)\n"
+                                      "}\n";
 
 /* ---- references ---- */
 static void ref_rows(const float *x, int64_t a, int64_t b, float *y, float *z) {
@@ -98,7 +96,7 @@ static bool close_all(const float *got, const float *want, size_t n) {
 /* One run: inputs x (n floats), s (2 i64), and k (a 0-d i32, prog_known only). */
 typedef struct run_case {
   int64_t n, s0, s1, k;
-  const char *error; /* NULL: must succeed; else a substring of the error */
+  const char *error;  /* NULL: must succeed; else a substring of the error */
   const char *error2; /* a second substring (or NULL) */
 } run_case;
 
@@ -275,18 +273,18 @@ static void test_builder(void) {
   rx_var *x = NULL, *s = NULL, *t = NULL, *u = NULL, *r = NULL, *r2 = NULL, *y = NULL;
   rx_status st = rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &x);
   if (!st) st = rx_builder_param(b, "s", rx_sinfo_tensor(m, RX_DTYPE_I64, 1, &two), &s);
-  if (!st) st = rx_emit_op(b, "tensor_to_shape", (rx_node *[]){rx_arg_var(b, s)}, 1, NULL, 0,
-                           "t", &t);
+  if (!st)
+    st = rx_emit_op(b, "tensor_to_shape", (rx_node *[]){rx_arg_var(b, s)}, 1, NULL, 0, "t", &t);
   if (!st) st = rx_emit_match_cast(b, rx_arg_var(b, t), rx_sinfo_shape(m, 2, ab), "u", &u);
   if (!st)
     st = rx_emit_op(b, "reshape", (rx_node *[]){rx_arg_var(b, x), rx_arg_var(b, t)}, 2, NULL, 0,
                     "r", &r);
   if (!st)
-    st = rx_emit_match_cast(b, rx_arg_var(b, r), rx_sinfo_tensor(m, RX_DTYPE_F32, 2, ab), "r2",
-                            &r2);
+    st =
+        rx_emit_match_cast(b, rx_arg_var(b, r), rx_sinfo_tensor(m, RX_DTYPE_F32, 2, ab), "r2", &r2);
   if (!st)
-    st = rx_emit_op(b, "add", (rx_node *[]){rx_arg_var(b, r2), rx_arg_var(b, r2)}, 2, NULL, 0,
-                    "y", &y);
+    st = rx_emit_op(b, "add", (rx_node *[]){rx_arg_var(b, r2), rx_arg_var(b, r2)}, 2, NULL, 0, "y",
+                    &y);
   if (!st) {
     st = rx_builder_finish(b, rx_arg_var(b, y), NULL);
     b = NULL;
@@ -313,7 +311,8 @@ int main(int argc, char **argv) {
   /* the graph interpreter, after legalization (tensor_to_shape and the rank-only reshape stay
    * host-level op calls) */
   rx_module *mr = parse_legalized(prog_rows, "rows.rx");
-  for (size_t i = 0; mr && i < RX_ARRAY_LEN(rows_cases); i++) interp_case(mr, false, &rows_cases[i]);
+  for (size_t i = 0; mr && i < RX_ARRAY_LEN(rows_cases); i++)
+    interp_case(mr, false, &rows_cases[i]);
   rx_module *mk = parse_legalized(prog_known, "known.rx");
   for (size_t i = 0; mk && i < RX_ARRAY_LEN(known_cases); i++)
     interp_case(mk, true, &known_cases[i]);

@@ -32,8 +32,7 @@ static void test_counts(void) {
   /* 2^32 * 2^32 wraps to 0 in 64 bits: an overflow, never "0 elements" */
   const int64_t wrap[] = {INT64_C(1) << 32, INT64_C(1) << 32};
   n = 7;
-  CHECK(rx_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld",
-        (long long)n);
+  CHECK(rx_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld", (long long)n);
   /* the count fits, the bytes do not */
   const int64_t big[] = {INT64_C(1) << 31, INT64_C(1) << 31};
   CHECK(rx_shape_count(2, big, 1, &n) == RX_COUNT_OK && n == INT64_C(1) << 62, "2^62");
@@ -50,7 +49,8 @@ static void test_counts(void) {
   CHECK(rx_shape_count(3, zero, 8, &n) == RX_COUNT_OK && n == 0, "a zero dim: %lld", (long long)n);
   const int64_t neg[] = {4, -1};
   CHECK(rx_shape_count(2, neg, 1, &n) == RX_COUNT_NEGATIVE && n == 0, "negative");
-  CHECK(rx_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) && n == INT64_C(9223372030926249001),
+  CHECK(rx_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) &&
+            n == INT64_C(9223372030926249001),
         "sqrt(INT64_MAX)^2");
   CHECK(!rx_mul_count(INT64_C(3037000500), INT64_C(3037000500), &n) && n == 0, "just over");
   CHECK(!rx_mul_count(-2, 3, &n), "negative factor");
@@ -100,8 +100,7 @@ static void test_excerpts(void) {
     CHECK(caret && (size_t)(caret - l[2]) < strlen(l[1]) && l[1][caret - l[2]] == '@',
           "at %zu: the caret is not under the '@':\n%s\n%s", at, l[1], l[2] ? l[2] : "");
     CHECK(strstr(l[0], "...") != NULL, "at %zu: the message is not cut: %.80s", at, l[0]);
-    CHECK((at < 60) == (strncmp(l[1], "  ...", 5) != 0), "at %zu: a '...' before: %.20s", at,
-          l[1]);
+    CHECK((at < 60) == (strncmp(l[1], "  ...", 5) != 0), "at %zu: a '...' before: %.20s", at, l[1]);
     free(out);
   }
   free(text);

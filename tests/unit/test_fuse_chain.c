@@ -34,7 +34,8 @@ enum { ROWS = 37, COLS = 16, NOPS = 512, NSILU = 64 };
 
 static char *affine_text(void) {
   rx_strbuf b = {0};
-  rx_strbuf_append(&b, "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
+  rx_strbuf_append(&b,
+                   "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
   const char *prev = "x";
   char name[32];
   for (int k = 0; k < NOPS / 2; k++) {
@@ -48,7 +49,8 @@ static char *affine_text(void) {
 
 static char *silu_text(void) {
   rx_strbuf b = {0};
-  rx_strbuf_append(&b, "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
+  rx_strbuf_append(&b,
+                   "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
   rx_strbuf_append(&b, "    s0 = silu(x)\n");
   for (int k = 1; k < NSILU; k++) rx_strbuf_printf(&b, "    s%d = silu(s%d)\n", k, k - 1);
   rx_strbuf_printf(&b, "  }\n  return s%d\n}\n", NSILU - 1);

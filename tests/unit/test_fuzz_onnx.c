@@ -40,8 +40,8 @@ static void check_input(const char *name, const unsigned char *bytes, size_t len
     accepted++;
     if (!rx_module_normalize(m, &diag) || !rx_module_verify(m, &diag)) {
       failed++;
-      fprintf(stderr, "FAIL: %s (%zu bytes): imported, but the module does not check:\n%s\n",
-              name, len, rx_diag_text(&diag));
+      fprintf(stderr, "FAIL: %s (%zu bytes): imported, but the module does not check:\n%s\n", name,
+              len, rx_diag_text(&diag));
     } else {
       rx_strbuf out = {0};
       rx_module_print(&out, m);
@@ -87,7 +87,9 @@ static void fuzz_file(const char *path, int iters) {
     for (int e = 0; e < edits && b.len > 0; e++) {
       size_t at = rnd() % b.len;
       switch (rnd() % 3) {
-      case 0: b.data[at] = (char)(rnd() & 0xff); break;
+      case 0:
+        b.data[at] = (char)(rnd() & 0xff);
+        break;
       case 1: {
         size_t n = 1 + rnd() % 16;
         if (at + n > b.len) n = b.len - at;

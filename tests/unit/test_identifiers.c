@@ -54,15 +54,30 @@ static int passed, failed, skipped;
 static const cg_lang *const langs[] = {&cg_cuda, &cg_glsl, &cg_metal};
 
 /* Names the printers generate (cprinter.c, cuda.c, glsl.c, metal.c). */
-static const char *const generated[] = {
-    "rx_erf", "rx_floordiv", "rx_floormod", "rx_z", "rx_pc", "rx_push", "rx_ub", "rx_ubo",
-    "rx_buf0", "rx_buf1", "rx_p", "rx_gid", "rx_tid", "rx_params", "rx_subgroup_sum",
-    "rx_subgroup_max", "rx_subgroup_min", "main"};
+static const char *const generated[] = {"rx_erf",
+                                        "rx_floordiv",
+                                        "rx_floormod",
+                                        "rx_z",
+                                        "rx_pc",
+                                        "rx_push",
+                                        "rx_ub",
+                                        "rx_ubo",
+                                        "rx_buf0",
+                                        "rx_buf1",
+                                        "rx_p",
+                                        "rx_gid",
+                                        "rx_tid",
+                                        "rx_params",
+                                        "rx_subgroup_sum",
+                                        "rx_subgroup_max",
+                                        "rx_subgroup_min",
+                                        "main"};
 
 static const char *const odd[] = {
-    "a.b", "a.b.c", "1x", "_x", "__x", "x__y", "x_", "gl_x", "gl_Position", "rx_erf", "rx_u_x",
-    "rx_u_double", "rx_x", "rx_xa_2eb", "u_double", "double_", "Double", "a-b", "x y", "",
-    "\xc3\xa9t\xc3\xa9", "_", "a__", "rx_", "rx_params"};
+    "a.b",      "a.b.c",       "1x",     "_x",       "__x",         "x__y", "x_",
+    "gl_x",     "gl_Position", "rx_erf", "rx_u_x",   "rx_u_double", "rx_x", "rx_xa_2eb",
+    "u_double", "double_",     "Double", "a-b",      "x y",         "",     "\xc3\xa9t\xc3\xa9",
+    "_",        "a__",         "rx_",    "rx_params"};
 
 /* All words of the three tables, each once (heap array of borrowed strings). */
 static void all_words(rx_ptrvec *out) {
@@ -117,13 +132,20 @@ static void check_mangler(void) {
   static const struct {
     const cg_lang *L;
     const char *in, *want;
-  } spot[] = {{&cg_cuda, "double", "rx_u_double"}, {&cg_cuda, "expm1", "rx_u_expm1"},
-              {&cg_cuda, "threadIdx", "rx_u_threadIdx"}, {&cg_cuda, "and", "rx_u_and"},
-              {&cg_cuda, "cast", "cast"},           {&cg_glsl, "cast", "rx_u_cast"},
-              {&cg_glsl, "gl_x", "rx_u_gl_x"},     {&cg_glsl, "double", "rx_u_double"},
-              {&cg_metal, "kernel", "rx_u_kernel"}, {&cg_metal, "cast", "cast"},
-              {&cg_cuda, "a.b", "rx_xa_2eb"},      {&cg_glsl, "__x", "rx_x_5f_5fx"},
-              {&cg_metal, "1x", "rx_x1x"},         {&cg_cuda, "rx_erf", "rx_u_rx_erf"},
+  } spot[] = {{&cg_cuda, "double", "rx_u_double"},
+              {&cg_cuda, "expm1", "rx_u_expm1"},
+              {&cg_cuda, "threadIdx", "rx_u_threadIdx"},
+              {&cg_cuda, "and", "rx_u_and"},
+              {&cg_cuda, "cast", "cast"},
+              {&cg_glsl, "cast", "rx_u_cast"},
+              {&cg_glsl, "gl_x", "rx_u_gl_x"},
+              {&cg_glsl, "double", "rx_u_double"},
+              {&cg_metal, "kernel", "rx_u_kernel"},
+              {&cg_metal, "cast", "cast"},
+              {&cg_cuda, "a.b", "rx_xa_2eb"},
+              {&cg_glsl, "__x", "rx_x_5f_5fx"},
+              {&cg_metal, "1x", "rx_x1x"},
+              {&cg_cuda, "rx_erf", "rx_u_rx_erf"},
               {&cg_cuda, "weights", "weights"}};
   for (size_t i = 0; i < RX_ARRAY_LEN(spot); i++) {
     const char *m = cg_ident(spot[i].L, &arena, spot[i].in);
@@ -139,8 +161,11 @@ static void check_mangler(void) {
 
 /* ---- part 2: the words as every kind of name, compiled and run ---- */
 
-enum { NB = 24,       /* input buffers per program (Metal: 31 buffer slots with the outputs) */
-       D0 = 3, D1 = 37 /* sizes: D1 not a multiple of any block size */ };
+enum {
+  NB = 24, /* input buffers per program (Metal: 31 buffer slots with the outputs) */
+  D0 = 3,
+  D1 = 37 /* sizes: D1 not a multiple of any block size */
+};
 
 typedef struct prog {
   const char *name, *dim[2], *loop[2], *in[NB], *out, *let[NB];
@@ -157,7 +182,7 @@ static void make_prog(prog *g, const char **W, size_t n, size_t p, size_t P) {
   const char *used[4 + 2 * NB + 2] = {0}; /* = {0}: gcc -O0 -Wmaybe-uninitialized */
   int nu = 0;
   size_t next;
-#define PICK(dst, start)                                                                            \
+#define PICK(dst, start)                                                                           \
   do {                                                                                             \
     next = (start);                                                                                \
     for (;;) {                                                                                     \
@@ -313,8 +338,8 @@ static void check_cuda(const rx_kernel_list *kl, const char *arch, const char *w
     size_t len = 0;
     rx_status s = rx_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
     if (s)
-      FAIL("%s: NVRTC %s: %s\n%s\n--- source\n%s", what, arch, rx_status_message(s),
-           log ? log : "", kn->source);
+      FAIL("%s: NVRTC %s: %s\n%s\n--- source\n%s", what, arch, rx_status_message(s), log ? log : "",
+           kn->source);
     else
       passed++;
     rx_status_free(s);
@@ -332,8 +357,10 @@ static void check_spirv(const rx_kernel_list *kl, const char *what) {
       FAIL("%s: no SPIR-V although shaderc is present", what);
     } else {
       rx_status s = rx_spirv_validate(kn->spirv, kn->spirv_words);
-      if (s) FAIL("%s: spirv-val: %s\n--- source\n%s", what, rx_status_message(s), kn->source);
-      else passed++;
+      if (s)
+        FAIL("%s: spirv-val: %s\n--- source\n%s", what, rx_status_message(s), kn->source);
+      else
+        passed++;
       rx_status_free(s);
     }
   }
@@ -357,8 +384,10 @@ static void check_json(const rx_target *t, const rx_tensor_fn *f, const rx_kerne
                      cg_ident(L, &arena, k0->args[a].name));
     ok = strstr(j.data, want.data) != NULL;
   }
-  if (!ok) FAIL("%s: kernels.json lacks %s\n%s", what, want.data, j.data);
-  else passed++;
+  if (!ok)
+    FAIL("%s: kernels.json lacks %s\n%s", what, want.data, j.data);
+  else
+    passed++;
   rx_strbuf_free(&j);
   rx_strbuf_free(&want);
   rx_arena_free(&arena);

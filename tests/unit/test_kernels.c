@@ -1,4 +1,5 @@
-/* The kernel pipeline end to end, for every program of tests/kernels/ (each .rx file) and every target:
+/* The kernel pipeline end to end, for every program of tests/kernels/ (each .rx file) and every
+ * target:
  *
  *   schedule (passes/)  ->  the interpreter runs the scheduled program, which must match the
  *                           unscheduled one (the oracle) at every size;
@@ -35,8 +36,8 @@
 #define REF_STEP_LIMIT 40000000
 
 static int passed, failed, skipped;
-static const char *targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
-                                "vulkan", "metal-apple7"};
+static const char *targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe", "vulkan",
+                                "metal-apple7"};
 
 #define FAIL(...)                                                                                  \
   do {                                                                                             \
@@ -56,7 +57,8 @@ static bool run_simt(const rx_tensor_fn *f, const rx_kernel_list *kl, simt_modul
     const rx_kernel *kn = kl->kernels[k];
     int64_t v;
     if (kn->cond) {
-      if (!rxk_eval(kn->cond, e, &v)) return snprintf(msg, n, "%s: condition not evaluable", kn->name), false;
+      if (!rxk_eval(kn->cond, e, &v))
+        return snprintf(msg, n, "%s: condition not evaluable", kn->name), false;
       if (!v) continue;
     }
     unsigned grid[3];
@@ -161,8 +163,10 @@ static void check_spirv(const rx_kernel_list *kl, const char *what) {
       continue;
     }
     rx_status s = rx_spirv_validate(kn->spirv, kn->spirv_words);
-    if (s) FAIL("%s: %s: spirv-val: %s", what, kn->name, rx_status_message(s));
-    else passed++;
+    if (s)
+      FAIL("%s: %s: spirv-val: %s", what, kn->name, rx_status_message(s));
+    else
+      passed++;
     rx_status_free(s);
   }
 }

@@ -115,7 +115,9 @@ static val *eval_atom(env *e, const rx_node *n, char *err, size_t errn) {
     }
     return t->fields[n->index];
   }
-  default: snprintf(err, errn, "unsupported node kind %d in the evaluator", (int)n->kind); return NULL;
+  default:
+    snprintf(err, errn, "unsupported node kind %d in the evaluator", (int)n->kind);
+    return NULL;
   }
 }
 
@@ -226,14 +228,22 @@ static val *eval_value(env *e, rx_module *m, const rx_node *n, char *err, size_t
 
 static double elem(const rx_npy *a, size_t i) {
   switch (a->dtype) {
-  case RX_DTYPE_F32: return ((const float *)a->data)[i];
-  case RX_DTYPE_F16: return rx_f16_to_f32(((const uint16_t *)a->data)[i]);
-  case RX_DTYPE_BF16: return rx_bf16_to_f32(((const uint16_t *)a->data)[i]);
-  case RX_DTYPE_I64: return (double)((const int64_t *)a->data)[i];
-  case RX_DTYPE_I32: return ((const int32_t *)a->data)[i];
-  case RX_DTYPE_I16: return ((const int16_t *)a->data)[i];
-  case RX_DTYPE_I8: return ((const int8_t *)a->data)[i];
-  default: return ((const uint8_t *)a->data)[i];
+  case RX_DTYPE_F32:
+    return ((const float *)a->data)[i];
+  case RX_DTYPE_F16:
+    return rx_f16_to_f32(((const uint16_t *)a->data)[i]);
+  case RX_DTYPE_BF16:
+    return rx_bf16_to_f32(((const uint16_t *)a->data)[i]);
+  case RX_DTYPE_I64:
+    return (double)((const int64_t *)a->data)[i];
+  case RX_DTYPE_I32:
+    return ((const int32_t *)a->data)[i];
+  case RX_DTYPE_I16:
+    return ((const int16_t *)a->data)[i];
+  case RX_DTYPE_I8:
+    return ((const int8_t *)a->data)[i];
+  default:
+    return ((const uint8_t *)a->data)[i];
   }
 }
 
@@ -249,7 +259,8 @@ static const char *compare(const rx_npy *got, const rx_npy *want, double tol, ch
   }
   for (int i = 0; i < got->ndim; i++) {
     if (got->shape[i] != want->shape[i]) {
-      snprintf(buf, n, "dim %d: %lld vs %lld", i, (long long)got->shape[i], (long long)want->shape[i]);
+      snprintf(buf, n, "dim %d: %lld vs %lld", i, (long long)got->shape[i],
+               (long long)want->shape[i]);
       return buf;
     }
   }
@@ -496,11 +507,12 @@ static int count_tensor_fns(const rx_module *m) {
 
 static void test_reuse(void) {
   char err[2048];
-  rx_module *m = legalize_text("graph_fn f(x: f32[n, 4], z: f32[n, 4]) {\n"
-                               "  a = exp(x)\n  b = exp(z)\n  c = softmax(a)\n  d = softmax(b, axis=0)\n"
-                               "  e = add(c, 1.0)\n  g = add(d, 2.0)\n  h = add(e, 1.0)\n"
-                               "  return (g, h)\n}\n",
-                               err, sizeof err);
+  rx_module *m =
+      legalize_text("graph_fn f(x: f32[n, 4], z: f32[n, 4]) {\n"
+                    "  a = exp(x)\n  b = exp(z)\n  c = softmax(a)\n  d = softmax(b, axis=0)\n"
+                    "  e = add(c, 1.0)\n  g = add(d, 2.0)\n  h = add(e, 1.0)\n"
+                    "  return (g, h)\n}\n",
+                    err, sizeof err);
   CHECK(m, "reuse: %s", err);
   if (!m) return;
   /* exp shared; softmax axis -1 and axis 0 differ; add 1.0 shared, add 2.0 separate */
@@ -516,7 +528,8 @@ static void test_scalar_param(void) {
   if (!m) return;
   rx_graph_fn *g = rx_module_graph_fn(m, "f");
   rx_node *v = g->body.blocks[0]->bindings[0]->value;
-  CHECK(v->kind == RX_NODE_CALL_TENSOR && v->nextra == 1 && v->extra_dims[0] == rx_expr_var(m->ctx, "n"),
+  CHECK(v->kind == RX_NODE_CALL_TENSOR && v->nextra == 1 &&
+            v->extra_dims[0] == rx_expr_var(m->ctx, "n"),
         "full([n * 2]) should pass dims=[n]");
   const rx_tensor_fn *t = v->tfn;
   int nscal = 0;
@@ -525,8 +538,9 @@ static void test_scalar_param(void) {
   rx_module_free(m);
 
   /* a symbolic variable named like a loop variable does not collide */
-  m = legalize_text("graph_fn f(x: f32[i0, r], w: f32[r, j]) {\n  y = matmul(x, w)\n  return y\n}\n",
-                    err, sizeof err);
+  m = legalize_text(
+      "graph_fn f(x: f32[i0, r], w: f32[r, j]) {\n  y = matmul(x, w)\n  return y\n}\n", err,
+      sizeof err);
   CHECK(m, "names: %s", err);
   if (m) rx_module_free(m);
 }
@@ -542,13 +556,17 @@ static void test_errors(void) {
        "even head dim"},
       {"graph_fn f(x: f32[1, 3, 8, 8], w: f32[4, 2, 3, 3]) {\n  y = conv2d(x, w)\n  return y\n}\n",
        "input channels"},
-      {"graph_fn f(q: f32[1, 2, s, 8], k: f32[1, 2, t, 4]) {\n  y = attention(q, k, k)\n  return y\n}\n",
+      {"graph_fn f(q: f32[1, 2, s, 8], k: f32[1, 2, t, 4]) {\n  y = attention(q, k, k)\n  return "
+       "y\n}\n",
        "attention"},
-      {"graph_fn f(x: f32[1, 3, 8, 8]) {\n  y = max_pool2d(x, kernel=[2, 2], padding=[2, 2])\n  return y\n}\n",
+      {"graph_fn f(x: f32[1, 3, 8, 8]) {\n  y = max_pool2d(x, kernel=[2, 2], padding=[2, 2])\n  "
+       "return y\n}\n",
        "padding at most half"},
-      {"graph_fn f(x: f32[n]) {\n  y = gelu(x, approximate=\"fast\")\n  return y\n}\n", "approximate"},
+      {"graph_fn f(x: f32[n]) {\n  y = gelu(x, approximate=\"fast\")\n  return y\n}\n",
+       "approximate"},
       {"graph_fn f(x: f32[n]) {\n  y = clip(x, min=2.0, max=1.0)\n  return y\n}\n", "min <= max"},
-      {"graph_fn f(x: f32[n, 3], m: f32[3]) {\n  y = batch_norm(x, m, m, m, m, axis=0)\n  return y\n}\n",
+      {"graph_fn f(x: f32[n, 3], m: f32[3]) {\n  y = batch_norm(x, m, m, m, m, axis=0)\n  return "
+       "y\n}\n",
        "batch_norm"},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
@@ -573,11 +591,11 @@ static void test_patterns(void) {
   static const struct {
     const char *op;
     rx_pattern p;
-  } want[] = {{"exp", RX_PATTERN_ELEMWISE},      {"add", RX_PATTERN_BROADCAST},
-              {"permute", RX_PATTERN_INJECTIVE}, {"sum", RX_PATTERN_REDUCTION},
-              {"softmax", RX_PATTERN_REDUCTION}, {"matmul", RX_PATTERN_OUT_FUSABLE},
+  } want[] = {{"exp", RX_PATTERN_ELEMWISE},       {"add", RX_PATTERN_BROADCAST},
+              {"permute", RX_PATTERN_INJECTIVE},  {"sum", RX_PATTERN_REDUCTION},
+              {"softmax", RX_PATTERN_REDUCTION},  {"matmul", RX_PATTERN_OUT_FUSABLE},
               {"conv2d", RX_PATTERN_OUT_FUSABLE}, {"attention", RX_PATTERN_OPAQUE},
-              {"gelu", RX_PATTERN_ELEMWISE},     {"batch_norm", RX_PATTERN_BROADCAST}};
+              {"gelu", RX_PATTERN_ELEMWISE},      {"batch_norm", RX_PATTERN_BROADCAST}};
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++) {
     const rx_op *op = rx_op_lookup(want[i].op, strlen(want[i].op));
     CHECK(op && op->pattern == want[i].p, "pattern of %s: %s", want[i].op,
@@ -611,16 +629,16 @@ static void test_all_ops_legalize(void) {
     rx_status_free(st);
     return;
   }
-  static const char *const extra[] = {"not",           "logical_and", "logical_or", "equal",
-                                      "not_equal",     "less_equal",  "greater",    "greater_equal",
-                                      "pow",           "sum",
+  static const char *const extra[] = {"not", "logical_and", "logical_or", "equal", "not_equal",
+                                      "less_equal", "greater", "greater_equal", "pow", "sum",
                                       /* host-level (never legalized): tests/unit/test_dynshape.c */
                                       "tensor_to_shape"};
   for (int i = 0; i < n; i++) {
     char pat[64];
     snprintf(pat, sizeof pat, "|%s(", all[i]->name);
     bool found = strstr(text, pat) != NULL;
-    for (size_t k = 0; k < RX_ARRAY_LEN(extra) && !found; k++) found = !strcmp(extra[k], all[i]->name);
+    for (size_t k = 0; k < RX_ARRAY_LEN(extra) && !found; k++)
+      found = !strcmp(extra[k], all[i]->name);
     CHECK(found, "op %s is covered by no test", all[i]->name);
   }
   free(text);
@@ -663,7 +681,8 @@ static void test_npy(void) {
     size_t len = 10 + hl + 8; /* 8 bytes of data: two f4 */
     rx_npy c;
     st = rx_npy_parse(buf, len, "bad.npy", &c);
-    CHECK(st && strstr(rx_status_message(st), bad[i].want) && strstr(rx_status_message(st), "bad.npy"),
+    CHECK(st && strstr(rx_status_message(st), bad[i].want) &&
+              strstr(rx_status_message(st), "bad.npy"),
           "npy error %zu: got '%s'", i, st ? rx_status_message(st) : "success");
     rx_status_free(st);
     rx_npy_free(&c);
@@ -677,8 +696,8 @@ static void test_npy(void) {
   char fpath[1024];
   snprintf(fpath, sizeof fpath, "%s/fixtures/ops/take_1.idx.npy", tests_dir);
   st = rx_npy_read(fpath, &c);
-  CHECK(!st && c.dtype == RX_DTYPE_I64 && c.ndim == 1 && c.shape[0] == 7, "fixture take_1.idx.npy: %s",
-        rx_status_message(st));
+  CHECK(!st && c.dtype == RX_DTYPE_I64 && c.ndim == 1 && c.shape[0] == 7,
+        "fixture take_1.idx.npy: %s", rx_status_message(st));
   rx_status_free(st);
   rx_npy_free(&c);
 }

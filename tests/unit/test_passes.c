@@ -112,7 +112,10 @@ static char *print_module(rx_module *m) {
 
 /* ---- annotation of tests/kernels ---- */
 static void test_annotate_kernels(void) {
-  static const struct { const char *file, *fn; rx_pattern p; } want[] = {
+  static const struct {
+    const char *file, *fn;
+    rx_pattern p;
+  } want[] = {
       {"kernels/broadcast_add.rx", "broadcast_add", RX_PATTERN_BROADCAST},
       {"kernels/elementwise.rx", "ew_chain", RX_PATTERN_ELEMWISE},
       {"kernels/elementwise.rx", "ew_chain_dyn", RX_PATTERN_ELEMWISE},
@@ -143,10 +146,11 @@ static void test_annotate_kernels(void) {
     rx_module_free(m);
   }
   /* every program of tests/kernels is covered above */
-  static const char *files[] = {"kernels/broadcast_add.rx", "kernels/elementwise.rx", "kernels/gemm.rx",
-                                "kernels/gemm_f16.rx", "kernels/gemv.rx", "kernels/layer_norm.rx",
-                                "kernels/rms_norm.rx", "kernels/row_sum_scale.rx", "kernels/softmax.rx",
-                                "kernels/transpose.rx"};
+  static const char *files[] = {"kernels/broadcast_add.rx", "kernels/elementwise.rx",
+                                "kernels/gemm.rx",          "kernels/gemm_f16.rx",
+                                "kernels/gemv.rx",          "kernels/layer_norm.rx",
+                                "kernels/rms_norm.rx",      "kernels/row_sum_scale.rx",
+                                "kernels/softmax.rx",       "kernels/transpose.rx"};
   int total = 0;
   for (size_t i = 0; i < RX_ARRAY_LEN(files); i++) {
     char *text = read_test(files[i]);
@@ -160,28 +164,31 @@ static void test_annotate_kernels(void) {
         (int)RX_ARRAY_LEN(want));
 
   /* hand-written programs of the other kinds */
-  const char *src =
-      "tensor_fn bcast_row(a: f32[n, m], b: f32[n], out y: f32[n, m]) {\n"
-      "  for i in 0..n, j in 0..m {\n    y[i, j] = a[i, j] * b[i]\n  }\n}\n"
-      "tensor_fn shift(a: f32[n], out y: f32[n]) {\n"
-      "  for i in 0..n {\n    y[i] = a[(i + 1) % n]\n  }\n}\n"
-      "tensor_fn guarded(a: f32[n], out y: f32[n]) {\n"
-      "  for i in 0..n {\n    if i < 3 {\n      y[i] = a[i]\n    }\n  }\n}\n"
-      "tensor_fn bound(a: f32[n], out y: f32[n]) {\n"
-      "  for i in 0..n bind(blockIdx.x) {\n    y[i] = a[i]\n  }\n}\n"
-      "tensor_fn colsum(a: f32[n, m], out y: f32[m]) {\n"
-      "  for j in 0..m {\n    reduce i in 0..n {\n      init { y[j] = 0.0 }\n"
-      "      update { y[j] = y[j] + a[i, j] }\n    }\n  }\n}\n";
+  const char *src = "tensor_fn bcast_row(a: f32[n, m], b: f32[n], out y: f32[n, m]) {\n"
+                    "  for i in 0..n, j in 0..m {\n    y[i, j] = a[i, j] * b[i]\n  }\n}\n"
+                    "tensor_fn shift(a: f32[n], out y: f32[n]) {\n"
+                    "  for i in 0..n {\n    y[i] = a[(i + 1) % n]\n  }\n}\n"
+                    "tensor_fn guarded(a: f32[n], out y: f32[n]) {\n"
+                    "  for i in 0..n {\n    if i < 3 {\n      y[i] = a[i]\n    }\n  }\n}\n"
+                    "tensor_fn bound(a: f32[n], out y: f32[n]) {\n"
+                    "  for i in 0..n bind(blockIdx.x) {\n    y[i] = a[i]\n  }\n}\n"
+                    "tensor_fn colsum(a: f32[n, m], out y: f32[m]) {\n"
+                    "  for j in 0..m {\n    reduce i in 0..n {\n      init { y[j] = 0.0 }\n"
+                    "      update { y[j] = y[j] + a[i, j] }\n    }\n  }\n}\n";
   rx_module *m = parse_text("<kinds>", src);
   if (m) {
     rx_diag d;
     rx_diag_init(&d);
     rx_pass_annotate(m, &d);
     rx_diag_free(&d);
-    static const struct { const char *fn; rx_pattern p; } k[] = {
-        {"bcast_row", RX_PATTERN_BROADCAST}, {"shift", RX_PATTERN_INJECTIVE},
-        {"guarded", RX_PATTERN_OPAQUE},      {"bound", RX_PATTERN_OPAQUE},
-        {"colsum", RX_PATTERN_REDUCTION}};
+    static const struct {
+      const char *fn;
+      rx_pattern p;
+    } k[] = {{"bcast_row", RX_PATTERN_BROADCAST},
+             {"shift", RX_PATTERN_INJECTIVE},
+             {"guarded", RX_PATTERN_OPAQUE},
+             {"bound", RX_PATTERN_OPAQUE},
+             {"colsum", RX_PATTERN_REDUCTION}};
     for (size_t i = 0; i < RX_ARRAY_LEN(k); i++) {
       rx_tensor_fn *t = rx_module_tensor_fn(m, k[i].fn);
       CHECK(t && t->pattern == k[i].p, "%s: pattern %s, expected %s", k[i].fn,
@@ -217,7 +224,8 @@ static const char *unit_src =
 static const rx_binding *find_binding(rx_graph_fn *g, const char *name) {
   for (int b = 0; b < g->body.nblocks; b++)
     for (int i = 0; i < g->body.blocks[b]->nbindings; i++)
-      if (!strcmp(g->body.blocks[b]->bindings[i]->var->name, name)) return g->body.blocks[b]->bindings[i];
+      if (!strcmp(g->body.blocks[b]->bindings[i]->var->name, name))
+        return g->body.blocks[b]->bindings[i];
   return NULL;
 }
 
@@ -232,8 +240,10 @@ static void test_fold_cse_dce(void) {
   rx_graph_fn *g = rx_module_graph_fn(m, "main");
   /* fold */
   if (run_pass(m, rx_pass_fold, "fold")) {
-    const rx_binding *k = find_binding(g, "k"), *sh = find_binding(g, "sh"), *a = find_binding(g, "a");
-    CHECK(k && k->value->kind == RX_NODE_PRIM && k->value->prim == rx_expr_add(ctx, n, rx_expr_const(ctx, 1)),
+    const rx_binding *k = find_binding(g, "k"), *sh = find_binding(g, "sh"),
+                     *a = find_binding(g, "a");
+    CHECK(k && k->value->kind == RX_NODE_PRIM &&
+              k->value->prim == rx_expr_add(ctx, n, rx_expr_const(ctx, 1)),
           "fold: prim(min(n, 100) + 1) is not n + 1");
     CHECK(sh && sh->value->kind == RX_NODE_SHAPE && sh->value->dims[0] == n &&
               rx_expr_is_const(sh->value->dims[1], 4),
@@ -256,7 +266,8 @@ static void test_fold_cse_dce(void) {
     CHECK(!find_binding(g, "dead1") && !find_binding(g, "dead2"), "dce: dead chain not removed");
     CHECK(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 2, "dce: %d calls, 2 expected",
           count_calls(m, "main", RX_NODE_CALL_TENSOR));
-    CHECK(!rx_module_tensor_fn(m, "unused") && !rx_module_tensor_fn(m, "neg") && rx_module_tensor_fn(m, "add"),
+    CHECK(!rx_module_tensor_fn(m, "unused") && !rx_module_tensor_fn(m, "neg") &&
+              rx_module_tensor_fn(m, "add"),
           "dce: programs not removed");
     CHECK(find_binding(g, "t") && find_binding(g, "u"), "dce: live bindings removed");
     CHECK(!find_binding(g, "k") && !find_binding(g, "sh"), "dce: propagated literals kept");
@@ -266,7 +277,8 @@ static void test_fold_cse_dce(void) {
   float xs[20], zs[20];
   for (int i = 0; i < 20; i++) xs[i] = frand(), zs[i] = frand();
   int64_t shp[2] = {nv, 4};
-  rx_ginterp_value in[2] = {rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, xs), rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, zs)};
+  rx_ginterp_value in[2] = {rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, xs),
+                            rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, zs)};
   rx_ginterp_value r1, r2;
   rx_status s1 = rx_graph_run(ref, rx_module_graph_fn(ref, "main"), in, 2, &r1);
   rx_status s2 = rx_graph_run(m, g, in, 2, &r2);
@@ -287,19 +299,22 @@ static void test_fold_cse_dce(void) {
 
 /* ---- graph interpreter errors ---- */
 static void test_graph_interp_errors(void) {
-  const char *src =
-      "tensor_fn neg(a: f32[n, 4], out y: f32[n, 4]) {\n"
-      "  for i in 0..n, j in 0..4 {\n    y[i, j] = -a[i, j]\n  }\n}\n"
-      "graph_fn main(x: f32[n, 4]) -> f32[n, 4] where n <= 8 {\n"
-      "  dataflow {\n    y = call_tensor(neg, x, out=f32[n, 4])\n  }\n  return y\n}\n"
-      "graph_fn op(x: f32[n, 4]) -> f32[n, 4] {\n"
-      "  dataflow {\n    y = add(x, x)\n  }\n  return y\n}\n"
-      "graph_fn mc(x: f32[ndim=2]) -> f32[m, 4] {\n"
-      "  y = match_cast(x, f32[m, 4])\n  return y\n}\n";
+  const char *src = "tensor_fn neg(a: f32[n, 4], out y: f32[n, 4]) {\n"
+                    "  for i in 0..n, j in 0..4 {\n    y[i, j] = -a[i, j]\n  }\n}\n"
+                    "graph_fn main(x: f32[n, 4]) -> f32[n, 4] where n <= 8 {\n"
+                    "  dataflow {\n    y = call_tensor(neg, x, out=f32[n, 4])\n  }\n  return y\n}\n"
+                    "graph_fn op(x: f32[n, 4]) -> f32[n, 4] {\n"
+                    "  dataflow {\n    y = add(x, x)\n  }\n  return y\n}\n"
+                    "graph_fn mc(x: f32[ndim=2]) -> f32[m, 4] {\n"
+                    "  y = match_cast(x, f32[m, 4])\n  return y\n}\n";
   rx_module *m = parse_text("<errors>", src);
   if (!m) return;
   float buf[64] = {0};
-  struct { const char *fn; int64_t s0, s1; const char *want; } cases[] = {
+  struct {
+    const char *fn;
+    int64_t s0, s1;
+    const char *want;
+  } cases[] = {
       {"main", 3, 5, "parameter 'x': expected f32[3, 4], got f32[3, 5]"},
       {"main", 9, 4, "fact n <= 8 does not hold"},
       {"op", 2, 4, "op add must be legalized first"},
@@ -310,8 +325,8 @@ static void test_graph_interp_errors(void) {
     rx_ginterp_value in = rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, buf);
     rx_ginterp_value out;
     rx_status s = rx_graph_run(m, rx_module_graph_fn(m, cases[i].fn), &in, 1, &out);
-    CHECK(s && strstr(rx_status_message(s), cases[i].want), "%s: got '%s', expected '%s'", cases[i].fn,
-          s ? rx_status_message(s) : "OK", cases[i].want);
+    CHECK(s && strstr(rx_status_message(s), cases[i].want), "%s: got '%s', expected '%s'",
+          cases[i].fn, s ? rx_status_message(s) : "OK", cases[i].want);
     rx_status_free(s);
     rx_ginterp_value_free(&out);
   }
@@ -356,7 +371,8 @@ typedef struct model {
 } model;
 
 /* Runs main of a and b on the same random inputs with sym = v; compares. */
-static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v, const char *stage) {
+static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
+                         const char *stage) {
   rx_graph_fn *ga = rx_module_graph_fn(a, "main"), *gb = rx_module_graph_fn(b, "main");
   if (!ga || !gb) {
     CHECK(0, "%s: no main", md->file);
@@ -381,8 +397,10 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
   rx_ginterp_value ra, rb;
   rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
   rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
-  CHECK(!sa, "%s (%s = %lld): unfused run: %s", md->file, md->sym, (long long)v, rx_status_message(sa));
-  CHECK(!sb, "%s (%s = %lld): %s run: %s", md->file, md->sym, (long long)v, stage, rx_status_message(sb));
+  CHECK(!sa, "%s (%s = %lld): unfused run: %s", md->file, md->sym, (long long)v,
+        rx_status_message(sa));
+  CHECK(!sb, "%s (%s = %lld): %s run: %s", md->file, md->sym, (long long)v, stage,
+        rx_status_message(sb));
   if (!sa && !sb) {
     double scale, d = max_abs_diff(&ra, &rb, &scale);
     double err = d / (scale > 1e-30 ? scale : 1e-30);
@@ -409,7 +427,8 @@ static void test_model(const model *md) {
     return;
   }
   if (md->legalize) {
-    bool lok = run_pass(ref, rx_pass_legalize, "legalize") && run_pass(m, rx_pass_legalize, "legalize");
+    bool lok =
+        run_pass(ref, rx_pass_legalize, "legalize") && run_pass(m, rx_pass_legalize, "legalize");
     if (!lok) {
       rx_module_free(ref);
       rx_module_free(m);
@@ -417,13 +436,15 @@ static void test_model(const model *md) {
     }
   }
   int before = count_calls(m, "main", RX_NODE_CALL_TENSOR);
-  CHECK(before == md->before, "%s: %d calls before fusion, %d expected", md->file, before, md->before);
+  CHECK(before == md->before, "%s: %d calls before fusion, %d expected", md->file, before,
+        md->before);
   bool ok = run_pass(m, rx_pass_fold, "fold") && run_pass(m, rx_pass_cse, "cse") &&
             run_pass(m, rx_pass_dce, "dce") && run_pass(m, rx_pass_fuse_ops, "fuse_ops");
   if (ok) {
     int groups = 0;
     for (size_t i = 0; i < m->items.len; i++)
-      groups += m->items.data[i].kind == RX_ITEM_GRAPH && ((rx_graph_fn *)m->items.data[i].fn)->primitive;
+      groups +=
+          m->items.data[i].kind == RX_ITEM_GRAPH && ((rx_graph_fn *)m->items.data[i].fn)->primitive;
     CHECK(groups == md->groups, "%s: %d groups, %d expected", md->file, groups, md->groups);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_ops");
   }

@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
   char tail[128], want[128];
   /* the duplicate of v1 (line 4) sits at line n + 3 */
   snprintf(tail, sizeof tail, "    v1 = add(x, x)\n");
-  snprintf(want, sizeof want, "chain.rx:%d:5: error: duplicate name 'v1': first defined at line 4", n + 3);
+  snprintf(want, sizeof want, "chain.rx:%d:5: error: duplicate name 'v1': first defined at line 4",
+           n + 3);
   test_big_error(n, tail, want);
   snprintf(tail, sizeof tail, "    w = add(v%d, x)\n", n);
   snprintf(want, sizeof want, "error: undefined variable 'v%d'", n);

@@ -1,6 +1,6 @@
-/* Shape-aware scheduling (passes/schedule.h): every program of tests/kernels/ (every .rx file) is scheduled
- * for cuda -arch=sm_80, vulkan-lavapipe, vulkan (generic, no subgroups) and metal-apple7; the
- * result must satisfy rx_schedule_check, be scheduled by the expected rule, and compute what
+/* Shape-aware scheduling (passes/schedule.h): every program of tests/kernels/ (every .rx file) is
+ * scheduled for cuda -arch=sm_80, vulkan-lavapipe, vulkan (generic, no subgroups) and metal-apple7;
+ * the result must satisfy rx_schedule_check, be scheduled by the expected rule, and compute what
  * the unscheduled program computes in the reference interpreter (subgroup size and thread limit
  * of the target) with random inputs. Each symbolic variable in turn takes the sizes 1, 7, 33,
  * 128, 1000 and 4099 while the others stay moderate (DEFAULT_DIM = 9), so the whole test stays
@@ -56,14 +56,21 @@ static const struct {
   rx_sched_rule rule;
   int nvariants;
 } EXPECT[] = {
-    {"ew_chain", RX_SCHED_ELEMENTWISE, 1},    {"ew_chain_dyn", RX_SCHED_ELEMENTWISE, 1},
-    {"broadcast_add", RX_SCHED_ELEMENTWISE, 1}, {"transpose", RX_SCHED_ELEMENTWISE, 1},
-    {"softmax", RX_SCHED_ROW_REDUCTION, 1},   {"rms_norm", RX_SCHED_ROW_REDUCTION, 1},
-    {"layer_norm", RX_SCHED_ROW_REDUCTION, 1}, {"row_sum_scale", RX_SCHED_ROW_REDUCTION, 1},
+    {"ew_chain", RX_SCHED_ELEMENTWISE, 1},
+    {"ew_chain_dyn", RX_SCHED_ELEMENTWISE, 1},
+    {"broadcast_add", RX_SCHED_ELEMENTWISE, 1},
+    {"transpose", RX_SCHED_ELEMENTWISE, 1},
+    {"softmax", RX_SCHED_ROW_REDUCTION, 1},
+    {"rms_norm", RX_SCHED_ROW_REDUCTION, 1},
+    {"layer_norm", RX_SCHED_ROW_REDUCTION, 1},
+    {"row_sum_scale", RX_SCHED_ROW_REDUCTION, 1},
     {"sum_all", RX_SCHED_ROW_REDUCTION, 1},
-    {"gemv", RX_SCHED_GEMV, 1},               {"gemm", RX_SCHED_GEMM, 3},
-    {"gemm_dyn", RX_SCHED_GEMM, 3},           {"gemm_f16_f32", RX_SCHED_GEMM, 3},
-    {"gemm_f16", RX_SCHED_GEMM, 3},           {"cumsum", RX_SCHED_FALLBACK, 1},
+    {"gemv", RX_SCHED_GEMV, 1},
+    {"gemm", RX_SCHED_GEMM, 3},
+    {"gemm_dyn", RX_SCHED_GEMM, 3},
+    {"gemm_f16_f32", RX_SCHED_GEMM, 3},
+    {"gemm_f16", RX_SCHED_GEMM, 3},
+    {"cumsum", RX_SCHED_FALLBACK, 1},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -155,14 +162,13 @@ static void free_bufs(run_bufs *rb) {
   for (int p = 0; p < rb->nargs; p++) free(rb->args[p].data);
 }
 static double get(const rx_interp_arg *a, int64_t i) {
-  return a->dtype == RX_DTYPE_F32 ? ((float *)a->data)[i]
-                                  : rx_f16_to_f32(((uint16_t *)a->data)[i]);
+  return a->dtype == RX_DTYPE_F32 ? ((float *)a->data)[i] : rx_f16_to_f32(((uint16_t *)a->data)[i]);
 }
 
 /* Runs f (reference, already computed in ref) against g (scheduled) at one size assignment. */
 static void compare_run(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *g,
-                        const rx_target *t, const rx_expr_env *env, run_bufs *ref,
-                        int64_t kmax, const char *what) {
+                        const rx_target *t, const rx_expr_env *env, run_bufs *ref, int64_t kmax,
+                        const char *what) {
   run_bufs sb;
   int64_t km2 = 0;
   if (!make_bufs(f, env, &sb, &km2, 7)) {
@@ -220,8 +226,8 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
     bool ok = rx_schedule(m, f, tg[t], &d, &r);
     CHECK(ok, "%s on %s: not scheduled:\n%s", f->name, TARGETS[t], rx_diag_text(&d));
     if (ok) {
-      CHECK(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name,
-            TARGETS[t], rx_diag_text(&d));
+      CHECK(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name, TARGETS[t],
+            rx_diag_text(&d));
       CHECK(r.nvariants == EXPECT[ei].nvariants &&
                 r.variants[r.nvariants - 1].rule == EXPECT[ei].rule,
             "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],

@@ -50,7 +50,9 @@ static inline float __bfloat162float(__nv_bfloat16 b) { return simt::bf2f(b.__x)
 static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16((float)f); }
-static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(b)}; }
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+  return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(b)};
+}
 static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short s) { return __nv_bfloat16_raw{s}; }
 static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 static inline __half __bfloat162half(__nv_bfloat16 b) { return __half(simt::bf2f(b.__x)); }
@@ -63,12 +65,18 @@ SIMT_B_BIN(__hadd, +)
 SIMT_B_BIN(__hsub, -)
 SIMT_B_BIN(__hmul, *)
 SIMT_B_BIN(__hdiv, /)
-static inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __nv_bfloat16_raw{(unsigned short)(a.__x ^ 0x8000u)}; }
+static inline __nv_bfloat16 __hneg(__nv_bfloat16 a) {
+  return __nv_bfloat16_raw{(unsigned short)(a.__x ^ 0x8000u)};
+}
 static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
   return __nv_bfloat16(fmaf((float)a, (float)b, (float)c));
 }
-static inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(fmaxf((float)a, (float)b)); }
-static inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(fminf((float)a, (float)b)); }
+static inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __nv_bfloat16(fmaxf((float)a, (float)b));
+}
+static inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __nv_bfloat16(fminf((float)a, (float)b));
+}
 #define SIMT_B_UN(name, f)                                                                         \
   static inline __nv_bfloat16 name(__nv_bfloat16 a) { return __nv_bfloat16(f((float)a)); }
 SIMT_B_UN(hexp, expf)
@@ -84,8 +92,12 @@ static inline __nv_bfloat16 operator-(__nv_bfloat16 a, __nv_bfloat16 b) { return
 static inline __nv_bfloat16 operator*(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
 static inline __nv_bfloat16 operator/(__nv_bfloat16 a, __nv_bfloat16 b) { return __hdiv(a, b); }
 static inline __nv_bfloat16 operator-(__nv_bfloat16 a) { return __hneg(a); }
-static inline __nv_bfloat16 &operator+=(__nv_bfloat16 &a, __nv_bfloat16 b) { return a = __hadd(a, b); }
-static inline __nv_bfloat16 &operator*=(__nv_bfloat16 &a, __nv_bfloat16 b) { return a = __hmul(a, b); }
+static inline __nv_bfloat16 &operator+=(__nv_bfloat16 &a, __nv_bfloat16 b) {
+  return a = __hadd(a, b);
+}
+static inline __nv_bfloat16 &operator*=(__nv_bfloat16 &a, __nv_bfloat16 b) {
+  return a = __hmul(a, b);
+}
 static inline bool operator==(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a == (float)b; }
 static inline bool operator!=(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a != (float)b; }
 static inline bool operator<(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b; }

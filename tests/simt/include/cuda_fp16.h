@@ -42,10 +42,26 @@ static inline __half __double2half(double f) { return __half(f); }
 static inline __half __int2half_rn(int i) { return __half(i); }
 static inline int __half2int_rz(__half h) { return (int)h.v; }
 static inline int __half2int_rn(__half h) { return (int)nearbyintf((float)h.v); }
-static inline short __half_as_short(__half h) { short r; memcpy(&r, &h, 2); return r; }
-static inline unsigned short __half_as_ushort(__half h) { unsigned short r; memcpy(&r, &h, 2); return r; }
-static inline __half __short_as_half(short s) { __half r; memcpy(&r, &s, 2); return r; }
-static inline __half __ushort_as_half(unsigned short s) { __half r; memcpy(&r, &s, 2); return r; }
+static inline short __half_as_short(__half h) {
+  short r;
+  memcpy(&r, &h, 2);
+  return r;
+}
+static inline unsigned short __half_as_ushort(__half h) {
+  unsigned short r;
+  memcpy(&r, &h, 2);
+  return r;
+}
+static inline __half __short_as_half(short s) {
+  __half r;
+  memcpy(&r, &s, 2);
+  return r;
+}
+static inline __half __ushort_as_half(unsigned short s) {
+  __half r;
+  memcpy(&r, &s, 2);
+  return r;
+}
 static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
 static inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
 static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
@@ -57,16 +73,22 @@ static inline float __high2float(__half2 a) { return (float)a.y.v; }
 
 /* one rounding per operation, as the hardware does */
 #define SIMT_H_BIN(name, op)                                                                       \
-  static inline __half name(__half a, __half b) { return __half((float)a.v op (float)b.v); }       \
-  static inline __half2 name##2(__half2 a, __half2 b) { return __half2{name(a.x, b.x), name(a.y, b.y)}; }
+  static inline __half name(__half a, __half b) { return __half((float)a.v op(float) b.v); }       \
+  static inline __half2 name##2(__half2 a, __half2 b) {                                            \
+    return __half2{name(a.x, b.x), name(a.y, b.y)};                                                \
+  }
 SIMT_H_BIN(__hadd, +)
 SIMT_H_BIN(__hsub, -)
 SIMT_H_BIN(__hmul, *)
 SIMT_H_BIN(__hdiv, /)
 static inline __half __hneg(__half a) { return __half(-(float)a.v); }
 static inline __half __habs(__half a) { return __half(fabsf((float)a.v)); }
-static inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf((float)a.v, (float)b.v, (float)c.v)); }
-static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return __half2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }
+static inline __half __hfma(__half a, __half b, __half c) {
+  return __half(fmaf((float)a.v, (float)b.v, (float)c.v));
+}
+static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
+  return __half2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)};
+}
 static inline __half __hmax(__half a, __half b) { return __half(fmaxf((float)a.v, (float)b.v)); }
 static inline __half __hmin(__half a, __half b) { return __half(fminf((float)a.v, (float)b.v)); }
 static inline bool __heq(__half a, __half b) { return a.v == b.v; }
