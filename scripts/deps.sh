@@ -47,6 +47,7 @@ OPTIONAL=(
   libSPIRV-Tools-shared     # runtime/library.c dlopens it where it exists
   libcuda                   # the NVIDIA driver, the machine's own; CUDA tests skip without it
   libnvrtc                  # NVRTC of the CUDA toolkit (/usr/local/cuda), not a Debian package
+  RX_CUDA_H_DIR             # the toolkit's cuda.h (/usr/local/cuda/include); runtime.cuda_decls skips without it
   dispatch/dispatch.h       # Apple's libdispatch: the Metal backend on macOS only
   lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
 )
