@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/vm.h"
 
@@ -599,6 +600,11 @@ rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact 
   const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
   FILE *f = fopen(path, "rb");
   if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st; /* a directory opens, and ftell then says 2^63 - 1 bytes */
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return rx_status_make(RX_ERR_INVALID, "%s: is a directory, not an artifact", path);
+  }
   rx_status s = NULL;
   uint8_t *buf = NULL;
   long n = -1;

@@ -457,6 +457,8 @@ static void test_container(void) {
   CHECK_ERR(rx_rt_artifact_load(NULL, "/nonexistent/model.rxm", &a), RX_ERR_NOT_FOUND,
             "cannot open '/nonexistent/model.rxm'");
   CHECK(a == NULL, "out_artifact must stay NULL on error");
+  CHECK_ERR(rx_rt_artifact_load(NULL, "/", &a), RX_ERR_INVALID, "/: is a directory");
+  CHECK(a == NULL, "out_artifact must stay NULL on error");
   prog_free(&p);
 }
 
