@@ -93,6 +93,8 @@ typedef struct cg_lang {
    * reserved words, and the library names a kernel sees (types, builtins, math functions);
    * and reserved prefixes ("gl_"). cg_ident mangles such names (cprinter.c). */
   const char *const *reserved;
+  const char *const
+      *reserved_shared; /* a list shared by several languages (cg_cxx_reserved), or NULL */
   const char *const *reserved_prefixes;
 
   /* hooks */
@@ -147,6 +149,9 @@ const cg_lang *cg_lang_of(rx_lang l);
 const char *cg_ident(const cg_lang *L, rx_arena *a, const char *name);
 /* name is one of L's reserved words or starts with one of its reserved prefixes. */
 bool cg_is_reserved(const cg_lang *L, const char *name);
+/* The C++ keywords (C++20, ISO C++ [lex.key]) with the alternative tokens ([lex.digraph]) and the
+ * C library names a kernel sees: reserved in every C++-based language (CUDA C++, MSL). */
+extern const char *const cg_cxx_reserved[];
 
 /* helpers for hooks */
 const char *cg_name(cg_printer *p, const char *name); /* cg_ident in p's language */

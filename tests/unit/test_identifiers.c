@@ -79,14 +79,21 @@ static const char *const odd[] = {
     "u_double", "double_",     "Double", "a-b",      "x y",         "",     "\xc3\xa9t\xc3\xa9",
     "_",        "a__",         "rx_",    "rx_params"};
 
-/* All words of the three tables, each once (heap array of borrowed strings). */
+/* All words of the tables (each language's own and the shared C++ list), each once (heap array
+ * of borrowed strings). */
+static void add_words(rx_ptrvec *out, const char *const *list) {
+  for (const char *const *w = list; w && *w; w++) {
+    bool seen = false;
+    for (size_t i = 0; i < out->len && !seen; i++) seen = strcmp(out->data[i], *w) == 0;
+    if (!seen) rx_ptrvec_push(out, (void *)*w);
+  }
+}
+
 static void all_words(rx_ptrvec *out) {
-  for (size_t l = 0; l < RX_ARRAY_LEN(langs); l++)
-    for (const char *const *w = langs[l]->reserved; *w; w++) {
-      bool seen = false;
-      for (size_t i = 0; i < out->len && !seen; i++) seen = strcmp(out->data[i], *w) == 0;
-      if (!seen) rx_ptrvec_push(out, (void *)*w);
-    }
+  for (size_t l = 0; l < RX_ARRAY_LEN(langs); l++) {
+    add_words(out, langs[l]->reserved_shared);
+    add_words(out, langs[l]->reserved);
+  }
 }
 
 static bool valid_ident(const char *s) {
