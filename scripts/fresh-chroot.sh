@@ -15,7 +15,8 @@
 # clone that is there, keeping its build directories); the packages deps.sh installed stay, so
 # remove FRESH_DIR (after the call, when nothing is mounted) to start from nothing again.
 # One call at a time per FRESH_DIR: each unmounts /proc, /dev, /sys there when it ends.
-# Needs root and the debootstrap package on this machine (a verification tool: not in deps.sh).
+# Needs root; installs Debian's debootstrap when missing (a verification tool of this script's
+# own, which the build and CI do not use, so deps.sh does not name it).
 # /proc, /dev, /sys are bound in, and /usr/local/cuda read-only: the machine image's CUDA
 # toolkit is not a Debian package, so deps.sh cannot install it.
 set -euo pipefail
@@ -40,7 +41,11 @@ esac
 SHA="$(git -C "$REPO" rev-parse --verify "$COMMIT^{commit}")" || die "no commit '$COMMIT' in $REPO"
 
 if [ ! -x "$DIR/usr/bin/apt-get" ]; then
-  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  if ! command -v debootstrap >/dev/null; then # this script's own tool, not the build's
+    echo "fresh-chroot.sh: installing debootstrap"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+      die "could not install debootstrap"
+  fi
   echo "fresh-chroot.sh: debootstrap --variant=$VARIANT bookworm $DIR"
   debootstrap --variant="$VARIANT" bookworm "$DIR" "$MIRROR" >"$DIR.debootstrap.log" 2>&1 ||
     die "debootstrap failed; see $DIR.debootstrap.log"
