@@ -43,8 +43,9 @@ SHA="$(git -C "$REPO" rev-parse --verify "$COMMIT^{commit}")" || die "no commit 
 if [ ! -x "$DIR/usr/bin/apt-get" ]; then
   if ! command -v debootstrap >/dev/null; then # this script's own tool, not the build's
     echo "fresh-chroot.sh: installing debootstrap"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }; then
       die "could not install debootstrap"
+    fi
   fi
   echo "fresh-chroot.sh: debootstrap --variant=$VARIANT bookworm $DIR"
   debootstrap --variant="$VARIANT" bookworm "$DIR" "$MIRROR" >"$DIR.debootstrap.log" 2>&1 ||
