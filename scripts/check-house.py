@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The house rules of ../shared/DESIGN.md and STYLE.md that a script can check (issue 11).
+
+  scripts/check-house.py layering    a file includes only folders on its own floor or below
+  scripts/check-house.py functions   no function outside tests/ is longer than MAX_LINES
+  scripts/check-house.py             both
+
+Each prints what breaks the rule, file and line, and exits 1 when anything does; there is no
+list of exceptions."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# DESIGN.md "Folders": a folder may include the folders on its own floor or below.
+FLOORS = {
+    "tools": 9,
+    "driver": 8,
+    "codegen": 7,
+    "passes": 6,
+    "frontends": 6,
+    "interp": 5,
+    "ops": 4,
+    "ir": 3,
+    "shapes": 2,
+    "targets": 2,
+    "base": 1,
+    "include": 0,
+}
+# runtime/ builds alone (for Android and iOS too): it includes only base/, include/ and itself.
+# It depends on floors 1 and 0 only, so the compiler's folders from floor 2 up may include its
+# format headers (the host program's opcodes, the device interface).
+RUNTIME_ALLOWED = {"runtime", "base", "include"}
+RUNTIME_FLOOR = 2
+
+MAX_LINES = 150  # STYLE.md: "no function grows past about 150 lines"
+
+
+def tracked(patterns):
+    out = subprocess.run(["git", "ls-files"] + patterns, cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return [f for f in out.split("\n") if f]
+
+
+def folder_of(path):
+    """The top folder of a repository path, or None outside the floors (tests/, examples/)."""
+    top = path.split("/", 1)[0]
+    if top in FLOORS or top == "runtime":
+        return top
+    return None
+
+
+def resolve(src, inc):
+    """Where #include "inc" in src points: beside src, then the repository root, then include/."""
+    for base in (os.path.dirname(src), "", "include"):
+        cand = os.path.normpath(os.path.join(base, inc))
+        if os.path.isfile(os.path.join(ROOT, cand)):
+            return cand
+    return None
+
+
+def floor(folder):
+    return RUNTIME_FLOOR if folder == "runtime" else FLOORS[folder]
+
+
+def check_layering():
+    bad = 0
+    files = [f for f in tracked(["*.c", "*.h", "*.def"]) if folder_of(f)]
+    for src in files:
+        me = folder_of(src)
+        with open(os.path.join(ROOT, src), encoding="utf-8") as fh:
+            for no, line in enumerate(fh, 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if not m:
+                    continue
+                target = resolve(src, m.group(1))
+                if target is None:
+                    # a generated header (the ONNX protobuf-c parser) or a test stub: not ours
+                    continue
+                them = folder_of(target)
+                if them is None:
+                    print(f"{src}:{no}: includes {target}, outside the compiler and runtime folders")
+                    bad += 1
+                elif me == "runtime":
+                    if them not in RUNTIME_ALLOWED:
+                        print(f"{src}:{no}: runtime/ includes only base/ and include/, not {target}")
+                        bad += 1
+                elif them == "runtime" and floor(me) < RUNTIME_FLOOR:
+                    print(f"{src}:{no}: {me}/ (floor {floor(me)}) includes {target} (runtime/)")
+                    bad += 1
+                elif floor(them) > floor(me):
+                    print(f"{src}:{no}: {me}/ (floor {floor(me)}) includes {target} "
+                          f"({them}/, floor {floor(them)})")
+                    bad += 1
+    print(f"check-house layering: {len(files)} files, {bad} includes above their floor")
+    return bad
+
+
+def functions(path):
+    """(name, first line, length) of each function definition of a clang-formatted C file: a
+    definition opens with a line ending in ') {' at file scope and ends at the next '}' line."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    out, start, i = [], None, 0
+    head = None  # first line of the current top-level declaration
+    while i < len(lines):
+        line = lines[i]
+        if start is None:
+            if line and not line[0].isspace() and not line.startswith(("#", "//", "/*", " *", "}")):
+                head = i
+            if line.endswith(") {") and not line.rstrip().endswith("\\") and head is not None:
+                start = head
+                m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", lines[head])
+                name = m.group(1) if m else "?"
+        elif line == "}":
+            out.append((name, start + 1, i - start + 1))
+            start, head = None, None
+        i += 1
+    return out
+
+
+def check_functions():
+    bad, count = 0, 0
+    for src in tracked(["*.c"]):
+        if src.startswith(("tests/", "bench/")):
+            continue
+        for name, first, length in functions(src):
+            count += 1
+            if length > MAX_LINES:
+                print(f"{src}:{first}: {name} is {length} lines (at most {MAX_LINES})")
+                bad += 1
+    print(f"check-house functions: {count} functions, {bad} longer than {MAX_LINES} lines")
+    return bad
+
+
+def main(argv):
+    what = argv[1:] or ["layering", "functions"]
+    bad = 0
+    for w in what:
+        if w == "layering":
+            bad += check_layering()
+        elif w == "functions":
+            bad += check_functions()
+        else:
+            print(f"usage: {argv[0]} [layering] [functions]", file=sys.stderr)
+            return 2
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
