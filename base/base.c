@@ -181,6 +181,29 @@ void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) {
   rx_strbuf_vprintf(b, fmt, ap);
   va_end(ap);
 }
+void rx_strbuf_json_string(rx_strbuf *b, const char *s) {
+  if (!s) {
+    rx_strbuf_append(b, "null");
+    return;
+  }
+  rx_strbuf_putc(b, '"');
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    const char *esc = *c == '"'    ? "\\\""
+                      : *c == '\\' ? "\\\\"
+                      : *c == '\n' ? "\\n"
+                      : *c == '\r' ? "\\r"
+                      : *c == '\t' ? "\\t"
+                                   : NULL;
+    if (esc)
+      rx_strbuf_append(b, esc);
+    else if (*c < 0x20)
+      rx_strbuf_printf(b, "\\u%04x", *c);
+    else
+      rx_strbuf_putc(b, (char)*c);
+  }
+  rx_strbuf_putc(b, '"');
+}
+
 char *rx_strbuf_take(rx_strbuf *b) {
   char *r = b->data ? b->data : rx_strdup("");
   memset(b, 0, sizeof *b);

@@ -88,6 +88,10 @@ void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) RX_PRINTF(2, 3);
 void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap);
 void rx_strbuf_putc(rx_strbuf *b, char c);
 char *rx_strbuf_take(rx_strbuf *b); /* returns the heap string (never NULL), resets b */
+/* s as a JSON string literal ("null" for NULL): " and \ escaped, \n \r \t as such, other
+ * control characters as \u00XX; bytes from 0x80 up copied (UTF-8 passes through). The one JSON
+ * escaper of the compiler (kernels.json, manifest.json). */
+void rx_strbuf_json_string(rx_strbuf *b, const char *s);
 void rx_strbuf_free(rx_strbuf *b);
 
 /* ---- element counts and byte sizes: the one checked product of a shape's dims ---- */

@@ -8,27 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const struct {
+  const char *name, *ext;
+  rx_target_kind kind;
+} langs[] = {
+#define X(e, name, ext, kind) {name, ext, kind},
+    RX_LANGS(X)
+#undef X
+};
+
 const char *rx_lang_name(rx_lang l) {
-  switch (l) {
-  case RX_LANG_CUDA:
-    return "cuda";
-  case RX_LANG_GLSL:
-    return "glsl";
-  case RX_LANG_MSL:
-    return "msl";
-  }
-  return "?";
+  return (unsigned)l < RX_ARRAY_LEN(langs) ? langs[l].name : "?";
+}
+const char *rx_lang_ext(rx_lang l) {
+  return (unsigned)l < RX_ARRAY_LEN(langs) ? langs[l].ext : "?";
 }
 
 rx_lang rx_lang_of_target(const rx_target *t) {
-  switch (t->kind) {
-  case RX_TARGET_CUDA:
-    return RX_LANG_CUDA;
-  case RX_TARGET_VULKAN:
-    return RX_LANG_GLSL;
-  case RX_TARGET_METAL:
-    return RX_LANG_MSL;
-  }
+  for (size_t i = 0; i < RX_ARRAY_LEN(langs); i++)
+    if (langs[i].kind == t->kind) return (rx_lang)i;
   return RX_LANG_CUDA;
 }
 
@@ -109,38 +107,7 @@ bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
 
 /* ---- kernels.json ------------------------------------------------------------------------ */
 
-static void jstr(rx_strbuf *o, const char *s) {
-  if (!s) {
-    rx_strbuf_append(o, "null");
-    return;
-  }
-  rx_strbuf_putc(o, '"');
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    switch (*c) {
-    case '"':
-      rx_strbuf_append(o, "\\\"");
-      break;
-    case '\\':
-      rx_strbuf_append(o, "\\\\");
-      break;
-    case '\n':
-      rx_strbuf_append(o, "\\n");
-      break;
-    case '\r':
-      rx_strbuf_append(o, "\\r");
-      break;
-    case '\t':
-      rx_strbuf_append(o, "\\t");
-      break;
-    default:
-      if (*c < 0x20)
-        rx_strbuf_printf(o, "\\u%04x", *c);
-      else
-        rx_strbuf_putc(o, (char)*c);
-    }
-  }
-  rx_strbuf_putc(o, '"');
-}
+static void jstr(rx_strbuf *o, const char *s) { rx_strbuf_json_string(o, s); }
 
 static void jexpr(rx_strbuf *o, const rx_expr *e) {
   if (!e) {
@@ -151,10 +118,6 @@ static void jexpr(rx_strbuf *o, const rx_expr *e) {
   rx_expr_print(&tmp, e);
   jstr(o, tmp.data ? tmp.data : "");
   rx_strbuf_free(&tmp);
-}
-
-static const char *ext_of(rx_lang l) {
-  return l == RX_LANG_CUDA ? "cu" : l == RX_LANG_GLSL ? "comp" : "metal";
 }
 
 void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const *programs,
@@ -218,7 +181,7 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
       jstr(o, programs[i]->name);
       rx_strbuf_append(o, ", \"entry\": ");
       jstr(o, lang == RX_LANG_GLSL ? "main" : k->name);
-      rx_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, ext_of(lang));
+      rx_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, rx_lang_ext(lang));
       if (k->binary) {
         rx_strbuf_append(o, ", \"binary\": ");
         jstr(o, k->binary);

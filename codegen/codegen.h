@@ -29,8 +29,21 @@
 #include "../ir/ir.h"
 #include "../targets/target.h"
 
-typedef enum rx_lang { RX_LANG_CUDA, RX_LANG_GLSL, RX_LANG_MSL } rx_lang;
-const char *rx_lang_name(rx_lang l);
+/* The kernel languages, listed once: X(ENUM, name, source file extension, target kind). The rest
+ * of a language's facts (types, builtins, entry point, how scalars are passed) is its cg_lang
+ * table (codegen/cuda.c, glsl.c, metal.c). */
+#define RX_LANGS(X)                                                                                \
+  X(CUDA, "cuda", "cu", RX_TARGET_CUDA)                                                            \
+  X(GLSL, "glsl", "comp", RX_TARGET_VULKAN)                                                        \
+  X(MSL, "msl", "metal", RX_TARGET_METAL)
+
+typedef enum rx_lang {
+#define X(e, name, ext, kind) RX_LANG_##e,
+  RX_LANGS(X)
+#undef X
+} rx_lang;
+const char *rx_lang_name(rx_lang l); /* "cuda", "glsl", "msl" */
+const char *rx_lang_ext(rx_lang l);  /* the file extension of its sources: "cu", "comp", "metal" */
 rx_lang rx_lang_of_target(const rx_target *t);
 
 typedef enum rx_karg_kind {

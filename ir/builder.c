@@ -3,7 +3,7 @@
  * the public header are the internal structs of ir/ir.h. */
 #include "relaxc/compiler.h"
 
-#include "../ops/ops.h"
+#include "ir.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -374,42 +374,42 @@ static rx_status order_attrs(rx_builder *b, const rx_op *op, const rx_attr *cons
   *out = NULL;
   *out_n = 0;
   if (nattrs < 0 || (nattrs > 0 && !attrs))
-    return rx_status_make(RX_ERR_INVALID, "%s: bad attribute array", op->name);
+    return rx_status_make(RX_ERR_INVALID, "%s: bad attribute array", rx_op_name(op));
   for (int i = 0; i < nattrs; i++) {
     if (!attrs[i])
-      return rx_status_make(RX_ERR_INVALID, "%s: attribute %d is missing", op->name, i);
+      return rx_status_make(RX_ERR_INVALID, "%s: attribute %d is missing", rx_op_name(op), i);
     int k = 0;
-    while (k < op->nattrs && strcmp(op->attrs[k].name, attrs[i]->name) != 0) k++;
-    if (k == op->nattrs) {
+    while (k < rx_op_nattrs(op) && strcmp(rx_op_attr(op, k)->name, attrs[i]->name) != 0) k++;
+    if (k == rx_op_nattrs(op)) {
       rx_strbuf names = {0};
-      for (int j = 0; j < op->nattrs; j++)
-        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", op->attrs[j].name);
-      rx_status st = rx_status_make(RX_ERR_INVALID, "%s has no attribute '%s' (expected %s%s)",
-                                    op->name, attrs[i]->name, op->nattrs ? "one of: " : "none",
-                                    names.data ? names.data : "");
+      for (int j = 0; j < rx_op_nattrs(op); j++)
+        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", rx_op_attr(op, j)->name);
+      rx_status st = rx_status_make(
+          RX_ERR_INVALID, "%s has no attribute '%s' (expected %s%s)", rx_op_name(op),
+          attrs[i]->name, rx_op_nattrs(op) ? "one of: " : "none", names.data ? names.data : "");
       rx_strbuf_free(&names);
       return st;
     }
-    if (attrs[i]->kind != op->attrs[k].kind)
-      return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' has the wrong kind", op->name,
+    if (attrs[i]->kind != rx_op_attr(op, k)->kind)
+      return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' has the wrong kind", rx_op_name(op),
                             attrs[i]->name);
     for (int j = 0; j < i; j++)
       if (attrs[j]->name == attrs[i]->name)
-        return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' given twice", op->name,
+        return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' given twice", rx_op_name(op),
                               attrs[i]->name);
   }
   rx_attr *arr = nattrs ? rx_module_alloc(b->m, sizeof *arr * (size_t)nattrs) : NULL;
   int n = 0;
-  for (int k = 0; k < op->nattrs; k++) {
+  for (int k = 0; k < rx_op_nattrs(op); k++) {
     bool found = false;
     for (int i = 0; i < nattrs; i++)
-      if (strcmp(op->attrs[k].name, attrs[i]->name) == 0) {
+      if (strcmp(rx_op_attr(op, k)->name, attrs[i]->name) == 0) {
         arr[n++] = *attrs[i];
         found = true;
       }
-    if (!found && op->attrs[k].required)
-      return rx_status_make(RX_ERR_INVALID, "%s: missing required attribute '%s'", op->name,
-                            op->attrs[k].name);
+    if (!found && rx_op_attr(op, k)->required)
+      return rx_status_make(RX_ERR_INVALID, "%s: missing required attribute '%s'", rx_op_name(op),
+                            rx_op_attr(op, k)->name);
   }
   *out = arr;
   *out_n = n;
@@ -428,32 +428,31 @@ rx_status rx_emit_op(rx_builder *b, const char *op_name, rx_node *const *args, i
   if (out_var) *out_var = NULL;
   const rx_op *op = op_name ? rx_op_lookup(op_name, strlen(op_name)) : NULL;
   if (!op) return rx_status_make(RX_ERR_INVALID, "unknown op '%s'", op_name ? op_name : "");
-  RX_RETURN_IF_ERROR(check_args(b, op->name, args, nargs));
-  if (nargs < op->min_args || (op->max_args >= 0 && nargs > op->max_args)) {
-    if (op->min_args == op->max_args)
-      return rx_status_make(RX_ERR_INVALID, "%s takes %d argument%s, got %d", op->name,
-                            op->min_args, op->min_args == 1 ? "" : "s", nargs);
-    return rx_status_make(RX_ERR_INVALID, "%s takes %d to %d arguments, got %d", op->name,
-                          op->min_args, op->max_args, nargs);
+  RX_RETURN_IF_ERROR(check_args(b, rx_op_name(op), args, nargs));
+  if (nargs < rx_op_min_args(op) || (rx_op_max_args(op) >= 0 && nargs > rx_op_max_args(op))) {
+    if (rx_op_min_args(op) == rx_op_max_args(op))
+      return rx_status_make(RX_ERR_INVALID, "%s takes %d argument%s, got %d", rx_op_name(op),
+                            rx_op_min_args(op), rx_op_min_args(op) == 1 ? "" : "s", nargs);
+    return rx_status_make(RX_ERR_INVALID, "%s takes %d to %d arguments, got %d", rx_op_name(op),
+                          rx_op_min_args(op), rx_op_max_args(op), nargs);
   }
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, op->name, &vname));
+  RX_RETURN_IF_ERROR(pick_name(b, name, rx_op_name(op), &vname));
   rx_node *call = call_node(b, RX_NODE_CALL, args, nargs);
   call->op = op;
   RX_RETURN_IF_ERROR(order_attrs(b, op, attrs, nattrs, &call->attrs, &call->nattrs));
 
   rx_diag diag;
   rx_diag_init(&diag);
-  rx_deduce_ctx dc = {b->m, b->an, &diag, noloc};
-  const rx_sinfo *s = op->deduce ? op->deduce(&dc, call) : NULL;
+  const rx_sinfo *s = rx_op_deduce_call(b->m, b->an, &diag, noloc, call);
   if (!s || diag.errors) {
     const char *t = rx_diag_text(&diag);
     if (strncmp(t, "error: ", 7) == 0) t += 7;
     size_t n = strlen(t);
     while (n && t[n - 1] == '\n') n--;
-    size_t on = strlen(op->name);
-    bool named = strncmp(t, op->name, on) == 0 && (t[on] == ' ' || t[on] == ':');
-    rx_status st = rx_status_make(RX_ERR_INVALID, "%s%s%.*s", named ? "" : op->name,
+    size_t on = strlen(rx_op_name(op));
+    bool named = strncmp(t, rx_op_name(op), on) == 0 && (t[on] == ' ' || t[on] == ':');
+    rx_status st = rx_status_make(RX_ERR_INVALID, "%s%s%.*s", named ? "" : rx_op_name(op),
                                   named ? "" : ": ", (int)n, n ? t : "cannot deduce the result");
     rx_diag_free(&diag);
     return st;

@@ -94,14 +94,44 @@ typedef struct rx_attr {
   int n; /* INTS, EXPRS */
 } rx_attr;
 
+/* An attribute an op accepts; attributes may be given by name or positionally after the
+ * op's arguments, in this order. */
+typedef struct rx_attr_schema {
+  const char *name;
+  rx_attr_kind kind;
+  bool required;
+  const char *doc;
+} rx_attr_schema;
+
+/* ------------------------------------------------------------------------------------------
+ * the op registry: what the parser, the printer and the builder know of an operator. ir/
+ * declares this interface and ops/registry.c implements it from ops/ops.def, so ir/ (floor 3)
+ * never includes ops/ (floor 4).
+ * ------------------------------------------------------------------------------------------ */
+typedef struct rx_node rx_node;
+/* An operator, as ir/ sees it: an opaque descriptor (struct rx_op is defined in ops/ops.h, the
+ * one op table), found by name and read through this interface. */
+typedef struct rx_op rx_op;
+/* The op named name[0..len), or NULL when there is none. */
+const rx_op *rx_op_lookup(const char *name, size_t len);
+const char *rx_op_name(const rx_op *op);
+/* Positional (non-attribute) arguments: at least min, at most max (-1: variadic). */
+int rx_op_min_args(const rx_op *op);
+int rx_op_max_args(const rx_op *op);
+/* Its attributes, in positional order: rx_op_attr(op, i) for 0 <= i < rx_op_nattrs(op). */
+int rx_op_nattrs(const rx_op *op);
+const rx_attr_schema *rx_op_attr(const rx_op *op, int i);
+/* The struct info of a call of the op (its arguments already carry theirs), deduced with the
+ * facts of an; NULL after reporting an error to diag at loc. */
+const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
+                                  const rx_node *call);
+
 /* ------------------------------------------------------------------------------------------
  * graph functions
  * ------------------------------------------------------------------------------------------ */
-typedef struct rx_node rx_node;
 typedef struct rx_graph_fn rx_graph_fn;
 typedef struct rx_tensor_fn rx_tensor_fn;
 typedef struct rx_extern_fn rx_extern_fn;
-typedef struct rx_op rx_op; /* ops/ops.h */
 
 /* A graph variable: a parameter or the left side of a binding. */
 typedef struct rx_var {
@@ -390,17 +420,24 @@ struct rx_stmt {
   rx_local *local; /* LET */
 };
 
-/* Fusion pattern of a tensor program, computed from its loop body (passes/annotate.c).
- * Ordered from most to least fusable. */
+/* Fusion pattern of a tensor program (passes/annotate.c computes it from the loop body) or of an
+ * op (ops.def), listed once from most to least fusable; X(ENUM, name). */
+#define RX_PATTERNS(X)                                                                             \
+  X(UNKNOWN, "unknown")         /* not annotated yet */                                            \
+  X(ELEMWISE, "elementwise")    /* one perfect nest, stores and loads at the loop point */         \
+  X(BROADCAST, "broadcast")     /* stores at the point, loads at projections of it */              \
+  X(INJECTIVE, "injective")     /* stores at (a permutation of) the point, loads anywhere */       \
+  X(REDUCTION, "reduction")     /* reductions over some axes (row sums, staged rows) */            \
+  X(OUT_FUSABLE, "out_fusable") /* matmul-like: a multiply-accumulate reduction per point */       \
+  X(OPAQUE, "opaque")           /* anything else */
+
 typedef enum rx_pattern {
-  RX_PATTERN_UNKNOWN = 0, /* not annotated yet */
-  RX_PATTERN_ELEMWISE,    /* one perfect nest, stores and loads at the loop point */
-  RX_PATTERN_BROADCAST,   /* stores at the point, loads at projections of it */
-  RX_PATTERN_INJECTIVE,   /* stores at (a permutation of) the point, loads anywhere */
-  RX_PATTERN_REDUCTION,   /* reductions over some axes (row sums, staged rows) */
-  RX_PATTERN_OUT_FUSABLE, /* matmul-like: a multiply-accumulate reduction per output point */
-  RX_PATTERN_OPAQUE,      /* anything else */
+#define X(e, n) RX_PATTERN_##e,
+  RX_PATTERNS(X)
+#undef X
+      RX_PATTERN_COUNT
 } rx_pattern;
+const char *rx_pattern_name(rx_pattern p); /* "elementwise", ...; "?" out of range */
 
 struct rx_tensor_fn {
   const char *name;
@@ -485,7 +522,8 @@ bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t le
 /* Forward shape deduction over every graph function (struct info of every node, binding and
  * function result), checks of annotations, call_tensor/call_extern arguments against the callee
  * parameters, and match_cast. Reports errors (and fallback warnings) to diag; returns false
- * on any error. Implemented in ir/normalize.c with the op deductions of ops/. */
+ * on any error. Implemented in ops/normalize.c with the op deductions (ir/ declares it so every
+ * user of the module reaches it). */
 bool rx_module_normalize(rx_module *m, rx_diag *diag);
 
 /* Structural checks (ir/verify.c): names defined before use, symbolic variables defined by a

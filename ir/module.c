@@ -37,7 +37,7 @@ bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out) {
   return false;
 }
 
-/* ---- loop kinds, scopes, intrinsics, binary operators ---- */
+/* ---- loop kinds, fusion patterns, scopes, intrinsics, binary operators ---- */
 
 static const char *loop_kinds[] = {
 #define X(e, n) n,
@@ -46,6 +46,15 @@ static const char *loop_kinds[] = {
 };
 const char *rx_loop_kind_name(rx_loop_kind k) {
   return (unsigned)k < RX_LOOP_KIND_COUNT ? loop_kinds[k] : "?";
+}
+
+static const char *const pattern_names[] = {
+#define X(e, n) n,
+    RX_PATTERNS(X)
+#undef X
+};
+const char *rx_pattern_name(rx_pattern p) {
+  return (unsigned)p < RX_PATTERN_COUNT ? pattern_names[p] : "?";
 }
 
 const char *rx_scope_name(rx_scope s) {

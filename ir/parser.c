@@ -8,7 +8,7 @@
  * and graph functions are resolved after the whole text is parsed (forward references). */
 #include "parse.h"
 
-#include "../ops/ops.h"
+#include "ir.h"
 
 #include <setjmp.h>
 #include <stdlib.h>
@@ -630,7 +630,7 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
   rx_node *n = rx_node_new(p->m, RX_NODE_CALL, name->loc);
   n->op = op;
   AVEC(rx_node *) args = {0};
-  rx_attr **slot = rx_module_alloc(p->m, sizeof *slot * (size_t)(op->nattrs + 1));
+  rx_attr **slot = rx_module_alloc(p->m, sizeof *slot * (size_t)(rx_op_nattrs(op) + 1));
   int npos = 0;
   bool named = false;
   if (!accept(p, RX_TOK_RPAREN)) {
@@ -638,32 +638,34 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
       int idx = -1;
       rx_tok *at = cur(p);
       if (at_named(p)) {
-        for (int k = 0; k < op->nattrs; k++)
-          if (tok_is_kw(at, op->attrs[k].name)) idx = k;
+        for (int k = 0; k < rx_op_nattrs(op); k++)
+          if (tok_is_kw(at, rx_op_attr(op, k)->name)) idx = k;
         if (idx < 0)
-          fail_at(p, at->loc, "operator '%s' has no attribute %s", op->name,
+          fail_at(p, at->loc, "operator '%s' has no attribute %s", rx_op_name(op),
                   rx_tok_describe(p->m, at));
-        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", op->attrs[idx].name);
+        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", rx_op_attr(op, idx)->name);
         next(p);
         next(p);
         named = true;
       } else if (named) {
         fail_at(p, at->loc, "positional argument after a named attribute");
-      } else if (op->max_args < 0 || npos < op->max_args) {
+      } else if (rx_op_max_args(op) < 0 || npos < rx_op_max_args(op)) {
         APUSH(p, &args, gexpr(p));
         npos++;
       } else {
-        idx = npos - op->max_args;
-        if (idx >= op->nattrs)
-          fail_at(p, at->loc, "operator '%s' takes at most %d argument%s%s", op->name, op->max_args,
-                  op->max_args == 1 ? "" : "s", op->nattrs ? " and its attributes" : "");
-        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", op->attrs[idx].name);
+        idx = npos - rx_op_max_args(op);
+        if (idx >= rx_op_nattrs(op))
+          fail_at(p, at->loc, "operator '%s' takes at most %d argument%s%s", rx_op_name(op),
+                  rx_op_max_args(op), rx_op_max_args(op) == 1 ? "" : "s",
+                  rx_op_nattrs(op) ? " and its attributes" : "");
+        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", rx_op_attr(op, idx)->name);
         npos++;
       }
       if (idx >= 0) {
         rx_attr *a = rx_module_alloc(p->m, sizeof *a);
-        a->name = rx_module_intern(p->m, op->attrs[idx].name, strlen(op->attrs[idx].name));
-        a->kind = op->attrs[idx].kind;
+        a->name =
+            rx_module_intern(p->m, rx_op_attr(op, idx)->name, strlen(rx_op_attr(op, idx)->name));
+        a->kind = rx_op_attr(op, idx)->kind;
         a->loc = cur(p)->loc;
         attr_value(p, a);
         slot[idx] = a;
@@ -671,17 +673,18 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
       if (arg_sep(p)) break;
     }
   }
-  if (args.n < op->min_args)
-    fail_at(p, name->loc, "operator '%s' expects at least %d argument%s, found %d", op->name,
-            op->min_args, op->min_args == 1 ? "" : "s", args.n);
+  if (args.n < rx_op_min_args(op))
+    fail_at(p, name->loc, "operator '%s' expects at least %d argument%s, found %d", rx_op_name(op),
+            rx_op_min_args(op), rx_op_min_args(op) == 1 ? "" : "s", args.n);
   n->args = args.d;
   n->nargs = args.n;
-  n->attrs = rx_module_alloc(p->m, sizeof *n->attrs * (size_t)(op->nattrs + 1));
-  for (int k = 0; k < op->nattrs; k++) {
+  n->attrs = rx_module_alloc(p->m, sizeof *n->attrs * (size_t)(rx_op_nattrs(op) + 1));
+  for (int k = 0; k < rx_op_nattrs(op); k++) {
     if (slot[k])
       n->attrs[n->nattrs++] = *slot[k];
-    else if (op->attrs[k].required)
-      fail_at(p, name->loc, "operator '%s' requires attribute '%s'", op->name, op->attrs[k].name);
+    else if (rx_op_attr(op, k)->required)
+      fail_at(p, name->loc, "operator '%s' requires attribute '%s'", rx_op_name(op),
+              rx_op_attr(op, k)->name);
   }
   return n;
 }

@@ -2,8 +2,6 @@
  * module, and printing that again gives the same text (the round trip). */
 #include "ir.h"
 
-#include "../ops/ops.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,7 +413,7 @@ static void pnode(W *w, const rx_node *n) {
     rx_strbuf_printf(o, ".%d", n->index);
     return;
   case RX_NODE_CALL:
-    rx_strbuf_printf(o, "%s(", n->op->name);
+    rx_strbuf_printf(o, "%s(", rx_op_name(n->op));
     pargs(w, n->args, n->nargs, true);
     for (int i = 0; i < n->nattrs; i++) {
       if (i || n->nargs) rx_strbuf_append(o, ", ");

@@ -1,4 +1,4 @@
-/* ops/deduce.h: what the op deduction files share (internal to ops/ and ir/normalize.c).
+/* ops/deduce.h: what the op deduction files share (internal to ops/).
  *
  * The deduce functions named in ops/ops.def are declared here from that list; the helpers
  * below read arguments and attributes, compare symbolic dims with the analyzer and report

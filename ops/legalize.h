@@ -30,14 +30,6 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
  * m. Returns the count written to out (at most max). */
 int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
 
-/* passes/legalize.c: every op call binding of every graph function becomes
- * call_tensor(PROG, args..., out=<the call's struct info>, dims=[<PROG's scalar parameters>])
- * of the program rx_legalize_call builds; identical calls (same op, attributes, argument struct
- * info and folded literal values) share one program. Normalizes the module first (the calls need
- * their struct info); the module stays normalizable and verifiable. Returns false after an error
- * (an op that cannot be legalized: unknown rank or shape, unknown dtype). */
-bool rx_pass_legalize(rx_module *m, rx_diag *diag);
-
 /* ---- conv2d and pooling windows (ops/nn.c) ---- */
 typedef struct rx_nn_win {
   int64_t kh, kw;         /* pooling kernel (conv2d: from the weight) */

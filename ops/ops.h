@@ -7,19 +7,7 @@
 #include "../ir/ir.h"
 
 /* Each op's pattern kind (ops.def) is an rx_pattern (ir/ir.h, shared with the loop-level
- * annotation of tensor programs): ELEMWISE, BROADCAST, INJECTIVE, REDUCTION, OUT_FUSABLE
- * (matmul, conv2d, pooling), OPAQUE. Name: "elemwise", "broadcast", "injective", "reduction",
- * "out_fusable", "opaque" ("unknown" for RX_PATTERN_UNKNOWN). */
-const char *rx_op_pattern_name(rx_pattern p);
-
-/* An attribute an op accepts; attributes may be given by name or positionally after the
- * op's arguments, in this order. */
-typedef struct rx_attr_schema {
-  const char *name;
-  rx_attr_kind kind;
-  bool required;
-  const char *doc;
-} rx_attr_schema;
+ * annotation of tensor programs), named by rx_pattern_name. */
 
 /* What deduction sees: the module (to build struct info), the analyzer holding the function's
  * facts (and n >= 0 for every symbolic variable in scope), diagnostics and the call's place. */
@@ -44,7 +32,6 @@ struct rx_op {
   rx_pattern pattern; /* its pattern kind (ops.def) */
 };
 
-const rx_op *rx_op_lookup(const char *name, size_t len);
 /* All ops, in registration order (for documentation and tests). */
 const rx_op *const *rx_op_all(int *out_count);
 /* The attribute of a call by name, or NULL when absent. */

@@ -2,6 +2,7 @@
  * error/warning reporters used by deduction. */
 #include "deduce.h"
 
+#include <assert.h>
 #include <string.h>
 
 /* ---- attribute schemas (each ends with a {NULL} sentinel) ---- */
@@ -102,12 +103,6 @@ static const rx_op *const op_ptrs[] = {
 #undef OP
 };
 
-const char *rx_op_pattern_name(rx_pattern p) {
-  static const char *const names[] = {"unknown",   "elemwise",    "broadcast", "injective",
-                                      "reduction", "out_fusable", "opaque"};
-  return (unsigned)p < RX_ARRAY_LEN(names) ? names[p] : "?";
-}
-
 const rx_op *rx_op_lookup(const char *name, size_t len) {
   for (size_t i = 0; i < RX_ARRAY_LEN(ops); i++)
     if (strlen(ops[i].name) == len && memcmp(ops[i].name, name, len) == 0) return &ops[i];
@@ -148,4 +143,22 @@ void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) {
   va_start(ap, fmt);
   rx_diag_vreport(dc->diag, RX_DIAG_WARNING, dc->loc, fmt, ap);
   va_end(ap);
+}
+
+/* ---- the registry interface ir/ declares (ir/ir.h): ir/ sees an op only through these ---- */
+
+const char *rx_op_name(const rx_op *op) { return op->name; }
+int rx_op_min_args(const rx_op *op) { return op->min_args; }
+int rx_op_max_args(const rx_op *op) { return op->max_args; }
+int rx_op_nattrs(const rx_op *op) { return op->nattrs; }
+
+const rx_attr_schema *rx_op_attr(const rx_op *op, int i) {
+  assert(i >= 0 && i < op->nattrs);
+  return &op->attrs[i];
+}
+
+const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
+                                  const rx_node *call) {
+  rx_deduce_ctx dc = {m, an, diag, loc};
+  return call->op->deduce ? call->op->deduce(&dc, call) : NULL;
 }

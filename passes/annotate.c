@@ -15,26 +15,6 @@
  * opaque       anything else (bound loops, barriers, ifs, global/shared allocs) */
 #include "passes.h"
 
-const char *rx_pattern_name(rx_pattern p) {
-  switch (p) {
-  case RX_PATTERN_UNKNOWN:
-    return "unknown";
-  case RX_PATTERN_ELEMWISE:
-    return "elementwise";
-  case RX_PATTERN_BROADCAST:
-    return "broadcast";
-  case RX_PATTERN_INJECTIVE:
-    return "injective";
-  case RX_PATTERN_REDUCTION:
-    return "reduction";
-  case RX_PATTERN_OUT_FUSABLE:
-    return "out_fusable";
-  case RX_PATTERN_OPAQUE:
-    return "opaque";
-  }
-  return "?";
-}
-
 #define MAXL 16
 
 typedef struct nest {

@@ -11,7 +11,7 @@
  * parameter or a caller's value), and no value that may alias it (a move, tuple, get_item,
  * match_cast, if or graph call made from it) is read later or returned; so a VM may release the
  * value at FREE whether or not it counts references. */
-#include "pipeline.h"
+#include "passes.h"
 
 #include "../ops/ops.h"
 #include "../runtime/vm_format.h"
@@ -731,253 +731,55 @@ void rx_host_program_free(rx_host_program *h) {
   memset(h, 0, sizeof *h);
 }
 
-/* ---- disassembler ---- */
-typedef struct dis {
-  const uint32_t *wds;
+/* ---- disassembler: the header and string table here, each function by rxvm_disasm_fn (the
+ * runtime's, runtime/vm_walk.c) ---- */
+typedef struct hp {
+  const uint32_t *w;
   size_t n, pos;
-  char **strs;
-  uint32_t nstrs;
-  rx_strbuf *out;
   bool ok;
-} dis;
+} hp;
 
-static bool take(dis *D, uint32_t *x) {
-  if (D->pos >= D->n) {
-    D->ok = false;
-    return false;
+static uint32_t take(hp *h) {
+  if (h->pos >= h->n) {
+    h->ok = false;
+    return 0;
   }
-  *x = D->wds[D->pos++];
-  return true;
-}
-static void put_str(dis *D, uint32_t id) {
-  if (id < D->nstrs)
-    rx_strbuf_printf(D->out, " \"%s\"", D->strs[id]);
-  else {
-    rx_strbuf_printf(D->out, " <bad string %u>", id);
-    D->ok = false;
-  }
-}
-static void put_reg(dis *D, uint32_t r) {
-  if (r == NONE)
-    rx_strbuf_append(D->out, " -");
-  else
-    rx_strbuf_printf(D->out, " r%u", r);
-}
-static void put_dims(dis *D, bool desc) {
-  uint32_t dt = 0, nd = 0, x;
-  if (!take(D, &dt) || !take(D, &nd)) return;
-  rx_strbuf_printf(D->out, " %s", dt < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)dt) : "?");
-  if (nd == NONE) {
-    rx_strbuf_append(D->out, " [ndim=any]");
-    return;
-  }
-  if (nd > 64) {
-    D->ok = false;
-    return;
-  }
-  rx_strbuf_append(D->out, " [");
-  for (uint32_t d = 0; d < nd && D->ok; d++) {
-    if (d) rx_strbuf_append(D->out, ",");
-    if (!desc) {
-      if (take(D, &x)) put_str(D, x);
-      continue;
-    }
-    uint32_t kind = 0, lo = 0, hi = 0;
-    if (!take(D, &kind)) return;
-    if (kind == RXVM_DIM_CONST) {
-      if (take(D, &lo) && take(D, &hi))
-        rx_strbuf_printf(D->out, " %lld", (long long)(int64_t)((uint64_t)hi << 32 | lo));
-    } else if (kind == RXVM_DIM_BIND) {
-      rx_strbuf_append(D->out, " bind");
-      if (take(D, &x)) put_str(D, x);
-    } else if (kind == RXVM_DIM_EXPR) {
-      rx_strbuf_append(D->out, " expr");
-      if (take(D, &x)) put_str(D, x);
-    } else {
-      D->ok = false;
-    }
-  }
-  rx_strbuf_append(D->out, " ]");
-}
-static void put_regs(dis *D) {
-  uint32_t n = 0, x;
-  if (!take(D, &n)) return;
-  if (n > D->n) {
-    D->ok = false;
-    return;
-  }
-  rx_strbuf_printf(D->out, " (%u)", n);
-  for (uint32_t i = 0; i < n && take(D, &x); i++) put_reg(D, x);
+  return h->w[h->pos++];
 }
 
 bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
-  static const char *names[] = {
-#define X(e, nm, l) nm,
-      RXVM_OPS(X)
-#undef X
-  };
-  dis D = {.wds = wds, .n = n, .out = out, .ok = true};
-  uint32_t x, nfns = 0;
   if (n < 3 || wds[0] != RXVM_MAGIC || wds[1] != RXVM_VERSION) {
     rx_strbuf_append(out, "not a host program (bad magic or version)\n");
     return false;
   }
-  D.pos = 2;
-  take(&D, &D.nstrs);
-  if (D.nstrs > n) D.ok = false;
-  D.strs = rx_calloc((size_t)(D.ok ? D.nstrs : 0) + 1, sizeof(char *));
-  for (uint32_t i = 0; D.ok && i < D.nstrs; i++) {
-    uint32_t len = 0;
-    if (!take(&D, &len)) break;
+  hp h = {wds, n, 2, true};
+  uint32_t nstrs = take(&h);
+  if (nstrs > n) h.ok = false;
+  char **strs = rx_calloc((size_t)(h.ok ? nstrs : 0) + 1, sizeof(char *));
+  for (uint32_t i = 0; h.ok && i < nstrs; i++) {
+    uint32_t len = take(&h);
     size_t nw = ((size_t)len + 3) / 4;
-    if (nw > D.n - D.pos) {
-      D.ok = false;
+    if (!h.ok || nw > h.n - h.pos) {
+      h.ok = false;
       break;
     }
-    D.strs[i] = rx_strndup((const char *)(wds + D.pos), len);
-    D.pos += nw;
+    strs[i] = rx_strndup((const char *)(wds + h.pos), len);
+    h.pos += nw;
   }
-  if (D.ok) take(&D, &nfns);
-  for (uint32_t f = 0; D.ok && f < nfns; f++) {
-    uint32_t name = 0, np = 0, nr = 0, len = 0;
-    if (!take(&D, &name) || !take(&D, &np) || !take(&D, &nr) || !take(&D, &len)) break;
-    rx_strbuf_append(out, "function");
-    put_str(&D, name);
-    rx_strbuf_printf(out, " params %u regs %u words %u\n", np, nr, len);
-    if (len > D.n - D.pos) {
-      D.ok = false;
+  uint32_t nfns = h.ok ? take(&h) : 0;
+  for (uint32_t f = 0; h.ok && f < nfns; f++) {
+    uint32_t name = take(&h), np = take(&h), nr = take(&h), len = take(&h);
+    if (!h.ok || name >= nstrs || len > h.n - h.pos || nr > h.n - h.pos - len) {
+      h.ok = false;
       break;
     }
-    size_t start = D.pos, end = D.pos + len;
-    dis S = D;
-    S.n = end;
-    while (S.ok && S.pos < end) {
-      uint32_t op = 0;
-      rx_strbuf_printf(out, "  %4zu: ", S.pos - start);
-      take(&S, &op);
-      if (op >= RXVM_OP_COUNT) {
-        rx_strbuf_printf(out, "<bad opcode %u>\n", op);
-        S.ok = false;
-        break;
-      }
-      rx_strbuf_append(out, names[op]);
-      switch ((rxvm_op)op) {
-      case RXVM_OP_CHECK_TENSOR:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) rx_strbuf_printf(out, " param %u", x);
-        if (take(&S, &x)) put_str(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        put_dims(&S, true);
-        break;
-      case RXVM_OP_MATCH_CAST:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        put_dims(&S, true);
-        break;
-      case RXVM_OP_ASSERT:
-      case RXVM_OP_DEFINE:
-        if (take(&S, &x)) put_str(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        break;
-      case RXVM_OP_ALLOC_STORAGE:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        break;
-      case RXVM_OP_ALLOC_TENSOR:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        put_dims(&S, false);
-        break;
-      case RXVM_OP_CALL_KERNELS: {
-        if (take(&S, &x)) put_str(&S, x);
-        put_regs(&S);
-        uint32_t ns = 0;
-        if (!take(&S, &ns)) break;
-        rx_strbuf_printf(out, " syms (%u)", ns);
-        for (uint32_t i = 0; i < ns && S.ok; i++) {
-          if (take(&S, &x)) put_str(&S, x);
-          rx_strbuf_append(out, " =");
-          if (take(&S, &x)) put_str(&S, x);
-        }
-        break;
-      }
-      case RXVM_OP_CALL_EXTERN:
-        if (take(&S, &x)) put_str(&S, x);
-        put_regs(&S);
-        break;
-      case RXVM_OP_CALL_FN:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) rx_strbuf_printf(out, " fn %u", x);
-        put_regs(&S);
-        break;
-      case RXVM_OP_PRIM:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x))
-          rx_strbuf_printf(out, " %s", x < RX_DTYPE_COUNT ? rx_dtype_name((rx_dtype)x) : "?");
-        if (take(&S, &x)) put_str(&S, x);
-        break;
-      case RXVM_OP_SHAPE: {
-        if (take(&S, &x)) put_reg(&S, x);
-        uint32_t nd = 0;
-        if (!take(&S, &nd)) break;
-        for (uint32_t i = 0; i < nd && take(&S, &x); i++) put_str(&S, x);
-        break;
-      }
-      case RXVM_OP_TUPLE:
-        if (take(&S, &x)) put_reg(&S, x);
-        put_regs(&S);
-        break;
-      case RXVM_OP_GET_ITEM:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) rx_strbuf_printf(out, " .%u", x);
-        break;
-      case RXVM_OP_MOVE:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_reg(&S, x);
-        break;
-      case RXVM_OP_JUMP:
-        if (take(&S, &x)) rx_strbuf_printf(out, " @%u", x);
-        break;
-      case RXVM_OP_JUMP_IF_NOT:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) rx_strbuf_printf(out, " @%u", x);
-        break;
-      case RXVM_OP_FREE:
-      case RXVM_OP_RET:
-        if (take(&S, &x)) put_reg(&S, x);
-        break;
-      case RXVM_OP_TENSOR_TO_SHAPE:
-      case RXVM_OP_RESHAPE:
-        if (take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_reg(&S, x);
-        if (op == RXVM_OP_RESHAPE && take(&S, &x)) put_reg(&S, x);
-        if (take(&S, &x)) put_str(&S, x);
-        break;
-      case RXVM_OP_COUNT:
-        break;
-      }
-      rx_strbuf_putc(out, '\n');
-    }
-    D.ok = S.ok;
-    D.pos = end;
-    if (!D.ok || nr > D.n - D.pos) { /* the register names */
-      D.ok = false;
-      break;
-    }
-    rx_strbuf_append(out, "  names:");
-    for (uint32_t r = 0; r < nr; r++) {
-      rx_strbuf_printf(out, " r%u", r);
-      put_str(&D, wds[D.pos + r]);
-    }
-    rx_strbuf_putc(out, '\n');
-    D.pos += nr;
+    h.ok = rxvm_disasm_fn(out, strs[name], np, wds + h.pos, len, wds + h.pos + len, nr,
+                          (const char *const *)strs, nstrs);
+    h.pos += (size_t)len + nr;
   }
-  if (D.ok && D.pos != D.n) D.ok = false;
-  if (!D.ok) rx_strbuf_append(out, "<malformed host program>\n");
-  for (uint32_t i = 0; i < D.nstrs && D.strs; i++) free(D.strs[i]);
-  free(D.strs);
-  return D.ok;
+  if (h.ok && h.pos != h.n) h.ok = false;
+  if (!h.ok) rx_strbuf_append(out, "<malformed host program>\n");
+  for (uint32_t i = 0; i < nstrs && strs; i++) free(strs[i]);
+  free(strs);
+  return h.ok;
 }

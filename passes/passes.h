@@ -1,4 +1,5 @@
-/* passes: graph-level and loop-level passes, one file each, one entry point each. Each takes
+/* passes: graph-level and loop-level passes, one file each, one entry point each, every entry
+ * point declared here (the driver, driver/compile.c, runs them as one list). Each takes
  * the module (normalized), transforms it in place, reports problems to diag and returns false
  * on an error. The module stays valid: rx_module_normalize and rx_module_verify succeed after
  * each pass. Internal header. */
@@ -6,6 +7,7 @@
 #define RX_PASSES_H
 
 #include "../ir/ir.h"
+#include "../targets/target.h"
 
 /* passes/fold.c: constant folding of Prim arithmetic and shape expressions: Prim and Shape
  * values re-simplified under the function's facts, struct info of bindings re-simplified,
@@ -23,10 +25,17 @@ bool rx_pass_cse(rx_module *m, rx_diag *diag);
  * tensor programs called nowhere and primitive graph functions called nowhere. */
 bool rx_pass_dce(rx_module *m, rx_diag *diag);
 
+/* passes/legalize.c: every op call binding of every graph function becomes
+ * call_tensor(PROG, args..., out=<the call's struct info>, dims=[<PROG's scalar parameters>])
+ * of the program rx_legalize_call builds; identical calls (same op, attributes, argument struct
+ * info and folded literal values) share one program. Normalizes the module first (the calls need
+ * their struct info); the module stays normalizable and verifiable. Returns false after an error
+ * (an op that cannot be legalized: unknown rank or shape, unknown dtype). */
+bool rx_pass_legalize(rx_module *m, rx_diag *diag);
+
 /* passes/annotate.c: the fusion pattern of every tensor program from its loop body
  * (rx_tensor_fn.pattern). */
 bool rx_pass_annotate(rx_module *m, rx_diag *diag);
-const char *rx_pattern_name(rx_pattern p);
 
 /* passes/fuse_ops.c: groups call_tensor bindings of dataflow blocks by pattern and outlines each
  * group of two or more into a primitive graph function (rx_graph_fn.primitive) called in its
@@ -36,5 +45,76 @@ bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag);
 /* passes/fuse_tensor.c: each call of a primitive graph function becomes one call_tensor of one
  * tensor program built from the group's programs; the primitive functions are removed. */
 bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag);
+
+/* passes/short_names.c: program names become kernel entry points and artifact section names
+ * ("<backend>/<kernel>.<ext>", at most 63 bytes). A program whose name is long (fusion
+ * concatenates the names of its parts) or clashes with another program's specialized kernels
+ * (kernel P_1 of program P against a program named P_1) gets a short unique name, and the calls
+ * follow it. */
+bool rx_pass_short_names(rx_module *m, rx_diag *diag);
+
+/* passes/schedule.c: schedules every tensor program of m for target t in place (each item's
+ * rx_tensor_fn* is replaced by the scheduled one; passes/schedule.h has the rules, the
+ * contract of a scheduled program and rx_schedule for one program). */
+bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
+
+/* ---- memory planning (passes/plan_memory.c) ----
+ * Every call_tensor output of a function's top-level bindings is an allocation. Its size in
+ * bytes is a symbolic expression; its constant upper bound comes from the function's facts
+ * (rx_analyzer_bounds, with every shape variable >= 0). Bounded allocations that are neither
+ * returned (directly or through aliases: tuples, moves, match_cast, graph calls) share planned
+ * storages: in definition order, each takes the best-fitting storage whose previous tenant died
+ * before the definition (the smallest one at least as large, else the largest free one, which
+ * grows), else a new storage. A storage is sized once, at the largest bound of its tenants.
+ * Everything else (unbounded, returned, or inside an `if` branch) is a dynamic allocation. */
+typedef struct rx_mem_alloc {
+  const rx_var *var;    /* the binding (call_tensor) that defines it */
+  int field;            /* -1: the whole output; else the field of a tuple output */
+  const rx_expr *bytes; /* size in bytes, symbolic */
+  int64_t bound;        /* constant upper bound of bytes; -1 when unbounded */
+  int storage;          /* index into the function's storages; -1: dynamic allocation */
+  bool escapes;         /* reaches the function's result */
+  int def, last;        /* live range, in top-level binding positions (inclusive) */
+} rx_mem_alloc;
+
+typedef struct rx_fn_plan {
+  const rx_graph_fn *fn;
+  rx_mem_alloc *allocs; /* in definition order */
+  int nallocs;
+  int64_t *storage_bytes; /* the size of each planned storage */
+  int nstorages;
+  int64_t peak_bytes;      /* sum of the storage sizes: the planned memory of one call */
+  int64_t unplanned_bytes; /* what the planned tensors would take without reuse */
+  int ndynamic;            /* allocations left dynamic */
+} rx_fn_plan;
+
+typedef struct rx_mem_plan {
+  rx_fn_plan *fns; /* one per non-primitive graph function, in module order */
+  int nfns;
+} rx_mem_plan;
+
+/* Plans every graph function of m (normalized); the plan lives in m's arena. Never fails on a
+ * valid module (allocations it cannot bound stay dynamic). */
+bool rx_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag);
+/* The plan as text (for --dump-after=plan_memory). */
+void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p);
+const rx_fn_plan *rx_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f);
+
+/* ---- the host program (passes/lower_host.c) ----
+ * The section host.rxvm of runtime/vm_format.h: every non-primitive graph function of the
+ * module, in module order (CALL_FN's function index). Parameters arrive in registers
+ * 0..nparams-1. */
+typedef struct rx_host_program {
+  uint32_t *words; /* heap; the whole section */
+  size_t nwords;
+} rx_host_program;
+
+/* Lowers every graph function of m (normalized, legalized: no op calls left) with plan.
+ * Reports what the format cannot express (tensor constants, float scalars) and returns false. */
+bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out);
+void rx_host_program_free(rx_host_program *h);
+/* Disassembles a host.rxvm section; returns false (after printing what it could) when the
+ * words are malformed. */
+bool rx_host_disasm(rx_strbuf *out, const uint32_t *words, size_t nwords);
 
 #endif

@@ -1,6 +1,6 @@
 /* passes/plan_memory.c: liveness-based storage reuse over each graph function's call_tensor
  * outputs, sized at the upper bounds the function's facts give (see passes/pipeline.h). */
-#include "pipeline.h"
+#include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  *
  * A schedule turns a tensor program written as plain loops (a compute definition, as the
  * text format or legalization writes it) into a SCHEDULED program in the same IR, whose shape
- * is the contract with the interpreter (ir/interp.h) and the code generators (codegen/):
+ * is the contract with the interpreter (interp/interp.h) and the code generators (codegen/):
  *
  *   host level   the body is a SEQ of host statements:
  *                - a KERNEL ROOT: a FOR bound to blockIdx.x (optionally directly nesting FORs
@@ -28,6 +28,7 @@
 
 #include "../ir/ir.h"
 #include "../targets/target.h"
+#include "passes.h"
 
 /* The default rules, tried in order; the first that accepts a program schedules it. */
 #define RX_SCHED_RULES(X)                                                                          \
@@ -67,9 +68,7 @@ typedef struct rx_sched_result {
 bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
                  rx_sched_result *out);
 
-/* Schedules every tensor program of m in place (each item's rx_tensor_fn* is replaced by the
- * scheduled one). Returns false on any error. */
-bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
+/* rx_schedule_module, the pass over every program, is declared in passes/passes.h. */
 
 /* Checks that a program has the scheduled shape described above (used by codegen). */
 bool rx_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag);

@@ -284,165 +284,105 @@ static bool vbad(vc *c, const char *fmt, ...) {
   return false;
 }
 
-static bool vword(vc *c, uint32_t *out) {
-  *out = 0;
-  if (c->p >= c->f->len)
-    return vbad(c, "its operands run past the end of the code (%u words)", c->f->len);
-  *out = c->f->code[c->p++];
-  return true;
-}
-static bool vreg(vc *c, bool none_ok, uint32_t *out) {
-  if (!vword(c, out)) return false;
-  if (*out == VM_NONE && none_ok) return true;
-  if (*out >= c->f->nregs)
-    return vbad(c, "register %d is out of range (the function has %u registers)", (int)*out,
+static bool vreg(vc *c, uint32_t r, bool none_ok) {
+  if (r == VM_NONE && none_ok) return true;
+  if (r >= c->f->nregs)
+    return vbad(c, "register %d is out of range (the function has %u registers)", (int)r,
                 c->f->nregs);
   return true;
 }
-static bool vstr(vc *c, uint32_t *out) {
-  if (!vword(c, out)) return false;
-  if (*out >= c->a->nstrings)
-    return vbad(c, "string %u is out of range (the program has %zu strings)", *out, c->a->nstrings);
+static bool vstr(vc *c, uint32_t s) {
+  if (s >= c->a->nstrings)
+    return vbad(c, "string %u is out of range (the program has %zu strings)", s, c->a->nstrings);
   return true;
 }
-static bool vdtype(vc *c, bool any_ok) {
-  uint32_t t = 0;
-  if (!vword(c, &t)) return false;
+static bool vdtype(vc *c, uint32_t t, bool any_ok) {
   if (t >= RX_DTYPE_COUNT || (t == RX_DTYPE_UNKNOWN && !any_ok))
     return vbad(c, "dtype %u is not a known dtype", t);
   return true;
 }
-static bool vndim(vc *c, bool any_ok, uint32_t *out) {
-  if (!vword(c, out)) return false;
-  if (*out == VM_NONE && any_ok) return true;
-  if (*out > RX_RT_MAX_NDIM) return vbad(c, "rank %d exceeds %d", (int)*out, RX_RT_MAX_NDIM);
-  return true;
-}
-static bool vcount(vc *c, uint32_t per, uint32_t *out) {
-  if (!vword(c, out)) return false;
-  if ((uint64_t)*out * per > c->f->len - c->p)
-    return vbad(c, "a count of %u does not fit in the code", *out);
-  return true;
-}
-static bool vtarget(vc *c) {
-  uint32_t t = 0;
-  if (!vword(c, &t)) return false;
-  if (t >= c->f->len || (c->starts && !c->starts[t]))
-    return vbad(c, "jump target %u is not the start of an instruction", t);
-  return true;
-}
-static bool vdims(vc *c) {
-  uint32_t nd = 0, kind = 0, x = 0;
-  if (!vndim(c, true, &nd)) return false;
-  if (nd == VM_NONE) return true;
-  for (uint32_t i = 0; i < nd; i++) {
-    if (!vword(c, &kind)) return false;
-    if (kind == RXVM_DIM_CONST) {
-      if (!vword(c, &x) || !vword(c, &x)) return false;
-    } else if (kind == RXVM_DIM_BIND || kind == RXVM_DIM_EXPR) {
-      if (!vstr(c, &x)) return false;
-    } else {
-      return vbad(c, "dimension %u has the unknown kind %u", i, kind);
-    }
-  }
-  return true;
-}
 
-/* Checks the instruction at c->p and moves past it. */
-static bool check_instr(vc *c) {
+/* What one operand's words mean, checked against the function and the program (rxvm_walk has
+ * checked that they lie inside the code), and what the loader records on the first walk. */
+static bool check_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
+  vc *c = ctx;
   rx_rt_artifact *a = c->a;
   vm_fn *f = c->f;
-  c->start = c->p;
-  uint32_t op = f->code[c->p++], r = 0, x = 0, n = 0, st = 0;
-  switch (op) {
-  case RXVM_OP_CHECK_TENSOR:
-    if (!vreg(c, false, &r) || !vword(c, &x)) return false;
-    if (x >= f->nparams)
-      return vbad(c, "parameter %u is out of range (the function has %u)", x, f->nparams);
-    if (!c->starts && f->param_check[x] == VM_NONE) f->param_check[x] = c->start;
-    return vstr(c, &x) && vstr(c, &x) && vdtype(c, true) && vdims(c);
-  case RXVM_OP_MATCH_CAST:
-    return vreg(c, false, &r) && vreg(c, false, &r) && vstr(c, &x) && vdtype(c, true) && vdims(c);
-  case RXVM_OP_ASSERT:
-    if (!vstr(c, &x) || !vstr(c, &n)) return false;
-    if (!c->starts) f->facts[f->nfacts++] = a->strings[x];
+  const uint32_t *w = f->code + at;
+  uint32_t op = f->code[c->start];
+  switch (k) {
+  case RXVM_OPND_REG:
+  case RXVM_OPND_REG_OPT:
+    return vreg(c, w[0], k == RXVM_OPND_REG_OPT);
+  case RXVM_OPND_PARAM:
+    if (w[0] >= f->nparams)
+      return vbad(c, "parameter %u is out of range (the function has %u)", w[0], f->nparams);
+    if (!c->starts && f->param_check[w[0]] == VM_NONE) f->param_check[w[0]] = c->start;
     return true;
-  case RXVM_OP_DEFINE:
-    return vstr(c, &x) && vstr(c, &x);
-  case RXVM_OP_ALLOC_STORAGE:
-    if (!vreg(c, false, &r) || !vstr(c, &x)) return false;
-    if (!c->starts) {
-      f->storages[f->nstorages++] = a->strings[x];
+  case RXVM_OPND_STR:
+    if (!vstr(c, w[0])) return false;
+    if (!c->starts && op == RXVM_OP_ASSERT && at == c->start + 1)
+      f->facts[f->nfacts++] = a->strings[w[0]];
+    if (!c->starts && op == RXVM_OP_ALLOC_STORAGE) {
+      f->storages[f->nstorages++] = a->strings[w[0]];
       vm_storage *s = &a->storages[a->nstorages++];
       s->fn = (uint32_t)(f - a->fns);
       s->pc = c->start;
       s->bytes = -1;
     }
     return true;
-  case RXVM_OP_ALLOC_TENSOR:
-    if (!vreg(c, false, &r) || !vreg(c, true, &st) || !vstr(c, &x) || !vdtype(c, false) ||
-        !vndim(c, false, &n))
-      return false;
-    for (uint32_t i = 0; i < n; i++)
-      if (!vstr(c, &x)) return false;
+  case RXVM_OPND_DTYPE:
+  case RXVM_OPND_DTYPE_KNOWN:
+    return vdtype(c, w[0], k == RXVM_OPND_DTYPE);
+  case RXVM_OPND_DIMS:
+    for (uint32_t i = 0, p = 1; n != VM_NONE && i < n; i++, p += w[p] == RXVM_DIM_CONST ? 3 : 2)
+      if (w[p] != RXVM_DIM_CONST && !vstr(c, w[p + 1])) return false;
     return true;
-  case RXVM_OP_CALL_KERNELS:
-    if (!vstr(c, &x) || !vcount(c, 1, &n)) return false;
+  case RXVM_OPND_EXPRS:
     for (uint32_t i = 0; i < n; i++)
-      if (!vreg(c, true, &r)) return false;
-    if (!vcount(c, 2, &n)) return false;
+      if (!vstr(c, w[1 + i])) return false;
+    return true;
+  case RXVM_OPND_REGS:
+  case RXVM_OPND_REGS_OPT:
+    if (op == RXVM_OP_CALL_FN) { /* its function index is the operand before */
+      const vm_fn *callee = &a->fns[w[-1]];
+      if (n != callee->nparams)
+        return vbad(c, "calls '%s' with %u arguments, it takes %u", callee->name, n,
+                    callee->nparams);
+    }
+    for (uint32_t i = 0; i < n; i++)
+      if (!vreg(c, w[1 + i], k == RXVM_OPND_REGS_OPT)) return false;
+    return true;
+  case RXVM_OPND_PAIRS:
     for (uint32_t i = 0; i < 2 * n; i++)
-      if (!vstr(c, &x)) return false;
+      if (!vstr(c, w[1 + i])) return false;
     return true;
-  case RXVM_OP_CALL_EXTERN:
-    if (!vstr(c, &x) || !vcount(c, 1, &n)) return false;
-    for (uint32_t i = 0; i < n; i++)
-      if (!vreg(c, true, &r)) return false;
+  case RXVM_OPND_FN:
+    if (w[0] >= a->nfns)
+      return vbad(c, "function %u is out of range (the program has %zu)", w[0], a->nfns);
     return true;
-  case RXVM_OP_CALL_FN:
-    if (!vreg(c, true, &r) || !vword(c, &x)) return false;
-    if (x >= a->nfns)
-      return vbad(c, "function %u is out of range (the program has %zu)", x, a->nfns);
-    if (!vcount(c, 1, &n)) return false;
-    if (n != a->fns[x].nparams)
-      return vbad(c, "calls '%s' with %u arguments, it takes %u", a->fns[x].name, n,
-                  a->fns[x].nparams);
-    for (uint32_t i = 0; i < n; i++)
-      if (!vreg(c, false, &r)) return false;
+  case RXVM_OPND_TARGET:
+    if (w[0] >= f->len || (c->starts && !c->starts[w[0]]))
+      return vbad(c, "jump target %u is not the start of an instruction", w[0]);
     return true;
-  case RXVM_OP_PRIM:
-    return vreg(c, false, &r) && vdtype(c, false) && vstr(c, &x);
-  case RXVM_OP_SHAPE:
-    if (!vreg(c, false, &r) || !vndim(c, false, &n)) return false;
-    for (uint32_t i = 0; i < n; i++)
-      if (!vstr(c, &x)) return false;
+  case RXVM_OPND_INDEX:
+  case RXVM_OPND_COUNT:
     return true;
-  case RXVM_OP_TUPLE:
-    if (!vreg(c, false, &r) || !vcount(c, 1, &n)) return false;
-    for (uint32_t i = 0; i < n; i++)
-      if (!vreg(c, false, &r)) return false;
-    return true;
-  case RXVM_OP_GET_ITEM:
-    return vreg(c, false, &r) && vreg(c, false, &r) && vword(c, &x);
-  case RXVM_OP_MOVE:
-    return vreg(c, false, &r) && vreg(c, false, &r);
-  case RXVM_OP_JUMP:
-    return vtarget(c);
-  case RXVM_OP_JUMP_IF_NOT:
-    return vreg(c, false, &r) && vtarget(c);
-  case RXVM_OP_FREE:
-    return vreg(c, true, &r);
-  case RXVM_OP_RET:
-    return vreg(c, true, &r);
-  case RXVM_OP_TENSOR_TO_SHAPE:
-  case RXVM_OP_RESHAPE:
-    if (a->vm_version < 2) return vbad(c, "opcode %s needs host program version 2", vm_op_name(op));
-    if (!vreg(c, false, &r) || !vreg(c, false, &r)) return false;
-    if (op == RXVM_OP_RESHAPE && !vreg(c, false, &r)) return false;
-    return vstr(c, &x);
-  default:
-    return vbad(c, "unknown opcode %u", op);
   }
+  return true;
+}
+
+/* Checks the instruction at c->p and moves past it. */
+static bool check_instr(vc *c) {
+  c->start = c->p;
+  uint32_t op = c->f->code[c->p];
+  if ((op == RXVM_OP_TENSOR_TO_SHAPE || op == RXVM_OP_RESHAPE) && c->a->vm_version < 2)
+    return vbad(c, "opcode %s needs host program version 2", vm_op_name(op));
+  char err[160];
+  uint32_t next = rxvm_walk(c->f->code, c->f->len, c->p, check_operand, c, err, sizeof err);
+  if (!next) return c->err ? false : vbad(c, "%s", err);
+  c->p = next;
+  return true;
 }
 
 static rx_status check_function(rx_rt_artifact *a, vm_fn *f) {
@@ -671,178 +611,16 @@ const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, 
 }
 void rx_rt_string_free(char *s) { rt_free(&rt_default_allocator, s); }
 
-/* ---- disassembly ---- */
-const char *vm_op_name(uint32_t op) {
-  static const char *const names[] = {
-#define RXVM_OP_NAME_(e, n, l) n,
-      RXVM_OPS(RXVM_OP_NAME_)
-#undef RXVM_OP_NAME_
-  };
-  return op < RXVM_OP_COUNT ? names[op] : "?";
-}
-
-static void dis_reg(rx_strbuf *b, uint32_t r) {
-  if (r == VM_NONE)
-    rx_strbuf_append(b, " -");
-  else
-    rx_strbuf_printf(b, " r%u", r);
-}
-static void dis_str(rx_strbuf *b, const rx_rt_artifact *a, uint32_t s) {
-  rx_strbuf_printf(b, " \"%s\"", a->strings[s]);
-}
-static uint32_t dis_dims(rx_strbuf *b, const rx_rt_artifact *a, const uint32_t *w, uint32_t p) {
-  uint32_t nd = w[p++];
-  if (nd == VM_NONE) {
-    rx_strbuf_append(b, " [any rank]");
-    return p;
-  }
-  rx_strbuf_append(b, " [");
-  for (uint32_t i = 0; i < nd; i++) {
-    uint32_t kind = w[p++];
-    if (i) rx_strbuf_append(b, ", ");
-    if (kind == RXVM_DIM_CONST) {
-      rx_strbuf_printf(b, "%lld", (long long)(int64_t)((uint64_t)w[p] | (uint64_t)w[p + 1] << 32));
-      p += 2;
-    } else {
-      rx_strbuf_printf(b, "%s%s", kind == RXVM_DIM_BIND ? "bind " : "", a->strings[w[p++]]);
-    }
-  }
-  rx_strbuf_append(b, "]");
-  return p;
-}
+/* ---- disassembly (rxvm_disasm_fn, runtime/vm_walk.c: the same text as the compiler's dump) ----
+ */
+const char *vm_op_name(uint32_t op) { return rxvm_op_name(op); }
 
 char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn) {
   if (fn >= a->nfns) return NULL;
   const vm_fn *f = &a->fns[fn];
-  const uint32_t *w = f->code;
   rx_strbuf b = {0};
-  rx_strbuf_printf(&b, "function %s (%u params, %u registers, %u words)\n", f->name, f->nparams,
-                   f->nregs, f->len);
-  uint32_t p = 0;
-  while (p < f->len) {
-    uint32_t op = w[p];
-    rx_strbuf_printf(&b, "  %4u  %s", p, vm_op_name(op));
-    p++;
-    uint32_t n;
-    switch (op) {
-    case RXVM_OP_CHECK_TENSOR:
-      dis_reg(&b, w[p]);
-      rx_strbuf_printf(&b, " param %u", w[p + 1]);
-      dis_str(&b, a, w[p + 2]);
-      dis_str(&b, a, w[p + 3]);
-      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 4]));
-      p = dis_dims(&b, a, w, p + 5);
-      break;
-    case RXVM_OP_MATCH_CAST:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      dis_str(&b, a, w[p + 2]);
-      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 3]));
-      p = dis_dims(&b, a, w, p + 4);
-      break;
-    case RXVM_OP_ASSERT:
-    case RXVM_OP_DEFINE:
-      dis_str(&b, a, w[p]);
-      dis_str(&b, a, w[p + 1]);
-      p += 2;
-      break;
-    case RXVM_OP_ALLOC_STORAGE:
-      dis_reg(&b, w[p]);
-      dis_str(&b, a, w[p + 1]);
-      p += 2;
-      break;
-    case RXVM_OP_ALLOC_TENSOR:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      dis_str(&b, a, w[p + 2]);
-      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 3]));
-      n = w[p + 4];
-      p += 5;
-      for (uint32_t i = 0; i < n; i++) dis_str(&b, a, w[p++]);
-      break;
-    case RXVM_OP_CALL_KERNELS:
-    case RXVM_OP_CALL_EXTERN:
-      dis_str(&b, a, w[p]);
-      n = w[p + 1];
-      p += 2;
-      for (uint32_t i = 0; i < n; i++) dis_reg(&b, w[p++]);
-      if (op == RXVM_OP_CALL_KERNELS) {
-        n = w[p++];
-        for (uint32_t i = 0; i < n; i++, p += 2)
-          rx_strbuf_printf(&b, " %s=%s", a->strings[w[p]], a->strings[w[p + 1]]);
-      }
-      break;
-    case RXVM_OP_CALL_FN:
-      dis_reg(&b, w[p]);
-      rx_strbuf_printf(&b, " %s", a->fns[w[p + 1]].name);
-      n = w[p + 2];
-      p += 3;
-      for (uint32_t i = 0; i < n; i++) dis_reg(&b, w[p++]);
-      break;
-    case RXVM_OP_PRIM:
-      dis_reg(&b, w[p]);
-      rx_strbuf_printf(&b, " %s", rx_rt_dtype_name((rx_dtype)w[p + 1]));
-      dis_str(&b, a, w[p + 2]);
-      p += 3;
-      break;
-    case RXVM_OP_SHAPE:
-    case RXVM_OP_TUPLE:
-      dis_reg(&b, w[p]);
-      n = w[p + 1];
-      p += 2;
-      for (uint32_t i = 0; i < n; i++) {
-        if (op == RXVM_OP_SHAPE)
-          dis_str(&b, a, w[p++]);
-        else
-          dis_reg(&b, w[p++]);
-      }
-      break;
-    case RXVM_OP_GET_ITEM:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      rx_strbuf_printf(&b, " %u", w[p + 2]);
-      p += 3;
-      break;
-    case RXVM_OP_MOVE:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      p += 2;
-      break;
-    case RXVM_OP_JUMP:
-      rx_strbuf_printf(&b, " @%u", w[p++]);
-      break;
-    case RXVM_OP_JUMP_IF_NOT:
-      dis_reg(&b, w[p]);
-      rx_strbuf_printf(&b, " @%u", w[p + 1]);
-      p += 2;
-      break;
-    case RXVM_OP_TENSOR_TO_SHAPE:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      dis_str(&b, a, w[p + 2]);
-      p += 3;
-      break;
-    case RXVM_OP_RESHAPE:
-      dis_reg(&b, w[p]);
-      dis_reg(&b, w[p + 1]);
-      dis_reg(&b, w[p + 2]);
-      dis_str(&b, a, w[p + 3]);
-      p += 4;
-      break;
-    default: /* FREE, RET */
-      dis_reg(&b, w[p++]);
-      break;
-    }
-    rx_strbuf_putc(&b, '\n');
-  }
-  if (f->reg_names) { /* version 3: the binding each register holds */
-    rx_strbuf_append(&b, "  names:");
-    for (uint32_t r = 0; r < f->nregs; r++) {
-      rx_strbuf_printf(&b, " r%u", r);
-      dis_str(&b, a, f->reg_names[r]);
-    }
-    rx_strbuf_putc(&b, '\n');
-  }
+  rxvm_disasm_fn(&b, f->name, f->nparams, f->code, f->len, f->reg_names, f->nregs,
+                 (const char *const *)a->strings, (uint32_t)a->nstrings);
   char *text = rx_strbuf_take(&b);
   char *out = rt_strdup(&rt_default_allocator, text);
   free(text);

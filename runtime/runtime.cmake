@@ -27,6 +27,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/library.c
   ${RX_RUNTIME_DIR}/artifact.c
   ${RX_RUNTIME_DIR}/vm.c
+  ${RX_RUNTIME_DIR}/vm_walk.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_ROOT}/base/base.c)

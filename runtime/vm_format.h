@@ -39,6 +39,8 @@
 #ifndef RX_VM_FORMAT_H
 #define RX_VM_FORMAT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define RXM_MAGIC   0x314d5852u /* "RXM1" */
@@ -57,54 +59,107 @@ enum {
   RXVM_DIM_EXPR = 2,  /* operand: expr; the dim must equal it */
 };
 
-/* Opcodes: listed once; X(ENUM, name, operand layout). */
+/* Operand kinds, listed once: X(ENUM, letter, what). An opcode's operands are a string of these
+ * letters (RXVM_OPS); rxvm_walk (runtime/vm_walk.c) decodes any instruction from it, and the
+ * loader's validator, both disassemblers and the interpreter walk instructions with it. */
+#define RXVM_OPERANDS(X)                                                                           \
+  X(REG, 'r', "a register")                                                                        \
+  X(REG_OPT, 'o', "a register, or -1: none")                                                       \
+  X(PARAM, 'p', "a parameter index")                                                               \
+  X(STR, 's', "a string id: a name, an expression (text syntax) or a message")                     \
+  X(DTYPE, 't', "an rx_dtype, 0 (any) allowed")                                                    \
+  X(DTYPE_KNOWN, 'T', "an rx_dtype, not 0")                                                        \
+  X(DIMS, 'd', "ndim (-1: any rank), then ndim dimension descriptors (RXVM_DIM_*)")                \
+  X(EXPRS, 'e', "ndim, then ndim string ids (dimension expressions)")                              \
+  X(REGS, 'R', "a count, then that many registers")                                                \
+  X(REGS_OPT, 'O', "a count, then that many registers or -1")                                      \
+  X(PAIRS, 'P', "a count, then that many (name, expr) pairs of string ids")                        \
+  X(FN, 'f', "a function index")                                                                   \
+  X(INDEX, 'i', "an unsigned number")                                                              \
+  X(TARGET, 'j', "a jump target: a word offset in the function's code")
+
+typedef enum rxvm_operand {
+#define RXVM_OPERAND_ENUM_(e, c, d) RXVM_OPND_##e,
+  RXVM_OPERANDS(RXVM_OPERAND_ENUM_)
+#undef RXVM_OPERAND_ENUM_
+      RXVM_OPND_COUNT
+} rxvm_operand;
+
+/* Opcodes: listed once; X(ENUM, name, operand layout in words, operand kinds (RXVM_OPERANDS
+ * letters)). */
 #define RXVM_OPS(X)                                                                                \
   /* reg, param index, name (parameter), expected (text of the struct info), dtype (rx_dtype),     \
    * ndim (-1: any rank), then ndim dimension descriptors: the parameter's check at entry */       \
-  X(CHECK_TENSOR, "check_tensor", "reg param name expected dtype ndim dims...")                    \
+  X(CHECK_TENSOR, "check_tensor", "reg param name expected dtype ndim dims...", "rpsstd")          \
   /* dst, src, expected text, dtype, ndim, dims...: match_cast (binds new variables) */            \
-  X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...")                               \
+  X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...", "rrstd")                      \
   /* expr, message: a function fact; fails naming it and the values of its variables */            \
-  X(ASSERT, "assert", "expr message")                                                              \
+  X(ASSERT, "assert", "expr message", "ss")                                                        \
   /* name, expr: defines a symbolic variable from an expression (e.g. after a call) */             \
-  X(DEFINE, "define", "name expr")                                                                 \
+  X(DEFINE, "define", "name expr", "ss")                                                           \
   /* st, bytes expr: a planned storage, sized for the function's upper bounds (taken from a pool   \
    * kept across calls) */                                                                         \
-  X(ALLOC_STORAGE, "alloc_storage", "st bytes")                                                    \
+  X(ALLOC_STORAGE, "alloc_storage", "st bytes", "rs")                                              \
   /* dst, st (-1: a dynamic allocation from the pool), offset expr, dtype, ndim, dim exprs... */   \
-  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...")                              \
+  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...", "rosTe")                     \
   /* program name, nargs, regs..., nsyms, (name expr)...: runs every kernel of the program         \
    * whose condition holds. regs are the program's parameters in order (-1 for its scalar          \
    * parameters); each (name expr) gives one of the PROGRAM's symbolic variables as an             \
    * expression over the CALLER's symbol table (the program's names may differ from the            \
    * caller's: a program over n called with a tensor of shape [m * 2, 4]) */                       \
-  X(CALL_KERNELS, "call_kernels", "program nargs regs... nsyms (name expr)...")                    \
+  X(CALL_KERNELS, "call_kernels", "program nargs regs... nsyms (name expr)...", "sOP")             \
   /* name, nargs, regs...: a library function (destination-passing) */                             \
-  X(CALL_EXTERN, "call_extern", "name nargs regs...")                                              \
+  X(CALL_EXTERN, "call_extern", "name nargs regs...", "sO")                                        \
   /* dst, function index, nargs, regs...: another graph function of the program */                 \
-  X(CALL_FN, "call_fn", "dst fn nargs regs...")                                                    \
-  X(PRIM, "prim", "dst dtype expr")      /* a scalar from a symbolic expression */                 \
-  X(SHAPE, "shape", "dst ndim exprs...") /* a shape value */                                       \
-  X(TUPLE, "tuple", "dst n regs...")                                                               \
-  X(GET_ITEM, "get_item", "dst src index")                                                         \
-  X(MOVE, "move", "dst src")                                                                       \
-  X(JUMP, "jump", "target")                    /* target: word offset in the function's code */    \
-  X(JUMP_IF_NOT, "jump_if_not", "cond target") /* cond: a Prim(bool) or bool[] register */         \
-  X(FREE, "free", "reg")                       /* the register's value is dead (storage reuse) */  \
-  X(RET, "ret", "reg")                                                                             \
+  X(CALL_FN, "call_fn", "dst fn nargs regs...", "ofR")                                             \
+  X(PRIM, "prim", "dst dtype expr", "rTs")     /* a scalar from a symbolic expression */           \
+  X(SHAPE, "shape", "dst ndim exprs...", "re") /* a shape value */                                 \
+  X(TUPLE, "tuple", "dst n regs...", "rR")                                                         \
+  X(GET_ITEM, "get_item", "dst src index", "rri")                                                  \
+  X(MOVE, "move", "dst src", "rr")                                                                 \
+  X(JUMP, "jump", "target", "j")                     /* target: word offset in the function */     \
+  X(JUMP_IF_NOT, "jump_if_not", "cond target", "rj") /* cond: a Prim(bool) or bool[] register */   \
+  X(FREE, "free", "reg", "o")                        /* the register's value is dead */            \
+  X(RET, "ret", "reg", "o")                                                                        \
   /* version 2: */                                                                                 \
   /* dst, src, what: a shape value from a 1-D (or 0-d: one value) i64/i32 tensor, copied from      \
    * the device (tensor_to_shape); what names the binding for messages */                          \
-  X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what")                                            \
+  X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what", "rrs")                                     \
   /* dst, src, shape, what: src viewed with the dims of the shape register (one -1 inferred),      \
    * same buffer; the element counts must agree (reshape to or from an unknown shape) */           \
-  X(RESHAPE, "reshape", "dst src shape what")
+  X(RESHAPE, "reshape", "dst src shape what", "rrrs")
 
 typedef enum rxvm_op {
-#define RXVM_OP_ENUM_(e, n, l) RXVM_OP_##e,
+#define RXVM_OP_ENUM_(e, n, l, k) RXVM_OP_##e,
   RXVM_OPS(RXVM_OP_ENUM_)
 #undef RXVM_OP_ENUM_
       RXVM_OP_COUNT
 } rxvm_op;
+
+/* ---- walking instructions (runtime/vm_walk.c) ----
+ * rxvm_walk decodes the instruction at code[pc] from its opcode's operand kinds: for each
+ * operand it checks that its words lie inside the code (counts and ranks too) and hands them to
+ * visit (NULL: none) in order: kind, the operand's first word's offset, and its count (REGS,
+ * REGS_OPT, PAIRS, EXPRS: the count; DIMS: ndim, RXVM_NONE for any rank; otherwise 1). A visit
+ * that returns false stops the walk (its own error). Returns the offset after the instruction,
+ * or 0 with *out_error set to a message (at most 128 bytes) on a malformed instruction. What
+ * the words mean (register ranges, string ids, jump targets) is the visitor's to check. */
+#define RXVM_NONE     0xffffffffu /* "-1" in a register or ndim operand */
+#define RXVM_MAX_NDIM 16          /* ranks above this are malformed (RX_RT_MAX_NDIM) */
+typedef bool (*rxvm_visit_fn)(void *ctx, rxvm_operand kind, uint32_t at, uint32_t count);
+uint32_t rxvm_walk(const uint32_t *code, uint32_t len, uint32_t pc, rxvm_visit_fn visit, void *ctx,
+                   char *out_error, size_t error_size);
+const char *rxvm_op_name(uint32_t op);     /* "check_tensor"; "?" when unknown */
+const char *rxvm_op_operands(uint32_t op); /* its operand letters; NULL when unknown */
+
+/* Appends the disassembly of one function of a host program to out: a header line, one line
+ * per instruction ("  %4u: op operands"), and (reg_names non-NULL: version 3) the name of each
+ * register. strings: the program's string table. Returns false, after printing what it could,
+ * when the code is malformed. The one disassembler: `relaxc compile --dump-after lower_host`
+ * (passes/lower_host.c) and `relaxc inspect --code` (runtime/artifact.c) print with it. */
+typedef struct rx_strbuf rx_strbuf;
+bool rxvm_disasm_fn(rx_strbuf *out, const char *name, uint32_t nparams, const uint32_t *code,
+                    uint32_t len, const uint32_t *reg_names, uint32_t nregs,
+                    const char *const *strings, uint32_t nstrings);
 
 #endif

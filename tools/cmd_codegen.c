@@ -31,10 +31,6 @@ static bool write_file(const char *dir, const char *name, const void *data, size
   return true;
 }
 
-static const char *ext_of(rx_lang l) {
-  return l == RX_LANG_CUDA ? "cu" : l == RX_LANG_GLSL ? "comp" : "metal";
-}
-
 /* NVRTC binaries of one CUDA kernel; returns false only on a compile error. */
 static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
                                 bool *nvrtc_ok, bool *noted) {
@@ -149,7 +145,7 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
       for (int j = 0; ok && j < lists.data[i]->n; j++) {
         rx_kernel *k = lists.data[i]->kernels[j];
         char name[300];
-        snprintf(name, sizeof name, "%s.%s", k->name, ext_of(lang));
+        snprintf(name, sizeof name, "%s.%s", k->name, rx_lang_ext(lang));
         ok = write_file(outdir, name, k->source, strlen(k->source));
         if (ok && k->spirv) {
           snprintf(name, sizeof name, "%s.spv", k->name);

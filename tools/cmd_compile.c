@@ -1,6 +1,6 @@
 /* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
  *                [--no-fuse] [--no-nvrtc] [--weights DIR]
- * Runs the whole pipeline (passes/pipeline.h) and writes the artifact (docs/artifact.md).
+ * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, or an ONNX model (a name ending in .onnx, or content starting with a binary
  * byte: see rx_cli_is_onnx), imported as by `relaxc import` (external data read relative to its
  * directory). The artifact does not hold the model's weights (parameters of `main` after its
@@ -10,9 +10,8 @@
  * target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
 
-#include "codegen/artifact.h"
+#include "driver/driver.h"
 #include "ir/ir.h"
-#include "passes/pipeline.h"
 #include "targets/target.h"
 
 #ifdef RX_HAVE_ONNX
@@ -22,36 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Parses "vulkan,cuda,metal" into o->targets; prints the error and returns false. */
-static bool parse_targets(const char *list, rx_compile_options *o) {
-  const char *p = list;
-  while (*p) {
-    const char *e = strchr(p, ',');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    char *one = rx_strndup(p, n);
-    const rx_target *t = NULL;
-    rx_status st = rx_target_parse(one, &t);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      free(one);
-      return false;
-    }
-    free(one);
-    if (o->ntargets == RX_COMPILE_MAX_TARGETS) {
-      fprintf(stderr, "relaxc: error: at most %d targets\n", RX_COMPILE_MAX_TARGETS);
-      return false;
-    }
-    o->targets[o->ntargets++] = t;
-    p = e ? e + 1 : p + n;
-  }
-  if (!o->ntargets) {
-    fprintf(stderr, "relaxc: error: --target lists no target\n");
-    return false;
-  }
-  return true;
-}
 
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL;
@@ -95,7 +64,12 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     rx_strbuf_free(&b);
     return 2;
   }
-  if (!parse_targets(target, &o)) return 1;
+  rx_status tst = rx_compile_options_set_targets(&o, target);
+  if (tst) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(tst));
+    rx_status_free(tst);
+    return 1;
+  }
   if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
   size_t len = 0;
   char *text = rx_cli_read_input(file, &len);

@@ -18,7 +18,7 @@
 #include "commands.h"
 
 #include "base/npy.h"
-#include "ir/interp.h" /* rx_f32_to_f16 and friends */
+#include "interp/interp.h" /* rx_f32_to_f16 and friends */
 #include "relaxc/runtime.h"
 
 #include <assert.h>

@@ -3,9 +3,9 @@
  * (tools/commands.h). check, print, ops and help are implemented here, the others in
  * tools/cmd_*.c. */
 #include "commands.h"
+#include "driver/driver.h"
 #include "ir/ir.h"
 #include "ops/ops.h"
-#include "passes/pipeline.h"
 #include "relaxc/compiler.h"
 
 #include <stdio.h>

@@ -72,6 +72,26 @@ rx_status rx_module_check(rx_module *m, rx_diag *diag);
 /* The module in the text format (heap string, free with rx_free). */
 char *rx_module_to_text(const rx_module *m);
 
+/* ---- compiling a module into an artifact (driver/) ----
+ * The whole pipeline (docs/architecture: fold, cse, dce, legalize, fuse, plan memory, lower the
+ * host program, then per target schedule, codegen and the toolchain) from a parsed or built
+ * module to the bytes of one .rxm artifact (docs/artifact.md) that the runtime
+ * (relaxc/runtime.h) loads. Zero-initialize the request, then set its fields. */
+typedef struct rx_compile_request {
+  const char *targets; /* "vulkan,cuda,metal": target names (relaxc --help lists them), at most
+                          one per backend */
+  bool no_fuse;        /* one kernel per operator (no operator fusion) */
+  bool no_nvrtc;       /* CUDA: sources only, even where NVRTC is present */
+} rx_compile_request;
+
+/* Compiles m in place (it ends legalized and fused) into an artifact. On success *out_bytes
+ * holds the artifact (free with rx_free) and *out_len its length; on failure the status names
+ * the first problem and diag (may be NULL) holds every diagnostic with its place. */
+rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
+                            unsigned char **out_bytes, size_t *out_len);
+/* Writes an artifact's bytes to path (created or truncated). */
+rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
+
 /* ---- symbolic expressions (canonical; integers, booleans are 0/1) ---- */
 const rx_expr *rx_sym_var(rx_module *m, const char *name); /* same name, same variable */
 const rx_expr *rx_sym_const(rx_module *m, int64_t v);

@@ -348,8 +348,8 @@ static void test_container(void) {
           "storages of main");
     CHECK(rx_rt_artifact_section_count(a) == 6, "sections %zu", rx_rt_artifact_section_count(a));
     char *dis = rx_rt_artifact_disassemble(a, 1);
-    CHECK(dis && strstr(dis, "call_fn r2 main r0") && strstr(dis, "jump_if_not r3 @") &&
-              strstr(dis, "match_cast r8 r7 \"f32[k // 2]\" f32 [k // 2]"),
+    CHECK(dis && strstr(dis, "call_fn r2 fn 0 (1) r0") && strstr(dis, "jump_if_not r3 @") &&
+              strstr(dis, "match_cast r8 r7 \"f32[k // 2]\" f32 [ expr \"k // 2\" ]"),
           "disassembly:\n%s", dis ? dis : "(null)");
     rx_rt_string_free(dis);
     rx_rt_tensor *none[1] = {NULL};

@@ -5,7 +5,7 @@
 #define RX_SUPPORT_KERNELS_H
 
 #include "base/base.h"
-#include "ir/interp.h"
+#include "interp/interp.h"
 #include "ir/ir.h"
 
 #define RXK_MAX_PARAMS 16

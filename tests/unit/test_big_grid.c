@@ -13,8 +13,8 @@
  *
  * usage: test_big_grid TESTS_DIR */
 #include "base/base.h"
+#include "driver/driver.h"
 #include "ir/ir.h"
-#include "passes/pipeline.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"
 

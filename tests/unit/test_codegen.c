@@ -12,7 +12,7 @@
  *
  * usage: test_codegen [TESTS_DIR]   (the programs are read from TESTS_DIR/codegen/) */
 #include "codegen/codegen.h"
-#include "ir/interp.h"
+#include "interp/interp.h"
 #include "simt_harness.h"
 #include "targets/toolchain.h"
 

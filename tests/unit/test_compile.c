@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/artifact.h"
-#include "ir/graph_interp.h"
+#include "driver/driver.h"
+#include "interp/graph_interp.h"
 #include "ops/legalize.h"
-#include "passes/pipeline.h"
+#include "passes/passes.h"
 #include "relaxc/compiler.h" /* RELAXC_VERSION */
 #include "runtime/vm_format.h"
 #include "targets/toolchain.h"

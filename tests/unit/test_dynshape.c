@@ -4,16 +4,17 @@
  *
  * Each program is compiled once (fused and unfused) and run at several shapes through the VM on
  * Vulkan (lavapipe, under the validation layer), and after legalization through the graph
- * interpreter (ir/graph_interp.c); both are compared with a reference computed here. Mismatches
+ * interpreter (interp/graph_interp.c); both are compared with a reference computed here. Mismatches
  * (element counts that differ, a Shape match_cast against a known dim, a negative size) must fail
  * with a message naming the function and the reshape / match_cast.
  *
  * usage: test_dynshape TESTS_DIR */
 #include "base/base.h"
-#include "ir/graph_interp.h"
+#include "driver/driver.h"
+#include "interp/graph_interp.h"
 #include "ir/ir.h"
 #include "ops/legalize.h"
-#include "passes/pipeline.h"
+#include "passes/passes.h"
 #include "relaxc/compiler.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"

@@ -14,8 +14,8 @@
  * usage: test_e2e TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
+#include "driver/driver.h"
 #include "ir/ir.h"
-#include "passes/pipeline.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"
 #include "vm_check.h"

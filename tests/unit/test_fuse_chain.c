@@ -11,8 +11,8 @@
  *
  * usage: test_fuse_chain TESTS_DIR */
 #include "base/base.h"
+#include "driver/driver.h"
 #include "ir/ir.h"
-#include "passes/pipeline.h"
 #include "relaxc/runtime.h"
 #include "targets/target.h"
 

@@ -1,11 +1,11 @@
-/* The reference interpreter (ir/interp.c): programs parsed from text, run on random data and
+/* The reference interpreter (interp/interp.c): programs parsed from text, run on random data and
  * compared with hand-written C references; scheduled programs (blocks, threads, shared memory,
  * barriers, subgroups) compared exactly with C code that sums in the same order; and every
  * kind of error it must report (out of bounds, shape mismatch, violated facts, barrier and
  * subgroup divergence, division by zero, step limit).
  *
  * usage: test_interp [TESTS_DIR]   (the directory is not needed: programs are inline) */
-#include "ir/interp.h"
+#include "interp/interp.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 
 #include "base/base.h"
 #include "codegen/codegen.h"
-#include "ir/interp.h"
+#include "interp/interp.h"
 #include "ir/ir.h"
 #include "passes/schedule.h"
 #include "simt_harness.h"

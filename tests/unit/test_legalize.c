@@ -11,8 +11,9 @@
  * the result is compared with the fixture outputs: |got - want| <= tol * (1 + |want|), exact
  * for integers and bools, NaN only where NaN is expected. */
 #include "base/npy.h"
-#include "ir/interp.h"
+#include "interp/interp.h"
 #include "ops/legalize.h"
+#include "passes/passes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -599,9 +600,9 @@ static void test_patterns(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++) {
     const rx_op *op = rx_op_lookup(want[i].op, strlen(want[i].op));
     CHECK(op && op->pattern == want[i].p, "pattern of %s: %s", want[i].op,
-          op ? rx_op_pattern_name(op->pattern) : "missing");
+          op ? rx_pattern_name(op->pattern) : "missing");
   }
-  CHECK(!strcmp(rx_op_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
+  CHECK(!strcmp(rx_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
 }
 
 /* Every op has a legalization: a generic module exercising the ops without fixtures too. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/graph_interp.h"
+#include "interp/graph_interp.h"
 #include "ops/legalize.h"
 #include "passes/passes.h"
 

@@ -19,7 +19,7 @@
  * scheduled program returned unchanged.
  *
  * usage: test_schedule TESTS_DIR */
-#include "ir/interp.h"
+#include "interp/interp.h"
 #include "passes/schedule.h"
 #include "targets/target.h"
 

@@ -65,7 +65,7 @@
  * Reductions (`reduce`): init runs once, then update for every point of the reduction ranges in
  * row-major order.
  *
- * Threads are fibers (ir/fiber.h: mmap'd stacks with a guard page, a register-saving switch
+ * Threads are fibers (interp/fiber.h: mmap'd stacks with a guard page, a register-saving switch
  * on x86-64/AArch64 Linux and ucontext elsewhere, AddressSanitizer fiber annotations): one OS
  * thread, deterministic, and a suspended thread costs only its stack. The program itself also
  * runs on a fiber whose stack is sized from its nesting depth (so deep expressions cannot
@@ -75,7 +75,7 @@
 #ifndef RX_INTERP_H
 #define RX_INTERP_H
 
-#include "ir.h"
+#include "../ir/ir.h"
 
 #ifndef RX_MAX_NDIM
 #define RX_MAX_NDIM 8 /* most dimensions of a buffer */

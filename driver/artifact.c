@@ -1,6 +1,6 @@
-/* codegen/artifact.c: the .rxm container (runtime/vm_format.h, docs/artifact.md): header,
+/* driver/artifact.c: the .rxm container (runtime/vm_format.h, docs/artifact.md): header,
  * section table, per-section CRC-32, sections aligned to 16 bytes. */
-#include "artifact.h"
+#include "driver.h"
 
 #include "../runtime/vm_format.h"
 #include "relaxc/compiler.h" /* RELAXC_VERSION */
@@ -29,22 +29,7 @@ uint32_t rx_crc32(const void *data, size_t n) {
 }
 
 /* ---- JSON helpers ---- */
-static void jstr(rx_strbuf *o, const char *s) {
-  if (!s) {
-    rx_strbuf_append(o, "null");
-    return;
-  }
-  rx_strbuf_putc(o, '"');
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\')
-      rx_strbuf_printf(o, "\\%c", *c);
-    else if (*c < 0x20)
-      rx_strbuf_printf(o, "\\u%04x", *c);
-    else
-      rx_strbuf_putc(o, (char)*c);
-  }
-  rx_strbuf_putc(o, '"');
-}
+static void jstr(rx_strbuf *o, const char *s) { rx_strbuf_json_string(o, s); }
 static void jsinfo(rx_strbuf *o, const rx_sinfo *s) {
   if (!s) {
     rx_strbuf_append(o, "null");
@@ -142,10 +127,6 @@ static void add_text(secvec *v, const char *name, rx_strbuf *b) {
   add(v, name, t, len, t);
 }
 
-static const char *ext_of(rx_lang l) {
-  return l == RX_LANG_CUDA ? "cu" : l == RX_LANG_GLSL ? "comp" : "metal";
-}
-
 static void put32(unsigned char *p, uint32_t x) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
 }
@@ -175,7 +156,7 @@ void rx_artifact_build(const rx_module *m, const rx_compile_result *r, unsigned 
     for (int i = 0; i < to->nkernels; i++) {
       const rx_kernel *k = to->flat[i];
       /* file names fit the section table (checked by the pipeline) */
-      snprintf(name, sizeof name, "%s/%s.%s", kind, k->name, ext_of(k->lang));
+      snprintf(name, sizeof name, "%s/%s.%s", kind, k->name, rx_lang_ext(k->lang));
       add(&secs, name, k->source, strlen(k->source), NULL);
       if (k->spirv && k->binary) {
         snprintf(name, sizeof name, "%s/%s", kind, k->binary);

@@ -10,7 +10,7 @@
  *
  * A node whose deduction failed gets the `poison` struct info (an Object): uses of it deduce
  * poison silently, so one mistake gives one error, and the walk goes on to find others. */
-#include "../ops/ops.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,8 +23,8 @@
 #ifndef RX_GRAPH_INTERP_H
 #define RX_GRAPH_INTERP_H
 
+#include "../ir/ir.h"
 #include "interp.h"
-#include "ir.h"
 
 typedef enum rx_gv_kind {
   RX_GV_NONE,   /* no value (zeroed) */

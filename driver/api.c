@@ -1,0 +1,76 @@
+/* driver/api.c: the public face of the compile driver (include/relaxc/compiler.h):
+ * rx_module_compile runs rx_compile with options made from an rx_compile_request, so that an
+ * embedder compiles a module into an artifact with the public header alone. */
+#include "driver.h"
+
+#include "relaxc/compiler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list) {
+  const char *p = list ? list : "";
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char *one = rx_strndup(p, n);
+    const rx_target *t = NULL;
+    rx_status st = rx_target_parse(one, &t);
+    free(one);
+    if (st) return st;
+    if (o->ntargets == RX_COMPILE_MAX_TARGETS)
+      return rx_status_make(RX_ERR_INVALID, "at most %d targets", RX_COMPILE_MAX_TARGETS);
+    o->targets[o->ntargets++] = t;
+    p = e ? e + 1 : p + n;
+  }
+  if (!o->ntargets)
+    return rx_status_make(RX_ERR_INVALID, "the target list names no target (e.g. vulkan,cuda)");
+  return NULL;
+}
+
+/* The diagnostics of local as one status (the first error line), appended to user if given. */
+static rx_status diag_status(rx_diag *local, rx_diag *user) {
+  if (user) {
+    rx_strbuf_append(&user->text, rx_diag_text(local));
+    user->errors += local->errors;
+    user->warnings += local->warnings;
+  }
+  const char *t = rx_diag_text(local);
+  size_t n = strcspn(t, "\n");
+  return rx_status_make(RX_ERR_INVALID, "%.*s", (int)n, n ? t : "compilation failed");
+}
+
+rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
+                            unsigned char **out_bytes, size_t *out_len) {
+  *out_bytes = NULL;
+  *out_len = 0;
+  if (!m || !req) return rx_status_make(RX_ERR_INVALID, "rx_module_compile: no module or request");
+  rx_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.no_fuse = req->no_fuse;
+  o.no_nvrtc = req->no_nvrtc;
+  RX_RETURN_IF_ERROR(rx_compile_options_set_targets(&o, req->targets));
+  rx_diag local;
+  rx_diag_init(&local);
+  rx_compile_result r;
+  bool ok = rx_compile(m, &o, &local, &r);
+  rx_status st = NULL;
+  if (ok) {
+    *out_bytes = r.artifact; /* heap memory: the caller frees it with rx_free */
+    *out_len = r.artifact_len;
+    r.artifact = NULL;
+    if (diag) { /* warnings only */
+      rx_strbuf_append(&diag->text, rx_diag_text(&local));
+      diag->warnings += local.warnings;
+    }
+  } else {
+    st = diag_status(&local, diag);
+  }
+  rx_compile_result_free(&r);
+  rx_diag_free(&local);
+  return st;
+}
+
+rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len) {
+  return rx_artifact_write_file(path, bytes, len);
+}

@@ -1,0 +1,140 @@
+/* The public compile entry point (include/relaxc/compiler.h): an embedder parses a module and
+ * compiles it into an artifact with the public headers alone (this file includes nothing
+ * else), then runs it with the runtime (relaxc/runtime.h) on Vulkan (lavapipe in CI) at several
+ * values of the symbolic length, checked against a reference computed here. Errors (a bad
+ * target, a module that does not type-check) come back as statuses that name the problem.
+ *
+ * usage: test_compile_api [TESTS_DIR]   (the directory is not used) */
+#include "relaxc/compiler.h"
+#include "relaxc/runtime.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* y = silu(x) * w + x over a symbolic length n: two fusable ops and a residual */
+static const char *const program = "graph_fn main(x: f32[n, 7], w: f32[7]) -> f32[n, 7]\n"
+                                   "    where n <= 4096 {\n"
+                                   "  dataflow {\n"
+                                   "    s = silu(x)\n"
+                                   "    t = multiply(s, w)\n"
+                                   "    y = add(t, x)\n"
+                                   "  }\n"
+                                   "  return y\n"
+                                   "}\n";
+
+/* Parses program and compiles it for targets; the artifact bytes or NULL (status in *out_st). */
+static unsigned char *compile(const char *text, const char *targets, rx_status *out_st,
+                              size_t *out_len, int *out_errors) {
+  rx_module *m = rx_module_new();
+  rx_diag *d = rx_diag_create();
+  unsigned char *bytes = NULL;
+  rx_status st = rx_module_parse(m, "api.rx", text, strlen(text), d);
+  if (!st) {
+    rx_compile_request req = {.targets = targets};
+    st = rx_module_compile(m, &req, d, &bytes, out_len);
+  }
+  *out_errors = rx_diag_error_count(d);
+  *out_st = st;
+  rx_diag_destroy(d);
+  rx_module_free(m);
+  return bytes;
+}
+
+/* Runs main of the artifact at length n on d and compares with the reference. */
+static void run_at(rx_rt_artifact *a, rx_rt_device *d, int64_t n) {
+  float *x = malloc(sizeof(float) * (size_t)(n * 7)), w[7],
+        *y = malloc(sizeof(float) * (size_t)(n * 7));
+  for (int64_t i = 0; i < n * 7; i++) x[i] = (float)((i * 37) % 23) / 5.0f - 2.0f;
+  for (int j = 0; j < 7; j++) w[j] = 0.25f * (float)(j + 1);
+  int64_t xs[2] = {n, 7}, ws[1] = {7};
+  rx_rt_tensor *in[2] = {NULL, NULL};
+  rx_rt_value *out = NULL;
+  rx_status st = rx_rt_tensor_from_host(d, RX_DTYPE_F32, 2, xs, x, &in[0]);
+  if (!st) st = rx_rt_tensor_from_host(d, RX_DTYPE_F32, 1, ws, w, &in[1]);
+  if (!st) st = rx_rt_vm_call(a, "main", in, 2, &out);
+  if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(out), y, sizeof(float) * (size_t)(n * 7));
+  CHECK(!st, "n=%lld: %s", (long long)n, rx_status_message(st));
+  double worst = 0;
+  for (int64_t i = 0; !st && i < n * 7; i++) {
+    double v = x[i], want = v / (1.0 + exp(-v)) * w[i % 7] + v;
+    double err = fabs(y[i] - want) / (1.0 + fabs(want));
+    if (err > worst) worst = err;
+  }
+  CHECK(!st && worst < 1e-5, "n=%lld: worst relative error %g (tolerance 1e-5)", (long long)n,
+        worst);
+  rx_status_free(st);
+  rx_rt_value_release(out);
+  rx_rt_tensor_release(in[0]);
+  rx_rt_tensor_release(in[1]);
+  free(x);
+  free(y);
+}
+
+int main(void) {
+  rx_status st;
+  size_t len = 0;
+  int errors = 0;
+
+  /* errors: a bad target, a module that does not type-check */
+  unsigned char *bad = compile(program, "vulkan,nosuchgpu", &st, &len, &errors);
+  CHECK(!bad && st && strstr(rx_status_message(st), "nosuchgpu"), "bad target: %s",
+        rx_status_message(st));
+  rx_status_free(st);
+  bad = compile("graph_fn main(x: f32[n]) -> f32[n] {\n  y = matmul(x, x)\n  return y\n}\n",
+                "vulkan", &st, &len, &errors);
+  CHECK(!bad && st && errors > 0 && strstr(rx_status_message(st), "does not match"),
+        "a type error is an error status naming it (errors %d): %s", errors, rx_status_message(st));
+  rx_status_free(st);
+
+  /* the artifact, for every target at once */
+  unsigned char *bytes = compile(program, "vulkan,cuda,metal", &st, &len, &errors);
+  CHECK(bytes && !st && len > 0, "compile: %s", rx_status_message(st));
+  rx_status_free(st);
+  rx_rt_artifact *a = NULL;
+  st = bytes ? rx_rt_artifact_load_memory(NULL, bytes, len, "api.rxm", &a) : NULL;
+  CHECK(a && !st, "load: %s", rx_status_message(st));
+  rx_status_free(st);
+  if (a) {
+    CHECK(rx_rt_artifact_function_count(a) == 1, "one function");
+    const char *t = rx_rt_artifact_targets(a);
+    CHECK(t && strstr(t, "vulkan") && strstr(t, "cuda") && strstr(t, "metal"), "targets: %s", t);
+    rx_rt_artifact_release(a);
+    a = NULL;
+  }
+
+  /* and it runs, on Vulkan where a device is present */
+  rx_rt_device *dev = NULL;
+  st = rx_rt_device_open("vulkan", NULL, &dev);
+  if (st) {
+    printf("note: no Vulkan device (%s): the artifact was checked, not run\n",
+           rx_status_message(st));
+    rx_status_free(st);
+  } else {
+    st = rx_rt_artifact_load_memory(dev, bytes, len, "api.rxm", &a);
+    CHECK(a && !st, "load on vulkan: %s", rx_status_message(st));
+    rx_status_free(st);
+    const int64_t sizes[] = {1, 2, 7, 33, 257, 4096}; /* 1, primes, non-multiples, the bound */
+    for (size_t i = 0; a && i < sizeof sizes / sizeof *sizes; i++) run_at(a, dev, sizes[i]);
+    rx_rt_artifact_release(a);
+    rx_rt_device_release(dev);
+  }
+  rx_free(bytes);
+  printf("test_compile_api: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
