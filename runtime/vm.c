@@ -251,6 +251,9 @@ typedef struct frame {
   int64_t *values;
   rx_rt_value **args; /* the call's arguments (CHECK_TENSOR reads its parameter here) */
   uint32_t pc;        /* the current instruction (for messages) */
+  uint32_t next;      /* the instruction after it (a jump changes it) */
+  rx_rt_value *ret;   /* set by ret, with done */
+  bool done;
 } frame;
 
 static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) RX_PRINTF(3, 4);
@@ -710,254 +713,287 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
   return NULL;
 }
 
-static rx_status step(frame *fr, uint32_t *pc, rx_rt_value **out_ret, bool *done) {
+/* ---- the instructions: one function each, p the offset of its first operand (the layout of
+ * RXVM_OPS, validated by the loader). fr->next is the next instruction (rxvm_walk's); jumps
+ * change it, ret sets fr->ret and fr->done. ---- */
+
+/* Sets register dst to x (retained). */
+static rx_status set_to(frame *fr, rx_rt_value *x, uint32_t dst) {
+  rx_rt_value_retain(x);
+  set_reg(fr, dst, x);
+  return NULL;
+}
+
+static rx_status op_CHECK_TENSOR(frame *fr, uint32_t p) {
   const uint32_t *w = fr->f->code;
   rx_rt_artifact *a = fr->a;
-  uint32_t p = *pc;
-  fr->pc = p;
-  uint32_t op = w[p++];
-  rx_rt_value *v = NULL;
-  switch (op) {
-  case RXVM_OP_CHECK_TENSOR: {
-    uint32_t r = w[p], param = w[p + 1];
-    rx_rt_value *x = fr->args[param];
-    char what[256];
-    snprintf(what, sizeof what, "parameter '%s'", a->strings[w[p + 2]]);
-    if (!x || x->kind != RX_RT_VALUE_TENSOR)
-      return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
-                  kind_name(x));
-    RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, false,
-                             what, a->strings[w[p + 3]]));
-    if (r != param) {
-      rx_rt_value_retain(x);
-      set_reg(fr, r, x);
-    }
-    uint32_t nd = w[p + 5];
-    p += 6;
-    for (uint32_t i = 0; nd != VM_NONE && i < nd; i++) p += w[p] == RXVM_DIM_CONST ? 3 : 2;
-    break;
+  uint32_t r = w[p], param = w[p + 1];
+  rx_rt_value *x = fr->args[param];
+  char what[256];
+  snprintf(what, sizeof what, "parameter '%s'", a->strings[w[p + 2]]);
+  if (!x || x->kind != RX_RT_VALUE_TENSOR)
+    return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
+                kind_name(x));
+  RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, false,
+                           what, a->strings[w[p + 3]]));
+  return r != param ? set_to(fr, x, r) : NULL;
+}
+
+static rx_status op_MATCH_CAST(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_artifact *a = fr->a;
+  uint32_t dst = w[p], src = w[p + 1];
+  const char *expected = a->strings[w[p + 2]];
+  rx_rt_value *x = fr->regs[src];
+  char what[256], reg[160];
+  vm_reg_name(reg, sizeof reg, a, fr->f, src);
+  snprintf(what, sizeof what, "match_cast of %s", reg);
+  bool want_shape = !strncmp(expected, "Shape", 5); /* a Shape struct info's text */
+  if (x && x->kind == RX_RT_VALUE_TENSOR && !want_shape) {
+    RX_RETURN_IF_ERROR(match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, false,
+                             what, expected));
+  } else if (x && x->kind == RX_RT_VALUE_SHAPE) {
+    if (w[p + 3] != RX_DTYPE_UNKNOWN)
+      return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got a shape", what, expected);
+    RX_RETURN_IF_ERROR(
+        match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, true, what, expected));
+  } else {
+    return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, kind_name(x));
   }
-  case RXVM_OP_MATCH_CAST: {
-    uint32_t dst = w[p], src = w[p + 1];
-    const char *expected = a->strings[w[p + 2]];
-    rx_rt_value *x = fr->regs[src];
-    char what[256], reg[160];
-    vm_reg_name(reg, sizeof reg, a, fr->f, src);
-    snprintf(what, sizeof what, "match_cast of %s", reg);
-    bool want_shape = !strncmp(expected, "Shape", 5); /* a Shape struct info's text */
-    if (x && x->kind == RX_RT_VALUE_TENSOR && !want_shape) {
-      RX_RETURN_IF_ERROR(match(fr, p + 3, x->tensor->dtype, x->tensor->ndim, x->tensor->shape,
-                               false, what, expected));
-    } else if (x && x->kind == RX_RT_VALUE_SHAPE) {
-      uint32_t want = w[p + 3];
-      if (want != RX_DTYPE_UNKNOWN)
-        return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got a shape", what, expected);
-      RX_RETURN_IF_ERROR(
-          match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, true, what, expected));
-    } else {
-      return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, kind_name(x));
+  return set_to(fr, x, dst);
+}
+
+static rx_status op_ASSERT(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  const char *e = fr->a->strings[w[p]], *msg = fr->a->strings[w[p + 1]];
+  int64_t x;
+  RX_RETURN_IF_ERROR(eval(fr, "a fact", w[p], &x));
+  if (x) return NULL;
+  char vars[512];
+  describe_vars(fr, e, vars, sizeof vars);
+  bool extra = msg[0] && !strstr(msg, e); /* a message that only restates it: left out */
+  return ferr(fr, RX_ERR_INVALID, "violated fact '%s'%s%s%s%s%s", e, vars[0] ? " with " : "", vars,
+              extra ? " (" : "", extra ? msg : "", extra ? ")" : "");
+}
+
+static rx_status op_DEFINE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  int64_t x;
+  RX_RETURN_IF_ERROR(eval(fr, "define", w[p + 1], &x));
+  return sym_set(fr, fr->a->strings[w[p]], x);
+}
+
+static rx_status op_ALLOC_STORAGE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_artifact *a = fr->a;
+  uint32_t fi = (uint32_t)(fr->f - a->fns);
+  vm_storage *s = NULL;
+  for (size_t i = 0; i < a->nstorages && !s; i++)
+    if (a->storages[i].fn == fi && a->storages[i].pc == fr->pc) s = &a->storages[i];
+  RX_ASSERT(s); /* the loader made one per ALLOC_STORAGE */
+  int64_t bytes;
+  char sname[200];
+  storage_name(sname, sizeof sname, fr, w[p], fr->pc);
+  RX_RETURN_IF_ERROR(eval(fr, "alloc_storage", w[p + 1], &bytes));
+  if (bytes < 0)
+    return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname, a->strings[w[p + 1]],
+                (long long)bytes);
+  if (s->bytes < 0) s->bytes = bytes;
+  if (bytes > s->bytes) {
+    char vars[512];
+    describe_vars(fr, a->strings[w[p + 1]], vars, sizeof vars);
+    return ferr(fr, RX_ERR_INVALID,
+                "%s needs %s = %lld bytes%s%s, but "
+                "it was sized at %lld bytes by the first call (storages are sized once, at the "
+                "function's upper bounds)",
+                sname, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
+                (long long)s->bytes);
+  }
+  rx_rt_value *v = vm_value_new(&a->alloc, RX_RT_VALUE_STORAGE);
+  if (!v) return rt_oom("a value", 64);
+  v->storage = s;
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_ALLOC_TENSOR(frame *fr, uint32_t p) {
+  rx_rt_value *v = NULL;
+  RX_RETURN_IF_ERROR(alloc_tensor(fr, fr->f->code, p, &v));
+  set_reg(fr, fr->f->code[p], v);
+  return NULL;
+}
+
+static rx_status op_CALL_KERNELS(frame *fr, uint32_t p) { return call_kernels(fr, fr->f->code, p); }
+
+static rx_status op_CALL_EXTERN(frame *fr, uint32_t p) {
+  return ferr(fr, RX_ERR_UNSUPPORTED, "extern '%s' is not available in this runtime",
+              fr->a->strings[fr->f->code[p]]);
+}
+
+static rx_status op_CALL_FN(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_artifact *a = fr->a;
+  uint32_t dst = w[p], fi = w[p + 1], n = w[p + 2];
+  rx_rt_value *stack_args[16], **args = stack_args, *v = NULL;
+  if (n > 16 && !(args = rt_alloc(&a->alloc, n * sizeof *args)))
+    return rt_oom("call arguments", n * sizeof *args);
+  rx_status s = NULL;
+  for (uint32_t i = 0; i < n && !s; i++) {
+    args[i] = fr->regs[w[p + 3 + i]];
+    if (!args[i]) s = bad_reg(fr, w[p + 3 + i], "a value");
+  }
+  if (!s) {
+    a->depth++;
+    s = exec(a, fi, args, &v);
+    a->depth--;
+  }
+  if (args != stack_args) rt_free(&a->alloc, args);
+  if (s) return s;
+  if (dst == VM_NONE)
+    rx_rt_value_release(v);
+  else
+    set_reg(fr, dst, v);
+  return NULL;
+}
+
+static rx_status op_PRIM(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  int64_t x;
+  RX_RETURN_IF_ERROR(eval(fr, "prim", w[p + 2], &x));
+  rx_rt_value *v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_PRIM);
+  if (!v) return rt_oom("a value", 64);
+  v->dtype = (rx_dtype)w[p + 1];
+  v->prim = x;
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_SHAPE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  uint32_t n = w[p + 1];
+  rx_rt_value *v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_SHAPE);
+  if (!v || !(v->dims = rt_alloc(&fr->a->alloc, (n + 1) * sizeof *v->dims))) {
+    rx_rt_value_release(v);
+    return rt_oom("a shape", 64);
+  }
+  v->count = n;
+  for (uint32_t i = 0; i < n; i++) {
+    rx_status s = eval(fr, "shape", w[p + 2 + i], &v->dims[i]);
+    if (s) {
+      rx_rt_value_release(v);
+      return s;
+    }
+  }
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_TUPLE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  uint32_t n = w[p + 1];
+  rx_rt_value *v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_TUPLE);
+  if (!v || !(v->items = rt_alloc(&fr->a->alloc, (n + 1) * sizeof *v->items))) {
+    rx_rt_value_release(v);
+    return rt_oom("a tuple", 64);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    rx_rt_value *x = fr->regs[w[p + 2 + i]];
+    if (!x) {
+      rx_rt_value_release(v);
+      return bad_reg(fr, w[p + 2 + i], "a value");
     }
     rx_rt_value_retain(x);
-    set_reg(fr, dst, x);
-    uint32_t nd = w[p + 4];
-    p += 5;
-    for (uint32_t i = 0; nd != VM_NONE && i < nd; i++) p += w[p] == RXVM_DIM_CONST ? 3 : 2;
-    break;
+    v->items[v->count++] = x;
   }
-  case RXVM_OP_ASSERT: {
-    const char *e = a->strings[w[p]], *msg = a->strings[w[p + 1]];
-    int64_t x;
-    RX_RETURN_IF_ERROR(eval(fr, "a fact", w[p], &x));
-    if (!x) {
-      char vars[512];
-      describe_vars(fr, e, vars, sizeof vars);
-      bool extra = msg[0] && !strstr(msg, e); /* a message that only restates it: left out */
-      return ferr(fr, RX_ERR_INVALID, "violated fact '%s'%s%s%s%s%s", e, vars[0] ? " with " : "",
-                  vars, extra ? " (" : "", extra ? msg : "", extra ? ")" : "");
-    }
-    p += 2;
-    break;
-  }
-  case RXVM_OP_DEFINE: {
-    int64_t x;
-    RX_RETURN_IF_ERROR(eval(fr, "define", w[p + 1], &x));
-    RX_RETURN_IF_ERROR(sym_set(fr, a->strings[w[p]], x));
-    p += 2;
-    break;
-  }
-  case RXVM_OP_ALLOC_STORAGE: {
-    uint32_t fi = (uint32_t)(fr->f - a->fns);
-    vm_storage *s = NULL;
-    for (size_t i = 0; i < a->nstorages && !s; i++)
-      if (a->storages[i].fn == fi && a->storages[i].pc == fr->pc) s = &a->storages[i];
-    RX_ASSERT(s); /* the loader made one per ALLOC_STORAGE */
-    int64_t bytes;
-    char sname[200];
-    storage_name(sname, sizeof sname, fr, w[p], fr->pc);
-    RX_RETURN_IF_ERROR(eval(fr, "alloc_storage", w[p + 1], &bytes));
-    if (bytes < 0)
-      return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname, a->strings[w[p + 1]],
-                  (long long)bytes);
-    if (s->bytes < 0) s->bytes = bytes;
-    if (bytes > s->bytes) {
-      char vars[512];
-      describe_vars(fr, a->strings[w[p + 1]], vars, sizeof vars);
-      return ferr(fr, RX_ERR_INVALID,
-                  "%s needs %s = %lld bytes%s%s, but "
-                  "it was sized at %lld bytes by the first call (storages are sized once, at the "
-                  "function's upper bounds)",
-                  sname, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
-                  (long long)s->bytes);
-    }
-    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_STORAGE))) return rt_oom("a value", 64);
-    v->storage = s;
-    set_reg(fr, w[p], v);
-    p += 2;
-    break;
-  }
-  case RXVM_OP_ALLOC_TENSOR:
-    RX_RETURN_IF_ERROR(alloc_tensor(fr, w, p, &v));
-    set_reg(fr, w[p], v);
-    p += 5 + w[p + 4];
-    break;
-  case RXVM_OP_CALL_KERNELS:
-    RX_RETURN_IF_ERROR(call_kernels(fr, w, p));
-    p += 3 + w[p + 1] + 2 * w[p + 2 + w[p + 1]];
-    break;
-  case RXVM_OP_CALL_EXTERN:
-    return ferr(fr, RX_ERR_UNSUPPORTED, "extern '%s' is not available in this runtime",
-                a->strings[w[p]]);
-  case RXVM_OP_CALL_FN: {
-    uint32_t dst = w[p], fi = w[p + 1], n = w[p + 2];
-    rx_rt_value *stack_args[16], **args = stack_args;
-    if (n > 16 && !(args = rt_alloc(&a->alloc, n * sizeof *args)))
-      return rt_oom("call arguments", n * sizeof *args);
-    rx_status s = NULL;
-    for (uint32_t i = 0; i < n && !s; i++) {
-      args[i] = fr->regs[w[p + 3 + i]];
-      if (!args[i]) s = bad_reg(fr, w[p + 3 + i], "a value");
-    }
-    if (!s) {
-      a->depth++;
-      s = exec(a, fi, args, &v);
-      a->depth--;
-    }
-    if (args != stack_args) rt_free(&a->alloc, args);
-    if (s) return s;
-    if (dst == VM_NONE)
-      rx_rt_value_release(v);
-    else
-      set_reg(fr, dst, v);
-    p += 3 + n;
-    break;
-  }
-  case RXVM_OP_PRIM: {
-    int64_t x;
-    RX_RETURN_IF_ERROR(eval(fr, "prim", w[p + 2], &x));
-    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_PRIM))) return rt_oom("a value", 64);
-    v->dtype = (rx_dtype)w[p + 1];
-    v->prim = x;
-    set_reg(fr, w[p], v);
-    p += 3;
-    break;
-  }
-  case RXVM_OP_SHAPE: {
-    uint32_t n = w[p + 1];
-    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_SHAPE)) ||
-        !(v->dims = rt_alloc(&a->alloc, (n + 1) * sizeof *v->dims))) {
-      rx_rt_value_release(v);
-      return rt_oom("a shape", 64);
-    }
-    v->count = n;
-    for (uint32_t i = 0; i < n; i++) {
-      rx_status s = eval(fr, "shape", w[p + 2 + i], &v->dims[i]);
-      if (s) {
-        rx_rt_value_release(v);
-        return s;
-      }
-    }
-    set_reg(fr, w[p], v);
-    p += 2 + n;
-    break;
-  }
-  case RXVM_OP_TUPLE: {
-    uint32_t n = w[p + 1];
-    if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_TUPLE)) ||
-        !(v->items = rt_alloc(&a->alloc, (n + 1) * sizeof *v->items))) {
-      rx_rt_value_release(v);
-      return rt_oom("a tuple", 64);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-      rx_rt_value *x = fr->regs[w[p + 2 + i]];
-      if (!x) {
-        rx_rt_value_release(v);
-        return bad_reg(fr, w[p + 2 + i], "a value");
-      }
-      rx_rt_value_retain(x);
-      v->items[v->count++] = x;
-    }
-    set_reg(fr, w[p], v);
-    p += 2 + n;
-    break;
-  }
-  case RXVM_OP_GET_ITEM: {
-    rx_rt_value *t = fr->regs[w[p + 1]];
-    if (!t || t->kind != RX_RT_VALUE_TUPLE) return bad_reg(fr, w[p + 1], "a tuple");
-    if (w[p + 2] >= t->count)
-      return ferr(fr, RX_ERR_INVALID, "word %u (get_item): index %u of a tuple of %zu", fr->pc,
-                  w[p + 2], t->count);
-    v = t->items[w[p + 2]];
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_GET_ITEM(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_value *t = fr->regs[w[p + 1]];
+  if (!t || t->kind != RX_RT_VALUE_TUPLE) return bad_reg(fr, w[p + 1], "a tuple");
+  if (w[p + 2] >= t->count)
+    return ferr(fr, RX_ERR_INVALID, "word %u (get_item): index %u of a tuple of %zu", fr->pc,
+                w[p + 2], t->count);
+  rx_rt_value *v = t->items[w[p + 2]];
+  rx_rt_value_retain(v);
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_MOVE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_value *v = fr->regs[w[p + 1]];
+  if (!v) return bad_reg(fr, w[p + 1], "a value");
+  rx_rt_value_retain(v);
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_JUMP(frame *fr, uint32_t p) {
+  fr->next = fr->f->code[p];
+  return NULL;
+}
+
+static rx_status op_JUMP_IF_NOT(frame *fr, uint32_t p) {
+  bool c;
+  RX_RETURN_IF_ERROR(truth(fr, fr->f->code[p], &c));
+  if (!c) fr->next = fr->f->code[p + 1];
+  return NULL;
+}
+
+static rx_status op_FREE(frame *fr, uint32_t p) {
+  if (fr->f->code[p] != VM_NONE) set_reg(fr, fr->f->code[p], NULL);
+  return NULL;
+}
+
+static rx_status op_RET(frame *fr, uint32_t p) {
+  uint32_t r = fr->f->code[p];
+  rx_rt_value *v;
+  if (r == VM_NONE) {
+    if (!(v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_TUPLE))) return rt_oom("a value", 64);
+  } else {
+    v = fr->regs[r];
+    if (!v) return bad_reg(fr, r, "a value");
     rx_rt_value_retain(v);
-    set_reg(fr, w[p], v);
-    p += 3;
-    break;
   }
-  case RXVM_OP_MOVE:
-    v = fr->regs[w[p + 1]];
-    if (!v) return bad_reg(fr, w[p + 1], "a value");
-    rx_rt_value_retain(v);
-    set_reg(fr, w[p], v);
-    p += 2;
-    break;
-  case RXVM_OP_JUMP:
-    p = w[p];
-    break;
-  case RXVM_OP_JUMP_IF_NOT: {
-    bool c;
-    RX_RETURN_IF_ERROR(truth(fr, w[p], &c));
-    p = c ? p + 2 : w[p + 1];
-    break;
-  }
-  case RXVM_OP_FREE:
-    if (w[p] != VM_NONE) set_reg(fr, w[p], NULL);
-    p += 1;
-    break;
-  case RXVM_OP_RET:
-    if (w[p] == VM_NONE) {
-      if (!(v = vm_value_new(&a->alloc, RX_RT_VALUE_TUPLE))) return rt_oom("a value", 64);
-    } else {
-      v = fr->regs[w[p]];
-      if (!v) return bad_reg(fr, w[p], "a value");
-      rx_rt_value_retain(v);
-    }
-    *out_ret = v;
-    *done = true;
-    p += 1;
-    break;
-  case RXVM_OP_TENSOR_TO_SHAPE:
-    RX_RETURN_IF_ERROR(tensor_to_shape(fr, w[p + 1], a->strings[w[p + 2]], &v));
-    set_reg(fr, w[p], v);
-    p += 3;
-    break;
-  case RXVM_OP_RESHAPE:
-    RX_RETURN_IF_ERROR(reshape(fr, w[p + 1], w[p + 2], a->strings[w[p + 3]], &v));
-    set_reg(fr, w[p], v);
-    p += 4;
-    break;
-  default:
-    RX_ASSERT(!"opcode validated by the loader");
-  }
-  *pc = p;
+  fr->ret = v;
+  fr->done = true;
+  return NULL;
+}
+
+static rx_status op_TENSOR_TO_SHAPE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_value *v = NULL;
+  RX_RETURN_IF_ERROR(tensor_to_shape(fr, w[p + 1], fr->a->strings[w[p + 2]], &v));
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+static rx_status op_RESHAPE(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_value *v = NULL;
+  RX_RETURN_IF_ERROR(reshape(fr, w[p + 1], w[p + 2], fr->a->strings[w[p + 3]], &v));
+  set_reg(fr, w[p], v);
+  return NULL;
+}
+
+/* The interpreter's table, built from RXVM_OPS: a missing handler is a compile error. */
+static rx_status (*const ops[])(frame *, uint32_t) = {
+#define RXVM_OP_FN_(e, n, l, k) [RXVM_OP_##e] = op_##e,
+    RXVM_OPS(RXVM_OP_FN_)
+#undef RXVM_OP_FN_
+};
+
+/* Runs the instruction at *pc and moves *pc to the next one (the walker's, or a jump's). */
+static rx_status step(frame *fr, uint32_t *pc) {
+  fr->pc = *pc;
+  uint32_t op = fr->f->code[*pc];
+  fr->next = rxvm_walk(fr->f->code, fr->f->len, *pc, NULL, NULL, NULL, 0);
+  RX_ASSERT(op < RXVM_OP_COUNT && fr->next); /* validated by the loader */
+  RX_RETURN_IF_ERROR(ops[op](fr, *pc + 1));
+  *pc = fr->next;
   return NULL;
 }
 
@@ -967,7 +1003,7 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
   if (a->depth > VM_MAX_DEPTH)
     return rx_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
                           VM_MAX_DEPTH);
-  frame fr = {a, f, NULL, 0, 0, NULL, NULL, args, 0};
+  frame fr = {.a = a, .f = f, .args = args};
   fr.regs = rt_alloc(&a->alloc, (f->nregs + 1) * sizeof *fr.regs);
   if (!fr.regs) return rt_oom("registers", f->nregs * sizeof *fr.regs);
   for (uint32_t i = 0; i < f->nparams; i++) {
@@ -976,9 +1012,8 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
   }
   rx_status s = NULL;
   uint32_t pc = 0;
-  bool done = false;
   unsigned long long steps = 0;
-  while (!s && !done) {
+  while (!s && !fr.done) {
     if (pc >= f->len) {
       s = rx_status_make(RX_ERR_INVALID, "%s: reached the end of its code without ret", f->name);
       break;
@@ -990,8 +1025,9 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
                          f->name, VM_MAX_STEPS);
       break;
     }
-    s = step(&fr, &pc, out, &done);
+    s = step(&fr, &pc);
   }
+  *out = fr.ret;
   for (uint32_t i = 0; i < f->nregs; i++) rx_rt_value_release(fr.regs[i]);
   rt_free(&a->alloc, fr.regs);
   rt_free(&a->alloc, fr.names);
