@@ -2,7 +2,8 @@
  * and prints the module, normalized, in the text format (to OUT.rx with -o). The model's weights
  * become parameters of `main` after its inputs (artifacts do not hold weights yet); --weights
  * writes each as DIR/<parameter name>.npy (DIR created if missing), for `relaxc run --weights`.
- * External data files are read relative to the model's directory.
+ * External data files are read relative to the model's directory. --list-ops prints the
+ * supported operators (the importer's table) as the Markdown table README.md holds.
  * Exit: 0 success, 1 an unreadable, malformed or unsupported model, 2 usage. */
 #include "commands.h"
 
@@ -19,6 +20,7 @@
 
 int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   const char *in = NULL, *out = NULL, *wdir = NULL;
+  bool list = false;
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     if (!it.flag) {
@@ -28,16 +30,29 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
       out = it.value;
     } else if (!strcmp(it.flag, "--weights")) {
       wdir = it.value;
+    } else if (!strcmp(it.flag, "--list-ops")) {
+      list = true;
     } else {
       return rx_cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
+#ifdef RX_HAVE_ONNX
+  if (list) {
+    rx_strbuf b = {0};
+    rx_strbuf_append(&b, "| ONNX operator | opsets | notes |\n| --- | --- | --- |\n");
+    rx_onnx_supported_ops(&b);
+    fputs(b.data, stdout);
+    rx_strbuf_free(&b);
+    return 0;
+  }
+#endif
   if (!in)
     return rx_cli_usage_error(cmd, "%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
 #ifndef RX_HAVE_ONNX
   (void)out;
   (void)wdir;
+  (void)list;
   fputs("relaxc: ONNX support was not built: install protobuf-c-compiler libprotobuf-c-dev "
         "libonnx-dev and rebuild\n",
         stderr);

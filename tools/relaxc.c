@@ -86,6 +86,8 @@ static const rx_cli_flag import_flags[] = {
      "write the model's weights as DIR/<parameter>.npy (DIR created if "
      "missing)",
      NULL},
+    {"--list-ops", NULL, NULL,
+     "print the supported ONNX operators with their opsets (README's table) and exit", NULL},
     {0}};
 
 const rx_cli_command rx_cli_commands[] = {

@@ -48,46 +48,6 @@ typedef struct imp {
   int fresh; /* next fresh dim name d<N> */
 } imp;
 
-/* ---- the supported operators, listed once ---- */
-// clang-format off
-static const char *const supported_ops[] = {
-    "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
-    "GreaterOrEqual", "And", "Or", "Max", "Min", "Where", "MatMul", "Gemm", "Relu", "Sigmoid",
-    "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Sin", "Cos", "Floor", "Ceil", "Not",
-    "Reciprocal", "Softmax", "LogSoftmax", "Reshape", "Transpose", "Unsqueeze", "Squeeze",
-    "Concat", "Gather", "Shape", "Constant", "Identity", "Dropout", "Cast", "ReduceMean",
-    "ReduceSum", "ReduceMax", "ReduceMin", "LayerNormalization", "Gelu", "Expand",
-    "ConstantOfShape", "Range", "LeakyRelu", "Clip", "Trilu", "Flatten", "Split", "Slice",
-    "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-    "BatchNormalization"};
-// clang-format on
-
-static bool is_supported(const char *op) {
-  for (size_t i = 0; i < RX_ARRAY_LEN(supported_ops); i++)
-    if (!strcmp(op, supported_ops[i])) return true;
-  return false;
-}
-
-/* ONNX elementwise ops and their relaxc ops */
-static const char *const unary_ops[][2] = {
-    {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
-    {"Sqrt", "sqrt"}, {"Neg", "neg"},         {"Abs", "abs"},   {"Erf", "erf"}, {"Sin", "sin"},
-    {"Cos", "cos"},   {"Floor", "floor"},     {"Ceil", "ceil"}, {"Not", "not"}};
-// clang-format off
-static const char *const binary_ops[][2] = {
-    {"Add", "add"},         {"Sub", "subtract"},  {"Mul", "multiply"},
-    {"Div", "divide"},      {"Pow", "power"},     {"Equal", "equal"},
-    {"Less", "less"},       {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
-    {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
-    {"Max", "maximum"},     {"Min", "minimum"}};
-// clang-format on
-
-static const char *lookup(const char *const (*t)[2], size_t n, const char *op) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(t[i][0], op)) return t[i][1];
-  return NULL;
-}
-
 /* ---- helpers ---- */
 
 static rx_status node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...) RX_PRINTF(3, 4);
@@ -525,7 +485,7 @@ static rx_status window_pads(imp *I, const Onnx__NodeProto *n, const int64_t *ex
   return NULL;
 }
 
-static rx_status do_clip(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_clip(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *x, *a[2];
   rx_var *r;
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
@@ -577,7 +537,7 @@ static rx_status do_clip(imp *I, const Onnx__NodeProto *n) {
 
 /* Trilu: where(keep, x, 0) with keep[i, j] = j - i >= k (upper) or j - i <= k (lower) over the
  * last two dims, built from two aranges. */
-static rx_status do_trilu(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   const rx_sinfo *si = tsinfo(x);
   if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < 2)
@@ -626,7 +586,7 @@ static const rx_expr *slice_bound(imp *I, const rx_expr *v, const rx_expr *d) {
   return v;
 }
 
-static rx_status do_split(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   const rx_sinfo *si = tsinfo(x);
   if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
@@ -673,7 +633,7 @@ static rx_status do_split(imp *I, const Onnx__NodeProto *n) {
   return NULL;
 }
 
-static rx_status do_slice(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_slice(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   if (!x) return node_err(I, n, "input is not defined");
   const rx_expr *st[SYM_MAX], *en[SYM_MAX], *ax[SYM_MAX], *sp[SYM_MAX];
@@ -727,7 +687,7 @@ static rx_status do_slice(imp *I, const Onnx__NodeProto *n) {
   return NULL;
 }
 
-static rx_status do_conv(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *w = input(n, 1) ? get(I, input(n, 1)) : NULL;
   const rx_sinfo *ws = tsinfo(w);
   if (rank_of(x) != 4)
@@ -762,7 +722,7 @@ static rx_status do_conv(imp *I, const Onnx__NodeProto *n) {
   return NULL;
 }
 
-static rx_status do_pool(imp *I, const Onnx__NodeProto *n) {
+static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
   bool mx = n->op_type[0] == 'M';
   if (rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL) != 4)
     return node_err(I, n, "only 2-D pooling (an input of rank 4, NCHW) is supported");
@@ -790,283 +750,405 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n) {
   return NULL;
 }
 
-static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
-  const char *op = n->op_type, *mapped;
-  rx_node *a[5] = {0};
-  const rx_attr *at[4];
-  rx_var *r = NULL;
-  if (n->n_output < 1) return node_err(I, n, "node has no outputs");
-  if (!op || !op[0]) return node_err(I, n, "node has no op_type");
+/* Constant: a weight, a folded constant, or a symbolic value (value_int, value_ints, value_float)
+ */
+static rx_status do_constant(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const Onnx__TensorProto *t = onnx_const_tensor(n);
+  if (t) {
+    if (onnx_is_weight(t, true)) return NULL; /* a parameter already */
+    return def_constant(I, n, n->output[0], t);
+  }
+  const Onnx__AttributeProto *x;
+  val *v = def(I, n->output[0]);
+  if ((x = onnx_attr(n, "value_float"))) {
+    v->kind = V_FCONST;
+    v->f = x->f;
+  } else if ((x = onnx_attr(n, "value_int"))) {
+    v->kind = V_SYM;
+    v->slen = 1;
+    v->s[0] = rx_sym_const(I->m, x->i);
+  } else if ((x = onnx_attr(n, "value_ints")) && x->n_ints <= SYM_MAX) {
+    v->kind = V_SYM;
+    v->sndim = 1;
+    v->slen = (int)x->n_ints;
+    for (size_t k = 0; k < x->n_ints; k++) v->s[k] = rx_sym_const(I->m, x->ints[k]);
+  } else {
+    I->nvals--;
+    return node_err(I, n, "unsupported Constant attribute");
+  }
+  return NULL;
+}
 
-  if (!strcmp(op, "Constant")) {
-    const Onnx__TensorProto *t = onnx_const_tensor(n);
-    if (t) {
-      if (onnx_is_weight(t, true)) return NULL; /* a parameter already */
-      return def_constant(I, n, n->output[0], t);
-    }
-    const Onnx__AttributeProto *x;
-    val *v = def(I, n->output[0]);
-    if ((x = onnx_attr(n, "value_float"))) {
-      v->kind = V_FCONST;
-      v->f = x->f;
-    } else if ((x = onnx_attr(n, "value_int"))) {
-      v->kind = V_SYM;
-      v->slen = 1;
-      v->s[0] = rx_sym_const(I->m, x->i);
-    } else if ((x = onnx_attr(n, "value_ints")) && x->n_ints <= SYM_MAX) {
-      v->kind = V_SYM;
-      v->sndim = 1;
-      v->slen = (int)x->n_ints;
-      for (size_t k = 0; k < x->n_ints; k++) v->s[k] = rx_sym_const(I->m, x->ints[k]);
-    } else {
-      I->nvals--;
-      return node_err(I, n, "unsupported Constant attribute");
-    }
-    return NULL;
-  }
-  if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
-    val *src = input(n, 0) ? get(I, input(n, 0)) : NULL;
-    if (!src) return node_err(I, n, "input is not defined");
-    def_alias(I, n, src);
-    return NULL;
-  }
-  if ((mapped = lookup(unary_ops, RX_ARRAY_LEN(unary_ops), op))) {
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    RX_RETURN_IF_ERROR(emit(I, n, mapped, a, 1, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Reciprocal")) {
-    a[0] = rx_arg_float(I->b, 1.0);
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[1]));
-    RX_RETURN_IF_ERROR(emit(I, n, "divide", a, 2, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if ((mapped = lookup(binary_ops, RX_ARRAY_LEN(binary_ops), op))) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL,
-        *y = input(n, 1) ? get(I, input(n, 1)) : NULL;
-    if (!x || !y) return node_err(I, n, "an input is not defined");
-    if (x->kind == V_SYM && y->kind == V_SYM && sym_binary(I, op, x->s[0], y->s[0])) {
-      /* shape arithmetic, with broadcasting of one-element values */
-      int len = x->slen > y->slen ? x->slen : y->slen;
-      if ((x->slen != len && x->slen != 1) || (y->slen != len && y->slen != 1))
-        return node_err(I, n, "shape values of lengths %d and %d do not broadcast", x->slen,
-                        y->slen);
-      val out = {.name = n->output[0],
-                 .kind = V_SYM,
-                 .sndim = x->sndim > y->sndim ? x->sndim : y->sndim,
-                 .slen = len};
-      for (int k = 0; k < len; k++)
-        out.s[k] = sym_binary(I, op, x->s[x->slen == 1 ? 0 : k], y->s[y->slen == 1 ? 0 : k]);
-      *def(I, n->output[0]) = out;
-      return NULL;
-    }
-    if (x->kind == V_FCONST && y->kind == V_FCONST &&
-        (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") ||
-         !strcmp(op, "Pow"))) {
-      val *v = def(I, n->output[0]);
-      v->kind = V_FCONST;
-      v->f = fconst_binary(op, x->f, y->f);
-      return NULL;
-    }
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
-    rx_status es = rx_emit_op(I->b, mapped, a, 2, NULL, 0, NULL, &r);
-    if (es && cast_to_common(I, x, y, &a[0], &a[1])) {
-      rx_status again = rx_emit_op(I->b, mapped, a, 2, NULL, 0, NULL, &r);
-      if (!again) {
-        rx_status_free(es);
-        es = NULL;
-      } else {
-        rx_status_free(again);
-      }
-    }
-    RX_RETURN_IF_ERROR(at_node(I, n, es));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Where")) {
-    for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
-    RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "MatMul")) {
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
-    RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Gemm")) {
-    rx_node *A, *B;
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &A));
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &B));
-    if (onnx_attr_i(n, "transA", 0)) {
-      RX_RETURN_IF_ERROR(emit(I, n, "permute", &A, 1, NULL, 0, &r));
-      A = rx_arg_var(I->b, r);
-    }
-    if (onnx_attr_i(n, "transB", 0)) {
-      RX_RETURN_IF_ERROR(emit(I, n, "permute", &B, 1, NULL, 0, &r));
-      B = rx_arg_var(I->b, r);
-    }
-    a[0] = A;
-    a[1] = B;
-    RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
-    double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
-    if (alpha != 1.0) {
-      a[0] = rx_arg_var(I->b, r);
-      a[1] = rx_arg_float(I->b, alpha);
-      RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
-    }
-    if (input(n, 2) && beta != 0.0) {
-      rx_node *C;
-      RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &C));
-      if (beta != 1.0) {
-        rx_var *c;
-        a[0] = C;
-        a[1] = rx_arg_float(I->b, beta);
-        RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &c));
-        C = rx_arg_var(I->b, c);
-      }
-      a[0] = rx_arg_var(I->b, r);
-      a[1] = C;
-      RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
-    }
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
-    int64_t axis = onnx_attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
-    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
-    if (I->opset < 13 && rank >= 0 && axis != -1 && axis != rank - 1)
-      return node_err(I, n, "opset < 13 Softmax over axis %lld (flattening) is not supported",
-                      (long long)axis);
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    at[0] = rx_attr_int(I->m, "axis", axis);
-    RX_RETURN_IF_ERROR(emit(I, n, op[0] == 'S' ? "softmax" : "log_softmax", a, 1, at, 1, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Gelu")) {
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    const Onnx__AttributeProto *ap = onnx_attr(n, "approximate");
-    bool tanh_ = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
-    at[0] = rx_attr_str(I->m, "approximate", tanh_ ? "tanh" : "none");
-    RX_RETURN_IF_ERROR(emit(I, n, "gelu", a, 1, at, 1, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Shape")) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
-    const rx_sinfo *si = tsinfo(x);
-    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
-      return node_err(I, n, "the input's shape is not known (rank and dims needed)");
-    int64_t start = onnx_attr_i(n, "start", 0), end = onnx_attr_i(n, "end", si->ndim);
-    if (start < 0) start += si->ndim;
-    if (end < 0) end += si->ndim;
-    if (start < 0) start = 0;
-    if (end > si->ndim) end = si->ndim;
-    val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1, .slen = 0};
-    for (int64_t k = start; k < end; k++) out.s[out.slen++] = si->shape[k];
+/* Identity and Dropout (inference): the input under a new name */
+static rx_status do_identity(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  val *src = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (!src) return node_err(I, n, "input is not defined");
+  def_alias(I, n, src);
+  return NULL;
+}
+
+/* elementwise unary ops; rop: the relaxc op */
+static rx_status do_unary(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Reciprocal: 1 / x */
+static rx_status do_reciprocal(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  a[0] = rx_arg_float(I->b, 1.0);
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[1]));
+  RX_RETURN_IF_ERROR(emit(I, n, "divide", a, 2, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* elementwise binary ops with broadcasting (rop: the relaxc op); shape values and float constants
+ * are computed at import */
+static rx_status do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const char *op = n->op_type;
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *y = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (!x || !y) return node_err(I, n, "an input is not defined");
+  if (x->kind == V_SYM && y->kind == V_SYM && sym_binary(I, op, x->s[0], y->s[0])) {
+    /* shape arithmetic, with broadcasting of one-element values */
+    int len = x->slen > y->slen ? x->slen : y->slen;
+    if ((x->slen != len && x->slen != 1) || (y->slen != len && y->slen != 1))
+      return node_err(I, n, "shape values of lengths %d and %d do not broadcast", x->slen, y->slen);
+    val out = {.name = n->output[0],
+               .kind = V_SYM,
+               .sndim = x->sndim > y->sndim ? x->sndim : y->sndim,
+               .slen = len};
+    for (int k = 0; k < len; k++)
+      out.s[k] = sym_binary(I, op, x->s[x->slen == 1 ? 0 : k], y->s[y->slen == 1 ? 0 : k]);
     *def(I, n->output[0]) = out;
     return NULL;
   }
-  if (!strcmp(op, "Gather")) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL,
-        *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
-    if (!x || !idx) return node_err(I, n, "an input is not defined");
-    int64_t axis = onnx_attr_i(n, "axis", 0);
-    if (x->kind == V_SYM && idx->kind == V_SYM) {
-      if (x->sndim != 1 || axis != 0) return node_err(I, n, "gather from a scalar shape value");
-      val out = {.name = n->output[0], .kind = V_SYM, .sndim = idx->sndim, .slen = idx->slen};
-      for (int k = 0; k < idx->slen; k++) {
-        if (idx->s[k]->kind != RX_EXPR_CONST)
-          return node_err(I, n, "gather from a shape value at a non-constant index");
-        int64_t i = idx->s[k]->value;
-        if (i < 0) i += x->slen;
-        if (i < 0 || i >= x->slen)
-          return node_err(I, n, "index %lld out of range for a shape of length %d",
-                          (long long)idx->s[k]->value, x->slen);
-        out.s[k] = x->s[i];
-      }
-      *def(I, n->output[0]) = out;
-      return NULL;
-    }
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
-    at[0] = rx_attr_int(I->m, "axis", axis);
-    RX_RETURN_IF_ERROR(emit(I, n, "take", a, 2, at, 1, &r));
-    def_tensor(I, n, r);
+  if (x->kind == V_FCONST && y->kind == V_FCONST &&
+      (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") ||
+       !strcmp(op, "Pow"))) {
+    val *v = def(I, n->output[0]);
+    v->kind = V_FCONST;
+    v->f = fconst_binary(op, x->f, y->f);
     return NULL;
   }
-  if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
-    bool unsq = op[0] == 'U';
-    int64_t axes[SYM_MAX];
-    int na;
-    RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
-    if (!x) return node_err(I, n, "input is not defined");
-    if (x->kind == V_SYM) {
-      val out = *x;
-      out.name = n->output[0];
-      if (unsq && x->sndim == 0 && na == 1 && (axes[0] == 0 || axes[0] == -1))
-        out.sndim = 1;
-      else if (!unsq && x->sndim == 1 && x->slen == 1 && (na <= 0 || axes[0] == 0 || axes[0] == -1))
-        out.sndim = 0;
-      else
-        return node_err(I, n, "unsupported on a shape value of rank %d", x->sndim);
-      *def(I, n->output[0]) = out;
-      return NULL;
-    }
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    int rank = rank_of(x);
-    if (unsq) {
-      if (na < 0) return node_err(I, n, "axes are required");
-      for (int k = 0; k < na; k++)
-        if (axes[k] < 0 && rank >= 0) axes[k] += rank + na;
-      at[0] = rx_attr_ints(I->m, "axes", axes, na);
-      RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", a, 1, at, 1, &r));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  rx_status es = rx_emit_op(I->b, rop, a, 2, NULL, 0, NULL, &r);
+  if (es && cast_to_common(I, x, y, &a[0], &a[1])) {
+    rx_status again = rx_emit_op(I->b, rop, a, 2, NULL, 0, NULL, &r);
+    if (!again) {
+      rx_status_free(es);
+      es = NULL;
     } else {
-      if (na > 0) at[0] = rx_attr_ints(I->m, "axes", axes, na);
-      RX_RETURN_IF_ERROR(emit(I, n, "squeeze", a, 1, at, na > 0 ? 1 : 0, &r));
+      rx_status_free(again);
     }
-    def_tensor(I, n, r);
+  }
+  RX_RETURN_IF_ERROR(at_node(I, n, es));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Where(cond, x, y) */
+static rx_status do_where(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* MatMul: NumPy matmul */
+static rx_status do_matmul(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Gemm: alpha * A' B' + beta * C */
+static rx_status do_gemm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  rx_node *A, *B;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &A));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &B));
+  if (onnx_attr_i(n, "transA", 0)) {
+    RX_RETURN_IF_ERROR(emit(I, n, "permute", &A, 1, NULL, 0, &r));
+    A = rx_arg_var(I->b, r);
+  }
+  if (onnx_attr_i(n, "transB", 0)) {
+    RX_RETURN_IF_ERROR(emit(I, n, "permute", &B, 1, NULL, 0, &r));
+    B = rx_arg_var(I->b, r);
+  }
+  a[0] = A;
+  a[1] = B;
+  RX_RETURN_IF_ERROR(emit(I, n, "matmul", a, 2, NULL, 0, &r));
+  double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
+  if (alpha != 1.0) {
+    a[0] = rx_arg_var(I->b, r);
+    a[1] = rx_arg_float(I->b, alpha);
+    RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
+  }
+  if (input(n, 2) && beta != 0.0) {
+    rx_node *C;
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &C));
+    if (beta != 1.0) {
+      rx_var *c;
+      a[0] = C;
+      a[1] = rx_arg_float(I->b, beta);
+      RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &c));
+      C = rx_arg_var(I->b, c);
+    }
+    a[0] = rx_arg_var(I->b, r);
+    a[1] = C;
+    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Softmax and LogSoftmax along an axis */
+static rx_status do_softmax(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const char *op = n->op_type;
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int64_t axis = onnx_attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
+  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (I->opset < 13 && rank >= 0 && axis != -1 && axis != rank - 1)
+    return node_err(I, n, "opset < 13 Softmax over axis %lld (flattening) is not supported",
+                    (long long)axis);
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_int(I->m, "axis", axis);
+  RX_RETURN_IF_ERROR(emit(I, n, op[0] == 'S' ? "softmax" : "log_softmax", a, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Gelu (opset 20): approximate "none" or "tanh" */
+static rx_status do_gelu(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  const Onnx__AttributeProto *ap = onnx_attr(n, "approximate");
+  bool tanh_ = ap && ap->has_s && ap->s.len == 4 && !memcmp(ap->s.data, "tanh", 4);
+  at[0] = rx_attr_str(I->m, "approximate", tanh_ ? "tanh" : "none");
+  RX_RETURN_IF_ERROR(emit(I, n, "gelu", a, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Shape: the input's dims as a symbolic value (start and end attributes) */
+static rx_status do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  const rx_sinfo *si = tsinfo(x);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
+    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  int64_t start = onnx_attr_i(n, "start", 0), end = onnx_attr_i(n, "end", si->ndim);
+  if (start < 0) start += si->ndim;
+  if (end < 0) end += si->ndim;
+  if (start < 0) start = 0;
+  if (end > si->ndim) end = si->ndim;
+  val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1, .slen = 0};
+  for (int64_t k = start; k < end; k++) out.s[out.slen++] = si->shape[k];
+  *def(I, n->output[0]) = out;
+  return NULL;
+}
+
+/* Gather: of a symbolic value at import, else take */
+static rx_status do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL,
+      *idx = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (!x || !idx) return node_err(I, n, "an input is not defined");
+  int64_t axis = onnx_attr_i(n, "axis", 0);
+  if (x->kind == V_SYM && idx->kind == V_SYM) {
+    if (x->sndim != 1 || axis != 0) return node_err(I, n, "gather from a scalar shape value");
+    val out = {.name = n->output[0], .kind = V_SYM, .sndim = idx->sndim, .slen = idx->slen};
+    for (int k = 0; k < idx->slen; k++) {
+      if (idx->s[k]->kind != RX_EXPR_CONST)
+        return node_err(I, n, "gather from a shape value at a non-constant index");
+      int64_t i = idx->s[k]->value;
+      if (i < 0) i += x->slen;
+      if (i < 0 || i >= x->slen)
+        return node_err(I, n, "index %lld out of range for a shape of length %d",
+                        (long long)idx->s[k]->value, x->slen);
+      out.s[k] = x->s[i];
+    }
+    *def(I, n->output[0]) = out;
     return NULL;
   }
-  if (!strcmp(op, "Concat")) {
-    bool all_sym = n->n_input > 0;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  at[0] = rx_attr_int(I->m, "axis", axis);
+  RX_RETURN_IF_ERROR(emit(I, n, "take", a, 2, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Unsqueeze and Squeeze (axes as attribute or input) */
+static rx_status do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const char *op = n->op_type;
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  bool unsq = op[0] == 'U';
+  int64_t axes[SYM_MAX];
+  int na;
+  RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (!x) return node_err(I, n, "input is not defined");
+  if (x->kind == V_SYM) {
+    val out = *x;
+    out.name = n->output[0];
+    if (unsq && x->sndim == 0 && na == 1 && (axes[0] == 0 || axes[0] == -1))
+      out.sndim = 1;
+    else if (!unsq && x->sndim == 1 && x->slen == 1 && (na <= 0 || axes[0] == 0 || axes[0] == -1))
+      out.sndim = 0;
+    else
+      return node_err(I, n, "unsupported on a shape value of rank %d", x->sndim);
+    *def(I, n->output[0]) = out;
+    return NULL;
+  }
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  int rank = rank_of(x);
+  if (unsq) {
+    if (na < 0) return node_err(I, n, "axes are required");
+    for (int k = 0; k < na; k++)
+      if (axes[k] < 0 && rank >= 0) axes[k] += rank + na;
+    at[0] = rx_attr_ints(I->m, "axes", axes, na);
+    RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", a, 1, at, 1, &r));
+  } else {
+    if (na > 0) at[0] = rx_attr_ints(I->m, "axes", axes, na);
+    RX_RETURN_IF_ERROR(emit(I, n, "squeeze", a, 1, at, na > 0 ? 1 : 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Concat: of symbolic values at import, else concat */
+static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  bool all_sym = n->n_input > 0;
+  for (size_t k = 0; k < n->n_input; k++) {
+    val *v = input(n, k) ? get(I, input(n, k)) : NULL;
+    if (!v) return node_err(I, n, "input %zu is not defined", k);
+    if (v->kind != V_SYM) all_sym = false;
+  }
+  if (all_sym) {
+    val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
     for (size_t k = 0; k < n->n_input; k++) {
-      val *v = input(n, k) ? get(I, input(n, k)) : NULL;
-      if (!v) return node_err(I, n, "input %zu is not defined", k);
-      if (v->kind != V_SYM) all_sym = false;
+      val *v = get(I, input(n, k));
+      if (out.slen + v->slen > SYM_MAX) return node_err(I, n, "shape value too long");
+      for (int j = 0; j < v->slen; j++) out.s[out.slen++] = v->s[j];
     }
-    if (all_sym) {
-      val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
-      for (size_t k = 0; k < n->n_input; k++) {
-        val *v = get(I, input(n, k));
-        if (out.slen + v->slen > SYM_MAX) return node_err(I, n, "shape value too long");
-        for (int j = 0; j < v->slen; j++) out.s[out.slen++] = v->s[j];
-      }
-      *def(I, n->output[0]) = out;
-      return NULL;
-    }
-    rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
-    rx_status s = NULL;
-    for (size_t k = 0; k < n->n_input && !s; k++) s = arg(I, n, input(n, k), &fields[k]);
-    rx_var *tup = NULL;
-    if (!s) s = rx_emit_tuple(I->b, fields, (int)n->n_input, NULL, &tup);
-    free(fields);
-    RX_RETURN_IF_ERROR(s);
-    a[0] = rx_arg_var(I->b, tup);
-    at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
-    RX_RETURN_IF_ERROR(emit(I, n, "concat", a, 1, at, 1, &r));
-    def_tensor(I, n, r);
+    *def(I, n->output[0]) = out;
     return NULL;
   }
-  if (!strcmp(op, "Reshape") && input(n, 1) && get(I, input(n, 1)) &&
-      get(I, input(n, 1))->kind == V_TENSOR) {
+  rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
+  rx_status s = NULL;
+  for (size_t k = 0; k < n->n_input && !s; k++) s = arg(I, n, input(n, k), &fields[k]);
+  rx_var *tup = NULL;
+  if (!s) s = rx_emit_tuple(I->b, fields, (int)n->n_input, NULL, &tup);
+  free(fields);
+  RX_RETURN_IF_ERROR(s);
+  a[0] = rx_arg_var(I->b, tup);
+  at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
+  RX_RETURN_IF_ERROR(emit(I, n, "concat", a, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
+static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const char *op = n->op_type;
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  val *shp;
+  bool cos_ = op[0] == 'C';
+  RX_RETURN_IF_ERROR(sym_input(I, n, cos_ ? 0 : 1, &shp));
+  const rx_expr *dims[SYM_MAX];
+  val *x = cos_ ? NULL : get(I, input(n, 0));
+  if (!cos_ && !x) return node_err(I, n, "input is not defined");
+  const rx_sinfo *si = tsinfo(x);
+  for (int k = 0; k < shp->slen; k++) {
+    dims[k] = shp->s[k];
+    if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !onnx_attr_i(n, "allowzero", 0)) {
+      if (!si || !si->shape || k >= si->ndim)
+        return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
+      dims[k] = si->shape[k];
+    }
+  }
+  if (op[0] == 'R') {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+    a[1] = rx_arg_shape(I->b, dims, shp->slen);
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  } else if (op[0] == 'E') {
+    /* bidirectional broadcast: x + zeros(shape) */
+    if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
+    a[0] = rx_arg_shape(I->b, dims, shp->slen);
+    at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
+    rx_var *z;
+    RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
+    a[0] = rx_arg_var(I->b, x->var);
+    a[1] = rx_arg_var(I->b, z);
+    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+  } else {
+    const Onnx__AttributeProto *va = onnx_attr(n, "value");
+    rx_dtype dt = RX_DTYPE_F32;
+    double fill = 0;
+    if (va && va->t) {
+      const Onnx__TensorProto *t = va->t;
+      if (!onnx_dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
+      if (onnx_is_int_type(t->data_type)) {
+        int64_t iv;
+        size_t c;
+        if (!onnx_tensor_ints(t, I->file, "value", I->base_dir, &iv, 1, &c) || c != 1)
+          return node_err(I, n, "bad value");
+        fill = (double)iv;
+      } else {
+        size_t c;
+        float *f = onnx_tensor_floats(t, &c);
+        if (!f || c != 1) {
+          free(f);
+          return node_err(I, n, "bad value");
+        }
+        fill = f[0];
+        free(f);
+      }
+    }
+    a[0] = rx_arg_shape(I->b, dims, shp->slen);
+    a[1] = rx_arg_float(I->b, fill);
+    at[0] = rx_attr_dtype(I->m, "dtype", dt);
+    RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Transpose: permute */
+/* Reshape; with a target shape known at import, a reshape to it */
+static rx_status do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  if (input(n, 1) && get(I, input(n, 1)) && get(I, input(n, 1))->kind == V_TENSOR) {
     /* a target shape computed at run time: reshape to the Shape value (rank-only; the VM checks
      * the element count, and infers a -1), then match_cast to fresh dims */
     val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *sv = get(I, input(n, 1));
@@ -1090,223 +1172,312 @@ static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
     def_tensor(I, n, r);
     return NULL;
   }
-  if (!strcmp(op, "Reshape") || !strcmp(op, "Expand") || !strcmp(op, "ConstantOfShape")) {
-    val *shp;
-    bool cos_ = op[0] == 'C';
-    RX_RETURN_IF_ERROR(sym_input(I, n, cos_ ? 0 : 1, &shp));
-    const rx_expr *dims[SYM_MAX];
-    val *x = cos_ ? NULL : get(I, input(n, 0));
-    if (!cos_ && !x) return node_err(I, n, "input is not defined");
-    const rx_sinfo *si = tsinfo(x);
-    for (int k = 0; k < shp->slen; k++) {
-      dims[k] = shp->s[k];
-      if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !onnx_attr_i(n, "allowzero", 0)) {
-        if (!si || !si->shape || k >= si->ndim)
-          return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
-        dims[k] = si->shape[k];
-      }
+  return do_reshape_expand(I, n, rop);
+}
+
+static rx_status do_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  const Onnx__AttributeProto *p = onnx_attr(n, "perm");
+  int na = 0;
+  if (p && p->n_ints) {
+    at[0] = rx_attr_ints(I->m, "axes", p->ints, (int)p->n_ints);
+    na = 1;
+  }
+  RX_RETURN_IF_ERROR(emit(I, n, "permute", a, 1, at, na, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Cast: of symbolic values at import, else cast */
+static rx_status do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  rx_dtype dt;
+  if (!x) return node_err(I, n, "input is not defined");
+  if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
+    return node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
+  if (x->kind != V_TENSOR) {
+    def_alias(I, n, x);
+    return NULL;
+  }
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_dtype(I->m, "dtype", dt);
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin (axes as attribute or input); rop: the relaxc
+ * reduction */
+static rx_status do_reduce(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int64_t axes[SYM_MAX];
+  int na;
+  RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  int nat = 0;
+  if (na > 0)
+    at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
+  else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) {
+    def_alias(I, n, get(I, input(n, 0)));
+    return NULL;
+  }
+  at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, nat, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* LayerNormalization (the Y output) */
+static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (rank < 0) return node_err(I, n, "the input's rank is not known");
+  if (!input(n, 2))
+    return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
+  if (n->n_output > 1 && n->output[1] && n->output[1][0])
+    return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
+  int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
+  if (axis < 0) axis += rank;
+  int na = 0;
+  for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
+  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  at[0] = rx_attr_ints(I->m, "axes", axes, na);
+  at[1] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
+  RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Range: of symbolic values at import, else arange */
+static rx_status do_range(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  val *v[3];
+  bool all_const = true;
+  for (int k = 0; k < 3; k++) {
+    RX_RETURN_IF_ERROR(sym_input(I, n, (size_t)k, &v[k]));
+    if (v[k]->s[0]->kind != RX_EXPR_CONST) all_const = false;
+  }
+  if (all_const) {
+    int64_t st = v[0]->s[0]->value, en = v[1]->s[0]->value, step = v[2]->s[0]->value;
+    if (step == 0) return node_err(I, n, "step 0");
+    val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
+    for (int64_t i = st; step > 0 ? i < en : i > en; i += step) {
+      if (out.slen == SYM_MAX) goto tensor_range;
+      out.s[out.slen++] = rx_sym_const(I->m, i);
     }
-    if (op[0] == 'R') {
-      RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-      a[1] = rx_arg_shape(I->b, dims, shp->slen);
-      RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
-    } else if (op[0] == 'E') {
-      /* bidirectional broadcast: x + zeros(shape) */
-      if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
-      a[0] = rx_arg_shape(I->b, dims, shp->slen);
-      at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
-      rx_var *z;
-      RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
-      a[0] = rx_arg_var(I->b, x->var);
-      a[1] = rx_arg_var(I->b, z);
-      RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
-    } else {
-      const Onnx__AttributeProto *va = onnx_attr(n, "value");
-      rx_dtype dt = RX_DTYPE_F32;
-      double fill = 0;
-      if (va && va->t) {
-        const Onnx__TensorProto *t = va->t;
-        if (!onnx_dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
-        if (onnx_is_int_type(t->data_type)) {
-          int64_t iv;
-          size_t c;
-          if (!onnx_tensor_ints(t, I->file, "value", I->base_dir, &iv, 1, &c) || c != 1)
-            return node_err(I, n, "bad value");
-          fill = (double)iv;
-        } else {
-          size_t c;
-          float *f = onnx_tensor_floats(t, &c);
-          if (!f || c != 1) {
-            free(f);
-            return node_err(I, n, "bad value");
-          }
-          fill = f[0];
-          free(f);
-        }
-      }
-      a[0] = rx_arg_shape(I->b, dims, shp->slen);
-      a[1] = rx_arg_float(I->b, fill);
-      at[0] = rx_attr_dtype(I->m, "dtype", dt);
-      RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &r));
-    }
-    def_tensor(I, n, r);
+    *def(I, n->output[0]) = out;
     return NULL;
   }
-  if (!strcmp(op, "Transpose")) {
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    const Onnx__AttributeProto *p = onnx_attr(n, "perm");
-    int na = 0;
-    if (p && p->n_ints) {
-      at[0] = rx_attr_ints(I->m, "axes", p->ints, (int)p->n_ints);
-      na = 1;
-    }
-    RX_RETURN_IF_ERROR(emit(I, n, "permute", a, 1, at, na, &r));
-    def_tensor(I, n, r);
-    return NULL;
+tensor_range:
+  for (int k = 0; k < 3; k++) a[k] = rx_arg_prim(I->b, RX_DTYPE_I64, v[k]->s[0]);
+  RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 3, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* LeakyRelu: where(x >= 0, x, alpha * x) */
+static rx_status do_leaky_relu(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  /* where(x >= 0, x, alpha * x) */
+  rx_var *ge, *ax;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  a[1] = rx_arg_float(I->b, 0.0);
+  RX_RETURN_IF_ERROR(emit(I, n, "greater_equal", a, 2, NULL, 0, &ge));
+  a[1] = rx_arg_float(I->b, onnx_attr_f(n, "alpha", 0.01));
+  RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &ax));
+  rx_node *w[3] = {rx_arg_var(I->b, ge), a[0], rx_arg_var(I->b, ax)};
+  RX_RETURN_IF_ERROR(emit(I, n, "where", w, 3, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Flatten: reshape to 2-D at axis */
+static rx_status do_flatten(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  rx_var *r = NULL;
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  const rx_sinfo *si = tsinfo(x);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  int64_t axis = onnx_attr_i(n, "axis", 1);
+  if (axis < 0) axis += si->ndim;
+  if (axis < 0 || axis > si->ndim)
+    return node_err(I, n, "axis %lld out of range for rank %d",
+                    (long long)onnx_attr_i(n, "axis", 1), si->ndim);
+  const rx_expr *dims[2] = {rx_sym_const(I->m, 1), rx_sym_const(I->m, 1)};
+  for (int k = 0; k < si->ndim; k++)
+    dims[k >= axis] = rx_sym_mul(I->m, dims[k >= axis], si->shape[k]);
+  a[0] = rx_arg_var(I->b, x->var);
+  a[1] = rx_arg_shape(I->b, dims, 2);
+  RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* GlobalAveragePool and GlobalMaxPool: a mean or max over H and W */
+static rx_status do_global_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const char *op = n->op_type;
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (rank < 3) return node_err(I, n, "expects an input of known rank >= 3");
+  int64_t axes[SYM_MAX];
+  int na = 0;
+  for (int k = 2; k < rank && na < SYM_MAX; k++) axes[na++] = k;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_ints(I->m, "axes", axes, na);
+  at[1] = rx_attr_bool(I->m, "keepdims", true);
+  RX_RETURN_IF_ERROR(emit(I, n, op[6] == 'A' ? "mean" : "max", a, 1, at, 2, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* BatchNormalization (inference: the Y output) */
+static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  if (onnx_attr_i(n, "training_mode", 0))
+    return node_err(I, n, "training_mode=1 is not supported (inference only)");
+  for (size_t k = 1; k < n->n_output; k++)
+    if (n->output[k] && n->output[k][0])
+      return node_err(I, n, "the running mean / variance outputs are not supported");
+  for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  at[0] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
+  RX_RETURN_IF_ERROR(emit(I, n, "batch_norm", a, 5, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* ---- the supported operators, listed once ----
+ * {ONNX op type, handler, the relaxc op it maps to (the handler's rop), first opset, last opset
+ * (0: still current), note for the README}. The opset range is where the handler's reading of
+ * the op is right: the first opset of the form it implements (e.g. LayerNormalization and Gelu
+ * entered the default domain at opsets 17 and 20, Reshape takes its shape as an input from 5,
+ * Cast's `to` is a dtype number from 6); where a later opset moved attributes to inputs (Squeeze,
+ * Unsqueeze and Split at 13, the Reduce ops at 13 and 18, Slice at 10, Clip at 11) the handler
+ * reads both forms. A node outside its op's range, or of an op not listed, is reported with
+ * every other such node before any is imported. README.md's list is `relaxc import
+ * --list-ops`, checked by tests/lit/onnx/supported_ops.test. */
+typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const char *rop);
+typedef struct onnx_op {
+  const char *type;
+  onnx_handler handler;
+  const char *rop;
+  int first, last;
+  const char *note;
+} onnx_op;
+
+// clang-format off
+static const onnx_op onnx_ops[] = {
+    {"Abs", do_unary, "abs", 1, 0, NULL},
+    {"Add", do_binary, "add", 1, 0, NULL},
+    {"And", do_binary, "logical_and", 1, 0, NULL},
+    {"AveragePool", do_pool, NULL, 1, 0, "2-D, floor mode"},
+    {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
+    {"Cast", do_cast, NULL, 6, 0, NULL},
+    {"Ceil", do_unary, "ceil", 1, 0, NULL},
+    {"Clip", do_clip, NULL, 1, 0, NULL},
+    {"Concat", do_concat, NULL, 1, 0, NULL},
+    {"Constant", do_constant, NULL, 1, 0, NULL},
+    {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
+    {"Conv", do_conv, NULL, 1, 0, "2-D"},
+    {"Cos", do_unary, "cos", 7, 0, NULL},
+    {"Div", do_binary, "divide", 1, 0, NULL},
+    {"Dropout", do_identity, NULL, 1, 0, "inference"},
+    {"Equal", do_binary, "equal", 1, 0, NULL},
+    {"Erf", do_unary, "erf", 9, 0, NULL},
+    {"Exp", do_unary, "exp", 1, 0, NULL},
+    {"Expand", do_reshape_expand, NULL, 8, 0, NULL},
+    {"Flatten", do_flatten, NULL, 1, 0, NULL},
+    {"Floor", do_unary, "floor", 1, 0, NULL},
+    {"Gather", do_gather, NULL, 1, 0, NULL},
+    {"Gelu", do_gelu, NULL, 20, 0, NULL},
+    {"Gemm", do_gemm, NULL, 1, 0, NULL},
+    {"GlobalAveragePool", do_global_pool, NULL, 1, 0, NULL},
+    {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
+    {"Greater", do_binary, "greater", 1, 0, NULL},
+    {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"Identity", do_identity, NULL, 1, 0, NULL},
+    {"LayerNormalization", do_layer_norm, NULL, 17, 0, NULL},
+    {"LeakyRelu", do_leaky_relu, NULL, 1, 0, NULL},
+    {"Less", do_binary, "less", 1, 0, NULL},
+    {"LessOrEqual", do_binary, "less_equal", 12, 0, NULL},
+    {"Log", do_unary, "log", 1, 0, NULL},
+    {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
+    {"MatMul", do_matmul, NULL, 1, 0, NULL},
+    {"Max", do_binary, "maximum", 1, 0, "two inputs"},
+    {"MaxPool", do_pool, NULL, 1, 0, "2-D, floor mode"},
+    {"Min", do_binary, "minimum", 1, 0, "two inputs"},
+    {"Mul", do_binary, "multiply", 1, 0, NULL},
+    {"Neg", do_unary, "neg", 1, 0, NULL},
+    {"Not", do_unary, "not", 1, 0, NULL},
+    {"Or", do_binary, "logical_or", 1, 0, NULL},
+    {"Pow", do_binary, "power", 1, 0, NULL},
+    {"Range", do_range, NULL, 11, 0, NULL},
+    {"Reciprocal", do_reciprocal, NULL, 1, 0, NULL},
+    {"ReduceMax", do_reduce, "max", 1, 0, NULL},
+    {"ReduceMean", do_reduce, "mean", 1, 0, NULL},
+    {"ReduceMin", do_reduce, "min", 1, 0, NULL},
+    {"ReduceSum", do_reduce, "sum", 1, 0, NULL},
+    {"Relu", do_unary, "relu", 1, 0, NULL},
+    {"Reshape", do_reshape, NULL, 5, 0, NULL},
+    {"Shape", do_shape, NULL, 1, 0, NULL},
+    {"Sigmoid", do_unary, "sigmoid", 1, 0, NULL},
+    {"Sin", do_unary, "sin", 7, 0, NULL},
+    {"Slice", do_slice, NULL, 1, 0, NULL},
+    {"Softmax", do_softmax, NULL, 1, 0, NULL},
+    {"Split", do_split, NULL, 1, 0, NULL},
+    {"Sqrt", do_unary, "sqrt", 1, 0, NULL},
+    {"Squeeze", do_squeeze, NULL, 1, 0, NULL},
+    {"Sub", do_binary, "subtract", 1, 0, NULL},
+    {"Tanh", do_unary, "tanh", 1, 0, NULL},
+    {"Transpose", do_transpose, NULL, 1, 0, NULL},
+    {"Trilu", do_trilu, NULL, 14, 0, NULL},
+    {"Unsqueeze", do_squeeze, NULL, 1, 0, NULL},
+    {"Where", do_where, NULL, 9, 0, NULL},
+};
+// clang-format on
+
+/* The table's entry for op, or NULL. */
+static const onnx_op *find_op(const char *op) {
+  for (size_t i = 0; op && i < RX_ARRAY_LEN(onnx_ops); i++)
+    if (!strcmp(op, onnx_ops[i].type)) return &onnx_ops[i];
+  return NULL;
+}
+
+static bool in_range(const onnx_op *o, int64_t opset) {
+  return opset >= o->first && (!o->last || opset <= o->last);
+}
+
+void rx_onnx_supported_ops(rx_strbuf *out) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(onnx_ops); i++) {
+    const onnx_op *o = &onnx_ops[i];
+    rx_strbuf_printf(out, "| %s | %d%s", o->type, o->first, o->last ? "" : "+");
+    if (o->last) rx_strbuf_printf(out, " to %d", o->last);
+    rx_strbuf_printf(out, " |%s%s |\n", o->note ? " " : "", o->note ? o->note : "");
   }
-  if (!strcmp(op, "Cast")) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
-    rx_dtype dt;
-    if (!x) return node_err(I, n, "input is not defined");
-    if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
-      return node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
-    if (x->kind != V_TENSOR) {
-      def_alias(I, n, x);
-      return NULL;
-    }
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    at[0] = rx_attr_dtype(I->m, "dtype", dt);
-    RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, at, 1, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strncmp(op, "Reduce", 6)) {
-    const char *rop = !strcmp(op, "ReduceMean")  ? "mean"
-                      : !strcmp(op, "ReduceSum") ? "sum"
-                      : !strcmp(op, "ReduceMax") ? "max"
-                                                 : "min";
-    int64_t axes[SYM_MAX];
-    int na;
-    RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    int nat = 0;
-    if (na > 0)
-      at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
-    else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) {
-      def_alias(I, n, get(I, input(n, 0)));
-      return NULL;
-    }
-    at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
-    RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, nat, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "LayerNormalization")) {
-    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
-    if (rank < 0) return node_err(I, n, "the input's rank is not known");
-    if (!input(n, 2))
-      return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
-    if (n->n_output > 1 && n->output[1] && n->output[1][0])
-      return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
-    int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
-    if (axis < 0) axis += rank;
-    int na = 0;
-    for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
-    for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
-    at[0] = rx_attr_ints(I->m, "axes", axes, na);
-    at[1] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
-    RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Range")) {
-    val *v[3];
-    bool all_const = true;
-    for (int k = 0; k < 3; k++) {
-      RX_RETURN_IF_ERROR(sym_input(I, n, (size_t)k, &v[k]));
-      if (v[k]->s[0]->kind != RX_EXPR_CONST) all_const = false;
-    }
-    if (all_const) {
-      int64_t st = v[0]->s[0]->value, en = v[1]->s[0]->value, step = v[2]->s[0]->value;
-      if (step == 0) return node_err(I, n, "step 0");
-      val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
-      for (int64_t i = st; step > 0 ? i < en : i > en; i += step) {
-        if (out.slen == SYM_MAX) goto tensor_range;
-        out.s[out.slen++] = rx_sym_const(I->m, i);
-      }
-      *def(I, n->output[0]) = out;
-      return NULL;
-    }
-  tensor_range:
-    for (int k = 0; k < 3; k++) a[k] = rx_arg_prim(I->b, RX_DTYPE_I64, v[k]->s[0]);
-    RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 3, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "LeakyRelu")) {
-    /* where(x >= 0, x, alpha * x) */
-    rx_var *ge, *ax;
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    a[1] = rx_arg_float(I->b, 0.0);
-    RX_RETURN_IF_ERROR(emit(I, n, "greater_equal", a, 2, NULL, 0, &ge));
-    a[1] = rx_arg_float(I->b, onnx_attr_f(n, "alpha", 0.01));
-    RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &ax));
-    rx_node *w[3] = {rx_arg_var(I->b, ge), a[0], rx_arg_var(I->b, ax)};
-    RX_RETURN_IF_ERROR(emit(I, n, "where", w, 3, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Clip")) return do_clip(I, n);
-  if (!strcmp(op, "Trilu")) return do_trilu(I, n);
-  if (!strcmp(op, "Flatten")) {
-    val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
-    const rx_sinfo *si = tsinfo(x);
-    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
-      return node_err(I, n, "the input's shape is not known (rank and dims needed)");
-    int64_t axis = onnx_attr_i(n, "axis", 1);
-    if (axis < 0) axis += si->ndim;
-    if (axis < 0 || axis > si->ndim)
-      return node_err(I, n, "axis %lld out of range for rank %d",
-                      (long long)onnx_attr_i(n, "axis", 1), si->ndim);
-    const rx_expr *dims[2] = {rx_sym_const(I->m, 1), rx_sym_const(I->m, 1)};
-    for (int k = 0; k < si->ndim; k++)
-      dims[k >= axis] = rx_sym_mul(I->m, dims[k >= axis], si->shape[k]);
-    a[0] = rx_arg_var(I->b, x->var);
-    a[1] = rx_arg_shape(I->b, dims, 2);
-    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "Split")) return do_split(I, n);
-  if (!strcmp(op, "Slice")) return do_slice(I, n);
-  if (!strcmp(op, "Conv")) return do_conv(I, n);
-  if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) return do_pool(I, n);
-  if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
-    int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
-    if (rank < 3) return node_err(I, n, "expects an input of known rank >= 3");
-    int64_t axes[SYM_MAX];
-    int na = 0;
-    for (int k = 2; k < rank && na < SYM_MAX; k++) axes[na++] = k;
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-    at[0] = rx_attr_ints(I->m, "axes", axes, na);
-    at[1] = rx_attr_bool(I->m, "keepdims", true);
-    RX_RETURN_IF_ERROR(emit(I, n, op[6] == 'A' ? "mean" : "max", a, 1, at, 2, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  if (!strcmp(op, "BatchNormalization")) {
-    if (onnx_attr_i(n, "training_mode", 0))
-      return node_err(I, n, "training_mode=1 is not supported (inference only)");
-    for (size_t k = 1; k < n->n_output; k++)
-      if (n->output[k] && n->output[k][0])
-        return node_err(I, n, "the running mean / variance outputs are not supported");
-    for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
-    at[0] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
-    RX_RETURN_IF_ERROR(emit(I, n, "batch_norm", a, 5, at, 1, &r));
-    def_tensor(I, n, r);
-    return NULL;
-  }
-  return node_err(I, n, "not supported");
+}
+
+static rx_status do_node(imp *I, const Onnx__NodeProto *n) {
+  if (n->n_output < 1) return node_err(I, n, "node has no outputs");
+  if (!n->op_type || !n->op_type[0]) return node_err(I, n, "node has no op_type");
+  const onnx_op *o = find_op(n->op_type);
+  if (!o) return node_err(I, n, "not supported");
+  return o->handler(I, n, o->rop);
 }
 
 static rx_status build(imp *I, const Onnx__ModelProto *mp) {
@@ -1317,10 +1488,16 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
     bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx");
-    if (!n->op_type || foreign || !is_supported(n->op_type)) {
-      rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld)", i, n->name ? n->name : "",
+    const onnx_op *o = foreign ? NULL : find_op(n->op_type);
+    if (!o || !in_range(o, I->opset)) {
+      rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld", i, n->name ? n->name : "",
                        foreign ? n->domain : "", foreign ? "." : "", n->op_type ? n->op_type : "?",
                        (long long)I->opset);
+      if (o && o->last)
+        rx_strbuf_printf(&un, "; relaxc reads %s at opsets %d to %d", o->type, o->first, o->last);
+      else if (o)
+        rx_strbuf_printf(&un, "; relaxc reads %s from opset %d", o->type, o->first);
+      rx_strbuf_putc(&un, ')');
       nun++;
     }
   }

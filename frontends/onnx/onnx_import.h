@@ -30,6 +30,10 @@
 rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char *name,
                          const char *base_dir, rx_diag *diag);
 
+/* The supported operators as Markdown table rows "| Op | first opset+ | note |", one per line,
+ * from the importer's one table (README.md holds the same rows: `relaxc import --list-ops`). */
+void rx_onnx_supported_ops(rx_strbuf *out);
+
 /* One weight: a parameter of `main` after the graph inputs. */
 typedef struct rx_onnx_weight {
   char *name;     /* the parameter's name in the imported function (heap) */
