@@ -341,8 +341,6 @@ static void pcast(cg_printer *p, rx_strbuf *o, rx_dtype from, rx_dtype to, const
 
 /* ---- symbolic (index) expressions -------------------------------------------------------- */
 
-enum { P_OR = 1, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_ATOM };
-
 static bool is_scalar_var(cg_printer *p, const rx_expr *v) {
   for (int i = 0; i < p->ck->k->nargs; i++)
     if (p->ck->k->args[i].kind == RX_KARG_SCALAR && p->ck->k->args[i].var == v) return true;
@@ -360,7 +358,7 @@ static const char *helper_name(cg_printer *p, bool mod, rx_dtype t);
 static void ps_int(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   if (is_boolish(e)) {
     rx_strbuf_append(o, "(");
-    ps_bool(p, o, e, P_OR);
+    ps_bool(p, o, e, RX_PREC_OR);
     rx_strbuf_append(o, " ? 1 : 0)");
     return;
   }
@@ -373,10 +371,10 @@ static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   } else if (is_boolish(e)) {
     ps(p, o, e, min);
   } else {
-    if (min > P_CMP) rx_strbuf_putc(o, '(');
-    ps(p, o, e, P_ADD);
+    if (min > RX_PREC_CMP) rx_strbuf_putc(o, '(');
+    ps(p, o, e, RX_PREC_ADD);
     rx_strbuf_append(o, " != 0");
-    if (min > P_CMP) rx_strbuf_putc(o, ')');
+    if (min > RX_PREC_CMP) rx_strbuf_putc(o, ')');
   }
 }
 
@@ -394,41 +392,7 @@ static bool nonneg(cg_printer *p, const rx_expr *e) {
 
 static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   const cg_lang *L = p->L;
-  int prec = P_ATOM;
-  switch (e->kind) {
-  case RX_EXPR_CONST:
-    prec = e->value < 0 ? P_UNARY : P_ATOM;
-    break;
-  case RX_EXPR_ADD:
-  case RX_EXPR_SUB:
-    prec = P_ADD;
-    break;
-  case RX_EXPR_MUL:
-  case RX_EXPR_FLOORDIV:
-  case RX_EXPR_FLOORMOD:
-    prec = P_MUL;
-    break;
-  case RX_EXPR_EQ:
-  case RX_EXPR_NE:
-  case RX_EXPR_LT:
-  case RX_EXPR_LE:
-  case RX_EXPR_GT:
-  case RX_EXPR_GE:
-    prec = P_CMP;
-    break;
-  case RX_EXPR_AND:
-    prec = P_AND;
-    break;
-  case RX_EXPR_OR:
-    prec = P_OR;
-    break;
-  case RX_EXPR_NOT:
-    prec = P_NOT;
-    break;
-  default:
-    prec = P_ATOM;
-    break;
-  }
+  int prec = e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : rx_expr_kind_prec(e->kind);
   /* floordiv / floormod decide their form first */
   int fd_form = 0; /* 1: '/' or '%', 2: shift / mask, 3: helper */
   int64_t k2 = -1;
@@ -438,9 +402,9 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     if (bpos && nonneg(p, e->a))
       fd_form = 1;
     else if (e->b->kind == RX_EXPR_CONST && (k2 = pow2_log(e->b->value)) >= 0)
-      fd_form = 2, prec = P_ATOM;
+      fd_form = 2, prec = RX_PREC_ATOM;
     else
-      fd_form = 3, prec = P_ATOM;
+      fd_form = 3, prec = RX_PREC_ATOM;
   }
   bool paren = prec < min;
   if (paren) rx_strbuf_putc(o, '(');
@@ -461,41 +425,41 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
       rx_strbuf_append(o, cg_name(p, e->name));
     break;
   case RX_EXPR_ADD: {
-    ps_int(p, o, e->a, P_ADD);
+    ps_int(p, o, e->a, RX_PREC_ADD);
     const rx_expr *b = e->b;
     if (b->kind == RX_EXPR_CONST && b->value < 0 && b->value != INT64_MIN) {
       rx_strbuf_printf(o, " - %lld", -(long long)b->value);
     } else if (b->kind == RX_EXPR_MUL && b->b->kind == RX_EXPR_CONST && b->b->value < 0 &&
                b->b->value != INT64_MIN) {
       rx_strbuf_append(o, " - ");
-      ps_int(p, o, b->a, P_MUL);
+      ps_int(p, o, b->a, RX_PREC_MUL);
       if (b->b->value != -1) rx_strbuf_printf(o, " * %lld", -(long long)b->b->value);
     } else {
       rx_strbuf_append(o, " + ");
-      ps_int(p, o, b, P_MUL);
+      ps_int(p, o, b, RX_PREC_MUL);
     }
     break;
   }
   case RX_EXPR_SUB:
-    ps_int(p, o, e->a, P_ADD);
+    ps_int(p, o, e->a, RX_PREC_ADD);
     rx_strbuf_append(o, " - ");
-    ps_int(p, o, e->b, P_MUL);
+    ps_int(p, o, e->b, RX_PREC_MUL);
     break;
   case RX_EXPR_MUL:
-    ps_int(p, o, e->a, P_MUL);
+    ps_int(p, o, e->a, RX_PREC_MUL);
     rx_strbuf_append(o, " * ");
-    ps_int(p, o, e->b, P_UNARY);
+    ps_int(p, o, e->b, RX_PREC_UNARY);
     break;
   case RX_EXPR_FLOORDIV:
   case RX_EXPR_FLOORMOD: {
     bool mod = e->kind == RX_EXPR_FLOORMOD;
     if (fd_form == 1) {
-      ps_int(p, o, e->a, P_MUL);
+      ps_int(p, o, e->a, RX_PREC_MUL);
       rx_strbuf_append(o, mod ? " % " : " / ");
-      ps_int(p, o, e->b, P_UNARY);
+      ps_int(p, o, e->b, RX_PREC_UNARY);
     } else if (fd_form == 2) {
       rx_strbuf_putc(o, '(');
-      ps_int(p, o, e->a, P_ADD);
+      ps_int(p, o, e->a, RX_PREC_ADD);
       if (mod)
         rx_strbuf_printf(o, " & %lld)", (long long)(e->b->value - 1));
       else
@@ -503,19 +467,19 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     } else {
       rx_strbuf_printf(o, "%s(",
                        helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32));
-      ps_int(p, o, e->a, P_OR);
+      ps_int(p, o, e->a, RX_PREC_OR);
       rx_strbuf_append(o, ", ");
-      ps_int(p, o, e->b, P_OR);
+      ps_int(p, o, e->b, RX_PREC_OR);
       rx_strbuf_putc(o, ')');
     }
     break;
   }
   case RX_EXPR_MIN:
   case RX_EXPR_MAX:
-    rx_strbuf_append(o, e->kind == RX_EXPR_MIN ? "min(" : "max(");
-    ps_int(p, o, e->a, P_OR);
+    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    ps_int(p, o, e->a, RX_PREC_OR);
     rx_strbuf_append(o, ", ");
-    ps_int(p, o, e->b, P_OR);
+    ps_int(p, o, e->b, RX_PREC_OR);
     rx_strbuf_putc(o, ')');
     break;
   case RX_EXPR_EQ:
@@ -524,29 +488,28 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   case RX_EXPR_LE:
   case RX_EXPR_GT:
   case RX_EXPR_GE: {
-    static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    ps_int(p, o, e->a, P_ADD);
-    rx_strbuf_printf(o, " %s ", ops[e->kind - RX_EXPR_EQ]);
-    ps_int(p, o, e->b, P_ADD);
+    ps_int(p, o, e->a, RX_PREC_ADD);
+    rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
+    ps_int(p, o, e->b, RX_PREC_ADD);
     break;
   }
   case RX_EXPR_AND:
   case RX_EXPR_OR:
     ps_bool(p, o, e->a, prec);
-    rx_strbuf_append(o, e->kind == RX_EXPR_AND ? " && " : " || ");
+    rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
     ps_bool(p, o, e->b, prec + 1);
     break;
   case RX_EXPR_NOT:
     rx_strbuf_putc(o, '!');
-    ps_bool(p, o, e->a, P_ATOM);
+    ps_bool(p, o, e->a, RX_PREC_ATOM);
     break;
   case RX_EXPR_SELECT:
     rx_strbuf_putc(o, '(');
-    ps_bool(p, o, e->a, P_OR);
+    ps_bool(p, o, e->a, RX_PREC_OR);
     rx_strbuf_append(o, " ? ");
-    ps_int(p, o, e->b, P_OR);
+    ps_int(p, o, e->b, RX_PREC_OR);
     rx_strbuf_append(o, " : ");
-    ps_int(p, o, e->c, P_OR);
+    ps_int(p, o, e->c, RX_PREC_OR);
     rx_strbuf_putc(o, ')');
     break;
   default:
@@ -557,7 +520,7 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
 
 /* An index expression, simplified with the facts in scope. */
 static void pidx(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
-  ps_int(p, o, rx_analyzer_simplify(p->an, e), P_OR);
+  ps_int(p, o, rx_analyzer_simplify(p->an, e), RX_PREC_OR);
 }
 
 /* ---- helpers emitted once per kernel ----------------------------------------------------- */
@@ -665,7 +628,7 @@ static void access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n
 static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
   const rx_expr *flat = cg_flat_index(p->m, p->an, b, idx, n);
   if (flat) {
-    ps_int(p, o, flat, P_OR);
+    ps_int(p, o, flat, RX_PREC_OR);
   } else {
     /* mixed: sum of index * stride, strides symbolic */
     rx_expr_ctx *c = p->m->ctx;
@@ -675,13 +638,13 @@ static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx,
       if (d) rx_strbuf_append(o, " + ");
       rx_strbuf_putc(o, '(');
       if (idx[d]->kind == RX_TX_SYM)
-        ps_int(p, o, rx_analyzer_simplify(p->an, idx[d]->sym), P_OR);
+        ps_int(p, o, rx_analyzer_simplify(p->an, idx[d]->sym), RX_PREC_OR);
       else
         pt_index(p, o, idx[d]);
       rx_strbuf_append(o, ")");
       if (!rx_expr_is_const(stride, 1)) {
         rx_strbuf_append(o, " * ");
-        ps_int(p, o, rx_analyzer_simplify(p->an, stride), P_UNARY);
+        ps_int(p, o, rx_analyzer_simplify(p->an, stride), RX_PREC_UNARY);
       }
     }
   }
@@ -831,12 +794,12 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   case RX_TX_SYM: {
     const rx_expr *s = rx_analyzer_simplify(p->an, e->sym);
     if (e->dtype == RX_DTYPE_BOOL) {
-      ps_bool(p, o, s, P_OR);
+      ps_bool(p, o, s, RX_PREC_OR);
     } else if (p->ck->k->index64) {
-      ps_int(p, o, s, P_OR);
+      ps_int(p, o, s, RX_PREC_OR);
     } else {
       rx_strbuf tmp = {0};
-      ps_int(p, &tmp, s, P_OR);
+      ps_int(p, &tmp, s, RX_PREC_OR);
       pcast(p, o, RX_DTYPE_I32, e->dtype, tmp.data);
       rx_strbuf_free(&tmp);
     }
@@ -965,7 +928,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
         rx_strbuf_printf(o, "%s(%s)", p->idx, L->thread_idx[ax]);
       if (!rx_expr_is_const(s->lo[0], 0)) {
         rx_strbuf_append(o, " + ");
-        ps_int(p, o, rx_analyzer_simplify(p->an, s->lo[0]), P_MUL);
+        ps_int(p, o, rx_analyzer_simplify(p->an, s->lo[0]), RX_PREC_MUL);
       }
       rx_strbuf_append(o, ";\n");
       bool guard = ext->value < p->ck->k->block[ax];
@@ -1059,7 +1022,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     cg_indent(p, o);
     rx_strbuf_append(o, "if (");
     if (s->value->kind == RX_TX_SYM) {
-      ps_bool(p, o, rx_analyzer_simplify(p->an, s->value->sym), P_OR);
+      ps_bool(p, o, rx_analyzer_simplify(p->an, s->value->sym), RX_PREC_OR);
       rx_analyzer_assume(p->an, s->value->sym);
     } else {
       pt_as(p, o, s->value, RX_DTYPE_BOOL);
@@ -1151,7 +1114,7 @@ bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
       rx_strbuf_printf(&body, "%s(%s)", p.idx, L->block_idx[a]);
     if (!rx_expr_is_const(ck->blo[a], 0)) {
       rx_strbuf_append(&body, " + ");
-      ps_int(&p, &body, rx_analyzer_simplify(p.an, ck->blo[a]), P_MUL);
+      ps_int(&p, &body, rx_analyzer_simplify(p.an, ck->blo[a]), RX_PREC_MUL);
     }
     rx_strbuf_append(&body, ";\n");
     rx_analyzer_bind_range(p.an, ck->bvar[a], ck->blo[a], k->grid[a]);

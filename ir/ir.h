@@ -319,22 +319,23 @@ int rx_intrinsic_arity(rx_intrinsic i);
 char rx_intrinsic_kind(rx_intrinsic i);
 bool rx_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out);
 
-/* Binary operators of tensor-program expressions; X(ENUM, text, precedence) */
+/* Binary operators of tensor-program expressions; X(ENUM, text, precedence class:
+ * base/expr_kinds.h, shared with the symbolic expressions) */
 #define RX_BINOPS(X)                                                                               \
-  X(ADD, "+", 5)                                                                                   \
-  X(SUB, "-", 5)                                                                                   \
-  X(MUL, "*", 6)                                                                                   \
-  X(DIV, "/", 6)       /* floats only */                                                           \
-  X(FLOORDIV, "//", 6) /* integers only */                                                         \
-  X(FLOORMOD, "%", 6)  /* integers only */                                                         \
-  X(EQ, "==", 4)                                                                                   \
-  X(NE, "!=", 4)                                                                                   \
-  X(LT, "<", 4)                                                                                    \
-  X(LE, "<=", 4)                                                                                   \
-  X(GT, ">", 4)                                                                                    \
-  X(GE, ">=", 4)                                                                                   \
-  X(AND, "&&", 2)                                                                                  \
-  X(OR, "||", 1)
+  X(ADD, "+", RX_PREC_ADD)                                                                         \
+  X(SUB, "-", RX_PREC_ADD)                                                                         \
+  X(MUL, "*", RX_PREC_MUL)                                                                         \
+  X(DIV, "/", RX_PREC_MUL)       /* floats only */                                                 \
+  X(FLOORDIV, "//", RX_PREC_MUL) /* integers only */                                               \
+  X(FLOORMOD, "%", RX_PREC_MUL)  /* integers only */                                               \
+  X(EQ, "==", RX_PREC_CMP)                                                                         \
+  X(NE, "!=", RX_PREC_CMP)                                                                         \
+  X(LT, "<", RX_PREC_CMP)                                                                          \
+  X(LE, "<=", RX_PREC_CMP)                                                                         \
+  X(GT, ">", RX_PREC_CMP)                                                                          \
+  X(GE, ">=", RX_PREC_CMP)                                                                         \
+  X(AND, "&&", RX_PREC_AND)                                                                        \
+  X(OR, "||", RX_PREC_OR)
 
 typedef enum rx_binop {
 #define X(e, n, p) RX_BINOP_##e,

@@ -54,59 +54,26 @@ static void put_exprs(rx_strbuf *o, const rx_expr *const *e, int n) {
 
 /* ---- tensor-program expressions ---- */
 
-enum { PREC_UNARY = 7, PREC_ATOM = 9 };
-
 static int sym_prec(const rx_expr *e) {
-  switch (e->kind) {
-  case RX_EXPR_CONST:
-    return e->value < 0 ? PREC_UNARY : PREC_ATOM;
-  case RX_EXPR_VAR:
-  case RX_EXPR_MIN:
-  case RX_EXPR_MAX:
-  case RX_EXPR_SELECT:
-    return PREC_ATOM;
-  case RX_EXPR_ADD:
-  case RX_EXPR_SUB:
-    return 5;
-  case RX_EXPR_MUL:
-  case RX_EXPR_FLOORDIV:
-  case RX_EXPR_FLOORMOD:
-    return 6;
-  case RX_EXPR_EQ:
-  case RX_EXPR_NE:
-  case RX_EXPR_LT:
-  case RX_EXPR_LE:
-  case RX_EXPR_GT:
-  case RX_EXPR_GE:
-    return 4;
-  case RX_EXPR_AND:
-    return 2;
-  case RX_EXPR_OR:
-    return 1;
-  case RX_EXPR_NOT:
-    return 3;
-  case RX_EXPR_KIND_COUNT:
-    break;
-  }
-  return 0;
+  return e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : rx_expr_kind_prec(e->kind);
 }
 
 static int tx_prec(const rx_tx *e) {
   switch (e->kind) {
   case RX_TX_INT:
-    return e->ival < 0 && e->dtype != RX_DTYPE_BOOL && e->weak ? PREC_UNARY : PREC_ATOM;
+    return e->ival < 0 && e->dtype != RX_DTYPE_BOOL && e->weak ? RX_PREC_UNARY : RX_PREC_ATOM;
   case RX_TX_FLOAT:
-    return e->weak && (e->fval < 0 || signbit(e->fval)) ? PREC_UNARY : PREC_ATOM;
+    return e->weak && (e->fval < 0 || signbit(e->fval)) ? RX_PREC_UNARY : RX_PREC_ATOM;
   case RX_TX_SYM:
     return sym_prec(e->sym);
   case RX_TX_BINARY:
     return rx_binop_precedence(e->binop);
   case RX_TX_NEG:
-    return PREC_UNARY;
+    return RX_PREC_UNARY;
   case RX_TX_NOT:
-    return 3;
+    return RX_PREC_NOT;
   default:
-    return PREC_ATOM;
+    return RX_PREC_ATOM;
   }
 }
 
@@ -151,7 +118,7 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
   }
   case RX_TX_NEG:
     rx_strbuf_putc(o, '-');
-    ptx(o, e->a, PREC_UNARY + 1);
+    ptx(o, e->a, RX_PREC_UNARY + 1);
     break;
   case RX_TX_NOT:
     rx_strbuf_putc(o, '!');

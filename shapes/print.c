@@ -7,17 +7,6 @@
 #include <stdlib.h>
 
 /* precedence levels, loosest first */
-enum {
-  P_TOP = 0,
-  P_OR,
-  P_AND,
-  P_NOT,
-  P_CMP,
-  P_ADD,
-  P_MUL,
-  P_UNARY, /* -x, negative constants */
-  P_ATOM,  /* names, non-negative constants, calls, parenthesized */
-};
 
 #define MIN_TEXT "(-9223372036854775807 - 1)"
 
@@ -28,34 +17,28 @@ static void put_int(rx_strbuf *o, int64_t v) {
     rx_strbuf_printf(o, "%" PRId64, v);
 }
 
+static const struct {
+  const char *text;
+  int arity;
+  rx_prec prec;
+} kinds[] = {
+#define X(e, text, arity, prec) {text, arity, RX_PREC_##prec},
+    RX_EXPR_KINDS(X)
+#undef X
+};
+
+const char *rx_expr_kind_text(rx_expr_kind k) { return kinds[k].text; }
+int rx_expr_kind_arity(rx_expr_kind k) { return kinds[k].arity; }
+rx_prec rx_expr_kind_prec(rx_expr_kind k) { return kinds[k].prec; }
+
+/* The precedence of e as printed: its kind's, except that a negative constant and a product
+ * with -1 print as a negation. */
 static int prec_of(const rx_expr *e) {
-  switch (e->kind) {
-  case RX_EXPR_CONST:
-    return e->value < 0 && e->value != INT64_MIN ? P_UNARY : P_ATOM;
-  case RX_EXPR_ADD:
-  case RX_EXPR_SUB:
-    return P_ADD;
-  case RX_EXPR_MUL:
-    return e->b->kind == RX_EXPR_CONST && e->b->value == -1 ? P_UNARY : P_MUL;
-  case RX_EXPR_FLOORDIV:
-  case RX_EXPR_FLOORMOD:
-    return P_MUL;
-  case RX_EXPR_EQ:
-  case RX_EXPR_NE:
-  case RX_EXPR_LT:
-  case RX_EXPR_LE:
-  case RX_EXPR_GT:
-  case RX_EXPR_GE:
-    return P_CMP;
-  case RX_EXPR_AND:
-    return P_AND;
-  case RX_EXPR_OR:
-    return P_OR;
-  case RX_EXPR_NOT:
-    return P_NOT;
-  default:
-    return P_ATOM;
-  }
+  if (e->kind == RX_EXPR_CONST)
+    return e->value < 0 && e->value != INT64_MIN ? RX_PREC_UNARY : RX_PREC_ATOM;
+  if (e->kind == RX_EXPR_MUL && e->b->kind == RX_EXPR_CONST && e->b->value == -1)
+    return RX_PREC_UNARY;
+  return rx_expr_kind_prec(e->kind);
 }
 
 static void pr(rx_strbuf *o, const rx_expr *e, int need);
@@ -82,7 +65,7 @@ static void pr_abs(rx_strbuf *o, pterm t) {
     put_int(o, a);
     return;
   }
-  pr(o, t.x, P_MUL);
+  pr(o, t.x, RX_PREC_MUL);
   if (a != 1) {
     rx_strbuf_append(o, " * ");
     put_int(o, a);
@@ -99,7 +82,7 @@ static void pr_first(rx_strbuf *o, pterm t) {
     return;
   }
   rx_strbuf_putc(o, '-');
-  pr(o, t.x, P_ATOM);
+  pr(o, t.x, RX_PREC_ATOM);
   if (t.k != -1) {
     rx_strbuf_append(o, " * ");
     put_int(o, -t.k);
@@ -127,40 +110,9 @@ static void pr_sum(rx_strbuf *o, const rx_expr *e) {
   free(v.data);
 }
 
-static const char *op_text(rx_expr_kind k) {
-  switch (k) {
-  case RX_EXPR_SUB:
-    return " - ";
-  case RX_EXPR_MUL:
-    return " * ";
-  case RX_EXPR_FLOORDIV:
-    return " // ";
-  case RX_EXPR_FLOORMOD:
-    return " % ";
-  case RX_EXPR_EQ:
-    return " == ";
-  case RX_EXPR_NE:
-    return " != ";
-  case RX_EXPR_LT:
-    return " < ";
-  case RX_EXPR_LE:
-    return " <= ";
-  case RX_EXPR_GT:
-    return " > ";
-  case RX_EXPR_GE:
-    return " >= ";
-  case RX_EXPR_AND:
-    return " && ";
-  case RX_EXPR_OR:
-    return " || ";
-  default:
-    return "?";
-  }
-}
-
 static void pr_bin(rx_strbuf *o, const rx_expr *e, int left, int right) {
   pr(o, e->a, left);
-  rx_strbuf_append(o, op_text(e->kind));
+  rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
   pr(o, e->b, right);
 }
 
@@ -178,24 +130,24 @@ static void pr(rx_strbuf *o, const rx_expr *e, int need) {
     pr_sum(o, e);
     break;
   case RX_EXPR_SUB:
-    pr_bin(o, e, P_ADD, P_MUL);
+    pr_bin(o, e, RX_PREC_ADD, RX_PREC_MUL);
     break;
   case RX_EXPR_MUL:
     if (e->b->kind == RX_EXPR_CONST)
       pr_first(o, split_term(e));
     else
-      pr_bin(o, e, P_MUL, P_UNARY);
+      pr_bin(o, e, RX_PREC_MUL, RX_PREC_UNARY);
     break;
   case RX_EXPR_FLOORDIV:
   case RX_EXPR_FLOORMOD:
-    pr_bin(o, e, P_MUL, P_UNARY);
+    pr_bin(o, e, RX_PREC_MUL, RX_PREC_UNARY);
     break;
   case RX_EXPR_MIN:
   case RX_EXPR_MAX:
-    rx_strbuf_append(o, e->kind == RX_EXPR_MIN ? "min(" : "max(");
-    pr(o, e->a, P_TOP);
+    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    pr(o, e->a, RX_PREC_TOP);
     rx_strbuf_append(o, ", ");
-    pr(o, e->b, P_TOP);
+    pr(o, e->b, RX_PREC_TOP);
     rx_strbuf_putc(o, ')');
     break;
   case RX_EXPR_EQ:
@@ -204,25 +156,25 @@ static void pr(rx_strbuf *o, const rx_expr *e, int need) {
   case RX_EXPR_LE:
   case RX_EXPR_GT:
   case RX_EXPR_GE:
-    pr_bin(o, e, P_ADD, P_ADD);
+    pr_bin(o, e, RX_PREC_ADD, RX_PREC_ADD);
     break;
   case RX_EXPR_AND:
-    pr_bin(o, e, P_AND, P_NOT);
+    pr_bin(o, e, RX_PREC_AND, RX_PREC_NOT);
     break;
   case RX_EXPR_OR:
-    pr_bin(o, e, P_OR, P_AND);
+    pr_bin(o, e, RX_PREC_OR, RX_PREC_AND);
     break;
   case RX_EXPR_NOT:
-    rx_strbuf_putc(o, '!');
-    pr(o, e->a, e->a->kind == RX_EXPR_NOT ? P_NOT : P_ATOM);
+    rx_strbuf_append(o, rx_expr_kind_text(e->kind));
+    pr(o, e->a, e->a->kind == RX_EXPR_NOT ? RX_PREC_NOT : RX_PREC_ATOM);
     break;
   case RX_EXPR_SELECT:
-    rx_strbuf_append(o, "select(");
-    pr(o, e->a, P_TOP);
+    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    pr(o, e->a, RX_PREC_TOP);
     rx_strbuf_append(o, ", ");
-    pr(o, e->b, P_TOP);
+    pr(o, e->b, RX_PREC_TOP);
     rx_strbuf_append(o, ", ");
-    pr(o, e->c, P_TOP);
+    pr(o, e->c, RX_PREC_TOP);
     rx_strbuf_putc(o, ')');
     break;
   default:
@@ -236,7 +188,7 @@ void rx_expr_print(rx_strbuf *out, const rx_expr *e) {
     rx_strbuf_append(out, "<null>");
     return;
   }
-  pr(out, e, P_TOP);
+  pr(out, e, RX_PREC_TOP);
 }
 
 char *rx_expr_to_string(const rx_expr *e) {

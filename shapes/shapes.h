@@ -35,32 +35,21 @@
 #define RX_SHAPES_H
 
 #include "../base/base.h"
+#include "../base/expr_kinds.h"
 
+/* The expression kinds: base/expr_kinds.h lists them with their operator text, arity and
+ * precedence. */
 typedef enum rx_expr_kind {
-  RX_EXPR_CONST, /* value */
-  RX_EXPR_VAR,   /* name */
-  /* arithmetic (a, b) */
-  RX_EXPR_ADD,
-  RX_EXPR_SUB, /* only in raw form: the canonical form uses ADD with negative coefficients */
-  RX_EXPR_MUL,
-  RX_EXPR_FLOORDIV, /* floor(a / b) */
-  RX_EXPR_FLOORMOD, /* a - b * floor(a / b); sign of b */
-  RX_EXPR_MIN,
-  RX_EXPR_MAX,
-  /* comparisons (a, b), value 0 or 1 */
-  RX_EXPR_EQ,
-  RX_EXPR_NE,
-  RX_EXPR_LT,
-  RX_EXPR_LE,
-  RX_EXPR_GT, /* only in raw form: canonical uses LT with swapped operands */
-  RX_EXPR_GE, /* only in raw form: canonical uses LE with swapped operands */
-  /* logic: AND, OR (a, b); NOT (a) */
-  RX_EXPR_AND,
-  RX_EXPR_OR,
-  RX_EXPR_NOT,
-  RX_EXPR_SELECT, /* a ? b : c */
-  RX_EXPR_KIND_COUNT
+#define X(e, text, arity, prec) RX_EXPR_##e,
+  RX_EXPR_KINDS(X)
+#undef X
+      RX_EXPR_KIND_COUNT
 } rx_expr_kind;
+/* Its operator text in the text syntax ("//", "&&", "min"; "" for constants and names), arity
+ * and precedence class. */
+const char *rx_expr_kind_text(rx_expr_kind k);
+int rx_expr_kind_arity(rx_expr_kind k);
+rx_prec rx_expr_kind_prec(rx_expr_kind k);
 
 typedef struct rx_expr rx_expr;
 struct rx_expr {
