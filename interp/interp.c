@@ -711,6 +711,112 @@ static val sg_combine(rx_intrinsic op, rx_dtype dt, val x, val y) {
   return r;
 }
 
+/* Float arithmetic x op y, rounded to the result's dtype. */
+static inline val ev_fbin(const cx *e, val x, val y) {
+  val r;
+  switch ((rx_binop)e->sub) {
+  case RX_BINOP_ADD:
+    r.f = x.f + y.f;
+    break;
+  case RX_BINOP_SUB:
+    r.f = x.f - y.f;
+    break;
+  case RX_BINOP_MUL:
+    r.f = x.f * y.f;
+    break;
+  case RX_BINOP_DIV:
+    r.f = x.f / y.f;
+    break;
+  case RX_BINOP_FLOORDIV:
+    r.f = floorf(x.f / y.f);
+    break;
+  default:
+    r.f = x.f - y.f * floorf(x.f / y.f);
+    break; /* FLOORMOD */
+  }
+  r.f = fround((rx_dtype)e->dt, r.f);
+  return r;
+}
+
+/* Integer arithmetic x op y in the result's dtype (wrapping); division by zero fails. */
+static inline val ev_ibin(thr *t, const cx *e, val x, val y) {
+  val r;
+  uint64_t ux = (uint64_t)x.i, uy = (uint64_t)y.i, ur;
+  switch ((rx_binop)e->sub) {
+  case RX_BINOP_ADD:
+    ur = ux + uy;
+    break;
+  case RX_BINOP_SUB:
+    ur = ux - uy;
+    break;
+  case RX_BINOP_MUL:
+    ur = ux * uy;
+    break;
+  case RX_BINOP_DIV: /* C truncating division */
+  case RX_BINOP_FLOORDIV:
+  case RX_BINOP_FLOORMOD:
+    if (y.i == 0) {
+      if (!t->err)
+        fail(t, e->loc, "integer %s by zero (%lld %s 0)",
+             e->sub == RX_BINOP_FLOORMOD ? "modulo" : "division", (long long)x.i,
+             rx_binop_name((rx_binop)e->sub));
+      return ZERO;
+    }
+    if (e->sub == RX_BINOP_FLOORDIV)
+      ur = (uint64_t)floordiv64(x.i, y.i);
+    else if (e->sub == RX_BINOP_FLOORMOD)
+      ur = (uint64_t)floormod64(x.i, y.i);
+    else
+      ur = y.i == -1 ? 0 - ux : (uint64_t)(x.i / y.i);
+    break;
+  default:
+    ur = 0;
+    break;
+  }
+  r.i = inorm((rx_dtype)e->dt, ur);
+  return r;
+}
+
+/* Symbolic (i64) arithmetic: overflow and division by zero fail, naming the expression. */
+static inline val ev_sbin(thr *t, const cx *e, val x, val y) {
+  val r;
+  if (t->err) return ZERO;
+  bool ovf = false;
+  switch ((rx_expr_kind)e->sub) {
+  case RX_EXPR_ADD:
+    ovf = __builtin_add_overflow(x.i, y.i, &r.i);
+    break;
+  case RX_EXPR_SUB:
+    ovf = __builtin_sub_overflow(x.i, y.i, &r.i);
+    break;
+  case RX_EXPR_MUL:
+    ovf = __builtin_mul_overflow(x.i, y.i, &r.i);
+    break;
+  case RX_EXPR_FLOORDIV:
+  case RX_EXPR_FLOORMOD:
+    if (y.i == 0) {
+      fail_sym(t, e, e->sub == RX_EXPR_FLOORDIV ? "division by zero" : "modulo by zero");
+      return ZERO;
+    }
+    if (x.i == INT64_MIN && y.i == -1 && e->sub == RX_EXPR_FLOORDIV)
+      ovf = true;
+    else
+      r.i = e->sub == RX_EXPR_FLOORDIV ? floordiv64(x.i, y.i) : floormod64(x.i, y.i);
+    break;
+  case RX_EXPR_MIN:
+    r.i = x.i < y.i ? x.i : y.i;
+    break;
+  default:
+    r.i = x.i > y.i ? x.i : y.i;
+    break; /* MAX */
+  }
+  if (ovf) {
+    fail_sym(t, e, "64-bit overflow");
+    return ZERO;
+  }
+  return r;
+}
+
 static val ev(thr *t, const cx *e) {
   val r, x, y, z;
   switch ((xop)e->op) {
@@ -727,30 +833,9 @@ static val ev(thr *t, const cx *e) {
   case X_CVT:
     return convert((rx_dtype)e->from, (rx_dtype)e->dt, ev(t, e->a));
   case X_FBIN:
-    x = ev(t, e->a);
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
     y = ev(t, e->b);
-    switch ((rx_binop)e->sub) {
-    case RX_BINOP_ADD:
-      r.f = x.f + y.f;
-      break;
-    case RX_BINOP_SUB:
-      r.f = x.f - y.f;
-      break;
-    case RX_BINOP_MUL:
-      r.f = x.f * y.f;
-      break;
-    case RX_BINOP_DIV:
-      r.f = x.f / y.f;
-      break;
-    case RX_BINOP_FLOORDIV:
-      r.f = floorf(x.f / y.f);
-      break;
-    default:
-      r.f = x.f - y.f * floorf(x.f / y.f);
-      break; /* FLOORMOD */
-    }
-    r.f = fround((rx_dtype)e->dt, r.f);
-    return r;
+    return ev_fbin(e, x, y);
   case X_FNEG:
     r.f = -ev(t, e->a).f;
     return r;
@@ -765,44 +850,10 @@ static val ev(thr *t, const cx *e) {
     z = e->c ? ev(t, e->c) : ZERO;
     r.f = fround((rx_dtype)e->dt, fcall((rx_intrinsic)e->sub, x.f, y.f, z.f));
     return r;
-  case X_IBIN: {
-    x = ev(t, e->a);
+  case X_IBIN:
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
     y = ev(t, e->b);
-    uint64_t ux = (uint64_t)x.i, uy = (uint64_t)y.i, ur;
-    switch ((rx_binop)e->sub) {
-    case RX_BINOP_ADD:
-      ur = ux + uy;
-      break;
-    case RX_BINOP_SUB:
-      ur = ux - uy;
-      break;
-    case RX_BINOP_MUL:
-      ur = ux * uy;
-      break;
-    case RX_BINOP_DIV: /* C truncating division */
-    case RX_BINOP_FLOORDIV:
-    case RX_BINOP_FLOORMOD:
-      if (y.i == 0) {
-        if (!t->err)
-          fail(t, e->loc, "integer %s by zero (%lld %s 0)",
-               e->sub == RX_BINOP_FLOORMOD ? "modulo" : "division", (long long)x.i,
-               rx_binop_name((rx_binop)e->sub));
-        return ZERO;
-      }
-      if (e->sub == RX_BINOP_FLOORDIV)
-        ur = (uint64_t)floordiv64(x.i, y.i);
-      else if (e->sub == RX_BINOP_FLOORMOD)
-        ur = (uint64_t)floormod64(x.i, y.i);
-      else
-        ur = y.i == -1 ? 0 - ux : (uint64_t)(x.i / y.i);
-      break;
-    default:
-      ur = 0;
-      break;
-    }
-    r.i = inorm((rx_dtype)e->dt, ur);
-    return r;
-  }
+    return ev_ibin(t, e, x, y);
   case X_INEG:
     r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i);
     return r;
@@ -827,45 +878,10 @@ static val ev(thr *t, const cx *e) {
       break; /* MAX */
     }
     return r;
-  case X_SBIN: {
-    x = ev(t, e->a);
+  case X_SBIN:
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
     y = ev(t, e->b);
-    if (t->err) return ZERO;
-    bool ovf = false;
-    switch ((rx_expr_kind)e->sub) {
-    case RX_EXPR_ADD:
-      ovf = __builtin_add_overflow(x.i, y.i, &r.i);
-      break;
-    case RX_EXPR_SUB:
-      ovf = __builtin_sub_overflow(x.i, y.i, &r.i);
-      break;
-    case RX_EXPR_MUL:
-      ovf = __builtin_mul_overflow(x.i, y.i, &r.i);
-      break;
-    case RX_EXPR_FLOORDIV:
-    case RX_EXPR_FLOORMOD:
-      if (y.i == 0) {
-        fail_sym(t, e, e->sub == RX_EXPR_FLOORDIV ? "division by zero" : "modulo by zero");
-        return ZERO;
-      }
-      if (x.i == INT64_MIN && y.i == -1 && e->sub == RX_EXPR_FLOORDIV)
-        ovf = true;
-      else
-        r.i = e->sub == RX_EXPR_FLOORDIV ? floordiv64(x.i, y.i) : floormod64(x.i, y.i);
-      break;
-    case RX_EXPR_MIN:
-      r.i = x.i < y.i ? x.i : y.i;
-      break;
-    default:
-      r.i = x.i > y.i ? x.i : y.i;
-      break; /* MAX */
-    }
-    if (ovf) {
-      fail_sym(t, e, "64-bit overflow");
-      return ZERO;
-    }
-    return r;
-  }
+    return ev_sbin(t, e, x, y);
   case X_AND:
     r.i = ev(t, e->a).i != 0 && ev(t, e->b).i != 0;
     return r;
@@ -1632,6 +1648,94 @@ static void add_thread_loop(run *rs, int axis, const rx_stmt *s, cx *ext) {
   bi->nt++;
 }
 
+/* A loop: a blockIdx loop (the outermost one of a block body becomes a launch), a threadIdx
+ * loop (inside a block body, one per axis), or a serial loop. */
+static cst *compile_for(run *rs, const rx_stmt *s) {
+  cst *c;
+  rx_loop_kind lk = s->loop_kind;
+  bool is_block = lk >= RX_LOOP_BLOCK_X && lk <= RX_LOOP_BLOCK_Z;
+  bool is_thread = lk >= RX_LOOP_THREAD_X && lk <= RX_LOOP_THREAD_Z;
+  if (s->nvars != 1) {
+    cfail(rs, s->loc, "malformed loop (%d variables)", s->nvars);
+    return NULL;
+  }
+  c = cst_new(rs, C_FOR, s);
+  c->nvars = 1;
+  c->slots = calloc_arena(rs, 1, sizeof *c->slots);
+  c->lo = calloc_arena(rs, 1, sizeof *c->lo);
+  c->ext = calloc_arena(rs, 1, sizeof *c->ext);
+  if (!compile_range(rs, c, 0, s)) return NULL;
+  size_t mark = rs->scope.len;
+  if (is_block) {
+    if (rs->cur_blk) {
+      cfail(rs, s->loc,
+            "a %s loop inside a block body (inside another blockIdx loop's "
+            "threads or in a program whose threads start outside blockIdx loops)",
+            rx_loop_kind_name(lk));
+      return NULL;
+    }
+    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    RX_VEC_PUSH(&rs->bv_slots, c->slots[0]);
+    RX_VEC_PUSH(&rs->bv_names, s->vars[0]->name);
+    int inner = scan(s->inner);
+    if (!(inner & HAS_BLOCK)) {
+      c->kind = C_LAUNCH;
+      c->blk = new_blk(rs, inner);
+      c->inner = compile_block_body(rs, c->blk, s->inner);
+    } else {
+      c->inner = compile_scoped(rs, s->inner);
+    }
+    rs->bv_slots.len--;
+    rs->bv_names.len--;
+  } else if (is_thread) {
+    int axis = (int)(lk - RX_LOOP_THREAD_X);
+    if (!rs->cur_blk) {
+      cfail(rs, s->loc, "%s loop outside the blockIdx loops", rx_loop_kind_name(lk));
+      return NULL;
+    }
+    if (rs->axis_active[axis]) {
+      cfail(rs, s->loc, "%s loop nested inside another %s loop", rx_loop_kind_name(lk),
+            rx_loop_kind_name(lk));
+      return NULL;
+    }
+    c->kind = C_TFOR;
+    c->axis = axis;
+    add_thread_loop(rs, axis, s, c->ext[0]);
+    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    rs->axis_active[axis] = true;
+    c->inner = compile_scoped(rs, s->inner);
+    rs->axis_active[axis] = false;
+  } else {
+    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    c->inner = compile_scoped(rs, s->inner);
+  }
+  rs->scope.len = mark;
+  return rs->cerr ? NULL : c;
+}
+
+/* A store to a parameter or a visible allocation, with one index per dimension. */
+static cst *compile_store(run *rs, const rx_stmt *s) {
+  cst *c;
+  rx_buffer *b = s->buf;
+  if (!b || scope_index(rs, b) < 0) {
+    cfail(rs, s->loc, "store to `%s`, which is not a parameter or an allocation visible here",
+          b ? b->name : "?");
+    return NULL;
+  }
+  if (s->nidx != b->ndim || s->nidx > RX_MAX_NDIM) {
+    cfail(rs, s->loc, "store to `%s` with %d indices, but it has %d dimensions", b->name, s->nidx,
+          b->ndim);
+    return NULL;
+  }
+  c = cst_new(rs, C_STORE, s);
+  c->buf = buf_of(rs, b);
+  c->nidx = s->nidx;
+  c->idx = calloc_arena(rs, (size_t)s->nidx, sizeof *c->idx);
+  for (int i = 0; i < s->nidx; i++) c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
+  c->value = coerce(rs, compile_tx(rs, s->value), b->dtype);
+  return rs->cerr ? NULL : c;
+}
+
 static cst *compile_stmt(run *rs, const rx_stmt *s) {
   if (rs->cerr) return NULL;
   if (!s) {
@@ -1649,67 +1753,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     rs->scope.len = mark;
     return c;
   }
-  case RX_STMT_FOR: {
-    rx_loop_kind lk = s->loop_kind;
-    bool is_block = lk >= RX_LOOP_BLOCK_X && lk <= RX_LOOP_BLOCK_Z;
-    bool is_thread = lk >= RX_LOOP_THREAD_X && lk <= RX_LOOP_THREAD_Z;
-    if (s->nvars != 1) {
-      cfail(rs, s->loc, "malformed loop (%d variables)", s->nvars);
-      return NULL;
-    }
-    c = cst_new(rs, C_FOR, s);
-    c->nvars = 1;
-    c->slots = calloc_arena(rs, 1, sizeof *c->slots);
-    c->lo = calloc_arena(rs, 1, sizeof *c->lo);
-    c->ext = calloc_arena(rs, 1, sizeof *c->ext);
-    if (!compile_range(rs, c, 0, s)) return NULL;
-    size_t mark = rs->scope.len;
-    if (is_block) {
-      if (rs->cur_blk) {
-        cfail(rs, s->loc,
-              "a %s loop inside a block body (inside another blockIdx loop's "
-              "threads or in a program whose threads start outside blockIdx loops)",
-              rx_loop_kind_name(lk));
-        return NULL;
-      }
-      rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
-      RX_VEC_PUSH(&rs->bv_slots, c->slots[0]);
-      RX_VEC_PUSH(&rs->bv_names, s->vars[0]->name);
-      int inner = scan(s->inner);
-      if (!(inner & HAS_BLOCK)) {
-        c->kind = C_LAUNCH;
-        c->blk = new_blk(rs, inner);
-        c->inner = compile_block_body(rs, c->blk, s->inner);
-      } else {
-        c->inner = compile_scoped(rs, s->inner);
-      }
-      rs->bv_slots.len--;
-      rs->bv_names.len--;
-    } else if (is_thread) {
-      int axis = (int)(lk - RX_LOOP_THREAD_X);
-      if (!rs->cur_blk) {
-        cfail(rs, s->loc, "%s loop outside the blockIdx loops", rx_loop_kind_name(lk));
-        return NULL;
-      }
-      if (rs->axis_active[axis]) {
-        cfail(rs, s->loc, "%s loop nested inside another %s loop", rx_loop_kind_name(lk),
-              rx_loop_kind_name(lk));
-        return NULL;
-      }
-      c->kind = C_TFOR;
-      c->axis = axis;
-      add_thread_loop(rs, axis, s, c->ext[0]);
-      rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
-      rs->axis_active[axis] = true;
-      c->inner = compile_scoped(rs, s->inner);
-      rs->axis_active[axis] = false;
-    } else {
-      rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
-      c->inner = compile_scoped(rs, s->inner);
-    }
-    rs->scope.len = mark;
-    return rs->cerr ? NULL : c;
-  }
+  case RX_STMT_FOR:
+    return compile_for(rs, s);
   case RX_STMT_REDUCE: {
     if (s->nvars < 0) {
       cfail(rs, s->loc, "malformed reduce");
@@ -1730,27 +1775,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     rs->scope.len = mark;
     return rs->cerr ? NULL : c;
   }
-  case RX_STMT_STORE: {
-    rx_buffer *b = s->buf;
-    if (!b || scope_index(rs, b) < 0) {
-      cfail(rs, s->loc, "store to `%s`, which is not a parameter or an allocation visible here",
-            b ? b->name : "?");
-      return NULL;
-    }
-    if (s->nidx != b->ndim || s->nidx > RX_MAX_NDIM) {
-      cfail(rs, s->loc, "store to `%s` with %d indices, but it has %d dimensions", b->name, s->nidx,
-            b->ndim);
-      return NULL;
-    }
-    c = cst_new(rs, C_STORE, s);
-    c->buf = buf_of(rs, b);
-    c->nidx = s->nidx;
-    c->idx = calloc_arena(rs, (size_t)s->nidx, sizeof *c->idx);
-    for (int i = 0; i < s->nidx; i++)
-      c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
-    c->value = coerce(rs, compile_tx(rs, s->value), b->dtype);
-    return rs->cerr ? NULL : c;
-  }
+  case RX_STMT_STORE:
+    return compile_store(rs, s);
   case RX_STMT_LET:
     if (!s->local || !known_dtype(s->local->dtype)) {
       cfail(rs, s->loc, "malformed let");
@@ -1921,6 +1947,42 @@ static rx_status prepare(run *rs, int nargs) {
 }
 
 /* Binds parameters, checks arguments and facts, runs (on a fiber: see rx_interp_run). */
+/* Binds the scalar parameters' variables (sizes: >= 0, an i32 fits) in top's slots. */
+static rx_status bind_scalars(run *rs, thr *top, bool *bound) {
+  const rx_tensor_fn *f = rs->f;
+  rx_interp_arg *args = rs->args;
+  rx_status st = NULL;
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    if (p->kind != RX_PARAM_SCALAR) continue;
+    int64_t v = args[i].value;
+    const char *name = p->var->name;
+    if (v < 0) {
+      st = rx_status_make(RX_ERR_INVALID,
+                          "tensor_fn `%s`: scalar parameter `%s` is %lld, but symbolic values "
+                          "are sizes (>= 0)",
+                          rs->fname, name, (long long)v);
+      return st;
+    }
+    if (p->dtype == RX_DTYPE_I32 && v > INT32_MAX) {
+      st = rx_status_make(RX_ERR_INVALID,
+                          "tensor_fn `%s`: scalar parameter `%s`: %lld does not fit in i32",
+                          rs->fname, name, (long long)v);
+      return st;
+    }
+    int s = slot_of(rs, p->var);
+    if (bound[s] && top->slots[s].i != v) {
+      st = rx_status_make(RX_ERR_INVALID,
+                          "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld", rs->fname,
+                          name, (long long)top->slots[s].i, (long long)v);
+      return st;
+    }
+    top->slots[s].i = v;
+    bound[s] = true;
+  }
+  return st;
+}
+
 static rx_status execute(run *rs) {
   const rx_tensor_fn *f = rs->f;
   rx_interp_arg *args = rs->args;
@@ -1941,34 +2003,7 @@ static rx_status execute(run *rs) {
   rx_strbuf sb = {0};
 
   /* scalars first, then whole-variable dims, then every dim is checked */
-  for (int i = 0; i < f->nparams; i++) {
-    const rx_param *p = f->params[i];
-    if (p->kind != RX_PARAM_SCALAR) continue;
-    int64_t v = args[i].value;
-    const char *name = p->var->name;
-    if (v < 0) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s` is %lld, but symbolic values "
-                          "are sizes (>= 0)",
-                          rs->fname, name, (long long)v);
-      goto done;
-    }
-    if (p->dtype == RX_DTYPE_I32 && v > INT32_MAX) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s`: %lld does not fit in i32",
-                          rs->fname, name, (long long)v);
-      goto done;
-    }
-    int s = slot_of(rs, p->var);
-    if (bound[s] && top.slots[s].i != v) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld", rs->fname,
-                          name, (long long)top.slots[s].i, (long long)v);
-      goto done;
-    }
-    top.slots[s].i = v;
-    bound[s] = true;
-  }
+  if ((st = bind_scalars(rs, &top, bound))) goto done;
   for (int i = 0; i < f->nparams; i++) {
     const rx_param *p = f->params[i];
     if (p->kind != RX_PARAM_BUFFER) continue;

@@ -302,34 +302,10 @@ static bool spirv_validate(lctx *c, const char *kn, const char *file, const uint
   return ok;
 }
 
-static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
-  if (!cJSON_IsObject(jk)) return bad(c, NULL, "every entry of 'kernels' must be an object");
-  if (!get_str(c, jk, "name", NULL, &k->name)) return false;
-  const char *kn = k->name;
-  if (!get_str(c, jk, "program", kn, &k->program) ||
-      !get_opt_str(c, jk, "condition", kn, &k->condition))
-    return false;
-  const cJSON *grid = cJSON_GetObjectItemCaseSensitive(jk, "grid");
-  const cJSON *block = cJSON_GetObjectItemCaseSensitive(jk, "block");
-  if (!cJSON_IsArray(grid) || cJSON_GetArraySize(grid) != 3)
-    return bad(c, kn, "'grid' must be an array of 3 expressions");
-  if (!cJSON_IsArray(block) || cJSON_GetArraySize(block) != 3)
-    return bad(c, kn, "'block' must be an array of 3 integers");
-  for (int i = 0; i < 3; i++) {
-    if (!get_expr(c, cJSON_GetArrayItem(grid, i), "each 'grid' entry", kn, &k->grid[i]))
-      return false;
-    const cJSON *b = cJSON_GetArrayItem(block, i);
-    if (!cJSON_IsNumber(b) || b->valuedouble < 1 || b->valuedouble > 65535 ||
-        b->valuedouble != (double)(int)b->valuedouble)
-      return bad(c, kn, "'block' entries must be integers in 1..65535");
-    k->block[i] = (uint32_t)b->valuedouble;
-  }
+/* The kernel's "args": buffers (name, dtype, param, binding, written), then symbolic values
+ * (name, dtype i32, offset in the scalar block). */
+static bool parse_args(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k) {
   int64_t v;
-  if (cJSON_GetObjectItemCaseSensitive(jk, "shared_bytes")) {
-    if (!get_int(c, jk, "shared_bytes", kn, 0, INT32_MAX, &v)) return false;
-    k->shared_bytes = (uint32_t)v;
-  }
-
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(jk, "args");
   if (!cJSON_IsArray(args)) return bad(c, kn, "'args' must be an array");
   size_t n = (size_t)cJSON_GetArraySize(args);
@@ -377,12 +353,12 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
       return bad(c, kn, "argument kind must be \"buffer\" or \"scalar\"");
     }
   }
-  for (size_t i = 0; i < k->nbuffers; i++)
-    for (size_t j = 0; j < i; j++)
-      if (k->buffers[i].binding == k->buffers[j].binding)
-        return bad(c, kn, "buffers '%s' and '%s' share binding %d", k->buffers[j].name,
-                   k->buffers[i].name, k->buffers[i].binding);
+  return true;
+}
 
+/* The kernel's "scalars": where its symbolic values are passed (location, bytes, binding). */
+static bool parse_scalars(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k) {
+  int64_t v;
   const cJSON *sc = cJSON_GetObjectItemCaseSensitive(jk, "scalars");
   k->scalar_binding = -1;
   if (sc && !cJSON_IsNull(sc)) {
@@ -415,6 +391,77 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
   } else if (k->nscalars) {
     return bad(c, kn, "the kernel takes symbolic values but has no 'scalars' description");
   }
+  return true;
+}
+
+/* The binaries the device's backend uses: SPIR-V (checked), cubin or PTX, metallib or MSL.
+ * *binary is the "binary" entry (kept by the caller as the kernel's binary name). */
+static bool load_binaries(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k,
+                          char **binary) {
+  char *ptx = NULL, *source = NULL;
+  bool ok = get_opt_str(c, jk, "binary", kn, binary) && get_opt_str(c, jk, "ptx", kn, &ptx) &&
+            get_opt_str(c, jk, "source", kn, &source);
+  rx_rt_backend be = c->d->info.backend;
+  if (ok && be == RX_RT_BACKEND_VULKAN) {
+    if (!*binary)
+      ok = bad(c, kn, "no 'binary' (SPIR-V): was glslang/shaderc absent when relaxc codegen ran?");
+    else
+      ok = load_file(c, kn, *binary, false, &k->binary, &k->binary_size) &&
+           spirv_structure(c, kn, *binary, k->binary, k->binary_size) &&
+           spirv_validate(c, kn, *binary, k->binary, k->binary_size);
+  } else if (ok && be == RX_RT_BACKEND_CUDA) {
+    if (!*binary && !ptx) ok = bad(c, kn, "neither 'binary' (cubin) nor 'ptx' is given");
+    if (ok && *binary) ok = load_file(c, kn, *binary, false, &k->binary, &k->binary_size);
+    if (ok && ptx) ok = load_file(c, kn, ptx, true, &k->ptx, &k->ptx_size);
+  } else if (ok && be == RX_RT_BACKEND_METAL) {
+    if (*binary)
+      ok = load_file(c, kn, *binary, false, &k->binary, &k->binary_size);
+    else if (source)
+      ok = load_file(c, kn, source, true, &k->source, &k->source_size);
+    else
+      ok = bad(c, kn, "neither 'binary' (metallib) nor 'source' (MSL) is given");
+  }
+  rt_free(c->a, ptx);
+  rt_free(c->a, source);
+  return ok;
+}
+
+static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
+  if (!cJSON_IsObject(jk)) return bad(c, NULL, "every entry of 'kernels' must be an object");
+  if (!get_str(c, jk, "name", NULL, &k->name)) return false;
+  const char *kn = k->name;
+  if (!get_str(c, jk, "program", kn, &k->program) ||
+      !get_opt_str(c, jk, "condition", kn, &k->condition))
+    return false;
+  const cJSON *grid = cJSON_GetObjectItemCaseSensitive(jk, "grid");
+  const cJSON *block = cJSON_GetObjectItemCaseSensitive(jk, "block");
+  if (!cJSON_IsArray(grid) || cJSON_GetArraySize(grid) != 3)
+    return bad(c, kn, "'grid' must be an array of 3 expressions");
+  if (!cJSON_IsArray(block) || cJSON_GetArraySize(block) != 3)
+    return bad(c, kn, "'block' must be an array of 3 integers");
+  for (int i = 0; i < 3; i++) {
+    if (!get_expr(c, cJSON_GetArrayItem(grid, i), "each 'grid' entry", kn, &k->grid[i]))
+      return false;
+    const cJSON *b = cJSON_GetArrayItem(block, i);
+    if (!cJSON_IsNumber(b) || b->valuedouble < 1 || b->valuedouble > 65535 ||
+        b->valuedouble != (double)(int)b->valuedouble)
+      return bad(c, kn, "'block' entries must be integers in 1..65535");
+    k->block[i] = (uint32_t)b->valuedouble;
+  }
+  int64_t v;
+  if (cJSON_GetObjectItemCaseSensitive(jk, "shared_bytes")) {
+    if (!get_int(c, jk, "shared_bytes", kn, 0, INT32_MAX, &v)) return false;
+    k->shared_bytes = (uint32_t)v;
+  }
+
+  if (!parse_args(c, jk, kn, k)) return false;
+  for (size_t i = 0; i < k->nbuffers; i++)
+    for (size_t j = 0; j < i; j++)
+      if (k->buffers[i].binding == k->buffers[j].binding)
+        return bad(c, kn, "buffers '%s' and '%s' share binding %d", k->buffers[j].name,
+                   k->buffers[i].name, k->buffers[i].binding);
+
+  if (!parse_scalars(c, jk, kn, k)) return false;
   for (size_t i = 0; i < k->nscalars; i++)
     if (k->scalar_location != RT_SCALARS_PARAMETERS && k->scalars[i].offset + 4 > k->scalar_bytes)
       return bad(c, kn, "symbolic value '%s' at offset %u does not fit in scalars.bytes = %u",
@@ -428,33 +475,9 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
                    k->scalar_binding, k->buffers[i].name);
   }
 
-  /* binaries: what the device's backend uses */
-  char *binary = NULL, *ptx = NULL, *source = NULL;
-  bool ok = get_opt_str(c, jk, "binary", kn, &binary) && get_opt_str(c, jk, "ptx", kn, &ptx) &&
-            get_opt_str(c, jk, "source", kn, &source);
-  rx_rt_backend be = c->d->info.backend;
-  if (ok && be == RX_RT_BACKEND_VULKAN) {
-    if (!binary)
-      ok = bad(c, kn, "no 'binary' (SPIR-V): was glslang/shaderc absent when relaxc codegen ran?");
-    else
-      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size) &&
-           spirv_structure(c, kn, binary, k->binary, k->binary_size) &&
-           spirv_validate(c, kn, binary, k->binary, k->binary_size);
-  } else if (ok && be == RX_RT_BACKEND_CUDA) {
-    if (!binary && !ptx) ok = bad(c, kn, "neither 'binary' (cubin) nor 'ptx' is given");
-    if (ok && binary) ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
-    if (ok && ptx) ok = load_file(c, kn, ptx, true, &k->ptx, &k->ptx_size);
-  } else if (ok && be == RX_RT_BACKEND_METAL) {
-    if (binary)
-      ok = load_file(c, kn, binary, false, &k->binary, &k->binary_size);
-    else if (source)
-      ok = load_file(c, kn, source, true, &k->source, &k->source_size);
-    else
-      ok = bad(c, kn, "neither 'binary' (metallib) nor 'source' (MSL) is given");
-  }
+  char *binary = NULL;
+  bool ok = load_binaries(c, jk, kn, k, &binary);
   k->binary_name = binary;
-  rt_free(c->a, ptx);
-  rt_free(c->a, source);
   return ok;
 }
 

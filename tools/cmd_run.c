@@ -427,6 +427,69 @@ static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, s
   return s;
 }
 
+/* Each --input NAME=SPEC (in_names[k] "NAME=SPEC", in_specs[k] its SPEC) to its parameter of
+ * function fi (fn): a .npy file or random:SHAPE (seeded per parameter), checked against the
+ * parameter's struct info with the symbolic values bound so far; inputs[] is indexed by
+ * parameter. */
+static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, const char *fn,
+                             int nin, const char *const *in_names, const char *const *in_specs,
+                             long long seed, bindings *bound, rx_rt_tensor **inputs) {
+  size_t nparams = rx_rt_artifact_function_param_count(art, fi);
+  rx_status s = NULL;
+  for (int k = 0; k < nin && !s; k++) {
+    size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
+    rx_rt_param_info info;
+    for (; pi < nparams; pi++) {
+      rx_rt_artifact_function_param(art, fi, pi, &info);
+      if (strlen(info.name) == nlen && !strncmp(info.name, in_names[k], nlen)) break;
+    }
+    if (pi == nparams) {
+      rx_strbuf names = {0};
+      for (size_t j = 0; j < nparams; j++) {
+        rx_rt_artifact_function_param(art, fi, j, &info);
+        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", info.name);
+      }
+      s = rx_status_make(RX_ERR_INVALID,
+                         "--input %.*s: %s has no parameter '%.*s' (parameters: "
+                         "%s)",
+                         (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
+                         names.data ? names.data : "none");
+      rx_strbuf_free(&names);
+      break;
+    }
+    if (inputs[pi]) {
+      s = rx_status_make(RX_ERR_INVALID, "--input %s: parameter '%s' is given twice", in_names[k],
+                         info.name);
+      break;
+    }
+    const char *spec = in_specs[k];
+    if (!strncmp(spec, "random:", 7)) {
+      rx_dtype dt;
+      int ndim;
+      int64_t shape[RX_RT_MAX_NDIM];
+      bool parsed = parse_random(spec + 7, info.dtype, &dt, &ndim, shape);
+      assert(parsed); /* checked with the options */
+      (void)parsed;
+      uint64_t rseed = (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u;
+      if ((s = check_param(fn, &info, bound, dt, ndim, shape))) break; /* names fn and param */
+      s = make_random(d, &info, dt, ndim, shape, rseed, &inputs[pi]);
+    } else {
+      rx_npy a;
+      if (!(s = rx_npy_read(spec, &a))) {
+        rx_status bad = check_param(fn, &info, bound, a.dtype, a.ndim, a.shape);
+        if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        rx_npy_free(&a);
+        if (bad) {
+          s = bad; /* names fn and param: not annotated */
+          break;
+        }
+      }
+    }
+    if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
+  }
+  return s;
+}
+
 int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   const char *model = NULL, *device = NULL, *fn = "main", *output = NULL, *wdir = NULL;
   const char *in_names[MAX_INPUTS], *in_specs[MAX_INPUTS];
@@ -503,58 +566,7 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   nparams = rx_rt_artifact_function_param_count(art, fi);
   inputs = rx_calloc(nparams ? nparams : 1, sizeof *inputs); /* aborts when out of memory */
   bindings bound = {0};
-  /* each --input to its parameter */
-  for (int k = 0; k < nin && !s; k++) {
-    size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
-    rx_rt_param_info info;
-    for (; pi < nparams; pi++) {
-      rx_rt_artifact_function_param(art, fi, pi, &info);
-      if (strlen(info.name) == nlen && !strncmp(info.name, in_names[k], nlen)) break;
-    }
-    if (pi == nparams) {
-      rx_strbuf names = {0};
-      for (size_t j = 0; j < nparams; j++) {
-        rx_rt_artifact_function_param(art, fi, j, &info);
-        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", info.name);
-      }
-      s = rx_status_make(RX_ERR_INVALID,
-                         "--input %.*s: %s has no parameter '%.*s' (parameters: "
-                         "%s)",
-                         (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
-                         names.data ? names.data : "none");
-      rx_strbuf_free(&names);
-      break;
-    }
-    if (inputs[pi]) {
-      s = rx_status_make(RX_ERR_INVALID, "--input %s: parameter '%s' is given twice", in_names[k],
-                         info.name);
-      break;
-    }
-    const char *spec = in_specs[k];
-    if (!strncmp(spec, "random:", 7)) {
-      rx_dtype dt;
-      int ndim;
-      int64_t shape[RX_RT_MAX_NDIM];
-      bool parsed = parse_random(spec + 7, info.dtype, &dt, &ndim, shape);
-      assert(parsed); /* checked with the options */
-      (void)parsed;
-      uint64_t rseed = (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u;
-      if ((s = check_param(fn, &info, &bound, dt, ndim, shape))) break; /* names fn and param */
-      s = make_random(d, &info, dt, ndim, shape, rseed, &inputs[pi]);
-    } else {
-      rx_npy a;
-      if (!(s = rx_npy_read(spec, &a))) {
-        rx_status bad = check_param(fn, &info, &bound, a.dtype, a.ndim, a.shape);
-        if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
-        rx_npy_free(&a);
-        if (bad) {
-          s = bad; /* names fn and param: not annotated */
-          break;
-        }
-      }
-    }
-    if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
-  }
+  s = bind_inputs(d, art, fi, fn, nin, in_names, in_specs, seed, &bound, inputs);
   for (size_t pi = 0; pi < nparams && !s; pi++)
     if (!inputs[pi]) {
       rx_rt_param_info info;
