@@ -1,5 +1,5 @@
 /* passes/plan_memory.c: liveness-based storage reuse over each graph function's call_tensor
- * outputs, sized at the upper bounds the function's facts give (see passes/pipeline.h). */
+ * outputs, sized at the upper bounds the function's facts give (see passes/passes.h). */
 #include "passes.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The artifact (.rxm) and the host-program bytecode: the format the compiler writes
- * (codegen/artifact.c, passes/lower_host.c) and the runtime reads (runtime/artifact.c,
+ * (driver/artifact.c, passes/lower_host.c) and the runtime reads (runtime/artifact.c,
  * runtime/vm.c). Owned by the runtime; the compiler includes this header, never the reverse.
  * docs/artifact.md describes the same format in prose. All integers little-endian.
  *

@@ -39,8 +39,9 @@ MAX_LINES = 150  # STYLE.md: "no function grows past about 150 lines"
 
 
 def tracked(patterns):
-    out = subprocess.run(["git", "ls-files"] + patterns, cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
+    # tracked files and new ones not ignored (a clean checkout has only the former)
+    cmd = ["git", "ls-files", "--cached", "--others", "--exclude-standard"] + patterns
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return [f for f in out.split("\n") if f]
 
 

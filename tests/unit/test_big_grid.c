@@ -1,6 +1,6 @@
 /* Grids beyond the per-axis limit (issue 10, item 8): Vulkan guarantees 65535 work groups per
  * axis, and the elementwise rule's 1-D grid over 4096 x 32000 elements wants 128,000 groups, the
- * row reduction's over 65536 rows 65536. passes/schedule.c turns such block loops into
+ * row reduction's over 65536 rows 65536. passes/schedule/schedule.c turns such block loops into
  * grid-stride loops (grid min(E, 65535)); this test checks that
  *   - every grid expression of every target stays within the target's max_grid_dim at the
  *     symbolic dims' bound (n = 4096 and n = 65536) and is the full count below the limit;

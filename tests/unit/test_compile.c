@@ -1,4 +1,4 @@
-/* The whole pipeline (passes/pipeline.h): text models with ops (an MLP, a decoder layer with a
+/* The whole pipeline (driver/driver.h): text models with ops (an MLP, a decoder layer with a
  * symbolic sequence length, a conv net with a symbolic batch, a module with control flow)
  * compiled for vulkan, cuda and metal. Checks:
  *   - the artifact, read back by a small independent reader: header, section table, CRC-32 of

@@ -1,4 +1,4 @@
-/* Schedule primitives on tensor programs (private to passes/sched_*.c and schedule.c).
+/* Schedule primitives on tensor programs (private to passes/schedule/).
  *
  * The primitives build NEW statement trees in the module's arena; the original program is never
  * modified. A schedule state (rx_sctx) carries the module, the target, an analyzer loaded with
@@ -21,8 +21,8 @@
 #ifndef RX_SCHED_PRIMS_H
 #define RX_SCHED_PRIMS_H
 
-#include "../ir/ir.h"
-#include "../targets/target.h"
+#include "../../ir/ir.h"
+#include "../../targets/target.h"
 
 #define RX_MAX_IDX 8 /* most indices of an access the rules build */
 

@@ -1,6 +1,6 @@
 /* Schedule primitives: rewriting with substitution, split, fuse, cross-thread reduction, and
- * the constructors the rules use. See sched_prims.h. */
-#include "sched_prims.h"
+ * the constructors the rules use. See prims.h. */
+#include "prims.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,202 @@
+/* passes/schedule/elementwise.c: the ELEMENTWISE rule (an injective nest: fused, split, bound,
+ * vectorized).
+ *
+ *   ELEMENTWISE    the body is one nest of serial loops `for i0.., i1.. { LET... STORE... }`
+ *                  whose stores index exactly a permutation of the loop variables, and whose
+ *                  loads of stored buffers use the same indices as the store. Loops are
+ *                  reordered to follow the store (coalesced stores), fused, split by the block
+ *                  size (256 or the target's limit), bound to blockIdx.x/threadIdx.x; the tail
+ *                  is guarded unless the analyzer proves the total divisible. Vectorized by
+ *                  vector_bytes (at most 4 lanes) when the innermost extent is provably
+ *                  divisible and every access that uses the innermost variable has it as its
+ *                  last index. */
+#include "rules.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------
+ * ELEMENTWISE
+ * ------------------------------------------------------------------------------------------ */
+typedef struct ew_info {
+  nest nt;
+  int perm[MAXN]; /* store index k is loop var perm[k] (of the first store) */
+  bool same_perm;
+} ew_info;
+
+typedef struct store_ref {
+  const rx_stmt *st;
+} store_ref;
+
+static bool ew_match(const rx_tensor_fn *f, ew_info *w) {
+  if (sched_seq_len(f->body) != 1) return false;
+  sched_get_nest(sched_seq_at(f->body, 0), &w->nt);
+  nest *nt = &w->nt;
+  if (nt->n == 0) return false;
+  const rx_stmt *b = nt->body;
+  int nst = 0;
+  w->same_perm = true;
+  for (int i = 0; i < sched_seq_len(b); i++) {
+    const rx_stmt *st = sched_seq_at(b, i);
+    if (st->kind == RX_STMT_LET) continue;
+    if (st->kind != RX_STMT_STORE || st->nidx != nt->n) return false;
+    int perm[MAXN];
+    bool seen[MAXN] = {0};
+    for (int k = 0; k < st->nidx; k++) {
+      int which = -1;
+      for (int v = 0; v < nt->n; v++)
+        if (sched_sym_is(st->idx[k], nt->vars[v])) which = v;
+      if (which < 0 || seen[which]) return false;
+      seen[which] = true;
+      perm[k] = which;
+    }
+    if (nst == 0)
+      memcpy(w->perm, perm, sizeof perm);
+    else if (memcmp(w->perm, perm, sizeof(int) * (size_t)nt->n) != 0)
+      w->same_perm = false;
+    nst++;
+  }
+  if (nst == 0) return false;
+  /* loads of stored buffers must read the point being written */
+  for (int i = 0; i < sched_seq_len(b); i++) {
+    const rx_stmt *st = sched_seq_at(b, i);
+    if (st->kind != RX_STMT_STORE) continue;
+    for (int j = 0; j < sched_seq_len(b); j++) {
+      const rx_stmt *u = sched_seq_at(b, j);
+      /* every load of st->buf anywhere in the body */
+      struct chk {
+        const rx_stmt *st;
+      } c = {st};
+      (void)c;
+      if (!sched_tx_loads(u->value, st->buf)) continue;
+      /* check each load of the buffer has the same indices */
+      const rx_stmt *target = st;
+      bool ok = true;
+      /* small recursive lambda substitute */
+      const rx_tx *stack[256];
+      int sp = 0;
+      stack[sp++] = u->value;
+      while (sp > 0 && ok) {
+        const rx_tx *e = stack[--sp];
+        if (!e) continue;
+        if (e->kind == RX_TX_LOAD && e->buf == target->buf &&
+            !sched_same_idx(e->idx, e->nidx, target->idx, target->nidx))
+          ok = false;
+        if (sp + 3 + e->nidx >= 256) return false;
+        for (int k = 0; k < e->nidx; k++) stack[sp++] = e->idx[k];
+        stack[sp++] = e->a;
+        stack[sp++] = e->b;
+        stack[sp++] = e->c;
+      }
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
+typedef struct vec_chk {
+  const rx_expr *v;
+} vec_chk;
+static bool vec_load_ok(const rx_tx *e, void *ud) {
+  const rx_expr *v = ((vec_chk *)ud)->v;
+  for (int k = 0; k < e->nidx; k++) {
+    bool last = k == e->nidx - 1;
+    if (last) {
+      if (sched_tx_uses(e->idx[k], v) && !sched_sym_is(e->idx[k], v)) return false;
+    } else if (sched_tx_uses(e->idx[k], v)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static int max_bits_tx(const rx_tx *e) {
+  if (!e) return 0;
+  int b = e->kind == RX_TX_LOAD ? rx_dtype_bits(e->buf->dtype) : 0;
+  for (int i = 0; i < e->nidx; i++) {
+    int x = max_bits_tx(e->idx[i]);
+    if (x > b) b = x;
+  }
+  int x = max_bits_tx(e->a);
+  if (x > b) b = x;
+  x = max_bits_tx(e->b);
+  if (x > b) b = x;
+  x = max_bits_tx(e->c);
+  return x > b ? x : b;
+}
+
+static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
+  nest *nt = &w->nt;
+  int n = nt->n;
+  const rx_expr *ov[MAXN], *olo[MAXN], *oe[MAXN];
+  for (int k = 0; k < n; k++) {
+    int v = w->same_perm ? w->perm[k] : k; /* reorder: loops follow the store's index order */
+    ov[k] = nt->vars[v];
+    olo[k] = nt->lo[v];
+    oe[k] = nt->ext[v];
+  }
+  const rx_stmt *body = nt->body;
+  /* vector width */
+  int V = 1;
+  {
+    int bits = 0;
+    bool ok = true;
+    vec_chk vc = {ov[n - 1]};
+    for (int i = 0; i < sched_seq_len(body); i++) {
+      const rx_stmt *st = sched_seq_at(body, i);
+      int b = max_bits_tx(st->value);
+      if (st->kind == RX_STMT_STORE) {
+        if (rx_dtype_bits(st->buf->dtype) > b) b = rx_dtype_bits(st->buf->dtype);
+        if (!sched_sym_is(st->idx[st->nidx - 1], ov[n - 1])) ok = false;
+      }
+      if (b > bits) bits = b;
+      if (!sched_all_loads(st->value, vec_load_ok, &vc)) ok = false;
+    }
+    if (ok && bits > 0) {
+      V = s->t->vector_bytes * 8 / bits;
+      if (V > 4) V = 4;
+      if (V < 1) V = 1;
+      while (V > 1) {
+        int64_t d = rx_analyzer_divisor(s->an, oe[n - 1]);
+        if (d != 0 && d % V == 0) break;
+        V /= 2;
+      }
+    }
+  }
+  int B = sched_block_threads(s, 256);
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *tx = rx_sched_fresh_var(s, "tx");
+  const rx_expr *lane = V > 1 ? rx_sched_fresh_var(s, "vec") : NULL;
+  const rx_expr *ext2[MAXN];
+  for (int k = 0; k < n; k++) ext2[k] = oe[k];
+  if (V > 1) ext2[n - 1] = rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, oe[n - 1], E(s, V)));
+  const rx_expr *g = ADD(s, MUL(s, bx, B), tx);
+  const rx_expr *repl[MAXN];
+  const rx_expr *total = rx_sched_fuse(s, ext2, n, g, repl);
+  total = rx_analyzer_simplify(s->an, total);
+  const rx_expr *nblocks;
+  const rx_expr *guard = rx_sched_split(s, total, B, bx, tx, &nblocks);
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, bx, E(s, 0), nblocks);
+  rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, B));
+  if (guard) rx_analyzer_assume(s->an, guard);
+  for (int k = 0; k < n; k++) {
+    if (V > 1 && k == n - 1) repl[k] = ADD(s, MUL(s, repl[k], V), lane);
+    repl[k] = rx_analyzer_simplify(s->an, ADD(s, olo[k], repl[k]));
+  }
+  rx_analyzer_reset(s->an, mk);
+  rx_rewrite rw = {.s = s, .vars = ov, .repl = repl, .n = n};
+  rx_stmt *inner = rx_sched_rewrite_stmt(&rw, body);
+  if (V > 1) inner = rx_sched_for(s, lane, E(s, V), RX_LOOP_VECTORIZE, inner);
+  inner = rx_sched_guard(s, guard, inner);
+  return sched_kernel1(s, bx, nblocks, tx, B, inner);
+}
+
+bool sched_elementwise(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
+  ew_info ew;
+  if (!ew_match(f, &ew)) return false;
+  o->body = ew_schedule(s, &ew);
+  rx_sched_variant v = {NULL, RX_SCHED_ELEMENTWISE, NULL};
+  sched_set_variants(o->m, o->res, &v, 1);
+  return true;
+}
