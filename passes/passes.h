@@ -53,8 +53,8 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag);
  * follow it. */
 bool rx_pass_short_names(rx_module *m, rx_diag *diag);
 
-/* passes/schedule/schedule.c: schedules every tensor program of m for target t in place (each item's
- * rx_tensor_fn* is replaced by the scheduled one; passes/schedule.h has the rules, the
+/* passes/schedule/schedule.c: schedules every tensor program of m for target t in place (each
+ * item's rx_tensor_fn* is replaced by the scheduled one; passes/schedule.h has the rules, the
  * contract of a scheduled program and rx_schedule for one program). */
 bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
 
