@@ -17,7 +17,7 @@ const rx_sinfo *rx_deduce_full(rx_deduce_ctx *dc, const rx_node *call) {
     return NULL;
   }
   rx_dtype dt = RX_DTYPE_F32;
-  if (strcmp(call->op->name, "full") == 0) {
+  if (call->op->id == RX_OP_full) {
     const rx_sinfo *v = call->args[1]->sinfo;
     if (v->kind != RX_SINFO_PRIM && !(v->kind == RX_SINFO_TENSOR && v->ndim == 0)) {
       rx_deduce_error(dc, "full expects a scalar fill value as argument 2, got %s",

@@ -350,18 +350,29 @@ static const char *const *arg_names(const rx_op *op) {
   static const char *const att[] = {"q", "k", "v", "mask"};
   static const char *const bn[] = {"x", "gamma", "beta", "mean", "var"};
   static const char *const full[] = {"shape", "value"};
-  const char *n = op->name;
-  if (!strcmp(n, "where")) return wh;
-  if (!strcmp(n, "layer_norm")) return ln;
-  if (!strcmp(n, "rms_norm") || !strcmp(n, "conv2d")) return rms;
-  if (!strcmp(n, "take")) return take;
-  if (!strcmp(n, "rope")) return rope;
-  if (!strcmp(n, "attention")) return att;
-  if (!strcmp(n, "batch_norm")) return bn;
-  if (!strcmp(n, "full")) return full;
-  if (!strcmp(n, "reshape")) return one;
-  if (op->max_args == 2 && op->min_args == 2) return two;
-  return one;
+  switch (op->id) {
+  case RX_OP_where:
+    return wh;
+  case RX_OP_layer_norm:
+    return ln;
+  case RX_OP_rms_norm:
+  case RX_OP_conv2d:
+    return rms;
+  case RX_OP_take:
+    return take;
+  case RX_OP_rope:
+    return rope;
+  case RX_OP_attention:
+    return att;
+  case RX_OP_batch_norm:
+    return bn;
+  case RX_OP_full:
+    return full;
+  case RX_OP_reshape:
+    return one;
+  default:
+    return op->max_args == 2 && op->min_args == 2 ? two : one;
+  }
 }
 
 /* Builds the operand list from the call's arguments (see rx_legalize_args). When m_nodes is
@@ -518,60 +529,71 @@ static int axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) 
 
 /* ---- elementwise unary ---- */
 
-static void gen_unary(L *l) {
-  const char *op = l->call->op->name;
+/* One output element's value from the loaded input xv (of dtype xt; the output's is yt). */
+typedef const char *(*unary_value)(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
+
+static const char *formula_of(const L *l);
+
+/* The loop nest of a unary op: y[i...] = value(x[i...]). */
+static void unary(L *l, unary_value value) {
   opnd *x = arg(l, 0), *y = &l->outs[0];
   scalars_to(l, x->dtype == RX_DTYPE_UNKNOWN ? y->dtype : x->dtype);
   const char *iv[MAXR];
   nest_vars(l, "i", y->ndim, iv);
   for_nest(l, iv, y->shape, y->ndim);
-  const char *xv = load(l, x, iv);
-  rx_dtype xt = x->dtype, mt = mathdt(xt);
-  const char *v = NULL;
-  if (!strcmp(op, "cast")) {
-    v = xt == y->dtype ? xv : S(l, "%s(%s)", rx_dtype_name(y->dtype), xv);
-  } else if (!strcmp(op, "neg")) {
-    v = S(l, "-(%s)", xv);
-  } else if (!strcmp(op, "abs")) {
-    v = S(l, "abs(%s)", xv);
-  } else if (!strcmp(op, "not")) {
-    v = S(l, "!(%s)", xv);
-  } else if (!strcmp(op, "relu")) {
-    v = S(l, "max(%s, %s)", xv, lit(l, xt, 0));
-  } else if (!strcmp(op, "clip")) {
-    const rx_attr *lo = rx_call_attr(l->call, "min"), *hi = rx_call_attr(l->call, "max");
-    double a = lo ? lo->f : -INFINITY, b = hi ? hi->f : INFINITY;
-    if (!rx_dtype_is_float(xt)) {
-      a = ceil(a);
-      b = floor(b);
-    }
-    v = S(l, "min(max(%s, %s), %s)", xv, lit(l, xt, a), lit(l, xt, b));
-  } else {
-    line(l, "let t: %s = %s", rx_dtype_name(mt), up(l, xt, xv));
-    const char *f = NULL;
-    if (!strcmp(op, "gelu")) {
-      const rx_attr *ap = rx_call_attr(l->call, "approximate");
-      if (ap && ap->s && !strcmp(ap->s, "tanh"))
-        f = "0.5 * t * (1.0 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))";
-      else
-        f = "0.5 * t * (1.0 + erf(t * 0.70710678118654757))";
-    } else if (!strcmp(op, "silu")) {
-      f = "t * sigmoid(t)";
-    } else {
-      f = S(l, "%s(t)", op); /* exp log sqrt rsqrt tanh erf sigmoid sin cos floor ceil */
-    }
-    v = down(l, xt, f);
-  }
+  const char *v = value(l, load(l, x, iv), x->dtype, y->dtype);
   line(l, "%s = %s", load(l, y, iv), v);
   close_n(l, y->ndim);
 }
 
+/* ops.def's formula over the loaded value (neg, abs, not) */
+static const char *v_formula(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  return S(l, formula_of(l), xv);
+}
+/* ops.def's formula over the value in f32 (exp, log, ..., silu), rounded back to the dtype */
+static const char *v_math(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  line(l, "let t: %s = %s", rx_dtype_name(mathdt(xt)), up(l, xt, xv));
+  return down(l, xt, S(l, formula_of(l), "t"));
+}
+static const char *v_cast(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  return xt == yt ? xv : S(l, "%s(%s)", rx_dtype_name(yt), xv);
+}
+static const char *v_relu(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  return S(l, "max(%s, %s)", xv, lit(l, xt, 0));
+}
+/* min(max(x, lo), hi); on integers the bounds rounded inwards */
+static const char *v_clip(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  const rx_attr *lo = rx_call_attr(l->call, "min"), *hi = rx_call_attr(l->call, "max");
+  double a = lo ? lo->f : -INFINITY, b = hi ? hi->f : INFINITY;
+  if (!rx_dtype_is_float(xt)) {
+    a = ceil(a);
+    b = floor(b);
+  }
+  return S(l, "min(max(%s, %s), %s)", xv, lit(l, xt, a), lit(l, xt, b));
+}
+/* the erf form, or the tanh approximation (approximate="tanh") */
+static const char *v_gelu(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  line(l, "let t: %s = %s", rx_dtype_name(mathdt(xt)), up(l, xt, xv));
+  const rx_attr *ap = rx_call_attr(l->call, "approximate");
+  if (ap && ap->s && !strcmp(ap->s, "tanh"))
+    return down(l, xt, "0.5 * t * (1.0 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))");
+  return down(l, xt, "0.5 * t * (1.0 + erf(t * 0.70710678118654757))");
+}
+
+static void gen_unary(L *l) { unary(l, v_formula); }
+static void gen_unary_math(L *l) { unary(l, v_math); }
+static void gen_cast(L *l) { unary(l, v_cast); }
+static void gen_relu(L *l) { unary(l, v_relu); }
+static void gen_clip(L *l) { unary(l, v_clip); }
+static void gen_gelu(L *l) { unary(l, v_gelu); }
+
 /* ---- elementwise binary and where (broadcast) ---- */
 
 static void gen_binary(L *l) {
-  const char *op = l->call->op->name;
+  rx_op_id op = l->call->op->id;
+  const char *f = formula_of(l);
   opnd *y = &l->outs[0];
-  bool is_where = !strcmp(op, "where");
+  bool is_where = op == RX_OP_where;
   opnd *a = arg(l, is_where ? 1 : 0), *b = arg(l, is_where ? 2 : 1);
   rx_dtype ct = !a->scalar ? a->dtype : !b->scalar ? b->dtype : is_where ? y->dtype : a->dtype;
   if (ct == RX_DTYPE_UNKNOWN) ct = y->dtype;
@@ -592,31 +614,17 @@ static void gen_binary(L *l) {
   bool fl = rx_dtype_is_float(ct);
   if (is_where) {
     v = S(l, "select(%s, %s, %s)", load_bcast(l, arg(l, 0), iv, y->shape, y->ndim), av, bv);
-  } else if (!strcmp(op, "add")) {
-    v = S(l, "%s + %s", av, bv);
-  } else if (!strcmp(op, "subtract")) {
-    v = S(l, "%s - %s", av, bv);
-  } else if (!strcmp(op, "multiply")) {
-    v = S(l, "%s * %s", av, bv);
-  } else if (!strcmp(op, "divide")) {
+  } else if (f) { /* ops.def's formula; max and min take the typed operand first */
+    bool swap = a->scalar && (op == RX_OP_maximum || op == RX_OP_minimum);
+    v = swap ? S(l, f, bv, av) : S(l, f, av, bv);
+  } else if (op == RX_OP_divide) {
     v = S(l, fl ? "%s / %s" : "%s // %s", av, bv);
-  } else if (!strcmp(op, "power") || !strcmp(op, "pow")) {
+  } else { /* power, pow */
     if (!fl) {
       fail(l, "power of integer tensors is not supported (cast to a float dtype)");
       return;
     }
     v = down(l, ct, S(l, "pow(%s, %s)", up(l, ct, av), up(l, ct, bv)));
-  } else if (!strcmp(op, "maximum") || !strcmp(op, "minimum")) {
-    const char *f = op[1] == 'a' ? "max" : "min"; /* typed operand first */
-    v = a->scalar ? S(l, "%s(%s, %s)", f, bv, av) : S(l, "%s(%s, %s)", f, av, bv);
-  } else {
-    static const char *const cmp[][2] = {
-        {"equal", "=="},  {"not_equal", "!="},     {"less", "<"},         {"less_equal", "<="},
-        {"greater", ">"}, {"greater_equal", ">="}, {"logical_and", "&&"}, {"logical_or", "||"}};
-    v = NULL;
-    for (size_t i = 0; i < RX_ARRAY_LEN(cmp); i++)
-      if (!strcmp(op, cmp[i][0])) v = S(l, "%s %s %s", av, cmp[i][1], bv);
-    RX_ASSERT(v);
   }
   line(l, "%s = %s", load(l, y, iv), v);
   close_n(l, y->ndim);
@@ -878,10 +886,11 @@ static void gen_take(L *l) {
 /* ---- reductions ---- */
 
 static void gen_reduce(L *l) {
-  const char *op = l->call->op->name;
+  rx_op_id op = l->call->op->id;
+  const char *name = l->call->op->name;
   opnd *x = arg(l, 0), *y = &l->outs[0];
   if (x->scalar) {
-    fail(l, "%s of a scalar", op);
+    fail(l, "%s of a scalar", name);
     return;
   }
   int axes[MAXR];
@@ -908,7 +917,7 @@ static void gen_reduce(L *l) {
     }
   }
   rx_dtype t = x->dtype;
-  bool sum = !strcmp(op, "sum") || !strcmp(op, "mean");
+  bool sum = op == RX_OP_sum || op == RX_OP_mean;
   rx_dtype at = sum && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
   for_nest(l, iv, ie, ni);
   const char *acc = fresh(l, sum ? "s" : "m");
@@ -920,13 +929,13 @@ static void gen_reduce(L *l) {
     line(l, "init { %s[0] = %s }", acc, lit(l, at, 0));
     line(l, "update { %s[0] = %s[0] + %s }", acc, acc, xv);
   } else {
-    bool mx = !strcmp(op, "max");
+    bool mx = op == RX_OP_max;
     line(l, "init { %s[0] = %s }", acc, lowest(l, t, !mx));
     line(l, "update { %s[0] = %s(%s[0], %s) }", acc, mx ? "max" : "min", acc, xv);
   }
   close_(l);
   const char *v = S(l, "%s[0]", acc);
-  if (!strcmp(op, "mean")) {
+  if (op == RX_OP_mean) {
     if (!rx_dtype_is_float(t)) {
       fail(l, "mean of an integer tensor (cast to a float dtype first)");
       return;
@@ -941,7 +950,7 @@ static void gen_reduce(L *l) {
 /* softmax / log_softmax along one axis: loops over the other dims, then three stages (max,
  * sum of exponentials, normalize) like tests/kernels/softmax.rx. */
 static void gen_softmax(L *l) {
-  bool logsm = !strcmp(l->call->op->name, "log_softmax");
+  bool logsm = l->call->op->id == RX_OP_log_softmax;
   opnd *x = arg(l, 0), *y = &l->outs[0];
   if (x->scalar || x->ndim == 0) {
     fail(l, "%s of a 0-d tensor", l->call->op->name);
@@ -1059,12 +1068,12 @@ static void gen_norm(L *l, bool layer) {
 /* ---- creation ---- */
 
 static void gen_full(L *l) {
-  const char *op = l->call->op->name;
+  rx_op_id op = l->call->op->id;
   opnd *y = &l->outs[0];
   const char *v;
-  if (!strcmp(op, "zeros")) {
+  if (op == RX_OP_zeros) {
     v = lit(l, y->dtype, 0);
-  } else if (!strcmp(op, "ones")) {
+  } else if (op == RX_OP_ones) {
     v = lit(l, y->dtype, 1);
   } else {
     opnd *f = arg(l, 1);
@@ -1290,7 +1299,7 @@ static void gen_conv2d(L *l) {
 }
 
 static void gen_pool(L *l) {
-  bool avg = !strcmp(l->call->op->name, "avg_pool2d");
+  bool avg = l->call->op->id == RX_OP_avg_pool2d;
   opnd *x = arg(l, 0), *y = &l->outs[0];
   rx_nn_win win;
   if (!window(l, true, &win)) return;
@@ -1378,80 +1387,23 @@ static void gen_reshape(L *l) { gen_reshape_like(l, arg(l, 0), &l->outs[0]); }
 static void gen_layer_norm(L *l) { gen_norm(l, true); }
 static void gen_rms_norm(L *l) { gen_norm(l, false); }
 
-static gen_fn generator(const char *op) {
-  static const struct {
-    const char *name;
-    gen_fn fn;
-  } table[] = {
-      {"neg", gen_unary},
-      {"abs", gen_unary},
-      {"exp", gen_unary},
-      {"log", gen_unary},
-      {"sqrt", gen_unary},
-      {"rsqrt", gen_unary},
-      {"tanh", gen_unary},
-      {"erf", gen_unary},
-      {"sigmoid", gen_unary},
-      {"relu", gen_unary},
-      {"gelu", gen_unary},
-      {"silu", gen_unary},
-      {"sin", gen_unary},
-      {"cos", gen_unary},
-      {"floor", gen_unary},
-      {"ceil", gen_unary},
-      {"not", gen_unary},
-      {"clip", gen_unary},
-      {"cast", gen_unary},
-      {"add", gen_binary},
-      {"subtract", gen_binary},
-      {"multiply", gen_binary},
-      {"divide", gen_binary},
-      {"power", gen_binary},
-      {"pow", gen_binary},
-      {"maximum", gen_binary},
-      {"minimum", gen_binary},
-      {"equal", gen_binary},
-      {"not_equal", gen_binary},
-      {"less", gen_binary},
-      {"less_equal", gen_binary},
-      {"greater", gen_binary},
-      {"greater_equal", gen_binary},
-      {"logical_and", gen_binary},
-      {"logical_or", gen_binary},
-      {"where", gen_binary},
-      {"matmul", gen_matmul},
-      {"reshape", gen_reshape},
-      {"permute", gen_permute},
-      {"transpose", gen_permute},
-      {"expand_dims", gen_expand},
-      {"squeeze", gen_squeeze},
-      {"concat", gen_concat},
-      {"split", gen_split},
-      {"strided_slice", gen_strided_slice},
-      {"take", gen_take},
-      {"sum", gen_reduce},
-      {"mean", gen_reduce},
-      {"max", gen_reduce},
-      {"min", gen_reduce},
-      {"softmax", gen_softmax},
-      {"log_softmax", gen_softmax},
-      {"layer_norm", gen_layer_norm},
-      {"rms_norm", gen_rms_norm},
-      {"full", gen_full},
-      {"zeros", gen_full},
-      {"ones", gen_full},
-      {"arange", gen_arange},
-      {"rope", gen_rope},
-      {"attention", gen_attention},
-      {"conv2d", gen_conv2d},
-      {"max_pool2d", gen_pool},
-      {"avg_pool2d", gen_pool},
-      {"batch_norm", gen_batch_norm},
-  };
-  for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
-    if (!strcmp(table[i].name, op)) return table[i].fn;
-  return NULL;
-}
+/* An op that legalization leaves to the host program (rx_op_is_host_call). */
+#define NOT_LEGALIZED NULL
+
+/* ops.def's legalization and formula columns, by op id. */
+static const struct {
+  gen_fn gen;
+  const char *formula;
+} legal[RX_OP_COUNT] = {
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+  [RX_OP_##id] = {legalize, formula},
+#include "ops.def"
+#undef OP
+};
+
+static const char *formula_of(const L *l) { return legal[l->call->op->id].formula; }
+
+bool rx_legalize_has_generator(const rx_op *op) { return legal[op->id].gen != NULL; }
 
 static bool item_named(rx_module *m, const char *s) {
   return rx_module_tensor_fn(m, s) || rx_module_graph_fn(m, s) || rx_module_extern_fn(m, s);
@@ -1507,7 +1459,7 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
   rx_tensor_fn *result = NULL;
   if (!l_start(&l, m, call, diag)) goto done;
   const rx_op *op = call->op;
-  gen_fn gen = generator(op->name);
+  gen_fn gen = legal[op->id].gen;
   if (!gen) {
     fail(&l, "no legalization for this op");
     goto done;

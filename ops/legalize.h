@@ -30,6 +30,9 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
  * m. Returns the count written to out (at most max). */
 int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
 
+/* Whether ops.def gives op a generator (every op but the host-level ones, NOT_LEGALIZED). */
+bool rx_legalize_has_generator(const rx_op *op);
+
 /* ---- conv2d and pooling windows (ops/nn.c) ---- */
 typedef struct rx_nn_win {
   int64_t kh, kw;         /* pooling kernel (conv2d: from the weight) */

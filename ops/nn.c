@@ -287,7 +287,7 @@ const rx_sinfo *rx_deduce_conv2d(rx_deduce_ctx *dc, const rx_node *call) {
 const rx_sinfo *rx_deduce_pool2d(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
-  bool avg = strcmp(call->op->name, "avg_pool2d") == 0;
+  bool avg = call->op->id == RX_OP_avg_pool2d;
   if (avg ? !rx_ops_need_float(dc, x, call->op->name) : x->dtype == RX_DTYPE_BOOL) {
     if (!avg) rx_deduce_error(dc, "max_pool2d expects a numeric tensor, got %s", rx_ops_str(dc, x));
     return NULL;

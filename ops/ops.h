@@ -22,7 +22,16 @@ typedef struct rx_deduce_ctx {
  * rx_deduce_error. Arguments already have their struct info (call->args[i]->sinfo). */
 typedef const rx_sinfo *(*rx_deduce_fn)(rx_deduce_ctx *dc, const rx_node *call);
 
+/* The ops by id, in ops.def order: RX_OP_add, RX_OP_matmul, ... */
+typedef enum rx_op_id {
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc) RX_OP_##id,
+#include "ops.def"
+#undef OP
+  RX_OP_COUNT
+} rx_op_id;
+
 struct rx_op {
+  rx_op_id id; /* its row of ops.def (legalization and formula: ops/legalize.c) */
   const char *name;
   int min_args, max_args; /* positional (non-attribute) arguments; max_args -1: variadic */
   const rx_attr_schema *attrs;

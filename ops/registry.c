@@ -83,22 +83,23 @@ static const rx_attr_schema attrs_batch_norm[] = {
 /* ---- the table ---- */
 
 static const rx_op ops[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc)                              \
-  {name,          min_args, max_args, NATTRS(attrs) ? attrs : NULL,                                \
-   NATTRS(attrs), deduce,   doc,      RX_PATTERN_##pattern},
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+  {RX_OP_##id,                                                                                     \
+   name,                                                                                           \
+   min_args,                                                                                       \
+   max_args,                                                                                       \
+   NATTRS(attrs) ? attrs : NULL,                                                                   \
+   NATTRS(attrs),                                                                                  \
+   deduce,                                                                                         \
+   doc,                                                                                            \
+   RX_PATTERN_##pattern},
 #include "ops.def"
 #undef OP
-};
-
-enum {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc) OPIDX_##id,
-#include "ops.def"
-#undef OP
-  OPIDX_COUNT
 };
 
 static const rx_op *const op_ptrs[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, doc) &ops[OPIDX_##id],
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+  &ops[RX_OP_##id],
 #include "ops.def"
 #undef OP
 };
@@ -110,14 +111,14 @@ const rx_op *rx_op_lookup(const char *name, size_t len) {
 }
 
 const rx_op *const *rx_op_all(int *out_count) {
-  if (out_count) *out_count = OPIDX_COUNT;
+  if (out_count) *out_count = RX_OP_COUNT;
   return op_ptrs;
 }
 
 bool rx_op_is_host_call(const rx_node *call) {
   if (!call || call->kind != RX_NODE_CALL || !call->op) return false;
-  if (!strcmp(call->op->name, "tensor_to_shape")) return true;
-  if (strcmp(call->op->name, "reshape") != 0 || call->nargs < 1) return false;
+  if (call->op->id == RX_OP_tensor_to_shape) return true;
+  if (call->op->id != RX_OP_reshape || call->nargs < 1) return false;
   const rx_sinfo *x = call->args[0]->sinfo, *r = call->sinfo;
   bool x_known = x && (x->kind == RX_SINFO_PRIM || /* a 0-d tensor */
                        (x->kind == RX_SINFO_TENSOR && x->ndim >= 0 && x->shape));

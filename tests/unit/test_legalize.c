@@ -603,6 +603,15 @@ static void test_patterns(void) {
           op ? rx_pattern_name(op->pattern) : "missing");
   }
   CHECK(!strcmp(rx_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
+  CHECK(!strcmp(rx_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
+  /* ops.def's legalization column: every op has a generator but the host-level one, and the
+   * table's ids are its rows */
+  for (int i = 0; i < n; i++) {
+    bool host = all[i]->id == RX_OP_tensor_to_shape;
+    CHECK(all[i]->id == (rx_op_id)i, "op %s has id %d at row %d", all[i]->name, (int)all[i]->id, i);
+    CHECK(rx_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
+          host ? "a host-level op has a generator" : "no legalization in ops.def");
+  }
 }
 
 /* Every op has a legalization: a generic module exercising the ops without fixtures too. */
