@@ -125,6 +125,7 @@ typedef struct rt_backend {
 extern const rt_backend rt_vulkan_backend;
 extern const rt_backend rt_cuda_backend;
 extern const rt_backend rt_metal_backend;
+extern const rt_backend rt_null_backend; /* runtime/null/null.c: every call unsupported */
 
 struct rx_rt_device {
   const rt_backend *be;

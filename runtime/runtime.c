@@ -59,13 +59,15 @@ static const rt_backend *backend_of(rx_rt_backend b) {
   case RX_RT_BACKEND_METAL:
     return &rt_metal_backend;
 #endif
+  case RX_RT_BACKEND_NULL:
+    return &rt_null_backend;
   default:
     return NULL;
   }
 }
 
 const char *rx_rt_backend_name(rx_rt_backend b) {
-  static const char *const names[] = {"vulkan", "cuda", "metal"};
+  static const char *const names[] = {"vulkan", "cuda", "metal", "null"};
   return (unsigned)b < RX_RT_BACKEND_COUNT ? names[b] : "unknown";
 }
 

@@ -30,6 +30,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/vm_walk.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
+  ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c)
 if(APPLE)
   # Metal: C over the Objective-C runtime (objc_msgSend); on Linux only compiled (rt_metal_compile).
@@ -56,6 +57,12 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   target_include_directories(rt_expr_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.expr COMMAND rt_expr_test)
   set_tests_properties(runtime.expr PROPERTIES LABELS "runtime;unit")
+
+  # the null backend (every call unsupported) and thread-safe driver loading
+  add_executable(rt_backends_test ${RX_RT_TEST_DIR}/backends_test.c)
+  target_link_libraries(rt_backends_test PRIVATE relaxc_runtime Threads::Threads)
+  target_include_directories(rt_backends_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_test(NAME runtime.backends COMMAND rt_backends_test)
 
   # Metal off Apple: metal.c compiled, never linked, against the SDK's declarations it uses
   # (tests/runtime/objc_stub/README.md), once per objc_msgSend prototype, so it keeps compiling
@@ -127,6 +134,8 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   endif()
   set_tests_properties(runtime.vulkan PROPERTIES LABELS "runtime;vulkan" ENVIRONMENT "${RX_RT_VK_ENV}"
                        SKIP_RETURN_CODE 77)
+  set_tests_properties(runtime.backends PROPERTIES LABELS "runtime;vulkan"
+                       ENVIRONMENT "${RX_RT_VK_ENV}")
 
   # artifacts and the VM: hand-assembled host programs over the same kernels, same environment
   add_executable(rt_vm_test ${RX_RT_TEST_DIR}/vm_test.c ${RX_RT_TEST_DIR}/rt_test.h)

@@ -46,10 +46,12 @@ typedef enum rx_rt_backend {
   RX_RT_BACKEND_VULKAN = 0, /* "vulkan": libvulkan.so.1 (Android: libvulkan.so) */
   RX_RT_BACKEND_CUDA,       /* "cuda": libcuda.so.1, the driver API */
   RX_RT_BACKEND_METAL,      /* "metal": Apple platforms only */
+  RX_RT_BACKEND_NULL,       /* "null": runs nothing, every call unsupported (runtime/null/: the
+                               skeleton of a new backend); opened only by name */
   RX_RT_BACKEND_COUNT
 } rx_rt_backend;
 
-const char *rx_rt_backend_name(rx_rt_backend b); /* "vulkan", "cuda", "metal" */
+const char *rx_rt_backend_name(rx_rt_backend b); /* "vulkan", "cuda", "metal", "null" */
 
 /* ---- host allocator: one hook for all host memory of the runtime (Lua style) ----
  * realloc(user, NULL, n) allocates, realloc(user, p, 0) frees and returns NULL, otherwise it

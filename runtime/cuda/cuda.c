@@ -9,6 +9,7 @@
  * other architecture), from the PTX, which the driver compiles. Symbolic values are int
  * parameters after the buffer pointers (docs/kernel-abi.md). Timers are pairs of events. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,41 +59,47 @@ static rx_status cufail(cu_device *d, cu_result r, const char *what) {
     if (r_ != RES_SUCCESS) return cufail((d), r_, (what));                                         \
   } while (0)
 
-static rx_status cu_check(void) {
-  static rx_status cached;
-  static bool done;
-  if (!done) {
-    done = true;
-    static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
-    char why[512];
-    void *lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
-    if (!lib) {
-      cached = rx_status_make(RX_ERR_NOT_FOUND,
-                              "cuda: libcuda.so.1 not found: install the NVIDIA "
-                              "driver (the CUDA toolkit alone does not provide it) (dlopen: %s)",
-                              why);
-    } else {
+/* The driver: opened once, under pthread_once (concurrent first calls are safe), and the
+ * answer kept for every later caller. */
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static rx_status cu_cached; /* why the driver cannot be used, or NULL */
+
+static void cu_load(void) {
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
+  char why[512];
+  void *lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
+  if (!lib) {
+    cu_cached = rx_status_make(RX_ERR_NOT_FOUND,
+                               "cuda: libcuda.so.1 not found: install the NVIDIA "
+                               "driver (the CUDA toolkit alone does not provide it) (dlopen: %s)",
+                               why);
+    return;
+  }
 #define X(name, sym, params)                                                                       \
-  if (!cached) {                                                                                   \
+  if (!cu_cached) {                                                                                \
     cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                     \
     if (!cu.name)                                                                                  \
-      cached = rx_status_make(RX_ERR_NOT_FOUND,                                                    \
-                              "cuda: libcuda.so.1 lacks %s: the driver is too "                    \
-                              "old",                                                               \
-                              sym);                                                                \
+      cu_cached = rx_status_make(RX_ERR_NOT_FOUND,                                                 \
+                                 "cuda: libcuda.so.1 lacks %s: the driver is too "                 \
+                                 "old",                                                            \
+                                 sym);                                                             \
   }
-      CU_FNS(X)
+  CU_FNS(X)
 #undef X
-      if (!cached) {
-        cu_result r = cu.cuInit(0);
-        if (r == RES_NO_DEVICE)
-          cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: the driver found no CUDA device");
-        else if (r != RES_SUCCESS)
-          cached = cufail(NULL, r, "cuInit");
-      }
-    }
+  if (!cu_cached) {
+    cu_result r = cu.cuInit(0);
+    if (r == RES_NO_DEVICE)
+      cu_cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: the driver found no CUDA device");
+    else if (r != RES_SUCCESS)
+      cu_cached = cufail(NULL, r, "cuInit");
   }
-  return cached ? rx_status_make(rx_status_code_of(cached), "%s", rx_status_message(cached)) : NULL;
+}
+
+static rx_status cu_check(void) {
+  pthread_once(&cu_once, cu_load);
+  return cu_cached
+             ? rx_status_make(rx_status_code_of(cu_cached), "%s", rx_status_message(cu_cached))
+             : NULL;
 }
 
 static void fill_info(CUdevice dev, int index, rx_rt_device_info *info) {

@@ -20,6 +20,7 @@
 #include <vulkan/vulkan.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -246,40 +247,44 @@ static rx_status vkfail(vk_device *d, VkResult r, const char *what) {
     if (r_ != VK_SUCCESS) return vkfail((d), r_, (what));                                          \
   } while (0)
 
-/* ---- loader ---- */
-static rx_status vk_check(void) {
-  static rx_status cached;
-  static bool done;
-  if (done)
-    return cached ? rx_status_make(rx_status_code_of(cached), "%s", rx_status_message(cached))
-                  : NULL;
-  done = true;
+/* ---- loader: opened once, under pthread_once (concurrent first calls are safe), and the
+ * answer kept for every later caller ---- */
+static pthread_once_t vk_once = PTHREAD_ONCE_INIT;
+static rx_status vk_cached; /* why the loader cannot be used, or NULL */
+
+static void vk_load(void) {
   static const char *const names[] = {"libvulkan.so.1", "libvulkan.so", /* Android */
                                       "libvulkan.1.dylib" /* macOS: MoltenVK via the loader */};
   char why[512];
   g_lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
   if (!g_lib) {
-    cached = rx_status_make(RX_ERR_NOT_FOUND,
-                            "vulkan: libvulkan.so.1 not found: install the "
-                            "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
-                            why);
-  } else {
-    g_gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(g_lib, "vkGetInstanceProcAddr");
-    if (g_gipa) {
-      g_create_instance = (PFN_vkCreateInstance)g_gipa(NULL, "vkCreateInstance");
-      g_enum_layers = (PFN_vkEnumerateInstanceLayerProperties)g_gipa(
-          NULL, "vkEnumerateInstanceLayerProperties");
-      g_enum_exts = (PFN_vkEnumerateInstanceExtensionProperties)g_gipa(
-          NULL, "vkEnumerateInstanceExtensionProperties");
-      g_enum_version = (PFN_vkEnumerateInstanceVersion)g_gipa(NULL, "vkEnumerateInstanceVersion");
-    }
-    if (!g_gipa || !g_create_instance || !g_enum_layers || !g_enum_exts)
-      cached = rx_status_make(RX_ERR_NOT_FOUND,
-                              "vulkan: the Vulkan loader lacks "
-                              "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
-                              "libvulkan1)");
+    vk_cached = rx_status_make(RX_ERR_NOT_FOUND,
+                               "vulkan: libvulkan.so.1 not found: install the "
+                               "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
+                               why);
+    return;
   }
-  return cached ? rx_status_make(rx_status_code_of(cached), "%s", rx_status_message(cached)) : NULL;
+  g_gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(g_lib, "vkGetInstanceProcAddr");
+  if (g_gipa) {
+    g_create_instance = (PFN_vkCreateInstance)g_gipa(NULL, "vkCreateInstance");
+    g_enum_layers =
+        (PFN_vkEnumerateInstanceLayerProperties)g_gipa(NULL, "vkEnumerateInstanceLayerProperties");
+    g_enum_exts = (PFN_vkEnumerateInstanceExtensionProperties)g_gipa(
+        NULL, "vkEnumerateInstanceExtensionProperties");
+    g_enum_version = (PFN_vkEnumerateInstanceVersion)g_gipa(NULL, "vkEnumerateInstanceVersion");
+  }
+  if (!g_gipa || !g_create_instance || !g_enum_layers || !g_enum_exts)
+    vk_cached = rx_status_make(RX_ERR_NOT_FOUND,
+                               "vulkan: the Vulkan loader lacks "
+                               "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
+                               "libvulkan1)");
+}
+
+static rx_status vk_check(void) {
+  pthread_once(&vk_once, vk_load);
+  return vk_cached
+             ? rx_status_make(rx_status_code_of(vk_cached), "%s", rx_status_message(vk_cached))
+             : NULL;
 }
 
 static bool has_layer(const char *name) {
