@@ -512,6 +512,15 @@ rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
 rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
 rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
 
+/* s without the SEQs of one statement around it. */
+const rx_stmt *rx_stmt_unwrap(const rx_stmt *s);
+/* Peels a perfect nest of serial loops from s (SEQs of one statement unwrapped between them):
+ * at most max FOR statements, outermost first, into loops; *out_inner is the innermost loop's
+ * body as written (s unwrapped when there is no loop). Returns the number of loops. The one
+ * nest peeler of the loop-level passes (annotate, the schedule rules). */
+int rx_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
+                        const rx_stmt **out_inner);
+
 /* ------------------------------------------------------------------------------------------
  * text format, normalization, verification
  * ------------------------------------------------------------------------------------------ */

@@ -37,6 +37,26 @@ bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out) {
   return false;
 }
 
+/* ---- loop nests ---- */
+
+const rx_stmt *rx_stmt_unwrap(const rx_stmt *s) {
+  while (s && s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  return s;
+}
+
+int rx_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
+                        const rx_stmt **out_inner) {
+  int n = 0;
+  s = rx_stmt_unwrap(s);
+  *out_inner = s;
+  while (s && s->kind == RX_STMT_FOR && s->loop_kind == RX_LOOP_SERIAL && n < max) {
+    loops[n++] = s;
+    *out_inner = s->inner;
+    s = rx_stmt_unwrap(s->inner);
+  }
+  return n;
+}
+
 /* ---- loop kinds, fusion patterns, scopes, intrinsics, binary operators ---- */
 
 static const char *loop_kinds[] = {

@@ -25,22 +25,23 @@ typedef struct nest {
   rx_stmt *single[1];
 } nest;
 
-/* Extracts a perfect nest of serial loops from 0 starting at s (a SEQ or FOR). */
+/* Extracts a perfect nest of serial loops from 0 starting at s (a SEQ or FOR), with
+ * rx_stmt_peel_serial; false when a loop starts elsewhere than 0 or the nest goes on past MAXL
+ * loops or into a bound loop. */
 static bool get_nest(rx_stmt *s, nest *out) {
-  out->n = 0;
-  while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
-  while (s->kind == RX_STMT_FOR) {
-    if (out->n >= MAXL || s->loop_kind != RX_LOOP_SERIAL || !rx_expr_is_const(s->lo[0], 0))
-      return false;
-    out->vars[out->n++] = s->vars[0];
-    s = s->inner;
-    while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  const rx_stmt *loops[MAXL], *inner;
+  out->n = rx_stmt_peel_serial(s, MAXL, loops, &inner);
+  for (int i = 0; i < out->n; i++) {
+    if (!rx_expr_is_const(loops[i]->lo[0], 0)) return false;
+    out->vars[i] = loops[i]->vars[0];
   }
-  if (s->kind == RX_STMT_SEQ) {
-    out->body = s->body;
-    out->nbody = s->n;
+  rx_stmt *body = (rx_stmt *)rx_stmt_unwrap(inner);
+  if (body->kind == RX_STMT_FOR) return false;
+  if (body->kind == RX_STMT_SEQ) {
+    out->body = body->body;
+    out->nbody = body->n;
   } else {
-    out->single[0] = s;
+    out->single[0] = body;
     out->body = out->single;
     out->nbody = 1;
   }

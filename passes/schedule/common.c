@@ -9,10 +9,7 @@
 /* ------------------------------------------------------------------------------------------
  * helpers
  * ------------------------------------------------------------------------------------------ */
-const rx_stmt *sched_unwrap(const rx_stmt *s) {
-  while (s && s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
-  return s;
-}
+const rx_stmt *sched_unwrap(const rx_stmt *s) { return rx_stmt_unwrap(s); }
 int sched_seq_len(const rx_stmt *s) { return s->kind == RX_STMT_SEQ ? s->n : 1; }
 const rx_stmt *sched_seq_at(const rx_stmt *s, int i) {
   return s->kind == RX_STMT_SEQ ? s->body[i] : s;
@@ -20,16 +17,12 @@ const rx_stmt *sched_seq_at(const rx_stmt *s, int i) {
 
 /* The perfectly nested serial loops starting at st (at most MAXN). */
 void sched_get_nest(const rx_stmt *st, nest *out) {
-  out->n = 0;
-  st = sched_unwrap(st);
-  out->body = st;
-  while (st && st->kind == RX_STMT_FOR && st->loop_kind == RX_LOOP_SERIAL && out->n < MAXN) {
-    out->vars[out->n] = st->vars[0];
-    out->lo[out->n] = st->lo[0];
-    out->ext[out->n] = st->extent[0];
-    out->n++;
-    out->body = st->inner;
-    st = sched_unwrap(st->inner);
+  const rx_stmt *loops[MAXN];
+  out->n = rx_stmt_peel_serial(st, MAXN, loops, &out->body);
+  for (int i = 0; i < out->n; i++) {
+    out->vars[i] = loops[i]->vars[0];
+    out->lo[i] = loops[i]->lo[0];
+    out->ext[i] = loops[i]->extent[0];
   }
 }
 
