@@ -630,6 +630,26 @@ static void gen_binary(L *l) {
   close_n(l, y->ndim);
 }
 
+/* yv = the sum over the reduce variables kv (extents ke) of av * bv; f16 and bf16 results
+ * accumulate in an f32 local (av and bv already f32 then), rounded once at the end. */
+static void sum_of_products(L *l, const char *yv, rx_dtype t, const char *const *kv,
+                            const rx_expr *const *ke, int nk, const char *av, const char *bv) {
+  if (is_half(t)) {
+    const char *acc = fresh(l, "acc");
+    line(l, "alloc %s: f32[1] local", acc);
+    reduce_open(l, kv, ke, nk);
+    line(l, "init { %s[0] = 0.0 }", acc);
+    line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, av, bv);
+    close_(l);
+    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
+  } else {
+    reduce_open(l, kv, ke, nk);
+    line(l, "init { %s = %s }", yv, lit(l, t, 0));
+    line(l, "update { %s = %s + %s * %s }", yv, yv, av, bv);
+    close_(l);
+  }
+}
+
 /* ---- matmul ---- */
 
 static void gen_matmul(L *l) {
@@ -671,20 +691,10 @@ static void gen_matmul(L *l) {
   const char *kv[1] = {r};
   const rx_expr *ke[1] = {k};
   rx_dtype t = y->dtype;
-  if (is_half(t)) {
-    const char *acc = fresh(l, "acc");
-    line(l, "alloc %s: f32[1] local", acc);
-    reduce_open(l, kv, ke, 1);
-    line(l, "init { %s[0] = 0.0 }", acc);
-    line(l, "update { %s[0] = %s[0] + f32(%s) * f32(%s) }", acc, acc, av, bv);
-    close_(l);
-    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
-  } else {
-    reduce_open(l, kv, ke, 1);
-    line(l, "init { %s = %s }", yv, lit(l, t, 0));
-    line(l, "update { %s = %s + %s * %s }", yv, yv, av, bv);
-    close_(l);
-  }
+  if (is_half(t))
+    sum_of_products(l, yv, t, kv, ke, 1, S(l, "f32(%s)", av), S(l, "f32(%s)", bv));
+  else
+    sum_of_products(l, yv, t, kv, ke, 1, av, bv);
   close_n(l, y->ndim);
 }
 
@@ -1281,20 +1291,7 @@ static void gen_conv2d(L *l) {
   const char *wv = up(l, t, load(l, w, wi));
   for_nest(l, ov, y->shape, 4);
   const char *yv = load(l, y, ov);
-  if (is_half(t)) {
-    const char *acc = fresh(l, "acc");
-    line(l, "alloc %s: f32[1] local", acc);
-    reduce_open(l, rv, re, 3);
-    line(l, "init { %s[0] = 0.0 }", acc);
-    line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, xv, wv);
-    close_(l);
-    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
-  } else {
-    reduce_open(l, rv, re, 3);
-    line(l, "init { %s = %s }", yv, lit(l, t, 0));
-    line(l, "update { %s = %s + %s * %s }", yv, yv, xv, wv);
-    close_(l);
-  }
+  sum_of_products(l, yv, t, rv, re, 3, xv, wv);
   close_n(l, 4);
 }
 

@@ -493,18 +493,8 @@ static xiv bnd_rec(rx_analyzer *an, const rx_expr *e) {
       return (xiv){xmax(a.lo, b.lo), xmax(a.hi, b.hi)}; /* select(x < y, y, x) == max(x, y) */
     return x_hull(a, b);
   }
-  case RX_EXPR_EQ:
-  case RX_EXPR_NE:
-  case RX_EXPR_LT:
-  case RX_EXPR_LE:
-  case RX_EXPR_GT:
-  case RX_EXPR_GE:
-  case RX_EXPR_AND:
-  case RX_EXPR_OR:
-  case RX_EXPR_NOT:
-    return tri_iv(prove_rec(an, e));
-  default:
-    return x_full();
+  default: /* a condition (rx_expr_kind_is_bool) is 0 or 1 as it is proven */
+    return rx_expr_kind_is_bool(e->kind) ? tri_iv(prove_rec(an, e)) : x_full();
   }
 }
 

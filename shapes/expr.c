@@ -143,22 +143,7 @@ const rx_expr *rx_expr_raw(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a
 /* ---- queries ---- */
 
 bool rx_expr_is_bool(const rx_expr *e) {
-  switch (e->kind) {
-  case RX_EXPR_CONST:
-    return e->value == 0 || e->value == 1;
-  case RX_EXPR_EQ:
-  case RX_EXPR_NE:
-  case RX_EXPR_LT:
-  case RX_EXPR_LE:
-  case RX_EXPR_GT:
-  case RX_EXPR_GE:
-  case RX_EXPR_AND:
-  case RX_EXPR_OR:
-  case RX_EXPR_NOT:
-    return true;
-  default:
-    return false;
-  }
+  return e->kind == RX_EXPR_CONST ? e->value == 0 || e->value == 1 : rx_expr_kind_is_bool(e->kind);
 }
 
 static void collect(const rx_expr *e, rx_ptrvec *out) {

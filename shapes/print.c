@@ -30,6 +30,10 @@ static const struct {
 const char *rx_expr_kind_text(rx_expr_kind k) { return kinds[k].text; }
 int rx_expr_kind_arity(rx_expr_kind k) { return kinds[k].arity; }
 rx_prec rx_expr_kind_prec(rx_expr_kind k) { return kinds[k].prec; }
+bool rx_expr_kind_is_bool(rx_expr_kind k) {
+  rx_prec p = kinds[k].prec;
+  return p == RX_PREC_CMP || p == RX_PREC_NOT || p == RX_PREC_AND || p == RX_PREC_OR;
+}
 
 /* The precedence of e as printed: its kind's, except that a negative constant and a product
  * with -1 print as a negation. */

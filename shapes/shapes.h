@@ -50,6 +50,9 @@ typedef enum rx_expr_kind {
 const char *rx_expr_kind_text(rx_expr_kind k);
 int rx_expr_kind_arity(rx_expr_kind k);
 rx_prec rx_expr_kind_prec(rx_expr_kind k);
+/* A comparison or a logical operator: its value is 0 or 1 (the precedence classes CMP, NOT, AND
+ * and OR are exactly these kinds). */
+bool rx_expr_kind_is_bool(rx_expr_kind k);
 
 typedef struct rx_expr rx_expr;
 struct rx_expr {
