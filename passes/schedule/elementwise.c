@@ -74,7 +74,7 @@ static bool ew_match(const rx_tensor_fn *f, ew_info *w) {
       const rx_stmt *target = st;
       bool ok = true;
       /* small recursive lambda substitute */
-      const rx_tx *stack[256];
+      const rx_tx *stack[EXPR_STACK];
       int sp = 0;
       stack[sp++] = u->value;
       while (sp > 0 && ok) {
@@ -83,7 +83,7 @@ static bool ew_match(const rx_tensor_fn *f, ew_info *w) {
         if (e->kind == RX_TX_LOAD && e->buf == target->buf &&
             !sched_same_idx(e->idx, e->nidx, target->idx, target->nidx))
           ok = false;
-        if (sp + 3 + e->nidx >= 256) return false;
+        if (sp + 3 + e->nidx >= EXPR_STACK) return false;
         for (int k = 0; k < e->nidx; k++) stack[sp++] = e->idx[k];
         stack[sp++] = e->a;
         stack[sp++] = e->b;
@@ -164,7 +164,7 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
       }
     }
   }
-  int B = sched_block_threads(s, 256);
+  int B = sched_block_threads(s, BLOCK_THREADS);
   const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *tx = rx_sched_fresh_var(s, "tx");
   const rx_expr *lane = V > 1 ? rx_sched_fresh_var(s, "vec") : NULL;
   const rx_expr *ext2[MAXN];

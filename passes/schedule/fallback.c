@@ -14,8 +14,8 @@
  * ------------------------------------------------------------------------------------------ */
 typedef struct indep_chk {
   const rx_expr *v;
-  rx_buffer *bufs[32];
-  int pos[32];
+  rx_buffer *bufs[MAX_TRACKED];
+  int pos[MAX_TRACKED];
   int n;
   bool ok;
 } indep_chk;
@@ -32,7 +32,7 @@ static void indep_stores(const rx_stmt *s, indep_chk *c) {
     }
     for (int i = 0; i < c->n; i++)
       if (c->bufs[i] == s->buf && c->pos[i] != p) c->ok = false;
-    if (c->n < 32) {
+    if (c->n < MAX_TRACKED) {
       c->bufs[c->n] = s->buf;
       c->pos[c->n++] = p;
     } else {
@@ -92,7 +92,7 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
     }
     const rx_stmt *inner = st;
     for (int q = 0; q < nf; q++) inner = sched_unwrap(inner)->inner;
-    int B = sched_block_threads(s, 256);
+    int B = sched_block_threads(s, BLOCK_THREADS);
     const rx_expr *repl[MAXN];
     const rx_expr *g = ADD(s, MUL(s, bx, B), tx);
     const rx_expr *total = rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt.ext, nf, g, repl));

@@ -122,8 +122,8 @@ static rx_stmt *gemv_schedule(rx_sctx *s, mm_info *mi) {
   rx_expr_ctx *cx = s->cx;
   nest *nt = &mi->nt;
   int n = nt->n;
-  int T = sched_block_threads(s, 256);
-  int CB = T >= 32 ? 32 : T, KS = T / CB;
+  int T = sched_block_threads(s, BLOCK_THREADS);
+  int CB = T >= GEMV_COLUMNS ? GEMV_COLUMNS : T, KS = T / CB;
   const rx_expr *M = nt->ext[n - 1], *N = nt->ext[n - 2], *K = mi->r.kext;
   const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = rx_sched_fresh_var(s, "by");
   const rx_expr *bz = n > 2 ? rx_sched_fresh_var(s, "bz") : NULL;
@@ -226,7 +226,11 @@ typedef struct gemm {
 } gemm;
 
 /* The tile: among the candidates that fit the target (shared memory, threads), the first the
- * analyzer proves exact on M and N, else the one exact on more of them. */
+ * analyzer proves exact on M and N, else the one exact on more of them. Candidates {bm, bn, bk,
+ * tm, tn}: block tile rows x columns x k step, micro-tile rows x columns per thread; the large
+ * ones first (64 x 64 with 4 x 4 per thread: 256 threads, 16 accumulators each, 2 x 64 x 16
+ * shared elements), down to 8 x 8 for tiny matrices. Small-row candidates (n <= SMALL_ROWS) keep
+ * the rows in one tile and spread the threads along the columns. */
 static tile gemm_tile(rx_sctx *s, mm_info *mi, bool small, const rx_expr *M, const rx_expr *N,
                       int pb, int qb) {
   static const tile big[] = {{64, 64, 16, 4, 4},

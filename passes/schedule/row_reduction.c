@@ -94,7 +94,7 @@ typedef struct redirect {
   rx_buffer *local;
 } redirect;
 typedef struct row_ud {
-  redirect r[32];
+  redirect r[MAX_REDIRECTS];
   int n;
 } row_ud;
 
@@ -121,12 +121,12 @@ static rx_stmt *row_schedule(rx_sctx *s, nest *nt) {
       if (e->kind == RX_EXPR_CONST) m = e->value;
       break;
     }
-  int want = 256;
+  int want = BLOCK_THREADS;
   if (m >= 0) {
-    int minb = s->t->subgroup_size > 32 ? s->t->subgroup_size : 32;
+    int minb = s->t->subgroup_size > MIN_ROW_THREADS ? s->t->subgroup_size : MIN_ROW_THREADS;
     want = sched_pow2_ceil(m);
     if (want < minb) want = minb;
-    if (want > 256) want = 256;
+    if (want > BLOCK_THREADS) want = BLOCK_THREADS;
   }
   int B = sched_block_threads(s, want);
   const rx_expr *bx = rx_sched_fresh_var(s, "row"), *tx = rx_sched_fresh_var(s, "tx");
@@ -224,7 +224,7 @@ static rx_stmt *row_schedule(rx_sctx *s, nest *nt) {
         RX_VEC_PUSH(&out, rx_sched_store_e(s, lb, &z, 1, fin));
         accst->value = rx_sched_load(s, lb, &z, 1);
         RX_VEC_PUSH(&out, rx_sched_guard(s, tx0, accst));
-        if (ud.n < 32) {
+        if (ud.n < MAX_REDIRECTS) {
           ud.r[ud.n].buf = accst->buf;
           ud.r[ud.n].idx = accst->idx;
           ud.r[ud.n].nidx = accst->nidx;

@@ -12,10 +12,26 @@
 /* ---- tuning constants, named once with their reason ---- */
 /* The deepest loop nest a rule matches (every test program and legalized op has at most 6). */
 #define MAXN 8
+/* Threads per block of the elementwise, fallback and GEMV kernels (clamped to the target's
+ * max_threads_per_block by sched_block_threads): 8 warps of 32 / waves of 32, enough resident
+ * blocks per SM / CU to hide memory latency on every target in targets/targets.c, and a
+ * multiple of every subgroup size there (32, 64 on AMD-like Vulkan targets, 16 on Mali). */
+#define BLOCK_THREADS 256
+/* Row reduction: at most BLOCK_THREADS threads per row, at least one subgroup (and at least
+ * MIN_ROW_THREADS, so the shared-memory tree stays warp-shaped) even for rows shorter than that. */
+#define MIN_ROW_THREADS 32
+/* GEMV: the columns a block covers at once (threads along j; consecutive threads read
+ * consecutive columns of a row-major [k, j] operand, one 128-byte line per warp of f32). */
+#define GEMV_COLUMNS 32
 /* Matmuls over at most this many rows get the small-tile GEMM (a 16-row tile still fills a
  * block's threads along the columns; past it the large tiles reuse more of each loaded tile).
  * With a symbolic row count it is also the bound of the run-time variant n <= SMALL_ROWS. */
 #define SMALL_ROWS 16
+/* Bookkeeping bounds of the matchers (not tuning): the loads a row reduction redirects to a
+ * local, the buffers the fallback rule tracks, the expression stack of the elementwise check. */
+#define MAX_REDIRECTS 32
+#define MAX_TRACKED   32
+#define EXPR_STACK    256
 
 typedef struct nest {
   const rx_expr *vars[MAXN], *lo[MAXN], *ext[MAXN];
