@@ -13,9 +13,10 @@
 /* The deepest loop nest a rule matches (every test program and legalized op has at most 6). */
 #define MAXN 8
 /* Threads per block of the elementwise, fallback and GEMV kernels (clamped to the target's
- * max_threads_per_block by sched_block_threads): 8 warps of 32 / waves of 32, enough resident
- * blocks per SM / CU to hide memory latency on every target in targets/targets.c, and a
- * multiple of every subgroup size there (32, 64 on AMD-like Vulkan targets, 16 on Mali). */
+ * max_threads_per_block by sched_block_threads, e.g. 128 for generic Vulkan): 8 warps of 32 on
+ * CUDA and Apple GPUs, enough resident blocks per SM to hide memory latency, and a multiple of
+ * every subgroup size in targets/targets.c (8 lavapipe, 16 Mali, 32 NVIDIA and Apple, 64 to 128
+ * Adreno). */
 #define BLOCK_THREADS 256
 /* Row reduction: at most BLOCK_THREADS threads per row, at least one subgroup (and at least
  * MIN_ROW_THREADS, so the shared-memory tree stays warp-shaped) even for rows shorter than that. */
