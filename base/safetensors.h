@@ -1,0 +1,53 @@
+/* base/safetensors.h: a reader of the safetensors format (Hugging Face checkpoints, and the
+ * layout relaxc's weights take, docs/DESIGN "Weights"). A file is an 8-byte little-endian header
+ * size N, N bytes of JSON, then the data:
+ *
+ *   {"__metadata__": {"format": "pt"}, "NAME": {"dtype": "F16", "shape": [4096, 11008],
+ *    "data_offsets": [BEGIN, END]}, ...}
+ *
+ * with BEGIN and END byte offsets from the start of the data. The reader checks everything
+ * against the buffer before anyone reads a tensor: the header size (at most
+ * RX_ST_MAX_HEADER_BYTES, within the buffer), the JSON (an object; every entry an object with
+ * exactly a known dtype, a shape of non-negative integers of at most RX_ST_MAX_NDIM dims, and
+ * two offsets), each tensor's byte size against its shape and dtype, offsets inside the data, no
+ * two tensors overlapping, no name twice. Gaps between tensors are accepted (Hugging Face's
+ * writer leaves none; an aligned layout pads between tensors). Dtypes: F32, F16, BF16, I64,
+ * I32, I16, I8, U8, BOOL; any other (F64, U16, U32, U64, the F8 formats) is an error naming the
+ * tensor and the dtype. Errors name the file (`name`) and the tensor. */
+#ifndef RX_BASE_SAFETENSORS_H
+#define RX_BASE_SAFETENSORS_H
+
+#include "base.h"
+
+#define RX_ST_MAX_NDIM 16
+/* The safetensors library's own limit on the JSON header. */
+#define RX_ST_MAX_HEADER_BYTES 100000000u
+
+typedef struct rx_st_tensor {
+  char *name; /* heap */
+  rx_dtype dtype;
+  int ndim;
+  int64_t shape[RX_ST_MAX_NDIM];
+  uint64_t offset; /* from the start of the data */
+  uint64_t size;   /* bytes: elements * element size */
+} rx_st_tensor;
+
+typedef struct rx_st_file {
+  rx_st_tensor *tensors; /* heap, in the header's order */
+  size_t ntensors;
+  const uint8_t *data; /* into the caller's buffer (not copied): tensor i is data + offset */
+  uint64_t data_size;
+  char **meta; /* "__metadata__" as key, value, key, value, ... (heap); nmeta pairs */
+  size_t nmeta;
+} rx_st_file;
+
+/* Parses a safetensors image of len bytes (kept by the caller while *out is used); name is used
+ * in messages. *out is zeroed first and owns nothing on error. */
+rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file *out);
+/* The tensor named name, or NULL. */
+const rx_st_tensor *rx_st_find(const rx_st_file *f, const char *name);
+/* The value of metadata key, or NULL. */
+const char *rx_st_meta(const rx_st_file *f, const char *key);
+void rx_st_free(rx_st_file *f);
+
+#endif
