@@ -332,7 +332,20 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
   rx_interp_arg *args = rx_calloc((size_t)t->nparams + 1, sizeof *args);
   int64_t(*scal)[1] = rx_calloc((size_t)n->nargs + 1, sizeof *scal);
   rx_status st = NULL;
-  for (int i = 0; i < nouts && !st; i++) st = alloc_tensor(e, outs[i], &ov[i], callee);
+  for (int i = 0; i < nouts && !st; i++) {
+    if (!n->inplace) {
+      st = alloc_tensor(e, outs[i], &ov[i], callee);
+      continue;
+    }
+    /* in place: the output is the target's own storage (a shallow alias, copied out below) */
+    const rx_node *tn = n->inplace->kind == RX_NODE_TUPLE ? n->inplace->args[i] : n->inplace;
+    const rx_ginterp_value *tv = tn->kind == RX_NODE_VAR ? lookup(e, tn->var) : NULL;
+    if (!tv || tv->kind != RX_GV_TENSOR)
+      st = rx_status_make(RX_ERR_INVALID, "%s: call_tensor(%s): inplace target %d is not a tensor",
+                          e->fn->name, callee, i);
+    else
+      ov[i] = *tv;
+  }
   int ai = 0, oi = 0, si = 0;
   for (int i = 0; i < t->nparams && !st; i++) {
     rx_param *p = t->params[i];
@@ -382,10 +395,11 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
   free(args);
   free(scal);
   if (st) {
-    for (int i = 0; i < nouts; i++) rx_ginterp_value_free(&ov[i]);
+    for (int i = 0; i < nouts && !n->inplace; i++) rx_ginterp_value_free(&ov[i]);
     free(ov);
     return rx_status_annotate(st, "%s: call_tensor(%s)", e->fn->name, callee);
   }
+  for (int i = 0; i < nouts && n->inplace; i++) ov[i] = copy_value(&ov[i]);
   if (n->out->kind == RX_SINFO_TUPLE) {
     memset(out, 0, sizeof *out);
     out->kind = RX_GV_TUPLE;

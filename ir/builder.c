@@ -476,10 +476,12 @@ static int out_count(const rx_sinfo *out) {
 
 /* Inputs, outputs and scalars of a destination-passing callee against the call. */
 static rx_status check_dps(const char *callee, rx_param *const *params, int nparams, int nargs,
-                           const rx_sinfo *out, int ndims) {
+                           const rx_sinfo *out, int ndims, bool returning) {
   int ins = 0, outs = 0, scalars = 0;
   for (int i = 0; i < nparams; i++) {
-    if (params[i]->kind == RX_PARAM_SCALAR)
+    if (params[i]->kind == RX_PARAM_VALUE)
+      ins++;
+    else if (params[i]->kind == RX_PARAM_SCALAR)
       scalars++;
     else if (params[i]->is_output)
       outs++;
@@ -489,6 +491,7 @@ static rx_status check_dps(const char *callee, rx_param *const *params, int npar
   if (nargs != ins)
     return rx_status_make(RX_ERR_INVALID, "'%s' takes %d input%s, got %d", callee, ins,
                           ins == 1 ? "" : "s", nargs);
+  if (returning) return out ? NULL : rx_status_make(RX_ERR_INVALID, "call of '%s': no out=", callee);
   int got = out_count(out);
   if (got < 0)
     return rx_status_make(RX_ERR_INVALID,
@@ -513,7 +516,7 @@ rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *a
   RX_RETURN_IF_ERROR(check_args(b, tfn->name, args, nargs));
   if (ndims < 0 || (ndims > 0 && !dims))
     return rx_status_make(RX_ERR_INVALID, "call_tensor: bad dims array");
-  RX_RETURN_IF_ERROR(check_dps(tfn->name, tfn->params, tfn->nparams, nargs, out, ndims));
+  RX_RETURN_IF_ERROR(check_dps(tfn->name, tfn->params, tfn->nparams, nargs, out, ndims, false));
   const char *vname;
   RX_RETURN_IF_ERROR(pick_name(b, name, tfn->name, &vname));
   rx_node *call = call_node(b, RX_NODE_CALL_TENSOR, args, nargs);
@@ -528,6 +531,26 @@ rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *a
   return NULL;
 }
 
+rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *const *args,
+                                      int nargs, rx_node *inplace, const rx_expr *const *dims,
+                                      int ndims, const char *name, rx_var **out_var) {
+  if (out_var) *out_var = NULL;
+  if (b->cur_dataflow)
+    return rx_status_make(RX_ERR_INVALID,
+                          "call_tensor(%s, ..., inplace=...) inside a dataflow block: it writes "
+                          "its arguments in place",
+                          prog ? prog : "");
+  RX_RETURN_IF_ERROR(check_args(b, prog ? prog : "call_tensor", &inplace, 1));
+  const rx_sinfo *out = inplace->sinfo;
+  if (!out || out_count(out) < 0)
+    return rx_status_make(RX_ERR_INVALID,
+                          "inplace= of a call of '%s' must be a tensor or a tuple of tensors",
+                          prog ? prog : "");
+  RX_RETURN_IF_ERROR(rx_emit_call_tensor(b, prog, args, nargs, out, dims, ndims, name, out_var));
+  b->cur.data[b->cur.len - 1]->value->inplace = inplace;
+  return NULL;
+}
+
 rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *const *args, int nargs,
                               const rx_sinfo *out, const char *name, rx_var **out_var) {
   if (out_var) *out_var = NULL;
@@ -536,7 +559,9 @@ rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *cons
     return rx_status_make(RX_ERR_NOT_FOUND, "call_extern: no extern_fn '%s' in the module",
                           ext_name ? ext_name : "");
   RX_RETURN_IF_ERROR(check_args(b, ext->name, args, nargs));
-  RX_RETURN_IF_ERROR(check_dps(ext->name, ext->params, ext->nparams, nargs, out, -1));
+  if (!out) out = ext->ret;
+  RX_RETURN_IF_ERROR(
+      check_dps(ext->name, ext->params, ext->nparams, nargs, out, -1, ext->ret != NULL));
   if (b->cur_dataflow && ext->impure)
     return rx_status_make(RX_ERR_INVALID, "call of impure extern '%s' inside a dataflow block",
                           ext->name);

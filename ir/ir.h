@@ -148,7 +148,7 @@ typedef enum rx_node_kind {
   RX_NODE_TUPLE,       /* (a, b, ...): args */
   RX_NODE_GET_ITEM,    /* args[0].index */
   RX_NODE_CALL,        /* op(args..., attrs...) */
-  RX_NODE_CALL_TENSOR, /* call_tensor(tfn, args..., out=out_sinfo, dims=[extra...]) */
+  RX_NODE_CALL_TENSOR, /* call_tensor(tfn, args..., out=out_sinfo | inplace=x, dims=[extra...]) */
   RX_NODE_CALL_EXTERN, /* call_extern(ext, args..., out=out_sinfo) */
   RX_NODE_CALL_GRAPH,  /* gfn(args...): call of another graph function */
   RX_NODE_IF,          /* if cond { then } else { otherwise } */
@@ -184,6 +184,9 @@ struct rx_node {
   rx_extern_fn *ext;
   rx_graph_fn *gfn;
   const rx_sinfo *out;        /* CALL_TENSOR / CALL_EXTERN: declared output struct info */
+  rx_node *inplace; /* CALL_TENSOR written `inplace=x` (or `inplace=(x, y)`): the program's
+                       outputs are the buffers of these variables, written in place; the call's
+                       value is them (out is their struct info). Impure: never in dataflow */
   const rx_expr **extra_dims; /* CALL_TENSOR: extra symbolic arguments (dims=[...]) */
   int nextra;
 
@@ -251,16 +254,23 @@ typedef struct rx_buffer {
 typedef enum rx_param_kind {
   RX_PARAM_BUFFER, /* name: dtype[dims]; `out` marks a destination */
   RX_PARAM_SCALAR, /* name: i64 / i32: an extra symbolic argument, defines the variable */
+  RX_PARAM_VALUE,  /* extern_fn only: name: any graph struct info (Object, Prim(i64), Shape,
+                      f16[ndim=3], a tuple): a value passed as it is (a runtime object, a host
+                      scalar or shape, a tensor whose shape the callee checks) */
 } rx_param_kind;
 
 typedef struct rx_param {
   rx_param_kind kind;
   bool is_output;
-  rx_buffer *buf;     /* BUFFER */
-  const rx_expr *var; /* SCALAR: the symbolic variable */
-  rx_dtype dtype;     /* SCALAR */
+  rx_buffer *buf;        /* BUFFER */
+  const rx_expr *var;    /* SCALAR: the symbolic variable */
+  rx_dtype dtype;        /* SCALAR */
+  const char *name;      /* VALUE (interned) */
+  const rx_sinfo *sinfo; /* VALUE */
   rx_loc loc;
 } rx_param;
+/* A parameter's name, whatever its kind. */
+const char *rx_param_name(const rx_param *p);
 
 /* Loop kinds: listed once; X(ENUM, text) */
 #define RX_LOOP_KINDS(X)                                                                           \
@@ -452,13 +462,18 @@ struct rx_tensor_fn {
   rx_pattern pattern; /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
 };
 
-/* A declaration of an external library function (destination-passing like a tensor program). */
+/* A declaration of an external library function or runtime builtin. Destination-passing like a
+ * tensor program (its `out` parameters are allocated by the caller), or, with `-> SINFO`
+ * (`ret`), returning its result: the callee makes it (a runtime object, a view of its own
+ * buffers, tensors whose shapes only it knows; match_cast then gives them shapes). A returning
+ * extern has no `out` parameters. */
 struct rx_extern_fn {
   const char *name;
   rx_loc loc;
   rx_param **params;
   int nparams;
-  bool impure; /* `impure extern_fn`: has side effects, not allowed in dataflow blocks */
+  const rx_sinfo *ret; /* `-> SINFO`: returns its result; NULL: destination-passing */
+  bool impure;         /* `impure extern_fn`: has side effects, not allowed in dataflow blocks */
 };
 
 /* ------------------------------------------------------------------------------------------

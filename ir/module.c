@@ -203,6 +203,18 @@ rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc
   return v;
 }
 
+const char *rx_param_name(const rx_param *p) {
+  switch (p->kind) {
+  case RX_PARAM_BUFFER:
+    return p->buf->name;
+  case RX_PARAM_SCALAR:
+    return p->var->name;
+  case RX_PARAM_VALUE:
+    return p->name;
+  }
+  return "?";
+}
+
 static void seq_uses(const rx_seq *s, rx_varvec *out) {
   if (!s) return;
   for (int b = 0; b < s->nblocks; b++)
@@ -218,6 +230,7 @@ void rx_node_uses(const rx_node *n, rx_varvec *out) {
     return;
   }
   for (int i = 0; i < n->nargs; i++) rx_node_uses(n->args[i], out);
+  rx_node_uses(n->inplace, out);
   if (n->kind == RX_NODE_IF) {
     rx_node_uses(n->cond, out);
     seq_uses(n->then_seq, out);

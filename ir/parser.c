@@ -712,24 +712,30 @@ static rx_node *dps_call(P *p, bool tensor, rx_loc loc) {
       next(p);
       next(p);
       if (tok_is_kw(at, "out")) {
-        if (n->out) fail_at(p, at->loc, "'out' given twice");
+        if (n->out || n->inplace) fail_at(p, at->loc, "'out' given twice (or with 'inplace')");
         n->out = sinfo(p);
+      } else if (tensor && tok_is_kw(at, "inplace")) {
+        if (n->out || n->inplace) fail_at(p, at->loc, "'inplace' given twice (or with 'out')");
+        n->inplace = gexpr(p);
       } else if (tok_is_kw(at, "dims")) {
         if (have_dims) fail_at(p, at->loc, "'dims' given twice");
         have_dims = true;
         expect(p, RX_TOK_LBRACKET, "'[' after 'dims='");
         n->nextra = sym_list(p, &n->extra_dims, RX_TOK_RBRACKET, "',' or ']' in dims");
       } else {
-        fail_at(p, at->loc, "%s has no argument %s: expected 'out' or 'dims'", what,
-                rx_tok_describe(p->m, at));
+        fail_at(p, at->loc, "%s has no argument %s: expected %s", what, rx_tok_describe(p->m, at),
+                tensor ? "'out', 'inplace' or 'dims'" : "'out' or 'dims'");
       }
     } else {
-      if (n->out || have_dims) fail_at(p, at->loc, "positional argument after a named argument");
+      if (n->out || n->inplace || have_dims)
+        fail_at(p, at->loc, "positional argument after a named argument");
       APUSH(p, &args, gexpr(p));
     }
     done = arg_sep(p);
   }
-  if (!n->out) fail_at(p, loc, "%s requires out=STRUCT_INFO", what);
+  /* a returning extern's result defaults to its declared one (checked when names resolve) */
+  if (!n->out && !n->inplace && tensor)
+    fail_at(p, loc, "call_tensor requires out=STRUCT_INFO or inplace=VARIABLE");
   n->args = args.d;
   n->nargs = args.n;
   APUSH(p, &p->unresolved, n);
@@ -1440,8 +1446,19 @@ static rx_stmt *tblock(P *p) {
   return seq;
 }
 
-/* Parameters of tensor programs and extern functions. */
-static int tparams(P *p, rx_param ***out) {
+/* Does an extern parameter's type start here as a graph struct info that is not a buffer or a
+ * scalar: Object, Prim(..), Shape, a tuple, or a tensor of unknown shape (f32[ndim=2], f32[...])? */
+static bool value_type_ahead(P *p) {
+  rx_tok *t = cur(p);
+  if (t->kind == RX_TOK_LPAREN) return true;
+  if (tok_is_kw(t, "Object") || tok_is_kw(t, "Prim") || tok_is_kw(t, "Shape")) return true;
+  if (ahead(p, 1)->kind != RX_TOK_LBRACKET) return false;
+  rx_tok *in = ahead(p, 2);
+  return in->kind == RX_TOK_ELLIPSIS || (tok_is_kw(in, "ndim") && ahead(p, 3)->kind == RX_TOK_ASSIGN);
+}
+
+/* Parameters of tensor programs and (ext) extern functions, which may also take values. */
+static int tparams(P *p, rx_param ***out, bool ext) {
   AVEC(rx_param *) v = {0};
   expect(p, RX_TOK_LPAREN, "'(' to start the parameters");
   while (!accept(p, RX_TOK_RPAREN)) {
@@ -1451,7 +1468,14 @@ static int tparams(P *p, rx_param ***out) {
     rx_loc nloc = cur(p)->loc;
     const char *name = def_name(p, "a parameter name");
     expect(p, RX_TOK_COLON, "':' and the type of the parameter");
-    if (ahead(p, 1)->kind == RX_TOK_LBRACKET) {
+    if (ext && value_type_ahead(p)) {
+      if (q->is_output)
+        fail_at(p, q->loc, "an 'out' parameter must be a buffer like f32[n] (an extern that "
+                           "makes its result declares it with '-> STRUCT_INFO')");
+      q->kind = RX_PARAM_VALUE;
+      q->name = name;
+      q->sinfo = sinfo(p);
+    } else if (ahead(p, 1)->kind == RX_TOK_LBRACKET) {
       q->kind = RX_PARAM_BUFFER;
       q->buf = buffer_decl(p, name, nloc, RX_SCOPE_GLOBAL);
       define_tname(p, name, NULL, q->buf, nloc);
@@ -1468,8 +1492,7 @@ static int tparams(P *p, rx_param ***out) {
   /* scalar parameter names must not repeat either */
   for (int a = 0; a < v.n; a++)
     for (int b = a + 1; b < v.n; b++) {
-      const char *na = v.d[a]->kind == RX_PARAM_BUFFER ? v.d[a]->buf->name : v.d[a]->var->name;
-      const char *nb = v.d[b]->kind == RX_PARAM_BUFFER ? v.d[b]->buf->name : v.d[b]->var->name;
+      const char *na = rx_param_name(v.d[a]), *nb = rx_param_name(v.d[b]);
       if (na == nb)
         fail_at(p, v.d[b]->loc, "duplicate name '%s': first defined at line %u, column %u", na,
                 v.d[a]->loc.line, v.d[a]->loc.col);
@@ -1483,7 +1506,7 @@ static void tensor_fn(P *p, rx_loc loc) {
   f->loc = loc;
   f->name = def_name(p, "the name of the tensor program");
   p->tvis.n = 0;
-  f->nparams = tparams(p, &f->params);
+  f->nparams = tparams(p, &f->params, false);
   f->nfacts = facts(p, &f->facts, &f->fact_locs);
   f->body = tblock(p);
   rx_item it = {RX_ITEM_TENSOR, f};
@@ -1496,7 +1519,14 @@ static void extern_fn(P *p, rx_loc loc, bool impure) {
   f->impure = impure;
   f->name = def_name(p, "the name of the extern function");
   p->tvis.n = 0;
-  f->nparams = tparams(p, &f->params);
+  f->nparams = tparams(p, &f->params, true);
+  if (accept(p, RX_TOK_ARROW)) {
+    for (int i = 0; i < f->nparams; i++)
+      if (f->params[i]->is_output)
+        fail_at(p, f->params[i]->loc,
+                "an extern with '-> STRUCT_INFO' returns its result and has no 'out' parameter");
+    f->ret = sinfo(p);
+  }
   rx_item it = {RX_ITEM_EXTERN, f};
   RX_VEC_PUSH(&p->m->items, it);
 }
@@ -1596,6 +1626,12 @@ static void resolve(P *p) {
       n->ext = rx_module_extern_fn(p->m, n->callee);
       if (!n->ext)
         rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "unknown extern function '%s'", n->callee);
+      else if (!n->out && n->ext->ret)
+        n->out = n->ext->ret; /* a returning extern: its declared result */
+      else if (!n->out)
+        rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc,
+                       "call_extern(%s) requires out=STRUCT_INFO: '%s' is destination-passing",
+                       n->callee, n->callee);
       break;
     case RX_NODE_CALL_GRAPH:
       n->gfn = rx_module_graph_fn(p->m, n->callee);

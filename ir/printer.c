@@ -266,6 +266,9 @@ static void pparams(W *w, rx_param *const *params, int n) {
     if (q->is_output) rx_strbuf_append(w->o, "out ");
     if (q->kind == RX_PARAM_BUFFER) {
       pbuffer(w, q->buf);
+    } else if (q->kind == RX_PARAM_VALUE) {
+      rx_strbuf_printf(w->o, "%s: ", q->name);
+      rx_sinfo_print(w->o, q->sinfo);
     } else {
       if (q->var->kind == RX_EXPR_VAR)
         rx_strbuf_append(w->o, q->var->name);
@@ -395,8 +398,13 @@ static void pnode(W *w, const rx_node *n) {
         tensor ? (n->tfn ? n->tfn->name : n->callee) : (n->ext ? n->ext->name : n->callee);
     rx_strbuf_printf(o, "%s(%s", tensor ? "call_tensor" : "call_extern", callee);
     pargs(w, n->args, n->nargs, false);
-    rx_strbuf_append(o, ", out=");
-    rx_sinfo_print(o, n->out);
+    if (n->inplace) {
+      rx_strbuf_append(o, ", inplace=");
+      pnode(w, n->inplace);
+    } else {
+      rx_strbuf_append(o, ", out=");
+      rx_sinfo_print(o, n->out);
+    }
     if (n->nextra) {
       rx_strbuf_append(o, ", dims=[");
       put_exprs(o, n->extra_dims, n->nextra);
@@ -547,6 +555,10 @@ void rx_module_print(rx_strbuf *out, const rx_module *m) {
       const rx_extern_fn *f = it->fn;
       rx_strbuf_printf(out, "%sextern_fn %s", f->impure ? "impure " : "", f->name);
       pparams(&w, f->params, f->nparams);
+      if (f->ret) {
+        rx_strbuf_append(out, " -> ");
+        rx_sinfo_print(out, f->ret);
+      }
       rx_strbuf_putc(out, '\n');
       break;
     }

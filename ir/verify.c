@@ -193,6 +193,7 @@ static bool seq_impure(vctx *v, const rx_seq *s) {
 static bool node_impure(vctx *v, const rx_node *n) {
   if (!n) return false;
   if (n->kind == RX_NODE_CALL_EXTERN && n->ext && n->ext->impure) return true;
+  if (n->kind == RX_NODE_CALL_TENSOR && n->inplace) return true;
   if (n->kind == RX_NODE_CALL_GRAPH && n->gfn && gfn_impure(v, n->gfn)) return true;
   if (n->kind == RX_NODE_IF)
     return node_impure(v, n->cond) || seq_impure(v, n->then_seq) || seq_impure(v, n->else_seq);
@@ -258,6 +259,48 @@ static void check_out(vctx *v, const rx_node *n, const char *callee, const rx_pa
         want == 1 ? "" : "s", got);
 }
 
+static void check_node(vctx *v, const rx_node *n, bool df);
+
+/* inplace=x or inplace=(x, y) of call_tensor: variables (their buffers are written), outside
+ * dataflow blocks (the call changes a value other bindings may read). */
+static void check_inplace(vctx *v, const rx_node *n, const char *callee, bool df) {
+  const rx_node *t = n->inplace;
+  bool vars = t->kind == RX_NODE_VAR;
+  for (int i = 0; t->kind == RX_NODE_TUPLE && i < t->nargs; i++) vars = t->args[i]->kind == RX_NODE_VAR;
+  if (t->kind == RX_NODE_TUPLE && !t->nargs) vars = false;
+  if (!vars)
+    err(v, n->loc, "inplace= of a call of '%s' must be a variable or a tuple of variables",
+        callee);
+  else
+    check_node(v, t, df);
+  if (df)
+    err(v, n->loc,
+        "call_tensor(%s, ..., inplace=...) writes its arguments in place: move it out of "
+        "`dataflow { }`",
+        callee);
+}
+
+/* out= of a call of a returning extern: any struct info that does not contradict what the
+ * extern declares it returns. */
+static void check_returned(vctx *v, const rx_node *n, const char *callee) {
+  const rx_sinfo *ret = n->ext->ret, *out = n->out;
+  if (!out) {
+    err(v, n->loc, "call of '%s' has no out= struct info", callee);
+    return;
+  }
+  sinfo_syms(v, out, n->loc, "out=");
+  if (ret->kind == RX_SINFO_OBJECT) return;
+  bool ok = out->kind == ret->kind;
+  if (ok && ret->kind == RX_SINFO_TUPLE) ok = out->nfields == ret->nfields;
+  if (ok && (ret->kind == RX_SINFO_TENSOR || ret->kind == RX_SINFO_PRIM))
+    ok = ret->dtype == RX_DTYPE_UNKNOWN || out->dtype == ret->dtype;
+  if (ok && (ret->kind == RX_SINFO_TENSOR || ret->kind == RX_SINFO_SHAPE))
+    ok = ret->ndim < 0 || out->ndim == ret->ndim;
+  if (!ok)
+    err(v, n->loc, "out=%s of a call of '%s' contradicts its declared result %s",
+        sinfo_str(v, out), callee, sinfo_str(v, ret));
+}
+
 static void check_node(vctx *v, const rx_node *n, bool df) {
   if (!n) return;
   if (!n->sinfo) err(v, n->loc, "expression has no struct info (was the module normalized?)");
@@ -307,6 +350,7 @@ static void check_node(vctx *v, const rx_node *n, bool df) {
       return;
     }
     check_out(v, n, name, (const rx_param *const *)n->tfn->params, n->tfn->nparams);
+    if (n->inplace) check_inplace(v, n, name, df);
     int nscalars;
     count_outputs((const rx_param *const *)n->tfn->params, n->tfn->nparams, &nscalars);
     if (n->nextra != nscalars)
@@ -321,7 +365,10 @@ static void check_node(vctx *v, const rx_node *n, bool df) {
       if (n->out) sinfo_syms(v, n->out, n->loc, "out=");
       return;
     }
-    check_out(v, n, name, (const rx_param *const *)n->ext->params, n->ext->nparams);
+    if (n->ext->ret)
+      check_returned(v, n, name);
+    else
+      check_out(v, n, name, (const rx_param *const *)n->ext->params, n->ext->nparams);
     if (df && n->ext->impure)
       err(v, n->loc,
           "call of impure extern '%s' inside a dataflow block; move it out of `dataflow { }`",
@@ -705,6 +752,8 @@ static void check_params(vctx *v, rx_param *const *params, int n, const char *fn
         err(v, p->loc, "scalar parameter '%s' must be i64 or i32, got %s", p->var->name,
             rx_dtype_name(p->dtype));
       add(&v->syms, p->var);
+    } else if (p->kind == RX_PARAM_VALUE) {
+      if (!p->sinfo) err(v, p->loc, "parameter %d of '%s' has no struct info", i, fname);
     } else {
       if (!p->buf || p->buf->ndim < 0 || (p->buf->ndim > 0 && !p->buf->shape)) {
         err(v, p->loc, "buffer parameter %d of '%s' needs a dtype and a shape", i, fname);
@@ -719,12 +768,12 @@ static void check_params(vctx *v, rx_param *const *params, int n, const char *fn
   }
   for (int i = 0; i < n; i++) {
     const rx_param *p = params[i];
-    const char *pname = p->kind == RX_PARAM_SCALAR ? (p->var ? p->var->name : NULL)
-                                                   : (p->buf ? p->buf->name : NULL);
+    bool named = p->kind == RX_PARAM_SCALAR ? p->var != NULL : p->kind == RX_PARAM_BUFFER ? p->buf != NULL : true;
+    const char *pname = named ? rx_param_name(p) : NULL;
     for (int j = 0; pname && j < i; j++) {
       const rx_param *q = params[j];
-      const char *qname = q->kind == RX_PARAM_SCALAR ? (q->var ? q->var->name : NULL)
-                                                     : (q->buf ? q->buf->name : NULL);
+      bool qnamed = q->kind == RX_PARAM_SCALAR ? q->var != NULL : q->kind == RX_PARAM_BUFFER ? q->buf != NULL : true;
+      const char *qname = qnamed ? rx_param_name(q) : NULL;
       if (qname && strcmp(pname, qname) == 0)
         err(v, p->loc, "parameter '%s' of '%s' is declared twice", pname, fname);
     }

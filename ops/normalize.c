@@ -521,6 +521,48 @@ static void check_buf(norm *st, rx_node *n, const char *callee, const char *what
   }
 }
 
+/* Checks an argument against a VALUE parameter of an extern: the same kind of value (any value
+ * for Object), and the dtype and rank the parameter states. */
+static void check_value(norm *st, rx_node *n, const char *callee, int ai, const rx_param *p) {
+  const rx_sinfo *have = n->args[ai]->sinfo, *want = p->sinfo;
+  if (want->kind == RX_SINFO_OBJECT) return;
+  bool ok = have->kind == want->kind || have->kind == RX_SINFO_OBJECT;
+  if (ok && have->kind == want->kind) {
+    if (want->kind == RX_SINFO_PRIM || want->kind == RX_SINFO_TENSOR)
+      ok = want->dtype == RX_DTYPE_UNKNOWN || have->dtype == want->dtype;
+    if (ok && (want->kind == RX_SINFO_TENSOR || want->kind == RX_SINFO_SHAPE))
+      ok = want->ndim < 0 || have->ndim < 0 || have->ndim == want->ndim;
+    if (ok && want->kind == RX_SINFO_TUPLE) ok = have->nfields == want->nfields;
+  }
+  if (!ok)
+    err(st, n->loc, "%s: argument %d is %s but parameter %s expects %s", callee, ai + 1,
+        sstr(st, have), p->name, sstr(st, want));
+}
+
+/* A call of an extern that returns its result (`-> SINFO`): its arguments checked against its
+ * parameters; its value has the call's out= (the declared result unless the call says more). */
+static const rx_sinfo *returning_call(norm *st, rx_node *n, const char *callee,
+                                      rx_param *const *params, int np) {
+  subst s = {0};
+  int ai = 0;
+  for (int i = 0; i < np; i++) {
+    const rx_param *p = params[i];
+    if (p->kind == RX_PARAM_SCALAR) continue;
+    if (p->kind == RX_PARAM_VALUE) {
+      check_value(st, n, callee, ai++, p);
+      continue;
+    }
+    const rx_sinfo *have = n->args[ai]->sinfo;
+    if (have->kind == RX_SINFO_PRIM) have = scalar_tensor(st, have->dtype);
+    unify_bind(&s, buf_sinfo(st, p->buf), have);
+    check_buf(st, n, callee, rx_arena_printf(&st->m->arena, "argument %d", ai + 1), have, p->buf,
+              &s);
+    ai++;
+  }
+  sub_free(&s);
+  return n->out;
+}
+
 static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   bool tensor = n->kind == RX_NODE_CALL_TENSOR;
   rx_param **params = tensor ? (n->tfn ? n->tfn->params : NULL) : (n->ext ? n->ext->params : NULL);
@@ -532,13 +574,20 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
         n->callee ? n->callee : "?");
     return st->nm->poison;
   }
+  if (n->inplace) {
+    const rx_sinfo *t = n->inplace->sinfo;
+    if (!t || t == st->nm->poison) return st->nm->poison;
+    n->out = t; /* the call's value is the variables written in place */
+  }
   if (!n->out) {
     err(st, n->loc, "%s needs out=<struct info of the result>", callee);
     return st->nm->poison;
   }
   int nin = 0, nout = 0, nscal = 0;
   for (int i = 0; i < np; i++) {
-    if (params[i]->kind == RX_PARAM_SCALAR)
+    if (params[i]->kind == RX_PARAM_VALUE)
+      nin++;
+    else if (params[i]->kind == RX_PARAM_SCALAR)
       nscal++;
     else if (params[i]->is_output)
       nout++;
@@ -557,6 +606,7 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
     return n->out;
   }
   if (any_poison(st, n)) return n->out;
+  if (!tensor && n->ext->ret) return returning_call(st, n, callee, params, np);
   const rx_sinfo *const *outs = &n->out;
   int nouts = 1;
   if (n->out->kind == RX_SINFO_TUPLE) {
@@ -577,6 +627,7 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
     int ai = 0, oi = 0;
     for (int i = 0; i < np; i++) {
       rx_param *p = params[i];
+      if (p->kind == RX_PARAM_VALUE && pass == 0) ai++;
       if (p->kind != RX_PARAM_BUFFER || p->is_output != (pass == 1)) continue;
       const rx_sinfo *have = pass == 0 ? n->args[ai++]->sinfo : outs[oi++];
       if (have->kind == RX_SINFO_PRIM) have = scalar_tensor(st, have->dtype);
@@ -586,6 +637,7 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   int ai = 0, oi = 0;
   for (int i = 0; i < np; i++) {
     rx_param *p = params[i];
+    if (p->kind == RX_PARAM_VALUE) check_value(st, n, callee, ai++, p);
     if (p->kind != RX_PARAM_BUFFER) continue;
     const char *what;
     const rx_sinfo *have;
@@ -736,6 +788,7 @@ static const rx_sinfo *value(norm *st, rx_node *n) {
   case RX_NODE_CALL_EXTERN:
   case RX_NODE_CALL_GRAPH:
     for (int i = 0; i < n->nargs; i++) n->args[i] = atomize(st, n->args[i]);
+    if (n->inplace) n->inplace = atomize(st, n->inplace);
     s = n->kind == RX_NODE_CALL         ? call_op(st, n)
         : n->kind == RX_NODE_CALL_GRAPH ? call_graph(st, n)
                                         : call_dps(st, n);

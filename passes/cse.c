@@ -67,7 +67,7 @@ static bool same_node(const rx_node *a, const rx_node *b) {
   case RX_NODE_CALL_TENSOR:
   case RX_NODE_CALL_EXTERN:
     if (a->tfn != b->tfn || a->ext != b->ext || a->nextra != b->nextra) return false;
-    if (a->ext && a->ext->impure) return false;
+    if ((a->ext && a->ext->impure) || a->inplace || b->inplace) return false;
     if (!a->out || !b->out || !rx_sinfo_equal(a->out, b->out)) return false;
     for (int i = 0; i < a->nextra; i++)
       if (a->extra_dims[i] != b->extra_dims[i]) return false;

@@ -1,7 +1,7 @@
 /* dce: dead code elimination, iterated to a fixpoint. In every graph function, a binding whose
  * variable is used nowhere (later bindings, branches, the result) is removed when its value is
- * pure: anything but call_extern of an impure extern, a call of a graph function that is not
- * primitive, an if, or a match_cast (a run-time check). Then, when the module has graph
+ * pure: anything but call_extern of an impure extern, an in-place call_tensor, a call of a
+ * graph function that is not primitive, an if, or a match_cast (a run-time check). Then, when the module has graph
  * functions, tensor programs called by none of them and primitive graph functions called
  * nowhere are removed. */
 #include <stdlib.h>
@@ -41,6 +41,8 @@ static bool pure(const rx_binding *b) {
   switch (n->kind) {
   case RX_NODE_CALL_EXTERN:
     return n->ext && !n->ext->impure;
+  case RX_NODE_CALL_TENSOR:
+    return !n->inplace; /* an in-place call changes its target */
   case RX_NODE_CALL_GRAPH:
     return n->gfn && n->gfn->primitive;
   case RX_NODE_IF:

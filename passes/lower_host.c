@@ -162,7 +162,7 @@ static void dims_desc(lower *L, const rx_sinfo *s, const char *what, rx_loc loc)
 /* Does the tensor's check bind something or only use bound variables? Whether every EXPR dim's
  * variables are bound (counting the whole-dim variables this check binds itself). */
 static bool check_ready(lower *L, const rx_sinfo *s) {
-  if (s->kind != RX_SINFO_TENSOR || !s->shape) return true;
+  if ((s->kind != RX_SINFO_TENSOR && s->kind != RX_SINFO_SHAPE) || !s->shape) return true;
   size_t mark = L->bound.len;
   bool ok = true;
   for (int d = 0; d < s->ndim; d++)
@@ -191,11 +191,11 @@ static void emit_params(lower *L) {
   bool *done = rx_calloc((size_t)f->nparams + 1, 1);
   for (int i = 0; i < f->nparams; i++) {
     const rx_sinfo *s = f->params[i]->sinfo;
-    done[i] = s->kind != RX_SINFO_TENSOR;
+    done[i] = s->kind != RX_SINFO_TENSOR && s->kind != RX_SINFO_SHAPE;
     if (done[i] && sinfo_has_vars(s))
       err(L, f->params[i]->loc,
-          "parameter %s: only tensor parameters may carry symbolic values in the host program "
-          "(the VM checks tensors at entry)",
+          "parameter %s: only tensor and shape parameters may carry symbolic values in the host "
+          "program (the VM checks them at entry)",
           f->params[i]->name);
   }
   for (;;) {
@@ -209,10 +209,16 @@ static void emit_params(lower *L) {
     if (pick < 0) break;
     done[pick] = true;
     const rx_var *p = f->params[pick];
-    w(L, RXVM_OP_CHECK_TENSOR);
-    w(L, (uint32_t)pick);
-    w(L, (uint32_t)pick);
-    w(L, str(L, p->name));
+    if (p->sinfo->kind == RX_SINFO_SHAPE) { /* a shape value: checked (and bound) by match_cast */
+      w(L, RXVM_OP_MATCH_CAST);
+      w(L, (uint32_t)pick);
+      w(L, (uint32_t)pick);
+    } else {
+      w(L, RXVM_OP_CHECK_TENSOR);
+      w(L, (uint32_t)pick);
+      w(L, (uint32_t)pick);
+      w(L, str(L, p->name));
+    }
     w(L, sinfo_str(L, p->sinfo));
     dims_desc(L, p->sinfo, p->name, p->loc);
   }
@@ -236,8 +242,10 @@ static void emit_params(lower *L) {
 /* A binding whose value may be (part of) the values it reads. */
 static bool aliasing(const rx_node *n) {
   switch (n->kind) {
-  case RX_NODE_CALL_TENSOR:
-  case RX_NODE_CALL_EXTERN:
+  case RX_NODE_CALL_TENSOR: /* in place: its value is the target */
+    return n->inplace != NULL;
+  case RX_NODE_CALL_EXTERN: /* a returning extern may give a view of its arguments' buffers */
+    return n->ext && n->ext->ret;
   case RX_NODE_CONST:
   case RX_NODE_PRIM:
   case RX_NODE_SHAPE:
@@ -251,8 +259,9 @@ static bool aliasing(const rx_node *n) {
 
 /* A binding whose value is freshly allocated here (never a parameter or a caller's value). */
 static bool owned(const rx_binding *b) {
-  return !b->cast &&
-         (b->value->kind == RX_NODE_CALL_TENSOR || b->value->kind == RX_NODE_CALL_EXTERN);
+  const rx_node *n = b->value;
+  return !b->cast && ((n->kind == RX_NODE_CALL_TENSOR && !n->inplace) ||
+                      (n->kind == RX_NODE_CALL_EXTERN && n->ext && !n->ext->ret));
 }
 
 /* ---- bindings ---- */
@@ -329,6 +338,10 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
   }
   int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
   for (int i = 0; i < nouts; i++) {
+    if (n->inplace) { /* the outputs are the target's buffers: nothing to allocate */
+      out_regs[i] = value_reg(L, n->inplace->kind == RX_NODE_TUPLE ? n->inplace->args[i] : n->inplace);
+      continue;
+    }
     out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? field_reg(L, v, i) : dst;
     emit_alloc(L, outs[i], v, n->out->kind == RX_SINFO_TUPLE ? i : -1, out_regs[i], n->loc);
   }
@@ -396,6 +409,10 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
     w(L, sw(dst));
     w(L, (uint32_t)nouts);
     for (int i = 0; i < nouts; i++) w(L, sw(out_regs[i]));
+  } else if (n->inplace) {
+    w(L, RXVM_OP_MOVE);
+    w(L, sw(dst));
+    w(L, sw(out_regs[0]));
   }
   free(vars.data);
   free(repl.data);
@@ -403,7 +420,20 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
   free(arg_regs);
 }
 
+/* CALL_EXTERN name, its arguments, then its outputs: the destinations it fills (allocated here
+ * first), or for a returning extern one register, empty, that it sets to its result. */
 static void emit_call_extern(lower *L, const rx_node *n, int dst) {
+  if (n->ext && n->ext->ret) {
+    int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
+    w(L, RXVM_OP_CALL_EXTERN);
+    w(L, str(L, n->ext->name));
+    w(L, (uint32_t)(n->nargs + 1));
+    for (int i = 0; i < n->nargs; i++) w(L, sw(arg_regs[i]));
+    w(L, sw(dst));
+    free(arg_regs);
+    return;
+  }
   const rx_sinfo *const *outs = &n->out;
   int nouts = 1;
   if (n->out->kind == RX_SINFO_TUPLE) {

@@ -74,13 +74,25 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   const rx_node *n = b->value;
   switch (n->kind) {
   case RX_NODE_CALL_TENSOR:
+    if (n->inplace) { /* its value is the target: the target's roots */
+      rx_varvec uses = {0};
+      rx_node_uses(n->inplace, &uses);
+      for (size_t i = 0; i < uses.len; i++) {
+        intvec *r = roots_of(p, uses.data[i]);
+        if (r)
+          for (size_t k = 0; k < r->len; k++) add_root(out, r->data[k]);
+      }
+      free(uses.data);
+      return;
+    }
     if (n->out->kind == RX_SINFO_TUPLE)
       for (int f = 0; f < n->out->nfields; f++)
         new_alloc(p, b->var, f, n->out->fields[f], pos, out);
     else
       new_alloc(p, b->var, -1, n->out, pos, out);
     return;
-  case RX_NODE_CALL_EXTERN: /* destination-passing outputs: dynamic, never aliasing */
+  case RX_NODE_CALL_EXTERN: /* destination-passing outputs: dynamic, never aliasing; a returning
+                               extern's result is the runtime's own (a builtin's buffers) */
   case RX_NODE_CONST:
   case RX_NODE_PRIM:
   case RX_NODE_SHAPE:

@@ -28,10 +28,14 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/artifact.c
   ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vm_walk.c
+  ${RX_RUNTIME_DIR}/externs.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c)
+# runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)
+file(GLOB RX_RUNTIME_LLM_SOURCES CONFIGURE_DEPENDS ${RX_RUNTIME_DIR}/llm/*.c)
+list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_LLM_SOURCES})
 if(APPLE)
   # Metal: C over the Objective-C runtime (objc_msgSend); on Linux only compiled (rt_metal_compile).
   list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/metal/metal.c)

@@ -199,6 +199,7 @@ void rx_rt_value_retain(rx_rt_value *v) {
 void rx_rt_value_release(rx_rt_value *v) {
   if (!v || --v->refs > 0) return;
   rx_rt_tensor_release(v->tensor);
+  if (v->otype && v->otype->destroy) v->otype->destroy(v->object);
   for (size_t i = 0; v->items && i < v->count; i++) rx_rt_value_release(v->items[i]);
   rx_rt_allocator a = v->alloc;
   rt_free(&a, v->items);
@@ -224,8 +225,27 @@ int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype) {
   return v->kind == RX_RT_VALUE_PRIM ? v->prim : 0;
 }
 
-static const char *kind_name(const rx_rt_value *v) {
+rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
+                                  rx_rt_value **out_value) {
+  if (!out_value || !type) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_object: NULL");
+  *out_value = NULL;
+  rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_OBJECT);
+  if (!v) {
+    if (type->destroy) type->destroy(object);
+    return rt_oom("a value", sizeof *v);
+  }
+  v->otype = type;
+  v->object = object;
+  *out_value = v;
+  return NULL;
+}
+void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type) {
+  return v && v->kind == RX_RT_VALUE_OBJECT && v->otype == type ? v->object : NULL;
+}
+
+const char *vm_kind_name(const rx_rt_value *v) {
   if (!v) return "nothing";
+  if (v->kind == RX_RT_VALUE_OBJECT) return v->otype->name;
   static const char *const names[] = {"a tensor", "a tuple", "a shape", "a prim", "a storage"};
   return (unsigned)v->kind < RX_ARRAY_LEN(names) ? names[v->kind] : "?";
 }
@@ -292,7 +312,7 @@ static rx_status bad_reg(frame *fr, uint32_t r, const char *want) {
   char reg[160];
   vm_reg_name(reg, sizeof reg, fr->a, fr->f, r);
   return ferr(fr, RX_ERR_INVALID, "word %u (%s): %s holds %s, expected %s", fr->pc,
-              vm_op_name(fr->f->code[fr->pc]), reg, kind_name(fr->regs[r]), want);
+              vm_op_name(fr->f->code[fr->pc]), reg, vm_kind_name(fr->regs[r]), want);
 }
 
 static rx_rt_symbols syms_of(const frame *fr) {
@@ -733,7 +753,7 @@ static rx_status op_CHECK_TENSOR(frame *fr, uint32_t p) {
   snprintf(what, sizeof what, "parameter '%s'", a->strings[w[p + 2]]);
   if (!x || x->kind != RX_RT_VALUE_TENSOR)
     return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, a->strings[w[p + 3]],
-                kind_name(x));
+                vm_kind_name(x));
   RX_RETURN_IF_ERROR(match(fr, p + 4, x->tensor->dtype, x->tensor->ndim, x->tensor->shape, false,
                            what, a->strings[w[p + 3]]));
   return r != param ? set_to(fr, x, r) : NULL;
@@ -758,7 +778,7 @@ static rx_status op_MATCH_CAST(frame *fr, uint32_t p) {
     RX_RETURN_IF_ERROR(
         match(fr, p + 3, RX_DTYPE_UNKNOWN, (int)x->count, x->dims, true, what, expected));
   } else {
-    return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, kind_name(x));
+    return ferr(fr, RX_ERR_INVALID, "%s: expected %s, got %s", what, expected, vm_kind_name(x));
   }
   return set_to(fr, x, dst);
 }
@@ -825,9 +845,43 @@ static rx_status op_ALLOC_TENSOR(frame *fr, uint32_t p) {
 
 static rx_status op_CALL_KERNELS(frame *fr, uint32_t p) { return call_kernels(fr, fr->f->code, p); }
 
+/* name, n, regs...: a builtin (runtime/externs.c). A returning builtin's last register is its
+ * result; a destination-passing one writes into the tensors its last registers hold. */
 static rx_status op_CALL_EXTERN(frame *fr, uint32_t p) {
-  return ferr(fr, RX_ERR_UNSUPPORTED, "extern '%s' is not available in this runtime",
-              fr->a->strings[fr->f->code[p]]);
+  const uint32_t *w = fr->f->code;
+  rx_rt_artifact *a = fr->a;
+  const char *name = a->strings[w[p]];
+  uint32_t n = w[p + 1];
+  const vm_extern *e = vm_extern_find(name);
+  if (!e)
+    return ferr(fr, RX_ERR_UNSUPPORTED,
+                "extern '%s' is not available in this runtime (its builtins: %s)", name,
+                vm_extern_names());
+  if (e->returning && (!n || w[p + 1 + n] == VM_NONE))
+    return ferr(fr, RX_ERR_INVALID, "extern '%s' returns a value but the call gives no register",
+                name);
+  uint32_t nargs = e->returning ? n - 1 : n;
+  rx_rt_value *stack_args[16], **args = stack_args;
+  if (nargs > 16 && !(args = rt_alloc(&a->alloc, nargs * sizeof *args)))
+    return rt_oom("call arguments", nargs * sizeof *args);
+  rx_status s = NULL;
+  for (uint32_t i = 0; i < nargs && !s; i++) {
+    uint32_t r = w[p + 2 + i];
+    args[i] = r == VM_NONE ? NULL : fr->regs[r];
+    if (!args[i]) s = bad_reg(fr, r, "a value");
+  }
+  rx_rt_value *result = NULL;
+  vm_extern_call c = {a, a->device, name};
+  if (!s) s = e->fn(&c, args, nargs, e->returning ? &result : NULL);
+  if (args != stack_args) rt_free(&a->alloc, args);
+  if (s) { /* the builtin's message, placed in the function */
+    rx_rt_value_release(result);
+    rx_status r = ferr(fr, rx_status_code_of(s), "%s", rx_status_message(s));
+    rx_status_free(s);
+    return r;
+  }
+  if (e->returning) set_reg(fr, w[p + 1 + n], result);
+  return NULL;
 }
 
 static rx_status op_CALL_FN(frame *fr, uint32_t p) {

@@ -96,6 +96,8 @@ struct rx_rt_value {
   rx_dtype dtype;        /* PRIM */
   int64_t prim;          /* PRIM */
   vm_storage *storage;   /* STORAGE (owned by the artifact) */
+  const rx_rt_object_type *otype; /* OBJECT: its type */
+  void *object;                   /* OBJECT (owned) */
 };
 
 /* Operand layout helpers shared by the loader's validator and the VM. */
@@ -110,6 +112,30 @@ void vm_storages_free(rx_rt_artifact *a);
 /* How messages name register r of f: "'x1'" (its binding), "a temporary" (no name), "r4" (a
  * host program older than version 3). */
 void vm_reg_name(char *buf, size_t size, const rx_rt_artifact *a, const vm_fn *f, uint32_t r);
+/* "a tensor", "a shape", ..., an object's type name: what a register holds, for messages. */
+const char *vm_kind_name(const rx_rt_value *v);
+
+/* ---- builtins reached by CALL_EXTERN (runtime/externs.c) ----
+ * A destination-passing builtin gets its arguments and then its outputs (tensors allocated by
+ * the host program) in args; a returning builtin (`-> SINFO` in its extern_fn) gets its
+ * arguments and sets *result. Errors name the builtin; the VM adds the function. */
+typedef struct vm_extern_call {
+  rx_rt_artifact *artifact;
+  rx_rt_device *device;
+  const char *name; /* the builtin's */
+} vm_extern_call;
+typedef rx_status (*vm_extern_fn)(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                                  rx_rt_value **result);
+typedef struct vm_extern {
+  const char *name;
+  vm_extern_fn fn;
+  bool returning; /* sets *result; otherwise destination-passing */
+} vm_extern;
+/* The builtin named name, or NULL. */
+const vm_extern *vm_extern_find(const char *name);
+/* "rx_kv_create, rx_kv_extend, ...": the builtins, for messages (static storage). */
+const char *vm_extern_names(void);
+
 /* "f32[3, 4095]" into buf. */
 void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape);
 

@@ -157,6 +157,14 @@ rx_status rx_emit_op(rx_builder *b, const char *op, rx_node *const *args, int na
 rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *args, int nargs,
                               const rx_sinfo *out, const rx_expr *const *dims, int ndims,
                               const char *name, rx_var **out_var);
+/* call_tensor(prog, args..., inplace=target, dims=[...]): prog's outputs are the buffers of
+ * target (a variable, or a tuple of variables for several outputs), written in place; the
+ * binding's value is target. Not inside a dataflow block. */
+rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *const *args,
+                                      int nargs, rx_node *target, const rx_expr *const *dims,
+                                      int ndims, const char *name, rx_var **out_var);
+/* call_extern(ext, args..., out=out). A returning extern (declared `-> SINFO`) makes its result;
+ * out may then be NULL (its declared result) or more precise. */
 rx_status rx_emit_call_extern(rx_builder *b, const char *ext, rx_node *const *args, int nargs,
                               const rx_sinfo *out, const char *name, rx_var **out_var);
 rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,

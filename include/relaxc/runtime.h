@@ -313,6 +313,7 @@ typedef enum rx_rt_value_kind {
   RX_RT_VALUE_SHAPE,
   RX_RT_VALUE_PRIM,
   RX_RT_VALUE_STORAGE, /* a planned storage (internal to the host program) */
+  RX_RT_VALUE_OBJECT,  /* a runtime object (a KV cache: relaxc/llm.h), made by a builtin */
 } rx_rt_value_kind;
 rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v);
 rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v); /* borrowed; NULL if not a tensor */
@@ -322,6 +323,19 @@ int rx_rt_value_shape(const rx_rt_value *v, const int64_t **out_dims); /* ndim; 
 int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype);   /* 0 if not a prim */
 void rx_rt_value_retain(rx_rt_value *v);
 void rx_rt_value_release(rx_rt_value *v); /* NULL is fine */
+
+/* ---- objects: values of a runtime type that the host program passes around (graph struct info
+ * `Object`) and the builtins reached through call_extern make and use ---- */
+typedef struct rx_rt_object_type {
+  const char *name;              /* "kv_cache": named in messages */
+  void (*destroy)(void *object); /* runs when the last value holding the object is released */
+} rx_rt_object_type;
+/* A value holding object, which it owns from now on (destroy runs at the last release, or at
+ * once when this fails). */
+rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
+                                  rx_rt_value **out_value);
+/* v's object when v holds one of that type, else NULL (borrowed). */
+void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type);
 
 /* ---- calls ----
  * Runs graph function fn of the artifact with the given tensors as its parameters (in order).

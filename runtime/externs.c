@@ -1,0 +1,33 @@
+/* runtime/externs.c: the builtins the host program reaches through CALL_EXTERN (vm.h), listed
+ * once. An artifact's `extern_fn` declarations name them; a name missing here is an error at the
+ * call that names the extern and lists these. */
+#include "runtime/llm/kv_cache.h"
+
+#include <string.h>
+
+/* X(name, function, returning) */
+#define RX_BUILTINS(X)                                                                             \
+  X("rx_kv_create", rx_kv_builtin_create, true)                                                    \
+  X("rx_kv_extend", rx_kv_builtin_extend, true)                                                    \
+  X("rx_kv_pages", rx_kv_builtin_pages, true)
+
+static const vm_extern builtins[] = {
+#define RX_BUILTIN_ENTRY_(n, f, r) {n, f, r},
+    RX_BUILTINS(RX_BUILTIN_ENTRY_)
+#undef RX_BUILTIN_ENTRY_
+};
+
+const vm_extern *vm_extern_find(const char *name) {
+  for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+    if (!strcmp(builtins[i].name, name)) return &builtins[i];
+  return NULL;
+}
+
+const char *vm_extern_names(void) {
+  static const char names[] = ""
+#define RX_BUILTIN_NAME_(n, f, r) ", " n
+      RX_BUILTINS(RX_BUILTIN_NAME_)
+#undef RX_BUILTIN_NAME_
+      ;
+  return names + 2; /* past the first ", " */
+}

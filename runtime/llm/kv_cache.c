@@ -1,0 +1,339 @@
+/* runtime/llm/kv_cache.c: the paged KV cache (kv_cache.h). The page bookkeeping lives on the
+ * host: a stack of free pages, and per sequence its page list; each forward's extend uploads the
+ * small aux tensors the attention kernels read (page table, lengths, positions, slots). */
+#include "runtime/llm/kv_cache.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct kv_seq {
+  int64_t id;
+  int64_t len;     /* tokens held */
+  int32_t *pages;  /* in order; ceil(len / RX_KV_PAGE) used */
+  int64_t npages;  /* used */
+  int64_t cap;     /* allocated entries of pages */
+} kv_seq;
+
+struct rx_kv_cache {
+  rx_rt_device *device;
+  rx_rt_allocator alloc;
+  int64_t layers, kv_heads, head_dim, max_seqs, max_seq_len;
+  rx_dtype dtype;
+  int64_t npages;         /* in each layer's tensor, the padding page 0 included */
+  rx_rt_value **pages;    /* per layer: a tensor value */
+  int32_t *free_pages;    /* a stack */
+  int64_t nfree;
+  kv_seq *seqs;
+  int64_t nseqs;
+};
+
+static void kv_destroy(void *obj) {
+  rx_kv_cache *c = obj;
+  if (!c) return;
+  for (int64_t l = 0; c->pages && l < c->layers; l++) rx_rt_value_release(c->pages[l]);
+  for (int64_t i = 0; i < c->nseqs; i++) rt_free(&c->alloc, c->seqs[i].pages);
+  rt_free(&c->alloc, c->pages);
+  rt_free(&c->alloc, c->free_pages);
+  rt_free(&c->alloc, c->seqs);
+  rx_rt_device *d = c->device;
+  rx_rt_allocator a = c->alloc;
+  rt_free(&a, c);
+  rx_rt_device_release(d);
+}
+
+const rx_rt_object_type rx_kv_cache_type = {"a KV cache", kv_destroy};
+
+rx_kv_cache *rx_kv_cache_of(const rx_rt_value *v) {
+  return v ? rx_rt_value_object(v, &rx_kv_cache_type) : NULL;
+}
+
+/* ---- arguments ---- */
+static rx_status arg_int(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
+                         const char *what, int64_t lo, int64_t hi, int64_t *out) {
+  rx_dtype dt = args[i]->dtype;
+  bool is_float = dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16;
+  if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
+    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
+                          c->name, i + 1, what);
+  int64_t v = args[i]->prim;
+  if (v < lo || v > hi)
+    return rx_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
+                          (long long)v, (long long)lo, (long long)hi);
+  *out = v;
+  return NULL;
+}
+
+static rx_status arg_cache(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
+                           rx_kv_cache **out) {
+  *out = rx_kv_cache_of(args[i]);
+  if (!*out)
+    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu must be a KV cache, got %s", c->name,
+                          i + 1, vm_kind_name(args[i]));
+  return NULL;
+}
+
+static rx_status want_args(const vm_extern_call *c, size_t nargs, size_t want) {
+  if (nargs != want)
+    return rx_status_make(RX_ERR_INVALID, "%s takes %zu arguments, got %zu", c->name, want, nargs);
+  return NULL;
+}
+
+/* ---- rx_kv_create ---- */
+#define KV_MAX_LAYERS 1024
+#define KV_MAX_HEADS  1024
+#define KV_MAX_DIM    1024
+#define KV_MAX_SEQS   65536
+
+rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result) {
+  RX_RETURN_IF_ERROR(want_args(c, nargs, 7));
+  if (!c->device) return rx_status_make(RX_ERR_INVALID, "%s: no device", c->name);
+  int64_t layers, heads, dim, dtype, capacity, max_seqs, max_len;
+  RX_RETURN_IF_ERROR(arg_int(c, args, 0, "layers", 1, KV_MAX_LAYERS, &layers));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "kv heads", 1, KV_MAX_HEADS, &heads));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "head dim", 1, KV_MAX_DIM, &dim));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 3, "dtype", 0, RX_DTYPE_COUNT - 1, &dtype));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 4, "capacity", 1, INT32_MAX / 2, &capacity));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 5, "max sequences", 1, KV_MAX_SEQS, &max_seqs));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 6, "max sequence length", 1, INT32_MAX / 2, &max_len));
+  if (dtype != RX_DTYPE_F32 && dtype != RX_DTYPE_F16 && dtype != RX_DTYPE_BF16)
+    return rx_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", c->name,
+                          rx_rt_dtype_name((rx_dtype)dtype));
+  const rx_rt_allocator *a = &c->device->alloc;
+  rx_kv_cache *kv = rt_alloc(a, sizeof *kv);
+  if (!kv) return rt_oom("a KV cache", sizeof *kv);
+  kv->device = c->device;
+  rx_rt_device_retain(c->device);
+  kv->alloc = *a;
+  kv->layers = layers;
+  kv->kv_heads = heads;
+  kv->head_dim = dim;
+  kv->dtype = (rx_dtype)dtype;
+  kv->max_seqs = max_seqs;
+  kv->max_seq_len = max_len;
+  kv->npages = (capacity + RX_KV_PAGE - 1) / RX_KV_PAGE + 1;
+  rx_rt_value *v = NULL;
+  rx_status s = rx_rt_value_from_object(&rx_kv_cache_type, kv, &v); /* owns kv from here */
+  if (s) return s;
+  kv->pages = rt_alloc(a, (size_t)layers * sizeof *kv->pages);
+  kv->free_pages = rt_alloc(a, (size_t)kv->npages * sizeof *kv->free_pages);
+  kv->seqs = rt_alloc(a, (size_t)max_seqs * sizeof *kv->seqs);
+  if (!kv->pages || !kv->free_pages || !kv->seqs) {
+    rx_rt_value_release(v);
+    return rt_oom("a KV cache's tables", (size_t)kv->npages * 4);
+  }
+  for (int64_t p = kv->npages - 1; p >= 1; p--) kv->free_pages[kv->nfree++] = (int32_t)p;
+  int64_t shape[5] = {kv->npages, 2, heads, RX_KV_PAGE, dim};
+  for (int64_t l = 0; l < layers && !s; l++) {
+    rx_rt_tensor *t = NULL;
+    s = rx_rt_tensor_create(c->device, kv->dtype, 5, shape, &t);
+    if (!s) s = rx_rt_buffer_fill(rx_rt_tensor_buffer(t), 0, rx_rt_tensor_bytes(t), 0);
+    if (!s && !(kv->pages[l] = vm_value_new(a, RX_RT_VALUE_TENSOR))) s = rt_oom("a value", 64);
+    if (s) {
+      rx_rt_tensor_release(t);
+      s = rx_status_annotate(s, "%s: layer %lld of %lld, %lld pages", c->name, (long long)l,
+                             (long long)layers, (long long)kv->npages);
+      break;
+    }
+    kv->pages[l]->tensor = t;
+  }
+  if (s) {
+    rx_rt_value_release(v);
+    return s;
+  }
+  *result = v;
+  return NULL;
+}
+
+/* ---- sequences ---- */
+static kv_seq *find_seq(const rx_kv_cache *c, int64_t id) {
+  for (int64_t i = 0; i < c->nseqs; i++)
+    if (c->seqs[i].id == id) return &c->seqs[i];
+  return NULL;
+}
+
+int64_t rx_kv_cache_length(const rx_kv_cache *c, int64_t id) {
+  const kv_seq *q = find_seq(c, id);
+  return q ? q->len : 0;
+}
+
+void rx_kv_cache_remove(rx_kv_cache *c, int64_t id) {
+  kv_seq *q = find_seq(c, id);
+  if (!q) return;
+  for (int64_t i = 0; i < q->npages; i++) c->free_pages[c->nfree++] = q->pages[i];
+  rt_free(&c->alloc, q->pages);
+  *q = c->seqs[--c->nseqs];
+}
+
+int64_t rx_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
+int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c) { return c->nfree * RX_KV_PAGE; }
+int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c) { return c->max_seq_len; }
+int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c) {
+  return c->layers * 2 * c->kv_heads * c->head_dim * (int64_t)rx_rt_dtype_size(c->dtype);
+}
+
+/* ---- rx_kv_extend ---- */
+typedef struct extend_plan {
+  int64_t b, count, mp;
+  kv_seq **seq;      /* per batch row: the sequence (NULL: a new one) */
+  int64_t *need;     /* per batch row: pages to take */
+} extend_plan;
+
+/* Checks the request against the cache, without changing it. */
+static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, const int64_t *ids,
+                             extend_plan *p) {
+  int64_t total_need = 0, fresh = 0;
+  for (int64_t i = 0; i < p->b; i++) {
+    for (int64_t j = 0; j < i; j++)
+      if (ids[j] == ids[i])
+        return rx_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice in one forward",
+                              c->name, (long long)ids[i]);
+    kv_seq *q = find_seq(kv, ids[i]);
+    int64_t len = q ? q->len : 0, have = q ? q->npages : 0;
+    fresh += !q;
+    if (len + p->count > kv->max_seq_len)
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: sequence %lld would hold %lld tokens (%lld + %lld new), more "
+                            "than the maximum of %lld",
+                            c->name, (long long)ids[i], (long long)(len + p->count),
+                            (long long)len, (long long)p->count, (long long)kv->max_seq_len);
+    int64_t pages = (len + p->count + RX_KV_PAGE - 1) / RX_KV_PAGE;
+    p->seq[i] = q;
+    p->need[i] = pages - have;
+    total_need += pages - have;
+    if (pages > p->mp) p->mp = pages;
+  }
+  if (kv->nseqs + fresh > kv->max_seqs)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: %lld new sequences do not fit: the cache holds %lld of at most "
+                          "%lld",
+                          c->name, (long long)fresh, (long long)kv->nseqs, (long long)kv->max_seqs);
+  if (total_need > kv->nfree)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "%s: the KV cache is full: %lld new tokens in %lld sequence%s need "
+                          "%lld more pages of %d tokens, %lld of %lld are free (capacity %lld "
+                          "tokens); remove finished sequences or create a larger cache",
+                          c->name, (long long)(p->b * p->count), (long long)p->b,
+                          p->b == 1 ? "" : "s", (long long)total_need, RX_KV_PAGE,
+                          (long long)kv->nfree, (long long)(kv->npages - 1),
+                          (long long)rx_kv_cache_capacity(kv));
+  if (p->mp < 1) p->mp = 1;
+  return NULL;
+}
+
+/* Takes the planned pages (cannot fail but for host memory, checked first). */
+static rx_status apply_extend(rx_kv_cache *kv, const int64_t *ids, extend_plan *p) {
+  for (int64_t i = 0; i < p->b; i++) { /* host memory first, so nothing changes on failure */
+    kv_seq *q = p->seq[i];
+    int64_t want = (q ? q->npages : 0) + p->need[i];
+    if (q && want <= q->cap) continue;
+    int64_t cap = want < 8 ? 8 : want * 2;
+    int32_t *np = rt_alloc(&kv->alloc, (size_t)cap * sizeof *np);
+    if (!np) return rt_oom("a page list", (size_t)cap * 4);
+    if (q) {
+      memcpy(np, q->pages, (size_t)q->npages * sizeof *np);
+      rt_free(&kv->alloc, q->pages);
+      q->pages = np;
+      q->cap = cap;
+    } else {
+      q = &kv->seqs[kv->nseqs++];
+      *q = (kv_seq){.id = ids[i], .pages = np, .cap = cap};
+      p->seq[i] = q;
+    }
+  }
+  for (int64_t i = 0; i < p->b; i++) {
+    kv_seq *q = p->seq[i];
+    for (int64_t k = 0; k < p->need[i]; k++) q->pages[q->npages++] = kv->free_pages[--kv->nfree];
+  }
+  return NULL;
+}
+
+/* The aux tensors (docs/llm.md) for rows after their lengths grew by count, as a tuple value. */
+static rx_status aux_tuple(const vm_extern_call *c, rx_kv_cache *kv, const extend_plan *p,
+                           rx_rt_value **out) {
+  int64_t b = p->b, n = p->b * p->count, mp = p->mp;
+  size_t words = (size_t)(b * mp + b + 3 * n);
+  int32_t *host = rt_alloc(&kv->alloc, words * sizeof *host);
+  if (!host) return rt_oom("KV aux tables", words * 4);
+  int32_t *table = host, *kv_len = table + b * mp, *q_seq = kv_len + b, *q_pos = q_seq + n,
+          *slot = q_pos + n;
+  for (int64_t i = 0; i < b; i++) {
+    const kv_seq *q = p->seq[i];
+    for (int64_t k = 0; k < mp; k++) table[i * mp + k] = k < q->npages ? q->pages[k] : 0;
+    kv_len[i] = (int32_t)q->len;
+    for (int64_t t = 0; t < p->count; t++) {
+      int64_t r = i * p->count + t, pos = q->len - p->count + t;
+      q_seq[r] = (int32_t)i;
+      q_pos[r] = (int32_t)pos;
+      slot[r] = q->pages[pos / RX_KV_PAGE] * RX_KV_PAGE + (int32_t)(pos % RX_KV_PAGE);
+    }
+  }
+  const int32_t *data[5] = {table, kv_len, q_seq, q_pos, slot};
+  int64_t shapes[5][2] = {{b, mp}, {b, 0}, {n, 0}, {n, 0}, {n, 0}};
+  rx_rt_value *tuple = vm_value_new(&kv->alloc, RX_RT_VALUE_TUPLE);
+  rx_status s = tuple ? NULL : rt_oom("a value", 64);
+  if (!s && !(tuple->items = rt_alloc(&kv->alloc, 5 * sizeof *tuple->items)))
+    s = rt_oom("a tuple", 40);
+  for (int i = 0; i < 5 && !s; i++) {
+    rx_rt_tensor *t = NULL;
+    s = rx_rt_tensor_from_host(c->device, RX_DTYPE_I32, i ? 1 : 2, shapes[i], data[i], &t);
+    if (!s && !(tuple->items[i] = vm_value_new(&kv->alloc, RX_RT_VALUE_TENSOR))) {
+      rx_rt_tensor_release(t);
+      s = rt_oom("a value", 64);
+    }
+    if (!s) {
+      tuple->items[i]->tensor = t;
+      tuple->count = (size_t)i + 1;
+    }
+  }
+  rt_free(&kv->alloc, host);
+  if (s) {
+    rx_rt_value_release(tuple);
+    return s;
+  }
+  *out = tuple;
+  return NULL;
+}
+
+rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result) {
+  RX_RETURN_IF_ERROR(want_args(c, nargs, 3));
+  rx_kv_cache *kv;
+  RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
+  const int64_t *ids = NULL;
+  int b = args[1]->kind == RX_RT_VALUE_SHAPE ? rx_rt_value_shape(args[1], &ids) : -1;
+  if (b < 1 || b > kv->max_seqs)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: argument 2 must be a shape of 1 to %lld sequence ids, got %s",
+                          c->name, (long long)kv->max_seqs, vm_kind_name(args[1]));
+  extend_plan p = {.b = b};
+  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens per sequence", 1, INT32_MAX,
+                             &p.count));
+  p.seq = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.seq);
+  p.need = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.need);
+  rx_status s = p.seq && p.need ? NULL : rt_oom("a KV plan", (size_t)b * 16);
+  if (!s) s = plan_extend(c, kv, ids, &p);
+  if (!s) s = apply_extend(kv, ids, &p);
+  if (!s) {
+    for (int64_t i = 0; i < b; i++) p.seq[i]->len += p.count;
+    s = aux_tuple(c, kv, &p, result);
+    if (s) /* give the tokens back: the forward did not happen */
+      for (int64_t i = 0; i < b; i++) p.seq[i]->len -= p.count;
+  }
+  rt_free(&kv->alloc, p.seq);
+  rt_free(&kv->alloc, p.need);
+  return s;
+}
+
+/* ---- rx_kv_pages ---- */
+rx_status rx_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                              rx_rt_value **result) {
+  RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
+  rx_kv_cache *kv;
+  RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
+  int64_t layer;
+  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "layer", 0, kv->layers - 1, &layer));
+  rx_rt_value_retain(kv->pages[layer]);
+  *result = kv->pages[layer];
+  return NULL;
+}

@@ -1,0 +1,54 @@
+/* runtime/llm/kv_cache.h: the paged KV cache (docs/llm.md "The paged KV cache"), internal to the
+ * runtime: the object, its builtins (reached by the host program's CALL_EXTERN through
+ * runtime/externs.c) and what the generation loop asks of it. The public face is relaxc/llm.h.
+ *
+ * Pages hold RX_KV_PAGE tokens. Per layer the cache owns one device tensor
+ *   pages: T[npages, 2, kv_heads, RX_KV_PAGE, head_dim]     ([0] keys, [1] values)
+ * and per sequence the list of its pages in order, so a sequence grows by taking any free page
+ * (no copy) and all sequences share the pool. Page 0 of every layer is never handed out: the
+ * page table pads with it, so a kernel that reads a padded entry reads zeros, never another
+ * sequence's keys. */
+#ifndef RX_RUNTIME_LLM_KV_CACHE_H
+#define RX_RUNTIME_LLM_KV_CACHE_H
+
+#include "runtime/vm.h"
+
+#define RX_KV_PAGE 16 /* tokens per page: MLC's and vLLM's default; the kernels' key tile */
+
+typedef struct rx_kv_cache rx_kv_cache;
+
+/* The object type of a cache held in a value (rx_rt_value_object). */
+extern const rx_rt_object_type rx_kv_cache_type;
+
+/* ---- builtins (vm_extern_fn) ---- */
+/* rx_kv_create(layers, kv_heads, head_dim, dtype, capacity, max_seqs, max_seq_len: Prim(i64))
+ *   -> Object: a cache of ceil(capacity / RX_KV_PAGE) pages (plus the padding page) on the
+ *   artifact's device, zero-filled; dtype is an rx_dtype code (f32, f16 or bf16). */
+rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result);
+/* rx_kv_extend(cache: Object, seqs: Shape([b]), count: Prim(i64)) -> (page_table i32[b, mp],
+ *   kv_len i32[b], q_seq i32[b * count], q_pos i32[b * count], slot i32[b * count]): reserves
+ *   count more tokens for each sequence (an unknown id starts an empty sequence) and returns the
+ *   forward's aux tensors (docs/llm.md). Nothing changes when it fails. */
+rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result);
+/* rx_kv_pages(cache: Object, layer: Prim(i64)) -> T[npages, 2, kv_heads, 16, head_dim]: the
+ *   layer's pages (the cache's tensor itself). */
+rx_status rx_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                              rx_rt_value **result);
+
+/* ---- for the generation loop and the public API ---- */
+/* The cache held by v, or NULL. */
+rx_kv_cache *rx_kv_cache_of(const rx_rt_value *v);
+/* Tokens held for sequence id (0 when unknown). */
+int64_t rx_kv_cache_length(const rx_kv_cache *c, int64_t id);
+/* Frees the pages of sequence id and forgets it (nothing when unknown). */
+void rx_kv_cache_remove(rx_kv_cache *c, int64_t id);
+/* Capacity in tokens, tokens free, and the longest sequence allowed. */
+int64_t rx_kv_cache_capacity(const rx_kv_cache *c);
+int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c);
+int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c);
+/* Device bytes the cache holds per token (all layers, keys and values). */
+int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c);
+
+#endif
