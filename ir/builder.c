@@ -491,7 +491,8 @@ static rx_status check_dps(const char *callee, rx_param *const *params, int npar
   if (nargs != ins)
     return rx_status_make(RX_ERR_INVALID, "'%s' takes %d input%s, got %d", callee, ins,
                           ins == 1 ? "" : "s", nargs);
-  if (returning) return out ? NULL : rx_status_make(RX_ERR_INVALID, "call of '%s': no out=", callee);
+  if (returning)
+    return out ? NULL : rx_status_make(RX_ERR_INVALID, "call of '%s': no out=", callee);
   int got = out_count(out);
   if (got < 0)
     return rx_status_make(RX_ERR_INVALID,

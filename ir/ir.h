@@ -183,10 +183,11 @@ struct rx_node {
   rx_tensor_fn *tfn;  /* resolved after parsing the whole module */
   rx_extern_fn *ext;
   rx_graph_fn *gfn;
-  const rx_sinfo *out;        /* CALL_TENSOR / CALL_EXTERN: declared output struct info */
-  rx_node *inplace; /* CALL_TENSOR written `inplace=x` (or `inplace=(x, y)`): the program's
-                       outputs are the buffers of these variables, written in place; the call's
-                       value is them (out is their struct info). Impure: never in dataflow */
+  const rx_sinfo *out; /* CALL_TENSOR / CALL_EXTERN: declared output struct info */
+  /* CALL_TENSOR written `inplace=x` (or `inplace=(x, y)`): the program's outputs are the buffers
+   * of these variables, written in place; the call's value is them (out is their struct info).
+   * Impure: never in dataflow */
+  rx_node *inplace;
   const rx_expr **extra_dims; /* CALL_TENSOR: extra symbolic arguments (dims=[...]) */
   int nextra;
 

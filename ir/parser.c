@@ -1447,14 +1447,16 @@ static rx_stmt *tblock(P *p) {
 }
 
 /* Does an extern parameter's type start here as a graph struct info that is not a buffer or a
- * scalar: Object, Prim(..), Shape, a tuple, or a tensor of unknown shape (f32[ndim=2], f32[...])? */
+ * scalar: Object, Prim(..), Shape, a tuple, or a tensor of unknown shape (f32[ndim=2], f32[...])?
+ */
 static bool value_type_ahead(P *p) {
   rx_tok *t = cur(p);
   if (t->kind == RX_TOK_LPAREN) return true;
   if (tok_is_kw(t, "Object") || tok_is_kw(t, "Prim") || tok_is_kw(t, "Shape")) return true;
   if (ahead(p, 1)->kind != RX_TOK_LBRACKET) return false;
   rx_tok *in = ahead(p, 2);
-  return in->kind == RX_TOK_ELLIPSIS || (tok_is_kw(in, "ndim") && ahead(p, 3)->kind == RX_TOK_ASSIGN);
+  return in->kind == RX_TOK_ELLIPSIS ||
+         (tok_is_kw(in, "ndim") && ahead(p, 3)->kind == RX_TOK_ASSIGN);
 }
 
 /* Parameters of tensor programs and (ext) extern functions, which may also take values. */
@@ -1470,8 +1472,9 @@ static int tparams(P *p, rx_param ***out, bool ext) {
     expect(p, RX_TOK_COLON, "':' and the type of the parameter");
     if (ext && value_type_ahead(p)) {
       if (q->is_output)
-        fail_at(p, q->loc, "an 'out' parameter must be a buffer like f32[n] (an extern that "
-                           "makes its result declares it with '-> STRUCT_INFO')");
+        fail_at(p, q->loc,
+                "an 'out' parameter must be a buffer like f32[n] (an extern that "
+                "makes its result declares it with '-> STRUCT_INFO')");
       q->kind = RX_PARAM_VALUE;
       q->name = name;
       q->sinfo = sinfo(p);

@@ -266,11 +266,11 @@ static void check_node(vctx *v, const rx_node *n, bool df);
 static void check_inplace(vctx *v, const rx_node *n, const char *callee, bool df) {
   const rx_node *t = n->inplace;
   bool vars = t->kind == RX_NODE_VAR;
-  for (int i = 0; t->kind == RX_NODE_TUPLE && i < t->nargs; i++) vars = t->args[i]->kind == RX_NODE_VAR;
+  for (int i = 0; t->kind == RX_NODE_TUPLE && i < t->nargs; i++)
+    vars = t->args[i]->kind == RX_NODE_VAR;
   if (t->kind == RX_NODE_TUPLE && !t->nargs) vars = false;
   if (!vars)
-    err(v, n->loc, "inplace= of a call of '%s' must be a variable or a tuple of variables",
-        callee);
+    err(v, n->loc, "inplace= of a call of '%s' must be a variable or a tuple of variables", callee);
   else
     check_node(v, t, df);
   if (df)
@@ -297,8 +297,8 @@ static void check_returned(vctx *v, const rx_node *n, const char *callee) {
   if (ok && (ret->kind == RX_SINFO_TENSOR || ret->kind == RX_SINFO_SHAPE))
     ok = ret->ndim < 0 || out->ndim == ret->ndim;
   if (!ok)
-    err(v, n->loc, "out=%s of a call of '%s' contradicts its declared result %s",
-        sinfo_str(v, out), callee, sinfo_str(v, ret));
+    err(v, n->loc, "out=%s of a call of '%s' contradicts its declared result %s", sinfo_str(v, out),
+        callee, sinfo_str(v, ret));
 }
 
 static void check_node(vctx *v, const rx_node *n, bool df) {
@@ -768,11 +768,15 @@ static void check_params(vctx *v, rx_param *const *params, int n, const char *fn
   }
   for (int i = 0; i < n; i++) {
     const rx_param *p = params[i];
-    bool named = p->kind == RX_PARAM_SCALAR ? p->var != NULL : p->kind == RX_PARAM_BUFFER ? p->buf != NULL : true;
+    bool named = p->kind == RX_PARAM_SCALAR   ? p->var != NULL
+                 : p->kind == RX_PARAM_BUFFER ? p->buf != NULL
+                                              : true;
     const char *pname = named ? rx_param_name(p) : NULL;
     for (int j = 0; pname && j < i; j++) {
       const rx_param *q = params[j];
-      bool qnamed = q->kind == RX_PARAM_SCALAR ? q->var != NULL : q->kind == RX_PARAM_BUFFER ? q->buf != NULL : true;
+      bool qnamed = q->kind == RX_PARAM_SCALAR   ? q->var != NULL
+                    : q->kind == RX_PARAM_BUFFER ? q->buf != NULL
+                                                 : true;
       const char *qname = qnamed ? rx_param_name(q) : NULL;
       if (qname && strcmp(pname, qname) == 0)
         err(v, p->loc, "parameter '%s' of '%s' is declared twice", pname, fname);

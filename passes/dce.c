@@ -1,9 +1,9 @@
 /* dce: dead code elimination, iterated to a fixpoint. In every graph function, a binding whose
  * variable is used nowhere (later bindings, branches, the result) is removed when its value is
  * pure: anything but call_extern of an impure extern, an in-place call_tensor, a call of a
- * graph function that is not primitive, an if, or a match_cast (a run-time check). Then, when the module has graph
- * functions, tensor programs called by none of them and primitive graph functions called
- * nowhere are removed. */
+ * graph function that is not primitive, an if, or a match_cast (a run-time check). Then, when the
+ * module has graph functions, tensor programs called by none of them and primitive graph functions
+ * called nowhere are removed. */
 #include <stdlib.h>
 
 #include "passes.h"

@@ -339,7 +339,8 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
   int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
   for (int i = 0; i < nouts; i++) {
     if (n->inplace) { /* the outputs are the target's buffers: nothing to allocate */
-      out_regs[i] = value_reg(L, n->inplace->kind == RX_NODE_TUPLE ? n->inplace->args[i] : n->inplace);
+      out_regs[i] =
+          value_reg(L, n->inplace->kind == RX_NODE_TUPLE ? n->inplace->args[i] : n->inplace);
       continue;
     }
     out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? field_reg(L, v, i) : dst;

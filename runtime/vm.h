@@ -88,14 +88,14 @@ struct rx_rt_tensor {
 struct rx_rt_value {
   int refs;
   rx_rt_value_kind kind;
-  rx_rt_allocator alloc; /* the device's (or the default) allocator, copied */
-  rx_rt_tensor *tensor;  /* TENSOR */
-  size_t count;          /* TUPLE: items; SHAPE: ndim */
-  rx_rt_value **items;   /* TUPLE */
-  int64_t *dims;         /* SHAPE */
-  rx_dtype dtype;        /* PRIM */
-  int64_t prim;          /* PRIM */
-  vm_storage *storage;   /* STORAGE (owned by the artifact) */
+  rx_rt_allocator alloc;          /* the device's (or the default) allocator, copied */
+  rx_rt_tensor *tensor;           /* TENSOR */
+  size_t count;                   /* TUPLE: items; SHAPE: ndim */
+  rx_rt_value **items;            /* TUPLE */
+  int64_t *dims;                  /* SHAPE */
+  rx_dtype dtype;                 /* PRIM */
+  int64_t prim;                   /* PRIM */
+  vm_storage *storage;            /* STORAGE (owned by the artifact) */
   const rx_rt_object_type *otype; /* OBJECT: its type */
   void *object;                   /* OBJECT (owned) */
 };

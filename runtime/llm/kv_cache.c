@@ -8,10 +8,10 @@
 
 typedef struct kv_seq {
   int64_t id;
-  int64_t len;     /* tokens held */
-  int32_t *pages;  /* in order; ceil(len / RX_KV_PAGE) used */
-  int64_t npages;  /* used */
-  int64_t cap;     /* allocated entries of pages */
+  int64_t len;    /* tokens held */
+  int32_t *pages; /* in order; ceil(len / RX_KV_PAGE) used */
+  int64_t npages; /* used */
+  int64_t cap;    /* allocated entries of pages */
 } kv_seq;
 
 struct rx_kv_cache {
@@ -19,9 +19,9 @@ struct rx_kv_cache {
   rx_rt_allocator alloc;
   int64_t layers, kv_heads, head_dim, max_seqs, max_seq_len;
   rx_dtype dtype;
-  int64_t npages;         /* in each layer's tensor, the padding page 0 included */
-  rx_rt_value **pages;    /* per layer: a tensor value */
-  int32_t *free_pages;    /* a stack */
+  int64_t npages;      /* in each layer's tensor, the padding page 0 included */
+  rx_rt_value **pages; /* per layer: a tensor value */
+  int32_t *free_pages; /* a stack */
   int64_t nfree;
   kv_seq *seqs;
   int64_t nseqs;
@@ -53,8 +53,8 @@ static rx_status arg_int(const vm_extern_call *c, rx_rt_value *const *args, size
   rx_dtype dt = args[i]->dtype;
   bool is_float = dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16;
   if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
-    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
-                          c->name, i + 1, what);
+    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim", c->name,
+                          i + 1, what);
   int64_t v = args[i]->prim;
   if (v < lo || v > hi)
     return rx_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
@@ -175,8 +175,8 @@ int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c) {
 /* ---- rx_kv_extend ---- */
 typedef struct extend_plan {
   int64_t b, count, mp;
-  kv_seq **seq;      /* per batch row: the sequence (NULL: a new one) */
-  int64_t *need;     /* per batch row: pages to take */
+  kv_seq **seq;  /* per batch row: the sequence (NULL: a new one) */
+  int64_t *need; /* per batch row: pages to take */
 } extend_plan;
 
 /* Checks the request against the cache, without changing it. */
@@ -195,8 +195,8 @@ static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, const int
       return rx_status_make(RX_ERR_INVALID,
                             "%s: sequence %lld would hold %lld tokens (%lld + %lld new), more "
                             "than the maximum of %lld",
-                            c->name, (long long)ids[i], (long long)(len + p->count),
-                            (long long)len, (long long)p->count, (long long)kv->max_seq_len);
+                            c->name, (long long)ids[i], (long long)(len + p->count), (long long)len,
+                            (long long)p->count, (long long)kv->max_seq_len);
     int64_t pages = (len + p->count + RX_KV_PAGE - 1) / RX_KV_PAGE;
     p->seq[i] = q;
     p->need[i] = pages - have;
@@ -307,8 +307,7 @@ rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args
                           "%s: argument 2 must be a shape of 1 to %lld sequence ids, got %s",
                           c->name, (long long)kv->max_seqs, vm_kind_name(args[1]));
   extend_plan p = {.b = b};
-  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens per sequence", 1, INT32_MAX,
-                             &p.count));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens per sequence", 1, INT32_MAX, &p.count));
   p.seq = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.seq);
   p.need = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.need);
   rx_status s = p.seq && p.need ? NULL : rt_oom("a KV plan", (size_t)b * 16);
