@@ -1,10 +1,13 @@
 #include "base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 _Noreturn void rx_panic(const char *file, int line, const char *what) {
   fprintf(stderr, "relaxc internal error: %s:%d: assertion failed: %s\n", file, line, what);
@@ -482,4 +485,43 @@ rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
   if (out_len) *out_len = b.len;
   *out_text = rx_strbuf_take(&b);
   return NULL;
+}
+
+/* ---- mapped files ---- */
+rx_status rx_map_file(const char *path, rx_mapped_file *out) {
+  memset(out, 0, sizeof *out);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
+    bool dir = S_ISDIR(st.st_mode);
+    close(fd);
+    return rx_status_make(RX_ERR_INVALID, "%s: %s", path,
+                          dir ? "is a directory" : "is not a regular file");
+  }
+  if (st.st_size == 0) { /* mmap refuses empty files: an empty mapping */
+    close(fd);
+    return NULL;
+  }
+  if ((uint64_t)st.st_size > SIZE_MAX) {
+    close(fd);
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: %lld bytes do not fit the address space", path,
+                          (long long)st.st_size);
+  }
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int err = errno;
+  close(fd); /* the mapping stays */
+  if (p == MAP_FAILED)
+    return rx_status_make(RX_ERR_IO, "cannot map '%s' (%lld bytes): %s", path,
+                          (long long)st.st_size, strerror(err));
+  out->data = p;
+  out->size = (size_t)st.st_size;
+  return NULL;
+}
+
+void rx_unmap_file(rx_mapped_file *f) {
+  if (f->data) munmap((void *)f->data, f->size);
+  f->data = NULL;
+  f->size = 0;
 }

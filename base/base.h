@@ -173,5 +173,13 @@ const char *rx_diag_text(const rx_diag *d); /* "" when empty */
 
 /* Reads a whole file; on error returns a status naming the path. */
 rx_status rx_read_file(const char *path, char **out_text, size_t *out_len);
+/* A file mapped read-only (mmap): checkpoints and artifacts of gigabytes are read in place. An
+ * empty file maps to data NULL, size 0. Errors name the path (missing, a directory, mmap). */
+typedef struct rx_mapped_file {
+  const uint8_t *data;
+  size_t size;
+} rx_mapped_file;
+rx_status rx_map_file(const char *path, rx_mapped_file *out);
+void rx_unmap_file(rx_mapped_file *f); /* a zeroed or unmapped one is fine */
 
 #endif
