@@ -1,0 +1,167 @@
+/* relaxc/llm.h: the runtime's LLM layer (runtime/llm/, docs/llm.md): the tokenizer of Hugging Face
+ * tokenizer.json files, a streaming detokenizer and the sampler. It builds with the runtime alone
+ * (Android and iOS too): no regex library, no ICU; Unicode tables are compiled in.
+ *
+ * Conventions (as relaxc/runtime.h): handles are opaque; functions that can fail return an
+ * rx_status (NULL is success, otherwise an error whose message names the file and the place in it;
+ * free it with rx_status_free); out-parameters are zeroed first and set on success only; nothing
+ * here exits or aborts on bad input. Host memory comes from the C library (base/'s wrappers);
+ * arrays and strings returned to the caller are freed with rx_llm_free. A tokenizer is immutable
+ * after loading, so it may be shared between threads; a detokenizer or a sampler is used from one
+ * thread at a time.
+ *
+ * Token ids are int32_t, from 0; -1 means "none". */
+#ifndef RELAXC_LLM_H
+#define RELAXC_LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rx_tokenizer rx_tokenizer;     /* a loaded tokenizer.json (immutable) */
+typedef struct rx_detokenizer rx_detokenizer; /* ids to text, one id at a time */
+typedef struct rx_sampler rx_sampler;         /* logits to a token id, seeded */
+
+/* Frees an array or string returned by this header (NULL is fine). */
+void rx_llm_free(void *p);
+
+/* ---- tokenizer ----
+ * Supported, exactly as the `tokenizers` library (0.23) does it: model BPE (vocab, merges as
+ * "a b" strings or [a, b] pairs, byte_fallback, unk_token, fuse_unk, ignore_merges);
+ * added_tokens (special or not; matched before the model, leftmost then longest, honoring
+ * normalized, lstrip, rstrip and single_word); normalizers Sequence, Prepend, Replace (a string
+ * pattern) and NFC; pre-tokenizers Sequence, ByteLevel (add_prefix_space, use_regex), Split (a
+ * string pattern, or the regex of GPT-2, Llama 3 or Qwen2 files; every behavior; invert),
+ * Metaspace (prepend_scheme, split) and Digits; decoders Sequence, ByteLevel, Replace (a string
+ * pattern), ByteFallback, Fuse, Strip and Metaspace; post-processors TemplateProcessing (its
+ * single-sequence template), ByteLevel and Sequence. That covers the byte-level BPE of GPT-2,
+ * Llama 3 and Qwen2 and the SentencePiece-style BPE with byte fallback of Llama 2 and Mistral.
+ * Anything else (a Unigram or WordPiece model, another normalizer, pre-tokenizer, decoder or
+ * post-processor, a regex other than those three, BPE dropout, a continuing_subword_prefix or
+ * end_of_word_suffix) is an RX_ERR_UNSUPPORTED error that names it and the file. The file's
+ * truncation and padding settings are ignored (the caller decides lengths).
+ * Unicode: the tables of runtime/llm/unicode_tables.c (Unicode 15.1.0); characters assigned
+ * later are neither letters nor numbers here. */
+
+/* Loads a tokenizer from the text of a tokenizer.json. name is used in messages (NULL:
+ * "tokenizer.json"). Malformed JSON, a file that is not valid UTF-8, and an inconsistent file
+ * (a merge naming an unknown token, two tokens with one id, an added token whose id differs from
+ * the vocab's, a template naming an unknown special token) are RX_ERR_INVALID errors that name
+ * the place. */
+rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
+                            rx_tokenizer **out_tokenizer);
+/* The same from a file. */
+rx_status rx_tokenizer_load_file(const char *path, rx_tokenizer **out_tokenizer);
+void rx_tokenizer_free(rx_tokenizer *tok); /* NULL is fine */
+
+/* Reads eos_token_id (a number or a list of numbers) and bos_token_id from the text of a
+ * generation_config.json or config.json and makes them the tokenizer's EOS ids and BOS id (a
+ * field that is absent or null leaves the tokenizer's own choice). An id outside the vocab is an
+ * RX_ERR_INVALID error. Not thread-safe with other calls on tok. */
+rx_status rx_tokenizer_set_config(rx_tokenizer *tok, const char *json, size_t len,
+                                  const char *name);
+
+/* Flags of encode and decode. */
+enum {
+  RX_TOKENIZER_ADD_SPECIAL = 1,  /* encode: add what the post-processor adds (BOS, ...) */
+  RX_TOKENIZER_SKIP_SPECIAL = 2, /* decode: leave out the special added tokens */
+};
+
+/* Encodes len bytes of UTF-8 text into *out_ids (*out_count ids; free with rx_llm_free; never
+ * NULL on success, even for no ids). Text that is not valid UTF-8 is an RX_ERR_INVALID error
+ * naming the byte offset (the tokenizers library takes only valid strings). */
+rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t len, int flags,
+                              int32_t **out_ids, size_t *out_count);
+/* Decodes ids into NUL-terminated UTF-8 (*out_text, *out_len bytes without the NUL; free with
+ * rx_llm_free). As the library does: ids outside the vocab are skipped, and bytes that do not form
+ * UTF-8 become U+FFFD. */
+rx_status rx_tokenizer_decode(const rx_tokenizer *tok, const int32_t *ids, size_t count, int flags,
+                              char **out_text, size_t *out_len);
+
+/* 1 + the largest id of the vocab and the added tokens. */
+int32_t rx_tokenizer_vocab_size(const rx_tokenizer *tok);
+/* The id of a token's text (added tokens first, as the library does), or -1. */
+int32_t rx_tokenizer_token_to_id(const rx_tokenizer *tok, const char *token, size_t len);
+/* The text of id (borrowed, lives as long as tok; *out_len may be NULL), or NULL. */
+const char *rx_tokenizer_id_to_token(const rx_tokenizer *tok, int32_t id, size_t *out_len);
+/* Whether id is a special added token. */
+bool rx_tokenizer_is_special(const rx_tokenizer *tok, int32_t id);
+/* The BOS id: rx_tokenizer_set_config's bos_token_id, else the first special token the
+ * post-processor's template puts before the text, else -1. */
+int32_t rx_tokenizer_bos_id(const rx_tokenizer *tok);
+/* The EOS ids (*out_ids borrowed; may be NULL to only count): rx_tokenizer_set_config's
+ * eos_token_id, else the special tokens the template puts after the text, else the added
+ * special token among </s>, <|endoftext|>, <|end_of_text|>, <|im_end|>, <|eot_id|> (the first of
+ * those present). Returns how many. */
+size_t rx_tokenizer_eos_ids(const rx_tokenizer *tok, const int32_t **out_ids);
+bool rx_tokenizer_is_eos(const rx_tokenizer *tok, int32_t id);
+
+/* ---- streaming detokenizer ----
+ * Takes the ids of a generation one at a time and gives back the text they add, only ever
+ * complete UTF-8: a character split across byte tokens (byte fallback, byte level) comes out
+ * when its last byte arrives. For ids that the tokenizer's own encode could produce, the pieces
+ * joined are exactly rx_tokenizer_decode of all the ids (flags included); where the ids hold
+ * bytes that are not UTF-8, each invalid sequence becomes U+FFFD as soon as it is known to be
+ * invalid. */
+rx_status rx_detokenizer_create(const rx_tokenizer *tok, int flags, rx_detokenizer **out_detok);
+/* Adds one id; *out_text (borrowed until the next call on d, NUL-terminated) holds *out_len new
+ * bytes, possibly none. */
+rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_text,
+                              size_t *out_len);
+/* Ends the stream: whatever is held back comes out (an incomplete character as U+FFFD), and d
+ * starts a new stream. */
+rx_status rx_detokenizer_flush(rx_detokenizer *d, const char **out_text, size_t *out_len);
+void rx_detokenizer_reset(rx_detokenizer *d); /* drops what is held, starts a new stream */
+void rx_detokenizer_free(rx_detokenizer *d);  /* NULL is fine; the tokenizer must outlive d */
+
+/* ---- sampler ----
+ * One call turns a row of logits (f32, any vocab size) into a token id. The transforms, in the
+ * order of transformers' generate():
+ *   1. repetition penalty (RepetitionPenaltyLogitsProcessor): each distinct id of the history
+ *      has its logit l replaced by l * penalty if l < 0, else l / penalty;
+ *   2. temperature: 0 is greedy (argmax of the penalized logits, the lowest id on ties; steps 3
+ *      to 5 are skipped); otherwise l / temperature;
+ *   3. top-k (TopKLogitsWarper): keeps the ids whose logit is at least the k-th largest (ties
+ *      at the k-th are kept); 0 keeps all;
+ *   4. top-p (TopPLogitsWarper): of the softmax of what is left, keeps the smallest set of the
+ *      most probable ids whose probabilities sum to at least top_p (at least one id); 1 keeps all;
+ *   5. sampling from the softmax of what is left, with u a uniform draw in [0, 1).
+ * The draw is platform-independent: xoshiro256** (Blackman and Vigna), its state seeded with four
+ * outputs of SplitMix64 from the seed; u = (next >> 11) * 2^-53; probabilities are computed in
+ * double with the sampler's own exp (basic IEEE operations only, no libm), and ids are walked in
+ * a fixed order (by id without top-k and top-p, else most probable first, ties by id), so a seed
+ * gives the same tokens on every platform with IEEE-754 arithmetic. -inf logits are allowed
+ * (never drawn); NaN or +inf is an RX_ERR_INVALID error. Scratch memory grows to the largest
+ * vocab seen and is reused: a call on a vocab no larger than before allocates nothing. */
+typedef struct rx_sampler_params {
+  float temperature;        /* >= 0; 0: greedy */
+  int32_t top_k;            /* >= 0; 0: off */
+  float top_p;              /* in (0, 1]; 1: off */
+  float repetition_penalty; /* > 0; 1: off */
+  uint64_t seed;
+} rx_sampler_params;
+
+/* The defaults of transformers' GenerationConfig for sampling: temperature 1, top_k 50,
+ * top_p 1, repetition_penalty 1, seed 0. */
+rx_sampler_params rx_sampler_default_params(void);
+/* Invalid parameters (a negative temperature, top_p outside (0, 1], ...) are RX_ERR_INVALID. */
+rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sampler);
+/* Samples from logits[0..vocab); history (count ids, may be NULL when 0) is what the penalty
+ * looks at: the prompt and the tokens generated so far. An id of the history outside
+ * [0, vocab) is an RX_ERR_INVALID error. */
+rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
+                            const int32_t *history, size_t count, int32_t *out_id);
+/* Restarts the random sequence from seed. */
+void rx_sampler_reseed(rx_sampler *s, uint64_t seed);
+void rx_sampler_free(rx_sampler *s); /* NULL is fine */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

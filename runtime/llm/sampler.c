@@ -1,0 +1,238 @@
+/* runtime/llm/sampler.c: logits to a token id (relaxc/llm.h states the transforms and their
+ * order). Reproducible across platforms: the random numbers are xoshiro256** seeded by SplitMix64
+ * (https://prng.di.unimi.it/, public domain reference code, rewritten here), the probabilities are
+ * computed in double with exp_neg below (only additions, multiplications, floor and ldexp, all
+ * exact or correctly rounded under IEEE 754), floating-point contraction is off (so no compiler
+ * fuses a multiply-add on one target and not another; GCC in ISO C mode does not contract), and
+ * every order of ids is a total order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "relaxc/llm.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+struct rx_sampler {
+  rx_sampler_params p;
+  uint64_t state[4]; /* xoshiro256** */
+  double *val;       /* per id: the logit after penalty and temperature */
+  int32_t *cand;     /* the candidate ids */
+  int32_t *heap;     /* top-k: the k best ids so far, worst on top */
+  size_t cap;        /* entries of the three arrays */
+};
+
+/* ---- random numbers ---- */
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t s[4]) {
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+/* Uniform in [0, 1): the top 53 bits over 2^53. */
+static double next_unit(uint64_t s[4]) {
+  return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void rx_sampler_reseed(rx_sampler *s, uint64_t seed) {
+  if (!s) return;
+  for (int i = 0; i < 4; i++) s->state[i] = splitmix64(&seed);
+}
+
+/* ---- e^x for x <= 0, the same bits everywhere ----
+ * x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that k * LN2_HI is exact for the k that
+ * occur, Cody and Waite), e^r by its Taylor series to r^13 / 13! (relative error below 2^-53 on
+ * that interval), then scaled by 2^k. */
+#define LN2_HI        6.93147180369123816490e-01 /* the high 32 bits of ln 2 (fdlibm's ln2HI) */
+#define LN2_LO        1.90821492927058770002e-10 /* ln 2 - LN2_HI (fdlibm's ln2LO) */
+#define INV_LN2       1.44269504088896338700e+00
+#define EXP_UNDERFLOW (-745.2) /* below this, e^x rounds to 0 in double */
+#define EXP_TERMS     13
+
+static double exp_neg(double x) {
+  if (!(x > EXP_UNDERFLOW)) return 0.0; /* -inf too */
+  double k = floor(x * INV_LN2 + 0.5);
+  double r = (x - k * LN2_HI) - k * LN2_LO;
+  double p = 1.0;
+  for (int i = EXP_TERMS; i >= 1; i--) p = 1.0 + p * r / (double)i;
+  return ldexp(p, (int)k);
+}
+
+/* ---- parameters ---- */
+rx_sampler_params rx_sampler_default_params(void) {
+  rx_sampler_params p = {1.0f, 50, 1.0f, 1.0f, 0};
+  return p;
+}
+
+static rx_status check_params(const rx_sampler_params *p) {
+  if (!(p->temperature >= 0) || isinf(p->temperature))
+    return rx_status_make(RX_ERR_INVALID, "sampler: temperature %g is not a finite number >= 0",
+                          (double)p->temperature);
+  if (p->top_k < 0)
+    return rx_status_make(RX_ERR_INVALID, "sampler: top_k %d is negative", (int)p->top_k);
+  if (!(p->top_p > 0 && p->top_p <= 1))
+    return rx_status_make(RX_ERR_INVALID, "sampler: top_p %g is not in (0, 1]", (double)p->top_p);
+  if (!(p->repetition_penalty > 0) || isinf(p->repetition_penalty))
+    return rx_status_make(RX_ERR_INVALID,
+                          "sampler: repetition_penalty %g is not a finite number > 0",
+                          (double)p->repetition_penalty);
+  return NULL;
+}
+
+rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sampler) {
+  if (out_sampler) *out_sampler = NULL;
+  if (!params || !out_sampler)
+    return rx_status_make(RX_ERR_INVALID, "rx_sampler_create: NULL argument");
+  RX_RETURN_IF_ERROR(check_params(params));
+  rx_sampler *s = rx_calloc(1, sizeof *s);
+  s->p = *params;
+  rx_sampler_reseed(s, params->seed);
+  *out_sampler = s;
+  return NULL;
+}
+
+void rx_sampler_free(rx_sampler *s) {
+  if (!s) return;
+  free(s->val);
+  free(s->cand);
+  free(s->heap);
+  free(s);
+}
+
+/* ---- orders of ids ---- */
+/* Whether id a ranks before id b: the larger value, then the smaller id. */
+static bool better(const double *val, int32_t a, int32_t b) {
+  return val[a] != val[b] ? val[a] > val[b] : a < b;
+}
+
+/* Sinks ids[i] in a heap of n ids whose top is the one that ranks first by `first`. */
+static void sift(const double *val, int32_t *ids, size_t n, size_t i, bool worst_on_top) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, top = i;
+    if (l < n && better(val, ids[l], ids[top]) != worst_on_top) top = l;
+    if (r < n && better(val, ids[r], ids[top]) != worst_on_top) top = r;
+    if (top == i) return;
+    int32_t tmp = ids[i];
+    ids[i] = ids[top];
+    ids[top] = tmp;
+    i = top;
+  }
+}
+
+/* Sorts ids best first (heapsort: a total order, so the same result everywhere). */
+static void sort_best_first(const double *val, int32_t *ids, size_t n) {
+  for (size_t i = n / 2; i-- > 0;) sift(val, ids, n, i, true);
+  for (size_t end = n; end-- > 1;) {
+    int32_t tmp = ids[0];
+    ids[0] = ids[end];
+    ids[end] = tmp;
+    sift(val, ids, end, 0, true);
+  }
+}
+
+/* The value of the k-th best id (k < n ids with a finite value). */
+static double kth_value(rx_sampler *s, int32_t vocab, size_t k) {
+  size_t n = 0;
+  for (int32_t i = 0; i < vocab; i++) {
+    if (n < k) {
+      s->heap[n++] = i;
+      if (n == k)
+        for (size_t j = k / 2; j-- > 0;) sift(s->val, s->heap, k, j, true);
+    } else if (better(s->val, i, s->heap[0])) {
+      s->heap[0] = i;
+      sift(s->val, s->heap, k, 0, true);
+    }
+  }
+  return s->val[s->heap[0]];
+}
+
+/* ---- sampling ---- */
+static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, const int32_t *history,
+                         size_t count) {
+  if ((size_t)vocab > s->cap) {
+    free(s->val);
+    free(s->cand);
+    free(s->heap);
+    s->cap = (size_t)vocab;
+    s->val = rx_malloc(s->cap * sizeof *s->val);
+    s->cand = rx_malloc(s->cap * sizeof *s->cand);
+    s->heap = rx_malloc(s->cap * sizeof *s->heap);
+  }
+  for (int32_t i = 0; i < vocab; i++) {
+    if (isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0))
+      return rx_status_make(RX_ERR_INVALID, "sampler: logit %d is %g", (int)i, (double)logits[i]);
+    s->val[i] = logits[i];
+  }
+  double penalty = s->p.repetition_penalty;
+  for (size_t i = 0; i < count; i++) {
+    int32_t id = history[i];
+    if (id < 0 || id >= vocab)
+      return rx_status_make(RX_ERR_INVALID, "sampler: history[%zu] = %d is not an id below %d", i,
+                            (int)id, (int)vocab);
+    double l = logits[id]; /* from the logit itself: a repeated id is penalized once */
+    if (penalty != 1) s->val[id] = l < 0 ? l * penalty : l / penalty;
+  }
+  return NULL;
+}
+
+/* Picks from the candidates (weights w[id] in s->val, total mass) with one uniform draw. */
+static int32_t draw(rx_sampler *s, size_t n, double total) {
+  double target = next_unit(s->state) * total, acc = 0;
+  for (size_t i = 0; i < n; i++) {
+    acc += s->val[s->cand[i]];
+    if (acc > target) return s->cand[i];
+  }
+  return s->cand[n - 1]; /* rounding left target at the very top */
+}
+
+rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
+                            const int32_t *history, size_t count, int32_t *out_id) {
+  if (out_id) *out_id = -1;
+  if (!s || !logits || vocab <= 0 || (!history && count) || !out_id)
+    return rx_status_make(RX_ERR_INVALID, "rx_sampler_sample: NULL argument or vocab <= 0");
+  RX_RETURN_IF_ERROR(prepare(s, logits, vocab, history, count));
+  int32_t best = 0;
+  for (int32_t i = 1; i < vocab; i++)
+    if (s->val[i] > s->val[best]) best = i;
+  if (isinf(s->val[best])) return rx_status_make(RX_ERR_INVALID, "sampler: every logit is -inf");
+  if (s->p.temperature == 0) { /* greedy */
+    *out_id = best;
+    return NULL;
+  }
+  double t = s->p.temperature, max = s->val[best] / t, threshold = -INFINITY;
+  for (int32_t i = 0; i < vocab; i++) s->val[i] /= t;
+  if (s->p.top_k > 0 && s->p.top_k < vocab) threshold = kth_value(s, vocab, (size_t)s->p.top_k);
+  size_t n = 0;
+  for (int32_t i = 0; i < vocab; i++)
+    if (s->val[i] >= threshold && !isinf(s->val[i])) s->cand[n++] = i;
+  bool nucleus = s->p.top_p < 1;
+  if (nucleus || threshold > -INFINITY) sort_best_first(s->val, s->cand, n);
+  double total = 0;
+  for (size_t i = 0; i < n; i++) total += s->val[s->cand[i]] = exp_neg(s->val[s->cand[i]] - max);
+  if (nucleus) { /* the smallest head whose mass reaches top_p of the total */
+    double acc = 0, want = s->p.top_p * total;
+    size_t keep = 0;
+    while (keep < n && (keep == 0 || acc < want)) acc += s->val[s->cand[keep++]];
+    n = keep;
+    total = acc;
+  }
+  *out_id = draw(s, n, total);
+  return NULL;
+}
