@@ -1,0 +1,754 @@
+#!/usr/bin/env python3
+"""Makes the LLM fixtures of relaxc: tiny Hugging Face checkpoints under tests/llm/models/ and
+their transformers references under tests/llm/ref/ (see tests/llm/README.md and docs/llm.md,
+"Fixtures").
+
+    pip install -r tests/llm/requirements.txt
+    apt-get install bible-kjv          # the `bible` program (and its data, bible-kjv-text)
+    python3 tests/llm/gen_models.py    # every model, then every reference
+    python3 tests/llm/gen_models.py --only tiny-qwen2 --refs-only
+
+Everything is seeded and runs on one CPU thread; the trained model takes a fixed number of
+steps (about five minutes on one core), so a rerun on the same machine gives the same bytes.
+(Another CPU may round differently inside torch's kernels: the trained weights would then
+differ slightly, and the references are always recomputed from the committed files.)
+
+The references are computed in float32 by transformers with attn_implementation="eager", each
+model loaded back from the folder this script wrote (so they describe what transformers reads
+from the committed files).
+"""
+
+import argparse
+import glob
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import safetensors  # noqa: E402
+import safetensors.torch  # noqa: E402
+import tokenizers  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "models")
+REFS = os.path.join(HERE, "ref")
+
+PROMPT_LENGTHS = (1, 7, 33, 100)
+DECODE_STEPS = 8
+GREEDY_PROMPT = 7
+GREEDY_STEPS = 32
+DEMO_PROMPT = "In the beginning"
+DEMO_STEPS = 48
+MIN_GAP = 0.05  # the logits have a standard deviation of about 4 to 5 (kjv-llama too)
+
+# The trained model: steps x batch x sequence length of training.
+KJV_STEPS = 600
+KJV_BATCH = 32
+KJV_SEQ = 128
+KJV_HELDOUT_FRACTION = 0.05
+KJV_HELDOUT_BYTES = 20000
+
+RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2")
+ALL_NAMES = ("kjv-llama",) + RANDOM_NAMES
+
+
+def setup_determinism():
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    np.random.seed(0)
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# config.json as the published checkpoints have it
+# --------------------------------------------------------------------------------------------
+
+def write_legacy_config(folder, extra=None):
+    """transformers 5 writes `rope_parameters` (holding rope_theta and the scaling), `dtype` and
+    `layer_types`; checkpoints published with transformers 4 (Llama 2/3, Mistral, Qwen2 on the
+    hub) have top-level `rope_theta`, `rope_scaling` (absent or null for plain RoPE) and
+    `torch_dtype`. This rewrites config.json in the older layout; transformers 5 reads both."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    rp = cfg.pop("rope_parameters")
+    rp = dict(rp)
+    cfg["rope_theta"] = rp.pop("rope_theta")
+    if rp.get("rope_type", "default") != "default":
+        cfg["rope_scaling"] = rp
+    else:
+        cfg["rope_scaling"] = None
+    if "dtype" in cfg:
+        cfg["torch_dtype"] = cfg.pop("dtype")
+    cfg.pop("layer_types", None)
+    cfg.update(extra or {})
+    with open(path, "w") as f:
+        json.dump(dict(sorted(cfg.items())), f, indent=2)
+        f.write("\n")
+
+
+def check_config_roundtrip(folder, original):
+    """The folder's config, read back by transformers, means what the model was built with."""
+    back = transformers.AutoConfig.from_pretrained(folder)
+    for key in ("rope_parameters", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+                "rms_norm_eps", "tie_word_embeddings", "sliding_window", "layer_types",
+                "max_position_embeddings", "attention_bias"):
+        a = getattr(original, key, None)
+        b = getattr(back, key, None)
+        assert a == b, f"{folder}: config {key} reads back as {b!r}, built with {a!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# The King James Bible
+# --------------------------------------------------------------------------------------------
+
+def kjv_verses():
+    """Every verse of the KJV, one string each, from Debian's bible-kjv-text data file
+    (/usr/lib/bible.data) through the `bible` program of package bible-kjv."""
+    if shutil.which("bible") is None:
+        sys.exit("gen_models.py: needs the `bible` program: apt-get install bible-kjv")
+    out = subprocess.run(["bible", "-l", "100000", "gen1:1-rev22:21"], check=True,
+                         capture_output=True, text=True).stdout
+    verses = []
+    for line in out.split("\n"):
+        m = re.match(r"^\s+(\d+) (.*\S)\s*$", line)
+        if m:
+            verses.append(m.group(2))
+        elif line.strip() and not re.match(r"^\S.* \d+$", line):
+            raise RuntimeError(f"unexpected line from bible: {line!r}")
+    assert len(verses) == 31102, len(verses)
+    return verses
+
+
+def train_tokenizer(text_lines):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(text_lines, trainer=trainer)
+    bos = tok.token_to_id("<s>")
+    assert bos == 0 and tok.token_to_id("</s>") == 1
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    return tok
+
+
+def make_kjv_llama(steps):
+    name = "kjv-llama"
+    folder = os.path.join(MODELS, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+
+    verses = kjv_verses()
+    lines = [v + "\n" for v in verses]
+    n_train = int(len(lines) * (1 - KJV_HELDOUT_FRACTION))
+    train_lines, held_lines = lines[:n_train], lines[n_train:]
+    excerpt = ""
+    for line in held_lines:
+        if len(excerpt) + len(line) > KJV_HELDOUT_BYTES:
+            break
+        excerpt += line
+    with open(os.path.join(folder, "heldout.txt"), "w") as f:
+        f.write(excerpt)
+    full = "".join(lines)
+    log(f"{name}: text {len(full)} bytes (sha256 {hashlib.sha256(full.encode()).hexdigest()}), "
+        f"{len(verses)} verses; training on the first {n_train}, held back from "
+        f"{held_lines[0][:40]!r}")
+
+    tok = train_tokenizer(train_lines)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    # As published checkpoints have it (transformers 5 would write its own class name,
+    # TokenizersBackend, which transformers 4 does not know).
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>",
+                   "clean_up_tokenization_spaces": False, "eos_token": "</s>",
+                   "model_max_length": 512, "tokenizer_class": "PreTrainedTokenizerFast"},
+                  f, indent=2)
+        f.write("\n")
+    fast = transformers.AutoTokenizer.from_pretrained(folder)
+    for text in ("In the beginning", train_lines[0] + train_lines[1]):
+        assert fast(text)["input_ids"] == tok.encode(text).ids, text
+        assert fast(text)["input_ids"][0] == 0
+
+    # One stream of tokens; verse starts are where training windows begin.
+    enc = tok.encode_batch(train_lines, add_special_tokens=False)
+    starts, ids = [], []
+    for e in enc:
+        starts.append(len(ids))
+        ids.extend(e.ids)
+    ids = torch.tensor(ids, dtype=torch.long)
+    starts = torch.tensor([s for s in starts if s + KJV_SEQ - 1 <= len(ids)], dtype=torch.long)
+    log(f"{name}: {len(ids)} training tokens ({len(''.join(train_lines)) / len(ids):.2f} bytes each)")
+
+    config = LlamaConfig(
+        vocab_size=1024, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, intermediate_size=352, rms_norm_eps=1e-5,
+        rope_theta=10000.0, max_position_embeddings=512, tie_word_embeddings=False,
+        bos_token_id=0, eos_token_id=1, pad_token_id=None, initializer_range=0.02)
+    torch.manual_seed(1234)
+    model = LlamaForCausalLM._from_config(config, attn_implementation="sdpa",
+                                          dtype=torch.float32)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    peak_lr, warmup = 3e-3, 30
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=peak_lr, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(42)
+    bos = torch.zeros((KJV_BATCH, 1), dtype=torch.long)
+    offs = torch.arange(KJV_SEQ - 1)
+    t0 = time.time()
+    losses = []
+    for step in range(steps):
+        lr = peak_lr * min(1.0, (step + 1) / warmup)
+        if step >= warmup:
+            frac = (step - warmup) / max(1, steps - warmup)
+            lr = peak_lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        pick = starts[torch.randint(len(starts), (KJV_BATCH,), generator=gen)]
+        batch = torch.cat([bos, ids[pick[:, None] + offs[None, :]]], dim=1)
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if step % 50 == 0 or step == steps - 1:
+            log(f"{name}: step {step} loss {loss.item():.4f} lr {lr:.2e} "
+                f"{time.time() - t0:.0f}s")
+    train_s = time.time() - t0
+    model.eval()
+
+    # Held-out loss: the excerpt in windows of KJV_SEQ tokens, each starting with <s>.
+    held_ids = tok.encode(excerpt, add_special_tokens=False).ids
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(held_ids), KJV_SEQ - 1):
+            chunk = [0] + held_ids[i:i + KJV_SEQ - 1]
+            if len(chunk) < 2:
+                continue
+            x = torch.tensor([chunk])
+            logits = model(input_ids=x).logits[0, :-1].float()
+            nll = torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="sum")
+            total += nll.item()
+            count += len(chunk) - 1
+    held_loss = total / count
+    summary = {
+        "steps": steps, "batch": KJV_BATCH, "seq": KJV_SEQ,
+        "train_seconds": round(train_s, 1),
+        "train_loss_last50": round(float(np.mean(losses[-50:])), 4),
+        "heldout_loss": round(held_loss, 4), "heldout_tokens": count,
+        "train_tokens": len(ids), "tokens_seen": steps * KJV_BATCH * KJV_SEQ,
+    }
+    log(f"{name}: {summary}")
+
+    model.generation_config.bos_token_id = 0
+    model.generation_config.eos_token_id = 1
+    model.generation_config.pad_token_id = None
+    model.save_pretrained(folder, safe_serialization=True)
+    write_legacy_config(folder)
+    check_config_roundtrip(folder, model.config)
+    with open(os.path.join(folder, "training.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Random-weight models
+# --------------------------------------------------------------------------------------------
+
+COMMON = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+              intermediate_size=128, max_position_embeddings=256, rms_norm_eps=1e-5,
+              initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=None)
+
+
+def random_spec(name):
+    if name == "tiny-llama-gqa":
+        cfg = LlamaConfig(**COMMON, num_key_value_heads=2, head_dim=32, rope_theta=100000.0,
+                          tie_word_embeddings=False)
+        return LlamaForCausalLM, cfg, torch.float32
+    if name == "tiny-llama3":
+        cfg = LlamaConfig(**COMMON, num_key_value_heads=2, rope_theta=500000.0,
+                          rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 64},
+                          tie_word_embeddings=True)
+        return LlamaForCausalLM, cfg, torch.bfloat16
+    if name == "tiny-mistral":
+        cfg = MistralConfig(**COMMON, num_key_value_heads=1, rope_theta=1000000.0,
+                            sliding_window=32, tie_word_embeddings=False)
+        return MistralForCausalLM, cfg, torch.float16
+    if name == "tiny-qwen2":
+        cfg = Qwen2Config(**COMMON, num_key_value_heads=2, rope_theta=1000000.0,
+                          tie_word_embeddings=True, use_sliding_window=False,
+                          sliding_window=32, max_window_layers=1)
+        return Qwen2ForCausalLM, cfg, torch.float32
+    raise KeyError(name)
+
+
+def randomize(model, seed):
+    """Explicit weights, so nothing is left at an identity-like default: projections and
+    embeddings N(0, 0.2^2), the layers' norm weights uniform in [0.5, 1.5], the final norm's in
+    [2, 4] (logits with a standard deviation of about 5, so greedy choices are clear), biases
+    N(0, 0.5^2)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if pname == "model.norm.weight":
+                v = 2.0 + 2.0 * torch.rand(p.shape, generator=gen)
+            elif "norm" in pname:
+                v = 0.5 + torch.rand(p.shape, generator=gen)
+            elif pname.endswith(".bias"):
+                v = 0.5 * torch.randn(p.shape, generator=gen)
+            else:
+                v = 0.2 * torch.randn(p.shape, generator=gen)
+            p.copy_(v)
+
+
+def make_random(name, seed):
+    folder = os.path.join(MODELS, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    cls, cfg, file_dtype = random_spec(name)
+    torch.manual_seed(seed)
+    model = cls._from_config(cfg, attn_implementation="eager", dtype=torch.float32)
+    randomize(model, seed)
+    model.eval()
+    kwargs = {}
+    if name == "tiny-llama-gqa":
+        total = sum(p.numel() * 4 for p in model.parameters())
+        kwargs["max_shard_size"] = int(total * 0.6)
+    model.to(file_dtype).save_pretrained(folder, safe_serialization=True, **kwargs)
+    if name == "tiny-qwen2":
+        # Published Qwen2 configs name a window that use_sliding_window=false turns off; the
+        # Qwen2Config of transformers 5 drops it (None) when it builds, and again when it reads.
+        write_legacy_config(folder, {"sliding_window": 32})
+    elif name != "tiny-llama-gqa":
+        write_legacy_config(folder)
+    check_config_roundtrip(folder, model.config)
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    if name == "tiny-llama-gqa":
+        assert len(files) == 2 and os.path.exists(
+            os.path.join(folder, "model.safetensors.index.json")), files
+    else:
+        assert files == ["model.safetensors"], files
+    names = set()
+    for fn in files:
+        with safetensors.safe_open(os.path.join(folder, fn), "pt") as f:
+            for k in f.keys():
+                names.add(k)
+                assert f.get_tensor(k).dtype == file_dtype, (name, k)
+    assert ("lm_head.weight" in names) == (not cfg.tie_word_embeddings), (name, sorted(names))
+    log(f"{name}: {sum(os.path.getsize(os.path.join(folder, f)) for f in files)} bytes "
+        f"of weights in {files}")
+
+
+# --------------------------------------------------------------------------------------------
+# References
+# --------------------------------------------------------------------------------------------
+
+def load_f32(folder, **overrides):
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                 attn_implementation="eager", **overrides)
+    model.eval()
+    return model
+
+
+def top2_gap(logits):
+    top = torch.topk(logits, 2).values
+    return float(top[0] - top[1])
+
+
+@torch.no_grad()
+def run_greedy(model, prompt, steps):
+    """Prefill `prompt`, then `steps` decode steps with the cache, each feeding the argmax of
+    the logits before it. Returns the prefill logits, the tokens fed, the logits after each
+    step and the top-2 gap of each logits row that picked a token."""
+    out = model(input_ids=torch.tensor([prompt]), use_cache=True)
+    past = out.past_key_values
+    logits = out.logits[0, -1].float()
+    prefill = logits.clone()
+    fed, rows, gaps = [], [], []
+    for _ in range(steps):
+        tok = int(torch.argmax(logits))
+        gaps.append(top2_gap(logits))
+        fed.append(tok)
+        out = model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        logits = out.logits[0, -1].float()
+        rows.append(logits.clone())
+    return prefill, fed, torch.stack(rows), gaps
+
+
+@torch.no_grad()
+def check_against_no_cache(model, prompt, fed, rows):
+    """The cached decode agrees with one forward over the whole sequence, without a cache."""
+    full = model(input_ids=torch.tensor([prompt + fed]), use_cache=False).logits[0].float()
+    err = (full[len(prompt):] - rows).abs().max().item()
+    assert err < 1e-3, err
+    return err
+
+
+@torch.no_grad()
+def check_sliding_window(folder, window, prompt):
+    """transformers applies the window (eager attention): each query row has exactly
+    min(p + 1, window) nonzero attention probabilities, in prefill and in cached decode, and
+    the logits differ from the same weights without a window."""
+    model = load_f32(folder)
+    assert model.config.sliding_window == window
+    out = model(input_ids=torch.tensor([prompt]), use_cache=True, output_attentions=True)
+    for layer, att in enumerate(out.attentions):
+        nz = (att[0] > 0).sum(-1)  # [heads, q]
+        want = torch.clamp(torch.arange(len(prompt)) + 1, max=window)
+        assert torch.equal(nz, want.expand_as(nz)), (layer, nz)
+        # the keys attended are the last `window` ones: p - window + 1 .. p
+        p = len(prompt) - 1
+        assert (att[0, :, p, : p - window + 1] == 0).all() and (att[0, :, p, p - window + 1:] > 0).all()
+    tok = int(torch.argmax(out.logits[0, -1]))
+    step = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values,
+                 use_cache=True, output_attentions=True)
+    for att in step.attentions:
+        # The cache may keep only the last keys: count what is attended.
+        assert ((att[0, :, -1] > 0).sum(-1) == window).all(), att.shape
+    windowed = out.logits[0, -1]
+    full_model = load_f32(folder, sliding_window=None)
+    assert full_model.config.sliding_window is None
+    full = full_model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    diff = (windowed - full).abs().max().item()
+    short = full_model(input_ids=torch.tensor([prompt[:window]])).logits[0, -1]
+    short_w = model(input_ids=torch.tensor([prompt[:window]])).logits[0, -1]
+    same = (short - short_w).abs().max().item()
+    assert diff > 1e-2 and same == 0.0, (diff, same)
+    log(f"  sliding window {window}: every row attends to min(p+1, {window}) keys (prefill "
+        f"length {len(prompt)} and one cached decode step); last-token logits differ from the "
+        f"unwindowed model by up to {diff:.3f} at length {len(prompt)}, identical at length "
+        f"{window}")
+    return diff
+
+
+@torch.no_grad()
+def check_rope(model, name):
+    """For tiny-llama3: the llama3 scaling changes some inverse frequencies, smoothly some."""
+    rot = model.model.rotary_emb
+    inv = rot.inv_freq.double()
+    d = model.config.head_dim
+    theta = model.config.rope_parameters["rope_theta"]
+    base = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ratio = (base / inv).tolist()
+    log(f"  {name}: inv_freq ratios default/scaled = {[round(r, 4) for r in ratio]}")
+    assert any(abs(r - 1) < 1e-6 for r in ratio) and any(abs(r - 8) < 1e-5 for r in ratio)
+    assert any(1.0 + 1e-3 < r < 8 - 1e-3 for r in ratio)
+
+
+def prompts_for(name, model, attempt):
+    """Prompts of every length: for kjv-llama, <s> and the held-out text from its verse
+    `attempt` on; for a random model, pseudo-random ids (3 .. vocab-1) from a seed made of its
+    name and `attempt`."""
+    vocab = model.config.vocab_size
+    if name == "kjv-llama":
+        folder = os.path.join(MODELS, name)
+        tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        with open(os.path.join(folder, "heldout.txt")) as f:
+            lines = f.read().split("\n")
+        ids = tok.encode("\n".join(lines[attempt:])).ids  # <s> first
+        assert ids[0] == 0
+        return {L: ids[:L] for L in PROMPT_LENGTHS}
+    seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) + attempt
+    rng = np.random.default_rng(seed)
+    return {L: [int(t) for t in rng.integers(3, vocab, size=L)] for L in PROMPT_LENGTHS}
+
+
+def file_dtype_of(folder):
+    names = [f for f in os.listdir(folder) if f.endswith(".safetensors")]
+    dts = set()
+    for fn in names:
+        with safetensors.safe_open(os.path.join(folder, fn), "pt") as f:
+            for k in f.keys():
+                dts.add(f.get_tensor(k).dtype)
+    assert len(dts) == 1, dts
+    return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[dts.pop()]
+
+
+def compute_refs(model, prompts):
+    results = {}
+    min_gap = math.inf
+    for L in PROMPT_LENGTHS:
+        prefill, fed, rows, gaps = run_greedy(model, prompts[L], DECODE_STEPS)
+        err = check_against_no_cache(model, prompts[L], fed, rows)
+        # the gaps of the rows that picked the tokens fed (the last row picks nothing)
+        min_gap = min(min_gap, *gaps)
+        results[L] = (prefill, fed, rows, err)
+    _, toks, _, gaps = run_greedy(model, prompts[GREEDY_PROMPT], GREEDY_STEPS)
+    assert toks[:DECODE_STEPS] == results[GREEDY_PROMPT][1]
+    min_gap = min(min_gap, *gaps)
+    return results, toks, gaps, min_gap
+
+
+def dump_ref(ref):
+    """JSON with one line per key (two levels deep): lists of ids stay on one line."""
+    def one(v):
+        return json.dumps(v, ensure_ascii=False)
+
+    lines = []
+    for k, v in ref.items():
+        if isinstance(v, dict):
+            inner = [f"  {one(k2)}: {one(v2)}" for k2, v2 in v.items()]
+            lines.append(f" {one(k)}: {{\n" + ",\n".join(inner) + "\n }")
+        else:
+            lines.append(f" {one(k)}: {one(v)}")
+    text = "{\n" + ",\n".join(lines) + "\n}\n"
+    assert json.loads(text) == ref
+    return text
+
+
+def make_refs(name):
+    folder = os.path.join(MODELS, name)
+    out_dir = os.path.join(REFS, name)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    model = load_f32(folder)
+    cfg = model.config
+    assert next(model.parameters()).dtype == torch.float32
+    assert cfg.max_position_embeddings >= max(PROMPT_LENGTHS) + DECODE_STEPS
+    assert cfg.max_position_embeddings >= GREEDY_PROMPT + GREEDY_STEPS
+    window = getattr(cfg, "sliding_window", None)
+    if name == "tiny-llama3":
+        check_rope(model, name)
+    # Prompts are redrawn (a fixed sequence of seeds; for kjv-llama, a later verse) until no
+    # greedy choice is a near-tie: every chosen token leads the runner-up by at least MIN_GAP.
+    for attempt in range(100):
+        prompts = prompts_for(name, model, attempt)
+        results, toks, gaps, min_gap = compute_refs(model, prompts)
+        if min_gap >= MIN_GAP:
+            break
+        log(f"  {name}: prompts {attempt} have a top-2 gap of {min_gap:.4f}; next ones")
+    else:
+        raise RuntimeError(f"{name}: no prompts without near-ties")
+    if window is not None:
+        check_sliding_window(folder, window, prompts[100])
+    ref = {
+        "model": name,
+        "architecture": cfg.architectures[0],
+        "file_dtype": file_dtype_of(folder),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "attn_implementation": "eager",
+        "sliding_window": window,
+        "prompts": {str(L): prompts[L] for L in PROMPT_LENGTHS},
+        "prefill": {},
+        "decode": {},
+    }
+    for L in PROMPT_LENGTHS:
+        prefill, fed, rows, err = results[L]
+        np.save(os.path.join(out_dir, f"prefill_{L}.npy"), prefill.numpy().astype(np.float32))
+        np.save(os.path.join(out_dir, f"decode_{L}.npy"), rows.numpy().astype(np.float32))
+        ref["prefill"][str(L)] = f"prefill_{L}.npy"
+        ref["decode"][str(L)] = {"tokens": fed, "logits": f"decode_{L}.npy"}
+        log(f"  {name} L={L}: decode tokens {fed}, cached vs uncached {err:.2e}")
+    ref["greedy"] = {"prompt": prompts[GREEDY_PROMPT], "tokens": toks,
+                     "gaps": [round(g, 6) for g in gaps]}
+    log(f"  {name}: greedy {toks}; smallest top-2 gap of any chosen token {min_gap:.4f}")
+    if name == "kjv-llama":
+        tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        ids = tok.encode(DEMO_PROMPT).ids
+        _, cont, _, _ = run_greedy(model, ids, DEMO_STEPS)
+        text = tok.decode(cont)
+        ref["text"] = {"prompt": DEMO_PROMPT, "ids": ids, "continuation": text}
+        log(f"  {name}: {DEMO_PROMPT!r} -> {text!r}")
+    with open(os.path.join(REFS, f"{name}.json"), "w") as f:
+        f.write(dump_ref(ref))
+    return min_gap
+
+
+# --------------------------------------------------------------------------------------------
+# An independent check: the same logits from the committed files with NumPy in float64
+# --------------------------------------------------------------------------------------------
+
+# Straight from config.json (either layout) and the safetensors files, as an importer reads
+# them: RMSNorm, rotate-half RoPE (llama3 scaling), grouped-query attention where query head h
+# reads kv head h // (H / KVH), a causal mask, and a sliding window where position p sees keys
+# p - window + 1 .. p (only when use_sliding_window is not false), SwiGLU, tied lm_head.
+
+def np_weights(folder):
+    w = {}
+    for fn in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        with safetensors.safe_open(fn, "pt") as f:
+            for k in f.keys():
+                w[k] = f.get_tensor(k).to(torch.float64).numpy()  # numpy has no bf16
+    return w
+
+
+def np_inv_freq(cfg, d):
+    rp = cfg.get("rope_parameters") or {}
+    theta = cfg.get("rope_theta", rp.get("rope_theta"))
+    scaling = cfg.get("rope_scaling") or (rp if rp.get("rope_type", "default") != "default"
+                                          else None)
+    inv = 1.0 / theta ** (np.arange(0, d, 2) / d)
+    if scaling:
+        assert scaling["rope_type"] == "llama3", scaling
+        factor, lo, hi = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * np.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        out = np.where(wavelen > old / lo, inv / factor, inv)
+        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        inv = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, out)
+    return inv
+
+
+def np_forward(name, ids):
+    folder = os.path.join(MODELS, name)
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    w = np_weights(folder)
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps = cfg["rms_norm_eps"]
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    n = len(ids)
+    pos = np.arange(n)
+    ang = pos[:, None] * np_inv_freq(cfg, D)[None]
+    cos, sin = np.cos(ang)[:, None], np.sin(ang)[:, None]
+
+    def rope(x):  # [n, heads, D], rotating the halves
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+    def rms(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+    masked = pos[None, :] > pos[:, None]
+    if window:
+        masked |= pos[None, :] <= pos[:, None] - window
+    x = w["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = rms(x, w[p + "input_layernorm.weight"])
+
+        def lin(m):
+            y = h @ w[p + m + ".weight"].T
+            return y + w[p + m + ".bias"] if p + m + ".bias" in w else y
+
+        q = rope(lin("self_attn.q_proj").reshape(n, H, D))
+        k = rope(lin("self_attn.k_proj").reshape(n, KV, D))
+        v = lin("self_attn.v_proj").reshape(n, KV, D)
+        o = np.zeros((n, H, D))
+        for hq in range(H):
+            hk = hq // (H // KV)
+            s = q[:, hq] @ k[:, hk].T / np.sqrt(D)
+            s[masked] = -np.inf
+            s = np.exp(s - s.max(-1, keepdims=True))
+            o[:, hq] = (s / s.sum(-1, keepdims=True)) @ v[:, hk]
+        x = x + o.reshape(n, H * D) @ w[p + "self_attn.o_proj.weight"].T
+        h = rms(x, w[p + "post_attention_layernorm.weight"])
+        g = h @ w[p + "mlp.gate_proj.weight"].T
+        u = h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+    x = rms(x, w["model.norm.weight"])
+    return x @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T
+
+
+def np_check(name):
+    with open(os.path.join(REFS, f"{name}.json")) as f:
+        ref = json.load(f)
+    out_dir = os.path.join(REFS, name)
+    worst = 0.0
+    for L in PROMPT_LENGTHS:
+        prompt, fed = ref["prompts"][str(L)], ref["decode"][str(L)]["tokens"]
+        lg = np_forward(name, prompt + fed)
+        pre = np.load(os.path.join(out_dir, ref["prefill"][str(L)]))
+        dec = np.load(os.path.join(out_dir, ref["decode"][str(L)]["logits"]))
+        worst = max(worst, np.abs(lg[L - 1] - pre).max(), np.abs(lg[L:] - dec).max())
+        assert [int(t) for t in np.argmax(lg[L - 1:-1], -1)] == fed, (name, L)
+    g = ref["greedy"]
+    lg = np_forward(name, g["prompt"] + g["tokens"])
+    assert [int(t) for t in np.argmax(lg[len(g["prompt"]) - 1:-1], -1)] == g["tokens"], name
+    assert worst < 1e-3, (name, worst)
+    log(f"  {name}: NumPy float64 from the files agrees, largest logit difference {worst:.1e}, "
+        "same greedy tokens")
+
+
+@torch.no_grad()
+def sample_text(prompt, steps=120, temperature=0.8, seed=7):
+    """A sampled continuation for the README (not a reference)."""
+    folder = os.path.join(MODELS, "kjv-llama")
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    model = load_f32(folder)
+    gen = torch.Generator().manual_seed(seed)
+    ids = tok.encode(prompt).ids
+    out = model(input_ids=torch.tensor([ids]), use_cache=True)
+    past, logits, new = out.past_key_values, out.logits[0, -1], []
+    for _ in range(steps):
+        probs = torch.softmax(logits / temperature, -1)
+        t = int(torch.multinomial(probs, 1, generator=gen))
+        new.append(t)
+        out = model(input_ids=torch.tensor([[t]]), past_key_values=past, use_cache=True)
+        past, logits = out.past_key_values, out.logits[0, -1]
+    return tok.decode(new)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=ALL_NAMES, action="append")
+    ap.add_argument("--refs-only", action="store_true", help="keep the models, redo references")
+    ap.add_argument("--sample", action="store_true", help="print a sampled kjv-llama text")
+    ap.add_argument("--kjv-steps", type=int, default=KJV_STEPS,
+                    help="training steps of kjv-llama (a quick trial; the committed model "
+                         f"takes {KJV_STEPS})")
+    args = ap.parse_args()
+    setup_determinism()
+    names = args.only or ALL_NAMES
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, tokenizers "
+        f"{tokenizers.__version__}, safetensors {safetensors.__version__}, numpy {np.__version__}")
+    if not args.refs_only:
+        for i, name in enumerate(ALL_NAMES):
+            if name not in names:
+                continue
+            if name == "kjv-llama":
+                make_kjv_llama(args.kjv_steps)
+            else:
+                make_random(name, seed=1000 + i)
+    os.makedirs(REFS, exist_ok=True)
+    for name in names:
+        make_refs(name)
+    for name in names:
+        np_check(name)
+    if args.sample:
+        log("sample:", repr(sample_text(DEMO_PROMPT)))
+
+
+if __name__ == "__main__":
+    main()
