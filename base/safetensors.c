@@ -164,6 +164,12 @@ rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file 
   return s;
 }
 
+const char *rx_st_dtype_name(rx_dtype t) {
+  for (size_t k = 0; k < RX_ARRAY_LEN(dtypes); k++)
+    if (dtypes[k].dtype == t) return dtypes[k].name;
+  return NULL;
+}
+
 const rx_st_tensor *rx_st_find(const rx_st_file *f, const char *name) {
   for (size_t i = 0; i < f->ntensors; i++)
     if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];

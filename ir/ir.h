@@ -486,11 +486,33 @@ typedef struct rx_item {
   void *fn; /* rx_graph_fn*, rx_tensor_fn*, rx_extern_fn* */
 } rx_item;
 
+/* A weight (ir/weights.c): a tensor the artifact stores (section weights.safetensors, or a side
+ * file) and the runtime uploads once per device. A graph parameter of the same name whose struct
+ * info is exactly the weight's dtype and constant shape is bound to it (rx_param_weight). */
+/* The ranks safetensors files hold as relaxc reads them (RX_ST_MAX_NDIM), the runtime's too. */
+#define RX_WEIGHT_MAX_NDIM 16
+typedef struct rx_weight {
+  const char *name;     /* interned */
+  rx_dtype dtype;       /* as stored */
+  int ndim;             /* 0..RX_WEIGHT_MAX_NDIM */
+  const int64_t *shape; /* ndim dims (arena) */
+  rx_dtype src_dtype;   /* dtype of src: dtype, or f32/f16/bf16 when dtype is one of them */
+  const void *src;      /* row-major source elements; not owned (rx_module_on_free) */
+  uint64_t bytes;       /* stored bytes: elements * dtype size */
+} rx_weight;
+typedef struct rx_module_cleanup {
+  void (*fn)(void *ctx);
+  void *ctx;
+} rx_module_cleanup;
+
 struct rx_module {
   rx_arena arena;
   rx_expr_ctx *ctx;
-  RX_VEC(rx_item) items;       /* top-level definitions in source order */
-  RX_VEC(rx_source *) sources; /* owned copies of parsed texts (arena) */
+  RX_VEC(rx_item) items;              /* top-level definitions in source order */
+  RX_VEC(rx_source *) sources;        /* owned copies of parsed texts (arena) */
+  RX_VEC(rx_weight) weights;          /* the weight table, in order of addition (ir/weights.c) */
+  rx_ptrmap weight_index;             /* interned name -> index in weights */
+  RX_VEC(rx_module_cleanup) cleanups; /* rx_module_on_free, run last first by rx_module_free */
 };
 
 rx_module *rx_module_new(void);
@@ -500,6 +522,29 @@ void *rx_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
 rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name);
 rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name);
 rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name);
+
+/* ---- weights (ir/weights.c; the public face in relaxc/compiler.h) ---- */
+/* Adds a weight stored as dtype with the given shape, from row-major source elements of
+ * src_dtype (f32, f16 and bf16 convert among themselves when the artifact is written, rounding
+ * to nearest even; other dtypes must match). src is not copied: it must live until the module is
+ * freed. Errors (a status naming the weight): no name, a name taken or reserved, an unknown or
+ * unconvertible dtype, a rank over RX_WEIGHT_MAX_NDIM, a negative or overflowing shape, NULL
+ * src for a non-empty tensor. */
+rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
+                               const int64_t *shape, rx_dtype src_dtype, const void *src);
+/* Calls fn(ctx) when m is freed (after the last use of the weights' sources), last added first. */
+void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
+size_t rx_module_weight_count(const rx_module *m);
+const rx_weight *rx_module_weight_at(const rx_module *m, size_t i);      /* NULL past the end */
+const rx_weight *rx_module_weight(const rx_module *m, const char *name); /* NULL: none */
+bool rx_weight_converts(rx_dtype from, rx_dtype to); /* may a source of `from` be stored as `to` */
+/* Does struct info s describe w exactly (a tensor of its dtype, rank and constant dims)? */
+bool rx_weight_fits(const rx_weight *w, const rx_sinfo *s);
+/* The weight a graph parameter is bound to (same name, rx_weight_fits), or NULL. */
+const rx_weight *rx_param_weight(const rx_module *m, const rx_var *param);
+void rx_weight_sinfo_text(rx_strbuf *out, const rx_weight *w); /* "f16[4096, 11008]" */
+/* Runs the rx_module_on_free callbacks and frees the table (rx_module_free calls it). */
+void rx_module_weights_free(rx_module *m);
 
 /* ---- node constructors (arena; sinfo left NULL for normalization) ---- */
 rx_node *rx_node_var(rx_module *m, rx_var *v, rx_loc loc);

@@ -133,6 +133,7 @@ rx_module *rx_module_new(void) {
 
 void rx_module_free(rx_module *m) {
   if (!m) return;
+  rx_module_weights_free(m); /* first: a callback may read the module's weights */
   free(m->items.data);
   free(m->sources.data);
   rx_expr_ctx_free(m->ctx);

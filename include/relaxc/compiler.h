@@ -92,6 +92,23 @@ rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag
 /* Writes an artifact's bytes to path (created or truncated). */
 rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
 
+/* ---- weights (docs/llm.md "Weights", docs/artifact.md) ----
+ * The module's weight table: tensors the artifact stores (safetensors layout) and the runtime
+ * uploads once per device at load. A graph parameter with a weight's name and exactly its type
+ * (dtype, rank, constant dims) is bound to it: a call passes only the other parameters. A
+ * parameter with a weight's name and another type is a compile error. */
+/* Adds weight `name` stored as dtype with shape[ndim] (ndim <= 16), from row-major source
+ * elements src of src_dtype: f32, f16 and bf16 convert among themselves when the artifact is
+ * written (round to nearest even, inf and NaN kept); other dtypes must match. src is read when
+ * the artifact is written, not copied: keep it alive until rx_module_free (rx_module_on_free
+ * unmaps or frees it then). Errors name the weight: a duplicate or empty name, unknown or
+ * unconvertible dtypes, a negative or overflowing shape, NULL src for a non-empty tensor. */
+rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
+                               const int64_t *shape, rx_dtype src_dtype, const void *src);
+/* Calls fn(ctx) when m is freed, after everything that reads the weights (last added, first). */
+void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
+size_t rx_module_weight_count(const rx_module *m);
+
 /* ---- symbolic expressions (canonical; integers, booleans are 0/1) ---- */
 const rx_expr *rx_sym_var(rx_module *m, const char *name); /* same name, same variable */
 const rx_expr *rx_sym_const(rx_module *m, int64_t v);
