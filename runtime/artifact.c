@@ -41,6 +41,7 @@ static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd
 static void artifact_destroy(rx_rt_artifact *a) {
   const rx_rt_allocator *al = &a->alloc;
   vm_storages_free(a);
+  vm_weights_free(a);
   rx_rt_library_release(a->library);
   for (size_t i = 0; i < a->nfns; i++) {
     rt_free(al, a->fns[i].param_check);
@@ -55,7 +56,10 @@ static void artifact_destroy(rx_rt_artifact *a) {
   rt_free(al, a->sections);
   rt_free(al, a->manifest);
   rt_free(al, a->targets);
-  rt_free(al, a->data);
+  if (a->mapped)
+    vm_unmap(a->data, a->size);
+  else
+    rt_free(al, a->data);
   rt_free(al, a->name);
   rx_rt_device *d = a->device;
   rt_free(al, a);
@@ -372,6 +376,16 @@ static bool check_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
   return true;
 }
 
+/* WEIGHT dst name (its operands checked): a version 4 program, a weight the artifact holds. */
+static bool check_weight(vc *c) {
+  if (c->a->vm_version < 4)
+    return vbad(c, "opcode %s needs host program version 4", vm_op_name(RXVM_OP_WEIGHT));
+  const char *name = c->a->strings[c->f->code[c->start + 2]];
+  if (!vm_weight_find(c->a, name, NULL))
+    return vbad(c, "reads weight '%.200s', which the artifact does not hold", name);
+  return true;
+}
+
 /* Checks the instruction at c->p and moves past it. */
 static bool check_instr(vc *c) {
   c->start = c->p;
@@ -381,6 +395,7 @@ static bool check_instr(vc *c) {
   char err[160];
   uint32_t next = rxvm_walk(c->f->code, c->f->len, c->p, check_operand, c, err, sizeof err);
   if (!next) return c->err ? false : vbad(c, "%s", err);
+  if (op == RXVM_OP_WEIGHT && !check_weight(c)) return false;
   c->p = next;
   return true;
 }
@@ -501,31 +516,32 @@ static rx_status parse_host(rx_rt_artifact *a) {
 }
 
 /* ---- loading ---- */
-rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
-                                     const char *name, rx_rt_artifact **out_artifact) {
-  if (!out_artifact) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
-  *out_artifact = NULL;
-  if (!data && size) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
-  if (d && d->lost) return rt_device_error(d);
+/* The artifact over data[size]: owned by the artifact from here (a mapping when mapped, else
+ * memory of the allocator), released with it on any error. */
+static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, const char *name,
+                      rx_rt_artifact **out_artifact) {
   const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
   rx_rt_artifact *a = rt_alloc(al, sizeof *a);
-  if (!a) return rt_oom("an artifact", sizeof *a);
+  if (!a) {
+    mapped ? vm_unmap(data, size) : rt_free(al, data);
+    return rt_oom("an artifact", sizeof *a);
+  }
   a->refs = 1;
   a->alloc = *al;
   a->device = d;
   if (d) rx_rt_device_retain(d);
+  a->data = data;
+  a->size = size;
+  a->mapped = mapped;
   a->name = rt_strdup(al, name && *name ? name : "<memory>");
-  a->data = rt_alloc(al, size + 1);
-  rx_status s = NULL;
-  if (!a->name || !a->data) s = rt_oom("an artifact", size);
-  if (!s) {
-    if (size) memcpy(a->data, data, size);
-    a->size = size;
-    s = parse_container(a);
-  }
+  rx_status s = a->name ? NULL : rt_oom("an artifact", size);
+  if (!s) s = parse_container(a);
   if (!s) s = parse_manifest(a);
+  if (!s) s = vm_weights_parse(a);
   if (!s) s = parse_host(a);
+  if (!s) s = vm_weights_bind(a);
   if (!s && d) s = load_kernels(a);
+  if (!s && d) s = vm_weights_upload(a);
   if (s) {
     artifact_destroy(a);
     return s;
@@ -534,31 +550,28 @@ rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t s
   return NULL;
 }
 
+rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
+                                     const char *name, rx_rt_artifact **out_artifact) {
+  if (!out_artifact) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  *out_artifact = NULL;
+  if (!data && size) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  if (d && d->lost) return rt_device_error(d);
+  const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
+  uint8_t *copy = rt_alloc(al, size + 1);
+  if (!copy) return rt_oom("an artifact", size);
+  if (size) memcpy(copy, data, size);
+  return load(d, copy, size, false, name, out_artifact);
+}
+
 rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact) {
   if (!out_artifact || !path) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load: NULL");
   *out_artifact = NULL;
-  const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
-  FILE *f = fopen(path, "rb");
-  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
-  struct stat st; /* a directory opens, and ftell then says 2^63 - 1 bytes */
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    fclose(f);
-    return rx_status_make(RX_ERR_INVALID, "%s: is a directory, not an artifact", path);
-  }
-  rx_status s = NULL;
-  uint8_t *buf = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-  if (n < 0 || fseek(f, 0, SEEK_SET) != 0)
-    s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
-  else if (!(buf = rt_alloc(al, (size_t)n + 1)))
-    s = rt_oom(path, (size_t)n + 1);
-  else if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-    s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
-  fclose(f);
-  if (!s) s = rx_rt_artifact_load_memory(d, buf, (size_t)n, path, out_artifact);
-  rt_free(al, buf);
-  return s;
+  if (d && d->lost) return rt_device_error(d);
+  uint8_t *map = NULL;
+  size_t size = 0;
+  /* mapped, not copied: its weights may be GBs */
+  RX_RETURN_IF_ERROR(vm_map_file(path, "an artifact", &map, &size));
+  return load(d, map, size, map != NULL, path, out_artifact);
 }
 
 /* ---- inspection ---- */

@@ -29,10 +29,13 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vm_walk.c
   ${RX_RUNTIME_DIR}/externs.c
+  ${RX_RUNTIME_DIR}/weights.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_DIR}/null/null.c
-  ${RX_RUNTIME_ROOT}/base/base.c)
+  ${RX_RUNTIME_ROOT}/base/base.c
+  ${RX_RUNTIME_ROOT}/base/safetensors.c # the weights' header (runtime/weights.c)
+  ${RX_RUNTIME_ROOT}/base/npy.c)        # rx_npy_elem_size, for safetensors.c
 # runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)
 file(GLOB RX_RUNTIME_LLM_SOURCES CONFIGURE_DEPENDS ${RX_RUNTIME_DIR}/llm/*.c)
 list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_LLM_SOURCES})

@@ -243,6 +243,49 @@ void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type) {
   return v && v->kind == RX_RT_VALUE_OBJECT && v->otype == type ? v->object : NULL;
 }
 
+rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value) {
+  if (!out_value || !t) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_tensor: NULL");
+  *out_value = NULL;
+  rx_rt_value *v = vm_value_new(&t->buffer->device->alloc, RX_RT_VALUE_TENSOR);
+  if (!v) return rt_oom("a value", sizeof *v);
+  rx_rt_tensor_retain(t);
+  v->tensor = t;
+  *out_value = v;
+  return NULL;
+}
+
+rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t x, rx_rt_value **out_value) {
+  if (!out_value) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_prim: NULL");
+  *out_value = NULL;
+  if ((unsigned)dtype >= RX_DTYPE_COUNT || dtype == RX_DTYPE_UNKNOWN)
+    return rx_status_make(RX_ERR_INVALID, "a prim value: dtype %d is not a known dtype",
+                          (int)dtype);
+  rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_PRIM);
+  if (!v) return rt_oom("a value", sizeof *v);
+  v->dtype = dtype;
+  v->prim = x;
+  *out_value = v;
+  return NULL;
+}
+
+rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **out_value) {
+  if (!out_value || (ndim && !dims))
+    return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_shape: NULL");
+  *out_value = NULL;
+  if (ndim < 0 || ndim > RX_RT_MAX_NDIM)
+    return rx_status_make(RX_ERR_INVALID, "a shape value of %d dims (0 to %d)", ndim,
+                          RX_RT_MAX_NDIM);
+  rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_SHAPE);
+  if (!v || !(v->dims = rt_alloc(&rt_default_allocator, ((size_t)ndim + 1) * sizeof *v->dims))) {
+    rx_rt_value_release(v);
+    return rt_oom("a shape value", sizeof *v);
+  }
+  if (ndim) memcpy(v->dims, dims, (size_t)ndim * sizeof *dims);
+  v->count = (size_t)ndim;
+  *out_value = v;
+  return NULL;
+}
+
 const char *vm_kind_name(const rx_rt_value *v) {
   if (!v) return "nothing";
   if (v->kind == RX_RT_VALUE_OBJECT) return v->otype->name;
@@ -1033,6 +1076,13 @@ static rx_status op_RESHAPE(frame *fr, uint32_t p) {
   return NULL;
 }
 
+static rx_status op_WEIGHT(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  rx_rt_value *v = vm_weight_value(fr->a, fr->a->strings[w[p + 1]]);
+  RX_ASSERT(v); /* the loader checked the name, and a call's artifact has uploaded its weights */
+  return set_to(fr, v, w[p]);
+}
+
 /* The interpreter's table, built from RXVM_OPS: a missing handler is a compile error. */
 static rx_status (*const ops[])(frame *, uint32_t) = {
 #define RXVM_OP_FN_(e, n, l, k) [RXVM_OP_##e] = op_##e,
@@ -1110,9 +1160,64 @@ static rx_status find_fn(const rx_rt_artifact *a, const char *name, uint32_t *ou
   return s;
 }
 
-rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
-                        rx_rt_value **out_result) {
-  if (!out_result || !a || !fn || (n && !inputs))
+/* "main takes 5 arguments (x, w1, b1, w2, b2), or 1 (x) with the 4 bound to weights, got 3" */
+static rx_status count_error(const rx_rt_artifact *a, uint32_t fi, size_t n) {
+  const vm_fn *f = &a->fns[fi];
+  uint32_t nb = vm_weights_bound(a, fi);
+  rx_strbuf all = {0}, inputs = {0};
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    rx_rt_param_info pi;
+    rx_rt_artifact_function_param(a, fi, i, &pi);
+    const char *name = pi.name[0] ? pi.name : "?";
+    rx_strbuf_printf(&all, "%s%s", i ? ", " : "", name);
+    if (!rx_rt_artifact_param_weight(a, fi, i, NULL))
+      rx_strbuf_printf(&inputs, "%s%s", inputs.len ? ", " : "", name);
+  }
+  rx_status s;
+  if (nb)
+    s = rx_status_make(RX_ERR_INVALID,
+                       "%s takes %u argument%s (%s), or %u (%s) with the %u bound to weights, got "
+                       "%zu",
+                       f->name, f->nparams, f->nparams == 1 ? "" : "s", all.data, f->nparams - nb,
+                       inputs.data ? inputs.data : "", nb, n);
+  else
+    s = rx_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name, f->nparams,
+                       f->nparams == 1 ? "" : "s", all.data ? all.data : "", n);
+  rx_strbuf_free(&all);
+  rx_strbuf_free(&inputs);
+  return s;
+}
+
+/* The arguments of a call as function fi's parameters (borrowed): every parameter given, or the
+ * weights in the places of the parameters bound to them. */
+static rx_status call_args(const rx_rt_artifact *a, uint32_t fi, rx_rt_value *const *in, size_t n,
+                           rx_rt_value **args) {
+  const vm_fn *f = &a->fns[fi];
+  uint32_t nb = vm_weights_bound(a, fi);
+  bool fill = n != f->nparams && nb && n == f->nparams - nb;
+  if (n != f->nparams && !fill) return count_error(a, fi, n);
+  for (uint32_t p = 0, k = 0; p < f->nparams; p++) {
+    bool bound = fill && rx_rt_artifact_param_weight(a, fi, p, NULL);
+    rx_rt_value *v = bound ? vm_param_weight(a, fi, p) : in[k++];
+    RX_ASSERT(v || !bound); /* a device's artifact uploaded every weight */
+    args[p] = v;
+    const char *why = !v                               ? "NULL"
+                      : v->kind == RX_RT_VALUE_STORAGE ? "a planned storage is no argument"
+                      : v->kind == RX_RT_VALUE_TENSOR && v->tensor->buffer->device != a->device
+                          ? "the tensor is on another device"
+                          : NULL;
+    if (why) {
+      rx_rt_param_info pi;
+      rx_rt_artifact_function_param(a, fi, p, &pi);
+      return rx_status_make(RX_ERR_INVALID, "%s: parameter %u '%s': %s", f->name, p, pi.name, why);
+    }
+  }
+  return NULL;
+}
+
+rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *const *in, size_t n,
+                               rx_rt_value **out_result) {
+  if (!out_result || !a || !fn || (n && !in))
     return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
   *out_result = NULL;
   uint32_t fi = 0;
@@ -1124,30 +1229,27 @@ rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *
                           a->name);
   if (a->device->lost) return rt_device_error(a->device);
   const vm_fn *f = &a->fns[fi];
-  if (n != f->nparams) {
-    rx_strbuf names = {0};
-    for (size_t i = 0; i < f->nparams; i++) {
-      rx_rt_param_info pi;
-      rx_rt_artifact_function_param(a, fi, i, &pi);
-      rx_strbuf_printf(&names, "%s%s", i ? ", " : "", pi.name[0] ? pi.name : "?");
-    }
-    rx_status s =
-        rx_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name, f->nparams,
-                       f->nparams == 1 ? "" : "s", names.data ? names.data : "", n);
-    rx_strbuf_free(&names);
-    return s;
+  rx_rt_value **args = rt_alloc(&a->alloc, ((size_t)f->nparams + 1) * sizeof *args);
+  if (!args) return rt_oom("call arguments", f->nparams * sizeof *args);
+  rx_status s = call_args(a, fi, in, n, args);
+  if (!s) {
+    a->depth = 0;
+    s = exec(a, fi, args, out_result);
   }
+  rt_free(&a->alloc, args);
+  return s;
+}
+
+rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
+                        rx_rt_value **out_result) {
+  if (!out_result || !a || !fn || (n && !inputs))
+    return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
+  *out_result = NULL;
   rx_rt_value **args = rt_alloc(&a->alloc, (n + 1) * sizeof *args);
   if (!args) return rt_oom("call arguments", n * sizeof *args);
   rx_status s = NULL;
-  for (size_t i = 0; i < n && !s; i++) {
-    if (!inputs[i] || inputs[i]->buffer->device != a->device) {
-      rx_rt_param_info pi;
-      rx_rt_artifact_function_param(a, fi, i, &pi);
-      s = rx_status_make(RX_ERR_INVALID, "%s: parameter %zu '%s': %s", f->name, i, pi.name,
-                         inputs[i] ? "the tensor is on another device" : "NULL");
-      break;
-    }
+  for (size_t i = 0; i < n && !s; i++) { /* a NULL tensor: a NULL value, named by the call */
+    if (!inputs[i]) continue;
     if (!(args[i] = vm_value_new(&a->alloc, RX_RT_VALUE_TENSOR))) {
       s = rt_oom("a value", 64);
       break;
@@ -1155,10 +1257,7 @@ rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *
     args[i]->tensor = inputs[i];
     rx_rt_tensor_retain(inputs[i]);
   }
-  if (!s) {
-    a->depth = 0;
-    s = exec(a, fi, args, out_result);
-  }
+  if (!s) s = rx_rt_vm_call_values(a, fn, args, n, out_result);
   for (size_t i = 0; i < n; i++) rx_rt_value_release(args[i]);
   rt_free(&a->alloc, args);
   return s;

@@ -39,6 +39,8 @@ typedef struct vm_storage {
   vm_slot *slots;
 } vm_storage;
 
+typedef struct vm_weights vm_weights; /* an artifact's weights (runtime/weights.c) */
+
 typedef struct vm_fn {
   const char *name;
   uint32_t nparams, nregs, len;
@@ -56,8 +58,10 @@ struct rx_rt_artifact {
   rx_rt_device *device; /* NULL: loaded for inspection */
   rx_rt_allocator alloc;
   char *name;
-  uint8_t *data; /* the file */
+  uint8_t *data; /* the file: mapped (rx_rt_artifact_load) or a heap copy (load_memory) */
   size_t size;
+  bool mapped;         /* data is a read-only mapping of the file (vm_unmap at the end) */
+  vm_weights *weights; /* its weights (runtime/weights.c); NULL before they are parsed */
   size_t nsections;
   vm_section *sections;
   char *manifest; /* NUL-terminated copy */
@@ -135,6 +139,27 @@ typedef struct vm_extern {
 const vm_extern *vm_extern_find(const char *name);
 /* "rx_kv_create, rx_kv_extend, ...": the builtins, for messages (static storage). */
 const char *vm_extern_names(void);
+
+/* ---- weights (runtime/weights.c) ---- */
+/* A read-only mapping of the file at path (*out NULL for an empty file); statuses name it, and a
+ * directory is "PATH: is a directory, not WHAT". */
+rx_status vm_map_file(const char *path, const char *what, uint8_t **out, size_t *out_size);
+void vm_unmap(void *p, size_t size);
+/* The loader's steps: the safetensors header of the section or the side file (after the
+ * manifest), the parameters bound to weights (after the host program), the upload (with a
+ * device); then vm_weights_free at destruction. */
+rx_status vm_weights_parse(rx_rt_artifact *a);
+rx_status vm_weights_bind(rx_rt_artifact *a);
+rx_status vm_weights_upload(rx_rt_artifact *a);
+void vm_weights_free(rx_rt_artifact *a);
+/* Weight name's index in *out (out may be NULL); false when the artifact has none of that name. */
+bool vm_weight_find(const rx_rt_artifact *a, const char *name, uint32_t *out);
+/* The number of parameters of function fi bound to weights, and the weight bound to one (its
+ * value on the device; NULL when unbound or loaded without a device). */
+uint32_t vm_weights_bound(const rx_rt_artifact *a, uint32_t fi);
+rx_rt_value *vm_param_weight(const rx_rt_artifact *a, uint32_t fi, uint32_t param);
+/* The uploaded weight named name (WEIGHT), or NULL. */
+rx_rt_value *vm_weight_value(const rx_rt_artifact *a, const char *name);
 
 /* "f32[3, 4095]" into buf. */
 void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape);

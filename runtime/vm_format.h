@@ -14,7 +14,9 @@
  *   "<backend>/kernels.json" per backend compiled for ("vulkan", "cuda", "metal"): the kernel
  *                            description of docs/kernel-abi.md, all programs of the module
  *   "<backend>/<file>"       the binaries and sources that kernels.json names
- *   "weights.safetensors"    optional constants
+ *   "weights.safetensors"    optional: the weights, a safetensors image (RXM_WEIGHTS_SECTION,
+ *                            the last section, starting RXM_WEIGHTS_ALIGN-aligned; or a side file
+ *                            that manifest.json's "weights" names)
  * A reader rejects a wrong magic, an unknown version, a section outside the file or a CRC
  * mismatch with a clear error.
  *
@@ -47,10 +49,16 @@
 #define RXM_VERSION 1u
 #define RXVM_MAGIC  0x4d565852u /* "RXVM" */
 #define RXVM_VERSION                                                                               \
-  3u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names; versions 1                      \
-       and 2 are still read (their messages number registers) */
+  4u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names, 4 WEIGHT; versions 1            \
+       to 3 are still read (1 and 2: their messages number registers) */
 #define RXVM_VERSION_MIN       1u
 #define RXM_SECTION_NAME_BYTES 64
+/* The weights: a safetensors image (base/safetensors.h) whose tensors start RXM_WEIGHTS_ALIGN-
+ * aligned in the file (the JSON header padded with spaces, tensors padded with zeros): 64 bytes,
+ * a cache line of the x86-64 and arm64 hosts relaxc runs on and the widest vector load (AVX-512),
+ * so a mapped tensor is read and uploaded without realignment. */
+#define RXM_WEIGHTS_SECTION "weights.safetensors"
+#define RXM_WEIGHTS_ALIGN   64u
 
 /* Dimension descriptors of CHECK_TENSOR / MATCH_CAST: kind word, then its operand. */
 enum {
@@ -127,7 +135,11 @@ typedef enum rxvm_operand {
   X(TENSOR_TO_SHAPE, "tensor_to_shape", "dst src what", "rrs")                                     \
   /* dst, src, shape, what: src viewed with the dims of the shape register (one -1 inferred),      \
    * same buffer; the element counts must agree (reshape to or from an unknown shape) */           \
-  X(RESHAPE, "reshape", "dst src shape what", "rrrs")
+  X(RESHAPE, "reshape", "dst src shape what", "rrrs")                                              \
+  /* version 4: */                                                                                 \
+  /* dst, name: the weight of that name (a tensor constant of the source program), uploaded at     \
+   * load; the loader checks that the artifact holds it */                                         \
+  X(WEIGHT, "weight", "dst name", "rs")
 
 typedef enum rxvm_op {
 #define RXVM_OP_ENUM_(e, n, l, k) RXVM_OP_##e,

@@ -281,6 +281,29 @@ const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, 
 char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);
 void rx_rt_string_free(char *s);
 
+/* ---- weights (docs/artifact.md "Weights") ----
+ * The tensors an artifact carries (section weights.safetensors, or the side file its manifest
+ * names relative to the artifact: a missing, truncated or corrupt one is an error at load). With
+ * a device each is uploaded once, at load, into a buffer of its own. A parameter bound to a
+ * weight gets it when a call leaves it out (rx_rt_vm_call_values). Strings and shapes live as
+ * long as the artifact. */
+typedef struct rx_rt_weight_info {
+  const char *name;
+  rx_dtype dtype;
+  int ndim;
+  const int64_t *shape;
+  size_t bytes;
+  rx_rt_tensor *tensor; /* on the artifact's device (borrowed); NULL when loaded without one */
+} rx_rt_weight_info;
+size_t rx_rt_artifact_weight_count(const rx_rt_artifact *a);
+bool rx_rt_artifact_weight(const rx_rt_artifact *a, size_t i, rx_rt_weight_info *out_info);
+/* The side file the weights were mapped from (the path as opened), or NULL: in the artifact. */
+const char *rx_rt_artifact_weights_file(const rx_rt_artifact *a);
+/* Whether parameter param of function fn is bound to a weight, and which (*out_weight, an index
+ * for rx_rt_artifact_weight; out_weight may be NULL). */
+bool rx_rt_artifact_param_weight(const rx_rt_artifact *a, size_t fn, size_t param,
+                                 size_t *out_weight);
+
 /* CRC-32 as in zlib (polynomial 0xEDB88320): crc = rx_rt_crc32(0, data, n), chainable. */
 uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n);
 
@@ -337,8 +360,17 @@ rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
 /* v's object when v holds one of that type, else NULL (borrowed). */
 void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type);
 
+/* ---- values as arguments (rx_rt_vm_call_values) ---- */
+/* A value holding t (a new reference). */
+rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value);
+/* A scalar (graph struct info Prim(dtype)): integers and bool as their value. */
+rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t v, rx_rt_value **out_value);
+/* A shape value (Shape([...])) of ndim dims (0..RX_RT_MAX_NDIM), copied. */
+rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **out_value);
+
 /* ---- calls ----
- * Runs graph function fn of the artifact with the given tensors as its parameters (in order).
+ * Runs graph function fn of the artifact with the given tensors as its parameters (in order;
+ * the parameters bound to weights may be left out: rx_rt_vm_call_values).
  * Errors name the function: a missing function ("no function 'foo' in model.rxm (functions:
  * main)"), a wrong argument count, a parameter whose dtype, rank or shape differs from its
  * struct info ("main: parameter 'x': expected f32[n, 4096], got f32[3, 4095]"), a violated fact
@@ -348,6 +380,12 @@ void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type);
  * it first). */
 rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
                         rx_rt_value **out_result);
+/* The same with values as arguments (tensors, prims, shapes, objects, tuples; not storages).
+ * Weights: a call that passes every parameter but those bound to weights, in order, gets the
+ * weights for them; a call that passes every parameter overrides them. rx_rt_vm_call and
+ * rx_rt_vm_bench follow the same rule. */
+rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *const *args,
+                               size_t n, rx_rt_value **out_result);
 /* Calls fn `warmup` times, then `iters` times, and returns the mean wall-clock time per call in
  * milliseconds, synchronized (iters >= 1). */
 rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,

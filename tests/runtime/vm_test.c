@@ -548,7 +548,7 @@ static void test_bad_code(void) {
   section s[2] = {{"manifest.json", "{}", 2}, {"host.rxvm", host, hsize}};
   b = container(s, 2, RXM_VERSION, &size);
   CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_UNSUPPORTED,
-            "bad.rxm: host program version 9, this runtime reads versions 1 to 3");
+            "bad.rxm: host program version 9, this runtime reads versions 1 to 4");
   free(b);
   host[4] = RXVM_VERSION;
   for (size_t cut = 0; cut < hsize; cut++) {

@@ -354,6 +354,10 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
       REG(hw(h));
       REG(hw(h));
       break;
+    case RXVM_OP_WEIGHT:
+      REG(hw(h));
+      STR(hw(h));
+      break;
     case RXVM_OP_JUMP:
       RX_VEC_PUSH(&jumps, (size_t)hw(h));
       break;
