@@ -40,25 +40,24 @@ static rx_status diag_status(rx_diag *local, rx_diag *user) {
   return rx_status_make(RX_ERR_INVALID, "%.*s", (int)n, n ? t : "compilation failed");
 }
 
-rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
-                            unsigned char **out_bytes, size_t *out_len) {
-  *out_bytes = NULL;
-  *out_len = 0;
-  if (!m || !req) return rx_status_make(RX_ERR_INVALID, "rx_module_compile: no module or request");
+/* Compiles m with options made from req into *r (free it in every case): for a file at path
+ * (NULL: in memory) with its weights streamed, into weights_file when given. Warnings go to
+ * diag; a failure is the status of its first error. */
+static rx_status compile(rx_module *m, const rx_compile_request *req, const char *path,
+                         const char *weights_file, rx_diag *diag, rx_compile_result *r) {
+  memset(r, 0, sizeof *r);
   rx_compile_options o;
   memset(&o, 0, sizeof o);
   o.no_fuse = req->no_fuse;
   o.no_nvrtc = req->no_nvrtc;
+  o.weights_file = weights_file;
+  o.artifact_path = path;
+  o.stream_weights = path != NULL;
   RX_RETURN_IF_ERROR(rx_compile_options_set_targets(&o, req->targets));
   rx_diag local;
   rx_diag_init(&local);
-  rx_compile_result r;
-  bool ok = rx_compile(m, &o, &local, &r);
   rx_status st = NULL;
-  if (ok) {
-    *out_bytes = r.artifact; /* heap memory: the caller frees it with rx_free */
-    *out_len = r.artifact_len;
-    r.artifact = NULL;
+  if (rx_compile(m, &o, &local, r)) {
     if (diag) { /* warnings only */
       rx_strbuf_append(&diag->text, rx_diag_text(&local));
       diag->warnings += local.warnings;
@@ -66,8 +65,34 @@ rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag
   } else {
     st = diag_status(&local, diag);
   }
-  rx_compile_result_free(&r);
   rx_diag_free(&local);
+  return st;
+}
+
+rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
+                            unsigned char **out_bytes, size_t *out_len) {
+  *out_bytes = NULL;
+  *out_len = 0;
+  if (!m || !req) return rx_status_make(RX_ERR_INVALID, "rx_module_compile: no module or request");
+  rx_compile_result r;
+  rx_status st = compile(m, req, NULL, NULL, diag, &r);
+  if (!st) {
+    *out_bytes = r.artifact; /* heap memory: the caller frees it with rx_free */
+    *out_len = r.artifact_len;
+    r.artifact = NULL;
+  }
+  rx_compile_result_free(&r);
+  return st;
+}
+
+rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_request *req, const char *path,
+                                    const char *weights_file, rx_diag *diag) {
+  if (!m || !req || !path)
+    return rx_status_make(RX_ERR_INVALID, "rx_module_compile_to_file: no module, request or path");
+  rx_compile_result r;
+  rx_status st = compile(m, req, path, weights_file, diag, &r);
+  if (!st) st = rx_artifact_write(path, weights_file, m, &r);
+  rx_compile_result_free(&r);
   return st;
 }
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* ---- CRC-32 (zlib polynomial, reflected, table-driven) ---- */
-uint32_t rx_crc32(const void *data, size_t n) {
+uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n) {
   static uint32_t table[256];
   static bool ready;
   if (!ready) { /* idempotent: a race writes the same values */
@@ -23,10 +23,12 @@ uint32_t rx_crc32(const void *data, size_t n) {
     ready = true;
   }
   const unsigned char *p = data;
-  uint32_t c = 0xFFFFFFFFu;
+  uint32_t c = crc ^ 0xFFFFFFFFu;
   for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
+
+uint32_t rx_crc32(const void *data, size_t n) { return rx_crc32_update(0, data, n); }
 
 /* ---- JSON helpers ---- */
 static void jstr(rx_strbuf *o, const char *s) { rx_strbuf_json_string(o, s); }
@@ -47,8 +49,23 @@ static void jexpr(rx_strbuf *o, const rx_expr *e) {
   rx_strbuf_free(&b);
 }
 
+/* "weights": where the image lives, its tensors and their bytes. */
+static void manifest_weights(rx_strbuf *o, const rx_module *m, const rx_compile_result *r) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < r->weights.count; i++) bytes += rx_module_weight_at(m, i)->bytes;
+  rx_strbuf_printf(o, ",\n  \"weights\": {\"tensors\": %zu, \"bytes\": %llu, ", r->weights.count,
+                   (unsigned long long)bytes);
+  if (!r->weights_ref) {
+    rx_strbuf_append(o, "\"section\": \"" RXM_WEIGHTS_SECTION "\", \"file\": null}");
+    return;
+  }
+  rx_strbuf_append(o, "\"section\": null, \"file\": ");
+  jstr(o, r->weights_ref);
+  rx_strbuf_printf(o, ", \"file_bytes\": %llu, \"crc32\": %lu}",
+                   (unsigned long long)r->weights.size, (unsigned long)r->weights_crc);
+}
+
 void rx_artifact_manifest(rx_strbuf *o, const rx_module *m, const rx_compile_result *r) {
-  (void)m;
   rx_strbuf_append(o, "{\n  \"format\": \"relaxc-artifact\",\n  \"version\": 1,\n  \"compiler\": ");
   jstr(o, "relaxc " RELAXC_VERSION);
   rx_strbuf_append(o, ",\n  \"functions\": [");
@@ -65,6 +82,11 @@ void rx_artifact_manifest(rx_strbuf *o, const rx_module *m, const rx_compile_res
       jstr(o, f->params[k]->name);
       rx_strbuf_append(o, ", \"sinfo\": ");
       jsinfo(o, f->params[k]->sinfo);
+      const rx_weight *w = rx_param_weight(m, f->params[k]);
+      if (w) {
+        rx_strbuf_append(o, ", \"weight\": ");
+        jstr(o, w->name);
+      }
       rx_strbuf_putc(o, '}');
     }
     rx_strbuf_append(o, "],\n     \"result\": ");
@@ -97,7 +119,9 @@ void rx_artifact_manifest(rx_strbuf *o, const rx_module *m, const rx_compile_res
     jstr(o, to->note);
     rx_strbuf_putc(o, '}');
   }
-  rx_strbuf_append(o, "\n  ]\n}\n");
+  rx_strbuf_append(o, "\n  ]");
+  if (r->weights.count) manifest_weights(o, m, r);
+  rx_strbuf_append(o, "\n}\n");
 }
 
 /* ---- the container ---- */
@@ -136,15 +160,16 @@ static void put64(unsigned char *p, uint64_t x) {
 
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
-void rx_artifact_build(const rx_module *m, const rx_compile_result *r, unsigned char **out_bytes,
-                       size_t *out_len) {
-  secvec secs = {0};
+#define ENTRY_BYTES (RXM_SECTION_NAME_BYTES + 24) /* name, u64 offset, u64 size, u32 crc, u32 0 */
+
+/* The manifest, the host program, then per target its kernels.json and kernel files. */
+static void small_sections(const rx_module *m, const rx_compile_result *r, secvec *secs) {
   rx_strbuf b = {0};
   rx_artifact_manifest(&b, m, r);
-  add_text(&secs, "manifest.json", &b);
+  add_text(secs, "manifest.json", &b);
   unsigned char *host = rx_malloc(r->host.nwords * 4 + 1);
   for (size_t i = 0; i < r->host.nwords; i++) put32(host + 4 * i, r->host.words[i]);
-  add(&secs, "host.rxvm", host, r->host.nwords * 4, host);
+  add(secs, "host.rxvm", host, r->host.nwords * 4, host);
   for (int t = 0; t < r->ntargets; t++) {
     const rx_target_output *to = &r->targets[t];
     const char *kind = rx_target_kind_name(to->target->kind);
@@ -152,53 +177,126 @@ void rx_artifact_build(const rx_module *m, const rx_compile_result *r, unsigned 
     rx_kernels_json(&b, to->target, to->programs, (const rx_kernel_list *const *)to->kernels,
                     to->nprograms);
     snprintf(name, sizeof name, "%s/kernels.json", kind);
-    add_text(&secs, name, &b);
+    add_text(secs, name, &b);
     for (int i = 0; i < to->nkernels; i++) {
       const rx_kernel *k = to->flat[i];
       /* file names fit the section table (checked by the pipeline) */
       snprintf(name, sizeof name, "%s/%s.%s", kind, k->name, rx_lang_ext(k->lang));
-      add(&secs, name, k->source, strlen(k->source), NULL);
+      add(secs, name, k->source, strlen(k->source), NULL);
       if (k->spirv && k->binary) {
         snprintf(name, sizeof name, "%s/%s", kind, k->binary);
         unsigned char *sp = rx_malloc(k->spirv_words * 4 + 1);
         for (size_t j = 0; j < k->spirv_words; j++) put32(sp + 4 * j, k->spirv[j]);
-        add(&secs, name, sp, k->spirv_words * 4, sp);
+        add(secs, name, sp, k->spirv_words * 4, sp);
       }
       if (to->cubin && to->cubin[i] && k->binary) {
         snprintf(name, sizeof name, "%s/%s", kind, k->binary);
-        add(&secs, name, to->cubin[i], to->cubin_len[i], NULL);
+        add(secs, name, to->cubin[i], to->cubin_len[i], NULL);
       }
       if (to->ptx && to->ptx[i] && k->ptx) {
         snprintf(name, sizeof name, "%s/%s", kind, k->ptx);
-        add(&secs, name, to->ptx[i], to->ptx_len[i], NULL);
+        add(secs, name, to->ptx[i], to->ptx_len[i], NULL);
       }
     }
   }
-  size_t table = 16 + secs.len * (RXM_SECTION_NAME_BYTES + 24);
-  size_t total = align16(table);
-  for (size_t i = 0; i < secs.len; i++) total = align16(total + secs.data[i].size);
-  unsigned char *o = rx_calloc(total ? total : 1, 1);
+  rx_strbuf_free(&b);
+}
+
+void rx_artifact_build(const rx_module *m, rx_compile_result *r, bool with_weights) {
+  secvec secs = {0};
+  small_sections(m, r, &secs);
+  bool inside = r->weights.count && !r->weights_ref; /* the last section: weights.safetensors */
+  size_t nsec = secs.len + inside, table = 16 + nsec * ENTRY_BYTES, end = align16(table);
+  for (size_t i = 0; i < secs.len; i++) end = align16(end + secs.data[i].size);
+  /* the weights section starts RXM_WEIGHTS_ALIGN-aligned, so its tensors are aligned in the file */
+  size_t woff =
+      inside ? (end + RXM_WEIGHTS_ALIGN - 1) / RXM_WEIGHTS_ALIGN * RXM_WEIGHTS_ALIGN : end;
+  size_t total = inside ? align16(woff + (size_t)r->weights.size) : end;
+  size_t len = inside && !with_weights ? woff : total;
+  unsigned char *o = rx_calloc(len ? len : 1, 1);
   put32(o, RXM_MAGIC);
   put32(o + 4, RXM_VERSION);
-  put32(o + 8, (uint32_t)secs.len);
+  put32(o + 8, (uint32_t)nsec);
   put32(o + 12, 0);
   size_t off = align16(table);
   for (size_t i = 0; i < secs.len; i++) {
-    unsigned char *e = o + 16 + i * (RXM_SECTION_NAME_BYTES + 24);
+    unsigned char *e = o + 16 + i * ENTRY_BYTES;
     memcpy(e, secs.data[i].name, RXM_SECTION_NAME_BYTES);
     put64(e + RXM_SECTION_NAME_BYTES, off);
     put64(e + RXM_SECTION_NAME_BYTES + 8, secs.data[i].size);
     put32(e + RXM_SECTION_NAME_BYTES + 16, rx_crc32(secs.data[i].data, secs.data[i].size));
-    put32(e + RXM_SECTION_NAME_BYTES + 20, 0);
     if (secs.data[i].size) memcpy(o + off, secs.data[i].data, secs.data[i].size);
     off = align16(off + secs.data[i].size);
     free(secs.data[i].owned);
   }
-  RX_ASSERT(off == total);
+  RX_ASSERT(off == end);
+  if (inside) { /* its CRC is known once the image is streamed: patched there */
+    unsigned char *e = o + 16 + secs.len * ENTRY_BYTES;
+    memcpy(e, RXM_WEIGHTS_SECTION, sizeof RXM_WEIGHTS_SECTION);
+    put64(e + RXM_SECTION_NAME_BYTES, woff);
+    put64(e + RXM_SECTION_NAME_BYTES + 8, r->weights.size);
+    r->weights_crc_at = 16 + secs.len * ENTRY_BYTES + RXM_SECTION_NAME_BYTES + 16;
+    r->weights_at = woff;
+    if (with_weights) {
+      r->weights_crc = rx_weights_to_memory(m, &r->weights, o + woff);
+      put32(o + r->weights_crc_at, r->weights_crc);
+    }
+  }
   free(secs.data);
-  rx_strbuf_free(&b);
-  *out_bytes = o;
-  *out_len = total;
+  free(r->artifact);
+  r->artifact = o;
+  r->artifact_len = len;
+  r->artifact_size = total;
+}
+
+/* The artifact with its weights section streamed from the module (r->artifact is its head). */
+static rx_status write_streamed(const char *path, const rx_module *m, rx_compile_result *r) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return rx_status_make(RX_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  rx_status s = NULL;
+  uint32_t crc = 0;
+  static const unsigned char pad[16];
+  size_t tail = r->artifact_size - r->weights_at - (size_t)r->weights.size;
+  unsigned char word[4];
+  put32(word, 0);
+  if (fwrite(r->artifact, 1, r->artifact_len, f) != r->artifact_len)
+    s = rx_status_make(RX_ERR_IO, "writing '%s' failed: %s", path, strerror(errno));
+  if (!s) s = rx_weights_to_file(m, &r->weights, f, path, &crc);
+  if (!s) {
+    put32(word, crc);
+    if ((tail && fwrite(pad, 1, tail, f) != tail) || fseek(f, (long)r->weights_crc_at, SEEK_SET) ||
+        fwrite(word, 1, 4, f) != 4)
+      s = rx_status_make(RX_ERR_IO,
+                         "writing '%s' failed: %s (the artifact is written with its weights and "
+                         "then its section table is completed: it must be a regular file)",
+                         path, strerror(errno));
+  }
+  if (fclose(f) != 0 && !s)
+    s = rx_status_make(RX_ERR_IO, "writing '%s' failed: %s", path, strerror(errno));
+  if (!s) {
+    r->weights_crc = crc;
+    put32(r->artifact + r->weights_crc_at, crc);
+  }
+  return s;
+}
+
+rx_status rx_artifact_write(const char *path, const char *weights_path, const rx_module *m,
+                            rx_compile_result *r) {
+  if (r->weights_ref) { /* the side file first: the manifest records its CRC */
+    RX_ASSERT(weights_path);
+    FILE *f = fopen(weights_path, "wb");
+    if (!f)
+      return rx_status_make(RX_ERR_IO, "cannot write '%s': %s", weights_path, strerror(errno));
+    uint32_t crc = 0;
+    rx_status s = rx_weights_to_file(m, &r->weights, f, weights_path, &crc);
+    if (fclose(f) != 0 && !s)
+      s = rx_status_make(RX_ERR_IO, "writing '%s' failed: %s", weights_path, strerror(errno));
+    if (s) return s;
+    r->weights_crc = crc;
+    rx_artifact_build(m, r, false);
+  }
+  if (r->artifact_len < r->artifact_size) return write_streamed(path, m, r);
+  return rx_artifact_write_file(path, r->artifact, r->artifact_len);
 }
 
 rx_status rx_artifact_write_file(const char *path, const unsigned char *bytes, size_t len) {

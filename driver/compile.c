@@ -106,10 +106,8 @@ static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)
 
 /* ---- the steps that are not graph passes ---- */
 
-static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the work */
-  (void)m;
-  (void)diag;
-  return true;
+static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the rest */
+  return rx_weights_check_params(m, diag);
 }
 
 static void print_plan(pipe *p, rx_strbuf *b) { rx_mem_plan_print(b, &p->r->plan); }
@@ -305,7 +303,17 @@ static bool artifact(pipe *p) {
   p->r->nfunctions = p->r->plan.nfns;
   for (size_t i = 0; i < p->m->items.len; i++)
     p->r->nprograms += p->m->items.data[i].kind == RX_ITEM_TENSOR;
-  rx_artifact_build(p->m, p->r, &p->r->artifact, &p->r->artifact_len);
+  rx_weights_layout(p->m, &p->r->weights);
+  if (p->o->weights_file && p->r->weights.count) {
+    rx_status st = rx_weights_ref(p->o->artifact_path ? p->o->artifact_path : "artifact.rxm",
+                                  p->o->weights_file, &p->r->weights_ref);
+    if (st) {
+      rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "%s", rx_status_message(st));
+      rx_status_free(st);
+      return false;
+    }
+  }
+  rx_artifact_build(p->m, p->r, !p->o->stream_weights);
   time_row(p, "artifact", now_ms() - t0, -1);
   dump(p, "artifact", "artifact (manifest.json)", print_manifest);
   return true;
@@ -382,5 +390,7 @@ void rx_compile_result_free(rx_compile_result *r) {
   if (!r) return;
   rx_host_program_free(&r->host);
   free(r->artifact);
+  rx_weights_image_free(&r->weights);
+  free(r->weights_ref);
   memset(r, 0, sizeof *r);
 }

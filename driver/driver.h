@@ -19,6 +19,8 @@
 #include "../passes/passes.h"
 #include "../targets/target.h"
 
+#include <stdio.h>
+
 #define RX_COMPILE_MAX_TARGETS 8
 
 typedef struct rx_compile_options {
@@ -33,7 +35,48 @@ typedef struct rx_compile_options {
   rx_strbuf *time_out;    /* where the table goes; NULL: stderr */
   bool no_fuse;           /* skip fuse_ops and fuse_tensor (tests compare fused/unfused) */
   bool no_nvrtc;          /* do not run NVRTC even where present (CUDA sources only) */
+  /* weights (driver/weights.c): where the module's weight table goes */
+  const char *weights_file;  /* a side file (rx_artifact_write writes it), named in the manifest
+                                relative to artifact_path's directory; NULL: in the artifact */
+  const char *artifact_path; /* where the artifact will be written (NULL: the current directory) */
+  bool stream_weights;       /* r->artifact stops where the weights section's bytes start and
+                                rx_artifact_write streams them from the sources, so a model of
+                                several GB is never held in memory; false: r->artifact is whole */
 } rx_compile_options;
+
+/* ---- the weights image (driver/weights.c; docs/artifact.md "Weights") ----
+ * The module's weight table as a safetensors image: the 8-byte header size and the JSON header
+ * (padded with spaces), then each weight in table order at an RXM_WEIGHTS_ALIGN-aligned offset
+ * (zero padding between). */
+typedef struct rx_weights_image {
+  char *head;        /* head_len bytes: the size word and the padded JSON (heap) */
+  size_t head_len;   /* a multiple of RXM_WEIGHTS_ALIGN */
+  uint64_t *offsets; /* per weight: its first byte, from the start of the image (heap) */
+  size_t count;      /* weights; 0: the module has none (no section, no file) */
+  uint64_t size;     /* bytes of the image */
+} rx_weights_image;
+void rx_weights_layout(const rx_module *m, rx_weights_image *out);
+void rx_weights_image_free(rx_weights_image *img);
+/* Where streamed bytes go; an error stops the stream. */
+typedef rx_status (*rx_weights_sink)(void *ctx, const void *data, size_t n);
+/* The image's bytes in order, with bounded memory: sources stored as they are go to the sink in
+ * place, converted ones through one buffer of a bounded number of elements. */
+rx_status rx_weights_stream(const rx_module *m, const rx_weights_image *img, rx_weights_sink sink,
+                            void *ctx);
+/* n elements of from (f32, f16, bf16 among themselves, rounding to nearest even, inf and NaN
+ * kept; or from == to) into dst as to. */
+void rx_weights_convert(rx_dtype to, void *dst, rx_dtype from, const void *src, size_t n);
+/* The image into out (img->size bytes); returns its CRC-32. */
+uint32_t rx_weights_to_memory(const rx_module *m, const rx_weights_image *img, void *out);
+/* The image appended to f (named path in messages), its CRC-32 in *out_crc. */
+rx_status rx_weights_to_file(const rx_module *m, const rx_weights_image *img, FILE *f,
+                             const char *path, uint32_t *out_crc);
+/* weights_path relative to the directory of artifact_path (both resolved through their existing
+ * directories): what the manifest records and the runtime opens. Heap string. */
+rx_status rx_weights_ref(const char *artifact_path, const char *weights_path, char **out_ref);
+/* Reports every graph parameter named like a weight whose struct info is not exactly the
+ * weight's (a parameter is bound to a weight only when both agree); false on any. */
+bool rx_weights_check_params(const rx_module *m, rx_diag *diag);
 
 /* ---- per-target output ---- */
 typedef struct rx_target_output {
@@ -58,8 +101,14 @@ typedef struct rx_compile_result {
   int ntargets;
   int nfunctions;          /* graph functions in the host program */
   int nprograms;           /* tensor programs in the module at the end */
-  unsigned char *artifact; /* the .rxm bytes (heap) */
+  unsigned char *artifact; /* the .rxm bytes (heap); with o->stream_weights only its head */
   size_t artifact_len;
+  size_t artifact_size;     /* the whole artifact's bytes (more than artifact_len when streamed) */
+  rx_weights_image weights; /* the weights image's layout (count 0: no weights) */
+  char *weights_ref;        /* the side file as the manifest names it (heap), or NULL: inside */
+  uint32_t weights_crc;     /* CRC-32 of the image once it was written */
+  size_t weights_at;        /* inside: the weights section's offset in the artifact, and */
+  size_t weights_crc_at;    /* where its CRC-32 goes in the section table */
 } rx_compile_result;
 
 /* Compiles m in place (the module ends legalized and fused, with its tensor programs
@@ -82,12 +131,20 @@ bool rx_compile_step_known(const char *name);
  * and final xor 0xFFFFFFFF): rx_crc32("123456789", 9) == 0xCBF43926, what zlib's crc32() gives.
  * Implemented here (no zlib dependency). */
 uint32_t rx_crc32(const void *data, size_t n);
+/* The same, chained: crc = rx_crc32_update(0, a, n); crc = rx_crc32_update(crc, b, m). */
+uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n);
 
-/* Builds the bytes of the artifact of a compiled module: manifest.json, host.rxvm, then per
- * target "<backend>/kernels.json" and the kernel files it names. Same input, same bytes.
- * *out_bytes is heap memory (free()). */
-void rx_artifact_build(const rx_module *m, const rx_compile_result *r, unsigned char **out_bytes,
-                       size_t *out_len);
+/* Builds the bytes of the artifact of a compiled module into r->artifact (replacing it):
+ * manifest.json, host.rxvm, then per target "<backend>/kernels.json" and the kernel files it
+ * names, then (r->weights, no r->weights_ref) the section weights.safetensors: streamed into
+ * memory with with_weights, else left for rx_artifact_write (r->artifact then ends where the
+ * section starts). Same input, same bytes. */
+void rx_artifact_build(const rx_module *m, rx_compile_result *r, bool with_weights);
+/* Writes the artifact to path: first its side file to weights_path (r->weights_ref), then the
+ * artifact with its weights section streamed from the module when r->artifact stops before it.
+ * Statuses name the file. */
+rx_status rx_artifact_write(const char *path, const char *weights_path, const rx_module *m,
+                            rx_compile_result *r);
 
 /* The manifest alone (also used by `relaxc compile` summaries and tests). */
 void rx_artifact_manifest(rx_strbuf *out, const rx_module *m, const rx_compile_result *r);

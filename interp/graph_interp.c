@@ -417,17 +417,21 @@ static rx_status const_value(genv *e, const rx_node *n, rx_ginterp_value *out) {
   if (!s || s->kind != RX_SINFO_TENSOR)
     return rx_status_make(RX_ERR_INVALID, "%s: constant without a tensor type", e->fn->name);
   RX_RETURN_IF_ERROR(alloc_tensor(e, s, out, "const"));
-  int64_t cnt = rx_ginterp_numel(out);
+  rx_ginterp_const_bytes(n, out->data, (size_t)rx_ginterp_numel(out));
+  return NULL;
+}
+
+void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
+  rx_dtype dt = n->sinfo->dtype;
+  size_t es = rx_ginterp_elem_size(dt);
   int64_t scratch[1];
-  for (int64_t i = 0; i < cnt && (size_t)i < n->count; i++) {
-    rx_ginterp_value p = {
-        .kind = RX_GV_PRIM, .dtype = s->dtype, .i = (int64_t)n->data[i], .f = n->data[i]};
+  for (size_t i = 0; i < count && i < n->count; i++) {
+    rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = dt, .f = n->data[i]};
+    if (!rx_dtype_is_float(dt)) p.i = (int64_t)n->data[i]; /* a float's value may not fit */
     rx_ginterp_value t;
     prim_to_tensor(&p, &t, scratch);
-    size_t es = rx_ginterp_elem_size(s->dtype);
-    memcpy((char *)out->data + (size_t)i * es, scratch, es);
+    memcpy((char *)out + i * es, scratch, es);
   }
-  return NULL;
 }
 
 static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out);

@@ -13,6 +13,7 @@
  * value at FREE whether or not it counts references. */
 #include "passes.h"
 
+#include "../interp/graph_interp.h" /* rx_ginterp_const_bytes: the constants' one conversion */
 #include "../ops/ops.h"
 #include "../runtime/vm_format.h"
 
@@ -493,6 +494,45 @@ static void emit_host_op(lower *L, const rx_node *n, int dst, const rx_var *v) {
 
 /* Emits the value of node n into register dst (v: the binding's variable, or NULL); returns
  * dst. */
+/* A tensor constant becomes a weight of its own, named after its function and binding
+ * ("main.c", made unique with ".2", ".3", ...), read by WEIGHT. */
+static void emit_const(lower *L, const rx_node *n, const rx_var *v, int dst) {
+  const rx_sinfo *s = n->sinfo;
+  int64_t shape[RX_WEIGHT_MAX_NDIM];
+  bool ok = s && s->kind == RX_SINFO_TENSOR && s->shape && s->ndim <= RX_WEIGHT_MAX_NDIM &&
+            s->dtype != RX_DTYPE_UNKNOWN;
+  for (int d = 0; ok && d < s->ndim; d++) {
+    ok = s->shape[d]->kind == RX_EXPR_CONST;
+    shape[d] = ok ? s->shape[d]->value : 0;
+  }
+  if (!ok) {
+    err(L, n->loc, "a tensor constant needs a dtype and a constant shape of at most %d dims",
+        RX_WEIGHT_MAX_NDIM);
+    return;
+  }
+  rx_strbuf name = {0};
+  rx_strbuf_printf(&name, "%s.%s", L->fn->name, v ? v->name : "const");
+  size_t base = name.len;
+  for (int k = 2; rx_module_weight(L->m, name.data); k++) {
+    name.len = base;
+    rx_strbuf_printf(&name, ".%d", k);
+  }
+  int64_t count = 0;
+  if (rx_shape_count(s->ndim, shape, 1, &count) != RX_COUNT_OK) count = 0; /* the add reports */
+  size_t bytes = (size_t)count * (size_t)rx_dtype_bits(s->dtype) / 8;
+  void *data = rx_module_alloc(L->m, bytes ? bytes : 1); /* zeroed; lives with the module */
+  rx_ginterp_const_bytes(n, data, (size_t)count);
+  rx_status st = rx_module_add_weight(L->m, name.data, s->dtype, s->ndim, shape, s->dtype, data);
+  if (st) {
+    err(L, n->loc, "%s", rx_status_message(st));
+    rx_status_free(st);
+  }
+  w(L, RXVM_OP_WEIGHT);
+  w(L, sw(dst));
+  w(L, str(L, name.data));
+  rx_strbuf_free(&name);
+}
+
 static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) {
   switch (n->kind) {
   case RX_NODE_VAR: {
@@ -577,9 +617,7 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     break;
   }
   case RX_NODE_CONST:
-    err(L, n->loc,
-        "tensor constants are not supported by the host program yet (pass them as "
-        "parameters)");
+    emit_const(L, n, v, dst);
     break;
   case RX_NODE_CALL:
     emit_host_op(L, n, dst, v);

@@ -4,10 +4,11 @@
  * An ONNX ModelProto becomes one graph function `main` in the module:
  * - parameters: the graph inputs (that are not initializers) in order, then the weights: the
  *   weight initializers, then the weight Constant tensors, in that order (rx_onnx_weights gives
- *   their data in the same order). Weights are passed as inputs for now, since artifacts do not
- *   hold weights yet. Small integer initializers and constants (INT64/INT32, rank 0 or 1, at
- *   most 16 elements) and one-element float Constants are folded into symbolic values and
- *   constants; every other tensor is a weight (see onnx_is_weight in proto.h).
+ *   their data in the same order; rx_onnx_add_weights puts them in the module's weight table,
+ *   which binds these parameters, so a compiled artifact holds them). Small integer
+ *   initializers and constants (INT64/INT32, rank 0 or 1, at most 16 elements) and one-element
+ *   float Constants are folded into symbolic values and constants; every other tensor is a
+ *   weight (see onnx_is_weight in proto.h).
  * - an input dim with dim_param becomes the symbolic variable of that name (made an identifier);
  *   an unnamed dynamic dim gets a fresh name d0, d1, ...
  * - shape computations (Shape, Gather, Concat, Unsqueeze, Squeeze, Cast, integer arithmetic,
@@ -57,5 +58,11 @@ typedef struct rx_onnx_weight {
 rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const char *base_dir,
                           rx_onnx_weight **out_weights, int *out_n);
 void rx_onnx_weights_free(rx_onnx_weight *w, int n);
+
+/* The weights of the model (rx_onnx_weights) added to m's weight table under their parameters'
+ * names, so that `main` imported by rx_onnx_import binds them (an artifact then holds them and a
+ * call passes the graph inputs alone). m owns their data from here (rx_module_on_free). */
+rx_status rx_onnx_add_weights(rx_module *m, const void *bytes, size_t len, const char *name,
+                              const char *base_dir);
 
 #endif

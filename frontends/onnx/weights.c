@@ -313,3 +313,26 @@ void rx_onnx_weights_free(rx_onnx_weight *w, int n) {
   }
   free(w);
 }
+
+typedef struct owned_weights {
+  rx_onnx_weight *w;
+  int n;
+} owned_weights;
+
+static void free_weights(void *ctx) {
+  owned_weights *o = ctx;
+  rx_onnx_weights_free(o->w, o->n);
+  free(o);
+}
+
+rx_status rx_onnx_add_weights(rx_module *m, const void *bytes, size_t len, const char *name,
+                              const char *base_dir) {
+  owned_weights *o = rx_calloc(1, sizeof *o);
+  rx_status s = rx_onnx_weights(bytes, len, name, base_dir, &o->w, &o->n);
+  rx_module_on_free(m, free_weights, o); /* the module keeps the data its weights point into */
+  for (int i = 0; i < o->n && !s; i++) {
+    const rx_onnx_weight *w = &o->w[i];
+    s = rx_module_add_weight(m, w->name, w->dtype, w->ndim, w->shape, w->dtype, w->data);
+  }
+  return s;
+}

@@ -85,10 +85,16 @@ typedef struct rx_compile_request {
 } rx_compile_request;
 
 /* Compiles m in place (it ends legalized and fused) into an artifact. On success *out_bytes
- * holds the artifact (free with rx_free) and *out_len its length; on failure the status names
- * the first problem and diag (may be NULL) holds every diagnostic with its place. */
+ * holds the artifact (free with rx_free) and *out_len its length, the module's weights inside
+ * (a side file needs rx_module_compile_to_file); on failure the status names the first problem
+ * and diag (may be NULL) holds every diagnostic with its place. */
 rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
                             unsigned char **out_bytes, size_t *out_len);
+/* The same, written to path (created or truncated) with the weights streamed from their sources
+ * (never held in memory whole): inside the artifact, or with weights_file in that side file,
+ * which the artifact names relative to its own directory. */
+rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_request *req, const char *path,
+                                    const char *weights_file, rx_diag *diag);
 /* Writes an artifact's bytes to path (created or truncated). */
 rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
 
