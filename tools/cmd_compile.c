@@ -1,10 +1,13 @@
 /* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
- *                [--no-fuse] [--no-nvrtc] [--weights DIR]
+ *                [--no-fuse] [--no-nvrtc] [--weights DIR] [--weights-file PATH]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, or an ONNX model (a name ending in .onnx, or content starting with a binary
  * byte: see rx_cli_is_onnx), imported as by `relaxc import` (external data read relative to its
- * directory). The artifact does not hold the model's weights (parameters of `main` after its
- * inputs): --weights DIR writes them as DIR/<parameter name>.npy for `relaxc run --weights DIR`.
+ * directory). The module's weights (an ONNX model's initializers, bound to the parameters of
+ * `main` after its inputs; tensor constants) are streamed into the artifact, or with
+ * --weights-file PATH into that side file, which the artifact names relative to itself
+ * (docs/artifact.md, "Weights"); --weights DIR also writes an ONNX model's as
+ * DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
  * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
  * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
@@ -22,10 +25,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The one-line summary on stdout: functions, programs, kernels per target, planned memory and
+ * what was written where. */
+static void summary(const char *file, const rx_compile_result *r, const char *outpath,
+                    const char *wdir, const char *wfile) {
+  int64_t peak = 0;
+  for (int i = 0; i < r->plan.nfns; i++)
+    if (r->plan.fns[i].peak_bytes > peak) peak = r->plan.fns[i].peak_bytes;
+  printf("relaxc: %s: %d function%s, %d program%s; kernels:", file, r->nfunctions,
+         r->nfunctions == 1 ? "" : "s", r->nprograms, r->nprograms == 1 ? "" : "s");
+  for (int t = 0; t < r->ntargets; t++)
+    printf("%s %s %d", t ? "," : "", rx_target_kind_name(r->targets[t].target->kind),
+           r->targets[t].nkernels);
+  printf("; planned peak %lld bytes", (long long)peak);
+  if (outpath)
+    printf(" -> %s (%zu bytes)", outpath, r->artifact_size);
+  else
+    printf(" (no -o: nothing written)");
+  if (wdir) printf("; weights -> %s/", wdir);
+  if (r->weights_ref)
+    printf("; %zu weights -> %s (%llu bytes)", r->weights.count, wfile,
+           (unsigned long long)r->weights.size);
+  printf("\n");
+}
+
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
-  const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL;
+  const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
   rx_compile_options o;
   memset(&o, 0, sizeof o);
+  o.stream_weights = true; /* into the file from their sources, never held in memory whole */
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
@@ -33,9 +61,11 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       if (file) return rx_cli_usage_error(cmd, "'compile' takes one FILE, got '%s' too", it.value);
       file = it.value;
     } else if (!strcmp(f, "-o")) {
-      outpath = it.value;
+      outpath = o.artifact_path = it.value;
     } else if (!strcmp(f, "--weights")) {
       wdir = it.value;
+    } else if (!strcmp(f, "--weights-file")) {
+      wfile = o.weights_file = it.value; /* the weights in this side file */
     } else if (!strcmp(f, "--target")) {
       target = it.value;
     } else if (!strcmp(f, "--dump-after")) {
@@ -71,6 +101,9 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     return 1;
   }
   if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
+  if (wfile && !outpath)
+    return rx_cli_usage_error(cmd, "%s", "--weights-file goes next to the artifact: it needs -o");
+  if (wfile && !rx_cli_can_write(wfile)) return 1;
   size_t len = 0;
   char *text = rx_cli_read_input(file, &len);
   if (!text) return 1;
@@ -105,6 +138,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
 #ifdef RX_HAVE_ONNX
     char *base = rx_cli_dir_of(file);
     rx_status st = rx_onnx_import(m, text, len, rx_cli_input_name(file), base, &diag);
+    if (!st) st = rx_onnx_add_weights(m, text, len, rx_cli_input_name(file), base); /* bound */
     free(base);
     if (st) {
       fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
@@ -131,7 +165,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   }
 #endif
   if (ok && outpath) {
-    rx_status st = rx_artifact_write_file(outpath, r.artifact, r.artifact_len);
+    rx_status st = rx_artifact_write(outpath, wfile, m, &r);
     if (st) {
       fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
       rx_status_free(st);
@@ -140,21 +174,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (ok) {
-    int64_t peak = 0;
-    for (int i = 0; i < r.plan.nfns; i++)
-      if (r.plan.fns[i].peak_bytes > peak) peak = r.plan.fns[i].peak_bytes;
-    printf("relaxc: %s: %d function%s, %d program%s; kernels:", file, r.nfunctions,
-           r.nfunctions == 1 ? "" : "s", r.nprograms, r.nprograms == 1 ? "" : "s");
-    for (int t = 0; t < r.ntargets; t++)
-      printf("%s %s %d", t ? "," : "", rx_target_kind_name(r.targets[t].target->kind),
-             r.targets[t].nkernels);
-    printf("; planned peak %lld bytes", (long long)peak);
-    if (outpath)
-      printf(" -> %s (%zu bytes)", outpath, r.artifact_len);
-    else
-      printf(" (no -o: nothing written)");
-    if (wdir) printf("; weights -> %s/", wdir);
-    printf("\n");
+    summary(file, &r, outpath, wdir, wfile);
   } else if (diag.errors == 0 && !reported) {
     fputs("relaxc: error: compilation failed\n", stderr);
   }

@@ -1,11 +1,12 @@
 /* relaxc inspect MODEL.rxm [--code] [--extract DIR]: what an artifact holds, without a device: its
  * functions with their signatures (the checks of the host program, the result from the manifest),
- * facts and planned memory, the kernels per target (programs and their kernel variants, each with
- * the schedule rule that made it and its condition), and the sections with their sizes; --code
- * adds the host program's disassembly. --extract DIR writes every section as DIR/<section name>
- * (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and binaries) and the
- * disassembly as DIR/host.txt. The artifact is validated as for running (version, CRCs, every
- * instruction).
+ * facts and planned memory, the weights (count and bytes per dtype, the section or side file they
+ * live in, the parameters they bind), the kernels per target (programs and their kernel
+ * variants, each with the schedule rule that made it and its condition), and the sections with
+ * their sizes; --code adds the host program's disassembly. --extract DIR writes every section as
+ * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
+ * binaries, weights.safetensors) and the disassembly as DIR/host.txt. The artifact is validated
+ * as for running (version, CRCs, every instruction, the weights).
  * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
 #include "commands.h"
 
@@ -75,6 +76,51 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
     if (jnum(mem, "dynamic_allocations", &dyn)) printf(", %.0f dynamic allocations", dyn);
     printf("\n");
   }
+}
+
+/* The weights: where they live, count and bytes per dtype, the parameters they bind. */
+static void print_weights(const rx_rt_artifact *a) {
+  size_t n = rx_rt_artifact_weight_count(a), count[RX_DTYPE_COUNT] = {0};
+  if (!n) return;
+  unsigned long long total = 0, bytes[RX_DTYPE_COUNT] = {0};
+  rx_rt_weight_info w;
+  for (size_t i = 0; i < n; i++) {
+    rx_rt_artifact_weight(a, i, &w);
+    total += w.bytes;
+    count[w.dtype]++;
+    bytes[w.dtype] += w.bytes;
+  }
+  const char *file = rx_rt_artifact_weights_file(a);
+  printf("weights: %zu tensor%s, %llu bytes, %s %s\n", n, n == 1 ? "" : "s", total,
+         file ? "in the file" : "in the section", file ? file : "weights.safetensors");
+  for (int t = 0; t < RX_DTYPE_COUNT; t++)
+    if (count[t])
+      printf("  %s: %zu tensor%s, %llu bytes\n", rx_rt_dtype_name((rx_dtype)t), count[t],
+             count[t] == 1 ? "" : "s", bytes[t]);
+  bool *used = calloc(n, sizeof *used);
+  for (size_t f = 0; used && f < rx_rt_artifact_function_count(a); f++) {
+    size_t np = rx_rt_artifact_function_param_count(a, f), k = 0, wi;
+    rx_strbuf names = {0};
+    for (size_t p = 0; p < np; p++) {
+      if (!rx_rt_artifact_param_weight(a, f, p, &wi)) continue;
+      rx_rt_param_info pi;
+      rx_rt_artifact_function_param(a, f, p, &pi);
+      rx_rt_artifact_weight(a, wi, &w);
+      used[wi] = true;
+      rx_strbuf_printf(&names, "%s%s", k++ ? ", " : "", pi.name);
+      if (strcmp(pi.name, w.name)) rx_strbuf_printf(&names, " (weight %s)", w.name);
+    }
+    if (k)
+      printf("  %s binds %zu of its %zu parameters: %s\n", rx_rt_artifact_function_name(a, f), k,
+             np, names.data);
+    rx_strbuf_free(&names);
+  }
+  size_t free_n = 0;
+  for (size_t i = 0; used && i < n; i++)
+    if (!used[i] && rx_rt_artifact_weight(a, i, &w))
+      printf("%s %s", free_n++ ? "," : "  bound to no parameter (tensor constants):", w.name);
+  if (free_n) printf("\n");
+  free(used);
 }
 
 static void print_kernels(const rx_rt_artifact *a) {
@@ -237,6 +283,7 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
   double peak;
   if (jnum(m, "planned_bytes", &peak))
     printf("planned memory (largest function): %.0f bytes\n", peak);
+  print_weights(a);
   print_kernels(a);
   printf("sections:\n");
   for (size_t i = 0; i < n; i++) {

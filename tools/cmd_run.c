@@ -2,11 +2,13 @@
  *                      [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]
  * Loads the artifact for the device (runtime: rx_rt_artifact_load), makes the inputs (a .npy file,
  * or random values of SHAPE: "7x4096", "f16:7x4096"; "random:" alone is a 0-d tensor; the dtype
- * defaults to the parameter's; with --weights DIR, every parameter without an --input is read from
- * DIR/<parameter name>.npy, as `relaxc compile|import MODEL.onnx --weights DIR` writes), calls
- * the function (rx_rt_vm_call) and prints each result tensor's dtype, shape and checksum (the sum
- * and the sum of absolute values of its elements, in double, %.6g), then with --bench N the mean
- * wall-clock time per call over N more calls. --output writes the first result tensor to
+ * defaults to the parameter's; a parameter bound to one of the artifact's weights needs none;
+ * with --weights DIR, a parameter without an --input is read from DIR/<parameter name>.npy, as
+ * `relaxc compile|import MODEL.onnx --weights DIR` writes, a weight's where the file exists (an
+ * override: the call then passes every parameter)), calls the function (rx_rt_vm_call) and
+ * prints each result tensor's dtype, shape and checksum (the sum and the sum of absolute values
+ * of its elements, in double, %.6g), then with --bench N the mean wall-clock time per call over N
+ * more calls. --output writes the first result tensor to
  * OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
  * An input is checked against its parameter's declared dtype, rank and dimensions (the constant
  * ones, and symbolic ones against other dimensions of the same name) before it is made, and its
@@ -427,6 +429,37 @@ static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, s
   return s;
 }
 
+/* Does DIR/<name>.npy exist (--weights DIR overrides a weight the artifact holds with it)? */
+static bool has_weight_file(const char *dir, const char *name) {
+  if (strchr(name, '/') || !name[0] || name[0] == '.') return false;
+  rx_strbuf path = {0};
+  rx_strbuf_printf(&path, "%s/%s.npy", dir, name);
+  bool ok = access(path.data, F_OK) == 0;
+  rx_strbuf_free(&path);
+  return ok;
+}
+
+/* The call's tensors into out (borrowed), their count returned: the parameters that are not
+ * bound to weights, which the artifact then supplies; or, when an --input or --weights file
+ * overrides a weight, every parameter, the artifact's weights in the places of the others. */
+static size_t call_tensors(const rx_rt_artifact *art, size_t fi, rx_rt_tensor *const *inputs,
+                           size_t nparams, rx_rt_tensor **out) {
+  bool override = false;
+  for (size_t pi = 0; pi < nparams; pi++)
+    override = override || (inputs[pi] && rx_rt_artifact_param_weight(art, fi, pi, NULL));
+  size_t n = 0;
+  for (size_t pi = 0; pi < nparams; pi++) {
+    size_t wi;
+    rx_rt_weight_info info;
+    if (!rx_rt_artifact_param_weight(art, fi, pi, &wi))
+      out[n++] = inputs[pi];
+    else if (override)
+      out[n++] =
+          inputs[pi] ? inputs[pi] : (rx_rt_artifact_weight(art, wi, &info) ? info.tensor : NULL);
+  }
+  return n;
+}
+
 /* Each --input NAME=SPEC (in_names[k] "NAME=SPEC", in_specs[k] its SPEC) to its parameter of
  * function fi (fn): a .npy file or random:SHAPE (seeded per parameter), checked against the
  * parameter's struct info with the symbolic values bound so far; inputs[] is indexed by
@@ -554,7 +587,8 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   if ((s = rx_rt_device_open(device, &opts, &d))) return fail(s);
   int rc = 0;
   rx_rt_tensor **inputs = NULL; /* one per parameter */
-  size_t nparams = 0;
+  rx_rt_tensor **args = NULL;   /* the call's (call_tensors) */
+  size_t nparams = 0, nargs = 0;
   rx_rt_value *result = NULL;
   if ((s = rx_rt_artifact_load(d, model, &art))) goto done;
   size_t fi = 0, nfn = rx_rt_artifact_function_count(art);
@@ -571,14 +605,17 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     if (!inputs[pi]) {
       rx_rt_param_info info;
       rx_rt_artifact_function_param(art, fi, pi, &info);
-      if (wdir)
+      bool weight = rx_rt_artifact_param_weight(art, fi, pi, NULL); /* the artifact holds it */
+      if (wdir && (!weight || has_weight_file(wdir, info.name)))
         s = load_weight(d, wdir, fn, pi, &info, &bound, &inputs[pi]);
-      else
+      else if (!weight)
         s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
                            info.name, info.expected);
     }
   if (s) goto done;
-  if ((s = rx_rt_vm_call(art, fn, inputs, nparams, &result))) goto done;
+  args = rx_calloc(nparams ? nparams : 1, sizeof *args);
+  nargs = call_tensors(art, fi, inputs, nparams, args);
+  if ((s = rx_rt_vm_call(art, fn, args, nargs, &result))) goto done;
   printer pr = {output, 0, NULL};
   print_value(&pr, result, "result");
   if ((s = pr.err)) goto done;
@@ -586,7 +623,7 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     double ms = 0;
     rx_rt_value_release(result);
     result = NULL;
-    if ((s = rx_rt_vm_bench(art, fn, inputs, nparams, 1, (int)bench, &ms))) goto done;
+    if ((s = rx_rt_vm_bench(art, fn, args, nargs, 1, (int)bench, &ms))) goto done;
     printf("bench: %lld calls, %.4f ms per call (%s)\n", bench, ms, rx_rt_device_get_info(d)->name);
   }
 done:
@@ -594,6 +631,7 @@ done:
   rx_rt_value_release(result);
   for (size_t j = 0; inputs && j < nparams; j++) rx_rt_tensor_release(inputs[j]);
   free(inputs);
+  free(args);
   rx_rt_artifact_release(art);
   if (d) {
     const char *last = NULL;

@@ -52,6 +52,10 @@ static const rx_cli_flag compile_flags[] = {
      "NVRTC where present",
      NULL},
     {"--weights", NULL, "DIR", "ONNX only: write the model's weights as DIR/<parameter>.npy", NULL},
+    {"--weights-file", NULL, "PATH",
+     "write the weights to the side file PATH (safetensors), which the artifact names; "
+     "default: inside the artifact",
+     NULL},
     {0}};
 
 static const rx_cli_flag run_flags[] = {
@@ -64,7 +68,10 @@ static const rx_cli_flag run_flags[] = {
      "parameter NAME from a .npy file, or random values of SHAPE (7x4096; 'random:' alone: a 0-d "
      "tensor; DTYPE defaults to the parameter's); repeat for each parameter",
      NULL},
-    {"--weights", NULL, "DIR", "parameters without an --input from DIR/<parameter>.npy", NULL},
+    {"--weights", NULL, "DIR",
+     "parameters without an --input from DIR/<parameter>.npy (for a weight the artifact holds: "
+     "where the file exists, an override)",
+     NULL},
     {"--output", "-o", "OUT.npy", "write the result tensors to OUT.npy, OUT.1.npy, OUT.2.npy, ...",
      NULL},
     {"--bench", NULL, "N", "then time N more calls (1..1000000) and print the mean per call", NULL},
@@ -106,8 +113,10 @@ const rx_cli_command rx_cli_commands[] = {
      codegen_flags, rx_cmd_codegen},
     {"compile", "FILE --target T[,T...]",
      "the whole pipeline from FILE (.rx text or an .onnx model) to an artifact (docs/artifact.md)",
-     "An ONNX model's weights are not in the artifact: --weights DIR writes them for\n"
-     "`relaxc run --weights DIR`.",
+     "The weights (an ONNX model's initializers, tensor constants) go into the artifact, or\n"
+     "with --weights-file PATH into that side file, which the artifact names; --weights DIR\n"
+     "also writes an ONNX model's as .npy files, with which `relaxc run --weights DIR`\n"
+     "overrides them.",
      compile_flags, rx_cmd_compile},
     {"run", "MODEL.rxm --input NAME=SPEC ...",
      "call a function of an artifact; print each result's dtype, shape and checksum",
