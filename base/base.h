@@ -110,6 +110,10 @@ bool rx_mul_count(int64_t a, int64_t b, int64_t *out);
 
 /* ---- hashing ---- */
 uint64_t rx_hash_bytes(const void *p, size_t n);
+/* CRC-32 of zlib and PNG (reflected polynomial 0xEDB88320, initial value and final xor
+ * 0xFFFFFFFF; "123456789" gives 0xCBF43926), chained: crc = rx_crc32_update(0, a, n), then
+ * rx_crc32_update(crc, b, m). base/crc32.c: the artifact writer's and the loader's one CRC. */
+uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n);
 static inline uint64_t rx_hash_mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xbf58476d1ce4e5b9ull;

@@ -10,24 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- CRC-32 (zlib polynomial, reflected, table-driven) ---- */
-uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n) {
-  static uint32_t table[256];
-  static bool ready;
-  if (!ready) { /* idempotent: a race writes the same values */
-    for (uint32_t i = 0; i < 256; i++) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    ready = true;
-  }
-  const unsigned char *p = data;
-  uint32_t c = crc ^ 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
+/* ---- CRC-32 (base/crc32.c) ---- */
 uint32_t rx_crc32(const void *data, size_t n) { return rx_crc32_update(0, data, n); }
 
 /* ---- JSON helpers ---- */

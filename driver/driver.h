@@ -129,10 +129,8 @@ bool rx_compile_step_known(const char *name);
 
 /* CRC-32 of the zlib/PNG/Ethernet convention (reflected polynomial 0xEDB88320, initial value
  * and final xor 0xFFFFFFFF): rx_crc32("123456789", 9) == 0xCBF43926, what zlib's crc32() gives.
- * Implemented here (no zlib dependency). */
+ * rx_crc32_update (base/base.h) chains it; no zlib dependency. */
 uint32_t rx_crc32(const void *data, size_t n);
-/* The same, chained: crc = rx_crc32_update(0, a, n); crc = rx_crc32_update(crc, b, m). */
-uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n);
 
 /* Builds the bytes of the artifact of a compiled module into r->artifact (replacing it):
  * manifest.json, host.rxvm, then per target "<backend>/kernels.json" and the kernel files it

@@ -23,6 +23,10 @@
 /* Elements converted at a time: 256 Ki elements, 1 MiB of f32 output at most, so a conversion
  * needs one small buffer however large the tensor (and the sink's writes stay large). */
 #define RX_WEIGHTS_CHUNK_ELEMS ((size_t)1 << 18)
+/* Bytes of a source stored as it is handed to the sink at a time, straight from the source:
+ * 16 MiB, writes large enough for a disk's full speed, small enough that a mapped source is paged
+ * in and out as it streams. */
+#define RX_WEIGHTS_COPY_BYTES ((size_t)16 << 20)
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -127,9 +131,10 @@ rx_status rx_weights_stream(const rx_module *m, const rx_weights_image *img, rx_
     size_t count = es ? (size_t)(w->bytes / es) : 0;
     const unsigned char *src = w->src;
     if (w->src_dtype == w->dtype) { /* in place, no copy: the sink takes it in large pieces */
-      size_t step = RX_WEIGHTS_CHUNK_ELEMS * 64;
-      for (uint64_t k = 0; k < w->bytes && !s; k += step)
-        s = sink(ctx, src + k, (size_t)(w->bytes - k < step ? w->bytes - k : step));
+      for (uint64_t k = 0; k < w->bytes && !s; k += RX_WEIGHTS_COPY_BYTES)
+        s = sink(
+            ctx, src + k,
+            (size_t)(w->bytes - k < RX_WEIGHTS_COPY_BYTES ? w->bytes - k : RX_WEIGHTS_COPY_BYTES));
     } else {
       if (!buf) buf = rx_malloc(RX_WEIGHTS_CHUNK_ELEMS * sizeof(float));
       for (size_t k = 0; k < count && !s; k += RX_WEIGHTS_CHUNK_ELEMS) {

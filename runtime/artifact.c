@@ -18,18 +18,9 @@
                                   */
 #define MAX_SECTIONS 65536u
 
-/* ---- CRC-32 (zlib's: reflected, polynomial 0xEDB88320, initial and final xor ~0) ---- */
+/* ---- CRC-32 (base/crc32.c: zlib's) ---- */
 uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n) {
-  uint32_t table[256];
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  const uint8_t *p = data;
-  crc = ~crc;
-  for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
+  return rx_crc32_update(crc, data, n);
 }
 
 static uint32_t rd32(const uint8_t *p) {

@@ -34,6 +34,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/cuda/cuda.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c
+  ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)
   ${RX_RUNTIME_ROOT}/base/safetensors.c # the weights' header (runtime/weights.c)
   ${RX_RUNTIME_ROOT}/base/npy.c)        # rx_npy_elem_size, for safetensors.c
 # runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)
