@@ -8,6 +8,8 @@
  * several GB and keeps them alive until the module dies (rx_module_on_free). */
 #include "ir.h"
 
+#include "../base/safetensors.h" /* rx_st_dtype_name: what the image can hold */
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,8 @@ static rx_status check_weight(const rx_module *m, const char *name, rx_dtype dty
       (unsigned)src_dtype >= RX_DTYPE_COUNT || src_dtype == RX_DTYPE_UNKNOWN)
     return bad(name, "dtype %s from %s: both must be known dtypes", dtype_text(dtype),
                dtype_text(src_dtype));
+  if (!rx_st_dtype_name(dtype)) /* every dtype has one today; a new dtype must be given one */
+    return bad(name, "dtype %s has no safetensors name to be stored with", rx_dtype_name(dtype));
   if (!rx_weight_converts(src_dtype, dtype))
     return bad(name,
                "cannot store %s from %s source bytes (f32, f16 and bf16 convert among "
