@@ -162,19 +162,10 @@ static bool dec_byte_fallback(const tlist *in, tlist *out, rx_strbuf *run) {
 
 static void dec_replace(const tok_step *st, const tlist *in, tlist *out) {
   for (size_t i = 0; i < in->toks.len; i++) {
-    const char *s = TOK(in, i);
-    size_t n = in->toks.data[i].n, prev = 0;
     tl_push(out, "", 0);
-    for (size_t k = 0; st->text.n && k + st->text.n <= n;) {
-      if (memcmp(s + k, st->text.s, st->text.n) != 0) {
-        k++;
-        continue;
-      }
-      tl_extend(out, s + prev, k - prev);
-      tl_extend(out, st->content.s, st->content.n);
-      prev = k += st->text.n;
-    }
-    tl_extend(out, s + prev, n - prev);
+    size_t before = out->buf.len;
+    tok_replace(&out->buf, TOK(in, i), in->toks.data[i].n, st->text, st->content);
+    out->toks.data[out->toks.len - 1].n = out->buf.len - before;
   }
 }
 
@@ -338,14 +329,20 @@ static void step(rx_detokenizer *d, bool flush) {
   d->read = d->window.len;
 }
 
-rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_text,
-                              size_t *out_len) {
+/* The common start of push and flush: outputs zeroed, arguments checked, the last output
+ * dropped. */
+static rx_status begin(rx_detokenizer *d, const char **out_text, size_t *out_len, const char *fn) {
   if (out_text) *out_text = NULL;
   if (out_len) *out_len = 0;
-  if (!d || !out_text || !out_len)
-    return rx_status_make(RX_ERR_INVALID, "rx_detokenizer_push: NULL argument");
+  if (!d || !out_text || !out_len) return rx_status_make(RX_ERR_INVALID, "%s: NULL argument", fn);
   d->out.len = 0;
   d->out.data[0] = 0;
+  return NULL;
+}
+
+rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_text,
+                              size_t *out_len) {
+  RX_RETURN_IF_ERROR(begin(d, out_text, out_len, "rx_detokenizer_push"));
   const tok_text *x = tok_text_of(d->t, id);
   /* what decode leaves out never enters the window */
   if (x && !((d->flags & RX_TOKENIZER_SKIP_SPECIAL) && special_text(d->t, x))) {
@@ -358,12 +355,7 @@ rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_te
 }
 
 rx_status rx_detokenizer_flush(rx_detokenizer *d, const char **out_text, size_t *out_len) {
-  if (out_text) *out_text = NULL;
-  if (out_len) *out_len = 0;
-  if (!d || !out_text || !out_len)
-    return rx_status_make(RX_ERR_INVALID, "rx_detokenizer_flush: NULL argument");
-  d->out.len = 0;
-  d->out.data[0] = 0;
+  RX_RETURN_IF_ERROR(begin(d, out_text, out_len, "rx_detokenizer_flush"));
   if (d->read < d->window.len) step(d, true);
   rx_detokenizer_reset(d);
   *out_text = d->out.data;

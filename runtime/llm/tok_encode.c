@@ -340,6 +340,20 @@ static void pre_step(const tok_step *st, const char *s, size_t n, bool at_start,
 }
 
 /* ---- normalizers ---- */
+void tok_replace(rx_strbuf *out, const char *s, size_t n, tok_text pattern, tok_text content) {
+  size_t prev = 0;
+  for (size_t i = 0; pattern.n && i + pattern.n <= n;) {
+    if (memcmp(s + i, pattern.s, pattern.n) != 0) {
+      i++;
+      continue;
+    }
+    rx_strbuf_appendn(out, s + prev, i - prev);
+    rx_strbuf_appendn(out, content.s, content.n);
+    prev = i += pattern.n;
+  }
+  rx_strbuf_appendn(out, n ? s + prev : "", n - prev);
+}
+
 static void norm_step(const tok_step *st, const rx_strbuf *in, rx_strbuf *out) {
   const char *s = in->data ? in->data : "";
   size_t n = in->len;
@@ -348,20 +362,9 @@ static void norm_step(const tok_step *st, const rx_strbuf *in, rx_strbuf *out) {
   case TOK_NORM_PREPEND:
     if (n) rx_strbuf_appendn(out, st->text.s, st->text.n);
     break;
-  case TOK_NORM_REPLACE: {
-    size_t prev = 0;
-    for (size_t i = 0; st->text.n && i + st->text.n <= n;) {
-      if (memcmp(s + i, st->text.s, st->text.n) != 0) {
-        i++;
-        continue;
-      }
-      rx_strbuf_appendn(out, s + prev, i - prev);
-      rx_strbuf_appendn(out, st->content.s, st->content.n);
-      prev = i += st->text.n;
-    }
-    rx_strbuf_appendn(out, s + prev, n - prev);
+  case TOK_NORM_REPLACE:
+    tok_replace(out, s, n, st->text, st->content);
     return;
-  }
   case TOK_NORM_NFC:
     uc_append_nfc(out, s, n);
     return;

@@ -162,6 +162,9 @@ typedef RX_VEC(int32_t) tok_ids;
 void tok_bpe(const rx_tokenizer *t, const char *s, size_t n, tok_ids *out);
 
 /* ---- tok_encode.c ---- */
+/* Appends s with every occurrence of pattern (leftmost first, not overlapping) replaced by
+ * content: the Replace normalizer and decoder. */
+void tok_replace(rx_strbuf *out, const char *s, size_t n, tok_text pattern, tok_text content);
 /* Appends s after the normalizer steps (the whole of s, as one piece). */
 void tok_normalize(const rx_tokenizer *t, const char *s, size_t n, rx_strbuf *out);
 /* Sorts the added tokens for matching (match_order, match_start); after t->added is final. */

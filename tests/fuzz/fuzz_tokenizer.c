@@ -15,18 +15,10 @@
 #include <string.h>
 
 #include "relaxc/llm.h"
+#include "runtime/llm/unicode.h"
 
-static bool valid_utf8(const char *s, size_t n) {
-  const unsigned char *p = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t len = p[i] < 0x80 ? 1 : p[i] >= 0xF0 ? 4 : p[i] >= 0xE0 ? 3 : p[i] >= 0xC0 ? 2 : 0;
-    if (!len || i + len > n) return false;
-    for (size_t k = 1; k < len; k++)
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-    i += len;
-  }
-  return true;
-}
+/* strict UTF-8 (Unicode Table 3-7): the runtime's own validator */
+static bool valid_utf8(const char *s, size_t n) { return uc_valid_prefix(s, n) == n; }
 
 /* Encodes text, then checks decode and the stream against each other (flags of decode). */
 static void round_trip(const rx_tokenizer *tok, const char *text, size_t len, int enc_flags,

@@ -22,6 +22,7 @@
 
 #include "base/base.h"
 #include "relaxc/llm.h"
+#include "runtime/llm/unicode.h"
 
 static int passed, failed;
 
@@ -67,17 +68,8 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
   printf("\n");
 }
 
-static bool valid_utf8(const char *s, size_t n) {
-  const unsigned char *p = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t len = p[i] < 0x80 ? 1 : p[i] >= 0xF0 ? 4 : p[i] >= 0xE0 ? 3 : p[i] >= 0xC0 ? 2 : 0;
-    if (!len || i + len > n) return false;
-    for (size_t k = 1; k < len; k++)
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-    i += len;
-  }
-  return true;
-}
+/* strict UTF-8 (Unicode Table 3-7): the runtime's own validator */
+static bool valid_utf8(const char *s, size_t n) { return uc_valid_prefix(s, n) == n; }
 
 /* Feeds ids one at a time; every piece must be complete UTF-8; returns the pieces joined. */
 static char *stream(const rx_tokenizer *tok, const int32_t *ids, size_t n, int flags, bool *ok,
