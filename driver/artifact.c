@@ -153,6 +153,10 @@ static void small_sections(const rx_module *m, const rx_compile_result *r, secve
   unsigned char *host = rx_malloc(r->host.nwords * 4 + 1);
   for (size_t i = 0; i < r->host.nwords; i++) put32(host + 4 * i, r->host.words[i]);
   add(secs, "host.rxvm", host, r->host.nwords * 4, host);
+  for (size_t i = 0; i < rx_module_section_count(m); i++) { /* llm.json, tokenizer.json, ... */
+    const rx_section *sc = rx_module_section_at(m, i);
+    add(secs, sc->name, sc->data, sc->size, NULL);
+  }
   for (int t = 0; t < r->ntargets; t++) {
     const rx_target_output *to = &r->targets[t];
     const char *kind = rx_target_kind_name(to->target->kind);

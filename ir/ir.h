@@ -121,6 +121,9 @@ int rx_op_max_args(const rx_op *op);
 /* Its attributes, in positional order: rx_op_attr(op, i) for 0 <= i < rx_op_nattrs(op). */
 int rx_op_nattrs(const rx_op *op);
 const rx_attr_schema *rx_op_attr(const rx_op *op, int i);
+/* The argument the op writes in place (kv_append: 0, the KV pages), or -1: such a call changes a
+ * value and so is impure (never inside dataflow, never removed). */
+int rx_op_inplace_arg(const rx_op *op);
 /* The struct info of a call of the op (its arguments already carry theirs), deduced with the
  * facts of an; NULL after reporting an error to diag at loc. */
 const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
@@ -505,6 +508,18 @@ typedef struct rx_module_cleanup {
   void *ctx;
 } rx_module_cleanup;
 
+/* A named blob the artifact carries as a section of its own, for the runtime: what `relaxc
+ * generate` needs of an LLM (llm.json, tokenizer.json). The bytes are the module's (arena). */
+typedef struct rx_section {
+  const char *name; /* the artifact section's name (at most 63 bytes, printable, no '/') */
+  const uint8_t *data;
+  size_t size;
+} rx_section;
+/* Adds (or replaces) section name with a copy of data; an invalid name is an error naming it. */
+rx_status rx_module_add_section(rx_module *m, const char *name, const void *data, size_t size);
+size_t rx_module_section_count(const rx_module *m);
+const rx_section *rx_module_section_at(const rx_module *m, size_t i); /* NULL past the end */
+
 struct rx_module {
   rx_arena arena;
   rx_expr_ctx *ctx;
@@ -513,6 +528,7 @@ struct rx_module {
   RX_VEC(rx_weight) weights;          /* the weight table, in order of addition (ir/weights.c) */
   rx_ptrmap weight_index;             /* interned name -> index in weights */
   RX_VEC(rx_module_cleanup) cleanups; /* rx_module_on_free, run last first by rx_module_free */
+  RX_VEC(rx_section) sections;        /* blobs the artifact carries (ir/sections.c) */
 };
 
 rx_module *rx_module_new(void);

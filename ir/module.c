@@ -136,6 +136,7 @@ void rx_module_free(rx_module *m) {
   rx_module_weights_free(m); /* first: a callback may read the module's weights */
   free(m->items.data);
   free(m->sources.data);
+  free(m->sections.data);
   rx_expr_ctx_free(m->ctx);
   rx_arena_free(&m->arena);
   free(m);

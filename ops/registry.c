@@ -1,6 +1,7 @@
 /* The op registry: the table built from ops/ops.def, lookup by name, attribute access and the
  * error/warning reporters used by deduction. */
 #include "deduce.h"
+#include "legalize.h"
 
 #include <assert.h>
 #include <string.h>
@@ -163,3 +164,5 @@ const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, 
   rx_deduce_ctx dc = {m, an, diag, loc};
   return call->op->deduce ? call->op->deduce(&dc, call) : NULL;
 }
+
+int rx_op_inplace_arg(const rx_op *op) { return rx_legalize_inplace_arg(op); }

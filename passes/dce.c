@@ -43,6 +43,8 @@ static bool pure(const rx_binding *b) {
     return n->ext && !n->ext->impure;
   case RX_NODE_CALL_TENSOR:
     return !n->inplace; /* an in-place call changes its target */
+  case RX_NODE_CALL:    /* so does an op that writes an argument in place (kv_append) */
+    return !n->op || rx_op_inplace_arg(n->op) < 0;
   case RX_NODE_CALL_GRAPH:
     return n->gfn && n->gfn->primitive;
   case RX_NODE_IF:

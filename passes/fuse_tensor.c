@@ -661,11 +661,9 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
     fc.m = m;
     fc.g = prims.data[k];
     progs[k] = build(&fc);
-    if (!progs[k]) {
-      rx_diag_report(diag, RX_DIAG_ERROR, fc.g->loc, "cannot fuse %s into one tensor program: %s",
-                     fc.g->name, fc.err[0] ? fc.err : "unsupported");
-      ok = false;
-    }
+    /* A group whose members cannot be combined (an index this pass cannot substitute) stays a
+     * graph function of its own, run member by member: unfused, never an error. */
+    if (!progs[k]) fc.g->primitive = false;
     free_fc(&fc);
   }
   if (ok) {
@@ -678,11 +676,12 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
     size_t w = 0;
     for (size_t i = 0; i < m->items.len; i++) {
       rx_item it = m->items.data[i];
-      if (it.kind == RX_ITEM_GRAPH && ((rx_graph_fn *)it.fn)->primitive) continue;
+      if (it.kind == RX_ITEM_GRAPH && ((rx_graph_fn *)it.fn)->primitive) continue; /* fused */
       m->items.data[w++] = it;
     }
     m->items.len = w;
     for (int k = 0; k < np; k++) {
+      if (!progs[k]) continue; /* left unfused */
       rx_item it = {RX_ITEM_TENSOR, progs[k]};
       RX_VEC_PUSH(&m->items, it);
     }

@@ -100,6 +100,10 @@ static rx_node *lower_call(lstate *st, rx_node *call) {
   n->args = rx_module_alloc(st->m, sizeof(rx_node *) * (size_t)(nin + 1));
   n->nargs = rx_legalize_args(st->m, call, n->args, nin);
   RX_ASSERT(n->nargs == nin);
+  /* an op that writes one of its arguments (kv_append's pages): the program's output is that
+   * argument's buffer, so what it does not write keeps its value */
+  int ip = rx_legalize_inplace_arg(call->op);
+  if (ip >= 0) n->inplace = call->args[ip];
   n->extra_dims = rx_module_alloc(st->m, sizeof(rx_expr *) * (size_t)(nscal + 1));
   for (int i = 0; i < tfn->nparams; i++)
     if (tfn->params[i]->kind == RX_PARAM_SCALAR) n->extra_dims[n->nextra++] = tfn->params[i]->var;

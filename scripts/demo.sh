@@ -4,7 +4,8 @@
 #  2. kernels for every target from examples/softmax.rx (CUDA C + PTX where NVRTC is present,
 #     GLSL + SPIR-V, MSL), run by examples/run_kernels at two sizes;
 #  3. the decoder layer compiled once for vulkan, cuda and metal into one artifact, inspected,
-#     and run at two sequence lengths on the best backend present (RX_DEVICE picks another).
+#     and run at two sequence lengths on the best backend present (RX_DEVICE picks another);
+#  4. an LLM compiled from its Hugging Face folder, generating text.
 set -euo pipefail
 build=${1:-build}
 relaxc="$build/relaxc"
@@ -44,4 +45,14 @@ for s in 7 64; do
   # shellcheck disable=SC2086
   "$relaxc" run "$out/decoder.rxm" --fn decoder_layer --input x=random:${s}x256 --input mask=random:${s}x${s} \
     $weights --bench 3
+done
+
+# 4. an LLM from its Hugging Face folder: the tiny Llama trained on the King James Bible
+#    (tests/llm/models/kjv-llama), compiled for every target into one artifact that holds its
+#    weights and tokenizer, then text generated on the best backend present.
+echo "== relaxc compile tests/llm/models/kjv-llama --target vulkan,cuda,metal -o $out/kjv.rxm"
+"$relaxc" compile tests/llm/models/kjv-llama --target vulkan,cuda,metal -o "$out/kjv.rxm"
+for prompt in "In the beginning" "And the LORD said unto Moses"; do
+  echo "== relaxc generate $out/kjv.rxm --prompt '$prompt' --max-tokens 48 --seed 1"
+  "$relaxc" generate "$out/kjv.rxm" --prompt "$prompt" --max-tokens 48 --seed 1
 done

@@ -1,6 +1,8 @@
 /* Helpers shared by the subcommands of the relaxc command line. */
 #include "commands.h"
 
+#include "frontends/hf/hf.h"
+
 #include "base/base.h"
 #include "base/npy.h"
 
@@ -273,3 +275,37 @@ int rx_cli_write_onnx_weights(const char *in, const void *bytes, size_t len, con
   return 0;
 }
 #endif
+
+/* ---- Hugging Face model folders ---- */
+int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
+  const char *f = it->flag, *v = it->value;
+  if (!strcmp(f, "--dtype")) {
+    o->dtype = !strcmp(v, "f32")    ? RX_DTYPE_F32
+               : !strcmp(v, "f16")  ? RX_DTYPE_F16
+               : !strcmp(v, "bf16") ? RX_DTYPE_BF16
+                                    : RX_DTYPE_UNKNOWN;
+    if (o->dtype == RX_DTYPE_UNKNOWN)
+      return rx_cli_usage_error(it->cmd, "--dtype %s: expected f32, f16 or bf16", v);
+    return 0;
+  }
+  bool len = !strcmp(f, "--max-seq-len");
+  if (!len && strcmp(f, "--max-batch")) return -1;
+  char *end = NULL;
+  long long n = strtoll(v, &end, 10);
+  if (!*v || *end || n < 1 || n > (len ? (1ll << 24) : 65536))
+    return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from 1 to %lld", f, v,
+                              len ? (1ll << 24) : 65536ll);
+  if (len)
+    o->max_seq_len = n;
+  else
+    o->max_batch = n;
+  return 0;
+}
+
+bool rx_cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
+  rx_status s = rx_hf_import(m, dir, o);
+  if (!s) return true;
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+  rx_status_free(s);
+  return false;
+}

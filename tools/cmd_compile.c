@@ -1,19 +1,21 @@
 /* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
  *                [--no-fuse] [--no-nvrtc] [--weights DIR] [--weights-file PATH]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
- * FILE is .rx text, or an ONNX model (a name ending in .onnx, or content starting with a binary
- * byte: see rx_cli_is_onnx), imported as by `relaxc import` (external data read relative to its
- * directory). The module's weights (an ONNX model's initializers, bound to the parameters of
- * `main` after its inputs; tensor constants) are streamed into the artifact, or with
- * --weights-file PATH into that side file, which the artifact names relative to itself
- * (docs/artifact.md, "Weights"); --weights DIR also writes an ONNX model's as
- * DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
+ * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
+ * byte: see rx_cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
+ * frontends/hf, with --dtype, --max-seq-len, --max-batch), imported as by `relaxc import`
+ * (external data read relative to its directory). The module's weights (an ONNX model's
+ * initializers, bound to the parameters of `main` after its inputs; tensor constants) are
+ * streamed into the artifact, or with --weights-file PATH into that side file, which the artifact
+ * names relative to itself (docs/artifact.md, "Weights"); --weights DIR also writes an ONNX
+ * model's as DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
  * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
  * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
 
 #include "driver/driver.h"
+#include "frontends/hf/hf.h"
 #include "ir/ir.h"
 #include "targets/target.h"
 
@@ -54,6 +56,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_options o;
   memset(&o, 0, sizeof o);
   o.stream_weights = true; /* into the file from their sources, never held in memory whole */
+  rx_hf_options hfo = {0};
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
@@ -77,7 +80,9 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
     } else {
-      return rx_cli_unhandled(&it);
+      int rc = rx_cli_hf_flag(&it, &hfo);
+      if (rc < 0) return rx_cli_unhandled(&it);
+      if (rc) return rc;
     }
   }
   if (it.status >= 0) return it.status;
@@ -104,10 +109,18 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (wfile && !outpath)
     return rx_cli_usage_error(cmd, "%s", "--weights-file goes next to the artifact: it needs -o");
   if (wfile && !rx_cli_can_write(wfile)) return 1;
+  bool hf = rx_hf_is_model_dir(file);
   size_t len = 0;
-  char *text = rx_cli_read_input(file, &len);
+  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
   if (!text) return 1;
-  bool onnx = rx_cli_is_onnx(file, text, len);
+  bool onnx = !hf && rx_cli_is_onnx(file, text, len);
+  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch) && !hf) {
+    free(text);
+    return rx_cli_usage_error(cmd,
+                              "--dtype, --max-seq-len and --max-batch are for a Hugging Face "
+                              "model folder; '%s' is not one (no config.json)",
+                              rx_cli_input_name(file));
+  }
   if (wdir && !onnx) {
     free(text);
     return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is .rx text",
@@ -132,7 +145,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   bool ok, reported = false; /* reported: an error is printed already */
-  if (!onnx) {
+  if (hf) {
+    ok = rx_cli_import_hf(m, file, &hfo);
+    reported = !ok;
+  } else if (!onnx) {
     ok = rx_parse_module(m, rx_cli_input_name(file), text, len, &diag) && diag.errors == 0;
   } else {
 #ifdef RX_HAVE_ONNX

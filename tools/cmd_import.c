@@ -7,6 +7,7 @@
  * Exit: 0 success, 1 an unreadable, malformed or unsupported model, 2 usage. */
 #include "commands.h"
 
+#include "frontends/hf/hf.h"
 #include "relaxc/compiler.h"
 
 #ifdef RX_HAVE_ONNX
@@ -18,9 +19,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Writes m as text to out (NULL: stdout); 0 or 1 after printing why. */
+static int write_text(rx_module *m, const char *out) {
+  int rc = 0;
+  char *text = rx_module_to_text(m);
+  FILE *f = out ? fopen(out, "w") : stdout;
+  if (!f) {
+    fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", out, strerror(errno));
+    rc = 1;
+  } else {
+    fputs(text, f);
+    if (text[0] && text[strlen(text) - 1] != '\n') fputc('\n', f);
+    if (out && fclose(f) != 0) {
+      fprintf(stderr, "relaxc: error: writing '%s' failed\n", out);
+      rc = 1;
+    }
+  }
+  rx_free(text);
+  return rc;
+}
+
+/* A Hugging Face model folder: its graph functions (the weights stay in the checkpoint). */
+static int import_hf(const char *dir, const char *out, const rx_hf_options *o) {
+  if (out && !rx_cli_can_write(out)) return 1;
+  rx_module *m = rx_module_new();
+  int rc = 1;
+  if (rx_cli_import_hf(m, dir, o)) {
+    rx_status s = rx_module_check(m, NULL);
+    if (s) {
+      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+      rx_status_free(s);
+    } else {
+      rc = write_text(m, out);
+    }
+  }
+  rx_module_free(m);
+  return rc;
+}
+
 int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   const char *in = NULL, *out = NULL, *wdir = NULL;
   bool list = false;
+  rx_hf_options hfo = {0};
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     if (!it.flag) {
@@ -33,7 +73,9 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(it.flag, "--list-ops")) {
       list = true;
     } else {
-      return rx_cli_unhandled(&it);
+      int rc = rx_cli_hf_flag(&it, &hfo);
+      if (rc < 0) return rx_cli_unhandled(&it);
+      if (rc) return rc;
     }
   }
   if (it.status >= 0) return it.status;
@@ -48,7 +90,19 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   }
 #endif
   if (!in)
-    return rx_cli_usage_error(cmd, "%s", "'import' needs a MODEL.onnx (or '-' for standard input)");
+    return rx_cli_usage_error(cmd, "%s",
+                              "'import' needs a MODEL.onnx or a Hugging Face model folder (or '-' "
+                              "for an ONNX model on standard input)");
+  if (rx_hf_is_model_dir(in)) {
+    if (wdir)
+      return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
+    return import_hf(in, out, &hfo);
+  }
+  if (hfo.dtype || hfo.max_seq_len || hfo.max_batch)
+    return rx_cli_usage_error(cmd,
+                              "--dtype, --max-seq-len and --max-batch are for a Hugging Face "
+                              "model folder; '%s' is not one (no config.json)",
+                              in);
 #ifndef RX_HAVE_ONNX
   (void)out;
   (void)wdir;
@@ -73,20 +127,7 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
     rx_status_free(s);
     rc = 1;
   } else {
-    char *text = rx_module_to_text(m);
-    FILE *f = out ? fopen(out, "w") : stdout;
-    if (!f) {
-      fprintf(stderr, "relaxc: error: cannot write '%s': %s\n", out, strerror(errno));
-      rc = 1;
-    } else {
-      fputs(text, f);
-      if (text[0] && text[strlen(text) - 1] != '\n') fputc('\n', f);
-      if (out && fclose(f) != 0) {
-        fprintf(stderr, "relaxc: error: writing '%s' failed\n", out);
-        rc = 1;
-      }
-    }
-    rx_free(text);
+    rc = write_text(m, out);
   }
   if (!rc && wdir) rc = rx_cli_write_onnx_weights(in, bytes, len, wdir);
   rx_module_free(m);

@@ -39,6 +39,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv);  /* tools/
 int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_run.c */
 int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_inspect.c */
 int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv);   /* tools/cmd_import.c */
+int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_generate.c */
 
 /* ---- the option parser (tools/cli.c) ----
  *   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
@@ -94,5 +95,14 @@ bool rx_cli_not_dir(const char *path);
  * FILE's directory) as DIR/<parameter name>.npy, creating DIR; 0, or 1 after printing why.
  * Only with RX_HAVE_ONNX. */
 int rx_cli_write_onnx_weights(const char *path, const void *bytes, size_t len, const char *dir);
+
+/* ---- Hugging Face model folders (tools/cli.c) ---- */
+typedef struct rx_hf_options rx_hf_options;
+/* --dtype, --max-seq-len and --max-batch into o: 0 when it.flag is one of them and its value
+ * is good, 2 after a usage error, -1 when it.flag is another option. */
+int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o);
+/* rx_hf_import of DIR into m; false after printing the error. */
+typedef struct rx_module rx_module;
+bool rx_cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o);
 
 #endif

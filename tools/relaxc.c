@@ -56,6 +56,14 @@ static const rx_cli_flag compile_flags[] = {
      "write the weights to the side file PATH (safetensors), which the artifact names; "
      "default: inside the artifact",
      NULL},
+    {"--dtype", NULL, "f32|f16|bf16",
+     "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},
+    {"--max-seq-len", NULL, "N",
+     "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "
+     "model's max_position_embeddings",
+     NULL},
+    {"--max-batch", NULL, "B",
+     "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL},
     {0}};
 
 static const rx_cli_flag run_flags[] = {
@@ -95,6 +103,33 @@ static const rx_cli_flag import_flags[] = {
      NULL},
     {"--list-ops", NULL, NULL,
      "print the supported ONNX operators with their opsets (README's table) and exit", NULL},
+    {"--dtype", NULL, "f32|f16|bf16",
+     "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},
+    {"--max-seq-len", NULL, "N",
+     "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "
+     "model's max_position_embeddings",
+     NULL},
+    {"--max-batch", NULL, "B",
+     "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL},
+    {0}};
+
+static const rx_cli_flag generate_flags[] = {
+    {"--prompt", NULL, "TEXT",
+     "the prompt, tokenized by the model's tokenizer (BOS added as it says)", NULL},
+    {"--prompt-ids", NULL, "1,2,3", "the prompt as token ids (taken as they are)", NULL},
+    {"--max-tokens", NULL, "N", "stop after N new tokens; default: 128", NULL},
+    {"--temperature", NULL, "T", "0: greedy; default: 0.7", NULL},
+    {"--top-k", NULL, "K", "sample from the K most likely tokens (0: all); default: 50", NULL},
+    {"--top-p", NULL, "P", "sample from the smallest set of probability P; default: 0.95", NULL},
+    {"--repetition-penalty", NULL, "R", "divide the logits of tokens seen by R; default: 1", NULL},
+    {"--seed", NULL, "S", "the sampler's seed; default: 0", NULL},
+    {"--device", NULL, "D",
+     "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the first device of CUDA, "
+     "Metal, Vulkan",
+     NULL},
+    {"--kv-capacity", NULL, "N",
+     "the KV cache's size in tokens; default: the model's maximum sequence length", NULL},
+    {"--print-ids", NULL, NULL, "also print the new token ids on a line, comma-separated", NULL},
     {0}};
 
 const rx_cli_command rx_cli_commands[] = {
@@ -112,7 +147,8 @@ const rx_cli_command rx_cli_commands[] = {
      "the toolchain is present (SPIR-V; PTX and cubin with NVRTC) and kernels.json are written.",
      codegen_flags, rx_cmd_codegen},
     {"compile", "FILE --target T[,T...]",
-     "the whole pipeline from FILE (.rx text or an .onnx model) to an artifact (docs/artifact.md)",
+     "the whole pipeline from FILE (.rx text, an .onnx model or a Hugging Face model folder) to "
+     "an artifact (docs/artifact.md)",
      "The weights (an ONNX model's initializers, tensor constants) go into the artifact, or\n"
      "with --weights-file PATH into that side file, which the artifact names; --weights DIR\n"
      "also writes an ONNX model's as .npy files, with which `relaxc run --weights DIR`\n"
@@ -127,9 +163,15 @@ const rx_cli_command rx_cli_commands[] = {
      "an artifact's functions, facts, planned memory, kernels (with their schedule rules) and "
      "sections",
      NULL, inspect_flags, rx_cmd_inspect},
-    {"import", "MODEL.onnx",
-     "import an ONNX model and print it as .rx text (symbolic dimensions kept)", NULL, import_flags,
-     rx_cmd_import},
+    {"import", "MODEL.onnx|DIR",
+     "import an ONNX model or a Hugging Face model folder and print it as .rx text (symbolic "
+     "dimensions kept)",
+     NULL, import_flags, rx_cmd_import},
+    {"generate", "MODEL.rxm (--prompt TEXT | --prompt-ids IDS)",
+     "generate text with an LLM artifact (a compiled Hugging Face model folder), streamed as it "
+     "comes",
+     "Prefill and decode speeds (tokens per second) are printed on stderr at the end.",
+     generate_flags, rx_cmd_generate},
     {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
     {0},
 };

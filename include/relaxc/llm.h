@@ -161,6 +161,77 @@ rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
 void rx_sampler_reseed(rx_sampler *s, uint64_t seed);
 void rx_sampler_free(rx_sampler *s); /* NULL is fine */
 
+/* ---- models: the artifact of a Hugging Face model folder (`relaxc compile DIR`) ----
+ * An artifact that holds the graph functions create_kv_cache, prefill and decode over a paged KV
+ * cache, and the sections llm.json (vocabulary, special tokens, limits) and tokenizer.json
+ * (docs/llm.md). A model holds the artifact on a device, its KV cache (created at load) and its
+ * tokenizer when the artifact has one. Sequences are named by any int64 id: the first prefill of
+ * an id starts it; rx_llm_model_reset frees its pages. One thread at a time. */
+typedef struct rx_llm_model rx_llm_model;
+
+typedef struct rx_llm_model_options {
+  const char *device;    /* "vulkan:0", "cuda:0", ...; NULL: $RX_DEVICE, else the first present */
+  int64_t capacity;      /* KV cache tokens over all sequences; 0: the model's max_seq_len */
+  int64_t max_sequences; /* sequences the cache holds at once; 0: 1 */
+} rx_llm_model_options;
+
+/* Loads the artifact at path (weights uploaded once), creates its KV cache. An artifact without
+ * llm.json is an RX_ERR_INVALID error saying it is not an LLM; a missing driver or device, or
+ * device memory, are the runtime's errors. */
+rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
+                            rx_llm_model **out_model);
+void rx_llm_model_free(rx_llm_model *m); /* NULL is fine */
+/* The artifact's tokenizer, or NULL when the folder had no tokenizer.json (borrowed). */
+const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
+int32_t rx_llm_model_vocab_size(const rx_llm_model *m);
+int64_t rx_llm_model_max_seq_len(const rx_llm_model *m);
+int32_t rx_llm_model_bos_id(const rx_llm_model *m); /* -1: none */
+/* Does id end generation (the model's eos_token_id(s), else the tokenizer's)? */
+bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id);
+/* The name of the device the model runs on ("llvmpipe (LLVM 15.0.6, 256 bits) (vulkan)"). */
+const char *rx_llm_model_device_name(const rx_llm_model *m);
+/* The device the model runs on (borrowed). */
+struct rx_rt_device *rx_llm_model_device(const rx_llm_model *m);
+/* Device bytes of KV cache per token (every layer, keys and values). */
+int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
+
+/* Appends count tokens to sequence seq and writes the logits of the last one (vocab floats) to
+ * out_logits. A prompt longer than the model's max_seq_len, or than what the KV cache has free,
+ * is an error naming the numbers; nothing is appended then. */
+rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
+                         float *out_logits);
+/* Appends one token to each of count sequences (ids[i] to seqs[i]), and writes their logits,
+ * count rows of vocab floats, to out_logits. */
+rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
+                        float *out_logits);
+/* Tokens held for seq (0 for an unknown one). */
+int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq);
+/* Forgets seq and frees its pages (nothing for an unknown one). */
+void rx_llm_model_reset(rx_llm_model *m, int64_t seq);
+
+/* ---- generation: prefill, then decode a token at a time, sampling each ---- */
+typedef struct rx_llm_generate_params {
+  rx_sampler_params sampling;
+  int64_t max_tokens; /* stop after this many new tokens (> 0) */
+  /* called with each new token, and with the text that completes (whole UTF-8 characters; may
+   * be empty); return false to stop. NULL: not called */
+  bool (*on_token)(void *user, int32_t id, const char *text, size_t len);
+  void *user;
+} rx_llm_generate_params;
+
+typedef struct rx_llm_generate_stats {
+  size_t prompt_tokens, new_tokens;
+  double prefill_ms, decode_ms; /* wall clock, synchronized */
+  bool stopped_by_eos;
+} rx_llm_generate_stats;
+
+/* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
+ * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so.
+ * The new ids go to out_ids (up to max_tokens; may be NULL). */
+rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
+                          const rx_llm_generate_params *p, int32_t *out_ids,
+                          rx_llm_generate_stats *out_stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,129 @@
+/* frontends/hf/checkpoint.c: the weights of a Hugging Face folder: model.safetensors, or the
+ * shards that model.safetensors.index.json lists, each mapped read-only and parsed by
+ * base/safetensors.c. The mappings live as long as the module that takes their tensors. */
+#include "hf_int.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define HF_MAX_SHARDS 4096 /* far past the largest published checkpoints (a few hundred) */
+
+struct hf_ckpt {
+  size_t n;
+  char **paths; /* per file, for messages */
+  rx_mapped_file *maps;
+  rx_st_file *st;
+};
+
+void hf_ckpt_close(void *p) {
+  hf_ckpt *c = p;
+  if (!c) return;
+  for (size_t i = 0; i < c->n; i++) {
+    rx_st_free(&c->st[i]);
+    rx_unmap_file(&c->maps[i]);
+    free(c->paths[i]);
+  }
+  free(c->paths);
+  free(c->maps);
+  free(c->st);
+  free(c);
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static rx_status add_file(hf_ckpt *c, const char *path) {
+  for (size_t i = 0; i < c->n; i++)
+    if (!strcmp(c->paths[i], path)) return NULL; /* a shard named twice in the index */
+  if (c->n >= HF_MAX_SHARDS)
+    return rx_status_make(RX_ERR_INVALID, "%s: more than %d weight files", path, HF_MAX_SHARDS);
+  size_t i = c->n;
+  c->paths = rx_realloc(c->paths, (i + 1) * sizeof *c->paths);
+  c->maps = rx_realloc(c->maps, (i + 1) * sizeof *c->maps);
+  c->st = rx_realloc(c->st, (i + 1) * sizeof *c->st);
+  c->paths[i] = rx_strdup(path);
+  memset(&c->maps[i], 0, sizeof c->maps[i]);
+  memset(&c->st[i], 0, sizeof c->st[i]);
+  c->n++;
+  RX_RETURN_IF_ERROR(rx_map_file(path, &c->maps[i]));
+  return rx_st_parse(c->maps[i].data, c->maps[i].size, path, &c->st[i]);
+}
+
+/* The shard files of model.safetensors.index.json ("weight_map": {tensor: file}). */
+static rx_status add_index(hf_ckpt *c, const char *dir, const char *index) {
+  char *text = NULL;
+  size_t len = 0;
+  RX_RETURN_IF_ERROR(rx_read_file(index, &text, &len));
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  free(text);
+  const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+  if (!map || !cJSON_IsObject(map)) {
+    cJSON_Delete(root);
+    return rx_status_make(RX_ERR_INVALID, "%s: expected a JSON object with a \"weight_map\"",
+                          index);
+  }
+  rx_status s = NULL;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, map) {
+    if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !strcmp(it->valuestring, "..")) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: weight_map entry '%.200s' must name a file in the model folder",
+                         index, it->string ? it->string : "?");
+      break;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, it->valuestring);
+    if ((s = add_file(c, path))) break;
+  }
+  cJSON_Delete(root);
+  return s;
+}
+
+rx_status hf_ckpt_open(const char *dir, hf_ckpt **out) {
+  *out = NULL;
+  hf_ckpt *c = rx_calloc(1, sizeof *c);
+  char single[4096], index[4096];
+  snprintf(single, sizeof single, "%s/model.safetensors", dir);
+  snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+  rx_status s;
+  if (exists(index))
+    s = add_index(c, dir, index);
+  else if (exists(single))
+    s = add_file(c, single);
+  else
+    s = rx_status_make(RX_ERR_NOT_FOUND,
+                       "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
+                       "checkpoints are not read: save with safe_serialization=True)",
+                       dir);
+  if (s) {
+    hf_ckpt_close(c);
+    return s;
+  }
+  *out = c;
+  return NULL;
+}
+
+const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8_t **out_data) {
+  for (size_t i = 0; i < c->n; i++) {
+    const rx_st_tensor *t = rx_st_find(&c->st[i], name);
+    if (t) {
+      *out_data = c->st[i].data + t->offset;
+      return t;
+    }
+  }
+  *out_data = NULL;
+  return NULL;
+}
+
+const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out) {
+  for (size_t i = 0; i < c->n; i++) {
+    const char *base = strrchr(c->paths[i], '/');
+    rx_strbuf_printf(out, "%s%s", i ? ", " : "", base ? base + 1 : c->paths[i]);
+  }
+  return out->data ? out->data : "";
+}

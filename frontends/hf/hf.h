@@ -1,0 +1,65 @@
+/* frontends/hf/hf.h: Hugging Face checkpoints as LLM modules (docs/llm.md). A model folder holds
+ * config.json, the weights as model.safetensors or as shards model-0000N-of-0000M.safetensors
+ * listed by model.safetensors.index.json, and (optionally) tokenizer.json and
+ * generation_config.json. Internal header of relaxc_core.
+ *
+ * Architectures: LlamaForCausalLM (Llama 2 and 3, rope_scaling "llama3" and "linear"),
+ * MistralForCausalLM (sliding_window), Qwen2ForCausalLM (q, k, v biases): grouped-query
+ * attention, tied embeddings, head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16,
+ * stored and computed in the chosen dtype. */
+#ifndef RX_FRONTENDS_HF_H
+#define RX_FRONTENDS_HF_H
+
+#include "../../ir/ir.h"
+
+/* config.json, the keys relaxc reads (defaults as transformers' configuration classes have
+ * them). */
+typedef enum rx_hf_arch { RX_HF_LLAMA, RX_HF_MISTRAL, RX_HF_QWEN2 } rx_hf_arch;
+typedef struct rx_hf_config {
+  rx_hf_arch arch;
+  const char *arch_name; /* "LlamaForCausalLM" (static) */
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_positions;
+  double rms_eps, rope_theta;
+  bool tie_embeddings;
+  bool qkv_bias;  /* Qwen2, or Llama's attention_bias */
+  int64_t window; /* sliding-window attention: keys of the last `window` positions; 0: all */
+  /* rope_scaling: "default" (none), "linear", "llama3" */
+  char rope_type[16];
+  double rope_factor, rope_low_freq, rope_high_freq;
+  int64_t rope_original_max;
+  rx_dtype file_dtype; /* torch_dtype, or RX_DTYPE_UNKNOWN */
+  int64_t bos;         /* -1: none */
+  int64_t eos[8];      /* eos_token_id (an int or a list), from generation_config.json too */
+  int neos;
+} rx_hf_config;
+
+/* Reads DIR/config.json (and generation_config.json for the end-of-sequence ids). Errors name
+ * the file and the key: an unsupported architecture (naming the supported ones), a missing or
+ * out-of-range key, an unsupported rope_scaling or activation. */
+rx_status rx_hf_read_config(const char *dir, rx_hf_config *out);
+/* The same from the text of a config.json (name: for messages); and a generation_config.json's
+ * eos_token_id into c. */
+rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out);
+rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char *name,
+                                        rx_hf_config *c);
+
+/* What the compiler builds for it. */
+typedef struct rx_hf_options {
+  rx_dtype dtype;      /* weights and compute: f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
+  int64_t max_seq_len; /* the longest sequence (prompt and generated tokens); 0: the config's
+                          max_position_embeddings */
+  int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
+} rx_hf_options;
+#define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
+
+/* Is path a folder with a config.json? */
+bool rx_hf_is_model_dir(const char *path);
+
+/* Imports the model in folder dir into m: the graph functions create_kv_cache, prefill and
+ * decode (docs/llm.md), the extern declarations of the KV cache's builtins, every weight
+ * (mapped from the checkpoint, converted to the compute dtype when the artifact is written),
+ * and the sections an artifact carries for generation (llm.json, tokenizer.json). A missing or
+ * mis-shaped tensor names the tensor, the file and the expected and actual shapes. */
+rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
+
+#endif

@@ -1,0 +1,543 @@
+/* frontends/hf/llama.c: the graph functions of a Llama-family decoder (Llama 2 and 3, Mistral,
+ * Qwen2), built with the C builder API over the paged KV cache (docs/llm.md):
+ *
+ *   create_kv_cache(capacity: Prim(i64), max_seqs: Prim(i64)) -> Object
+ *   prefill(input_ids: i32[n], cache: Object, seq: Shape(ndim=1), <weights>) -> f32[1, vocab]
+ *   decode(input_ids: i32[b], cache: Object, seqs: Shape, <weights>) -> f32[b, vocab]
+ *
+ * Each forward reserves its tokens in the cache (rx_kv_extend, which returns the page table,
+ * lengths, positions and slots), then per layer: RMSNorm, the q/k/v projections (biases for
+ * Qwen2), rotary embedding at the tokens' positions (inv_freq computed here, with the llama3 or
+ * linear scaling folded in), the new keys and values written into the layer's pages in place
+ * (kv_append), attention over the pages, the output projection and the residual, RMSNorm and
+ * the SwiGLU MLP and the residual. Weights are parameters named after their checkpoint tensors
+ * ("model.layers.0.self_attn.q_proj.weight" -> model_layers_0_self_attn_q_proj_weight), bound to
+ * the module's weights of the same name. */
+#include "hf_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HF_PI 3.14159265358979323846 /* as transformers takes it (math.pi) */
+
+/* ---- the weights ---- */
+/* Per layer, listed once: X(id, checkpoint suffix after "model.layers.N.", rows, cols) with
+ * rows/cols in units of the config (see wdims). */
+#define HF_LAYER_WEIGHTS(X)                                                                        \
+  X(W_IN_NORM, "input_layernorm.weight")                                                           \
+  X(W_Q, "self_attn.q_proj.weight")                                                                \
+  X(W_K, "self_attn.k_proj.weight")                                                                \
+  X(W_V, "self_attn.v_proj.weight")                                                                \
+  X(W_BQ, "self_attn.q_proj.bias")                                                                 \
+  X(W_BK, "self_attn.k_proj.bias")                                                                 \
+  X(W_BV, "self_attn.v_proj.bias")                                                                 \
+  X(W_O, "self_attn.o_proj.weight")                                                                \
+  X(W_POST_NORM, "post_attention_layernorm.weight")                                                \
+  X(W_GATE, "mlp.gate_proj.weight")                                                                \
+  X(W_UP, "mlp.up_proj.weight")                                                                    \
+  X(W_DOWN, "mlp.down_proj.weight")
+
+enum {
+#define HF_W_ENUM_(e, s) e,
+  HF_LAYER_WEIGHTS(HF_W_ENUM_)
+#undef HF_W_ENUM_
+      W_PER_LAYER
+};
+static const char *const layer_suffix[] = {
+#define HF_W_NAME_(e, s) s,
+    HF_LAYER_WEIGHTS(HF_W_NAME_)
+#undef HF_W_NAME_
+};
+/* after the layers: */
+enum { G_EMBED, G_NORM, G_LM_HEAD, G_INV_FREQ, G_COUNT };
+
+typedef struct hf_w {
+  char hf[160];    /* the checkpoint's name ("" for a computed weight) */
+  char param[160]; /* the parameter's and the module weight's */
+  int ndim;
+  int64_t shape[2];
+  rx_dtype dtype;
+  bool present; /* used by this model (biases only for Qwen2) */
+} hf_w;
+
+typedef struct gb {
+  rx_module *m;
+  const rx_hf_config *c;
+  rx_dtype T; /* weights and matmuls */
+  rx_dtype R; /* the residual stream and the norms: f32, whatever T is (as llama.cpp keeps its
+                 activations): an f16 residual stream rounds every layer's sum, which on the
+                 tests' models doubles the error of the logits against transformers in f32 */
+  int64_t max_len, max_batch;
+  hf_w *w; /* layers * W_PER_LAYER, then G_COUNT */
+  size_t nw;
+  rx_status err;
+  /* the function being built */
+  rx_builder *b;
+  const char *fn;
+  rx_var **wv; /* per weight: its parameter (NULL: absent) */
+} gb;
+
+static hf_w *lw(gb *g, int64_t l, int id) { return &g->w[l * W_PER_LAYER + id]; }
+static hf_w *gw(gb *g, int id) { return &g->w[g->c->layers * W_PER_LAYER + id]; }
+
+static void set_w(hf_w *w, const char *hf, int ndim, int64_t r, int64_t c, rx_dtype dt) {
+  snprintf(w->hf, sizeof w->hf, "%s", hf);
+  size_t i = 0;
+  for (; hf[i] && i + 1 < sizeof w->param; i++) w->param[i] = hf[i] == '.' ? '_' : hf[i];
+  w->param[i] = 0;
+  w->ndim = ndim;
+  w->shape[0] = r;
+  w->shape[1] = c;
+  w->dtype = dt;
+  w->present = true;
+}
+
+/* The weights the config implies, with their shapes. */
+static void list_weights(gb *g) {
+  const rx_hf_config *c = g->c;
+  int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
+  g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
+  g->w = rx_calloc(g->nw, sizeof *g->w);
+  for (int64_t l = 0; l < c->layers; l++) {
+    const int64_t dims[W_PER_LAYER][4] = {
+        [W_IN_NORM] = {1, H, 0, 1},
+        [W_Q] = {2, q, H},
+        [W_K] = {2, kv, H},
+        [W_V] = {2, kv, H},
+        [W_BQ] = {1, q, 0},
+        [W_BK] = {1, kv, 0},
+        [W_BV] = {1, kv, 0},
+        [W_O] = {2, H, q},
+        [W_POST_NORM] = {1, H, 0, 1},
+        [W_GATE] = {2, c->intermediate, H},
+        [W_UP] = {2, c->intermediate, H},
+        [W_DOWN] = {2, H, c->intermediate}}; /* rank, dims, stored as R (the norms) */
+    for (int id = 0; id < W_PER_LAYER; id++) {
+      char name[160];
+      snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, layer_suffix[id]);
+      set_w(lw(g, l, id), name, (int)dims[id][0], dims[id][1], dims[id][2],
+            dims[id][3] ? g->R : g->T);
+      if ((id == W_BQ || id == W_BK || id == W_BV) && !c->qkv_bias) lw(g, l, id)->present = false;
+    }
+  }
+  set_w(gw(g, G_EMBED), "model.embed_tokens.weight", 2, c->vocab, H, g->T);
+  set_w(gw(g, G_NORM), "model.norm.weight", 1, H, 0, g->R);
+  set_w(gw(g, G_LM_HEAD), "lm_head.weight", 2, c->vocab, H, g->T);
+  gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
+  set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
+  gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* rotary inverse frequencies (f32, as transformers computes them), with rope_scaling folded in */
+static float *inv_freq(const rx_hf_config *c) {
+  int64_t half = c->head_dim / 2;
+  float *f = rx_calloc((size_t)half, sizeof *f);
+  for (int64_t i = 0; i < half; i++) {
+    float e = (float)(2 * i) / (float)c->head_dim;
+    double inv = 1.0 / (double)powf((float)c->rope_theta, e);
+    if (!strcmp(c->rope_type, "linear")) inv /= c->rope_factor;
+    if (!strcmp(c->rope_type, "llama3")) {
+      double wavelen = 2 * HF_PI / inv, orig = (double)c->rope_original_max;
+      double low_wavelen = orig / c->rope_low_freq, high_wavelen = orig / c->rope_high_freq;
+      if (wavelen > low_wavelen) {
+        inv /= c->rope_factor;
+      } else if (wavelen >= high_wavelen) { /* between: a smooth blend */
+        double smooth =
+            (orig / wavelen - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+        inv = (1 - smooth) * inv / c->rope_factor + smooth * inv;
+      }
+    }
+    f[i] = (float)inv;
+  }
+  return f;
+}
+
+/* Finds, checks and adds every weight to the module (sources stay mapped: the module unmaps the
+ * checkpoint when it is freed). */
+static rx_status add_weights(gb *g, hf_ckpt *ck) {
+  for (size_t i = 0; i < g->nw; i++) {
+    hf_w *w = &g->w[i];
+    if (!w->present) continue;
+    if (!w->hf[0]) { /* rope_inv_freq */
+      float *f = inv_freq(g->c);
+      rx_module_on_free(g->m, free, f);
+      RX_RETURN_IF_ERROR(
+          rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, f));
+      continue;
+    }
+    const uint8_t *data;
+    const rx_st_tensor *t = hf_ckpt_find(ck, w->hf, &data);
+    if (!t) {
+      rx_strbuf files = {0};
+      rx_status s =
+          rx_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the checkpoint (%s)",
+                         w->hf, g->c->arch_name, hf_ckpt_files(ck, &files));
+      rx_strbuf_free(&files);
+      return s;
+    }
+    bool same = t->ndim == w->ndim;
+    for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
+    if (!same) {
+      char want[96], got[96];
+      shape_text(want, sizeof want, w->ndim, w->shape);
+      shape_text(got, sizeof got, t->ndim, t->shape);
+      return rx_status_make(RX_ERR_INVALID,
+                            "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
+                            "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
+                            "vocab %lld)",
+                            w->hf, got, want, (long long)g->c->hidden, (long long)g->c->heads,
+                            (long long)g->c->kv_heads, (long long)g->c->head_dim,
+                            (long long)g->c->intermediate, (long long)g->c->vocab);
+    }
+    if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
+                            w->hf, rx_dtype_name(t->dtype));
+    RX_RETURN_IF_ERROR(
+        rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, t->dtype, data));
+  }
+  return NULL;
+}
+
+/* ---- building: the first error is kept, later steps do nothing ---- */
+static rx_node *A(gb *g, rx_var *v) { return v && !g->err ? rx_arg_var(g->b, v) : NULL; }
+
+static rx_var *op(gb *g, const char *name, const char *opname, rx_node *const *args, int n,
+                  const rx_attr *const *attrs, int nattrs) {
+  if (g->err) return NULL;
+  for (int i = 0; i < n; i++)
+    if (!args[i]) return NULL;
+  rx_var *v = NULL;
+  rx_status s = rx_emit_op(g->b, opname, args, n, attrs, nattrs, name, &v);
+  if (s) g->err = rx_status_annotate(s, "%s: building %s", g->fn, name ? name : opname);
+  return v;
+}
+static rx_var *op1(gb *g, const char *name, const char *opname, rx_var *x) {
+  rx_node *a[1] = {A(g, x)};
+  return op(g, name, opname, a, 1, NULL, 0);
+}
+static rx_var *op2(gb *g, const char *name, const char *opname, rx_var *x, rx_var *y) {
+  rx_node *a[2] = {A(g, x), A(g, y)};
+  return op(g, name, opname, a, 2, NULL, 0);
+}
+static rx_var *cast(gb *g, const char *name, rx_var *x, rx_dtype t) {
+  const rx_attr *at[1] = {rx_attr_dtype(g->m, "dtype", t)};
+  rx_node *a[1] = {A(g, x)};
+  return op(g, name, "cast", a, 1, at, 1);
+}
+static rx_var *to(gb *g, const char *name, rx_var *x, rx_dtype t) {
+  return g->T == g->R ? x : cast(g, name, x, t);
+}
+
+static rx_var *reshape(gb *g, const char *name, rx_var *x, const rx_expr *const *dims, int n) {
+  if (g->err) return NULL;
+  rx_node *a[2] = {A(g, x), rx_arg_shape(g->b, dims, n)};
+  return op(g, name, "reshape", a, 2, NULL, 0);
+}
+
+/* x @ w^T (+ bias): the checkpoint's [out, in] layout */
+static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bias) {
+  int64_t axes[2] = {1, 0};
+  const rx_attr *at[1] = {rx_attr_ints(g->m, "axes", axes, 2)};
+  rx_node *a[1] = {A(g, w)};
+  rx_var *wt = op(g, NULL, "permute", a, 1, at, 1);
+  rx_var *y = op2(g, bias ? NULL : name, "matmul", x, wt);
+  return bias ? op2(g, name, "add", y, bias) : y;
+}
+
+/* x (R) to dtype t, or x itself when it is t already */
+static rx_var *to(gb *g, const char *name, rx_var *x, rx_dtype t);
+
+/* RMSNorm of the residual stream x (R) with weight w (R), in the matmuls' dtype T */
+static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
+  int64_t axes[1] = {-1};
+  const rx_attr *at[2] = {rx_attr_ints(g->m, "axes", axes, 1),
+                          rx_attr_float(g->m, "epsilon", g->c->rms_eps)};
+  rx_node *a[2] = {A(g, x), A(g, w)};
+  rx_var *y = op(g, g->T == g->R ? name : NULL, "rms_norm", a, 2, at, 2);
+  return to(g, name, y, g->T);
+}
+
+static const rx_expr *C(gb *g, int64_t v) { return rx_sym_const(g->m, v); }
+
+static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s) {
+  if (g->err || !v) return NULL;
+  rx_var *out = NULL;
+  rx_status st = rx_emit_match_cast(g->b, v, s, name, &out);
+  if (st) g->err = rx_status_annotate(st, "%s: %s", g->fn, name);
+  return out;
+}
+
+static rx_var *extern_call(gb *g, const char *name, const char *ext, rx_node *const *args, int n) {
+  if (g->err) return NULL;
+  for (int i = 0; i < n; i++)
+    if (!args[i]) return NULL;
+  rx_var *v = NULL;
+  rx_status s = rx_emit_call_extern(g->b, ext, args, n, NULL, name, &v);
+  if (s) g->err = rx_status_annotate(s, "%s: %s", g->fn, ext);
+  return v;
+}
+
+static void begin_df(gb *g) {
+  if (!g->err) g->err = rx_builder_begin_dataflow(g->b);
+}
+static void end_df(gb *g) {
+  if (!g->err) g->err = rx_builder_end_dataflow(g->b);
+}
+
+static const rx_sinfo *tensor(gb *g, rx_dtype dt, int ndim, const rx_expr *const *dims) {
+  return rx_sinfo_tensor(g->m, dt, ndim, dims);
+}
+
+/* ---- one forward ---- */
+typedef struct fwd {
+  const rx_expr *n; /* new tokens in all */
+  const rx_expr *b; /* sequences */
+  rx_var *ids, *cache, *seqs;
+  rx_var *table, *kv_len, *q_seq, *q_pos, *slot;
+  rx_var *cos, *sin;
+  bool decode;
+} fwd;
+
+/* The aux tensors of rx_kv_extend, given their shapes. */
+static void reserve(gb *g, fwd *f) {
+  rx_node *a[3] = {A(g, f->cache), A(g, f->seqs),
+                   g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, f->decode ? C(g, 1) : f->n)};
+  rx_var *aux = extern_call(g, "aux", "rx_kv_extend", a, 3);
+  const rx_expr *mp = rx_sym_var(g->m, "mp");
+  const rx_expr *bt[2] = {f->b, mp}, *b1[1] = {f->b}, *n1[1] = {f->n};
+  const char *names[5] = {"page_table", "kv_len", "q_seq", "q_pos", "slot"};
+  rx_var **dst[5] = {&f->table, &f->kv_len, &f->q_seq, &f->q_pos, &f->slot};
+  for (int i = 0; i < 5 && !g->err; i++) {
+    rx_var *item = NULL;
+    rx_status s = rx_emit_get_item(g->b, A(g, aux), i, NULL, &item);
+    if (s) {
+      g->err = s;
+      break;
+    }
+    const rx_sinfo *want = i == 0   ? tensor(g, RX_DTYPE_I32, 2, bt)
+                           : i == 1 ? tensor(g, RX_DTYPE_I32, 1, b1)
+                                    : tensor(g, RX_DTYPE_I32, 1, n1);
+    *dst[i] = match_cast(g, names[i], A(g, item), want);
+  }
+}
+
+/* cos and sin of the tokens' positions times inv_freq, [n, head_dim], in the compute dtype */
+static void rotary_tables(gb *g, fwd *f) {
+  rx_var *pos = cast(g, "pos", f->q_pos, RX_DTYPE_F32);
+  int64_t ax[1] = {1};
+  const rx_attr *at[1] = {rx_attr_ints(g->m, "axes", ax, 1)};
+  rx_node *a[1] = {A(g, pos)};
+  rx_var *col = op(g, NULL, "expand_dims", a, 1, at, 1);
+  rx_var *freqs = op2(g, "freqs", "multiply", col, g->wv[g->c->layers * W_PER_LAYER + G_INV_FREQ]);
+  rx_var *pair = NULL;
+  if (!g->err) {
+    rx_node *fields[2] = {A(g, freqs), A(g, freqs)};
+    rx_status s = rx_emit_tuple(g->b, fields, 2, NULL, &pair);
+    if (s) g->err = s;
+  }
+  const rx_attr *cat_at[1] = {rx_attr_int(g->m, "axis", 1)};
+  rx_node *ca[1] = {A(g, pair)};
+  rx_var *emb = op(g, "rope_angles", "concat", ca, 1, cat_at, 1);
+  f->cos = cast(g, "rope_cos", op1(g, NULL, "cos", emb), g->T);
+  f->sin = cast(g, "rope_sin", op1(g, NULL, "sin", emb), g->T);
+}
+
+static rx_var *W(gb *g, int64_t l, int id) { return g->wv[l * W_PER_LAYER + id]; }
+
+/* One decoder layer on h [n, hidden]; returns the new h. */
+static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
+  const rx_hf_config *c = g->c;
+  char nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
+  rx_var *x = rms_norm(g, NM("attn_in"), h, W(g, l, W_IN_NORM));
+  rx_var *q = linear(g, NM("q"), x, W(g, l, W_Q), W(g, l, W_BQ));
+  rx_var *k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
+  rx_var *v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
+  const rx_expr *qd[3] = {f->n, C(g, c->heads), C(g, c->head_dim)};
+  const rx_expr *kd[3] = {f->n, C(g, c->kv_heads), C(g, c->head_dim)};
+  rx_var *q3 = reshape(g, NM("q_heads"), q, qd, 3);
+  rx_var *k3 = reshape(g, NM("k_heads"), k, kd, 3);
+  rx_var *v3 = reshape(g, NM("v_heads"), v, kd, 3);
+  rx_node *qa[3] = {A(g, q3), A(g, f->cos), A(g, f->sin)};
+  rx_var *qr = op(g, NM("q_rot"), "rope", qa, 3, NULL, 0);
+  rx_node *ka[3] = {A(g, k3), A(g, f->cos), A(g, f->sin)};
+  rx_var *kr = op(g, NM("k_rot"), "rope", ka, 3, NULL, 0);
+  end_df(g);
+  /* the new keys and values into the layer's pages: in place, so outside dataflow */
+  rx_node *pa[4] = {A(g, pages), A(g, kr), A(g, v3), A(g, f->slot)};
+  rx_var *filled = op(g, NM("pages_filled"), "kv_append", pa, 4, NULL, 0);
+  begin_df(g);
+  double scale = 1.0 / sqrt((double)c->head_dim);
+  const rx_attr *aat[2] = {rx_attr_float(g->m, "scale", scale),
+                           rx_attr_int(g->m, "window", c->window)};
+  rx_node *aa[6] = {A(g, qr),        A(g, filled),   A(g, f->table),
+                    A(g, f->kv_len), A(g, f->q_seq), A(g, f->q_pos)};
+  rx_var *att = op(g, NM("attn"), "paged_attention", aa, 6, aat, 2);
+  const rx_expr *od[2] = {f->n, C(g, c->heads * c->head_dim)};
+  rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
+  h = op2(g, NM("h_attn"), "add", h, to(g, NULL, o, g->R));
+  rx_var *x2 = rms_norm(g, NM("mlp_in"), h, W(g, l, W_POST_NORM));
+  rx_var *gate = linear(g, NM("gate"), x2, W(g, l, W_GATE), NULL);
+  rx_var *up = linear(g, NM("up"), x2, W(g, l, W_UP), NULL);
+  rx_var *act = op2(g, NM("act"), "multiply", op1(g, NULL, "silu", gate), up);
+  rx_var *down = linear(g, NM("mlp_out"), act, W(g, l, W_DOWN), NULL);
+  return op2(g, NM("h"), "add", h, to(g, NULL, down, g->R));
+#undef NM
+}
+
+/* The weights as parameters of the function being built. */
+static void weight_params(gb *g) {
+  g->wv = rx_calloc(g->nw, sizeof *g->wv);
+  for (size_t i = 0; i < g->nw && !g->err; i++) {
+    hf_w *w = &g->w[i];
+    if (!w->present) continue;
+    const rx_expr *d[2] = {C(g, w->shape[0]), C(g, w->shape[1])};
+    g->err = rx_builder_param(g->b, w->param, tensor(g, w->dtype, w->ndim, d), &g->wv[i]);
+  }
+  if (!g->c->tie_embeddings) return;
+  size_t lm = (size_t)(g->c->layers * W_PER_LAYER + G_LM_HEAD);
+  g->wv[lm] = g->wv[lm - (G_LM_HEAD - G_EMBED)]; /* tied: the embedding is the output layer */
+}
+
+static rx_status build_forward(gb *g, bool decode) {
+  const rx_hf_config *c = g->c;
+  g->fn = decode ? "decode" : "prefill";
+  g->b = rx_builder_new(g->m, g->fn);
+  fwd f = {.decode = decode};
+  f.n = rx_sym_var(g->m, decode ? "b" : "n");
+  f.b = decode ? f.n : C(g, 1);
+  const rx_expr *nd[1] = {f.n};
+  g->err = rx_builder_param(g->b, "input_ids", tensor(g, RX_DTYPE_I32, 1, nd), &f.ids);
+  if (!g->err) g->err = rx_builder_param(g->b, "cache", rx_sinfo_object(g->m), &f.cache);
+  /* the sequences' ids, a host value (one id for prefill; decode's b ids, a count the
+   * match_casts of the aux tensors check against b) */
+  if (!g->err)
+    g->err = rx_builder_param(g->b, decode ? "seqs" : "seq",
+                              rx_sinfo_shape(g->m, decode ? -1 : 1, NULL), &f.seqs);
+  weight_params(g);
+  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, C(g, 1), f.n));
+  if (!g->err)
+    g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.n, C(g, decode ? g->max_batch : g->max_len)));
+  const rx_expr *vd[2] = {decode ? f.n : C(g, 1), C(g, c->vocab)};
+  rx_builder_set_result(g->b, tensor(g, RX_DTYPE_F32, 2, vd));
+  reserve(g, &f);
+  /* every layer's pages, before the dataflow blocks */
+  rx_var **pages = rx_calloc((size_t)c->layers, sizeof *pages);
+  const rx_expr *pd[5] = {rx_sym_var(g->m, "pages"), C(g, 2), C(g, c->kv_heads), C(g, 16),
+                          C(g, c->head_dim)};
+  for (int64_t l = 0; l < c->layers && !g->err; l++) {
+    rx_node *a[2] = {A(g, f.cache), rx_arg_prim(g->b, RX_DTYPE_I64, C(g, l))};
+    char nm[64];
+    snprintf(nm, sizeof nm, "kv_pages_%lld", (long long)l);
+    rx_var *raw = extern_call(g, NULL, "rx_kv_pages", a, 2);
+    pages[l] = match_cast(g, nm, A(g, raw), tensor(g, g->T, 5, pd));
+  }
+  begin_df(g);
+  rotary_tables(g, &f);
+  const rx_attr *tat[1] = {rx_attr_int(g->m, "axis", 0)};
+  rx_node *ta[2] = {A(g, g->wv[c->layers * W_PER_LAYER + G_EMBED]), A(g, f.ids)};
+  rx_var *h = to(g, "embed", op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1), g->R);
+  for (int64_t l = 0; l < c->layers; l++) h = layer(g, &f, l, h, pages[l]);
+  free(pages);
+  if (!decode) { /* prefill: the last token's logits only, so its norm and lm_head alone */
+    int64_t ax[1] = {0};
+    const rx_expr *lo[1] = {rx_sym_sub(g->m, f.n, C(g, 1))}, *hi[1] = {f.n};
+    const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", lo, 1),
+                             rx_attr_exprs(g->m, "end", hi, 1)};
+    rx_node *sa[1] = {A(g, h)};
+    h = op(g, "last", "strided_slice", sa, 1, sat, 3);
+  }
+  h = rms_norm(g, "final_norm", h, g->wv[c->layers * W_PER_LAYER + G_NORM]);
+  rx_var *logits = linear(g, "logits_t", h, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
+  rx_var *out = cast(g, "logits", logits, RX_DTYPE_F32);
+  end_df(g);
+  rx_status s = g->err;
+  if (!s)
+    s = rx_builder_finish(g->b, A(g, out), NULL);
+  else
+    rx_builder_free(g->b);
+  g->b = NULL;
+  g->err = NULL;
+  free(g->wv);
+  g->wv = NULL;
+  return s;
+}
+
+/* create_kv_cache(capacity, max_seqs): the cache of this model's geometry */
+static rx_status build_create(gb *g) {
+  g->fn = "create_kv_cache";
+  g->b = rx_builder_new(g->m, g->fn);
+  rx_var *cap = NULL, *seqs = NULL;
+  g->err = rx_builder_param(g->b, "capacity", rx_sinfo_prim(g->m, RX_DTYPE_I64, NULL), &cap);
+  if (!g->err)
+    g->err = rx_builder_param(g->b, "max_seqs", rx_sinfo_prim(g->m, RX_DTYPE_I64, NULL), &seqs);
+  rx_builder_set_result(g->b, rx_sinfo_object(g->m));
+  int64_t geo[4] = {g->c->layers, g->c->kv_heads, g->c->head_dim, (int64_t)g->T};
+  rx_node *a[7];
+  for (int i = 0; i < 4 && !g->err; i++) a[i] = rx_arg_prim(g->b, RX_DTYPE_I64, C(g, geo[i]));
+  a[4] = A(g, cap);
+  a[5] = A(g, seqs);
+  a[6] = g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, C(g, g->max_len));
+  rx_var *cache = extern_call(g, "cache", "rx_kv_create", a, 7);
+  rx_status s = g->err;
+  if (!s)
+    s = rx_builder_finish(g->b, A(g, cache), NULL);
+  else
+    rx_builder_free(g->b);
+  g->b = NULL;
+  g->err = NULL;
+  return s;
+}
+
+/* The KV cache's builtins, as the module declares them. */
+static rx_status declare_externs(gb *g) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "impure extern_fn rx_kv_create(layers: Prim(i64), kv_heads: Prim(i64), head_dim: "
+           "Prim(i64), dtype: Prim(i64), capacity: Prim(i64), max_seqs: Prim(i64), max_seq_len: "
+           "Prim(i64)) -> Object\n"
+           "impure extern_fn rx_kv_extend(cache: Object, seqs: Shape(ndim=1), count: Prim(i64)) "
+           "-> (i32[ndim=2], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1])\n"
+           "impure extern_fn rx_kv_pages(cache: Object, layer: Prim(i64)) -> %s[ndim=5]\n",
+           rx_dtype_name(g->T));
+  return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);
+}
+
+rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
+  rx_hf_config c;
+  RX_RETURN_IF_ERROR(rx_hf_read_config(dir, &c));
+  gb g = {.m = m, .c = &c};
+  g.T = o && o->dtype != RX_DTYPE_UNKNOWN ? o->dtype : RX_DTYPE_F16;
+  g.R = RX_DTYPE_F32;
+  if (g.T != RX_DTYPE_F32 && g.T != RX_DTYPE_F16 && g.T != RX_DTYPE_BF16)
+    return rx_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", dir,
+                          rx_dtype_name(g.T));
+  g.max_len = o && o->max_seq_len > 0 ? o->max_seq_len : c.max_positions;
+  if (g.max_len > c.max_positions)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: --max-seq-len %lld exceeds the model's max_position_embeddings %lld",
+                          dir, (long long)g.max_len, (long long)c.max_positions);
+  g.max_batch = o && o->max_batch > 0 ? o->max_batch : RX_HF_DEFAULT_BATCH;
+  hf_ckpt *ck = NULL;
+  RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));
+  rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
+  list_weights(&g);
+  rx_status s = add_weights(&g, ck);
+  if (!s) s = declare_externs(&g);
+  if (!s) s = build_create(&g);
+  if (!s) s = build_forward(&g, false);
+  if (!s) s = build_forward(&g, true);
+  if (!s) s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch);
+  free(g.w);
+  if (s) return rx_status_annotate(s, "%s", dir);
+  return NULL;
+}

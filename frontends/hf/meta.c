@@ -1,0 +1,45 @@
+/* frontends/hf/meta.c: the sections an LLM's artifact carries for the runtime's generation loop
+ * (runtime/llm/): llm.json, what the model's functions are and what they need (vocabulary,
+ * special tokens, limits, the KV cache's geometry), and the folder's tokenizer.json as it is. */
+#include "hf_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
+                          int64_t max_len, int64_t max_batch) {
+  rx_strbuf j = {0};
+  rx_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
+  rx_strbuf_json_string(&j, c->arch_name);
+  rx_strbuf_printf(&j,
+                   ", \"dtype\": \"%s\", \"vocab_size\": %lld, \"max_seq_len\": %lld, "
+                   "\"max_batch\": %lld, \"bos_token_id\": ",
+                   rx_dtype_name(t), (long long)c->vocab, (long long)max_len, (long long)max_batch);
+  if (c->bos >= 0)
+    rx_strbuf_printf(&j, "%lld", (long long)c->bos);
+  else
+    rx_strbuf_append(&j, "null");
+  rx_strbuf_append(&j, ", \"eos_token_ids\": [");
+  for (int i = 0; i < c->neos; i++)
+    rx_strbuf_printf(&j, "%s%lld", i ? ", " : "", (long long)c->eos[i]);
+  rx_strbuf_printf(&j,
+                   "], \"kv_cache\": {\"layers\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+                   "\"page_size\": 16, \"dtype\": \"%s\"}, \"functions\": {\"create_kv_cache\": "
+                   "\"create_kv_cache\", \"prefill\": \"prefill\", \"decode\": \"decode\"}}\n",
+                   (long long)c->layers, (long long)c->kv_heads, (long long)c->head_dim,
+                   rx_dtype_name(t));
+  rx_status s = rx_module_add_section(m, "llm.json", j.data, j.len);
+  rx_strbuf_free(&j);
+  if (s) return s;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  struct stat st;
+  if (stat(path, &st) != 0) return NULL; /* generation then takes token ids */
+  char *text = NULL;
+  size_t len = 0;
+  RX_RETURN_IF_ERROR(rx_read_file(path, &text, &len));
+  s = rx_module_add_section(m, "tokenizer.json", text, len);
+  free(text);
+  return s;
+}

@@ -1,0 +1,292 @@
+/* runtime/llm/model.c: an LLM artifact on a device (relaxc/llm.h "models"): its sections
+ * llm.json and tokenizer.json, its KV cache (the artifact's create_kv_cache), the prefill and
+ * decode calls, and the generation loop that `relaxc generate` runs. */
+#include "relaxc/llm.h"
+#include "relaxc/runtime.h"
+#include "runtime/llm/kv_cache.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LLM_MAX_EOS 8 /* end-of-sequence ids kept (Llama 3 lists 3) */
+
+struct rx_llm_model {
+  rx_rt_device *device;
+  rx_rt_artifact *artifact;
+  rx_tokenizer *tok; /* NULL: no tokenizer.json */
+  rx_rt_value *cache;
+  rx_kv_cache *kv; /* the cache's object (borrowed from cache) */
+  int32_t vocab, bos;
+  int64_t max_seq_len, max_batch;
+  int32_t eos[LLM_MAX_EOS];
+  int neos;
+  char device_name[300];
+};
+
+static const void *section(const rx_rt_artifact *a, const char *name, size_t *out_size) {
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
+    const char *n;
+    const void *d;
+    size_t sz;
+    if (rx_rt_artifact_section(a, i, &n, &d, &sz) && !strcmp(n, name)) {
+      *out_size = sz;
+      return d;
+    }
+  }
+  return NULL;
+}
+
+static int64_t json_int(const cJSON *o, const char *k, int64_t def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : def;
+}
+
+/* llm.json: what prefill and decode produce and what stops generation. */
+static rx_status read_meta(rx_llm_model *m, const char *path) {
+  size_t len = 0;
+  const char *text = section(m->artifact, "llm.json", &len);
+  if (!text)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s is not an LLM artifact (no llm.json section): compile a Hugging "
+                          "Face model folder (relaxc compile DIR --target ...)",
+                          path);
+  cJSON *j = cJSON_ParseWithLength(text, len);
+  m->vocab = (int32_t)json_int(j, "vocab_size", 0);
+  m->max_seq_len = json_int(j, "max_seq_len", 0);
+  m->max_batch = json_int(j, "max_batch", 0);
+  m->bos = (int32_t)json_int(j, "bos_token_id", -1);
+  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(j, "eos_token_ids"), *it;
+  cJSON_ArrayForEach(it, eos) {
+    if (cJSON_IsNumber(it) && m->neos < LLM_MAX_EOS) m->eos[m->neos++] = (int32_t)it->valuedouble;
+  }
+  cJSON_Delete(j);
+  if (m->vocab <= 0 || m->max_seq_len <= 0 || m->max_batch <= 0)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: llm.json lacks vocab_size, max_seq_len or max_batch (or is not "
+                          "valid JSON)",
+                          path);
+  return NULL;
+}
+
+static rx_status load_tokenizer(rx_llm_model *m, const char *path) {
+  size_t len = 0;
+  const char *text = section(m->artifact, "tokenizer.json", &len);
+  if (!text) return NULL;
+  char name[512];
+  snprintf(name, sizeof name, "%s: tokenizer.json", path);
+  return rx_tokenizer_load(text, len, name, &m->tok);
+}
+
+static rx_status call(rx_llm_model *m, const char *fn, rx_rt_value *const *args, size_t n,
+                      rx_rt_value **out) {
+  return rx_rt_vm_call_values(m->artifact, fn, args, n, out);
+}
+
+static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
+  int64_t cap = o && o->capacity > 0 ? o->capacity : m->max_seq_len;
+  int64_t seqs = o && o->max_sequences > 0 ? o->max_sequences : 1;
+  rx_rt_value *args[2] = {NULL, NULL};
+  rx_status s = rx_rt_value_from_prim(RX_DTYPE_I64, cap, &args[0]);
+  if (!s) s = rx_rt_value_from_prim(RX_DTYPE_I64, seqs, &args[1]);
+  if (!s) s = call(m, "create_kv_cache", args, 2, &m->cache);
+  rx_rt_value_release(args[0]);
+  rx_rt_value_release(args[1]);
+  if (!s && !(m->kv = rx_kv_cache_of(m->cache)))
+    s = rx_status_make(RX_ERR_INVALID, "create_kv_cache did not return a KV cache");
+  return s;
+}
+
+rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
+                            rx_llm_model **out_model) {
+  if (!out_model || !path) return rx_status_make(RX_ERR_INVALID, "rx_llm_model_load: NULL");
+  *out_model = NULL;
+  rx_llm_model *m = calloc(1, sizeof *m);
+  if (!m) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a model");
+  m->bos = -1;
+  rx_status s = rx_rt_device_open(o ? o->device : NULL, NULL, &m->device);
+  if (!s) s = rx_rt_artifact_load(m->device, path, &m->artifact);
+  if (!s) s = read_meta(m, path);
+  if (!s) s = load_tokenizer(m, path);
+  if (!s) s = create_cache(m, o);
+  if (s) {
+    rx_llm_model_free(m);
+    return s;
+  }
+  const rx_rt_device_info *info = rx_rt_device_get_info(m->device);
+  snprintf(m->device_name, sizeof m->device_name, "%s (%s)", info->name,
+           rx_rt_backend_name(info->backend));
+  *out_model = m;
+  return NULL;
+}
+
+void rx_llm_model_free(rx_llm_model *m) {
+  if (!m) return;
+  rx_rt_value_release(m->cache);
+  rx_tokenizer_free(m->tok);
+  rx_rt_artifact_release(m->artifact);
+  rx_rt_device_release(m->device);
+  free(m);
+}
+
+const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m) { return m->tok; }
+int32_t rx_llm_model_vocab_size(const rx_llm_model *m) { return m->vocab; }
+int64_t rx_llm_model_max_seq_len(const rx_llm_model *m) { return m->max_seq_len; }
+const char *rx_llm_model_device_name(const rx_llm_model *m) { return m->device_name; }
+rx_rt_device *rx_llm_model_device(const rx_llm_model *m) { return m->device; }
+int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m) {
+  return rx_kv_cache_bytes_per_token(m->kv);
+}
+int32_t rx_llm_model_bos_id(const rx_llm_model *m) {
+  return m->bos >= 0 || !m->tok ? m->bos : rx_tokenizer_bos_id(m->tok);
+}
+bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id) {
+  for (int i = 0; i < m->neos; i++)
+    if (m->eos[i] == id) return true;
+  return !m->neos && m->tok && rx_tokenizer_is_eos(m->tok, id);
+}
+int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq) {
+  return rx_kv_cache_length(m->kv, seq);
+}
+void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { rx_kv_cache_remove(m->kv, seq); }
+
+/* Runs fn (prefill or decode) on ids with the sequences seqs, and reads rows x vocab logits. */
+static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs, size_t nseq,
+                         const int32_t *ids, size_t count, size_t rows, float *out_logits) {
+  for (size_t i = 0; i < count; i++)
+    if (ids[i] < 0 || ids[i] >= m->vocab)
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: token id %d at %zu is outside the vocabulary "
+                            "(0..%d)",
+                            fn, (int)ids[i], i, (int)m->vocab - 1);
+  int64_t n = (int64_t)count;
+  rx_rt_tensor *t = NULL;
+  rx_rt_value *args[3] = {NULL, m->cache, NULL}, *res = NULL;
+  rx_status s = rx_rt_tensor_from_host(m->device, RX_DTYPE_I32, 1, &n, ids, &t);
+  if (!s) s = rx_rt_value_from_tensor(t, &args[0]);
+  if (!s) s = rx_rt_value_from_shape(seqs, (int)nseq, &args[2]);
+  if (!s) s = call(m, fn, args, 3, &res);
+  rx_rt_tensor *lt = res ? rx_rt_value_tensor(res) : NULL;
+  if (!s && (!lt || rx_rt_tensor_bytes(lt) != rows * (size_t)m->vocab * sizeof(float)))
+    s = rx_status_make(RX_ERR_INVALID, "%s did not return [%zu, %d] f32 logits", fn, rows,
+                       (int)m->vocab);
+  if (!s) s = rx_rt_tensor_read(lt, out_logits, rx_rt_tensor_bytes(lt));
+  rx_rt_value_release(res);
+  rx_rt_value_release(args[0]);
+  rx_rt_value_release(args[2]);
+  rx_rt_tensor_release(t);
+  return s;
+}
+
+rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
+                         float *out_logits) {
+  if (!m || !ids || !count || !out_logits)
+    return rx_status_make(RX_ERR_INVALID, "rx_llm_prefill: NULL or no tokens");
+  int64_t have = rx_kv_cache_length(m->kv, seq);
+  if ((int64_t)count + have > m->max_seq_len)
+    return rx_status_make(RX_ERR_INVALID,
+                          "sequence %lld: %zu more tokens would make %lld, more than the model's "
+                          "maximum of %lld (compile with --max-seq-len to change it, up to the "
+                          "model's max_position_embeddings)",
+                          (long long)seq, count, (long long)(have + (int64_t)count),
+                          (long long)m->max_seq_len);
+  return forward(m, "prefill", &seq, 1, ids, count, 1, out_logits);
+}
+
+rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
+                        float *out_logits) {
+  if (!m || !seqs || !ids || !count || !out_logits)
+    return rx_status_make(RX_ERR_INVALID, "rx_llm_decode: NULL or no sequences");
+  if ((int64_t)count > m->max_batch)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%zu sequences in one decode step, more than the model's maximum of "
+                          "%lld (compile with --max-batch)",
+                          count, (long long)m->max_batch);
+  return forward(m, "decode", seqs, count, ids, count, count, out_logits);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The text id adds (NULL, 0 without a tokenizer), and whether generation goes on. */
+static rx_status emit(const rx_llm_generate_params *p, rx_detokenizer *d, int32_t id, bool *go) {
+  const char *text = NULL;
+  size_t len = 0;
+  if (d) RX_RETURN_IF_ERROR(rx_detokenizer_push(d, id, &text, &len));
+  *go = !p->on_token || p->on_token(p->user, id, text ? text : "", len);
+  return NULL;
+}
+
+typedef struct gen_state {
+  int32_t *hist; /* prompt + new tokens: the repetition penalty's history */
+  size_t nhist;
+  float *logits;
+  rx_sampler *sampler;
+  rx_detokenizer *detok;
+} gen_state;
+
+static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_params *p,
+                          gen_state *g, int32_t *out_ids, rx_llm_generate_stats *st) {
+  double t0 = now_ms();
+  for (int64_t i = 0; i < p->max_tokens; i++) {
+    int32_t id;
+    RX_RETURN_IF_ERROR(rx_sampler_sample(g->sampler, g->logits, m->vocab, g->hist, g->nhist, &id));
+    g->hist[g->nhist++] = id;
+    if (out_ids) out_ids[i] = id;
+    st->new_tokens++;
+    bool go = true;
+    if (rx_llm_model_is_eos(m, id)) {
+      st->stopped_by_eos = true;
+      go = false;
+    }
+    bool more = true;
+    RX_RETURN_IF_ERROR(emit(p, st->stopped_by_eos ? NULL : g->detok, id, &more));
+    if (!go || !more || i + 1 >= p->max_tokens || rx_kv_cache_length(m->kv, seq) >= m->max_seq_len)
+      break;
+    RX_RETURN_IF_ERROR(rx_llm_decode(m, &seq, &id, 1, g->logits));
+  }
+  if (g->detok && p->on_token) { /* what the detokenizer still holds */
+    const char *text;
+    size_t len;
+    RX_RETURN_IF_ERROR(rx_detokenizer_flush(g->detok, &text, &len));
+    if (len) p->on_token(p->user, -1, text, len);
+  }
+  st->decode_ms = now_ms() - t0;
+  return NULL;
+}
+
+rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
+                          const rx_llm_generate_params *p, int32_t *out_ids,
+                          rx_llm_generate_stats *out_stats) {
+  rx_llm_generate_stats st = {0};
+  if (out_stats) *out_stats = st;
+  if (!m || !prompt || !count || !p || p->max_tokens < 1)
+    return rx_status_make(RX_ERR_INVALID, "rx_llm_generate: NULL, no prompt or max_tokens < 1");
+  rx_llm_model_reset(m, seq);
+  gen_state g = {0};
+  g.hist = malloc((count + (size_t)p->max_tokens) * sizeof *g.hist);
+  g.logits = malloc((size_t)m->vocab * sizeof *g.logits);
+  rx_status s = g.hist && g.logits ? NULL : rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s) s = rx_sampler_create(&p->sampling, &g.sampler);
+  if (!s && m->tok) s = rx_detokenizer_create(m->tok, RX_TOKENIZER_SKIP_SPECIAL, &g.detok);
+  if (!s) {
+    memcpy(g.hist, prompt, count * sizeof *prompt);
+    g.nhist = count;
+    st.prompt_tokens = count;
+    double t0 = now_ms();
+    s = rx_llm_prefill(m, seq, prompt, count, g.logits);
+    st.prefill_ms = now_ms() - t0;
+  }
+  if (!s) s = gen_loop(m, seq, p, &g, out_ids, &st);
+  rx_detokenizer_free(g.detok);
+  rx_sampler_free(g.sampler);
+  free(g.hist);
+  free(g.logits);
+  if (out_stats) *out_stats = st;
+  return s;
+}

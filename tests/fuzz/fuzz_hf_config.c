@@ -1,0 +1,27 @@
+/* tests/fuzz/fuzz_hf_config.c: libFuzzer harness of the Hugging Face config.json reader
+ * (frontends/hf/config.c): a config's text, and the same text as a generation_config.json. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontends/hf/hf.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *text = malloc(size ? size : 1);
+  if (!text) return 0;
+  if (size) memcpy(text, data, size);
+  rx_hf_config c;
+  rx_status s = rx_hf_parse_config(text, size, "fuzz/config.json", &c);
+  if (!s) {
+    /* what the reader promises of an accepted config */
+    if (c.hidden < 1 || c.heads < 1 || c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 2 ||
+        c.head_dim % 2 || c.layers < 1 || c.vocab < 1 || c.neos > 8)
+      abort();
+    rx_status g = rx_hf_parse_generation_config(text, size, "fuzz/generation_config.json", &c);
+    if (c.neos > 8) abort();
+    rx_status_free(g);
+  }
+  rx_status_free(s);
+  free(text);
+  return 0;
+}

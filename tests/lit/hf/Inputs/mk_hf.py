@@ -1,0 +1,48 @@
+# Writes a tiny Hugging Face model folder (config.json + model.safetensors, zero weights) with one
+# thing wrong, for the importer's error tests; no NumPy or torch needed.
+#   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|noweights|rope
+import json
+import os
+import struct
+import sys
+
+out, mode = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+H, I, L, NH, KV, D, V = 16, 32, 1, 2, 1, 8, 32
+config = {"architectures": ["LlamaForCausalLM"], "hidden_size": H, "intermediate_size": I,
+          "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": KV,
+          "head_dim": D, "vocab_size": V, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+          "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+          "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2}
+if mode == "arch":
+    config["architectures"] = ["GPT2LMHeadModel"]
+if mode == "key":
+    config["num_attention_heads"] = 0
+if mode == "rope":
+    config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+tensors = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H], "lm_head.weight": [V, H]}
+for l in range(L):
+    p = "model.layers.%d." % l
+    tensors.update({p + "input_layernorm.weight": [H], p + "post_attention_layernorm.weight": [H],
+                    p + "self_attn.q_proj.weight": [NH * D, H],
+                    p + "self_attn.k_proj.weight": [KV * D, H],
+                    p + "self_attn.v_proj.weight": [KV * D, H],
+                    p + "self_attn.o_proj.weight": [H, NH * D], p + "mlp.gate_proj.weight": [I, H],
+                    p + "mlp.up_proj.weight": [I, H], p + "mlp.down_proj.weight": [H, I]})
+if mode == "missing":
+    del tensors["model.layers.0.mlp.down_proj.weight"]
+if mode == "shape":
+    tensors["model.layers.0.self_attn.k_proj.weight"] = [NH * D, H]
+with open(os.path.join(out, "config.json"), "w") as f:
+    json.dump(config, f)
+if mode != "noweights":
+    header, offset = {}, 0
+    for name, shape in tensors.items():
+        n = 4
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    h = json.dumps(header).encode()
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + bytes(offset))

@@ -1,0 +1,187 @@
+/* relaxc generate MODEL.rxm (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N]
+ *   [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--device D]
+ *   [--kv-capacity N] [--print-ids]
+ * Text from an LLM artifact (relaxc compile of a Hugging Face folder), through runtime/llm's
+ * generation loop (relaxc/llm.h): the prompt is tokenized (with the BOS the tokenizer adds) or
+ * taken as ids, prefilled, then tokens are sampled one at a time and their text streamed to
+ * stdout as it completes, until an end-of-sequence token, --max-tokens or the model's maximum
+ * length. At the end, prefill and decode speeds on stderr; --print-ids adds a line with the new
+ * token ids, comma-separated. Exit: 0, 1 on an error (a missing file, not an LLM artifact, a
+ * prompt longer than the model allows, a full KV cache, a device error), 2 usage. */
+#include "commands.h"
+
+#include "relaxc/llm.h"
+#include "relaxc/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gen_cli {
+  const char *model, *prompt, *ids, *device;
+  long long max_tokens, kv_capacity;
+  rx_sampler_params sp;
+  bool print_ids;
+} gen_cli;
+
+/* A number option's value in [lo, hi]; 2 after a usage error. */
+static int number(const rx_cli_args *it, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(it->value, &end);
+  if (!*it->value || *end || !(v >= lo && v <= hi))
+    return rx_cli_usage_error(it->cmd, "%s %s: expected a number from %g to %g", it->flag,
+                              it->value, lo, hi);
+  *out = v;
+  return 0;
+}
+
+static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
+  g->sp = rx_sampler_default_params();
+  g->sp.temperature = 0.7f; /* the CLI's defaults: mildly creative, reproducible by --seed */
+  g->sp.top_p = 0.95f;
+  g->max_tokens = 128;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    const char *f = it.flag;
+    double v = 0;
+    int rc = 0;
+    if (!f) {
+      if (g->model)
+        return rx_cli_usage_error(cmd, "'generate' takes one MODEL.rxm, got '%s' too", it.value);
+      g->model = it.value;
+    } else if (!strcmp(f, "--prompt")) {
+      g->prompt = it.value;
+    } else if (!strcmp(f, "--prompt-ids")) {
+      g->ids = it.value;
+    } else if (!strcmp(f, "--device")) {
+      g->device = it.value;
+    } else if (!strcmp(f, "--print-ids")) {
+      g->print_ids = true;
+    } else if (!strcmp(f, "--max-tokens")) {
+      if (!(rc = number(&it, 1, 1 << 24, &v))) g->max_tokens = (long long)v;
+    } else if (!strcmp(f, "--kv-capacity")) {
+      if (!(rc = number(&it, 1, 1 << 30, &v))) g->kv_capacity = (long long)v;
+    } else if (!strcmp(f, "--temperature")) {
+      if (!(rc = number(&it, 0, 100, &v))) g->sp.temperature = (float)v;
+    } else if (!strcmp(f, "--top-k")) {
+      if (!(rc = number(&it, 0, 1 << 30, &v))) g->sp.top_k = (int32_t)v;
+    } else if (!strcmp(f, "--top-p")) {
+      if (!(rc = number(&it, 1e-9, 1, &v))) g->sp.top_p = (float)v;
+    } else if (!strcmp(f, "--repetition-penalty")) {
+      if (!(rc = number(&it, 1e-6, 1e6, &v))) g->sp.repetition_penalty = (float)v;
+    } else if (!strcmp(f, "--seed")) {
+      if (!(rc = number(&it, 0, 9007199254740992.0, &v))) g->sp.seed = (uint64_t)v;
+    } else {
+      return rx_cli_unhandled(&it);
+    }
+    if (rc) return rc;
+  }
+  if (it.status >= 0) return it.status;
+  if (!g->model) return rx_cli_usage_error(cmd, "%s", "'generate' needs a MODEL.rxm");
+  if (!g->prompt == !g->ids)
+    return rx_cli_usage_error(cmd, "%s", "'generate' needs one of --prompt TEXT and --prompt-ids");
+  return -1;
+}
+
+/* "1,2,3" into ids (heap); false after printing why. */
+static bool parse_ids(const rx_cli_command *cmd, const char *text, int32_t **out, size_t *n) {
+  size_t cap = 1;
+  for (const char *p = text; *p; p++) cap += *p == ',';
+  int32_t *ids = malloc(cap * sizeof *ids);
+  *n = 0;
+  for (const char *p = text; ids;) {
+    char *end = NULL;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+      rx_cli_usage_error(cmd, "--prompt-ids %s: expected token ids separated by commas", text);
+      free(ids);
+      return false;
+    }
+    ids[(*n)++] = (int32_t)v;
+    if (!*end) break;
+    p = end + 1;
+  }
+  *out = ids;
+  return ids != NULL;
+}
+
+static bool print_token(void *user, int32_t id, const char *text, size_t len) {
+  (void)user;
+  (void)id;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return true;
+}
+
+static int fail(rx_status s) {
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+  rx_status_free(s);
+  return 1;
+}
+
+/* The prompt's ids: tokenized text (with what the tokenizer adds, e.g. BOS), or --prompt-ids. */
+static int prompt_ids(const rx_cli_command *cmd, const gen_cli *g, rx_llm_model *m, int32_t **ids,
+                      size_t *n) {
+  if (g->ids) return parse_ids(cmd, g->ids, ids, n) ? 0 : 2;
+  const rx_tokenizer *tok = rx_llm_model_tokenizer(m);
+  if (!tok) {
+    fprintf(stderr,
+            "relaxc: error: %s has no tokenizer (its model folder had no tokenizer.json): give "
+            "the prompt as --prompt-ids\n",
+            g->model);
+    return 1;
+  }
+  rx_status s =
+      rx_tokenizer_encode(tok, g->prompt, strlen(g->prompt), RX_TOKENIZER_ADD_SPECIAL, ids, n);
+  if (s) return fail(s);
+  if (*n) return 0;
+  fprintf(stderr, "relaxc: error: the prompt has no tokens\n");
+  return 1;
+}
+
+int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
+  gen_cli g = {0};
+  int rc = parse(cmd, argc, argv, &g);
+  if (rc >= 0) return rc;
+  rx_llm_model_options mo = {.device = g.device, .capacity = g.kv_capacity};
+  rx_llm_model *m = NULL;
+  rx_status s = rx_llm_model_load(g.model, &mo, &m);
+  if (s) return fail(s);
+  int32_t *ids = NULL, *out = NULL;
+  size_t n = 0;
+  rc = prompt_ids(cmd, &g, m, &ids, &n);
+  if (!rc && !(out = calloc((size_t)g.max_tokens, sizeof *out))) rc = 1;
+  rx_llm_generate_stats st = {0};
+  if (!rc) {
+    rx_llm_generate_params p = {.sampling = g.sp,
+                                .max_tokens = g.max_tokens,
+                                .on_token =
+                                    g.print_ids && !rx_llm_model_tokenizer(m) ? NULL : print_token};
+    s = rx_llm_generate(m, 0, ids, n, &p, out, &st);
+    if (rx_llm_model_tokenizer(m)) fputc('\n', stdout);
+    if (s) rc = fail(s);
+  }
+  if (!rc && g.print_ids) {
+    for (size_t i = 0; i < st.new_tokens; i++) printf("%s%d", i ? "," : "", (int)out[i]);
+    printf("\n");
+  }
+  const char *last = NULL; /* under the validation layer (RX_VULKAN_VALIDATION=1), as run */
+  size_t nv = rx_rt_device_validation_messages(rx_llm_model_device(m), &last);
+  if (!rc && nv) {
+    fprintf(stderr, "relaxc: error: %zu Vulkan validation messages, the last: %s\n", nv, last);
+    rc = 1;
+  }
+  if (!rc) {
+    fprintf(stderr,
+            "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %zu tokens in %.1f ms (%.1f "
+            "tok/s)%s; %s\n",
+            st.prompt_tokens, st.prefill_ms, st.prompt_tokens * 1e3 / (st.prefill_ms + 1e-9),
+            st.new_tokens, st.decode_ms,
+            st.new_tokens > 1 ? (st.new_tokens - 1) * 1e3 / (st.decode_ms + 1e-9) : 0.0,
+            st.stopped_by_eos ? ", stopped at end of sequence" : "", rx_llm_model_device_name(m));
+  }
+  rx_llm_free(ids);
+  free(out);
+  rx_llm_model_free(m);
+  return rc;
+}
