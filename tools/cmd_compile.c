@@ -6,9 +6,9 @@
  * frontends/hf, with --dtype, --max-seq-len, --max-batch), imported as by `relaxc import`
  * (external data read relative to its directory). The module's weights (an ONNX model's
  * initializers, bound to the parameters of `main` after its inputs; tensor constants) are
- * streamed into the artifact, or with --weights-file PATH into that side file, which the artifact
- * names relative to itself (docs/artifact.md, "Weights"); --weights DIR also writes an ONNX
- * model's as DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
+ * streamed into the artifact, or with --weights-file PATH into that side file, which the
+ * artifact names relative to itself (docs/artifact.md, "Weights"); --weights DIR also writes an
+ * ONNX model's as DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
  * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
  * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
