@@ -438,6 +438,9 @@ static rx_status parse_added(const loader *L, const cJSON *root) {
   if (absent(list)) return NULL;
   if (!cJSON_IsArray(list)) return INVALID(L, "added_tokens", "not a list");
   t->added = rx_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(list) + 1) * sizeof *t->added);
+  /* The library numbers an added token that is not in the vocab itself: the vocab's size, then
+     on in the file's order. A file whose id differs is refused rather than renumbered. */
+  int64_t next = (int64_t)t->vocab.len;
   int i = 0;
   cJSON_ArrayForEach(e, list) {
     char p[PATH_LEN];
@@ -445,6 +448,14 @@ static rx_status parse_added(const loader *L, const cJSON *root) {
     tok_added a = {0};
     RX_RETURN_IF_ERROR(parse_added_one(L, e, p, &a));
     if (!a.content.n) continue; /* the library ignores empty tokens */
+    bool numbered = tok_map_get(&t->vocab, a.content.s, a.content.n) < 0 &&
+                    tok_map_get(&t->added_by_content, a.content.s, a.content.n) < 0;
+    if (numbered && a.id != next)
+      return INVALID(L, p,
+                     "'%s' has id %d, but the tokenizers library numbers it %lld (after the "
+                     "vocab's %zu tokens and the added tokens before it that are not in the vocab)",
+                     a.content.s, (int)a.id, (long long)next, t->vocab.len);
+    next += numbered;
     int32_t seen = tok_map_add(&t->added_by_content, a.content, (int32_t)t->nadded);
     if (seen >= 0 && t->added[seen].id != a.id)
       return INVALID(L, p, "'%s' is listed twice, with ids %d and %d", a.content.s,

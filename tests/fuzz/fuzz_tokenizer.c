@@ -55,12 +55,15 @@ static void round_trip(const rx_tokenizer *tok, const char *text, size_t len, in
   rx_llm_free(ids);
 }
 
-/* Texts are cut to this many bytes: each goes through six tokenizers, encoded, decoded and
+/* Texts are cut to this many bytes: each goes through nine tokenizers, encoded, decoded and
  * streamed twice, and a 13 KB text (the size of the JSON seeds) took seconds under the
  * sanitizers; long texts are no different from short ones to the code. */
 #define TEXT_MAX 1024
 
-static const char *const KINDS[] = {"gpt2", "llama3", "qwen2", "llama2", "mistral", "spm_digits"};
+static const char *const KINDS[] = {
+    "gpt2",           "llama3",     "qwen2",     "llama2",
+    "mistral",        "spm_digits", "split_mix", "byte_level_prefix",
+    "metaspace_never"};
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 static rx_tokenizer *fixtures[NKINDS];
 

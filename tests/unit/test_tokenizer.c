@@ -1,12 +1,13 @@
 /* The runtime's tokenizer and sampler (runtime/llm/, include/relaxc/llm.h).
  *
  * Tokenizer: every tokenizer.json of tests/llm/tokenizers/ (made by gen.py with Hugging Face's
- * tokenizers, one per family) against every case of cases.json, exactly: the ids of each text
- * with and without the template's special tokens, the decoded text with and without special
- * tokens, the streaming detokenizer fed one id at a time (its pieces complete UTF-8, joined equal
- * to the decoded text), and the decoding of id sequences that split characters, hold invalid
- * UTF-8 or unknown ids. Then lookups, BOS / EOS (from the template, the names, a config), and
- * files the loader refuses, each with a message naming the file and the place.
+ * tokenizers: one per family, and three for the options the families leave out) against every case
+ * of cases.json, exactly: the ids of each text with and without the template's special tokens, the
+ * decoded text with and without special tokens, the streaming detokenizer fed one id at a time (its
+ * pieces complete UTF-8, joined equal to the decoded text), and the decoding of id sequences that
+ * split characters, hold invalid UTF-8 or unknown ids. Then lookups, BOS / EOS (from the template,
+ * the names, a config), and files the loader refuses, each with a message naming the file and the
+ * place.
  *
  * Sampler: greedy is argmax; top-k 1 is greedy; a seed gives a fixed sequence (the same on every
  * platform: the values are written here); at temperature 1 the frequencies of many draws match
@@ -194,7 +195,7 @@ static void fixtures(const char *tests_dir) {
     check_kind(dir, k->string, k, texts);
     n++;
   }
-  CHECK(n == 6, "cases.json has %d tokenizers, expected 6", n);
+  CHECK(n == 9, "cases.json has %d tokenizers, expected 9", n);
   printf("fixtures: %d tokenizers x %d texts from tokenizers %s\n", n, cJSON_GetArraySize(texts),
          cJSON_GetObjectItem(root, "tokenizers_version")->valuestring);
   cJSON_Delete(root);
@@ -239,6 +240,9 @@ static void lookups(const char *tests_dir) {
       {"llama2", "<s>", {"</s>"}, 1},
       {"mistral", "<s>", {"</s>"}, 1},
       {"spm_digits", "<s>", {"</s>"}, 1},
+      {"byte_level_prefix", NULL, {"<|endoftext|>"}, 1},
+      {"split_mix", "<|begin_of_text|>", {"<|end_of_text|>"}, 1},
+      {"metaspace_never", NULL, {"</s>"}, 1},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(expect); i++) {
     rx_tokenizer *tok = load_kind(tests_dir, expect[i].kind);
@@ -388,9 +392,9 @@ static void errors(void) {
           RX_ERR_INVALID, "'<s>' is not in special_tokens");
   refused(MINI("[]", ", \"added_tokens\": [{\"id\": 1, \"content\": \"a\", \"special\": true}]"),
           RX_ERR_INVALID, "added_tokens[0]: 'a' has id 1 here but 0 in the model's vocab");
-  refused(MINI("[]", ", \"added_tokens\": [{\"id\": 5, \"content\": \"x\"}, {\"id\": 5, "
+  refused(MINI("[]", ", \"added_tokens\": [{\"id\": 3, \"content\": \"x\"}, {\"id\": 3, "
                      "\"content\": \"y\"}]"),
-          RX_ERR_INVALID, "both have id 5");
+          RX_ERR_INVALID, "added_tokens[1]: 'y' has id 3, but the tokenizers library numbers it 4");
   refused("{\"model\": {\"type\": \"BPE\", \"dropout\": 0.1, " MINI_VOCAB ", \"merges\": []}}",
           RX_ERR_UNSUPPORTED, "dropout");
   refused("{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", " MINI_VOCAB

@@ -12,6 +12,9 @@ that split a character, invalid UTF-8, unknown ids, random ids) with their decod
   python3 -m pip install -r tests/llm/tokenizers/requirements.txt
   python3 tests/llm/tokenizers/gen.py          # rewrites *.tokenizer.json and cases.json here
 
+The library's BPE trainer breaks ties in an order that varies from run to run, so running this
+again gives other (equally valid) files; cases.json always goes with the files written with it.
+
 The families (file: what it copies):
   gpt2:       GPT-2: ByteLevel pre-tokenizer (its own regex), ByteLevel decoder and post-processor;
               added tokens with lstrip (<mask>, as RoBERTa's) and single_word ([WORD]).
@@ -27,6 +30,13 @@ The families (file: what it copies):
   spm_digits: Metaspace (prepend_scheme "always", split true) then Digits(individual_digits),
               Metaspace decoder, no byte fallback (unknown characters give a fused <unk>), a
               template adding <s> before and </s> after.
+The last three are not families but the options the families leave out:
+  byte_level_prefix: gpt2 with Digits (contiguous) then ByteLevel with add_prefix_space; an
+              added token with single_word, lstrip and rstrip, a normalized special one.
+  split_mix:  llama3 without ignore_merges; NFC then Replace; Splits on a string
+              (MergedWithPrevious, Contiguous) and on the regex inverted (MergedWithNext).
+  metaspace_never: Metaspace with prepend_scheme "never" (pre-tokenizer and decoder), <unk>
+              not fused, no post-processor.
 """
 import json
 import os
@@ -204,8 +214,47 @@ def make_spm_digits():
     return reload(d)
 
 
+def make_byte_level_prefix():
+    d = json.loads(make_gpt2().to_str())
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": False},
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}
+    tok = reload(d)
+    tok.add_tokens([AddedToken(" x", single_word=True, lstrip=True, rstrip=True, normalized=False),
+                    AddedToken("<e>", rstrip=True, normalized=True, special=True)])
+    return reload(tok.to_str())
+
+
+def make_split_mix():
+    d = json.loads(make_llama3().to_str())
+    d["model"]["ignore_merges"] = False
+    d["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "NFC"}, {"type": "Replace", "pattern": {"String": "ab"}, "content": "X"}]}
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": "\n"}, "behavior": "MergedWithPrevious",
+         "invert": False},
+        {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "MergedWithNext",
+         "invert": True},
+        {"type": "Split", "pattern": {"String": "e"}, "behavior": "Contiguous", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return reload(d)
+
+
+def make_metaspace_never():
+    d = spm_trained(byte_fallback=False, fuse_unk=False)
+    d["normalizer"] = None
+    d["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never",
+                          "split": True}
+    d["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never",
+                    "split": True}
+    d["post_processor"] = None
+    return reload(d)
+
+
 KINDS = [("gpt2", make_gpt2), ("llama3", make_llama3), ("qwen2", make_qwen2),
-         ("llama2", make_llama2), ("mistral", make_mistral), ("spm_digits", make_spm_digits)]
+         ("llama2", make_llama2), ("mistral", make_mistral), ("spm_digits", make_spm_digits),
+         ("byte_level_prefix", make_byte_level_prefix), ("split_mix", make_split_mix),
+         ("metaspace_never", make_metaspace_never)]
 
 TEXTS = [
     "",
