@@ -9,7 +9,7 @@
  *
  * Names in a program (buffers, loop variables, locals) never collide with the symbolic variables
  * it uses: they are picked fresh against those. */
-#include "legalize.h"
+#include "legalize_int.h"
 
 #include "deduce.h"
 
@@ -18,44 +18,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXR  8  /* most dims handled */
-#define MAXOP 64 /* most tensor operands */
+/* This file's short names for the context and the helpers it shares with ops/attention.c
+ * (legalize_int.h). */
+typedef lz_ctx L;
+typedef lz_opnd opnd;
+#define MAXR            LZ_MAXR
+#define MAXOP           LZ_MAXOP
+#define fail(...)       lz_fail(__VA_ARGS__)
+#define S(...)          lz_str(__VA_ARGS__)
+#define line(...)       lz_line(__VA_ARGS__)
+#define close_(l)       lz_close(l)
+#define fresh(l, b)     lz_fresh(l, b)
+#define loopvar(l, b)   lz_loopvar(l, b)
+#define ex(l, e)        lz_ex(l, e)
+#define flit(l, v)      lz_flit(l, v)
+#define up(l, t, x)     lz_up(l, t, x)
+#define down(l, t, x)   lz_down(l, t, x)
+#define load(l, o, idx) lz_load(l, o, idx)
+#define load_bcast(...) lz_load_bcast(__VA_ARGS__)
+#define arg(l, i)       lz_arg(l, i)
 
-/* A tensor operand: a buffer parameter, or a scalar folded into the program as text. */
-typedef struct opnd {
-  bool scalar;
-  const char *text; /* scalar: expression text (in the dtype `dtype`, or a weak literal) */
-  double fval;      /* scalar literal value (for clip-like uses) */
-  bool literal;     /* scalar is a literal */
-  const char *name; /* buffer */
-  rx_dtype dtype;
-  int ndim;
-  const rx_expr *const *shape;
-  rx_node *node; /* the argument node (what the call_tensor passes) */
-} opnd;
-
-typedef struct L {
-  rx_module *m;
-  rx_expr_ctx *cx;
-  const rx_node *call;
-  rx_diag *diag;
-  bool failed;
-  rx_strbuf body;
-  int ind;
-  rx_ptrvec names; /* taken names (interned in m) */
-  rx_ptrvec used;  /* symbolic variables the program text uses */
-  rx_ptrvec loops; /* loop variables (rx_expr vars) */
-  opnd ops[MAXOP];
-  int nops;
-  int argop[16]; /* first operand index of each call argument; -1: not an operand */
-  int argn[16];  /* operands of each call argument (tuples: fields) */
-  opnd outs[64];
-  int nouts;
-  char lit[64];
-} L;
-
-static void fail(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
-static void fail(L *l, const char *fmt, ...) {
+void lz_fail(L *l, const char *fmt, ...) {
   if (l->failed) return;
   l->failed = true;
   va_list ap;
@@ -101,7 +84,7 @@ static bool name_taken(L *l, const char *s) {
 }
 
 /* A fresh name from base (base, base_1, ...), reserved for the program. */
-static const char *fresh(L *l, const char *base) {
+const char *lz_fresh(L *l, const char *base) {
   char buf[96];
   snprintf(buf, sizeof buf, "%.80s", base);
   for (int k = 1; name_taken(l, buf); k++) snprintf(buf, sizeof buf, "%.80s_%d", base, k);
@@ -132,7 +115,7 @@ static void reserve_sinfo(L *l, const rx_sinfo *s) {
 }
 
 /* A loop variable named from base. */
-static const char *loopvar(L *l, const char *base) {
+const char *lz_loopvar(L *l, const char *base) {
   const char *n = fresh(l, base);
   rx_ptrvec_push(&l->loops, (void *)rx_expr_var(l->cx, n));
   return n;
@@ -140,8 +123,7 @@ static const char *loopvar(L *l, const char *base) {
 
 /* ---- text ---- */
 
-static void line(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
-static void line(L *l, const char *fmt, ...) {
+void lz_line(L *l, const char *fmt, ...) {
   for (int i = 0; i < l->ind; i++) rx_strbuf_append(&l->body, "  ");
   va_list ap;
   va_start(ap, fmt);
@@ -150,14 +132,13 @@ static void line(L *l, const char *fmt, ...) {
   rx_strbuf_putc(&l->body, '\n');
 }
 
-static void close_(L *l) {
+void lz_close(L *l) {
   l->ind--;
   line(l, "}");
 }
 
 /* Arena printf. */
-static const char *S(L *l, const char *fmt, ...) RX_PRINTF(2, 3);
-static const char *S(L *l, const char *fmt, ...) {
+const char *lz_str(L *l, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   rx_strbuf b = {0};
@@ -170,7 +151,7 @@ static const char *S(L *l, const char *fmt, ...) {
 }
 
 /* Text of a symbolic expression; its variables are recorded as used. */
-static const char *ex(L *l, const rx_expr *e) {
+const char *lz_ex(L *l, const rx_expr *e) {
   rx_ptrvec vs = {0};
   rx_expr_collect_vars(e, &vs);
   for (size_t i = 0; i < vs.len; i++) {
@@ -194,7 +175,7 @@ static const rx_expr *V(L *l, const char *name) { return rx_expr_var(l->cx, name
 static const rx_expr *C(L *l, int64_t v) { return rx_expr_const(l->cx, v); }
 
 /* A float literal that the lexer reads back as a float. */
-static const char *flit(L *l, double v) {
+const char *lz_flit(L *l, double v) {
   if (isnan(v)) return "nan";
   if (isinf(v)) return v > 0 ? "inf" : "(-inf)";
   char buf[64];
@@ -215,11 +196,11 @@ static bool is_half(rx_dtype t) { return t == RX_DTYPE_F16 || t == RX_DTYPE_BF16
 /* The dtype float math is done in for values of dtype t. */
 static rx_dtype mathdt(rx_dtype t) { return is_half(t) ? RX_DTYPE_F32 : t; }
 /* text (of dtype t) converted to the math dtype. */
-static const char *up(L *l, rx_dtype t, const char *text) {
+const char *lz_up(L *l, rx_dtype t, const char *text) {
   return is_half(t) ? S(l, "f32(%s)", text) : text;
 }
 /* text of the math dtype of t converted back to t. */
-static const char *down(L *l, rx_dtype t, const char *text) {
+const char *lz_down(L *l, rx_dtype t, const char *text) {
   return is_half(t) ? S(l, "%s(%s)", rx_dtype_name(t), text) : text;
 }
 
@@ -283,7 +264,7 @@ static void nest_vars(L *l, const char *base, int n, const char **out) {
 }
 
 /* Load of operand o at index texts idx (o->ndim of them). */
-static const char *load(L *l, const opnd *o, const char *const *idx) {
+const char *lz_load(L *l, const opnd *o, const char *const *idx) {
   if (o->scalar) return o->text;
   return S(l, "%s[%s]", o->name, join(l, idx, o->ndim));
 }
@@ -291,8 +272,8 @@ static const char *load(L *l, const opnd *o, const char *const *idx) {
 /* Load of operand o broadcast to an output nest with vars ov and dims od (rank r): o's dims
  * align from the right; an operand dim that is the output dim takes the loop variable, a dim 1
  * takes 0, anything else (provably 1 only under facts) the variable modulo the dim. */
-static const char *load_bcast(L *l, const opnd *o, const char *const *ov, const rx_expr *const *od,
-                              int r) {
+const char *lz_load_bcast(L *l, const opnd *o, const char *const *ov, const rx_expr *const *od,
+                          int r) {
   if (o->scalar) return o->text;
   const char *idx[MAXR];
   for (int k = 0; k < o->ndim; k++) {
@@ -340,14 +321,17 @@ static int add_buf(L *l, rx_node *n, const rx_sinfo *s, const char *base) {
 }
 
 static const char *const *arg_names(const rx_op *op) {
-  static const char *const one[] = {"x", "b", "c", "d", "e"};
-  static const char *const two[] = {"a", "b", "c", "d", "e"};
+  static const char *const one[LZ_ARG_NAMES] = {"x", "b", "c", "d", "e", "f", "g", "h"};
+  static const char *const two[LZ_ARG_NAMES] = {"a", "b", "c", "d", "e", "f", "g", "h"};
   static const char *const wh[] = {"cond", "a", "b"};
   static const char *const ln[] = {"x", "gamma", "beta"};
   static const char *const rms[] = {"x", "w"};
   static const char *const take[] = {"x", "indices"};
   static const char *const rope[] = {"x", "cs", "sn"};
   static const char *const att[] = {"q", "k", "v", "mask"};
+  static const char *const kva[] = {"pages", "k", "v", "slot"};
+  static const char *const paged[] = {"q", "pages", "page_table", "kv_len", "q_seq", "q_pos"};
+  static const char *const merge[] = {"o", "lse"};
   static const char *const bn[] = {"x", "gamma", "beta", "mean", "var"};
   static const char *const full[] = {"shape", "value"};
   switch (op->id) {
@@ -364,6 +348,13 @@ static const char *const *arg_names(const rx_op *op) {
     return rope;
   case RX_OP_attention:
     return att;
+  case RX_OP_kv_append:
+    return kva;
+  case RX_OP_paged_attention:
+  case RX_OP_paged_decode_attention:
+    return paged;
+  case RX_OP_attention_merge:
+    return merge;
   case RX_OP_batch_norm:
     return bn;
   case RX_OP_full:
@@ -380,10 +371,10 @@ static const char *const *arg_names(const rx_op *op) {
 static void collect(L *l) {
   const rx_node *call = l->call;
   const char *const *names = arg_names(call->op);
-  for (int i = 0; i < call->nargs && i < 16; i++) {
+  for (int i = 0; i < call->nargs && i < LZ_MAXARGS; i++) {
     rx_node *a = call->args[i];
     const rx_sinfo *s = a->sinfo;
-    const char *base = i < 5 ? names[i] : "x";
+    const char *base = i < LZ_ARG_NAMES ? names[i] : "x";
     l->argop[i] = -1;
     l->argn[i] = 0;
     if (!s) {
@@ -462,7 +453,7 @@ static void scalars_to(L *l, rx_dtype dt) {
     if (l->ops[i].scalar) l->ops[i].text = scalar_as(l, &l->ops[i], dt);
 }
 
-static opnd *arg(L *l, int i) {
+opnd *lz_arg(L *l, int i) {
   RX_ASSERT(i < l->call->nargs && l->argop[i] >= 0);
   return &l->ops[l->argop[i]];
 }
@@ -1170,79 +1161,6 @@ static void gen_rope(L *l) {
   close_n(l, r);
 }
 
-static void gen_attention(L *l) {
-  opnd *q = arg(l, 0), *k = arg(l, 1), *v = arg(l, 2), *y = &l->outs[0];
-  opnd *mask = l->call->nargs > 3 ? arg(l, 3) : NULL;
-  if (q->scalar || k->scalar || v->scalar) {
-    fail(l, "attention expects tensor operands");
-    return;
-  }
-  bool causal = rx_ops_int_attr(l->call, "causal", 0) != 0;
-  const rx_attr *sa = rx_call_attr(l->call, "scale");
-  const rx_expr *bd = q->shape[0], *hd = q->shape[1], *sd = q->shape[2], *td = k->shape[2];
-  const rx_expr *dd = q->shape[3], *ed = v->shape[3];
-  const char *scale = sa                          ? flit(l, sa->f)
-                      : dd->kind == RX_EXPR_CONST ? flit(l, 1.0 / sqrt((double)dd->value))
-                                                  : S(l, "rsqrt(f32(%s))", ex(l, dd));
-  rx_dtype t = q->dtype;
-  const char *ib = loopvar(l, "b"), *ih = loopvar(l, "h"), *ii = loopvar(l, "i");
-  const char *ij = loopvar(l, "j"), *r = loopvar(l, "r"), *ie = loopvar(l, "e");
-  const char *sc = fresh(l, "scores");
-  /* stage 1: scores = q k^T (matmul form, f32 accumulation) */
-  line(l, "alloc %s: f32[%s, %s, %s, %s] global", sc, ex(l, bd), ex(l, hd), ex(l, sd), ex(l, td));
-  const char *sv[4] = {ib, ih, ii, ij};
-  const rx_expr *se[4] = {bd, hd, sd, td};
-  const char *scv = S(l, "%s[%s]", sc, join(l, sv, 4));
-  for_nest(l, sv, se, 4);
-  const char *rv[1] = {r};
-  const rx_expr *re[1] = {dd};
-  const char *qi[4] = {ib, ih, ii, r}, *ki[4] = {ib, ih, ij, r};
-  reduce_open(l, rv, re, 1);
-  line(l, "init { %s = 0.0 }", scv);
-  line(l, "update { %s = %s + %s * %s }", scv, scv, up(l, t, load(l, q, qi)),
-       up(l, t, load(l, k, ki)));
-  close_(l);
-  close_n(l, 4);
-  /* stage 2: softmax over j of scale * scores + mask, causal keys j <= i + (t - s) */
-  const char *val = S(l, "%s * %s", scv, scale);
-  if (mask) val = S(l, "%s + %s", val, up(l, t, load_bcast(l, mask, sv, se, 4)));
-  if (causal) {
-    const rx_expr *lim = rx_expr_add(l->cx, V(l, ii), rx_expr_sub(l->cx, td, sd));
-    val = S(l, "select(%s, %s, (-inf))", ex(l, rx_expr_cmp(l->cx, RX_EXPR_LE, V(l, ij), lim)), val);
-  }
-  for_nest(l, sv, se, 3);
-  const char *mx = fresh(l, "mx"), *sm = fresh(l, "s");
-  const char *jv[1] = {ij};
-  const rx_expr *je[1] = {td};
-  line(l, "alloc %s: f32[1] local", mx);
-  reduce_open(l, jv, je, 1);
-  line(l, "init { %s[0] = (-inf) }", mx);
-  line(l, "update { %s[0] = max(%s[0], %s) }", mx, mx, val);
-  close_(l);
-  line(l, "alloc %s: f32[1] local", sm);
-  reduce_open(l, jv, je, 1);
-  line(l, "init { %s[0] = 0.0 }", sm);
-  line(l, "update { %s[0] = %s[0] + exp(%s - %s[0]) }", sm, sm, val, mx);
-  close_(l);
-  for_nest(l, jv, je, 1);
-  line(l, "%s = exp(%s - %s[0]) / %s[0]", scv, val, mx, sm);
-  close_(l);
-  close_n(l, 3);
-  /* stage 3: out = p v (matmul form) */
-  const char *ov[4] = {ib, ih, ii, ie};
-  const rx_expr *oe[4] = {bd, hd, sd, ed};
-  const char *vi[4] = {ib, ih, ij, ie};
-  for_nest(l, ov, oe, 4);
-  const char *acc = fresh(l, "acc");
-  line(l, "alloc %s: f32[1] local", acc);
-  reduce_open(l, jv, je, 1);
-  line(l, "init { %s[0] = 0.0 }", acc);
-  line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, scv, up(l, t, load(l, v, vi)));
-  close_(l);
-  line(l, "%s = %s", load(l, y, ov), down(l, t, S(l, "%s[0]", acc)));
-  close_n(l, 4);
-}
-
 /* Window index: out * stride - pad + kernel_index * dilation. */
 static const rx_expr *win_index(L *l, const char *o, int64_t stride, int64_t pad, const char *k,
                                 int64_t dil) {
@@ -1424,7 +1342,7 @@ static bool l_start(L *l, rx_module *m, const rx_node *call, rx_diag *diag) {
     fail(l, "unknown op");
     return false;
   }
-  if (call->nargs > 16) {
+  if (call->nargs > LZ_MAXARGS) {
     fail(l, "too many arguments");
     return false;
   }
@@ -1434,6 +1352,8 @@ static bool l_start(L *l, rx_module *m, const rx_node *call, rx_diag *diag) {
     if (call->attrs[i].kind == RX_ATTR_EXPRS)
       for (int k = 0; k < call->attrs[i].n; k++) reserve_vars(l, call->attrs[i].exprs[k]);
   collect(l);
+  int ip = rx_legalize_inplace_arg(call->op);
+  if (ip >= 0 && ip < call->nargs && l->argop[ip] >= 0) l->ops[l->argop[ip]].inplace = true;
   return !l->failed;
 }
 
@@ -1444,7 +1364,7 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) 
   int n = 0;
   if (l_start(&l, m, call, &quiet)) {
     for (int i = 0; i < l.nops; i++)
-      if (!l.ops[i].scalar && n < max) out[n++] = l.ops[i].node;
+      if (!l.ops[i].scalar && !l.ops[i].inplace && n < max) out[n++] = l.ops[i].node;
   }
   l_free(&l);
   rx_diag_free(&quiet);
@@ -1471,8 +1391,11 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
       goto done;
     }
   }
-  /* outputs */
-  if (call->sinfo->kind == RX_SINFO_TUPLE) {
+  /* outputs: an argument written in place is the output, named as that argument */
+  int ip = rx_legalize_inplace_arg(op);
+  if (ip >= 0) {
+    if (!add_out(&l, call->sinfo, l.ops[l.argop[ip]].name)) goto done;
+  } else if (call->sinfo->kind == RX_SINFO_TUPLE) {
     for (int f = 0; f < call->sinfo->nfields; f++)
       if (!add_out(&l, call->sinfo->fields[f], S(&l, "y%d", f))) goto done;
   } else if (!add_out(&l, call->sinfo, "y")) {
@@ -1480,7 +1403,7 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
   }
   /* fresh buffer names, once every symbolic name is reserved */
   for (int i = 0; i < l.nops; i++)
-    if (!l.ops[i].scalar) l.ops[i].name = fresh(&l, l.ops[i].name);
+    if (!l.ops[i].scalar && !l.ops[i].inplace) l.ops[i].name = fresh(&l, l.ops[i].name);
   for (int i = 0; i < l.nouts; i++) l.outs[i].name = fresh(&l, l.outs[i].name);
   l.ind = 1;
   gen(&l);
@@ -1500,7 +1423,7 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
     int cnt = pass ? l.nouts : l.nops;
     for (int i = 0; i < cnt; i++) {
       opnd *o = pass ? &l.outs[i] : &l.ops[i];
-      if (o->scalar) continue;
+      if (o->scalar || o->inplace) continue;
       const rx_expr *const *sh = o->shape;
       rx_strbuf_printf(&sig, "%s%s%s: %s[", np++ ? ", " : "", pass ? "out " : "", o->name,
                        rx_dtype_name(o->dtype));

@@ -33,6 +33,12 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
 /* Whether ops.def gives op a generator (every op but the host-level ones, NOT_LEGALIZED). */
 bool rx_legalize_has_generator(const rx_op *op);
 
+/* The argument an op writes in place (kv_append: 0, the pages), or -1. Its program takes that
+ * argument as its output parameter and not as an input (rx_legalize_args leaves it out): the
+ * call must be an in-place call_tensor whose destination is that argument, so that what the
+ * program does not write keeps its value (ops/attention.c). */
+int rx_legalize_inplace_arg(const rx_op *op);
+
 /* ---- conv2d and pooling windows (ops/nn.c) ---- */
 typedef struct rx_nn_win {
   int64_t kh, kw;         /* pooling kernel (conv2d: from the weight) */

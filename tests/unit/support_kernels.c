@@ -74,7 +74,7 @@ bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out) {
 
 static size_t elem_bytes(rx_dtype t) { return (size_t)(rx_dtype_bits(t) / 8); }
 
-static double load_elem(const void *p, rx_dtype t, size_t i) {
+double rxk_load_elem(const void *p, rx_dtype t, size_t i) {
   switch (t) {
   case RX_DTYPE_F32:
     return ((const float *)p)[i];
@@ -190,7 +190,7 @@ bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rx
     double maxdiff = 0, maxref = 1;
     size_t worst = 0;
     for (size_t k = 0; k < count; k++) {
-      double g = load_elem(got->arg[i].data, t, k), w = load_elem(want->arg[i].data, t, k);
+      double g = rxk_load_elem(got->arg[i].data, t, k), w = rxk_load_elem(want->arg[i].data, t, k);
       double d = isnan(g) != isnan(w) ? INFINITY : (isnan(g) ? 0 : fabs(g - w));
       if (d > maxdiff) maxdiff = d, worst = k;
       if (fabs(w) > maxref) maxref = fabs(w);
@@ -198,8 +198,8 @@ bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rx
     double tol = rxk_tolerance(t), err = maxdiff / maxref;
     if (!(err <= tol)) {
       snprintf(msg, n, "output %s: normalized error %.3g > %.0e (element %zu: got %g, want %g)",
-               p->buf->name, err, tol, worst, load_elem(got->arg[i].data, t, worst),
-               load_elem(want->arg[i].data, t, worst));
+               p->buf->name, err, tol, worst, rxk_load_elem(got->arg[i].data, t, worst),
+               rxk_load_elem(want->arg[i].data, t, worst));
       return false;
     }
   }

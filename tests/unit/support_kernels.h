@@ -43,6 +43,8 @@ typedef struct rxk_buffers {
 bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, char *why, size_t n);
 void rxk_copy_buffers(const rxk_buffers *from, rxk_buffers *to);
 void rxk_free_buffers(rxk_buffers *b);
+/* Element i of host data of dtype t (f16/bf16 as bits, integers as their C types) as a double. */
+double rxk_load_elem(const void *p, rx_dtype t, size_t i);
 
 /* Tolerance of an output dtype, as normalized error max|got - want| / max(1, max|want|):
  * f32 1e-4 (schedules reduce in another order than the serial oracle, over up to 4099 terms),

@@ -1,0 +1,1102 @@
+/* ops/attention.c: attention as tensor programs that never hold a score tensor, for dense
+ * tensors (`attention`) and over the paged KV cache of docs/llm.md (`kv_append`,
+ * `paged_attention`, `paged_decode_attention`, `attention_merge`): the shape deduction of the
+ * paged ops and the legalization of all five.
+ *
+ * The attention programs are written already scheduled (loops bound to blocks and threads, as
+ * passes/schedule.h describes), in one portable form that every target accepts as it is:
+ * ATTN_THREADS threads and at most ATTN_SHARED bytes of shared memory per block, no subgroup
+ * operation (reductions are shared-memory arrays and barriers), and barriers only under
+ * conditions that are the same for every thread of the block. One block takes a tile of query
+ * rows (a row: one query token and one query head; the heads of a GQA group share a block, so
+ * they share every key and value loaded) and walks the keys in tiles of `tk` (a page of the
+ * cache, or a part of one when the head dim is large):
+ *
+ *   load K tile -> barrier -> partial dot products (`ks` threads per score when the tile has
+ *   fewer scores than threads) -> barrier -> one thread per row: the scores, the running max m
+ *   and sum l of the row (online softmax), p = exp(s - m) and the rescale factor of the row;
+ *   load V tile -> barrier -> acc = acc * rescale + p V (each thread a fixed set of the rows'
+ *   output elements, in registers) -> barrier
+ *
+ * and writes acc / l at the end. Scores, m, l and acc are f32 whatever the dtype. */
+#include "deduce.h"
+#include "legalize_int.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Threads per block: the generic Vulkan target's maxComputeWorkGroupInvocations (the minimum
+ * the Vulkan spec guarantees, targets.c), so one program runs on every target. */
+#define ATTN_THREADS 128
+/* Shared memory per block: the generic Vulkan target's maxComputeSharedMemorySize (the spec's
+ * minimum, targets.c). */
+#define ATTN_SHARED 16384
+/* Tokens per page of the KV cache: pages are [P, 2, kvh, ATTN_PAGE, d] (docs/llm.md,
+ * RX_KV_PAGE of runtime/llm); also the largest key tile, so a tile never spans two pages. */
+#define ATTN_PAGE 16
+/* Query rows per block at most: with 16 keys per tile, 64 rows are 1024 scores per tile, eight
+ * per thread, beyond which the row step (one thread per row) dominates the tile. */
+#define ATTN_MAX_ROWS 64
+/* Output elements one thread accumulates in registers: with 16, ptxas (CUDA 13) spills at the
+ * register budget it picks for a 128-thread block (64 to 72 registers). */
+#define ATTN_MAX_ACC 8
+/* Keys per chunk of paged_decode_attention when `chunk` is not given: 16 pages, so a sequence
+ * of 4096 tokens is split into 16 blocks per kv head. */
+#define ATTN_DEFAULT_CHUNK 256
+/* The running max of a row starts at the lowest finite f32: a score equal to it (a mask of
+ * torch.finfo(float32).min) still counts, and exp(m_old - m_new) is never inf - inf. */
+#define ATTN_NO_SCORE (-FLT_MAX)
+/* Scores are kept in base 2 (scaled by log2(e), the mask too), so that p = exp2(s - m): CUDA's
+ * accurate expf in the row step made ptxas spill registers, exp2f does not. */
+#define ATTN_LOG2E 1.4426950408889634
+#define ATTN_LN2   0.6931471805599453
+
+#define ATTN_STR_(x) #x
+#define ATTN_STR(x)  ATTN_STR_(x)
+
+/* ------------------------------------------------------------------------------------------
+ * shape deduction of the paged ops
+ * ------------------------------------------------------------------------------------------ */
+
+/* What an operand must be: its dims as a pattern over named dims ("N H D": a name binds on its
+ * first appearance and must provably agree afterwards; a number is exact) and its dtype: 'T'
+ * the floating-point dtype of the first 'T' operand, 'i' i32, 'f' f32. */
+typedef struct operand_spec {
+  const char *name;
+  const char *dims;
+  char dtype;
+} operand_spec;
+
+#define MAX_NAMED 8
+
+/* The named dims bound so far, the common float dtype, and whether an operand had no shape. */
+typedef struct unifier {
+  char names[MAX_NAMED][8];
+  const rx_expr *vals[MAX_NAMED];
+  const char *from[MAX_NAMED]; /* the operand that bound it */
+  int n;
+  rx_dtype t;
+  bool coarse;
+} unifier;
+
+static const rx_expr *named(const unifier *u, const char *name) {
+  for (int i = 0; i < u->n; i++)
+    if (!strcmp(u->names[i], name)) return u->vals[i];
+  return NULL;
+}
+
+/* "[N, H, D]" of a pattern. */
+static const char *pattern_text(rx_deduce_ctx *dc, const char *dims, int *rank) {
+  char buf[128];
+  size_t o = 0;
+  *rank = 0;
+  buf[o++] = '[';
+  for (const char *p = dims; *p && o + 4 < sizeof buf; p++) {
+    if (*p == ' ') {
+      buf[o++] = ',';
+      buf[o++] = ' ';
+    } else {
+      buf[o++] = *p;
+    }
+    if (*p != ' ' && (p[1] == ' ' || !p[1])) ++*rank;
+  }
+  buf[o++] = ']';
+  buf[o] = 0;
+  return rx_arena_strdup(&dc->mod->arena, buf);
+}
+
+/* Checks dim k of operand `sp` (actual `dim`) against the pattern's token `tok`. */
+static bool check_dim(rx_deduce_ctx *dc, const rx_node *call, const operand_spec *sp,
+                      const char *pat, const rx_sinfo *s, int k, const char *tok, unifier *u) {
+  const rx_expr *dim = s->shape[k], *want;
+  const char *from = NULL;
+  if (tok[0] >= '0' && tok[0] <= '9') {
+    want = rx_expr_const(rx_ops_ctx(dc), strtoll(tok, NULL, 10));
+  } else if ((want = named(u, tok)) != NULL) {
+    for (int i = 0; i < u->n; i++)
+      if (!strcmp(u->names[i], tok)) from = u->from[i];
+  } else {
+    RX_ASSERT(u->n < MAX_NAMED && strlen(tok) < sizeof u->names[0]);
+    snprintf(u->names[u->n], sizeof u->names[0], "%s", tok);
+    u->vals[u->n] = dim;
+    u->from[u->n++] = sp->name;
+    return true;
+  }
+  rx_tribool eq = rx_ops_dim_eq(dc, dim, want);
+  if (eq == RX_TRUE) return true;
+  rx_deduce_error(dc, "%s expects %s of shape %s, got %s: dim %d is %s, %s %s%s%s%s%s",
+                  call->op->name, sp->name, pat, rx_ops_str(dc, s), k, rx_ops_expr_str(dc, dim),
+                  eq == RX_FALSE ? "not" : "not provably", from ? tok : "", from ? " = " : "",
+                  rx_ops_expr_str(dc, want), from ? " of " : "", from ? from : "");
+  if (eq != RX_FALSE) rx_deduce_error(dc, "use match_cast to give %s that shape", sp->name);
+  return false;
+}
+
+/* Checks operand i of the call against sp; binds its named dims. */
+static bool check_operand(rx_deduce_ctx *dc, const rx_node *call, int i, const operand_spec *sp,
+                          unifier *u) {
+  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, sp->name);
+  if (!s) return false;
+  int rank;
+  const char *pat = pattern_text(dc, sp->dims, &rank);
+  rx_dtype want = sp->dtype == 'i' ? RX_DTYPE_I32 : sp->dtype == 'f' ? RX_DTYPE_F32 : u->t;
+  if (sp->dtype == 'T' && u->t == RX_DTYPE_UNKNOWN) {
+    if (!rx_ops_need_float(dc, s, call->op->name)) return false;
+    u->t = s->dtype;
+  } else if (s->dtype != RX_DTYPE_UNKNOWN && want != RX_DTYPE_UNKNOWN && s->dtype != want) {
+    rx_deduce_error(dc, "%s expects %s as %s%s, got %s", call->op->name, sp->name,
+                    rx_dtype_name(want), pat, rx_ops_str(dc, s));
+    return false;
+  }
+  if (s->ndim >= 0 && s->ndim != rank) {
+    rx_deduce_error(dc, "%s expects %s of rank %d (%s), got %s", call->op->name, sp->name, rank,
+                    pat, rx_ops_str(dc, s));
+    return false;
+  }
+  if (s->ndim < 0 || !s->shape) {
+    u->coarse = true;
+    return true;
+  }
+  const char *p = sp->dims;
+  for (int k = 0; k < rank; k++) {
+    char tok[16];
+    size_t n = strcspn(p, " ");
+    RX_ASSERT(n < sizeof tok);
+    memcpy(tok, p, n);
+    tok[n] = 0;
+    p += n + (p[n] == ' ');
+    if (!check_dim(dc, call, sp, pat, s, k, tok, u)) return false;
+  }
+  return true;
+}
+
+static bool check_operands(rx_deduce_ctx *dc, const rx_node *call, const operand_spec *specs, int n,
+                           unifier *u) {
+  memset(u, 0, sizeof *u);
+  u->t = RX_DTYPE_UNKNOWN;
+  for (int i = 0; i < n; i++)
+    if (!check_operand(dc, call, i, &specs[i], u)) return false;
+  return true;
+}
+
+#define PAGES_DIMS "P 2 KVH " ATTN_STR(ATTN_PAGE) " D"
+
+/* window >= 0; the query heads a multiple of the kv heads. */
+static bool check_heads_window(rx_deduce_ctx *dc, const rx_node *call, const unifier *u) {
+  int64_t window = rx_ops_int_attr(call, "window", 0);
+  if (window < 0) {
+    rx_deduce_error(dc, "%s expects window >= 0 (0: every earlier key), got %lld", call->op->name,
+                    (long long)window);
+    return false;
+  }
+  if (u->coarse) return true;
+  const rx_expr *h = named(u, "H"), *kvh = named(u, "KVH");
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  rx_tribool div = rx_ops_prove(
+      dc, rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, h, kvh), rx_expr_const(cx, 0)));
+  if (div == RX_TRUE) return true;
+  rx_deduce_error(dc,
+                  "%s expects the query heads of q (H = %s) to be %sa multiple of the kv heads "
+                  "of pages (KVH = %s)",
+                  call->op->name, rx_ops_expr_str(dc, h), div == RX_FALSE ? "" : "provably ",
+                  rx_ops_expr_str(dc, kvh));
+  return false;
+}
+
+const rx_sinfo *rx_deduce_kv_append(rx_deduce_ctx *dc, const rx_node *call) {
+  static const operand_spec spec[] = {
+      {"pages", PAGES_DIMS, 'T'}, {"k", "N KVH D", 'T'}, {"v", "N KVH D", 'T'}, {"slot", "N", 'i'}};
+  unifier u;
+  if (!check_operands(dc, call, spec, 4, &u)) return NULL;
+  return call->args[0]->sinfo; /* the pages, written in place */
+}
+
+const rx_sinfo *rx_deduce_paged_attention(rx_deduce_ctx *dc, const rx_node *call) {
+  static const operand_spec spec[] = {{"q", "N H D", 'T'},         {"pages", PAGES_DIMS, 'T'},
+                                      {"page_table", "B MP", 'i'}, {"kv_len", "B", 'i'},
+                                      {"q_seq", "N", 'i'},         {"q_pos", "N", 'i'}};
+  unifier u;
+  if (!check_operands(dc, call, spec, 6, &u) || !check_heads_window(dc, call, &u)) return NULL;
+  if (u.coarse) return rx_ops_tensor(dc, u.t, 3, NULL);
+  const rx_expr **dims = rx_ops_dims(dc, 3);
+  dims[0] = named(&u, "N");
+  dims[1] = named(&u, "H");
+  dims[2] = named(&u, "D");
+  return rx_ops_tensor(dc, u.t, 3, dims);
+}
+
+const rx_sinfo *rx_deduce_paged_decode_attention(rx_deduce_ctx *dc, const rx_node *call) {
+  static const operand_spec spec[] = {{"q", "B H D", 'T'},
+                                      {"pages", PAGES_DIMS, 'T'},
+                                      {"page_table", "B MP", 'i'},
+                                      {"kv_len", "B", 'i'}};
+  unifier u;
+  if (!check_operands(dc, call, spec, 4, &u) || !check_heads_window(dc, call, &u)) return NULL;
+  int64_t chunk = rx_ops_int_attr(call, "chunk", ATTN_DEFAULT_CHUNK);
+  if (chunk <= 0 || chunk % ATTN_PAGE != 0) {
+    rx_deduce_error(dc, "paged_decode_attention expects chunk > 0 and a multiple of %d, got %lld",
+                    ATTN_PAGE, (long long)chunk);
+    return NULL;
+  }
+  const rx_sinfo *f[2];
+  if (u.coarse) {
+    f[0] = rx_ops_tensor(dc, RX_DTYPE_F32, 4, NULL);
+    f[1] = rx_ops_tensor(dc, RX_DTYPE_F32, 3, NULL);
+    return rx_sinfo_tuple(dc->mod, f, 2);
+  }
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *keys = rx_expr_mul(cx, named(&u, "MP"), rx_expr_const(cx, ATTN_PAGE));
+  const rx_expr *s =
+      rx_ops_simplify(dc, rx_expr_floordiv(cx, rx_expr_add(cx, keys, rx_expr_const(cx, chunk - 1)),
+                                           rx_expr_const(cx, chunk)));
+  const rx_expr **od = rx_ops_dims(dc, 4), **ld = rx_ops_dims(dc, 3);
+  od[0] = ld[0] = named(&u, "B");
+  od[1] = ld[1] = named(&u, "H");
+  od[2] = ld[2] = s;
+  od[3] = named(&u, "D");
+  f[0] = rx_ops_tensor(dc, RX_DTYPE_F32, 4, od);
+  f[1] = rx_ops_tensor(dc, RX_DTYPE_F32, 3, ld);
+  return rx_sinfo_tuple(dc->mod, f, 2);
+}
+
+const rx_sinfo *rx_deduce_attention_merge(rx_deduce_ctx *dc, const rx_node *call) {
+  static const operand_spec spec[] = {{"o", "B H S D", 'f'}, {"lse", "B H S", 'f'}};
+  unifier u;
+  if (!check_operands(dc, call, spec, 2, &u)) return NULL;
+  const rx_attr *da = rx_call_attr(call, "dtype");
+  rx_dtype t = da ? da->dtype : RX_DTYPE_F32;
+  if (!rx_dtype_is_float(t)) {
+    rx_deduce_error(dc, "attention_merge expects a floating-point dtype, got %s", rx_dtype_name(t));
+    return NULL;
+  }
+  if (u.coarse) return rx_ops_tensor(dc, t, 3, NULL);
+  const rx_expr **dims = rx_ops_dims(dc, 3);
+  dims[0] = named(&u, "B");
+  dims[1] = named(&u, "H");
+  dims[2] = named(&u, "D");
+  return rx_ops_tensor(dc, t, 3, dims);
+}
+
+int rx_legalize_inplace_arg(const rx_op *op) { return op->id == RX_OP_kv_append ? 0 : -1; }
+
+/* ------------------------------------------------------------------------------------------
+ * the attention kernel
+ * ------------------------------------------------------------------------------------------ */
+
+typedef enum attn_kind {
+  ATTN_DENSE,  /* attention: blocks (query tile, head, batch); one key range for all rows */
+  ATTN_PAGED,  /* paged_attention: blocks (query tile, kv head x group chunk); a pass per
+                  sequence of the tile */
+  ATTN_DECODE, /* paged_decode_attention: blocks (sequence, kv head x group chunk, chunk) */
+} attn_kind;
+
+typedef struct attn {
+  lz_ctx *l;
+  attn_kind kind;
+  rx_dtype t;            /* dtype of q, k, v (pages) */
+  int64_t dk, dv, dm;    /* head dim of q and k, of v and the output, the larger */
+  int64_t group;         /* query heads per kv head (dense: 1) */
+  int64_t rows;          /* query rows per block (a power of two) */
+  int64_t gr, gc, tq;    /* heads of a group per block, blocks per group, tokens per block */
+  int64_t tk, ks, pad;   /* keys per tile, threads per score, padding of a shared row */
+  const char *scale;     /* text of the score scale */
+  int64_t window, chunk; /* paged ops' attributes */
+  bool causal;           /* attention's attribute */
+  lz_opnd *q, *k, *v, *mask, *pages, *pt, *kvlen, *qseq, *qpos, *y, *lse;
+  /* names in the program: block and thread variables, shared and local buffers */
+  const char *bx, *by, *bz, *tx;
+  const char *qs, *kv, *part, *ps, *alpha, *lsum, *acc, *mrow, *lrow;
+  const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* paged: per token of the tile */
+  const char *rok, *rlo, *rhi; /* the row step's lets: the row takes part, its key range */
+  /* the key tile being emitted */
+  const rx_expr *jb;   /* its first key position */
+  const rx_expr *off;  /* paged: the slot of that key in its page */
+  const char *pid;     /* paged: the local holding the page id */
+  const char *seq;     /* paged: the local holding the sequence of the pass */
+  const char *lo, *hi; /* paged: locals of the block's key range (decode) */
+} attn;
+
+static const rx_expr *V(attn *a, const char *name) { return rx_expr_var(a->l->cx, name); }
+static const rx_expr *C(attn *a, int64_t v) { return rx_expr_const(a->l->cx, v); }
+static const rx_expr *add(attn *a, const rx_expr *x, const rx_expr *y) {
+  return rx_expr_add(a->l->cx, x, y);
+}
+static const rx_expr *mul(attn *a, const rx_expr *x, int64_t c) {
+  return rx_expr_mul(a->l->cx, x, C(a, c));
+}
+static const rx_expr *fdiv(attn *a, const rx_expr *x, int64_t c) {
+  return rx_expr_floordiv(a->l->cx, x, C(a, c));
+}
+static const rx_expr *fmod_(attn *a, const rx_expr *x, int64_t c) {
+  return rx_expr_floormod(a->l->cx, x, C(a, c));
+}
+static const rx_expr *lt(attn *a, const rx_expr *x, const rx_expr *y) {
+  return rx_expr_cmp(a->l->cx, RX_EXPR_LT, x, y);
+}
+static const rx_expr *and_(attn *a, const rx_expr *x, const rx_expr *y) {
+  return rx_expr_and(a->l->cx, x, y);
+}
+static const char *X(attn *a, const rx_expr *e) { return lz_ex(a->l, e); }
+static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+/* A condition as text, or NULL when it is provably true (nothing to test). */
+static const char *cond(attn *a, const rx_expr *e) {
+  e = rx_expr_simplify(a->l->cx, e);
+  return rx_expr_is_const(e, 1) ? NULL : X(a, e);
+}
+
+/* `c1 && c2` of conditions that may be NULL (true). */
+static const char *both(attn *a, const char *c1, const char *c2) {
+  if (!c1) return c2;
+  if (!c2) return c1;
+  return lz_str(a->l, "%s && %s", c1, c2);
+}
+
+/* Opens `if c {` unless c is NULL (true); returns whether it did. */
+static bool open_if(attn *a, const char *c) {
+  if (!c) return false;
+  lz_line(a->l, "if %s {", c);
+  a->l->ind++;
+  return true;
+}
+
+/* How the block's threads cover a rows x cols tile (rows of q, a key tile, the rows of the
+ * output): thread tx takes the columns tx % cw + cw * k (k < nk) of the rows tx / cw + rp * i
+ * (i < ni), with cw the columns rounded up to a power of two (at most ATTN_THREADS) and
+ * rp = ATTN_THREADS / cw rows at a time. Shifts and masks only: a division by a head dim such as
+ * 96 in every index made ptxas spill. */
+typedef struct cover {
+  int64_t rows, cols, cw, rp, ni, nk;
+  const char *i, *k; /* the loop variables, once opened (k NULL when nk == 1) */
+} cover;
+
+static cover cover_of(int64_t rows, int64_t cols) {
+  cover c = {.rows = rows, .cols = cols};
+  for (c.cw = 1; c.cw < cols && c.cw < ATTN_THREADS; c.cw *= 2) {
+  }
+  c.rp = ATTN_THREADS / c.cw;
+  c.ni = cdiv(rows, c.rp);
+  c.nk = cdiv(cols, c.cw);
+  return c;
+}
+
+static const rx_expr *cover_row(attn *a, const cover *c) {
+  const rx_expr *r = mul(a, V(a, c->i), c->rp);
+  return c->cw == ATTN_THREADS ? r : add(a, fdiv(a, V(a, a->tx), c->cw), r);
+}
+
+static const rx_expr *cover_col(attn *a, const cover *c) {
+  const rx_expr *col = c->cw == ATTN_THREADS ? V(a, a->tx) : fmod_(a, V(a, a->tx), c->cw);
+  return c->k ? add(a, col, mul(a, V(a, c->k), c->cw)) : col;
+}
+
+/* The register (acc index) of the current cell. */
+static const char *cover_reg(attn *a, const cover *c) {
+  return c->k ? lz_str(a->l, "%s * %lld + %s", c->i, (long long)c->nk, c->k) : c->i;
+}
+
+/* Guards of the cell: its row exists, its column exists (NULL when every one does). */
+static const char *cover_row_guard(attn *a, const cover *c) {
+  return c->rows % c->rp ? X(a, lt(a, cover_row(a, c), C(a, c->rows))) : NULL;
+}
+static const char *cover_col_guard(attn *a, const cover *c) {
+  return c->cols % c->cw ? X(a, lt(a, cover_col(a, c), C(a, c->cols))) : NULL;
+}
+
+/* Opens the unrolled loops over this thread's rows (i) and columns (k) and the guard of the cell;
+ * returns the levels to close. */
+static int open_cover(attn *a, cover *c) {
+  lz_ctx *l = a->l;
+  c->i = lz_loopvar(l, "c");
+  c->k = NULL;
+  lz_line(l, "for %s in 0..%lld unroll {", c->i, (long long)c->ni);
+  l->ind++;
+  int levels = 1;
+  if (c->nk > 1) {
+    c->k = lz_loopvar(l, "k");
+    lz_line(l, "for %s in 0..%lld unroll {", c->k, (long long)c->nk);
+    l->ind++;
+    levels++;
+  }
+  return levels + open_if(a, both(a, cover_row_guard(a, c), cover_col_guard(a, c)));
+}
+
+static void close_n(attn *a, int n) {
+  for (int i = 0; i < n; i++) lz_close(a->l);
+}
+
+/* ---- rows ---- */
+
+static const rx_expr *kv_head(attn *a) { return fdiv(a, V(a, a->by), a->gc); }
+static const rx_expr *group_chunk(attn *a) { return fmod_(a, V(a, a->by), a->gc); }
+
+/* Row r's head exists (the last chunk of a group may be partial). */
+static const rx_expr *head_valid(attn *a, const rx_expr *r) {
+  if (a->group % a->gr == 0) return C(a, 1);
+  return lt(a, add(a, mul(a, group_chunk(a), a->gr), fmod_(a, r, a->gr)), C(a, a->group));
+}
+
+/* The query head of row r (paged ops). */
+static const rx_expr *row_head(attn *a, const rx_expr *r) {
+  const rx_expr *g = add(a, mul(a, group_chunk(a), a->gr), fmod_(a, r, a->gr));
+  return add(a, mul(a, kv_head(a), a->group), g);
+}
+
+/* The query token of row r: the dense query position, the paged token. */
+static const rx_expr *row_token(attn *a, const rx_expr *r) {
+  if (a->kind == ATTN_DENSE) return add(a, mul(a, V(a, a->bx), a->rows), r);
+  if (a->kind == ATTN_PAGED) return add(a, mul(a, V(a, a->bx), a->tq), fdiv(a, r, a->gr));
+  return V(a, a->bx);
+}
+
+/* Row r holds a query (symbolic condition). */
+static const rx_expr *row_valid(attn *a, const rx_expr *r) {
+  if (a->kind == ATTN_DENSE) return lt(a, row_token(a, r), a->q->shape[2]);
+  const rx_expr *ok = a->tq * a->gr < a->rows ? lt(a, r, C(a, a->tq * a->gr)) : C(a, 1);
+  ok = and_(a, ok, head_valid(a, r));
+  if (a->kind == ATTN_PAGED) ok = and_(a, ok, lt(a, row_token(a, r), a->q->shape[0]));
+  return ok;
+}
+
+/* Element (row r, dim d) of q or of the output buffer o. */
+static const char *row_elem(attn *a, const lz_opnd *o, const rx_expr *r, const rx_expr *d) {
+  if (a->kind == ATTN_DENSE)
+    return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, X(a, row_token(a, r)),
+                  X(a, d));
+  if (a->kind == ATTN_PAGED)
+    return lz_str(a->l, "%s[%s, %s, %s]", o->name, X(a, row_token(a, r)), X(a, row_head(a, r)),
+                  X(a, d));
+  if (o == a->q)
+    return lz_str(a->l, "%s[%s, %s, %s]", o->name, a->bx, X(a, row_head(a, r)), X(a, d));
+  return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bx, X(a, row_head(a, r)), a->bz, X(a, d));
+}
+
+/* ---- tiling ---- */
+
+static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
+  int64_t es = rx_dtype_bits(a->t) / 8, pad = 4 / es;
+  int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
+  int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : 0;
+  return es * (rows * (a->dk + pad) + tk * (a->dm + pad)) + 4 * (scores + part + 2 * rows + meta);
+}
+
+/* Picks the key tile and the rows per block: the largest that fit the shared memory and the
+ * registers, keys first. */
+static bool attn_tile(attn *a) {
+  a->dm = a->dk > a->dv ? a->dk : a->dv;
+  a->pad = 4 / (rx_dtype_bits(a->t) / 8); /* one 32-bit word: rows of qs, kv in other banks */
+  for (a->tk = ATTN_PAGE; a->tk > 1 && shared_bytes(a, 1, a->tk) > ATTN_SHARED; a->tk /= 2) {
+  }
+  if (shared_bytes(a, 1, a->tk) > ATTN_SHARED) {
+    lz_fail(a->l, "head dims %lld and %lld are too large for %d bytes of shared memory",
+            (long long)a->dk, (long long)a->dv, ATTN_SHARED);
+    return false;
+  }
+  int64_t want = ATTN_MAX_ROWS;
+  if (a->kind == ATTN_DECODE)
+    for (want = 1; want < a->group && want < ATTN_MAX_ROWS; want *= 2) {
+    }
+  a->rows = 1;
+  while (a->rows * 2 <= want && shared_bytes(a, a->rows * 2, a->tk) <= ATTN_SHARED &&
+         cover_of(a->rows * 2, a->dv).ni * cover_of(a->rows * 2, a->dv).nk <= ATTN_MAX_ACC)
+    a->rows *= 2;
+  a->ks = a->rows * a->tk >= ATTN_THREADS ? 1 : ATTN_THREADS / (a->rows * a->tk);
+  a->gr = a->group < a->rows ? a->group : a->rows;
+  a->gc = cdiv(a->group, a->gr);
+  a->tq = a->kind == ATTN_DECODE ? 1 : a->rows / a->gr;
+  return true;
+}
+
+/* ---- the pieces of the kernel ---- */
+
+/* The kernel's block loops, its thread loop and its buffers. */
+static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
+  lz_ctx *l = a->l;
+  static const char *const axis[] = {"x", "y", "z"};
+  const char **bv[3] = {&a->bx, &a->by, &a->bz};
+  for (int i = 0; i < ngrid; i++) {
+    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", *bv[i], X(a, grid[i]), axis[i]);
+    l->ind++;
+  }
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
+  l->ind++;
+  const char *t = rx_dtype_name(a->t);
+  int64_t scores = a->rows * a->tk;
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows,
+          (long long)(a->dk + a->pad));
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk,
+          (long long)(a->dm + a->pad));
+  lz_line(l, "alloc %s: f32[%lld] shared", a->part,
+          (long long)(scores > ATTN_THREADS ? scores : ATTN_THREADS));
+  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows, (long long)a->tk);
+  lz_line(l, "alloc %s: f32[%lld] shared", a->alpha, (long long)a->rows);
+  lz_line(l, "alloc %s: f32[%lld] shared", a->lsum, (long long)a->rows);
+  cover c = cover_of(a->rows, a->dv);
+  lz_line(l, "alloc %s: f32[%lld] local", a->acc, (long long)(c.ni * c.nk));
+  lz_line(l, "alloc %s: f32[1] local", a->mrow);
+  lz_line(l, "alloc %s: f32[1] local", a->lrow);
+  lz_line(l, "%s[0] = %s", a->mrow, lz_flit(l, ATTN_NO_SCORE));
+}
+
+/* Every thread stores a share of the block's rows of q into qs (zeros for missing rows). */
+static void load_q(attn *a) {
+  lz_ctx *l = a->l;
+  cover c = cover_of(a->rows, a->dk);
+  int levels = open_cover(a, &c);
+  const rx_expr *r = cover_row(a, &c), *d = cover_col(a, &c);
+  const char *ok = cond(a, row_valid(a, r));
+  const char *val = row_elem(a, a->q, r, d);
+  if (ok) val = lz_str(l, "select(%s, %s, %s)", ok, val, lz_down(l, a->t, "0.0"));
+  lz_line(l, "%s[%s, %s] = %s", a->qs, X(a, r), X(a, d), val);
+  close_n(a, levels);
+}
+
+/* Element (key jj of the tile, dim d) of k or v (which 0 / 1). */
+static const char *key_elem(attn *a, int which, const rx_expr *jj, const rx_expr *d) {
+  if (a->kind == ATTN_DENSE) {
+    const lz_opnd *o = which ? a->v : a->k;
+    const rx_expr *j = add(a, a->jb, jj);
+    const char *in = cond(a, lt(a, j, a->k->shape[2]));
+    const char *val = lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, X(a, j), X(a, d));
+    return in ? lz_str(a->l, "select(%s, %s, %s)", in, val, lz_down(a->l, a->t, "0.0")) : val;
+  }
+  return lz_str(a->l, "%s[%s, %d, %s, %s, %s]", a->pages->name, a->pid, which, X(a, kv_head(a)),
+                X(a, add(a, a->off, jj)), X(a, d));
+}
+
+/* Every thread stores a share of the tile's keys (which 0) or values (1) into kv. */
+static void load_keys(attn *a, int which) {
+  cover c = cover_of(a->tk, which ? a->dv : a->dk);
+  int levels = open_cover(a, &c);
+  const rx_expr *jj = cover_row(a, &c), *d = cover_col(a, &c);
+  lz_line(a->l, "%s[%s, %s] = %s", a->kv, X(a, jj), X(a, d), key_elem(a, which, jj, d));
+  close_n(a, levels);
+}
+
+/* part[w] = the ks-th share of the dot product of a row of qs with a key of kv. Its loop over
+ * w stays serial: unrolled, ptxas spills registers for sm_90 (NVRTC 13). */
+static void partial_scores(attn *a) {
+  lz_ctx *l = a->l;
+  const char *it = lz_loopvar(l, "c");
+  lz_line(l, "for %s in 0..%lld {", it, (long long)cdiv(a->rows * a->tk * a->ks, ATTN_THREADS));
+  l->ind++;
+  const rx_expr *w = add(a, V(a, a->tx), mul(a, V(a, it), ATTN_THREADS));
+  const rx_expr *r = fdiv(a, w, a->tk * a->ks), *j = fmod_(a, fdiv(a, w, a->ks), a->tk);
+  const char *dot = lz_fresh(l, "dot"), *i = lz_loopvar(l, "i");
+  lz_line(l, "alloc %s: f32[1] local", dot);
+  lz_line(l, "for %s in 0..%lld unroll {", i, (long long)cdiv(a->dk, a->ks));
+  l->ind++;
+  const rx_expr *d = add(a, mul(a, V(a, i), a->ks), fmod_(a, w, a->ks));
+  bool g = open_if(a, a->dk % a->ks ? X(a, lt(a, d, C(a, a->dk))) : NULL);
+  lz_line(l, "%s[0] = %s[0] + %s * %s", dot, dot,
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->qs, X(a, r), X(a, d))),
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, X(a, j), X(a, d))));
+  if (g) lz_close(l);
+  lz_close(l);
+  lz_line(l, "%s[%s] = %s[0]", a->part, X(a, w), dot);
+  lz_close(l);
+}
+
+/* Is key j of the tile visible to the row of this thread? (text; NULL: always) */
+static const char *key_visible(attn *a, const rx_expr *j) {
+  const rx_expr *pos = add(a, a->jb, j);
+  if (a->kind == ATTN_DENSE) {
+    const rx_expr *row = row_token(a, V(a, a->tx)), *s = a->q->shape[2], *t = a->k->shape[2];
+    const rx_expr *ok = and_(a, lt(a, pos, t), lt(a, row, s));
+    if (a->causal)
+      ok = and_(a, ok,
+                rx_expr_cmp(a->l->cx, RX_EXPR_LE, pos, add(a, row, rx_expr_sub(a->l->cx, t, s))));
+    return cond(a, ok);
+  }
+  const char *p = X(a, pos);
+  return lz_str(a->l, "%s && i32(%s) >= %s && i32(%s) <= %s", a->rok, p, a->rlo, p, a->rhi);
+}
+
+/* The lets of the row step: rok (the row takes part in this tile's sequence), rlo, rhi (the
+ * positions of its first and last visible key). */
+static void row_lets(attn *a) {
+  lz_ctx *l = a->l;
+  if (a->kind == ATTN_PAGED) {
+    const char *tq = X(a, fdiv(a, V(a, a->tx), a->gr));
+    const char *g = cond(a, head_valid(a, V(a, a->tx)));
+    lz_line(l, "let %s: i32 = %s[%s]", a->rlo, a->tlo, tq);
+    lz_line(l, "let %s: i32 = %s[%s]", a->rhi, a->thi, tq);
+    lz_line(l, "let %s: bool = %s", a->rok,
+            both(a, lz_str(l, "%s[%s] == %s", a->tseq, tq, a->seq), g));
+  } else if (a->kind == ATTN_DECODE) {
+    const char *ok = cond(a, row_valid(a, V(a, a->tx)));
+    lz_line(l, "let %s: i32 = %s", a->rlo, a->lo);
+    lz_line(l, "let %s: i32 = %s", a->rhi, a->hi);
+    lz_line(l, "let %s: bool = %s", a->rok, ok ? ok : "true");
+  }
+}
+
+/* The score of key j for the row of this thread (f32 text). */
+static const char *score(attn *a, const char *j) {
+  lz_ctx *l = a->l;
+  rx_strbuf b = {0};
+  for (int64_t k = 0; k < a->ks; k++) {
+    const rx_expr *w = add(a, mul(a, add(a, mul(a, V(a, a->tx), a->tk), V(a, j)), a->ks), C(a, k));
+    rx_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, X(a, w));
+  }
+  const char *sum = lz_str(l, "(%s) * %s", b.data, a->scale);
+  rx_strbuf_free(&b);
+  if (!a->mask) return sum;
+  /* the mask, broadcast from the right to [b, h, s, t]; a dim 1 reads index 0 */
+  const rx_expr *row = row_token(a, V(a, a->tx)), *pos = add(a, a->jb, V(a, j));
+  const char *full[4] = {a->bz, a->by, X(a, row), X(a, pos)}, *idx[4];
+  const lz_opnd *m = a->mask;
+  for (int k = 0; k < m->ndim; k++)
+    idx[k] = rx_expr_is_const(m->shape[k], 1) ? "0" : full[4 - m->ndim + k];
+  const char *in = cond(a, and_(a, lt(a, row, a->q->shape[2]), lt(a, pos, a->k->shape[2])));
+  const char *mv = lz_str(l, "%s * %s", lz_up(l, a->t, lz_load(l, m, idx)), lz_flit(l, ATTN_LOG2E));
+  if (in) mv = lz_str(l, "select(%s, %s, 0.0)", in, mv);
+  return lz_str(l, "%s + %s", sum, mv);
+}
+
+/* One thread per row: the tile's scores, the new running max and sum, p = exp2(s - m) into ps
+ * and the rescale factor of the row's accumulator into alpha. */
+static void row_step(attn *a) {
+  lz_ctx *l = a->l;
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  row_lets(a);
+  const char *tm = lz_fresh(l, "tm"), *ls = lz_fresh(l, "ls"), *al = lz_fresh(l, "al");
+  const char *j = lz_loopvar(l, "j"), *sc = lz_fresh(l, "sc");
+  lz_line(l, "alloc %s: f32[1] local", tm);
+  lz_line(l, "%s[0] = %s[0]", tm, a->mrow);
+  lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
+  l->ind++;
+  lz_line(l, "let %s: f32 = %s", sc, score(a, j));
+  lz_line(l, "%s[%s, %s] = %s", a->ps, a->tx, j, sc);
+  const char *vis = key_visible(a, V(a, j));
+  bool g = open_if(a, vis);
+  lz_line(l, "%s[0] = max(%s[0], %s)", tm, tm, sc);
+  if (g) lz_close(l);
+  lz_close(l);
+  lz_line(l, "let %s: f32 = exp2(%s[0] - %s[0])", al, a->mrow, tm);
+  lz_line(l, "alloc %s: f32[1] local", ls);
+  const char *j2 = lz_loopvar(l, "j"), *p = lz_fresh(l, "p");
+  lz_line(l, "for %s in 0..%lld {", j2, (long long)a->tk);
+  l->ind++;
+  const char *e = lz_str(l, "exp2(%s[%s, %s] - %s[0])", a->ps, a->tx, j2, tm);
+  vis = key_visible(a, V(a, j2));
+  lz_line(l, "let %s: f32 = %s", p, vis ? lz_str(l, "select(%s, %s, 0.0)", vis, e) : e);
+  lz_line(l, "%s[%s, %s] = %s", a->ps, a->tx, j2, p);
+  lz_line(l, "%s[0] = %s[0] + %s", ls, ls, p);
+  lz_close(l);
+  lz_line(l, "%s[0] = %s[0] * %s + %s[0]", a->lrow, a->lrow, al, ls);
+  lz_line(l, "%s[0] = %s[0]", a->mrow, tm);
+  lz_line(l, "%s[%s] = %s", a->alpha, a->tx, al);
+  lz_close(l);
+}
+
+/* acc = acc * alpha + p V for the output cells of this thread: per key, one shared load of V per
+ * column for all of its rows. */
+static void accumulate(attn *a) {
+  lz_ctx *l = a->l;
+  cover c = cover_of(a->rows, a->dv);
+  int levels = open_cover(a, &c);
+  const char *reg = cover_reg(a, &c);
+  lz_line(l, "%s[%s] = %s[%s] * %s[%s]", a->acc, reg, a->acc, reg, a->alpha,
+          X(a, cover_row(a, &c)));
+  close_n(a, levels);
+  const char *j = lz_loopvar(l, "j"), *vv = lz_fresh(l, "vv");
+  lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
+  l->ind++;
+  c.i = NULL;
+  c.k = NULL;
+  levels = 0;
+  if (c.nk > 1) {
+    c.k = lz_loopvar(l, "k");
+    lz_line(l, "for %s in 0..%lld unroll {", c.k, (long long)c.nk);
+    l->ind++;
+    levels++;
+  }
+  c.i = lz_loopvar(l, "c"); /* cover_col does not use it */
+  levels += open_if(a, cover_col_guard(a, &c));
+  lz_line(l, "let %s: f32 = %s", vv,
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, j, X(a, cover_col(a, &c)))));
+  lz_line(l, "for %s in 0..%lld unroll {", c.i, (long long)c.ni);
+  l->ind++;
+  levels++;
+  levels += open_if(a, cover_row_guard(a, &c));
+  reg = cover_reg(a, &c);
+  lz_line(l, "%s[%s] = %s[%s] + %s[%s, %s] * %s", a->acc, reg, a->acc, reg, a->ps,
+          X(a, cover_row(a, &c)), j, vv);
+  close_n(a, levels + 1);
+}
+
+/* One key tile (a->jb, and a->pid, a->off for pages) for every row of the block. */
+static void key_tile(attn *a) {
+  lz_ctx *l = a->l;
+  load_keys(a, 0);
+  lz_line(l, "barrier");
+  partial_scores(a);
+  lz_line(l, "barrier");
+  row_step(a);
+  load_keys(a, 1);
+  lz_line(l, "barrier");
+  accumulate(a);
+  lz_line(l, "barrier");
+}
+
+/* The rows' outputs acc / l (0 for a row that saw no key, NaN for dense attention as docs/ops.md
+ * says), and for decode the log-sum-exp of each row. */
+static void finish(attn *a) {
+  lz_ctx *l = a->l;
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  lz_line(l, "%s[%s] = %s[0]", a->lsum, a->tx, a->lrow);
+  if (a->lse) {
+    bool g = open_if(a, cond(a, row_valid(a, V(a, a->tx))));
+    lz_line(l, "%s[%s, %s, %s] = select(%s[0] > 0.0, (%s[0] + log2(%s[0])) * %s, (-inf))",
+            a->lse->name, a->bx, X(a, row_head(a, V(a, a->tx))), a->bz, a->lrow, a->mrow, a->lrow,
+            lz_flit(l, ATTN_LN2));
+    if (g) lz_close(l);
+  }
+  lz_close(l);
+  lz_line(l, "barrier");
+  cover c = cover_of(a->rows, a->dv);
+  int levels = open_cover(a, &c);
+  const rx_expr *r = cover_row(a, &c), *d = cover_col(a, &c);
+  levels += open_if(a, cond(a, row_valid(a, r)));
+  const char *lr = lz_str(l, "%s[%s]", a->lsum, X(a, r));
+  const char *v = lz_str(l, "%s[%s] / %s", a->acc, cover_reg(a, &c), lr);
+  if (a->kind != ATTN_DENSE) v = lz_str(l, "select(%s > 0.0, %s, 0.0)", lr, v);
+  lz_line(l, "%s = %s", row_elem(a, a->y, r, d), lz_down(l, a->y->dtype, v));
+  close_n(a, levels);
+}
+
+/* ---- setting up ---- */
+
+static bool const_dim(attn *a, const lz_opnd *o, int k, const char *what, int64_t *out) {
+  const rx_expr *d = o->shape[k];
+  if (d->kind == RX_EXPR_CONST && d->value > 0) {
+    *out = d->value;
+    return true;
+  }
+  lz_fail(a->l, "%s (dim %d of %s) must be a positive constant, got %s; use match_cast", what, k,
+          o->name, X(a, d));
+  return false;
+}
+
+static bool attn_start(attn *a, lz_ctx *l, attn_kind kind) {
+  memset(a, 0, sizeof *a);
+  a->l = l;
+  a->kind = kind;
+  for (int i = 0; i < l->call->nargs; i++) {
+    if (lz_arg(l, i)->scalar) {
+      lz_fail(l, "expects tensor operands");
+      return false;
+    }
+  }
+  a->q = lz_arg(l, 0);
+  a->t = a->q->dtype;
+  if (!rx_dtype_is_float(a->t)) {
+    lz_fail(l, "expects floating-point operands");
+    return false;
+  }
+  a->y = &l->outs[0];
+  a->window = rx_ops_int_attr(l->call, "window", 0);
+  a->chunk = rx_ops_int_attr(l->call, "chunk", ATTN_DEFAULT_CHUNK);
+  a->bx = lz_loopvar(l, kind == ATTN_DECODE ? "sq" : "tile");
+  a->by = lz_loopvar(l, kind == ATTN_DENSE ? "hd" : "kh");
+  a->bz = lz_loopvar(l, kind == ATTN_DENSE ? "bt" : "ch");
+  a->tx = lz_loopvar(l, "tx");
+  a->qs = lz_fresh(l, "qs");
+  a->kv = lz_fresh(l, "kv");
+  a->part = lz_fresh(l, "part");
+  a->ps = lz_fresh(l, "ps");
+  a->alpha = lz_fresh(l, "alpha");
+  a->lsum = lz_fresh(l, "lsum");
+  a->acc = lz_fresh(l, "acc");
+  a->mrow = lz_fresh(l, "mrow");
+  a->lrow = lz_fresh(l, "lrow");
+  a->rok = lz_fresh(l, "rok");
+  a->rlo = lz_fresh(l, "rlo");
+  a->rhi = lz_fresh(l, "rhi");
+  return true;
+}
+
+static void set_scale(attn *a) {
+  const rx_attr *sa = rx_call_attr(a->l->call, "scale");
+  a->scale = lz_flit(a->l, (sa ? sa->f : 1.0 / sqrt((double)a->dk)) * ATTN_LOG2E);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * the generators
+ * ------------------------------------------------------------------------------------------ */
+
+void lz_gen_attention(lz_ctx *l) {
+  attn a;
+  if (!attn_start(&a, l, ATTN_DENSE)) return;
+  a.k = lz_arg(l, 1);
+  a.v = lz_arg(l, 2);
+  a.mask = l->call->nargs > 3 ? lz_arg(l, 3) : NULL;
+  a.causal = rx_ops_int_attr(l->call, "causal", 0) != 0;
+  a.group = 1;
+  if (!const_dim(&a, a.q, 3, "the head dim d", &a.dk) ||
+      !const_dim(&a, a.v, 3, "the value dim dv", &a.dv) || !attn_tile(&a))
+    return;
+  set_scale(&a);
+  const rx_expr *s = a.q->shape[2], *t = a.k->shape[2];
+  const rx_expr *grid[3] = {fdiv(&a, add(&a, s, C(&a, a.rows - 1)), a.rows), a.q->shape[1],
+                            a.q->shape[0]};
+  open_kernel(&a, grid, 3);
+  load_q(&a);
+  const char *kt = lz_loopvar(l, "kt");
+  lz_line(l, "for %s in 0..%s {", kt, X(&a, fdiv(&a, add(&a, t, C(&a, a.tk - 1)), a.tk)));
+  l->ind++;
+  a.jb = mul(&a, V(&a, kt), a.tk);
+  /* causal: skip the tiles after the last key the block's last row sees */
+  const rx_expr *last = add(&a, row_token(&a, C(&a, a.rows - 1)), rx_expr_sub(l->cx, t, s));
+  bool g = a.causal && open_if(&a, cond(&a, rx_expr_cmp(l->cx, RX_EXPR_LE, a.jb, last)));
+  key_tile(&a);
+  if (g) lz_close(l);
+  lz_close(l);
+  finish(&a);
+  for (int i = 0; i < 4; i++) lz_close(l);
+}
+
+/* paged_attention and paged_decode_attention: operands, constant dims, attributes. */
+static bool paged_start(attn *a, lz_ctx *l, attn_kind kind) {
+  if (!attn_start(a, l, kind)) return false;
+  a->pages = lz_arg(l, 1);
+  a->pt = lz_arg(l, 2);
+  a->kvlen = lz_arg(l, 3);
+  int64_t heads, kvh;
+  if (!const_dim(a, a->q, 1, "the query heads H", &heads) ||
+      !const_dim(a, a->q, 2, "the head dim D", &a->dk) ||
+      !const_dim(a, a->pages, 2, "the kv heads KVH", &kvh))
+    return false;
+  a->dv = a->dk;
+  a->group = heads / kvh;
+  if (!attn_tile(a)) return false;
+  set_scale(a);
+  return true;
+}
+
+/* The tokens of this block's tile: min(tq, N - tile * tq), symbolic (NVVM then does not unroll
+ * the loops over them, which made ptxas spill). Written as a select: the C printers give
+ * min(long long, int) for a min of a 64-bit index and a literal, which CUDA finds ambiguous. */
+static const char *tile_tokens(attn *a) {
+  const rx_expr *left = rx_expr_sub(a->l->cx, a->q->shape[0], mul(a, V(a, a->bx), a->tq));
+  return X(a, rx_expr_select(a->l->cx, lt(a, left, C(a, a->tq)), left, C(a, a->tq)));
+}
+
+/* Per token of the tile (shared): its sequence (-1: none), its visible key range, whether it is
+ * the first token of its sequence in the tile, and then the union of the ranges of the tokens
+ * of its sequence. */
+static void token_table(attn *a) {
+  lz_ctx *l = a->l;
+  const char *b[6] = {a->tseq, a->tlo, a->thi, a->tlead, a->slo, a->shi};
+  for (int i = 0; i < 6; i++) lz_line(l, "alloc %s: i32[%lld] shared", b[i], (long long)a->rows);
+  const char *sq = lz_fresh(l, "sq"), *qp = lz_fresh(l, "qp"), *kl = lz_fresh(l, "kl");
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  const rx_expr *n = add(a, mul(a, V(a, a->bx), a->tq), V(a, a->tx));
+  const char *ok = X(a, and_(a, lt(a, V(a, a->tx), C(a, a->tq)), lt(a, n, a->q->shape[0])));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, a->qseq->name, X(a, n));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, a->qpos->name, X(a, n));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", kl, ok, a->kvlen->name, sq);
+  lz_line(l, "%s[%s] = %s", a->tseq, a->tx, sq);
+  lz_line(l, "%s[%s] = min(%s, %s - 1)", a->thi, a->tx, qp, kl);
+  if (a->window > 0)
+    lz_line(l, "%s[%s] = max(0, %s - %lld)", a->tlo, a->tx, qp, (long long)(a->window - 1));
+  else
+    lz_line(l, "%s[%s] = 0", a->tlo, a->tx);
+  lz_close(l);
+  lz_line(l, "barrier");
+  const char *first = lz_fresh(l, "first"), *lo = lz_fresh(l, "lo"), *hi = lz_fresh(l, "hi");
+  const char *u = lz_loopvar(l, "u");
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  lz_line(l, "alloc %s: i32[1] local", first);
+  lz_line(l, "alloc %s: i32[1] local", lo);
+  lz_line(l, "alloc %s: i32[1] local", hi);
+  lz_line(l, "if %s[%s] >= 0 {", a->tseq, a->tx);
+  lz_line(l, "  %s[0] = 1", first);
+  lz_line(l, "}");
+  lz_line(l, "%s[0] = 2147483647", lo);
+  lz_line(l, "%s[0] = (-1)", hi);
+  lz_line(l, "for %s in 0..%s {", u, tile_tokens(a));
+  l->ind++;
+  lz_line(l, "if %s[%s] == %s[%s] {", a->tseq, u, a->tseq, a->tx);
+  l->ind++;
+  lz_line(l, "if %s < %s {", u, a->tx);
+  lz_line(l, "  %s[0] = 0", first);
+  lz_line(l, "}");
+  lz_line(l, "%s[0] = min(%s[0], %s[%s])", lo, lo, a->tlo, u);
+  lz_line(l, "%s[0] = max(%s[0], %s[%s])", hi, hi, a->thi, u);
+  lz_close(l);
+  lz_close(l);
+  lz_line(l, "%s[%s] = %s[0]", a->tlead, a->tx, first);
+  lz_line(l, "%s[%s] = %s[0]", a->slo, a->tx, lo);
+  lz_line(l, "%s[%s] = %s[0]", a->shi, a->tx, hi);
+  lz_close(l);
+  lz_line(l, "barrier");
+}
+
+void lz_gen_paged_attention(lz_ctx *l) {
+  attn a;
+  if (!paged_start(&a, l, ATTN_PAGED)) return;
+  a.qseq = lz_arg(l, 4);
+  a.qpos = lz_arg(l, 5);
+  a.tseq = lz_fresh(l, "tseq");
+  a.tlo = lz_fresh(l, "tlo");
+  a.thi = lz_fresh(l, "thi");
+  a.tlead = lz_fresh(l, "tlead");
+  a.slo = lz_fresh(l, "slo");
+  a.shi = lz_fresh(l, "shi");
+  const rx_expr *n = a.q->shape[0], *mp = a.pt->shape[1];
+  const rx_expr *grid[2] = {fdiv(&a, add(&a, n, C(&a, a.tq - 1)), a.tq),
+                            C(&a, a.pages->shape[2]->value * a.gc)};
+  open_kernel(&a, grid, 2);
+  load_q(&a);
+  token_table(&a);
+  /* every key tile, for each sequence of the query tile (led by its first token) whose keys it
+   * holds; one condition around the barriers of a tile (nested ones made ptxas spill) */
+  const char *u = lz_loopvar(l, "u"), *kt = lz_loopvar(l, "kt");
+  a.seq = lz_fresh(l, "seq");
+  a.pid = lz_fresh(l, "pid");
+  int64_t sub = ATTN_PAGE / a.tk;
+  lz_line(l, "for %s in 0..%s {", kt, X(&a, mul(&a, mp, sub)));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s {", u, tile_tokens(&a));
+  l->ind++;
+  a.jb = mul(&a, V(&a, kt), a.tk);
+  a.off = mul(&a, fmod_(&a, V(&a, kt), sub), a.tk);
+  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a.tlead, u, X(&a, a.jb),
+          a.shi, u, X(&a, add(&a, a.jb, C(&a, a.tk - 1))), a.slo, u);
+  l->ind++;
+  lz_line(l, "let %s: i32 = %s[%s]", a.seq, a.tseq, u);
+  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.seq, X(&a, fdiv(&a, V(&a, kt), sub)));
+  key_tile(&a);
+  for (int i = 0; i < 3; i++) lz_close(l);
+  finish(&a);
+  for (int i = 0; i < 3; i++) lz_close(l);
+}
+
+void lz_gen_paged_decode_attention(lz_ctx *l) {
+  attn a;
+  if (!paged_start(&a, l, ATTN_DECODE)) return;
+  a.lse = &l->outs[1];
+  const rx_expr *b = a.q->shape[0], *mp = a.pt->shape[1], *chunks = a.y->shape[2];
+  const rx_expr *grid[3] = {b, C(&a, a.pages->shape[2]->value * a.gc), chunks};
+  const char *kl = lz_fresh(l, "kl"), *kt = lz_loopvar(l, "kt");
+  a.lo = lz_fresh(l, "lo");
+  a.hi = lz_fresh(l, "hi");
+  a.pid = lz_fresh(l, "pid");
+  open_kernel(&a, grid, 3);
+  load_q(&a);
+  lz_line(l, "let %s: i32 = %s[%s]", kl, a.kvlen->name, a.bx);
+  lz_line(l, "let %s: i32 = %s - 1", a.hi, kl);
+  if (a.window > 0)
+    lz_line(l, "let %s: i32 = max(0, %s - %lld)", a.lo, kl, (long long)a.window);
+  else
+    lz_line(l, "let %s: i32 = 0", a.lo);
+  lz_line(l, "for %s in 0..%lld {", kt, (long long)(a.chunk / a.tk));
+  l->ind++;
+  a.jb = add(&a, mul(&a, V(&a, a.bz), a.chunk), mul(&a, V(&a, kt), a.tk));
+  a.off = fmod_(&a, a.jb, ATTN_PAGE);
+  lz_line(l, "if i32(%s) <= %s && i32(%s) >= %s && %s {", X(&a, a.jb), a.hi,
+          X(&a, add(&a, a.jb, C(&a, a.tk - 1))), a.lo, X(&a, lt(&a, a.jb, mul(&a, mp, ATTN_PAGE))));
+  l->ind++;
+  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.bx, X(&a, fdiv(&a, a.jb, ATTN_PAGE)));
+  key_tile(&a);
+  lz_close(l);
+  lz_close(l);
+  finish(&a);
+  for (int i = 0; i < 4; i++) lz_close(l);
+}
+
+/* pages[slot // 16, 0 / 1, h, slot % 16, :] = k / v[t, h, :]: a block per token. The program's
+ * parameters are k, v, slot and `out pages` (rx_legalize_inplace_arg): it writes only the slots
+ * given and leaves the rest of the cache as it is. */
+void lz_gen_kv_append(lz_ctx *l) {
+  for (int i = 0; i < 4; i++)
+    if (lz_arg(l, i)->scalar) {
+      lz_fail(l, "expects tensor operands");
+      return;
+    }
+  lz_opnd *k = lz_arg(l, 1), *v = lz_arg(l, 2), *slot = lz_arg(l, 3), *pages = &l->outs[0];
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *n = k->shape[0], *d = k->shape[2];
+  const rx_expr *elems = rx_expr_mul(cx, k->shape[1], d);
+  const char *t = lz_loopvar(l, "t"), *tx = lz_loopvar(l, "tx"), *c = lz_loopvar(l, "c");
+  const char *sl = lz_fresh(l, "sl");
+  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", t, lz_ex(l, n));
+  l->ind++;
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, ATTN_THREADS);
+  l->ind++;
+  lz_line(l, "let %s: i32 = %s[%s]", sl, slot->name, t);
+  const rx_expr *steps =
+      rx_expr_floordiv(cx, rx_expr_add(cx, elems, rx_expr_const(cx, ATTN_THREADS - 1)),
+                       rx_expr_const(cx, ATTN_THREADS));
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
+  l->ind++;
+  const rx_expr *e =
+      rx_expr_add(cx, rx_expr_var(cx, tx),
+                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
+  const char *h = lz_ex(l, rx_expr_floordiv(cx, e, d)), *dd = lz_ex(l, rx_expr_floormod(cx, e, d));
+  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, elems)));
+  l->ind++;
+  for (int which = 0; which < 2; which++)
+    lz_line(l, "%s[%s // %d, %d, %s, %s %% %d, %s] = %s[%s, %s, %s]", pages->name, sl, ATTN_PAGE,
+            which, h, sl, ATTN_PAGE, dd, which ? v->name : k->name, t, h, dd);
+  for (int i = 0; i < 4; i++) lz_close(l);
+}
+
+/* y[b, h, :] = sum over chunks s of w_s o[b, h, s, :] / sum w_s, w_s = exp(lse_s - max lse): a
+ * block per (sequence, head); chunks with lse = -inf weigh 0, and a row whose chunks are all
+ * empty is 0. */
+void lz_gen_attention_merge(lz_ctx *l) {
+  lz_opnd *o = lz_arg(l, 0), *lse = lz_arg(l, 1), *y = &l->outs[0];
+  if (o->scalar || lse->scalar) {
+    lz_fail(l, "expects tensor operands");
+    return;
+  }
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *d = o->shape[3];
+  const char *b = lz_loopvar(l, "b"), *h = lz_loopvar(l, "h"), *tx = lz_loopvar(l, "tx");
+  const char *s = lz_loopvar(l, "s"), *c = lz_loopvar(l, "c"), *s2 = lz_loopvar(l, "s");
+  const char *mx = lz_fresh(l, "mx"), *num = lz_fresh(l, "num"), *den = lz_fresh(l, "den");
+  const char *w = lz_fresh(l, "w");
+  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", b, lz_ex(l, o->shape[0]));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s bind(blockIdx.y) {", h, lz_ex(l, o->shape[1]));
+  l->ind++;
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, ATTN_THREADS);
+  l->ind++;
+  lz_line(l, "alloc %s: f32[1] local", mx);
+  lz_line(l, "%s[0] = %s", mx, lz_flit(l, ATTN_NO_SCORE));
+  lz_line(l, "for %s in 0..%s {", s, lz_ex(l, o->shape[2]));
+  lz_line(l, "  %s[0] = max(%s[0], %s[%s, %s, %s])", mx, mx, lse->name, b, h, s);
+  lz_line(l, "}");
+  const rx_expr *steps = rx_expr_floordiv(
+      cx, rx_expr_add(cx, d, rx_expr_const(cx, ATTN_THREADS - 1)), rx_expr_const(cx, ATTN_THREADS));
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
+  l->ind++;
+  const rx_expr *e =
+      rx_expr_add(cx, rx_expr_var(cx, tx),
+                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
+  const char *dd = lz_ex(l, e);
+  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, d)));
+  l->ind++;
+  lz_line(l, "alloc %s: f32[1] local", num);
+  lz_line(l, "alloc %s: f32[1] local", den);
+  lz_line(l, "for %s in 0..%s {", s2, lz_ex(l, o->shape[2]));
+  l->ind++;
+  lz_line(l, "let %s: f32 = exp(%s[%s, %s, %s] - %s[0])", w, lse->name, b, h, s2, mx);
+  lz_line(l, "%s[0] = %s[0] + %s * %s[%s, %s, %s, %s]", num, num, w, o->name, b, h, s2, dd);
+  lz_line(l, "%s[0] = %s[0] + %s", den, den, w);
+  lz_close(l);
+  lz_line(
+      l, "%s[%s, %s, %s] = %s", y->name, b, h, dd,
+      lz_down(l, y->dtype, lz_str(l, "select(%s[0] > 0.0, %s[0] / %s[0], 0.0)", den, num, den)));
+  for (int i = 0; i < 5; i++) lz_close(l);
+}

@@ -1,0 +1,89 @@
+/* ops/legalize_int.h: what the generators of ops/legalize.c and ops/attention.c share, and
+ * nothing else includes: the legalization context of one op call (its operands, the program
+ * text being written, the names taken) and the helpers a generator writes its program with.
+ *
+ * A generator writes the body of a tensor program as text (docs/text-format.md) with lz_line;
+ * rx_legalize_call (ops/legalize.c) adds the signature and parses it into the module. Names of
+ * buffers, loop variables and locals come from lz_fresh / lz_loopvar, so they never collide with
+ * the symbolic variables of the call; symbolic expressions are written with lz_ex, which records
+ * the variables the program uses (those no buffer defines become scalar parameters). */
+#ifndef RX_OPS_LEGALIZE_INT_H
+#define RX_OPS_LEGALIZE_INT_H
+
+#include "legalize.h"
+
+#define LZ_MAXR      8  /* most dims of an operand */
+#define LZ_MAXOP     64 /* most tensor operands */
+#define LZ_MAXARGS   16 /* most arguments of a call */
+#define LZ_ARG_NAMES 8  /* arguments named after the op's own names (the rest are "x") */
+
+/* A tensor operand: a buffer parameter, or a scalar folded into the program as text. */
+typedef struct lz_opnd {
+  bool scalar;
+  const char *text; /* scalar: expression text (in the dtype `dtype`, or a weak literal) */
+  double fval;      /* scalar literal value (for clip-like uses) */
+  bool literal;     /* scalar is a literal */
+  const char *name; /* buffer */
+  rx_dtype dtype;
+  int ndim;
+  const rx_expr *const *shape;
+  rx_node *node; /* the argument node (what the call_tensor passes) */
+  bool inplace;  /* the argument the program writes in place (rx_legalize_inplace_arg): it is
+                    the program's output parameter, not an input */
+} lz_opnd;
+
+typedef struct lz_ctx {
+  rx_module *m;
+  rx_expr_ctx *cx;
+  const rx_node *call;
+  rx_diag *diag;
+  bool failed;
+  rx_strbuf body;
+  int ind;
+  rx_ptrvec names; /* taken names (interned in m) */
+  rx_ptrvec used;  /* symbolic variables the program text uses */
+  rx_ptrvec loops; /* loop variables (rx_expr vars) */
+  lz_opnd ops[LZ_MAXOP];
+  int nops;
+  int argop[LZ_MAXARGS]; /* first operand index of each call argument; -1: not an operand */
+  int argn[LZ_MAXARGS];  /* operands of each call argument (tuples: fields) */
+  lz_opnd outs[64];
+  int nouts;
+  char lit[64];
+} lz_ctx;
+
+/* Reports "cannot legalize OP: ..." at the call (once) and marks the context failed. */
+void lz_fail(lz_ctx *l, const char *fmt, ...) RX_PRINTF(2, 3);
+/* printf into the module arena. */
+const char *lz_str(lz_ctx *l, const char *fmt, ...) RX_PRINTF(2, 3);
+/* One line of program text at the current indentation (l->ind). */
+void lz_line(lz_ctx *l, const char *fmt, ...) RX_PRINTF(2, 3);
+/* `}` one level out. */
+void lz_close(lz_ctx *l);
+/* A fresh name from base (base, base_1, ...), reserved for the program. */
+const char *lz_fresh(lz_ctx *l, const char *base);
+/* A fresh loop variable named from base. */
+const char *lz_loopvar(lz_ctx *l, const char *base);
+/* Text of a symbolic expression (parenthesized unless atomic); its variables are recorded. */
+const char *lz_ex(lz_ctx *l, const rx_expr *e);
+/* A float literal that reads back as a float (inf, nan and negatives parenthesized). */
+const char *lz_flit(lz_ctx *l, double v);
+/* text of dtype t converted to the dtype its math is done in (f32 for f16/bf16), and back. */
+const char *lz_up(lz_ctx *l, rx_dtype t, const char *text);
+const char *lz_down(lz_ctx *l, rx_dtype t, const char *text);
+/* Load of operand o at index texts idx (o->ndim of them). */
+const char *lz_load(lz_ctx *l, const lz_opnd *o, const char *const *idx);
+/* Load of o broadcast (NumPy, from the right) to an r-dim nest with vars ov and dims od. */
+const char *lz_load_bcast(lz_ctx *l, const lz_opnd *o, const char *const *ov,
+                          const rx_expr *const *od, int r);
+/* The operand of call argument i. */
+lz_opnd *lz_arg(lz_ctx *l, int i);
+
+/* The generators of ops/attention.c, named in ops.def's legalization column. */
+void lz_gen_attention(lz_ctx *l);
+void lz_gen_kv_append(lz_ctx *l);
+void lz_gen_paged_attention(lz_ctx *l);
+void lz_gen_paged_decode_attention(lz_ctx *l);
+void lz_gen_attention_merge(lz_ctx *l);
+
+#endif

@@ -1,0 +1,194 @@
+#include "support_pipeline.h"
+
+#include "targets/toolchain.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rxk_fail(rxk_stats *st, const char *fmt, ...) {
+  st->failed++;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("FAIL: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- running the generated kernels in the SIMT emulator ---- */
+
+static simt_options simt_opts;
+
+bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n) {
+  const rx_kernel_list *kl = &p->kl;
+  simt_module **mods = p->mods;
+  for (int k = 0; k < kl->n; k++) {
+    const rx_kernel *kn = kl->kernels[k];
+    int64_t v;
+    if (kn->cond) {
+      if (!rxk_eval(kn->cond, e, &v))
+        return snprintf(msg, n, "%s: condition not evaluable", kn->name), false;
+      if (!v) continue;
+    }
+    unsigned grid[3];
+    for (int a = 0; a < 3; a++) {
+      if (!rxk_eval(kn->grid[a], e, &v) || v < 0 || v > 0x7fffffff)
+        return snprintf(msg, n, "%s: grid[%d] not evaluable", kn->name, a), false;
+      grid[a] = (unsigned)v;
+    }
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue; /* nothing to launch */
+    unsigned block[3] = {(unsigned)kn->block[0], (unsigned)kn->block[1], (unsigned)kn->block[2]};
+    void *args[RXK_MAX_PARAMS + RXK_MAX_VARS + 1], *ptrs[RXK_MAX_PARAMS + RXK_MAX_VARS];
+    int32_t scalars[RXK_MAX_VARS + 64];
+    unsigned char params_struct[512];
+    memset(params_struct, 0, sizeof params_struct);
+    int nargs = 0;
+    bool metal = kn->lang == RX_LANG_MSL;
+    for (int a = 0; a < kn->nargs; a++) {
+      const rx_karg *ka = &kn->args[a];
+      if (ka->kind == RX_KARG_BUFFER) {
+        ptrs[a] = b->arg[ka->param].data;
+        args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
+      } else {
+        if (!rxk_eval(ka->var, e, &v) || v < INT32_MIN || v > INT32_MAX)
+          return snprintf(msg, n, "%s: scalar %s not evaluable", kn->name, ka->name), false;
+        scalars[a] = (int32_t)v;
+        if (metal) {
+          RX_ASSERT(ka->offset >= 0 && (size_t)ka->offset + 4 <= sizeof params_struct);
+          memcpy(params_struct + ka->offset, &scalars[a], 4);
+        } else {
+          args[nargs++] = &scalars[a];
+        }
+      }
+    }
+    if (metal && kn->scalar_bytes > 0) args[nargs++] = params_struct;
+    simt_kernel *sk = simt_module_kernel(mods[k], kn->name);
+    if (!sk) return snprintf(msg, n, "%s: kernel not found in its object", kn->name), false;
+    char *err = NULL;
+    if (simt_launch(sk, grid, block, 0, args, nargs, &err)) {
+      snprintf(msg, n, "%s: launch failed: %s", kn->name, err);
+      free(err);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ---- one program on one target ---- */
+
+static void check_cuda_toolchain(const rx_kernel_list *kl, const char *arch, const char *what,
+                                 rxk_stats *st) {
+  static int nvrtc_state; /* 0 unknown, 1 present, -1 absent */
+  if (nvrtc_state == 0) {
+    int mj, mn;
+    rx_status s = rx_nvrtc_load(&mj, &mn);
+    nvrtc_state = s ? -1 : 1;
+    if (s) printf("  NVRTC absent, CUDA compilation skipped: %s\n", rx_status_message(s));
+    rx_status_free(s);
+  }
+  for (int k = 0; k < kl->n; k++) {
+    const rx_kernel *kn = kl->kernels[k];
+    if (nvrtc_state < 0) {
+      st->skipped++;
+      continue;
+    }
+    char *ptx = NULL, *log = NULL;
+    size_t len = 0;
+    rx_status s = rx_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
+    if (s) {
+      rxk_fail(st, "%s: %s: NVRTC %s: %s\n%s\n--- source\n%s", what, kn->name, arch,
+               rx_status_message(s), log ? log : "", kn->source);
+      rx_status_free(s);
+    } else {
+      rx_ptxas_info info;
+      rx_status ps = rx_ptxas_report(ptx, arch, &info);
+      if (rx_status_code_of(ps) == RX_ERR_NOT_FOUND) {
+        st->skipped++;
+      } else if (ps) {
+        rxk_fail(st, "%s: %s: ptxas %s: %s", what, kn->name, arch, rx_status_message(ps));
+      } else if (info.spill_bytes != 0) {
+        rxk_fail(st, "%s: %s: ptxas %s reports %d spill bytes\n%s", what, kn->name, arch,
+                 info.spill_bytes, info.log);
+      } else {
+        st->passed++;
+      }
+      if (!ps) rx_ptxas_info_free(&info);
+      rx_status_free(ps);
+    }
+    free(ptx);
+    free(log);
+  }
+}
+
+static void check_spirv(const rx_kernel_list *kl, const char *what, rxk_stats *st) {
+  for (int k = 0; k < kl->n; k++) {
+    const rx_kernel *kn = kl->kernels[k];
+    if (!rx_shaderc_available() || !rx_spirv_tools_available()) {
+      st->skipped++;
+      continue;
+    }
+    if (!kn->spirv) {
+      rxk_fail(st, "%s: %s: no SPIR-V although shaderc is present", what, kn->name);
+      continue;
+    }
+    rx_status s = rx_spirv_validate(kn->spirv, kn->spirv_words);
+    if (s)
+      rxk_fail(st, "%s: %s: spirv-val: %s", what, kn->name, rx_status_message(s));
+    else
+      st->passed++;
+    rx_status_free(s);
+  }
+}
+
+void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_stats *st,
+                 rxk_prepared *p) {
+  memset(p, 0, sizeof *p);
+  p->t = t;
+  snprintf(p->what, sizeof p->what, "%s [%s]", f->name, t->name);
+  rx_diag diag;
+  rx_diag_init(&diag);
+  if (!rx_schedule(m, f, t, &diag, &p->sr)) {
+    rxk_fail(st, "%s: schedule failed:\n%s", p->what, rx_diag_text(&diag));
+  } else if (!rx_codegen(m, p->sr.fn, t, &diag, &p->kl)) {
+    rxk_fail(st, "%s: codegen failed:\n%s", p->what, rx_diag_text(&diag));
+  } else {
+    p->ok = true;
+  }
+  rx_diag_free(&diag);
+  if (!p->ok) return;
+  printf("  %s: rule %s, %d kernel(s)\n", p->what, rx_sched_rule_name(p->sr.variants[0].rule),
+         p->kl.n);
+
+  /* toolchains */
+  if (t->kind == RX_TARGET_CUDA) check_cuda_toolchain(&p->kl, t->cuda_arch, p->what, st);
+  if (t->kind == RX_TARGET_VULKAN) check_spirv(&p->kl, p->what, st);
+
+  p->emulate = (t->kind == RX_TARGET_CUDA && t->sm == 80) || t->kind == RX_TARGET_METAL;
+  if (!p->emulate) return;
+  p->mods = rx_calloc((size_t)p->kl.n + 1, sizeof *p->mods);
+  for (int k = 0; k < p->kl.n; k++) {
+    const rx_kernel *kn = p->kl.kernels[k];
+    char *err = NULL, label[160];
+    bool cuda = t->kind == RX_TARGET_CUDA;
+    snprintf(label, sizeof label, "%s.%s", kn->name, cuda ? "cu" : "metal");
+    if (simt_module_compile(&simt_opts, cuda ? SIMT_CUDA : SIMT_METAL, kn->source, label,
+                            &p->mods[k], &err)) {
+      if (err && strstr(err, "not found"))
+        st->skipped++;
+      else
+        rxk_fail(st, "%s: %s does not compile for the SIMT emulator:\n%s\n--- source\n%s", p->what,
+                 kn->name, err ? err : "", kn->source);
+      free(err);
+      p->emulate = false;
+      break;
+    }
+  }
+}
+
+void rxk_release(rxk_prepared *p) {
+  for (int k = 0; p->mods && k < p->kl.n; k++)
+    if (p->mods[k]) simt_module_free(p->mods[k]);
+  free(p->mods);
+}

@@ -1,0 +1,46 @@
+/* The per-target pipeline of one tensor program, shared by the tests that check kernels
+ * (test_kernels, test_attention): schedule, codegen, the toolchains' checks (CUDA C through
+ * NVRTC with no spills in ptxas's report, SPIR-V through spirv-val) and the emitted CUDA C and
+ * MSL compiled for the SIMT emulator (tests/simt), then run there on host buffers. */
+#ifndef RX_SUPPORT_PIPELINE_H
+#define RX_SUPPORT_PIPELINE_H
+
+#include "codegen/codegen.h"
+#include "passes/schedule.h"
+#include "simt_harness.h"
+#include "support_kernels.h"
+#include "targets/target.h"
+
+/* What a test counted: checks passed, failed (each printed to stderr with "FAIL: ") and skipped
+ * (a toolchain or a backend absent: never counted as passed). */
+typedef struct rxk_stats {
+  int passed, failed, skipped;
+} rxk_stats;
+
+void rxk_fail(rxk_stats *st, const char *fmt, ...) RX_PRINTF(2, 3);
+
+/* One target's compilation of a program: its schedule, its kernels and, where emulated, their
+ * SIMT objects. */
+typedef struct rxk_prepared {
+  const rx_target *t;
+  char what[256]; /* "PROGRAM [TARGET]" for messages */
+  bool ok;
+  rx_sched_result sr;
+  rx_kernel_list kl;
+  bool emulate;       /* CUDA sm_80 (sm_90 emits the same C) and MSL run in the emulator */
+  simt_module **mods; /* one per kernel, when emulated */
+} rxk_prepared;
+
+/* Schedules and generates f for t and checks the target's toolchain on its kernels (NVRTC for
+ * t's architecture with no spills; spirv-val), counting each check in st; compiles the SIMT
+ * objects of CUDA sm_80 and MSL. p->ok is false (and a failure counted) when schedule or
+ * codegen fail. */
+void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_stats *st,
+                 rxk_prepared *p);
+void rxk_release(rxk_prepared *p);
+
+/* Runs every kernel of p whose condition holds, in order, in the SIMT emulator on b (symbolic
+ * values from e). Returns false with a message. */
+bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n);
+
+#endif

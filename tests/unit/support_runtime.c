@@ -1,0 +1,163 @@
+#ifdef RX_SUPPORT_RUNTIME /* only the tests that link the runtime (tests/CMakeLists.txt) */
+#include "support_runtime.h"
+
+#include "codegen/codegen.h"
+#include "passes/schedule.h"
+#include "targets/toolchain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void pick_target(rxk_backend *b) {
+  const rx_rt_device_info *info = rx_rt_device_get_info(b->dev);
+  const char *name = b->kind == RX_RT_BACKEND_CUDA    ? "cuda -arch=sm_80"
+                     : b->kind == RX_RT_BACKEND_METAL ? "metal-apple7"
+                     : strstr(info->name, "llvmpipe") ? "vulkan-lavapipe"
+                                                      : "vulkan";
+  const rx_target *t;
+  rx_status s = rx_target_parse(name, &t);
+  RX_ASSERT(!s);
+  b->target = *t;
+  if (b->kind == RX_RT_BACKEND_VULKAN && t->subgroup_size > 0 && info->subgroup_size > 0 &&
+      (int)info->subgroup_size != t->subgroup_size) {
+    b->target.subgroup_size = b->target.min_subgroup_size = b->target.max_subgroup_size =
+        (int)info->subgroup_size;
+  }
+  printf("backend %s: %s, target %s (subgroup %d)\n", rx_rt_backend_name(b->kind), info->name,
+         b->target.name, b->target.subgroup_size);
+}
+
+void rxk_rt_open(rxk_backend *b, const char *spec) {
+  rx_status s = rx_rt_backend_check(b->kind);
+  if (!s) {
+    rx_rt_device_options o = {.validation = b->kind == RX_RT_BACKEND_VULKAN ? 1 : -1};
+    s = rx_rt_device_open(spec, &o, &b->dev);
+  }
+  if (s) {
+    snprintf(b->why, sizeof b->why, "%s", rx_status_message(s));
+    printf("backend %s: skipped: %s\n", rx_rt_backend_name(b->kind), b->why);
+    rx_status_free(s);
+    b->dev = NULL;
+    return;
+  }
+  pick_target(b);
+}
+
+/* The kernel library of one program for one backend: kernels.json and binaries in memory. */
+typedef struct library {
+  rx_strbuf json;
+  rx_rt_blob blobs[32];
+  char *owned[32];
+  size_t nblobs;
+} library;
+
+static void library_free(library *l) {
+  rx_strbuf_free(&l->json);
+  for (size_t i = 0; i < l->nblobs; i++) free(l->owned[i]);
+  memset(l, 0, sizeof *l);
+}
+
+/* Compiles f for b into l; false with a message. */
+static bool build_library(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, library *l,
+                          rx_strbuf *msg) {
+  rx_diag diag;
+  rx_diag_init(&diag);
+  rx_sched_result sr;
+  rx_kernel_list kl = {0};
+  bool ok =
+      rx_schedule(m, f, &b->target, &diag, &sr) && rx_codegen(m, sr.fn, &b->target, &diag, &kl);
+  if (!ok) rx_strbuf_append(msg, rx_diag_text(&diag));
+  rx_diag_free(&diag);
+  for (int k = 0; ok && k < kl.n; k++) {
+    rx_kernel *kn = kl.kernels[k];
+    RX_ASSERT(l->nblobs < RX_ARRAY_LEN(l->blobs));
+    char name[256];
+    if (b->kind == RX_RT_BACKEND_VULKAN) {
+      if (!kn->spirv) {
+        rx_strbuf_printf(msg, "%s: no SPIR-V (shaderc absent?)", kn->name);
+        return false;
+      }
+      snprintf(name, sizeof name, "%s.spv", kn->name);
+      kn->binary = rx_arena_strdup(&m->arena, name);
+      l->blobs[l->nblobs++] = (rx_rt_blob){kn->binary, kn->spirv, kn->spirv_words * 4};
+    } else if (b->kind == RX_RT_BACKEND_CUDA) {
+      char *ptx = NULL, *log = NULL;
+      size_t len = 0;
+      rx_status s =
+          rx_nvrtc_compile(kn->source, kn->name, b->target.cuda_arch, false, &ptx, &len, &log);
+      if (s) {
+        rx_strbuf_printf(msg, "%s: NVRTC: %s\n%s", kn->name, rx_status_message(s), log ? log : "");
+        rx_status_free(s);
+        free(log);
+        return false;
+      }
+      free(log);
+      snprintf(name, sizeof name, "%s.ptx", kn->name);
+      kn->ptx = rx_arena_strdup(&m->arena, name);
+      l->owned[l->nblobs] = ptx;
+      l->blobs[l->nblobs++] = (rx_rt_blob){kn->ptx, ptx, len};
+    } else {
+      snprintf(name, sizeof name, "%s.metal", kn->name);
+      l->blobs[l->nblobs++] =
+          (rx_rt_blob){rx_arena_strdup(&m->arena, name), kn->source, strlen(kn->source)};
+    }
+  }
+  if (ok) {
+    const rx_kernel_list *lists[1] = {&kl};
+    const rx_tensor_fn *progs[1] = {sr.fn};
+    rx_kernels_json(&l->json, &b->target, progs, lists, 1);
+  }
+  return ok;
+}
+
+bool rxk_rt_load(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, rx_rt_library **out,
+                 rx_strbuf *msg) {
+  *out = NULL;
+  library l = {0};
+  bool ok = build_library(m, f, b, &l, msg);
+  if (ok) {
+    rx_status s =
+        rx_rt_library_load_memory(b->dev, l.json.data, l.json.len, l.blobs, l.nblobs, out);
+    if (s) rx_strbuf_printf(msg, "loading its kernels: %s", rx_status_message(s));
+    ok = !s;
+    rx_status_free(s);
+  }
+  library_free(&l);
+  return ok;
+}
+
+rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, const rxk_env *e,
+                     rxk_buffers *io, int bench_runs, double *out_ms) {
+  rx_rt_buffer *bufs[RXK_MAX_PARAMS] = {0};
+  const char *names[RXK_MAX_VARS];
+  for (int i = 0; i < e->n; i++) names[i] = e->vars[i]->name;
+  rx_rt_symbols syms = {.names = names, .values = e->values, .count = (size_t)e->n};
+  rx_status s = NULL;
+  for (int i = 0; !s && i < io->n; i++) {
+    if (f->params[i]->kind != RX_PARAM_BUFFER) continue;
+    size_t bytes = io->bytes[i] ? io->bytes[i] : 4;
+    s = rx_rt_buffer_alloc(b->dev, bytes, &bufs[i]);
+    if (!s && io->bytes[i]) s = rx_rt_buffer_write(bufs[i], 0, io->arg[i].data, io->bytes[i]);
+  }
+  if (!s) s = rx_rt_library_run(lib, f->name, bufs, (size_t)io->n, &syms);
+  if (!s) s = rx_rt_device_synchronize(b->dev);
+  for (int i = 0; !s && i < io->n; i++)
+    if (f->params[i]->kind == RX_PARAM_BUFFER && f->params[i]->is_output && io->bytes[i])
+      s = rx_rt_buffer_read(bufs[i], 0, io->arg[i].data, io->bytes[i]);
+  if (!s && bench_runs > 0) {
+    rx_rt_timer *timer = NULL;
+    double ms = 0;
+    s = rx_rt_timer_create(b->dev, &timer);
+    if (!s) s = rx_rt_timer_start(timer);
+    for (int r = 0; !s && r < bench_runs; r++)
+      s = rx_rt_library_run(lib, f->name, bufs, (size_t)io->n, &syms);
+    if (!s) s = rx_rt_timer_stop(timer);
+    if (!s) s = rx_rt_timer_elapsed_ms(timer, &ms);
+    if (!s) *out_ms = ms / bench_runs;
+    rx_rt_timer_release(timer);
+  }
+  for (int i = 0; i < io->n; i++) rx_rt_buffer_release(bufs[i]);
+  return s;
+}
+#endif

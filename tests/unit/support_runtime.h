@@ -1,0 +1,37 @@
+/* Programs compiled for a backend that is present and run through the runtime (runtime/), shared
+ * by the tests that run kernels on devices (test_conformance, test_attention). Compiled only into
+ * the tests that link the runtime (RX_SUPPORT_RUNTIME, tests/CMakeLists.txt). */
+#ifndef RX_SUPPORT_RUNTIME_H
+#define RX_SUPPORT_RUNTIME_H
+
+#include "relaxc/runtime.h"
+#include "support_kernels.h"
+#include "targets/target.h"
+
+/* A backend as the tests use it: its device, and the target relaxc compiles for it. */
+typedef struct rxk_backend {
+  rx_rt_backend kind;
+  rx_rt_device *dev; /* NULL: absent */
+  char why[512];     /* why absent */
+  rx_target target;  /* the description of the device, from the target table and the device */
+} rxk_backend;
+
+/* Opens the backend b->kind (device spec as rx_rt_device_open takes it; Vulkan with the
+ * validation layer) and picks its target: the table's entry, with the subgroup size the device
+ * reports (lavapipe's depends on the host's vector width). Prints what it opened, or why not
+ * (b->dev NULL, b->why set). */
+void rxk_rt_open(rxk_backend *b, const char *spec);
+
+/* Schedules and generates f for b's target and loads its kernels on b's device (CUDA: PTX from
+ * NVRTC; Vulkan: SPIR-V; Metal: source). Returns false with a message appended to msg. */
+bool rxk_rt_load(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, rx_rt_library **out,
+                 rx_strbuf *msg);
+
+/* Runs f from lib on b's device with io's buffers (every buffer uploaded, outputs included, so
+ * that a program writing part of an output leaves the rest as given) and the symbolic values of
+ * e, then reads the outputs back into io. With bench_runs > 0 it then times that many more runs
+ * and stores the mean time per run in *out_ms. */
+rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, const rxk_env *e,
+                     rxk_buffers *io, int bench_runs, double *out_ms);
+
+#endif

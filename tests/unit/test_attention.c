@@ -1,0 +1,801 @@
+/* Attention as tensor programs (ops/attention.c), checked against naive references written
+ * here in plain C (double precision, straight from the definitions of docs/ops.md and
+ * docs/llm.md): dense `attention`, and over a paged KV cache `kv_append`, `paged_attention`,
+ * `paged_decode_attention` and `attention_merge`.
+ *
+ * Each program is legalized from a one-op graph, then for every target (cuda sm_80 and sm_90,
+ * vulkan-lavapipe, vulkan, metal-apple7) scheduled and generated: CUDA C compiled by NVRTC with
+ * no spills in ptxas's report, GLSL through shaderc and spirv-val (support_pipeline.c). Every
+ * case then runs (a) in the reference interpreter (the cases small enough for it), (b) as CUDA C
+ * and as MSL in the SIMT emulator, (c) on Vulkan (lavapipe here) through the runtime under the
+ * validation layer (support_runtime.c; any validation message fails the test), and each output
+ * is compared with the reference.
+ *
+ * Cases: cache lengths 1, 15, 16, 17, 100 and 1000, several sequences of different lengths in one
+ * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
+ * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
+ * sequences, GQA ratios 1, 2 and 4, head dims 16, 64 and 128, window 0 and 5, f32 and f16, decode
+ * chunks of 256 and 32 keys; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask,
+ * and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache
+ * length and query count at its largest size.
+ *
+ * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
+ * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
+ * to f16 is within 2^-11 relative; the inputs are the same f16 values in both), lse (f32) 1e-5.
+ *
+ * usage: test_attention TESTS_DIR [FILTER] */
+#include "support_pipeline.h"
+#include "support_runtime.h"
+
+#include "interp/interp.h"
+#include "ops/legalize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE        16   /* tokens per page of the KV cache (docs/llm.md) */
+#define SPARE_PAGES 5    /* pages no sequence uses: garbage the kernels must not read */
+#define TOL_F32     1e-5 /* see the header comment */
+#define TOL_F16     2e-3
+/* The interpreter runs the cases whose naive work (query rows x keys x head dim, over every
+ * query head) is at most this: it executes every statement of every thread of the scheduled
+ * program, about a million statements a second. */
+#define INTERP_WORK 2000000
+
+static rxk_stats st;
+static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
+static const char *filter;
+static int64_t size_cap = INT64_MAX;
+static double worst[RX_DTYPE_COUNT]; /* the largest normalized error seen per output dtype */
+
+static const char *const targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
+                                      "vulkan", "metal-apple7"};
+#define NTARGETS ((int)RX_ARRAY_LEN(targets))
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_rand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * programs: one op legalized, compiled for every target
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct prog {
+  char what[200];
+  rx_module *m;
+  rx_tensor_fn *f;
+  rxk_prepared tp[NTARGETS];
+  rx_rt_library *lib; /* on Vulkan */
+} prog;
+
+/* Legalizes the op call of `main` in text (rx_legalize_call, as passes/legalize.c does) and
+ * compiles its program for every target. */
+static bool prog_build(prog *p, const char *text, const char *what) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->what, sizeof p->what, "%s", what);
+  if (filter && !strstr(what, filter)) return false;
+  printf("%s\n", what);
+  p->m = rx_module_new();
+  rx_diag d;
+  rx_diag_init(&d);
+  bool ok = rx_parse_module(p->m, what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
+  if (ok) {
+    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
+    const rx_node *call = g->body.blocks[0]->bindings[0]->value;
+    p->f = rx_legalize_call(p->m, call, "attn", &d);
+    ok = p->f && rx_module_verify(p->m, &d);
+  }
+  if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s", what, rx_diag_text(&d));
+  rx_diag_free(&d);
+  if (!ok) return false;
+  for (int i = 0; i < NTARGETS; i++) {
+    const rx_target *t;
+    rx_status ts = rx_target_parse(targets[i], &t);
+    RX_ASSERT(!ts);
+    rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
+  }
+  if (vk.dev) {
+    rx_strbuf msg = {0};
+    if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
+      rxk_fail(&st, "%s: compiling for %s: %s", what, vk.target.name, msg.data ? msg.data : "");
+    rx_strbuf_free(&msg);
+  }
+  return true;
+}
+
+static void prog_free(prog *p) {
+  for (int i = 0; i < NTARGETS; i++) rxk_release(&p->tp[i]);
+  rx_rt_library_release(p->lib);
+  if (p->m) rx_module_free(p->m);
+}
+
+/* The program's symbolic variables at the given values (names[i] = values[i]) and random
+ * inputs for them; false after counting a failure. */
+static bool make_inputs(const prog *p, const char *const *names, const int64_t *values, int n,
+                        rxk_env *e, rxk_buffers *in) {
+  rxk_program_vars(p->f, e);
+  for (int i = 0; i < e->n; i++)
+    for (int k = 0; k < n; k++)
+      if (!strcmp(e->vars[i]->name, names[k])) e->values[i] = values[k];
+  char why[256];
+  if (rxk_make_buffers(p->f, e, in, why, sizeof why)) return true;
+  rxk_fail(&st, "%s: %s", p->what, why);
+  return false;
+}
+
+/* The buffer of the program's parameter named `name`. */
+static rx_interp_arg *param(const prog *p, rxk_buffers *b, const char *name) {
+  for (int i = 0; i < p->f->nparams; i++)
+    if (p->f->params[i]->kind == RX_PARAM_BUFFER && !strcmp(p->f->params[i]->buf->name, name))
+      return &b->arg[i];
+  RX_ASSERT(!"no such parameter");
+  return NULL;
+}
+
+static size_t count_of(const rx_interp_arg *a) {
+  size_t n = 1;
+  for (int d = 0; d < a->ndim; d++) n *= (size_t)a->shape[d];
+  return n;
+}
+
+/* Normalized error of every output against want (one array per output, in parameter order);
+ * -inf matches only -inf, NaN only NaN. */
+static bool compare(const prog *p, const rxk_buffers *got, double *const *want, char *msg,
+                    size_t n) {
+  int o = 0;
+  for (int i = 0; i < p->f->nparams; i++) {
+    const rx_param *pr = p->f->params[i];
+    if (pr->kind != RX_PARAM_BUFFER || !pr->is_output) continue;
+    const double *w = want[o++];
+    rx_dtype t = pr->buf->dtype;
+    size_t cnt = count_of(&got->arg[i]), at = 0;
+    double maxdiff = 0, maxref = 1;
+    for (size_t k = 0; k < cnt; k++) {
+      double g = rxk_load_elem(got->arg[i].data, t, k), d;
+      if (isnan(g) || isnan(w[k]))
+        d = isnan(g) && isnan(w[k]) ? 0 : INFINITY;
+      else if (isinf(g) || isinf(w[k]))
+        d = g == w[k] ? 0 : INFINITY;
+      else
+        d = fabs(g - w[k]);
+      if (!(d <= maxdiff)) maxdiff = d, at = k;
+      if (isfinite(w[k]) && fabs(w[k]) > maxref) maxref = fabs(w[k]);
+    }
+    double tol = t == RX_DTYPE_F32 ? TOL_F32 : TOL_F16, err = maxdiff / maxref;
+    if (!(err <= tol)) {
+      snprintf(msg, n, "output %s: normalized error %.3g > %.0e (element %zu: got %.6g, want %.6g)",
+               pr->buf->name, err, tol, at, rxk_load_elem(got->arg[i].data, t, at), w[at]);
+      return false;
+    }
+    if (err > worst[t]) worst[t] = err;
+  }
+  return true;
+}
+
+/* Runs the program on `in` everywhere (the interpreter when `interp`, the SIMT emulator, Vulkan)
+ * and compares the outputs with want. */
+static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *const *want,
+                     bool interp, const char *at) {
+  char why[512];
+  rxk_buffers got;
+  if (interp) {
+    rxk_copy_buffers(in, &got);
+    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+    if (s)
+      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, rx_status_message(s));
+    else if (!compare(p, &got, want, why, sizeof why))
+      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, why);
+    else
+      st.passed++;
+    rx_status_free(s);
+    rxk_free_buffers(&got);
+  } else {
+    st.skipped++;
+  }
+  for (int i = 0; i < NTARGETS; i++) {
+    rxk_prepared *tp = &p->tp[i];
+    if (!tp->ok || !tp->emulate) continue;
+    rxk_copy_buffers(in, &got);
+    if (!rxk_run_simt(tp, e, &got, why, sizeof why))
+      rxk_fail(&st, "%s at %s: %s", tp->what, at, why);
+    else if (!compare(p, &got, want, why, sizeof why))
+      rxk_fail(&st, "%s at %s: emulated %s: %s", tp->what, at,
+               tp->t->kind == RX_TARGET_CUDA ? "CUDA C" : "MSL", why);
+    else
+      st.passed++;
+    rxk_free_buffers(&got);
+  }
+  if (!p->lib) {
+    st.skipped++;
+    return;
+  }
+  rxk_copy_buffers(in, &got);
+  rx_status s = rxk_rt_run(&vk, p->lib, p->f, e, &got, 0, NULL);
+  if (s)
+    rxk_fail(&st, "%s at %s: Vulkan: %s", p->what, at, rx_status_message(s));
+  else if (!compare(p, &got, want, why, sizeof why))
+    rxk_fail(&st, "%s at %s: Vulkan (%s): %s", p->what, at, vk.target.name, why);
+  else
+    st.passed++;
+  rx_status_free(s);
+  rxk_free_buffers(&got);
+}
+
+static int64_t cap(int64_t v) { return v < size_cap ? v : size_cap; }
+
+/* ------------------------------------------------------------------------------------------
+ * the paged KV cache: sequences, their pages, the references
+ * ------------------------------------------------------------------------------------------ */
+
+/* A call over the cache: per sequence its keys in the cache (new ones included) and how many of
+ * them are new (the queries of paged_attention, at the last positions). */
+typedef struct scene {
+  int nseq;
+  int kv[8];
+  int nnew[8];
+} scene;
+
+/* The cache as the kernels see it, with its dims. */
+typedef struct cache {
+  int b, mp, p, kvh, d;
+  rx_dtype t;
+  int32_t *page_table; /* [b, mp] */
+  int32_t *kv_len;     /* [b] */
+  const void *pages;   /* [p, 2, kvh, 16, d] */
+} cache;
+
+static void scene_cap(scene *s) {
+  for (int i = 0; i < s->nseq; i++) {
+    s->kv[i] = (int)cap(s->kv[i]);
+    if (s->nnew[i] > s->kv[i]) s->nnew[i] = s->kv[i];
+  }
+}
+
+static int scene_tokens(const scene *s) {
+  int n = 0;
+  for (int i = 0; i < s->nseq; i++) n += s->nnew[i];
+  return n;
+}
+
+/* Dims of the scene's cache: most pages per sequence, pages in the pool. */
+static void scene_dims(const scene *s, int *mp, int *p) {
+  *mp = 1;
+  *p = SPARE_PAGES;
+  for (int i = 0; i < s->nseq; i++) {
+    int n = (s->kv[i] + PAGE - 1) / PAGE;
+    if (n > *mp) *mp = n;
+    *p += n;
+  }
+}
+
+/* Deals the pool's pages, shuffled, to the sequences in order; unused entries 0. */
+static void deal_pages(const scene *s, cache *c) {
+  int32_t *perm = rx_malloc(sizeof(int32_t) * (size_t)c->p);
+  for (int i = 0; i < c->p; i++) perm[i] = i;
+  for (int i = c->p - 1; i > 0; i--) {
+    int j = (int)(next_rand() % (uint64_t)(i + 1));
+    int32_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  memset(c->page_table, 0, sizeof(int32_t) * (size_t)(c->b * c->mp));
+  int next = 0;
+  for (int q = 0; q < s->nseq; q++) {
+    c->kv_len[q] = s->kv[q];
+    for (int i = 0; i < (s->kv[q] + PAGE - 1) / PAGE; i++)
+      c->page_table[q * c->mp + i] = perm[next++];
+  }
+  free(perm);
+}
+
+/* Element d of the key (which 0) or value (1) at position j of sequence s, kv head h. */
+static double kv_elem(const cache *c, int which, int s, int h, int j, int d) {
+  int64_t pid = c->page_table[s * c->mp + j / PAGE];
+  size_t at = (size_t)((((pid * 2 + which) * c->kvh + h) * PAGE + j % PAGE) * c->d + d);
+  return rxk_load_elem(c->pages, c->t, at);
+}
+
+/* Softmax attention of query row q over keys lo..hi of sequence s, kv head h, into out[d];
+ * returns the log-sum-exp of the scaled scores (-inf, with out 0, when there is no key). */
+static double ref_row(const cache *c, int s, int h, const double *q, int lo, int hi, double scale,
+                      double *out) {
+  memset(out, 0, sizeof(double) * (size_t)c->d);
+  if (lo > hi) return -INFINITY;
+  double *sc = rx_malloc(sizeof(double) * (size_t)(hi - lo + 1)), m = -INFINITY, l = 0;
+  for (int j = lo; j <= hi; j++) {
+    double dot = 0;
+    for (int d = 0; d < c->d; d++) dot += q[d] * kv_elem(c, 0, s, h, j, d);
+    sc[j - lo] = dot * scale;
+    if (sc[j - lo] > m) m = sc[j - lo];
+  }
+  for (int j = lo; j <= hi; j++) {
+    double w = exp(sc[j - lo] - m);
+    l += w;
+    for (int d = 0; d < c->d; d++) out[d] += w * kv_elem(c, 1, s, h, j, d);
+  }
+  for (int d = 0; d < c->d; d++) out[d] /= l;
+  free(sc);
+  return m + log(l);
+}
+
+/* Query row (token n, head h) of q [N, H, D] as doubles. */
+static void q_row(const rx_interp_arg *q, int n, int h, double *out) {
+  int64_t heads = q->shape[1], d = q->shape[2];
+  for (int k = 0; k < d; k++)
+    out[k] = rxk_load_elem(q->data, q->dtype, (size_t)((n * heads + h) * d + k));
+}
+
+/* A paged op's text: its graph over q [N or b, H, D] and the cache. */
+typedef struct paged_cfg {
+  int64_t d, heads, kvh, window, chunk;
+  rx_dtype t;
+} paged_cfg;
+
+static double scale_of(const paged_cfg *c) { return 1.0 / sqrt((double)c->d); }
+
+static void fill_cache(const prog *p, rxk_buffers *in, const scene *s, const paged_cfg *pc,
+                       cache *c) {
+  int mp, np;
+  scene_dims(s, &mp, &np);
+  *c = (cache){.b = s->nseq, .mp = mp, .p = np, .kvh = (int)pc->kvh, .d = (int)pc->d, .t = pc->t};
+  c->page_table = param(p, in, "page_table")->data;
+  c->kv_len = param(p, in, "kv_len")->data;
+  c->pages = param(p, in, "pages")->data;
+  deal_pages(s, c);
+}
+
+/* A scene's symbolic values (n: the query tokens, for paged_attention), random inputs and its
+ * cache dealt into them; false after counting a failure. */
+static bool scene_buffers(prog *p, const scene *s, const paged_cfg *pc, int n, rxk_env *e,
+                          rxk_buffers *in, cache *c) {
+  int mp, np;
+  scene_dims(s, &mp, &np);
+  static const char *const names[] = {"p", "b", "mp", "n"};
+  int64_t values[] = {np, s->nseq, mp, n};
+  if (!make_inputs(p, names, values, 4, e, in)) return false;
+  fill_cache(p, in, s, pc, c);
+  return true;
+}
+
+static int scene_max_kv(const scene *s) {
+  int m = 0;
+  for (int i = 0; i < s->nseq; i++) m = s->kv[i] > m ? s->kv[i] : m;
+  return m;
+}
+
+/* ---- paged_attention ---- */
+
+static void check_paged_scene(prog *p, const paged_cfg *pc, scene s) {
+  scene_cap(&s);
+  int n = scene_tokens(&s), maxkv = scene_max_kv(&s);
+  rxk_env e;
+  rxk_buffers in;
+  cache c;
+  char at[160];
+  if (!scene_buffers(p, &s, pc, n, &e, &in, &c)) return;
+  int32_t *qs = param(p, &in, "q_seq")->data, *qp = param(p, &in, "q_pos")->data;
+  int r = 0;
+  for (int q = 0; q < s.nseq; q++)
+    for (int i = 0; i < s.nnew[q]; i++, r++) qs[r] = q, qp[r] = s.kv[q] - s.nnew[q] + i;
+  /* the reference */
+  const rx_interp_arg *qa = param(p, &in, "q");
+  double *want = rx_malloc(sizeof(double) * (size_t)(n * pc->heads * pc->d) + 1);
+  double qrow[256];
+  int64_t g = pc->heads / pc->kvh;
+  for (int t = 0; t < n; t++) {
+    int lo = pc->window > 0 && qp[t] - pc->window + 1 > 0 ? qp[t] - (int)pc->window + 1 : 0;
+    int hi = qp[t] < c.kv_len[qs[t]] - 1 ? qp[t] : c.kv_len[qs[t]] - 1;
+    for (int h = 0; h < pc->heads; h++) {
+      q_row(qa, t, h, qrow);
+      ref_row(&c, qs[t], (int)(h / g), qrow, lo, hi, scale_of(pc),
+              want + (t * pc->heads + h) * pc->d);
+    }
+  }
+  int len = snprintf(at, sizeof at, "n=%d, kv=", n);
+  for (int q = 0; q < s.nseq; q++)
+    len += snprintf(at + len, sizeof at - (size_t)len, "%s%d/%d", q ? "," : "", s.kv[q], s.nnew[q]);
+  double *outs[1] = {want};
+  run_case(p, &e, &in, outs, (int64_t)n * pc->heads * maxkv * pc->d <= INTERP_WORK, at);
+  free(want);
+  rxk_free_buffers(&in);
+}
+
+static const char *paged_text(const paged_cfg *c, const char *op, const char *extra) {
+  static char text[1024];
+  const char *t = rx_dtype_name(c->t);
+  bool decode = !strcmp(op, "paged_decode_attention");
+  snprintf(text, sizeof text,
+           "graph_fn main(q: %s[%s, %lld, %lld], pages: %s[p, 2, %lld, %d, %lld], "
+           "page_table: i32[b, mp], kv_len: i32[b]%s) {\n"
+           "  y = %s(q, pages, page_table, kv_len%s, window=%lld%s)\n  return y\n}\n",
+           t, decode ? "b" : "n", (long long)c->heads, (long long)c->d, t, (long long)c->kvh, PAGE,
+           (long long)c->d, decode ? "" : ", q_seq: i32[n], q_pos: i32[n]", op,
+           decode ? "" : ", q_seq, q_pos", (long long)c->window, extra);
+  return text;
+}
+
+static void test_paged_attention(void) {
+  static const paged_cfg cfgs[] = {
+      {16, 2, 2, 0, 0, RX_DTYPE_F32},  {64, 4, 2, 5, 0, RX_DTYPE_F16},
+      {128, 8, 2, 0, 0, RX_DTYPE_F32}, {128, 4, 1, 5, 0, RX_DTYPE_F16},
+      {64, 4, 1, 0, 0, RX_DTYPE_F32},
+  };
+  static const scene scenes[] = {
+      {1, {1}, {1}},                             /* n = 1 */
+      {2, {15, 17}, {3, 4}},                     /* n = 7: tiles over two sequences */
+      {3, {16, 100, 1}, {16, 16, 1}},            /* n = 33: a whole prefill of 16 */
+      {4, {1000, 17, 100, 15}, {60, 10, 25, 5}}, /* n = 100 */
+      {5, {2, 3, 1, 16, 7}, {2, 1, 1, 3, 7}},    /* n = 14: five sequences in a tile */
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char what[160];
+    snprintf(what, sizeof what, "paged_attention %s d=%lld heads=%lld/%lld window=%lld",
+             rx_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what))
+      for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_paged_scene(&p, &cfgs[i], scenes[k]);
+    prog_free(&p);
+  }
+}
+
+/* ---- paged_decode_attention and attention_merge ---- */
+
+/* o [b, H, S, D], lse [b, H, S] of the chunks of the reference; also the merged rows [b, H, D]
+ * straight from all keys (to check the merge). */
+static void ref_decode(const cache *c, const rx_interp_arg *qa, const paged_cfg *pc, int chunks,
+                       double *o, double *lse, double *full) {
+  int64_t g = pc->heads / pc->kvh;
+  double qrow[256];
+  for (int s = 0; s < c->b; s++) {
+    int hi = c->kv_len[s] - 1;
+    int lo = pc->window > 0 && hi - pc->window + 1 > 0 ? hi - (int)pc->window + 1 : 0;
+    for (int h = 0; h < pc->heads; h++) {
+      q_row(qa, s, h, qrow);
+      size_t row = (size_t)(s * pc->heads + h);
+      ref_row(c, s, (int)(h / g), qrow, lo, hi, scale_of(pc), full + row * (size_t)pc->d);
+      for (int k = 0; k < chunks; k++) {
+        int clo = k * (int)pc->chunk, chi = clo + (int)pc->chunk - 1;
+        lse[row * (size_t)chunks + (size_t)k] =
+            ref_row(c, s, (int)(h / g), qrow, clo > lo ? clo : lo, chi < hi ? chi : hi,
+                    scale_of(pc), o + (row * (size_t)chunks + (size_t)k) * (size_t)pc->d);
+      }
+    }
+  }
+}
+
+/* The merge of chunks (o, lse) as docs/llm.md defines it, rows of d; all chunks empty: 0. */
+static void ref_merge(const double *o, const double *lse, int rows, int chunks, int d,
+                      double *out) {
+  for (int r = 0; r < rows; r++) {
+    double m = -INFINITY, den = 0;
+    for (int k = 0; k < chunks; k++) m = lse[r * chunks + k] > m ? lse[r * chunks + k] : m;
+    for (int x = 0; x < d; x++) out[r * d + x] = 0;
+    if (m == -INFINITY) continue;
+    for (int k = 0; k < chunks; k++) {
+      double w = exp(lse[r * chunks + k] - m);
+      den += w;
+      for (int x = 0; x < d; x++) out[r * d + x] += w * o[(r * chunks + k) * d + x];
+    }
+    for (int x = 0; x < d; x++) out[r * d + x] /= den;
+  }
+}
+
+static double max_abs_diff(const double *a, const double *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fabs(a[i] - b[i]) > m ? fabs(a[i] - b[i]) : m;
+  return m;
+}
+
+static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
+  scene_cap(&s);
+  int maxkv = scene_max_kv(&s);
+  rxk_env e;
+  rxk_buffers in;
+  cache c;
+  char at[160];
+  if (!scene_buffers(p, &s, pc, 0, &e, &in, &c)) return;
+  int chunks = (int)((c.mp * PAGE + pc->chunk - 1) / pc->chunk);
+  size_t rows = (size_t)(s.nseq * pc->heads);
+  double *o = rx_malloc(sizeof(double) * rows * (size_t)(chunks * pc->d));
+  double *lse = rx_malloc(sizeof(double) * rows * (size_t)chunks);
+  double *full = rx_malloc(sizeof(double) * rows * (size_t)pc->d);
+  double *merged = rx_malloc(sizeof(double) * rows * (size_t)pc->d);
+  ref_decode(&c, param(p, &in, "q"), pc, chunks, o, lse, full);
+  /* the references agree with each other: merging the chunks gives attention over all keys */
+  ref_merge(o, lse, (int)rows, chunks, (int)pc->d, merged);
+  double gap = max_abs_diff(merged, full, rows * (size_t)pc->d);
+  if (gap > 1e-12) rxk_fail(&st, "%s: the references disagree by %g", p->what, gap);
+  int len = snprintf(at, sizeof at, "b=%d, chunks=%d, kv=", s.nseq, chunks);
+  for (int q = 0; q < s.nseq; q++)
+    len += snprintf(at + len, sizeof at - (size_t)len, "%s%d", q ? "," : "", s.kv[q]);
+  double *outs[2] = {o, lse};
+  run_case(p, &e, &in, outs, (int64_t)s.nseq * pc->heads * maxkv * pc->d <= INTERP_WORK, at);
+  free(o);
+  free(lse);
+  free(full);
+  free(merged);
+  rxk_free_buffers(&in);
+}
+
+static void test_decode(void) {
+  static const paged_cfg cfgs[] = {
+      {64, 4, 1, 0, 256, RX_DTYPE_F16},
+      {128, 8, 4, 0, 256, RX_DTYPE_F32},
+      {16, 4, 2, 5, 32, RX_DTYPE_F32},
+      {128, 8, 2, 0, 32, RX_DTYPE_F16},
+  };
+  static const scene scenes[] = {
+      {6, {1, 15, 16, 17, 100, 1000}, {1, 1, 1, 1, 1, 1}},
+      {1, {1000}, {1}},
+      {3, {33, 1, 64}, {1, 1, 1}},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char what[160], extra[32];
+    snprintf(what, sizeof what,
+             "paged_decode_attention %s d=%lld heads=%lld/%lld window=%lld chunk=%lld",
+             rx_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             (long long)cfgs[i].kvh, (long long)cfgs[i].window, (long long)cfgs[i].chunk);
+    snprintf(extra, sizeof extra, ", chunk=%lld", (long long)cfgs[i].chunk);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_decode_attention", extra), what))
+      for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_decode_scene(&p, &cfgs[i], scenes[k]);
+    prog_free(&p);
+  }
+}
+
+static void test_merge(void) {
+  static const struct {
+    int64_t d;
+    rx_dtype t;
+  } cfgs[] = {{64, RX_DTYPE_F32}, {128, RX_DTYPE_F16}, {200, RX_DTYPE_F32}};
+  static const int64_t sizes[][3] = {{1, 1, 1}, {3, 4, 5}, {2, 8, 33}}; /* b, H, S */
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char text[512], what[96];
+    snprintf(text, sizeof text,
+             "graph_fn main(o: f32[b, h, s, %lld], lse: f32[b, h, s]) {\n"
+             "  y = attention_merge(o, lse, dtype=%s)\n  return y\n}\n",
+             (long long)cfgs[i].d, rx_dtype_name(cfgs[i].t));
+    snprintf(what, sizeof what, "attention_merge %s d=%lld", rx_dtype_name(cfgs[i].t),
+             (long long)cfgs[i].d);
+    prog p;
+    if (!prog_build(&p, text, what)) {
+      prog_free(&p);
+      continue;
+    }
+    for (size_t k = 0; k < RX_ARRAY_LEN(sizes); k++) {
+      static const char *const names[] = {"b", "h", "s"};
+      rxk_env e;
+      rxk_buffers in;
+      char at[96];
+      if (!make_inputs(&p, names, sizes[k], 3, &e, &in)) continue;
+      /* log-sum-exps in [-4, 4), every third chunk empty, and the first row all empty */
+      rx_interp_arg *la = param(&p, &in, "lse"), *oa = param(&p, &in, "o");
+      int rows = (int)(sizes[k][0] * sizes[k][1]), chunks = (int)sizes[k][2];
+      float *lse = la->data;
+      for (int x = 0; x < rows * chunks; x++)
+        lse[x] = x < chunks || x % 3 == 2 ? -INFINITY : lse[x] * 4;
+      double *ld = rx_malloc(sizeof(double) * (size_t)(rows * chunks));
+      double *od = rx_malloc(sizeof(double) * count_of(oa));
+      double *want = rx_malloc(sizeof(double) * (size_t)(rows * cfgs[i].d));
+      for (int x = 0; x < rows * chunks; x++) ld[x] = lse[x];
+      for (size_t x = 0; x < count_of(oa); x++) od[x] = ((float *)oa->data)[x];
+      ref_merge(od, ld, rows, chunks, (int)cfgs[i].d, want);
+      snprintf(at, sizeof at, "b=%lld, h=%lld, s=%lld", (long long)sizes[k][0],
+               (long long)sizes[k][1], (long long)sizes[k][2]);
+      double *outs[1] = {want};
+      run_case(&p, &e, &in, outs, true, at);
+      free(ld);
+      free(od);
+      free(want);
+      rxk_free_buffers(&in);
+    }
+    prog_free(&p);
+  }
+}
+
+/* ---- kv_append ---- */
+
+static void test_kv_append(void) {
+  static const struct {
+    int64_t kvh, d;
+    rx_dtype t;
+  } cfgs[] = {{2, 64, RX_DTYPE_F16}, {1, 16, RX_DTYPE_F32}, {8, 128, RX_DTYPE_F32}};
+  static const int64_t tokens[] = {1, 7, 33, 100};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char text[512], what[96];
+    const char *t = rx_dtype_name(cfgs[i].t);
+    snprintf(text, sizeof text,
+             "graph_fn main(pages: %s[p, 2, %lld, %d, %lld], k: %s[n, %lld, %lld], "
+             "v: %s[n, %lld, %lld], slot: i32[n]) {\n"
+             "  y = kv_append(pages, k, v, slot)\n  return y\n}\n",
+             t, (long long)cfgs[i].kvh, PAGE, (long long)cfgs[i].d, t, (long long)cfgs[i].kvh,
+             (long long)cfgs[i].d, t, (long long)cfgs[i].kvh, (long long)cfgs[i].d);
+    snprintf(what, sizeof what, "kv_append %s kvh=%lld d=%lld", t, (long long)cfgs[i].kvh,
+             (long long)cfgs[i].d);
+    prog p;
+    if (!prog_build(&p, text, what)) {
+      prog_free(&p);
+      continue;
+    }
+    /* the program writes the cache in place: its parameters are k, v, slot and out pages */
+    const rx_param *last = p.f->params[p.f->nparams - 1];
+    if (p.f->nparams != 4 || !last->is_output || strcmp(last->buf->name, "pages") != 0)
+      rxk_fail(&st, "%s: parameters are not (k, v, slot, out pages)", what);
+    for (size_t k = 0; k < RX_ARRAY_LEN(tokens); k++) {
+      int64_t n = cap(tokens[k]), np = (n + PAGE - 1) / PAGE + SPARE_PAGES;
+      static const char *const names[] = {"n", "p"};
+      int64_t values[] = {n, np};
+      rxk_env e;
+      rxk_buffers in;
+      char at[64];
+      if (!make_inputs(&p, names, values, 2, &e, &in)) continue;
+      /* the cache before: random values; the slots: distinct, shuffled over the pool */
+      rx_interp_arg *pa = param(&p, &in, "pages"), *ka = param(&p, &in, "k");
+      rx_interp_arg *va = param(&p, &in, "v");
+      int32_t *slot = param(&p, &in, "slot")->data;
+      size_t cnt = count_of(pa), es = (size_t)rx_dtype_bits(cfgs[i].t) / 8;
+      for (size_t x = 0; x < cnt * es; x++)
+        ((unsigned char *)pa->data)[x] = (unsigned char)(next_rand() >> 40) & 0x3f;
+      int64_t nslots = np * PAGE;
+      int32_t *perm = rx_malloc(sizeof(int32_t) * (size_t)nslots);
+      for (int64_t x = 0; x < nslots; x++) perm[x] = (int32_t)x;
+      for (int64_t x = nslots - 1; x > 0; x--) {
+        int64_t y = (int64_t)(next_rand() % (uint64_t)(x + 1));
+        int32_t tmp = perm[x];
+        perm[x] = perm[y];
+        perm[y] = tmp;
+      }
+      for (int64_t x = 0; x < n; x++) slot[x] = perm[x];
+      double *want = rx_malloc(sizeof(double) * cnt);
+      for (size_t x = 0; x < cnt; x++) want[x] = rxk_load_elem(pa->data, cfgs[i].t, x);
+      int64_t kvh = cfgs[i].kvh, d = cfgs[i].d;
+      for (int64_t x = 0; x < n; x++)
+        for (int64_t h = 0; h < kvh; h++)
+          for (int64_t j = 0; j < d; j++)
+            for (int w = 0; w < 2; w++) {
+              int64_t pg = slot[x] / PAGE, off = slot[x] % PAGE;
+              want[(((pg * 2 + w) * kvh + h) * PAGE + off) * d + j] =
+                  rxk_load_elem((w ? va : ka)->data, cfgs[i].t, (size_t)((x * kvh + h) * d + j));
+            }
+      snprintf(at, sizeof at, "n=%lld, p=%lld", (long long)n, (long long)np);
+      double *outs[1] = {want};
+      run_case(&p, &e, &in, outs, true, at);
+      free(perm);
+      free(want);
+      rxk_free_buffers(&in);
+    }
+    prog_free(&p);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * dense attention
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct dense_cfg {
+  int64_t b, h, d, dv;
+  rx_dtype t;
+  bool causal;
+  const char *mask; /* the mask's shape, or NULL */
+} dense_cfg;
+
+/* softmax(q k^T * scale + mask) v as docs/ops.md defines it (causal: key j visible to query i
+ * iff j <= i + t - s; a row without visible key is NaN). */
+static void ref_dense(const dense_cfg *c, int64_t s, int64_t t, const rx_interp_arg *q,
+                      const rx_interp_arg *k, const rx_interp_arg *v, const rx_interp_arg *mask,
+                      double *out) {
+  double scale = 1.0 / sqrt((double)c->d), *sc = rx_malloc(sizeof(double) * (size_t)(t + 1));
+  for (int64_t bh = 0; bh < c->b * c->h; bh++)
+    for (int64_t i = 0; i < s; i++) {
+      double m = -INFINITY, l = 0;
+      for (int64_t j = 0; j < t; j++) {
+        double dot = 0;
+        for (int64_t x = 0; x < c->d; x++)
+          dot += rxk_load_elem(q->data, c->t, (size_t)((bh * s + i) * c->d + x)) *
+                 rxk_load_elem(k->data, c->t, (size_t)((bh * t + j) * c->d + x));
+        sc[j] = dot * scale;
+        if (mask) { /* [s, t] or [b, 1, s, t] */
+          int64_t mb = mask->ndim == 4 ? bh / c->h : 0;
+          sc[j] += rxk_load_elem(mask->data, c->t, (size_t)((mb * s + i) * t + j));
+        }
+        if (c->causal && j > i + t - s) sc[j] = -INFINITY;
+        if (sc[j] > m) m = sc[j];
+      }
+      for (int64_t j = 0; j < t; j++) l += sc[j] == -INFINITY ? 0 : exp(sc[j] - m);
+      for (int64_t x = 0; x < c->dv; x++) {
+        double acc = 0;
+        for (int64_t j = 0; j < t; j++)
+          if (sc[j] != -INFINITY)
+            acc +=
+                exp(sc[j] - m) * rxk_load_elem(v->data, c->t, (size_t)((bh * t + j) * c->dv + x));
+        out[(bh * s + i) * c->dv + x] = acc / l;
+      }
+    }
+  free(sc);
+}
+
+static void test_dense(void) {
+  static const dense_cfg cfgs[] = {
+      {1, 2, 16, 16, RX_DTYPE_F32, true, NULL},
+      {2, 3, 8, 4, RX_DTYPE_F32, false, NULL},
+      {2, 2, 64, 64, RX_DTYPE_F16, false, "2, 1, s, t"},
+      {1, 2, 128, 128, RX_DTYPE_F32, true, "s, t"},
+  };
+  static const int64_t sizes[] = {1, 7, 33, 100};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    const dense_cfg *c = &cfgs[i];
+    const char *t = rx_dtype_name(c->t);
+    char text[768], what[160], mask[64] = "";
+    if (c->mask) snprintf(mask, sizeof mask, ", mask: %s[%s]", t, c->mask);
+    snprintf(text, sizeof text,
+             "graph_fn main(q: %s[%lld, %lld, s, %lld], k: %s[%lld, %lld, t, %lld], "
+             "v: %s[%lld, %lld, t, %lld]%s) {\n  y = attention(q, k, v%s, causal=%s)\n"
+             "  return y\n}\n",
+             t, (long long)c->b, (long long)c->h, (long long)c->d, t, (long long)c->b,
+             (long long)c->h, (long long)c->d, t, (long long)c->b, (long long)c->h,
+             (long long)c->dv, mask, c->mask ? ", mask" : "", c->causal ? "true" : "false");
+    snprintf(what, sizeof what, "attention %s [%lld, %lld, s, %lld] dv=%lld%s%s%s", t,
+             (long long)c->b, (long long)c->h, (long long)c->d, (long long)c->dv,
+             c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "");
+    prog p;
+    if (!prog_build(&p, text, what)) {
+      prog_free(&p);
+      continue;
+    }
+    for (size_t si = 0; si < RX_ARRAY_LEN(sizes); si++)
+      for (size_t ti = 0; ti < RX_ARRAY_LEN(sizes); ti++) {
+        int64_t s = cap(sizes[si]), tt = cap(sizes[ti]);
+        if (c->causal && s > tt) continue; /* rows with no visible key are NaN by definition */
+        static const char *const names[] = {"s", "t"};
+        int64_t values[] = {s, tt};
+        rxk_env e;
+        rxk_buffers in;
+        char at[64];
+        if (!make_inputs(&p, names, values, 2, &e, &in)) continue;
+        double *want = rx_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
+        ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"),
+                  c->mask ? param(&p, &in, "mask") : NULL, want);
+        snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);
+        double *outs[1] = {want};
+        run_case(&p, &e, &in, outs, c->b * c->h * s * tt * c->d <= INTERP_WORK, at);
+        free(want);
+        rxk_free_buffers(&in);
+      }
+    prog_free(&p);
+  }
+}
+
+int main(int argc, char **argv) {
+  (void)argv;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
+  if (getenv("RX_KERNEL_SIZES") && *getenv("RX_KERNEL_SIZES")) {
+    size_cap = 0;
+    for (size_t i = 0; i < rxk_size_count(); i++)
+      if (rxk_size_at(i) > size_cap) size_cap = rxk_size_at(i);
+    printf("cache lengths and query counts capped at %lld (RX_KERNEL_SIZES)\n",
+           (long long)size_cap);
+  }
+  rxk_rt_open(&vk, "vulkan:0");
+  test_kv_append();
+  test_merge();
+  test_paged_attention();
+  test_decode();
+  test_dense();
+  if (vk.dev) {
+    const char *last = NULL;
+    size_t nmsg = rx_rt_device_validation_messages(vk.dev, &last);
+    if (nmsg)
+      rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
+    rx_rt_device_release(vk.dev);
+  }
+  printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32],
+         worst[RX_DTYPE_F16]);
+  printf("attention: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
+  return st.failed ? 1 : 0;
+}
