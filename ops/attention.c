@@ -127,11 +127,13 @@ static bool check_dim(rx_deduce_ctx *dc, const rx_node *call, const operand_spec
   }
   rx_tribool eq = rx_ops_dim_eq(dc, dim, want);
   if (eq == RX_TRUE) return true;
-  rx_deduce_error(dc, "%s expects %s of shape %s, got %s: dim %d is %s, %s %s%s%s%s%s",
-                  call->op->name, sp->name, pat, rx_ops_str(dc, s), k, rx_ops_expr_str(dc, dim),
-                  eq == RX_FALSE ? "not" : "not provably", from ? tok : "", from ? " = " : "",
-                  rx_ops_expr_str(dc, want), from ? " of " : "", from ? from : "");
-  if (eq != RX_FALSE) rx_deduce_error(dc, "use match_cast to give %s that shape", sp->name);
+  const char *w = from ? rx_arena_printf(&dc->mod->arena, "%s = %s (from %s)", tok,
+                                         rx_ops_expr_str(dc, want), from)
+                       : rx_ops_expr_str(dc, want);
+  rx_deduce_error(dc, "%s expects %s of shape %s, got %s: dim %d is %s, %s %s%s", call->op->name,
+                  sp->name, pat, rx_ops_str(dc, s), k, rx_ops_expr_str(dc, dim),
+                  eq == RX_FALSE ? "not" : "not provably", w,
+                  eq == RX_FALSE ? "" : "; use match_cast to give it that shape");
   return false;
 }
 
@@ -144,7 +146,11 @@ static bool check_operand(rx_deduce_ctx *dc, const rx_node *call, int i, const o
   const char *pat = pattern_text(dc, sp->dims, &rank);
   rx_dtype want = sp->dtype == 'i' ? RX_DTYPE_I32 : sp->dtype == 'f' ? RX_DTYPE_F32 : u->t;
   if (sp->dtype == 'T' && u->t == RX_DTYPE_UNKNOWN) {
-    if (!rx_ops_need_float(dc, s, call->op->name)) return false;
+    if (s->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_float(s->dtype)) {
+      rx_deduce_error(dc, "%s expects %s as a floating-point tensor %s, got %s", call->op->name,
+                      sp->name, pat, rx_ops_str(dc, s));
+      return false;
+    }
     u->t = s->dtype;
   } else if (s->dtype != RX_DTYPE_UNKNOWN && want != RX_DTYPE_UNKNOWN && s->dtype != want) {
     rx_deduce_error(dc, "%s expects %s as %s%s, got %s", call->op->name, sp->name,
