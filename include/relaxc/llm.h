@@ -52,8 +52,9 @@ void rx_llm_free(void *p);
 /* Loads a tokenizer from the text of a tokenizer.json. name is used in messages (NULL:
  * "tokenizer.json"). Malformed JSON, a file that is not valid UTF-8, and an inconsistent file
  * (a merge naming an unknown token, two tokens with one id, an added token whose id differs from
- * the vocab's, a template naming an unknown special token) are RX_ERR_INVALID errors that name
- * the place. */
+ * the vocab's or, for one outside the vocab, from the id the library gives it: the vocab's size
+ * on, in the file's order; a template naming an unknown special token) are RX_ERR_INVALID errors
+ * that name the place. */
 rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
                             rx_tokenizer **out_tokenizer);
 /* The same from a file. */
@@ -134,11 +135,12 @@ void rx_detokenizer_free(rx_detokenizer *d);  /* NULL is fine; the tokenizer mus
  *   5. sampling from the softmax of what is left, with u a uniform draw in [0, 1).
  * The draw is platform-independent: xoshiro256** (Blackman and Vigna), its state seeded with four
  * outputs of SplitMix64 from the seed; u = (next >> 11) * 2^-53; probabilities are computed in
- * double with the sampler's own exp (basic IEEE operations only, no libm), and ids are walked in
- * a fixed order (by id without top-k and top-p, else most probable first, ties by id), so a seed
- * gives the same tokens on every platform with IEEE-754 arithmetic. -inf logits are allowed
- * (never drawn); NaN or +inf is an RX_ERR_INVALID error. Scratch memory grows to the largest
- * vocab seen and is reused: a call on a vocab no larger than before allocates nothing. */
+ * double with the sampler's own exp (additions, multiplications and exact bit operations; no
+ * libm approximation), and ids are walked in a fixed order (by id without top-k and top-p, else
+ * most probable first, ties by id), so a seed gives the same tokens on every platform with
+ * IEEE-754 arithmetic (checked on x86-64 and, under qemu, aarch64 with GCC and clang). -inf logits
+ * are allowed (never drawn); NaN or +inf is an RX_ERR_INVALID error. Scratch memory grows to the
+ * largest vocab seen and is reused: a call on a vocab no larger than before allocates nothing. */
 typedef struct rx_sampler_params {
   float temperature;        /* >= 0; 0: greedy */
   int32_t top_k;            /* >= 0; 0: off */

@@ -110,6 +110,11 @@ def main():
 /* clang-format off */
 const char uc_unicode_version[] = "{version}";
 
+/* the classes of U+0000..U+007F, the same as the runs say (a shortcut for ASCII text) */
+const uint8_t uc_ascii_class[128] = {{
+{rows([str(char_class(c)) for c in range(128)], 32)}
+}};
+
 /* character classes (enum uc_class) as runs: code point << 8 | class, from U+0000 */
 const uint32_t uc_class_runs[] = {{
 {rows(packed(classes), 8)}

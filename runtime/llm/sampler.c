@@ -1,10 +1,10 @@
 /* runtime/llm/sampler.c: logits to a token id (relaxc/llm.h states the transforms and their
  * order). Reproducible across platforms: the random numbers are xoshiro256** seeded by SplitMix64
  * (https://prng.di.unimi.it/, public domain reference code, rewritten here), the probabilities are
- * computed in double with exp_neg below (only additions, multiplications, floor and ldexp, all
- * exact or correctly rounded under IEEE 754), floating-point contraction is off (so no compiler
- * fuses a multiply-add on one target and not another; GCC in ISO C mode does not contract), and
- * every order of ids is a total order. */
+ * computed in double with exp_neg below (only additions, multiplications, conversions and bit
+ * patterns, all exact or correctly rounded under IEEE 754), floating-point contraction is off (so
+ * no compiler fuses a multiply-add on one target and not another; GCC in ISO C mode does not
+ * contract), and every order of ids is a total order. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +16,18 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+/* Binary orders of magnitude of a weight in (0, 1]: 2^0 down to 2^-1074, the least double. */
+#define MASS_BUCKETS 1076
+
 struct rx_sampler {
   rx_sampler_params p;
-  uint64_t state[4]; /* xoshiro256** */
-  double *val;       /* per id: the logit after penalty and temperature */
-  int32_t *cand;     /* the candidate ids */
-  int32_t *heap;     /* top-k: the k best ids so far, worst on top */
-  size_t cap;        /* entries of the three arrays */
+  uint64_t state[4];         /* xoshiro256** */
+  double *val;               /* per id: the logit after penalty and temperature */
+  double *w;                 /* per candidate id: its weight, e^(val - the largest val) */
+  int32_t *cand;             /* the candidate ids */
+  int32_t *heap;             /* top-k: the k best ids so far, worst on top */
+  size_t cap;                /* entries of the four arrays */
+  double mass[MASS_BUCKETS]; /* top-p: the weight of the candidates in each order of magnitude */
 };
 
 /* ---- random numbers ---- */
@@ -58,21 +63,44 @@ void rx_sampler_reseed(rx_sampler *s, uint64_t seed) {
 
 /* ---- e^x for x <= 0, the same bits everywhere ----
  * x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that k * LN2_HI is exact for the k that
- * occur, Cody and Waite), e^r by its Taylor series to r^13 / 13! (relative error below 2^-53 on
- * that interval), then scaled by 2^k. */
-#define LN2_HI        6.93147180369123816490e-01 /* the high 32 bits of ln 2 (fdlibm's ln2HI) */
-#define LN2_LO        1.90821492927058770002e-10 /* ln 2 - LN2_HI (fdlibm's ln2LO) */
-#define INV_LN2       1.44269504088896338700e+00
+ * occur, Cody and Waite), e^r by its Taylor series to r^13 / 13! (relative error
+ * below 2^-53 on that interval), then scaled by 2^k. Constants are hexadecimal, so every compiler
+ * reads the same bits; no libm call, so the loop over ids can be vectorized. */
+#define LN2_HI        0x1.62e42fee00000p-1  /* the high 32 bits of ln 2 (fdlibm's ln2HI) */
+#define LN2_LO        0x1.a39ef35793c76p-33 /* ln 2 - LN2_HI (fdlibm's ln2LO) */
+#define INV_LN2       0x1.71547652b82fep+0
 #define EXP_UNDERFLOW (-745.2) /* below this, e^x rounds to 0 in double */
-#define EXP_TERMS     13
+
+/* 1 / n!, n = 0..13, rounded to double */
+static const double INV_FACTORIAL[] = {
+    0x1.0000000000000p+0,  0x1.0000000000000p+0,  0x1.0000000000000p-1,  0x1.5555555555555p-3,
+    0x1.5555555555555p-5,  0x1.1111111111111p-7,  0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-13,
+    0x1.a01a01a01a01ap-16, 0x1.71de3a556c734p-19, 0x1.27e4fb7789f5cp-22, 0x1.ae64567f544e4p-26,
+    0x1.1eed8eff8d898p-29, 0x1.6124613a86d09p-33,
+};
+
+/* 2^k for a normal exponent (-1022 <= k <= 1023), from its bits. */
+static double pow2(int k) {
+  uint64_t bits = (uint64_t)(k + 1023) << 52;
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
 
 static double exp_neg(double x) {
-  if (!(x > EXP_UNDERFLOW)) return 0.0; /* -inf too */
-  double k = floor(x * INV_LN2 + 0.5);
+  if (!(x > EXP_UNDERFLOW)) return 0.0;                 /* -inf too */
+  double t = x * INV_LN2 + 0.5, k = (double)(int64_t)t; /* floor(t): t is in [-1076, 0.5] */
+  if (k > t) k -= 1;
   double r = (x - k * LN2_HI) - k * LN2_LO;
-  double p = 1.0;
-  for (int i = EXP_TERMS; i >= 1; i--) p = 1.0 + p * r / (double)i;
-  return ldexp(p, (int)k);
+  /* Estrin's scheme: short chains of dependent operations, so that the processor overlaps the
+     exponentials of neighbouring ids (Horner's 13 dependent steps made this the sampler's cost) */
+  const double *c = INV_FACTORIAL;
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double p = ((c[0] + c[1] * r) + r2 * (c[2] + c[3] * r)) +
+             r4 * ((c[4] + c[5] * r) + r2 * (c[6] + c[7] * r)) +
+             r8 * (((c[8] + c[9] * r) + r2 * (c[10] + c[11] * r)) + r4 * (c[12] + c[13] * r));
+  int e = (int)k; /* p * 2^e: exact while normal; below, one rounding into the subnormals */
+  return e >= -1022 ? p * pow2(e) : p * pow2(e + 64) * 0x1p-64;
 }
 
 /* ---- parameters ---- */
@@ -111,6 +139,7 @@ rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sa
 void rx_sampler_free(rx_sampler *s) {
   if (!s) return;
   free(s->val);
+  free(s->w);
   free(s->cand);
   free(s->heap);
   free(s);
@@ -168,10 +197,12 @@ static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, cons
                          size_t count) {
   if ((size_t)vocab > s->cap) {
     free(s->val);
+    free(s->w);
     free(s->cand);
     free(s->heap);
     s->cap = (size_t)vocab;
     s->val = rx_malloc(s->cap * sizeof *s->val);
+    s->w = rx_malloc(s->cap * sizeof *s->w);
     s->cand = rx_malloc(s->cap * sizeof *s->cand);
     s->heap = rx_malloc(s->cap * sizeof *s->heap);
   }
@@ -192,14 +223,38 @@ static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, cons
   return NULL;
 }
 
-/* Picks from the candidates (weights w[id] in s->val, total mass) with one uniform draw. */
+/* Picks from the candidates (weights s->w, total mass) with one uniform draw. */
 static int32_t draw(rx_sampler *s, size_t n, double total) {
   double target = next_unit(s->state) * total, acc = 0;
   for (size_t i = 0; i < n; i++) {
-    acc += s->val[s->cand[i]];
+    acc += s->w[s->cand[i]];
     if (acc > target) return s->cand[i];
   }
   return s->cand[n - 1]; /* rounding left target at the very top */
+}
+
+/* Top-p: the smallest head of the candidates, best first, whose weight reaches top_p of the
+ * total; the head becomes the candidates and its weight the total. Only the ids that can be in
+ * the head are sorted: those of weight at least 2^-(b+1), where the candidates of weight at
+ * least 2^-b already reach top_p (one order of magnitude more against rounding). They are an
+ * upper set of the order, so the head is the one a sort of all would give. */
+static size_t nucleus(rx_sampler *s, size_t n, double *total) {
+  memset(s->mass, 0, sizeof s->mass);
+  for (size_t i = 0; i < n; i++) {
+    double w = s->w[s->cand[i]];
+    int e;
+    if (w > 0) s->mass[1 - (frexp(w, &e), e)] += w; /* w in [2^(e-1), 2^e), e <= 1 */
+  }
+  double want = s->p.top_p * *total, cum = 0, acc = 0;
+  size_t b = 0, m = 0, keep = 0;
+  while (b + 1 < MASS_BUCKETS && cum < want) cum += s->mass[b++];
+  double floor_w = ldexp(1.0, -(int)(b + 1));
+  for (size_t i = 0; i < n; i++)
+    if (s->w[s->cand[i]] > 0 && s->w[s->cand[i]] >= floor_w) s->cand[m++] = s->cand[i];
+  sort_best_first(s->val, s->cand, m);
+  while (keep < m && (keep == 0 || acc < want)) acc += s->w[s->cand[keep++]];
+  *total = acc;
+  return keep;
 }
 
 rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
@@ -222,17 +277,12 @@ rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
   size_t n = 0;
   for (int32_t i = 0; i < vocab; i++)
     if (s->val[i] >= threshold && !isinf(s->val[i])) s->cand[n++] = i;
-  bool nucleus = s->p.top_p < 1;
-  if (nucleus || threshold > -INFINITY) sort_best_first(s->val, s->cand, n);
   double total = 0;
-  for (size_t i = 0; i < n; i++) total += s->val[s->cand[i]] = exp_neg(s->val[s->cand[i]] - max);
-  if (nucleus) { /* the smallest head whose mass reaches top_p of the total */
-    double acc = 0, want = s->p.top_p * total;
-    size_t keep = 0;
-    while (keep < n && (keep == 0 || acc < want)) acc += s->val[s->cand[keep++]];
-    n = keep;
-    total = acc;
-  }
+  for (size_t i = 0; i < n; i++) total += s->w[s->cand[i]] = exp_neg(s->val[s->cand[i]] - max);
+  if (s->p.top_p < 1)
+    n = nucleus(s, n, &total);
+  else if (threshold > -INFINITY)
+    sort_best_first(s->val, s->cand, n);
   *out_id = draw(s, n, total);
   return NULL;
 }

@@ -19,6 +19,7 @@ static size_t find_run(const uint32_t *runs, size_t n, uint32_t cp) {
 }
 
 enum uc_class uc_class_of(uint32_t cp) {
+  if (cp < 128) return (enum uc_class)uc_ascii_class[cp];
   return (enum uc_class)(uc_class_runs[find_run(uc_class_runs, uc_class_nruns, cp)] & 0xFF);
 }
 

@@ -27,7 +27,8 @@ enum uc_class {
 
 /* generated tables (unicode_tables.c) */
 extern const char uc_unicode_version[];
-extern const uint32_t uc_class_runs[]; /* code point << 8 | class, sorted */
+extern const uint8_t uc_ascii_class[128]; /* the classes of ASCII, from the runs */
+extern const uint32_t uc_class_runs[];    /* code point << 8 | class, sorted */
 extern const size_t uc_class_nruns;
 extern const uint32_t uc_ccc_runs[]; /* code point << 8 | canonical combining class, sorted */
 extern const size_t uc_ccc_nruns;

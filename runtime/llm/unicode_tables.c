@@ -5,6 +5,14 @@
 /* clang-format off */
 const char uc_unicode_version[] = "15.1.0";
 
+/* the classes of U+0000..U+007F, the same as the runs say (a shortcut for ASCII text) */
+const uint8_t uc_ascii_class[128] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+};
+
 /* character classes (enum uc_class) as runs: code point << 8 | class, from U+0000 */
 const uint32_t uc_class_runs[] = {
     0x00000000, 0x00000907, 0x00000E00, 0x00002007, 0x00002100, 0x00003002, 0x00003A00, 0x00004101,
