@@ -368,7 +368,10 @@ rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc) {
 rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc) {
   if ((f == RX_INTRIN_MIN || f == RX_INTRIN_MAX) && n == 2) {
     const rx_expr *sa = as_sym(m, args[0]), *sb = as_sym(m, args[1]);
-    if (sa && sb && !rx_expr_is_bool(sa) && !rx_expr_is_bool(sb))
+    /* integers (a literal 0 or 1 included: max(i, 0) is an index), not booleans */
+    bool ints = sa && sb && (sa->kind == RX_EXPR_CONST || !rx_expr_is_bool(sa)) &&
+                (sb->kind == RX_EXPR_CONST || !rx_expr_is_bool(sb));
+    if (ints)
       return rx_tx_sym(
           m, f == RX_INTRIN_MIN ? rx_expr_min(m->ctx, sa, sb) : rx_expr_max(m->ctx, sa, sb), loc);
   }

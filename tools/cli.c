@@ -289,7 +289,6 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
     return 0;
   }
   bool len = !strcmp(f, "--max-seq-len");
-  if (!len && strcmp(f, "--max-batch")) return -1;
   char *end = NULL;
   long long n = strtoll(v, &end, 10);
   if (!*v || *end || n < 1 || n > (len ? (1ll << 24) : 65536))

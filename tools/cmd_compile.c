@@ -79,10 +79,11 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       o.no_fuse = true;
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
-    } else {
+    } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
-      if (rc < 0) return rx_cli_unhandled(&it);
       if (rc) return rc;
+    } else {
+      return rx_cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;

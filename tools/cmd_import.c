@@ -72,10 +72,12 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
       wdir = it.value;
     } else if (!strcmp(it.flag, "--list-ops")) {
       list = true;
-    } else {
+    } else if (!strcmp(it.flag, "--dtype") || !strcmp(it.flag, "--max-seq-len") ||
+               !strcmp(it.flag, "--max-batch")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
-      if (rc < 0) return rx_cli_unhandled(&it);
       if (rc) return rc;
+    } else {
+      return rx_cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;

@@ -98,8 +98,8 @@ int rx_cli_write_onnx_weights(const char *path, const void *bytes, size_t len, c
 
 /* ---- Hugging Face model folders (tools/cli.c) ---- */
 typedef struct rx_hf_options rx_hf_options;
-/* --dtype, --max-seq-len and --max-batch into o: 0 when it.flag is one of them and its value
- * is good, 2 after a usage error, -1 when it.flag is another option. */
+/* The value of --dtype, --max-seq-len or --max-batch (it.flag) into o: 0, or 2 after a usage
+ * error. */
 int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o);
 /* rx_hf_import of DIR into m; false after printing the error. */
 typedef struct rx_module rx_module;
