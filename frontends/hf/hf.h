@@ -51,6 +51,10 @@ typedef struct rx_hf_options {
   int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
+/* Decode attention splits each sequence's cache into chunks of this many tokens, one block of
+ * work each (FlashDecoding): 256 keys give a block enough work to hide its launch while a cache
+ * of 4096 tokens still makes 16 chunks per head. */
+#define RX_HF_DECODE_CHUNK 256
 
 /* Is path a folder with a config.json? */
 bool rx_hf_is_model_dir(const char *path);

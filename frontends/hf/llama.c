@@ -353,6 +353,31 @@ static void rotary_tables(gb *g, fwd *f) {
 
 static rx_var *W(gb *g, int64_t l, int id) { return g->wv[l * W_PER_LAYER + id]; }
 
+/* Attention of the new tokens' queries q [n, heads, head_dim] over the pages (which hold their
+ * keys and values already). Prefill: paged_attention (query tiles, causal, online softmax).
+ * Decode: one query per sequence, split over the cache in chunks (paged_decode_attention) so a
+ * long cache fills the device, then the chunks merged by their log-sum-exp. */
+static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pages) {
+  const rx_hf_config *c = g->c;
+  double scale = 1.0 / sqrt((double)c->head_dim);
+  const rx_attr *at[3] = {rx_attr_float(g->m, "scale", scale),
+                          rx_attr_int(g->m, "window", c->window),
+                          rx_attr_int(g->m, "chunk", RX_HF_DECODE_CHUNK)};
+  if (!f->decode) {
+    rx_node *a[6] = {A(g, q),         A(g, pages),    A(g, f->table),
+                     A(g, f->kv_len), A(g, f->q_seq), A(g, f->q_pos)};
+    return op(g, name, "paged_attention", a, 6, at, 2);
+  }
+  rx_node *a[4] = {A(g, q), A(g, pages), A(g, f->table), A(g, f->kv_len)};
+  rx_var *parts = op(g, NULL, "paged_decode_attention", a, 4, at, 3);
+  rx_var *o = NULL, *lse = NULL;
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, parts), 0, NULL, &o);
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, parts), 1, NULL, &lse);
+  const rx_attr *mat[1] = {rx_attr_dtype(g->m, "dtype", g->T)};
+  rx_node *ma[2] = {A(g, o), A(g, lse)};
+  return op(g, name, "attention_merge", ma, 2, mat, 1);
+}
+
 /* One decoder layer on h [n, hidden]; returns the new h. */
 static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   const rx_hf_config *c = g->c;
@@ -376,12 +401,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   rx_node *pa[4] = {A(g, pages), A(g, kr), A(g, v3), A(g, f->slot)};
   rx_var *filled = op(g, NM("pages_filled"), "kv_append", pa, 4, NULL, 0);
   begin_df(g);
-  double scale = 1.0 / sqrt((double)c->head_dim);
-  const rx_attr *aat[2] = {rx_attr_float(g->m, "scale", scale),
-                           rx_attr_int(g->m, "window", c->window)};
-  rx_node *aa[6] = {A(g, qr),        A(g, filled),   A(g, f->table),
-                    A(g, f->kv_len), A(g, f->q_seq), A(g, f->q_pos)};
-  rx_var *att = op(g, NM("attn"), "paged_attention", aa, 6, aat, 2);
+  rx_var *att = attention(g, f, NM("attn"), qr, filled);
   const rx_expr *od[2] = {f->n, C(g, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
   h = op2(g, NM("h_attn"), "add", h, to(g, NULL, o, g->R));
