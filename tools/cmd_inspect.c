@@ -1,7 +1,8 @@
 /* relaxc inspect MODEL.rxm [--code] [--extract DIR]: what an artifact holds, without a device: its
  * functions with their signatures (the checks of the host program, the result from the manifest),
  * facts and planned memory, the weights (count and bytes per dtype, the section or side file they
- * live in, the parameters they bind), the kernels per target (programs and their kernel
+ * live in, the parameters they bind), for an LLM its KV cache bytes per token and the activations
+ * planned for prefill and decode, the kernels per target (programs and their kernel
  * variants, each with the schedule rule that made it and its condition), and the sections with
  * their sizes; --code adds the host program's disassembly. --extract DIR writes every section as
  * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
@@ -49,10 +50,16 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
     const cJSON *mf = manifest_fn(m, name);
     printf("  %s(", name);
     size_t np = rx_rt_artifact_function_param_count(a, f);
+    const cJSON *mparams = cJSON_GetObjectItemCaseSensitive(mf, "params");
     for (size_t p = 0; p < np; p++) {
       rx_rt_param_info pi;
       rx_rt_artifact_function_param(a, f, p, &pi);
-      printf("%s%s: %s", p ? ", " : "", pi.name[0] ? pi.name : "?", pi.expected);
+      /* a parameter the host program does not check as a tensor (an object, a prim, a shape):
+       * the manifest's name and struct info */
+      const cJSON *mp = cJSON_GetArrayItem(mparams, (int)p);
+      const char *pname = pi.name[0] ? pi.name : jstr(mp, "name");
+      const char *sinfo = pi.name[0] ? pi.expected : jstr(mp, "sinfo");
+      printf("%s%s: %s", p ? ", " : "", pname ? pname : "?", sinfo ? sinfo : "?");
     }
     const char *result = jstr(mf, "result");
     printf(")%s%s\n", result ? " -> " : "", result ? result : "");
@@ -76,6 +83,50 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
     if (jnum(mem, "dynamic_allocations", &dyn)) printf(", %.0f dynamic allocations", dyn);
     printf("\n");
   }
+}
+
+/* An LLM artifact (its llm.json section): the model, the KV cache's bytes per token, and the
+ * activation memory planned for prefill and decode at their bounds. */
+static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
+  const char *text = NULL;
+  size_t len = 0;
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a) && !text; i++) {
+    const char *sname;
+    const void *data;
+    size_t size;
+    if (rx_rt_artifact_section(a, i, &sname, &data, &size) && !strcmp(sname, "llm.json")) {
+      text = data;
+      len = size;
+    }
+  }
+  cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
+  if (!j) return;
+  const cJSON *kv = cJSON_GetObjectItemCaseSensitive(j, "kv_cache");
+  double vocab = 0, maxlen = 0, batch = 0, layers = 0, heads = 0, dim = 0, page = 0;
+  jnum(j, "vocab_size", &vocab);
+  jnum(j, "max_seq_len", &maxlen);
+  jnum(j, "max_batch", &batch);
+  jnum(kv, "layers", &layers);
+  jnum(kv, "kv_heads", &heads);
+  jnum(kv, "head_dim", &dim);
+  jnum(kv, "page_size", &page);
+  const char *arch = jstr(j, "architecture"), *dt = jstr(j, "dtype"), *kvt = jstr(kv, "dtype");
+  double es = kvt && !strcmp(kvt, "f32") ? 4 : 2;
+  printf("LLM: %s in %s, vocabulary %.0f, sequences up to %.0f tokens, decode batches up to "
+         "%.0f\n",
+         arch ? arch : "?", dt ? dt : "?", vocab, maxlen, batch);
+  printf("  KV cache: %.0f bytes per token (%.0f layers x keys and values x %.0f kv heads x %.0f "
+         "x %s), pages of %.0f tokens\n",
+         layers * 2 * heads * dim * es, layers, heads, dim, kvt ? kvt : "?", page);
+  const char *fns[2] = {"prefill", "decode"}, *bound[2] = {"n", "b"};
+  for (int i = 0; i < 2; i++) {
+    double planned = 0;
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(manifest_fn(m, fns[i]), "memory");
+    if (jnum(mem, "planned_bytes", &planned))
+      printf("  %s: %.0f bytes of activations planned (at %s <= %.0f)\n", fns[i], planned, bound[i],
+             i ? batch : maxlen);
+  }
+  cJSON_Delete(j);
 }
 
 /* The weights: where they live, count and bytes per dtype, the parameters they bind. */
@@ -284,6 +335,7 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
   if (jnum(m, "planned_bytes", &peak))
     printf("planned memory (largest function): %.0f bytes\n", peak);
   print_weights(a);
+  print_llm(a, m);
   print_kernels(a);
   printf("sections:\n");
   for (size_t i = 0; i < n; i++) {
