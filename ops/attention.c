@@ -294,8 +294,8 @@ int rx_legalize_inplace_arg(const rx_op *op) { return op->id == RX_OP_kv_append 
 
 typedef enum attn_kind {
   ATTN_DENSE,  /* attention: blocks (query tile, head, batch); one key range for all rows */
-  ATTN_PAGED,  /* paged_attention: blocks (query tile, kv head x group chunk); a pass per
-                  sequence of the tile */
+  ATTN_PAGED,  /* paged_attention: blocks (query tile, kv head x group chunk); each key tile
+                  once per sequence of the query tile that holds it */
   ATTN_DECODE, /* paged_decode_attention: blocks (sequence, kv head x group chunk, chunk) */
 } attn_kind;
 
@@ -582,8 +582,8 @@ static void load_keys(attn *a, int which) {
   close_n(a, levels);
 }
 
-/* part[w] = the ks-th share of the dot product of a row of qs with a key of kv. Its loop over
- * w stays serial: unrolled, ptxas spills registers for sm_90 (NVRTC 13). */
+/* part[w] = the ks-th share of the dot product of a row of qs with a key of kv. The loop over w
+ * stays serial (unrolled around the unrolled dot products, ptxas spilled registers). */
 static void partial_scores(attn *a) {
   lz_ctx *l = a->l;
   const char *it = lz_loopvar(l, "c");
