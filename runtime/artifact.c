@@ -31,6 +31,7 @@ static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd
 /* ---- destruction ---- */
 static void artifact_destroy(rx_rt_artifact *a) {
   const rx_rt_allocator *al = &a->alloc;
+  vm_profile_report(a);
   vm_storages_free(a);
   vm_weights_free(a);
   rx_rt_library_release(a->library);
@@ -229,6 +230,7 @@ static rx_status load_kernels(rx_rt_artifact *a) {
   rx_status s =
       rt_library_parse(d, origin, (const char *)k->data, k->size, NULL, blobs, nb, &a->library);
   rt_free(&a->alloc, blobs);
+  if (!s) vm_profile_init(a);
   return s;
 }
 

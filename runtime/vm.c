@@ -591,6 +591,80 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
   return NULL;
 }
 
+/* ---- profiling (vm.h) ---- */
+typedef struct vm_profile_row {
+  const char *prog; /* the artifact's string */
+  uint64_t calls;
+  double ms;
+} vm_profile_row;
+typedef struct vm_profile vm_profile;
+struct vm_profile {
+  size_t n, cap;
+  vm_profile_row *rows;
+};
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void vm_profile_init(rx_rt_artifact *a) {
+  const char *e = getenv("RX_PROFILE");
+  if (e && *e && strcmp(e, "0")) a->profile = rt_alloc(&a->alloc, sizeof *a->profile);
+}
+
+static double profile_start(rx_rt_artifact *a) {
+  rx_status s = rx_rt_device_synchronize(a->device);
+  rx_status_free(s); /* reported by the call itself */
+  return wall_ms();
+}
+
+static rx_status profile_stop(rx_rt_artifact *a, const char *prog, double t0) {
+  RX_RETURN_IF_ERROR(rx_rt_device_synchronize(a->device));
+  double ms = wall_ms() - t0;
+  vm_profile *p = a->profile;
+  size_t i = 0;
+  while (i < p->n && p->rows[i].prog != prog) i++;
+  if (i == p->n) {
+    if (p->n == p->cap) {
+      size_t cap = p->cap ? 2 * p->cap : 64;
+      vm_profile_row *r = rt_alloc(&a->alloc, cap * sizeof *r);
+      if (!r) return rt_oom("the profile", cap * sizeof *r);
+      if (p->n) memcpy(r, p->rows, p->n * sizeof *r);
+      rt_free(&a->alloc, p->rows);
+      p->rows = r;
+      p->cap = cap;
+    }
+    p->rows[p->n++] = (vm_profile_row){prog, 0, 0};
+  }
+  p->rows[i].calls++;
+  p->rows[i].ms += ms;
+  return NULL;
+}
+
+static int by_time(const void *x, const void *y) {
+  double a = ((const vm_profile_row *)x)->ms, b = ((const vm_profile_row *)y)->ms;
+  return a < b ? 1 : a > b ? -1 : 0;
+}
+
+void vm_profile_report(rx_rt_artifact *a) {
+  vm_profile *p = a->profile;
+  if (!p) return;
+  qsort(p->rows, p->n, sizeof *p->rows, by_time);
+  double total = 0;
+  for (size_t i = 0; i < p->n; i++) total += p->rows[i].ms;
+  fprintf(stderr, "profile of %s (RX_PROFILE): %.3f ms in %zu programs, synchronized\n", a->name,
+          total, p->n);
+  for (size_t i = 0; i < p->n; i++)
+    fprintf(stderr, "  %10.3f ms %5.1f%% %8llu calls  %s\n", p->rows[i].ms,
+            total > 0 ? 100 * p->rows[i].ms / total : 0, (unsigned long long)p->rows[i].calls,
+            p->rows[i].prog);
+  rt_free(&a->alloc, p->rows);
+  rt_free(&a->alloc, p);
+  a->profile = NULL;
+}
+
 static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
   const char *prog = fr->a->strings[w[p]];
   uint32_t n = w[p + 1];
@@ -622,7 +696,9 @@ static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
   }
   if (!s) {
     rx_rt_symbols syms = {names, vals, nsyms};
+    double t0 = fr->a->profile ? profile_start(fr->a) : 0;
     s = rx_rt_library_run(fr->a->library, prog, bufs, n, &syms);
+    if (fr->a->profile && !s) s = profile_stop(fr->a, prog, t0);
     if (s) { /* name the bindings passed: "call_kernels 'p' on 'x', 'w', 'h'" */
       rx_strbuf args = {0};
       for (uint32_t i = 0; i < n; i++) {

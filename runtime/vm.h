@@ -78,6 +78,8 @@ struct rx_rt_artifact {
   size_t nstorages;
   vm_storage *storages;
   int depth; /* CALL_FN nesting of the running call */
+  /* RX_PROFILE=1 in the environment at load: device time per program (vm_profile_*) */
+  struct vm_profile *profile;
 };
 
 struct rx_rt_tensor {
@@ -160,6 +162,12 @@ uint32_t vm_weights_bound(const rx_rt_artifact *a, uint32_t fi);
 rx_rt_value *vm_param_weight(const rx_rt_artifact *a, uint32_t fi, uint32_t param);
 /* The uploaded weight named name (WEIGHT), or NULL. */
 rx_rt_value *vm_weight_value(const rx_rt_artifact *a, const char *name);
+
+/* ---- profiling (vm.c): with RX_PROFILE=1 each program's calls are timed, synchronized, and
+ * the table printed on stderr when the artifact is released (a developer's view of where a
+ * call's time goes; it serializes the device, so whole-call timings are not to be taken then). */
+void vm_profile_init(rx_rt_artifact *a);
+void vm_profile_report(rx_rt_artifact *a); /* prints and frees */
 
 /* "f32[3, 4095]" into buf. */
 void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int64_t *shape);

@@ -167,8 +167,9 @@ void rx_sampler_free(rx_sampler *s); /* NULL is fine */
  * An artifact that holds the graph functions create_kv_cache, prefill and decode over a paged KV
  * cache, and the sections llm.json (vocabulary, special tokens, limits) and tokenizer.json
  * (docs/llm.md). A model holds the artifact on a device, its KV cache (created at load) and its
- * tokenizer when the artifact has one. Sequences are named by any int64 id: the first prefill of
- * an id starts it; rx_llm_model_reset frees its pages. One thread at a time. */
+ * tokenizer when the artifact has one. Sequences are named by ids from 0 to INT64_MAX - 1 (the
+ * host program takes them as shape values, which are sizes): the first prefill of an id starts it;
+ * rx_llm_model_reset frees its pages. One thread at a time. */
 typedef struct rx_llm_model rx_llm_model;
 
 typedef struct rx_llm_model_options {
@@ -177,7 +178,9 @@ typedef struct rx_llm_model_options {
   int64_t max_sequences; /* sequences the cache holds at once; 0: 1 */
 } rx_llm_model_options;
 
-/* Loads the artifact at path (weights uploaded once), creates its KV cache. An artifact without
+/* Loads the artifact at path (weights uploaded once), creates its KV cache and warms up (one
+ * prefill and one decode of a scratch sequence, so the drivers build their pipelines at load and
+ * not at the first request). An artifact without
  * llm.json is an RX_ERR_INVALID error saying it is not an LLM; a missing driver or device, or
  * device memory, are the runtime's errors. */
 rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,

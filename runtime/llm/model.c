@@ -99,6 +99,21 @@ static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   return s;
 }
 
+/* One prefill and one decode on a scratch sequence, forgotten after: the drivers build their
+ * pipelines at a kernel's first launch (lavapipe compiles each to machine code), so the first
+ * real request and its timings do not pay for it. */
+static rx_status warm_up(rx_llm_model *m) {
+  const int64_t seq = INT64_MAX; /* an id no caller picks */
+  int32_t id = 0;
+  float *logits = malloc((size_t)m->vocab * sizeof *logits);
+  if (!logits) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: logits");
+  rx_status s = rx_llm_prefill(m, seq, &id, 1, logits);
+  if (!s && m->max_seq_len > 1) s = rx_llm_decode(m, &seq, &id, 1, logits);
+  rx_kv_cache_remove(m->kv, seq);
+  free(logits);
+  return s ? rx_status_annotate(s, "warming up") : NULL;
+}
+
 rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
                             rx_llm_model **out_model) {
   if (!out_model || !path) return rx_status_make(RX_ERR_INVALID, "rx_llm_model_load: NULL");
@@ -111,6 +126,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!s) s = read_meta(m, path);
   if (!s) s = load_tokenizer(m, path);
   if (!s) s = create_cache(m, o);
+  if (!s) s = warm_up(m);
   if (s) {
     rx_llm_model_free(m);
     return s;
