@@ -14,9 +14,9 @@
  * Cases: cache lengths 1, 15, 16, 17, 100 and 1000, several sequences of different lengths in one
  * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
  * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
- * sequences, GQA ratios 1, 2 and 4, head dims 16, 64 and 128, window 0 and 5, f32 and f16, decode
- * chunks of 256 and 32 keys; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask,
- * and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache
+ * sequences, GQA ratios 1, 2, 3, 4 and 16, head dims 16, 64, 96 and 128, window 0 and 5, f32 and
+ * f16, decode chunks of 256 and 32 keys; dense attention at s, t in {1, 7, 33, 100}, causal, with a
+ * mask, and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache
  * length and query count at its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
@@ -438,6 +438,7 @@ static void test_paged_attention(void) {
       {16, 2, 2, 0, 0, RX_DTYPE_F32},  {64, 4, 2, 5, 0, RX_DTYPE_F16},
       {128, 8, 2, 0, 0, RX_DTYPE_F32}, {128, 4, 1, 5, 0, RX_DTYPE_F16},
       {64, 4, 1, 0, 0, RX_DTYPE_F32},  {64, 4, 2, 0, 0, RX_DTYPE_BF16},
+      {96, 6, 2, 0, 0, RX_DTYPE_F32}, /* a group of 3: tiles with rows left unused */
   };
   static const scene scenes[] = {
       {1, {1}, {1}},                             /* n = 1 */
@@ -539,9 +540,12 @@ static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
 
 static void test_decode(void) {
   static const paged_cfg cfgs[] = {
-      {64, 4, 1, 0, 256, RX_DTYPE_F16},  {128, 8, 4, 0, 256, RX_DTYPE_F32},
-      {16, 4, 2, 5, 32, RX_DTYPE_F32},   {128, 8, 2, 0, 32, RX_DTYPE_F16},
+      {64, 4, 1, 0, 256, RX_DTYPE_F16},
+      {128, 8, 4, 0, 256, RX_DTYPE_F32},
+      {16, 4, 2, 5, 32, RX_DTYPE_F32},
+      {128, 8, 2, 0, 32, RX_DTYPE_F16},
       {128, 4, 2, 5, 64, RX_DTYPE_BF16},
+      {128, 16, 1, 0, 256, RX_DTYPE_F16}, /* a group of 16 over two blocks */
   };
   static const scene scenes[] = {
       {6, {1, 15, 16, 17, 100, 1000}, {1, 1, 1, 1, 1, 1}},
