@@ -33,9 +33,9 @@
 /* The default rules, tried in order; the first that accepts a program schedules it. */
 #define RX_SCHED_RULES(X)                                                                          \
   X(ELEMENTWISE, "elementwise")     /* injective: every store at the loop nest's point */          \
-  X(ROW_REDUCTION, "row_reduction") /* softmax, norms: reductions over the innermost axis */       \
   X(GEMV, "gemv")                   /* matmul whose row count is 1 */                              \
   X(GEMM, "gemm")                   /* matmul tiled in registers and shared memory */              \
+  X(ROW_REDUCTION, "row_reduction") /* softmax, norms: reductions over the innermost axis */       \
   X(FALLBACK, "fallback")           /* anything else: fuse, split, bind */
 
 typedef enum rx_sched_rule {

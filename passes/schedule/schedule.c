@@ -12,6 +12,13 @@
  *                  vector_bytes (at most 4 lanes) when the innermost extent is provably
  *                  divisible and every access that uses the innermost variable has it as its
  *                  last index.
+ *   GEMV / GEMM    `for batch..., i, j { reduce k { init { C = v0 } update { C = C + P * Q } } }`
+ *                  with C = c[batch..., i, j], P using i and k but not j, Q using k and j but not
+ *                  i (P and Q may be casts of loads: f16 inputs with f32 accumulation); or the
+ *                  same with the accumulator an `alloc acc: T[1] local` of the (i, j) body, the
+ *                  reduce into acc[0] and then one store c[batch..., i, j] = E(acc[0]). A row
+ *                  count (extent of i) statically 1 gives GEMV; a symbolic one gives variants
+ *                  `n == 1` -> gemv, `n <= 16` -> small-tile gemm, otherwise gemm.
  *   ROW_REDUCTION  `for rows... { ITEM... }` where ITEM is `alloc NAME: T[consts] local`, a
  *                  `let`, a store (not using a row-local loop), a `reduce j in 0..m { init {
  *                  LET... acc = v0 } update { LET... acc = acc + X | max(acc, X) | min(acc, X) }
@@ -22,13 +29,6 @@
  *                  a shared tree) and applies init exactly: acc = combine(v0, total). A reduced
  *                  value that is not in a local buffer is kept in a per-thread local (the
  *                  broadcast) and written to memory by thread 0.
- *   GEMV / GEMM    `for batch..., i, j { reduce k { init { C = v0 } update { C = C + P * Q } } }`
- *                  with C = c[batch..., i, j], P using i and k but not j, Q using k and j but not
- *                  i (P and Q may be casts of loads: f16 inputs with f32 accumulation); or the
- *                  same with the accumulator an `alloc acc: T[1] local` of the (i, j) body, the
- *                  reduce into acc[0] and then one store c[batch..., i, j] = E(acc[0]). A row
- *                  count (extent of i) statically 1 gives GEMV; a symbolic one gives variants
- *                  `n == 1` -> gemv, `n <= 16` -> small-tile gemm, otherwise gemm.
  *   FALLBACK       every top-level statement becomes a kernel: its outer serial loops whose
  *                  iterations write disjoint elements are fused, split and bound; the rest runs
  *                  serially per thread (or in one thread when no loop is independent). */
@@ -200,9 +200,12 @@ static const rx_tensor_fn *as_one_row(rx_module *m, const rx_tensor_fn *f) {
 }
 
 /* The rule table: tried in the order of RX_SCHED_RULES (GEMV and GEMM are one matmul rule with
- * its variants); the first that accepts a program schedules it. The fallback accepts all. */
+ * its variants); the first that accepts a program schedules it. The fallback accepts all. A
+ * matmul is tried before the row reduction, which accepts it too when the reduced operand is
+ * contiguous along k (x @ W^T, the [out, in] layout of Hugging Face weights) and would give each
+ * output element a block of its own. */
 static bool (*const rules[])(rx_sctx *, const rx_tensor_fn *, sched_out *) = {
-    sched_elementwise, sched_row_reduction, sched_matmul, sched_fallback};
+    sched_elementwise, sched_matmul, sched_row_reduction, sched_fallback};
 
 bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
                  rx_sched_result *out) {
