@@ -799,6 +799,9 @@ int main(int argc, char **argv) {
     printf("cache lengths and query counts capped at %lld (RX_KERNEL_SIZES)\n",
            (long long)size_cap);
   }
+  /* In a sanitized build the Vulkan tests run with the sanitizer runtime and lavapipe preloaded
+   * (tests/CMakeLists.txt); the compilers the SIMT emulator starts must not inherit that. */
+  unsetenv("LD_PRELOAD");
   rxk_rt_open(&vk, "vulkan:0");
   test_kv_append();
   test_merge();
