@@ -178,9 +178,9 @@ typedef struct rx_llm_model_options {
   int64_t max_sequences; /* sequences the cache holds at once; 0: 1 */
 } rx_llm_model_options;
 
-/* Loads the artifact at path (weights uploaded once), creates its KV cache and warms up (one
- * prefill and one decode of a scratch sequence, so the drivers build their pipelines at load and
- * not at the first request). An artifact without
+/* Loads the artifact at path (weights uploaded once), creates its KV cache and warms up (prefills
+ * of 1, 16 and 17 tokens and decodes of a scratch sequence, so the drivers build their pipelines
+ * at load and not at the first request). An artifact without
  * llm.json is an RX_ERR_INVALID error saying it is not an LLM; a missing driver or device, or
  * device memory, are the runtime's errors. */
 rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,

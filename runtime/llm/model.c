@@ -99,16 +99,24 @@ static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   return s;
 }
 
-/* One prefill and one decode on a scratch sequence, forgotten after: the drivers build their
- * pipelines at a kernel's first launch (lavapipe compiles each to machine code), so the first
- * real request and its timings do not pay for it. */
+/* Prefills of 1, 16 and 17 tokens (the matmuls' variants n == 1, n <= 16 and the rest) and one
+ * decode on a scratch sequence, forgotten after: drivers finish building a pipeline at its first
+ * launch (lavapipe compiles each to machine code then), so the first real request and its
+ * timings do not pay for it. */
 static rx_status warm_up(rx_llm_model *m) {
   const int64_t seq = INT64_MAX; /* an id no caller picks */
-  int32_t id = 0;
+  static const int32_t ids[17] = {0};
+  const size_t sizes[3] = {1, 16, 17};
   float *logits = malloc((size_t)m->vocab * sizeof *logits);
   if (!logits) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: logits");
-  rx_status s = rx_llm_prefill(m, seq, &id, 1, logits);
-  if (!s && m->max_seq_len > 1) s = rx_llm_decode(m, &seq, &id, 1, logits);
+  rx_status s = NULL;
+  for (int i = 0; i < 3 && !s; i++) {
+    if (rx_kv_cache_length(m->kv, seq) + (int64_t)sizes[i] + 1 > m->max_seq_len ||
+        rx_kv_cache_free_tokens(m->kv) < (int64_t)sizes[i] + RX_KV_PAGE)
+      break; /* a model or a cache too small for more */
+    s = rx_llm_prefill(m, seq, ids, sizes[i], logits);
+    if (!s) s = rx_llm_decode(m, &seq, ids, 1, logits);
+  }
   rx_kv_cache_remove(m->kv, seq);
   free(logits);
   return s ? rx_status_annotate(s, "warming up") : NULL;
