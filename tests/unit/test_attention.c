@@ -14,14 +14,17 @@
  * Cases: cache lengths 1, 15, 16, 17, 100 and 1000, several sequences of different lengths in one
  * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
  * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
- * sequences, GQA ratios 1, 2, 3, 4 and 16, head dims 16, 64, 96 and 128, window 0 and 5, f32 and
- * f16, decode chunks of 256 and 32 keys; dense attention at s, t in {1, 7, 33, 100}, causal, with a
- * mask, and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache
- * length and query count at its largest size.
+ * sequences, GQA ratios 1, 2, 3, 4 and 16, head dims 16, 64, 96 and 128, window 0 and 5, f32, f16
+ * and bf16 (CUDA and Metal: GLSL has no bf16), decode chunks of 256, 64 and 32 keys; kv_append
+ * at 1, 7, 33 and 100 tokens into shuffled slots; attention_merge with empty chunks and rows of
+ * empty chunks only; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask, and with
+ * dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and
+ * query count at its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
  * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
- * to f16 is within 2^-11 relative; the inputs are the same f16 values in both), lse (f32) 1e-5.
+ * to f16 is within 2^-11 relative; the inputs are the same f16 values in both), bf16 8e-3, lse
+ * (f32) 1e-5. The largest errors seen are printed at the end.
  *
  * usage: test_attention TESTS_DIR [FILTER] */
 #include "support_pipeline.h"
