@@ -53,9 +53,8 @@ static void summary(const char *file, const rx_compile_result *r, const char *ou
 
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
-  rx_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.stream_weights = true; /* into the file from their sources, never held in memory whole */
+  /* the weights streamed into the file from their sources, never held in memory whole */
+  rx_compile_options o = {.stream_weights = true};
   rx_hf_options hfo = {0};
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
@@ -107,8 +106,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     return 1;
   }
   if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
-  if (wfile && !outpath)
-    return rx_cli_usage_error(cmd, "%s", "--weights-file goes next to the artifact: it needs -o");
+  if (wfile && !outpath) return rx_cli_usage_error(cmd, "%s", "--weights-file needs -o OUT.rxm");
   if (wfile && !rx_cli_can_write(wfile)) return 1;
   bool hf = rx_hf_is_model_dir(file);
   size_t len = 0;
