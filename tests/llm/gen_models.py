@@ -7,6 +7,7 @@ their transformers references under tests/llm/ref/ (see tests/llm/README.md and 
     apt-get install bible-kjv          # the `bible` program (and its data, bible-kjv-text)
     python3 tests/llm/gen_models.py    # every model, then every reference
     python3 tests/llm/gen_models.py --only tiny-qwen2 --refs-only
+    python3 tests/llm/gen_models.py --only random   # the random models, not the trained one
 
 Everything is seeded and runs on one CPU thread; the trained model takes a fixed number of
 steps (about five minutes on one core), so a rerun on the same machine gives the same bytes.
@@ -15,7 +16,8 @@ differ slightly, and the references are always recomputed from the committed fil
 
 The references are computed in float32 by transformers with attn_implementation="eager", each
 model loaded back from the folder this script wrote (so they describe what transformers reads
-from the committed files).
+from the committed files). For the random models it also measures transformers in float16
+against them (hf_f16_rel_l2), which their weights are shaped to keep small (randomize()).
 """
 
 import argparse
@@ -319,23 +321,84 @@ def random_spec(name):
     raise KeyError(name)
 
 
+# The random models are shaped so that transformers in float16 stays within HF_F16_MAX of float32
+# (relative L2 of the logits), about as close as a trained model of this size, while attention
+# still matters (see tests/llm/README.md, "Random weights for float16"):
+#  - the residual stream lives mostly in a RANDOM_RANK-dimensional subspace U of the hidden space
+#    (a random rotation, so every coordinate carries it): the shaping matrix M is 1 on U and
+#    RANDOM_OFF on the rest; matrices that write the hidden state (embedding rows, o_proj,
+#    down_proj) are multiplied by M on their output side, those that read it (q/k/v, gate/up,
+#    lm_head) on their input side. f16 rounding errors spread over all 64 dimensions, and only a
+#    fifth of them falls into U, where everything is read.
+#  - the token embeddings dominate the residual stream (their part in U has norm sqrt(RANDOM_RANK),
+#    the same for every token) and the blocks add less (o_proj and down_proj small), so the many
+#    roundings inside the blocks are diluted; still, replacing everything before the last token
+#    changes the last logits by 11-16% (relative L2), and the attention is far from flat (q and k
+#    of RMS about 1.6: a mean entropy of about 0.5-0.6 of the uniform distribution's).
+#  - projections are scaled random (semi-)orthogonal matrices, which amplify no error.
+#  - tied models get negative final-norm weights: with the embedding dominating, positive ones
+#    would make every token predict itself (x . E_t is largest for the token just read).
+RANDOM_RANK = 12
+RANDOM_OFF = 0.1
+RANDOM_SCALES = {  # the RMS of the entries (before the shaping by M)
+    "embed_tokens": 1.0, "lm_head": 0.2,
+    "q_proj": 0.2, "k_proj": 0.2, "v_proj": 0.1, "o_proj": 0.03,
+    "gate_proj": 0.1, "up_proj": 0.1, "down_proj": 0.03,
+}
+READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head")
+WRITES_HIDDEN = ("o_proj", "down_proj")
+HF_F16_MAX = 8e-4  # transformers f16 vs f32, relative L2 of the logits, at every reference row
+
+
 def randomize(model, seed):
-    """Explicit weights, so nothing is left at an identity-like default: projections and
-    embeddings N(0, 0.2^2), the layers' norm weights uniform in [0.5, 1.5], the final norm's in
-    [2, 4] (logits with a standard deviation of about 5, so greedy choices are clear), biases
-    N(0, 0.5^2)."""
+    """Explicit weights (nothing left at an identity-like default), as described above: layer
+    norm weights uniform in [0.5, 1.5]; the final norm's in [2, 4], or in [-0.8, -0.4] for tied
+    embeddings; biases N(0, 0.2^2); embeddings and lm_head Gaussian, projections scaled random
+    orthogonal matrices, all shaped by M. Logits then have a standard deviation of about 4.5."""
     gen = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    d = cfg.hidden_size
+    f64 = torch.float64
+
+    def orthogonal(n_out, n_in):
+        """A random matrix with orthonormal rows or columns (the longer side), RMS 1."""
+        q, r = torch.linalg.qr(torch.randn(max(n_out, n_in), min(n_out, n_in), generator=gen,
+                                           dtype=f64))
+        q = q * torch.sign(torch.diagonal(r))
+        q = q if n_out >= n_in else q.T
+        return q * math.sqrt(max(n_out, n_in))
+
+    rot = orthogonal(d, d) / math.sqrt(d)
+    gains = torch.full((d,), RANDOM_OFF, dtype=f64)
+    gains[:RANDOM_RANK] = 1.0
+    shape = (rot * gains) @ rot.T
+    in_u = rot[:, :RANDOM_RANK] @ rot[:, :RANDOM_RANK].T
     with torch.no_grad():
         for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            kind = pname.split(".")[-2]
             if pname == "model.norm.weight":
-                v = 2.0 + 2.0 * torch.rand(p.shape, generator=gen)
+                v = torch.rand(p.shape, generator=gen, dtype=f64)
+                v = -(0.4 + 0.4 * v) if cfg.tie_word_embeddings else 2.0 + 2.0 * v
             elif "norm" in pname:
-                v = 0.5 + torch.rand(p.shape, generator=gen)
+                v = 0.5 + torch.rand(p.shape, generator=gen, dtype=f64)
             elif pname.endswith(".bias"):
-                v = 0.5 * torch.randn(p.shape, generator=gen)
+                v = 0.2 * torch.randn(p.shape, generator=gen, dtype=f64)
+            elif kind == "embed_tokens":
+                v = torch.randn(p.shape, generator=gen, dtype=f64) @ shape
+                u = v @ in_u
+                norm = RANDOM_SCALES[kind] * math.sqrt(RANDOM_RANK)
+                v = v - u + u / u.norm(dim=1, keepdim=True) * norm
+            elif kind == "lm_head":
+                v = RANDOM_SCALES[kind] * torch.randn(p.shape, generator=gen, dtype=f64) @ shape
             else:
-                v = 0.2 * torch.randn(p.shape, generator=gen)
-            p.copy_(v)
+                v = RANDOM_SCALES[kind] * orthogonal(*p.shape)
+                if kind in READS_HIDDEN:
+                    v = v @ shape
+                else:
+                    assert kind in WRITES_HIDDEN, pname
+                    v = shape @ v
+            assert v.shape == p.shape, pname
+            p.copy_(v.to(p.dtype))
 
 
 def make_random(name, seed):
@@ -534,6 +597,56 @@ def dump_ref(ref):
     return text
 
 
+@torch.no_grad()
+def hf_f16_errors(folder, prompts, results):
+    """transformers in float16 (the same files, eager attention, on the CPU) against the f32
+    references: relative L2 error ||f16 - f32|| / ||f32|| of the last-token logits after each
+    prefill and after each of the decode steps, feeding the reference tokens with the KV cache."""
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float16,
+                                                 attn_implementation="eager")
+    model.eval()
+    assert next(model.parameters()).dtype == torch.float16
+
+    def rel(a, b):
+        return float((a.double() - b.double()).norm() / b.double().norm())
+
+    out = {"prefill": {}, "decode": {}}
+    for L in PROMPT_LENGTHS:
+        prefill, fed, rows, _ = results[L]
+        res = model(input_ids=torch.tensor([prompts[L]]), use_cache=True)
+        out["prefill"][str(L)] = rel(res.logits[0, -1].float(), prefill)
+        errs = []
+        for i, tok in enumerate(fed):
+            res = model(input_ids=torch.tensor([[tok]]), past_key_values=res.past_key_values,
+                        use_cache=True)
+            errs.append(rel(res.logits[0, -1].float(), rows[i]))
+        out["decode"][str(L)] = errs
+    return out
+
+
+@torch.no_grad()
+def attention_entropy(model, prompt):
+    """Mean entropy of the attention probabilities over the keys a query sees, divided by the
+    entropy of the uniform distribution over those keys (1: flat attention), per layer: over
+    every head and every query row that sees at least 2 keys."""
+    out = model(input_ids=torch.tensor([prompt]), output_attentions=True)
+    n = torch.arange(1, len(prompt) + 1, dtype=torch.float64)
+    window = getattr(model.config, "sliding_window", None)
+    if window is not None:
+        n = n.clamp(max=window)
+    ratios = []
+    for att in out.attentions:  # [1, heads, queries, keys]
+        a = att[0].double()
+        ent = -(a * torch.log(torch.where(a > 0, a, 1.0))).sum(-1)  # [heads, queries]
+        seen = n > 1
+        ratios.append(float((ent[:, seen] / torch.log(n[seen])).mean()))
+    return ratios
+
+
+def sig(x, digits=4):
+    return float(f"{x:.{digits}g}")
+
+
 def make_refs(name):
     folder = os.path.join(MODELS, name)
     out_dir = os.path.join(REFS, name)
@@ -581,6 +694,25 @@ def make_refs(name):
     ref["greedy"] = {"prompt": prompts[GREEDY_PROMPT], "tokens": toks,
                      "gaps": [round(g, 6) for g in gaps]}
     log(f"  {name}: greedy {toks}; smallest top-2 gap of any chosen token {min_gap:.4f}")
+    if name in RANDOM_NAMES:
+        f16 = hf_f16_errors(folder, prompts, results)
+        worst = max(max(f16["prefill"].values()), max(max(v) for v in f16["decode"].values()))
+        for L in PROMPT_LENGTHS:
+            log(f"  {name} L={L}: transformers f16 vs f32, relative L2: prefill "
+                f"{f16['prefill'][str(L)]:.2e}, decode "
+                + " ".join(f"{e:.1e}" for e in f16["decode"][str(L)]))
+        log(f"  {name}: largest f16 vs f32 error {worst:.2e} (at most {HF_F16_MAX:.0e})")
+        assert worst <= HF_F16_MAX, (name, worst)
+        ref["hf_f16_rel_l2"] = {
+            "prefill": {k: sig(v) for k, v in f16["prefill"].items()},
+            "decode": {k: [sig(e) for e in v] for k, v in f16["decode"].items()},
+        }
+        ref["hf_f16_rel_l2_max"] = sig(worst)
+        ent = {str(L): [sig(r, 3) for r in attention_entropy(model, prompts[L])]
+               for L in (33, 100)}
+        log(f"  {name}: attention entropy / uniform, per layer: {ent}")
+        assert all(r < 0.85 for v in ent.values() for r in v), ent
+        ref["attention_entropy_ratio"] = ent
     if name == "kjv-llama":
         tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
         ids = tok.encode(DEMO_PROMPT).ids
@@ -722,7 +854,9 @@ def sample_text(prompt, steps=120, temperature=0.8, seed=7):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=ALL_NAMES, action="append")
+    ap.add_argument("--only", choices=ALL_NAMES + ("random",), action="append",
+                    help="a model (repeatable); `random`: the four random models, which leaves "
+                         "kjv-llama (trained, several minutes) alone")
     ap.add_argument("--refs-only", action="store_true", help="keep the models, redo references")
     ap.add_argument("--sample", action="store_true", help="print a sampled kjv-llama text")
     ap.add_argument("--kjv-steps", type=int, default=KJV_STEPS,
@@ -730,7 +864,10 @@ def main():
                          f"takes {KJV_STEPS})")
     args = ap.parse_args()
     setup_determinism()
-    names = args.only or ALL_NAMES
+    only = set()
+    for n in args.only or ALL_NAMES:
+        only.update(RANDOM_NAMES if n == "random" else (n,))
+    names = [n for n in ALL_NAMES if n in only]
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, tokenizers "
         f"{tokenizers.__version__}, safetensors {safetensors.__version__}, numpy {np.__version__}")
     if not args.refs_only:
