@@ -476,10 +476,18 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   }
   case RX_EXPR_MIN:
   case RX_EXPR_MAX:
+    /* min/max are overloaded functions: in a kernel of 64-bit indices a literal operand is
+     * written 64-bit too, or min(long long, int) is ambiguous (CUDA, MSL) */
     rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
-    ps_int(p, o, e->a, RX_PREC_OR);
-    rx_strbuf_append(o, ", ");
-    ps_int(p, o, e->b, RX_PREC_OR);
+    for (int k = 0; k < 2; k++) {
+      const rx_expr *x = k ? e->b : e->a;
+      if (k) rx_strbuf_append(o, ", ");
+      if (x->kind == RX_EXPR_CONST && x->value != INT64_MIN && p->ck->k->index64)
+        rx_strbuf_printf(o, "%s%lld%s%s", x->value < 0 ? "(" : "", (long long)x->value,
+                         L->i64_suffix, x->value < 0 ? ")" : "");
+      else
+        ps_int(p, o, x, RX_PREC_OR);
+    }
     rx_strbuf_putc(o, ')');
     break;
   case RX_EXPR_EQ:

@@ -81,8 +81,11 @@ static void cuda_open(cg_printer *p, rx_strbuf *o) {
   if (p->uses[RX_DTYPE_F16]) rx_strbuf_append(o, "#include <cuda_fp16.h>\n");
   if (p->uses[RX_DTYPE_BF16]) rx_strbuf_append(o, "#include <cuda_bf16.h>\n");
   if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
-  rx_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", p->ck->nthreads,
-                   k->name);
+  /* (threads, 1): one resident block is all we ask, so ptxas may use the registers a kernel
+   * needs instead of spilling to fit more blocks (the attention kernels spilled 8 to 40 bytes at
+   * some head dims with the default) */
+  rx_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d, 1) %s(",
+                   p->ck->nthreads, k->name);
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
     if (i) rx_strbuf_append(o, ", ");
