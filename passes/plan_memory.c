@@ -69,20 +69,25 @@ static void new_alloc(fplan *p, const rx_var *v, int field, const rx_sinfo *s, i
   RX_VEC_PUSH(&p->allocs, a);
 }
 
+/* The roots of every variable n reads: what a value made of them may alias. */
+static void alias_roots(fplan *p, const rx_node *n, intvec *out) {
+  rx_varvec uses = {0};
+  rx_node_uses(n, &uses);
+  for (size_t i = 0; i < uses.len; i++) {
+    intvec *r = roots_of(p, uses.data[i]);
+    if (r)
+      for (size_t k = 0; k < r->len; k++) add_root(out, r->data[k]);
+  }
+  free(uses.data);
+}
+
 /* Roots of the value a binding defines (its own allocations, or what it aliases). */
 static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   const rx_node *n = b->value;
   switch (n->kind) {
   case RX_NODE_CALL_TENSOR:
     if (n->inplace) { /* its value is the target: the target's roots */
-      rx_varvec uses = {0};
-      rx_node_uses(n->inplace, &uses);
-      for (size_t i = 0; i < uses.len; i++) {
-        intvec *r = roots_of(p, uses.data[i]);
-        if (r)
-          for (size_t k = 0; k < r->len; k++) add_root(out, r->data[k]);
-      }
-      free(uses.data);
+      alias_roots(p, n->inplace, out);
       return;
     }
     if (n->out->kind == RX_SINFO_TUPLE)
@@ -97,17 +102,9 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   case RX_NODE_PRIM:
   case RX_NODE_SHAPE:
     return;
-  default: { /* moves, tuples, get_item, match_cast, if, graph calls: may alias what they use */
-    rx_varvec uses = {0};
-    rx_node_uses(n, &uses);
-    for (size_t i = 0; i < uses.len; i++) {
-      intvec *r = roots_of(p, uses.data[i]);
-      if (r)
-        for (size_t k = 0; k < r->len; k++) add_root(out, r->data[k]);
-    }
-    free(uses.data);
+  default: /* moves, tuples, get_item, match_cast, if, graph calls: may alias what they use */
+    alias_roots(p, n, out);
     return;
-  }
   }
 }
 

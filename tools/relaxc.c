@@ -39,6 +39,19 @@ static const rx_cli_flag codegen_flags[] = {
      NULL},
     {0}};
 
+/* The options of a Hugging Face model folder (compile and import take them). */
+#define HF_FLAGS                                                                                   \
+  {"--dtype", NULL, "f32|f16|bf16",                                                                \
+   "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},      \
+      {"--max-seq-len", NULL, "N",                                                                 \
+       "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "   \
+       "model's max_position_embeddings",                                                          \
+       NULL},                                                                                      \
+  {                                                                                                \
+    "--max-batch", NULL, "B",                                                                      \
+        "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL        \
+  }
+
 static const rx_cli_flag compile_flags[] = {
     {"--target", NULL, "T[,T...]",
      "the targets (required), at most one per backend: vulkan,cuda,metal", NULL},
@@ -56,14 +69,7 @@ static const rx_cli_flag compile_flags[] = {
      "write the weights to the side file PATH (safetensors), which the artifact names; "
      "default: inside the artifact",
      NULL},
-    {"--dtype", NULL, "f32|f16|bf16",
-     "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},
-    {"--max-seq-len", NULL, "N",
-     "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "
-     "model's max_position_embeddings",
-     NULL},
-    {"--max-batch", NULL, "B",
-     "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL},
+    HF_FLAGS,
     {0}};
 
 static const rx_cli_flag run_flags[] = {
@@ -103,14 +109,7 @@ static const rx_cli_flag import_flags[] = {
      NULL},
     {"--list-ops", NULL, NULL,
      "print the supported ONNX operators with their opsets (README's table) and exit", NULL},
-    {"--dtype", NULL, "f32|f16|bf16",
-     "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},
-    {"--max-seq-len", NULL, "N",
-     "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "
-     "model's max_position_embeddings",
-     NULL},
-    {"--max-batch", NULL, "B",
-     "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL},
+    HF_FLAGS,
     {0}};
 
 static const rx_cli_flag generate_flags[] = {
