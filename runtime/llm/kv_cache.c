@@ -88,7 +88,7 @@ rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args
                                rx_rt_value **result) {
   RX_RETURN_IF_ERROR(want_args(c, nargs, 7));
   if (!c->device) return rx_status_make(RX_ERR_INVALID, "%s: no device", c->name);
-  int64_t layers, heads, dim, dtype, capacity, max_seqs, max_len;
+  int64_t layers = 0, heads = 0, dim = 0, dtype = 0, capacity = 0, max_seqs = 0, max_len = 0;
   RX_RETURN_IF_ERROR(arg_int(c, args, 0, "layers", 1, KV_MAX_LAYERS, &layers));
   RX_RETURN_IF_ERROR(arg_int(c, args, 1, "kv heads", 1, KV_MAX_HEADS, &heads));
   RX_RETURN_IF_ERROR(arg_int(c, args, 2, "head dim", 1, KV_MAX_DIM, &dim));
@@ -330,7 +330,7 @@ rx_status rx_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args,
   RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
-  int64_t layer;
+  int64_t layer = 0;
   RX_RETURN_IF_ERROR(arg_int(c, args, 1, "layer", 0, kv->layers - 1, &layer));
   rx_rt_value_retain(kv->pages[layer]);
   *result = kv->pages[layer];

@@ -86,6 +86,7 @@ static rx_status get_text(const loader *L, const cJSON *obj, const char *path, c
 /* A whole number in [0, max]. */
 static rx_status as_count(const loader *L, const cJSON *j, const char *path, double max,
                           int64_t *out) {
+  *out = 0;
   if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || j->valuedouble > max ||
       j->valuedouble != floor(j->valuedouble))
     return INVALID(L, path, "expected a whole number from 0 to %.0f", max);
