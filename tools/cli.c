@@ -279,6 +279,10 @@ int rx_cli_write_onnx_weights(const char *in, const void *bytes, size_t len, con
 /* ---- Hugging Face model folders ---- */
 int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
   const char *f = it->flag, *v = it->value;
+  if (!strcmp(f, "--no-weights")) {
+    o->no_weights = true;
+    return 0;
+  }
   if (!strcmp(f, "--dtype")) {
     o->dtype = !strcmp(v, "f32")    ? RX_DTYPE_F32
                : !strcmp(v, "f16")  ? RX_DTYPE_F16

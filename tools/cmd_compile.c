@@ -3,8 +3,8 @@
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
  * byte: see rx_cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
- * frontends/hf, with --dtype, --max-seq-len, --max-batch), imported as by `relaxc import`
- * (external data read relative to its directory). The module's weights (an ONNX model's
+ * frontends/hf, with --dtype, --max-seq-len, --max-batch, --no-weights), imported as by `relaxc
+ * import` (external data read relative to its directory). The module's weights (an ONNX model's
  * initializers, bound to the parameters of `main` after its inputs; tensor constants) are
  * streamed into the artifact, or with --weights-file PATH into that side file, which the
  * artifact names relative to itself (docs/artifact.md, "Weights"); --weights DIR also writes an
@@ -78,7 +78,8 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       o.no_fuse = true;
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
-    } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch")) {
+    } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
+               !strcmp(f, "--no-weights")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
@@ -113,10 +114,11 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
   if (!text) return 1;
   bool onnx = !hf && rx_cli_is_onnx(file, text, len);
-  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch) && !hf) {
+  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights) && !hf) {
     free(text);
     return rx_cli_usage_error(cmd,
-                              "--dtype, --max-seq-len and --max-batch are for a Hugging Face "
+                              "--dtype, --max-seq-len, --max-batch and --no-weights are for a "
+                              "Hugging Face "
                               "model folder; '%s' is not one (no config.json)",
                               rx_cli_input_name(file));
   }

@@ -40,17 +40,32 @@ static const rx_cli_flag codegen_flags[] = {
     {0}};
 
 /* The options of a Hugging Face model folder (compile and import take them). */
-#define HF_FLAGS                                                                                   \
-  {"--dtype", NULL, "f32|f16|bf16",                                                                \
-   "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL},      \
-      {"--max-seq-len", NULL, "N",                                                                 \
-       "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "   \
-       "model's max_position_embeddings",                                                          \
-       NULL},                                                                                      \
+#define HF_FLAG_DTYPE                                                                              \
+  {                                                                                                \
+    "--dtype", NULL, "f32|f16|bf16",                                                               \
+        "Hugging Face folders: the dtype weights are stored and computed in; default: f16", NULL   \
+  }
+#define HF_FLAG_LEN                                                                                \
+  {                                                                                                \
+    "--max-seq-len", NULL, "N",                                                                    \
+        "Hugging Face folders: the longest sequence (prompt and generated tokens); default: the "  \
+        "model's max_position_embeddings",                                                         \
+        NULL                                                                                       \
+  }
+#define HF_FLAG_BATCH                                                                              \
   {                                                                                                \
     "--max-batch", NULL, "B",                                                                      \
         "Hugging Face folders: the most sequences one decode step takes; default: 16", NULL        \
   }
+#define HF_FLAG_NO_WEIGHTS                                                                         \
+  {                                                                                                \
+    "--no-weights", NULL, NULL,                                                                    \
+        "Hugging Face folders: from config.json alone; the weights stay parameters, passed when "  \
+        "the "                                                                                     \
+        "artifact runs (shape studies, compile benchmarks)",                                       \
+        NULL                                                                                       \
+  }
+#define HF_FLAGS HF_FLAG_DTYPE, HF_FLAG_LEN, HF_FLAG_BATCH, HF_FLAG_NO_WEIGHTS
 
 static const rx_cli_flag compile_flags[] = {
     {"--target", NULL, "T[,T...]",

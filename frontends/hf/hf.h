@@ -49,6 +49,8 @@ typedef struct rx_hf_options {
   int64_t max_seq_len; /* the longest sequence (prompt and generated tokens); 0: the config's
                           max_position_embeddings */
   int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
+  bool no_weights;     /* config.json alone: the checkpoint is not read and the weights stay
+                          parameters, passed at run time (shape studies, compile benchmarks) */
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of

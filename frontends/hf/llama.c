@@ -174,6 +174,7 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
           rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, f));
       continue;
     }
+    if (!ck) continue; /* --no-weights: the parameter stays unbound */
     const uint8_t *data;
     const rx_st_tensor *t = hf_ckpt_find(ck, w->hf, &data);
     if (!t) {
@@ -548,8 +549,10 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
                           dir, (long long)g.max_len, (long long)c.max_positions);
   g.max_batch = o && o->max_batch > 0 ? o->max_batch : RX_HF_DEFAULT_BATCH;
   hf_ckpt *ck = NULL;
-  RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));
-  rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
+  if (!o || !o->no_weights) {
+    RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));
+    rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
+  }
   list_weights(&g);
   rx_status s = add_weights(&g, ck);
   if (!s) s = declare_externs(&g);
