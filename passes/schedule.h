@@ -22,7 +22,37 @@
  *
  * Every scheduled program computes exactly what the original computes, for every value of
  * its symbolic variables allowed by its facts: tests check this with the interpreter at
- * several sizes per symbolic dimension. */
+ * several sizes per symbolic dimension.
+ *
+ * VECTORIZED LOOPS: the contract between the rules and the printers (codegen/cprinter.c).
+ * `for v in 0..L vectorize { body }` means the lanes v = 0..L-1 in order (the interpreter runs
+ * it as a serial loop); L is a constant power of two, 2 <= L <= 16; the body holds no barrier,
+ * thread loop, subgroup reduction or other vectorized loop. In it, an access to a KERNEL BUFFER
+ * (a parameter of the program: global memory; shared and local arrays stay scalar) is printed
+ * as vector loads or stores of L lanes, on every target, when all of these hold:
+ *   - unconditional: a LOAD in a LET or STORE that sits directly in the body (through SEQs),
+ *     not inside an IF, FOR or REDUCE nested in the body, nor in an arm of `select`, nor in the
+ *     right operand of && or ||; or such a STORE;
+ *   - contiguous: its flattened row-major offset is `base + v` with base free of v (the
+ *     innermost index ends in `+ v`, every other index is free of v);
+ *   - aligned: the analyzer proves base % (C / S) == 0, where S = the dtype's bytes and
+ *     C = min(16, L * S) the bytes of one vector access, under the program's facts and the
+ *     ranges of the enclosing loops (e.g. base = row * 4096 + tx * 8 with L = 8 f16);
+ *   - L * S >= 4, and the dtype is f32, i32, f16 or bf16 (L * S = 32, e.g. 8 f32 lanes, is two
+ *     16-byte accesses);
+ *   - no hazard: a buffer stored in the body is stored by that one statement and not loaded in
+ *     the body (otherwise every access to it in the loop stays scalar).
+ * Each vectorized load is read before lane 0 runs (C-byte loads, unpacked into a lane array
+ * that stays in registers); each vectorized store is written after lane L-1 (lanes packed, one
+ * C-byte store each); the lanes compute per lane in registers in between; loads of one buffer
+ * at one base share one vector load. Any other access in the body is printed as is in the
+ * loop, which is unrolled (`#pragma unroll`, GLSL `[[unroll]]`): never wrong, only slower. So
+ * a rule that wants 128-bit loads of f16 emits 8 lanes, makes the innermost index
+ * `base + v` with base a multiple of 8, and lets the analyzer see why (constant row widths, or
+ * facts such as `n % 8 == 0`). Buffers start 16-byte aligned (docs/kernel-abi.md, "Alignment").
+ * Example (a decode GEMV row: 8 f16 of w and x per lane step, the accumulator a local):
+ *   for v in 0..8 vectorize { acc[0] = acc[0] + f32(w[r, k * 8 + v]) * f32(x[0, k * 8 + v]) }
+ * prints one 16-byte load of w and one of x, then 8 multiply-adds in registers. */
 #ifndef RX_SCHEDULE_H
 #define RX_SCHEDULE_H
 
