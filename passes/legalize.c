@@ -7,7 +7,12 @@
  *   y = softmax(x, axis=-1)          # x: f32[n, m]
  * becomes
  *   y = call_tensor(softmax, x, out=f32[n, m])
- * with `tensor_fn softmax(x: f32[n, m], out y: f32[n, m]) { ... }` added to the module. */
+ * with `tensor_fn softmax(x: f32[n, m], out y: f32[n, m]) { ... }` added to the module.
+ *
+ * A program carries the `where` facts of the graph function that calls it whose variables it
+ * defines (a dim of a buffer parameter, or a scalar parameter): the function's `n <= 4096`
+ * becomes the program's, so the code generators prove its indices fit 32 bits as they do for a
+ * fused program. A call repeated in another function with other facts gets its own program. */
 #include "../ops/legalize.h"
 
 #include <stdlib.h>
@@ -21,9 +26,64 @@ typedef struct cached {
 typedef struct lstate {
   rx_module *m;
   rx_diag *diag;
+  const rx_graph_fn *g; /* the function being walked: its facts go into its programs */
   RX_VEC(cached) cache;
   bool ok;
 } lstate;
+
+/* v is a variable the program defines: a dim of a buffer parameter or a scalar parameter. */
+static bool defines(const rx_tensor_fn *f, const rx_expr *v) {
+  for (int i = 0; i < f->nparams; i++) {
+    const rx_param *p = f->params[i];
+    if (p->kind == RX_PARAM_SCALAR && p->var == v) return true;
+    if (p->kind != RX_PARAM_BUFFER) continue;
+    for (int d = 0; d < p->buf->ndim; d++)
+      if (p->buf->shape[d] == v) return true;
+  }
+  return false;
+}
+
+/* Whether f defines every variable of fact e. */
+static bool fact_applies(const rx_tensor_fn *f, const rx_expr *e) {
+  rx_ptrvec vs = {0};
+  rx_expr_collect_vars(e, &vs);
+  bool ok = vs.len > 0;
+  for (size_t k = 0; k < vs.len && ok; k++) ok = defines(f, vs.data[k]);
+  rx_ptrvec_free(&vs);
+  return ok;
+}
+
+/* The facts of the walked function that apply to f, in the function's order, into out (at most
+ * g->nfacts); returns their count. */
+static int facts_for(const lstate *st, const rx_tensor_fn *f, const rx_expr **out, rx_loc *locs) {
+  int n = 0;
+  for (int i = 0; i < st->g->nfacts; i++) {
+    if (!fact_applies(f, st->g->facts[i])) continue;
+    if (locs) locs[n] = st->g->fact_locs ? st->g->fact_locs[i] : f->loc;
+    out[n++] = st->g->facts[i];
+  }
+  return n;
+}
+
+/* A cached program serves this function when it carries exactly the facts it would get here. */
+static bool facts_match(const lstate *st, const rx_tensor_fn *f) {
+  const rx_expr **want = rx_calloc((size_t)st->g->nfacts + 1, sizeof *want);
+  int n = facts_for(st, f, want, NULL);
+  bool same = n == f->nfacts;
+  for (int i = 0; i < n && same; i++) same = want[i] == f->facts[i];
+  free(want);
+  return same;
+}
+
+/* Gives a new program the facts of the walked function that apply to it. */
+static void add_facts(lstate *st, rx_tensor_fn *f) {
+  if (st->g->nfacts == 0) return;
+  const rx_expr **facts = rx_module_alloc(st->m, sizeof *facts * (size_t)st->g->nfacts);
+  rx_loc *locs = rx_module_alloc(st->m, sizeof *locs * (size_t)st->g->nfacts);
+  f->nfacts = facts_for(st, f, facts, locs);
+  f->facts = facts;
+  f->fact_locs = locs;
+}
 
 static bool attr_eq(const rx_attr *a, const rx_attr *b) {
   if (a->name != b->name && strcmp(a->name, b->name) != 0) return false;
@@ -79,10 +139,12 @@ static bool same_call(const rx_node *a, const rx_node *b) {
 static rx_node *lower_call(lstate *st, rx_node *call) {
   rx_tensor_fn *tfn = NULL;
   for (size_t i = 0; i < st->cache.len && !tfn; i++)
-    if (same_call(st->cache.data[i].call, call)) tfn = st->cache.data[i].tfn;
+    if (same_call(st->cache.data[i].call, call) && facts_match(st, st->cache.data[i].tfn))
+      tfn = st->cache.data[i].tfn;
   if (!tfn) {
     tfn = rx_legalize_call(st->m, call, call->op->name, st->diag);
     if (!tfn) return NULL;
+    add_facts(st, tfn);
     cached c = {call, tfn};
     RX_VEC_PUSH(&st->cache, c);
   }
@@ -137,11 +199,12 @@ static void walk_seq(lstate *st, rx_seq *seq) {
 
 bool rx_pass_legalize(rx_module *m, rx_diag *diag) {
   if (!rx_module_normalize(m, diag)) return false;
-  lstate st = {m, diag, {0}, true};
+  lstate st = {m, diag, NULL, {0}, true};
   size_t n = m->items.len; /* programs added while walking are not graph functions */
   for (size_t i = 0; i < n; i++) {
     if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
     rx_graph_fn *g = m->items.data[i].fn;
+    st.g = g;
     walk_seq(&st, &g->body);
   }
   free(st.cache.data);
