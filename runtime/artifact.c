@@ -33,6 +33,7 @@ static void artifact_destroy(rx_rt_artifact *a) {
   const rx_rt_allocator *al = &a->alloc;
   vm_profile_report(a);
   vm_storages_free(a);
+  vm_prepare_free(a);
   vm_weights_free(a);
   rx_rt_library_release(a->library);
   for (size_t i = 0; i < a->nfns; i++) {
@@ -316,6 +317,8 @@ static bool check_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
       return vbad(c, "parameter %u is out of range (the function has %u)", w[0], f->nparams);
     if (!c->starts && f->param_check[w[0]] == VM_NONE) f->param_check[w[0]] = c->start;
     return true;
+  case RXVM_OPND_EXPR:
+  case RXVM_OPND_VAR:
   case RXVM_OPND_STR:
     if (!vstr(c, w[0])) return false;
     if (!c->starts && op == RXVM_OP_ASSERT && at == c->start + 1)
@@ -534,6 +537,7 @@ static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, 
   if (!s) s = parse_host(a);
   if (!s) s = vm_weights_bind(a);
   if (!s && d) s = load_kernels(a);
+  if (!s) s = vm_prepare(a);
   if (!s && d) s = vm_weights_upload(a);
   if (s) {
     artifact_destroy(a);

@@ -18,7 +18,41 @@ char *rt_strdup(const rx_rt_allocator *a, const char *s);
 rx_status rt_oom(const char *what, size_t n); /* RX_ERR_OUT_OF_MEMORY naming what */
 extern const rx_rt_allocator rt_default_allocator;
 
+/* ---- symbolic expressions compiled at load (expr.c) ----
+ * Each variable name of an expression is a slot of a name table; the expressions of one kernel,
+ * one program or one host program share a table, and are evaluated over a value and a "bound"
+ * flag per slot. Compiling reports malformed text (with its column); evaluating reports an
+ * unbound variable, division by zero and 64-bit overflow, as rx_rt_eval does, and allocates
+ * nothing. */
+#define RT_NO_SLOT        0xffffffffu
+#define RT_EXPR_MAX_STACK 256 /* the evaluator's stack, on the C stack: 2 KiB */
+typedef struct rt_names {
+  const rx_rt_allocator *alloc;
+  char **names;
+  uint32_t count, cap;
+} rt_names;
+/* The slot of name[0..len), added when new; RT_NO_SLOT when out of host memory. */
+uint32_t rt_names_slot(rt_names *t, const char *name, size_t len);
+uint32_t rt_names_find(const rt_names *t, const char *name); /* RT_NO_SLOT when absent */
+void rt_names_free(rt_names *t);
+typedef struct rt_expr rt_expr;
+/* Compiles text over names (its allocator is the expression's). */
+rx_status rt_expr_compile(const char *text, rt_names *names, rt_expr **out);
+void rt_expr_free(const rx_rt_allocator *a, rt_expr *x); /* NULL is fine */
+rx_status rt_expr_eval(const rt_expr *x, const int64_t *values, const uint8_t *bound, int64_t *out);
+const char *rt_expr_text(const rt_expr *x);
+bool rt_expr_constant(const rt_expr *x, int64_t *out); /* a literal integer */
+uint32_t rt_expr_var_count(const rt_expr *x);          /* its distinct variables, in text order */
+uint32_t rt_expr_var_slot(const rt_expr *x, uint32_t i);
+/* values and bound of each slot of names from symbols (by name, the first one given). */
+void rt_symbols_gather(const rx_rt_symbols *symbols, const rt_names *names, int64_t *values,
+                       uint8_t *bound);
+
 /* ---- the kernel description: one entry of kernels.json's "kernels" ---- */
+/* A kernel's and a program's symbolic variables are gathered into arrays on the C stack at each
+ * launch: the loader refuses kernels.json with more (no generated kernel comes near). */
+#define RT_MAX_KERNEL_VARS  64
+#define RT_MAX_PROGRAM_VARS 256
 typedef enum rt_scalar_location {
   RT_SCALARS_NONE = 0,       /* the kernel takes no symbolic values */
   RT_SCALARS_PUSH_CONSTANT,  /* Vulkan */
@@ -37,14 +71,16 @@ typedef struct rt_buffer_arg {
 
 typedef struct rt_scalar_arg {
   char *name;
+  rt_expr *value;  /* the name compiled: evaluated over the kernel's variables */
   uint32_t offset; /* byte offset in the push-constant block, uniform buffer or struct */
 } rt_scalar_arg;
 
 struct rx_rt_kernel {
   rx_rt_library *library; /* the owner */
   char *name, *program;
-  char *condition; /* NULL: always runs */
-  char *grid[3];
+  rt_names vars; /* its symbolic variables: those of its condition, grid and values */
+  rt_expr *cond; /* NULL: always runs */
+  rt_expr *grid[3];
   uint32_t block[3];
   uint32_t shared_bytes;
   rt_scalar_location scalar_location;
@@ -69,15 +105,18 @@ typedef struct rt_param {
   bool is_buffer;
   char *dtype;
   size_t rank;
-  char **shape; /* rank expressions */
-  bool output;  /* written by the program ("output": true) */
+  char **shape;      /* rank expressions */
+  rt_expr **shape_x; /* the same compiled over the program's variables */
+  bool output;       /* written by the program ("output": true) */
 } rt_param;
 
 typedef struct rt_program {
   char *name;
   size_t nparams, nkernels;
   rt_param *params;
-  rx_rt_kernel **kernels; /* borrowed from the library's kernels */
+  rx_rt_kernel **kernels;  /* borrowed from the library's kernels */
+  rt_names vars;           /* its symbolic variables: of its parameters' shapes and kernels */
+  uint32_t **kernel_slots; /* per kernel: the program's slot of each of the kernel's variables */
 } rt_program;
 
 struct rx_rt_library {
@@ -156,6 +195,12 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
                            const char *dir, const rx_rt_blob *blobs, size_t nblobs,
                            rx_rt_library **out_library);
 void rt_library_destroy(rx_rt_library *l);
+/* The program of that name, or NULL. */
+rt_program *rt_library_program(const rx_rt_library *l, const char *name);
+/* Runs program p (rx_rt_library_run) with the values of its variables: values[slot] and
+ * bound[slot] over p->vars. */
+rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buffer_count,
+                         const int64_t *values, const uint8_t *bound);
 
 /* dlopen: the first of names that loads, or NULL with the first dlerror() copied into why. */
 void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_size);

@@ -96,6 +96,32 @@ static bool get_expr(lctx *c, const cJSON *v, const char *what, const char *kern
   return bad(c, kernel, "%s must be an expression string", what);
 }
 
+/* text compiled over names; what names the field in messages. */
+static bool compile(lctx *c, const char *text, const char *what, const char *kernel,
+                    rt_names *names, rt_expr **out) {
+  rx_status s = rt_expr_compile(text, names, out);
+  if (!s) return true;
+  if (rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY && !c->err) c->err = s;
+  if (c->err) {
+    if (c->err != s) rx_status_free(s);
+    return false;
+  }
+  bad(c, kernel, "%s: %s", what, rx_status_message(s));
+  rx_status_free(s);
+  return false;
+}
+
+/* An expression (get_expr) compiled over names. */
+static bool get_compiled(lctx *c, const cJSON *v, const char *what, const char *kernel,
+                         rt_names *names, rt_expr **out) {
+  *out = NULL;
+  char *text = NULL;
+  if (!get_expr(c, v, what, kernel, &text)) return false;
+  bool ok = compile(c, text, what, kernel, names, out);
+  rt_free(c->a, text);
+  return ok;
+}
+
 /* Reads a file named by kernels.json, from the directory or the blobs. text: NUL-terminate. */
 static bool load_file(lctx *c, const char *kernel, const char *name, bool text, uint8_t **out,
                       size_t *out_size) {
@@ -349,6 +375,7 @@ static bool parse_args(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k
       }
       if (s->offset % 4)
         return bad(c, kn, "symbolic value '%s': offset must be a multiple of 4", s->name);
+      if (!compile(c, s->name, "a symbolic value", kn, &k->vars, &s->value)) return false;
     } else {
       return bad(c, kn, "argument kind must be \"buffer\" or \"scalar\"");
     }
@@ -430,8 +457,12 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
   if (!cJSON_IsObject(jk)) return bad(c, NULL, "every entry of 'kernels' must be an object");
   if (!get_str(c, jk, "name", NULL, &k->name)) return false;
   const char *kn = k->name;
-  if (!get_str(c, jk, "program", kn, &k->program) ||
-      !get_opt_str(c, jk, "condition", kn, &k->condition))
+  k->vars.alloc = c->a;
+  if (!get_str(c, jk, "program", kn, &k->program)) return false;
+  const cJSON *cond = cJSON_GetObjectItemCaseSensitive(jk, "condition");
+  if (cond && !cJSON_IsNull(cond) && !cJSON_IsString(cond))
+    return bad(c, kn, "field 'condition' must be a string or null");
+  if (cJSON_IsString(cond) && !get_compiled(c, cond, "condition", kn, &k->vars, &k->cond))
     return false;
   const cJSON *grid = cJSON_GetObjectItemCaseSensitive(jk, "grid");
   const cJSON *block = cJSON_GetObjectItemCaseSensitive(jk, "block");
@@ -440,7 +471,8 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
   if (!cJSON_IsArray(block) || cJSON_GetArraySize(block) != 3)
     return bad(c, kn, "'block' must be an array of 3 integers");
   for (int i = 0; i < 3; i++) {
-    if (!get_expr(c, cJSON_GetArrayItem(grid, i), "each 'grid' entry", kn, &k->grid[i]))
+    if (!get_compiled(c, cJSON_GetArrayItem(grid, i), "each 'grid' entry", kn, &k->vars,
+                      &k->grid[i]))
       return false;
     const cJSON *b = cJSON_GetArrayItem(block, i);
     if (!cJSON_IsNumber(b) || b->valuedouble < 1 || b->valuedouble > 65535 ||
@@ -475,6 +507,8 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
                    k->scalar_binding, k->buffers[i].name);
   }
 
+  if (k->vars.count > RT_MAX_KERNEL_VARS)
+    return bad(c, kn, "%u symbolic variables, at most %d", k->vars.count, RT_MAX_KERNEL_VARS);
   char *binary = NULL;
   bool ok = load_binaries(c, jk, kn, k, &binary);
   k->binary_name = binary;
@@ -489,9 +523,11 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
   if (!cJSON_IsArray(params) || !cJSON_IsArray(kernels))
     return bad(c, NULL, "program '%s': 'params' and 'kernels' must be arrays", p->name);
   size_t np = (size_t)cJSON_GetArraySize(params), nk = (size_t)cJSON_GetArraySize(kernels);
+  p->vars.alloc = c->a;
   p->params = rt_alloc(c->a, (np + 1) * sizeof *p->params);
   p->kernels = rt_alloc(c->a, (nk + 1) * sizeof *p->kernels);
-  if (!p->params || !p->kernels) {
+  p->kernel_slots = rt_alloc(c->a, (nk + 1) * sizeof *p->kernel_slots);
+  if (!p->params || !p->kernels || !p->kernel_slots) {
     c->err = rt_oom("a program", np * sizeof *p->params);
     return false;
   }
@@ -511,14 +547,18 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
     if (q->is_buffer && cJSON_IsArray(shape)) {
       size_t rank = (size_t)cJSON_GetArraySize(shape);
       q->shape = rt_alloc(c->a, (rank + 1) * sizeof *q->shape);
-      if (!q->shape) { /* rank stays 0: the destructor walks rank entries of shape */
+      q->shape_x = rt_alloc(c->a, (rank + 1) * sizeof *q->shape_x);
+      if (!q->shape || !q->shape_x) { /* rank stays 0: the destructor walks rank entries */
         c->err = rt_oom("a shape", (rank + 1) * sizeof *q->shape);
         return false;
       }
       q->rank = rank;
-      for (size_t i = 0; i < q->rank; i++)
-        if (!get_expr(c, cJSON_GetArrayItem(shape, (int)i), "shape entries", NULL, &q->shape[i]))
+      for (size_t i = 0; i < q->rank; i++) {
+        const cJSON *d = cJSON_GetArrayItem(shape, (int)i);
+        if (!get_expr(c, d, "shape entries", NULL, &q->shape[i]) ||
+            !get_compiled(c, d, "shape entries", NULL, &p->vars, &q->shape_x[i]))
           return false;
+      }
     }
   }
   const cJSON *jn;
@@ -535,8 +575,25 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
       if ((size_t)found->buffers[i].param >= np)
         return bad(c, found->name, "buffer '%s' refers to param %d, but program '%s' has %zu",
                    found->buffers[i].name, found->buffers[i].param, p->name, np);
+    /* the kernel's variables among the program's */
+    uint32_t *slots = rt_alloc(c->a, (found->vars.count + 1) * sizeof *slots);
+    if (!slots) {
+      c->err = rt_oom("a program's variables", found->vars.count * sizeof *slots);
+      return false;
+    }
+    p->kernel_slots[p->nkernels] = slots;
     p->kernels[p->nkernels++] = found;
+    for (uint32_t i = 0; i < found->vars.count; i++) {
+      const char *v = found->vars.names[i];
+      if ((slots[i] = rt_names_slot(&p->vars, v, strlen(v))) == RT_NO_SLOT) {
+        c->err = rt_oom("a program's variables", strlen(v));
+        return false;
+      }
+    }
   }
+  if (p->vars.count > RT_MAX_PROGRAM_VARS)
+    return bad(c, NULL, "program '%s': %u symbolic variables, at most %d", p->name, p->vars.count,
+               RT_MAX_PROGRAM_VARS);
   return true;
 }
 
@@ -548,13 +605,17 @@ void rt_library_destroy(rx_rt_library *l) {
     if (k->impl) l->device->be->kernel_destroy(l->device, k);
     rt_free(a, k->name);
     rt_free(a, k->program);
-    rt_free(a, k->condition);
-    for (int j = 0; j < 3; j++) rt_free(a, k->grid[j]);
+    rt_expr_free(a, k->cond);
+    for (int j = 0; j < 3; j++) rt_expr_free(a, k->grid[j]);
     for (size_t j = 0; j < k->nbuffers; j++) {
       rt_free(a, k->buffers[j].name);
       rt_free(a, k->buffers[j].dtype);
     }
-    for (size_t j = 0; j < k->nscalars; j++) rt_free(a, k->scalars[j].name);
+    for (size_t j = 0; j < k->nscalars; j++) {
+      rt_free(a, k->scalars[j].name);
+      rt_expr_free(a, k->scalars[j].value);
+    }
+    rt_names_free(&k->vars);
     rt_free(a, k->buffers);
     rt_free(a, k->scalars);
     rt_free(a, k->binary);
@@ -567,9 +628,16 @@ void rt_library_destroy(rx_rt_library *l) {
     for (size_t j = 0; j < p->nparams; j++) {
       rt_free(a, p->params[j].name);
       rt_free(a, p->params[j].dtype);
-      for (size_t r = 0; r < p->params[j].rank; r++) rt_free(a, p->params[j].shape[r]);
+      for (size_t r = 0; r < p->params[j].rank; r++) {
+        rt_free(a, p->params[j].shape[r]);
+        rt_expr_free(a, p->params[j].shape_x[r]);
+      }
       rt_free(a, p->params[j].shape);
+      rt_free(a, p->params[j].shape_x);
     }
+    for (size_t j = 0; j < p->nkernels; j++) rt_free(a, p->kernel_slots[j]);
+    rt_free(a, p->kernel_slots);
+    rt_names_free(&p->vars);
     rt_free(a, p->params);
     rt_free(a, p->kernels);
     rt_free(a, p->name);
@@ -712,4 +780,150 @@ rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *progr
     return NULL;
   }
   return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)", program);
+}
+
+/* ---- running kernels and programs over symbolic values (compiled at load) ---- */
+rt_program *rt_library_program(const rx_rt_library *l, const char *name) {
+  for (size_t i = 0; i < l->nprograms; i++)
+    if (!strcmp(l->programs[i].name, name)) return &l->programs[i];
+  return NULL;
+}
+
+static rx_status kernel_eval(const rx_rt_kernel *k, const char *what, const rt_expr *x,
+                             const int64_t *values, const uint8_t *bound, int64_t *out) {
+  return rx_status_annotate(rt_expr_eval(x, values, bound, out), "kernel '%s': %s", k->name, what);
+}
+
+/* Launches k with the values of its variables (over k->vars); *out_launched is false when its
+ * condition does not hold. */
+static rx_status launch_values(rx_rt_kernel *k, rx_rt_buffer *const *buffers, size_t buffer_count,
+                               const int64_t *values, const uint8_t *bound, bool *out_launched) {
+  *out_launched = false;
+  if (k->cond) {
+    int64_t c = 0;
+    RX_RETURN_IF_ERROR(kernel_eval(k, "condition", k->cond, values, bound, &c));
+    if (!c) return NULL;
+  }
+  rx_rt_launch_params p = {
+      {0, 0, 0}, {k->block[0], k->block[1], k->block[2]}, buffers, buffer_count, NULL, k->nscalars};
+  for (int i = 0; i < 3; i++) {
+    int64_t g = 0;
+    RX_RETURN_IF_ERROR(kernel_eval(k, "grid", k->grid[i], values, bound, &g));
+    if (g < 0 || g > INT32_MAX)
+      return rx_status_make(RX_ERR_INVALID,
+                            "kernel '%s': grid[%d] = %s = %lld is outside "
+                            "0..2147483647",
+                            k->name, i, rt_expr_text(k->grid[i]), (long long)g);
+    p.grid[i] = (uint32_t)g;
+  }
+  int32_t vals[64];
+  if (k->nscalars > RX_ARRAY_LEN(vals))
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 symbolic values", k->name);
+  for (size_t i = 0; i < k->nscalars; i++) {
+    int64_t v = 0;
+    RX_RETURN_IF_ERROR(kernel_eval(k, "symbolic value", k->scalars[i].value, values, bound, &v));
+    if (v < INT32_MIN || v > INT32_MAX)
+      return rx_status_make(RX_ERR_INVALID,
+                            "kernel '%s': symbolic value %s = %lld does not fit "
+                            "in int32 (the kernel ABI)",
+                            k->name, k->scalars[i].name, (long long)v);
+    vals[i] = (int32_t)v;
+  }
+  p.scalars = vals;
+  RX_RETURN_IF_ERROR(rx_rt_kernel_launch(k, &p));
+  *out_launched = true;
+  return NULL;
+}
+
+rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buffers,
+                                      size_t buffer_count, const rx_rt_symbols *symbols,
+                                      bool *out_launched) {
+  bool launched = false;
+  int64_t values[RT_MAX_KERNEL_VARS];
+  uint8_t bound[RT_MAX_KERNEL_VARS];
+  rt_symbols_gather(symbols, &k->vars, values, bound);
+  rx_status s = launch_values(k, buffers, buffer_count, values, bound, &launched);
+  if (out_launched) *out_launched = launched;
+  return s;
+}
+
+static size_t dtype_bytes(const char *dtype) {
+  static const struct {
+    const char *name;
+    size_t bytes;
+  } t[] = {{"f32", 4}, {"f16", 2}, {"bf16", 2}, {"i64", 8}, {"i32", 4},
+           {"i16", 2}, {"i8", 1},  {"u8", 1},   {"bool", 1}};
+  for (size_t i = 0; dtype && i < RX_ARRAY_LEN(t); i++)
+    if (!strcmp(dtype, t[i].name)) return t[i].bytes;
+  return 0;
+}
+
+/* Each buffer parameter's buffer holds its shape at these values. */
+static rx_status check_params(const rt_program *p, rx_rt_buffer *const *buffers,
+                              const int64_t *values, const uint8_t *bound) {
+  for (size_t i = 0; i < p->nparams; i++) {
+    const rt_param *q = &p->params[i];
+    if (!q->is_buffer) continue;
+    if (!buffers[i])
+      return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' is NULL", p->name,
+                            q->name);
+    size_t esz = dtype_bytes(q->dtype);
+    if (!esz || !q->shape) continue;
+    int64_t elems = 1;
+    for (size_t r = 0; r < q->rank; r++) {
+      int64_t dim = 0;
+      RX_RETURN_IF_ERROR(rx_status_annotate(rt_expr_eval(q->shape_x[r], values, bound, &dim),
+                                            "program '%s': shape of '%s'", p->name, q->name));
+      if (dim < 0)
+        return rx_status_make(RX_ERR_INVALID,
+                              "program '%s': parameter '%s' has a dimension "
+                              "%s = %lld",
+                              p->name, q->name, q->shape[r], (long long)dim);
+      if (!rx_mul_count(elems, dim, &elems))
+        return rx_status_make(RX_ERR_INVALID,
+                              "program '%s': the element count of parameter '%s' "
+                              "overflows (dimension %s = %lld)",
+                              p->name, q->name, q->shape[r], (long long)dim);
+    }
+    if ((uint64_t)elems > buffers[i]->size / esz)
+      return rx_status_make(RX_ERR_INVALID,
+                            "program '%s': parameter '%s' needs %lld elements of "
+                            "%s, the buffer holds %zu bytes",
+                            p->name, q->name, (long long)elems, q->dtype, buffers[i]->size);
+  }
+  return NULL;
+}
+
+rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buffer_count,
+                         const int64_t *values, const uint8_t *bound) {
+  if (buffer_count != p->nparams)
+    return rx_status_make(RX_ERR_INVALID, "program '%s' takes %zu parameters, got %zu", p->name,
+                          p->nparams, buffer_count);
+  RX_RETURN_IF_ERROR(check_params(p, buffers, values, bound));
+  for (size_t j = 0; j < p->nkernels; j++) {
+    rx_rt_kernel *k = p->kernels[j];
+    rx_rt_buffer *kb[64];
+    int64_t kv[RT_MAX_KERNEL_VARS];
+    uint8_t kbound[RT_MAX_KERNEL_VARS];
+    if (k->nbuffers > RX_ARRAY_LEN(kb))
+      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 buffers", k->name);
+    for (size_t i = 0; i < k->nbuffers; i++) kb[i] = buffers[k->buffers[i].param];
+    for (uint32_t i = 0; i < k->vars.count; i++) {
+      kv[i] = values[p->kernel_slots[j][i]];
+      kbound[i] = bound[p->kernel_slots[j][i]];
+    }
+    bool launched = false;
+    RX_RETURN_IF_ERROR(launch_values(k, kb, k->nbuffers, kv, kbound, &launched));
+  }
+  return NULL;
+}
+
+rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
+                            size_t buffer_count, const rx_rt_symbols *symbols) {
+  rt_program *p = rt_library_program(l, program);
+  if (!p) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", l->origin, program);
+  int64_t values[RT_MAX_PROGRAM_VARS];
+  uint8_t bound[RT_MAX_PROGRAM_VARS];
+  rt_symbols_gather(symbols, &p->vars, values, bound);
+  return rt_program_run(p, buffers, buffer_count, values, bound);
 }

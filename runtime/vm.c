@@ -304,14 +304,131 @@ void vm_storages_free(rx_rt_artifact *a) {
   }
 }
 
+/* ---- the host program compiled at load ---- */
+typedef struct prep {
+  rx_rt_artifact *a;
+  vm_fn *f;
+  uint32_t start; /* the instruction being prepared */
+  rx_status err;
+} prep;
+
+static bool prep_expr(prep *c, uint32_t str) {
+  rx_rt_artifact *a = c->a;
+  if (a->exprs[str]) return true;
+  rx_status s = rt_expr_compile(a->strings[str], &a->syms, &a->exprs[str]);
+  if (s)
+    c->err = rx_status_annotate(s, "%s: host.rxvm: function '%s': word %u (%s)", a->name,
+                                c->f->name, c->start, vm_op_name(c->f->code[c->start]));
+  return !s;
+}
+
+static bool prep_var(prep *c, uint32_t str) {
+  rx_rt_artifact *a = c->a;
+  if (a->sym_slot[str] != RT_NO_SLOT) return true;
+  const char *name = a->strings[str];
+  a->sym_slot[str] = rt_names_slot(&a->syms, name, strlen(name));
+  if (a->sym_slot[str] == RT_NO_SLOT) c->err = rt_oom("a symbolic variable", strlen(name));
+  return !c->err;
+}
+
+/* Compiles what one operand evaluates and gives what it binds a slot (rxvm_walk's visitor; the
+ * loader has checked every string id). */
+static bool prep_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
+  prep *c = ctx;
+  const uint32_t *w = c->f->code + at;
+  bool ok = true;
+  switch (k) {
+  case RXVM_OPND_EXPR:
+    return prep_expr(c, w[0]);
+  case RXVM_OPND_VAR:
+    return prep_var(c, w[0]);
+  case RXVM_OPND_EXPRS:
+    for (uint32_t i = 0; i < n && ok; i++) ok = prep_expr(c, w[1 + i]);
+    return ok;
+  case RXVM_OPND_PAIRS: /* (name, expr): the names are the program's (prep_call) */
+    for (uint32_t i = 0; i < n && ok; i++) ok = prep_expr(c, w[2 + 2 * i]);
+    return ok;
+  case RXVM_OPND_DIMS:
+    for (uint32_t i = 0, p = 1; n != VM_NONE && i < n && ok; i++) {
+      if (w[p] == RXVM_DIM_CONST) {
+        p += 3;
+        continue;
+      }
+      ok = w[p] == RXVM_DIM_BIND ? prep_var(c, w[p + 1]) : prep_expr(c, w[p + 1]);
+      p += 2;
+    }
+    return ok;
+  default:
+    return true;
+  }
+}
+
+/* CALL_KERNELS at c->start: its program in the library and the slots of its pairs' names. */
+static bool prep_call(prep *c, size_t *cap) {
+  rx_rt_artifact *a = c->a;
+  const uint32_t *w = c->f->code + c->start + 1;
+  uint32_t n = w[1], npairs = w[2 + n];
+  const uint32_t *pairs = w + 3 + n;
+  if (a->ncalls == *cap) {
+    size_t ncap = *cap ? 2 * *cap : 64;
+    vm_call *nc = rt_alloc(&a->alloc, ncap * sizeof *nc);
+    if (!nc) return !(c->err = rt_oom("the kernel calls", ncap * sizeof *nc));
+    if (a->ncalls) memcpy(nc, a->calls, a->ncalls * sizeof *nc);
+    rt_free(&a->alloc, a->calls);
+    a->calls = nc;
+    *cap = ncap;
+  }
+  vm_call *call = &a->calls[a->ncalls];
+  call->slots = rt_alloc(&a->alloc, ((size_t)npairs + 1) * sizeof *call->slots);
+  if (!call->slots) return !(c->err = rt_oom("a kernel call", npairs * sizeof *call->slots));
+  c->f->call_at[c->start] = (uint32_t)a->ncalls++;
+  call->prog = a->library ? rt_library_program(a->library, a->strings[w[0]]) : NULL;
+  for (uint32_t i = 0; i < npairs; i++)
+    call->slots[i] =
+        call->prog ? rt_names_find(&call->prog->vars, a->strings[pairs[2 * i]]) : RT_NO_SLOT;
+  return true;
+}
+
+rx_status vm_prepare(rx_rt_artifact *a) {
+  a->syms.alloc = &a->alloc;
+  a->exprs = rt_alloc(&a->alloc, (a->nstrings + 1) * sizeof *a->exprs);
+  a->sym_slot = rt_alloc(&a->alloc, (a->nstrings + 1) * sizeof *a->sym_slot);
+  if (!a->exprs || !a->sym_slot) return rt_oom("the compiled host program", a->nstrings * 8);
+  for (size_t i = 0; i < a->nstrings; i++) a->sym_slot[i] = RT_NO_SLOT;
+  size_t cap = 0;
+  prep c = {a, NULL, 0, NULL};
+  for (size_t fi = 0; fi < a->nfns && !c.err; fi++) {
+    c.f = &a->fns[fi];
+    c.f->call_at = rt_alloc(&a->alloc, ((size_t)c.f->len + 1) * sizeof *c.f->call_at);
+    if (!c.f->call_at) return rt_oom("the compiled host program", c.f->len * 4);
+    for (uint32_t pc = 0; pc < c.f->len && !c.err;) {
+      c.start = pc;
+      pc = rxvm_walk(c.f->code, c.f->len, pc, prep_operand, &c, NULL, 0);
+      RX_ASSERT(pc || c.err); /* validated by the loader */
+      if (!c.err && c.f->code[c.start] == RXVM_OP_CALL_KERNELS) prep_call(&c, &cap);
+    }
+  }
+  return c.err;
+}
+
+void vm_prepare_free(rx_rt_artifact *a) {
+  for (size_t i = 0; a->exprs && i < a->nstrings; i++) rt_expr_free(&a->alloc, a->exprs[i]);
+  for (size_t i = 0; i < a->ncalls; i++) rt_free(&a->alloc, a->calls[i].slots);
+  for (size_t i = 0; a->fns && i < a->nfns; i++) rt_free(&a->alloc, a->fns[i].call_at);
+  rt_free(&a->alloc, a->exprs);
+  rt_free(&a->alloc, a->sym_slot);
+  rt_free(&a->alloc, a->calls);
+  rt_names_free(&a->syms);
+  a->exprs = NULL;
+}
+
 /* ---- a frame: registers and symbols ---- */
 typedef struct frame {
   rx_rt_artifact *a;
   const vm_fn *f;
   rx_rt_value **regs;
-  size_t nsyms, capsyms;
-  const char **names;
-  int64_t *values;
+  int64_t *values;    /* per symbol slot of the host program (a->syms) */
+  uint8_t *bound;     /* per slot: bound in this call */
   rx_rt_value **args; /* the call's arguments (CHECK_TENSOR reads its parameter here) */
   uint32_t pc;        /* the current instruction (for messages) */
   uint32_t next;      /* the instruction after it (a jump changes it) */
@@ -358,52 +475,18 @@ static rx_status bad_reg(frame *fr, uint32_t r, const char *want) {
               vm_op_name(fr->f->code[fr->pc]), reg, vm_kind_name(fr->regs[r]), want);
 }
 
-static rx_rt_symbols syms_of(const frame *fr) {
-  return (rx_rt_symbols){fr->names, fr->values, fr->nsyms};
-}
-
+/* The value of a variable by name (messages only: the VM works with slots). */
 static bool sym_get(const frame *fr, const char *name, int64_t *out) {
-  for (size_t i = 0; i < fr->nsyms; i++)
-    if (!strcmp(fr->names[i], name)) {
-      *out = fr->values[i];
-      return true;
-    }
-  return false;
+  uint32_t slot = rt_names_find(&fr->a->syms, name);
+  *out = slot != RT_NO_SLOT && fr->bound[slot] ? fr->values[slot] : 0;
+  return slot != RT_NO_SLOT && fr->bound[slot];
 }
 
-static rx_status sym_set(frame *fr, const char *name, int64_t v) {
-  for (size_t i = 0; i < fr->nsyms; i++)
-    if (!strcmp(fr->names[i], name)) {
-      fr->values[i] = v;
-      return NULL;
-    }
-  if (fr->nsyms == fr->capsyms) {
-    size_t cap = fr->capsyms ? 2 * fr->capsyms : 16;
-    const char **n = rt_alloc(&fr->a->alloc, cap * sizeof *n);
-    int64_t *x = rt_alloc(&fr->a->alloc, cap * sizeof *x);
-    if (!n || !x) {
-      rt_free(&fr->a->alloc, n);
-      rt_free(&fr->a->alloc, x);
-      return rt_oom("the symbol table", cap * sizeof *x);
-    }
-    if (fr->nsyms) {
-      memcpy(n, fr->names, fr->nsyms * sizeof *n);
-      memcpy(x, fr->values, fr->nsyms * sizeof *x);
-    }
-    rt_free(&fr->a->alloc, fr->names);
-    rt_free(&fr->a->alloc, fr->values);
-    fr->names = n;
-    fr->values = x;
-    fr->capsyms = cap;
-  }
-  fr->names[fr->nsyms] = name;
-  fr->values[fr->nsyms++] = v;
-  return NULL;
-}
-
+/* The expression of string str, compiled at load (vm_prepare), over the frame's symbols. */
 static rx_status eval(frame *fr, const char *what, uint32_t str, int64_t *out) {
-  rx_rt_symbols s = syms_of(fr);
-  rx_status st = rx_rt_eval(fr->a->strings[str], &s, out);
+  const rt_expr *x = fr->a->exprs[str];
+  RX_ASSERT(x); /* every string an instruction evaluates was compiled at load */
+  rx_status st = rt_expr_eval(x, fr->values, fr->bound, out);
   if (st) return rx_status_annotate(st, "%s: %s", fr->f->name, what);
   return NULL;
 }
@@ -484,17 +567,17 @@ static rx_status match(frame *fr, uint32_t p, rx_dtype dtype, int ndim, const in
         uint32_t str = w[q++];
         const char *text = fr->a->strings[str];
         if (kind == RXVM_DIM_BIND && pass == 0) {
-          int64_t v;
-          if (!sym_get(fr, text, &v)) {
+          uint32_t slot = fr->a->sym_slot[str];
+          if (!fr->bound[slot]) {
             if (shape[i] < 0) /* from a shape value: symbolic variables are sizes */
               snprintf(detail, sizeof detail,
                        "dimension %u is %lld, but %s is a size and cannot be negative", i,
                        (long long)shape[i], text);
             else
-              RX_RETURN_IF_ERROR(sym_set(fr, text, shape[i]));
-          } else if (v != shape[i]) {
+              fr->values[slot] = shape[i], fr->bound[slot] = 1;
+          } else if (fr->values[slot] != shape[i]) {
             snprintf(detail, sizeof detail, "dimension %u is %lld, but %s = %lld", i,
-                     (long long)shape[i], text, (long long)v);
+                     (long long)shape[i], text, (long long)fr->values[slot]);
           }
         } else if (kind == RXVM_DIM_EXPR && pass == 1) {
           int64_t v;
@@ -665,22 +748,44 @@ void vm_profile_report(rx_rt_artifact *a) {
   a->profile = NULL;
 }
 
+/* "call_kernels 'p' on 'x', 'w', 'h'": the error s of a call, placed in the function. */
+static rx_status call_error(frame *fr, rx_status s, const char *prog, const uint32_t *regs,
+                            uint32_t n) {
+  rx_strbuf args = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    if (regs[i] == VM_NONE) continue;
+    char reg[160];
+    vm_reg_name(reg, sizeof reg, fr->a, fr->f, regs[i]);
+    rx_strbuf_printf(&args, "%s%s", args.len ? ", " : " on ", reg);
+  }
+  s = rx_status_annotate(s, "%s: call_kernels '%s'%s", fr->f->name, prog,
+                         args.data ? args.data : "");
+  rx_strbuf_free(&args);
+  return s;
+}
+
+/* CALL_KERNELS: the program and the slots of its variables were resolved at load (vm_call);
+ * each (name, expression) pair gives one of the program's variables (the first pair of a name
+ * counts), then the program runs. */
 static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
-  const char *prog = fr->a->strings[w[p]];
+  rx_rt_artifact *a = fr->a;
+  const char *prog = a->strings[w[p]];
   uint32_t n = w[p + 1];
   const uint32_t *regs = w + p + 2;
   uint32_t nsyms = w[p + 2 + n];
   const uint32_t *pairs = w + p + 3 + n;
+  const vm_call *c = &a->calls[fr->f->call_at[fr->pc]];
   rx_rt_buffer *stack_bufs[32], **bufs = stack_bufs;
-  const char *stack_names[32], **names = stack_names;
-  int64_t stack_vals[32], *vals = stack_vals;
+  int64_t values[RT_MAX_PROGRAM_VARS];
+  uint8_t bound[RT_MAX_PROGRAM_VARS];
   rx_status s = NULL;
-  if (n > 32) bufs = rt_alloc(&fr->a->alloc, n * sizeof *bufs);
-  if (nsyms > 32) {
-    names = rt_alloc(&fr->a->alloc, nsyms * sizeof *names);
-    vals = rt_alloc(&fr->a->alloc, nsyms * sizeof *vals);
-  }
-  if (!bufs || !names || !vals) s = rt_oom("kernel arguments", (n + nsyms) * 8);
+  if (!c->prog)
+    return call_error(
+        fr, rx_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", a->library->origin, prog),
+        prog, regs, n);
+  memset(bound, 0, c->prog->vars.count);
+  if (n > 32 && !(bufs = rt_alloc(&a->alloc, n * sizeof *bufs)))
+    return rt_oom("kernel arguments", n * sizeof *bufs);
   for (uint32_t i = 0; i < n && !s; i++) {
     bufs[i] = NULL;
     if (regs[i] == VM_NONE) continue;
@@ -691,30 +796,18 @@ static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
       bufs[i] = v->tensor->buffer;
   }
   for (uint32_t i = 0; i < nsyms && !s; i++) {
-    names[i] = fr->a->strings[pairs[2 * i]];
-    s = eval(fr, "call_kernels: a symbolic value", pairs[2 * i + 1], &vals[i]);
+    int64_t v = 0;
+    s = eval(fr, "call_kernels: a symbolic value", pairs[2 * i + 1], &v);
+    uint32_t slot = c->slots[i];
+    if (!s && slot != RT_NO_SLOT && !bound[slot]) values[slot] = v, bound[slot] = 1;
   }
   if (!s) {
-    rx_rt_symbols syms = {names, vals, nsyms};
-    double t0 = fr->a->profile ? profile_start(fr->a) : 0;
-    s = rx_rt_library_run(fr->a->library, prog, bufs, n, &syms);
-    if (fr->a->profile && !s) s = profile_stop(fr->a, prog, t0);
-    if (s) { /* name the bindings passed: "call_kernels 'p' on 'x', 'w', 'h'" */
-      rx_strbuf args = {0};
-      for (uint32_t i = 0; i < n; i++) {
-        if (regs[i] == VM_NONE) continue;
-        char reg[160];
-        vm_reg_name(reg, sizeof reg, fr->a, fr->f, regs[i]);
-        rx_strbuf_printf(&args, "%s%s", args.len ? ", " : " on ", reg);
-      }
-      s = rx_status_annotate(s, "%s: call_kernels '%s'%s", fr->f->name, prog,
-                             args.data ? args.data : "");
-      rx_strbuf_free(&args);
-    }
+    double t0 = a->profile ? profile_start(a) : 0;
+    s = rt_program_run(c->prog, bufs, n, values, bound);
+    if (a->profile && !s) s = profile_stop(a, prog, t0);
+    if (s) s = call_error(fr, s, prog, regs, n);
   }
-  if (bufs != stack_bufs) rt_free(&fr->a->alloc, bufs);
-  if (names != stack_names) rt_free(&fr->a->alloc, names);
-  if (vals != stack_vals) rt_free(&fr->a->alloc, vals);
+  if (bufs != stack_bufs) rt_free(&a->alloc, bufs);
   return s;
 }
 
@@ -919,7 +1012,10 @@ static rx_status op_DEFINE(frame *fr, uint32_t p) {
   const uint32_t *w = fr->f->code;
   int64_t x;
   RX_RETURN_IF_ERROR(eval(fr, "define", w[p + 1], &x));
-  return sym_set(fr, fr->a->strings[w[p]], x);
+  uint32_t slot = fr->a->sym_slot[w[p]];
+  fr->values[slot] = x;
+  fr->bound[slot] = 1;
+  return NULL;
 }
 
 static rx_status op_ALLOC_STORAGE(frame *fr, uint32_t p) {
@@ -1185,7 +1281,14 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
                           VM_MAX_DEPTH);
   frame fr = {.a = a, .f = f, .args = args};
   fr.regs = rt_alloc(&a->alloc, (f->nregs + 1) * sizeof *fr.regs);
-  if (!fr.regs) return rt_oom("registers", f->nregs * sizeof *fr.regs);
+  fr.values = rt_alloc(&a->alloc, (a->syms.count + 1) * sizeof *fr.values);
+  fr.bound = rt_alloc(&a->alloc, a->syms.count + 1);
+  if (!fr.regs || !fr.values || !fr.bound) {
+    rt_free(&a->alloc, fr.regs);
+    rt_free(&a->alloc, fr.values);
+    rt_free(&a->alloc, fr.bound);
+    return rt_oom("registers", f->nregs * sizeof *fr.regs);
+  }
   for (uint32_t i = 0; i < f->nparams; i++) {
     fr.regs[i] = args[i];
     rx_rt_value_retain(args[i]);
@@ -1210,8 +1313,8 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
   *out = fr.ret;
   for (uint32_t i = 0; i < f->nregs; i++) rx_rt_value_release(fr.regs[i]);
   rt_free(&a->alloc, fr.regs);
-  rt_free(&a->alloc, fr.names);
   rt_free(&a->alloc, fr.values);
+  rt_free(&a->alloc, fr.bound);
   if (s && *out) {
     rx_rt_value_release(*out);
     *out = NULL;

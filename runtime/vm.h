@@ -41,6 +41,15 @@ typedef struct vm_storage {
 
 typedef struct vm_weights vm_weights; /* an artifact's weights (runtime/weights.c) */
 
+/* A CALL_KERNELS instruction resolved at load (vm_prepare): its program in the device's library
+ * (NULL without a device, or when the library lacks it: an error when it runs) and, per
+ * (name, expression) pair, the program's slot of the name (RT_NO_SLOT: the program has no such
+ * variable). */
+typedef struct vm_call {
+  rt_program *prog;
+  uint32_t *slots;
+} vm_call;
+
 typedef struct vm_fn {
   const char *name;
   uint32_t nparams, nregs, len;
@@ -51,6 +60,7 @@ typedef struct vm_fn {
   size_t nfacts, nstorages;
   const char **facts;    /* ASSERT expressions, program order */
   const char **storages; /* ALLOC_STORAGE size expressions */
+  uint32_t *call_at;     /* per word: at a CALL_KERNELS, its index in the artifact's calls */
 } vm_fn;
 
 struct rx_rt_artifact {
@@ -77,6 +87,13 @@ struct rx_rt_artifact {
   vm_fn *fns;
   size_t nstorages;
   vm_storage *storages;
+  /* the host program compiled at load (vm_prepare): every symbolic variable a slot, every
+   * expression an rt_expr, every CALL_KERNELS its program */
+  rt_names syms;      /* the symbolic variables of all functions (each call its own values) */
+  rt_expr **exprs;    /* per string: compiled where an instruction evaluates it, else NULL */
+  uint32_t *sym_slot; /* per string: its slot where an instruction binds it (bind, define) */
+  size_t ncalls;
+  vm_call *calls;
   int depth; /* CALL_FN nesting of the running call */
   /* RX_PROFILE=1 in the environment at load: device time per program (vm_profile_*) */
   struct vm_profile *profile;
@@ -113,6 +130,11 @@ const char *vm_op_name(uint32_t op);
 rx_rt_value *vm_value_new(const rx_rt_allocator *a, rx_rt_value_kind kind);
 /* A tensor holding a new reference to b (NULL when out of host memory). */
 rx_rt_tensor *vm_tensor_new(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape);
+/* Compiles the host program's expressions, gives its variables slots and resolves its
+ * CALL_KERNELS in the library (after the loader validated every instruction and loaded the
+ * kernels): a malformed expression is an error at load naming the function and the word. */
+rx_status vm_prepare(rx_rt_artifact *a);
+void vm_prepare_free(rx_rt_artifact *a); /* what vm_prepare made (artifact destruction) */
 /* Frees the buffers of the artifact's planned storages (artifact destruction). */
 void vm_storages_free(rx_rt_artifact *a);
 /* How messages name register r of f: "'x1'" (its binding), "a temporary" (no name), "r4" (a

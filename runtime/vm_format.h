@@ -32,7 +32,9 @@
  * Registers hold values: tensors (device buffer, dtype, shape), tuples, shapes, prims,
  * storages. Symbolic variables are held by NAME in the call's symbol table (names are unique
  * within a graph function); expressions are strings in the text syntax of
- * docs/text-format.md, evaluated over that table (rx_rt_eval).
+ * docs/text-format.md, evaluated over that table. The runtime compiles every expression operand
+ * (operand kinds 'x', 'e', the expr dims of 'd', the expressions of 'P') once at load, and gives
+ * every name a slot, so a malformed expression is an error at load and a launch parses nothing.
  * Each instruction is its opcode word followed by its operands (words); "expr", "name" and
  * "what" operands are string ids; "-1" in a register operand means none.
  * MATCH_CAST's target may be a tensor or a shape value (a Shape struct info: dtype 0, the
@@ -74,7 +76,9 @@ enum {
   X(REG, 'r', "a register")                                                                        \
   X(REG_OPT, 'o', "a register, or -1: none")                                                       \
   X(PARAM, 'p', "a parameter index")                                                               \
-  X(STR, 's', "a string id: a name, an expression (text syntax) or a message")                     \
+  X(STR, 's', "a string id: a name or a message")                                                  \
+  X(EXPR, 'x', "a string id: a symbolic expression (text syntax), compiled at load")               \
+  X(VAR, 'v', "a string id: the name of a symbolic variable the instruction binds")                \
   X(DTYPE, 't', "an rx_dtype, 0 (any) allowed")                                                    \
   X(DTYPE_KNOWN, 'T', "an rx_dtype, not 0")                                                        \
   X(DIMS, 'd', "ndim (-1: any rank), then ndim dimension descriptors (RXVM_DIM_*)")                \
@@ -102,14 +106,14 @@ typedef enum rxvm_operand {
   /* dst, src, expected text, dtype, ndim, dims...: match_cast (binds new variables) */            \
   X(MATCH_CAST, "match_cast", "dst src expected dtype ndim dims...", "rrstd")                      \
   /* expr, message: a function fact; fails naming it and the values of its variables */            \
-  X(ASSERT, "assert", "expr message", "ss")                                                        \
+  X(ASSERT, "assert", "expr message", "xs")                                                        \
   /* name, expr: defines a symbolic variable from an expression (e.g. after a call) */             \
-  X(DEFINE, "define", "name expr", "ss")                                                           \
+  X(DEFINE, "define", "name expr", "vx")                                                           \
   /* st, bytes expr: a planned storage, sized for the function's upper bounds (taken from a pool   \
    * kept across calls) */                                                                         \
-  X(ALLOC_STORAGE, "alloc_storage", "st bytes", "rs")                                              \
+  X(ALLOC_STORAGE, "alloc_storage", "st bytes", "rx")                                              \
   /* dst, st (-1: a dynamic allocation from the pool), offset expr, dtype, ndim, dim exprs... */   \
-  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...", "rosTe")                     \
+  X(ALLOC_TENSOR, "alloc_tensor", "dst st offset dtype ndim dims...", "roxTe")                     \
   /* program name, nargs, regs..., nsyms, (name expr)...: runs every kernel of the program         \
    * whose condition holds. regs are the program's parameters in order (-1 for its scalar          \
    * parameters); each (name expr) gives one of the PROGRAM's symbolic variables as an             \
@@ -120,7 +124,7 @@ typedef enum rxvm_operand {
   X(CALL_EXTERN, "call_extern", "name nargs regs...", "sO")                                        \
   /* dst, function index, nargs, regs...: another graph function of the program */                 \
   X(CALL_FN, "call_fn", "dst fn nargs regs...", "ofR")                                             \
-  X(PRIM, "prim", "dst dtype expr", "rTs")     /* a scalar from a symbolic expression */           \
+  X(PRIM, "prim", "dst dtype expr", "rTx")     /* a scalar from a symbolic expression */           \
   X(SHAPE, "shape", "dst ndim exprs...", "re") /* a shape value */                                 \
   X(TUPLE, "tuple", "dst n regs...", "rR")                                                         \
   X(GET_ITEM, "get_item", "dst src index", "rri")                                                  \

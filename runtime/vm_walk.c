@@ -196,6 +196,8 @@ static bool put_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
     rx_strbuf_printf(d->out, " param %u", w[0]);
     break;
   case RXVM_OPND_STR:
+  case RXVM_OPND_EXPR:
+  case RXVM_OPND_VAR:
     put_str(d, w[0]);
     break;
   case RXVM_OPND_DTYPE:

@@ -1,7 +1,10 @@
-/* tests/runtime/expr_test.c: the runtime's evaluator of symbolic expressions (rx_rt_eval). */
+/* tests/runtime/expr_test.c: the runtime's symbolic expressions: the one-shot evaluator
+ * (rx_rt_eval), and expressions compiled once and evaluated over slots (rt_expr, what the loader
+ * makes of kernels.json and the host program). */
 #include <stdint.h>
 
 #include "rt_test.h"
+#include "runtime/device.h"
 
 static const char *const names[] = {"n", "m", "neg", "big", "n_2", "min"};
 static const int64_t values[] = {10, 3, -7, INT64_MAX, 5, 100};
@@ -21,7 +24,65 @@ static void expect_err(const char *text, rx_status_code code, const char *msg) {
   CHECK(got == 0, "'%s': out value must be zeroed on error, got %lld", text, (long long)got);
 }
 
+/* Compiled once, evaluated over changing values: the slots of one name table, shared by the
+ * expressions of one kernel or host program; an unbound slot is an error naming the variable. */
+static void test_compiled(void) {
+  rt_names tab = {.alloc = &rt_default_allocator};
+  rt_expr *grid = NULL, *cond = NULL, *sel = NULL, *bad = NULL;
+  CHECK_OK(rt_expr_compile("(n * 4 + 255) // 256", &tab, &grid));
+  CHECK_OK(rt_expr_compile("m <= 16 && n % 16 == 0", &tab, &cond));
+  CHECK_OK(rt_expr_compile("select(m == 0, 0, n // m)", &tab, &sel));
+  CHECK(tab.count == 2 && !strcmp(tab.names[0], "n") && !strcmp(tab.names[1], "m"),
+        "%u names", tab.count);
+  CHECK(rt_expr_var_count(cond) == 2 && rt_expr_var_slot(cond, 0) == 1, "the variables of cond");
+  int64_t vals[2] = {0, 0}, v = -1;
+  uint8_t bound[2] = {1, 0};
+  CHECK_ERR(rt_expr_eval(cond, vals, bound, &v), RX_ERR_NOT_FOUND,
+            "in expression 'm <= 16 && n % 16 == 0': column 1: no value given for the symbolic "
+            "variable 'm'");
+  bound[1] = 1;
+  for (int64_t n = 0; n < 100; n += 7)
+    for (int64_t m = 0; m < 40; m += 13) {
+      vals[0] = n, vals[1] = m;
+      CHECK_OK(rt_expr_eval(grid, vals, bound, &v));
+      CHECK(v == (n * 4 + 255) / 256, "grid at n = %lld: %lld", (long long)n, (long long)v);
+      CHECK_OK(rt_expr_eval(cond, vals, bound, &v));
+      CHECK(v == (m <= 16 && n % 16 == 0), "cond at n = %lld, m = %lld", (long long)n,
+            (long long)m);
+      CHECK_OK(rt_expr_eval(sel, vals, bound, &v));
+      CHECK(v == (m == 0 ? 0 : n / m), "select at n = %lld, m = %lld", (long long)n, (long long)m);
+    }
+  int64_t c = 0;
+  CHECK(rt_expr_constant(grid, &c) == false, "not a constant");
+  CHECK_OK(rt_expr_compile(" 4096 ", &tab, &bad));
+  CHECK(rt_expr_constant(bad, &c) && c == 4096, "a constant: %lld", (long long)c);
+  rt_expr_free(tab.alloc, bad);
+  bad = NULL;
+  CHECK_ERR(rt_expr_compile("n +", &tab, &bad), RX_ERR_INVALID, "column 4: unexpected end");
+  CHECK(bad == NULL, "no expression on error");
+  /* nesting: 60 levels compile, more do not (the parser recurses per level) */
+  char deep[256] = "";
+  for (int i = 0; i < 60; i++) strcat(deep, i % 2 ? "(" : "-");
+  strcat(deep, "n");
+  for (int i = 0; i < 30; i++) strcat(deep, ")");
+  CHECK_OK(rt_expr_compile(deep, &tab, &bad));
+  vals[0] = 5;
+  CHECK_OK(rt_expr_eval(bad, vals, bound, &v));
+  CHECK(v == 5, "60 levels: %lld", (long long)v);
+  rt_expr_free(tab.alloc, bad);
+  bad = NULL;
+  CHECK_ERR(rt_expr_compile("-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(n)"
+                            ")))))))))))))))))))))))))))))))))",
+                            &tab, &bad),
+            RX_ERR_INVALID, "nested more than 60 levels deep");
+  rt_expr_free(tab.alloc, grid);
+  rt_expr_free(tab.alloc, cond);
+  rt_expr_free(tab.alloc, sel);
+  rt_names_free(&tab);
+}
+
 int main(void) {
+  test_compiled();
   /* literals, names, precedence */
   expect("42", 42);
   expect("n", 10);

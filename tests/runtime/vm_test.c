@@ -481,6 +481,28 @@ static void expect_bad_code(const uint32_t *code, size_t n, uint32_t nparams, ui
   prog_free(&p);
 }
 
+/* A function asserting expr: loads (no device) and expects an error; then the same text as the
+ * message of the assert (a string no instruction evaluates) loads. */
+static void expect_bad_expr(const char *expr, const char *want) {
+  for (int as_message = 0; as_message < 2; as_message++) {
+    prog p;
+    memset(&p, 0, sizeof p);
+    words *c = fn(&p, "f", 0, 1);
+    i_assert(&p, c, as_message ? "1" : expr, as_message ? expr : "a fact");
+    i_ret(c, NONE);
+    size_t size = 0;
+    uint8_t *b = artifact(&p, NULL, RXM_VERSION, &size);
+    rx_rt_artifact *a = NULL;
+    if (as_message)
+      CHECK_OK(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a));
+    else
+      CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_INVALID, want);
+    rx_rt_artifact_release(a);
+    free(b);
+    prog_free(&p);
+  }
+}
+
 static void test_bad_code(void) {
   /* strings: 0 "f", 1 "s0", 2 "s1" */
   const uint32_t op99[] = {99, 0};
@@ -518,6 +540,19 @@ static void test_bad_code(void) {
   expect_bad_code(callfn2, 6, 0, 1, "word 0 (call_fn): function 4 is out of range");
   const uint32_t none_dst[] = {RXVM_OP_MOVE, NONE, 0, RXVM_OP_RET, 0};
   expect_bad_code(none_dst, 5, 0, 1, "word 0 (move): register -1 is out of range");
+
+  /* expressions are compiled at load: malformed text is an error naming the word, with the
+   * compiler's column; the same text is fine where no instruction evaluates it */
+  expect_bad_expr("n +", "bad.rxm: host.rxvm: function 'f': word 0 (assert): in expression 'n +': "
+                         "column 4: unexpected end of expression");
+  expect_bad_expr("n / 2", "word 0 (assert): in expression 'n / 2': column 3: '/' is not integer "
+                           "division: use //");
+  expect_bad_expr("1 < n < 3", "comparisons do not chain");
+  char deep[512] = "";
+  for (int i = 0; i < 100; i++) strcat(deep, "(");
+  strcat(deep, "n");
+  for (int i = 0; i < 100; i++) strcat(deep, ")");
+  expect_bad_expr(deep, "nested more than 60 levels deep");
 
   /* the program's header */
   prog p;
