@@ -2,7 +2,8 @@
  * functions with their signatures (the checks of the host program, the result from the manifest),
  * facts and planned memory, the weights (count and bytes per dtype, the section or side file they
  * live in, the parameters they bind), for an LLM its KV cache bytes per token and the activations
- * planned for prefill and decode, the kernels per target (programs and their kernel
+ * planned for prefill and decode, the kernel launches of one call of each function (of a prefill
+ * forward and a decode step), the kernels per target (programs and their kernel
  * variants, each with the schedule rule that made it and its condition), and the sections with
  * their sizes; --code adds the host program's disassembly. --extract DIR writes every section as
  * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
@@ -40,6 +41,75 @@ static bool jnum(const cJSON *o, const char *field, double *out) {
   if (!cJSON_IsNumber(v)) return false;
   *out = v->valuedouble;
   return true;
+}
+
+/* ---- kernel launches per call ---- */
+/* Launches per call of program prog in one target's kernels.json: every kernel without a
+ * condition, and one of the variants behind conditions (the compiler makes them mutually
+ * exclusive); -1 when the target lacks the program. */
+static int program_launches(const cJSON *kjson, const char *prog) {
+  const cJSON *p, *kn, *kd;
+  cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(kjson, "programs")) {
+    const char *pname = jstr(p, "name");
+    if (!pname || strcmp(pname, prog)) continue;
+    int always = 0, variants = 0;
+    cJSON_ArrayForEach(kn, cJSON_GetObjectItemCaseSensitive(p, "kernels")) {
+      bool cond = false;
+      cJSON_ArrayForEach(kd, cJSON_GetObjectItemCaseSensitive(kjson, "kernels")) {
+        const char *kname = jstr(kd, "name");
+        if (cJSON_IsString(kn) && kname && !strcmp(kname, kn->valuestring))
+          cond = jstr(kd, "condition") != NULL;
+      }
+      cond ? variants++ : always++;
+    }
+    return always + (variants > 0);
+  }
+  return -1;
+}
+
+/* "97 kernel launches in 61 program calls (vulkan)", per target where they differ ("cuda: 97,
+ * vulkan: 99 kernel launches in 61 program calls"); nothing for a function that launches none. */
+static void format_launches(const rx_rt_artifact *a, size_t fn, rx_strbuf *out) {
+  size_t ncalls = rx_rt_artifact_function_programs(a, fn, NULL, 0);
+  const char **progs = ncalls ? calloc(ncalls, sizeof *progs) : NULL;
+  if (!progs) return;
+  rx_rt_artifact_function_programs(a, fn, progs, ncalls);
+  rx_strbuf per = {0}, names = {0};
+  long first = -1;
+  bool differ = false;
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
+    const char *name;
+    const void *data;
+    size_t size;
+    rx_rt_artifact_section(a, i, &name, &data, &size);
+    const char *slash = strchr(name, '/');
+    cJSON *k = slash && !strcmp(slash + 1, "kernels.json") ? cJSON_ParseWithLength(data, size) : 0;
+    if (!k) continue;
+    long total = 0;
+    for (size_t c = 0; c < ncalls && total >= 0; c++) {
+      int n = program_launches(k, progs[c]);
+      total = n < 0 ? -1 : total + n;
+    }
+    cJSON_Delete(k);
+    differ = differ || (first != -1 && total != first);
+    if (first == -1) first = total;
+    rx_strbuf_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(slash - name), name);
+    if (total < 0)
+      rx_strbuf_printf(&per, "%s%.*s: ? (a program is missing)", per.len ? ", " : "",
+                       (int)(slash - name), name);
+    else
+      rx_strbuf_printf(&per, "%s%.*s: %ld", per.len ? ", " : "", (int)(slash - name), name, total);
+  }
+  if (names.len && !differ && first >= 0)
+    rx_strbuf_printf(out, "%ld kernel launches in %zu program calls (%s)", first, ncalls,
+                     names.data);
+  else if (names.len)
+    rx_strbuf_printf(out, "%s kernel launches in %zu program calls", per.data, ncalls);
+  else
+    rx_strbuf_printf(out, "%zu program calls", ncalls);
+  rx_strbuf_free(&per);
+  rx_strbuf_free(&names);
+  free(progs);
 }
 
 static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
@@ -82,6 +152,10 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
       printf(" (%.0f without reuse)", without);
     if (jnum(mem, "dynamic_allocations", &dyn)) printf(", %.0f dynamic allocations", dyn);
     printf("\n");
+    rx_strbuf launches = {0};
+    format_launches(a, f, &launches);
+    if (launches.len) printf("    per call: %s\n", launches.data);
+    rx_strbuf_free(&launches);
   }
 }
 
@@ -118,13 +192,20 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
   printf("  KV cache: %.0f bytes per token (%.0f layers x keys and values x %.0f kv heads x %.0f "
          "x %s), pages of %.0f tokens\n",
          layers * 2 * heads * dim * es, layers, heads, dim, kvt ? kvt : "?", page);
-  const char *fns[2] = {"prefill", "decode"}, *bound[2] = {"n", "b"};
+  const char *fns[2] = {"prefill", "decode"}, *bound[2] = {"n", "b"}, *per[2] = {"forward", "step"};
   for (int i = 0; i < 2; i++) {
     double planned = 0;
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(manifest_fn(m, fns[i]), "memory");
     if (jnum(mem, "planned_bytes", &planned))
       printf("  %s: %.0f bytes of activations planned (at %s <= %.0f)\n", fns[i], planned, bound[i],
              i ? batch : maxlen);
+    for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
+      if (strcmp(rx_rt_artifact_function_name(a, f), fns[i])) continue;
+      rx_strbuf launches = {0};
+      format_launches(a, f, &launches);
+      if (launches.len) printf("    per %s: %s\n", per[i], launches.data);
+      rx_strbuf_free(&launches);
+    }
   }
   cJSON_Delete(j);
 }

@@ -276,6 +276,12 @@ size_t rx_rt_artifact_function_fact_count(const rx_rt_artifact *a, size_t fn);
 const char *rx_rt_artifact_function_fact(const rx_rt_artifact *a, size_t fn, size_t i);
 size_t rx_rt_artifact_function_storage_count(const rx_rt_artifact *a, size_t fn);
 const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, size_t i);
+/* The kernel programs one call of function fn runs, in order: those of its call_kernels and,
+ * through call_fn, of the functions it calls (each instruction once: both arms of an if, a loop's
+ * body once). Writes up to max of their names (borrowed from the artifact) to out_programs
+ * (NULL: none) and returns how many there are. */
+size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
+                                        const char **out_programs, size_t max);
 /* A readable listing of function fn's host program, one instruction a line (NULL when fn is out
  * of range or out of memory); free it with rx_rt_string_free. */
 char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);
