@@ -2,7 +2,8 @@
  *
  * Per function: CHECK_TENSOR of every tensor parameter (in an order where each dimension
  * expression only uses variables bound before it: a variable is bound by its first whole-dim
- * occurrence in parameter order), ASSERT of every fact, ALLOC_STORAGE of the planned storages,
+ * occurrence in parameter order), ASSERT of every fact, ALLOC_STORAGE of the planned storages
+ * (one sized at run time where its first tenant is allocated, its variables bound by then),
  * then the bindings in order, then RET. Registers: parameters 0..nparams-1, then storages, then
  * bindings and temporaries in order of appearance.
  *
@@ -45,6 +46,7 @@ typedef struct lower {
   int nregs;
   wordvec reg_names; /* per register: the string id of its name ("" for a temporary) */
   int *storage_regs;
+  bool *storage_made; /* a storage sized at run time has its ALLOC_STORAGE emitted */
   wordvec code;
   RX_VEC(const rx_expr *) bound; /* symbolic variables bound so far */
 } lower;
@@ -292,8 +294,16 @@ static void emit_alloc(lower *L, const rx_sinfo *s, const rx_var *v, int field, 
   int st = -1;
   for (int i = 0; v && L->plan && i < L->plan->nallocs; i++)
     if (L->plan->allocs[i].var == v && L->plan->allocs[i].field == field &&
-        L->plan->allocs[i].storage >= 0)
-      st = L->storage_regs[L->plan->allocs[i].storage];
+        L->plan->allocs[i].storage >= 0) {
+      int ps = L->plan->allocs[i].storage;
+      st = L->storage_regs[ps];
+      if (L->plan->storage_bytes[ps] < 0 && !L->storage_made[ps]) { /* sized at run time */
+        L->storage_made[ps] = true;
+        w(L, RXVM_OP_ALLOC_STORAGE);
+        w(L, sw(st));
+        w(L, expr_str(L, L->plan->storage_exprs[ps]));
+      }
+    }
   w(L, RXVM_OP_ALLOC_TENSOR);
   w(L, sw(dst));
   w(L, sw(st));
@@ -732,10 +742,12 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   emit_params(L);
   int ns = L->plan ? L->plan->nstorages : 0;
   L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
+  L->storage_made = rx_calloc((size_t)ns + 1, sizeof(bool));
   for (int s = 0; s < ns; s++) {
     char bytes[32];
     snprintf(bytes, sizeof bytes, "storage %d", s);
     L->storage_regs[s] = named_reg(L, bytes);
+    if (L->plan->storage_bytes[s] < 0) continue; /* where its first tenant is defined */
     snprintf(bytes, sizeof bytes, "%lld", (long long)L->plan->storage_bytes[s]);
     w(L, RXVM_OP_ALLOC_STORAGE);
     w(L, sw(L->storage_regs[s]));
@@ -743,7 +755,9 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   }
   emit_seq(L, &f->body, -1);
   free(L->storage_regs);
+  free(L->storage_made);
   L->storage_regs = NULL;
+  L->storage_made = NULL;
   RX_VEC_PUSH(out, str(L, f->name));
   RX_VEC_PUSH(out, (uint32_t)f->nparams);
   RX_VEC_PUSH(out, (uint32_t)L->nregs);

@@ -66,7 +66,10 @@ bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
  * storages: in definition order, each takes the best-fitting storage whose previous tenant died
  * before the definition (the smallest one at least as large, else the largest free one, which
  * grows), else a new storage. A storage is sized once, at the largest bound of its tenants.
- * Everything else (unbounded, returned, or inside an `if` branch) is a dynamic allocation. */
+ * Allocations without a bound that are not returned get storages sized at run time (their size
+ * expression, evaluated where the first tenant is defined; the runtime grows such a storage when
+ * a later call needs more), shared by tenants of the same size expression whose lifetimes do not
+ * overlap. Everything else (returned, or inside an `if` branch) is a dynamic allocation. */
 typedef struct rx_mem_alloc {
   const rx_var *var;    /* the binding (call_tensor) that defines it */
   int field;            /* -1: the whole output; else the field of a tuple output */
@@ -81,9 +84,10 @@ typedef struct rx_fn_plan {
   const rx_graph_fn *fn;
   rx_mem_alloc *allocs; /* in definition order */
   int nallocs;
-  int64_t *storage_bytes; /* the size of each planned storage */
+  int64_t *storage_bytes;        /* the size of each planned storage; -1: sized at run time */
+  const rx_expr **storage_exprs; /* per storage: the size expression of one sized at run time */
   int nstorages;
-  int64_t peak_bytes;      /* sum of the storage sizes: the planned memory of one call */
+  int64_t peak_bytes;      /* sum of the constant storage sizes: the planned memory of one call */
   int64_t unplanned_bytes; /* what the planned tensors would take without reuse */
   int ndynamic;            /* allocations left dynamic */
 } rx_fn_plan;

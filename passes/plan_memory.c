@@ -8,6 +8,7 @@
 
 /* ---- one function ---- */
 typedef RX_VEC(int) intvec;
+typedef RX_VEC(const rx_expr *) exprvec;
 
 typedef struct fplan {
   rx_module *m;
@@ -124,6 +125,28 @@ static void mark_uses(fplan *p, const rx_node *n, int pos, bool result) {
   free(uses.data);
 }
 
+/* Allocations without a bound that do not escape (the decode attention's partial results over a
+ * cache of unbounded length, in every layer): storages sized at run time, numbered from first,
+ * shared by the tenants of one size expression (hash-consed: the same pointer) whose lifetimes do
+ * not overlap. end holds each storage's last use (the constant ones' first); exprs gets the size
+ * expression of each new storage. */
+static void plan_runtime_sized(fplan *p, intvec *end, exprvec *exprs, int first) {
+  for (size_t i = 0; i < p->allocs.len; i++) {
+    rx_mem_alloc *a = &p->allocs.data[i];
+    if (a->bound >= 0 || a->escapes || !a->bytes) continue;
+    int best = -1;
+    for (size_t s = 0; s < exprs->len && best < 0; s++)
+      if (exprs->data[s] == a->bytes && end->data[first + (int)s] < a->def) best = (int)s;
+    if (best < 0) {
+      best = (int)exprs->len;
+      RX_VEC_PUSH(exprs, a->bytes);
+      RX_VEC_PUSH(end, 0);
+    }
+    end->data[first + best] = a->last;
+    a->storage = first + best;
+  }
+}
+
 static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   fplan p = {.m = m, .fn = fn, .an = rx_analyzer_new(m->ctx)};
   for (int i = 0; i < fn->nparams; i++) assume_sinfo_nonneg(&p, fn->params[i]->sinfo);
@@ -142,15 +165,12 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
 
   /* greedy best fit, in definition order */
   RX_VEC(int64_t) size = {0};
-  RX_VEC(int) end = {0};
+  intvec end = {0};
   int64_t unplanned = 0;
   int ndyn = 0;
   for (size_t i = 0; i < p.allocs.len; i++) {
     rx_mem_alloc *a = &p.allocs.data[i];
-    if (a->bound < 0 || a->escapes) {
-      ndyn++;
-      continue;
-    }
+    if (a->bound < 0 || a->escapes) continue;
     unplanned += a->bound;
     int best = -1, largest = -1;
     for (size_t s = 0; s < size.len; s++) {
@@ -168,6 +188,14 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
     end.data[best] = a->last;
     a->storage = best;
   }
+  int nconst = (int)size.len;
+  exprvec exprs = {0};
+  plan_runtime_sized(&p, &end, &exprs, nconst);
+  for (size_t i = 0; i < p.allocs.len; i++) ndyn += p.allocs.data[i].storage < 0;
+  for (size_t s = 0; s < exprs.len; s++) RX_VEC_PUSH(&size, -1);
+  out->storage_exprs = rx_module_alloc(m, sizeof *out->storage_exprs * (size.len + 1));
+  for (size_t s = 0; s < exprs.len; s++) out->storage_exprs[nconst + (int)s] = exprs.data[s];
+  free(exprs.data);
   out->fn = fn;
   out->nallocs = (int)p.allocs.len;
   out->allocs = rx_module_alloc(m, sizeof *out->allocs * (p.allocs.len + 1));
@@ -177,7 +205,7 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   out->peak_bytes = 0;
   for (size_t s = 0; s < size.len; s++) {
     out->storage_bytes[s] = size.data[s];
-    out->peak_bytes += size.data[s];
+    if (size.data[s] > 0) out->peak_bytes += size.data[s];
   }
   out->unplanned_bytes = unplanned;
   out->ndynamic = ndyn;
@@ -221,8 +249,15 @@ void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
                      f->fn->name, f->nstorages, f->nstorages == 1 ? "" : "s",
                      (long long)f->peak_bytes, (long long)f->unplanned_bytes, f->ndynamic,
                      f->ndynamic == 1 ? "" : "s");
-    for (int s = 0; s < f->nstorages; s++)
-      rx_strbuf_printf(out, "  storage %d: %lld bytes\n", s, (long long)f->storage_bytes[s]);
+    for (int s = 0; s < f->nstorages; s++) {
+      if (f->storage_bytes[s] >= 0) {
+        rx_strbuf_printf(out, "  storage %d: %lld bytes\n", s, (long long)f->storage_bytes[s]);
+        continue;
+      }
+      rx_strbuf_printf(out, "  storage %d: ", s);
+      rx_expr_print(out, f->storage_exprs[s]);
+      rx_strbuf_append(out, " bytes, sized at run time\n");
+    }
     for (int a = 0; a < f->nallocs; a++) {
       const rx_mem_alloc *x = &f->allocs[a];
       rx_strbuf_printf(out, "  %s", x->var->name);
@@ -233,7 +268,9 @@ void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
       else
         rx_strbuf_append(out, "?");
       rx_strbuf_printf(out, " bytes, live %d..%d, ", x->def, x->last);
-      if (x->storage >= 0)
+      if (x->storage >= 0 && x->bound < 0)
+        rx_strbuf_printf(out, "storage %d (unbounded)\n", x->storage);
+      else if (x->storage >= 0)
         rx_strbuf_printf(out, "storage %d (bound %lld)\n", x->storage, (long long)x->bound);
       else
         rx_strbuf_printf(out, "dynamic (%s)\n", x->escapes ? "returned" : "unbounded");

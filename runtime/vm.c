@@ -1057,16 +1057,12 @@ static rx_status op_ALLOC_STORAGE(frame *fr, uint32_t p) {
   if (bytes < 0)
     return ferr(fr, RX_ERR_INVALID, "%s: size %s = %lld is negative", sname, a->strings[w[p + 1]],
                 (long long)bytes);
-  if (s->bytes < 0) s->bytes = bytes;
-  if (bytes > s->bytes) {
-    char vars[512];
-    describe_vars(fr, a->strings[w[p + 1]], vars, sizeof vars);
-    return ferr(fr, RX_ERR_INVALID,
-                "%s needs %s = %lld bytes%s%s, but "
-                "it was sized at %lld bytes by the first call (storages are sized once, at the "
-                "function's upper bounds)",
-                sname, a->strings[w[p + 1]], (long long)bytes, vars[0] ? " with " : "", vars,
-                (long long)s->bytes);
+  if (bytes > s->bytes) { /* the first call, or a size expression that grew (sized at run time:
+                            the plan had no bound for it): its buffers are made again, larger;
+                            tensors of earlier calls keep the old ones */
+    for (size_t i = 0; i < s->nslots; i++) rx_rt_buffer_release(s->slots[i].buffer);
+    s->nslots = 0;
+    s->bytes = bytes;
   }
   rx_rt_value *v = vm_value_new(&a->alloc, RX_RT_VALUE_STORAGE);
   if (!v) return rt_oom("a value", 64);

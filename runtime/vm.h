@@ -31,7 +31,8 @@ typedef struct vm_slot {
 } vm_slot;
 
 /* A planned storage: one per ALLOC_STORAGE instruction, sized by its first execution and kept
- * across calls. */
+ * across calls; a size expression that is not a constant (a storage the compiler could not bound:
+ * sized at run time) grows it when a later call needs more. */
 typedef struct vm_storage {
   uint32_t fn, pc;
   int64_t bytes; /* -1: not sized yet */

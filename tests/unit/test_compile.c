@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "frontends/hf/hf.h"
 #include "interp/graph_interp.h"
 #include "ops/legalize.h"
 #include "passes/passes.h"
@@ -817,6 +818,81 @@ static void test_plan_rules(void) {
   rx_module_free(m);
 }
 
+/* The plan of a Llama-2-7B-shaped decoder (config.json alone: hidden 4096, MLP 11008, 32 heads,
+ * vocabulary 32000, f16; 2 layers, sequences up to 4096, decode batches up to 16) must not
+ * regress.
+ * prefill (n <= 4096): 316669952 bytes in 7 storages, and only the returned logits dynamic. Where
+ * the gate projection makes act = silu(gate) * up, h_attn ([n, 4096] f32: 64 MiB), mlp_in and
+ * up ([n, 4096] and [n, 11008] f16: 32 and 86 MiB) and act (86 MiB) are live together: 268 MiB in
+ * 4 storages. Where k is rotated, embed (64 MiB), k, v_heads, q_rot and k_rot (32 MiB each) and
+ * the rope tables (1 MiB each) are live: 7 storages, 5 of them at least 32 MiB. So 7 storages of
+ * at least 86 + 86 + 64 + 32 + 32 + 1 + 1 MiB = 302 MiB: the least reuse of whole storages
+ * allows (the runtime binds whole buffers; the liveness bound itself is 268 + 2 MiB).
+ * decode (b <= 16): 1908736 bytes in 7 storages by the same argument (logits_t [16, 32000] f16 is
+ * the largest), plus 2 storages sized at run time for the partial results of the split decode
+ * attention (b * ((mp + 15) // 16) * 16384 and * 128 bytes: the cache length mp has no bound),
+ * shared by every layer; only the returned logits are allocated per call (before: 2 dynamic
+ * allocations per layer and step). */
+static void test_plan_7b(void) {
+  static const char config[] =
+      "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 4096, \"intermediate_size\": "
+      "11008, \"num_hidden_layers\": 2, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, "
+      "\"vocab_size\": 32000, \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-5, "
+      "\"hidden_act\": \"silu\", \"torch_dtype\": \"float16\"}";
+  char dir[] = "/tmp/rx_plan_7b_XXXXXX", path[64];
+  if (!mkdtemp(dir)) {
+    CHECK(false, "mkdtemp");
+    return;
+  }
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  bool written = f && fputs(config, f) >= 0;
+  if (f && fclose(f) != 0) written = false;
+  CHECK(written, "cannot write %s", path);
+  rx_module *m = rx_module_new();
+  rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
+  rx_status s = written ? rx_hf_import(m, dir, &ho) : NULL;
+  CHECK(s == NULL, "7B-shaped import: %s", rx_status_message(s));
+  rx_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.targets[0] = target("cuda");
+  o.ntargets = 1;
+  o.no_nvrtc = true;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  if (written && !s && compile(m, &o, &r, "7B-shaped decoder")) {
+    static const struct {
+      const char *fn;
+      int64_t peak;
+      int storages, runtime_sized;
+    } want[] = {{"prefill", 316669952, 7, 0}, {"decode", 1908736, 9, 2}};
+    for (size_t i = 0; i < RX_ARRAY_LEN(want); i++) {
+      const rx_fn_plan *fp = NULL;
+      for (int k = 0; k < r.plan.nfns; k++)
+        if (!strcmp(r.plan.fns[k].fn->name, want[i].fn)) fp = &r.plan.fns[k];
+      CHECK(fp != NULL, "no plan for %s", want[i].fn);
+      if (!fp) continue;
+      int runtime_sized = 0;
+      for (int k = 0; k < fp->nstorages; k++) runtime_sized += fp->storage_bytes[k] < 0;
+      printf("7B-shaped %s: %lld bytes planned in %d storages (%d sized at run time), %d dynamic "
+             "allocations\n",
+             want[i].fn, (long long)fp->peak_bytes, fp->nstorages, runtime_sized, fp->ndynamic);
+      CHECK(fp->peak_bytes <= want[i].peak, "%s: planned %lld bytes, at most %lld expected",
+            want[i].fn, (long long)fp->peak_bytes, (long long)want[i].peak);
+      CHECK(fp->nstorages <= want[i].storages && runtime_sized <= want[i].runtime_sized,
+            "%s: %d storages (%d sized at run time), at most %d (%d) expected", want[i].fn,
+            fp->nstorages, runtime_sized, want[i].storages, want[i].runtime_sized);
+      CHECK(fp->ndynamic == 1, "%s: %d dynamic allocations, only the returned logits expected",
+            want[i].fn, fp->ndynamic);
+    }
+  }
+  rx_status_free(s);
+  rx_compile_result_free(&r);
+  rx_module_free(m);
+  remove(path);
+  remove(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) tests_dir = argv[1];
   CHECK(rx_crc32("123456789", 9) == 0xCBF43926u, "crc32 check value");
@@ -841,6 +917,7 @@ int main(int argc, char **argv) {
   test_nvrtc();
   test_errors();
   test_plan_rules();
+  test_plan_7b();
   printf("test_compile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
