@@ -22,12 +22,13 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# the tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build
+# the tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build (the kernel sweeps at
+# three sizes and test_llm's quick mode: the same code paths, less of the work ASan slows down)
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRX_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  RX_KERNEL_SIZES=1,7,33 ctest --output-on-failure -j $(JOBS)
+	  RX_KERNEL_SIZES=1,7,33 RX_LLM_QUICK=1 ctest --output-on-failure -j $(JOBS)
 
 # the libFuzzer harnesses (tests/fuzz, docs/fuzzing.md): clang-16, each run briefly over its seeds
 fuzz: deps

@@ -12,6 +12,8 @@
  * - 32 greedy tokens equal to transformers', up to the first step whose best and second-best
  *   logits are nearer than the compute dtype can tell apart (TIE_F32, TIE_F16).
  *
+ * RX_LLM_MODELS=a,b runs a subset; RX_LLM_QUICK=1 (make asan) a quarter of the work (below).
+ *
  * usage: test_llm TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
@@ -45,6 +47,12 @@ static int passed, failed;
   } while (0)
 
 static const char *const lengths[] = {"1", "7", "33", "100"};
+
+/* RX_LLM_QUICK=1 (the sanitizer build, `make asan`): each model once, in f16, at prompt lengths 7
+ * and 33 with 4 decode steps, 4 batched steps and 8 greedy tokens: the same code paths at a
+ * quarter of the work, which ASan multiplies several times. */
+static bool quick;
+#define QUICK_STEPS 4
 
 typedef struct ref {
   cJSON *json;
@@ -165,7 +173,7 @@ static void check_lengths(rx_llm_model *m, const ref *r, const char *name, doubl
   const cJSON *prompts = cJSON_GetObjectItem(r->json, "prompts");
   const cJSON *pre = cJSON_GetObjectItem(r->json, "prefill");
   const cJSON *dec = cJSON_GetObjectItem(r->json, "decode");
-  for (size_t li = 0; li < RX_ARRAY_LEN(lengths); li++) {
+  for (size_t li = quick ? 1 : 0; li < (quick ? 3 : RX_ARRAY_LEN(lengths)); li++) {
     const char *L = lengths[li];
     int32_t *ids, *toks;
     size_t n = ids_of(cJSON_GetObjectItem(prompts, L), &ids), cnt = 0, dcnt = 0;
@@ -180,7 +188,7 @@ static void check_lengths(rx_llm_model *m, const ref *r, const char *name, doubl
       snprintf(what, sizeof what, "%s: prefill of %s", name, L);
       check_logits(what, logits, want, (size_t)vocab, tol, worst);
       int64_t seq = 5;
-      for (size_t i = 0; i < nt; i++) {
+      for (size_t i = 0; i < (quick && nt > QUICK_STEPS ? QUICK_STEPS : nt); i++) {
         if (!ok_status(rx_llm_decode(m, &seq, &toks[i], 1, logits), name)) break;
         snprintf(what, sizeof what, "%s: decode step %zu after %s", name, i + 1, L);
         check_logits(what, logits, dwant + i * (size_t)vocab, (size_t)vocab, tol, worst);
@@ -217,7 +225,7 @@ static void check_batch(rx_llm_model *m, const ref *r, const char *name, double 
     ok = dwant[k] && ok_status(rx_llm_prefill(m, seqs[k], ids, n, logits), name);
     free(ids);
   }
-  for (size_t i = 0; ok && i < nt; i++) {
+  for (size_t i = 0; ok && i < (quick && nt > QUICK_STEPS ? QUICK_STEPS : nt); i++) {
     int32_t step[2] = {toks[0][i], toks[1][i]};
     ok = ok_status(rx_llm_decode(m, seqs, step, 2, logits), name);
     for (int k = 0; ok && k < 2; k++) {
@@ -243,6 +251,7 @@ static void check_greedy(rx_llm_model *m, const ref *r, const char *name, double
   size_t n = ids_of(cJSON_GetObjectItem(g, "prompt"), &prompt);
   size_t nw = ids_of(cJSON_GetObjectItem(g, "tokens"), &want);
   const cJSON *gaps = cJSON_GetObjectItem(g, "gaps");
+  if (quick && nw > 2 * QUICK_STEPS) nw = 2 * QUICK_STEPS;
   size_t upto = nw;
   for (size_t i = 0; i < nw; i++)
     if (cJSON_GetArrayItem(gaps, (int)i)->valuedouble < tie) { /* may go either way */
@@ -312,9 +321,11 @@ int main(int argc, char **argv) {
   const char *models[] = {"kjv-llama", "tiny-llama-gqa", "tiny-llama3", "tiny-mistral",
                           "tiny-qwen2"};
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
+  const char *q = getenv("RX_LLM_QUICK");
+  quick = q && *q && strcmp(q, "0");
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) {
     if (only && !strstr(only, models[i])) continue;
-    check_model(argv[1], models[i], RX_DTYPE_F32);
+    if (!quick) check_model(argv[1], models[i], RX_DTYPE_F32);
     check_model(argv[1], models[i], RX_DTYPE_F16);
   }
   fprintf(stderr, "test_llm: %d passed, %d failed\n", passed, failed);
