@@ -32,8 +32,8 @@ static void test_compiled(void) {
   CHECK_OK(rt_expr_compile("(n * 4 + 255) // 256", &tab, &grid));
   CHECK_OK(rt_expr_compile("m <= 16 && n % 16 == 0", &tab, &cond));
   CHECK_OK(rt_expr_compile("select(m == 0, 0, n // m)", &tab, &sel));
-  CHECK(tab.count == 2 && !strcmp(tab.names[0], "n") && !strcmp(tab.names[1], "m"),
-        "%u names", tab.count);
+  CHECK(tab.count == 2 && !strcmp(tab.names[0], "n") && !strcmp(tab.names[1], "m"), "%u names",
+        tab.count);
   CHECK(rt_expr_var_count(cond) == 2 && rt_expr_var_slot(cond, 0) == 1, "the variables of cond");
   int64_t vals[2] = {0, 0}, v = -1;
   uint8_t bound[2] = {1, 0};
