@@ -244,7 +244,10 @@ static void pstmt(W *w, const rx_stmt *s) {
     break;
   case RX_STMT_IF:
     rx_strbuf_append(o, "if ");
-    ptx(o, s->value, 0);
+    if (s->value->kind == RX_TX_SYM && s->value->sym->kind == RX_EXPR_CONST)
+      rx_strbuf_append(o, s->value->sym->value ? "true" : "false"); /* a folded condition */
+    else
+      ptx(o, s->value, 0);
     pblock(w, s->inner);
     if (s->otherwise) {
       rx_strbuf_append(o, " else");

@@ -53,8 +53,7 @@ static void summary(const char *file, const rx_compile_result *r, const char *ou
 
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
-  /* the weights streamed into the file from their sources, never held in memory whole */
-  rx_compile_options o = {.stream_weights = true};
+  rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {

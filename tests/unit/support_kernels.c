@@ -67,6 +67,44 @@ void rxk_program_vars(const rx_tensor_fn *f, rxk_env *e) {
   }
 }
 
+/* Whether the facts of f hold at these values: every fact (only), or those over vars[only]
+ * alone (only >= 0). A fact that cannot be evaluated counts as holding. */
+static bool facts_hold(const rx_tensor_fn *f, const rx_expr *const *vars, const int64_t *values,
+                       int n, int only) {
+  rx_expr_env ee = {.vars = (const rx_expr **)vars, .values = (int64_t *)values, .n = (size_t)n};
+  for (int i = 0; i < f->nfacts; i++) {
+    if (only >= 0) {
+      rx_ptrvec vs = {0};
+      rx_expr_collect_vars(f->facts[i], &vs);
+      bool mine = vs.len > 0;
+      for (size_t k = 0; k < vs.len; k++) mine = mine && vs.data[k] == vars[only];
+      rx_ptrvec_free(&vs);
+      if (!mine) continue;
+    }
+    int64_t r = 1;
+    if (rx_expr_eval(f->facts[i], &ee, &r) && !r) return false;
+  }
+  return true;
+}
+
+bool rxk_fit_facts(const rx_tensor_fn *f, const rx_expr *const *vars, int64_t *values, int n,
+                   int keep) {
+  for (int k = 0; k < n; k++) {
+    int i = k == n - 1 && keep >= 0 && keep < n ? keep : k;
+    if (i == keep && k != n - 1) i = n - 1; /* the kept one's slot goes to the last variable */
+    if (facts_hold(f, vars, values, n, i)) continue;
+    int64_t v0 = values[i];
+    bool found = false;
+    for (int64_t d = 1; d <= RXK_FIT_RANGE && !found; d++)
+      for (int sgn = -1; sgn <= 1 && !found; sgn += 2) {
+        values[i] = v0 + sgn * d;
+        found = values[i] >= 1 && facts_hold(f, vars, values, n, i);
+      }
+    if (!found) values[i] = v0;
+  }
+  return facts_hold(f, vars, values, n, -1);
+}
+
 bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out) {
   rx_expr_env ee = {.vars = e->vars, .values = e->values, .n = (size_t)e->n};
   return rx_expr_eval(x, &ee, out);

@@ -31,6 +31,14 @@ typedef struct rxk_env {
 void rxk_program_vars(const rx_tensor_fn *f, rxk_env *e);
 bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out);
 
+/* Moves the values of vars[0..n) to the nearest ones (within RXK_FIT_RANGE) that satisfy every
+ * `where` fact of f, vars[keep] last so the size under test changes least (1000 stays 1000 when
+ * a fact asks for a multiple of 8; 33 becomes 32). False when no such values are near: the
+ * facts exclude the size. */
+#define RXK_FIT_RANGE 64
+bool rxk_fit_facts(const rx_tensor_fn *f, const rx_expr *const *vars, int64_t *values, int n,
+                   int keep);
+
 /* Host copies of every parameter of a program, as the interpreter takes them. */
 typedef struct rxk_buffers {
   int n;
