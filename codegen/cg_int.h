@@ -89,6 +89,14 @@ typedef struct cg_lang {
   /* with 64-bit indices: how an array subscript is converted ("%s"), NULL: as is (GLSL only
    * indexes with 32-bit integers: uint(...), so at most 2^32 elements per buffer there) */
   const char *subscript64;
+  /* vector access (cprinter.c, "vectorized loops"): raw 32-bit words move between memory and
+   * registers, 1, 2 or 4 at a time (the word types per count: index 0, 1, 2 for 1, 2, 4 words);
+   * an element of 32 bits or less converts from a word holding its bits in the low bits
+   * (from_bits, "%s" the word) and to such a word, zero-extended (to_bits). A dtype without
+   * both is never vectorized. */
+  const char *vec_words[3];
+  const char *from_bits[RX_DTYPE_COUNT];
+  const char *to_bits[RX_DTYPE_COUNT];
   /* names a user identifier must not take (NULL-terminated): the language's keywords and
    * reserved words, and the library names a kernel sees (types, builtins, math functions);
    * and reserved prefixes ("gl_"). cg_ident mangles such names (cprinter.c). */
@@ -108,7 +116,13 @@ typedef struct cg_lang {
   void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
   /* a symbolic value as used in index arithmetic */
   void (*scalar_ref)(cg_printer *p, rx_strbuf *o, const char *name);
+  /* the vector of `words` 32-bit words (1, 2 or 4) at vector index `index` (printed, in the
+   * index type) of kernel buffer argument a, as an lvalue when store, else an rvalue */
+  void (*vector_ref)(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words, const char *index,
+                     bool store);
 } cg_lang;
+
+typedef struct cg_vec_loop cg_vec_loop; /* cprinter.c */
 
 struct cg_printer {
   const cg_lang *L;
@@ -122,6 +136,9 @@ struct cg_printer {
   const char *idx;           /* index type name */
   bool need[16];             /* helper functions and extensions already emitted/needed */
   bool uses[RX_DTYPE_COUNT]; /* dtypes appearing in the kernel */
+  cg_vec_loop *vloop;   /* the vectorized loop being printed and its vector accesses, or NULL */
+  int nlane_arrays;     /* lane arrays named so far in the kernel: rx_v0, rx_v1, ... */
+  unsigned char *views; /* per kernel argument: bit w set when a view of 2^w words is used */
 };
 
 enum { /* cg_printer.need */
@@ -133,6 +150,7 @@ enum { /* cg_printer.need */
        CG_NEED_SG_MAX,
        CG_NEED_SG_MIN,
        CG_NEED_SUBGROUP,
+       CG_NEED_UNROLL, /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;

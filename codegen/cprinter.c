@@ -790,6 +790,8 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   for (int i = 0; i < 3; i++) rx_strbuf_free(&s[i]);
 }
 
+static bool vec_lane_ref(cg_printer *p, rx_strbuf *o, const void *node);
+
 static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   const cg_lang *L = p->L;
   switch (e->kind) {
@@ -818,6 +820,7 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     break;
   case RX_TX_LOAD: {
     p->uses[e->buf->dtype] = true;
+    if (p->vloop && vec_lane_ref(p, o, e)) break;
     bool glob = cg_param_of(p->ck->fn, e->buf) >= 0;
     if (glob && L->storage[e->dtype]) { /* bool stored as bytes */
       rx_strbuf tmp = {0};
@@ -878,6 +881,311 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
 /* ---- statements -------------------------------------------------------------------------- */
 
 static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s);
+static void pblock(cg_printer *p, rx_strbuf *o, rx_stmt *s);
+
+/* ---- vectorized loops (passes/schedule.h, "VECTORIZED LOOPS") ----------------------------
+ *
+ * `for v in 0..L vectorize { body }` prints as
+ *
+ *   {
+ *     T rx_v0[L];                      one lane array per vector access
+ *     { const uint4 rx_w = ...; rx_v0[0] = <lane 0 of rx_w>; ... }   loads, before lane 0
+ *     #pragma unroll
+ *     for (int v = 0; v < L; ++v) { ... rx_v0[v] ... rx_v1[v] = ...; }   per lane, registers
+ *     { uint4 rx_w; rx_w.x = <lanes 0, 1>; ...; ... = rx_w; }   stores, after lane L-1
+ *   }
+ *
+ * Memory moves as raw 32-bit words, VEC_CHUNK_BYTES at a time, so one form serves every
+ * element type of 32 bits or less: the language's from_bits / to_bits convert an element to and
+ * from the low bits of a word, and sub-word lanes are shifts and masks. Which accesses qualify
+ * (unconditional, `base + v`, base proven aligned, no hazard) is decided by vec_plan below; the
+ * others print as they are inside the unrolled loop. */
+
+/* One thread's widest access: 16 bytes, a 128-bit load or store (ld.global.v4.u32 on NVIDIA;
+ * uvec4 / uint4 elsewhere, the widest vector of 32-bit words in GLSL and MSL). Lanes wider than
+ * that are several such accesses. */
+#define VEC_CHUNK_BYTES 16
+/* Accesses found in one loop body (every load and store, vectorized or not) and vector accesses
+ * kept; a body with more prints scalar. Rules emit a handful. */
+#define VEC_MAX_USES     64
+#define VEC_MAX_ACCESSES 16
+
+typedef struct vec_use {
+  const void *node; /* the LOAD (rx_tx) or STORE (rx_stmt) */
+  rx_buffer *buf;
+  bool store, cond; /* cond: not executed for every lane (inside an if, a select arm, ...) */
+  int acc;          /* its vector access in cg_vec_loop.acc, or -1 */
+} vec_use;
+
+typedef struct vec_access {
+  rx_buffer *buf;
+  const rx_karg *arg;
+  const rx_expr *base; /* flat offset of lane 0, a multiple of chunk / element bytes */
+  bool store;
+  int array; /* its lane array: rx_v<array> */
+} vec_access;
+
+struct cg_vec_loop {
+  const rx_expr *lane;
+  int lanes;
+  vec_use uses[VEC_MAX_USES];
+  int nuses;
+  bool overflow;
+  vec_access acc[VEC_MAX_ACCESSES];
+  int nacc;
+};
+
+static void vec_scan_tx(cg_vec_loop *vl, const rx_tx *e, bool cond);
+
+static void vec_add_use(cg_vec_loop *vl, const void *node, rx_buffer *b, bool store, bool cond) {
+  if (vl->nuses == VEC_MAX_USES) {
+    vl->overflow = true;
+    return;
+  }
+  vl->uses[vl->nuses++] = (vec_use){node, b, store, cond, -1};
+}
+
+static void vec_scan_tx(cg_vec_loop *vl, const rx_tx *e, bool cond) {
+  if (!e) return;
+  if (e->kind == RX_TX_LOAD) vec_add_use(vl, e, e->buf, false, cond);
+  for (int i = 0; i < e->nidx; i++) vec_scan_tx(vl, e->idx[i], cond);
+  bool lazy = e->kind == RX_TX_SELECT ||
+              (e->kind == RX_TX_BINARY && (e->binop == RX_BINOP_AND || e->binop == RX_BINOP_OR));
+  vec_scan_tx(vl, e->a, cond);
+  vec_scan_tx(vl, e->b, cond || lazy);
+  vec_scan_tx(vl, e->c, cond || lazy);
+}
+
+/* Every access of the body; top: the statement runs once per lane, unconditionally. */
+static void vec_scan_stmt(cg_vec_loop *vl, const rx_stmt *s, bool top) {
+  if (!s) return;
+  if (s->kind == RX_STMT_STORE) vec_add_use(vl, s, s->buf, true, !top);
+  bool nested = s->kind == RX_STMT_IF || s->kind == RX_STMT_FOR || s->kind == RX_STMT_REDUCE;
+  for (int i = 0; i < s->n; i++) vec_scan_stmt(vl, s->body[i], top && s->kind == RX_STMT_SEQ);
+  for (int i = 0; i < s->nidx; i++) vec_scan_tx(vl, s->idx[i], !top);
+  vec_scan_tx(vl, s->value, !top);
+  vec_scan_stmt(vl, s->inner, top && !nested);
+  vec_scan_stmt(vl, s->init, false);
+  vec_scan_stmt(vl, s->otherwise, false);
+}
+
+static const rx_karg *karg_of(cg_printer *p, const rx_buffer *b) {
+  int param = cg_param_of(p->ck->fn, b);
+  for (int i = 0; param >= 0 && i < p->ck->k->nargs; i++)
+    if (p->ck->k->args[i].kind == RX_KARG_BUFFER && p->ck->k->args[i].param == param)
+      return &p->ck->k->args[i];
+  return NULL;
+}
+
+static int vec_elem_bytes(const cg_printer *p, rx_dtype t) {
+  if (!p->L->from_bits[t] || !p->L->to_bits[t]) return 0;
+  int bytes = rx_dtype_bits(t) / 8;
+  return bytes == 1 || bytes == 2 || bytes == 4 ? bytes : 0;
+}
+
+/* The vector access of use u (appended, or merged with a load of the same buffer and base), or
+ * -1 when u stays scalar: not contiguous in the lanes, or not provably aligned. */
+static int vec_access_of(cg_printer *p, cg_vec_loop *vl, const vec_use *u) {
+  const rx_karg *a = karg_of(p, u->buf);
+  int S = vec_elem_bytes(p, u->buf->dtype);
+  if (!a || !S || vl->lanes * S < 4) return -1;
+  rx_tx *const *idx = u->store ? ((const rx_stmt *)u->node)->idx : ((const rx_tx *)u->node)->idx;
+  int nidx = u->store ? ((const rx_stmt *)u->node)->nidx : ((const rx_tx *)u->node)->nidx;
+  const rx_expr *flat = cg_flat_index(p->m, p->an, u->buf, (rx_tx **)idx, nidx);
+  if (!flat) return -1;
+  const rx_expr *base = rx_analyzer_simplify(p->an, rx_expr_sub(p->m->ctx, flat, vl->lane));
+  if (rx_expr_uses_var(base, vl->lane)) return -1;
+  int chunk = vl->lanes * S < VEC_CHUNK_BYTES ? vl->lanes * S : VEC_CHUNK_BYTES;
+  int64_t k = chunk / S, d = rx_analyzer_divisor(p->an, base);
+  rx_expr_ctx *c = p->m->ctx;
+  if (d != 0 && d % k != 0 &&
+      rx_analyzer_prove(p->an,
+                        rx_expr_cmp(c, RX_EXPR_EQ, rx_expr_floormod(c, base, rx_expr_const(c, k)),
+                                    rx_expr_const(c, 0))) != RX_TRUE)
+    return -1;
+  for (int i = 0; i < vl->nacc; i++)
+    if (!u->store && !vl->acc[i].store && vl->acc[i].buf == u->buf && vl->acc[i].base == base)
+      return i;
+  if (vl->nacc == VEC_MAX_ACCESSES) return -1;
+  vl->acc[vl->nacc] = (vec_access){u->buf, a, base, u->store, p->nlane_arrays++};
+  return vl->nacc++;
+}
+
+/* Decides the vector accesses of loop s (lane range bound in p->an). */
+static void vec_plan(cg_printer *p, cg_vec_loop *vl, const rx_stmt *s) {
+  vl->lane = s->vars[0];
+  vl->lanes = (int)s->extent[0]->value;
+  vec_scan_stmt(vl, s->inner, true);
+  if (vl->overflow) return;
+  for (int i = 0; i < vl->nuses; i++) {
+    vec_use *u = &vl->uses[i];
+    if (u->cond) continue;
+    int nstores = 0, nloads = 0;
+    for (int j = 0; j < vl->nuses; j++) {
+      if (vl->uses[j].buf != u->buf) continue;
+      nstores += vl->uses[j].store;
+      nloads += !vl->uses[j].store;
+    }
+    if (nstores > (u->store ? 1 : 0) || (u->store && nloads > 0)) continue; /* a hazard */
+    u->acc = vec_access_of(p, vl, u);
+  }
+}
+
+/* Word w of rx_w (a vector of `words` words). */
+static void vec_word(rx_strbuf *o, int words, int w) {
+  if (words == 1)
+    rx_strbuf_append(o, "rx_w");
+  else
+    rx_strbuf_printf(o, "rx_w.%c", "xyzw"[w]);
+}
+
+static int words_log2(int words) { return words == 1 ? 0 : words == 2 ? 1 : 2; }
+
+/* The vector reference of chunk c of access a. */
+static void vec_ref(cg_printer *p, rx_strbuf *o, const vec_access *a, int chunk, int c) {
+  int S = rx_dtype_bits(a->buf->dtype) / 8;
+  rx_expr_ctx *x = p->m->ctx;
+  const rx_expr *index = rx_expr_add(x, rx_expr_floordiv(x, a->base, rx_expr_const(x, chunk / S)),
+                                     rx_expr_const(x, c));
+  rx_strbuf ix = {0}, sub = {0};
+  pidx(p, &ix, index);
+  if (p->ck->k->index64 && p->L->subscript64) rx_strbuf_printf(&sub, p->L->subscript64, ix.data);
+  p->views[a->arg - p->ck->k->args] |= (unsigned char)(1u << words_log2(chunk / 4));
+  p->L->vector_ref(p, o, a->arg, chunk / 4, sub.data ? sub.data : ix.data, a->store);
+  rx_strbuf_free(&ix);
+  rx_strbuf_free(&sub);
+}
+
+/* Loads (before the lanes) or stores (after them) of access a, one chunk per block. */
+static void vec_move(cg_printer *p, rx_strbuf *o, const vec_access *a, int lanes) {
+  const cg_lang *L = p->L;
+  rx_dtype t = a->buf->dtype;
+  int S = rx_dtype_bits(t) / 8, per_word = 4 / S, bits = 8 * S;
+  int chunk = lanes * S < VEC_CHUNK_BYTES ? lanes * S : VEC_CHUNK_BYTES, words = chunk / 4;
+  const char *W = L->vec_words[words_log2(words)];
+  for (int c = 0; c < lanes * S / chunk; c++) {
+    cg_indent(p, o);
+    if (!a->store) {
+      rx_strbuf_printf(o, "{\n");
+      p->indent++;
+      cg_indent(p, o);
+      rx_strbuf_printf(o, "const %s rx_w = ", W);
+      vec_ref(p, o, a, chunk, c);
+      rx_strbuf_append(o, ";\n");
+    } else {
+      rx_strbuf_printf(o, "{\n");
+      p->indent++;
+      cg_indent(p, o);
+      rx_strbuf_printf(o, "%s rx_w;\n", W);
+    }
+    for (int w = 0; w < words; w++) {
+      int lane0 = (c * words + w) * per_word;
+      rx_strbuf word = {0}, part = {0};
+      vec_word(&word, words, w);
+      cg_indent(p, o);
+      if (!a->store) {
+        for (int j = 0; j < per_word; j++) {
+          rx_strbuf_free(&part);
+          if (per_word == 1)
+            rx_strbuf_append(&part, word.data);
+          else if (j == 0)
+            rx_strbuf_printf(&part, "(%s & 0x%xu)", word.data, (1u << bits) - 1u);
+          else if (j == per_word - 1)
+            rx_strbuf_printf(&part, "(%s >> %d)", word.data, j * bits);
+          else
+            rx_strbuf_printf(&part, "((%s >> %d) & 0x%xu)", word.data, j * bits, (1u << bits) - 1u);
+          rx_strbuf_printf(o, "%srx_v%d[%d] = ", j ? " " : "", a->array, lane0 + j);
+          rx_strbuf_printf(o, L->from_bits[t], part.data);
+          rx_strbuf_append(o, ";");
+        }
+      } else {
+        rx_strbuf_printf(o, "%s = ", word.data);
+        for (int j = 0; j < per_word; j++) {
+          rx_strbuf_free(&part);
+          rx_strbuf_printf(&part, "rx_v%d[%d]", a->array, lane0 + j);
+          if (j) rx_strbuf_append(o, " | (");
+          rx_strbuf_printf(o, L->to_bits[t], part.data);
+          if (j) rx_strbuf_printf(o, " << %d)", j * bits);
+        }
+        rx_strbuf_append(o, ";");
+      }
+      rx_strbuf_append(o, "\n");
+      rx_strbuf_free(&word);
+      rx_strbuf_free(&part);
+    }
+    if (a->store) {
+      cg_indent(p, o);
+      vec_ref(p, o, a, chunk, c);
+      rx_strbuf_append(o, " = rx_w;\n");
+    }
+    p->indent--;
+    cg_indent(p, o);
+    rx_strbuf_append(o, "}\n");
+  }
+}
+
+/* The lane-array element for use node inside the loop, or false when it is a scalar access. */
+static bool vec_lane_ref(cg_printer *p, rx_strbuf *o, const void *node) {
+  cg_vec_loop *vl = p->vloop;
+  for (int i = 0; vl && i < vl->nuses; i++) {
+    if (vl->uses[i].node != node || vl->uses[i].acc < 0) continue;
+    rx_strbuf_printf(o, "rx_v%d[", vl->acc[vl->uses[i].acc].array);
+    if (p->ck->k->index64 && p->L->subscript64)
+      rx_strbuf_printf(o, p->L->subscript64, cg_name(p, vl->lane->name));
+    else
+      rx_strbuf_append(o, cg_name(p, vl->lane->name));
+    rx_strbuf_putc(o, ']');
+    return true;
+  }
+  return false;
+}
+
+static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i);
+
+/* A vectorized loop: its vector loads, the lanes, its vector stores. False (nothing printed)
+ * when no access qualifies: the caller prints the plain unrolled loop. */
+static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
+  if (p->vloop || s->nvars != 1 || s->extent[0]->kind != RX_EXPR_CONST || s->extent[0]->value < 2 ||
+      s->extent[0]->value > 16)
+    return false;
+  cg_vec_loop *vl = rx_calloc(1, sizeof *vl);
+  size_t mark = rx_analyzer_mark(p->an);
+  rx_analyzer_bind_range(p->an, s->vars[0], s->lo[0], s->extent[0]);
+  bool zero_lo = rx_expr_is_const(s->lo[0], 0);
+  if (zero_lo) vec_plan(p, vl, s);
+  rx_analyzer_reset(p->an, mark);
+  if (vl->nacc == 0) {
+    free(vl);
+    return false;
+  }
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "{ /* %s in 0..%d vectorized:", s->vars[0]->name, vl->lanes);
+  for (int i = 0; i < vl->nacc; i++)
+    rx_strbuf_printf(o, " %s %s", vl->acc[i].store ? "store" : "load", vl->acc[i].arg->name);
+  rx_strbuf_append(o, " */\n");
+  p->indent++;
+  for (int i = 0; i < vl->nacc; i++) {
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s rx_v%d[%d];\n", tname(p, vl->acc[i].buf->dtype), vl->acc[i].array,
+                     vl->lanes);
+  }
+  for (int i = 0; i < vl->nacc; i++)
+    if (!vl->acc[i].store) vec_move(p, o, &vl->acc[i], vl->lanes);
+  p->vloop = vl;
+  pfor_serial(p, o, s, 0);
+  pblock(p, o, s->inner);
+  cg_indent(p, o);
+  rx_strbuf_append(o, "}\n");
+  p->vloop = NULL;
+  rx_analyzer_reset(p->an, mark);
+  for (int i = 0; i < vl->nacc; i++)
+    if (vl->acc[i].store) vec_move(p, o, &vl->acc[i], vl->lanes);
+  p->indent--;
+  cg_indent(p, o);
+  rx_strbuf_append(o, "}\n");
+  free(vl);
+  return true;
+}
 
 static void pblock(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   p->indent++;
@@ -895,6 +1203,7 @@ static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
   if ((s->kind == RX_STMT_FOR &&
        (s->loop_kind == RX_LOOP_UNROLL || s->loop_kind == RX_LOOP_VECTORIZE)) &&
       L->unroll) {
+    p->need[CG_NEED_UNROLL] = true;
     cg_indent(p, o);
     rx_strbuf_printf(o, "%s\n", L->unroll);
   }
@@ -958,7 +1267,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
       p->indent--;
       cg_indent(p, o);
       rx_strbuf_append(o, "}\n");
-    } else {
+    } else if (s->loop_kind != RX_LOOP_VECTORIZE || !pfor_vector(p, o, s)) {
       pfor_serial(p, o, s, 0);
       pblock(p, o, s->inner);
       cg_indent(p, o);
@@ -985,7 +1294,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     break;
   case RX_STMT_STORE: {
     cg_indent(p, o);
-    access(p, o, s->buf, s->idx, s->nidx);
+    if (!p->vloop || !vec_lane_ref(p, o, s)) access(p, o, s->buf, s->idx, s->nidx);
     rx_strbuf_append(o, " = ");
     rx_dtype t = s->buf->dtype;
     p->uses[t] = true;
@@ -1102,6 +1411,7 @@ void cg_header_comment(cg_printer *p, rx_strbuf *o) {
 bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
   cg_printer p = {.L = L, .ck = ck, .m = ck->m, .diag = diag};
   p.an = cg_analyzer(ck->m, ck->fn);
+  p.views = rx_calloc((size_t)ck->k->nargs + 1, 1);
   p.idx = ck->k->index64 ? L->idx64 : L->idx32;
   if (ck->k->index64) p.uses[RX_DTYPE_I64] = true;
   for (int i = 0; i < ck->k->nargs; i++)
@@ -1149,5 +1459,6 @@ bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
   rx_strbuf_free(&body);
   rx_strbuf_free(&p.helpers);
   rx_analyzer_free(p.an);
+  free(p.views);
   return ok;
 }

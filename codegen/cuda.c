@@ -75,6 +75,14 @@ static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
   rx_strbuf_printf(o, "%s(%s)", names[which], x);
 }
 
+/* A vector of words through a reinterpreted pointer: `((const uint4*)x)[i]` is one 128-bit load
+ * (ld.global.nc.v4.u32 for a read-only __restrict__ buffer). */
+static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
+                            const char *index, bool store) {
+  const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
+  rx_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name), index);
+}
+
 static void cuda_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   cg_header_comment(p, o);
@@ -466,6 +474,21 @@ const cg_lang cg_cuda = {
     .to_f32 = {[RX_DTYPE_F16] = "__half2float(%s)", [RX_DTYPE_BF16] = "__bfloat162float(%s)"},
     .from_f32 = {[RX_DTYPE_F16] = "__float2half(%s)", [RX_DTYPE_BF16] = "__float2bfloat16(%s)"},
     .arith_via_f32 = {[RX_DTYPE_BF16] = true},
+    .vec_words = {"unsigned int", "uint2", "uint4"},
+    .from_bits = {[RX_DTYPE_F32] = "__uint_as_float(%s)",
+                  [RX_DTYPE_F16] = "__ushort_as_half((unsigned short)(%s))",
+                  [RX_DTYPE_BF16] = "__ushort_as_bfloat16((unsigned short)(%s))",
+                  [RX_DTYPE_I32] = "((int)(%s))",
+                  [RX_DTYPE_I16] = "((short)(%s))",
+                  [RX_DTYPE_I8] = "((signed char)(%s))",
+                  [RX_DTYPE_U8] = "((unsigned char)(%s))"},
+    .to_bits = {[RX_DTYPE_F32] = "__float_as_uint(%s)",
+                [RX_DTYPE_F16] = "((unsigned int)__half_as_ushort(%s))",
+                [RX_DTYPE_BF16] = "((unsigned int)__bfloat16_as_ushort(%s))",
+                [RX_DTYPE_I32] = "((unsigned int)(%s))",
+                [RX_DTYPE_I16] = "((unsigned int)(unsigned short)(%s))",
+                [RX_DTYPE_I8] = "((unsigned int)(unsigned char)(%s))",
+                [RX_DTYPE_U8] = "((unsigned int)(%s))"},
     .f32_bits = "__int_as_float((int)%s)",
     .reserved = cuda_reserved,
     .reserved_shared = cg_cxx_reserved,
@@ -474,4 +497,5 @@ const cg_lang cg_cuda = {
     .shared_decl = cuda_shared,
     .subgroup = cuda_subgroup,
     .scalar_ref = cuda_scalar_ref,
+    .vector_ref = cuda_vector_ref,
 };

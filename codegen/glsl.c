@@ -23,6 +23,34 @@ static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
   rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
 }
 
+/* Vector access goes through views: the same storage buffer declared again at its binding as an
+ * array of uint / uvec2 / uvec4 (std430 strides 4, 8, 16), declared in glsl_open for the word
+ * counts used (cg_printer.views). Aliasing declarations of one binding are allowed by SPIR-V
+ * and Vulkan (both are storage-buffer descriptors); a written buffer with views is not
+ * `restrict`, since it is then reached through more than one variable. */
+static void glsl_view_name(rx_strbuf *o, int binding, int words) {
+  rx_strbuf_printf(o, "rx_b%d_w%d", binding, words);
+}
+
+static void glsl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
+                            const char *index, bool store) {
+  (void)p;
+  (void)store;
+  glsl_view_name(o, a->binding, words);
+  rx_strbuf_printf(o, "[%s]", index);
+}
+
+static void glsl_views(cg_printer *p, rx_strbuf *o, const rx_karg *a, int i) {
+  for (int w = 0; w < 3; w++) {
+    if (!(p->views[i] >> w & 1u)) continue;
+    rx_strbuf_printf(o, "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d_w%d { %s ",
+                     a->binding, a->written ? "" : "readonly ", a->written ? "" : "restrict ",
+                     a->binding, 1 << w, p->L->vec_words[w]);
+    glsl_view_name(o, a->binding, 1 << w);
+    rx_strbuf_append(o, "[]; };\n");
+  }
+}
+
 static void glsl_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   const bool *u = p->uses;
@@ -40,6 +68,8 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n");
   if (i8)
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
+  if (p->need[CG_NEED_UNROLL])
+    rx_strbuf_append(o, "#extension GL_EXT_control_flow_attributes : require\n");
   if (p->need[CG_NEED_SUBGROUP]) {
     rx_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     if (u[RX_DTYPE_F16])
@@ -61,9 +91,11 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
       continue;
     }
     const char *T = p->L->storage[a->dtype] ? p->L->storage[a->dtype] : p->L->types[a->dtype];
-    rx_strbuf_printf(
-        o, "layout(std430, set = 0, binding = %d) %srestrict buffer rx_buf%d { %s %s[]; };\n",
-        a->binding, a->written ? "" : "readonly ", a->binding, T, cg_name(p, a->name));
+    bool aliased = a->written && p->views[i];
+    rx_strbuf_printf(o, "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d { %s %s[]; };\n",
+                     a->binding, a->written ? "" : "readonly ", aliased ? "" : "restrict ",
+                     a->binding, T, cg_name(p, a->name));
+    glsl_views(p, o, a, i);
   }
   int nbuf = k->nargs - nscal;
   if (nscal && !k->uses_ubo) {
@@ -684,7 +716,7 @@ const cg_lang cg_glsl = {
     .thread_idx = {"gl_LocalInvocationID.x", "gl_LocalInvocationID.y", "gl_LocalInvocationID.z"},
     .block_idx = {"gl_WorkGroupID.x", "gl_WorkGroupID.y", "gl_WorkGroupID.z"},
     .barrier = "barrier();",
-    .unroll = NULL,
+    .unroll = "[[unroll]]", /* GL_EXT_control_flow_attributes: SPIR-V's Unroll loop control */
     .fn_prefix = "",
     .math = {[RX_INTRIN_EXP] = "exp",
              [RX_INTRIN_EXP2] = "exp2",
@@ -707,6 +739,13 @@ const cg_lang cg_glsl = {
     .int_min = "min",
     .int_max = "max",
     .has_erf = false,
+    .vec_words = {"uint", "uvec2", "uvec4"},
+    .from_bits = {[RX_DTYPE_F32] = "uintBitsToFloat(%s)",
+                  [RX_DTYPE_F16] = "unpackFloat2x16(%s).x",
+                  [RX_DTYPE_I32] = "int(%s)"},
+    .to_bits = {[RX_DTYPE_F32] = "floatBitsToUint(%s)",
+                [RX_DTYPE_F16] = "packFloat2x16(f16vec2(%s, float16_t(0.0)))",
+                [RX_DTYPE_I32] = "uint(%s)"},
     .f32_bits = "uintBitsToFloat(%s)",
     .subscript64 = "uint(%s)",
     .reserved = glsl_reserved,
@@ -715,4 +754,5 @@ const cg_lang cg_glsl = {
     .shared_decl = NULL,
     .subgroup = glsl_subgroup,
     .scalar_ref = glsl_scalar_ref,
+    .vector_ref = glsl_vector_ref,
 };

@@ -26,6 +26,14 @@ static void msl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype 
   rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
 }
 
+/* A vector of words through a reinterpreted device pointer: `((device const uint4*)x)[i]`. */
+static void msl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
+                           const char *index, bool store) {
+  const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
+  rx_strbuf_printf(o, "((device %s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name),
+                   index);
+}
+
 static void msl_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   cg_header_comment(p, o);
@@ -423,6 +431,21 @@ const cg_lang cg_metal = {
     .to_f32 = {[RX_DTYPE_BF16] = "float(%s)"},
     .from_f32 = {[RX_DTYPE_BF16] = "bfloat(%s)"},
     .arith_via_f32 = {[RX_DTYPE_BF16] = true},
+    .vec_words = {"uint", "uint2", "uint4"},
+    .from_bits = {[RX_DTYPE_F32] = "as_type<float>(%s)",
+                  [RX_DTYPE_F16] = "as_type<half>((ushort)(%s))",
+                  [RX_DTYPE_BF16] = "as_type<bfloat>((ushort)(%s))",
+                  [RX_DTYPE_I32] = "((int)(%s))",
+                  [RX_DTYPE_I16] = "((short)(%s))",
+                  [RX_DTYPE_I8] = "((char)(%s))",
+                  [RX_DTYPE_U8] = "((uchar)(%s))"},
+    .to_bits = {[RX_DTYPE_F32] = "as_type<uint>(%s)",
+                [RX_DTYPE_F16] = "((uint)as_type<ushort>(%s))",
+                [RX_DTYPE_BF16] = "((uint)as_type<ushort>(%s))",
+                [RX_DTYPE_I32] = "((uint)(%s))",
+                [RX_DTYPE_I16] = "((uint)(ushort)(%s))",
+                [RX_DTYPE_I8] = "((uint)(uchar)(%s))",
+                [RX_DTYPE_U8] = "((uint)(%s))"},
     .f32_bits = "as_type<float>(%s)",
     .reserved = msl_reserved,
     .reserved_shared = cg_cxx_reserved,
@@ -431,4 +454,5 @@ const cg_lang cg_metal = {
     .shared_decl = msl_shared,
     .subgroup = msl_subgroup,
     .scalar_ref = msl_scalar_ref,
+    .vector_ref = msl_vector_ref,
 };

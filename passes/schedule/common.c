@@ -101,6 +101,22 @@ bool sched_all_loads_stmt(const rx_stmt *s, load_pred p, void *ud) {
          sched_all_loads_stmt(s->init, p, ud) && sched_all_loads_stmt(s->otherwise, p, ud);
 }
 
+/* The widest dtype (bits) that e loads; 0 when it loads nothing. */
+int sched_max_load_bits(const rx_tx *e) {
+  if (!e) return 0;
+  int b = e->kind == RX_TX_LOAD ? rx_dtype_bits(e->buf->dtype) : 0;
+  for (int i = 0; i < e->nidx; i++) {
+    int x = sched_max_load_bits(e->idx[i]);
+    if (x > b) b = x;
+  }
+  int x = sched_max_load_bits(e->a);
+  if (x > b) b = x;
+  x = sched_max_load_bits(e->b);
+  if (x > b) b = x;
+  x = sched_max_load_bits(e->c);
+  return x > b ? x : b;
+}
+
 int sched_pow2_floor(int x) {
   int p = 1;
   while (p * 2 <= x) p *= 2;

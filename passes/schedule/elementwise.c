@@ -7,9 +7,11 @@
  *                  reordered to follow the store (coalesced stores), fused, split by the block
  *                  size (256 or the target's limit), bound to blockIdx.x/threadIdx.x; the tail
  *                  is guarded unless the analyzer proves the total divisible. Vectorized by
- *                  vector_bytes (at most 4 lanes) when the innermost extent is provably
+ *                  the target's vector_bytes over the widest element (16 bytes: 8 f16 or 4 f32
+ *                  lanes; halved until it divides) when the innermost extent is provably
  *                  divisible and every access that uses the innermost variable has it as its
- *                  last index. */
+ *                  last index; the printers then load and store 16 bytes per thread
+ *                  (passes/schedule.h, "VECTORIZED LOOPS"). Scalar otherwise. */
 #include "rules.h"
 
 #include <stdio.h>
@@ -19,6 +21,9 @@
 /* ------------------------------------------------------------------------------------------
  * ELEMENTWISE
  * ------------------------------------------------------------------------------------------ */
+/* The most lanes of a vectorized loop (passes/schedule.h): 16 one-byte elements fill 16 bytes. */
+#define MAX_LANES 16
+
 typedef struct ew_info {
   nest nt;
   int perm[MAXN]; /* store index k is loop var perm[k] (of the first store) */
@@ -111,21 +116,6 @@ static bool vec_load_ok(const rx_tx *e, void *ud) {
   return true;
 }
 
-static int max_bits_tx(const rx_tx *e) {
-  if (!e) return 0;
-  int b = e->kind == RX_TX_LOAD ? rx_dtype_bits(e->buf->dtype) : 0;
-  for (int i = 0; i < e->nidx; i++) {
-    int x = max_bits_tx(e->idx[i]);
-    if (x > b) b = x;
-  }
-  int x = max_bits_tx(e->a);
-  if (x > b) b = x;
-  x = max_bits_tx(e->b);
-  if (x > b) b = x;
-  x = max_bits_tx(e->c);
-  return x > b ? x : b;
-}
-
 static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
   nest *nt = &w->nt;
   int n = nt->n;
@@ -145,7 +135,7 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
     vec_chk vc = {ov[n - 1]};
     for (int i = 0; i < sched_seq_len(body); i++) {
       const rx_stmt *st = sched_seq_at(body, i);
-      int b = max_bits_tx(st->value);
+      int b = sched_max_load_bits(st->value);
       if (st->kind == RX_STMT_STORE) {
         if (rx_dtype_bits(st->buf->dtype) > b) b = rx_dtype_bits(st->buf->dtype);
         if (!sched_sym_is(st->idx[st->nidx - 1], ov[n - 1])) ok = false;
@@ -154,8 +144,11 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
       if (!sched_all_loads(st->value, vec_load_ok, &vc)) ok = false;
     }
     if (ok && bits > 0) {
+      /* lanes of the widest element in one vector access: 16 bytes are 8 f16 or 4 f32 lanes
+       * (passes/schedule.h, "VECTORIZED LOOPS"); narrower elements are then moved 8 bytes or
+       * fewer at a time */
       V = s->t->vector_bytes * 8 / bits;
-      if (V > 4) V = 4;
+      if (V > MAX_LANES) V = MAX_LANES;
       if (V < 1) V = 1;
       while (V > 1) {
         int64_t d = rx_analyzer_divisor(s->an, oe[n - 1]);

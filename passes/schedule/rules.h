@@ -82,6 +82,7 @@ bool sched_idx_eq(const rx_tx *a, const rx_tx *b);
 bool sched_same_idx(rx_tx *const *a, int na, rx_tx *const *b, int nb);
 bool sched_all_loads(const rx_tx *e, load_pred p, void *ud);
 bool sched_all_loads_stmt(const rx_stmt *s, load_pred p, void *ud);
+int sched_max_load_bits(const rx_tx *e);
 int sched_pow2_floor(int x);
 int sched_pow2_ceil(int64_t x);
 int sched_block_threads(const rx_sctx *s, int want);

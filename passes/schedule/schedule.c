@@ -9,9 +9,9 @@
  *                  reordered to follow the store (coalesced stores), fused, split by the block
  *                  size (256 or the target's limit), bound to blockIdx.x/threadIdx.x; the tail
  *                  is guarded unless the analyzer proves the total divisible. Vectorized by
- *                  vector_bytes (at most 4 lanes) when the innermost extent is provably
- *                  divisible and every access that uses the innermost variable has it as its
- *                  last index.
+ *                  vector_bytes (16 bytes: 8 f16 or 4 f32 lanes) when the innermost extent is
+ *                  provably divisible and every access that uses the innermost variable has
+ *                  it as its last index.
  *   GEMV / GEMM    `for batch..., i, j { reduce k { init { C = v0 } update { C = C + P * Q } } }`
  *                  with C = c[batch..., i, j], P using i and k but not j, Q using k and j but not
  *                  i (P and Q may be casts of loads: f16 inputs with f32 accumulation); or the

@@ -8,7 +8,7 @@ if(NOT RX_SIMT_CLANG)
   set(RX_SIMT_CLANG clang++-16) # the self-test then reports itself skipped, with the reason
 endif()
 
-add_library(rx_simt STATIC ${RX_SIMT_DIR}/simt_harness.c)
+add_library(rx_simt STATIC ${RX_SIMT_DIR}/simt_harness.c ${RX_SIMT_DIR}/simt_trace.c)
 target_include_directories(rx_simt PUBLIC ${RX_SIMT_DIR})
 target_compile_definitions(rx_simt PRIVATE SIMT_DEFAULT_DIR="${RX_SIMT_DIR}")
 target_link_libraries(rx_simt PUBLIC ${CMAKE_DL_LIBS})

@@ -156,6 +156,63 @@ static inline simt_dim3 builtin_value(builtin_kind k) {
 
 } // namespace simt
 
+/* ---- access tracing (-DSIMT_TRACE with -fsanitize=thread): the callbacks of clang's
+ * ThreadSanitizer instrumentation, answered here instead of by TSan's runtime (which is not
+ * linked: the object is a shared library). Each forwards to the scheduler (simt_rt.h); the
+ * callbacks themselves are not instrumented. Memory intrinsics (struct copies) come as
+ * __tsan_memcpy & co. and must do the copy. ---- */
+#ifdef SIMT_TRACE
+#define SIMT_TSAN_CB extern "C" __attribute__((disable_sanitizer_instrumentation, used))
+#define SIMT_PC      __builtin_return_address(0)
+namespace simt {
+__attribute__((disable_sanitizer_instrumentation)) static inline void
+trace(const void *pc, const void *a, unsigned long n, int st) {
+  if (rt) rt->trace_access(pc, a, n, st);
+}
+} // namespace simt
+SIMT_TSAN_CB void __tsan_init(void) {}
+SIMT_TSAN_CB void __tsan_func_entry(void *caller_pc) {
+  if (simt::rt) simt::rt->trace_enter(caller_pc);
+}
+SIMT_TSAN_CB void __tsan_func_exit(void) {
+  if (simt::rt) simt::rt->trace_exit();
+}
+SIMT_TSAN_CB void __tsan_ignore_thread_begin(void) {}
+SIMT_TSAN_CB void __tsan_ignore_thread_end(void) {}
+#define SIMT_TSAN_RW(n)                                                                            \
+  SIMT_TSAN_CB void __tsan_read##n(void *a) { simt::trace(SIMT_PC, a, n, 0); }                     \
+  SIMT_TSAN_CB void __tsan_write##n(void *a) { simt::trace(SIMT_PC, a, n, 1); }                    \
+  SIMT_TSAN_CB void __tsan_unaligned_read##n(void *a) { simt::trace(SIMT_PC, a, n, 0); }           \
+  SIMT_TSAN_CB void __tsan_unaligned_write##n(void *a) { simt::trace(SIMT_PC, a, n, 1); }          \
+  SIMT_TSAN_CB void __tsan_volatile_read##n(void *a) { simt::trace(SIMT_PC, a, n, 0); }            \
+  SIMT_TSAN_CB void __tsan_volatile_write##n(void *a) { simt::trace(SIMT_PC, a, n, 1); }
+SIMT_TSAN_RW(1)
+SIMT_TSAN_RW(2)
+SIMT_TSAN_RW(4)
+SIMT_TSAN_RW(8)
+SIMT_TSAN_RW(16)
+SIMT_TSAN_CB void __tsan_read_range(void *a, unsigned long n) { simt::trace(SIMT_PC, a, n, 0); }
+SIMT_TSAN_CB void __tsan_write_range(void *a, unsigned long n) { simt::trace(SIMT_PC, a, n, 1); }
+SIMT_TSAN_CB void *__tsan_memcpy(void *d, const void *s, unsigned long n) {
+  simt::trace(SIMT_PC, s, n, 0);
+  simt::trace(SIMT_PC, d, n, 1);
+  return std::memcpy(d, s, n);
+}
+SIMT_TSAN_CB void *__tsan_memmove(void *d, const void *s, unsigned long n) {
+  simt::trace(SIMT_PC, s, n, 0);
+  simt::trace(SIMT_PC, d, n, 1);
+  return std::memmove(d, s, n);
+}
+SIMT_TSAN_CB void *__tsan_memset(void *d, int c, unsigned long n) {
+  simt::trace(SIMT_PC, d, n, 1);
+  return std::memset(d, c, n);
+}
+SIMT_TSAN_CB void __tsan_vptr_update(void **, void *) {}
+SIMT_TSAN_CB void __tsan_vptr_read(void **) {}
+SIMT_TSAN_CB void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+SIMT_TSAN_CB void __tsan_atomic_signal_fence(int) {}
+#endif
+
 extern "C" __attribute__((visibility("default"))) int simt__init(const simt_rt *rt) {
   if (!rt || rt->version != SIMT_RT_VERSION) return -1;
   simt::rt = rt;

@@ -6,8 +6,10 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "simt_rt.h"
+#include "simt_trace.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SIMT_ASAN 1
@@ -249,6 +252,12 @@ static int add_kernel(prepared *p, const char *name, size_t len, char **out_err)
   return 0;
 }
 
+/* Appended after each launcher (format arguments: the kernel's name twice): the address of the
+ * kernel function, so a traced launch knows which code is the kernel's (simt_trace.h). */
+#define SIMT_FN_ADDR                                                                               \
+  "extern \"C\" __attribute__((visibility(\"default\"))) const void *simt__f_%s(void) {\n"         \
+  "  return (const void *)&%s;\n}\n"
+
 /* An edit of the original text: replace [at, at+len) by `with`. Edits are applied in order. */
 typedef struct edit {
   size_t at, len;
@@ -465,8 +474,9 @@ static int metal_find_kernels(const char *s, prepared *p, buf *launchers, char *
     k->nargs = maxbuf + 1;
     buf_printf(launchers,
                "extern \"C\" __attribute__((visibility(\"default\"))) int simt__k_%s(void **a) {\n"
-               "  using F = decltype(&%s);\n  if (!a) return %d;\n  %s(%s);\n  return 0;\n}\n",
-               k->name, k->name, k->nargs, k->name, call.data ? call.data : "");
+               "  using F = decltype(&%s);\n  if (!a) return %d;\n  %s(%s);\n  return "
+               "0;\n}\n" SIMT_FN_ADDR,
+               k->name, k->name, k->nargs, k->name, call.data ? call.data : "", k->name, k->name);
     free(call.data);
   }
   return 0;
@@ -486,8 +496,8 @@ static int prepare(simt_lang lang, const char *src, const char *label, prepared 
       buf_printf(
           &launchers,
           "extern \"C\" __attribute__((visibility(\"default\"))) int simt__k_%s(void **a) {\n"
-          "  return simt::invoke(%s, a);\n}\n",
-          p->kernels[i].name, p->kernels[i].name);
+          "  return simt::invoke(%s, a);\n}\n" SIMT_FN_ADDR,
+          p->kernels[i].name, p->kernels[i].name, p->kernels[i].name, p->kernels[i].name);
   } else {
     metal_rewrite(s, &es);
     rc = metal_find_kernels(s, p, &launchers, out_err);
@@ -518,6 +528,8 @@ struct simt_kernel {
   char name[128];
   int (*launcher)(void **);
   int nargs;
+  uintptr_t fn_lo, fn_hi; /* the kernel function's code */
+  simt_module *module;
 };
 
 struct simt_module {
@@ -525,6 +537,9 @@ struct simt_module {
   simt_kernel *kernels;
   int nkernels;
   char *log;
+  char *path;     /* the object file */
+  uintptr_t base; /* its load address */
+  int traced;     /* compiled with SIMT_TRACE */
 };
 
 static const char *opt_or_env(const char *v, const char *env, const char *dflt) {
@@ -564,7 +579,11 @@ static const char *const prelude_files[] = {
     "include/cuda.h",
 };
 
-static int load_module(const char *so, prepared *p, simt_module **out, char **out_err);
+static int load_module(const char *so, prepared *p, int traced, simt_module **out, char **out_err);
+
+/* Access tracing (simt_options.trace): clang's ThreadSanitizer instrumentation, whose callbacks
+ * simt_common.h defines under SIMT_TRACE. */
+#define SIMT_TRACE_FLAGS "-fsanitize=thread -DSIMT_TRACE"
 
 int simt_module_compile(const simt_options *opts, simt_lang lang, const char *source,
                         const char *label, simt_module **out_module, char **out_err) {
@@ -577,6 +596,14 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
   const char *dir = opt_or_env(opts->simt_dir, "SIMT_DIR", SIMT_DEFAULT_DIR);
   const char *clang = opt_or_env(opts->clang, "SIMT_CLANG", "clang++-16");
   const char *cflags = opt_or_env(opts->cflags, "SIMT_CFLAGS", "");
+  const char *trace_env = getenv("SIMT_TRACE");
+  int trace = opts->trace || (trace_env && !strcmp(trace_env, "1"));
+  if (trace && strstr(cflags, "-fsanitize"))
+    return fail(out_err,
+                "access tracing cannot be combined with the sanitizer flags \"%s\" (a traced "
+                "object answers ThreadSanitizer's callbacks itself)",
+                cflags);
+  const char *trace_flags = trace ? SIMT_TRACE_FLAGS : "";
   char *cache = opts->cache_dir ? strdup(opts->cache_dir)
                 : getenv("SIMT_CACHE_DIR") && *getenv("SIMT_CACHE_DIR")
                     ? strdup(getenv("SIMT_CACHE_DIR"))
@@ -596,6 +623,7 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
   h = fnv(h, p.text.data, p.text.len + 1);
   h = fnv(h, clang, strlen(clang) + 1);
   h = fnv(h, cflags, strlen(cflags) + 1);
+  h = fnv(h, trace_flags, strlen(trace_flags) + 1);
   for (size_t i = 0; i < sizeof prelude_files / sizeof prelude_files[0]; i++) {
     buf path = {0};
     buf_printf(&path, "%s/%s", dir, prelude_files[i]);
@@ -643,7 +671,9 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
         clang,    "-x",        "c++",      "-std=c++17",      "-O0",
         "-g",     "-fPIC",     "-shared",  "-fno-exceptions", "-Wno-unknown-attributes",
         inc.data, incdir.data, "-include", prel.data};
-    char *flags = strdup(cflags);
+    char *flags = malloc(strlen(cflags) + strlen(trace_flags) + 2);
+    if (!flags) abort();
+    sprintf(flags, "%s %s", cflags, trace_flags);
     char *argv[64];
     int argc = 0;
     for (size_t i = 0; i < sizeof argv_fixed / sizeof argv_fixed[0]; i++)
@@ -681,7 +711,7 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
       goto done;
     }
   }
-  rc = load_module(so.data, &p, out_module, out_err);
+  rc = load_module(so.data, &p, trace, out_module, out_err);
   if (!rc) {
     (*out_module)->log = log ? log : strdup("");
     log = NULL;
@@ -714,10 +744,29 @@ static void rt_barrier(int line);
 static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members,
                              int line);
 static void rt_fail(int line, const char *msg);
-static const simt_rt the_rt = {SIMT_RT_VERSION, &current_thread, rt_barrier, rt_warp_exchange,
-                               rt_fail};
+static void rt_trace_access(const void *pc, const void *addr, unsigned long bytes, int store);
+static void rt_trace_enter(const void *caller_pc);
+static void rt_trace_exit(void);
+static const simt_rt the_rt = {SIMT_RT_VERSION, &current_thread, rt_barrier,     rt_warp_exchange,
+                               rt_fail,         rt_trace_access, rt_trace_enter, rt_trace_exit};
 
-static int load_module(const char *so, prepared *p, simt_module **out, char **out_err) {
+/* The code range of kernel k (its launcher's twin simt__f_NAME gives the function's address, the
+ * dynamic symbol table its size); empty when unknown (accesses are then attributed to the code
+ * that made them). */
+static void kernel_range(void *dl, simt_kernel *k) {
+  char sym[160];
+  snprintf(sym, sizeof sym, "simt__f_%s", k->name);
+  const void *(*addr)(void) = (const void *(*)(void))dlsym(dl, sym);
+  if (!addr) return;
+  const void *fn = addr();
+  Dl_info info;
+  const ElfW(Sym) *es = NULL;
+  k->fn_lo = k->fn_hi = (uintptr_t)fn;
+  if (dladdr1(fn, &info, (void **)&es, RTLD_DL_SYMENT) && es && info.dli_saddr == fn)
+    k->fn_hi = k->fn_lo + es->st_size;
+}
+
+static int load_module(const char *so, prepared *p, int traced, simt_module **out, char **out_err) {
   void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!dl) return fail(out_err, "cannot load %s: %s", so, dlerror());
   int (*init)(const simt_rt *) = (int (*)(const simt_rt *))dlsym(dl, "simt__init");
@@ -729,6 +778,10 @@ static int load_module(const char *so, prepared *p, simt_module **out, char **ou
   simt_module *m = calloc(1, sizeof *m);
   if (!m) abort();
   m->dl = dl;
+  m->traced = traced;
+  m->path = strdup(so);
+  Dl_info info;
+  if (dladdr((void *)init, &info)) m->base = (uintptr_t)info.dli_fbase;
   m->kernels = calloc((size_t)p->nkernels, sizeof *m->kernels);
   if (!m->kernels) abort();
   for (int i = 0; i < p->nkernels; i++) {
@@ -742,6 +795,8 @@ static int load_module(const char *so, prepared *p, simt_module **out, char **ou
     }
     snprintf(k->name, sizeof k->name, "%s", p->kernels[i].name);
     k->nargs = k->launcher(NULL);
+    k->module = m;
+    kernel_range(dl, k);
     m->nkernels++;
   }
   *out = m;
@@ -753,6 +808,7 @@ void simt_module_free(simt_module *m) {
   if (m->dl) dlclose(m->dl);
   free(m->kernels);
   free(m->log);
+  free(m->path);
   free(m);
 }
 
@@ -800,6 +856,7 @@ static struct sched {
   int failed; /* an error was reported; no fiber runs again */
   buf err;
   const char *kname;
+  simt_trace *trace; /* a traced launch's analysis, or NULL */
 } S;
 
 __attribute__((format(printf, 1, 2))) static void sched_error(const char *fmt, ...) {
@@ -1022,9 +1079,55 @@ static int run_block(void) {
   }
 }
 
-int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
-                size_t dyn_smem_bytes, void **args, int nargs, char **out_err) {
-  if (out_err) *out_err = NULL;
+/* The threads of block (bx, by, bz) at their start. */
+static void init_block(const unsigned grid[3], const unsigned block[3], unsigned bx, unsigned by,
+                       unsigned bz, void *smem) {
+  unsigned warps = (S.n + SIMT_WARP - 1) / SIMT_WARP;
+  for (unsigned i = 0; i < S.n; i++) {
+    fiber *f = &S.f[i];
+    simt_thread *t = &f->t;
+    t->thread_idx = (simt_dim3){i % block[0], i / block[0] % block[1], i / (block[0] * block[1])};
+    t->block_idx = (simt_dim3){bx, by, bz};
+    t->block_dim = (simt_dim3){block[0], block[1], block[2]};
+    t->grid_dim = (simt_dim3){grid[0], grid[1], grid[2]};
+    t->linear = i;
+    t->lane = i % SIMT_WARP;
+    t->warp = i / SIMT_WARP;
+    t->warp_lanes = t->warp + 1 < warps ? SIMT_WARP : S.n - t->warp * SIMT_WARP;
+    t->dyn_smem = smem;
+    f->state = F_RUNNABLE;
+    f->line = 0;
+    f->fake_stack = NULL;
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = FIBER_STACK;
+    f->ctx.uc_link = NULL;
+    makecontext(&f->ctx, fiber_main, 0);
+  }
+}
+
+/* What a traced launch adds to a launch (simt_launch_traced). */
+typedef struct launch_trace {
+  const simt_range *ranges;
+  int nranges;
+  unsigned max_blocks;
+  simt_coalescing *acc;
+} launch_trace;
+
+static void rt_trace_access(const void *pc, const void *addr, unsigned long bytes, int store) {
+  if (S.trace && S.running)
+    simt_trace_access(S.trace, (unsigned)(S.running - S.f), S.running->t.warp, pc, addr, bytes,
+                      store);
+}
+static void rt_trace_enter(const void *caller_pc) {
+  if (S.trace && S.running) simt_trace_enter(S.trace, (unsigned)(S.running - S.f), caller_pc);
+}
+static void rt_trace_exit(void) {
+  if (S.trace && S.running) simt_trace_exit(S.trace, (unsigned)(S.running - S.f));
+}
+
+static int check_launch(const simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                        void **args, int nargs, char **out_err) {
   if (!k) return fail(out_err, "no kernel given");
   if (S.f) return fail(out_err, "simt_launch is not reentrant (called from inside a launch?)");
   if (nargs != k->nargs)
@@ -1042,15 +1145,24 @@ int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
   if (grid[1] > 65535 || grid[2] > 65535)
     return fail(out_err, "kernel %s: grid y and z are at most 65535, (%u,%u,%u) given", k->name,
                 grid[0], grid[1], grid[2]);
+  return 0;
+}
 
+static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                  size_t dyn_smem_bytes, void **args, int nargs, const launch_trace *tr,
+                  char **out_err) {
+  if (out_err) *out_err = NULL;
+  if (check_launch(k, grid, block, args, nargs, out_err)) return -1;
   memset(&S, 0, sizeof S);
-  S.n = (unsigned)threads;
+  S.n = block[0] * block[1] * block[2];
   S.launcher = k->launcher;
   S.args = args;
   S.kname = k->name;
   S.f = calloc(S.n, sizeof *S.f);
   void *smem = dyn_smem_bytes ? aligned_alloc(16, (dyn_smem_bytes + 15) & ~(size_t)15) : NULL;
   if (!S.f || (dyn_smem_bytes && !smem)) abort();
+  if (tr)
+    S.trace = simt_trace_new(tr->ranges, tr->nranges, S.n, k->fn_lo, k->fn_hi, k->module->base);
   long page = sysconf(_SC_PAGESIZE);
   int rc = 0;
   for (unsigned i = 0; i < S.n; i++) {
@@ -1063,43 +1175,85 @@ int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
     mprotect(m, (size_t)page, PROT_NONE); /* guard page: overflow faults instead of corrupting */
     S.f[i].stack = m + page;
   }
-  unsigned warps = (S.n + SIMT_WARP - 1) / SIMT_WARP;
-  for (unsigned bz = 0; bz < grid[2] && !rc; bz++) {
-    for (unsigned by = 0; by < grid[1] && !rc; by++) {
-      for (unsigned bx = 0; bx < grid[0] && !rc; bx++) {
-        for (unsigned i = 0; i < S.n; i++) {
-          fiber *f = &S.f[i];
-          simt_thread *t = &f->t;
-          t->thread_idx =
-              (simt_dim3){i % block[0], i / block[0] % block[1], i / (block[0] * block[1])};
-          t->block_idx = (simt_dim3){bx, by, bz};
-          t->block_dim = (simt_dim3){block[0], block[1], block[2]};
-          t->grid_dim = (simt_dim3){grid[0], grid[1], grid[2]};
-          t->linear = i;
-          t->lane = i % SIMT_WARP;
-          t->warp = i / SIMT_WARP;
-          t->warp_lanes = t->warp + 1 < warps ? SIMT_WARP : S.n - t->warp * SIMT_WARP;
-          t->dyn_smem = smem;
-          f->state = F_RUNNABLE;
-          f->line = 0;
-          f->fake_stack = NULL;
-          getcontext(&f->ctx);
-          f->ctx.uc_stack.ss_sp = f->stack;
-          f->ctx.uc_stack.ss_size = FIBER_STACK;
-          f->ctx.uc_link = NULL;
-          makecontext(&f->ctx, fiber_main, 0);
-        }
-        if (run_block() < 0) rc = -1;
-      }
-    }
+  /* every block in order, or (a traced launch with max_blocks) an evenly spaced sample */
+  unsigned long long total = (unsigned long long)grid[0] * grid[1] * grid[2], runs = total;
+  if (tr && tr->max_blocks && tr->max_blocks < total) runs = tr->max_blocks;
+  for (unsigned long long r = 0; r < runs && !rc; r++) {
+    unsigned long long b = runs == total ? r : r * total / runs;
+    init_block(grid, block, (unsigned)(b % grid[0]), (unsigned)(b / grid[0] % grid[1]),
+               (unsigned)(b / grid[0] / grid[1]), smem);
+    if (S.trace) simt_trace_block_begin(S.trace);
+    if (run_block() < 0)
+      rc = -1;
+    else if (S.trace)
+      simt_trace_block_end(S.trace, tr->acc);
   }
   if (rc && S.failed && out_err) *out_err = buf_take(&S.err);
 out:
   for (unsigned i = 0; i < S.n; i++)
     if (S.f[i].stack) munmap(S.f[i].stack - page, FIBER_STACK + (size_t)page);
+  simt_trace_free(S.trace);
   free(S.f);
   free(S.err.data);
   free(smem);
   memset(&S, 0, sizeof S);
   return rc;
+}
+
+int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                size_t dyn_smem_bytes, void **args, int nargs, char **out_err) {
+  return launch(k, grid, block, dyn_smem_bytes, args, nargs, NULL, out_err);
+}
+
+/* ---------------------------------------------------------------- the coalescing report */
+
+int simt_module_traced(const simt_module *m) { return m && m->traced; }
+
+int simt_launch_traced(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                       size_t dyn_smem_bytes, void **args, int nargs, const simt_range *global,
+                       int nglobal, unsigned max_blocks, simt_coalescing *acc, char **out_err) {
+  if (out_err) *out_err = NULL;
+  if (!k || !acc || nglobal < 0 || (nglobal && !global))
+    return fail(out_err, "simt_launch_traced: no kernel, report or ranges given");
+  if (!k->module->traced)
+    return fail(out_err, "kernel %s was compiled without tracing (simt_options.trace)", k->name);
+  launch_trace tr = {global, nglobal, max_blocks, acc};
+  return launch(k, grid, block, dyn_smem_bytes, args, nargs, &tr, out_err);
+}
+
+void simt_coalescing_free(simt_coalescing *c) {
+  if (!c) return;
+  free(c->sites);
+  memset(c, 0, sizeof *c);
+}
+
+int simt_site_where(const simt_kernel *k, size_t site, char *out, size_t n) {
+  if (!k || !out || n == 0 || !k->module->path || site == 0) return -1;
+  out[0] = 0;
+  char addr[32];
+  snprintf(addr, sizeof addr, "0x%zx", site - 1); /* site: a return address, after the call */
+  char *argv[] = {"addr2line", "-e", k->module->path, addr, NULL};
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "addr2line", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  size_t len = 0;
+  ssize_t got;
+  while (rc == 0 && len + 1 < n && (got = read(fds[0], out + len, n - 1 - len)) > 0)
+    len += (size_t)got;
+  close(fds[0]);
+  out[len] = 0;
+  int status = 0;
+  if (rc == 0) waitpid(pid, &status, 0);
+  char *nl = strchr(out, '\n');
+  if (nl) *nl = 0;
+  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out[0] || out[0] == '?')
+    return -1;
+  return 0;
 }

@@ -30,6 +30,8 @@ typedef struct simt_options {
   const char *cache_dir; /* NULL: $SIMT_CACHE_DIR or $TMPDIR/relaxc-simt-<uid> */
   const char *cflags;    /* extra clang flags, space-separated (e.g. "-fsanitize=undefined");
                             NULL: $SIMT_CFLAGS or none */
+  int trace;             /* compile with access tracing, for simt_launch_traced (also when
+                            $SIMT_TRACE is 1); refused with sanitizer flags in cflags */
 } simt_options;
 
 typedef struct simt_module simt_module;
@@ -61,6 +63,54 @@ int simt_kernel_nargs(const simt_kernel *k);
  * nargs must equal simt_kernel_nargs(k). */
 int simt_launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
                 size_t dyn_smem_bytes, void **args, int nargs, char **out_err);
+
+/* ---- the coalescing report ---------------------------------------------------------------
+ * A kernel object compiled with simt_options.trace reports every memory access it makes: clang's
+ * ThreadSanitizer instrumentation (-fsanitize=thread) with its callbacks answered by the emulator
+ * (simt_common.h) instead of TSan's runtime. simt_launch_traced groups the accesses that fall in
+ * the given global buffers into warp-wide requests, as a GPU's load/store unit sees them: the
+ * k-th execution of one access site by each lane of a warp is one request (simt_trace.h says what
+ * a site is). Per request: `moved`, 32 bytes per 32-byte sector it touches (sectors counted
+ * from the buffer's start: device buffers start 256-byte aligned), and `used`, the bytes its lanes
+ * asked for, at most `moved` (NVIDIA's global load efficiency: requested over transferred bytes;
+ * lanes reading one word are served by one sector). Efficiency = used / moved over a kernel's
+ * requests: 100% when the lanes of a warp access consecutive 4-, 8- or 16-byte words or one
+ * word, 50% for 2-byte lanes 4 bytes apart, 6.25% for 2-byte lanes 32 or more bytes apart. */
+typedef struct simt_range {
+  const void *base;
+  size_t bytes;
+} simt_range;
+
+typedef struct simt_access_stats {
+  unsigned long long requests; /* warp-wide executions of access sites */
+  unsigned long long used;     /* bytes the lanes asked for, at most moved per request */
+  unsigned long long moved;    /* 32 x the 32-byte sectors touched */
+} simt_access_stats;
+
+typedef struct simt_site_stats {
+  size_t site; /* the access site: offset of its code in the kernel object */
+  int store;
+  simt_access_stats s;
+} simt_site_stats;
+
+/* Accumulated over launches; zero-initialize, release with simt_coalescing_free. */
+typedef struct simt_coalescing {
+  simt_access_stats loads, stores;
+  simt_site_stats *sites; /* per site and direction, in order of first request */
+  int nsites;
+} simt_coalescing;
+
+/* Whether m was compiled with tracing. */
+int simt_module_traced(const simt_module *m);
+/* simt_launch, for a kernel of a traced module, adding its requests to global memory (the
+ * nglobal ranges) to *acc. max_blocks > 0: runs only that many blocks of the grid, evenly
+ * spaced (the outputs of the others are not written), to keep large grids quick. */
+int simt_launch_traced(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
+                       size_t dyn_smem_bytes, void **args, int nargs, const simt_range *global,
+                       int nglobal, unsigned max_blocks, simt_coalescing *acc, char **out_err);
+void simt_coalescing_free(simt_coalescing *c);
+/* "file:line" of an access site of k's object (addr2line), or -1 when it cannot be found. */
+int simt_site_where(const simt_kernel *k, size_t site, char *out, size_t n);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 
 #define SIMT_WARP       32 /* lanes per warp (CUDA) and per simdgroup (Metal) */
 #define SIMT_PAYLOAD    16 /* bytes one lane contributes to one warp exchange */
-#define SIMT_RT_VERSION 1  /* bumped whenever this interface changes */
+#define SIMT_RT_VERSION 2  /* bumped whenever this interface changes */
 
 typedef struct simt_dim3 {
   unsigned x, y, z;
@@ -45,6 +45,12 @@ typedef struct simt_rt {
   /* report an error in kernel code (bad shuffle source, __trap, ...): the launch fails with this
    * message and the calling thread never resumes */
   void (*fail)(int line, const char *msg);
+  /* access tracing (objects compiled with SIMT_TRACE, simt_common.h; ignored outside a traced
+   * launch): every load and store of bytes at addr (pc: the return address in the function that
+   * made it), and every function entry (caller_pc: the return address in its caller) and exit */
+  void (*trace_access)(const void *pc, const void *addr, unsigned long bytes, int store);
+  void (*trace_enter)(const void *caller_pc);
+  void (*trace_exit)(void);
 } simt_rt;
 
 #endif

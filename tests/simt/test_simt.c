@@ -466,6 +466,80 @@ static int t_metal_misuse(void) {
   return 0;
 }
 
+/* The coalescing report on access patterns with known answers (kernels/coalescing.*): each case
+ * is one traced launch over 2 blocks of 64 threads, with its buffers as the global ranges. */
+static float cf_a[128 * 32], cf_b[128], cf_f4[128 * 4 * 4], cf_g4[128 * 4];
+static uint16_t cf_h[128 * 2 * 8], cf_hb[128 * 8];
+static const struct coalescing_case {
+  int metal;
+  const char *kernel;
+  void *x, *y; /* the two buffers */
+  size_t xb, yb;
+  int stride, nargs; /* nargs 3: the stride is the third argument */
+  double load_pct, store_pct;
+  unsigned long long load_requests; /* 0: not checked */
+} coalescing_cases[] = {
+    {0, "f32_strided", cf_a, cf_b, sizeof cf_a, sizeof cf_b, 1, 3, 100.0, 100.0, 4},
+    {0, "f32_strided", cf_a, cf_b, sizeof cf_a, sizeof cf_b, 32, 3, 12.5, 100.0, 4},
+    {0, "half_strided", cf_h, cf_hb, sizeof cf_h, sizeof cf_hb, 1, 3, 100.0, 100.0, 4},
+    {0, "half_strided", cf_h, cf_hb, sizeof cf_h, sizeof cf_hb, 2, 3, 50.0, 100.0, 4},
+    {0, "vec16", cf_h, cf_hb, sizeof cf_h, sizeof cf_hb, 0, 2, 100.0, 100.0, 4},
+    {0, "broadcast", cf_a, cf_b, sizeof cf_a, sizeof cf_b, 0, 2, 100.0, 100.0, 4},
+    {1, "f4_strided", cf_f4, cf_g4, sizeof cf_f4, sizeof cf_g4, 1, 3, 100.0, 100.0, 4},
+    {1, "f4_strided", cf_f4, cf_g4, sizeof cf_f4, sizeof cf_g4, 4, 3, 50.0, 100.0, 4},
+};
+
+static int coalescing_case(simt_module *m, const struct coalescing_case *c) {
+  simt_kernel *k = simt_module_kernel(m, c->kernel);
+  CHECK(k, "no kernel %s", c->kernel);
+  void *x = c->x, *y = c->y;
+  int stride = c->stride;
+  void *args[3] = {&x, &y, &stride};
+  if (c->metal) args[0] = x, args[1] = y;
+  unsigned grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
+  simt_range ranges[2] = {{x, c->xb}, {y, c->yb}};
+  simt_coalescing r = {0};
+  char *err = NULL, where[256] = "";
+  int rc = simt_launch_traced(k, grid, block, 0, args, c->nargs, ranges, 2, 0, &r, &err);
+  double l = 100.0 * (double)r.loads.used / (double)(r.loads.moved ? r.loads.moved : 1);
+  double s = 100.0 * (double)r.stores.used / (double)(r.stores.moved ? r.stores.moved : 1);
+  if (!rc && r.nsites > 0 && simt_site_where(k, r.sites[0].site, where, sizeof where) != 0)
+    snprintf(where, sizeof where, "(not found)");
+  unsigned long long req = r.loads.requests;
+  simt_coalescing_free(&r);
+  CHECK(!rc, "traced launch of %s: %s", c->kernel, err ? err : "");
+  free(err);
+  CHECK(l == c->load_pct && s == c->store_pct && (!c->load_requests || req == c->load_requests),
+        "%s, stride %d: loads %g%% stores %g%% in %llu load requests (want %g%%, %g%%, %llu)",
+        c->kernel, c->stride, l, s, req, c->load_pct, c->store_pct, c->load_requests);
+  CHECK(strstr(where, c->metal ? "coalescing.metal:" : "coalescing.cu:"),
+        "%s: its first access site is at '%s', not in the kernel's source", c->kernel, where);
+  return 0;
+}
+
+static int t_coalescing(void) {
+  simt_options o = opts;
+  o.trace = 1;
+  for (int metal = 0; metal < 2; metal++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/coalescing.%s", kdir, metal ? "metal" : "cu");
+    simt_module *m = NULL;
+    char *err = NULL;
+    if (simt_module_compile_file(&o, metal ? SIMT_METAL : SIMT_CUDA, path, &m, &err) < 0) {
+      int skip = err && strstr(err, "sanitizer");
+      printf("  %s: %s\n", path, err);
+      free(err);
+      return skip ? 2 : 1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < sizeof coalescing_cases / sizeof coalescing_cases[0] && !bad; i++)
+      if (coalescing_cases[i].metal == metal) bad = coalescing_case(m, &coalescing_cases[i]);
+    simt_module_free(m);
+    if (bad) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : getenv("SIMT_DIR");
 #ifdef SIMT_DEFAULT_DIR
@@ -489,6 +563,7 @@ int main(int argc, char **argv) {
       {"metal_reduce", t_metal_reduce},
       {"metal_half", t_metal_half},
       {"metal_misuse", t_metal_misuse},
+      {"coalescing", t_coalescing},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     if (no_clang) {

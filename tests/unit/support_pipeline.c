@@ -21,9 +21,58 @@ void rxk_fail(rxk_stats *st, const char *fmt, ...) {
 
 static simt_options simt_opts;
 
+bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
+                     simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n) {
+  int64_t v;
+  unsigned grid[3];
+  for (int a = 0; a < 3; a++) {
+    if (!rxk_eval(kn->grid[a], e, &v) || v < 0 || v > 0x7fffffff)
+      return snprintf(msg, n, "%s: grid[%d] not evaluable", kn->name, a), false;
+    grid[a] = (unsigned)v;
+  }
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return true; /* nothing to launch */
+  unsigned block[3] = {(unsigned)kn->block[0], (unsigned)kn->block[1], (unsigned)kn->block[2]};
+  void *args[RXK_MAX_PARAMS + RXK_MAX_VARS + 1], *ptrs[RXK_MAX_PARAMS + RXK_MAX_VARS];
+  int32_t scalars[RXK_MAX_VARS + 64];
+  unsigned char params_struct[512];
+  memset(params_struct, 0, sizeof params_struct);
+  simt_range ranges[RXK_MAX_PARAMS];
+  int nargs = 0, nranges = 0;
+  bool metal = kn->lang == RX_LANG_MSL;
+  for (int a = 0; a < kn->nargs; a++) {
+    const rx_karg *ka = &kn->args[a];
+    if (ka->kind == RX_KARG_BUFFER) {
+      ptrs[a] = b->arg[ka->param].data;
+      args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
+      ranges[nranges++] = (simt_range){ptrs[a], b->bytes[ka->param]};
+    } else {
+      if (!rxk_eval(ka->var, e, &v) || v < INT32_MIN || v > INT32_MAX)
+        return snprintf(msg, n, "%s: scalar %s not evaluable", kn->name, ka->name), false;
+      scalars[a] = (int32_t)v;
+      if (metal) {
+        RX_ASSERT(ka->offset >= 0 && (size_t)ka->offset + 4 <= sizeof params_struct);
+        memcpy(params_struct + ka->offset, &scalars[a], 4);
+      } else {
+        args[nargs++] = &scalars[a];
+      }
+    }
+  }
+  if (metal && kn->scalar_bytes > 0) args[nargs++] = params_struct;
+  simt_kernel *sk = simt_module_kernel(mod, kn->name);
+  if (!sk) return snprintf(msg, n, "%s: kernel not found in its object", kn->name), false;
+  char *err = NULL;
+  if (acc ? simt_launch_traced(sk, grid, block, 0, args, nargs, ranges, nranges, max_blocks, acc,
+                               &err)
+          : simt_launch(sk, grid, block, 0, args, nargs, &err)) {
+    snprintf(msg, n, "%s: launch failed: %s", kn->name, err);
+    free(err);
+    return false;
+  }
+  return true;
+}
+
 bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n) {
   const rx_kernel_list *kl = &p->kl;
-  simt_module **mods = p->mods;
   for (int k = 0; k < kl->n; k++) {
     const rx_kernel *kn = kl->kernels[k];
     int64_t v;
@@ -32,46 +81,7 @@ bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char 
         return snprintf(msg, n, "%s: condition not evaluable", kn->name), false;
       if (!v) continue;
     }
-    unsigned grid[3];
-    for (int a = 0; a < 3; a++) {
-      if (!rxk_eval(kn->grid[a], e, &v) || v < 0 || v > 0x7fffffff)
-        return snprintf(msg, n, "%s: grid[%d] not evaluable", kn->name, a), false;
-      grid[a] = (unsigned)v;
-    }
-    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue; /* nothing to launch */
-    unsigned block[3] = {(unsigned)kn->block[0], (unsigned)kn->block[1], (unsigned)kn->block[2]};
-    void *args[RXK_MAX_PARAMS + RXK_MAX_VARS + 1], *ptrs[RXK_MAX_PARAMS + RXK_MAX_VARS];
-    int32_t scalars[RXK_MAX_VARS + 64];
-    unsigned char params_struct[512];
-    memset(params_struct, 0, sizeof params_struct);
-    int nargs = 0;
-    bool metal = kn->lang == RX_LANG_MSL;
-    for (int a = 0; a < kn->nargs; a++) {
-      const rx_karg *ka = &kn->args[a];
-      if (ka->kind == RX_KARG_BUFFER) {
-        ptrs[a] = b->arg[ka->param].data;
-        args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
-      } else {
-        if (!rxk_eval(ka->var, e, &v) || v < INT32_MIN || v > INT32_MAX)
-          return snprintf(msg, n, "%s: scalar %s not evaluable", kn->name, ka->name), false;
-        scalars[a] = (int32_t)v;
-        if (metal) {
-          RX_ASSERT(ka->offset >= 0 && (size_t)ka->offset + 4 <= sizeof params_struct);
-          memcpy(params_struct + ka->offset, &scalars[a], 4);
-        } else {
-          args[nargs++] = &scalars[a];
-        }
-      }
-    }
-    if (metal && kn->scalar_bytes > 0) args[nargs++] = params_struct;
-    simt_kernel *sk = simt_module_kernel(mods[k], kn->name);
-    if (!sk) return snprintf(msg, n, "%s: kernel not found in its object", kn->name), false;
-    char *err = NULL;
-    if (simt_launch(sk, grid, block, 0, args, nargs, &err)) {
-      snprintf(msg, n, "%s: launch failed: %s", kn->name, err);
-      free(err);
-      return false;
-    }
+    if (!rxk_simt_launch(kn, p->mods[k], e, b, NULL, 0, msg, n)) return false;
   }
   return true;
 }

@@ -39,6 +39,11 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
                  rxk_prepared *p);
 void rxk_release(rxk_prepared *p);
 
+/* Launches kernel kn (in its SIMT object mod) on b at the symbolic values e. With acc: a traced
+ * launch (simt_launch_traced: the coalescing report of b's buffers added to acc) of at most
+ * max_blocks blocks (0: all). Returns false with a message. */
+bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
+                     simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n);
 /* Runs every kernel of p whose condition holds, in order, in the SIMT emulator on b (symbolic
  * values from e). Returns false with a message. */
 bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n);
