@@ -1,0 +1,345 @@
+/* passes/schedule/gemv.c: the GEMV kernels of the matmul rule (matmul.h), for one row and for
+ * low batch (up to SMALL_ROWS rows).
+ *
+ *   gemv_rows   Q contiguous along k (x @ W^T: Hugging Face's [out, in] weights). A group of G
+ *               threads (one subgroup: a warp, a SIMD group) computes R output columns for all
+ *               the rows: at each step its lanes read consecutive 8-element vectors of the R
+ *               weight rows (`vectorize` loops whose index is base + v, base a multiple of 8:
+ *               16-byte loads of f16, passes/schedule.h), keep them in registers, and multiply
+ *               them with the same k of every row of P, so each weight element is read once
+ *               for all rows. The partial sums are reduced by subgroup shuffles, and each lane
+ *               of the group writes one output point (the epilogue: bias, residual, gate...).
+ *               Grids too small for the GPU get smaller blocks, then k split over a block
+ *               (every subgroup of the block on one column, combined through shared memory).
+ *               Targets without subgroup arithmetic (generic Vulkan) reduce over the whole
+ *               block with a shared-memory tree, one row only.
+ *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
+ *               read consecutive columns (coalesced), k split over the block's thread rows,
+ *               combined through shared memory. */
+#include "matmul.h"
+
+#include <string.h>
+
+/* ---- tuning constants, named once with their reason ---- */
+/* The widest vector along k: 8 lanes, 16 bytes of f16 (one 128-bit load per lane step, the
+ * vector_bytes of every target in targets/targets.c). */
+#define GEMV_LANES 8
+/* A grid with fewer blocks than this leaves SMs idle: two blocks for each of the 132 SMs of an
+ * H100 SXM, the largest GPU the targets describe (targets.c lists no SM counts). */
+#define GEMV_MIN_BLOCKS 264
+/* gemv_rows halves its block down to this many threads before it splits k over a block: two
+ * warps of 32, so the 32 resident blocks an SM takes (sm_80, sm_90) still fill its 2048 threads,
+ * the memory parallelism a bandwidth-bound kernel needs. */
+#define GEMV_MIN_THREADS 64
+/* With several rows each group computes 2 columns: the activation vector loaded for a row serves
+ * both weight rows, halving the activation's traffic from L1 at 16 rows (2 x 16 accumulators in
+ * registers). */
+#define GEMV_BATCH_COLS 2
+/* The k loop is unrolled by 4 steps: 4 independent 16-byte weight loads in flight per thread. */
+#define GEMV_UNROLL 4
+
+/* ------------------------------------------------------------------------------------------
+ * gemv_rows
+ * ------------------------------------------------------------------------------------------ */
+typedef struct rows_plan {
+  int T;  /* threads per block */
+  int G;  /* threads per group: the subgroup size, or T (k split over the block) */
+  int R;  /* output columns per group */
+  int V;  /* vector lanes along k */
+  int NB; /* rows of P per block: all of them */
+} rows_plan;
+
+static bool subgroups(const rx_sctx *s, int threads) {
+  int sg = s->t->subgroup_size;
+  return sg > 1 && s->t->subgroup_arithmetic && threads % sg == 0;
+}
+
+/* Blocks of the grid for plan p, or -1 when M or a batch extent is symbolic. */
+static int64_t plan_blocks(const mm_info *mi, const rows_plan *p) {
+  int64_t n = 1;
+  for (int q = 0; q < mi->nb; q++) {
+    if (mi->nt.ext[q]->kind != RX_EXPR_CONST) return -1;
+    n *= mi->nt.ext[q]->value;
+  }
+  if (mi->M->kind != RX_EXPR_CONST) return -1;
+  int64_t per = (int64_t)(p->T / p->G) * p->R;
+  return n * ((mi->M->value + per - 1) / per);
+}
+
+static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows) {
+  int tmax = sched_block_threads(s, BLOCK_THREADS);
+  rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = mm_vector_lanes(s, mi, GEMV_LANES), .NB = rows};
+  if (!subgroups(s, tmax)) return p; /* the block reduces each column: one row */
+  int sg = s->t->subgroup_size;
+  p.G = sg;
+  p.R = rows > 1 ? GEMV_BATCH_COLS : 1;
+  int tmin = GEMV_MIN_THREADS > sg ? GEMV_MIN_THREADS : sg;
+  while (p.T > tmin && plan_blocks(mi, &p) >= 0 && plan_blocks(mi, &p) < GEMV_MIN_BLOCKS) p.T /= 2;
+  bool long_k = mi->K->kind == RX_EXPR_CONST && mi->K->value >= (int64_t)tmax * p.V;
+  int64_t nb = plan_blocks(mi, &p);
+  if (nb >= 0 && nb < GEMV_MIN_BLOCKS && rows == 1 && long_k && rx_sched_use_subgroups(s, tmax)) {
+    p.T = tmax; /* split k: the block's subgroups on one column */
+    p.G = tmax;
+  }
+  return p;
+}
+
+/* The narrowest subgroup the multi-row form (rows > 1) is used with. On lavapipe (subgroups of 8)
+ * its reductions of 2 x rows accumulators per lane gave wrong sums in about a quarter of the runs
+ * of tests/kernels/gemv_hf.rx (batched_hf, n = 7) when llvmpipe ran workgroups on more than one
+ * thread, and never with LP_NUM_THREADS=0; the cause is not found yet (the kernel's accesses are
+ * disjoint per workgroup). Until it is, narrower subgroups take the shared-tile kernel for
+ * rows > 1 (gemm.c), which holds on every run. */
+#define GEMV_ROWS_MIN_SUBGROUP 32
+
+bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows) {
+  (void)mi;
+  return rows >= 1 && rows <= SMALL_ROWS &&
+         (rows == 1 || (subgroups(s, sched_block_threads(s, BLOCK_THREADS)) &&
+                        s->t->subgroup_size >= GEMV_ROWS_MIN_SUBGROUP));
+}
+
+/* What the parts of a gemv_rows kernel share. */
+typedef struct rows_k {
+  rx_sctx *s;
+  const mm_info *mi;
+  rows_plan p;
+  const rx_expr *tx, *l;      /* the thread, its lane in the group */
+  const rx_expr *col0;        /* the group's first column */
+  const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
+  rx_buffer *acc, *wv;        /* accumulators [NB * R], the weight vectors [R, V] */
+} rows_k;
+
+/* e (an operand) at row i, column j, reduction index k. */
+static rx_tx *operand_at(rows_k *c, const rx_tx *e, const rx_expr *i, const rx_expr *j,
+                         const rx_expr *k) {
+  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
+  rx_rewrite rw;
+  mm_point_rewrite(c->s, c->mi, c->brepl, i, j, vars, repl, &rw);
+  vars[rw.n] = c->mi->r.k;
+  repl[rw.n] = k;
+  rw.n++;
+  return rx_sched_rewrite_tx(&rw, e);
+}
+
+static rx_tx *bin(rx_sctx *s, rx_binop op, rx_tx *a, rx_tx *b) {
+  return rx_tx_binary(s->m, op, a, b, s->loc);
+}
+
+/* One step of k at kb: the R weight vectors into wv, then every row's vector of P times them. */
+static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  rows_plan p = c->p;
+  const rx_expr *v = p.V > 1 ? rx_sched_fresh_var(s, "v") : E(s, 0), *kv = ADD(s, kb, v);
+  rx_stmtvec st = {0};
+  for (int r = 0; r < p.R; r++) {
+    const rx_expr *j = ADD(s, c->col0, E(s, r)), *wi[2] = {E(s, r), v};
+    rx_stmt *ld = rx_sched_store_e(s, c->wv, wi, 2, operand_at(c, mi->q, E(s, 0), j, kv));
+    if (p.V > 1) ld = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, ld);
+    RX_VEC_PUSH(&st, rx_sched_guard(s, sched_bound_guard(s, j, mi->M), ld));
+  }
+  const rx_expr *ii = rx_sched_fresh_var(s, "ii");
+  rx_local *xv = rx_sched_local(s, "xv", mi->p->dtype);
+  rx_stmtvec lane = {0};
+  RX_VEC_PUSH(&lane, rx_sched_let(s, xv, operand_at(c, mi->p, ii, c->col0, kv)));
+  for (int r = 0; r < p.R; r++) {
+    const rx_expr *ai = ADD(s, MUL(s, ii, p.R), E(s, r)), *wi[2] = {E(s, r), v};
+    rx_tx *x = rx_tx_local(s->m, xv, s->loc), *w = rx_sched_load(s, c->wv, wi, 2);
+    rx_tx *prod = mi->p_first ? bin(s, RX_BINOP_MUL, x, w) : bin(s, RX_BINOP_MUL, w, x);
+    rx_tx *cur = rx_sched_load(s, c->acc, &ai, 1);
+    rx_tx *sum =
+        mi->r.acc_first ? bin(s, RX_BINOP_ADD, cur, prod) : bin(s, RX_BINOP_ADD, prod, cur);
+    RX_VEC_PUSH(&lane, rx_sched_store_e(s, c->acc, &ai, 1, sum));
+  }
+  rx_stmt *row = rx_sched_seq(s, &lane);
+  if (p.V > 1) row = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, row);
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, ii, E(s, 0), E(s, p.NB));
+  row = rx_sched_guard(s, sched_bound_guard(s, ii, mi->N), row);
+  rx_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&st, rx_sched_for(s, ii, E(s, p.NB), RX_LOOP_UNROLL, row));
+  return rx_sched_seq(s, &st);
+}
+
+/* The k loop: steps of G * V elements, unrolled by GEMV_UNROLL, the tail guarded. */
+static rx_stmt *rows_kloop(rows_k *c) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  rows_plan p = c->p;
+  int64_t step = (int64_t)p.G * p.V;
+  const rx_expr *nk = rx_analyzer_simplify(
+      s->an, rx_expr_floordiv(cx, ADD(s, c->mi->K, E(s, step - 1)), E(s, step)));
+  int U = GEMV_UNROLL;
+  if (nk->kind == RX_EXPR_CONST && nk->value < U) U = nk->value < 1 ? 1 : (int)nk->value;
+  const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
+  const rx_expr *nko =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, nk, E(s, U - 1)), E(s, U)));
+  const rx_expr *kb = MUL(s, ADD(s, MUL(s, ADD(s, MUL(s, ko, U), ku), p.G), c->l), p.V);
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, ko, E(s, 0), nko);
+  rx_analyzer_bind_range(s->an, ku, E(s, 0), E(s, U));
+  rx_stmt *body = rx_sched_guard(s, sched_bound_guard(s, kb, c->mi->K), rows_step(c, kb));
+  rx_analyzer_reset(s->an, mk);
+  return rx_sched_for(s, ko, nko, RX_LOOP_SERIAL,
+                      rx_sched_for(s, ku, E(s, U), RX_LOOP_UNROLL, body));
+}
+
+/* The output point of accumulator a (row a // R, column col0 + a % R) and its store(s). */
+static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_expr *who) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  int R = c->p.R;
+  const rx_expr *i = rx_expr_floordiv(s->cx, a, E(s, R));
+  const rx_expr *j = ADD(s, c->col0, rx_expr_floormod(s->cx, a, E(s, R)));
+  const rx_expr *vars[MAXN], *repl[MAXN];
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, c->brepl, i, j, vars, repl, &rw);
+  rx_stmtvec fin = {0};
+  mm_epilogue(s, mi, &rw, total, &fin);
+  const rx_expr *g =
+      AND(s, who, AND(s, sched_bound_guard(s, i, mi->N), sched_bound_guard(s, j, mi->M)));
+  return rx_sched_guard(s, g, rx_sched_seq(s, &fin));
+}
+
+/* The reduction of each accumulator over its group and the stores: by subgroup shuffles (lane
+ * a % G of the group stores accumulator a), or over the whole block (thread 0 stores). */
+static void rows_finish(rows_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rows_plan p = c->p;
+  int A = p.NB * p.R;
+  const rx_expr *z = E(s, 0);
+  if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) {
+    rx_tx *tot = rx_sched_xreduce(s, body, rx_sched_load(s, c->acc, &z, 1), RX_COMB_SUM,
+                                  c->mi->acc_dt, p.T, c->tx);
+    RX_VEC_PUSH(body, rows_store(c, z, tot, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
+    return;
+  }
+  rx_stmt *al;
+  int64_t shp[1] = {A};
+  rx_buffer *tot = rx_sched_alloc(s, "tot", c->mi->acc_dt, RX_SCOPE_LOCAL, shp, 1, &al);
+  RX_VEC_PUSH(body, al);
+  const rx_expr *a = rx_sched_fresh_var(s, "a");
+  rx_tx *part = rx_sched_load(s, c->acc, &a, 1);
+  rx_stmt *red =
+      rx_sched_store_e(s, tot, &a, 1, rx_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
+  RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, red));
+  const rx_expr *b = rx_sched_fresh_var(s, "a");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, b, z, E(s, A));
+  const rx_expr *who = rx_expr_cmp(s->cx, RX_EXPR_EQ, c->l, rx_expr_floormod(s->cx, b, E(s, p.G)));
+  rx_stmt *st = rows_store(c, b, rx_sched_load(s, tot, &b, 1), who);
+  rx_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(body, rx_sched_for(s, b, E(s, A), RX_LOOP_UNROLL, st));
+}
+
+rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
+  rx_expr_ctx *cx = s->cx;
+  rows_k c = {.s = s, .mi = mi, .p = plan_rows(s, mi, rows)};
+  rows_plan p = c.p;
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
+  c.tx = rx_sched_fresh_var(s, "tx");
+  if (mi->nb > 0) {
+    by = rx_sched_fresh_var(s, "by");
+    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+  }
+  int per = (p.T / p.G) * p.R;
+  const rx_expr *ncol =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, per - 1)), E(s, per)));
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
+  rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, p.T));
+  if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
+  const rx_expr *g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c.tx, E(s, p.G)));
+  c.l = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, E(s, p.G)));
+  c.col0 = MUL(s, ADD(s, MUL(s, bx, p.T / p.G), g), p.R);
+  rx_stmtvec body = {0};
+  rx_stmt *al;
+  int64_t ashape[1] = {(int64_t)p.NB * p.R}, wshape[2] = {p.R, p.V};
+  c.acc = rx_sched_alloc(s, "acc", mi->acc_dt, RX_SCOPE_LOCAL, ashape, 1, &al);
+  RX_VEC_PUSH(&body, al);
+  c.wv = rx_sched_alloc(s, "wv", mi->q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
+  RX_VEC_PUSH(&body, al);
+  rx_tx *zero = NULL;
+  rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
+  const rx_expr *a = rx_sched_fresh_var(s, "a");
+  RX_VEC_PUSH(&body, rx_sched_for(s, a, E(s, ashape[0]), RX_LOOP_UNROLL,
+                                  rx_sched_store_e(s, c.acc, &a, 1, zero)));
+  RX_VEC_PUSH(&body, rows_kloop(&c));
+  rows_finish(&c, &body);
+  rx_analyzer_reset(s->an, mk);
+  rx_stmt *k = rx_sched_for(s, c.tx, E(s, p.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * gemv_cols
+ * ------------------------------------------------------------------------------------------ */
+rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
+  rx_expr_ctx *cx = s->cx;
+  int T = sched_block_threads(s, BLOCK_THREADS);
+  int CB = T >= GEMV_COLUMNS ? GEMV_COLUMNS : T, KS = T / CB;
+  const rx_expr *M = mi->M, *K = mi->K;
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
+  const rx_expr *tx = rx_sched_fresh_var(s, "tx");
+  const rx_expr *brepl[MAXN];
+  if (mi->nb > 0) {
+    by = rx_sched_fresh_var(s, "by");
+    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, brepl));
+  }
+  const rx_expr *ncol;
+  const rx_expr *jj = rx_expr_floormod(cx, tx, E(s, CB)), *ks = rx_expr_floordiv(cx, tx, E(s, CB));
+  const rx_expr *jg = rx_sched_split(s, M, CB, bx, jj, &ncol);
+  rx_stmtvec body = {0};
+  rx_stmt *al;
+  int64_t one[1] = {1}, rs[2] = {KS, CB};
+  rx_buffer *red = rx_sched_alloc(s, "red_buf", mi->acc_dt, RX_SCOPE_SHARED, rs, 2, &al);
+  RX_VEC_PUSH(&body, al);
+  rx_buffer *part = rx_sched_alloc(s, "part", mi->acc_dt, RX_SCOPE_LOCAL, one, 1, &al);
+  RX_VEC_PUSH(&body, al);
+  const rx_expr *z = E(s, 0);
+  rx_tx *zero = NULL;
+  rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
+  RX_VEC_PUSH(&body, rx_sched_store_e(s, part, &z, 1, zero));
+  const rx_expr *ko = rx_sched_fresh_var(s, "ko");
+  const rx_expr *nk;
+  const rx_expr *kg = rx_sched_split(s, K, KS, ko, ks, &nk);
+  /* the product at i = 0, j = bx * CB + jj, k = ko * KS + ks */
+  const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, brepl, z, ADD(s, MUL(s, bx, CB), jj), vars, rp, &rw);
+  vars[rw.n] = mi->r.k;
+  rp[rw.n] = ADD(s, MUL(s, ko, KS), ks);
+  rw.n++;
+  rx_tx *prod = mi->p_first ? rx_tx_binary(s->m, RX_BINOP_MUL, rx_sched_rewrite_tx(&rw, mi->p),
+                                           rx_sched_rewrite_tx(&rw, mi->q), s->loc)
+                            : rx_tx_binary(s->m, RX_BINOP_MUL, rx_sched_rewrite_tx(&rw, mi->q),
+                                           rx_sched_rewrite_tx(&rw, mi->p), s->loc);
+  rx_tx *pl = rx_sched_load(s, part, &z, 1);
+  rx_stmt *upd =
+      rx_sched_store_e(s, part, &z, 1,
+                       mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
+                                       : rx_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc));
+  RX_VEC_PUSH(&body,
+              rx_sched_for(s, ko, nk, RX_LOOP_SERIAL, rx_sched_guard(s, AND(s, kg, jg), upd)));
+  const rx_expr *ri[2] = {ks, jj};
+  RX_VEC_PUSH(&body, rx_sched_store_e(s, red, ri, 2, rx_sched_load(s, part, &z, 1)));
+  RX_VEC_PUSH(&body, rx_sched_barrier(s));
+  /* the first CB threads sum the KS partials of their column, in order */
+  rx_tx *tot = NULL;
+  for (int q = 0; q < KS; q++) {
+    const rx_expr *ix[2] = {E(s, q), tx};
+    rx_tx *l = rx_sched_load(s, red, ix, 2);
+    tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
+  }
+  rx_stmtvec fin = {0};
+  const rx_expr *j = ADD(s, MUL(s, bx, CB), tx); /* tx < CB there */
+  mm_point_rewrite(s, mi, brepl, z, j, vars, rp, &rw);
+  mm_epilogue(s, mi, &rw, tot, &fin);
+  const rx_expr *c = AND(s, rx_expr_cmp(cx, RX_EXPR_LT, tx, E(s, CB)), sched_bound_guard(s, j, M));
+  RX_VEC_PUSH(&body, rx_sched_guard(s, c, rx_sched_seq(s, &fin)));
+  rx_stmt *k = rx_sched_for(s, tx, E(s, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+}

@@ -1,0 +1,63 @@
+/* passes/schedule/matmul.h: what the files of the matmul rule share (internal to
+ * passes/schedule/): the matched form (matmul_match.c), the epilogue and grid builders, and one
+ * schedule per kernel shape, which matmul.c picks per row count and layout:
+ *
+ *   gemv_rows   gemv.c    a subgroup (or the block) per output column, its lanes along k with
+ *                         8-lane vector loads: Q contiguous along k (x @ W^T, Hugging Face's
+ *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
+ *                         weight element is read once for all of them
+ *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
+ *                         contiguous along j (x @ W, [in, out] weights); one row
+ *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
+#ifndef RX_SCHED_MATMUL_H
+#define RX_SCHED_MATMUL_H
+
+#include "rules.h"
+
+/* The statements around the reduce in an output point's body (fusion makes at most 5: the
+ * accumulators' allocs, the reduce, the rounding of the accumulator, the output store). */
+#define MM_MAX_ITEMS 16
+
+/* A matmul-shaped program: one nest `for batch..., i, j` (or `for j` alone: one row) whose body is
+ *   PRE...    allocs of local buffers with constant shapes, and lets
+ *   reduce k in 0..K { init { LET... acc = v0 } update { LET... acc = acc + P * Q } }
+ *   POST...   lets, stores to local buffers, and the one store to the output at [batch..., i, j]
+ * (no POST when acc is itself the output at [batch..., i, j]). P and Q are any expressions over
+ * loads (casts, a prologue such as a norm's scale, rope) after the update's and PRE's lets are
+ * substituted into them: P uses k and not j, Q uses k and not i, and neither loads a buffer that
+ * the program stores. The epilogue (v0, PRE and POST) may read any buffer at any point that uses
+ * the output point (bias, residual, the other operand of a gate). */
+typedef struct mm_info {
+  nest nt;                  /* batch..., [i,] j: the nest as written */
+  int nb;                   /* the batch loops: the outermost nb of nt */
+  const rx_expr *i, *j;     /* the row and column variables; i is NULL when there is one row */
+  const rx_expr *N, *M, *K; /* rows (1 without i), columns, reduction extent */
+  red_info r;               /* the reduction */
+  const rx_stmt *pre[MM_MAX_ITEMS], *post[MM_MAX_ITEMS];
+  int npre, npost;
+  rx_tx *p, *q;   /* the operands, lets substituted */
+  bool p_first;   /* P is the left operand of the product */
+  bool q_along_k; /* every load of Q that uses k uses it in its last index: contiguous in k */
+  bool p_along_k; /* the same for P */
+  rx_dtype acc_dt;
+} mm_info;
+
+bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi);
+
+/* rw substitutes the output point's variables (batch..., i, j) for n = nt.n variables. */
+void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_expr *i,
+                      const rx_expr *j, const rx_expr **vars, const rx_expr **repl, rx_rewrite *rw);
+/* The output point's statements for the accumulated total: PRE, the init lets, acc = v0 + total,
+ * POST, rewritten by rw (appended to out). */
+void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out);
+/* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:
+ * target's vector_bytes over the widest loaded dtype, halved until it divides K. */
+int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
+
+/* The schedules: each returns a kernel root (block loops, thread loop, body). */
+rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
+bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c */
+rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c */
+rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);    /* gemm.c */
+
+#endif

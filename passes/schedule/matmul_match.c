@@ -1,0 +1,253 @@
+/* passes/schedule/matmul_match.c: the form the matmul rule accepts (matmul.h: mm_info) and what
+ * its schedules share: the output point's substitution, the epilogue, the vector width along k.
+ *
+ * Fusion leaves a matmul in the shape its members gave it: the matmul's own f32 accumulator
+ * (`alloc acc1: f32[1] local`, its rounding `acc[0] = f16(acc1[0])`), the epilogue of the fused
+ * elementwise members (bias, residual, the silu of the gate times the up projection) at the
+ * output point, a prologue inlined into the operands (a cast, a norm's scale, rope), lets where
+ * an inlined member had them. The matcher takes all of these as they are: PRE and POST
+ * statements are replayed at each output point after the reduction, and the lets of PRE and of
+ * the update are substituted into P * Q, so no fused form falls to another rule. */
+#include "matmul.h"
+
+#include <string.h>
+
+/* The lets substituted into the product: PRE's, then the update's (each value with the earlier
+ * ones already substituted). */
+typedef struct letmap {
+  const rx_local *l[2 * MM_MAX_ITEMS];
+  rx_tx *v[2 * MM_MAX_ITEMS];
+  int n;
+} letmap;
+
+static rx_tx *inline_lets(rx_module *m, const rx_tx *e, const letmap *lm) {
+  if (!e) return NULL;
+  if (e->kind == RX_TX_LOCAL) {
+    for (int i = lm->n; i-- > 0;)
+      if (lm->l[i] == e->local) return lm->v[i];
+    return (rx_tx *)e;
+  }
+  if (e->kind == RX_TX_SYM || e->kind == RX_TX_INT || e->kind == RX_TX_FLOAT) return (rx_tx *)e;
+  rx_tx *r = rx_module_alloc(m, sizeof *r);
+  *r = *e;
+  if (e->nidx) {
+    r->idx = rx_module_alloc(m, sizeof *r->idx * (size_t)e->nidx);
+    for (int i = 0; i < e->nidx; i++) r->idx[i] = inline_lets(m, e->idx[i], lm);
+  }
+  r->a = inline_lets(m, e->a, lm);
+  r->b = inline_lets(m, e->b, lm);
+  r->c = inline_lets(m, e->c, lm);
+  return r;
+}
+
+static bool let_push(rx_module *m, letmap *lm, const rx_stmt *let) {
+  if (lm->n == (int)RX_ARRAY_LEN(lm->l)) return false;
+  lm->l[lm->n] = let->local;
+  lm->v[lm->n] = inline_lets(m, let->value, lm);
+  lm->n++;
+  return true;
+}
+
+/* ---- loads: along k, stored buffers ---- */
+typedef struct along {
+  const rx_expr *k;
+  bool any, ok;
+} along;
+static bool along_load(const rx_tx *e, void *ud) {
+  along *a = ud;
+  bool uses = false;
+  for (int i = 0; i < e->nidx; i++) uses |= sched_tx_uses(e->idx[i], a->k);
+  if (uses) {
+    a->any = true;
+    a->ok &= sched_tx_uses(e->idx[e->nidx - 1], a->k);
+  }
+  return true;
+}
+/* Every load of e that uses k uses it in its last index (and one does): consecutive k are
+ * consecutive elements, as in the Hugging Face [out, in] layout of a weight read as W[j, k] or
+ * an activation reshaped from heads, x[i, k // 32 % 4, k % 32]. */
+static bool along_k(const rx_tx *e, const rx_expr *k) {
+  along a = {k, false, true};
+  sched_all_loads(e, along_load, &a);
+  return a.any && a.ok;
+}
+
+typedef struct stored {
+  const rx_buffer *b[MM_MAX_ITEMS + 1];
+  int n;
+} stored;
+static bool not_stored(const rx_tx *e, void *ud) {
+  const stored *st = ud;
+  for (int i = 0; i < st->n; i++)
+    if (e->buf == st->b[i]) return false;
+  return true;
+}
+
+static bool at_point(const rx_stmt *st, const nest *nt) {
+  if (st->nidx != nt->n) return false;
+  for (int k = 0; k < nt->n; k++)
+    if (!sched_sym_is(st->idx[k], nt->vars[k])) return false;
+  return true;
+}
+
+static bool const_idx(const rx_stmt *st) {
+  for (int k = 0; k < st->nidx; k++) {
+    const rx_tx *x = st->idx[k];
+    if (x->kind != RX_TX_INT && !(x->kind == RX_TX_SYM && x->sym->kind == RX_EXPR_CONST))
+      return false;
+  }
+  return true;
+}
+
+/* The body around the reduce: PRE (local allocs with constant shapes, lets), the reduce, POST
+ * (lets, stores). Fills pre/post and returns the reduce, or NULL. */
+static const rx_stmt *split_body(const rx_stmt *b, mm_info *mi) {
+  const rx_stmt *red = NULL;
+  for (int i = 0; i < sched_seq_len(b); i++) {
+    const rx_stmt *st = sched_seq_at(b, i);
+    if (st->kind == RX_STMT_REDUCE) {
+      if (red) return NULL;
+      red = st;
+      continue;
+    }
+    if (!red) {
+      if (mi->npre == MM_MAX_ITEMS) return NULL;
+      if (st->kind == RX_STMT_ALLOC) {
+        if (st->buf->scope != RX_SCOPE_LOCAL) return NULL;
+        for (int d = 0; d < st->buf->ndim; d++)
+          if (st->buf->shape[d]->kind != RX_EXPR_CONST) return NULL;
+      } else if (st->kind != RX_STMT_LET) {
+        return NULL;
+      }
+      mi->pre[mi->npre++] = st;
+    } else {
+      if (mi->npost == MM_MAX_ITEMS || (st->kind != RX_STMT_LET && st->kind != RX_STMT_STORE))
+        return NULL;
+      mi->post[mi->npost++] = st;
+    }
+  }
+  return red;
+}
+
+static bool pre_allocates(const mm_info *mi, const rx_buffer *b) {
+  for (int i = 0; i < mi->npre; i++)
+    if (mi->pre[i]->kind == RX_STMT_ALLOC && mi->pre[i]->buf == b) return true;
+  return false;
+}
+
+/* The stores: the accumulator is the output at the point (and nothing follows the reduce), or
+ * a local of PRE; then POST stores locals of PRE at constant indices and the output once, at the
+ * point. Collects every stored buffer. */
+static bool check_stores(const mm_info *mi, stored *st) {
+  const rx_stmt *us = mi->r.upd_store;
+  st->b[st->n++] = us->buf;
+  if (us->buf->scope != RX_SCOPE_LOCAL) return at_point(us, &mi->nt) && mi->npost == 0;
+  if (!pre_allocates(mi, us->buf) || !const_idx(us)) return false;
+  int outs = 0;
+  for (int i = 0; i < mi->npost; i++) {
+    const rx_stmt *p = mi->post[i];
+    if (p->kind != RX_STMT_STORE) continue;
+    if (p->buf->scope == RX_SCOPE_LOCAL) {
+      if (!pre_allocates(mi, p->buf) || !const_idx(p)) return false;
+    } else {
+      if (!at_point(p, &mi->nt)) return false;
+      outs++;
+    }
+    st->b[st->n++] = p->buf;
+  }
+  return outs == 1;
+}
+
+/* P (uses k, not j) and Q (uses k, not i) from the product x = a * c. */
+static bool split_product(mm_info *mi, rx_tx *x) {
+  if (x->kind != RX_TX_BINARY || x->binop != RX_BINOP_MUL) return false;
+  const rx_expr *i = mi->i, *j = mi->j, *k = mi->r.k;
+  rx_tx *a = x->a, *c = x->b;
+  bool a_p = !sched_tx_uses(a, j) && (!i || !sched_tx_uses(c, i));
+  bool c_p = !sched_tx_uses(c, j) && (!i || !sched_tx_uses(a, i));
+  if (!a_p && !c_p) return false;
+  mi->p_first = a_p; /* both: neither uses i or j (every output point the same), a is P */
+  mi->p = mi->p_first ? a : c;
+  mi->q = mi->p_first ? c : a;
+  return sched_tx_uses(mi->p, k) && sched_tx_uses(mi->q, k);
+}
+
+bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
+  memset(mi, 0, sizeof *mi);
+  if (sched_seq_len(f->body) != 1) return false;
+  nest *nt = &mi->nt;
+  sched_get_nest(sched_seq_at(f->body, 0), nt);
+  if (nt->n < 1) return false;
+  for (int k = 0; k < nt->n; k++)
+    if (!rx_expr_is_const(nt->lo[k], 0)) return false;
+  const rx_stmt *red = split_body(nt->body, mi);
+  if (!red || !sched_red_parse(red, &mi->r) || mi->r.comb != RX_COMB_SUM ||
+      !rx_expr_is_const(mi->r.klo, 0))
+    return false;
+  stored st = {.n = 0};
+  if (!check_stores(mi, &st)) return false;
+  mi->nb = nt->n >= 2 ? nt->n - 2 : 0;
+  mi->i = nt->n >= 2 ? nt->vars[nt->n - 2] : NULL;
+  mi->j = nt->vars[nt->n - 1];
+  mi->N = mi->i ? nt->ext[nt->n - 2] : rx_expr_const(m->ctx, 1);
+  mi->M = nt->ext[nt->n - 1];
+  mi->K = mi->r.kext;
+  mi->acc_dt = mi->r.upd_store->buf->dtype;
+  letmap lm = {.n = 0};
+  for (int i = 0; i < mi->npre; i++) {
+    const rx_stmt *p = mi->pre[i];
+    if (p->kind == RX_STMT_LET &&
+        (!sched_all_loads(p->value, not_stored, &st) || !let_push(m, &lm, p)))
+      return false;
+  }
+  for (int i = 0; i < mi->r.nupd_lets; i++)
+    if (!let_push(m, &lm, mi->r.upd_lets[i])) return false;
+  if (!split_product(mi, inline_lets(m, mi->r.x, &lm))) return false;
+  if (!sched_all_loads(mi->p, not_stored, &st) || !sched_all_loads(mi->q, not_stored, &st))
+    return false;
+  mi->q_along_k = along_k(mi->q, mi->r.k);
+  mi->p_along_k = along_k(mi->p, mi->r.k);
+  return true;
+}
+
+void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_expr *i,
+                      const rx_expr *j, const rx_expr **vars, const rx_expr **repl,
+                      rx_rewrite *rw) {
+  int n = mi->nt.n;
+  for (int q = 0; q < n; q++) vars[q] = mi->nt.vars[q];
+  for (int q = 0; q < mi->nb; q++) repl[q] = batch[q];
+  if (mi->i) repl[n - 2] = i;
+  repl[n - 1] = j;
+  *rw = (rx_rewrite){.s = s, .vars = vars, .repl = repl, .n = n};
+}
+
+void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out) {
+  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->pre[q]));
+  for (int q = 0; q < mi->r.ninit_lets; q++)
+    RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->r.init_lets[q]));
+  rx_tx *v0 = rx_sched_rewrite_tx(rw, mi->r.init_store->value);
+  rx_tx *fin = total;
+  bool zero =
+      (v0->kind == RX_TX_FLOAT && v0->fval == 0.0) || (v0->kind == RX_TX_INT && v0->ival == 0);
+  if (!zero) {
+    if (v0->dtype != mi->acc_dt || v0->weak) v0 = rx_tx_cast(s->m, mi->acc_dt, v0, s->loc);
+    fin = mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, v0, total, s->loc)
+                          : rx_tx_binary(s->m, RX_BINOP_ADD, total, v0, s->loc);
+  }
+  rx_stmt *st = rx_sched_rewrite_stmt(rw, mi->r.init_store);
+  st->value = fin;
+  RX_VEC_PUSH(out, st);
+  for (int q = 0; q < mi->npost; q++) RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->post[q]));
+}
+
+int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes) {
+  int bp = sched_max_load_bits(mi->p), bq = sched_max_load_bits(mi->q);
+  int bits = bp > bq ? bp : bq;
+  if (bits <= 0) return 1;
+  int v = s->t->vector_bytes * 8 / bits;
+  if (v > max_lanes) v = max_lanes;
+  if (v < 1) v = 1;
+  int64_t d = rx_analyzer_divisor(s->an, mi->K);
+  while (v > 1 && d != 0 && d % v != 0) v /= 2;
+  return sched_pow2_floor(v);
+}
