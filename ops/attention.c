@@ -575,7 +575,8 @@ static const char *key_elem(attn *a, int which, const rx_expr *jj, const rx_expr
 
 /* Every thread stores a share of the tile's keys (which 0) or values (1) into kv. */
 static void load_keys(attn *a, int which) {
-  cover c = cover_of(a->tk, which ? a->dv : a->dk);
+  int64_t cols = which ? a->dv : a->dk;
+  cover c = cover_of(a->tk, cols);
   int levels = open_cover(a, &c);
   const rx_expr *jj = cover_row(a, &c), *d = cover_col(a, &c);
   lz_line(a->l, "%s[%s, %s] = %s", a->kv, X(a, jj), X(a, d), key_elem(a, which, jj, d));
@@ -1057,6 +1058,9 @@ void lz_gen_kv_append(lz_ctx *l) {
   for (int i = 0; i < 4; i++) lz_close(l);
 }
 
+/* Columns of the merge per thread: 4 f32 of o, one 16-byte load. */
+#define MERGE_LANES 4
+
 /* y[b, h, :] = sum over chunks s of w_s o[b, h, s, :] / sum w_s, w_s = exp(lse_s - max lse): a
  * block per (sequence, head); chunks with lse = -inf weigh 0, and a row whose chunks are all
  * empty is 0. */
@@ -1083,26 +1087,41 @@ void lz_gen_attention_merge(lz_ctx *l) {
   lz_line(l, "for %s in 0..%s {", s, lz_ex(l, o->shape[2]));
   lz_line(l, "  %s[0] = max(%s[0], %s[%s, %s, %s])", mx, mx, lse->name, b, h, s);
   lz_line(l, "}");
-  const rx_expr *steps = rx_expr_floordiv(
-      cx, rx_expr_add(cx, d, rx_expr_const(cx, ATTN_THREADS - 1)), rx_expr_const(cx, ATTN_THREADS));
+  /* each thread a group of `lanes` columns: 16-byte loads of o (f32) when the head dim is a
+   * constant multiple of 4 (the head dims of real models), one column otherwise */
+  int64_t lanes = d->kind == RX_EXPR_CONST && d->value % MERGE_LANES == 0 ? MERGE_LANES : 1;
+  const rx_expr *groups = rx_expr_floordiv(cx, d, rx_expr_const(cx, lanes));
+  const rx_expr *steps =
+      rx_expr_floordiv(cx, rx_expr_add(cx, groups, rx_expr_const(cx, ATTN_THREADS - 1)),
+                       rx_expr_const(cx, ATTN_THREADS));
   lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
   l->ind++;
   const rx_expr *e =
       rx_expr_add(cx, rx_expr_var(cx, tx),
                   rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
-  const char *dd = lz_ex(l, e);
-  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, d)));
+  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, groups)));
   l->ind++;
-  lz_line(l, "alloc %s: f32[1] local", num);
+  const char *v = lz_loopvar(l, "v"), *v2 = lz_loopvar(l, "v");
+  const char *kind = lanes > 1 ? "vectorize" : "unroll";
+  lz_line(l, "alloc %s: f32[%lld] local", num, (long long)lanes);
   lz_line(l, "alloc %s: f32[1] local", den);
   lz_line(l, "for %s in 0..%s {", s2, lz_ex(l, o->shape[2]));
   l->ind++;
   lz_line(l, "let %s: f32 = exp(%s[%s, %s, %s] - %s[0])", w, lse->name, b, h, s2, mx);
-  lz_line(l, "%s[0] = %s[0] + %s * %s[%s, %s, %s, %s]", num, num, w, o->name, b, h, s2, dd);
+  const char *dd =
+      lz_ex(l, rx_expr_add(cx, rx_expr_mul(cx, e, rx_expr_const(cx, lanes)), rx_expr_var(cx, v)));
+  lz_line(l, "for %s in 0..%lld %s {", v, (long long)lanes, kind);
+  lz_line(l, "  %s[%s] = %s[%s] + %s * %s[%s, %s, %s, %s]", num, v, num, v, w, o->name, b, h, s2,
+          dd);
+  lz_line(l, "}");
   lz_line(l, "%s[0] = %s[0] + %s", den, den, w);
   lz_close(l);
-  lz_line(
-      l, "%s[%s, %s, %s] = %s", y->name, b, h, dd,
-      lz_down(l, y->dtype, lz_str(l, "select(%s[0] > 0.0, %s[0] / %s[0], 0.0)", den, num, den)));
+  const char *dd2 =
+      lz_ex(l, rx_expr_add(cx, rx_expr_mul(cx, e, rx_expr_const(cx, lanes)), rx_expr_var(cx, v2)));
+  lz_line(l, "for %s in 0..%lld %s {", v2, (long long)lanes, kind);
+  lz_line(l, "  %s[%s, %s, %s] = %s", y->name, b, h, dd2,
+          lz_down(l, y->dtype,
+                  lz_str(l, "select(%s[0] > 0.0, %s[%s] / %s[0], 0.0)", den, num, v2, den)));
+  lz_line(l, "}");
   for (int i = 0; i < 5; i++) lz_close(l);
 }

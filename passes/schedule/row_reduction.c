@@ -1,24 +1,66 @@
-/* passes/schedule/row_reduction.c: the ROW_REDUCTION rule (one block per row, reductions across
- * threads).
+/* passes/schedule/row_reduction.c: the ROW_REDUCTION rule (rows of threads, reductions across
+ * them).
  *
  *   ROW_REDUCTION  `for rows... { ITEM... }` where ITEM is `alloc NAME: T[consts] local`, a
  *                  `let`, a store (not using a row-local loop), a `reduce j in 0..m { init {
  *                  LET... acc = v0 } update { LET... acc = acc + X | max(acc, X) | min(acc, X) }
  *                  }` whose X uses j only as the last index of its loads (innermost axis), or a
- *                  `for j in 0..m { ... }` stage whose stores have j as their last index. One
- *                  block per row (rows fused); each REDUCE accumulates strided partials with
- *                  the combiner's identity, reduces them across threads (subgroup + shared, or
- *                  a shared tree) and applies init exactly: acc = combine(v0, total). A reduced
- *                  value that is not in a local buffer is kept in a per-thread local (the
- *                  broadcast) and written to memory by thread 0. */
+ *                  `for j in 0..m { ... }` stage whose stores have j as their last index.
+ *
+ * The plan (plan_rows), from the row length m of the first reduction (its upper bound under the
+ * program's facts) and the dtypes the rows are read and written in:
+ *   lanes V      the elements a thread reads or writes at once: 16 bytes of the widest row
+ *                access (8 f16, 4 f32), when every row access has j as its last index and the
+ *                analyzer proves m, the row start and the row buffers' last dims multiples of V;
+ *                the lane loop is a `vectorize` loop (passes/schedule.h: 128-bit accesses);
+ *   threads T    per row: enough for the row in one step of V lanes, a power of two; rows of
+ *                at most BLOCK_THREADS * V / 2 elements share a block, RPB = BLOCK_THREADS / T
+ *                rows (one subgroup per row of 32 f32, 16 threads per row of 128 f16), the
+ *                last block's missing rows read the last row and store nothing;
+ *   registers    when m is bounded and the inputs read by two stages or more (x in rms_norm:
+ *                the sum of squares and the scaling) fit ROW_REG_ELEMS per thread (more threads
+ *                per row, up to ROW_MAX_THREADS, to make them fit), each is read once into a
+ *                per-thread array at the start of the row and every stage reads the array.
+ * Thread `lt` of a row takes the elements j = lo + (k * T + lt) * V + v of each stage (k < K =
+ * ceil(m / (T V)), lanes v < V): consecutive threads, consecutive 16-byte vectors. A step whose
+ * vector may pass the end of the row is guarded unless the analyzer proves it inside.
+ *
+ * Each REDUCE accumulates per-thread partials with the combiner's identity, reduces them across
+ * the row's threads (subgroup operations and a shared array, or a shared tree; segments of T
+ * threads when a block holds several rows) and applies init exactly: acc = combine(v0, total).
+ * A reduced value that is not in a local buffer is kept in a per-thread local (the broadcast)
+ * and written to memory by the row's first thread.
+ *
+ * Online softmax: a max reduction into a local mx followed (allocations in between) by a sum
+ * of exp(X - mx[0]) or exp2(X * c - mx[0] * c) over the same X, when the row is not in
+ * registers, is one sweep: each thread keeps a running max and a sum rescaled whenever the max
+ * grows (once per V-lane step), and the row's sum is the threads' sums rescaled to the row max.
+ * With the normalization that follows, softmax reads its row twice instead of three times. */
 #include "rules.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- tuning constants ---- */
+/* Row elements a thread keeps in registers, over all the inputs it caches: 32 values (x and
+ * the residual of a fused rms_norm at 4096 f32 with 256 threads are 16 each) leave ptxas most
+ * of the 255 registers of a thread for the rest of the kernel. */
+#define ROW_REG_ELEMS 32
+/* The most threads per row that the register form takes to fit a row (8192 f32 at 512 threads
+ * are 16 values per thread); one block per row then. */
+#define ROW_MAX_THREADS 512
+/* Steps per thread up to which a stage's loop is unrolled when the row is not in registers (a
+ * constant count); longer ones stay serial. */
+#define ROW_UNROLL 4
+/* Inputs the register form caches at most (a fused row reads few). */
+#define MAX_CACHED 8
+/* Bookkeeping bound: the items of a row body. */
+#define MAX_ITEMS 64
+
 /* ------------------------------------------------------------------------------------------
- * ROW_REDUCTION
+ * matching
  * ------------------------------------------------------------------------------------------ */
 typedef struct inner_chk {
   const rx_expr *k;
@@ -50,6 +92,7 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
   if (nt->n == 0) return false;
   int nred = 0;
   const rx_stmt *b = nt->body;
+  if (sched_seq_len(b) > MAX_ITEMS) return false;
   for (int i = 0; i < sched_seq_len(b); i++) {
     const rx_stmt *st = sched_seq_at(b, i);
     switch (st->kind) {
@@ -59,7 +102,6 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
         if (st->buf->shape[d]->kind != RX_EXPR_CONST) return false;
       break;
     case RX_STMT_LET:
-      break;
     case RX_STMT_STORE:
       break;
     case RX_STMT_REDUCE: {
@@ -69,11 +111,7 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
       if (!sched_all_loads(r.x, innermost_load, &ic)) return false;
       for (int l = 0; l < r.nupd_lets; l++)
         if (!sched_all_loads(r.upd_lets[l]->value, innermost_load, &ic)) return false;
-      rx_tx *id;
-      rx_sctx dummy = {.m = NULL};
-      (void)dummy;
       if (!rx_dtype_is_float(r.upd_store->buf->dtype) && r.comb != RX_COMB_SUM) return false;
-      (void)id;
       nred++;
       break;
     }
@@ -87,165 +125,717 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
   return nred > 0;
 }
 
+/* A stage of the row body (REDUCE or FOR): its variable, start and extent. */
+static bool stage_of(const rx_stmt *st, const rx_expr **var, const rx_expr **lo,
+                     const rx_expr **ext) {
+  if (st->kind != RX_STMT_REDUCE && st->kind != RX_STMT_FOR) return false;
+  *var = st->vars[0];
+  *lo = st->lo[0];
+  *ext = st->extent[0];
+  return true;
+}
+
+static bool is_param(const rx_tensor_fn *f, const rx_buffer *b) {
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i]->kind == RX_PARAM_BUFFER && f->params[i]->buf == b) return true;
+  return false;
+}
+
+/* Whether b is stored anywhere in s. */
+static bool stores_to(const rx_stmt *s, const rx_buffer *b) {
+  if (!s) return false;
+  if (s->kind == RX_STMT_STORE && s->buf == b) return true;
+  for (int i = 0; i < s->n; i++)
+    if (stores_to(s->body[i], b)) return true;
+  return stores_to(s->inner, b) || stores_to(s->init, b) || stores_to(s->otherwise, b);
+}
+
+/* Structural equality of two expressions (symbolic parts are canonical: compared as pointers). */
+static bool tx_equal(const rx_tx *a, const rx_tx *b) {
+  if (!a || !b) return a == b;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->nidx != b->nidx) return false;
+  switch (a->kind) {
+  case RX_TX_INT:
+    if (a->ival != b->ival) return false;
+    break;
+  case RX_TX_FLOAT:
+    if (a->fval != b->fval) return false;
+    break;
+  case RX_TX_SYM:
+    return a->sym == b->sym;
+  case RX_TX_LOCAL:
+    return a->local == b->local;
+  case RX_TX_LOAD:
+    if (a->buf != b->buf) return false;
+    break;
+  case RX_TX_BINARY:
+    if (a->binop != b->binop) return false;
+    break;
+  case RX_TX_CALL:
+    if (a->intrin != b->intrin) return false;
+    break;
+  default:
+    break;
+  }
+  for (int i = 0; i < a->nidx; i++)
+    if (!tx_equal(a->idx[i], b->idx[i])) return false;
+  return tx_equal(a->a, b->a) && tx_equal(a->b, b->b) && tx_equal(a->c, b->c);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * the plan
+ * ------------------------------------------------------------------------------------------ */
+typedef struct cached {
+  rx_tx *canon;     /* the load with the stage variable renamed to rr.jc */
+  int stages;       /* stages that read it */
+  int last_stage;   /* the last stage counted */
+  rx_buffer *local; /* the per-thread array */
+} cached;
+
 typedef struct redirect {
   rx_buffer *buf;
   rx_tx **idx;
   int nidx;
   rx_buffer *local;
 } redirect;
-typedef struct row_ud {
-  redirect r[MAX_REDIRECTS];
-  int n;
-} row_ud;
+
+typedef struct rr {
+  rx_sctx *s;
+  const rx_tensor_fn *f;
+  nest nt;
+  const rx_expr *lo, *m; /* the row: the first reduction's start and extent */
+  int64_t mb;            /* m's upper bound; -1: unbounded */
+  bool uniform;          /* every stage has that start and extent */
+  int V, T, RPB, B;      /* lanes, threads per row, rows per block, threads per block */
+  int64_t K;             /* steps of the register form */
+  bool regs;             /* the cached inputs stay in registers */
+  const rx_expr *jc;     /* the stage variable of cached loads */
+  cached cache[MAX_CACHED];
+  int ncache;
+  /* the kernel */
+  const rx_expr *bx, *tid, *lt, *rb; /* block, thread, its lane in the row, its row in the block */
+  const rx_expr *nblocks;
+  const rx_expr *row_ok; /* the thread's row exists (NULL: always) */
+  const rx_expr *first;  /* the thread stores the row's values */
+  const rx_expr *repl[MAXN];
+  redirect red[MAX_REDIRECTS];
+  int nred;
+  rx_stmtvec out;
+} rr;
+
+/* The largest power of two dividing e (2^20 when e is provably 0). */
+static int64_t pow2_divisor(rx_sctx *s, const rx_expr *e) {
+  int64_t d = rx_analyzer_divisor(s->an, e), p = 1;
+  if (d == 0) return 1 << 20;
+  while (p < (1 << 20) && d % (p * 2) == 0) p *= 2;
+  return p;
+}
+
+/* The row accesses of a stage (variable j): the widest dtype, whether each has j as its exact
+ * last index and nowhere else, and the power of two every row of their buffers is a multiple
+ * of. */
+typedef struct acc_chk {
+  rx_sctx *s;
+  const rx_expr *j;
+  int bits;
+  int64_t align;
+  bool ok;
+} acc_chk;
+
+static void check_access(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int n) {
+  bool uses = false;
+  for (int i = 0; i < n; i++) uses |= sched_tx_uses(idx[i], c->j);
+  if (!uses) return;
+  if (!sched_sym_is(idx[n - 1], c->j) || b->scope != RX_SCOPE_GLOBAL) c->ok = false;
+  for (int i = 0; i < n - 1; i++)
+    if (sched_tx_uses(idx[i], c->j)) c->ok = false;
+  if (rx_dtype_bits(b->dtype) > c->bits) c->bits = rx_dtype_bits(b->dtype);
+  int64_t p = pow2_divisor(c->s, b->shape[b->ndim - 1]);
+  if (p < c->align) c->align = p;
+}
+static bool access_load(const rx_tx *e, void *ud) {
+  check_access(ud, e->buf, e->idx, e->nidx);
+  return true;
+}
+static void access_stores(acc_chk *c, const rx_stmt *s) {
+  if (!s) return;
+  if (s->kind == RX_STMT_STORE) check_access(c, s->buf, s->idx, s->nidx);
+  for (int i = 0; i < s->n; i++) access_stores(c, s->body[i]);
+  access_stores(c, s->inner);
+  access_stores(c, s->init);
+  access_stores(c, s->otherwise);
+}
+
+/* The lanes: 16 bytes (the target's vector) of the widest row access, as far as every row
+ * access allows. */
+static void plan_lanes(rr *r) {
+  rx_sctx *s = r->s;
+  const rx_stmt *b = r->nt.body;
+  acc_chk c = {.s = s, .align = 1 << 20, .ok = true};
+  r->uniform = true;
+  for (int i = 0; i < sched_seq_len(b); i++) {
+    const rx_stmt *st = sched_seq_at(b, i);
+    const rx_expr *var, *lo, *ext;
+    if (!stage_of(st, &var, &lo, &ext)) continue;
+    r->uniform &= lo == r->lo && ext == r->m;
+    c.j = var;
+    sched_all_loads_stmt(st, access_load, &c);
+    access_stores(&c, st);
+  }
+  r->V = 1;
+  if (!r->uniform || !c.ok || c.bits == 0) return;
+  int V = s->t->vector_bytes * 8 / c.bits;
+  int64_t lim = c.align;
+  int64_t dm = pow2_divisor(s, r->m), dl = pow2_divisor(s, r->lo);
+  if (dm < lim) lim = dm;
+  if (dl < lim) lim = dl;
+  while (V > 1 && (V > 16 || V > lim)) V /= 2;
+  r->V = V < 1 ? 1 : V;
+}
+
+/* Counts the inputs each stage reads along the row (read-only kernel buffers, j the exact last
+ * index): candidates for the registers. */
+typedef struct cache_walk {
+  rr *r;
+  const rx_expr *j;
+  int stage;
+} cache_walk;
+static bool count_load(const rx_tx *e, void *ud) {
+  cache_walk *w = ud;
+  rr *r = w->r;
+  if (e->nidx == 0 || !sched_sym_is(e->idx[e->nidx - 1], w->j) || !is_param(r->f, e->buf) ||
+      stores_to(r->f->body, e->buf))
+    return true;
+  for (int i = 0; i < e->nidx - 1; i++)
+    if (sched_tx_uses(e->idx[i], w->j)) return true;
+  rx_tx *canon = rx_sched_subst1_tx(r->s, e, w->j, r->jc);
+  for (int i = 0; i < r->ncache; i++) {
+    cached *c = &r->cache[i];
+    if (c->canon->buf != e->buf ||
+        !sched_same_idx(c->canon->idx, c->canon->nidx, canon->idx, canon->nidx))
+      continue;
+    if (c->last_stage != w->stage) c->stages++;
+    c->last_stage = w->stage;
+    return true;
+  }
+  if (r->ncache < MAX_CACHED)
+    r->cache[r->ncache++] = (cached){.canon = canon, .stages = 1, .last_stage = w->stage};
+  return true;
+}
+
+/* The register form: the inputs read by two stages or more, when they fit ROW_REG_ELEMS per
+ * thread with up to ROW_MAX_THREADS threads per row. */
+static void plan_registers(rr *r) {
+  r->ncache = 0;
+  r->regs = false;
+  if (!r->uniform || r->mb < 0) return;
+  const rx_stmt *b = r->nt.body;
+  for (int i = 0; i < sched_seq_len(b); i++) {
+    const rx_stmt *st = sched_seq_at(b, i);
+    const rx_expr *lo, *ext;
+    cache_walk w = {.r = r, .stage = i};
+    if (stage_of(st, &w.j, &lo, &ext)) sched_all_loads_stmt(st, count_load, &w);
+  }
+  int n = 0;
+  for (int i = 0; i < r->ncache; i++)
+    if (r->cache[i].stages >= 2) r->cache[n++] = r->cache[i];
+  r->ncache = n;
+  if (n == 0) return;
+  int lim = sched_block_threads(r->s, ROW_MAX_THREADS), T = r->T;
+  int64_t K = (r->mb + (int64_t)T * r->V - 1) / ((int64_t)T * r->V);
+  while (n * K * r->V > ROW_REG_ELEMS && T * 2 <= lim) {
+    T *= 2;
+    K = (r->mb + (int64_t)T * r->V - 1) / ((int64_t)T * r->V);
+  }
+  if (n * K * r->V > ROW_REG_ELEMS) return;
+  r->regs = true;
+  r->T = T;
+  r->K = K < 1 ? 1 : K;
+}
+
+/* Lanes, threads per row, rows per block, registers. */
+static void plan_rows(rr *r) {
+  rx_sctx *s = r->s;
+  const rx_stmt *b = r->nt.body;
+  for (int i = 0; i < sched_seq_len(b); i++)
+    if (sched_seq_at(b, i)->kind == RX_STMT_REDUCE) {
+      r->lo = sched_seq_at(b, i)->lo[0];
+      r->m = sched_seq_at(b, i)->extent[0];
+      break;
+    }
+  rx_interval mi = rx_analyzer_bounds(s->an, r->m);
+  r->mb = mi.hi < ((int64_t)1 << 40) ? (mi.hi < 0 ? 0 : mi.hi) : -1;
+  plan_lanes(r);
+  int bmax = sched_block_threads(s, BLOCK_THREADS);
+  r->T = bmax;
+  if (r->mb >= 0) {
+    int t = sched_pow2_ceil((r->mb + r->V - 1) / r->V);
+    r->T = t > bmax ? bmax : t;
+  }
+  r->jc = rx_sched_fresh_var(s, "j");
+  plan_registers(r);
+  r->RPB = r->T < bmax ? bmax / r->T : 1;
+  const rx_expr *nrows = E(s, 1);
+  for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(s->cx, nrows, r->nt.ext[k]);
+  rx_interval ni = rx_analyzer_bounds(s->an, nrows);
+  while (r->RPB > 1 && ni.hi <= r->RPB / 2) r->RPB /= 2;
+  r->B = r->T * r->RPB;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * the kernel: rows of threads, stages
+ * ------------------------------------------------------------------------------------------ */
+
+/* Block and thread variables, the rows (the last block's missing rows read the last row), and
+ * the analyzer's ranges for them (left bound until the kernel is built). */
+static void setup_rows(rr *r) {
+  rx_sctx *s = r->s;
+  rx_expr_ctx *cx = s->cx;
+  r->bx = rx_sched_fresh_var(s, "row");
+  r->tid = rx_sched_fresh_var(s, "tx");
+  r->lt = r->T == r->B ? r->tid : r->T == 1 ? E(s, 0) : rx_expr_floormod(cx, r->tid, E(s, r->T));
+  r->rb = r->RPB == 1 ? E(s, 0) : rx_expr_floordiv(cx, r->tid, E(s, r->T));
+  const rx_expr *nrows = E(s, 1);
+  for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(cx, nrows, r->nt.ext[k]);
+  nrows = rx_analyzer_simplify(s->an, nrows);
+  r->nblocks =
+      r->RPB == 1 ? nrows
+                  : rx_analyzer_simplify(
+                        s->an, rx_expr_floordiv(cx, ADD(s, nrows, E(s, r->RPB - 1)), E(s, r->RPB)));
+  rx_analyzer_bind_range(s->an, r->bx, E(s, 0), r->nblocks);
+  rx_analyzer_bind_range(s->an, r->tid, E(s, 0), E(s, r->B));
+  const rx_expr *row = r->RPB == 1 ? r->bx : ADD(s, MUL(s, r->bx, r->RPB), r->rb);
+  r->row_ok = r->RPB == 1 ? NULL : sched_bound_guard(s, row, nrows);
+  if (r->row_ok) row = rx_expr_min(cx, row, rx_expr_sub(cx, nrows, E(s, 1)));
+  rx_sched_fuse(s, r->nt.ext, r->nt.n, row, r->repl);
+  for (int k = 0; k < r->nt.n; k++)
+    r->repl[k] = rx_analyzer_simplify(s->an, ADD(s, r->nt.lo[k], r->repl[k]));
+  const rx_expr *lead = r->T == 1 ? NULL : rx_expr_cmp(cx, RX_EXPR_EQ, r->lt, E(s, 0));
+  r->first = AND(s, lead, r->row_ok);
+}
+
+/* One stage's loops: `for k in 0..K { if GUARD { for v in 0..V vectorize { BODY } } }` with
+ * j = lo + (k * T + lt) * V + v, and the rewriting of its body. */
+typedef struct stage {
+  rr *r;
+  const rx_expr *ko, *v, *K, *guard;
+  int V;
+  rx_loop_kind kind;
+  bool planned; /* the row of the plan: its lanes and registers */
+  rx_tx *expect[MAX_CACHED];
+  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
+  rx_rewrite rw;
+  size_t mark;
+} stage;
 
 static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
-  row_ud *u = rw->ud;
-  for (int i = 0; i < u->n; i++) {
-    if (u->r[i].buf == load->buf &&
-        sched_same_idx(load->idx, load->nidx, u->r[i].idx, u->r[i].nidx)) {
-      const rx_expr *z = rx_expr_const(rw->s->cx, 0);
-      return rx_sched_load(rw->s, u->r[i].local, &z, 1);
-    }
+  stage *g = rw->ud;
+  rr *r = g->r;
+  const rx_expr *z = E(rw->s, 0);
+  for (int i = 0; i < r->nred; i++)
+    if (r->red[i].buf == load->buf &&
+        sched_same_idx(load->idx, load->nidx, r->red[i].idx, r->red[i].nidx))
+      return rx_sched_load(rw->s, r->red[i].local, &z, 1);
+  if (!g->planned || !r->regs) return load;
+  for (int i = 0; i < r->ncache; i++) {
+    const rx_tx *x = g->expect[i];
+    if (x->buf != load->buf || !sched_same_idx(load->idx, load->nidx, x->idx, x->nidx)) continue;
+    const rx_expr *at = ADD(rw->s, MUL(rw->s, g->ko, g->V), g->v ? g->v : z);
+    return rx_sched_load(rw->s, r->cache[i].local, &at, 1);
   }
   return load;
 }
 
-static rx_stmt *row_schedule(rx_sctx *s, nest *nt) {
-  rx_expr_ctx *cx = s->cx;
-  const rx_stmt *b = nt->body;
-  /* block size from the first reduction's extent */
-  int64_t m = -1;
-  for (int i = 0; i < sched_seq_len(b); i++)
-    if (sched_seq_at(b, i)->kind == RX_STMT_REDUCE) {
-      const rx_expr *e = sched_seq_at(b, i)->extent[0];
-      if (e->kind == RX_EXPR_CONST) m = e->value;
-      break;
-    }
-  int want = BLOCK_THREADS;
-  if (m >= 0) {
-    int minb = s->t->subgroup_size > MIN_ROW_THREADS ? s->t->subgroup_size : MIN_ROW_THREADS;
-    want = sched_pow2_ceil(m);
-    if (want < minb) want = minb;
-    if (want > BLOCK_THREADS) want = BLOCK_THREADS;
+/* The rewriting of statements outside the stages (row variables only). */
+static void outer_stage(rr *r, stage *g) {
+  memset(g, 0, sizeof *g);
+  g->r = r;
+  g->rw = (rx_rewrite){
+      .s = r->s, .vars = r->nt.vars, .repl = r->repl, .n = r->nt.n, .hook = row_hook, .ud = g};
+}
+
+static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_expr *ext, stage *g) {
+  rx_sctx *s = r->s;
+  outer_stage(r, g);
+  g->planned = r->uniform && lo == r->lo && ext == r->m;
+  g->V = g->planned ? r->V : 1;
+  g->ko = rx_sched_fresh_var(s, "ko");
+  g->v = g->V > 1 ? rx_sched_fresh_var(s, "v") : NULL;
+  int64_t tv = (int64_t)r->T * g->V;
+  const rx_expr *step = ADD(s, MUL(s, g->ko, r->T), r->lt);
+  const rx_expr *j = ADD(s, lo, MUL(s, step, g->V));
+  if (g->v) j = ADD(s, j, g->v);
+  int64_t d = rx_analyzer_divisor(s->an, ext);
+  bool exact = d == 0 || d % tv == 0, regs = g->planned && r->regs;
+  if (regs)
+    g->K = E(s, r->K);
+  else
+    g->K = rx_analyzer_simplify(
+        s->an, rx_expr_floordiv(s->cx, exact ? ext : ADD(s, ext, E(s, tv - 1)), E(s, tv)));
+  g->mark = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, g->ko, E(s, 0), g->K);
+  if (g->v) rx_analyzer_bind_range(s->an, g->v, E(s, 0), E(s, g->V));
+  g->guard = exact && !regs ? NULL : sched_bound_guard(s, MUL(s, step, g->V), ext);
+  g->kind = regs || (g->K->kind == RX_EXPR_CONST && g->K->value <= ROW_UNROLL) ? RX_LOOP_UNROLL
+                                                                               : RX_LOOP_SERIAL;
+  for (int k = 0; k < r->nt.n; k++) {
+    g->vars[k] = r->nt.vars[k];
+    g->repl[k] = r->repl[k];
   }
-  int B = sched_block_threads(s, want);
-  const rx_expr *bx = rx_sched_fresh_var(s, "row"), *tx = rx_sched_fresh_var(s, "tx");
-  const rx_expr *repl[MAXN];
-  const rx_expr *nrows = rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt->ext, nt->n, bx, repl));
-  for (int k = 0; k < nt->n; k++) repl[k] = ADD(s, nt->lo[k], repl[k]);
+  g->repl[r->nt.n] = j;
+  g->rw.vars = g->vars;
+  g->rw.repl = g->repl;
+  g->rw.n = r->nt.n + 1;
+  if (!regs) {
+    g->vars[r->nt.n] = var;
+    return;
+  }
+  g->vars[r->nt.n] = r->jc; /* the cached loads as this stage reads them */
+  rx_rewrite plain = g->rw;
+  plain.hook = NULL;
+  for (int i = 0; i < r->ncache; i++) g->expect[i] = rx_sched_rewrite_tx(&plain, r->cache[i].canon);
+  g->vars[r->nt.n] = var;
+}
+
+/* The stage's loops around body (lanes_inside: body has its own lane loops over g->v). */
+static rx_stmt *stage_close(stage *g, rx_stmt *body, bool lanes_inside) {
+  rx_sctx *s = g->r->s;
+  if (g->v && !lanes_inside) body = rx_sched_for(s, g->v, E(s, g->V), RX_LOOP_VECTORIZE, body);
+  body = rx_sched_guard(s, g->guard, body);
+  rx_analyzer_reset(s->an, g->mark);
+  return rx_sched_for(s, g->ko, g->K, g->kind, body);
+}
+
+/* The register form's prologue: each cached input read once into its per-thread array. */
+static void load_cache(rr *r) {
+  rx_sctx *s = r->s;
+  for (int i = 0; i < r->ncache; i++) {
+    cached *c = &r->cache[i];
+    rx_stmt *al;
+    int64_t n = r->K * r->V;
+    c->local = rx_sched_alloc(s, "xr", c->canon->buf->dtype, RX_SCOPE_LOCAL, &n, 1, &al);
+    RX_VEC_PUSH(&r->out, al);
+    stage g;
+    stage_open(r, r->jc, r->lo, r->m, &g);
+    rx_rewrite plain = g.rw;
+    plain.hook = NULL;
+    const rx_expr *at = ADD(s, MUL(s, g.ko, r->V), g.v ? g.v : E(s, 0));
+    rx_stmt *st = rx_sched_store_e(s, c->local, &at, 1, rx_sched_rewrite_tx(&plain, c->canon));
+    RX_VEC_PUSH(&r->out, stage_close(&g, st, false));
+  }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * reductions across the threads of a row
+ * ------------------------------------------------------------------------------------------ */
+
+/* The total of val over the T threads of each row (every thread of the row gets it): the
+ * block's reduction when a block is one row; else subgroup operations when subgroups are
+ * segments of a row, then a shared array; or a shared tree over each row's segment. */
+static rx_tx *seg_reduce(rr *r, rx_tx *val, rx_combiner c, rx_dtype t) {
+  rx_sctx *s = r->s;
+  rx_expr_ctx *cx = s->cx;
+  if (r->RPB == 1) return rx_sched_xreduce(s, &r->out, val, c, t, r->B, r->tid);
+  rx_local *tot = rx_sched_local(s, "total", t);
+  if (r->T == 1) {
+    RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, val));
+    return rx_tx_local(s->m, tot, s->loc);
+  }
+  int sg = s->t->subgroup_size;
+  bool sub = sg > 1 && s->t->subgroup_arithmetic && r->T % sg == 0;
+  int per = sub ? r->T / sg : r->T; /* shared entries of a row */
+  if (sub) {
+    rx_intrinsic op = c == RX_COMB_SUM   ? RX_INTRIN_SUBGROUP_SUM
+                      : c == RX_COMB_MAX ? RX_INTRIN_SUBGROUP_MAX
+                                         : RX_INTRIN_SUBGROUP_MIN;
+    rx_local *w = rx_sched_local(s, "warp_red", t);
+    RX_VEC_PUSH(&r->out, rx_sched_let(s, w, rx_tx_call(s->m, op, &val, 1, s->loc)));
+    val = rx_tx_local(s->m, w, s->loc);
+    if (per == 1) {
+      RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, val));
+      return rx_tx_local(s->m, tot, s->loc);
+    }
+  }
+  rx_stmt *al;
+  int64_t shp[1] = {(int64_t)r->RPB * per};
+  rx_buffer *red = rx_sched_alloc(s, "red_buf", t, RX_SCOPE_SHARED, shp, 1, &al);
+  RX_VEC_PUSH(&r->out, al);
+  const rx_expr *slot = sub ? rx_expr_floordiv(cx, r->tid, E(s, sg)) : r->tid;
+  const rx_expr *lead =
+      sub ? rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, r->tid, E(s, sg)), E(s, 0)) : NULL;
+  RX_VEC_PUSH(&r->out, rx_sched_guard(s, lead, rx_sched_store_e(s, red, &slot, 1, val)));
+  RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
+  const rx_expr *base = MUL(s, r->rb, per);
+  for (int half = per / 2; half >= 1 && !sub; half /= 2) {
+    const rx_expr *other = ADD(s, r->tid, E(s, half));
+    rx_stmt *st = rx_sched_store_e(s, red, &r->tid, 1,
+                                   rx_sched_combine(s, c, rx_sched_load(s, red, &r->tid, 1),
+                                                    rx_sched_load(s, red, &other, 1)));
+    RX_VEC_PUSH(&r->out, rx_sched_guard(s, LT(s, r->lt, E(s, half)), st));
+    RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
+  }
+  if (!sub) {
+    RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, rx_sched_load(s, red, &base, 1)));
+    return rx_tx_local(s->m, tot, s->loc);
+  }
+  /* every thread combines its row's subgroup values, in order */
+  int64_t one[1] = {1};
+  rx_buffer *acc = rx_sched_alloc(s, "red_acc", t, RX_SCOPE_LOCAL, one, 1, &al);
+  RX_VEC_PUSH(&r->out, al);
+  const rx_expr *z = E(s, 0), *q = rx_sched_fresh_var(s, "q");
+  const rx_expr *at = ADD(s, base, ADD(s, q, E(s, 1)));
+  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, acc, &z, 1, rx_sched_load(s, red, &base, 1)));
+  rx_stmt *upd = rx_sched_store_e(
+      s, acc, &z, 1,
+      rx_sched_combine(s, c, rx_sched_load(s, acc, &z, 1), rx_sched_load(s, red, &at, 1)));
+  RX_VEC_PUSH(&r->out, rx_sched_for(s, q, E(s, per - 1), RX_LOOP_UNROLL, upd));
+  RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, rx_sched_load(s, acc, &z, 1)));
+  return rx_tx_local(s->m, tot, s->loc);
+}
+
+/* The reduction's init, exactly: acc = combine(v0, total); a global accumulator is kept in a
+ * per-thread local (the broadcast; later loads of it read the local) and stored by the row's
+ * first thread. Returns the accumulator's value as later code reads it. */
+static rx_tx *finish_reduce(rr *r, const red_info *red, rx_tx *tot) {
+  rx_sctx *s = r->s;
+  stage g;
+  outer_stage(r, &g);
+  rx_dtype dt = red->upd_store->buf->dtype;
+  for (int l = 0; l < red->ninit_lets; l++)
+    RX_VEC_PUSH(&r->out, rx_sched_rewrite_stmt(&g.rw, red->init_lets[l]));
+  rx_tx *v0 = rx_sched_rewrite_tx(&g.rw, red->init_store->value);
+  if (v0->dtype != dt || v0->weak) v0 = rx_tx_cast(s->m, dt, v0, s->loc);
+  rx_tx *fin = red->acc_first ? rx_sched_combine(s, red->comb, v0, tot)
+                              : rx_sched_combine(s, red->comb, tot, v0);
+  rx_stmt *accst = rx_sched_rewrite_stmt(&g.rw, red->init_store);
+  if (red->upd_store->buf->scope == RX_SCOPE_LOCAL) {
+    accst->value = fin;
+    RX_VEC_PUSH(&r->out, accst);
+    return rx_tx_load(s->m, accst->buf, accst->idx, accst->nidx, s->loc);
+  }
+  rx_stmt *al;
+  int64_t one[1] = {1};
+  const rx_expr *z = E(s, 0);
+  rx_buffer *lb = rx_sched_alloc(s, "rowval", dt, RX_SCOPE_LOCAL, one, 1, &al);
+  RX_VEC_PUSH(&r->out, al);
+  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, lb, &z, 1, fin));
+  accst->value = rx_sched_load(s, lb, &z, 1);
+  RX_VEC_PUSH(&r->out, rx_sched_guard(s, r->first, accst));
+  if (r->nred < MAX_REDIRECTS)
+    r->red[r->nred++] = (redirect){accst->buf, accst->idx, accst->nidx, lb};
+  return rx_sched_load(s, lb, &z, 1);
+}
+
+/* A REDUCE stage: per-thread partials over the row, then across the row's threads. */
+static void emit_reduce(rr *r, const rx_stmt *st) {
+  rx_sctx *s = r->s;
+  red_info red;
+  sched_red_parse(st, &red);
+  rx_dtype dt = red.upd_store->buf->dtype;
+  rx_tx *ident = NULL;
+  rx_sched_identity(s, red.comb, dt, &ident);
+  rx_stmt *al;
+  int64_t one[1] = {1};
+  const rx_expr *z = E(s, 0);
+  rx_buffer *part = rx_sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
+  RX_VEC_PUSH(&r->out, al);
+  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, part, &z, 1, ident));
+  stage g;
+  stage_open(r, red.k, red.klo, red.kext, &g);
+  rx_stmtvec ub = {0};
+  for (int l = 0; l < red.nupd_lets; l++)
+    RX_VEC_PUSH(&ub, rx_sched_rewrite_stmt(&g.rw, red.upd_lets[l]));
+  rx_tx *xv = rx_sched_rewrite_tx(&g.rw, red.x), *pl = rx_sched_load(s, part, &z, 1);
+  RX_VEC_PUSH(&ub, rx_sched_store_e(s, part, &z, 1,
+                                    red.acc_first ? rx_sched_combine(s, red.comb, pl, xv)
+                                                  : rx_sched_combine(s, red.comb, xv, pl)));
+  RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &ub), false));
+  finish_reduce(r, &red, seg_reduce(r, rx_sched_load(s, part, &z, 1), red.comb, dt));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * online softmax
+ * ------------------------------------------------------------------------------------------ */
+typedef struct online {
+  red_info mx, sum;
+  rx_intrinsic ex;        /* EXP or EXP2 */
+  rx_tx *pscale, *qscale; /* the literal factors of X and of mx[0] (NULL: none) */
+} online;
+
+/* e as x * lit (or lit * x): x, and the literal in *lit (NULL when e is not such a product). */
+static const rx_tx *scaled(const rx_tx *e, rx_tx **lit) {
+  *lit = NULL;
+  if (e->kind != RX_TX_BINARY || e->binop != RX_BINOP_MUL) return e;
+  if (e->b->kind == RX_TX_FLOAT) {
+    *lit = e->b;
+    return e->a;
+  }
+  if (e->a->kind == RX_TX_FLOAT) {
+    *lit = e->a;
+    return e->b;
+  }
+  return e;
+}
+
+/* a (a max into a local mx) and b (a sum of exp(X - mx[0]) or exp2(X * c - mx[0] * c), c > 0,
+ * into a local, X the max's) over the same range, neither with lets in its update. */
+static bool match_online(rr *r, const rx_stmt *a, const rx_stmt *b, online *on) {
+  memset(on, 0, sizeof *on);
+  if (r->regs || !sched_red_parse(a, &on->mx) || !sched_red_parse(b, &on->sum)) return false;
+  const red_info *mx = &on->mx, *sm = &on->sum;
+  rx_dtype dt = mx->upd_store->buf->dtype;
+  if (mx->comb != RX_COMB_MAX || sm->comb != RX_COMB_SUM || mx->nupd_lets || sm->nupd_lets ||
+      mx->upd_store->buf->scope != RX_SCOPE_LOCAL || sm->upd_store->buf->scope != RX_SCOPE_LOCAL ||
+      !rx_dtype_is_float(dt) || mx->x->dtype != dt || sm->upd_store->buf->dtype != dt ||
+      mx->klo != sm->klo || mx->kext != sm->kext)
+    return false;
+  const rx_tx *e = sm->x;
+  if (e->kind != RX_TX_CALL || (e->intrin != RX_INTRIN_EXP && e->intrin != RX_INTRIN_EXP2) ||
+      e->dtype != dt || e->a->kind != RX_TX_BINARY || e->a->binop != RX_BINOP_SUB)
+    return false;
+  on->ex = e->intrin;
+  const rx_tx *p = scaled(e->a->a, &on->pscale), *q = scaled(e->a->b, &on->qscale);
+  if (!sched_is_acc_load(q, mx->upd_store) || (on->pscale == NULL) != (on->qscale == NULL))
+    return false;
+  if (on->pscale &&
+      (on->pscale->fval != on->qscale->fval || !(on->pscale->fval > 0) || on->pscale->dtype != dt))
+    return false;
+  rx_tx *x1 = rx_sched_subst1_tx(r->s, mx->x, mx->k, r->jc);
+  rx_tx *x2 = rx_sched_subst1_tx(r->s, p, sm->k, r->jc);
+  return tx_equal(x1, x2) && !sched_tx_loads(p, mx->upd_store->buf);
+}
+
+static rx_tx *scale_by(rr *r, rx_tx *x, rx_tx *lit) {
+  return lit ? rx_tx_binary(r->s->m, RX_BINOP_MUL, x, lit, r->s->loc) : x;
+}
+
+/* exp(x - m) in the sum's form: exp(x - m) or exp2(x * c - m * c). */
+static rx_tx *rel_exp(rr *r, const online *on, rx_tx *x, rx_tx *m) {
+  rx_tx *d = rx_tx_binary(r->s->m, RX_BINOP_SUB, scale_by(r, x, on->pscale),
+                          scale_by(r, m, on->qscale), r->s->loc);
+  return rx_tx_call(r->s->m, on->ex, &d, 1, r->s->loc);
+}
+
+/* v, or 0 when the max m is -inf (no element yet: v would be inf - inf). */
+static rx_tx *if_seen(rr *r, rx_tx *m, rx_tx *v, rx_dtype dt) {
+  rx_module *mod = r->s->m;
+  rx_loc loc = r->s->loc;
+  rx_tx *none = rx_tx_binary(mod, RX_BINOP_EQ, m, rx_tx_float(mod, -INFINITY, dt, false, loc), loc);
+  return rx_tx_select(mod, none, rx_tx_float(mod, 0.0, dt, false, loc), v, loc);
+}
+
+static rx_buffer *local1(rr *r, rx_stmtvec *out, const char *name, rx_dtype dt, int64_t n,
+                         rx_tx *init) {
+  rx_stmt *al;
+  const rx_expr *z = E(r->s, 0);
+  rx_buffer *b = rx_sched_alloc(r->s, name, dt, RX_SCOPE_LOCAL, &n, 1, &al);
+  RX_VEC_PUSH(out, al);
+  if (init) RX_VEC_PUSH(out, rx_sched_store_e(r->s, b, &z, 1, init));
+  return b;
+}
+
+/* The max and the sum in one sweep: per step, the V elements into registers, the new running
+ * max, the running sum rescaled to it plus the step's terms; then across the row's threads. */
+static void emit_online(rr *r, const online *on) {
+  rx_sctx *s = r->s;
+  rx_dtype dt = on->mx.upd_store->buf->dtype;
+  const rx_expr *z = E(s, 0);
+  rx_tx *ninf = NULL, *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
+  rx_sched_identity(s, RX_COMB_MAX, dt, &ninf);
+  rx_buffer *pm = local1(r, &r->out, "pmax", dt, 1, ninf);
+  rx_buffer *ps = local1(r, &r->out, "psum", dt, 1, zero);
+#define LD(b, i) rx_sched_load(s, (b), &(i), 1)
+  stage g;
+  stage_open(r, on->mx.k, on->mx.klo, on->mx.kext, &g);
+  rx_stmtvec body = {0};
+  rx_buffer *xs = local1(r, &body, "xs", dt, g.V, NULL);
+  const rx_expr *lane = g.v ? g.v : z;
+  rx_stmt *cp = rx_sched_store_e(s, xs, &lane, 1, rx_sched_rewrite_tx(&g.rw, on->mx.x));
+  RX_VEC_PUSH(&body, g.v ? rx_sched_for(s, g.v, E(s, g.V), RX_LOOP_VECTORIZE, cp) : cp);
+  rx_buffer *nm = local1(r, &body, "nmax", dt, 1, LD(pm, z));
+  const rx_expr *u = rx_sched_fresh_var(s, "u"), *u2 = rx_sched_fresh_var(s, "u");
+  rx_tx *mx = rx_sched_combine(s, RX_COMB_MAX, LD(nm, z), LD(xs, u));
+  RX_VEC_PUSH(&body,
+              rx_sched_for(s, u, E(s, g.V), RX_LOOP_UNROLL, rx_sched_store_e(s, nm, &z, 1, mx)));
+  rx_buffer *es = local1(r, &body, "esum", dt, 1, zero);
+  rx_tx *term = rx_sched_combine(s, RX_COMB_SUM, LD(es, z), rel_exp(r, on, LD(xs, u2), LD(nm, z)));
+  RX_VEC_PUSH(&body,
+              rx_sched_for(s, u2, E(s, g.V), RX_LOOP_UNROLL, rx_sched_store_e(s, es, &z, 1, term)));
+  rx_tx *old =
+      rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), LD(nm, z)), s->loc);
+  rx_tx *sum = rx_sched_combine(s, RX_COMB_SUM, old, LD(es, z));
+  RX_VEC_PUSH(&body, rx_sched_store_e(s, ps, &z, 1, if_seen(r, LD(nm, z), sum, dt)));
+  RX_VEC_PUSH(&body, rx_sched_store_e(s, pm, &z, 1, LD(nm, z)));
+  RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &body), true));
+  rx_tx *mxv = finish_reduce(r, &on->mx, seg_reduce(r, LD(pm, z), RX_COMB_MAX, dt));
+  rx_tx *mine = rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), mxv), s->loc);
+  finish_reduce(r, &on->sum, seg_reduce(r, if_seen(r, LD(pm, z), mine, dt), RX_COMB_SUM, dt));
+#undef LD
+}
+
+/* ------------------------------------------------------------------------------------------
+ * the rule
+ * ------------------------------------------------------------------------------------------ */
+static void emit_item(rr *r, const rx_stmt *st) {
+  stage g;
+  switch (st->kind) {
+  case RX_STMT_ALLOC:
+  case RX_STMT_LET:
+    outer_stage(r, &g);
+    RX_VEC_PUSH(&r->out, rx_sched_rewrite_stmt(&g.rw, st));
+    break;
+  case RX_STMT_STORE:
+    outer_stage(r, &g);
+    RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->first, rx_sched_rewrite_stmt(&g.rw, st)));
+    break;
+  case RX_STMT_FOR: {
+    stage_open(r, st->vars[0], st->lo[0], st->extent[0], &g);
+    rx_stmt *body = rx_sched_rewrite_stmt(&g.rw, st->inner);
+    RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->row_ok, stage_close(&g, body, false)));
+    break;
+  }
+  case RX_STMT_REDUCE:
+    emit_reduce(r, st);
+    break;
+  default:
+    break;
+  }
+}
+
+static rx_stmt *row_schedule(rx_sctx *s, const rx_tensor_fn *f, const nest *nt) {
+  rr *r = rx_calloc(1, sizeof *r);
+  r->s = s;
+  r->f = f;
+  r->nt = *nt;
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), nrows);
-  rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, B));
-  row_ud ud = {.n = 0};
-  rx_rewrite rw = {.s = s, .vars = nt->vars, .repl = repl, .n = nt->n, .hook = row_hook, .ud = &ud};
-  rx_stmtvec out = {0};
-  const rx_expr *tx0 = rx_expr_cmp(cx, RX_EXPR_EQ, tx, E(s, 0));
-  for (int i = 0; i < sched_seq_len(b); i++) {
+  plan_rows(r);
+  setup_rows(r);
+  if (r->regs) load_cache(r);
+  const rx_stmt *b = nt->body;
+  int n = sched_seq_len(b);
+  for (int i = 0; i < n; i++) {
     const rx_stmt *st = sched_seq_at(b, i);
-    switch (st->kind) {
-    case RX_STMT_ALLOC:
-    case RX_STMT_LET:
-      RX_VEC_PUSH(&out, rx_sched_rewrite_stmt(&rw, st));
-      break;
-    case RX_STMT_STORE:
-      RX_VEC_PUSH(&out, rx_sched_guard(s, tx0, rx_sched_rewrite_stmt(&rw, st)));
-      break;
-    case RX_STMT_FOR: {
-      const rx_expr *jo = rx_sched_fresh_var(s, "jo");
-      const rx_expr *nit;
-      const rx_expr *g = rx_sched_split(s, st->extent[0], B, jo, tx, &nit);
-      const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
-      for (int k = 0; k < nt->n; k++) {
-        vars[k] = nt->vars[k];
-        rp[k] = repl[k];
-      }
-      vars[nt->n] = st->vars[0];
-      rp[nt->n] = ADD(s, st->lo[0], ADD(s, MUL(s, jo, B), tx));
-      rx_rewrite rw2 = rw;
-      rw2.vars = vars;
-      rw2.repl = rp;
-      rw2.n = nt->n + 1;
-      rx_stmt *body = rx_sched_rewrite_stmt(&rw2, st->inner);
-      RX_VEC_PUSH(&out, rx_sched_for(s, jo, nit, RX_LOOP_SERIAL, rx_sched_guard(s, g, body)));
-      break;
-    }
-    case RX_STMT_REDUCE: {
-      red_info r;
-      sched_red_parse(st, &r);
-      rx_dtype dt = r.upd_store->buf->dtype;
-      rx_tx *ident = NULL;
-      rx_sched_identity(s, r.comb, dt, &ident);
-      /* partial per thread, strided over the row: consecutive threads, consecutive elements */
-      rx_stmt *al;
-      int64_t one[1] = {1};
-      rx_buffer *part = rx_sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
-      RX_VEC_PUSH(&out, al);
-      const rx_expr *z = E(s, 0);
-      RX_VEC_PUSH(&out, rx_sched_store_e(s, part, &z, 1, ident));
-      const rx_expr *jo = rx_sched_fresh_var(s, "ko");
-      const rx_expr *nit;
-      const rx_expr *g = rx_sched_split(s, r.kext, B, jo, tx, &nit);
-      const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
-      for (int k = 0; k < nt->n; k++) {
-        vars[k] = nt->vars[k];
-        rp[k] = repl[k];
-      }
-      vars[nt->n] = r.k;
-      rp[nt->n] = ADD(s, r.klo, ADD(s, MUL(s, jo, B), tx));
-      rx_rewrite rw2 = rw;
-      rw2.vars = vars;
-      rw2.repl = rp;
-      rw2.n = nt->n + 1;
-      rx_stmtvec ub = {0};
-      for (int l = 0; l < r.nupd_lets; l++)
-        RX_VEC_PUSH(&ub, rx_sched_rewrite_stmt(&rw2, r.upd_lets[l]));
-      rx_tx *xv = rx_sched_rewrite_tx(&rw2, r.x);
-      rx_tx *pl = rx_sched_load(s, part, &z, 1);
-      RX_VEC_PUSH(&ub, rx_sched_store_e(s, part, &z, 1,
-                                        r.acc_first ? rx_sched_combine(s, r.comb, pl, xv)
-                                                    : rx_sched_combine(s, r.comb, xv, pl)));
-      RX_VEC_PUSH(&out, rx_sched_for(s, jo, nit, RX_LOOP_SERIAL,
-                                     rx_sched_guard(s, g, rx_sched_seq(s, &ub))));
-      rx_tx *tot = rx_sched_xreduce(s, &out, rx_sched_load(s, part, &z, 1), r.comb, dt, B, tx);
-      /* init semantics: acc = combine(init value, total) */
-      for (int l = 0; l < r.ninit_lets; l++)
-        RX_VEC_PUSH(&out, rx_sched_rewrite_stmt(&rw, r.init_lets[l]));
-      rx_tx *v0 = rx_sched_rewrite_tx(&rw, r.init_store->value);
-      if (v0->dtype != dt || v0->weak) v0 = rx_tx_cast(s->m, dt, v0, s->loc);
-      rx_tx *fin =
-          r.acc_first ? rx_sched_combine(s, r.comb, v0, tot) : rx_sched_combine(s, r.comb, tot, v0);
-      rx_stmt *accst = rx_sched_rewrite_stmt(&rw, r.init_store);
-      if (r.upd_store->buf->scope == RX_SCOPE_LOCAL) {
-        accst->value = fin;
-        RX_VEC_PUSH(&out, accst);
-      } else {
-        rx_buffer *lb = rx_sched_alloc(s, "rowval", dt, RX_SCOPE_LOCAL, one, 1, &al);
-        RX_VEC_PUSH(&out, al);
-        RX_VEC_PUSH(&out, rx_sched_store_e(s, lb, &z, 1, fin));
-        accst->value = rx_sched_load(s, lb, &z, 1);
-        RX_VEC_PUSH(&out, rx_sched_guard(s, tx0, accst));
-        if (ud.n < MAX_REDIRECTS) {
-          ud.r[ud.n].buf = accst->buf;
-          ud.r[ud.n].idx = accst->idx;
-          ud.r[ud.n].nidx = accst->nidx;
-          ud.r[ud.n].local = lb;
-          ud.n++;
-        }
-      }
-      break;
-    }
-    default:
-      break;
+    int k = i + 1;
+    while (k < n && sched_seq_at(b, k)->kind == RX_STMT_ALLOC) k++;
+    online on;
+    if (st->kind == RX_STMT_REDUCE && k < n && match_online(r, st, sched_seq_at(b, k), &on)) {
+      for (int a = i + 1; a < k; a++) emit_item(r, sched_seq_at(b, a));
+      emit_online(r, &on);
+      i = k;
+    } else {
+      emit_item(r, st);
     }
   }
   rx_analyzer_reset(s->an, mk);
-  return sched_kernel1(s, bx, nrows, tx, B, rx_sched_seq(s, &out));
+  rx_stmt *kernel = sched_kernel1(s, r->bx, r->nblocks, r->tid, r->B, rx_sched_seq(s, &r->out));
+  free(r);
+  return kernel;
 }
 
 bool sched_row_reduction(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   nest rn;
   if (!row_match(f, &rn)) return false;
-  o->body = row_schedule(s, &rn);
+  o->body = row_schedule(s, f, &rn);
   rx_sched_variant v = {NULL, RX_SCHED_ROW_REDUCTION, NULL};
   sched_set_variants(o->m, o->res, &v, 1);
   return true;
