@@ -129,6 +129,64 @@ struct rx_rt_library {
   rt_program *programs;
 };
 
+/* ---- replaying launches (replay.c) ----
+ * A backend queues its launches in a log and flushes them at its synchronization points (and, for
+ * CUDA, every RT_REPLAY_CHUNK launches). At a flush, rt_replay_find looks the sequence up among
+ * those seen before: DIRECT (new, or built unsuccessfully: launch or record each as usual), BUILD
+ * (seen for the second time: the backend builds its replayable form, sets entry->impl, replays
+ * it), HIT (built: the backend replays entry->impl, in update mode after giving new parameters to
+ * each launch rt_replay_changed names). rt_replay_done ends every flush (ok false: the backend
+ * could not build or replay, and launched the log directly). Keys and words are described in
+ * replay.c; a launch's words are compared in full, so a changed value is never replayed stale. */
+/* Sequences remembered per device: a Llama-2-7B decode step in chunks (616 launches: 10 chunks of
+ * RT_REPLAY_CHUNK, `relaxc inspect`) and a prefill forward's (584 launches) for each of its 3
+ * shape buckets (the matmul variants n = 1, n <= 16, n > 16), with room to spare. */
+#define RT_REPLAY_ENTRIES 64
+/* A backend that launches as it goes (CUDA) flushes its log every this many launches, so the
+ * device starts on a chunk while the host prepares the next one. */
+#define RT_REPLAY_CHUNK 64
+typedef struct rt_replay_launch {
+  rx_rt_kernel *k;
+  uint32_t grid[3];
+  uint32_t off, n; /* its words in the log's words */
+} rt_replay_launch;
+typedef struct rt_replay_log {
+  rt_replay_launch *launches;
+  size_t n, cap;
+  uint64_t *words; /* the launches' parameters: buffer identities, symbolic values */
+  size_t nwords, capwords;
+} rt_replay_log;
+typedef struct rt_replay_entry {
+  uint64_t hash, used; /* of the key; the cache's clock at the last use */
+  uint32_t seen;       /* 0: a free entry */
+  bool failed;         /* the backend could not build it: launched directly */
+  rt_replay_log log;   /* the launches as last run through it */
+  void *impl;          /* the backend's replayable form, NULL until built */
+} rt_replay_entry;
+typedef enum rt_replay_action { RT_REPLAY_DIRECT, RT_REPLAY_BUILD, RT_REPLAY_HIT } rt_replay_action;
+typedef struct rt_replay_stats {
+  uint64_t direct, built, replayed; /* flushes of each kind */
+  uint64_t updated;                 /* launches given new parameters before a replay (CUDA) */
+} rt_replay_stats;
+typedef struct rt_replay {
+  const rx_rt_allocator *alloc;
+  bool exact; /* grids and words are part of the key (a Vulkan command buffer cannot be patched) */
+  void (*destroy)(void *ctx, void *impl); /* frees an evicted entry's impl */
+  void *ctx;
+  rt_replay_log log; /* the launches since the last flush */
+  rt_replay_entry entries[RT_REPLAY_ENTRIES];
+  uint64_t clock;
+  rt_replay_stats stats;
+} rt_replay;
+rx_status rt_replay_add(rt_replay *r, rx_rt_kernel *k, const uint32_t grid[3],
+                        const uint64_t *words, uint32_t n);
+rt_replay_action rt_replay_find(rt_replay *r, rt_replay_entry **out_entry);
+/* Update mode: launch i of the log differs (grid or words) from the entry's. */
+bool rt_replay_changed(const rt_replay *r, const rt_replay_entry *e, size_t i);
+void rt_replay_done(rt_replay *r, rt_replay_entry *e, bool ok); /* e: find's, or NULL; clears */
+void rt_replay_clear(rt_replay *r); /* forgets every sequence (a kernel or the device goes) */
+void rt_replay_free(rt_replay *r);
+
 /* ---- the device interface ---- */
 typedef struct rt_backend {
   rx_rt_backend kind;
@@ -172,6 +230,7 @@ struct rx_rt_device {
   rx_rt_allocator alloc;
   rx_rt_device_info info;
   rx_status lost; /* sticky device error (e.g. device lost), returned by every later call */
+  const rt_replay_stats *replay; /* the backend's launch replay, or NULL (tests read it) */
   size_t validation_count;
   char validation_last[1024];
 };

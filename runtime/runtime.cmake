@@ -28,6 +28,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/artifact.c
   ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vm_walk.c
+  ${RX_RUNTIME_DIR}/replay.c
   ${RX_RUNTIME_DIR}/externs.c
   ${RX_RUNTIME_DIR}/weights.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
@@ -65,6 +66,13 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   target_include_directories(rt_expr_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.expr COMMAND rt_expr_test)
   set_tests_properties(runtime.expr PROPERTIES LABELS "runtime;unit")
+
+  # the launch replay cache of the CUDA and Vulkan backends, with a mock backend: no device needed
+  add_executable(rt_replay_test ${RX_RT_TEST_DIR}/replay_test.c)
+  target_link_libraries(rt_replay_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_replay_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_test(NAME runtime.replay COMMAND rt_replay_test)
+  set_tests_properties(runtime.replay PROPERTIES LABELS "runtime;unit")
 
   # the null backend (every call unsupported) and thread-safe driver loading
   add_executable(rt_backends_test ${RX_RT_TEST_DIR}/backends_test.c)

@@ -10,6 +10,13 @@
  *   global memory barrier between consecutive commands, and submitted once by synchronize (or by
  *   a buffer read/write, which synchronize first). Objects used by a recorded batch (uniform
  *   buffers, staging, released buffers) are freed after it completed.
+ * - Launches are logged (runtime/replay.c, exact mode) and recorded when the batch is submitted:
+ *   a batch of launches only that is identical to an earlier one (the same pipelines, buffers,
+ *   grids and symbolic values, in order) seen twice is recorded once into a command buffer of its
+ *   own (with its descriptor sets and uniform buffers) and from then on submitted again instead
+ *   of being recorded; any other batch is recorded as before. Buffers are told apart by a serial
+ *   number (a VkBuffer handle may be reused); a batch with a fill, copy or timestamp is not
+ *   replayed; destroying a kernel forgets every recorded batch.
  * - Kernels: a compute pipeline per kernel from SPIR-V (entry point "main") through one
  *   VkPipelineCache; storage buffers at the bindings of kernels.json, symbolic values in a push
  *   constant block or a uniform buffer (std140) as kernels.json says.
@@ -81,6 +88,7 @@ static PFN_vkEnumerateInstanceVersion g_enum_version;
   X(vkCreateCommandPool)           \
   X(vkDestroyCommandPool)          \
   X(vkAllocateCommandBuffers)      \
+  X(vkFreeCommandBuffers)          \
   X(vkBeginCommandBuffer)          \
   X(vkEndCommandBuffer)            \
   X(vkResetCommandBuffer)          \
@@ -160,8 +168,12 @@ typedef struct vk_device {
   VkCommandPool cmdpool;
   VkCommandBuffer cmd;
   VkFence fence;
-  bool recording;
-  uint32_t ncommands;
+  bool recording;     /* a batch is open: launches logged or commands recorded into cmd */
+  bool cmd_begun;     /* cmd is being recorded */
+  bool mixed;         /* the batch has commands other than launches: never replayed */
+  uint32_t ncommands; /* commands recorded into cmd */
+  rt_replay replay;   /* the batch's launches, and the batches recorded for replay */
+  uint64_t serials;   /* buffer serial numbers handed out */
   /* descriptor pools: pools[0..npools), the current one and what it has handed out */
   VkDescriptorPool *pools;
   size_t npools, cur_pool;
@@ -169,6 +181,7 @@ typedef struct vk_device {
   /* freed after the batch completed */
   vk_mem *deferred;
   size_t ndeferred, capdeferred;
+  size_t nmems; /* live allocations (mem_alloc): the deferred list has room for all */
   VkQueryPool qpool;
   bool qused[NQUERIES / 2];
   uint64_t ts_mask;
@@ -178,7 +191,17 @@ typedef struct vk_device {
 typedef struct vk_buffer {
   rx_rt_buffer base;
   vk_mem m;
+  uint64_t serial; /* the device's count of buffers when it was made: never reused */
 } vk_buffer;
+
+/* A batch recorded for replay (rt_replay_entry.impl): its command buffer, and the descriptor sets
+ * and uniform buffers it uses, which live as long as it does. */
+typedef struct vk_replay {
+  VkCommandBuffer cmd;
+  VkDescriptorPool pool;
+  vk_mem *ubos;
+  size_t nubos;
+} vk_replay;
 
 typedef struct vk_timer {
   rx_rt_timer base;
@@ -585,9 +608,24 @@ static void block_give(vk_device *d, vk_block *b, VkDeviceSize off, VkDeviceSize
   }
 }
 
+/* Room in the list of frees deferred to the end of a batch for every live allocation and one
+ * more, so that freeing never needs host memory. */
+static rx_status reserve_deferred(vk_device *d) {
+  if (d->nmems + 1 <= d->capdeferred) return NULL;
+  size_t cap = d->capdeferred ? 2 * d->capdeferred : 64;
+  vk_mem *n = rt_alloc(&d->base.alloc, cap * sizeof *n);
+  if (!n) return rt_oom("the list of buffers to free", cap * sizeof *n);
+  if (d->ndeferred) memcpy(n, d->deferred, d->ndeferred * sizeof *n);
+  rt_free(&d->base.alloc, d->deferred);
+  d->deferred = n;
+  d->capdeferred = cap;
+  return NULL;
+}
+
 static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage, bool host,
                            vk_mem *out) {
   memset(out, 0, sizeof *out);
+  RX_RETURN_IF_ERROR(reserve_deferred(d));
   size = (size + 3) & ~(VkDeviceSize)3;
   VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                             NULL,
@@ -685,12 +723,14 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
     out->off = 0;
   }
 bind:
+  d->nmems++;
   out->size = need;
   out->map = out->block->map ? out->block->map + out->off : NULL;
   VkResult r = d->f.vkBindBufferMemory(d->dev, out->buf, out->block->mem, out->off);
   if (r != VK_SUCCESS) {
     d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
     block_give(d, out->block, out->off, out->size);
+    d->nmems--;
     memset(out, 0, sizeof *out);
     return vkfail(d, r, "vkBindBufferMemory");
   }
@@ -700,51 +740,71 @@ bind:
 static void mem_free(vk_device *d, vk_mem *m) {
   if (m->buf) d->f.vkDestroyBuffer(d->dev, m->buf, NULL);
   if (m->block) block_give(d, m->block, m->off, m->size);
+  if (m->block) d->nmems--;
   memset(m, 0, sizeof *m);
 }
 
-/* Frees m now, or after the recorded batch completed when one is recording. */
+/* Frees m now, or after the recorded batch completed when one is recording (the batch's
+ * launches are recorded only when it is submitted, and may bind m's buffer). The list has room:
+ * mem_alloc reserved one place per live allocation. */
 static void mem_free_later(vk_device *d, vk_mem *m) {
   if (!d->recording) {
     mem_free(d, m);
     return;
   }
-  if (d->ndeferred == d->capdeferred) {
-    size_t cap = d->capdeferred ? d->capdeferred * 2 : 16;
-    vk_mem *n = rt_alloc(&d->base.alloc, cap * sizeof *n);
-    if (!n) { /* out of host memory: wait for the batch instead */
-      d->f.vkDeviceWaitIdle(d->dev);
-      mem_free(d, m);
-      return;
-    }
-    if (d->ndeferred) memcpy(n, d->deferred, d->ndeferred * sizeof *n);
-    rt_free(&d->base.alloc, d->deferred);
-    d->deferred = n;
-    d->capdeferred = cap;
-  }
+  RX_ASSERT(d->ndeferred < d->capdeferred);
   d->deferred[d->ndeferred++] = *m;
   memset(m, 0, sizeof *m);
 }
 
 /* ---- command batches ---- */
-static rx_status begin_cmd(vk_device *d) {
-  if (d->recording) {
-    /* a global barrier between consecutive commands: each sees the previous one's writes */
-    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
-                          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                              VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                              VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    if (d->ncommands) d->f.vkCmdPipelineBarrier(d->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+static rx_status record_log(vk_device *d);
+static rx_status replay_build(vk_device *d, rt_replay_entry *e);
+static void replay_destroy(void *ctx, void *impl);
+
+/* A global barrier between consecutive commands: each sees the previous one's writes. */
+static void barrier(vk_device *d, VkCommandBuffer cmd) {
+  VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+                        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                            VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                            VK_ACCESS_TRANSFER_WRITE_BIT};
+  VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  d->f.vkCmdPipelineBarrier(cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* The end of a batch's commands: its writes made visible to the host. */
+static void host_barrier(vk_device *d, VkCommandBuffer cmd) {
+  VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+                        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                        VK_ACCESS_HOST_READ_BIT};
+  d->f.vkCmdPipelineBarrier(cmd,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* Ready to record one more command into the batch's command buffer. */
+static rx_status open_cmd(vk_device *d) {
+  d->recording = true;
+  if (d->cmd_begun) {
+    if (d->ncommands) barrier(d, d->cmd);
     return NULL;
   }
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                  VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
   VK_TRY(d, d->f.vkBeginCommandBuffer(d->cmd, &bi), "vkBeginCommandBuffer");
-  d->recording = true;
+  d->cmd_begun = true;
   d->ncommands = 0;
   return NULL;
+}
+
+/* Before a command other than a launch (a fill, a copy, a timestamp): the launches logged so far
+ * are recorded first, and the batch is not replayed. */
+static rx_status begin_cmd(vk_device *d) {
+  RX_RETURN_IF_ERROR(record_log(d));
+  rt_replay_done(&d->replay, NULL, true);
+  d->mixed = true;
+  return open_cmd(d);
 }
 
 static void end_of_batch(vk_device *d) {
@@ -753,39 +813,46 @@ static void end_of_batch(vk_device *d) {
   for (size_t i = 0; i < d->npools; i++) d->f.vkResetDescriptorPool(d->dev, d->pools[i], 0);
   d->cur_pool = 0;
   d->used_sets = d->used_storage = d->used_uniform = 0;
-  d->recording = false;
+  d->recording = d->cmd_begun = d->mixed = false;
   d->ncommands = 0;
+}
+
+/* Submits cmd and waits for it. */
+static rx_status submit(vk_device *d, VkCommandBuffer cmd) {
+  VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &cmd, 0, NULL};
+  VkResult r = d->f.vkQueueSubmit(d->queue, 1, &si, d->fence);
+  if (r != VK_SUCCESS) return vkfail(d, r, "vkQueueSubmit");
+  r = d->f.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) return vkfail(d, r, "vkWaitForFences");
+  d->f.vkResetFences(d->dev, 1, &d->fence);
+  return NULL;
 }
 
 static rx_status vk_synchronize(rx_rt_device *base) {
   vk_device *d = (vk_device *)base;
   if (!d->recording) return NULL;
-  /* make the batch's writes visible to the host */
-  VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
-                        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                        VK_ACCESS_HOST_READ_BIT};
-  d->f.vkCmdPipelineBarrier(d->cmd,
-                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-  VkResult r = d->f.vkEndCommandBuffer(d->cmd);
-  rx_status s = NULL;
-  if (r != VK_SUCCESS) {
-    s = vkfail(d, r, "vkEndCommandBuffer");
+  rt_replay_entry *e = NULL;
+  rt_replay_action act = RT_REPLAY_DIRECT;
+  if (!d->mixed) act = rt_replay_find(&d->replay, &e);
+  rx_status s = act == RT_REPLAY_BUILD ? replay_build(d, e) : NULL;
+  bool replayed = act != RT_REPLAY_DIRECT && !s;
+  if (s) { /* could not record it for replay (out of memory): recorded as any batch */
+    rx_status_free(s);
+    s = NULL;
+  }
+  if (replayed) {
+    s = submit(d, ((vk_replay *)e->impl)->cmd);
   } else {
-    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &d->cmd, 0, NULL};
-    r = d->f.vkQueueSubmit(d->queue, 1, &si, d->fence);
-    if (r != VK_SUCCESS) {
-      s = vkfail(d, r, "vkQueueSubmit");
-    } else {
-      r = d->f.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX);
-      if (r != VK_SUCCESS)
-        s = vkfail(d, r, "vkWaitForFences");
-      else
-        d->f.vkResetFences(d->dev, 1, &d->fence);
+    s = record_log(d);
+    if (!s && d->cmd_begun) {
+      host_barrier(d, d->cmd);
+      VkResult r = d->f.vkEndCommandBuffer(d->cmd);
+      s = r != VK_SUCCESS ? vkfail(d, r, "vkEndCommandBuffer") : submit(d, d->cmd);
     }
   }
   if (s) d->f.vkDeviceWaitIdle(d->dev); /* before freeing what the batch used */
-  d->f.vkResetCommandBuffer(d->cmd, 0);
+  if (d->cmd_begun) d->f.vkResetCommandBuffer(d->cmd, 0);
+  rt_replay_done(&d->replay, e, replayed && !s); /* empties the log, whatever happened */
   end_of_batch(d);
   return s;
 }
@@ -873,6 +940,9 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   VK_TRY(d, d->f.vkAllocateCommandBuffers(d->dev, &cbai, &d->cmd), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fci = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
   VK_TRY(d, d->f.vkCreateFence(d->dev, &fci, NULL, &d->fence), "vkCreateFence");
+  d->replay =
+      (rt_replay){.alloc = &d->base.alloc, .exact = true, .destroy = replay_destroy, .ctx = d};
+  d->base.replay = &d->replay.stats;
   if (d->base.info.timestamps) {
     VkQueryPoolCreateInfo qpci = {
         VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, NQUERIES, 0};
@@ -890,6 +960,7 @@ static void vk_device_destroy(rx_rt_device *base) {
     }
     d->f.vkDeviceWaitIdle(d->dev);
     end_of_batch(d);
+    rt_replay_free(&d->replay);
     for (size_t i = 0; i < d->npools; i++) d->f.vkDestroyDescriptorPool(d->dev, d->pools[i], NULL);
     if (d->qpool) d->f.vkDestroyQueryPool(d->dev, d->qpool, NULL);
     if (d->fence) d->f.vkDestroyFence(d->dev, d->fence, NULL);
@@ -931,6 +1002,7 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
                           "than maxStorageBufferRange (%u)",
                           d->base.info.index, d->base.info.name, base->size,
                           d->limits.maxStorageBufferRange);
+  b->serial = ++d->serials;
   return mem_alloc(d, base->size, k_buffer_usage, false, &b->m);
 }
 
@@ -1022,6 +1094,7 @@ static void vk_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
     rx_status s = vk_synchronize(base);
     rx_status_free(s);
   }
+  rt_replay_clear(&d->replay); /* recorded batches may use it, and its address may come back */
   if (vk->pipeline) d->f.vkDestroyPipeline(d->dev, vk->pipeline, NULL);
   if (vk->layout) d->f.vkDestroyPipelineLayout(d->dev, vk->layout, NULL);
   if (vk->dsl) d->f.vkDestroyDescriptorSetLayout(d->dev, vk->dsl, NULL);
@@ -1127,78 +1200,168 @@ static rx_status alloc_set(vk_device *d, vk_kernel *vk, VkDescriptorSet *out) {
   return NULL;
 }
 
+/* ---- launches: logged, recorded at the end of the batch ---- */
+/* A launch's words in the log: per buffer its serial and its VkBuffer, then the kernel's block of
+ * symbolic values (push constants or uniform buffer contents), 8 bytes a word. */
+static uint32_t launch_words(const rx_rt_kernel *k) {
+  return (uint32_t)(2 * k->nbuffers + ((k->scalar_bytes + 15) & ~15u) / 8);
+}
+
 static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_launch_params *p) {
   vk_device *d = (vk_device *)base;
-  vk_kernel *vk = k->impl;
   for (int i = 0; i < 3; i++)
     if (p->grid[i] > d->limits.maxComputeWorkGroupCount[i])
       return rx_status_make(RX_ERR_UNSUPPORTED,
                             "kernel '%s': grid[%d] = %u exceeds the device's "
                             "maxComputeWorkGroupCount (%u)",
                             k->name, i, p->grid[i], d->limits.maxComputeWorkGroupCount[i]);
-  uint8_t block[65536 + 16];
-  uint32_t bytes = (k->scalar_bytes + 15) & ~15u;
-  if (bytes > sizeof block)
+  if (k->scalar_bytes > 65536)
     return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': scalar block too large", k->name);
-  memset(block, 0, bytes);
+  uint64_t stack[64], *w = stack;
+  uint32_t n = launch_words(k);
+  if (n > RX_ARRAY_LEN(stack) && !(w = rt_alloc(&d->base.alloc, n * sizeof *w)))
+    return rt_oom("a launch", n * sizeof *w);
+  memset(w, 0, n * sizeof *w);
+  for (size_t i = 0; i < k->nbuffers; i++) {
+    const vk_buffer *b = (const vk_buffer *)p->buffers[i];
+    w[2 * i] = b->serial;
+    memcpy(&w[2 * i + 1], &b->m.buf, sizeof b->m.buf);
+  }
+  uint8_t *block = (uint8_t *)(w + 2 * k->nbuffers);
   for (size_t i = 0; i < k->nscalars; i++)
     memcpy(block + k->scalars[i].offset, &p->scalars[i], sizeof(int32_t));
+  rx_status s = rt_replay_add(&d->replay, k, p->grid, w, n);
+  if (w != stack) rt_free(&d->base.alloc, w);
+  if (!s) d->recording = true;
+  return s;
+}
 
+/* Records launch i of the log into cmd: descriptor sets from pool (a batch recorded for replay)
+ * or from the device's pools (NULL), a uniform buffer kept by rep (or freed after the batch). */
+static rx_status record_launch(vk_device *d, VkCommandBuffer cmd, size_t i, VkDescriptorPool pool,
+                               vk_replay *rep) {
+  const rt_replay_launch *l = &d->replay.log.launches[i];
+  const uint64_t *w = d->replay.log.words + l->off;
+  rx_rt_kernel *k = l->k;
+  vk_kernel *vk = k->impl;
+  const uint8_t *block = (const uint8_t *)(w + 2 * k->nbuffers);
+  uint32_t bytes = (k->scalar_bytes + 15) & ~15u;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (pool) {
+    VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL, pool, 1,
+                                      &vk->dsl};
+    VK_TRY(d, d->f.vkAllocateDescriptorSets(d->dev, &ai, &set), "vkAllocateDescriptorSets");
+  } else {
+    RX_RETURN_IF_ERROR(alloc_set(d, vk, &set));
+  }
   vk_mem ubo = {0};
   if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
     RX_RETURN_IF_ERROR(
         mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, true, &ubo));
     memcpy(ubo.map, block, bytes);
   }
-  rx_status s = begin_cmd(d);
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  if (!s) s = alloc_set(d, vk, &set);
-  if (s) {
-    mem_free_later(d, &ubo);
-    return s;
-  }
   VkDescriptorBufferInfo infos[65];
   VkWriteDescriptorSet writes[65];
   uint32_t nw = 0;
-  for (size_t i = 0; i < k->nbuffers; i++) {
-    infos[nw] = (VkDescriptorBufferInfo){((vk_buffer *)p->buffers[i])->m.buf, 0, VK_WHOLE_SIZE};
-    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                        NULL,
-                                        set,
-                                        (uint32_t)k->buffers[i].binding,
-                                        0,
-                                        1,
-                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                        NULL,
-                                        &infos[nw],
-                                        NULL};
-    nw++;
-  }
-  if (ubo.buf) {
-    infos[nw] = (VkDescriptorBufferInfo){ubo.buf, 0, VK_WHOLE_SIZE};
-    writes[nw] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                        NULL,
-                                        set,
-                                        (uint32_t)k->scalar_binding,
-                                        0,
-                                        1,
-                                        VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
-                                        NULL,
-                                        &infos[nw],
-                                        NULL};
+  for (size_t b = 0; b < k->nbuffers + (ubo.buf != VK_NULL_HANDLE); b++) {
+    bool is_ubo = b == k->nbuffers;
+    VkBuffer buf = ubo.buf;
+    if (!is_ubo) memcpy(&buf, &w[2 * b + 1], sizeof buf);
+    infos[nw] = (VkDescriptorBufferInfo){buf, 0, VK_WHOLE_SIZE};
+    writes[nw] = (VkWriteDescriptorSet){
+        VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+        NULL,
+        set,
+        (uint32_t)(is_ubo ? k->scalar_binding : k->buffers[b].binding),
+        0,
+        1,
+        is_ubo ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+        NULL,
+        &infos[nw],
+        NULL};
     nw++;
   }
   d->f.vkUpdateDescriptorSets(d->dev, nw, writes, 0, NULL);
-  d->f.vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline);
-  d->f.vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->layout, 0, 1, &set, 0,
+  d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipeline);
+  d->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->layout, 0, 1, &set, 0,
                                NULL);
   if (k->scalar_location == RT_SCALARS_PUSH_CONSTANT && k->scalar_bytes)
-    d->f.vkCmdPushConstants(d->cmd, vk->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+    d->f.vkCmdPushConstants(cmd, vk->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                             (k->scalar_bytes + 3) & ~3u, block);
-  d->f.vkCmdDispatch(d->cmd, p->grid[0], p->grid[1], p->grid[2]);
-  d->ncommands++;
-  if (ubo.buf) mem_free_later(d, &ubo);
+  d->f.vkCmdDispatch(cmd, l->grid[0], l->grid[1], l->grid[2]);
+  if (ubo.buf && rep)
+    rep->ubos[rep->nubos++] = ubo;
+  else if (ubo.buf)
+    mem_free_later(d, &ubo);
   return NULL;
+}
+
+/* Records the logged launches into the batch's command buffer (the log is kept: its owner
+ * empties it). */
+static rx_status record_log(vk_device *d) {
+  for (size_t i = 0; i < d->replay.log.n; i++) {
+    RX_RETURN_IF_ERROR(open_cmd(d));
+    RX_RETURN_IF_ERROR(record_launch(d, d->cmd, i, VK_NULL_HANDLE, NULL));
+    d->ncommands++;
+  }
+  return NULL;
+}
+
+/* ---- batches recorded for replay ---- */
+static void replay_destroy(void *ctx, void *impl) {
+  vk_device *d = ctx;
+  vk_replay *rep = impl;
+  if (rep->cmd) d->f.vkFreeCommandBuffers(d->dev, d->cmdpool, 1, &rep->cmd);
+  if (rep->pool) d->f.vkDestroyDescriptorPool(d->dev, rep->pool, NULL);
+  for (size_t i = 0; i < rep->nubos; i++) mem_free(d, &rep->ubos[i]);
+  rt_free(&d->base.alloc, rep->ubos);
+  rt_free(&d->base.alloc, rep);
+}
+
+/* Records the log into a command buffer of its own, e->impl (nothing of it is pending: the
+ * device waits for every batch it submits). */
+static rx_status replay_build_into(vk_device *d, vk_replay *rep) {
+  const rt_replay_log *log = &d->replay.log;
+  uint32_t nstorage = 0, nuniform = 0;
+  for (size_t i = 0; i < log->n; i++) {
+    const vk_kernel *vk = log->launches[i].k->impl;
+    nstorage += vk->nstorage;
+    nuniform += vk->nuniform;
+  }
+  rep->ubos = rt_alloc(&d->base.alloc, (nuniform + 1) * sizeof *rep->ubos);
+  if (!rep->ubos) return rt_oom("a recorded batch", nuniform * sizeof *rep->ubos);
+  VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, nstorage ? nstorage : 1},
+                                   {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, nuniform}};
+  VkDescriptorPoolCreateInfo pci = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                    NULL,
+                                    0,
+                                    (uint32_t)log->n,
+                                    nuniform ? 2 : 1,
+                                    sizes};
+  VK_TRY(d, d->f.vkCreateDescriptorPool(d->dev, &pci, NULL, &rep->pool), "vkCreateDescriptorPool");
+  VkCommandBufferAllocateInfo cbai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL,
+                                      d->cmdpool, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+  VK_TRY(d, d->f.vkAllocateCommandBuffers(d->dev, &cbai, &rep->cmd), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
+  VK_TRY(d, d->f.vkBeginCommandBuffer(rep->cmd, &bi), "vkBeginCommandBuffer");
+  for (size_t i = 0; i < log->n; i++) {
+    if (i) barrier(d, rep->cmd);
+    RX_RETURN_IF_ERROR(record_launch(d, rep->cmd, i, rep->pool, rep));
+  }
+  host_barrier(d, rep->cmd);
+  VK_TRY(d, d->f.vkEndCommandBuffer(rep->cmd), "vkEndCommandBuffer");
+  return NULL;
+}
+
+static rx_status replay_build(vk_device *d, rt_replay_entry *e) {
+  vk_replay *rep = rt_alloc(&d->base.alloc, sizeof *rep);
+  if (!rep) return rt_oom("a recorded batch", sizeof *rep);
+  rx_status s = replay_build_into(d, rep);
+  if (s)
+    replay_destroy(d, rep);
+  else
+    e->impl = rep;
+  return s;
 }
 
 /* ---- timers ---- */
