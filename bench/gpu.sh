@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# bench/gpu.sh: the one command that measures relaxc on an NVIDIA GPU (issues 12, 13 and 14).
+#
+# Builds relaxc (RelWithDebInfo, into build-gpu) and bench/llm_bench.c, prints the device, then
+# runs bench/gpu_bench.py: the device-to-device copy bandwidth, relaxc's kernels at Llama-2-7B
+# and Llama-3-8B shapes beside PyTorch, decode attention over the paged KV cache beside
+# scaled_dot_product_attention, a random-weight 7B-shaped Llama end to end beside transformers
+# eager and torch.compile, and the kernels again on the NVIDIA Vulkan driver. Each part has a share
+# of the time budget (--budget, default 560 s for everything, the build included, so that one
+# 10-minute call suffices) and a part that fails says why while the others go on. It prints a
+# Markdown table per part and writes a report whose last table holds rows for bench/RESULTS.md
+# (--out, default bench/gpu-results.md; raw figures beside it as .json). Where $OUT names a
+# directory, the report, the raw figures and the whole log are copied there at the end.
+#
+# usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,model,vulkan]
+#                     [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
+#                     [--compile-mode MODE] [--cuda-target TARGET] [--keep]
+#        bench/gpu.sh --fetch-deps
+#
+#   --smoke       every part at tiny shapes on whatever is here (the runtime's default device,
+#                 PyTorch on the CPU): a test of the script, its figures measure nothing
+#   --fetch-deps  on a machine with Debian's archive (not the GPU machine, which has no network):
+#                 downloads the .deb files of what the build needs and the GPU image may lack
+#                 (cJSON, the Vulkan headers and loader, shaderc, glslang, SPIRV-Tools, glvnd)
+#                 into build-gpu-deps/debs; carry build-gpu-deps to the GPU machine, where this
+#                 script unpacks them into build-gpu-deps/root (never into /) and builds with them
+#
+# Without shaderc the build still succeeds (targets/targets.cmake: each missing toolchain leaves its
+# macro undefined) and relaxc compiles for CUDA; only `--target vulkan` fails, so the vulkan part
+# says why and the others run. cJSON and the Vulkan headers are required by runtime/runtime.cmake:
+# without them (and without build-gpu-deps) the configure step stops and says what to install.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+usage() {
+  cat <<'EOF'
+usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,model,vulkan]
+                    [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
+                    [--compile-mode MODE] [--cuda-target TARGET] [--keep]
+       bench/gpu.sh --fetch-deps
+EOF
+}
+
+die() {
+  echo "gpu.sh: error: $*" >&2
+  exit 2
+}
+
+smoke=0
+fetch=0
+out=bench/gpu-results.md
+build="build-gpu"
+budget=
+py_args=()
+orig_args=("$@")
+while [ $# -gt 0 ]; do
+  opt=$1
+  val=
+  case $opt in
+    --*=*) val=${opt#*=}; opt=${opt%%=*} ;;
+  esac
+  case $opt in
+    --smoke) smoke=1; py_args+=(--smoke) ;;
+    --fetch-deps) fetch=1 ;;
+    --keep) py_args+=(--keep) ;;
+    -h | --help) usage; exit 0 ;;
+    --out | --budget | --build-dir | --device | --parts | --layers | --models | --compile-mode | --cuda-target)
+      if [ -z "$val" ]; then
+        [ $# -ge 2 ] || die "$opt needs a value"
+        val=$2
+        shift
+      fi
+      case $opt in
+        --out) out=$val ;;
+        --budget) budget=$val ;;
+        --build-dir) build=$val ;;
+        *) py_args+=("$opt" "$val") ;;
+      esac
+      ;;
+    *) usage >&2; die "unknown option '$1'" ;;
+  esac
+  shift
+done
+if [ -z "$budget" ]; then
+  if [ "$smoke" = 1 ]; then budget=1500; else budget=560; fi
+fi
+case $budget in '' | *[!0-9]*) die "--budget takes whole seconds, got '$budget'" ;; esac
+
+deps=$root/build-gpu-deps
+# what the build needs and a CUDA image may lack, and what the NVIDIA Vulkan driver loads
+deb_packages=(libcjson1 libcjson-dev libvulkan1 libvulkan-dev libshaderc-dev glslang-dev spirv-tools
+  libglvnd0 libglx0 libegl1 libgl1 libopengl0 libgles2)
+
+fetch_deps() {
+  local lists=/tmp/relaxc-gpu-deps-lists
+  local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$lists")
+  mkdir -p "$deps/debs" "$lists/partial"
+  echo "gpu.sh: downloading ${deb_packages[*]} (amd64) into $deps/debs"
+  apt-get "${o[@]}" update -qq
+  (cd "$deps/debs" && apt-get "${o[@]}" download "${deb_packages[@]}")
+  du -sh "$deps/debs"
+  echo "gpu.sh: carry build-gpu-deps to the GPU machine (run(..., carry=[\"build-gpu-deps\"]))"
+}
+
+# Unpacks the carried .deb files into $deps/root and points the build and the loader at them.
+use_deps() {
+  local debs=("$deps"/debs/*.deb)
+  [ -e "${debs[0]}" ] || return 0
+  if [ ! -e "$deps/root/.unpacked" ]; then
+    rm -rf "$deps/root"
+    mkdir -p "$deps/root"
+    local f
+    for f in "${debs[@]}"; do
+      if command -v dpkg-deb >/dev/null; then
+        dpkg-deb -x "$f" "$deps/root"
+      else
+        (cd "$deps/root" && ar p "$f" "$(ar t "$f" | grep '^data\.tar')" | tar -xJf -)
+      fi
+    done
+    touch "$deps/root/.unpacked"
+  fi
+  local lib=$deps/root/usr/lib/x86_64-linux-gnu
+  cmake_deps=(-DCMAKE_PREFIX_PATH="$deps/root/usr" -DCMAKE_INCLUDE_PATH="$deps/root/usr/include"
+    -DCMAKE_LIBRARY_PATH="$lib")
+  export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "gpu.sh: using the ${#debs[@]} carried packages unpacked in $deps/root"
+}
+
+# The NVIDIA Vulkan driver's manifest where the loader would not find it by itself.
+find_vulkan_icd() {
+  [ -n "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && return 0
+  local d
+  for d in /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
+    if compgen -G "$d/nvidia*.json" >/dev/null; then return 0; fi
+  done
+  local nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  if [ -f "$nv" ]; then
+    export VK_DRIVER_FILES=$nv
+    echo "gpu.sh: VK_DRIVER_FILES=$nv"
+  fi
+}
+
+# NVRTC, which relaxc loads to make cubins: where relaxc would not find it by itself (its search:
+# RX_NVRTC_PATH, the loader's path, $CUDA_HOME/lib64, /usr/local/cuda/lib64), the CUDA toolkit's
+# or PyTorch's pip wheel copy
+find_nvrtc() {
+  [ -n "${RX_NVRTC_PATH:-}" ] && return 0
+  if ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' || [ -e /usr/local/cuda/lib64/libnvrtc.so ] ||
+    { [ -n "${CUDA_HOME:-}" ] && [ -e "$CUDA_HOME/lib64/libnvrtc.so" ]; }; then
+    return 0
+  fi
+  local f site
+  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+  for f in /usr/local/cuda*/lib64/libnvrtc.so* /usr/local/cuda*/targets/*/lib/libnvrtc.so*; do
+    [ -e "$f" ] && break
+  done
+  if [ ! -e "$f" ]; then
+    # shellcheck disable=SC2086 # site is a list of directories
+    f=$(find $site -path '*nvidia*' -name 'libnvrtc.so*' ! -name '*builtins*' 2>/dev/null | sort | head -1)
+  fi
+  if [ -n "$f" ] && [ -e "$f" ]; then
+    export RX_NVRTC_PATH=$f
+    echo "gpu.sh: RX_NVRTC_PATH=$f"
+  else
+    echo "gpu.sh: no libnvrtc.so found: relaxc cannot make CUDA binaries (set RX_NVRTC_PATH)"
+  fi
+}
+
+print_device() {
+  echo "== device"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap,clocks.max.sm,clocks.max.mem \
+      --format=csv || true
+  else
+    echo "nvidia-smi: not found (no NVIDIA driver here)"
+  fi
+  echo "host: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+  df -h "$root" | tail -1 | awk '{print "disk: " $4 " free under " $6}'
+}
+
+build_relaxc() {
+  echo "== build ($build, RelWithDebInfo)"
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  # an existing build dir keeps its generator
+  [ -f "$build/CMakeCache.txt" ] && gen=()
+  local t0=$SECONDS
+  # RX_WERROR=OFF: another compiler's new warnings must not stop a benchmark
+  if ! cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRX_WERROR=OFF \
+    "${cmake_deps[@]}" >"$build/gpu-configure.log" 2>&1; then
+    tail -20 "$build/gpu-configure.log"
+    echo "gpu.sh: cmake configure failed (log: $build/gpu-configure.log); bench/gpu.sh --fetch-deps" \
+      "on a machine with Debian's archive gets the missing packages"
+    return 1
+  fi
+  grep -E 'relaxc: |ONNX frontend' "$build/gpu-configure.log" || true
+  if ! cmake --build "$build" -j "$(nproc)" --target relaxc >"$build/gpu-build.log" 2>&1; then
+    tail -30 "$build/gpu-build.log"
+    echo "gpu.sh: build failed (log: $build/gpu-build.log)"
+    return 1
+  fi
+  echo "built $build/relaxc in $((SECONDS - t0)) s"
+  local cjson
+  cjson=$(sed -n 's/^RX_CJSON_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+  if "${CC:-cc}" -O2 -std=c11 -I"$root/include" "$root/bench/llm_bench.c" "$build/librelaxc_runtime.a" \
+    "$cjson" -Wl,-rpath,"$(dirname "$cjson")" -ldl -lpthread -lm -o "$build/llm_bench"; then
+    echo "built $build/llm_bench"
+  else
+    rm -f "$build/llm_bench"
+    echo "gpu.sh: bench/llm_bench.c did not build: the model part uses relaxc generate alone"
+  fi
+}
+
+run_all() {
+  local t0=$SECONDS
+  local commit=${RX_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}
+  echo "gpu.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, budget ${budget} s"
+  use_deps
+  print_device
+  build_relaxc || return 1
+  find_nvrtc
+  find_vulkan_icd
+  echo "== python"
+  python3 - <<'EOF' || return 1
+import sys
+print("python", sys.version.split()[0])
+try:
+    import numpy
+    print("numpy", numpy.__version__)
+except ImportError:
+    sys.exit("gpu.sh: numpy is missing (bench/requirements-gpu.txt)")
+try:
+    import torch
+    print("torch", torch.__version__, "cuda", torch.version.cuda,
+          "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+except ImportError:
+    print("torch: not installed (the PyTorch comparisons and the model part are skipped)")
+try:
+    import transformers
+    print("transformers", transformers.__version__)
+except ImportError:
+    print("transformers: not installed (the model part is skipped)")
+EOF
+  local left=$((budget - (SECONDS - t0)))
+  if [ "$left" -lt 60 ]; then
+    echo "gpu.sh: only ${left} s of the budget left after the build"
+    return 1
+  fi
+  local driver=()
+  [ -x "$build/llm_bench" ] && driver=(--driver "$build/llm_bench")
+  local shown="bench/gpu.sh"
+  [ ${#orig_args[@]} -gt 0 ] && shown+=" ${orig_args[*]}"
+  local cmd=(python3 -u "$root/bench/gpu_bench.py" --relaxc "$build/relaxc" "${driver[@]}"
+    --workdir "$build/bench-work" --budget "$((left - 25))" --out "$out" --command "$shown"
+    "${py_args[@]}")
+  echo "== bench: ${cmd[*]}"
+  # the script keeps to its budget; timeout is the backstop (SIGTERM: it writes what it has)
+  if command -v timeout >/dev/null; then
+    PYTHONUNBUFFERED=1 timeout --kill-after=10 "$((left - 5))" "${cmd[@]}"
+  else
+    PYTHONUNBUFFERED=1 "${cmd[@]}"
+  fi
+}
+
+copy_out() {
+  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] || return 0
+  local f
+  for f in "$out" "${out%.md}.json" "$log"; do
+    [ -f "$f" ] && cp "$f" "$OUT/"
+  done
+  echo "gpu.sh: report, raw figures and log copied to $OUT"
+}
+
+if [ "$fetch" = 1 ]; then
+  fetch_deps
+  exit 0
+fi
+cmake_deps=()
+mkdir -p "$build" "$(dirname "$out")"
+log=$build/gpu-bench.log
+set +e
+run_all 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+copy_out
+echo "gpu.sh: exit $rc; log $log"
+exit "$rc"
