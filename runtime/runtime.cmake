@@ -50,7 +50,7 @@ add_library(relaxc_runtime STATIC ${RX_RUNTIME_SOURCES})
 target_include_directories(relaxc_runtime
   PUBLIC ${RX_RUNTIME_ROOT}/include
   PRIVATE ${RX_RUNTIME_ROOT} ${RX_CJSON_INCLUDE_DIR} ${RX_VULKAN_INCLUDE_DIR})
-target_link_libraries(relaxc_runtime PUBLIC ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS} Threads::Threads)
+target_link_libraries(relaxc_runtime PUBLIC ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS} Threads::Threads m) # m: floor, exp, ...
 if(APPLE)
   target_link_libraries(relaxc_runtime PUBLIC "-framework Metal" "-framework Foundation" objc)
 endif()
