@@ -58,10 +58,15 @@ missing() {
   fi
 }
 
-# the tree's files (no .git, no build directories: anything holding a CMakeCache.txt)
+# the tree's files (no .git, no build directories: anything holding a CMakeCache.txt, or a
+# top-level directory git ignores, such as bench/gpu.sh's downloaded build-gpu-deps)
 cd "$ROOT" || exit 2
 prune=(-name .git)
-for d in ./*/; do [ -f "$d/CMakeCache.txt" ] && prune+=(-o -path "${d%/}"); done
+for d in ./*/; do
+  if [ -f "$d/CMakeCache.txt" ] || git check-ignore -q "${d%/}" 2>/dev/null; then
+    prune+=(-o -path "${d%/}")
+  fi
+done
 find . \( "${prune[@]}" \) -prune -o -type f -print | sed 's|^\./||' | sort >"$TMP/tree"
 grep -E '\.(c|h)$' "$TMP/tree" >"$TMP/csrc"
 grep -E '(^|/)CMakeLists\.txt$|\.cmake$|\.cmake\.in$' "$TMP/tree" >"$TMP/cmake"
