@@ -1021,6 +1021,24 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
   for (int i = 0; i < 4; i++) lz_close(l);
 }
 
+/* Opens `for c in 0..ceil(count / ATTN_THREADS) { if e < count {` over the block's threads tx
+ * and returns e = tx + c * ATTN_THREADS, the thread's item of the step (two levels to close). */
+static const rx_expr *open_thread_items(lz_ctx *l, const char *tx, const char *c,
+                                        const rx_expr *count) {
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *steps =
+      rx_expr_floordiv(cx, rx_expr_add(cx, count, rx_expr_const(cx, ATTN_THREADS - 1)),
+                       rx_expr_const(cx, ATTN_THREADS));
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
+  l->ind++;
+  const rx_expr *e =
+      rx_expr_add(cx, rx_expr_var(cx, tx),
+                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
+  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, count)));
+  l->ind++;
+  return e;
+}
+
 /* pages[slot // 16, 0 / 1, h, slot % 16, :] = k / v[t, h, :]: a block per token. The program's
  * parameters are k, v, slot and `out pages` (rx_legalize_inplace_arg): it writes only the slots
  * given and leaves the rest of the cache as it is. */
@@ -1041,17 +1059,8 @@ void lz_gen_kv_append(lz_ctx *l) {
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, ATTN_THREADS);
   l->ind++;
   lz_line(l, "let %s: i32 = %s[%s]", sl, slot->name, t);
-  const rx_expr *steps =
-      rx_expr_floordiv(cx, rx_expr_add(cx, elems, rx_expr_const(cx, ATTN_THREADS - 1)),
-                       rx_expr_const(cx, ATTN_THREADS));
-  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
-  l->ind++;
-  const rx_expr *e =
-      rx_expr_add(cx, rx_expr_var(cx, tx),
-                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
+  const rx_expr *e = open_thread_items(l, tx, c, elems);
   const char *h = lz_ex(l, rx_expr_floordiv(cx, e, d)), *dd = lz_ex(l, rx_expr_floormod(cx, e, d));
-  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, elems)));
-  l->ind++;
   for (int which = 0; which < 2; which++)
     lz_line(l, "%s[%s // %d, %d, %s, %s %% %d, %s] = %s[%s, %s, %s]", pages->name, sl, ATTN_PAGE,
             which, h, sl, ATTN_PAGE, dd, which ? v->name : k->name, t, h, dd);
@@ -1091,16 +1100,8 @@ void lz_gen_attention_merge(lz_ctx *l) {
    * constant multiple of 4 (the head dims of real models), one column otherwise */
   int64_t lanes = d->kind == RX_EXPR_CONST && d->value % MERGE_LANES == 0 ? MERGE_LANES : 1;
   const rx_expr *groups = rx_expr_floordiv(cx, d, rx_expr_const(cx, lanes));
-  const rx_expr *steps =
-      rx_expr_floordiv(cx, rx_expr_add(cx, groups, rx_expr_const(cx, ATTN_THREADS - 1)),
-                       rx_expr_const(cx, ATTN_THREADS));
-  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
-  l->ind++;
-  const rx_expr *e =
-      rx_expr_add(cx, rx_expr_var(cx, tx),
-                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
-  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, groups)));
-  l->ind++;
+  const rx_expr *e = open_thread_items(l, tx, c, groups);
+  const rx_expr *col0 = rx_expr_mul(cx, e, rx_expr_const(cx, lanes)); /* the group's first */
   const char *v = lz_loopvar(l, "v"), *v2 = lz_loopvar(l, "v");
   const char *kind = lanes > 1 ? "vectorize" : "unroll";
   lz_line(l, "alloc %s: f32[%lld] local", num, (long long)lanes);
@@ -1108,16 +1109,14 @@ void lz_gen_attention_merge(lz_ctx *l) {
   lz_line(l, "for %s in 0..%s {", s2, lz_ex(l, o->shape[2]));
   l->ind++;
   lz_line(l, "let %s: f32 = exp(%s[%s, %s, %s] - %s[0])", w, lse->name, b, h, s2, mx);
-  const char *dd =
-      lz_ex(l, rx_expr_add(cx, rx_expr_mul(cx, e, rx_expr_const(cx, lanes)), rx_expr_var(cx, v)));
+  const char *dd = lz_ex(l, rx_expr_add(cx, col0, rx_expr_var(cx, v)));
   lz_line(l, "for %s in 0..%lld %s {", v, (long long)lanes, kind);
   lz_line(l, "  %s[%s] = %s[%s] + %s * %s[%s, %s, %s, %s]", num, v, num, v, w, o->name, b, h, s2,
           dd);
   lz_line(l, "}");
   lz_line(l, "%s[0] = %s[0] + %s", den, den, w);
   lz_close(l);
-  const char *dd2 =
-      lz_ex(l, rx_expr_add(cx, rx_expr_mul(cx, e, rx_expr_const(cx, lanes)), rx_expr_var(cx, v2)));
+  const char *dd2 = lz_ex(l, rx_expr_add(cx, col0, rx_expr_var(cx, v2)));
   lz_line(l, "for %s in 0..%lld %s {", v2, (long long)lanes, kind);
   lz_line(l, "  %s[%s, %s, %s] = %s", y->name, b, h, dd2,
           lz_down(l, y->dtype,
