@@ -573,7 +573,13 @@ static void test_merge(void) {
   static const struct {
     int64_t d;
     rx_dtype t;
-  } cfgs[] = {{64, RX_DTYPE_F32}, {128, RX_DTYPE_F16}, {200, RX_DTYPE_F32}};
+  } cfgs[] = {/* 16-byte loads of 4 columns per thread; 600: 150 groups, two steps of 128
+                 threads; 30: not a multiple of 4, one column per thread */
+              {64, RX_DTYPE_F32},
+              {128, RX_DTYPE_F16},
+              {200, RX_DTYPE_F32},
+              {600, RX_DTYPE_F32},
+              {30, RX_DTYPE_F16}};
   static const int64_t sizes[][3] = {{1, 1, 1}, {3, 4, 5}, {2, 8, 33}}; /* b, H, S */
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     char text[512], what[96];
