@@ -280,7 +280,9 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
             "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],
             rx_sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
             rx_sched_rule_name(EXPECT[ei].rule), EXPECT[ei].nvariants);
-      if (!is_prescheduled(f->body)) /* a pre-scheduled program is returned as it is */
+      if (is_prescheduled(f->body)) /* a pre-scheduled program is returned as it is */
+        CHECK(r.fn->body == f->body, "%s: a scheduled program must come back unchanged", f->name);
+      else
         CHECK(r.fn != f && r.fn->body != f->body, "%s: the original must stay as it was", f->name);
       sched[t] = r.fn;
     }
