@@ -130,21 +130,18 @@ struct rx_rt_library {
 };
 
 /* ---- replaying launches (replay.c) ----
- * A backend queues its launches in a log and flushes them at its synchronization points (and, for
- * CUDA, every RT_REPLAY_CHUNK launches). At a flush, rt_replay_find looks the sequence up among
- * those seen before: DIRECT (new, or built unsuccessfully: launch or record each as usual), BUILD
- * (seen for the second time: the backend builds its replayable form, sets entry->impl, replays
- * it), HIT (built: the backend replays entry->impl, in update mode after giving new parameters to
- * each launch rt_replay_changed names). rt_replay_done ends every flush (ok false: the backend
- * could not build or replay, and launched the log directly). Keys and words are described in
- * replay.c; a launch's words are compared in full, so a changed value is never replayed stale. */
-/* Sequences remembered per device: a Llama-2-7B decode step in chunks (616 launches: 10 chunks of
- * RT_REPLAY_CHUNK, `relaxc inspect`) and a prefill forward's (584 launches) for each of its 3
- * shape buckets (the matmul variants n = 1, n <= 16, n > 16), with room to spare. */
+ * A backend queues its launches in a log and flushes them at its synchronization points. At a
+ * flush, rt_replay_find looks the sequence up among those seen before: DIRECT (new, or built
+ * unsuccessfully: launch or record each as usual), BUILD (seen for the second time: the backend
+ * builds its replayable form, sets entry->impl, replays it), HIT (built: the backend replays
+ * entry->impl, in update mode after giving new parameters to each launch rt_replay_changed names).
+ * rt_replay_done ends every flush (ok false: the backend could not build or replay, and launched
+ * the log directly). Keys and words are described in replay.c; a launch's words are compared in
+ * full, so a changed value is never replayed stale. */
+/* Sequences remembered per device: the batches of a decode step and of a prefill forward (Vulkan
+ * flushes at each read of a result: a few batches per step) for each of the prefill's 3 shape
+ * buckets (the matmul variants n = 1, n <= 16, n > 16), with room to spare. */
 #define RT_REPLAY_ENTRIES 64
-/* A backend that launches as it goes (CUDA) flushes its log every this many launches, so the
- * device starts on a chunk while the host prepares the next one. */
-#define RT_REPLAY_CHUNK 64
 typedef struct rt_replay_launch {
   rx_rt_kernel *k;
   uint32_t grid[3];
