@@ -193,8 +193,11 @@ static void read_keys(cfg_reader *r, rx_hf_config *c) {
   if (c->heads % c->kv_heads)
     fail(r, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
          (long long)c->heads, (long long)c->kv_heads);
-  if (c->head_dim % 2)
-    fail(r, "head_dim %lld must be even (rotary embedding)", (long long)c->head_dim);
+  if (c->head_dim < 2 || c->head_dim % 2) /* head_dim defaults to hidden_size / heads */
+    fail(r,
+         "head_dim %lld (hidden_size %lld / num_attention_heads %lld unless given) must be even "
+         "and at least 2 (rotary embedding)",
+         (long long)c->head_dim, (long long)c->hidden, (long long)c->heads);
   const char *act = str_key(o, "hidden_act");
   if (act && strcmp(act, "silu"))
     fail(r, "hidden_act '%.40s' is not supported (supported: silu)", act);

@@ -1,6 +1,6 @@
 # Writes a tiny Hugging Face model folder (config.json + model.safetensors, zero weights) with one
 # thing wrong, for the importer's error tests; no NumPy or torch needed.
-#   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|noweights|rope
+#   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|headdim|noweights|rope
 import json
 import os
 import struct
@@ -18,6 +18,9 @@ if mode == "arch":
     config["architectures"] = ["GPT2LMHeadModel"]
 if mode == "key":
     config["num_attention_heads"] = 0
+if mode == "headdim":  # no head_dim, and hidden_size / heads = 0 (found by fuzz_hf_config)
+    config["hidden_size"] = 1
+    del config["head_dim"]
 if mode == "rope":
     config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
 tensors = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H], "lm_head.weight": [V, H]}
