@@ -136,9 +136,10 @@ struct cg_printer {
   const char *idx;           /* index type name */
   bool need[16];             /* helper functions and extensions already emitted/needed */
   bool uses[RX_DTYPE_COUNT]; /* dtypes appearing in the kernel */
-  cg_vec_loop *vloop;   /* the vectorized loop being printed and its vector accesses, or NULL */
-  int nlane_arrays;     /* lane arrays named so far in the kernel: rx_v0, rx_v1, ... */
-  unsigned char *views; /* per kernel argument: bit w set when a view of 2^w words is used */
+  cg_vec_loop *vloop; /* the vectorized loop being printed and its vector accesses, or NULL */
+  const cg_vec_loop *vopaque; /* the same while its vector loads and stores print, or NULL */
+  int nlane_arrays;           /* lane arrays named so far in the kernel: rx_v0, rx_v1, ... */
+  unsigned char *views;       /* per kernel argument: bit w set when a view of 2^w words is used */
 };
 
 enum { /* cg_printer.need */

@@ -348,6 +348,8 @@ static bool is_scalar_var(cg_printer *p, const rx_expr *v) {
 }
 
 static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
+static bool vec_opaque_ref(cg_printer *p, rx_strbuf *o, const rx_expr *e);
+static void pt_index(cg_printer *p, rx_strbuf *o, const rx_tx *e);
 static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min);
 
 static bool is_boolish(const rx_expr *e) { return e->kind >= RX_EXPR_EQ && e->kind <= RX_EXPR_NOT; }
@@ -419,6 +421,7 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     break;
   }
   case RX_EXPR_VAR:
+    if (e->name[0] == '%' && vec_opaque_ref(p, o, e)) break;
     if (is_scalar_var(p, e))
       L->scalar_ref(p, o, cg_name(p, e->name));
     else
@@ -931,6 +934,13 @@ struct cg_vec_loop {
   vec_use uses[VEC_MAX_USES];
   int nuses;
   bool overflow;
+  const rx_local *lets[VEC_MAX_USES]; /* the locals the body defines (they may vary per lane) */
+  int nlets;
+  struct {
+    const rx_expr *var; /* an opaque variable of vec_index */
+    const rx_tx *tx;    /* the index it stands for, printed in its place */
+  } opaque[VEC_MAX_USES];
+  int nopaque;
   vec_access acc[VEC_MAX_ACCESSES];
   int nacc;
 };
@@ -960,6 +970,12 @@ static void vec_scan_tx(cg_vec_loop *vl, const rx_tx *e, bool cond) {
 static void vec_scan_stmt(cg_vec_loop *vl, const rx_stmt *s, bool top) {
   if (!s) return;
   if (s->kind == RX_STMT_STORE) vec_add_use(vl, s, s->buf, true, !top);
+  if (s->kind == RX_STMT_LET) {
+    if (vl->nlets == VEC_MAX_USES)
+      vl->overflow = true;
+    else
+      vl->lets[vl->nlets++] = s->local;
+  }
   bool nested = s->kind == RX_STMT_IF || s->kind == RX_STMT_FOR || s->kind == RX_STMT_REDUCE;
   for (int i = 0; i < s->n; i++) vec_scan_stmt(vl, s->body[i], top && s->kind == RX_STMT_SEQ);
   for (int i = 0; i < s->nidx; i++) vec_scan_tx(vl, s->idx[i], !top);
@@ -983,6 +999,57 @@ static int vec_elem_bytes(const cg_printer *p, rx_dtype t) {
   return bytes == 1 || bytes == 2 || bytes == 4 ? bytes : 0;
 }
 
+/* Index i of an access as an expression for the alignment proof: a symbolic index as it is; an
+ * integer local defined outside the loop body (an index loaded before the loop, such as a page
+ * id; possibly under an integer cast) as an opaque variable of its own, the same in every lane:
+ * any integer, so only what holds for every value is proven (a multiple of a constant row width
+ * stays one). NULL for anything else. */
+static const rx_expr *vec_index(cg_printer *p, cg_vec_loop *vl, const rx_tx *i) {
+  rx_expr_ctx *c = p->m->ctx;
+  const rx_tx *whole = i;
+  if (i->kind == RX_TX_SYM) return i->sym;
+  if (i->kind == RX_TX_INT) return rx_expr_const(c, i->ival);
+  while (i->kind == RX_TX_CAST && rx_dtype_is_int(i->dtype)) i = i->a;
+  if (i->kind != RX_TX_LOCAL || !rx_dtype_is_int(i->local->dtype)) return NULL;
+  for (int k = 0; k < vl->nlets; k++)
+    if (vl->lets[k] == i->local) return NULL;
+  char name[96]; /* '%' keeps it apart from every variable of the program */
+  snprintf(name, sizeof name, "%%let.%p", (const void *)i->local);
+  const rx_expr *v = rx_expr_var(c, name);
+  for (int k = 0; k < vl->nopaque; k++)
+    if (vl->opaque[k].var == v) return v;
+  if (vl->nopaque == VEC_MAX_USES) return NULL;
+  vl->opaque[vl->nopaque].var = v;
+  vl->opaque[vl->nopaque++].tx = whole;
+  return v;
+}
+
+/* Prints the index an opaque variable of vec_index stands for; false for any other variable. */
+static bool vec_opaque_ref(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
+  const cg_vec_loop *vl = p->vopaque;
+  for (int k = 0; vl && k < vl->nopaque; k++)
+    if (vl->opaque[k].var == e) {
+      rx_strbuf_putc(o, '(');
+      pt_index(p, o, vl->opaque[k].tx);
+      rx_strbuf_putc(o, ')');
+      return true;
+    }
+  return false;
+}
+
+/* The flat row-major offset of an access for the alignment proof (vec_index), or NULL. */
+static const rx_expr *vec_flat(cg_printer *p, cg_vec_loop *vl, const rx_buffer *b,
+                               rx_tx *const *idx, int n) {
+  rx_expr_ctx *c = p->m->ctx;
+  const rx_expr *flat = rx_expr_const(c, 0);
+  for (int d = 0; d < n; d++) {
+    const rx_expr *i = vec_index(p, vl, idx[d]);
+    if (!i) return NULL;
+    flat = rx_expr_add(c, rx_expr_mul(c, flat, b->shape[d]), i);
+  }
+  return rx_analyzer_simplify(p->an, flat);
+}
+
 /* The vector access of use u (appended, or merged with a load of the same buffer and base), or
  * -1 when u stays scalar: not contiguous in the lanes, or not provably aligned. */
 static int vec_access_of(cg_printer *p, cg_vec_loop *vl, const vec_use *u) {
@@ -991,7 +1058,7 @@ static int vec_access_of(cg_printer *p, cg_vec_loop *vl, const vec_use *u) {
   if (!a || !S || vl->lanes * S < 4) return -1;
   rx_tx *const *idx = u->store ? ((const rx_stmt *)u->node)->idx : ((const rx_tx *)u->node)->idx;
   int nidx = u->store ? ((const rx_stmt *)u->node)->nidx : ((const rx_tx *)u->node)->nidx;
-  const rx_expr *flat = cg_flat_index(p->m, p->an, u->buf, (rx_tx **)idx, nidx);
+  const rx_expr *flat = vec_flat(p, vl, u->buf, idx, nidx);
   if (!flat) return -1;
   const rx_expr *base = rx_analyzer_simplify(p->an, rx_expr_sub(p->m->ctx, flat, vl->lane));
   if (rx_expr_uses_var(base, vl->lane)) return -1;
@@ -1169,6 +1236,7 @@ static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     rx_strbuf_printf(o, "%s rx_v%d[%d];\n", tname(p, vl->acc[i].buf->dtype), vl->acc[i].array,
                      vl->lanes);
   }
+  p->vopaque = vl;
   for (int i = 0; i < vl->nacc; i++)
     if (!vl->acc[i].store) vec_move(p, o, &vl->acc[i], vl->lanes);
   p->vloop = vl;
@@ -1180,6 +1248,7 @@ static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   rx_analyzer_reset(p->an, mark);
   for (int i = 0; i < vl->nacc; i++)
     if (vl->acc[i].store) vec_move(p, o, &vl->acc[i], vl->lanes);
+  p->vopaque = NULL;
   p->indent--;
   cg_indent(p, o);
   rx_strbuf_append(o, "}\n");

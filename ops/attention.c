@@ -573,13 +573,27 @@ static const char *key_elem(attn *a, int which, const rx_expr *jj, const rx_expr
                 X(a, add(a, a->off, jj)), X(a, d));
 }
 
-/* Every thread stores a share of the tile's keys (which 0) or values (1) into kv. */
+/* Every thread stores a share of the tile's keys (which 0) or values (1) into kv. From pages,
+ * each thread takes groups of 16 bytes of a key (8 f16, 4 f32) when the head dim is a multiple
+ * of the group: a `vectorize` loop whose page index is base + v with base a multiple of the
+ * lanes (the head dim is the innermost, constant extent), so the printers load 16 bytes at
+ * once (passes/schedule.h); the shared stores stay scalar. */
 static void load_keys(attn *a, int which) {
+  lz_ctx *l = a->l;
   int64_t cols = which ? a->dv : a->dk;
-  cover c = cover_of(a->tk, cols);
+  int64_t lanes = a->kind == ATTN_DENSE ? 1 : 16 / (rx_dtype_bits(a->t) / 8);
+  if (lanes < 2 || cols % lanes) lanes = 1;
+  cover c = cover_of(a->tk, cols / lanes);
   int levels = open_cover(a, &c);
   const rx_expr *jj = cover_row(a, &c), *d = cover_col(a, &c);
-  lz_line(a->l, "%s[%s, %s] = %s", a->kv, X(a, jj), X(a, d), key_elem(a, which, jj, d));
+  if (lanes > 1) {
+    const char *v = lz_loopvar(l, "v");
+    lz_line(l, "for %s in 0..%lld vectorize {", v, (long long)lanes);
+    l->ind++;
+    levels++;
+    d = add(a, mul(a, d, lanes), V(a, v));
+  }
+  lz_line(l, "%s[%s, %s] = %s", a->kv, X(a, jj), X(a, d), key_elem(a, which, jj, d));
   close_n(a, levels);
 }
 

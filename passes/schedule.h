@@ -37,7 +37,9 @@
  *     innermost index ends in `+ v`, every other index is free of v);
  *   - aligned: the analyzer proves base % (C / S) == 0, where S = the dtype's bytes and
  *     C = min(16, L * S) the bytes of one vector access, under the program's facts and the
- *     ranges of the enclosing loops (e.g. base = row * 4096 + tx * 8 with L = 8 f16);
+ *     ranges of the enclosing loops (e.g. base = row * 4096 + tx * 8 with L = 8 f16); an
+ *     index that is an integer local defined outside the body (a page id loaded before the
+ *     loop) counts as an unknown integer, so page * 128 + tx * 8 is proven too;
  *   - L * S >= 4, and the dtype is f32, i32, f16 or bf16 (L * S = 32, e.g. 8 f32 lanes, is two
  *     16-byte accesses);
  *   - no hazard: a buffer stored in the body is stored by that one statement and not loaded in

@@ -52,10 +52,6 @@ static const struct xfail {
      "(coalesced, one pass); 16-byte loads need the row start aligned, which m % 8 == 0 would "
      "give and an aligned prologue per row would avoid: not done",
      NULL},
-    {RXD_ATTENTION, CK_V128, "C (decode attention)",
-     "paged_decode_attention reads the cache with scalar loads (coalesced: 100% of the sectors "
-     "moved are used); a vectorize loop over a page row is not proven aligned yet",
-     "paged_decode_attention"},
 };
 
 static int passed, failed, xfailed, xpassed;

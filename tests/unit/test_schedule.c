@@ -97,6 +97,7 @@ static const struct {
     {"vec_unaligned", RX_SCHED_FALLBACK, 1},
     {"vec_select", RX_SCHED_FALLBACK, 1},
     {"vec_dot", RX_SCHED_FALLBACK, 1},
+    {"vec_gather", RX_SCHED_FALLBACK, 1},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
