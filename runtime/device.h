@@ -139,8 +139,9 @@ struct rx_rt_library {
  * the log directly). Keys and words are described in replay.c; a launch's words are compared in
  * full, so a changed value is never replayed stale. */
 /* Sequences remembered per device: the batches of a decode step and of a prefill forward (Vulkan
- * flushes at each read of a result: a few batches per step) for each of the prefill's 3 shape
- * buckets (the matmul variants n = 1, n <= 16, n > 16), with room to spare. */
+ * flushes at each read of a result, CUDA at each read, write, fill or copy: a few batches per
+ * step) for each of the prefill's 3 shape buckets (the matmul variants n = 1, n <= 16, n > 16),
+ * with room to spare. */
 #define RT_REPLAY_ENTRIES 64
 typedef struct rt_replay_launch {
   rx_rt_kernel *k;

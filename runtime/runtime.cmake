@@ -170,6 +170,32 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   add_test(NAME runtime.cuda COMMAND rt_cuda_test)
   set_tests_properties(runtime.cuda PROPERTIES LABELS "runtime;cuda" SKIP_RETURN_CODE 77)
 
+  # CUDA graphs (cuda/cuda.c replaying launches) against a fake driver on the host
+  # (tests/runtime/fake_cuda.c): libcuda.so.1 in a directory of its own, first on LD_LIBRARY_PATH
+  # and opened by the test by its path before the runtime opens libcuda.so.1, so the test runs on
+  # every machine and never on a real driver. Built with the same flags (sanitizers included).
+  # runtime.cuda_graph_old_driver: the same test on a fake of a driver older than CUDA 12.0 (no
+  # graph entry points exported), where every launch is issued directly.
+  add_executable(rt_cuda_graph_test ${RX_RT_TEST_DIR}/cuda_graph_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  target_link_libraries(rt_cuda_graph_test PRIVATE relaxc_runtime)
+  target_include_directories(rt_cuda_graph_test PRIVATE ${RX_RUNTIME_ROOT})
+  foreach(v "" "_old")
+    add_library(rt_fake_cuda${v} SHARED ${RX_RT_TEST_DIR}/fake_cuda.c)
+    target_include_directories(rt_fake_cuda${v} PRIVATE ${RX_RUNTIME_ROOT})
+    set_target_properties(rt_fake_cuda${v} PROPERTIES PREFIX "lib" OUTPUT_NAME "cuda"
+                          SUFFIX ".so.1"
+                          LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_cuda${v})
+    add_dependencies(rt_cuda_graph_test rt_fake_cuda${v})
+  endforeach()
+  target_compile_definitions(rt_fake_cuda_old PRIVATE FAKE_CUDA_NO_GRAPHS)
+  add_test(NAME runtime.cuda_graph COMMAND rt_cuda_graph_test $<TARGET_FILE:rt_fake_cuda>)
+  add_test(NAME runtime.cuda_graph_old_driver
+           COMMAND rt_cuda_graph_test $<TARGET_FILE:rt_fake_cuda_old> --old-driver)
+  set_tests_properties(runtime.cuda_graph PROPERTIES LABELS "runtime;cuda;unit"
+                       ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_cuda")
+  set_tests_properties(runtime.cuda_graph_old_driver PROPERTIES LABELS "runtime;cuda;unit"
+                       ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_cuda_old")
+
   # cuda/cuda_api.h (the driver API declared by hand) against the toolkit's cuda.h, where one
   # is installed (no Debian package: the image's /usr/local/cuda); skipped (77) without it
   find_path(RX_CUDA_H_DIR cuda.h HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda

@@ -7,10 +7,29 @@
  * stream per opened device: launches, fills and copies are queued on it in order; reads and
  * writes synchronize it. Kernels come from the cubin (`binary`) or, where that does not load (an
  * other architecture), from the PTX, which the driver compiles. Symbolic values are int
- * parameters after the buffer pointers (docs/kernel-abi.md). Timers are pairs of events. */
+ * parameters after the buffer pointers (docs/kernel-abi.md). Timers are pairs of events.
+ *
+ * Launches are replayed as CUDA graphs (runtime/replay.c, update mode; runtime/device.h,
+ * "replaying launches"). A launch is not issued at once but logged, and the log is flushed before
+ * anything else that uses the stream or its order: a buffer write, read, fill or copy,
+ * synchronize, a timer's event, destroying a buffer, a kernel or the device (and when the log
+ * holds CU_LOG_MAX launches). At a flush, a sequence of launches seen for the first time is
+ * issued directly with cuLaunchKernel; seen a second time, it is built into a graph (a kernel
+ * node per launch, each depending on the one before, so the order is kept), instantiated and
+ * launched with cuGraphLaunch; from then on the same sequence of kernels is replayed: the nodes
+ * whose launch differs from the last replay (buffer pointers, symbolic values, grid or block:
+ * every one is compared) are given the new parameters with cuGraphExecKernelNodeSetParams, then
+ * the graph is launched. A sequence whose graph the driver will not build, update or launch is
+ * issued directly, then and from then on. So a decode step, whose kernels are the same each
+ * step while its cache length and grids change, is one graph launch per flush, per shape bucket.
+ * Errors of launches are reported by the call that flushes them. Destroying a kernel forgets
+ * every graph (they hold its CUfunction). The environment variable RX_CUDA_GRAPHS=0, read when a
+ * device is opened, turns this off: each launch is issued at once, as without graphs; so does a
+ * driver older than CUDA 12.0, which lacks the graph entry points used (cuda_api.h). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cuda/cuda_api.h"
@@ -18,11 +37,22 @@
 
 static struct cu_fns cu;
 
+/* The log is flushed when it holds this many launches: a long one-off sequence (a prefill of
+ * many layers) would otherwise wait whole for the next read while the GPU idles, and the log
+ * (about 100 bytes a launch) grow without bound. A longer sequence that repeats is replayed as
+ * graphs of this many nodes. */
+#define CU_LOG_MAX 4096
+/* A kernel's buffers, and its symbolic values, at most: its parameters are gathered on the C
+ * stack (no generated kernel comes near). */
+#define CU_MAX_ARGS 64
+
 typedef struct cu_device {
   rx_rt_device base;
   CUdevice dev;
   CUcontext ctx;
   CUstream stream;
+  bool graphs;      /* launches replayed as graphs (the driver can; not RX_CUDA_GRAPHS=0) */
+  rt_replay replay; /* the launches not yet issued, and the graphs of earlier sequences */
 } cu_device;
 
 typedef struct cu_buffer {
@@ -39,6 +69,16 @@ typedef struct cu_kernel {
   CUmodule mod;
   CUfunction fn;
 } cu_kernel;
+
+/* A sequence of launches as a graph (rt_replay_entry.impl): the graph, its instantiation, and
+ * its kernel nodes in launch order (the handles by which the instantiation's nodes are updated;
+ * they live as long as the graph). */
+typedef struct cu_graph {
+  CUgraph graph;
+  CUgraphExec exec;
+  size_t n;
+  CUgraphNode nodes[];
+} cu_graph;
 
 static rx_status cufail(cu_device *d, cu_result r, const char *what) {
   const char *msg = NULL;
@@ -63,6 +103,7 @@ static rx_status cufail(cu_device *d, cu_result r, const char *what) {
  * answer kept for every later caller. */
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static rx_status cu_cached; /* why the driver cannot be used, or NULL */
+static bool cu_graphs;      /* the driver has every entry point of CU_GRAPH_FNS (CUDA 12.0) */
 
 static void cu_load(void) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
@@ -84,7 +125,14 @@ static void cu_load(void) {
                                  "old",                                                            \
                                  sym);                                                             \
   }
-  CU_FNS(X)
+  CU_BASE_FNS(X)
+#undef X
+  /* optional: a driver older than CUDA 12.0 lacks some, and its launches are issued directly */
+  cu_graphs = true;
+#define X(name, sym, params)                                                                       \
+  cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                       \
+  cu_graphs = cu_graphs && cu.name;
+  CU_GRAPH_FNS(X)
 #undef X
   if (!cu_cached) {
     cu_result r = cu.cuInit(0);
@@ -145,9 +193,18 @@ static rx_status cu_enumerate(rx_rt_device_info **out_infos, size_t *out_count,
   return NULL;
 }
 
+/* ---- launches (defined below, with cu_launch) ---- */
+static rx_status flush(cu_device *d);
+static void graph_destroy(void *ctx, void *impl);
+
 static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_device_options *opts) {
   (void)opts;
   cu_device *d = (cu_device *)base;
+  d->replay =
+      (rt_replay){.alloc = &d->base.alloc, .exact = false, .destroy = graph_destroy, .ctx = d};
+  const char *graphs = getenv("RX_CUDA_GRAPHS");
+  d->graphs = cu_graphs && (!graphs || strcmp(graphs, "0") != 0);
+  d->base.replay = d->graphs ? &d->replay.stats : NULL;
   int n = 0;
   CU_TRY(NULL, cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
   if (index >= n)
@@ -162,14 +219,15 @@ static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_devic
 
 static void cu_device_destroy(rx_rt_device *base) {
   cu_device *d = (cu_device *)base;
-  if (d->ctx) {
-    cu.cuCtxSetCurrent(d->ctx);
-    if (d->stream) {
-      cu.cuStreamSynchronize(d->stream);
-      cu.cuStreamDestroy(d->stream);
-    }
-    cu.cuDevicePrimaryCtxRelease(d->dev);
+  if (!d->ctx) return; /* nothing was logged or built */
+  cu.cuCtxSetCurrent(d->ctx);
+  if (d->stream) {
+    rx_status_free(flush(d)); /* nobody is left to be told of an error */
+    cu.cuStreamSynchronize(d->stream);
   }
+  rt_replay_free(&d->replay); /* its graphs, before the context may go */
+  if (d->stream) cu.cuStreamDestroy(d->stream);
+  cu.cuDevicePrimaryCtxRelease(d->dev);
 }
 
 /* Every call makes the device's context current: one thread may use several devices. */
@@ -178,6 +236,7 @@ static void cu_device_destroy(rx_rt_device *base) {
 static rx_status cu_synchronize(rx_rt_device *base) {
   cu_device *d = (cu_device *)base;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d, cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize");
   return NULL;
 }
@@ -198,6 +257,7 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
 static void cu_buffer_destroy(rx_rt_buffer *base) {
   cu_device *d = (cu_device *)base->device;
   cu.cuCtxSetCurrent(d->ctx);
+  rx_status_free(flush(d));          /* logged launches may use it (an error: no one to tell) */
   cu.cuStreamSynchronize(d->stream); /* queued work may still use it */
   cu.cuMemFree(((cu_buffer *)base)->ptr);
 }
@@ -205,6 +265,7 @@ static void cu_buffer_destroy(rx_rt_buffer *base) {
 static rx_status cu_buffer_write(rx_rt_buffer *base, size_t off, const void *src, size_t n) {
   cu_device *d = (cu_device *)base->device;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d, cu.cuMemcpyHtoDAsync(((cu_buffer *)base)->ptr + off, src, n, d->stream),
          "cuMemcpyHtoDAsync");
   CU_TRY(d, cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize");
@@ -214,6 +275,7 @@ static rx_status cu_buffer_write(rx_rt_buffer *base, size_t off, const void *src
 static rx_status cu_buffer_read(rx_rt_buffer *base, size_t off, void *dst, size_t n) {
   cu_device *d = (cu_device *)base->device;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d, cu.cuMemcpyDtoHAsync(dst, ((cu_buffer *)base)->ptr + off, n, d->stream),
          "cuMemcpyDtoHAsync");
   CU_TRY(d, cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize");
@@ -223,6 +285,7 @@ static rx_status cu_buffer_read(rx_rt_buffer *base, size_t off, void *dst, size_
 static rx_status cu_buffer_fill(rx_rt_buffer *base, size_t off, size_t n, uint8_t value) {
   cu_device *d = (cu_device *)base->device;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d, cu.cuMemsetD8Async(((cu_buffer *)base)->ptr + off, value, n, d->stream),
          "cuMemsetD8Async");
   return NULL;
@@ -232,6 +295,7 @@ static rx_status cu_buffer_copy(rx_rt_buffer *src, size_t so, rx_rt_buffer *dst,
                                 size_t n) {
   cu_device *d = (cu_device *)src->device;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d,
          cu.cuMemcpyDtoDAsync(((cu_buffer *)dst)->ptr + dof, ((cu_buffer *)src)->ptr + so, n,
                               d->stream),
@@ -239,15 +303,22 @@ static rx_status cu_buffer_copy(rx_rt_buffer *src, size_t so, rx_rt_buffer *dst,
   return NULL;
 }
 
-static void cu_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
-  cu_device *d = (cu_device *)base;
+/* Frees k's module (the context current, nothing queued using it). */
+static void kernel_free(cu_device *d, rx_rt_kernel *k) {
   cu_kernel *ck = k->impl;
-  if (!ck) return;
-  cu.cuCtxSetCurrent(d->ctx);
-  cu.cuStreamSynchronize(d->stream);
   if (ck->mod) cu.cuModuleUnload(ck->mod);
   rt_free(&d->base.alloc, ck);
   k->impl = NULL;
+}
+
+static void cu_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
+  cu_device *d = (cu_device *)base;
+  if (!k->impl) return;
+  cu.cuCtxSetCurrent(d->ctx);
+  rx_status_free(flush(d));    /* logged launches may use it (an error: no one to tell) */
+  rt_replay_clear(&d->replay); /* graphs hold its CUfunction, and its address may come back */
+  cu.cuStreamSynchronize(d->stream);
+  kernel_free(d, k);
 }
 
 static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
@@ -263,12 +334,12 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   if (r != RES_SUCCESS && k->ptx) r = cu.cuModuleLoadData(&ck->mod, k->ptx); /* JIT */
   if (r != RES_SUCCESS) {
     ck->mod = NULL;
-    cu_kernel_destroy(base, k);
+    kernel_free(d, k);
     return cufail(d, r, "cuModuleLoadData (cubin and PTX)");
   }
   r = cu.cuModuleGetFunction(&ck->fn, ck->mod, k->name);
   if (r != RES_SUCCESS) {
-    cu_kernel_destroy(base, k);
+    kernel_free(d, k);
     return rx_status_make(RX_ERR_NOT_FOUND,
                           "the module has no function '%s' (extern \"C\" "
                           "__global__ expected)",
@@ -278,38 +349,170 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
     r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                               (int)k->shared_bytes);
     if (r != RES_SUCCESS) {
-      cu_kernel_destroy(base, k);
+      kernel_free(d, k);
       return cufail(d, r, "cuFuncSetAttribute (shared memory)");
     }
   }
   return NULL;
 }
 
-static rx_status cu_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_launch_params *p) {
-  cu_device *d = (cu_device *)base;
-  cu_kernel *ck = k->impl;
-  void *args[128];
-  CUdeviceptr ptrs[64];
-  int32_t vals[64];
-  if (k->nbuffers > 64 || k->nscalars > 64)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 arguments of a kind",
-                          k->name);
+/* ---- launches: logged, issued or replayed as a graph at a flush ---- */
+/* A launch's words in the log: its buffers' device pointers, its symbolic values (int32, as
+ * uint64) and its block. kernels.json fixes the block (runtime.c checks it) and the dynamic
+ * shared memory (taken from the kernel); the block is a word all the same, so that a launch with
+ * another block can never be replayed with a stale one. */
+static uint32_t launch_words(const rx_rt_kernel *k) {
+  return (uint32_t)(k->nbuffers + k->nscalars + 3);
+}
+
+/* A launch's parameters, and the values its kernelParams point to. */
+typedef struct cu_args {
+  CUDA_KERNEL_NODE_PARAMS_v2 p;
+  void *args[2 * CU_MAX_ARGS];
+  CUdeviceptr ptrs[CU_MAX_ARGS];
+  int32_t vals[CU_MAX_ARGS];
+} cu_args;
+
+/* Fills a with the launch of k over grid and words w (launch_words of them). */
+static void args_of(const rx_rt_kernel *k, const uint32_t grid[3], const uint64_t *w, cu_args *a) {
   size_t na = 0;
   for (size_t i = 0; i < k->nbuffers; i++) {
-    ptrs[i] = ((cu_buffer *)p->buffers[i])->ptr;
-    args[na++] = &ptrs[i];
+    a->ptrs[i] = (CUdeviceptr)*w++;
+    a->args[na++] = &a->ptrs[i];
   }
   for (size_t i = 0; i < k->nscalars; i++) {
-    vals[i] = p->scalars[i];
-    args[na++] = &vals[i];
+    a->vals[i] = (int32_t)(uint32_t)*w++;
+    a->args[na++] = &a->vals[i];
   }
-  CTX(d);
-  /* shared_bytes is the kernel's dynamic shared memory (static shared memory needs none) */
+  a->p = (CUDA_KERNEL_NODE_PARAMS_v2){
+      .func = ((const cu_kernel *)k->impl)->fn,
+      .gridDimX = grid[0],
+      .gridDimY = grid[1],
+      .gridDimZ = grid[2],
+      .blockDimX = (unsigned)w[0],
+      .blockDimY = (unsigned)w[1],
+      .blockDimZ = (unsigned)w[2],
+      .sharedMemBytes = k->shared_bytes, /* dynamic (static shared memory needs none) */
+      .kernelParams = a->args,
+  };
+}
+
+/* Launch i of the log. */
+static void log_args(const rt_replay_log *l, size_t i, cu_args *a) {
+  const rt_replay_launch *x = &l->launches[i];
+  RX_ASSERT(x->n == launch_words(x->k));
+  args_of(x->k, x->grid, l->words + x->off, a);
+}
+
+static rx_status issue(cu_device *d, const CUDA_KERNEL_NODE_PARAMS_v2 *p) {
   CU_TRY(d,
-         cu.cuLaunchKernel(ck->fn, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1],
-                           p->block[2], k->shared_bytes, d->stream, args, NULL),
+         cu.cuLaunchKernel(p->func, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX,
+                           p->blockDimY, p->blockDimZ, p->sharedMemBytes, d->stream,
+                           p->kernelParams, NULL),
          "cuLaunchKernel");
   return NULL;
+}
+
+/* The launches of the log, issued one by one; the first error ends it. */
+static rx_status issue_log(cu_device *d) {
+  const rt_replay_log *l = &d->replay.log;
+  for (size_t i = 0; i < l->n; i++) {
+    cu_args a;
+    log_args(l, i, &a);
+    RX_RETURN_IF_ERROR(issue(d, &a.p));
+  }
+  return NULL;
+}
+
+/* rt_replay.destroy. An instantiation still running is freed when it completes (cuda.h). */
+static void graph_destroy(void *ctx, void *impl) {
+  cu_device *d = ctx;
+  cu_graph *g = impl;
+  cu.cuCtxSetCurrent(d->ctx);
+  if (g->exec) cu.cuGraphExecDestroy(g->exec);
+  if (g->graph) cu.cuGraphDestroy(g->graph);
+  rt_free(&d->base.alloc, g);
+}
+
+/* The log as an instantiated graph, or NULL where the driver or host memory fails (what was
+ * made is destroyed). */
+static cu_graph *graph_build(cu_device *d) {
+  const rt_replay_log *l = &d->replay.log;
+  cu_graph *g = rt_alloc(&d->base.alloc, sizeof *g + l->n * sizeof *g->nodes);
+  if (!g) return NULL;
+  g->n = l->n;
+  bool ok = cu.cuGraphCreate(&g->graph, 0) == RES_SUCCESS;
+  if (!ok) g->graph = NULL;
+  for (size_t i = 0; ok && i < l->n; i++) {
+    cu_args a;
+    log_args(l, i, &a);
+    const CUgraphNode *after = i ? &g->nodes[i - 1] : NULL; /* in order: each after the last */
+    ok = cu.cuGraphAddKernelNode(&g->nodes[i], g->graph, after, i ? 1 : 0, &a.p) == RES_SUCCESS;
+  }
+  if (ok && cu.cuGraphInstantiate(&g->exec, g->graph, 0) != RES_SUCCESS) {
+    g->exec = NULL;
+    ok = false;
+  }
+  if (ok) return g;
+  graph_destroy(d, g);
+  return NULL;
+}
+
+/* A replay: the launches of the log that differ from e's last run are given to their nodes. */
+static bool graph_update(cu_device *d, rt_replay_entry *e) {
+  const rt_replay_log *l = &d->replay.log;
+  cu_graph *g = e->impl;
+  RX_ASSERT(g->n == l->n);
+  for (size_t i = 0; i < l->n; i++) {
+    if (!rt_replay_changed(&d->replay, e, i)) continue;
+    cu_args a;
+    log_args(l, i, &a);
+    if (cu.cuGraphExecKernelNodeSetParams(g->exec, g->nodes[i], &a.p) != RES_SUCCESS) return false;
+    d->replay.stats.updated++;
+  }
+  return true;
+}
+
+/* Issues the log (the context current): directly, or as a graph built or updated. A graph that
+ * cannot be built, updated or launched is given up (rt_replay_done, ok false) and the log issued
+ * directly: a cuGraphLaunch that fails is taken to have enqueued nothing. Where the context is
+ * broken, the direct launches fail too and report it. */
+static rx_status flush(cu_device *d) {
+  if (!d->replay.log.n) return NULL;
+  rt_replay_entry *e = NULL;
+  rt_replay_action act = rt_replay_find(&d->replay, &e);
+  bool ok = false;
+  if (act == RT_REPLAY_BUILD)
+    ok = (e->impl = graph_build(d)) != NULL;
+  else if (act == RT_REPLAY_HIT)
+    ok = graph_update(d, e);
+  if (ok) ok = cu.cuGraphLaunch(((cu_graph *)e->impl)->exec, d->stream) == RES_SUCCESS;
+  rx_status s = ok ? NULL : issue_log(d);
+  rt_replay_done(&d->replay, e, ok); /* empties the log, whatever happened */
+  return s;
+}
+
+static rx_status cu_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_launch_params *p) {
+  cu_device *d = (cu_device *)base;
+  if (k->nbuffers > CU_MAX_ARGS || k->nscalars > CU_MAX_ARGS)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than %d arguments of a kind",
+                          k->name, CU_MAX_ARGS);
+  uint64_t w[2 * CU_MAX_ARGS + 3];
+  uint32_t n = 0;
+  for (size_t i = 0; i < k->nbuffers; i++) w[n++] = ((const cu_buffer *)p->buffers[i])->ptr;
+  for (size_t i = 0; i < k->nscalars; i++) w[n++] = (uint32_t)p->scalars[i];
+  for (int i = 0; i < 3; i++) w[n++] = p->block[i];
+  RX_ASSERT(n == launch_words(k));
+  if (d->graphs) {
+    RX_RETURN_IF_ERROR(rt_replay_add(&d->replay, k, p->grid, w, n));
+    if (d->replay.log.n < CU_LOG_MAX) return NULL;
+    CTX(d);
+    return flush(d);
+  }
+  cu_args a;
+  args_of(k, p->grid, w, &a);
+  CTX(d);
+  return issue(d, &a.p);
 }
 
 static rx_status cu_timer_init(rx_rt_timer *base) {
@@ -335,6 +538,7 @@ static void cu_timer_destroy(rx_rt_timer *base) {
 static rx_status cu_timer_record(rx_rt_timer *base, int which) {
   cu_device *d = (cu_device *)base->device;
   CTX(d);
+  RX_RETURN_IF_ERROR(flush(d));
   CU_TRY(d, cu.cuEventRecord(((cu_timer *)base)->ev[which], d->stream), "cuEventRecord");
   return NULL;
 }

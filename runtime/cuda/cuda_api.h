@@ -9,8 +9,11 @@
  *   repeated without all their values: here they are unsigned int, the type GCC and clang make
  *   compatible with an enumeration that has no negative value (the test checks it). Their
  *   constants get short names of our own, each beside the driver's name in CU_CONSTS.
- * - CU_FNS lists the entry points once: our name, the symbol dlsym looks up (the versioned one
- *   that cuda.h binds the name to), the parameters. All return a cu_result. */
+ * - The one struct passed to the driver (CUDA_KERNEL_NODE_PARAMS_v2) cannot be repeated either:
+ *   its fields are listed once (CU_KERNEL_NODE_PARAMS_FIELDS) and the test checks them.
+ * - CU_FNS lists the entry points once (CU_BASE_FNS, then the optional CU_GRAPH_FNS): our
+ *   name, the symbol dlsym looks up (the versioned one that cuda.h binds the name to), the
+ *   parameters. All return a cu_result. */
 #ifndef RX_RUNTIME_CUDA_API_H
 #define RX_RUNTIME_CUDA_API_H
 
@@ -26,6 +29,37 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUkern_st *CUkernel; /* only as a field of CUDA_KERNEL_NODE_PARAMS_v2 */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h's CUDA_KERNEL_NODE_PARAMS since CUDA 12.0, which the _v2
+ * graph entry points below take). A struct cannot be defined twice in one translation unit, so
+ * its fields are listed once here: the struct is defined from them unless cuda.h came first (the
+ * test), which checks each field's type and offset, and the size, against cuda.h's. The typedef
+ * is repeated as the handles' are, so the entry points' types are checked as they are. */
+#define CU_KERNEL_NODE_PARAMS_FIELDS(X)                                                            \
+  X(CUfunction, func)                                                                              \
+  X(unsigned int, gridDimX)                                                                        \
+  X(unsigned int, gridDimY)                                                                        \
+  X(unsigned int, gridDimZ)                                                                        \
+  X(unsigned int, blockDimX)                                                                       \
+  X(unsigned int, blockDimY)                                                                       \
+  X(unsigned int, blockDimZ)                                                                       \
+  X(unsigned int, sharedMemBytes) /* dynamic shared memory */                                      \
+  X(void **, kernelParams)        /* a pointer to each parameter's value, copied by the call */    \
+  X(void **, extra)                                                                                \
+  X(CUkernel, kern) /* used only where func is NULL */                                             \
+  X(CUcontext, ctx) /* ignored where func is set */
+typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st CUDA_KERNEL_NODE_PARAMS_v2;
+#ifndef __cuda_cuda_h__
+struct CUDA_KERNEL_NODE_PARAMS_v2_st {
+#define X(type, name) type name;
+  CU_KERNEL_NODE_PARAMS_FIELDS(X)
+#undef X
+};
+#endif
 
 /* name, the driver's name, value */
 #define CU_CONSTS(X)                                                                               \
@@ -52,10 +86,13 @@ enum {
 #undef X
 };
 
-/* cuEventElapsedTime: cuda.h binds it to cuEventElapsedTime_v2 since CUDA 12.8 (same prototype;
+/* CU_FNS: CU_BASE_FNS, which every driver cuda.c runs on must have, and CU_GRAPH_FNS, without
+ * which launches are issued directly rather than replayed as graphs.
+ *
+ * cuEventElapsedTime: cuda.h binds it to cuEventElapsedTime_v2 since CUDA 12.8 (same prototype;
  * _v2 does not report errors of earlier asynchronous work). The plain symbol is in every driver,
  * _v2 only in 12.8's and later, so the plain one is looked up (the test knows this choice). */
-#define CU_FNS(X)                                                                                  \
+#define CU_BASE_FNS(X)                                                                             \
   X(cuInit, "cuInit", (unsigned))                                                                  \
   X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                                 \
   X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                                 \
@@ -87,6 +124,25 @@ enum {
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,   \
      void **, void **))                                                                            \
   X(cuGetErrorString, "cuGetErrorString", (cu_result, const char **))
+
+/* Graphs (cuda.c replays a sequence of launches as one, runtime/replay.c): every symbol here is in
+ * drivers of CUDA 12.0 and later. cuda.h binds cuGraphAddKernelNode and
+ * cuGraphExecKernelNodeSetParams to their _v2 (CUDA 12.0, CUDA_KERNEL_NODE_PARAMS_v2) and
+ * cuGraphInstantiate to cuGraphInstantiateWithFlags (CUDA 11.4; the name's CUDA 12 prototype);
+ * cuGraphCreate, cuGraphLaunch, cuGraphExecDestroy and cuGraphDestroy are CUDA 10.0's. */
+#define CU_GRAPH_FNS(X)                                                                            \
+  X(cuGraphCreate, "cuGraphCreate", (CUgraph *, unsigned))                                         \
+  X(cuGraphAddKernelNode, "cuGraphAddKernelNode_v2",                                               \
+    (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v2 *))     \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                                             \
+    (CUgraphExec *, CUgraph, unsigned long long))                                                  \
+  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2",                           \
+    (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *))                                \
+  X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                       \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                       \
+  X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))
+
+#define CU_FNS(X) CU_BASE_FNS(X) CU_GRAPH_FNS(X)
 
 /* the entry points, as cuda.c fetches them */
 struct cu_fns {

@@ -5,6 +5,8 @@
  *   - enumerations: cu_result, cu_dev_attr and cu_func_attr compatible with CUresult,
  *     CUdevice_attribute and CUfunction_attribute;
  *   - constants: each of CU_CONSTS equal to the driver's constant it names;
+ *   - CUDA_KERNEL_NODE_PARAMS_v2: each field of CU_KERNEL_NODE_PARAMS_FIELDS of cuda.h's type, at
+ *     cuda.h's offset, and no field missing (the sizes equal);
  *   - entry points: each member of struct cu_fns compatible with a pointer to the function
  *     that cuda.h declares under that name (cuDeviceTotalMem -> cuDeviceTotalMem_v2, ...).
  * At run time: the symbol cuda.c looks up with dlsym is the one cuda.h binds the name to, but
@@ -21,6 +23,7 @@ int main(void) {
 }
 #else
 #include <cuda.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "runtime/cuda/cuda_api.h"
@@ -39,6 +42,26 @@ _Static_assert(SAME(cu_func_attr, CUfunction_attribute),
   _Static_assert((long long)name == (long long)driver_name, #name " differs from " #driver_name);
 CU_CONSTS(X)
 #undef X
+
+#define X(type, name)                                                                              \
+  _Static_assert(SAME(__typeof__(((CUDA_KERNEL_NODE_PARAMS_v2 *)0)->name), type),                  \
+                 "CUDA_KERNEL_NODE_PARAMS_v2." #name " has another type in cuda.h");
+CU_KERNEL_NODE_PARAMS_FIELDS(X)
+#undef X
+/* the struct cuda_api.h defines where cuda.h is absent, under another tag */
+struct kernel_node_params {
+#define X(type, name) type name;
+  CU_KERNEL_NODE_PARAMS_FIELDS(X)
+#undef X
+};
+#define X(type, name)                                                                              \
+  _Static_assert(offsetof(struct kernel_node_params, name) ==                                      \
+                     offsetof(CUDA_KERNEL_NODE_PARAMS_v2, name),                                   \
+                 "CUDA_KERNEL_NODE_PARAMS_v2." #name " is at another offset in cuda.h");
+CU_KERNEL_NODE_PARAMS_FIELDS(X)
+#undef X
+_Static_assert(sizeof(struct kernel_node_params) == sizeof(CUDA_KERNEL_NODE_PARAMS_v2),
+               "CUDA_KERNEL_NODE_PARAMS_v2 has fields that CU_KERNEL_NODE_PARAMS_FIELDS lacks");
 
 /* `name` is expanded here (cuda.h's macros), in the struct member and in the function alike */
 #define X(name, sym, params)                                                                       \
