@@ -23,6 +23,26 @@ typedef struct rx_version {
   int major, minor;
 } rx_version;
 
+/* Matrix units: how a target multiplies small matrices (issue 14; DESIGN.md, "Matrix units").
+ * One shape is an instruction (or a language's matrix type) computing C[m, n] += A[m, k] B[k, n]
+ * cooperatively over `threads` threads, each holding a fragment of A, B and C. */
+typedef enum rx_mma_api {
+  RX_MMA_SYNC,      /* PTX mma.sync.aligned: one warp (sm_80+) */
+  RX_MMA_WGMMA,     /* PTX wgmma.mma_async: one warpgroup of 4 warps (sm_90a) */
+  RX_MMA_COOP,      /* Vulkan VK_KHR_cooperative_matrix: one subgroup, shapes from the device */
+  RX_MMA_SIMDGROUP, /* Metal simdgroup_matrix: one SIMD group */
+} rx_mma_api;
+
+typedef struct rx_mma_shape {
+  rx_mma_api api;
+  int m, n, k;
+  int n_step;        /* 0: n exactly; else any multiple of n_step up to n (wgmma's N) */
+  rx_dtype ab;       /* the dtype of A and B */
+  rx_dtype acc;      /* the dtype of C (the accumulator) */
+  int threads;       /* threads that hold one set of fragments together */
+  const char *instr; /* the instruction or type, as the printers will write it */
+} rx_mma_shape;
+
 typedef struct rx_target {
   /* identity */
   const char *name; /* canonical name, as parsed back: "cuda -arch=sm_80", "vulkan-mali" */
@@ -52,11 +72,14 @@ typedef struct rx_target {
   int vector_bytes;        /* widest per-thread global load or store the schedule should emit */
 
   /* arithmetic features */
-  bool fp16;         /* 16-bit float arithmetic (not only storage) */
-  bool bf16;         /* bfloat16 arithmetic or at least conversion in the language */
-  bool int8;         /* 8-bit integer arithmetic */
-  bool storage16;    /* 16-bit types in storage buffers (Vulkan 16-bit storage) */
-  bool matrix_units; /* tensor cores (mma), cooperative matrix, simdgroup_matrix */
+  bool fp16;               /* 16-bit float arithmetic (not only storage) */
+  bool bf16;               /* bfloat16 arithmetic or at least conversion in the language */
+  bool int8;               /* 8-bit integer arithmetic */
+  bool storage16;          /* 16-bit types in storage buffers (Vulkan 16-bit storage) */
+  bool matrix_units;       /* tensor cores (mma), cooperative matrix, simdgroup_matrix */
+  const rx_mma_shape *mma; /* the matrix-unit shapes known when compiling, best first */
+  int nmma;
+  bool mma_query; /* more shapes may be found at run time (Vulkan cooperative matrix) */
 
   /* language and toolchain versions */
   const char *cuda_arch; /* "sm_80", "sm_90"; NULL for other kinds */
@@ -78,6 +101,14 @@ const rx_target *rx_target_list(size_t *out_count);
 
 /* Looks up a target by its canonical name; NULL when there is none. */
 const rx_target *rx_target_find(const char *name);
+
+/* The first (best) matrix-unit shape of t for inputs `ab` accumulating in `acc`, of the api
+ * given, or of any api when api < 0; NULL when t has none known when compiling (for Vulkan with
+ * mma_query set, the device may still report one at run time). */
+const rx_mma_shape *rx_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api);
+
+/* "sync", "wgmma", "coop", "simdgroup". */
+const char *rx_mma_api_name(rx_mma_api api);
 
 /* "cuda", "vulkan", "metal". */
 const char *rx_target_kind_name(rx_target_kind kind);

@@ -9,9 +9,67 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The text name of a dtype (ir/ir.h's rx_dtype_name is above this layer). */
+static const char *dtype_name(rx_dtype t) {
+  switch (t) {
+#define X(e, n, b, f, sg)                                                                          \
+  case RX_DTYPE_##e:                                                                               \
+    return n;
+    RX_DTYPES(X)
+#undef X
+  default:
+    return "any";
+  }
+}
+
 #define KIB 1024
 
 /* ---- the table ------------------------------------------------------------------------- */
+
+/* Matrix-unit shapes, best first within each api.
+ * sm_80 (PTX ISA, "Warp-level matrix multiply-accumulate instructions", "Matrix shape" table):
+ * mma.sync m16n8k16 with .f16 or .bf16 A and B and an .f32 accumulator (.f16 too for .f16
+ * inputs), m16n8k32 with .s8 A and B and an .s32 accumulator; one warp of 32 threads.
+ * m16n8k8 .tf32 is left out: it rounds f32 inputs to 10 mantissa bits. */
+#define MMA_SYNC_SM80                                                                              \
+  {RX_MMA_SYNC,  16, 8,                                                                            \
+   16,           0,  RX_DTYPE_F16,                                                                 \
+   RX_DTYPE_F32, 32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"},                         \
+      {RX_MMA_SYNC,  16, 8,                                                                        \
+       16,           0,  RX_DTYPE_BF16,                                                            \
+       RX_DTYPE_F32, 32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},                   \
+      {RX_MMA_SYNC,  16, 8,                                                                        \
+       16,           0,  RX_DTYPE_F16,                                                             \
+       RX_DTYPE_F16, 32, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"},                     \
+  {                                                                                                \
+    RX_MMA_SYNC, 16, 8, 32, 0, RX_DTYPE_I8, RX_DTYPE_I32, 32,                                      \
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"                                          \
+  }
+static const rx_mma_shape mma_sm80[] = {MMA_SYNC_SM80};
+/* sm_90: mma.sync as sm_80, and wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level Matrix
+ * Multiply-Accumulate", "Matrix shape" table; needs the arch-specific target sm_90a):
+ * m64nNk16 for .f16 / .bf16 with N any multiple of 8 up to 256, m64nNk32 for .s8 with N a
+ * multiple of 8 up to 24 and of 16 from 32 to 256 (recorded as multiples of 16); one warpgroup
+ * of 128 threads. wgmma first: four warps share one larger tile. */
+static const rx_mma_shape mma_sm90[] = {
+    {RX_MMA_WGMMA, 64, 256, 16, 8, RX_DTYPE_F16, RX_DTYPE_F32, 128,
+     "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16"},
+    {RX_MMA_WGMMA, 64, 256, 16, 8, RX_DTYPE_BF16, RX_DTYPE_F32, 128,
+     "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16"},
+    {RX_MMA_WGMMA, 64, 256, 16, 8, RX_DTYPE_F16, RX_DTYPE_F16, 128,
+     "wgmma.mma_async.sync.aligned.m64nNk16.f16.f16.f16"},
+    {RX_MMA_WGMMA, 64, 256, 32, 16, RX_DTYPE_I8, RX_DTYPE_I32, 128,
+     "wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"},
+    MMA_SYNC_SM80,
+};
+/* Apple7 (Metal Shading Language Specification, "SIMD-group Matrix Functions"):
+ * simdgroup_matrix<T, 8, 8> of half or float, multiplied with simdgroup_multiply_accumulate by
+ * one SIMD group of 32 threads (bfloat matrices are not assumed on Apple7). */
+static const rx_mma_shape mma_apple7[] = {
+    {RX_MMA_SIMDGROUP, 8, 8, 8, 0, RX_DTYPE_F16, RX_DTYPE_F32, 32, "simdgroup_float8x8"},
+    {RX_MMA_SIMDGROUP, 8, 8, 8, 0, RX_DTYPE_F16, RX_DTYPE_F16, 32, "simdgroup_half8x8"},
+    {RX_MMA_SIMDGROUP, 8, 8, 8, 0, RX_DTYPE_F32, RX_DTYPE_F32, 32, "simdgroup_float8x8"},
+};
 
 static const rx_target table[] = {
     /* NVIDIA Ampere (A100, RTX 30xx; compute capability 8.0).
@@ -48,6 +106,8 @@ static const rx_target table[] = {
         .int8 = true,
         .storage16 = true,
         .matrix_units = true,
+        .mma = mma_sm80,
+        .nmma = (int)RX_ARRAY_LEN(mma_sm80),
         .cuda_arch = "sm_80",
         .sm = 80,
     },
@@ -78,6 +138,8 @@ static const rx_target table[] = {
         .int8 = true,
         .storage16 = true,
         .matrix_units = true,
+        .mma = mma_sm90,
+        .nmma = (int)RX_ARRAY_LEN(mma_sm90),
         .cuda_arch = "sm_90",
         .sm = 90,
     },
@@ -94,6 +156,9 @@ static const rx_target table[] = {
     {
         .name = "vulkan",
         .kind = RX_TARGET_VULKAN,
+        /* VK_KHR_cooperative_matrix is optional: a device lists its shapes through
+         * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, so none is known when compiling */
+        .mma_query = true,
         .device = "any Vulkan 1.2 device (the specification's guaranteed minimums)",
         .source = "Vulkan 1.2 specification, Required Limits table and Subgroups chapter",
         .max_threads_per_block = 128,
@@ -236,6 +301,8 @@ static const rx_target table[] = {
         .int8 = true,
         .storage16 = true,
         .matrix_units = true,
+        .mma = mma_apple7,
+        .nmma = (int)RX_ARRAY_LEN(mma_apple7),
         .msl = {3, 1},
     },
 };
@@ -409,6 +476,15 @@ void rx_target_describe(rx_strbuf *out, const rx_target *t) {
   rx_strbuf_printf(out, "fp16: %s, bf16: %s, int8: %s, 16-bit storage: %s, matrix units: %s\n",
                    yes(t->fp16), yes(t->bf16), yes(t->int8), yes(t->storage16),
                    yes(t->matrix_units));
+  for (int i = 0; i < t->nmma; i++) {
+    const rx_mma_shape *x = &t->mma[i];
+    rx_strbuf_printf(out, "matrix unit: %s m%dn%dk%d%s %s x %s -> %s, %d threads (%s)\n",
+                     rx_mma_api_name(x->api), x->m, x->n, x->k, x->n_step ? " (n: multiples)" : "",
+                     dtype_name(x->ab), dtype_name(x->ab), dtype_name(x->acc), x->threads,
+                     x->instr);
+  }
+  if (t->mma_query)
+    rx_strbuf_printf(out, "matrix units: as the device reports them (cooperative matrix)\n");
   switch (t->kind) {
   case RX_TARGET_CUDA:
     rx_strbuf_printf(out, "arch: %s\n", t->cuda_arch);
@@ -421,4 +497,25 @@ void rx_target_describe(rx_strbuf *out, const rx_target *t) {
     rx_strbuf_printf(out, "msl: %d.%d\n", t->msl.major, t->msl.minor);
     break;
   }
+}
+
+const rx_mma_shape *rx_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api) {
+  for (int i = 0; t && i < t->nmma; i++)
+    if (t->mma[i].ab == ab && t->mma[i].acc == acc && (api < 0 || (int)t->mma[i].api == api))
+      return &t->mma[i];
+  return NULL;
+}
+
+const char *rx_mma_api_name(rx_mma_api api) {
+  switch (api) {
+  case RX_MMA_SYNC:
+    return "sync";
+  case RX_MMA_WGMMA:
+    return "wgmma";
+  case RX_MMA_COOP:
+    return "coop";
+  case RX_MMA_SIMDGROUP:
+    return "simdgroup";
+  }
+  return "?";
 }

@@ -212,6 +212,58 @@ static void test_consistency(void) {
   }
 }
 
+/* Matrix units (PTX ISA matrix shape tables; Metal's simdgroup_matrix; Vulkan queried). */
+static void test_mma(void) {
+  const rx_target *a = rx_target_find("cuda -arch=sm_80");
+  const rx_target *h = rx_target_find("cuda -arch=sm_90");
+  const rx_target *v = rx_target_find("vulkan");
+  const rx_target *lp = rx_target_find("vulkan-lavapipe");
+  const rx_target *m = rx_target_find("metal-apple7");
+  const rx_mma_shape *x = rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, -1);
+  CHECK(x && x->api == RX_MMA_SYNC && x->m == 16 && x->n == 8 && x->k == 16 && x->threads == 32,
+        "sm_80 f16 -> f32: mma.sync m16n8k16");
+  x = rx_target_mma(a, RX_DTYPE_I8, RX_DTYPE_I32, -1);
+  CHECK(x && x->k == 32 && strstr(x->instr, "m16n8k32"), "sm_80 s8 -> s32: m16n8k32");
+  CHECK(!rx_target_mma(a, RX_DTYPE_F32, RX_DTYPE_F32, -1), "sm_80: no f32 inputs (tf32 left out)");
+  CHECK(!rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA), "sm_80 has no wgmma");
+  x = rx_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, -1);
+  CHECK(x && x->api == RX_MMA_WGMMA && x->m == 64 && x->n == 256 && x->n_step == 8 &&
+            x->threads == 128,
+        "sm_90 bf16 -> f32: wgmma m64nNk16 first");
+  x = rx_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, RX_MMA_SYNC);
+  CHECK(x && x->m == 16 && x->n == 8, "sm_90 keeps mma.sync");
+  CHECK(!rx_target_mma(v, RX_DTYPE_F16, RX_DTYPE_F32, -1) && v->mma_query,
+        "vulkan: cooperative matrix shapes come from the device");
+  CHECK(!lp->nmma && !lp->mma_query, "lavapipe: no cooperative matrix");
+  x = rx_target_mma(m, RX_DTYPE_F16, RX_DTYPE_F32, -1);
+  CHECK(x && x->api == RX_MMA_SIMDGROUP && x->m == 8 && x->n == 8 && x->k == 8,
+        "apple7: simdgroup_matrix 8x8");
+  CHECK(!rx_target_mma(m, RX_DTYPE_BF16, RX_DTYPE_F32, -1), "apple7: no bfloat matrices");
+  size_t n = 0;
+  const rx_target *all = rx_target_list(&n);
+  for (size_t i = 0; i < n; i++) {
+    const rx_target *t = &all[i];
+    CHECK(t->matrix_units == (t->nmma > 0), "'%s': matrix_units exactly when shapes are listed",
+          t->name);
+    for (int j = 0; j < t->nmma; j++) {
+      const rx_mma_shape *s = &t->mma[j];
+      CHECK(s->m > 0 && s->n > 0 && s->k > 0 && s->instr && *s->instr, "'%s' shape %d", t->name, j);
+      CHECK(t->subgroup_size && s->threads % t->subgroup_size == 0,
+            "'%s' shape %d: whole subgroups", t->name, j);
+      CHECK(!s->n_step || s->n % s->n_step == 0, "'%s' shape %d: n a multiple of its step", t->name,
+            j);
+      CHECK(s->api != RX_MMA_WGMMA || t->sm >= 90, "'%s': wgmma needs sm_90", t->name);
+      CHECK((s->api == RX_MMA_SYNC || s->api == RX_MMA_WGMMA) == (t->kind == RX_TARGET_CUDA),
+            "'%s' shape %d: an api of its kind", t->name, j);
+    }
+  }
+  rx_strbuf b = {0};
+  rx_target_describe(&b, h);
+  CHECK(b.data && strstr(b.data, "matrix unit: wgmma m64n256k16 (n: multiples) bf16 x bf16 -> f32"),
+        "%s", b.data ? b.data : "");
+  rx_strbuf_free(&b);
+}
+
 static void test_describe(void) {
   rx_strbuf b = {0};
   rx_target_describe(&b, rx_target_find("vulkan-lavapipe"));
@@ -236,6 +288,7 @@ int main(int argc, char **argv) {
   test_bad();
   test_values();
   test_consistency();
+  test_mma();
   test_describe();
   printf("test_targets: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
