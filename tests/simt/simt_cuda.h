@@ -1,8 +1,9 @@
 /* simt_cuda.h: prelude that lets clang compile CUDA C kernels as C++17 for the CPU SIMT
  * emulator (-include simt_cuda.h). Provides the CUDA keywords, thread ids, barriers, warp
- * functions, atomics, vector types and device math; cuda_fp16.h / cuda_bf16.h come from
- * tests/simt/include. Blocks run one at a time, so `__shared__` variables are static storage:
- * per block, as on the GPU. See README.md for what is not emulated. */
+ * functions, atomics, vector types, device math and the matrix-unit helpers of codegen/mma_cuda.h
+ * (rx_mma_*, rx_ldmatrix_*, rx_cp_async_*); cuda_fp16.h / cuda_bf16.h come from tests/simt/include.
+ * Blocks run one at a time, so `__shared__` variables are static storage: per block, as on the GPU.
+ * See README.md for what is not emulated. */
 #ifndef SIMT_CUDA_H
 #define SIMT_CUDA_H
 
@@ -310,6 +311,263 @@ static inline float min(float a, float b) { return fminf(a, b); }
 static inline float max(float a, float b) { return fmaxf(a, b); }
 static inline double min(double a, double b) { return fmin(a, b); }
 static inline double max(double a, double b) { return fmax(a, b); }
+
+/* ---- matrix units: the helpers of codegen/mma_cuda.h (mma.sync, ldmatrix, cp.async), with the
+ * signatures of their NVRTC definitions (plus the caller's line, for messages), computed from the
+ * fragment layouts of the PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution, "Warp-level
+ * Matrix Fragments for mma" and "Warp-level matrix load instruction: ldmatrix"; the formulas are
+ * quoted below, g = lane >> 2 "groupID", t = lane % 4 "threadID_in_group"). mma and ldmatrix are
+ * .sync.aligned: every lane of a full warp calls the same helper at the same line, else the
+ * launch fails. Element i of a fragment is in register i / (elements per register), the
+ * lower-numbered element in the lower bits ("Elements (low to high)"). ---- */
+namespace simt {
+/* Which helper a lane executes, checked equal across the warp (names: mma_op_name). */
+enum mma_op {
+  MMA_F16 = 1,
+  MMA_BF16,
+  MMA_S8,
+  LDSM_X1,
+  LDSM_X2,
+  LDSM_X4,
+  LDSM_X1_T,
+  LDSM_X2_T,
+  LDSM_X4_T
+};
+static const char *const mma_op_name[] = {
+    "?",
+    "rx_mma_16x8x16_f16f32 (mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32)",
+    "rx_mma_16x8x16_bf16f32 (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32)",
+    "rx_mma_16x8x32_s8s32 (mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32)",
+    "rx_ldmatrix_x1 (ldmatrix.sync.aligned.m8n8.x1.shared.b16)",
+    "rx_ldmatrix_x2 (ldmatrix.sync.aligned.m8n8.x2.shared.b16)",
+    "rx_ldmatrix_x4 (ldmatrix.sync.aligned.m8n8.x4.shared.b16)",
+    "rx_ldmatrix_x1_trans (ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16)",
+    "rx_ldmatrix_x2_trans (ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16)",
+    "rx_ldmatrix_x4_trans (ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16)",
+};
+static inline const char *op_name(int op) {
+  return op >= MMA_F16 && op <= LDSM_X4_T ? mma_op_name[op] : "another warp function";
+}
+struct mma_words { /* one lane's contribution to the first exchange: B registers and the op */
+  unsigned w[2];
+  int op;
+};
+struct mma_row { /* 16 bytes: one row of an 8x8 matrix of 16-bit elements, or 4 registers */
+  unsigned w[4];
+};
+
+/* The first exchange of a warp-wide matrix instruction: all 32 lanes of the warp, each at the same
+ * helper (mask 0xffffffff: a lane that has exited is reported by the scheduler). */
+static inline void mma_sync(int op, const mma_words &mine, mma_words *all, int line) {
+  const simt_thread *t = cur();
+  char msg[400];
+  if (t->warp_lanes != SIMT_WARP) {
+    std::snprintf(msg, sizeof msg,
+                  "%s needs all 32 lanes of a warp (.sync.aligned); warp %u has %u (the block "
+                  "size is not a multiple of 32)",
+                  mma_op_name[op], t->warp, t->warp_lanes);
+    fail(line, msg);
+  }
+  unsigned members;
+  xchg(0xffffffffu, mine, all, &members, line);
+  for (int i = 0; i < SIMT_WARP; i++) {
+    if (all[i].op != op) {
+      std::snprintf(msg, sizeof msg,
+                    "lane %u executes %s while lane %d executes %s (.aligned: every lane of the "
+                    "warp must execute the same instruction)",
+                    t->lane, mma_op_name[op], i, op_name(all[i].op));
+      fail(line, msg);
+    }
+  }
+}
+static inline unsigned short half_of(unsigned reg, int i) {
+  return (unsigned short)(reg >> 16 * i);
+}
+static inline float f16_value(unsigned short h) {
+  _Float16 f;
+  std::memcpy(&f, &h, 2);
+  return (float)f;
+}
+static inline float bf16_value(unsigned short h) {
+  unsigned u = (unsigned)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/* m16n8k16 .f16/.bf16 ("Matrix Fragments for mma.m16n8k16 with floating point type"):
+ *   A a0..a7: row = g for 0 <= i < 2 || 4 <= i < 6, else g + 8;
+ *             col = 2t + (i & 1) for i < 4, 2t + (i & 1) + 8 for i >= 4
+ *   B b0..b3: row = 2t + (i & 1) for i < 2, 2t + (i & 1) + 8 for i >= 2; col = g
+ *   C/D c0..c3: row = g for i < 2, g + 8 for i >= 2; col = 2t + (i & 1)
+ * Each product of two f16 (22 significant bits) or bf16 (16) is exact in f32; d[i] is
+ * c[i] + A[row][0] B[0][col] + ... + A[row][15] B[15][col] summed in that order (k ascending),
+ * each addition rounded to nearest even in f32. The hardware's order and internal precision are
+ * not specified (compare with a tolerance); products below f32's normal range (bf16 only) round. */
+static inline void mma_16816(int op, float d[4], const unsigned a[4], const unsigned b[2],
+                             const float c[4], int line) {
+  mma_words mine = {{b[0], b[1]}, op}, bw[SIMT_WARP];
+  mma_row ar = {{a[0], a[1], a[2], a[3]}}, aw[SIMT_WARP];
+  mma_sync(op, mine, bw, line);
+  unsigned members;
+  xchg(0xffffffffu, ar, aw, &members, line);
+  float (*value)(unsigned short) = op == MMA_F16 ? f16_value : bf16_value;
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < SIMT_WARP; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 8; i++) {
+      int row = (i < 2 || (4 <= i && i < 6)) ? g : g + 8;
+      int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+      A[row][col] = value(half_of(aw[lane].w[i / 2], i % 2));
+    }
+    for (int i = 0; i < 4; i++) {
+      int row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
+      B[row][g] = value(half_of(bw[lane].w[i / 2], i % 2));
+    }
+  }
+  int g = (int)cur()->lane >> 2, t = (int)cur()->lane % 4;
+  float out[4];
+  for (int i = 0; i < 4; i++) {
+    int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+    float acc = c[i];
+    for (int k = 0; k < 16; k++) {
+      float p = A[row][k] * B[k][col]; /* exact */
+      acc = acc + p;
+    }
+    out[i] = acc;
+  }
+  for (int i = 0; i < 4; i++) d[i] = out[i]; /* d may be c */
+}
+
+/* m16n8k32 .s8 ("Matrix Fragments for mma.m16n8k32"):
+ *   A a0..a15: row = g for 0 <= i < 4 || 8 <= i < 12, else g + 8;
+ *              col = 4t + (i & 3) for i < 8, 4t + (i & 3) + 16 for i >= 8
+ *   B b0..b7:  row = 4t + (i & 3) for i < 4, 4t + (i & 3) + 16 for i >= 4; col = g
+ *   C/D c0..c3: as for m16n8k16. Exact in 32-bit integers, wrapping (no .satfinite). */
+static inline void mma_16832_s8(int d[4], const unsigned a[4], const unsigned b[2], const int c[4],
+                                int line) {
+  mma_words mine = {{b[0], b[1]}, MMA_S8}, bw[SIMT_WARP];
+  mma_row ar = {{a[0], a[1], a[2], a[3]}}, aw[SIMT_WARP];
+  mma_sync(MMA_S8, mine, bw, line);
+  unsigned members;
+  xchg(0xffffffffu, ar, aw, &members, line);
+  int A[16][32], B[32][8];
+  for (int lane = 0; lane < SIMT_WARP; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 16; i++) {
+      int row = (i < 4 || (8 <= i && i < 12)) ? g : g + 8;
+      int col = 4 * t + (i & 3) + (i >= 8 ? 16 : 0);
+      A[row][col] = (signed char)(aw[lane].w[i / 4] >> 8 * (i % 4));
+    }
+    for (int i = 0; i < 8; i++) {
+      int row = 4 * t + (i & 3) + (i >= 4 ? 16 : 0);
+      B[row][g] = (signed char)(bw[lane].w[i / 4] >> 8 * (i % 4));
+    }
+  }
+  int g = (int)cur()->lane >> 2, t = (int)cur()->lane % 4;
+  int out[4];
+  for (int i = 0; i < 4; i++) {
+    int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+    unsigned acc = (unsigned)c[i];
+    for (int k = 0; k < 32; k++) acc += (unsigned)(A[row][k] * B[k][col]);
+    out[i] = (int)acc;
+  }
+  for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+
+/* ldmatrix .m8n8 .b16 ("Warp-level matrix load instruction: ldmatrix"): addresses addr0..addr7
+ * (lanes 0-7) are the rows of the first matrix, addr8..addr15 (lanes 8-15) of the second, and so
+ * on (x1: lanes 0-7 give addresses, x2: 0-15, x4: all); each row is 16 bytes, 16-byte aligned.
+ * "A group of four threads loads an entire row": register j of a lane holds matrix j's row
+ * lane / 4, columns 2t and 2t + 1 (figure "ldmatrix fragment layout for one 8x8 Matrix with
+ * 16-bit elements"); .trans ("the matrix is loaded in column-major format"): rows 2t and 2t + 1
+ * of column lane / 4. Each lane reads its row between two exchanges, so every row is read after
+ * every lane has arrived and before any lane goes on, as the one warp-wide instruction does. */
+static inline void ldmatrix(int op, int num, bool trans, unsigned *r, const void *p, int line) {
+  mma_words mine = {{0, 0}, op}, sync[SIMT_WARP];
+  mma_sync(op, mine, sync, line);
+  unsigned lane = cur()->lane, members;
+  mma_row row = {{0, 0, 0, 0}}, rows[SIMT_WARP];
+  if ((int)lane < 8 * num) {
+    if ((std::uintptr_t)p % 16) {
+      char msg[200];
+      std::snprintf(msg, sizeof msg,
+                    "%s: lane %u gives row address %p, which is not 16-byte aligned",
+                    mma_op_name[op], lane, p);
+      fail(line, msg);
+    }
+    std::memcpy(&row, p, 16);
+  }
+  xchg(0xffffffffu, row, rows, &members, line);
+  int t = (int)lane % 4;
+  for (int j = 0; j < num; j++) {
+    const mma_row *m = &rows[8 * j];
+    unsigned short lo, hi;
+    if (!trans) {
+      lo = half_of(m[lane / 4].w[t], 0);
+      hi = half_of(m[lane / 4].w[t], 1);
+    } else {
+      int col = (int)lane / 4;
+      lo = half_of(m[2 * t].w[col / 2], col % 2);
+      hi = half_of(m[2 * t + 1].w[col / 2], col % 2);
+    }
+    r[j] = (unsigned)lo | (unsigned)hi << 16;
+  }
+}
+
+/* cp.async moves 16 bytes; like every PTX memory access it needs addresses aligned to its size. */
+static inline void cp_async_check(const char *op, const void *smem, const void *gmem, bool read,
+                                  int line) {
+  if ((std::uintptr_t)smem % 16 || (read && (std::uintptr_t)gmem % 16)) {
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "%s: shared %p and global %p must both be 16-byte aligned", op,
+                  smem, gmem);
+    fail(line, msg);
+  }
+}
+} // namespace simt
+
+static inline void rx_mma_16x8x16_f16f32(float d[4], const unsigned a[4], const unsigned b[2],
+                                         const float c[4], int line = SIMT_LINE) {
+  simt::mma_16816(simt::MMA_F16, d, a, b, c, line);
+}
+static inline void rx_mma_16x8x16_bf16f32(float d[4], const unsigned a[4], const unsigned b[2],
+                                          const float c[4], int line = SIMT_LINE) {
+  simt::mma_16816(simt::MMA_BF16, d, a, b, c, line);
+}
+static inline void rx_mma_16x8x32_s8s32(int d[4], const unsigned a[4], const unsigned b[2],
+                                        const int c[4], int line = SIMT_LINE) {
+  simt::mma_16832_s8(d, a, b, c, line);
+}
+#define SIMT_LDSM(name, op, num, trans)                                                            \
+  static inline void name(unsigned r[num], const void *p, int line = SIMT_LINE) {                  \
+    simt::ldmatrix(simt::op, num, trans, r, p, line);                                              \
+  }
+SIMT_LDSM(rx_ldmatrix_x1, LDSM_X1, 1, false)
+SIMT_LDSM(rx_ldmatrix_x2, LDSM_X2, 2, false)
+SIMT_LDSM(rx_ldmatrix_x4, LDSM_X4, 4, false)
+SIMT_LDSM(rx_ldmatrix_x1_trans, LDSM_X1_T, 1, true)
+SIMT_LDSM(rx_ldmatrix_x2_trans, LDSM_X2_T, 2, true)
+SIMT_LDSM(rx_ldmatrix_x4_trans, LDSM_X4_T, 4, true)
+/* cp.async: a plain copy when called, so waits and commits have nothing to do (a kernel that
+ * reads the tile before its wait is not caught: the data is already there) */
+static inline void rx_cp_async_16(void *smem, const void *gmem, int line = SIMT_LINE) {
+  simt::cp_async_check("rx_cp_async_16", smem, gmem, true, line);
+  std::memcpy(smem, gmem, 16);
+}
+static inline void rx_cp_async_16_zfill(void *smem, const void *gmem, bool pred,
+                                        int line = SIMT_LINE) {
+  simt::cp_async_check("rx_cp_async_16_zfill", smem, gmem, pred, line);
+  if (pred)
+    std::memcpy(smem, gmem, 16);
+  else
+    std::memset(smem, 0, 16);
+}
+static inline void rx_cp_async_commit() {}
+template <int N> static inline void rx_cp_async_wait() {
+  static_assert(N >= 0, "cp.async.wait_group takes a non-negative immediate");
+}
+static inline void rx_cp_async_wait_all() {}
 
 /* printf works: kernels run on the host */
 
