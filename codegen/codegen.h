@@ -79,6 +79,7 @@ typedef struct rx_kernel {
   bool uses_ubo;          /* GLSL: symbolic values in a uniform buffer (too many for push) */
   int scalar_bytes;       /* bytes of the symbolic-value block */
   bool index64;           /* 64-bit index arithmetic was needed */
+  int subgroup_size;      /* the subgroup size its subgroup operations assume; 0: none used */
   const uint32_t *spirv;  /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
   size_t spirv_words;
   const char *binary; /* file name of the binary written next to the source (kernels.json

@@ -373,6 +373,8 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
                    k->name, t->name);
     ok = false;
   }
+  /* its subgroup operations group the threads by the target's size: the runtime pins it */
+  k->subgroup_size = ck->uses_subgroup ? t->subgroup_size : 0;
   free(w.used);
   free(w.written);
   rx_ptrvec_free(&w.vars);

@@ -83,6 +83,7 @@ struct rx_rt_kernel {
   rt_expr *grid[3];
   uint32_t block[3];
   uint32_t shared_bytes;
+  uint32_t subgroup_size; /* the subgroup size it must run with (kernels.json); 0: any */
   rt_scalar_location scalar_location;
   uint32_t scalar_bytes;
   int scalar_binding;

@@ -485,6 +485,12 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
     if (!get_int(c, jk, "shared_bytes", kn, 0, INT32_MAX, &v)) return false;
     k->shared_bytes = (uint32_t)v;
   }
+  if (cJSON_GetObjectItemCaseSensitive(jk, "subgroup_size")) {
+    if (!get_int(c, jk, "subgroup_size", kn, 1, 1024, &v)) return false;
+    if (v & (v - 1))
+      return bad(c, kn, "field 'subgroup_size' is %lld, not a power of two", (long long)v);
+    k->subgroup_size = (uint32_t)v;
+  }
 
   if (!parse_args(c, jk, kn, k)) return false;
   for (size_t i = 0; i < k->nbuffers; i++)

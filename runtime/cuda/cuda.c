@@ -325,6 +325,12 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   cu_device *d = (cu_device *)base;
   if (k->scalar_location != RT_SCALARS_NONE && k->scalar_location != RT_SCALARS_PARAMETERS)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be parameters for CUDA");
+  if (k->subgroup_size && k->subgroup_size != d->base.info.subgroup_size)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "cuda:%d (%s): kernel '%s' was scheduled for warps of %u threads; the "
+                          "device's warps have %u",
+                          d->base.info.index, d->base.info.name, k->name, k->subgroup_size,
+                          d->base.info.subgroup_size);
   CTX(d);
   cu_kernel *ck = rt_alloc(&d->base.alloc, sizeof *ck);
   if (!ck) return rt_oom("a kernel", sizeof *ck);

@@ -332,6 +332,14 @@ static rx_status mt_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                            "block of %u threads exceeds the pipeline's "
                            "maxTotalThreadsPerThreadgroup",
                            k->block[0] * k->block[1] * k->block[2]);
+      else if (k->subgroup_size && /* its simd_* operations assume that SIMD-group width */
+               MSG(NSUInteger)(mk->pipeline, SELN("threadExecutionWidth")) != k->subgroup_size)
+        s = rx_status_make(
+            RX_ERR_UNSUPPORTED,
+            "kernel '%s' was scheduled for SIMD groups of %u threads; the "
+            "pipeline's threadExecutionWidth is %lu",
+            k->name, k->subgroup_size,
+            (unsigned long)MSG(NSUInteger)(mk->pipeline, SELN("threadExecutionWidth")));
     }
   }
   objc_autoreleasePoolPop(pool);

@@ -57,6 +57,7 @@ static PFN_vkEnumerateInstanceVersion g_enum_version;
   X(vkGetPhysicalDeviceFeatures2)             \
   X(vkGetPhysicalDeviceMemoryProperties)      \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
   X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
 #define VK_DEVICE_FNS(X)           \
@@ -162,6 +163,11 @@ typedef struct vk_device {
   uint32_t qfamily;
   VkPhysicalDeviceLimits limits;
   VkPhysicalDeviceMemoryProperties mem;
+  uint32_t api; /* the instance's API version */
+  /* subgroup size control (Vulkan 1.3 or VK_EXT_subgroup_size_control), enabled where the
+   * device has it for compute: pipelines then require the size their kernels were scheduled for */
+  bool sgc, sgc_full;                 /* requiredSubgroupSize; computeFullSubgroups */
+  uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
   bool staging;
   vk_block *blocks;
   VkPipelineCache cache;
@@ -357,6 +363,7 @@ static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, v
     else if (v >= VK_API_VERSION_1_2)
       api = VK_API_VERSION_1_2;
   }
+  if (d) d->api = api;
   VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "relaxc", 1, "relaxc", 1, api};
   const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
   const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
@@ -858,6 +865,46 @@ static rx_status vk_synchronize(rx_rt_device *base) {
 }
 
 /* ---- devices ---- */
+/* Subgroup size control: whether d has it for compute (Vulkan 1.3 core, or the extension, which
+ * *ext_name then names for vkCreateDevice), its sizes, and the features to enable (chained into
+ * the device's features by the caller through *feat). */
+static void query_sgc(vk_device *d, uint32_t device_api, const char **ext_name,
+                      VkPhysicalDeviceSubgroupSizeControlFeatures *feat) {
+  *ext_name = NULL;
+  memset(feat, 0, sizeof *feat);
+  feat->sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  bool core = device_api >= VK_API_VERSION_1_3 && d->api >= VK_API_VERSION_1_3, ext = false;
+  if (!core) {
+    uint32_t n = 0;
+    d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, NULL);
+    VkExtensionProperties *e = n ? rt_alloc(&d->base.alloc, n * sizeof *e) : NULL;
+    if (e && d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, e) == VK_SUCCESS)
+      for (uint32_t i = 0; i < n && !ext; i++)
+        ext = !strcmp(e[i].extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    rt_free(&d->base.alloc, e);
+  }
+  if (!core && !ext) return;
+  VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, feat, {0}};
+  d->f.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
+  VkPhysicalDeviceSubgroupSizeControlProperties pr = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, NULL, 0, 0, 0, 0};
+  VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &pr, {0}};
+  d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+  d->sgc =
+      feat->subgroupSizeControl && (pr.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+  if (!d->sgc) {
+    memset(feat, 0, sizeof *feat);
+    feat->sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+    return;
+  }
+  feat->pNext = NULL;
+  d->sgc_full = feat->computeFullSubgroups;
+  d->sg_min = pr.minSubgroupSize;
+  d->sg_max = pr.maxSubgroupSize;
+  d->sg_max_wg = pr.maxComputeWorkgroupSubgroups;
+  if (ext) *ext_name = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+}
+
 static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_device_options *opts) {
   vk_device *d = (vk_device *)base;
   RX_RETURN_IF_ERROR(make_instance(d, opts->validation > 0, &d->instance, &d->f));
@@ -914,11 +961,26 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     en.v12.vulkanMemoryModel = have.v12.vulkanMemoryModel;
     en.v12.vulkanMemoryModelDeviceScope = have.v12.vulkanMemoryModelDeviceScope;
   }
+  const char *sgc_ext = NULL;
+  VkPhysicalDeviceSubgroupSizeControlFeatures sgc;
+  query_sgc(d, props.apiVersion, &sgc_ext, &sgc);
+  if (d->sgc) { /* chained after the others */
+    sgc.pNext = en.f2.pNext;
+    en.f2.pNext = &sgc;
+  }
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci = {
       VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1, &prio};
-  VkDeviceCreateInfo dci = {
-      VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &en.f2, 0, 1, &qci, 0, NULL, 0, NULL, NULL};
+  VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                            &en.f2,
+                            0,
+                            1,
+                            &qci,
+                            0,
+                            NULL,
+                            sgc_ext ? 1 : 0,
+                            sgc_ext ? &sgc_ext : NULL,
+                            NULL};
   VK_TRY(d, d->f.vkCreateDevice(d->phys, &dci, NULL, &d->dev), "vkCreateDevice");
 #define X(fn) d->f.fn = (PFN_##fn)d->f.vkGetDeviceProcAddr(d->dev, #fn);
   VK_DEVICE_FNS(X)
@@ -1102,6 +1164,31 @@ static void vk_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
   k->impl = NULL;
 }
 
+/* How kernel k runs with the subgroup size it was scheduled for (kernels.json "subgroup_size"):
+ * pinned by its pipeline (*pin; *full: full subgroups required too) where the device allows
+ * that size for compute; else on a device whose default size it is (SPIR-V before 1.6 runs
+ * with the default size when no size is required); else an error naming the sizes. */
+static rx_status subgroup_plan(vk_device *d, const rx_rt_kernel *k, bool *pin, bool *full) {
+  uint32_t S = k->subgroup_size, threads = k->block[0] * k->block[1] * k->block[2];
+  *pin = *full = false;
+  if (!S) return NULL;
+  if (d->sgc && S >= d->sg_min && S <= d->sg_max && threads <= (uint64_t)d->sg_max_wg * S) {
+    *pin = true;
+    *full = d->sgc_full && k->block[0] % S == 0;
+    return NULL;
+  }
+  if (d->base.info.subgroup_size == S) return NULL;
+  char range[64] = "";
+  if (d->sgc) snprintf(range, sizeof range, ", or %u..%u when required", d->sg_min, d->sg_max);
+  return rx_status_make(RX_ERR_UNSUPPORTED,
+                        "vulkan:%d (%s): kernel '%s' was scheduled for subgroups of %u threads; "
+                        "the device runs subgroups of %u%s%s: compile for the target that "
+                        "describes this device",
+                        d->base.info.index, d->base.info.name, k->name, S,
+                        d->base.info.subgroup_size, range,
+                        d->sgc ? "" : " (no VK_EXT_subgroup_size_control to pin another)");
+}
+
 static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   vk_device *d = (vk_device *)base;
   if (k->binary_size < 20 || k->binary_size % 4 || ((const uint32_t *)k->binary)[0] != 0x07230203u)
@@ -1110,6 +1197,8 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
                                           "uniform_buffer for Vulkan");
+  bool pin = false, full = false;
+  RX_RETURN_IF_ERROR(subgroup_plan(d, k, &pin, &full));
   uint32_t pc_bytes =
       k->scalar_location == RT_SCALARS_PUSH_CONSTANT ? (k->scalar_bytes + 3) & ~3u : 0;
   if (pc_bytes > d->limits.maxPushConstantsSize)
@@ -1156,6 +1245,13 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                                         vk->layout,
                                         VK_NULL_HANDLE,
                                         -1};
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo req = {
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO, NULL,
+        k->subgroup_size};
+    if (pin) {
+      cpci.stage.pNext = &req;
+      if (full) cpci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
     r = d->f.vkCreateComputePipelines(d->dev, d->cache, 1, &cpci, NULL, &vk->pipeline);
   }
   if (mod) d->f.vkDestroyShaderModule(d->dev, mod, NULL);

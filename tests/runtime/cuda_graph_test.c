@@ -104,6 +104,35 @@ static char *kernels_json(void) {
   return j;
 }
 
+/* A kernel scheduled for a subgroup size loads where the warp has that size (the fake's 32)
+ * and is refused, with both sizes named, where it does not. */
+static void test_subgroup_size(rx_rt_device *d) {
+  static const char image[] = "any image";
+  rx_rt_blob blob = {"fake.cubin", image, sizeof image};
+  for (int size = 32; size <= 64; size *= 2) {
+    char json[512];
+    snprintf(
+        json, sizeof json,
+        "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"cuda-sm_80\", "
+        "\"lang\": \"cuda\", \"kernels\": [{\"name\": \"norm\", \"program\": \"p\", "
+        "\"binary\": \"fake.cubin\", \"grid\": [\"1\", \"1\", \"1\"], \"block\": [64, "
+        "1, 1], \"subgroup_size\": %d, \"scalars\": {\"location\": \"parameters\", \"bytes\": 0}, "
+        "\"args\": []}]}",
+        size);
+    rx_rt_library *l = NULL;
+    rx_status s = rx_rt_library_load_memory(d, json, strlen(json), &blob, 1, &l);
+    if (size == 32)
+      CHECK(!s, "warps of 32: %s", s ? rx_status_message(s) : "");
+    else
+      CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                strstr(rx_status_message(s), "warps of 64 threads") &&
+                strstr(rx_status_message(s), "have 32"),
+            "warps of 64 refused: %s", s ? rx_status_message(s) : "loaded");
+    rx_status_free(s);
+    rx_rt_library_release(l);
+  }
+}
+
 typedef struct lib {
   rx_rt_library *l;
   rx_rt_kernel *k[NKERNELS];
@@ -563,6 +592,7 @@ int main(int argc, char **argv) {
       test_failures(d, &L);
       test_long_log(d, &L);
       test_kernel_destroy(d, &L);
+      test_subgroup_size(d);
     } else if (L.l) { /* a launch's error comes at once */
       tbuf pool[3] = {buffer(d, 64), buffer(d, 64), buffer(d, 64)};
       fake.fail("cuLaunchKernel", 0, 1);

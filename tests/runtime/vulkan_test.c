@@ -417,6 +417,51 @@ static void test_memory_library(rx_rt_device *d) {
   for (int i = 0; i < 3; i++) free(data[i]);
 }
 
+/* A kernel scheduled for a subgroup size ("subgroup_size" in kernels.json): loaded with the
+ * device's own size (pinned where the device has subgroup size control, under the validation
+ * layer), refused with the sizes named for a size the device cannot run. */
+static void test_subgroup_size(rx_rt_device *d) {
+  char path[1024];
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/saxpy.spv", g_dir);
+  char *spv = read_text(path, &len);
+  if (!spv) {
+    CHECK(false, "cannot read %s", path);
+    return;
+  }
+  unsigned own = rx_rt_device_get_info(d)->subgroup_size;
+  for (int pass = 0; pass < 2; pass++) {
+    unsigned size = pass == 0 ? own : own * 64 > 1024 ? 1024 : own * 64;
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"format\": \"relaxc-kernels\", \"version\": 1, \"target\": \"vulkan\", "
+             "\"kernels\": [{\"name\": \"k\", \"program\": \"p\", \"grid\": [\"1\", \"1\", "
+             "\"1\"], \"block\": [64, 1, 1], \"subgroup_size\": %u, \"binary\": \"saxpy.spv\", "
+             "\"scalars\": {\"location\": \"push_constant\", \"bytes\": 4}, \"args\": ["
+             "{\"kind\": \"buffer\", \"name\": \"a\", \"dtype\": \"f32\", \"param\": 0, "
+             "\"binding\": 0}, {\"kind\": \"buffer\", \"name\": \"b\", \"dtype\": \"f32\", "
+             "\"param\": 1, \"binding\": 1}, {\"kind\": \"buffer\", \"name\": \"c\", "
+             "\"dtype\": \"f32\", \"param\": 2, \"binding\": 2}, {\"kind\": \"scalar\", "
+             "\"name\": \"n\", \"dtype\": \"i32\", \"offset\": 0}]}]}",
+             size);
+    rx_rt_blob blob = {"saxpy.spv", spv, len};
+    rx_rt_library *l = NULL;
+    rx_status s = rx_rt_library_load_memory(d, json, strlen(json), &blob, 1, &l);
+    if (pass == 0) {
+      CHECK(!s, "subgroup size %u (the device's): %s", size, s ? rx_status_message(s) : "");
+    } else {
+      char want[64];
+      snprintf(want, sizeof want, "subgroups of %u threads", size);
+      CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED && strstr(rx_status_message(s), want),
+            "subgroup size %u refused with the sizes named: %s", size,
+            s ? rx_status_message(s) : "loaded");
+    }
+    rx_status_free(s);
+    rx_rt_library_release(l);
+  }
+  free(spv);
+}
+
 /* The messenger counts: a kernel whose description omits a binding the shader uses is an error
  * of the validation layer. Run on its own device, so the others stay at zero messages. */
 static void test_messenger_counts(void) {
@@ -487,6 +532,7 @@ int main(int argc, char **argv) {
       rx_rt_library_release(lib);
     }
     test_memory_library(d);
+    test_subgroup_size(d);
     test_messenger_counts();
   }
   CHECK_OK(rx_rt_device_synchronize(d));
