@@ -13,6 +13,7 @@
  *                access (8 f16, 4 f32), when every row access has j as its last index and the
  *                analyzer proves m, the row start and the row buffers' last dims multiples of V;
  *                the lane loop is a `vectorize` loop (passes/schedule.h: 128-bit accesses);
+ *                otherwise the aligned form below, when it applies;
  *   threads T    per row: enough for the row in one step of V lanes, a power of two; rows of
  *                at most BLOCK_THREADS * V / 2 elements share a block, RPB = BLOCK_THREADS / T
  *                rows (one subgroup per row of 32 f32, 16 threads per row of 128 f16), the
@@ -25,6 +26,26 @@
  * ceil(m / (T V)), lanes v < V): consecutive threads, consecutive 16-byte vectors. A step whose
  * vector may pass the end of the row is guarded unless the analyzer proves it inside.
  *
+ * The aligned form, when no lanes are proven (m or the row start is not a multiple, e.g. a
+ * softmax over f16[1, 32, 1, m] scores, m the cache length) but every row access has j as its
+ * last index and symbolic leading indices, and the flat offsets of their elements lo all agree
+ * modulo V (the analyzer proves each difference from the first a multiple of V; x and y of the
+ * same shape: equal), and m may hold ALIGN_MIN_VECTORS vectors. With R the flat offset of the
+ * row's element lo (of the first access, flattened as the printers flatten it) and A =
+ * (R + V - 1) // V * V, each stage runs in three parts per row, in order, all feeding the same
+ * per-thread partials (sums, maxima, the online softmax's running max and rescaled sum):
+ *   head     the p0 = min(A - R, m) elements before the first aligned one, scalar: thread lt
+ *            takes j = lo + k * T + lt (k < ceil((V - 1) / T)), lt + k T < p0; left out when
+ *            the analyzer proves R a multiple of V (then A - R is 0);
+ *   vectors  the nv = (m - p0) // V full vectors after it: j = lo + (A - R) + (k * T + lt) * V
+ *            + v, guarded by k * T + lt < nv; R cancels in every access's flat offset, which
+ *            is A + (k * T + lt) * V + v (plus a multiple of V for the other accesses), so the
+ *            printers see the base a multiple of V and print 16-byte accesses;
+ *   tail     the fewer than V elements left, scalar: j = lo + p0 + nv * V + k * T + lt.
+ * The register form keeps the same parts: each cached input's per-thread array holds the
+ * vectors' K V elements, then the head's ceil((V - 1) / T), then the tail's (counted against
+ * ROW_REG_ELEMS); every stage reads the element of the same part, step and lane.
+ *
  * Each REDUCE accumulates per-thread partials with the combiner's identity, reduces them across
  * the row's threads (subgroup operations and a shared array, or a shared tree; segments of T
  * threads when a block holds several rows) and applies init exactly: acc = combine(v0, total).
@@ -34,7 +55,8 @@
  * Online softmax: a max reduction into a local mx followed (allocations in between) by a sum
  * of exp(X - mx[0]) or exp2(X * c - mx[0] * c) over the same X, when the row is not in
  * registers, is one sweep: each thread keeps a running max and a sum rescaled whenever the max
- * grows (once per V-lane step), and the row's sum is the threads' sums rescaled to the row max.
+ * grows (once per V-lane step; once per element in the aligned form's head and tail), and the
+ * row's sum is the threads' sums rescaled to the row max.
  * With the normalization that follows, softmax reads its row twice instead of three times. */
 #include "rules.h"
 
@@ -58,6 +80,9 @@
 #define MAX_CACHED 8
 /* Bookkeeping bound: the items of a row body. */
 #define MAX_ITEMS 64
+/* The aligned form needs rows of at least this many vectors (when m is bounded): a shorter row
+ * holds at most one aligned vector between its scalar head and tail, nothing to gain. */
+#define ALIGN_MIN_VECTORS 2
 
 /* ------------------------------------------------------------------------------------------
  * matching
@@ -208,8 +233,18 @@ typedef struct rr {
   bool uniform;          /* every stage has that start and extent */
   int V, T, RPB, B;      /* lanes, threads per row, rows per block, threads per block */
   int64_t K;             /* steps of the register form */
-  bool regs;             /* the cached inputs stay in registers */
-  const rx_expr *jc;     /* the stage variable of cached loads */
+  /* the aligned form (V lanes over rows whose start is not provably a multiple of V) */
+  bool aligned;
+  int edges;             /* its scalar parts: 2 (head and tail), 1 (a tail: R a multiple of V) */
+  const rx_buffer *sbuf; /* the row access whose flat start is R, and its indices */
+  rx_tx *const *sidx;
+  const rx_expr *skip; /* A - R, A the first multiple of V at or after R */
+  const rx_expr *head; /* min(skip, m): the head's elements */
+  const rx_expr *nvec; /* the full vectors after the head */
+  const rx_expr *tail; /* head + nvec * V: the tail's first element after lo */
+  int64_t KE;          /* steps of the head and of the tail: ceil((V - 1) / T); 0 otherwise */
+  bool regs;           /* the cached inputs stay in registers */
+  const rx_expr *jc;   /* the stage variable of cached loads */
   cached cache[MAX_CACHED];
   int ncache;
   /* the kernel */
@@ -233,14 +268,55 @@ static int64_t pow2_divisor(rx_sctx *s, const rx_expr *e) {
 
 /* The row accesses of a stage (variable j): the widest dtype, whether each has j as its exact
  * last index and nowhere else, and the power of two every row of their buffers is a multiple
- * of. */
+ * of; for the aligned form, the flat offset of the first access's element lo and the power of
+ * two every access's flat offset of its element lo is congruent to it modulo. */
 typedef struct acc_chk {
   rx_sctx *s;
-  const rx_expr *j;
+  const rx_expr *j, *lo;
   int bits;
   int64_t align;
   bool ok;
+  bool flat;             /* every row access's leading indices are symbolic */
+  const rx_expr *start;  /* NULL: no access yet */
+  const rx_buffer *sbuf; /* the access of start, and its indices */
+  rx_tx *const *sidx;
+  int64_t agree;
 } acc_chk;
+
+/* The flat row-major offset of a row access's element lo (its last index at lo), with the
+ * nest's variables replaced by repl when given, built as the printers flatten an access
+ * (codegen/cprinter.c: Horner's form over the indices); NULL when an index is not symbolic. */
+static const rx_expr *flat_start(rx_sctx *s, const rx_buffer *b, rx_tx *const *idx, int n,
+                                 const rx_expr *lo, const nest *nt, const rx_expr *const *repl) {
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *flat = E(s, 0);
+  for (int i = 0; i < n; i++) {
+    const rx_expr *x = i == n - 1                  ? lo
+                       : idx[i]->kind == RX_TX_SYM ? idx[i]->sym
+                       : idx[i]->kind == RX_TX_INT ? E(s, idx[i]->ival)
+                                                   : NULL;
+    if (!x) return NULL;
+    if (repl && i < n - 1) x = rx_expr_subst(cx, x, nt->vars, repl, (size_t)nt->n);
+    flat = rx_expr_add(cx, rx_expr_mul(cx, flat, b->shape[i]), x);
+  }
+  return flat;
+}
+
+/* A row access's flat start (in the nest's variables) against the first one's. */
+static void note_start(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int n) {
+  const rx_expr *flat = flat_start(c->s, b, idx, n, c->lo, NULL, NULL);
+  if (!flat) {
+    c->flat = false;
+    return;
+  }
+  if (!c->start) {
+    c->start = flat;
+    c->sbuf = b;
+    c->sidx = idx;
+  }
+  int64_t p = pow2_divisor(c->s, rx_expr_sub(c->s->cx, flat, c->start));
+  if (p < c->agree) c->agree = p;
+}
 
 static void check_access(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int n) {
   bool uses = false;
@@ -252,6 +328,7 @@ static void check_access(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int 
   if (rx_dtype_bits(b->dtype) > c->bits) c->bits = rx_dtype_bits(b->dtype);
   int64_t p = pow2_divisor(c->s, b->shape[b->ndim - 1]);
   if (p < c->align) c->align = p;
+  if (c->ok) note_start(c, b, idx, n);
 }
 static bool access_load(const rx_tx *e, void *ud) {
   check_access(ud, e->buf, e->idx, e->nidx);
@@ -266,12 +343,26 @@ static void access_stores(acc_chk *c, const rx_stmt *s) {
   access_stores(c, s->otherwise);
 }
 
+/* The aligned form, when no lanes are proven: the most lanes (up to `want`) that every row
+ * access's start agrees with modulo the lanes, for rows that can hold ALIGN_MIN_VECTORS. */
+static void plan_aligned(rr *r, const acc_chk *c, int want) {
+  int V = want;
+  while (V > 1 && (V > 16 || V > c->agree)) V /= 2;
+  if (V < 2 || !c->flat || !c->start || (r->mb >= 0 && r->mb < (int64_t)ALIGN_MIN_VECTORS * V))
+    return;
+  r->V = V;
+  r->aligned = true;
+  r->sbuf = c->sbuf;
+  r->sidx = c->sidx;
+  r->edges = pow2_divisor(r->s, c->start) >= V ? 1 : 2;
+}
+
 /* The lanes: 16 bytes (the target's vector) of the widest row access, as far as every row
- * access allows. */
+ * access allows; the aligned form when that proves none. */
 static void plan_lanes(rr *r) {
   rx_sctx *s = r->s;
   const rx_stmt *b = r->nt.body;
-  acc_chk c = {.s = s, .align = 1 << 20, .ok = true};
+  acc_chk c = {.s = s, .lo = r->lo, .align = 1 << 20, .ok = true, .flat = true, .agree = 1 << 20};
   r->uniform = true;
   for (int i = 0; i < sched_seq_len(b); i++) {
     const rx_stmt *st = sched_seq_at(b, i);
@@ -289,8 +380,10 @@ static void plan_lanes(rr *r) {
   int64_t dm = pow2_divisor(s, r->m), dl = pow2_divisor(s, r->lo);
   if (dm < lim) lim = dm;
   if (dl < lim) lim = dl;
+  int want = V;
   while (V > 1 && (V > 16 || V > lim)) V /= 2;
   r->V = V < 1 ? 1 : V;
+  if (r->V == 1) plan_aligned(r, &c, want);
 }
 
 /* Counts the inputs each stage reads along the row (read-only kernel buffers, j the exact last
@@ -323,8 +416,12 @@ static bool count_load(const rx_tx *e, void *ud) {
   return true;
 }
 
+/* Steps of the aligned form's head and tail with T threads per row (0: not the aligned form). */
+static int64_t edge_steps(const rr *r, int T) { return r->aligned ? (r->V - 1 + T - 1) / T : 0; }
+
 /* The register form: the inputs read by two stages or more, when they fit ROW_REG_ELEMS per
- * thread with up to ROW_MAX_THREADS threads per row. */
+ * thread (the aligned form's head and tail included) with up to ROW_MAX_THREADS threads per
+ * row. */
 static void plan_registers(rr *r) {
   r->ncache = 0;
   r->regs = false;
@@ -343,11 +440,11 @@ static void plan_registers(rr *r) {
   if (n == 0) return;
   int lim = sched_block_threads(r->s, ROW_MAX_THREADS), T = r->T;
   int64_t K = (r->mb + (int64_t)T * r->V - 1) / ((int64_t)T * r->V);
-  while (n * K * r->V > ROW_REG_ELEMS && T * 2 <= lim) {
+  while (n * (K * r->V + r->edges * edge_steps(r, T)) > ROW_REG_ELEMS && T * 2 <= lim) {
     T *= 2;
     K = (r->mb + (int64_t)T * r->V - 1) / ((int64_t)T * r->V);
   }
-  if (n * K * r->V > ROW_REG_ELEMS) return;
+  if (n * (K * r->V + r->edges * edge_steps(r, T)) > ROW_REG_ELEMS) return;
   r->regs = true;
   r->T = T;
   r->K = K < 1 ? 1 : K;
@@ -374,6 +471,7 @@ static void plan_rows(rr *r) {
   }
   r->jc = rx_sched_fresh_var(s, "j");
   plan_registers(r);
+  r->KE = edge_steps(r, r->T);
   r->RPB = r->T < bmax ? bmax / r->T : 1;
   const rx_expr *nrows = E(s, 1);
   for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(s->cx, nrows, r->nt.ext[k]);
@@ -414,12 +512,38 @@ static void setup_rows(rr *r) {
   r->first = AND(s, lead, r->row_ok);
 }
 
+/* The aligned form's row: its flat start R (in the row's variables, built as the printers
+ * flatten the accesses, so that R cancels in every flat offset of the vectors), A - R with
+ * A = (R + V - 1) // V * V (written so that the analyzer sees A is a multiple of V; 0 when R is
+ * one), the head, the vectors, the tail. */
+static void setup_aligned(rr *r) {
+  rx_sctx *s = r->s;
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *R = flat_start(s, r->sbuf, r->sidx, r->sbuf->ndim, r->lo, &r->nt, r->repl);
+  const rx_expr *A = MUL(s, rx_expr_floordiv(cx, ADD(s, R, E(s, r->V - 1)), E(s, r->V)), r->V);
+  r->skip = r->edges == 2 ? rx_expr_sub(cx, A, R) : E(s, 0);
+  r->head = rx_analyzer_simplify(s->an, rx_expr_min(cx, r->skip, r->m));
+  r->nvec =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, rx_expr_sub(cx, r->m, r->head), E(s, r->V)));
+  r->tail = rx_analyzer_simplify(s->an, ADD(s, r->head, MUL(s, r->nvec, r->V)));
+}
+
+/* The parts of a stage: one, or the aligned form's head, vectors and tail, in this order. */
+typedef enum part_kind { PART_MAIN, PART_HEAD, PART_TAIL } part_kind;
+static int nparts(const rr *r) { return r->aligned ? 1 + r->edges : 1; }
+static part_kind part_at(const rr *r, int i) {
+  static const part_kind aligned[] = {PART_HEAD, PART_MAIN, PART_TAIL};
+  return r->aligned ? aligned[i + 3 - nparts(r)] : PART_MAIN;
+}
+
 /* One stage's loops: `for k in 0..K { if GUARD { for v in 0..V vectorize { BODY } } }` with
- * j = lo + (k * T + lt) * V + v, and the rewriting of its body. */
+ * j = lo + (k * T + lt) * V + v (a part of the aligned form: see steps), and the rewriting of
+ * its body. */
 typedef struct stage {
   rr *r;
   const rx_expr *ko, *v, *K, *guard;
   int V;
+  int64_t slot; /* the register form: the part's first element in the per-thread arrays */
   rx_loop_kind kind;
   bool planned; /* the row of the plan: its lanes and registers */
   rx_tx *expect[MAX_CACHED];
@@ -440,7 +564,8 @@ static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
   for (int i = 0; i < r->ncache; i++) {
     const rx_tx *x = g->expect[i];
     if (x->buf != load->buf || !sched_same_idx(load->idx, load->nidx, x->idx, x->nidx)) continue;
-    const rx_expr *at = ADD(rw->s, MUL(rw->s, g->ko, g->V), g->v ? g->v : z);
+    const rx_expr *at =
+        ADD(rw->s, E(rw->s, g->slot), ADD(rw->s, MUL(rw->s, g->ko, g->V), g->v ? g->v : z));
     return rx_sched_load(rw->s, r->cache[i].local, &at, 1);
   }
   return load;
@@ -454,28 +579,67 @@ static void outer_stage(rr *r, stage *g) {
       .s = r->s, .vars = r->nt.vars, .repl = r->repl, .n = r->nt.n, .hook = row_hook, .ud = g};
 }
 
-static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_expr *ext, stage *g) {
+/* A part's steps: their count K, the element of thread lt's step `step` after lo (lane 0), the
+ * guard `val < bound` (none when bound is NULL), the part's slot in the register form. */
+typedef struct steps {
+  const rx_expr *K, *off, *val, *bound;
+  int64_t slot;
+} steps;
+
+/* The one part of a stage: T V elements a step, a guard unless the steps are exact. */
+static steps plain_steps(rr *r, const stage *g, const rx_expr *ext, const rx_expr *step) {
+  rx_sctx *s = r->s;
+  int64_t tv = (int64_t)r->T * g->V;
+  int64_t d = rx_analyzer_divisor(s->an, ext);
+  bool exact = d == 0 || d % tv == 0, regs = g->planned && r->regs;
+  const rx_expr *at = MUL(s, step, g->V);
+  steps st = {.off = at, .val = at, .bound = exact && !regs ? NULL : ext};
+  if (regs)
+    st.K = E(s, r->K);
+  else
+    st.K = rx_analyzer_simplify(
+        s->an, rx_expr_floordiv(s->cx, exact ? ext : ADD(s, ext, E(s, tv - 1)), E(s, tv)));
+  return st;
+}
+
+/* A part of the aligned form: the head's elements lo + step (step < head), the vectors at
+ * lo + skip + step * V (step < nvec: the flat offset A + step * V, A a multiple of V), the
+ * tail's elements lo + tail + step (fewer than V). The register form keeps the vectors' K V
+ * elements first, then the head's KE, then the tail's KE. */
+static steps aligned_steps(rr *r, part_kind p, const rx_expr *step) {
+  rx_sctx *s = r->s;
+  int64_t vec = r->regs ? r->K * r->V : 0;
+  if (p == PART_HEAD) return (steps){E(s, r->KE), step, step, r->head, vec};
+  if (p == PART_TAIL)
+    return (steps){E(s, r->KE), ADD(s, r->tail, step), step, rx_expr_sub(s->cx, r->m, r->tail),
+                   vec + (r->edges - 1) * r->KE};
+  const rx_expr *K =
+      r->regs ? E(s, r->K)
+              : rx_analyzer_simplify(
+                    s->an, rx_expr_floordiv(s->cx, ADD(s, r->nvec, E(s, r->T - 1)), E(s, r->T)));
+  return (steps){K, ADD(s, r->skip, MUL(s, step, r->V)), step, r->nvec, 0};
+}
+
+static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_expr *ext,
+                       part_kind p, stage *g) {
   rx_sctx *s = r->s;
   outer_stage(r, g);
   g->planned = r->uniform && lo == r->lo && ext == r->m;
-  g->V = g->planned ? r->V : 1;
+  bool aligned = g->planned && r->aligned, regs = g->planned && r->regs;
+  RX_ASSERT(aligned || p == PART_MAIN);
+  g->V = g->planned && p == PART_MAIN ? r->V : 1;
   g->ko = rx_sched_fresh_var(s, "ko");
   g->v = g->V > 1 ? rx_sched_fresh_var(s, "v") : NULL;
-  int64_t tv = (int64_t)r->T * g->V;
   const rx_expr *step = ADD(s, MUL(s, g->ko, r->T), r->lt);
-  const rx_expr *j = ADD(s, lo, MUL(s, step, g->V));
+  steps st = aligned ? aligned_steps(r, p, step) : plain_steps(r, g, ext, step);
+  const rx_expr *j = ADD(s, lo, st.off);
   if (g->v) j = ADD(s, j, g->v);
-  int64_t d = rx_analyzer_divisor(s->an, ext);
-  bool exact = d == 0 || d % tv == 0, regs = g->planned && r->regs;
-  if (regs)
-    g->K = E(s, r->K);
-  else
-    g->K = rx_analyzer_simplify(
-        s->an, rx_expr_floordiv(s->cx, exact ? ext : ADD(s, ext, E(s, tv - 1)), E(s, tv)));
+  g->K = st.K;
+  g->slot = st.slot;
   g->mark = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, g->ko, E(s, 0), g->K);
   if (g->v) rx_analyzer_bind_range(s->an, g->v, E(s, 0), E(s, g->V));
-  g->guard = exact && !regs ? NULL : sched_bound_guard(s, MUL(s, step, g->V), ext);
+  g->guard = st.bound ? sched_bound_guard(s, st.val, st.bound) : NULL;
   g->kind = regs || (g->K->kind == RX_EXPR_CONST && g->K->value <= ROW_UNROLL) ? RX_LOOP_UNROLL
                                                                                : RX_LOOP_SERIAL;
   for (int k = 0; k < r->nt.n; k++) {
@@ -512,16 +676,18 @@ static void load_cache(rr *r) {
   for (int i = 0; i < r->ncache; i++) {
     cached *c = &r->cache[i];
     rx_stmt *al;
-    int64_t n = r->K * r->V;
+    int64_t n = r->K * r->V + (r->aligned ? r->edges * r->KE : 0);
     c->local = rx_sched_alloc(s, "xr", c->canon->buf->dtype, RX_SCOPE_LOCAL, &n, 1, &al);
     RX_VEC_PUSH(&r->out, al);
-    stage g;
-    stage_open(r, r->jc, r->lo, r->m, &g);
-    rx_rewrite plain = g.rw;
-    plain.hook = NULL;
-    const rx_expr *at = ADD(s, MUL(s, g.ko, r->V), g.v ? g.v : E(s, 0));
-    rx_stmt *st = rx_sched_store_e(s, c->local, &at, 1, rx_sched_rewrite_tx(&plain, c->canon));
-    RX_VEC_PUSH(&r->out, stage_close(&g, st, false));
+    for (int q = 0; q < nparts(r); q++) {
+      stage g;
+      stage_open(r, r->jc, r->lo, r->m, part_at(r, q), &g);
+      rx_rewrite plain = g.rw;
+      plain.hook = NULL;
+      const rx_expr *at = ADD(s, E(s, g.slot), ADD(s, MUL(s, g.ko, g.V), g.v ? g.v : E(s, 0)));
+      rx_stmt *st = rx_sched_store_e(s, c->local, &at, 1, rx_sched_rewrite_tx(&plain, c->canon));
+      RX_VEC_PUSH(&r->out, stage_close(&g, st, false));
+    }
   }
 }
 
@@ -640,16 +806,18 @@ static void emit_reduce(rr *r, const rx_stmt *st) {
   rx_buffer *part = rx_sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
   RX_VEC_PUSH(&r->out, rx_sched_store_e(s, part, &z, 1, ident));
-  stage g;
-  stage_open(r, red.k, red.klo, red.kext, &g);
-  rx_stmtvec ub = {0};
-  for (int l = 0; l < red.nupd_lets; l++)
-    RX_VEC_PUSH(&ub, rx_sched_rewrite_stmt(&g.rw, red.upd_lets[l]));
-  rx_tx *xv = rx_sched_rewrite_tx(&g.rw, red.x), *pl = rx_sched_load(s, part, &z, 1);
-  RX_VEC_PUSH(&ub, rx_sched_store_e(s, part, &z, 1,
-                                    red.acc_first ? rx_sched_combine(s, red.comb, pl, xv)
-                                                  : rx_sched_combine(s, red.comb, xv, pl)));
-  RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &ub), false));
+  for (int q = 0; q < nparts(r); q++) {
+    stage g;
+    stage_open(r, red.k, red.klo, red.kext, part_at(r, q), &g);
+    rx_stmtvec ub = {0};
+    for (int l = 0; l < red.nupd_lets; l++)
+      RX_VEC_PUSH(&ub, rx_sched_rewrite_stmt(&g.rw, red.upd_lets[l]));
+    rx_tx *xv = rx_sched_rewrite_tx(&g.rw, red.x), *pl = rx_sched_load(s, part, &z, 1);
+    RX_VEC_PUSH(&ub, rx_sched_store_e(s, part, &z, 1,
+                                      red.acc_first ? rx_sched_combine(s, red.comb, pl, xv)
+                                                    : rx_sched_combine(s, red.comb, xv, pl)));
+    RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &ub), false));
+  }
   finish_reduce(r, &red, seg_reduce(r, rx_sched_load(s, part, &z, 1), red.comb, dt));
 }
 
@@ -734,19 +902,16 @@ static rx_buffer *local1(rr *r, rx_stmtvec *out, const char *name, rx_dtype dt, 
   return b;
 }
 
-/* The max and the sum in one sweep: per step, the V elements into registers, the new running
- * max, the running sum rescaled to it plus the step's terms; then across the row's threads. */
-static void emit_online(rr *r, const online *on) {
+#define LD(b, i) rx_sched_load(s, (b), &(i), 1)
+/* One part of the sweep: per step, the V elements into registers, the new running max (pm),
+ * the running sum (ps) rescaled to it plus the step's terms. */
+static void online_part(rr *r, const online *on, rx_buffer *pm, rx_buffer *ps, part_kind p) {
   rx_sctx *s = r->s;
   rx_dtype dt = on->mx.upd_store->buf->dtype;
   const rx_expr *z = E(s, 0);
-  rx_tx *ninf = NULL, *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
-  rx_sched_identity(s, RX_COMB_MAX, dt, &ninf);
-  rx_buffer *pm = local1(r, &r->out, "pmax", dt, 1, ninf);
-  rx_buffer *ps = local1(r, &r->out, "psum", dt, 1, zero);
-#define LD(b, i) rx_sched_load(s, (b), &(i), 1)
+  rx_tx *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
   stage g;
-  stage_open(r, on->mx.k, on->mx.klo, on->mx.kext, &g);
+  stage_open(r, on->mx.k, on->mx.klo, on->mx.kext, p, &g);
   rx_stmtvec body = {0};
   rx_buffer *xs = local1(r, &body, "xs", dt, g.V, NULL);
   const rx_expr *lane = g.v ? g.v : z;
@@ -767,11 +932,24 @@ static void emit_online(rr *r, const online *on) {
   RX_VEC_PUSH(&body, rx_sched_store_e(s, ps, &z, 1, if_seen(r, LD(nm, z), sum, dt)));
   RX_VEC_PUSH(&body, rx_sched_store_e(s, pm, &z, 1, LD(nm, z)));
   RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &body), true));
+}
+
+/* The max and the sum in one sweep (online_part, over each part of the row), then across the
+ * row's threads. */
+static void emit_online(rr *r, const online *on) {
+  rx_sctx *s = r->s;
+  rx_dtype dt = on->mx.upd_store->buf->dtype;
+  const rx_expr *z = E(s, 0);
+  rx_tx *ninf = NULL, *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
+  rx_sched_identity(s, RX_COMB_MAX, dt, &ninf);
+  rx_buffer *pm = local1(r, &r->out, "pmax", dt, 1, ninf);
+  rx_buffer *ps = local1(r, &r->out, "psum", dt, 1, zero);
+  for (int q = 0; q < nparts(r); q++) online_part(r, on, pm, ps, part_at(r, q));
   rx_tx *mxv = finish_reduce(r, &on->mx, seg_reduce(r, LD(pm, z), RX_COMB_MAX, dt));
   rx_tx *mine = rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), mxv), s->loc);
   finish_reduce(r, &on->sum, seg_reduce(r, if_seen(r, LD(pm, z), mine, dt), RX_COMB_SUM, dt));
-#undef LD
 }
+#undef LD
 
 /* ------------------------------------------------------------------------------------------
  * the rule
@@ -788,12 +966,13 @@ static void emit_item(rr *r, const rx_stmt *st) {
     outer_stage(r, &g);
     RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->first, rx_sched_rewrite_stmt(&g.rw, st)));
     break;
-  case RX_STMT_FOR: {
-    stage_open(r, st->vars[0], st->lo[0], st->extent[0], &g);
-    rx_stmt *body = rx_sched_rewrite_stmt(&g.rw, st->inner);
-    RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->row_ok, stage_close(&g, body, false)));
+  case RX_STMT_FOR:
+    for (int q = 0; q < nparts(r); q++) {
+      stage_open(r, st->vars[0], st->lo[0], st->extent[0], part_at(r, q), &g);
+      rx_stmt *body = rx_sched_rewrite_stmt(&g.rw, st->inner);
+      RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->row_ok, stage_close(&g, body, false)));
+    }
     break;
-  }
   case RX_STMT_REDUCE:
     emit_reduce(r, st);
     break;
@@ -810,6 +989,7 @@ static rx_stmt *row_schedule(rx_sctx *s, const rx_tensor_fn *f, const nest *nt) 
   size_t mk = rx_analyzer_mark(s->an);
   plan_rows(r);
   setup_rows(r);
+  if (r->aligned) setup_aligned(r);
   if (r->regs) load_cache(r);
   const rx_stmt *b = nt->body;
   int n = sched_seq_len(b);

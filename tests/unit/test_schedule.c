@@ -98,6 +98,10 @@ static const struct {
     {"vec_select", RX_SCHED_FALLBACK, 1},
     {"vec_dot", RX_SCHED_FALLBACK, 1},
     {"vec_gather", RX_SCHED_FALLBACK, 1},
+    {"softmax_cache_f16", RX_SCHED_ROW_REDUCTION, 1},
+    {"softmax_rows_f16", RX_SCHED_ROW_REDUCTION, 1},
+    {"softmax_rows_f16_f32", RX_SCHED_ROW_REDUCTION, 1},
+    {"softmax_cache_f32", RX_SCHED_ROW_REDUCTION, 1},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
