@@ -17,6 +17,9 @@
  * schedules reduce in a different order than the serial oracle: tree and subgroup sums over up
  * to 4099 terms), f16/bf16 outputs 2e-2 (a few units in the last place of half precision).
  *
+ * Shards: RX_KERNEL_SHARD=i/N runs only every N-th program from the i-th (0-based, in file and
+ * program order), so ctest runs the suite as N tests side by side (tests/CMakeLists.txt).
+ *
  * usage: test_kernels TESTS_DIR [PROGRAM_NAME_FILTER] */
 #include "support_pipeline.h"
 
@@ -119,6 +122,12 @@ int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "tests";
   const char *filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
   setvbuf(stdout, NULL, _IOLBF, 0);
+  unsigned shard = 0, nshards = 1, seen = 0;
+  const char *sh = getenv("RX_KERNEL_SHARD");
+  if (sh && *sh && (sscanf(sh, "%u/%u", &shard, &nshards) != 2 || !nshards || shard >= nshards)) {
+    fprintf(stderr, "RX_KERNEL_SHARD must be I/N with I < N, got '%s'\n", sh);
+    return 2;
+  }
   char kdir[1024];
   snprintf(kdir, sizeof kdir, "%s/kernels", dir);
   rx_ptrvec files = {0};
@@ -135,6 +144,7 @@ int main(int argc, char **argv) {
         if (m->items.data[it].kind != RX_ITEM_TENSOR) continue;
         const rx_tensor_fn *f = m->items.data[it].fn;
         if (filter && !strstr(f->name, filter)) continue;
+        if (seen++ % nshards != shard) continue;
         check_program(m, f);
       }
       rx_module_free(m);
@@ -143,6 +153,7 @@ int main(int argc, char **argv) {
     free(files.data[i]);
   }
   rx_ptrvec_free(&files);
+  if (nshards > 1) printf("shard %u of %u (RX_KERNEL_SHARD=%s)\n", shard, nshards, sh);
   printf("kernels: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
   return st.failed ? 1 : 0;
 }
