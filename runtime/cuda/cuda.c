@@ -25,7 +25,18 @@
  * Errors of launches are reported by the call that flushes them. Destroying a kernel forgets
  * every graph (they hold its CUfunction). The environment variable RX_CUDA_GRAPHS=0, read when a
  * device is opened, turns this off: each launch is issued at once, as without graphs; so does a
- * driver older than CUDA 12.0, which lacks the graph entry points used (cuda_api.h). */
+ * driver older than CUDA 12.0, which lacks the graph entry points used (cuda_api.h).
+ *
+ * Memory: buffers come from cuMemAlloc in size classes (powers of two up to 1 MiB, multiples of
+ * 2 MiB above) and go back, when released, to a cache of free blocks of the device, not to
+ * cuMemFree: the VM allocates each call's outputs and dynamically sized intermediates and
+ * releases them at the end of the call, and cuMemAlloc/cuMemFree (which synchronize the device)
+ * at every call held the host and the GPU in lockstep. Reuse needs no synchronization: every
+ * launch, copy and fill is ordered on the device's one stream, so work queued after a block is
+ * reused runs after the work queued before it was released. A cuMemAlloc that runs out of memory
+ * returns the cache to the driver (after synchronizing) and is tried once more; the cache is
+ * freed with the device. RX_CUDA_CACHE=0, read when a device is opened, turns the cache off (each
+ * release synchronizes and frees: for compute-sanitizer's use-after-free checks). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +57,12 @@ static struct cu_fns cu;
  * stack (no generated kernel comes near). */
 #define CU_MAX_ARGS 64
 
+/* A freed allocation kept for reuse (see "memory" below). */
+typedef struct cu_block {
+  CUdeviceptr ptr;
+  size_t bytes; /* its size class */
+} cu_block;
+
 typedef struct cu_device {
   rx_rt_device base;
   CUdevice dev;
@@ -53,11 +70,18 @@ typedef struct cu_device {
   CUstream stream;
   bool graphs;      /* launches replayed as graphs (the driver can; not RX_CUDA_GRAPHS=0) */
   rt_replay replay; /* the launches not yet issued, and the graphs of earlier sequences */
+  pthread_mutex_t free_lock; /* guards the cache of freed blocks */
+  cu_block *free;            /* freed blocks, kept for reuse */
+  size_t nfree, cap_free;
+  size_t free_bytes;         /* their sizes together */
+  bool free_lock_made;
+  bool cache; /* released blocks are kept (not RX_CUDA_CACHE=0) */
 } cu_device;
 
 typedef struct cu_buffer {
   rx_rt_buffer base;
   CUdeviceptr ptr;
+  size_t bytes; /* the size class allocated (>= base.size) */
 } cu_buffer;
 
 typedef struct cu_timer {
@@ -205,6 +229,8 @@ static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_devic
   const char *graphs = getenv("RX_CUDA_GRAPHS");
   d->graphs = cu_graphs && (!graphs || strcmp(graphs, "0") != 0);
   d->base.replay = d->graphs ? &d->replay.stats : NULL;
+  const char *cache = getenv("RX_CUDA_CACHE");
+  d->cache = !cache || strcmp(cache, "0") != 0;
   int n = 0;
   CU_TRY(NULL, cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
   if (index >= n)
@@ -214,7 +240,17 @@ static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_devic
   CU_TRY(d, cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev), "cuDevicePrimaryCtxRetain");
   CU_TRY(d, cu.cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
   CU_TRY(d, cu.cuStreamCreate(&d->stream, STREAM_NON_BLOCKING), "cuStreamCreate");
+  if (pthread_mutex_init(&d->free_lock, NULL) != 0)
+    return rx_status_make(RX_ERR_INTERNAL, "cuda:%d: pthread_mutex_init failed", index);
+  d->free_lock_made = true;
   return NULL;
+}
+
+/* Returns every cached block to the driver; the stream must be idle (synchronized). */
+static void release_free_blocks(cu_device *d) {
+  for (size_t i = 0; i < d->nfree; i++) cu.cuMemFree(d->free[i].ptr);
+  d->nfree = 0;
+  d->free_bytes = 0;
 }
 
 static void cu_device_destroy(rx_rt_device *base) {
@@ -226,6 +262,11 @@ static void cu_device_destroy(rx_rt_device *base) {
     cu.cuStreamSynchronize(d->stream);
   }
   rt_replay_free(&d->replay); /* its graphs, before the context may go */
+  release_free_blocks(d);
+  rt_free(&d->base.alloc, d->free);
+  d->free = NULL;
+  d->cap_free = 0;
+  if (d->free_lock_made) pthread_mutex_destroy(&d->free_lock);
   if (d->stream) cu.cuStreamDestroy(d->stream);
   cu.cuDevicePrimaryCtxRelease(d->dev);
 }
@@ -241,10 +282,42 @@ static rx_status cu_synchronize(rx_rt_device *base) {
   return NULL;
 }
 
+/* The size class of a buffer of n bytes: a power of two up to 1 MiB (256 bytes at least), a
+ * multiple of 2 MiB above. */
+static size_t size_class(size_t n) {
+  if (n > ((size_t)1 << 20)) {
+    size_t m = (size_t)2 << 20;
+    return n > SIZE_MAX - m ? n : (n + m - 1) / m * m;
+  }
+  size_t c = 256;
+  while (c < n) c <<= 1;
+  return c;
+}
+
 static rx_status cu_buffer_init(rx_rt_buffer *base) {
   cu_device *d = (cu_device *)base->device;
+  cu_buffer *b = (cu_buffer *)base;
+  b->bytes = size_class(base->size);
+  pthread_mutex_lock(&d->free_lock);
+  for (size_t i = d->nfree; i-- > 0;) {
+    if (d->free[i].bytes != b->bytes) continue;
+    b->ptr = d->free[i].ptr; /* the most recently freed block of the class */
+    d->free[i] = d->free[--d->nfree];
+    d->free_bytes -= b->bytes;
+    pthread_mutex_unlock(&d->free_lock);
+    return NULL;
+  }
+  pthread_mutex_unlock(&d->free_lock);
   CTX(d);
-  cu_result r = cu.cuMemAlloc(&((cu_buffer *)base)->ptr, base->size);
+  cu_result r = cu.cuMemAlloc(&b->ptr, b->bytes);
+  if (r == RES_OUT_OF_MEMORY && d->nfree) { /* give the cache back and try once more */
+    RX_RETURN_IF_ERROR(flush(d));
+    CU_TRY(d, cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize");
+    pthread_mutex_lock(&d->free_lock);
+    release_free_blocks(d);
+    pthread_mutex_unlock(&d->free_lock);
+    r = cu.cuMemAlloc(&b->ptr, b->bytes);
+  }
   if (r == RES_OUT_OF_MEMORY)
     return rx_status_make(RX_ERR_OUT_OF_MEMORY,
                           "cuda:%d (%s): out of device memory allocating "
@@ -254,12 +327,33 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
   return NULL;
 }
 
+/* The block goes to the device's cache (no synchronization: see "memory" at the top); where the
+ * cache cannot grow, back to the driver after the queued work. */
 static void cu_buffer_destroy(rx_rt_buffer *base) {
   cu_device *d = (cu_device *)base->device;
+  cu_buffer *b = (cu_buffer *)base;
+  pthread_mutex_lock(&d->free_lock);
+  if (d->cache && d->nfree == d->cap_free) {
+    size_t cap = d->cap_free ? 2 * d->cap_free : 16;
+    cu_block *nb = rt_alloc(&d->base.alloc, cap * sizeof *nb);
+    if (nb) {
+      if (d->nfree) memcpy(nb, d->free, d->nfree * sizeof *nb);
+      rt_free(&d->base.alloc, d->free);
+      d->free = nb;
+      d->cap_free = cap;
+    }
+  }
+  if (d->cache && d->nfree < d->cap_free) {
+    d->free[d->nfree++] = (cu_block){b->ptr, b->bytes};
+    d->free_bytes += b->bytes;
+    pthread_mutex_unlock(&d->free_lock);
+    return;
+  }
+  pthread_mutex_unlock(&d->free_lock);
   cu.cuCtxSetCurrent(d->ctx);
   rx_status_free(flush(d));          /* logged launches may use it (an error: no one to tell) */
   cu.cuStreamSynchronize(d->stream); /* queued work may still use it */
-  cu.cuMemFree(((cu_buffer *)base)->ptr);
+  cu.cuMemFree(b->ptr);
 }
 
 static rx_status cu_buffer_write(rx_rt_buffer *base, size_t off, const void *src, size_t n) {

@@ -30,6 +30,7 @@ static struct {
   void (*fail)(const char *entry, int skip, int count);
   long (*count)(const char *what);
   void (*reset)(void);
+  void (*set_memory_limit)(size_t limit);
 } fake;
 
 static bool load_fake(const char *path) {
@@ -52,6 +53,7 @@ static bool load_fake(const char *path) {
   SYM(fail, "fake_cuda_fail")
   SYM(count, "fake_cuda_count")
   SYM(reset, "fake_cuda_reset")
+  SYM(set_memory_limit, "fake_cuda_set_memory_limit")
 #undef SYM
   return true;
 }
@@ -255,6 +257,8 @@ static counts now(rx_rt_device *d) {
 #define DELTA(c, d, field)      ((long)(now(d).st.field - (c).st.field))
 #define FAKE_DELTA(c, d, field) (now(d).field - (c).field)
 
+/* The tests of the trace name each buffer by its own allocation, so they run with the memory
+ * cache off (RX_CUDA_CACHE=0); test_memory_cache runs with it on. */
 static rx_rt_device *open_device(bool graphs) {
   if (graphs)
     unsetenv("RX_CUDA_GRAPHS");
@@ -567,8 +571,60 @@ static void check_fake_clean(const char *what) {
     CHECK(fake.count(objects[i]) == 0, "%s: %ld %s left", what, fake.count(objects[i]), objects[i]);
 }
 
+/* The memory cache (runtime/cuda/cuda.c, "memory"): a released block is reused by the next
+ * buffer of its size class, without the driver and without issuing the logged launches; blocks of
+ * other classes are not; an allocation that runs out of memory gives the cache back and is tried
+ * once more; out of memory with nothing cached is reported; the device frees the cache. */
+static void test_memory_cache(void) {
+  setenv("RX_CUDA_CACHE", "1", 1);
+  declare_kernels();
+  rx_rt_device *d = open_device(true);
+  setenv("RX_CUDA_CACHE", "0", 1);
+  if (!d) return;
+  lib L = load(d);
+  tbuf a = buffer(d, 100), b = buffer(d, 64), c = buffer(d, 64);
+  CHECK(fake.count("allocs") == 3, "three buffers, three allocations: %ld", fake.count("allocs"));
+  release(&a);
+  tbuf a2 = buffer(d, 200); /* the class of 256 bytes: a's block */
+  CHECK(fake.count("allocs") == 3, "a released block is reused: %ld allocations",
+        fake.count("allocs"));
+  if (L.l) {
+    launch(&L, NORM, 1, 1, (const tbuf *[]){&b, &c}, (int32_t[]){1}); /* expects its line */
+    release(&c); /* kept in the cache: nothing is issued or waited for */
+    if (driver_graphs)
+      CHECK(fake.trace_count() == 0, "a buffer released into the cache issues no logged launch");
+    CHECK_OK(rx_rt_device_synchronize(d));
+    check_trace("the launch issued at the synchronize");
+  } else {
+    release(&c);
+  }
+  tbuf big = buffer(d, ((size_t)1 << 20) + 1); /* a class of 2 MiB */
+  release(&big);
+  tbuf big2 = buffer(d, (size_t)3 << 20); /* 4 MiB: a block of its own */
+  CHECK(fake.count("allocs") == 5, "2 MiB and 4 MiB blocks are distinct: %ld allocations",
+        fake.count("allocs"));
+  release(&big2);
+  /* out of memory: the limit leaves no room beside what is live, cached blocks included */
+  fake.set_memory_limit((size_t)fake.count("bytes"));
+  tbuf big3 = buffer(d, (size_t)5 << 20); /* 6 MiB: fits once the 2 + 4 MiB cached are freed */
+  CHECK(big3.b != NULL, "an allocation that ran out of memory succeeds after the cache is freed");
+  CHECK(fake.count("allocs") == 3, "the cache went back to the driver: %ld allocations",
+        fake.count("allocs"));
+  rx_rt_buffer *none = NULL;
+  CHECK_ERR(rx_rt_buffer_alloc(d, (size_t)64 << 20, &none), RX_ERR_OUT_OF_MEMORY,
+            "out of device memory");
+  CHECK(none == NULL, "no buffer on failure");
+  fake.set_memory_limit(0);
+  release(&big3), release(&a2), release(&b);
+  rx_rt_library_release(L.l);
+  rx_rt_device_release(d);
+  check_fake_clean("memory cache");
+  fake.reset();
+}
+
 int main(int argc, char **argv) {
   if (!load_fake(argc > 1 ? argv[1] : "libcuda.so.1")) return 1;
+  setenv("RX_CUDA_CACHE", "0", 1); /* see open_device */
   driver_graphs = !(argc > 2 && !strcmp(argv[2], "--old-driver"));
   uint64_t digests[2] = {0, 0};
   for (int asked = 1; asked >= 0; asked--) {
@@ -613,6 +669,7 @@ int main(int argc, char **argv) {
     fake.reset();
   }
   CHECK(digests[0] == digests[1], "the decode steps traced the same with graphs on and off");
+  test_memory_cache();
   want_clear();
   free(want.lines);
   return t_finish("runtime.cuda_graph");

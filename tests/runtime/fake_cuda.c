@@ -123,7 +123,9 @@ static struct {
   struct CUstream_st *streams;
   struct CUevent_st *events;
   alloc *allocs;
-  long nallocs; /* ids handed out */
+  long nallocs;       /* ids handed out */
+  size_t live_bytes;   /* of the live allocations */
+  size_t memory_limit; /* fake_cuda_set_memory_limit */
   CUgraph graphs;
   CUgraphExec execs;
   char **trace;
@@ -201,7 +203,8 @@ static const char *name_of(CUdeviceptr p, char *buf, size_t size) {
 
 API cu_result cuMemAlloc_v2(CUdeviceptr *out, size_t n) {
   if (!out) return misuse(RES_INVALID_VALUE, "cuMemAlloc", "NULL output");
-  if (n > MAX_MEMORY) return RES_OUT_OF_MEMORY;
+  if (n > MAX_MEMORY || (F.memory_limit && F.live_bytes + n > F.memory_limit))
+    return RES_OUT_OF_MEMORY;
   alloc *a = calloc(1, sizeof *a);
   if (a) a->p = calloc(n ? n : 1, 1);
   if (!a || !a->p) {
@@ -209,6 +212,7 @@ API cu_result cuMemAlloc_v2(CUdeviceptr *out, size_t n) {
     return RES_OUT_OF_MEMORY;
   }
   a->n = n;
+  F.live_bytes += n;
   a->id = ++F.nallocs;
   a->next = F.allocs;
   F.allocs = a;
@@ -221,6 +225,7 @@ API cu_result cuMemFree_v2(CUdeviceptr p) {
     if ((CUdeviceptr)(uintptr_t)(*pa)->p == p) {
       alloc *a = *pa;
       *pa = a->next;
+      F.live_bytes -= a->n;
       free(a->p);
       free(a);
       return RES_SUCCESS;
@@ -754,6 +759,10 @@ API void fake_cuda_kernel(const char *name, int nptrs, int nints) {
 /* The id of the last allocation (shown "#id" in the trace). */
 API long fake_cuda_last_alloc(void) { return F.nallocs; }
 
+/* Device memory: cuMemAlloc runs out of memory where the live allocations would pass limit bytes
+ * (0: no limit but MAX_MEMORY per allocation). fake_cuda_count("bytes") gives what is live. */
+API void fake_cuda_set_memory_limit(size_t limit) { F.memory_limit = limit; }
+
 API size_t fake_cuda_trace_count(void) { return F.ntrace; }
 API const char *fake_cuda_trace_line(size_t i) { return i < F.ntrace ? F.trace[i] : NULL; }
 API void fake_cuda_trace_clear(void) {
@@ -779,6 +788,8 @@ API long fake_cuda_count(const char *what) {
   long n = 0;
   if (!strcmp(what, "allocs"))
     for (alloc *a = F.allocs; a; a = a->next) n++;
+  else if (!strcmp(what, "bytes"))
+    n = (long)F.live_bytes;
   else if (!strcmp(what, "graphs"))
     for (CUgraph g = F.graphs; g; g = g->next) n++;
   else if (!strcmp(what, "execs"))
