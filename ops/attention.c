@@ -314,7 +314,8 @@ typedef struct attn {
   lz_opnd *q, *k, *v, *mask, *pages, *pt, *kvlen, *qseq, *qpos, *y, *lse;
   /* names in the program: block and thread variables, shared and local buffers */
   const char *bx, *by, *bz, *tx;
-  const char *qs, *kv, *part, *ps, *alpha, *lsum, *acc, *mrow, *lrow;
+  const char *qs, *kv, *vs, *part, *ps, *alpha, *lsum, *acc, *mrow, *lrow;
+  bool two; /* keys in kv and values in vs, loaded together; else both in turn in kv */
   const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* paged: per token of the tile */
   const char *rok, *rlo, *rhi; /* the row step's lets: the row takes part, its key range */
   /* the key tile being emitted */
@@ -486,7 +487,8 @@ static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
   int64_t es = rx_dtype_bits(a->t) / 8, pad = 4 / es;
   int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
   int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : 0;
-  return es * (rows * (a->dk + pad) + tk * (a->dm + pad)) + 4 * (scores + part + 2 * rows + meta);
+  int64_t tiles = a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad);
+  return es * (rows * (a->dk + pad) + tiles) + 4 * (scores + part + 2 * rows + meta);
 }
 
 /* Picks the key tile and the rows per block: the largest that fit the shared memory and the
@@ -501,6 +503,11 @@ static bool attn_tile(attn *a) {
             (long long)a->dk, (long long)a->dv, ATTN_SHARED);
     return false;
   }
+  /* Keys and values of a tile in two buffers where the tile still fits: both loads are in
+   * flight together, one memory latency per tile instead of two (measured on an H100: decode
+   * attention over 32768 keys took 1.7x the time of PyTorch's SDPA with them in turn). */
+  a->two = true;
+  if (shared_bytes(a, 1, a->tk) > ATTN_SHARED) a->two = false;
   int64_t want = ATTN_MAX_ROWS;
   if (a->kind == ATTN_DECODE)
     for (want = 1; want < a->group && want < ATTN_MAX_ROWS; want *= 2) {
@@ -534,7 +541,10 @@ static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows,
           (long long)(a->dk + a->pad));
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk,
-          (long long)(a->dm + a->pad));
+          (long long)((a->two ? a->dk : a->dm) + a->pad));
+  if (a->two)
+    lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->vs, t, (long long)a->tk,
+            (long long)(a->dv + a->pad));
   lz_line(l, "alloc %s: f32[%lld] shared", a->part,
           (long long)(scores > ATTN_THREADS ? scores : ATTN_THREADS));
   lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows, (long long)a->tk);
@@ -593,7 +603,8 @@ static void load_keys(attn *a, int which) {
     levels++;
     d = add(a, mul(a, d, lanes), V(a, v));
   }
-  lz_line(l, "%s[%s, %s] = %s", a->kv, X(a, jj), X(a, d), key_elem(a, which, jj, d));
+  lz_line(l, "%s[%s, %s] = %s", which && a->two ? a->vs : a->kv, X(a, jj), X(a, d),
+          key_elem(a, which, jj, d));
   close_n(a, levels);
 }
 
@@ -740,7 +751,8 @@ static void accumulate(attn *a) {
   c.i = lz_loopvar(l, "c"); /* cover_col does not use it */
   levels += open_if(a, cover_col_guard(a, &c));
   lz_line(l, "let %s: f32 = %s", vv,
-          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, j, X(a, cover_col(a, &c)))));
+          lz_up(l, a->t,
+                lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, X(a, cover_col(a, &c)))));
   lz_line(l, "for %s in 0..%lld unroll {", c.i, (long long)c.ni);
   l->ind++;
   levels++;
@@ -755,11 +767,12 @@ static void accumulate(attn *a) {
 static void key_tile(attn *a) {
   lz_ctx *l = a->l;
   load_keys(a, 0);
+  if (a->two) load_keys(a, 1);
   lz_line(l, "barrier");
   partial_scores(a);
   lz_line(l, "barrier");
   row_step(a);
-  load_keys(a, 1);
+  if (!a->two) load_keys(a, 1);
   lz_line(l, "barrier");
   accumulate(a);
   lz_line(l, "barrier");
@@ -830,6 +843,7 @@ static bool attn_start(attn *a, lz_ctx *l, attn_kind kind) {
   a->tx = lz_loopvar(l, "tx");
   a->qs = lz_fresh(l, "qs");
   a->kv = lz_fresh(l, "kv");
+  a->vs = lz_fresh(l, "vs");
   a->part = lz_fresh(l, "part");
   a->ps = lz_fresh(l, "ps");
   a->alpha = lz_fresh(l, "alpha");
