@@ -2,10 +2,14 @@
  *
  * - The loader (libvulkan.so.1, Android: libvulkan.so) is opened with dlopen; every entry point
  *   is fetched through vkGetInstanceProcAddr / vkGetDeviceProcAddr (VK_NO_PROTOTYPES).
- * - Memory: buffers are suballocated from 64 MiB blocks (larger buffers get their own block),
- *   first fit with coalescing. Buffers live in host-visible coherent memory where the device has
- *   device-local host-visible memory (integrated GPUs, lavapipe, resizable BAR); otherwise in
- *   device-local memory with staging copies (also forced by force_staging, for tests).
+ * - Memory (runtime/vulkan/vk_memory.h chooses): buffers are suballocated from 64 MiB blocks
+ *   (an eighth of a heap under 1 GiB; larger buffers get their own block), first fit with
+ *   coalescing. With unified memory (lavapipe, integrated GPUs: the largest device-local heap is
+ *   host-visible too) buffers are mapped and read and written in place; otherwise (discrete GPUs,
+ *   or force_staging, for tests) they live in the largest device-local heap and the host reaches
+ *   them through staging buffers in host memory (host-cached for reads). Each use has memory types
+ *   in order of preference: a type whose heap is full, or whose allocation fails, gives way to the
+ *   next before the allocation reports out of device memory.
  * - Work is batched: launches, fills and copies are recorded into one command buffer, with a
  *   global memory barrier between consecutive commands, and submitted once by synchronize (or by
  *   a buffer read/write, which synchronize first). Objects used by a recorded batch (uniform
@@ -32,8 +36,8 @@
 #include <string.h>
 
 #include "runtime/device.h"
+#include "runtime/vulkan/vk_memory.h"
 
-#define BLOCK_SIZE   ((VkDeviceSize)64 << 20)
 #define NQUERIES     128
 #define POOL_SETS    256
 #define POOL_STORAGE (POOL_SETS * 16)
@@ -132,6 +136,7 @@ typedef struct vk_block {
   VkDeviceSize size;
   uint32_t type;
   uint8_t *map;   /* persistently mapped when host-visible */
+  bool own;       /* one buffer's own block: freed with it */
   vk_range *free; /* sorted by offset, coalesced */
   size_t nfree, capfree;
   size_t live; /* allocations in the block */
@@ -166,10 +171,11 @@ typedef struct vk_device {
   uint32_t api; /* the instance's API version */
   /* subgroup size control (Vulkan 1.3 or VK_EXT_subgroup_size_control), enabled where the
    * device has it for compute: pipelines then require the size their kernels were scheduled for */
-  bool sgc, sgc_full;                 /* requiredSubgroupSize; computeFullSubgroups */
-  uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
-  bool staging;
-  vk_block *blocks;
+  bool sgc, sgc_full;                          /* requiredSubgroupSize; computeFullSubgroups */
+  uint32_t sg_min, sg_max, sg_max_wg;          /* its sizes; maxComputeWorkgroupSubgroups */
+  bool staging;                                /* device buffers are not mapped */
+  vk_block *blocks;                            /* of every memory type */
+  VkDeviceSize heap_used[VK_MAX_MEMORY_HEAPS]; /* bytes of blocks allocated in each heap */
   VkPipelineCache cache;
   VkCommandPool cmdpool;
   VkCommandBuffer cmd;
@@ -500,13 +506,7 @@ static void fill_info(const vk_fns *f, VkPhysicalDevice p, int index, rx_rt_devi
   uint32_t tsbits = 0;
   compute_family(f, p, &tsbits);
   info->timestamps = tsbits > 0 && props->limits.timestampPeriod > 0;
-  info->unified_memory = false;
-  for (uint32_t i = 0; i < mem.memoryTypeCount; i++) {
-    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                 VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    if ((mem.memoryTypes[i].propertyFlags & want) == want) info->unified_memory = true;
-  }
+  info->unified_memory = rt_vk_unified(&mem);
 }
 
 static rx_status vk_enumerate(rx_rt_device_info **out_infos, size_t *out_count,
@@ -531,17 +531,11 @@ static rx_status vk_enumerate(rx_rt_device_info **out_infos, size_t *out_count,
 }
 
 /* ---- memory blocks ---- */
-static int pick_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags need,
-                     VkMemoryPropertyFlags avoid) {
-  for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++) {
-    VkMemoryPropertyFlags fl = d->mem.memoryTypes[i].propertyFlags;
-    if ((bits & (1u << i)) && (fl & need) == need && !(fl & avoid)) return (int)i;
-  }
-  return -1;
-}
-
 static void block_free(vk_device *d, vk_block *b) {
-  if (b->mem) d->f.vkFreeMemory(d->dev, b->mem, NULL);
+  if (b->mem) {
+    d->f.vkFreeMemory(d->dev, b->mem, NULL);
+    d->heap_used[d->mem.memoryTypes[b->type].heapIndex] -= b->size;
+  }
   rt_free(&d->base.alloc, b->free);
   rt_free(&d->base.alloc, b);
 }
@@ -607,7 +601,7 @@ static void block_give(vk_device *d, vk_block *b, VkDeviceSize off, VkDeviceSize
   /* out of host memory for the free list: the range is lost until the block is freed */
   if (!merged) range_insert(d, b, i, (vk_range){off, size});
   b->live--;
-  if (b->live == 0 && b->size > BLOCK_SIZE) { /* a dedicated block: give it back now */
+  if (b->live == 0 && b->own) { /* a buffer's own block: give it back now */
     vk_block **pp = &d->blocks;
     while (*pp != b) pp = &(*pp)->next;
     *pp = b->next;
@@ -629,7 +623,55 @@ static rx_status reserve_deferred(vk_device *d) {
   return NULL;
 }
 
-static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage, bool host,
+/* Takes need bytes aligned to align from a block of memory type `type` that has them: into out. */
+static bool fit_in_blocks(vk_device *d, uint32_t type, VkDeviceSize need, VkDeviceSize align,
+                          vk_mem *out) {
+  for (vk_block *b = d->blocks; b; b = b->next) {
+    if (b->type != type) continue;
+    for (size_t i = 0; i < b->nfree; i++) {
+      VkDeviceSize off = (b->free[i].off + align - 1) / align * align;
+      if (off + need > b->free[i].off + b->free[i].size) continue;
+      if (!block_take(d, b, i, off, need)) return false;
+      out->block = b;
+      out->off = off;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A new block of bsize bytes of memory type `type` (mapped when host-visible), in d->blocks:
+ * returned; NULL with r the driver's error, or with r VK_SUCCESS when out of host memory. */
+static vk_block *block_new(vk_device *d, uint32_t type, VkDeviceSize bsize, bool own, VkResult *r) {
+  *r = VK_SUCCESS;
+  vk_block *b = rt_alloc(&d->base.alloc, sizeof *b);
+  if (!b) return NULL;
+  memset(b, 0, sizeof *b);
+  b->size = bsize;
+  b->type = type;
+  b->own = own;
+  VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, bsize, type};
+  *r = d->f.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
+  if (*r == VK_SUCCESS) {
+    d->heap_used[d->mem.memoryTypes[type].heapIndex] += bsize;
+  } else {
+    b->mem = VK_NULL_HANDLE;
+  }
+  if (*r == VK_SUCCESS && (d->mem.memoryTypes[type].propertyFlags & RT_VK_HV)) {
+    void *map = NULL;
+    *r = d->f.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &map);
+    b->map = map;
+  }
+  if (*r != VK_SUCCESS || !range_insert(d, b, 0, (vk_range){0, bsize})) {
+    block_free(d, b);
+    return NULL;
+  }
+  b->next = d->blocks;
+  d->blocks = b;
+  return b;
+}
+
+static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage, rt_vk_use use,
                            vk_mem *out) {
   memset(out, 0, sizeof *out);
   RX_RETURN_IF_ERROR(reserve_deferred(d));
@@ -642,8 +684,6 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
                             VK_SHARING_MODE_EXCLUSIVE,
                             0,
                             NULL};
-  VkMemoryPropertyFlags coherent =
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   /* refuse sizes no heap can hold before asking the driver */
   VkDeviceSize largest = 0;
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
@@ -657,83 +697,65 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
   VK_TRY(d, d->f.vkCreateBuffer(d->dev, &bci, NULL, &out->buf), "vkCreateBuffer");
   VkMemoryRequirements req;
   d->f.vkGetBufferMemoryRequirements(d->dev, out->buf, &req);
-  int type;
-  if (host) {
-    type = pick_type(d, req.memoryTypeBits, coherent | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-    if (type < 0) type = pick_type(d, req.memoryTypeBits, coherent, 0);
-  } else if (d->staging) {
-    type = pick_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
-    if (type < 0) type = pick_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-  } else {
-    type = pick_type(d, req.memoryTypeBits, coherent | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-  }
-  if (type < 0) {
-    d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
-    out->buf = VK_NULL_HANDLE;
-    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no memory type for a buffer",
-                          d->base.info.index, d->base.info.name);
-  }
+  uint32_t order[VK_MAX_MEMORY_TYPES];
+  uint32_t ntypes = rt_vk_type_order(&d->mem, req.memoryTypeBits, use, !d->staging, order);
   VkDeviceSize align = req.alignment ? req.alignment : 1;
   if (align < d->limits.minStorageBufferOffsetAlignment)
     align = d->limits.minStorageBufferOffsetAlignment;
-  VkDeviceSize need = req.size;
-  /* first fit over the blocks of this type */
-  for (vk_block *b = d->blocks; b; b = b->next) {
-    if (b->type != (uint32_t)type) continue;
-    for (size_t i = 0; i < b->nfree; i++) {
-      VkDeviceSize off = (b->free[i].off + align - 1) / align * align;
-      if (off + need > b->free[i].off + b->free[i].size) continue;
-      if (!block_take(d, b, i, off, need)) break;
-      out->block = b;
-      out->off = off;
-      goto bind;
+  VkDeviceSize need = req.size, first_try = 0;
+  VkResult r = VK_SUCCESS;
+  bool no_host_memory = false;
+  /* each type in order: first fit over its blocks, else a new block where its heap has room
+   * (or the buffer's own block, when a whole block does not fit or the driver refuses one) */
+  for (uint32_t t = 0; t < ntypes && !out->block; t++) {
+    uint32_t type = order[t], heap = d->mem.memoryTypes[type].heapIndex;
+    if (fit_in_blocks(d, type, need, align, out)) break;
+    bool own;
+    VkDeviceSize bsize =
+        rt_vk_block_bytes(d->mem.memoryHeaps[heap].size, d->heap_used[heap], need, &own);
+    if (!first_try) first_try = bsize ? bsize : need;
+    while (bsize) {
+      vk_block *b = block_new(d, type, bsize, own, &r);
+      if (b) {
+        block_take(d, b, 0, 0, need); /* cannot fail: one range, taken from its start */
+        out->block = b;
+        out->off = 0;
+        break;
+      }
+      if (r == VK_SUCCESS) no_host_memory = true;
+      if (r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY)
+        break;                /* not a lack of memory: reported below */
+      bsize = own ? 0 : need; /* a block was refused: try the buffer alone */
+      own = true;
     }
+    if (no_host_memory ||
+        (r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY))
+      break;
   }
-  {
-    VkDeviceSize bsize = need > BLOCK_SIZE ? need : BLOCK_SIZE;
-    uint32_t heap = d->mem.memoryTypes[type].heapIndex;
-    if (bsize > d->mem.memoryHeaps[heap].size) bsize = need;
-    vk_block *b = rt_alloc(&d->base.alloc, sizeof *b);
-    if (!b) {
-      d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
-      out->buf = VK_NULL_HANDLE;
-      return rt_oom("a memory block", sizeof *b);
-    }
-    b->size = bsize;
-    b->type = (uint32_t)type;
-    VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, bsize,
-                                (uint32_t)type};
-    VkResult r = d->f.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
-    if (r == VK_SUCCESS &&
-        (d->mem.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
-      void *map = NULL;
-      r = d->f.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &map);
-      b->map = map;
-    }
-    if (r != VK_SUCCESS || !range_insert(d, b, 0, (vk_range){0, bsize})) {
-      block_free(d, b);
-      d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
-      out->buf = VK_NULL_HANDLE;
-      if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                              "vulkan:%d (%s): out of device memory "
-                              "allocating a block of %llu bytes for a buffer of %llu bytes",
-                              d->base.info.index, d->base.info.name, (unsigned long long)bsize,
-                              (unsigned long long)size);
-      return r != VK_SUCCESS ? vkfail(d, r, "vkAllocateMemory") : rt_oom("a free list", 16);
-    }
-    b->next = d->blocks;
-    d->blocks = b;
-    block_take(d, b, 0, 0, need); /* cannot fail: one range, taken from its start */
-    out->block = b;
-    out->off = 0;
+  if (!out->block) {
+    d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
+    out->buf = VK_NULL_HANDLE;
+    if (!ntypes)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no memory type for a buffer",
+                            d->base.info.index, d->base.info.name);
+    if (no_host_memory) return rt_oom("a memory block", sizeof(vk_block));
+    if (r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY)
+      return vkfail(d, r, "vkAllocateMemory");
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "vulkan:%d (%s): out of device memory "
+                          "allocating a block of %llu bytes for a buffer of %llu bytes "
+                          "(%u memory types tried)",
+                          d->base.info.index, d->base.info.name, (unsigned long long)first_try,
+                          (unsigned long long)size, ntypes);
   }
-bind:
   d->nmems++;
   out->size = need;
-  out->map = out->block->map ? out->block->map + out->off : NULL;
-  VkResult r = d->f.vkBindBufferMemory(d->dev, out->buf, out->block->mem, out->off);
+  /* mapped for the host: staging and uniform buffers, and device buffers with unified memory */
+  bool coherent = d->mem.memoryTypes[out->block->type].propertyFlags & RT_VK_HC;
+  out->map = out->block->map && coherent && (use != RT_VK_USE_DEVICE || !d->staging)
+                 ? out->block->map + out->off
+                 : NULL;
+  r = d->f.vkBindBufferMemory(d->dev, out->buf, out->block->mem, out->off);
   if (r != VK_SUCCESS) {
     d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
     block_give(d, out->block, out->off, out->size);
@@ -1065,7 +1087,7 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
                           d->base.info.index, d->base.info.name, base->size,
                           d->limits.maxStorageBufferRange);
   b->serial = ++d->serials;
-  return mem_alloc(d, base->size, k_buffer_usage, false, &b->m);
+  return mem_alloc(d, base->size, k_buffer_usage, RT_VK_USE_DEVICE, &b->m);
 }
 
 static void vk_buffer_destroy(rx_rt_buffer *base) {
@@ -1089,7 +1111,7 @@ static rx_status vk_buffer_write(rx_rt_buffer *base, size_t off, const void *src
     return NULL;
   }
   vk_mem st;
-  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true, &st));
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, RT_VK_USE_UPLOAD, &st));
   memcpy(st.map, src, n);
   rx_status s = begin_cmd(d);
   if (!s) {
@@ -1109,7 +1131,7 @@ static rx_status vk_buffer_read(rx_rt_buffer *base, size_t off, void *dst, size_
     return NULL;
   }
   vk_mem st;
-  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true, &st));
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_DST_BIT, RT_VK_USE_READBACK, &st));
   rx_status s = begin_cmd(d);
   if (!s) {
     copy_cmd(d, b->m.buf, off, st.buf, 0, n);
@@ -1131,7 +1153,7 @@ static rx_status vk_buffer_fill(rx_rt_buffer *base, size_t off, size_t n, uint8_
   }
   /* vkCmdFillBuffer wants 4-byte alignment: copy from a filled staging buffer instead */
   vk_mem st;
-  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true, &st));
+  RX_RETURN_IF_ERROR(mem_alloc(d, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, RT_VK_USE_UPLOAD, &st));
   memset(st.map, value, n);
   rx_status s = begin_cmd(d);
   if (!s) copy_cmd(d, st.buf, 0, b->m.buf, off, n);
@@ -1352,8 +1374,8 @@ static rx_status record_launch(vk_device *d, VkCommandBuffer cmd, size_t i, VkDe
   }
   vk_mem ubo = {0};
   if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
-    RX_RETURN_IF_ERROR(
-        mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, true, &ubo));
+    RX_RETURN_IF_ERROR(mem_alloc(d, bytes ? bytes : 16, VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT,
+                                 RT_VK_USE_UNIFORM, &ubo));
     memcpy(ubo.map, block, bytes);
   }
   VkDescriptorBufferInfo infos[65];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "rt_test.h"
+#include "runtime/vulkan/vk_memory.h"
 
 static const char *g_dir;
 
@@ -153,6 +154,174 @@ static void test_buffers(rx_rt_device *d, const char *what) {
     CHECK(got == v, "small buffer %d", i);
     rx_rt_buffer_release(many[i]);
   }
+}
+
+/* Buffers of sizes below, at and above the block size (RT_VK_BLOCK_SIZE) side by side: each
+ * written with its own pattern and read back after all were written (no two share bytes); a big
+ * one (its own block) freed and allocated again. */
+static void test_block_sizes(rx_rt_device *d, const char *what) {
+  const size_t block = (size_t)RT_VK_BLOCK_SIZE;
+  const size_t sizes[] = {16, block / 2 + 12, block - 256, 4096, block, block + 4, 100};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  rx_rt_buffer *bufs[N] = {0};
+  uint8_t *host = malloc(block + 4), *back = malloc(block + 4);
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < N; i++) {
+      if (!bufs[i]) CHECK_OK(rx_rt_buffer_alloc(d, sizes[i], &bufs[i]));
+      if (!bufs[i]) continue;
+      for (size_t k = 0; k < sizes[i]; k++) host[k] = (uint8_t)(k * 31 + i * 7 + round);
+      CHECK_OK(rx_rt_buffer_write(bufs[i], 0, host, sizes[i]));
+    }
+    for (size_t i = 0; i < N; i++) {
+      if (!bufs[i]) continue;
+      memset(back, 0, sizes[i]);
+      CHECK_OK(rx_rt_buffer_read(bufs[i], 0, back, sizes[i]));
+      size_t bad = sizes[i];
+      for (size_t k = 0; k < sizes[i] && bad == sizes[i]; k++)
+        if (back[k] != (uint8_t)(k * 31 + i * 7 + round)) bad = k;
+      CHECK(bad == sizes[i], "%s: buffer %zu of %zu bytes differs at byte %zu (round %d)", what, i,
+            sizes[i], bad, round);
+    }
+    /* the largest (its own block) and one suballocated given back, then allocated again */
+    rx_rt_buffer_release(bufs[5]);
+    rx_rt_buffer_release(bufs[1]);
+    bufs[5] = bufs[1] = NULL;
+  }
+  for (size_t i = 0; i < N; i++) rx_rt_buffer_release(bufs[i]);
+  free(host), free(back);
+  check_no_validation(d, what);
+}
+
+/* ---- memory types (runtime/vulkan/vk_memory.h), on synthetic layouts ---- */
+#define GIB ((VkDeviceSize)1 << 30)
+#define MIB ((VkDeviceSize)1 << 20)
+
+static uint32_t order_of(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, rt_vk_use use,
+                         uint32_t out[VK_MAX_MEMORY_TYPES]) {
+  return rt_vk_type_order(mp, bits, use, rt_vk_unified(mp), out);
+}
+
+static void check_order(const char *layout, const char *use,
+                        const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, rt_vk_use u,
+                        const uint32_t *want, uint32_t nwant) {
+  uint32_t got[VK_MAX_MEMORY_TYPES];
+  uint32_t n = order_of(mp, bits, u, got);
+  bool same = n == nwant;
+  for (uint32_t i = 0; same && i < n; i++) same = got[i] == want[i];
+  char gs[128] = "", ws[128] = "";
+  for (uint32_t i = 0; i < n; i++) snprintf(gs + strlen(gs), sizeof gs - strlen(gs), " %u", got[i]);
+  for (uint32_t i = 0; i < nwant; i++)
+    snprintf(ws + strlen(ws), sizeof ws - strlen(ws), " %u", want[i]);
+  CHECK(same, "%s, %s: memory types%s, expected%s", layout, use, gs, ws);
+}
+
+static void test_memory_types(void) {
+  const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                              HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                              HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                              CA = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  const VkMemoryHeapFlags HDL = VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+  const uint32_t all = ~0u;
+
+  /* (a) lavapipe (Mesa 22.3): one heap, one type that is everything */
+  VkPhysicalDeviceMemoryProperties lvp = {0};
+  lvp.memoryTypeCount = 1;
+  lvp.memoryTypes[0] = (VkMemoryType){DL | HV | HC | CA, 0};
+  lvp.memoryHeapCount = 1;
+  lvp.memoryHeaps[0] = (VkMemoryHeap){2 * GIB, HDL};
+  CHECK(rt_vk_unified(&lvp), "lavapipe: not unified (buffers would need staging copies)");
+  const uint32_t t0[] = {0};
+  for (int u = 0; u < RT_VK_NUSES; u++) check_order("lavapipe", "a use", &lvp, all, u, t0, 1);
+  bool own = false;
+  CHECK(rt_vk_block_bytes(2 * GIB, 0, 1000, &own) == RT_VK_BLOCK_SIZE && !own,
+        "lavapipe: a small buffer gets a shared 64 MiB block");
+  CHECK(rt_vk_block_bytes(2 * GIB, 0, RT_VK_BLOCK_SIZE + 4, &own) == RT_VK_BLOCK_SIZE + 4 && own,
+        "lavapipe: a buffer above the block size gets its own block");
+
+  /* (b) an NVIDIA discrete GPU (H100, no resizable BAR): VRAM, host memory, the 256 MiB BAR */
+  VkPhysicalDeviceMemoryProperties nv = {0};
+  nv.memoryTypeCount = 4;
+  nv.memoryTypes[0] = (VkMemoryType){DL, 0};
+  nv.memoryTypes[1] = (VkMemoryType){HV | HC, 1};
+  nv.memoryTypes[2] = (VkMemoryType){HV | HC | CA, 1};
+  nv.memoryTypes[3] = (VkMemoryType){DL | HV | HC, 2};
+  nv.memoryHeapCount = 3;
+  nv.memoryHeaps[0] = (VkMemoryHeap){80 * GIB, HDL};
+  nv.memoryHeaps[1] = (VkMemoryHeap){128 * GIB, 0};
+  nv.memoryHeaps[2] = (VkMemoryHeap){256 * MIB, HDL};
+  CHECK(rt_vk_main_heap(&nv) == 0, "NVIDIA: the main heap is %d", rt_vk_main_heap(&nv));
+  CHECK(!rt_vk_unified(&nv), "NVIDIA: unified (buffers would live in the 256 MiB BAR)");
+  const uint32_t nv_dev[] = {0, 3}, nv_up[] = {1, 2, 3}, nv_rb[] = {2, 1, 3}, nv_ubo[] = {3, 1, 2};
+  check_order("NVIDIA", "device buffers", &nv, all, RT_VK_USE_DEVICE, nv_dev, 2);
+  check_order("NVIDIA", "uploads", &nv, all, RT_VK_USE_UPLOAD, nv_up, 3);
+  check_order("NVIDIA", "readback", &nv, all, RT_VK_USE_READBACK, nv_rb, 3);
+  check_order("NVIDIA", "uniform buffers", &nv, all, RT_VK_USE_UNIFORM, nv_ubo, 3);
+  /* a buffer whose memoryTypeBits leave out VRAM falls back to the BAR */
+  check_order("NVIDIA", "device buffers without type 0", &nv, all & ~1u, RT_VK_USE_DEVICE,
+              nv_dev + 1, 1);
+  /* the 32 MiB buffer: a 64 MiB block in VRAM; in the BAR a block is an eighth of it */
+  CHECK(rt_vk_block_bytes(80 * GIB, 0, 32 * MIB, &own) == 64 * MIB && !own, "NVIDIA: VRAM block");
+  CHECK(rt_vk_block_bytes(256 * MIB, 0, MIB, &own) == 32 * MIB && !own, "NVIDIA: BAR block");
+  /* the BAR only while it has room: then a buffer's own allocation, then none (next type) */
+  CHECK(rt_vk_block_bytes(256 * MIB, 240 * MIB, MIB, &own) == MIB && own,
+        "NVIDIA: a nearly full BAR holds a small buffer alone");
+  CHECK(rt_vk_block_bytes(256 * MIB, 240 * MIB, 20 * MIB, &own) == 0, "NVIDIA: a full BAR refuses");
+  CHECK(rt_vk_block_bytes(256 * MIB, 0, 300 * MIB, &own) == 0,
+        "NVIDIA: a buffer larger than the BAR is refused there");
+  CHECK(rt_vk_block_bytes(80 * GIB, 0, 40 * GIB, &own) == 40 * GIB && own,
+        "NVIDIA: a 40 GiB buffer gets its own block");
+  CHECK(rt_vk_block_bytes(80 * GIB, 79 * GIB, 2 * GIB, &own) == 0, "NVIDIA: VRAM full");
+
+  /* the same GPU with resizable BAR: the host-visible heap as big as VRAM still stages (reading
+   * device memory through the BAR is uncached) */
+  VkPhysicalDeviceMemoryProperties rebar = nv;
+  rebar.memoryHeaps[2].size = 80 * GIB;
+  CHECK(!rt_vk_unified(&rebar), "resizable BAR: unified");
+  check_order("resizable BAR", "device buffers", &rebar, all, RT_VK_USE_DEVICE, nv_dev, 2);
+
+  /* an H100 SXM with driver 580 and its large BAR (as vulkan:0 reported it): the host-visible
+   * device-local type is in the VRAM heap, so buffers are mapped; staging in host memory */
+  VkPhysicalDeviceMemoryProperties h100 = {0};
+  h100.memoryTypeCount = 5;
+  h100.memoryTypes[0] = (VkMemoryType){0, 1};
+  h100.memoryTypes[1] = (VkMemoryType){DL, 0};
+  h100.memoryTypes[2] = (VkMemoryType){HV | HC, 1};
+  h100.memoryTypes[3] = (VkMemoryType){HV | HC | CA, 1};
+  h100.memoryTypes[4] = (VkMemoryType){DL | HV | HC, 0};
+  h100.memoryHeapCount = 2;
+  h100.memoryHeaps[0] = (VkMemoryHeap){81559 * MIB, HDL};
+  h100.memoryHeaps[1] = (VkMemoryHeap){96665 * MIB, 0};
+  CHECK(rt_vk_unified(&h100), "H100 with a large BAR: not unified");
+  const uint32_t h_dev[] = {4, 1}, h_up[] = {2, 4, 3}, h_rb[] = {3, 2, 4};
+  check_order("H100", "device buffers", &h100, all, RT_VK_USE_DEVICE, h_dev, 2);
+  check_order("H100", "uploads", &h100, all, RT_VK_USE_UPLOAD, h_up, 3);
+  check_order("H100", "readback", &h100, all, RT_VK_USE_READBACK, h_rb, 3);
+
+  /* (c) an integrated GPU: one device-local heap, host-visible */
+  VkPhysicalDeviceMemoryProperties igpu = {0};
+  igpu.memoryTypeCount = 3;
+  igpu.memoryTypes[0] = (VkMemoryType){DL, 0};
+  igpu.memoryTypes[1] = (VkMemoryType){DL | HV | HC, 0};
+  igpu.memoryTypes[2] = (VkMemoryType){DL | HV | HC | CA, 0};
+  igpu.memoryHeapCount = 1;
+  igpu.memoryHeaps[0] = (VkMemoryHeap){8 * GIB, HDL};
+  CHECK(rt_vk_unified(&igpu), "integrated GPU: not unified");
+  const uint32_t ig_dev[] = {1, 2, 0}, ig_up[] = {1, 2}, ig_rb[] = {2, 1};
+  check_order("integrated", "device buffers", &igpu, all, RT_VK_USE_DEVICE, ig_dev, 3);
+  check_order("integrated", "uploads", &igpu, all, RT_VK_USE_UPLOAD, ig_up, 2);
+  check_order("integrated", "readback", &igpu, all, RT_VK_USE_READBACK, ig_rb, 2);
+  /* forced staging there (force_staging): device buffers prefer the type the host cannot see */
+  uint32_t got[VK_MAX_MEMORY_TYPES];
+  uint32_t n = rt_vk_type_order(&igpu, all, RT_VK_USE_DEVICE, false, got);
+  CHECK(n == 3 && got[0] == 0, "integrated, staging: device buffers in type %u", n ? got[0] : 99);
+
+  /* types never chosen: protected memory */
+  VkPhysicalDeviceMemoryProperties prot = lvp;
+  prot.memoryTypeCount = 2;
+  prot.memoryTypes[0] = (VkMemoryType){DL | VK_MEMORY_PROPERTY_PROTECTED_BIT, 0};
+  prot.memoryTypes[1] = (VkMemoryType){DL | HV | HC, 0};
+  const uint32_t t1[] = {1};
+  check_order("protected", "device buffers", &prot, all, RT_VK_USE_DEVICE, t1, 1);
 }
 
 /* ---- kernels ---- */
@@ -494,6 +663,7 @@ static void test_messenger_counts(void) {
 
 int main(int argc, char **argv) {
   g_dir = argc > 1 ? argv[1] : "rt_kernels";
+  test_memory_types(); /* pure: no device needed */
   rx_status s = rx_rt_backend_check(RX_RT_BACKEND_VULKAN);
   if (s) {
     SKIP("%s", rx_status_message(s));
@@ -504,10 +674,12 @@ int main(int argc, char **argv) {
   rx_rt_device *d = open_dev(false);
   if (!d) return t_finish("runtime.vulkan");
   test_buffers(d, "host-visible");
+  test_block_sizes(d, "host-visible blocks");
   rx_rt_device *ds = open_dev(true);
   if (ds) {
     CHECK(!rx_rt_device_get_info(ds)->unified_memory, "force_staging ignored");
     test_buffers(ds, "staging");
+    test_block_sizes(ds, "staging blocks");
   }
   char path[1024];
   snprintf(path, sizeof path, "%s/saxpy.spv", g_dir);

@@ -9,23 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void pick_target(rxk_backend *b) {
-  const rx_rt_device_info *info = rx_rt_device_get_info(b->dev);
-  const char *name = b->kind == RX_RT_BACKEND_CUDA    ? "cuda -arch=sm_80"
-                     : b->kind == RX_RT_BACKEND_METAL ? "metal-apple7"
-                     : strstr(info->name, "llvmpipe") ? "vulkan-lavapipe"
-                                                      : "vulkan";
+void rxk_rt_target(const rx_rt_device *dev, rx_target *out) {
+  const rx_rt_device_info *info = rx_rt_device_get_info(dev);
+  const char *name = info->backend == RX_RT_BACKEND_CUDA    ? "cuda -arch=sm_80"
+                     : info->backend == RX_RT_BACKEND_METAL ? "metal-apple7"
+                     : strstr(info->name, "llvmpipe")       ? "vulkan-lavapipe"
+                                                            : "vulkan";
   const rx_target *t;
   rx_status s = rx_target_parse(name, &t);
   RX_ASSERT(!s);
-  b->target = *t;
-  if (b->kind == RX_RT_BACKEND_VULKAN && t->subgroup_size > 0 && info->subgroup_size > 0 &&
+  *out = *t;
+  if (info->backend == RX_RT_BACKEND_VULKAN && t->subgroup_size > 0 && info->subgroup_size > 0 &&
       (int)info->subgroup_size != t->subgroup_size) {
-    b->target.subgroup_size = b->target.min_subgroup_size = b->target.max_subgroup_size =
-        (int)info->subgroup_size;
+    out->subgroup_size = out->min_subgroup_size = out->max_subgroup_size = (int)info->subgroup_size;
   }
-  printf("backend %s: %s, target %s (subgroup %d)\n", rx_rt_backend_name(b->kind), info->name,
-         b->target.name, b->target.subgroup_size);
+}
+
+static void pick_target(rxk_backend *b) {
+  rxk_rt_target(b->dev, &b->target);
+  printf("backend %s: %s, target %s (subgroup %d)\n", rx_rt_backend_name(b->kind),
+         rx_rt_device_get_info(b->dev)->name, b->target.name, b->target.subgroup_size);
 }
 
 void rxk_rt_open(rxk_backend *b, const char *spec) {

@@ -1,5 +1,6 @@
 /* Programs compiled for a backend that is present and run through the runtime (runtime/), shared
- * by the tests that run kernels on devices (test_conformance, test_attention). Compiled only into
+ * by the tests that run kernels or artifacts on devices (test_conformance, test_attention,
+ * test_e2e, test_llm, test_dynshape, test_big_grid). Compiled only into
  * the tests that link the runtime (RX_SUPPORT_RUNTIME, tests/CMakeLists.txt). */
 #ifndef RX_SUPPORT_RUNTIME_H
 #define RX_SUPPORT_RUNTIME_H
@@ -15,6 +16,11 @@ typedef struct rxk_backend {
   char why[512];     /* why absent */
   rx_target target;  /* the description of the device, from the target table and the device */
 } rxk_backend;
+
+/* The target that describes the opened device dev, for relaxc to compile for: the table's entry
+ * for its backend (Vulkan: "vulkan-lavapipe" on lavapipe, else "vulkan"), with the subgroup size
+ * a Vulkan device reports (lavapipe's depends on the host's vector width; NVIDIA's is 32). */
+void rxk_rt_target(const rx_rt_device *dev, rx_target *out);
 
 /* Opens the backend b->kind (device spec as rx_rt_device_open takes it; Vulkan with the
  * validation layer) and picks its target: the table's entry, with the subgroup size the device

@@ -16,6 +16,7 @@
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
+#include "support_runtime.h"
 #include "targets/target.h"
 
 #include <math.h>
@@ -64,17 +65,23 @@ static float from_f16(uint16_t h) {
   return f;
 }
 
-/* Compiles text for vulkan, cuda and metal, checks every kernel's grid at n = bound (within the
- * target's limits) and at n = 1 (positive); returns the artifact (heap) or NULL. */
-static unsigned char *compile(const char *what, const char *text, int64_t bound, size_t *len) {
+/* Compiles text for vk (the Vulkan device's target), cuda and metal, checks every kernel's grid
+ * at n = bound (within the target's limits) and at n = 1 (positive); returns the artifact (heap)
+ * or NULL. */
+static unsigned char *compile(const char *what, const char *text, int64_t bound,
+                              const rx_target *vk, size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
   rx_diag_init(&diag);
   rx_compile_options o = {.no_nvrtc = true};
-  const char *names[] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
+  const char *names[] = {NULL, "cuda -arch=sm_80", "metal-apple7"};
+  const rx_target *tg[3] = {vk};
   for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
-    rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
-    RX_ASSERT(!ts);
+    if (names[i]) {
+      rx_status ts = rx_target_parse(names[i], &tg[i]);
+      RX_ASSERT(!ts);
+    }
+    o.targets[o.ntargets++] = tg[i];
   }
   rx_compile_result r;
   unsigned char *bytes = NULL;
@@ -95,11 +102,6 @@ static unsigned char *compile(const char *what, const char *text, int64_t bound,
   /* the grids, as the runtime evaluates them from each target's kernels.json */
   rx_rt_artifact *art = NULL;
   const char *tnames[] = {"vulkan", "cuda", "metal"};
-  const rx_target *tg[3];
-  for (int i = 0; i < 3; i++) {
-    rx_status ts = rx_target_parse(names[i], &tg[i]);
-    RX_ASSERT(!ts);
-  }
   rx_status s = rx_rt_artifact_load_memory(NULL, bytes, *len, what, &art);
   for (int i = 0; i < 3 && !s; i++) {
     const void *json = NULL;
@@ -226,21 +228,32 @@ int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* the Vulkan device first: the artifacts are compiled for the target that describes it
+   * (lavapipe's where there is none, for the grid checks) */
+  rx_rt_device *dev = NULL;
+  rx_rt_device_options dopts = {.validation = 1};
+  rx_status s = rx_rt_device_open("vulkan:0", &dopts, &dev);
+  rx_target vk;
+  if (dev) {
+    rxk_rt_target(dev, &vk);
+  } else {
+    const rx_target *t;
+    rx_status ts = rx_target_parse("vulkan-lavapipe", &t);
+    RX_ASSERT(!ts);
+    vk = *t;
+  }
   char text[512];
   size_t len = 0, ew_len = 0, red_len = 0;
   /* the shapes: grids only */
   snprintf(text, sizeof text, ew_fmt, 32000, 32000, 4096);
-  free(compile("elementwise 4096 x 32000", text, 4096, &len));
+  free(compile("elementwise 4096 x 32000", text, 4096, &vk, &len));
   snprintf(text, sizeof text, red_fmt, 4096, 65536);
-  free(compile("row sum 65536 x 4096", text, 65536, &len));
+  free(compile("row sum 65536 x 4096", text, 65536, &vk, &len));
   /* the shapes run on lavapipe */
   snprintf(text, sizeof text, ew_fmt, EW_COLS, EW_COLS, EW_ROWS);
-  unsigned char *ew = compile("elementwise 2048 x 32768", text, EW_ROWS, &ew_len);
+  unsigned char *ew = compile("elementwise 2048 x 32768", text, EW_ROWS, &vk, &ew_len);
   snprintf(text, sizeof text, red_fmt, RED_COLS, RED_ROWS);
-  unsigned char *red = compile("row sum 100000 x 512", text, RED_ROWS, &red_len);
-  rx_rt_device *dev = NULL;
-  rx_rt_device_options dopts = {.validation = 1};
-  rx_status s = rx_rt_device_open("vulkan:0", &dopts, &dev);
+  unsigned char *red = compile("row sum 100000 x 512", text, RED_ROWS, &vk, &red_len);
   if (s) {
     printf("Vulkan unavailable (%s): grids checked, nothing run\n", rx_status_message(s));
     rx_status_free(s);

@@ -17,6 +17,7 @@
 #include "passes/passes.h"
 #include "relaxc/compiler.h"
 #include "relaxc/runtime.h"
+#include "support_runtime.h"
 #include "targets/target.h"
 
 #include <math.h>
@@ -165,12 +166,15 @@ static void interp_case(rx_module *m, bool known, const run_case *c) {
 }
 
 /* ---- the VM on Vulkan ---- */
-static unsigned char *compile(const char *text, const char *name, bool fuse, size_t *len) {
+/* Compiles text for vk (the target of the Vulkan device it runs on), CUDA and Metal. */
+static unsigned char *compile(const char *text, const char *name, bool fuse, const rx_target *vk,
+                              size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag d;
   rx_diag_init(&d);
   rx_compile_options o = {.no_fuse = !fuse};
-  const char *names[] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
+  o.targets[o.ntargets++] = vk;
+  const char *names[] = {"cuda -arch=sm_80", "metal-apple7"};
   for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
     rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
@@ -328,11 +332,13 @@ int main(int argc, char **argv) {
     printf("dynshape: Vulkan unavailable (%s): VM cases skipped\n", rx_status_message(s));
     rx_status_free(s);
   }
+  rx_target vk;
+  if (dev) rxk_rt_target(dev, &vk);
   for (int prog = 0; dev && prog < 2; prog++) {
     for (int fuse = 1; fuse >= 0; fuse--) {
       size_t len = 0;
       const char *name = prog ? "known.rx" : "rows.rx";
-      unsigned char *bytes = compile(prog ? prog_known : prog_rows, name, fuse, &len);
+      unsigned char *bytes = compile(prog ? prog_known : prog_rows, name, fuse, &vk, &len);
       if (!bytes) continue;
       rx_rt_artifact *art = NULL;
       s = rx_rt_artifact_load_memory(dev, bytes, len, name, &art);

@@ -3,10 +3,12 @@
  *
  * For each model of tests/e2e (an MLP over n rows, a decoder layer over a sequence length s, a
  * conv net over a batch b): relaxc_compile for vulkan, cuda and metal together (one artifact),
- * then, for every case of tests/e2e/data/manifest.txt, the artifact runs through the runtime's VM
- * on Vulkan (lavapipe here, under the validation layer) and its output is compared with the
- * NumPy reference (tests/e2e/gen_e2e.py, float64 from the float32 inputs). The same is done with
- * fusion off: fused and unfused artifacts must both match.
+ * each for the target of the device it runs on), then, for every case of
+ * tests/e2e/data/manifest.txt, the artifact runs through the runtime's VM on every backend present
+ * (Vulkan: lavapipe here, under the validation layer; CUDA where a GPU is; an absent backend's
+ * cases count as skipped, with the reason) and its output is compared with the NumPy reference
+ * (tests/e2e/gen_e2e.py, float64 from the float32 inputs). The same is done with fusion off: fused
+ * and unfused artifacts must both match.
  *
  * Tolerance: normalized error max|got - want| / max(1, max|want|) <= 1e-4 (f32 with reductions
  * of up to 512 terms in another order than NumPy's).
@@ -17,6 +19,7 @@
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
+#include "support_runtime.h"
 #include "targets/target.h"
 #include "vm_check.h"
 
@@ -36,8 +39,9 @@ static int passed, failed, skipped;
     fputc('\n', stderr);                                                                           \
   } while (0)
 
-/* Compiles tests/e2e/MODEL.rx for every target into artifact bytes (heap); NULL on failure. */
-static unsigned char *compile_model(const char *dir, const char *model, bool fuse, size_t *len) {
+/* Compiles tests/e2e/MODEL.rx for the targets tg into artifact bytes (heap); NULL on failure. */
+static unsigned char *compile_model(const char *dir, const char *model, bool fuse,
+                                    const rx_target *const *tg, int ntg, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/e2e/%s.rx", dir, model);
   char *text;
@@ -52,11 +56,7 @@ static unsigned char *compile_model(const char *dir, const char *model, bool fus
   rx_diag diag;
   rx_diag_init(&diag);
   rx_compile_options o = {.no_fuse = !fuse};
-  const char *names[] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
-  for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
-    rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
-    RX_ASSERT(!ts);
-  }
+  for (int i = 0; i < ntg; i++) o.targets[o.ntargets++] = tg[i];
   rx_compile_result r;
   unsigned char *bytes = NULL;
   if (!rx_parse_module(m, path, text, n, &diag) || !rx_compile(m, &o, &diag, &r)) {
@@ -109,15 +109,52 @@ static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, ch
   for (size_t i = 0; i < n; i++) rx_rt_tensor_release(inputs[i]);
 }
 
+/* The cases of model in the manifest, run on b's device from art (NULL: b is absent, and they
+ * are counted as skipped); returns how many there are. */
+static int run_model(const char *manifest, const char *model, rxk_backend *b, rx_rt_artifact *art,
+                     const char *dir, bool fuse) {
+  char *copy = rx_strdup(manifest), *save = NULL, label[64];
+  snprintf(label, sizeof label, "%s, %s", fuse ? "fused" : "unfused", rx_rt_backend_name(b->kind));
+  int cases = 0;
+  size_t ml = strlen(model);
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    if (strncmp(line, model, ml) != 0 || line[ml] != '|') continue;
+    cases++;
+    if (!art) {
+      skipped++;
+      continue;
+    }
+    char *l = rx_strdup(line);
+    run_case(b->dev, art, dir, l, label);
+    free(l);
+  }
+  free(copy);
+  return cases;
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "tests";
   setvbuf(stdout, NULL, _IOLBF, 0);
-  rx_rt_device *dev = NULL;
-  rx_rt_device_options dopts = {.validation = 1};
-  rx_status s = rx_rt_device_open("vulkan:0", &dopts, &dev);
-  if (s) {
-    printf("e2e: Vulkan unavailable: %s\n", rx_status_message(s));
-    rx_status_free(s);
+  /* every backend, and the target of each device present (the table's where absent) */
+  rxk_backend bs[3] = {
+      {.kind = RX_RT_BACKEND_VULKAN}, {.kind = RX_RT_BACKEND_CUDA}, {.kind = RX_RT_BACKEND_METAL}};
+  const char *fallback[3] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
+  const rx_target *tg[3];
+  int present = 0;
+  for (int bi = 0; bi < 3; bi++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs[bi].kind));
+    rxk_rt_open(&bs[bi], spec);
+    if (bs[bi].dev) {
+      present++;
+      tg[bi] = &bs[bi].target;
+    } else {
+      rx_status ts = rx_target_parse(fallback[bi], &tg[bi]);
+      RX_ASSERT(!ts);
+    }
+  }
+  if (!present) {
+    printf("e2e: no backend present\n");
     printf("e2e: 0 passed, 0 failed, 1 skipped\n");
     return 77;
   }
@@ -125,7 +162,7 @@ int main(int argc, char **argv) {
   snprintf(manifest_path, sizeof manifest_path, "%s/e2e/data/manifest.txt", dir);
   char *manifest;
   size_t mlen;
-  s = rx_read_file(manifest_path, &manifest, &mlen);
+  rx_status s = rx_read_file(manifest_path, &manifest, &mlen);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
@@ -135,37 +172,39 @@ int main(int argc, char **argv) {
   for (size_t mi = 0; mi < RX_ARRAY_LEN(models); mi++) {
     for (int fuse = 1; fuse >= 0; fuse--) {
       size_t len = 0;
-      unsigned char *bytes = compile_model(dir, models[mi], fuse, &len);
+      unsigned char *bytes = compile_model(dir, models[mi], fuse, tg, 3, &len);
       if (!bytes) continue;
-      rx_rt_artifact *art = NULL;
-      s = rx_rt_artifact_load_memory(dev, bytes, len, models[mi], &art);
-      if (s) {
-        FAIL("%s: loading its artifact: %s", models[mi], rx_status_message(s));
-        rx_status_free(s);
-        free(bytes);
-        continue;
+      /* every manifest case of this model, from one artifact, on each backend */
+      for (int bi = 0; bi < 3; bi++) {
+        rx_rt_artifact *art = NULL;
+        if (bs[bi].dev) {
+          s = rx_rt_artifact_load_memory(bs[bi].dev, bytes, len, models[mi], &art);
+          if (s) {
+            FAIL("%s on %s: loading its artifact: %s", models[mi], rx_rt_backend_name(bs[bi].kind),
+                 rx_status_message(s));
+            rx_status_free(s);
+            continue;
+          }
+        }
+        if (run_model(manifest, models[mi], &bs[bi], art, dir, fuse) == 0)
+          FAIL("%s: no cases in the manifest", models[mi]);
+        rx_rt_artifact_release(art);
       }
-      /* every manifest case of this model, from one artifact */
-      char *copy = rx_strdup(manifest), *save = NULL;
-      int cases = 0;
-      for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t ml = strlen(models[mi]);
-        if (strncmp(line, models[mi], ml) != 0 || line[ml] != '|') continue;
-        char *l = rx_strdup(line);
-        run_case(dev, art, dir, l, fuse ? "fused" : "unfused");
-        free(l);
-        cases++;
-      }
-      if (cases == 0) FAIL("%s: no cases in the manifest", models[mi]);
-      free(copy);
-      rx_rt_artifact_release(art);
       free(bytes);
     }
   }
-  const char *last = NULL;
-  size_t nmsg = rx_rt_device_validation_messages(dev, &last);
-  if (nmsg) FAIL("%zu Vulkan validation messages; the last: %s", nmsg, last ? last : "");
-  rx_rt_device_release(dev);
+  for (int bi = 0; bi < 3; bi++) {
+    if (!bs[bi].dev) {
+      printf("e2e: backend %s skipped: %s\n", rx_rt_backend_name(bs[bi].kind), bs[bi].why);
+      continue;
+    }
+    const char *last = NULL;
+    size_t nmsg = rx_rt_device_validation_messages(bs[bi].dev, &last);
+    if (nmsg)
+      FAIL("%zu %s validation messages; the last: %s", nmsg, rx_rt_backend_name(bs[bi].kind),
+           last ? last : "");
+    rx_rt_device_release(bs[bi].dev);
+  }
   free(manifest);
   printf("e2e: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;

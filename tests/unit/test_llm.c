@@ -2,7 +2,9 @@
  * (a trained tiny Llama and tiny random-weight Llama with GQA and a sharded checkpoint, Llama 3
  * with rope scaling and tied embeddings in bf16, Mistral with MQA and a sliding window in f16,
  * Qwen2 with q/k/v biases) is imported from its folder (frontends/hf), compiled for Vulkan into
- * one artifact holding its weights, and run through runtime/llm on lavapipe, in f32 and in f16:
+ * one artifact holding its weights, and run through runtime/llm on every backend present (lavapipe
+ * here; CUDA where a GPU is; each compiled for the target of its device, an absent backend counted
+ * as skipped with the reason), in f32 and in f16:
  *
  * - the last-token logits after a prefill of 1, 7, 33 and 100 tokens, and after each of 8 decode
  *   steps that feed transformers' greedy tokens, against tests/llm/ref (transformers in f32):
@@ -21,6 +23,7 @@
 #include "frontends/hf/hf.h"
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "support_runtime.h"
 #include "targets/target.h"
 
 #include <cjson/cJSON.h>
@@ -37,7 +40,7 @@
 #define TIE_F32 1e-3
 #define TIE_F16 5e-2
 
-static int passed, failed;
+static int passed, failed, skipped;
 
 #define FAIL(...)                                                                                  \
   do {                                                                                             \
@@ -124,14 +127,18 @@ static void check_logits(const char *what, const float *got, const float *want, 
     passed++;
 }
 
-/* Compiles the model folder for lavapipe in dtype t into path; false after reporting. */
-static bool compile(const char *tests, const char *model, rx_dtype t, const char *path) {
+/* Compiles the model folder for the targets of the backends present in dtype t into path; false
+ * after reporting. */
+static bool compile(const char *tests, const char *model, rx_dtype t, const rxk_backend *bs,
+                    const bool *present, int nb, const char *path) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/llm/models/%s", tests, model);
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = t, .max_batch = 4};
   rx_status s = rx_hf_import(m, dir, &ho);
-  rx_compile_options o = {.ntargets = 1};
+  rx_compile_options o = {0};
+  for (int bi = 0; bi < nb; bi++)
+    if (present[bi]) o.targets[o.ntargets++] = &bs[bi].target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
@@ -142,8 +149,6 @@ static bool compile(const char *tests, const char *model, rx_dtype t, const char
     rx_status_free(s);
   }
   if (ok) {
-    s = rx_target_parse("vulkan-lavapipe", &o.targets[0]);
-    RX_ASSERT(!s);
     ok = rx_compile(m, &o, &diag, &r);
     if (!ok) FAIL("compile %s: %s", model, rx_diag_text(&diag));
   }
@@ -281,27 +286,38 @@ static void check_greedy(rx_llm_model *m, const ref *r, const char *name, double
   free(got);
 }
 
-static void check_model(const char *tests, const char *model, rx_dtype t) {
+/* One artifact for the backends present; then the checks on each of them. */
+static void check_model(const char *tests, const char *model, rx_dtype t, const rxk_backend *bs,
+                        const bool *present, int nb) {
   ref r = {0};
   if (!load_ref(tests, model, &r)) return;
-  char name[128], path[256];
-  snprintf(name, sizeof name, "%s (%s)", model, rx_dtype_name(t));
+  char path[256];
   snprintf(path, sizeof path, "/tmp/rx_test_llm_%d_%s_%s.rxm", (int)getpid(), model,
            rx_dtype_name(t));
-  double tol = t == RX_DTYPE_F32 ? TOL_F32 : TOL_F16, worst = 0;
-  if (compile(tests, model, t, path)) {
-    rx_llm_model_options mo = {.device = "vulkan", .capacity = 1024, .max_sequences = 4};
-    rx_llm_model *m = NULL;
-    if (ok_status(rx_llm_model_load(path, &mo, &m), name)) {
-      check_lengths(m, &r, name, tol, &worst);
-      check_batch(m, &r, name, tol, &worst);
-      check_greedy(m, &r, name, t == RX_DTYPE_F32 ? TIE_F32 : TIE_F16);
-      fprintf(stderr, "  %s: worst relative L2 error %.3g (tolerance %.0e)\n", name, worst, tol);
-      const char *last = NULL;
-      size_t nv = rx_rt_device_validation_messages(rx_llm_model_device(m), &last);
-      if (nv) FAIL("%s: %zu Vulkan validation messages, the last: %s", name, nv, last);
+  double tol = t == RX_DTYPE_F32 ? TOL_F32 : TOL_F16;
+  for (int bi = 0; bi < nb; bi++)
+    if (!present[bi]) skipped++;
+  if (compile(tests, model, t, bs, present, nb, path)) {
+    for (int bi = 0; bi < nb; bi++) {
+      if (!present[bi]) continue;
+      const char *backend = rx_rt_backend_name(bs[bi].kind);
+      char name[128], spec[64];
+      snprintf(name, sizeof name, "%s (%s) on %s", model, rx_dtype_name(t), backend);
+      snprintf(spec, sizeof spec, "%s:0", backend);
+      rx_llm_model_options mo = {.device = spec, .capacity = 1024, .max_sequences = 4};
+      rx_llm_model *m = NULL;
+      double worst = 0;
+      if (ok_status(rx_llm_model_load(path, &mo, &m), name)) {
+        check_lengths(m, &r, name, tol, &worst);
+        check_batch(m, &r, name, tol, &worst);
+        check_greedy(m, &r, name, t == RX_DTYPE_F32 ? TIE_F32 : TIE_F16);
+        fprintf(stderr, "  %s: worst relative L2 error %.3g (tolerance %.0e)\n", name, worst, tol);
+        const char *last = NULL;
+        size_t nv = rx_rt_device_validation_messages(rx_llm_model_device(m), &last);
+        if (nv) FAIL("%s: %zu validation messages, the last: %s", name, nv, last);
+      }
+      rx_llm_model_free(m);
     }
-    rx_llm_model_free(m);
   }
   unlink(path);
   cJSON_Delete(r.json);
@@ -312,10 +328,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_llm TESTS_DIR\n");
     return 2;
   }
-  rx_status s = rx_rt_backend_check(RX_RT_BACKEND_VULKAN);
-  if (s) {
-    fprintf(stderr, "SKIP: no Vulkan: %s\n", rx_status_message(s));
-    rx_status_free(s);
+  /* the backends present, and the target of each one's device (opened here only for that:
+   * runtime/llm opens its own) */
+  rxk_backend bs[3] = {
+      {.kind = RX_RT_BACKEND_VULKAN}, {.kind = RX_RT_BACKEND_CUDA}, {.kind = RX_RT_BACKEND_METAL}};
+  bool present[3] = {false};
+  int npresent = 0;
+  for (int bi = 0; bi < 3; bi++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs[bi].kind));
+    rxk_rt_open(&bs[bi], spec);
+    present[bi] = bs[bi].dev != NULL;
+    npresent += present[bi];
+    rx_rt_device_release(bs[bi].dev);
+    bs[bi].dev = NULL;
+  }
+  if (!npresent) {
+    fprintf(stderr, "SKIP: no backend present\n");
     return 77;
   }
   const char *models[] = {"kjv-llama", "tiny-llama-gqa", "tiny-llama3", "tiny-mistral",
@@ -325,9 +354,9 @@ int main(int argc, char **argv) {
   quick = q && *q && strcmp(q, "0");
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) {
     if (only && !strstr(only, models[i])) continue;
-    if (!quick) check_model(argv[1], models[i], RX_DTYPE_F32);
-    check_model(argv[1], models[i], RX_DTYPE_F16);
+    if (!quick) check_model(argv[1], models[i], RX_DTYPE_F32, bs, present, 3);
+    check_model(argv[1], models[i], RX_DTYPE_F16, bs, present, 3);
   }
-  fprintf(stderr, "test_llm: %d passed, %d failed\n", passed, failed);
+  fprintf(stderr, "test_llm: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }
