@@ -14,9 +14,9 @@
 #include <time.h>
 
 const char *const rx_compile_step_names[] = {
-    "verify",     "fold",     "cse",         "dce",      "legalize",
-    "annotate",   "fuse_ops", "fuse_tensor", "names",    "plan_memory",
-    "lower_host", "schedule", "codegen",     "artifact", NULL,
+    "verify",   "fold",        "cse",      "dce",   "legalize",    "annotate",
+    "fuse_ops", "fuse_tensor", "dedup",    "names", "plan_memory", "lower_host",
+    "schedule", "codegen",     "artifact", NULL,
 };
 
 bool rx_compile_step_known(const char *name) {
@@ -353,6 +353,23 @@ static bool check_options(pipe *p) {
   return true;
 }
 
+static int count_programs(const rx_module *m) {
+  int n = 0;
+  for (size_t i = 0; i < m->items.len; i++) n += m->items.data[i].kind == RX_ITEM_TENSOR;
+  return n;
+}
+
+/* dedup, and under --time-passes how many programs it merged */
+static bool dedup(pipe *p) {
+  int before = count_programs(p->m);
+  if (!step(p, "dedup", rx_pass_dedup)) return false;
+  int after = count_programs(p->m);
+  if (p->o->time_passes)
+    rx_strbuf_printf(&p->times, "    (%d tensor programs, %d after merging equal ones)\n", before,
+                     after);
+  return true;
+}
+
 static bool fuse(pipe *p) {
   return p->o->no_fuse ||
          (step(p, "fuse_ops", rx_pass_fuse_ops) && step(p, "fuse_tensor", rx_pass_fuse_tensor));
@@ -365,15 +382,15 @@ bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_com
   bool ok = check_options(&p) && step(&p, "verify", input) /* normalize + verify the input */
             && step(&p, "fold", rx_pass_fold)              /* constants and shape expressions */
             && step(&p, "cse", rx_pass_cse) && step(&p, "dce", rx_pass_dce) &&
-            step(&p, "legalize", rx_pass_legalize)    /* op calls -> call_tensor */
-            && step(&p, "annotate", rx_pass_annotate) /* patterns from the loop level */
-            && fuse(&p)                               /* fuse_ops, fuse_tensor */
-            && step(&p, "dce", rx_pass_dce) &&
-            step(&p, "names", rx_pass_short_names) /* kernel and file names */
-            && plan_memory(&p)                     /* storages at the upper bounds */
-            && lower_host(&p)                      /* the host program */
-            && targets(&p)                         /* per target: schedule, codegen, nvrtc */
-            && artifact(&p);                       /* the .rxm bytes */
+            step(&p, "legalize", rx_pass_legalize)       /* op calls -> call_tensor */
+            && step(&p, "annotate", rx_pass_annotate)    /* patterns from the loop level */
+            && fuse(&p)                                  /* fuse_ops, fuse_tensor */
+            && step(&p, "dce", rx_pass_dce) && dedup(&p) /* programs equal up to names */
+            && step(&p, "names", rx_pass_short_names)    /* kernel and file names */
+            && plan_memory(&p)                           /* storages at the upper bounds */
+            && lower_host(&p)                            /* the host program */
+            && targets(&p)                               /* per target: schedule, codegen, nvrtc */
+            && artifact(&p);                             /* the .rxm bytes */
   if (o->time_passes) {
     rx_strbuf tb = {0};
     rx_strbuf_append(&tb, "relaxc: time per step\n");

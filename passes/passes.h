@@ -46,6 +46,14 @@ bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag);
  * tensor program built from the group's programs; the primitive functions are removed. */
 bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag);
 
+/* passes/dedup.c: tensor programs equal up to the names of their parameters, buffers, locals,
+ * loop and symbolic variables (renamed consistently) become one: the first of each class in
+ * module order is kept, every call_tensor of the others calls it, and the others leave the
+ * module. Found by a hash of a canonical form (names as first-occurrence indices) and confirmed
+ * by comparing the whole forms. Runs after every pass that makes programs, before scheduling.
+ * A module without graph functions is left as it is (its programs are its entry points). */
+bool rx_pass_dedup(rx_module *m, rx_diag *diag);
+
 /* passes/short_names.c: program names become kernel entry points and artifact section names
  * ("<backend>/<kernel>.<ext>", at most 63 bytes). A program whose name is long (fusion
  * concatenates the names of its parts) or clashes with another program's specialized kernels

@@ -1,9 +1,9 @@
 /* Graph passes: constant folding, CSE, DCE, pattern annotation of every program in
  * tests/kernels, and fusion of the models in tests/models: exact call_tensor counts
- * before and after fusion, and the fused modules (after fuse_ops, and after fuse_tensor) give
- * the same numbers as the unfused ones under the graph interpreter at several values of every
- * symbolic dimension. Every pass is followed by normalize + verify, and the fused module prints
- * and parses back.
+ * before and after fusion, and the fused modules (after fuse_ops, after fuse_tensor and after
+ * dedup) give the same numbers as the unfused ones under the graph interpreter at several values
+ * of every symbolic dimension. Every pass is followed by normalize + verify, and the fused module
+ * prints and parses back.
  *
  * usage: test_passes TESTS_DIR */
 #include <math.h>
@@ -368,6 +368,7 @@ typedef struct model {
   int before, after; /* call_tensor bindings of main */
   int groups;        /* primitive functions made by fuse_ops */
   bool legalize;     /* written with ops: legalize first */
+  int programs;      /* tensor programs after dedup; 0: not checked */
 } model;
 
 /* Runs main of a and b on the same random inputs with sym = v; compares. */
@@ -455,6 +456,14 @@ static void test_model(const model *md) {
     CHECK(count_calls(m, "main", RX_NODE_CALL_GRAPH) == 0, "%s: graph calls left", md->file);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_tensor");
     ok = run_pass(m, rx_pass_dce, "dce after fusion");
+    /* dedup: programs equal up to names merged, the same numbers */
+    if (ok && run_pass(m, rx_pass_dedup, "dedup")) {
+      int programs = 0;
+      for (size_t i = 0; i < m->items.len; i++) programs += m->items.data[i].kind == RX_ITEM_TENSOR;
+      CHECK(!md->programs || programs == md->programs, "%s: %d programs after dedup, %d expected",
+            md->file, programs, md->programs);
+      for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "dedup");
+    }
     /* prints and parses back to the same text */
     char *p1 = print_module(m);
     rx_module *back = parse_text("<printed>", p1);
@@ -480,11 +489,12 @@ int main(int argc, char **argv) {
   test_fold_cse_dce();
   test_graph_interp_errors();
   static const model models[] = {
-      {"models/mlp.rx", "n", {1, 7, 33}, 6, 2, 2, false},
-      {"models/transformer.rx", "s", {1, 5, 17}, 16, 11, 4, false},
-      {"models/small_net.rx", "b", {1, 3, 10}, 8, 4, 3, false},
-      {"models/extra_dims.rx", "n", {1, 2, 5}, 3, 2, 1, false},
-      {"models/mlp_ops.rx", "n", {1, 4, 19}, 5, 2, 2, true},
+      {"models/mlp.rx", "n", {1, 7, 33}, 6, 2, 2, false, 2},
+      {"models/transformer.rx", "s", {1, 5, 17}, 16, 11, 4, false, 7},
+      {"models/small_net.rx", "b", {1, 3, 10}, 8, 4, 3, false, 4},
+      {"models/extra_dims.rx", "n", {1, 2, 5}, 3, 2, 1, false, 2},
+      {"models/mlp_ops.rx", "n", {1, 4, 19}, 5, 2, 2, true, 2},
+      {"models/decoder2.rx", "s", {1, 5, 17}, 52, 24, 10, true, 9},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) test_model(&models[i]);
   printf("test_passes: %d passed, %d failed\n", passed, failed);
