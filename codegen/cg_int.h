@@ -34,7 +34,8 @@ typedef struct cg_kernel {
   int nshared;
   int nthreads; /* block[0] * block[1] * block[2] */
   bool uses_subgroup;
-  rx_loc loc; /* of the kernel root */
+  bool uses_mma; /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
+  rx_loc loc;    /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).
@@ -112,6 +113,8 @@ typedef struct cg_lang {
   void (*open_kernel)(cg_printer *p, rx_strbuf *o);
   /* a shared-memory declaration at kernel scope (CUDA, MSL); GLSL declares them in open */
   void (*shared_decl)(cg_printer *p, rx_strbuf *o, const cg_shared *s);
+  /* `mma m16n8k16 c, a, b` (ir.h, RX_STMT_MMA) as a statement; NULL: the language has none */
+  void (*mma)(cg_printer *p, rx_strbuf *o, const rx_stmt *s);
   /* the subgroup reduction of x (printed operand) of dtype t into the expression text */
   void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
   /* a symbolic value as used in index arithmetic */

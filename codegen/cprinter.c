@@ -1285,17 +1285,30 @@ static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
   rx_analyzer_bind_range(p->an, v, s->lo[i], s->extent[i]);
 }
 
+/* a nested block in braces */
+static void pseq(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
+  cg_indent(p, o);
+  rx_strbuf_append(o, "{\n");
+  pblock(p, o, s);
+  cg_indent(p, o);
+  rx_strbuf_append(o, "}\n");
+}
+
+/* lowering refuses a target whose language has no mma first (lower.c) */
+static void pmma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  if (p->L->mma)
+    p->L->mma(p, o, s);
+  else
+    cg_error(p, s->loc, "mma m16n8k16 cannot be printed in this language");
+}
+
 static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   if (!s || p->failed) return;
   const cg_lang *L = p->L;
   size_t mark = rx_analyzer_mark(p->an);
   switch (s->kind) {
   case RX_STMT_SEQ:
-    cg_indent(p, o);
-    rx_strbuf_append(o, "{\n");
-    pblock(p, o, s);
-    cg_indent(p, o);
-    rx_strbuf_append(o, "}\n");
+    pseq(p, o, s);
     break;
   case RX_STMT_FOR:
     if (s->loop_kind >= RX_LOOP_THREAD_X) {
@@ -1429,6 +1442,9 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   case RX_STMT_BARRIER:
     cg_indent(p, o);
     rx_strbuf_printf(o, "%s\n", L->barrier);
+    break;
+  case RX_STMT_MMA:
+    pmma(p, o, s);
     break;
   }
   rx_analyzer_reset(p->an, mark);

@@ -5,6 +5,7 @@
  * are butterflies of __shfl_xor_sync over the warp (block sizes a multiple of 32, or one
  * power-of-two partial warp with its exact mask). */
 #include "cg_int.h"
+#include "mma_cuda.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -81,6 +82,40 @@ static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int w
                             const char *index, bool store) {
   const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
   rx_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name), index);
+}
+
+/* `mma m16n8k16 c, a, b`: the fragments' 16-bit elements packed in pairs, low element first
+ * (mma_cuda.h's registers), then mma.sync through the prelude's helper; c is read and written. */
+static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  if (!p->helpers.data || !strstr(p->helpers.data, "relaxc matrix-unit helpers"))
+    rx_strbuf_printf(&p->helpers, "%s", RX_CUDA_MMA_PRELUDE);
+  const char *bits = p->L->to_bits[s->mma_a->dtype];
+  const char *c = cg_name(p, s->buf->name);
+  const char *srcs[2] = {cg_name(p, s->mma_a->name), cg_name(p, s->mma_b->name)};
+  static const char *const regs[2] = {"rx_ma", "rx_mb"};
+  cg_indent(p, o);
+  rx_strbuf_append(o, "{ /* mma m16n8k16 */\n");
+  p->indent++;
+  cg_indent(p, o);
+  rx_strbuf_append(o, "unsigned rx_ma[4], rx_mb[2];\n");
+  for (int w = 0; w < 2; w++)
+    for (int r = 0; r < (w ? 2 : 4); r++) {
+      char lo[96], hi[96];
+      snprintf(lo, sizeof lo, "%s[%d]", srcs[w], 2 * r);
+      snprintf(hi, sizeof hi, "%s[%d]", srcs[w], 2 * r + 1);
+      cg_indent(p, o);
+      rx_strbuf_printf(o, "%s[%d] = ", regs[w], r);
+      rx_strbuf_printf(o, bits, lo);
+      rx_strbuf_append(o, " | (");
+      rx_strbuf_printf(o, bits, hi);
+      rx_strbuf_append(o, " << 16);\n");
+    }
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "rx_mma_16x8x16_%sf32(%s, rx_ma, rx_mb, %s);\n",
+                   s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", c, c);
+  p->indent--;
+  cg_indent(p, o);
+  rx_strbuf_append(o, "}\n");
 }
 
 static void cuda_open(cg_printer *p, rx_strbuf *o) {
@@ -496,6 +531,7 @@ const cg_lang cg_cuda = {
     .open_kernel = cuda_open,
     .shared_decl = cuda_shared,
     .subgroup = cuda_subgroup,
+    .mma = cuda_mma,
     .scalar_ref = cuda_scalar_ref,
     .vector_ref = cuda_vector_ref,
 };

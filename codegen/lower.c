@@ -259,6 +259,10 @@ static void see_stmt(lw *w, rx_stmt *s) {
     break;
   case RX_STMT_BARRIER:
     break;
+  case RX_STMT_MMA: /* its fragments are local buffers: nothing to check in memory */
+    w->ck->uses_mma = true;
+    w->ck->uses_subgroup = true; /* the warp's 32 lanes: the runtime checks the width */
+    break;
   }
   rx_analyzer_reset(w->an, mark);
 }
@@ -366,6 +370,15 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     int limit = t->push_constant_bytes < 128 ? t->push_constant_bytes : 128;
     k->uses_ubo = k->scalar_bytes > limit;
     if (k->uses_ubo) k->scalar_bytes = (k->scalar_bytes + 15) / 16 * 16; /* ivec4 array */
+  }
+  if (ok && ck->uses_mma &&
+      (t->kind != RX_TARGET_CUDA || t->subgroup_size != 32 ||
+       !rx_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC))) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' uses mma m16n8k16 (PTX mma.sync); target '%s' has no such matrix "
+                   "unit",
+                   k->name, t->name);
+    ok = false;
   }
   if (ok && ck->uses_subgroup && !t->subgroup_arithmetic) {
     rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,

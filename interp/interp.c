@@ -356,6 +356,7 @@ typedef enum cst_kind {
   C_ALLOC,
   C_IF,
   C_BARRIER,
+  C_MMA, /* buf: C, buf2: A, buf3: B (ir.h, RX_STMT_MMA) */
 } cst_kind;
 
 typedef struct blkinfo blkinfo;
@@ -371,6 +372,7 @@ struct cst {
   cx **lo, **ext;
   cst *inner, *init, *els;
   int buf, alloc_id; /* STORE / ALLOC */
+  int buf2, buf3;    /* MMA: A, B */
   cx **idx;          /* STORE indices, ALLOC shape */
   int nidx;
   cx *value;    /* STORE, LET, IF cond */
@@ -410,7 +412,7 @@ typedef struct keyid {
 typedef struct run run;
 typedef struct blk blk;
 
-enum { T_RUN, T_BARRIER, T_SUBGROUP, T_DONE };
+enum { T_RUN, T_BARRIER, T_SUBGROUP, T_MMA, T_DONE };
 
 typedef struct thr {
   run *rs;
@@ -426,6 +428,7 @@ typedef struct thr {
   int state;
   const cst *bar; /* T_BARRIER: where */
   const cx *sg;   /* T_SUBGROUP: which operation */
+  const cst *mma; /* T_MMA: which one */
   val sgv, sgr;   /* T_SUBGROUP: own value, result */
 } thr;
 
@@ -1074,6 +1077,52 @@ static void exec(thr *t, const cst *s) {
     t->bar = s;
     yield_to_scheduler(t);
     return;
+  case C_MMA:
+    if (!t->fib || t->rs->sgsize != 32) {
+      fail(t, s->loc,
+           "mma m16n8k16 needs the 32 lanes of a subgroup together (this run has subgroups of "
+           "%d%s)",
+           t->rs->sgsize, t->fib ? "" : " and a thread alone in its block");
+      return;
+    }
+    if (!t->bufs[s->buf] || !t->bufs[s->buf2] || !t->bufs[s->buf3] || t->bufs[s->buf]->count < 4 ||
+        t->bufs[s->buf2]->count < 8 || t->bufs[s->buf3]->count < 4) {
+      fail(t, s->loc, "mma m16n8k16: fragments of 4, 8 and 4 elements expected");
+      return;
+    }
+    t->state = T_MMA;
+    t->mma = s;
+    yield_to_scheduler(t);
+    return;
+  }
+}
+
+/* The mma of the 32 lanes th[0..31] of a subgroup (ir.h, RX_STMT_MMA): gathers A, B and C from
+ * their fragments, computes C += A B (products and sums in double, rounded to f32 once) and
+ * scatters C back. */
+static void run_mma(thr *th, const cst *s) {
+  double A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const rbuf *a = th[l].bufs[s->buf2], *b = th[l].bufs[s->buf3], *c = th[l].bufs[s->buf];
+    int g = l / 4, q = l % 4;
+    for (int i = 0; i < 8; i++)
+      A[g + 8 * (i / 2 % 2)][2 * q + i % 2 + 8 * (i / 4)] = rd(a->dt, a->data, i).f;
+    for (int i = 0; i < 4; i++) {
+      B[2 * q + i % 2 + 8 * (i / 2)][g] = rd(b->dt, b->data, i).f;
+      C[g + 8 * (i / 2)][2 * q + i % 2] = rd(c->dt, c->data, i).f;
+    }
+  }
+  for (int r = 0; r < 16; r++)
+    for (int n = 0; n < 8; n++) {
+      double acc = C[r][n];
+      for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][n];
+      C[r][n] = acc;
+    }
+  for (int l = 0; l < 32; l++) {
+    const rbuf *c = th[l].bufs[s->buf];
+    int g = l / 4, q = l % 4;
+    for (int i = 0; i < 4; i++)
+      wr(c->dt, c->data, i, (val){.f = (float)C[g + 8 * (i / 2)][2 * q + i % 2]});
   }
 }
 
@@ -1100,6 +1149,10 @@ static void put_thread_state(rx_strbuf *sb, const thr *t) {
   case T_SUBGROUP:
     rx_strbuf_printf(sb, "waits at %s", rx_intrinsic_name((rx_intrinsic)t->sg->sub));
     put_loc(sb, t->sg->loc);
+    break;
+  case T_MMA:
+    rx_strbuf_append(sb, "waits at mma");
+    put_loc(sb, t->mma->loc);
     break;
   default:
     rx_strbuf_append(sb, "is running");
@@ -1157,11 +1210,23 @@ static rx_status schedule(run *rs, blk *b) {
       int lo = g * sg, hi = lo + sg < b->n ? lo + sg : b->n;
       const thr *w = NULL;
       for (int i = lo; i < hi && !w; i++)
-        if (b->th[i].state == T_SUBGROUP) w = &b->th[i];
+        if (b->th[i].state == T_SUBGROUP || b->th[i].state == T_MMA) w = &b->th[i];
       if (!w) continue;
       for (int i = lo; i < hi; i++) {
         const thr *u = &b->th[i];
-        if (u->state != T_SUBGROUP || u->sg != w->sg) return divergence(rs, b, "subgroup", w, u);
+        if (u->state != w->state || (w->state == T_SUBGROUP ? u->sg != w->sg : u->mma != w->mma))
+          return divergence(rs, b, "subgroup", w, u);
+      }
+      if (w->state == T_MMA) {
+        if (hi - lo != 32) {
+          rx_loc none = {0};
+          return make_err(rs, b, NULL, none,
+                          "mma m16n8k16 needs 32 lanes; the block's last subgroup has fewer");
+        }
+        run_mma(&b->th[lo], w->mma);
+        for (int i = lo; i < hi; i++) b->th[i].state = T_RUN;
+        released = true;
+        continue;
       }
       const cx *op = w->sg;
       val acc = b->th[lo].sgv;
@@ -1551,6 +1616,7 @@ static int scan(const rx_stmt *s) {
   case RX_STMT_IF:
     return (tx_has_subgroup(s->value) ? HAS_SYNC : 0) | scan(s->inner) | scan(s->otherwise);
   case RX_STMT_BARRIER:
+  case RX_STMT_MMA:
     return HAS_SYNC;
   case RX_STMT_STORE:
     for (int i = 0; i < s->nidx; i++)
@@ -1815,6 +1881,20 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
       return NULL;
     }
     return cst_new(rs, C_BARRIER, s);
+  case RX_STMT_MMA:
+    if (!rs->cur_blk) {
+      cfail(rs, s->loc, "mma outside a block (the innermost blockIdx loop's body)");
+      return NULL;
+    }
+    if (!s->buf || !s->mma_a || !s->mma_b) {
+      cfail(rs, s->loc, "malformed mma");
+      return NULL;
+    }
+    c = cst_new(rs, C_MMA, s);
+    c->buf = buf_of(rs, s->buf);
+    c->buf2 = buf_of(rs, s->mma_a);
+    c->buf3 = buf_of(rs, s->mma_b);
+    return c;
   }
   cfail(rs, s->loc, "malformed statement (kind %d)", (int)s->kind);
   return NULL;

@@ -411,7 +411,17 @@ typedef enum rx_stmt_kind {
   RX_STMT_ALLOC,   /* alloc buf (scope); visible to the following statements of its SEQ */
   RX_STMT_IF,      /* if cond { then } else { otherwise } (otherwise may be NULL) */
   RX_STMT_BARRIER, /* all threads of the block reach this point; shared memory is visible */
+  RX_STMT_MMA,     /* mma m16n8k16 c, a, b: a subgroup's matrix multiply-accumulate (below) */
 } rx_stmt_kind;
+
+/* RX_STMT_MMA: `mma m16n8k16 c, a, b`: the 32 lanes of a subgroup together compute
+ * C += A B with A 16x16 and B 16x8 (f16 or bf16, both the same) and C 16x8 (f32), each lane
+ * holding its fragment in local buffers: a [8] (A), b [4] (B), c [4] (C, read and written), in
+ * the layouts of the PTX ISA's "Matrix Fragments for mma.m16n8k16" (lane l, g = l / 4,
+ * t = l % 4): a[i] = A[g + 8 * (i / 2 % 2)][2t + i % 2 + 8 * (i / 4)],
+ * b[i] = B[2t + i % 2 + 8 * (i / 2)][g], c[i] = C[g + 8 * (i / 2)][2t + i % 2]. Every lane of
+ * the subgroup must reach it (subgroups of 32: the kernel is scheduled for them). Printed for CUDA
+ * as mma.sync through codegen/mma_cuda.h; other targets report it. */
 
 typedef struct rx_stmt rx_stmt;
 struct rx_stmt {
@@ -431,8 +441,9 @@ struct rx_stmt {
   rx_buffer *buf;         /* STORE target, ALLOC buffer */
   rx_tx **idx;            /* STORE indices */
   int nidx;
-  rx_tx *value;    /* STORE value, LET value, IF cond */
-  rx_local *local; /* LET */
+  rx_tx *value;             /* STORE value, LET value, IF cond */
+  rx_local *local;          /* LET */
+  rx_buffer *mma_a, *mma_b; /* MMA: the fragments of A and B (buf: C) */
 };
 
 /* Fusion pattern of a tensor program (passes/annotate.c computes it from the loop body) or of an

@@ -1371,6 +1371,23 @@ static rx_stmt *tstmt(P *p) {
     s = if_stmt(p, loc);
   } else if (accept_kw(p, "barrier")) {
     s = rx_stmt_new(m, RX_STMT_BARRIER, loc);
+  } else if (is_kw(p, "mma") && tok_is_kw(ahead(p, 1), "m16n8k16")) {
+    next(p); /* `mma m16n8k16 c, a, b` (ir.h, RX_STMT_MMA) */
+    next(p);
+    s = rx_stmt_new(m, RX_STMT_MMA, loc);
+    rx_buffer **ops[3] = {&s->buf, &s->mma_a, &s->mma_b};
+    static const char *const what[3] = {"the accumulator C", "the fragment of A",
+                                        "the fragment of B"};
+    for (int i = 0; i < 3; i++) {
+      if (i) expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
+      rx_tok *nt = cur(p);
+      if (nt->kind != RX_TOK_IDENT) fail_expected(p, what[i]);
+      const char *name = tok_text(p, nt);
+      tname *tn = lookup_tname(p, name);
+      if (!tn || !tn->buf) fail_at(p, nt->loc, "undefined buffer '%s' (%s of mma)", name, what[i]);
+      *ops[i] = tn->buf;
+      next(p);
+    }
   } else if (accept_kw(p, "let")) {
     s = rx_stmt_new(m, RX_STMT_LET, loc);
     rx_loc nloc = cur(p)->loc;
@@ -1420,7 +1437,8 @@ static rx_stmt *tstmt(P *p) {
     expect(p, RX_TOK_ASSIGN, "'=' and the value to store");
     s->value = tx(p);
   } else {
-    fail_expected(p, "a statement (for, reduce, if, let, alloc, barrier or a store 'buf[i] = v')");
+    fail_expected(
+        p, "a statement (for, reduce, if, let, alloc, barrier, mma or a store 'buf[i] = v')");
   }
   end_stmt(p, "a statement");
   leave(p);

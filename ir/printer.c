@@ -257,6 +257,10 @@ static void pstmt(W *w, const rx_stmt *s) {
   case RX_STMT_BARRIER:
     rx_strbuf_append(o, "barrier");
     break;
+  case RX_STMT_MMA:
+    rx_strbuf_printf(o, "mma m16n8k16 %s, %s, %s", s->buf ? s->buf->name : "?",
+                     s->mma_a ? s->mma_a->name : "?", s->mma_b ? s->mma_b->name : "?");
+    break;
   }
   rx_strbuf_putc(o, '\n');
 }

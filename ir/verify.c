@@ -502,6 +502,37 @@ static bool is_input_buffer(vctx *v, const rx_buffer *b) {
 
 static void check_tx(vctx *v, const rx_tx *e);
 
+/* `mma m16n8k16 c, a, b` (ir.h): local buffers of 4 f32, 8 and 4 f16 (or bf16) elements. */
+static void check_mma(vctx *v, const rx_stmt *s) {
+  const rx_buffer *ops[3] = {s->buf, s->mma_a, s->mma_b};
+  static const char *const what[3] = {"C", "A", "B"};
+  static const int64_t elems[3] = {4, 8, 4};
+  for (int i = 0; i < 3; i++) {
+    const rx_buffer *b = ops[i];
+    if (!b) {
+      err(v, s->loc, "mma without its %s operand", what[i]);
+      return;
+    }
+    if (!has(&v->vars, b))
+      err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc", b->name);
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim && n > 0; d++)
+      n = b->shape && b->shape[d]->kind == RX_EXPR_CONST ? n * b->shape[d]->value : -1;
+    if (b->scope != RX_SCOPE_LOCAL || n != elems[i])
+      err(v, s->loc,
+          "mma's %s operand '%s' must be a local allocation of %lld elements (one lane's "
+          "fragment)",
+          what[i], b->name, (long long)elems[i]);
+  }
+  if (s->buf->dtype != RX_DTYPE_F32)
+    err(v, s->loc, "mma m16n8k16 accumulates in f32; '%s' is %s", s->buf->name,
+        rx_dtype_name(s->buf->dtype));
+  if ((s->mma_a->dtype != RX_DTYPE_F16 && s->mma_a->dtype != RX_DTYPE_BF16) ||
+      s->mma_b->dtype != s->mma_a->dtype)
+    err(v, s->loc, "mma m16n8k16 multiplies f16 or bf16 fragments of one dtype; got %s and %s",
+        rx_dtype_name(s->mma_a->dtype), rx_dtype_name(s->mma_b->dtype));
+}
+
 static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc) {
   if (!b) {
     err(v, loc, "access of a missing buffer");
@@ -736,6 +767,9 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     check_stmt(v, s->otherwise);
     break;
   case RX_STMT_BARRIER:
+    break;
+  case RX_STMT_MMA:
+    check_mma(v, s);
     break;
   }
   reset(&v->vars, mv);

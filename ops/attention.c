@@ -750,9 +750,9 @@ static void accumulate(attn *a) {
   }
   c.i = lz_loopvar(l, "c"); /* cover_col does not use it */
   levels += open_if(a, cover_col_guard(a, &c));
-  lz_line(l, "let %s: f32 = %s", vv,
-          lz_up(l, a->t,
-                lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, X(a, cover_col(a, &c)))));
+  lz_line(
+      l, "let %s: f32 = %s", vv,
+      lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, X(a, cover_col(a, &c)))));
   lz_line(l, "for %s in 0..%lld unroll {", c.i, (long long)c.ni);
   l->ind++;
   levels++;

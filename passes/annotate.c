@@ -210,6 +210,7 @@ static bool plain(const rx_stmt *s, int *reduces) {
     return s->buf->scope == RX_SCOPE_LOCAL;
   case RX_STMT_IF:
   case RX_STMT_BARRIER:
+  case RX_STMT_MMA:
     return false;
   }
   return false;

@@ -175,6 +175,8 @@ static void stmt(canon *c, const rx_stmt *s) {
   for (int i = 0; i < s->nidx; i++) tx(c, s->idx[i]);
   tx(c, s->value);
   local(c, s->local);
+  buffer(c, s->mma_a);
+  buffer(c, s->mma_b);
 }
 
 static void canonicalize(canon *c, const rx_tensor_fn *f) {

@@ -73,7 +73,7 @@ typedef struct cu_device {
   pthread_mutex_t free_lock; /* guards the cache of freed blocks */
   cu_block *free;            /* freed blocks, kept for reuse */
   size_t nfree, cap_free;
-  size_t free_bytes;         /* their sizes together */
+  size_t free_bytes; /* their sizes together */
   bool free_lock_made;
   bool cache; /* released blocks are kept (not RX_CUDA_CACHE=0) */
 } cu_device;

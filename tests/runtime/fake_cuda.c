@@ -123,7 +123,7 @@ static struct {
   struct CUstream_st *streams;
   struct CUevent_st *events;
   alloc *allocs;
-  long nallocs;       /* ids handed out */
+  long nallocs;        /* ids handed out */
   size_t live_bytes;   /* of the live allocations */
   size_t memory_limit; /* fake_cuda_set_memory_limit */
   CUgraph graphs;

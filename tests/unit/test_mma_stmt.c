@@ -1,0 +1,260 @@
+/* test_mma_stmt: the `mma m16n8k16 c, a, b` statement of tensor programs (ir/ir.h,
+ * RX_STMT_MMA; issue 14), end to end.
+ *
+ * tests/mma/mma_gemm.rx holds hand-scheduled programs that use it (a GEMM over a symbolic row
+ * count in f16, a bf16 tile) and, beside each, the same product as serial loops. At row counts
+ * m = 1, 7, 16, 33 and 100 (rows past m are zero in the fragments and not stored):
+ *   - the interpreter runs the mma program with subgroups of 32 and must match the serial one
+ *     (tolerance of test_kernels: f32 outputs 1e-4 normalized; the mma sums in another order);
+ *   - the CUDA C of the mma program (mma.sync through codegen/mma_cuda.h) runs in the SIMT
+ *     emulator, whose helper follows the PTX ISA's fragment layouts, and must match too;
+ *   - NVRTC compiles it for sm_80 and sm_90 with no spills, and its PTX holds
+ *     mma.sync.aligned.m16n8k16 (skipped without NVRTC);
+ *   - Vulkan and Metal targets refuse it with a message naming the kernel and the target;
+ *   - it prints and parses back; the verifier refuses wrong fragments; the interpreter refuses it
+ *     with subgroups of 8 and when only some lanes of a subgroup reach it.
+ * Exits 77 when nothing could run (no clang for the emulator is not a skip of the interpreter).
+ * usage: test_mma_stmt TESTS_DIR */
+#include "support_pipeline.h"
+
+#include "base/base.h"
+#include "interp/interp.h"
+#include "ir/ir.h"
+#include "targets/toolchain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rxk_stats st;
+
+#define FAIL(...) rxk_fail(&st, __VA_ARGS__)
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond)                                                                                      \
+      st.passed++;                                                                                 \
+    else                                                                                           \
+      FAIL(__VA_ARGS__);                                                                           \
+  } while (0)
+
+static const rx_tensor_fn *find_fn(rx_module *m, const char *name) {
+  for (size_t i = 0; i < m->items.len; i++) {
+    const rx_tensor_fn *f = m->items.data[i].fn;
+    if (m->items.data[i].kind == RX_ITEM_TENSOR && !strcmp(f->name, name)) return f;
+  }
+  return NULL;
+}
+
+/* The PTX of every kernel of p holds mma.sync.aligned.m16n8k16 (NVRTC; skipped without it). */
+static void check_ptx(const rxk_prepared *p) {
+  for (int k = 0; k < p->kl.n; k++) {
+    const rx_kernel *kn = p->kl.kernels[k];
+    char *ptx = NULL, *log = NULL;
+    size_t len = 0;
+    rx_status s = rx_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
+    if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
+      st.skipped++;
+    } else if (s) {
+      FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
+    } else {
+      CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
+            "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
+    }
+    rx_status_free(s);
+    free(ptx);
+    free(log);
+  }
+}
+
+/* prog (with mma) against ref (serial) at every size of m, on the interpreter and for each CUDA
+ * target in the emulator; Vulkan and Metal refuse it. */
+static void check_pair(rx_module *m, const char *prog, const char *ref) {
+  const rx_tensor_fn *f = find_fn(m, prog), *fr = find_fn(m, ref);
+  if (!f || !fr) {
+    FAIL("%s or %s is missing from tests/mma/mma_gemm.rx", prog, ref);
+    return;
+  }
+  static const char *const cuda[] = {"cuda -arch=sm_80", "cuda -arch=sm_90"};
+  rxk_prepared ps[2];
+  for (int ti = 0; ti < 2; ti++) {
+    const rx_target *t;
+    rx_status ts = rx_target_parse(cuda[ti], &t);
+    RX_ASSERT(!ts);
+    rxk_prepare(m, f, t, &st, &ps[ti]);
+    if (ps[ti].ok) check_ptx(&ps[ti]);
+  }
+  static const char *const others[] = {"vulkan", "vulkan-lavapipe", "metal-apple7"};
+  for (size_t ti = 0; ti < RX_ARRAY_LEN(others); ti++) {
+    const rx_target *t;
+    rx_status ts = rx_target_parse(others[ti], &t);
+    RX_ASSERT(!ts);
+    rx_diag diag;
+    rx_diag_init(&diag);
+    rx_sched_result sr;
+    rx_kernel_list kl = {0};
+    bool ok = rx_schedule(m, f, t, &diag, &sr) && rx_codegen(m, sr.fn, t, &diag, &kl);
+    const char *text = rx_diag_text(&diag);
+    CHECK(!ok && strstr(text, "uses mma m16n8k16") && strstr(text, "has no such matrix unit"),
+          "%s [%s]: expected 'uses mma m16n8k16 ... has no such matrix unit', got: %s", prog,
+          others[ti], ok ? "(compiled)" : text);
+    rx_diag_free(&diag);
+  }
+  rxk_env base;
+  rxk_program_vars(f, &base);
+  static const int64_t sizes[] = {1, 7, 16, 33, 100};
+  int nsizes = base.n ? (int)RX_ARRAY_LEN(sizes) : 1;
+  for (int si = 0; si < nsizes; si++) {
+    rxk_env e = base;
+    for (int v = 0; v < e.n; v++) e.values[v] = sizes[si];
+    char at[64], why[512];
+    snprintf(at, sizeof at, "%s=%lld", e.n ? e.vars[0]->name : "-", (long long)sizes[si]);
+    rxk_buffers in, want, got;
+    if (!rxk_make_buffers(f, &e, &in, why, sizeof why)) {
+      FAIL("%s at %s: %s", prog, at, why);
+      continue;
+    }
+    rxk_copy_buffers(&in, &want);
+    rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
+    if (s) {
+      FAIL("%s at %s: the reference failed: %s", ref, at, rx_status_message(s));
+      rx_status_free(s);
+    } else {
+      rx_interp_opts o = {.subgroup_size = 32};
+      rxk_copy_buffers(&in, &got);
+      s = rx_interp_run(m, f, got.arg, got.n, &o);
+      if (s)
+        FAIL("%s at %s: the interpreter failed: %s", prog, at, rx_status_message(s));
+      else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
+        FAIL("%s at %s: interpreter: %s", prog, at, why);
+      else
+        st.passed++;
+      rx_status_free(s);
+      rxk_free_buffers(&got);
+      /* with subgroups of 8 the statement has no meaning: refused, never run on a part */
+      o.subgroup_size = 8;
+      rxk_copy_buffers(&in, &got);
+      s = rx_interp_run(m, f, got.arg, got.n, &o);
+      CHECK(s && strstr(rx_status_message(s), "needs the 32 lanes of a subgroup"),
+            "%s at %s with subgroups of 8: expected a refusal, got %s", prog, at,
+            s ? rx_status_message(s) : "success");
+      rx_status_free(s);
+      rxk_free_buffers(&got);
+      for (int ti = 0; ti < 2; ti++) {
+        if (!ps[ti].ok || !ps[ti].emulate) continue;
+        rxk_copy_buffers(&in, &got);
+        if (!rxk_run_simt(&ps[ti], &e, &got, why, sizeof why))
+          FAIL("%s at %s: %s", ps[ti].what, at, why);
+        else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
+          FAIL("%s at %s: emulated CUDA C: %s", ps[ti].what, at, why);
+        else
+          st.passed++;
+        rxk_free_buffers(&got);
+      }
+    }
+    rxk_free_buffers(&in);
+    rxk_free_buffers(&want);
+  }
+  for (int ti = 0; ti < 2; ti++) rxk_release(&ps[ti]); /* sm_90's C is sm_80's: emulated once */
+}
+
+/* Parses text into a module and verifies it; returns the diagnostics (heap) or NULL when it
+ * verified. */
+static char *verify_text(const char *text, rx_module **out) {
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  bool ok = rx_parse_module(m, "mma.rx", text, strlen(text), &diag) &&
+            rx_module_normalize(m, &diag) && rx_module_verify(m, &diag);
+  char *msg = ok ? NULL : rx_strdup(rx_diag_text(&diag));
+  rx_diag_free(&diag);
+  if (ok && out)
+    *out = m;
+  else
+    rx_module_free(m);
+  return msg;
+}
+
+/* The statement's checks: the verifier's, the printer's round trip, and a subgroup whose lanes
+ * do not all reach it. */
+static void check_errors(rx_module *m) {
+  rx_strbuf printed = {0}, again = {0};
+  rx_module_print(&printed, m);
+  CHECK(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
+        "the printer writes the statement");
+  rx_module *m2 = NULL;
+  char *msg = verify_text(printed.data, &m2);
+  CHECK(!msg, "the printed module parses back: %s", msg ? msg : "");
+  if (m2) {
+    rx_module_print(&again, m2);
+    CHECK(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
+    rx_module_free(m2);
+  }
+  free(msg);
+  rx_strbuf_free(&printed);
+  rx_strbuf_free(&again);
+  static const struct {
+    const char *decls, *stmt, *want;
+  } bad[] = {
+      {"alloc fa: f16[4] local", "mma m16n8k16 fc, fa, fb", "must be a local allocation of 8"},
+      {"alloc fa: f32[8] local", "mma m16n8k16 fc, fa, fb", "multiplies f16 or bf16"},
+      {"alloc fa: f16[8] shared", "mma m16n8k16 fc, fa, fb", "must be a local allocation"},
+      {"alloc fa: f16[8] local", "mma m16n8k16 fc, fa, nope", "undefined buffer 'nope'"},
+      {"alloc fa: f16[8] local", "mma m16n8k16 fb, fa, fb", "accumulates in f32"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "tensor_fn t(out y: f32[4]) {\n  for b in 0..1 bind(blockIdx.x) {\n"
+             "    for l in 0..32 bind(threadIdx.x) {\n      %s\n"
+             "      alloc fb: f16[4] local\n      alloc fc: f32[4] local\n      %s\n"
+             "    }\n  }\n}\n",
+             bad[i].decls, bad[i].stmt);
+    msg = verify_text(text, NULL);
+    CHECK(msg && strstr(msg, bad[i].want), "bad mma %zu: expected '%s', got: %s", i, bad[i].want,
+          msg ? msg : "(accepted)");
+    free(msg);
+  }
+  /* half of the subgroup reaches it: the interpreter reports the divergence */
+  const char *div = "tensor_fn t(out y: f32[32]) {\n  for b in 0..1 bind(blockIdx.x) {\n"
+                    "    for l in 0..32 bind(threadIdx.x) {\n"
+                    "      alloc fa: f16[8] local\n      alloc fb: f16[4] local\n"
+                    "      alloc fc: f32[4] local\n"
+                    "      if l < 16 { mma m16n8k16 fc, fa, fb }\n      y[l] = fc[0]\n"
+                    "    }\n  }\n}\n";
+  rx_module *md = NULL;
+  msg = verify_text(div, &md);
+  CHECK(!msg, "the divergent program verifies: %s", msg ? msg : "");
+  free(msg);
+  if (md) {
+    float y[32];
+    rx_interp_arg arg = {.data = y, .shape = {32}, .ndim = 1, .dtype = RX_DTYPE_F32};
+    rx_interp_opts o = {.subgroup_size = 32};
+    rx_status s = rx_interp_run(md, find_fn(md, "t"), &arg, 1, &o);
+    CHECK(s && strstr(rx_status_message(s), "subgroup divergence"),
+          "mma reached by half a subgroup: expected a divergence, got %s",
+          s ? rx_status_message(s) : "success");
+    rx_status_free(s);
+    rx_module_free(md);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "tests";
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/mma/mma_gemm.rx", dir);
+  rx_strbuf msg = {0};
+  rx_module *m = rxk_load_module(path, &msg);
+  if (!m) {
+    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
+    rx_strbuf_free(&msg);
+    return 1;
+  }
+  rx_strbuf_free(&msg);
+  check_pair(m, "mma_gemm", "mma_gemm_ref");
+  check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
+  check_errors(m);
+  rx_module_free(m);
+  printf("mma statement: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
+  return st.failed ? 1 : st.passed ? 0 : 77;
+}
