@@ -7,7 +7,9 @@
  *                  per row count n (the extent of i; 1 without i):
  *                    n == 1        gemv: gemv_rows when Q is contiguous along k (x @ W^T), else
  *                                  gemv_cols;
- *                    n <= 16       gemv_rows over all n rows when Q is contiguous along k and the
+ *                    n <= 16       gemv_mma on matrix units (mma.sync) when P and Q are f16/bf16
+ *                                  loads contiguous along k and K a multiple of 32; else
+ *                                  gemv_rows over all n rows when Q is contiguous along k and the
  *                                  target has subgroup arithmetic (each weight read once), else
  *                                  the small-tile gemm;
  *                    otherwise     gemm.
@@ -22,6 +24,10 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   if (rows == 1) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMV, "gemv"};
     return mi->q_along_k ? gemv_rows_schedule(s, mi, 1) : gemv_cols_schedule(s, mi);
+  }
+  if (rows > 1 && rows <= SMALL_ROWS && gemv_mma_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemv_mma"};
+    return gemv_mma_schedule(s, mi);
   }
   if (rows > 0 && rows <= SMALL_ROWS && mi->q_along_k && gemv_rows_fits(s, mi, rows)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemv_batch"}; /* GEMV: one row */

@@ -6,6 +6,7 @@
  *                         8-lane vector loads: Q contiguous along k (x @ W^T, Hugging Face's
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
  *                         weight element is read once for all of them
+ *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -58,6 +59,8 @@ int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c */
 rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c */
+rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
+bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);    /* gemm.c */
 
 #endif

@@ -1,0 +1,234 @@
+/* passes/schedule/gemv_mma.c: the GEMV of 2 to 16 rows on matrix units (matmul.h; issue 14).
+ *
+ *   gemv_mma    P and Q plain f16 (or bf16) loads contiguous along k (x @ W^T), k a multiple of
+ *               32, on a target with mma.sync m16n8k16 into f32 (CUDA sm_80 and newer). The rows
+ *               of P are the 16 rows of A, padded with zeros; a warp computes MMA_COLS groups of
+ *               8 output columns (B), the block's MMA_WARPS warps split k between them and add
+ *               their partial tiles through shared memory. For each chunk of 32 k a lane
+ *               (g = lane / 4, t = lane % 4) loads 16 bytes of rows g and g + 8 of P and of
+ *               weight row col0 + 8c + g, all at k = 32 ch + 8t .. 8t + 7, and feeds them to two
+ *               mma steps: k is permuted within the chunk the same way for A and B (step s takes
+ *               the elements 4s .. 4s + 3 of each lane's 8, as fragment columns 2t, 2t + 1,
+ *               2t + 8, 2t + 9), which the sum over k does not see. Each weight element is read
+ *               once, with 16-byte loads, for all the rows.
+ *
+ * Measured on an H100 (bench/cuda/gemv_variants.cu, mma_c2_split4 and the CUDA-core kernel that
+ * gemv_rows emits, bench/RESULTS.md): 4096 -> 11008 at 16 rows in 48 us against 184 us, and no
+ * slower at 2 rows (48 against 61). */
+#include "matmul.h"
+
+/* 8-column groups per warp: two mma per step share the activation fragment (measured: 1 and 4
+ * groups were slower). */
+#define MMA_COLS 2
+/* Warps per block, splitting k: more loads in flight per output column (measured: 4 beat 1
+ * and 2). */
+#define MMA_WARPS 4
+/* The chunk loop is unrolled by 2: two chunks' 16-byte loads in flight per lane. */
+#define MMA_UNROLL 2
+
+/* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it). */
+static const rx_tx *plain_load(const rx_tx *e) {
+  if (e->kind == RX_TX_CAST) e = e->a;
+  if (e->kind != RX_TX_LOAD || (e->dtype != RX_DTYPE_F16 && e->dtype != RX_DTYPE_BF16)) return NULL;
+  return e;
+}
+
+bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {
+  const rx_tx *p = plain_load(mi->p), *q = plain_load(mi->q);
+  return p && q && p->dtype == q->dtype && mi->acc_dt == RX_DTYPE_F32 && mi->p_along_k &&
+         mi->q_along_k && s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
+         rx_target_mma(s->t, p->dtype, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
+         mi->K->value % 32 == 0 && mi->K->value > 0;
+}
+
+/* What the parts of the kernel share. */
+typedef struct mma_k {
+  rx_sctx *s;
+  const mm_info *mi;
+  const rx_tx *p, *q;         /* the plain loads of P and Q */
+  const rx_expr *g, *t, *w;   /* the lane's group, its thread in the group, the warp */
+  const rx_expr *col0;        /* the block's first column */
+  const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
+  rx_buffer *xr, *wr;         /* 16-byte vectors of P's rows g, g + 8 [2, 8], of Q [C, 8] */
+  rx_buffer *fa, *fb;         /* the fragments of A [8] and B [4] */
+  rx_buffer *fc[MMA_COLS];    /* the accumulators [4], one per column group */
+} mma_k;
+
+/* e (the plain load of an operand) at row i, column j, reduction index k. */
+static rx_tx *load_at(mma_k *c, const rx_tx *e, const rx_expr *i, const rx_expr *j,
+                      const rx_expr *k) {
+  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
+  rx_rewrite rw;
+  mm_point_rewrite(c->s, c->mi, c->brepl, i, j, vars, repl, &rw);
+  vars[rw.n] = c->mi->r.k;
+  repl[rw.n] = k;
+  rw.n++;
+  return rx_sched_rewrite_tx(&rw, e);
+}
+
+/* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros. */
+static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, const rx_expr *i,
+                         const rx_expr *j, const rx_expr *kb, const rx_expr *cond) {
+  rx_sctx *s = c->s;
+  const rx_expr *v = rx_sched_fresh_var(s, "v"), *idx[2] = {E(s, row), v};
+  rx_stmt *ld = rx_sched_for(s, v, E(s, 8), RX_LOOP_VECTORIZE,
+                             rx_sched_store_e(s, dst, idx, 2, load_at(c, e, i, j, ADD(s, kb, v))));
+  if (!cond || rx_sched_proves(s, cond)) return ld;
+  const rx_expr *u = rx_sched_fresh_var(s, "v"), *zi[2] = {E(s, row), u};
+  rx_tx *zero = NULL;
+  rx_sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
+  rx_stmt *z = rx_sched_for(s, u, E(s, 8), RX_LOOP_UNROLL, rx_sched_store_e(s, dst, zi, 2, zero));
+  return rx_sched_if(s, rx_sched_cond(s, cond), ld, z);
+}
+
+/* One chunk of 32 k at kb = 32 ch: the loads, then two mma steps per column group. */
+static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  const rx_expr *kb = ADD(s, MUL(s, ch, 32), MUL(s, c->t, 8)), *rows[2];
+  rows[0] = c->g;
+  rows[1] = ADD(s, c->g, E(s, 8));
+  rx_stmtvec st = {0};
+  for (int h = 0; h < 2; h++)
+    RX_VEC_PUSH(&st, load_vec(c, c->xr, h, c->p, rows[h], c->col0, kb,
+                              sched_bound_guard(s, rows[h], mi->N)));
+  for (int q = 0; q < MMA_COLS; q++) {
+    const rx_expr *j = ADD(s, ADD(s, c->col0, E(s, 8 * q)), c->g);
+    RX_VEC_PUSH(&st, load_vec(c, c->wr, q, c->q, E(s, 0), j, kb, sched_bound_guard(s, j, mi->M)));
+  }
+  for (int step = 0; step < 2; step++) {
+    /* fa[i] = xr[i // 2 % 2, 4 step + i % 2 + 2 (i // 4)]; fb[i] = wr[q, 4 step + i] */
+    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    const rx_expr *xi[2] = {rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, E(s, 2)), E(s, 2)),
+                            ADD(s, E(s, 4 * step),
+                                ADD(s, rx_expr_floormod(s->cx, i, E(s, 2)),
+                                    MUL(s, rx_expr_floordiv(s->cx, i, E(s, 4)), 2)))};
+    RX_VEC_PUSH(&st,
+                rx_sched_for(s, i, E(s, 8), RX_LOOP_UNROLL,
+                             rx_sched_store_e(s, c->fa, &i, 1, rx_sched_load(s, c->xr, xi, 2))));
+    for (int q = 0; q < MMA_COLS; q++) {
+      const rx_expr *b = rx_sched_fresh_var(s, "i");
+      const rx_expr *wi[2] = {E(s, q), ADD(s, E(s, 4 * step), b)};
+      RX_VEC_PUSH(&st,
+                  rx_sched_for(s, b, E(s, 4), RX_LOOP_UNROLL,
+                               rx_sched_store_e(s, c->fb, &b, 1, rx_sched_load(s, c->wr, wi, 2))));
+      rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
+      mma->buf = c->fc[q];
+      mma->mma_a = c->fa;
+      mma->mma_b = c->fb;
+      RX_VEC_PUSH(&st, mma);
+    }
+  }
+  return rx_sched_seq(s, &st);
+}
+
+/* The chunk loop of the warp: chunks w, w + W, w + 2W, ... (W warps), unrolled by MMA_UNROLL. */
+static rx_stmt *kloop(mma_k *c) {
+  rx_sctx *s = c->s;
+  int64_t chunks = c->mi->K->value / 32, per = MMA_WARPS * MMA_UNROLL;
+  int64_t nko = (chunks + per - 1) / per;
+  const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
+  const rx_expr *ch = ADD(s, MUL(s, ADD(s, MUL(s, ko, MMA_UNROLL), ku), MMA_WARPS), c->w);
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, ko, E(s, 0), E(s, nko));
+  rx_analyzer_bind_range(s->an, ku, E(s, 0), E(s, MMA_UNROLL));
+  rx_stmt *body = rx_sched_guard(s, LT(s, ch, E(s, chunks)), chunk(c, ch));
+  rx_analyzer_reset(s->an, mk);
+  return rx_sched_for(s, ko, E(s, nko), RX_LOOP_SERIAL,
+                      rx_sched_for(s, ku, E(s, MMA_UNROLL), RX_LOOP_UNROLL, body));
+}
+
+/* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
+ * of group q is the output point (g + 8 (i // 2), col0 + 8q + 2t + i % 2). */
+static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  rx_stmt *al;
+  int64_t shp[3] = {MMA_WARPS, MMA_COLS * 4, 32};
+  rx_buffer *red = rx_sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
+  RX_VEC_PUSH(body, al);
+  for (int q = 0; q < MMA_COLS; q++) {
+    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    const rx_expr *ri[3] = {c->w, ADD(s, E(s, 4 * q), i), lane};
+    RX_VEC_PUSH(body,
+                rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+                             rx_sched_store_e(s, red, ri, 3, rx_sched_load(s, c->fc[q], &i, 1))));
+  }
+  RX_VEC_PUSH(body, rx_sched_barrier(s));
+  rx_stmtvec out = {0};
+  for (int q = 0; q < MMA_COLS; q++) {
+    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    size_t mk = rx_analyzer_mark(s->an);
+    rx_analyzer_bind_range(s->an, i, E(s, 0), E(s, 4));
+    rx_tx *tot = NULL;
+    for (int w = 0; w < MMA_WARPS; w++) {
+      const rx_expr *ri[3] = {E(s, w), ADD(s, E(s, 4 * q), i), lane};
+      rx_tx *l = rx_sched_load(s, red, ri, 3);
+      tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
+    }
+    const rx_expr *row = ADD(s, c->g, MUL(s, rx_expr_floordiv(s->cx, i, E(s, 2)), 8));
+    const rx_expr *col = ADD(s, ADD(s, c->col0, E(s, 8 * q)),
+                             ADD(s, MUL(s, c->t, 2), rx_expr_floormod(s->cx, i, E(s, 2))));
+    const rx_expr *vars[MAXN], *repl[MAXN];
+    rx_rewrite rw;
+    mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
+    rx_stmtvec fin = {0};
+    mm_epilogue(s, mi, &rw, tot, &fin);
+    const rx_expr *g = AND(s, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
+    rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
+    rx_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(&out, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL, st));
+  }
+  RX_VEC_PUSH(body, rx_sched_guard(s, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->w, E(s, 0)),
+                                   rx_sched_seq(s, &out)));
+}
+
+rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
+  rx_expr_ctx *cx = s->cx;
+  mma_k c = {.s = s, .mi = mi, .p = plain_load(mi->p), .q = plain_load(mi->q)};
+  int T = 32 * MMA_WARPS, per = 8 * MMA_COLS;
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
+  const rx_expr *tx = rx_sched_fresh_var(s, "tx");
+  if (mi->nb > 0) {
+    by = rx_sched_fresh_var(s, "by");
+    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+  }
+  const rx_expr *ncol =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, per - 1)), E(s, per)));
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
+  rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, T));
+  if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
+  const rx_expr *lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, tx, E(s, 32)));
+  c.w = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, tx, E(s, 32)));
+  c.g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, lane, E(s, 4)));
+  c.t = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, lane, E(s, 4)));
+  c.col0 = MUL(s, bx, per);
+  rx_stmtvec body = {0};
+  rx_stmt *al;
+  rx_dtype ab = c.p->dtype;
+  int64_t xs[2] = {2, 8}, ws[2] = {MMA_COLS, 8}, fa[1] = {8}, fb[1] = {4};
+  c.xr = rx_sched_alloc(s, "xr", ab, RX_SCOPE_LOCAL, xs, 2, &al);
+  RX_VEC_PUSH(&body, al);
+  c.wr = rx_sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
+  RX_VEC_PUSH(&body, al);
+  c.fa = rx_sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 1, &al);
+  RX_VEC_PUSH(&body, al);
+  c.fb = rx_sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, fb, 1, &al);
+  RX_VEC_PUSH(&body, al);
+  rx_tx *zero = NULL;
+  rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
+  for (int q = 0; q < MMA_COLS; q++) {
+    c.fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fb, 1, &al);
+    RX_VEC_PUSH(&body, al);
+    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    RX_VEC_PUSH(&body, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+                                    rx_sched_store_e(s, c.fc[q], &i, 1, zero)));
+  }
+  RX_VEC_PUSH(&body, kloop(&c));
+  finish(&c, lane, &body);
+  rx_analyzer_reset(s->an, mk);
+  rx_stmt *k = rx_sched_for(s, tx, E(s, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+}
