@@ -113,13 +113,7 @@ typedef struct rows_k {
 /* e (an operand) at row i, column j, reduction index k. */
 static rx_tx *operand_at(rows_k *c, const rx_tx *e, const rx_expr *i, const rx_expr *j,
                          const rx_expr *k) {
-  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
-  rx_rewrite rw;
-  mm_point_rewrite(c->s, c->mi, c->brepl, i, j, vars, repl, &rw);
-  vars[rw.n] = c->mi->r.k;
-  repl[rw.n] = k;
-  rw.n++;
-  return rx_sched_rewrite_tx(&rw, e);
+  return mm_operand_at(c->s, c->mi, c->brepl, e, i, j, k);
 }
 
 static rx_tx *bin(rx_sctx *s, rx_binop op, rx_tx *a, rx_tx *b) {

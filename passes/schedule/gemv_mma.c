@@ -54,25 +54,14 @@ typedef struct mma_k {
   rx_buffer *fc[MMA_COLS];    /* the accumulators [4], one per column group */
 } mma_k;
 
-/* e (the plain load of an operand) at row i, column j, reduction index k. */
-static rx_tx *load_at(mma_k *c, const rx_tx *e, const rx_expr *i, const rx_expr *j,
-                      const rx_expr *k) {
-  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
-  rx_rewrite rw;
-  mm_point_rewrite(c->s, c->mi, c->brepl, i, j, vars, repl, &rw);
-  vars[rw.n] = c->mi->r.k;
-  repl[rw.n] = k;
-  rw.n++;
-  return rx_sched_rewrite_tx(&rw, e);
-}
-
 /* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros. */
 static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, const rx_expr *i,
                          const rx_expr *j, const rx_expr *kb, const rx_expr *cond) {
   rx_sctx *s = c->s;
   const rx_expr *v = rx_sched_fresh_var(s, "v"), *idx[2] = {E(s, row), v};
-  rx_stmt *ld = rx_sched_for(s, v, E(s, 8), RX_LOOP_VECTORIZE,
-                             rx_sched_store_e(s, dst, idx, 2, load_at(c, e, i, j, ADD(s, kb, v))));
+  rx_stmt *ld = rx_sched_for(
+      s, v, E(s, 8), RX_LOOP_VECTORIZE,
+      rx_sched_store_e(s, dst, idx, 2, mm_operand_at(s, c->mi, c->brepl, e, i, j, ADD(s, kb, v))));
   if (!cond || rx_sched_proves(s, cond)) return ld;
   const rx_expr *u = rx_sched_fresh_var(s, "v"), *zi[2] = {E(s, row), u};
   rx_tx *zero = NULL;

@@ -48,6 +48,9 @@ bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi);
 /* rw substitutes the output point's variables (batch..., i, j) for n = nt.n variables. */
 void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_expr *i,
                       const rx_expr *j, const rx_expr **vars, const rx_expr **repl, rx_rewrite *rw);
+/* e (an operand, or a load under it) at the output point (batch..., i, j) and reduction index k. */
+rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_tx *e,
+                     const rx_expr *i, const rx_expr *j, const rx_expr *k);
 /* The output point's statements for the accumulated total: PRE, the init lets, acc = v0 + total,
  * POST, rewritten by rw (appended to out). */
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out);

@@ -221,6 +221,17 @@ void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch
   *rw = (rx_rewrite){.s = s, .vars = vars, .repl = repl, .n = n};
 }
 
+rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_tx *e,
+                     const rx_expr *i, const rx_expr *j, const rx_expr *k) {
+  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1];
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, batch, i, j, vars, repl, &rw);
+  vars[rw.n] = mi->r.k;
+  repl[rw.n] = k;
+  rw.n++;
+  return rx_sched_rewrite_tx(&rw, e);
+}
+
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out) {
   for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->pre[q]));
   for (int q = 0; q < mi->r.ninit_lets; q++)
