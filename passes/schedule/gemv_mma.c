@@ -1,4 +1,5 @@
-/* passes/schedule/gemv_mma.c: the GEMV of 2 to 16 rows on matrix units (matmul.h; issue 14).
+/* passes/schedule/gemv_mma.c: matmuls on matrix units from registers (matmul.h; issue 14): the
+ * GEMV of 2 to 16 rows, and a first GEMM for more rows.
  *
  *   gemv_mma    P and Q plain f16 (or bf16) loads contiguous along k (x @ W^T), k a multiple of
  *               32, on a target with mma.sync m16n8k16 into f32 (CUDA sm_80 and newer). The rows
@@ -12,9 +13,15 @@
  *               2t + 8, 2t + 9), which the sum over k does not see. Each weight element is read
  *               once, with 16-byte loads, for all the rows.
  *
+ *   gemm_mma    the same kernel for any row count: a warp computes MMA_GEMM_ROWS tiles of 16
+ *               rows by MMA_GEMM_COLS groups of 8 columns, a grid axis walks the row tiles. Its
+ *               operands come from global memory (L1/L2) into registers, with no shared-memory
+ *               staging, cp.async pipeline or ldmatrix yet: a first step of the GEMM on matrix
+ *               units, not its final form (issue 14).
+ *
  * Measured on an H100 (bench/cuda/gemv_variants.cu, mma_c2_split4 and the CUDA-core kernel that
  * gemv_rows emits, bench/RESULTS.md): 4096 -> 11008 at 16 rows in 48 us against 184 us, and no
- * slower at 2 rows (48 against 61). */
+ * slower at 2 rows (48 against 61). gemm_mma is not measured yet. */
 #include "matmul.h"
 
 /* 8-column groups per warp: two mma per step share the activation fragment (measured: 1 and 4
@@ -25,6 +32,11 @@
 #define MMA_WARPS 4
 /* The chunk loop is unrolled by 2: two chunks' 16-byte loads in flight per lane. */
 #define MMA_UNROLL 2
+/* gemm_mma's warp tile: 2 x 16 rows by 4 x 8 columns, 8 mma per step on 4 + 4 16-byte loads per
+ * lane and chunk (32 accumulators). */
+#define MMA_GEMM_ROWS 2
+#define MMA_GEMM_COLS 4
+#define MMA_MAX_TILES (MMA_GEMM_ROWS * MMA_GEMM_COLS)
 
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it). */
 static const rx_tx *plain_load(const rx_tx *e) {
@@ -45,13 +57,15 @@ bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {
 typedef struct mma_k {
   rx_sctx *s;
   const mm_info *mi;
-  const rx_tx *p, *q;         /* the plain loads of P and Q */
-  const rx_expr *g, *t, *w;   /* the lane's group, its thread in the group, the warp */
-  const rx_expr *col0;        /* the block's first column */
-  const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
-  rx_buffer *xr, *wr;         /* 16-byte vectors of P's rows g, g + 8 [2, 8], of Q [C, 8] */
-  rx_buffer *fa, *fb;         /* the fragments of A [8] and B [4] */
-  rx_buffer *fc[MMA_COLS];    /* the accumulators [4], one per column group */
+  const rx_tx *p, *q;           /* the plain loads of P and Q */
+  const rx_expr *g, *t, *w;     /* the lane's group, its thread in the group, the warp */
+  int RM, C;                    /* row tiles of 16 and column groups of 8 per warp */
+  const rx_expr *row0, *col0;   /* the block's first row and column */
+  const rx_expr *brepl[MAXN];   /* the batch loop variables as functions of the batch block */
+  rx_buffer *xr, *wr;           /* 16-byte vectors of P's rows [2 RM, 8] (g, g + 8 of each tile)
+                                   and of Q's [C, 8] */
+  rx_buffer *fa, *fb;           /* the fragments of A [8] and B [4] */
+  rx_buffer *fc[MMA_MAX_TILES]; /* the accumulators [4], tile (m, q) at m * C + q */
 } mma_k;
 
 /* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros. */
@@ -70,44 +84,47 @@ static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, 
   return rx_sched_if(s, rx_sched_cond(s, cond), ld, z);
 }
 
-/* One chunk of 32 k at kb = 32 ch: the loads, then two mma steps per column group. */
+/* One chunk of 32 k at kb = 32 ch: the loads, then two mma steps per tile. */
 static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
-  const rx_expr *kb = ADD(s, MUL(s, ch, 32), MUL(s, c->t, 8)), *rows[2];
-  rows[0] = c->g;
-  rows[1] = ADD(s, c->g, E(s, 8));
+  const rx_expr *kb = ADD(s, MUL(s, ch, 32), MUL(s, c->t, 8));
   rx_stmtvec st = {0};
-  for (int h = 0; h < 2; h++)
-    RX_VEC_PUSH(&st, load_vec(c, c->xr, h, c->p, rows[h], c->col0, kb,
-                              sched_bound_guard(s, rows[h], mi->N)));
-  for (int q = 0; q < MMA_COLS; q++) {
+  for (int h = 0; h < 2 * c->RM; h++) {
+    const rx_expr *row = ADD(s, ADD(s, c->row0, E(s, 16 * (h / 2) + 8 * (h % 2))), c->g);
+    RX_VEC_PUSH(&st,
+                load_vec(c, c->xr, h, c->p, row, c->col0, kb, sched_bound_guard(s, row, mi->N)));
+  }
+  for (int q = 0; q < c->C; q++) {
     const rx_expr *j = ADD(s, ADD(s, c->col0, E(s, 8 * q)), c->g);
     RX_VEC_PUSH(&st, load_vec(c, c->wr, q, c->q, E(s, 0), j, kb, sched_bound_guard(s, j, mi->M)));
   }
-  for (int step = 0; step < 2; step++) {
-    /* fa[i] = xr[i // 2 % 2, 4 step + i % 2 + 2 (i // 4)]; fb[i] = wr[q, 4 step + i] */
-    const rx_expr *i = rx_sched_fresh_var(s, "i");
-    const rx_expr *xi[2] = {rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, E(s, 2)), E(s, 2)),
-                            ADD(s, E(s, 4 * step),
-                                ADD(s, rx_expr_floormod(s->cx, i, E(s, 2)),
-                                    MUL(s, rx_expr_floordiv(s->cx, i, E(s, 4)), 2)))};
-    RX_VEC_PUSH(&st,
-                rx_sched_for(s, i, E(s, 8), RX_LOOP_UNROLL,
-                             rx_sched_store_e(s, c->fa, &i, 1, rx_sched_load(s, c->xr, xi, 2))));
-    for (int q = 0; q < MMA_COLS; q++) {
-      const rx_expr *b = rx_sched_fresh_var(s, "i");
-      const rx_expr *wi[2] = {E(s, q), ADD(s, E(s, 4 * step), b)};
+  for (int step = 0; step < 2; step++)
+    for (int m = 0; m < c->RM; m++) {
+      /* fa[i] = xr[2m + i // 2 % 2, 4 step + i % 2 + 2 (i // 4)]; fb[i] = wr[q, 4 step + i] */
+      const rx_expr *i = rx_sched_fresh_var(s, "i");
+      const rx_expr *xi[2] = {
+          ADD(s, E(s, 2 * m),
+              rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, E(s, 2)), E(s, 2))),
+          ADD(s, E(s, 4 * step),
+              ADD(s, rx_expr_floormod(s->cx, i, E(s, 2)),
+                  MUL(s, rx_expr_floordiv(s->cx, i, E(s, 4)), 2)))};
       RX_VEC_PUSH(&st,
-                  rx_sched_for(s, b, E(s, 4), RX_LOOP_UNROLL,
-                               rx_sched_store_e(s, c->fb, &b, 1, rx_sched_load(s, c->wr, wi, 2))));
-      rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
-      mma->buf = c->fc[q];
-      mma->mma_a = c->fa;
-      mma->mma_b = c->fb;
-      RX_VEC_PUSH(&st, mma);
+                  rx_sched_for(s, i, E(s, 8), RX_LOOP_UNROLL,
+                               rx_sched_store_e(s, c->fa, &i, 1, rx_sched_load(s, c->xr, xi, 2))));
+      for (int q = 0; q < c->C; q++) {
+        const rx_expr *b = rx_sched_fresh_var(s, "i");
+        const rx_expr *wi[2] = {E(s, q), ADD(s, E(s, 4 * step), b)};
+        RX_VEC_PUSH(
+            &st, rx_sched_for(s, b, E(s, 4), RX_LOOP_UNROLL,
+                              rx_sched_store_e(s, c->fb, &b, 1, rx_sched_load(s, c->wr, wi, 2))));
+        rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
+        mma->buf = c->fc[m * c->C + q];
+        mma->mma_a = c->fa;
+        mma->mma_b = c->fb;
+        RX_VEC_PUSH(&st, mma);
+      }
     }
-  }
   return rx_sched_seq(s, &st);
 }
 
@@ -128,15 +145,16 @@ static rx_stmt *kloop(mma_k *c) {
 }
 
 /* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
- * of group q is the output point (g + 8 (i // 2), col0 + 8q + 2t + i % 2). */
+ * of tile (m, q) is the output point (row0 + 16m + g + 8 (i // 2), col0 + 8q + 2t + i % 2). */
 static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
+  int tiles = c->RM * c->C;
   rx_stmt *al;
-  int64_t shp[3] = {MMA_WARPS, MMA_COLS * 4, 32};
+  int64_t shp[3] = {MMA_WARPS, tiles * 4, 32};
   rx_buffer *red = rx_sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
   RX_VEC_PUSH(body, al);
-  for (int q = 0; q < MMA_COLS; q++) {
+  for (int q = 0; q < tiles; q++) {
     const rx_expr *i = rx_sched_fresh_var(s, "i");
     const rx_expr *ri[3] = {c->w, ADD(s, E(s, 4 * q), i), lane};
     RX_VEC_PUSH(body,
@@ -145,7 +163,7 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   }
   RX_VEC_PUSH(body, rx_sched_barrier(s));
   rx_stmtvec out = {0};
-  for (int q = 0; q < MMA_COLS; q++) {
+  for (int q = 0; q < tiles; q++) {
     const rx_expr *i = rx_sched_fresh_var(s, "i");
     size_t mk = rx_analyzer_mark(s->an);
     rx_analyzer_bind_range(s->an, i, E(s, 0), E(s, 4));
@@ -155,8 +173,9 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
       rx_tx *l = rx_sched_load(s, red, ri, 3);
       tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
     }
-    const rx_expr *row = ADD(s, c->g, MUL(s, rx_expr_floordiv(s->cx, i, E(s, 2)), 8));
-    const rx_expr *col = ADD(s, ADD(s, c->col0, E(s, 8 * q)),
+    const rx_expr *row = ADD(s, ADD(s, c->row0, E(s, 16 * (q / c->C))),
+                             ADD(s, c->g, MUL(s, rx_expr_floordiv(s->cx, i, E(s, 2)), 8)));
+    const rx_expr *col = ADD(s, ADD(s, c->col0, E(s, 8 * (q % c->C))),
                              ADD(s, MUL(s, c->t, 2), rx_expr_floormod(s->cx, i, E(s, 2))));
     const rx_expr *vars[MAXN], *repl[MAXN];
     rx_rewrite rw;
@@ -172,15 +191,22 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
                                    rx_sched_seq(s, &out)));
 }
 
-rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
+/* The kernel for RM row tiles of 16 and C column groups of 8 per warp; rows: with RM > 1 the
+ * grid's y axis walks the row tiles (batch on z), else the rows fit one tile (batch on y). */
+static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   rx_expr_ctx *cx = s->cx;
-  mma_k c = {.s = s, .mi = mi, .p = plain_load(mi->p), .q = plain_load(mi->q)};
-  int T = 32 * MMA_WARPS, per = 8 * MMA_COLS;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
-  const rx_expr *tx = rx_sched_fresh_var(s, "tx");
+  mma_k c = {.s = s, .mi = mi, .p = plain_load(mi->p), .q = plain_load(mi->q), .RM = RM, .C = C};
+  int T = 32 * MMA_WARPS, per = 8 * C;
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL, *br = NULL;
+  const rx_expr *tx = rx_sched_fresh_var(s, "tx"), *nrow = NULL;
   if (mi->nb > 0) {
     by = rx_sched_fresh_var(s, "by");
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+  }
+  if (RM > 1) {
+    br = rx_sched_fresh_var(s, "br");
+    nrow = rx_analyzer_simplify(
+        s->an, rx_expr_floordiv(cx, ADD(s, mi->N, E(s, 16 * RM - 1)), E(s, 16 * RM)));
   }
   const rx_expr *ncol =
       rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, per - 1)), E(s, per)));
@@ -188,15 +214,17 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
   rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
   rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, T));
   if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
+  if (br) rx_analyzer_bind_range(s->an, br, E(s, 0), nrow);
   const rx_expr *lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, tx, E(s, 32)));
   c.w = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, tx, E(s, 32)));
   c.g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, lane, E(s, 4)));
   c.t = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, lane, E(s, 4)));
   c.col0 = MUL(s, bx, per);
+  c.row0 = br ? MUL(s, br, 16 * RM) : E(s, 0);
   rx_stmtvec body = {0};
   rx_stmt *al;
   rx_dtype ab = c.p->dtype;
-  int64_t xs[2] = {2, 8}, ws[2] = {MMA_COLS, 8}, fa[1] = {8}, fb[1] = {4};
+  int64_t xs[2] = {2 * RM, 8}, ws[2] = {C, 8}, fa[1] = {8}, fb[1] = {4};
   c.xr = rx_sched_alloc(s, "xr", ab, RX_SCOPE_LOCAL, xs, 2, &al);
   RX_VEC_PUSH(&body, al);
   c.wr = rx_sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
@@ -207,7 +235,7 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
   RX_VEC_PUSH(&body, al);
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
-  for (int q = 0; q < MMA_COLS; q++) {
+  for (int q = 0; q < RM * C; q++) {
     c.fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fb, 1, &al);
     RX_VEC_PUSH(&body, al);
     const rx_expr *i = rx_sched_fresh_var(s, "i");
@@ -218,6 +246,16 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
   finish(&c, lane, &body);
   rx_analyzer_reset(s->an, mk);
   rx_stmt *k = rx_sched_for(s, tx, E(s, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  if (br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
+  if (br) k = rx_sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
+  if (!br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+}
+
+rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
+  return mma_schedule(s, mi, 1, MMA_COLS);
+}
+
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi) {
+  return mma_schedule(s, mi, MMA_GEMM_ROWS, MMA_GEMM_COLS);
 }

@@ -12,7 +12,9 @@
  *                                  gemv_rows over all n rows when Q is contiguous along k and the
  *                                  target has subgroup arithmetic (each weight read once), else
  *                                  the small-tile gemm;
- *                    otherwise     gemm.
+ *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions (a first
+ *                                  form: operands from registers, no shared-memory pipeline),
+ *                                  else gemm.
  *                  A constant n gets its kernel; a symbolic one the three variants `n == 1`,
  *                  `n <= 16`, otherwise, chosen at run time. The rule is GEMV for one row and
  *                  GEMM for more (gemv_batch is the variant's name). */
@@ -34,6 +36,10 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
     return gemv_rows_schedule(s, mi, rows);
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
+  if (!small && gemv_mma_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma"};
+    return gemm_mma_schedule(s, mi);
+  }
   *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, small ? "gemm_small" : "gemm"};
   return gemm_schedule(s, mi, small);
 }

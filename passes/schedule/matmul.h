@@ -6,7 +6,8 @@
  *                         8-lane vector loads: Q contiguous along k (x @ W^T, Hugging Face's
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
  *                         weight element is read once for all of them
- *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16
+ *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
+ *   gemm_mma    gemv_mma.c  more rows, the same kernel over tiles of 32 rows x 32 columns
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -64,6 +65,7 @@ bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c 
 rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c */
 rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);    /* gemm.c */
 
 #endif

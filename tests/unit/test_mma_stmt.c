@@ -13,9 +13,9 @@
  *   - Vulkan and Metal targets refuse it with a message naming the kernel and the target;
  *   - it prints and parses back; the verifier refuses wrong fragments; the interpreter refuses it
  *     with subgroups of 8 and when only some lanes of a subgroup reach it;
- *   - the matmul rule's gemv_mma variant (2 to 16 rows, passes/schedule/gemv_mma.c) of a
- *     Llama-2-7B GEMV (gemv_7b) compiles for sm_80 and sm_90 with mma.sync and 128-bit global
- *     loads in its PTX and no spills (ptxas, in rxk_prepare).
+ *   - the matmul rule's gemv_mma (2 to 16 rows) and gemm_mma (more) variants
+ *     (passes/schedule/gemv_mma.c) of a Llama-2-7B GEMV (gemv_7b) compile for sm_80 and sm_90
+ *     with mma.sync and 128-bit global loads in their PTX and no spills (ptxas, rxk_prepare).
  * Exits 77 when nothing could run (no clang for the emulator is not a skip of the interpreter).
  * usage: test_mma_stmt TESTS_DIR */
 #include "support_pipeline.h"
@@ -241,43 +241,47 @@ static void check_errors(rx_module *m) {
   }
 }
 
-/* gemv_7b's n <= 16 variant is gemv_mma, with mma.sync and 16-byte loads in its PTX. */
-static void check_gemv_mma(rx_module *m) {
+/* gemv_7b's n <= 16 variant is gemv_mma and its n > 16 variant gemm_mma, each with mma.sync and
+ * 16-byte loads in its PTX (no spills: rxk_prepare). */
+static void check_mma_variants(rx_module *m) {
   const rx_tensor_fn *f = find_fn(m, "gemv_7b");
   if (!f) {
     FAIL("gemv_7b is missing from tests/mma/mma_gemm.rx");
     return;
   }
   static const char *const cuda[] = {"cuda -arch=sm_80", "cuda -arch=sm_90"};
+  static const char *const names[] = {"gemv_mma", "gemm_mma"};
   for (int ti = 0; ti < 2; ti++) {
     const rx_target *t;
     rx_status ts = rx_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepared p;
     rxk_prepare(m, f, t, &st, &p); /* NVRTC with no spills, counted there */
-    const rx_kernel *kn = NULL;
-    for (int v = 0; p.ok && v < p.sr.nvariants; v++)
-      if (p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, "gemv_mma") && v < p.kl.n)
-        kn = p.kl.kernels[v];
-    CHECK(kn != NULL, "%s: no gemv_mma variant", p.what);
-    char *ptx = NULL, *log = NULL;
-    size_t len = 0;
-    rx_status s =
-        kn ? rx_nvrtc_compile(kn->source, kn->name, t->cuda_arch, false, &ptx, &len, &log) : NULL;
-    if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
-      st.skipped++;
-    } else if (s) {
-      FAIL("%s: NVRTC: %s", p.what, rx_status_message(s));
-    } else if (kn) {
-      CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
-            "%s: gemv_mma's PTX has no mma.sync", p.what);
-      CHECK(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
-                strstr(ptx, "ld.global.v4.u32"),
-            "%s: gemv_mma's PTX has no 128-bit global load", p.what);
+    for (int ni = 0; ni < 2; ni++) {
+      const rx_kernel *kn = NULL;
+      for (int v = 0; p.ok && v < p.sr.nvariants; v++)
+        if (p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, names[ni]) && v < p.kl.n)
+          kn = p.kl.kernels[v];
+      CHECK(kn != NULL, "%s: no %s variant", p.what, names[ni]);
+      if (!kn) continue;
+      char *ptx = NULL, *log = NULL;
+      size_t len = 0;
+      rx_status s = rx_nvrtc_compile(kn->source, kn->name, t->cuda_arch, false, &ptx, &len, &log);
+      if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
+        st.skipped++;
+      } else if (s) {
+        FAIL("%s: NVRTC: %s", p.what, rx_status_message(s));
+      } else {
+        CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
+              "%s: %s's PTX has no mma.sync", p.what, names[ni]);
+        CHECK(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
+                  strstr(ptx, "ld.global.v4.u32"),
+              "%s: %s's PTX has no 128-bit global load", p.what, names[ni]);
+      }
+      rx_status_free(s);
+      free(ptx);
+      free(log);
     }
-    rx_status_free(s);
-    free(ptx);
-    free(log);
     rxk_release(&p);
   }
 }
@@ -298,7 +302,7 @@ int main(int argc, char **argv) {
   check_pair(m, "mma_gemm", "mma_gemm_ref");
   check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
   check_errors(m);
-  check_gemv_mma(m);
+  check_mma_variants(m);
   rx_module_free(m);
   printf("mma statement: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
   return st.failed ? 1 : st.passed ? 0 : 77;

@@ -83,6 +83,7 @@ static const struct {
     {"batched_hf", RX_SCHED_GEMM, 3},
     {"broadcast_hf", RX_SCHED_GEMM, 3},
     {"matvec_hf", RX_SCHED_GEMV, 1},
+    {"mma_hf", RX_SCHED_GEMM, 3},
     {"layer_norm_40000", RX_SCHED_ROW_REDUCTION, 1},
     {"softmax_online", RX_SCHED_ROW_REDUCTION, 1},
     {"log_softmax_bounded", RX_SCHED_ROW_REDUCTION, 1},
