@@ -135,7 +135,8 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   # 128 bytes per instance) then come from an "<unknown module>" that no suppression can name.
   # Preloading the ICD (after the ASan runtime, which must come first) keeps it mapped, so the
   # suppression leak:libvulkan_lvp.so above applies. relaxc's own frames are never suppressed.
-  # RX_TEST_RUN_PREFIX carries the same environment to the lit tests' %relaxc.
+  # RX_TEST_RUN_PREFIX carries the same environment to the lit tests' %relaxc (for the commands
+  # that open a device).
   set(RX_TEST_RUN_PREFIX "")
   if(RX_SANITIZE AND EXISTS /usr/share/vulkan/icd.d/lvp_icd.x86_64.json)
     file(READ /usr/share/vulkan/icd.d/lvp_icd.x86_64.json rx_lvp_json)
@@ -145,7 +146,9 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
     if(NOT rx_lvp_err AND EXISTS "${rx_lvp_lib}" AND IS_ABSOLUTE "${rx_asan_rt}"
        AND EXISTS "${rx_asan_rt}")
       list(APPEND RX_RT_VK_ENV "LD_PRELOAD=${rx_asan_rt}:${rx_lvp_lib}")
-      set(RX_TEST_RUN_PREFIX "env LD_PRELOAD=${rx_asan_rt}:${rx_lvp_lib} LSAN_OPTIONS=suppressions=${RX_RT_TEST_DIR}/lsan.supp:print_suppressions=0 ")
+      # the lit tests through tests/lit/sanitized.sh: lavapipe preloaded only where a command
+      # opens a device (a compile that loads NVRTC crashes LeakSanitizer's tracer with it)
+      set(RX_TEST_RUN_PREFIX "sh ${CMAKE_SOURCE_DIR}/tests/lit/sanitized.sh ${rx_asan_rt} ${rx_lvp_lib} ${RX_RT_TEST_DIR}/lsan.supp ")
     endif()
   endif()
   set_tests_properties(runtime.vulkan PROPERTIES LABELS "runtime;vulkan" ENVIRONMENT "${RX_RT_VK_ENV}"
