@@ -34,8 +34,9 @@ typedef struct cg_kernel {
   int nshared;
   int nthreads; /* block[0] * block[1] * block[2] */
   bool uses_subgroup;
-  bool uses_mma; /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
-  rx_loc loc;    /* of the kernel root */
+  bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
+  bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
+  rx_loc loc;                  /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).

@@ -261,6 +261,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
     break;
   case RX_STMT_MMA: /* its fragments are local buffers: nothing to check in memory */
     w->ck->uses_mma = true;
+    if (s->mma_a) w->ck->mma_ab[s->mma_a->dtype] = true;
     w->ck->uses_subgroup = true; /* the warp's 32 lanes: the runtime checks the width */
     break;
   }
@@ -371,9 +372,10 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     k->uses_ubo = k->scalar_bytes > limit;
     if (k->uses_ubo) k->scalar_bytes = (k->scalar_bytes + 15) / 16 * 16; /* ivec4 array */
   }
-  if (ok && ck->uses_mma &&
-      (t->kind != RX_TARGET_CUDA || t->subgroup_size != 32 ||
-       !rx_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC))) {
+  bool mma_ok = t->kind == RX_TARGET_CUDA && t->subgroup_size == 32;
+  for (int d = 0; d < RX_DTYPE_COUNT; d++)
+    if (ck->mma_ab[d] && !rx_target_mma(t, (rx_dtype)d, RX_DTYPE_F32, RX_MMA_SYNC)) mma_ok = false;
+  if (ok && ck->uses_mma && !mma_ok) {
     rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
                    "kernel '%s' uses mma m16n8k16 (PTX mma.sync); target '%s' has no such matrix "
                    "unit",

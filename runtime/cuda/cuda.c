@@ -73,7 +73,6 @@ typedef struct cu_device {
   pthread_mutex_t free_lock; /* guards the cache of freed blocks */
   cu_block *free;            /* freed blocks, kept for reuse */
   size_t nfree, cap_free;
-  size_t free_bytes; /* their sizes together */
   bool free_lock_made;
   bool cache; /* released blocks are kept (not RX_CUDA_CACHE=0) */
 } cu_device;
@@ -250,7 +249,6 @@ static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_devic
 static void release_free_blocks(cu_device *d) {
   for (size_t i = 0; i < d->nfree; i++) cu.cuMemFree(d->free[i].ptr);
   d->nfree = 0;
-  d->free_bytes = 0;
 }
 
 static void cu_device_destroy(rx_rt_device *base) {
@@ -303,7 +301,6 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
     if (d->free[i].bytes != b->bytes) continue;
     b->ptr = d->free[i].ptr; /* the most recently freed block of the class */
     d->free[i] = d->free[--d->nfree];
-    d->free_bytes -= b->bytes;
     pthread_mutex_unlock(&d->free_lock);
     return NULL;
   }
@@ -345,7 +342,6 @@ static void cu_buffer_destroy(rx_rt_buffer *base) {
   }
   if (d->cache && d->nfree < d->cap_free) {
     d->free[d->nfree++] = (cu_block){b->ptr, b->bytes};
-    d->free_bytes += b->bytes;
     pthread_mutex_unlock(&d->free_lock);
     return;
   }
