@@ -36,6 +36,7 @@ typedef struct cg_kernel {
   bool uses_subgroup;
   bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
   bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
+  bool uses_async;             /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
   rx_loc loc;                  /* of the kernel root */
 } cg_kernel;
 
@@ -114,7 +115,8 @@ typedef struct cg_lang {
   void (*open_kernel)(cg_printer *p, rx_strbuf *o);
   /* a shared-memory declaration at kernel scope (CUDA, MSL); GLSL declares them in open */
   void (*shared_decl)(cg_printer *p, rx_strbuf *o, const cg_shared *s);
-  /* `mma m16n8k16 c, a, b` (ir.h, RX_STMT_MMA) as a statement; NULL: the language has none */
+  /* the matrix-unit statements (ir.h: RX_STMT_MMA, ASYNC_COPY, ASYNC_COMMIT, ASYNC_WAIT,
+   * LDMATRIX); NULL: the language has none */
   void (*mma)(cg_printer *p, rx_strbuf *o, const rx_stmt *s);
   /* the subgroup reduction of x (printed operand) of dtype t into the expression text */
   void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
@@ -180,6 +182,10 @@ extern const char *const cg_cxx_reserved[];
 const char *cg_name(cg_printer *p, const char *name); /* cg_ident in p's language */
 void cg_indent(cg_printer *p, rx_strbuf *o);
 void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
+/* The element b[idx...] as the language writes it (an lvalue: `name[flat]`). */
+void cg_access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n);
+/* e printed as a value of dtype want. */
+void cg_value(cg_printer *p, rx_strbuf *o, const rx_tx *e, rx_dtype want);
 /* The comment at the top of every kernel (prefix: "//"). */
 void cg_header_comment(cg_printer *p, rx_strbuf *o);
 

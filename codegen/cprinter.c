@@ -1294,13 +1294,21 @@ static void pseq(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   rx_strbuf_append(o, "}\n");
 }
 
-/* lowering refuses a target whose language has no mma first (lower.c) */
+/* lowering refuses a target whose language has no matrix-unit statements first (lower.c) */
 static void pmma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   if (p->L->mma)
     p->L->mma(p, o, s);
   else
-    cg_error(p, s->loc, "mma m16n8k16 cannot be printed in this language");
+    cg_error(p, s->loc,
+             "matrix-unit statements (mma, async_copy, ldmatrix) cannot be printed in "
+             "this language");
 }
+
+void cg_access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
+  access(p, o, b, idx, n);
+}
+
+void cg_value(cg_printer *p, rx_strbuf *o, const rx_tx *e, rx_dtype want) { pt_as(p, o, e, want); }
 
 static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   if (!s || p->failed) return;
@@ -1443,7 +1451,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     cg_indent(p, o);
     rx_strbuf_printf(o, "%s\n", L->barrier);
     break;
-  case RX_STMT_MMA:
+  default: /* mma and the other matrix-unit statements (ir.h: the kinds after BARRIER) */
     pmma(p, o, s);
     break;
   }

@@ -19,7 +19,9 @@ static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
 
 static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
-  rx_strbuf_printf(o, "__shared__ %s %s[%lld];\n", p->L->types[s->buf->dtype], cg_name(p, s->name),
+  /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries */
+  rx_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
+                   p->L->types[s->buf->dtype], cg_name(p, s->name),
                    (long long)(s->elems ? s->elems : 1));
 }
 
@@ -86,9 +88,68 @@ static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int w
 
 /* `mma m16n8k16 c, a, b`: the fragments' 16-bit elements packed in pairs, low element first
  * (mma_cuda.h's registers), then mma.sync through the prelude's helper; c is read and written. */
+/* `async_copy dst = src [if cond]` as cp.async (zero-filled where cond is false). */
+static void cuda_async_copy(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  const rx_tx *src = s->value;
+  cg_indent(p, o);
+  rx_strbuf_append(o, s->cond ? "rx_cp_async_16_zfill(&" : "rx_cp_async_16(&");
+  cg_access(p, o, s->buf, s->idx, s->nidx);
+  rx_strbuf_append(o, ", &");
+  cg_access(p, o, src->buf, src->idx, src->nidx);
+  if (s->cond) {
+    rx_strbuf_append(o, ", ");
+    cg_value(p, o, s->cond, RX_DTYPE_BOOL);
+  }
+  rx_strbuf_append(o, ");\n");
+}
+
+/* `ldmatrix xN [trans] frag = buf[i...]`: the registers, then their 16-bit halves into frag. */
+static void cuda_ldmatrix(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  const char *bits = p->L->from_bits[s->buf->dtype], *f = cg_name(p, s->buf->name);
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "{ /* ldmatrix x%d%s */\n", s->count, s->trans ? " trans" : "");
+  p->indent++;
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "unsigned rx_lm[%d];\n", s->count);
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "rx_ldmatrix_x%d%s(rx_lm, &", s->count, s->trans ? "_trans" : "");
+  cg_access(p, o, s->value->buf, s->value->idx, s->value->nidx);
+  rx_strbuf_append(o, ");\n");
+  for (int r = 0; r < 2 * s->count; r++) {
+    char w[48];
+    snprintf(w, sizeof w, r % 2 ? "rx_lm[%d] >> 16" : "rx_lm[%d] & 0xffffu", r / 2);
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "%s[%d] = ", f, r);
+    rx_strbuf_printf(o, bits, w);
+    rx_strbuf_append(o, ";\n");
+  }
+  p->indent--;
+  cg_indent(p, o);
+  rx_strbuf_append(o, "}\n");
+}
+
+/* The matrix-unit statements (cg_lang.mma), through the helpers of codegen/mma_cuda.h. */
 static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   if (!p->helpers.data || !strstr(p->helpers.data, "relaxc matrix-unit helpers"))
     rx_strbuf_printf(&p->helpers, "%s", RX_CUDA_MMA_PRELUDE);
+  switch (s->kind) {
+  case RX_STMT_ASYNC_COPY:
+    cuda_async_copy(p, o, s);
+    return;
+  case RX_STMT_ASYNC_COMMIT:
+    cg_indent(p, o);
+    rx_strbuf_append(o, "rx_cp_async_commit();\n");
+    return;
+  case RX_STMT_ASYNC_WAIT:
+    cg_indent(p, o);
+    rx_strbuf_printf(o, "rx_cp_async_wait<%d>();\n", s->count);
+    return;
+  case RX_STMT_LDMATRIX:
+    cuda_ldmatrix(p, o, s);
+    return;
+  default:
+    break;
+  }
   const char *bits = p->L->to_bits[s->mma_a->dtype];
   const char *c = cg_name(p, s->buf->name);
   const char *srcs[2] = {cg_name(p, s->mma_a->name), cg_name(p, s->mma_b->name)};

@@ -264,6 +264,22 @@ static void see_stmt(lw *w, rx_stmt *s) {
     if (s->mma_a) w->ck->mma_ab[s->mma_a->dtype] = true;
     w->ck->uses_subgroup = true; /* the warp's 32 lanes: the runtime checks the width */
     break;
+  case RX_STMT_ASYNC_COPY:
+    for (int i = 0; i < s->nidx; i++) see_tx(w, s->idx[i]);
+    see_access(w, s->buf, s->idx, s->nidx, true, s->loc);
+    see_tx(w, s->value);
+    see_tx(w, s->cond);
+    w->ck->uses_async = true;
+    break;
+  case RX_STMT_ASYNC_COMMIT:
+  case RX_STMT_ASYNC_WAIT:
+    w->ck->uses_async = true;
+    break;
+  case RX_STMT_LDMATRIX:
+    see_tx(w, s->value);
+    w->ck->uses_async = true;
+    w->ck->uses_subgroup = true; /* the warp's 32 lanes together */
+    break;
   }
   rx_analyzer_reset(w->an, mark);
 }
@@ -379,6 +395,15 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
                    "kernel '%s' uses mma m16n8k16 (PTX mma.sync); target '%s' has no such matrix "
                    "unit",
+                   k->name, t->name);
+    ok = false;
+  }
+  /* cp.async is sm_80's, ldmatrix sm_75's: the targets that list mma.sync m16n8k16 */
+  if (ok && ck->uses_async &&
+      (t->kind != RX_TARGET_CUDA || !rx_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC))) {
+    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                   "kernel '%s' uses async_copy or ldmatrix (PTX cp.async, ldmatrix: CUDA sm_80 "
+                   "and newer); target '%s' has neither",
                    k->name, t->name);
     ok = false;
   }

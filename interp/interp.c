@@ -356,7 +356,11 @@ typedef enum cst_kind {
   C_ALLOC,
   C_IF,
   C_BARRIER,
-  C_MMA, /* buf: C, buf2: A, buf3: B (ir.h, RX_STMT_MMA) */
+  C_MMA,    /* buf: C, buf2: A, buf3: B (ir.h, RX_STMT_MMA) */
+  C_ACOPY,  /* async_copy: buf, idx: destination; value: the source load; cond */
+  C_COMMIT, /* async_commit */
+  C_AWAIT,  /* async_wait: count groups stay in flight */
+  C_LDSM,   /* ldmatrix: buf: the fragment; value: the lane's row; count matrices (ir.h) */
 } cst_kind;
 
 typedef struct blkinfo blkinfo;
@@ -376,6 +380,9 @@ struct cst {
   cx **idx;          /* STORE indices, ALLOC shape */
   int nidx;
   cx *value;    /* STORE, LET, IF cond */
+  cx *cond;     /* ACOPY */
+  int count;    /* AWAIT, LDSM */
+  bool trans;   /* LDSM */
   int slot;     /* LET */
   blkinfo *blk; /* LAUNCH */
   rx_loc loc;
@@ -414,6 +421,15 @@ typedef struct blk blk;
 
 enum { T_RUN, T_BARRIER, T_SUBGROUP, T_MMA, T_DONE };
 
+/* An async_copy in flight (ir.h, RX_STMT_ASYNC_COPY): its 16 bytes, read when issued, land in
+ * dst at the async_wait that leaves its group behind. */
+typedef struct acopy {
+  rbuf *dst;
+  int64_t off; /* in elements of dst */
+  int group;   /* the thread's commit count when issued */
+  unsigned char bytes[16];
+} acopy;
+
 typedef struct thr {
   run *rs;
   blk *b;        /* the block the thread belongs to (the top level has a one-thread block) */
@@ -426,10 +442,14 @@ typedef struct thr {
   /* fiber scheduling */
   rx_fiber *fib; /* NULL: runs alone (no barrier waits) */
   int state;
-  const cst *bar; /* T_BARRIER: where */
-  const cx *sg;   /* T_SUBGROUP: which operation */
-  const cst *mma; /* T_MMA: which one */
-  val sgv, sgr;   /* T_SUBGROUP: own value, result */
+  const cst *bar;         /* T_BARRIER: where */
+  const cx *sg;           /* T_SUBGROUP: which operation */
+  const cst *mma;         /* T_MMA: which one (mma or ldmatrix) */
+  val sgv, sgr;           /* T_SUBGROUP: own value, result */
+  RX_VEC(acopy) inflight; /* async copies not landed yet */
+  int groups;             /* async_commit count */
+  rbuf *lm_buf;           /* T_MMA at ldmatrix: the lane's row, or NULL (lane unused) */
+  int64_t lm_off;
 } thr;
 
 struct blk {
@@ -996,6 +1016,76 @@ static void exec_alloc(thr *t, const cst *s) {
   t->bufs[s->buf] = b;
 }
 
+/* The 16 bytes from element off of b: aligned to 16 bytes and inside the last dimension. */
+static bool row16(thr *t, const rbuf *b, int64_t off, rx_loc loc, const char *what) {
+  int64_t n = 128 / rx_dtype_bits(b->dt), last = b->ndim ? b->shape[b->ndim - 1] : 1;
+  if (off % n == 0 && off % last + n <= last) return true;
+  fail(t, loc,
+       "%s `%s`: the 16 bytes from element %lld must be 16-byte aligned and inside the last "
+       "dimension (of %lld elements)",
+       what, b->decl->name, (long long)off, (long long)last);
+  return false;
+}
+
+/* async_copy (ir.h): the source is read now (zeros where the condition is false); the bytes
+ * land in the destination at an async_wait. */
+static void exec_acopy(thr *t, const cst *s) {
+  rbuf *d, *b;
+  int64_t doff = offset_of(t, s->buf, s->idx, s->nidx, s->loc, "async_copy to", &d);
+  if (doff < 0 || !row16(t, d, doff, s->loc, "async_copy to")) return;
+  acopy c = {.dst = d, .off = doff, .group = t->groups};
+  bool on = !s->cond || ev(t, s->cond).i;
+  if (t->err) return;
+  if (on) {
+    const cx *e = s->value;
+    int64_t off = offset_of(t, e->buf, e->idx, e->nidx, e->loc, "async_copy from", &b);
+    if (off < 0 || !row16(t, b, off, s->loc, "async_copy from")) return;
+    memcpy(c.bytes, (const char *)b->data + off * (rx_dtype_bits(b->dt) / 8), 16);
+  }
+  RX_VEC_PUSH(&t->inflight, c);
+}
+
+/* The thread's copies of the groups before `group` land (async_wait). */
+static void land(thr *t, int group) {
+  size_t k = 0;
+  for (size_t i = 0; i < t->inflight.len; i++) {
+    acopy *c = &t->inflight.data[i];
+    if (c->group < group)
+      memcpy((char *)c->dst->data + c->off * (rx_dtype_bits(c->dst->dt) / 8), c->bytes, 16);
+    else
+      t->inflight.data[k++] = *c;
+  }
+  t->inflight.len = k;
+}
+
+/* ldmatrix (ir.h): the lane's row address, then the subgroup's rendezvous (run_ldsm). */
+static void exec_ldsm(thr *t, const cst *s) {
+  if (!t->fib || t->rs->sgsize != 32) {
+    fail(t, s->loc,
+         "ldmatrix needs the 32 lanes of a subgroup together (this run has subgroups of %d%s)",
+         t->rs->sgsize, t->fib ? "" : " and a thread alone in its block");
+    return;
+  }
+  rbuf *f = t->bufs[s->buf];
+  if (!f || f->count < 2 * s->count || rx_dtype_bits(f->dt) != 16) {
+    fail(t, s->loc, "ldmatrix x%d: a fragment of %d 16-bit elements expected", s->count,
+         2 * s->count);
+    return;
+  }
+  t->lm_buf = NULL;
+  if (t->lin % 32 < 8 * s->count) { /* lanes 8j..8j+7 give the rows of matrix j */
+    const cx *e = s->value;
+    rbuf *b;
+    int64_t off = offset_of(t, e->buf, e->idx, e->nidx, e->loc, "ldmatrix from", &b);
+    if (off < 0 || !row16(t, b, off, s->loc, "ldmatrix from")) return;
+    t->lm_buf = b;
+    t->lm_off = off;
+  }
+  t->state = T_MMA;
+  t->mma = s;
+  yield_to_scheduler(t);
+}
+
 static void exec(thr *t, const cst *s) {
   run *rs = t->rs;
   if (rs->max_steps && ++rs->steps > rs->max_steps) {
@@ -1094,6 +1184,18 @@ static void exec(thr *t, const cst *s) {
     t->mma = s;
     yield_to_scheduler(t);
     return;
+  case C_ACOPY:
+    exec_acopy(t, s);
+    return;
+  case C_COMMIT:
+    t->groups++;
+    return;
+  case C_AWAIT:
+    land(t, t->groups - s->count);
+    return;
+  case C_LDSM:
+    exec_ldsm(t, s);
+    return;
   }
 }
 
@@ -1123,6 +1225,26 @@ static void run_mma(thr *th, const cst *s) {
     int g = l / 4, q = l % 4;
     for (int i = 0; i < 4; i++)
       wr(c->dt, c->data, i, (val){.f = (float)C[g + 8 * (i / 2)][2 * q + i % 2]});
+  }
+}
+
+/* The ldmatrix of the 32 lanes th[0..31] (ir.h, RX_STMT_LDMATRIX): lanes 8j..8j+7 gave the rows
+ * of matrix j; lane l receives row l / 4 (trans: column), elements 2 (l % 4) and 2 (l % 4) + 1. */
+static void run_ldsm(thr *th, const cst *s) {
+  uint16_t m[4][8][8];
+  for (int j = 0; j < s->count; j++)
+    for (int r = 0; r < 8; r++) {
+      const thr *a = &th[8 * j + r];
+      memcpy(m[j][r], (const char *)a->lm_buf->data + a->lm_off * 2, 16);
+    }
+  for (int l = 0; l < 32; l++) {
+    rbuf *f = th[l].bufs[s->buf];
+    int g = l / 4, q = l % 4;
+    for (int j = 0; j < s->count; j++)
+      for (int h = 0; h < 2; h++) {
+        uint16_t v = s->trans ? m[j][2 * q + h][g] : m[j][g][2 * q + h];
+        memcpy((char *)f->data + (2 * j + h) * 2, &v, 2);
+      }
   }
 }
 
@@ -1221,9 +1343,12 @@ static rx_status schedule(run *rs, blk *b) {
         if (hi - lo != 32) {
           rx_loc none = {0};
           return make_err(rs, b, NULL, none,
-                          "mma m16n8k16 needs 32 lanes; the block's last subgroup has fewer");
+                          "mma and ldmatrix need 32 lanes; the block's last subgroup has fewer");
         }
-        run_mma(&b->th[lo], w->mma);
+        if (w->mma->kind == C_LDSM)
+          run_ldsm(&b->th[lo], w->mma);
+        else
+          run_mma(&b->th[lo], w->mma);
         for (int i = lo; i < hi; i++) b->th[i].state = T_RUN;
         released = true;
         continue;
@@ -1256,8 +1381,10 @@ static rx_status schedule(run *rs, blk *b) {
 }
 
 static void free_block(blk *b, int nallocs) {
-  for (int i = 0; i < b->n; i++)
+  for (int i = 0; i < b->n; i++) {
     for (int a = 0; a < nallocs; a++) free_rbuf(b->th[i].locals[a]);
+    free(b->th[i].inflight.data); /* copies never waited for: nobody reads them */
+  }
   for (int a = 0; a < nallocs; a++) free_rbuf(b->inst[a]);
   if (b->n > 0) {
     free(b->th[0].slots);
@@ -1617,6 +1744,7 @@ static int scan(const rx_stmt *s) {
     return (tx_has_subgroup(s->value) ? HAS_SYNC : 0) | scan(s->inner) | scan(s->otherwise);
   case RX_STMT_BARRIER:
   case RX_STMT_MMA:
+  case RX_STMT_LDMATRIX:
     return HAS_SYNC;
   case RX_STMT_STORE:
     for (int i = 0; i < s->nidx; i++)
@@ -1802,6 +1930,35 @@ static cst *compile_store(run *rs, const rx_stmt *s) {
   return rs->cerr ? NULL : c;
 }
 
+/* async_copy (a store whose value is the source load) and ldmatrix (ir.h). */
+static cst *compile_matrix_load(run *rs, const rx_stmt *s) {
+  bool copy = s->kind == RX_STMT_ASYNC_COPY;
+  const char *what = copy ? "async_copy" : "ldmatrix";
+  if (!copy && !rs->cur_blk) {
+    cfail(rs, s->loc, "ldmatrix outside a block (the innermost blockIdx loop's body)");
+    return NULL;
+  }
+  if (!s->buf || scope_index(rs, s->buf) < 0 || !s->value || s->value->kind != RX_TX_LOAD ||
+      (!copy && s->count != 1 && s->count != 2 && s->count != 4)) {
+    cfail(rs, s->loc, "malformed %s", what);
+    return NULL;
+  }
+  cst *c;
+  if (copy) {
+    if (!(c = compile_store(rs, s))) return NULL;
+    c->kind = C_ACOPY;
+    if (s->cond) c->cond = coerce(rs, compile_tx(rs, s->cond), RX_DTYPE_BOOL);
+  } else {
+    c = cst_new(rs, C_LDSM, s);
+    c->buf = buf_of(rs, s->buf);
+    c->value = compile_tx(rs, s->value);
+    c->count = s->count;
+    c->trans = s->trans;
+  }
+  if (!rs->cerr && (!c->value || c->value->op != X_LOAD)) cfail(rs, s->loc, "malformed %s", what);
+  return rs->cerr ? NULL : c;
+}
+
 static cst *compile_stmt(run *rs, const rx_stmt *s) {
   if (rs->cerr) return NULL;
   if (!s) {
@@ -1895,6 +2052,15 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->buf2 = buf_of(rs, s->mma_a);
     c->buf3 = buf_of(rs, s->mma_b);
     return c;
+  case RX_STMT_ASYNC_COPY:
+  case RX_STMT_LDMATRIX:
+    return compile_matrix_load(rs, s);
+  case RX_STMT_ASYNC_COMMIT:
+    return cst_new(rs, C_COMMIT, s);
+  case RX_STMT_ASYNC_WAIT:
+    c = cst_new(rs, C_AWAIT, s);
+    c->count = s->count;
+    return c;
   }
   cfail(rs, s->loc, "malformed statement (kind %d)", (int)s->kind);
   return NULL;
@@ -1949,6 +2115,7 @@ static int cst_depth(const cst *s) {
   DEPTH_MAX(cst_depth(s->els));
   for (int i = 0; i < s->nidx; i++) DEPTH_MAX(cx_depth(s->idx[i]));
   DEPTH_MAX(cx_depth(s->value));
+  DEPTH_MAX(cx_depth(s->cond));
   if (s->blk) {
     for (int i = 0; i < s->blk->nt; i++) DEPTH_MAX(cx_depth(s->blk->exts[i]));
     DEPTH_MAX(cst_depth(s->blk->body));
@@ -2182,6 +2349,7 @@ done:
     free_rbuf(topb.inst[a]);
   }
   free(top.locals);
+  free(top.inflight.data);
   free(topb.inst);
   free(top.slots);
   free(top.bufs);

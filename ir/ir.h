@@ -411,7 +411,13 @@ typedef enum rx_stmt_kind {
   RX_STMT_ALLOC,   /* alloc buf (scope); visible to the following statements of its SEQ */
   RX_STMT_IF,      /* if cond { then } else { otherwise } (otherwise may be NULL) */
   RX_STMT_BARRIER, /* all threads of the block reach this point; shared memory is visible */
-  RX_STMT_MMA,     /* mma m16n8k16 c, a, b: a subgroup's matrix multiply-accumulate (below) */
+  /* the kinds from here on synchronize or use matrix units (sched_stmt_has_bound relies on it) */
+  RX_STMT_MMA,        /* mma m16n8k16 c, a, b: a subgroup's matrix multiply-accumulate (below) */
+  RX_STMT_ASYNC_COPY, /* async_copy dst[i...] = src[j...] [if cond]: 16 bytes, in flight (below) */
+  RX_STMT_ASYNC_COMMIT, /* async_commit: the thread's copies issued since the last one form a group
+                         */
+  RX_STMT_ASYNC_WAIT,   /* async_wait N: all but the thread's N newest groups have landed */
+  RX_STMT_LDMATRIX, /* ldmatrix xN [trans] frag = buf[i...]: a subgroup's fragment load (below) */
 } rx_stmt_kind;
 
 /* RX_STMT_MMA: `mma m16n8k16 c, a, b`: the 32 lanes of a subgroup together compute
@@ -421,7 +427,29 @@ typedef enum rx_stmt_kind {
  * t = l % 4): a[i] = A[g + 8 * (i / 2 % 2)][2t + i % 2 + 8 * (i / 4)],
  * b[i] = B[2t + i % 2 + 8 * (i / 2)][g], c[i] = C[g + 8 * (i / 2)][2t + i % 2]. Every lane of
  * the subgroup must reach it (subgroups of 32: the kernel is scheduled for them). Printed for CUDA
- * as mma.sync through codegen/mma_cuda.h; other targets report it. */
+ * as mma.sync through codegen/mma_cuda.h; other targets report it.
+ *
+ * RX_STMT_ASYNC_COPY: `async_copy dst[i...] = src[j...]` copies the 16 bytes of src from index
+ * j... on (along its last dimension) to dst from i... on; with `if cond`, where cond is false
+ * the 16 bytes of dst become zeros and src is not read. dst is a shared buffer, src a parameter
+ * (global memory), of one dtype; both addresses are multiples of 16 bytes. The copy is in flight
+ * until an `async_wait` of the same thread leaves its group behind: until then dst holds its old
+ * contents (the interpreter writes it at that wait), and other threads see it only after a
+ * barrier that follows the wait. Printed for CUDA as cp.async (codegen/mma_cuda.h).
+ * Fields: buf, idx (destination), value (the source, a load), cond.
+ *
+ * RX_STMT_ASYNC_COMMIT / RX_STMT_ASYNC_WAIT: cp.async.commit_group and cp.async.wait_group N
+ * (N in count): copies since the last commit form one group; a wait returns when at most the
+ * N newest groups of the thread are still in flight.
+ *
+ * RX_STMT_LDMATRIX: `ldmatrix xN frag = buf[i...]` (N = 1, 2, 4 in count; `trans` sets trans):
+ * the 32 lanes of a subgroup together load N 8x8 matrices of 16-bit elements from a shared
+ * buffer. Lanes 8j .. 8j + 7 give, by their own index i..., the addresses of rows 0..7 of
+ * matrix j (8 contiguous elements, 16-byte aligned); lane l receives into its local fragment
+ * frag (2N elements) matrix j's row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, at frag[2j]
+ * and frag[2j + 1]; with trans, the matrix is read transposed (rows 2 (l % 4), 2 (l % 4) + 1 of
+ * column l / 4). The PTX ISA's ldmatrix, "Warp-level matrix load instruction"; CUDA only.
+ * Fields: buf (frag), value (the lane's address, a load of a shared buffer), count, trans. */
 
 typedef struct rx_stmt rx_stmt;
 struct rx_stmt {
@@ -444,6 +472,9 @@ struct rx_stmt {
   rx_tx *value;             /* STORE value, LET value, IF cond */
   rx_local *local;          /* LET */
   rx_buffer *mma_a, *mma_b; /* MMA: the fragments of A and B (buf: C) */
+  rx_tx *cond;              /* ASYNC_COPY: copy where it holds, zeros elsewhere (NULL: always) */
+  int count;                /* ASYNC_WAIT: groups left in flight; LDMATRIX: matrices (1, 2, 4) */
+  bool trans;               /* LDMATRIX: transposed */
 };
 
 /* Fusion pattern of a tensor program (passes/annotate.c computes it from the loop body) or of an

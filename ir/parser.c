@@ -1357,6 +1357,52 @@ static rx_stmt *if_stmt(P *p, rx_loc loc) {
   return s;
 }
 
+/* `name[i...]`, the buffer and indices a store (or async_copy) writes, into s. */
+static void store_target(P *p, rx_stmt *s, const char *what) {
+  rx_tok *t = cur(p);
+  if (t->kind != RX_TOK_IDENT || ahead(p, 1)->kind != RX_TOK_LBRACKET)
+    fail_expected(p, "a buffer element 'buf[i, ...]'");
+  const char *name = tok_text(p, t);
+  tname *tn = lookup_tname(p, name);
+  if (!tn || !tn->buf) fail_at(p, t->loc, "undefined buffer '%s' (%s)", name, what);
+  next(p);
+  next(p);
+  s->buf = tn->buf;
+  p->nest++;
+  AVEC(rx_tx *) idx = {0};
+  while (!accept(p, RX_TOK_RBRACKET)) {
+    APUSH(p, &idx, tx(p));
+    if (accept(p, RX_TOK_RBRACKET)) break;
+    expect(p, RX_TOK_COMMA, "',' or ']' after an index");
+  }
+  p->nest--;
+  s->idx = idx.d;
+  s->nidx = idx.n;
+}
+
+/* After `ldmatrix`: `xN [trans] frag = buf[i...]`. */
+static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
+  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LDMATRIX, loc);
+  rx_tok *w = cur(p);
+  static const char *const widths[3] = {"x1", "x2", "x4"};
+  for (int i = 0; i < 3; i++)
+    if (tok_is_kw(w, widths[i])) s->count = 1 << i;
+  if (!s->count) fail_expected(p, "the number of matrices of ldmatrix (x1, x2 or x4)");
+  next(p);
+  s->trans = accept_kw(p, "trans");
+  rx_tok *nt = cur(p);
+  if (nt->kind != RX_TOK_IDENT) fail_expected(p, "the fragment ldmatrix loads into");
+  const char *name = tok_text(p, nt);
+  tname *tn = lookup_tname(p, name);
+  if (!tn || !tn->buf)
+    fail_at(p, nt->loc, "undefined buffer '%s' (the fragment of ldmatrix)", name);
+  s->buf = tn->buf;
+  next(p);
+  expect(p, RX_TOK_ASSIGN, "'=' and the lane's row address 'buf[i, ...]' of ldmatrix");
+  s->value = tx(p);
+  return s;
+}
+
 static rx_stmt *tstmt(P *p) {
   rx_tok *t = cur(p);
   rx_loc loc = t->loc;
@@ -1416,29 +1462,35 @@ static rx_stmt *tstmt(P *p) {
     else
       accept_kw(p, "global");
     define_tname(p, name, NULL, s->buf, nloc);
+  } else if (is_kw(p, "async_copy") && ahead(p, 1)->kind == RX_TOK_IDENT) {
+    next(p); /* `async_copy dst[i...] = src[j...] [if cond]` (ir.h, RX_STMT_ASYNC_COPY) */
+    s = rx_stmt_new(m, RX_STMT_ASYNC_COPY, loc);
+    store_target(p, s, "async_copy");
+    expect(p, RX_TOK_ASSIGN, "'=' and the source of async_copy");
+    s->value = tx(p);
+    if (accept_kw(p, "if")) s->cond = tx(p);
+  } else if (is_kw(p, "async_commit") && ahead(p, 1)->kind != RX_TOK_LBRACKET) {
+    next(p);
+    s = rx_stmt_new(m, RX_STMT_ASYNC_COMMIT, loc);
+  } else if (is_kw(p, "async_wait") && ahead(p, 1)->kind == RX_TOK_INT) {
+    next(p);
+    s = rx_stmt_new(m, RX_STMT_ASYNC_WAIT, loc);
+    rx_loc nloc = cur(p)->loc;
+    int64_t n = int_lit(p, "the number of groups async_wait leaves in flight");
+    if (n > 64)
+      fail_at(p, nloc, "async_wait leaves at most 64 groups in flight (got %lld)", (long long)n);
+    s->count = (int)n;
+  } else if (is_kw(p, "ldmatrix") && ahead(p, 1)->kind == RX_TOK_IDENT) {
+    next(p); /* `ldmatrix xN [trans] frag = buf[i...]` (ir.h, RX_STMT_LDMATRIX) */
+    s = ldmatrix_stmt(p, loc);
   } else if (t->kind == RX_TOK_IDENT && ahead(p, 1)->kind == RX_TOK_LBRACKET && !is_keyword(t)) {
-    const char *name = tok_text(p, t);
-    tname *tn = lookup_tname(p, name);
-    if (!tn || !tn->buf) fail_at(p, loc, "undefined buffer '%s'", name);
-    next(p);
-    next(p);
     s = rx_stmt_new(m, RX_STMT_STORE, loc);
-    s->buf = tn->buf;
-    p->nest++;
-    AVEC(rx_tx *) idx = {0};
-    while (!accept(p, RX_TOK_RBRACKET)) {
-      APUSH(p, &idx, tx(p));
-      if (accept(p, RX_TOK_RBRACKET)) break;
-      expect(p, RX_TOK_COMMA, "',' or ']' after an index");
-    }
-    p->nest--;
-    s->idx = idx.d;
-    s->nidx = idx.n;
+    store_target(p, s, "a store");
     expect(p, RX_TOK_ASSIGN, "'=' and the value to store");
     s->value = tx(p);
   } else {
-    fail_expected(
-        p, "a statement (for, reduce, if, let, alloc, barrier, mma or a store 'buf[i] = v')");
+    fail_expected(p, "a statement (for, reduce, if, let, alloc, barrier, mma, async_copy, "
+                     "async_commit, async_wait, ldmatrix or a store 'buf[i] = v')");
   }
   end_stmt(p, "a statement");
   leave(p);

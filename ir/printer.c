@@ -224,14 +224,19 @@ static void pstmt(W *w, const rx_stmt *s) {
     indent(w);
     rx_strbuf_putc(o, '}');
     break;
+  case RX_STMT_ASYNC_COPY:
   case RX_STMT_STORE:
-    rx_strbuf_printf(o, "%s[", s->buf->name);
+    rx_strbuf_printf(o, "%s%s[", s->kind == RX_STMT_ASYNC_COPY ? "async_copy " : "", s->buf->name);
     for (int i = 0; i < s->nidx; i++) {
       if (i) rx_strbuf_append(o, ", ");
       ptx(o, s->idx[i], 0);
     }
     rx_strbuf_append(o, "] = ");
     ptx(o, s->value, 0);
+    if (s->cond) {
+      rx_strbuf_append(o, " if ");
+      ptx(o, s->cond, 0);
+    }
     break;
   case RX_STMT_LET:
     rx_strbuf_printf(o, "let %s: %s = ", s->local->name, rx_dtype_name(s->local->dtype));
@@ -260,6 +265,17 @@ static void pstmt(W *w, const rx_stmt *s) {
   case RX_STMT_MMA:
     rx_strbuf_printf(o, "mma m16n8k16 %s, %s, %s", s->buf ? s->buf->name : "?",
                      s->mma_a ? s->mma_a->name : "?", s->mma_b ? s->mma_b->name : "?");
+    break;
+  case RX_STMT_ASYNC_COMMIT:
+    rx_strbuf_append(o, "async_commit");
+    break;
+  case RX_STMT_ASYNC_WAIT:
+    rx_strbuf_printf(o, "async_wait %d", s->count);
+    break;
+  case RX_STMT_LDMATRIX:
+    rx_strbuf_printf(o, "ldmatrix x%d%s %s = ", s->count, s->trans ? " trans" : "",
+                     s->buf ? s->buf->name : "?");
+    ptx(o, s->value, 0);
     break;
   }
   rx_strbuf_putc(o, '\n');

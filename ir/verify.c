@@ -502,6 +502,14 @@ static bool is_input_buffer(vctx *v, const rx_buffer *b) {
 
 static void check_tx(vctx *v, const rx_tx *e);
 
+/* Elements of a local allocation with a constant shape; -1 otherwise. */
+static int64_t local_elems(const rx_buffer *b) {
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim && n > 0; d++)
+    n = b->shape && b->shape[d]->kind == RX_EXPR_CONST ? n * b->shape[d]->value : -1;
+  return n;
+}
+
 /* `mma m16n8k16 c, a, b` (ir.h): local buffers of 4 f32, 8 and 4 f16 (or bf16) elements. */
 static void check_mma(vctx *v, const rx_stmt *s) {
   const rx_buffer *ops[3] = {s->buf, s->mma_a, s->mma_b};
@@ -515,10 +523,7 @@ static void check_mma(vctx *v, const rx_stmt *s) {
     }
     if (!has(&v->vars, b))
       err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc", b->name);
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim && n > 0; d++)
-      n = b->shape && b->shape[d]->kind == RX_EXPR_CONST ? n * b->shape[d]->value : -1;
-    if (b->scope != RX_SCOPE_LOCAL || n != elems[i])
+    if (b->scope != RX_SCOPE_LOCAL || local_elems(b) != elems[i])
       err(v, s->loc,
           "mma's %s operand '%s' must be a local allocation of %lld elements (one lane's "
           "fragment)",
@@ -682,6 +687,59 @@ static void check_cond(vctx *v, const rx_tx *c) {
 
 static void check_stmt(vctx *v, const rx_stmt *s);
 
+/* `async_copy dst[i...] = src[j...] [if cond]` (ir.h): shared <- parameter, one dtype whose size
+ * divides 16 bytes. */
+static void check_async_copy(vctx *v, const rx_stmt *s) {
+  check_indices(v, s->buf, s->idx, s->nidx, s->loc);
+  const rx_tx *src = s->value;
+  if (!src || src->kind != RX_TX_LOAD) {
+    err(v, s->loc, "async_copy copies from a buffer element 'src[j, ...]'");
+    return;
+  }
+  check_tx(v, src);
+  check_cond(v, s->cond);
+  if (!s->buf || !src->buf) return;
+  if (s->buf->scope != RX_SCOPE_SHARED)
+    err(v, s->loc, "async_copy writes shared memory; '%s' is not a shared allocation",
+        s->buf->name);
+  bool param = false;
+  for (int i = 0; i < v->tfn->nparams; i++)
+    param |= v->tfn->params[i]->kind == RX_PARAM_BUFFER && v->tfn->params[i]->buf == src->buf;
+  if (!param)
+    err(v, s->loc, "async_copy reads global memory; '%s' is not a buffer parameter",
+        src->buf->name);
+  int bits = rx_dtype_bits(s->buf->dtype);
+  if (src->buf->dtype != s->buf->dtype || bits < 8 || 128 % bits)
+    err(v, s->loc,
+        "async_copy moves 16 bytes between buffers of one dtype of 1, 2, 4 or 8 bytes; "
+        "got %s <- %s",
+        rx_dtype_name(s->buf->dtype), rx_dtype_name(src->buf->dtype));
+}
+
+/* `ldmatrix xN [trans] frag = buf[i...]` (ir.h): a local fragment of 2N 16-bit elements, rows of
+ * a shared buffer of 16-bit elements. */
+static void check_ldmatrix(vctx *v, const rx_stmt *s) {
+  const rx_tx *src = s->value;
+  if (s->count != 1 && s->count != 2 && s->count != 4)
+    err(v, s->loc, "ldmatrix loads 1, 2 or 4 matrices (x1, x2, x4), not %d", s->count);
+  if (!s->buf || !src || src->kind != RX_TX_LOAD || !src->buf) {
+    err(v, s->loc, "ldmatrix needs a fragment and a row address 'buf[i, ...]'");
+    return;
+  }
+  check_tx(v, src);
+  if (!has(&v->vars, s->buf))
+    err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc",
+        s->buf->name);
+  if (s->buf->scope != RX_SCOPE_LOCAL || local_elems(s->buf) != 2 * s->count)
+    err(v, s->loc, "ldmatrix x%d loads into a local allocation of %d elements; '%s' is not one",
+        s->count, 2 * s->count, s->buf->name);
+  if (src->buf->scope != RX_SCOPE_SHARED)
+    err(v, s->loc, "ldmatrix reads shared memory; '%s' is not a shared allocation", src->buf->name);
+  if (rx_dtype_bits(s->buf->dtype) != 16 || rx_dtype_bits(src->buf->dtype) != 16)
+    err(v, s->loc, "ldmatrix moves 16-bit elements; got %s <- %s", rx_dtype_name(s->buf->dtype),
+        rx_dtype_name(src->buf->dtype));
+}
+
 /* Defines a loop variable, rejecting redefinition of an enclosing loop or symbolic variable. */
 static void define_loop_var(vctx *v, const rx_expr *x, rx_loc loc) {
   if (!x || x->kind != RX_EXPR_VAR) {
@@ -770,6 +828,17 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     break;
   case RX_STMT_MMA:
     check_mma(v, s);
+    break;
+  case RX_STMT_ASYNC_COPY:
+    check_async_copy(v, s);
+    break;
+  case RX_STMT_ASYNC_COMMIT:
+    break;
+  case RX_STMT_ASYNC_WAIT:
+    if (s->count < 0) err(v, s->loc, "async_wait leaves a non-negative number of groups");
+    break;
+  case RX_STMT_LDMATRIX:
+    check_ldmatrix(v, s);
     break;
   }
   reset(&v->vars, mv);

@@ -211,6 +211,10 @@ static bool plain(const rx_stmt *s, int *reduces) {
   case RX_STMT_IF:
   case RX_STMT_BARRIER:
   case RX_STMT_MMA:
+  case RX_STMT_ASYNC_COPY:
+  case RX_STMT_ASYNC_COMMIT:
+  case RX_STMT_ASYNC_WAIT:
+  case RX_STMT_LDMATRIX:
     return false;
   }
   return false;

@@ -177,6 +177,9 @@ static void stmt(canon *c, const rx_stmt *s) {
   local(c, s->local);
   buffer(c, s->mma_a);
   buffer(c, s->mma_b);
+  tx(c, s->cond);
+  put(c, (uint64_t)(int64_t)s->count);
+  put(c, (uint64_t)s->trans);
 }
 
 static void canonicalize(canon *c, const rx_tensor_fn *f) {

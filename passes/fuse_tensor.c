@@ -398,7 +398,11 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     return r;
   case RX_STMT_BARRIER:
     return r;
-  case RX_STMT_MMA: /* only schedules write it; a scheduled program is not fused */
+  case RX_STMT_MMA: /* only schedules write these; a scheduled program is not fused */
+  case RX_STMT_ASYNC_COPY:
+  case RX_STMT_ASYNC_COMMIT:
+  case RX_STMT_ASYNC_WAIT:
+  case RX_STMT_LDMATRIX:
     return NULL;
   }
   return NULL;

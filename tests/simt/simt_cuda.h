@@ -549,25 +549,73 @@ SIMT_LDSM(rx_ldmatrix_x4, LDSM_X4, 4, false)
 SIMT_LDSM(rx_ldmatrix_x1_trans, LDSM_X1_T, 1, true)
 SIMT_LDSM(rx_ldmatrix_x2_trans, LDSM_X2_T, 2, true)
 SIMT_LDSM(rx_ldmatrix_x4_trans, LDSM_X4_T, 4, true)
-/* cp.async: a plain copy when called, so waits and commits have nothing to do (a kernel that
- * reads the tile before its wait is not caught: the data is already there) */
+/* cp.async: the 16 bytes are read when the copy is issued and land in shared memory at the
+ * rx_cp_async_wait that leaves the copy's group behind (PTX ISA, "cp.async.wait_group"), so a
+ * kernel that reads a tile before its wait (or another thread's tile before the barrier after
+ * it) reads the old contents and fails its comparison. Per thread of the block being run
+ * (blocks run one at a time): the copies in flight and the commit count. */
+namespace simt {
+struct async_copy {
+  void *dst;
+  int group;
+  unsigned char bytes[16];
+};
+struct async_state {
+  simt_dim3 block; /* the block this state belongs to (reset when another block runs) */
+  bool used;
+  int groups, n;
+  async_copy inflight[64];
+};
+static async_state async_threads[1024];
+static inline async_state &async_of() {
+  simt_thread *t = cur();
+  async_state &a = async_threads[t->linear % 1024];
+  if (!a.used || a.block.x != t->block_idx.x || a.block.y != t->block_idx.y ||
+      a.block.z != t->block_idx.z) {
+    a = async_state{};
+    a.block = t->block_idx;
+    a.used = true;
+  }
+  return a;
+}
+static inline void async_issue(void *smem, const void *gmem, bool read, int line) {
+  async_state &a = async_of();
+  if (a.n == 64) fail(line, "more than 64 cp.async copies in flight in one thread");
+  async_copy &c = a.inflight[a.n++];
+  c.dst = smem;
+  c.group = a.groups;
+  if (read)
+    std::memcpy(c.bytes, gmem, 16);
+  else
+    std::memset(c.bytes, 0, 16);
+}
+static inline void async_land(int before) { /* the copies of groups < before land */
+  async_state &a = async_of();
+  int k = 0;
+  for (int i = 0; i < a.n; i++) {
+    if (a.inflight[i].group < before)
+      std::memcpy(a.inflight[i].dst, a.inflight[i].bytes, 16);
+    else
+      a.inflight[k++] = a.inflight[i];
+  }
+  a.n = k;
+}
+} // namespace simt
 static inline void rx_cp_async_16(void *smem, const void *gmem, int line = SIMT_LINE) {
   simt::cp_async_check("rx_cp_async_16", smem, gmem, true, line);
-  std::memcpy(smem, gmem, 16);
+  simt::async_issue(smem, gmem, true, line);
 }
 static inline void rx_cp_async_16_zfill(void *smem, const void *gmem, bool pred,
                                         int line = SIMT_LINE) {
   simt::cp_async_check("rx_cp_async_16_zfill", smem, gmem, pred, line);
-  if (pred)
-    std::memcpy(smem, gmem, 16);
-  else
-    std::memset(smem, 0, 16);
+  simt::async_issue(smem, gmem, pred, line);
 }
-static inline void rx_cp_async_commit() {}
+static inline void rx_cp_async_commit() { simt::async_of().groups++; }
 template <int N> static inline void rx_cp_async_wait() {
   static_assert(N >= 0, "cp.async.wait_group takes a non-negative immediate");
+  simt::async_land(simt::async_of().groups - N);
 }
-static inline void rx_cp_async_wait_all() {}
+static inline void rx_cp_async_wait_all() { simt::async_land(INT_MAX); }
 
 /* printf works: kernels run on the host */
 

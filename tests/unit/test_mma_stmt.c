@@ -1,8 +1,13 @@
 /* test_mma_stmt: the `mma m16n8k16 c, a, b` statement of tensor programs (ir/ir.h,
- * RX_STMT_MMA; issue 14), end to end.
+ * RX_STMT_MMA; issue 14), with `async_copy`/`async_commit`/`async_wait` (cp.async) and
+ * `ldmatrix` feeding it from shared memory, end to end.
  *
  * tests/mma/mma_gemm.rx holds hand-scheduled programs that use it (a GEMM over a symbolic row
- * count in f16, a bf16 tile) and, beside each, the same product as serial loops. At row counts
+ * count in f16, a bf16 tile, a two-stage cp.async pipeline with ldmatrix in f16 for [out, in]
+ * weights, and one with ldmatrix .trans in bf16 for [in, out]) and, beside each, the same
+ * product as serial loops; a copy of the pipeline that reads a tile before its wait must differ
+ * from the reference in the interpreter and the emulator (copies land at their wait); the
+ * verifier's messages for misused async_copy and ldmatrix. At row counts
  * m = 1, 7, 16, 33 and 100 (rows past m are zero in the fragments and not stored):
  *   - the interpreter runs the mma program with subgroups of 32 and must match the serial one
  *     (tolerance of test_kernels: f32 outputs 1e-4 normalized; the mma sums in another order);
@@ -160,6 +165,54 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
   for (int ti = 0; ti < 2; ti++) rxk_release(&ps[ti]); /* sm_90's C is sm_80's: emulated once */
 }
 
+/* prog reads a cp.async tile before its wait: both the interpreter and the emulated CUDA C must
+ * give other numbers than ref (copies land at their wait, not when issued). */
+static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
+  const rx_tensor_fn *f = find_fn(m, prog), *fr = find_fn(m, ref);
+  if (!f || !fr) {
+    FAIL("%s or %s is missing from tests/mma/mma_gemm.rx", prog, ref);
+    return;
+  }
+  const rx_target *t;
+  rx_status ts = rx_target_parse("cuda -arch=sm_80", &t);
+  RX_ASSERT(!ts);
+  rxk_prepared p;
+  rxk_prepare(m, f, t, &st, &p);
+  rxk_env e;
+  rxk_program_vars(f, &e);
+  for (int v = 0; v < e.n; v++) e.values[v] = 33;
+  char why[512];
+  rxk_buffers in, want, got;
+  if (!rxk_make_buffers(f, &e, &in, why, sizeof why)) {
+    FAIL("%s: %s", prog, why);
+    rxk_release(&p);
+    return;
+  }
+  rxk_copy_buffers(&in, &want);
+  rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
+  CHECK(!s, "%s: %s", ref, s ? rx_status_message(s) : "");
+  rx_status_free(s);
+  rx_interp_opts o = {.subgroup_size = 32};
+  rxk_copy_buffers(&in, &got);
+  s = rx_interp_run(m, f, got.arg, got.n, &o);
+  CHECK(!s && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
+        "%s: the interpreter should read the tile before it lands and differ from %s (%s)", prog,
+        ref, s ? rx_status_message(s) : "it matched");
+  rx_status_free(s);
+  rxk_free_buffers(&got);
+  if (p.ok && p.emulate) {
+    rxk_copy_buffers(&in, &got);
+    bool ran = rxk_run_simt(&p, &e, &got, why, sizeof why);
+    CHECK(ran && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
+          "%s: the emulated CUDA C should differ from %s (%s)", prog, ref,
+          ran ? "it matched" : why);
+    rxk_free_buffers(&got);
+  }
+  rxk_free_buffers(&in);
+  rxk_free_buffers(&want);
+  rxk_release(&p);
+}
+
 /* Parses text into a module and verifies it; returns the diagnostics (heap) or NULL when it
  * verified. */
 static char *verify_text(const char *text, rx_module **out) {
@@ -215,6 +268,34 @@ static void check_errors(rx_module *m) {
     msg = verify_text(text, NULL);
     CHECK(msg && strstr(msg, bad[i].want), "bad mma %zu: expected '%s', got: %s", i, bad[i].want,
           msg ? msg : "(accepted)");
+    free(msg);
+  }
+  static const struct {
+    const char *stmt, *want;
+  } bad_async[] = {
+      {"async_copy fa[0] = x[0, 0]", "writes shared memory"},
+      {"async_copy sa[0, 0] = sb[0, 0]", "is not a buffer parameter"},
+      {"async_copy sf[0, 0] = x[0, 0]", "of one dtype"},
+      {"async_copy sa[0, 0] = x[0, 0] if 1", "condition must be bool"},
+      {"ldmatrix x4 fb = sa[l % 16, 0]", "local allocation of 8 elements"},
+      {"ldmatrix x2 fb = x[l % 16, 0]", "reads shared memory"},
+      {"ldmatrix x2 fc = sf[l % 16, 0]", "16-bit elements"},
+      {"ldmatrix x3 fa = sa[0, 0]", "x1, x2 or x4"},
+      {"async_wait n", "a statement"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad_async); i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "tensor_fn t(x: f16[16, 32], xf: f32[16, 32], out y: f32[4]) {\n"
+             "  for b in 0..1 bind(blockIdx.x) {\n    for l in 0..32 bind(threadIdx.x) {\n"
+             "      alloc sa: f16[16, 32] shared\n      alloc sb: f16[16, 32] shared\n"
+             "      alloc sf: f32[16, 32] shared\n      alloc fa: f16[8] local\n"
+             "      alloc fb: f16[4] local\n      alloc fc: f32[4] local\n      %s\n"
+             "    }\n  }\n}\n",
+             bad_async[i].stmt);
+    msg = verify_text(text, NULL);
+    CHECK(msg && strstr(msg, bad_async[i].want), "bad async/ldmatrix %zu: expected '%s', got: %s",
+          i, bad_async[i].want, msg ? msg : "(accepted)");
     free(msg);
   }
   /* half of the subgroup reaches it: the interpreter reports the divergence */
@@ -301,6 +382,9 @@ int main(int argc, char **argv) {
   rx_strbuf_free(&msg);
   check_pair(m, "mma_gemm", "mma_gemm_ref");
   check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
+  check_pair(m, "ldsm_gemm", "ldsm_gemm_ref");
+  check_pair(m, "ldsm_gemm_kn", "ldsm_gemm_kn_ref");
+  check_unwaited(m, "ldsm_gemm_unwaited", "ldsm_gemm_ref");
   check_errors(m);
   check_mma_variants(m);
   rx_module_free(m);
