@@ -159,6 +159,14 @@ void rx_tx_print(rx_strbuf *out, const rx_tx *e) { ptx(out, e, 0); }
 
 static void pstmt(W *w, const rx_stmt *s);
 
+/* A condition; one folded to a constant prints as true or false. */
+static void pcond(rx_strbuf *o, const rx_tx *c) {
+  if (c->kind == RX_TX_SYM && c->sym->kind == RX_EXPR_CONST)
+    rx_strbuf_append(o, c->sym->value ? "true" : "false");
+  else
+    ptx(o, c, 0);
+}
+
 /* ` {`, the statements of s (a SEQ's children, or s itself) one level deeper, `}` */
 static void pblock(W *w, const rx_stmt *s) {
   rx_strbuf_append(w->o, " {\n");
@@ -235,7 +243,7 @@ static void pstmt(W *w, const rx_stmt *s) {
     ptx(o, s->value, 0);
     if (s->cond) {
       rx_strbuf_append(o, " if ");
-      ptx(o, s->cond, 0);
+      pcond(o, s->cond);
     }
     break;
   case RX_STMT_LET:
@@ -249,10 +257,7 @@ static void pstmt(W *w, const rx_stmt *s) {
     break;
   case RX_STMT_IF:
     rx_strbuf_append(o, "if ");
-    if (s->value->kind == RX_TX_SYM && s->value->sym->kind == RX_EXPR_CONST)
-      rx_strbuf_append(o, s->value->sym->value ? "true" : "false"); /* a folded condition */
-    else
-      ptx(o, s->value, 0);
+    pcond(o, s->value);
     pblock(w, s->inner);
     if (s->otherwise) {
       rx_strbuf_append(o, " else");

@@ -13,11 +13,11 @@
  *               2t + 8, 2t + 9), which the sum over k does not see. Each weight element is read
  *               once, with 16-byte loads, for all the rows.
  *
- *   gemm_mma    the same kernel for any row count: a warp computes MMA_GEMM_ROWS tiles of 16
- *               rows by MMA_GEMM_COLS groups of 8 columns, a grid axis walks the row tiles. Its
- *               operands come from global memory (L1/L2) into registers, with no shared-memory
- *               staging, cp.async pipeline or ldmatrix yet: a first step of the GEMM on matrix
- *               units, not its final form (issue 14).
+ *   gemm_mma_regs  the same kernel for any row count: a warp computes MMA_GEMM_ROWS tiles of
+ *               16 rows by MMA_GEMM_COLS groups of 8 columns, a grid axis walks the row tiles.
+ *               Its operands come from global memory (L1/L2) into registers, with no shared
+ *               memory: the GEMM of more than 16 rows where gemm_mma.c's pipeline does not
+ *               apply (operand rows not provably 16-byte aligned).
  *
  * Measured on an H100 (bench/cuda/gemv_variants.cu, mma_c2_split4 and the CUDA-core kernel that
  * gemv_rows emits, bench/RESULTS.md): 4096 -> 11008 at 16 rows in 48 us against 184 us, and no
@@ -38,15 +38,8 @@
 #define MMA_GEMM_COLS 4
 #define MMA_MAX_TILES (MMA_GEMM_ROWS * MMA_GEMM_COLS)
 
-/* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it). */
-static const rx_tx *plain_load(const rx_tx *e) {
-  if (e->kind == RX_TX_CAST) e = e->a;
-  if (e->kind != RX_TX_LOAD || (e->dtype != RX_DTYPE_F16 && e->dtype != RX_DTYPE_BF16)) return NULL;
-  return e;
-}
-
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {
-  const rx_tx *p = plain_load(mi->p), *q = plain_load(mi->q);
+  const rx_tx *p = mm_plain_load(mi->p), *q = mm_plain_load(mi->q);
   return p && q && p->dtype == q->dtype && mi->acc_dt == RX_DTYPE_F32 && mi->p_along_k &&
          mi->q_along_k && s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
          rx_target_mma(s->t, p->dtype, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
@@ -195,7 +188,8 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
  * grid's y axis walks the row tiles (batch on z), else the rows fit one tile (batch on y). */
 static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   rx_expr_ctx *cx = s->cx;
-  mma_k c = {.s = s, .mi = mi, .p = plain_load(mi->p), .q = plain_load(mi->q), .RM = RM, .C = C};
+  mma_k c = {
+      .s = s, .mi = mi, .p = mm_plain_load(mi->p), .q = mm_plain_load(mi->q), .RM = RM, .C = C};
   int T = 32 * MMA_WARPS, per = 8 * C;
   const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL, *br = NULL;
   const rx_expr *tx = rx_sched_fresh_var(s, "tx"), *nrow = NULL;
@@ -256,6 +250,6 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {
   return mma_schedule(s, mi, 1, MMA_COLS);
 }
 
-rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi) {
+rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi) {
   return mma_schedule(s, mi, MMA_GEMM_ROWS, MMA_GEMM_COLS);
 }

@@ -12,16 +12,19 @@
  *                                  gemv_rows over all n rows when Q is contiguous along k and the
  *                                  target has subgroup arithmetic (each weight read once), else
  *                                  the small-tile gemm;
- *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions (a first
- *                                  form: operands from registers, no shared-memory pipeline),
- *                                  else gemm.
- *                  A constant n gets its kernel; a symbolic one the three variants `n == 1`,
- *                  `n <= 16`, otherwise, chosen at run time. The rule is GEMV for one row and
+ *                    n <= 64       gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles);
+ *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions with
+ *                                  operand rows 16-byte aligned (a cp.async pipeline through
+ *                                  shared memory, ldmatrix, mma.sync); else gemm_mma_regs under
+ *                                  gemv_mma's conditions; else gemm.
+ *                  A constant n gets its kernel; a symbolic one the variants `n == 1`,
+ *                  `n <= 16`, `n <= 64` (where gemm_mma applies), otherwise, chosen at run
+ *                  time. The rule is GEMV for one row and
  *                  GEMM for more (gemv_batch is the variant's name). */
 #include "matmul.h"
 
-/* The schedule for a row count known to be 1 (one), at most SMALL_ROWS (rows: the bound, or
- * the constant count), or larger; the variant's rule and name go to *v. */
+/* The schedule for a row count known to be 1 (one), at most SMALL_ROWS or MID_ROWS (rows: the
+ * bound, or the constant count), or larger (0); the variant's rule and name go to *v. */
 static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *v) {
   if (rows == 1) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMV, "gemv"};
@@ -36,9 +39,14 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
     return gemv_rows_schedule(s, mi, rows);
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
+  if (!small && gemm_mma_fits(s, mi)) {
+    bool tiles64 = rows > 0 && rows <= MID_ROWS;
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, tiles64 ? "gemm_mma_64" : "gemm_mma"};
+    return gemm_mma_schedule(s, mi, rows);
+  }
   if (!small && gemv_mma_fits(s, mi)) {
-    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma"};
-    return gemm_mma_schedule(s, mi);
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma_regs"};
+    return gemm_mma_regs_schedule(s, mi);
   }
   *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, small ? "gemm_small" : "gemm"};
   return gemm_schedule(s, mi, small);
@@ -50,26 +58,31 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const rx_expr *rows = mi.N;
   if (rows->kind == RX_EXPR_CONST) {
     rx_sched_variant v = {NULL, RX_SCHED_GEMM, NULL};
-    o->body = pick(s, &mi, rows->value > SMALL_ROWS ? 0 : (int)rows->value, &v);
+    o->body = pick(s, &mi, rows->value > MID_ROWS ? 0 : (int)rows->value, &v);
     v.name = NULL;
     sched_set_variants(o->m, o->res, &v, 1);
     return true;
   }
-  rx_sched_variant v[3] = {
+  /* n == 1, n <= SMALL_ROWS, [n <= MID_ROWS where gemm_mma applies: its smaller tiles], else */
+  bool mid = gemm_mma_fits(s, &mi);
+  rx_sched_variant v[4] = {
       {rx_expr_cmp(s->cx, RX_EXPR_EQ, rows, E(s, 1)), RX_SCHED_GEMV, NULL},
       {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
+      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, MID_ROWS)), RX_SCHED_GEMM, NULL},
       {NULL, RX_SCHED_GEMM, NULL}};
-  rx_stmt *k[3];
+  static const int bound[4] = {1, SMALL_ROWS, MID_ROWS, 0};
+  int nv = mid ? 4 : 3;
+  if (!mid) v[2] = v[3];
+  rx_stmt *k[4];
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_assume(s->an, v[0].cond);
-  k[0] = pick(s, &mi, 1, &v[0]);
-  rx_analyzer_reset(s->an, mk);
-  rx_analyzer_assume(s->an, v[1].cond);
-  k[1] = pick(s, &mi, SMALL_ROWS, &v[1]);
-  rx_analyzer_reset(s->an, mk);
-  k[2] = pick(s, &mi, 0, &v[2]);
-  rx_stmt *inner = rx_sched_if(s, rx_sched_cond(s, v[1].cond), k[1], k[2]);
-  o->body = rx_sched_if(s, rx_sched_cond(s, v[0].cond), k[0], inner);
-  sched_set_variants(o->m, o->res, v, 3);
+  for (int i = 0; i < nv; i++) {
+    if (v[i].cond) rx_analyzer_assume(s->an, v[i].cond);
+    k[i] = pick(s, &mi, i == nv - 1 ? 0 : bound[i], &v[i]);
+    rx_analyzer_reset(s->an, mk);
+  }
+  rx_stmt *body = k[nv - 1];
+  for (int i = nv - 2; i >= 0; i--) body = rx_sched_if(s, rx_sched_cond(s, v[i].cond), k[i], body);
+  o->body = body;
+  sched_set_variants(o->m, o->res, v, nv);
   return true;
 }

@@ -7,7 +7,11 @@
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
  *                         weight element is read once for all of them
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
- *   gemm_mma    gemv_mma.c  more rows, the same kernel over tiles of 32 rows x 32 columns
+ *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to 64 rows) or 128 x 128 block tiles
+ *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
+ *                         mma.sync
+ *   gemm_mma_regs gemv_mma.c  the same without shared memory (gemv_mma's kernel over tiles of
+ *                         32 rows x 32 columns) where the pipeline's alignment is not proven
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -55,6 +59,9 @@ rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
 /* The output point's statements for the accumulated total: PRE, the init lets, acc = v0 + total,
  * POST, rewritten by rw (appended to out). */
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out);
+/* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
+ * NULL when the operand is anything else. */
+const rx_tx *mm_plain_load(const rx_tx *e);
 /* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:
  * target's vector_bytes over the widest loaded dtype, halved until it divides K. */
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
@@ -65,7 +72,9 @@ bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c 
 rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c */
 rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
-rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
+rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);       /* gemv_mma.c */
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows);  /* gemm_mma.c */
+bool gemm_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemm_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);    /* gemm.c */
 
 #endif

@@ -262,3 +262,9 @@ int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes) {
   while (v > 1 && d != 0 && d % v != 0) v /= 2;
   return sched_pow2_floor(v);
 }
+
+const rx_tx *mm_plain_load(const rx_tx *e) {
+  if (e->kind == RX_TX_CAST) e = e->a;
+  if (e->kind != RX_TX_LOAD || (e->dtype != RX_DTYPE_F16 && e->dtype != RX_DTYPE_BF16)) return NULL;
+  return e;
+}

@@ -153,6 +153,7 @@ rx_stmt *rx_sched_rewrite_stmt(rx_rewrite *rw, const rx_stmt *st) {
     for (int i = 0; i < st->nidx; i++) r->idx[i] = rx_sched_rewrite_tx(rw, st->idx[i]);
   }
   r->value = rx_sched_rewrite_tx(rw, st->value);
+  r->cond = rx_sched_rewrite_tx(rw, st->cond);
   r->inner = rx_sched_rewrite_stmt(rw, st->inner);
   r->init = rx_sched_rewrite_stmt(rw, st->init);
   r->otherwise = rx_sched_rewrite_stmt(rw, st->otherwise);

@@ -28,6 +28,8 @@
  * block's threads along the columns; past it the large tiles reuse more of each loaded tile).
  * With a symbolic row count it is also the bound of the run-time variant n <= SMALL_ROWS. */
 #define SMALL_ROWS 16
+/* Row counts up to which the GEMM on matrix units takes its smaller tiles (gemm_mma.c). */
+#define MID_ROWS 64
 /* Bookkeeping bounds of the matchers (not tuning): the loads a row reduction redirects to a
  * local, the buffers the fallback rule tracks, the expression stack of the elementwise check. */
 #define MAX_REDIRECTS 32

@@ -322,8 +322,8 @@ static void check_errors(rx_module *m) {
   }
 }
 
-/* gemv_7b's n <= 16 variant is gemv_mma and its n > 16 variant gemm_mma, each with mma.sync and
- * 16-byte loads in its PTX (no spills: rxk_prepare). */
+/* gemv_7b's n <= 16 variant is gemv_mma (mma.sync, 16-byte loads) and its n > 16 variant
+ * gemm_mma (mma.sync, cp.async with its wait, ldmatrix) in their PTX (no spills: rxk_prepare). */
 static void check_mma_variants(rx_module *m) {
   const rx_tensor_fn *f = find_fn(m, "gemv_7b");
   if (!f) {
@@ -355,9 +355,14 @@ static void check_mma_variants(rx_module *m) {
       } else {
         CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
               "%s: %s's PTX has no mma.sync", p.what, names[ni]);
-        CHECK(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
-                  strstr(ptx, "ld.global.v4.u32"),
-              "%s: %s's PTX has no 128-bit global load", p.what, names[ni]);
+        if (ni == 0)
+          CHECK(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
+                    strstr(ptx, "ld.global.v4.u32"),
+                "%s: %s's PTX has no 128-bit global load", p.what, names[ni]);
+        else /* the pipeline: cp.async into shared memory, ldmatrix out of it */
+          CHECK(strstr(ptx, "cp.async.cg.shared.global") && strstr(ptx, "cp.async.wait_group 1") &&
+                    strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                "%s: %s's PTX lacks cp.async, its wait or ldmatrix", p.what, names[ni]);
       }
       rx_status_free(s);
       free(ptx);

@@ -1,0 +1,290 @@
+/* passes/schedule/gemm_mma.c: the GEMM of more than 16 rows on matrix units through a
+ * shared-memory pipeline (matmul.h; issue 14).
+ *
+ *   gemm_mma    P and Q plain f16 (or bf16) loads contiguous along k (x @ W^T, Hugging Face's
+ *               [out, in] weights) whose rows start at multiples of 16 bytes, K a multiple of
+ *               32, on a target with mma.sync m16n8k16 (CUDA sm_80 and newer). A block
+ *               computes a bm x bn tile of the output (gm_cfg, by row count); its warps form a
+ *               wm x wn grid, each computing mt x nt mma tiles (16 x 8) from registers. K advances
+ * in chunks of GM_BK through GM_STAGES shared-memory stages: cp.async (async_copy) fills stage (c
+ * mod GM_STAGES) with chunk c while the mma work on chunk c - GM_STAGES + 1 proceeds; rows of P
+ * past N and of Q past M are zero-filled without being read. ldmatrix feeds the fragments (x4 for a
+ * 16 x 16 tile of A, x4 for two 8 x 16 tiles of B). The shared rows (GM_BK = 32 halves, four
+ * 16-byte chunks) are swizzled, chunk q of row r stored at chunk (q + r / 2) mod 4, so that the 8
+ * rows one ldmatrix phase reads and the 8 chunks of one cp.async phase fall in 8 different 16-byte
+ * bank groups (no conflicts). The epilogue (matmul.h: bias, residual, activation, rounding) runs at
+ * each accumulator's output point.
+ *
+ * Measured: not yet on a GPU (bench/gpu.sh's GEMM rows are to be taken). The PTX is checked in
+ * CI (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
+#include "matmul.h"
+
+#define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
+#define GM_STAGES 3  /* shared-memory stages: 2 x 3 x 128 x 32 halves = 48 KiB at most */
+#define GM_MAX_MT 4  /* mma tiles of 16 rows per warp, at most */
+#define GM_MAX_NT 4  /* mma tiles of 8 columns per warp, at most (an even count) */
+
+/* A tile configuration: the block's rows and columns, its warps along each, per row count
+ * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 for up to 64 rows (more blocks for the
+ * columns of small batches), 128 x 128 in 8 warps of 64 x 32 above. */
+typedef struct gm_cfg {
+  int bm, bn, wm, wn;
+} gm_cfg;
+static const gm_cfg GM_SMALL = {64, 64, 2, 2}, GM_LARGE = {128, 128, 2, 4};
+
+/* The operand's load reads 16-byte aligned rows along k: its last index is k itself and its
+ * buffer's last dimension a multiple of 8 elements (so every other index moves by whole rows). */
+static bool rows_aligned(const mm_info *mi, const rx_tx *ld) {
+  if (!ld || ld->nidx < 1 || !sched_sym_is(ld->idx[ld->nidx - 1], mi->r.k)) return false;
+  const rx_expr *last = ld->buf->shape[ld->buf->ndim - 1];
+  return last->kind == RX_EXPR_CONST && last->value % 8 == 0;
+}
+
+bool gemm_mma_fits(const rx_sctx *s, const mm_info *mi) {
+  int64_t shared = (int64_t)GM_STAGES * (GM_LARGE.bm + GM_LARGE.bn) * GM_BK * 2;
+  return gemv_mma_fits(s, mi) && rx_expr_is_const(mi->r.klo, 0) &&
+         rows_aligned(mi, mm_plain_load(mi->p)) && rows_aligned(mi, mm_plain_load(mi->q)) &&
+         shared <= s->t->shared_bytes &&
+         32 * GM_LARGE.wm * GM_LARGE.wn <= s->t->max_threads_per_block;
+}
+
+/* What the parts of the kernel share. */
+typedef struct gm_k {
+  rx_sctx *s;
+  const mm_info *mi;
+  gm_cfg cf;
+  int mt, nt, threads;                /* mma tiles per warp; threads of the block */
+  const rx_tx *p, *q;                 /* the plain loads of P and Q */
+  const rx_expr *tx, *lane, *wm, *wn; /* the thread, its lane, its warp's row and column */
+  const rx_expr *row0, *col0;         /* the block's first row and column */
+  const rx_expr *brepl[MAXN];         /* the batch loop variables as functions of the batch block */
+  rx_buffer *sa, *sb;                 /* the stages: [GM_STAGES, bm or bn, GM_BK] */
+  rx_buffer *fa[GM_MAX_MT], *fbx, *fb[GM_MAX_NT]; /* fragments: A [8], two B tiles [8], B [4] */
+  rx_buffer *fc[GM_MAX_MT * GM_MAX_NT]; /* the accumulators [4], tile (m, n) at m * nt + n */
+} gm_k;
+
+/* The swizzled chunk of row r that holds its chunk q (in elements: * 8). */
+static const rx_expr *swz(gm_k *c, const rx_expr *r, const rx_expr *q) {
+  rx_expr_ctx *cx = c->s->cx;
+  return MUL(
+      c->s, rx_expr_floormod(cx, ADD(c->s, q, rx_expr_floordiv(cx, r, E(c->s, 2))), E(c->s, 4)), 8);
+}
+
+/* async_copy of chunk kt of P (a) or Q into stage st: each thread copies 16 bytes of
+ * rows * 4 / threads of the tile's 16-byte chunks; rows past the operand's extent are zero-filled
+ * and their source index clamped to its last row. */
+static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  int rows = a ? c->cf.bm : c->cf.bn;
+  const rx_expr *ext = a ? mi->N : mi->M, *first = a ? c->row0 : c->col0;
+  for (int r = 0; r < rows * 4 / c->threads; r++) {
+    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
+    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, E(s, 4)));
+    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, E(s, 4)));
+    const rx_expr *g = ADD(s, first, row);
+    const rx_expr *gs = rx_expr_min(cx, g, ADD(s, ext, E(s, -1)));
+    const rx_expr *k = ADD(s, MUL(s, kt, GM_BK), MUL(s, q, 8));
+    rx_tx *src = a ? mm_operand_at(s, mi, c->brepl, c->p, gs, c->col0, k)
+                   : mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs, k);
+    const rx_expr *di[3] = {st, row, swz(c, row, q)};
+    rx_stmt *cp = rx_sched_store_e(s, a ? c->sa : c->sb, di, 3, src);
+    cp->kind = RX_STMT_ASYNC_COPY;
+    const rx_expr *in = sched_bound_guard(s, g, ext);
+    if (in && !rx_sched_proves(s, in)) cp->cond = rx_sched_cond(s, in);
+    RX_VEC_PUSH(out, cp);
+  }
+}
+
+static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
+  rx_stmt *st = rx_stmt_new(s->m, k, s->loc);
+  st->count = count;
+  return st;
+}
+
+/* ldmatrix xN (trans never: both tiles are k-contiguous) of f from buf[st, row, chunk q]. */
+static rx_stmt *ldsm(gm_k *c, rx_buffer *f, rx_buffer *buf, const rx_expr *st, const rx_expr *row,
+                     const rx_expr *q) {
+  rx_stmt *l = stmt_of(c->s, RX_STMT_LDMATRIX, 4);
+  l->buf = f;
+  const rx_expr *i[3] = {st, row, swz(c, row, q)};
+  l->value = rx_sched_load(c->s, buf, i, 3);
+  return l;
+}
+
+/* The mma work on stage st: GM_BK / 16 steps of GM_MT x GM_NT mma each. */
+static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *l16 = rx_expr_floormod(cx, c->lane, E(s, 16));
+  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, E(s, 16));
+  const rx_expr *l8 = rx_expr_floormod(cx, c->lane, E(s, 8));
+  const rx_expr *mid = rx_expr_floormod(cx, rx_expr_floordiv(cx, c->lane, E(s, 8)), E(s, 2));
+  for (int ks = 0; ks < GM_BK / 16; ks++) {
+    /* A: lane l gives row l % 16, chunk 2 ks + l / 16 of the 16 x 16 tile (a0..a7) */
+    for (int m = 0; m < c->mt; m++) {
+      const rx_expr *row = ADD(s, ADD(s, MUL(s, c->wm, c->mt * 16), E(s, 16 * m)), l16);
+      RX_VEC_PUSH(out, ldsm(c, c->fa[m], c->sa, st, row, ADD(s, E(s, 2 * ks), hi)));
+    }
+    /* B: lane l gives row 8 (l / 16) + l % 8 (n), chunk 2 ks + l / 8 % 2 (k) of two 8 x 16
+     * tiles: registers 0, 1 are tile 2 np's b0..b3, registers 2, 3 tile 2 np + 1's */
+    for (int np = 0; np < c->nt / 2; np++) {
+      const rx_expr *row =
+          ADD(s, ADD(s, MUL(s, c->wn, c->nt * 8), E(s, 16 * np)), ADD(s, MUL(s, hi, 8), l8));
+      RX_VEC_PUSH(out, ldsm(c, c->fbx, c->sb, st, row, ADD(s, E(s, 2 * ks), mid)));
+      for (int h = 0; h < 2; h++) {
+        const rx_expr *i = rx_sched_fresh_var(s, "i"), *src = ADD(s, i, E(s, 4 * h));
+        RX_VEC_PUSH(out, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+                                      rx_sched_store_e(s, c->fb[2 * np + h], &i, 1,
+                                                       rx_sched_load(s, c->fbx, &src, 1))));
+      }
+    }
+    for (int m = 0; m < c->mt; m++)
+      for (int n = 0; n < c->nt; n++) {
+        rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
+        mma->buf = c->fc[m * c->nt + n];
+        mma->mma_a = c->fa[m];
+        mma->mma_b = c->fb[n];
+        RX_VEC_PUSH(out, mma);
+      }
+  }
+}
+
+/* The pipeline over K / GM_BK chunks: GM_STAGES - 1 chunks issued ahead; at chunk kt, wait for
+ * it, a barrier (its stage is visible, and chunk kt - 1's stage free for everyone), issue chunk
+ * kt + GM_STAGES - 1, compute on chunk kt. One commit per step keeps the group count uniform. */
+static void pipeline(gm_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  int64_t nk = c->mi->K->value / GM_BK;
+  for (int st = 0; st < GM_STAGES - 1; st++) {
+    if (st < nk) {
+      copy_tile(c, E(s, st), E(s, st), true, body);
+      copy_tile(c, E(s, st), E(s, st), false, body);
+    }
+    RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
+  }
+  const rx_expr *kt = rx_sched_fresh_var(s, "kt");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, kt, E(s, 0), E(s, nk));
+  rx_stmtvec it = {0}, ahead = {0};
+  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_WAIT, GM_STAGES - 2));
+  RX_VEC_PUSH(&it, rx_sched_barrier(s));
+  const rx_expr *nx = ADD(s, kt, E(s, GM_STAGES - 1));
+  const rx_expr *nst = rx_expr_floormod(s->cx, nx, E(s, GM_STAGES));
+  copy_tile(c, nx, nst, true, &ahead);
+  copy_tile(c, nx, nst, false, &ahead);
+  RX_VEC_PUSH(&it, rx_sched_guard(s, LT(s, nx, E(s, nk)), rx_sched_seq(s, &ahead)));
+  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
+  compute(c, rx_expr_floormod(s->cx, kt, E(s, GM_STAGES)), &it);
+  rx_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(body, rx_sched_for(s, kt, E(s, nk), RX_LOOP_SERIAL, rx_sched_seq(s, &it)));
+  RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
+}
+
+/* Accumulator i of tile (m, n) is the output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
+ * col0 + 8 (nt wn + n) + 2 t + i % 2), g = lane / 4, t = lane % 4. */
+static void epilogue(gm_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  const rx_expr *g = rx_expr_floordiv(cx, c->lane, E(s, 4));
+  const rx_expr *t = rx_expr_floormod(cx, c->lane, E(s, 4));
+  for (int m = 0; m < c->mt; m++)
+    for (int n = 0; n < c->nt; n++) {
+      const rx_expr *i = rx_sched_fresh_var(s, "i");
+      size_t mk = rx_analyzer_mark(s->an);
+      rx_analyzer_bind_range(s->an, i, E(s, 0), E(s, 4));
+      const rx_expr *row = ADD(s, ADD(s, c->row0, ADD(s, MUL(s, c->wm, c->mt * 16), E(s, 16 * m))),
+                               ADD(s, g, MUL(s, rx_expr_floordiv(cx, i, E(s, 2)), 8)));
+      const rx_expr *col = ADD(s, ADD(s, c->col0, ADD(s, MUL(s, c->wn, c->nt * 8), E(s, 8 * n))),
+                               ADD(s, MUL(s, t, 2), rx_expr_floormod(cx, i, E(s, 2))));
+      const rx_expr *vars[MAXN], *repl[MAXN];
+      rx_rewrite rw;
+      mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
+      rx_stmtvec fin = {0};
+      mm_epilogue(s, mi, &rw, rx_sched_load(s, c->fc[m * c->nt + n], &i, 1), &fin);
+      const rx_expr *in =
+          AND(s, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
+      rx_stmt *st = rx_sched_guard(s, in, rx_sched_seq(s, &fin));
+      rx_analyzer_reset(s->an, mk);
+      RX_VEC_PUSH(body, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL, st));
+    }
+}
+
+/* The buffers: the stages (shared), the fragments and the zeroed accumulators (local). */
+static void buffers(gm_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_dtype ab = c->p->dtype;
+  rx_stmt *al;
+  int64_t sa[3] = {GM_STAGES, c->cf.bm, GM_BK}, sb[3] = {GM_STAGES, c->cf.bn, GM_BK};
+  int64_t f8[1] = {8}, f4[1] = {4};
+  c->sa = rx_sched_alloc(s, "sa", ab, RX_SCOPE_SHARED, sa, 3, &al);
+  RX_VEC_PUSH(body, al);
+  c->sb = rx_sched_alloc(s, "sb", ab, RX_SCOPE_SHARED, sb, 3, &al);
+  RX_VEC_PUSH(body, al);
+  for (int m = 0; m < c->mt; m++) {
+    c->fa[m] = rx_sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, f8, 1, &al);
+    RX_VEC_PUSH(body, al);
+  }
+  c->fbx = rx_sched_alloc(s, "fbx", ab, RX_SCOPE_LOCAL, f8, 1, &al);
+  RX_VEC_PUSH(body, al);
+  for (int n = 0; n < c->nt; n++) {
+    c->fb[n] = rx_sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, f4, 1, &al);
+    RX_VEC_PUSH(body, al);
+  }
+  rx_tx *zero = NULL;
+  rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
+  for (int q = 0; q < c->mt * c->nt; q++) {
+    c->fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, f4, 1, &al);
+    RX_VEC_PUSH(body, al);
+    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    RX_VEC_PUSH(body, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+                                   rx_sched_store_e(s, c->fc[q], &i, 1, zero)));
+  }
+}
+
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows) {
+  rx_expr_ctx *cx = s->cx;
+  gm_cfg cf = rows > 0 && rows <= GM_SMALL.bm ? GM_SMALL : GM_LARGE;
+  gm_k c = {.s = s,
+            .mi = mi,
+            .cf = cf,
+            .mt = cf.bm / cf.wm / 16,
+            .nt = cf.bn / cf.wn / 8,
+            .threads = 32 * cf.wm * cf.wn,
+            .p = mm_plain_load(mi->p),
+            .q = mm_plain_load(mi->q)};
+  const int BM = cf.bm, BN = cf.bn;
+  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = rx_sched_fresh_var(s, "by");
+  const rx_expr *bz = NULL, *nbatch = NULL;
+  c.tx = rx_sched_fresh_var(s, "tx");
+  if (mi->nb > 0) {
+    bz = rx_sched_fresh_var(s, "bz");
+    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, c.brepl));
+  }
+  const rx_expr *nrow =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->N, E(s, BM - 1)), E(s, BM)));
+  const rx_expr *ncol =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, BN - 1)), E(s, BN)));
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
+  rx_analyzer_bind_range(s->an, by, E(s, 0), nrow);
+  rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, c.threads));
+  if (bz) rx_analyzer_bind_range(s->an, bz, E(s, 0), nbatch);
+  c.lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, E(s, 32)));
+  const rx_expr *warp = rx_expr_floordiv(cx, c.tx, E(s, 32));
+  c.wm = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, warp, E(s, cf.wn)));
+  c.wn = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, warp, E(s, cf.wn)));
+  c.row0 = MUL(s, by, BM);
+  c.col0 = MUL(s, bx, BN);
+  rx_stmtvec body = {0};
+  buffers(&c, &body);
+  pipeline(&c, &body);
+  epilogue(&c, &body);
+  rx_analyzer_reset(s->an, mk);
+  rx_stmt *k = rx_sched_for(s, c.tx, E(s, c.threads), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  if (bz) k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
+  k = rx_sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
+  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+}
