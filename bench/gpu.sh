@@ -4,15 +4,17 @@
 # Builds relaxc (RelWithDebInfo, into build-gpu) and bench/llm_bench.c, prints the device, then
 # runs bench/gpu_bench.py: the device-to-device copy bandwidth, relaxc's kernels at Llama-2-7B
 # and Llama-3-8B shapes beside PyTorch, decode attention over the paged KV cache beside
-# scaled_dot_product_attention, a random-weight 7B-shaped Llama end to end beside transformers
-# eager and torch.compile, and the kernels again on the NVIDIA Vulkan driver. Each part has a share
+# scaled_dot_product_attention, f16 and bf16 GEMM at the projection shapes (n = 1 ... 4096) beside
+# cuBLAS and the matrix throughput measured in the same run, a random-weight 7B-shaped Llama end
+# to end beside transformers eager and torch.compile, and the kernels again on the NVIDIA Vulkan
+# driver. Each part has a share
 # of the time budget (--budget, default 560 s for everything, the build included, so that one
 # 10-minute call suffices) and a part that fails says why while the others go on. It prints a
 # Markdown table per part and writes a report whose last table holds rows for bench/RESULTS.md
 # (--out, default bench/gpu-results.md; raw figures beside it as .json). Where $OUT names a
 # directory, the report, the raw figures and the whole log are copied there at the end.
 #
-# usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,model,vulkan]
+# usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,gemm,model,vulkan]
 #                     [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
 #                     [--compile-mode MODE] [--cuda-target TARGET] [--keep]
 #        bench/gpu.sh --fetch-deps
@@ -36,7 +38,7 @@ cd "$root"
 
 usage() {
   cat <<'EOF'
-usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,model,vulkan]
+usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,gemm,model,vulkan]
                     [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
                     [--compile-mode MODE] [--cuda-target TARGET] [--keep]
        bench/gpu.sh --fetch-deps

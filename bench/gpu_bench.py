@@ -11,6 +11,10 @@ bench/RESULTS.md. Parts (--parts), each with its share of the time budget (--bud
              same op through PyTorch in the same run
   attention  decode attention over a paged KV cache (paged_decode_attention + attention_merge)
              beside torch's scaled_dot_product_attention on the same keys and values, dense
+  gemm       the matmul rule beyond decode: x[n, in] @ W[out, in]^T in f16 and bf16 at
+             n = 1 ... 4096 for the 7B/8B projection shapes (4096x4096, 11008x4096, 4096x11008,
+             128256x4096), beside cuBLAS (F.linear) and the matrix throughput of a large cuBLAS
+             GEMM measured in the same run (TFLOP/s)
   model      a random-weight Llama (transformers, f16, on the GPU) compiled by relaxc from its
              Hugging Face folder: decode and prefill tokens per second beside transformers eager
              and torch.compile, and a logits check against transformers in f32
@@ -59,10 +63,10 @@ except ImportError:  # the kernel and attention parts still time relaxc alone
     torch = None
     F = None
 
-ALL_PARTS = ("copy", "kernels", "attention", "model", "vulkan")
+ALL_PARTS = ("copy", "kernels", "attention", "gemm", "model", "vulkan")
 # each part's share of the budget (the time left is split in these proportions among the parts
 # still to run, so a part that ends early leaves its time to the later ones)
-PART_WEIGHTS = {"copy": 2, "kernels": 20, "attention": 7, "model": 56, "vulkan": 15}
+PART_WEIGHTS = {"copy": 2, "kernels": 18, "attention": 7, "gemm": 14, "model": 46, "vulkan": 13}
 
 # Llama-2-7B and Llama-3-8B (their config.json files, rope scaling left out: it changes no shape)
 MODELS = {
@@ -288,12 +292,13 @@ class TorchEnv:
 class Case:
     """One measurement: a module at one size."""
 
-    def __init__(self, module, key, what, bytes_, env):
+    def __init__(self, module, key, what, bytes_, env, flops=None):
         self.module = module
         self.key = key        # unique, file-name safe
         self.what = what      # e.g. "gemv [4, 4096] x [11008, 4096]^T"
         self.bytes = bytes_   # what the kernel must read and write at least
         self.env = env        # symbolic variables for the rule column: {"n": 4}
+        self.flops = flops    # arithmetic of a compute-bound case (GEMM: 2 n out in), or None
 
 
 class Module:
@@ -334,6 +339,43 @@ graph_fn main(x: f16[n, {in_f}], w: f16[{out_f}, {in_f}]) -> f16[n, {out_f}]
 
     return Module(name, f"gemv {out_f}x{in_f} ({uses})", text, cases, make_inputs,
                   lambda t: F.linear(t["x"], t["w"]))
+
+
+def gemm_module(out_f, in_f, dt, uses, ns):
+    name = f"gemm_{dt}_{out_f}x{in_f}"
+    text = f"""# GEMM in the Hugging Face layout: x[n, in] @ W[out, in]^T ({uses}), any row count
+graph_fn main(x: {dt}[n, {in_f}], w: {dt}[{out_f}, {in_f}]) -> {dt}[n, {out_f}] where 1 <= n {{
+  dataflow {{
+    y = matmul(x, permute(w, axes=[1, 0]))
+  }}
+  return y
+}}
+"""
+    cases = [Case(None, f"{name}_n{n}", f"{dt} [{n}, {in_f}] x [{out_f}, {in_f}]^T",
+                  2 * (out_f * in_f + n * in_f + n * out_f), {"n": n},
+                  flops=2 * n * out_f * in_f) for n in ns]
+
+    def make_inputs(case, dev, pool):
+        n = case.env["n"]
+        tdt = torch.float16 if dt == "f16" else torch.bfloat16
+        g = torch.Generator(device=dev).manual_seed(out_f * 7 + in_f + n)
+        if "w" not in pool:
+            pool["w"] = (torch.randn(out_f, in_f, generator=g, device=dev) * 0.02).to(tdt)
+        return {"x": torch.randn(n, in_f, generator=g, device=dev).to(tdt), "w": pool["w"]}
+
+    return Module(name, f"gemm {dt} {out_f}x{in_f} ({uses})", text, cases, make_inputs,
+                  lambda t: F.linear(t["x"], t["w"]))
+
+
+def gemm_modules(smoke):
+    """The gemm part's modules: the projection shapes of issue 14, f16 then bf16."""
+    ms = SMOKE_MODELS if smoke else MODELS
+    s7, s8 = ms["7b"], ms["8b"]
+    h = s7["hidden"]
+    ns = (1, 16, 64, 100) if smoke else (1, 16, 64, 128, 512, 1024, 4096)
+    shapes = (((h, h), "7B q/o"), ((s7["intermediate"], h), "7B gate/up"),
+              ((h, s7["intermediate"]), "7B down"), ((s8["vocab"], h), "8B lm_head"))
+    return [gemm_module(o, i, dt, use, ns) for dt in ("f16", "bf16") for (o, i), use in shapes]
 
 
 def rms_norm_module(h, ns):
@@ -554,6 +596,7 @@ class Bench:
         self.sections = []   # (title, markdown) for the report
         self.raw = {"parts": {}}
         self.copy_bw = None  # bytes per second, read + written
+        self.mm_peak = {}    # "f16" / "bf16" -> FLOP per second of a large cuBLAS GEMM
         self.copy_what = None
         self.part_status = {}
         self.relaxc = args.relaxc
@@ -858,17 +901,16 @@ class Bench:
                         if res["rel_l2"] > 1e-2:
                             check += " MISMATCH"
                     l2_note = "L2-resident" if l2 and case.bytes < l2 else ""
-                    relaxc_cells = [fmt_us(rs) if res else f"failed: {(fail_why or '?')[:160]}",
-                                    fmt_gbs(case.bytes, rs), fmt_frac(case.bytes, rs, self.copy_bw)]
+                    relaxc_cells = [fmt_us(rs) if res else f"failed: {(fail_why or '?')[:160]}"
+                                    ] + self.rate_cells(case, rs)
                     if compare_kind is None:
                         ratio = f"{rs / torch_s:.2f}×" if rs and torch_s else "—"
-                        table.append([case.what, fmt_bytes(case.bytes)] + relaxc_cells + [
-                            fmt_us(torch_s), fmt_gbs(case.bytes, torch_s),
-                            fmt_frac(case.bytes, torch_s, self.copy_bw), ratio, check, rec["rule"],
-                            l2_note])
+                        table.append([case.what, self.size_cell(case)] + relaxc_cells + [
+                            fmt_us(torch_s)] + self.rate_cells(case, torch_s) + [
+                            ratio, check, rec["rule"], l2_note])
                     else:
                         ratio = f"{100 * ref / rs:.0f}%" if rs and ref else "—"
-                        table.append([case.what, fmt_bytes(case.bytes)] + relaxc_cells + [
+                        table.append([case.what, self.size_cell(case)] + relaxc_cells + [
                             fmt_us(ref), ratio, check, rec["rule"]])
                     log(f"  {case.what}: relaxc {fmt_us(rs)} µs"
                         + (f", PyTorch {fmt_us(torch_s)} µs" if torch_s else "")
@@ -879,22 +921,39 @@ class Bench:
                 m.pool.clear()
             interrupted = False
         finally:
+            flops = any(c.flops for m in mods for c in m.cases)
             self.finish_table(title, table, raw, compare_kind, dk, interrupted, skipped,
-                              failures if not successes else 0, last_error)
+                              failures if not successes else 0, last_error, flops)
         if failures >= 3 and not successes:
             raise RuntimeError(f"relaxc run fails: {last_error}")
         if skipped:
             raise BudgetExceeded(f"{skipped} cases not measured")
 
+    def rate_cells(self, case, seconds):
+        """A time as a rate: TFLOP/s and the share of the matrix peak for a compute-bound case,
+        else GB/s and the share of the copy bandwidth."""
+        if case.flops:
+            if not seconds:
+                return ["—", "—"]
+            peak = self.mm_peak.get(case.what.split()[0])
+            rate = case.flops / seconds
+            return [f"{rate / 1e12:,.1f}", f"{100 * rate / peak:.0f}%" if peak else "—"]
+        return [fmt_gbs(case.bytes, seconds), fmt_frac(case.bytes, seconds, self.copy_bw)]
+
+    @staticmethod
+    def size_cell(case):
+        return f"{case.flops / 1e9:,.2f} GFLOP" if case.flops else fmt_bytes(case.bytes)
+
     def finish_table(self, title, table, raw, compare_kind, dk, interrupted, skipped, failures,
-                     last_error):
+                     last_error, flops=False):
         """The part's section: the table so far, how the figures were taken, what is missing."""
         self.raw["parts"].setdefault(title, []).extend(raw)
+        size, rate, share = ("FLOPs", "TFLOP/s", "% peak") if flops else ("bytes", "GB/s", "% copy")
         if compare_kind is None:
-            header = ("kernel", "bytes", "relaxc µs", "GB/s", "% copy", "PyTorch µs", "GB/s",
-                      "% copy", "relaxc / PyTorch time", "rel. L2 vs PyTorch", "rule", "note")
+            header = ("kernel", size, "relaxc µs", rate, share, "PyTorch µs", rate, share,
+                      "relaxc / PyTorch time", "rel. L2 vs PyTorch", "rule", "note")
         else:
-            header = ("kernel", "bytes", f"{dk} µs", "GB/s", "% copy", f"{compare_kind} µs",
+            header = ("kernel", size, f"{dk} µs", rate, share, f"{compare_kind} µs",
                       f"{dk} speed / {compare_kind}", "rel. L2 vs PyTorch", "rule")
         text = md_table(header, table)
         text += ("\n\nrelaxc µs: `relaxc run --bench N`, the mean of N back-to-back calls timed "
@@ -905,6 +964,9 @@ class Bench:
                  "cache, which back-to-back calls reuse, so bandwidth can exceed the copy figure. "
                  "rule: the schedule rule of the kernel variant that the size selects "
                  "(`relaxc inspect`).")
+        if flops:
+            text += (" FLOPs: 2 n out in. % peak: of the matrix throughput of the same dtype "
+                     "measured in this run (a large cuBLAS GEMM, see its row).")
         if interrupted:
             text += "\n\nStopped here (a signal or an error): the cases after these were not run."
         elif failures >= 3:
@@ -914,15 +976,18 @@ class Bench:
             text += f"\n\n{skipped} cases skipped: the part's time was up."
         self.add_section(title, text)
 
+    def rate_text(self, case, seconds):
+        r, share = self.rate_cells(case, seconds)
+        return (f"{r} TFLOP/s ({share} of the matrix peak)" if case.flops
+                else f"{r} GB/s ({share} of copy)")
+
     def add_case_row(self, case, rs, torch_s, dk, compare_kind, ref, l2_note):
         extra = " (L2-resident)" if l2_note else ""
         if compare_kind is None:
-            fig = (f"relaxc {fmt_us(rs)} µs = {fmt_gbs(case.bytes, rs)} GB/s "
-                   f"({fmt_frac(case.bytes, rs, self.copy_bw)} of copy)")
+            fig = f"relaxc {fmt_us(rs)} µs = {self.rate_text(case, rs)}"
             if torch_s:
-                fig += (f"; PyTorch {fmt_us(torch_s)} µs = {fmt_gbs(case.bytes, torch_s)} GB/s "
-                        f"({fmt_frac(case.bytes, torch_s, self.copy_bw)}); relaxc takes "
-                        f"{rs / torch_s:.2f}× PyTorch's time")
+                fig += (f"; PyTorch {fmt_us(torch_s)} µs = {self.rate_text(case, torch_s)}; "
+                        f"relaxc takes {rs / torch_s:.2f}× PyTorch's time")
             self.add_row(f"{case.what}: relaxc on {dk} (`relaxc run --bench`) vs PyTorch{extra}",
                          fig, device=self.device_label(dk))
         else:
@@ -941,6 +1006,22 @@ class Bench:
         mods = kernel_modules(self.args.smoke)
         self.measure_modules(mods, deadline, f"kernels on {self.device}", "kernels", self.target,
                              self.device)
+
+    def part_gemm(self, deadline):
+        te = self.tenv
+        if te.ok:  # the matrix throughput of this device: cuBLAS on a large square GEMM
+            size = 512 if self.args.smoke else 8192
+            for dt, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+                a = torch.randn(size, size, device=te.device).to(tdt)
+                b = torch.randn(size, size, device=te.device).to(tdt)
+                best = te.time_fn(lambda: torch.mm(a, b), min_time=0.05, reps=5)
+                a = b = None
+                self.mm_peak[dt] = 2 * size ** 3 / best
+                self.add_row(f"matrix throughput: torch.mm of two {size}x{size} {dt} matrices "
+                             "(cuBLAS), CUDA events, best of 5", f"{self.mm_peak[dt] / 1e12:,.0f}"
+                             " TFLOP/s", device=te.name)
+        self.measure_modules(gemm_modules(self.args.smoke), deadline, f"gemm on {self.device}",
+                             "gemm", self.target, self.device)
 
     def part_attention(self, deadline):
         mods = attention_modules(self.args.smoke)

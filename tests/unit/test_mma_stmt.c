@@ -331,14 +331,14 @@ static void check_mma_variants(rx_module *m) {
     return;
   }
   static const char *const cuda[] = {"cuda -arch=sm_80", "cuda -arch=sm_90"};
-  static const char *const names[] = {"gemv_mma", "gemm_mma"};
+  static const char *const names[] = {"gemv_mma", "gemm_mma_64", "gemm_mma"};
   for (int ti = 0; ti < 2; ti++) {
     const rx_target *t;
     rx_status ts = rx_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepared p;
     rxk_prepare(m, f, t, &st, &p); /* NVRTC with no spills, counted there */
-    for (int ni = 0; ni < 2; ni++) {
+    for (int ni = 0; ni < 3; ni++) {
       const rx_kernel *kn = NULL;
       for (int v = 0; p.ok && v < p.sr.nvariants; v++)
         if (p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, names[ni]) && v < p.kl.n)
