@@ -1,22 +1,25 @@
 /* passes/schedule/gemm_mma.c: the GEMM of more than 16 rows on matrix units through a
  * shared-memory pipeline (matmul.h; issue 14).
  *
- *   gemm_mma    P and Q plain f16 (or bf16) loads contiguous along k (x @ W^T, Hugging Face's
- *               [out, in] weights) whose rows start at multiples of 16 bytes, K a multiple of
- *               32, on a target with mma.sync m16n8k16 (CUDA sm_80 and newer). A block
- *               computes a bm x bn tile of the output (gm_cfg, by row count); its warps form a
- *               wm x wn grid, each computing mt x nt mma tiles (16 x 8) from registers. K advances
- * in chunks of GM_BK through GM_STAGES shared-memory stages: cp.async (async_copy) fills stage (c
- * mod GM_STAGES) with chunk c while the mma work on chunk c - GM_STAGES + 1 proceeds; rows of P
- * past N and of Q past M are zero-filled without being read. ldmatrix feeds the fragments (x4 for a
- * 16 x 16 tile of A, x4 for two 8 x 16 tiles of B). The shared rows (GM_BK = 32 halves, four
- * 16-byte chunks) are swizzled, chunk q of row r stored at chunk (q + r / 2) mod 4, so that the 8
- * rows one ldmatrix phase reads and the 8 chunks of one cp.async phase fall in 8 different 16-byte
- * bank groups (no conflicts). The epilogue (matmul.h: bias, residual, activation, rounding) runs at
- * each accumulator's output point.
+ * gemm_mma: P and Q plain f16 (or bf16) loads, P contiguous along k, Q along k (x @ W^T,
+ * Hugging Face's [out, in] weights) or along j (x @ W, [in, out] weights with a constant column
+ * count), their runs starting at multiples of 16 bytes, K a multiple of 32, on a target with
+ * mma.sync m16n8k16 into f32 (CUDA sm_80 and newer).
+ *   - A block computes a bm x bn tile of the output (gm_cfg, by row count); its warps form a
+ *     wm x wn grid, each computing mt x nt mma tiles (16 x 8) from registers.
+ *   - K advances in chunks of GM_BK through GM_STAGES shared-memory stages: cp.async
+ *     (async_copy) fills stage c mod GM_STAGES with chunk c while the mma work on chunk
+ *     c - GM_STAGES + 1 proceeds; rows of P past N and columns of Q past M are zero-filled
+ *     without being read.
+ *   - ldmatrix feeds the fragments: x4 for a 16 x 16 tile of A, x4 for two 8 x 16 tiles of B
+ *     (.trans from the k x n tile of [in, out] weights).
+ *   - The shared rows are swizzled (swz, swz_kn) so that the 8 rows one ldmatrix phase reads and
+ *     the 8 chunks of one cp.async phase fall in 8 different 16-byte bank groups.
+ *   - The epilogue (matmul.h: bias, residual, activation, rounding) runs at each accumulator's
+ *     output point.
  *
- * Measured: not yet on a GPU (bench/gpu.sh's GEMM rows are to be taken). The PTX is checked in
- * CI (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
+ * Measured: not yet on a GPU (bench/gpu.sh's gemm part is to be run). The PTX is checked in CI
+ * (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
 #include "matmul.h"
 
 #define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
@@ -32,19 +35,22 @@ typedef struct gm_cfg {
 } gm_cfg;
 static const gm_cfg GM_SMALL = {64, 64, 2, 2}, GM_LARGE = {128, 128, 2, 4};
 
-/* The operand's load reads 16-byte aligned rows along k: its last index is k itself and its
- * buffer's last dimension a multiple of 8 elements (so every other index moves by whole rows). */
-static bool rows_aligned(const mm_info *mi, const rx_tx *ld) {
-  if (!ld || ld->nidx < 1 || !sched_sym_is(ld->idx[ld->nidx - 1], mi->r.k)) return false;
+/* The operand's load reads 16-byte aligned runs along v (k, or j for Q as [in, out]): its last
+ * index is v itself and its buffer's last dimension a multiple of 8 elements (so every other
+ * index moves by whole rows). */
+static bool runs_aligned(const rx_tx *ld, const rx_expr *v) {
+  if (!ld || ld->nidx < 1 || !sched_sym_is(ld->idx[ld->nidx - 1], v)) return false;
   const rx_expr *last = ld->buf->shape[ld->buf->ndim - 1];
   return last->kind == RX_EXPR_CONST && last->value % 8 == 0;
 }
 
 bool gemm_mma_fits(const rx_sctx *s, const mm_info *mi) {
   int64_t shared = (int64_t)GM_STAGES * (GM_LARGE.bm + GM_LARGE.bn) * GM_BK * 2;
-  return gemv_mma_fits(s, mi) && rx_expr_is_const(mi->r.klo, 0) &&
-         rows_aligned(mi, mm_plain_load(mi->p)) && rows_aligned(mi, mm_plain_load(mi->q)) &&
-         shared <= s->t->shared_bytes &&
+  const rx_tx *q = mm_plain_load(mi->q);
+  bool q_ok = mi->q_along_k ? runs_aligned(q, mi->r.k)
+                            : mi->i && runs_aligned(q, mi->j) && mi->M->kind == RX_EXPR_CONST;
+  return mm_mma_operands(s, mi) && rx_expr_is_const(mi->r.klo, 0) &&
+         runs_aligned(mm_plain_load(mi->p), mi->r.k) && q_ok && shared <= s->t->shared_bytes &&
          32 * GM_LARGE.wm * GM_LARGE.wn <= s->t->max_threads_per_block;
 }
 
@@ -53,27 +59,42 @@ typedef struct gm_k {
   rx_sctx *s;
   const mm_info *mi;
   gm_cfg cf;
-  int mt, nt, threads;                /* mma tiles per warp; threads of the block */
-  const rx_tx *p, *q;                 /* the plain loads of P and Q */
+  bool kn;             /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
+  int mt, nt, threads; /* mma tiles per warp; threads of the block */
+  const rx_tx *p, *q;  /* the plain loads of P and Q */
   const rx_expr *tx, *lane, *wm, *wn; /* the thread, its lane, its warp's row and column */
   const rx_expr *row0, *col0;         /* the block's first row and column */
   const rx_expr *brepl[MAXN];         /* the batch loop variables as functions of the batch block */
-  rx_buffer *sa, *sb;                 /* the stages: [GM_STAGES, bm or bn, GM_BK] */
+  rx_buffer *sa, *sb; /* the stages: [GM_STAGES, bm, GM_BK]; [.., bn, GM_BK] or [.., GM_BK, bn] */
   rx_buffer *fa[GM_MAX_MT], *fbx, *fb[GM_MAX_NT]; /* fragments: A [8], two B tiles [8], B [4] */
   rx_buffer *fc[GM_MAX_MT * GM_MAX_NT]; /* the accumulators [4], tile (m, n) at m * nt + n */
 } gm_k;
 
-/* The swizzled chunk of row r that holds its chunk q (in elements: * 8). */
+/* The swizzled position (in elements) of chunk q of row r of a [.., rows, GM_BK] tile: chunk
+ * (q + r / 2) mod 4 (rows of 64 bytes: 2 per 128-byte line). */
 static const rx_expr *swz(gm_k *c, const rx_expr *r, const rx_expr *q) {
   rx_expr_ctx *cx = c->s->cx;
   return MUL(
       c->s, rx_expr_floormod(cx, ADD(c->s, q, rx_expr_floordiv(cx, r, E(c->s, 2))), E(c->s, 4)), 8);
 }
 
+/* The same for row r of Q's [.., GM_BK, bn] tile (x @ W): chunk (q + r) mod (bn / 8), so that
+ * the 8 k-rows one ldmatrix .trans phase reads at one column chunk, and the 8 consecutive chunks
+ * of one cp.async phase, fall in 8 different 16-byte bank groups. */
+static const rx_expr *swz_kn(gm_k *c, const rx_expr *r, const rx_expr *q) {
+  return MUL(c->s, rx_expr_floormod(c->s->cx, ADD(c->s, q, r), E(c->s, c->cf.bn / 8)), 8);
+}
+
 /* async_copy of chunk kt of P (a) or Q into stage st: each thread copies 16 bytes of
  * rows * 4 / threads of the tile's 16-byte chunks; rows past the operand's extent are zero-filled
  * and their source index clamped to its last row. */
+static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out);
+
 static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_stmtvec *out) {
+  if (!a && c->kn) {
+    copy_tile_kn(c, kt, st, out);
+    return;
+  }
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
@@ -97,18 +118,43 @@ static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_
   }
 }
 
+/* Q as [in, out]: the tile's GM_BK k-rows of bn / 8 chunks of 8 columns; columns past M (a
+ * multiple of 8) zero-filled, their source clamped to the last chunk. */
+static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  int per = c->cf.bn / 8;
+  for (int r = 0; r < GM_BK * per / c->threads; r++) {
+    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
+    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, E(s, per)));
+    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, E(s, per)));
+    const rx_expr *g = ADD(s, c->col0, MUL(s, q, 8));
+    const rx_expr *gs = rx_expr_min(cx, g, ADD(s, mi->M, E(s, -8)));
+    rx_tx *src = mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs, ADD(s, MUL(s, kt, GM_BK), row));
+    const rx_expr *di[3] = {st, row, swz_kn(c, row, q)};
+    rx_stmt *cp = rx_sched_store_e(s, c->sb, di, 3, src);
+    cp->kind = RX_STMT_ASYNC_COPY;
+    const rx_expr *in = sched_bound_guard(s, g, mi->M);
+    if (in && !rx_sched_proves(s, in)) cp->cond = rx_sched_cond(s, in);
+    RX_VEC_PUSH(out, cp);
+  }
+}
+
 static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
   rx_stmt *st = rx_stmt_new(s->m, k, s->loc);
   st->count = count;
   return st;
 }
 
-/* ldmatrix xN (trans never: both tiles are k-contiguous) of f from buf[st, row, chunk q]. */
+/* ldmatrix x4 of f from buf[st, row, col] (col: the swizzled position), transposed for Q's k x n
+ * tile (x @ W). */
 static rx_stmt *ldsm(gm_k *c, rx_buffer *f, rx_buffer *buf, const rx_expr *st, const rx_expr *row,
-                     const rx_expr *q) {
+                     const rx_expr *col, bool trans) {
   rx_stmt *l = stmt_of(c->s, RX_STMT_LDMATRIX, 4);
   l->buf = f;
-  const rx_expr *i[3] = {st, row, swz(c, row, q)};
+  l->trans = trans;
+  const rx_expr *i[3] = {st, row, col};
   l->value = rx_sched_load(c->s, buf, i, 3);
   return l;
 }
@@ -125,14 +171,25 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
     /* A: lane l gives row l % 16, chunk 2 ks + l / 16 of the 16 x 16 tile (a0..a7) */
     for (int m = 0; m < c->mt; m++) {
       const rx_expr *row = ADD(s, ADD(s, MUL(s, c->wm, c->mt * 16), E(s, 16 * m)), l16);
-      RX_VEC_PUSH(out, ldsm(c, c->fa[m], c->sa, st, row, ADD(s, E(s, 2 * ks), hi)));
+      RX_VEC_PUSH(out,
+                  ldsm(c, c->fa[m], c->sa, st, row, swz(c, row, ADD(s, E(s, 2 * ks), hi)), false));
     }
     /* B: lane l gives row 8 (l / 16) + l % 8 (n), chunk 2 ks + l / 8 % 2 (k) of two 8 x 16
-     * tiles: registers 0, 1 are tile 2 np's b0..b3, registers 2, 3 tile 2 np + 1's */
+     * tiles; for the k x n tile (x @ W), .trans with row 16 ks + 8 (l / 8 % 2) + l % 8 (k),
+     * column chunk 2 np + l / 16 (n). Registers 0, 1 are tile 2 np's b0..b3, 2, 3 tile
+     * 2 np + 1's. */
     for (int np = 0; np < c->nt / 2; np++) {
-      const rx_expr *row =
-          ADD(s, ADD(s, MUL(s, c->wn, c->nt * 8), E(s, 16 * np)), ADD(s, MUL(s, hi, 8), l8));
-      RX_VEC_PUSH(out, ldsm(c, c->fbx, c->sb, st, row, ADD(s, E(s, 2 * ks), mid)));
+      rx_stmt *ld;
+      if (c->kn) {
+        const rx_expr *row = ADD(s, E(s, 16 * ks), ADD(s, MUL(s, mid, 8), l8));
+        const rx_expr *q = ADD(s, ADD(s, MUL(s, c->wn, c->nt), E(s, 2 * np)), hi);
+        ld = ldsm(c, c->fbx, c->sb, st, row, swz_kn(c, row, q), true);
+      } else {
+        const rx_expr *row =
+            ADD(s, ADD(s, MUL(s, c->wn, c->nt * 8), E(s, 16 * np)), ADD(s, MUL(s, hi, 8), l8));
+        ld = ldsm(c, c->fbx, c->sb, st, row, swz(c, row, ADD(s, E(s, 2 * ks), mid)), false);
+      }
+      RX_VEC_PUSH(out, ld);
       for (int h = 0; h < 2; h++) {
         const rx_expr *i = rx_sched_fresh_var(s, "i"), *src = ADD(s, i, E(s, 4 * h));
         RX_VEC_PUSH(out, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
@@ -218,6 +275,7 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   rx_dtype ab = c->p->dtype;
   rx_stmt *al;
   int64_t sa[3] = {GM_STAGES, c->cf.bm, GM_BK}, sb[3] = {GM_STAGES, c->cf.bn, GM_BK};
+  if (c->kn) sb[1] = GM_BK, sb[2] = c->cf.bn;
   int64_t f8[1] = {8}, f4[1] = {4};
   c->sa = rx_sched_alloc(s, "sa", ab, RX_SCOPE_SHARED, sa, 3, &al);
   RX_VEC_PUSH(body, al);
@@ -253,6 +311,7 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows) {
             .mt = cf.bm / cf.wm / 16,
             .nt = cf.bn / cf.wn / 8,
             .threads = 32 * cf.wm * cf.wn,
+            .kn = !mi->q_along_k,
             .p = mm_plain_load(mi->p),
             .q = mm_plain_load(mi->q)};
   const int BM = cf.bm, BN = cf.bn;
