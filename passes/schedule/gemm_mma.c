@@ -35,22 +35,48 @@ typedef struct gm_cfg {
 } gm_cfg;
 static const gm_cfg GM_SMALL = {64, 64, 2, 2}, GM_LARGE = {128, 128, 2, 4};
 
-/* The operand's load reads 16-byte aligned runs along v (k, or j for Q as [in, out]): its last
- * index is v itself and its buffer's last dimension a multiple of 8 elements (so every other
- * index moves by whole rows). */
-static bool runs_aligned(const rx_tx *ld, const rx_expr *v) {
-  if (!ld || ld->nidx < 1 || !sched_sym_is(ld->idx[ld->nidx - 1], v)) return false;
+/* The operand's load reads runs of 8 elements (16 bytes) starting at multiples of 16 bytes along
+ * v (k, or j for Q as [in, out]), v itself running over multiples of 8 (K, and M where v is j):
+ * with v = 8 u + w (w in 0..8), only the last index uses w, as `+ w`, and at w = 0 it is a
+ * multiple of 8, in a buffer whose last dimension is a constant multiple of 8 (every other index
+ * then moves by whole multiples of 8 elements). x[i, k] passes; the flattened heads of attention's
+ * output, x[i, k // 128, k % 128], do not yet: the analyzer does not split (8 u + w) // 128 into
+ * (8 u) // 128 (gemm_mma_regs takes them). */
+static bool runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx_expr *ext) {
+  if (!ld || ld->nidx < 1 || ext->kind != RX_EXPR_CONST || ext->value % 8) return false;
   const rx_expr *last = ld->buf->shape[ld->buf->ndim - 1];
-  return last->kind == RX_EXPR_CONST && last->value % 8 == 0;
+  if (last->kind != RX_EXPR_CONST || last->value % 8) return false;
+  const rx_expr *u = rx_sched_fresh_var(s, "u"), *w = rx_sched_fresh_var(s, "w");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, u, E(s, 0), E(s, ext->value / 8));
+  rx_analyzer_bind_range(s->an, w, E(s, 0), E(s, 8));
+  bool ok = true;
+  for (int d = 0; ok && d < ld->nidx; d++) {
+    rx_tx *ix = rx_sched_subst1_tx(s, ld->idx[d], v, ADD(s, MUL(s, u, 8), w));
+    if (ix->kind != RX_TX_SYM) {
+      ok = !sched_tx_uses(ix, w) && d < ld->nidx - 1;
+      continue;
+    }
+    const rx_expr *e = rx_analyzer_simplify(s->an, ix->sym);
+    if (d < ld->nidx - 1) {
+      ok = !rx_expr_uses_var(e, w);
+    } else {
+      const rx_expr *base = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, e, w));
+      ok = !rx_expr_uses_var(base, w) && rx_analyzer_divisor(s->an, base) % 8 == 0;
+    }
+  }
+  rx_analyzer_reset(s->an, mk);
+  return ok;
 }
 
-bool gemm_mma_fits(const rx_sctx *s, const mm_info *mi) {
+bool gemm_mma_fits(rx_sctx *s, const mm_info *mi) {
   int64_t shared = (int64_t)GM_STAGES * (GM_LARGE.bm + GM_LARGE.bn) * GM_BK * 2;
   const rx_tx *q = mm_plain_load(mi->q);
-  bool q_ok = mi->q_along_k ? runs_aligned(q, mi->r.k)
-                            : mi->i && runs_aligned(q, mi->j) && mi->M->kind == RX_EXPR_CONST;
+  bool q_ok = mi->q_along_k ? runs_aligned(s, q, mi->r.k, mi->K)
+                            : mi->i && runs_aligned(s, q, mi->j, mi->M);
   return mm_mma_operands(s, mi) && rx_expr_is_const(mi->r.klo, 0) &&
-         runs_aligned(mm_plain_load(mi->p), mi->r.k) && q_ok && shared <= s->t->shared_bytes &&
+         runs_aligned(s, mm_plain_load(mi->p), mi->r.k, mi->K) && q_ok &&
+         shared <= s->t->shared_bytes &&
          32 * GM_LARGE.wm * GM_LARGE.wn <= s->t->max_threads_per_block;
 }
 

@@ -40,14 +40,14 @@
 
 bool mm_mma_operands(const rx_sctx *s, const mm_info *mi) {
   const rx_tx *p = mm_plain_load(mi->p), *q = mm_plain_load(mi->q);
-  return p && q && p->dtype == q->dtype && mi->acc_dt == RX_DTYPE_F32 && mi->p_along_k &&
+  return p && q && p->dtype == q->dtype && mi->acc_dt == RX_DTYPE_F32 &&
          s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
          rx_target_mma(s->t, p->dtype, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
          mi->K->value % 32 == 0 && mi->K->value > 0;
 }
 
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {
-  return mm_mma_operands(s, mi) && mi->q_along_k;
+  return mm_mma_operands(s, mi) && mi->p_along_k && mi->q_along_k;
 }
 
 /* What the parts of the kernel share. */

@@ -72,12 +72,12 @@ bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c 
 rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c */
 rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
-/* P and Q plain f16/bf16 loads of one dtype, P contiguous along k, K a positive multiple of 32,
- * a target with mma.sync m16n8k16 into f32: what every kernel on mma.sync needs. */
+/* P and Q plain f16/bf16 loads of one dtype, K a positive multiple of 32, a target with mma.sync
+ * m16n8k16 into f32: what every kernel on mma.sync needs (each adds how it reads P and Q). */
 bool mm_mma_operands(const rx_sctx *s, const mm_info *mi);           /* gemv_mma.c */
 rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);      /* gemv_mma.c */
 rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemm_mma.c */
-bool gemm_mma_fits(const rx_sctx *s, const mm_info *mi);             /* gemm_mma.c */
+bool gemm_mma_fits(rx_sctx *s, const mm_info *mi);                   /* gemm_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);   /* gemm.c */
 
 #endif
