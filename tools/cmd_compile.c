@@ -42,8 +42,8 @@ typedef struct tc_flags {
   uint64_t cache_limit;
 } tc_flags;
 
-/* -j, --cache-dir, --no-cache, --cache-limit, --quiet: 0 when taken, 2 on a bad value, -1 when
- * the flag is another's. */
+/* --jobs (-j), --cache-dir, --no-cache, --cache-limit, --quiet: 0 when taken, 2 on a bad value, -1
+ * when the flag is another's. */
 static int tc_flag(const rx_cli_args *it, tc_flags *c) {
   const char *f = it->flag, *v = it->value;
   if (!strcmp(f, "--cache-dir")) {
@@ -52,8 +52,8 @@ static int tc_flag(const rx_cli_args *it, tc_flags *c) {
     c->no_cache = true;
   } else if (!strcmp(f, "--quiet")) {
     c->quiet = true;
-  } else if (!strcmp(f, "-j") || !strcmp(f, "--cache-limit")) {
-    bool j = !strcmp(f, "-j");
+  } else if (!strcmp(f, "--jobs") || !strcmp(f, "--cache-limit")) {
+    bool j = !strcmp(f, "--jobs");
     char *end = NULL;
     long long n = strtoll(v, &end, 10);
     long long lo = j ? 1 : 0, hi = j ? 1024 : (1ll << 40);

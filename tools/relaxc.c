@@ -84,7 +84,7 @@ static const rx_cli_flag compile_flags[] = {
      "write the weights to the side file PATH (safetensors), which the artifact names; "
      "default: inside the artifact",
      NULL},
-    {"-j", "--jobs", "N",
+    {"--jobs", "-j", "N",
      "compile kernels on N threads; default: the online CPUs (the artifact is the same for any N)",
      NULL},
     {"--cache-dir", NULL, "DIR",
