@@ -46,12 +46,15 @@ typedef struct job {
 
 typedef struct pool {
   job *jobs;
+  int *order; /* the jobs in the order threads take them: the longest (NVRTC) first, so the
+                 short ones (shaderc) fill the end and the threads finish together */
   int njobs;
   const rx_kcache *cache;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int next, done;                       /* under mu */
-  int done_of[RX_COMPILE_MAX_TARGETS];  /* under mu */
+  int next, done;                      /* under mu */
+  int done_of[RX_COMPILE_MAX_TARGETS]; /* under mu */
+  int shown; /* jobs done when the progress line was drawn (the main thread) */
   int total_of[RX_COMPILE_MAX_TARGETS]; /* set before the threads start */
 } pool;
 
@@ -154,7 +157,7 @@ static void *worker(void *arg) {
   pool *p = arg;
   for (;;) {
     pthread_mutex_lock(&p->mu);
-    int i = p->next < p->njobs ? p->next++ : -1;
+    int i = p->next < p->njobs ? p->order[p->next++] : -1;
     pthread_mutex_unlock(&p->mu);
     if (i < 0) return NULL;
     run_job(p, &p->jobs[i]);
@@ -179,6 +182,7 @@ static void progress(const rx_compile_options *o, const rx_compile_result *r, po
     if (at >= sizeof line) break;
   }
   rx_progress_line(o, start_ms, "toolchains: %s kernels", line);
+  if (rx_compile_now_ms() - start_ms >= 1000) p->shown = p->done;
 }
 
 static int online_cpus(void) {
@@ -206,7 +210,7 @@ static void run_pool(const rx_compile_options *o, const rx_compile_result *r, po
       until.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&p->cv, &p->mu, &until);
-    progress(o, r, p, start_ms);
+    if (p->done != p->shown) progress(o, r, p, start_ms);
   }
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
@@ -343,6 +347,11 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
                                 .tool_id = ids[t]};
     p.total_of[t] = ids[t] ? to->nkernels : 0;
   }
+  p.order = rx_malloc(sizeof *p.order * ((size_t)p.njobs + 1));
+  int no = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < p.njobs; i++)
+      if ((p.jobs[i].kind == RX_TARGET_CUDA) == (pass == 0)) p.order[no++] = i;
   pthread_mutex_init(&p.mu, NULL);
   pthread_cond_init(&p.cv, NULL);
   if (p.njobs) run_pool(o, r, &p, start_ms);
@@ -369,6 +378,7 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
     free(p.jobs[i].out[1].data);
   }
   free(p.jobs);
+  free(p.order);
   for (int t = 0; t < r->ntargets; t++) free(ids[t]);
   return ok;
 }
