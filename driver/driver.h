@@ -6,9 +6,10 @@
  * rx_compile_module in include/relaxc/compiler.h.
  *
  *   normalize + verify, fold, cse, dce, legalize, normalize, annotate, fuse_ops, fuse_tensor,
- *   dce, normalize, plan_memory, lower_host, then per target: schedule (a copy of every tensor
- *   program; the module keeps the unscheduled originals), codegen (+ NVRTC for CUDA), and
- *   finally the artifact bytes (driver/artifact.c).
+ *   dce, dedup, names, plan_memory, lower_host, then per target: schedule (a copy of every
+ *   tensor program; the module keeps the unscheduled originals) and codegen; then the
+ *   toolchains of every target on a pool of threads through the kernel cache
+ *   (driver/toolchains.c, driver/kcache.c), and finally the artifact bytes (driver/artifact.c).
  *
  * The verifier (rx_module_verify) runs after every step that changes the module. */
 #ifndef RX_DRIVER_H
