@@ -357,11 +357,12 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
   if (p.njobs) run_pool(o, r, &p, start_ms);
   pthread_cond_destroy(&p.cv);
   pthread_mutex_destroy(&p.mu);
-  bool ok = true, put_failed = false;
+  bool ok = true, put_failed = false, wrote = false;
   for (int i = 0; i < p.njobs; i++) {
     job *j = &p.jobs[i];
     ok = place(m, &r->targets[j->target], j, diag) && ok;
     put_failed |= j->put_failed;
+    wrote |= !j->hit && !j->st;
   }
   for (int t = 0; t < r->ntargets; t++)
     if (ids[t]) r->targets[t].binaries = ok;
@@ -369,7 +370,7 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
     rx_diag_report(diag, RX_DIAG_WARNING, (rx_loc){0},
                    "the kernel cache in %s could not store every kernel (compiled anyway)",
                    rx_kcache_dir(o->cache));
-  if (o->cache && p.njobs) rx_kcache_trim(o->cache);
+  if (o->cache && wrote) rx_kcache_trim(o->cache); /* a warm compile adds nothing: no scan */
   if (times)
     time_rows(o, r, &p, times, rx_compile_now_ms() - w0, cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0);
   for (int i = 0; i < p.njobs; i++) {
