@@ -328,7 +328,7 @@ static void time_rows(const rx_compile_options *o, const rx_compile_result *r, c
 bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
                            rx_diag *diag, rx_strbuf *times, double start_ms) {
   double w0 = rx_compile_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
-  pool p = {.cache = o->cache};
+  pool p = {.cache = o->cache, .shown = -1}; /* -1: the first line is drawn once due */
   char *ids[RX_COMPILE_MAX_TARGETS] = {0};
   int total = 0;
   for (int t = 0; t < r->ntargets; t++) {
