@@ -1,6 +1,7 @@
 /* toolchains: CUDA C to PTX / cubin with NVRTC (loaded with dlopen, so relaxc builds and runs
  * without the CUDA toolkit), `ptxas -v` resource reports, and the process and temporary-file
  * helpers the external tools (ptxas, xcrun metal) share. */
+#define _GNU_SOURCE /* dladdr: which file NVRTC was loaded from (the kernel cache's key) */
 #include "toolchain.h"
 
 #include <dirent.h>
@@ -319,7 +320,20 @@ char *rx_nvrtc_id(const char *arch) {
   const char *opts[4];
   char *inc = NULL;
   int n = nvrtc_options(arch_opt, opts, &inc);
-  rx_strbuf_printf(&b, "nvrtc %d.%d (%s)", major, minor, st ? "absent" : nv.loaded_from);
+  rx_strbuf_printf(&b, "nvrtc %d.%d (%s", major, minor, st ? "absent" : nv.loaded_from);
+  /* the file behind the loaded library, its size and time: a patch release (13.0.88 to
+   * 13.0.89) has the same major.minor but another file */
+  Dl_info info;
+  char *real = NULL;
+  struct stat sb;
+  void *sym;
+  memcpy(&sym, &nv.compile, sizeof sym);
+  if (!st && dladdr(sym, &info) && info.dli_fname && (real = realpath(info.dli_fname, NULL)) &&
+      stat(real, &sb) == 0)
+    rx_strbuf_printf(&b, ", %s, %lld bytes, modified %lld", real, (long long)sb.st_size,
+                     (long long)sb.st_mtime);
+  free(real);
+  rx_strbuf_putc(&b, ')');
   for (int i = 0; i < n; i++) rx_strbuf_printf(&b, " %s", opts[i]);
   free(inc);
   return rx_strbuf_take(&b);
