@@ -91,8 +91,6 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
   }
   bool ok = true;
   for (int i = 0; i < n && ok; i++) ok = cg_print(L, &ks[i], diag);
-  if (ok && t->kind == RX_TARGET_VULKAN)
-    for (int i = 0; i < n && ok; i++) ok = compile_spirv(m, ks[i].k, diag, ks[i].loc);
   if (!ok) return false;
   out->kernels = rx_module_alloc(m, sizeof(rx_kernel *) * (size_t)(n + 1));
   for (int i = 0; i < n; i++) out->kernels[i] = ks[i].k;
@@ -102,7 +100,12 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
 
 bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
                 rx_kernel_list *out) {
-  return rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out);
+  if (!rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out)) return false;
+  bool ok = true;
+  if (t->kind == RX_TARGET_VULKAN)
+    for (int i = 0; i < out->n && ok; i++)
+      ok = compile_spirv(m, out->kernels[i], diag, (rx_loc){0});
+  return ok;
 }
 
 /* ---- kernels.json ------------------------------------------------------------------------ */

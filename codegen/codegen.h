@@ -102,7 +102,8 @@ bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
 
 /* rx_codegen with the schedule rule of each variant (rules[i]: the i-th distinct kernel
  * condition in kernel order; nrules == 1: every kernel), recorded in rx_kernel.rule and the
- * kernel's header comment. rules may be NULL. */
+ * kernel's header comment. rules may be NULL. Sources only: no SPIR-V (the compile driver runs
+ * the toolchains on its pool of threads, driver/toolchains.c). */
 bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
                       const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out);
 

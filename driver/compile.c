@@ -33,14 +33,11 @@ typedef struct pipe {
   rx_compile_result *r;
   rx_strbuf times; /* the rows of the timing table */
   double total_ms;
-  int cur; /* the target being compiled (dumps) */
+  int cur;         /* the target being compiled (dumps) */
+  double start_ms; /* when the compile began (the progress line) */
 } pipe;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return rx_compile_now_ms(); }
 
 static void out_text(rx_strbuf *to, const char *s) {
   if (to)
@@ -81,6 +78,7 @@ static void time_row(pipe *p, const char *label, double ms, double verify_ms) {
  * error. */
 static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)) {
   bool input = !strcmp(name, "verify");
+  rx_progress_line(p->o, p->start_ms, "%s", name);
   double t0 = now_ms();
   bool ok = pass(p->m, p->diag) && p->diag->errors == 0;
   double t1 = now_ms();
@@ -219,84 +217,6 @@ static bool schedule_and_codegen(pipe *p, int ti) {
   return true;
 }
 
-/* Binaries: SPIR-V comes from codegen (shaderc); PTX and cubin from NVRTC where present. */
-static bool binaries(pipe *p, int ti) {
-  rx_module *m = p->m;
-  rx_target_output *to = &p->r->targets[ti];
-  const rx_target *t = to->target;
-  char file[512];
-  if (t->kind == RX_TARGET_VULKAN) {
-    to->binaries = true;
-    for (int i = 0; i < to->nkernels; i++) {
-      rx_kernel *k = to->flat[i];
-      if (!k->spirv) {
-        to->binaries = false;
-        continue;
-      }
-      snprintf(file, sizeof file, "%s.spv", k->name);
-      k->binary = rx_arena_strdup(&m->arena, file);
-    }
-    if (!to->binaries) to->note = "relaxc was built without shaderc: GLSL sources only, no SPIR-V";
-    return true;
-  }
-  if (t->kind == RX_TARGET_METAL) {
-    to->note = "MSL sources only (the runtime compiles them; xcrun metal is macOS only)";
-    return true;
-  }
-  to->ptx = rx_module_alloc(m, sizeof *to->ptx * (size_t)(to->nkernels + 1));
-  to->ptx_len = rx_module_alloc(m, sizeof *to->ptx_len * (size_t)(to->nkernels + 1));
-  to->cubin = rx_module_alloc(m, sizeof *to->cubin * (size_t)(to->nkernels + 1));
-  to->cubin_len = rx_module_alloc(m, sizeof *to->cubin_len * (size_t)(to->nkernels + 1));
-  if (p->o->no_nvrtc) {
-    to->note = "NVRTC not run (--no-nvrtc): CUDA C sources only, no PTX or cubin";
-    return true;
-  }
-  rx_status st = rx_nvrtc_load(NULL, NULL);
-  if (st) {
-    to->note =
-        rx_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
-                        rx_status_message(st));
-    rx_status_free(st);
-    return true;
-  }
-  double t0 = now_ms();
-  char compute[32];
-  snprintf(compute, sizeof compute, "compute_%d", t->sm);
-  bool ok = true;
-  for (int i = 0; ok && i < to->nkernels; i++) {
-    rx_kernel *k = to->flat[i];
-    char label[300];
-    snprintf(label, sizeof label, "%s.cu", k->name);
-    for (int cubin = 0; ok && cubin < 2; cubin++) {
-      char *bin = NULL, *log = NULL;
-      size_t len = 0;
-      st = rx_nvrtc_compile(k->source, label, cubin ? t->cuda_arch : compute, cubin, &bin, &len,
-                            &log);
-      if (st) {
-        rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0}, "NVRTC: kernel '%s': %s", k->name,
-                       rx_status_message(st));
-        rx_status_free(st);
-        ok = false;
-      } else if (cubin) {
-        to->cubin[i] = rx_arena_dup(&m->arena, bin, len);
-        to->cubin_len[i] = len;
-        snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
-        k->binary = rx_arena_strdup(&m->arena, file);
-      } else {
-        to->ptx[i] = rx_arena_dup(&m->arena, bin, len);
-        to->ptx_len[i] = len;
-        snprintf(file, sizeof file, "%s.ptx", k->name);
-        k->ptx = rx_arena_strdup(&m->arena, file);
-      }
-      free(bin);
-      free(log);
-    }
-  }
-  to->binaries = ok;
-  time_row(p, "nvrtc[cuda]", now_ms() - t0, -1);
-  return ok;
-}
-
 static void print_manifest(pipe *p, rx_strbuf *b) { rx_artifact_manifest(b, p->m, p->r); }
 static bool artifact(pipe *p) {
   double t0 = now_ms();
@@ -319,12 +239,21 @@ static bool artifact(pipe *p) {
   return true;
 }
 
+/* per target: schedule and codegen; then every target's kernels through their toolchains on
+ * one pool of threads (driver/toolchains.c) */
 static bool targets(pipe *p) {
   bool ok = true;
   for (int i = 0; ok && i < p->o->ntargets; i++) {
     p->r->ntargets = i + 1;
-    ok = schedule_and_codegen(p, i) && binaries(p, i);
+    rx_progress_line(p->o, p->start_ms, "schedule and codegen: %s",
+                     rx_target_kind_name(p->o->targets[i]->kind));
+    ok = schedule_and_codegen(p, i);
   }
+  if (!ok) return false;
+  double t0 = now_ms();
+  ok = rx_compile_toolchains(p->m, p->o, p->r, p->diag, p->o->time_passes ? &p->times : NULL,
+                             p->start_ms);
+  p->total_ms += now_ms() - t0;
   return ok;
 }
 
@@ -377,7 +306,7 @@ static bool fuse(pipe *p) {
 
 bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out) {
   memset(out, 0, sizeof *out);
-  pipe p = {.m = m, .o = o, .diag = diag, .r = out};
+  pipe p = {.m = m, .o = o, .diag = diag, .r = out, .start_ms = now_ms()};
   if (o->time_passes) rx_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
   bool ok = check_options(&p) && step(&p, "verify", input) /* normalize + verify the input */
             && step(&p, "fold", rx_pass_fold)              /* constants and shape expressions */
@@ -389,8 +318,9 @@ bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_com
             && step(&p, "names", rx_pass_short_names)    /* kernel and file names */
             && plan_memory(&p)                           /* storages at the upper bounds */
             && lower_host(&p)                            /* the host program */
-            && targets(&p)                               /* per target: schedule, codegen, nvrtc */
-            && artifact(&p);                             /* the .rxm bytes */
+            && targets(&p)   /* per target: schedule, codegen; toolchains */
+            && artifact(&p); /* the .rxm bytes */
+  rx_progress_line(o, p.start_ms, NULL);
   if (o->time_passes) {
     rx_strbuf tb = {0};
     rx_strbuf_append(&tb, "relaxc: time per step\n");

@@ -6,9 +6,10 @@
  * rx_compile_module in include/relaxc/compiler.h.
  *
  *   normalize + verify, fold, cse, dce, legalize, normalize, annotate, fuse_ops, fuse_tensor,
- *   dce, normalize, plan_memory, lower_host, then per target: schedule (a copy of every tensor
- *   program; the module keeps the unscheduled originals), codegen (+ NVRTC for CUDA), and
- *   finally the artifact bytes (driver/artifact.c).
+ *   dce, dedup, names, plan_memory, lower_host, then per target: schedule (a copy of every
+ *   tensor program; the module keeps the unscheduled originals) and codegen; then the
+ *   toolchains of every target on a pool of threads through the kernel cache
+ *   (driver/toolchains.c, driver/kcache.c), and finally the artifact bytes (driver/artifact.c).
  *
  * The verifier (rx_module_verify) runs after every step that changes the module. */
 #ifndef RX_DRIVER_H
@@ -23,6 +24,34 @@
 
 #define RX_COMPILE_MAX_TARGETS 8
 
+/* ---- the kernel cache (driver/kcache.c: the file layout, concurrency and eviction) ---- */
+typedef struct rx_kcache rx_kcache;
+#define RX_KCACHE_MAX_PARTS 4
+/* The default limit of the cache's size (--cache-limit changes it): a 7B decoder's kernels for
+ * three targets take about 2 MB, so this holds hundreds of models' worth. */
+#define RX_KCACHE_DEFAULT_LIMIT (512ull << 20)
+typedef struct rx_kblob {
+  unsigned char *data;
+  size_t len;
+} rx_kblob;
+/* Opens (creating it and its parents) the cache in dir, bounded to limit_bytes (0: unbounded).
+ * Free with rx_kcache_close. Thread-safe after opening: get and put from any thread. */
+rx_status rx_kcache_open(const char *dir, uint64_t limit_bytes, rx_kcache **out);
+void rx_kcache_close(rx_kcache *c);
+const char *rx_kcache_dir(const rx_kcache *c);
+/* $RELAXC_CACHE_DIR, else $XDG_CACHE_HOME/relaxc, else $HOME/.cache/relaxc (heap; NULL with
+ * none of them). */
+char *rx_kcache_default_dir(void);
+/* The nparts blobs stored for key into out (heap copies, each NUL-terminated past len: free());
+ * false on a miss. A corrupt or foreign entry is a miss and is removed. */
+bool rx_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int nparts, rx_kblob *out);
+/* Stores the blobs for key (temporary file + rename: atomic for concurrent readers). */
+rx_status rx_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int nparts,
+                        const rx_kblob *parts);
+/* Removes the least recently used entries until the cache fits its limit, and temporary files
+ * of compiles that died; returns the bytes left. */
+uint64_t rx_kcache_trim(const rx_kcache *c);
+
 typedef struct rx_compile_options {
   const rx_target *targets[RX_COMPILE_MAX_TARGETS]; /* at most one per backend kind */
   int ntargets;
@@ -35,6 +64,11 @@ typedef struct rx_compile_options {
   rx_strbuf *time_out;    /* where the table goes; NULL: stderr */
   bool no_fuse;           /* skip fuse_ops and fuse_tensor (tests compare fused/unfused) */
   bool no_nvrtc;          /* do not run NVRTC even where present (CUDA sources only) */
+  /* toolchains (driver/toolchains.c): jobs, cache, progress */
+  int jobs;         /* threads compiling kernels; < 1: the online CPUs. The artifact is the
+                       same bytes for any count */
+  rx_kcache *cache; /* compiled kernels kept and reused across compiles; NULL: none */
+  bool progress;    /* one updating line on stderr when a compile takes over a second */
   /* weights (driver/weights.c): where the module's weight table goes */
   const char *weights_file;  /* a side file (rx_artifact_write writes it), named in the manifest
                                 relative to artifact_path's directory; NULL: in the artifact */
@@ -120,6 +154,20 @@ void rx_compile_result_free(rx_compile_result *r);
 /* Parses "vulkan,cuda,metal" into o->targets (appended); the status names a bad or missing
  * target. */
 rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list);
+
+/* The toolchain step (driver/toolchains.c): every kernel of every target through its toolchain
+ * (shaderc and SPIR-V validation; NVRTC for PTX and cubin in one call), o->jobs at a time, the
+ * cache first; results placed in kernel order. Under --time-passes rows per toolchain go to
+ * times (NULL: none); start_ms is when the compile began (the progress line waits a second). Errors
+ * (per kernel, in kernel order) go to diag. */
+bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
+                           rx_diag *diag, rx_strbuf *times, double start_ms);
+
+/* One line on stderr that rewrites itself (a terminal): rx_progress_line formats it, and a
+ * NULL fmt clears it. Shown only once a compile has run for a second (since start_ms). */
+void rx_progress_line(const rx_compile_options *o, double start_ms, const char *fmt, ...)
+    RX_PRINTF(3, 4);
+double rx_compile_now_ms(void);
 
 /* The step names --dump-after accepts, NULL-terminated (plus "all"). */
 extern const char *const rx_compile_step_names[];

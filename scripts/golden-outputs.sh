@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export RELAXC="$build/relaxc" OUT="$out"
+export RELAXC_NO_CACHE=1 # every compile cold, nothing left in the kernel cache under $HOME
 one() {
   f=$1
   key=$(echo "$f" | tr '/' '_')

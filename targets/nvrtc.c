@@ -1,6 +1,7 @@
 /* toolchains: CUDA C to PTX / cubin with NVRTC (loaded with dlopen, so relaxc builds and runs
  * without the CUDA toolkit), `ptxas -v` resource reports, and the process and temporary-file
  * helpers the external tools (ptxas, xcrun metal) share. */
+#define _GNU_SOURCE /* dladdr: which file NVRTC was loaded from (the kernel cache's key) */
 #include "toolchain.h"
 
 #include <dirent.h>
@@ -291,6 +292,114 @@ static char *cuda_include_dir(void) {
   return NULL;
 }
 
+/* The options of every compilation for arch_opt ("--gpu-architecture=sm_90"); *out_inc (heap,
+ * may be NULL) holds the include option's storage. Returns the count. */
+static int nvrtc_options(const char *arch_opt, const char *opts[4], char **out_inc) {
+  int nopts = 0;
+  opts[nopts++] = arch_opt;
+  opts[nopts++] = "-default-device";
+  opts[nopts++] = "--std=c++17";
+  *out_inc = NULL;
+  char *inc = cuda_include_dir();
+  if (inc) {
+    *out_inc = rx_malloc(strlen(inc) + 3);
+    snprintf(*out_inc, strlen(inc) + 3, "-I%s", inc);
+    opts[nopts++] = *out_inc;
+    free(inc);
+  }
+  return nopts;
+}
+
+char *rx_nvrtc_id(const char *arch) {
+  rx_strbuf b = {0};
+  int major = 0, minor = 0;
+  rx_status st = rx_nvrtc_load(&major, &minor);
+  rx_status_free(st);
+  char arch_opt[64];
+  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+  const char *opts[4];
+  char *inc = NULL;
+  int n = nvrtc_options(arch_opt, opts, &inc);
+  rx_strbuf_printf(&b, "nvrtc %d.%d (%s", major, minor, st ? "absent" : nv.loaded_from);
+  /* the file behind the loaded library, its size and time: a patch release (13.0.88 to
+   * 13.0.89) has the same major.minor but another file */
+  Dl_info info;
+  char *real = NULL;
+  struct stat sb;
+  void *sym;
+  memcpy(&sym, &nv.compile, sizeof sym);
+  if (!st && dladdr(sym, &info) && info.dli_fname && (real = realpath(info.dli_fname, NULL)) &&
+      stat(real, &sb) == 0)
+    rx_strbuf_printf(&b, ", %s, %lld bytes, modified %lld", real, (long long)sb.st_size,
+                     (long long)sb.st_mtime);
+  free(real);
+  rx_strbuf_putc(&b, ')');
+  for (int i = 0; i < n; i++) rx_strbuf_printf(&b, " %s", opts[i]);
+  free(inc);
+  return rx_strbuf_take(&b);
+}
+
+/* One output of a compiled program (cubin: binary; PTX: text, NUL-terminated, its length
+ * without the NUL). */
+static rx_status program_output(nvrtc_program prog, const char *name, bool cubin, char **out_bin,
+                                size_t *out_len) {
+  size_t n = 0;
+  nvrtc_result r = cubin ? nv.cubin_size(prog, &n) : nv.ptx_size(prog, &n);
+  if (r != 0 || n == 0)
+    return rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%sSize: %s", name, cubin ? "CUBIN" : "PTX",
+                          r ? nv.error_string(r) : "empty output");
+  char *bin = rx_malloc(n + 1);
+  r = cubin ? nv.cubin(prog, bin) : nv.ptx(prog, bin);
+  if (r != 0) {
+    free(bin);
+    return rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%s: %s", name, cubin ? "CUBIN" : "PTX",
+                          nv.error_string(r));
+  }
+  bin[n] = '\0';
+  *out_bin = bin;
+  /* PTX size counts its NUL; a cubin is binary */
+  *out_len = cubin ? n : strlen(bin);
+  return NULL;
+}
+
+/* One NVRTC program for arch ("sm" or "compute" kind, number num): PTX into out_ptx and (a real
+ * architecture) the cubin into out_cubin, where those are not NULL. NVRTC programs are
+ * independent: this runs on any thread. */
+static rx_status compile_program(const char *src, const char *name, bool real, const char *num,
+                                 char **out_ptx, size_t *out_ptx_len, char **out_cubin,
+                                 size_t *out_cubin_len, char **out_log) {
+  char arch_opt[64];
+  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%s", real ? "sm" : "compute", num);
+  const char *opts[4];
+  char *inc_opt = NULL;
+  int nopts = nvrtc_options(arch_opt, opts, &inc_opt);
+  nvrtc_program prog = NULL;
+  rx_status st = NULL;
+  nvrtc_result r = nv.create(&prog, src, name, 0, NULL, NULL);
+  if (r != 0) {
+    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcCreateProgram: %s", name, nv.error_string(r));
+    goto done;
+  }
+  r = nv.compile(prog, nopts, opts);
+  char *log = program_log(prog);
+  if (r != 0)
+    st = rx_status_make(RX_ERR_INVALID, "NVRTC could not compile %s for %s_%s: %s\n%s%s", name,
+                        real ? "sm" : "compute", num, nv.error_string(r), log,
+                        inc_opt ? ""
+                                : "\n(no CUDA include directory with cuda_fp16.h was found: set "
+                                  "CUDA_HOME to the toolkit)");
+  if (out_log)
+    *out_log = log;
+  else
+    free(log);
+  if (!st && out_ptx) st = program_output(prog, name, false, out_ptx, out_ptx_len);
+  if (!st && out_cubin) st = program_output(prog, name, true, out_cubin, out_cubin_len);
+done:
+  if (prog) nv.destroy(&prog);
+  free(inc_opt);
+  return st;
+}
+
 rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, bool want_cubin,
                            char **out_bin, size_t *out_len, char **out_log) {
   *out_bin = NULL;
@@ -308,74 +417,32 @@ rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, 
     return rx_status_make(RX_ERR_INVALID, "%s: a cubin needs a real architecture (sm_%s), not '%s'",
                           name, num, arch);
   RX_RETURN_IF_ERROR(rx_nvrtc_load(NULL, NULL));
-
   /* a cubin for sm_XX; PTX is produced for the virtual architecture compute_XX */
-  char arch_opt[64];
-  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%s", want_cubin ? "sm" : "compute",
-           num);
-  char *inc = cuda_include_dir();
-  char *inc_opt = NULL;
-  const char *opts[5];
-  int nopts = 0;
-  opts[nopts++] = arch_opt;
-  opts[nopts++] = "-default-device";
-  opts[nopts++] = "--std=c++17";
-  if (inc) {
-    inc_opt = rx_malloc(strlen(inc) + 3);
-    snprintf(inc_opt, strlen(inc) + 3, "-I%s", inc);
-    opts[nopts++] = inc_opt;
-  }
+  return compile_program(src, name, want_cubin, num, want_cubin ? NULL : out_bin,
+                         want_cubin ? NULL : out_len, want_cubin ? out_bin : NULL,
+                         want_cubin ? out_len : NULL, out_log);
+}
 
-  nvrtc_program prog = NULL;
-  rx_status st = NULL;
-  nvrtc_result r = nv.create(&prog, src, name, 0, NULL, NULL);
-  if (r != 0) {
-    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcCreateProgram: %s", name, nv.error_string(r));
-    goto done;
+rx_status rx_nvrtc_compile_both(const char *src, const char *name, const char *sm_arch,
+                                char **out_ptx, size_t *out_ptx_len, char **out_cubin,
+                                size_t *out_cubin_len, char **out_log) {
+  *out_ptx = *out_cubin = NULL;
+  *out_ptx_len = *out_cubin_len = 0;
+  if (out_log) *out_log = NULL;
+  if (!name) name = "kernel.cu";
+  bool real;
+  const char *num;
+  if (!sm_arch || !parse_arch(sm_arch, &real, &num) || !real)
+    return rx_status_make(RX_ERR_INVALID, "%s: bad CUDA architecture '%s'; expected sm_XX (sm_80)",
+                          name, sm_arch ? sm_arch : "(null)");
+  RX_RETURN_IF_ERROR(rx_nvrtc_load(NULL, NULL));
+  rx_status st = compile_program(src, name, true, num, out_ptx, out_ptx_len, out_cubin,
+                                 out_cubin_len, out_log);
+  if (st) {
+    free(*out_ptx);
+    *out_ptx = NULL;
+    *out_ptx_len = 0;
   }
-  r = nv.compile(prog, nopts, opts);
-  char *log = program_log(prog);
-  if (r != 0) {
-    st = rx_status_make(RX_ERR_INVALID, "NVRTC could not compile %s for %s_%s: %s\n%s%s", name,
-                        want_cubin ? "sm" : "compute", num, nv.error_string(r), log,
-                        inc ? ""
-                            : "\n(no CUDA include directory with cuda_fp16.h was found: set "
-                              "CUDA_HOME to the toolkit)");
-    if (out_log)
-      *out_log = log;
-    else
-      free(log);
-    goto done;
-  }
-  if (out_log)
-    *out_log = log;
-  else
-    free(log);
-
-  size_t n = 0;
-  r = want_cubin ? nv.cubin_size(prog, &n) : nv.ptx_size(prog, &n);
-  if (r != 0 || n == 0) {
-    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%sSize: %s", name,
-                        want_cubin ? "CUBIN" : "PTX", r ? nv.error_string(r) : "empty output");
-    goto done;
-  }
-  char *bin = rx_malloc(n + 1);
-  r = want_cubin ? nv.cubin(prog, bin) : nv.ptx(prog, bin);
-  if (r != 0) {
-    free(bin);
-    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%s: %s", name, want_cubin ? "CUBIN" : "PTX",
-                        nv.error_string(r));
-    goto done;
-  }
-  bin[n] = '\0';
-  *out_bin = bin;
-  /* PTX size counts its NUL; a cubin is binary */
-  *out_len = want_cubin ? n : strlen(bin);
-
-done:
-  if (prog) nv.destroy(&prog);
-  free(inc_opt);
-  free(inc);
   return st;
 }
 

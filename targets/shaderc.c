@@ -19,6 +19,15 @@ bool rx_shaderc_available(void) {
 #endif
 }
 
+#ifndef RX_SHADERC_VERSION
+#define RX_SHADERC_VERSION "unknown"
+#endif
+
+/* every option rx_glsl_to_spirv sets, so a change of them changes the cache key */
+const char *rx_shaderc_id(void) {
+  return "shaderc " RX_SHADERC_VERSION " glsl compute vulkan1.2 spirv1.5 performance";
+}
+
 #if defined(RX_HAVE_SHADERC)
 
 /* Line `line` (1-based) of text[0..len): its start and length; false when out of range. */

@@ -21,6 +21,8 @@ bool rx_spirv_tools_available(void) {
 
 #if defined(RX_HAVE_SPIRV_TOOLS)
 
+const char *rx_spirv_tools_id(void) { return spvSoftwareVersionDetailsString(); }
+
 /* The diagnostic's text with where it points, "(no message)" when there is none. */
 static rx_status diag_status(rx_status_code code, const char *what, spv_diagnostic d) {
   rx_status s;
@@ -80,6 +82,8 @@ rx_status rx_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_
 }
 
 #else
+
+const char *rx_spirv_tools_id(void) { return "absent"; }
 
 static rx_status missing(const char *what) {
   return rx_status_make(RX_ERR_UNSUPPORTED,

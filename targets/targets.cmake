@@ -69,6 +69,12 @@ endif()
 if(RX_SHADERC_LIBS)
   message(STATUS "relaxc: GLSL to SPIR-V with shaderc (${RX_SHADERC_LIBS})")
   target_compile_definitions(relaxc_core PUBLIC RX_HAVE_SHADERC=1)
+  # its version goes into the kernel cache's key (rx_shaderc_id): a new shaderc recompiles
+  execute_process(COMMAND pkg-config --modversion shaderc OUTPUT_VARIABLE RX_SHADERC_VERSION
+                  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(RX_SHADERC_VERSION)
+    target_compile_definitions(relaxc_core PRIVATE RX_SHADERC_VERSION="${RX_SHADERC_VERSION}")
+  endif()
   target_include_directories(relaxc_core PUBLIC ${RX_SHADERC_INCLUDE_DIR})
   target_link_libraries(relaxc_core PUBLIC ${RX_SHADERC_LIBS})
 else()

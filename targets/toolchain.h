@@ -28,6 +28,12 @@ bool rx_spirv_tools_available(void);
 rx_status rx_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint32_t **out_words,
                            size_t *out_nwords);
 
+/* What the SPIR-V a kernel gets depends on, for the kernel cache's key (driver/kcache.c): the
+ * library's version and the options rx_glsl_to_spirv passes; static strings. */
+const char *rx_shaderc_id(void);
+/* SPIRV-Tools' version (spvSoftwareVersionDetailsString), or "absent". */
+const char *rx_spirv_tools_id(void);
+
 /* Validates a SPIR-V module for the Vulkan 1.2 environment (what spirv-val
  * --target-env vulkan1.2 checks). On error: RX_ERR_INVALID with the validator's message. */
 rx_status rx_spirv_validate(const uint32_t *words, size_t nwords);
@@ -51,6 +57,18 @@ rx_status rx_nvrtc_load(int *out_major, int *out_minor);
  * A compile error is RX_ERR_INVALID whose message carries the log. */
 rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, bool want_cubin,
                            char **out_bin, size_t *out_len, char **out_log);
+
+/* One NVRTC compilation for a real architecture (sm_XX) that yields both the PTX (text,
+ * NUL-terminated, *out_ptx_len without the NUL; the same PTX a compute_XX compilation gives)
+ * and the cubin: what the artifact keeps of a CUDA kernel, in one toolchain call. Free both.
+ * Programs are independent: callable from several threads at once. */
+rx_status rx_nvrtc_compile_both(const char *src, const char *name, const char *sm_arch,
+                                char **out_ptx, size_t *out_ptx_len, char **out_cubin,
+                                size_t *out_cubin_len, char **out_log);
+
+/* What a compilation for arch depends on, for the kernel cache's key: NVRTC's version and path
+ * and every option rx_nvrtc_compile passes (include directory too). Heap string. */
+char *rx_nvrtc_id(const char *arch);
 
 /* Resource usage of one kernel, from `ptxas -v`. */
 typedef struct rx_ptxas_func {

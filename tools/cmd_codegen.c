@@ -44,21 +44,17 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
     rx_status_free(st);
     return true;
   }
-  char label[256], compute[32], file[300];
+  char label[256], file[300];
   snprintf(label, sizeof label, "%s.cu", k->name);
-  snprintf(compute, sizeof compute, "compute_%d", t->sm);
-  char *bin = NULL, *log = NULL;
-  size_t len = 0;
+  char *ptx = NULL, *bin = NULL;
+  size_t ptx_len = 0, len = 0;
   bool ok = true;
-  st = rx_nvrtc_compile(k->source, label, compute, false, &bin, &len, &log);
+  /* one NVRTC call gives both (the PTX is what a compute_XX compilation gives) */
+  st = rx_nvrtc_compile_both(k->source, label, t->cuda_arch, &ptx, &ptx_len, &bin, &len, NULL);
   if (!st) {
     snprintf(file, sizeof file, "%s.ptx", k->name);
-    ok = write_file(dir, file, bin, len);
+    ok = write_file(dir, file, ptx, ptx_len);
     if (ok) k->ptx = rx_arena_strdup(&m->arena, file);
-    free(bin);
-    free(log);
-    bin = log = NULL;
-    st = rx_nvrtc_compile(k->source, label, t->cuda_arch, true, &bin, &len, &log);
   }
   if (!st && ok) {
     snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
@@ -70,8 +66,8 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
     rx_status_free(st);
     ok = false;
   }
+  free(ptx);
   free(bin);
-  free(log);
   return ok;
 }
 

@@ -1,5 +1,6 @@
 /* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
- *                [--no-fuse] [--no-nvrtc] [--weights DIR] [--weights-file PATH]
+ *                [--no-fuse] [--no-nvrtc] [--weights DIR] [--weights-file PATH] [-j N]
+ *                [--cache-dir DIR | --no-cache] [--cache-limit MB] [--quiet]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
  * byte: see rx_cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
@@ -10,7 +11,12 @@
  * artifact names relative to itself (docs/artifact.md, "Weights"); --weights DIR also writes an
  * ONNX model's as DIR/<parameter name>.npy (`relaxc run --weights DIR` overrides with them).
  * Dumps go to stdout, the timing table and diagnostics to stderr, then a one-line summary on
- * stdout. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
+ * stdout. Kernels compile on -j N threads (default: the online CPUs) through the kernel cache
+ * (driver/kcache.c; --cache-dir, else $RELAXC_CACHE_DIR, else $XDG_CACHE_HOME/relaxc, else
+ * ~/.cache/relaxc; --no-cache or RELAXC_NO_CACHE=1 without --cache-dir: none); a cache that
+ * cannot be opened is a warning, never an error. On a terminal, a compile longer than a second
+ * shows one updating progress line on stderr (not with --quiet).
+ * Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
 
@@ -26,6 +32,63 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* The toolchain options of the command line: threads, cache, progress. */
+typedef struct tc_flags {
+  int jobs; /* 0: the online CPUs */
+  const char *cache_dir;
+  bool no_cache, quiet;
+  uint64_t cache_limit;
+} tc_flags;
+
+/* --jobs (-j), --cache-dir, --no-cache, --cache-limit, --quiet: 0 when taken, 2 on a bad value, -1
+ * when the flag is another's. */
+static int tc_flag(const rx_cli_args *it, tc_flags *c) {
+  const char *f = it->flag, *v = it->value;
+  if (!strcmp(f, "--cache-dir")) {
+    c->cache_dir = v;
+  } else if (!strcmp(f, "--no-cache")) {
+    c->no_cache = true;
+  } else if (!strcmp(f, "--quiet")) {
+    c->quiet = true;
+  } else if (!strcmp(f, "--jobs") || !strcmp(f, "--cache-limit")) {
+    bool j = !strcmp(f, "--jobs");
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    long long lo = j ? 1 : 0, hi = j ? 1024 : (1ll << 40);
+    if (!*v || *end || n < lo || n > hi)
+      return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", f, v, lo,
+                                hi);
+    if (j)
+      c->jobs = (int)n;
+    else
+      c->cache_limit = (uint64_t)n << 20;
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+/* The cache the flags ask for into o->cache (NULL: none); a cache that cannot be opened is a
+ * warning, and the compile goes on without it. */
+static void open_cache(const tc_flags *c, rx_compile_options *o) {
+  o->cache = NULL;
+  const char *off = getenv("RELAXC_NO_CACHE");
+  if (c->no_cache || (!c->cache_dir && off && *off && strcmp(off, "0"))) return;
+  char *dir = c->cache_dir ? rx_strdup(c->cache_dir) : rx_kcache_default_dir();
+  if (!dir) {
+    fprintf(stderr, "relaxc: warning: no kernel cache (neither $XDG_CACHE_HOME nor $HOME is "
+                    "set; --cache-dir DIR names one)\n");
+    return;
+  }
+  rx_status st = rx_kcache_open(dir, c->cache_limit, &o->cache);
+  if (st) {
+    fprintf(stderr, "relaxc: warning: no kernel cache: %s\n", rx_status_message(st));
+    rx_status_free(st);
+  }
+  free(dir);
+}
 
 /* The one-line summary on stdout: functions, programs, kernels per target, planned memory and
  * what was written where. */
@@ -51,14 +114,44 @@ static void summary(const char *file, const rx_compile_result *r, const char *ou
   printf("\n");
 }
 
+/* FILE into m: kind 'h' a Hugging Face folder, 'o' an ONNX model (its weights bound), 't' text.
+ * *out_reported: the error is printed already (else it is in diag). */
+static bool load(rx_module *m, const char *file, const char *text, size_t len, char kind,
+                 const rx_hf_options *hfo, rx_diag *diag, bool *out_reported) {
+  if (kind == 'h') {
+    *out_reported = !rx_cli_import_hf(m, file, hfo);
+    return !*out_reported;
+  }
+  if (kind == 't')
+    return rx_parse_module(m, rx_cli_input_name(file), text, len, diag) && diag->errors == 0;
+#ifdef RX_HAVE_ONNX
+  char *base = rx_cli_dir_of(file);
+  rx_status st = rx_onnx_import(m, text, len, rx_cli_input_name(file), base, diag);
+  if (!st) st = rx_onnx_add_weights(m, text, len, rx_cli_input_name(file), base); /* bound */
+  free(base);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
+  }
+  *out_reported = st != NULL;
+  return !st && diag->errors == 0;
+#else
+  return false; /* rx_cmd_compile refused it before */
+#endif
+}
+
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
+  tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
-    if (!f) {
+    int tc_rc = f ? tc_flag(&it, &tc) : -1;
+    if (tc_rc >= 0) {
+      if (tc_rc) return tc_rc;
+    } else if (!f) {
       if (file) return rx_cli_usage_error(cmd, "'compile' takes one FILE, got '%s' too", it.value);
       file = it.value;
     } else if (!strcmp(f, "-o")) {
@@ -137,6 +230,9 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   }
 #endif
 
+  o.jobs = tc.jobs;
+  o.progress = !tc.quiet && isatty(2);
+  open_cache(&tc, &o);
   rx_module *m = rx_module_new();
   rx_diag diag;
   rx_diag_init(&diag);
@@ -144,33 +240,13 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   o.dump_out = &dumps;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
-  bool ok, reported = false; /* reported: an error is printed already */
-  if (hf) {
-    ok = rx_cli_import_hf(m, file, &hfo);
-    reported = !ok;
-  } else if (!onnx) {
-    ok = rx_parse_module(m, rx_cli_input_name(file), text, len, &diag) && diag.errors == 0;
-  } else {
-#ifdef RX_HAVE_ONNX
-    char *base = rx_cli_dir_of(file);
-    rx_status st = rx_onnx_import(m, text, len, rx_cli_input_name(file), base, &diag);
-    if (!st) st = rx_onnx_add_weights(m, text, len, rx_cli_input_name(file), base); /* bound */
-    free(base);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-    }
-    reported = st != NULL;
-    ok = !st && diag.errors == 0;
-#else
-    ok = false; /* returned above */
-#endif
-  }
+  bool reported = false; /* an error is printed already */
+  bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
   ok = ok && rx_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);
   fputs(rx_diag_text(&diag), stderr);
-  if (ok)
+  if (ok && !tc.quiet)
     for (int t = 0; t < r.ntargets; t++)
       if (r.targets[t].note)
         fprintf(stderr, "relaxc: note: %s: %s\n", r.targets[t].target->name, r.targets[t].note);
@@ -195,6 +271,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     fputs("relaxc: error: compilation failed\n", stderr);
   }
   rx_compile_result_free(&r);
+  rx_kcache_close(o.cache);
   rx_strbuf_free(&dumps);
   rx_diag_free(&diag);
   rx_module_free(m);

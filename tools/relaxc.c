@@ -84,6 +84,18 @@ static const rx_cli_flag compile_flags[] = {
      "write the weights to the side file PATH (safetensors), which the artifact names; "
      "default: inside the artifact",
      NULL},
+    {"--jobs", "-j", "N",
+     "compile kernels on N threads; default: the online CPUs (the artifact is the same for any N)",
+     NULL},
+    {"--cache-dir", NULL, "DIR",
+     "keep compiled kernels in DIR; default: $RELAXC_CACHE_DIR, else $XDG_CACHE_HOME/relaxc, "
+     "else ~/.cache/relaxc",
+     NULL},
+    {"--no-cache", NULL, NULL,
+     "neither read nor write the kernel cache (also: RELAXC_NO_CACHE=1 without --cache-dir)", NULL},
+    {"--cache-limit", NULL, "MB",
+     "evict the least recently used kernels beyond MB mebibytes (0: no limit); default: 512", NULL},
+    {"--quiet", "-q", NULL, "no progress line and no notes on stderr", NULL},
     HF_FLAGS,
     {0}};
 

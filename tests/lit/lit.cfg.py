@@ -11,6 +11,9 @@ config.test_exec_root = os.path.join(config.relaxc_bin_dir, "tests", "lit-out")
 
 config.environment["PATH"] = os.pathsep.join(
     [config.relaxc_bin_dir, config.llvm_bin_dir, config.environment.get("PATH", "")])
+# `relaxc compile` keeps kernels in a cache under $HOME by default: the tests neither read nor
+# leave one (each run compiles as if cold); tests of the cache pass --cache-dir %t/... instead.
+config.environment["RELAXC_NO_CACHE"] = "1"
 config.substitutions.append(
     ("%relaxc", getattr(config, "relaxc_run_prefix", "") + os.path.join(config.relaxc_bin_dir, "relaxc")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
