@@ -972,6 +972,60 @@ done:
   return res;
 }
 
+/* x // k or x % k (k > 1, x canonical) when the rules above fail: for a divisor g of k (largest
+ * first), the terms that are multiples of g form s and the rest r; where r stays within one
+ * period [q g, q g + g), x // k == (s + q g) // k and x % k == (s + q g) % k + (r - q g), since
+ * s + q g is a multiple of g and g divides k. Splits (8 u + w) // 16 into (8 u) // 16 for w in
+ * 0..8, which the exact rules leave whole. */
+static const rx_expr *split_rule(rx_analyzer *an, const rx_expr *x, int64_t k, bool is_div) {
+  rx_expr_ctx *ctx = an->ctx;
+  const rx_expr *res = NULL;
+  rx_poly p;
+  rx_poly_init(&p);
+  rx_poly_add_expr(&p, x, 1);
+  rx_poly_norm(&p);
+  /* candidates: gcd(k, a term's known multiple), each a divisor of k below it */
+  int64_t cand[8];
+  int nc = 0;
+  for (size_t i = 0; !p.ovf && i < p.n && nc < 8; i++) {
+    int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd, a, b;
+    if (d == 0 || !rx_i64_mul(d, p.t[i].k, &kd)) continue;
+    for (a = k, b = kd < 0 ? -kd : kd; b;) {
+      int64_t t = a % b;
+      a = b;
+      b = t;
+    }
+    if (a > 1 && a < k) cand[nc++] = a;
+  }
+  for (int ci = 0; !p.ovf && !res && ci < nc; ci++) {
+    int64_t g = cand[ci];
+    rx_poly s, r;
+    rx_poly_init(&s);
+    rx_poly_init(&r);
+    r.c = p.c;
+    for (size_t i = 0; i < p.n; i++) {
+      int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd;
+      bool exact = d == 0 || (rx_i64_mul(d, p.t[i].k, &kd) && kd % g == 0);
+      rx_poly_push(exact ? &s : &r, p.t[i].m, p.t[i].k);
+    }
+    xiv b = poly_bnd(an, r.t, r.n, r.c);
+    int64_t q1, q2, qg;
+    if (s.n && r.n && !b.lo.s && !b.hi.s && rx_i64_floordiv(b.lo.v, g, &q1) &&
+        rx_i64_floordiv(b.hi.v, g, &q2) && q1 == q2 && rx_i64_mul(q1, g, &qg) &&
+        rx_i64_sub(r.c, qg, &r.c)) {
+      s.c = qg;
+      const rx_expr *se = poly_expr(an, &s), *re = poly_expr(an, &r);
+      if (se && re)
+        res = is_div ? rx_expr_floordiv(ctx, se, rx_expr_const(ctx, k))
+                     : rx_expr_add(ctx, rx_expr_floormod(ctx, se, rx_expr_const(ctx, k)), re);
+    }
+    rx_poly_free(&s);
+    rx_poly_free(&r);
+  }
+  rx_poly_free(&p);
+  return res;
+}
+
 /* k * (X // c) with c | k and X % c known == r: (k / c) * (X - r) */
 static bool sum_divmul(rx_analyzer *an, rx_poly *p) {
   for (size_t i = 0; i < p->n; i++) {
@@ -1079,6 +1133,7 @@ static const rx_expr *asimp_node(rx_analyzer *an, const rx_expr *e) {
     b = r->b;
     if (b->kind == RX_EXPR_CONST && b->value > 1) {
       const rx_expr *s = is_div ? div_rule(an, a, b->value) : mod_rule(an, a, b->value);
+      if (!s) s = split_rule(an, a, b->value, is_div);
       return s ? s : r;
     }
     if (b->kind != RX_EXPR_CONST &&
