@@ -594,6 +594,12 @@ static void test_analyzer(void) {
   asimp(J, "j < 3", "j < 3");
   bounds(J, "j * 2 + 1", 1, 7);
   asimp("", "(n*8 + 7) // 8", "n");
+  /* split at a divisor of the modulus: the rest within one period of 8 (analyzer split_rule) */
+  asimp("0 <= u; 0 <= w; w < 8", "(u*8 + w) // 32", "(u*8) // 32");
+  asimp("0 <= u; 0 <= w; w < 8", "(u*8 + w) % 32", "(u*8) % 32 + w");
+  asimp("0 <= u; 0 <= w; w < 8", "(u*8 + w + 8) // 32", "(u*8 + 8) // 32");
+  asimp("0 <= tx; tx < 256", "(b*256 + tx) % 1024", "tx + b % 4 * 256");
+  asimp("0 <= u; 0 <= w; w < 9", "(u*8 + w) // 32", "(u*8 + w) // 32"); /* w may carry */
   asimp("", "min(n, n + 1)", "n");
   asimp("0 <= n", "(n + 7) // 8 * 8 - n", "(n + 7) // 8 * 8 - n");
 
