@@ -28,7 +28,7 @@
 #define GM_MAX_NT 4  /* mma tiles of 8 columns per warp, at most (an even count) */
 
 /* A tile configuration: the block's rows and columns, its warps along each, per row count
- * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 for up to 64 rows (more blocks for the
+ * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 up to gemm_mma_mid_rows (more blocks for the
  * columns of small batches), 128 x 128 in 8 warps of 64 x 32 above. */
 typedef struct gm_cfg {
   int bm, bn, wm, wn;
@@ -328,9 +328,21 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   }
 }
 
-rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows) {
+/* Where M is known, the 128 x 128 tiles are kept for row counts that give at least GM_WAVE
+ * blocks (about one wave of a large GPU: 132 SMs on an H100, 108 on an A100); below that the
+ * 64 x 64 tiles give 4x the blocks. M = 4096: up to 384 rows; 11008: 128; 1024: 1920. A
+ * heuristic, to be checked against bench/gpu.sh's gemm part. */
+#define GM_WAVE 128
+int gemm_mma_mid_rows(const mm_info *mi) {
+  if (mi->M->kind != RX_EXPR_CONST || mi->M->value < 1) return MID_ROWS;
+  int64_t ncol = (mi->M->value + GM_LARGE.bn - 1) / GM_LARGE.bn;
+  int64_t rows = (int64_t)GM_LARGE.bm * ((GM_WAVE + ncol - 1) / ncol - 1);
+  return rows < MID_ROWS ? MID_ROWS : rows > 2048 ? 2048 : (int)rows;
+}
+
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
   rx_expr_ctx *cx = s->cx;
-  gm_cfg cf = rows > 0 && rows <= GM_SMALL.bm ? GM_SMALL : GM_LARGE;
+  gm_cfg cf = small_tiles ? GM_SMALL : GM_LARGE;
   gm_k c = {.s = s,
             .mi = mi,
             .cf = cf,

@@ -12,7 +12,8 @@
  *                                  gemv_rows over all n rows when Q is contiguous along k and the
  *                                  target has subgroup arithmetic (each weight read once), else
  *                                  the small-tile gemm;
- *                    n <= 64       gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles);
+ *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
+ *                                  to gemm_mma_mid_rows: 64 or more, by the column count);
  *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions with
  *                                  operand rows 16-byte aligned (a cp.async pipeline through
  *                                  shared memory, ldmatrix, mma.sync); else gemm_mma_regs under
@@ -40,9 +41,9 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
   if (!small && gemm_mma_fits(s, mi)) {
-    bool tiles64 = rows > 0 && rows <= MID_ROWS;
+    bool tiles64 = rows > 0 && rows <= gemm_mma_mid_rows(mi);
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, tiles64 ? "gemm_mma_64" : "gemm_mma"};
-    return gemm_mma_schedule(s, mi, rows);
+    return gemm_mma_schedule(s, mi, tiles64);
   }
   if (!small && gemv_mma_fits(s, mi)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma_regs"};
@@ -58,19 +59,22 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const rx_expr *rows = mi.N;
   if (rows->kind == RX_EXPR_CONST) {
     rx_sched_variant v = {NULL, RX_SCHED_GEMM, NULL};
-    o->body = pick(s, &mi, rows->value > MID_ROWS ? 0 : (int)rows->value, &v);
+    int mid = gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
+    o->body = pick(s, &mi, rows->value > mid ? 0 : (int)rows->value, &v);
     v.name = NULL;
     sched_set_variants(o->m, o->res, &v, 1);
     return true;
   }
-  /* n == 1, n <= SMALL_ROWS, [n <= MID_ROWS where gemm_mma applies: its smaller tiles], else */
+  /* n == 1, n <= SMALL_ROWS, [n <= gemm_mma_mid_rows where gemm_mma applies: its smaller
+   * tiles], else */
   bool mid = gemm_mma_fits(s, &mi);
+  int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
       {rx_expr_cmp(s->cx, RX_EXPR_EQ, rows, E(s, 1)), RX_SCHED_GEMV, NULL},
       {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
-      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, MID_ROWS)), RX_SCHED_GEMM, NULL},
+      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, mid_rows)), RX_SCHED_GEMM, NULL},
       {NULL, RX_SCHED_GEMM, NULL}};
-  static const int bound[4] = {1, SMALL_ROWS, MID_ROWS, 0};
+  const int bound[4] = {1, SMALL_ROWS, mid_rows, 0};
   int nv = mid ? 4 : 3;
   if (!mid) v[2] = v[3];
   rx_stmt *k[4];

@@ -74,10 +74,12 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mm
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 /* P and Q plain f16/bf16 loads of one dtype, K a positive multiple of 32, a target with mma.sync
  * m16n8k16 into f32: what every kernel on mma.sync needs (each adds how it reads P and Q). */
-bool mm_mma_operands(const rx_sctx *s, const mm_info *mi);           /* gemv_mma.c */
-rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);      /* gemv_mma.c */
-rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemm_mma.c */
-bool gemm_mma_fits(rx_sctx *s, const mm_info *mi);                   /* gemm_mma.c */
-rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);   /* gemm.c */
+bool mm_mma_operands(const rx_sctx *s, const mm_info *mi);                   /* gemv_mma.c */
+rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
+rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles); /* gemm_mma.c */
+/* The row count up to which gemm_mma takes its 64 x 64 tiles (at least MID_ROWS). */
+int gemm_mma_mid_rows(const mm_info *mi);                          /* gemm_mma.c */
+bool gemm_mma_fits(rx_sctx *s, const mm_info *mi);                 /* gemm_mma.c */
+rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small); /* gemm.c */
 
 #endif

@@ -28,7 +28,8 @@
  * block's threads along the columns; past it the large tiles reuse more of each loaded tile).
  * With a symbolic row count it is also the bound of the run-time variant n <= SMALL_ROWS. */
 #define SMALL_ROWS 16
-/* Row counts up to which the GEMM on matrix units takes its smaller tiles (gemm_mma.c). */
+/* Row counts up to which the GEMM on matrix units takes its smaller tiles at least (gemm_mma.c,
+ * gemm_mma_mid_rows: more where the larger tiles would leave a GPU's SMs idle). */
 #define MID_ROWS 64
 /* Bookkeeping bounds of the matchers (not tuning): the loads a row reduction redirects to a
  * local, the buffers the fallback rule tracks, the expression stack of the elementwise check. */
