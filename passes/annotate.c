@@ -211,6 +211,7 @@ static bool plain(const rx_stmt *s, int *reduces) {
   case RX_STMT_IF:
   case RX_STMT_BARRIER:
   case RX_STMT_MMA:
+  case RX_STMT_FRAG:
     return false;
   }
   return false;

@@ -398,7 +398,8 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     return r;
   case RX_STMT_BARRIER:
     return r;
-  case RX_STMT_MMA: /* only schedules write it; a scheduled program is not fused */
+  case RX_STMT_MMA: /* only schedules write them; a scheduled program is not fused */
+  case RX_STMT_FRAG:
     return NULL;
   }
   return NULL;

@@ -44,7 +44,7 @@ bool sched_tx_loads(const rx_tx *e, const rx_buffer *b) {
 bool sched_stmt_has_bound(const rx_stmt *s) {
   if (!s) return false;
   if ((s->kind == RX_STMT_FOR && rx_loop_is_bound(s->loop_kind)) || s->kind == RX_STMT_BARRIER ||
-      s->kind == RX_STMT_MMA)
+      s->kind == RX_STMT_MMA || s->kind == RX_STMT_FRAG)
     return true;
   for (int i = 0; i < s->n; i++)
     if (sched_stmt_has_bound(s->body[i])) return true;
