@@ -171,7 +171,8 @@ enum { /* cg_printer.need */
        CG_NEED_SG_MAX,
        CG_NEED_SG_MIN,
        CG_NEED_SUBGROUP,
-       CG_NEED_UNROLL, /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
+       CG_NEED_UNROLL,  /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
+       CG_NEED_COOPMAT, /* GLSL: fragments as cooperative matrices (GL_NV_cooperative_matrix) */
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;
