@@ -14,6 +14,9 @@
  *                                  the small-tile gemm;
  *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions (a first
  *                                  form: operands from registers, no shared-memory pipeline),
+ *                                  else gemm_frag on subgroup matrix fragments where the
+ *                                  target lists them for P's and Q's dtype into f32 (Metal
+ *                                  simdgroup_matrix, vulkan-nvidia's cooperative matrices),
  *                                  else gemm.
  *                  A constant n gets its kernel; a symbolic one the three variants `n == 1`,
  *                  `n <= 16`, otherwise, chosen at run time. The rule is GEMV for one row and
@@ -39,6 +42,10 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   if (!small && gemv_mma_fits(s, mi)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma"};
     return gemm_mma_schedule(s, mi);
+  }
+  if (!small && gemm_frag_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_frag"};
+    return gemm_frag_schedule(s, mi);
   }
   *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, small ? "gemm_small" : "gemm"};
   return gemm_schedule(s, mi, small);

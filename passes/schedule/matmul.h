@@ -8,6 +8,8 @@
  *                         weight element is read once for all of them
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
  *   gemm_mma    gemv_mma.c  more rows, the same kernel over tiles of 32 rows x 32 columns
+ *   gemm_frag   gemm_frag.c more rows on subgroup matrix fragments (Metal simdgroup_matrix,
+ *                         Vulkan cooperative matrices): tiles of P and Q staged in shared memory
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -67,5 +69,7 @@ rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mm
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small);    /* gemm.c */
+rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi);           /* gemm_frag.c */
+bool gemm_frag_fits(const rx_sctx *s, const mm_info *mi);             /* gemm_frag.c */
 
 #endif

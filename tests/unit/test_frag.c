@@ -14,7 +14,9 @@
  *     the fragment and the target;
  *   - it prints and parses back; the verifier refuses wrong uses, shapes, dtypes and element
  *     access; the interpreter refuses a statement reached by part of a subgroup, operands that
- *     differ across the lanes, and a load past the end of its buffer.
+ *     differ across the lanes, and a load past the end of its buffer;
+ *   - the matmul rule's gemm_frag variant of tests/kernels/gemm_frag.rx is chosen for Metal and
+ *     vulkan-nvidia, and its scheduled program matches the unscheduled one in the interpreter.
  * Exits 77 when nothing could run.
  * usage: test_frag TESTS_DIR */
 #include "support_pipeline.h"
@@ -135,6 +137,52 @@ static void check_pair(rx_module *m, const char *prog, const char *ref, const ch
   rxk_release(&p);
 }
 
+/* The matmul rule's gemm_frag variant (passes/schedule/gemm_frag.c) for target (the kernels of
+ * tests/kernels/gemm_frag.rx): it is chosen for more than 16 rows, and the scheduled program run
+ * in the interpreter with subgroups of 32 matches the unscheduled one at n = 17, 64, 100 (for
+ * metal-apple7 test_kernels also runs its MSL in the emulator at every size). */
+static void check_gemm_frag(rx_module *m, const char *prog, const char *target) {
+  const rx_tensor_fn *f = rxk_find_fn(m, prog);
+  const rx_target *t;
+  rx_status ts = rx_target_parse(target, &t);
+  RX_ASSERT(!ts && f);
+  rxk_prepared p;
+  rxk_prepare(m, f, t, &st, &p); /* shaderc and spirv-val for Vulkan, counted there */
+  bool chosen = false;
+  for (int v = 0; p.ok && v < p.sr.nvariants; v++)
+    chosen |= p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, "gemm_frag");
+  CHECK(chosen, "%s: no gemm_frag variant", p.what);
+  static const int64_t sizes[] = {17, 64, 100};
+  rxk_env base;
+  rxk_program_vars(f, &base);
+  for (size_t si = 0; p.ok && si < RX_ARRAY_LEN(sizes); si++) {
+    rxk_env e = base;
+    for (int v = 0; v < e.n; v++) e.values[v] = sizes[si];
+    char why[512];
+    rxk_buffers in, want, got;
+    if (!rxk_make_buffers(f, &e, &in, why, sizeof why)) {
+      FAIL("%s at n=%lld: %s", p.what, (long long)sizes[si], why);
+      continue;
+    }
+    rxk_copy_buffers(&in, &want);
+    rxk_copy_buffers(&in, &got);
+    rx_interp_opts o = {.subgroup_size = 32};
+    rx_status s = rx_interp_run(m, f, want.arg, want.n, NULL);
+    if (!s) s = rx_interp_run(m, p.sr.fn, got.arg, got.n, &o);
+    if (s)
+      FAIL("%s at n=%lld: %s", p.what, (long long)sizes[si], rx_status_message(s));
+    else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
+      FAIL("%s at n=%lld: scheduled vs unscheduled: %s", p.what, (long long)sizes[si], why);
+    else
+      st.passed++;
+    rx_status_free(s);
+    rxk_free_buffers(&in);
+    rxk_free_buffers(&want);
+    rxk_free_buffers(&got);
+  }
+  rxk_release(&p);
+}
+
 /* The printer's round trip of the whole file. */
 static void check_round_trip(rx_module *m) {
   rx_strbuf printed = {0}, again = {0};
@@ -240,6 +288,19 @@ int main(int argc, char **argv) {
   check_interp_error("frag load fa, h[8], 8", "is element 64 of `h`, which has 64");
   check_interp_error("frag store fa, y[0], 8, col_major\n      frag load fa, h[0], 9",
                      "element (7, 1) of the fragment");
+  rx_module_free(m);
+  snprintf(path, sizeof path, "%s/kernels/gemm_frag.rx", dir);
+  m = rxk_load_module(path, &msg);
+  if (!m) {
+    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
+    rx_strbuf_free(&msg);
+    return 1;
+  }
+  static const char *const progs[] = {"frag_proj", "frag_xw", "frag_batched"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(progs); i++) {
+    check_gemm_frag(m, progs[i], "metal-apple7");
+    if (i < 2) check_gemm_frag(m, progs[i], "vulkan-nvidia"); /* f16 only there */
+  }
   rx_module_free(m);
   printf("fragments: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
   return st.failed ? 1 : st.passed ? 0 : 77;
