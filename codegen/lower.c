@@ -453,6 +453,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   }
   /* its subgroup operations group the threads by the target's size: the runtime pins it */
   k->subgroup_size = ck->uses_subgroup ? t->subgroup_size : 0;
+  k->coop_matrix = ck->uses_frag && t->kind == RX_TARGET_VULKAN; /* the runtime checks the device */
   free(w.used);
   free(w.written);
   rx_ptrvec_free(&w.vars);
