@@ -1195,8 +1195,10 @@ static bool frag_offsets(const cst *s, const rbuf *mem, int64_t off, int64_t str
   return true;
 }
 
-/* D = A B + C over the fragments of lane th[0] (ir.h, RX_STMT_FRAG), products and sums in double,
- * rounded to D's dtype once, into res (M x N). */
+/* D = A B + C over the fragments of lane th[0] (ir.h, RX_STMT_FRAG) into res (M x N): for floats
+ * d = c + a[r][0] b[0][q] + ... in k order, each product and each addition rounded to f32 (the
+ * products of 16-bit inputs are exact), then to D's dtype: a chain of mma over ascending k sums
+ * exactly as a serial loop does (the hardware's order is unspecified); integers exactly. */
 static void frag_mma(const thr *th, const cst *s, val *res) {
   const rbuf *a = th->bufs[s->buf2], *b = th->bufs[s->buf3], *c = th->bufs[s->buf4];
   int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
@@ -1204,12 +1206,16 @@ static void frag_mma(const thr *th, const cst *s, val *res) {
   for (int64_t r = 0; r < m; r++)
     for (int64_t q = 0; q < n; q++) {
       val cv = rd(c->dt, c->data, r * n + q);
-      double acc = ints ? (double)cv.i : cv.f;
+      int64_t iacc = ints ? cv.i : 0;
+      float facc = ints ? 0.0f : cv.f;
       for (int64_t x = 0; x < k; x++) {
         val av = rd(a->dt, a->data, r * k + x), bv = rd(b->dt, b->data, x * n + q);
-        acc += aints ? (double)av.i * (double)bv.i : (double)av.f * (double)bv.f;
+        if (aints)
+          iacc += av.i * bv.i;
+        else /* ISO C11 (CMake: no extensions): no contraction into an fma */
+          facc = facc + av.f * bv.f;
       }
-      res[r * n + q] = ints ? (val){.i = (int64_t)acc} : (val){.f = (float)acc};
+      res[r * n + q] = ints ? (val){.i = iacc} : (val){.f = facc};
     }
 }
 
