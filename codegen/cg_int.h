@@ -37,6 +37,7 @@ typedef struct cg_kernel {
   bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
   bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
   bool uses_async;             /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
+  bool uses_frag;              /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
   rx_loc loc;                  /* of the kernel root */
 } cg_kernel;
 
@@ -61,6 +62,18 @@ int cg_param_of(const rx_tensor_fn *f, const rx_buffer *b);
 /* ---- printing ---------------------------------------------------------------------------- */
 
 typedef struct cg_printer cg_printer;
+
+/* The operands of a fragment's ALLOC or frag statement as printed (cprinter.c, pfrag) */
+typedef struct cg_frag_ops {
+  const char *frag;      /* the fragment (D of mma) */
+  const char *a, *b, *c; /* mma */
+  const char *mem;       /* load, store: the array in memory (a kernel argument or shared array) */
+  const char *off;       /* load, store: the flat index of element (0, 0) in mem */
+  const char *stride;    /* load, store: the stride, in the index type */
+  const char *value;     /* fill: the value, in the fragment's dtype */
+  const char *type;      /* the fragment's element type in the language */
+  int rows, cols;        /* the fragment's shape */
+} cg_frag_ops;
 
 /* What a language changes; the base does the rest. */
 typedef struct cg_lang {
@@ -118,6 +131,9 @@ typedef struct cg_lang {
   /* the matrix-unit statements (ir.h: RX_STMT_MMA, ASYNC_COPY, ASYNC_COMMIT, ASYNC_WAIT,
    * LDMATRIX); NULL: the language has none */
   void (*mma)(cg_printer *p, rx_strbuf *o, const rx_stmt *s);
+  /* subgroup matrix fragments (ir.h, RX_STMT_FRAG): s is a fragment's ALLOC (its declaration)
+   * or a frag statement, with its operands printed by the base; NULL: the language has none */
+  void (*frag)(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *ops);
   /* the subgroup reduction of x (printed operand) of dtype t into the expression text */
   void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
   /* a symbolic value as used in index arithmetic */
@@ -157,7 +173,8 @@ enum { /* cg_printer.need */
        CG_NEED_SG_MAX,
        CG_NEED_SG_MIN,
        CG_NEED_SUBGROUP,
-       CG_NEED_UNROLL, /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
+       CG_NEED_UNROLL,  /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
+       CG_NEED_COOPMAT, /* GLSL: fragments as cooperative matrices (GL_NV_cooperative_matrix) */
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;

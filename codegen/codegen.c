@@ -206,6 +206,7 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
           o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
           k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes, k->index64 ? 64 : 32);
       if (k->subgroup_size) rx_strbuf_printf(o, "     \"subgroup_size\": %d,\n", k->subgroup_size);
+      if (k->coop_matrix) rx_strbuf_append(o, "     \"cooperative_matrix\": true,\n");
       const char *loc;
       int binding = -1;
       int nbuf = 0;

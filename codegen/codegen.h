@@ -80,6 +80,7 @@ typedef struct rx_kernel {
   int scalar_bytes;       /* bytes of the symbolic-value block */
   bool index64;           /* 64-bit index arithmetic was needed */
   int subgroup_size;      /* the subgroup size its subgroup operations assume; 0: none used */
+  bool coop_matrix;       /* GLSL: cooperative matrices (GL_NV_cooperative_matrix fragments) */
   const uint32_t *spirv;  /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
   size_t spirv_words;
   const char *binary; /* file name of the binary written next to the source (kernels.json

@@ -1309,6 +1309,64 @@ void cg_access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
 }
 
 void cg_value(cg_printer *p, rx_strbuf *o, const rx_tx *e, rx_dtype want) { pt_as(p, o, e, want); }
+/* A fragment's ALLOC or a frag statement (ir.h, RX_STMT_FRAG): its operands printed, then the
+ * language's hook (lowering refuses a target without one first, lower.c). */
+static void pfrag(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  if (!p->L->frag) {
+    cg_error(p, s->loc, "subgroup matrix fragments cannot be printed in this language");
+    return;
+  }
+  rx_strbuf off = {0}, stride = {0}, value = {0};
+  const rx_buffer *f = s->buf;
+  cg_frag_ops ops = {.frag = cg_name(p, f->name),
+                     .type = tname(p, f->dtype),
+                     .rows = (int)f->shape[0]->value,
+                     .cols = (int)f->shape[1]->value};
+  if (s->kind == RX_STMT_FRAG && s->frag_op == RX_FRAG_OP_MMA) {
+    ops.a = cg_name(p, s->mma_a->name);
+    ops.b = cg_name(p, s->mma_b->name);
+    ops.c = cg_name(p, s->mma_c->name);
+  } else if (s->kind == RX_STMT_FRAG && s->frag_op == RX_FRAG_OP_FILL) {
+    pt_as(p, &value, s->value, f->dtype);
+    ops.value = value.data;
+  } else if (s->kind == RX_STMT_FRAG) {
+    const char *name = NULL;
+    for (int i = 0; i < p->ck->nshared; i++)
+      if (p->ck->shared[i].buf == s->mem) name = p->ck->shared[i].name;
+    ops.mem = cg_name(p, name ? name : s->mem->name);
+    access_index(p, &off, s->mem, s->idx, s->nidx);
+    pt_index(p, &stride, s->value);
+    ops.off = off.data;
+    ops.stride = stride.data;
+  }
+  p->L->frag(p, o, s, &ops);
+  rx_strbuf_free(&off);
+  rx_strbuf_free(&stride);
+  rx_strbuf_free(&value);
+}
+
+/* A local allocation: an array set to zero, or a fragment's declaration */
+static void palloc(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  rx_buffer *b = s->buf;
+  if (b->scope != RX_SCOPE_LOCAL) return; /* shared: hoisted; global: rejected by lowering */
+  if (b->frag) {
+    pfrag(p, o, s);
+    return;
+  }
+  int64_t n = 1;
+  for (int d = 0; d < b->ndim; d++) n *= b->shape[d]->value;
+  const char *name = cg_name(p, b->name);
+  cg_indent(p, o);
+  rx_strbuf_printf(o, "%s %s[%lld];\n", tname(p, b->dtype), name, (long long)(n ? n : 1));
+  cg_indent(p, o);
+  if (n == 1) {
+    rx_strbuf_printf(o, "%s[0] = ", name);
+  } else {
+    rx_strbuf_printf(o, "for (int rx_z = 0; rx_z < %lld; ++rx_z) %s[rx_z] = ", (long long)n, name);
+  }
+  lit_int(p, o, 0, b->dtype);
+  rx_strbuf_append(o, ";\n");
+}
 
 static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   if (!s || p->failed) return;
@@ -1406,25 +1464,9 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     pt_as(p, o, s->value, s->local->dtype);
     rx_strbuf_append(o, ";\n");
     break;
-  case RX_STMT_ALLOC: {
-    rx_buffer *b = s->buf;
-    if (b->scope != RX_SCOPE_LOCAL) break; /* shared: hoisted; global: rejected by lowering */
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++) n *= b->shape[d]->value;
-    const char *name = cg_name(p, b->name);
-    cg_indent(p, o);
-    rx_strbuf_printf(o, "%s %s[%lld];\n", tname(p, b->dtype), name, (long long)(n ? n : 1));
-    cg_indent(p, o);
-    if (n == 1) {
-      rx_strbuf_printf(o, "%s[0] = ", name);
-    } else {
-      rx_strbuf_printf(o, "for (int rx_z = 0; rx_z < %lld; ++rx_z) %s[rx_z] = ", (long long)n,
-                       name);
-    }
-    lit_int(p, o, 0, b->dtype);
-    rx_strbuf_append(o, ";\n");
+  case RX_STMT_ALLOC:
+    palloc(p, o, s);
     break;
-  }
   case RX_STMT_IF:
     cg_indent(p, o);
     rx_strbuf_append(o, "if (");
@@ -1453,6 +1495,9 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     break;
   default: /* mma and the other matrix-unit statements (ir.h: the kinds after BARRIER) */
     pmma(p, o, s);
+    break;
+  case RX_STMT_FRAG:
+    pfrag(p, o, s);
     break;
   }
   rx_analyzer_reset(p->an, mark);

@@ -8,6 +8,8 @@
  * subgroupAdd/Max/Min (GL_KHR_shader_subgroup_arithmetic). GLSL has no erf: rx_erf. */
 #include "cg_int.h"
 
+#include <stdio.h>
+
 static void glsl_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
   (void)p;
   rx_strbuf_append(o, name);
@@ -21,6 +23,42 @@ static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
     return;
   }
   rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
+}
+
+/* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) as GL_NV_cooperative_matrix's
+ * fcoopmatNV<BITS, gl_ScopeSubgroup, ROWS, COLS> (GLSL extension GL_NV_cooperative_matrix; SPIR-V
+ * SPV_NV_cooperative_matrix): a constructor from one scalar fills it, coopMatLoadNV /
+ * coopMatStoreNV(m, array, element, stride, colMajor) from a storage buffer or shared array of
+ * the element type (element and stride in elements), coopMatMulAddNV(a, b, c). Lowering allows
+ * only the shapes of the target's `.mma` table (vulkan-nvidia); the runtime checks the device's
+ * VK_NV_cooperative_matrix. GL_KHR_cooperative_matrix would need glslang 13 (targets.c). */
+static void glsl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *f) {
+  p->need[CG_NEED_COOPMAT] = true;
+  char T[96];
+  snprintf(T, sizeof T, "fcoopmatNV<%d, gl_ScopeSubgroup, %d, %d>", rx_dtype_bits(s->buf->dtype),
+           f->rows, f->cols);
+  cg_indent(p, o);
+  if (s->kind == RX_STMT_ALLOC) {
+    rx_strbuf_printf(o, "%s %s;\n", T, f->frag);
+    return;
+  }
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    rx_strbuf_printf(o, "%s = %s(%s);\n", f->frag, T, f->value);
+    return;
+  case RX_FRAG_OP_MMA:
+    rx_strbuf_printf(o, "%s = coopMatMulAddNV(%s, %s, %s);\n", f->frag, f->a, f->b, f->c);
+    return;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    rx_strbuf_printf(o, "coopMat%sNV(%s, %s, uint(%s), uint(%s), %s);\n",
+                     s->frag_op == RX_FRAG_OP_LOAD ? "Load" : "Store", f->frag, f->mem, f->off,
+                     f->stride, s->col_major ? "true" : "false");
+    return;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+  cg_error(p, s->loc, "malformed frag statement");
 }
 
 /* Vector access goes through views: the same storage buffer declared again at its binding as an
@@ -70,6 +108,9 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
   if (p->need[CG_NEED_UNROLL])
     rx_strbuf_append(o, "#extension GL_EXT_control_flow_attributes : require\n");
+  if (p->need[CG_NEED_COOPMAT])
+    rx_strbuf_append(o, "#extension GL_KHR_memory_scope_semantics : require\n"
+                        "#extension GL_NV_cooperative_matrix : require\n");
   if (p->need[CG_NEED_SUBGROUP]) {
     rx_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     if (u[RX_DTYPE_F16])
@@ -753,6 +794,7 @@ const cg_lang cg_glsl = {
     .open_kernel = glsl_open,
     .shared_decl = NULL,
     .subgroup = glsl_subgroup,
+    .frag = glsl_frag,
     .scalar_ref = glsl_scalar_ref,
     .vector_ref = glsl_vector_ref,
 };

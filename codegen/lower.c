@@ -165,6 +165,65 @@ static int dtype_bytes(rx_dtype t) {
   return b ? b : 1;
 }
 
+/* The subgroup matrix-unit shape of t (api coop or simdgroup) that a fragment of use u, dtype
+ * and rows x cols can take part in; NULL: none. */
+static const rx_mma_shape *frag_shape(const rx_target *t, rx_frag_use u, rx_dtype dt, int64_t rows,
+                                      int64_t cols) {
+  for (int i = 0; i < t->nmma; i++) {
+    const rx_mma_shape *x = &t->mma[i];
+    if (x->api != RX_MMA_COOP && x->api != RX_MMA_SIMDGROUP) continue;
+    if ((u == RX_FRAG_A && x->ab == dt && x->m == rows && x->k == cols) ||
+        (u == RX_FRAG_B && x->ab == dt && x->k == rows && x->n == cols) ||
+        (u == RX_FRAG_ACC && x->acc == dt && x->m == rows && x->n == cols))
+      return x;
+  }
+  return NULL;
+}
+
+/* A fragment's ALLOC or a frag statement (ir.h, RX_STMT_FRAG) against the target's matrix units
+ * (target.h, `.mma`); load and store operands as memory accesses. */
+static void see_frag(lw *w, rx_stmt *s) {
+  const rx_target *t = w->ck->t;
+  w->ck->uses_frag = true;
+  w->ck->uses_subgroup = true; /* the fragment belongs to a subgroup: the runtime pins its size */
+  if (s->kind == RX_STMT_ALLOC) {
+    const rx_buffer *b = s->buf;
+    if (!frag_shape(t, b->frag, b->dtype, b->shape[0]->value, b->shape[1]->value)) {
+      w->failed = true;
+      rx_diag_report(
+          w->diag, RX_DIAG_ERROR, s->loc,
+          "fragment '%s' (%s %lldx%lld, use %s): target '%s' has no subgroup matrix unit of that "
+          "shape and dtype (relaxc targets lists them)",
+          b->name, rx_dtype_name(b->dtype), (long long)b->shape[0]->value,
+          (long long)b->shape[1]->value, rx_frag_use_name(b->frag), t->name);
+    }
+    return;
+  }
+  if (s->frag_op == RX_FRAG_OP_MMA) {
+    const rx_buffer *a = s->mma_a, *d = s->buf;
+    bool ok = false;
+    for (int i = 0; i < t->nmma; i++) {
+      const rx_mma_shape *x = &t->mma[i];
+      ok |= (x->api == RX_MMA_COOP || x->api == RX_MMA_SIMDGROUP) && x->ab == a->dtype &&
+            x->acc == d->dtype && x->m == d->shape[0]->value && x->n == d->shape[1]->value &&
+            x->k == a->shape[1]->value;
+    }
+    if (!ok) {
+      w->failed = true;
+      rx_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
+                     "frag mma %lldx%lldx%lld %s -> %s: target '%s' has no such matrix unit",
+                     (long long)d->shape[0]->value, (long long)d->shape[1]->value,
+                     (long long)a->shape[1]->value, rx_dtype_name(a->dtype),
+                     rx_dtype_name(d->dtype), t->name);
+    }
+    return;
+  }
+  see_tx(w, s->value);
+  if (s->frag_op == RX_FRAG_OP_FILL) return;
+  for (int i = 0; i < s->nidx; i++) see_tx(w, s->idx[i]);
+  see_access(w, s->mem, s->idx, s->nidx, s->frag_op == RX_FRAG_OP_STORE, s->loc);
+}
+
 static void see_stmt(lw *w, rx_stmt *s) {
   if (!s || w->failed) return;
   size_t mark = rx_analyzer_mark(w->an);
@@ -235,6 +294,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
       lerr(w, s->loc, "allocation '%s' needs a constant shape inside a kernel", b->name);
       break;
     }
+    if (b->frag) see_frag(w, s);
     if (b->scope == RX_SCOPE_SHARED) {
       cg_shared sh = {.buf = b, .name = b->name, .elems = n};
       int same = 0;
@@ -279,6 +339,9 @@ static void see_stmt(lw *w, rx_stmt *s) {
     see_tx(w, s->value);
     w->ck->uses_async = true;
     w->ck->uses_subgroup = true; /* the warp's 32 lanes together */
+    break;
+  case RX_STMT_FRAG:
+    see_frag(w, s);
     break;
   }
   rx_analyzer_reset(w->an, mark);
@@ -415,6 +478,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   }
   /* its subgroup operations group the threads by the target's size: the runtime pins it */
   k->subgroup_size = ck->uses_subgroup ? t->subgroup_size : 0;
+  k->coop_matrix = ck->uses_frag && t->kind == RX_TARGET_VULKAN; /* the runtime checks the device */
   free(w.used);
   free(w.written);
   rx_ptrvec_free(&w.vars);

@@ -34,6 +34,39 @@ static void msl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int wo
                    index);
 }
 
+/* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) as simdgroup_matrix<T, Cols, Rows> (Metal
+ * Shading Language Specification 3.1, section 6.7 "SIMD-group Matrix Functions"):
+ * make_filled_simdgroup_matrix, simdgroup_load / simdgroup_store (elements_per_row: the stride;
+ * transpose_matrix: col_major) from device or threadgroup memory, and
+ * simdgroup_multiply_accumulate(d, a, b, c). Lowering allows only the shapes of the target's
+ * `.mma` table (8x8). */
+static void msl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *f) {
+  cg_indent(p, o);
+  if (s->kind == RX_STMT_ALLOC) {
+    rx_strbuf_printf(o, "simdgroup_matrix<%s, %d, %d> %s;\n", f->type, f->cols, f->rows, f->frag);
+    return;
+  }
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    rx_strbuf_printf(o, "%s = make_filled_simdgroup_matrix<%s, %d, %d>(%s);\n", f->frag, f->type,
+                     f->cols, f->rows, f->value);
+    return;
+  case RX_FRAG_OP_MMA:
+    rx_strbuf_printf(o, "simdgroup_multiply_accumulate(%s, %s, %s, %s);\n", f->frag, f->a, f->b,
+                     f->c);
+    return;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    rx_strbuf_printf(o, "simdgroup_%s(%s, &%s[%s], (ulong)(%s), ulong2(0, 0), %s);\n",
+                     s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
+                     f->stride, s->col_major ? "true" : "false");
+    return;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+  cg_error(p, s->loc, "malformed frag statement");
+}
+
 static void msl_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   cg_header_comment(p, o);
@@ -453,6 +486,7 @@ const cg_lang cg_metal = {
     .open_kernel = msl_open,
     .shared_decl = msl_shared,
     .subgroup = msl_subgroup,
+    .frag = msl_frag,
     .scalar_ref = msl_scalar_ref,
     .vector_ref = msl_vector_ref,
 };

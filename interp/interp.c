@@ -361,6 +361,7 @@ typedef enum cst_kind {
   C_COMMIT, /* async_commit */
   C_AWAIT,  /* async_wait: count groups stay in flight */
   C_LDSM,   /* ldmatrix: buf: the fragment; value: the lane's row; count matrices (ir.h) */
+  C_FRAG,   /* buf: the fragment (D of mma), buf2: A, buf3: B, buf4: C or the buffer in memory */
 } cst_kind;
 
 typedef struct blkinfo blkinfo;
@@ -377,6 +378,9 @@ struct cst {
   cst *inner, *init, *els;
   int buf, alloc_id; /* STORE / ALLOC */
   int buf2, buf3;    /* MMA: A, B */
+  int buf4;          /* FRAG: C (mma) or the buffer in memory (load, store) */
+  rx_frag_op fop;    /* FRAG */
+  bool col_major;    /* FRAG load, store */
   cx **idx;          /* STORE indices, ALLOC shape */
   int nidx;
   cx *value;    /* STORE, LET, IF cond */
@@ -444,12 +448,14 @@ typedef struct thr {
   int state;
   const cst *bar;         /* T_BARRIER: where */
   const cx *sg;           /* T_SUBGROUP: which operation */
-  const cst *mma;         /* T_MMA: which one (mma or ldmatrix) */
+  const cst *mma;         /* T_MMA: which one (C_MMA, C_LDSM or C_FRAG) */
   val sgv, sgr;           /* T_SUBGROUP: own value, result */
   RX_VEC(acopy) inflight; /* async copies not landed yet */
   int groups;             /* async_commit count */
   rbuf *lm_buf;           /* T_MMA at ldmatrix: the lane's row, or NULL (lane unused) */
   int64_t lm_off;
+  int64_t foff, fstride; /* C_FRAG load/store: offset of element (0, 0), stride */
+  val fval;              /* C_FRAG fill: the value */
 } thr;
 
 struct blk {
@@ -932,6 +938,7 @@ static val ev(thr *t, const cx *e) {
  * statements
  * ------------------------------------------------------------------------------------------ */
 static void exec(thr *t, const cst *s);
+static void exec_frag(thr *t, const cst *s);
 static void run_block(thr *p, const blkinfo *bi);
 
 static void free_rbuf(rbuf *b) {
@@ -1196,7 +1203,47 @@ static void exec(thr *t, const cst *s) {
   case C_LDSM:
     exec_ldsm(t, s);
     return;
+  case C_FRAG:
+    exec_frag(t, s);
+    return;
   }
+}
+
+/* A lane at `frag OP` (ir.h, RX_STMT_FRAG): evaluates its operands, then waits for its subgroup
+ * (run_frag). */
+static void exec_frag(thr *t, const cst *s) {
+  const char *op = rx_frag_op_name(s->fop);
+  if (!t->fib) {
+    fail(t, s->loc, "frag %s needs the lanes of a subgroup together (a thread alone in its block)",
+         op);
+    return;
+  }
+  int need[3] = {s->buf, s->fop == RX_FRAG_OP_MMA ? s->buf2 : s->buf,
+                 s->fop == RX_FRAG_OP_MMA ? s->buf3 : s->buf};
+  for (int i = 0; i < 3; i++)
+    if (!t->bufs[need[i]]) {
+      fail(t, s->loc, "frag %s of a fragment that is not allocated here", op);
+      return;
+    }
+  t->foff = t->fstride = 0;
+  t->fval.i = 0; /* compared across lanes whole (run_frag) */
+  if (s->fop == RX_FRAG_OP_FILL) {
+    val v = ev(t, s->value);
+    if (rx_dtype_is_int(t->bufs[s->buf]->dt))
+      t->fval.i = v.i;
+    else
+      t->fval.f = v.f; /* the high bits stay 0 */
+  }
+  if (s->fop == RX_FRAG_OP_LOAD || s->fop == RX_FRAG_OP_STORE) {
+    rbuf *b;
+    t->foff = offset_of(t, s->buf4, s->idx, s->nidx, s->loc,
+                        s->fop == RX_FRAG_OP_LOAD ? "frag load from" : "frag store to", &b);
+    t->fstride = ev(t, s->value).i;
+  }
+  if (t->err) return;
+  t->state = T_MMA;
+  t->mma = s;
+  yield_to_scheduler(t);
 }
 
 /* The mma of the 32 lanes th[0..31] of a subgroup (ir.h, RX_STMT_MMA): gathers A, B and C from
@@ -1248,6 +1295,93 @@ static void run_ldsm(thr *th, const cst *s) {
   }
 }
 
+/* The flat offsets in memory of the elements of a fragment (rows x cols, row-major) that is
+ * loaded or stored at off with stride s (col_major: columns contiguous); checked against the
+ * buffer; returns false after writing the first element out of bounds into msg. */
+static bool frag_offsets(const cst *s, const rbuf *mem, int64_t off, int64_t stride, int64_t rows,
+                         int64_t cols, int64_t *out, rx_strbuf *msg) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      int64_t o = off + (s->col_major ? c * stride + r : r * stride + c);
+      if (o < 0 || o >= mem->count) {
+        rx_strbuf_printf(msg,
+                         "frag %s: element (%lld, %lld) of the fragment is element %lld of `%s`, "
+                         "which has %lld (offset %lld, stride %lld%s)",
+                         rx_frag_op_name(s->fop), (long long)r, (long long)c, (long long)o,
+                         mem->decl->name, (long long)mem->count, (long long)off, (long long)stride,
+                         s->col_major ? ", col_major" : "");
+        return false;
+      }
+      out[r * cols + c] = o;
+    }
+  return true;
+}
+
+/* D = A B + C over the fragments of lane th[0] (ir.h, RX_STMT_FRAG) into res (M x N): for floats
+ * d = c + a[r][0] b[0][q] + ... in k order, each product and each addition rounded to f32 (the
+ * products of 16-bit inputs are exact), then to D's dtype: a chain of mma over ascending k sums
+ * exactly as a serial loop does (the hardware's order is unspecified); integers exactly. */
+static void frag_mma(const thr *th, const cst *s, val *res) {
+  const rbuf *a = th->bufs[s->buf2], *b = th->bufs[s->buf3], *c = th->bufs[s->buf4];
+  int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
+  bool ints = rx_dtype_is_int(c->dt), aints = rx_dtype_is_int(a->dt);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t q = 0; q < n; q++) {
+      val cv = rd(c->dt, c->data, r * n + q);
+      int64_t iacc = ints ? cv.i : 0;
+      float facc = ints ? 0.0f : cv.f;
+      for (int64_t x = 0; x < k; x++) {
+        val av = rd(a->dt, a->data, r * k + x), bv = rd(b->dt, b->data, x * n + q);
+        if (aints)
+          iacc += av.i * bv.i;
+        else /* ISO C11 (CMake: no extensions): no contraction into an fma */
+          facc = facc + av.f * bv.f;
+      }
+      res[r * n + q] = ints ? (val){.i = iacc} : (val){.f = facc};
+    }
+}
+
+/* `frag OP` of the lanes th[0..n) of a whole subgroup (ir.h, RX_STMT_FRAG): the operands must be
+ * the same in every lane; each lane keeps a whole copy of the fragment, so every copy gets the
+ * result. Returns an error message (heap) or NULL. */
+static char *run_frag(thr *th, int n, int sgsize, const cst *s) {
+  rx_strbuf msg = {0};
+  const char *op = rx_frag_op_name(s->fop);
+  if (n != sgsize) {
+    rx_strbuf_printf(&msg, "frag %s needs whole subgroups of %d lanes; the block's last has %d", op,
+                     sgsize, n);
+    return msg.data;
+  }
+  for (int l = 1; l < n; l++)
+    if (th[l].foff != th[0].foff || th[l].fstride != th[0].fstride ||
+        th[l].fval.i != th[0].fval.i) {
+      rx_strbuf_printf(&msg,
+                       "frag %s: the operands differ across the subgroup (lane %d: offset %lld, "
+                       "stride %lld; lane 0: offset %lld, stride %lld); they must be uniform",
+                       op, l, (long long)th[l].foff, (long long)th[l].fstride,
+                       (long long)th[0].foff, (long long)th[0].fstride);
+      return msg.data;
+    }
+  const rbuf *f = th[0].bufs[s->buf];
+  int64_t cnt = f->shape[0] * f->shape[1];
+  val *res = rx_calloc((size_t)cnt, sizeof *res);
+  int64_t *offs = rx_calloc((size_t)cnt, sizeof *offs);
+  rbuf *mem = s->fop == RX_FRAG_OP_LOAD || s->fop == RX_FRAG_OP_STORE ? th[0].bufs[s->buf4] : NULL;
+  bool ok =
+      !mem || frag_offsets(s, mem, th[0].foff, th[0].fstride, f->shape[0], f->shape[1], offs, &msg);
+  for (int64_t e = 0; ok && e < cnt; e++) {
+    if (s->fop == RX_FRAG_OP_FILL) res[e] = th[0].fval;
+    if (s->fop == RX_FRAG_OP_LOAD) res[e] = rd(mem->dt, mem->data, offs[e]);
+    if (s->fop == RX_FRAG_OP_STORE) wr(mem->dt, mem->data, offs[e], rd(f->dt, f->data, e));
+  }
+  if (ok && s->fop == RX_FRAG_OP_MMA) frag_mma(&th[0], s, res);
+  for (int l = 0; ok && s->fop != RX_FRAG_OP_STORE && l < n; l++)
+    for (int64_t e = 0; e < cnt; e++) wr(f->dt, th[l].bufs[s->buf]->data, e, res[e]);
+  free(res);
+  free(offs);
+  return ok ? NULL : msg.data;
+}
+
 /* ------------------------------------------------------------------------------------------
  * blocks and the fiber scheduler
  * ------------------------------------------------------------------------------------------ */
@@ -1273,7 +1407,8 @@ static void put_thread_state(rx_strbuf *sb, const thr *t) {
     put_loc(sb, t->sg->loc);
     break;
   case T_MMA:
-    rx_strbuf_append(sb, "waits at mma");
+    rx_strbuf_append(sb, t->mma->kind == C_FRAG ? "waits at frag " : "waits at mma");
+    if (t->mma->kind == C_FRAG) rx_strbuf_append(sb, rx_frag_op_name(t->mma->fop));
     put_loc(sb, t->mma->loc);
     break;
   default:
@@ -1338,6 +1473,17 @@ static rx_status schedule(run *rs, blk *b) {
         const thr *u = &b->th[i];
         if (u->state != w->state || (w->state == T_SUBGROUP ? u->sg != w->sg : u->mma != w->mma))
           return divergence(rs, b, "subgroup", w, u);
+      }
+      if (w->state == T_MMA && w->mma->kind == C_FRAG) {
+        char *msg = run_frag(&b->th[lo], hi - lo, sg, w->mma);
+        if (msg) {
+          rx_status st = make_err(rs, b, NULL, w->mma->loc, msg);
+          free(msg);
+          return st;
+        }
+        for (int i = lo; i < hi; i++) b->th[i].state = T_RUN;
+        released = true;
+        continue;
       }
       if (w->state == T_MMA) {
         if (hi - lo != 32) {
@@ -1745,6 +1891,7 @@ static int scan(const rx_stmt *s) {
   case RX_STMT_BARRIER:
   case RX_STMT_MMA:
   case RX_STMT_LDMATRIX:
+  case RX_STMT_FRAG:
     return HAS_SYNC;
   case RX_STMT_STORE:
     for (int i = 0; i < s->nidx; i++)
@@ -1959,6 +2106,41 @@ static cst *compile_matrix_load(run *rs, const rx_stmt *s) {
   return rs->cerr ? NULL : c;
 }
 
+/* `frag OP` (ir.h, RX_STMT_FRAG); the verifier checked the operands' uses, shapes and dtypes */
+static cst *compile_frag(run *rs, const rx_stmt *s) {
+  if (!rs->cur_blk) {
+    cfail(rs, s->loc, "frag %s outside a block (the innermost blockIdx loop's body)",
+          rx_frag_op_name(s->frag_op));
+    return NULL;
+  }
+  bool mma = s->frag_op == RX_FRAG_OP_MMA, mem = !mma && s->frag_op != RX_FRAG_OP_FILL;
+  if (!s->buf || !s->buf->frag || (mma && (!s->mma_a || !s->mma_b || !s->mma_c)) ||
+      (mem && (!s->mem || s->nidx != s->mem->ndim || s->nidx > RX_MAX_NDIM)) ||
+      (!mma && !s->value)) {
+    cfail(rs, s->loc, "malformed frag %s", rx_frag_op_name(s->frag_op));
+    return NULL;
+  }
+  cst *c = cst_new(rs, C_FRAG, s);
+  c->fop = s->frag_op;
+  c->buf = buf_of(rs, s->buf);
+  c->col_major = s->col_major;
+  if (mma) {
+    c->buf2 = buf_of(rs, s->mma_a);
+    c->buf3 = buf_of(rs, s->mma_b);
+    c->buf4 = buf_of(rs, s->mma_c);
+  } else if (mem) {
+    c->buf4 = buf_of(rs, s->mem);
+    c->nidx = s->nidx;
+    c->idx = calloc_arena(rs, (size_t)s->nidx, sizeof *c->idx);
+    for (int i = 0; i < s->nidx; i++)
+      c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
+    c->value = coerce(rs, compile_tx(rs, s->value), RX_DTYPE_I64);
+  } else {
+    c->value = coerce(rs, compile_tx(rs, s->value), s->buf->dtype);
+  }
+  return rs->cerr ? NULL : c;
+}
+
 static cst *compile_stmt(run *rs, const rx_stmt *s) {
   if (rs->cerr) return NULL;
   if (!s) {
@@ -2061,6 +2243,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c = cst_new(rs, C_AWAIT, s);
     c->count = s->count;
     return c;
+  case RX_STMT_FRAG:
+    return compile_frag(rs, s);
   }
   cfail(rs, s->loc, "malformed statement (kind %d)", (int)s->kind);
   return NULL;

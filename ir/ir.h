@@ -244,6 +244,22 @@ typedef enum rx_scope {
   RX_SCOPE_SHARED, /* per block / workgroup / threadgroup */
   RX_SCOPE_LOCAL,  /* per thread (registers) */
 } rx_scope;
+
+/* The use of a subgroup matrix fragment (RX_STMT_FRAG, below); RX_FRAG_NONE: a plain buffer.
+ * X(ENUM, text after `fragment` in an alloc) */
+#define RX_FRAG_USES(X)                                                                            \
+  X(NONE, "")                                                                                      \
+  X(A, "a")     /* the left operand of frag mma: M x K */                                          \
+  X(B, "b")     /* the right operand: K x N */                                                     \
+  X(ACC, "acc") /* the accumulator: M x N */
+
+typedef enum rx_frag_use {
+#define X(e, n) RX_FRAG_##e,
+  RX_FRAG_USES(X)
+#undef X
+      RX_FRAG_USE_COUNT
+} rx_frag_use;
+const char *rx_frag_use_name(rx_frag_use u); /* "a", "b", "acc"; "" for NONE */
 const char *rx_scope_name(rx_scope s);
 
 typedef struct rx_buffer {
@@ -252,6 +268,7 @@ typedef struct rx_buffer {
   int ndim;
   const rx_expr **shape; /* canonical symbolic dims */
   rx_scope scope;
+  rx_frag_use frag; /* a subgroup matrix fragment (scope local, 2-D constant shape) */
   rx_loc loc;
 } rx_buffer;
 
@@ -412,14 +429,45 @@ typedef enum rx_stmt_kind {
   RX_STMT_IF,      /* if cond { then } else { otherwise } (otherwise may be NULL) */
   RX_STMT_BARRIER, /* all threads of the block reach this point; shared memory is visible */
   /* the kinds from here on synchronize or use matrix units (sched_stmt_has_bound relies on it) */
-  RX_STMT_MMA,        /* mma m16n8k16 c, a, b: a subgroup's matrix multiply-accumulate (below) */
-  RX_STMT_ASYNC_COPY, /* async_copy dst[i...] = src[j...] [if cond]: 16 bytes, in flight (below) */
-  RX_STMT_ASYNC_COMMIT, /* async_commit: the thread's copies issued since the last one form a group
-                         */
+  RX_STMT_MMA,          /* mma m16n8k16 c, a, b: a subgroup's matrix multiply-accumulate (below) */
+  RX_STMT_ASYNC_COPY,   /* async_copy dst[i...] = src[j...] [if cond]: 16 bytes in flight (below) */
+  RX_STMT_ASYNC_COMMIT, /* async_commit: the thread's copies since the last one form a group */
   RX_STMT_ASYNC_WAIT,   /* async_wait N: all but the thread's N newest groups have landed */
-  RX_STMT_LDMATRIX, /* ldmatrix xN [trans] frag = buf[i...]: a subgroup's fragment load (below) */
+  RX_STMT_LDMATRIX,     /* ldmatrix xN [trans] frag = buf[i...]: a subgroup's fragment load */
+  RX_STMT_FRAG,         /* frag fill/load/mma/store: a subgroup's opaque matrix fragments */
 } rx_stmt_kind;
 
+/* The operations on subgroup matrix fragments; X(ENUM, text after `frag`) */
+#define RX_FRAG_OPS(X)                                                                             \
+  X(FILL, "fill")   /* frag fill f, VALUE: every element of f is VALUE */                          \
+  X(LOAD, "load")   /* frag load f, buf[i...], STRIDE [, col_major] */                             \
+  X(MMA, "mma")     /* frag mma d, a, b, c: D = A B + C */                                         \
+  X(STORE, "store") /* frag store f, buf[i...], STRIDE [, col_major] */
+
+typedef enum rx_frag_op {
+#define X(e, n) RX_FRAG_OP_##e,
+  RX_FRAG_OPS(X)
+#undef X
+      RX_FRAG_OP_COUNT
+} rx_frag_op;
+const char *rx_frag_op_name(rx_frag_op op);
+
+/* RX_STMT_FRAG: the portable counterpart of RX_STMT_MMA. A fragment is a buffer allocated
+ * `alloc f: T[M, N] fragment USE` (USE a, b or acc): one M x N matrix per subgroup whose
+ * distribution over the lanes is unspecified, as Metal's simdgroup_matrix (Metal Shading Language
+ * Specification, "SIMD-group Matrix Functions") and Vulkan's cooperative matrices
+ * (GL_NV_cooperative_matrix / SPV_NV_cooperative_matrix) leave it. Its elements are never read
+ * or written one by one, only by these statements, which every lane of the subgroup reaches
+ * together with the same operands:
+ *   fill:  buf: f; value: the element (converted to f's dtype)
+ *   load:  buf: f; mem[idx...]: the address of element (0, 0); value: the stride (elements
+ *          between rows, or columns when col_major); element (r, c) is at flat offset
+ *          off + r * stride + c, or off + c * stride + r with col_major (mem row-major)
+ *   store: the same, from f into mem
+ *   mma:   buf: d; mma_a, mma_b, mma_c: D (M x N) = A (M x K) B (K x N) + C (M x N); d and c
+ *          are accumulators of one dtype, a and b of one dtype (d may be c)
+ * A target's `.mma` table (targets/target.h) gives the shapes and dtypes it runs; lowering
+ * checks them (codegen/lower.c). */
 /* RX_STMT_MMA: `mma m16n8k16 c, a, b`: the 32 lanes of a subgroup together compute
  * C += A B with A 16x16 and B 16x8 (f16 or bf16, both the same) and C 16x8 (f32), each lane
  * holding its fragment in local buffers: a [8] (A), b [4] (B), c [4] (C, read and written), in
@@ -471,10 +519,15 @@ struct rx_stmt {
   int nidx;
   rx_tx *value;             /* STORE value, LET value, IF cond */
   rx_local *local;          /* LET */
-  rx_buffer *mma_a, *mma_b; /* MMA: the fragments of A and B (buf: C) */
   rx_tx *cond;              /* ASYNC_COPY: copy where it holds, zeros elsewhere (NULL: always) */
   int count;                /* ASYNC_WAIT: groups left in flight; LDMATRIX: matrices (1, 2, 4) */
   bool trans;               /* LDMATRIX: transposed */
+  rx_buffer *mma_a, *mma_b; /* MMA, FRAG mma: the fragments of A and B (buf: C, D) */
+  /* FRAG */
+  rx_frag_op frag_op;
+  rx_buffer *mma_c; /* mma: the addend C */
+  rx_buffer *mem;   /* load, store: the buffer in memory (its indices: idx) */
+  bool col_major;   /* load, store: the fragment's columns are contiguous in mem */
 };
 
 /* Fusion pattern of a tensor program (passes/annotate.c computes it from the loop body) or of an

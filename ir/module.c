@@ -77,6 +77,23 @@ const char *rx_pattern_name(rx_pattern p) {
   return (unsigned)p < RX_PATTERN_COUNT ? pattern_names[p] : "?";
 }
 
+static const char *const frag_use_names[] = {
+#define X(e, n) n,
+    RX_FRAG_USES(X)
+#undef X
+};
+const char *rx_frag_use_name(rx_frag_use u) {
+  return (unsigned)u < RX_FRAG_USE_COUNT ? frag_use_names[u] : "?";
+}
+static const char *const frag_op_names[] = {
+#define X(e, n) n,
+    RX_FRAG_OPS(X)
+#undef X
+};
+const char *rx_frag_op_name(rx_frag_op op) {
+  return (unsigned)op < RX_FRAG_OP_COUNT ? frag_op_names[op] : "?";
+}
+
 const char *rx_scope_name(rx_scope s) {
   switch (s) {
   case RX_SCOPE_GLOBAL:

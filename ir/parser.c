@@ -1077,6 +1077,7 @@ static void define_tname(P *p, const char *name, rx_local *l, rx_buffer *b, rx_l
 }
 
 static rx_tx *tx(P *p);
+static int index_list(P *p, rx_tx ***out);
 
 static rx_tx *tx_primary(P *p) {
   rx_tok *t = cur(p);
@@ -1146,15 +1147,9 @@ static rx_tx *tx_primary(P *p) {
   if (after == RX_TOK_LBRACKET) {
     if (!tn || !tn->buf) fail_at(p, loc, "undefined buffer '%s'", name);
     next(p);
-    p->nest++;
-    AVEC(rx_tx *) idx = {0};
-    while (!accept(p, RX_TOK_RBRACKET)) {
-      APUSH(p, &idx, tx(p));
-      if (accept(p, RX_TOK_RBRACKET)) break;
-      expect(p, RX_TOK_COMMA, "',' or ']' after an index");
-    }
-    p->nest--;
-    return rx_tx_load(m, tn->buf, idx.d, idx.n, loc);
+    rx_tx **idx;
+    int n = index_list(p, &idx);
+    return rx_tx_load(m, tn->buf, idx, n, loc);
   }
   if (tn && tn->local) return rx_tx_local(m, tn->local, loc);
   if (tn) fail_at(p, loc, "buffer '%s' used without indices: expected '%s[...]'", name, name);
@@ -1326,6 +1321,84 @@ static rx_stmt *reduce_stmt(P *p, rx_loc loc) {
   return s;
 }
 
+/* An operand of mma or frag that names a buffer. */
+static rx_buffer *buf_operand(P *p, const char *what, const char *stmt) {
+  rx_tok *nt = cur(p);
+  if (nt->kind != RX_TOK_IDENT) fail_expected(p, what);
+  const char *name = tok_text(p, nt);
+  tname *tn = lookup_tname(p, name);
+  if (!tn || !tn->buf) fail_at(p, nt->loc, "undefined buffer '%s' (%s of %s)", name, what, stmt);
+  next(p);
+  return tn->buf;
+}
+
+/* `i, j]` after a buffer's '[': the indices of a load, a store or a fragment's load or store
+ * into *out; returns their count. */
+static int index_list(P *p, rx_tx ***out) {
+  p->nest++;
+  AVEC(rx_tx *) idx = {0};
+  while (!accept(p, RX_TOK_RBRACKET)) {
+    APUSH(p, &idx, tx(p));
+    if (accept(p, RX_TOK_RBRACKET)) break;
+    expect(p, RX_TOK_COMMA, "',' or ']' after an index");
+  }
+  p->nest--;
+  *out = idx.d;
+  return idx.n;
+}
+
+/* `fragment USE` after an alloc's type (ir.h, RX_STMT_FRAG): a subgroup matrix fragment. */
+static void frag_use(P *p, rx_buffer *b) {
+  b->scope = RX_SCOPE_LOCAL;
+  for (int u = RX_FRAG_A; u < RX_FRAG_USE_COUNT; u++)
+    if (accept_kw(p, rx_frag_use_name((rx_frag_use)u))) {
+      b->frag = (rx_frag_use)u;
+      return;
+    }
+  fail_expected(p, "the use of the fragment after 'fragment': a, b or acc");
+}
+
+/* `frag OP ...` (ir.h, RX_STMT_FRAG), at `frag`. */
+static rx_stmt *frag_stmt(P *p, rx_loc loc) {
+  next(p);
+  rx_tok *ot = cur(p);
+  int op = 0;
+  while (op < RX_FRAG_OP_COUNT && !tok_is_kw(ot, rx_frag_op_name((rx_frag_op)op))) op++;
+  if (op == RX_FRAG_OP_COUNT) fail_expected(p, "fill, load, mma or store after 'frag'");
+  next(p);
+  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_FRAG, loc);
+  s->frag_op = (rx_frag_op)op;
+  s->buf = buf_operand(p, op == RX_FRAG_OP_MMA ? "the fragment of D" : "the fragment", "frag");
+  expect(p, RX_TOK_COMMA, "',' and the next operand of frag");
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    s->value = tx(p);
+    break;
+  case RX_FRAG_OP_MMA:
+    s->mma_a = buf_operand(p, "the fragment of A", "frag mma");
+    expect(p, RX_TOK_COMMA, "',' and the fragment of B");
+    s->mma_b = buf_operand(p, "the fragment of B", "frag mma");
+    expect(p, RX_TOK_COMMA, "',' and the fragment of C");
+    s->mma_c = buf_operand(p, "the fragment of C", "frag mma");
+    break;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    s->mem = buf_operand(p, "the buffer in memory", "frag");
+    expect(p, RX_TOK_LBRACKET, "'[' and the index of the fragment's first element");
+    s->nidx = index_list(p, &s->idx);
+    expect(p, RX_TOK_COMMA, "',' and the stride (elements between rows)");
+    s->value = tx(p);
+    if (accept(p, RX_TOK_COMMA)) {
+      if (!accept_kw(p, "col_major")) fail_expected(p, "'col_major' after the stride");
+      s->col_major = true;
+    }
+    break;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+  return s;
+}
+
 static rx_buffer *buffer_decl(P *p, const char *name, rx_loc loc, rx_scope scope) {
   rx_buffer *b = rx_module_alloc(p->m, sizeof *b);
   b->name = name;
@@ -1368,16 +1441,7 @@ static void store_target(P *p, rx_stmt *s, const char *what) {
   next(p);
   next(p);
   s->buf = tn->buf;
-  p->nest++;
-  AVEC(rx_tx *) idx = {0};
-  while (!accept(p, RX_TOK_RBRACKET)) {
-    APUSH(p, &idx, tx(p));
-    if (accept(p, RX_TOK_RBRACKET)) break;
-    expect(p, RX_TOK_COMMA, "',' or ']' after an index");
-  }
-  p->nest--;
-  s->idx = idx.d;
-  s->nidx = idx.n;
+  s->nidx = index_list(p, &s->idx);
 }
 
 /* After `ldmatrix`: `xN [trans] frag = buf[i...]`. */
@@ -1421,19 +1485,13 @@ static rx_stmt *tstmt(P *p) {
     next(p); /* `mma m16n8k16 c, a, b` (ir.h, RX_STMT_MMA) */
     next(p);
     s = rx_stmt_new(m, RX_STMT_MMA, loc);
-    rx_buffer **ops[3] = {&s->buf, &s->mma_a, &s->mma_b};
-    static const char *const what[3] = {"the accumulator C", "the fragment of A",
-                                        "the fragment of B"};
-    for (int i = 0; i < 3; i++) {
-      if (i) expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
-      rx_tok *nt = cur(p);
-      if (nt->kind != RX_TOK_IDENT) fail_expected(p, what[i]);
-      const char *name = tok_text(p, nt);
-      tname *tn = lookup_tname(p, name);
-      if (!tn || !tn->buf) fail_at(p, nt->loc, "undefined buffer '%s' (%s of mma)", name, what[i]);
-      *ops[i] = tn->buf;
-      next(p);
-    }
+    s->buf = buf_operand(p, "the accumulator C", "mma");
+    expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
+    s->mma_a = buf_operand(p, "the fragment of A", "mma");
+    expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
+    s->mma_b = buf_operand(p, "the fragment of B", "mma");
+  } else if (is_kw(p, "frag") && ahead(p, 1)->kind == RX_TOK_IDENT) {
+    s = frag_stmt(p, loc);
   } else if (accept_kw(p, "let")) {
     s = rx_stmt_new(m, RX_STMT_LET, loc);
     rx_loc nloc = cur(p)->loc;
@@ -1459,6 +1517,8 @@ static rx_stmt *tstmt(P *p) {
       s->buf->scope = RX_SCOPE_SHARED;
     else if (accept_kw(p, "local"))
       s->buf->scope = RX_SCOPE_LOCAL;
+    else if (accept_kw(p, "fragment"))
+      frag_use(p, s->buf);
     else
       accept_kw(p, "global");
     define_tname(p, name, NULL, s->buf, nloc);
@@ -1489,7 +1549,7 @@ static rx_stmt *tstmt(P *p) {
     expect(p, RX_TOK_ASSIGN, "'=' and the value to store");
     s->value = tx(p);
   } else {
-    fail_expected(p, "a statement (for, reduce, if, let, alloc, barrier, mma, async_copy, "
+    fail_expected(p, "a statement (for, reduce, if, let, alloc, barrier, mma, frag, async_copy, "
                      "async_commit, async_wait, ldmatrix or a store 'buf[i] = v')");
   }
   end_stmt(p, "a statement");

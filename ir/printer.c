@@ -190,6 +190,34 @@ static void pbuffer(W *w, const rx_buffer *b) {
   rx_strbuf_putc(w->o, ']');
 }
 
+/* `frag OP ...` (ir.h, RX_STMT_FRAG) */
+static void pfrag(W *w, const rx_stmt *s) {
+  rx_strbuf *o = w->o;
+  rx_strbuf_printf(o, "frag %s %s, ", rx_frag_op_name(s->frag_op), s->buf ? s->buf->name : "?");
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    ptx(o, s->value, 0);
+    break;
+  case RX_FRAG_OP_MMA:
+    rx_strbuf_printf(o, "%s, %s, %s", s->mma_a ? s->mma_a->name : "?",
+                     s->mma_b ? s->mma_b->name : "?", s->mma_c ? s->mma_c->name : "?");
+    break;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    rx_strbuf_printf(o, "%s[", s->mem ? s->mem->name : "?");
+    for (int i = 0; i < s->nidx; i++) {
+      if (i) rx_strbuf_append(o, ", ");
+      ptx(o, s->idx[i], 0);
+    }
+    rx_strbuf_append(o, "], ");
+    ptx(o, s->value, 0);
+    if (s->col_major) rx_strbuf_append(o, ", col_major");
+    break;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+}
+
 static void pstmt(W *w, const rx_stmt *s) {
   rx_strbuf *o = w->o;
   if (s->kind == RX_STMT_SEQ) {
@@ -253,7 +281,10 @@ static void pstmt(W *w, const rx_stmt *s) {
   case RX_STMT_ALLOC:
     rx_strbuf_append(o, "alloc ");
     pbuffer(w, s->buf);
-    rx_strbuf_printf(o, " %s", rx_scope_name(s->buf->scope));
+    if (s->buf->frag)
+      rx_strbuf_printf(o, " fragment %s", rx_frag_use_name(s->buf->frag));
+    else
+      rx_strbuf_printf(o, " %s", rx_scope_name(s->buf->scope));
     break;
   case RX_STMT_IF:
     rx_strbuf_append(o, "if ");
@@ -281,6 +312,9 @@ static void pstmt(W *w, const rx_stmt *s) {
     rx_strbuf_printf(o, "ldmatrix x%d%s %s = ", s->count, s->trans ? " trans" : "",
                      s->buf ? s->buf->name : "?");
     ptx(o, s->value, 0);
+    break;
+  case RX_STMT_FRAG:
+    pfrag(w, s);
     break;
   }
   rx_strbuf_putc(o, '\n');

@@ -538,6 +538,123 @@ static void check_mma(vctx *v, const rx_stmt *s) {
         rx_dtype_name(s->mma_a->dtype), rx_dtype_name(s->mma_b->dtype));
 }
 
+static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc);
+static void check_assign(vctx *v, const rx_tx *value, rx_dtype t, const char *what,
+                         const char *name);
+
+/* The constant dimension d of b, or -1. */
+static int64_t const_dim(const rx_buffer *b, int d) {
+  return b->shape && d < b->ndim && b->shape[d]->kind == RX_EXPR_CONST ? b->shape[d]->value : -1;
+}
+
+/* `alloc f: T[M, N] fragment USE` (ir.h, RX_STMT_FRAG): two constant dims, a matrix dtype. */
+static void check_frag_alloc(vctx *v, const rx_stmt *s) {
+  const rx_buffer *b = s->buf;
+  if (b->ndim != 2 || const_dim(b, 0) <= 0 || const_dim(b, 1) <= 0)
+    err(v, s->loc, "fragment '%s' must have two constant positive dimensions (rows, columns)",
+        b->name);
+  if (b->dtype != RX_DTYPE_F16 && b->dtype != RX_DTYPE_BF16 && b->dtype != RX_DTYPE_F32 &&
+      b->dtype != RX_DTYPE_I8 && b->dtype != RX_DTYPE_I32)
+    err(v, s->loc, "fragment '%s' is %s; matrix units take f16, bf16, f32, i8 or i32", b->name,
+        rx_dtype_name(b->dtype));
+}
+
+/* An operand of frag: defined here, a fragment of the use wanted (RX_FRAG_NONE: any). */
+static bool frag_operand(vctx *v, const rx_stmt *s, const rx_buffer *b, rx_frag_use use,
+                         const char *what) {
+  if (!b) {
+    err(v, s->loc, "frag %s without %s", rx_frag_op_name(s->frag_op), what);
+    return false;
+  }
+  if (!has(&v->vars, b))
+    err(v, s->loc, "buffer '%s' is not defined here; expected an earlier fragment alloc", b->name);
+  if (!b->frag || (use && b->frag != use)) {
+    err(v, s->loc, "%s of frag %s must be a fragment%s%s; '%s' is %s%s", what,
+        rx_frag_op_name(s->frag_op), use ? " of use " : "", use ? rx_frag_use_name(use) : "",
+        b->name, b->frag ? "a fragment of use " : "not a fragment",
+        b->frag ? rx_frag_use_name(b->frag) : "");
+    return false;
+  }
+  return true;
+}
+
+/* frag mma d, a, b, c: D (M x N) = A (M x K) B (K x N) + C (M x N) */
+static void check_frag_mma(vctx *v, const rx_stmt *s) {
+  bool ok = frag_operand(v, s, s->buf, RX_FRAG_ACC, "D");
+  ok = frag_operand(v, s, s->mma_a, RX_FRAG_A, "A") && ok;
+  ok = frag_operand(v, s, s->mma_b, RX_FRAG_B, "B") && ok;
+  ok = frag_operand(v, s, s->mma_c, RX_FRAG_ACC, "C") && ok;
+  if (!ok) return;
+  int64_t m = const_dim(s->buf, 0), n = const_dim(s->buf, 1), k = const_dim(s->mma_a, 1);
+  if (const_dim(s->mma_a, 0) != m || const_dim(s->mma_b, 0) != k || const_dim(s->mma_b, 1) != n ||
+      const_dim(s->mma_c, 0) != m || const_dim(s->mma_c, 1) != n)
+    err(v, s->loc,
+        "frag mma: shapes do not agree: D %lldx%lld = A %lldx%lld B %lldx%lld + C %lldx%lld",
+        (long long)m, (long long)n, (long long)const_dim(s->mma_a, 0), (long long)k,
+        (long long)const_dim(s->mma_b, 0), (long long)const_dim(s->mma_b, 1),
+        (long long)const_dim(s->mma_c, 0), (long long)const_dim(s->mma_c, 1));
+  if (s->mma_a->dtype != s->mma_b->dtype || s->buf->dtype != s->mma_c->dtype)
+    err(v, s->loc, "frag mma: A and B must share a dtype, and C and D (got A %s, B %s, C %s, D %s)",
+        rx_dtype_name(s->mma_a->dtype), rx_dtype_name(s->mma_b->dtype),
+        rx_dtype_name(s->mma_c->dtype), rx_dtype_name(s->buf->dtype));
+}
+
+/* frag load / store: the buffer in memory holds the fragment's dtype; stride an integer */
+static void check_frag_mem(vctx *v, const rx_stmt *s) {
+  if (!frag_operand(v, s, s->buf, RX_FRAG_NONE, "the fragment")) return;
+  const rx_buffer *b = s->mem;
+  if (!b || b->frag) {
+    err(v, s->loc, "frag %s needs a buffer in global or shared memory, not %s",
+        rx_frag_op_name(s->frag_op), b ? "a fragment" : "nothing");
+    return;
+  }
+  check_indices(v, b, s->idx, s->nidx, s->loc);
+  if (b->scope == RX_SCOPE_LOCAL)
+    err(v, s->loc,
+        "frag %s: '%s' is local; fragments load from and store to global or shared "
+        "memory",
+        rx_frag_op_name(s->frag_op), b->name);
+  if (b->dtype != s->buf->dtype)
+    err(v, s->loc, "frag %s: '%s' is %s but fragment '%s' is %s (no conversion on the way)",
+        rx_frag_op_name(s->frag_op), b->name, rx_dtype_name(b->dtype), s->buf->name,
+        rx_dtype_name(s->buf->dtype));
+  if (s->frag_op == RX_FRAG_OP_STORE && is_input_buffer(v, b))
+    err(v, s->loc, "frag store to input buffer '%s'; mark it `out`", b->name);
+  if (!s->value) {
+    err(v, s->loc, "frag %s without a stride", rx_frag_op_name(s->frag_op));
+    return;
+  }
+  check_tx(v, s->value);
+  if (!rx_dtype_is_int(s->value->dtype))
+    err(v, s->value->loc, "the stride of frag %s must be an integer, got %s",
+        rx_frag_op_name(s->frag_op), rx_dtype_name(s->value->dtype));
+}
+
+/* `frag OP ...` (ir.h, RX_STMT_FRAG) */
+static void check_frag(vctx *v, const rx_stmt *s) {
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    if (!frag_operand(v, s, s->buf, RX_FRAG_NONE, "the fragment")) return;
+    if (!s->value) {
+      err(v, s->loc, "frag fill without a value");
+      return;
+    }
+    check_tx(v, s->value);
+    check_assign(v, s->value, s->buf->dtype, "fragment", s->buf->name);
+    return;
+  case RX_FRAG_OP_MMA:
+    check_frag_mma(v, s);
+    return;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    check_frag_mem(v, s);
+    return;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+  err(v, s->loc, "malformed frag statement");
+}
+
 static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc) {
   if (!b) {
     err(v, loc, "access of a missing buffer");
@@ -545,6 +662,11 @@ static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n,
   }
   if (!has(&v->vars, b))
     err(v, loc, "buffer '%s' is not defined here; expected a parameter or an earlier alloc",
+        b->name);
+  if (b->frag)
+    err(v, loc,
+        "'%s' is a fragment: its elements are opaque, read and written only by frag fill, load, "
+        "mma and store",
         b->name);
   if (n != b->ndim)
     err(v, loc, "buffer '%s' has %d dimension%s but is indexed with %d ind%s", b->name, b->ndim,
@@ -817,6 +939,7 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     }
     for (int i = 0; s->buf->shape && i < s->buf->ndim; i++)
       check_syms(v, s->buf->shape[i], s->loc, "the shape of an alloc");
+    if (s->buf->frag) check_frag_alloc(v, s);
     add(&v->vars, s->buf); /* visible to the following statements of the enclosing SEQ */
     return;
   case RX_STMT_IF:
@@ -839,6 +962,9 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     break;
   case RX_STMT_LDMATRIX:
     check_ldmatrix(v, s);
+    break;
+  case RX_STMT_FRAG:
+    check_frag(v, s);
     break;
   }
   reset(&v->vars, mv);

@@ -215,6 +215,7 @@ static bool plain(const rx_stmt *s, int *reduces) {
   case RX_STMT_ASYNC_COMMIT:
   case RX_STMT_ASYNC_WAIT:
   case RX_STMT_LDMATRIX:
+  case RX_STMT_FRAG:
     return false;
   }
   return false;

@@ -94,6 +94,7 @@ static void buffer(canon *c, const rx_buffer *b) {
   if (!ref(c, b)) return;
   put(c, (uint64_t)b->dtype);
   put(c, (uint64_t)b->scope);
+  put(c, (uint64_t)b->frag);
   put(c, (uint64_t)(int64_t)b->ndim);
   for (int d = 0; d < b->ndim; d++) expr(c, b->shape[d]);
 }
@@ -180,6 +181,10 @@ static void stmt(canon *c, const rx_stmt *s) {
   tx(c, s->cond);
   put(c, (uint64_t)(int64_t)s->count);
   put(c, (uint64_t)s->trans);
+  put(c, (uint64_t)s->frag_op);
+  buffer(c, s->mma_c);
+  buffer(c, s->mem);
+  put(c, (uint64_t)s->col_major);
 }
 
 static void canonicalize(canon *c, const rx_tensor_fn *f) {

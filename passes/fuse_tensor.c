@@ -403,6 +403,7 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
   case RX_STMT_ASYNC_COMMIT:
   case RX_STMT_ASYNC_WAIT:
   case RX_STMT_LDMATRIX:
+  case RX_STMT_FRAG:
     return NULL;
   }
   return NULL;

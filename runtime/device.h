@@ -84,6 +84,7 @@ struct rx_rt_kernel {
   uint32_t block[3];
   uint32_t shared_bytes;
   uint32_t subgroup_size; /* the subgroup size it must run with (kernels.json); 0: any */
+  bool coop_matrix;       /* kernels.json "cooperative_matrix": needs VK_NV_cooperative_matrix */
   rt_scalar_location scalar_location;
   uint32_t scalar_bytes;
   int scalar_binding;

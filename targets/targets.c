@@ -62,6 +62,23 @@ static const rx_mma_shape mma_sm90[] = {
      "wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"},
     MMA_SYNC_SM80,
 };
+/* NVIDIA through VK_NV_cooperative_matrix (Vulkan registry, "VK_NV_cooperative_matrix";
+ * GLSL GL_NV_cooperative_matrix; NVIDIA, "Machine Learning Acceleration in Vulkan with
+ * Cooperative Matrices", 2019; the VkCooperativeMatrixPropertiesNV lists of Turing to Hopper
+ * drivers on vulkan.gpuinfo.org): fcoopmatNV of 16-bit A and B over one subgroup of 32, 16x16x16
+ * and 16x8x16, accumulating in f32 or f16. GL_KHR_cooperative_matrix (any vendor, shapes queried
+ * at run time) needs glslang 13 or newer; the glslang 12 of Debian bookworm (shaderc 2023.2)
+ * only has the NV extension, so relaxc emits that. */
+static const rx_mma_shape mma_vk_nv[] = {
+    {RX_MMA_COOP, 16, 16, 16, 0, RX_DTYPE_F16, RX_DTYPE_F32, 32,
+     "fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>"},
+    {RX_MMA_COOP, 16, 16, 16, 0, RX_DTYPE_F16, RX_DTYPE_F16, 32,
+     "fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>"},
+    {RX_MMA_COOP, 16, 8, 16, 0, RX_DTYPE_F16, RX_DTYPE_F32, 32,
+     "fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>"},
+    {RX_MMA_COOP, 16, 8, 16, 0, RX_DTYPE_F16, RX_DTYPE_F16, 32,
+     "fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>"},
+};
 /* Apple7 (Metal Shading Language Specification, "SIMD-group Matrix Functions"):
  * simdgroup_matrix<T, 8, 8> of half or float, multiplied with simdgroup_multiply_accumulate by
  * one SIMD group of 32 threads (bfloat matrices are not assumed on Apple7). */
@@ -269,6 +286,41 @@ static const rx_target table[] = {
         .fp16 = true,
         .int8 = true,
         .storage16 = true,
+        .vulkan = {1, 2},
+        .spirv = {1, 5},
+    },
+    /* NVIDIA Turing to Hopper through the Vulkan driver (vulkan.gpuinfo.org reports of the
+     * GeForce RTX 20/30/40 series, A100 and H100): maxComputeWorkGroupInvocations 1024,
+     * maxComputeWorkGroupSize 1024 x 1024 x 64, maxComputeWorkGroupCount 2^31-1 x 65535 x
+     * 65535, maxComputeSharedMemorySize 49152, subgroupSize 32 (fixed: minSubgroupSize =
+     * maxSubgroupSize = 32), subgroup arithmetic, maxPushConstantsSize 256 (128 recorded: the
+     * kernel ABI's), storage buffers unlimited in practice (maxPerStageDescriptorStorageBuffers
+     * about 2^20), shaderFloat16, shaderInt8, 16-bit storage, and VK_NV_cooperative_matrix
+     * (mma_vk_nv above; the runtime checks the extension and its feature when a kernel needs
+     * it). */
+    {
+        .name = "vulkan-nvidia",
+        .kind = RX_TARGET_VULKAN,
+        .device = "NVIDIA Turing, Ampere, Ada and Hopper GPUs (Vulkan driver)",
+        .source = "vulkan.gpuinfo.org NVIDIA reports; Vulkan registry VK_NV_cooperative_matrix",
+        .max_threads_per_block = 1024,
+        .max_block_dim = {1024, 1024, 64},
+        .max_grid_dim = {2147483647, 65535, 65535},
+        .subgroup_size = 32,
+        .min_subgroup_size = 32,
+        .max_subgroup_size = 32,
+        .subgroup_arithmetic = true,
+        .shared_bytes = 48 * KIB,
+        .shared_bytes_optin = 48 * KIB,
+        .push_constant_bytes = 128,
+        .max_storage_buffers = 0,
+        .vector_bytes = 16,
+        .fp16 = true,
+        .int8 = true,
+        .storage16 = true,
+        .matrix_units = true,
+        .mma = mma_vk_nv,
+        .nmma = (int)RX_ARRAY_LEN(mma_vk_nv),
         .vulkan = {1, 2},
         .spirv = {1, 5},
     },

@@ -15,13 +15,16 @@
  *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
  *                                  to gemm_mma_mid_rows: 64 or more, by the column count);
  *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions with
- *                                  operand rows 16-byte aligned (a cp.async pipeline through
+ *                                  operand runs 16-byte aligned (a cp.async pipeline through
  *                                  shared memory, ldmatrix, mma.sync); else gemm_mma_regs under
- *                                  gemv_mma's conditions; else gemm.
+ *                                  gemv_mma's conditions; else gemm_frag on subgroup matrix
+ *                                  fragments where the target lists them for P's and Q's dtype
+ *                                  into f32 (Metal simdgroup_matrix, vulkan-nvidia's cooperative
+ *                                  matrices); else gemm.
  *                  A constant n gets its kernel; a symbolic one the variants `n == 1`,
- *                  `n <= 16`, `n <= 64` (where gemm_mma applies), otherwise, chosen at run
- *                  time. The rule is GEMV for one row and
- *                  GEMM for more (gemv_batch is the variant's name). */
+ *                  `n <= 16`, `n <= mid` (where gemm_mma applies), otherwise, chosen at run
+ *                  time. The rule is GEMV for one row and GEMM for more (gemv_batch is the
+ *                  variant's name). */
 #include "matmul.h"
 
 /* The schedule for a row count known to be 1 (one), at most SMALL_ROWS or MID_ROWS (rows: the
@@ -48,6 +51,10 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   if (!small && gemv_mma_fits(s, mi)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_mma_regs"};
     return gemm_mma_regs_schedule(s, mi);
+  }
+  if (!small && gemm_frag_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_frag"};
+    return gemm_frag_schedule(s, mi);
   }
   *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, small ? "gemm_small" : "gemm"};
   return gemm_schedule(s, mi, small);

@@ -7,11 +7,13 @@
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
  *                         weight element is read once for all of them
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
- *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to 64 rows) or 128 x 128 block tiles
+ *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
  *                         mma.sync
  *   gemm_mma_regs gemv_mma.c  the same without shared memory (gemv_mma's kernel over tiles of
  *                         32 rows x 32 columns) where the pipeline's alignment is not proven
+ *   gemm_frag   gemm_frag.c more rows on subgroup matrix fragments (Metal simdgroup_matrix,
+ *                         Vulkan cooperative matrices): tiles of P and Q staged in shared memory
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -81,5 +83,7 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles); /* 
 int gemm_mma_mid_rows(const mm_info *mi);                          /* gemm_mma.c */
 bool gemm_mma_fits(rx_sctx *s, const mm_info *mi);                 /* gemm_mma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small); /* gemm.c */
+rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi);        /* gemm_frag.c */
+bool gemm_frag_fits(const rx_sctx *s, const mm_info *mi);          /* gemm_frag.c */
 
 #endif

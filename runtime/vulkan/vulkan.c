@@ -171,10 +171,11 @@ typedef struct vk_device {
   uint32_t api; /* the instance's API version */
   /* subgroup size control (Vulkan 1.3 or VK_EXT_subgroup_size_control), enabled where the
    * device has it for compute: pipelines then require the size their kernels were scheduled for */
-  bool sgc, sgc_full;                          /* requiredSubgroupSize; computeFullSubgroups */
-  uint32_t sg_min, sg_max, sg_max_wg;          /* its sizes; maxComputeWorkgroupSubgroups */
-  bool staging;                                /* device buffers are not mapped */
-  vk_block *blocks;                            /* of every memory type */
+  bool sgc, sgc_full;                 /* requiredSubgroupSize; computeFullSubgroups */
+  bool coopmat;                       /* VK_NV_cooperative_matrix enabled (query_coopmat) */
+  uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
+  bool staging;                       /* device buffers are not mapped */
+  vk_block *blocks;                   /* of every memory type */
   VkDeviceSize heap_used[VK_MAX_MEMORY_HEAPS]; /* bytes of blocks allocated in each heap */
   VkPipelineCache cache;
   VkCommandPool cmdpool;
@@ -887,6 +888,38 @@ static rx_status vk_synchronize(rx_rt_device *base) {
 }
 
 /* ---- devices ---- */
+/* Whether d's physical device has the device extension name. */
+static bool has_device_ext(vk_device *d, const char *name) {
+  uint32_t n = 0;
+  bool found = false;
+  d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, NULL);
+  VkExtensionProperties *e = n ? rt_alloc(&d->base.alloc, n * sizeof *e) : NULL;
+  if (e && d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, e) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
+  rt_free(&d->base.alloc, e);
+  return found;
+}
+
+/* Cooperative matrices (VK_NV_cooperative_matrix, Vulkan registry): d->coopmat where the device
+ * has the extension, its cooperativeMatrix feature and the Vulkan memory model (the SPIR-V of
+ * GL_NV_cooperative_matrix uses it); then *ext_name names the extension for vkCreateDevice and
+ * *feat is the feature to chain. Kernels that need them are refused elsewhere (vk_kernel_create).
+ */
+static void query_coopmat(vk_device *d, bool memory_model, const char **ext_name,
+                          VkPhysicalDeviceCooperativeMatrixFeaturesNV *feat) {
+  *ext_name = NULL;
+  memset(feat, 0, sizeof *feat);
+  feat->sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  d->coopmat = false;
+  if (!memory_model || !has_device_ext(d, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return;
+  VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, feat, {0}};
+  d->f.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
+  feat->pNext = NULL;
+  feat->cooperativeMatrixRobustBufferAccess = VK_FALSE;
+  d->coopmat = feat->cooperativeMatrix;
+  if (d->coopmat) *ext_name = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+}
+
 /* Subgroup size control: whether d has it for compute (Vulkan 1.3 core, or the extension, which
  * *ext_name then names for vkCreateDevice), its sizes, and the features to enable (chained into
  * the device's features by the caller through *feat). */
@@ -895,16 +928,8 @@ static void query_sgc(vk_device *d, uint32_t device_api, const char **ext_name,
   *ext_name = NULL;
   memset(feat, 0, sizeof *feat);
   feat->sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
-  bool core = device_api >= VK_API_VERSION_1_3 && d->api >= VK_API_VERSION_1_3, ext = false;
-  if (!core) {
-    uint32_t n = 0;
-    d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, NULL);
-    VkExtensionProperties *e = n ? rt_alloc(&d->base.alloc, n * sizeof *e) : NULL;
-    if (e && d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n, e) == VK_SUCCESS)
-      for (uint32_t i = 0; i < n && !ext; i++)
-        ext = !strcmp(e[i].extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-    rt_free(&d->base.alloc, e);
-  }
+  bool core = device_api >= VK_API_VERSION_1_3 && d->api >= VK_API_VERSION_1_3;
+  bool ext = !core && has_device_ext(d, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   if (!core && !ext) return;
   VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, feat, {0}};
   d->f.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
@@ -990,6 +1015,16 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     sgc.pNext = en.f2.pNext;
     en.f2.pNext = &sgc;
   }
+  const char *cm_ext = NULL, *exts[2];
+  uint32_t next = 0;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm;
+  query_coopmat(d, have.has12 && have.v12.vulkanMemoryModel, &cm_ext, &cm);
+  if (d->coopmat) {
+    cm.pNext = en.f2.pNext;
+    en.f2.pNext = &cm;
+  }
+  if (sgc_ext) exts[next++] = sgc_ext;
+  if (cm_ext) exts[next++] = cm_ext;
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci = {
       VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1, &prio};
@@ -1000,8 +1035,8 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
                             &qci,
                             0,
                             NULL,
-                            sgc_ext ? 1 : 0,
-                            sgc_ext ? &sgc_ext : NULL,
+                            next,
+                            next ? exts : NULL,
                             NULL};
   VK_TRY(d, d->f.vkCreateDevice(d->phys, &dci, NULL, &d->dev), "vkCreateDevice");
 #define X(fn) d->f.fn = (PFN_##fn)d->f.vkGetDeviceProcAddr(d->dev, #fn);
@@ -1219,6 +1254,13 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
                                           "uniform_buffer for Vulkan");
+  if (k->coop_matrix && !d->coopmat)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "vulkan:%d (%s): kernel '%s' uses cooperative matrices "
+                          "(GL_NV_cooperative_matrix); the device has no VK_NV_cooperative_matrix "
+                          "with its cooperativeMatrix feature and the Vulkan memory model: "
+                          "compile for the target that describes this device",
+                          d->base.info.index, d->base.info.name, k->name);
   bool pin = false, full = false;
   RX_RETURN_IF_ERROR(subgroup_plan(d, k, &pin, &full));
   uint32_t pc_bytes =

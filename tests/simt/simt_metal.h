@@ -361,4 +361,100 @@ template <class T, class U> static inline T as_type(U u) {
   return t;
 }
 
+/* ---- SIMD-group matrices (Metal Shading Language Specification 3.1, 6.7 "SIMD-group Matrix
+ * Functions"). The spec leaves the distribution of a simdgroup_matrix over the lanes opaque, so
+ * here every lane holds the whole matrix (rows x columns, row-major); each function is a
+ * SIMD-group collective: all 32 lanes arrive at it together (one warp exchange, checked: every
+ * lane present, the same source line, the same address and stride), then each lane does the
+ * whole operation on its copy. Loads and stores go through plain pointers (ASan checks them in
+ * sanitized builds). multiply_accumulate: d = c + a[r][0] b[0][c] + ... in k order, in float
+ * (the hardware's order and rounding are not specified; tests compare with a tolerance). ---- */
+typedef unsigned long ulong;
+/* matrix_origin: a struct here (clang's ext_vector_type has no ulong2(x, y) constructor) */
+struct ulong2 {
+  ulong x, y;
+  ulong2(ulong a = 0) : x(a), y(a) {}
+  ulong2(ulong a, ulong b) : x(a), y(b) {}
+};
+template <class T, int Cols, int Rows> struct simdgroup_matrix { T e[Rows][Cols]; };
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+namespace simt {
+struct sgm_arrival {
+  const void *p;
+  unsigned long stride;
+};
+/* The collective rendezvous of a SIMD-group matrix function (see above). */
+static inline void sgm_sync(const char *op, const void *p, unsigned long stride, int line) {
+  sgm_arrival me = {p, stride}, all[SIMT_WARP];
+  unsigned members;
+  xchg<sgm_arrival>(0, me, all, &members, line);
+  char msg[200];
+  if (members != 0xffffffffu) {
+    std::snprintf(msg, sizeof msg,
+                  "%s: a SIMD-group matrix function needs all 32 lanes of the SIMD group "
+                  "(lanes taking part 0x%08x)",
+                  op, members);
+    fail(line, msg);
+  }
+  for (int i = 0; i < SIMT_WARP; i++)
+    if (all[i].p != p || all[i].stride != stride) {
+      std::snprintf(msg, sizeof msg,
+                    "%s: lanes pass different operands (lane %d: %p, stride %lu; lane %u: %p, "
+                    "stride %lu)",
+                    op, i, all[i].p, all[i].stride, cur()->lane, p, stride);
+      fail(line, msg);
+    }
+}
+} // namespace simt
+
+template <class T, int C, int R>
+static inline simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T v) {
+  simdgroup_matrix<T, C, R> m;
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) m.e[r][c] = v;
+  return m;
+}
+/* element (r, c) at src[(origin.y + r) * elements_per_row + origin.x + c]; transposed: the
+ * matrix's columns are the source's rows */
+template <class T, int C, int R>
+static inline void simdgroup_load(simdgroup_matrix<T, C, R> &d, const T *src,
+                                  ulong elements_per_row = C, ulong2 origin = ulong2(0),
+                                  bool transpose = false, int line = __builtin_LINE()) {
+  simt::sgm_sync("simdgroup_load", src, elements_per_row, line);
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      ulong row = transpose ? c : r, col = transpose ? r : c;
+      d.e[r][c] = src[(origin.y + row) * elements_per_row + origin.x + col];
+    }
+}
+template <class T, int C, int R>
+static inline void simdgroup_store(const simdgroup_matrix<T, C, R> &a, T *dst,
+                                   ulong elements_per_row = C, ulong2 origin = ulong2(0),
+                                   bool transpose = false, int line = __builtin_LINE()) {
+  simt::sgm_sync("simdgroup_store", dst, elements_per_row, line);
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      ulong row = transpose ? c : r, col = transpose ? r : c;
+      dst[(origin.y + row) * elements_per_row + origin.x + col] = a.e[r][c];
+    }
+}
+template <class TD, class TA, class TB, class TC, int K, int M, int N>
+static inline void
+simdgroup_multiply_accumulate(simdgroup_matrix<TD, N, M> &d, const simdgroup_matrix<TA, K, M> &a,
+                              const simdgroup_matrix<TB, N, K> &b,
+                              const simdgroup_matrix<TC, N, M> &c, int line = __builtin_LINE()) {
+  simt::sgm_sync("simdgroup_multiply_accumulate", nullptr, 0, line);
+  simdgroup_matrix<TD, N, M> r;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = (float)c.e[i][j];
+      for (int k = 0; k < K; k++) acc += (float)a.e[i][k] * (float)b.e[k][j];
+      r.e[i][j] = (TD)acc;
+    }
+  d = r;
+}
+
 #endif

@@ -264,6 +264,24 @@ void rxk_list_rx_files(const char *dir, rx_ptrvec *out) {
   if (out->len > 1) qsort(out->data, out->len, sizeof *out->data, cmp_str);
 }
 
+/* Parses, normalizes and verifies text into a new module (*out, NULL on error); returns the
+ * diagnostics (heap) or NULL. */
+static char *verify_len(const char *name, const char *text, size_t len, rx_module **out) {
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  rx_diag_init(&diag);
+  char *err = NULL;
+  if (!rx_parse_module(m, name, text, len, &diag) || !rx_module_normalize(m, &diag) ||
+      !rx_module_verify(m, &diag)) {
+    err = rx_strdup(rx_diag_text(&diag));
+    rx_module_free(m);
+    m = NULL;
+  }
+  rx_diag_free(&diag);
+  *out = m;
+  return err;
+}
+
 rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {
   char *text;
   size_t len;
@@ -273,16 +291,28 @@ rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {
     rx_status_free(s);
     return NULL;
   }
-  rx_module *m = rx_module_new();
-  rx_diag diag;
-  rx_diag_init(&diag);
-  if (!rx_parse_module(m, path, text, len, &diag) || !rx_module_normalize(m, &diag) ||
-      !rx_module_verify(m, &diag)) {
-    rx_strbuf_append(msg, rx_diag_text(&diag));
-    rx_module_free(m);
-    m = NULL;
-  }
-  rx_diag_free(&diag);
+  rx_module *m = NULL;
+  char *err = verify_len(path, text, len, &m);
+  if (err) rx_strbuf_append(msg, err);
+  free(err);
   free(text);
   return m;
+}
+
+char *rxk_verify_text(const char *name, const char *text, rx_module **out) {
+  rx_module *m = NULL;
+  char *err = verify_len(name, text, strlen(text), &m);
+  if (m && out)
+    *out = m;
+  else
+    rx_module_free(m);
+  return err;
+}
+
+const rx_tensor_fn *rxk_find_fn(rx_module *m, const char *name) {
+  for (size_t i = 0; i < m->items.len; i++) {
+    const rx_tensor_fn *f = m->items.data[i].fn;
+    if (m->items.data[i].kind == RX_ITEM_TENSOR && !strcmp(f->name, name)) return f;
+  }
+  return NULL;
 }

@@ -67,5 +67,10 @@ bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rx
 void rxk_list_rx_files(const char *dir, rx_ptrvec *out);
 /* Parses, normalizes and verifies a file into a new module; NULL with the diagnostics in msg. */
 rx_module *rxk_load_module(const char *path, rx_strbuf *msg);
+/* Parses, normalizes and verifies text (named `name` in messages); returns the diagnostics (heap)
+ * or NULL when it verified, the module then in *out (or freed when out is NULL). */
+char *rxk_verify_text(const char *name, const char *text, rx_module **out);
+/* The tensor program of m named name, or NULL. */
+const rx_tensor_fn *rxk_find_fn(rx_module *m, const char *name);
 
 #endif

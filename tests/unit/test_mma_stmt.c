@@ -45,14 +45,6 @@ static rxk_stats st;
       FAIL(__VA_ARGS__);                                                                           \
   } while (0)
 
-static const rx_tensor_fn *find_fn(rx_module *m, const char *name) {
-  for (size_t i = 0; i < m->items.len; i++) {
-    const rx_tensor_fn *f = m->items.data[i].fn;
-    if (m->items.data[i].kind == RX_ITEM_TENSOR && !strcmp(f->name, name)) return f;
-  }
-  return NULL;
-}
-
 /* The PTX of every kernel of p holds mma.sync.aligned.m16n8k16 (NVRTC; skipped without it). */
 static void check_ptx(const rxk_prepared *p) {
   for (int k = 0; k < p->kl.n; k++) {
@@ -77,7 +69,7 @@ static void check_ptx(const rxk_prepared *p) {
 /* prog (with mma) against ref (serial) at every size of m, on the interpreter and for each CUDA
  * target in the emulator; Vulkan and Metal refuse it. */
 static void check_pair(rx_module *m, const char *prog, const char *ref) {
-  const rx_tensor_fn *f = find_fn(m, prog), *fr = find_fn(m, ref);
+  const rx_tensor_fn *f = rxk_find_fn(m, prog), *fr = rxk_find_fn(m, ref);
   if (!f || !fr) {
     FAIL("%s or %s is missing from tests/mma/mma_gemm.rx", prog, ref);
     return;
@@ -168,7 +160,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
 /* prog reads a cp.async tile before its wait: both the interpreter and the emulated CUDA C must
  * give other numbers than ref (copies land at their wait, not when issued). */
 static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
-  const rx_tensor_fn *f = find_fn(m, prog), *fr = find_fn(m, ref);
+  const rx_tensor_fn *f = rxk_find_fn(m, prog), *fr = rxk_find_fn(m, ref);
   if (!f || !fr) {
     FAIL("%s or %s is missing from tests/mma/mma_gemm.rx", prog, ref);
     return;
@@ -213,23 +205,6 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
   rxk_release(&p);
 }
 
-/* Parses text into a module and verifies it; returns the diagnostics (heap) or NULL when it
- * verified. */
-static char *verify_text(const char *text, rx_module **out) {
-  rx_module *m = rx_module_new();
-  rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, "mma.rx", text, strlen(text), &diag) &&
-            rx_module_normalize(m, &diag) && rx_module_verify(m, &diag);
-  char *msg = ok ? NULL : rx_strdup(rx_diag_text(&diag));
-  rx_diag_free(&diag);
-  if (ok && out)
-    *out = m;
-  else
-    rx_module_free(m);
-  return msg;
-}
-
 /* The statement's checks: the verifier's, the printer's round trip, and a subgroup whose lanes
  * do not all reach it. */
 static void check_errors(rx_module *m) {
@@ -238,7 +213,7 @@ static void check_errors(rx_module *m) {
   CHECK(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
         "the printer writes the statement");
   rx_module *m2 = NULL;
-  char *msg = verify_text(printed.data, &m2);
+  char *msg = rxk_verify_text("mma.rx", printed.data, &m2);
   CHECK(!msg, "the printed module parses back: %s", msg ? msg : "");
   if (m2) {
     rx_module_print(&again, m2);
@@ -265,7 +240,7 @@ static void check_errors(rx_module *m) {
              "      alloc fb: f16[4] local\n      alloc fc: f32[4] local\n      %s\n"
              "    }\n  }\n}\n",
              bad[i].decls, bad[i].stmt);
-    msg = verify_text(text, NULL);
+    msg = rxk_verify_text("mma.rx", text, NULL);
     CHECK(msg && strstr(msg, bad[i].want), "bad mma %zu: expected '%s', got: %s", i, bad[i].want,
           msg ? msg : "(accepted)");
     free(msg);
@@ -293,7 +268,7 @@ static void check_errors(rx_module *m) {
              "      alloc fb: f16[4] local\n      alloc fc: f32[4] local\n      %s\n"
              "    }\n  }\n}\n",
              bad_async[i].stmt);
-    msg = verify_text(text, NULL);
+    msg = rxk_verify_text("mma.rx", text, NULL);
     CHECK(msg && strstr(msg, bad_async[i].want), "bad async/ldmatrix %zu: expected '%s', got: %s",
           i, bad_async[i].want, msg ? msg : "(accepted)");
     free(msg);
@@ -306,14 +281,14 @@ static void check_errors(rx_module *m) {
                     "      if l < 16 { mma m16n8k16 fc, fa, fb }\n      y[l] = fc[0]\n"
                     "    }\n  }\n}\n";
   rx_module *md = NULL;
-  msg = verify_text(div, &md);
+  msg = rxk_verify_text("mma.rx", div, &md);
   CHECK(!msg, "the divergent program verifies: %s", msg ? msg : "");
   free(msg);
   if (md) {
     float y[32];
     rx_interp_arg arg = {.data = y, .shape = {32}, .ndim = 1, .dtype = RX_DTYPE_F32};
     rx_interp_opts o = {.subgroup_size = 32};
-    rx_status s = rx_interp_run(md, find_fn(md, "t"), &arg, 1, &o);
+    rx_status s = rx_interp_run(md, rxk_find_fn(md, "t"), &arg, 1, &o);
     CHECK(s && strstr(rx_status_message(s), "subgroup divergence"),
           "mma reached by half a subgroup: expected a divergence, got %s",
           s ? rx_status_message(s) : "success");
@@ -325,7 +300,7 @@ static void check_errors(rx_module *m) {
 /* gemv_7b's n <= 16 variant is gemv_mma (mma.sync, 16-byte loads) and its n > 16 variant
  * gemm_mma (mma.sync, cp.async with its wait, ldmatrix) in their PTX (no spills: rxk_prepare). */
 static void check_mma_variants(rx_module *m) {
-  const rx_tensor_fn *f = find_fn(m, "gemv_7b");
+  const rx_tensor_fn *f = rxk_find_fn(m, "gemv_7b");
   if (!f) {
     FAIL("gemv_7b is missing from tests/mma/mma_gemm.rx");
     return;

@@ -107,6 +107,9 @@ static const struct {
     {"softmax_rows_f16", RX_SCHED_ROW_REDUCTION, 1, 0},
     {"softmax_rows_f16_f32", RX_SCHED_ROW_REDUCTION, 1, 0},
     {"softmax_cache_f32", RX_SCHED_ROW_REDUCTION, 1, 0},
+    {"frag_proj", RX_SCHED_GEMM, 3, 0},
+    {"frag_xw", RX_SCHED_GEMM, 3, 0},
+    {"frag_batched", RX_SCHED_GEMM, 3, 0},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -62,7 +62,7 @@ static void test_names(void) {
   }
   const char *required[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan",
                             "vulkan-lavapipe",  "vulkan-adreno",    "vulkan-mali",
-                            "metal-apple7"};
+                            "vulkan-nvidia",    "metal-apple7"};
   for (size_t i = 0; i < RX_ARRAY_LEN(required); i++)
     CHECK(rx_target_find(required[i]) != NULL, "target '%s' is described", required[i]);
   CHECK(rx_target_find("opencl") == NULL, "find unknown");
@@ -239,6 +239,11 @@ static void test_mma(void) {
   CHECK(x && x->api == RX_MMA_SIMDGROUP && x->m == 8 && x->n == 8 && x->k == 8,
         "apple7: simdgroup_matrix 8x8");
   CHECK(!rx_target_mma(m, RX_DTYPE_BF16, RX_DTYPE_F32, -1), "apple7: no bfloat matrices");
+  const rx_target *nv = rx_target_find("vulkan-nvidia");
+  x = nv ? rx_target_mma(nv, RX_DTYPE_F16, RX_DTYPE_F32, -1) : NULL;
+  CHECK(x && x->api == RX_MMA_COOP && x->m == 16 && x->n == 16 && x->k == 16 && x->threads == 32 &&
+            nv->subgroup_size == 32 && nv->min_subgroup_size == 32 && nv->fp16 && nv->storage16,
+        "vulkan-nvidia: VK_NV_cooperative_matrix 16x16x16 f16 -> f32 over subgroups of 32");
   size_t n = 0;
   const rx_target *all = rx_target_list(&n);
   for (size_t i = 0; i < n; i++) {
