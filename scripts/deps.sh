@@ -14,6 +14,7 @@ PACKAGES=(
                  # without recommends)
   make
   cmake          # >= 3.20
+  pkgconf        # pkg-config: shaderc's version for the kernel cache's key (targets/targets.cmake)
   python3        # runs LLVM lit
   llvm-14-tools  # lit, FileCheck, not
   llvm           # llvm-ar, llvm-ranlib: CMake archives with them when CC is clang (make fuzz)
