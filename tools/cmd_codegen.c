@@ -32,6 +32,34 @@ static bool write_file(const char *dir, const char *name, const void *data, size
 }
 
 /* NVRTC binaries of one CUDA kernel; returns false only on a compile error. */
+/* The SPIR-V of GLSL kernel k (shaderc, then spirv-val where SPIRV-Tools is present) written to
+ * dir as NAME.spv; *noted once shaderc is absent (the GLSL alone is written then). */
+static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted) {
+  if (!rx_shaderc_available()) {
+    if (!*noted)
+      fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
+    *noted = true;
+    return true;
+  }
+  char label[300], file[300];
+  snprintf(label, sizeof label, "%s.comp", k->name);
+  uint32_t *words = NULL;
+  size_t n = 0;
+  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
+  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
+  if (st) {
+    fprintf(stderr, "relaxc: error: kernel '%s': %s\n", k->name, rx_status_message(st));
+    rx_status_free(st);
+    free(words);
+    return false;
+  }
+  snprintf(file, sizeof file, "%s.spv", k->name);
+  bool ok = write_file(dir, file, words, n * sizeof *words);
+  if (ok) k->binary = rx_arena_strdup(&m->arena, file);
+  free(words);
+  return ok;
+}
+
 static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
                                 bool *nvrtc_ok, bool *noted) {
   if (!*nvrtc_ok) return true;
@@ -143,14 +171,7 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
         char name[300];
         snprintf(name, sizeof name, "%s.%s", k->name, rx_lang_ext(lang));
         ok = write_file(outdir, name, k->source, strlen(k->source));
-        if (ok && k->spirv) {
-          snprintf(name, sizeof name, "%s.spv", k->name);
-          ok = write_file(outdir, name, k->spirv, k->spirv_words * 4);
-          if (ok) k->binary = rx_arena_strdup(&m->arena, name);
-        } else if (ok && lang == RX_LANG_GLSL && !noted) {
-          fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
-          noted = true;
-        }
+        if (ok && lang == RX_LANG_GLSL) ok = write_spirv(m, k, outdir, &noted);
         if (ok && lang == RX_LANG_CUDA)
           ok = write_cuda_binaries(m, k, t, outdir, &nvrtc_ok, &noted);
       }
