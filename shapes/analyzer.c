@@ -896,6 +896,23 @@ static const rx_expr *poly_expr(rx_analyzer *an, rx_poly *p) {
   return p->ovf ? NULL : rx_poly_build(an->ctx, p);
 }
 
+/* The terms of p that are known multiples of g go to s (when s is not NULL), the others to r,
+ * with p's constant. Returns whether any term went to s. */
+static bool split_terms(rx_analyzer *an, const rx_poly *p, int64_t g, rx_poly *s, rx_poly *r) {
+  bool any = false;
+  r->c = p->c;
+  for (size_t i = 0; i < p->n; i++) {
+    int64_t d = rx_analyzer_divisor(an, p->t[i].m), kd;
+    bool exact = d == 0 || (rx_i64_mul(d, p->t[i].k, &kd) && kd % g == 0);
+    any |= exact;
+    if (exact && s)
+      rx_poly_push(s, p->t[i].m, p->t[i].k);
+    else if (!exact)
+      rx_poly_push(r, p->t[i].m, p->t[i].k);
+  }
+  return any;
+}
+
 /* x // k, k > 1, x canonical: terms that are multiples of k split off exactly */
 static const rx_expr *div_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   rx_expr_ctx *ctx = an->ctx;
@@ -907,12 +924,7 @@ static const rx_expr *div_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   rx_poly_add_expr(&p, x, 1);
   rx_poly_norm(&p);
   if (p.ovf) goto done;
-  r.c = p.c;
-  for (size_t i = 0; i < p.n; i++) {
-    int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd;
-    bool exact = d == 0 || (rx_i64_mul(d, p.t[i].k, &kd) && kd % k == 0);
-    rx_poly_push(exact ? &s : &r, p.t[i].m, p.t[i].k);
-  }
+  split_terms(an, &p, k, &s, &r);
   xiv b = poly_bnd(an, r.t, r.n, r.c);
   if (b.lo.s || b.hi.s) goto done;
   int64_t q1, q2;
@@ -947,16 +959,7 @@ static const rx_expr *mod_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   rx_poly_add_expr(&p, x, 1);
   rx_poly_norm(&p);
   if (p.ovf) goto done;
-  r.c = p.c;
-  bool dropped = false;
-  for (size_t i = 0; i < p.n; i++) {
-    int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd;
-    bool exact = d == 0 || (rx_i64_mul(d, p.t[i].k, &kd) && kd % k == 0);
-    if (exact)
-      dropped = true;
-    else
-      rx_poly_push(&r, p.t[i].m, p.t[i].k);
-  }
+  bool dropped = split_terms(an, &p, k, NULL, &r);
   xiv b = poly_bnd(an, r.t, r.n, r.c);
   int64_t q1, q2, kq;
   if (!b.lo.s && !b.hi.s && rx_i64_floordiv(b.lo.v, k, &q1) && rx_i64_floordiv(b.hi.v, k, &q2) &&
@@ -1002,12 +1005,7 @@ static const rx_expr *split_rule(rx_analyzer *an, const rx_expr *x, int64_t k, b
     rx_poly s, r;
     rx_poly_init(&s);
     rx_poly_init(&r);
-    r.c = p.c;
-    for (size_t i = 0; i < p.n; i++) {
-      int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd;
-      bool exact = d == 0 || (rx_i64_mul(d, p.t[i].k, &kd) && kd % g == 0);
-      rx_poly_push(exact ? &s : &r, p.t[i].m, p.t[i].k);
-    }
+    split_terms(an, &p, g, &s, &r);
     xiv b = poly_bnd(an, r.t, r.n, r.c);
     int64_t q1, q2, qg;
     if (s.n && r.n && !b.lo.s && !b.hi.s && rx_i64_floordiv(b.lo.v, g, &q1) &&
