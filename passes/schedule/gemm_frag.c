@@ -253,12 +253,9 @@ rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi) {
     by = rx_sched_fresh_var(s, "bz");
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
-  const rx_expr *nrow =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->N, E(s, c.BM - 1)), E(s, c.BM)));
-  const rx_expr *ncol =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, c.BN - 1)), E(s, c.BN)));
-  const rx_expr *nk = rx_analyzer_simplify(
-      s->an, rx_expr_floordiv(cx, ADD(s, mi->K, E(s, FRAG_BK - 1)), E(s, FRAG_BK)));
+  const rx_expr *nrow = CEILDIV(s, mi->N, c.BM);
+  const rx_expr *ncol = CEILDIV(s, mi->M, c.BN);
+  const rx_expr *nk = CEILDIV(s, mi->K, FRAG_BK);
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
   rx_analyzer_bind_range(s->an, br, E(s, 0), nrow);

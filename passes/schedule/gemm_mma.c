@@ -360,10 +360,8 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
     bz = rx_sched_fresh_var(s, "bz");
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, c.brepl));
   }
-  const rx_expr *nrow =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->N, E(s, BM - 1)), E(s, BM)));
-  const rx_expr *ncol =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, BN - 1)), E(s, BN)));
+  const rx_expr *nrow = CEILDIV(s, mi->N, BM);
+  const rx_expr *ncol = CEILDIV(s, mi->M, BN);
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
   rx_analyzer_bind_range(s->an, by, E(s, 0), nrow);

@@ -159,16 +159,13 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
 /* The k loop: steps of G * V elements, unrolled by GEMV_UNROLL, the tail guarded. */
 static rx_stmt *rows_kloop(rows_k *c) {
   rx_sctx *s = c->s;
-  rx_expr_ctx *cx = s->cx;
   rows_plan p = c->p;
   int64_t step = (int64_t)p.G * p.V;
-  const rx_expr *nk = rx_analyzer_simplify(
-      s->an, rx_expr_floordiv(cx, ADD(s, c->mi->K, E(s, step - 1)), E(s, step)));
+  const rx_expr *nk = CEILDIV(s, c->mi->K, step);
   int U = GEMV_UNROLL;
   if (nk->kind == RX_EXPR_CONST && nk->value < U) U = nk->value < 1 ? 1 : (int)nk->value;
   const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
-  const rx_expr *nko =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, nk, E(s, U - 1)), E(s, U)));
+  const rx_expr *nko = CEILDIV(s, nk, U);
   const rx_expr *kb = MUL(s, ADD(s, MUL(s, ADD(s, MUL(s, ko, U), ku), p.G), c->l), p.V);
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, ko, E(s, 0), nko);
@@ -238,8 +235,7 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
   int per = (p.T / p.G) * p.R;
-  const rx_expr *ncol =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, per - 1)), E(s, per)));
+  const rx_expr *ncol = CEILDIV(s, mi->M, per);
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
   rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, p.T));

@@ -203,11 +203,9 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   }
   if (RM > 1) {
     br = rx_sched_fresh_var(s, "br");
-    nrow = rx_analyzer_simplify(
-        s->an, rx_expr_floordiv(cx, ADD(s, mi->N, E(s, 16 * RM - 1)), E(s, 16 * RM)));
+    nrow = CEILDIV(s, mi->N, 16 * RM);
   }
-  const rx_expr *ncol =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, ADD(s, mi->M, E(s, per - 1)), E(s, per)));
+  const rx_expr *ncol = CEILDIV(s, mi->M, per);
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
   rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, T));

@@ -496,10 +496,7 @@ static void setup_rows(rr *r) {
   const rx_expr *nrows = E(s, 1);
   for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(cx, nrows, r->nt.ext[k]);
   nrows = rx_analyzer_simplify(s->an, nrows);
-  r->nblocks =
-      r->RPB == 1 ? nrows
-                  : rx_analyzer_simplify(
-                        s->an, rx_expr_floordiv(cx, ADD(s, nrows, E(s, r->RPB - 1)), E(s, r->RPB)));
+  r->nblocks = r->RPB == 1 ? nrows : CEILDIV(s, nrows, r->RPB);
   rx_analyzer_bind_range(s->an, r->bx, E(s, 0), r->nblocks);
   rx_analyzer_bind_range(s->an, r->tid, E(s, 0), E(s, r->B));
   const rx_expr *row = r->RPB == 1 ? r->bx : ADD(s, MUL(s, r->bx, r->RPB), r->rb);

@@ -62,6 +62,10 @@ static inline const rx_expr *ADD(rx_sctx *s, const rx_expr *a, const rx_expr *b)
 static inline const rx_expr *MUL(rx_sctx *s, const rx_expr *a, int64_t c) {
   return rx_expr_mul(s->cx, a, E(s, c));
 }
+/* ceil(e / k), k > 0, simplified under the analyzer's facts (block counts, chunk counts). */
+static inline const rx_expr *CEILDIV(rx_sctx *s, const rx_expr *e, int64_t k) {
+  return rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, ADD(s, e, E(s, k - 1)), E(s, k)));
+}
 static inline const rx_expr *LT(rx_sctx *s, const rx_expr *a, const rx_expr *b) {
   return rx_expr_cmp(s->cx, RX_EXPR_LT, a, b);
 }
