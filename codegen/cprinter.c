@@ -878,6 +878,9 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   case RX_TX_CALL:
     pcall(p, o, e);
     break;
+  case RX_TX_HAS_FRAG: /* lowering refuses it (lower.c) */
+    cg_error(p, e->loc, "has_fragments(...) cannot be printed: scheduling decides it");
+    break;
   }
 }
 

@@ -131,6 +131,12 @@ static void see_tx(lw *w, const rx_tx *e) {
   case RX_TX_CALL:
     if (rx_intrinsic_kind(e->intrin) == 's') w->ck->uses_subgroup = true;
     break;
+  case RX_TX_HAS_FRAG: /* rx_schedule decides it for the target: not in a kernel */
+    w->failed = true;
+    rx_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
+                   "has_fragments(...) in a kernel: only rx_schedule decides it (schedule the "
+                   "program for the target first)");
+    break;
   default:
     break;
   }

@@ -483,6 +483,7 @@ struct run {
   rx_status cerr; /* first compile error */
   /* run */
   int sgsize;
+  bool fragments; /* rx_interp_opts.fragments */
   int max_threads;
   int64_t max_steps, steps;
   rx_fiber **fibers;
@@ -1854,6 +1855,9 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     if (arity > 2) r->c = coerce(rs, compile_tx(rs, e->c), dt);
     return rs->cerr ? NULL : r;
   }
+  case RX_TX_HAS_FRAG:
+    cfail(rs, e->loc, "has_fragments(...) outside the condition of an 'if'");
+    return NULL;
   }
   cfail(rs, e->loc, "malformed expression (kind %d)", (int)e->kind);
   return NULL;
@@ -2209,6 +2213,10 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     return rs->cerr ? NULL : c;
   }
   case RX_STMT_IF:
+    if (s->value && s->value->kind == RX_TX_HAS_FRAG) { /* decided once: ir.h */
+      rx_stmt *taken = rs->fragments ? s->inner : s->otherwise;
+      return taken ? compile_scoped(rs, taken) : cst_new(rs, C_SEQ, s);
+    }
     c = cst_new(rs, C_IF, s);
     c->value = coerce(rs, compile_tx(rs, s->value), RX_DTYPE_BOOL);
     c->inner = compile_scoped(rs, s->inner);
@@ -2566,6 +2574,7 @@ rx_status rx_interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args
   rs.sgsize = o.subgroup_size ? o.subgroup_size : 32;
   rs.max_threads = o.max_threads_per_block ? o.max_threads_per_block : 1024;
   rs.max_steps = o.max_steps;
+  rs.fragments = o.fragments;
   rs.args = args;
   rx_status st = f->body ? prepare(&rs, nargs)
                          : rx_status_make(RX_ERR_INVALID, "tensor_fn `%s` has no body", rs.fname);

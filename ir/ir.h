@@ -384,17 +384,18 @@ typedef struct rx_local {
 } rx_local;
 
 typedef enum rx_tx_kind {
-  RX_TX_INT,    /* ival, dtype (a literal; `weak` when written bare) */
-  RX_TX_FLOAT,  /* fval, dtype */
-  RX_TX_SYM,    /* sym: integer expression over symbolic and loop variables, dtype i64 */
-  RX_TX_LOCAL,  /* local (let-bound) */
-  RX_TX_LOAD,   /* buf[idx...] */
-  RX_TX_BINARY, /* binop(a, b) */
-  RX_TX_NEG,    /* -a */
-  RX_TX_NOT,    /* !a */
-  RX_TX_SELECT, /* select(a, b, c) */
-  RX_TX_CAST,   /* dtype(a) */
-  RX_TX_CALL,   /* intrinsic(args) */
+  RX_TX_INT,      /* ival, dtype (a literal; `weak` when written bare) */
+  RX_TX_FLOAT,    /* fval, dtype */
+  RX_TX_SYM,      /* sym: integer expression over symbolic and loop variables, dtype i64 */
+  RX_TX_LOCAL,    /* local (let-bound) */
+  RX_TX_LOAD,     /* buf[idx...] */
+  RX_TX_BINARY,   /* binop(a, b) */
+  RX_TX_NEG,      /* -a */
+  RX_TX_NOT,      /* !a */
+  RX_TX_SELECT,   /* select(a, b, c) */
+  RX_TX_CAST,     /* dtype(a) */
+  RX_TX_CALL,     /* intrinsic(args) */
+  RX_TX_HAS_FRAG, /* has_fragments(AB, ACC, M, N, K): the target runs those fragments (below) */
 } rx_tx_kind;
 
 /* A tensor-program expression. Integer subtrees made only of literals, symbolic/loop variables
@@ -417,7 +418,19 @@ struct rx_tx {
   rx_binop binop;
   rx_intrinsic intrin;
   rx_tx *a, *b, *c; /* operands (CALL: up to 3 arguments in a, b, c) */
+  /* HAS_FRAG: fragments A (M x K) and B (K x N) of dtype frag_ab, accumulator (M x N) frag_acc */
+  rx_dtype frag_ab, frag_acc;
+  int frag_m, frag_n, frag_k;
 };
+
+/* RX_TX_HAS_FRAG, `has_fragments(f16, f32, 16, 16, 16)`: true on a target whose subgroup matrix
+ * fragments (RX_STMT_FRAG) include A M x K and B K x N of the first dtype with an M x N
+ * accumulator of the second (target.h, rx_target_has_frag), false elsewhere. It is allowed only
+ * as the whole condition of an `if`, so a program can hold a matrix-unit form beside a portable
+ * one: scheduling keeps the branch that the target takes (passes/schedule.h), the interpreter the
+ * one that rx_interp_opts.fragments names (the portable one by default). A target-independent
+ * program, e.g. an op's legalization (ops/attention.c), thus carries both and each target
+ * compiles one. */
 
 typedef enum rx_stmt_kind {
   RX_STMT_SEQ,     /* body[n] */
@@ -682,6 +695,7 @@ rx_tx *rx_tx_not(rx_module *m, rx_tx *a, rx_loc loc);
 rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
 rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
 rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
+rx_tx *rx_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc);
 rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
 
 /* s without the SEQs of one statement around it. */

@@ -406,6 +406,16 @@ rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
   return e;
 }
 
+rx_tx *rx_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_HAS_FRAG, RX_DTYPE_BOOL, loc);
+  e->frag_ab = ab;
+  e->frag_acc = acc;
+  e->frag_m = mm;
+  e->frag_n = nn;
+  e->frag_k = kk;
+  return e;
+}
+
 rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc) {
   rx_stmt *s = rx_module_alloc(m, sizeof *s);
   s->kind = kind;

@@ -1079,6 +1079,36 @@ static void define_tname(P *p, const char *name, rx_local *l, rx_buffer *b, rx_l
 static rx_tx *tx(P *p);
 static int index_list(P *p, rx_tx ***out);
 
+/* `has_fragments(AB, ACC, M, N, K)` (ir.h, RX_TX_HAS_FRAG), at its name. */
+static rx_tx *has_fragments(P *p) {
+  rx_loc loc = cur(p)->loc;
+  next(p);
+  next(p);
+  rx_dtype dt[2];
+  int dims[3];
+  for (int i = 0; i < 5; i++) {
+    rx_tok *t = cur(p);
+    if (i < 2) {
+      bool is_dt = false;
+      if (t->kind == RX_TOK_IDENT) dt[i] = dtype_of(p, t, &is_dt);
+      if (!is_dt || dt[i] == RX_DTYPE_UNKNOWN)
+        fail_expected(p, i ? "the accumulator dtype of has_fragments"
+                           : "the operand dtype of has_fragments");
+    } else {
+      if (t->kind != RX_TOK_INT)
+        fail_expected(p, "a fragment dimension (an integer) of has_fragments");
+      int64_t v = int_value(p, t, false);
+      if (v < 1 || v > 256)
+        fail_at(p, t->loc, "a fragment dimension is 1 to 256, got %lld", (long long)v);
+      dims[i - 2] = (int)v;
+    }
+    next(p);
+    if (i < 4) expect(p, RX_TOK_COMMA, "',' between the arguments of has_fragments");
+  }
+  expect(p, RX_TOK_RPAREN, "')' after the five arguments of has_fragments(AB, ACC, M, N, K)");
+  return rx_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
+}
+
 static rx_tx *tx_primary(P *p) {
   rx_tok *t = cur(p);
   rx_module *m = p->m;
@@ -1105,6 +1135,7 @@ static rx_tx *tx_primary(P *p) {
     return rx_tx_int(m, tok_is_kw(t, "true"), RX_DTYPE_BOOL, true, loc);
   const char *name = tok_text(p, t);
   rx_tok_kind after = ahead(p, 1)->kind;
+  if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_fragments")) return has_fragments(p);
   if (after == RX_TOK_LPAREN) {
     bool is_dt;
     rx_dtype dt = dtype_of(p, t, &is_dt);

@@ -149,6 +149,10 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
     rx_strbuf_putc(o, ')');
     break;
   }
+  case RX_TX_HAS_FRAG:
+    rx_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", rx_dtype_name(e->frag_ab),
+                     rx_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
+    break;
   }
   if (paren) rx_strbuf_putc(o, ')');
 }

@@ -789,6 +789,9 @@ static void check_tx(vctx *v, const rx_tx *e) {
             rx_dtype_name(args[0]->dtype), rx_dtype_name(args[i]->dtype));
     return;
   }
+  case RX_TX_HAS_FRAG: /* the whole condition of an if (check_stmt) */
+    err(v, e->loc, "has_fragments(...) is allowed only as the whole condition of an 'if'");
+    return;
   }
 }
 
@@ -943,7 +946,14 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     add(&v->vars, s->buf); /* visible to the following statements of the enclosing SEQ */
     return;
   case RX_STMT_IF:
-    check_cond(v, s->value);
+    if (s->value && s->value->kind == RX_TX_HAS_FRAG) {
+      const rx_tx *c = s->value;
+      if (!rx_dtype_is_float(c->frag_ab) || !rx_dtype_is_float(c->frag_acc))
+        err(v, c->loc, "has_fragments takes float dtypes, got %s and %s", rx_dtype_name(c->frag_ab),
+            rx_dtype_name(c->frag_acc));
+    } else {
+      check_cond(v, s->value);
+    }
     check_stmt(v, s->inner);
     check_stmt(v, s->otherwise);
     break;

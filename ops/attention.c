@@ -976,7 +976,8 @@ static void token_table(attn *a) {
   lz_line(l, "barrier");
 }
 
-void lz_gen_paged_attention(lz_ctx *l) {
+/* The portable paged_attention kernel. */
+static void paged_portable(lz_ctx *l) {
   attn a;
   if (!paged_start(&a, l, ATTN_PAGED)) return;
   a.qseq = lz_arg(l, 4);
@@ -1016,6 +1017,360 @@ void lz_gen_paged_attention(lz_ctx *l) {
   for (int i = 0; i < 3; i++) lz_close(l);
 }
 
+/* Opens `for c in 0..ceil(count / ATTN_THREADS) { if e < count {` over the block's threads tx
+ * and returns e = tx + c * ATTN_THREADS, the thread's item of the step (two levels to close). */
+static const rx_expr *open_thread_items(lz_ctx *l, const char *tx, const char *c,
+                                        const rx_expr *count) {
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *steps =
+      rx_expr_floordiv(cx, rx_expr_add(cx, count, rx_expr_const(cx, ATTN_THREADS - 1)),
+                       rx_expr_const(cx, ATTN_THREADS));
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
+  l->ind++;
+  const rx_expr *e =
+      rx_expr_add(cx, rx_expr_var(cx, tx),
+                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
+  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, count)));
+  l->ind++;
+  return e;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * prefill on matrix units: paged_attention with subgroup matrix fragments
+ *
+ * Beside the portable kernel above, paged_attention of f16 or bf16 holds a form on F x F x F
+ * fragments (ir.h RX_STMT_FRAG; F = 16: CUDA mma.sync and Vulkan cooperative matrices, F = 8:
+ * Metal simdgroup_matrix), each under `if has_fragments(T, f32, F, F, F)`, so a target with
+ * those fragments compiles it and every other target the portable one (passes/schedule.h). The
+ * elements of a fragment are opaque, so nothing reads one per row: the softmax goes through
+ * shared memory, and the output accumulator, which the online softmax would have to rescale
+ * row by row, stays in fragments by walking the keys twice:
+ *
+ *   pass 1, per key tile:  S = Q K^T on fragments -> shared; one thread per row: the running
+ *                          max m and sum l of the row's scores (online, base 2)
+ *   pass 2, per key tile:  S again; one thread per row: p = exp2(s - m) (the final m, so no
+ *                          rescaling) rounded to T into shared; O += P V on fragments
+ *   end:                   O / l, through shared memory a few fragments at a time
+ *
+ * Q K^T is computed twice (three products per tile instead of two), against a score tile and a
+ * per-row rescale of the accumulator in shared memory (R x D f32, beyond Metal's 32 KiB for
+ * R = 64, D = 128) on every tile. Rows and keys are those of the portable kernel: R query rows
+ * per block (tokens x heads of a GQA group), key tiles of one page (16 keys), 128 threads =
+ * four subgroups of 32; fragment number f of a product goes to subgroup f % 4. Shared rows are
+ * padded by 16 bytes (row starts stay 16-byte aligned for the fragment loads; the rows of a
+ * fragment fall in different banks).
+ * ------------------------------------------------------------------------------------------ */
+
+/* Shared memory of the fragment form, by fragment edge: the targets with 16 x 16 x 16 fragments
+ * (CUDA sm_80 and sm_90, vulkan-nvidia) have 48 KiB per block, those with 8 x 8 x 8 (metal-apple7)
+ * 32 KiB (targets.c; scheduling checks the kernel against its target). */
+#define ATTN_FRAG_SHARED(f) ((f) >= 16 ? 49152 : 32768)
+/* Subgroups of a block: ATTN_THREADS / 32 lanes. */
+#define ATTN_WARPS (ATTN_THREADS / 32)
+
+typedef struct fattn {
+  attn *a;
+  int f;                    /* the fragment edge F */
+  int64_t pad;              /* elements of padding per shared row */
+  int64_t ns, no;           /* fragments of S (R x tk) and of O (R x D) */
+  const char *fa, *fb, *fs; /* the A, B and S fragments (scratch) */
+  const char **fo;          /* the fragments of O this subgroup holds: slot s is O's
+                               fragment s * ATTN_WARPS + warp */
+  const char *pp, *sc;      /* P in T [R, tk]; the output staging, f32 [*, tk] (ps where it
+                               holds ATTN_WARPS fragments of F x F) */
+  const char *warp;         /* text: the subgroup of this thread */
+} fattn;
+
+static int64_t frag_shared_bytes(const attn *a, int64_t rows, int f) {
+  int64_t es = rx_dtype_bits(a->t) / 8, pad = 16 / es;
+  int64_t tk = ATTN_PAGE, d = a->dk;
+  int64_t stage = ATTN_WARPS * f * f > rows * tk ? ATTN_WARPS * f * f : 0; /* else in ps */
+  return es * (rows * (d + pad) + 2 * tk * (d + pad) + rows * tk) +
+         4 * (rows * tk + 2 * rows + 6 * rows + stage);
+}
+
+/* The fragment form's rows per block (a power of two, at least F), or 0 where the head dim is
+ * not a multiple of F or no tile fits. Sets a's tiling to it. */
+static bool frag_tile(attn *a, int f) {
+  if (a->dk != a->dv || a->dk % f || (a->t != RX_DTYPE_F16 && a->t != RX_DTYPE_BF16)) return false;
+  int64_t rows = ATTN_MAX_ROWS;
+  while (rows > f && frag_shared_bytes(a, rows, f) > ATTN_FRAG_SHARED(f)) rows /= 2;
+  if (frag_shared_bytes(a, rows, f) > ATTN_FRAG_SHARED(f)) return false;
+  a->rows = rows;
+  a->tk = ATTN_PAGE;
+  a->two = true;
+  a->dm = a->dk;
+  a->gr = a->group < a->rows ? a->group : a->rows;
+  a->gc = cdiv(a->group, a->gr);
+  a->tq = a->rows / a->gr;
+  return true;
+}
+
+/* The number of the fragment that this thread's subgroup computes in slot s. */
+static const rx_expr *frag_number(fattn *fa, int64_t s) {
+  attn *a = fa->a;
+  return add(a, C(a, s * ATTN_WARPS), fdiv(a, V(a, a->tx), 32));
+}
+
+/* Opens the `if` that holds fragment number e when the count is not a multiple of the
+ * subgroups (the condition is the same on every lane of a subgroup); returns the levels to
+ * close. */
+static int frag_guard(fattn *fa, const rx_expr *e, int64_t count) {
+  if (count % ATTN_WARPS == 0) return 0;
+  lz_line(fa->a->l, "if %s {", X(fa->a, lt(fa->a, e, C(fa->a, count))));
+  fa->a->l->ind++;
+  return 1;
+}
+
+/* The kernel of the fragment form: block loops, threads, shared buffers, fragments. */
+static void frag_open(fattn *fa, const rx_expr *const *grid) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  const char *bv[2] = {a->bx, a->by}, *axis[2] = {"x", "y"};
+  for (int i = 0; i < 2; i++) {
+    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", bv[i], X(a, grid[i]), axis[i]);
+    l->ind++;
+  }
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
+  l->ind++;
+  const char *t = rx_dtype_name(a->t);
+  int64_t row = a->dk + fa->pad, f = fa->f;
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows, (long long)row);
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk, (long long)row);
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->vs, t, (long long)a->tk, (long long)row);
+  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows, (long long)a->tk);
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", fa->pp, t, (long long)a->rows, (long long)a->tk);
+  lz_line(l, "alloc %s: f32[%lld] shared", a->lsum, (long long)a->rows);
+  if (ATTN_WARPS * f * f > a->rows * a->tk)
+    lz_line(l, "alloc %s: f32[%lld, %lld] shared", fa->sc, (long long)(ATTN_WARPS * f * f / a->tk),
+            (long long)a->tk);
+  lz_line(l, "alloc %s: f32[1] local", a->mrow);
+  lz_line(l, "alloc %s: f32[1] local", a->lrow);
+  lz_line(l, "%s[0] = %s", a->mrow, lz_flit(l, ATTN_NO_SCORE));
+  lz_line(l, "%s[0] = 0.0", a->lrow);
+  lz_line(l, "alloc %s: %s[%d, %d] fragment a", fa->fa, t, fa->f, fa->f);
+  lz_line(l, "alloc %s: %s[%d, %d] fragment b", fa->fb, t, fa->f, fa->f);
+  lz_line(l, "alloc %s: f32[%d, %d] fragment acc", fa->fs, fa->f, fa->f);
+  for (int64_t s = 0; s < cdiv(fa->no, ATTN_WARPS); s++)
+    lz_line(l, "alloc %s: f32[%d, %d] fragment acc", fa->fo[s], fa->f, fa->f);
+}
+
+/* ps = Q K^T of the key tile in kv (unscaled), fragment by fragment. */
+static void frag_scores(fattn *fa) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  int64_t f = fa->f, row = a->dk + fa->pad, cols = a->tk / f;
+  for (int64_t s = 0; s < cdiv(fa->ns, ATTN_WARPS); s++) {
+    const rx_expr *e = frag_number(fa, s);
+    int g = frag_guard(fa, e, fa->ns);
+    const char *i = X(a, mul(a, fdiv(a, e, cols), f)), *j = X(a, mul(a, fmod_(a, e, cols), f));
+    const char *kc = lz_loopvar(l, "kc");
+    lz_line(l, "frag fill %s, 0.0", fa->fs);
+    lz_line(l, "for %s in 0..%lld {", kc, (long long)(a->dk / f));
+    l->ind++;
+    lz_line(l, "frag load %s, %s[%s, %s * %lld], %lld", fa->fa, a->qs, i, kc, (long long)f,
+            (long long)row);
+    lz_line(l, "frag load %s, %s[%s, %s * %lld], %lld, col_major", fa->fb, a->kv, j, kc,
+            (long long)f, (long long)row);
+    lz_line(l, "frag mma %s, %s, %s, %s", fa->fs, fa->fa, fa->fb, fa->fs);
+    lz_close(l);
+    lz_line(l, "frag store %s, %s[%s, %s], %lld", fa->fs, a->ps, i, j, (long long)a->tk);
+    close_n(a, g);
+  }
+}
+
+/* Pass 1, one thread per row: the running max and sum of the row's visible scores. */
+static void frag_stats(fattn *fa) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  row_lets(a);
+  const char *tm = lz_fresh(l, "tm"), *ls = lz_fresh(l, "ls"), *j = lz_loopvar(l, "j");
+  lz_line(l, "alloc %s: f32[1] local", tm);
+  lz_line(l, "%s[0] = %s[0]", tm, a->mrow);
+  lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
+  l->ind++;
+  bool g = open_if(a, key_visible(a, V(a, j)));
+  lz_line(l, "%s[0] = max(%s[0], %s[%s, %s] * %s)", tm, tm, a->ps, a->tx, j, a->scale);
+  if (g) lz_close(l);
+  lz_close(l);
+  const char *j2 = lz_loopvar(l, "j");
+  lz_line(l, "alloc %s: f32[1] local", ls);
+  lz_line(l, "%s[0] = 0.0", ls);
+  lz_line(l, "for %s in 0..%lld {", j2, (long long)a->tk);
+  l->ind++;
+  g = open_if(a, key_visible(a, V(a, j2)));
+  lz_line(l, "%s[0] = %s[0] + exp2(%s[%s, %s] * %s - %s[0])", ls, ls, a->ps, a->tx, j2, a->scale,
+          tm);
+  if (g) lz_close(l);
+  lz_close(l);
+  lz_line(l, "%s[0] = %s[0] * exp2(%s[0] - %s[0]) + %s[0]", a->lrow, a->lrow, a->mrow, tm, ls);
+  lz_line(l, "%s[0] = %s[0]", a->mrow, tm);
+  lz_close(l);
+}
+
+/* Pass 2, one thread per row: p = exp2(s - m) of the visible keys (0 elsewhere) into pp. */
+static void frag_probs(fattn *fa) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  l->ind++;
+  row_lets(a);
+  const char *j = lz_loopvar(l, "j");
+  lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
+  l->ind++;
+  const char *e = lz_str(l, "exp2(%s[%s, %s] * %s - %s[0])", a->ps, a->tx, j, a->scale, a->mrow);
+  const char *vis = key_visible(a, V(a, j));
+  lz_line(l, "%s[%s, %s] = %s", fa->pp, a->tx, j,
+          lz_down(l, a->t, vis ? lz_str(l, "select(%s, %s, 0.0)", vis, e) : e));
+  lz_close(l);
+  lz_close(l);
+}
+
+/* O += P V: each subgroup its fragments of O over the tile's keys. */
+static void frag_pv(fattn *fa) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  int64_t f = fa->f, row = a->dk + fa->pad, cols = a->dk / f;
+  for (int64_t s = 0; s < cdiv(fa->no, ATTN_WARPS); s++) {
+    const rx_expr *e = frag_number(fa, s);
+    int g = frag_guard(fa, e, fa->no);
+    const char *i = X(a, mul(a, fdiv(a, e, cols), f)), *c = X(a, mul(a, fmod_(a, e, cols), f));
+    for (int64_t kc = 0; kc < a->tk / f; kc++) {
+      lz_line(l, "frag load %s, %s[%s, %lld], %lld", fa->fa, fa->pp, i, (long long)(kc * f),
+              (long long)a->tk);
+      lz_line(l, "frag load %s, %s[%lld, %s], %lld", fa->fb, a->vs, (long long)(kc * f), c,
+              (long long)row);
+      lz_line(l, "frag mma %s, %s, %s, %s", fa->fo[s], fa->fa, fa->fb, fa->fo[s]);
+    }
+    close_n(a, g);
+  }
+}
+
+/* The rows' outputs O / l (0 for a row that saw no key): each subgroup stores one fragment of O
+ * at a time into the staging buffer, from where the threads write the valid rows. */
+static void frag_finish(fattn *fa) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  int64_t f = fa->f, cols = a->dk / f, ff = f * f;
+  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  lz_line(l, "  %s[%s] = %s[0]", a->lsum, a->tx, a->lrow);
+  lz_line(l, "}");
+  for (int64_t s = 0; s < cdiv(fa->no, ATTN_WARPS); s++) {
+    const rx_expr *e = frag_number(fa, s);
+    int g = frag_guard(fa, e, fa->no);
+    lz_line(l, "frag store %s, %s[%s, 0], %lld", fa->fo[s], fa->sc,
+            X(a, mul(a, fdiv(a, V(a, a->tx), 32), ff / a->tk)), (long long)f);
+    close_n(a, g);
+    lz_line(l, "barrier");
+    const char *c = lz_loopvar(l, "c");
+    const rx_expr *el = open_thread_items(l, a->tx, c, C(a, ATTN_WARPS * ff));
+    const rx_expr *fr = add(a, C(a, s * ATTN_WARPS), fdiv(a, el, ff)); /* O's fragment */
+    const rx_expr *r = add(a, mul(a, fdiv(a, fr, cols), f), fdiv(a, fmod_(a, el, ff), f));
+    const rx_expr *d = add(a, mul(a, fmod_(a, fr, cols), f), fmod_(a, el, f));
+    const rx_expr *ok = and_(a, row_valid(a, r), lt(a, fr, C(a, fa->no)));
+    int levels = 2 + open_if(a, cond(a, ok));
+    const char *lr = lz_str(l, "%s[%s]", a->lsum, X(a, r));
+    const char *v = lz_str(l, "select(%s > 0.0, %s[%s, %s] / %s, 0.0)", lr, fa->sc,
+                           X(a, fdiv(a, el, a->tk)), X(a, fmod_(a, el, a->tk)), lr);
+    lz_line(l, "%s = %s", row_elem(a, a->y, r, d), lz_down(l, a->y->dtype, v));
+    close_n(a, levels);
+    lz_line(l, "barrier");
+  }
+}
+
+/* One pass over the key tiles of the block's sequences (as lz_gen_paged_attention walks them):
+ * pass 1 (second false) or pass 2. */
+static void frag_pass(fattn *fa, bool second) {
+  attn *a = fa->a;
+  lz_ctx *l = a->l;
+  const char *u = lz_loopvar(l, "u"), *kt = lz_loopvar(l, "kt");
+  a->seq = lz_fresh(l, "seq");
+  a->pid = lz_fresh(l, "pid");
+  lz_line(l, "for %s in 0..%s {", kt, X(a, a->pt->shape[1]));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s {", u, tile_tokens(a));
+  l->ind++;
+  a->jb = mul(a, V(a, kt), a->tk);
+  a->off = C(a, 0);
+  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a->tlead, u, X(a, a->jb),
+          a->shi, u, X(a, add(a, a->jb, C(a, a->tk - 1))), a->slo, u);
+  l->ind++;
+  lz_line(l, "let %s: i32 = %s[%s]", a->seq, a->tseq, u);
+  lz_line(l, "let %s: i32 = %s[%s, %s]", a->pid, a->pt->name, a->seq, kt);
+  load_keys(a, 0);
+  if (second) load_keys(a, 1);
+  lz_line(l, "barrier");
+  frag_scores(fa);
+  lz_line(l, "barrier");
+  if (!second) {
+    frag_stats(fa);
+  } else {
+    frag_probs(fa);
+    lz_line(l, "barrier");
+    frag_pv(fa);
+    lz_line(l, "barrier");
+  }
+  close_n(a, 3);
+}
+
+/* The fragment form of paged_attention for fragments of edge f (false, with nothing written,
+ * where the head dim or the dtype does not suit it). */
+static bool frag_paged(lz_ctx *l, int f) {
+  attn a;
+  if (!paged_start(&a, l, ATTN_PAGED) || !frag_tile(&a, f)) return false;
+  fattn fa = {.a = &a, .f = f, .pad = 16 / (rx_dtype_bits(a.t) / 8)};
+  fa.ns = (a.rows / f) * (a.tk / f);
+  fa.no = (a.rows / f) * (a.dk / f);
+  fa.fa = lz_fresh(l, "fq");
+  fa.fb = lz_fresh(l, "fk");
+  fa.fs = lz_fresh(l, "fs");
+  fa.pp = lz_fresh(l, "pp");
+  fa.sc = ATTN_WARPS * f * f > a.rows * a.tk ? lz_fresh(l, "stage") : a.ps;
+  fa.fo = rx_module_alloc(l->m, sizeof *fa.fo * (size_t)cdiv(fa.no, ATTN_WARPS));
+  for (int64_t s = 0; s < cdiv(fa.no, ATTN_WARPS); s++) fa.fo[s] = lz_fresh(l, "fo");
+  fa.warp = lz_str(l, "%s // 32", a.tx);
+  a.qseq = lz_arg(l, 4);
+  a.qpos = lz_arg(l, 5);
+  a.tseq = lz_fresh(l, "tseq");
+  a.tlo = lz_fresh(l, "tlo");
+  a.thi = lz_fresh(l, "thi");
+  a.tlead = lz_fresh(l, "tlead");
+  a.slo = lz_fresh(l, "slo");
+  a.shi = lz_fresh(l, "shi");
+  lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", rx_dtype_name(a.t), f, f, f);
+  l->ind++;
+  const rx_expr *n = a.q->shape[0];
+  const rx_expr *grid[2] = {fdiv(&a, add(&a, n, C(&a, a.tq - 1)), a.tq),
+                            C(&a, a.pages->shape[2]->value * a.gc)};
+  frag_open(&fa, grid);
+  load_q(&a);
+  token_table(&a);
+  frag_pass(&fa, false);
+  for (int64_t s = 0; s < cdiv(fa.no, ATTN_WARPS); s++) lz_line(l, "frag fill %s, 0.0", fa.fo[s]);
+  frag_pass(&fa, true);
+  frag_finish(&fa);
+  close_n(&a, 3);
+  return true; /* the `if has_fragments` stays open: the caller writes the else */
+}
+
+void lz_gen_paged_attention(lz_ctx *l) {
+  /* on matrix units where the target has fragments (16 x 16, else 8 x 8), else the portable
+   * kernel: if has_fragments(...) { ... } else { if has_fragments(...) { ... } else { ... } } */
+  int open = 0;
+  static const int edges[] = {16, 8};
+  for (size_t i = 0; i < RX_ARRAY_LEN(edges); i++)
+    if (frag_paged(l, edges[i])) {
+      l->ind--;
+      lz_line(l, "} else {");
+      l->ind++;
+      open++;
+    }
+  paged_portable(l);
+  for (int i = 0; i < open; i++) lz_close(l);
+}
+
 void lz_gen_paged_decode_attention(lz_ctx *l) {
   attn a;
   if (!paged_start(&a, l, ATTN_DECODE)) return;
@@ -1047,24 +1402,6 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
   lz_close(l);
   finish(&a);
   for (int i = 0; i < 4; i++) lz_close(l);
-}
-
-/* Opens `for c in 0..ceil(count / ATTN_THREADS) { if e < count {` over the block's threads tx
- * and returns e = tx + c * ATTN_THREADS, the thread's item of the step (two levels to close). */
-static const rx_expr *open_thread_items(lz_ctx *l, const char *tx, const char *c,
-                                        const rx_expr *count) {
-  rx_expr_ctx *cx = l->cx;
-  const rx_expr *steps =
-      rx_expr_floordiv(cx, rx_expr_add(cx, count, rx_expr_const(cx, ATTN_THREADS - 1)),
-                       rx_expr_const(cx, ATTN_THREADS));
-  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
-  l->ind++;
-  const rx_expr *e =
-      rx_expr_add(cx, rx_expr_var(cx, tx),
-                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
-  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, count)));
-  l->ind++;
-  return e;
 }
 
 /* pages[slot // 16, 0 / 1, h, slot % 16, :] = k / v[t, h, :]: a block per token. The program's

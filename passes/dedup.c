@@ -141,6 +141,11 @@ static void tx(canon *c, const rx_tx *e) {
   case RX_TX_CALL:
     put(c, (uint64_t)e->intrin);
     break;
+  case RX_TX_HAS_FRAG:
+    put(c, (uint64_t)e->frag_ab);
+    put(c, (uint64_t)e->frag_acc);
+    put(c, (uint64_t)(e->frag_m * 1000000 + e->frag_n * 1000 + e->frag_k));
+    break;
   case RX_TX_NEG:
   case RX_TX_NOT:
   case RX_TX_SELECT:

@@ -110,6 +110,11 @@ const rx_mma_shape *rx_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc,
 /* "sync", "wgmma", "coop", "simdgroup". */
 const char *rx_mma_api_name(rx_mma_api api);
 
+/* Does t run subgroup matrix fragments (ir.h RX_STMT_FRAG) of A m x k and B k x n in dtype `ab`
+ * with an m x n accumulator in `acc`? (The test of `has_fragments(...)`; mma.sync and wgmma
+ * shapes, whose register layouts are explicit, are not fragments.) */
+bool rx_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
+
 /* "cuda", "vulkan", "metal". */
 const char *rx_target_kind_name(rx_target_kind kind);
 

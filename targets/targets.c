@@ -571,3 +571,13 @@ const char *rx_mma_api_name(rx_mma_api api) {
   }
   return "?";
 }
+
+bool rx_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
+  for (int i = 0; t && i < t->nmma; i++) {
+    const rx_mma_shape *x = &t->mma[i];
+    if (x->api != RX_MMA_SYNC && x->api != RX_MMA_WGMMA && x->ab == ab && x->acc == acc &&
+        x->m == m && x->n == n && x->k == k)
+      return true;
+  }
+  return false;
+}

@@ -207,10 +207,73 @@ static const rx_tensor_fn *as_one_row(rx_module *m, const rx_tensor_fn *f) {
 static bool (*const rules[])(rx_sctx *, const rx_tensor_fn *, sched_out *) = {
     sched_elementwise, sched_matmul, sched_row_reduction, sched_fallback};
 
+/* ---- `if has_fragments(...)` (ir.h): the branch the target takes ---- */
+
+static rx_stmt *pick_branches(rx_module *m, rx_stmt *s, const rx_target *t);
+
+/* The statements of s's SEQ with every `if has_fragments` replaced by the statements of the
+ * branch t takes (spliced in, so a host-level body stays a list of kernel roots); s itself
+ * when none changed. */
+static rx_stmt *pick_in_seq(rx_module *m, rx_stmt *s, const rx_target *t) {
+  RX_VEC(rx_stmt *) out = {0};
+  bool changed = false;
+  for (int i = 0; i < s->n; i++) {
+    rx_stmt *c = s->body[i], *r = pick_branches(m, c, t);
+    changed |= r != c;
+    if (r && r != c && r->kind == RX_STMT_SEQ && c->kind == RX_STMT_IF) {
+      for (int k = 0; k < r->n; k++) RX_VEC_PUSH(&out, r->body[k]);
+    } else if (r) {
+      RX_VEC_PUSH(&out, r);
+    }
+  }
+  rx_stmt *seq = s;
+  if (changed) {
+    seq = rx_stmt_new(m, RX_STMT_SEQ, s->loc);
+    *seq = *s;
+    seq->n = (int)out.len;
+    seq->body = out.len ? rx_arena_dup(&m->arena, out.data, sizeof(rx_stmt *) * out.len) : NULL;
+  }
+  free(out.data);
+  return seq;
+}
+
+/* s with every `if has_fragments(...)` decided for t: the taken branch in its place (NULL when
+ * that is an absent else); s itself when it holds none. */
+static rx_stmt *pick_branches(rx_module *m, rx_stmt *s, const rx_target *t) {
+  if (!s) return NULL;
+  if (s->kind == RX_STMT_SEQ) return pick_in_seq(m, s, t);
+  if (s->kind == RX_STMT_IF && s->value && s->value->kind == RX_TX_HAS_FRAG) {
+    const rx_tx *c = s->value;
+    bool has = rx_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k);
+    return pick_branches(m, has ? s->inner : s->otherwise, t);
+  }
+  if (s->kind != RX_STMT_FOR && s->kind != RX_STMT_REDUCE && s->kind != RX_STMT_IF) return s;
+  rx_stmt *inner = pick_branches(m, s->inner, t), *init = pick_branches(m, s->init, t);
+  rx_stmt *els = pick_branches(m, s->otherwise, t);
+  if (inner == s->inner && init == s->init && els == s->otherwise) return s;
+  rx_stmt *r = rx_stmt_new(m, s->kind, s->loc);
+  *r = *s;
+  r->inner = inner ? inner : rx_stmt_new(m, RX_STMT_SEQ, s->loc);
+  r->init = init;
+  r->otherwise = els;
+  return r;
+}
+
+static const rx_tensor_fn *pick_for_target(rx_module *m, const rx_tensor_fn *f,
+                                           const rx_target *t) {
+  rx_stmt *b = pick_branches(m, f->body, t);
+  if (b == f->body) return f;
+  rx_tensor_fn *g = rx_module_alloc(m, sizeof *g);
+  *g = *f;
+  g->body = b ? b : rx_stmt_new(m, RX_STMT_SEQ, f->body->loc); /* f->body is a SEQ */
+  return g;
+}
+
 bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
                  rx_sched_result *out) {
   memset(out, 0, sizeof *out);
   if (!f || !f->body || !t) return false;
+  f = pick_for_target(m, f, t);
   f = as_one_row(m, f);
   if (sched_stmt_has_bound(f->body)) {
     if (!rx_schedule_check(f, t, diag)) return false;

@@ -194,25 +194,40 @@ static bool compare(const prog *p, const rxk_buffers *got, double *const *want, 
   return true;
 }
 
+/* Does f hold a matrix-unit form (`if has_fragments(...)` at its top, ir.h)? */
+static bool has_fragments(const rx_tensor_fn *f) {
+  const rx_stmt *b = f->body;
+  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
+    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
+        b->body[i]->value->kind == RX_TX_HAS_FRAG)
+      return true;
+  return false;
+}
+
 /* Runs the program on `in` everywhere (the interpreter when `interp`, the SIMT emulator, Vulkan)
  * and compares the outputs with want. */
 static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *const *want,
                      bool interp, const char *at) {
   char why[512];
   rxk_buffers got;
-  if (interp) {
+  /* the interpreter: the portable form, and the matrix-unit one where the program has it */
+  for (int fr = 0; fr < 1 + has_fragments(p->f); fr++) {
+    if (!interp) {
+      st.skipped++;
+      continue;
+    }
     rxk_copy_buffers(in, &got);
-    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+    rx_interp_opts o = {.fragments = fr == 1};
+    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, &o);
+    const char *form = fr ? "interpreter (fragments)" : "interpreter";
     if (s)
-      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, rx_status_message(s));
+      rxk_fail(&st, "%s at %s: %s: %s", p->what, at, form, rx_status_message(s));
     else if (!compare(p, &got, want, why, sizeof why))
-      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, why);
+      rxk_fail(&st, "%s at %s: %s: %s", p->what, at, form, why);
     else
       st.passed++;
     rx_status_free(s);
     rxk_free_buffers(&got);
-  } else {
-    st.skipped++;
   }
   for (int i = 0; i < NTARGETS; i++) {
     rxk_prepared *tp = &p->tp[i];
@@ -458,6 +473,31 @@ static void test_paged_attention(void) {
     prog p;
     if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what))
       for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_paged_scene(&p, &cfgs[i], scenes[k]);
+    prog_free(&p);
+  }
+}
+
+/* Prefill on matrix units (ops/attention.c, the fragment form: CUDA and Metal in the emulator,
+ * the interpreter with fragments; Vulkan/lavapipe runs the portable form): one sequence of n new
+ * tokens after `cache` tokens already in the cache, n in {1, 7, 33, 100, 1000} against cache in
+ * {0, 17, 1000}, f16 with the head dim of Llama (128, GQA 4) and bf16 (64, GQA 2). */
+static void test_prefill_matrix(void) {
+  static const paged_cfg cfgs[] = {{128, 8, 2, 0, 0, RX_DTYPE_F16},
+                                   {64, 4, 2, 0, 0, RX_DTYPE_BF16}};
+  static const int ns[] = {1, 7, 33, 100, 1000}, caches[] = {0, 17, 1000};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char what[160];
+    snprintf(what, sizeof what, "prefill %s d=%lld heads=%lld/%lld", rx_dtype_name(cfgs[i].t),
+             (long long)cfgs[i].d, (long long)cfgs[i].heads, (long long)cfgs[i].kvh);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
+      if (!has_fragments(p.f)) rxk_fail(&st, "%s: no matrix-unit form was legalized", what);
+      for (size_t a = 0; a < RX_ARRAY_LEN(ns); a++)
+        for (size_t c = 0; c < RX_ARRAY_LEN(caches); c++) {
+          scene sc = {1, {caches[c] + ns[a]}, {ns[a]}};
+          check_paged_scene(&p, &cfgs[i], sc);
+        }
+    }
     prog_free(&p);
   }
 }
@@ -815,6 +855,7 @@ int main(int argc, char **argv) {
   test_kv_append();
   test_merge();
   test_paged_attention();
+  test_prefill_matrix();
   test_decode();
   test_dense();
   if (vk.dev) {
