@@ -3,7 +3,8 @@
  * only), symbolic values as `int` parameters after them (docs/kernel-abi.md). f16 uses the
  * __half operators of cuda_fp16.h; bf16 computes in float (cuda_bf16.h). Subgroup reductions
  * are butterflies of __shfl_xor_sync over the warp (block sizes a multiple of 32, or one
- * power-of-two partial warp with its exact mask). */
+ * power-of-two partial warp with its exact mask). Matrix units and subgroup matrix fragments go
+ * through the helper preludes of codegen/mma_cuda.h. */
 #include "cg_int.h"
 #include "mma_cuda.h"
 
@@ -128,10 +129,15 @@ static void cuda_ldmatrix(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   rx_strbuf_append(o, "}\n");
 }
 
+/* Adds a prelude of codegen/mma_cuda.h to the kernel's helpers once, found by its first line's
+ * `tag`. */
+static void cuda_prelude(cg_printer *p, const char *tag, const char *text) {
+  if (!p->helpers.data || !strstr(p->helpers.data, tag)) rx_strbuf_printf(&p->helpers, "%s", text);
+}
+
 /* The matrix-unit statements (cg_lang.mma), through the helpers of codegen/mma_cuda.h. */
 static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
-  if (!p->helpers.data || !strstr(p->helpers.data, "relaxc matrix-unit helpers"))
-    rx_strbuf_printf(&p->helpers, "%s", RX_CUDA_MMA_PRELUDE);
+  cuda_prelude(p, "relaxc matrix-unit helpers", RX_CUDA_MMA_PRELUDE);
   switch (s->kind) {
   case RX_STMT_ASYNC_COPY:
     cuda_async_copy(p, o, s);
@@ -177,6 +183,46 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   p->indent--;
   cg_indent(p, o);
   rx_strbuf_append(o, "}\n");
+}
+
+/* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) of 16x16x16 (targets.c's `sync-frag` shapes:
+ * f16 or bf16 A and B, f32 accumulators; lowering allows no other) as the structs and rx_frag_*
+ * helpers of codegen/mma_cuda.h: an ALLOC declares rx_frag_a16, rx_frag_b16 or rx_frag_acc; the
+ * helpers hold them in mma.sync m16n8k16's register layouts, load and store them element by
+ * element and multiply with two mma.sync. */
+static void cuda_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *f) {
+  static const char *const types[] = {
+      [RX_FRAG_A] = "rx_frag_a16", [RX_FRAG_B] = "rx_frag_b16", [RX_FRAG_ACC] = "rx_frag_acc"};
+  const rx_buffer *b = s->buf;
+  if (f->rows != 16 || f->cols != 16 || b->frag == RX_FRAG_NONE) {
+    cg_error(p, s->loc, "fragment '%s': CUDA prints 16x16 fragments only", b->name);
+    return;
+  }
+  cuda_prelude(p, "relaxc matrix-unit helpers", RX_CUDA_MMA_PRELUDE);
+  cuda_prelude(p, "relaxc subgroup matrix fragments", RX_CUDA_FRAG_PRELUDE);
+  cg_indent(p, o);
+  if (s->kind == RX_STMT_ALLOC) {
+    rx_strbuf_printf(o, "%s %s;\n", types[b->frag], f->frag);
+    return;
+  }
+  switch (s->frag_op) {
+  case RX_FRAG_OP_FILL:
+    rx_strbuf_printf(o, "rx_frag_fill(%s, %s);\n", f->frag, f->value);
+    return;
+  case RX_FRAG_OP_MMA:
+    rx_strbuf_printf(o, "rx_frag_mma_%s(%s, %s, %s, %s);\n",
+                     s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", f->frag, f->a, f->b, f->c);
+    return;
+  case RX_FRAG_OP_LOAD:
+  case RX_FRAG_OP_STORE:
+    rx_strbuf_printf(o, "rx_frag_%s(%s, &%s[%s], %s, %s);\n",
+                     s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
+                     f->stride, s->col_major ? "true" : "false");
+    return;
+  case RX_FRAG_OP_COUNT:
+    break;
+  }
+  cg_error(p, s->loc, "malformed frag statement");
 }
 
 static void cuda_open(cg_printer *p, rx_strbuf *o) {
@@ -593,6 +639,7 @@ const cg_lang cg_cuda = {
     .shared_decl = cuda_shared,
     .subgroup = cuda_subgroup,
     .mma = cuda_mma,
+    .frag = cuda_frag,
     .scalar_ref = cuda_scalar_ref,
     .vector_ref = cuda_vector_ref,
 };

@@ -171,13 +171,19 @@ static int dtype_bytes(rx_dtype t) {
   return b ? b : 1;
 }
 
-/* The subgroup matrix-unit shape of t (api coop or simdgroup) that a fragment of use u, dtype
- * and rows x cols can take part in; NULL: none. */
+/* Whether x is a matrix unit of subgroup fragments (RX_STMT_FRAG): Vulkan's cooperative
+ * matrices, Metal's simdgroup_matrix, CUDA's 16x16x16 fragments over mma.sync. */
+static bool frag_api(const rx_mma_shape *x) {
+  return x->api == RX_MMA_COOP || x->api == RX_MMA_SIMDGROUP || x->api == RX_MMA_SYNC_FRAG;
+}
+
+/* The subgroup matrix-unit shape of t (frag_api) that a fragment of use u, dtype and rows x cols
+ * can take part in; NULL: none. */
 static const rx_mma_shape *frag_shape(const rx_target *t, rx_frag_use u, rx_dtype dt, int64_t rows,
                                       int64_t cols) {
   for (int i = 0; i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];
-    if (x->api != RX_MMA_COOP && x->api != RX_MMA_SIMDGROUP) continue;
+    if (!frag_api(x)) continue;
     if ((u == RX_FRAG_A && x->ab == dt && x->m == rows && x->k == cols) ||
         (u == RX_FRAG_B && x->ab == dt && x->k == rows && x->n == cols) ||
         (u == RX_FRAG_ACC && x->acc == dt && x->m == rows && x->n == cols))
@@ -210,9 +216,8 @@ static void see_frag(lw *w, rx_stmt *s) {
     bool ok = false;
     for (int i = 0; i < t->nmma; i++) {
       const rx_mma_shape *x = &t->mma[i];
-      ok |= (x->api == RX_MMA_COOP || x->api == RX_MMA_SIMDGROUP) && x->ab == a->dtype &&
-            x->acc == d->dtype && x->m == d->shape[0]->value && x->n == d->shape[1]->value &&
-            x->k == a->shape[1]->value;
+      ok |= frag_api(x) && x->ab == a->dtype && x->acc == d->dtype && x->m == d->shape[0]->value &&
+            x->n == d->shape[1]->value && x->k == a->shape[1]->value;
     }
     if (!ok) {
       w->failed = true;

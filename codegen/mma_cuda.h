@@ -28,6 +28,21 @@
  *   rx_cp_async_wait<N>()       cp.async.wait_group N (N an immediate: at most N groups pending)
  *   rx_cp_async_wait_all()      cp.async.wait_all
  *
+ * Subgroup matrix fragments (ir/ir.h RX_STMT_FRAG; targets.c's `sync-frag` shapes: 16x16x16,
+ * f16 or bf16 A and B, f32 accumulator), RX_CUDA_FRAG_PRELUDE, each fragment a struct that one
+ * ALLOC declares, a 16x16 matrix spread over the 32 lanes of a warp in mma.m16n8k16's layouts:
+ *   rx_frag_a16   A (m x k): the A fragment, 8 elements in 4 registers
+ *   rx_frag_b16   B (k x n): two B fragments (columns 0-7, then 8-15), 4 registers
+ *   rx_frag_acc   C (m x n): two C fragments (columns 0-7, then 8-15), 8 floats
+ *   rx_frag_fill(f, v), rx_frag_load(f, p, stride, col_major), rx_frag_store(f, p, stride,
+ *       col_major): every lane reads or writes its own elements one by one (element (r, c) at
+ *       p[r * stride + c], or p[c * stride + r] column-major), so any stride and alignment do
+ *   rx_frag_mma_f16(d, a, b, c), rx_frag_mma_bf16: two rx_mma_16x8x16_*f32 (d may be c)
+ *   rx_lane_id()                %laneid (the emulator: the fiber's lane)
+ * In that prelude only rx_lane_id is behind `#ifndef SIMT_LANG_CUDA` (simt_cuda.h defines its
+ * own): the fragment helpers are written once, in terms of rx_lane_id and rx_mma_16x8x16_*, and
+ * the emulator runs them as NVRTC compiles them.
+ *
  * Fragment layouts, from the PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution, sections
  * "Matrix Fragments for mma.m..." and ldmatrix's, 9.7.14.5.x or 9.7.15.5.x by version). With
  * lane = %laneid, g = lane >> 2 ("groupID"), t = lane % 4 ("threadID_in_group"); element i of
@@ -147,5 +162,127 @@ static const char RX_CUDA_MMA_PRELUDE[] =
     "  asm volatile(\"cp.async.wait_all;\" : : : \"memory\");\n"
     "}\n"
     "#endif\n";
+
+/* Prepended once to a kernel that uses subgroup matrix fragments (ir/ir.h, RX_STMT_FRAG), after
+ * RX_CUDA_MMA_PRELUDE, whose mma helpers it calls. Outside the SIMT_LANG_CUDA guard but for
+ * rx_lane_id, which the emulator defines too: the emulator runs these helpers as written, on its
+ * own mma.sync. */
+static const char RX_CUDA_FRAG_PRELUDE[] =
+    "/* relaxc subgroup matrix fragments (codegen/mma_cuda.h): 16x16x16 on mma.sync */\n"
+    "#ifndef SIMT_LANG_CUDA\n"
+    "static __device__ __forceinline__ unsigned rx_lane_id() {\n"
+    "  unsigned l;\n"
+    "  asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(l));\n"
+    "  return l;\n"
+    "}\n"
+    "#endif\n"
+    "struct rx_frag_a16 { /* A (m x k), f16 or bf16: mma.m16n8k16's A fragment */\n"
+    "  unsigned r[4];\n"
+    "};\n"
+    "struct rx_frag_b16 { /* B (k x n), f16 or bf16: r[0..1] columns 0-7, r[2..3] 8-15 */\n"
+    "  unsigned r[4];\n"
+    "};\n"
+    "struct rx_frag_acc { /* C (m x n), f32: x[0..3] columns 0-7, x[4..7] 8-15 */\n"
+    "  float x[8];\n"
+    "};\n"
+    "/* The offset of element i (0..7) of lane l's part of a 16x16 fragment in memory of\n"
+    " * stride s: B's layout when b, else A's (the accumulator's too); element (r, c) at\n"
+    " * r * s + c, or c * s + r column-major (cm). */\n"
+    "template <class S>\n"
+    "static __device__ __forceinline__ S rx_frag_off(bool b, int l, int i, S s, bool cm) {\n"
+    "  int g = l >> 2, t = l & 3;\n"
+    "  int r = b ? 2 * t + (i & 1) + 8 * ((i >> 1) & 1) : g + 8 * ((i >> 1) & 1);\n"
+    "  int c = b ? g + 8 * (i >> 2) : 2 * t + (i & 1) + 8 * (i >> 2);\n"
+    "  return cm ? (S)c * s + r : (S)r * s + c;\n"
+    "}\n"
+    "/* frag load / store f, p[0], s [, col_major]; 16-bit elements as their bits, two to a\n"
+    " * register, the lower-numbered in the low half */\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_ld16(bool b, unsigned f[4], const T *p,\n"
+    "                                                    S s, bool cm) {\n"
+    "  int l = (int)rx_lane_id();\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) {\n"
+    "    unsigned h = *(const unsigned short *)&p[rx_frag_off(b, l, i, s, cm)];\n"
+    "    f[i / 2] = i % 2 ? f[i / 2] | (h << 16) : h;\n"
+    "  }\n"
+    "}\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_st16(bool b, const unsigned f[4], T *p,\n"
+    "                                                    S s, bool cm) {\n"
+    "  int l = (int)rx_lane_id();\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++)\n"
+    "    *(unsigned short *)&p[rx_frag_off(b, l, i, s, cm)] =\n"
+    "        (f[i / 2] >> 16 * (i % 2)) & 0xffff;\n"
+    "}\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_load(rx_frag_a16 &f, const T *p, S s,\n"
+    "                                                    bool cm) {\n"
+    "  rx_frag_ld16(false, f.r, p, s, cm);\n"
+    "}\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_load(rx_frag_b16 &f, const T *p, S s,\n"
+    "                                                    bool cm) {\n"
+    "  rx_frag_ld16(true, f.r, p, s, cm);\n"
+    "}\n"
+    "template <class S>\n"
+    "static __device__ __forceinline__ void rx_frag_load(rx_frag_acc &f, const float *p, S s,\n"
+    "                                                    bool cm) {\n"
+    "  int l = (int)rx_lane_id();\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) f.x[i] = p[rx_frag_off(false, l, i, s, cm)];\n"
+    "}\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_store(const rx_frag_a16 &f, T *p, S s,\n"
+    "                                                     bool cm) {\n"
+    "  rx_frag_st16(false, f.r, p, s, cm);\n"
+    "}\n"
+    "template <class T, class S>\n"
+    "static __device__ __forceinline__ void rx_frag_store(const rx_frag_b16 &f, T *p, S s,\n"
+    "                                                     bool cm) {\n"
+    "  rx_frag_st16(true, f.r, p, s, cm);\n"
+    "}\n"
+    "template <class S>\n"
+    "static __device__ __forceinline__ void rx_frag_store(const rx_frag_acc &f, float *p, S s,\n"
+    "                                                     bool cm) {\n"
+    "  int l = (int)rx_lane_id();\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) p[rx_frag_off(false, l, i, s, cm)] = f.x[i];\n"
+    "}\n"
+    "/* frag fill f, v */\n"
+    "template <class T>\n"
+    "static __device__ __forceinline__ void rx_frag_fill16(unsigned f[4], T v) {\n"
+    "  unsigned h = *(const unsigned short *)&v;\n"
+    "#pragma unroll\n"
+    "  for (int j = 0; j < 4; j++) f[j] = h | (h << 16);\n"
+    "}\n"
+    "template <class T>\n"
+    "static __device__ __forceinline__ void rx_frag_fill(rx_frag_a16 &f, T v) {\n"
+    "  rx_frag_fill16(f.r, v);\n"
+    "}\n"
+    "template <class T>\n"
+    "static __device__ __forceinline__ void rx_frag_fill(rx_frag_b16 &f, T v) {\n"
+    "  rx_frag_fill16(f.r, v);\n"
+    "}\n"
+    "static __device__ __forceinline__ void rx_frag_fill(rx_frag_acc &f, float v) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 8; i++) f.x[i] = v;\n"
+    "}\n"
+    "/* frag mma d, a, b, c: D = A B + C, two m16n8k16 (columns 0-7, 8-15); d may be c */\n"
+    "static __device__ __forceinline__ void rx_frag_mma_f16(rx_frag_acc &d,\n"
+    "                                                       const rx_frag_a16 &a,\n"
+    "                                                       const rx_frag_b16 &b,\n"
+    "                                                       const rx_frag_acc &c) {\n"
+    "  rx_mma_16x8x16_f16f32(d.x, a.r, b.r, c.x);\n"
+    "  rx_mma_16x8x16_f16f32(d.x + 4, a.r, b.r + 2, c.x + 4);\n"
+    "}\n"
+    "static __device__ __forceinline__ void rx_frag_mma_bf16(rx_frag_acc &d,\n"
+    "                                                        const rx_frag_a16 &a,\n"
+    "                                                        const rx_frag_b16 &b,\n"
+    "                                                        const rx_frag_acc &c) {\n"
+    "  rx_mma_16x8x16_bf16f32(d.x, a.r, b.r, c.x);\n"
+    "  rx_mma_16x8x16_bf16f32(d.x + 4, a.r, b.r + 2, c.x + 4);\n"
+    "}\n";
 
 #endif

@@ -31,6 +31,8 @@ typedef enum rx_mma_api {
   RX_MMA_WGMMA,     /* PTX wgmma.mma_async: one warpgroup of 4 warps (sm_90a) */
   RX_MMA_COOP,      /* Vulkan VK_KHR_cooperative_matrix: one subgroup, shapes from the device */
   RX_MMA_SIMDGROUP, /* Metal simdgroup_matrix: one SIMD group */
+  RX_MMA_SYNC_FRAG, /* CUDA subgroup fragments (ir.h RX_STMT_FRAG) 16x16x16, each product two
+                       mma.sync m16n8k16 (codegen/mma_cuda.h, rx_frag_*): one warp */
 } rx_mma_api;
 
 typedef struct rx_mma_shape {

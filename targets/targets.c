@@ -45,7 +45,21 @@ static const char *dtype_name(rx_dtype t) {
     RX_MMA_SYNC, 16, 8, 32, 0, RX_DTYPE_I8, RX_DTYPE_I32, 32,                                      \
         "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"                                          \
   }
-static const rx_mma_shape mma_sm80[] = {MMA_SYNC_SM80};
+/* sm_80 and newer, for subgroup matrix fragments (ir/ir.h, RX_STMT_FRAG; lowered by
+ * codegen/lower.c, printed by codegen/cuda.c): a 16x16x16 product is two mma.sync m16n8k16 above
+ * (columns 0-7 and 8-15 of B and C) over one warp, the fragments held in those instructions'
+ * register layouts by the helpers of codegen/mma_cuda.h. Listed after mma.sync so that a lookup
+ * by dtype alone (rx_target_mma with api -1) still finds the instruction; the schedules use
+ * gemv_mma / gemm_mma on CUDA, never gemm_frag (passes/schedule/gemm_frag.c asks for api coop or
+ * simdgroup only). */
+/* clang-format off */
+#define MMA_FRAG_SM80                                                                              \
+  {RX_MMA_SYNC_FRAG, 16, 16, 16, 0, RX_DTYPE_F16, RX_DTYPE_F32, 32,                                \
+   "rx_frag_mma_f16 (2 x mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32)"},                     \
+  {RX_MMA_SYNC_FRAG, 16, 16, 16, 0, RX_DTYPE_BF16, RX_DTYPE_F32, 32,                               \
+   "rx_frag_mma_bf16 (2 x mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32)"}
+/* clang-format on */
+static const rx_mma_shape mma_sm80[] = {MMA_SYNC_SM80, MMA_FRAG_SM80};
 /* sm_90: mma.sync as sm_80, and wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level Matrix
  * Multiply-Accumulate", "Matrix shape" table; needs the arch-specific target sm_90a):
  * m64nNk16 for .f16 / .bf16 with N any multiple of 8 up to 256, m64nNk32 for .s8 with N a
@@ -61,6 +75,7 @@ static const rx_mma_shape mma_sm90[] = {
     {RX_MMA_WGMMA, 64, 256, 32, 16, RX_DTYPE_I8, RX_DTYPE_I32, 128,
      "wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"},
     MMA_SYNC_SM80,
+    MMA_FRAG_SM80,
 };
 /* NVIDIA through VK_NV_cooperative_matrix (Vulkan registry, "VK_NV_cooperative_matrix";
  * GLSL GL_NV_cooperative_matrix; NVIDIA, "Machine Learning Acceleration in Vulkan with
@@ -568,6 +583,8 @@ const char *rx_mma_api_name(rx_mma_api api) {
     return "coop";
   case RX_MMA_SIMDGROUP:
     return "simdgroup";
+  case RX_MMA_SYNC_FRAG:
+    return "sync-frag";
   }
   return "?";
 }

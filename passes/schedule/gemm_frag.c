@@ -38,7 +38,9 @@ static const rx_tx *frag_load_of(const rx_tx *e) {
 }
 
 /* The subgroup matrix-unit shape of t for mi: the first (best) of api coop or simdgroup whose
- * operands are P's and Q's dtype and whose accumulator is f32; NULL when none fits. */
+ * operands are P's and Q's dtype and whose accumulator is f32; NULL when none fits. CUDA's
+ * fragments (api sync-frag) are not asked for: there gemv_mma / gemm_mma / gemm_mma_regs use
+ * mma.sync directly, with ldmatrix and cp.async. */
 static const rx_mma_shape *frag_shape_for(const rx_sctx *s, const mm_info *mi) {
   const rx_tx *p = frag_load_of(mi->p), *q = frag_load_of(mi->q);
   if (!p || !q || p->dtype != q->dtype || mi->acc_dt != RX_DTYPE_F32) return NULL;

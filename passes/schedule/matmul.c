@@ -20,7 +20,7 @@
  *                                  gemv_mma's conditions; else gemm_frag on subgroup matrix
  *                                  fragments where the target lists them for P's and Q's dtype
  *                                  into f32 (Metal simdgroup_matrix, vulkan-nvidia's cooperative
- *                                  matrices); else gemm.
+ *                                  matrices; not CUDA's sync-frag fragments); else gemm.
  *                  A constant n gets its kernel; a symbolic one the variants `n == 1`,
  *                  `n <= 16`, `n <= mid` (where gemm_mma applies), otherwise, chosen at run
  *                  time. The rule is GEMV for one row and GEMM for more (gemv_batch is the

@@ -1,7 +1,8 @@
 /* simt_cuda.h: prelude that lets clang compile CUDA C kernels as C++17 for the CPU SIMT
  * emulator (-include simt_cuda.h). Provides the CUDA keywords, thread ids, barriers, warp
  * functions, atomics, vector types, device math and the matrix-unit helpers of codegen/mma_cuda.h
- * (rx_mma_*, rx_ldmatrix_*, rx_cp_async_*); cuda_fp16.h / cuda_bf16.h come from tests/simt/include.
+ * (rx_mma_*, rx_ldmatrix_*, rx_cp_async_*, rx_lane_id); cuda_fp16.h / cuda_bf16.h come from
+ * tests/simt/include.
  * Blocks run one at a time, so `__shared__` variables are static storage: per block, as on the GPU.
  * See README.md for what is not emulated. */
 #ifndef SIMT_CUDA_H
@@ -539,6 +540,8 @@ static inline void rx_mma_16x8x32_s8s32(int d[4], const unsigned a[4], const uns
                                         const int c[4], int line = SIMT_LINE) {
   simt::mma_16832_s8(d, a, b, c, line);
 }
+/* %laneid, for the fragment helpers of RX_CUDA_FRAG_PRELUDE (which are not redefined here) */
+static inline unsigned rx_lane_id() { return simt::lane(); }
 #define SIMT_LDSM(name, op, num, trans)                                                            \
   static inline void name(unsigned r[num], const void *p, int line = SIMT_LINE) {                  \
     simt::ldmatrix(simt::op, num, trans, r, p, line);                                              \

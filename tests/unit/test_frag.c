@@ -2,16 +2,21 @@
  * T[M, N] fragment a|b|acc` and `frag fill|load|mma|store`; issue 14), end to end.
  *
  * tests/frag/frag_gemm.rx holds hand-scheduled GEMMs on 8x8 fragments (f16 inputs with an f32
- * accumulator; f32 with a column-major B, a column-major store and D apart from C) and, beside
- * each, the same product as serial loops. At row counts m = 1, 7, 8, 33 and 100:
+ * accumulator; f32 with a column-major B, a column-major store and D apart from C), on 16x16x16
+ * fragments (f16; f16 with column-major A, B and store and D apart from C; bf16 with A and B
+ * from shared memory and the accumulator loaded) and, beside each, the same product as serial
+ * loops. At row counts m = 1, 7, 8, 33 and 100:
  *   - the interpreter runs the fragment program with subgroups of 32 and must match the serial
  *     one (tolerance of test_kernels: f32 outputs 1e-4 normalized);
- *   - its MSL (simdgroup_matrix, simdgroup_load / _multiply_accumulate / _store) runs in the
- *     SIMT emulator (tests/simt/simt_metal.h) for metal-apple7 and must match too;
- *   - frag_gemm16 (16x16x16) is GLSL with GL_NV_cooperative_matrix for vulkan-nvidia: compiled
- *     by shaderc, passes spirv-val (lavapipe has no cooperative matrix to run it on);
- *   - CUDA and the Vulkan targets without cooperative matrices refuse it with a message naming
- *     the fragment and the target;
+ *   - the 8x8 programs' MSL (simdgroup_matrix, simdgroup_load / _multiply_accumulate / _store)
+ *     runs in the SIMT emulator (tests/simt/simt_metal.h) for metal-apple7 and must match too;
+ *   - the 16x16x16 programs' CUDA C (codegen/mma_cuda.h's rx_frag_* helpers) compiles with NVRTC
+ *     for sm_80 and sm_90 with no spills and mma.sync in its PTX, and runs in the emulator
+ *     (tests/simt/simt_cuda.h) for sm_80 and must match;
+ *   - the f16 16x16x16 programs are GLSL with GL_NV_cooperative_matrix for vulkan-nvidia:
+ *     compiled by shaderc, pass spirv-val (lavapipe has no cooperative matrix to run them on);
+ *   - the targets without fragments of a program's shapes and dtypes refuse it with a message
+ *     naming the fragment and the target (CUDA the 8x8 ones, vulkan-nvidia the bf16 one);
  *   - it prints and parses back; the verifier refuses wrong uses, shapes, dtypes and element
  *     access; the interpreter refuses a statement reached by part of a subgroup, operands that
  *     differ across the lanes, and a load past the end of its buffer;
@@ -24,6 +29,7 @@
 #include "base/base.h"
 #include "interp/interp.h"
 #include "ir/ir.h"
+#include "targets/toolchain.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +46,12 @@ static rxk_stats st;
       FAIL(__VA_ARGS__);                                                                           \
   } while (0)
 
-/* Targets without subgroup matrix fragments of f's shapes refuse it, naming the target: those
- * without any, and `other`, whose shapes differ. */
-static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *other) {
-  const char *const others[] = {"cuda -arch=sm_80", "vulkan", "vulkan-lavapipe", other};
-  for (size_t ti = 0; ti < RX_ARRAY_LEN(others); ti++) {
+/* The targets in `refuse` have no subgroup matrix fragments of f's shapes and dtypes: each
+ * refuses f with a message naming the target. */
+static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *const *refuse) {
+  for (int ti = 0; refuse[ti]; ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(others[ti], &t);
+    rx_status ts = rx_target_parse(refuse[ti], &t);
     RX_ASSERT(!ts);
     rx_diag diag;
     rx_diag_init(&diag);
@@ -55,15 +60,50 @@ static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *other
     bool ok = rx_schedule(m, f, t, &diag, &sr) && rx_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
     CHECK(!ok && strstr(text, "has no subgroup matrix unit") && strstr(text, t->name),
-          "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, others[ti],
+          "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, refuse[ti],
           ok ? "(compiled)" : text);
     rx_diag_free(&diag);
   }
 }
 
-/* One size of prog against ref: the interpreter, then the emulated MSL of p. */
+/* What a kernel of each target kind must contain: the fragments' multiply as printed. */
+static const char *frag_mma_text(const rx_target *t) {
+  switch (t->kind) {
+  case RX_TARGET_METAL:
+    return "simdgroup_multiply_accumulate(";
+  case RX_TARGET_VULKAN:
+    return "= coopMatMulAddNV(";
+  case RX_TARGET_CUDA:
+    break;
+  }
+  return "rx_frag_mma_";
+}
+
+/* The PTX of every kernel of CUDA p holds mma.sync.aligned.m16n8k16 (NVRTC; skipped without
+ * it; rxk_prepare has checked NVRTC and ptxas's spills). */
+static void check_ptx(const rxk_prepared *p) {
+  for (int k = 0; p->ok && k < p->kl.n; k++) {
+    const rx_kernel *kn = p->kl.kernels[k];
+    char *ptx = NULL, *log = NULL;
+    size_t len = 0;
+    rx_status s = rx_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
+    if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND)
+      st.skipped++;
+    else if (s)
+      FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
+    else
+      CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
+            "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
+    rx_status_free(s);
+    free(ptx);
+    free(log);
+  }
+}
+
+/* One size of prog against ref: the interpreter, then the emulated kernels (MSL, CUDA C) of
+ * each of the np targets in p. */
 static void check_size(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *fr,
-                       const rxk_prepared *p, const rxk_env *e, const char *at) {
+                       const rxk_prepared *p, int np, const rxk_env *e, const char *at) {
   char why[512];
   rxk_buffers in, want, got;
   if (!rxk_make_buffers(f, e, &in, why, sizeof why)) {
@@ -77,7 +117,6 @@ static void check_size(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *
   } else {
     rx_interp_opts o = {.subgroup_size = 32};
     rxk_copy_buffers(&in, &got);
-    rx_status_free(s);
     s = rx_interp_run(m, f, got.arg, got.n, &o);
     if (s)
       FAIL("%s at %s: the interpreter failed: %s", f->name, at, rx_status_message(s));
@@ -86,16 +125,18 @@ static void check_size(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *
     else
       st.passed++;
     rxk_free_buffers(&got);
-    if (p->ok && p->emulate) {
+  }
+  for (int i = 0; !s && i < np; i++) {
+    if (p[i].ok && p[i].emulate) {
       rxk_copy_buffers(&in, &got);
-      if (!rxk_run_simt(p, e, &got, why, sizeof why))
-        FAIL("%s at %s: %s", p->what, at, why);
+      if (!rxk_run_simt(&p[i], e, &got, why, sizeof why))
+        FAIL("%s at %s: %s", p[i].what, at, why);
       else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
-        FAIL("%s at %s: emulated MSL: %s", p->what, at, why);
+        FAIL("%s at %s: emulated: %s", p[i].what, at, why);
       else
         st.passed++;
       rxk_free_buffers(&got);
-    } else if (p->ok && p->t->kind == RX_TARGET_METAL) {
+    } else if (p[i].ok && (p[i].t->kind == RX_TARGET_METAL || p[i].t->sm == 80)) {
       st.skipped++; /* no clang for the emulator */
     }
   }
@@ -104,26 +145,34 @@ static void check_size(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *
   rxk_free_buffers(&want);
 }
 
-/* prog (with fragments) against ref (serial) at every size of m, in the interpreter and, for
- * metal-apple7, in the emulator; for vulkan-nvidia its SPIR-V passes spirv-val (rxk_prepare).
- * `other`: the target of the two whose shapes prog does not use. */
-static void check_pair(rx_module *m, const char *prog, const char *ref, const char *target,
-                       const char *other) {
+#define MAX_ACCEPT 4
+
+/* prog (with fragments) against ref (serial) at every size of m: compiled for every target of
+ * `accept` (NULL-terminated; rxk_prepare: NVRTC with no spills, spirv-val, the emulator's
+ * objects), its multiply printed, mma.sync in its PTX on CUDA; run in the interpreter and, for
+ * metal-apple7 and cuda sm_80, in the emulator; refused by every target of `refuse`. */
+static void check_pair(rx_module *m, const char *prog, const char *ref, const char *const *accept,
+                       const char *const *refuse) {
   const rx_tensor_fn *f = rxk_find_fn(m, prog), *fr = rxk_find_fn(m, ref);
   if (!f || !fr) {
     FAIL("%s or %s is missing from tests/frag/frag_gemm.rx", prog, ref);
     return;
   }
-  const rx_target *t;
-  rx_status ts = rx_target_parse(target, &t);
-  RX_ASSERT(!ts);
-  rxk_prepared p;
-  rxk_prepare(m, f, t, &st, &p);
-  const char *want =
-      t->kind == RX_TARGET_METAL ? "simdgroup_multiply_accumulate(" : "= coopMatMulAddNV(";
-  for (int k = 0; p.ok && k < p.kl.n; k++)
-    CHECK(strstr(p.kl.kernels[k]->source, want) != NULL, "%s: the kernel has no %s", p.what, want);
-  check_refused(m, f, other);
+  rxk_prepared p[MAX_ACCEPT];
+  int np = 0;
+  for (; accept[np]; np++) {
+    RX_ASSERT(np < MAX_ACCEPT);
+    const rx_target *t;
+    rx_status ts = rx_target_parse(accept[np], &t);
+    RX_ASSERT(!ts);
+    rxk_prepare(m, f, t, &st, &p[np]);
+    const char *want = frag_mma_text(t);
+    for (int k = 0; p[np].ok && k < p[np].kl.n; k++)
+      CHECK(strstr(p[np].kl.kernels[k]->source, want) != NULL, "%s: the kernel has no %s",
+            p[np].what, want);
+    if (t->kind == RX_TARGET_CUDA) check_ptx(&p[np]);
+  }
+  check_refused(m, f, refuse);
   rxk_env base;
   rxk_program_vars(f, &base);
   static const int64_t sizes[] = {1, 7, 8, 33, 100};
@@ -132,9 +181,9 @@ static void check_pair(rx_module *m, const char *prog, const char *ref, const ch
     for (int v = 0; v < e.n; v++) e.values[v] = sizes[si];
     char at[64];
     snprintf(at, sizeof at, "m=%lld", (long long)sizes[si]);
-    check_size(m, f, fr, &p, &e, at);
+    check_size(m, f, fr, p, np, &e, at);
   }
-  rxk_release(&p);
+  for (int i = 0; i < np; i++) rxk_release(&p[i]);
 }
 
 /* The matmul rule's gemm_frag variant (passes/schedule/gemm_frag.c) for target (the kernels of
@@ -278,9 +327,21 @@ int main(int argc, char **argv) {
     return 1;
   }
   rx_strbuf_free(&msg);
-  check_pair(m, "frag_gemm", "frag_gemm_ref", "metal-apple7", "vulkan-nvidia");
-  check_pair(m, "frag_gemm_nt", "frag_gemm_nt_ref", "metal-apple7", "vulkan-nvidia");
-  check_pair(m, "frag_gemm16", "frag_gemm16_ref", "vulkan-nvidia", "metal-apple7");
+  /* 8x8: Metal only; 16x16x16 f16: vulkan-nvidia and CUDA; bf16: CUDA only */
+  static const char *const metal[] = {"metal-apple7", NULL};
+  static const char *const f16_16[] = {"vulkan-nvidia", "cuda -arch=sm_80", "cuda -arch=sm_90",
+                                       NULL};
+  static const char *const bf16_16[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", NULL};
+  static const char *const not8[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan",
+                                     "vulkan-lavapipe",  "vulkan-nvidia",    NULL};
+  static const char *const not16[] = {"vulkan", "vulkan-lavapipe", "metal-apple7", NULL};
+  static const char *const not16bf[] = {"vulkan", "vulkan-lavapipe", "metal-apple7",
+                                        "vulkan-nvidia", NULL};
+  check_pair(m, "frag_gemm", "frag_gemm_ref", metal, not8);
+  check_pair(m, "frag_gemm_nt", "frag_gemm_nt_ref", metal, not8);
+  check_pair(m, "frag_gemm16", "frag_gemm16_ref", f16_16, not16);
+  check_pair(m, "frag_gemm16_nt", "frag_gemm16_nt_ref", f16_16, not16);
+  check_pair(m, "frag_gemm16_bf16", "frag_gemm16_bf16_ref", bf16_16, not16bf);
   check_round_trip(m);
   check_verifier();
   check_interp_error("if l < 16 { frag fill fa, 1.0 }", "subgroup divergence");

@@ -1,6 +1,7 @@
 /* test_mma_helpers: the CUDA matrix-unit helpers of codegen/mma_cuda.h (issue 14, "Emulated for
  * CI"): rx_mma_16x8x16_{f16,bf16}f32, rx_mma_16x8x32_s8s32, rx_ldmatrix_x{1,2,4}{,_trans},
- * rx_cp_async_16{,_zfill}, rx_cp_async_commit/wait<N>/wait_all.
+ * rx_cp_async_16{,_zfill}, rx_cp_async_commit/wait<N>/wait_all, and the subgroup fragment
+ * helpers rx_lane_id, rx_frag_load/store/fill/mma_{f16,bf16} (RX_CUDA_FRAG_PRELUDE).
  *
  * The kernels are tests/simt/kernels/mma.cu, compiled behind the helper prelude:
  *   - in the SIMT emulator (tests/simt/simt_cuda.h defines the helpers from the PTX ISA's
@@ -10,7 +11,9 @@
  *     fragments come only from ldmatrix on row-major shared tiles, and C and D are placed by the
  *     accumulator layout written in mma.cu, so a layout wrong in the emulator shows as a wrong
  *     element of D. Misuse (a partial warp, a misaligned row address, exited lanes, lanes of a warp
- * in different helpers) must fail;
+ * in different helpers) must fail; the fragment helpers, which the emulator runs as NVRTC
+ * compiles them, give each lane its lane id and one 16x16x16 product for f16 and bf16 (loads of
+ * every use, row- and column-major, fill, stores);
  *   - with NVRTC for sm_80 and sm_90: the PTX must contain the instructions and ptxas accept it.
  * Exits 77 (skipped) without clang++ 16 for the emulator; the NVRTC part is reported skipped
  * without NVRTC or ptxas. usage: test_mma_helpers [TESTS_DIR] */
@@ -168,6 +171,47 @@ static void t_tile_float(simt_module *m, int bf16, int mrows) {
   check_f32(what, D, Af, Bf, C, 16, 8, 16);
 }
 
+/* The fragment helpers of RX_CUDA_FRAG_PRELUDE over the emulator's mma.sync: rx_lane_id in a
+ * block of 64 threads, then one 16x16x16 product for f16 (B and D column-major, C loaded) and
+ * for bf16 (B and D row-major, C filled). */
+static void t_frag(simt_module *m) {
+  unsigned lanes[64];
+  memset(lanes, 0xee, sizeof lanes);
+  unsigned *pl = lanes;
+  void *largs[] = {&pl};
+  if (!launch(m, "frag_lanes", 1, 1, 64, largs, 1)) {
+    int bad = -1;
+    for (int i = 0; i < 64 && bad < 0; i++)
+      if (lanes[i] != (unsigned)i % 32) bad = i;
+    CHECK(bad < 0, "rx_lane_id of thread %d is %u", bad, bad < 0 ? 0 : lanes[bad]);
+  }
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    uint16_t A[16 * 16], B[16 * 16];
+    float Af[16 * 16], Bf[16 * 16], C[16 * 16], D[16 * 16], got[16 * 16];
+    float c = 0.5f;
+    for (int i = 0; i < 16 * 16; i++) {
+      A[i] = bf16 ? rand_bf16() : rand_f16();
+      Af[i] = bf16 ? bf16_value(A[i]) : f16_value(A[i]);
+      D[i] = NAN;
+      C[i] = bf16 ? c : rand_f32();
+    }
+    for (int k = 0; k < 16; k++)
+      for (int n = 0; n < 16; n++) { /* f16: B column-major, B[k][n] at n * 16 + k */
+        uint16_t v = bf16 ? rand_bf16() : rand_f16();
+        B[bf16 ? k * 16 + n : n * 16 + k] = v;
+        Bf[k * 16 + n] = bf16 ? bf16_value(v) : f16_value(v);
+      }
+    uint16_t *pa = A, *pb = B;
+    float *pc = C, *pd = D;
+    void *args[] = {&pa, &pb, bf16 ? (void *)&c : (void *)&pc, &pd};
+    if (launch(m, bf16 ? "frag_bf16_tile" : "frag_f16_tile", 1, 1, 32, args, 4)) continue;
+    for (int r = 0; r < 16; r++) /* f16: D column-major */
+      for (int n = 0; n < 16; n++) got[r * 16 + n] = bf16 ? D[r * 16 + n] : D[n * 16 + r];
+    check_f32(bf16 ? "bf16 16x16x16 fragments" : "f16 16x16x16 fragments (column-major B, D)", got,
+              Af, Bf, C, 16, 16, 16);
+  }
+}
+
 static void t_tile_s8(simt_module *m) {
   int8_t A[16 * 32], Bt[8 * 32];
   int32_t C[16 * 8], D[16 * 8];
@@ -240,6 +284,7 @@ static void run_emulated(const char *src) {
   t_tile_float(m, 0, 13);
   t_tile_float(m, 1, 16);
   t_tile_s8(m);
+  t_frag(m);
   t_gemm(m, 64, 32, 64);
   t_gemm(m, 128, 64, 256);
   t_misuse(m, "bad_partial_warp", 16, "needs all 32 lanes");
@@ -270,6 +315,7 @@ static void run_nvrtc(const char *src) {
       "cp.async.commit_group",
       "cp.async.wait_group 1",
       "cp.async.wait_all",
+      "%laneid",
   };
   for (int a = 0; a < 2; a++) {
     char *ptx = NULL, *log = NULL;
@@ -313,10 +359,11 @@ static char *kernel_source(const char *tests_dir) {
   fseek(f, 0, SEEK_SET);
   static const char head[] = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
   static const char line[] = "#line 1 \"mma.cu\"\n";
-  size_t at = strlen(head) + strlen(RX_CUDA_MMA_PRELUDE) + strlen(line);
+  size_t at =
+      strlen(head) + strlen(RX_CUDA_MMA_PRELUDE) + strlen(RX_CUDA_FRAG_PRELUDE) + strlen(line);
   char *src = malloc(at + (size_t)n + 1);
   if (!src) abort();
-  snprintf(src, at + 1, "%s%s%s", head, RX_CUDA_MMA_PRELUDE, line);
+  snprintf(src, at + 1, "%s%s%s%s", head, RX_CUDA_MMA_PRELUDE, RX_CUDA_FRAG_PRELUDE, line);
   size_t got = fread(src + at, 1, (size_t)n, f);
   src[at + got] = 0;
   fclose(f);

@@ -232,6 +232,18 @@ static void test_mma(void) {
         "sm_90 bf16 -> f32: wgmma m64nNk16 first");
   x = rx_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, RX_MMA_SYNC);
   CHECK(x && x->m == 16 && x->n == 8, "sm_90 keeps mma.sync");
+  /* subgroup fragments 16x16x16 over mma.sync, f16 and bf16 into f32, listed after mma.sync */
+  for (int ti = 0; ti < 2; ti++)
+    for (int d = 0; d < 2; d++) {
+      const rx_target *t = ti ? h : a;
+      rx_dtype ab = d ? RX_DTYPE_BF16 : RX_DTYPE_F16;
+      x = rx_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC_FRAG);
+      CHECK(x && x->m == 16 && x->n == 16 && x->k == 16 && x->threads == 32 &&
+                x > rx_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC),
+            "%s %s: sync-frag 16x16x16 after mma.sync", t->name, d ? "bf16" : "f16");
+    }
+  CHECK(!rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F16, RX_MMA_SYNC_FRAG),
+        "sm_80: fragments accumulate in f32 only");
   CHECK(!rx_target_mma(v, RX_DTYPE_F16, RX_DTYPE_F32, -1) && v->mma_query,
         "vulkan: cooperative matrix shapes come from the device");
   CHECK(!lp->nmma && !lp->mma_query, "lavapipe: no cooperative matrix");
@@ -258,13 +270,16 @@ static void test_mma(void) {
       CHECK(!s->n_step || s->n % s->n_step == 0, "'%s' shape %d: n a multiple of its step", t->name,
             j);
       CHECK(s->api != RX_MMA_WGMMA || t->sm >= 90, "'%s': wgmma needs sm_90", t->name);
-      CHECK((s->api == RX_MMA_SYNC || s->api == RX_MMA_WGMMA) == (t->kind == RX_TARGET_CUDA),
+      CHECK((s->api == RX_MMA_SYNC || s->api == RX_MMA_WGMMA || s->api == RX_MMA_SYNC_FRAG) ==
+                (t->kind == RX_TARGET_CUDA),
             "'%s' shape %d: an api of its kind", t->name, j);
     }
   }
   rx_strbuf b = {0};
   rx_target_describe(&b, h);
   CHECK(b.data && strstr(b.data, "matrix unit: wgmma m64n256k16 (n: multiples) bf16 x bf16 -> f32"),
+        "%s", b.data ? b.data : "");
+  CHECK(b.data && strstr(b.data, "matrix unit: sync-frag m16n16k16 bf16 x bf16 -> f32, 32 threads"),
         "%s", b.data ? b.data : "");
   rx_strbuf_free(&b);
 }

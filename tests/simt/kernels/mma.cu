@@ -161,6 +161,35 @@ extern "C" __global__ void __launch_bounds__(GM_THREADS)
       D[(wm + ACC_ROW(lane, i)) * N + n0 + 8 * j + ACC_COL(lane, i)] = acc[j][i];
 }
 
+// The fragment helpers (RX_CUDA_FRAG_PRELUDE), which the emulator runs as written on its own
+// mma.sync: the lane id of every thread of a block of two warps; D = A B + C on 16x16x16 f16
+// fragments with A row-major, B column-major (Bt, n x k), C loaded into the accumulator and D
+// stored column-major (Dt, n x m); bf16 with B row-major, the accumulator filled with c and D
+// stored row-major. Strides of 16; test_mma_helpers checks D against the product.
+extern "C" __global__ void frag_lanes(unsigned *out) { out[threadIdx.x] = rx_lane_id(); }
+extern "C" __global__ void frag_f16_tile(const __half *A, const __half *Bt, const float *C,
+                                         float *Dt) {
+  rx_frag_a16 a;
+  rx_frag_b16 b;
+  rx_frag_acc d;
+  rx_frag_load(a, A, 16, false);
+  rx_frag_load(b, Bt, 16, true);
+  rx_frag_load(d, C, 16, false);
+  rx_frag_mma_f16(d, a, b, d);
+  rx_frag_store(d, Dt, 16, true);
+}
+extern "C" __global__ void frag_bf16_tile(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float c,
+                                          float *D) {
+  rx_frag_a16 a;
+  rx_frag_b16 b;
+  rx_frag_acc acc, d;
+  rx_frag_load(a, A, 16, false);
+  rx_frag_load(b, B, 16, false);
+  rx_frag_fill(acc, c);
+  rx_frag_mma_bf16(d, a, b, acc);
+  rx_frag_store(d, D, 16, false);
+}
+
 // Misuse the emulator must report, as the GPU leaves it undefined: an mma in a block of 16
 // threads (a partial warp), an ldmatrix row address that is not 16-byte aligned, an mma after
 // some lanes of the warp have exited, and two helpers called by the lanes of one warp on one line.
