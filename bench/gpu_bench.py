@@ -9,7 +9,8 @@ bench/RESULTS.md. Parts (--parts), each with its share of the time budget (--bud
   kernels    relaxc-compiled kernels at Llama-2-7B and Llama-3-8B shapes (decode GEMV, rms_norm,
              silu*mul, softmax), each a tiny .rx module timed by `relaxc run --bench N`, beside the
              same op through PyTorch in the same run
-  attention  decode attention over a paged KV cache (paged_decode_attention + attention_merge)
+  attention  decode attention over a paged KV cache (paged_decode_attention + attention_merge),
+             and causal prefill attention over it (paged_attention) at n = 512 ... 8192
              beside torch's scaled_dot_product_attention on the same keys and values, dense
   gemm       the matmul rule beyond decode: x[n, in] @ W[out, in]^T in f16 and bf16 at
              n = 1 ... 4096 for the 7B/8B projection shapes (4096x4096, 11008x4096, 4096x11008,
@@ -505,6 +506,56 @@ graph_fn main(q: f16[1, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table:
     return Module(name, f"decode attention {spec['name']}", text, cases, make_inputs, torch_fn)
 
 
+def prefill_attention_module(key, spec, lengths):
+    """Causal prefill attention of one prompt of n tokens over the paged KV cache that holds its
+    keys and values (the model's prefill calls paged_attention so), beside PyTorch's
+    scaled_dot_product_attention on the same keys as dense tensors (is_causal)."""
+    h, kvh = spec["heads"], spec["kv_heads"]
+    d = spec["hidden"] // h
+    name = f"prefill_attention_{key}"
+    scale = f"{1 / math.sqrt(d):.9g}"
+    text = f"""# prefill attention over the paged KV cache ({spec['name']}: {h} query heads, {kvh} kv
+# heads, head dim {d}): n query tokens of one sequence at positions 0 .. n - 1, causal
+graph_fn main(q: f16[n, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table: i32[1, mp],
+              kv_len: i32[1], q_seq: i32[n], q_pos: i32[n]) -> f16[n, {h}, {d}] {{
+  dataflow {{
+    y = paged_attention(q, pages, page_table, kv_len, q_seq, q_pos, scale={scale})
+  }}
+  return y
+}}
+"""
+    cases = []
+    for n in lengths:
+        mp = (n + 15) // 16
+        cases.append(Case(None, f"{name}_n{n}",
+                          f"prefill attention {spec['name']} ({h}/{kvh} heads x {d}), {n} tokens",
+                          2 * n * h * d * 2 + 2 * n * kvh * d * 2, {"n": n, "p": mp, "mp": mp},
+                          flops=2 * 2 * h * d * n * (n + 1) // 2))
+
+    def make_inputs(case, dev, pool):
+        n, mp = case.env["n"], case.env["mp"]
+        g = torch.Generator(device=dev).manual_seed(n)
+        pages = torch.randn(mp, 2, kvh, 16, d, generator=g, device=dev).half()
+        table = torch.randperm(mp, generator=g, device=dev).to(torch.int32)
+        return {"q": torch.randn(n, h, d, generator=g, device=dev).half(), "pages": pages,
+                "page_table": table.reshape(1, mp),
+                "kv_len": torch.tensor([n], dtype=torch.int32, device=dev),
+                "q_seq": torch.zeros(n, dtype=torch.int32, device=dev),
+                "q_pos": torch.arange(n, dtype=torch.int32, device=dev)}
+
+    def torch_fn(t):
+        if "dense" not in t:  # the dense keys and values: built outside the timed call
+            pages, table, n = t["pages"], t["page_table"][0].long(), t["q"].shape[0]
+            kv = pages[table].permute(1, 2, 0, 3, 4).reshape(2, kvh, -1, d)[:, :, :n]
+            t["dense"] = (kv[0].unsqueeze(0).contiguous(), kv[1].unsqueeze(0).contiguous(),
+                          t["q"].permute(1, 0, 2).unsqueeze(0).contiguous())
+        k, v, q = t["dense"]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
+        return y[0].permute(1, 0, 2)
+
+    return Module(name, f"prefill attention {spec['name']}", text, cases, make_inputs, torch_fn)
+
+
 def kernel_modules(smoke):
     """The kernels part's modules, in the order they are measured."""
     ms = SMOKE_MODELS if smoke else MODELS
@@ -528,10 +579,16 @@ def kernel_modules(smoke):
     return mods
 
 
-def attention_modules(smoke):
+def attention_modules(smoke, prefill=True):
+    """Decode attention at cache lengths, then prefill attention at prompt lengths (issue 14:
+    n = 512 ... 8192 beside scaled_dot_product_attention)."""
     ms = SMOKE_MODELS if smoke else MODELS
     lengths = (16, 100, 256) if smoke else (128, 1024, 4096, 32768)
-    return [attention_module(k, ms[k], lengths) for k in ("7b", "8b")]
+    mods = [attention_module(k, ms[k], lengths) for k in ("7b", "8b")]
+    if prefill:
+        ns = (16, 64) if smoke else (512, 1024, 2048, 4096, 8192)
+        mods += [prefill_attention_module(k, ms[k], ns) for k in ("7b", "8b")]
+    return mods
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1025,8 +1082,16 @@ class Bench:
 
     def part_attention(self, deadline):
         mods = attention_modules(self.args.smoke)
-        self.measure_modules(mods, deadline, f"decode attention on {self.device}", "attention",
-                             self.target, self.device)
+        decode = [m for m in mods if not m.name.startswith("prefill")]
+        prefill = [m for m in mods if m.name.startswith("prefill")]
+        half = time.monotonic() + 0.5 * self.left(deadline)
+        try:  # two tables: decode is bound by bytes (GB/s), prefill by arithmetic (TFLOP/s)
+            self.measure_modules(decode, min(half, deadline), f"decode attention on {self.device}",
+                                 "attention", self.target, self.device)
+        except BudgetExceeded as e:
+            log(f"decode attention: {e}")
+        self.measure_modules(prefill, deadline, f"prefill attention on {self.device}",
+                             "attention", self.target, self.device)
 
     def vulkan_device(self, deadline):
         """The first Vulkan device that runs a probe kernel: vulkan:N, its name. A software
@@ -1057,7 +1122,7 @@ class Bench:
         compare = self.kind
         subset = (lambda c: c.env.get("n", 1) in (1, 16)) if not self.args.smoke else None
         mods = kernel_modules(self.args.smoke)
-        att = attention_modules(self.args.smoke)
+        att = attention_modules(self.args.smoke, prefill=False)
         half = time.monotonic() + 0.6 * self.left(deadline)
         try:
             self.measure_modules(mods, min(half, deadline), f"kernels on {vdev}", "kernels",

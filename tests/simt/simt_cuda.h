@@ -414,19 +414,24 @@ static inline void mma_16816(int op, float d[4], const unsigned a[4], const unsi
   xchg(0xffffffffu, ar, aw, &members, line);
   float (*value)(unsigned short) = op == MMA_F16 ? f16_value : bf16_value;
   float A[16][16], B[16][8];
-  for (int lane = 0; lane < SIMT_WARP; lane++) {
-    int g = lane >> 2, t = lane % 4;
+  int g = (int)cur()->lane >> 2, t = (int)cur()->lane % 4;
+  /* only what this lane's outputs read: rows g and g + 8 of A (lanes 4g..4g+3 hold them) and
+   * columns 2t, 2t + 1 of B (lanes 8t..8t+7) */
+  for (int lane = 4 * g; lane < 4 * g + 4; lane++) {
+    int tl = lane % 4;
     for (int i = 0; i < 8; i++) {
       int row = (i < 2 || (4 <= i && i < 6)) ? g : g + 8;
-      int col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+      int col = 2 * tl + (i & 1) + (i >= 4 ? 8 : 0);
       A[row][col] = value(half_of(aw[lane].w[i / 2], i % 2));
     }
+  }
+  for (int lane = 8 * t; lane < 8 * t + 8; lane++) {
+    int gl = lane >> 2, tl = lane % 4;
     for (int i = 0; i < 4; i++) {
-      int row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
-      B[row][g] = value(half_of(bw[lane].w[i / 2], i % 2));
+      int row = 2 * tl + (i & 1) + (i >= 2 ? 8 : 0);
+      B[row][gl] = value(half_of(bw[lane].w[i / 2], i % 2));
     }
   }
-  int g = (int)cur()->lane >> 2, t = (int)cur()->lane % 4;
   float out[4];
   for (int i = 0; i < 4; i++) {
     int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);

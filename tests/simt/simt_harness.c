@@ -831,8 +831,53 @@ enum fiber_state {
   F_DONE,    /* returned from the kernel */
 };
 
+/* Switching fibers: on x86-64 a few instructions that save the callee-saved registers, the SSE
+ * and x87 control words and the stack pointer of one fiber and load another's (the System V
+ * ABI keeps everything else caller-saved, and a switch is a call); elsewhere ucontext's
+ * swapcontext, which also saves the signal mask with a system call on every switch: in kernels
+ * that synchronize often (warp exchanges, SIMD-group matrices) that call was most of the time. */
+#if defined(__x86_64__) && !defined(SIMT_UCONTEXT)
+#define SIMT_FAST_SWITCH 1
+/* saves the running context's stack pointer in *save, resumes the one in *load */
+void simt_harness_switch(void **save, void **load) __attribute__((visibility("hidden")));
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl simt_harness_switch\n"
+        ".hidden simt_harness_switch\n"
+        ".type simt_harness_switch, @function\n"
+        "simt_harness_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  subq $8, %rsp\n"
+        "  stmxcsr (%rsp)\n"
+        "  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq (%rsi), %rsp\n"
+        "  ldmxcsr (%rsp)\n"
+        "  fldcw 4(%rsp)\n"
+        "  addq $8, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size simt_harness_switch, .-simt_harness_switch\n");
+#else
+#define SIMT_FAST_SWITCH 0
+#endif
+
 typedef struct fiber {
+#if SIMT_FAST_SWITCH
+  void *sp; /* saved stack pointer while switched out (simt_harness_switch) */
+#else
   ucontext_t ctx;
+#endif
   simt_thread t;
   enum fiber_state state;
   int line;      /* source line of the barrier or warp function it waits in */
@@ -848,7 +893,11 @@ static struct sched {
   fiber *f;
   unsigned n;
   fiber *running;
+#if SIMT_FAST_SWITCH
+  void *main_sp;
+#else
   ucontext_t main_ctx;
+#endif
   const void *main_bottom; /* the launching thread's stack, for ASan */
   size_t main_size;
   int (*launcher)(void **);
@@ -884,7 +933,11 @@ static void yield_to_main(int final) {
 #else
   (void) final;
 #endif
+#if SIMT_FAST_SWITCH
+  simt_harness_switch(&f->sp, &S.main_sp);
+#else
   swapcontext(&f->ctx, &S.main_ctx);
+#endif
 #ifdef SIMT_ASAN
   __sanitizer_finish_switch_fiber(f->fake_stack, &S.main_bottom, &S.main_size);
 #endif
@@ -900,6 +953,32 @@ static void fiber_main(void) {
   abort(); /* a finished fiber is never resumed */
 }
 
+/* Makes f's first resumption enter fiber_main on its own stack. */
+static void fiber_start_at_main(fiber *f) {
+#if SIMT_FAST_SWITCH
+  /* the frame simt_harness_switch pops: control words, r15 r14 r13 r12 rbx rbp, then the
+   * address it returns to; that slot 16-byte aligned, so fiber_main starts as if called */
+  uintptr_t top = ((uintptr_t)f->stack + FIBER_STACK) & ~(uintptr_t)15;
+  void **p = (void **)top;
+  *--p = NULL;               /* fiber_main's return address: it never returns */
+  *--p = (void *)fiber_main; /* where the first switch returns to */
+  for (int i = 0; i < 6; i++) *--p = NULL;
+  --p;
+  uint32_t mxcsr = __builtin_ia32_stmxcsr();
+  uint16_t fcw;
+  __asm__ volatile("fnstcw %0" : "=m"(fcw));
+  memcpy(p, &mxcsr, 4);
+  memcpy((char *)p + 4, &fcw, 2);
+  f->sp = p;
+#else
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = FIBER_STACK;
+  f->ctx.uc_link = NULL;
+  makecontext(&f->ctx, fiber_main, 0);
+#endif
+}
+
 /* scheduler -> fiber f, until it waits, finishes or fails. */
 static void run_fiber(fiber *f) {
   S.running = f;
@@ -908,7 +987,11 @@ static void run_fiber(fiber *f) {
 #ifdef SIMT_ASAN
   __sanitizer_start_switch_fiber(&main_fake, f->stack, FIBER_STACK);
 #endif
+#if SIMT_FAST_SWITCH
+  simt_harness_switch(&S.main_sp, &f->sp);
+#else
   swapcontext(&S.main_ctx, &f->ctx);
+#endif
 #ifdef SIMT_ASAN
   __sanitizer_finish_switch_fiber(main_fake, NULL, NULL);
 #endif
@@ -1098,11 +1181,7 @@ static void init_block(const unsigned grid[3], const unsigned block[3], unsigned
     f->state = F_RUNNABLE;
     f->line = 0;
     f->fake_stack = NULL;
-    getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = f->stack;
-    f->ctx.uc_stack.ss_size = FIBER_STACK;
-    f->ctx.uc_link = NULL;
-    makecontext(&f->ctx, fiber_main, 0);
+    fiber_start_at_main(f);
   }
 }
 

@@ -365,10 +365,13 @@ template <class T, class U> static inline T as_type(U u) {
  * Functions"). The spec leaves the distribution of a simdgroup_matrix over the lanes opaque, so
  * here every lane holds the whole matrix (rows x columns, row-major); each function is a
  * SIMD-group collective: all 32 lanes arrive at it together (one warp exchange, checked: every
- * lane present, the same source line, the same address and stride), then each lane does the
- * whole operation on its copy. Loads and stores go through plain pointers (ASan checks them in
- * sanitized builds). multiply_accumulate: d = c + a[r][0] b[0][c] + ... in k order, in float
- * (the hardware's order and rounding are not specified; tests compare with a tolerance). ---- */
+ * lane present, the same source line, the same address and stride), then lane 0 does the whole
+ * operation: the matrix lives in lane 0's copy (the other lanes' copies are never read, since
+ * only these collectives touch a matrix; doing the work once, not 32 times, made the emulated
+ * fragment attention of ops/attention.c affordable in CI). Loads and stores go through plain
+ * pointers (ASan checks them in sanitized builds). multiply_accumulate: d = c + a[r][0] b[0][c] +
+ * ... in k order, in float (the hardware's order and rounding are not specified; tests compare with
+ * a tolerance). ---- */
 typedef unsigned long ulong;
 /* matrix_origin: a struct here (clang's ext_vector_type has no ulong2(x, y) constructor) */
 struct ulong2 {
@@ -424,6 +427,7 @@ static inline void simdgroup_load(simdgroup_matrix<T, C, R> &d, const T *src,
                                   ulong elements_per_row = C, ulong2 origin = ulong2(0),
                                   bool transpose = false, int line = __builtin_LINE()) {
   simt::sgm_sync("simdgroup_load", src, elements_per_row, line);
+  if (simt::cur()->lane != 0) return;
   for (int r = 0; r < R; r++)
     for (int c = 0; c < C; c++) {
       ulong row = transpose ? c : r, col = transpose ? r : c;
@@ -435,6 +439,7 @@ static inline void simdgroup_store(const simdgroup_matrix<T, C, R> &a, T *dst,
                                    ulong elements_per_row = C, ulong2 origin = ulong2(0),
                                    bool transpose = false, int line = __builtin_LINE()) {
   simt::sgm_sync("simdgroup_store", dst, elements_per_row, line);
+  if (simt::cur()->lane != 0) return;
   for (int r = 0; r < R; r++)
     for (int c = 0; c < C; c++) {
       ulong row = transpose ? c : r, col = transpose ? r : c;
@@ -447,6 +452,7 @@ simdgroup_multiply_accumulate(simdgroup_matrix<TD, N, M> &d, const simdgroup_mat
                               const simdgroup_matrix<TB, N, K> &b,
                               const simdgroup_matrix<TC, N, M> &c, int line = __builtin_LINE()) {
   simt::sgm_sync("simdgroup_multiply_accumulate", nullptr, 0, line);
+  if (simt::cur()->lane != 0) return;
   simdgroup_matrix<TD, N, M> r;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
