@@ -33,6 +33,7 @@
 #endif
 #endif
 #ifdef SIMT_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -958,6 +959,12 @@ static void fiber_start_at_main(fiber *f) {
 #if SIMT_FAST_SWITCH
   /* the frame simt_harness_switch pops: control words, r15 r14 r13 r12 rbx rbp, then the
    * address it returns to; that slot 16-byte aligned, so fiber_main starts as if called */
+#ifdef SIMT_ASAN
+  /* what ASan's swapcontext interceptor did (on every switch, for the whole stack): the frames
+   * a fiber left on this stack (a finished one's last, an abandoned one's all) no longer poison
+   * it; the top 64 KiB, far deeper than a kernel's frames go */
+  ASAN_UNPOISON_MEMORY_REGION(f->stack + FIBER_STACK - 65536, 65536);
+#endif
   uintptr_t top = ((uintptr_t)f->stack + FIBER_STACK) & ~(uintptr_t)15;
   void **p = (void **)top;
   *--p = NULL;               /* fiber_main's return address: it never returns */
