@@ -58,7 +58,7 @@ static int64_t size_cap = INT64_MAX;
 static double worst[RX_DTYPE_COUNT]; /* the largest normalized error seen per output dtype */
 
 static const char *const targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
-                                      "vulkan", "metal-apple7"};
+                                      "vulkan",           "metal-apple7",     "vulkan-nvidia"};
 #define NTARGETS ((int)RX_ARRAY_LEN(targets))
 
 static double now_s(void) {
@@ -93,6 +93,28 @@ static bool uses_bf16(const rx_tensor_fn *f) {
   return false;
 }
 
+static bool has_fragments(const rx_tensor_fn *f);
+
+/* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
+ * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
+ * matrices; the others keep the portable kernel. */
+static void check_form(const prog *p, const rxk_prepared *tp) {
+  if (!tp->ok || !has_fragments(p->f)) return;
+  const char *mark = tp->t->kind == RX_TARGET_CUDA    ? "rx_frag_mma_"
+                     : tp->t->kind == RX_TARGET_METAL ? "simdgroup_multiply_accumulate"
+                                                      : "coopMatMulAddNV";
+  rx_dtype t = p->f->params[0]->buf->dtype;
+  bool want = rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
+              rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8);
+  bool got = false;
+  for (int k = 0; k < tp->kl.n; k++) got |= strstr(tp->kl.kernels[k]->source, mark) != NULL;
+  if (got == want)
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: the kernel %s the matrix-unit form (%s)", tp->what,
+             got ? "is unexpectedly" : "is not", mark);
+}
+
 /* Legalizes the op call of `main` in text (rx_legalize_call, as passes/legalize.c does) and
  * compiles its program for every target (bf16: CUDA and Metal). */
 static bool prog_build(prog *p, const char *text, const char *what) {
@@ -123,6 +145,7 @@ static bool prog_build(prog *p, const char *text, const char *what) {
       continue;
     }
     rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
+    check_form(p, &p->tp[i]);
   }
   if (vk.dev && !uses_bf16(p->f)) {
     rx_strbuf msg = {0};
