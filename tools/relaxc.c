@@ -21,6 +21,7 @@ enum {
 
 static int cmd_check(const rx_cli_command *cmd, int argc, char **argv);
 static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv);
+static int cmd_targets(const rx_cli_command *cmd, int argc, char **argv);
 static int cmd_help(const rx_cli_command *cmd, int argc, char **argv);
 
 static const rx_cli_flag no_flags[] = {{0}};
@@ -164,6 +165,10 @@ const rx_cli_command rx_cli_commands[] = {
     {"print", "FILE", "as check, then print the normalized module on stdout (nothing on error)",
      NULL, no_flags, cmd_check},
     {"ops", "", "list the operators with a one-line description", NULL, no_flags, cmd_ops},
+    {"targets", "[TARGET]",
+     "describe every target relaxc compiles for (or the one named): limits, features, matrix units",
+     "TARGET is a target string as --target takes it (\"cuda -arch=sm_90\", \"metal\", ...).",
+     no_flags, cmd_targets},
     {"schedule", "FILE --target T",
      "schedule every tensor program of FILE for target T and print the module", NULL,
      schedule_flags, rx_cmd_schedule},
@@ -287,6 +292,37 @@ static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv) {
   }
   for (int i = 0; i < n; i++)
     printf("%-*s  %s\n", width, ops[i]->name, ops[i]->doc ? ops[i]->doc : "");
+  return EXIT_OK;
+}
+
+static int cmd_targets(const rx_cli_command *cmd, int argc, char **argv) {
+  const char *name = NULL;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    if (it.flag) return rx_cli_unhandled(&it);
+    if (name) return rx_cli_usage_error(cmd, "'targets' takes one TARGET, got '%s' too", it.value);
+    name = it.value;
+  }
+  if (it.status >= 0) return it.status;
+  size_t n = 1;
+  const rx_target *one = NULL, *all = NULL;
+  if (name) {
+    rx_status st = rx_target_parse(name, &one);
+    if (st) {
+      fprintf(stderr, "relaxc: %s\n", rx_status_message(st));
+      rx_status_free(st);
+      return EXIT_USAGE;
+    }
+  } else {
+    all = rx_target_list(&n);
+  }
+  rx_strbuf b = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (i) rx_strbuf_putc(&b, '\n');
+    rx_target_describe(&b, one ? one : &all[i]);
+  }
+  fputs(b.data ? b.data : "", stdout);
+  rx_strbuf_free(&b);
   return EXIT_OK;
 }
 
