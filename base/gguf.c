@@ -51,8 +51,9 @@ static uint64_t le(const uint8_t *p, int n) {
 /* The next n bytes, or an error saying what needed them. */
 static rx_status take(reader *r, uint64_t n, const char *what, const uint8_t **out) {
   if (n > r->len - r->off)
-    return fail(r, r->off, "%s needs %llu bytes, the file ends %llu bytes later (truncated?)", what,
-                (unsigned long long)n, (unsigned long long)(r->len - r->off));
+    return fail(r, r->off, "%s needs %llu bytes, the file ends %llu byte%s later (truncated?)",
+                what, (unsigned long long)n, (unsigned long long)(r->len - r->off),
+                r->len - r->off == 1 ? "" : "s");
   *out = r->p + r->off;
   r->off += n;
   return NULL;
