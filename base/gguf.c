@@ -410,6 +410,7 @@ static rx_status wrong(const rx_gguf_file *f, const char *key, const rx_gguf_val
 }
 
 rx_status rx_gguf_get_string(const rx_gguf_file *f, const char *key, const char **out) {
+  *out = NULL;
   const rx_gguf_value *v = NULL;
   RX_RETURN_IF_ERROR(lookup(f, key, "a string", &v));
   if (v->type != RX_GGUF_V_STRING) return wrong(f, key, v, "a string");
@@ -440,6 +441,7 @@ static rx_status get_int(const rx_gguf_file *f, const char *key, int64_t lo, int
 }
 
 rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out) {
+  *out = 0;
   int64_t v = 0;
   RX_RETURN_IF_ERROR(get_int(f, key, 0, UINT32_MAX, "a uint32", &v));
   *out = (uint32_t)v;
@@ -447,6 +449,7 @@ rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out)
 }
 
 rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out) {
+  *out = 0;
   int64_t v = 0;
   RX_RETURN_IF_ERROR(get_int(f, key, INT32_MIN, INT32_MAX, "an int32", &v));
   *out = (int32_t)v;
@@ -454,6 +457,7 @@ rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out) 
 }
 
 rx_status rx_gguf_get_f32(const rx_gguf_file *f, const char *key, float *out) {
+  *out = 0;
   const rx_gguf_value *v = NULL;
   RX_RETURN_IF_ERROR(lookup(f, key, "a float32", &v));
   if (v->type != RX_GGUF_V_FLOAT32 && v->type != RX_GGUF_V_FLOAT64)
@@ -464,6 +468,7 @@ rx_status rx_gguf_get_f32(const rx_gguf_file *f, const char *key, float *out) {
 
 rx_status rx_gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype elem,
                             const rx_gguf_value **out) {
+  *out = NULL;
   char want[48];
   snprintf(want, sizeof want, "an array of %s", rx_gguf_vtype_name(elem));
   const rx_gguf_value *v = NULL;

@@ -192,7 +192,8 @@ const rx_gguf_tensor *rx_gguf_find_tensor(const rx_gguf_file *f, const char *nam
 /* The value of key as a string / a uint32 / an int32 / a float32, or an error naming the file and
  * the key: missing, of another type, or out of range. The integer getters take a value of any
  * integer type that fits ("llama.block_count" is a uint32 in llama.cpp's files, an int32 in
- * some converters'); the float getter takes float32, and float64 rounded to float32. */
+ * some converters'); the float getter takes float32, and float64 rounded to float32. *out is
+ * zeroed (NULL) first. */
 rx_status rx_gguf_get_string(const rx_gguf_file *f, const char *key, const char **out);
 rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out);
 rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out);

@@ -155,6 +155,7 @@ static void check_getters(const rx_gguf_file *f) {
                "metadata key 'test.i8' is -100, out of the range of a uint32");
   expect_error(rx_gguf_get_u32(f, "llama.block_count", &u), "all_types.gguf",
                "metadata key 'llama.block_count' is missing (expected a uint32)");
+  CHECK(u == 0, "the out-parameter is zeroed on an error");
   expect_error(rx_gguf_get_string(f, "test.u8", &str), "all_types.gguf",
                "metadata key 'test.u8' has type uint8, expected a string");
   expect_error(rx_gguf_get_f32(f, "test.string", &x), "all_types.gguf",
