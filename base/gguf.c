@@ -231,7 +231,9 @@ static rx_status tensor_geometry(reader *r, uint64_t at, uint32_t type, rx_gguf_
   if (row % block)
     return fail(r, at, "rows of %lld elements (ne[0]) are not a whole number of %s blocks of %lld",
                 (long long)row, rx_gguf_type_name(type), (long long)block);
-  t->size = (uint64_t)(t->elems / block) * (uint64_t)rx_gguf_block_bytes(t->type);
+  if (__builtin_mul_overflow((uint64_t)(t->elems / block), (uint64_t)rx_gguf_block_bytes(t->type),
+                             &t->size))
+    return fail(r, at, "the byte size of its %lld elements overflows", (long long)t->elems);
   return NULL;
 }
 

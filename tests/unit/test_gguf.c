@@ -480,6 +480,11 @@ static void built(void) {
   tinfo(&m, "t", 2, (uint64_t[]){(uint64_t)1 << 40, (uint64_t)1 << 40}, RX_GGUF_TYPE_F32, 0);
   data(&m, 4);
   refused(&m, "tensor 't': the element count of its dims overflows an int64");
+  /* found by fuzz_gguf: 2^62 + 1 f32 elements are 2^64 + 4 bytes, which wrapped to 4 */
+  header(&m, 3, 1, 0);
+  tinfo(&m, "t", 1, (uint64_t[]){((uint64_t)1 << 62) + 1}, RX_GGUF_TYPE_F32, 0);
+  data(&m, 4);
+  refused(&m, "offset 45: tensor 't': the byte size of its 4611686018427387905 elements overflows");
   header(&m, 3, 1, 0);
   tinfo(&m, "t", 1, (uint64_t[]){4}, 99, 0);
   data(&m, 16);
