@@ -9,6 +9,7 @@
  * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
  * binaries, weights.safetensors) and the disassembly as DIR/host.txt. The artifact is validated
  * as for running (version, CRCs, every instruction, the weights).
+ * A GGUF file (by its magic) is listed by tools/inspect_gguf.c instead.
  * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
 #include "commands.h"
 
@@ -387,8 +388,14 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
     }
   }
   if (it.status >= 0) return it.status;
-  if (!model) return rx_cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm");
+  if (!model) return rx_cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm or MODEL.gguf");
   if (!rx_cli_not_dir(model)) return 1;
+  if (rx_inspect_is_gguf(model)) {
+    if (code || xdir)
+      return rx_cli_usage_error(cmd, "%s applies to an artifact, not to the GGUF file '%s'",
+                                code ? "--code" : "--extract", model);
+    return rx_inspect_gguf(model);
+  }
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load(NULL, model, &a);
   if (s) {

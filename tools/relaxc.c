@@ -190,9 +190,9 @@ const rx_cli_command rx_cli_commands[] = {
      "The checksum is the sum and the sum of absolute values of the elements (in double).\n"
      "An input is checked against the parameter's declared dtype and shape before it is made.",
      run_flags, rx_cmd_run},
-    {"inspect", "MODEL.rxm",
+    {"inspect", "MODEL.rxm|MODEL.gguf",
      "an artifact's functions, facts, planned memory, kernels (with their schedule rules) and "
-     "sections",
+     "sections; a GGUF file's metadata, tensors and bytes per weight format",
      NULL, inspect_flags, rx_cmd_inspect},
     {"import", "MODEL.onnx|DIR",
      "import an ONNX model or a Hugging Face model folder and print it as .rx text (symbolic "
