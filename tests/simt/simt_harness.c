@@ -1,8 +1,10 @@
 /* simt_harness.c: compile, cache, load and launch CUDA C / MSL kernels on the CPU.
  * Three parts: source preparation (find kernels, rewrite what C++ cannot say, append one launcher
  * per kernel), compilation with a content-addressed cache, and the fiber scheduler. */
-#define _GNU_SOURCE /* ucontext, mkstemp, MAP_ANONYMOUS, dladdr */
+#define _GNU_SOURCE /* mkstemp, dladdr */
 #include "simt_harness.h"
+
+#include "interp/fiber.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -16,26 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "simt_rt.h"
 #include "simt_trace.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define SIMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SIMT_ASAN 1
-#endif
-#endif
-#ifdef SIMT_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
 
 #ifndef SIMT_DEFAULT_DIR
 #define SIMT_DEFAULT_DIR "tests/simt"
@@ -832,53 +820,10 @@ enum fiber_state {
   F_DONE,    /* returned from the kernel */
 };
 
-/* Switching fibers: on x86-64 a few instructions that save the callee-saved registers, the SSE
- * and x87 control words and the stack pointer of one fiber and load another's (the System V
- * ABI keeps everything else caller-saved, and a switch is a call); elsewhere ucontext's
- * swapcontext, which also saves the signal mask with a system call on every switch: in kernels
- * that synchronize often (warp exchanges, SIMD-group matrices) that call was most of the time. */
-#if defined(__x86_64__) && !defined(SIMT_UCONTEXT)
-#define SIMT_FAST_SWITCH 1
-/* saves the running context's stack pointer in *save, resumes the one in *load */
-void simt_harness_switch(void **save, void **load) __attribute__((visibility("hidden")));
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".globl simt_harness_switch\n"
-        ".hidden simt_harness_switch\n"
-        ".type simt_harness_switch, @function\n"
-        "simt_harness_switch:\n"
-        "  pushq %rbp\n"
-        "  pushq %rbx\n"
-        "  pushq %r12\n"
-        "  pushq %r13\n"
-        "  pushq %r14\n"
-        "  pushq %r15\n"
-        "  subq $8, %rsp\n"
-        "  stmxcsr (%rsp)\n"
-        "  fnstcw 4(%rsp)\n"
-        "  movq %rsp, (%rdi)\n"
-        "  movq (%rsi), %rsp\n"
-        "  ldmxcsr (%rsp)\n"
-        "  fldcw 4(%rsp)\n"
-        "  addq $8, %rsp\n"
-        "  popq %r15\n"
-        "  popq %r14\n"
-        "  popq %r13\n"
-        "  popq %r12\n"
-        "  popq %rbx\n"
-        "  popq %rbp\n"
-        "  ret\n"
-        ".size simt_harness_switch, .-simt_harness_switch\n");
-#else
-#define SIMT_FAST_SWITCH 0
-#endif
-
+/* Each GPU thread is a fiber of interp/fiber.h (the interpreter's): a switch is a few
+ * instructions on x86-64 and AArch64 Linux (ucontext elsewhere), announced to ASan. */
 typedef struct fiber {
-#if SIMT_FAST_SWITCH
-  void *sp; /* saved stack pointer while switched out (simt_harness_switch) */
-#else
-  ucontext_t ctx;
-#endif
+  rx_fiber *fb;
   simt_thread t;
   enum fiber_state state;
   int line;      /* source line of the barrier or warp function it waits in */
@@ -886,21 +831,12 @@ typedef struct fiber {
   unsigned char in[SIMT_PAYLOAD];
   unsigned char *out;
   unsigned *out_members;
-  char *stack;      /* usable stack (above the guard page) */
-  void *fake_stack; /* ASan's fake stack of the fiber while it is switched out */
 } fiber;
 
 static struct sched {
   fiber *f;
   unsigned n;
   fiber *running;
-#if SIMT_FAST_SWITCH
-  void *main_sp;
-#else
-  ucontext_t main_ctx;
-#endif
-  const void *main_bottom; /* the launching thread's stack, for ASan */
-  size_t main_size;
   int (*launcher)(void **);
   void **args;
   int failed; /* an error was reported; no fiber runs again */
@@ -927,82 +863,20 @@ __attribute__((format(printf, 1, 2))) static void sched_error(const char *fmt, .
 }
 
 /* fiber -> scheduler; returns when the scheduler resumes this fiber. */
-static void yield_to_main(int final) {
-  fiber *f = S.running;
-#ifdef SIMT_ASAN
-  __sanitizer_start_switch_fiber(final ? NULL : &f->fake_stack, S.main_bottom, S.main_size);
-#else
-  (void) final;
-#endif
-#if SIMT_FAST_SWITCH
-  simt_harness_switch(&f->sp, &S.main_sp);
-#else
-  swapcontext(&f->ctx, &S.main_ctx);
-#endif
-#ifdef SIMT_ASAN
-  __sanitizer_finish_switch_fiber(f->fake_stack, &S.main_bottom, &S.main_size);
-#endif
-}
+static void yield_to_main(void) { rx_fiber_yield(S.running->fb); }
 
-static void fiber_main(void) {
-#ifdef SIMT_ASAN
-  __sanitizer_finish_switch_fiber(NULL, &S.main_bottom, &S.main_size);
-#endif
+/* A fiber's function: the kernel, for the thread the fiber is. */
+static void fiber_main(void *arg) {
+  (void)arg;
   S.launcher(S.args);
   S.running->state = F_DONE;
-  yield_to_main(1);
-  abort(); /* a finished fiber is never resumed */
-}
-
-/* Makes f's first resumption enter fiber_main on its own stack. */
-static void fiber_start_at_main(fiber *f) {
-#if SIMT_FAST_SWITCH
-  /* the frame simt_harness_switch pops: control words, r15 r14 r13 r12 rbx rbp, then the
-   * address it returns to; that slot 16-byte aligned, so fiber_main starts as if called */
-#ifdef SIMT_ASAN
-  /* what ASan's swapcontext interceptor did (on every switch, for the whole stack): the frames
-   * a fiber left on this stack (a finished one's last, an abandoned one's all) no longer poison
-   * it; the top 64 KiB, far deeper than a kernel's frames go */
-  ASAN_UNPOISON_MEMORY_REGION(f->stack + FIBER_STACK - 65536, 65536);
-#endif
-  uintptr_t top = ((uintptr_t)f->stack + FIBER_STACK) & ~(uintptr_t)15;
-  void **p = (void **)top;
-  *--p = NULL;               /* fiber_main's return address: it never returns */
-  *--p = (void *)fiber_main; /* where the first switch returns to */
-  for (int i = 0; i < 6; i++) *--p = NULL;
-  --p;
-  uint32_t mxcsr = __builtin_ia32_stmxcsr();
-  uint16_t fcw;
-  __asm__ volatile("fnstcw %0" : "=m"(fcw));
-  memcpy(p, &mxcsr, 4);
-  memcpy((char *)p + 4, &fcw, 2);
-  f->sp = p;
-#else
-  getcontext(&f->ctx);
-  f->ctx.uc_stack.ss_sp = f->stack;
-  f->ctx.uc_stack.ss_size = FIBER_STACK;
-  f->ctx.uc_link = NULL;
-  makecontext(&f->ctx, fiber_main, 0);
-#endif
 }
 
 /* scheduler -> fiber f, until it waits, finishes or fails. */
 static void run_fiber(fiber *f) {
   S.running = f;
   current_thread = &f->t;
-  void *main_fake = NULL;
-#ifdef SIMT_ASAN
-  __sanitizer_start_switch_fiber(&main_fake, f->stack, FIBER_STACK);
-#endif
-#if SIMT_FAST_SWITCH
-  simt_harness_switch(&S.main_sp, &f->sp);
-#else
-  swapcontext(&S.main_ctx, &f->ctx);
-#endif
-#ifdef SIMT_ASAN
-  __sanitizer_finish_switch_fiber(main_fake, NULL, NULL);
-#endif
-  (void)main_fake;
+  rx_fiber_resume(f->fb);
   S.running = NULL;
   current_thread = NULL;
 }
@@ -1084,7 +958,7 @@ static void rt_barrier(int line) {
   fiber *f = S.running;
   f->state = F_BARRIER;
   f->line = line;
-  yield_to_main(0);
+  yield_to_main();
 }
 
 static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned *out_members,
@@ -1097,14 +971,14 @@ static void rt_warp_exchange(unsigned mask, const void *in, void *out, unsigned 
   f->out = out;
   f->out_members = out_members;
   try_warp(f->t.warp);
-  yield_to_main(0);
+  yield_to_main();
 }
 
 static void rt_fail(int line, const char *msg) {
   fiber *f = S.running;
   sched_error("line %d: thread (%u,%u,%u): %s", line, f->t.thread_idx.x, f->t.thread_idx.y,
               f->t.thread_idx.z, msg);
-  for (;;) yield_to_main(1); /* never resumed */
+  for (;;) yield_to_main(); /* never resumed */
 }
 
 /* Runs one block to completion; returns 0, or -1 with S.err set. */
@@ -1187,8 +1061,7 @@ static void init_block(const unsigned grid[3], const unsigned block[3], unsigned
     t->dyn_smem = smem;
     f->state = F_RUNNABLE;
     f->line = 0;
-    f->fake_stack = NULL;
-    fiber_start_at_main(f);
+    rx_fiber_start(f->fb, fiber_main, NULL);
   }
 }
 
@@ -1249,17 +1122,13 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
   if (!S.f || (dyn_smem_bytes && !smem)) abort();
   if (tr)
     S.trace = simt_trace_new(tr->ranges, tr->nranges, S.n, k->fn_lo, k->fn_hi, k->module->base);
-  long page = sysconf(_SC_PAGESIZE);
   int rc = 0;
   for (unsigned i = 0; i < S.n; i++) {
-    char *m = mmap(NULL, FIBER_STACK + (size_t)page, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
+    S.f[i].fb = rx_fiber_new(FIBER_STACK); /* with a guard page: overflow faults */
+    if (!S.f[i].fb) {
       rc = fail(out_err, "kernel %s: cannot map fiber stacks: %s", k->name, strerror(errno));
       goto out;
     }
-    mprotect(m, (size_t)page, PROT_NONE); /* guard page: overflow faults instead of corrupting */
-    S.f[i].stack = m + page;
   }
   /* every block in order, or (a traced launch with max_blocks) an evenly spaced sample */
   unsigned long long total = (unsigned long long)grid[0] * grid[1] * grid[2], runs = total;
@@ -1277,7 +1146,7 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
   if (rc && S.failed && out_err) *out_err = buf_take(&S.err);
 out:
   for (unsigned i = 0; i < S.n; i++)
-    if (S.f[i].stack) munmap(S.f[i].stack - page, FIBER_STACK + (size_t)page);
+    if (S.f[i].fb) rx_fiber_free(S.f[i].fb);
   simt_trace_free(S.trace);
   free(S.f);
   free(S.err.data);
