@@ -1112,6 +1112,14 @@ static const rx_expr *frag_number(fattn *fa, int64_t s) {
   return add(a, C(a, s * ATTN_WARPS), fdiv(a, V(a, a->tx), 32));
 }
 
+/* The first row and column (text) of fragment number e of a product cols fragments wide. */
+static void frag_origin(fattn *fa, const rx_expr *e, int64_t cols, const char **row,
+                        const char **col) {
+  attn *a = fa->a;
+  *row = X(a, mul(a, fdiv(a, e, cols), fa->f));
+  *col = X(a, mul(a, fmod_(a, e, cols), fa->f));
+}
+
 /* Opens the `if` that holds fragment number e when the count is not a multiple of the
  * subgroups (the condition is the same on every lane of a subgroup); returns the levels to
  * close. */
@@ -1163,7 +1171,8 @@ static void frag_scores(fattn *fa) {
   for (int64_t s = 0; s < cdiv(fa->ns, ATTN_WARPS); s++) {
     const rx_expr *e = frag_number(fa, s);
     int g = frag_guard(fa, e, fa->ns);
-    const char *i = X(a, mul(a, fdiv(a, e, cols), f)), *j = X(a, mul(a, fmod_(a, e, cols), f));
+    const char *i, *j;
+    frag_origin(fa, e, cols, &i, &j);
     const char *kc = lz_loopvar(l, "kc");
     lz_line(l, "frag fill %s, 0.0", fa->fs);
     lz_line(l, "for %s in 0..%lld {", kc, (long long)(a->dk / f));
@@ -1236,7 +1245,8 @@ static void frag_pv(fattn *fa) {
   for (int64_t s = 0; s < cdiv(fa->no, ATTN_WARPS); s++) {
     const rx_expr *e = frag_number(fa, s);
     int g = frag_guard(fa, e, fa->no);
-    const char *i = X(a, mul(a, fdiv(a, e, cols), f)), *c = X(a, mul(a, fmod_(a, e, cols), f));
+    const char *i, *c;
+    frag_origin(fa, e, cols, &i, &c);
     for (int64_t kc = 0; kc < a->tk / f; kc++) {
       lz_line(l, "frag load %s, %s[%s, %lld], %lld", fa->fa, fa->pp, i, (long long)(kc * f),
               (long long)a->tk);
