@@ -265,7 +265,8 @@ static void all_types(void) {
     rx_status_free(s);
     rx_gguf_free(&f);
   }
-  CHECK(refused == (int)end, "%d lengths refused", refused);
+  CHECK(refused == (int)end && accepted == (int)(len - end), "%d lengths refused, %d accepted",
+        refused, accepted);
   /* the boundaries of the header, each with its message */
   const struct {
     size_t n;
