@@ -33,6 +33,7 @@ PACKAGES=(
   protobuf-c-compiler # protoc-c generates the ONNX parser at build time
   libprotobuf-c-dev   # its runtime library
   libonnx-dev         # onnx.proto
+  libonnx-testdata    # the ONNX backend node tests: tests/onnx/node_suite.c runs them (ctest onnx_nodes)
   git            # make format and CI's format check list the sources with git ls-files
   clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
   mawk           # awk for deps.sh --check (priority required, so present on any Debian; named

@@ -59,6 +59,11 @@ rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const
                           rx_onnx_weight **out_weights, int *out_n);
 void rx_onnx_weights_free(rx_onnx_weight *w, int n);
 
+/* One tensor from a serialized TensorProto (the .pb files of the ONNX test data: input_0.pb),
+ * read as a weight is (its name that of the proto, or "tensor"); errors name `name` (the file).
+ * An external-data tensor is refused. Free out->name and out->data. */
+rx_status rx_onnx_tensor_file(const void *bytes, size_t len, const char *name, rx_onnx_weight *out);
+
 /* The weights of the model (rx_onnx_weights) added to m's weight table under their parameters'
  * names, so that `main` imported by rx_onnx_import binds them (an artifact then holds them and a
  * call passes the graph inputs alone). m owns their data from here (rx_module_on_free). */

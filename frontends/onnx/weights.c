@@ -306,6 +306,21 @@ rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const
   return NULL;
 }
 
+rx_status rx_onnx_tensor_file(const void *bytes, size_t len, const char *name,
+                              rx_onnx_weight *out) {
+  memset(out, 0, sizeof *out);
+  if (!name) name = "<tensor>";
+  Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, bytes);
+  if (!t) return rx_status_make(RX_ERR_INVALID, "%s: not an ONNX TensorProto", name);
+  wlist l = {.w = out, .file = name};
+  if (onnx_is_external(t))
+    l.s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: the tensor's data is in an external file", name);
+  else
+    collect_weight(&l, t->name && *t->name ? t->name : "tensor", t);
+  onnx__tensor_proto__free_unpacked(t, NULL);
+  return l.s;
+}
+
 void rx_onnx_weights_free(rx_onnx_weight *w, int n) {
   for (int i = 0; i < n; i++) {
     free(w[i].name);
