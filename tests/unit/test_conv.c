@@ -7,15 +7,18 @@
  * NVRTC with no spills, GLSL through shaderc and spirv-val (support_pipeline.c); each target must
  * have compiled the form its matrix units run (CUDA's rx_frag_mma_ for f16 and bf16 on sm_80 and
  * sm_90, Metal's simdgroup_multiply_accumulate for f16, vulkan-nvidia's coopMatMulAddNV for f16)
- * and the others the direct kernel, as every target for f32 (ops/conv.c says why). Every case then runs in the reference interpreter
- * with and without its fragment form (the cases small enough for it), as CUDA C (16 x 16
- * fragments) and MSL (8 x 8) in the SIMT emulator, and on Vulkan (lavapipe here: the direct
- * kernel) under the validation layer.
+ * and the others the direct kernel, as every target for f32 (ops/conv.c says why). Every case then
+ * runs in the reference interpreter with and without its fragment form (the cases small enough for
+ * it), as CUDA C (16 x 16 fragments) and MSL (8 x 8) in the SIMT emulator, and on Vulkan (lavapipe
+ * here: the direct kernel) under the validation layer.
  *
  * Cases: batch 1, 2 and 3; channels 3, 5, 6, 17 and 64; spatial 1x1, 7x7, 13x11, 23x23 and
  * 28x28; kernels 1x1, 3x3, 5x5 with dilation 2, 7x7 with stride 2; symmetric and asymmetric
  * padding; groups 2 and depthwise (which keeps the direct kernel: a 1-wide GEMM); symbolic
  * batch, height and width run at several sizes; f32, f16 and bf16 (GLSL has no bf16).
+ *
+ * RX_KERNEL_SIZES (the sanitizer pass of CI sets it) skips the runs of more than
+ * SANITIZED_WORK multiply-adds.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 1e-5 (f32
  * accumulation over at most 576 products against double), f16 2e-3 (products accumulated in
@@ -40,10 +43,14 @@
 /* The interpreter runs the cases whose multiply-adds (output points x K) are at most this: it
  * executes every statement of every thread, about a million a second. */
 #define INTERP_WORK 60000
+/* With RX_KERNEL_SIZES set (the sanitizer pass of CI, tests/CMakeLists.txt), only the runs of at
+ * most this many multiply-adds: the emulated kernels are compiled and run with ASan there. */
+#define SANITIZED_WORK 1000000
 
 static rxk_stats st;
 static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
 static const char *filter;
+static int64_t work_cap = INT64_MAX; /* the most multiply-adds of a run (RX_KERNEL_SIZES) */
 static double worst[RX_DTYPE_COUNT];
 
 static const char *const targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
@@ -67,17 +74,9 @@ typedef struct prog {
   rx_rt_library *lib; /* on Vulkan */
 } prog;
 
-/* Does f hold a matrix-unit form (`if has_fragments(...)` at its top)? */
-static bool frag_form(const rx_tensor_fn *f) {
-  const rx_stmt *b = f->body;
-  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
-    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
-        b->body[i]->value->kind == RX_TX_HAS_FRAG)
-      return true;
-  return false;
+static bool depthwise(const cfg *c) {
+  return c->groups > 1 && c->c == c->groups && c->o == c->groups;
 }
-
-static bool depthwise(const cfg *c) { return c->groups > 1 && c->c == c->groups && c->o == c->groups; }
 
 /* The target compiled the form its matrix units run: fragments where it lists them for the
  * dtype (16 x 16 x 16 or 8 x 8 x 8, f32 accumulators), the direct kernel elsewhere and for f32
@@ -85,24 +84,20 @@ static bool depthwise(const cfg *c) { return c->groups > 1 && c->c == c->groups 
 static void check_form(const cfg *c, const prog *p, const rxk_prepared *tp) {
   if (!tp->ok) return;
   bool form = c->t != RX_DTYPE_F32 && !depthwise(c); /* the program has a fragment form */
-  const char *mark = tp->t->kind == RX_TARGET_CUDA    ? "rx_frag_mma_"
-                     : tp->t->kind == RX_TARGET_METAL ? "simdgroup_multiply_accumulate"
-                                                      : "coopMatMulAddNV";
   bool want = form && (rx_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 16, 16, 16) ||
-                                rx_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 8, 8, 8));
-  bool got = false;
-  for (int k = 0; k < tp->kl.n; k++) got |= strstr(tp->kl.kernels[k]->source, mark) != NULL;
-  if (got == want && frag_form(p->f) == form)
+                       rx_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 8, 8, 8));
+  bool got = rxk_uses_frags(tp);
+  if (got == want && rxk_has_frag_form(p->f) == form)
     st.passed++;
   else
-    rxk_fail(&st, "%s: the kernel %s the matrix-unit form (%s)", tp->what,
-             got ? "is unexpectedly" : "is not", mark);
+    rxk_fail(&st, "%s: the kernel %s the matrix-unit form (the program %s one)", tp->what,
+             got ? "is unexpectedly" : "is not", form ? "has" : "has not");
 }
 
 /* The graph of the case: x [n, C, h, w] (NHWC: [n, h, w, C]) with literal dims unless sym. */
 static void graph_text(const cfg *c, char *text, size_t size) {
   const char *t = rx_dtype_name(c->t);
-  char n[32] = "n", h[32] = "h", w[32] = "w", x[96], wt[96];
+  char n[32] = "n", h[32] = "h", w[32] = "w", x[160], wt[160];
   if (!c->sym) {
     snprintf(n, sizeof n, "%lld", (long long)c->runs[0][0]);
     snprintf(h, sizeof h, "%lld", (long long)c->runs[0][1]);
@@ -111,12 +106,12 @@ static void graph_text(const cfg *c, char *text, size_t size) {
   long long ci = c->c / c->groups;
   if (c->nhwc) {
     snprintf(x, sizeof x, "%s[%s, %s, %s, %lld]", t, n, h, w, (long long)c->c);
-    snprintf(wt, sizeof wt, "%s[%lld, %lld, %lld, %lld]", t, (long long)c->kh, (long long)c->kw,
-             ci, (long long)c->o);
+    snprintf(wt, sizeof wt, "%s[%lld, %lld, %lld, %lld]", t, (long long)c->kh, (long long)c->kw, ci,
+             (long long)c->o);
   } else {
     snprintf(x, sizeof x, "%s[%s, %lld, %s, %s]", t, n, (long long)c->c, h, w);
-    snprintf(wt, sizeof wt, "%s[%lld, %lld, %lld, %lld]", t, (long long)c->o, ci,
-             (long long)c->kh, (long long)c->kw);
+    snprintf(wt, sizeof wt, "%s[%lld, %lld, %lld, %lld]", t, (long long)c->o, ci, (long long)c->kh,
+             (long long)c->kw);
   }
   snprintf(text, size,
            "graph_fn main(x: %s, wt: %s) {\n"
@@ -273,12 +268,19 @@ static void run_at(const cfg *c, prog *p, const int64_t *nhw) {
     rxk_fail(&st, "%s: %s", p->what, why);
     return;
   }
+  int64_t work = nhw[0] * c->o * c->c / c->groups * c->kh * c->kw *
+                 out_dim(nhw[1], c->kh, c->sh, c->pad[0], c->pad[2], c->dh) *
+                 out_dim(nhw[2], c->kw, c->sw, c->pad[1], c->pad[3], c->dw);
+  if (work > work_cap) {
+    st.skipped++;
+    rxk_free_buffers(&in);
+    return;
+  }
   size_t count;
   double *want = reference(c, &in.arg[0], &in.arg[1], nhw[0], nhw[1], nhw[2], &count);
-  int64_t k = c->c / c->groups * c->kh * c->kw;
-  bool small = (int64_t)count * k <= INTERP_WORK;
+  bool small = work <= INTERP_WORK;
   for (int fr = 0; fr < 2; fr++) {
-    if (!small || (fr && !frag_form(p->f))) {
+    if (!small || (fr && !rxk_has_frag_form(p->f))) {
       st.skipped++;
       continue;
     }
@@ -316,6 +318,7 @@ static void run_at(const cfg *c, prog *p, const int64_t *nhw) {
 #define BF16 RX_DTYPE_BF16
 
 /* The cases (header comment); the large spatial sizes run only in the emulator and on Vulkan. */
+// clang-format off
 static const cfg cases[] = {
     /* 3 -> 5 channels, 3x3 pad 1, 7x7: channels far below a fragment */
     {F16, false, false, 3, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, {{1, 7, 7}}},
@@ -330,20 +333,7 @@ static const cfg cases[] = {
     /* depthwise: the direct kernel only */
     {F16, false, false, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 8, {{1, 7, 7}}},
     /* symbolic batch and spatial dims, 17 -> 17 channels, 3x3 pad 1 */
-    {F16,
-     false,
-     true,
-     17,
-     17,
-     3,
-     3,
-     1,
-     1,
-     {1, 1, 1, 1},
-     1,
-     1,
-     1,
-     {{1, 7, 7}, {3, 13, 11}, {2, 28, 28}}},
+    {F16, false, true, 17, 17, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, {{1, 7, 7}, {3, 13, 11}, {2, 28, 28}}},
     /* NHWC with groups 2, symbolic */
     {F16, true, true, 6, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 2, {{1, 7, 7}, {3, 13, 11}}},
     /* NHWC 64 -> 64, 3x3, 28x28: the large case */
@@ -354,11 +344,16 @@ static const cfg cases[] = {
     {F32, false, true, 3, 17, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, {{1, 7, 7}, {3, 13, 11}}},
     {F32, true, false, 17, 64, 5, 5, 1, 1, {2, 2, 2, 2}, 2, 2, 1, {{1, 13, 11}}},
 };
+// clang-format on
 
 int main(int argc, char **argv) {
   (void)argv;
   setvbuf(stdout, NULL, _IOLBF, 0);
   filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
+  if (getenv("RX_KERNEL_SIZES") && *getenv("RX_KERNEL_SIZES")) {
+    work_cap = SANITIZED_WORK;
+    printf("runs of more than %d multiply-adds skipped (RX_KERNEL_SIZES)\n", SANITIZED_WORK);
+  }
   /* In a sanitized build the Vulkan tests run with the sanitizer runtime and lavapipe preloaded
    * (tests/CMakeLists.txt); the compilers the SIMT emulator starts must not inherit that. */
   unsetenv("LD_PRELOAD");
@@ -369,13 +364,8 @@ int main(int argc, char **argv) {
       for (int r = 0; r < 4 && cases[i].runs[r][0]; r++) run_at(&cases[i], &p, cases[i].runs[r]);
     prog_free(&p);
   }
-  if (vk.dev) {
-    const char *last = NULL;
-    size_t nmsg = rx_rt_device_validation_messages(vk.dev, &last);
-    if (nmsg)
-      rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
-    rx_rt_device_release(vk.dev);
-  }
+  char why[600];
+  if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("largest normalized errors: f32 %.2g, f16 %.2g, bf16 %.2g\n", worst[RX_DTYPE_F32],
          worst[RX_DTYPE_F16], worst[RX_DTYPE_BF16]);
   printf("conv: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
