@@ -57,12 +57,12 @@ typedef struct conv {
   rx_nn_axes ax;
   lz_opnd *x, *wt, *y;
   rx_dtype t;
-  int f;                                    /* the fragment edge F */
-  int64_t bm, bn, pad;                      /* tile rows and columns, padding of a shared row */
-  const rx_expr *m, *og, *cg, *kk, *ncb;    /* M, O / groups, C / groups, K, column tiles */
-  const rx_expr *g, *row0, *col0, *k0;      /* the block's group, first row and column, slice */
-  const char *bx, *by, *tx;                 /* block and thread variables */
-  const char *as, *bs, *cs;                 /* shared: A [BM, BK], B [BK, BN], results */
+  int f;                                 /* the fragment edge F */
+  int64_t bm, bn, pad;                   /* tile rows and columns, padding of a shared row */
+  const rx_expr *m, *og, *cg, *kk, *ncb; /* M, O / groups, C / groups, K, column tiles */
+  const rx_expr *g, *row0, *col0, *k0;   /* the block's group, first row and column, slice */
+  const char *bx, *by, *tx;              /* block and thread variables */
+  const char *as, *bs, *cs;              /* shared: A [BM, BK], B [BK, BN], results */
   const char *fa[CONV_WF], *fb[CONV_WF], *fc[CONV_WF * CONV_WF]; /* the fragments */
 } conv;
 
@@ -151,9 +151,9 @@ static void stage_a(conv *c) {
   const rx_nn_win *w = &c->w;
   const rx_expr *ih = add(c, add(c, mul(c, p, C(c, w->sh)), C(c, -w->pt)), mul(c, kh, C(c, w->dh)));
   const rx_expr *iw = add(c, add(c, mul(c, q, C(c, w->sw)), C(c, -w->pl)), mul(c, kw, C(c, w->dw)));
-  const rx_expr *ok = and_(c, and_(c, lt(c, m, c->m), lt(c, k, c->kk)),
-                           and_(c, inside(c, ih, c->x->shape[c->ax.xh]),
-                                inside(c, iw, c->x->shape[c->ax.xw])));
+  const rx_expr *ok =
+      and_(c, and_(c, lt(c, m, c->m), lt(c, k, c->kk)),
+           and_(c, inside(c, ih, c->x->shape[c->ax.xh]), inside(c, iw, c->x->shape[c->ax.xw])));
   const char *xi[4];
   xi[0] = X(c, n);
   xi[c->ax.xc] = X(c, add(c, mul(c, c->g, c->cg), ci));
@@ -216,8 +216,8 @@ static void slice(conv *c) {
 static void finish(conv *c) {
   lz_ctx *l = c->l;
   for (int q = 0; q < CONV_WF * CONV_WF; q++)
-    lz_line(l, "frag store %s, %s[%s, %s], %lld", c->fc[q], c->cs,
-            X(c, frag_at(c, 0, q / CONV_WF)), X(c, frag_at(c, 1, q % CONV_WF)), (long long)c->bn);
+    lz_line(l, "frag store %s, %s[%s, %s], %lld", c->fc[q], c->cs, X(c, frag_at(c, 0, q / CONV_WF)),
+            X(c, frag_at(c, 1, q % CONV_WF)), (long long)c->bn);
   lz_line(l, "barrier");
   const rx_expr *ii, *jj, *n, *p, *q;
   if (c->w.nhwc)
@@ -254,8 +254,10 @@ static void open_kernel(conv *c) {
           (long long)(CONV_BK + c->pad));
   lz_line(l, "alloc %s: %s[%d, %lld] shared", c->bs, t, CONV_BK, (long long)(c->bn + c->pad));
   lz_line(l, "alloc %s: f32[%lld, %lld] shared", c->cs, (long long)c->bm, (long long)c->bn);
-  for (int i = 0; i < CONV_WF; i++) lz_line(l, "alloc %s: %s[%lld, %lld] fragment a", c->fa[i], t, f, f);
-  for (int i = 0; i < CONV_WF; i++) lz_line(l, "alloc %s: %s[%lld, %lld] fragment b", c->fb[i], t, f, f);
+  for (int i = 0; i < CONV_WF; i++)
+    lz_line(l, "alloc %s: %s[%lld, %lld] fragment a", c->fa[i], t, f, f);
+  for (int i = 0; i < CONV_WF; i++)
+    lz_line(l, "alloc %s: %s[%lld, %lld] fragment b", c->fb[i], t, f, f);
   for (int q = 0; q < CONV_WF * CONV_WF; q++) {
     lz_line(l, "alloc %s: f32[%lld, %lld] fragment acc", c->fc[q], f, f);
     lz_line(l, "frag fill %s, 0.0", c->fc[q]);
@@ -277,8 +279,7 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
   bool half = c->t == RX_DTYPE_F16 || c->t == RX_DTYPE_BF16;
   if (c->x->scalar || c->wt->scalar || !half) return false;
   const rx_expr *cg = c->wt->shape[c->ax.wi], *o = c->wt->shape[c->ax.wo];
-  if (rx_expr_is_const(cg, 1) && w->groups > 1 && o->kind == RX_EXPR_CONST &&
-      o->value == w->groups)
+  if (rx_expr_is_const(cg, 1) && w->groups > 1 && o->kind == RX_EXPR_CONST && o->value == w->groups)
     return false; /* depthwise */
   c->bm = (int64_t)CONV_SG * CONV_WF * f;
   c->bn = c->bm;
