@@ -1179,7 +1179,7 @@ static const rx_expr *win_index(L *l, const char *o, int64_t stride, int64_t pad
                      rx_expr_mul(l->cx, V(l, k), C(l, dil)));
 }
 
-static bool window(L *l, bool pool, rx_nn_win *w) {
+bool lz_window(L *l, bool pool, rx_nn_win *w) {
   rx_deduce_ctx dc = {l->m, NULL, l->diag, l->call->loc};
   if (!rx_nn_window(&dc, l->call, pool, w)) {
     l->failed = true;
@@ -1188,31 +1188,41 @@ static bool window(L *l, bool pool, rx_nn_win *w) {
   return true;
 }
 
-static void gen_conv2d(L *l) {
+/* The direct convolution: a multiply-accumulate reduce over (c, kh, kw) per output point, the
+ * portable form of conv2d (ops/conv.c). */
+void lz_conv2d_direct(L *l, const rx_nn_win *win) {
   opnd *x = arg(l, 0), *w = arg(l, 1), *y = &l->outs[0];
-  rx_nn_win win;
-  if (!window(l, false, &win)) return;
+  rx_nn_axes ax = rx_nn_conv_axes(win->nhwc);
   const char *n = loopvar(l, "n"), *o = loopvar(l, "o"), *p = loopvar(l, "p"),
              *qv = loopvar(l, "q");
   const char *c = loopvar(l, "c"), *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");
-  const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
-  const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
+  const rx_expr *ih = win_index(l, p, win->sh, win->pt, kh, win->dh);
+  const rx_expr *iw = win_index(l, qv, win->sw, win->pl, kw, win->dw);
   rx_expr_ctx *cx = l->cx;
   const rx_expr *inb = rx_expr_and(cx,
                                    rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[ax.xh])),
                                    rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[ax.xw])));
   const rx_expr *ch = V(l, c);
-  if (win.groups > 1) {
-    const rx_expr *og = rx_expr_floordiv(cx, w->shape[0], C(l, win.groups));
-    ch = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_floordiv(cx, V(l, o), og), w->shape[1]), ch);
+  if (win->groups > 1) {
+    const rx_expr *og = rx_expr_floordiv(cx, w->shape[ax.wo], C(l, win->groups));
+    ch = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_floordiv(cx, V(l, o), og), w->shape[ax.wi]), ch);
   }
-  const char *xi[4] = {n, ex(l, ch), ex(l, ih), ex(l, iw)};
-  const char *wi[4] = {o, c, kh, kw};
-  const char *ov[4] = {n, o, p, qv};
+  const char *xi[4], *wi[4], *ov[4];
+  xi[0] = ov[0] = n;
+  xi[ax.xc] = ex(l, ch);
+  xi[ax.xh] = ex(l, ih);
+  xi[ax.xw] = ex(l, iw);
+  ov[ax.xc] = o;
+  ov[ax.xh] = p;
+  ov[ax.xw] = qv;
+  wi[ax.wo] = o;
+  wi[ax.wi] = c;
+  wi[ax.wh] = kh;
+  wi[ax.ww] = kw;
   const char *rv[3] = {c, kh, kw};
-  const rx_expr *re[3] = {w->shape[1], w->shape[2], w->shape[3]};
+  const rx_expr *re[3] = {w->shape[ax.wi], w->shape[ax.wh], w->shape[ax.ww]};
   rx_dtype t = x->dtype;
   rx_dtype at = is_half(t) ? RX_DTYPE_F32 : t;
   const char *xv = S(l, "select(%s, %s, %s)", ex(l, inb), up(l, t, load(l, x, xi)), lit(l, at, 0));
@@ -1227,7 +1237,7 @@ static void gen_pool(L *l) {
   bool avg = l->call->op->id == RX_OP_avg_pool2d;
   opnd *x = arg(l, 0), *y = &l->outs[0];
   rx_nn_win win;
-  if (!window(l, true, &win)) return;
+  if (!lz_window(l, true, &win)) return;
   const char *n = loopvar(l, "n"), *c = loopvar(l, "c"), *p = loopvar(l, "p"),
              *qv = loopvar(l, "q");
   const char *kh = loopvar(l, "kh"), *kw = loopvar(l, "kw");

@@ -47,7 +47,17 @@ typedef struct rx_nn_win {
   int64_t dh, dw;         /* dilation */
   int64_t groups;         /* conv2d */
   bool include_pad;       /* avg_pool2d count_include_pad */
+  bool nhwc;              /* conv2d data_layout="NHWC": x [N, H, W, C], weight HWIO
+                             [KH, KW, C / groups, O], y [N, OH, OW, O]; else NCHW and OIHW */
 } rx_nn_win;
+
+/* The axes of conv2d's operands in a layout: x's (and y's) channel, height and width; the
+ * weight's output channel, input channel, kernel height and width. */
+typedef struct rx_nn_axes {
+  int xc, xh, xw;
+  int wo, wi, wh, ww;
+} rx_nn_axes;
+rx_nn_axes rx_nn_conv_axes(bool nhwc);
 
 /* Reads and checks the window attributes (kernel for pools, strides, padding, dilation, groups,
  * count_include_pad); reports and returns false when malformed. */

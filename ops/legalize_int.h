@@ -79,6 +79,15 @@ const char *lz_load_bcast(lz_ctx *l, const lz_opnd *o, const char *const *ov,
 /* The operand of call argument i. */
 lz_opnd *lz_arg(lz_ctx *l, int i);
 
+/* conv2d's and the pools' window attributes (rx_nn_window); false, reported, when malformed. */
+bool lz_window(lz_ctx *l, bool pool, rx_nn_win *w);
+/* conv2d as a direct multiply-accumulate reduce per output point (ops/legalize.c): the
+ * portable form beside ops/conv.c's matrix-unit forms. */
+void lz_conv2d_direct(lz_ctx *l, const rx_nn_win *win);
+/* conv2d: implicit GEMM on matrix units where the target has them, else the direct form
+ * (ops/conv.c, named in ops.def). */
+void lz_gen_conv2d(lz_ctx *l);
+
 /* The generators of ops/attention.c, named in ops.def's legalization column. */
 void lz_gen_attention(lz_ctx *l);
 void lz_gen_kv_append(lz_ctx *l);

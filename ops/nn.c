@@ -211,7 +211,19 @@ bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *
     rx_deduce_error(dc, "conv2d expects groups >= 1, got %lld", (long long)w->groups);
     return false;
   }
+  const rx_attr *lay = pool ? NULL : rx_call_attr(call, "data_layout");
+  if (lay && (lay->kind != RX_ATTR_STR || !lay->s ||
+              (strcmp(lay->s, "NCHW") != 0 && strcmp(lay->s, "NHWC") != 0))) {
+    rx_deduce_error(dc, "conv2d expects data_layout=\"NCHW\" or data_layout=\"NHWC\"");
+    return false;
+  }
+  w->nhwc = lay && strcmp(lay->s, "NHWC") == 0;
   return true;
+}
+
+rx_nn_axes rx_nn_conv_axes(bool nhwc) {
+  if (nhwc) return (rx_nn_axes){.xc = 3, .xh = 1, .xw = 2, .wo = 3, .wi = 2, .wh = 0, .ww = 1};
+  return (rx_nn_axes){.xc = 1, .xh = 2, .xw = 3, .wo = 0, .wi = 1, .wh = 2, .ww = 3};
 }
 
 const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *kernel,
@@ -224,12 +236,13 @@ const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *
   return rx_expr_add(cx, rx_expr_floordiv(cx, e, rx_expr_const(cx, stride)), rx_expr_const(cx, 1));
 }
 
-/* The spatial output dims; reports a window larger than the padded input. */
-static bool out_hw(rx_deduce_ctx *dc, const rx_sinfo *x, const rx_expr *kh, const rx_expr *kw,
-                   const rx_nn_win *w, const rx_expr **oh, const rx_expr **ow) {
+/* The spatial output dims (x's height and width at axes xh, xw); reports a window larger than
+ * the padded input. */
+static bool out_hw(rx_deduce_ctx *dc, const rx_sinfo *x, int xh, int xw, const rx_expr *kh,
+                   const rx_expr *kw, const rx_nn_win *w, const rx_expr **oh, const rx_expr **ow) {
   rx_expr_ctx *cx = rx_ops_ctx(dc);
-  *oh = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[2], kh, w->sh, w->pt, w->pb, w->dh));
-  *ow = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[3], kw, w->sw, w->pl, w->pr, w->dw));
+  *oh = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[xh], kh, w->sh, w->pt, w->pb, w->dh));
+  *ow = rx_ops_simplify(dc, rx_nn_out_dim(cx, x->shape[xw], kw, w->sw, w->pl, w->pr, w->dw));
   for (int i = 0; i < 2; i++) {
     const rx_expr *o = i ? *ow : *oh;
     if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, o, rx_expr_const(cx, 1))) == RX_TRUE) {
@@ -249,15 +262,16 @@ const rx_sinfo *rx_deduce_conv2d(rx_deduce_ctx *dc, const rx_node *call) {
     rx_deduce_error(dc, "conv2d expects a numeric tensor, got %s", rx_ops_str(dc, x));
     return NULL;
   }
+  rx_nn_win w;
+  if (!rx_nn_window(dc, call, false, &w)) return NULL;
   if ((x->ndim >= 0 && x->ndim != 4) || (wt->ndim >= 0 && wt->ndim != 4)) {
-    rx_deduce_error(dc,
-                    "conv2d expects x [N, C, H, W] and weight [O, C / groups, KH, KW], got %s "
-                    "and %s",
+    rx_deduce_error(dc, "conv2d expects x %s and weight %s, got %s and %s",
+                    w.nhwc ? "[N, H, W, C]" : "[N, C, H, W]",
+                    w.nhwc ? "[KH, KW, C / groups, O]" : "[O, C / groups, KH, KW]",
                     rx_ops_str(dc, x), rx_ops_str(dc, wt));
     return NULL;
   }
-  rx_nn_win w;
-  if (!rx_nn_window(dc, call, false, &w)) return NULL;
+  rx_nn_axes ax = rx_nn_conv_axes(w.nhwc);
   if (!has_shape(x) || !has_shape(wt)) return rx_ops_tensor(dc, x->dtype, 4, NULL);
   rx_expr_ctx *cx = rx_ops_ctx(dc);
   const char *what = rx_arena_printf(&dc->mod->arena,
@@ -265,22 +279,24 @@ const rx_sinfo *rx_deduce_conv2d(rx_deduce_ctx *dc, const rx_node *call) {
                                      "input channels",
                                      rx_ops_str(dc, x), rx_ops_str(dc, wt), (long long)w.groups);
   const rx_expr *cin =
-      rx_ops_simplify(dc, rx_expr_mul(cx, wt->shape[1], rx_expr_const(cx, w.groups)));
-  if (!need_eq(dc, x->shape[1], cin, what)) return NULL;
+      rx_ops_simplify(dc, rx_expr_mul(cx, wt->shape[ax.wi], rx_expr_const(cx, w.groups)));
+  if (!need_eq(dc, x->shape[ax.xc], cin, what)) return NULL;
   const rx_expr *rem =
-      rx_ops_simplify(dc, rx_expr_floormod(cx, wt->shape[0], rx_expr_const(cx, w.groups)));
+      rx_ops_simplify(dc, rx_expr_floormod(cx, wt->shape[ax.wo], rx_expr_const(cx, w.groups)));
   if (!rx_expr_is_const(rem, 0) &&
       rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rem, rx_expr_const(cx, 0))) != RX_TRUE) {
     rx_deduce_error(
         dc, "conv2d: the output channels %s of weight %s are not %s divisible by groups %lld",
-        rx_ops_expr_str(dc, wt->shape[0]), rx_ops_str(dc, wt),
+        rx_ops_expr_str(dc, wt->shape[ax.wo]), rx_ops_str(dc, wt),
         rem->kind == RX_EXPR_CONST ? "" : "provably", (long long)w.groups);
     return NULL;
   }
   const rx_expr **dims = rx_ops_dims(dc, 4);
   dims[0] = x->shape[0];
-  dims[1] = wt->shape[0];
-  if (!out_hw(dc, x, wt->shape[2], wt->shape[3], &w, &dims[2], &dims[3])) return NULL;
+  dims[ax.xc] = wt->shape[ax.wo];
+  if (!out_hw(dc, x, ax.xh, ax.xw, wt->shape[ax.wh], wt->shape[ax.ww], &w, &dims[ax.xh],
+              &dims[ax.xw]))
+    return NULL;
   return rx_ops_tensor(dc, x->dtype, 4, dims);
 }
 
@@ -313,7 +329,8 @@ const rx_sinfo *rx_deduce_pool2d(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_expr **dims = rx_ops_dims(dc, 4);
   dims[0] = x->shape[0];
   dims[1] = x->shape[1];
-  if (!out_hw(dc, x, rx_expr_const(cx, w.kh), rx_expr_const(cx, w.kw), &w, &dims[2], &dims[3]))
+  if (!out_hw(dc, x, 2, 3, rx_expr_const(cx, w.kh), rx_expr_const(cx, w.kw), &w, &dims[2],
+              &dims[3]))
     return NULL;
   return rx_ops_tensor(dc, x->dtype, 4, dims);
 }

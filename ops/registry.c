@@ -76,6 +76,8 @@ static const rx_attr_schema attrs_conv2d[] = {
     {"padding", RX_ATTR_INTS, false, "[ph, pw] or [top, left, bottom, right] (default 0)"},
     {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
     {"groups", RX_ATTR_INT, false, "channel groups (default 1)"},
+    {"data_layout", RX_ATTR_STR, false,
+     "\"NCHW\" (default: weight OIHW) or \"NHWC\" (weight HWIO [KH, KW, C / groups, O])"},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_pool[] = {
     {"kernel", RX_ATTR_INTS, true, "[kh, kw]"},

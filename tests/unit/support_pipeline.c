@@ -202,3 +202,21 @@ void rxk_release(rxk_prepared *p) {
     if (p->mods[k]) simt_module_free(p->mods[k]);
   free(p->mods);
 }
+
+bool rxk_has_frag_form(const rx_tensor_fn *f) {
+  const rx_stmt *b = f->body;
+  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
+    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
+        b->body[i]->value->kind == RX_TX_HAS_FRAG)
+      return true;
+  return false;
+}
+
+bool rxk_uses_frags(const rxk_prepared *p) {
+  const char *mark = p->t->kind == RX_TARGET_CUDA    ? "rx_frag_mma_"
+                     : p->t->kind == RX_TARGET_METAL ? "simdgroup_multiply_accumulate"
+                                                     : "coopMatMulAddNV";
+  for (int k = 0; k < p->kl.n; k++)
+    if (strstr(p->kl.kernels[k]->source, mark)) return true;
+  return false;
+}

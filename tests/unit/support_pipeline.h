@@ -39,6 +39,12 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
                  rxk_prepared *p);
 void rxk_release(rxk_prepared *p);
 
+/* Does f hold a matrix-unit form (`if has_fragments(...)` at the top of its body, ir.h)? */
+bool rxk_has_frag_form(const rx_tensor_fn *f);
+/* Does p's kernel source call t's matrix units (CUDA's rx_frag_mma_ helpers, Metal's
+ * simdgroup_multiply_accumulate, GLSL's coopMatMulAddNV)? */
+bool rxk_uses_frags(const rxk_prepared *p);
+
 /* Launches kernel kn (in its SIMT object mod) on b at the symbolic values e. With acc: a traced
  * launch (simt_launch_traced: the coalescing report of b's buffers added to acc) of at most
  * max_blocks blocks (0: all). Returns false with a message. */

@@ -47,6 +47,16 @@ void rxk_rt_open(rxk_backend *b, const char *spec) {
   pick_target(b);
 }
 
+bool rxk_rt_close(rxk_backend *b, char *msg, size_t n) {
+  if (!b->dev) return true;
+  const char *last = NULL;
+  size_t nmsg = rx_rt_device_validation_messages(b->dev, &last);
+  if (nmsg) snprintf(msg, n, "%zu validation messages; the last: %s", nmsg, last ? last : "");
+  rx_rt_device_release(b->dev);
+  b->dev = NULL;
+  return nmsg == 0;
+}
+
 /* The kernel library of one program for one backend: kernels.json and binaries in memory. */
 typedef struct library {
   rx_strbuf json;

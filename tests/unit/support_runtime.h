@@ -28,6 +28,10 @@ void rxk_rt_target(const rx_rt_device *dev, rx_target *out);
  * (b->dev NULL, b->why set). */
 void rxk_rt_open(rxk_backend *b, const char *spec);
 
+/* Releases b's device where open; false, with the count and the last one in msg, when the
+ * validation layer reported anything while it was open. */
+bool rxk_rt_close(rxk_backend *b, char *msg, size_t n);
+
 /* Schedules and generates f for b's target and loads its kernels on b's device (CUDA: PTX from
  * NVRTC; Vulkan: SPIR-V; Metal: source). Returns false with a message appended to msg. */
 bool rxk_rt_load(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, rx_rt_library **out,

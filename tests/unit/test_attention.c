@@ -93,26 +93,20 @@ static bool uses_bf16(const rx_tensor_fn *f) {
   return false;
 }
 
-static bool has_fragments(const rx_tensor_fn *f);
-
 /* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
  * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
  * matrices; the others keep the portable kernel. */
 static void check_form(const prog *p, const rxk_prepared *tp) {
-  if (!tp->ok || !has_fragments(p->f)) return;
-  const char *mark = tp->t->kind == RX_TARGET_CUDA    ? "rx_frag_mma_"
-                     : tp->t->kind == RX_TARGET_METAL ? "simdgroup_multiply_accumulate"
-                                                      : "coopMatMulAddNV";
+  if (!tp->ok || !rxk_has_frag_form(p->f)) return;
   rx_dtype t = p->f->params[0]->buf->dtype;
   bool want = rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
               rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8);
-  bool got = false;
-  for (int k = 0; k < tp->kl.n; k++) got |= strstr(tp->kl.kernels[k]->source, mark) != NULL;
+  bool got = rxk_uses_frags(tp);
   if (got == want)
     st.passed++;
   else
-    rxk_fail(&st, "%s: the kernel %s the matrix-unit form (%s)", tp->what,
-             got ? "is unexpectedly" : "is not", mark);
+    rxk_fail(&st, "%s: the kernel %s the matrix-unit form", tp->what,
+             got ? "is unexpectedly" : "is not");
 }
 
 /* Legalizes the op call of `main` in text (rx_legalize_call, as passes/legalize.c does) and
@@ -226,16 +220,6 @@ static bool compare(const prog *p, const rxk_buffers *got, double *const *want, 
   return true;
 }
 
-/* Does f hold a matrix-unit form (`if has_fragments(...)` at its top, ir.h)? */
-static bool has_fragments(const rx_tensor_fn *f) {
-  const rx_stmt *b = f->body;
-  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
-    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
-        b->body[i]->value->kind == RX_TX_HAS_FRAG)
-      return true;
-  return false;
-}
-
 /* Runs the program on `in` everywhere (the interpreter when `interp`, the SIMT emulator, Vulkan)
  * and compares the outputs with want. */
 static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *const *want,
@@ -243,7 +227,7 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
   char why[512];
   rxk_buffers got;
   /* the interpreter: the portable form, and the matrix-unit one where the program has it */
-  for (int fr = 0; fr < 1 + has_fragments(p->f); fr++) {
+  for (int fr = 0; fr < 1 + rxk_has_frag_form(p->f); fr++) {
     if (!interp) {
       st.skipped++;
       continue;
@@ -531,7 +515,7 @@ static void test_prefill_matrix(void) {
              (long long)cfgs[i].d, (long long)cfgs[i].heads, (long long)cfgs[i].kvh);
     prog p;
     if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
-      if (!has_fragments(p.f)) rxk_fail(&st, "%s: no matrix-unit form was legalized", what);
+      if (!rxk_has_frag_form(p.f)) rxk_fail(&st, "%s: no matrix-unit form was legalized", what);
       int64_t done[RX_ARRAY_LEN(ns) * RX_ARRAY_LEN(caches)][2];
       size_t ndone = 0;
       for (size_t a = 0; a < RX_ARRAY_LEN(ns); a++)
@@ -907,13 +891,8 @@ int main(int argc, char **argv) {
   test_prefill_matrix();
   test_decode();
   test_dense();
-  if (vk.dev) {
-    const char *last = NULL;
-    size_t nmsg = rx_rt_device_validation_messages(vk.dev, &last);
-    if (nmsg)
-      rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
-    rx_rt_device_release(vk.dev);
-  }
+  char why[600];
+  if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("largest normalized errors: f32 %.2g, f16 %.2g, bf16 %.2g\n", worst[RX_DTYPE_F32],
          worst[RX_DTYPE_F16], worst[RX_DTYPE_BF16]);
   printf("attention: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
