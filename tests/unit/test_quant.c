@@ -8,7 +8,9 @@
  * variant the rule picks (gemv at n == 1, the small-row kernels up to 16 rows, gemm above). For
  * every target (cuda sm_80, vulkan-lavapipe, vulkan, metal-apple7) it is scheduled and generated
  * (CUDA C through NVRTC with no spills, GLSL through shaderc and spirv-val: support_pipeline.c),
- * then run at n in {1, 3, 7, 33, 100} and m in {33, 263} (odd: no tile divides them) in the
+ * every kernel checked to come from the matmul rule (gemv or gemm) and, on CUDA, the decode GEMV of
+ * relaxc's own schemes to read the packed weight with 128-bit loads (source and PTX), then run at
+ * n in {1, 3, 7, 33, 100} and m in {33, 263} (odd: no tile divides them) in the
  * reference interpreter (n <= 7), as CUDA C and as MSL in the SIMT emulator, and on Vulkan
  * (lavapipe) through the runtime under the validation layer.
  *
@@ -29,6 +31,7 @@
 #include "base/quant.h"
 #include "interp/interp.h"
 #include "ops/legalize.h"
+#include "targets/toolchain.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +93,8 @@ static char *graph_text(rx_quant_scheme sc, rx_dtype xdt) {
   return rx_strbuf_take(&b);
 }
 
+static void check_kernels(const prog *p, const rxk_prepared *tp);
+
 static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
   memset(p, 0, sizeof *p);
   p->sc = sc;
@@ -117,6 +122,7 @@ static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
     rx_status ts = rx_target_parse(targets[i], &t);
     RX_ASSERT(!ts);
     rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
+    check_kernels(p, &p->tp[i]);
   }
   if (vk.dev) {
     rx_strbuf msg = {0};
@@ -125,6 +131,46 @@ static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
     rx_strbuf_free(&msg);
   }
   return true;
+}
+
+/* What the schedule made of the program on one target: every kernel from the matmul rule (gemv
+ * or gemm, never the fallback); on CUDA, the decode GEMV (the n == 1 variant, the first kernel)
+ * of relaxc's own schemes reads the packed weight 16 bytes at a time (passes/schedule/
+ * gemv_packed.c): a uint4 load of w in the source and, where NVRTC is present, 128-bit loads in
+ * the PTX. */
+static void check_kernels(const prog *p, const rxk_prepared *tp) {
+  if (!tp->ok) return;
+  for (int v = 0; v < tp->sr.nvariants; v++) {
+    rx_sched_rule rule = tp->sr.variants[v].rule;
+    if (rule == RX_SCHED_GEMV || rule == RX_SCHED_GEMM)
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: variant %d from rule %s, not the matmul rule", tp->what, v,
+               rx_sched_rule_name(rule));
+  }
+  if (tp->t->kind != RX_TARGET_CUDA || rx_quant_info_of(p->sc)->kind == RX_QUANT_GGUF) return;
+  const rx_kernel *gemv = tp->kl.kernels[0];
+  char want[128];
+  snprintf(want, sizeof want, "((const uint4*)%s)", p->f->params[1]->buf->name);
+  if (strstr(gemv->source, want))
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: the gemv kernel does not load the packed weight as %s\n%s", tp->what, want,
+             gemv->source);
+  int mj, mn;
+  rx_status s = rx_nvrtc_load(&mj, &mn);
+  char *ptx = NULL, *log = NULL;
+  size_t len = 0;
+  if (!s) s = rx_nvrtc_compile(gemv->source, gemv->name, "sm_80", false, &ptx, &len, &log);
+  if (s)
+    st.skipped++;
+  else if (strstr(ptx, "ld.global.nc.v4.u32"))
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: no ld.global.nc.v4.u32 in the gemv kernel's PTX", tp->what);
+  rx_status_free(s);
+  free(ptx);
+  free(log);
 }
 
 static void prog_free(prog *p) {
