@@ -43,7 +43,10 @@ typedef enum rx_quant_kind {
   X(GGUF_Q8_0, "Q8_0", RX_QUANT_GGUF, 32, 34, RX_GGUF_TYPE_Q8_0)                                   \
   X(GGUF_Q4_0, "Q4_0", RX_QUANT_GGUF, 32, 18, RX_GGUF_TYPE_Q4_0)                                   \
   X(GGUF_Q4_1, "Q4_1", RX_QUANT_GGUF, 32, 20, RX_GGUF_TYPE_Q4_1)                                   \
-  X(GGUF_Q5_0, "Q5_0", RX_QUANT_GGUF, 32, 22, RX_GGUF_TYPE_Q5_0)
+  X(GGUF_Q5_0, "Q5_0", RX_QUANT_GGUF, 32, 22, RX_GGUF_TYPE_Q5_0)                                   \
+  X(GGUF_Q4_K, "Q4_K", RX_QUANT_GGUF, 256, 144, RX_GGUF_TYPE_Q4_K)                                 \
+  X(GGUF_Q5_K, "Q5_K", RX_QUANT_GGUF, 256, 176, RX_GGUF_TYPE_Q5_K)                                 \
+  X(GGUF_Q6_K, "Q6_K", RX_QUANT_GGUF, 256, 210, RX_GGUF_TYPE_Q6_K)
 
 typedef enum rx_quant_scheme {
 #define X(e, name, kind, block, bytes, gguf) RX_QUANT_##e,

@@ -160,6 +160,15 @@ static const char *nibble(qel *q, const char *b, const char *high) {
   return qlet(q, "nib", "i32", lz_str(q->l, "select(%s, %s // 16, %s %% 16)", high, b, b));
 }
 
+/* Byte b shifted right by t (an index text, 0 <= t < 8): by 4, 2 and 1 as t's binary digits say,
+ * each a shift by a constant. */
+static const char *shr(qel *q, const char *b, const char *t) {
+  lz_ctx *l = q->l;
+  const char *h4 = qlet(q, "sh", "i32", lz_str(l, "select(%s >= 4, %s // 16, %s)", t, b, b));
+  const char *h2 = qlet(q, "sh", "i32", lz_str(l, "select(%s %% 4 >= 2, %s // 4, %s)", t, h4, h4));
+  return qlet(q, "sh", "i32", lz_str(l, "select(%s %% 2 == 1, %s // 2, %s)", t, h2, h2));
+}
+
 /* The element W[j, r] of relaxc's own schemes as an f32 expression. */
 static const char *own_element(qel *q) {
   lz_ctx *l = q->l;
@@ -172,12 +181,63 @@ static const char *own_element(qel *q) {
   return lz_str(l, "%s * f32(%s - %s)", scale, n, zero);
 }
 
+/* Q4_K and Q5_K (block_q4_K / block_q5_K): f16 d, f16 dmin, 12 bytes of 6-bit scales and mins
+ * of the eight sub-blocks of 32 (ggml's get_scale_min_k4), Q5_K's qh[32], then qs[128]; element
+ * o is l = o % 32 of sub-block sb = o // 32: the low (sb even) or high nibble of
+ * qs[32 (sb // 2) + l], Q5_K's bit sb of qh[l] above it; (d sc) q - dmin m. */
+static const char *k4_element(qel *q, const char *base, const char *o, bool five) {
+  lz_ctx *l = q->l;
+  const char *sb = lz_str(l, "(%s // 32)", o), *lo = lz_str(l, "(%s %% 32)", o);
+  const char *d = f16_from_bytes(q, base), *dmin = f16_from_bytes(q, lz_str(l, "%s + 2", base));
+  /* every byte the scale and min of sb may need, in the block's 12 scale bytes for any sb */
+  const char *a = qlet(q, "sa", "i32", qbyte(q, lz_str(l, "%s + 4 + %s", base, sb)));
+  const char *b = qlet(q, "sb", "i32", qbyte(q, lz_str(l, "%s + 8 + %s", base, sb)));
+  const char *c = qlet(q, "sc", "i32", qbyte(q, lz_str(l, "%s + %s", base, sb)));
+  const char *sc = qlet(q, "scl", "i32",
+                        lz_str(l, "select(%s < 4, %s %% 64, %s %% 16 + %s // 64 * 16)", sb, a, b, c));
+  const char *mn = qlet(q, "mn", "i32",
+                        lz_str(l, "select(%s < 4, %s %% 64, %s // 16 + %s // 64 * 16)", sb, b, b, a));
+  const char *qb = qlet(q, "b", "i32",
+                        qbyte(q, lz_str(l, "%s + %d + %s // 2 * 32 + %s", base, five ? 48 : 16, sb, lo)));
+  const char *nib = nibble(q, qb, lz_str(l, "%s %% 2 == 1", sb));
+  if (five) {
+    const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 16 + %s", base, lo)));
+    nib = qlet(q, "q5", "i32", lz_str(l, "%s + 16 * (%s %% 2)", nib, shr(q, hb, sb)));
+  }
+  const char *d1 = qlet(q, "d1", "f32", lz_str(l, "%s * f32(%s)", d, sc));
+  const char *m1 = qlet(q, "m1", "f32", lz_str(l, "%s * f32(%s)", dmin, mn));
+  return lz_str(l, "%s * f32(%s) - %s", d1, nib, m1);
+}
+
+/* Q6_K (block_q6_K): ql[128], qh[64], int8 scales[16], f16 d; element o is l = o % 32 of
+ * quarter s = o % 128 // 32 of half h = o // 128: the low (s < 2) or high nibble of
+ * ql[64 h + 32 (s % 2) + l], bits 2s and 2s + 1 of qh[32 h + l] above it, minus 32, times d
+ * times scales[o // 16]. */
+static const char *q6k_element(qel *q, const char *base, const char *o) {
+  lz_ctx *l = q->l;
+  const char *h = lz_str(l, "(%s // 128)", o), *s = lz_str(l, "(%s %% 128 // 32)", o);
+  const char *lo = lz_str(l, "(%s %% 32)", o);
+  const char *ql = qlet(q, "ql", "i32",
+                        qbyte(q, lz_str(l, "%s + %s * 64 + %s %% 2 * 32 + %s", base, h, s, lo)));
+  const char *nib = nibble(q, ql, lz_str(l, "%s >= 2", s));
+  const char *qh = qlet(q, "qh", "i32", qbyte(q, lz_str(l, "%s + 128 + %s * 32 + %s", base, h, lo)));
+  const char *hi = shr(q, qh, lz_str(l, "%s * 2", s));
+  const char *sb = qlet(q, "s8", "i32", qbyte(q, lz_str(l, "%s + 192 + %s // 16", base, o)));
+  const char *d = f16_from_bytes(q, lz_str(l, "%s + 208", base));
+  const char *ds =
+      qlet(q, "ds", "f32", lz_str(l, "%s * f32(select(%s >= 128, %s - 256, %s))", d, sb, sb, sb));
+  return lz_str(l, "%s * f32(%s + 16 * (%s %% 4) - 32)", ds, nib, hi);
+}
+
 /* The element W[j, r] of a GGUF block format (base/gguf_quant.c defines each). */
 static const char *gguf_element(qel *q) {
   lz_ctx *l = q->l;
   const rx_quant_info *qi = q->qi;
   const char *base = lz_str(l, "%s // %d * %d", q->r, qi->block, qi->block_bytes);
   const char *o = lz_str(l, "(%s %% %d)", q->r, qi->block);
+  if (qi->gguf == RX_GGUF_TYPE_Q4_K || qi->gguf == RX_GGUF_TYPE_Q5_K)
+    return k4_element(q, base, o, qi->gguf == RX_GGUF_TYPE_Q5_K);
+  if (qi->gguf == RX_GGUF_TYPE_Q6_K) return q6k_element(q, base, o);
   const char *d = f16_from_bytes(q, base);
   switch (qi->gguf) {
   case RX_GGUF_TYPE_Q8_0: { /* f16 d, int8 qs[32] */
@@ -198,12 +258,7 @@ static const char *gguf_element(qel *q) {
     const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 6 + %s %% 16", base, o)));
     const char *n = nibble(q, b, lz_str(l, "%s >= 16", o));
     const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 2 + %s // 8", base, o)));
-    /* bit t = o % 8 of hb: shifted by 4, 2 and 1 as t's digits say */
-    const char *t = lz_str(l, "(%s %% 8)", o);
-    const char *h4 = qlet(q, "hb", "i32", lz_str(l, "select(%s >= 4, %s // 16, %s)", t, hb, hb));
-    const char *h2 = qlet(q, "hb", "i32", lz_str(l, "select(%s %% 4 >= 2, %s // 4, %s)", t, h4, h4));
-    const char *bit =
-        qlet(q, "hi", "i32", lz_str(l, "select(%s %% 2 == 1, %s // 2, %s) %% 2", t, h2, h2));
+    const char *bit = qlet(q, "hi", "i32", lz_str(l, "%s %% 2", shr(q, hb, lz_str(l, "(%s %% 8)", o))));
     return lz_str(l, "f32(%s + 16 * %s - 16) * %s", n, bit, d);
   }
   }

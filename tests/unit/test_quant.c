@@ -348,6 +348,34 @@ static void test_scheme(rx_quant_scheme sc, rx_dtype xdt) {
   prog_free(&p);
 }
 
+/* Bad calls are errors that name what was expected. */
+static void test_errors(void) {
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"x, w, s, scheme=\"q4f16_g48\"", "expects scheme= one of q4f16_g32"},
+      {"x, w, scheme=\"q4f16_g32\"", "expects 3 arguments (x and w, s), got 2"},
+      {"x, s, s, scheme=\"q4f16_g32\"", "expects w of u8[33, 32], got f16[33, 2]"},
+      {"x, w, w, scheme=\"q4f16_g32\"", "expects s of f16[33, 2], got u8[33, 32]"},
+      {"x, w, scheme=\"Q4_K\"", "needs in (64) a provable multiple of 256"},
+      {"x, w, scheme=\"Q8_0\"", "expects w of u8[33, 68], got u8[33, 32]"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "graph_fn main(x: f16[n, 64], w: u8[33, 32], s: f16[33, 2]) -> f16[n, 33] {\n"
+             "  dataflow {\n    y = quant_matmul(%s)\n  }\n  return y\n}\n",
+             cases[i].args);
+    char *diag = rxk_verify_text("bad.rx", text, NULL);
+    if (diag && strstr(diag, cases[i].want) && strstr(diag, "bad.rx:3:"))
+      st.passed++;
+    else
+      rxk_fail(&st, "quant_matmul(%s): want an error at bad.rx:3 with \"%s\", got: %s", cases[i].args,
+               cases[i].want, diag ? diag : "no error");
+    free(diag);
+  }
+}
+
 static char *load_fixture(const char *dir, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/gguf/all_types.gguf", dir);
@@ -378,6 +406,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: %s\n", rx_status_message(s));
     return 1;
   }
+  test_errors();
   rxk_rt_open(&vk, "vulkan:0");
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) test_scheme((rx_quant_scheme)sc, RX_DTYPE_F16);
   test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
