@@ -29,6 +29,7 @@
 
 #include "base/gguf.h"
 #include "base/quant.h"
+#include "frontends/hf/hf.h"
 #include "interp/interp.h"
 #include "ops/legalize.h"
 #include "targets/toolchain.h"
@@ -381,6 +382,71 @@ static void test_errors(void) {
   }
 }
 
+/* rx_hf_quantize (round to nearest, frontends/hf/quantize.c) into each of relaxc's own schemes:
+ * the weights it writes, dequantized as the scheme defines them (dequantize above), are within
+ * half a step of the input (a step: the group's stored scale; a full step for the asymmetric
+ * schemes, whose zero point is rounded too), a group of zeros stays zeros; bad shapes and GGUF
+ * schemes are errors that name them. */
+static void test_quantizer(void) {
+  enum { ROWS = 3 };
+  for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
+    const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
+    if (qi->kind == RX_QUANT_GGUF) continue;
+    int blocks = K / qi->block;
+    float w[ROWS * K];
+    for (int i = 0; i < ROWS * K; i++) w[i] = (float)(uniform() * 2 - 1);
+    for (int i = 0; i < qi->block; i++) w[i] = 0;   /* row 0, group 0: zeros */
+    w[K + 5] = 9.5f;                                /* row 1: an outlier in its first group */
+    for (int i = 0; i < K; i++) w[2 * K + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
+    uint8_t qw[ROWS * K], z[ROWS * K / 32];
+    uint16_t scales[ROWS * K / 32];
+    rx_status s = rx_hf_quantize((rx_quant_scheme)sc, w, ROWS, K, qw, scales,
+                                 qi->kind == RX_QUANT_INT4_ZERO ? z : NULL);
+    if (s) {
+      rxk_fail(&st, "quantize %s: %s", qi->name, rx_status_message(s));
+      rx_status_free(s);
+      continue;
+    }
+    rxk_buffers b = {.n = qi->kind == RX_QUANT_INT4_ZERO ? 5 : 4};
+    b.arg[1].data = qw;
+    b.arg[2].data = scales;
+    b.arg[3].data = z;
+    double deq[ROWS * K], worst_step = 0;
+    dequantize(qi, ROWS, &b, deq);
+    for (int i = 0; i < ROWS * K; i++) {
+      double step = rx_f16_to_f32(scales[i / K * blocks + i % K / qi->block]);
+      double err = fabs(deq[i] - w[i]), bound = step * (qi->kind == RX_QUANT_INT4_ZERO ? 1 : 0.5);
+      if (!(err <= bound * (1 + 1e-6) + 1e-12) || (i < qi->block && deq[i] != 0)) {
+        rxk_fail(&st, "quantize %s: element %d: %g dequantizes to %g (step %g)", qi->name, i,
+                 (double)w[i], deq[i], step);
+        break;
+      }
+      if (step > 0 && err / step > worst_step) worst_step = err / step;
+    }
+    st.passed++;
+    printf("quantize %s: largest error %.3f steps\n", qi->name, worst_step);
+  }
+  static const struct {
+    rx_quant_scheme sc;
+    int64_t in;
+    const char *want;
+  } bad[] = {{RX_QUANT_Q4F16_G128, 192, "a [2, 192] weight into q4f16_g128: the input dimension "
+                                         "must be a positive multiple of 128"},
+             {RX_QUANT_GGUF_Q4_0, 256, "quantizing into Q4_0: GGUF's block formats"}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
+    float w[2 * 256] = {0};
+    uint8_t qw[2 * 256];
+    uint16_t scales[16];
+    rx_status s = rx_hf_quantize(bad[i].sc, w, 2, bad[i].in, qw, scales, NULL);
+    if (s && strstr(rx_status_message(s), bad[i].want))
+      st.passed++;
+    else
+      rxk_fail(&st, "quantize: want an error with \"%s\", got %s", bad[i].want,
+               s ? rx_status_message(s) : "none");
+    rx_status_free(s);
+  }
+}
+
 static char *load_fixture(const char *dir, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/gguf/all_types.gguf", dir);
@@ -418,6 +484,7 @@ int main(int argc, char **argv) {
     printf("row counts capped at %lld (RX_KERNEL_SIZES)\n", (long long)size_cap);
   }
   test_errors();
+  test_quantizer();
   rxk_rt_open(&vk, "vulkan:0");
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) test_scheme((rx_quant_scheme)sc, RX_DTYPE_F16);
   test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
