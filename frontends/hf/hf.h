@@ -52,6 +52,9 @@ typedef struct rx_hf_options {
   int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
   bool no_weights;     /* config.json alone: the checkpoint is not read and the weights stay
                           parameters, passed at run time (shape studies, compile benchmarks) */
+  const char *quantize; /* a scheme of relaxc's own (base/quant.h: "q4f16_g32", "q8f16", ...)
+                           for every layer's projections, quantized at import (round to
+                           nearest); NULL: the compute dtype */
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of
