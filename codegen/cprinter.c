@@ -676,7 +676,24 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   pt_as(p, &a, e->a, t);
   pt_as(p, &b, e->b, t);
   const char *sa = a.data ? a.data : "", *sb = b.data ? b.data : "";
-  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t)) {
+  int64_t k2 = e->b->kind == RX_TX_INT ? pow2_log(e->b->ival)
+               : e->b->kind == RX_TX_SYM && e->b->sym->kind == RX_EXPR_CONST
+                   ? pow2_log(e->b->sym->value)
+                   : -1;
+  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t) &&
+      t != RX_DTYPE_I64 && k2 >= 0) {
+    /* by a power of two 2^k2 in 32 bits: floor division is the arithmetic shift and floor modulo
+     * the mask, for negative values too (two's complement; quantized weights' bit fields) */
+    rx_strbuf x = {0}, call = {0};
+    pcast(p, &x, t, RX_DTYPE_I32, sa);
+    if (op == RX_BINOP_FLOORDIV)
+      rx_strbuf_printf(&call, "(%s >> %lld)", x.data, (long long)k2);
+    else
+      rx_strbuf_printf(&call, "(%s & %lld)", x.data, (long long)((1LL << k2) - 1));
+    pcast(p, o, RX_DTYPE_I32, e->dtype, call.data);
+    rx_strbuf_free(&x);
+    rx_strbuf_free(&call);
+  } else if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t)) {
     rx_dtype ht = t == RX_DTYPE_I64 ? RX_DTYPE_I64 : RX_DTYPE_I32;
     rx_strbuf x = {0}, y = {0};
     pcast(p, &x, t, ht, sa);

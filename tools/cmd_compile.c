@@ -171,7 +171,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
     } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
-               !strcmp(f, "--no-weights")) {
+               !strcmp(f, "--no-weights") || !strcmp(f, "--quantize")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
@@ -206,10 +206,11 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
   if (!text) return 1;
   bool onnx = !hf && rx_cli_is_onnx(file, text, len);
-  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights) && !hf) {
+  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize) && !hf) {
     free(text);
     return rx_cli_usage_error(cmd,
-                              "--dtype, --max-seq-len, --max-batch and --no-weights are for a "
+                              "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize "
+                              "are for a "
                               "Hugging Face "
                               "model folder; '%s' is not one (no config.json)",
                               rx_cli_input_name(file));

@@ -73,7 +73,8 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(it.flag, "--list-ops")) {
       list = true;
     } else if (!strcmp(it.flag, "--dtype") || !strcmp(it.flag, "--max-seq-len") ||
-               !strcmp(it.flag, "--max-batch") || !strcmp(it.flag, "--no-weights")) {
+               !strcmp(it.flag, "--max-batch") || !strcmp(it.flag, "--no-weights") ||
+               !strcmp(it.flag, "--quantize")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
@@ -100,10 +101,10 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
       return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
     return import_hf(in, out, &hfo);
   }
-  if (hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights)
+  if (hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize)
     return rx_cli_usage_error(
         cmd,
-        "--dtype, --max-seq-len, --max-batch and --no-weights are for a Hugging Face "
+        "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize are for a Hugging Face "
         "model folder; '%s' is not one (no config.json)",
         in);
 #ifndef RX_HAVE_ONNX

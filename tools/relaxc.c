@@ -66,7 +66,15 @@ static const rx_cli_flag codegen_flags[] = {
         "artifact runs (shape studies, compile benchmarks)",                                       \
         NULL                                                                                       \
   }
-#define HF_FLAGS HF_FLAG_DTYPE, HF_FLAG_LEN, HF_FLAG_BATCH, HF_FLAG_NO_WEIGHTS
+#define HF_FLAG_QUANTIZE                                                                           \
+  {                                                                                                \
+    "--quantize", NULL, "SCHEME",                                                                  \
+        "Hugging Face folders: every layer's projections quantized at import, round to nearest: "  \
+        "q4f16_g32, q4f16_g64, q4f16_g128, q4f16a_g32/64/128 (zero points), q8f16, q8f16_g64, "     \
+        "q8f16_g128 (docs/ops.md, Quantized weights); default: none",                              \
+        NULL                                                                                       \
+  }
+#define HF_FLAGS HF_FLAG_DTYPE, HF_FLAG_LEN, HF_FLAG_BATCH, HF_FLAG_NO_WEIGHTS, HF_FLAG_QUANTIZE
 
 static const rx_cli_flag compile_flags[] = {
     {"--target", NULL, "T[,T...]",

@@ -10,6 +10,7 @@
 #ifndef RX_FRONTENDS_HF_H
 #define RX_FRONTENDS_HF_H
 
+#include "../../base/quant.h"
 #include "../../ir/ir.h"
 
 /* config.json, the keys relaxc reads (defaults as transformers' configuration classes have
@@ -51,6 +52,9 @@ typedef struct rx_hf_options {
   int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
   bool no_weights;     /* config.json alone: the checkpoint is not read and the weights stay
                           parameters, passed at run time (shape studies, compile benchmarks) */
+  const char *quantize; /* a scheme of relaxc's own (base/quant.h: "q4f16_g32", "q8f16", ...)
+                           for every layer's projections, quantized at import (round to
+                           nearest); NULL: the compute dtype */
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of
@@ -67,5 +71,13 @@ bool rx_hf_is_model_dir(const char *path);
  * and the sections an artifact carries for generation (llm.json, tokenizer.json). A missing or
  * mis-shaped tensor names the tensor, the file and the expected and actual shapes. */
 rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
+
+/* Quantizes W [rows, in] (f32, row-major) into relaxc's own scheme sc (round to nearest,
+ * frontends/hf/quantize.c) as base/quant.h lays it out: out_w (rows * in / 2 bytes for int4,
+ * rows * in int8 for q8f16*), out_s (rows * in / G f16 bits), out_z (rows * in / G zero points;
+ * the asymmetric schemes only, NULL otherwise). An error names the scheme and the shape: a GGUF
+ * format, or in not a positive multiple of the group. */
+rx_status rx_hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64_t in,
+                         uint8_t *out_w, uint16_t *out_s, uint8_t *out_z);
 
 #endif

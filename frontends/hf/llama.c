@@ -15,6 +15,8 @@
  * the module's weights of the same name. */
 #include "hf_int.h"
 
+#include "../../interp/interp.h" /* rx_f16_to_f32, rx_bf16_to_f32: --quantize reads the checkpoint */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,12 +62,20 @@ typedef struct hf_w {
   int64_t shape[2];
   rx_dtype dtype;
   bool present; /* used by this model (biases only for Qwen2) */
+  /* --quantize: a projection [out, in] held as quant_matmul's buffers (base/quant.h): this entry
+   * the packed quants (shape [out, in / 2] or [out, in]), entries qs and qz (0: none) its f16
+   * scales and u8 zero points, which `derived` marks (added with it, never read themselves) */
+  int64_t in;
+  size_t qs, qz;
+  bool derived;
 } hf_w;
 
 typedef struct gb {
   rx_module *m;
   const rx_hf_config *c;
   rx_dtype T; /* weights and matmuls */
+  const rx_quant_info *qi; /* --quantize: the scheme of the projections, or NULL */
+  rx_quant_scheme qsc;
   rx_dtype R; /* the residual stream and the norms: f32, whatever T is (as llama.cpp keeps its
                  activations): an f16 residual stream rounds every layer's sum, which on the
                  tests' models doubles the error of the logits against transformers in f32 */
@@ -94,12 +104,39 @@ static void set_w(hf_w *w, const char *hf, int ndim, int64_t r, int64_t c, rx_dt
   w->present = true;
 }
 
+/* --quantize: the projections of every layer (not the embeddings, the norms or the output layer,
+ * which stay in the compute dtype) whose input dimension is a whole number of groups become
+ * quant_matmul's buffers: the entry itself the packed quants, two (one) more entries the scales
+ * and zero points. */
+static void list_quantized(gb *g) {
+  static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN};
+  for (int64_t l = 0; l < g->c->layers; l++)
+    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++) {
+      hf_w *w = lw(g, l, proj[k]);
+      int64_t out = w->shape[0], in = w->shape[1], G = g->qi->block;
+      char sname[sizeof w->hf], zname[sizeof w->hf]; /* names too long stay unquantized */
+      if (in % G != 0 || snprintf(sname, sizeof sname, "%s.scales", w->hf) >= (int)sizeof sname ||
+          snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
+        continue;
+      w->in = in;
+      w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
+      w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
+      w->qs = g->nw++;
+      set_w(&g->w[w->qs], sname, 2, out, in / G, RX_DTYPE_F16);
+      g->w[w->qs].derived = true;
+      if (g->qi->kind != RX_QUANT_INT4_ZERO) continue;
+      w->qz = g->nw++;
+      set_w(&g->w[w->qz], zname, 2, out, in / G, RX_DTYPE_U8);
+      g->w[w->qz].derived = true;
+    }
+}
+
 /* The weights the config implies, with their shapes. */
 static void list_weights(gb *g) {
   const rx_hf_config *c = g->c;
   int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
-  g->w = rx_calloc(g->nw, sizeof *g->w);
+  g->w = rx_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers), sizeof *g->w);
   for (int64_t l = 0; l < c->layers; l++) {
     const int64_t dims[W_PER_LAYER][4] = {
         [W_IN_NORM] = {1, H, 0, 1},
@@ -128,6 +165,7 @@ static void list_weights(gb *g) {
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
+  if (g->qi) list_quantized(g);
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
@@ -161,12 +199,46 @@ static float *inv_freq(const rx_hf_config *c) {
   return f;
 }
 
+/* Element i of checkpoint bytes of dtype t (f32, f16 or bf16, little-endian) as a float. */
+static float src_elem(const uint8_t *p, rx_dtype t, int64_t i) {
+  if (t == RX_DTYPE_F32) {
+    float f;
+    memcpy(&f, p + 4 * i, sizeof f);
+    return f;
+  }
+  uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+  return t == RX_DTYPE_F16 ? rx_f16_to_f32(h) : rx_bf16_to_f32(h);
+}
+
+/* --quantize: w's checkpoint tensor [out, in] quantized (frontends/hf/quantize.c) into buffers the
+ * module owns, added as the weights of w and of its scales (and zero points) entries. */
+static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t *data) {
+  int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
+  float *f = rx_malloc(sizeof *f * (size_t)(out * in));
+  for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
+  uint8_t *q = rx_calloc((size_t)(out * w->shape[1]), 1), *z = w->qz ? rx_calloc((size_t)groups, 1) : NULL;
+  uint16_t *sc = rx_calloc((size_t)groups, sizeof *sc);
+  rx_module_on_free(g->m, free, q);
+  rx_module_on_free(g->m, free, sc);
+  if (z) rx_module_on_free(g->m, free, z);
+  rx_status s = rx_hf_quantize(g->qsc, f, out, in, q, sc, z);
+  free(f);
+  if (s) return rx_status_annotate(s, "tensor '%s'", w->hf);
+  const hf_w *ws = &g->w[w->qs];
+  RX_RETURN_IF_ERROR(rx_module_add_weight(g->m, w->param, w->dtype, 2, w->shape, w->dtype, q));
+  RX_RETURN_IF_ERROR(
+      rx_module_add_weight(g->m, ws->param, RX_DTYPE_F16, 2, ws->shape, RX_DTYPE_F16, sc));
+  if (!z) return NULL;
+  const hf_w *wz = &g->w[w->qz];
+  return rx_module_add_weight(g->m, wz->param, RX_DTYPE_U8, 2, wz->shape, RX_DTYPE_U8, z);
+}
+
 /* Finds, checks and adds every weight to the module (sources stay mapped: the module unmaps the
  * checkpoint when it is freed). */
 static rx_status add_weights(gb *g, hf_ckpt *ck) {
   for (size_t i = 0; i < g->nw; i++) {
     hf_w *w = &g->w[i];
-    if (!w->present) continue;
+    if (!w->present || w->derived) continue;
     if (!w->hf[0]) { /* rope_inv_freq */
       float *f = inv_freq(g->c);
       rx_module_on_free(g->m, free, f);
@@ -185,11 +257,12 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
       rx_strbuf_free(&files);
       return s;
     }
+    const int64_t full[2] = {w->shape[0], w->in ? w->in : w->shape[1]};
     bool same = t->ndim == w->ndim;
-    for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
+    for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == full[d];
     if (!same) {
       char want[96], got[96];
-      shape_text(want, sizeof want, w->ndim, w->shape);
+      shape_text(want, sizeof want, w->ndim, full);
       shape_text(got, sizeof got, t->ndim, t->shape);
       return rx_status_make(RX_ERR_INVALID,
                             "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
@@ -202,6 +275,10 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
     if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
       return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
                             w->hf, rx_dtype_name(t->dtype));
+    if (w->in) {
+      RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
+      continue;
+    }
     RX_RETURN_IF_ERROR(
         rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, t->dtype, data));
   }
@@ -244,8 +321,22 @@ static rx_var *reshape(gb *g, const char *name, rx_var *x, const rx_expr *const 
   return op(g, name, "reshape", a, 2, NULL, 0);
 }
 
-/* x @ w^T (+ bias): the checkpoint's [out, in] layout */
+/* The entry of a quantized weight whose parameter is w, or NULL. */
+static const hf_w *quantized(gb *g, rx_var *w) {
+  for (size_t i = 0; w && i < g->nw; i++)
+    if (g->wv[i] == w && g->w[i].in) return &g->w[i];
+  return NULL;
+}
+
+/* x @ w^T (+ bias): the checkpoint's [out, in] layout; quant_matmul for a quantized w */
 static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bias) {
+  const hf_w *qw = quantized(g, w);
+  if (qw) {
+    rx_node *a[4] = {A(g, x), A(g, w), A(g, g->wv[qw->qs]), qw->qz ? A(g, g->wv[qw->qz]) : NULL};
+    const rx_attr *at[1] = {rx_attr_str(g->m, "scheme", g->qi->name)};
+    rx_var *y = op(g, bias ? NULL : name, "quant_matmul", a, qw->qz ? 4 : 3, at, 1);
+    return bias ? op2(g, name, "add", y, bias) : y;
+  }
   int64_t axes[2] = {1, 0};
   const rx_attr *at[1] = {rx_attr_ints(g->m, "axes", axes, 2)};
   rx_node *a[1] = {A(g, w)};
@@ -548,6 +639,17 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
                           "%s: --max-seq-len %lld exceeds the model's max_position_embeddings %lld",
                           dir, (long long)g.max_len, (long long)c.max_positions);
   g.max_batch = o && o->max_batch > 0 ? o->max_batch : RX_HF_DEFAULT_BATCH;
+  if (o && o->quantize) {
+    if (!rx_quant_lookup(o->quantize, &g.qsc) || rx_quant_info_of(g.qsc)->kind == RX_QUANT_GGUF)
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: --quantize %s: expected q4f16_g32, q4f16_g64, q4f16_g128, "
+                            "q4f16a_g32, q4f16a_g64, q4f16a_g128, q8f16, q8f16_g64 or q8f16_g128",
+                            dir, o->quantize);
+    if (g.T == RX_DTYPE_BF16)
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: --quantize computes in f16 or f32, not bf16 (--dtype)", dir);
+    g.qi = rx_quant_info_of(g.qsc);
+  }
   hf_ckpt *ck = NULL;
   if (!o || !o->no_weights) {
     RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));

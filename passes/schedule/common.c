@@ -155,7 +155,7 @@ const rx_expr *sched_bound_guard(rx_sctx *s, const rx_expr *v, const rx_expr *ex
 bool sched_split_lets(const rx_stmt *b, const rx_stmt **lets, int *nlets, const rx_stmt **store) {
   *nlets = 0;
   int n = sched_seq_len(b);
-  if (n < 1 || n > 16) return false;
+  if (n < 1 || n > RED_MAX_LETS + 1) return false;
   for (int i = 0; i < n - 1; i++) {
     if (sched_seq_at(b, i)->kind != RX_STMT_LET) return false;
     lets[(*nlets)++] = sched_seq_at(b, i);

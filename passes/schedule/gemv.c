@@ -35,6 +35,9 @@
  * both weight rows, halving the activation's traffic from L1 at 16 rows (2 x 16 accumulators in
  * registers). */
 #define GEMV_BATCH_COLS 2
+/* The widest loop the printers vectorize (codegen/cprinter.c, pfor_vector): a packed weight's
+ * step of 32 int4 weights multiplies P in two such loops. */
+#define GEMV_VEC_LANES 16
 /* The k loop is unrolled by 4 steps: 4 independent 16-byte weight loads in flight per thread. */
 #define GEMV_UNROLL 4
 
@@ -66,9 +69,10 @@ static int64_t plan_blocks(const mm_info *mi, const rows_plan *p) {
   return n * ((mi->M->value + per - 1) / per);
 }
 
-static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows) {
+static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_packed *pk) {
   int tmax = sched_block_threads(s, BLOCK_THREADS);
-  rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = mm_vector_lanes(s, mi, GEMV_LANES), .NB = rows};
+  int V = pk->n ? pk->lanes : mm_vector_lanes(s, mi, GEMV_LANES);
+  rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows};
   if (!subgroups(s, tmax)) return p; /* the block reduces each column: one row */
   int sg = s->t->subgroup_size;
   p.G = sg;
@@ -108,6 +112,8 @@ typedef struct rows_k {
   const rx_expr *col0;        /* the group's first column */
   const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
   rx_buffer *acc, *wv;        /* accumulators [NB * R], the weight vectors [R, V] */
+  mm_packed pk;               /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
+  rx_buffer *pkb[MM_MAX_PACKED];
 } rows_k;
 
 /* e (an operand) at row i, column j, reduction index k. */
@@ -129,16 +135,34 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   rx_stmtvec st = {0};
   for (int r = 0; r < p.R; r++) {
     const rx_expr *j = ADD(s, c->col0, E(s, r)), *wi[2] = {E(s, r), v};
-    rx_stmt *ld = rx_sched_store_e(s, c->wv, wi, 2, operand_at(c, mi->q, E(s, 0), j, kv));
+    rx_stmt *stage = NULL;
+    rx_tx *q = NULL;
+    if (c->pk.n)
+      stage = mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, j, kb, v, &q);
+    else
+      q = operand_at(c, mi->q, E(s, 0), j, kv);
+    rx_stmt *ld = rx_sched_store_e(s, c->wv, wi, 2, q);
     if (p.V > 1) ld = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, ld);
+    if (stage) {
+      rx_stmtvec both = {0};
+      RX_VEC_PUSH(&both, stage);
+      RX_VEC_PUSH(&both, ld);
+      ld = rx_sched_seq(s, &both);
+    }
     RX_VEC_PUSH(&st, rx_sched_guard(s, sched_bound_guard(s, j, mi->M), ld));
   }
-  const rx_expr *ii = rx_sched_fresh_var(s, "ii");
+  /* P's lanes: vectorized loops of at most GEMV_VEC_LANES, unrolled above that (packed steps) */
+  const rx_expr *ii = rx_sched_fresh_var(s, "ii"), *vi = v, *vo = NULL, *lv = v;
+  if (p.V > GEMV_VEC_LANES) {
+    vo = rx_sched_fresh_var(s, "vo");
+    vi = rx_sched_fresh_var(s, "v");
+    lv = ADD(s, MUL(s, vo, GEMV_VEC_LANES), vi);
+  }
   rx_local *xv = rx_sched_local(s, "xv", mi->p->dtype);
   rx_stmtvec lane = {0};
-  RX_VEC_PUSH(&lane, rx_sched_let(s, xv, operand_at(c, mi->p, ii, c->col0, kv)));
+  RX_VEC_PUSH(&lane, rx_sched_let(s, xv, operand_at(c, mi->p, ii, c->col0, ADD(s, kb, lv))));
   for (int r = 0; r < p.R; r++) {
-    const rx_expr *ai = ADD(s, MUL(s, ii, p.R), E(s, r)), *wi[2] = {E(s, r), v};
+    const rx_expr *ai = ADD(s, MUL(s, ii, p.R), E(s, r)), *wi[2] = {E(s, r), lv};
     rx_tx *x = rx_tx_local(s->m, xv, s->loc), *w = rx_sched_load(s, c->wv, wi, 2);
     rx_tx *prod = mi->p_first ? bin(s, RX_BINOP_MUL, x, w) : bin(s, RX_BINOP_MUL, w, x);
     rx_tx *cur = rx_sched_load(s, c->acc, &ai, 1);
@@ -147,7 +171,12 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
     RX_VEC_PUSH(&lane, rx_sched_store_e(s, c->acc, &ai, 1, sum));
   }
   rx_stmt *row = rx_sched_seq(s, &lane);
-  if (p.V > 1) row = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, row);
+  if (vo) {
+    row = rx_sched_for(s, vi, E(s, GEMV_VEC_LANES), RX_LOOP_VECTORIZE, row);
+    row = rx_sched_for(s, vo, E(s, p.V / GEMV_VEC_LANES), RX_LOOP_UNROLL, row);
+  } else if (p.V > 1) {
+    row = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, row);
+  }
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, ii, E(s, 0), E(s, p.NB));
   row = rx_sched_guard(s, sched_bound_guard(s, ii, mi->N), row);
@@ -226,7 +255,9 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
 
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   rx_expr_ctx *cx = s->cx;
-  rows_k c = {.s = s, .mi = mi, .p = plan_rows(s, mi, rows)};
+  rows_k c = {.s = s, .mi = mi};
+  mm_packed_find(s, mi, &c.pk);
+  c.p = plan_rows(s, mi, rows, &c.pk);
   rows_plan p = c.p;
   const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
   c.tx = rx_sched_fresh_var(s, "tx");
@@ -250,6 +281,11 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   RX_VEC_PUSH(&body, al);
   c.wv = rx_sched_alloc(s, "wv", mi->q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
   RX_VEC_PUSH(&body, al);
+  for (int i = 0; i < c.pk.n; i++) {
+    int64_t pshape[1] = {16};
+    c.pkb[i] = rx_sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);
+    RX_VEC_PUSH(&body, al);
+  }
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
   const rx_expr *a = rx_sched_fresh_var(s, "a");

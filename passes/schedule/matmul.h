@@ -5,7 +5,8 @@
  *   gemv_rows   gemv.c    a subgroup (or the block) per output column, its lanes along k with
  *                         8-lane vector loads: Q contiguous along k (x @ W^T, Hugging Face's
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
- *                         weight element is read once for all of them
+ *                         weight element is read once for all of them; packed (quantized)
+ *                         weight bytes staged 16 at a time (gemv_packed.c)
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
@@ -67,6 +68,25 @@ const rx_tx *mm_plain_load(const rx_tx *e);
 /* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:
  * target's vector_bytes over the widest loaded dtype, halved until it divides K. */
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
+
+/* Loads of packed weight bytes in Q (gemv_packed.c): each moves one byte every per_byte
+ * consecutive k; gemv_rows stages them 16 bytes (one 128-bit load) per step of `lanes` k. */
+#define MM_MAX_PACKED 4
+typedef struct mm_packed {
+  int n;
+  const rx_tx *load[MM_MAX_PACKED]; /* the loads as they are in Q */
+  int per_byte[MM_MAX_PACKED];      /* k per byte: 1 (int8) or 2 (int4); the same for all */
+  int lanes;                        /* k per step: 16 bytes of each load */
+} mm_packed;
+/* Finds Q's packed loads (false: none, or a form gemv_rows cannot stage: K not a multiple of the
+ * step, loads of different packings). */
+bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out);
+/* At column j and step start kb (a multiple of pk->lanes): the copies of each packed load's 16
+ * bytes into bufs[i] (local u8/i8 [16]) as vectorized loops, returned; *out_q is Q at k = kb +
+ * lane reading them from bufs[i][lane // per_byte]. */
+rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
+                         const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
+                         const rx_expr *lane, rx_tx **out_q);
 
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */

@@ -15,8 +15,8 @@
 /* The lets substituted into the product: PRE's, then the update's (each value with the earlier
  * ones already substituted). */
 typedef struct letmap {
-  const rx_local *l[2 * MM_MAX_ITEMS];
-  rx_tx *v[2 * MM_MAX_ITEMS];
+  const rx_local *l[MM_MAX_ITEMS + RED_MAX_LETS];
+  rx_tx *v[MM_MAX_ITEMS + RED_MAX_LETS];
   int n;
 } letmap;
 

@@ -42,11 +42,14 @@ typedef struct nest {
   int n;
   const rx_stmt *body; /* innermost body */
 } nest;
+/* The lets of a reduction's init or update at most: a fused prologue has a few, the dequantized
+ * weight of a GGUF K-quant (ops/quant.c: its scale, min and quant bits) about 20. */
+#define RED_MAX_LETS 32
 typedef struct red_info {
   const rx_stmt *st;
   const rx_expr *k, *klo, *kext;
   const rx_stmt *init_store, *upd_store;
-  const rx_stmt *init_lets[16], *upd_lets[16];
+  const rx_stmt *init_lets[RED_MAX_LETS], *upd_lets[RED_MAX_LETS];
   int ninit_lets, nupd_lets;
   rx_combiner comb;
   rx_tx *x;       /* the combined value */

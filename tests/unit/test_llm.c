@@ -12,7 +12,9 @@
  * - the same decode steps for two sequences of different lengths at once (one decode call over
  *   both: a page table per sequence in one shared pool);
  * - 32 greedy tokens equal to transformers', up to the first step whose best and second-best
- *   logits are nearer than the compute dtype can tell apart (TIE_F32, TIE_F16).
+ *   logits are nearer than the compute dtype can tell apart (TIE_F32, TIE_F16);
+ * - kjv-llama with its projections quantized (--quantize q8f16 and q4f16_g32, f16): the logits of
+ *   the prefills and decode steps within TOL_Q8 and TOL_Q4 (check_quantized).
  *
  * RX_LLM_MODELS=a,b runs a subset; RX_LLM_QUICK=1 (make asan) a quarter of the work (below).
  *
@@ -35,12 +37,16 @@
 
 #define TOL_F32 1e-4 /* relative L2 of the logits, computing in f32 (issue 12) */
 #define TOL_F16 2e-3 /* the same in f16 */
+#define TOL_Q8  1e-2   /* the same in f16 with int8 projections (check_quantized) */
+#define TOL_Q4  1.5e-1 /* the same with int4 projections, groups of 32 */
 /* Greedy tokens are compared up to the first step where the reference's best two logits are
  * closer than this: a near-tie that the compute dtype's rounding may decide either way. */
 #define TIE_F32 1e-3
 #define TIE_F16 5e-2
 
 static int passed, failed, skipped;
+/* --quantize of the models compiled (NULL: none): check_quantized sets it */
+static const char *quantize;
 
 #define FAIL(...)                                                                                  \
   do {                                                                                             \
@@ -134,7 +140,7 @@ static bool compile(const char *tests, const char *model, rx_dtype t, const rxk_
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/llm/models/%s", tests, model);
   rx_module *m = rx_module_new();
-  rx_hf_options ho = {.dtype = t, .max_batch = 4};
+  rx_hf_options ho = {.dtype = t, .max_batch = 4, .quantize = quantize};
   rx_status s = rx_hf_import(m, dir, &ho);
   rx_compile_options o = {0};
   for (int bi = 0; bi < nb; bi++)
@@ -323,6 +329,45 @@ static void check_model(const char *tests, const char *model, rx_dtype t, const 
   cJSON_Delete(r.json);
 }
 
+/* The trained tiny Llama with its projections quantized (relaxc compile --quantize, f16 compute):
+ * its logits against transformers' (f32, unquantized) within a tolerance per scheme, the worst
+ * error printed. The tolerances hold the largest relative L2 error seen (5.1e-3 for q8f16, 9.6e-2
+ * for q4f16_g32 on lavapipe: the error of round-to-nearest int4 itself) with a margin of about 1.5
+ * to 2; the greedy text of these models equals transformers' (tests/lit/run/quantize.test). */
+static void check_quantized(const char *tests, const rxk_backend *bs, const bool *present, int nb) {
+  static const struct {
+    const char *scheme;
+    double tol;
+  } schemes[] = {{"q8f16", TOL_Q8}, {"q4f16_g32", TOL_Q4}};
+  ref r = {0};
+  if (!load_ref(tests, "kjv-llama", &r)) return;
+  for (size_t k = 0; k < RX_ARRAY_LEN(schemes); k++) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/rx_test_llm_%d_kjv_%s.rxm", (int)getpid(), schemes[k].scheme);
+    quantize = schemes[k].scheme;
+    bool ok = compile(tests, "kjv-llama", RX_DTYPE_F16, bs, present, nb, path);
+    quantize = NULL;
+    for (int bi = 0; ok && bi < nb; bi++) {
+      if (!present[bi]) continue;
+      const char *backend = rx_rt_backend_name(bs[bi].kind);
+      char name[128], spec[64];
+      snprintf(name, sizeof name, "kjv-llama (%s) on %s", schemes[k].scheme, backend);
+      snprintf(spec, sizeof spec, "%s:0", backend);
+      rx_llm_model_options mo = {.device = spec, .capacity = 1024, .max_sequences = 4};
+      rx_llm_model *m = NULL;
+      double worst = 0;
+      if (ok_status(rx_llm_model_load(path, &mo, &m), name)) {
+        check_lengths(m, &r, name, schemes[k].tol, &worst);
+        fprintf(stderr, "  %s: worst relative L2 error %.3g (tolerance %.0e)\n", name, worst,
+                schemes[k].tol);
+      }
+      rx_llm_model_free(m);
+    }
+    unlink(path);
+  }
+  cJSON_Delete(r.json);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_llm TESTS_DIR\n");
@@ -357,6 +402,7 @@ int main(int argc, char **argv) {
     if (!quick) check_model(argv[1], models[i], RX_DTYPE_F32, bs, present, 3);
     check_model(argv[1], models[i], RX_DTYPE_F16, bs, present, 3);
   }
+  if (!only || strstr(only, "quant")) check_quantized(argv[1], bs, present, 3);
   fprintf(stderr, "test_llm: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

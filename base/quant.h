@@ -1,0 +1,74 @@
+/* base/quant.h: the quantization schemes of weights (issue 15), listed once as data. A quantized
+ * weight W [out, in] of a matmul y = x W^T is a few buffers of packed integers plus scales, read
+ * by the tensor program of `quant_matmul` (ops/quant.c: the loads and the integer and float
+ * arithmetic of one element) and by nothing else, so every printer prints it as it prints any
+ * other program. Two families:
+ *
+ *   relaxc's own, group-wise along `in` (one group: `group` consecutive weights of a row):
+ *     q4f16_gG    w u8 [out, in / 2]  (two weights a byte: even k in the low nibble, odd k in
+ *                 the high one), s f16 [out, in / G];          W = s * (q - 8)
+ *     q4f16a_gG   w and s as q4f16_gG, z u8 [out, in / G] (0..15);  W = s * (q - z)
+ *     q8f16_gG    w i8 [out, in], s f16 [out, in / G];          W = s * q
+ *     (q8f16 is q8f16_g32.)
+ *   GGUF's block formats as llama.cpp writes them (base/gguf.h): one u8 buffer [out, in / block
+ *   * block bytes] holding each row's blocks as they are in the file, scales inside the blocks.
+ *
+ * bytes per block counts everything the block's weights need (packed quants, scale, zero point),
+ * so bits per weight = 8 * block_bytes / block. */
+#ifndef RX_BASE_QUANT_H
+#define RX_BASE_QUANT_H
+
+#include "base.h"
+#include "gguf.h"
+
+/* How the element is computed (ops/quant.c has one writer per kind). */
+typedef enum rx_quant_kind {
+  RX_QUANT_INT4,      /* relaxc's symmetric int4: w, s */
+  RX_QUANT_INT4_ZERO, /* relaxc's asymmetric int4: w, s, z */
+  RX_QUANT_INT8,      /* relaxc's int8: w, s */
+  RX_QUANT_GGUF,      /* a GGUF block format: w */
+} rx_quant_kind;
+
+/* X(ENUM, name, kind, weights per block, bytes per block, GGUF type or -1) */
+#define RX_QUANT_SCHEMES(X)                                                                        \
+  X(Q4F16_G32, "q4f16_g32", RX_QUANT_INT4, 32, 18, -1)                                             \
+  X(Q4F16_G64, "q4f16_g64", RX_QUANT_INT4, 64, 34, -1)                                             \
+  X(Q4F16_G128, "q4f16_g128", RX_QUANT_INT4, 128, 66, -1)                                          \
+  X(Q4F16A_G32, "q4f16a_g32", RX_QUANT_INT4_ZERO, 32, 19, -1)                                      \
+  X(Q4F16A_G64, "q4f16a_g64", RX_QUANT_INT4_ZERO, 64, 35, -1)                                      \
+  X(Q4F16A_G128, "q4f16a_g128", RX_QUANT_INT4_ZERO, 128, 67, -1)                                   \
+  X(Q8F16, "q8f16", RX_QUANT_INT8, 32, 34, -1)                                                     \
+  X(Q8F16_G64, "q8f16_g64", RX_QUANT_INT8, 64, 66, -1)                                             \
+  X(Q8F16_G128, "q8f16_g128", RX_QUANT_INT8, 128, 130, -1)                                         \
+  X(GGUF_Q8_0, "Q8_0", RX_QUANT_GGUF, 32, 34, RX_GGUF_TYPE_Q8_0)                                   \
+  X(GGUF_Q4_0, "Q4_0", RX_QUANT_GGUF, 32, 18, RX_GGUF_TYPE_Q4_0)                                   \
+  X(GGUF_Q4_1, "Q4_1", RX_QUANT_GGUF, 32, 20, RX_GGUF_TYPE_Q4_1)                                   \
+  X(GGUF_Q5_0, "Q5_0", RX_QUANT_GGUF, 32, 22, RX_GGUF_TYPE_Q5_0)                                   \
+  X(GGUF_Q4_K, "Q4_K", RX_QUANT_GGUF, 256, 144, RX_GGUF_TYPE_Q4_K)                                 \
+  X(GGUF_Q5_K, "Q5_K", RX_QUANT_GGUF, 256, 176, RX_GGUF_TYPE_Q5_K)                                 \
+  X(GGUF_Q6_K, "Q6_K", RX_QUANT_GGUF, 256, 210, RX_GGUF_TYPE_Q6_K)
+
+typedef enum rx_quant_scheme {
+#define X(e, name, kind, block, bytes, gguf) RX_QUANT_##e,
+  RX_QUANT_SCHEMES(X)
+#undef X
+      RX_QUANT_COUNT
+} rx_quant_scheme;
+
+typedef struct rx_quant_info {
+  const char *name;
+  rx_quant_kind kind;
+  int block;       /* weights per block (group) along in */
+  int block_bytes; /* bytes of one block, scales and zero points included */
+  int gguf;        /* the rx_gguf_type, or -1 */
+} rx_quant_info;
+
+const rx_quant_info *rx_quant_info_of(rx_quant_scheme s);
+/* The scheme named name (exactly as in the table: "q4f16_g32", "Q4_K"); false when none. */
+bool rx_quant_lookup(const char *name, rx_quant_scheme *out);
+/* Appends the names of every scheme, comma-separated, for messages. */
+void rx_quant_names(rx_strbuf *out);
+/* The buffers a weight of the scheme takes (w, s, z: 1 to 3). */
+int rx_quant_nbuffers(rx_quant_scheme s);
+
+#endif

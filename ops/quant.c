@@ -1,0 +1,307 @@
+/* ops/quant.c: `quant_matmul(x, w, [s, [z]], scheme="...")`, y = x W^T with W quantized in one of
+ * the schemes of base/quant.h: its shape deduction and its legalization to a matmul-shaped tensor
+ * program whose weight operand is the dequantized element, loads of the packed bytes plus integer
+ * and float arithmetic:
+ *
+ *   for i..., j in 0..out {
+ *     alloc acc: f32[1] local
+ *     reduce r in 0..in {
+ *       init { acc[0] = 0.0 }
+ *       update { let ... (the element's bytes, nibbles, scale)  acc[0] = acc[0] + f32(x[i..., r]) * W }
+ *     }
+ *     y[i..., j] = T(acc[0])
+ *   }
+ *
+ * Every matmul rule (passes/schedule/matmul.h) takes P and Q as any expression over loads, so the
+ * dequantization is fused into whichever kernel the rule picks: GEMV dequantizes in registers,
+ * the shared-memory GEMM dequantizes its tiles of Q as it stages them. Bits are taken with
+ * integer // and % by powers of two (the printers emit shifts and masks for them, codegen/
+ * cprinter.c), and the f16 scales inside GGUF blocks are decoded from their two bytes exactly
+ * (f16_from_bytes below: the IR has no bit reinterpretation). */
+#include "deduce.h"
+#include "legalize_int.h"
+
+#include "../base/quant.h"
+
+#include <string.h>
+
+/* ---- deduction ---- */
+
+static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, rx_quant_scheme *out) {
+  const rx_attr *a = rx_call_attr(call, "scheme");
+  if (a && a->kind == RX_ATTR_STR && rx_quant_lookup(a->s, out)) return true;
+  rx_strbuf names = {0};
+  rx_quant_names(&names);
+  rx_deduce_error(dc, "quant_matmul expects scheme= one of %s, got %s%s%s", names.data,
+                  a && a->kind == RX_ATTR_STR ? "\"" : "",
+                  a && a->kind == RX_ATTR_STR ? a->s : "none",
+                  a && a->kind == RX_ATTR_STR ? "\"" : "");
+  rx_strbuf_free(&names);
+  return false;
+}
+
+/* Argument i is a 2-D tensor of dtype dt with dims [rows, cols]; reports otherwise. */
+static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const char *what,
+                       rx_dtype dt, const rx_expr *rows, const rx_expr *cols) {
+  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, what);
+  if (!s) return false;
+  if (s->dtype != dt || s->ndim != 2 || !s->shape || rx_ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
+      rx_ops_dim_eq(dc, s->shape[1], cols) != RX_TRUE) {
+    rx_deduce_error(dc, "quant_matmul expects %s of %s[%s, %s], got %s", what, rx_dtype_name(dt),
+                    rx_ops_expr_str(dc, rows), rx_ops_expr_str(dc, cols), rx_ops_str(dc, s));
+    return false;
+  }
+  return true;
+}
+
+const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+  rx_quant_scheme sc;
+  if (!scheme_of(dc, call, &sc)) return NULL;
+  const rx_quant_info *qi = rx_quant_info_of(sc);
+  int nb = rx_quant_nbuffers(sc);
+  if (call->nargs != 1 + nb) {
+    rx_deduce_error(dc, "quant_matmul with scheme \"%s\" expects %d arguments (x and %s), got %d",
+                    qi->name, 1 + nb,
+                    nb == 1 ? "the blocks w" : nb == 2 ? "w, s" : "w, s, z", call->nargs);
+    return NULL;
+  }
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *w = x ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
+  if (!w) return NULL;
+  if (x->dtype != RX_DTYPE_F32 && x->dtype != RX_DTYPE_F16) {
+    rx_deduce_error(dc, "quant_matmul expects x of f32 or f16, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim < 1 || !x->shape || w->ndim != 2 || !w->shape) {
+    rx_deduce_error(dc, "quant_matmul expects x [..., in] and w [out, ...] with known shapes, "
+                        "got %s and %s", rx_ops_str(dc, x), rx_ops_str(dc, w));
+    return NULL;
+  }
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *in = x->shape[x->ndim - 1], *out = w->shape[0];
+  const rx_expr *blocks = rx_expr_floordiv(cx, in, rx_expr_const(cx, qi->block));
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ,
+                                   rx_expr_floormod(cx, in, rx_expr_const(cx, qi->block)),
+                                   rx_expr_const(cx, 0))) != RX_TRUE) {
+    rx_deduce_error(dc, "quant_matmul with scheme \"%s\" needs in (%s) a provable multiple of %d",
+                    qi->name, rx_ops_expr_str(dc, in), qi->block);
+    return NULL;
+  }
+  bool ok;
+  switch (qi->kind) {
+  case RX_QUANT_GGUF:
+    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_U8, out,
+                    rx_expr_mul(cx, blocks, rx_expr_const(cx, qi->block_bytes)));
+    break;
+  case RX_QUANT_INT8:
+    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_I8, out, in);
+    break;
+  default:
+    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_U8, out,
+                    rx_expr_floordiv(cx, in, rx_expr_const(cx, 2)));
+  }
+  if (ok && nb >= 2) ok = buffer_arg(dc, call, 2, "s", RX_DTYPE_F16, out, blocks);
+  if (ok && nb >= 3) ok = buffer_arg(dc, call, 3, "z", RX_DTYPE_U8, out, blocks);
+  if (!ok) return NULL;
+  const rx_expr **dims = rx_ops_dims(dc, x->ndim);
+  for (int i = 0; i + 1 < x->ndim; i++) dims[i] = x->shape[i];
+  dims[x->ndim - 1] = out;
+  return rx_ops_tensor(dc, x->dtype, x->ndim, dims);
+}
+
+/* ---- legalization ---- */
+
+/* What the element writers share: the weight's buffers, the row j and reduction index r (loop
+ * variable names), and the lets written so far into the update. */
+typedef struct qel {
+  lz_ctx *l;
+  const rx_quant_info *qi;
+  const char *w, *s, *z, *j, *r;
+  rx_strbuf lets;
+} qel;
+
+/* `let NAME: T = value` into the update; returns NAME. */
+static const char *qlet(qel *q, const char *base, const char *type, const char *value) {
+  const char *n = lz_fresh(q->l, base);
+  rx_strbuf_printf(&q->lets, "let %s: %s = %s\n", n, type, value);
+  return n;
+}
+
+/* Byte `off` (index text) of row j as an i32. */
+static const char *qbyte(qel *q, const char *off) {
+  return lz_str(q->l, "i32(%s[%s, %s])", q->w, q->j, off);
+}
+
+/* The f16 whose little-endian bytes start at off, as an f32 local, decoded exactly: sign,
+ * exponent e and mantissa m of h = b0 + 256 b1; 2^e as the product of its binary digits (powers
+ * of two, exact in f32); subnormals (e = 0) as m 2^-24. Infinities and NaNs (e = 31) are not
+ * scales a quantizer writes and decode as large finite values. */
+static const char *f16_from_bytes(qel *q, const char *off) {
+  lz_ctx *l = q->l;
+  const char *h = qlet(q, "h", "i32",
+                       lz_str(l, "%s + 256 * %s", qbyte(q, off), qbyte(q, lz_str(l, "%s + 1", off))));
+  const char *e = qlet(q, "e", "i32", lz_str(l, "%s // 1024 %% 32", h));
+  const char *p = qlet(
+      q, "p2", "f32",
+      lz_str(l,
+             "select(%1$s %% 2 == 1, 2.0, 1.0) * select(%1$s // 2 %% 2 == 1, 4.0, 1.0) * "
+             "select(%1$s // 4 %% 2 == 1, 16.0, 1.0) * select(%1$s // 8 %% 2 == 1, 256.0, 1.0) * "
+             "select(%1$s // 16 == 1, 65536.0, 1.0)",
+             e));
+  const char *mag = lz_str(l,
+                           "select(%1$s == 0, f32(%2$s %% 1024) * 0.000000059604644775390625, "
+                           "f32(%2$s %% 1024 + 1024) * %3$s * 0.0000000298023223876953125)",
+                           e, h, p);
+  return qlet(q, "d", "f32", lz_str(l, "select(%s >= 32768, 0.0 - %s, %s)", h, mag, mag));
+}
+
+/* Nibble of byte b: the high one when `high` (a condition text), else the low one. */
+static const char *nibble(qel *q, const char *b, const char *high) {
+  return qlet(q, "nib", "i32", lz_str(q->l, "select(%s, %s // 16, %s %% 16)", high, b, b));
+}
+
+/* Byte b shifted right by t (an index text, 0 <= t < 8): by 4, 2 and 1 as t's binary digits say,
+ * each a shift by a constant. */
+static const char *shr(qel *q, const char *b, const char *t) {
+  lz_ctx *l = q->l;
+  const char *h4 = qlet(q, "sh", "i32", lz_str(l, "select(%s >= 4, %s // 16, %s)", t, b, b));
+  const char *h2 = qlet(q, "sh", "i32", lz_str(l, "select(%s %% 4 >= 2, %s // 4, %s)", t, h4, h4));
+  return qlet(q, "sh", "i32", lz_str(l, "select(%s %% 2 == 1, %s // 2, %s)", t, h2, h2));
+}
+
+/* The element W[j, r] of relaxc's own schemes as an f32 expression. */
+static const char *own_element(qel *q) {
+  lz_ctx *l = q->l;
+  const char *r = q->r, *scale = lz_str(l, "f32(%s[%s, %s // %d])", q->s, q->j, r, q->qi->block);
+  if (q->qi->kind == RX_QUANT_INT8) return lz_str(l, "%s * f32(%s[%s, %s])", scale, q->w, q->j, r);
+  const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s // 2", r)));
+  const char *n = nibble(q, b, lz_str(l, "%s %% 2 == 1", r));
+  const char *zero =
+      q->qi->kind == RX_QUANT_INT4_ZERO ? lz_str(l, "i32(%s[%s, %s // %d])", q->z, q->j, r, q->qi->block) : "8";
+  return lz_str(l, "%s * f32(%s - %s)", scale, n, zero);
+}
+
+/* Q4_K and Q5_K (block_q4_K / block_q5_K): f16 d, f16 dmin, 12 bytes of 6-bit scales and mins
+ * of the eight sub-blocks of 32 (ggml's get_scale_min_k4), Q5_K's qh[32], then qs[128]; element
+ * o is l = o % 32 of sub-block sb = o // 32: the low (sb even) or high nibble of
+ * qs[32 (sb // 2) + l], Q5_K's bit sb of qh[l] above it; (d sc) q - dmin m. */
+static const char *k4_element(qel *q, const char *base, const char *o, bool five) {
+  lz_ctx *l = q->l;
+  const char *sb = lz_str(l, "(%s // 32)", o), *lo = lz_str(l, "(%s %% 32)", o);
+  const char *d = f16_from_bytes(q, base), *dmin = f16_from_bytes(q, lz_str(l, "%s + 2", base));
+  /* every byte the scale and min of sb may need, in the block's 12 scale bytes for any sb */
+  const char *a = qlet(q, "sa", "i32", qbyte(q, lz_str(l, "%s + 4 + %s", base, sb)));
+  const char *b = qlet(q, "sb", "i32", qbyte(q, lz_str(l, "%s + 8 + %s", base, sb)));
+  const char *c = qlet(q, "sc", "i32", qbyte(q, lz_str(l, "%s + %s", base, sb)));
+  const char *sc = qlet(q, "scl", "i32",
+                        lz_str(l, "select(%s < 4, %s %% 64, %s %% 16 + %s // 64 * 16)", sb, a, b, c));
+  const char *mn = qlet(q, "mn", "i32",
+                        lz_str(l, "select(%s < 4, %s %% 64, %s // 16 + %s // 64 * 16)", sb, b, b, a));
+  const char *qb = qlet(q, "b", "i32",
+                        qbyte(q, lz_str(l, "%s + %d + %s // 2 * 32 + %s", base, five ? 48 : 16, sb, lo)));
+  const char *nib = nibble(q, qb, lz_str(l, "%s %% 2 == 1", sb));
+  if (five) {
+    const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 16 + %s", base, lo)));
+    nib = qlet(q, "q5", "i32", lz_str(l, "%s + 16 * (%s %% 2)", nib, shr(q, hb, sb)));
+  }
+  const char *d1 = qlet(q, "d1", "f32", lz_str(l, "%s * f32(%s)", d, sc));
+  const char *m1 = qlet(q, "m1", "f32", lz_str(l, "%s * f32(%s)", dmin, mn));
+  return lz_str(l, "%s * f32(%s) - %s", d1, nib, m1);
+}
+
+/* Q6_K (block_q6_K): ql[128], qh[64], int8 scales[16], f16 d; element o is l = o % 32 of
+ * quarter s = o % 128 // 32 of half h = o // 128: the low (s < 2) or high nibble of
+ * ql[64 h + 32 (s % 2) + l], bits 2s and 2s + 1 of qh[32 h + l] above it, minus 32, times d
+ * times scales[o // 16]. */
+static const char *q6k_element(qel *q, const char *base, const char *o) {
+  lz_ctx *l = q->l;
+  const char *h = lz_str(l, "(%s // 128)", o), *s = lz_str(l, "(%s %% 128 // 32)", o);
+  const char *lo = lz_str(l, "(%s %% 32)", o);
+  const char *ql = qlet(q, "ql", "i32",
+                        qbyte(q, lz_str(l, "%s + %s * 64 + %s %% 2 * 32 + %s", base, h, s, lo)));
+  const char *nib = nibble(q, ql, lz_str(l, "%s >= 2", s));
+  const char *qh = qlet(q, "qh", "i32", qbyte(q, lz_str(l, "%s + 128 + %s * 32 + %s", base, h, lo)));
+  const char *hi = shr(q, qh, lz_str(l, "%s * 2", s));
+  const char *sb = qlet(q, "s8", "i32", qbyte(q, lz_str(l, "%s + 192 + %s // 16", base, o)));
+  const char *d = f16_from_bytes(q, lz_str(l, "%s + 208", base));
+  const char *ds =
+      qlet(q, "ds", "f32", lz_str(l, "%s * f32(select(%s >= 128, %s - 256, %s))", d, sb, sb, sb));
+  return lz_str(l, "%s * f32(%s + 16 * (%s %% 4) - 32)", ds, nib, hi);
+}
+
+/* The element W[j, r] of a GGUF block format (base/gguf_quant.c defines each). */
+static const char *gguf_element(qel *q) {
+  lz_ctx *l = q->l;
+  const rx_quant_info *qi = q->qi;
+  const char *base = lz_str(l, "%s // %d * %d", q->r, qi->block, qi->block_bytes);
+  const char *o = lz_str(l, "(%s %% %d)", q->r, qi->block);
+  if (qi->gguf == RX_GGUF_TYPE_Q4_K || qi->gguf == RX_GGUF_TYPE_Q5_K)
+    return k4_element(q, base, o, qi->gguf == RX_GGUF_TYPE_Q5_K);
+  if (qi->gguf == RX_GGUF_TYPE_Q6_K) return q6k_element(q, base, o);
+  const char *d = f16_from_bytes(q, base);
+  switch (qi->gguf) {
+  case RX_GGUF_TYPE_Q8_0: { /* f16 d, int8 qs[32] */
+    const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 2 + %s", base, o)));
+    return lz_str(l, "f32(select(%1$s >= 128, %1$s - 256, %1$s)) * %2$s", b, d);
+  }
+  case RX_GGUF_TYPE_Q4_0: { /* f16 d, qs[16]: element o < 16 low nibble of qs[o], else high */
+    const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 2 + %s %% 16", base, o)));
+    return lz_str(l, "f32(%s - 8) * %s", nibble(q, b, lz_str(l, "%s >= 16", o)), d);
+  }
+  case RX_GGUF_TYPE_Q4_1: { /* f16 d, f16 m, qs[16]; q d + m */
+    const char *m = f16_from_bytes(q, lz_str(l, "%s + 2", base));
+    const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 4 + %s %% 16", base, o)));
+    return lz_str(l, "f32(%s) * %s + %s", nibble(q, b, lz_str(l, "%s >= 16", o)), d, m);
+  }
+  default: { /* Q5_0: f16 d, u32 qh (bit o: the fifth bit of element o), qs[16] as Q4_0 */
+    RX_ASSERT(qi->gguf == RX_GGUF_TYPE_Q5_0);
+    const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 6 + %s %% 16", base, o)));
+    const char *n = nibble(q, b, lz_str(l, "%s >= 16", o));
+    const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 2 + %s // 8", base, o)));
+    const char *bit = qlet(q, "hi", "i32", lz_str(l, "%s %% 2", shr(q, hb, lz_str(l, "(%s %% 8)", o))));
+    return lz_str(l, "f32(%s + 16 * %s - 16) * %s", n, bit, d);
+  }
+  }
+}
+
+void lz_gen_quant_matmul(lz_ctx *l) {
+  const rx_attr *a = rx_call_attr(l->call, "scheme");
+  rx_quant_scheme sc;
+  if (!a || !rx_quant_lookup(a->s, &sc)) {
+    lz_fail(l, "no quantization scheme");
+    return;
+  }
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  int nb = rx_quant_nbuffers(sc);
+  qel q = {.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
+  q.s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
+  q.z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  for (int d = 0; d < y->ndim; d++) {
+    iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
+    lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
+    l->ind++;
+  }
+  q.j = iv[y->ndim - 1];
+  q.r = lz_loopvar(l, "r");
+  for (int d = 0; d + 1 < x->ndim; d++) xi[d] = iv[d];
+  xi[x->ndim - 1] = q.r;
+  const char *wv = q.qi->kind == RX_QUANT_GGUF ? gguf_element(&q) : own_element(&q);
+  const char *acc = lz_fresh(l, "acc");
+  lz_line(l, "alloc %s: f32[1] local", acc);
+  lz_line(l, "reduce %s in 0..%s {", q.r, lz_ex(l, x->shape[x->ndim - 1]));
+  l->ind++;
+  lz_line(l, "init { %s[0] = 0.0 }", acc);
+  lz_line(l, "update {");
+  l->ind++;
+  for (char *line = q.lets.data, *nl; line && *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    lz_line(l, "%.*s", (int)(nl - line), line);
+  }
+  lz_line(l, "%s[0] = %s[0] + %s * (%s)", acc, acc, lz_up(l, x->dtype, lz_load(l, x, xi)), wv);
+  lz_close(l);
+  lz_close(l);
+  lz_line(l, "%s = %s(%s[0])", lz_load(l, y, iv), rx_dtype_name(y->dtype), acc);
+  for (int d = 0; d < y->ndim; d++) lz_close(l);
+  rx_strbuf_free(&q.lets);
+}

@@ -1,0 +1,129 @@
+/* passes/schedule/gemv_packed.c: wide loads of packed weights for gemv_rows (gemv.c).
+ *
+ * A quantized weight (ops/quant.c) reaches the matmul rule as Q, an expression over loads of
+ * bytes: relaxc's int4 reads byte k // 2 of its row (two weights a byte), int8 byte k. Read as
+ * they are, each lane of a gemv step would load its byte on its own. Here such a load, one whose
+ * index moves by one byte every E consecutive k (E = 1 or 2) from a step start that is a multiple
+ * of the step, is staged instead: at each step of V = 16 E weights a lane first copies the
+ * step's 16 bytes into registers with one vectorized loop (`pk[u] = w[j, base + u]`: a 128-bit
+ * load, ld.global.nc.v4.u32 on NVIDIA), then computes its V weights from pk[v // E] (the nibbles,
+ * the scale, the zero point) in registers. The GGUF block formats have no such load (a block's
+ * quants sit after its f16 scale, at a byte offset that is no multiple of 16): their loads stay
+ * as they are, which is correct, only narrower. */
+#include "matmul.h"
+
+/* Bytes staged per packed load and step: one 128-bit load. */
+#define PACKED_BYTES 16
+
+typedef struct finder {
+  rx_sctx *s;
+  const mm_info *mi;
+  mm_packed *pk;
+  bool bad;
+} finder;
+
+/* The index of load l along k as a symbolic expression, or NULL when it is not one. */
+static const rx_expr *last_index(const rx_tx *l) {
+  const rx_tx *x = l->idx[l->nidx - 1];
+  return x->kind == RX_TX_SYM ? x->sym : NULL;
+}
+
+/* E when load l's index moves by v // E from k = V t to k = V t + v (0 <= v < V), else 0. */
+static int per_byte(rx_sctx *s, const rx_expr *f, const rx_expr *k, int V) {
+  const rx_expr *t = rx_sched_fresh_var(s, "t"), *v = rx_sched_fresh_var(s, "v");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, t, E(s, 0), E(s, INT32_MAX));
+  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, V));
+  const rx_expr *at = rx_expr_add(s->cx, rx_expr_mul(s->cx, t, E(s, V)), v);
+  const rx_expr *f0 = rx_expr_subst(s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, E(s, V))}, 1);
+  const rx_expr *f1 = rx_expr_subst(s->cx, f, &k, &at, 1);
+  const rx_expr *d = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, f1, f0));
+  int e = 0;
+  for (int c = 1; c <= 2 && !e; c++)
+    if (d == rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, v, E(s, c)))) e = c;
+  rx_analyzer_reset(s->an, mk);
+  return e;
+}
+
+static bool find_load(const rx_tx *l, void *ud) {
+  finder *fd = ud;
+  const rx_expr *k = fd->mi->r.k;
+  const rx_expr *f = last_index(l);
+  bool uses = false;
+  for (int i = 0; i + 1 < l->nidx; i++) uses |= sched_tx_uses(l->idx[i], k);
+  if (uses || !f || !rx_expr_uses_var(f, k) || rx_dtype_bits(l->buf->dtype) != 8 ||
+      !rx_dtype_is_int(l->buf->dtype))
+    return true;
+  int e = per_byte(fd->s, f, k, 4 * PACKED_BYTES);
+  if (!e) return true;
+  mm_packed *pk = fd->pk;
+  for (int i = 0; i < pk->n; i++)
+    if (pk->load[i]->buf == l->buf && last_index(pk->load[i]) == f) return true; /* the same */
+  if (pk->n == MM_MAX_PACKED || (pk->n && pk->per_byte[0] != e)) {
+    fd->bad = true;
+    return true;
+  }
+  pk->load[pk->n] = l;
+  pk->per_byte[pk->n++] = e;
+  return true;
+}
+
+bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out) {
+  *out = (mm_packed){0};
+  finder fd = {s, mi, out, false};
+  sched_all_loads(mi->q, find_load, &fd);
+  if (fd.bad || out->n == 0) {
+    out->n = 0;
+    return false;
+  }
+  out->lanes = PACKED_BYTES * out->per_byte[0];
+  int64_t d = rx_analyzer_divisor(s->an, mi->K);
+  for (int i = 0; i < out->n; i++) /* the step of the real lane count keeps the form */
+    if (d == 0 || d % out->lanes != 0 ||
+        per_byte(s, last_index(out->load[i]), mi->r.k, out->lanes) != out->per_byte[i]) {
+      out->n = 0;
+      return false;
+    }
+  return true;
+}
+
+/* ---- staging ---- */
+typedef struct swap {
+  const mm_packed *pk;
+  rx_buffer *const *bufs;
+  const rx_expr *const *want; /* each packed load's index at the lane, simplified */
+  const rx_expr *lane;
+} swap;
+
+static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
+  const swap *sw = rw->ud;
+  const rx_expr *f = last_index(l);
+  if (!f) return l;
+  f = rx_analyzer_simplify(rw->s->an, f);
+  for (int i = 0; i < sw->pk->n; i++)
+    if (l->buf == sw->pk->load[i]->buf && f == sw->want[i]) {
+      const rx_expr *u = rx_expr_floordiv(rw->s->cx, sw->lane, E(rw->s, sw->pk->per_byte[i]));
+      return rx_sched_load(rw->s, sw->bufs[i], &u, 1);
+    }
+  return l;
+}
+
+rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
+                         const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
+                         const rx_expr *lane, rx_tx **out_q) {
+  rx_stmtvec st = {0};
+  const rx_expr *want[MM_MAX_PACKED];
+  const rx_expr *z = E(s, 0), *kv = ADD(s, kb, lane);
+  for (int i = 0; i < pk->n; i++) {
+    const rx_expr *u = rx_sched_fresh_var(s, "u");
+    const rx_expr *ku = ADD(s, kb, rx_expr_mul(s->cx, u, E(s, pk->per_byte[i])));
+    rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
+    rx_stmt *cp = rx_sched_store_e(s, bufs[i], &u, 1, ld);
+    RX_VEC_PUSH(&st, rx_sched_for(s, u, E(s, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
+    want[i] = rx_analyzer_simplify(s->an, last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
+  }
+  swap sw = {pk, bufs, want, lane};
+  rx_rewrite rw = {.s = s, .n = 0, .hook = swap_load, .ud = &sw};
+  *out_q = rx_sched_rewrite_tx(&rw, mm_operand_at(s, mi, batch, mi->q, z, j, kv));
+  return rx_sched_seq(s, &st);
+}

@@ -1,0 +1,503 @@
+/* quant_matmul (ops/quant.c): y = x W^T with W quantized in each scheme of base/quant.h, against
+ * a reference computed here independently: the weight dequantized by a plain C loop written from
+ * the scheme's definition (relaxc's own schemes) or by base/gguf_quant.c (GGUF's block formats,
+ * bit-exact against gguf-py: test_gguf), then a double-precision matmul.
+ *
+ * Each scheme's op is legalized from a one-op graph, x [n, K] (f16; f32 too for two schemes)
+ * times W [m, K], with n and m symbolic, so one compilation serves every size and every matmul
+ * variant the rule picks (gemv at n == 1, the small-row kernels up to 16 rows, gemm above). For
+ * every target (cuda sm_80, vulkan-lavapipe, vulkan, metal-apple7) it is scheduled and generated
+ * (CUDA C through NVRTC with no spills, GLSL through shaderc and spirv-val: support_pipeline.c),
+ * every kernel checked to come from the matmul rule (gemv or gemm) and, on CUDA, the decode GEMV of
+ * relaxc's own schemes to read the packed weight with 128-bit loads (source and PTX), then run at
+ * n in {1, 3, 7, 33, 100} and m in {33, 263} (odd: no tile divides them) in the
+ * reference interpreter (n <= 7), as CUDA C and as MSL in the SIMT emulator, and on Vulkan
+ * (lavapipe) through the runtime under the validation layer.
+ *
+ * Weights: relaxc's own schemes take random packed bytes, zero points and f16 scales; the GGUF
+ * formats take the quantized blocks of tests/gguf/all_types.gguf (real gguf-py quantizations),
+ * dealt to the weight's blocks in a shuffled order.
+ *
+ * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (x and W
+ * the same values in both; f32 accumulation over K = 256 against double), f16 outputs 2e-3 (one
+ * rounding of the output to f16). A scheme the schedule cannot give its fused kernel still
+ * computes the same numbers: every variant is checked, whichever rule took it.
+ *
+ * usage: test_quant TESTS_DIR [FILTER] */
+#include "support_pipeline.h"
+#include "support_runtime.h"
+
+#include "base/gguf.h"
+#include "base/quant.h"
+#include "frontends/hf/hf.h"
+#include "interp/interp.h"
+#include "ops/legalize.h"
+#include "targets/toolchain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K       256 /* a multiple of every block (32, 64, 128) */
+#define TOL_F32 1e-5
+#define TOL_F16 2e-3
+/* The interpreter runs the row counts up to this (it executes every statement of every thread). */
+#define INTERP_ROWS 7
+
+static rxk_stats st;
+static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
+static const char *filter;
+static double worst[RX_DTYPE_COUNT];
+static rx_gguf_file fixture;
+
+static const char *const targets[] = {"cuda -arch=sm_80", "vulkan-lavapipe", "vulkan",
+                                      "metal-apple7"};
+#define NTARGETS ((int)RX_ARRAY_LEN(targets))
+/* The sizes (n rows of x, m columns of y): every row count with one of the odd column counts 33
+ * and 263 (256 + 7), so each variant meets both. RX_KERNEL_SIZES (the sanitizer pass of CI sets
+ * 1,7,33) caps n at its largest size. */
+static const struct {
+  int64_t n, m;
+} sizes[] = {{1, 263}, {3, 33}, {7, 263}, {33, 33}, {100, 263}, {1, 33}};
+static int64_t size_cap = INT64_MAX;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t next_rand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+static double uniform(void) { return (double)(next_rand() >> 11) / 9007199254740992.0; }
+
+typedef struct prog {
+  char what[200];
+  rx_quant_scheme sc;
+  rx_dtype xdt;
+  rx_module *m;
+  rx_tensor_fn *f;
+  rxk_prepared tp[NTARGETS];
+  rx_rt_library *lib;
+} prog;
+
+/* The graph `main` calling quant_matmul for scheme sc on x of dtype xdt. */
+static char *graph_text(rx_quant_scheme sc, rx_dtype xdt) {
+  const rx_quant_info *qi = rx_quant_info_of(sc);
+  rx_strbuf b = {0};
+  int nb = rx_quant_nbuffers(sc), blocks = K / qi->block;
+  rx_strbuf_printf(&b, "graph_fn main(x: %s[n, %d], ", rx_dtype_name(xdt), K);
+  if (qi->kind == RX_QUANT_GGUF)
+    rx_strbuf_printf(&b, "w: u8[m, %d]", blocks * qi->block_bytes);
+  else if (qi->kind == RX_QUANT_INT8)
+    rx_strbuf_printf(&b, "w: i8[m, %d]", K);
+  else
+    rx_strbuf_printf(&b, "w: u8[m, %d]", K / 2);
+  if (nb >= 2) rx_strbuf_printf(&b, ", s: f16[m, %d]", blocks);
+  if (nb >= 3) rx_strbuf_printf(&b, ", z: u8[m, %d]", blocks);
+  rx_strbuf_printf(&b, ") -> %s[n, m] {\n  dataflow {\n    y = quant_matmul(x, w%s%s, scheme=\"%s\")\n"
+                   "  }\n  return y\n}\n",
+                   rx_dtype_name(xdt), nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name);
+  return rx_strbuf_take(&b);
+}
+
+static void check_kernels(const prog *p, const rxk_prepared *tp);
+
+static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
+  memset(p, 0, sizeof *p);
+  p->sc = sc;
+  p->xdt = xdt;
+  snprintf(p->what, sizeof p->what, "quant_matmul %s x %s", rx_quant_info_of(sc)->name,
+           rx_dtype_name(xdt));
+  if (filter && !strstr(p->what, filter)) return false;
+  printf("%s\n", p->what);
+  char *text = graph_text(sc, xdt);
+  p->m = rx_module_new();
+  rx_diag d;
+  rx_diag_init(&d);
+  bool ok = rx_parse_module(p->m, p->what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
+  if (ok) {
+    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
+    p->f = rx_legalize_call(p->m, g->body.blocks[0]->bindings[0]->value, "qmm", &d);
+    ok = p->f && rx_module_verify(p->m, &d);
+  }
+  if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s\n%s", p->what, rx_diag_text(&d), text);
+  rx_diag_free(&d);
+  free(text);
+  if (!ok) return false;
+  for (int i = 0; i < NTARGETS; i++) {
+    const rx_target *t;
+    rx_status ts = rx_target_parse(targets[i], &t);
+    RX_ASSERT(!ts);
+    rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
+    check_kernels(p, &p->tp[i]);
+  }
+  if (vk.dev) {
+    rx_strbuf msg = {0};
+    if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
+      rxk_fail(&st, "%s: compiling for %s: %s", p->what, vk.target.name, msg.data ? msg.data : "");
+    rx_strbuf_free(&msg);
+  }
+  return true;
+}
+
+/* What the schedule made of the program on one target: every kernel from the matmul rule (gemv
+ * or gemm, never the fallback); on CUDA, the decode GEMV (the n == 1 variant, the first kernel)
+ * of relaxc's own schemes reads the packed weight 16 bytes at a time (passes/schedule/
+ * gemv_packed.c): a uint4 load of w in the source and, where NVRTC is present, 128-bit loads in
+ * the PTX. */
+static void check_kernels(const prog *p, const rxk_prepared *tp) {
+  if (!tp->ok) return;
+  for (int v = 0; v < tp->sr.nvariants; v++) {
+    rx_sched_rule rule = tp->sr.variants[v].rule;
+    if (rule == RX_SCHED_GEMV || rule == RX_SCHED_GEMM)
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: variant %d from rule %s, not the matmul rule", tp->what, v,
+               rx_sched_rule_name(rule));
+  }
+  if (tp->t->kind != RX_TARGET_CUDA || rx_quant_info_of(p->sc)->kind == RX_QUANT_GGUF) return;
+  const rx_kernel *gemv = tp->kl.kernels[0];
+  char want[128];
+  snprintf(want, sizeof want, "((const uint4*)%s)", p->f->params[1]->buf->name);
+  if (strstr(gemv->source, want))
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: the gemv kernel does not load the packed weight as %s\n%s", tp->what, want,
+             gemv->source);
+  int mj, mn;
+  rx_status s = rx_nvrtc_load(&mj, &mn);
+  char *ptx = NULL, *log = NULL;
+  size_t len = 0;
+  if (!s) s = rx_nvrtc_compile(gemv->source, gemv->name, "sm_80", false, &ptx, &len, &log);
+  if (s)
+    st.skipped++;
+  else if (strstr(ptx, "ld.global.nc.v4.u32"))
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: no ld.global.nc.v4.u32 in the gemv kernel's PTX", tp->what);
+  rx_status_free(s);
+  free(ptx);
+  free(log);
+}
+
+static void prog_free(prog *p) {
+  for (int i = 0; i < NTARGETS; i++) rxk_release(&p->tp[i]);
+  rx_rt_library_release(p->lib);
+  if (p->m) rx_module_free(p->m);
+}
+
+/* ---- the weight and its reference dequantization ---- */
+
+/* GGUF: the blocks of the fixture's tensor of the scheme's type, dealt in a shuffled order. */
+static bool gguf_blocks(const rx_quant_info *qi, uint8_t *w, int64_t nblocks) {
+  const rx_gguf_tensor *src = NULL;
+  for (size_t i = 0; i < fixture.ntensors; i++)
+    if ((int)fixture.tensors[i].type == qi->gguf) src = &fixture.tensors[i];
+  if (!src) {
+    rxk_fail(&st, "%s: all_types.gguf holds no tensor of that type", qi->name);
+    return false;
+  }
+  const uint8_t *data = fixture.data + src->offset;
+  int64_t have = (int64_t)src->size / qi->block_bytes;
+  for (int64_t b = 0; b < nblocks; b++)
+    memcpy(w + b * qi->block_bytes, data + (int64_t)(next_rand() % (uint64_t)have) * qi->block_bytes,
+           (size_t)qi->block_bytes);
+  return true;
+}
+
+/* W [m, K] in double from the weight's buffers, by the scheme's definition (base/quant.h). */
+static void dequantize(const rx_quant_info *qi, int64_t m, const rxk_buffers *in, double *out) {
+  const void *w = in->arg[1].data;
+  const uint16_t *s = in->n > 3 ? in->arg[2].data : NULL;
+  const uint8_t *z = in->n > 4 ? in->arg[3].data : NULL;
+  int blocks = K / qi->block;
+  if (qi->kind == RX_QUANT_GGUF) {
+    float *row = rx_malloc(sizeof *row * K);
+    for (int64_t j = 0; j < m; j++) {
+      rx_gguf_dequantize((rx_gguf_type)qi->gguf, (const uint8_t *)w + j * blocks * qi->block_bytes,
+                         K, row);
+      for (int k = 0; k < K; k++) out[j * K + k] = row[k];
+    }
+    free(row);
+    return;
+  }
+  for (int64_t j = 0; j < m; j++)
+    for (int k = 0; k < K; k++) {
+      double scale = rx_f16_to_f32(s[j * blocks + k / qi->block]);
+      int q;
+      if (qi->kind == RX_QUANT_INT8) {
+        q = ((const int8_t *)w)[j * K + k];
+      } else {
+        int byte = ((const uint8_t *)w)[j * (K / 2) + k / 2];
+        q = (k % 2 ? byte >> 4 : byte & 15) -
+            (qi->kind == RX_QUANT_INT4_ZERO ? z[j * blocks + k / qi->block] : 8);
+      }
+      out[j * K + k] = scale * q;
+    }
+}
+
+/* Inputs at n rows, m columns: x in [-1, 1), the weight's buffers as the header says. */
+static bool make_inputs(prog *p, int64_t n, int64_t m, rxk_env *e, rxk_buffers *in) {
+  rxk_program_vars(p->f, e);
+  for (int i = 0; i < e->n; i++) e->values[i] = !strcmp(e->vars[i]->name, "n") ? n : m;
+  char why[256];
+  if (!rxk_make_buffers(p->f, e, in, why, sizeof why)) {
+    rxk_fail(&st, "%s: %s", p->what, why);
+    return false;
+  }
+  const rx_quant_info *qi = rx_quant_info_of(p->sc);
+  for (int i = 1; i < in->n - 1; i++) {
+    rx_interp_arg *a = &in->arg[i];
+    uint8_t *bytes = a->data;
+    if (i == 1 && qi->kind == RX_QUANT_GGUF) {
+      if (!gguf_blocks(qi, bytes, m * (K / qi->block))) return false;
+    } else if (a->dtype == RX_DTYPE_F16) { /* scales: 2^-7 to 2^-3, either sign */
+      uint16_t *h = a->data;
+      for (size_t k = 0; k < in->bytes[i] / 2; k++)
+        h[k] = rx_f32_to_f16((float)((uniform() < 0.5 ? -1 : 1) * ldexp(1 + uniform(), -7 + (int)(next_rand() % 5))));
+    } else if (i == 3) { /* zero points 0..15 */
+      for (size_t k = 0; k < in->bytes[i]; k++) bytes[k] = (uint8_t)(next_rand() % 16);
+    } else {
+      for (size_t k = 0; k < in->bytes[i]; k++) bytes[k] = (uint8_t)next_rand();
+    }
+  }
+  return true;
+}
+
+/* want [n, m] = x W^T in double. */
+static double *reference(const prog *p, int64_t n, int64_t m, const rxk_buffers *in) {
+  double *wd = rx_malloc(sizeof *wd * (size_t)(m * K)), *y = rx_malloc(sizeof *y * (size_t)(n * m));
+  dequantize(rx_quant_info_of(p->sc), m, in, wd);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < m; j++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += rxk_load_elem(in->arg[0].data, p->xdt, (size_t)(i * K + k)) * wd[j * K + k];
+      y[i * m + j] = acc;
+    }
+  free(wd);
+  return y;
+}
+
+static bool compare(const prog *p, const rxk_buffers *got, const double *want, char *msg,
+                    size_t len) {
+  const rx_interp_arg *y = &got->arg[got->n - 1];
+  size_t cnt = (size_t)(y->shape[0] * y->shape[1]), at = 0;
+  double maxdiff = 0, maxref = 1;
+  for (size_t k = 0; k < cnt; k++) {
+    double d = fabs(rxk_load_elem(y->data, p->xdt, k) - want[k]);
+    if (!(d <= maxdiff)) maxdiff = d, at = k;
+    if (fabs(want[k]) > maxref) maxref = fabs(want[k]);
+  }
+  double tol = p->xdt == RX_DTYPE_F32 ? TOL_F32 : TOL_F16, err = maxdiff / maxref;
+  if (err > worst[p->xdt]) worst[p->xdt] = err;
+  if (err <= tol) return true;
+  snprintf(msg, len, "normalized error %.3g > %.0e (element %zu: got %.6g, want %.6g)", err, tol,
+           at, rxk_load_elem(y->data, p->xdt, at), want[at]);
+  return false;
+}
+
+/* One size everywhere: the interpreter (small n), the emulator, Vulkan. */
+static void run_size(prog *p, int64_t n, int64_t m) {
+  rxk_env e;
+  rxk_buffers in, got;
+  if (!make_inputs(p, n, m, &e, &in)) return;
+  double *want = reference(p, n, m, &in);
+  char at[64], why[512];
+  snprintf(at, sizeof at, "n=%lld m=%lld", (long long)n, (long long)m);
+  if (n <= INTERP_ROWS) {
+    rxk_copy_buffers(&in, &got);
+    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+    if (s)
+      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, rx_status_message(s));
+    else if (!compare(p, &got, want, why, sizeof why))
+      rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, why);
+    else
+      st.passed++;
+    rx_status_free(s);
+    rxk_free_buffers(&got);
+  }
+  for (int i = 0; i < NTARGETS; i++) {
+    rxk_prepared *tp = &p->tp[i];
+    if (!tp->ok || !tp->emulate) continue;
+    rxk_copy_buffers(&in, &got);
+    if (!rxk_run_simt(tp, &e, &got, why, sizeof why))
+      rxk_fail(&st, "%s at %s: %s", tp->what, at, why);
+    else if (!compare(p, &got, want, why, sizeof why))
+      rxk_fail(&st, "%s at %s: emulated: %s", tp->what, at, why);
+    else
+      st.passed++;
+    rxk_free_buffers(&got);
+  }
+  if (p->lib) {
+    rxk_copy_buffers(&in, &got);
+    rx_status s = rxk_rt_run(&vk, p->lib, p->f, &e, &got, 0, NULL);
+    if (s)
+      rxk_fail(&st, "%s at %s: Vulkan: %s", p->what, at, rx_status_message(s));
+    else if (!compare(p, &got, want, why, sizeof why))
+      rxk_fail(&st, "%s at %s: Vulkan (%s): %s", p->what, at, vk.target.name, why);
+    else
+      st.passed++;
+    rx_status_free(s);
+    rxk_free_buffers(&got);
+  } else {
+    st.skipped++;
+  }
+  free(want);
+  rxk_free_buffers(&in);
+}
+
+static void test_scheme(rx_quant_scheme sc, rx_dtype xdt) {
+  prog p;
+  if (prog_build(&p, sc, xdt))
+    for (size_t i = 0; i < RX_ARRAY_LEN(sizes); i++)
+      if (sizes[i].n <= size_cap) run_size(&p, sizes[i].n, sizes[i].m);
+  prog_free(&p);
+}
+
+/* Bad calls are errors that name what was expected. */
+static void test_errors(void) {
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"x, w, s, scheme=\"q4f16_g48\"", "expects scheme= one of q4f16_g32"},
+      {"x, w, scheme=\"q4f16_g32\"", "expects 3 arguments (x and w, s), got 2"},
+      {"x, s, s, scheme=\"q4f16_g32\"", "expects w of u8[33, 32], got f16[33, 2]"},
+      {"x, w, w, scheme=\"q4f16_g32\"", "expects s of f16[33, 2], got u8[33, 32]"},
+      {"x, w, scheme=\"Q4_K\"", "needs in (64) a provable multiple of 256"},
+      {"x, w, scheme=\"Q8_0\"", "expects w of u8[33, 68], got u8[33, 32]"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "graph_fn main(x: f16[n, 64], w: u8[33, 32], s: f16[33, 2]) -> f16[n, 33] {\n"
+             "  dataflow {\n    y = quant_matmul(%s)\n  }\n  return y\n}\n",
+             cases[i].args);
+    char *diag = rxk_verify_text("bad.rx", text, NULL);
+    if (diag && strstr(diag, cases[i].want) && strstr(diag, "bad.rx:3:"))
+      st.passed++;
+    else
+      rxk_fail(&st, "quant_matmul(%s): want an error at bad.rx:3 with \"%s\", got: %s", cases[i].args,
+               cases[i].want, diag ? diag : "no error");
+    free(diag);
+  }
+}
+
+/* rx_hf_quantize (round to nearest, frontends/hf/quantize.c) into each of relaxc's own schemes:
+ * the weights it writes, dequantized as the scheme defines them (dequantize above), are within
+ * half a step of the input (a step: the group's stored scale; a full step for the asymmetric
+ * schemes, whose zero point is rounded too), a group of zeros stays zeros; bad shapes and GGUF
+ * schemes are errors that name them. */
+static void test_quantizer(void) {
+  enum { ROWS = 3 };
+  for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
+    const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
+    if (qi->kind == RX_QUANT_GGUF) continue;
+    int blocks = K / qi->block;
+    float w[ROWS * K];
+    for (int i = 0; i < ROWS * K; i++) w[i] = (float)(uniform() * 2 - 1);
+    for (int i = 0; i < qi->block; i++) w[i] = 0;   /* row 0, group 0: zeros */
+    w[K + 5] = 9.5f;                                /* row 1: an outlier in its first group */
+    for (int i = 0; i < K; i++) w[2 * K + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
+    uint8_t qw[ROWS * K], z[ROWS * K / 32];
+    uint16_t scales[ROWS * K / 32];
+    rx_status s = rx_hf_quantize((rx_quant_scheme)sc, w, ROWS, K, qw, scales,
+                                 qi->kind == RX_QUANT_INT4_ZERO ? z : NULL);
+    if (s) {
+      rxk_fail(&st, "quantize %s: %s", qi->name, rx_status_message(s));
+      rx_status_free(s);
+      continue;
+    }
+    rxk_buffers b = {.n = qi->kind == RX_QUANT_INT4_ZERO ? 5 : 4};
+    b.arg[1].data = qw;
+    b.arg[2].data = scales;
+    b.arg[3].data = z;
+    double deq[ROWS * K], worst_step = 0;
+    dequantize(qi, ROWS, &b, deq);
+    for (int i = 0; i < ROWS * K; i++) {
+      double step = rx_f16_to_f32(scales[i / K * blocks + i % K / qi->block]);
+      double err = fabs(deq[i] - w[i]), bound = step * (qi->kind == RX_QUANT_INT4_ZERO ? 1 : 0.5);
+      if (!(err <= bound * (1 + 1e-6) + 1e-12) || (i < qi->block && deq[i] != 0)) {
+        rxk_fail(&st, "quantize %s: element %d: %g dequantizes to %g (step %g)", qi->name, i,
+                 (double)w[i], deq[i], step);
+        break;
+      }
+      if (step > 0 && err / step > worst_step) worst_step = err / step;
+    }
+    st.passed++;
+    printf("quantize %s: largest error %.3f steps\n", qi->name, worst_step);
+  }
+  static const struct {
+    rx_quant_scheme sc;
+    int64_t in;
+    const char *want;
+  } bad[] = {{RX_QUANT_Q4F16_G128, 192, "a [2, 192] weight into q4f16_g128: the input dimension "
+                                         "must be a positive multiple of 128"},
+             {RX_QUANT_GGUF_Q4_0, 256, "quantizing into Q4_0: GGUF's block formats"}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
+    float w[2 * 256] = {0};
+    uint8_t qw[2 * 256];
+    uint16_t scales[16];
+    rx_status s = rx_hf_quantize(bad[i].sc, w, 2, bad[i].in, qw, scales, NULL);
+    if (s && strstr(rx_status_message(s), bad[i].want))
+      st.passed++;
+    else
+      rxk_fail(&st, "quantize: want an error with \"%s\", got %s", bad[i].want,
+               s ? rx_status_message(s) : "none");
+    rx_status_free(s);
+  }
+}
+
+static char *load_fixture(const char *dir, size_t *len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gguf/all_types.gguf", dir);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  fseek(fp, 0, SEEK_END);
+  long n = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  char *buf = rx_malloc(n > 0 ? (size_t)n : 1);
+  *len = fread(buf, 1, n > 0 ? (size_t)n : 0, fp);
+  fclose(fp);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_quant TESTS_DIR [FILTER]\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  filter = argc > 2 ? argv[2] : NULL;
+  unsetenv("LD_PRELOAD"); /* as test_attention: the emulator's compilers must not inherit it */
+  size_t len = 0;
+  char *buf = load_fixture(argv[1], &len);
+  rx_status s = buf ? rx_gguf_parse(buf, len, "all_types.gguf", &fixture)
+                    : rx_status_make(RX_ERR_IO, "cannot read %s/gguf/all_types.gguf", argv[1]);
+  if (s) {
+    fprintf(stderr, "FAIL: %s\n", rx_status_message(s));
+    return 1;
+  }
+  if (getenv("RX_KERNEL_SIZES") && *getenv("RX_KERNEL_SIZES")) {
+    size_cap = 0;
+    for (size_t i = 0; i < rxk_size_count(); i++)
+      if (rxk_size_at(i) > size_cap) size_cap = rxk_size_at(i);
+    printf("row counts capped at %lld (RX_KERNEL_SIZES)\n", (long long)size_cap);
+  }
+  test_errors();
+  test_quantizer();
+  rxk_rt_open(&vk, "vulkan:0");
+  for (int sc = 0; sc < RX_QUANT_COUNT; sc++) test_scheme((rx_quant_scheme)sc, RX_DTYPE_F16);
+  test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
+  test_scheme(RX_QUANT_GGUF_Q5_0, RX_DTYPE_F32);
+  if (vk.dev) {
+    const char *last = NULL;
+    size_t nmsg = rx_rt_device_validation_messages(vk.dev, &last);
+    if (nmsg) rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
+    rx_rt_device_release(vk.dev);
+  }
+  rx_gguf_free(&fixture);
+  free(buf);
+  printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32], worst[RX_DTYPE_F16]);
+  printf("quant: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
+  return st.failed ? 1 : 0;
+}
