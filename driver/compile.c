@@ -14,9 +14,9 @@
 #include <time.h>
 
 const char *const rx_compile_step_names[] = {
-    "verify",      "fold",       "cse",      "dce",     "dispatch", "legalize",
-    "annotate",    "fuse_ops",   "fuse_tensor", "dedup", "names",    "plan_memory",
-    "lower_host",  "schedule",   "codegen",  "artifact", NULL,
+    "verify",     "fold",     "cse",         "dce",      "dispatch", "legalize",
+    "annotate",   "fuse_ops", "fuse_tensor", "dedup",    "names",    "plan_memory",
+    "lower_host", "schedule", "codegen",     "artifact", NULL,
 };
 
 bool rx_compile_step_known(const char *name) {

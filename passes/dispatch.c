@@ -118,7 +118,8 @@ static bool candidate(const dctx *c, const rx_block *blk, int bi, cand *out) {
   const rx_sinfo *sy = blk->bindings[bi]->var->sinfo;
   if (!sy || sy->kind != RX_SINFO_TENSOR || !sy->shape || sy->dtype != sa->dtype) return false;
   out->rows = rx_expr_const(c->m->ctx, 1);
-  for (int d = 0; d < sa->ndim - 1; d++) out->rows = rx_expr_mul(c->m->ctx, out->rows, sa->shape[d]);
+  for (int d = 0; d < sa->ndim - 1; d++)
+    out->rows = rx_expr_mul(c->m->ctx, out->rows, sa->shape[d]);
   return true;
 }
 
@@ -154,8 +155,8 @@ static rx_seq *branch(dctx *c, rx_binding **bs, int n, bool dataflow) {
 static rx_node *library_call(dctx *c, const cand *k, const rx_binding *mb) {
   rx_loc loc = mb->value->loc;
   rx_node *call = rx_node_new(c->m, RX_NODE_CALL_EXTERN, loc);
-  call->callee = rx_module_intern(c->m, RX_DISPATCH_CUBLASLT_MATMUL,
-                                  strlen(RX_DISPATCH_CUBLASLT_MATMUL));
+  call->callee =
+      rx_module_intern(c->m, RX_DISPATCH_CUBLASLT_MATMUL, strlen(RX_DISPATCH_CUBLASLT_MATMUL));
   call->ext = rx_module_extern_fn(c->m, call->callee);
   call->nargs = 3;
   call->args = rx_module_alloc(c->m, sizeof *call->args * 4);
@@ -187,8 +188,9 @@ static rx_node *dispatch_if(dctx *c, const cand *k, rx_binding *mb, const rx_bin
   gen[ngen] = binding(c, fresh_var(c, mb->var, "gen"), mm);
   ngen++;
   rx_node *n = rx_node_new(c->m, RX_NODE_IF, loc);
-  n->cond = rx_node_int(c->m, RX_DTYPE_BOOL,
-                        rx_expr_cmp(c->m->ctx, RX_EXPR_LE, rx_expr_const(c->m->ctx, c->o->min_rows), k->rows), loc);
+  n->cond = rx_node_int(
+      c->m, RX_DTYPE_BOOL,
+      rx_expr_cmp(c->m->ctx, RX_EXPR_LE, rx_expr_const(c->m->ctx, c->o->min_rows), k->rows), loc);
   n->then_seq = branch(c, &lib, 1, true);
   n->else_seq = branch(c, gen, ngen, true);
   return n;

@@ -445,15 +445,13 @@ static size_t fn_calls(const rx_rt_artifact *a, size_t fi, uint32_t op, const ch
 size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
                                         const char **out_programs, size_t max) {
   unsigned long long budget = VM_INSPECT_BUDGET;
-  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_KERNELS, out_programs, max, 0, 0, &budget)
-                      : 0;
+  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_KERNELS, out_programs, max, 0, 0, &budget) : 0;
 }
 
-size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn,
-                                       const char **out_externs, size_t max) {
+size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn, const char **out_externs,
+                                       size_t max) {
   unsigned long long budget = VM_INSPECT_BUDGET;
-  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_EXTERN, out_externs, max, 0, 0, &budget)
-                      : 0;
+  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_EXTERN, out_externs, max, 0, 0, &budget) : 0;
 }
 
 /* ---- a frame: registers and symbols ---- */

@@ -143,7 +143,7 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 
 /* --dispatch LIB, --dispatch-min-rows N: 0 when taken, 2 after a usage error */
 static int dispatch_flag(const rx_cli_args *it, const char **library, long long *min_rows) {
-  if (!strcmp(it->flag, "--dispatch")) {
+  if (it->flag[10] == '\0') { /* --dispatch */
     *library = it->value;
     return 0;
   }
@@ -157,8 +157,8 @@ static int dispatch_flag(const rx_cli_args *it, const char **library, long long 
 
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
-  const char *dispatch = NULL; /* --dispatch */
-  long long min_rows = 0;      /* --dispatch-min-rows; 0: the default */
+  const char *dispatch = NULL;                     /* --dispatch */
+  long long min_rows = 0;                          /* --dispatch-min-rows; 0: the default */
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
@@ -187,7 +187,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       o.no_fuse = true;
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
-    } else if (!strncmp(f, "--dispatch", 10)) {
+    } else if (!strcmp(f, "--dispatch") || !strcmp(f, "--dispatch-min-rows")) {
       if (dispatch_flag(&it, &dispatch, &min_rows)) return 2;
     } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
                !strcmp(f, "--no-weights")) {

@@ -1,8 +1,8 @@
 /* runtime/cuda/cublaslt.c: the builtin rx_cublaslt_matmul (runtime/externs.c), which runs the
  * matmuls that passes/dispatch.c sends to the library (docs/dispatch.md):
  *
- *   rx_cublaslt_matmul(a: T[..., m, k], b: T[k, n] | T[..., k, n], trans_b: Prim(i64)) -> T[..., m, n]
- *   (trans_b = 1: b is T[n, k] or T[..., n, k], the Hugging Face Linear layout; T: f16, bf16, f32)
+ *   rx_cublaslt_matmul(a: T[..., m, k], b: T[k, n] | T[..., k, n], trans_b: Prim(i64)) -> T[..., m,
+ * n] (trans_b = 1: b is T[n, k] or T[..., n, k], the Hugging Face Linear layout; T: f16, bf16, f32)
  *
  * cuBLASLt is opened with dlopen at the first call (RX_CUBLASLT_LIBRARY names a file to use;
  * else libcublasLt.so.13, .12, .11), never linked. Per device, at its first call: a handle and a
@@ -14,11 +14,10 @@
  * Layouts. cuBLASLt is column-major; the tensors are row-major. A row-major [r, c] matrix is the
  * column-major [c, r] with leading dimension c, so C = A B (row-major) is computed as
  * C^T = B^T A^T (column-major): the library's first operand is b, its second a:
- *   first:  b [k, n] -> rows n, cols k, ld n, op N;  b [n, k] (trans_b) -> rows k, cols n, ld k, op T
- *   second: a [m, k] -> rows k, cols m, ld k, op N
- *   result: c [m, n] -> rows n, cols m, ld n
- * A shared b (rank 2) makes all of a's rows one GEMM (m = the product of a's dims but the last);
- * a batch of b is a strided batch of the same leading dims. Accumulation and scale in f32
+ *   first:  b [k, n] -> rows n, cols k, ld n, op N;  b [n, k] (trans_b) -> rows k, cols n, ld k, op
+ * T second: a [m, k] -> rows k, cols m, ld k, op N result: c [m, n] -> rows n, cols m, ld n A
+ * shared b (rank 2) makes all of a's rows one GEMM (m = the product of a's dims but the last); a
+ * batch of b is a strided batch of the same leading dims. Accumulation and scale in f32
  * (CUBLAS_COMPUTE_32F), as the generated kernels do. */
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cublaslt_api.h"
@@ -111,8 +110,7 @@ static void state_free(rx_rt_device *d) {
 }
 
 static rx_status lt_fail(const vm_extern_call *c, lt_status st, const char *what) {
-  return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s failed (cuBLAS status %d)", c->name, what,
-                        st);
+  return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s failed (cuBLAS status %d)", c->name, what, st);
 }
 
 static rx_status device_state(const vm_extern_call *c, lt_state **out) {
@@ -211,8 +209,8 @@ static rx_status shapes(const vm_extern_call *c, const rx_rt_tensor *a, const rx
   vm_format_type(ta, sizeof ta, a->dtype, a->ndim, a->shape);
   vm_format_type(tb, sizeof tb, b->dtype, b->ndim, b->shape);
   int r = a->ndim;
-  bool dt = a->dtype == b->dtype && (a->dtype == RX_DTYPE_F16 || a->dtype == RX_DTYPE_BF16 ||
-                                     a->dtype == RX_DTYPE_F32);
+  bool dt = a->dtype == b->dtype &&
+            (a->dtype == RX_DTYPE_F16 || a->dtype == RX_DTYPE_BF16 || a->dtype == RX_DTYPE_F32);
   bool ranks = r >= 2 && (b->ndim == 2 || b->ndim == r);
   for (int d = 0; ranks && b->ndim == r && d < r - 2; d++) ranks = a->shape[d] == b->shape[d];
   int64_t bk = ranks ? b->shape[b->ndim - (trans ? 1 : 2)] : -1;
@@ -238,8 +236,8 @@ static rx_status shapes(const vm_extern_call *c, const rx_rt_tensor *a, const rx
   for (int d = 0; d < r; d++) out_shape[d] = a->shape[d];
   out_shape[r - 1] = k->n;
   if (k->m > INT32_MAX || k->n > INT32_MAX || k->k > INT32_MAX || k->batch > INT32_MAX)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s @ %s: a dimension over 2^31 - 1", c->name,
-                          ta, tb);
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s @ %s: a dimension over 2^31 - 1", c->name, ta,
+                          tb);
   return NULL;
 }
 
@@ -247,7 +245,7 @@ static rx_status run(const vm_extern_call *c, const rx_rt_tensor *a, const rx_rt
                      const lt_key *k, rx_rt_tensor *out) {
   rx_rt_device *d = c->device;
   if (!k->m || !k->n || !k->batch) return NULL; /* nothing to compute */
-  if (!k->k) /* a sum of nothing */
+  if (!k->k)                                    /* a sum of nothing */
     return rx_rt_buffer_fill(out->buffer, 0, rx_rt_buffer_size(out->buffer), 0);
   void *stream = NULL;
   RX_RETURN_IF_ERROR(d->native->queue(d, &stream));
@@ -259,8 +257,8 @@ static rx_status run(const vm_extern_call *c, const rx_rt_tensor *a, const rx_rt
   uintptr_t pa = (uintptr_t)d->native->address(a->buffer);
   uintptr_t pb = (uintptr_t)d->native->address(b->buffer);
   uintptr_t pc = (uintptr_t)d->native->address(out->buffer);
-  lt_status st = lt.matmul(s->h, p->desc, &alpha, (const void *)pb, p->la, (const void *)pa,
-                           p->lb, &beta, (const void *)pc, p->lc, (void *)pc, p->lc, &p->algo,
+  lt_status st = lt.matmul(s->h, p->desc, &alpha, (const void *)pb, p->la, (const void *)pa, p->lb,
+                           &beta, (const void *)pc, p->lc, (void *)pc, p->lc, &p->algo,
                            (void *)(uintptr_t)s->workspace_address, LT_WORKSPACE_BYTES, stream);
   if (st != LT_STATUS_SUCCESS) return lt_fail(c, st, "cublasLtMatmul");
   return NULL;
@@ -285,8 +283,7 @@ rx_status rx_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const
     return rx_status_make(RX_ERR_INVALID, "%s: expected two tensors and trans_b 0 or 1", c->name);
   const rx_rt_tensor *a = args[0]->tensor, *b = args[1]->tensor;
   if (a->buffer->device != c->device || b->buffer->device != c->device)
-    return rx_status_make(RX_ERR_INVALID, "%s: the operands are not on the call's device",
-                          c->name);
+    return rx_status_make(RX_ERR_INVALID, "%s: the operands are not on the call's device", c->name);
   lt_key k;
   int64_t shape[RX_RT_MAX_NDIM];
   RX_RETURN_IF_ERROR(shapes(c, a, b, args[2]->prim == 1, &k, shape));

@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int lt_status;                   /* cublasStatus_t */
-typedef struct lt_context *lt_handle;    /* cublasLtHandle_t */
-typedef struct lt_desc_st *lt_desc;      /* cublasLtMatmulDesc_t */
-typedef struct lt_layout_st *lt_layout;  /* cublasLtMatrixLayout_t */
-typedef struct lt_pref_st *lt_pref;      /* cublasLtMatmulPreference_t */
-typedef struct lt_algo {                 /* cublasLtMatmulAlgo_t */
+typedef int lt_status;                  /* cublasStatus_t */
+typedef struct lt_context *lt_handle;   /* cublasLtHandle_t */
+typedef struct lt_desc_st *lt_desc;     /* cublasLtMatmulDesc_t */
+typedef struct lt_layout_st *lt_layout; /* cublasLtMatrixLayout_t */
+typedef struct lt_pref_st *lt_pref;     /* cublasLtMatmulPreference_t */
+typedef struct lt_algo {                /* cublasLtMatmulAlgo_t */
   uint64_t data[8];
 } lt_algo;
 typedef struct lt_heuristic { /* cublasLtMatmulHeuristicResult_t */
@@ -30,20 +30,20 @@ typedef struct lt_heuristic { /* cublasLtMatmulHeuristicResult_t */
 } lt_heuristic;
 
 enum {
-  LT_STATUS_SUCCESS = 0,               /* CUBLAS_STATUS_SUCCESS */
-  LT_STATUS_INVALID_VALUE = 7,         /* CUBLAS_STATUS_INVALID_VALUE */
-  LT_STATUS_NOT_SUPPORTED = 15,        /* CUBLAS_STATUS_NOT_SUPPORTED */
-  LT_OP_N = 0,                         /* CUBLAS_OP_N */
-  LT_OP_T = 1,                         /* CUBLAS_OP_T */
-  LT_COMPUTE_32F = 68,                 /* CUBLAS_COMPUTE_32F */
-  LT_R_32F = 0,                        /* CUDA_R_32F */
-  LT_R_16F = 2,                        /* CUDA_R_16F */
-  LT_R_16BF = 14,                      /* CUDA_R_16BF */
-  LT_DESC_TRANSA = 3,                  /* CUBLASLT_MATMUL_DESC_TRANSA: int32_t */
-  LT_DESC_TRANSB = 4,                  /* CUBLASLT_MATMUL_DESC_TRANSB: int32_t */
-  LT_LAYOUT_BATCH_COUNT = 5,           /* CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: int32_t */
-  LT_LAYOUT_STRIDED_BATCH_OFFSET = 6,  /* CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: int64_t */
-  LT_PREF_MAX_WORKSPACE_BYTES = 1,     /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: uint64_t */
+  LT_STATUS_SUCCESS = 0,              /* CUBLAS_STATUS_SUCCESS */
+  LT_STATUS_INVALID_VALUE = 7,        /* CUBLAS_STATUS_INVALID_VALUE */
+  LT_STATUS_NOT_SUPPORTED = 15,       /* CUBLAS_STATUS_NOT_SUPPORTED */
+  LT_OP_N = 0,                        /* CUBLAS_OP_N */
+  LT_OP_T = 1,                        /* CUBLAS_OP_T */
+  LT_COMPUTE_32F = 68,                /* CUBLAS_COMPUTE_32F */
+  LT_R_32F = 0,                       /* CUDA_R_32F */
+  LT_R_16F = 2,                       /* CUDA_R_16F */
+  LT_R_16BF = 14,                     /* CUDA_R_16BF */
+  LT_DESC_TRANSA = 3,                 /* CUBLASLT_MATMUL_DESC_TRANSA: int32_t */
+  LT_DESC_TRANSB = 4,                 /* CUBLASLT_MATMUL_DESC_TRANSB: int32_t */
+  LT_LAYOUT_BATCH_COUNT = 5,          /* CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: int32_t */
+  LT_LAYOUT_STRIDED_BATCH_OFFSET = 6, /* CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: int64_t */
+  LT_PREF_MAX_WORKSPACE_BYTES = 1,    /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: uint64_t */
 };
 
 /* X(our name, symbol, parameters): every entry point returns an lt_status */
@@ -60,8 +60,8 @@ enum {
     (lt_layout l, int attr, const void *v, size_t n))                                              \
   X(pref_create, "cublasLtMatmulPreferenceCreate", (lt_pref * p))                                  \
   X(pref_destroy, "cublasLtMatmulPreferenceDestroy", (lt_pref p))                                  \
-  X(pref_set, "cublasLtMatmulPreferenceSetAttribute", (lt_pref p, int attr, const void *v,         \
-                                                        size_t n))                                 \
+  X(pref_set, "cublasLtMatmulPreferenceSetAttribute",                                              \
+    (lt_pref p, int attr, const void *v, size_t n))                                                \
   X(heuristic, "cublasLtMatmulAlgoGetHeuristic",                                                   \
     (lt_handle h, lt_desc d, lt_layout a, lt_layout b, lt_layout c, lt_layout dd, lt_pref p,       \
      int requested, lt_heuristic *results, int *returned))                                         \

@@ -84,8 +84,8 @@ static rx_status call(rx_rt_device *d, rx_rt_value *a, rx_rt_value *b, int trans
 }
 
 /* One case: a [batch..., m, k] @ b (2-D, or batched when bbatch) transposed or not. */
-static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, int64_t k,
-                       int64_t n, bool bbatch, int trans) {
+static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, int64_t k, int64_t n,
+                       bool bbatch, int trans) {
   int64_t ash[3] = {batch, m, k}, bsh[3] = {batch, trans ? n : k, trans ? k : n};
   int and_ = batch > 1 ? 3 : 2, bnd = bbatch ? 3 : 2;
   double *ha = NULL, *hb = NULL;
@@ -116,18 +116,17 @@ static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, in
         int64_t o = (q * m + i) * n + j;
         double g = t == RX_DTYPE_F32 ? ((float *)got)[o] : from_half(((uint16_t *)got)[o], t);
         if (fabs(g - ref) > tol * (1 + fabs(ref)) && bad++ < 3)
-          fprintf(stderr, "  [%lld, %lld, %lld]: got %g, expected %g\n", (long long)q,
-                  (long long)i, (long long)j, g, ref);
+          fprintf(stderr, "  [%lld, %lld, %lld]: got %g, expected %g\n", (long long)q, (long long)i,
+                  (long long)j, g, ref);
       }
-  CHECK(y && !bad, "%s m %lld trans %d: %lld values off", rx_rt_dtype_name(t), (long long)m,
-        trans, (long long)bad);
+  CHECK(y && !bad, "%s m %lld trans %d: %lld values off", rx_rt_dtype_name(t), (long long)m, trans,
+        (long long)bad);
   /* the layouts: the library's first operand is b, its second a (see cublaslt.c) */
   char want[256];
   int64_t rows = bbatch ? m : batch * m;
   snprintf(want, sizeof want, "op %cN m %lld n %lld k %lld lda %lld ldb %lld ldc %lld batch %lld",
            trans ? 'T' : 'N', (long long)n, (long long)rows, (long long)k,
-           (long long)(trans ? k : n), (long long)k, (long long)n,
-           (long long)(bbatch ? batch : 1));
+           (long long)(trans ? k : n), (long long)k, (long long)n, (long long)(bbatch ? batch : 1));
   const char *line = lt_fake.count() ? lt_fake.line(lt_fake.count() - 1) : "";
   CHECK(y && strstr(line, want), "trace '%s' lacks '%s'", line, want);
   free(got);
@@ -187,7 +186,8 @@ int main(int argc, char **argv) {
     return t_finish("runtime.cublaslt_missing");
   }
   void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
-#define SYM(field, name) lt_fake.field = lib ? (__typeof__(lt_fake.field))(uintptr_t)dlsym(lib, name) : NULL;
+#define SYM(field, name)                                                                           \
+  lt_fake.field = lib ? (__typeof__(lt_fake.field))(uintptr_t)dlsym(lib, name) : NULL;
   SYM(count, "fake_lt_trace_count")
   SYM(line, "fake_lt_trace_line")
   SYM(errors, "fake_lt_errors")
@@ -200,7 +200,8 @@ int main(int argc, char **argv) {
   static const rx_dtype types[] = {RX_DTYPE_F16, RX_DTYPE_BF16, RX_DTYPE_F32};
   for (size_t ti = 0; ti < 3; ti++)
     for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-      for (int trans = 0; trans < 2; trans++) check_case(d, types[ti], 1, rows[ri], 67, 45, false, trans);
+      for (int trans = 0; trans < 2; trans++)
+        check_case(d, types[ti], 1, rows[ri], 67, 45, false, trans);
   for (int trans = 0; trans < 2; trans++) {
     check_case(d, RX_DTYPE_F16, 3, 11, 40, 24, false, trans); /* a [3, 11, k], one b */
     check_case(d, RX_DTYPE_BF16, 3, 11, 40, 24, true, trans); /* a strided batch of b */
