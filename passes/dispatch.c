@@ -24,7 +24,8 @@
  * Hugging Face Linear layout, x @ W^T) is passed as W with the transpose flag: the library's op
  * flag transposes it, nothing copies it; the permute moves into the else branch when the matmul
  * is its only use, so that fusion still folds it into the generated kernel there. The rows are
- * the product of A's dims but the last; a constant row count is decided here (no `if`). The run
+ * the product of A's dims but the last; where the function's facts decide the comparison (a
+ * constant row count, decode's `where b <= 16`), it is decided here, with no `if`. The run
  * time meaning of the extern is exactly the matmul (interp/graph_interp.c computes it on the
  * host). Epilogues (a bias add after the matmul) stay separate bindings after the `if`. */
 #include "passes.h"
@@ -44,8 +45,9 @@ typedef struct dctx {
   rx_module *m;
   rx_graph_fn *fn;
   const rx_dispatch_options *o;
-  rx_varvec uses; /* every variable read in fn, with repeats */
-  int made;       /* fresh names made in fn */
+  rx_varvec uses;  /* every variable read in fn, with repeats */
+  int made;        /* fresh names made in fn */
+  rx_analyzer *an; /* fn's facts and its shapes' dims >= 0: decides rows it can */
 } dctx;
 
 static bool is_op(const rx_node *n, const char *name) {
@@ -121,6 +123,11 @@ static bool candidate(const dctx *c, const rx_block *blk, int bi, cand *out) {
   for (int d = 0; d < sa->ndim - 1; d++)
     out->rows = rx_expr_mul(c->m->ctx, out->rows, sa->shape[d]);
   return true;
+}
+
+/* min_rows <= rows */
+static const rx_expr *threshold(const dctx *c, const cand *k) {
+  return rx_expr_cmp(c->m->ctx, RX_EXPR_LE, rx_expr_const(c->m->ctx, c->o->min_rows), k->rows);
 }
 
 static rx_var *fresh_var(dctx *c, const rx_var *like, const char *suffix) {
@@ -205,18 +212,19 @@ static rx_block *sub_block(dctx *c, const rx_block *from, bool dataflow, int cap
 }
 
 /* Splits blk at each dispatched matmul with a symbolic row count, appending the pieces to out;
- * a constant row count is decided in place. */
+ * one the facts decide is decided in place. */
 static void dispatch_block(dctx *c, rx_block *blk, blockvec *out) {
   rx_block *cur = sub_block(c, blk, blk->dataflow, blk->nbindings);
   for (int i = 0; i < blk->nbindings; i++) {
     rx_binding *b = blk->bindings[i];
     cand k;
-    bool is = candidate(c, blk, i, &k), fixed = is && k.rows->kind == RX_EXPR_CONST;
-    if (!is || (fixed && k.rows->value < c->o->min_rows)) {
+    rx_tribool large =
+        candidate(c, blk, i, &k) ? rx_analyzer_prove(c->an, threshold(c, &k)) : RX_FALSE;
+    if (large == RX_FALSE) { /* never large enough (or not for the library) */
       cur->bindings[cur->nbindings++] = b;
       continue;
     }
-    if (fixed) { /* large at every call */
+    if (large == RX_TRUE) { /* large at every call */
       b->value = library_call(c, &k, b);
       cur->bindings[cur->nbindings++] = b;
       continue;
@@ -243,10 +251,25 @@ static void dispatch_block(dctx *c, rx_block *blk, blockvec *out) {
   if (cur->nbindings || !out->len) RX_VEC_PUSH(out, cur);
 }
 
+/* The dims of a parameter's tensors are sizes: >= 0 (so rows of several dims are bounded). */
+static void assume_dims(rx_analyzer *an, const rx_sinfo *s) {
+  if (!s) return;
+  if (s->kind == RX_SINFO_TENSOR && s->shape)
+    for (int d = 0; d < s->ndim; d++)
+      if (s->shape[d]->kind == RX_EXPR_VAR)
+        rx_analyzer_assume(an, rx_expr_cmp(rx_analyzer_ctx(an), RX_EXPR_LE,
+                                           rx_expr_const(rx_analyzer_ctx(an), 0), s->shape[d]));
+  if (s->kind == RX_SINFO_TUPLE)
+    for (int i = 0; i < s->nfields; i++) assume_dims(an, s->fields[i]);
+}
+
 static void dispatch_fn(dctx *c, rx_graph_fn *fn) {
   c->fn = fn;
   c->made = 0;
   c->uses.len = 0;
+  c->an = rx_analyzer_new(c->m->ctx);
+  for (int p = 0; p < fn->nparams; p++) assume_dims(c->an, fn->params[p]->sinfo);
+  for (int i = 0; i < fn->nfacts; i++) rx_analyzer_assume(c->an, fn->facts[i]);
   for (int bi = 0; bi < fn->body.nblocks; bi++)
     for (int i = 0; i < fn->body.blocks[bi]->nbindings; i++)
       rx_node_uses(fn->body.blocks[bi]->bindings[i]->value, &c->uses);
@@ -263,6 +286,7 @@ static void dispatch_fn(dctx *c, rx_graph_fn *fn) {
   for (size_t i = 0; i < blocks.len; i++) fn->body.blocks[i] = blocks.data[i];
   fn->body.nblocks = (int)blocks.len;
   free(blocks.data);
+  rx_analyzer_free(c->an);
 }
 
 bool rx_pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag) {

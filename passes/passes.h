@@ -28,9 +28,9 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag);
 /* passes/dispatch.c: the Relax paper's cross-level dispatch. Each matmul op of f16, bf16 or f32
  * whose row count (the product of A's dims but the last) may reach min_rows becomes a call of
  * the library (call_extern(RX_DISPATCH_CUBLASLT_MATMUL, A, B, trans_b)), under a graph-level
- * `if min_rows <= rows` where the rows are symbolic, the generated matmul in the else branch; B
- * written as permute(W) of its last two axes is passed as W with trans_b = 1. Runs before
- * legalize (it sees ops). */
+ * `if min_rows <= rows` where the function's facts do not decide it, the generated matmul in the
+ * else branch; B written as permute(W) of its last two axes is passed as W with trans_b = 1. Runs
+ * before legalize (it sees ops). */
 typedef enum rx_dispatch_library {
   RX_DISPATCH_NONE,   /* every matmul is a generated kernel */
   RX_DISPATCH_CUBLAS, /* large matmuls to cuBLASLt (CUDA; runtime/cuda/cublaslt.c) */

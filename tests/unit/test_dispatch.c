@@ -1,8 +1,8 @@
 /* tests/unit/test_dispatch.c: library dispatch (passes/dispatch.c). Which matmuls it sends to
  * the library (the HF Linear layout x @ W^T with its transpose as a flag, a plain B, a batch of
- * B, a constant row count on either side of the threshold; not integer matmuls, not a B whose
- * batch differs), the module it makes (an `if` on the rows, the permute moved into the
- * generated branch, which fusion then folds), and its numbers: the dispatched module, legalized
+ * B, a row count that constants or facts put on either side of the threshold; not integer matmuls,
+ * not a B whose batch differs), the module it makes (an `if` on the rows, the permute moved into
+ * the generated branch, which fusion then folds), and its numbers: the dispatched module, legalized
  * and fused, run by the graph interpreter (which computes the library call on the host) at rows
  * 1, 7, 16, 17 (the threshold's two sides), 33, 100 and 1000 against a reference computed here,
  * for f16 and f32, and against the module compiled without dispatch. */
@@ -124,6 +124,13 @@ static void test_which(void) {
       {"graph_fn main(x: f32[4, 8], w: f32[8, 5]) -> f32[4, 5] {\n"
        "  dataflow {\n    y = matmul(x, w)\n  }\n  return y\n}\n",
        NULL},
+      /* the facts decide: decode's `where b <= 16` keeps the generated kernel, no `if` */
+      {"graph_fn main(x: f32[b, 8], w: f32[8, 5]) -> f32[b, 5] where b <= 16 {\n"
+       "  dataflow {\n    y = matmul(x, w)\n  }\n  return y\n}\n",
+       NULL},
+      {"graph_fn main(x: f32[b, 8], w: f32[8, 5]) -> f32[b, 5] where 20 <= b {\n"
+       "  dataflow {\n    y = matmul(x, w)\n  }\n  return y\n}\n",
+       "y: f32[b, 5] = call_extern(rx_cublaslt_matmul, x, w, prim(0), out=f32[b, 5])"},
       /* rows of a rank-3 a with a shared b: the product */
       {"graph_fn main(x: bf16[b, s, 8], w: bf16[8, 5]) -> bf16[b, s, 5] {\n"
        "  dataflow {\n    y = matmul(x, w)\n  }\n  return y\n}\n",
