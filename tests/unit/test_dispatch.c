@@ -13,6 +13,7 @@
 
 #include "interp/graph_interp.h"
 #include "passes/passes.h"
+#include "relaxc/compiler.h"
 
 static int passed, failed;
 
@@ -249,7 +250,53 @@ done:
   rx_module_free(gen);
 }
 
+/* ---- the C API's option (rx_compile_request.dispatch) ---- */
+static void test_api(void) {
+  char src[2048];
+  snprintf(src, sizeof src, model_fmt, "f16");
+  static const struct {
+    const char *targets, *dispatch;
+    int64_t min_rows;
+    const char *error; /* NULL: compiles, with the library call in the artifact */
+  } cases[] = {
+      {"cuda", "cublas", 0, NULL},
+      {"cuda", "cublas", 64, NULL},
+      {"cuda", "none", 0, NULL},
+      {"vulkan", "cublas", 0, "add a cuda target or compile without --dispatch"},
+      {"cuda", "mkl", 0, "dispatch library 'mkl': expected none or cublas"},
+      {"cuda", "cublas", -1, "expected a row count >= 1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rx_module *m = parse(src);
+    if (!m) continue;
+    rx_compile_request req = {.targets = cases[i].targets,
+                              .no_nvrtc = true,
+                              .dispatch = cases[i].dispatch,
+                              .dispatch_min_rows = cases[i].min_rows};
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    rx_status s = rx_module_compile(m, &req, NULL, &bytes, &len);
+    if (cases[i].error) {
+      CHECK(s && strstr(rx_status_message(s), cases[i].error),
+            "api case %zu: '%s' expected, got %s", i, cases[i].error,
+            s ? rx_status_message(s) : "success");
+    } else {
+      CHECK(!s && bytes, "api case %zu: %s", i, rx_status_message(s));
+      bool lib = strcmp(cases[i].dispatch, "none") != 0;
+      bool found = false;
+      for (size_t k = 0; bytes && k + 18 <= len && !found; k++)
+        found = !memcmp(bytes + k, "rx_cublaslt_matmul", 18);
+      CHECK(found == lib, "api case %zu: the artifact %s the library call", i,
+            found ? "has" : "lacks");
+    }
+    rx_status_free(s);
+    rx_free(bytes);
+    rx_module_free(m);
+  }
+}
+
 int main(void) {
+  test_api();
   test_structure();
   test_which();
   test_numbers(RX_DTYPE_F32);
