@@ -235,6 +235,20 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
     message(STATUS "relaxc runtime: no CUDA toolkit cuda.h: runtime.cuda_decls will report "
                    "itself skipped")
   endif()
+  # cuda/cublaslt_api.h (cuBLASLt declared by hand) against the toolkit's cublasLt.h, likewise
+  find_path(RX_CUBLASLT_H_DIR cublasLt.h HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
+            PATH_SUFFIXES include)
+  add_executable(rt_cublaslt_decls_test ${RX_RT_TEST_DIR}/cublaslt_decls_test.c
+                 ${RX_RUNTIME_DIR}/cuda/cublaslt_api.h)
+  target_include_directories(rt_cublaslt_decls_test PRIVATE ${RX_RUNTIME_ROOT})
+  if(RX_CUBLASLT_H_DIR)
+    # SYSTEM: the toolkit header is not written for -Wstrict-prototypes
+    target_include_directories(rt_cublaslt_decls_test SYSTEM PRIVATE ${RX_CUBLASLT_H_DIR})
+    target_compile_definitions(rt_cublaslt_decls_test PRIVATE RX_HAVE_CUBLASLT_H)
+  endif()
+  add_test(NAME runtime.cublaslt_decls COMMAND rt_cublaslt_decls_test)
+  set_tests_properties(runtime.cublaslt_decls PROPERTIES LABELS "runtime;cuda;unit"
+                       SKIP_RETURN_CODE 77)
   add_test(NAME runtime.cuda_decls COMMAND rt_cuda_decls_test)
   set_tests_properties(runtime.cuda_decls PROPERTIES LABELS "runtime;cuda;unit" SKIP_RETURN_CODE 77)
 endif()
