@@ -15,7 +15,9 @@ bench/RESULTS.md. Parts (--parts), each with its share of the time budget (--bud
   gemm       the matmul rule beyond decode: x[n, in] @ W[out, in]^T in f16 and bf16 at
              n = 1 ... 4096 for the 7B/8B projection shapes (4096x4096, 11008x4096, 4096x11008,
              128256x4096), beside cuBLAS (F.linear) and the matrix throughput of a large cuBLAS
-             GEMM measured in the same run (TFLOP/s)
+             GEMM measured in the same run (TFLOP/s); on CUDA a second table times the same
+             modules compiled with --dispatch cublas --dispatch-min-rows 1 (relaxc+cuBLASLt:
+             every n through the library, docs/dispatch.md), skipped with the reason elsewhere
   model      a random-weight Llama (transformers, f16, on the GPU) compiled by relaxc from its
              Hugging Face folder: decode and prefill tokens per second beside transformers eager
              and torch.compile, and a logits check against transformers in f32
@@ -313,6 +315,7 @@ class Module:
         self.make_inputs = make_inputs  # (Case, torch device, pool) -> {param: tensor}
         self.torch_fn = torch_fn      # inputs -> result tensor
         self.pool = {}                # tensors shared by the cases (a weight, the KV pages)
+        self.compile_flags = []       # more `relaxc compile` options (--dispatch cublas)
         for c in cases:
             c.module = self
 
@@ -366,6 +369,23 @@ graph_fn main(x: {dt}[n, {in_f}], w: {dt}[{out_f}, {in_f}]) -> {dt}[n, {out_f}] 
 
     return Module(name, f"gemm {dt} {out_f}x{in_f} ({uses})", text, cases, make_inputs,
                   lambda t: F.linear(t["x"], t["w"]))
+
+
+def cublaslt_library():
+    """The libcublasLt the dispatched GEMMs open: $RX_CUBLASLT_LIBRARY, else the one of
+    PyTorch's nvidia-cublas wheel, else None (the runtime tries libcublasLt.so.13, 12, 11)."""
+    if os.environ.get("RX_CUBLASLT_LIBRARY"):
+        return os.environ["RX_CUBLASLT_LIBRARY"]
+    try:
+        import nvidia.cublas  # noqa: F401 (the wheel PyTorch's CUDA builds depend on)
+        for d in nvidia.cublas.__path__:
+            libs = sorted(f for f in os.listdir(os.path.join(d, "lib"))
+                          if f.startswith("libcublasLt.so"))
+            if libs:
+                return os.path.join(d, "lib", libs[-1])
+    except (ImportError, OSError):
+        pass
+    return None
 
 
 def gemm_modules(smoke):
@@ -817,7 +837,7 @@ class Bench:
             rxm = os.path.join(d, m.name + ".rxm")
             with open(rx, "w") as f:
                 f.write(m.text)
-            cmd = [self.relaxc, "compile", rx, "--target", target, "-o", rxm]
+            cmd = [self.relaxc, "compile", rx, "--target", target, "-o", rxm] + m.compile_flags
             rc, out, err, secs = run_cmd(cmd, min(300, max(10, self.left(deadline))))
             why = compile_problem(rc, out, err)
             if why:
@@ -1077,8 +1097,31 @@ class Bench:
                 self.add_row(f"matrix throughput: torch.mm of two {size}x{size} {dt} matrices "
                              "(cuBLAS), CUDA events, best of 5", f"{self.mm_peak[dt] / 1e12:,.0f}"
                              " TFLOP/s", device=te.name)
-        self.measure_modules(gemm_modules(self.args.smoke), deadline, f"gemm on {self.device}",
-                             "gemm", self.target, self.device)
+        half = time.monotonic() + (0.6 if self.kind == "cuda" else 1.0) * self.left(deadline)
+        try:
+            self.measure_modules(gemm_modules(self.args.smoke), min(half, deadline),
+                                 f"gemm on {self.device}", "gemm", self.target, self.device)
+        except BudgetExceeded as e:
+            log(f"gemm: {e}")
+        self.part_gemm_dispatched(deadline)
+
+    def part_gemm_dispatched(self, deadline):
+        """The same GEMMs sent to cuBLASLt by relaxc (--dispatch cublas), every n through the
+        library (--dispatch-min-rows 1), beside the generated table above: CUDA only."""
+        title = f"gemm relaxc+cuBLASLt (--dispatch cublas --dispatch-min-rows 1) on {self.device}"
+        if self.kind != "cuda":
+            self.add_section(title, f"skipped: the device is {self.device}; library dispatch "
+                             "(--dispatch cublas) sends matmuls to cuBLASLt, which runs on CUDA "
+                             "devices only")
+            return
+        lib = cublaslt_library()
+        if lib:
+            os.environ["RX_CUBLASLT_LIBRARY"] = lib  # the runs below open this one
+        log(f"gemm relaxc+cuBLASLt: libcublasLt {lib or 'by its default names (libcublasLt.so.13, 12, 11)'}")
+        mods = gemm_modules(self.args.smoke)
+        for m in mods:
+            m.compile_flags = ["--dispatch", "cublas", "--dispatch-min-rows", "1"]
+        self.measure_modules(mods, deadline, title, "gemm-cublaslt", self.target, self.device)
 
     def part_attention(self, deadline):
         mods = attention_modules(self.args.smoke)

@@ -28,6 +28,23 @@ rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list
   return NULL;
 }
 
+rx_status rx_compile_options_set_dispatch(rx_compile_options *o, const char *library,
+                                          int64_t min_rows) {
+  if (!library || !strcmp(library, "none"))
+    o->dispatch.library = RX_DISPATCH_NONE;
+  else if (!strcmp(library, "cublas"))
+    o->dispatch.library = RX_DISPATCH_CUBLAS;
+  else
+    return rx_status_make(RX_ERR_INVALID, "dispatch library '%s': expected none or cublas",
+                          library);
+  if (min_rows < 0)
+    return rx_status_make(RX_ERR_INVALID,
+                          "dispatch threshold %lld: expected a row count >= 1 (0: the default %d)",
+                          (long long)min_rows, RX_DISPATCH_DEFAULT_MIN_ROWS);
+  o->dispatch.min_rows = min_rows ? min_rows : RX_DISPATCH_DEFAULT_MIN_ROWS;
+  return NULL;
+}
+
 /* The diagnostics of local as one status (the first error line), appended to user if given. */
 static rx_status diag_status(rx_diag *local, rx_diag *user) {
   if (user) {
@@ -50,6 +67,7 @@ static rx_status compile(rx_module *m, const rx_compile_request *req, const char
   memset(&o, 0, sizeof o);
   o.no_fuse = req->no_fuse;
   o.no_nvrtc = req->no_nvrtc;
+  RX_RETURN_IF_ERROR(rx_compile_options_set_dispatch(&o, req->dispatch, req->dispatch_min_rows));
   o.weights_file = weights_file;
   o.artifact_path = path;
   o.stream_weights = path != NULL;

@@ -14,9 +14,9 @@
 #include <time.h>
 
 const char *const rx_compile_step_names[] = {
-    "verify",   "fold",        "cse",      "dce",   "legalize",    "annotate",
-    "fuse_ops", "fuse_tensor", "dedup",    "names", "plan_memory", "lower_host",
-    "schedule", "codegen",     "artifact", NULL,
+    "verify",     "fold",     "cse",         "dce",      "dispatch", "legalize",
+    "annotate",   "fuse_ops", "fuse_tensor", "dedup",    "names",    "plan_memory",
+    "lower_host", "schedule", "codegen",     "artifact", NULL,
 };
 
 bool rx_compile_step_known(const char *name) {
@@ -76,11 +76,25 @@ static void time_row(pipe *p, const char *label, double ms, double verify_ms) {
  * errors are the user's (the step is named "verify"); after any later step a module that does not
  * verify is the compiler's bug. A step that reports an error stops the pipeline with only that
  * error. */
+static bool after_step(pipe *p, const char *name, bool ok, double t0);
 static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)) {
-  bool input = !strcmp(name, "verify");
   rx_progress_line(p->o, p->start_ms, "%s", name);
   double t0 = now_ms();
-  bool ok = pass(p->m, p->diag) && p->diag->errors == 0;
+  return after_step(p, name, pass(p->m, p->diag) && p->diag->errors == 0, t0);
+}
+
+/* The library dispatch (a graph pass with options), when asked for. */
+static bool dispatch(pipe *p) {
+  if (p->o->dispatch.library == RX_DISPATCH_NONE) return true;
+  rx_progress_line(p->o, p->start_ms, "%s", "dispatch");
+  double t0 = now_ms();
+  bool ok = rx_pass_dispatch(p->m, &p->o->dispatch, p->diag) && p->diag->errors == 0;
+  return after_step(p, "dispatch", ok, t0);
+}
+
+/* What follows a pass that began at t0 and returned ok. */
+static bool after_step(pipe *p, const char *name, bool ok, double t0) {
+  bool input = !strcmp(name, "verify");
   double t1 = now_ms();
   if (ok) {
     /* re-normalizing repeats the fallback warnings of the input (reported once, by the first
@@ -274,6 +288,14 @@ static bool check_options(pipe *p) {
                        rx_target_kind_name(o->targets[i]->kind));
         return false;
       }
+  bool cuda = false;
+  for (int i = 0; i < o->ntargets; i++) cuda = cuda || o->targets[i]->kind == RX_TARGET_CUDA;
+  if (o->dispatch.library == RX_DISPATCH_CUBLAS && !cuda) {
+    rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
+                   "compile: --dispatch cublas sends matmuls to cuBLASLt, a CUDA library: add a "
+                   "cuda target or compile without --dispatch");
+    return false;
+  }
   if (o->dump_after && !rx_compile_step_known(o->dump_after)) {
     rx_diag_report(p->diag, RX_DIAG_ERROR, (rx_loc){0},
                    "compile: unknown step '%s' for --dump-after", o->dump_after);
@@ -311,7 +333,8 @@ bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_com
   bool ok = check_options(&p) && step(&p, "verify", input) /* normalize + verify the input */
             && step(&p, "fold", rx_pass_fold)              /* constants and shape expressions */
             && step(&p, "cse", rx_pass_cse) && step(&p, "dce", rx_pass_dce) &&
-            step(&p, "legalize", rx_pass_legalize)       /* op calls -> call_tensor */
+            dispatch(&p)                                 /* large matmuls to a library */
+            && step(&p, "legalize", rx_pass_legalize)    /* op calls -> call_tensor */
             && step(&p, "annotate", rx_pass_annotate)    /* patterns from the loop level */
             && fuse(&p)                                  /* fuse_ops, fuse_tensor */
             && step(&p, "dce", rx_pass_dce) && dedup(&p) /* programs equal up to names */

@@ -55,15 +55,16 @@ uint64_t rx_kcache_trim(const rx_kcache *c);
 typedef struct rx_compile_options {
   const rx_target *targets[RX_COMPILE_MAX_TARGETS]; /* at most one per backend kind */
   int ntargets;
-  const char *dump_after; /* NULL, a step name (rx_compile_step_names) or "all": print the
-                             module (plan_memory: the plan; lower_host: the host program;
-                             schedule: kernels and rules; codegen: the kernel sources;
-                             artifact: the manifest) after that step */
-  rx_strbuf *dump_out;    /* where dumps go; NULL: stderr */
-  bool time_passes;       /* print a table of per-step milliseconds */
-  rx_strbuf *time_out;    /* where the table goes; NULL: stderr */
-  bool no_fuse;           /* skip fuse_ops and fuse_tensor (tests compare fused/unfused) */
-  bool no_nvrtc;          /* do not run NVRTC even where present (CUDA sources only) */
+  const char *dump_after;       /* NULL, a step name (rx_compile_step_names) or "all": print the
+                                   module (plan_memory: the plan; lower_host: the host program;
+                                   schedule: kernels and rules; codegen: the kernel sources;
+                                   artifact: the manifest) after that step */
+  rx_strbuf *dump_out;          /* where dumps go; NULL: stderr */
+  bool time_passes;             /* print a table of per-step milliseconds */
+  rx_strbuf *time_out;          /* where the table goes; NULL: stderr */
+  bool no_fuse;                 /* skip fuse_ops and fuse_tensor (tests compare fused/unfused) */
+  bool no_nvrtc;                /* do not run NVRTC even where present (CUDA sources only) */
+  rx_dispatch_options dispatch; /* large matmuls to a library (passes/dispatch.c); zero: none */
   /* toolchains (driver/toolchains.c): jobs, cache, progress */
   int jobs;         /* threads compiling kernels; < 1: the online CPUs. The artifact is the
                        same bytes for any count */
@@ -154,6 +155,10 @@ void rx_compile_result_free(rx_compile_result *r);
 /* Parses "vulkan,cuda,metal" into o->targets (appended); the status names a bad or missing
  * target. */
 rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list);
+/* Sets o->dispatch from a library name (NULL, "none" or "cublas") and a row threshold (0: the
+ * default, RX_DISPATCH_DEFAULT_MIN_ROWS); the status names a bad name or threshold. */
+rx_status rx_compile_options_set_dispatch(rx_compile_options *o, const char *library,
+                                          int64_t min_rows);
 
 /* The toolchain step (driver/toolchains.c): every kernel of every target through its toolchain
  * (shaderc and SPIR-V validation; NVRTC for PTX and cubin in one call), o->jobs at a time, the

@@ -527,6 +527,68 @@ static rx_status host_op(genv *e, const rx_node *n, rx_ginterp_value *out) {
   return st;
 }
 
+static float load_f(const rx_ginterp_value *v, int64_t i) {
+  if (v->dtype == RX_DTYPE_F16) return rx_f16_to_f32(((const uint16_t *)v->data)[i]);
+  if (v->dtype == RX_DTYPE_BF16) return rx_bf16_to_f32(((const uint16_t *)v->data)[i]);
+  return ((const float *)v->data)[i];
+}
+
+static void store_f(rx_ginterp_value *v, int64_t i, float x) {
+  if (v->dtype == RX_DTYPE_F16)
+    ((uint16_t *)v->data)[i] = rx_f32_to_f16(x);
+  else if (v->dtype == RX_DTYPE_BF16)
+    ((uint16_t *)v->data)[i] = rx_f32_to_bf16(x);
+  else
+    ((float *)v->data)[i] = x;
+}
+
+/* out = a @ b (b transposed when trans_b), a: [..., m, k], b: [k, n] / [n, k] (every row of a's
+ * leading dims) or [..., k, n] / [..., n, k] (a batch of the same leading dims), f32
+ * accumulation: what the library computes (RX_DISPATCH_CUBLASLT_MATMUL). */
+static rx_status matmul_values(const rx_ginterp_value *a, const rx_ginterp_value *b, bool trans,
+                               rx_ginterp_value *out) {
+  int r = a->ndim;
+  if (r < 2 || (b->ndim != 2 && b->ndim != r) || a->dtype != b->dtype ||
+      (a->dtype != RX_DTYPE_F16 && a->dtype != RX_DTYPE_BF16 && a->dtype != RX_DTYPE_F32))
+    return rx_status_make(RX_ERR_INVALID, "expected f16, bf16 or f32 tensors of ranks >= 2");
+  int64_t m = a->shape[r - 2], k = a->shape[r - 1], batch = 1;
+  for (int d = 0; d < r - 2; d++) batch *= a->shape[d];
+  int64_t bk = b->shape[b->ndim - (trans ? 1 : 2)], n = b->shape[b->ndim - (trans ? 2 : 1)];
+  bool shared = b->ndim == 2; /* one B for every batch */
+  for (int d = 0; d < r - 2 && !shared; d++)
+    if (b->shape[d] != a->shape[d]) bk = -1;
+  if (bk != k) return rx_status_make(RX_ERR_INVALID, "the operands' shapes do not agree");
+  *out = *a;
+  out->shape[r - 1] = n;
+  out->data = rx_calloc((size_t)(batch * m * n) + 1, rx_ginterp_elem_size(a->dtype));
+  for (int64_t q = 0; q < batch; q++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float acc = 0;
+        int64_t b0 = shared ? 0 : q * k * n;
+        for (int64_t t = 0; t < k; t++)
+          acc += load_f(a, (q * m + i) * k + t) * load_f(b, b0 + (trans ? j * k + t : t * n + j));
+        store_f(out, (q * m + i) * n + j, acc);
+      }
+  return NULL;
+}
+
+/* call_extern(RX_DISPATCH_CUBLASLT_MATMUL, a, b, trans_b): the library's matmul, on the host. */
+static rx_status extern_matmul(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  if (n->nargs != 3)
+    return rx_status_make(RX_ERR_INVALID, "%s: %s takes 3 arguments, got %d", e->fn->name,
+                          n->callee, n->nargs);
+  rx_ginterp_value v[3];
+  memset(v, 0, sizeof v);
+  rx_status st = NULL;
+  for (int i = 0; i < 3 && !st; i++) st = eval_node(e, n->args[i], &v[i]);
+  if (!st && (v[0].kind != RX_GV_TENSOR || v[1].kind != RX_GV_TENSOR || v[2].kind != RX_GV_PRIM))
+    st = rx_status_make(RX_ERR_INVALID, "expected two tensors and a Prim(i64)");
+  if (!st) st = matmul_values(&v[0], &v[1], v[2].i != 0, out);
+  for (int i = 0; i < 3; i++) rx_ginterp_value_free(&v[i]);
+  return st ? rx_status_annotate(st, "%s: %s", e->fn->name, n->callee) : NULL;
+}
+
 /* Evaluates an (atomic or whole-binding) expression into *out (owned). */
 static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
   memset(out, 0, sizeof *out);
@@ -594,6 +656,8 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: op %s must be legalized first", e->fn->name,
                           n->op ? n->op->name : "?");
   case RX_NODE_CALL_EXTERN:
+    if (n->callee && !strcmp(n->callee, RX_DISPATCH_CUBLASLT_MATMUL))
+      return extern_matmul(e, n, out);
     return rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: call_extern(%s) is not supported by the graph interpreter",
                           e->fn->name, n->callee ? n->callee : "?");

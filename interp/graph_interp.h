@@ -15,7 +15,8 @@
  * runs the tensor program with rx_interp_run; tuples, get_item, prim and shape values, shape
  * literals, tensor constants, match_cast (checked; binds its new variables), if (a Prim(bool) or
  * bool[] condition) and calls of other graph functions. Op calls are not run (an error: "op X
- * must be legalized first"), nor are call_extern calls.
+ * must be legalized first"), nor are call_extern calls, but for the library matmul of
+ * passes/dispatch.c (RX_DISPATCH_CUBLASLT_MATMUL), computed here on the host.
  *
  * Values own their memory: inputs are only read; *out_result belongs to the caller (free it
  * with rx_ginterp_value_free). Tensor data is row-major in the dtype's storage as for

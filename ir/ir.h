@@ -579,6 +579,12 @@ struct rx_tensor_fn {
  * (`ret`), returning its result: the callee makes it (a runtime object, a view of its own
  * buffers, tensors whose shapes only it knows; match_cast then gives them shapes). A returning
  * extern has no `out` parameters. */
+/* The runtime builtin that large matmuls are dispatched to (passes/dispatch.c;
+ * runtime/cuda/cublaslt.c runs it, interp/graph_interp.c computes it on the host):
+ * (a: T[..., m, k], b: T[k, n] | T[n, k] (trans_b) | T[..., k, n] | T[..., n, k], trans_b:
+ * Prim(i64)) -> T[..., m, n], the matmul of a and b (b transposed when trans_b is 1). */
+#define RX_DISPATCH_CUBLASLT_MATMUL "rx_cublaslt_matmul"
+
 struct rx_extern_fn {
   const char *name;
   rx_loc loc;

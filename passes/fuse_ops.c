@@ -14,7 +14,8 @@
  *     later elementwise consumers continue the epilogue chain the same way;
  *   - a group holds at most one reduction or output-fusable program (its anchor); nothing is
  *     fused after a reduction; values used more than once (or outside the block) stay
- *     materialized; blocks that are not dataflow are left alone.
+ *     materialized; blocks that are not dataflow are left alone (those inside if branches are
+ *     fused as the function's own).
  * Each group is a tree whose root is its last binding; the call replaces the root binding.
  * The primitive function takes the group's outside inputs and, as Prim(i64, v) parameters,
  * every symbolic variable the group uses that no input defines as a whole dimension. */
@@ -414,6 +415,21 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
   free(grp);
 }
 
+/* The dataflow blocks of seq and of the branches of its ifs (passes/dispatch.c puts the
+ * generated matmul of a dispatched one in a branch's dataflow block). */
+static void fuse_seq(rx_module *m, rx_graph_fn *fn, rx_seq *seq, use_count *uc) {
+  for (int b = 0; b < seq->nblocks; b++) {
+    rx_block *blk = seq->blocks[b];
+    if (blk->dataflow) fuse_block(m, fn, blk, uc);
+    for (int i = 0; i < blk->nbindings; i++) {
+      rx_node *n = blk->bindings[i]->value;
+      if (n->kind != RX_NODE_IF) continue;
+      if (n->then_seq) fuse_seq(m, fn, n->then_seq, uc);
+      if (n->else_seq) fuse_seq(m, fn, n->else_seq, uc);
+    }
+  }
+}
+
 bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag) {
   if (!rx_pass_annotate(m, diag)) return false;
   size_t nitems = m->items.len; /* outlined functions are appended: not visited */
@@ -423,8 +439,7 @@ bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag) {
     if (fn->primitive) continue;
     use_count uc = {0};
     count_seq(&uc, &fn->body);
-    for (int b = 0; b < fn->body.nblocks; b++)
-      if (fn->body.blocks[b]->dataflow) fuse_block(m, fn, fn->body.blocks[b], &uc);
+    fuse_seq(m, fn, &fn->body, &uc);
     free(uc.vars.data);
     free(uc.counts.data);
   }

@@ -25,6 +25,26 @@ bool rx_pass_cse(rx_module *m, rx_diag *diag);
  * tensor programs called nowhere and primitive graph functions called nowhere. */
 bool rx_pass_dce(rx_module *m, rx_diag *diag);
 
+/* passes/dispatch.c: the Relax paper's cross-level dispatch. Each matmul op of f16, bf16 or f32
+ * whose row count (the product of A's dims but the last) may reach min_rows becomes a call of
+ * the library (call_extern(RX_DISPATCH_CUBLASLT_MATMUL, A, B, trans_b)), under a graph-level
+ * `if min_rows <= rows` where the function's facts do not decide it, the generated matmul in the
+ * else branch; B written as permute(W) of its last two axes is passed as W with trans_b = 1. Runs
+ * before legalize (it sees ops). */
+typedef enum rx_dispatch_library {
+  RX_DISPATCH_NONE,   /* every matmul is a generated kernel */
+  RX_DISPATCH_CUBLAS, /* large matmuls to cuBLASLt (CUDA; runtime/cuda/cublaslt.c) */
+} rx_dispatch_library;
+/* The default threshold: the generated kernels have GEMV (n = 1) and low-batch (n <= 16)
+ * variants written for the memory bound; from 17 rows on the generated kernel is the tiled GEMM
+ * that the library outruns (issue 14: 1-3% of the tensor throughput). */
+#define RX_DISPATCH_DEFAULT_MIN_ROWS 17
+typedef struct rx_dispatch_options {
+  rx_dispatch_library library;
+  int64_t min_rows; /* rows >= min_rows go to the library (>= 1) */
+} rx_dispatch_options;
+bool rx_pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag);
+
 /* passes/legalize.c: every op call binding of every graph function becomes
  * call_tensor(PROG, args..., out=<the call's struct info>, dims=[<PROG's scalar parameters>])
  * of the program rx_legalize_call builds; identical calls (same op, attributes, argument struct

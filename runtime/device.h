@@ -224,8 +224,23 @@ extern const rt_backend rt_cuda_backend;
 extern const rt_backend rt_metal_backend;
 extern const rt_backend rt_null_backend; /* runtime/null/null.c: every call unsupported */
 
+/* Native handles for a library that runs on the device's own queue (runtime/cuda/cublaslt.c),
+ * set by a backend that has such libraries (CUDA) at device_init; NULL elsewhere. */
+typedef struct rt_native {
+  /* Issues what the backend holds back (logged launches, which the library's work must follow),
+   * makes the device's context current and gives its queue (CUDA: the CUstream). A library's
+   * work is thus never part of a replayed sequence: it ends one. */
+  rx_status (*queue)(rx_rt_device *d, void **out_queue);
+  uint64_t (*address)(rx_rt_buffer *b); /* the buffer's device address (CUDA: CUdeviceptr) */
+} rt_native;
+
 struct rx_rt_device {
   const rt_backend *be;
+  const rt_native *native; /* NULL: no library calls on this backend */
+  /* a library's state on this device (cuBLASLt's handle, workspace, plans), made at its first
+   * call and freed by library_free when the device goes, before the backend's device_destroy */
+  void *library;
+  void (*library_free)(rx_rt_device *d);
   int refs;
   rx_rt_allocator alloc;
   rx_rt_device_info info;
@@ -245,6 +260,11 @@ struct rx_rt_timer {
   rx_rt_device *device;
   bool started, stopped;
 };
+
+/* A buffer the device itself owns (a library's workspace): it holds no reference to the device
+ * (which frees it, in library_free), and is freed with rt_device_buffer_free. */
+rx_status rt_device_buffer(rx_rt_device *d, size_t bytes, rx_rt_buffer **out);
+void rt_device_buffer_free(rx_rt_buffer *b);
 
 /* A copy of a sticky device error (for returning to the caller while keeping the original). */
 rx_status rt_device_error(rx_rt_device *d);

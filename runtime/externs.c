@@ -1,6 +1,7 @@
 /* runtime/externs.c: the builtins the host program reaches through CALL_EXTERN (vm.h), listed
  * once. An artifact's `extern_fn` declarations name them; a name missing here is an error at the
  * call that names the extern and lists these. */
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/llm/kv_cache.h"
 
 #include <string.h>
@@ -9,7 +10,8 @@
 #define RX_BUILTINS(X)                                                                             \
   X("rx_kv_create", rx_kv_builtin_create, true)                                                    \
   X("rx_kv_extend", rx_kv_builtin_extend, true)                                                    \
-  X("rx_kv_pages", rx_kv_builtin_pages, true)
+  X("rx_kv_pages", rx_kv_builtin_pages, true)                                                      \
+  X("rx_cublaslt_matmul", rx_cublaslt_builtin_matmul, true) /* RX_DISPATCH_CUBLASLT_MATMUL */
 
 static const vm_extern builtins[] = {
 #define RX_BUILTIN_ENTRY_(n, f, r) {n, f, r},

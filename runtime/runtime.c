@@ -189,6 +189,7 @@ void rx_rt_device_retain(rx_rt_device *d) {
 void rx_rt_device_release(rx_rt_device *d) {
   if (!d || --d->refs > 0) return;
   rx_rt_allocator a = d->alloc;
+  if (d->library_free) d->library_free(d);
   d->be->device_destroy(d);
   rx_status_free(d->lost);
   rt_free(&a, d);
@@ -234,6 +235,19 @@ rx_status rx_rt_buffer_alloc(rx_rt_device *d, size_t bytes, rx_rt_buffer **out_b
   rx_rt_device_retain(d);
   *out_buffer = b;
   return NULL;
+}
+
+rx_status rt_device_buffer(rx_rt_device *d, size_t bytes, rx_rt_buffer **out) {
+  RX_RETURN_IF_ERROR(rx_rt_buffer_alloc(d, bytes, out));
+  d->refs--; /* the device owns the buffer, not the other way around */
+  return NULL;
+}
+
+void rt_device_buffer_free(rx_rt_buffer *b) {
+  if (!b) return;
+  rx_rt_device *d = b->device;
+  d->be->buffer_destroy(b);
+  rt_free(&d->alloc, b);
 }
 
 void rx_rt_buffer_retain(rx_rt_buffer *b) {

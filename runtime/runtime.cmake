@@ -33,6 +33,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/weights.c
   ${RX_RUNTIME_DIR}/vulkan/vulkan.c
   ${RX_RUNTIME_DIR}/cuda/cuda.c
+  ${RX_RUNTIME_DIR}/cuda/cublaslt.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c
   ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)
@@ -199,6 +200,27 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   set_tests_properties(runtime.cuda_graph_old_driver PROPERTIES LABELS "runtime;cuda;unit"
                        ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_cuda_old")
 
+  # cuBLASLt dispatch (cuda/cublaslt.c, the builtin rx_cublaslt_matmul) on the fake driver and a
+  # fake cuBLASLt (tests/runtime/fake_cublaslt.c: computes every matmul on the host and refuses
+  # layouts that do not agree), named in RX_CUBLASLT_LIBRARY by the test; runtime.cublaslt_missing:
+  # the error where the library cannot be opened
+  add_executable(rt_cublaslt_test ${RX_RT_TEST_DIR}/cublaslt_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  target_link_libraries(rt_cublaslt_test PRIVATE relaxc_runtime m)
+  target_include_directories(rt_cublaslt_test PRIVATE ${RX_RUNTIME_ROOT})
+  add_library(rt_fake_cublaslt SHARED ${RX_RT_TEST_DIR}/fake_cublaslt.c)
+  target_include_directories(rt_fake_cublaslt PRIVATE ${RX_RUNTIME_ROOT})
+  set_target_properties(rt_fake_cublaslt PROPERTIES PREFIX "lib" OUTPUT_NAME "cublasLt"
+                        SUFFIX ".so.13"
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_cublaslt)
+  add_dependencies(rt_cublaslt_test rt_fake_cublaslt rt_fake_cuda)
+  add_test(NAME runtime.cublaslt COMMAND rt_cublaslt_test $<TARGET_FILE:rt_fake_cuda>
+                                         $<TARGET_FILE:rt_fake_cublaslt>)
+  add_test(NAME runtime.cublaslt_missing
+           COMMAND rt_cublaslt_test $<TARGET_FILE:rt_fake_cuda> --missing)
+  set_tests_properties(runtime.cublaslt runtime.cublaslt_missing PROPERTIES
+                       LABELS "runtime;cuda;unit"
+                       ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_cuda")
+
   # cuda/cuda_api.h (the driver API declared by hand) against the toolkit's cuda.h, where one
   # is installed (no Debian package: the image's /usr/local/cuda); skipped (77) without it
   find_path(RX_CUDA_H_DIR cuda.h HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
@@ -213,6 +235,20 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
     message(STATUS "relaxc runtime: no CUDA toolkit cuda.h: runtime.cuda_decls will report "
                    "itself skipped")
   endif()
+  # cuda/cublaslt_api.h (cuBLASLt declared by hand) against the toolkit's cublasLt.h, likewise
+  find_path(RX_CUBLASLT_H_DIR cublasLt.h HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
+            PATH_SUFFIXES include)
+  add_executable(rt_cublaslt_decls_test ${RX_RT_TEST_DIR}/cublaslt_decls_test.c
+                 ${RX_RUNTIME_DIR}/cuda/cublaslt_api.h)
+  target_include_directories(rt_cublaslt_decls_test PRIVATE ${RX_RUNTIME_ROOT})
+  if(RX_CUBLASLT_H_DIR)
+    # SYSTEM: the toolkit header is not written for -Wstrict-prototypes
+    target_include_directories(rt_cublaslt_decls_test SYSTEM PRIVATE ${RX_CUBLASLT_H_DIR})
+    target_compile_definitions(rt_cublaslt_decls_test PRIVATE RX_HAVE_CUBLASLT_H)
+  endif()
+  add_test(NAME runtime.cublaslt_decls COMMAND rt_cublaslt_decls_test)
+  set_tests_properties(runtime.cublaslt_decls PROPERTIES LABELS "runtime;cuda;unit"
+                       SKIP_RETURN_CODE 77)
   add_test(NAME runtime.cuda_decls COMMAND rt_cuda_decls_test)
   set_tests_properties(runtime.cuda_decls PROPERTIES LABELS "runtime;cuda;unit" SKIP_RETURN_CODE 77)
 endif()

@@ -427,13 +427,15 @@ void vm_prepare_free(rx_rt_artifact *a) {
  * itself or others several times, could make the walk exponential in a corrupt artifact. */
 #define VM_INSPECT_BUDGET 10000000ull
 
-static size_t fn_programs(const rx_rt_artifact *a, size_t fi, const char **out, size_t max,
-                          size_t n, int depth, unsigned long long *budget) {
+/* The string operand (word 1) of every instruction op in function fi and the functions it calls:
+ * CALL_KERNELS' programs, CALL_EXTERN's builtins. */
+static size_t fn_calls(const rx_rt_artifact *a, size_t fi, uint32_t op, const char **out,
+                       size_t max, size_t n, int depth, unsigned long long *budget) {
   const vm_fn *f = &a->fns[fi];
   for (uint32_t pc = 0; pc < f->len && depth <= VM_MAX_DEPTH && *budget; --*budget) {
     const uint32_t *w = f->code + pc;
-    if (w[0] == RXVM_OP_CALL_KERNELS && n++ < max && out) out[n - 1] = a->strings[w[1]];
-    if (w[0] == RXVM_OP_CALL_FN) n = fn_programs(a, w[2], out, max, n, depth + 1, budget);
+    if (w[0] == op && n++ < max && out) out[n - 1] = a->strings[w[1]];
+    if (w[0] == RXVM_OP_CALL_FN) n = fn_calls(a, w[2], op, out, max, n, depth + 1, budget);
     pc = rxvm_walk(f->code, f->len, pc, NULL, NULL, NULL, 0);
     RX_ASSERT(pc); /* validated by the loader */
   }
@@ -443,7 +445,13 @@ static size_t fn_programs(const rx_rt_artifact *a, size_t fi, const char **out, 
 size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
                                         const char **out_programs, size_t max) {
   unsigned long long budget = VM_INSPECT_BUDGET;
-  return fn < a->nfns ? fn_programs(a, fn, out_programs, max, 0, 0, &budget) : 0;
+  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_KERNELS, out_programs, max, 0, 0, &budget) : 0;
+}
+
+size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn, const char **out_externs,
+                                       size_t max) {
+  unsigned long long budget = VM_INSPECT_BUDGET;
+  return fn < a->nfns ? fn_calls(a, fn, RXVM_OP_CALL_EXTERN, out_externs, max, 0, 0, &budget) : 0;
 }
 
 /* ---- a frame: registers and symbols ---- */

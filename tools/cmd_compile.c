@@ -1,5 +1,6 @@
 /* relaxc compile FILE --target T[,T...] [-o OUT.rxm] [--dump-after=STEP] [--time-passes]
- *                [--no-fuse] [--no-nvrtc] [--weights DIR] [--weights-file PATH] [-j N]
+ *                [--no-fuse] [--no-nvrtc] [--dispatch cublas [--dispatch-min-rows N]]
+ *                [--weights DIR] [--weights-file PATH] [-j N]
  *                [--cache-dir DIR | --no-cache] [--cache-limit MB] [--quiet]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
@@ -140,8 +141,24 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 #endif
 }
 
+/* --dispatch LIB, --dispatch-min-rows N: 0 when taken, 2 after a usage error */
+static int dispatch_flag(const rx_cli_args *it, const char **library, long long *min_rows) {
+  if (it->flag[10] == '\0') { /* --dispatch */
+    *library = it->value;
+    return 0;
+  }
+  char *end = NULL;
+  *min_rows = strtoll(it->value, &end, 10);
+  if (!*it->value || *end || *min_rows < 1)
+    return rx_cli_usage_error(it->cmd, "--dispatch-min-rows %s: expected an integer >= 1",
+                              it->value);
+  return 0;
+}
+
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
+  const char *dispatch = NULL;                     /* --dispatch */
+  long long min_rows = 0;                          /* --dispatch-min-rows; 0: the default */
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
@@ -170,6 +187,8 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       o.no_fuse = true;
     } else if (!strcmp(f, "--no-nvrtc")) {
       o.no_nvrtc = true;
+    } else if (!strcmp(f, "--dispatch") || !strcmp(f, "--dispatch-min-rows")) {
+      if (dispatch_flag(&it, &dispatch, &min_rows)) return 2;
     } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
                !strcmp(f, "--no-weights") || !strcmp(f, "--quantize")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
@@ -192,7 +211,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     rx_strbuf_free(&b);
     return 2;
   }
+  if (min_rows && !dispatch)
+    return rx_cli_usage_error(cmd, "%s", "--dispatch-min-rows needs --dispatch cublas");
   rx_status tst = rx_compile_options_set_targets(&o, target);
+  if (!tst) tst = rx_compile_options_set_dispatch(&o, dispatch, min_rows);
   if (tst) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(tst));
     rx_status_free(tst);

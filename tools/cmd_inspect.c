@@ -113,6 +113,27 @@ static void format_launches(const rx_rt_artifact *a, size_t fn, rx_strbuf *out) 
   free(progs);
 }
 
+/* "    library calls: 2 rx_cublaslt_matmul, 1 rx_kv_extend": the builtins one call may reach
+ * (both arms of an if: a dispatched matmul's library call and its generated kernel). */
+static void print_externs(const rx_rt_artifact *a, size_t fn) {
+  size_t n = rx_rt_artifact_function_externs(a, fn, NULL, 0);
+  const char **names = n ? calloc(n, sizeof *names) : NULL;
+  if (!names) return;
+  rx_rt_artifact_function_externs(a, fn, names, n);
+  printf("    library calls:");
+  for (size_t i = 0; i < n; i++) {
+    size_t count = 0;
+    bool first = true;
+    for (size_t j = 0; j < n; j++) {
+      count += !strcmp(names[i], names[j]);
+      first = first && (j >= i || strcmp(names[i], names[j]));
+    }
+    if (first) printf("%s %zu %s", i ? "," : "", count, names[i]);
+  }
+  printf("\n");
+  free(names);
+}
+
 static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
   size_t nfn = rx_rt_artifact_function_count(a);
   printf("functions: %zu\n", nfn);
@@ -157,6 +178,7 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
     format_launches(a, f, &launches);
     if (launches.len) printf("    per call: %s\n", launches.data);
     rx_strbuf_free(&launches);
+    print_externs(a, f);
   }
 }
 

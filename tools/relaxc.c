@@ -88,6 +88,14 @@ static const rx_cli_flag compile_flags[] = {
      "do not compile CUDA kernels with NVRTC (sources only); default: "
      "NVRTC where present",
      NULL},
+    {"--dispatch", NULL, "LIB",
+     "send large matmuls to a library: cublas (cuBLASLt, opened at run time; a cuda target); "
+     "default: none (generated kernels)",
+     NULL},
+    {"--dispatch-min-rows", NULL, "N",
+     "with --dispatch: matmuls of at least N rows go to the library, decided at run time where "
+     "the rows are symbolic; default: 17",
+     NULL},
     {"--weights", NULL, "DIR", "ONNX only: write the model's weights as DIR/<parameter>.npy", NULL},
     {"--weights-file", NULL, "PATH",
      "write the weights to the side file PATH (safetensors), which the artifact names; "

@@ -82,6 +82,12 @@ typedef struct rx_compile_request {
                           one per backend */
   bool no_fuse;        /* one kernel per operator (no operator fusion) */
   bool no_nvrtc;       /* CUDA: sources only, even where NVRTC is present */
+  /* Library dispatch (docs/dispatch.md): NULL or "none": every matmul is a generated kernel;
+   * "cublas": matmuls of at least dispatch_min_rows rows (decided at run time where the row
+   * count is symbolic) call cuBLASLt, opened at run time; needs a cuda target. */
+  const char *dispatch;
+  int64_t dispatch_min_rows; /* 0: the default (17: the generated GEMV and low-batch kernels
+                                serve 1..16 rows) */
 } rx_compile_request;
 
 /* Compiles m in place (it ends legalized and fused) into an artifact. On success *out_bytes

@@ -282,6 +282,10 @@ const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, 
  * (NULL: none) and returns how many there are. */
 size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
                                         const char **out_programs, size_t max);
+/* The same for the builtins (call_extern: the KV cache's, a dispatched library's) that one call
+ * of function fn may reach. */
+size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn, const char **out_externs,
+                                       size_t max);
 /* A readable listing of function fn's host program, one instruction a line (NULL when fn is out
  * of range or out of memory); free it with rx_rt_string_free. */
 char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);

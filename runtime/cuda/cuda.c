@@ -220,9 +220,12 @@ static rx_status cu_enumerate(rx_rt_device_info **out_infos, size_t *out_count,
 static rx_status flush(cu_device *d);
 static void graph_destroy(void *ctx, void *impl);
 
+static const rt_native cu_native; /* below */
+
 static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_device_options *opts) {
   (void)opts;
   cu_device *d = (cu_device *)base;
+  d->base.native = &cu_native;
   d->replay =
       (rt_replay){.alloc = &d->base.alloc, .exact = false, .destroy = graph_destroy, .ctx = d};
   const char *graphs = getenv("RX_CUDA_GRAPHS");
@@ -649,6 +652,20 @@ static rx_status cu_timer_elapsed(rx_rt_timer *base, double *out_ms) {
   *out_ms = ms;
   return NULL;
 }
+
+/* ---- native handles for libraries (runtime/cuda/cublaslt.c) ---- */
+static rx_status cu_native_queue(rx_rt_device *base, void **out_queue) {
+  cu_device *d = (cu_device *)base;
+  *out_queue = NULL;
+  CTX(d);
+  RX_RETURN_IF_ERROR(flush(d)); /* the library's work follows the launches logged before it */
+  *out_queue = d->stream;
+  return NULL;
+}
+
+static uint64_t cu_native_address(rx_rt_buffer *b) { return ((cu_buffer *)b)->ptr; }
+
+static const rt_native cu_native = {cu_native_queue, cu_native_address};
 
 const rt_backend rt_cuda_backend = {
     RX_RT_BACKEND_CUDA, "cuda",
