@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_onnx.c: libFuzzer harness of the ONNX importer: the bytes of an .onnx file
- * imported into a module (normalized and verified when accepted), and its weights read.
+ * imported into a module (normalized and verified when accepted), and its weights read; the same
+ * bytes read as a TensorProto file too (rx_onnx_tensor_file: the node tests' input_N.pb).
  * External data is looked up in a directory that does not exist, so no file is ever read. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int n = 0;
   s = rx_onnx_weights(bytes, size, "fuzz.onnx", NO_DIR, &w, &n);
   if (!s) rx_onnx_weights_free(w, n);
+  rx_status_free(s);
+  rx_onnx_weight t;
+  s = rx_onnx_tensor_file(bytes, size, "fuzz.pb", &t);
+  if (!s) {
+    free(t.name);
+    free(t.data);
+  }
   rx_status_free(s);
   free(bytes);
   return 0;

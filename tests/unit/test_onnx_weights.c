@@ -242,6 +242,44 @@ static void test_errors(const char *dir) {
   rmdir(tmp);
 }
 
+/* rx_onnx_tensor_file: a TensorProto as the ONNX test data stores it (input_0.pb), written here
+ * byte by byte: dims 3 (field 1), data_type FLOAT (2), name "x" (8), raw_data 12 bytes (9). */
+static void test_tensor_file(void) {
+  const float want[3] = {1.5f, -2, 0.25f};
+  uint8_t pb[64] = {0x08, 3, 0x10, 1, 0x42, 1, 'x', 0x4a, 12};
+  memcpy(pb + 9, want, sizeof want);
+  size_t len = 9 + sizeof want;
+  rx_onnx_weight t;
+  rx_status s = rx_onnx_tensor_file(pb, len, "t.pb", &t);
+  CHECK(!s, "t.pb: %s", rx_status_message(s));
+  if (!s) {
+    CHECK(t.dtype == RX_DTYPE_F32 && t.ndim == 1 && t.shape[0] == 3 && t.count == 3 &&
+              !strcmp(t.name, "x") && !memcmp(t.data, want, sizeof want),
+          "t.pb: wrong tensor");
+    free(t.name);
+    free(t.data);
+  }
+  rx_status_free(s);
+  /* cut inside raw_data: not a TensorProto */
+  s = rx_onnx_tensor_file(pb, len - 1, "cut.pb", &t);
+  CHECK(s && strstr(rx_status_message(s), "cut.pb: not an ONNX TensorProto"), "cut: %s",
+        rx_status_message(s));
+  rx_status_free(s);
+  /* INT64 with 12 bytes for 3 elements */
+  pb[3] = 7;
+  s = rx_onnx_tensor_file(pb, len, "i64.pb", &t);
+  CHECK(s && strstr(rx_status_message(s), "i64.pb"), "i64: %s", rx_status_message(s));
+  rx_status_free(s);
+  /* data_location EXTERNAL (field 14) */
+  pb[3] = 1;
+  pb[len] = 0x70;
+  pb[len + 1] = 1;
+  s = rx_onnx_tensor_file(pb, len + 2, "ext.pb", &t);
+  CHECK(s && strstr(rx_status_message(s), "ext.pb: the tensor's data is in an external file"),
+        "external: %s", rx_status_message(s));
+  rx_status_free(s);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_onnx_weights TESTS_DIR\n");
@@ -250,6 +288,7 @@ int main(int argc, char **argv) {
   test_typed(argv[1]);
   test_external(argv[1]);
   test_errors(argv[1]);
+  test_tensor_file();
   printf("test_onnx_weights: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
