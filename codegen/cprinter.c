@@ -680,8 +680,8 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
                : e->b->kind == RX_TX_SYM && e->b->sym->kind == RX_EXPR_CONST
                    ? pow2_log(e->b->sym->value)
                    : -1;
-  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t) &&
-      t != RX_DTYPE_I64 && k2 >= 0) {
+  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t) && t != RX_DTYPE_I64 &&
+      k2 >= 0) {
     /* by a power of two 2^k2 in 32 bits: floor division is the arithmetic shift and floor modulo
      * the mask, for negative values too (two's complement; quantized weights' bit fields) */
     rx_strbuf x = {0}, call = {0};

@@ -7,7 +7,8 @@
  *     alloc acc: f32[1] local
  *     reduce r in 0..in {
  *       init { acc[0] = 0.0 }
- *       update { let ... (the element's bytes, nibbles, scale)  acc[0] = acc[0] + f32(x[i..., r]) * W }
+ *       update { let ... (the element's bytes, nibbles, scale)  acc[0] = acc[0] + f32(x[i..., r]) *
+ * W }
  *     }
  *     y[i..., j] = T(acc[0])
  *   }
@@ -41,11 +42,12 @@ static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, rx_quant_scheme *o
 }
 
 /* Argument i is a 2-D tensor of dtype dt with dims [rows, cols]; reports otherwise. */
-static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const char *what,
-                       rx_dtype dt, const rx_expr *rows, const rx_expr *cols) {
+static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const char *what, rx_dtype dt,
+                       const rx_expr *rows, const rx_expr *cols) {
   const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, what);
   if (!s) return false;
-  if (s->dtype != dt || s->ndim != 2 || !s->shape || rx_ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
+  if (s->dtype != dt || s->ndim != 2 || !s->shape ||
+      rx_ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
       rx_ops_dim_eq(dc, s->shape[1], cols) != RX_TRUE) {
     rx_deduce_error(dc, "quant_matmul expects %s of %s[%s, %s], got %s", what, rx_dtype_name(dt),
                     rx_ops_expr_str(dc, rows), rx_ops_expr_str(dc, cols), rx_ops_str(dc, s));
@@ -62,7 +64,10 @@ const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
   if (call->nargs != 1 + nb) {
     rx_deduce_error(dc, "quant_matmul with scheme \"%s\" expects %d arguments (x and %s), got %d",
                     qi->name, 1 + nb,
-                    nb == 1 ? "the blocks w" : nb == 2 ? "w, s" : "w, s, z", call->nargs);
+                    nb == 1   ? "the blocks w"
+                    : nb == 2 ? "w, s"
+                              : "w, s, z",
+                    call->nargs);
     return NULL;
   }
   const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
@@ -73,8 +78,10 @@ const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
     return NULL;
   }
   if (x->ndim < 1 || !x->shape || w->ndim != 2 || !w->shape) {
-    rx_deduce_error(dc, "quant_matmul expects x [..., in] and w [out, ...] with known shapes, "
-                        "got %s and %s", rx_ops_str(dc, x), rx_ops_str(dc, w));
+    rx_deduce_error(dc,
+                    "quant_matmul expects x [..., in] and w [out, ...] with known shapes, "
+                    "got %s and %s",
+                    rx_ops_str(dc, x), rx_ops_str(dc, w));
     return NULL;
   }
   rx_expr_ctx *cx = rx_ops_ctx(dc);
@@ -138,8 +145,8 @@ static const char *qbyte(qel *q, const char *off) {
  * scales a quantizer writes and decode as large finite values. */
 static const char *f16_from_bytes(qel *q, const char *off) {
   lz_ctx *l = q->l;
-  const char *h = qlet(q, "h", "i32",
-                       lz_str(l, "%s + 256 * %s", qbyte(q, off), qbyte(q, lz_str(l, "%s + 1", off))));
+  const char *h = qlet(
+      q, "h", "i32", lz_str(l, "%s + 256 * %s", qbyte(q, off), qbyte(q, lz_str(l, "%s + 1", off))));
   const char *e = qlet(q, "e", "i32", lz_str(l, "%s // 1024 %% 32", h));
   const char *p = qlet(
       q, "p2", "f32",
@@ -176,8 +183,9 @@ static const char *own_element(qel *q) {
   if (q->qi->kind == RX_QUANT_INT8) return lz_str(l, "%s * f32(%s[%s, %s])", scale, q->w, q->j, r);
   const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s // 2", r)));
   const char *n = nibble(q, b, lz_str(l, "%s %% 2 == 1", r));
-  const char *zero =
-      q->qi->kind == RX_QUANT_INT4_ZERO ? lz_str(l, "i32(%s[%s, %s // %d])", q->z, q->j, r, q->qi->block) : "8";
+  const char *zero = q->qi->kind == RX_QUANT_INT4_ZERO
+                         ? lz_str(l, "i32(%s[%s, %s // %d])", q->z, q->j, r, q->qi->block)
+                         : "8";
   return lz_str(l, "%s * f32(%s - %s)", scale, n, zero);
 }
 
@@ -193,12 +201,14 @@ static const char *k4_element(qel *q, const char *base, const char *o, bool five
   const char *a = qlet(q, "sa", "i32", qbyte(q, lz_str(l, "%s + 4 + %s", base, sb)));
   const char *b = qlet(q, "sb", "i32", qbyte(q, lz_str(l, "%s + 8 + %s", base, sb)));
   const char *c = qlet(q, "sc", "i32", qbyte(q, lz_str(l, "%s + %s", base, sb)));
-  const char *sc = qlet(q, "scl", "i32",
-                        lz_str(l, "select(%s < 4, %s %% 64, %s %% 16 + %s // 64 * 16)", sb, a, b, c));
-  const char *mn = qlet(q, "mn", "i32",
-                        lz_str(l, "select(%s < 4, %s %% 64, %s // 16 + %s // 64 * 16)", sb, b, b, a));
-  const char *qb = qlet(q, "b", "i32",
-                        qbyte(q, lz_str(l, "%s + %d + %s // 2 * 32 + %s", base, five ? 48 : 16, sb, lo)));
+  const char *sc =
+      qlet(q, "scl", "i32",
+           lz_str(l, "select(%s < 4, %s %% 64, %s %% 16 + %s // 64 * 16)", sb, a, b, c));
+  const char *mn = qlet(
+      q, "mn", "i32", lz_str(l, "select(%s < 4, %s %% 64, %s // 16 + %s // 64 * 16)", sb, b, b, a));
+  const char *qb =
+      qlet(q, "b", "i32",
+           qbyte(q, lz_str(l, "%s + %d + %s // 2 * 32 + %s", base, five ? 48 : 16, sb, lo)));
   const char *nib = nibble(q, qb, lz_str(l, "%s %% 2 == 1", sb));
   if (five) {
     const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 16 + %s", base, lo)));
@@ -217,10 +227,11 @@ static const char *q6k_element(qel *q, const char *base, const char *o) {
   lz_ctx *l = q->l;
   const char *h = lz_str(l, "(%s // 128)", o), *s = lz_str(l, "(%s %% 128 // 32)", o);
   const char *lo = lz_str(l, "(%s %% 32)", o);
-  const char *ql = qlet(q, "ql", "i32",
-                        qbyte(q, lz_str(l, "%s + %s * 64 + %s %% 2 * 32 + %s", base, h, s, lo)));
+  const char *ql =
+      qlet(q, "ql", "i32", qbyte(q, lz_str(l, "%s + %s * 64 + %s %% 2 * 32 + %s", base, h, s, lo)));
   const char *nib = nibble(q, ql, lz_str(l, "%s >= 2", s));
-  const char *qh = qlet(q, "qh", "i32", qbyte(q, lz_str(l, "%s + 128 + %s * 32 + %s", base, h, lo)));
+  const char *qh =
+      qlet(q, "qh", "i32", qbyte(q, lz_str(l, "%s + 128 + %s * 32 + %s", base, h, lo)));
   const char *hi = shr(q, qh, lz_str(l, "%s * 2", s));
   const char *sb = qlet(q, "s8", "i32", qbyte(q, lz_str(l, "%s + 192 + %s // 16", base, o)));
   const char *d = f16_from_bytes(q, lz_str(l, "%s + 208", base));
@@ -258,7 +269,8 @@ static const char *gguf_element(qel *q) {
     const char *b = qlet(q, "b", "i32", qbyte(q, lz_str(l, "%s + 6 + %s %% 16", base, o)));
     const char *n = nibble(q, b, lz_str(l, "%s >= 16", o));
     const char *hb = qlet(q, "hb", "i32", qbyte(q, lz_str(l, "%s + 2 + %s // 8", base, o)));
-    const char *bit = qlet(q, "hi", "i32", lz_str(l, "%s %% 2", shr(q, hb, lz_str(l, "(%s %% 8)", o))));
+    const char *bit =
+        qlet(q, "hi", "i32", lz_str(l, "%s %% 2", shr(q, hb, lz_str(l, "(%s %% 8)", o))));
     return lz_str(l, "f32(%s + 16 * %s - 16) * %s", n, bit, d);
   }
   }

@@ -54,7 +54,8 @@ static const rx_attr_schema attrs_gelu[] = {
     {"approximate", RX_ATTR_STR, false, "\"none\" (erf form, default) or \"tanh\""},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_quant_matmul[] = {
-    {"scheme", RX_ATTR_STR, true, "the weight's quantization scheme (base/quant.h): q4f16_g32, Q4_0, ..."},
+    {"scheme", RX_ATTR_STR, true,
+     "the weight's quantization scheme (base/quant.h): q4f16_g32, Q4_0, ..."},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_clip[] = {{"min", RX_ATTR_FLOAT, true, "lower bound"},
                                             {"max", RX_ATTR_FLOAT, true, "upper bound"},

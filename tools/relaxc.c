@@ -70,7 +70,7 @@ static const rx_cli_flag codegen_flags[] = {
   {                                                                                                \
     "--quantize", NULL, "SCHEME",                                                                  \
         "Hugging Face folders: every layer's projections quantized at import, round to nearest: "  \
-        "q4f16_g32, q4f16_g64, q4f16_g128, q4f16a_g32/64/128 (zero points), q8f16, q8f16_g64, "     \
+        "q4f16_g32, q4f16_g64, q4f16_g128, q4f16a_g32/64/128 (zero points), q8f16, q8f16_g64, "    \
         "q8f16_g128 (docs/ops.md, Quantized weights); default: none",                              \
         NULL                                                                                       \
   }

@@ -73,7 +73,7 @@ typedef struct hf_w {
 typedef struct gb {
   rx_module *m;
   const rx_hf_config *c;
-  rx_dtype T; /* weights and matmuls */
+  rx_dtype T;              /* weights and matmuls */
   const rx_quant_info *qi; /* --quantize: the scheme of the projections, or NULL */
   rx_quant_scheme qsc;
   rx_dtype R; /* the residual stream and the norms: f32, whatever T is (as llama.cpp keeps its
@@ -216,7 +216,8 @@ static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t
   int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
   float *f = rx_malloc(sizeof *f * (size_t)(out * in));
   for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
-  uint8_t *q = rx_calloc((size_t)(out * w->shape[1]), 1), *z = w->qz ? rx_calloc((size_t)groups, 1) : NULL;
+  uint8_t *q = rx_calloc((size_t)(out * w->shape[1]), 1),
+          *z = w->qz ? rx_calloc((size_t)groups, 1) : NULL;
   uint16_t *sc = rx_calloc((size_t)groups, sizeof *sc);
   rx_module_on_free(g->m, free, q);
   rx_module_on_free(g->m, free, sc);

@@ -35,7 +35,8 @@ static int per_byte(rx_sctx *s, const rx_expr *f, const rx_expr *k, int V) {
   rx_analyzer_bind_range(s->an, t, E(s, 0), E(s, INT32_MAX));
   rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, V));
   const rx_expr *at = rx_expr_add(s->cx, rx_expr_mul(s->cx, t, E(s, V)), v);
-  const rx_expr *f0 = rx_expr_subst(s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, E(s, V))}, 1);
+  const rx_expr *f0 =
+      rx_expr_subst(s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, E(s, V))}, 1);
   const rx_expr *f1 = rx_expr_subst(s->cx, f, &k, &at, 1);
   const rx_expr *d = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, f1, f0));
   int e = 0;
@@ -120,7 +121,8 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
     rx_stmt *cp = rx_sched_store_e(s, bufs[i], &u, 1, ld);
     RX_VEC_PUSH(&st, rx_sched_for(s, u, E(s, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
-    want[i] = rx_analyzer_simplify(s->an, last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
+    want[i] =
+        rx_analyzer_simplify(s->an, last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
   }
   swap sw = {pk, bufs, want, lane};
   rx_rewrite rw = {.s = s, .n = 0, .hook = swap_load, .ud = &sw};

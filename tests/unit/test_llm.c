@@ -35,8 +35,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TOL_F32 1e-4 /* relative L2 of the logits, computing in f32 (issue 12) */
-#define TOL_F16 2e-3 /* the same in f16 */
+#define TOL_F32 1e-4   /* relative L2 of the logits, computing in f32 (issue 12) */
+#define TOL_F16 2e-3   /* the same in f16 */
 #define TOL_Q8  1e-2   /* the same in f16 with int8 projections (check_quantized) */
 #define TOL_Q4  1.5e-1 /* the same with int4 projections, groups of 32 */
 /* Greedy tokens are compared up to the first step where the reference's best two logits are

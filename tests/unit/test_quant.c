@@ -93,7 +93,8 @@ static char *graph_text(rx_quant_scheme sc, rx_dtype xdt) {
     rx_strbuf_printf(&b, "w: u8[m, %d]", K / 2);
   if (nb >= 2) rx_strbuf_printf(&b, ", s: f16[m, %d]", blocks);
   if (nb >= 3) rx_strbuf_printf(&b, ", z: u8[m, %d]", blocks);
-  rx_strbuf_printf(&b, ") -> %s[n, m] {\n  dataflow {\n    y = quant_matmul(x, w%s%s, scheme=\"%s\")\n"
+  rx_strbuf_printf(&b,
+                   ") -> %s[n, m] {\n  dataflow {\n    y = quant_matmul(x, w%s%s, scheme=\"%s\")\n"
                    "  }\n  return y\n}\n",
                    rx_dtype_name(xdt), nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name);
   return rx_strbuf_take(&b);
@@ -199,7 +200,8 @@ static bool gguf_blocks(const rx_quant_info *qi, uint8_t *w, int64_t nblocks) {
   const uint8_t *data = fixture.data + src->offset;
   int64_t have = (int64_t)src->size / qi->block_bytes;
   for (int64_t b = 0; b < nblocks; b++)
-    memcpy(w + b * qi->block_bytes, data + (int64_t)(next_rand() % (uint64_t)have) * qi->block_bytes,
+    memcpy(w + b * qi->block_bytes,
+           data + (int64_t)(next_rand() % (uint64_t)have) * qi->block_bytes,
            (size_t)qi->block_bytes);
   return true;
 }
@@ -253,7 +255,8 @@ static bool make_inputs(prog *p, int64_t n, int64_t m, rxk_env *e, rxk_buffers *
     } else if (a->dtype == RX_DTYPE_F16) { /* scales: 2^-7 to 2^-3, either sign */
       uint16_t *h = a->data;
       for (size_t k = 0; k < in->bytes[i] / 2; k++)
-        h[k] = rx_f32_to_f16((float)((uniform() < 0.5 ? -1 : 1) * ldexp(1 + uniform(), -7 + (int)(next_rand() % 5))));
+        h[k] = rx_f32_to_f16((float)((uniform() < 0.5 ? -1 : 1) *
+                                     ldexp(1 + uniform(), -7 + (int)(next_rand() % 5))));
     } else if (i == 3) { /* zero points 0..15 */
       for (size_t k = 0; k < in->bytes[i]; k++) bytes[k] = (uint8_t)(next_rand() % 16);
     } else {
@@ -376,8 +379,8 @@ static void test_errors(void) {
     if (diag && strstr(diag, cases[i].want) && strstr(diag, "bad.rx:3:"))
       st.passed++;
     else
-      rxk_fail(&st, "quant_matmul(%s): want an error at bad.rx:3 with \"%s\", got: %s", cases[i].args,
-               cases[i].want, diag ? diag : "no error");
+      rxk_fail(&st, "quant_matmul(%s): want an error at bad.rx:3 with \"%s\", got: %s",
+               cases[i].args, cases[i].want, diag ? diag : "no error");
     free(diag);
   }
 }
@@ -395,8 +398,8 @@ static void test_quantizer(void) {
     int blocks = K / qi->block;
     float w[ROWS * K];
     for (int i = 0; i < ROWS * K; i++) w[i] = (float)(uniform() * 2 - 1);
-    for (int i = 0; i < qi->block; i++) w[i] = 0;   /* row 0, group 0: zeros */
-    w[K + 5] = 9.5f;                                /* row 1: an outlier in its first group */
+    for (int i = 0; i < qi->block; i++) w[i] = 0;  /* row 0, group 0: zeros */
+    w[K + 5] = 9.5f;                               /* row 1: an outlier in its first group */
     for (int i = 0; i < K; i++) w[2 * K + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
     uint8_t qw[ROWS * K], z[ROWS * K / 32];
     uint16_t scales[ROWS * K / 32];
@@ -430,8 +433,9 @@ static void test_quantizer(void) {
     rx_quant_scheme sc;
     int64_t in;
     const char *want;
-  } bad[] = {{RX_QUANT_Q4F16_G128, 192, "a [2, 192] weight into q4f16_g128: the input dimension "
-                                         "must be a positive multiple of 128"},
+  } bad[] = {{RX_QUANT_Q4F16_G128, 192,
+              "a [2, 192] weight into q4f16_g128: the input dimension "
+              "must be a positive multiple of 128"},
              {RX_QUANT_GGUF_Q4_0, 256, "quantizing into Q4_0: GGUF's block formats"}};
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
     float w[2 * 256] = {0};
@@ -492,12 +496,14 @@ int main(int argc, char **argv) {
   if (vk.dev) {
     const char *last = NULL;
     size_t nmsg = rx_rt_device_validation_messages(vk.dev, &last);
-    if (nmsg) rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
+    if (nmsg)
+      rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
     rx_rt_device_release(vk.dev);
   }
   rx_gguf_free(&fixture);
   free(buf);
-  printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32], worst[RX_DTYPE_F16]);
+  printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32],
+         worst[RX_DTYPE_F16]);
   printf("quant: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
   return st.failed ? 1 : 0;
 }
