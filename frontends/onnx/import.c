@@ -149,9 +149,12 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
                           vi->name);
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
+  char tname[32];
   if (!onnx_dtype_of(tt->elem_type, &dt))
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': unsupported element type %d",
-                          I->file, vi->name, (int)tt->elem_type);
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: graph input '%s': element type %s has no relaxc dtype (relaxc has "
+                          "f32, f16, bf16, i64, i32, i16, i8, u8 and bool)",
+                          I->file, vi->name, onnx_type_name(tt->elem_type, tname, sizeof tname));
   const rx_sinfo *si;
   if (!tt->shape) {
     si = rx_sinfo_tensor(I->m, dt, -1, NULL);
@@ -1287,6 +1290,165 @@ tensor_range:
 }
 
 /* LeakyRelu: where(x >= 0, x, alpha * x) */
+/* ---- activations and reductions composed of relaxc's ops ---- */
+
+/* op(args) as a new binding, returned as an argument for the next op (*last: its variable). */
+static rx_status ex(imp *I, const Onnx__NodeProto *n, const char *op, int nargs, rx_node *a0,
+                    rx_node *a1, rx_node *a2, rx_node **out, rx_var **last) {
+  rx_node *a[3] = {a0, a1, a2};
+  rx_var *v = NULL;
+  RX_RETURN_IF_ERROR(emit(I, n, op, a, nargs, NULL, 0, &v));
+  *out = rx_arg_var(I->b, v);
+  if (last) *last = v;
+  return NULL;
+}
+#define EX1(op, x, out)       RX_RETURN_IF_ERROR(ex(I, n, op, 1, x, NULL, NULL, &(out), &r))
+#define EX2(op, x, y, out)    RX_RETURN_IF_ERROR(ex(I, n, op, 2, x, y, NULL, &(out), &r))
+#define EX3(op, x, y, z, out) RX_RETURN_IF_ERROR(ex(I, n, op, 3, x, y, z, &(out), &r))
+#define FL(v)                 rx_arg_float(I->b, (v))
+
+/* alpha (exp(x) - 1) for x <= 0, x above (Elu; Selu scales it by gamma) */
+static rx_status do_elu(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  bool selu = !strcmp(rop, "selu");
+  double alpha = onnx_attr_f(n, "alpha", selu ? 1.67326319217681884765625 : 1.0);
+  rx_node *x, *t, *pos;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  EX1("exp", x, t);
+  EX2("subtract", t, FL(1.0), t);
+  EX2("multiply", t, FL(alpha), t);
+  EX2("greater", x, FL(0.0), pos);
+  EX3("where", pos, x, t, t);
+  if (selu) EX2("multiply", t, FL(onnx_attr_f(n, "gamma", 1.05070102214813232421875)), t);
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* The element-wise functions of one input that ONNX defines by formula: rop names which. */
+static rx_status do_act(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *x, *t, *u;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  if (!strcmp(rop, "celu")) { /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)) */
+    double alpha = onnx_attr_f(n, "alpha", 1.0);
+    EX2("divide", x, FL(alpha), t);
+    EX1("exp", t, t);
+    EX2("subtract", t, FL(1.0), t);
+    EX2("multiply", t, FL(alpha), t);
+    EX2("minimum", t, FL(0.0), t);
+    EX2("maximum", x, FL(0.0), u);
+    EX2("add", u, t, t);
+  } else if (!strcmp(rop, "hard_sigmoid") || !strcmp(rop, "hard_swish")) {
+    bool swish = !strcmp(rop, "hard_swish"); /* x hard_sigmoid(x) with alpha 1/6, beta 0.5 */
+    EX2("multiply", x, FL(swish ? 1.0 / 6 : onnx_attr_f(n, "alpha", 0.2)), t);
+    EX2("add", t, FL(swish ? 0.5 : onnx_attr_f(n, "beta", 0.5)), t);
+    EX2("minimum", t, FL(1.0), t);
+    EX2("maximum", t, FL(0.0), t);
+    if (swish) EX2("multiply", x, t, t);
+  } else if (!strcmp(rop, "softplus")) { /* log(exp(x) + 1) */
+    EX1("exp", x, t);
+    EX2("add", t, FL(1.0), t);
+    EX1("log", t, t);
+  } else if (!strcmp(rop, "softsign")) { /* x / (1 + |x|) */
+    EX1("abs", x, t);
+    EX2("add", t, FL(1.0), t);
+    EX2("divide", x, t, t);
+  } else if (!strcmp(rop, "thresholded_relu")) { /* x where x > alpha, else 0 */
+    EX2("greater", x, FL(onnx_attr_f(n, "alpha", 1.0)), u);
+    EX2("multiply", x, FL(0.0), t);
+    EX3("where", u, x, t, t);
+  } else if (!strcmp(rop, "mish")) { /* x tanh(log(exp(x) + 1)) */
+    EX1("exp", x, t);
+    EX2("add", t, FL(1.0), t);
+    EX1("log", t, t);
+    EX1("tanh", t, t);
+    EX2("multiply", x, t, t);
+  } else if (!strcmp(rop, "is_nan")) { /* NaN is the one value not equal to itself */
+    EX2("not_equal", x, x, t);
+  } else {
+    return node_err(I, n, "internal: no activation '%s'", rop);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Sum, Mean, Max and Min of one or more inputs (broadcast): a chain of rop. */
+static rx_status do_variadic(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *acc = NULL, *x;
+  rx_var *r = NULL;
+  size_t count = 0;
+  if (n->n_input == 2 && strcmp(rop, "mean") && strcmp(rop, "add"))
+    return do_binary(I, n, rop); /* Max, Min of two: shape values too */
+  for (size_t i = 0; i < n->n_input; i++) {
+    if (!input(n, i)) continue;
+    if (count++ == 0) {
+      val *v = get(I, input(n, i));
+      if (v && n->n_input == 1) { /* one input: that value */
+        def_alias(I, n, v);
+        return NULL;
+      }
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, i), &acc));
+      continue;
+    }
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, i), &x));
+    EX2(!strcmp(rop, "mean") ? "add" : rop, acc, x, acc);
+  }
+  if (count == 0) return node_err(I, n, "needs at least one input");
+  if (!strcmp(rop, "mean")) EX2("divide", acc, FL((double)count), acc);
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp: an element-wise step, the
+ * sum (do_reduce's axes and keepdims), and a step after. */
+static rx_status do_reduce_by(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *x, *t;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  if (!strcmp(rop, "l1"))
+    EX1("abs", x, t);
+  else if (!strcmp(rop, "l2") || !strcmp(rop, "sum_square"))
+    EX2("multiply", x, x, t);
+  else if (!strcmp(rop, "log_sum_exp"))
+    EX1("exp", x, t);
+  else
+    t = x;
+  int64_t axes[SYM_MAX];
+  int na;
+  RX_RETURN_IF_ERROR(int_list(I, n, 1, "axes", axes, &na));
+  const rx_attr *at[2];
+  int nat = 0;
+  if (na > 0)
+    at[nat++] = rx_attr_ints(I->m, "axes", axes, na);
+  else if (na == 0 && onnx_attr_i(n, "noop_with_empty_axes", 0)) /* no reduction */
+    return node_err(I, n, "noop_with_empty_axes with no axes is not supported");
+  at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
+  RX_RETURN_IF_ERROR(emit(I, n, "sum", &t, 1, at, nat, &r));
+  t = rx_arg_var(I->b, r);
+  if (!strcmp(rop, "l2")) EX1("sqrt", t, t);
+  if (!strcmp(rop, "log_sum") || !strcmp(rop, "log_sum_exp")) EX1("log", t, t);
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* CastLike: Cast to the dtype of input 1. */
+static rx_status do_cast_like(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *like = tsinfo(input(n, 1) ? get(I, input(n, 1)) : NULL);
+  rx_node *x;
+  rx_var *r = NULL;
+  if (!like) return node_err(I, n, "input 1 (the dtype to cast to) is not a tensor");
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  const rx_attr *at[1] = {rx_attr_dtype(I->m, "dtype", like->dtype)};
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", &x, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+#undef EX1
+#undef EX2
+#undef EX3
+#undef FL
+
 static rx_status do_leaky_relu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
@@ -1388,7 +1550,9 @@ static const onnx_op onnx_ops[] = {
     {"And", do_binary, "logical_and", 1, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "2-D, floor mode"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
+    {"CastLike", do_cast_like, NULL, 15, 0, NULL},
     {"Cast", do_cast, NULL, 6, 0, NULL},
+    {"Celu", do_act, "celu", 12, 0, NULL},
     {"Ceil", do_unary, "ceil", 1, 0, NULL},
     {"Clip", do_clip, NULL, 1, 0, NULL},
     {"Concat", do_concat, NULL, 1, 0, NULL},
@@ -1398,6 +1562,7 @@ static const onnx_op onnx_ops[] = {
     {"Cos", do_unary, "cos", 7, 0, NULL},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_identity, NULL, 1, 0, "inference"},
+    {"Elu", do_elu, "elu", 6, 0, NULL},
     {"Equal", do_binary, "equal", 1, 0, NULL},
     {"Erf", do_unary, "erf", 9, 0, NULL},
     {"Exp", do_unary, "exp", 1, 0, NULL},
@@ -1411,7 +1576,10 @@ static const onnx_op onnx_ops[] = {
     {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
+    {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
     {"Identity", do_identity, NULL, 1, 0, NULL},
+    {"IsNaN", do_act, "is_nan", 9, 0, NULL},
     {"LayerNormalization", do_layer_norm, NULL, 17, 0, NULL},
     {"LeakyRelu", do_leaky_relu, NULL, 1, 0, NULL},
     {"Less", do_binary, "less", 1, 0, NULL},
@@ -1419,9 +1587,11 @@ static const onnx_op onnx_ops[] = {
     {"Log", do_unary, "log", 1, 0, NULL},
     {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
-    {"Max", do_binary, "maximum", 1, 0, "two inputs"},
+    {"Max", do_variadic, "maximum", 1, 0, NULL},
     {"MaxPool", do_pool, NULL, 1, 0, "2-D, floor mode"},
-    {"Min", do_binary, "minimum", 1, 0, "two inputs"},
+    {"Mean", do_variadic, "mean", 1, 0, NULL},
+    {"Min", do_variadic, "minimum", 1, 0, NULL},
+    {"Mish", do_act, "mish", 18, 0, NULL},
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
     {"Not", do_unary, "not", 1, 0, NULL},
@@ -1429,26 +1599,37 @@ static const onnx_op onnx_ops[] = {
     {"Pow", do_binary, "power", 1, 0, NULL},
     {"Range", do_range, NULL, 11, 0, NULL},
     {"Reciprocal", do_reciprocal, NULL, 1, 0, NULL},
+    {"ReduceL1", do_reduce_by, "l1", 1, 0, NULL},
+    {"ReduceL2", do_reduce_by, "l2", 1, 0, NULL},
+    {"ReduceLogSum", do_reduce_by, "log_sum", 1, 0, NULL},
+    {"ReduceLogSumExp", do_reduce_by, "log_sum_exp", 1, 0, NULL},
     {"ReduceMax", do_reduce, "max", 1, 0, NULL},
     {"ReduceMean", do_reduce, "mean", 1, 0, NULL},
     {"ReduceMin", do_reduce, "min", 1, 0, NULL},
     {"ReduceSum", do_reduce, "sum", 1, 0, NULL},
+    {"ReduceSumSquare", do_reduce_by, "sum_square", 1, 0, NULL},
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
+    {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
     {"Sigmoid", do_unary, "sigmoid", 1, 0, NULL},
     {"Sin", do_unary, "sin", 7, 0, NULL},
     {"Slice", do_slice, NULL, 1, 0, NULL},
     {"Softmax", do_softmax, NULL, 1, 0, NULL},
+    {"Softplus", do_act, "softplus", 1, 0, NULL},
+    {"Softsign", do_act, "softsign", 1, 0, NULL},
     {"Split", do_split, NULL, 1, 0, NULL},
     {"Sqrt", do_unary, "sqrt", 1, 0, NULL},
     {"Squeeze", do_squeeze, NULL, 1, 0, NULL},
     {"Sub", do_binary, "subtract", 1, 0, NULL},
+    {"Sum", do_variadic, "add", 1, 0, NULL},
     {"Tanh", do_unary, "tanh", 1, 0, NULL},
+    {"ThresholdedRelu", do_act, "thresholded_relu", 10, 0, NULL},
     {"Transpose", do_transpose, NULL, 1, 0, NULL},
     {"Trilu", do_trilu, NULL, 14, 0, NULL},
     {"Unsqueeze", do_squeeze, NULL, 1, 0, NULL},
     {"Where", do_where, NULL, 9, 0, NULL},
+    {"Xor", do_binary, "not_equal", 7, 0, "bool"},
 };
 // clang-format on
 
