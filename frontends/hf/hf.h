@@ -46,12 +46,12 @@ rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char
 
 /* What the compiler builds for it. */
 typedef struct rx_hf_options {
-  rx_dtype dtype;      /* weights and compute: f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
-  int64_t max_seq_len; /* the longest sequence (prompt and generated tokens); 0: the config's
-                          max_position_embeddings */
-  int64_t max_batch;   /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
-  bool no_weights;     /* config.json alone: the checkpoint is not read and the weights stay
-                          parameters, passed at run time (shape studies, compile benchmarks) */
+  rx_dtype dtype;       /* weights and compute: f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
+  int64_t max_seq_len;  /* the longest sequence (prompt and generated tokens); 0: the config's
+                           max_position_embeddings */
+  int64_t max_batch;    /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
+  bool no_weights;      /* config.json alone: the checkpoint is not read and the weights stay
+                           parameters, passed at run time (shape studies, compile benchmarks) */
   const char *quantize; /* a scheme of relaxc's own (base/quant.h: "q4f16_g32", "q8f16", ...)
                            for every layer's projections, quantized at import (round to
                            nearest); NULL: the compute dtype */
@@ -64,6 +64,11 @@ typedef struct rx_hf_options {
 
 /* Is path a folder with a config.json? */
 bool rx_hf_is_model_dir(const char *path);
+/* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/hf/gguf.c,
+ * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
+ * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
+ * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */
+bool rx_hf_is_gguf(const char *path);
 
 /* Imports the model in folder dir into m: the graph functions create_kv_cache, prefill and
  * decode (docs/llm.md), the extern declarations of the KV cache's builtins, every weight
