@@ -328,19 +328,18 @@ static const uint8_t *unpermute(gb *g, const uint8_t *src, int64_t rows, int64_t
   return dst;
 }
 
-static rx_status gguf_shape_error(const gb *g, const rx_gguf_file *f, const hf_w *w,
-                                  const rx_gguf_tensor *t) {
+static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tensor *t) {
   char want[96], got[96];
   shape_text(want, sizeof want, w->ndim, w->shape);
   shape_text(got, sizeof got, t->ndim, t->shape);
-  return rx_status_make(
-      RX_ERR_INVALID,
-      "%s: tensor '%s' has shape %s (outermost first), expected %s (from the %s.* "
-      "metadata: embedding %lld, heads %lld, kv heads %lld, head dim %lld, "
-      "feed-forward %lld, vocab %lld)",
-      f->name, w->gg, got, want, g->c->arch_name, (long long)g->c->hidden, (long long)g->c->heads,
-      (long long)g->c->kv_heads, (long long)g->c->head_dim, (long long)g->c->intermediate,
-      (long long)g->c->vocab);
+  return rx_status_make(RX_ERR_INVALID,
+                        "tensor '%s' has shape %s (outermost first), expected %s (from the %s.* "
+                        "metadata: embedding %lld, heads %lld, kv heads %lld, head dim %lld, "
+                        "feed-forward %lld, vocab %lld)",
+                        w->gg, got, want, g->c->arch_name, (long long)g->c->hidden,
+                        (long long)g->c->heads, (long long)g->c->kv_heads,
+                        (long long)g->c->head_dim, (long long)g->c->intermediate,
+                        (long long)g->c->vocab);
 }
 
 /* w from the GGUF file: F32, F16 and BF16 tensors converted to w's dtype as the checkpoint's are;
@@ -350,11 +349,11 @@ static rx_status gguf_shape_error(const gb *g, const rx_gguf_file *f, const hf_w
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
   const rx_gguf_tensor *t = rx_gguf_find_tensor(f, w->gg);
   if (!t)
-    return rx_status_make(RX_ERR_NOT_FOUND, "%s: tensor '%s' (%s) is missing from the file",
-                          f->name, w->gg, g->c->arch_name);
+    return rx_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the file", w->gg,
+                          g->c->arch_name);
   bool same = t->ndim == w->ndim;
   for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
-  if (!same) return gguf_shape_error(g, f, w, t);
+  if (!same) return gguf_shape_error(g, w, t);
   const uint8_t *data = f->data + t->offset;
   int64_t rows = w->shape[0], cols = w->ndim == 2 ? w->shape[1] : 1;
   rx_dtype src = t->type == RX_GGUF_TYPE_F32    ? RX_DTYPE_F32
@@ -364,8 +363,8 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
   if (src == RX_DTYPE_UNKNOWN && w->proj) {
     rx_quant_scheme sc;
     if (!rx_quant_lookup(rx_gguf_type_name(t->type), &sc))
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: tensor '%s' is %s: no quant_matmul scheme",
-                            f->name, w->gg, rx_gguf_type_name(t->type));
+      return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: no quant_matmul scheme", w->gg,
+                            rx_gguf_type_name(t->type));
     w->qi = rx_quant_info_of(sc);
     w->in = cols;
     w->dtype = RX_DTYPE_U8;
@@ -399,9 +398,9 @@ static rx_status add_gguf_weights(gb *g, const rx_gguf_file *f) {
     }
     if (w->permuted_heads && w->shape[0] % (2 * w->permuted_heads) != 0)
       return rx_status_make(RX_ERR_INVALID,
-                            "%s: tensor '%s': %lld rows are not %lld heads of "
+                            "tensor '%s': %lld rows are not %lld heads of "
                             "an even head dim",
-                            f->name, w->gg, (long long)w->shape[0], (long long)w->permuted_heads);
+                            w->gg, (long long)w->shape[0], (long long)w->permuted_heads);
     RX_RETURN_IF_ERROR(add_gguf_weight(g, f, w));
   }
   return NULL;

@@ -11,7 +11,12 @@ models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0:
   them (each head's rotary pairs (i, i + d/2) made adjacent, for ggml's interleaved rope); norms
   in F32; every 2-D weight (token_embd and output included) in <type>, quantized by
   gguf.quants.quantize; the tokenizer (byte-level BPE) as tokenizer.ggml.model "gpt2" with its
-  tokens, token types (3 for the special tokens), merges, bos/eos ids and add_bos_token."""
+  tokens, token types (3 for the special tokens), merges, bos/eos ids and add_bos_token.
+
+models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, each a 1-layer
+  llama (hidden 32, 2 heads, feed-forward 64, vocab 32, F32 zeros) with one thing wrong:
+  bad-arch (general.architecture "gptneox"), bad-missing (no blk.0.ffn_down.weight),
+  bad-shape (blk.0.ffn_down.weight of [32, 48] instead of [32, 64])."""
 import json
 import os
 
@@ -99,7 +104,32 @@ def export(qtype, name):
     w.close()
 
 
+def broken(name, arch="llama", drop=None, reshape=None):
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", f"bad-{name}.gguf"), arch)
+    for k, v in (("context_length", 64), ("embedding_length", 32), ("block_count", 1),
+                 ("feed_forward_length", 64), ("attention.head_count", 2)):
+        w.add_uint32(f"{arch}.{k}", v)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+    shapes = {"token_embd.weight": (32, 32), "output_norm.weight": (32,)}
+    for t, shp in (("attn_norm", (32,)), ("attn_q", (32, 32)), ("attn_k", (32, 32)),
+                   ("attn_v", (32, 32)), ("attn_output", (32, 32)), ("ffn_norm", (32,)),
+                   ("ffn_gate", (64, 32)), ("ffn_up", (64, 32)), ("ffn_down", (32, 64))):
+        shapes[f"blk.0.{t}.weight"] = shp
+    if reshape:
+        shapes[reshape[0]] = reshape[1]
+    for n, shp in shapes.items():
+        if n != drop:
+            w.add_tensor(n, np.zeros(shp, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0")):
         export(q, n)
+    broken("arch", arch="gptneox")
+    broken("missing", drop="blk.0.ffn_down.weight")
+    broken("shape", reshape=("blk.0.ffn_down.weight", (32, 48)))
