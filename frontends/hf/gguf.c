@@ -102,7 +102,7 @@ static rx_status special_ids(const rx_gguf_file *f, rx_hf_config *c) {
   return NULL;
 }
 
-static rx_status read_config(const rx_gguf_file *f, rx_hf_config *c) {
+rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
   memset(c, 0, sizeof *c);
   const char *arch;
   RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "general.architecture", &arch));
@@ -156,7 +156,7 @@ rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out) {
   g->path = rx_strdup(path);
   rx_status s = rx_map_file(path, &g->map);
   if (!s) s = rx_gguf_parse(g->map.data, g->map.size, path, &g->f);
-  if (!s) s = read_config(&g->f, c);
+  if (!s) s = hf_gguf_read_config(&g->f, c);
   if (s) {
     hf_gguf_close(g);
     return s;
@@ -245,6 +245,7 @@ static rx_status put_post(const rx_gguf_file *f, const rx_hf_config *c, rx_strbu
   }
   const rx_gguf_value *toks;
   RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &toks));
+  if ((uint64_t)c->bos >= toks->count) return NULL; /* put_vocab refused it already */
   const char *bos = toks->strs[c->bos];
   rx_strbuf_append(out, "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
                         "{\"id\": ");

@@ -25,6 +25,8 @@ typedef struct hf_gguf hf_gguf;
 rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out);
 void hf_gguf_close(void *g);
 const rx_gguf_file *hf_gguf_file(const hf_gguf *g);
+/* The hyperparameters of a parsed file into *c (hf_gguf_open's step, for the fuzz harness). */
+rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c);
 /* The tokenizer of tokenizer.ggml.* as a tokenizer.json runtime/llm reads, appended to out; an
  * unsupported tokenizer model or pre-tokenizer names itself. */
 rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out);

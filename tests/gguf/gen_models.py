@@ -16,7 +16,9 @@ models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0:
 models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, each a 1-layer
   llama (hidden 32, 2 heads, feed-forward 64, vocab 32, F32 zeros) with one thing wrong:
   bad-arch (general.architecture "gptneox"), bad-missing (no blk.0.ffn_down.weight),
-  bad-shape (blk.0.ffn_down.weight of [32, 48] instead of [32, 64])."""
+  bad-shape (blk.0.ffn_down.weight of [32, 48] instead of [32, 64]).
+../fuzz/corpus/gguf/llama_tokenizer.gguf: a seed of fuzz_gguf that reaches the model front end:
+  the llama.* keys of a tiny model and a gpt2 tokenizer of 8 tokens (no tensors)."""
 import json
 import os
 
@@ -126,6 +128,27 @@ def broken(name, arch="llama", drop=None, reshape=None):
     w.close()
 
 
+def fuzz_seed():
+    w = gguf.GGUFWriter(os.path.join(HERE, "..", "fuzz", "corpus", "gguf", "llama_tokenizer.gguf"),
+                        "llama")
+    for k, v in (("context_length", 64), ("embedding_length", 32), ("block_count", 1),
+                 ("feed_forward_length", 64), ("attention.head_count", 2), ("vocab_size", 8)):
+        w.add_uint32(f"llama.{k}", v)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(["<s>", "</s>", "a", "b", "\u0120", "ab", "\u0120a", "\"q\""])
+    w.add_token_types([3, 3, 1, 1, 1, 1, 1, 4])
+    w.add_token_merges(["a b", "\u0120 a"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0")):
@@ -133,3 +156,4 @@ if __name__ == "__main__":
     broken("arch", arch="gptneox")
     broken("missing", drop="blk.0.ffn_down.weight")
     broken("shape", reshape=("blk.0.ffn_down.weight", (32, 48)))
+    fuzz_seed()
