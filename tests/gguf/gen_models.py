@@ -13,6 +13,9 @@ models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0:
   gguf.quants.quantize; the tokenizer (byte-level BPE) as tokenizer.ggml.model "gpt2" with its
   tokens, token types (3 for the special tokens), merges, bos/eos ids and add_bos_token.
 
+models/tiny-qwen2-f16.gguf: tests/llm/models/tiny-qwen2 (random weights, no tokenizer) as
+  architecture "qwen2": q/k/v biases in F32, rows not permuted (llama.cpp runs qwen2 with NEOX
+  rope), no output.weight (tied embeddings), 2-D weights in F16.
 models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, each a 1-layer
   llama (hidden 32, 2 heads, feed-forward 64, vocab 32, F32 zeros) with one thing wrong:
   bad-arch (general.architecture "gptneox"), bad-missing (no blk.0.ffn_down.weight),
@@ -52,6 +55,41 @@ def tensors(cfg, st):
         yield f"blk.{l}.ffn_down.weight", st[p + "mlp.down_proj.weight"]
     yield "output_norm.weight", st["model.norm.weight"]
     yield "output.weight", st["lm_head.weight"]
+
+
+def export_qwen2():
+    src = os.path.join(HERE, "..", "llm", "models", "tiny-qwen2")
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    st = load_file(os.path.join(src, "model.safetensors"))
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", "tiny-qwen2-f16.gguf"), "qwen2")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_file_type(1)
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+             "post_attention_layernorm": "ffn_norm"}
+    out = [("token_embd.weight", st["model.embed_tokens.weight"])]
+    for l in range(cfg["num_hidden_layers"]):
+        for hf, gg in names.items():
+            for kind in ("weight", "bias"):
+                k = f"model.layers.{l}.{hf}.{kind}"
+                if k in st:
+                    out.append((f"blk.{l}.{gg}.{kind}", st[k]))
+    out.append(("output_norm.weight", st["model.norm.weight"]))
+    for n, t in out:
+        t = np.ascontiguousarray(t.astype(np.float32))
+        w.add_tensor(n, t if t.ndim == 1 else t.astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def tokenizer(w, cfg):
@@ -153,6 +191,7 @@ if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0")):
         export(q, n)
+    export_qwen2()
     broken("arch", arch="gptneox")
     broken("missing", drop="blk.0.ffn_down.weight")
     broken("shape", reshape=("blk.0.ffn_down.weight", (32, 48)))
