@@ -259,9 +259,11 @@ static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t
   return rx_module_add_weight(g->m, wz->param, RX_DTYPE_U8, 2, wz->shape, RX_DTYPE_U8, z);
 }
 
-/* Finds, checks and adds every weight to the module (sources stay mapped: the module unmaps the
- * checkpoint when it is freed). */
-static rx_status add_weights(gb *g, hf_ckpt *ck) {
+static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
+
+/* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
+ * (sources stay mapped: the module unmaps them when it is freed). */
+static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
   for (size_t i = 0; i < g->nw; i++) {
     hf_w *w = &g->w[i];
     if (!w->present || w->derived) continue;
@@ -270,6 +272,14 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
       rx_module_on_free(g->m, free, f);
       RX_RETURN_IF_ERROR(
           rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, f));
+      continue;
+    }
+    if (gf && w->permuted_heads && w->shape[0] % (2 * w->permuted_heads) != 0)
+      return rx_status_make(RX_ERR_INVALID,
+                            "tensor '%s': %lld rows are not %lld heads of an even head dim", w->gg,
+                            (long long)w->shape[0], (long long)w->permuted_heads);
+    if (gf) {
+      RX_RETURN_IF_ERROR(add_gguf_weight(g, gf, w));
       continue;
     }
     if (!ck) continue; /* --no-weights: the parameter stays unbound */
@@ -383,27 +393,6 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
     data = unpermute(g, data, rows, w->permuted_heads,
                      (size_t)cols * (size_t)(rx_dtype_bits(src) / 8));
   return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, src, data);
-}
-
-static rx_status add_gguf_weights(gb *g, const rx_gguf_file *f) {
-  for (size_t i = 0; i < g->nw; i++) {
-    hf_w *w = &g->w[i];
-    if (!w->present || w->derived) continue;
-    if (!w->hf[0]) { /* rope_inv_freq */
-      float *fr = inv_freq(g->c);
-      rx_module_on_free(g->m, free, fr);
-      RX_RETURN_IF_ERROR(
-          rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, fr));
-      continue;
-    }
-    if (w->permuted_heads && w->shape[0] % (2 * w->permuted_heads) != 0)
-      return rx_status_make(RX_ERR_INVALID,
-                            "tensor '%s': %lld rows are not %lld heads of "
-                            "an even head dim",
-                            w->gg, (long long)w->shape[0], (long long)w->permuted_heads);
-    RX_RETURN_IF_ERROR(add_gguf_weight(g, f, w));
-  }
-  return NULL;
 }
 
 /* ---- building: the first error is kept, later steps do nothing ---- */
@@ -801,7 +790,7 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
   }
   list_weights(&g);
-  rx_status s = gf ? add_gguf_weights(&g, hf_gguf_file(gf)) : add_weights(&g, ck);
+  rx_status s = add_weights(&g, ck, gf ? hf_gguf_file(gf) : NULL);
   if (!s) s = declare_externs(&g);
   if (!s) s = build_create(&g);
   if (!s) s = build_forward(&g, false);

@@ -34,6 +34,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "llm", "models", "kjv-llama")
 
 
+def hparams(w, cfg):
+    """The hyperparameters of config.json as the converter writes them."""
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+
+
+def finish(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def permute(w, n_head):
     """llama.cpp's converter: rows (h, 2, d/2) -> (h, d/2, 2)."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -62,14 +81,7 @@ def export_qwen2():
     cfg = json.load(open(os.path.join(src, "config.json")))
     st = load_file(os.path.join(src, "model.safetensors"))
     w = gguf.GGUFWriter(os.path.join(HERE, "models", "tiny-qwen2-f16.gguf"), "qwen2")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base(cfg["rope_theta"])
+    hparams(w, cfg)
     w.add_file_type(1)
     names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
@@ -86,10 +98,7 @@ def export_qwen2():
     for n, t in out:
         t = np.ascontiguousarray(t.astype(np.float32))
         w.add_tensor(n, t if t.ndim == 1 else t.astype(np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def tokenizer(w, cfg):
@@ -118,14 +127,7 @@ def export(qtype, name):
     path = os.path.join(HERE, "models", f"kjv-llama-{name}.gguf")
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("kjv-llama")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base(cfg["rope_theta"])
+    hparams(w, cfg)
     w.add_rope_dimension_count(cfg["head_dim"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_file_type({T.F16: 1, T.Q8_0: 7, T.Q4_0: 2}[qtype])
@@ -138,10 +140,7 @@ def export(qtype, name):
             w.add_tensor(n, t.astype(np.float16))
         else:
             w.add_tensor(n, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def broken(name, arch="llama", drop=None, reshape=None):
@@ -160,10 +159,7 @@ def broken(name, arch="llama", drop=None, reshape=None):
     for n, shp in shapes.items():
         if n != drop:
             w.add_tensor(n, np.zeros(shp, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def fuzz_seed():
@@ -181,10 +177,7 @@ def fuzz_seed():
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
     w.add_add_bos_token(True)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 if __name__ == "__main__":
