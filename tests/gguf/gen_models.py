@@ -16,6 +16,13 @@ models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0:
 models/tiny-qwen2-f16.gguf: tests/llm/models/tiny-qwen2 (random weights, no tokenizer) as
   architecture "qwen2": q/k/v biases in F32, rows not permuted (llama.cpp runs qwen2 with NEOX
   rope), no output.weight (tied embeddings), 2-D weights in F16.
+models/tiny-llama-q4_k.gguf: a random 1-layer llama whose rows are whole Q4_K super-blocks
+  (hidden 256, 2 heads of 128, 1 kv head, feed-forward 256, vocab 32): every projection and the
+  output in Q4_K, quantized here by the format's definition (gguf-py cannot; quantize_q4_k) and
+  checked by gguf-py's dequantization, the rows of attn_q/attn_k permuted after quantization (whole
+  rows of blocks); token_embd and norms in F32. tiny-llama-q4_k.json: its 16 greedy tokens after
+  a prompt from a NumPy forward pass over gguf-py's dequantization of those blocks (f32), the
+  reference of tests/lit/run/gguf.test.
 models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, each a 1-layer
   llama (hidden 32, 2 heads, feed-forward 64, vocab 32, F32 zeros) with one thing wrong:
   bad-arch (general.architecture "gptneox"), bad-missing (no blk.0.ffn_down.weight),
@@ -99,6 +106,114 @@ def export_qwen2():
         t = np.ascontiguousarray(t.astype(np.float32))
         w.add_tensor(n, t if t.ndim == 1 else t.astype(np.float16))
     finish(w)
+
+
+def quantize_q4_k(x):
+    """Q4_K blocks of x [rows, cols] (cols a multiple of 256), ggml's block_q4_K: f16 d, f16
+    dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, 128 bytes of nibbles (64
+    weights per 32 bytes: the low nibbles the first 32, the high the next). A weight is
+    d * sc * q - dmin * m. Round to nearest, each sub-block's range min(x, 0) .. max(x)."""
+    rows, cols = x.shape
+    b = x.reshape(-1, 8, 32).astype(np.float32)
+    lo = np.minimum(b.min(axis=2), 0)
+    scale = (b.max(axis=2) - lo) / 15
+    mins = -lo
+    d = (scale.max(axis=1) / 63).astype(np.float16)
+    dmin = (mins.max(axis=1) / 63).astype(np.float16)
+    df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.clip(np.round(scale / np.where(df > 0, df, 1)), 0, 63), 0).astype(np.uint8)
+    mn = np.where(dminf > 0, np.clip(np.round(mins / np.where(dminf > 0, dminf, 1)), 0, 63), 0).astype(np.uint8)
+    step = (df * sc)[:, :, None]
+    off = (dminf * mn)[:, :, None]
+    q = np.where(step > 0, np.clip(np.round((b + off) / np.where(step > 0, step, 1)), 0, 15), 0)
+    q = q.astype(np.uint8).reshape(-1, 4, 2, 32)
+    nib = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
+    s12 = np.zeros((b.shape[0], 12), dtype=np.uint8)
+    for j in range(4):
+        s12[:, j] = sc[:, j] | ((sc[:, j + 4] >> 4) << 6)
+        s12[:, j + 4] = mn[:, j] | ((mn[:, j + 4] >> 4) << 6)
+        s12[:, j + 8] = (sc[:, j + 4] & 15) | ((mn[:, j + 4] & 15) << 4)
+    out = np.concatenate([d.reshape(-1, 1).view(np.uint8), dmin.reshape(-1, 1).view(np.uint8), s12, nib], axis=1)
+    return out.reshape(rows, cols // 256 * 144)
+
+
+def forward(W, ids, cfg):
+    """Logits of every position of ids: the HF Llama forward in f32 (rotate-half rope)."""
+    H, nh, nkv, D = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w
+
+    n = len(ids)
+    inv = 1.0 / (10000.0 ** (np.arange(0, D, 2, dtype=np.float32) / D))
+    ang = np.arange(n, dtype=np.float32)[:, None] * inv[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], 1)), np.sin(np.concatenate([ang, ang], 1))
+
+    def rope(x):  # [n, heads, D]
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos[:, None, :] + np.concatenate([-x2, x1], -1) * sin[:, None, :]
+
+    h = W["token_embd"][ids]
+    x = rms(h, W["attn_norm"])
+    q = rope((x @ W["attn_q"].T).reshape(n, nh, D))
+    k = rope((x @ W["attn_k"].T).reshape(n, nkv, D))
+    v = (x @ W["attn_v"].T).reshape(n, nkv, D)
+    k, v = np.repeat(k, nh // nkv, 1), np.repeat(v, nh // nkv, 1)
+    att = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(D)
+    att = att + np.triu(np.full((n, n), -np.inf, dtype=np.float32), 1)
+    att = np.exp(att - att.max(-1, keepdims=True))
+    att /= att.sum(-1, keepdims=True)
+    o = np.einsum("hqk,khd->qhd", att, v).reshape(n, nh * D)
+    h = h + o @ W["attn_output"].T
+    x = rms(h, W["ffn_norm"])
+    g, u = x @ W["ffn_gate"].T, x @ W["ffn_up"].T
+    h = h + (g / (1 + np.exp(-g)) * u) @ W["ffn_down"].T
+    return rms(h, W["output_norm"]) @ W["output"].T
+
+
+def export_q4_k():
+    cfg = {"hidden": 256, "heads": 2, "kv_heads": 1, "head_dim": 128, "ff": 256, "vocab": 32}
+    rng = np.random.default_rng(15)
+    H, F, V = cfg["hidden"], cfg["ff"], cfg["vocab"]
+    shapes = {"attn_q": (H, H), "attn_k": (128, H), "attn_v": (128, H), "attn_output": (H, H),
+              "ffn_gate": (F, H), "ffn_up": (F, H), "ffn_down": (H, F), "output": (V, H)}
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", "tiny-llama-q4_k.gguf"), "llama")
+    for k, v in (("context_length", 64), ("embedding_length", H), ("block_count", 1),
+                 ("feed_forward_length", F), ("attention.head_count", 2),
+                 ("attention.head_count_kv", 1), ("vocab_size", V)):
+        w.add_uint32(f"llama.{k}", v)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    W = {"token_embd": rng.standard_normal((V, H)).astype(np.float32)}
+    for n in ("attn_norm", "ffn_norm", "output_norm"):
+        W[n] = (1 + 0.1 * rng.standard_normal(H)).astype(np.float32)
+    tensors = [("token_embd.weight", W["token_embd"], None)]
+    for n, shp in shapes.items():
+        x = (rng.standard_normal(shp) * (2.0 if n == "output" else 1.0) / np.sqrt(shp[1])).astype(np.float32)
+        blocks = quantize_q4_k(x)
+        W[n] = gguf.quants.dequantize(blocks, T.Q4_K).reshape(shp)
+        err = np.abs(W[n] - x).max() / np.abs(x).max()
+        assert err < 0.1, (n, err)  # the quantizer agrees with gguf-py's reading of its blocks
+        if n in ("attn_q", "attn_k"):
+            blocks = permute(blocks, 2 if n == "attn_q" else 1)
+        tensors.append((("output" if n == "output" else "blk.0." + n) + ".weight", blocks, T.Q4_K))
+    for n in ("attn_norm", "ffn_norm"):
+        tensors.append((f"blk.0.{n}.weight", W[n], None))
+    tensors.append(("output_norm.weight", W["output_norm"], None))
+    for n, t, qt in tensors:
+        if qt is None:
+            w.add_tensor(n, t)
+        else:
+            w.add_tensor(n, t, raw_dtype=qt)
+    finish(w)
+    ids, margin = [3, 17, 5, 9, 30], np.inf
+    for _ in range(16):
+        logits = forward(W, ids, cfg)[-1]
+        top = np.sort(logits)[-2:]
+        margin = min(margin, float(top[1] - top[0]))  # the nearest tie any step came to
+        ids.append(int(np.argmax(logits)))
+    json.dump({"prompt": ids[:5], "greedy": ids[5:], "min_margin": margin},
+              open(os.path.join(HERE, "models", "tiny-llama-q4_k.json"), "w"))
+    print("q4_k greedy", ids[5:])
 
 
 def tokenizer(w, cfg):
@@ -185,6 +300,7 @@ if __name__ == "__main__":
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0")):
         export(q, n)
     export_qwen2()
+    export_q4_k()
     broken("arch", arch="gptneox")
     broken("missing", drop="blk.0.ffn_down.weight")
     broken("shape", reshape=("blk.0.ffn_down.weight", (32, 48)))
