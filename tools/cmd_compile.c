@@ -223,7 +223,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
   if (wfile && !outpath) return rx_cli_usage_error(cmd, "%s", "--weights-file needs -o OUT.rxm");
   if (wfile && !rx_cli_can_write(wfile)) return 1;
-  bool hf = rx_hf_is_model_dir(file);
+  bool hf = rx_hf_is_model_dir(file) || rx_hf_is_gguf(file);
   size_t len = 0;
   char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
   if (!text) return 1;

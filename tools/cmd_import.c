@@ -93,10 +93,11 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   }
 #endif
   if (!in)
-    return rx_cli_usage_error(cmd, "%s",
-                              "'import' needs a MODEL.onnx or a Hugging Face model folder (or '-' "
-                              "for an ONNX model on standard input)");
-  if (rx_hf_is_model_dir(in)) {
+    return rx_cli_usage_error(
+        cmd, "%s",
+        "'import' needs a MODEL.onnx, a MODEL.gguf or a Hugging Face model folder (or '-' "
+        "for an ONNX model on standard input)");
+  if (rx_hf_is_model_dir(in) || rx_hf_is_gguf(in)) {
     if (wdir)
       return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
     return import_hf(in, out, &hfo);

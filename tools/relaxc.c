@@ -194,7 +194,8 @@ const rx_cli_command rx_cli_commands[] = {
      "the toolchain is present (SPIR-V; PTX and cubin with NVRTC) and kernels.json are written.",
      codegen_flags, rx_cmd_codegen},
     {"compile", "FILE --target T[,T...]",
-     "the whole pipeline from FILE (.rx text, an .onnx model or a Hugging Face model folder) to "
+     "the whole pipeline from FILE (.rx text, an .onnx model, a .gguf model or a Hugging Face "
+     "model folder) to "
      "an artifact (docs/artifact.md)",
      "The weights (an ONNX model's initializers, tensor constants) go into the artifact, or\n"
      "with --weights-file PATH into that side file, which the artifact names; --weights DIR\n"
@@ -211,7 +212,8 @@ const rx_cli_command rx_cli_commands[] = {
      "sections; a GGUF file's metadata, tensors and bytes per weight format",
      NULL, inspect_flags, rx_cmd_inspect},
     {"import", "MODEL.onnx|DIR",
-     "import an ONNX model or a Hugging Face model folder and print it as .rx text (symbolic "
+     "import an ONNX model, a GGUF model or a Hugging Face model folder and print it as .rx text "
+     "(symbolic "
      "dimensions kept)",
      NULL, import_flags, rx_cmd_import},
     {"generate", "MODEL.rxm (--prompt TEXT | --prompt-ids IDS)",

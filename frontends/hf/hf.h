@@ -64,6 +64,11 @@ typedef struct rx_hf_options {
 
 /* Is path a folder with a config.json? */
 bool rx_hf_is_model_dir(const char *path);
+/* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/hf/gguf.c,
+ * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
+ * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
+ * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */
+bool rx_hf_is_gguf(const char *path);
 
 /* Imports the model in folder dir into m: the graph functions create_kv_cache, prefill and
  * decode (docs/llm.md), the extern declarations of the KV cache's builtins, every weight

@@ -2,6 +2,7 @@
 #ifndef RX_FRONTENDS_HF_INT_H
 #define RX_FRONTENDS_HF_INT_H
 
+#include "../../base/gguf.h"
 #include "../../base/safetensors.h"
 #include "hf.h"
 #include "relaxc/compiler.h"
@@ -17,10 +18,24 @@ const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8
 /* "model-00001-of-00002.safetensors, ..." into out, for messages. */
 const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out);
 
+/* ---- a GGUF file (gguf.c) ---- */
+typedef struct hf_gguf hf_gguf;
+/* Maps and parses the file at path and reads its hyperparameters into *c. Errors name the file
+ * and the key: an unsupported architecture (naming the supported ones), a missing key. */
+rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out);
+void hf_gguf_close(void *g);
+const rx_gguf_file *hf_gguf_file(const hf_gguf *g);
+/* The hyperparameters of a parsed file into *c (hf_gguf_open's step, for the fuzz harness). */
+rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c);
+/* The tokenizer of tokenizer.ggml.* as a tokenizer.json runtime/llm reads, appended to out; an
+ * unsupported tokenizer model or pre-tokenizer names itself. */
+rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out);
+
 /* ---- the artifact's sections for generation (meta.c) ---- */
 /* llm.json (the model's functions, vocabulary, special tokens, limits and KV cache geometry) and
- * the folder's tokenizer.json when there is one. */
+ * a tokenizer.json: tok_json (len tok_len) when not NULL, else the folder dir's when there is
+ * one. */
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch);
+                          int64_t max_len, int64_t max_batch, const char *tok_json, size_t tok_len);
 
 #endif

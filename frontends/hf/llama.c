@@ -25,32 +25,37 @@
 #define HF_PI 3.14159265358979323846 /* as transformers takes it (math.pi) */
 
 /* ---- the weights ---- */
-/* Per layer, listed once: X(id, checkpoint suffix after "model.layers.N.", rows, cols) with
- * rows/cols in units of the config (see wdims). */
+/* Per layer, listed once: X(id, checkpoint suffix after "model.layers.N.", GGUF suffix after
+ * "blk.N." as llama.cpp names the tensor). */
 #define HF_LAYER_WEIGHTS(X)                                                                        \
-  X(W_IN_NORM, "input_layernorm.weight")                                                           \
-  X(W_Q, "self_attn.q_proj.weight")                                                                \
-  X(W_K, "self_attn.k_proj.weight")                                                                \
-  X(W_V, "self_attn.v_proj.weight")                                                                \
-  X(W_BQ, "self_attn.q_proj.bias")                                                                 \
-  X(W_BK, "self_attn.k_proj.bias")                                                                 \
-  X(W_BV, "self_attn.v_proj.bias")                                                                 \
-  X(W_O, "self_attn.o_proj.weight")                                                                \
-  X(W_POST_NORM, "post_attention_layernorm.weight")                                                \
-  X(W_GATE, "mlp.gate_proj.weight")                                                                \
-  X(W_UP, "mlp.up_proj.weight")                                                                    \
-  X(W_DOWN, "mlp.down_proj.weight")
+  X(W_IN_NORM, "input_layernorm.weight", "attn_norm.weight")                                       \
+  X(W_Q, "self_attn.q_proj.weight", "attn_q.weight")                                               \
+  X(W_K, "self_attn.k_proj.weight", "attn_k.weight")                                               \
+  X(W_V, "self_attn.v_proj.weight", "attn_v.weight")                                               \
+  X(W_BQ, "self_attn.q_proj.bias", "attn_q.bias")                                                  \
+  X(W_BK, "self_attn.k_proj.bias", "attn_k.bias")                                                  \
+  X(W_BV, "self_attn.v_proj.bias", "attn_v.bias")                                                  \
+  X(W_O, "self_attn.o_proj.weight", "attn_output.weight")                                          \
+  X(W_POST_NORM, "post_attention_layernorm.weight", "ffn_norm.weight")                             \
+  X(W_GATE, "mlp.gate_proj.weight", "ffn_gate.weight")                                             \
+  X(W_UP, "mlp.up_proj.weight", "ffn_up.weight")                                                   \
+  X(W_DOWN, "mlp.down_proj.weight", "ffn_down.weight")
 
 enum {
-#define HF_W_ENUM_(e, s) e,
+#define HF_W_ENUM_(e, s, gs) e,
   HF_LAYER_WEIGHTS(HF_W_ENUM_)
 #undef HF_W_ENUM_
       W_PER_LAYER
 };
 static const char *const layer_suffix[] = {
-#define HF_W_NAME_(e, s) s,
+#define HF_W_NAME_(e, s, gs) s,
     HF_LAYER_WEIGHTS(HF_W_NAME_)
 #undef HF_W_NAME_
+};
+static const char *const layer_gguf[] = {
+#define HF_W_GGUF_(e, s, gs) gs,
+    HF_LAYER_WEIGHTS(HF_W_GGUF_)
+#undef HF_W_GGUF_
 };
 /* after the layers: */
 enum { G_EMBED, G_NORM, G_LM_HEAD, G_INV_FREQ, G_COUNT };
@@ -58,6 +63,7 @@ enum { G_EMBED, G_NORM, G_LM_HEAD, G_INV_FREQ, G_COUNT };
 typedef struct hf_w {
   char hf[160];    /* the checkpoint's name ("" for a computed weight) */
   char param[160]; /* the parameter's and the module weight's */
+  char gg[64];     /* the GGUF file's name (llama.cpp's) */
   int ndim;
   int64_t shape[2];
   rx_dtype dtype;
@@ -68,6 +74,11 @@ typedef struct hf_w {
   int64_t in;
   size_t qs, qz;
   bool derived;
+  const rx_quant_info *qi; /* the scheme of a quantized weight (in > 0) */
+  /* GGUF: a projection or the output layer (a quantized one stays in its block format), and the
+   * heads whose rows llama.cpp's converter permuted (llama's q and k; 0: none) */
+  bool proj;
+  int64_t permuted_heads;
 } hf_w;
 
 typedef struct gb {
@@ -119,6 +130,7 @@ static void list_quantized(gb *g) {
           snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
         continue;
       w->in = in;
+      w->qi = g->qi;
       w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
       w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
       w->qs = g->nw++;
@@ -157,11 +169,24 @@ static void list_weights(gb *g) {
       set_w(lw(g, l, id), name, (int)dims[id][0], dims[id][1], dims[id][2],
             dims[id][3] ? g->R : g->T);
       if ((id == W_BQ || id == W_BK || id == W_BV) && !c->qkv_bias) lw(g, l, id)->present = false;
+      snprintf(lw(g, l, id)->gg, sizeof lw(g, l, id)->gg, "blk.%lld.%s", (long long)l,
+               layer_gguf[id]);
+      lw(g, l, id)->proj = dims[id][0] == 2;
+    }
+  }
+  if (c->arch != RX_HF_QWEN2) { /* llama.cpp's converter permutes llama's q and k rows */
+    for (int64_t l = 0; l < c->layers; l++) {
+      lw(g, l, W_Q)->permuted_heads = c->heads;
+      lw(g, l, W_K)->permuted_heads = c->kv_heads;
     }
   }
   set_w(gw(g, G_EMBED), "model.embed_tokens.weight", 2, c->vocab, H, g->T);
   set_w(gw(g, G_NORM), "model.norm.weight", 1, H, 0, g->R);
   set_w(gw(g, G_LM_HEAD), "lm_head.weight", 2, c->vocab, H, g->T);
+  snprintf(gw(g, G_EMBED)->gg, sizeof gw(g, G_EMBED)->gg, "token_embd.weight");
+  snprintf(gw(g, G_NORM)->gg, sizeof gw(g, G_NORM)->gg, "output_norm.weight");
+  snprintf(gw(g, G_LM_HEAD)->gg, sizeof gw(g, G_LM_HEAD)->gg, "output.weight");
+  gw(g, G_LM_HEAD)->proj = true;
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
@@ -234,9 +259,11 @@ static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t
   return rx_module_add_weight(g->m, wz->param, RX_DTYPE_U8, 2, wz->shape, RX_DTYPE_U8, z);
 }
 
-/* Finds, checks and adds every weight to the module (sources stay mapped: the module unmaps the
- * checkpoint when it is freed). */
-static rx_status add_weights(gb *g, hf_ckpt *ck) {
+static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
+
+/* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
+ * (sources stay mapped: the module unmaps them when it is freed). */
+static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
   for (size_t i = 0; i < g->nw; i++) {
     hf_w *w = &g->w[i];
     if (!w->present || w->derived) continue;
@@ -245,6 +272,14 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
       rx_module_on_free(g->m, free, f);
       RX_RETURN_IF_ERROR(
           rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, f));
+      continue;
+    }
+    if (gf && w->permuted_heads && w->shape[0] % (2 * w->permuted_heads) != 0)
+      return rx_status_make(RX_ERR_INVALID,
+                            "tensor '%s': %lld rows are not %lld heads of an even head dim", w->gg,
+                            (long long)w->shape[0], (long long)w->permuted_heads);
+    if (gf) {
+      RX_RETURN_IF_ERROR(add_gguf_weight(g, gf, w));
       continue;
     }
     if (!ck) continue; /* --no-weights: the parameter stays unbound */
@@ -284,6 +319,80 @@ static rx_status add_weights(gb *g, hf_ckpt *ck) {
         rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, t->dtype, data));
   }
   return NULL;
+}
+
+/* ---- the weights of a GGUF file ---- */
+/* rows [heads * d] of row_bytes each back in the checkpoint's order: llama.cpp's converter put
+ * row (h, j, i) (j < 2, i < d/2: the rotary pair (i, i + d/2)) at (h, i, j); a copy the module
+ * owns. Whole rows move, so a block format's rows move as they are. */
+static const uint8_t *unpermute(gb *g, const uint8_t *src, int64_t rows, int64_t heads,
+                                size_t row_bytes) {
+  uint8_t *dst = rx_malloc((size_t)rows * row_bytes);
+  rx_module_on_free(g->m, free, dst);
+  int64_t d = rows / heads, half = d / 2;
+  for (int64_t h = 0; h < heads; h++)
+    for (int64_t j = 0; j < 2; j++)
+      for (int64_t i = 0; i < half; i++)
+        memcpy(dst + (size_t)(h * d + j * half + i) * row_bytes,
+               src + (size_t)(h * d + i * 2 + j) * row_bytes, row_bytes);
+  return dst;
+}
+
+static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tensor *t) {
+  char want[96], got[96];
+  shape_text(want, sizeof want, w->ndim, w->shape);
+  shape_text(got, sizeof got, t->ndim, t->shape);
+  return rx_status_make(RX_ERR_INVALID,
+                        "tensor '%s' has shape %s (outermost first), expected %s (from the %s.* "
+                        "metadata: embedding %lld, heads %lld, kv heads %lld, head dim %lld, "
+                        "feed-forward %lld, vocab %lld)",
+                        w->gg, got, want, g->c->arch_name, (long long)g->c->hidden,
+                        (long long)g->c->heads, (long long)g->c->kv_heads,
+                        (long long)g->c->head_dim, (long long)g->c->intermediate,
+                        (long long)g->c->vocab);
+}
+
+/* w from the GGUF file: F32, F16 and BF16 tensors converted to w's dtype as the checkpoint's are;
+ * a quantized projection (or output layer) kept in its block format as quant_matmul's one u8
+ * buffer [out, in / block * bytes]; any other quantized tensor (the embedding, a norm)
+ * dequantized here, at compile time, to f32 and stored in w's dtype. */
+static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
+  const rx_gguf_tensor *t = rx_gguf_find_tensor(f, w->gg);
+  if (!t)
+    return rx_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the file", w->gg,
+                          g->c->arch_name);
+  bool same = t->ndim == w->ndim;
+  for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
+  if (!same) return gguf_shape_error(g, w, t);
+  const uint8_t *data = f->data + t->offset;
+  int64_t rows = w->shape[0], cols = w->ndim == 2 ? w->shape[1] : 1;
+  rx_dtype src = t->type == RX_GGUF_TYPE_F32    ? RX_DTYPE_F32
+                 : t->type == RX_GGUF_TYPE_F16  ? RX_DTYPE_F16
+                 : t->type == RX_GGUF_TYPE_BF16 ? RX_DTYPE_BF16
+                                                : RX_DTYPE_UNKNOWN;
+  if (src == RX_DTYPE_UNKNOWN && w->proj) {
+    rx_quant_scheme sc;
+    if (!rx_quant_lookup(rx_gguf_type_name(t->type), &sc))
+      return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: no quant_matmul scheme", w->gg,
+                            rx_gguf_type_name(t->type));
+    w->qi = rx_quant_info_of(sc);
+    w->in = cols;
+    w->dtype = RX_DTYPE_U8;
+    w->shape[1] = cols / w->qi->block * w->qi->block_bytes;
+    if (w->permuted_heads) data = unpermute(g, data, rows, w->permuted_heads, (size_t)w->shape[1]);
+    return rx_module_add_weight(g->m, w->param, RX_DTYPE_U8, 2, w->shape, RX_DTYPE_U8, data);
+  }
+  if (src == RX_DTYPE_UNKNOWN) {
+    float *deq = rx_malloc(sizeof *deq * (size_t)t->elems);
+    rx_module_on_free(g->m, free, deq);
+    rx_gguf_dequantize(t->type, data, t->elems, deq);
+    data = (const uint8_t *)deq;
+    src = RX_DTYPE_F32;
+  }
+  if (w->permuted_heads)
+    data = unpermute(g, data, rows, w->permuted_heads,
+                     (size_t)cols * (size_t)(rx_dtype_bits(src) / 8));
+  return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, src, data);
 }
 
 /* ---- building: the first error is kept, later steps do nothing ---- */
@@ -333,9 +442,11 @@ static const hf_w *quantized(gb *g, rx_var *w) {
 static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bias) {
   const hf_w *qw = quantized(g, w);
   if (qw) {
-    rx_node *a[4] = {A(g, x), A(g, w), A(g, g->wv[qw->qs]), qw->qz ? A(g, g->wv[qw->qz]) : NULL};
-    const rx_attr *at[1] = {rx_attr_str(g->m, "scheme", g->qi->name)};
-    rx_var *y = op(g, bias ? NULL : name, "quant_matmul", a, qw->qz ? 4 : 3, at, 1);
+    rx_node *a[4] = {A(g, x), A(g, w), qw->qs ? A(g, g->wv[qw->qs]) : NULL,
+                     qw->qz ? A(g, g->wv[qw->qz]) : NULL};
+    const rx_attr *at[1] = {rx_attr_str(g->m, "scheme", qw->qi->name)};
+    int n = qw->qz ? 4 : qw->qs ? 3 : 2; /* a GGUF block format: the one buffer */
+    rx_var *y = op(g, bias ? NULL : name, "quant_matmul", a, n, at, 1);
     return bias ? op2(g, name, "add", y, bias) : y;
   }
   int64_t axes[2] = {1, 0};
@@ -625,9 +736,31 @@ static rx_status declare_externs(gb *g) {
   return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);
 }
 
+/* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
+ * the sections. */
+static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
+  rx_strbuf tok = {0};
+  rx_status s = NULL;
+  if (rx_gguf_find(f, "tokenizer.ggml.model")) s = hf_gguf_tokenizer_json(f, g->c, &tok);
+  if (!s) s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, tok.data, tok.len);
+  rx_strbuf_free(&tok);
+  return s;
+}
+
 rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   rx_hf_config c;
-  RX_RETURN_IF_ERROR(rx_hf_read_config(dir, &c));
+  hf_gguf *gf = NULL;
+  if (rx_hf_is_gguf(dir)) {
+    if (o && (o->quantize || o->no_weights))
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: --quantize and --no-weights are for a Hugging Face folder; a GGUF "
+                            "file's weights are compiled in the formats it holds them in",
+                            dir);
+    RX_RETURN_IF_ERROR(hf_gguf_open(dir, &c, &gf));
+    rx_module_on_free(m, hf_gguf_close, gf); /* the weights point into its mapping */
+  } else {
+    RX_RETURN_IF_ERROR(rx_hf_read_config(dir, &c));
+  }
   gb g = {.m = m, .c = &c};
   g.T = o && o->dtype != RX_DTYPE_UNKNOWN ? o->dtype : RX_DTYPE_F16;
   g.R = RX_DTYPE_F32;
@@ -652,17 +785,18 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     g.qi = rx_quant_info_of(g.qsc);
   }
   hf_ckpt *ck = NULL;
-  if (!o || !o->no_weights) {
+  if (!gf && (!o || !o->no_weights)) {
     RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));
     rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
   }
   list_weights(&g);
-  rx_status s = add_weights(&g, ck);
+  rx_status s = add_weights(&g, ck, gf ? hf_gguf_file(gf) : NULL);
   if (!s) s = declare_externs(&g);
   if (!s) s = build_create(&g);
   if (!s) s = build_forward(&g, false);
   if (!s) s = build_forward(&g, true);
-  if (!s) s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch);
+  if (!s && gf) s = gguf_sections(&g, dir, hf_gguf_file(gf));
+  if (!s && !gf) s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, NULL, 0);
   free(g.w);
   if (s) return rx_status_annotate(s, "%s", dir);
   return NULL;

@@ -8,7 +8,8 @@
 #include <sys/stat.h>
 
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch) {
+                          int64_t max_len, int64_t max_batch, const char *tok_json,
+                          size_t tok_len) {
   rx_strbuf j = {0};
   rx_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
   rx_strbuf_json_string(&j, c->arch_name);
@@ -32,6 +33,7 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
   rx_status s = rx_module_add_section(m, "llm.json", j.data, j.len);
   rx_strbuf_free(&j);
   if (s) return s;
+  if (tok_json) return rx_module_add_section(m, "tokenizer.json", tok_json, tok_len);
   char path[4096];
   snprintf(path, sizeof path, "%s/tokenizer.json", dir);
   struct stat st;

@@ -1,10 +1,13 @@
 /* tests/fuzz/fuzz_gguf.c: libFuzzer harness of the GGUF reader and its dequantization
- * (base/gguf.c, base/gguf_quant.c). */
+ * (base/gguf.c, base/gguf_quant.c), and of what the GGUF model front end reads of an accepted
+ * file's metadata (frontends/hf/gguf.c: the hyperparameters, and tokenizer.ggml.* rewritten as a
+ * tokenizer.json). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/gguf.h"
+#include "frontends/hf/hf_int.h"
 
 /* Every lookup of an accepted file: each key found, each value and array element read, the
  * getters called (their errors are statuses). */
@@ -50,6 +53,23 @@ static void read_tensors(const rx_gguf_file *f) {
   }
 }
 
+/* The model front end's reading of the metadata: the config, then the tokenizer rewritten (with
+ * the config read, or a vocabulary of the tokens' count when the config is refused). */
+static void read_model(const rx_gguf_file *f) {
+  rx_hf_config c;
+  rx_status s = hf_gguf_read_config(f, &c);
+  if (s) {
+    rx_status_free(s);
+    memset(&c, 0, sizeof c);
+    const rx_gguf_kv *kv = rx_gguf_find(f, "tokenizer.ggml.tokens");
+    c.vocab = kv && kv->value.type == RX_GGUF_V_ARRAY ? (int64_t)kv->value.count : 0;
+    c.bos = c.vocab > 0 ? 0 : -1;
+  }
+  rx_strbuf out = {0};
+  rx_status_free(hf_gguf_tokenizer_json(f, &c, &out));
+  rx_strbuf_free(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *bytes = malloc(size ? size : 1); /* an exact-size copy: ASan sees any overread */
   if (!bytes) return 0;
@@ -59,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!s) {
     read_metadata(&f);
     read_tensors(&f);
+    read_model(&f);
     rx_gguf_free(&f);
   }
   rx_status_free(s);
