@@ -8,7 +8,10 @@ bench/RESULTS.md. Parts (--parts), each with its share of the time budget (--bud
              every "% of copy" figure divides by
   kernels    relaxc-compiled kernels at Llama-2-7B and Llama-3-8B shapes (decode GEMV, rms_norm,
              silu*mul, softmax), each a tiny .rx module timed by `relaxc run --bench N`, beside the
-             same op through PyTorch in the same run
+             same op through PyTorch in the same run; and the decode GEMV on quantized weights
+             (quant_matmul: q4f16_g32, q8f16, GGUF Q8_0, Q4_0, Q4_K) at the 7B shapes, its
+             bandwidth counting the packed bytes and scales (issue 15's target: >= 85% of copy),
+             checked against F.linear on the weight dequantized by the format's definition
   attention  decode attention over a paged KV cache (paged_decode_attention + attention_merge),
              and causal prefill attention over it (paged_attention) at n = 512 ... 8192
              beside torch's scaled_dot_product_attention on the same keys and values, dense
@@ -345,6 +348,104 @@ graph_fn main(x: f16[n, {in_f}], w: f16[{out_f}, {in_f}]) -> f16[n, {out_f}]
                   lambda t: F.linear(t["x"], t["w"]))
 
 
+# bytes per block and weights per block of the quantized schemes timed here (docs/ops.md)
+QUANT_SCHEMES = {"q4f16_g32": None, "q8f16": None, "Q8_0": (34, 32), "Q4_0": (18, 32),
+                 "Q4_K": (144, 256)}
+
+
+def q4k_dequant(blocks):
+    """GGUF Q4_K blocks [rows, nb, 144] (uint8) -> float32 [rows, nb * 256], by the format's
+    definition: f16 d and dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, then
+    128 bytes of nibbles (each 32 bytes hold two sub-blocks: low nibbles, then high)."""
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    dmin = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+    sc = blocks[..., 4:16].astype(np.int32)
+    qs = blocks[..., 16:144].astype(np.int32)
+    out = []
+    for j in range(8):
+        if j < 4:
+            scale, mn = sc[..., j] & 63, sc[..., j + 4] & 63
+        else:
+            scale = (sc[..., j + 4] & 0xF) | ((sc[..., j - 4] >> 6) << 4)
+            mn = (sc[..., j + 4] >> 4) | ((sc[..., j] >> 6) << 4)
+        q = qs[..., (j // 2) * 32:(j // 2) * 32 + 32]
+        q = (q & 0xF) if j % 2 == 0 else (q >> 4)
+        out.append((d * scale)[..., None] * q - (dmin * mn)[..., None])
+    return np.concatenate(out, axis=-1).reshape(blocks.shape[0], -1)
+
+
+def quant_weight(scheme, out_f, in_f, rng):
+    """({param: numpy array} of the packed weight, W [out, in] float32 it stands for)."""
+    def f16_scales(shape):
+        return (rng.random(shape, dtype=np.float32) * 0.004 + 0.001).astype(np.float16)
+    if scheme == "q4f16_g32":
+        w = rng.integers(0, 256, (out_f, in_f // 2), dtype=np.uint8)
+        s = f16_scales((out_f, in_f // 32))
+        q = np.stack([w & 0xF, w >> 4], axis=-1).reshape(out_f, in_f).astype(np.float32) - 8
+        return {"w": w, "s": s}, q * np.repeat(s.astype(np.float32), 32, axis=1)
+    if scheme == "q8f16":
+        w = rng.integers(-127, 128, (out_f, in_f), dtype=np.int8)
+        s = f16_scales((out_f, in_f // 32))
+        return {"w": w, "s": s}, w.astype(np.float32) * np.repeat(s.astype(np.float32), 32, 1)
+    nbytes, per = QUANT_SCHEMES[scheme]
+    nb = in_f // per
+    blocks = rng.integers(0, 256, (out_f, nb, nbytes), dtype=np.uint8)
+    d = f16_scales((out_f, nb))
+    blocks[..., 0:2] = d[..., None].view(np.uint8).reshape(out_f, nb, 2)
+    if scheme == "Q4_K":
+        blocks[..., 2:4] = f16_scales((out_f, nb))[..., None].view(np.uint8).reshape(out_f, nb, 2)
+        ref = q4k_dequant(blocks)
+    elif scheme == "Q8_0":
+        q = blocks[..., 2:34].copy().view(np.int8).astype(np.float32)
+        ref = (q * d.astype(np.float32)[..., None]).reshape(out_f, in_f)
+    else:  # Q4_0: low nibbles are weights 0..15 of the block, high nibbles 16..31
+        qs = blocks[..., 2:18].astype(np.int32)
+        q = np.concatenate([qs & 0xF, qs >> 4], axis=-1).astype(np.float32) - 8
+        ref = (q * d.astype(np.float32)[..., None]).reshape(out_f, in_f)
+    return {"w": blocks.reshape(out_f, nb * nbytes)}, ref
+
+
+def quant_gemv_module(out_f, in_f, scheme, uses, ns):
+    """Decode GEMV on a quantized weight (issue 15): quant_matmul, the dequantization fused into
+    the GEMV; bytes counted as the packed weight with its scales, x and y."""
+    name = f"qgemv_{scheme}_{out_f}x{in_f}"
+    if scheme in ("q4f16_g32", "q8f16"):
+        wt = f"u8[{out_f}, {in_f // 2}]" if scheme == "q4f16_g32" else f"i8[{out_f}, {in_f}]"
+        params, args = f"w: {wt}, s: f16[{out_f}, {in_f // 32}]", "w, s"
+        wbytes = out_f * in_f // (2 if scheme == "q4f16_g32" else 1) + 2 * out_f * in_f // 32
+    else:
+        nbytes, per = QUANT_SCHEMES[scheme]
+        wbytes = out_f * in_f // per * nbytes
+        params, args = f"w: u8[{out_f}, {in_f // per * nbytes}]", "w"
+    text = f"""# decode GEMV on a {scheme} weight: x[n, in] @ W[out, in]^T ({uses})
+graph_fn main(x: f16[n, {in_f}], {params}) -> f16[n, {out_f}]
+    where 1 <= n, n <= 16 {{
+  dataflow {{
+    y = quant_matmul(x, {args}, scheme="{scheme}")
+  }}
+  return y
+}}
+"""
+    cases = [Case(None, f"{name}_n{n}", f"{scheme} gemv [{n}, {in_f}] x [{out_f}, {in_f}]^T",
+                  wbytes + 2 * (n * in_f + n * out_f), {"n": n}) for n in ns]
+    state = {}
+
+    def make_inputs(case, dev, pool):
+        n = case.env["n"]
+        if "w" not in pool:
+            packed, ref = quant_weight(scheme, out_f, in_f, np.random.default_rng(out_f + in_f))
+            for k, v in packed.items():
+                pool[k] = torch.from_numpy(v).to(dev)
+            state["W"] = torch.from_numpy(ref).to(dev).half()
+        g = torch.Generator(device=dev).manual_seed(out_f * 7 + in_f + n)
+        t = {"x": torch.randn(n, in_f, generator=g, device=dev).half()}
+        t.update({k: v for k, v in pool.items()})
+        return t
+
+    return Module(name, f"{scheme} gemv {out_f}x{in_f} ({uses})", text, cases, make_inputs,
+                  lambda t: F.linear(t["x"], state["W"]))
+
+
 def gemm_module(out_f, in_f, dt, uses, ns):
     name = f"gemm_{dt}_{out_f}x{in_f}"
     text = f"""# GEMM in the Hugging Face layout: x[n, in] @ W[out, in]^T ({uses}), any row count
@@ -591,6 +692,12 @@ def kernel_modules(smoke):
                             ((h, spec["intermediate"]), "down"), ((spec["vocab"], h), "lm_head")):
             shapes.setdefault((o, i), []).append(f"{key} {use}")
     mods = [gemv_module(o, i, ", ".join(uses), ns) for (o, i), uses in shapes.items()]
+    # quantized decode GEMV at the 7B shapes (issue 15: >= 85% of copy bandwidth counting packed
+    # bytes and scales); the smoke run's shapes are whole Q4_K super-blocks too
+    for (o, i), use in (((h, h), "7B q/o"), ((s7["intermediate"], h), "7B gate/up"),
+                        ((h, s7["intermediate"]), "7B down")):
+        if i % 256 == 0:
+            mods += [quant_gemv_module(o, i, q, use, ns) for q in QUANT_SCHEMES]
     mods.append(rms_norm_module(h, ns))
     mods.append(silu_mul_module(s7["intermediate"], "7B", ns))
     mods.append(silu_mul_module(s8["intermediate"], "8B", ns))
