@@ -948,6 +948,59 @@ static void gen_reduce(L *l) {
   close_n(l, ni);
 }
 
+/* argmax / argmin along one axis: per output point a reduce that keeps the extreme m and its
+ * index k, taking element r when it is strictly beyond m (first of ties), or beyond or equal
+ * with select_last_index (last of ties); a NaN is taken before any number and then kept (the
+ * first NaN; the last with select_last_index), as NumPy's argmax. f16/bf16 compare in f32. The
+ * update is no combiner of the row_reduction rule, so the fallback runs each row serially in one
+ * thread. */
+static void gen_argmax(L *l) {
+  bool amax = l->call->op->id == RX_OP_argmax;
+  bool last = rx_ops_int_attr(l->call, "select_last_index", 0) != 0;
+  bool keep = rx_ops_int_attr(l->call, "keepdims", 0) != 0;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar || x->ndim == 0) {
+    fail(l, "%s of a 0-d tensor", l->call->op->name);
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR], *yi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = 0, ny = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) {
+      if (keep) yi[ny++] = "0";
+      continue;
+    }
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = yi[ny++] = iv[ni++];
+  }
+  const char *r = loopvar(l, "r");
+  xi[axis] = r;
+  rx_dtype t = x->dtype, mt = mathdt(t);
+  for_nest(l, iv, ie, ni);
+  const char *m = fresh(l, "m"), *k = fresh(l, "k"), *v = fresh(l, "v"), *tk = fresh(l, "take");
+  line(l, "alloc %s: %s[1] local", m, rx_dtype_name(mt));
+  line(l, "alloc %s: i64[1] local", k);
+  reduce_open(l, &r, &x->shape[axis], 1);
+  line(l, "init { %s[0] = %s; %s[0] = 0 }", m, lowest(l, mt, !amax), k);
+  line(l, "update {");
+  l->ind++;
+  line(l, "let %s: %s = %s", v, rx_dtype_name(mt), up(l, t, load(l, x, xi)));
+  const char *cmp = amax ? (last ? ">=" : ">") : (last ? "<=" : "<");
+  const char *nan = !rx_dtype_is_float(t) ? ""
+                    : last                ? S(l, " || %s != %s", v, v)
+                                          : S(l, " || (%s != %s && %s[0] == %s[0])", v, v, m, m);
+  line(l, "let %s: bool = %s %s %s[0]%s", tk, v, cmp, m, nan);
+  line(l, "%s[0] = select(%s, i64(%s), %s[0])", k, tk, r, k);
+  line(l, "%s[0] = select(%s, %s, %s[0])", m, tk, v, m);
+  close_(l);
+  close_(l);
+  line(l, "%s = %s[0]", load(l, y, yi), k);
+  close_n(l, ni);
+}
+
 /* log2(e): softmax's exponentials are exp2(x * log2(e) - max * log2(e)), one multiply-add and
  * the hardware's exp2 per element (CUDA's accurate expf is several instructions more). */
 #define LZ_LOG2E 1.4426950408889634

@@ -1238,6 +1238,20 @@ static rx_status do_reduce(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* ArgMax / ArgMin: axis (default 0), keepdims (default 1), select_last_index (opset 12) */
+static rx_status do_arg_extreme(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
+  at[1] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
+  at[2] = rx_attr_bool(I->m, "select_last_index", onnx_attr_i(n, "select_last_index", 0) != 0);
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, 3, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* LayerNormalization (the Y output) */
 static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1548,6 +1562,8 @@ static const onnx_op onnx_ops[] = {
     {"Abs", do_unary, "abs", 1, 0, NULL},
     {"Add", do_binary, "add", 1, 0, NULL},
     {"And", do_binary, "logical_and", 1, 0, NULL},
+    {"ArgMax", do_arg_extreme, "argmax", 1, 0, NULL},
+    {"ArgMin", do_arg_extreme, "argmin", 1, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "2-D, floor mode"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
