@@ -1001,6 +1001,53 @@ static void gen_argmax(L *l) {
   close_n(l, ni);
 }
 
+/* cumsum along one axis: per point of the other dims a serial loop over the axis (from its end
+ * with reverse) that adds each element to a local running sum (f32 for f16/bf16) and stores the
+ * sum after the add, or before it when exclusive. A scan: the fallback binds the other dims to
+ * threads and each thread runs its line serially (correct; no parallel scan yet): a 1-D x is one
+ * thread. */
+static void gen_cumsum(L *l) {
+  bool excl = rx_ops_int_attr(l->call, "exclusive", 0) != 0;
+  bool rev = rx_ops_int_attr(l->call, "reverse", 0) != 0;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar || x->ndim == 0) {
+    fail(l, "cumsum of a 0-d tensor");
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) continue;
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = iv[ni++];
+  }
+  const char *r = loopvar(l, "r");
+  const rx_expr *len = x->shape[axis];
+  xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
+  rx_dtype t = x->dtype, at = rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the local has a kernel */
+    iv[ni] = loopvar(l, "u");
+    ie[ni++] = C(l, 1);
+  }
+  for_nest(l, iv, ie, ni);
+  const char *s = fresh(l, "s");
+  line(l, "alloc %s: %s[1] local", s, rx_dtype_name(at));
+  line(l, "%s[0] = %s", s, lit(l, at, 0));
+  line(l, "for %s in 0..%s {", r, ex(l, len));
+  l->ind++;
+  const char *xv = load(l, x, xi), *yv = load(l, y, xi);
+  if (at != t) xv = S(l, "%s(%s)", rx_dtype_name(at), xv);
+  const char *sv = at != t ? S(l, "%s(%s[0])", rx_dtype_name(t), s) : S(l, "%s[0]", s);
+  if (excl) line(l, "%s = %s", yv, sv);
+  line(l, "%s[0] = %s[0] + %s", s, s, xv);
+  if (!excl) line(l, "%s = %s", yv, sv);
+  close_(l);
+  close_n(l, ni);
+}
+
 /* log2(e): softmax's exponentials are exp2(x * log2(e) - max * log2(e)), one multiply-add and
  * the hardware's exp2 per element (CUDA's accurate expf is several instructions more). */
 #define LZ_LOG2E 1.4426950408889634

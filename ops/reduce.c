@@ -67,6 +67,24 @@ const rx_sinfo *rx_deduce_argmax(rx_deduce_ctx *dc, const rx_node *call) {
   return rx_ops_tensor(dc, RX_DTYPE_I64, n, dims);
 }
 
+/* cumsum: prefix sums of x (numeric, rank >= 1) along one axis; the shape and dtype of x. */
+const rx_sinfo *rx_deduce_cumsum(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  if (x->dtype == RX_DTYPE_BOOL) {
+    rx_deduce_error(dc, "cumsum expects a numeric tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim == 0) {
+    rx_deduce_error(dc, "cumsum expects a tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  int axis;
+  if (x->ndim > 0 && !rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis))
+    return NULL;
+  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+}
+
 const rx_sinfo *rx_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
   if (!x || !rx_ops_need_float(dc, x, call->op->name)) return NULL;

@@ -1252,6 +1252,52 @@ static rx_status do_arg_extreme(imp *I, const Onnx__NodeProto *n, const char *ro
   return NULL;
 }
 
+/* CumSum: the axis input a constant gives one cumsum; a run-time axis (a graph input) gives the
+ * scan along every axis, chosen by where(axis == k || axis == k - rank) (an axis out of range
+ * is not detected at run time: it gives the last axis's scan). */
+static rx_status do_cumsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  val *av = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (!av) return node_err(I, n, "the axis input is missing");
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[1] = rx_attr_bool(I->m, "exclusive", onnx_attr_i(n, "exclusive", 0) != 0);
+  at[2] = rx_attr_bool(I->m, "reverse", onnx_attr_i(n, "reverse", 0) != 0);
+  if (av->kind == V_SYM && av->slen == 1 && av->s[0]->kind == RX_EXPR_CONST) {
+    at[0] = rx_attr_int(I->m, "axis", av->s[0]->value);
+    RX_RETURN_IF_ERROR(emit(I, n, "cumsum", a, 1, at, 3, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (rank < 1) return node_err(I, n, "a run-time axis needs the input's rank (got none)");
+  rx_node *ax;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &ax));
+  for (int k = rank - 1; k >= 0; k--) {
+    rx_var *c, *e0, *e1, *cond;
+    at[0] = rx_attr_int(I->m, "axis", k);
+    RX_RETURN_IF_ERROR(emit(I, n, "cumsum", a, 1, at, 3, &c));
+    if (!r) {
+      r = c;
+      continue;
+    }
+    rx_node *b[3] = {ax, rx_arg_int(I->b, k)};
+    RX_RETURN_IF_ERROR(emit(I, n, "equal", b, 2, NULL, 0, &e0));
+    b[1] = rx_arg_int(I->b, k - rank);
+    RX_RETURN_IF_ERROR(emit(I, n, "equal", b, 2, NULL, 0, &e1));
+    b[0] = rx_arg_var(I->b, e0);
+    b[1] = rx_arg_var(I->b, e1);
+    RX_RETURN_IF_ERROR(emit(I, n, "logical_or", b, 2, NULL, 0, &cond));
+    b[0] = rx_arg_var(I->b, cond);
+    b[1] = rx_arg_var(I->b, c);
+    b[2] = rx_arg_var(I->b, r);
+    RX_RETURN_IF_ERROR(emit(I, n, "where", b, 3, NULL, 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* LayerNormalization (the Y output) */
 static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1576,6 +1622,7 @@ static const onnx_op onnx_ops[] = {
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
     {"Conv", do_conv, NULL, 1, 0, "2-D"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
+    {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_identity, NULL, 1, 0, "inference"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
