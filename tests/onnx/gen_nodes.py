@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/onnx/nodes/: ONNX node test cases in the layout of the ONNX backend node tests
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
-cannot reach (the suite's CumSum cases are all float64, which relaxc lacks). unit.test_onnx_nodes_rx
+cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size cases have static shapes). unit.test_onnx_nodes_rx
 runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every case must pass.
 
 The protobuf messages are encoded here by hand (field numbers of onnx.proto), so the script needs
@@ -38,7 +38,7 @@ def f_bytes(field, data):
 
 
 def tensor(name, a):  # TensorProto: dims 1, data_type 2, name 8, raw_data 9
-    a = np.ascontiguousarray(a)
+    a = np.array(a, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     return (b"".join(f_int(1, d) for d in a.shape) + f_int(2, ELEM[a.dtype]) + f_bytes(8, name)
             + f_bytes(9, a.astype(a.dtype.newbyteorder("<")).tobytes()))
 
@@ -99,10 +99,10 @@ def main():
     sets = []
     for ax in (-2, 0, 2):
         x = rng.standard_normal((2, 3, 4)).astype(np.float32)
-        sets.append(([x, np.array([ax], np.int32)], [cumsum(x, ax, rev=True)]))
+        sets.append(([x, np.array(ax, np.int32)], [cumsum(x, ax, rev=True)]))
     save_case("test_rx_cumsum_input_axis_reverse",
               [node("CumSum", ["x", "axis"], ["y"], reverse=1)], [],
-              [("x", np.float32, [2, 3, 4]), ("axis", np.int32, [1])], [("y", np.float32, [2, 3, 4])],
+              [("x", np.float32, [2, 3, 4]), ("axis", np.int32, [])], [("y", np.float32, [2, 3, 4])],
               sets, 14)
     # int64, 1-D, both flags
     x = rng.integers(-50, 50, size=7).astype(np.int64)
@@ -110,6 +110,10 @@ def main():
               [node("CumSum", ["x", "axis"], ["y"], exclusive=1, reverse=1)],
               [("axis", np.array([0], np.int32))], [("x", np.int64, [7])], [("y", np.int64, [7])],
               [([x], [cumsum(x, 0, True, True)])], 14)
+    # Size of a tensor with a symbolic dim: the product n * 3 as a 0-d i64 graph output
+    sets = [([np.zeros((n, 3), np.float32)], [np.array(n * 3, np.int64)]) for n in (1, 7)]
+    save_case("test_rx_size_symbolic", [node("Size", ["x"], ["y"])], [],
+              [("x", np.float32, ["n", 3])], [("y", np.int64, [])], sets, 13)
 
 
 if __name__ == "__main__":
