@@ -343,6 +343,7 @@ static const char *const *arg_names(const rx_op *op) {
   case RX_OP_conv2d:
     return rms;
   case RX_OP_take:
+  case RX_OP_take_along_axis:
     return take;
   case RX_OP_rope:
     return rope;
@@ -880,6 +881,28 @@ static void gen_take(L *l) {
   for (int d = 0; d < axis; d++) xi[d] = iv[d];
   xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
   for (int d = axis + 1; d < x->ndim; d++) xi[d] = iv[d - 1 + ind->ndim];
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
+/* take_along_axis: per element of the indices, x at that index along axis (negative counts
+ * from the end) and at the element's own position along the other axes. */
+static void gen_take_along_axis(L *l) {
+  opnd *x = arg(l, 0), *ind = arg(l, 1), *y = &l->outs[0];
+  if (ind->scalar || x->scalar) {
+    fail(l, "take_along_axis expects tensors");
+    return;
+  }
+  int axis = axis_attr(l, "axis", 0, x->ndim);
+  const char *iv[MAXR], *xi[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  const char *t = fresh(l, "t");
+  const char *iv64 =
+      ind->dtype == RX_DTYPE_I64 ? load(l, ind, iv) : S(l, "i64(%s)", load(l, ind, iv));
+  line(l, "let %s: i64 = %s", t, iv64);
+  for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
+  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
   close_n(l, y->ndim);
 }

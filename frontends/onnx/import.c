@@ -1357,6 +1357,18 @@ static rx_status do_hardmax(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* GatherElements: take_along_axis (axis default 0) */
+static rx_status do_gather_elements(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[2];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  const rx_attr *at = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
+  RX_RETURN_IF_ERROR(emit(I, n, "take_along_axis", a, 2, &at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* LayerNormalization (the Y output) */
 static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1791,6 +1803,7 @@ static const onnx_op onnx_ops[] = {
     {"Flatten", do_flatten, NULL, 1, 0, NULL},
     {"Floor", do_unary, "floor", 1, 0, NULL},
     {"Gather", do_gather, NULL, 1, 0, NULL},
+    {"GatherElements", do_gather_elements, NULL, 11, 0, NULL},
     {"Gelu", do_gelu, NULL, 20, 0, NULL},
     {"Gemm", do_gemm, NULL, 1, 0, NULL},
     {"GlobalAveragePool", do_global_pool, NULL, 1, 0, NULL},
