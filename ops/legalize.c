@@ -941,17 +941,17 @@ static void gen_reduce(L *l) {
     }
   }
   rx_dtype t = x->dtype;
-  bool sum = op == RX_OP_sum || op == RX_OP_mean;
-  rx_dtype at = sum && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  bool sum = op == RX_OP_sum || op == RX_OP_mean, prod = op == RX_OP_prod;
+  rx_dtype at = (sum || prod) && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
   for_nest(l, iv, ie, ni);
-  const char *acc = fresh(l, sum ? "s" : "m");
+  const char *acc = fresh(l, sum ? "s" : prod ? "p" : "m");
   line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(at));
   reduce_open(l, rv, re, nr);
   const char *xv = load(l, x, xi);
   if (at != t) xv = S(l, "%s(%s)", rx_dtype_name(at), xv);
-  if (sum) {
-    line(l, "init { %s[0] = %s }", acc, lit(l, at, 0));
-    line(l, "update { %s[0] = %s[0] + %s }", acc, acc, xv);
+  if (sum || prod) {
+    line(l, "init { %s[0] = %s }", acc, lit(l, at, prod ? 1 : 0));
+    line(l, "update { %s[0] = %s[0] %s %s }", acc, acc, prod ? "*" : "+", xv);
   } else {
     bool mx = op == RX_OP_max;
     line(l, "init { %s[0] = %s }", acc, lowest(l, t, !mx));

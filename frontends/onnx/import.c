@@ -1842,6 +1842,7 @@ static const onnx_op onnx_ops[] = {
     {"ReduceMax", do_reduce, "max", 1, 0, NULL},
     {"ReduceMean", do_reduce, "mean", 1, 0, NULL},
     {"ReduceMin", do_reduce, "min", 1, 0, NULL},
+    {"ReduceProd", do_reduce, "prod", 1, 0, NULL},
     {"ReduceSum", do_reduce, "sum", 1, 0, NULL},
     {"ReduceSumSquare", do_reduce_by, "sum_square", 1, 0, NULL},
     {"Relu", do_unary, "relu", 1, 0, NULL},
