@@ -343,6 +343,7 @@ static const char *const *arg_names(const rx_op *op) {
   case RX_OP_conv2d:
     return rms;
   case RX_OP_take:
+  case RX_OP_take_along_axis:
     return take;
   case RX_OP_rope:
     return rope;
@@ -884,6 +885,28 @@ static void gen_take(L *l) {
   close_n(l, y->ndim);
 }
 
+/* take_along_axis: per element of the indices, x at that index along axis (negative counts
+ * from the end) and at the element's own position along the other axes. */
+static void gen_take_along_axis(L *l) {
+  opnd *x = arg(l, 0), *ind = arg(l, 1), *y = &l->outs[0];
+  if (ind->scalar || x->scalar) {
+    fail(l, "take_along_axis expects tensors");
+    return;
+  }
+  int axis = axis_attr(l, "axis", 0, x->ndim);
+  const char *iv[MAXR], *xi[MAXR];
+  nest_vars(l, "i", y->ndim, iv);
+  for_nest(l, iv, y->shape, y->ndim);
+  const char *t = fresh(l, "t");
+  const char *iv64 =
+      ind->dtype == RX_DTYPE_I64 ? load(l, ind, iv) : S(l, "i64(%s)", load(l, ind, iv));
+  line(l, "let %s: i64 = %s", t, iv64);
+  for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
+  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
+  close_n(l, y->ndim);
+}
+
 /* ---- reductions ---- */
 
 static void gen_reduce(L *l) {
@@ -918,17 +941,17 @@ static void gen_reduce(L *l) {
     }
   }
   rx_dtype t = x->dtype;
-  bool sum = op == RX_OP_sum || op == RX_OP_mean;
-  rx_dtype at = sum && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  bool sum = op == RX_OP_sum || op == RX_OP_mean, prod = op == RX_OP_prod;
+  rx_dtype at = (sum || prod) && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
   for_nest(l, iv, ie, ni);
-  const char *acc = fresh(l, sum ? "s" : "m");
+  const char *acc = fresh(l, sum ? "s" : prod ? "p" : "m");
   line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(at));
   reduce_open(l, rv, re, nr);
   const char *xv = load(l, x, xi);
   if (at != t) xv = S(l, "%s(%s)", rx_dtype_name(at), xv);
-  if (sum) {
-    line(l, "init { %s[0] = %s }", acc, lit(l, at, 0));
-    line(l, "update { %s[0] = %s[0] + %s }", acc, acc, xv);
+  if (sum || prod) {
+    line(l, "init { %s[0] = %s }", acc, lit(l, at, prod ? 1 : 0));
+    line(l, "update { %s[0] = %s[0] %s %s }", acc, acc, prod ? "*" : "+", xv);
   } else {
     bool mx = op == RX_OP_max;
     line(l, "init { %s[0] = %s }", acc, lowest(l, t, !mx));
@@ -945,6 +968,106 @@ static void gen_reduce(L *l) {
   }
   if (at != t) v = S(l, "%s(%s)", rx_dtype_name(t), v);
   line(l, "%s = %s", load(l, y, yi), v);
+  close_n(l, ni);
+}
+
+/* argmax / argmin along one axis: per output point a reduce that keeps the extreme m and its
+ * index k, taking element r when it is strictly beyond m (first of ties), or beyond or equal
+ * with select_last_index (last of ties); a NaN is taken before any number and then kept (the
+ * first NaN; the last with select_last_index), as NumPy's argmax. f16/bf16 compare in f32. The
+ * update is no combiner of the row_reduction rule, so the fallback runs each row serially in one
+ * thread. */
+static void gen_argmax(L *l) {
+  bool amax = l->call->op->id == RX_OP_argmax;
+  bool last = rx_ops_int_attr(l->call, "select_last_index", 0) != 0;
+  bool keep = rx_ops_int_attr(l->call, "keepdims", 0) != 0;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar || x->ndim == 0) {
+    fail(l, "%s of a 0-d tensor", l->call->op->name);
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR], *yi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = 0, ny = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) {
+      if (keep) yi[ny++] = "0";
+      continue;
+    }
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = yi[ny++] = iv[ni++];
+  }
+  const char *r = loopvar(l, "r");
+  xi[axis] = r;
+  rx_dtype t = x->dtype, mt = mathdt(t);
+  for_nest(l, iv, ie, ni);
+  const char *m = fresh(l, "m"), *k = fresh(l, "k"), *v = fresh(l, "v"), *tk = fresh(l, "take");
+  line(l, "alloc %s: %s[1] local", m, rx_dtype_name(mt));
+  line(l, "alloc %s: i64[1] local", k);
+  reduce_open(l, &r, &x->shape[axis], 1);
+  line(l, "init { %s[0] = %s; %s[0] = 0 }", m, lowest(l, mt, !amax), k);
+  line(l, "update {");
+  l->ind++;
+  line(l, "let %s: %s = %s", v, rx_dtype_name(mt), up(l, t, load(l, x, xi)));
+  const char *cmp = amax ? (last ? ">=" : ">") : (last ? "<=" : "<");
+  const char *nan = !rx_dtype_is_float(t) ? ""
+                    : last                ? S(l, " || %s != %s", v, v)
+                                          : S(l, " || (%s != %s && %s[0] == %s[0])", v, v, m, m);
+  line(l, "let %s: bool = %s %s %s[0]%s", tk, v, cmp, m, nan);
+  line(l, "%s[0] = select(%s, i64(%s), %s[0])", k, tk, r, k);
+  line(l, "%s[0] = select(%s, %s, %s[0])", m, tk, v, m);
+  close_(l);
+  close_(l);
+  line(l, "%s = %s[0]", load(l, y, yi), k);
+  close_n(l, ni);
+}
+
+/* cumsum along one axis: per point of the other dims a serial loop over the axis (from its end
+ * with reverse) that adds each element to a local running sum (f32 for f16/bf16) and stores the
+ * sum after the add, or before it when exclusive. A scan: the fallback binds the other dims to
+ * threads and each thread runs its line serially (correct; no parallel scan yet): a 1-D x is one
+ * thread. */
+static void gen_cumsum(L *l) {
+  bool excl = rx_ops_int_attr(l->call, "exclusive", 0) != 0;
+  bool rev = rx_ops_int_attr(l->call, "reverse", 0) != 0;
+  opnd *x = arg(l, 0), *y = &l->outs[0];
+  if (x->scalar || x->ndim == 0) {
+    fail(l, "cumsum of a 0-d tensor");
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) continue;
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = iv[ni++];
+  }
+  const char *r = loopvar(l, "r");
+  const rx_expr *len = x->shape[axis];
+  xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
+  rx_dtype t = x->dtype, at = rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the local has a kernel */
+    iv[ni] = loopvar(l, "u");
+    ie[ni++] = C(l, 1);
+  }
+  for_nest(l, iv, ie, ni);
+  const char *s = fresh(l, "s");
+  line(l, "alloc %s: %s[1] local", s, rx_dtype_name(at));
+  line(l, "%s[0] = %s", s, lit(l, at, 0));
+  line(l, "for %s in 0..%s {", r, ex(l, len));
+  l->ind++;
+  const char *xv = load(l, x, xi), *yv = load(l, y, xi);
+  if (at != t) xv = S(l, "%s(%s)", rx_dtype_name(at), xv);
+  const char *sv = at != t ? S(l, "%s(%s[0])", rx_dtype_name(t), s) : S(l, "%s[0]", s);
+  if (excl) line(l, "%s = %s", yv, sv);
+  line(l, "%s[0] = %s[0] + %s", s, s, xv);
+  if (!excl) line(l, "%s = %s", yv, sv);
+  close_(l);
   close_n(l, ni);
 }
 

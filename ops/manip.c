@@ -461,6 +461,41 @@ const rx_sinfo *rx_deduce_take(rx_deduce_ctx *dc, const rx_node *call) {
   return rx_ops_tensor(dc, x->dtype, n, dims);
 }
 
+/* take_along_axis: indices (integer) of x's rank; the result has the indices' shape and x's
+ * dtype. Along the other axes the indices' dims may not exceed x's (an error where provably
+ * larger). */
+const rx_sinfo *rx_deduce_take_along_axis(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *idx = x ? rx_ops_tensor_arg(dc, call, 1, "indices") : NULL;
+  if (!idx) return NULL;
+  if (idx->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(idx->dtype)) {
+    rx_deduce_error(dc, "take_along_axis expects integer indices, got %s", rx_ops_str(dc, idx));
+    return NULL;
+  }
+  if (x->ndim == 0) {
+    rx_deduce_error(dc, "take_along_axis expects a tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim < 0 || idx->ndim < 0) return rx_ops_tensor(dc, x->dtype, -1, NULL);
+  if (x->ndim != idx->ndim) {
+    rx_deduce_error(dc, "take_along_axis expects indices of the rank of x (%s), got %s",
+                    rx_ops_str(dc, x), rx_ops_str(dc, idx));
+    return NULL;
+  }
+  int axis;
+  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", 0), x->ndim, &axis)) return NULL;
+  for (int i = 0; x->shape && idx->shape && i < x->ndim; i++) {
+    if (i == axis) continue;
+    const rx_expr *gt = rx_expr_cmp(rx_ops_ctx(dc), RX_EXPR_LT, x->shape[i], idx->shape[i]);
+    if (rx_ops_prove(dc, gt) == RX_TRUE) {
+      rx_deduce_error(dc, "take_along_axis: indices %s exceed x %s in dim %d", rx_ops_str(dc, idx),
+                      rx_ops_str(dc, x), i);
+      return NULL;
+    }
+  }
+  return rx_ops_tensor(dc, x->dtype, idx->ndim, idx->shape);
+}
+
 /* ---- tensor_to_shape (host-level: the VM reads the tensor back and makes a shape value) ---- */
 
 const rx_sinfo *rx_deduce_tensor_to_shape(rx_deduce_ctx *dc, const rx_node *call) {

@@ -1,5 +1,5 @@
-/* Reductions (sum mean max min over axes, keepdims) and normalizations (softmax,
- * log_softmax, layer_norm, rms_norm). */
+/* Reductions (sum mean max min over axes, keepdims; argmax argmin along an axis) and normalizations
+ * (softmax, log_softmax, layer_norm, rms_norm). */
 #include "deduce.h"
 
 const rx_sinfo *rx_deduce_reduce(rx_deduce_ctx *dc, const rx_node *call) {
@@ -29,6 +29,60 @@ const rx_sinfo *rx_deduce_reduce(rx_deduce_ctx *dc, const rx_node *call) {
       dims[k++] = one;
   }
   return rx_ops_tensor(dc, x->dtype, n, dims);
+}
+
+/* argmax / argmin: x (numeric, rank >= 1) reduced along one axis to the i64 index of its
+ * extreme; keepdims keeps that dim as 1. */
+const rx_sinfo *rx_deduce_argmax(rx_deduce_ctx *dc, const rx_node *call) {
+  const char *name = call->op->name;
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  if (x->dtype == RX_DTYPE_BOOL) {
+    rx_deduce_error(dc, "%s expects a numeric tensor, got %s", name, rx_ops_str(dc, x));
+    return NULL;
+  }
+  bool keep = rx_ops_int_attr(call, "keepdims", 0) != 0;
+  if (x->ndim < 0) return rx_ops_tensor(dc, RX_DTYPE_I64, -1, NULL);
+  if (x->ndim == 0) {
+    rx_deduce_error(dc, "%s expects a tensor of rank >= 1, got %s", name, rx_ops_str(dc, x));
+    return NULL;
+  }
+  int axis;
+  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
+  int n = keep ? x->ndim : x->ndim - 1;
+  if (!x->shape) return rx_ops_tensor(dc, RX_DTYPE_I64, n, NULL);
+  if (rx_expr_is_const(x->shape[axis], 0)) {
+    rx_deduce_error(dc, "%s over axis %d of %s: the axis is empty, there is no index to return",
+                    name, axis, rx_ops_str(dc, x));
+    return NULL;
+  }
+  const rx_expr **dims = rx_ops_dims(dc, n);
+  int k = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    if (i != axis)
+      dims[k++] = x->shape[i];
+    else if (keep)
+      dims[k++] = rx_expr_const(rx_ops_ctx(dc), 1);
+  }
+  return rx_ops_tensor(dc, RX_DTYPE_I64, n, dims);
+}
+
+/* cumsum: prefix sums of x (numeric, rank >= 1) along one axis; the shape and dtype of x. */
+const rx_sinfo *rx_deduce_cumsum(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  if (x->dtype == RX_DTYPE_BOOL) {
+    rx_deduce_error(dc, "cumsum expects a numeric tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim == 0) {
+    rx_deduce_error(dc, "cumsum expects a tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  int axis;
+  if (x->ndim > 0 && !rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis))
+    return NULL;
+  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
 const rx_sinfo *rx_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {

@@ -43,6 +43,16 @@ static const rx_attr_schema attrs_reduce[] = {
     {"axes", RX_ATTR_INTS, false, "reduced axes (default: all)"},
     {"keepdims", RX_ATTR_BOOL, false, "keep reduced dims as 1 (default false)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_argmax[] = {
+    {"axis", RX_ATTR_INT, false, "the reduced axis (default -1)"},
+    {"keepdims", RX_ATTR_BOOL, false, "keep the reduced dim as 1 (default false)"},
+    {"select_last_index", RX_ATTR_BOOL, false, "the last index of ties (default: the first)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_cumsum[] = {
+    {"axis", RX_ATTR_INT, false, "the scanned axis (default -1)"},
+    {"exclusive", RX_ATTR_BOOL, false, "each sum leaves out its own element (default false)"},
+    {"reverse", RX_ATTR_BOOL, false, "sum from the end of the axis (default false)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_softmax[] = {
     {"axis", RX_ATTR_INT, false, "the normalized axis (default -1)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_norm[] = {

@@ -970,6 +970,20 @@ static rx_status do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* Size: the product of the input's dims as a symbolic 0-d value (an i64 tensor where used as
+ * data) */
+static rx_status do_size(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  const rx_expr *count = rx_sym_const(I->m, 1);
+  for (int k = 0; k < si->ndim; k++) count = rx_sym_mul(I->m, count, si->shape[k]);
+  val out = {.name = n->output[0], .kind = V_SYM, .sndim = 0, .slen = 1};
+  out.s[0] = count;
+  *def(I, n->output[0]) = out;
+  return NULL;
+}
+
 /* Gather: of a symbolic value at import, else take */
 static rx_status do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1238,6 +1252,123 @@ static rx_status do_reduce(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* ArgMax / ArgMin: axis (default 0), keepdims (default 1), select_last_index (opset 12) */
+static rx_status do_arg_extreme(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
+  at[1] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
+  at[2] = rx_attr_bool(I->m, "select_last_index", onnx_attr_i(n, "select_last_index", 0) != 0);
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, at, 3, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* CumSum: the axis input a constant gives one cumsum; a run-time axis (a graph input) gives the
+ * scan along every axis, chosen by where(axis == k || axis == k - rank) (an axis out of range
+ * is not detected at run time: it gives the last axis's scan). */
+static rx_status do_cumsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  val *av = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (!av) return node_err(I, n, "the axis input is missing");
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[1] = rx_attr_bool(I->m, "exclusive", onnx_attr_i(n, "exclusive", 0) != 0);
+  at[2] = rx_attr_bool(I->m, "reverse", onnx_attr_i(n, "reverse", 0) != 0);
+  if (av->kind == V_SYM && av->slen == 1 && av->s[0]->kind == RX_EXPR_CONST) {
+    at[0] = rx_attr_int(I->m, "axis", av->s[0]->value);
+    RX_RETURN_IF_ERROR(emit(I, n, "cumsum", a, 1, at, 3, &r));
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  if (rank < 1) return node_err(I, n, "a run-time axis needs the input's rank (got none)");
+  rx_node *ax;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &ax));
+  for (int k = rank - 1; k >= 0; k--) {
+    rx_var *c, *e0, *e1, *cond;
+    at[0] = rx_attr_int(I->m, "axis", k);
+    RX_RETURN_IF_ERROR(emit(I, n, "cumsum", a, 1, at, 3, &c));
+    if (!r) {
+      r = c;
+      continue;
+    }
+    rx_node *b[3] = {ax, rx_arg_int(I->b, k)};
+    RX_RETURN_IF_ERROR(emit(I, n, "equal", b, 2, NULL, 0, &e0));
+    b[1] = rx_arg_int(I->b, k - rank);
+    RX_RETURN_IF_ERROR(emit(I, n, "equal", b, 2, NULL, 0, &e1));
+    b[0] = rx_arg_var(I->b, e0);
+    b[1] = rx_arg_var(I->b, e1);
+    RX_RETURN_IF_ERROR(emit(I, n, "logical_or", b, 2, NULL, 0, &cond));
+    b[0] = rx_arg_var(I->b, cond);
+    b[1] = rx_arg_var(I->b, c);
+    b[2] = rx_arg_var(I->b, r);
+    RX_RETURN_IF_ERROR(emit(I, n, "where", b, 3, NULL, 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Hardmax: 1 where the index along axis is argmax's (the first of ties), else 0:
+ * equal(arange(d) with a unit dim per axis after it, argmax(x, keepdims)) cast to x's dtype.
+ * Opsets before 13 coerce the input to 2-D at axis (default 1); only the last-axis form is
+ * taken. */
+static rx_status do_hardmax(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < 1)
+    return node_err(I, n, "expects an input of known shape and rank >= 1");
+  int rank = si->ndim;
+  int64_t axis = onnx_attr_i(n, "axis", I->opset >= 13 ? -1 : 1);
+  if (axis < -rank || axis >= rank)
+    return node_err(I, n, "axis %lld is out of range for rank %d", (long long)axis, rank);
+  if (axis < 0) axis += rank;
+  if (I->opset < 13 && axis != rank - 1)
+    return node_err(I, n, "opset < 13 Hardmax over axis %lld (flattening) is not supported",
+                    (long long)axis);
+  rx_node *a[3];
+  const rx_attr *at[2];
+  rx_var *idx, *io, *eq, *r;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  at[0] = rx_attr_int(I->m, "axis", axis);
+  at[1] = rx_attr_bool(I->m, "keepdims", true);
+  RX_RETURN_IF_ERROR(emit(I, n, "argmax", a, 1, at, 2, &idx));
+  a[0] = rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0));
+  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, si->shape[axis]);
+  at[0] = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 2, at, 1, &io));
+  if (axis < rank - 1) {
+    int64_t axes[SYM_MAX];
+    int na = 0;
+    for (int64_t k = 1; k < rank - axis && na < SYM_MAX; k++) axes[na++] = k;
+    at[0] = rx_attr_ints(I->m, "axes", axes, na);
+    a[0] = rx_arg_var(I->b, io);
+    RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", a, 1, at, 1, &io));
+  }
+  a[0] = rx_arg_var(I->b, io);
+  a[1] = rx_arg_var(I->b, idx);
+  RX_RETURN_IF_ERROR(emit(I, n, "equal", a, 2, NULL, 0, &eq));
+  a[0] = rx_arg_var(I->b, eq);
+  at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* GatherElements: take_along_axis (axis default 0) */
+static rx_status do_gather_elements(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[2];
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  const rx_attr *at = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
+  RX_RETURN_IF_ERROR(emit(I, n, "take_along_axis", a, 2, &at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* LayerNormalization (the Y output) */
 static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1367,6 +1498,101 @@ static rx_status do_act(imp *I, const Onnx__NodeProto *n, const char *rop) {
     EX2("not_equal", x, x, t);
   } else {
     return node_err(I, n, "internal: no activation '%s'", rop);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Tan, Sinh, Cosh, Asinh, Acosh, Atanh and Sign by their formulas over relaxc's ops (float
+ * math: Sinh and Cosh overflow where exp(|x|) does; Asinh uses its odd symmetry so that large
+ * negative x keeps its digits). Sign: x * 0 plus or minus 1 by the sign of x, so that NaN stays
+ * NaN and integers stay integers. */
+static rx_status do_formula(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *x, *t, *u, *z;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  if (!strcmp(rop, "sign")) {
+    const rx_sinfo *si = tsinfo(get(I, input(n, 0)));
+    bool fl = !si || rx_dtype_is_float(si->dtype);
+    rx_node *zero = fl ? FL(0.0) : rx_arg_int(I->b, 0), *one = fl ? FL(1.0) : rx_arg_int(I->b, 1);
+    EX2("multiply", x, zero, z);
+    EX2("add", z, one, t);
+    EX2("subtract", z, one, u);
+    rx_node *lt, *gt;
+    EX2("less", x, zero, lt);
+    EX2("greater", x, zero, gt);
+    EX3("where", lt, u, z, u);
+    EX3("where", gt, t, u, t);
+  } else if (!strcmp(rop, "tan")) { /* sin(x) / cos(x) */
+    EX1("sin", x, t);
+    EX1("cos", x, u);
+    EX2("divide", t, u, t);
+  } else if (!strcmp(rop, "sinh") || !strcmp(rop, "cosh")) { /* (e^x -+ e^-x) / 2 */
+    EX1("exp", x, t);
+    EX1("neg", x, u);
+    EX1("exp", u, u);
+    EX2(rop[0] == 's' && rop[1] == 'i' ? "subtract" : "add", t, u, t);
+    EX2("multiply", t, FL(0.5), t);
+  } else if (!strcmp(rop, "asinh")) { /* sign(x) log(|x| + sqrt(x^2 + 1)) */
+    EX1("abs", x, u);
+    EX2("multiply", x, x, t);
+    EX2("add", t, FL(1.0), t);
+    EX1("sqrt", t, t);
+    EX2("add", u, t, t);
+    EX1("log", t, t);
+    EX2("less", x, FL(0.0), u);
+    EX1("neg", t, z);
+    EX3("where", u, z, t, t);
+  } else if (!strcmp(rop, "acosh")) { /* log(x + sqrt(x^2 - 1)) */
+    EX2("multiply", x, x, t);
+    EX2("subtract", t, FL(1.0), t);
+    EX1("sqrt", t, t);
+    EX2("add", x, t, t);
+    EX1("log", t, t);
+  } else if (!strcmp(rop, "atanh")) { /* log((1 + x) / (1 - x)) / 2 */
+    EX2("add", x, FL(1.0), t);
+    EX2("subtract", FL(1.0), x, u);
+    EX2("divide", t, u, t);
+    EX1("log", t, t);
+    EX2("multiply", t, FL(0.5), t);
+  } else {
+    return node_err(I, n, "internal: no formula '%s'", rop);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Mod. fmod=0 (integers only, as ONNX says): a - (a // b) b with relaxc's flooring integer
+ * divide, so the result has the sign of the divisor. fmod=1: the sign of the dividend, as C's
+ * fmod and %: floats a - trunc(a / b) b (trunc: ceil below 0, floor above); integers the floored
+ * remainder minus b where it is not 0 and its sign differs from a's. */
+static rx_status do_mod(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a, *b, *t, *q, *c, *u;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &b));
+  const rx_sinfo *si = tsinfo(get(I, input(n, 0)));
+  bool fl = si && rx_dtype_is_float(si->dtype), fm = onnx_attr_i(n, "fmod", 0) != 0;
+  if (fl && !fm)
+    return node_err(I, n, "fmod=0 on floating-point inputs (ONNX requires fmod=1 for them)");
+  EX2("divide", a, b, q);
+  if (fl) {
+    EX1("floor", q, t);
+    EX1("ceil", q, c);
+    EX2("less", q, FL(0.0), u);
+    EX3("where", u, c, t, q);
+  }
+  EX2("multiply", q, b, t);
+  EX2("subtract", a, t, t);
+  if (!fl && fm) {
+    rx_node *zero = rx_arg_int(I->b, 0);
+    EX2("less", t, zero, u);
+    EX2("less", a, zero, c);
+    EX2("not_equal", u, c, u);
+    EX2("not_equal", t, zero, c);
+    EX2("logical_and", u, c, u);
+    EX2("subtract", t, b, c);
+    EX3("where", u, c, t, t);
   }
   def_tensor(I, n, r);
   return NULL;
@@ -1546,8 +1772,13 @@ typedef struct onnx_op {
 // clang-format off
 static const onnx_op onnx_ops[] = {
     {"Abs", do_unary, "abs", 1, 0, NULL},
+    {"Acosh", do_formula, "acosh", 9, 0, NULL},
     {"Add", do_binary, "add", 1, 0, NULL},
     {"And", do_binary, "logical_and", 1, 0, NULL},
+    {"ArgMax", do_arg_extreme, "argmax", 1, 0, NULL},
+    {"ArgMin", do_arg_extreme, "argmin", 1, 0, NULL},
+    {"Asinh", do_formula, "asinh", 9, 0, NULL},
+    {"Atanh", do_formula, "atanh", 9, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "2-D, floor mode"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
@@ -1560,6 +1791,8 @@ static const onnx_op onnx_ops[] = {
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
     {"Conv", do_conv, NULL, 1, 0, "2-D"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
+    {"Cosh", do_formula, "cosh", 9, 0, NULL},
+    {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_identity, NULL, 1, 0, "inference"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
@@ -1570,12 +1803,14 @@ static const onnx_op onnx_ops[] = {
     {"Flatten", do_flatten, NULL, 1, 0, NULL},
     {"Floor", do_unary, "floor", 1, 0, NULL},
     {"Gather", do_gather, NULL, 1, 0, NULL},
+    {"GatherElements", do_gather_elements, NULL, 11, 0, NULL},
     {"Gelu", do_gelu, NULL, 20, 0, NULL},
     {"Gemm", do_gemm, NULL, 1, 0, NULL},
     {"GlobalAveragePool", do_global_pool, NULL, 1, 0, NULL},
     {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"Hardmax", do_hardmax, NULL, 1, 0, NULL},
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
     {"Identity", do_identity, NULL, 1, 0, NULL},
@@ -1592,6 +1827,7 @@ static const onnx_op onnx_ops[] = {
     {"Mean", do_variadic, "mean", 1, 0, NULL},
     {"Min", do_variadic, "minimum", 1, 0, NULL},
     {"Mish", do_act, "mish", 18, 0, NULL},
+    {"Mod", do_mod, NULL, 10, 0, NULL},
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
     {"Not", do_unary, "not", 1, 0, NULL},
@@ -1606,6 +1842,7 @@ static const onnx_op onnx_ops[] = {
     {"ReduceMax", do_reduce, "max", 1, 0, NULL},
     {"ReduceMean", do_reduce, "mean", 1, 0, NULL},
     {"ReduceMin", do_reduce, "min", 1, 0, NULL},
+    {"ReduceProd", do_reduce, "prod", 1, 0, NULL},
     {"ReduceSum", do_reduce, "sum", 1, 0, NULL},
     {"ReduceSumSquare", do_reduce_by, "sum_square", 1, 0, NULL},
     {"Relu", do_unary, "relu", 1, 0, NULL},
@@ -1613,7 +1850,10 @@ static const onnx_op onnx_ops[] = {
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
     {"Sigmoid", do_unary, "sigmoid", 1, 0, NULL},
+    {"Sign", do_formula, "sign", 9, 0, NULL},
     {"Sin", do_unary, "sin", 7, 0, NULL},
+    {"Sinh", do_formula, "sinh", 9, 0, NULL},
+    {"Size", do_size, NULL, 1, 0, NULL},
     {"Slice", do_slice, NULL, 1, 0, NULL},
     {"Softmax", do_softmax, NULL, 1, 0, NULL},
     {"Softplus", do_act, "softplus", 1, 0, NULL},
@@ -1623,6 +1863,7 @@ static const onnx_op onnx_ops[] = {
     {"Squeeze", do_squeeze, NULL, 1, 0, NULL},
     {"Sub", do_binary, "subtract", 1, 0, NULL},
     {"Sum", do_variadic, "add", 1, 0, NULL},
+    {"Tan", do_formula, "tan", 7, 0, NULL},
     {"Tanh", do_unary, "tanh", 1, 0, NULL},
     {"ThresholdedRelu", do_act, "thresholded_relu", 10, 0, NULL},
     {"Transpose", do_transpose, NULL, 1, 0, NULL},
@@ -1752,6 +1993,12 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
   for (size_t i = 0; i < g->n_output; i++) {
     val *v = get(I, g->output[i]->name);
+    if (v && v->kind == V_SYM && v->sndim == 0) { /* a scalar shape value (Size): a 0-d i64 */
+      rx_node *a[2] = {rx_arg_shape(I->b, NULL, 0), rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0])};
+      const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+      RX_RETURN_IF_ERROR(rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &v->var));
+      v->kind = V_TENSOR;
+    }
     if (!v || v->kind != V_TENSOR)
       return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is %s", I->file,
                             g->output[i]->name ? g->output[i]->name : "",

@@ -173,7 +173,8 @@ static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, 
   free(bytes);
 }
 
-/* Unsupported operators: one error that lists every unsupported node. */
+/* Unsupported operators: one error that lists every unsupported node (TopK; the model's CumSum,
+ * unsupported when it was made, imports now and is not listed). */
 static void test_unsupported(const char *dir) {
   size_t len;
   char *bytes = read_model(dir, "unsupported", &len);
@@ -183,9 +184,8 @@ static void test_unsupported(const char *dir) {
   const char *msg = rx_status_message(s);
   if (!s)
     FAIL("unsupported.onnx: imported without an error");
-  else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, "2 unsupported") ||
-           !strstr(msg, "'cumsum0': CumSum (opset 17)") ||
-           !strstr(msg, "'topk0': TopK (opset 17)") || strstr(msg, "Relu"))
+  else if (rx_status_code_of(s) != RX_ERR_UNSUPPORTED || !strstr(msg, "1 unsupported") ||
+           strstr(msg, "CumSum") || !strstr(msg, "'topk0': TopK (opset 17)") || strstr(msg, "Relu"))
     FAIL("unsupported.onnx: unexpected error: %s", msg);
   else
     passed++;
