@@ -21,6 +21,7 @@
 #include "frontends/onnx/onnx_import.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
+#include "support_kernels.h"
 #include "targets/target.h"
 
 #include <dirent.h>
@@ -30,7 +31,6 @@
 #include <string.h>
 
 #ifdef RX_HAVE_ONNX
-#include "interp/interp.h"
 
 #define RTOL   1e-3
 #define ATOL   1e-7
@@ -117,30 +117,6 @@ static void pb_free(pb_tensor *t) {
   free(t->data);
 }
 
-static double elem(rx_dtype d, const void *p, size_t i) {
-  switch (d) {
-  case RX_DTYPE_F32:
-    return ((const float *)p)[i];
-  case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_I64:
-    return (double)((const int64_t *)p)[i];
-  case RX_DTYPE_I32:
-    return ((const int32_t *)p)[i];
-  case RX_DTYPE_I16:
-    return ((const int16_t *)p)[i];
-  case RX_DTYPE_I8:
-    return ((const int8_t *)p)[i];
-  case RX_DTYPE_U8:
-  case RX_DTYPE_BOOL:
-    return ((const uint8_t *)p)[i];
-  default:
-    return NAN;
-  }
-}
-
 /* Compares result t with the expected tensor; false with the reason in o. */
 static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
   char msg[256];
@@ -165,7 +141,7 @@ static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
   if (s) set_why(o, "reading the result", rx_status_message(s));
   bool is_float = d == RX_DTYPE_F32 || d == RX_DTYPE_F16 || d == RX_DTYPE_BF16;
   for (size_t i = 0; ok && i < want->count; i++) {
-    double g = elem(d, got, i), w = elem(d, want->data, i);
+    double g = rxk_load_elem(got, d, i), w = rxk_load_elem(want->data, d, i);
     bool same =
         is_float ? (isnan(w) ? isnan(g) : g == w || fabs(g - w) <= ATOL + RTOL * fabs(w)) : g == w;
     if (!same) {
