@@ -77,6 +77,16 @@ static const struct {
     {"gemm_f16", RX_SCHED_GEMM, 3, 0},
     {"gemm_kn_bias", RX_SCHED_GEMM, 3, 4},
     {"cumsum", RX_SCHED_FALLBACK, 1, 0},
+    /* argmax/argmin, cumsum and prod: a serial reduce or scan per output point (fallback) */
+    {"argmax_rows", RX_SCHED_FALLBACK, 1, 0},
+    {"argmin_cols_last", RX_SCHED_FALLBACK, 1, 0},
+    {"argmax_int_last", RX_SCHED_FALLBACK, 1, 0},
+    {"cumsum_rev_excl_f16", RX_SCHED_FALLBACK, 1, 0},
+    {"cumsum_1d_i32", RX_SCHED_FALLBACK, 1, 0},
+    {"prod_rows", RX_SCHED_FALLBACK, 1, 0},
+    {"prod_cols_f16", RX_SCHED_FALLBACK, 1, 0},
+    {"take_along_axis_f32", RX_SCHED_ELEMENTWISE, 1, 0},
+    {"take_along_axis_f16_axis0", RX_SCHED_ELEMENTWISE, 1, 0},
     {"gemv_hf", RX_SCHED_GEMV, 1, 0},
     {"matmul_hf", RX_SCHED_GEMM, 3, 0},
     {"matmul_hf_f32", RX_SCHED_GEMM, 1, 0},
@@ -195,6 +205,9 @@ static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *r
         ((int8_t *)a->data)[i] = (int8_t)(v * 100.0f);
       else if (b->dtype == RX_DTYPE_I32)
         ((int32_t *)a->data)[i] = (int32_t)(v * 1000.0f);
+      else if (b->dtype == RX_DTYPE_I64) /* argmax's result; take_along_axis's indices: 0, in
+                                            range at every size (test_kernels varies them) */
+        ((int64_t *)a->data)[i] = pp->is_output ? 12345 : 0;
       else
         return false;
     }
@@ -212,6 +225,8 @@ static double get(const rx_interp_arg *a, int64_t i) {
     return ((int8_t *)a->data)[i];
   case RX_DTYPE_I32:
     return ((int32_t *)a->data)[i];
+  case RX_DTYPE_I64:
+    return (double)((int64_t *)a->data)[i];
   default:
     return rx_f16_to_f32(((uint16_t *)a->data)[i]);
   }
