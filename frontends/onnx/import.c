@@ -4,10 +4,14 @@
  * so every binding's struct info is deduced as it is emitted and shape computations can read it.
  *
  * Every ONNX value is one of three kinds: a tensor (a graph variable), a symbolic integer value
- * (a scalar or a short vector of symbolic expressions: the results of Shape, Gather on a shape,
- * Concat of shapes, integer constants, ...), or a float scalar constant (passed to ops as a
- * weakly typed literal). Symbolic values never become runtime tensors: Reshape and Expand take
- * them as shape literals. */
+ * (a scalar or a short vector of symbolic expressions: the results of Shape, Size, Gather on a
+ * shape, Concat of shapes, integer constants, ConstantOfShape of a short integer or bool
+ * vector, and arithmetic, comparisons, Where and Cast of these, simplified under the fact that
+ * every dim is a size), or a float scalar constant (passed to ops as a weakly typed literal).
+ * Reshape and Expand take symbolic values as shape literals; where an operator uses one as data,
+ * or it is a graph output, it becomes a tensor computed when the program runs (sym_tensor). A
+ * shape that is itself computed at run time (a graph input, a Cast of a reduction) is bound to
+ * fresh dims by tensor_to_shape and match_cast (runtime_sym). */
 #include "onnx_import.h"
 
 #include "../../ir/ir.h"
@@ -35,6 +39,8 @@ typedef struct val {
   int slen;                  /* V_SYM (and rt): number of values (1 for a scalar) */
   const rx_expr *s[SYM_MAX]; /* V_SYM (and rt) */
   double f;                  /* V_FCONST */
+  rx_dtype sdt;              /* V_SYM, V_FCONST: the dtype as a tensor (0: i64 / f32) */
+  rx_var *tvar;              /* V_SYM: its tensor once an op used it as data (sym_tensor) */
 } val;
 
 typedef struct imp {
@@ -45,7 +51,8 @@ typedef struct imp {
   int64_t opset;
   val *vals;
   int nvals, cap;
-  int fresh; /* next fresh dim name d<N> */
+  int fresh;       /* next fresh dim name d<N> */
+  rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
 /* ---- helpers ---- */
@@ -177,6 +184,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
         snprintf(nm, sizeof nm, "d%d", I->fresh++);
         dims[i] = rx_sym_var(I->m, nm);
       }
+      rx_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), dims[i]));
     }
     si = rx_sinfo_tensor(I->m, dt, (int)tt->shape->n_dim, dims);
   }
@@ -188,7 +196,9 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   return s;
 }
 
-/* A value as an op argument. */
+static rx_status sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out);
+
+/* A value as an op argument: a vector shape value becomes its tensor (sym_tensor). */
 static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node **out) {
   *out = NULL;
   val *v = name ? get(I, name) : NULL;
@@ -197,16 +207,20 @@ static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node
     *out = rx_arg_var(I->b, v->var);
   else if (v->kind == V_FCONST)
     *out = rx_arg_float(I->b, v->f);
-  else if (v->sndim == 0)
+  else if (v->kind == V_SYM && v->sndim == 0)
     *out = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0]);
-  else
-    return node_err(I, n, "input '%s' is a shape value used as a tensor (not supported yet)", name);
+  else if (v->kind == V_SYM) {
+    rx_var *t;
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, v, &t));
+    *out = rx_arg_var(I->b, t);
+  } else
+    return node_err(I, n, "input '%s' failed to import", name);
   return NULL;
 }
 
 /* A builder error (s, consumed) as an error of node n; NULL stays NULL. */
 static rx_status at_node(imp *I, const Onnx__NodeProto *n, rx_status s) {
-  if (!s) return NULL;
+  if (!s || !n) return s; /* no node: a graph output's conversion (build) */
   rx_status e = node_err(I, n, "%s", rx_status_message(s));
   rx_status_free(s);
   return e;
@@ -215,6 +229,44 @@ static rx_status at_node(imp *I, const Onnx__NodeProto *n, rx_status s) {
 static rx_status emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
                       int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out) {
   return at_node(I, n, rx_emit_op(I->b, op, args, nargs, attrs, nattrs, NULL, out));
+}
+
+/* A symbolic value as a tensor of its dtype, computed when the program runs (a shape value an
+ * operator uses as data, or a graph output): full([], s) for a scalar; for a vector, full([1],
+ * s_k) per value joined by concat (fusion makes them one kernel). Cached on the value, so every
+ * use shares one tensor. */
+static rx_status sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out) {
+  if (v->tvar) {
+    *out = v->tvar;
+    return NULL;
+  }
+  rx_dtype dt = v->sdt ? v->sdt : RX_DTYPE_I64;
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
+  const rx_expr *one = rx_sym_const(I->m, 1), *zero = rx_sym_const(I->m, 0);
+  rx_node *parts[SYM_MAX], *a[2];
+  rx_var *r = NULL;
+  if (v->sndim == 0 || v->slen == 0) { /* a scalar, or an empty vector */
+    a[0] = rx_arg_shape(I->b, &zero, v->sndim);
+    a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, v->sndim ? zero : v->s[0]);
+    RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &r)));
+  } else {
+    for (int k = 0; k < v->slen; k++) {
+      a[0] = rx_arg_shape(I->b, &one, 1);
+      a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[k]);
+      RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &r)));
+      parts[k] = rx_arg_var(I->b, r);
+    }
+    if (v->slen > 1) {
+      rx_var *tup;
+      RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, parts, v->slen, NULL, &tup)));
+      a[0] = rx_arg_var(I->b, tup);
+      const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
+      RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_op(I->b, "concat", a, 1, &ax, 1, NULL, &r)));
+    }
+  }
+  v->tvar = r;
+  *out = r;
+  return NULL;
 }
 
 static val *def_named(imp *I, const char *name, rx_var *var) {
@@ -269,7 +321,9 @@ static int runtime_len(val *v) {
 static const rx_expr *fresh_dim(imp *I) {
   char nm[32];
   snprintf(nm, sizeof nm, "d%d", I->fresh++);
-  return rx_sym_var(I->m, nm);
+  const rx_expr *d = rx_sym_var(I->m, nm);
+  rx_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), d)); /* the VM checks it */
+  return d;
 }
 
 /* A shape value computed by a tensor at run time (data-dependent, as Reshape(x, Cast(ReduceMax
@@ -336,7 +390,27 @@ static rx_status int_list(imp *I, const Onnx__NodeProto *n, size_t i, const char
   return NULL;
 }
 
+/* Is op one whose result is a bool (a comparison or logic op)? */
+static bool sym_is_logic(const char *op) {
+  return !strcmp(op, "Equal") || !strcmp(op, "Less") || !strcmp(op, "LessOrEqual") ||
+         !strcmp(op, "Greater") || !strcmp(op, "GreaterOrEqual") || !strcmp(op, "And") ||
+         !strcmp(op, "Or") || !strcmp(op, "Xor");
+}
+
+/* op of two symbolic values, simplified under the importer's facts (dims are sizes, so
+ * Equal(dim, -1) is false); NULL for an op that has no symbolic form. */
 static const rx_expr *sym_binary(imp *I, const char *op, const rx_expr *a, const rx_expr *b) {
+  rx_expr_ctx *c = I->m->ctx;
+  const rx_expr *e = NULL;
+  if (!strcmp(op, "Equal")) e = rx_expr_cmp(c, RX_EXPR_EQ, a, b);
+  if (!strcmp(op, "Less")) e = rx_expr_cmp(c, RX_EXPR_LT, a, b);
+  if (!strcmp(op, "LessOrEqual")) e = rx_expr_cmp(c, RX_EXPR_LE, a, b);
+  if (!strcmp(op, "Greater")) e = rx_expr_cmp(c, RX_EXPR_LT, b, a);
+  if (!strcmp(op, "GreaterOrEqual")) e = rx_expr_cmp(c, RX_EXPR_LE, b, a);
+  if (!strcmp(op, "And")) e = rx_expr_and(c, a, b);
+  if (!strcmp(op, "Or")) e = rx_expr_or(c, a, b);
+  if (!strcmp(op, "Xor")) e = rx_expr_cmp(c, RX_EXPR_NE, a, b);
+  if (e) return rx_analyzer_simplify(I->an, e);
   if (!strcmp(op, "Add")) return rx_sym_add(I->m, a, b);
   if (!strcmp(op, "Sub")) return rx_sym_sub(I->m, a, b);
   if (!strcmp(op, "Mul")) return rx_sym_mul(I->m, a, b);
@@ -370,6 +444,7 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
     v->kind = V_SYM;
     v->sndim = (int)t->n_dims;
     v->slen = (int)c;
+    onnx_dtype_of(t->data_type, &v->sdt);
     for (size_t k = 0; k < c; k++) v->s[k] = rx_sym_const(I->m, vals[k]);
     return NULL;
   }
@@ -382,6 +457,8 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
   val *v = def(I, name);
   v->kind = V_FCONST;
   v->f = f[0];
+  v->sndim = (int)t->n_dims;                                        /* every dim 1 */
+  if (!onnx_dtype_of(t->data_type, &v->sdt)) v->sdt = RX_DTYPE_F32; /* DOUBLE: as f32 */
   free(f);
   return NULL;
 }
@@ -546,7 +623,12 @@ static rx_status do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < 2)
     return node_err(I, n, "expects an input of known shape and rank >= 2");
   const rx_expr *k = rx_sym_const(I->m, 0);
-  if (input(n, 1)) {
+  rx_node *kt = NULL; /* k computed at run time: a tensor (it may be negative, not a size) */
+  val *kin = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (kin && kin->kind == V_TENSOR) {
+    if (runtime_len(kin) != 1) return node_err(I, n, "k must be one integer");
+    kt = rx_arg_var(I->b, kin->var);
+  } else if (input(n, 1)) {
     val *kv;
     RX_RETURN_IF_ERROR(sym_input(I, n, 1, &kv));
     if (kv->slen != 1) return node_err(I, n, "k must be a scalar");
@@ -569,7 +651,7 @@ static rx_status do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   a[1] = rx_arg_var(I->b, rows2);
   RX_RETURN_IF_ERROR(emit(I, n, "subtract", a, 2, NULL, 0, &diff));
   a[0] = rx_arg_var(I->b, diff);
-  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, k);
+  a[1] = kt ? kt : rx_arg_prim(I->b, RX_DTYPE_I64, k);
   RX_RETURN_IF_ERROR(emit(I, n, onnx_attr_i(n, "upper", 1) ? "greater_equal" : "less_equal", a, 2,
                           NULL, 0, &keep));
   a[0] = rx_arg_var(I->b, keep);
@@ -782,7 +864,7 @@ static rx_status do_constant(imp *I, const Onnx__NodeProto *n, const char *rop) 
   return NULL;
 }
 
-/* Identity and Dropout (inference): the input under a new name */
+/* Identity: the input under a new name */
 static rx_status do_identity(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *src = input(n, 0) ? get(I, input(n, 0)) : NULL;
   if (!src) return node_err(I, n, "input is not defined");
@@ -790,10 +872,26 @@ static rx_status do_identity(imp *I, const Onnx__NodeProto *n, const char *rop) 
   return NULL;
 }
 
-/* elementwise unary ops; rop: the relaxc op */
+/* elementwise unary ops; rop: the relaxc op. Neg, Abs and Not of a shape value stay symbolic. */
 static rx_status do_unary(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  bool neg = !strcmp(rop, "neg"), abs_ = !strcmp(rop, "abs"), not_ = !strcmp(rop, "not");
+  if (x && x->kind == V_SYM && (neg || abs_ || not_)) {
+    val out = *x;
+    out.name = n->output[0];
+    out.tvar = NULL;
+    rx_expr_ctx *c = I->m->ctx;
+    for (int k = 0; k < x->slen; k++) {
+      const rx_expr *e = x->s[k], *m = rx_sym_sub(I->m, rx_sym_const(I->m, 0), e);
+      if (abs_) m = rx_expr_select(c, rx_sym_lt(I->m, e, rx_sym_const(I->m, 0)), m, e);
+      if (not_) m = rx_sym_eq(I->m, e, rx_sym_const(I->m, 0));
+      out.s[k] = rx_analyzer_simplify(I->an, m);
+    }
+    *def(I, n->output[0]) = out;
+    return NULL;
+  }
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
   RX_RETURN_IF_ERROR(emit(I, n, rop, a, 1, NULL, 0, &r));
   def_tensor(I, n, r);
@@ -827,7 +925,8 @@ static rx_status do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
     val out = {.name = n->output[0],
                .kind = V_SYM,
                .sndim = x->sndim > y->sndim ? x->sndim : y->sndim,
-               .slen = len};
+               .slen = len,
+               .sdt = sym_is_logic(op) ? RX_DTYPE_BOOL : x->sdt};
     for (int k = 0; k < len; k++)
       out.s[k] = sym_binary(I, op, x->s[x->slen == 1 ? 0 : k], y->s[y->slen == 1 ? 0 : k]);
     *def(I, n->output[0]) = out;
@@ -858,10 +957,35 @@ static rx_status do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
-/* Where(cond, x, y) */
+/* Where(cond, x, y); of three shape values, a symbolic select per value (with broadcasting of
+ * one-value operands), as PyTorch's Expand(x, Where(Equal(shape, -1), ones, shape)) */
 static rx_status do_where(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
+  val *v[3];
+  bool all_sym = true;
+  for (int k = 0; k < 3; k++) {
+    v[k] = input(n, (size_t)k) ? get(I, input(n, (size_t)k)) : NULL;
+    all_sym = all_sym && v[k] && v[k]->kind == V_SYM;
+  }
+  if (all_sym) {
+    val out = {.name = n->output[0], .kind = V_SYM, .sdt = v[1]->sdt};
+    for (int k = 0; k < 3; k++) {
+      if (v[k]->slen > out.slen) out.slen = v[k]->slen;
+      if (v[k]->sndim > out.sndim) out.sndim = v[k]->sndim;
+    }
+    for (int k = 0; k < 3; k++)
+      if (v[k]->slen != 1 && v[k]->slen != out.slen)
+        return node_err(I, n, "shape values of lengths %d and %d do not broadcast", out.slen,
+                        v[k]->slen);
+    for (int j = 0; j < out.slen; j++) {
+      const rx_expr *e[3];
+      for (int k = 0; k < 3; k++) e[k] = v[k]->s[v[k]->slen == 1 ? 0 : j];
+      out.s[j] = rx_analyzer_simplify(I->an, rx_expr_select(I->m->ctx, e[0], e[1], e[2]));
+    }
+    *def(I, n->output[0]) = out;
+    return NULL;
+  }
   for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
   RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
   def_tensor(I, n, r);
@@ -957,15 +1081,19 @@ static rx_status do_gelu(imp *I, const Onnx__NodeProto *n, const char *rop) {
 static rx_status do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   const rx_sinfo *si = tsinfo(x);
-  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
+  const rx_expr *len = NULL; /* of a shape value: its length */
+  if (x && (x->kind == V_SYM || x->kind == V_FCONST))
+    len = rx_sym_const(I->m, x->kind == V_SYM ? x->slen : 1);
+  else if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim > SYM_MAX)
     return node_err(I, n, "the input's shape is not known (rank and dims needed)");
-  int64_t start = onnx_attr_i(n, "start", 0), end = onnx_attr_i(n, "end", si->ndim);
-  if (start < 0) start += si->ndim;
-  if (end < 0) end += si->ndim;
+  int ndim = len ? x->sndim : si->ndim;
+  int64_t start = onnx_attr_i(n, "start", 0), end = onnx_attr_i(n, "end", ndim);
+  if (start < 0) start += ndim;
+  if (end < 0) end += ndim;
   if (start < 0) start = 0;
-  if (end > si->ndim) end = si->ndim;
+  if (end > ndim) end = ndim;
   val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1, .slen = 0};
-  for (int64_t k = start; k < end; k++) out.s[out.slen++] = si->shape[k];
+  for (int64_t k = start; k < end; k++) out.s[out.slen++] = len ? len : si->shape[k];
   *def(I, n->output[0]) = out;
   return NULL;
 }
@@ -973,11 +1101,16 @@ static rx_status do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
 /* Size: the product of the input's dims as a symbolic 0-d value (an i64 tensor where used as
  * data) */
 static rx_status do_size(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
-  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
-    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  const rx_sinfo *si = tsinfo(x);
   const rx_expr *count = rx_sym_const(I->m, 1);
-  for (int k = 0; k < si->ndim; k++) count = rx_sym_mul(I->m, count, si->shape[k]);
+  if (x && x->kind == V_SYM) /* of a shape value: its length */
+    count = rx_sym_const(I->m, x->slen);
+  else if (!x || x->kind != V_FCONST) {
+    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+      return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+    for (int k = 0; k < si->ndim; k++) count = rx_sym_mul(I->m, count, si->shape[k]);
+  }
   val out = {.name = n->output[0], .kind = V_SYM, .sndim = 0, .slen = 1};
   out.s[0] = count;
   *def(I, n->output[0]) = out;
@@ -1092,6 +1225,30 @@ static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* The one value of tensor t (ConstantOfShape's value) of dtype dt, as a double. */
+static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorProto *t,
+                           rx_dtype dt, double *out) {
+  if (rx_dtype_is_float(dt)) {
+    size_t c;
+    float *f = onnx_tensor_floats(t, &c);
+    bool ok = f && c == 1;
+    if (ok) *out = f[0];
+    free(f);
+    return ok ? NULL : node_err(I, n, "the value must be one float element");
+  }
+  void *d = NULL;
+  size_t nb = 0;
+  RX_RETURN_IF_ERROR(at_node(I, n, onnx_tensor_data(t, I->file, "value", I->base_dir, &d, &nb)));
+  bool ok = nb == (size_t)(rx_dtype_bits(dt) + 7) / 8;
+  if (ok && dt == RX_DTYPE_I64) *out = (double)*(const int64_t *)d;
+  if (ok && dt == RX_DTYPE_I32) *out = *(const int32_t *)d;
+  if (ok && dt == RX_DTYPE_I16) *out = *(const int16_t *)d;
+  if (ok && dt == RX_DTYPE_I8) *out = *(const int8_t *)d;
+  if (ok && (dt == RX_DTYPE_U8 || dt == RX_DTYPE_BOOL)) *out = *(const uint8_t *)d;
+  free(d);
+  return ok ? NULL : node_err(I, n, "the value must be one element");
+}
+
 /* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
 static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type;
@@ -1118,9 +1275,23 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     a[1] = rx_arg_shape(I->b, dims, shp->slen);
     RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
   } else if (op[0] == 'E') {
-    /* bidirectional broadcast: x + zeros(shape) */
+    /* bidirectional broadcast: x + zeros(the result's shape). Each result dim from x's dim a
+     * and the shape's b (aligned at the right): a where b is 1, b where a is 1, else a
+     * constant a (a valid model has b equal to it or 1: a shape from run time need not be
+     * known), else b. */
     if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
-    a[0] = rx_arg_shape(I->b, dims, shp->slen);
+    int nd = si->shape && si->ndim > shp->slen ? si->ndim : shp->slen;
+    if (si->shape && nd <= SYM_MAX) {
+      const rx_expr *one = rx_sym_const(I->m, 1), *out[SYM_MAX];
+      for (int k = 0; k < nd; k++) {
+        int ka = k - (nd - si->ndim), kb = k - (nd - shp->slen);
+        const rx_expr *da = ka >= 0 ? si->shape[ka] : one, *db = kb >= 0 ? dims[kb] : one;
+        bool a_fixed = da->kind == RX_EXPR_CONST && da->value != 1;
+        out[k] = rx_expr_is_const(db, 1) || da == db || a_fixed ? da : db;
+      }
+      memcpy(dims, out, sizeof *out * (size_t)nd);
+    }
+    a[0] = rx_arg_shape(I->b, dims, nd);
     at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
     rx_var *z;
     RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
@@ -1134,22 +1305,18 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     if (va && va->t) {
       const Onnx__TensorProto *t = va->t;
       if (!onnx_dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
-      if (onnx_is_int_type(t->data_type)) {
-        int64_t iv;
-        size_t c;
-        if (!onnx_tensor_ints(t, I->file, "value", I->base_dir, &iv, 1, &c) || c != 1)
-          return node_err(I, n, "bad value");
-        fill = (double)iv;
-      } else {
-        size_t c;
-        float *f = onnx_tensor_floats(t, &c);
-        if (!f || c != 1) {
-          free(f);
-          return node_err(I, n, "bad value");
-        }
-        fill = f[0];
-        free(f);
-      }
+      RX_RETURN_IF_ERROR(one_value(I, n, t, dt, &fill));
+    }
+    /* a short integer or bool vector stays a shape value (the Expand shapes of PyTorch) */
+    int64_t count = 1;
+    for (int k = 0; k < shp->slen; k++)
+      count = dims[k]->kind == RX_EXPR_CONST && count <= SYM_MAX ? count * dims[k]->value : -1;
+    if (!rx_dtype_is_float(dt) && shp->slen <= 1 && count >= 0 && count <= SYM_MAX) {
+      val out = {.name = n->output[0], .kind = V_SYM, .sndim = shp->slen, .sdt = dt};
+      out.slen = (int)count;
+      for (int k = 0; k < out.slen; k++) out.s[k] = rx_sym_const(I->m, (int64_t)fill);
+      *def(I, n->output[0]) = out;
+      return NULL;
     }
     a[0] = rx_arg_shape(I->b, dims, shp->slen);
     a[1] = rx_arg_float(I->b, fill);
@@ -1178,6 +1345,20 @@ static rx_status do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
                       SYM_MAX);
     rx_var *t, *rr;
     a[0] = rx_arg_var(I->b, sv->var);
+    if (!onnx_attr_i(n, "allowzero", 0) && si->shape) {
+      /* a 0 copies x's dim at its index: where(shape == 0, x's dims (0 past x's rank), shape);
+       * the VM's reshape infers a -1 after that */
+      val xs = {.kind = V_SYM, .sndim = 1, .slen = len};
+      for (int k = 0; k < len; k++) xs.s[k] = rx_sym_const(I->m, 0);
+      for (int k = 0; k < len && k < si->ndim; k++) xs.s[k] = si->shape[k];
+      rx_var *xt, *z;
+      RX_RETURN_IF_ERROR(sym_tensor(I, n, &xs, &xt));
+      a[1] = rx_arg_int(I->b, 0);
+      RX_RETURN_IF_ERROR(emit(I, n, "equal", a, 2, NULL, 0, &z));
+      rx_node *w[3] = {rx_arg_var(I->b, z), rx_arg_var(I->b, xt), a[0]};
+      RX_RETURN_IF_ERROR(emit(I, n, "where", w, 3, NULL, 0, &z));
+      a[0] = rx_arg_var(I->b, z);
+    }
     RX_RETURN_IF_ERROR(emit(I, n, "tensor_to_shape", a, 1, NULL, 0, &t));
     a[0] = rx_arg_var(I->b, x->var);
     a[1] = rx_arg_var(I->b, t);
@@ -1208,7 +1389,8 @@ static rx_status do_transpose(imp *I, const Onnx__NodeProto *n, const char *rop)
   return NULL;
 }
 
-/* Cast: of symbolic values at import, else cast */
+/* Cast: of symbolic values and float constants at import (a shape value cast to a float type,
+ * unless one constant, becomes its tensor and a cast), else cast */
 static rx_status do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -1218,11 +1400,34 @@ static rx_status do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (!x) return node_err(I, n, "input is not defined");
   if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
     return node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
-  if (x->kind != V_TENSOR) {
-    def_alias(I, n, x);
+  bool fl = rx_dtype_is_float(dt);
+  if (x->kind == V_FCONST || (x->kind == V_SYM && !fl) ||
+      (x->kind == V_SYM && x->slen == 1 && x->s[0]->kind == RX_EXPR_CONST)) {
+    val out = *x;
+    out.name = n->output[0];
+    out.sdt = dt;
+    out.tvar = NULL;
+    if (x->kind == V_SYM && fl) { /* one integer constant as a float */
+      out.kind = V_FCONST;
+      out.f = (double)x->s[0]->value;
+    } else if (x->kind == V_FCONST && !fl) { /* a float constant as an integer (truncated) */
+      out.kind = V_SYM;
+      out.slen = 1;
+      out.s[0] = rx_sym_const(I->m, dt == RX_DTYPE_BOOL ? x->f != 0 : (int64_t)x->f);
+    } else if (dt == RX_DTYPE_BOOL) {
+      for (int k = 0; k < out.slen; k++)
+        out.s[k] = rx_analyzer_simplify(
+            I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_NE, x->s[k], rx_sym_const(I->m, 0)));
+    }
+    *def(I, n->output[0]) = out;
     return NULL;
   }
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  if (x->kind == V_SYM) {
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, x, &r));
+    a[0] = rx_arg_var(I->b, r);
+  } else {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  }
   at[0] = rx_attr_dtype(I->m, "dtype", dt);
   RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, at, 1, &r));
   def_tensor(I, n, r);
@@ -1369,29 +1574,6 @@ static rx_status do_gather_elements(imp *I, const Onnx__NodeProto *n, const char
   return NULL;
 }
 
-/* LayerNormalization (the Y output) */
-static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  rx_node *a[5] = {0};
-  const rx_attr *at[4];
-  rx_var *r = NULL;
-  int rank = rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL);
-  if (rank < 0) return node_err(I, n, "the input's rank is not known");
-  if (!input(n, 2))
-    return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
-  if (n->n_output > 1 && n->output[1] && n->output[1][0])
-    return node_err(I, n, "the Mean / InvStdDev outputs are not supported");
-  int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
-  if (axis < 0) axis += rank;
-  int na = 0;
-  for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
-  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
-  at[0] = rx_attr_ints(I->m, "axes", axes, na);
-  at[1] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
-  RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
-  def_tensor(I, n, r);
-  return NULL;
-}
-
 /* Range: of symbolic values at import, else arange */
 static rx_status do_range(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -1437,6 +1619,107 @@ static rx_status ex(imp *I, const Onnx__NodeProto *n, const char *op, int nargs,
 #define EX2(op, x, y, out)    RX_RETURN_IF_ERROR(ex(I, n, op, 2, x, y, NULL, &(out), &r))
 #define EX3(op, x, y, z, out) RX_RETURN_IF_ERROR(ex(I, n, op, 3, x, y, z, &(out), &r))
 #define FL(v)                 rx_arg_float(I->b, (v))
+
+/* Dropout: the input under a new name, and the mask output all true. Training mode (input 2)
+ * with a ratio over 0 drops at random, which relaxc does not do: refused at import when both
+ * are constants, else checked when the program runs (a match_cast of training_mode && ratio >
+ * 0 to 0 fails, naming dropout_training_mode_unsupported). */
+static rx_status do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (!x) return node_err(I, n, "input is not defined");
+  val *ratio = input(n, 1) ? get(I, input(n, 1)) : NULL,
+      *tm = input(n, 2) ? get(I, input(n, 2)) : NULL;
+  bool zero_ratio = ratio && ratio->kind == V_FCONST && ratio->f == 0;
+  if (I->opset < 12 && onnx_attr_i(n, "is_test", 1) == 0 && onnx_attr_f(n, "ratio", 0.5) != 0)
+    return node_err(I, n, "is_test=0 (training: random dropout) is not supported");
+  if (tm && !zero_ratio) {
+    bool const_true = tm->kind == V_SYM && tm->slen == 1 && !rx_expr_is_const(tm->s[0], 0);
+    if (tm->kind == V_SYM && !const_true) tm = NULL; /* constant false: inference */
+    if (const_true && (!ratio || ratio->kind == V_FCONST))
+      return node_err(I, n, "training_mode with ratio over 0 drops at random: not supported");
+  }
+  if (tm && !zero_ratio) { /* at run time: fail unless !(training_mode && ratio > 0) */
+    rx_node *a[2], *t;
+    rx_var *r = NULL, *sh, *chk;
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &t));
+    if (ratio && ratio->kind != V_FCONST) {
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[0]));
+      EX2("greater", a[0], FL(0.0), a[1]);
+      EX2("logical_and", t, a[1], t);
+    }
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &at, 1, &r));
+    a[0] = rx_arg_var(I->b, r);
+    RX_RETURN_IF_ERROR(at_node(I, n,
+                               rx_emit_op(I->b, "tensor_to_shape", a, 1, NULL, 0,
+                                          "dropout_training_mode_unsupported", &sh)));
+    const rx_expr *zero = rx_sym_const(I->m, 0);
+    RX_RETURN_IF_ERROR(at_node(I, n,
+                               rx_emit_match_cast(I->b, rx_arg_var(I->b, sh),
+                                                  rx_sinfo_shape(I->m, 1, &zero), NULL, &chk)));
+  }
+  if (n->n_output > 1 && n->output[1] && n->output[1][0]) { /* the mask: all true */
+    const rx_sinfo *si = tsinfo(x);
+    if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
+      return node_err(I, n, "the mask output needs the input's shape");
+    rx_node *a[2] = {rx_arg_shape(I->b, si->shape, si->ndim), rx_arg_int(I->b, 1)};
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_BOOL);
+    rx_var *mask;
+    RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, &at, 1, &mask));
+    def_named(I, n->output[1], mask);
+  }
+  def_alias(I, n, x);
+  return NULL;
+}
+
+/* LayerNormalization: Y by layer_norm; the Mean and InvStdDev outputs, where used, as
+ * mean(x) and rsqrt(mean((x - mean)^2) + epsilon) over the normalized axes (kept as 1s), in
+ * f32 (stash_type 1) */
+static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
+  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  int rank = si && si->kind == RX_SINFO_TENSOR ? si->ndim : -1;
+  if (rank < 0) return node_err(I, n, "the input's rank is not known");
+  if (!input(n, 2))
+    return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
+  int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return node_err(I, n, "axis out of range for rank %d", rank);
+  double eps = onnx_attr_f(n, "epsilon", 1e-5);
+  int na = 0;
+  for (int64_t k = axis; k < rank && na < SYM_MAX; k++) axes[na++] = k;
+  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  at[0] = rx_attr_ints(I->m, "axes", axes, na);
+  at[1] = rx_attr_float(I->m, "epsilon", eps);
+  RX_RETURN_IF_ERROR(emit(I, n, "layer_norm", a, 3, at, 2, &r));
+  def_tensor(I, n, r);
+  bool mean_out = n->n_output > 1 && n->output[1] && n->output[1][0];
+  bool inv_out = n->n_output > 2 && n->output[2] && n->output[2][0];
+  if (!mean_out && !inv_out) return NULL;
+  rx_node *x = a[0], *mean, *t;
+  if (onnx_attr_i(n, "stash_type", 1) != 1)
+    return node_err(I, n, "stash_type other than 1 (f32) is not supported");
+  if (si->dtype != RX_DTYPE_F32) {
+    at[2] = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", &x, 1, &at[2], 1, &r));
+    x = rx_arg_var(I->b, r);
+  }
+  at[1] = rx_attr_bool(I->m, "keepdims", true);
+  RX_RETURN_IF_ERROR(emit(I, n, "mean", &x, 1, at, 2, &r));
+  mean = rx_arg_var(I->b, r);
+  if (mean_out) def_named(I, n->output[1], r);
+  if (!inv_out) return NULL;
+  EX2("subtract", x, mean, t);
+  EX2("multiply", t, t, t);
+  RX_RETURN_IF_ERROR(emit(I, n, "mean", &t, 1, at, 2, &r));
+  t = rx_arg_var(I->b, r);
+  EX2("add", t, FL(eps), t);
+  EX1("rsqrt", t, t);
+  def_named(I, n->output[2], r);
+  return NULL;
+}
 
 /* alpha (exp(x) - 1) for x <= 0, x above (Elu; Selu scales it by gamma) */
 static rx_status do_elu(imp *I, const Onnx__NodeProto *n, const char *rop) {
@@ -1794,7 +2077,7 @@ static const onnx_op onnx_ops[] = {
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"Div", do_binary, "divide", 1, 0, NULL},
-    {"Dropout", do_identity, NULL, 1, 0, "inference"},
+    {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
     {"Equal", do_binary, "equal", 1, 0, NULL},
     {"Erf", do_unary, "erf", 9, 0, NULL},
@@ -1993,17 +2276,21 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
   for (size_t i = 0; i < g->n_output; i++) {
     val *v = get(I, g->output[i]->name);
-    if (v && v->kind == V_SYM && v->sndim == 0) { /* a scalar shape value (Size): a 0-d i64 */
-      rx_node *a[2] = {rx_arg_shape(I->b, NULL, 0), rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0])};
-      const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-      RX_RETURN_IF_ERROR(rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &v->var));
-      v->kind = V_TENSOR;
+    rx_var *t = v && v->kind == V_TENSOR ? v->var : NULL;
+    if (v && v->kind == V_SYM) { /* a shape value: its i64 (or int, bool) tensor */
+      RX_RETURN_IF_ERROR(sym_tensor(I, NULL, v, &t));
+    } else if (v && v->kind == V_FCONST) { /* a float constant: a tensor of ones' shape */
+      const rx_expr *one = rx_sym_const(I->m, 1), *dims[SYM_MAX];
+      for (int k = 0; k < v->sndim && k < SYM_MAX; k++) dims[k] = one;
+      rx_node *a[2] = {rx_arg_shape(I->b, dims, v->sndim < SYM_MAX ? v->sndim : SYM_MAX),
+                       rx_arg_float(I->b, v->f)};
+      const rx_attr *at = rx_attr_dtype(I->m, "dtype", v->sdt ? v->sdt : RX_DTYPE_F32);
+      RX_RETURN_IF_ERROR(rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &t));
     }
-    if (!v || v->kind != V_TENSOR)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is %s", I->file,
-                            g->output[i]->name ? g->output[i]->name : "",
-                            !v ? "not defined" : "a constant or shape value (not supported yet)");
-    outs[i] = rx_arg_var(I->b, v->var);
+    if (!t)
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
+                            g->output[i]->name ? g->output[i]->name : "");
+    outs[i] = rx_arg_var(I->b, t);
   }
   rx_node *result = outs[0];
   if (g->n_output > 1) {
@@ -2025,8 +2312,10 @@ rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char
   RX_RETURN_IF_ERROR(onnx_unpack(bytes, len, name, &mp));
   imp I = {.m = m, .file = name, .base_dir = base_dir, .opset = model_opset(mp)};
   I.b = rx_builder_new(m, "main");
+  I.an = rx_analyzer_new(m->ctx);
   rx_status s = build(&I, mp);
   if (I.b) rx_builder_free(I.b);
+  rx_analyzer_free(I.an);
   free(I.vals);
   onnx__model_proto__free_unpacked(mp, NULL);
   return s;
