@@ -24,6 +24,7 @@ typedef struct finder {
 
 /* The index of load l along k as a symbolic expression, or NULL when it is not one. */
 static const rx_expr *last_index(const rx_tx *l) {
+  if (l->nidx == 0) return NULL; /* a 0-d buffer (a scalar index fused in, as take's) */
   const rx_tx *x = l->idx[l->nidx - 1];
   return x->kind == RX_TX_SYM ? x->sym : NULL;
 }
