@@ -1143,7 +1143,21 @@ static rx_status do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
     return NULL;
   }
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  const rx_sinfo *si = tsinfo(x);
+  if (idx->kind == V_SYM) { /* constant indices: their tensor, negative ones from the end */
+    val iv = *idx;
+    iv.tvar = NULL;
+    int64_t ax = si && axis < 0 ? axis + si->ndim : axis;
+    for (int k = 0; k < iv.slen; k++)
+      if (iv.s[k]->kind == RX_EXPR_CONST && iv.s[k]->value < 0 && si && si->shape && ax >= 0 &&
+          ax < si->ndim)
+        iv.s[k] = rx_sym_add(I->m, iv.s[k], si->shape[ax]);
+    rx_var *t;
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, &iv, &t));
+    a[1] = rx_arg_var(I->b, t);
+  } else {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  }
   at[0] = rx_attr_int(I->m, "axis", axis);
   RX_RETURN_IF_ERROR(emit(I, n, "take", a, 2, at, 1, &r));
   def_tensor(I, n, r);
@@ -1275,10 +1289,10 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     a[1] = rx_arg_shape(I->b, dims, shp->slen);
     RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
   } else if (op[0] == 'E') {
-    /* bidirectional broadcast: x + zeros(the result's shape). Each result dim from x's dim a
-     * and the shape's b (aligned at the right): a where b is 1, b where a is 1, else a
-     * constant a (a valid model has b equal to it or 1: a shape from run time need not be
-     * known), else b. */
+    /* bidirectional broadcast: x + zeros(the result's shape) (x || false for bool). Each
+     * result dim from x's dim a and the shape's b (aligned at the right): a where b is 1, b
+     * where a is 1, else a constant a (a valid model has b equal to it or 1: a shape from run
+     * time need not be known), else b. */
     if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
     int nd = si->shape && si->ndim > shp->slen ? si->ndim : shp->slen;
     if (si->shape && nd <= SYM_MAX) {
@@ -1297,7 +1311,8 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
     a[0] = rx_arg_var(I->b, x->var);
     a[1] = rx_arg_var(I->b, z);
-    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(
+        emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, &r));
   } else {
     const Onnx__AttributeProto *va = onnx_attr(n, "value");
     rx_dtype dt = RX_DTYPE_F32;
@@ -1332,6 +1347,21 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
 static rx_status do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
+  val *xv = input(n, 0) ? get(I, input(n, 0)) : NULL,
+      *tv = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (xv && tv && xv->kind == V_SYM && tv->kind == V_SYM && tv->slen <= 1) {
+    /* a shape value to a vector ([-1], [0] or [its length]) or to a scalar ([], one value):
+     * the same values */
+    int64_t want = tv->slen ? (tv->s[0]->kind == RX_EXPR_CONST ? tv->s[0]->value : -2) : 1;
+    if (want == -1 || want == xv->slen || (want == 0 && !onnx_attr_i(n, "allowzero", 0))) {
+      val out = *xv;
+      out.name = n->output[0];
+      out.sndim = tv->slen;
+      out.tvar = NULL;
+      *def(I, n->output[0]) = out;
+      return NULL;
+    }
+  }
   if (input(n, 1) && get(I, input(n, 1)) && get(I, input(n, 1))->kind == V_TENSOR) {
     /* a target shape computed at run time: reshape to the Shape value (rank-only; the VM checks
      * the element count, and infers a -1), then match_cast to fresh dims */

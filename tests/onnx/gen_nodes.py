@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes tests/onnx/nodes/: ONNX node test cases in the layout of the ONNX backend node tests
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
-cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size cases have static shapes). unit.test_onnx_nodes_rx
+cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size, Shape,
+Reshape and Expand cases have static shapes). unit.test_onnx_nodes_rx
 runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every case must pass.
 
 The protobuf messages are encoded here by hand (field numbers of onnx.proto), so the script needs
@@ -114,6 +115,44 @@ def main():
     sets = [([np.zeros((n, 3), np.float32)], [np.array(n * 3, np.int64)]) for n in (1, 7)]
     save_case("test_rx_size_symbolic", [node("Size", ["x"], ["y"])], [],
               [("x", np.float32, ["n", 3])], [("y", np.int64, [])], sets, 13)
+    # Shape of a tensor with symbolic dims as a graph output: an i64 tensor made at run time
+    sets = [([np.zeros((n, 3, m), np.float32)], [np.array([n, 3, m], np.int64)])
+            for n, m in ((2, 5), (1, 1))]
+    save_case("test_rx_shape_symbolic", [node("Shape", ["x"], ["y"])], [],
+              [("x", np.float32, ["n", 3, "m"])], [("y", np.int64, [3])], sets, 15)
+    # Reshape to a shape given at run time holding 0 (copy the input's dim) and -1 (inferred),
+    # the input's first dim symbolic
+    sets = []
+    for n, shp in ((3, [0, -1, 3]), (2, [0, 0, -1]), (1, [-1, 2, 0])):
+        x = rng.standard_normal((n, 4, 6)).astype(np.float32)
+        tgt = [x.shape[i] if v == 0 else v for i, v in enumerate(shp)]
+        sets.append(([x, np.array(shp, np.int64)], [x.reshape(tgt)]))
+    save_case("test_rx_reshape_runtime_zero_neg", [node("Reshape", ["x", "shape"], ["y"])], [],
+              [("x", np.float32, ["n", 4, 6]), ("shape", np.int64, [3])],
+              [("y", np.float32, ["a", "b", "c"])], sets, 14)
+    # Expand to a shape given at run time: x's 3 stays, its 1s broadcast to the shape's dims
+    sets = []
+    for shp in ([2, 3, 4], [1, 3, 1], [2, 1, 5]):
+        x = rng.standard_normal((3, 1)).astype(np.float32)
+        sets.append(([x, np.array(shp, np.int64)], [x * np.ones(shp, np.float32)]))
+    save_case("test_rx_expand_runtime_shape", [node("Expand", ["x", "shape"], ["y"])], [],
+              [("x", np.float32, [3, 1]), ("shape", np.int64, [3])],
+              [("y", np.float32, ["a", 3, "c"])], sets, 13)
+    # LayerNormalization's Mean and InvStdDev over the last two dims, a symbolic batch
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    sets = []
+    for n in (3, 1):
+        x = rng.standard_normal((n, 4, 5)).astype(np.float32)
+        mu = x.mean(axis=(1, 2), keepdims=True)
+        inv = 1 / np.sqrt(((x - mu) ** 2).mean(axis=(1, 2), keepdims=True) + 1e-5)
+        sets.append(([x], [((x - mu) * inv * w + b).astype(np.float32), mu.astype(np.float32),
+                           inv.astype(np.float32)]))
+    save_case("test_rx_layer_norm_stats", [node("LayerNormalization", ["x", "w", "b"],
+                                                ["y", "mean", "inv_std"], axis=1)],
+              [("w", w), ("b", b)], [("x", np.float32, ["n", 4, 5])],
+              [("y", np.float32, ["n", 4, 5]), ("mean", np.float32, ["n", 1, 1]),
+               ("inv_std", np.float32, ["n", 1, 1])], sets, 17)
 
 
 if __name__ == "__main__":
