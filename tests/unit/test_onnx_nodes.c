@@ -15,7 +15,10 @@
  *   RX_ONNX_FILTER=SUBSTR                only the cases whose name contains SUBSTR
  *   RX_ONNX_WHY=1                        print every failure's whole message
  *   RX_ONNX_XFAIL_OUT=FILE               write the failures in the list's format (reasons from
- *                                        the messages), to start or refresh the list by hand */
+ *                                        the messages), to start or refresh the list by hand
+ *   RX_ONNX_REL_L2=TOL                   compare float outputs by relative L2 error
+ *                                        |got - want|_2 / |want|_2 <= TOL instead, printing each
+ *                                        (the PyTorch exports of tests/onnx/torch_exports) */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "frontends/onnx/onnx_import.h"
@@ -140,6 +143,24 @@ static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
   bool ok = !s;
   if (s) set_why(o, "reading the result", rx_status_message(s));
   bool is_float = d == RX_DTYPE_F32 || d == RX_DTYPE_F16 || d == RX_DTYPE_BF16;
+  const char *l2 = getenv("RX_ONNX_REL_L2");
+  if (ok && is_float && l2) { /* one norm over the whole output */
+    double num = 0, den = 0, tol = atof(l2);
+    for (size_t i = 0; i < want->count; i++) {
+      double g = rxk_load_elem(got, d, i), w = rxk_load_elem(want->data, d, i);
+      num += (g - w) * (g - w);
+      den += w * w;
+    }
+    double err = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
+    printf("  output %d: relative L2 error %.2g\n", k, err);
+    if (!(err <= tol)) { /* NaN fails too */
+      snprintf(msg, sizeof msg, "output %d: relative L2 error %.3g over %.3g", k, err, tol);
+      set_why(o, "numbers", msg);
+      ok = false;
+    }
+    free(got);
+    return ok;
+  }
   for (size_t i = 0; ok && i < want->count; i++) {
     double g = rxk_load_elem(got, d, i), w = rxk_load_elem(want->data, d, i);
     bool same =
@@ -341,6 +362,7 @@ int main(int argc, char **argv) {
       continue;
     }
     run++;
+    if (getenv("RX_ONNX_REL_L2")) printf("%s\n", cases[i]);
     outcome o = {.ok = true};
     run_node_case(dev, dir, cases[i], &o);
     long xi = xfail_find(&x, cases[i]);

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""PyTorch exports for the ONNX importer (issue 17): small models of the patterns real exports
+use, exported with torch.onnx.export with dynamic axes, and their inputs and PyTorch outputs at
+two shapes each, in the ONNX node tests' layout:
+
+    test_torch_<name>/model.onnx
+    test_torch_<name>/test_data_set_<k>/input_<i>.pb, output_<i>.pb   (TensorProto files)
+
+ctest unit.test_onnx_torch runs them with tests/unit/test_onnx_nodes.c: each model compiled once
+for Vulkan/lavapipe and run at both shapes, every output within relative L2 error 1e-4 of
+PyTorch's. The files are committed, so the test needs no Python.
+
+Models (TorchScript exporter, dynamo=False, unless marked dynamo):
+  encoder_padmask     nn.TransformerEncoderLayer (batch_first) with a key-padding mask; dynamo:
+                      the TorchScript export of nn.MultiheadAttention keeps the export-time
+                      sequence length in a Reshape (onnxruntime fails at another length too)
+  gqa_repeat_kv       grouped-query attention, Hugging Face's repeat_kv (expand + reshape:
+                      Expand(x, Where(Equal(shape, -1), ones, shape)) in the export)
+  gqa_repeat_interleave  the same with torch.repeat_interleave on the head dim; dynamo (Expand +
+                      Reshape): the TorchScript export writes Tile, not imported on this branch
+  kv_cache            attention over a KV cache passed in and returned (past ++ new keys and
+                      values, symbolic past length, causal mask offset by it)
+  mean_pool_normalize masked mean pooling of token states and F.normalize
+Left out: a Conv1d audio stem (two conv1d + GELU, stride 2): relaxc's Conv import is 2-D only
+on this branch (1-D convolution is being added separately); export_conv1d() below writes it as
+pending_test_torch_conv1d_stem, which the runner does not pick up (its cases start with test_).
+
+onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
+per model and shape (it agrees within 1e-5 on all of them when this was run).
+
+Run from the repository root (packages: requirements.txt):
+    python3 tests/onnx/torch_exports/export.py
+"""
+import math
+import os
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn.functional as F
+from onnx import numpy_helper
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(0)
+rng = np.random.default_rng(0)
+if hasattr(torch.backends, "mha"):
+    # the eager fast path of TransformerEncoderLayer returns zeros at padded positions (nested
+    # tensors); the export, like the reference here, computes them
+    torch.backends.mha.set_fastpath_enabled(False)
+
+D = 32  # model width
+
+
+class EncoderPadMask(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(D, nhead=4, dim_feedforward=64, dropout=0.0,
+                                                batch_first=True)
+
+    def forward(self, x, pad):
+        return self.layer(x, src_key_padding_mask=pad)
+
+
+def repeat_kv(hidden_states, n_rep):
+    """Hugging Face transformers' repeat_kv (models/llama/modeling_llama.py)."""
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep,
+                                                           slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class GQA(nn.Module):
+    """Causal grouped-query attention: 4 query heads over 2 key/value heads."""
+
+    def __init__(self, interleave):
+        super().__init__()
+        self.h, self.kvh, self.hd = 4, 2, 8
+        self.interleave = interleave
+        self.q = nn.Linear(D, self.h * self.hd, bias=False)
+        self.k = nn.Linear(D, self.kvh * self.hd, bias=False)
+        self.v = nn.Linear(D, self.kvh * self.hd, bias=False)
+        self.o = nn.Linear(self.h * self.hd, D, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.h, self.hd).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kvh, self.hd).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kvh, self.hd).transpose(1, 2)
+        n_rep = self.h // self.kvh
+        if self.interleave:
+            k = torch.repeat_interleave(k, n_rep, dim=1)
+            v = torch.repeat_interleave(v, n_rep, dim=1)
+        else:
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+        scores = q @ k.transpose(2, 3) / math.sqrt(self.hd)
+        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        return self.o(y.transpose(1, 2).reshape(b, s, self.h * self.hd))
+
+
+class KVCache(nn.Module):
+    """Attention of s new tokens over p cached ones and themselves; the cache comes in as
+    past_k, past_v [b, h, p, d] and goes out with the new keys and values appended."""
+
+    def __init__(self):
+        super().__init__()
+        self.h, self.hd = 2, 16
+        self.qkv = nn.Linear(D, 3 * D)
+        self.o = nn.Linear(D, D)
+
+    def forward(self, x, past_k, past_v):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        q, k, v = (t.view(b, s, self.h, self.hd).transpose(1, 2) for t in (q, k, v))
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+        p = past_k.shape[2]
+        scores = q @ k.transpose(2, 3) / math.sqrt(self.hd)
+        rows = torch.arange(s, device=x.device).unsqueeze(1) + p
+        cols = torch.arange(p + s, device=x.device).unsqueeze(0)
+        scores = scores.masked_fill(cols > rows, float("-inf"))
+        y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, D)
+        return self.o(y), k, v
+
+
+class MeanPoolNormalize(nn.Module):
+    """Sentence-embedding pooling: a projection, the mean over unmasked tokens, unit length."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(D, D)
+
+    def forward(self, h, attention_mask):
+        h = torch.tanh(self.proj(h))
+        m = attention_mask.unsqueeze(-1).expand(h.size()).float()
+        pooled = (h * m).sum(1) / torch.clamp(m.sum(1), min=1e-9)
+        return F.normalize(pooled, p=2, dim=1)
+
+
+class Conv1dStem(nn.Module):
+    """Whisper-style audio stem: conv1d + GELU, then a stride-2 conv1d + GELU."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(8, D, kernel_size=3, padding=1)
+        self.c2 = nn.Conv1d(D, D, kernel_size=3, stride=2, padding=1)
+
+    def forward(self, mel):
+        return F.gelu(self.c2(F.gelu(self.c1(mel))))
+
+
+def pad_mask(b, s):
+    """A key-padding mask (True: padding) with a different valid length per row, never 0."""
+    lens = rng.integers(1, s + 1, size=b)
+    lens[0] = s
+    return torch.from_numpy(np.arange(s)[None, :] >= lens[:, None])
+
+
+def randn(*shape):
+    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+
+
+def rel_l2(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    den = np.linalg.norm(want)
+    return float(np.linalg.norm(got - want) / (den if den > 0 else 1.0))
+
+
+def export(name, model, sets, input_names, output_names, dynamic_axes, opset, log,
+           prefix="test_torch_", dynamo=False):
+    """Exports model with the first set's inputs; writes every set's inputs and PyTorch
+    outputs, and checks onnxruntime against them."""
+    model.eval()
+    case = os.path.join(HERE, prefix + name)
+    shutil.rmtree(case, ignore_errors=True)
+    os.makedirs(case)
+    path = os.path.join(case, "model.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(sets[0]), path, input_names=input_names,
+                          output_names=output_names, dynamic_axes=dynamic_axes,
+                          opset_version=opset, dynamo=dynamo)
+    m = onnx.load(path)  # the dynamo exporter writes the weights to model.onnx.data: inline
+    onnx.save(m, path, save_as_external_data=False)
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    onnx.checker.check_model(onnx.load(path))
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for k, inputs in enumerate(sets):
+        with torch.no_grad():
+            outs = model(*inputs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        d = os.path.join(case, "test_data_set_%d" % k)
+        os.makedirs(d)
+        feeds = {}
+        for i, t in enumerate(inputs):
+            a = t.numpy()
+            feeds[input_names[i]] = a
+            with open(os.path.join(d, "input_%d.pb" % i), "wb") as f:
+                f.write(numpy_helper.from_array(a, input_names[i]).SerializeToString())
+        for i, t in enumerate(outs):
+            with open(os.path.join(d, "output_%d.pb" % i), "wb") as f:
+                f.write(numpy_helper.from_array(t.numpy(), output_names[i]).SerializeToString())
+        got = sess.run(output_names, feeds)
+        errs = [rel_l2(g, t.numpy()) for g, t in zip(got, outs)]
+        shapes = " ".join("x".join(map(str, t.shape)) for t in inputs)
+        line = "%s opset %d inputs %s: onnxruntime relative L2 %s" % (
+            prefix + name, opset, shapes, " ".join("%.1e" % e for e in errs))
+        print(line)
+        log.append(line)
+        assert max(errs) <= 1e-5, line
+
+
+def main():
+    log = []
+    b_s = [(2, 7), (3, 12)]
+    export("encoder_padmask", EncoderPadMask(),
+           [(randn(b, s, D), pad_mask(b, s)) for b, s in b_s], ["x", "pad"], ["y"],
+           {"x": {0: "batch", 1: "seq"}, "pad": {0: "batch", 1: "seq"},
+            "y": {0: "batch", 1: "seq"}}, 17, log, dynamo=True)
+    # repeat_interleave: the TorchScript exporter writes Tile, the dynamo exporter an Expand
+    for name, inter, opset, dyn in (("gqa_repeat_kv", False, 14, False),
+                                    ("gqa_repeat_interleave", True, 17, True)):
+        export(name, GQA(inter), [(randn(b, s, D),) for b, s in b_s], ["x"], ["y"],
+               {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}, opset, log,
+               dynamo=dyn)
+    export("kv_cache", KVCache(),
+           [(randn(b, s, D), randn(b, 2, p, 16), randn(b, 2, p, 16))
+            for b, s, p in ((1, 3, 5), (2, 1, 9))],
+           ["x", "past_k", "past_v"], ["y", "k", "v"],
+           {"x": {0: "batch", 1: "seq"}, "past_k": {0: "batch", 2: "past"},
+            "past_v": {0: "batch", 2: "past"}, "y": {0: "batch", 1: "seq"},
+            "k": {0: "batch", 2: "total"}, "v": {0: "batch", 2: "total"}}, 17, log)
+    export("mean_pool_normalize", MeanPoolNormalize(),
+           [(randn(b, s, D), (~pad_mask(b, s)).long()) for b, s in b_s],
+           ["h", "attention_mask"], ["emb"],
+           {"h": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+            "emb": {0: "batch"}}, 15, log)
+    export("conv1d_stem", Conv1dStem(), [(randn(b, 8, t),) for b, t in ((1, 16), (2, 37))],
+           ["mel"], ["y"], {"mel": {0: "batch", 2: "frames"}, "y": {0: "batch", 2: "out"}},
+           13, log, prefix="pending_test_torch_")
+    with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
+        f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
+        f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
+                                                          ort.__version__))
+        f.write("\n".join(log) + "\n")
+
+
+if __name__ == "__main__":
+    main()
