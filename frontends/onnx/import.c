@@ -1706,14 +1706,14 @@ static rx_status do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * mean(x) and rsqrt(mean((x - mean)^2) + epsilon) over the normalized axes (kept as 1s), in
  * f32 (stash_type 1) */
 static rx_status do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  rx_node *a[5] = {0};
-  const rx_attr *at[4];
-  rx_var *r = NULL;
   const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
   int rank = si && si->kind == RX_SINFO_TENSOR ? si->ndim : -1;
   if (rank < 0) return node_err(I, n, "the input's rank is not known");
   if (!input(n, 2))
     return node_err(I, n, "LayerNormalization without a bias (B) is not supported yet");
+  rx_node *a[5] = {0};
+  const rx_attr *at[4];
+  rx_var *r = NULL;
   int64_t axis = onnx_attr_i(n, "axis", -1), axes[SYM_MAX];
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return node_err(I, n, "axis out of range for rank %d", rank);
