@@ -198,7 +198,8 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
 
 static rx_status sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out);
 
-/* A value as an op argument: a vector shape value becomes its tensor (sym_tensor). */
+/* A value as an op argument: an integer scalar shape value a weakly typed prim, a vector or
+ * bool one its tensor (sym_tensor). */
 static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node **out) {
   *out = NULL;
   val *v = name ? get(I, name) : NULL;
@@ -207,7 +208,7 @@ static rx_status arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node
     *out = rx_arg_var(I->b, v->var);
   else if (v->kind == V_FCONST)
     *out = rx_arg_float(I->b, v->f);
-  else if (v->kind == V_SYM && v->sndim == 0)
+  else if (v->kind == V_SYM && v->sndim == 0 && v->sdt != RX_DTYPE_BOOL)
     *out = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[0]);
   else if (v->kind == V_SYM) {
     rx_var *t;

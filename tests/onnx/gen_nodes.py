@@ -138,6 +138,17 @@ def main():
     save_case("test_rx_expand_runtime_shape", [node("Expand", ["x", "shape"], ["y"])], [],
               [("x", np.float32, [3, 1]), ("shape", np.int64, [3])],
               [("y", np.float32, ["a", 3, "c"])], sets, 13)
+    # a comparison of shape values as data: Where(Size(x) == 6, x, -x), the condition a bool
+    # computed from the symbolic n when the program runs
+    sets = []
+    for n in (2, 1):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        sets.append(([x], [x if n * 3 == 6 else -x]))
+    save_case("test_rx_where_shape_compare",
+              [node("Size", ["x"], ["size"]), node("Equal", ["size", "six"], ["c"]),
+               node("Neg", ["x"], ["nx"]), node("Where", ["c", "x", "nx"], ["y"])],
+              [("six", np.array(6, np.int64))], [("x", np.float32, ["n", 3])],
+              [("y", np.float32, ["n", 3])], sets, 13)
     # LayerNormalization's Mean and InvStdDev over the last two dims, a symbolic batch
     w = rng.standard_normal((4, 5)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
