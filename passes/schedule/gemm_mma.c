@@ -25,6 +25,10 @@
  * them) and store them in P's dtype at the same swizzled positions, two chunks ahead of the mma
  * as P's copies are, so the loads and arithmetic of chunk c + 2 are issued before the mma of
  * chunk c. K a multiple of 32 (every scheme's block divides 256; K itself must be one).
+ * PTX (NVRTC, sm_80, q4f16_g32, K = 256): 140 registers at 128 x 128, 91 at 64 x 64, no spills
+ * or local memory (test_quant checks it, with mma.sync and the 128-bit loads). Not yet: the
+ * elements go to shared memory 2 bytes at a time (st.shared.u16: the printers vectorize only
+ * global accesses), and no GPU timing.
  *
  * Measured: not yet on a GPU (bench/gpu.sh's gemm part is to be run). The PTX is checked in CI
  * (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
@@ -189,38 +193,63 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
  * packed weights (gemv_packed.c: relaxc's int4 and int8 schemes) a run is the 16 bytes of each
  * packed load (32 int4 or 16 int8 weights), read with one 128-bit load into registers and
  * dequantized from there; else (GGUF's blocks: quants at byte offsets no multiple of 16) a run
- * is 8 and Q's loads stay as they are. Columns past M compute the last column (finite; the
- * epilogue stores none of them). The stores are plain: the barrier that opens the step which
- * reads stage st (two steps on) makes them visible, as cp.async's wait does P's. */
-static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+ * is 8 and Q's loads stay as they are. Where the runs are fewer than the threads (int4: one run
+ * a column), `split` threads share each run: each loads its 16 bytes (the same line, from L1)
+ * and computes and stores run / split of its elements, its part chosen by a warp-uniform branch
+ * so that the registers holding the bytes are indexed by constants (no local memory). Columns
+ * past M compute the last column (finite; the epilogue stores none of them). The stores are
+ * plain: the barrier that opens the step which reads stage st (two steps on) makes them
+ * visible, as cp.async's wait does P's. */
+static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const rx_expr *item,
+                          int run, int lane0, int lanes) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
-  int run = c->pk.n ? c->pk.lanes : 8, per = GM_BK / run, items = c->cf.bn * per;
+  int per = GM_BK / run;
+  const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, item, E(s, per)));
+  const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, item, E(s, per)));
+  const rx_expr *gs = rx_expr_min(cx, ADD(s, c->col0, row), ADD(s, mi->M, E(s, -1)));
+  const rx_expr *kb = ADD(s, MUL(s, kt, GM_BK), MUL(s, u, run));
+  const rx_expr *v = rx_sched_fresh_var(s, "v");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, lanes));
+  const rx_expr *lane = ADD(s, E(s, lane0), v); /* the element in the run */
+  rx_stmtvec it = {0};
+  rx_tx *q;
+  if (c->pk.n)
+    RX_VEC_PUSH(&it, mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, gs, kb, lane, &q));
+  else
+    q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, ADD(s, kb, lane));
+  const rx_expr *kk = ADD(s, MUL(s, u, run), lane);
+  const rx_expr *di[3] = {
+      st, row,
+      ADD(s, swz(c, row, rx_expr_floordiv(cx, kk, E(s, 8))), rx_expr_floormod(cx, kk, E(s, 8)))};
+  rx_tx *val = q->dtype == c->sb->dtype ? q : rx_tx_cast(s->m, c->sb->dtype, q, s->loc);
+  RX_VEC_PUSH(
+      &it, rx_sched_for(s, v, E(s, lanes), RX_LOOP_UNROLL, rx_sched_store_e(s, c->sb, di, 3, val)));
+  rx_analyzer_reset(s->an, mk);
+  return rx_sched_seq(s, &it);
+}
+
+static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  int run = c->pk.n ? c->pk.lanes : 8, items = c->cf.bn * (GM_BK / run);
+  int split = items < c->threads && c->threads % items == 0 && run % (c->threads / items) == 0
+                  ? c->threads / items
+                  : 1;
+  if (split > 1) {
+    const rx_expr *item = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c->tx, E(s, items)));
+    const rx_expr *part = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c->tx, E(s, items)));
+    for (int p = 0; p < split; p++)
+      RX_VEC_PUSH(out,
+                  rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_EQ, part, E(s, p)),
+                                 stage_run(c, kt, st, item, run, p * (run / split), run / split)));
+    return;
+  }
   for (int r = 0; r * c->threads < items; r++) {
     const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
-    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, E(s, per)));
-    const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, E(s, per)));
-    const rx_expr *gs = rx_expr_min(cx, ADD(s, c->col0, row), ADD(s, mi->M, E(s, -1)));
-    const rx_expr *kb = ADD(s, MUL(s, kt, GM_BK), MUL(s, u, run));
-    const rx_expr *lane = rx_sched_fresh_var(s, "v");
-    size_t mk = rx_analyzer_mark(s->an);
-    rx_analyzer_bind_range(s->an, lane, E(s, 0), E(s, run));
-    rx_stmtvec it = {0};
-    rx_tx *q;
-    if (c->pk.n)
-      RX_VEC_PUSH(&it, mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, gs, kb, lane, &q));
-    else
-      q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, ADD(s, kb, lane));
-    const rx_expr *kk = ADD(s, MUL(s, u, run), lane);
-    const rx_expr *di[3] = {
-        st, row,
-        ADD(s, swz(c, row, rx_expr_floordiv(cx, kk, E(s, 8))), rx_expr_floormod(cx, kk, E(s, 8)))};
-    rx_tx *v = q->dtype == c->sb->dtype ? q : rx_tx_cast(s->m, c->sb->dtype, q, s->loc);
-    RX_VEC_PUSH(&it, rx_sched_for(s, lane, E(s, run), RX_LOOP_UNROLL,
-                                  rx_sched_store_e(s, c->sb, di, 3, v)));
-    rx_analyzer_reset(s->an, mk);
-    rx_stmt *body = rx_sched_seq(s, &it);
+    rx_stmt *body = stage_run(c, kt, st, idx, run, 0, run);
     if ((int64_t)c->threads * (r + 1) > items)
       body = rx_sched_guard(s, LT(s, idx, E(s, items)), body);
     RX_VEC_PUSH(out, body);

@@ -116,8 +116,8 @@ static void check_kernels(const prog *p, const rxk_prepared *tp);
  * Metal simdgroups and NVIDIA's Vulkan cooperative matrices gemm_frag_dq; on the targets without
  * matrix units, and for f32 x everywhere (the matrix units multiply f16), the SIMT gemm. On CUDA
  * the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and ldmatrix,
- * and for relaxc's own schemes 128-bit loads of the packed weight (no spills: rxk_prepare checks
- * every kernel with ptxas). */
+ * for relaxc's own schemes 128-bit loads of the packed weight, and no local memory (no spills
+ * either: rxk_prepare checks every kernel with ptxas). */
 static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   bool f16 = p->xdt == RX_DTYPE_F16, mma = f16 && tp->t->kind == RX_TARGET_CUDA;
   const char *want[2] = {"gemm", "gemm"};
@@ -150,6 +150,11 @@ static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
         st.passed++;
       else
         rxk_fail(&st, "%s: no %s in the gemm_mma_dq kernel's PTX", tp->what, need[i]);
+    /* the staged packed bytes stay in registers (indexed by constants) */
+    if (strstr(ptx, "ld.local") || strstr(ptx, "st.local"))
+      rxk_fail(&st, "%s: local memory in the gemm_mma_dq kernel's PTX", tp->what);
+    else
+      st.passed++;
   }
   rx_status_free(s);
   free(ptx);
