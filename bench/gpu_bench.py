@@ -23,7 +23,9 @@ bench/RESULTS.md. Parts (--parts), each with its share of the time budget (--bud
              every n through the library, docs/dispatch.md), skipped with the reason elsewhere
   model      a random-weight Llama (transformers, f16, on the GPU) compiled by relaxc from its
              Hugging Face folder: decode and prefill tokens per second beside transformers eager
-             and torch.compile, and a logits check against transformers in f32
+             and torch.compile, and a logits check against transformers in f32; then decode
+             tokens per second of the same weights with quantized projections: q4f16_g32
+             (--quantize) and GGUF Q4_K (the folder written as a GGUF file here)
   vulkan     the kernels and attention again with --device vulkan:0, against the CUDA rows
 
 Prints a Markdown table per part and writes a report (--out) whose last table holds rows ready
@@ -33,8 +35,9 @@ cut short keeps what it measured. Raw measurements go to the same path with a .j
 --smoke runs every part at tiny shapes on whatever is present (the runtime's default device,
 torch on the CPU): a test of the script, not a measurement.
 
-Standard library, numpy, torch and transformers only; never downloads anything (the models are
-built from local configs with random weights; HF_HUB_OFFLINE is set).
+Standard library, numpy, torch and transformers (and safetensors, which transformers needs)
+only; never downloads anything (the models are built from local configs with random weights;
+HF_HUB_OFFLINE is set).
 """
 
 import argparse
@@ -372,6 +375,108 @@ def q4k_dequant(blocks):
         q = (q & 0xF) if j % 2 == 0 else (q >> 4)
         out.append((d * scale)[..., None] * q - (dmin * mn)[..., None])
     return np.concatenate(out, axis=-1).reshape(blocks.shape[0], -1)
+
+
+def q4k_quantize(w):
+    """float32 W [rows, cols] (cols a multiple of 256) -> GGUF Q4_K blocks [rows, cols / 256 *
+    144] (uint8), round to nearest as q4k_dequant reads them: per sub-block of 32 a scale and a
+    min (the range [min(0, lo), hi] over 15 steps), both 6-bit multiples of the super-block's f16
+    d and dmin. Not llama.cpp's search for the best scales: the decode timing needs valid blocks,
+    which q4k_dequant (the format's definition) reads back within a step."""
+    rows = w.shape[0]
+    x = w.reshape(rows, -1, 8, 32).astype(np.float32)
+    lo = np.minimum(x.min(axis=-1), 0)
+    step = (x.max(axis=-1) - lo) / 15
+    d = (step.max(axis=-1) / 63).astype(np.float16)
+    dmin = (-lo.min(axis=-1) / 63).astype(np.float16)
+    df, dmf = d.astype(np.float32)[..., None], dmin.astype(np.float32)[..., None]
+    sc = np.clip(np.round(np.divide(step, df, out=np.zeros_like(step), where=df > 0)), 0, 63)
+    mn = np.clip(np.round(np.divide(-lo, dmf, out=np.zeros_like(lo), where=dmf > 0)), 0, 63)
+    scale, off = (df * sc)[..., None], (dmf * mn)[..., None]
+    q = np.clip(np.round(np.divide(x + off, scale, out=np.zeros_like(x), where=scale > 0)), 0, 15)
+    q = q.astype(np.uint8).reshape(rows, -1, 4, 2, 32)  # pairs of sub-blocks share 32 bytes
+    qs = (q[..., 0, :] | (q[..., 1, :] << 4)).reshape(rows, -1, 128)
+    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
+    packed = np.empty((rows, sc.shape[1], 12), np.uint8)
+    packed[..., 0:4] = sc[..., 0:4] | ((sc[..., 4:8] >> 4) << 6)
+    packed[..., 4:8] = mn[..., 0:4] | ((mn[..., 4:8] >> 4) << 6)
+    packed[..., 8:12] = (sc[..., 4:8] & 0xF) | ((mn[..., 4:8] & 0xF) << 4)
+    blocks = np.concatenate([d[..., None].view(np.uint8), dmin[..., None].view(np.uint8), packed,
+                             qs], axis=-1)
+    return blocks.reshape(rows, -1)
+
+
+def write_gguf_llama(path, spec, layers, hf_dir):
+    """The Hugging Face folder's Llama (f16 safetensors) as a GGUF v3 file of llama.cpp's layout
+    (docs/gguf.md): the projections in Q4_K where their input is whole super-blocks (else F16,
+    as llama.cpp falls back), attn_q / attn_k rows permuted as its converter does, norms F32,
+    embeddings and output F16; no tokenizer (relaxc then takes prompt ids). Returns the bytes of
+    weights per format."""
+    import struct
+    from safetensors import safe_open
+    tensors = {}
+    for name in sorted(os.listdir(hf_dir)):
+        if name.endswith(".safetensors"):
+            with safe_open(os.path.join(hf_dir, name), framework="np") as f:
+                for k in f.keys():
+                    tensors[k] = f.get_tensor(k)
+
+    def permute(w, heads):
+        return w.reshape(heads, 2, w.shape[0] // heads // 2, w.shape[1]).swapaxes(1, 2).reshape(
+            w.shape)
+
+    out = [("token_embd.weight", tensors["model.embed_tokens.weight"], "f16")]
+    proj = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+            "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+            "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    for l in range(layers):
+        hf = f"model.layers.{l}."
+        out.append((f"blk.{l}.attn_norm.weight", tensors[hf + "input_layernorm.weight"], "f32"))
+        out.append((f"blk.{l}.ffn_norm.weight", tensors[hf + "post_attention_layernorm.weight"],
+                    "f32"))
+        for k, g in proj.items():
+            w = tensors[hf + k + ".weight"]
+            if g in ("attn_q", "attn_k"):
+                w = permute(w, spec["heads"] if g == "attn_q" else spec["kv_heads"])
+            out.append((f"blk.{l}.{g}.weight", w, "q4_k" if w.shape[1] % 256 == 0 else "f16"))
+    out.append(("output_norm.weight", tensors["model.norm.weight"], "f32"))
+    out.append(("output.weight", tensors["lm_head.weight"], "f16"))
+
+    def string(x):
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    u32 = lambda k, v: string(k) + struct.pack("<II", 4, v)  # noqa: E731
+    f32 = lambda k, v: string(k) + struct.pack("<If", 6, v)  # noqa: E731
+    kv = [string("general.architecture") + struct.pack("<I", 8) + string("llama"),
+          u32("llama.context_length", spec["max_pos"]),
+          u32("llama.embedding_length", spec["hidden"]), u32("llama.block_count", layers),
+          u32("llama.feed_forward_length", spec["intermediate"]),
+          u32("llama.attention.head_count", spec["heads"]),
+          u32("llama.attention.head_count_kv", spec["kv_heads"]),
+          f32("llama.attention.layer_norm_rms_epsilon", spec["eps"]),
+          f32("llama.rope.freq_base", spec["rope_theta"]),
+          u32("llama.vocab_size", spec["vocab"])]
+    types = {"f32": 0, "f16": 1, "q4_k": 12}
+    data, infos, offset, nbytes = [], [], 0, {}
+    for name, w, fmt in out:
+        raw = (q4k_quantize(w.astype(np.float32)) if fmt == "q4_k" else
+               w.astype(np.float32 if fmt == "f32" else np.float16)).tobytes()
+        pad = -offset % 32
+        data.append(b"\0" * pad + raw)
+        offset += pad
+        dims = list(reversed(w.shape))  # ggml's ne: innermost first
+        infos.append(string(name) + struct.pack("<I", len(dims)) +
+                     struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", types[fmt], offset))
+        offset += len(raw)
+        nbytes[fmt] = nbytes.get(fmt, 0) + len(raw)
+    with open(path, "wb") as f:
+        head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)) + b"".join(kv) + b"".join(
+            infos)
+        f.write(head + b"\0" * (-len(head) % 32))
+        for chunk in data:
+            f.write(chunk)
+    return nbytes
 
 
 def quant_weight(scheme, out_f, in_f, rng):
@@ -1401,8 +1506,10 @@ class ModelBench:
             rx = self.relaxc_driver(rxm)
             self.check_logits(rx, hf)
             self.torch_compile()
-            self.relaxc_generate(rxm, ids)  # a cross-check of the CLI's own figures: last
+            self.relaxc_generate(rxm, ids)  # a cross-check of the CLI's own figures
+            self.quantized_decode(hf_dir, rxm)  # last: it removes the f16 artifact
         finally:
+            shutil.rmtree(hf_dir, ignore_errors=True)
             if compile_proc is not None:
                 kill_group(compile_proc)
             self.model = None
@@ -1425,6 +1532,7 @@ class ModelBench:
         # the disk cannot hold both (said in the label)
         free = shutil.disk_usage(self.dir).free
         fits = self.layers
+        # (and the quantized models' files, a third of that, once the f16 artifact is gone)
         while fits > 1 and 2 * 2.05 * self.parameters(fits) + (1 << 30) > free:
             fits -= 1
         if fits < self.layers:
@@ -1477,7 +1585,7 @@ class ModelBench:
         self.res["artifact_bytes"] = os.path.getsize(rxm)
         self.step(f"relaxc compile done in {self.res['compile_s']:.1f} s "
                   f"({fmt_bytes(self.res['artifact_bytes'])}): {last_lines(text, 2)}")
-        shutil.rmtree(hf_dir, ignore_errors=True)
+        # the folder stays for the quantized models (quantized_decode)
 
     def prompt_ids(self):
         n = max(max(self.prefill_lengths), self.decode_prompt)
@@ -1607,6 +1715,58 @@ class ModelBench:
                                 "wall_s": secs, "line": m.group(0)}
         self.step(f"relaxc generate: {m.group(0)} ({secs:.1f} s with the load)")
 
+    def quantized_decode(self, hf_dir, rxm):
+        """Decode tokens per second of the same model with quantized projections (issue 15):
+        q4f16_g32 (`relaxc compile DIR --quantize q4f16_g32`) and GGUF Q4_K (the folder written
+        as a GGUF file, write_gguf_llama), each compiled and run by llm_bench (decode only)."""
+        b = self.b
+        out = {}
+        self.res["quantized"] = out
+        driver = b.args.driver
+        if not driver or not os.path.exists(driver):
+            out["note"] = "no llm_bench driver"
+            return
+        if os.path.exists(rxm):
+            os.remove(rxm)  # room for the quantized files
+        for scheme in ("q4f16_g32", "Q4_K"):
+            if self.left() < (20 if b.args.smoke else 120):
+                out[scheme] = "skipped: time"
+                continue
+            qrxm = os.path.join(self.dir, f"model-{scheme}.rxm")
+            src, extra = hf_dir, ["--quantize", scheme]
+            try:
+                if scheme == "Q4_K":
+                    src, extra = os.path.join(self.dir, "model-q4_k.gguf"), []
+                    self.step(f"writing {src} (Q4_K projections)")
+                    fmts = write_gguf_llama(src, self.spec, self.layers, hf_dir)
+                    out["gguf_bytes"] = fmts
+                cmd = [b.relaxc, "compile", src, "--target", b.target, "-o", qrxm] + extra
+                self.step(f"relaxc compile ({scheme}): {' '.join(shlex.quote(c) for c in cmd)}")
+                rc, cout, cerr, secs = run_cmd(cmd, max(10, self.left() - 30))
+                why = compile_problem(rc, cout, cerr)
+                if why:
+                    out[scheme] = f"compile failed: {why}"
+                    continue
+                cmd = [driver, qrxm, "--device", b.device, "--prompt",
+                       os.path.join(self.dir, "prompt.i32"), "--decode-prompt",
+                       str(self.decode_prompt), "--decode-tokens", str(self.decode_tokens - 1),
+                       "--budget-s", str(max(1, int(self.left() * 0.5)))]
+                rc, dout, derr, dsecs = run_cmd(cmd, max(10, self.left() - 10))
+                dec = next((e for e in json_lines(dout) if e.get("event") == "decode"), None)
+                if rc != 0 or not dec or not dec.get("ms"):
+                    out[scheme] = f"llm_bench failed: {last_lines(derr)}"
+                    continue
+                out[scheme] = {"tokens": dec["tokens"], "ms": dec["ms"], "compile_s": secs,
+                               "artifact_bytes": os.path.getsize(qrxm)}
+                self.step(f"relaxc decode, {scheme}: {dec['tokens'] / dec['ms'] * 1e3:.1f} tok/s "
+                          f"(compiled in {secs:.1f} s, {fmt_bytes(os.path.getsize(qrxm))})")
+            finally:
+                for f in (qrxm, os.path.join(self.dir, "model-q4_k.gguf")):
+                    if os.path.exists(f):
+                        os.remove(f)
+            if isinstance(out[scheme], str):
+                self.step(f"{scheme}: {out[scheme]}")
+
     def check_logits(self, rx, hf):
         out = {}
         self.res["check"] = out
@@ -1692,6 +1852,13 @@ class ModelBench:
                 and gen["prefill_tokens"] == n else "—",
                 tok_s(n, e_p) if isinstance(e_p, float) else "—",
                 tok_s(n, comp_pre[n]["seconds"]) if n in comp_pre else "—"))
+        quant = r.get("quantized") if isinstance(r.get("quantized"), dict) else {}
+        for scheme in ("q4f16_g32", "Q4_K"):
+            q = quant.get(scheme)
+            if isinstance(q, dict):
+                rows.append((f"decode, batch 1, prompt {self.decode_prompt}, {q['tokens']} steps, "
+                             f"{scheme} projections (tok/s)", tok_s(q["tokens"], q["ms"] / 1e3),
+                             "—", "—", "—"))
         mode = (b.args.compile_mode if b.args.compile_backend == "inductor"
                 else b.args.compile_backend)
         text = md_table(("what", "relaxc (C API, llm_bench)", "relaxc generate",
@@ -1726,6 +1893,19 @@ class ModelBench:
             notes.append(s + ".")
         elif chk:
             notes.append(f"Logits check: {chk.get('note')}.")
+        for scheme in ("q4f16_g32", "Q4_K"):
+            q = quant.get(scheme)
+            if isinstance(q, str):
+                notes.append(f"relaxc decode with {scheme} projections: {q}.")
+            elif q:
+                notes.append(f"{scheme}: compiled in {q['compile_s']:.1f} s, artifact "
+                             f"{fmt_bytes(q['artifact_bytes'])}.")
+        if quant:
+            notes.append("Quantized rows: the same weights with their projections quantized "
+                         "(q4f16_g32 by `relaxc compile --quantize`; Q4_K by the bench's own round-"
+                         "to-nearest quantizer into a GGUF file, projections whose input is no "
+                         "multiple of 256 left F16), decode through llm_bench; no transformers "
+                         "or torch.compile counterpart.")
         if comp.get("why") or isinstance(r.get("compile"), str):
             notes.append(f"torch.compile: {comp.get('why') or r.get('compile')}.")
         if comp_dec and "tokens_agree" in comp_dec:

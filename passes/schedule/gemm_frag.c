@@ -16,8 +16,14 @@
  *               consecutive threads along k for x @ W^T (weights [out, in]) and along j for
  *               x @ W, so global reads are coalesced either way.
  *
- * Not yet: double-buffered staging, vector loads into shared memory, bank-conflict-free layouts,
- * several tile configurations per row count; no GPU timings (none lent). */
+ *   gemm_frag_dq  the same with Q dequantized (mm_q_dequant: quant_matmul's weights, ops/quant.c):
+ *               each thread computes its elements of Q's BK x BN tile from the packed bytes
+ *               (scales, zero points: the whole expression), converts them to P's dtype and
+ *               stores them in the tile; the fragment loop and the epilogue are the same.
+ *
+ * Not yet: double-buffered staging, wide loads of packed weights (gemm_mma_dq has them), vector
+ * loads into shared memory, bank-conflict-free layouts, several tile configurations per row count;
+ * no GPU timings (none lent). */
 #include "matmul.h"
 
 /* Subgroups per block (rows x columns of subgroup tiles): 4 subgroups, 128 threads. */
@@ -43,7 +49,8 @@ static const rx_tx *frag_load_of(const rx_tx *e) {
  * mma.sync directly, with ldmatrix and cp.async. */
 static const rx_mma_shape *frag_shape_for(const rx_sctx *s, const mm_info *mi) {
   const rx_tx *p = frag_load_of(mi->p), *q = frag_load_of(mi->q);
-  if (!p || !q || p->dtype != q->dtype || mi->acc_dt != RX_DTYPE_F32) return NULL;
+  bool dq = mm_q_dequant(mi); /* Q computed as it is staged, in P's dtype */
+  if (!p || (!dq && (!q || p->dtype != q->dtype)) || mi->acc_dt != RX_DTYPE_F32) return NULL;
   for (int i = 0; i < s->t->nmma; i++) {
     const rx_mma_shape *x = &s->t->mma[i];
     if ((x->api == RX_MMA_COOP || x->api == RX_MMA_SIMDGROUP) && x->ab == p->dtype &&
@@ -131,12 +138,16 @@ static rx_tx *p_at(frag_k *c, const rx_expr *ii, const rx_expr *kk, const rx_exp
   *cond = AND(s, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, k, c->mi->K));
   return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->p), row, c->col0, k);
 }
-/* Q at tile element (kk, jj) (x @ W: consecutive threads along j) */
+/* Q at tile element (kk, jj) (x @ W: consecutive threads along j); dequantized (gemm_frag_dq),
+ * the whole expression converted to the fragments' dtype */
 static rx_tx *q_at_kj(frag_k *c, const rx_expr *kk, const rx_expr *jj, const rx_expr **cond) {
   rx_sctx *s = c->s;
   const rx_expr *col = ADD(s, c->col0, jj), *k = ADD(s, c->k0, kk);
   *cond = AND(s, sched_bound_guard(s, col, c->mi->M), sched_bound_guard(s, k, c->mi->K));
-  return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->q), c->row0, col, k);
+  if (!mm_q_dequant(c->mi))
+    return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->q), c->row0, col, k);
+  rx_tx *q = mm_operand_at(s, c->mi, c->brepl, c->mi->q, c->row0, col, k);
+  return q->dtype == c->x->ab ? q : rx_tx_cast(s->m, c->x->ab, q, s->loc);
 }
 /* Q at tile element (jj, kk), stored at (kk, jj) (x @ W^T: consecutive threads along k) */
 static rx_tx *q_at_jk(frag_k *c, const rx_expr *jj, const rx_expr *kk, const rx_expr **cond) {

@@ -18,6 +18,18 @@
  *   - The epilogue (matmul.h: bias, residual, activation, rounding) runs at each accumulator's
  *     output point.
  *
+ * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
+ * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
+ * base/quant.h). P keeps its cp.async path; Q's stage is filled by the block's threads, which
+ * compute its elements (stage_dq: packed bytes through 128-bit loads where gemv_packed.c finds
+ * them) and store them in P's dtype at the same swizzled positions, two chunks ahead of the mma
+ * as P's copies are, so the loads and arithmetic of chunk c + 2 are issued before the mma of
+ * chunk c. K a multiple of 32 (every scheme's block divides 256; K itself must be one).
+ * PTX (NVRTC, sm_80, q4f16_g32, K = 256): 140 registers at 128 x 128, 91 at 64 x 64, no spills
+ * or local memory (test_quant checks it, with mma.sync and the 128-bit loads). Not yet: the
+ * elements go to shared memory 2 bytes at a time (st.shared.u16: the printers vectorize only
+ * global accesses), and no GPU timing.
+ *
  * Measured: not yet on a GPU (bench/gpu.sh's gemm part is to be run). The PTX is checked in CI
  * (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
 #include "matmul.h"
@@ -72,9 +84,12 @@ static bool runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx
 bool gemm_mma_fits(rx_sctx *s, const mm_info *mi) {
   int64_t shared = (int64_t)GM_STAGES * (GM_LARGE.bm + GM_LARGE.bn) * GM_BK * 2;
   const rx_tx *q = mm_plain_load(mi->q);
-  bool q_ok = mi->q_along_k ? runs_aligned(s, q, mi->r.k, mi->K)
-                            : mi->i && runs_aligned(s, q, mi->j, mi->M);
-  return mm_mma_operands(s, mi) && rx_expr_is_const(mi->r.klo, 0) &&
+  bool dq = mm_q_dequant(mi); /* Q computed into the stage: no alignment of its own to prove */
+  bool q_ok = dq              ? true
+              : mi->q_along_k ? runs_aligned(s, q, mi->r.k, mi->K)
+                              : mi->i && runs_aligned(s, q, mi->j, mi->M);
+  bool ops = dq ? mm_mma_target(s, mi, mm_plain_load(mi->p)->dtype) : mm_mma_operands(s, mi);
+  return ops && rx_expr_is_const(mi->r.klo, 0) &&
          runs_aligned(s, mm_plain_load(mi->p), mi->r.k, mi->K) && q_ok &&
          shared <= s->t->shared_bytes &&
          32 * GM_LARGE.wm * GM_LARGE.wn <= s->t->max_threads_per_block;
@@ -85,9 +100,12 @@ typedef struct gm_k {
   rx_sctx *s;
   const mm_info *mi;
   gm_cfg cf;
-  bool kn;             /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
-  int mt, nt, threads; /* mma tiles per warp; threads of the block */
-  const rx_tx *p, *q;  /* the plain loads of P and Q */
+  bool kn;      /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
+  bool dq;      /* Q dequantized (mm_q_dequant): computed into its stage (stage_dq) */
+  mm_packed pk; /* dq: Q's packed loads, staged 16 bytes at a time (pk.n 0: none) */
+  rx_buffer *pkb[MM_MAX_PACKED];      /* dq: their 16 bytes in registers */
+  int mt, nt, threads;                /* mma tiles per warp; threads of the block */
+  const rx_tx *p, *q;                 /* the plain loads of P and Q */
   const rx_expr *tx, *lane, *wm, *wn; /* the thread, its lane, its warp's row and column */
   const rx_expr *row0, *col0;         /* the block's first row and column */
   const rx_expr *brepl[MAXN];         /* the batch loop variables as functions of the batch block */
@@ -116,9 +134,11 @@ static const rx_expr *swz_kn(gm_k *c, const rx_expr *r, const rx_expr *q) {
  * and their source index clamped to its last row. */
 static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out);
 
+static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out);
+
 static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_stmtvec *out) {
-  if (!a && c->kn) {
-    copy_tile_kn(c, kt, st, out);
+  if (!a && (c->kn || c->dq)) {
+    (c->dq ? stage_dq : copy_tile_kn)(c, kt, st, out);
     return;
   }
   rx_sctx *s = c->s;
@@ -164,6 +184,75 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
     const rx_expr *in = sched_bound_guard(s, g, mi->M);
     if (in && !rx_sched_proves(s, in)) cp->cond = rx_sched_cond(s, in);
     RX_VEC_PUSH(out, cp);
+  }
+}
+
+/* Q dequantized (gemm_mma_dq): the threads compute the bn x GM_BK tile of chunk kt in runs of
+ * `run` consecutive k of one column each, converted to P's dtype, into stage st at the swizzled
+ * positions that copy_tile's chunks take, so ldmatrix reads them as it reads copied ones. With
+ * packed weights (gemv_packed.c: relaxc's int4 and int8 schemes) a run is the 16 bytes of each
+ * packed load (32 int4 or 16 int8 weights), read with one 128-bit load into registers and
+ * dequantized from there; else (GGUF's blocks: quants at byte offsets no multiple of 16) a run
+ * is 8 and Q's loads stay as they are. Where the runs are fewer than the threads (int4: one run
+ * a column), `split` threads share each run: each loads its 16 bytes (the same line, from L1)
+ * and computes and stores run / split of its elements, its part chosen by a warp-uniform branch
+ * so that the registers holding the bytes are indexed by constants (no local memory). Columns
+ * past M compute the last column (finite; the epilogue stores none of them). The stores are
+ * plain: the barrier that opens the step which reads stage st (two steps on) makes them
+ * visible, as cp.async's wait does P's. */
+static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const rx_expr *item,
+                          int run, int lane0, int lanes) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  int per = GM_BK / run;
+  const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, item, E(s, per)));
+  const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, item, E(s, per)));
+  const rx_expr *gs = rx_expr_min(cx, ADD(s, c->col0, row), ADD(s, mi->M, E(s, -1)));
+  const rx_expr *kb = ADD(s, MUL(s, kt, GM_BK), MUL(s, u, run));
+  const rx_expr *v = rx_sched_fresh_var(s, "v");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, lanes));
+  const rx_expr *lane = ADD(s, E(s, lane0), v); /* the element in the run */
+  rx_stmtvec it = {0};
+  rx_tx *q;
+  if (c->pk.n)
+    RX_VEC_PUSH(&it, mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, gs, kb, lane, &q));
+  else
+    q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, ADD(s, kb, lane));
+  const rx_expr *kk = ADD(s, MUL(s, u, run), lane);
+  const rx_expr *di[3] = {
+      st, row,
+      ADD(s, swz(c, row, rx_expr_floordiv(cx, kk, E(s, 8))), rx_expr_floormod(cx, kk, E(s, 8)))};
+  rx_tx *val = q->dtype == c->sb->dtype ? q : rx_tx_cast(s->m, c->sb->dtype, q, s->loc);
+  RX_VEC_PUSH(
+      &it, rx_sched_for(s, v, E(s, lanes), RX_LOOP_UNROLL, rx_sched_store_e(s, c->sb, di, 3, val)));
+  rx_analyzer_reset(s->an, mk);
+  return rx_sched_seq(s, &it);
+}
+
+static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  int run = c->pk.n ? c->pk.lanes : 8, items = c->cf.bn * (GM_BK / run);
+  int split = items < c->threads && c->threads % items == 0 && run % (c->threads / items) == 0
+                  ? c->threads / items
+                  : 1;
+  if (split > 1) {
+    const rx_expr *item = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c->tx, E(s, items)));
+    const rx_expr *part = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c->tx, E(s, items)));
+    for (int p = 0; p < split; p++)
+      RX_VEC_PUSH(out,
+                  rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_EQ, part, E(s, p)),
+                                 stage_run(c, kt, st, item, run, p * (run / split), run / split)));
+    return;
+  }
+  for (int r = 0; r * c->threads < items; r++) {
+    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
+    rx_stmt *body = stage_run(c, kt, st, idx, run, 0, run);
+    if ((int64_t)c->threads * (r + 1) > items)
+      body = rx_sched_guard(s, LT(s, idx, E(s, items)), body);
+    RX_VEC_PUSH(out, body);
   }
 }
 
@@ -307,6 +396,11 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, al);
   c->sb = rx_sched_alloc(s, "sb", ab, RX_SCOPE_SHARED, sb, 3, &al);
   RX_VEC_PUSH(body, al);
+  int64_t f16b[1] = {16};
+  for (int i = 0; i < c->pk.n; i++) {
+    c->pkb[i] = rx_sched_alloc(s, "pk", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, f16b, 1, &al);
+    RX_VEC_PUSH(body, al);
+  }
   for (int m = 0; m < c->mt; m++) {
     c->fa[m] = rx_sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, f8, 1, &al);
     RX_VEC_PUSH(body, al);
@@ -350,8 +444,10 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
             .nt = cf.bn / cf.wn / 8,
             .threads = 32 * cf.wm * cf.wn,
             .kn = !mi->q_along_k,
+            .dq = mm_q_dequant(mi),
             .p = mm_plain_load(mi->p),
             .q = mm_plain_load(mi->q)};
+  if (c.dq && (!mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
   const int BM = cf.bm, BN = cf.bn;
   const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = rx_sched_fresh_var(s, "by");
   const rx_expr *bz = NULL, *nbatch = NULL;

@@ -38,12 +38,15 @@
 #define MMA_GEMM_COLS 4
 #define MMA_MAX_TILES (MMA_GEMM_ROWS * MMA_GEMM_COLS)
 
+bool mm_mma_target(const rx_sctx *s, const mm_info *mi, rx_dtype ab) {
+  return mi->acc_dt == RX_DTYPE_F32 && s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
+         rx_target_mma(s->t, ab, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
+         mi->K->value % 32 == 0 && mi->K->value > 0;
+}
+
 bool mm_mma_operands(const rx_sctx *s, const mm_info *mi) {
   const rx_tx *p = mm_plain_load(mi->p), *q = mm_plain_load(mi->q);
-  return p && q && p->dtype == q->dtype && mi->acc_dt == RX_DTYPE_F32 &&
-         s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
-         rx_target_mma(s->t, p->dtype, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
-         mi->K->value % 32 == 0 && mi->K->value > 0;
+  return p && q && p->dtype == q->dtype && mm_mma_target(s, mi, p->dtype);
 }
 
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {

@@ -21,6 +21,11 @@
  *                                  fragments where the target lists them for P's and Q's dtype
  *                                  into f32 (Metal simdgroup_matrix, vulkan-nvidia's cooperative
  *                                  matrices; not CUDA's sync-frag fragments); else gemm.
+ *                                  A quantized weight (mm_q_dequant: Q dequantized from packed
+ *                                  bytes beside a plain f16/bf16 P) takes the same two matrix-
+ *                                  unit GEMMs as gemm_mma_dq(_64) and gemm_frag_dq, which compute
+ *                                  Q's tiles into shared memory; below 17 rows gemv_batch
+ *                                  (gemv_mma wants plain loads), and not gemm_mma_regs.
  *                  A constant n gets its kernel; a symbolic one the variants `n == 1`,
  *                  `n <= 16`, `n <= mid` (where gemm_mma applies), otherwise, chosen at run
  *                  time. The rule is GEMV for one row and GEMM for more (gemv_batch is the
@@ -43,9 +48,12 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
     return gemv_rows_schedule(s, mi, rows);
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
+  bool dq = mm_q_dequant(mi);
   if (!small && gemm_mma_fits(s, mi)) {
     bool tiles64 = rows > 0 && rows <= gemm_mma_mid_rows(mi);
-    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, tiles64 ? "gemm_mma_64" : "gemm_mma"};
+    const char *name =
+        dq ? (tiles64 ? "gemm_mma_dq_64" : "gemm_mma_dq") : (tiles64 ? "gemm_mma_64" : "gemm_mma");
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, name};
     return gemm_mma_schedule(s, mi, tiles64);
   }
   if (!small && gemv_mma_fits(s, mi)) {
@@ -53,7 +61,7 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
     return gemm_mma_regs_schedule(s, mi);
   }
   if (!small && gemm_frag_fits(s, mi)) {
-    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_frag"};
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, dq ? "gemm_frag_dq" : "gemm_frag"};
     return gemm_frag_schedule(s, mi);
   }
   *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, small ? "gemm_small" : "gemm"};

@@ -15,6 +15,8 @@
  *                         32 rows x 32 columns) where the pipeline's alignment is not proven
  *   gemm_frag   gemm_frag.c more rows on subgroup matrix fragments (Metal simdgroup_matrix,
  *                         Vulkan cooperative matrices): tiles of P and Q staged in shared memory
+ *   gemm_mma_dq, gemm_frag_dq  the same two with a dequantized Q (mm_q_dequant: quantized
+ *                         weights): the block's threads compute Q's tiles into shared memory
  *   gemv_cols   gemv.c    threads along the columns, K split over the block's thread rows: Q
  *                         contiguous along j (x @ W, [in, out] weights); one row
  *   gemm        gemm.c    tiles of P and Q in shared memory and a micro-tile per thread */
@@ -65,6 +67,13 @@ void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
  * NULL when the operand is anything else. */
 const rx_tx *mm_plain_load(const rx_tx *e);
+/* Q computed rather than loaded (a quantized weight dequantized, ops/quant.c): a float
+ * expression that is no plain f16/bf16 load, over loads of at most 16 bits of which one at least
+ * is an integer (the packed weight), contiguous along k (x @ W^T, W as [out, in] blocks), beside
+ * a plain f16/bf16 P. The matrix-unit GEMMs (gemm_mma, gemm_frag) then have the block's threads
+ * compute Q's tiles into shared memory, rounded to P's dtype (as llama.cpp's dequantize-then-GEMM
+ * does); an f32 weight is not rounded so and keeps the SIMT gemm. */
+bool mm_q_dequant(const mm_info *mi);
 /* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:
  * target's vector_bytes over the widest loaded dtype, halved until it divides K. */
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
@@ -95,8 +104,10 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi);           /* gemv.c 
 rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi);            /* gemv_mma.c */
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 /* P and Q plain f16/bf16 loads of one dtype, K a positive multiple of 32, a target with mma.sync
- * m16n8k16 into f32: what every kernel on mma.sync needs (each adds how it reads P and Q). */
+ * m16n8k16 into f32: what every kernel on mma.sync needs (each adds how it reads P and Q).
+ * mm_mma_target: all of it but the operands, for operands of dtype ab. */
 bool mm_mma_operands(const rx_sctx *s, const mm_info *mi);                   /* gemv_mma.c */
+bool mm_mma_target(const rx_sctx *s, const mm_info *mi, rx_dtype ab);        /* gemv_mma.c */
 rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles); /* gemm_mma.c */
 /* The row count up to which gemm_mma takes its 64 x 64 tiles (at least MID_ROWS). */

@@ -268,3 +268,16 @@ const rx_tx *mm_plain_load(const rx_tx *e) {
   if (e->kind != RX_TX_LOAD || (e->dtype != RX_DTYPE_F16 && e->dtype != RX_DTYPE_BF16)) return NULL;
   return e;
 }
+
+/* A load of Q's: of at most 16 bits (packed bytes, f16 scales; an f32 weight stays out: its
+ * values would be rounded to f16), an integer one counted. */
+static bool narrow_load(const rx_tx *e, void *ud) {
+  if (rx_dtype_is_int(e->dtype)) *(bool *)ud = true;
+  return rx_dtype_bits(e->dtype) <= 16;
+}
+
+bool mm_q_dequant(const mm_info *mi) {
+  bool packed = false;
+  return mm_plain_load(mi->p) && !mm_plain_load(mi->q) && mi->q_along_k &&
+         rx_dtype_is_float(mi->q->dtype) && sched_all_loads(mi->q, narrow_load, &packed) && packed;
+}

@@ -5,14 +5,19 @@
  *
  * Each scheme's op is legalized from a one-op graph, x [n, K] (f16; f32 too for two schemes)
  * times W [m, K], with n and m symbolic, so one compilation serves every size and every matmul
- * variant the rule picks (gemv at n == 1, the small-row kernels up to 16 rows, gemm above). For
- * every target (cuda sm_80, vulkan-lavapipe, vulkan, metal-apple7) it is scheduled and generated
- * (CUDA C through NVRTC with no spills, GLSL through shaderc and spirv-val: support_pipeline.c),
- * every kernel checked to come from the matmul rule (gemv or gemm) and, on CUDA, the decode GEMV of
+ * variant the rule picks (gemv at n == 1, the small-row kernels up to 16 rows, gemm above: on
+ * matrix units gemm_mma_dq / gemm_frag_dq). For every target (cuda sm_80, vulkan-lavapipe,
+ * vulkan, metal-apple7, vulkan-nvidia) it is scheduled and generated (CUDA C through NVRTC with
+ * no spills, GLSL through shaderc and spirv-val: support_pipeline.c), every kernel checked to
+ * come from the matmul rule (gemv or gemm), the f16 programs' variants past 16 rows to be the
+ * matrix-unit kernels where the target has them (check_matrix_units: gemm_mma_dq's PTX with
+ * mma.sync, and 128-bit loads of relaxc's packed weights) and, on CUDA, the decode GEMV of
  * relaxc's own schemes to read the packed weight with 128-bit loads (source and PTX), then run at
- * n in {1, 3, 7, 33, 100} and m in {33, 263} (odd: no tile divides them) in the
- * reference interpreter (n <= 7), as CUDA C and as MSL in the SIMT emulator, and on Vulkan
- * (lavapipe) through the runtime under the validation layer.
+ * n in {1, 3, 7, 17, 33, 100, 150} and m in {33, 263} (odd: no tile divides them) in the
+ * reference interpreter (n <= 7), as CUDA C (mma.sync, ldmatrix, cp.async emulated) and as MSL
+ * (simdgroup matrices) in the SIMT emulator, and on Vulkan (lavapipe) through the runtime under
+ * the validation layer; vulkan-nvidia's cooperative-matrix GLSL is compiled and validated only
+ * (no device here runs it).
  *
  * Weights: relaxc's own schemes take random packed bytes, zero points and f16 scales; the GGUF
  * formats take the quantized blocks of tests/gguf/all_types.gguf (real gguf-py quantizations),
@@ -52,14 +57,18 @@ static double worst[RX_DTYPE_COUNT];
 static rx_gguf_file fixture;
 
 static const char *const targets[] = {"cuda -arch=sm_80", "vulkan-lavapipe", "vulkan",
-                                      "metal-apple7"};
+                                      "metal-apple7", "vulkan-nvidia"};
 #define NTARGETS ((int)RX_ARRAY_LEN(targets))
 /* The sizes (n rows of x, m columns of y): every row count with one of the odd column counts 33
- * and 263 (256 + 7), so each variant meets both. RX_KERNEL_SIZES (the sanitizer pass of CI sets
- * 1,7,33) caps n at its largest size. */
+ * and 263 (256 + 7), so each variant meets both; 17 (the first row count past the small-row
+ * kernels) and 150 (two row tiles of 128) for the matrix-unit GEMMs. RX_KERNEL_SIZES (the
+ * sanitizer pass of CI sets 1,7,33) caps n at its largest size, and that pass leaves out the
+ * sizes marked full (33 already runs the same kernels): CI's time. */
 static const struct {
   int64_t n, m;
-} sizes[] = {{1, 263}, {3, 33}, {7, 263}, {33, 33}, {100, 263}, {1, 33}};
+  bool full;
+} sizes[] = {{1, 263, false}, {3, 33, false},    {7, 263, false},  {17, 263, true},
+             {33, 33, false}, {100, 263, false}, {150, 33, false}, {1, 33, false}};
 static int64_t size_cap = INT64_MAX;
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -101,6 +110,56 @@ static char *graph_text(rx_quant_scheme sc, rx_dtype xdt) {
 }
 
 static void check_kernels(const prog *p, const rxk_prepared *tp);
+
+/* The variants past 16 rows (passes/schedule/matmul.c): of an f16 program (x f16 beside the
+ * dequantized weight) on matrix units, on CUDA sm_80 gemm_mma_dq_64 (n <= 64) and gemm_mma_dq, on
+ * Metal simdgroups and NVIDIA's Vulkan cooperative matrices gemm_frag_dq; on the targets without
+ * matrix units, and for f32 x everywhere (the matrix units multiply f16), the SIMT gemm. On CUDA
+ * the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and ldmatrix,
+ * for relaxc's own schemes 128-bit loads of the packed weight, and no local memory (no spills
+ * either: rxk_prepare checks every kernel with ptxas). */
+static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
+  bool f16 = p->xdt == RX_DTYPE_F16, mma = f16 && tp->t->kind == RX_TARGET_CUDA;
+  const char *want[2] = {"gemm", "gemm"};
+  if (mma)
+    want[0] = "gemm_mma_dq_64", want[1] = "gemm_mma_dq";
+  else if (f16 && tp->t->matrix_units)
+    want[0] = want[1] = "gemm_frag_dq";
+  int nv = tp->sr.nvariants, first = nv - (mma ? 2 : 1);
+  for (int v = first; v < nv; v++) {
+    const char *got = tp->sr.variants[v].name ? tp->sr.variants[v].name : "(none)";
+    if (!strcmp(got, want[v == nv - 1]))
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: variant %d is %s, want %s", tp->what, v, got, want[v == nv - 1]);
+  }
+  if (!mma || nv < 1 || nv - 1 >= tp->kl.n) return;
+  const rx_kernel *kn = tp->kl.kernels[nv - 1];
+  char *ptx = NULL, *log = NULL;
+  size_t len = 0;
+  rx_status s = rx_nvrtc_compile(kn->source, kn->name, "sm_80", false, &ptx, &len, &log);
+  if (s) {
+    st.skipped++;
+  } else {
+    bool packed = rx_quant_info_of(p->sc)->kind != RX_QUANT_GGUF;
+    const char *need[] = {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+                          "cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                          packed ? "ld.global.nc.v4.u32" : NULL};
+    for (size_t i = 0; i < RX_ARRAY_LEN(need); i++)
+      if (!need[i] || strstr(ptx, need[i]))
+        st.passed++;
+      else
+        rxk_fail(&st, "%s: no %s in the gemm_mma_dq kernel's PTX", tp->what, need[i]);
+    /* the staged packed bytes stay in registers (indexed by constants) */
+    if (strstr(ptx, "ld.local") || strstr(ptx, "st.local"))
+      rxk_fail(&st, "%s: local memory in the gemm_mma_dq kernel's PTX", tp->what);
+    else
+      st.passed++;
+  }
+  rx_status_free(s);
+  free(ptx);
+  free(log);
+}
 
 static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
   memset(p, 0, sizeof *p);
@@ -155,6 +214,7 @@ static void check_kernels(const prog *p, const rxk_prepared *tp) {
       rxk_fail(&st, "%s: variant %d from rule %s, not the matmul rule", tp->what, v,
                rx_sched_rule_name(rule));
   }
+  check_matrix_units(p, tp);
   if (tp->t->kind != RX_TARGET_CUDA || rx_quant_info_of(p->sc)->kind == RX_QUANT_GGUF) return;
   const rx_kernel *gemv = tp->kl.kernels[0];
   char want[128];
@@ -353,7 +413,8 @@ static void test_scheme(rx_quant_scheme sc, rx_dtype xdt) {
   prog p;
   if (prog_build(&p, sc, xdt))
     for (size_t i = 0; i < RX_ARRAY_LEN(sizes); i++)
-      if (sizes[i].n <= size_cap) run_size(&p, sizes[i].n, sizes[i].m);
+      if (sizes[i].n <= size_cap && !(sizes[i].full && size_cap != INT64_MAX))
+        run_size(&p, sizes[i].n, sizes[i].m);
   prog_free(&p);
 }
 
@@ -491,8 +552,8 @@ int main(int argc, char **argv) {
   test_quantizer();
   rxk_rt_open(&vk, "vulkan:0");
   /* the sanitizer pass (size_cap set) leaves out the 64- and 128-wide groups of relaxc's own
-   * schemes (the same legalization and rules as their 32-wide group, other constants) and the
-   * f32 runs: CI's time; the full pass runs them all */
+   * schemes (the same legalization and rules as their 32-wide group, other constants), the
+   * f32 runs and the sizes marked full: CI's time; the full pass runs them all */
   bool sanitizer_pass = size_cap != INT64_MAX;
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
     const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
@@ -503,7 +564,7 @@ int main(int argc, char **argv) {
     test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
     test_scheme(RX_QUANT_GGUF_Q5_0, RX_DTYPE_F32);
   } else {
-    printf("sanitizer pass: groups of 64 and 128 and the f32 runs left out\n");
+    printf("sanitizer pass: groups of 64 and 128, the f32 runs and n = 17 left out\n");
   }
   if (vk.dev) {
     const char *last = NULL;
