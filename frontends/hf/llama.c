@@ -75,8 +75,9 @@ typedef struct hf_w {
   size_t qs, qz;
   bool derived;
   const rx_quant_info *qi; /* the scheme of a quantized weight (in > 0) */
-  /* GGUF: a projection or the output layer (a quantized one stays in its block format), and the
-   * heads whose rows llama.cpp's converter permuted (llama's q and k; 0: none) */
+  /* GGUF: a projection, the output layer or the embedding table (a quantized one stays in its
+   * block format), and the heads whose rows llama.cpp's converter permuted (llama's q and k; 0:
+   * none) */
   bool proj;
   int64_t permuted_heads;
 } hf_w;
@@ -193,6 +194,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   snprintf(gw(g, G_NORM)->gg, sizeof gw(g, G_NORM)->gg, "output_norm.weight");
   snprintf(gw(g, G_LM_HEAD)->gg, sizeof gw(g, G_LM_HEAD)->gg, "output.weight");
   gw(g, G_LM_HEAD)->proj = true;
+  gw(g, G_EMBED)->proj = true; /* a quantized table is read by quant_take */
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
@@ -359,9 +361,9 @@ static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tens
 }
 
 /* w from the GGUF file: F32, F16 and BF16 tensors converted to w's dtype as the checkpoint's are;
- * a quantized projection (or output layer) kept in its block format as quant_matmul's one u8
- * buffer [out, in / block * bytes]; any other quantized tensor (the embedding, a norm)
- * dequantized here, at compile time, to f32 and stored in w's dtype. */
+ * a quantized projection, output layer or embedding table kept in its block format as the one u8
+ * buffer [out, in / block * bytes] of quant_matmul (quant_take for the table); any other
+ * quantized tensor (a norm) dequantized here, at compile time, to f32 and stored in w's dtype. */
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
   const rx_gguf_tensor *t = rx_gguf_find_tensor(f, w->gg);
   if (!t)
@@ -676,12 +678,14 @@ static rx_status build_forward(gb *g, bool decode) {
   const rx_attr *tat[1] = {rx_attr_int(g->m, "axis", 0)};
   rx_var *table = g->wv[c->layers * W_PER_LAYER + G_EMBED], *rows;
   const hf_w *qe = quantized(g, table);
-  if (qe) { /* --quantize-embeddings: each id's row dequantized from the packed table */
+  if (qe) { /* --quantize-embeddings or a quantized GGUF token_embd: each id's row dequantized
+               from the packed table */
     rx_node *qa[4] = {A(g, f.ids), A(g, table), qe->qs ? A(g, g->wv[qe->qs]) : NULL,
                       qe->qz ? A(g, g->wv[qe->qz]) : NULL};
     const rx_attr *qat[2] = {rx_attr_str(g->m, "scheme", qe->qi->name),
                              rx_attr_dtype(g->m, "dtype", g->T)};
-    rows = op(g, g->T == g->R ? "embed" : NULL, "quant_take", qa, qe->qz ? 4 : 3, qat, 2);
+    int n = qe->qz ? 4 : qe->qs ? 3 : 2; /* a GGUF block format: the one buffer */
+    rows = op(g, g->T == g->R ? "embed" : NULL, "quant_take", qa, n, qat, 2);
   } else {
     rx_node *ta[2] = {A(g, table), A(g, f.ids)};
     rows = op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1);

@@ -308,8 +308,7 @@ int main(int argc, char **argv) {
     bool quick = q && *q && strcmp(q, "0");
     for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
       ppl[i] = NAN;
-      if (!quick || variants[i].quick)
-        run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
+      if (!quick || variants[i].quick) run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
     }
     for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
       if (quick && !variants[i].quick) continue;
