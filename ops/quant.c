@@ -80,31 +80,42 @@ static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
   return ok;
 }
 
+/* The scheme of an op call `opn(first, w, [s, [z]], scheme=...)`, its buffer count, and its first
+ * two arguments; NULL, reported, when the scheme, the argument count or a tensor is wrong. */
+static const rx_quant_info *quant_call(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                                       const char *first, int *nb, const rx_sinfo **a0,
+                                       const rx_sinfo **w) {
+  rx_quant_scheme sc;
+  if (!scheme_of(dc, call, opn, &sc)) return NULL;
+  const rx_quant_info *qi = rx_quant_info_of(sc);
+  *nb = rx_quant_nbuffers(sc);
+  if (call->nargs != 1 + *nb) {
+    rx_deduce_error(dc, "%s with scheme \"%s\" expects %d arguments (%s and %s), got %d", opn,
+                    qi->name, 1 + *nb, first,
+                    *nb == 1   ? "the blocks w"
+                    : *nb == 2 ? "w, s"
+                               : "w, s, z",
+                    call->nargs);
+    return NULL;
+  }
+  *a0 = rx_ops_tensor_arg(dc, call, 0, first);
+  *w = *a0 ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
+  return *w ? qi : NULL;
+}
+
 /* quant_take(ids, w, [s, [z]], scheme=..., dtype=...): the rows of W [rows, in] at ids, as
  * ids' shape + [in] of dtype (f32 or f16); in from w's columns and the scheme. */
 const rx_sinfo *rx_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
-  rx_quant_scheme sc;
-  if (!scheme_of(dc, call, "quant_take", &sc)) return NULL;
-  const rx_quant_info *qi = rx_quant_info_of(sc);
-  int nb = rx_quant_nbuffers(sc);
   const rx_attr *dt = rx_call_attr(call, "dtype");
   rx_dtype t = dt && dt->kind == RX_ATTR_DTYPE ? dt->dtype : RX_DTYPE_UNKNOWN;
   if (t != RX_DTYPE_F32 && t != RX_DTYPE_F16) {
     rx_deduce_error(dc, "quant_take expects dtype=f32 or dtype=f16");
     return NULL;
   }
-  if (call->nargs != 1 + nb) {
-    rx_deduce_error(dc, "quant_take with scheme \"%s\" expects %d arguments (ids and %s), got %d",
-                    qi->name, 1 + nb,
-                    nb == 1   ? "the blocks w"
-                    : nb == 2 ? "w, s"
-                              : "w, s, z",
-                    call->nargs);
-    return NULL;
-  }
-  const rx_sinfo *ids = rx_ops_tensor_arg(dc, call, 0, "ids");
-  const rx_sinfo *w = ids ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
-  if (!w) return NULL;
+  int nb;
+  const rx_sinfo *ids, *w;
+  const rx_quant_info *qi = quant_call(dc, call, "quant_take", "ids", &nb, &ids, &w);
+  if (!qi) return NULL;
   if ((ids->dtype != RX_DTYPE_I32 && ids->dtype != RX_DTYPE_I64) || !ids->shape || w->ndim != 2 ||
       !w->shape) {
     rx_deduce_error(dc,
@@ -136,22 +147,10 @@ const rx_sinfo *rx_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
 }
 
 const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
-  rx_quant_scheme sc;
-  if (!scheme_of(dc, call, "quant_matmul", &sc)) return NULL;
-  const rx_quant_info *qi = rx_quant_info_of(sc);
-  int nb = rx_quant_nbuffers(sc);
-  if (call->nargs != 1 + nb) {
-    rx_deduce_error(dc, "quant_matmul with scheme \"%s\" expects %d arguments (x and %s), got %d",
-                    qi->name, 1 + nb,
-                    nb == 1   ? "the blocks w"
-                    : nb == 2 ? "w, s"
-                              : "w, s, z",
-                    call->nargs);
-    return NULL;
-  }
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  const rx_sinfo *w = x ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
-  if (!w) return NULL;
+  int nb;
+  const rx_sinfo *x, *w;
+  const rx_quant_info *qi = quant_call(dc, call, "quant_matmul", "x", &nb, &x, &w);
+  if (!qi) return NULL;
   if (x->dtype != RX_DTYPE_F32 && x->dtype != RX_DTYPE_F16) {
     rx_deduce_error(dc, "quant_matmul expects x of f32 or f16, got %s", rx_ops_str(dc, x));
     return NULL;

@@ -757,13 +757,59 @@ static rx_status declare_externs(gb *g) {
   return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);
 }
 
+/* The weights by format, for llm.json (relaxc inspect prints them): [{"format": "q4f16_g32" (a
+ * quantization scheme, or the dtype of a plain weight), "tensors": N, "weights": W, "bytes": B
+ * (packed weights with their scales and zero points)}, ...], in order of first use. */
+typedef struct wformat {
+  const char *name;
+  long long tensors, weights, bytes;
+} wformat;
+
+static void weight_formats(const gb *g, rx_strbuf *out) {
+  enum { MAXF = 16 };
+  wformat f[MAXF];
+  int nf = 0;
+  for (size_t i = 0; i < g->nw; i++) {
+    const hf_w *w = &g->w[i];
+    if (!w->present || w->derived) continue;
+    long long elems = w->shape[0] * (w->ndim == 2 ? w->shape[1] : 1);
+    long long bytes = elems * (rx_dtype_bits(w->dtype) / 8);
+    const char *name = w->qi ? w->qi->name : rx_dtype_name(w->dtype);
+    size_t extra[2] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0}; /* the scales and zero points */
+    for (int k = 0; k < 2; k++)
+      if (extra[k])
+        bytes += g->w[extra[k]].shape[0] * g->w[extra[k]].shape[1] *
+                 (rx_dtype_bits(g->w[extra[k]].dtype) / 8);
+    int at = 0;
+    while (at < nf && strcmp(f[at].name, name)) at++;
+    if (at == MAXF) continue;
+    if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
+    f[at].tensors++;
+    f[at].weights += w->qi ? w->shape[0] * w->in : elems;
+    f[at].bytes += bytes;
+  }
+  rx_strbuf_append(out, "[");
+  for (int k = 0; k < nf; k++)
+    rx_strbuf_printf(out,
+                     "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
+                     "\"bytes\": %lld}",
+                     k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
+  rx_strbuf_append(out, "]");
+}
+
 /* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
  * the sections. */
 static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
   rx_strbuf tok = {0};
   rx_status s = NULL;
   if (rx_gguf_find(f, "tokenizer.ggml.model")) s = hf_gguf_tokenizer_json(f, g->c, &tok);
-  if (!s) s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, tok.data, tok.len);
+  if (!s) {
+    rx_strbuf fm = {0};
+    weight_formats(g, &fm);
+    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
+                        tok.len);
+    rx_strbuf_free(&fm);
+  }
   rx_strbuf_free(&tok);
   return s;
 }
@@ -823,7 +869,12 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   if (!s) s = build_forward(&g, false);
   if (!s) s = build_forward(&g, true);
   if (!s && gf) s = gguf_sections(&g, dir, hf_gguf_file(gf));
-  if (!s && !gf) s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, NULL, 0);
+  if (!s && !gf) {
+    rx_strbuf fm = {0};
+    weight_formats(&g, &fm);
+    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
+    rx_strbuf_free(&fm);
+  }
   free(g.w);
   if (s) return rx_status_annotate(s, "%s", dir);
   return NULL;
