@@ -338,29 +338,47 @@ static const char *gguf_element(qel *q) {
   }
 }
 
-void lz_gen_quant_matmul(lz_ctx *l) {
+/* The call's scheme and buffers into *q, and the loop nest over the output y (its variables in
+ * iv); false, reported, when the call has no scheme or y too many dims. */
+static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
   const rx_attr *a = rx_call_attr(l->call, "scheme");
   rx_quant_scheme sc;
-  if (!a || !rx_quant_lookup(a->s, &sc)) {
-    lz_fail(l, "no quantization scheme");
-    return;
+  lz_opnd *y = &l->outs[0];
+  if (!a || !rx_quant_lookup(a->s, &sc) || y->ndim > LZ_MAXR) {
+    lz_fail(l, "no quantization scheme, or more than %d dims", LZ_MAXR);
+    return false;
   }
-  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   int nb = rx_quant_nbuffers(sc);
-  qel q = {.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
-  q.s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
-  q.z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
-  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  *q = (qel){.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
+  q->s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
+  q->z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
   for (int d = 0; d < y->ndim; d++) {
     iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
     lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
     l->ind++;
   }
+  return true;
+}
+
+/* W[j, r] of q's scheme, its lets written out at the current indentation. */
+static const char *qel_element(qel *q) {
+  const char *wv = q->qi->kind == RX_QUANT_GGUF ? gguf_element(q) : own_element(q);
+  for (char *line = q->lets.data, *nl; line && *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    lz_line(q->l, "%.*s", (int)(nl - line), line);
+  }
+  return wv;
+}
+
+void lz_gen_quant_matmul(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  qel q;
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  if (!qel_open(l, &q, iv)) return;
   q.j = iv[y->ndim - 1];
   q.r = lz_loopvar(l, "r");
   for (int d = 0; d + 1 < x->ndim; d++) xi[d] = iv[d];
   xi[x->ndim - 1] = q.r;
-  const char *wv = q.qi->kind == RX_QUANT_GGUF ? gguf_element(&q) : own_element(&q);
   const char *acc = lz_fresh(l, "acc");
   lz_line(l, "alloc %s: f32[1] local", acc);
   lz_line(l, "reduce %s in 0..%s {", q.r, lz_ex(l, x->shape[x->ndim - 1]));
@@ -368,10 +386,7 @@ void lz_gen_quant_matmul(lz_ctx *l) {
   lz_line(l, "init { %s[0] = 0.0 }", acc);
   lz_line(l, "update {");
   l->ind++;
-  for (char *line = q.lets.data, *nl; line && *line; line = nl + 1) {
-    nl = strchr(line, '\n');
-    lz_line(l, "%.*s", (int)(nl - line), line);
-  }
+  const char *wv = qel_element(&q);
   lz_line(l, "%s[0] = %s[0] + %s * (%s)", acc, acc, lz_up(l, x->dtype, lz_load(l, x, xi)), wv);
   lz_close(l);
   lz_close(l);
@@ -389,36 +404,15 @@ void lz_gen_quant_matmul(lz_ctx *l) {
  *     y[i..., c] = T(W)
  *   } */
 void lz_gen_quant_take(lz_ctx *l) {
-  const rx_attr *a = rx_call_attr(l->call, "scheme");
-  rx_quant_scheme sc;
-  if (!a || !rx_quant_lookup(a->s, &sc)) {
-    lz_fail(l, "no quantization scheme");
-    return;
-  }
   lz_opnd *ids = lz_arg(l, 0), *y = &l->outs[0];
-  if (y->ndim > LZ_MAXR) {
-    lz_fail(l, "more than %d dims", LZ_MAXR);
-    return;
-  }
-  int nb = rx_quant_nbuffers(sc);
-  qel q = {.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
-  q.s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
-  q.z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
+  qel q;
   const char *iv[LZ_MAXR];
-  for (int d = 0; d < y->ndim; d++) {
-    iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
-    lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
-    l->ind++;
-  }
+  if (!qel_open(l, &q, iv)) return;
   const char *ld = lz_load(l, ids, iv);
   q.j = lz_fresh(l, "row");
   lz_line(l, "let %s: i64 = %s", q.j, ids->dtype == RX_DTYPE_I64 ? ld : lz_str(l, "i64(%s)", ld));
   q.r = iv[y->ndim - 1];
-  const char *wv = q.qi->kind == RX_QUANT_GGUF ? gguf_element(&q) : own_element(&q);
-  for (char *line = q.lets.data, *nl; line && *line; line = nl + 1) {
-    nl = strchr(line, '\n');
-    lz_line(l, "%.*s", (int)(nl - line), line);
-  }
+  const char *wv = qel_element(&q);
   lz_line(l, "%s = %s(%s)", lz_load(l, y, iv), rx_dtype_name(y->dtype), wv);
   for (int d = 0; d < y->ndim; d++) lz_close(l);
   rx_strbuf_free(&q.lets);
