@@ -11,6 +11,7 @@
  * A rope scaling other than none is refused (ARCH.rope.scaling.type). */
 #include "hf_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,7 +274,16 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
       return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.%s holds %llu entries, tokens %llu",
                             f->name, names[k], (unsigned long long)per[k]->count,
                             (unsigned long long)n);
+  if (n > (uint64_t)INT32_MAX)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: tokenizer.ggml.tokens holds %llu tokens: expected "
+                          "at most %d",
+                          f->name, (unsigned long long)n, INT32_MAX);
   for (uint64_t i = 0; i < n; i++) {
+    if (v->scores && !isfinite(rx_gguf_array_at(v->scores, i).v.f))
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.scores[%llu] is not a finite number", f->name,
+                            (unsigned long long)i);
     if (strlen(v->toks->strs[i]) != v->toks->lens[i])
       return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.tokens[%llu] holds a NUL byte",
                             f->name, (unsigned long long)i);
@@ -324,32 +334,31 @@ static int by_score(const void *a, const void *b) {
   return (x->right > y->right) - (x->right < y->right);
 }
 
-typedef struct sorted_tokens {
-  const rx_gguf_value *toks;
-  int32_t *ids; /* token ids ordered by their bytes */
-} sorted_tokens;
+/* A token's text and id, sorted by the text (then the id) to look tokens up by text. */
+typedef struct text_id {
+  const char *s;
+  size_t n;
+  int32_t id;
+} text_id;
 
 static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn) {
   int c = memcmp(a, b, an < bn ? an : bn);
   return c ? c : (an > bn) - (an < bn);
 }
 
-static const sorted_tokens *sort_ctx; /* qsort has no context argument in C11 */
-static int by_bytes(const void *a, const void *b) {
-  const rx_gguf_value *t = sort_ctx->toks;
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  int c = cmp_bytes(t->strs[x], t->lens[x], t->strs[y], t->lens[y]);
-  return c ? c : (x > y) - (x < y);
+static int by_text(const void *a, const void *b) {
+  const text_id *x = a, *y = b;
+  int c = cmp_bytes(x->s, x->n, y->s, y->n);
+  return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
-/* The id of the token s[0..n), or -1. */
-static int32_t find_token(const sorted_tokens *st, const char *s, size_t n) {
-  size_t lo = 0, hi = st->toks->count;
+/* The id of the token s[0..n) among the count sorted ones, or -1. */
+static int32_t find_token(const text_id *sorted, size_t count, const char *s, size_t n) {
+  size_t lo = 0, hi = count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    int32_t id = st->ids[mid];
-    int c = cmp_bytes(st->toks->strs[id], st->toks->lens[id], s, n);
-    if (!c) return id;
+    int c = cmp_bytes(sorted[mid].s, sorted[mid].n, s, n);
+    if (!c) return sorted[mid].id;
     if (c < 0)
       lo = mid + 1;
     else
@@ -369,31 +378,31 @@ static bool mergeable(const vocab *v, int32_t id) {
 
 /* Every split of a mergeable piece into two mergeable pieces at a character boundary, as JSON
  * pairs ordered by the piece's score (highest first), then by the ids. Two tokens with the same
- * text are refused (the tokenizer.json vocabulary maps text to one id). */
+ * text are refused (the tokenizer.json vocabulary maps text to one id). A piece longer than
+ * SPM_MAX_PIECE bytes is not split (sentencepiece's pieces are at most 16 characters by
+ * default; the bound keeps a hostile file's cost linear). */
+#define SPM_MAX_PIECE 1024
 static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf *out) {
   const rx_gguf_value *t = v->toks;
-  sorted_tokens st = {t, rx_calloc(t->count + 1, sizeof(int32_t))};
-  for (uint64_t i = 0; i < t->count; i++) st.ids[i] = (int32_t)i;
-  sort_ctx = &st;
-  qsort(st.ids, t->count, sizeof *st.ids, by_bytes);
-  sort_ctx = NULL;
+  size_t count = (size_t)t->count;
+  text_id *sorted = rx_calloc(count + 1, sizeof *sorted);
+  for (size_t i = 0; i < count; i++) sorted[i] = (text_id){t->strs[i], t->lens[i], (int32_t)i};
+  qsort(sorted, count, sizeof *sorted, by_text);
   rx_status s = NULL;
-  for (uint64_t i = 1; i < t->count && !s; i++) {
-    int32_t a = st.ids[i - 1], b = st.ids[i];
-    if (!cmp_bytes(t->strs[a], t->lens[a], t->strs[b], t->lens[b]))
+  for (size_t i = 1; i < count && !s; i++)
+    if (!cmp_bytes(sorted[i - 1].s, sorted[i - 1].n, sorted[i].s, sorted[i].n))
       s = rx_status_make(RX_ERR_INVALID,
                          "%s: tokenizer.ggml.tokens[%d] and [%d] are both '%.64s': expected "
                          "distinct tokens",
-                         f->name, (int)a, (int)b, t->strs[a]);
-  }
+                         f->name, (int)sorted[i - 1].id, (int)sorted[i].id, sorted[i].s);
   RX_VEC(spm_merge) merges = {0};
   for (uint64_t i = 0; i < t->count && !s; i++) {
     if (!mergeable(v, (int32_t)i)) continue;
     const char *p = t->strs[i];
     size_t n = t->lens[i];
-    for (size_t k = 1; k < n; k++) {
+    for (size_t k = 1; k < n && n <= SPM_MAX_PIECE; k++) {
       if (((unsigned char)p[k] & 0xC0) == 0x80) continue; /* inside a character */
-      int32_t l = find_token(&st, p, k), r = find_token(&st, p + k, n - k);
+      int32_t l = find_token(sorted, count, p, k), r = find_token(sorted, count, p + k, n - k);
       if (l < 0 || r < 0 || !mergeable(v, l) || !mergeable(v, r)) continue;
       spm_merge m = {(float)rx_gguf_array_at(v->scores, i).v.f, (int32_t)i, l, r};
       RX_VEC_PUSH(&merges, m);
@@ -412,7 +421,7 @@ static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf
     rx_strbuf_append(out, "]");
   }
   free(merges.data);
-  free(st.ids);
+  free(sorted);
   return s;
 }
 
