@@ -409,7 +409,7 @@ static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf
     }
   }
   if (!s) {
-    qsort(merges.data, merges.len, sizeof *merges.data, by_score);
+    if (merges.len) qsort(merges.data, merges.len, sizeof *merges.data, by_score);
     rx_strbuf_append(out, "[");
     for (size_t i = 0; i < merges.len; i++) {
       rx_strbuf_append(out, i ? ", [" : "[");
