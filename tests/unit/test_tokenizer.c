@@ -184,18 +184,26 @@ static void check_kind(const char *dir, const char *kind, const cJSON *spec, con
   rx_tokenizer_free(tok);
 }
 
-static void fixtures(const char *tests_dir) {
-  char dir[1024], path[1100];
-  snprintf(dir, sizeof dir, "%s/llm/tokenizers", tests_dir);
+/* dir/cases.json parsed, or NULL (a failed check). */
+static cJSON *read_cases(const char *dir) {
+  char path[1100];
   snprintf(path, sizeof path, "%s/cases.json", dir);
-  char *text;
+  char *text = NULL;
   size_t len;
   rx_status s = rx_read_file(path, &text, &len);
   CHECK(!s, "%s", s ? rx_status_message(s) : "");
   rx_status_free(s);
-  if (!text) return;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  CHECK(root != NULL, "%s: malformed", path);
+  cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+  CHECK(!text || root != NULL, "%s: malformed", path);
+  free(text);
+  return root;
+}
+
+static void fixtures(const char *tests_dir) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/llm/tokenizers", tests_dir);
+  cJSON *root = read_cases(dir);
+  if (!root) return;
   const cJSON *kinds = cJSON_GetObjectItem(root, "kinds"), *k;
   const cJSON *texts = cJSON_GetObjectItem(root, "texts_hex");
   int n = 0;
@@ -207,7 +215,6 @@ static void fixtures(const char *tests_dir) {
   printf("fixtures: %d tokenizers x %d texts from tokenizers %s\n", n, cJSON_GetArraySize(texts),
          cJSON_GetObjectItem(root, "tokenizers_version")->valuestring);
   cJSON_Delete(root);
-  free(text);
 }
 
 /* ---- GGUF tokenizers ---- */
@@ -270,26 +277,18 @@ static void gguf_refused(const char *dir, const char *file, const char *want) {
 }
 
 static void gguf_fixtures(const char *tests_dir) {
-  char dir[1024], path[1100];
+  char dir[1024];
   snprintf(dir, sizeof dir, "%s/gguf/tokenizers", tests_dir);
-  snprintf(path, sizeof path, "%s/cases.json", dir);
-  char *text;
-  size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
-  CHECK(!s, "%s", s ? rx_status_message(s) : "");
-  rx_status_free(s);
-  if (!text) return;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  CHECK(root != NULL, "%s: malformed", path);
+  cJSON *root = read_cases(dir);
+  if (!root) return;
   const cJSON *files = cJSON_GetObjectItem(root, "files"), *f;
   int n = 0;
   cJSON_ArrayForEach(f, files) {
     check_gguf(dir, f->string, f, cJSON_GetObjectItem(root, "texts_hex"));
     n++;
   }
-  CHECK(n == 3, "%s has %d files, expected 3", path, n);
+  CHECK(n == 3, "%s/cases.json has %d files, expected 3", dir, n);
   cJSON_Delete(root);
-  free(text);
   gguf_refused(dir, "bad-pre.gguf",
                "tokenizer.ggml.pre 'falcon' is not supported (supported: default, gpt-2, llama3");
   gguf_refused(dir, "bad-scores.gguf", "tokenizer.ggml.scores");
