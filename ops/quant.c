@@ -28,12 +28,13 @@
 
 /* ---- deduction ---- */
 
-static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, rx_quant_scheme *out) {
+static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                      rx_quant_scheme *out) {
   const rx_attr *a = rx_call_attr(call, "scheme");
   if (a && a->kind == RX_ATTR_STR && rx_quant_lookup(a->s, out)) return true;
   rx_strbuf names = {0};
   rx_quant_names(&names);
-  rx_deduce_error(dc, "quant_matmul expects scheme= one of %s, got %s%s%s", names.data,
+  rx_deduce_error(dc, "%s expects scheme= one of %s, got %s%s%s", opn, names.data,
                   a && a->kind == RX_ATTR_STR ? "\"" : "",
                   a && a->kind == RX_ATTR_STR ? a->s : "none",
                   a && a->kind == RX_ATTR_STR ? "\"" : "");
@@ -42,37 +43,114 @@ static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, rx_quant_scheme *o
 }
 
 /* Argument i is a 2-D tensor of dtype dt with dims [rows, cols]; reports otherwise. */
-static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const char *what, rx_dtype dt,
-                       const rx_expr *rows, const rx_expr *cols) {
+static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, int i,
+                       const char *what, rx_dtype dt, const rx_expr *rows, const rx_expr *cols) {
   const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, what);
   if (!s) return false;
   if (s->dtype != dt || s->ndim != 2 || !s->shape ||
       rx_ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
       rx_ops_dim_eq(dc, s->shape[1], cols) != RX_TRUE) {
-    rx_deduce_error(dc, "quant_matmul expects %s of %s[%s, %s], got %s", what, rx_dtype_name(dt),
+    rx_deduce_error(dc, "%s expects %s of %s[%s, %s], got %s", opn, what, rx_dtype_name(dt),
                     rx_ops_expr_str(dc, rows), rx_ops_expr_str(dc, cols), rx_ops_str(dc, s));
     return false;
   }
   return true;
 }
 
-const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+/* The buffers of W [out, in] (arguments 1 to nb) as scheme qi lays them out; reports otherwise. */
+static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                    const rx_quant_info *qi, int nb, const rx_expr *out, const rx_expr *in) {
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *blocks = rx_expr_floordiv(cx, in, rx_expr_const(cx, qi->block));
+  bool ok;
+  switch (qi->kind) {
+  case RX_QUANT_GGUF:
+    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
+                    rx_expr_mul(cx, blocks, rx_expr_const(cx, qi->block_bytes)));
+    break;
+  case RX_QUANT_INT8:
+    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_I8, out, in);
+    break;
+  default:
+    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
+                    rx_expr_floordiv(cx, in, rx_expr_const(cx, 2)));
+  }
+  if (ok && nb >= 2) ok = buffer_arg(dc, call, opn, 2, "s", RX_DTYPE_F16, out, blocks);
+  if (ok && nb >= 3) ok = buffer_arg(dc, call, opn, 3, "z", RX_DTYPE_U8, out, blocks);
+  return ok;
+}
+
+/* The scheme of an op call `opn(first, w, [s, [z]], scheme=...)`, its buffer count, and its first
+ * two arguments; NULL, reported, when the scheme, the argument count or a tensor is wrong. */
+static const rx_quant_info *quant_call(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                                       const char *first, int *nb, const rx_sinfo **a0,
+                                       const rx_sinfo **w) {
   rx_quant_scheme sc;
-  if (!scheme_of(dc, call, &sc)) return NULL;
+  if (!scheme_of(dc, call, opn, &sc)) return NULL;
   const rx_quant_info *qi = rx_quant_info_of(sc);
-  int nb = rx_quant_nbuffers(sc);
-  if (call->nargs != 1 + nb) {
-    rx_deduce_error(dc, "quant_matmul with scheme \"%s\" expects %d arguments (x and %s), got %d",
-                    qi->name, 1 + nb,
-                    nb == 1   ? "the blocks w"
-                    : nb == 2 ? "w, s"
-                              : "w, s, z",
+  *nb = rx_quant_nbuffers(sc);
+  if (call->nargs != 1 + *nb) {
+    rx_deduce_error(dc, "%s with scheme \"%s\" expects %d arguments (%s and %s), got %d", opn,
+                    qi->name, 1 + *nb, first,
+                    *nb == 1   ? "the blocks w"
+                    : *nb == 2 ? "w, s"
+                               : "w, s, z",
                     call->nargs);
     return NULL;
   }
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  const rx_sinfo *w = x ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
-  if (!w) return NULL;
+  *a0 = rx_ops_tensor_arg(dc, call, 0, first);
+  *w = *a0 ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
+  return *w ? qi : NULL;
+}
+
+/* quant_take(ids, w, [s, [z]], scheme=..., dtype=...): the rows of W [rows, in] at ids, as
+ * ids' shape + [in] of dtype (f32 or f16); in from w's columns and the scheme. */
+const rx_sinfo *rx_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_attr *dt = rx_call_attr(call, "dtype");
+  rx_dtype t = dt && dt->kind == RX_ATTR_DTYPE ? dt->dtype : RX_DTYPE_UNKNOWN;
+  if (t != RX_DTYPE_F32 && t != RX_DTYPE_F16) {
+    rx_deduce_error(dc, "quant_take expects dtype=f32 or dtype=f16");
+    return NULL;
+  }
+  int nb;
+  const rx_sinfo *ids, *w;
+  const rx_quant_info *qi = quant_call(dc, call, "quant_take", "ids", &nb, &ids, &w);
+  if (!qi) return NULL;
+  if ((ids->dtype != RX_DTYPE_I32 && ids->dtype != RX_DTYPE_I64) || !ids->shape || w->ndim != 2 ||
+      !w->shape) {
+    rx_deduce_error(dc,
+                    "quant_take expects ids of i32 or i64 with a known shape and w [rows, ...], "
+                    "got %s and %s",
+                    rx_ops_str(dc, ids), rx_ops_str(dc, w));
+    return NULL;
+  }
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *cols = w->shape[1],
+                *unit = rx_expr_const(cx, qi->kind == RX_QUANT_GGUF ? qi->block_bytes : 1);
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, cols, unit),
+                                   rx_expr_const(cx, 0))) != RX_TRUE) {
+    rx_deduce_error(dc,
+                    "quant_take with scheme \"%s\" needs w's columns (%s) a provable multiple "
+                    "of %d",
+                    qi->name, rx_ops_expr_str(dc, cols), qi->block_bytes);
+    return NULL;
+  }
+  const rx_expr *in = qi->kind == RX_QUANT_GGUF ? rx_expr_mul(cx, rx_expr_floordiv(cx, cols, unit),
+                                                              rx_expr_const(cx, qi->block))
+                      : qi->kind == RX_QUANT_INT8 ? cols
+                                                  : rx_expr_mul(cx, cols, rx_expr_const(cx, 2));
+  if (!buffers(dc, call, "quant_take", qi, nb, w->shape[0], in)) return NULL;
+  const rx_expr **dims = rx_ops_dims(dc, ids->ndim + 1);
+  for (int i = 0; i < ids->ndim; i++) dims[i] = ids->shape[i];
+  dims[ids->ndim] = in;
+  return rx_ops_tensor(dc, t, ids->ndim + 1, dims);
+}
+
+const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+  int nb;
+  const rx_sinfo *x, *w;
+  const rx_quant_info *qi = quant_call(dc, call, "quant_matmul", "x", &nb, &x, &w);
+  if (!qi) return NULL;
   if (x->dtype != RX_DTYPE_F32 && x->dtype != RX_DTYPE_F16) {
     rx_deduce_error(dc, "quant_matmul expects x of f32 or f16, got %s", rx_ops_str(dc, x));
     return NULL;
@@ -86,7 +164,6 @@ const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
   }
   rx_expr_ctx *cx = rx_ops_ctx(dc);
   const rx_expr *in = x->shape[x->ndim - 1], *out = w->shape[0];
-  const rx_expr *blocks = rx_expr_floordiv(cx, in, rx_expr_const(cx, qi->block));
   if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ,
                                    rx_expr_floormod(cx, in, rx_expr_const(cx, qi->block)),
                                    rx_expr_const(cx, 0))) != RX_TRUE) {
@@ -94,22 +171,7 @@ const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
                     qi->name, rx_ops_expr_str(dc, in), qi->block);
     return NULL;
   }
-  bool ok;
-  switch (qi->kind) {
-  case RX_QUANT_GGUF:
-    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_U8, out,
-                    rx_expr_mul(cx, blocks, rx_expr_const(cx, qi->block_bytes)));
-    break;
-  case RX_QUANT_INT8:
-    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_I8, out, in);
-    break;
-  default:
-    ok = buffer_arg(dc, call, 1, "w", RX_DTYPE_U8, out,
-                    rx_expr_floordiv(cx, in, rx_expr_const(cx, 2)));
-  }
-  if (ok && nb >= 2) ok = buffer_arg(dc, call, 2, "s", RX_DTYPE_F16, out, blocks);
-  if (ok && nb >= 3) ok = buffer_arg(dc, call, 3, "z", RX_DTYPE_U8, out, blocks);
-  if (!ok) return NULL;
+  if (!buffers(dc, call, "quant_matmul", qi, nb, out, in)) return NULL;
   const rx_expr **dims = rx_ops_dims(dc, x->ndim);
   for (int i = 0; i + 1 < x->ndim; i++) dims[i] = x->shape[i];
   dims[x->ndim - 1] = out;
@@ -276,29 +338,47 @@ static const char *gguf_element(qel *q) {
   }
 }
 
-void lz_gen_quant_matmul(lz_ctx *l) {
+/* The call's scheme and buffers into *q, and the loop nest over the output y (its variables in
+ * iv); false, reported, when the call has no scheme or y too many dims. */
+static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
   const rx_attr *a = rx_call_attr(l->call, "scheme");
   rx_quant_scheme sc;
-  if (!a || !rx_quant_lookup(a->s, &sc)) {
-    lz_fail(l, "no quantization scheme");
-    return;
+  lz_opnd *y = &l->outs[0];
+  if (!a || !rx_quant_lookup(a->s, &sc) || y->ndim > LZ_MAXR) {
+    lz_fail(l, "no quantization scheme, or more than %d dims", LZ_MAXR);
+    return false;
   }
-  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   int nb = rx_quant_nbuffers(sc);
-  qel q = {.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
-  q.s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
-  q.z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
-  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  *q = (qel){.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
+  q->s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
+  q->z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
   for (int d = 0; d < y->ndim; d++) {
     iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
     lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
     l->ind++;
   }
+  return true;
+}
+
+/* W[j, r] of q's scheme, its lets written out at the current indentation. */
+static const char *qel_element(qel *q) {
+  const char *wv = q->qi->kind == RX_QUANT_GGUF ? gguf_element(q) : own_element(q);
+  for (char *line = q->lets.data, *nl; line && *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    lz_line(q->l, "%.*s", (int)(nl - line), line);
+  }
+  return wv;
+}
+
+void lz_gen_quant_matmul(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  qel q;
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  if (!qel_open(l, &q, iv)) return;
   q.j = iv[y->ndim - 1];
   q.r = lz_loopvar(l, "r");
   for (int d = 0; d + 1 < x->ndim; d++) xi[d] = iv[d];
   xi[x->ndim - 1] = q.r;
-  const char *wv = q.qi->kind == RX_QUANT_GGUF ? gguf_element(&q) : own_element(&q);
   const char *acc = lz_fresh(l, "acc");
   lz_line(l, "alloc %s: f32[1] local", acc);
   lz_line(l, "reduce %s in 0..%s {", q.r, lz_ex(l, x->shape[x->ndim - 1]));
@@ -306,14 +386,34 @@ void lz_gen_quant_matmul(lz_ctx *l) {
   lz_line(l, "init { %s[0] = 0.0 }", acc);
   lz_line(l, "update {");
   l->ind++;
-  for (char *line = q.lets.data, *nl; line && *line; line = nl + 1) {
-    nl = strchr(line, '\n');
-    lz_line(l, "%.*s", (int)(nl - line), line);
-  }
+  const char *wv = qel_element(&q);
   lz_line(l, "%s[0] = %s[0] + %s * (%s)", acc, acc, lz_up(l, x->dtype, lz_load(l, x, xi)), wv);
   lz_close(l);
   lz_close(l);
   lz_line(l, "%s = %s(%s[0])", lz_load(l, y, iv), rx_dtype_name(y->dtype), acc);
+  for (int d = 0; d < y->ndim; d++) lz_close(l);
+  rx_strbuf_free(&q.lets);
+}
+
+/* quant_take: per id and column c, W[id, c] dequantized as quant_matmul's element (ids are rows,
+ * 0 <= id < rows, not checked at run time: token ids of an embedding table):
+ *
+ *   for i..., c in 0..in {
+ *     let row: i64 = i64(ids[i...])
+ *     let ... (the element's bytes, nibbles, scale)
+ *     y[i..., c] = T(W)
+ *   } */
+void lz_gen_quant_take(lz_ctx *l) {
+  lz_opnd *ids = lz_arg(l, 0), *y = &l->outs[0];
+  qel q;
+  const char *iv[LZ_MAXR];
+  if (!qel_open(l, &q, iv)) return;
+  const char *ld = lz_load(l, ids, iv);
+  q.j = lz_fresh(l, "row");
+  lz_line(l, "let %s: i64 = %s", q.j, ids->dtype == RX_DTYPE_I64 ? ld : lz_str(l, "i64(%s)", ld));
+  q.r = iv[y->ndim - 1];
+  const char *wv = qel_element(&q);
+  lz_line(l, "%s = %s(%s)", lz_load(l, y, iv), rx_dtype_name(y->dtype), wv);
   for (int d = 0; d < y->ndim; d++) lz_close(l);
   rx_strbuf_free(&q.lets);
 }

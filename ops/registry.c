@@ -67,6 +67,10 @@ static const rx_attr_schema attrs_quant_matmul[] = {
     {"scheme", RX_ATTR_STR, true,
      "the weight's quantization scheme (base/quant.h): q4f16_g32, Q4_0, ..."},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_quant_take[] = {
+    {"scheme", RX_ATTR_STR, true, "the table's quantization scheme, as quant_matmul's"},
+    {"dtype", RX_ATTR_DTYPE, true, "the result dtype: f32 or f16"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_clip[] = {{"min", RX_ATTR_FLOAT, true, "lower bound"},
                                             {"max", RX_ATTR_FLOAT, true, "upper bound"},
                                             {NULL, 0, false, NULL}};

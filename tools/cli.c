@@ -283,6 +283,10 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
     o->no_weights = true;
     return 0;
   }
+  if (!strcmp(f, "--quantize-embeddings")) {
+    o->quantize_embeddings = true;
+    return 0;
+  }
   if (!strcmp(f, "--quantize")) { /* the scheme is checked by the importer (rx_hf_import) */
     o->quantize = v;
     return 0;

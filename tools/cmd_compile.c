@@ -190,7 +190,8 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--dispatch") || !strcmp(f, "--dispatch-min-rows")) {
       if (dispatch_flag(&it, &dispatch, &min_rows)) return 2;
     } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
-               !strcmp(f, "--no-weights") || !strcmp(f, "--quantize")) {
+               !strcmp(f, "--no-weights") || !strcmp(f, "--quantize") ||
+               !strcmp(f, "--quantize-embeddings")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
@@ -228,7 +229,9 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
   if (!text) return 1;
   bool onnx = !hf && rx_cli_is_onnx(file, text, len);
-  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize) && !hf) {
+  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||
+       hfo.quantize_embeddings) &&
+      !hf) {
     free(text);
     return rx_cli_usage_error(cmd,
                               "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize "

@@ -74,7 +74,7 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
       list = true;
     } else if (!strcmp(it.flag, "--dtype") || !strcmp(it.flag, "--max-seq-len") ||
                !strcmp(it.flag, "--max-batch") || !strcmp(it.flag, "--no-weights") ||
-               !strcmp(it.flag, "--quantize")) {
+               !strcmp(it.flag, "--quantize") || !strcmp(it.flag, "--quantize-embeddings")) {
       int rc = rx_cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
@@ -102,7 +102,8 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
       return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
     return import_hf(in, out, &hfo);
   }
-  if (hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize)
+  if (hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||
+      hfo.quantize_embeddings)
     return rx_cli_usage_error(
         cmd,
         "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize are for a Hugging Face "

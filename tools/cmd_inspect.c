@@ -1,9 +1,10 @@
 /* relaxc inspect MODEL.rxm [--code] [--extract DIR]: what an artifact holds, without a device: its
  * functions with their signatures (the checks of the host program, the result from the manifest),
  * facts and planned memory, the weights (count and bytes per dtype, the section or side file they
- * live in, the parameters they bind), for an LLM its KV cache bytes per token and the activations
- * planned for prefill and decode, the kernel launches of one call of each function (of a prefill
- * forward and a decode step), the kernels per target (programs and their kernel
+ * live in, the parameters they bind), for an LLM its weights per format (quantization scheme or
+ * dtype: tensors, weights, bytes with scales, bits per weight), its KV cache bytes per token and
+ * the activations planned for prefill and decode, the kernel launches of one call of each function
+ * (of a prefill forward and a decode step), the kernels per target (programs and their kernel
  * variants, each with the schedule rule that made it and its condition), and the sections with
  * their sizes; --code adds the host program's disassembly. --extract DIR writes every section as
  * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
@@ -229,6 +230,15 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
       if (launches.len) printf("    per %s: %s\n", per[i], launches.data);
       rx_strbuf_free(&launches);
     }
+  }
+  const cJSON *e; /* the weights by format: a quantization scheme or a plain dtype */
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "weight_formats")) {
+    double nt = 0, nw = 0, nb = 0;
+    const char *fmt = jstr(e, "format");
+    if (fmt && jnum(e, "tensors", &nt) && jnum(e, "weights", &nw) && jnum(e, "bytes", &nb) &&
+        nw > 0)
+      printf("  weights in %s: %.0f tensors, %.0f weights, %.0f bytes (%.3g bits per weight)\n",
+             fmt, nt, nw, nb, 8 * nb / nw);
   }
   cJSON_Delete(j);
 }

@@ -74,7 +74,16 @@ static const rx_cli_flag codegen_flags[] = {
         "q8f16_g128 (docs/ops.md, Quantized weights); default: none",                              \
         NULL                                                                                       \
   }
-#define HF_FLAGS HF_FLAG_DTYPE, HF_FLAG_LEN, HF_FLAG_BATCH, HF_FLAG_NO_WEIGHTS, HF_FLAG_QUANTIZE
+#define HF_FLAG_QUANTIZE_EMB                                                                       \
+  {                                                                                                \
+    "--quantize-embeddings", NULL, NULL,                                                           \
+        "with --quantize: the embedding table (dequantized per token by quant_take) and the "      \
+        "output layer in the same scheme; default: both in the compute dtype",                     \
+        NULL                                                                                       \
+  }
+#define HF_FLAGS                                                                                   \
+  HF_FLAG_DTYPE, HF_FLAG_LEN, HF_FLAG_BATCH, HF_FLAG_NO_WEIGHTS, HF_FLAG_QUANTIZE,                 \
+      HF_FLAG_QUANTIZE_EMB
 
 static const rx_cli_flag compile_flags[] = {
     {"--target", NULL, "T[,T...]",

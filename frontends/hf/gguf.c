@@ -11,6 +11,7 @@
  * A rope scaling other than none is refused (ARCH.rope.scaling.type). */
 #include "hf_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +168,62 @@ rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out) {
 
 const rx_gguf_file *hf_gguf_file(const hf_gguf *g) { return &g->f; }
 
-/* ---- the tokenizer ---- */
+/* ---- the tokenizer ----
+ * tokenizer.ggml.model "gpt2": byte-level BPE with the file's merges; tokenizer.ggml.pre names
+ * the pre-tokenizer (PRE_KINDS: the regex runtime/llm implements for it). "llama": SentencePiece
+ * BPE (tokens with scores) as Hugging Face's LlamaConverter rewrites it: merges made from the
+ * vocabulary (every split of a piece into two pieces, ordered by the merged piece's score,
+ * highest first), byte_fallback, and its "legacy" normalizer: "▁" for a space, and one prepended
+ * to the text when tokenizer.ggml.add_space_prefix (default true) (as sentencepiece does, even
+ * before a space, and as llama.cpp does, again after each special token in the text); the
+ * decoder back.
+ * SentencePiece merges the adjacent pair whose merged piece scores highest; ranking the merges by
+ * that score makes the BPE of runtime/llm take the same pairs (tests/gguf/tokenizers/). */
 static const char *const byte_level =
     "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
     "\"use_regex\": true}";
+
+/* The Split regexes of Llama 3's and Qwen2's tokenizer.json (runtime/llm/tok_encode.c knows
+ * them by these exact patterns). */
+static const char *const LLAMA3_REGEX =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const QWEN2_REGEX =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The tokenizer.ggml.pre values of a byte-level BPE that relaxc reads, as llama.cpp's
+ * llama-vocab.cpp groups them: the Split regex before ByteLevel (NULL: GPT-2's, inside
+ * ByteLevel), whether merges are skipped for a whole word in the vocabulary, the default of
+ * add_bos_token, and the normalizer of the Hugging Face file the group comes from. */
+static const struct pre_kind {
+  const char *name, *regex;
+  bool ignore_merges, add_bos, nfc;
+} PRE_KINDS[] = {
+    {"default", NULL, false, false, false},
+    {"gpt-2", NULL, false, false, false},
+    {"llama3", LLAMA3_REGEX, true, true, false},
+    {"llama-v3", LLAMA3_REGEX, true, true, false},
+    {"llama-bpe", LLAMA3_REGEX, true, true, false},
+    {"falcon3", LLAMA3_REGEX, true, true, false},
+    {"qwen2", QWEN2_REGEX, false, false, true},
+    {"deepseek-r1-qwen", QWEN2_REGEX, false, false, true},
+};
+
+/* llama.cpp's token types */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* A boolean key, or def when absent. */
+static rx_status get_bool(const rx_gguf_file *f, const char *key, bool def, bool *out) {
+  const rx_gguf_kv *kv = rx_gguf_find(f, key);
+  *out = def;
+  if (!kv) return NULL;
+  if (kv->value.type != RX_GGUF_V_BOOL)
+    return rx_status_make(RX_ERR_INVALID, "%s: %s is a %s: expected bool", f->name, key,
+                          rx_gguf_vtype_name(kv->value.type));
+  *out = kv->value.v.u != 0;
+  return NULL;
+}
 
 /* tokenizer.ggml.merges ("a b" strings, ranked by order) into out as a JSON list */
 static rx_status put_merges(const rx_gguf_file *f, rx_strbuf *out) {
@@ -190,116 +243,348 @@ static rx_status put_merges(const rx_gguf_file *f, rx_strbuf *out) {
   return NULL;
 }
 
-/* The vocabulary ({"token": id}) and the control tokens as added special tokens. */
-static rx_status put_vocab(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *vocab,
-                           rx_strbuf *added) {
-  const rx_gguf_value *toks, *types = NULL;
-  RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &toks));
-  if (toks->count != (uint64_t)c->vocab)
+/* The tokens, their types (NULL: all normal) and, for SentencePiece, their scores. */
+typedef struct vocab {
+  const rx_gguf_value *toks, *types, *scores;
+} vocab;
+
+static int64_t token_type(const vocab *v, uint64_t i) {
+  return v->types ? rx_gguf_array_at(v->types, i).v.i : TT_NORMAL;
+}
+
+static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool spm, vocab *v) {
+  memset(v, 0, sizeof *v);
+  RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &v->toks));
+  uint64_t n = v->toks->count;
+  if (n != (uint64_t)c->vocab)
     return rx_status_make(RX_ERR_INVALID,
                           "%s: tokenizer.ggml.tokens holds %llu tokens, the model's vocabulary "
                           "%lld",
-                          f->name, (unsigned long long)toks->count, (long long)c->vocab);
-  if (rx_gguf_find(f, "tokenizer.ggml.token_type")) {
-    RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &types));
-    if (types->count != toks->count)
-      return rx_status_make(
-          RX_ERR_INVALID, "%s: tokenizer.ggml.token_type holds %llu entries, tokens %llu", f->name,
-          (unsigned long long)types->count, (unsigned long long)toks->count);
-  }
-  rx_strbuf_append(vocab, "{");
-  rx_strbuf_append(added, "[");
-  for (uint64_t i = 0, na = 0; i < toks->count; i++) {
-    if (strlen(toks->strs[i]) != toks->lens[i])
+                          f->name, (unsigned long long)n, (long long)c->vocab);
+  if (rx_gguf_find(f, "tokenizer.ggml.token_type"))
+    RX_RETURN_IF_ERROR(
+        rx_gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &v->types));
+  if (spm)
+    RX_RETURN_IF_ERROR(
+        rx_gguf_get_array(f, "tokenizer.ggml.scores", RX_GGUF_V_FLOAT32, &v->scores));
+  const rx_gguf_value *per[] = {v->types, v->scores};
+  const char *names[] = {"token_type", "scores"};
+  for (int k = 0; k < 2; k++)
+    if (per[k] && per[k]->count != n)
+      return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.%s holds %llu entries, tokens %llu",
+                            f->name, names[k], (unsigned long long)per[k]->count,
+                            (unsigned long long)n);
+  if (n > (uint64_t)INT32_MAX)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: tokenizer.ggml.tokens holds %llu tokens: expected "
+                          "at most %d",
+                          f->name, (unsigned long long)n, INT32_MAX);
+  for (uint64_t i = 0; i < n; i++) {
+    if (v->scores && !isfinite(rx_gguf_array_at(v->scores, i).v.f))
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.scores[%llu] is not a finite number", f->name,
+                            (unsigned long long)i);
+    if (strlen(v->toks->strs[i]) != v->toks->lens[i])
       return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.tokens[%llu] holds a NUL byte",
                             f->name, (unsigned long long)i);
-    rx_strbuf_append(vocab, i ? ", " : "");
-    rx_strbuf_json_string(vocab, toks->strs[i]);
-    rx_strbuf_printf(vocab, ": %llu", (unsigned long long)i);
-    /* llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user defined, 5 unused, 6 byte */
-    int64_t ty = types ? rx_gguf_array_at(types, i).v.i : 1;
-    if (ty != 3 && ty != 4) continue;
+    int64_t ty = token_type(v, i);
+    if (ty < TT_NORMAL || ty > TT_BYTE)
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.token_type[%llu] is %lld: expected 1 (normal) to "
+                            "6 (byte)",
+                            f->name, (unsigned long long)i, (long long)ty);
+  }
+  return NULL;
+}
+
+/* The vocabulary ({"token": id}) and the added tokens: control (and, for SentencePiece, the
+ * unknown token) special, user-defined not. */
+static void put_vocab(const vocab *v, bool spm, rx_strbuf *vocab_out, rx_strbuf *added) {
+  rx_strbuf_append(vocab_out, "{");
+  rx_strbuf_append(added, "[");
+  for (uint64_t i = 0, na = 0; i < v->toks->count; i++) {
+    rx_strbuf_append(vocab_out, i ? ", " : "");
+    rx_strbuf_json_string(vocab_out, v->toks->strs[i]);
+    rx_strbuf_printf(vocab_out, ": %llu", (unsigned long long)i);
+    int64_t ty = token_type(v, i);
+    if (ty != TT_CONTROL && ty != TT_USER && !(spm && ty == TT_UNKNOWN)) continue;
     rx_strbuf_printf(added, "%s{\"id\": %llu, \"content\": ", na++ ? ", " : "",
                      (unsigned long long)i);
-    rx_strbuf_json_string(added, toks->strs[i]);
+    rx_strbuf_json_string(added, v->toks->strs[i]);
     rx_strbuf_printf(added,
                      ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
                      "\"normalized\": false, \"special\": %s}",
-                     ty == 3 ? "true" : "false");
+                     ty == TT_USER ? "false" : "true");
   }
-  rx_strbuf_append(vocab, "}");
+  rx_strbuf_append(vocab_out, "}");
   rx_strbuf_append(added, "]");
-  return NULL;
 }
 
-/* The post-processor: the BOS token before the text when tokenizer.ggml.add_bos_token is true;
- * absent, none (llama.cpp's default for a byte-level BPE vocabulary). */
-static rx_status put_post(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out) {
-  const rx_gguf_kv *kv = rx_gguf_find(f, "tokenizer.ggml.add_bos_token");
-  if (kv && kv->value.type != RX_GGUF_V_BOOL)
-    return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.add_bos_token is a %s: expected bool",
-                          f->name, rx_gguf_vtype_name(kv->value.type));
-  if (!kv || !kv->value.v.u || c->bos < 0) {
+/* ---- SentencePiece merges ---- */
+typedef struct spm_merge {
+  float score;
+  int32_t piece, left, right;
+} spm_merge;
+
+static int by_score(const void *a, const void *b) {
+  const spm_merge *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  if (x->piece != y->piece) return x->piece < y->piece ? -1 : 1;
+  if (x->left != y->left) return x->left < y->left ? -1 : 1;
+  return (x->right > y->right) - (x->right < y->right);
+}
+
+/* A token's text and id, sorted by the text (then the id) to look tokens up by text. */
+typedef struct text_id {
+  const char *s;
+  size_t n;
+  int32_t id;
+} text_id;
+
+static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  return c ? c : (an > bn) - (an < bn);
+}
+
+static int by_text(const void *a, const void *b) {
+  const text_id *x = a, *y = b;
+  int c = cmp_bytes(x->s, x->n, y->s, y->n);
+  return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* The id of the token s[0..n) among the count sorted ones, or -1. */
+static int32_t find_token(const text_id *sorted, size_t count, const char *s, size_t n) {
+  size_t lo = 0, hi = count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = cmp_bytes(sorted[mid].s, sorted[mid].n, s, n);
+    if (!c) return sorted[mid].id;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
+/* A piece SentencePiece's BPE can make by a merge and merge further: normal and user-defined
+ * (control, unknown and byte tokens are never the result of a merge; unused ones are treated as
+ * absent). */
+static bool mergeable(const vocab *v, int32_t id) {
+  if (id < 0) return false;
+  int64_t ty = token_type(v, (uint64_t)id);
+  return ty == TT_NORMAL || ty == TT_USER;
+}
+
+/* Every split of a mergeable piece into two mergeable pieces at a character boundary, as JSON
+ * pairs ordered by the piece's score (highest first), then by the ids. Two tokens with the same
+ * text are refused (the tokenizer.json vocabulary maps text to one id). A piece longer than
+ * SPM_MAX_PIECE bytes is not split (sentencepiece's pieces are at most 16 characters by
+ * default; the bound keeps a hostile file's cost linear). */
+#define SPM_MAX_PIECE 1024
+static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf *out) {
+  const rx_gguf_value *t = v->toks;
+  size_t count = (size_t)t->count;
+  text_id *sorted = rx_calloc(count + 1, sizeof *sorted);
+  for (size_t i = 0; i < count; i++) sorted[i] = (text_id){t->strs[i], t->lens[i], (int32_t)i};
+  qsort(sorted, count, sizeof *sorted, by_text);
+  rx_status s = NULL;
+  for (size_t i = 1; i < count && !s; i++)
+    if (!cmp_bytes(sorted[i - 1].s, sorted[i - 1].n, sorted[i].s, sorted[i].n))
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: tokenizer.ggml.tokens[%d] and [%d] are both '%.64s': expected "
+                         "distinct tokens",
+                         f->name, (int)sorted[i - 1].id, (int)sorted[i].id, sorted[i].s);
+  RX_VEC(spm_merge) merges = {0};
+  for (uint64_t i = 0; i < t->count && !s; i++) {
+    if (!mergeable(v, (int32_t)i)) continue;
+    const char *p = t->strs[i];
+    size_t n = t->lens[i];
+    for (size_t k = 1; k < n && n <= SPM_MAX_PIECE; k++) {
+      if (((unsigned char)p[k] & 0xC0) == 0x80) continue; /* inside a character */
+      int32_t l = find_token(sorted, count, p, k), r = find_token(sorted, count, p + k, n - k);
+      if (l < 0 || r < 0 || !mergeable(v, l) || !mergeable(v, r)) continue;
+      spm_merge m = {(float)rx_gguf_array_at(v->scores, i).v.f, (int32_t)i, l, r};
+      RX_VEC_PUSH(&merges, m);
+    }
+  }
+  if (!s) {
+    if (merges.len) qsort(merges.data, merges.len, sizeof *merges.data, by_score);
+    rx_strbuf_append(out, "[");
+    for (size_t i = 0; i < merges.len; i++) {
+      rx_strbuf_append(out, i ? ", [" : "[");
+      rx_strbuf_json_string(out, t->strs[merges.data[i].left]);
+      rx_strbuf_append(out, ", ");
+      rx_strbuf_json_string(out, t->strs[merges.data[i].right]);
+      rx_strbuf_append(out, "]");
+    }
+    rx_strbuf_append(out, "]");
+  }
+  free(merges.data);
+  free(sorted);
+  return s;
+}
+
+/* ---- the post-processor ---- */
+static void put_special(rx_strbuf *out, const char *tok, int64_t id) {
+  rx_strbuf_json_string(out, tok);
+  rx_strbuf_append(out, ": {\"id\": ");
+  rx_strbuf_json_string(out, tok);
+  rx_strbuf_printf(out, ", \"ids\": [%lld], \"tokens\": [", (long long)id);
+  rx_strbuf_json_string(out, tok);
+  rx_strbuf_append(out, "]}");
+}
+
+/* The BOS token before the text when tokenizer.ggml.add_bos_token (default add_bos), the EOS
+ * token after it when tokenizer.ggml.add_eos_token (default false); null when neither. */
+static rx_status put_post(const rx_gguf_file *f, const rx_hf_config *c, const vocab *v,
+                          bool add_bos, rx_strbuf *out) {
+  bool add_eos;
+  RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.add_bos_token", add_bos, &add_bos));
+  RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.add_eos_token", false, &add_eos));
+  add_bos = add_bos && c->bos >= 0;
+  add_eos = add_eos && c->neos > 0;
+  if (!add_bos && !add_eos) {
     rx_strbuf_append(out, "null");
     return NULL;
   }
-  const rx_gguf_value *toks;
-  RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &toks));
-  if ((uint64_t)c->bos >= toks->count) return NULL; /* put_vocab refused it already */
-  const char *bos = toks->strs[c->bos];
-  rx_strbuf_append(out, "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
-                        "{\"id\": ");
-  rx_strbuf_json_string(out, bos);
-  rx_strbuf_append(out, ", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
-                        "\"special_tokens\": {");
-  rx_strbuf_json_string(out, bos);
-  rx_strbuf_append(out, ": {\"id\": ");
-  rx_strbuf_json_string(out, bos);
-  rx_strbuf_printf(out, ", \"ids\": [%lld], \"tokens\": [", (long long)c->bos);
-  rx_strbuf_json_string(out, bos);
-  rx_strbuf_append(out, "]}}}");
+  const char *bos = add_bos ? v->toks->strs[c->bos] : NULL;
+  const char *eos = add_eos ? v->toks->strs[c->eos[0]] : NULL;
+  rx_strbuf_append(out, "{\"type\": \"TemplateProcessing\", \"single\": [");
+  if (bos) {
+    rx_strbuf_append(out, "{\"SpecialToken\": {\"id\": ");
+    rx_strbuf_json_string(out, bos);
+    rx_strbuf_append(out, ", \"type_id\": 0}}, ");
+  }
+  rx_strbuf_append(out, "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}");
+  if (eos) {
+    rx_strbuf_append(out, ", {\"SpecialToken\": {\"id\": ");
+    rx_strbuf_json_string(out, eos);
+    rx_strbuf_append(out, ", \"type_id\": 0}}");
+  }
+  rx_strbuf_append(out, "], \"special_tokens\": {");
+  if (bos) put_special(out, bos, c->bos);
+  if (eos && !(bos && c->bos == c->eos[0])) {
+    if (bos) rx_strbuf_append(out, ", ");
+    put_special(out, eos, c->eos[0]);
+  }
+  rx_strbuf_append(out, "}}");
   return NULL;
 }
 
-rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out) {
-  const char *model, *pre = "default";
-  RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "tokenizer.ggml.model", &model));
-  if (strcmp(model, "gpt2") != 0)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tokenizer.ggml.model '%.64s' is not supported (supported: gpt2, "
-                          "byte-level BPE)",
-                          f->name, model);
+/* ---- the two models ---- */
+typedef struct tok_parts {
+  rx_strbuf normalizer, pre, decoder, model;
+  bool add_bos; /* the default of tokenizer.ggml.add_bos_token */
+} tok_parts;
+
+static rx_status byte_level_bpe(const rx_gguf_file *f, tok_parts *p) {
+  const char *pre = "default";
   if (rx_gguf_find(f, "tokenizer.ggml.pre"))
     RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "tokenizer.ggml.pre", &pre));
-  if (strcmp(pre, "default") != 0 && strcmp(pre, "gpt-2") != 0)
+  const struct pre_kind *k = NULL;
+  for (size_t i = 0; i < RX_ARRAY_LEN(PRE_KINDS) && !k; i++)
+    if (!strcmp(pre, PRE_KINDS[i].name)) k = &PRE_KINDS[i];
+  if (!k) {
+    rx_strbuf names = {0};
+    for (size_t i = 0; i < RX_ARRAY_LEN(PRE_KINDS); i++)
+      rx_strbuf_printf(&names, "%s%s", i ? ", " : "", PRE_KINDS[i].name);
+    rx_status s = rx_status_make(RX_ERR_UNSUPPORTED,
+                                 "%s: tokenizer.ggml.pre '%.64s' is not supported (supported: %s)",
+                                 f->name, pre, names.data);
+    rx_strbuf_free(&names);
+    return s;
+  }
+  p->add_bos = k->add_bos;
+  rx_strbuf_append(&p->normalizer, k->nfc ? "{\"type\": \"NFC\"}" : "null");
+  if (k->regex) {
+    rx_strbuf_append(&p->pre, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                              "\"pattern\": {\"Regex\": ");
+    rx_strbuf_json_string(&p->pre, k->regex);
+    rx_strbuf_append(&p->pre, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
+                              "\"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": "
+                              "true, \"use_regex\": false}]}");
+  } else {
+    rx_strbuf_append(&p->pre, byte_level);
+  }
+  rx_strbuf_append(&p->decoder, byte_level);
+  rx_strbuf_printf(&p->model,
+                   "{\"type\": \"BPE\", \"byte_fallback\": false, \"ignore_merges\": %s, "
+                   "\"merges\": ",
+                   k->ignore_merges ? "true" : "false");
+  return put_merges(f, &p->model);
+}
+
+static rx_status sentencepiece(const rx_gguf_file *f, const vocab *v, tok_parts *p) {
+  bool prefix, extra_ws;
+  RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.add_space_prefix", true, &prefix));
+  RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.remove_extra_whitespaces", false, &extra_ws));
+  if (extra_ws)
     return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tokenizer.ggml.pre '%.64s' is not supported (supported: default, "
-                          "gpt-2: the GPT-2 pre-tokenizer)",
-                          f->name, pre);
-  rx_strbuf vocab = {0}, added = {0}, merges = {0}, post = {0};
-  rx_status s = put_vocab(f, c, &vocab, &added);
-  if (!s) s = put_merges(f, &merges);
-  if (!s) s = put_post(f, c, &post);
+                          "%s: tokenizer.ggml.remove_extra_whitespaces true is not supported (a "
+                          "SentencePiece model with the identity normalizer, as Llama's)",
+                          f->name);
+  const char *unk = NULL;
+  for (uint64_t i = 0; i < v->toks->count && !unk; i++)
+    if (token_type(v, i) == TT_UNKNOWN) unk = v->toks->strs[i];
+  p->add_bos = true;
+  /* the Replace of a space by "▁", after the Prepend of one when add_space_prefix */
+  rx_strbuf_printf(&p->normalizer,
+                   "{\"type\": \"Sequence\", \"normalizers\": [%s{\"type\": \"Replace\", "
+                   "\"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}]}",
+                   prefix ? "{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}, " : "");
+  rx_strbuf_append(&p->pre, "null");
+  rx_strbuf_printf(&p->decoder,
+                   "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+                   "{\"String\": \"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": "
+                   "\"ByteFallback\"}, {\"type\": \"Fuse\"}%s]}",
+                   prefix ? ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}"
+                          : "");
+  rx_strbuf_append(&p->model, "{\"type\": \"BPE\", \"byte_fallback\": true, \"fuse_unk\": true, "
+                              "\"ignore_merges\": false, \"unk_token\": ");
+  if (unk)
+    rx_strbuf_json_string(&p->model, unk);
+  else
+    rx_strbuf_append(&p->model, "null");
+  rx_strbuf_append(&p->model, ", \"merges\": ");
+  return put_spm_merges(f, v, &p->model);
+}
+
+rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out) {
+  const char *model;
+  RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "tokenizer.ggml.model", &model));
+  bool spm = !strcmp(model, "llama");
+  if (!spm && strcmp(model, "gpt2") != 0)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: tokenizer.ggml.model '%.64s' is not supported (supported: gpt2, "
+                          "byte-level BPE; llama, SentencePiece BPE)",
+                          f->name, model);
+  vocab v;
+  RX_RETURN_IF_ERROR(read_vocab(f, c, spm, &v));
+  tok_parts p = {0};
+  rx_strbuf vocab_json = {0}, added = {0}, post = {0};
+  rx_status s = spm ? sentencepiece(f, &v, &p) : byte_level_bpe(f, &p);
+  if (!s) s = put_post(f, c, &v, p.add_bos, &post);
   if (!s) {
+    put_vocab(&v, spm, &vocab_json, &added);
     const char *parts[] = {"{\"version\": \"1.0\", \"added_tokens\": ",
                            added.data,
-                           ", \"normalizer\": null, \"pre_tokenizer\": ",
-                           byte_level,
+                           ", \"normalizer\": ",
+                           p.normalizer.data,
+                           ", \"pre_tokenizer\": ",
+                           p.pre.data,
                            ", \"post_processor\": ",
                            post.data,
                            ", \"decoder\": ",
-                           byte_level,
-                           ", \"model\": {\"type\": \"BPE\", \"byte_fallback\": false, "
-                           "\"ignore_merges\": false, \"vocab\": ",
-                           vocab.data,
-                           ", \"merges\": ",
-                           merges.data,
+                           p.decoder.data,
+                           ", \"model\": ",
+                           p.model.data,
+                           ", \"vocab\": ",
+                           vocab_json.data,
                            "}}\n"};
     for (size_t i = 0; i < RX_ARRAY_LEN(parts); i++) rx_strbuf_append(out, parts[i]);
   }
-  rx_strbuf_free(&vocab);
-  rx_strbuf_free(&added);
-  rx_strbuf_free(&merges);
-  rx_strbuf_free(&post);
+  rx_strbuf *bufs[] = {&p.normalizer, &p.pre, &p.decoder, &p.model, &vocab_json, &added, &post};
+  for (size_t i = 0; i < RX_ARRAY_LEN(bufs); i++) rx_strbuf_free(bufs[i]);
   return s;
 }

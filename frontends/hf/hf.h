@@ -46,15 +46,17 @@ rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char
 
 /* What the compiler builds for it. */
 typedef struct rx_hf_options {
-  rx_dtype dtype;       /* weights and compute: f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
-  int64_t max_seq_len;  /* the longest sequence (prompt and generated tokens); 0: the config's
-                           max_position_embeddings */
-  int64_t max_batch;    /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
-  bool no_weights;      /* config.json alone: the checkpoint is not read and the weights stay
-                           parameters, passed at run time (shape studies, compile benchmarks) */
-  const char *quantize; /* a scheme of relaxc's own (base/quant.h: "q4f16_g32", "q8f16", ...)
-                           for every layer's projections, quantized at import (round to
-                           nearest); NULL: the compute dtype */
+  rx_dtype dtype;           /* weights and compute: f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
+  int64_t max_seq_len;      /* the longest sequence (prompt and generated tokens); 0: the config's
+                               max_position_embeddings */
+  int64_t max_batch;        /* the most sequences one decode step takes; 0: RX_HF_DEFAULT_BATCH */
+  bool no_weights;          /* config.json alone: the checkpoint is not read and the weights stay
+                               parameters, passed at run time (shape studies, compile benchmarks) */
+  const char *quantize;     /* a scheme of relaxc's own (base/quant.h: "q4f16_g32", "q8f16", ...)
+                               for every layer's projections, quantized at import (round to
+                               nearest); NULL: the compute dtype */
+  bool quantize_embeddings; /* with quantize: the embedding table (read through quant_take) and
+                               the output layer in the same scheme; false: the compute dtype */
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of

@@ -32,10 +32,11 @@ rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c);
 rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out);
 
 /* ---- the artifact's sections for generation (meta.c) ---- */
-/* llm.json (the model's functions, vocabulary, special tokens, limits and KV cache geometry) and
- * a tokenizer.json: tok_json (len tok_len) when not NULL, else the folder dir's when there is
- * one. */
+/* llm.json (the model's functions, vocabulary, special tokens, limits, KV cache geometry and
+ * formats, a JSON list of the weights' formats or NULL) and a tokenizer.json: tok_json (len
+ * tok_len) when not NULL, else the folder dir's when there is one. */
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch, const char *tok_json, size_t tok_len);
+                          int64_t max_len, int64_t max_batch, const char *formats,
+                          const char *tok_json, size_t tok_len);
 
 #endif

@@ -75,8 +75,9 @@ typedef struct hf_w {
   size_t qs, qz;
   bool derived;
   const rx_quant_info *qi; /* the scheme of a quantized weight (in > 0) */
-  /* GGUF: a projection or the output layer (a quantized one stays in its block format), and the
-   * heads whose rows llama.cpp's converter permuted (llama's q and k; 0: none) */
+  /* GGUF: a projection, the output layer or the embedding table (a quantized one stays in its
+   * block format), and the heads whose rows llama.cpp's converter permuted (llama's q and k; 0:
+   * none) */
   bool proj;
   int64_t permuted_heads;
 } hf_w;
@@ -115,40 +116,46 @@ static void set_w(hf_w *w, const char *hf, int ndim, int64_t r, int64_t c, rx_dt
   w->present = true;
 }
 
-/* --quantize: the projections of every layer (not the embeddings, the norms or the output layer,
- * which stay in the compute dtype) whose input dimension is a whole number of groups become
- * quant_matmul's buffers: the entry itself the packed quants, two (one) more entries the scales
- * and zero points. */
-static void list_quantized(gb *g) {
+/* --quantize: w [out, in] as quant_matmul's buffers when in is a whole number of groups: the
+ * entry itself the packed quants, two (one) more entries the scales and zero points. */
+static void quantize_entry(gb *g, hf_w *w) {
+  int64_t out = w->shape[0], in = w->shape[1], G = g->qi->block;
+  char sname[sizeof w->hf], zname[sizeof w->hf]; /* names too long stay unquantized */
+  if (in % G != 0 || snprintf(sname, sizeof sname, "%s.scales", w->hf) >= (int)sizeof sname ||
+      snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
+    return;
+  w->in = in;
+  w->qi = g->qi;
+  w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
+  w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
+  w->qs = g->nw++;
+  set_w(&g->w[w->qs], sname, 2, out, in / G, RX_DTYPE_F16);
+  g->w[w->qs].derived = true;
+  if (g->qi->kind != RX_QUANT_INT4_ZERO) return;
+  w->qz = g->nw++;
+  set_w(&g->w[w->qz], zname, 2, out, in / G, RX_DTYPE_U8);
+  g->w[w->qz].derived = true;
+}
+
+/* --quantize: the projections of every layer; with --quantize-embeddings the embedding table
+ * (read by quant_take) and the output layer too, else they stay in the compute dtype, as the
+ * norms do. */
+static void list_quantized(gb *g, bool embeddings) {
   static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN};
   for (int64_t l = 0; l < g->c->layers; l++)
-    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++) {
-      hf_w *w = lw(g, l, proj[k]);
-      int64_t out = w->shape[0], in = w->shape[1], G = g->qi->block;
-      char sname[sizeof w->hf], zname[sizeof w->hf]; /* names too long stay unquantized */
-      if (in % G != 0 || snprintf(sname, sizeof sname, "%s.scales", w->hf) >= (int)sizeof sname ||
-          snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
-        continue;
-      w->in = in;
-      w->qi = g->qi;
-      w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
-      w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
-      w->qs = g->nw++;
-      set_w(&g->w[w->qs], sname, 2, out, in / G, RX_DTYPE_F16);
-      g->w[w->qs].derived = true;
-      if (g->qi->kind != RX_QUANT_INT4_ZERO) continue;
-      w->qz = g->nw++;
-      set_w(&g->w[w->qz], zname, 2, out, in / G, RX_DTYPE_U8);
-      g->w[w->qz].derived = true;
-    }
+    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++) quantize_entry(g, lw(g, l, proj[k]));
+  if (!embeddings) return;
+  quantize_entry(g, gw(g, G_EMBED));
+  if (gw(g, G_LM_HEAD)->present) quantize_entry(g, gw(g, G_LM_HEAD));
 }
 
 /* The weights the config implies, with their shapes. */
-static void list_weights(gb *g) {
+static void list_weights(gb *g, bool quantize_embeddings) {
   const rx_hf_config *c = g->c;
   int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
-  g->w = rx_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers), sizeof *g->w);
+  /* room for the scales and zero points of every projection, the embedding and the output */
+  g->w = rx_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers + 4), sizeof *g->w);
   for (int64_t l = 0; l < c->layers; l++) {
     const int64_t dims[W_PER_LAYER][4] = {
         [W_IN_NORM] = {1, H, 0, 1},
@@ -187,10 +194,11 @@ static void list_weights(gb *g) {
   snprintf(gw(g, G_NORM)->gg, sizeof gw(g, G_NORM)->gg, "output_norm.weight");
   snprintf(gw(g, G_LM_HEAD)->gg, sizeof gw(g, G_LM_HEAD)->gg, "output.weight");
   gw(g, G_LM_HEAD)->proj = true;
+  gw(g, G_EMBED)->proj = true; /* a quantized table is read by quant_take */
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
-  if (g->qi) list_quantized(g);
+  if (g->qi) list_quantized(g, quantize_embeddings);
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
@@ -353,9 +361,9 @@ static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tens
 }
 
 /* w from the GGUF file: F32, F16 and BF16 tensors converted to w's dtype as the checkpoint's are;
- * a quantized projection (or output layer) kept in its block format as quant_matmul's one u8
- * buffer [out, in / block * bytes]; any other quantized tensor (the embedding, a norm)
- * dequantized here, at compile time, to f32 and stored in w's dtype. */
+ * a quantized projection, output layer or embedding table kept in its block format as the one u8
+ * buffer [out, in / block * bytes] of quant_matmul (quant_take for the table); any other
+ * quantized tensor (a norm) dequantized here, at compile time, to f32 and stored in w's dtype. */
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
   const rx_gguf_tensor *t = rx_gguf_find_tensor(f, w->gg);
   if (!t)
@@ -668,8 +676,21 @@ static rx_status build_forward(gb *g, bool decode) {
   begin_df(g);
   rotary_tables(g, &f);
   const rx_attr *tat[1] = {rx_attr_int(g->m, "axis", 0)};
-  rx_node *ta[2] = {A(g, g->wv[c->layers * W_PER_LAYER + G_EMBED]), A(g, f.ids)};
-  rx_var *h = to(g, "embed", op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1), g->R);
+  rx_var *table = g->wv[c->layers * W_PER_LAYER + G_EMBED], *rows;
+  const hf_w *qe = quantized(g, table);
+  if (qe) { /* --quantize-embeddings or a quantized GGUF token_embd: each id's row dequantized
+               from the packed table */
+    rx_node *qa[4] = {A(g, f.ids), A(g, table), qe->qs ? A(g, g->wv[qe->qs]) : NULL,
+                      qe->qz ? A(g, g->wv[qe->qz]) : NULL};
+    const rx_attr *qat[2] = {rx_attr_str(g->m, "scheme", qe->qi->name),
+                             rx_attr_dtype(g->m, "dtype", g->T)};
+    int n = qe->qz ? 4 : qe->qs ? 3 : 2; /* a GGUF block format: the one buffer */
+    rows = op(g, g->T == g->R ? "embed" : NULL, "quant_take", qa, n, qat, 2);
+  } else {
+    rx_node *ta[2] = {A(g, table), A(g, f.ids)};
+    rows = op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1);
+  }
+  rx_var *h = to(g, "embed", rows, g->R);
   for (int64_t l = 0; l < c->layers; l++) h = layer(g, &f, l, h, pages[l]);
   free(pages);
   if (!decode) { /* prefill: the last token's logits only, so its norm and lm_head alone */
@@ -736,13 +757,59 @@ static rx_status declare_externs(gb *g) {
   return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);
 }
 
+/* The weights by format, for llm.json (relaxc inspect prints them): [{"format": "q4f16_g32" (a
+ * quantization scheme, or the dtype of a plain weight), "tensors": N, "weights": W, "bytes": B
+ * (packed weights with their scales and zero points)}, ...], in order of first use. */
+typedef struct wformat {
+  const char *name;
+  long long tensors, weights, bytes;
+} wformat;
+
+static void weight_formats(const gb *g, rx_strbuf *out) {
+  enum { MAXF = 16 };
+  wformat f[MAXF];
+  int nf = 0;
+  for (size_t i = 0; i < g->nw; i++) {
+    const hf_w *w = &g->w[i];
+    if (!w->present || w->derived) continue;
+    long long elems = w->shape[0] * (w->ndim == 2 ? w->shape[1] : 1);
+    long long bytes = elems * (rx_dtype_bits(w->dtype) / 8);
+    const char *name = w->qi ? w->qi->name : rx_dtype_name(w->dtype);
+    size_t extra[2] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0}; /* the scales and zero points */
+    for (int k = 0; k < 2; k++)
+      if (extra[k])
+        bytes += g->w[extra[k]].shape[0] * g->w[extra[k]].shape[1] *
+                 (rx_dtype_bits(g->w[extra[k]].dtype) / 8);
+    int at = 0;
+    while (at < nf && strcmp(f[at].name, name)) at++;
+    if (at == MAXF) continue;
+    if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
+    f[at].tensors++;
+    f[at].weights += w->qi ? w->shape[0] * w->in : elems;
+    f[at].bytes += bytes;
+  }
+  rx_strbuf_append(out, "[");
+  for (int k = 0; k < nf; k++)
+    rx_strbuf_printf(out,
+                     "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
+                     "\"bytes\": %lld}",
+                     k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
+  rx_strbuf_append(out, "]");
+}
+
 /* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
  * the sections. */
 static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
   rx_strbuf tok = {0};
   rx_status s = NULL;
   if (rx_gguf_find(f, "tokenizer.ggml.model")) s = hf_gguf_tokenizer_json(f, g->c, &tok);
-  if (!s) s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, tok.data, tok.len);
+  if (!s) {
+    rx_strbuf fm = {0};
+    weight_formats(g, &fm);
+    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
+                        tok.len);
+    rx_strbuf_free(&fm);
+  }
   rx_strbuf_free(&tok);
   return s;
 }
@@ -751,9 +818,10 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   rx_hf_config c;
   hf_gguf *gf = NULL;
   if (rx_hf_is_gguf(dir)) {
-    if (o && (o->quantize || o->no_weights))
+    if (o && (o->quantize || o->quantize_embeddings || o->no_weights))
       return rx_status_make(RX_ERR_INVALID,
-                            "%s: --quantize and --no-weights are for a Hugging Face folder; a GGUF "
+                            "%s: --quantize, --quantize-embeddings and --no-weights are for a "
+                            "Hugging Face folder; a GGUF "
                             "file's weights are compiled in the formats it holds them in",
                             dir);
     RX_RETURN_IF_ERROR(hf_gguf_open(dir, &c, &gf));
@@ -783,20 +851,30 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
       return rx_status_make(RX_ERR_UNSUPPORTED,
                             "%s: --quantize computes in f16 or f32, not bf16 (--dtype)", dir);
     g.qi = rx_quant_info_of(g.qsc);
+  } else if (o && o->quantize_embeddings) {
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: --quantize-embeddings goes with --quantize SCHEME (the scheme the "
+                          "embedding table and the output layer take)",
+                          dir);
   }
   hf_ckpt *ck = NULL;
   if (!gf && (!o || !o->no_weights)) {
     RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));
     rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
   }
-  list_weights(&g);
+  list_weights(&g, o && o->quantize_embeddings);
   rx_status s = add_weights(&g, ck, gf ? hf_gguf_file(gf) : NULL);
   if (!s) s = declare_externs(&g);
   if (!s) s = build_create(&g);
   if (!s) s = build_forward(&g, false);
   if (!s) s = build_forward(&g, true);
   if (!s && gf) s = gguf_sections(&g, dir, hf_gguf_file(gf));
-  if (!s && !gf) s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, NULL, 0);
+  if (!s && !gf) {
+    rx_strbuf fm = {0};
+    weight_formats(&g, &fm);
+    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
+    rx_strbuf_free(&fm);
+  }
   free(g.w);
   if (s) return rx_status_annotate(s, "%s", dir);
   return NULL;

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch, const char *tok_json,
-                          size_t tok_len) {
+                          int64_t max_len, int64_t max_batch, const char *formats,
+                          const char *tok_json, size_t tok_len) {
   rx_strbuf j = {0};
   rx_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
   rx_strbuf_json_string(&j, c->arch_name);
@@ -27,9 +27,11 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
   rx_strbuf_printf(&j,
                    "], \"kv_cache\": {\"layers\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                    "\"page_size\": 16, \"dtype\": \"%s\"}, \"functions\": {\"create_kv_cache\": "
-                   "\"create_kv_cache\", \"prefill\": \"prefill\", \"decode\": \"decode\"}}\n",
+                   "\"create_kv_cache\", \"prefill\": \"prefill\", \"decode\": \"decode\"}",
                    (long long)c->layers, (long long)c->kv_heads, (long long)c->head_dim,
                    rx_dtype_name(t));
+  if (formats) rx_strbuf_printf(&j, ", \"weight_formats\": %s", formats);
+  rx_strbuf_append(&j, "}\n");
   rx_status s = rx_module_add_section(m, "llm.json", j.data, j.len);
   rx_strbuf_free(&j);
   if (s) return s;

@@ -4,7 +4,9 @@ that relaxc's GGUF front end (frontends/hf/gguf.c) is checked on files of the re
 against the same model read from safetensors. Run from anywhere: python3 tests/gguf/gen_models.py.
 CI uses the committed outputs (deterministic: no randomness).
 
-models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0:
+models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0, q5_0 (q5_0: what llama.cpp's
+  llama-quantize writes for Q4_K on this model: every row is 128 or 352 weights, not a whole
+  256-weight super-block, so llama_tensor_get_type falls back from Q4_K to Q5_0 for every tensor):
   architecture "llama": llama.* hyperparameters from config.json; tensors named as llama.cpp names
   them (token_embd, blk.N.attn_norm/attn_q/attn_k/attn_v/attn_output/ffn_norm/ffn_gate/ffn_up/
   ffn_down, output_norm, output); the rows of attn_q and attn_k permuted as the converter permutes
@@ -245,7 +247,7 @@ def export(qtype, name):
     hparams(w, cfg)
     w.add_rope_dimension_count(cfg["head_dim"])
     w.add_vocab_size(cfg["vocab_size"])
-    w.add_file_type({T.F16: 1, T.Q8_0: 7, T.Q4_0: 2}[qtype])
+    w.add_file_type({T.F16: 1, T.Q8_0: 7, T.Q4_0: 2, T.Q5_0: 8}[qtype])
     tokenizer(w, cfg)
     for n, t in tensors(cfg, st):
         t = np.ascontiguousarray(t.astype(np.float32))
@@ -297,7 +299,7 @@ def fuzz_seed():
 
 if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
-    for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0")):
+    for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0"), (T.Q5_0, "q5_0")):
         export(q, n)
     export_qwen2()
     export_q4_k()

@@ -1,9 +1,12 @@
 /* GGUF models end to end (issue 15): the trained tiny Llama (tests/llm/models/kjv-llama) as
- * tests/gguf/gen_models.py exports it with gguf-py (F16, Q8_0, Q4_0: llama.cpp's tensor names,
+ * tests/gguf/gen_models.py exports it with gguf-py (F16, Q8_0, Q4_0, and Q5_0: what llama.cpp's
+ * Q4_K quantization writes for this model, whose rows of 128 and 352 weights are no whole Q4_K
+ * super-block, so llama-quantize falls back to Q5_0 for every tensor; llama.cpp's tensor names,
  * its converter's q/k row permutation, the byte-level BPE tokenizer in tokenizer.ggml.*), compiled
  * from the .gguf file (frontends/hf/gguf.c) and run through runtime/llm on the first backend
  * present (lavapipe here), next to the same model compiled from its safetensors folder in f16 and
- * with --quantize q8f16 and q4f16_g32:
+ * with --quantize q8f16 and q4f16_g32, and with those and --quantize-embeddings (the embedding
+ * table through quant_take and the output layer through quant_matmul in the same scheme):
  *
  * - the perplexity of each on the held-back text (tests/llm/models/kjv-llama/heldout.txt,
  *   tokenized by each artifact's own tokenizer: the GGUF files' comes from tokenizer.ggml.*, so
@@ -12,12 +15,15 @@
  *   logits of the step before it. Within TOL_SAME of the safetensors f16 model for the GGUF F16
  *   file (the same f16 weights), 5% for the 8-bit ones and 20% for the 4-bit ones (issue 15);
  *   every figure printed (docs/gguf.md and README quote them);
+ * - with --quantize-embeddings, the prompt's last logits against the folder's in f16: the largest
+ *   difference within LOGIT_8BIT / LOGIT_4BIT of the largest f16 logit (printed);
  * - 16 greedy tokens of the f16 and 8-bit variants equal to transformers' (the prompt and the
  *   first 16 tokens of tests/llm/ref/kjv-llama.json's "greedy"; lit's gguf.test checks the text
  *   of `relaxc generate`).
  *
- * RX_LLM_QUICK=1 (make asan): the folder's f16 and the Q8_0 and Q4_0 files only, the same code
- * paths (the GGUF F16 file and --quantize run no code the others do not).
+ * RX_LLM_QUICK=1 (make asan): the folder's f16 and the Q8_0 and Q4_0 files only (the variants
+ * marked quick), the same code paths (the GGUF F16 and Q5_0 files and --quantize run no code the
+ * others do not, but for quant_take, which test_quant runs).
  *
  * usage: test_gguf_llm TESTS_DIR */
 #include "base/base.h"
@@ -42,6 +48,9 @@
 #define TOL_8BIT 0.05
 #define TOL_4BIT 0.20
 #define GREEDY   16
+/* --quantize-embeddings: the prompt's last logits against f16's, max |d| / max |f16 logit| */
+#define LOGIT_8BIT 0.05
+#define LOGIT_4BIT 0.25
 
 static int passed, failed;
 
@@ -60,10 +69,11 @@ static bool ok_status(rx_status s, const char *what) {
 }
 
 /* The model at src (a folder or a .gguf file) compiled for bs's target into path. */
-static bool compile(const char *src, const char *quantize, const rxk_backend *bs,
+static bool compile(const char *src, const char *quantize, bool emb, const rxk_backend *bs,
                     const char *path) {
   rx_module *m = rx_module_new();
-  rx_hf_options ho = {.dtype = RX_DTYPE_F16, .max_batch = BATCH, .quantize = quantize};
+  rx_hf_options ho = {
+      .dtype = RX_DTYPE_F16, .max_batch = BATCH, .quantize = quantize, .quantize_embeddings = emb};
   bool ok = ok_status(rx_hf_import(m, src, &ho), src);
   rx_compile_options o = {0};
   o.targets[o.ntargets++] = &bs->target;
@@ -145,16 +155,54 @@ static void check_greedy(rx_llm_model *m, const char *name, const int32_t *promp
 typedef struct variant {
   const char *name, *file, *quantize; /* file: under tests/gguf/models, NULL: the folder */
   double tol;                         /* against the folder in f16; < 0: the reference itself */
+  bool emb;                           /* --quantize-embeddings */
+  double logit_tol; /* > 0: the prompt's last logits against f16's, max|d| / max|f16| */
+  bool quick;       /* run under RX_LLM_QUICK too */
 } variant;
 
 static const variant variants[] = {
-    {"safetensors f16", NULL, NULL, -1},
-    {"GGUF F16", "kjv-llama-f16.gguf", NULL, TOL_SAME},
-    {"GGUF Q8_0", "kjv-llama-q8_0.gguf", NULL, TOL_8BIT},
-    {"GGUF Q4_0", "kjv-llama-q4_0.gguf", NULL, TOL_4BIT},
-    {"--quantize q8f16", NULL, "q8f16", TOL_8BIT},
-    {"--quantize q4f16_g32", NULL, "q4f16_g32", TOL_4BIT},
+    {"safetensors f16", NULL, NULL, -1, false, 0, true},
+    {"GGUF F16", "kjv-llama-f16.gguf", NULL, TOL_SAME, false, 0, false},
+    {"GGUF Q8_0", "kjv-llama-q8_0.gguf", NULL, TOL_8BIT, false, 0, true},
+    {"GGUF Q4_0", "kjv-llama-q4_0.gguf", NULL, TOL_4BIT, false, 0, true},
+    /* llama.cpp's Q4_K of this model: no row is a whole 256-weight super-block, so every tensor
+       falls back to Q5_0 (tests/gguf/gen_models.py) */
+    {"GGUF Q4_K (all Q5_0)", "kjv-llama-q5_0.gguf", NULL, TOL_4BIT, false, 0, false},
+    {"--quantize q8f16", NULL, "q8f16", TOL_8BIT, false, 0, false},
+    {"--quantize q4f16_g32", NULL, "q4f16_g32", TOL_4BIT, false, 0, false},
+    {"q8f16 + embeddings", NULL, "q8f16", TOL_8BIT, true, LOGIT_8BIT, false},
+    {"q4f16_g32 + embeddings", NULL, "q4f16_g32", TOL_4BIT, true, LOGIT_4BIT, false},
 };
+static float *f16_logits; /* the prompt's last logits of the folder in f16 (variants[0]) */
+
+/* The prompt's last logits of m against the folder's in f16: the largest difference over the
+ * largest f16 logit, within v->logit_tol. */
+static void check_logits(rx_llm_model *m, const variant *v, const int32_t *prompt, size_t n) {
+  int32_t vocab = rx_llm_model_vocab_size(m);
+  float *logits = rx_calloc((size_t)vocab, sizeof *logits);
+  if (ok_status(rx_llm_prefill(m, 0, prompt, n, logits), v->name)) {
+    if (v->tol < 0) {
+      f16_logits = logits;
+      logits = NULL;
+    } else if (f16_logits) {
+      double dmax = 0, ref = 0;
+      for (int32_t i = 0; i < vocab; i++) {
+        dmax = fmax(dmax, fabs((double)logits[i] - f16_logits[i]));
+        ref = fmax(ref, fabs((double)f16_logits[i]));
+      }
+      fprintf(stderr,
+              "  kjv-llama %-22s logits: max |d| %.3f, %.2f%% of max |f16| %.3f (bound %.0f%%)\n",
+              v->name, dmax, 100 * dmax / ref, ref, 100 * v->logit_tol);
+      if (!(dmax <= v->logit_tol * ref))
+        FAIL("%s: logits differ from f16's by %.3f, more than %.0f%% of %.3f", v->name, dmax,
+             100 * v->logit_tol, ref);
+      else
+        passed++;
+    }
+  }
+  rx_llm_model_reset(m, 0);
+  free(logits);
+}
 
 /* the held-back text's tokens by the folder's own tokenizer.json, the greedy reference */
 typedef struct inputs {
@@ -205,7 +253,7 @@ static void run_variant(const char *tests, const variant *v, const rxk_backend *
   snprintf(path, sizeof path, "/tmp/rx_test_gguf_llm_%d.rxm", (int)getpid());
   snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs->kind));
   *ppl = NAN;
-  if (!compile(src, v->quantize, bs, path)) return;
+  if (!compile(src, v->quantize, v->emb, bs, path)) return;
   rx_llm_model_options mo = {.device = spec, .capacity = 4096, .max_sequences = BATCH};
   rx_llm_model *m = NULL;
   if (ok_status(rx_llm_model_load(path, &mo, &m), v->name)) {
@@ -226,6 +274,7 @@ static void run_variant(const char *tests, const variant *v, const rxk_backend *
     }
     free(text);
     rx_llm_free(own);
+    if (v->tol < 0 || v->logit_tol > 0) check_logits(m, v, in->prompt, in->nprompt);
     if (v->tol <= TOL_8BIT) check_greedy(m, v->name, in->prompt, in->nprompt, in->greedy);
     if (!perplexity(m, in->ids, in->n, v->name, ppl)) *ppl = NAN;
   }
@@ -259,11 +308,10 @@ int main(int argc, char **argv) {
     bool quick = q && *q && strcmp(q, "0");
     for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
       ppl[i] = NAN;
-      if (!quick || i == 0 || (variants[i].file && variants[i].tol > TOL_SAME))
-        run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
+      if (!quick || variants[i].quick) run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
     }
     for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
-      if (quick && i > 0 && !(variants[i].file && variants[i].tol > TOL_SAME)) continue;
+      if (quick && !variants[i].quick) continue;
       double rel = ppl[i] / ppl[0] - 1;
       fprintf(stderr, "  kjv-llama %-22s perplexity %.3f (%+.2f%% of f16", variants[i].name, ppl[i],
               100 * rel);
@@ -278,6 +326,7 @@ int main(int argc, char **argv) {
     }
   }
   rx_llm_free(in.ids);
+  free(f16_logits);
   fprintf(stderr, "test_gguf_llm: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -647,7 +647,7 @@ static void test_all_ops_legalize(void) {
                                       "kv_append", "paged_attention", "paged_decode_attention",
                                       "attention_merge",
                                       /* against a C reference: tests/unit/test_quant.c */
-                                      "quant_matmul"};
+                                      "quant_matmul", "quant_take"};
   for (int i = 0; i < n; i++) {
     char pat[64];
     snprintf(pat, sizeof pat, "|%s(", all[i]->name);

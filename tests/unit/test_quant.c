@@ -19,6 +19,9 @@
  * the validation layer; vulkan-nvidia's cooperative-matrix GLSL is compiled and validated only
  * (no device here runs it).
  *
+ * quant_take (the embedding table of --quantize-embeddings): each scheme's rows at ids in the
+ * interpreter and on Vulkan, equal to the same reference dequantization.
+ *
  * Weights: relaxc's own schemes take random packed bytes, zero points and f16 scales; the GGUF
  * formats take the quantized blocks of tests/gguf/all_types.gguf (real gguf-py quantizations),
  * dealt to the weight's blocks in a shuffled order.
@@ -526,6 +529,117 @@ static char *load_fixture(const char *dir, size_t *len) {
   return buf;
 }
 
+/* ---- quant_take: the rows of a quantized table at ids ---- */
+/* The graph `main` calling quant_take for scheme sc on i32 ids [n] of a table of TAKE_ROWS rows
+ * of K weights, dequantized to f32 (the legalization's own element writers, as quant_matmul's). */
+#define TAKE_ROWS 33
+static char *take_text(rx_quant_scheme sc, const char *extra) {
+  const rx_quant_info *qi = rx_quant_info_of(sc);
+  rx_strbuf b = {0};
+  int nb = rx_quant_nbuffers(sc), blocks = K / qi->block;
+  rx_strbuf_printf(&b, "graph_fn main(ids: i32[n], w: %s[%d, %d]",
+                   qi->kind == RX_QUANT_INT8 ? "i8" : "u8", TAKE_ROWS,
+                   qi->kind == RX_QUANT_GGUF   ? blocks * qi->block_bytes
+                   : qi->kind == RX_QUANT_INT8 ? K
+                                               : K / 2);
+  if (nb >= 2) rx_strbuf_printf(&b, ", s: f16[%d, %d]", TAKE_ROWS, blocks);
+  if (nb >= 3) rx_strbuf_printf(&b, ", z: u8[%d, %d]", TAKE_ROWS, blocks);
+  rx_strbuf_printf(&b,
+                   ") -> f32[n, %d] {\n  dataflow {\n    y = quant_take(ids, w%s%s, scheme=\"%s\", "
+                   "dtype=f32%s)\n  }\n  return y\n}\n",
+                   K, nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name, extra);
+  return rx_strbuf_take(&b);
+}
+
+/* Each scheme's quant_take at n = 7 ids (the first and the last row among them) in the
+ * interpreter and on Vulkan, against the rows of `dequantize` above: equal within 1e-6 of
+ * the largest weight (both compute each weight in f32 from the same bytes). */
+static void test_take(void) {
+  enum { N = 7 };
+  for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
+    prog p = {.sc = (rx_quant_scheme)sc, .xdt = RX_DTYPE_F32};
+    const rx_quant_info *qi = rx_quant_info_of(p.sc);
+    snprintf(p.what, sizeof p.what, "quant_take %s", qi->name);
+    if (filter && !strstr(p.what, filter)) continue;
+    char *text = take_text(p.sc, "");
+    p.m = rx_module_new();
+    rx_diag d;
+    rx_diag_init(&d);
+    bool ok = rx_parse_module(p.m, p.what, text, strlen(text), &d) && rx_module_normalize(p.m, &d);
+    if (ok) {
+      rx_graph_fn *g = rx_module_graph_fn(p.m, "main");
+      p.f = rx_legalize_call(p.m, g->body.blocks[0]->bindings[0]->value, "qtake", &d);
+      ok = p.f && rx_module_verify(p.m, &d);
+    }
+    if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s\n%s", p.what, rx_diag_text(&d), text);
+    rx_diag_free(&d);
+    free(text);
+    rxk_env e;
+    rxk_buffers in, got;
+    if (ok && make_inputs(&p, N, TAKE_ROWS, &e, &in)) {
+      int32_t *ids = in.arg[0].data;
+      for (int i = 0; i < N; i++) ids[i] = (int32_t)(next_rand() % TAKE_ROWS);
+      ids[0] = TAKE_ROWS - 1, ids[1] = 0;
+      double *wd = rx_malloc(sizeof *wd * TAKE_ROWS * K), maxw = 0;
+      dequantize(qi, TAKE_ROWS, &in, wd);
+      for (int k = 0; k < TAKE_ROWS * K; k++) maxw = fmax(maxw, fabs(wd[k]));
+      rx_strbuf msg = {0};
+      if (vk.dev && !rxk_rt_load(p.m, p.f, &vk, &p.lib, &msg))
+        rxk_fail(&st, "%s: compiling for %s: %s", p.what, vk.target.name, msg.data);
+      rx_strbuf_free(&msg);
+      for (int where = 0; where < 2; where++) {
+        if (where == 1 && !p.lib) {
+          st.skipped++;
+          continue;
+        }
+        rxk_copy_buffers(&in, &got);
+        rx_status s = where == 0 ? rx_interp_run(p.m, p.f, got.arg, got.n, NULL)
+                                 : rxk_rt_run(&vk, p.lib, p.f, &e, &got, 0, NULL);
+        double worst_d = 0;
+        const float *y = got.arg[got.n - 1].data;
+        for (int i = 0; !s && i < N; i++) {
+          for (int k = 0; k < K; k++)
+            worst_d = fmax(worst_d, fabs(y[i * K + k] - wd[ids[i] * K + k]));
+        }
+        if (s || !(worst_d <= 1e-6 * fmax(maxw, 1)))
+          rxk_fail(&st, "%s on %s: %s (largest difference %.3g)", p.what,
+                   where ? "Vulkan" : "the interpreter", s ? rx_status_message(s) : "wrong rows",
+                   worst_d);
+        else
+          st.passed++;
+        rx_status_free(s);
+        rxk_free_buffers(&got);
+      }
+      free(wd);
+      rxk_free_buffers(&in);
+    }
+    rx_rt_library_release(p.lib);
+    rx_module_free(p.m);
+  }
+  /* bad calls name what was expected */
+  static const struct {
+    const char *extra, *want;
+  } bad[] = {{", dtype=i32", "quant_take expects dtype=f32 or dtype=f16"},
+             {", scheme=\"q4f16_g48\"", "quant_take expects scheme= one of"}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
+    char *text = take_text(RX_QUANT_Q4F16_G32, "");
+    /* the bad attribute replaces the good one */
+    char *at = strstr(text, strstr(bad[i].extra, "dtype") ? "dtype=f32" : "scheme=\"q4f16_g32\"");
+    rx_strbuf b = {0};
+    rx_strbuf_printf(&b, "%.*s%s%s", (int)(at - text), text, bad[i].extra + 2,
+                     strchr(at, strstr(bad[i].extra, "dtype") ? ')' : ','));
+    char *diag = rxk_verify_text("bad.rx", b.data, NULL);
+    if (diag && strstr(diag, bad[i].want) && strstr(diag, "bad.rx:3:"))
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: want an error at bad.rx:3 with \"%s\", got: %s", b.data, bad[i].want,
+               diag ? diag : "no error");
+    free(diag);
+    free(text);
+    rx_strbuf_free(&b);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_quant TESTS_DIR [FILTER]\n");
@@ -555,6 +669,7 @@ int main(int argc, char **argv) {
    * schemes (the same legalization and rules as their 32-wide group, other constants), the
    * f32 runs and the sizes marked full: CI's time; the full pass runs them all */
   bool sanitizer_pass = size_cap != INT64_MAX;
+  test_take();
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
     const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
     if (sanitizer_pass && qi->kind != RX_QUANT_GGUF && qi->block != 32) continue;

@@ -9,6 +9,12 @@
  * the names, a config), and files the loader refuses, each with a message naming the file and the
  * place.
  *
+ * GGUF tokenizers (frontends/hf/gguf.c rewrites tokenizer.ggml.* as a tokenizer.json): every case
+ * of tests/gguf/tokenizers/cases.json (made by gen.py there), exactly: a SentencePiece model
+ * ("llama") against the sentencepiece library's ids and decoding, byte-level BPE with the
+ * pre-tokenizers "llama-bpe" and "qwen2" against tokenizers' on the files they came from; then
+ * the files the rewrite refuses, each naming the file and the key.
+ *
  * Sampler: greedy is argmax; top-k 1 is greedy; a seed gives a fixed sequence (the same on every
  * platform: the values are written here); at temperature 1 the frequencies of many draws match
  * the softmax (chi-square below the 0.1% critical value); top-p keeps the smallest set over p;
@@ -22,6 +28,8 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/gguf.h"
+#include "frontends/hf/hf_int.h"
 #include "relaxc/llm.h"
 #include "runtime/llm/unicode.h"
 
@@ -176,18 +184,26 @@ static void check_kind(const char *dir, const char *kind, const cJSON *spec, con
   rx_tokenizer_free(tok);
 }
 
-static void fixtures(const char *tests_dir) {
-  char dir[1024], path[1100];
-  snprintf(dir, sizeof dir, "%s/llm/tokenizers", tests_dir);
+/* dir/cases.json parsed, or NULL (a failed check). */
+static cJSON *read_cases(const char *dir) {
+  char path[1100];
   snprintf(path, sizeof path, "%s/cases.json", dir);
-  char *text;
+  char *text = NULL;
   size_t len;
   rx_status s = rx_read_file(path, &text, &len);
   CHECK(!s, "%s", s ? rx_status_message(s) : "");
   rx_status_free(s);
-  if (!text) return;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  CHECK(root != NULL, "%s: malformed", path);
+  cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+  CHECK(!text || root != NULL, "%s: malformed", path);
+  free(text);
+  return root;
+}
+
+static void fixtures(const char *tests_dir) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/llm/tokenizers", tests_dir);
+  cJSON *root = read_cases(dir);
+  if (!root) return;
   const cJSON *kinds = cJSON_GetObjectItem(root, "kinds"), *k;
   const cJSON *texts = cJSON_GetObjectItem(root, "texts_hex");
   int n = 0;
@@ -199,7 +215,88 @@ static void fixtures(const char *tests_dir) {
   printf("fixtures: %d tokenizers x %d texts from tokenizers %s\n", n, cJSON_GetArraySize(texts),
          cJSON_GetObjectItem(root, "tokenizers_version")->valuestring);
   cJSON_Delete(root);
-  free(text);
+}
+
+/* ---- GGUF tokenizers ---- */
+/* The tokenizer.json of a GGUF file's tokenizer.ggml.*, or the rewrite's error. */
+static rx_status gguf_tokenizer(const char *path, rx_strbuf *json) {
+  rx_mapped_file map = {0};
+  rx_gguf_file f = {0};
+  rx_hf_config c;
+  rx_status s = rx_map_file(path, &map);
+  if (!s) s = rx_gguf_parse(map.data, map.size, path, &f);
+  if (!s) s = hf_gguf_read_config(&f, &c);
+  if (!s) s = hf_gguf_tokenizer_json(&f, &c, json);
+  rx_gguf_free(&f);
+  rx_unmap_file(&map);
+  return s;
+}
+
+static void check_gguf(const char *dir, const char *file, const cJSON *spec, const cJSON *texts) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  rx_strbuf json = {0};
+  rx_tokenizer *tok = NULL;
+  rx_status s = gguf_tokenizer(path, &json);
+  if (!s) s = rx_tokenizer_load(json.data, json.len, file, &tok);
+  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  rx_status_free(s);
+  rx_strbuf_free(&json);
+  if (!tok) return;
+  const cJSON *c;
+  int n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(spec, "cases")) {
+    size_t k = (size_t)cJSON_GetObjectItem(c, "text")->valuedouble, tlen, nplain;
+    char *text = unhex(cJSON_GetArrayItem(texts, (int)k)->valuestring, &tlen);
+    int32_t *plain = ids_of(cJSON_GetObjectItem(c, "plain"), &nplain);
+    check_encode(tok, file, k, text, tlen, RX_TOKENIZER_ADD_SPECIAL, cJSON_GetObjectItem(c, "ids"));
+    check_encode(tok, file, k, text, tlen, 0, cJSON_GetObjectItem(c, "plain"));
+    check_decode(tok, file, k, plain, nplain, 0, cJSON_GetObjectItem(c, "text_hex")->valuestring,
+                 true);
+    free(plain);
+    free(text);
+    n++;
+  }
+  CHECK(n >= 80, "%s: %d cases, expected at least 80", file, n);
+  printf("gguf: %s, %d texts against %s\n", file, n,
+         cJSON_GetObjectItem(spec, "reference")->valuestring);
+  rx_tokenizer_free(tok);
+}
+
+/* A file the rewrite refuses, with a message holding want. */
+static void gguf_refused(const char *dir, const char *file, const char *want) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  rx_strbuf json = {0};
+  rx_status s = gguf_tokenizer(path, &json);
+  CHECK(s && strstr(rx_status_message(s), file) && strstr(rx_status_message(s), want),
+        "%s: '%s', expected an error holding '%s'", file, s ? rx_status_message(s) : "no error",
+        want);
+  rx_status_free(s);
+  rx_strbuf_free(&json);
+}
+
+static void gguf_fixtures(const char *tests_dir) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/gguf/tokenizers", tests_dir);
+  cJSON *root = read_cases(dir);
+  if (!root) return;
+  const cJSON *files = cJSON_GetObjectItem(root, "files"), *f;
+  int n = 0;
+  cJSON_ArrayForEach(f, files) {
+    check_gguf(dir, f->string, f, cJSON_GetObjectItem(root, "texts_hex"));
+    n++;
+  }
+  CHECK(n == 3, "%s/cases.json has %d files, expected 3", dir, n);
+  cJSON_Delete(root);
+  gguf_refused(dir, "bad-pre.gguf",
+               "tokenizer.ggml.pre 'falcon' is not supported (supported: default, gpt-2, llama3");
+  gguf_refused(dir, "bad-scores.gguf", "tokenizer.ggml.scores");
+  gguf_refused(dir, "bad-dup.gguf",
+               "tokenizer.ggml.tokens[4] and [5] are both 'ab': expected distinct tokens");
+  gguf_refused(dir, "bad-type.gguf",
+               "tokenizer.ggml.token_type[2] is 7: expected 1 (normal) to 6 (byte)");
+  gguf_refused(dir, "bad-model.gguf", "tokenizer.ggml.model 'bert' is not supported");
 }
 
 /* ---- lookups, BOS and EOS ---- */
@@ -586,6 +683,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   fixtures(argv[1]);
+  gguf_fixtures(argv[1]);
   lookups(argv[1]);
   config(argv[1]);
   errors();
