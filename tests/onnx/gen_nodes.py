@@ -240,6 +240,19 @@ def channel_cases(rng):
               [node("Resize", ["x", "", "s"], ["y"], mode="linear")],
               [("s", np.array([1, 1, 2, 3], np.float32))],
               [("x", np.float32, [1, 2, "h", "w"])], [("y", np.float32, [1, 2, "p", "q"])], sets, 13)
+    sets = []  # fractional constant scales: output dims (h * 1) // 2 and (w * 3) // 2
+    for h, w in ((5, 3), (4, 2)):
+        x = rng.standard_normal((1, 1, h, w)).astype(np.float32)
+        y = x
+        for ax, sc in ((2, 0.5), (3, 1.5)):
+            n = x.shape[ax]
+            c = (np.arange(int(np.floor(n * sc))) + 0.5) / sc - 0.5
+            y = np.take(y, np.clip(np.ceil(c - 0.5), 0, n - 1).astype(int), ax)
+        sets.append(([x], [y]))
+    save_case("test_rx_resize_nearest_fraction_scales",
+              [node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+              [("s", np.array([1, 1, 0.5, 1.5], np.float32))],
+              [("x", np.float32, [1, 1, "h", "w"])], [("y", np.float32, [1, 1, "p", "q"])], sets, 13)
 
 
 def main():
