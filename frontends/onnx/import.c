@@ -1947,12 +1947,108 @@ static void win2(const win *w, int i, int j, int64_t *kern, int64_t *st, int64_t
   pads[3] = w->pads[j + w->k];
 }
 
+/* x (its variable xv) with lo zeros before and hi after along axis (zeros, then a concat). */
+static rx_status pad_zeros(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv, int axis,
+                           int64_t lo, int64_t hi, rx_node **out, rx_var **last) {
+  const rx_sinfo *xs = rx_var_sinfo(xv);
+  rx_node *f[3], *t;
+  rx_var *r = xv, *tup;
+  int nf = 0;
+  for (int side = 0; side < 2; side++) {
+    int64_t cnt = side ? hi : lo;
+    if (side) f[nf++] = x;
+    if (!cnt) continue;
+    const rx_expr *zd[SYM_MAX];
+    memcpy(zd, xs->shape, sizeof *zd * (size_t)xs->ndim);
+    zd[axis] = rx_sym_const(I->m, cnt);
+    rx_node *shape = rx_arg_shape(I->b, zd, xs->ndim);
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", xs->dtype);
+    EXA("zeros", shape, &at, 1, f[nf]);
+    nf++;
+  }
+  *out = x;
+  *last = xv;
+  if (nf == 1) return NULL;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, f, nf, NULL, &tup)));
+  t = rx_arg_var(I->b, tup);
+  const rx_attr *at = rx_attr_int(I->m, "axis", axis);
+  EXA("concat", t, &at, 1, *out);
+  *last = r;
+  return NULL;
+}
+
+/* A 3-D convolution (x [N, C, D, H, W], its variable xv; the weight w [O, C/g, KD, KH, KW] of
+ * shape ws) as KD 2-D ones: for each depth tap kd, the depth slices kd dil_d, kd dil_d + s_d,
+ * ... of the input (its depth padding added as zeros first) as a batch [N OD, C, H, W],
+ * convolved with the weight's slice kd over (H, W); the sum over kd as [N, O, OD, OH, OW]. */
+static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv, rx_node *w,
+                       const rx_sinfo *ws, const win *wn, int64_t groups, rx_node **out,
+                       rx_var **last) {
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(pad_zeros(I, n, x, xv, 2, wn->pads[0], wn->pads[3], &x, &xv));
+  const rx_sinfo *xs = rx_var_sinfo(xv);
+  int64_t sd = wn->st[0], dd = wn->dil[0], k2[2], st[2], dil[2], pads[4], ax2 = 2;
+  int64_t perm[5] = {0, 2, 1, 3, 4};
+  win2(wn, 1, 2, k2, st, dil, pads);
+  const rx_expr *od = rx_sym_add(
+      I->m,
+      rx_sym_floordiv(I->m, rx_sym_sub(I->m, xs->shape[2], rx_sym_const(I->m, wn->ext[0])),
+                      rx_sym_const(I->m, sd)),
+      rx_sym_const(I->m, 1));
+  const rx_expr *span = rx_sym_add(
+      I->m, rx_sym_mul(I->m, rx_sym_sub(I->m, od, rx_sym_const(I->m, 1)), rx_sym_const(I->m, sd)),
+      rx_sym_const(I->m, 1));
+  rx_node *acc = NULL;
+  for (int64_t kd = 0; kd < wn->kern[0]; kd++) {
+    rx_node *xk, *wk;
+    const rx_expr *b = rx_sym_const(I->m, kd * dd), *e = rx_sym_add(I->m, b, span);
+    const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", &ax2, 1),
+                            rx_attr_exprs(I->m, "begin", &b, 1), rx_attr_exprs(I->m, "end", &e, 1),
+                            rx_attr_ints(I->m, "strides", &sd, 1)};
+    EXA("strided_slice", x, at, 4, xk);
+    /* every tap's slice has od depths; deduction may give each tap's its own form */
+    const rx_expr *sd5[5] = {xs->shape[0], xs->shape[1], od, xs->shape[3], xs->shape[4]};
+    if (!match_cast_to(I, r, xs->dtype, 5, sd5, &r))
+      return node_err(I, n, "internal: the depth slices of a 3-D convolution");
+    xk = rx_arg_var(I->b, r);
+    at[0] = rx_attr_ints(I->m, "axes", perm, 5);
+    EXA("permute", xk, at, 1, xk);
+    const rx_sinfo *ps = rx_var_sinfo(r);
+    const rx_expr *bd[4] = {rx_sym_mul(I->m, ps->shape[0], ps->shape[1]), ps->shape[2],
+                            ps->shape[3], ps->shape[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, xk, bd, 4, &xk, &r));
+    const rx_expr *wb = rx_sym_const(I->m, kd), *we = rx_sym_const(I->m, kd + 1);
+    at[0] = rx_attr_ints(I->m, "axes", &ax2, 1);
+    at[1] = rx_attr_exprs(I->m, "begin", &wb, 1);
+    at[2] = rx_attr_exprs(I->m, "end", &we, 1);
+    EXA("strided_slice", w, at, 3, wk);
+    const rx_expr *wd[4] = {ws->shape[0], ws->shape[1], ws->shape[3], ws->shape[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, wk, wd, 4, &wk, &r));
+    at[0] = rx_attr_ints(I->m, "strides", st, 2);
+    at[1] = rx_attr_ints(I->m, "padding", pads, 4);
+    at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
+    at[3] = rx_attr_int(I->m, "groups", groups);
+    rx_node *a[2] = {xk, wk};
+    RX_RETURN_IF_ERROR(exa(I, n, "conv2d", a, 2, at, 4, &xk, &r));
+    if (acc)
+      EX2("add", acc, xk, acc);
+    else
+      acc = xk;
+  }
+  const rx_sinfo *ys = rx_var_sinfo(r), *ps = rx_var_sinfo(xv);
+  const rx_expr *yd[5] = {ps->shape[0], od, ys->shape[1], ys->shape[2], ys->shape[3]};
+  RX_RETURN_IF_ERROR(reshape_to(I, n, acc, yd, 5, &acc, &r));
+  const rx_attr *at = rx_attr_ints(I->m, "axes", perm, 5);
+  EXA("permute", acc, &at, 1, *out);
+  *last = r;
+  return NULL;
+}
+
 static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
-  if (xs->ndim == 5) return node_err(I, n, "only 1-D and 2-D convolution is supported");
   RX_RETURN_IF_ERROR(known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
-  int64_t kern[2];
+  int64_t kern[3];
   for (int i = 2; i < ws->ndim; i++) {
     if (ws->shape[i]->kind != RX_EXPR_CONST)
       return node_err(I, n, "the weight must be [O, C/group, k...] with constant kernel dims");
@@ -1960,13 +2056,15 @@ static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
   win w;
   RX_RETURN_IF_ERROR(read_win(I, n, xs, kern, &w));
-  int64_t k2[2], st[2], dil[2], pads[4];
-  win2(&w, w.k == 2 ? 0 : -1, w.k - 1, k2, st, dil, pads);
+  int64_t k2[2], st[2], dil[2], pads[4], g = onnx_attr_i(n, "group", 1);
+  win2(&w, w.k == 1 ? -1 : w.k - 2, w.k - 1, k2, st, dil, pads);
   rx_node *a[2];
   rx_var *r = NULL, *b2;
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
   const rx_expr *one = rx_sym_const(I->m, 1);
+  if (w.k == 3)
+    RX_RETURN_IF_ERROR(conv3(I, n, a[0], get(I, input(n, 0))->var, a[1], ws, &w, g, &a[0], &r));
   if (w.k == 1) { /* [N, C, L] as [N, C, 1, L], the weight [O, C/g, K] as [O, C/g, 1, K] */
     const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
                   *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
@@ -1975,16 +2073,15 @@ static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
   const rx_attr *at[4] = {rx_attr_ints(I->m, "strides", st, 2),
                           rx_attr_ints(I->m, "padding", pads, 4),
-                          rx_attr_ints(I->m, "dilation", dil, 2),
-                          rx_attr_int(I->m, "groups", onnx_attr_i(n, "group", 1))};
-  RX_RETURN_IF_ERROR(emit(I, n, "conv2d", a, 2, at, 4, &r));
+                          rx_attr_ints(I->m, "dilation", dil, 2), rx_attr_int(I->m, "groups", g)};
+  if (w.k < 3) RX_RETURN_IF_ERROR(emit(I, n, "conv2d", a, 2, at, 4, &r));
   if (w.k == 1) {
     const rx_sinfo *ys = rx_var_sinfo(r);
     const rx_expr *yd[3] = {ys->shape[0], ys->shape[1], ys->shape[3]};
     RX_RETURN_IF_ERROR(reshape_to(I, n, rx_arg_var(I->b, r), yd, 3, &a[0], &r));
   }
   if (input(n, 2)) { /* bias [O] as [1, O, 1...] */
-    const rx_expr *dims[4] = {one, ws->shape[0], one, one};
+    const rx_expr *dims[5] = {one, ws->shape[0], one, one, one};
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[0]));
     a[1] = rx_arg_shape(I->b, dims, xs->ndim);
     RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &b2));
@@ -2728,7 +2825,7 @@ static const onnx_op onnx_ops[] = {
     {"Concat", do_concat, NULL, 1, 0, NULL},
     {"Constant", do_constant, NULL, 1, 0, NULL},
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
-    {"Conv", do_conv, NULL, 1, 0, "1-D and 2-D; SAME with a stride: constant spatial dims"},
+    {"Conv", do_conv, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
     {"ConvTranspose", do_conv_transpose, NULL, 1, 0, "1-D and 2-D; output_shape and SAME: constant spatial dims"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
     {"Cosh", do_formula, "cosh", 9, 0, NULL},

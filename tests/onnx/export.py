@@ -293,9 +293,9 @@ def error_models():
         g = helper.make_graph([node], name, [x], [y], list(inits))
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
         onnx.save(m, os.path.join(HERE, name + ".onnx"))
-    w3 = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3, 3, 3], [0.0] * 216)
-    save("err_conv3d", ["n", 2, 9, 9, 9], helper.make_node("Conv", ["x", "w"], ["y"],
-                                                           name="conv3d"), [w3])
+    w4 = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3, 3, 3, 3], [0.0] * 648)
+    save("err_conv4d", ["n", 2, 5, 5, 5, 5], helper.make_node("Conv", ["x", "w"], ["y"],
+                                                              name="conv4d"), [w4])
     save("err_ceil", ["n", 2, "h", "w"], helper.make_node(
         "MaxPool", ["x"], ["y"], name="pool_ceil", kernel_shape=[2, 2], strides=[2, 2],
         ceil_mode=1))

@@ -255,6 +255,26 @@ def channel_cases(rng):
               [("x", np.float32, [1, 1, "h", "w"])], [("y", np.float32, [1, 1, "p", "q"])], sets, 13)
 
 
+def conv3d_case(rng):
+    """3-D Conv (as 2-D convs over depth slices) with strides, asymmetric pads, a depth dilation
+    and groups over symbolic depth and height, run at two sizes"""
+    w3 = rng.standard_normal((4, 1, 2, 3, 2)).astype(np.float32)
+    b3 = rng.standard_normal(4).astype(np.float32)
+    sets = []
+    for d, h in ((5, 4), (2, 3)):
+        x = rng.standard_normal((1, 2, d, h, 5)).astype(np.float32)
+        v = window_view(x.astype(np.float64), [3, 3, 2], [2, 1, 2], [1, 1, 0, 1, 1, 1], 0.0)
+        v = v[..., ::2, :, :]  # depth dilation 2: taps 0 and 2 of a 3-window
+        y = np.concatenate([np.einsum("ncdhwijk,ocijk->nodhw", v[:, g:g + 1], w3[2 * g:2 * g + 2])
+                            for g in range(2)], 1) + b3[None, :, None, None, None]
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_conv_3d_symbolic",
+              [node("Conv", ["x", "w", "b"], ["y"], strides=[2, 1, 2], pads=[1, 1, 0, 1, 1, 1],
+                    dilations=[2, 1, 1], group=2)], [("w", w3), ("b", b3)],
+              [("x", np.float32, [1, 2, "d", "h", 5])], [("y", np.float32, [1, 4, "e", "g", 3])],
+              sets, 11)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     rng = np.random.default_rng(17)
@@ -287,6 +307,7 @@ def main():
               [("x", np.float32, ["n", 3])], [("y", np.int64, [])], sets, 13)
     window_cases(rng)
     channel_cases(rng)
+    conv3d_case(np.random.default_rng(3))
 
 
 if __name__ == "__main__":
