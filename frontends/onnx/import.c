@@ -2194,20 +2194,20 @@ static rx_status zero_insert(imp *I, const Onnx__NodeProto *n, rx_node *x, int a
   return NULL;
 }
 
-/* ConvTranspose (1-D and 2-D) as the convolution whose gradient it is: the input with
+/* ConvTranspose (1-D, 2-D and 3-D) as the convolution whose gradient it is: the input with
  * stride - 1 zeros between its elements, padded by dilation (kernel - 1) - pad at the begin
  * and that plus output_padding at the end (a negative padding crops), convolved at stride 1
  * with the weight [C, O / group, k...] as [O, C / group, k...] (in and out channels swapped
- * within each group) with its kernel flipped. output_shape and auto_pad SAME set the pads from
- * the constant input size, as ONNX says (the odd one at the begin unless SAME_UPPER). */
+ * within each group) with its kernel flipped (1-D as 2-D, 3-D by conv3). output_shape and
+ * auto_pad SAME set the pads from the constant input size, as ONNX says (the odd one at the
+ * begin unless SAME_UPPER). */
 static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
-  if (xs->ndim == 5) return node_err(I, n, "only 1-D and 2-D ConvTranspose is supported");
   RX_RETURN_IF_ERROR(known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
-  int k = xs->ndim - 2;
-  int64_t g = onnx_attr_i(n, "group", 1), kern[2], st[2], dil[2], opad[2], pads[4], ext[2];
+  int k = xs->ndim - 2, K = k == 1 ? 2 : k; /* K: the dims of the convolution made */
+  int64_t g = onnx_attr_i(n, "group", 1), kern[3], st[3], dil[3], opad[3], pads[6], ext[3];
   for (int i = 0; i < k; i++) {
     if (ws->shape[2 + i]->kind != RX_EXPR_CONST)
       return node_err(I, n, "the weight must be [C, O/group, k...] with constant kernel dims");
@@ -2250,7 +2250,7 @@ static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char 
   rx_var *r = NULL, *xv = get(I, input(n, 0))->var;
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &w));
-  const rx_expr *one = rx_sym_const(I->m, 1), *d[5];
+  const rx_expr *one = rx_sym_const(I->m, 1), *d[6];
   if (k == 1) { /* as 2-D over [N, C, 1, L] */
     const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
                   *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
@@ -2260,17 +2260,17 @@ static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char 
     pads[3] = pads[1], pads[1] = pads[0];
     kern[0] = st[0] = dil[0] = ext[0] = 1, opad[0] = pads[0] = pads[2] = 0;
   }
-  /* the weight: [g, C/g, O/g, kh, kw] -> [g, O/g, C/g, kh, kw] -> [O, C/g, kh, kw], flipped */
-  int64_t cg = ws->shape[0]->value / g, perm[5] = {0, 2, 1, 3, 4};
-  const rx_expr *w5[5] = {rx_sym_const(I->m, g), rx_sym_const(I->m, cg), ws->shape[1],
-                          rx_sym_const(I->m, kern[0]), rx_sym_const(I->m, kern[1])};
-  RX_RETURN_IF_ERROR(reshape_to(I, n, w, w5, 5, &w, &r));
-  const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", perm, 5)};
+  /* the weight: [g, C/g, O/g, k...] -> [g, O/g, C/g, k...] -> [O, C/g, k...], flipped */
+  int64_t cg = ws->shape[0]->value / g, perm[6] = {0, 2, 1, 3, 4, 5};
+  d[0] = rx_sym_const(I->m, g), d[1] = rx_sym_const(I->m, cg), d[2] = ws->shape[1];
+  for (int i = 0; i < K; i++) d[3 + i] = rx_sym_const(I->m, kern[i]);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, w, d, K + 3, &w, &r));
+  const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", perm, K + 3)};
   EXA("permute", w, at, 1, w);
-  const rx_expr *w4[4] = {rx_sym_mul(I->m, rx_sym_const(I->m, g), ws->shape[1]), w5[1], w5[3],
-                          w5[4]};
-  RX_RETURN_IF_ERROR(reshape_to(I, n, w, w4, 4, &w, &r));
-  for (int i = 0; i < 2; i++) {
+  d[1] = rx_sym_mul(I->m, d[0], ws->shape[1]), d[2] = rx_sym_const(I->m, cg);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, w, d + 1, K + 2, &w, &r));
+  rx_var *wv = r;
+  for (int i = 0; i < K; i++) {
     if (kern[i] == 1) continue;
     rx_node *a[3] = {rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, kern[i] - 1)),
                      rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, -1)),
@@ -2281,37 +2281,48 @@ static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char 
     a[0] = w;
     a[1] = rev;
     at[0] = rx_attr_int(I->m, "axis", 2 + i);
-    RX_RETURN_IF_ERROR(exa(I, n, "take", a, 2, at, 1, &w, &r));
+    RX_RETURN_IF_ERROR(exa(I, n, "take", a, 2, at, 1, &w, &wv));
   }
   /* the input, zeros inserted; the padding of each side, its negative part cropped */
-  int64_t cp[4], crop[4];
-  for (int i = 0; i < 2; i++) {
+  int64_t cp[6], crop[6], axes[3] = {2, 3, 4};
+  for (int i = 0; i < K; i++) {
     if (st[i] > 1) RX_RETURN_IF_ERROR(zero_insert(I, n, x, 2 + i, st[i], &x, &xv));
     cp[i] = ext[i] - 1 - pads[i];
-    cp[i + 2] = ext[i] - 1 - pads[i + 2] + opad[i] - (st[i] - 1);
+    cp[i + K] = ext[i] - 1 - pads[i + K] + opad[i] - (st[i] - 1);
   }
   bool cropping = false;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 2 * K; i++) {
     crop[i] = cp[i] < 0 ? -cp[i] : 0;
     if (cp[i] < 0) cp[i] = 0, cropping = true;
   }
   if (cropping) {
     const rx_sinfo *cs = rx_var_sinfo(xv);
-    int64_t axes[2] = {2, 3};
-    const rx_expr *b[2] = {rx_sym_const(I->m, crop[0]), rx_sym_const(I->m, crop[1])},
-                  *e[2] = {rx_sym_sub(I->m, cs->shape[2], rx_sym_const(I->m, crop[2])),
-                           rx_sym_sub(I->m, cs->shape[3], rx_sym_const(I->m, crop[3]))};
-    at[0] = rx_attr_ints(I->m, "axes", axes, 2);
-    at[1] = rx_attr_exprs(I->m, "begin", b, 2);
-    at[2] = rx_attr_exprs(I->m, "end", e, 2);
+    const rx_expr *b[3], *e[3];
+    for (int i = 0; i < K; i++) {
+      b[i] = rx_sym_const(I->m, crop[i]);
+      e[i] = rx_sym_sub(I->m, cs->shape[2 + i], rx_sym_const(I->m, crop[i + K]));
+    }
+    at[0] = rx_attr_ints(I->m, "axes", axes, K);
+    at[1] = rx_attr_exprs(I->m, "begin", b, K);
+    at[2] = rx_attr_exprs(I->m, "end", e, K);
     EXA("strided_slice", x, at, 3, x);
+    xv = r;
   }
-  int64_t one2[2] = {1, 1}, cpad[4] = {cp[0], cp[1], cp[2], cp[3]};
-  at[0] = rx_attr_ints(I->m, "strides", one2, 2);
-  at[1] = rx_attr_ints(I->m, "padding", cpad, 4);
-  at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
-  at[3] = rx_attr_int(I->m, "groups", g);
-  RX_RETURN_IF_ERROR(exa(I, n, "conv2d", (rx_node *[]){x, w}, 2, at, 4, &x, &r));
+  if (K == 3) { /* stride 1, the dilations, the padding cp */
+    win cw = {.k = 3};
+    for (int i = 0; i < 3; i++) {
+      cw.kern[i] = kern[i], cw.st[i] = 1, cw.dil[i] = dil[i], cw.ext[i] = ext[i];
+      cw.pads[i] = cp[i], cw.pads[i + 3] = cp[i + 3];
+    }
+    RX_RETURN_IF_ERROR(conv3(I, n, x, xv, w, rx_var_sinfo(wv), &cw, g, &x, &r));
+  } else {
+    int64_t one2[2] = {1, 1};
+    at[0] = rx_attr_ints(I->m, "strides", one2, 2);
+    at[1] = rx_attr_ints(I->m, "padding", cp, 4);
+    at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
+    at[3] = rx_attr_int(I->m, "groups", g);
+    RX_RETURN_IF_ERROR(exa(I, n, "conv2d", (rx_node *[]){x, w}, 2, at, 4, &x, &r));
+  }
   const rx_sinfo *ys = rx_var_sinfo(r);
   if (k == 1) {
     d[0] = ys->shape[0], d[1] = ys->shape[1], d[2] = ys->shape[3];
@@ -2319,7 +2330,7 @@ static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char 
   }
   if (input(n, 2)) { /* bias [O] as [1, O, 1...] */
     rx_node *bias;
-    const rx_expr *bd[4] = {one, ys->shape[1], one, one};
+    const rx_expr *bd[5] = {one, ys->shape[1], one, one, one};
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &bias));
     RX_RETURN_IF_ERROR(reshape_to(I, n, bias, bd, k + 2, &bias, &r));
     EX2("add", x, bias, x);
@@ -2826,7 +2837,7 @@ static const onnx_op onnx_ops[] = {
     {"Constant", do_constant, NULL, 1, 0, NULL},
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
     {"Conv", do_conv, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
-    {"ConvTranspose", do_conv_transpose, NULL, 1, 0, "1-D and 2-D; output_shape and SAME: constant spatial dims"},
+    {"ConvTranspose", do_conv_transpose, NULL, 1, 0, "1-D, 2-D and 3-D; output_shape and SAME: constant spatial dims"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},

@@ -275,6 +275,32 @@ def conv3d_case(rng):
               sets, 11)
 
 
+def conv_transpose3d_case(rng):
+    """3-D ConvTranspose (group 2, strides, pads, output_padding) over a symbolic depth, run at
+    two sizes: each input element scatters its kernel"""
+    w = rng.standard_normal((4, 1, 2, 3, 2)).astype(np.float32)
+    s, pads, opad = (2, 1, 2), (1, 0, 1, 0, 1, 0), (1, 0, 0)
+    sets = []
+    for d in (3, 1):
+        x = rng.standard_normal((1, 4, d, 3, 2)).astype(np.float64)
+        full = np.zeros((1, 2, (d - 1) * 2 + 2 + 1, 3 - 1 + 3, (2 - 1) * 2 + 2), np.float64)
+        for i in range(d):
+            for j in range(3):
+                for k in range(2):
+                    for g in range(2):
+                        full[:, g:g + 1, i * 2:i * 2 + 2, j:j + 3, k * 2:k * 2 + 2] += np.einsum(
+                            "nc,coklm->noklm", x[:, 2 * g:2 * g + 2, i, j, k],
+                            w[2 * g:2 * g + 2])
+        y = full[:, :, pads[0]:full.shape[2] - pads[3], pads[1]:full.shape[3] - pads[4],
+                 pads[2]:full.shape[4] - pads[5]]
+        sets.append(([x.astype(np.float32)], [y.astype(np.float32)]))
+    save_case("test_rx_convtranspose_3d_symbolic",
+              [node("ConvTranspose", ["x", "w"], ["y"], strides=list(s), pads=list(pads),
+                    output_padding=list(opad), group=2)], [("w", w)],
+              [("x", np.float32, [1, 4, "d", 3, 2])], [("y", np.float32, [1, 2, "e", 4, 3])],
+              sets, 11)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     rng = np.random.default_rng(17)
@@ -308,6 +334,7 @@ def main():
     window_cases(rng)
     channel_cases(rng)
     conv3d_case(np.random.default_rng(3))
+    conv_transpose3d_case(np.random.default_rng(4))
 
 
 if __name__ == "__main__":
