@@ -2105,11 +2105,13 @@ static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node
   return exa(I, n, op, &x, 1, at, op[0] == 'm' ? 4 : 5, out, last);
 }
 
-/* MaxPool and AveragePool over 1, 2 or 3 spatial dims: 1-D as 2-D over [N, C, 1, L]; 3-D as a
- * 2-D pool over (H, W) of [N, C D, H, W], then one over (D, 1) of [N, C, D, OH OW] (both max
- * and the mean, over the window or over its in-bounds part, split that way). ceil_mode:
+/* MaxPool, AveragePool and LpPool over 1, 2 or 3 spatial dims: 1-D as 2-D over [N, C, 1, L];
+ * 3-D as a 2-D pool over (H, W) of [N, C D, H, W], then one over (D, 1) of [N, C, D, OH OW]
+ * (both max and the mean, over the window or over its in-bounds part, split that way). LpPool:
+ * (the mean of |x|^p counting the padding, times the window's size)^(1 / p). ceil_mode:
  * ceil_pads. */
 static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  bool lp = n->op_type[0] == 'L';
   const char *op = n->op_type[0] == 'M' ? "max_pool2d" : "avg_pool2d";
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
@@ -2121,16 +2123,23 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
     return node_err(I, n, "kernel_shape of %d values is required", xs->ndim - 2);
   win w;
   RX_RETURN_IF_ERROR(read_win(I, n, xs, ka->ints, &w));
-  bool cip = onnx_attr_i(n, "count_include_pad", 0) != 0, grew = false;
+  bool cip = lp || onnx_attr_i(n, "count_include_pad", 0) != 0, grew = false;
   if (onnx_attr_i(n, "ceil_mode", 0))
     RX_RETURN_IF_ERROR(ceil_pads(I, n, w.k, w.in, w.ext, w.st, w.pads, &grew));
-  if (grew && cip && op[0] == 'a')
+  if (grew && cip && !lp && op[0] == 'a') /* (LpPool's sum is the same with more zeros) */
     return node_err(I, n,
                     "ceil_mode=1 with count_include_pad=1 where the last window passes the "
                     "padding is not supported");
   rx_node *x;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  double p = (double)onnx_attr_i(n, "p", 2), size = 1;
+  if (lp) {
+    if (p < 1) return node_err(I, n, "p must be at least 1");
+    for (int i = 0; i < w.k; i++) size *= (double)w.kern[i];
+    EX1("abs", x, x);
+    if (p != 1) EX2("power", x, FL(p), x);
+  }
   const rx_expr *one = rx_sym_const(I->m, 1), *d[5];
   const rx_sinfo *ys;
   if (w.k == 1) {
@@ -2162,6 +2171,10 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
     ys = rx_var_sinfo(r);
     const rx_expr *od[5] = {xs->shape[0], xs->shape[1], ys->shape[2], d[3], d[4]};
     RX_RETURN_IF_ERROR(reshape_to(I, n, x, od, 5, &x, &r));
+  }
+  if (lp) {
+    EX2("multiply", x, FL(size), x);
+    if (p != 1) EX2("power", x, FL(1.0 / p), x);
   }
   def_tensor(I, n, r);
   return NULL;
@@ -2871,6 +2884,7 @@ static const onnx_op onnx_ops[] = {
     {"LessOrEqual", do_binary, "less_equal", 12, 0, NULL},
     {"Log", do_unary, "log", 1, 0, NULL},
     {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
+    {"LpPool", do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
     {"LRN", do_lrn, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"Max", do_variadic, "maximum", 1, 0, NULL},

@@ -301,6 +301,20 @@ def conv_transpose3d_case(rng):
               sets, 11)
 
 
+def lp_pool_case(rng):
+    """LpPool (p = 3, pads, strides) over symbolic spatial dims, run at two sizes"""
+    sets = []
+    for h, w in ((5, 4), (2, 3)):
+        x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        v = window_view(np.abs(x.astype(np.float64)), [2, 3], [2, 1], [1, 1, 0, 1], 0.0)
+        y = ((v ** 3).sum((-1, -2))) ** (1 / 3)
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_lppool_symbolic",
+              [node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], strides=[2, 1], pads=[1, 1, 0, 1], p=3)],
+              [], [("x", np.float32, [1, 2, "h", "w"])], [("y", np.float32, [1, 2, "p", "q"])],
+              sets, 11)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     rng = np.random.default_rng(17)
@@ -335,6 +349,7 @@ def main():
     channel_cases(rng)
     conv3d_case(np.random.default_rng(3))
     conv_transpose3d_case(np.random.default_rng(4))
+    lp_pool_case(np.random.default_rng(5))
 
 
 if __name__ == "__main__":
