@@ -318,10 +318,12 @@ const rx_sinfo *rx_deduce_pool2d(rx_deduce_ctx *dc, const rx_node *call) {
     rx_deduce_error(dc, "max_pool2d has no count_include_pad (avg_pool2d only)");
     return NULL;
   }
-  /* PyTorch's rule: padding at most half the kernel, so no window lies wholly in padding */
-  if (w.pt * 2 > w.kh || w.pb * 2 > w.kh || w.pl * 2 > w.kw || w.pr * 2 > w.kw) {
-    rx_deduce_error(dc, "%s expects padding at most half the kernel (kernel [%lld, %lld])",
-                    call->op->name, (long long)w.kh, (long long)w.kw);
+  /* padding below the window's extent, so that the first and (in floor mode) the last window
+   * of each dim reach into the input (ONNX allows more than PyTorch's half the kernel) */
+  int64_t eh = w.dh * (w.kh - 1) + 1, ew = w.dw * (w.kw - 1) + 1;
+  if (w.pt >= eh || w.pb >= eh || w.pl >= ew || w.pr >= ew) {
+    rx_deduce_error(dc, "%s expects padding below the window extent [%lld, %lld]", call->op->name,
+                    (long long)eh, (long long)ew);
     return NULL;
   }
   if (!has_shape(x)) return rx_ops_tensor(dc, x->dtype, 4, NULL);

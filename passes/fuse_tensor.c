@@ -620,7 +620,18 @@ static void free_fc(fctx *fc) {
   rx_ptrvec_free(&fc->names);
 }
 
-/* Replaces calls of primitive functions in seq by call_tensor of their fused programs. */
+/* A group left unfused is called as a graph function, and the host program binds symbolic
+ * values only from tensor and shape parameters: its Prim(i64, v) parameters become Shape([v])
+ * ones (and its calls pass shape literals, in replace_calls). */
+static void prims_to_shapes(rx_module *m, rx_graph_fn *g) {
+  for (int i = 0; i < g->nparams; i++) {
+    const rx_sinfo *s = g->params[i]->sinfo;
+    if (s->kind == RX_SINFO_PRIM && s->value) g->params[i]->sinfo = rx_sinfo_shape(m, 1, &s->value);
+  }
+}
+
+/* Replaces calls of primitive functions in seq by call_tensor of their fused programs (the calls
+ * of an unfused one: Prim arguments as shape literals, prims_to_shapes). */
 static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_tensor_fn **progs,
                           int np) {
   for (int b = 0; b < seq->nblocks; b++)
@@ -635,7 +646,20 @@ static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_ten
       if (n->kind != RX_NODE_CALL_GRAPH) continue;
       int k = 0;
       while (k < np && prims[k] != n->gfn) k++;
-      if (k == np || !progs[k]) continue;
+      if (k == np) continue;
+      if (!progs[k]) {
+        for (int a = 0; a < n->nargs; a++)
+          if (prims[k]->params[a]->sinfo->kind == RX_SINFO_SHAPE &&
+              n->args[a]->kind == RX_NODE_PRIM && n->args[a]->prim) {
+            rx_node *sh = rx_node_new(m, RX_NODE_SHAPE, n->args[a]->loc);
+            sh->dims = rx_module_alloc(m, sizeof *sh->dims);
+            sh->dims[0] = n->args[a]->prim;
+            sh->ndims = 1;
+            sh->sinfo = rx_sinfo_shape(m, 1, sh->dims);
+            n->args[a] = sh;
+          }
+        continue;
+      }
       rx_graph_fn *g = prims[k];
       rx_node *c = rx_node_new(m, RX_NODE_CALL_TENSOR, n->loc);
       c->callee = progs[k]->name;
@@ -670,7 +694,10 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
     progs[k] = build(&fc);
     /* A group whose members cannot be combined (an index this pass cannot substitute) stays a
      * graph function of its own, run member by member: unfused, never an error. */
-    if (!progs[k]) fc.g->primitive = false;
+    if (!progs[k]) {
+      fc.g->primitive = false;
+      prims_to_shapes(m, fc.g);
+    }
     free_fc(&fc);
   }
   if (ok) {

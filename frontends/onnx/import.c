@@ -41,6 +41,8 @@ typedef struct val {
   double f;                  /* V_FCONST */
   rx_dtype sdt;              /* V_SYM, V_FCONST: the dtype as a tensor (0: i64 / f32) */
   rx_var *tvar;              /* V_SYM: its tensor once an op used it as data (sym_tensor) */
+  int nfl;                   /* V_TENSOR: a 1-D f32 weight of at most SYM_MAX elements, read at */
+  float fl[SYM_MAX];         /* import (nfl of them; 0: not read): Resize's constant scales */
 } val;
 
 typedef struct imp {
@@ -145,6 +147,16 @@ static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProt
   v->kind = V_TENSOR;
   w->s = rx_builder_param(w->I->b, id, si, &v->var);
   free(id);
+  size_t c;
+  float *f = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && t->n_dims == 1 &&
+                     t->dims[0] <= SYM_MAX
+                 ? onnx_tensor_floats(t, &c)
+                 : NULL;
+  if (f && c <= SYM_MAX) {
+    memcpy(v->fl, f, sizeof *f * c);
+    v->nfl = (int)c;
+  }
+  free(f);
 }
 
 static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
@@ -451,6 +463,13 @@ static rx_status def_constant(imp *I, const Onnx__NodeProto *n, const char *name
   }
   size_t c;
   float *f = onnx_tensor_floats(t, &c);
+  if (f && c == 0 && t->n_dims == 1) { /* empty (opset 11 Resize's absent roi and scales) */
+    free(f);
+    val *v = def(I, name);
+    v->kind = V_SYM;
+    v->sndim = 1;
+    return NULL;
+  }
   if (!f || c != 1) {
     free(f);
     return node_err(I, n, "unsupported constant (data type %d)", (int)t->data_type);
@@ -537,32 +556,6 @@ static rx_status ints_attr(imp *I, const Onnx__NodeProto *n, const char *name, i
   if ((int)a->n_ints != want)
     return node_err(I, n, "attribute '%s' has %zu values, expected %d", name, a->n_ints, want);
   for (int k = 0; k < want; k++) out[k] = a->ints[k];
-  return NULL;
-}
-
-/* The padding [top, left, bottom, right] of a 2-D window op from `pads` or `auto_pad`, for
- * kernel extents ext[k] = dilation * (kernel - 1) + 1 and strides st. */
-static rx_status window_pads(imp *I, const Onnx__NodeProto *n, const int64_t *ext,
-                             const int64_t *st, int64_t *pads) {
-  if (attr_s_is(n, "auto_pad", "") || attr_s_is(n, "auto_pad", "NOTSET"))
-    return ints_attr(I, n, "pads", 4, 0, pads);
-  if (attr_s_is(n, "auto_pad", "VALID")) {
-    memset(pads, 0, 4 * sizeof *pads);
-    return NULL;
-  }
-  bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
-  if (!upper && !attr_s_is(n, "auto_pad", "SAME_LOWER"))
-    return node_err(I, n, "unknown auto_pad value");
-  for (int k = 0; k < 2; k++) {
-    if (st[k] != 1)
-      return node_err(I, n,
-                      "auto_pad SAME with stride %lld: the padding would depend on the "
-                      "input size; give explicit pads",
-                      (long long)st[k]);
-    int64_t total = ext[k] - 1;
-    pads[k] = upper ? total / 2 : total - total / 2;
-    pads[k + 2] = total - pads[k];
-  }
   return NULL;
 }
 
@@ -769,69 +762,6 @@ static rx_status do_slice(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_attr_exprs(I->m, "end", en, nst), rx_attr_ints(I->m, "strides", steps, nst)};
   rx_var *r;
   RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &xa, 1, at, 4, &r));
-  def_tensor(I, n, r);
-  return NULL;
-}
-
-static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  val *x = input(n, 0) ? get(I, input(n, 0)) : NULL, *w = input(n, 1) ? get(I, input(n, 1)) : NULL;
-  const rx_sinfo *ws = tsinfo(w);
-  if (rank_of(x) != 4)
-    return node_err(I, n, "only 2-D convolution (an input of rank 4, NCHW) is supported");
-  if (!ws || ws->ndim != 4 || !ws->shape || ws->shape[2]->kind != RX_EXPR_CONST ||
-      ws->shape[3]->kind != RX_EXPR_CONST)
-    return node_err(I, n, "the weight must be [O, C/group, KH, KW] with constant KH, KW");
-  int64_t st[2], dil[2], pads[4], ext[2];
-  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", 2, 1, st));
-  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", 2, 1, dil));
-  for (int k = 0; k < 2; k++) ext[k] = dil[k] * (ws->shape[2 + k]->value - 1) + 1;
-  RX_RETURN_IF_ERROR(window_pads(I, n, ext, st, pads));
-  rx_node *a[2];
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
-  const rx_attr *at[4] = {rx_attr_ints(I->m, "strides", st, 2),
-                          rx_attr_ints(I->m, "padding", pads, 4),
-                          rx_attr_ints(I->m, "dilation", dil, 2),
-                          rx_attr_int(I->m, "groups", onnx_attr_i(n, "group", 1))};
-  rx_var *r, *b2;
-  RX_RETURN_IF_ERROR(emit(I, n, "conv2d", a, 2, at, 4, &r));
-  if (input(n, 2)) { /* bias [O] as [1, O, 1, 1] */
-    const rx_expr *one = rx_sym_const(I->m, 1), *dims[4] = {one, ws->shape[0], one, one};
-    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[0]));
-    a[1] = rx_arg_shape(I->b, dims, 4);
-    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &b2));
-    a[0] = rx_arg_var(I->b, r);
-    a[1] = rx_arg_var(I->b, b2);
-    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
-  }
-  def_tensor(I, n, r);
-  return NULL;
-}
-
-static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  bool mx = n->op_type[0] == 'M';
-  if (rank_of(input(n, 0) ? get(I, input(n, 0)) : NULL) != 4)
-    return node_err(I, n, "only 2-D pooling (an input of rank 4, NCHW) is supported");
-  if (onnx_attr_i(n, "ceil_mode", 0))
-    return node_err(I, n, "ceil_mode=1 is not supported (floor mode only)");
-  if (onnx_attr_i(n, "storage_order", 0)) return node_err(I, n, "storage_order=1 is not supported");
-  if (n->n_output > 1 && n->output[1] && n->output[1][0])
-    return node_err(I, n, "the Indices output is not supported");
-  const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
-  if (!ka || ka->n_ints != 2) return node_err(I, n, "kernel_shape of two values is required");
-  int64_t kern[2] = {ka->ints[0], ka->ints[1]}, st[2], dil[2], pads[4], ext[2];
-  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", 2, 1, st));
-  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", 2, 1, dil));
-  for (int k = 0; k < 2; k++) ext[k] = dil[k] * (kern[k] - 1) + 1;
-  RX_RETURN_IF_ERROR(window_pads(I, n, ext, st, pads));
-  rx_node *a;
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a));
-  const rx_attr *at[5] = {
-      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
-      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
-      rx_attr_bool(I->m, "count_include_pad", onnx_attr_i(n, "count_include_pad", 0) != 0)};
-  rx_var *r;
-  RX_RETURN_IF_ERROR(emit(I, n, mx ? "max_pool2d" : "avg_pool2d", &a, 1, at, mx ? 4 : 5, &r));
   def_tensor(I, n, r);
   return NULL;
 }
@@ -1984,6 +1914,1136 @@ static rx_status do_cast_like(imp *I, const Onnx__NodeProto *n, const char *rop)
   def_tensor(I, n, r);
   return NULL;
 }
+/* ---- losses, channel rearrangements and normalizations composed of relaxc's ops ---- */
+
+/* op(args) with attributes as a new binding, returned as an argument (*last: its variable). */
+static rx_status exa(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *a, int na,
+                     const rx_attr *const *at, int nat, rx_node **out, rx_var **last) {
+  rx_var *v = NULL;
+  RX_RETURN_IF_ERROR(emit(I, n, op, a, na, at, nat, &v));
+  *out = rx_arg_var(I->b, v);
+  if (last) *last = v;
+  return NULL;
+}
+#define EXA(op, x, at, nat, out) RX_RETURN_IF_ERROR(exa(I, n, op, &(x), 1, at, nat, &(out), &r))
+
+/* reshape(x, dims) */
+static rx_status reshape_to(imp *I, const Onnx__NodeProto *n, rx_node *x,
+                            const rx_expr *const *dims, int k, rx_node **out, rx_var **last) {
+  rx_node *a[2] = {x, rx_arg_shape(I->b, dims, k)};
+  return exa(I, n, "reshape", a, 2, NULL, 0, out, last);
+}
+
+/* The shape of tensor input i: rank and dims known, rank within [lo, hi]. */
+static rx_status known_shape(imp *I, const Onnx__NodeProto *n, size_t i, int lo, int hi,
+                             const rx_sinfo **out) {
+  const rx_sinfo *si = tsinfo(input(n, i) ? get(I, input(n, i)) : NULL);
+  *out = si;
+  if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < lo || si->ndim > hi)
+    return node_err(I, n, "input %zu must be a tensor of known shape and rank %d to %d", i, lo, hi);
+  return NULL;
+}
+
+/* NegativeLogLikelihoodLoss of log-probabilities x [N, C, d1, ...] (input 0 of NLL, the
+ * log_softmax of SoftmaxCrossEntropyLoss) and targets [N, d1, ...] (input 1): the loss
+ * -x[n, t, d...] w[t] with the optional class weights w (input 2), 0 where t is ignore_index
+ * (read at class 0 there, so an ignore_index outside [0, C) is never loaded); reduction "none",
+ * "sum" or "mean" (the sum over the sum of the weights of the targets counted). */
+static rx_status nll_of(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype dt, rx_var **out) {
+  bool none = attr_s_is(n, "reduction", "none"), sum = attr_s_is(n, "reduction", "sum");
+  if (!none && !sum && !attr_s_is(n, "reduction", "mean") && !attr_s_is(n, "reduction", ""))
+    return node_err(I, n, "reduction must be \"none\", \"sum\" or \"mean\"");
+  const Onnx__AttributeProto *ii = onnx_attr(n, "ignore_index");
+  rx_node *t, *valid = NULL, *g, *w = NULL, *loss;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &t));
+  if (ii && ii->has_i) {
+    EX2("not_equal", t, rx_arg_int(I->b, ii->i), valid);
+    EX3("where", valid, t, rx_arg_int(I->b, 0), t);
+  }
+  int64_t ax1 = 1;
+  const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", &ax1, 1), NULL};
+  EXA("expand_dims", t, at, 1, g);
+  rx_node *a[2] = {x, g};
+  at[0] = rx_attr_int(I->m, "axis", 1);
+  RX_RETURN_IF_ERROR(exa(I, n, "take_along_axis", a, 2, at, 1, &g, &r));
+  at[0] = rx_attr_ints(I->m, "axes", &ax1, 1);
+  EXA("squeeze", g, at, 1, g);
+  EX1("neg", g, loss);
+  if (input(n, 2)) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[0]));
+    a[1] = t;
+    at[0] = rx_attr_int(I->m, "axis", 0);
+    RX_RETURN_IF_ERROR(exa(I, n, "take", a, 2, at, 1, &w, &r));
+  }
+  if (valid) {
+    at[0] = rx_attr_dtype(I->m, "dtype", dt);
+    EXA("cast", valid, at, 1, valid);
+    if (w)
+      EX2("multiply", w, valid, w);
+    else
+      w = valid;
+  }
+  if (w) EX2("multiply", loss, w, loss);
+  if (!none) {
+    at[0] = rx_attr_bool(I->m, "keepdims", false);
+    EXA(sum || w ? "sum" : "mean", loss, at, 1, loss);
+    if (!sum && w) {
+      EXA("sum", w, at, 1, w);
+      EX2("divide", loss, w, loss);
+    }
+  }
+  *out = r;
+  return NULL;
+}
+
+/* NegativeLogLikelihoodLoss (nll_of) and SoftmaxCrossEntropyLoss: nll_of the log_softmax of
+ * the scores over the classes (axis 1), which is the optional second output log_prob. */
+static rx_status do_nll_loss(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 2, SYM_MAX, &xs));
+  rx_node *x;
+  rx_var *r = NULL, *lp = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  if (!strcmp(rop, "sce")) {
+    const rx_attr *at = rx_attr_int(I->m, "axis", 1);
+    EXA("log_softmax", x, &at, 1, x);
+    lp = r;
+  }
+  RX_RETURN_IF_ERROR(nll_of(I, n, x, xs->dtype, &r));
+  def_tensor(I, n, r);
+  if (n->n_output > 1 && n->output[1] && n->output[1][0]) {
+    if (!lp) return node_err(I, n, "has one output");
+    def_named(I, n->output[1], lp);
+  }
+  return NULL;
+}
+
+/* DepthToSpace (mode DCR or CRD) and SpaceToDepth of x [N, C, H, W] with blocksize b: a
+ * reshape to rank 6, a permute and a reshape back. */
+static rx_status do_depth_space(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 4, 4, &xs));
+  int64_t bs = onnx_attr_i(n, "blocksize", 0);
+  if (bs < 1 || bs > (1 << 16)) return node_err(I, n, "blocksize must be a positive integer");
+  bool to_space = !strcmp(rop, "depth_to_space"), crd = attr_s_is(n, "mode", "CRD");
+  if (!crd && !attr_s_is(n, "mode", "DCR") && !attr_s_is(n, "mode", ""))
+    return node_err(I, n, "mode must be \"DCR\" or \"CRD\"");
+  rx_module *m = I->m;
+  const rx_expr *const *d = xs->shape, *b = rx_sym_const(m, bs), *bb = rx_sym_const(m, bs * bs);
+  const rx_expr *mid[6], *fin[4];
+  int64_t perm[6];
+  if (to_space) {
+    const rx_expr *c = rx_sym_floordiv(m, d[1], bb);
+    const rx_expr *dcr[6] = {d[0], b, b, c, d[2], d[3]}, *cr[6] = {d[0], c, b, b, d[2], d[3]};
+    static const int64_t p_dcr[6] = {0, 3, 4, 1, 5, 2}, p_crd[6] = {0, 1, 4, 2, 5, 3};
+    memcpy(mid, crd ? cr : dcr, sizeof mid);
+    memcpy(perm, crd ? p_crd : p_dcr, sizeof perm);
+    const rx_expr *f[4] = {d[0], c, rx_sym_mul(m, d[2], b), rx_sym_mul(m, d[3], b)};
+    memcpy(fin, f, sizeof fin);
+  } else {
+    const rx_expr *h = rx_sym_floordiv(m, d[2], b), *w = rx_sym_floordiv(m, d[3], b);
+    const rx_expr *s[6] = {d[0], d[1], h, b, w, b};
+    static const int64_t p[6] = {0, 3, 5, 1, 2, 4};
+    memcpy(mid, s, sizeof mid);
+    memcpy(perm, p, sizeof perm);
+    const rx_expr *f[4] = {d[0], rx_sym_mul(m, d[1], bb), h, w};
+    memcpy(fin, f, sizeof fin);
+  }
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, x, mid, 6, &x, &r));
+  const rx_attr *at = rx_attr_ints(m, "axes", perm, 6);
+  EXA("permute", x, &at, 1, x);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, x, fin, 4, &x, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* (x - mean) / sqrt(var + eps) over axes, mean and variance kept as dims of 1 (*out, its
+ * variable *last). */
+static rx_status standardize(imp *I, const Onnx__NodeProto *n, rx_node *x, const int64_t *axes,
+                             int na, double eps, rx_node **out, rx_var **last) {
+  rx_node *mu, *d, *v;
+  rx_var *r = NULL;
+  const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", axes, na),
+                          rx_attr_bool(I->m, "keepdims", true)};
+  EXA("mean", x, at, 2, mu);
+  EX2("subtract", x, mu, d);
+  EX2("multiply", d, d, v);
+  EXA("mean", v, at, 2, v);
+  EX2("add", v, FL(eps), v);
+  EX1("rsqrt", v, v);
+  EX2("multiply", d, v, *out);
+  *last = r;
+  return NULL;
+}
+
+/* InstanceNormalization: standardize over the spatial axes, then scale and bias [C] per
+ * channel; MeanVarianceNormalization: standardize over axes (default [0, 2, 3]); its ONNX
+ * function body adds 1e-9 to the standard deviation, here 1e-18 is added to the variance (the
+ * same guard against 0; the results differ far below the float tolerance). */
+static rx_status do_instance_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, SYM_MAX, &xs));
+  bool mvn = !strcmp(rop, "mvn");
+  int64_t axes[SYM_MAX];
+  int na = 0;
+  if (mvn) {
+    static const int64_t dflt[3] = {0, 2, 3};
+    const Onnx__AttributeProto *a = onnx_attr(n, "axes");
+    if (a && a->n_ints > SYM_MAX) return node_err(I, n, "attribute 'axes' too long");
+    na = a && a->n_ints ? (int)a->n_ints : 3;
+    for (int k = 0; k < na; k++) axes[k] = a && a->n_ints ? a->ints[k] : dflt[k];
+  } else {
+    for (int k = 2; k < xs->ndim; k++) axes[na++] = k;
+  }
+  rx_node *x, *y, *p;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(
+      standardize(I, n, x, axes, na, mvn ? 1e-18 : onnx_attr_f(n, "epsilon", 1e-5), &y, &r));
+  if (!mvn) { /* scale and bias [C] as [C, 1, ...] */
+    const rx_expr *dims[SYM_MAX];
+    dims[0] = xs->shape[1];
+    for (int k = 1; k < xs->ndim - 1; k++) dims[k] = rx_sym_const(I->m, 1);
+    for (size_t i = 1; i <= 2; i++) {
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, i), &p));
+      RX_RETURN_IF_ERROR(reshape_to(I, n, p, dims, xs->ndim - 1, &p, &r));
+      EX2(i == 1 ? "multiply" : "add", y, p, y);
+    }
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* LRN: x / (bias + alpha / size * s)^beta with s the sum of squares over the size channels
+ * around each (floor((size - 1) / 2) before, the rest after): an avg_pool2d counting its
+ * padding (a mean over size, alpha / size * s = alpha * mean) of x^2 as [N, 1, C, rest]. */
+static rx_status do_lrn(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, SYM_MAX, &xs));
+  int64_t size = onnx_attr_i(n, "size", 0);
+  if (size < 1 || size > (1 << 16)) return node_err(I, n, "size must be a positive integer");
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  const rx_expr *one = rx_sym_const(I->m, 1), *rest = one;
+  for (int k = 2; k < xs->ndim; k++) rest = rx_sym_mul(I->m, rest, xs->shape[k]);
+  const rx_expr *dims[4] = {xs->shape[0], one, xs->shape[1], rest};
+  rx_node *x, *s;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  EX2("multiply", x, x, s);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, s, dims, 4, &s, &r));
+  int64_t kern[2] = {size, 1}, st[2] = {1, 1}, pads[4] = {lo, 0, hi, 0};
+  const rx_attr *at[4] = {
+      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
+      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_bool(I->m, "count_include_pad", true)};
+  EXA("avg_pool2d", s, at, 4, s);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, s, xs->shape, xs->ndim, &s, &r));
+  EX2("multiply", s, FL(onnx_attr_f(n, "alpha", 1e-4)), s);
+  EX2("add", s, FL(onnx_attr_f(n, "bias", 1.0)), s);
+  EX2("power", s, FL(onnx_attr_f(n, "beta", 0.75)), s);
+  EX2("divide", x, s, s);
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* PRelu: where(x < 0, slope x, x), slope broadcast to x */
+static rx_status do_prelu(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  rx_node *x, *slope, *neg, *t;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &slope));
+  EX2("less", x, FL(0.0), neg);
+  EX2("multiply", x, slope, t);
+  EX3("where", neg, t, x, t);
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* The padding [begin..., end...] of an ONNX window op over k spatial dims (in: the input's
+ * spatial dims) from `pads` or `auto_pad`, for kernel extents ext[i] = dilation * (kernel - 1)
+ * + 1 and strides st. SAME pads to ceil(in / stride) outputs: with a stride above 1 that needs
+ * the input size, so a constant one. */
+static rx_status window_pads(imp *I, const Onnx__NodeProto *n, int k, const rx_expr *const *in,
+                             const int64_t *ext, const int64_t *st, int64_t *pads) {
+  if (attr_s_is(n, "auto_pad", "") || attr_s_is(n, "auto_pad", "NOTSET"))
+    return ints_attr(I, n, "pads", 2 * k, 0, pads);
+  if (attr_s_is(n, "auto_pad", "VALID")) {
+    memset(pads, 0, 2 * (size_t)k * sizeof *pads);
+    return NULL;
+  }
+  bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+  if (!upper && !attr_s_is(n, "auto_pad", "SAME_LOWER"))
+    return node_err(I, n, "auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+  for (int i = 0; i < k; i++) {
+    int64_t total = ext[i] - 1;
+    if (st[i] != 1) {
+      if (in[i]->kind != RX_EXPR_CONST)
+        return node_err(I, n,
+                        "auto_pad SAME with stride %lld: the padding would depend on the "
+                        "input size; give explicit pads or a constant spatial size",
+                        (long long)st[i]);
+      int64_t d = in[i]->value, out = (d + st[i] - 1) / st[i];
+      total = (out - 1) * st[i] + ext[i] - d;
+      if (total < 0) total = 0;
+    }
+    pads[i] = upper ? total / 2 : total - total / 2;
+    pads[i + k] = total - pads[i];
+  }
+  return NULL;
+}
+
+/* ceil_mode=1 of a pooling op: the end padding of each spatial dim grows so that floor mode
+ * gives the ceil mode's outputs (a last window starting in the end padding is dropped, as ONNX
+ * says); needs constant spatial dims. *grew: some padding grew. */
+static rx_status ceil_pads(imp *I, const Onnx__NodeProto *n, int k, const rx_expr *const *in,
+                           const int64_t *ext, const int64_t *st, int64_t *pads, bool *grew) {
+  *grew = false;
+  for (int i = 0; i < k; i++) {
+    if (in[i]->kind != RX_EXPR_CONST)
+      return node_err(I, n,
+                      "ceil_mode=1 needs constant spatial dims (floor mode has no such need)");
+    int64_t span = in[i]->value + pads[i] + pads[i + k] - ext[i];
+    if (span < 0) continue; /* the window does not fit: deduction reports it */
+    int64_t out = (span + st[i] - 1) / st[i] + 1;
+    if ((out - 1) * st[i] >= in[i]->value + pads[i]) out--;
+    int64_t extra = (out - 1) * st[i] - span;
+    if (extra > 0) {
+      pads[i + k] += extra;
+      *grew = true;
+    }
+  }
+  return NULL;
+}
+
+/* The attributes of a window op over k = 1, 2 or 3 spatial dims, read once for Conv and the
+ * pools: kernel (from kernel_shape, or the weight's dims), strides, dilations and pads. */
+typedef struct win {
+  int k;                /* spatial dims */
+  const rx_expr *in[3]; /* the input's spatial dims */
+  int64_t kern[3], st[3], dil[3], ext[3];
+  int64_t pads[6]; /* [begin..., end...] */
+} win;
+
+static rx_status read_win(imp *I, const Onnx__NodeProto *n, const rx_sinfo *xs, const int64_t *kern,
+                          win *w) {
+  w->k = xs->ndim - 2;
+  for (int i = 0; i < w->k; i++) {
+    w->in[i] = xs->shape[2 + i];
+    w->kern[i] = kern[i];
+  }
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", w->k, 1, w->st));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", w->k, 1, w->dil));
+  for (int i = 0; i < w->k; i++) {
+    if (w->st[i] < 1 || w->dil[i] < 1 || w->kern[i] < 1)
+      return node_err(I, n, "kernel, strides and dilations must be positive");
+    w->ext[i] = w->dil[i] * (w->kern[i] - 1) + 1;
+  }
+  return window_pads(I, n, w->k, w->in, w->ext, w->st, w->pads);
+}
+
+/* The 2-D attributes of spatial dims i and j of w (i < 0: a dim of size 1 before j). */
+static void win2(const win *w, int i, int j, int64_t *kern, int64_t *st, int64_t *dil,
+                 int64_t *pads) {
+  kern[0] = i < 0 ? 1 : w->kern[i];
+  st[0] = i < 0 ? 1 : w->st[i];
+  dil[0] = i < 0 ? 1 : w->dil[i];
+  pads[0] = i < 0 ? 0 : w->pads[i];
+  pads[2] = i < 0 ? 0 : w->pads[i + w->k];
+  kern[1] = w->kern[j];
+  st[1] = w->st[j];
+  dil[1] = w->dil[j];
+  pads[1] = w->pads[j];
+  pads[3] = w->pads[j + w->k];
+}
+
+/* x (its variable xv) with lo zeros before and hi after along axis (zeros, then a concat). */
+static rx_status pad_zeros(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv, int axis,
+                           int64_t lo, int64_t hi, rx_node **out, rx_var **last) {
+  const rx_sinfo *xs = rx_var_sinfo(xv);
+  rx_node *f[3], *t;
+  rx_var *r = xv, *tup;
+  int nf = 0;
+  for (int side = 0; side < 2; side++) {
+    int64_t cnt = side ? hi : lo;
+    if (side) f[nf++] = x;
+    if (!cnt) continue;
+    const rx_expr *zd[SYM_MAX];
+    memcpy(zd, xs->shape, sizeof *zd * (size_t)xs->ndim);
+    zd[axis] = rx_sym_const(I->m, cnt);
+    rx_node *shape = rx_arg_shape(I->b, zd, xs->ndim);
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", xs->dtype);
+    EXA("zeros", shape, &at, 1, f[nf]);
+    nf++;
+  }
+  *out = x;
+  *last = xv;
+  if (nf == 1) return NULL;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, f, nf, NULL, &tup)));
+  t = rx_arg_var(I->b, tup);
+  const rx_attr *at = rx_attr_int(I->m, "axis", axis);
+  EXA("concat", t, &at, 1, *out);
+  *last = r;
+  return NULL;
+}
+
+/* A 3-D convolution (x [N, C, D, H, W], its variable xv; the weight w [O, C/g, KD, KH, KW] of
+ * shape ws) as KD 2-D ones: for each depth tap kd, the depth slices kd dil_d, kd dil_d + s_d,
+ * ... of the input (its depth padding added as zeros first) as a batch [N OD, C, H, W],
+ * convolved with the weight's slice kd over (H, W); the sum over kd as [N, O, OD, OH, OW]. */
+static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv, rx_node *w,
+                       const rx_sinfo *ws, const win *wn, int64_t groups, rx_node **out,
+                       rx_var **last) {
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(pad_zeros(I, n, x, xv, 2, wn->pads[0], wn->pads[3], &x, &xv));
+  const rx_sinfo *xs = rx_var_sinfo(xv);
+  int64_t sd = wn->st[0], dd = wn->dil[0], k2[2], st[2], dil[2], pads[4], ax2 = 2;
+  int64_t perm[5] = {0, 2, 1, 3, 4};
+  win2(wn, 1, 2, k2, st, dil, pads);
+  const rx_expr *od = rx_sym_add(
+      I->m,
+      rx_sym_floordiv(I->m, rx_sym_sub(I->m, xs->shape[2], rx_sym_const(I->m, wn->ext[0])),
+                      rx_sym_const(I->m, sd)),
+      rx_sym_const(I->m, 1));
+  const rx_expr *span = rx_sym_add(
+      I->m, rx_sym_mul(I->m, rx_sym_sub(I->m, od, rx_sym_const(I->m, 1)), rx_sym_const(I->m, sd)),
+      rx_sym_const(I->m, 1));
+  rx_node *acc = NULL;
+  for (int64_t kd = 0; kd < wn->kern[0]; kd++) {
+    rx_node *xk, *wk;
+    const rx_expr *b = rx_sym_const(I->m, kd * dd), *e = rx_sym_add(I->m, b, span);
+    const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", &ax2, 1),
+                            rx_attr_exprs(I->m, "begin", &b, 1), rx_attr_exprs(I->m, "end", &e, 1),
+                            rx_attr_ints(I->m, "strides", &sd, 1)};
+    EXA("strided_slice", x, at, 4, xk);
+    /* every tap's slice has od depths; deduction may give each tap's its own form */
+    const rx_expr *sd5[5] = {xs->shape[0], xs->shape[1], od, xs->shape[3], xs->shape[4]};
+    if (!match_cast_to(I, r, xs->dtype, 5, sd5, &r))
+      return node_err(I, n, "internal: the depth slices of a 3-D convolution");
+    xk = rx_arg_var(I->b, r);
+    at[0] = rx_attr_ints(I->m, "axes", perm, 5);
+    EXA("permute", xk, at, 1, xk);
+    const rx_sinfo *ps = rx_var_sinfo(r);
+    const rx_expr *bd[4] = {rx_sym_mul(I->m, ps->shape[0], ps->shape[1]), ps->shape[2],
+                            ps->shape[3], ps->shape[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, xk, bd, 4, &xk, &r));
+    const rx_expr *wb = rx_sym_const(I->m, kd), *we = rx_sym_const(I->m, kd + 1);
+    at[0] = rx_attr_ints(I->m, "axes", &ax2, 1);
+    at[1] = rx_attr_exprs(I->m, "begin", &wb, 1);
+    at[2] = rx_attr_exprs(I->m, "end", &we, 1);
+    EXA("strided_slice", w, at, 3, wk);
+    const rx_expr *wd[4] = {ws->shape[0], ws->shape[1], ws->shape[3], ws->shape[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, wk, wd, 4, &wk, &r));
+    at[0] = rx_attr_ints(I->m, "strides", st, 2);
+    at[1] = rx_attr_ints(I->m, "padding", pads, 4);
+    at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
+    at[3] = rx_attr_int(I->m, "groups", groups);
+    rx_node *a[2] = {xk, wk};
+    RX_RETURN_IF_ERROR(exa(I, n, "conv2d", a, 2, at, 4, &xk, &r));
+    if (acc)
+      EX2("add", acc, xk, acc);
+    else
+      acc = xk;
+  }
+  const rx_sinfo *ys = rx_var_sinfo(r), *ps = rx_var_sinfo(xv);
+  const rx_expr *yd[5] = {ps->shape[0], od, ys->shape[1], ys->shape[2], ys->shape[3]};
+  RX_RETURN_IF_ERROR(reshape_to(I, n, acc, yd, 5, &acc, &r));
+  const rx_attr *at = rx_attr_ints(I->m, "axes", perm, 5);
+  EXA("permute", acc, &at, 1, *out);
+  *last = r;
+  return NULL;
+}
+
+static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *xs, *ws;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
+  RX_RETURN_IF_ERROR(known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
+  int64_t kern[3];
+  for (int i = 2; i < ws->ndim; i++) {
+    if (ws->shape[i]->kind != RX_EXPR_CONST)
+      return node_err(I, n, "the weight must be [O, C/group, k...] with constant kernel dims");
+    kern[i - 2] = ws->shape[i]->value;
+  }
+  win w;
+  RX_RETURN_IF_ERROR(read_win(I, n, xs, kern, &w));
+  int64_t k2[2], st[2], dil[2], pads[4], g = onnx_attr_i(n, "group", 1);
+  win2(&w, w.k == 1 ? -1 : w.k - 2, w.k - 1, k2, st, dil, pads);
+  rx_node *a[2];
+  rx_var *r = NULL, *b2;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
+  const rx_expr *one = rx_sym_const(I->m, 1);
+  if (w.k == 3)
+    RX_RETURN_IF_ERROR(conv3(I, n, a[0], get(I, input(n, 0))->var, a[1], ws, &w, g, &a[0], &r));
+  if (w.k == 1) { /* [N, C, L] as [N, C, 1, L], the weight [O, C/g, K] as [O, C/g, 1, K] */
+    const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
+                  *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, a[0], xd, 4, &a[0], &r));
+    RX_RETURN_IF_ERROR(reshape_to(I, n, a[1], wd, 4, &a[1], &r));
+  }
+  const rx_attr *at[4] = {rx_attr_ints(I->m, "strides", st, 2),
+                          rx_attr_ints(I->m, "padding", pads, 4),
+                          rx_attr_ints(I->m, "dilation", dil, 2), rx_attr_int(I->m, "groups", g)};
+  if (w.k < 3) RX_RETURN_IF_ERROR(emit(I, n, "conv2d", a, 2, at, 4, &r));
+  if (w.k == 1) {
+    const rx_sinfo *ys = rx_var_sinfo(r);
+    const rx_expr *yd[3] = {ys->shape[0], ys->shape[1], ys->shape[3]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, rx_arg_var(I->b, r), yd, 3, &a[0], &r));
+  }
+  if (input(n, 2)) { /* bias [O] as [1, O, 1...] */
+    const rx_expr *dims[5] = {one, ws->shape[0], one, one, one};
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[0]));
+    a[1] = rx_arg_shape(I->b, dims, xs->ndim);
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &b2));
+    a[0] = rx_arg_var(I->b, r);
+    a[1] = rx_arg_var(I->b, b2);
+    RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* max_pool2d or avg_pool2d of x with the 2-D attributes of spatial dims i, j of w. */
+static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *x, const win *w,
+                       int i, int j, bool cip, rx_node **out, rx_var **last) {
+  int64_t kern[2], st[2], dil[2], pads[4];
+  win2(w, i, j, kern, st, dil, pads);
+  const rx_attr *at[5] = {
+      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
+      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
+      rx_attr_bool(I->m, "count_include_pad", cip)};
+  return exa(I, n, op, &x, 1, at, op[0] == 'm' ? 4 : 5, out, last);
+}
+
+/* MaxPool, AveragePool and LpPool over 1, 2 or 3 spatial dims: 1-D as 2-D over [N, C, 1, L];
+ * 3-D as a 2-D pool over (H, W) of [N, C D, H, W], then one over (D, 1) of [N, C, D, OH OW]
+ * (both max and the mean, over the window or over its in-bounds part, split that way). LpPool:
+ * (the mean of |x|^p counting the padding, times the window's size)^(1 / p). ceil_mode:
+ * ceil_pads. */
+static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  bool lp = n->op_type[0] == 'L';
+  const char *op = n->op_type[0] == 'M' ? "max_pool2d" : "avg_pool2d";
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
+  if (onnx_attr_i(n, "storage_order", 0)) return node_err(I, n, "storage_order=1 is not supported");
+  if (n->n_output > 1 && n->output[1] && n->output[1][0])
+    return node_err(I, n, "the Indices output is not supported");
+  const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
+  if (!ka || (int)ka->n_ints != xs->ndim - 2)
+    return node_err(I, n, "kernel_shape of %d values is required", xs->ndim - 2);
+  win w;
+  RX_RETURN_IF_ERROR(read_win(I, n, xs, ka->ints, &w));
+  bool cip = lp || onnx_attr_i(n, "count_include_pad", 0) != 0, grew = false;
+  if (onnx_attr_i(n, "ceil_mode", 0))
+    RX_RETURN_IF_ERROR(ceil_pads(I, n, w.k, w.in, w.ext, w.st, w.pads, &grew));
+  if (grew && cip && !lp && op[0] == 'a') /* (LpPool's sum is the same with more zeros) */
+    return node_err(I, n,
+                    "ceil_mode=1 with count_include_pad=1 where the last window passes the "
+                    "padding is not supported");
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  double p = (double)onnx_attr_i(n, "p", 2), size = 1;
+  if (lp) {
+    if (p < 1) return node_err(I, n, "p must be at least 1");
+    for (int i = 0; i < w.k; i++) size *= (double)w.kern[i];
+    EX1("abs", x, x);
+    if (p != 1) EX2("power", x, FL(p), x);
+  }
+  const rx_expr *one = rx_sym_const(I->m, 1), *d[5];
+  const rx_sinfo *ys;
+  if (w.k == 1) {
+    const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, xd, 4, &x, &r));
+    RX_RETURN_IF_ERROR(pool2(I, n, op, x, &w, -1, 0, cip, &x, &r));
+    ys = rx_var_sinfo(r);
+    const rx_expr *yd[3] = {ys->shape[0], ys->shape[1], ys->shape[3]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, yd, 3, &x, &r));
+  } else if (w.k == 2) {
+    RX_RETURN_IF_ERROR(pool2(I, n, op, x, &w, 0, 1, cip, &x, &r));
+  } else {
+    const rx_expr *xd[4] = {xs->shape[0], rx_sym_mul(I->m, xs->shape[1], xs->shape[2]),
+                            xs->shape[3], xs->shape[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, xd, 4, &x, &r));
+    RX_RETURN_IF_ERROR(pool2(I, n, op, x, &w, 1, 2, cip, &x, &r));
+    ys = rx_var_sinfo(r);
+    d[3] = ys->shape[2];
+    d[4] = ys->shape[3];
+    const rx_expr *yd[4] = {xs->shape[0], xs->shape[1], xs->shape[2], rx_sym_mul(I->m, d[3], d[4])};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, yd, 4, &x, &r));
+    win wd = w; /* (D, 1): the dim of size 1 has kernel 1, stride 1, no padding */
+    wd.k = 2;
+    wd.kern[1] = wd.st[1] = wd.dil[1] = 1;
+    wd.pads[0] = w.pads[0];
+    wd.pads[2] = w.pads[3];
+    wd.pads[1] = wd.pads[3] = 0;
+    RX_RETURN_IF_ERROR(pool2(I, n, op, x, &wd, 0, 1, cip, &x, &r));
+    ys = rx_var_sinfo(r);
+    const rx_expr *od[5] = {xs->shape[0], xs->shape[1], ys->shape[2], d[3], d[4]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, od, 5, &x, &r));
+  }
+  if (lp) {
+    EX2("multiply", x, FL(size), x);
+    if (p != 1) EX2("power", x, FL(1.0 / p), x);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+/* x with stride - 1 zeros after each element along axis (a reshape of the concat of x and
+ * zeros along a new axis after it). */
+static rx_status zero_insert(imp *I, const Onnx__NodeProto *n, rx_node *x, int axis, int64_t s,
+                             rx_node **out, rx_var **last) {
+  const rx_sinfo *xs = rx_var_sinfo(*last);
+  rx_dtype dt = xs->dtype;
+  int rank = xs->ndim;
+  const rx_expr *zd[SYM_MAX], *od[SYM_MAX];
+  for (int i = 0; i < rank; i++) od[i] = zd[i < axis + 1 ? i : i + 1] = xs->shape[i];
+  zd[axis + 1] = rx_sym_const(I->m, s - 1);
+  od[axis] = rx_sym_mul(I->m, xs->shape[axis], rx_sym_const(I->m, s));
+  int64_t ax = axis + 1;
+  rx_var *r = NULL;
+  rx_node *f[2], *t;
+  const rx_attr *at = rx_attr_ints(I->m, "axes", &ax, 1);
+  EXA("expand_dims", x, &at, 1, f[0]);
+  rx_node *shape = rx_arg_shape(I->b, zd, rank + 1);
+  at = rx_attr_dtype(I->m, "dtype", dt);
+  EXA("zeros", shape, &at, 1, f[1]);
+  rx_var *tup;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, f, 2, NULL, &tup)));
+  t = rx_arg_var(I->b, tup);
+  at = rx_attr_int(I->m, "axis", ax);
+  EXA("concat", t, &at, 1, t);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, t, od, rank, out, last));
+  return NULL;
+}
+
+/* ConvTranspose (1-D, 2-D and 3-D) as the convolution whose gradient it is: the input with
+ * stride - 1 zeros between its elements, padded by dilation (kernel - 1) - pad at the begin
+ * and that plus output_padding at the end (a negative padding crops), convolved at stride 1
+ * with the weight [C, O / group, k...] as [O, C / group, k...] (in and out channels swapped
+ * within each group) with its kernel flipped (1-D as 2-D, 3-D by conv3). output_shape and
+ * auto_pad SAME set the pads from the constant input size, as ONNX says (the odd one at the
+ * begin unless SAME_UPPER). */
+static rx_status do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *xs, *ws;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
+  RX_RETURN_IF_ERROR(known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
+  int k = xs->ndim - 2, K = k == 1 ? 2 : k; /* K: the dims of the convolution made */
+  int64_t g = onnx_attr_i(n, "group", 1), kern[3], st[3], dil[3], opad[3], pads[6], ext[3];
+  for (int i = 0; i < k; i++) {
+    if (ws->shape[2 + i]->kind != RX_EXPR_CONST)
+      return node_err(I, n, "the weight must be [C, O/group, k...] with constant kernel dims");
+    kern[i] = ws->shape[2 + i]->value;
+  }
+  if (g < 1 || ws->shape[0]->kind != RX_EXPR_CONST || ws->shape[0]->value % g)
+    return node_err(I, n, "group must be positive and divide the weight's constant dim 0");
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", k, 1, st));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "dilations", k, 1, dil));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "output_padding", k, 0, opad));
+  for (int i = 0; i < k; i++) {
+    if (st[i] < 1 || dil[i] < 1 || opad[i] < 0 || st[i] > (1 << 16))
+      return node_err(I, n, "strides and dilations must be positive, output_padding not negative");
+    ext[i] = dil[i] * (kern[i] - 1) + 1;
+  }
+  const Onnx__AttributeProto *os = onnx_attr(n, "output_shape");
+  bool same = attr_s_is(n, "auto_pad", "SAME_UPPER") || attr_s_is(n, "auto_pad", "SAME_LOWER");
+  if ((os && os->n_ints) || same) {
+    if (os && os->n_ints && (int)os->n_ints != k)
+      return node_err(I, n, "output_shape must have %d values (the spatial dims)", k);
+    for (int i = 0; i < k; i++) {
+      const rx_expr *in = xs->shape[2 + i];
+      if (in->kind != RX_EXPR_CONST)
+        return node_err(I, n, "output_shape and auto_pad SAME need constant spatial dims");
+      int64_t want = os && os->n_ints ? os->ints[i] : in->value * st[i];
+      /* a negative total (output_shape beyond the natural size) pads the output's end, as
+       * ONNX's reference halves it rounding down */
+      int64_t total = st[i] * (in->value - 1) + opad[i] + ext[i] - want;
+      int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+      pads[i] = upper ? half : total - half;
+      pads[i + k] = total - pads[i];
+    }
+  } else if (attr_s_is(n, "auto_pad", "VALID")) {
+    memset(pads, 0, sizeof pads);
+  } else {
+    RX_RETURN_IF_ERROR(ints_attr(I, n, "pads", 2 * k, 0, pads));
+  }
+  rx_node *x, *w;
+  rx_var *r = NULL, *xv = get(I, input(n, 0))->var;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &w));
+  const rx_expr *one = rx_sym_const(I->m, 1), *d[6];
+  if (k == 1) { /* as 2-D over [N, C, 1, L] */
+    const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
+                  *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, xd, 4, &x, &xv));
+    RX_RETURN_IF_ERROR(reshape_to(I, n, w, wd, 4, &w, &r));
+    kern[1] = kern[0], st[1] = st[0], dil[1] = dil[0], opad[1] = opad[0], ext[1] = ext[0];
+    pads[3] = pads[1], pads[1] = pads[0];
+    kern[0] = st[0] = dil[0] = ext[0] = 1, opad[0] = pads[0] = pads[2] = 0;
+  }
+  /* the weight: [g, C/g, O/g, k...] -> [g, O/g, C/g, k...] -> [O, C/g, k...], flipped */
+  int64_t cg = ws->shape[0]->value / g, perm[6] = {0, 2, 1, 3, 4, 5};
+  d[0] = rx_sym_const(I->m, g), d[1] = rx_sym_const(I->m, cg), d[2] = ws->shape[1];
+  for (int i = 0; i < K; i++) d[3 + i] = rx_sym_const(I->m, kern[i]);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, w, d, K + 3, &w, &r));
+  const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", perm, K + 3)};
+  EXA("permute", w, at, 1, w);
+  d[1] = rx_sym_mul(I->m, d[0], ws->shape[1]), d[2] = rx_sym_const(I->m, cg);
+  RX_RETURN_IF_ERROR(reshape_to(I, n, w, d + 1, K + 2, &w, &r));
+  rx_var *wv = r;
+  for (int i = 0; i < K; i++) {
+    if (kern[i] == 1) continue;
+    rx_node *a[3] = {rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, kern[i] - 1)),
+                     rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, -1)),
+                     rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, -1))},
+            *rev;
+    at[0] = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+    RX_RETURN_IF_ERROR(exa(I, n, "arange", a, 3, at, 1, &rev, &r));
+    a[0] = w;
+    a[1] = rev;
+    at[0] = rx_attr_int(I->m, "axis", 2 + i);
+    RX_RETURN_IF_ERROR(exa(I, n, "take", a, 2, at, 1, &w, &wv));
+  }
+  /* the input, zeros inserted; the padding of each side, its negative part cropped */
+  int64_t cp[6], crop[6], axes[3] = {2, 3, 4};
+  for (int i = 0; i < K; i++) {
+    if (st[i] > 1) RX_RETURN_IF_ERROR(zero_insert(I, n, x, 2 + i, st[i], &x, &xv));
+    cp[i] = ext[i] - 1 - pads[i];
+    cp[i + K] = ext[i] - 1 - pads[i + K] + opad[i] - (st[i] - 1);
+  }
+  bool cropping = false;
+  for (int i = 0; i < 2 * K; i++) {
+    crop[i] = cp[i] < 0 ? -cp[i] : 0;
+    if (cp[i] < 0) cp[i] = 0, cropping = true;
+  }
+  if (cropping) {
+    const rx_sinfo *cs = rx_var_sinfo(xv);
+    const rx_expr *b[3], *e[3];
+    for (int i = 0; i < K; i++) {
+      b[i] = rx_sym_const(I->m, crop[i]);
+      e[i] = rx_sym_sub(I->m, cs->shape[2 + i], rx_sym_const(I->m, crop[i + K]));
+    }
+    at[0] = rx_attr_ints(I->m, "axes", axes, K);
+    at[1] = rx_attr_exprs(I->m, "begin", b, K);
+    at[2] = rx_attr_exprs(I->m, "end", e, K);
+    EXA("strided_slice", x, at, 3, x);
+    xv = r;
+  }
+  if (K == 3) { /* stride 1, the dilations, the padding cp */
+    win cw = {.k = 3};
+    for (int i = 0; i < 3; i++) {
+      cw.kern[i] = kern[i], cw.st[i] = 1, cw.dil[i] = dil[i], cw.ext[i] = ext[i];
+      cw.pads[i] = cp[i], cw.pads[i + 3] = cp[i + 3];
+    }
+    RX_RETURN_IF_ERROR(conv3(I, n, x, xv, w, rx_var_sinfo(wv), &cw, g, &x, &r));
+  } else {
+    int64_t one2[2] = {1, 1};
+    at[0] = rx_attr_ints(I->m, "strides", one2, 2);
+    at[1] = rx_attr_ints(I->m, "padding", cp, 4);
+    at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
+    at[3] = rx_attr_int(I->m, "groups", g);
+    RX_RETURN_IF_ERROR(exa(I, n, "conv2d", (rx_node *[]){x, w}, 2, at, 4, &x, &r));
+  }
+  const rx_sinfo *ys = rx_var_sinfo(r);
+  if (k == 1) {
+    d[0] = ys->shape[0], d[1] = ys->shape[1], d[2] = ys->shape[3];
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, d, 3, &x, &r));
+  }
+  if (input(n, 2)) { /* bias [O] as [1, O, 1...] */
+    rx_node *bias;
+    const rx_expr *bd[5] = {one, ys->shape[1], one, one, one};
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &bias));
+    RX_RETURN_IF_ERROR(reshape_to(I, n, bias, bd, k + 2, &bias, &r));
+    EX2("add", x, bias, x);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+/* ---- Resize and Upsample: per resized axis, the source coordinate of each output index (a
+ * tensor computed from arange), then a gather of the neighbours (take) weighted by mode ---- */
+
+typedef enum { RS_NEAREST, RS_LINEAR, RS_CUBIC } rs_mode;
+typedef enum { RS_HALF_PIXEL, RS_PYTORCH, RS_ALIGN, RS_ASYM, RS_TF_NN, RS_TF_CROP } rs_coord;
+typedef enum { RS_PREFER_FLOOR, RS_PREFER_CEIL, RS_FLOOR, RS_CEIL } rs_round;
+
+typedef struct rs_params {
+  rs_mode mode;
+  rs_coord coord;
+  rs_round round;
+  double a;      /* cubic_coeff_a */
+  bool exclude;  /* exclude_outside */
+  double extrap; /* extrapolation_value (tf_crop_and_resize) */
+  int rank;
+  rx_node *scales;     /* f32 [rank] at run time, or NULL (sizes or fscale given) */
+  const float *fscale; /* constant scales [rank] (a weight read at import), or NULL */
+  rx_node *roi;        /* f32 [2 rank] (tf_crop_and_resize), or NULL */
+} rs_params;
+
+/* The index of string attribute `name` in names (nnames of them; absent: dflt), -1 if other. */
+static int attr_choice(const Onnx__NodeProto *n, const char *name, const char *const *names,
+                       int nnames, int dflt) {
+  if (attr_s_is(n, name, "")) return dflt;
+  for (int i = 0; i < nnames; i++)
+    if (attr_s_is(n, name, names[i])) return i;
+  return -1;
+}
+
+static rx_status rs_read(imp *I, const Onnx__NodeProto *n, rs_params *p) {
+  static const char *const modes[] = {"nearest", "linear", "cubic"},
+                           *coords[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                        "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"},
+                           *rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  bool up = !strcmp(n->op_type, "Upsample"); /* Upsample: asymmetric, floor */
+  int m = attr_choice(n, "mode", modes, up ? 2 : 3, RS_NEAREST);
+  int c = up ? RS_ASYM : attr_choice(n, "coordinate_transformation_mode", coords, 6, RS_HALF_PIXEL);
+  int r = up ? RS_FLOOR : attr_choice(n, "nearest_mode", rounds, 4, RS_PREFER_FLOOR);
+  if (m < 0) return node_err(I, n, "mode must be nearest, linear%s", up ? "" : " or cubic");
+  if (c < 0)
+    return node_err(I, n,
+                    "coordinate_transformation_mode must be half_pixel, pytorch_half_pixel, "
+                    "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize");
+  if (r < 0)
+    return node_err(I, n,
+                    "nearest_mode must be round_prefer_floor, round_prefer_ceil, "
+                    "floor or ceil");
+  if (onnx_attr_i(n, "antialias", 0)) return node_err(I, n, "antialias=1 is not supported");
+  if (onnx_attr(n, "axes")) return node_err(I, n, "the axes attribute is not supported");
+  if (!attr_s_is(n, "keep_aspect_ratio_policy", "") &&
+      !attr_s_is(n, "keep_aspect_ratio_policy", "stretch"))
+    return node_err(I, n, "keep_aspect_ratio_policy other than stretch is not supported");
+  p->mode = (rs_mode)m;
+  p->coord = (rs_coord)c;
+  p->round = (rs_round)r;
+  p->a = onnx_attr_f(n, "cubic_coeff_a", -0.75);
+  p->exclude = onnx_attr_i(n, "exclude_outside", 0) != 0;
+  p->extrap = onnx_attr_f(n, "extrapolation_value", 0.0);
+  return NULL;
+}
+
+/* A tensor [1] holding the symbolic value e (dtype f32 or i64): arange(e, e + 1). */
+static rx_status value_tensor(imp *I, const Onnx__NodeProto *n, const rx_expr *e, rx_dtype dt,
+                              rx_node **out) {
+  rx_node *a[2] = {rx_arg_prim(I->b, RX_DTYPE_I64, e),
+                   rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_add(I->m, e, rx_sym_const(I->m, 1)))};
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
+  return exa(I, n, "arange", a, 2, &at, 1, out, NULL);
+}
+
+/* Element k of a 1-D tensor as a tensor [1]. */
+static rx_status elem_of(imp *I, const Onnx__NodeProto *n, rx_node *t, int k, rx_node **out) {
+  int64_t ax = 0;
+  const rx_expr *b = rx_sym_const(I->m, k), *e = rx_sym_const(I->m, k + 1);
+  const rx_attr *at[3] = {rx_attr_ints(I->m, "axes", &ax, 1), rx_attr_exprs(I->m, "begin", &b, 1),
+                          rx_attr_exprs(I->m, "end", &e, 1)};
+  return exa(I, n, "strided_slice", &t, 1, at, 3, out, NULL);
+}
+
+/* The source coordinate (f32 [out]) of each output index along axis k, as ONNX's
+ * coordinate_transformation_mode says. */
+static rx_status rs_coord_of(imp *I, const Onnx__NodeProto *n, const rs_params *p, int k,
+                             const rx_expr *in, const rx_expr *out, rx_node **x) {
+  rx_node *i, *inf, *outf, *sc, *t = NULL, *u, *big = NULL;
+  rx_var *r = NULL;
+  rx_node *a[2] = {rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0)),
+                   rx_arg_prim(I->b, RX_DTYPE_I64, out)};
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
+  RX_RETURN_IF_ERROR(exa(I, n, "arange", a, 2, &at, 1, &i, &r));
+  RX_RETURN_IF_ERROR(value_tensor(I, n, in, RX_DTYPE_F32, &inf));
+  if (p->fscale) { /* the resized length is in * scale, not floored (ONNX's reference) */
+    sc = FL(p->fscale[k]);
+    EX2("multiply", inf, sc, outf);
+  } else if (p->scales) {
+    RX_RETURN_IF_ERROR(elem_of(I, n, p->scales, k, &sc));
+    EX2("multiply", inf, sc, outf);
+  } else {
+    RX_RETURN_IF_ERROR(value_tensor(I, n, out, RX_DTYPE_F32, &outf));
+    EX2("divide", outf, inf, sc);
+  }
+  if (p->coord == RS_PYTORCH || p->coord == RS_ALIGN || p->coord == RS_TF_CROP)
+    EX2("greater", outf, FL(1.0), big); /* these divide by out - 1, or need out > 1 */
+  switch (p->coord) {
+  case RS_HALF_PIXEL:
+  case RS_PYTORCH:
+  case RS_TF_NN:
+    EX2("add", i, FL(0.5), t);
+    EX2("divide", t, sc, t);
+    if (p->coord != RS_TF_NN) EX2("subtract", t, FL(0.5), t);
+    if (p->coord == RS_PYTORCH) EX3("where", big, t, FL(0.0), t);
+    break;
+  case RS_ALIGN: /* i (in - 1) / (out - 1) */
+    EX2("subtract", inf, FL(1.0), t);
+    EX2("subtract", outf, FL(1.0), u);
+    EX2("divide", t, u, t);
+    EX2("multiply", i, t, t);
+    EX3("where", big, t, FL(0.0), t);
+    break;
+  case RS_ASYM:
+    EX2("divide", i, sc, t);
+    break;
+  case RS_TF_CROP: { /* start (in - 1) + i (end - start) (in - 1) / (out - 1) */
+    rx_node *s, *e, *in1, *mid;
+    RX_RETURN_IF_ERROR(elem_of(I, n, p->roi, k, &s));
+    RX_RETURN_IF_ERROR(elem_of(I, n, p->roi, p->rank + k, &e));
+    EX2("subtract", inf, FL(1.0), in1);
+    EX2("add", s, e, mid);
+    EX2("multiply", mid, FL(0.5), mid);
+    EX2("multiply", mid, in1, mid);
+    EX2("subtract", e, s, t);
+    EX2("multiply", t, in1, t);
+    EX2("subtract", outf, FL(1.0), u);
+    EX2("divide", t, u, t);
+    EX2("multiply", i, t, t);
+    EX2("multiply", s, in1, u);
+    EX2("add", t, u, t);
+    EX3("where", big, t, mid, t);
+    break;
+  }
+  }
+  *x = t;
+  return NULL;
+}
+
+/* y + take(x, clamp(idx, 0, in - 1), axis k) w (w reshaped to broadcast along k; y NULL: none
+ * yet; w NULL: weight 1); *last: the variable of the new y. */
+static rx_status rs_tap(imp *I, const Onnx__NodeProto *n, const rs_params *p, rx_node *x, int k,
+                        const rx_expr *in, const rx_expr *out, rx_node *idx, rx_node *w,
+                        rx_node **y, rx_var **last) {
+  rx_node *hi, *g;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(value_tensor(I, n, in, RX_DTYPE_F32, &hi));
+  EX2("subtract", hi, FL(1.0), hi);
+  EX2("maximum", idx, FL(0.0), idx);
+  EX2("minimum", idx, hi, idx);
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  EXA("cast", idx, &at, 1, idx);
+  rx_node *a[2] = {x, idx};
+  at = rx_attr_int(I->m, "axis", k);
+  RX_RETURN_IF_ERROR(exa(I, n, "take", a, 2, &at, 1, &g, &r));
+  if (w) {
+    const rx_expr *d[SYM_MAX];
+    d[0] = out;
+    for (int j = k + 1; j < p->rank; j++) d[j - k] = rx_sym_const(I->m, 1);
+    RX_RETURN_IF_ERROR(reshape_to(I, n, w, d, p->rank - k, &w, &r));
+    EX2("multiply", g, w, g);
+  }
+  if (*y) EX2("add", *y, g, g);
+  *y = g;
+  *last = r;
+  return NULL;
+}
+
+/* The cubic convolution weight of a tap at distance s (Keys, coefficient a):
+ * (a + 2) s^3 - (a + 3) s^2 + 1 within 1, a s^3 - 5 a s^2 + 8 a s - 4 a from 1 to 2. */
+static rx_status cubic_w(imp *I, const Onnx__NodeProto *n, double a, rx_node *s, bool outer,
+                         rx_node **out) {
+  rx_node *t;
+  rx_var *r = NULL;
+  EX2("multiply", s, FL(outer ? a : a + 2), t);
+  EX2("subtract", t, FL(outer ? 5 * a : a + 3), t);
+  EX2("multiply", t, s, t);
+  if (outer) {
+    EX2("add", t, FL(8 * a), t);
+    EX2("multiply", t, s, t);
+    EX2("subtract", t, FL(4 * a), *out);
+  } else {
+    EX2("multiply", t, s, t);
+    EX2("add", t, FL(1.0), *out);
+  }
+  return NULL;
+}
+
+/* x resized along axis k from in to out (*y, its variable *last). */
+static rx_status rs_axis(imp *I, const Onnx__NodeProto *n, const rs_params *p, rx_node *x, int k,
+                         const rx_expr *in, const rx_expr *out, rx_node **y, rx_var **last) {
+  rx_node *c, *f, *t, *idx;
+  rx_var *r = NULL;
+  *y = NULL;
+  RX_RETURN_IF_ERROR(rs_coord_of(I, n, p, k, in, out, &c));
+  if (p->mode == RS_NEAREST) {
+    if (p->round == RS_PREFER_FLOOR) { /* ceil(c - 0.5): halves go down */
+      EX2("subtract", c, FL(0.5), idx);
+      EX1("ceil", idx, idx);
+    } else if (p->round == RS_PREFER_CEIL) {
+      EX2("add", c, FL(0.5), idx);
+      EX1("floor", idx, idx);
+    } else {
+      EX1(p->round == RS_FLOOR ? "floor" : "ceil", c, idx);
+    }
+    RX_RETURN_IF_ERROR(rs_tap(I, n, p, x, k, in, out, idx, NULL, y, last));
+  } else {
+    EX1("floor", c, f);
+    EX2("subtract", c, f, t); /* the fraction */
+    int lo = p->mode == RS_LINEAR ? 0 : -1, hi = p->mode == RS_LINEAR ? 1 : 2;
+    rx_node *w[4], *sum = NULL, *hif;
+    RX_RETURN_IF_ERROR(value_tensor(I, n, in, RX_DTYPE_F32, &hif));
+    EX2("subtract", hif, FL(1.0), hif);
+    for (int j = lo; j <= hi; j++) {
+      rx_node *s, **wj = &w[j - lo];
+      if (p->mode == RS_LINEAR) { /* 1 - t, t */
+        if (j == 0)
+          EX2("subtract", FL(1.0), t, *wj);
+        else
+          *wj = t;
+        continue;
+      }
+      if (j <= 0)
+        EX2("add", t, FL((double)-j), s);
+      else
+        EX2("subtract", FL((double)j), t, s);
+      RX_RETURN_IF_ERROR(cubic_w(I, n, p->a, s, j == -1 || j == 2, wj));
+      if (p->exclude) { /* taps outside the input weigh 0, the rest renormalized */
+        rx_node *at_j, *ok, *ok2;
+        EX2("add", f, FL((double)j), at_j);
+        EX2("greater_equal", at_j, FL(0.0), ok);
+        EX2("less_equal", at_j, hif, ok2);
+        EX2("logical_and", ok, ok2, ok);
+        EX3("where", ok, *wj, FL(0.0), *wj);
+        if (sum)
+          EX2("add", sum, *wj, sum);
+        else
+          sum = *wj;
+      }
+    }
+    for (int j = lo; j <= hi; j++) {
+      rx_node *wj = w[j - lo];
+      if (sum) EX2("divide", wj, sum, wj);
+      if (j)
+        EX2("add", f, FL((double)j), idx);
+      else
+        idx = f;
+      RX_RETURN_IF_ERROR(rs_tap(I, n, p, x, k, in, out, idx, wj, y, last));
+    }
+  }
+  if (p->coord == RS_TF_CROP) { /* extrapolation_value outside the input */
+    rx_node *hif, *bad, *bad2;
+    RX_RETURN_IF_ERROR(value_tensor(I, n, in, RX_DTYPE_F32, &hif));
+    EX2("subtract", hif, FL(1.0), hif);
+    EX2("less", c, FL(0.0), bad);
+    EX2("greater", c, hif, bad2);
+    EX2("logical_or", bad, bad2, bad);
+    const rx_expr *d[SYM_MAX];
+    d[0] = out;
+    for (int j = k + 1; j < p->rank; j++) d[j - k] = rx_sym_const(I->m, 1);
+    RX_RETURN_IF_ERROR(reshape_to(I, n, bad, d, p->rank - k, &bad, &r));
+    EX3("where", bad, FL(p->extrap), *y, *y);
+    *last = r;
+  }
+  return NULL;
+}
+
+/* floor(d s) as a symbolic expression where it is one (d constant, or s a fraction p / q with
+ * q <= 64 to within the float's precision: (d p) // q, or (d p - 1) // q where the float is just
+ * below p / q, as floor(d s) is then for any d below about 1 / (q |s - p / q|)); NULL otherwise. */
+static const rx_expr *scaled_dim(imp *I, const rx_expr *d, float s) {
+  if (!(s > 0) || s > 1e6) return NULL;
+  if (d->kind == RX_EXPR_CONST) return rx_sym_const(I->m, (int64_t)floor((double)d->value * s));
+  for (int64_t q = 1; q <= 64; q++) {
+    double pq = (double)s * (double)q, p = nearbyint(pq);
+    if (p < 1 || fabs(pq - p) > 1e-6 * pq) continue;
+    const rx_expr *dp = rx_sym_mul(I->m, d, rx_sym_const(I->m, (int64_t)p));
+    if (pq < p) dp = rx_sym_sub(I->m, dp, rx_sym_const(I->m, 1));
+    return rx_sym_floordiv(I->m, dp, rx_sym_const(I->m, q));
+  }
+  return NULL;
+}
+
+/* The output dims floor(in * scale) of run-time scales (p->scales), computed at run time and
+ * bound then. */
+static rx_status rs_runtime_dims(imp *I, const Onnx__NodeProto *n, const rs_params *p,
+                                 const rx_sinfo *xs, const rx_expr **out) {
+  rx_node *parts[SYM_MAX], *t;
+  rx_var *r = NULL, *tup;
+  for (int k = 0; k < xs->ndim; k++)
+    RX_RETURN_IF_ERROR(value_tensor(I, n, xs->shape[k], RX_DTYPE_F32, &parts[k]));
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, parts, xs->ndim, NULL, &tup)));
+  t = rx_arg_var(I->b, tup);
+  const rx_attr *at = rx_attr_int(I->m, "axis", 0);
+  EXA("concat", t, &at, 1, t);
+  EX2("multiply", t, p->scales, t);
+  EX1("floor", t, t);
+  at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  EXA("cast", t, &at, 1, t);
+  val dims = {.kind = V_TENSOR, .var = r};
+  RX_RETURN_IF_ERROR(runtime_sym(I, n, &dims));
+  memcpy(out, dims.s, sizeof *out * (size_t)xs->ndim);
+  return NULL;
+}
+
+/* Is input i absent: not given, or an empty constant or tensor (opset 11's empty roi and
+ * scales)? */
+static bool absent_input(imp *I, const Onnx__NodeProto *n, size_t i) {
+  val *v = input(n, i) ? get(I, input(n, i)) : NULL;
+  if (!v) return true;
+  if (v->kind == V_SYM) return v->slen == 0;
+  const rx_sinfo *si = tsinfo(v);
+  return si && si->ndim == 1 && si->shape && rx_expr_is_const(si->shape[0], 0);
+}
+
+/* Resize (opset 11+: X, roi, scales, sizes) and Upsample (opset 9: X, scales): the output
+ * dims are sizes (constants or values bound at run time), floor(in * scale) of constant scales
+ * (an initializer or Constant: symbolic dims, scaled_dim), or else computed at run time from the
+ * scales tensor (and bound then); each axis whose size may change is resized in turn (the modes
+ * are separable, as ONNX defines them). */
+static rx_status do_resize(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 1, SYM_MAX, &xs));
+  rs_params p = {.rank = xs->ndim};
+  RX_RETURN_IF_ERROR(rs_read(I, n, &p));
+  bool up = !strcmp(n->op_type, "Upsample");
+  size_t si = up ? 1 : 2;
+  const rx_expr *out[SYM_MAX];
+  if (!up && !absent_input(I, n, 3)) {
+    val *v;
+    RX_RETURN_IF_ERROR(sym_input(I, n, 3, &v));
+    if (v->slen != xs->ndim) return node_err(I, n, "sizes must have %d values", xs->ndim);
+    memcpy(out, v->s, sizeof *out * (size_t)xs->ndim);
+  } else if (!absent_input(I, n, si)) {
+    if (p.coord == RS_TF_CROP)
+      return node_err(I, n, "tf_crop_and_resize with scales (not sizes) is not supported");
+    val *sv = get(I, input(n, si));
+    const rx_sinfo *ss = tsinfo(sv);
+    if (!ss || ss->ndim != 1 || !ss->shape || !rx_expr_is_const(ss->shape[0], xs->ndim) ||
+        ss->dtype != RX_DTYPE_F32)
+      return node_err(I, n, "scales must be a f32 tensor of %d values", xs->ndim);
+    if (sv->nfl == xs->ndim) { /* constant scales: symbolic output dims where they fold */
+      p.fscale = sv->fl;
+      for (int k = 0; k < xs->ndim && p.fscale; k++)
+        if (!(out[k] = scaled_dim(I, xs->shape[k], sv->fl[k]))) p.fscale = NULL;
+    }
+    if (!p.fscale) {
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, si), &p.scales));
+      RX_RETURN_IF_ERROR(rs_runtime_dims(I, n, &p, xs, out));
+    }
+  } else {
+    return node_err(I, n, "needs scales or sizes");
+  }
+  if (p.coord == RS_TF_CROP) {
+    if (absent_input(I, n, 1)) return node_err(I, n, "tf_crop_and_resize needs roi");
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &p.roi));
+  }
+  rx_node *x;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  rx_var *r = NULL;
+  for (int k = 0; k < xs->ndim; k++) {
+    bool same = p.fscale ? p.fscale[k] == 1.0f : !p.scales && out[k] == xs->shape[k];
+    if (same && p.coord != RS_TF_CROP && p.coord != RS_TF_NN)
+      continue; /* scale 1, and a coordinate map that is then the identity */
+    RX_RETURN_IF_ERROR(rs_axis(I, n, &p, x, k, xs->shape[k], out[k], &x, &r));
+  }
+  if (r)
+    def_tensor(I, n, r);
+  else /* nothing resized */
+    def_alias(I, n, get(I, input(n, 0)));
+  return NULL;
+}
+#undef EXA
 #undef EX1
 #undef EX2
 #undef EX3
@@ -2093,7 +3153,7 @@ static const onnx_op onnx_ops[] = {
     {"ArgMin", do_arg_extreme, "argmin", 1, 0, NULL},
     {"Asinh", do_formula, "asinh", 9, 0, NULL},
     {"Atanh", do_formula, "atanh", 9, 0, NULL},
-    {"AveragePool", do_pool, NULL, 1, 0, "2-D, floor mode"},
+    {"AveragePool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
     {"Cast", do_cast, NULL, 6, 0, NULL},
@@ -2103,10 +3163,12 @@ static const onnx_op onnx_ops[] = {
     {"Concat", do_concat, NULL, 1, 0, NULL},
     {"Constant", do_constant, NULL, 1, 0, NULL},
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
-    {"Conv", do_conv, NULL, 1, 0, "2-D"},
+    {"Conv", do_conv, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
+    {"ConvTranspose", do_conv_transpose, NULL, 1, 0, "1-D, 2-D and 3-D; output_shape and SAME: constant spatial dims"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
+    {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
@@ -2128,6 +3190,7 @@ static const onnx_op onnx_ops[] = {
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
     {"Identity", do_identity, NULL, 1, 0, NULL},
+    {"InstanceNormalization", do_instance_norm, "instance_norm", 6, 0, NULL},
     {"IsNaN", do_act, "is_nan", 9, 0, NULL},
     {"LayerNormalization", do_layer_norm, NULL, 17, 0, NULL},
     {"LeakyRelu", do_leaky_relu, NULL, 1, 0, NULL},
@@ -2135,18 +3198,23 @@ static const onnx_op onnx_ops[] = {
     {"LessOrEqual", do_binary, "less_equal", 12, 0, NULL},
     {"Log", do_unary, "log", 1, 0, NULL},
     {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
+    {"LpPool", do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
+    {"LRN", do_lrn, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
-    {"MaxPool", do_pool, NULL, 1, 0, "2-D, floor mode"},
+    {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; no Indices output"},
     {"Mean", do_variadic, "mean", 1, 0, NULL},
+    {"MeanVarianceNormalization", do_instance_norm, "mvn", 9, 0, NULL},
     {"Min", do_variadic, "minimum", 1, 0, NULL},
     {"Mish", do_act, "mish", 18, 0, NULL},
     {"Mod", do_mod, NULL, 10, 0, NULL},
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
+    {"NegativeLogLikelihoodLoss", do_nll_loss, "nll", 12, 0, NULL},
     {"Not", do_unary, "not", 1, 0, NULL},
     {"Or", do_binary, "logical_or", 1, 0, NULL},
     {"Pow", do_binary, "power", 1, 0, NULL},
+    {"PRelu", do_prelu, NULL, 7, 0, NULL},
     {"Range", do_range, NULL, 11, 0, NULL},
     {"Reciprocal", do_reciprocal, NULL, 1, 0, NULL},
     {"ReduceL1", do_reduce_by, "l1", 1, 0, NULL},
@@ -2161,6 +3229,7 @@ static const onnx_op onnx_ops[] = {
     {"ReduceSumSquare", do_reduce_by, "sum_square", 1, 0, NULL},
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
+    {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
     {"Sigmoid", do_unary, "sigmoid", 1, 0, NULL},
@@ -2170,8 +3239,10 @@ static const onnx_op onnx_ops[] = {
     {"Size", do_size, NULL, 1, 0, NULL},
     {"Slice", do_slice, NULL, 1, 0, NULL},
     {"Softmax", do_softmax, NULL, 1, 0, NULL},
+    {"SoftmaxCrossEntropyLoss", do_nll_loss, "sce", 12, 0, NULL},
     {"Softplus", do_act, "softplus", 1, 0, NULL},
     {"Softsign", do_act, "softsign", 1, 0, NULL},
+    {"SpaceToDepth", do_depth_space, "space_to_depth", 1, 0, NULL},
     {"Split", do_split, NULL, 1, 0, NULL},
     {"Sqrt", do_unary, "sqrt", 1, 0, NULL},
     {"Squeeze", do_squeeze, NULL, 1, 0, NULL},
@@ -2183,6 +3254,7 @@ static const onnx_op onnx_ops[] = {
     {"Transpose", do_transpose, NULL, 1, 0, NULL},
     {"Trilu", do_trilu, NULL, 14, 0, NULL},
     {"Unsqueeze", do_squeeze, NULL, 1, 0, NULL},
+    {"Upsample", do_resize, NULL, 9, 9, "nearest, linear"},
     {"Where", do_where, NULL, 9, 0, NULL},
     {"Xor", do_binary, "not_equal", 7, 0, "bool"},
 };

@@ -293,17 +293,17 @@ def error_models():
         g = helper.make_graph([node], name, [x], [y], list(inits))
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
         onnx.save(m, os.path.join(HERE, name + ".onnx"))
-    w1 = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3], [0.0] * 24)
-    save("err_conv1d", ["n", 2, 9], helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d"),
-         [w1])
-    save("err_ceil", ["n", 2, 9, 9], helper.make_node(
+    w4 = helper.make_tensor("w", TensorProto.FLOAT, [4, 2, 3, 3, 3, 3], [0.0] * 648)
+    save("err_conv4d", ["n", 2, 5, 5, 5, 5], helper.make_node("Conv", ["x", "w"], ["y"],
+                                                              name="conv4d"), [w4])
+    save("err_ceil", ["n", 2, "h", "w"], helper.make_node(
         "MaxPool", ["x"], ["y"], name="pool_ceil", kernel_shape=[2, 2], strides=[2, 2],
         ceil_mode=1))
     save("err_same", ["n", 2, "h", "w"], helper.make_node(
         "AveragePool", ["x"], ["y"], name="pool_same", kernel_shape=[3, 3], strides=[2, 2],
         auto_pad="SAME_UPPER"))
     # two failing nodes, each reported once; the nodes using their outputs are not reported
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, 9, 9])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, "h", "w"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     nodes = [
         helper.make_node("MaxPool", ["x"], ["a"], name="pool_a", kernel_shape=[2, 2], ceil_mode=1),

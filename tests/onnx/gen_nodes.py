@@ -2,8 +2,9 @@
 """Writes tests/onnx/nodes/: ONNX node test cases in the layout of the ONNX backend node tests
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
 cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size, Shape,
-Reshape and Expand cases have static shapes). unit.test_onnx_nodes_rx
-runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every case must pass.
+Reshape and Expand cases have static shapes; its losses, window, channel and Resize cases have
+static shapes too: here symbolic dims, each run at two sizes). unit.test_onnx_nodes_rx runs them
+with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every case must pass.
 
 The protobuf messages are encoded here by hand (field numbers of onnx.proto), so the script needs
 NumPy only. Run with Debian's python3:  /usr/bin/python3 tests/onnx/gen_nodes.py"""
@@ -51,8 +52,16 @@ def value_info(name, dtype, dims):  # ValueInfoProto: name 1, type 2 (TypeProto.
 
 def node(op, ins, outs, **attrs):  # NodeProto: input 1, output 2, op_type 4, attribute 5
     b = b"".join(f_bytes(1, i) for i in ins) + b"".join(f_bytes(2, o) for o in outs) + f_bytes(4, op)
-    for k, v in attrs.items():  # AttributeProto: name 1, i 3, type 20 (INT = 2)
-        b += f_bytes(5, f_bytes(1, k) + f_int(3, v) + f_int(20, 2))
+    for k, v in attrs.items():  # AttributeProto: name 1, f 2, i 3, s 4, ints 8, type 20
+        if isinstance(v, float):  # FLOAT = 1
+            a = varint(2 << 3 | 5) + struct.pack("<f", v) + f_int(20, 1)
+        elif isinstance(v, str):  # STRING = 3
+            a = f_bytes(4, v) + f_int(20, 3)
+        elif isinstance(v, (list, tuple)):  # INTS = 7
+            a = b"".join(f_int(8, x) for x in v) + f_int(20, 7)
+        else:  # INT = 2
+            a = f_int(3, v) + f_int(20, 2)
+        b += f_bytes(5, f_bytes(1, k) + a)
     return b
 
 
@@ -83,6 +92,227 @@ def cumsum(x, ax, excl=False, rev=False):
     if excl:
         c = c - (x.astype(np.float64) if x.dtype.kind == "f" else x)
     return (np.flip(c, ax) if rev else c).astype(x.dtype)
+
+
+def window_view(x, k, s, pads, fill):
+    """the windows of x [N, C, *sp] over its spatial dims: [N, C, *out, *k] (pads [begin..., end...])"""
+    nd = len(k)
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)],
+               constant_values=fill)
+    w = np.lib.stride_tricks.sliding_window_view(x, k, axis=tuple(range(2, 2 + nd)))
+    return w[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in s)]
+
+
+def conv_transpose2d(x, w, s, pads, opad):
+    """ONNX ConvTranspose (group 1): scatter each input element times the kernel"""
+    n, c, h, wd = x.shape
+    o, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    full = np.zeros((n, o, (h - 1) * s + kh + opad, (wd - 1) * s + kw + opad), np.float64)
+    for i in range(h):
+        for j in range(wd):
+            full[:, :, i * s:i * s + kh, j * s:j * s + kw] += np.einsum("nc,cokl->nokl", x[:, :, i, j], w)
+    return full[:, :, pads[0]:full.shape[2] - pads[2], pads[1]:full.shape[3] - pads[3]]
+
+
+def resize_linear_half_pixel(x, axis, out):
+    """ONNX Resize, mode linear, half_pixel, sizes: along one axis"""
+    n = x.shape[axis]
+    c = np.clip((np.arange(out) + 0.5) * n / out - 0.5, 0, n - 1)
+    i0 = np.floor(c).astype(int)
+    i1 = np.minimum(i0 + 1, n - 1)
+    t = (c - i0).reshape([-1] + [1] * (x.ndim - axis - 1))
+    return np.take(x, i0, axis) * (1 - t) + np.take(x, i1, axis) * t
+
+
+def window_cases(rng):
+    """1-D Conv and MaxPool, 3-D AveragePool and 2-D ConvTranspose over symbolic spatial dims, run
+    at two sizes each (the importer's 1-D and 3-D forms of relaxc's 2-D ops)"""
+    w = rng.standard_normal((4, 1, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    sets = []
+    for ln in (11, 6):
+        x = rng.standard_normal((2, 2, ln)).astype(np.float32)
+        v = window_view(x.astype(np.float64), [5], [2], [1, 2], 0.0)[..., ::2]  # dilation 2
+        y = np.stack([np.einsum("nlk,ok->nol", v[:, g], w[2 * g:2 * g + 2, 0]) for g in range(2)], 1)
+        sets.append(([x], [(y.reshape(2, 4, -1) + b[:, None]).astype(np.float32)]))
+    save_case("test_rx_conv_1d_symbolic",
+              [node("Conv", ["x", "w", "b"], ["y"], strides=[2], pads=[1, 2], dilations=[2], group=2)],
+              [("w", w), ("b", b)], [("x", np.float32, [2, 2, "l"])], [("y", np.float32, [2, 4, "m"])],
+              sets, 13)
+    sets = []
+    for ln in (9, 4):
+        x = rng.standard_normal((1, 3, ln)).astype(np.float32)
+        y = window_view(x, [3], [2], [2, 2], -np.inf).max(-1)
+        sets.append(([x], [y]))
+    save_case("test_rx_maxpool_1d_symbolic_big_pads",
+              [node("MaxPool", ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[2, 2])], [],
+              [("x", np.float32, [1, 3, "l"])], [("y", np.float32, [1, 3, "m"])], sets, 12)
+    sets = []
+    for d, h in ((4, 5), (3, 2)):
+        x = rng.standard_normal((1, 2, d, h, 3)).astype(np.float32)
+        v = window_view(x.astype(np.float64), [2, 2, 2], [2, 1, 2], [1, 0, 1, 0, 1, 1], np.nan)
+        y = np.nanmean(v.reshape(v.shape[:5] + (-1,)), -1)
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_averagepool_3d_symbolic",
+              [node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], strides=[2, 1, 2],
+                    pads=[1, 0, 1, 0, 1, 1])], [],
+              [("x", np.float32, [1, 2, "d", "h", 3])], [("y", np.float32, [1, 2, "e", "g", 2])],
+              sets, 11)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    sets = []
+    for h, wd in ((3, 4), (2, 2)):
+        x = rng.standard_normal((1, 2, h, wd)).astype(np.float32)
+        y = conv_transpose2d(x.astype(np.float64), w.astype(np.float64), 2, [1, 1, 1, 1], 1)
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_convtranspose_symbolic",
+              [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1],
+                    output_padding=[1, 1])], [("w", w)],
+              [("x", np.float32, [1, 2, "h", "w"])], [("y", np.float32, [1, 3, "p", "q"])], sets, 11)
+
+
+def channel_cases(rng):
+    """the losses, DepthToSpace/SpaceToDepth, InstanceNormalization, LRN, PRelu and Resize over a
+    symbolic batch (and spatial) dims, run at two sizes each"""
+    wt = np.array([0.5, 2.0, 1.0], np.float32)
+    sets = []
+    for n in (4, 2):
+        x = rng.standard_normal((n, 3, 2)).astype(np.float32)
+        t = rng.integers(0, 3, size=(n, 2)).astype(np.int64)
+        t[0, 1] = -1  # ignore_index
+        tc = np.where(t < 0, 0, t)
+        g = np.take_along_axis(x, tc[:, None], 1)[:, 0]
+        wv = np.where(t < 0, 0, wt[tc])
+        sets.append(([x, t], [np.array((-g * wv).sum() / wv.sum(), np.float32)]))
+    save_case("test_rx_nllloss_symbolic_weight_ii",
+              [node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], ignore_index=-1)],
+              [("w", wt)], [("x", np.float32, ["n", 3, 2]), ("t", np.int64, ["n", 2])],
+              [("y", np.float32, [])], sets, 13)
+    sets = []
+    for n in (5, 1):
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        t = rng.integers(0, 4, size=n).astype(np.int64)
+        lp = x - np.log(np.exp(x.astype(np.float64)).sum(1, keepdims=True))
+        sets.append(([x, t], [(-lp[np.arange(n), t]).astype(np.float32), lp.astype(np.float32)]))
+    save_case("test_rx_sce_symbolic_none_log_prob",
+              [node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "lp"], reduction="none")], [],
+              [("x", np.float32, ["n", 4]), ("t", np.int64, ["n"])],
+              [("y", np.float32, ["n"]), ("lp", np.float32, ["n", 4])], sets, 13)
+    sets = []
+    for n, h, w in ((2, 3, 2), (1, 1, 4)):
+        x = rng.standard_normal((n, 8, h, w)).astype(np.float32)
+        y = x.reshape(n, 2, 2, 2, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, 2, 2 * h, 2 * w)
+        z = y.reshape(n, 2, h, 2, w, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, 8, h, w)
+        sets.append(([x], [y, z]))
+    save_case("test_rx_depth_space_symbolic",
+              [node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD"),
+               node("SpaceToDepth", ["y"], ["z"], blocksize=2)], [],
+              [("x", np.float32, ["n", 8, "h", "w"])],
+              [("y", np.float32, ["n", 2, "p", "q"]), ("z", np.float32, ["n", 8, "h", "w"])],
+              sets, 13)
+    sc = rng.standard_normal(3).astype(np.float32)
+    bi = rng.standard_normal(3).astype(np.float32)
+    sl = rng.standard_normal((3, 1, 1)).astype(np.float32)
+    sets = []
+    for n, h in ((2, 5), (1, 2)):
+        x = rng.standard_normal((n, 3, h, 4)).astype(np.float32)
+        x64 = x.astype(np.float64)
+        m = x64.mean((2, 3), keepdims=True)
+        v = ((x64 - m) ** 2).mean((2, 3), keepdims=True)
+        inorm = (x64 - m) / np.sqrt(v + 1e-3) * sc[:, None, None] + bi[:, None, None]
+        sq = np.pad(x64 ** 2, [(0, 0), (1, 1), (0, 0), (0, 0)])
+        ssum = sq[:, :3] + sq[:, 1:4] + sq[:, 2:5]
+        lrn = x64 / (2.0 + 1e-2 / 3 * ssum) ** 0.5
+        prelu = np.where(x < 0, x * sl, x)
+        sets.append(([x], [inorm.astype(np.float32), lrn.astype(np.float32), prelu]))
+    save_case("test_rx_norms_symbolic",
+              [node("InstanceNormalization", ["x", "sc", "bi"], ["a"], epsilon=1e-3),
+               node("LRN", ["x"], ["b"], size=3, alpha=1e-2, beta=0.5, bias=2.0),
+               node("PRelu", ["x", "sl"], ["c"])], [("sc", sc), ("bi", bi), ("sl", sl)],
+              [("x", np.float32, ["n", 3, "h", 4])],
+              [("a", np.float32, ["n", 3, "h", 4]), ("b", np.float32, ["n", 3, "h", 4]),
+               ("c", np.float32, ["n", 3, "h", 4])], sets, 13)
+    sets = []
+    for h, w in ((3, 2), (1, 4)):
+        x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        y = resize_linear_half_pixel(resize_linear_half_pixel(x.astype(np.float64), 2, 2 * h), 3, 3 * w)
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_resize_symbolic_scales",
+              [node("Resize", ["x", "", "s"], ["y"], mode="linear")],
+              [("s", np.array([1, 1, 2, 3], np.float32))],
+              [("x", np.float32, [1, 2, "h", "w"])], [("y", np.float32, [1, 2, "p", "q"])], sets, 13)
+    sets = []  # fractional constant scales: output dims (h * 1) // 2 and (w * 3) // 2
+    for h, w in ((5, 3), (4, 2)):
+        x = rng.standard_normal((1, 1, h, w)).astype(np.float32)
+        y = x
+        for ax, sc in ((2, 0.5), (3, 1.5)):
+            n = x.shape[ax]
+            c = (np.arange(int(np.floor(n * sc))) + 0.5) / sc - 0.5
+            y = np.take(y, np.clip(np.ceil(c - 0.5), 0, n - 1).astype(int), ax)
+        sets.append(([x], [y]))
+    save_case("test_rx_resize_nearest_fraction_scales",
+              [node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+              [("s", np.array([1, 1, 0.5, 1.5], np.float32))],
+              [("x", np.float32, [1, 1, "h", "w"])], [("y", np.float32, [1, 1, "p", "q"])], sets, 13)
+
+
+def conv3d_case(rng):
+    """3-D Conv (as 2-D convs over depth slices) with strides, asymmetric pads, a depth dilation
+    and groups over symbolic depth and height, run at two sizes"""
+    w3 = rng.standard_normal((4, 1, 2, 3, 2)).astype(np.float32)
+    b3 = rng.standard_normal(4).astype(np.float32)
+    sets = []
+    for d, h in ((5, 4), (2, 3)):
+        x = rng.standard_normal((1, 2, d, h, 5)).astype(np.float32)
+        v = window_view(x.astype(np.float64), [3, 3, 2], [2, 1, 2], [1, 1, 0, 1, 1, 1], 0.0)
+        v = v[..., ::2, :, :]  # depth dilation 2: taps 0 and 2 of a 3-window
+        y = np.concatenate([np.einsum("ncdhwijk,ocijk->nodhw", v[:, g:g + 1], w3[2 * g:2 * g + 2])
+                            for g in range(2)], 1) + b3[None, :, None, None, None]
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_conv_3d_symbolic",
+              [node("Conv", ["x", "w", "b"], ["y"], strides=[2, 1, 2], pads=[1, 1, 0, 1, 1, 1],
+                    dilations=[2, 1, 1], group=2)], [("w", w3), ("b", b3)],
+              [("x", np.float32, [1, 2, "d", "h", 5])], [("y", np.float32, [1, 4, "e", "g", 3])],
+              sets, 11)
+
+
+def conv_transpose3d_case(rng):
+    """3-D ConvTranspose (group 2, strides, pads, output_padding) over a symbolic depth, run at
+    two sizes: each input element scatters its kernel"""
+    w = rng.standard_normal((4, 1, 2, 3, 2)).astype(np.float32)
+    s, pads, opad = (2, 1, 2), (1, 0, 1, 0, 1, 0), (1, 0, 0)
+    sets = []
+    for d in (3, 1):
+        x = rng.standard_normal((1, 4, d, 3, 2)).astype(np.float64)
+        full = np.zeros((1, 2, (d - 1) * 2 + 2 + 1, 3 - 1 + 3, (2 - 1) * 2 + 2), np.float64)
+        for i in range(d):
+            for j in range(3):
+                for k in range(2):
+                    for g in range(2):
+                        full[:, g:g + 1, i * 2:i * 2 + 2, j:j + 3, k * 2:k * 2 + 2] += np.einsum(
+                            "nc,coklm->noklm", x[:, 2 * g:2 * g + 2, i, j, k],
+                            w[2 * g:2 * g + 2])
+        y = full[:, :, pads[0]:full.shape[2] - pads[3], pads[1]:full.shape[3] - pads[4],
+                 pads[2]:full.shape[4] - pads[5]]
+        sets.append(([x.astype(np.float32)], [y.astype(np.float32)]))
+    save_case("test_rx_convtranspose_3d_symbolic",
+              [node("ConvTranspose", ["x", "w"], ["y"], strides=list(s), pads=list(pads),
+                    output_padding=list(opad), group=2)], [("w", w)],
+              [("x", np.float32, [1, 4, "d", 3, 2])], [("y", np.float32, [1, 2, "e", 4, 3])],
+              sets, 11)
+
+
+def lp_pool_case(rng):
+    """LpPool (p = 3, pads, strides) over symbolic spatial dims, run at two sizes"""
+    sets = []
+    for h, w in ((5, 4), (2, 3)):
+        x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        v = window_view(np.abs(x.astype(np.float64)), [2, 3], [2, 1], [1, 1, 0, 1], 0.0)
+        y = ((v ** 3).sum((-1, -2))) ** (1 / 3)
+        sets.append(([x], [y.astype(np.float32)]))
+    save_case("test_rx_lppool_symbolic",
+              [node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], strides=[2, 1], pads=[1, 1, 0, 1], p=3)],
+              [], [("x", np.float32, [1, 2, "h", "w"])], [("y", np.float32, [1, 2, "p", "q"])],
+              sets, 11)
 
 
 def main():
@@ -164,6 +394,11 @@ def main():
               [("w", w), ("b", b)], [("x", np.float32, ["n", 4, 5])],
               [("y", np.float32, ["n", 4, 5]), ("mean", np.float32, ["n", 1, 1]),
                ("inv_std", np.float32, ["n", 1, 1])], sets, 17)
+    window_cases(rng)
+    channel_cases(rng)
+    conv3d_case(np.random.default_rng(3))
+    conv_transpose3d_case(np.random.default_rng(4))
+    lp_pool_case(np.random.default_rng(5))
 
 
 if __name__ == "__main__":

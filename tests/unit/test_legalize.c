@@ -562,7 +562,7 @@ static void test_errors(void) {
        "attention"},
       {"graph_fn f(x: f32[1, 3, 8, 8]) {\n  y = max_pool2d(x, kernel=[2, 2], padding=[2, 2])\n  "
        "return y\n}\n",
-       "padding at most half"},
+       "padding below the window extent"},
       {"graph_fn f(x: f32[n]) {\n  y = gelu(x, approximate=\"fast\")\n  return y\n}\n",
        "approximate"},
       {"graph_fn f(x: f32[n]) {\n  y = clip(x, min=2.0, max=1.0)\n  return y\n}\n", "min <= max"},

@@ -197,8 +197,8 @@ static void test_unsupported(const char *dir) {
 /* Supported operators with unsupported attributes: an error naming the node and the reason. */
 static void test_op_errors(const char *dir) {
   static const char *const cases[][3] = {
-      {"err_conv1d", "node 'conv1d' (Conv, opset 17)", "only 2-D convolution"},
-      {"err_ceil", "node 'pool_ceil' (MaxPool, opset 17)", "ceil_mode=1 is not supported"},
+      {"err_conv4d", "node 'conv4d' (Conv, opset 17)", "known shape and rank 3 to 5"},
+      {"err_ceil", "node 'pool_ceil' (MaxPool, opset 17)", "ceil_mode=1 needs constant spatial"},
       {"err_same", "node 'pool_same' (AveragePool, opset 17)",
        "auto_pad SAME with stride 2: the padding would depend on the input size"},
   };
