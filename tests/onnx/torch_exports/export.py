@@ -21,9 +21,7 @@ Models (TorchScript exporter, dynamo=False, unless marked dynamo):
   kv_cache            attention over a KV cache passed in and returned (past ++ new keys and
                       values, symbolic past length, causal mask offset by it)
   mean_pool_normalize masked mean pooling of token states and F.normalize
-Left out: a Conv1d audio stem (two conv1d + GELU, stride 2): relaxc's Conv import is 2-D only
-on this branch (1-D convolution is being added separately); export_conv1d() below writes it as
-pending_test_torch_conv1d_stem, which the runner does not pick up (its cases start with test_).
+  conv1d_stem         a Conv1d audio stem: two conv1d + GELU, stride 2, symbolic frames
 
 onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
 per model and shape (it agrees within 1e-5 on all of them when this was run).
@@ -243,7 +241,7 @@ def main():
             "emb": {0: "batch"}}, 15, log)
     export("conv1d_stem", Conv1dStem(), [(randn(b, 8, t),) for b, t in ((1, 16), (2, 37))],
            ["mel"], ["y"], {"mel": {0: "batch", 2: "frames"}, "y": {0: "batch", 2: "out"}},
-           13, log, prefix="pending_test_torch_")
+           13, log)
     with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
         f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
         f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
