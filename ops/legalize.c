@@ -1024,6 +1024,20 @@ static void gen_argmax(L *l) {
   close_n(l, ni);
 }
 
+/* Loop variables i0, i1, ... over the dims of x other than axis: the loops in iv and ie (their
+ * count returned), xi[d] the variable of dim d (xi[axis] is the caller's). */
+static int other_dims(L *l, const opnd *x, int axis, const char **iv, const rx_expr **ie,
+                      const char **xi) {
+  int ni = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) continue;
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = iv[ni++];
+  }
+  return ni;
+}
+
 /* cumsum along one axis: per point of the other dims a serial loop over the axis (from its end
  * with reverse) that adds each element to a local running sum (f32 for f16/bf16) and stores the
  * sum after the add, or before it when exclusive. A scan: the fallback binds the other dims to
@@ -1040,13 +1054,7 @@ static void gen_cumsum(L *l) {
   int axis = axis_attr(l, "axis", -1, x->ndim);
   const char *iv[MAXR], *xi[MAXR];
   const rx_expr *ie[MAXR];
-  int ni = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    if (d == axis) continue;
-    iv[ni] = loopvar(l, S(l, "i%d", ni));
-    ie[ni] = x->shape[d];
-    xi[d] = iv[ni++];
-  }
+  int ni = other_dims(l, x, axis, iv, ie, xi);
   const char *r = loopvar(l, "r");
   const rx_expr *len = x->shape[axis];
   xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
@@ -1087,14 +1095,9 @@ static void gen_topk(L *l) {
   int axis = axis_attr(l, "axis", -1, x->ndim);
   const char *iv[MAXR], *xi[MAXR], *oi[MAXR];
   const rx_expr *ie[MAXR];
-  int ni = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    if (d == axis) continue;
-    iv[ni] = loopvar(l, S(l, "i%d", ni));
-    ie[ni] = x->shape[d];
-    xi[d] = oi[d] = iv[ni++];
-  }
+  int ni = other_dims(l, x, axis, iv, ie, xi);
   const char *s = loopvar(l, "s"), *r = loopvar(l, "r");
+  memcpy(oi, xi, sizeof oi);
   xi[axis] = r;
   oi[axis] = s;
   rx_dtype t = x->dtype, mt = mathdt(t);

@@ -2060,11 +2060,12 @@ static rx_status do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop)
  * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
  * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
 static rx_status do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  rx_node *x, *t, *u, *z;
+  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (!si) return node_err(I, n, "the input is not a tensor");
+  rx_node *x = rx_arg_var(I->b, get(I, input(n, 0))->var), *t, *u, *z;
   rx_var *r = NULL;
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
   if (!strcmp(rop, "is_inf")) {
-    rx_dtype dt = tsinfo(get(I, input(n, 0)))->dtype; /* the largest finite value of dt */
+    rx_dtype dt = si->dtype; /* the largest finite value of dt */
     double big = dt == RX_DTYPE_F16    ? 65504.0
                  : dt == RX_DTYPE_BF16 ? 3.3895313892515355e38
                                        : 3.4028234663852886e38;
