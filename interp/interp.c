@@ -674,6 +674,12 @@ static float fcall(rx_intrinsic f, float x, float y, float z) {
     return sinf(x);
   case RX_INTRIN_COS:
     return cosf(x);
+  case RX_INTRIN_ASIN:
+    return asinf(x);
+  case RX_INTRIN_ACOS:
+    return acosf(x);
+  case RX_INTRIN_ATAN:
+    return atanf(x);
   case RX_INTRIN_FLOOR:
     return floorf(x);
   case RX_INTRIN_CEIL:

@@ -328,6 +328,9 @@ static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_
   X(SIGMOID, "sigmoid", 1, 'f')                                                                    \
   X(SIN, "sin", 1, 'f')                                                                            \
   X(COS, "cos", 1, 'f')                                                                            \
+  X(ASIN, "asin", 1, 'f')                                                                          \
+  X(ACOS, "acos", 1, 'f')                                                                          \
+  X(ATAN, "atan", 1, 'f')                                                                          \
   X(FLOOR, "floor", 1, 'f')                                                                        \
   X(CEIL, "ceil", 1, 'f')                                                                          \
   X(POW, "pow", 2, 'f')                                                                            \

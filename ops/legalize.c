@@ -1024,6 +1024,20 @@ static void gen_argmax(L *l) {
   close_n(l, ni);
 }
 
+/* Loop variables i0, i1, ... over the dims of x other than axis: the loops in iv and ie (their
+ * count returned), xi[d] the variable of dim d (xi[axis] is the caller's). */
+static int other_dims(L *l, const opnd *x, int axis, const char **iv, const rx_expr **ie,
+                      const char **xi) {
+  int ni = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d == axis) continue;
+    iv[ni] = loopvar(l, S(l, "i%d", ni));
+    ie[ni] = x->shape[d];
+    xi[d] = iv[ni++];
+  }
+  return ni;
+}
+
 /* cumsum along one axis: per point of the other dims a serial loop over the axis (from its end
  * with reverse) that adds each element to a local running sum (f32 for f16/bf16) and stores the
  * sum after the add, or before it when exclusive. A scan: the fallback binds the other dims to
@@ -1040,13 +1054,7 @@ static void gen_cumsum(L *l) {
   int axis = axis_attr(l, "axis", -1, x->ndim);
   const char *iv[MAXR], *xi[MAXR];
   const rx_expr *ie[MAXR];
-  int ni = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    if (d == axis) continue;
-    iv[ni] = loopvar(l, S(l, "i%d", ni));
-    ie[ni] = x->shape[d];
-    xi[d] = iv[ni++];
-  }
+  int ni = other_dims(l, x, axis, iv, ie, xi);
   const char *r = loopvar(l, "r");
   const rx_expr *len = x->shape[axis];
   xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
@@ -1067,6 +1075,65 @@ static void gen_cumsum(L *l) {
   if (excl) line(l, "%s = %s", yv, sv);
   line(l, "%s[0] = %s[0] + %s", s, s, xv);
   if (!excl) line(l, "%s = %s", yv, sv);
+  close_(l);
+  close_n(l, ni);
+}
+
+/* topk along one axis: per point of the other dims (a loop of one for a 1-D x), K serial passes
+ * over the axis; pass s takes the best element among those ordered after the one pass s - 1
+ * took (largest: a smaller value, or an equal one at a higher index), keeping the first index
+ * of ties, so the result is sorted and ties come by the lower index as ONNX says. O(K n) per
+ * line, one thread per line on the fallback rule (correct; no parallel selection yet). f16/bf16
+ * compare in f32; NaNs are not ordered. */
+static void gen_topk(L *l) {
+  bool big = rx_ops_int_attr(l->call, "largest", 1) != 0;
+  opnd *x = arg(l, 0), *yv = &l->outs[0], *yi = &l->outs[1];
+  if (x->scalar || x->ndim == 0 || l->nouts != 2) {
+    fail(l, "topk expects a tensor of rank >= 1 and gives two results");
+    return;
+  }
+  int axis = axis_attr(l, "axis", -1, x->ndim);
+  const char *iv[MAXR], *xi[MAXR], *oi[MAXR];
+  const rx_expr *ie[MAXR];
+  int ni = other_dims(l, x, axis, iv, ie, xi);
+  const char *s = loopvar(l, "s"), *r = loopvar(l, "r");
+  memcpy(oi, xi, sizeof oi);
+  xi[axis] = r;
+  oi[axis] = s;
+  rx_dtype t = x->dtype, mt = mathdt(t);
+  const char *mn = rx_dtype_name(mt);
+  if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the locals have a kernel */
+    iv[ni] = loopvar(l, "u");
+    ie[ni++] = C(l, 1);
+  }
+  for_nest(l, iv, ie, ni);
+  const char *pv = fresh(l, "pv"), *pi = fresh(l, "pi"), *m = fresh(l, "m"), *k = fresh(l, "k");
+  const char *v = fresh(l, "v"), *tk = fresh(l, "take");
+  line(l, "alloc %s: %s[1] local", pv, mn);
+  line(l, "alloc %s: i64[1] local", pi);
+  line(l, "alloc %s: %s[1] local", m, mn);
+  line(l, "alloc %s: i64[1] local", k);
+  line(l, "%s[0] = %s", pv, lowest(l, mt, big));
+  line(l, "%s[0] = (-1)", pi);
+  line(l, "for %s in 0..%s {", s, ex(l, yv->shape[axis]));
+  l->ind++;
+  line(l, "%s[0] = %s", m, lowest(l, mt, !big));
+  line(l, "%s[0] = (-1)", k);
+  line(l, "for %s in 0..%s {", r, ex(l, x->shape[axis]));
+  l->ind++;
+  line(l, "let %s: %s = %s", v, mn, up(l, t, load(l, x, xi)));
+  const char *lt = big ? "<" : ">", *gt = big ? ">" : "<";
+  line(l,
+       "let %s: bool = (%s == 0 || %s %s %s[0] || (%s == %s[0] && i64(%s) > %s[0])) && (%s[0] < 0 "
+       "|| %s %s %s[0])",
+       tk, s, v, lt, pv, v, pv, r, pi, k, v, gt, m);
+  line(l, "%s[0] = select(%s, i64(%s), %s[0])", k, tk, r, k);
+  line(l, "%s[0] = select(%s, %s, %s[0])", m, tk, v, m);
+  close_(l);
+  line(l, "%s = %s", load(l, yv, oi), down(l, t, S(l, "%s[0]", m)));
+  line(l, "%s = %s[0]", load(l, yi, oi), k);
+  line(l, "%s[0] = %s[0]", pv, m);
+  line(l, "%s[0] = %s[0]", pi, k);
   close_(l);
   close_n(l, ni);
 }

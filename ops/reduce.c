@@ -85,6 +85,44 @@ const rx_sinfo *rx_deduce_cumsum(rx_deduce_ctx *dc, const rx_node *call) {
   return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
+/* topk: x (numeric, rank >= 1) and k=[K] (one symbolic value) give the tuple (values, i64
+ * indices), each x's shape with K along axis; K provably negative or beyond the axis is an
+ * error. */
+const rx_sinfo *rx_deduce_topk(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  const rx_attr *ka = rx_call_attr(call, "k");
+  if (!ka || ka->kind != RX_ATTR_EXPRS || ka->n != 1) {
+    rx_deduce_error(dc, "topk expects k=[K], one symbolic value");
+    return NULL;
+  }
+  if (x->dtype == RX_DTYPE_BOOL || x->ndim == 0) {
+    rx_deduce_error(dc, "topk expects a numeric tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  const rx_sinfo *f[2];
+  if (x->ndim < 0 || !x->shape) {
+    f[0] = rx_ops_tensor(dc, x->dtype, x->ndim, NULL);
+    f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, x->ndim, NULL);
+    return rx_sinfo_tuple(dc->mod, f, 2);
+  }
+  int axis;
+  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *k = ka->exprs[0];
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, k, rx_expr_const(cx, 0))) == RX_TRUE ||
+      rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, x->shape[axis], k)) == RX_TRUE) {
+    rx_deduce_error(dc, "topk: k=%s is outside [0, %s] (axis %d of %s)", rx_ops_expr_str(dc, k),
+                    rx_ops_expr_str(dc, x->shape[axis]), axis, rx_ops_str(dc, x));
+    return NULL;
+  }
+  const rx_expr **dims = rx_ops_dims(dc, x->ndim);
+  for (int i = 0; i < x->ndim; i++) dims[i] = i == axis ? rx_ops_simplify(dc, k) : x->shape[i];
+  f[0] = rx_ops_tensor(dc, x->dtype, x->ndim, dims);
+  f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, x->ndim, dims);
+  return rx_sinfo_tuple(dc->mod, f, 2);
+}
+
 const rx_sinfo *rx_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
   if (!x || !rx_ops_need_float(dc, x, call->op->name)) return NULL;

@@ -53,6 +53,11 @@ static const rx_attr_schema attrs_cumsum[] = {
     {"exclusive", RX_ATTR_BOOL, false, "each sum leaves out its own element (default false)"},
     {"reverse", RX_ATTR_BOOL, false, "sum from the end of the axis (default false)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_topk[] = {
+    {"k", RX_ATTR_EXPRS, true, "[k]: how many elements (symbolic)"},
+    {"axis", RX_ATTR_INT, false, "the selected axis (default -1)"},
+    {"largest", RX_ATTR_BOOL, false, "the largest elements (default true; false: the smallest)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_softmax[] = {
     {"axis", RX_ATTR_INT, false, "the normalized axis (default -1)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_norm[] = {

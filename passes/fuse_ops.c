@@ -7,7 +7,8 @@
  * p's value is used exactly once in the whole function, by c; both are call_tensor bindings of
  * one tensor output whose arguments are variables of tensors with known shapes):
  *   - p elementwise/broadcast/injective into c elementwise/broadcast/injective/reduction: p is
- *     inlined into c's loads (chains, injective producers into reductions);
+ *     inlined into c's loads (chains, injective producers into reductions), where c loads p
+ *     at index expressions only (not at an index read from data, as take loads its x);
  *   - p injective into c output-fusable (data movement feeding a matmul, e.g. a transpose);
  *   - p output-fusable (matmul-like) into c elementwise/broadcast that loads p's value only at
  *     its loop point with the same output shape: c is an epilogue of p (matmul+bias+gelu);
@@ -141,6 +142,37 @@ static bool consumer_loads_at_point(const rx_tensor_fn *t, int ai) {
   for (int i = 0; i < nb; i++)
     if (!loads_at_point(body[i]->value, buf, vars, n)) return false;
   return true;
+}
+
+/* Every load of buf in e has index expressions (symbolic, or literals) only. */
+static bool loads_indexed(const rx_tx *e, const rx_buffer *buf) {
+  if (!e) return true;
+  if (e->kind == RX_TX_LOAD) {
+    for (int i = 0; i < e->nidx; i++) {
+      if (e->buf == buf && e->idx[i]->kind != RX_TX_SYM && e->idx[i]->kind != RX_TX_INT)
+        return false;
+      if (!loads_indexed(e->idx[i], buf)) return false;
+    }
+  }
+  return loads_indexed(e->a, buf) && loads_indexed(e->b, buf) && loads_indexed(e->c, buf);
+}
+
+static bool stmt_loads_indexed(const rx_stmt *s, const rx_buffer *buf) {
+  if (!s) return true;
+  for (int i = 0; i < s->n; i++)
+    if (!stmt_loads_indexed(s->body[i], buf)) return false;
+  for (int i = 0; i < s->nidx; i++)
+    if (!loads_indexed(s->idx[i], buf)) return false;
+  return loads_indexed(s->value, buf) && loads_indexed(s->cond, buf) &&
+         stmt_loads_indexed(s->inner, buf) && stmt_loads_indexed(s->init, buf) &&
+         stmt_loads_indexed(s->otherwise, buf);
+}
+
+/* c's program loads argument ai only at index expressions of its loop variables, not at an
+ * index read from data (take's x): fuse_tensor can inline a producer only there. */
+static bool consumer_loads_indexed(const rx_tensor_fn *t, int ai) {
+  const rx_buffer *buf = input_buf(t, ai);
+  return buf && stmt_loads_indexed(t->body, buf);
 }
 
 /* Let-bound locals of a program's innermost body with the loads of one buffer in their values
@@ -377,8 +409,9 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
       bool ok = false;
       if (inlinable(pp) && pa < 0) {
         /* p's group is all inlinable: into anything but a matmul, or data movement into one */
-        ok = inlinable(cp) || cp == RX_PATTERN_REDUCTION ||
-             (cp == RX_PATTERN_OUT_FUSABLE && pp == RX_PATTERN_INJECTIVE);
+        ok = (inlinable(cp) || cp == RX_PATTERN_REDUCTION ||
+              (cp == RX_PATTERN_OUT_FUSABLE && pp == RX_PATTERN_INJECTIVE)) &&
+             consumer_loads_indexed(cn->tfn, ai);
       } else if (pa >= 0 && mem[pa].pat == RX_PATTERN_OUT_FUSABLE && ca < 0 &&
                  (cp == RX_PATTERN_ELEMWISE || cp == RX_PATTERN_BROADCAST)) {
         /* epilogue: c loads p's value at its point with the same shape */

@@ -3044,6 +3044,449 @@ static rx_status do_resize(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 #undef EXA
+
+/* ---- indexing ops composed of arange, take and where (issue 17) ---- */
+
+#define I64(e) rx_arg_prim(I->b, RX_DTYPE_I64, (e))
+
+/* arange(lo, hi) as i64, a 1-D tensor of length hi - lo */
+static rx_status iota(imp *I, const Onnx__NodeProto *n, const rx_expr *lo, const rx_expr *hi,
+                      rx_node **out) {
+  rx_node *a[2] = {I64(lo), I64(hi)};
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, "arange", a, 2, &at, 1, &r));
+  *out = rx_arg_var(I->b, r);
+  return NULL;
+}
+
+/* x with `count` unit dims appended (a 1-D index along axis a of a rank-(a + 1 + count) result,
+ * shaped to broadcast against it); x itself when count is 0 */
+static rx_status trailing_units(imp *I, const Onnx__NodeProto *n, rx_node *x, int count,
+                                rx_node **out) {
+  *out = x;
+  if (count <= 0) return NULL;
+  int64_t axes[SYM_MAX];
+  for (int k = 0; k < count && k < SYM_MAX; k++) axes[k] = k + 1;
+  const rx_attr *at = rx_attr_ints(I->m, "axes", axes, count < SYM_MAX ? count : SYM_MAX);
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", &x, 1, &at, 1, &r));
+  *out = rx_arg_var(I->b, r);
+  return NULL;
+}
+
+/* a mod m of an i64 tensor a and a positive m, floored: a - (a // m) m (relaxc's integer divide
+ * floors), so the result is in [0, m) */
+static rx_status imod(imp *I, const Onnx__NodeProto *n, rx_node *a, const rx_expr *m,
+                      rx_node **out) {
+  rx_var *r;
+  rx_node *q;
+  EX2("divide", a, I64(m), q);
+  EX2("multiply", q, I64(m), q);
+  EX2("subtract", a, q, *out);
+  return NULL;
+}
+
+/* cols - rows of an [nr, nc] grid of i64 (the diagonal offset j - i of each element; Trilu and
+ * EyeLike compare it with k) */
+static rx_status diag_offset(imp *I, const Onnx__NodeProto *n, const rx_expr *nr, const rx_expr *nc,
+                             rx_node **out) {
+  rx_var *r;
+  rx_node *rows, *cols;
+  const rx_expr *zero = rx_sym_const(I->m, 0);
+  RX_RETURN_IF_ERROR(iota(I, n, zero, nr, &rows));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, rows, 1, &rows));
+  RX_RETURN_IF_ERROR(iota(I, n, zero, nc, &cols));
+  EX2("subtract", cols, rows, *out);
+  return NULL;
+}
+
+/* x taken along axis at the i64 indices idx (*r: its variable) */
+static rx_status take_at(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_node *idx, int64_t axis,
+                         rx_node **out, rx_var **r) {
+  rx_node *a[2] = {x, idx};
+  const rx_attr *at = rx_attr_int(I->m, "axis", axis);
+  RX_RETURN_IF_ERROR(emit(I, n, "take", a, 2, &at, 1, r));
+  *out = rx_arg_var(I->b, *r);
+  return NULL;
+}
+
+/* The input's tensor struct info with known shape, or NULL. */
+static const rx_sinfo *shaped(imp *I, const Onnx__NodeProto *n, size_t i) {
+  const rx_sinfo *si = tsinfo(input(n, i) ? get(I, input(n, i)) : NULL);
+  return si && si->kind == RX_SINFO_TENSOR && si->shape && si->ndim <= SYM_MAX ? si : NULL;
+}
+
+/* x (shape si) at the grid of the per-axis i64 index vectors idx[k] (NULL: arange of the dim):
+ * one take from x flattened, at sum_k idx[k] * stride_k with each idx[k] shaped to broadcast
+ * along its axis (one gather, so that fusion inlines the index arithmetic; a chain of takes
+ * along each axis would load an intermediate at a data-dependent index, which it cannot). */
+static rx_status gather_grid(imp *I, const Onnx__NodeProto *n, const rx_sinfo *si, rx_node *x,
+                             rx_node **idx, rx_var **out) {
+  int rank = si->ndim;
+  rx_var *r = NULL;
+  rx_node *flat = NULL, *t;
+  const rx_expr *stride = rx_sym_const(I->m, 1);
+  for (int k = rank - 1; k >= 0; k--) {
+    t = idx[k];
+    if (!t) RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), si->shape[k], &t));
+    if (!rx_expr_is_const(stride, 1)) EX2("multiply", t, I64(stride), t);
+    RX_RETURN_IF_ERROR(trailing_units(I, n, t, rank - 1 - k, &t));
+    if (flat) EX2("add", t, flat, t);
+    flat = t;
+    stride = rx_sym_mul(I->m, stride, si->shape[k]);
+  }
+  rx_node *a[2] = {x, rx_arg_shape(I->b, &stride, 1)};
+  RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  return take_at(I, n, rx_arg_var(I->b, r), flat, 0, &t, out);
+}
+
+/* Pad (pads and value attributes before opset 11; then inputs, and axes from 18): along each
+ * padded axis of length d with pads b (before) and e (after), the index o = arange(-b, d + e)
+ * mapped into [0, d): clamped (edge; constant too, whose positions outside [0, d) a mask then
+ * sets to the value), folded back at the ends (reflect, period 2 (d - 1)) or wrapped (wrap);
+ * x gathered at the grid of those indices. Constant pads may be negative (they crop); pads
+ * computed at run time are bound as sizes, so the VM rejects a negative one. */
+static rx_status do_pad(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si || si->ndim < 1)
+    return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  int rank = si->ndim;
+  const rx_expr *pads[SYM_MAX];
+  int np, na = -1;
+  int64_t axes[SYM_MAX];
+  RX_RETURN_IF_ERROR(sym_list(I, n, 1, "pads", pads, &np));
+  if (input(n, 3)) RX_RETURN_IF_ERROR(int_list(I, n, 3, "axes", axes, &na));
+  if (na < 0)
+    for (na = 0; na < rank; na++) axes[na] = na;
+  if (np != 2 * na)
+    return node_err(I, n, "expects %d pads (a begin and an end per axis), got %d", 2 * na, np);
+  int mode = attr_s_is(n, "mode", "") || attr_s_is(n, "mode", "constant") ? 'c'
+             : attr_s_is(n, "mode", "edge")                               ? 'e'
+             : attr_s_is(n, "mode", "reflect")                            ? 'r'
+             : attr_s_is(n, "mode", "wrap")                               ? 'w'
+                                                                          : 0;
+  if (!mode) return node_err(I, n, "mode must be constant, edge, reflect or wrap");
+  rx_var *r = NULL;
+  rx_node *idx[SYM_MAX] = {0}, *mask = NULL;
+  bool any = false;
+  const rx_expr *zero = rx_sym_const(I->m, 0), *one = rx_sym_const(I->m, 1);
+  for (int k = 0; k < na; k++) {
+    int64_t ax = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (ax < 0 || ax >= rank) return node_err(I, n, "axis %lld out of range", (long long)axes[k]);
+    const rx_expr *b = pads[k], *e = pads[k + na], *d = si->shape[ax];
+    if (rx_expr_is_const(b, 0) && rx_expr_is_const(e, 0)) continue;
+    any = true;
+    rx_node *o, *t, *u;
+    RX_RETURN_IF_ERROR(iota(I, n, rx_sym_sub(I->m, zero, b), rx_sym_add(I->m, d, e), &o));
+    if (mode == 'c' || mode == 'e') { /* clamp to [0, d - 1] */
+      EX2("maximum", o, I64(zero), idx[ax]);
+      EX2("minimum", idx[ax], I64(rx_sym_sub(I->m, d, one)), idx[ax]);
+    } else if (mode == 'w') {
+      RX_RETURN_IF_ERROR(imod(I, n, o, d, &idx[ax]));
+    } else { /* reflect: t = o mod 2 (d - 1), then t or 2 (d - 1) - t */
+      const rx_expr *per =
+          rx_sym_max(I->m, rx_sym_mul(I->m, rx_sym_const(I->m, 2), rx_sym_sub(I->m, d, one)), one);
+      RX_RETURN_IF_ERROR(imod(I, n, o, per, &t));
+      EX2("subtract", I64(per), t, u);
+      EX2("less", t, I64(d), idx[ax]);
+      EX3("where", idx[ax], t, u, idx[ax]);
+    }
+    if (mode == 'c') { /* inside: 0 <= o < d, shaped to broadcast along ax */
+      EX2("greater_equal", o, I64(zero), t);
+      EX2("less", o, I64(d), u);
+      EX2("logical_and", t, u, t);
+      RX_RETURN_IF_ERROR(trailing_units(I, n, t, rank - 1 - (int)ax, &t));
+      if (mask) EX2("logical_and", mask, t, t);
+      mask = t;
+    }
+  }
+  if (!any) { /* nothing padded */
+    def_alias(I, n, get(I, input(n, 0)));
+    return NULL;
+  }
+  rx_node *cur;
+  RX_RETURN_IF_ERROR(gather_grid(I, n, si, rx_arg_var(I->b, get(I, input(n, 0))->var), idx, &r));
+  cur = rx_arg_var(I->b, r);
+  if (mask) {
+    rx_node *value = FL(I->opset < 11 ? onnx_attr_f(n, "value", 0.0) : 0.0);
+    if (I->opset >= 11 && input(n, 2)) RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &value));
+    EX3("where", mask, cur, value, cur);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Tile: along each axis of length d repeated r times, the index arange(0, d r) mod d; x
+ * gathered at the grid of those indices */
+static rx_status do_tile(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si) return node_err(I, n, "the input's shape is not known (rank and dims needed)");
+  const rx_expr *reps[SYM_MAX];
+  int nr;
+  RX_RETURN_IF_ERROR(sym_list(I, n, 1, "repeats", reps, &nr));
+  if (nr != si->ndim)
+    return node_err(I, n, "expects %d repeats (one per axis), got %d", si->ndim, nr);
+  rx_var *r = NULL;
+  rx_node *idx[SYM_MAX] = {0};
+  bool any = false;
+  for (int ax = 0; ax < si->ndim; ax++) {
+    if (rx_expr_is_const(reps[ax], 1)) continue;
+    rx_node *o;
+    const rx_expr *d = si->shape[ax];
+    RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), rx_sym_mul(I->m, d, reps[ax]), &o));
+    RX_RETURN_IF_ERROR(imod(I, n, o, d, &idx[ax]));
+    any = true;
+  }
+  if (!any) {
+    def_alias(I, n, get(I, input(n, 0)));
+    return NULL;
+  }
+  RX_RETURN_IF_ERROR(gather_grid(I, n, si, rx_arg_var(I->b, get(I, input(n, 0))->var), idx, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* A scalar integer (a symbolic value) of input i: a constant, a shape value, or a tensor bound
+ * at run time (a float tensor is cast to i64 first, as OneHot's depth may be). */
+static rx_status scalar_input(imp *I, const Onnx__NodeProto *n, size_t i, const rx_expr **out) {
+  val *v = input(n, i) ? get(I, input(n, i)) : NULL;
+  const rx_sinfo *si = tsinfo(v);
+  if (v && v->kind == V_FCONST) {
+    *out = rx_sym_const(I->m, (int64_t)v->f);
+    return NULL;
+  }
+  if (si && si->kind == RX_SINFO_TENSOR && rx_dtype_is_float(si->dtype)) {
+    rx_node *a = rx_arg_var(I->b, v->var);
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+    val tmp = {.name = NULL, .kind = V_TENSOR};
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", &a, 1, &at, 1, &tmp.var));
+    RX_RETURN_IF_ERROR(runtime_sym(I, n, &tmp));
+    *out = tmp.s[0];
+    return tmp.slen == 1 ? NULL : node_err(I, n, "input %zu must be a scalar", i);
+  }
+  RX_RETURN_IF_ERROR(sym_input(I, n, i, &v));
+  if (v->slen != 1) return node_err(I, n, "input %zu must be a scalar", i);
+  *out = v->s[0];
+  return NULL;
+}
+
+/* TopK: topk(x, k=[K]), K from input 1 (opset 10; a constant or a value bound at run time) or
+ * the k attribute; the values and the i64 indices. sorted=0 gets them sorted too (ONNX allows
+ * any order then). */
+static rx_status do_topk(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_expr *k;
+  if (I->opset < 10) {
+    const Onnx__AttributeProto *ka = onnx_attr(n, "k");
+    if (!ka || !ka->has_i) return node_err(I, n, "the k attribute is required");
+    k = rx_sym_const(I->m, ka->i);
+  } else {
+    RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &k));
+  }
+  rx_node *x;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  const rx_attr *at[3] = {rx_attr_exprs(I->m, "k", &k, 1),
+                          rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", -1)),
+                          rx_attr_bool(I->m, "largest", onnx_attr_i(n, "largest", 1) != 0)};
+  rx_var *tup, *r;
+  RX_RETURN_IF_ERROR(emit(I, n, rop, &x, 1, at, 3, &tup));
+  for (int j = 0; j < 2 && j < (int)n->n_output; j++) {
+    if (!n->output[j] || !n->output[j][0]) continue;
+    RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), j, NULL, &r)));
+    def_named(I, n->output[j], r);
+  }
+  return NULL;
+}
+
+/* OneHot(indices, depth, values [off, on]): equal(indices with a unit dim at axis (negative
+ * ones counted from depth), arange(depth) along axis) as 0 / 1 indices into values */
+static rx_status do_one_hot(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si) return node_err(I, n, "the indices' shape is not known (rank and dims needed)");
+  const rx_expr *depth;
+  RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &depth));
+  int rank = si->ndim;
+  int64_t axis = onnx_attr_i(n, "axis", -1);
+  if (axis < -rank - 1 || axis > rank)
+    return node_err(I, n, "axis %lld out of range for indices of rank %d", (long long)axis, rank);
+  if (axis < 0) axis += rank + 1;
+  rx_var *r = NULL;
+  rx_node *idx, *vals, *t, *ar;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &idx));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &vals));
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  if (si->dtype != RX_DTYPE_I64) {
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", &idx, 1, &at, 1, &r));
+    idx = rx_arg_var(I->b, r);
+  }
+  EX2("less", idx, I64(rx_sym_const(I->m, 0)), t);
+  EX2("add", idx, I64(depth), ar);
+  EX3("where", t, ar, idx, idx);
+  const rx_attr *ea = rx_attr_ints(I->m, "axes", &axis, 1);
+  RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", &idx, 1, &ea, 1, &r));
+  idx = rx_arg_var(I->b, r);
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), depth, &ar));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, ar, rank - (int)axis, &ar));
+  EX2("equal", idx, ar, t);
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &at, 1, &r));
+  RX_RETURN_IF_ERROR(take_at(I, n, vals, rx_arg_var(I->b, r), 0, &t, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* EyeLike: ones where j - i == k over the 2-D input's shape, in dtype (default the input's) */
+static rx_status do_eye_like(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si || si->ndim != 2) return node_err(I, n, "expects a 2-D input of known shape");
+  rx_dtype dt = si->dtype;
+  if (onnx_attr(n, "dtype") && !onnx_dtype_of((int32_t)onnx_attr_i(n, "dtype", 0), &dt))
+    return node_err(I, n, "unsupported dtype %lld", (long long)onnx_attr_i(n, "dtype", 0));
+  rx_var *r = NULL;
+  rx_node *t;
+  RX_RETURN_IF_ERROR(diag_offset(I, n, si->shape[0], si->shape[1], &t));
+  EX2("equal", t, I64(rx_sym_const(I->m, onnx_attr_i(n, "k", 0))), t);
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* GatherND(data, indices [..., m], batch_dims b): data flattened to [B P, rest...] (B the batch
+ * dims' product, P that of the m indexed dims), taken at the flat index: the batch position
+ * times P plus the sum over the last axis of indices of each index (negative counted from its
+ * dim) times its stride. */
+static rx_status do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *ds = shaped(I, n, 0), *is = shaped(I, n, 1);
+  if (!ds || !is || is->ndim < 1)
+    return node_err(I, n, "the shapes of data and indices are not known (rank and dims needed)");
+  int64_t b = onnx_attr_i(n, "batch_dims", 0);
+  const rx_expr *mlast = is->shape[is->ndim - 1];
+  if (mlast->kind != RX_EXPR_CONST)
+    return node_err(I, n, "the last dim of indices must be a constant");
+  int64_t m = mlast->value;
+  if (m < 1 || b < 0 || b >= is->ndim || b + m > ds->ndim)
+    return node_err(I, n,
+                    "batch_dims %lld and an index of %lld values do not fit data of rank "
+                    "%d and indices of rank %d",
+                    (long long)b, (long long)m, ds->ndim, is->ndim);
+  rx_var *r = NULL;
+  rx_node *idx, *lin = NULL, *t, *u;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &idx));
+  int64_t last = is->ndim - 1;
+  const rx_expr *stride = rx_sym_const(I->m, 1), *batch = rx_sym_const(I->m, 1);
+  for (int64_t k = m - 1; k >= 0; k--) { /* idx[..., k] * stride, summed */
+    const rx_expr *d = ds->shape[b + k], *bk = rx_sym_const(I->m, k),
+                  *ek = rx_sym_const(I->m, k + 1);
+    const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &last, 1),
+                            rx_attr_exprs(I->m, "begin", &bk, 1),
+                            rx_attr_exprs(I->m, "end", &ek, 1)};
+    RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &idx, 1, sa, 3, &r));
+    t = rx_arg_var(I->b, r);
+    const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+    if (is->dtype != RX_DTYPE_I64) {
+      RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &ca, 1, &r));
+      t = rx_arg_var(I->b, r);
+    }
+    EX2("less", t, I64(rx_sym_const(I->m, 0)), u);
+    rx_node *w;
+    EX2("add", t, I64(d), w);
+    EX3("where", u, w, t, t);
+    EX2("multiply", t, I64(stride), t);
+    if (lin) EX2("add", lin, t, t);
+    lin = t;
+    stride = rx_sym_mul(I->m, stride, d);
+  }
+  const rx_attr *sq = rx_attr_ints(I->m, "axes", &last, 1);
+  RX_RETURN_IF_ERROR(emit(I, n, "squeeze", &lin, 1, &sq, 1, &r));
+  lin = rx_arg_var(I->b, r);
+  for (int64_t k = 0; k < b; k++) batch = rx_sym_mul(I->m, batch, ds->shape[k]);
+  if (b > 0) { /* + the flat batch position times P, arange(B) shaped to the batch dims */
+    const rx_expr *bd[SYM_MAX];
+    int nb = 0;
+    for (int64_t k = 0; k < is->ndim - 1; k++)
+      bd[nb++] = k < b ? is->shape[k] : rx_sym_const(I->m, 1);
+    RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), batch, &t));
+    rx_node *a[2] = {t, rx_arg_shape(I->b, bd, nb)};
+    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+    t = rx_arg_var(I->b, r);
+    EX2("multiply", t, I64(stride), t);
+    EX2("add", lin, t, lin);
+  }
+  const rx_expr *fd[SYM_MAX];
+  int nf = 0;
+  fd[nf++] = rx_sym_mul(I->m, batch, stride);
+  for (int64_t k = b + m; k < ds->ndim; k++) fd[nf++] = ds->shape[k];
+  rx_node *a[2];
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  a[1] = rx_arg_shape(I->b, fd, nf);
+  RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(take_at(I, n, rx_arg_var(I->b, r), lin, 0, &t, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* IsInf (|x| beyond the largest finite f32, or x beyond it on the detected side), Round (half
+ * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
+ * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
+static rx_status do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const rx_sinfo *si = tsinfo(input(n, 0) ? get(I, input(n, 0)) : NULL);
+  if (!si) return node_err(I, n, "the input is not a tensor");
+  rx_node *x = rx_arg_var(I->b, get(I, input(n, 0))->var), *t, *u, *z;
+  rx_var *r = NULL;
+  if (!strcmp(rop, "is_inf")) {
+    rx_dtype dt = si->dtype; /* the largest finite value of dt */
+    double big = dt == RX_DTYPE_F16    ? 65504.0
+                 : dt == RX_DTYPE_BF16 ? 3.3895313892515355e38
+                                       : 3.4028234663852886e38;
+    bool pos = onnx_attr_i(n, "detect_positive", 1) != 0,
+         neg = onnx_attr_i(n, "detect_negative", 1) != 0;
+    if (pos && neg) {
+      EX1("abs", x, t);
+      EX2("greater", t, FL(big), t);
+    } else if (pos) {
+      EX2("greater", x, FL(big), t);
+    } else if (neg) {
+      EX2("less", x, FL(-big), t);
+    } else { /* neither: false everywhere */
+      EX2("not_equal", x, x, t);
+      EX2("equal", x, x, u);
+      EX2("logical_and", t, u, t);
+    }
+  } else if (!strcmp(rop, "round")) {
+    EX1("floor", x, z);
+    EX2("subtract", x, z, t); /* the fraction */
+    EX2("multiply", z, FL(0.5), u);
+    EX1("floor", u, u);
+    EX2("multiply", u, FL(2.0), u);
+    EX2("not_equal", u, z, u); /* floor(x) odd */
+    rx_node *half;
+    EX2("equal", t, FL(0.5), half);
+    EX2("logical_and", half, u, u);
+    EX2("greater", t, FL(0.5), t);
+    EX2("logical_or", t, u, u);
+    EX2("add", z, FL(1.0), t);
+    EX3("where", u, t, z, t);
+  } else if (!strcmp(rop, "shrink")) {
+    double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);
+    EX2("multiply", x, FL(0.0), z);
+    EX2("subtract", x, FL(bias), t);
+    EX2("greater", x, FL(lambd), u);
+    EX3("where", u, t, z, z);
+    EX2("add", x, FL(bias), t);
+    EX2("less", x, FL(-lambd), u);
+    EX3("where", u, t, z, t);
+  } else {
+    return node_err(I, n, "internal: no activation '%s'", rop);
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+#undef I64
 #undef EX1
 #undef EX2
 #undef EX3
@@ -3146,12 +3589,15 @@ typedef struct onnx_op {
 // clang-format off
 static const onnx_op onnx_ops[] = {
     {"Abs", do_unary, "abs", 1, 0, NULL},
+    {"Acos", do_unary, "acos", 7, 0, NULL},
     {"Acosh", do_formula, "acosh", 9, 0, NULL},
     {"Add", do_binary, "add", 1, 0, NULL},
     {"And", do_binary, "logical_and", 1, 0, NULL},
     {"ArgMax", do_arg_extreme, "argmax", 1, 0, NULL},
     {"ArgMin", do_arg_extreme, "argmin", 1, 0, NULL},
+    {"Asin", do_unary, "asin", 7, 0, NULL},
     {"Asinh", do_formula, "asinh", 9, 0, NULL},
+    {"Atan", do_unary, "atan", 7, 0, NULL},
     {"Atanh", do_formula, "atanh", 9, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
@@ -3176,10 +3622,12 @@ static const onnx_op onnx_ops[] = {
     {"Erf", do_unary, "erf", 9, 0, NULL},
     {"Exp", do_unary, "exp", 1, 0, NULL},
     {"Expand", do_reshape_expand, NULL, 8, 0, NULL},
+    {"EyeLike", do_eye_like, NULL, 9, 0, NULL},
     {"Flatten", do_flatten, NULL, 1, 0, NULL},
     {"Floor", do_unary, "floor", 1, 0, NULL},
     {"Gather", do_gather, NULL, 1, 0, NULL},
     {"GatherElements", do_gather_elements, NULL, 11, 0, NULL},
+    {"GatherND", do_gather_nd, NULL, 12, 0, NULL},
     {"Gelu", do_gelu, NULL, 20, 0, NULL},
     {"Gemm", do_gemm, NULL, 1, 0, NULL},
     {"GlobalAveragePool", do_global_pool, NULL, 1, 0, NULL},
@@ -3191,6 +3639,7 @@ static const onnx_op onnx_ops[] = {
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
     {"Identity", do_identity, NULL, 1, 0, NULL},
     {"InstanceNormalization", do_instance_norm, "instance_norm", 6, 0, NULL},
+    {"IsInf", do_select_act, "is_inf", 10, 0, NULL},
     {"IsNaN", do_act, "is_nan", 9, 0, NULL},
     {"LayerNormalization", do_layer_norm, NULL, 17, 0, NULL},
     {"LeakyRelu", do_leaky_relu, NULL, 1, 0, NULL},
@@ -3212,7 +3661,9 @@ static const onnx_op onnx_ops[] = {
     {"Neg", do_unary, "neg", 1, 0, NULL},
     {"NegativeLogLikelihoodLoss", do_nll_loss, "nll", 12, 0, NULL},
     {"Not", do_unary, "not", 1, 0, NULL},
+    {"OneHot", do_one_hot, NULL, 9, 0, NULL},
     {"Or", do_binary, "logical_or", 1, 0, NULL},
+    {"Pad", do_pad, NULL, 2, 0, "constant, edge, reflect, wrap"},
     {"Pow", do_binary, "power", 1, 0, NULL},
     {"PRelu", do_prelu, NULL, 7, 0, NULL},
     {"Range", do_range, NULL, 11, 0, NULL},
@@ -3230,8 +3681,10 @@ static const onnx_op onnx_ops[] = {
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
     {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
+    {"Round", do_select_act, "round", 11, 0, NULL},
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
+    {"Shrink", do_select_act, "shrink", 9, 0, NULL},
     {"Sigmoid", do_unary, "sigmoid", 1, 0, NULL},
     {"Sign", do_formula, "sign", 9, 0, NULL},
     {"Sin", do_unary, "sin", 7, 0, NULL},
@@ -3251,6 +3704,8 @@ static const onnx_op onnx_ops[] = {
     {"Tan", do_formula, "tan", 7, 0, NULL},
     {"Tanh", do_unary, "tanh", 1, 0, NULL},
     {"ThresholdedRelu", do_act, "thresholded_relu", 10, 0, NULL},
+    {"Tile", do_tile, NULL, 6, 0, NULL},
+    {"TopK", do_topk, "topk", 1, 0, "sorted; K a constant or bound at run time"},
     {"Transpose", do_transpose, NULL, 1, 0, NULL},
     {"Trilu", do_trilu, NULL, 14, 0, NULL},
     {"Unsqueeze", do_squeeze, NULL, 1, 0, NULL},

@@ -162,8 +162,8 @@ def example_shape(example, axes, dims):
 
 
 def unsupported():
-    """A model with unsupported operators around supported ones: TopK (and CumSum, which relaxc
-    has imported since; test_onnx checks that only TopK is listed)."""
+    """A model with unsupported operators around supported ones: Det (and CumSum and TopK, which
+    relaxc has imported since; test_onnx checks that only Det is listed)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])
     axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
@@ -172,7 +172,8 @@ def unsupported():
         helper.make_node("Relu", ["x"], ["r"], name="relu0"),
         helper.make_node("CumSum", ["r", "axis"], ["c"], name="cumsum0"),
         helper.make_node("TopK", ["c", "k"], ["t", "i"], name="topk0"),
-        helper.make_node("Neg", ["t"], ["y"], name="neg0"),
+        helper.make_node("Det", ["t"], ["d"], name="det0"),
+        helper.make_node("Neg", ["d"], ["y"], name="neg0"),
     ]
     g = helper.make_graph(nodes, "unsupported", [x], [y], [axis, k])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])

@@ -2,9 +2,10 @@
 """Writes tests/onnx/nodes/: ONNX node test cases in the layout of the ONNX backend node tests
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
 cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size, Shape,
-Reshape and Expand cases have static shapes; its losses, window, channel and Resize cases have
-static shapes too: here symbolic dims, each run at two sizes). unit.test_onnx_nodes_rx runs them
-with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every case must pass.
+Reshape, Expand, TopK, Pad and Tile cases have static shapes; its losses, window, channel and
+Resize cases have static shapes too: here symbolic dims, each run at two sizes).
+unit.test_onnx_nodes_rx runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every
+case must pass.
 
 The protobuf messages are encoded here by hand (field numbers of onnx.proto), so the script needs
 NumPy only. Run with Debian's python3:  /usr/bin/python3 tests/onnx/gen_nodes.py"""
@@ -399,6 +400,25 @@ def main():
     conv3d_case(np.random.default_rng(3))
     conv_transpose3d_case(np.random.default_rng(4))
     lp_pool_case(np.random.default_rng(5))
+    # TopK over a symbolic row count, rows with ties (by the lower index, as a stable sort)
+    sets = []
+    for n in (4, 1):
+        x = rng.integers(-3, 4, size=(n, 6)).astype(np.float32)
+        i = np.argsort(-x, axis=1, kind="stable")[:, :3]
+        sets.append(([x], [np.take_along_axis(x, i, 1), i.astype(np.int64)]))
+    save_case("test_rx_topk_symbolic", [node("TopK", ["x", "k"], ["v", "i"], axis=1)],
+              [("k", np.array([3], np.int64))], [("x", np.float32, ["n", 6])],
+              [("v", np.float32, ["n", 3]), ("i", np.int64, ["n", 3])], sets, 11)
+    # Pad (constant 0) and Tile of a symbolic dim: [n, 3] -> [n + 3, 4] and [2 n, 6]
+    sets = []
+    for n in (2, 1):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        sets.append(([x], [np.pad(x, ((1, 2), (0, 1))), np.tile(x, (2, 2))]))
+    save_case("test_rx_pad_tile_symbolic",
+              [node("Pad", ["x", "pads"], ["p"]), node("Tile", ["x", "reps"], ["t"])],
+              [("pads", np.array([1, 0, 2, 1], np.int64)), ("reps", np.array([2, 2], np.int64))],
+              [("x", np.float32, ["n", 3])],
+              [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
 
 
 if __name__ == "__main__":

@@ -197,8 +197,8 @@ static void test_registry(void) {
 
 static void test_unary(void) {
   const rx_expr *n = V("n");
-  const char *floats[] = {"exp",  "log",  "sqrt", "rsqrt", "tanh",  "erf", "sigmoid",
-                          "gelu", "silu", "sin",  "cos",   "floor", "ceil"};
+  const char *floats[] = {"exp",  "log", "sqrt", "rsqrt", "tanh", "erf",  "sigmoid", "gelu",
+                          "silu", "sin", "cos",  "floor", "ceil", "asin", "acos",    "atan"};
   for (size_t i = 0; i < RX_ARRAY_LEN(floats); i++) {
     EXPECT(DED(floats[i], A(T(RX_DTYPE_F16, 2, n, C(4)))), "f16[n, 4]");
     EXPECT(DED(floats[i], A(T(RX_DTYPE_I32, 1, n))), "ERROR: expects a floating-point tensor");

@@ -63,6 +63,7 @@ static const struct {
 } EXPECT[] = {
     {"ew_chain", RX_SCHED_ELEMENTWISE, 1, 0},
     {"ew_chain_dyn", RX_SCHED_ELEMENTWISE, 1, 0},
+    {"ew_inverse_trig", RX_SCHED_ELEMENTWISE, 1, 0},
     {"broadcast_add", RX_SCHED_ELEMENTWISE, 1, 0},
     {"transpose", RX_SCHED_ELEMENTWISE, 1, 0},
     {"softmax", RX_SCHED_ROW_REDUCTION, 1, 0},
@@ -85,6 +86,9 @@ static const struct {
     {"cumsum_1d_i32", RX_SCHED_FALLBACK, 1, 0},
     {"prod_rows", RX_SCHED_FALLBACK, 1, 0},
     {"prod_cols_f16", RX_SCHED_FALLBACK, 1, 0},
+    /* topk: K serial selection passes per line (fallback) */
+    {"topk_rows_smallest_f16", RX_SCHED_FALLBACK, 1, 0},
+    {"topk_1d_i32", RX_SCHED_FALLBACK, 1, 0},
     {"take_along_axis_f32", RX_SCHED_ELEMENTWISE, 1, 0},
     {"take_along_axis_f16_axis0", RX_SCHED_ELEMENTWISE, 1, 0},
     {"gemv_hf", RX_SCHED_GEMV, 1, 0},
