@@ -203,7 +203,8 @@ static void check_logits(rx_llm_model *m, const variant *v, const int32_t *promp
         dmax = fmax(dmax, fabs((double)logits[i] - f16_logits[i]));
         ref = fmax(ref, fabs((double)f16_logits[i]));
       }
-      fprintf(stderr, "  %s %-22s logits: max |d| %.3f, %.2f%% of max |f16| %.3f (bound %.0f%%)\n",
+      fprintf(stderr,
+              "  %-13s %-22s logits: max |d| %.3f, %.2f%% of max |f16| %.3f (bound %.0f%%)\n",
               v->model, v->name, dmax, 100 * dmax / ref, ref, 100 * v->logit_tol);
       if (!(dmax <= v->logit_tol * ref))
         FAIL("%s: logits differ from f16's by %.3f, more than %.0f%% of %.3f", v->name, dmax,
@@ -332,7 +333,7 @@ int main(int argc, char **argv) {
     if (variants[i].tol < 0) ref = i;
     if (quick && !variants[i].quick) continue;
     double rel = ppl[i] / ppl[ref] - 1;
-    fprintf(stderr, "  %s %-22s perplexity %.3f (%+.2f%% of f16", variants[i].model,
+    fprintf(stderr, "  %-13s %-22s perplexity %.3f (%+.2f%% of f16", variants[i].model,
             variants[i].name, ppl[i], 100 * rel);
     if (variants[i].tol >= 0) fprintf(stderr, ", tolerance %.1f%%", 100 * variants[i].tol);
     fprintf(stderr, ") on %s, %d windows of <s> + %d tokens\n", rx_rt_backend_name(use->kind), NWIN,
