@@ -15,6 +15,12 @@ models/kjv-llama-<type>.gguf for <type> in f16, q8_0, q4_0, q5_0 (q5_0: what lla
   gguf.quants.quantize; the tokenizer (byte-level BPE) as tokenizer.ggml.model "gpt2" with its
   tokens, token types (3 for the special tokens), merges, bos/eos ids and add_bos_token.
 
+models/kjv-llama-256-<type>.gguf for <type> in f16, q4_k: the same export of the trained model
+  tests/llm/models/kjv-llama-256 (hidden 256, feed-forward 768: every row a whole number of
+  256-weight super-blocks), q4_k with every 2-D weight (token_embd and output included) in Q4_K,
+  quantized by quantize_q4_k below and read back through gguf-py's dequantization: what
+  `llama-quantize --pure model.gguf Q4_K_M` writes (--pure: no k-quant mixture; without it,
+  Q4_K_M would keep output and the last layer's attn_v and ffn_down in Q6_K, all 4-bit here).
 models/tiny-qwen2-f16.gguf: tests/llm/models/tiny-qwen2 (random weights, no tokenizer) as
   architecture "qwen2": q/k/v biases in F32, rows not permuted (llama.cpp runs qwen2 with NEOX
   rope), no output.weight (tied embeddings), 2-D weights in F16.
@@ -40,7 +46,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "..", "llm", "models", "kjv-llama")
+LLM = os.path.join(HERE, "..", "llm", "models")
 
 
 def hparams(w, cfg):
@@ -218,8 +224,8 @@ def export_q4_k():
     print("q4_k greedy", ids[5:])
 
 
-def tokenizer(w, cfg):
-    tok = json.load(open(os.path.join(SRC, "tokenizer.json")))
+def tokenizer(w, cfg, src):
+    tok = json.load(open(os.path.join(src, "tokenizer.json")))
     vocab = tok["model"]["vocab"]
     tokens = [None] * cfg["vocab_size"]
     for s, i in vocab.items():
@@ -238,23 +244,32 @@ def tokenizer(w, cfg):
     w.add_add_bos_token(True)
 
 
-def export(qtype, name):
-    cfg = json.load(open(os.path.join(SRC, "config.json")))
-    st = load_file(os.path.join(SRC, "model.safetensors"))
-    path = os.path.join(HERE, "models", f"kjv-llama-{name}.gguf")
+def export(qtype, name, model="kjv-llama"):
+    src = os.path.join(LLM, model)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    st = load_file(os.path.join(src, "model.safetensors"))
+    path = os.path.join(HERE, "models", f"{model}-{name}.gguf")
     w = gguf.GGUFWriter(path, "llama")
-    w.add_name("kjv-llama")
+    w.add_name(model)
     hparams(w, cfg)
     w.add_rope_dimension_count(cfg["head_dim"])
     w.add_vocab_size(cfg["vocab_size"])
-    w.add_file_type({T.F16: 1, T.Q8_0: 7, T.Q4_0: 2, T.Q5_0: 8}[qtype])
-    tokenizer(w, cfg)
+    # llama_ftype: Q4_K is MOSTLY_Q4_K_M (15), as llama-quantize --pure Q4_K_M labels its file
+    w.add_file_type({T.F16: 1, T.Q8_0: 7, T.Q4_0: 2, T.Q5_0: 8, T.Q4_K: 15}[qtype])
+    tokenizer(w, cfg, src)
     for n, t in tensors(cfg, st):
         t = np.ascontiguousarray(t.astype(np.float32))
         if t.ndim == 1:
             w.add_tensor(n, t)
         elif qtype == T.F16:
             w.add_tensor(n, t.astype(np.float16))
+        elif qtype == T.Q4_K:
+            # attn_q/attn_k arrive permuted: their rows are whole rows of blocks either way
+            blocks = quantize_q4_k(t)
+            back = gguf.quants.dequantize(blocks, T.Q4_K).reshape(t.shape)
+            err = np.abs(back - t).max() / np.abs(t).max()
+            assert err < 0.1, (n, err)  # gguf-py reads the blocks as quantize_q4_k meant them
+            w.add_tensor(n, blocks, raw_dtype=qtype)
         else:
             w.add_tensor(n, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
     finish(w)
@@ -301,6 +316,8 @@ if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0"), (T.Q5_0, "q5_0")):
         export(q, n)
+    for q, n in ((T.F16, "f16"), (T.Q4_K, "q4_k")):
+        export(q, n, "kjv-llama-256")
     export_qwen2()
     export_q4_k()
     broken("arch", arch="gptneox")

@@ -7,7 +7,8 @@ their transformers references under tests/llm/ref/ (see tests/llm/README.md and 
     apt-get install bible-kjv          # the `bible` program (and its data, bible-kjv-text)
     python3 tests/llm/gen_models.py    # every model, then every reference
     python3 tests/llm/gen_models.py --only tiny-qwen2 --refs-only
-    python3 tests/llm/gen_models.py --only random   # the random models, not the trained one
+    python3 tests/llm/gen_models.py --only random   # the random models, not the trained ones
+    python3 tests/llm/gen_models.py --only kjv-llama-256   # one trained model
 
 Everything is seeded and runs on one CPU thread; the trained model takes a fixed number of
 steps (about five minutes on one core), so a rerun on the same machine gives the same bytes.
@@ -66,15 +67,30 @@ DEMO_PROMPT = "In the beginning"
 DEMO_STEPS = 48
 MIN_GAP = 0.05  # the logits have a standard deviation of about 4 to 5 (kjv-llama too)
 
-# The trained model: steps x batch x sequence length of training.
+# The trained models: steps x batch x sequence length of training.
 KJV_STEPS = 600
 KJV_BATCH = 32
 KJV_SEQ = 128
 KJV_HELDOUT_FRACTION = 0.05
 KJV_HELDOUT_BYTES = 20000
 
+# The trained models, same corpus, tokenizer and recipe: their shapes, training steps and the
+# dtype of the committed weights. kjv-llama-256 is the one whose every projection reads a
+# multiple of 256 inputs, so that llama.cpp's Q4_K (256-weight super-blocks per row) applies to
+# each of them (tests/gguf/gen_models.py); it is saved in float16 to keep its file at 4 MB, and
+# trained for fewer steps (each costs about twice kjv-llama's).
+KJV_SHAPES = {
+    "kjv-llama": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=32, intermediate_size=352),
+    "kjv-llama-256": dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=64, intermediate_size=768),
+}
+KJV_MODEL_STEPS = {"kjv-llama": KJV_STEPS, "kjv-llama-256": 300}
+KJV_SAVE_DTYPE = {"kjv-llama": torch.float32, "kjv-llama-256": torch.float16}
+TRAINED_NAMES = tuple(KJV_SHAPES)
+
 RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2")
-ALL_NAMES = ("kjv-llama",) + RANDOM_NAMES
+ALL_NAMES = TRAINED_NAMES + RANDOM_NAMES
 
 
 def setup_determinism():
@@ -166,8 +182,7 @@ def train_tokenizer(text_lines):
     return tok
 
 
-def make_kjv_llama(steps):
-    name = "kjv-llama"
+def make_kjv_llama(name, steps):
     folder = os.path.join(MODELS, name)
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
@@ -214,8 +229,7 @@ def make_kjv_llama(steps):
     log(f"{name}: {len(ids)} training tokens ({len(''.join(train_lines)) / len(ids):.2f} bytes each)")
 
     config = LlamaConfig(
-        vocab_size=1024, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=32, intermediate_size=352, rms_norm_eps=1e-5,
+        vocab_size=1024, **KJV_SHAPES[name], rms_norm_eps=1e-5,
         rope_theta=10000.0, max_position_embeddings=512, tie_word_embeddings=False,
         bos_token_id=0, eos_token_id=1, pad_token_id=None, initializer_range=0.02)
     torch.manual_seed(1234)
@@ -280,6 +294,7 @@ def make_kjv_llama(steps):
     model.generation_config.bos_token_id = 0
     model.generation_config.eos_token_id = 1
     model.generation_config.pad_token_id = None
+    model.to(KJV_SAVE_DTYPE[name])
     model.save_pretrained(folder, safe_serialization=True)
     write_legacy_config(folder)
     check_config_roundtrip(folder, model.config)
@@ -537,11 +552,11 @@ def check_rope(model, name):
 
 
 def prompts_for(name, model, attempt):
-    """Prompts of every length: for kjv-llama, <s> and the held-out text from its verse
+    """Prompts of every length: for a trained model, <s> and the held-out text from its verse
     `attempt` on; for a random model, pseudo-random ids (3 .. vocab-1) from a seed made of its
     name and `attempt`."""
     vocab = model.config.vocab_size
-    if name == "kjv-llama":
+    if name in TRAINED_NAMES:
         folder = os.path.join(MODELS, name)
         tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
         with open(os.path.join(folder, "heldout.txt")) as f:
@@ -713,7 +728,7 @@ def make_refs(name):
         log(f"  {name}: attention entropy / uniform, per layer: {ent}")
         assert all(r < 0.85 for v in ent.values() for r in v), ent
         ref["attention_entropy_ratio"] = ent
-    if name == "kjv-llama":
+    if name in TRAINED_NAMES:
         tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
         ids = tok.encode(DEMO_PROMPT).ids
         _, cont, _, _ = run_greedy(model, ids, DEMO_STEPS)
@@ -856,12 +871,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=ALL_NAMES + ("random",), action="append",
                     help="a model (repeatable); `random`: the four random models, which leaves "
-                         "kjv-llama (trained, several minutes) alone")
+                         "the trained ones (several minutes each) alone")
     ap.add_argument("--refs-only", action="store_true", help="keep the models, redo references")
     ap.add_argument("--sample", action="store_true", help="print a sampled kjv-llama text")
-    ap.add_argument("--kjv-steps", type=int, default=KJV_STEPS,
-                    help="training steps of kjv-llama (a quick trial; the committed model "
-                         f"takes {KJV_STEPS})")
+    ap.add_argument("--kjv-steps", type=int,
+                    help="training steps of each trained model (a quick trial; the committed "
+                         f"ones take {KJV_MODEL_STEPS})")
     args = ap.parse_args()
     setup_determinism()
     only = set()
@@ -874,8 +889,8 @@ def main():
         for i, name in enumerate(ALL_NAMES):
             if name not in names:
                 continue
-            if name == "kjv-llama":
-                make_kjv_llama(args.kjv_steps)
+            if name in TRAINED_NAMES:
+                make_kjv_llama(name, args.kjv_steps or KJV_MODEL_STEPS[name])
             else:
                 make_random(name, seed=1000 + i)
     os.makedirs(REFS, exist_ok=True)

@@ -6,24 +6,28 @@
  * from the .gguf file (frontends/hf/gguf.c) and run through runtime/llm on the first backend
  * present (lavapipe here), next to the same model compiled from its safetensors folder in f16 and
  * with --quantize q8f16 and q4f16_g32, and with those and --quantize-embeddings (the embedding
- * table through quant_take and the output layer through quant_matmul in the same scheme):
+ * table through quant_take and the output layer through quant_matmul in the same scheme); and
+ * the trained kjv-llama-256 (the same text and tokenizer, hidden 256 and feed-forward 768, so
+ * that every row is whole Q4_K super-blocks) from its folder in f16 and as GGUF F16 and Q4_K
+ * (every 2-D tensor in Q4_K, as llama-quantize --pure Q4_K_M writes it):
  *
- * - the perplexity of each on the held-back text (tests/llm/models/kjv-llama/heldout.txt,
+ * - the perplexity of each on the held-back text (tests/llm/models/<model>/heldout.txt,
  *   tokenized by each artifact's own tokenizer: the GGUF files' comes from tokenizer.ggml.*, so
  *   the token ids must equal the folder's), over NWIN windows of <s> + WIN tokens, all decoded
  *   at once (BATCH sequences of one decode call); each token's probability from the
- *   logits of the step before it. Within TOL_SAME of the safetensors f16 model for the GGUF F16
+ *   logits of the step before it. Within TOL_SAME of its safetensors f16 model for the GGUF F16
  *   file (the same f16 weights), 5% for the 8-bit ones and 20% for the 4-bit ones (issue 15);
  *   every figure printed (docs/gguf.md and README quote them);
  * - with --quantize-embeddings, the prompt's last logits against the folder's in f16: the largest
  *   difference within LOGIT_8BIT / LOGIT_4BIT of the largest f16 logit (printed);
  * - 16 greedy tokens of the f16 and 8-bit variants equal to transformers' (the prompt and the
- *   first 16 tokens of tests/llm/ref/kjv-llama.json's "greedy"; lit's gguf.test checks the text
+ *   first 16 tokens of tests/llm/ref/<model>.json's "greedy"; lit's gguf.test checks the text
  *   of `relaxc generate`).
  *
  * RX_LLM_QUICK=1 (make asan): the folder's f16 and the Q8_0 and Q4_0 files only (the variants
  * marked quick), the same code paths (the GGUF F16 and Q5_0 files and --quantize run no code the
- * others do not, but for quant_take, which test_quant runs).
+ * others do not, but for quant_take, which test_quant runs; Q4_K's, lit's gguf.test runs on
+ * tiny-llama-q4_k.gguf).
  *
  * usage: test_gguf_llm TESTS_DIR */
 #include "base/base.h"
@@ -153,27 +157,35 @@ static void check_greedy(rx_llm_model *m, const char *name, const int32_t *promp
 }
 
 typedef struct variant {
+  const char *model;                  /* the folder under tests/llm/models */
   const char *name, *file, *quantize; /* file: under tests/gguf/models, NULL: the folder */
-  double tol;                         /* against the folder in f16; < 0: the reference itself */
-  bool emb;                           /* --quantize-embeddings */
+  double tol;       /* against the model's folder in f16; < 0: the reference itself (first) */
+  bool emb;         /* --quantize-embeddings */
   double logit_tol; /* > 0: the prompt's last logits against f16's, max|d| / max|f16| */
   bool quick;       /* run under RX_LLM_QUICK too */
 } variant;
 
+#define KJV     "kjv-llama"
+#define KJV_256 "kjv-llama-256"
+/* Grouped by model, each group's reference first. */
 static const variant variants[] = {
-    {"safetensors f16", NULL, NULL, -1, false, 0, true},
-    {"GGUF F16", "kjv-llama-f16.gguf", NULL, TOL_SAME, false, 0, false},
-    {"GGUF Q8_0", "kjv-llama-q8_0.gguf", NULL, TOL_8BIT, false, 0, true},
-    {"GGUF Q4_0", "kjv-llama-q4_0.gguf", NULL, TOL_4BIT, false, 0, true},
+    {KJV, "safetensors f16", NULL, NULL, -1, false, 0, true},
+    {KJV, "GGUF F16", "kjv-llama-f16.gguf", NULL, TOL_SAME, false, 0, false},
+    {KJV, "GGUF Q8_0", "kjv-llama-q8_0.gguf", NULL, TOL_8BIT, false, 0, true},
+    {KJV, "GGUF Q4_0", "kjv-llama-q4_0.gguf", NULL, TOL_4BIT, false, 0, true},
     /* llama.cpp's Q4_K of this model: no row is a whole 256-weight super-block, so every tensor
        falls back to Q5_0 (tests/gguf/gen_models.py) */
-    {"GGUF Q4_K (all Q5_0)", "kjv-llama-q5_0.gguf", NULL, TOL_4BIT, false, 0, false},
-    {"--quantize q8f16", NULL, "q8f16", TOL_8BIT, false, 0, false},
-    {"--quantize q4f16_g32", NULL, "q4f16_g32", TOL_4BIT, false, 0, false},
-    {"q8f16 + embeddings", NULL, "q8f16", TOL_8BIT, true, LOGIT_8BIT, false},
-    {"q4f16_g32 + embeddings", NULL, "q4f16_g32", TOL_4BIT, true, LOGIT_4BIT, false},
+    {KJV, "GGUF Q4_K (all Q5_0)", "kjv-llama-q5_0.gguf", NULL, TOL_4BIT, false, 0, false},
+    {KJV, "--quantize q8f16", NULL, "q8f16", TOL_8BIT, false, 0, false},
+    {KJV, "--quantize q4f16_g32", NULL, "q4f16_g32", TOL_4BIT, false, 0, false},
+    {KJV, "q8f16 + embeddings", NULL, "q8f16", TOL_8BIT, true, LOGIT_8BIT, false},
+    {KJV, "q4f16_g32 + embeddings", NULL, "q4f16_g32", TOL_4BIT, true, LOGIT_4BIT, false},
+    /* the same text and tokenizer, rows of 256 and 768 weights: every 2-D tensor in Q4_K */
+    {KJV_256, "safetensors f16", NULL, NULL, -1, false, 0, false},
+    {KJV_256, "GGUF F16", "kjv-llama-256-f16.gguf", NULL, TOL_SAME, false, 0, false},
+    {KJV_256, "GGUF Q4_K", "kjv-llama-256-q4_k.gguf", NULL, TOL_4BIT, false, 0, false},
 };
-static float *f16_logits; /* the prompt's last logits of the folder in f16 (variants[0]) */
+static float *f16_logits; /* the prompt's last logits of the current model's folder in f16 */
 
 /* The prompt's last logits of m against the folder's in f16: the largest difference over the
  * largest f16 logit, within v->logit_tol. */
@@ -182,6 +194,7 @@ static void check_logits(rx_llm_model *m, const variant *v, const int32_t *promp
   float *logits = rx_calloc((size_t)vocab, sizeof *logits);
   if (ok_status(rx_llm_prefill(m, 0, prompt, n, logits), v->name)) {
     if (v->tol < 0) {
+      free(f16_logits);
       f16_logits = logits;
       logits = NULL;
     } else if (f16_logits) {
@@ -191,8 +204,8 @@ static void check_logits(rx_llm_model *m, const variant *v, const int32_t *promp
         ref = fmax(ref, fabs((double)f16_logits[i]));
       }
       fprintf(stderr,
-              "  kjv-llama %-22s logits: max |d| %.3f, %.2f%% of max |f16| %.3f (bound %.0f%%)\n",
-              v->name, dmax, 100 * dmax / ref, ref, 100 * v->logit_tol);
+              "  %-13s %-22s logits: max |d| %.3f, %.2f%% of max |f16| %.3f (bound %.0f%%)\n",
+              v->model, v->name, dmax, 100 * dmax / ref, ref, 100 * v->logit_tol);
       if (!(dmax <= v->logit_tol * ref))
         FAIL("%s: logits differ from f16's by %.3f, more than %.0f%% of %.3f", v->name, dmax,
              100 * v->logit_tol, ref);
@@ -212,17 +225,17 @@ typedef struct inputs {
   size_t nprompt;
 } inputs;
 
-static bool load_inputs(const char *tests, inputs *in) {
+static bool load_inputs(const char *tests, const char *model, inputs *in) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/llm/models/kjv-llama/tokenizer.json", tests);
+  snprintf(path, sizeof path, "%s/llm/models/%s/tokenizer.json", tests, model);
   rx_tokenizer *tok = NULL;
   char *text = NULL, *ref = NULL;
   size_t len = 0, rlen = 0;
   bool ok = ok_status(rx_tokenizer_load_file(path, &tok), path);
-  snprintf(path, sizeof path, "%s/llm/models/kjv-llama/heldout.txt", tests);
+  snprintf(path, sizeof path, "%s/llm/models/%s/heldout.txt", tests, model);
   if (ok) ok = ok_status(rx_read_file(path, &text, &len), path);
   if (ok) ok = ok_status(rx_tokenizer_encode(tok, text, len, 0, &in->ids, &in->n), path);
-  snprintf(path, sizeof path, "%s/llm/ref/kjv-llama.json", tests);
+  snprintf(path, sizeof path, "%s/llm/ref/%s.json", tests, model);
   if (ok) ok = ok_status(rx_read_file(path, &ref, &rlen), path);
   cJSON *j = ok ? cJSON_ParseWithLength(ref, rlen) : NULL;
   const cJSON *g = j ? cJSON_GetObjectItem(j, "greedy") : NULL;
@@ -249,7 +262,7 @@ static void run_variant(const char *tests, const variant *v, const rxk_backend *
   if (v->file)
     snprintf(src, sizeof src, "%s/gguf/models/%s", tests, v->file);
   else
-    snprintf(src, sizeof src, "%s/llm/models/kjv-llama", tests);
+    snprintf(src, sizeof src, "%s/llm/models/%s", tests, v->model);
   snprintf(path, sizeof path, "/tmp/rx_test_gguf_llm_%d.rxm", (int)getpid());
   snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs->kind));
   *ppl = NAN;
@@ -262,7 +275,7 @@ static void run_variant(const char *tests, const variant *v, const rxk_backend *
     const rx_tokenizer *tok = rx_llm_model_tokenizer(m);
     char *text = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/llm/models/kjv-llama/heldout.txt", tests);
+    snprintf(src, sizeof src, "%s/llm/models/%s/heldout.txt", tests, v->model);
     if (tok && ok_status(rx_read_file(src, &text, &len), src) &&
         ok_status(rx_tokenizer_encode(tok, text, len, 0, &own, &nown), v->name)) {
       if (nown != in->n || memcmp(own, in->ids, in->n * sizeof *own) != 0)
@@ -301,29 +314,35 @@ int main(int argc, char **argv) {
     fprintf(stderr, "SKIP: no backend present\n");
     return 77;
   }
+  const char *q = getenv("RX_LLM_QUICK");
+  bool quick = q && *q && strcmp(q, "0");
+  double ppl[RX_ARRAY_LEN(variants)];
   inputs in = {0};
-  if (load_inputs(argv[1], &in)) {
-    double ppl[RX_ARRAY_LEN(variants)];
-    const char *q = getenv("RX_LLM_QUICK");
-    bool quick = q && *q && strcmp(q, "0");
-    for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
-      ppl[i] = NAN;
-      if (!quick || variants[i].quick) run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
+  bool have = false;
+  for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
+    ppl[i] = NAN;
+    if (quick && !variants[i].quick) continue;
+    if (variants[i].tol < 0) { /* a model's first variant: its text and references */
+      rx_llm_free(in.ids);
+      memset(&in, 0, sizeof in);
+      have = load_inputs(argv[1], variants[i].model, &in);
     }
-    for (size_t i = 0; i < RX_ARRAY_LEN(variants); i++) {
-      if (quick && !variants[i].quick) continue;
-      double rel = ppl[i] / ppl[0] - 1;
-      fprintf(stderr, "  kjv-llama %-22s perplexity %.3f (%+.2f%% of f16", variants[i].name, ppl[i],
-              100 * rel);
-      if (variants[i].tol >= 0) fprintf(stderr, ", tolerance %.1f%%", 100 * variants[i].tol);
-      fprintf(stderr, ") on %s, %d windows of <s> + %d tokens\n", rx_rt_backend_name(use->kind),
-              NWIN, WIN);
-      if (isnan(ppl[i]) || (variants[i].tol >= 0 && !(fabs(rel) <= variants[i].tol)))
-        FAIL("%s: perplexity %.3f against f16's %.3f: outside %.1f%%", variants[i].name, ppl[i],
-             ppl[0], 100 * variants[i].tol);
-      else
-        passed++;
-    }
+    if (have) run_variant(argv[1], &variants[i], use, &in, &ppl[i]);
+  }
+  for (size_t i = 0, ref = 0; i < RX_ARRAY_LEN(variants); i++) {
+    if (variants[i].tol < 0) ref = i;
+    if (quick && !variants[i].quick) continue;
+    double rel = ppl[i] / ppl[ref] - 1;
+    fprintf(stderr, "  %-13s %-22s perplexity %.3f (%+.2f%% of f16", variants[i].model,
+            variants[i].name, ppl[i], 100 * rel);
+    if (variants[i].tol >= 0) fprintf(stderr, ", tolerance %.1f%%", 100 * variants[i].tol);
+    fprintf(stderr, ") on %s, %d windows of <s> + %d tokens\n", rx_rt_backend_name(use->kind), NWIN,
+            WIN);
+    if (isnan(ppl[i]) || (variants[i].tol >= 0 && !(fabs(rel) <= variants[i].tol)))
+      FAIL("%s %s: perplexity %.3f against f16's %.3f: outside %.1f%%", variants[i].model,
+           variants[i].name, ppl[i], ppl[ref], 100 * variants[i].tol);
+    else
+      passed++;
   }
   rx_llm_free(in.ids);
   free(f16_logits);
