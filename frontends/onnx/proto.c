@@ -63,6 +63,18 @@ bool onnx_dtype_of(int32_t onnx, rx_dtype *out) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
     *out = RX_DTYPE_BOOL;
     return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    *out = RX_DTYPE_F64;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    *out = RX_DTYPE_U16;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    *out = RX_DTYPE_U32;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+    *out = RX_DTYPE_U64;
+    return true;
   default:
     return false;
   }

@@ -38,6 +38,18 @@ static bool typed_field(const Onnx__TensorProto *t, rx_dtype dt, size_t count, v
     if (t->n_int64_data != count) return false;
     if (count) memcpy(out, t->int64_data, count * sizeof(int64_t));
     return true;
+  case RX_DTYPE_F64:
+    if (t->n_double_data != count) return false;
+    if (count) memcpy(out, t->double_data, count * sizeof(double));
+    return true;
+  case RX_DTYPE_U64: /* uint64_data holds uint64 and uint32 values (onnx.proto) */
+    if (t->n_uint64_data != count) return false;
+    if (count) memcpy(out, t->uint64_data, count * sizeof(uint64_t));
+    return true;
+  case RX_DTYPE_U32:
+    if (t->n_uint64_data != count) return false;
+    for (size_t i = 0; i < count; i++) ((uint32_t *)out)[i] = (uint32_t)t->uint64_data[i];
+    return true;
   default:
     break;
   }
@@ -52,6 +64,9 @@ static bool typed_field(const Onnx__TensorProto *t, rx_dtype dt, size_t count, v
       break;
     case RX_DTYPE_I16:
       ((int16_t *)out)[i] = (int16_t)v;
+      break;
+    case RX_DTYPE_U16:
+      ((uint16_t *)out)[i] = (uint16_t)v;
       break;
     case RX_DTYPE_F16:
     case RX_DTYPE_BF16:

@@ -16,7 +16,8 @@ Models:
   abs.onnx             ext.onnx with W's location '/dev/null' (absolute)
   typed.onnx           inline weights of every supported type, in raw_data and in the typed
                        fields, small integer tensors that fold, and Constant tensors
-  double.onnx          a DOUBLE initializer (no relaxc dtype)"""
+  double.onnx          a DOUBLE initializer [1.0, 2.0] (read as f64)
+  complex.onnx         a COMPLEX64 initializer (no relaxc dtype)"""
 import os
 
 import numpy as np
@@ -104,6 +105,14 @@ def double_model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+def complex_model():
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["y"])], "complex", [],
+        [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2])],
+        [numpy_helper.from_array(np.array([1 + 2j, 3 - 4j], dtype=np.complex64), "c")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
     for f in ("ext.onnx", "ext.data"):
@@ -125,6 +134,7 @@ def main():
 
     onnx.save_model(typed_model(), os.path.join(HERE, "typed.onnx"))
     onnx.save_model(double_model(), os.path.join(HERE, "double.onnx"))
+    onnx.save_model(complex_model(), os.path.join(HERE, "complex.onnx"))
 
 
 if __name__ == "__main__":

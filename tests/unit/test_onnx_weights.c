@@ -14,6 +14,7 @@
 
 #ifdef RX_HAVE_ONNX
 #include "frontends/onnx/onnx_import.h"
+#include "ir/ir.h"
 #endif
 
 #include <stdio.h>
@@ -60,10 +61,7 @@ static const rx_onnx_weight *weight(const rx_onnx_weight *w, int n, const char *
     }
     CHECK(same, "weight %s: wrong dtype or shape", name);
     CHECK(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
-    size_t es = dt == RX_DTYPE_F32 || dt == RX_DTYPE_I32                          ? 4
-                : dt == RX_DTYPE_I64                                              ? 8
-                : dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16 || dt == RX_DTYPE_I16 ? 2
-                                                                                  : 1;
+    size_t es = (size_t)rx_dtype_bits(dt) / 8;
     CHECK(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
           count * es);
     return same && w[i].nbytes == count * es ? &w[i] : NULL;
@@ -209,8 +207,24 @@ static bool write_bytes(const char *path, const void *data, size_t n) {
 static void test_errors(const char *dir) {
   char base[1024];
   snprintf(base, sizeof base, "%s/onnx/weights", dir);
-  const char *dbl[] = {"double.onnx", "tensor 'd'", "DOUBLE"};
-  expect_error(dir, "double.onnx", base, RX_ERR_UNSUPPORTED, dbl, 3);
+  const char *cpx[] = {"complex.onnx", "tensor 'c'", "COMPLEX64"};
+  expect_error(dir, "complex.onnx", base, RX_ERR_UNSUPPORTED, cpx, 3);
+  /* DOUBLE is f64 (raw_data) */
+  size_t dlen;
+  char *dbytes = read_model(dir, "double.onnx", &dlen);
+  if (dbytes) {
+    rx_onnx_weight *w = NULL;
+    int n = 0;
+    rx_status s = rx_onnx_weights(dbytes, dlen, "double.onnx", base, &w, &n);
+    CHECK(!s, "double.onnx: %s", rx_status_message(s));
+    rx_status_free(s);
+    static const int64_t S2[1] = {2};
+    const rx_onnx_weight *x = weight(w, n, "d", RX_DTYPE_F64, 1, S2);
+    CHECK(x && ((const double *)x->data)[0] == 1.0 && ((const double *)x->data)[1] == 2.0,
+          "double.onnx: d is not f64 [1.0, 2.0]");
+    rx_onnx_weights_free(w, n);
+    free(dbytes);
+  }
   /* '../weights/ext.data' names an existing file, but through the parent directory */
   const char *esc[] = {"escape.onnx", "tensor 'W'", "'../weights/ext.data'",
                        "leads out of the model's directory"};
