@@ -220,7 +220,7 @@ static const char *tname(cg_printer *p, rx_dtype t) {
     if (!p->failed)
       cg_error(p, p->ck->loc, "kernel '%s': %s has no type in %s%s", p->ck->k->name,
                rx_dtype_name(t), rx_lang_name(p->L->lang),
-               t == RX_DTYPE_BF16   ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
+               t == RX_DTYPE_BF16  ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
                : t == RX_DTYPE_F64 ? " (Metal has no double; use f32 on Metal)"
                                    : "");
     return "void";
@@ -248,8 +248,7 @@ static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
   if (t == RX_DTYPE_U32 || t == RX_DTYPE_U64) { /* wrapped to t's width, written unsigned */
     uint64_t u = t == RX_DTYPE_U64 ? (uint64_t)v : (uint64_t)v & 0xffffffffu;
     p->uses[t] = true;
-    rx_strbuf_printf(o, "%llu%s", (unsigned long long)u,
-                     t == RX_DTYPE_U64 ? L->u64_suffix : "u");
+    rx_strbuf_printf(o, "%llu%s", (unsigned long long)u, t == RX_DTYPE_U64 ? L->u64_suffix : "u");
     return;
   }
   if (v == INT64_MIN)
@@ -809,9 +808,9 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   if (!is_float(t)) {
     /* integer abs / min / max, in int or the 64-bit type; u32/u64 in their own type (u16 in
      * u32): an unsigned abs is the value */
-    rx_dtype ht = t == RX_DTYPE_I64 || t == RX_DTYPE_U64 ? t
+    rx_dtype ht = t == RX_DTYPE_I64 || t == RX_DTYPE_U64   ? t
                   : t == RX_DTYPE_U16 || t == RX_DTYPE_U32 ? RX_DTYPE_U32
-                                                          : RX_DTYPE_I32;
+                                                           : RX_DTYPE_I32;
     rx_strbuf s[2] = {{0}, {0}}, call = {0};
     for (int i = 0; i < n && i < 2; i++) {
       rx_strbuf tmp = {0};
@@ -837,8 +836,7 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   /* floats: f32 directly; f16/bf16 converted to f32, computed, rounded once; f64 in f64 where
    * the language has the function in double (math_f64), else through f32 like f16 (GLSL's exp,
    * log, sin, ...: f32 precision, docs/targets.md) */
-  bool f64 = t == RX_DTYPE_F64 &&
-             L->math_f64[f == RX_INTRIN_SIGMOID ? RX_INTRIN_EXP : f] &&
+  bool f64 = t == RX_DTYPE_F64 && L->math_f64[f == RX_INTRIN_SIGMOID ? RX_INTRIN_EXP : f] &&
              (f != RX_INTRIN_ERF || L->has_erf);
   rx_dtype ct = f64 ? RX_DTYPE_F64 : RX_DTYPE_F32; /* computed in */
   rx_strbuf s[3] = {{0}, {0}, {0}};

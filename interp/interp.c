@@ -210,7 +210,9 @@ static double i2d(rx_dtype t, int64_t i) {
   return t == RX_DTYPE_U64 ? (double)(uint64_t)i : (double)i;
 }
 /* ... and as a float (rounded once, not through double). */
-static float i2f(rx_dtype t, int64_t i) { return t == RX_DTYPE_U64 ? (float)(uint64_t)i : (float)i; }
+static float i2f(rx_dtype t, int64_t i) {
+  return t == RX_DTYPE_U64 ? (float)(uint64_t)i : (float)i;
+}
 
 /* Conversions; f64 to f16/bf16 rounds through f32 as the printers do (twice: to f32, then). */
 static val convert(rx_dtype from, rx_dtype to, val v) {
@@ -1887,6 +1889,16 @@ static rx_dtype operand_dtype(const rx_tx *a, const rx_tx *b) {
 
 static bool tx_has_subgroup(const rx_tx *e);
 
+/* A float literal. A weak one stays f64 (its user converts it to the operand dtype: an f64
+ * operand gets every digit). */
+static cx *compile_float(run *rs, const rx_tx *e) {
+  val v = {.d = e->fval};
+  rx_dtype dt = e->weak ? RX_DTYPE_F64 : e->dtype;
+  cx *r = cx_new(rs, X_CONST, dt, e->loc);
+  r->k = convert(RX_DTYPE_F64, dt, v);
+  return r;
+}
+
 static cx *compile_tx(run *rs, const rx_tx *e) {
   if (rs->cerr) return NULL;
   if (!e) {
@@ -1906,17 +1918,8 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     r->k = convert(RX_DTYPE_I64, dt, v);
     return r;
   }
-  case RX_TX_FLOAT: {
-    val v = {.d = e->fval};
-    if (e->weak) { /* kept in f64: its user converts it to the operand dtype (an f64 one too) */
-      r = cx_new(rs, X_CONST, RX_DTYPE_F64, e->loc);
-      r->k = v;
-      return r;
-    }
-    r = cx_new(rs, X_CONST, dt, e->loc);
-    r->k = convert(RX_DTYPE_F64, dt, v);
-    return r;
-  }
+  case RX_TX_FLOAT:
+    return compile_float(rs, e);
   case RX_TX_SYM:
     r = compile_sym(rs, e->sym, e->loc);
     if (r) r->dt = (uint8_t)(dt == RX_DTYPE_BOOL ? RX_DTYPE_BOOL : RX_DTYPE_I64);

@@ -28,8 +28,8 @@
  * wraps around (computed in uint64_t, truncated), `//` and `%` are floor division and floor
  * modulo (`/` on integers truncates, as in C; on unsigned dtypes all three are C's unsigned
  * division and modulo); division or modulo by zero is an error. u8/u16/u32/u64 are unsigned in
- * comparisons, min/max and conversions, u64 over its whole range (to 2^64 - 1). Index arithmetic (symbolic
- * expressions: loop and symbolic variables) is 64-bit and reports overflow as an error.
+ * comparisons, min/max and conversions, u64 over its whole range (to 2^64 - 1). Index arithmetic
+ * (symbolic expressions: loop and symbolic variables) is 64-bit and reports overflow as an error.
  * `select`, `&&` and `||` evaluate lazily, as the emitted C-like code does (a guarded load in an
  * untaken branch is not executed).
  * Casts: float to integer truncates toward zero and SATURATES to the target's range, NaN gives 0

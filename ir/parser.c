@@ -231,9 +231,8 @@ static rx_dtype dtype(P *p, bool allow_any) {
   rx_dtype dt = dtype_of(p, cur(p), &ok);
   if (!ok || (!allow_any && dt == RX_DTYPE_UNKNOWN)) {
     if (cur(p)->kind == RX_TOK_IDENT)
-      fail_at(p, cur(p)->loc,
-              "unknown dtype %s: expected one of%s%s", rx_tok_describe(p->m, cur(p)),
-              dtype_names, allow_any ? " any" : "");
+      fail_at(p, cur(p)->loc, "unknown dtype %s: expected one of%s%s",
+              rx_tok_describe(p->m, cur(p)), dtype_names, allow_any ? " any" : "");
     fail_expected(p, "a dtype");
   }
   next(p);

@@ -8,6 +8,7 @@
  *   Metal has no double: the f64 programs must fail in codegen with a message naming the kernel
  *   and the dtype.
  *
+ * The u16 and u32 programs over a static row of 256 are vectorized (32-bit words, 4 at a time).
  * Unsigned inputs are mostly values at the top of the range (2^31.., 2^63.., 2^15..), where
  * signed arithmetic gives other quotients, remainders, orders and conversions. f64 results must
  * carry double precision (normalized error 1e-13; an f32 computation is off by ~1e-8), except
@@ -41,6 +42,11 @@ static const char *INT_PROGRAMS =
     "    s[i] = a[i] * b[i] + a[i] - b[i] + 4000000000\n"
     "    f[i] = f32(a[i])\n"
     "    w[i] = i64(a[i])\n"
+    "  }\n"
+    "}\n"
+    "tensor_fn T_vec(a: T[n, 256], b: T[n, 256], out y: T[n, 256]) {\n"
+    "  for i in 0..n, j in 0..256 {\n"
+    "    y[i, j] = a[i, j] * b[i, j] + a[i, j] // b[i, j]\n"
     "  }\n"
     "}\n"
     "tensor_fn T_rows(a: T[n, 33], out mx: T[n], out sm: T[n]) {\n"
@@ -178,8 +184,8 @@ static bool compare(const prog *pg, const rxk_buffers *got, const rxk_buffers *w
     const char *name = f->params[i]->buf->name;
     if (!rx_dtype_is_float(t)) {
       for (size_t k = 0; k < count; k++)
-        if (memcmp((const char *)got->arg[i].data + k * es, (const char *)want->arg[i].data + k * es,
-                   es)) {
+        if (memcmp((const char *)got->arg[i].data + k * es,
+                   (const char *)want->arg[i].data + k * es, es)) {
           uint64_t g = 0, w = 0;
           memcpy(&g, (const char *)got->arg[i].data + k * es, es);
           memcpy(&w, (const char *)want->arg[i].data + k * es, es);
@@ -199,8 +205,9 @@ static bool compare(const prog *pg, const rxk_buffers *got, const rxk_buffers *w
     }
     double lim = t == RX_DTYPE_F32 ? 1e-7 : tol;
     if (!(maxdiff / maxref <= lim)) {
-      snprintf(msg, n, "output %s: normalized error %.3g > %.0e (element %zu: got %.17g, want %.17g)",
-               name, maxdiff / maxref, lim, worst, rxk_load_elem(got->arg[i].data, t, worst),
+      snprintf(msg, n,
+               "output %s: normalized error %.3g > %.0e (element %zu: got %.17g, want %.17g)", name,
+               maxdiff / maxref, lim, worst, rxk_load_elem(got->arg[i].data, t, worst),
                rxk_load_elem(want->arg[i].data, t, worst));
       return false;
     }
@@ -247,6 +254,11 @@ static bool make_case(const prog *pg, rxk_env *e, int64_t n, rxk_buffers *in, rx
       setu(W(7), t, k, (a * b + a - b + 4000000000u) & M);
       ((float *)W(8))[k] = (float)a;
       ((int64_t *)W(9))[k] = (int64_t)a; /* u64 to i64 wraps */
+    }
+  } else if (strstr(nm, "_vec")) {
+    for (size_t k = 0; k < cnt[0]; k++) {
+      uint64_t a = getu(W(0), t, k), b = getu(W(1), t, k);
+      setu(W(2), t, k, (a * b + a / b) & M);
     }
   } else if (strstr(nm, "_rows") && t != RX_DTYPE_F64) {
     for (int64_t r = 0; r < n; r++) {
