@@ -134,6 +134,35 @@ static void test_typed(const char *dir) {
 }
 
 /* A model of weights in an external file: imported and read. */
+/* f64 and the unsigned dtypes from their typed fields: double_data, int32_data (u16) and
+ * uint64_data (u32 and u64), values at the ends of each range */
+static void test_typed_wide(const char *dir) {
+  size_t len;
+  char *bytes = read_model(dir, "typed_wide.onnx", &len);
+  if (!bytes) return;
+  rx_onnx_weight *w = NULL;
+  int n = 0;
+  rx_status s = rx_onnx_weights(bytes, len, "typed_wide.onnx", NULL, &w, &n);
+  CHECK(!s, "typed_wide.onnx: %s", rx_status_message(s));
+  rx_status_free(s);
+  static const int64_t S2w[1] = {2};
+  static const double d[3] = {0.1, -2.5, 1e300};
+  static const uint16_t u16[3] = {0, 40000, 65535};
+  static const uint32_t u32[2] = {4000000000u, 7};
+  static const uint64_t u64[2] = {UINT64_MAX, (uint64_t)1 << 63};
+  const rx_onnx_weight *x;
+  if ((x = weight(w, n, "d_typed", RX_DTYPE_F64, 1, S3)))
+    CHECK(!memcmp(x->data, d, sizeof d), "d_typed: wrong values");
+  if ((x = weight(w, n, "u16_typed", RX_DTYPE_U16, 1, S3)))
+    CHECK(!memcmp(x->data, u16, sizeof u16), "u16_typed: wrong values");
+  if ((x = weight(w, n, "u32_typed", RX_DTYPE_U32, 1, S2w)))
+    CHECK(!memcmp(x->data, u32, sizeof u32), "u32_typed: wrong values");
+  if ((x = weight(w, n, "u64_typed", RX_DTYPE_U64, 1, S2w)))
+    CHECK(!memcmp(x->data, u64, sizeof u64), "u64_typed: wrong values");
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+}
+
 static void test_external(const char *dir) {
   size_t len;
   char *bytes = read_model(dir, "ext.onnx", &len);
@@ -300,6 +329,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   test_typed(argv[1]);
+  test_typed_wide(argv[1]);
   test_external(argv[1]);
   test_errors(argv[1]);
   test_tensor_file();
