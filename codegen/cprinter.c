@@ -275,7 +275,7 @@ static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t) {
   }
   float f = (float)v;
   char num[64];
-  if (t == RX_DTYPE_F64 && isfinite(v)) { /* every digit of the double, no suffix */
+  if (t == RX_DTYPE_F64 && isfinite(v)) { /* every digit of the double (GLSL: suffix lf) */
     char g[40];
     snprintf(g, sizeof g, "%.17g", v);
     if (!strpbrk(g, ".e")) strcat(g, ".0");
@@ -703,7 +703,7 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   bool divmod = op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD;
   if (divmod && (t == RX_DTYPE_U16 || t == RX_DTYPE_U32 || t == RX_DTYPE_U64)) {
     /* unsigned: floor division and modulo are the language's own / and % (u16 computed in
-     * 32 bits, as its + - * are: narrow_u16) */
+     * 32 bits, as its + - * are below) */
     rx_strbuf x = {0}, y = {0}, r = {0};
     rx_dtype ht = t == RX_DTYPE_U16 ? RX_DTYPE_U32 : t;
     pcast(p, &x, t, ht, sa);
