@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device.h"
@@ -995,8 +996,9 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   en.v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   en.f2.features.shaderInt64 = have.f2.features.shaderInt64;
   en.f2.features.shaderInt16 = have.f2.features.shaderInt16;
-  en.f2.features.shaderFloat64 = have.f2.features.shaderFloat64;
-  d->float64 = have.f2.features.shaderFloat64;
+  const char *nof64 = getenv("RX_VULKAN_NO_FLOAT64"); /* testing: as a device without f64 */
+  d->float64 = have.f2.features.shaderFloat64 && !(nof64 && *nof64 && strcmp(nof64, "0") != 0);
+  en.f2.features.shaderFloat64 = d->float64;
   if (have.has12) {
     en.f2.pNext = &en.v11;
     en.v11.pNext = &en.v12;

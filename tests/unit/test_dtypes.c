@@ -6,7 +6,8 @@
  *   Vulkan through the runtime, where a device is present (lavapipe in CI, under the validation
  *   layer), and the device's shaderFloat64 for the f64 programs;
  *   Metal has no double: the f64 programs must fail in codegen with a message naming the kernel
- *   and the dtype.
+ *   and the dtype; so must loading them on a Vulkan device without shaderFloat64 (lavapipe with
+ *   RX_VULKAN_NO_FLOAT64).
  *
  * The u16 and u32 programs over a static row of 256 are vectorized (32-bit words, 4 at a time).
  * Unsigned inputs are mostly values at the top of the range (2^31.., 2^63.., 2^15..), where
@@ -431,6 +432,47 @@ static void check_text(const char *text, rx_dtype t, rxk_backend *vk) {
   rx_module_free(m);
 }
 
+/* On a Vulkan device without shaderFloat64 (RX_VULKAN_NO_FLOAT64 makes lavapipe one), loading an
+ * f64 kernel fails with a message naming the kernel and f64; a u32 kernel still loads. */
+static void check_no_float64(void) {
+  setenv("RX_VULKAN_NO_FLOAT64", "1", 1);
+  rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
+  rxk_rt_open(&vk, "vulkan:0");
+  unsetenv("RX_VULKAN_NO_FLOAT64");
+  if (!vk.dev) {
+    st.skipped++;
+    return;
+  }
+  char *u32 = subst(INT_PROGRAMS, "u32");
+  const char *texts[2] = {F64_PROGRAMS, u32};
+  const char *names[2] = {"f64_arith", "u32_ops"};
+  for (int i = 0; i < 2; i++) {
+    rx_module *m = NULL;
+    char *err = rxk_verify_text(names[i], texts[i], &m);
+    RX_ASSERT(!err); /* verified by check_text already */
+    rx_rt_library *lib = NULL;
+    rx_strbuf msg = {0};
+    bool ok = rxk_rt_load(m, rxk_find_fn(m, names[i]), &vk, &lib, &msg);
+    const char *why = msg.data ? msg.data : "";
+    if (i == 0 && ok)
+      FAIL("f64_arith loaded on a Vulkan device without shaderFloat64");
+    else if (i == 0 && !(strstr(why, "kernel 'f64_arith") && strstr(why, "uses f64") &&
+                         strstr(why, "shaderFloat64")))
+      FAIL("f64_arith without shaderFloat64: another message: %s", why);
+    else if (i == 1 && !ok)
+      FAIL("u32_ops without shaderFloat64: %s", why);
+    else
+      st.passed++;
+    if (i == 0) printf("  without shaderFloat64: %s\n", why);
+    rx_strbuf_free(&msg);
+    rx_rt_library_release(lib);
+    rx_module_free(m);
+  }
+  free(u32);
+  char msg[512];
+  if (!rxk_rt_close(&vk, msg, sizeof msg)) FAIL("vulkan without shaderFloat64: %s", msg);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -443,6 +485,7 @@ int main(int argc, char **argv) {
     free(text);
   }
   check_text(F64_PROGRAMS, RX_DTYPE_F64, &vk);
+  if (vk.dev) check_no_float64();
   char msg[512];
   if (vk.dev && !rxk_rt_close(&vk, msg, sizeof msg)) FAIL("vulkan: %s", msg);
   printf("test_dtypes: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
