@@ -16,6 +16,8 @@ static const struct {
     {"f4", RX_DTYPE_F32, 4}, {"f2", RX_DTYPE_F16, 2},  {"i8", RX_DTYPE_I64, 8},
     {"i4", RX_DTYPE_I32, 4}, {"i2", RX_DTYPE_I16, 2},  {"i1", RX_DTYPE_I8, 1},
     {"u1", RX_DTYPE_U8, 1},  {"b1", RX_DTYPE_BOOL, 1}, {"u2", RX_DTYPE_BF16, 2},
+    {"f8", RX_DTYPE_F64, 8}, {"u4", RX_DTYPE_U32, 4},  {"u8", RX_DTYPE_U64, 8},
+    {"u2", RX_DTYPE_U16, 2}, /* written as '<u2'; '<u2' reads as bf16 (the first entry) */
 };
 
 size_t rx_npy_elem_size(rx_dtype t) {

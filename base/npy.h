@@ -1,8 +1,10 @@
 /* base/npy.h: a small reader and writer of NumPy .npy files (format versions 1.0, 2.0 and 3.0),
  * C order only, little-endian. Dtypes: '<f4' f32, '<f2' f16, '<i8' i64, '<i4' i32, '<i2' i16,
- * '|i1' i8, '|u1' u8, '|b1' bool, and '<u2' read as bf16 bits (NumPy has no bfloat16; bf16
- * tensors are stored as their raw 16-bit patterns). Anything else (Fortran order, big-endian,
- * other dtypes, a truncated or malformed header) is an error naming the file and the problem.
+ * '|i1' i8, '|u1' u8, '|b1' bool, '<f8' f64, '<u4' u32, '<u8' u64, and '<u2' read as bf16 bits
+ * (NumPy has no bfloat16; bf16 tensors are stored as their raw 16-bit patterns); u16 is written
+ * as '<u2' too and so reads back as bf16 (the same bits: a caller that expects u16 may take it).
+ * Anything else (Fortran order, big-endian, other dtypes, a truncated or malformed header) is an
+ * error naming the file and the problem.
  * ('=' and '|' byte orders are accepted where they mean little-endian / one byte.) */
 #ifndef RX_BASE_NPY_H
 #define RX_BASE_NPY_H

@@ -14,7 +14,9 @@ static const struct {
   rx_dtype dtype;
 } dtypes[] = {{"F32", RX_DTYPE_F32}, {"F16", RX_DTYPE_F16}, {"BF16", RX_DTYPE_BF16},
               {"I64", RX_DTYPE_I64}, {"I32", RX_DTYPE_I32}, {"I16", RX_DTYPE_I16},
-              {"I8", RX_DTYPE_I8},   {"U8", RX_DTYPE_U8},   {"BOOL", RX_DTYPE_BOOL}};
+              {"I8", RX_DTYPE_I8},   {"U8", RX_DTYPE_U8},   {"BOOL", RX_DTYPE_BOOL},
+              {"F64", RX_DTYPE_F64}, {"U16", RX_DTYPE_U16}, {"U32", RX_DTYPE_U32},
+              {"U64", RX_DTYPE_U64}};
 
 /* Integers in the header are JSON numbers (doubles in cJSON): exact up to 2^53. */
 #define MAX_EXACT 9007199254740992.0

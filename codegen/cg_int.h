@@ -82,7 +82,9 @@ typedef struct cg_lang {
   const char *storage[RX_DTYPE_COUNT]; /* global buffer element types (NULL: same) */
   const char *idx32, *idx64;           /* index types */
   const char *i64_suffix;              /* suffix of 64-bit integer literals */
+  const char *u64_suffix;              /* ... of unsigned 64-bit ones (u32's is "u" in all) */
   const char *f32_suffix;              /* "f" or "" */
+  const char *f64_suffix;              /* "" or "lf" (GLSL: a bare literal is a float) */
   bool c_casts;                        /* (T)(x) rather than T(x) */
   const char *let_prefix;              /* "const " or "" */
   const char *thread_idx[3];           /* expressions of the thread index per axis (unsigned) */
@@ -92,6 +94,8 @@ typedef struct cg_lang {
   const char *fn_prefix; /* prefix of helper function definitions */
   /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing) */
   const char *math[RX_INTRIN_COUNT];
+  /* f64 math per intrinsic (NULL: computed in f32 and widened; sigmoid uses math_f64[EXP]) */
+  const char *math_f64[RX_INTRIN_COUNT];
   const char *int_abs, *i64_abs; /* integer abs */
   const char *int_min, *int_max; /* integer min/max */
   bool has_erf;                  /* math[ERF] exists */

@@ -211,6 +211,7 @@ void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) {
 }
 
 static bool is_float(rx_dtype t) { return rx_dtype_is_float(t); }
+static bool is_unsigned(rx_dtype t) { return rx_dtype_is_int(t) && !rx_dtype_is_signed(t); }
 static bool via_f32(cg_printer *p, rx_dtype t) { return p->L->to_f32[t] != NULL; }
 static bool arith_f32(cg_printer *p, rx_dtype t) { return p->L->arith_via_f32[t]; }
 static const char *tname(cg_printer *p, rx_dtype t) {
@@ -219,7 +220,9 @@ static const char *tname(cg_printer *p, rx_dtype t) {
     if (!p->failed)
       cg_error(p, p->ck->loc, "kernel '%s': %s has no type in %s%s", p->ck->k->name,
                rx_dtype_name(t), rx_lang_name(p->L->lang),
-               t == RX_DTYPE_BF16 ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)" : "");
+               t == RX_DTYPE_BF16  ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
+               : t == RX_DTYPE_F64 ? " (Metal has no double; use f32 on Metal)"
+                                   : "");
     return "void";
   }
   return p->L->types[t];
@@ -240,6 +243,14 @@ static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
     return;
   }
   char num[48];
+  if (t == RX_DTYPE_U8 || t == RX_DTYPE_U16) /* wrapped to t's width: GLSL's int holds it */
+    v &= t == RX_DTYPE_U8 ? 0xff : 0xffff;
+  if (t == RX_DTYPE_U32 || t == RX_DTYPE_U64) { /* wrapped to t's width, written unsigned */
+    uint64_t u = t == RX_DTYPE_U64 ? (uint64_t)v : (uint64_t)v & 0xffffffffu;
+    p->uses[t] = true;
+    rx_strbuf_printf(o, "%llu%s", (unsigned long long)u, t == RX_DTYPE_U64 ? L->u64_suffix : "u");
+    return;
+  }
   if (v == INT64_MIN)
     snprintf(num, sizeof num, "(-9223372036854775807%s - 1%s)", L->i64_suffix, L->i64_suffix);
   else if (v < 0)
@@ -264,6 +275,15 @@ static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t) {
   }
   float f = (float)v;
   char num[64];
+  if (t == RX_DTYPE_F64 && isfinite(v)) { /* every digit of the double (GLSL: suffix lf) */
+    char g[40];
+    snprintf(g, sizeof g, "%.17g", v);
+    if (!strpbrk(g, ".e")) strcat(g, ".0");
+    rx_strbuf_printf(o, v < 0 || (v == 0 && signbit(v)) ? "(%s%s)" : "%s%s", g, L->f64_suffix);
+    p->uses[t] = true;
+    return;
+  }
+  if (t == RX_DTYPE_F64) f = isnan(v) ? NAN : (float)v; /* inf and nan: as f32, converted below */
   if (isnan(f) || isinf(f)) {
     uint32_t bits = isnan(f) ? 0x7fc00000u : (f > 0 ? 0x7f800000u : 0xff800000u);
     char hex[16];
@@ -680,8 +700,20 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
                : e->b->kind == RX_TX_SYM && e->b->sym->kind == RX_EXPR_CONST
                    ? pow2_log(e->b->sym->value)
                    : -1;
-  if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t) && t != RX_DTYPE_I64 &&
-      k2 >= 0) {
+  bool divmod = op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD;
+  if (divmod && (t == RX_DTYPE_U16 || t == RX_DTYPE_U32 || t == RX_DTYPE_U64)) {
+    /* unsigned: floor division and modulo are the language's own / and % (u16 computed in
+     * 32 bits, as its + - * are below) */
+    rx_strbuf x = {0}, y = {0}, r = {0};
+    rx_dtype ht = t == RX_DTYPE_U16 ? RX_DTYPE_U32 : t;
+    pcast(p, &x, t, ht, sa);
+    pcast(p, &y, t, ht, sb);
+    rx_strbuf_printf(&r, "(%s %s %s)", x.data, op == RX_BINOP_FLOORDIV ? "/" : "%", y.data);
+    pcast(p, o, ht, e->dtype, r.data);
+    rx_strbuf_free(&x);
+    rx_strbuf_free(&y);
+    rx_strbuf_free(&r);
+  } else if (divmod && !is_float(t) && t != RX_DTYPE_I64 && k2 >= 0) {
     /* by a power of two 2^k2 in 32 bits: floor division is the arithmetic shift and floor modulo
      * the mask, for negative values too (two's complement; quantized weights' bit fields) */
     rx_strbuf x = {0}, call = {0};
@@ -717,6 +749,11 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     else
       rx_strbuf_printf(o, L->from_f32[t], x.data);
     rx_strbuf_free(&x);
+  } else if (L->c_casts && !is_cmp(op) && t == RX_DTYPE_U16) {
+    /* u16 in C: promoted to int, where u16 * u16 can overflow; computed in unsigned int */
+    const char *U = tname(p, RX_DTYPE_U32);
+    rx_strbuf_printf(o, "((%s)((%s)(%s) %s (%s)(%s)))", tname(p, t), U, sa, rx_binop_name(op), U,
+                     sb);
   } else {
     const char *opname = rx_binop_name(op);
     bool narrow =
@@ -729,13 +766,15 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   rx_strbuf_free(&b);
 }
 
-/* A float intrinsic computed in f32 on printed f32 operands. */
-static void f32_math(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args) {
+/* A float intrinsic computed in f32 on printed f32 operands (f64: in f64 with the language's
+ * math_f64 functions). */
+static void fmath(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args, bool f64) {
   const cg_lang *L = p->L;
-  const char *sfx = L->f32_suffix;
+  const char *sfx = f64 ? L->f64_suffix : L->f32_suffix;
+  const char *const *math = f64 ? L->math_f64 : L->math;
   switch (f) {
   case RX_INTRIN_SIGMOID:
-    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, L->math[RX_INTRIN_EXP], args[0]);
+    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, math[RX_INTRIN_EXP], args[0]);
     return;
   case RX_INTRIN_ERF:
     if (!L->has_erf) {
@@ -748,7 +787,7 @@ static void f32_math(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **a
     break;
   }
   int n = rx_intrinsic_arity(f);
-  rx_strbuf_printf(o, "%s(", L->math[f]);
+  rx_strbuf_printf(o, "%s(", math[f]);
   for (int i = 0; i < n; i++) rx_strbuf_printf(o, "%s%s", i ? ", " : "", args[i]);
   rx_strbuf_putc(o, ')');
 }
@@ -767,8 +806,11 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     return;
   }
   if (!is_float(t)) {
-    /* integer abs / min / max, in int or the 64-bit type */
-    rx_dtype ht = t == RX_DTYPE_I64 ? RX_DTYPE_I64 : RX_DTYPE_I32;
+    /* integer abs / min / max, in int or the 64-bit type; u32/u64 in their own type (u16 in
+     * u32): an unsigned abs is the value */
+    rx_dtype ht = t == RX_DTYPE_I64 || t == RX_DTYPE_U64   ? t
+                  : t == RX_DTYPE_U16 || t == RX_DTYPE_U32 ? RX_DTYPE_U32
+                                                           : RX_DTYPE_I32;
     rx_strbuf s[2] = {{0}, {0}}, call = {0};
     for (int i = 0; i < n && i < 2; i++) {
       rx_strbuf tmp = {0};
@@ -776,7 +818,9 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
       pcast(p, &s[i], t, ht, tmp.data);
       rx_strbuf_free(&tmp);
     }
-    if (f == RX_INTRIN_ABS)
+    if (f == RX_INTRIN_ABS && is_unsigned(ht))
+      rx_strbuf_append(&call, s[0].data);
+    else if (f == RX_INTRIN_ABS)
       rx_strbuf_printf(&call, "%s(%s)", ht == RX_DTYPE_I64 ? L->i64_abs : L->int_abs, s[0].data);
     else if (f == RX_INTRIN_MIN || f == RX_INTRIN_MAX)
       rx_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max, s[0].data,
@@ -789,21 +833,26 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_strbuf_free(&call);
     return;
   }
-  /* floats: f32 directly; f16/bf16 converted to f32, computed, rounded once */
+  /* floats: f32 directly; f16/bf16 converted to f32, computed, rounded once; f64 in f64 where
+   * the language has the function in double (math_f64), else through f32 like f16 (GLSL's exp,
+   * log, sin, ...: f32 precision, docs/targets.md) */
+  bool f64 = t == RX_DTYPE_F64 && L->math_f64[f == RX_INTRIN_SIGMOID ? RX_INTRIN_EXP : f] &&
+             (f != RX_INTRIN_ERF || L->has_erf);
+  rx_dtype ct = f64 ? RX_DTYPE_F64 : RX_DTYPE_F32; /* computed in */
   rx_strbuf s[3] = {{0}, {0}, {0}};
   const char *sv[3] = {"", "", ""};
   for (int i = 0; i < n; i++) {
     rx_strbuf tmp = {0};
     pt_as(p, &tmp, argv[i], t);
-    pcast(p, &s[i], t, RX_DTYPE_F32, tmp.data);
+    pcast(p, &s[i], t, ct, tmp.data);
     sv[i] = s[i].data;
     rx_strbuf_free(&tmp);
   }
-  if (t == RX_DTYPE_F32) {
-    f32_math(p, o, f, sv);
+  if (t == ct) {
+    fmath(p, o, f, sv, f64);
   } else {
     rx_strbuf r = {0};
-    f32_math(p, &r, f, sv);
+    fmath(p, &r, f, sv, false);
     pcast(p, o, RX_DTYPE_F32, t, r.data);
     rx_strbuf_free(&r);
   }

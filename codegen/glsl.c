@@ -95,14 +95,17 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
   cg_header_comment(p, o);
   rx_strbuf_append(o, "#version 450\n");
   bool i8 = u[RX_DTYPE_I8] || u[RX_DTYPE_U8] || u[RX_DTYPE_BOOL];
-  if (u[RX_DTYPE_F16] || u[RX_DTYPE_I16])
+  bool i16 = u[RX_DTYPE_I16] || u[RX_DTYPE_U16], i64 = u[RX_DTYPE_I64] || u[RX_DTYPE_U64];
+  if (u[RX_DTYPE_F16] || i16)
     rx_strbuf_append(o, "#extension GL_EXT_shader_16bit_storage : require\n");
   if (i8) rx_strbuf_append(o, "#extension GL_EXT_shader_8bit_storage : require\n");
   if (u[RX_DTYPE_F16])
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
-  if (u[RX_DTYPE_I64])
+  if (u[RX_DTYPE_F64]) /* double is core in 4.50; this gives its conversions from the types above */
+    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require\n");
+  if (i64)
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
-  if (u[RX_DTYPE_I16])
+  if (i16)
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n");
   if (i8)
     rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
@@ -115,9 +118,9 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     if (u[RX_DTYPE_F16])
       rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_float16 : require\n");
-    if (u[RX_DTYPE_I64])
+    if (i64)
       rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int64 : require\n");
-    if (u[RX_DTYPE_I16])
+    if (i16)
       rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int16 : require\n");
     if (i8)
       rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int8 : require\n");
@@ -746,11 +749,17 @@ const cg_lang cg_glsl = {
               [RX_DTYPE_I16] = "int16_t",
               [RX_DTYPE_I8] = "int8_t",
               [RX_DTYPE_U8] = "uint8_t",
-              [RX_DTYPE_BOOL] = "bool"},
+              [RX_DTYPE_BOOL] = "bool",
+              [RX_DTYPE_F64] = "double", /* core GLSL 4.00; the device's shaderFloat64 */
+              [RX_DTYPE_U16] = "uint16_t",
+              [RX_DTYPE_U32] = "uint",
+              [RX_DTYPE_U64] = "uint64_t"},
     .storage = {[RX_DTYPE_BOOL] = "uint8_t"},
     .idx32 = "int",
     .idx64 = "int64_t",
     .i64_suffix = "l",
+    .u64_suffix = "ul",
+    .f64_suffix = "lf",
     .f32_suffix = "f",
     .c_casts = false,
     .let_prefix = "const ",
@@ -778,6 +787,16 @@ const cg_lang cg_glsl = {
              [RX_INTRIN_ABS] = "abs",
              [RX_INTRIN_MIN] = "min",
              [RX_INTRIN_MAX] = "max"},
+    /* the builtins GLSL has for double (GLSL 4.60 8.1-8.3: no exp, exp2, log, log2, tanh, sin,
+     * cos, pow in double): those compute an f64 in f32 (f32 precision) */
+    .math_f64 = {[RX_INTRIN_SQRT] = "sqrt",
+                 [RX_INTRIN_RSQRT] = "inversesqrt",
+                 [RX_INTRIN_FLOOR] = "floor",
+                 [RX_INTRIN_CEIL] = "ceil",
+                 [RX_INTRIN_FMA] = "fma",
+                 [RX_INTRIN_ABS] = "abs",
+                 [RX_INTRIN_MIN] = "min",
+                 [RX_INTRIN_MAX] = "max"},
     .int_abs = "abs",
     .i64_abs = "abs",
     .int_min = "min",
@@ -786,10 +805,12 @@ const cg_lang cg_glsl = {
     .vec_words = {"uint", "uvec2", "uvec4"},
     .from_bits = {[RX_DTYPE_F32] = "uintBitsToFloat(%s)",
                   [RX_DTYPE_F16] = "unpackFloat2x16(%s).x",
-                  [RX_DTYPE_I32] = "int(%s)"},
+                  [RX_DTYPE_I32] = "int(%s)",
+                  [RX_DTYPE_U32] = "(%s)"},
     .to_bits = {[RX_DTYPE_F32] = "floatBitsToUint(%s)",
                 [RX_DTYPE_F16] = "packFloat2x16(f16vec2(%s, float16_t(0.0)))",
-                [RX_DTYPE_I32] = "uint(%s)"},
+                [RX_DTYPE_I32] = "uint(%s)",
+                [RX_DTYPE_U32] = "(%s)"},
     .f32_bits = "uintBitsToFloat(%s)",
     .subscript64 = "uint(%s)",
     .reserved = glsl_reserved,

@@ -294,16 +294,22 @@ static void prim_to_tensor(const rx_ginterp_value *p, rx_ginterp_value *t, int64
     memcpy(storage, &h, 2);
     break;
   }
+  case RX_DTYPE_F64:
+    memcpy(storage, &p->f, 8);
+    break;
   case RX_DTYPE_I64:
+  case RX_DTYPE_U64:
     memcpy(storage, &p->i, 8);
     break;
-  case RX_DTYPE_I32: {
-    int32_t x = (int32_t)p->i;
+  case RX_DTYPE_I32:
+  case RX_DTYPE_U32: {
+    uint32_t x = (uint32_t)p->i;
     memcpy(storage, &x, 4);
     break;
   }
-  case RX_DTYPE_I16: {
-    int16_t x = (int16_t)p->i;
+  case RX_DTYPE_I16:
+  case RX_DTYPE_U16: {
+    uint16_t x = (uint16_t)p->i;
     memcpy(storage, &x, 2);
     break;
   }
@@ -427,7 +433,10 @@ void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
   int64_t scratch[1];
   for (size_t i = 0; i < count && i < n->count; i++) {
     rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = dt, .f = n->data[i]};
-    if (!rx_dtype_is_float(dt)) p.i = (int64_t)n->data[i]; /* a float's value may not fit */
+    if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
+      p.i = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0
+                ? (int64_t)(uint64_t)n->data[i]
+                : (int64_t)n->data[i];
     rx_ginterp_value t;
     prim_to_tensor(&p, &t, scratch);
     memcpy((char *)out + i * es, scratch, es);

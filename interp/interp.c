@@ -9,7 +9,13 @@
  * Errors at run time are recorded in the running thread (thr.err, the first one wins) and
  * evaluation returns zeros from then on; statements stop at the first error. Nothing is
  * undefined behaviour on any input: index arithmetic is checked, integer arithmetic wraps in
- * uint64_t, every access is bounds-checked. */
+ * uint64_t, every access is bounds-checked.
+ *
+ * f64 is computed in double (val.d); the other floats in float, rounded to their dtype. Unsigned
+ * integers are held zero-extended in val.i, u64 as its 64 bits (a value of 2^63 or more reads as
+ * a negative int64 there): + - * wrap alike, and division, modulo, comparisons, min/max and
+ * conversions to float look at the dtype and treat u64 as unsigned, so u64 is exact over its
+ * whole range. */
 #include "interp.h"
 
 #include "fiber.h"
@@ -85,24 +91,35 @@ float rx_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
  * values and dtypes
  * ------------------------------------------------------------------------------------------ */
 typedef union val {
-  int64_t i; /* integers (normalized to their width: sign- or zero-extended) and bool (0/1) */
+  int64_t i; /* integers (normalized to their width: sign- or zero-extended; u64: its bits) and
+                bool (0/1) */
   float f;   /* f32, f16, bf16 (f16/bf16 hold values exactly representable in the dtype) */
+  double d;  /* f64 */
 } val;
 
 static const val ZERO = {0};
 
-static bool isf(rx_dtype t) { return t == RX_DTYPE_F32 || t == RX_DTYPE_F16 || t == RX_DTYPE_BF16; }
+static bool isf(rx_dtype t) {
+  return t == RX_DTYPE_F32 || t == RX_DTYPE_F16 || t == RX_DTYPE_BF16 || t == RX_DTYPE_F64;
+}
+static bool isd(rx_dtype t) { return t == RX_DTYPE_F64; }
+/* Unsigned integers: the dtype table's is_signed, bool excluded. */
+static bool isu(rx_dtype t) { return rx_dtype_is_int(t) && !rx_dtype_is_signed(t); }
 
 static size_t elem_size(rx_dtype t) {
   switch (t) {
   case RX_DTYPE_F32:
   case RX_DTYPE_I32:
+  case RX_DTYPE_U32:
     return 4;
   case RX_DTYPE_F16:
   case RX_DTYPE_BF16:
   case RX_DTYPE_I16:
+  case RX_DTYPE_U16:
     return 2;
   case RX_DTYPE_I64:
+  case RX_DTYPE_U64:
+  case RX_DTYPE_F64:
     return 8;
   case RX_DTYPE_I8:
   case RX_DTYPE_U8:
@@ -131,6 +148,10 @@ static inline int64_t inorm(rx_dtype t, uint64_t v) {
     return (int8_t)(uint8_t)v;
   case RX_DTYPE_U8:
     return (int64_t)(v & 0xffu);
+  case RX_DTYPE_U16:
+    return (int64_t)(v & 0xffffu);
+  case RX_DTYPE_U32:
+    return (int64_t)(v & 0xffffffffu);
   case RX_DTYPE_BOOL:
     return v != 0;
   default:
@@ -138,9 +159,10 @@ static inline int64_t inorm(rx_dtype t, uint64_t v) {
   }
 }
 
-/* Float to integer dtype t: truncation toward zero, saturating; NaN gives 0. */
-static int64_t f2i(rx_dtype t, float f) {
-  if (t == RX_DTYPE_BOOL) return f != 0.0f;
+/* Float (f32 or f64, as a double) to integer dtype t: truncation toward zero, saturating; NaN
+ * gives 0. */
+static int64_t f2i(rx_dtype t, double f) {
+  if (t == RX_DTYPE_BOOL) return f != 0.0;
   if (isnan(f)) return 0;
   double lo, hi;
   switch (t) {
@@ -160,9 +182,21 @@ static int64_t f2i(rx_dtype t, float f) {
     lo = 0;
     hi = 255;
     break;
+  case RX_DTYPE_U16:
+    lo = 0;
+    hi = UINT16_MAX;
+    break;
+  case RX_DTYPE_U32:
+    lo = 0;
+    hi = UINT32_MAX;
+    break;
+  case RX_DTYPE_U64: /* 2^64 is exact in double, UINT64_MAX is not */
+    if (f <= 0) return 0;
+    if (f >= 18446744073709551616.0) return (int64_t)UINT64_MAX;
+    return (int64_t)(uint64_t)f;
   default: /* i64: 2^63 is exact in double, INT64_MAX is not */
-    if (f >= 9223372036854775808.0f) return INT64_MAX;
-    if (f <= -9223372036854775808.0f) return INT64_MIN;
+    if (f >= 9223372036854775808.0) return INT64_MAX;
+    if (f <= -9223372036854775808.0) return INT64_MIN;
     return (int64_t)f;
   }
   double d = f;
@@ -171,12 +205,24 @@ static int64_t f2i(rx_dtype t, float f) {
   return (int64_t)d;
 }
 
+/* An integer of dtype t (normalized) as a double: u64 unsigned. */
+static double i2d(rx_dtype t, int64_t i) {
+  return t == RX_DTYPE_U64 ? (double)(uint64_t)i : (double)i;
+}
+/* ... and as a float (rounded once, not through double). */
+static float i2f(rx_dtype t, int64_t i) {
+  return t == RX_DTYPE_U64 ? (float)(uint64_t)i : (float)i;
+}
+
+/* Conversions; f64 to f16/bf16 rounds through f32 as the printers do (twice: to f32, then). */
 static val convert(rx_dtype from, rx_dtype to, val v) {
   val r;
-  if (isf(to)) {
-    r.f = fround(to, isf(from) ? v.f : (float)v.i);
+  if (isd(to)) {
+    r.d = isd(from) ? v.d : isf(from) ? (double)v.f : i2d(from, v.i);
+  } else if (isf(to)) {
+    r.f = fround(to, isd(from) ? (float)v.d : isf(from) ? v.f : i2f(from, v.i));
   } else if (isf(from)) {
-    r.i = f2i(to, v.f);
+    r.i = f2i(to, isd(from) ? v.d : (double)v.f);
   } else {
     r.i = inorm(to, (uint64_t)v.i);
   }
@@ -203,11 +249,27 @@ static inline val rd(rx_dtype t, const void *data, int64_t off) {
     break;
   }
   case RX_DTYPE_I64:
+  case RX_DTYPE_U64:
     memcpy(&r.i, p + off * 8, 8);
+    break;
+  case RX_DTYPE_F64:
+    memcpy(&r.d, p + off * 8, 8);
     break;
   case RX_DTYPE_I32: {
     int32_t x;
     memcpy(&x, p + off * 4, 4);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_U32: {
+    uint32_t x;
+    memcpy(&x, p + off * 4, 4);
+    r.i = x;
+    break;
+  }
+  case RX_DTYPE_U16: {
+    uint16_t x;
+    memcpy(&x, p + off * 2, 2);
     r.i = x;
     break;
   }
@@ -259,11 +321,25 @@ static inline void wr(rx_dtype t, void *data, int64_t off, val v) {
     break;
   }
   case RX_DTYPE_I64:
+  case RX_DTYPE_U64:
     memcpy(p + off * 8, &v.i, 8);
+    break;
+  case RX_DTYPE_F64:
+    memcpy(p + off * 8, &v.d, 8);
     break;
   case RX_DTYPE_I32: {
     int32_t x = (int32_t)v.i;
     memcpy(p + off * 4, &x, 4);
+    break;
+  }
+  case RX_DTYPE_U32: {
+    uint32_t x = (uint32_t)v.i;
+    memcpy(p + off * 4, &x, 4);
+    break;
+  }
+  case RX_DTYPE_U16: {
+    uint16_t x = (uint16_t)v.i;
+    memcpy(p + off * 2, &x, 2);
     break;
   }
   case RX_DTYPE_I16: {
@@ -699,7 +775,57 @@ static float fcall(rx_intrinsic f, float x, float y, float z) {
   }
 }
 
-static bool icmp(rx_binop op, int64_t x, int64_t y) {
+/* fcall in double precision (f64). */
+static double dcall(rx_intrinsic f, double x, double y, double z) {
+  switch (f) {
+  case RX_INTRIN_EXP:
+    return exp(x);
+  case RX_INTRIN_EXP2:
+    return exp2(x);
+  case RX_INTRIN_LOG:
+    return log(x);
+  case RX_INTRIN_LOG2:
+    return log2(x);
+  case RX_INTRIN_SQRT:
+    return sqrt(x);
+  case RX_INTRIN_RSQRT:
+    return 1.0 / sqrt(x);
+  case RX_INTRIN_TANH:
+    return tanh(x);
+  case RX_INTRIN_ERF:
+    return erf(x);
+  case RX_INTRIN_SIGMOID:
+    return 1.0 / (1.0 + exp(-x));
+  case RX_INTRIN_SIN:
+    return sin(x);
+  case RX_INTRIN_COS:
+    return cos(x);
+  case RX_INTRIN_FLOOR:
+    return floor(x);
+  case RX_INTRIN_CEIL:
+    return ceil(x);
+  case RX_INTRIN_POW:
+    return pow(x, y);
+  case RX_INTRIN_FMA:
+    return fma(x, y, z);
+  case RX_INTRIN_ABS:
+    return fabs(x);
+  case RX_INTRIN_MIN:
+    return fmin(x, y);
+  case RX_INTRIN_MAX:
+    return fmax(x, y);
+  default:
+    return x;
+  }
+}
+
+/* Integers compare as int64, u64 as uint64 (the narrower unsigned ones are zero-extended). */
+static bool icmp(rx_binop op, int64_t sx, int64_t sy, bool u64) {
+  if (u64) { /* flip the sign bit: unsigned order as signed order */
+    sx = (int64_t)((uint64_t)sx ^ ((uint64_t)1 << 63));
+    sy = (int64_t)((uint64_t)sy ^ ((uint64_t)1 << 63));
+  }
+  int64_t x = sx, y = sy;
   switch (op) {
   case RX_BINOP_EQ:
     return x == y;
@@ -715,7 +841,7 @@ static bool icmp(rx_binop op, int64_t x, int64_t y) {
     return x >= y;
   }
 }
-static bool fcmp(rx_binop op, float x, float y) {
+static bool fcmp(rx_binop op, double x, double y) {
   switch (op) {
   case RX_BINOP_EQ:
     return x == y;
@@ -735,10 +861,17 @@ static bool fcmp(rx_binop op, float x, float y) {
 /* Combines two lanes' values for a subgroup reduction. */
 static val sg_combine(rx_intrinsic op, rx_dtype dt, val x, val y) {
   val r;
-  if (isf(dt)) {
+  if (isd(dt)) {
+    r.d = op == RX_INTRIN_SUBGROUP_SUM   ? x.d + y.d
+          : op == RX_INTRIN_SUBGROUP_MAX ? fmax(x.d, y.d)
+                                         : fmin(x.d, y.d);
+  } else if (isf(dt)) {
     r.f = op == RX_INTRIN_SUBGROUP_SUM   ? fround(dt, x.f + y.f)
           : op == RX_INTRIN_SUBGROUP_MAX ? fmaxf(x.f, y.f)
                                          : fminf(x.f, y.f);
+  } else if (op != RX_INTRIN_SUBGROUP_SUM && dt == RX_DTYPE_U64) {
+    bool gt = icmp(RX_BINOP_GT, x.i, y.i, true);
+    r.i = (op == RX_INTRIN_SUBGROUP_MAX) == gt ? x.i : y.i;
   } else {
     r.i = op == RX_INTRIN_SUBGROUP_SUM   ? inorm(dt, (uint64_t)x.i + (uint64_t)y.i)
           : op == RX_INTRIN_SUBGROUP_MAX ? (x.i > y.i ? x.i : y.i)
@@ -747,8 +880,35 @@ static val sg_combine(rx_intrinsic op, rx_dtype dt, val x, val y) {
   return r;
 }
 
+/* f64 arithmetic x op y. */
+static inline val ev_dbin(const cx *e, val x, val y) {
+  val r;
+  switch ((rx_binop)e->sub) {
+  case RX_BINOP_ADD:
+    r.d = x.d + y.d;
+    break;
+  case RX_BINOP_SUB:
+    r.d = x.d - y.d;
+    break;
+  case RX_BINOP_MUL:
+    r.d = x.d * y.d;
+    break;
+  case RX_BINOP_DIV:
+    r.d = x.d / y.d;
+    break;
+  case RX_BINOP_FLOORDIV:
+    r.d = floor(x.d / y.d);
+    break;
+  default:
+    r.d = x.d - y.d * floor(x.d / y.d);
+    break; /* FLOORMOD */
+  }
+  return r;
+}
+
 /* Float arithmetic x op y, rounded to the result's dtype. */
 static inline val ev_fbin(const cx *e, val x, val y) {
+  if (isd((rx_dtype)e->dt)) return ev_dbin(e, x, y);
   val r;
   switch ((rx_binop)e->sub) {
   case RX_BINOP_ADD:
@@ -793,12 +953,15 @@ static inline val ev_ibin(thr *t, const cx *e, val x, val y) {
   case RX_BINOP_FLOORMOD:
     if (y.i == 0) {
       if (!t->err)
-        fail(t, e->loc, "integer %s by zero (%lld %s 0)",
-             e->sub == RX_BINOP_FLOORMOD ? "modulo" : "division", (long long)x.i,
+        fail(t, e->loc, "integer %s by zero (%s%lld %s 0)",
+             e->sub == RX_BINOP_FLOORMOD ? "modulo" : "division",
+             e->dt == RX_DTYPE_U64 ? "u64 bits " : "", (long long)x.i,
              rx_binop_name((rx_binop)e->sub));
       return ZERO;
     }
-    if (e->sub == RX_BINOP_FLOORDIV)
+    if (isu((rx_dtype)e->dt)) /* unsigned: floor and truncation agree */
+      ur = e->sub == RX_BINOP_FLOORMOD ? ux % uy : ux / uy;
+    else if (e->sub == RX_BINOP_FLOORDIV)
       ur = (uint64_t)floordiv64(x.i, y.i);
     else if (e->sub == RX_BINOP_FLOORMOD)
       ur = (uint64_t)floormod64(x.i, y.i);
@@ -873,18 +1036,26 @@ static val ev(thr *t, const cx *e) {
     y = ev(t, e->b);
     return ev_fbin(e, x, y);
   case X_FNEG:
-    r.f = -ev(t, e->a).f;
+    x = ev(t, e->a);
+    if (isd((rx_dtype)e->dt))
+      r.d = -x.d;
+    else
+      r.f = -x.f;
     return r;
-  case X_FCMP:
+  case X_FCMP: /* from: the operands' dtype */
     x = ev(t, e->a);
     y = ev(t, e->b);
-    r.i = fcmp((rx_binop)e->sub, x.f, y.f);
+    r.i = isd((rx_dtype)e->from) ? fcmp((rx_binop)e->sub, x.d, y.d)
+                                 : fcmp((rx_binop)e->sub, x.f, y.f);
     return r;
   case X_FCALL:
     x = ev(t, e->a);
     y = e->b ? ev(t, e->b) : ZERO;
     z = e->c ? ev(t, e->c) : ZERO;
-    r.f = fround((rx_dtype)e->dt, fcall((rx_intrinsic)e->sub, x.f, y.f, z.f));
+    if (isd((rx_dtype)e->dt))
+      r.d = dcall((rx_intrinsic)e->sub, x.d, y.d, z.d);
+    else
+      r.f = fround((rx_dtype)e->dt, fcall((rx_intrinsic)e->sub, x.f, y.f, z.f));
     return r;
   case X_IBIN:
     x = ev(t, e->a); /* operands in order: errors and subgroup steps */
@@ -893,27 +1064,29 @@ static val ev(thr *t, const cx *e) {
   case X_INEG:
     r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i);
     return r;
-  case X_ICMP:
+  case X_ICMP: /* from: the operands' dtype */
     x = ev(t, e->a);
     y = ev(t, e->b);
-    r.i = icmp((rx_binop)e->sub, x.i, y.i);
+    r.i = icmp((rx_binop)e->sub, x.i, y.i, e->from == RX_DTYPE_U64);
     return r;
-  case X_ICALL:
+  case X_ICALL: {
+    bool u64 = e->dt == RX_DTYPE_U64;
     x = ev(t, e->a);
     switch ((rx_intrinsic)e->sub) {
-    case RX_INTRIN_ABS:
-      r.i = x.i < 0 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i;
+    case RX_INTRIN_ABS: /* unsigned: itself */
+      r.i = x.i < 0 && !u64 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i;
       break;
     case RX_INTRIN_MIN:
       y = ev(t, e->b);
-      r.i = x.i < y.i ? x.i : y.i;
+      r.i = icmp(RX_BINOP_LT, x.i, y.i, u64) ? x.i : y.i;
       break;
     default:
       y = ev(t, e->b);
-      r.i = x.i > y.i ? x.i : y.i;
+      r.i = icmp(RX_BINOP_GT, x.i, y.i, u64) ? x.i : y.i;
       break; /* MAX */
     }
     return r;
+  }
   case X_SBIN:
     x = ev(t, e->a); /* operands in order: errors and subgroup steps */
     y = ev(t, e->b);
@@ -1722,6 +1895,16 @@ static rx_dtype operand_dtype(const rx_tx *a, const rx_tx *b) {
 
 static bool tx_has_subgroup(const rx_tx *e);
 
+/* A float literal. A weak one stays f64 (its user converts it to the operand dtype: an f64
+ * operand gets every digit). */
+static cx *compile_float(run *rs, const rx_tx *e) {
+  val v = {.d = e->fval};
+  rx_dtype dt = e->weak ? RX_DTYPE_F64 : e->dtype;
+  cx *r = cx_new(rs, X_CONST, dt, e->loc);
+  r->k = convert(RX_DTYPE_F64, dt, v);
+  return r;
+}
+
 static cx *compile_tx(run *rs, const rx_tx *e) {
   if (rs->cerr) return NULL;
   if (!e) {
@@ -1741,12 +1924,8 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     r->k = convert(RX_DTYPE_I64, dt, v);
     return r;
   }
-  case RX_TX_FLOAT: {
-    val v = {.f = (float)e->fval};
-    r = cx_new(rs, X_CONST, dt, e->loc);
-    r->k = convert(RX_DTYPE_F32, dt, v);
-    return r;
-  }
+  case RX_TX_FLOAT:
+    return compile_float(rs, e);
   case RX_TX_SYM:
     r = compile_sym(rs, e->sym, e->loc);
     if (r) r->dt = (uint8_t)(dt == RX_DTYPE_BOOL ? RX_DTYPE_BOOL : RX_DTYPE_I64);
@@ -1793,6 +1972,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
       rx_dtype ot = operand_dtype(e->a, e->b);
       r = cx_new(rs, isf(ot) ? X_FCMP : X_ICMP, RX_DTYPE_BOOL, e->loc);
       r->sub = (uint8_t)op;
+      r->from = (uint8_t)ot;
       r->a = coerce(rs, a, ot);
       r->b = coerce(rs, b, ot);
       return coerce(rs, r, dt);

@@ -24,18 +24,21 @@
  *
  * Values. f32 is computed as C float. f16 and bf16 are computed in float and rounded to the
  * dtype (round to nearest even, subnormals, inf and nan handled) after every operation, as GPU
- * half arithmetic does. Integers keep their width: arithmetic wraps around (computed in
- * uint64_t, truncated), `//` and `%` are floor division and floor modulo (`/` on integers
- * truncates, as in C); division or modulo by zero is an error. Index arithmetic (symbolic
- * expressions: loop and symbolic variables) is 64-bit and reports overflow as an error.
+ * half arithmetic does. f64 is computed as C double. Integers keep their width: arithmetic
+ * wraps around (computed in uint64_t, truncated), `//` and `%` are floor division and floor
+ * modulo (`/` on integers truncates, as in C; on unsigned dtypes all three are C's unsigned
+ * division and modulo); division or modulo by zero is an error. u8/u16/u32/u64 are unsigned in
+ * comparisons, min/max and conversions, u64 over its whole range (to 2^64 - 1). Index arithmetic
+ * (symbolic expressions: loop and symbolic variables) is 64-bit and reports overflow as an error.
  * `select`, `&&` and `||` evaluate lazily, as the emitted C-like code does (a guarded load in an
  * untaken branch is not executed).
  * Casts: float to integer truncates toward zero and SATURATES to the target's range, NaN gives 0
  * (the behaviour of CUDA's cvt.rzi.sat); integer to integer wraps; anything to bool is `!= 0`;
- * integer to f16/bf16 goes through f32 (exact for |x| < 2^24).
- * Intrinsics: the C float functions (expf, erff, ...); sigmoid = 1/(1+exp(-x)),
+ * integer to f16/bf16 goes through f32 (exact for |x| < 2^24); f64 to f16/bf16 rounds through
+ * f32 (twice, as the printers do).
+ * Intrinsics: the C float functions (expf, erff, ...; f64: exp, erf, ...); sigmoid = 1/(1+exp(-x)),
  * rsqrt = 1/sqrt(x); min/max on floats are fminf/fmaxf (a NaN operand loses), abs/min/max on
- * integers are signed (unsigned for u8/bool).
+ * integers are signed (unsigned for the unsigned dtypes and bool; abs of those is the value).
  *
  * Memory. Every load and store is bounds-checked against the buffer's shape; an out-of-bounds
  * access is an error naming the buffer, the indices and the shape. Allocations are zero-filled:

@@ -221,14 +221,18 @@ static rx_dtype dtype_of(P *p, const rx_tok *t, bool *ok) {
   return dt;
 }
 
+/* " f32 f16 ...": every dtype's text name, from the table (messages) */
+#define DT_NAME_(e, n, b, f, sg) " " n
+static const char dtype_names[] = RX_DTYPES(DT_NAME_);
+#undef DT_NAME_
+
 static rx_dtype dtype(P *p, bool allow_any) {
   bool ok;
   rx_dtype dt = dtype_of(p, cur(p), &ok);
   if (!ok || (!allow_any && dt == RX_DTYPE_UNKNOWN)) {
     if (cur(p)->kind == RX_TOK_IDENT)
-      fail_at(p, cur(p)->loc,
-              "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool%s",
-              rx_tok_describe(p->m, cur(p)), allow_any ? " any" : "");
+      fail_at(p, cur(p)->loc, "unknown dtype %s: expected one of%s%s",
+              rx_tok_describe(p->m, cur(p)), dtype_names, allow_any ? " any" : "");
     fail_expected(p, "a dtype");
   }
   next(p);
@@ -498,9 +502,8 @@ static const rx_sinfo *sinfo_body(P *p) {
   rx_dtype dt = dtype_of(p, t, &ok);
   if (!ok) {
     if (ahead(p, 1)->kind == RX_TOK_LBRACKET)
-      fail_at(p, t->loc,
-              "unknown dtype %s: expected one of f32 f16 bf16 i64 i32 i16 i8 u8 bool any",
-              rx_tok_describe(m, t));
+      fail_at(p, t->loc, "unknown dtype %s: expected one of%s any", rx_tok_describe(m, t),
+              dtype_names);
     fail_expected(p, "struct info (a tensor like f32[n, 4], Shape, Prim, Object, Func or a tuple)");
   }
   next(p);

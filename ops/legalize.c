@@ -218,6 +218,12 @@ static const char *lowest(L *l, rx_dtype t, bool hi) {
     return hi ? "127" : "(-128)";
   case RX_DTYPE_U8:
     return hi ? "255" : "0";
+  case RX_DTYPE_U16:
+    return hi ? "65535" : "0";
+  case RX_DTYPE_U32:
+    return hi ? "4294967295" : "0";
+  case RX_DTYPE_U64:
+    return hi ? "u64(-1)" : "0"; /* 2^64 - 1: -1 wraps */
   default:
     return hi ? "true" : "false";
   }
@@ -942,7 +948,7 @@ static void gen_reduce(L *l) {
   }
   rx_dtype t = x->dtype;
   bool sum = op == RX_OP_sum || op == RX_OP_mean, prod = op == RX_OP_prod;
-  rx_dtype at = (sum || prod) && rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  rx_dtype at = (sum || prod) ? mathdt(t) : t;
   for_nest(l, iv, ie, ni);
   const char *acc = fresh(l, sum ? "s" : prod ? "p" : "m");
   line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(at));
@@ -964,7 +970,7 @@ static void gen_reduce(L *l) {
       fail(l, "mean of an integer tensor (cast to a float dtype first)");
       return;
     }
-    v = S(l, "%s / f32(%s)", v, ex(l, count));
+    v = S(l, "%s / %s(%s)", v, rx_dtype_name(at), ex(l, count));
   }
   if (at != t) v = S(l, "%s(%s)", rx_dtype_name(t), v);
   line(l, "%s = %s", load(l, y, yi), v);
@@ -1058,7 +1064,7 @@ static void gen_cumsum(L *l) {
   const char *r = loopvar(l, "r");
   const rx_expr *len = x->shape[axis];
   xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
-  rx_dtype t = x->dtype, at = rx_dtype_is_float(t) ? RX_DTYPE_F32 : t;
+  rx_dtype t = x->dtype, at = mathdt(t);
   if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the local has a kernel */
     iv[ni] = loopvar(l, "u");
     ie[ni++] = C(l, 1);

@@ -857,7 +857,7 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
   rx_shape_count(t->ndim, t->shape, 1, &count); /* a tensor's shape has a valid count */
   size_t es = rx_rt_dtype_size(t->dtype);
   if (count != 1 || t->dtype == RX_DTYPE_F32 || t->dtype == RX_DTYPE_F16 ||
-      t->dtype == RX_DTYPE_BF16) {
+      t->dtype == RX_DTYPE_BF16 || t->dtype == RX_DTYPE_F64) {
     char ty[256], reg[160];
     vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
     vm_reg_name(reg, sizeof reg, fr->a, fr->f, r);

@@ -93,6 +93,18 @@ static void fill_random(void *data, rx_dtype t, size_t count, uint64_t seed) {
     case RX_DTYPE_U8:
       ((uint8_t *)data)[i] = (uint8_t)(r % 16);
       break;
+    case RX_DTYPE_F64:
+      ((double *)data)[i] = f;
+      break;
+    case RX_DTYPE_U16:
+      ((uint16_t *)data)[i] = (uint16_t)(r % 16);
+      break;
+    case RX_DTYPE_U32:
+      ((uint32_t *)data)[i] = (uint32_t)(r % 16);
+      break;
+    case RX_DTYPE_U64:
+      ((uint64_t *)data)[i] = r % 16;
+      break;
     case RX_DTYPE_BOOL:
       ((uint8_t *)data)[i] = (uint8_t)(r & 1);
       break;
@@ -141,6 +153,14 @@ static double elem(const void *data, rx_dtype t, size_t i) {
     return ((const int16_t *)data)[i];
   case RX_DTYPE_I8:
     return ((const int8_t *)data)[i];
+  case RX_DTYPE_F64:
+    return ((const double *)data)[i];
+  case RX_DTYPE_U16:
+    return ((const uint16_t *)data)[i];
+  case RX_DTYPE_U32:
+    return ((const uint32_t *)data)[i];
+  case RX_DTYPE_U64:
+    return (double)((const uint64_t *)data)[i];
   default:
     return ((const uint8_t *)data)[i];
   }

@@ -172,7 +172,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   if (!onnx_dtype_of(tt->elem_type, &dt))
     return rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: graph input '%s': element type %s has no relaxc dtype (relaxc has "
-                          "f32, f16, bf16, i64, i32, i16, i8, u8 and bool)",
+                          "f32, f64, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8 and bool)",
                           I->file, vi->name, onnx_type_name(tt->elem_type, tname, sizeof tname));
   const rx_sinfo *si;
   if (!tt->shape) {

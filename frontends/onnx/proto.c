@@ -63,6 +63,18 @@ bool onnx_dtype_of(int32_t onnx, rx_dtype *out) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
     *out = RX_DTYPE_BOOL;
     return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    *out = RX_DTYPE_F64;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    *out = RX_DTYPE_U16;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    *out = RX_DTYPE_U32;
+    return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+    *out = RX_DTYPE_U64;
+    return true;
   default:
     return false;
   }
@@ -96,7 +108,8 @@ bool onnx_tensor_ints(const Onnx__TensorProto *t, const char *file, const char *
   return true;
 }
 
-/* Float tensor values (float_data, double_data or raw_data) into a heap array. */
+/* Float tensor values (float_data, double_data or raw_data of FLOAT or DOUBLE) into a heap
+ * array of floats. */
 float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
   size_t c = onnx_tensor_count(t);
   *out_n = c;
@@ -111,9 +124,15 @@ float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
       return f;
     }
     free(f);
-  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && t->n_double_data == c) {
+  } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
+             (t->n_double_data == c || (t->has_raw_data && t->raw_data.len == c * 8))) {
+    /* rounded to f32: the importer's folded float constants are f32 */
     float *f = rx_calloc(c ? c : 1, sizeof *f);
-    for (size_t i = 0; i < c; i++) f[i] = (float)t->double_data[i];
+    for (size_t i = 0; i < c; i++) {
+      double d = t->n_double_data == c ? t->double_data[i] : 0;
+      if (t->n_double_data != c) memcpy(&d, t->raw_data.data + i * 8, 8);
+      f[i] = (float)d;
+    }
     return f;
   }
   return NULL;

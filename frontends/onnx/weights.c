@@ -26,6 +26,28 @@ const char *onnx_type_name(int32_t onnx, char *buf, size_t size) {
 
 /* ---- inline data ---- */
 
+/* The number of values in the typed field that holds dtype dt (onnx.proto), and its name. */
+static size_t typed_count(const Onnx__TensorProto *t, rx_dtype dt, const char **out_field) {
+  switch (dt) {
+  case RX_DTYPE_F32:
+    *out_field = "float_data";
+    return t->n_float_data;
+  case RX_DTYPE_I64:
+    *out_field = "int64_data";
+    return t->n_int64_data;
+  case RX_DTYPE_F64:
+    *out_field = "double_data";
+    return t->n_double_data;
+  case RX_DTYPE_U32:
+  case RX_DTYPE_U64:
+    *out_field = "uint64_data";
+    return t->n_uint64_data;
+  default:
+    *out_field = "int32_data";
+    return t->n_int32_data;
+  }
+}
+
 /* The elements of the typed field that holds t's type; false when that field does not hold
  * exactly count elements. out has count * es bytes. */
 static bool typed_field(const Onnx__TensorProto *t, rx_dtype dt, size_t count, void *out) {
@@ -37,6 +59,18 @@ static bool typed_field(const Onnx__TensorProto *t, rx_dtype dt, size_t count, v
   case RX_DTYPE_I64:
     if (t->n_int64_data != count) return false;
     if (count) memcpy(out, t->int64_data, count * sizeof(int64_t));
+    return true;
+  case RX_DTYPE_F64:
+    if (t->n_double_data != count) return false;
+    if (count) memcpy(out, t->double_data, count * sizeof(double));
+    return true;
+  case RX_DTYPE_U64: /* uint64_data holds uint64 and uint32 values (onnx.proto) */
+    if (t->n_uint64_data != count) return false;
+    if (count) memcpy(out, t->uint64_data, count * sizeof(uint64_t));
+    return true;
+  case RX_DTYPE_U32:
+    if (t->n_uint64_data != count) return false;
+    for (size_t i = 0; i < count; i++) ((uint32_t *)out)[i] = (uint32_t)t->uint64_data[i];
     return true;
   default:
     break;
@@ -52,6 +86,9 @@ static bool typed_field(const Onnx__TensorProto *t, rx_dtype dt, size_t count, v
       break;
     case RX_DTYPE_I16:
       ((int16_t *)out)[i] = (int16_t)v;
+      break;
+    case RX_DTYPE_U16:
+      ((uint16_t *)out)[i] = (uint16_t)v;
       break;
     case RX_DTYPE_F16:
     case RX_DTYPE_BF16:
@@ -223,17 +260,14 @@ rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const c
         for (size_t i = 0; i < count; i++) ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
     }
   } else {
-    size_t have = dt == RX_DTYPE_F32   ? t->n_float_data
-                  : dt == RX_DTYPE_I64 ? t->n_int64_data
-                                       : t->n_int32_data;
+    const char *field;
+    size_t have = typed_count(t, dt, &field);
     if (have != count) {
       s = rx_status_make(RX_ERR_INVALID,
                          "%s: tensor '%s': holds %zu values, its shape needs %zu (a %s tensor's "
                          "values go in raw_data or %s)",
                          file, name, have, count, onnx_type_name(t->data_type, tb, sizeof tb),
-                         dt == RX_DTYPE_F32   ? "float_data"
-                         : dt == RX_DTYPE_I64 ? "int64_data"
-                                              : "int32_data");
+                         field);
     } else {
       data = rx_calloc(nbytes ? nbytes : 1, 1);
       bool ok = typed_field(t, dt, count, data);

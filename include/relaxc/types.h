@@ -25,7 +25,8 @@ rx_status_code rx_status_code_of(rx_status s);
 const char *rx_status_message(rx_status s); /* "" for OK */
 void rx_status_free(rx_status s);
 
-/* ---- dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed) ---- */
+/* ---- dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed). Their numbers are
+ * stored in artifacts (docs/artifact.md) and used by the C APIs: new ones go at the end. ---- */
 #define RX_DTYPES(X)                                                                               \
   X(F32, "f32", 32, 1, 1)                                                                          \
   X(F16, "f16", 16, 1, 1)                                                                          \
@@ -35,7 +36,11 @@ void rx_status_free(rx_status s);
   X(I16, "i16", 16, 0, 1)                                                                          \
   X(I8, "i8", 8, 0, 1)                                                                             \
   X(U8, "u8", 8, 0, 0)                                                                             \
-  X(BOOL, "bool", 8, 0, 0)
+  X(BOOL, "bool", 8, 0, 0)                                                                         \
+  X(F64, "f64", 64, 1, 1)                                                                          \
+  X(U16, "u16", 16, 0, 0)                                                                          \
+  X(U32, "u32", 32, 0, 0)                                                                          \
+  X(U64, "u64", 64, 0, 0)
 
 typedef enum rx_dtype {
   RX_DTYPE_UNKNOWN = 0, /* text: any */

@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device.h"
@@ -173,6 +174,7 @@ typedef struct vk_device {
    * device has it for compute: pipelines then require the size their kernels were scheduled for */
   bool sgc, sgc_full;                 /* requiredSubgroupSize; computeFullSubgroups */
   bool coopmat;                       /* VK_NV_cooperative_matrix enabled (query_coopmat) */
+  bool float64;                       /* shaderFloat64 enabled: kernels may use f64 */
   uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
   bool staging;                       /* device buffers are not mapped */
   vk_block *blocks;                   /* of every memory type */
@@ -994,6 +996,9 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   en.v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   en.f2.features.shaderInt64 = have.f2.features.shaderInt64;
   en.f2.features.shaderInt16 = have.f2.features.shaderInt16;
+  const char *nof64 = getenv("RX_VULKAN_NO_FLOAT64"); /* testing: as a device without f64 */
+  d->float64 = have.f2.features.shaderFloat64 && !(nof64 && *nof64 && strcmp(nof64, "0") != 0);
+  en.f2.features.shaderFloat64 = d->float64;
   if (have.has12) {
     en.f2.pNext = &en.v11;
     en.v11.pNext = &en.v12;
@@ -1246,11 +1251,32 @@ static rx_status subgroup_plan(vk_device *d, const rx_rt_kernel *k, bool *pin, b
                         d->sgc ? "" : " (no VK_EXT_subgroup_size_control to pin another)");
 }
 
+/* Does SPIR-V module w (n words, the header checked) declare OpCapability cap? The capabilities
+ * come first after the 5-word header (SPIR-V 1.6 section 2.4, "Logical Layout of a Module"). */
+static bool spirv_has_capability(const uint32_t *w, size_t n, uint32_t cap) {
+  enum { OP_CAPABILITY = 17 };
+  for (size_t i = 5; i < n;) {
+    uint32_t words = w[i] >> 16, op = w[i] & 0xffffu;
+    if (op != OP_CAPABILITY || words != 2 || i + 1 >= n) return false;
+    if (w[i + 1] == cap) return true;
+    i += 2;
+  }
+  return false;
+}
+
 static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   vk_device *d = (vk_device *)base;
   if (k->binary_size < 20 || k->binary_size % 4 || ((const uint32_t *)k->binary)[0] != 0x07230203u)
     return rx_status_make(RX_ERR_INVALID, "'%s' is not SPIR-V (bad size or magic number)",
                           k->binary_name ? k->binary_name : "binary");
+  enum { CAP_FLOAT64 = 10 }; /* SPIR-V's Capability Float64 */
+  if (!d->float64 &&
+      spirv_has_capability((const uint32_t *)k->binary, k->binary_size / 4, CAP_FLOAT64))
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "vulkan:%d (%s): kernel '%s' uses f64 (SPIR-V capability Float64); the "
+                          "device has no shaderFloat64: compute in f32 (cast the model's f64 "
+                          "tensors) or run it on a device that has double precision",
+                          d->base.info.index, d->base.info.name, k->name);
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
                                           "uniform_buffer for Vulkan");

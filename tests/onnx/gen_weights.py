@@ -16,7 +16,10 @@ Models:
   abs.onnx             ext.onnx with W's location '/dev/null' (absolute)
   typed.onnx           inline weights of every supported type, in raw_data and in the typed
                        fields, small integer tensors that fold, and Constant tensors
-  double.onnx          a DOUBLE initializer (no relaxc dtype)"""
+  double.onnx          a DOUBLE initializer [1.0, 2.0] (read as f64)
+  complex.onnx         a COMPLEX64 initializer (no relaxc dtype)
+  typed_wide.onnx      DOUBLE, UINT16, UINT32 and UINT64 initializers in their typed fields
+                       (double_data, int32_data, uint64_data)"""
 import os
 
 import numpy as np
@@ -104,6 +107,28 @@ def double_model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+def complex_model():
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["y"])], "complex", [],
+        [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2])],
+        [numpy_helper.from_array(np.array([1 + 2j, 3 - 4j], dtype=np.complex64), "c")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def typed_wide_model():
+    inits = [
+        helper.make_tensor("d_typed", TensorProto.DOUBLE, [3], [0.1, -2.5, 1e300]),
+        helper.make_tensor("u16_typed", TensorProto.UINT16, [3], [0, 40000, 65535]),
+        helper.make_tensor("u32_typed", TensorProto.UINT32, [2], [4000000000, 7]),
+        helper.make_tensor("u64_typed", TensorProto.UINT64, [2],
+                           [18446744073709551615, 9223372036854775808]),
+    ]
+    nodes = [helper.make_node("Identity", [t.name], [t.name + "_y"]) for t in inits]
+    outs = [helper.make_tensor_value_info(t.name + "_y", t.data_type, list(t.dims)) for t in inits]
+    g = helper.make_graph(nodes, "typed_wide", [], outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
     for f in ("ext.onnx", "ext.data"):
@@ -125,6 +150,8 @@ def main():
 
     onnx.save_model(typed_model(), os.path.join(HERE, "typed.onnx"))
     onnx.save_model(double_model(), os.path.join(HERE, "double.onnx"))
+    onnx.save_model(complex_model(), os.path.join(HERE, "complex.onnx"))
+    onnx.save_model(typed_wide_model(), os.path.join(HERE, "typed_wide.onnx"))
 
 
 if __name__ == "__main__":

@@ -128,6 +128,14 @@ double rxk_load_elem(const void *p, rx_dtype t, size_t i) {
     return ((const int16_t *)p)[i];
   case RX_DTYPE_I8:
     return ((const int8_t *)p)[i];
+  case RX_DTYPE_F64:
+    return ((const double *)p)[i];
+  case RX_DTYPE_U16:
+    return ((const uint16_t *)p)[i];
+  case RX_DTYPE_U32:
+    return ((const uint32_t *)p)[i];
+  case RX_DTYPE_U64:
+    return (double)((const uint64_t *)p)[i];
   default:
     return ((const uint8_t *)p)[i];
   }
@@ -159,6 +167,18 @@ static void store_random(void *p, rx_dtype t, size_t i) {
     break;
   case RX_DTYPE_BOOL:
     ((uint8_t *)p)[i] = v > 0;
+    break;
+  case RX_DTYPE_F64:
+    ((double *)p)[i] = v;
+    break;
+  case RX_DTYPE_U16:
+    ((uint16_t *)p)[i] = (uint16_t)((v + 1) * 8);
+    break;
+  case RX_DTYPE_U32:
+    ((uint32_t *)p)[i] = (uint32_t)((v + 1) * 8);
+    break;
+  case RX_DTYPE_U64:
+    ((uint64_t *)p)[i] = (uint64_t)((v + 1) * 8);
     break;
   default:
     ((uint8_t *)p)[i] = (uint8_t)((v + 1) * 8);
@@ -215,6 +235,7 @@ void rxk_free_buffers(rxk_buffers *b) {
 double rxk_tolerance(rx_dtype t) {
   if (t == RX_DTYPE_F32) return 1e-4;
   if (t == RX_DTYPE_F16 || t == RX_DTYPE_BF16) return 2e-2;
+  if (t == RX_DTYPE_F64) return 1e-4; /* as f32: the schedules' order, and GLSL's f32 exp/log */
   return 0;
 }
 

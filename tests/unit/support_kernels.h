@@ -56,7 +56,8 @@ double rxk_load_elem(const void *p, rx_dtype t, size_t i);
 
 /* Tolerance of an output dtype, as normalized error max|got - want| / max(1, max|want|):
  * f32 1e-4 (schedules reduce in another order than the serial oracle, over up to 4099 terms),
- * f16/bf16 2e-2 (a few units in the last place of half precision), integers exact. */
+ * f16/bf16 2e-2 (a few units in the last place of half precision), f64 1e-4 (as f32: GLSL computes
+ * its exp, log, ... in f32), integers exact (compared as doubles: u64 to 2^53). */
 double rxk_tolerance(rx_dtype t);
 /* Compares every output of got with want; false with a message naming the output, the error
  * and the worst element. */

@@ -142,7 +142,8 @@ static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
   rx_status s = rx_rt_tensor_read(t, got, bytes);
   bool ok = !s;
   if (s) set_why(o, "reading the result", rx_status_message(s));
-  bool is_float = d == RX_DTYPE_F32 || d == RX_DTYPE_F16 || d == RX_DTYPE_BF16;
+  bool is_float = d == RX_DTYPE_F32 || d == RX_DTYPE_F16 || d == RX_DTYPE_BF16 || d == RX_DTYPE_F64;
+  size_t es = rx_rt_dtype_size(d);
   const char *l2 = getenv("RX_ONNX_REL_L2");
   if (ok && is_float && l2) { /* one norm over the whole output */
     double num = 0, den = 0, tol = atof(l2);
@@ -163,8 +164,9 @@ static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
   }
   for (size_t i = 0; ok && i < want->count; i++) {
     double g = rxk_load_elem(got, d, i), w = rxk_load_elem(want->data, d, i);
-    bool same =
-        is_float ? (isnan(w) ? isnan(g) : g == w || fabs(g - w) <= ATOL + RTOL * fabs(w)) : g == w;
+    bool same = is_float ? (isnan(w) ? isnan(g) : g == w || fabs(g - w) <= ATOL + RTOL * fabs(w))
+                         : !memcmp((const char *)got + i * es, (const char *)want->data + i * es,
+                                   es); /* integers bit for bit (u64 beyond 2^53 too) */
     if (!same) {
       snprintf(msg, sizeof msg, "output %d element %zu is %.9g, expected %.9g", k, i, g, w);
       set_why(o, "numbers", msg);

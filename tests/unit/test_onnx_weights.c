@@ -14,6 +14,7 @@
 
 #ifdef RX_HAVE_ONNX
 #include "frontends/onnx/onnx_import.h"
+#include "ir/ir.h"
 #endif
 
 #include <stdio.h>
@@ -60,10 +61,7 @@ static const rx_onnx_weight *weight(const rx_onnx_weight *w, int n, const char *
     }
     CHECK(same, "weight %s: wrong dtype or shape", name);
     CHECK(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
-    size_t es = dt == RX_DTYPE_F32 || dt == RX_DTYPE_I32                          ? 4
-                : dt == RX_DTYPE_I64                                              ? 8
-                : dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16 || dt == RX_DTYPE_I16 ? 2
-                                                                                  : 1;
+    size_t es = (size_t)rx_dtype_bits(dt) / 8;
     CHECK(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
           count * es);
     return same && w[i].nbytes == count * es ? &w[i] : NULL;
@@ -76,16 +74,27 @@ static const int64_t S0[1] = {0}, S3[1] = {3}, S4[1] = {4}, S5[1] = {5}, S6[1] =
                      S18[1] = {18}, S20[1] = {20}, S22[2] = {2, 2}, S23[2] = {2, 3},
                      S86[2] = {8, 6};
 
+/* The weights of `model` (external data from base_dir) into *w, *n; returns the model's bytes
+ * (freed after the weights), NULL when the model cannot be read. */
+static char *model_weights(const char *dir, const char *model, const char *base_dir,
+                           rx_onnx_weight **w, int *n) {
+  size_t len;
+  *w = NULL;
+  *n = 0;
+  char *bytes = read_model(dir, model, &len);
+  if (!bytes) return NULL;
+  rx_status s = rx_onnx_weights(bytes, len, model, base_dir, w, n);
+  CHECK(!s, "%s: %s", model, rx_status_message(s));
+  rx_status_free(s);
+  return bytes;
+}
+
 /* Inline weights of every dtype, in parameter order; the folded tensors are not weights. */
 static void test_typed(const char *dir) {
-  size_t len;
-  char *bytes = read_model(dir, "typed.onnx", &len);
+  rx_onnx_weight *w;
+  int n;
+  char *bytes = model_weights(dir, "typed.onnx", NULL, &w, &n);
   if (!bytes) return;
-  rx_onnx_weight *w = NULL;
-  int n = 0;
-  rx_status s = rx_onnx_weights(bytes, len, "typed.onnx", NULL, &w, &n);
-  CHECK(!s, "typed.onnx: %s", rx_status_message(s));
-  rx_status_free(s);
   static const char *const order[] = {
       "layer_0_w", "f32_typed", "f16_typed", "bf16_typed", "i8_typed", "u8_raw", "bool_typed",
       "i32_raw",   "i64_mat",   "i64_17",    "cf",         "ci",       "ch"};
@@ -136,6 +145,37 @@ static void test_typed(const char *dir) {
 }
 
 /* A model of weights in an external file: imported and read. */
+/* f64 and the unsigned dtypes from their typed fields: double_data, int32_data (u16) and
+ * uint64_data (u32 and u64), values at the ends of each range; and f64 from raw_data */
+static void test_typed_wide(const char *dir) {
+  rx_onnx_weight *w;
+  int n;
+  char *bytes = model_weights(dir, "double.onnx", NULL, &w, &n);
+  static const int64_t S2w[1] = {2};
+  const rx_onnx_weight *x;
+  if (bytes && (x = weight(w, n, "d", RX_DTYPE_F64, 1, S2w)))
+    CHECK(((const double *)x->data)[0] == 1.0 && ((const double *)x->data)[1] == 2.0,
+          "double.onnx: d is not [1.0, 2.0]");
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+  bytes = model_weights(dir, "typed_wide.onnx", NULL, &w, &n);
+  if (!bytes) return;
+  static const double d[3] = {0.1, -2.5, 1e300};
+  static const uint16_t u16[3] = {0, 40000, 65535};
+  static const uint32_t u32[2] = {4000000000u, 7};
+  static const uint64_t u64[2] = {UINT64_MAX, (uint64_t)1 << 63};
+  if ((x = weight(w, n, "d_typed", RX_DTYPE_F64, 1, S3)))
+    CHECK(!memcmp(x->data, d, sizeof d), "d_typed: wrong values");
+  if ((x = weight(w, n, "u16_typed", RX_DTYPE_U16, 1, S3)))
+    CHECK(!memcmp(x->data, u16, sizeof u16), "u16_typed: wrong values");
+  if ((x = weight(w, n, "u32_typed", RX_DTYPE_U32, 1, S2w)))
+    CHECK(!memcmp(x->data, u32, sizeof u32), "u32_typed: wrong values");
+  if ((x = weight(w, n, "u64_typed", RX_DTYPE_U64, 1, S2w)))
+    CHECK(!memcmp(x->data, u64, sizeof u64), "u64_typed: wrong values");
+  rx_onnx_weights_free(w, n);
+  free(bytes);
+}
+
 static void test_external(const char *dir) {
   size_t len;
   char *bytes = read_model(dir, "ext.onnx", &len);
@@ -209,8 +249,8 @@ static bool write_bytes(const char *path, const void *data, size_t n) {
 static void test_errors(const char *dir) {
   char base[1024];
   snprintf(base, sizeof base, "%s/onnx/weights", dir);
-  const char *dbl[] = {"double.onnx", "tensor 'd'", "DOUBLE"};
-  expect_error(dir, "double.onnx", base, RX_ERR_UNSUPPORTED, dbl, 3);
+  const char *cpx[] = {"complex.onnx", "tensor 'c'", "COMPLEX64"};
+  expect_error(dir, "complex.onnx", base, RX_ERR_UNSUPPORTED, cpx, 3);
   /* '../weights/ext.data' names an existing file, but through the parent directory */
   const char *esc[] = {"escape.onnx", "tensor 'W'", "'../weights/ext.data'",
                        "leads out of the model's directory"};
@@ -286,6 +326,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   test_typed(argv[1]);
+  test_typed_wide(argv[1]);
   test_external(argv[1]);
   test_errors(argv[1]);
   test_tensor_file();

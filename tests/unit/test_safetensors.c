@@ -140,8 +140,8 @@ int main(int argc, char **argv) {
   refused("{\"a\": 1}", 0, "tensor 'a': expected an object of exactly");
   refused("{\"a\": 1", 0, "not valid JSON");
   refused("xx", 0, "does not start with '{'");
-  refused("{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
-          "tensor 'a': dtype F64 is not supported");
+  refused("{\"a\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
+          "tensor 'a': dtype C64 is not supported");
   refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
           "tensor 'a': F32 of that shape holds 12 bytes, data_offsets say 8");
   refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,

@@ -387,8 +387,8 @@ static void test_artifact(void) {
   corrupt(art, len, RXM_WEIGHTS_SECTION, "\"data_offsets\":[0,16]", "\"data_offsets\":[0,17]",
           "holds 16 bytes, data_offsets say 17");
   corrupt(art, len, RXM_WEIGHTS_SECTION, "\"shape\":[3]", "\"shape\":[9]", "tensor 'wb'");
-  corrupt(art, len, RXM_WEIGHTS_SECTION, "\"dtype\":\"F16\"", "\"dtype\":\"F64\"",
-          "dtype F64 is not supported");
+  corrupt(art, len, RXM_WEIGHTS_SECTION, "\"dtype\":\"F16\"", "\"dtype\":\"C64\"",
+          "dtype C64 is not supported");
   corrupt(art, len, "manifest.json", "\"weight\": \"wa\"", "\"weight\": \"wz\"",
           "main: parameter 1 is bound to weight 'wz', which the artifact does not hold");
   corrupt(art, len, "manifest.json", "\"weight\": \"wa\"", "\"weight\": \"wb\"",
