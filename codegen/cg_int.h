@@ -92,7 +92,8 @@ typedef struct cg_lang {
   const char *barrier;   /* statement text */
   const char *unroll;    /* line before an unrolled loop, or NULL */
   const char *fn_prefix; /* prefix of helper function definitions */
-  /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing) */
+  /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing, asin through
+   * the two-argument atan where the language's asin is too coarse) */
   const char *math[RX_INTRIN_COUNT];
   /* f64 math per intrinsic (NULL: computed in f32 and widened; sigmoid uses math_f64[EXP]) */
   const char *math_f64[RX_INTRIN_COUNT];
@@ -170,6 +171,7 @@ struct cg_printer {
 
 enum { /* cg_printer.need */
        CG_NEED_ERF,
+       CG_NEED_ASIN,
        CG_NEED_FLOORDIV_IDX,
        CG_NEED_FLOORDIV_I32,
        CG_NEED_FLOORDIV_I64,

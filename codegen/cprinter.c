@@ -609,6 +609,18 @@ static void need_erf(cg_printer *p) {
       L->fn_prefix, abs_, exp_);
 }
 
+/* asin(x) as atan(x, sqrt((1 - x)(1 + x))): for GLSL, whose asin Vulkan lets be as coarse as
+ * atan2's bound (lavapipe's is off by 2e-4 near 0.57), while its atan is far closer. */
+static void need_asin(cg_printer *p) {
+  if (p->need[CG_NEED_ASIN]) return;
+  p->need[CG_NEED_ASIN] = true;
+  rx_strbuf_printf(&p->helpers,
+                   "%sfloat rx_asin(float x) {\n"
+                   "  return atan(x, sqrt((1.0 - x) * (1.0 + x)));\n"
+                   "}\n",
+                   p->L->fn_prefix);
+}
+
 /* ---- tensor-program expressions ---------------------------------------------------------- */
 
 static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e);
@@ -780,6 +792,13 @@ static void fmath(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args
     if (!L->has_erf) {
       need_erf(p);
       rx_strbuf_printf(o, "rx_erf(%s)", args[0]);
+      return;
+    }
+    break;
+  case RX_INTRIN_ASIN:
+    if (!math[f]) {
+      need_asin(p);
+      rx_strbuf_printf(o, "rx_asin(%s)", args[0]);
       return;
     }
     break;

@@ -777,7 +777,6 @@ const cg_lang cg_glsl = {
              [RX_INTRIN_TANH] = "tanh",
              [RX_INTRIN_SIN] = "sin",
              [RX_INTRIN_COS] = "cos",
-             [RX_INTRIN_ASIN] = "asin",
              [RX_INTRIN_ACOS] = "acos",
              [RX_INTRIN_ATAN] = "atan",
              [RX_INTRIN_FLOOR] = "floor",

@@ -119,6 +119,7 @@ static void test_annotate_kernels(void) {
       {"kernels/broadcast_add.rx", "broadcast_add", RX_PATTERN_BROADCAST},
       {"kernels/elementwise.rx", "ew_chain", RX_PATTERN_ELEMWISE},
       {"kernels/elementwise.rx", "ew_chain_dyn", RX_PATTERN_ELEMWISE},
+      {"kernels/elementwise.rx", "ew_inverse_trig", RX_PATTERN_ELEMWISE},
       {"kernels/gemm.rx", "gemm", RX_PATTERN_OUT_FUSABLE},
       {"kernels/gemm.rx", "gemm_dyn", RX_PATTERN_OUT_FUSABLE},
       {"kernels/gemm_f16.rx", "gemm_f16_f32", RX_PATTERN_OUT_FUSABLE},
