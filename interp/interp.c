@@ -87,6 +87,35 @@ uint16_t rx_f32_to_bf16(float f) {
 
 float rx_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
+double rx_elem_to_f64(const void *p, rx_dtype t, size_t i) {
+  switch (t) {
+  case RX_DTYPE_F32:
+    return ((const float *)p)[i];
+  case RX_DTYPE_F16:
+    return rx_f16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_BF16:
+    return rx_bf16_to_f32(((const uint16_t *)p)[i]);
+  case RX_DTYPE_I64:
+    return (double)((const int64_t *)p)[i];
+  case RX_DTYPE_I32:
+    return ((const int32_t *)p)[i];
+  case RX_DTYPE_I16:
+    return ((const int16_t *)p)[i];
+  case RX_DTYPE_I8:
+    return ((const int8_t *)p)[i];
+  case RX_DTYPE_F64:
+    return ((const double *)p)[i];
+  case RX_DTYPE_U16:
+    return ((const uint16_t *)p)[i];
+  case RX_DTYPE_U32:
+    return ((const uint32_t *)p)[i];
+  case RX_DTYPE_U64:
+    return (double)((const uint64_t *)p)[i];
+  default:
+    return ((const uint8_t *)p)[i];
+  }
+}
+
 /* ------------------------------------------------------------------------------------------
  * values and dtypes
  * ------------------------------------------------------------------------------------------ */

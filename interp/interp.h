@@ -118,5 +118,8 @@ uint16_t rx_f32_to_f16(float f);
 float rx_f16_to_f32(uint16_t h);
 uint16_t rx_f32_to_bf16(float f);
 float rx_bf16_to_f32(uint16_t h);
+/* Element i of a buffer of dtype t as a double (u64 and i64 rounded to the nearest double;
+ * bool and u8 as their byte). */
+double rx_elem_to_f64(const void *data, rx_dtype t, size_t i);
 
 #endif

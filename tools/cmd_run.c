@@ -137,35 +137,6 @@ static bool parse_random(const char *spec, rx_dtype def, rx_dtype *dt, int *ndim
 }
 
 /* ---- results ---- */
-static double elem(const void *data, rx_dtype t, size_t i) {
-  switch (t) {
-  case RX_DTYPE_F32:
-    return ((const float *)data)[i];
-  case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)data)[i]);
-  case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)data)[i]);
-  case RX_DTYPE_I64:
-    return (double)((const int64_t *)data)[i];
-  case RX_DTYPE_I32:
-    return ((const int32_t *)data)[i];
-  case RX_DTYPE_I16:
-    return ((const int16_t *)data)[i];
-  case RX_DTYPE_I8:
-    return ((const int8_t *)data)[i];
-  case RX_DTYPE_F64:
-    return ((const double *)data)[i];
-  case RX_DTYPE_U16:
-    return ((const uint16_t *)data)[i];
-  case RX_DTYPE_U32:
-    return ((const uint32_t *)data)[i];
-  case RX_DTYPE_U64:
-    return (double)((const uint64_t *)data)[i];
-  default:
-    return ((const uint8_t *)data)[i];
-  }
-}
-
 static void type_text(char *buf, size_t size, rx_dtype t, int ndim, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, size, "%s[", rx_rt_dtype_name(t));
   for (int i = 0; i < ndim && n < size; i++)
@@ -218,7 +189,7 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
     }
     double sum = 0, abs_sum = 0;
     for (size_t i = 0; i < count; i++) {
-      double x = elem(data, dt, i);
+      double x = rx_elem_to_f64(data, dt, i);
       sum += x;
       abs_sum += x < 0 ? -x : x;
     }

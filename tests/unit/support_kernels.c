@@ -112,34 +112,7 @@ bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out) {
 
 static size_t elem_bytes(rx_dtype t) { return (size_t)(rx_dtype_bits(t) / 8); }
 
-double rxk_load_elem(const void *p, rx_dtype t, size_t i) {
-  switch (t) {
-  case RX_DTYPE_F32:
-    return ((const float *)p)[i];
-  case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)p)[i]);
-  case RX_DTYPE_I64:
-    return (double)((const int64_t *)p)[i];
-  case RX_DTYPE_I32:
-    return ((const int32_t *)p)[i];
-  case RX_DTYPE_I16:
-    return ((const int16_t *)p)[i];
-  case RX_DTYPE_I8:
-    return ((const int8_t *)p)[i];
-  case RX_DTYPE_F64:
-    return ((const double *)p)[i];
-  case RX_DTYPE_U16:
-    return ((const uint16_t *)p)[i];
-  case RX_DTYPE_U32:
-    return ((const uint32_t *)p)[i];
-  case RX_DTYPE_U64:
-    return (double)((const uint64_t *)p)[i];
-  default:
-    return ((const uint8_t *)p)[i];
-  }
-}
+double rxk_load_elem(const void *p, rx_dtype t, size_t i) { return rx_elem_to_f64(p, t, i); }
 
 static void store_random(void *p, rx_dtype t, size_t i) {
   float v = frand();
