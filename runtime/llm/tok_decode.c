@@ -5,8 +5,11 @@
  * The stream keeps a window of ids: those of the previous step (already given out) and the new
  * ones. Each push decodes the window with and without the new ids and gives out the difference,
  * as text-generation-inference does; the window starts at a token already given out, so decoders
- * that treat the first token apart (Strip, Metaspace) treat it the same in both. While the text
- * ends in a character whose bytes have not all come (byte level, byte fallback), it waits. */
+ * that treat the first token apart (Strip, Metaspace) treat it the same in both. Strip's count
+ * from the front belongs to the stream's start, though, and can reach past the window's first
+ * token (start 2 and a first token of one space): the window stays at the stream's first id until
+ * the text is not empty, and a window that has left it strips nothing from its front. While the
+ * text ends in a character whose bytes have not all come (byte level, byte fallback), it waits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,12 +177,15 @@ static bool char_is(const char *s, size_t i, uint32_t cp, size_t *end) {
   return uc_next(s, end) == cp;
 }
 
-/* Strip: up to start characters equal to cp from the front, up to stop from the back. */
-static void dec_strip(const tok_step *st, const tlist *in, tlist *out) {
+/* Strip: up to start characters equal to cp from the front, up to stop from the back; with
+ * past_start (a stream's window that no longer begins at the stream's first id), none from the
+ * front of the first token. */
+static void dec_strip(const tok_step *st, const tlist *in, tlist *out, bool past_start) {
   for (size_t i = 0; i < in->toks.len; i++) {
     const char *s = TOK(in, i);
     size_t n = in->toks.data[i].n, from = 0, to = n, e;
-    for (size_t k = 0; k < st->start && from < n && char_is(s, from, st->cp, &e); k++) from = e;
+    size_t start = i == 0 && past_start ? 0 : st->start;
+    for (size_t k = 0; k < start && from < n && char_is(s, from, st->cp, &e); k++) from = e;
     for (size_t k = 0; k < st->stop && to > from; k++) {
       size_t p = uc_prev(s, to);
       if (!char_is(s, p, st->cp, &e)) break;
@@ -216,7 +222,8 @@ static void join(const tlist *in, tlist *out, const char *sep) {
 }
 
 /* One decoder step; returns whether the text now ends in a character cut short. */
-static bool dec_step(const tok_step *st, const tlist *in, tlist *out, rx_strbuf *bytes) {
+static bool dec_step(const tok_step *st, const tlist *in, tlist *out, rx_strbuf *bytes,
+                     bool past_start) {
   switch (st->kind) {
   case TOK_DEC_BYTE_LEVEL:
     return dec_byte_level(in, out, bytes);
@@ -229,7 +236,7 @@ static bool dec_step(const tok_step *st, const tlist *in, tlist *out, rx_strbuf 
     join(in, out, "");
     return false;
   case TOK_DEC_STRIP:
-    dec_strip(st, in, out);
+    dec_strip(st, in, out, past_start);
     return false;
   case TOK_DEC_METASPACE:
     dec_metaspace(st, in, out);
@@ -239,6 +246,9 @@ static bool dec_step(const tok_step *st, const tlist *in, tlist *out, rx_strbuf 
     return false;
   }
 }
+
+/* decode_ids' flag beside the public ones: ids that do not begin the text (dec_strip) */
+enum { DEC_PAST_START = 1 << 16 };
 
 /* Appends the decoding of ids to out; returns whether it ends in a character cut short (whose
  * U+FFFD more ids could turn into the character). */
@@ -259,7 +269,7 @@ static bool decode_ids(const rx_tokenizer *t, const int32_t *ids, size_t n, int 
   }
   for (size_t k = 0; t->has_decoder && k < t->ndec; k++) {
     tl_clear(next);
-    bool cut = dec_step(&t->dec[k], in, next, &sc->bytes);
+    bool cut = dec_step(&t->dec[k], in, next, &sc->bytes, flags & DEC_PAST_START);
     truncated = cut || (truncated && t->dec[k].kind != TOK_DEC_BYTE_LEVEL &&
                         t->dec[k].kind != TOK_DEC_BYTE_FALLBACK);
     tlist *tmp = in;
@@ -291,8 +301,9 @@ rx_status rx_tokenizer_decode(const rx_tokenizer *tok, const int32_t *ids, size_
 struct rx_detokenizer {
   const rx_tokenizer *t;
   int flags;
-  tok_ids window; /* the ids of the previous step, then those not given out yet */
-  size_t read;    /* window[0..read): the previous step's */
+  tok_ids window;  /* the ids of the previous step, then those not given out yet */
+  size_t read;     /* window[0..read): the previous step's */
+  bool past_start; /* the window no longer begins at the stream's first id */
   scratch sc;
   rx_strbuf prev, cur, out;
 };
@@ -311,11 +322,12 @@ rx_status rx_detokenizer_create(const rx_tokenizer *tok, int flags, rx_detokeniz
 
 /* Gives out the new text of the window (all of it when flushing) and moves the window on. */
 static void step(rx_detokenizer *d, bool flush) {
+  int flags = d->flags | (d->past_start ? DEC_PAST_START : 0);
   d->cur.len = 0;
-  bool cut = decode_ids(d->t, d->window.data, d->window.len, d->flags, &d->sc, &d->cur);
+  bool cut = decode_ids(d->t, d->window.data, d->window.len, flags, &d->sc, &d->cur);
   if (cut && !flush) return;
   d->prev.len = 0;
-  decode_ids(d->t, d->window.data, d->read, d->flags, &d->sc, &d->prev);
+  decode_ids(d->t, d->window.data, d->read, flags, &d->sc, &d->prev);
   /* the new text is what follows the old; should an invalid byte sequence have changed the old
      text, what follows the longest common prefix (at a character boundary) */
   size_t common = 0;
@@ -324,6 +336,11 @@ static void step(rx_detokenizer *d, bool flush) {
   while (common > 0 && common < d->cur.len && ((uint8_t)d->cur.data[common] & 0xC0) == 0x80)
     common--;
   rx_strbuf_appendn(&d->out, d->cur.data + common, d->cur.len - common);
+  if (!d->past_start && d->cur.len == 0) { /* nothing yet: the stream's start is still to come */
+    d->read = d->window.len;
+    return;
+  }
+  d->past_start = true;
   memmove(d->window.data, d->window.data + d->read, (d->window.len - d->read) * sizeof(int32_t));
   d->window.len -= d->read;
   d->read = d->window.len;
@@ -367,6 +384,7 @@ void rx_detokenizer_reset(rx_detokenizer *d) {
   if (!d) return;
   d->window.len = 0;
   d->read = 0;
+  d->past_start = false;
 }
 
 void rx_detokenizer_free(rx_detokenizer *d) {

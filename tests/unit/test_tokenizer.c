@@ -299,6 +299,57 @@ static void gguf_fixtures(const char *tests_dir) {
   gguf_refused(dir, "bad-model.gguf", "tokenizer.ggml.model 'bert' is not supported");
 }
 
+/* Strip after Fuse strips the front of the whole text: with start 2 or 3 the characters it takes
+ * can come from more than the stream's first token (found by fuzz_tokenizer). The llama2 fixture
+ * with its Strip's counts changed; the texts are those the tokenizers library decodes (ids: 335
+ * "▁", 277 "a", 278 "b"). */
+static void strip_stream(const char *tests_dir) {
+  static const int32_t seqs[][6] = {
+      {335, 335, 277, 335, 335, 278}, {335, 277, -1},      {335, 335, 335, 335, 278, -1},
+      {277, 335, 335, 278, -1},       {335, 335, 335, -1}, {335, 335, 277, 335, -1}};
+  static const struct {
+    int start, stop;
+    const char *want[6];
+  } cases[] = {
+      {1, 0, {" a  b", "a", "   b", "a  b", "  ", " a "}},
+      {2, 0, {"a  b", "a", "  b", "a  b", " ", "a "}},
+      {3, 0, {"a  b", "a", " b", "a  b", "", "a "}},
+      {2, 1, {"a  b", "a", "  b", "a  b", "", "a"}},
+      {1, 1, {" a  b", "a", "   b", "a  b", " ", " a"}},
+  };
+  char path[1024], *text = NULL;
+  size_t len;
+  snprintf(path, sizeof path, "%s/llm/tokenizers/llama2.tokenizer.json", tests_dir);
+  rx_status s = rx_read_file(path, &text, &len);
+  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  rx_status_free(s);
+  static const char strip[] = "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}";
+  char *at = text ? strstr(text, strip) : NULL;
+  CHECK(at, "%s: no Strip decoder", path);
+  for (size_t c = 0; at && c < sizeof cases / sizeof cases[0]; c++) {
+    at[sizeof strip - 12] = (char)('0' + cases[c].start); /* the digits of start and stop */
+    at[sizeof strip - 3] = (char)('0' + cases[c].stop);
+    rx_tokenizer *tok = NULL;
+    s = rx_tokenizer_load(text, len, path, &tok);
+    CHECK(!s, "strip %d/%d: %s", cases[c].start, cases[c].stop, s ? rx_status_message(s) : "");
+    rx_status_free(s);
+    for (size_t k = 0; tok && k < sizeof seqs / sizeof seqs[0]; k++) {
+      size_t n = 0, hexn = 0;
+      while (n < 6 && seqs[k][n] >= 0) n++;
+      char hex[64];
+      for (const char *w = cases[c].want[k]; *w; w++)
+        hexn += (size_t)snprintf(hex + hexn, 3, "%02x", (unsigned char)*w);
+      hex[hexn] = 0;
+      char kind[64];
+      snprintf(kind, sizeof kind, "llama2 with Strip start %d stop %d", cases[c].start,
+               cases[c].stop);
+      check_decode(tok, kind, k, seqs[k], n, 0, hex, true);
+    }
+    rx_tokenizer_free(tok);
+  }
+  free(text);
+}
+
 /* ---- lookups, BOS and EOS ---- */
 static rx_tokenizer *load_kind(const char *tests_dir, const char *kind) {
   char path[1024];
@@ -684,6 +735,7 @@ int main(int argc, char **argv) {
   }
   fixtures(argv[1]);
   gguf_fixtures(argv[1]);
+  strip_stream(argv[1]);
   lookups(argv[1]);
   config(argv[1]);
   errors();
