@@ -114,6 +114,18 @@ static const rx_attr_schema attrs_batch_norm[] = {
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
     {"axis", RX_ATTR_INT, false, "the channel axis (default 1)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_nms[] = {
+    {"center_point_box", RX_ATTR_INT, false,
+     "0: boxes as [y1, x1, y2, x2] corners (default); 1: [x_center, y_center, width, height]"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_tfidf[] = {
+    {"pool", RX_ATTR_INTS, true, "the n-grams, by length, each its elements in order"},
+    {"counts", RX_ATTR_INTS, true, "where in pool the n-grams of length 1, 2, ... start"},
+    {"indexes", RX_ATTR_INTS, true, "the output index of each n-gram of the pool, in order"},
+    {"min_gram", RX_ATTR_INT, false, "shortest n-gram counted (default 1)"},
+    {"max_gram", RX_ATTR_INT, false, "longest n-gram counted (default 1)"},
+    {"max_skip", RX_ATTR_INT, false, "most elements skipped between an n-gram's (default 0)"},
+    {NULL, 0, false, NULL}};
 
 #define NATTRS(a) ((int)RX_ARRAY_LEN(a) - 1)
 

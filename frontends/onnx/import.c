@@ -3567,6 +3567,131 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
   return NULL;
 }
 
+/* ---- detection and text features (ops/signal.c) ---- */
+
+/* NonMaxSuppression(boxes, scores, [max_output_boxes_per_class, iou_threshold,
+ * score_threshold]): non_max_suppression gives every possible row and the count kept (absent
+ * inputs: max 0, iou 0, no score threshold); the count, read back by tensor_to_shape, is a fresh
+ * dim k and the result the first k rows. */
+static rx_status do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  rx_node *a[5];
+  int na = 4;
+  for (int k = 0; k < 5; k++) {
+    if (input(n, (size_t)k)) {
+      RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+      if (k == 4) na = 5;
+    } else if (k < 2) {
+      return node_err(I, n, "input %d (%s) is required", k, k ? "scores" : "boxes");
+    } else if (k < 4) {
+      a[k] = k == 2 ? rx_arg_int(I->b, 0) : rx_arg_float(I->b, 0.0);
+    }
+  }
+  const rx_attr *at = rx_attr_int(I->m, "center_point_box", onnx_attr_i(n, "center_point_box", 0));
+  rx_var *tup, *sel;
+  val cnt = {.name = NULL, .kind = V_TENSOR};
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, na, &at, 1, &tup));
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), 0, NULL, &sel)));
+  RX_RETURN_IF_ERROR(
+      at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), 1, NULL, &cnt.var)));
+  RX_RETURN_IF_ERROR(runtime_sym(I, n, &cnt));
+  int64_t axis = 0;
+  const rx_expr *zero = rx_sym_const(I->m, 0);
+  const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &axis, 1),
+                          rx_attr_exprs(I->m, "begin", &zero, 1),
+                          rx_attr_exprs(I->m, "end", &cnt.s[0], 1)};
+  rx_node *x = rx_arg_var(I->b, sel);
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &x, 1, sa, 3, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* The f32 vector of v[0..count) as a tensor: full([1], v_k) per value joined by concat. */
+static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, int count,
+                              rx_node **out) {
+  const rx_expr *one = rx_sym_const(I->m, 1);
+  const rx_attr *dt = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
+  rx_node **parts = rx_calloc((size_t)count, sizeof *parts);
+  rx_status s = NULL;
+  rx_var *r = NULL;
+  for (int k = 0; k < count && !s; k++) {
+    rx_node *a[2] = {rx_arg_shape(I->b, &one, 1), rx_arg_float(I->b, v[k])};
+    s = emit(I, n, "full", a, 2, &dt, 1, &r);
+    if (!s) parts[k] = rx_arg_var(I->b, r);
+  }
+  if (!s && count > 1) {
+    rx_var *tup;
+    s = at_node(I, n, rx_emit_tuple(I->b, parts, count, NULL, &tup));
+    rx_node *a = s ? NULL : rx_arg_var(I->b, tup);
+    const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
+    if (!s) s = emit(I, n, "concat", &a, 1, &ax, 1, &r);
+  }
+  free(parts);
+  if (!s) *out = rx_arg_var(I->b, r);
+  return s;
+}
+
+/* TfIdfVectorizer over integer n-grams: tfidf gives the counts (TF); IDF is weights (or 1)
+ * where a count is positive, TFIDF the counts times the weights. */
+static rx_status do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  const Onnx__AttributeProto *pool = onnx_attr(n, "pool_int64s"),
+                             *counts = onnx_attr(n, "ngram_counts"),
+                             *idx = onnx_attr(n, "ngram_indexes"), *mode = onnx_attr(n, "mode"),
+                             *w = onnx_attr(n, "weights");
+  if (!pool || !pool->n_ints)
+    return node_err(I, n,
+                    "needs pool_int64s (string pools are not supported: relaxc has no "
+                    "string tensors)");
+  if (!counts || !idx || !mode || !mode->has_s)
+    return node_err(I, n, "needs the ngram_counts, ngram_indexes and mode attributes");
+  char md[8] = {0};
+  if (mode->s.len >= sizeof md) return node_err(I, n, "unknown mode");
+  memcpy(md, mode->s.data, mode->s.len);
+  if (strcmp(md, "TF") && strcmp(md, "IDF") && strcmp(md, "TFIDF"))
+    return node_err(I, n, "unknown mode '%s' (TF, IDF or TFIDF)", md);
+  if (pool->n_ints > INT32_MAX || counts->n_ints > INT32_MAX || idx->n_ints > INT32_MAX)
+    return node_err(I, n, "the pool is too large");
+  rx_node *x;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  const rx_attr *at[6] = {rx_attr_ints(I->m, "pool", pool->ints, (int)pool->n_ints),
+                          rx_attr_ints(I->m, "counts", counts->ints, (int)counts->n_ints),
+                          rx_attr_ints(I->m, "indexes", idx->ints, (int)idx->n_ints),
+                          rx_attr_int(I->m, "min_gram", onnx_attr_i(n, "min_gram_length", 1)),
+                          rx_attr_int(I->m, "max_gram", onnx_attr_i(n, "max_gram_length", 1)),
+                          rx_attr_int(I->m, "max_skip", onnx_attr_i(n, "max_skip_count", 0))};
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, rop, &x, 1, at, 6, &r));
+  bool weighted = w && w->n_floats > 0;
+  if (!strcmp(md, "TF") || (!strcmp(md, "TFIDF") && !weighted)) {
+    def_tensor(I, n, r);
+    return NULL;
+  }
+  const rx_sinfo *si = rx_var_sinfo(r);
+  if (weighted && (si->ndim < 1 || !si->shape || si->shape[si->ndim - 1]->kind != RX_EXPR_CONST ||
+                   si->shape[si->ndim - 1]->value != (int64_t)w->n_floats))
+    return node_err(I, n, "weights must have one value per output index");
+  rx_node *a[3] = {rx_arg_var(I->b, r), rx_arg_float(I->b, 0.0), NULL}, *wv = NULL;
+  if (weighted) RX_RETURN_IF_ERROR(float_vector(I, n, w->floats, (int)w->n_floats, &wv));
+  if (!strcmp(md, "TFIDF")) {
+    a[1] = wv;
+    RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
+  } else {
+    rx_var *pos;
+    RX_RETURN_IF_ERROR(emit(I, n, "greater", a, 2, NULL, 0, &pos));
+    a[0] = rx_arg_var(I->b, pos);
+    const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
+    if (weighted) {
+      a[1] = wv;
+      a[2] = rx_arg_float(I->b, 0.0);
+      RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
+    } else {
+      RX_RETURN_IF_ERROR(emit(I, n, "cast", a, 1, &ca, 1, &r));
+    }
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* ---- the supported operators, listed once ----
  * {ONNX op type, handler, the relaxc op it maps to (the handler's rop), first opset, last opset
  * (0: still current), note for the README}. The opset range is where the handler's reading of
@@ -3659,6 +3784,7 @@ static const onnx_op onnx_ops[] = {
     {"Mod", do_mod, NULL, 10, 0, NULL},
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
+    {"NonMaxSuppression", do_nms, "non_max_suppression", 10, 0, "one serial thread; the selected count bound at run time"},
     {"NegativeLogLikelihoodLoss", do_nll_loss, "nll", 12, 0, NULL},
     {"Not", do_unary, "not", 1, 0, NULL},
     {"OneHot", do_one_hot, NULL, 9, 0, NULL},
@@ -3703,6 +3829,7 @@ static const onnx_op onnx_ops[] = {
     {"Sum", do_variadic, "add", 1, 0, NULL},
     {"Tan", do_formula, "tan", 7, 0, NULL},
     {"Tanh", do_unary, "tanh", 1, 0, NULL},
+    {"TfIdfVectorizer", do_tfidf, "tfidf", 9, 0, "integer pools (no strings)"},
     {"ThresholdedRelu", do_act, "thresholded_relu", 10, 0, NULL},
     {"Tile", do_tile, NULL, 6, 0, NULL},
     {"TopK", do_topk, "topk", 1, 0, "sorted; K a constant or bound at run time"},

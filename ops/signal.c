@@ -1,0 +1,337 @@
+/* ops/signal.c: detection and text-feature ops whose results come from an inherently serial
+ * walk over their input: non_max_suppression (greedy box selection, ONNX NonMaxSuppression) and
+ * tfidf (n-gram counts over a pool of integer n-grams, ONNX TfIdfVectorizer). Each has its shape
+ * deduction and its generator (named in ops.def); the programs are loops of one thread or one
+ * thread per output point, which the fallback schedule rule runs as they are. */
+#include "deduce.h"
+#include "legalize_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- non_max_suppression ---- */
+
+/* boxes [B, N, 4] and scores [B, C, N] (one float dtype), then max_out (integer), iou and
+ * score thresholds (float), each a scalar or a one-element tensor, give (selected i64 [B C N, 3],
+ * count i64 [1]): the selected (batch, class, box) triples in their first count rows. */
+const rx_sinfo *rx_deduce_nms(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *bx = rx_ops_tensor_arg(dc, call, 0, "boxes");
+  const rx_sinfo *sc = bx ? rx_ops_tensor_arg(dc, call, 1, "scores") : NULL;
+  if (!sc) return NULL;
+  const char *what[3] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (int i = 2; i < call->nargs; i++) {
+    const rx_sinfo *t = rx_ops_tensor_arg(dc, call, i, what[i - 2]);
+    if (!t) return NULL;
+    if (t->dtype != RX_DTYPE_UNKNOWN && rx_dtype_is_float(t->dtype) != (i > 2)) {
+      rx_deduce_error(dc, "non_max_suppression: %s must be %s, got %s", what[i - 2],
+                      i > 2 ? "a float" : "an integer", rx_ops_str(dc, t));
+      return NULL;
+    }
+  }
+  if (!rx_ops_need_float(dc, bx, "non_max_suppression boxes") ||
+      !rx_ops_need_float(dc, sc, "non_max_suppression scores"))
+    return NULL;
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *one = rx_expr_const(cx, 1);
+  const rx_sinfo *f[2];
+  f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, 1, (const rx_expr *[]){one});
+  if (bx->ndim < 0 || !bx->shape || sc->ndim < 0 || !sc->shape) {
+    f[0] = rx_ops_tensor(dc, RX_DTYPE_I64, 2, NULL);
+    return rx_sinfo_tuple(dc->mod, f, 2);
+  }
+  if (bx->ndim != 3 || sc->ndim != 3 ||
+      rx_ops_dim_eq(dc, bx->shape[2], rx_expr_const(cx, 4)) == RX_FALSE ||
+      rx_ops_dim_eq(dc, bx->shape[0], sc->shape[0]) == RX_FALSE ||
+      rx_ops_dim_eq(dc, bx->shape[1], sc->shape[2]) == RX_FALSE) {
+    rx_deduce_error(dc,
+                    "non_max_suppression expects boxes [B, N, 4] and scores [B, C, N], got %s "
+                    "and %s",
+                    rx_ops_str(dc, bx), rx_ops_str(dc, sc));
+    return NULL;
+  }
+  const rx_expr **d = rx_ops_dims(dc, 2);
+  d[0] = rx_ops_prod(dc, sc->shape, 3);
+  d[1] = rx_expr_const(cx, 3);
+  f[0] = rx_ops_tensor(dc, RX_DTYPE_I64, 2, d);
+  return rx_sinfo_tuple(dc->mod, f, 2);
+}
+
+/* The value of scalar operand o (a literal, a symbolic value or element 0 of a buffer) as text
+ * of dtype dt (i64 or f32). */
+static const char *scalar_text(lz_ctx *l, const lz_opnd *o, rx_dtype dt) {
+  bool fl = rx_dtype_is_float(dt);
+  if (o->literal)
+    return fl ? lz_flit(l, o->fval) : lz_str(l, "(%lld)", (long long)(int64_t)o->fval);
+  const char *t = o->text;
+  if (!o->scalar) {
+    const char *idx[LZ_MAXR];
+    for (int k = 0; k < o->ndim; k++) idx[k] = "0";
+    t = lz_load(l, o, idx);
+  }
+  return lz_str(l, "%s(%s)", rx_dtype_name(dt), t);
+}
+
+/* The box of index text bi in batch b as f32 `let` bindings named in out: x0, x1, y0, y1 from
+ * corners [y1, x1, y2, x2] in either order, or from [x_center, y_center, width, height]. */
+static void nms_box(lz_ctx *l, const lz_opnd *bx, const char *b, const char *bi, bool center,
+                    const char **out) {
+  const char *v[4];
+  for (int k = 0; k < 4; k++) {
+    const char *idx[3] = {b, bi, lz_str(l, "%d", k)};
+    v[k] = lz_fresh(l, "bv");
+    lz_line(l, "let %s: f32 = f32(%s)", v[k], lz_load(l, bx, idx));
+  }
+  const char *nm[4] = {"x0", "x1", "y0", "y1"};
+  for (int k = 0; k < 4; k++) out[k] = lz_fresh(l, nm[k]);
+  for (int k = 0; k < 4; k++) {
+    int c = k < 2 ? 0 : 1; /* the center (x, y) and extent (w, h) of the box */
+    if (center)
+      lz_line(l, "let %s: f32 = %s %s %s / 2.0", out[k], v[c], k % 2 ? "+" : "-", v[c + 2]);
+    else
+      lz_line(l, "let %s: f32 = %s(%s, %s)", out[k], k % 2 ? "max" : "min", v[1 - c], v[3 - c]);
+  }
+}
+
+/* Greedy non-maximum suppression in one thread, as ONNX's reference: per batch and class, the
+ * candidates in order of score (ties by the lower box index; with a score threshold only those
+ * above it), each pass picking the best one ordered after the previous pick (as topk), kept
+ * unless its IoU with a box kept before in the class is over the threshold, until max_out are
+ * kept. The kept triples are appended to y0 (read back from it for the IoU tests) and their
+ * number stored in y1. O(C N^2) per batch. */
+void lz_gen_nms(lz_ctx *l) {
+  if (l->nouts != 2 || l->call->nargs < 4) {
+    lz_fail(l, "non_max_suppression expects 4 or 5 arguments and gives two results");
+    return;
+  }
+  const lz_opnd *bx = lz_arg(l, 0), *sc = lz_arg(l, 1), *y = &l->outs[0], *yc = &l->outs[1];
+  bool center = rx_ops_int_attr(l->call, "center_point_box", 0) != 0;
+  bool has_st = l->call->nargs > 4;
+  const char *u = lz_loopvar(l, "u"), *b = lz_loopvar(l, "b"), *c = lz_loopvar(l, "c");
+  const char *s = lz_loopvar(l, "s"), *r = lz_loopvar(l, "r"), *j = lz_loopvar(l, "j");
+  const char *cnt = lz_fresh(l, "cnt"), *ncl = lz_fresh(l, "ncl"), *ps = lz_fresh(l, "ps");
+  const char *pi = lz_fresh(l, "pi"), *bs = lz_fresh(l, "bs"), *bi = lz_fresh(l, "bi");
+  const char *keep = lz_fresh(l, "keep"), *mo = lz_fresh(l, "mo"), *th = lz_fresh(l, "th");
+  const char *st = lz_fresh(l, "st"), *v = lz_fresh(l, "v"), *tk = lz_fresh(l, "take");
+  const char *q = lz_fresh(l, "q"), *sup = lz_fresh(l, "sup");
+  const char *N = lz_ex(l, sc->shape[2]);
+  lz_line(l, "for %s in 0..1 {", u);
+  l->ind++;
+  const char *loc[7] = {cnt, ncl, ps, pi, bs, bi, keep};
+  for (int k = 0; k < 7; k++)
+    lz_line(l, "alloc %s: %s[1] local", loc[k], k == 2 || k == 4 ? "f32" : "i64");
+  lz_line(l, "let %s: i64 = %s", mo, scalar_text(l, lz_arg(l, 2), RX_DTYPE_I64));
+  lz_line(l, "let %s: f32 = %s", th, scalar_text(l, lz_arg(l, 3), RX_DTYPE_F32));
+  if (has_st) lz_line(l, "let %s: f32 = %s", st, scalar_text(l, lz_arg(l, 4), RX_DTYPE_F32));
+  lz_line(l, "%s[0] = 0", cnt);
+  lz_line(l, "for %s in 0..%s {", b, lz_ex(l, sc->shape[0]));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, sc->shape[1]));
+  l->ind++;
+  lz_line(l, "%s[0] = 0", ncl);
+  lz_line(l, "%s[0] = inf", ps);
+  lz_line(l, "%s[0] = (-1)", pi);
+  lz_line(l, "for %s in 0..%s {", s, N);
+  l->ind++;
+  lz_line(l, "%s[0] = (-inf)", bs);
+  lz_line(l, "%s[0] = (-1)", bi);
+  lz_line(l, "for %s in 0..%s {", r, N);
+  l->ind++;
+  const char *si[3] = {b, c, r};
+  lz_line(l, "let %s: f32 = f32(%s)", v, lz_load(l, sc, si));
+  lz_line(l,
+          "let %s: bool = (%s < %s[0] || (%s == %s[0] && i64(%s) > %s[0])) && (%s[0] < 0 || %s > "
+          "%s[0])",
+          tk, v, ps, v, ps, r, pi, bi, v, bs);
+  lz_line(l, "%s[0] = select(%s, i64(%s), %s[0])", bi, tk, r, bi);
+  lz_line(l, "%s[0] = select(%s, %s, %s[0])", bs, tk, v, bs);
+  lz_close(l);
+  lz_line(l, "%s[0] = %s[0]", ps, bs);
+  lz_line(l, "%s[0] = %s[0]", pi, bi);
+  lz_line(l, "if %s[0] >= 0 && %s[0] < %s%s {", bi, ncl, mo,
+          has_st ? lz_str(l, " && %s[0] > %s", bs, st) : "");
+  l->ind++;
+  lz_line(l, "%s[0] = 1", keep);
+  lz_line(l, "for %s in 0..%s {", j, N);
+  l->ind++;
+  lz_line(l, "if i64(%s) < %s[0] {", j, ncl);
+  l->ind++;
+  lz_line(l, "let %s: i64 = %s[%s[0] - %s[0] + i64(%s), 2]", q, y->name, cnt, ncl, j);
+  const char *A[4], *E[4];
+  nms_box(l, bx, b, lz_str(l, "%s[0]", bi), center, A);
+  nms_box(l, bx, b, q, center, E);
+  const char *iw = lz_fresh(l, "iw"), *ih = lz_fresh(l, "ih"), *it = lz_fresh(l, "it");
+  const char *aa = lz_fresh(l, "aa"), *ae = lz_fresh(l, "ae"), *un = lz_fresh(l, "un");
+  lz_line(l, "let %s: f32 = min(%s, %s) - max(%s, %s)", iw, A[1], E[1], A[0], E[0]);
+  lz_line(l, "let %s: f32 = min(%s, %s) - max(%s, %s)", ih, A[3], E[3], A[2], E[2]);
+  lz_line(l, "let %s: f32 = %s * %s", it, iw, ih);
+  lz_line(l, "let %s: f32 = (%s - %s) * (%s - %s)", aa, A[1], A[0], A[3], A[2]);
+  lz_line(l, "let %s: f32 = (%s - %s) * (%s - %s)", ae, E[1], E[0], E[3], E[2]);
+  lz_line(l, "let %s: f32 = %s + %s - %s", un, aa, ae, it);
+  lz_line(l,
+          "let %s: bool = %s > 0.0 && %s > 0.0 && %s > 0.0 && %s > 0.0 && %s > 0.0 && %s > 0.0 "
+          "&& %s / %s > %s",
+          sup, iw, ih, it, aa, ae, un, it, un, th);
+  lz_line(l, "%s[0] = select(%s, 0, %s[0])", keep, sup, keep);
+  lz_close(l);
+  lz_close(l);
+  lz_line(l, "if %s[0] == 1 {", keep);
+  l->ind++;
+  lz_line(l, "%s[%s[0], 0] = i64(%s)", y->name, cnt, b);
+  lz_line(l, "%s[%s[0], 1] = i64(%s)", y->name, cnt, c);
+  lz_line(l, "%s[%s[0], 2] = %s[0]", y->name, cnt, bi);
+  lz_line(l, "%s[0] = %s[0] + 1", cnt, cnt);
+  lz_line(l, "%s[0] = %s[0] + 1", ncl, ncl);
+  for (int k = 0; k < 5; k++) lz_close(l); /* if keep, if picked, s, c, b */
+  lz_line(l, "%s[0] = %s[0]", yc->name, cnt);
+  lz_close(l);
+}
+
+/* ---- tfidf ---- */
+
+/* The n-grams of tfidf's pool: gram g (in pool order) has length len[g] and starts at pool
+ * element at[g]; counts[i] is where the grams of length i + 1 start. Returns the number of
+ * grams, or -1 (reported through err) when the attributes do not describe a pool. */
+typedef struct tf_grams {
+  const int64_t *pool, *index;
+  int npool, nindex;
+  int64_t min_gram, max_gram, max_skip, size;
+} tf_grams;
+
+static bool tf_read(const rx_node *call, tf_grams *t, const char **why) {
+  const rx_attr *p = rx_call_attr(call, "pool"), *c = rx_call_attr(call, "counts"),
+                *x = rx_call_attr(call, "indexes");
+  memset(t, 0, sizeof *t);
+  if (!p || !c || !x || p->kind != RX_ATTR_INTS || c->kind != RX_ATTR_INTS ||
+      x->kind != RX_ATTR_INTS) {
+    *why = "expects the pool, counts and indexes attributes";
+    return false;
+  }
+  t->pool = p->ints;
+  t->npool = p->n;
+  t->index = x->ints;
+  t->nindex = x->n;
+  t->min_gram = rx_ops_int_attr(call, "min_gram", 1);
+  t->max_gram = rx_ops_int_attr(call, "max_gram", 1);
+  t->max_skip = rx_ops_int_attr(call, "max_skip", 0);
+  if (t->min_gram < 1 || t->max_gram < t->min_gram || t->max_skip < 0) {
+    *why = "needs 1 <= min_gram <= max_gram and max_skip >= 0";
+    return false;
+  }
+  int ng = 0;
+  for (int i = 0; i < c->n; i++) {
+    int64_t start = c->ints[i], end = i + 1 < c->n ? c->ints[i + 1] : p->n;
+    if (start < 0 || end < start || end > p->n) {
+      *why = "counts must be ascending starts within the pool";
+      return false;
+    }
+    ng += (int)((end - start) / (i + 1));
+  }
+  if (ng > x->n) {
+    *why = "indexes must give an output index for every n-gram of the pool";
+    return false;
+  }
+  t->size = 0;
+  for (int g = 0; g < x->n; g++) {
+    if (x->ints[g] < 0) {
+      *why = "indexes must not be negative";
+      return false;
+    }
+    if (x->ints[g] + 1 > t->size) t->size = x->ints[g] + 1;
+  }
+  return true;
+}
+
+/* x (integers) [L] or [B, L] gives the f32 counts [O] or [B, O] of the pool's n-grams, O the
+ * largest of indexes plus one. */
+const rx_sinfo *rx_deduce_tfidf(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x) return NULL;
+  tf_grams t;
+  const char *why;
+  if (!tf_read(call, &t, &why)) {
+    rx_deduce_error(dc, "tfidf %s", why);
+    return NULL;
+  }
+  if (x->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(x->dtype)) {
+    rx_deduce_error(dc, "tfidf expects an integer tensor, got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (x->ndim < 0 || !x->shape) return rx_ops_tensor(dc, RX_DTYPE_F32, x->ndim, NULL);
+  if (x->ndim != 1 && x->ndim != 2) {
+    rx_deduce_error(dc, "tfidf expects x [L] or [B, L], got %s", rx_ops_str(dc, x));
+    return NULL;
+  }
+  const rx_expr **d = rx_ops_dims(dc, x->ndim);
+  d[0] = x->shape[0];
+  d[x->ndim - 1] = rx_expr_const(rx_ops_ctx(dc), t.size);
+  return rx_ops_tensor(dc, RX_DTYPE_F32, x->ndim, d);
+}
+
+/* The count of gram g (length n, pool elements from `at`) in the row of x: per skip distance
+ * (one for unigrams, 1..max_skip + 1 for longer grams, as ONNX's reference counts them) and
+ * start i, a match of its n elements i, i + d, ... within the row. */
+static void tf_gram(lz_ctx *l, const lz_opnd *x, const tf_grams *t, const char *row,
+                    const char *cnt, int n, int at) {
+  const char *s = lz_loopvar(l, "s"), *i = lz_loopvar(l, "i");
+  const char *L = lz_ex(l, x->shape[x->ndim - 1]);
+  lz_line(l, "for %s in 0..%lld {", s, n == 1 ? 1LL : (long long)t->max_skip + 1);
+  l->ind++;
+  lz_line(l, "for %s in 0..%s {", i, L);
+  l->ind++;
+  lz_line(l, "if %s + %d * (%s + 1) < %s {", i, n - 1, s, L);
+  l->ind++;
+  rx_strbuf cond = {0};
+  for (int k = 0; k < n; k++) {
+    const char *idx[2] = {row, lz_str(l, "%s + %d * (%s + 1)", i, k, s)};
+    if (x->ndim == 1) idx[0] = idx[1];
+    rx_strbuf_printf(&cond, "%si64(%s) == %s", k ? " && " : "", lz_load(l, x, idx),
+                     lz_str(l, "(%lld)", (long long)t->pool[at + k]));
+  }
+  char *h = rx_strbuf_take(&cond);
+  lz_line(l, "if %s {", h);
+  free(h);
+  l->ind++;
+  lz_line(l, "%s[0] = %s[0] + 1.0", cnt, cnt);
+  for (int k = 0; k < 4; k++) lz_close(l); /* if match, if in row, i, s */
+}
+
+/* tfidf: one thread per output point (row, o), which counts each pool gram whose output index
+ * is o (the grams unrolled in the program, so a pool of P elements is O(P) statements). */
+void lz_gen_tfidf(lz_ctx *l) {
+  const lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  tf_grams t;
+  const char *why;
+  if (!tf_read(l->call, &t, &why)) {
+    lz_fail(l, "%s", why);
+    return;
+  }
+  const rx_attr *c = rx_call_attr(l->call, "counts");
+  const char *row = x->ndim == 2 ? lz_loopvar(l, "b") : NULL, *o = lz_loopvar(l, "o");
+  if (row) {
+    lz_line(l, "for %s in 0..%s {", row, lz_ex(l, x->shape[0]));
+    l->ind++;
+  }
+  lz_line(l, "for %s in 0..%lld {", o, (long long)t.size);
+  l->ind++;
+  const char *cnt = lz_fresh(l, "cnt");
+  lz_line(l, "alloc %s: f32[1] local", cnt);
+  lz_line(l, "%s[0] = 0.0", cnt);
+  int g = 0;
+  for (int lv = 0; lv < c->n; lv++) {
+    int n = lv + 1;
+    int64_t start = c->ints[lv], end = lv + 1 < c->n ? c->ints[lv + 1] : t.npool;
+    for (int64_t at = start; at + n <= end; at += n, g++) {
+      if (n < t.min_gram || n > t.max_gram) continue;
+      lz_line(l, "if %s == %lld {", o, (long long)t.index[g]);
+      l->ind++;
+      tf_gram(l, x, &t, row, cnt, n, (int)at);
+      lz_close(l);
+    }
+  }
+  const char *yi[2] = {row, o};
+  if (!row) yi[0] = o;
+  lz_line(l, "%s = %s[0]", lz_load(l, y, yi), cnt);
+  lz_close(l);
+  if (row) lz_close(l);
+}
