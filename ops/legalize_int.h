@@ -98,6 +98,7 @@ void lz_gen_attention_merge(lz_ctx *l);
 void lz_gen_quant_matmul(lz_ctx *l);
 void lz_gen_quant_take(lz_ctx *l);
 /* ops/signal.c */
+void lz_gen_dft(lz_ctx *l);
 void lz_gen_nms(lz_ctx *l);
 void lz_gen_tfidf(lz_ctx *l);
 

@@ -114,6 +114,12 @@ static const rx_attr_schema attrs_batch_norm[] = {
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
     {"axis", RX_ATTR_INT, false, "the channel axis (default 1)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_dft[] = {
+    {"axis", RX_ATTR_INT, false, "the signal axis (default 1); not the last"},
+    {"inverse", RX_ATTR_BOOL, false, "the inverse transform, divided by L (default false)"},
+    {"onesided", RX_ATTR_BOOL, false, "only the L / 2 + 1 first frequencies (default false)"},
+    {"length", RX_ATTR_EXPRS, false, "[L]: the transform's length (symbolic; default N)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_nms[] = {
     {"center_point_box", RX_ATTR_INT, false,
      "0: boxes as [y1, x1, y2, x2] corners (default); 1: [x_center, y_center, width, height]"},

@@ -335,3 +335,118 @@ void lz_gen_tfidf(lz_ctx *l) {
   lz_close(l);
   if (row) lz_close(l);
 }
+
+/* ---- dft ---- */
+
+/* x [..., N, ..., c] (float; c 1: real, 2: real and imaginary parts) and its signal axis give
+ * [..., K, ..., 2]: K the length L (attribute length=[L], default N), or L / 2 + 1 onesided. */
+const rx_sinfo *rx_deduce_dft(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !rx_ops_need_float(dc, x, "dft")) return NULL;
+  const rx_attr *la = rx_call_attr(call, "length");
+  if (la && (la->kind != RX_ATTR_EXPRS || la->n != 1)) {
+    rx_deduce_error(dc, "dft expects length=[L], one symbolic value");
+    return NULL;
+  }
+  if (x->ndim < 0 || !x->shape) return rx_ops_tensor(dc, x->dtype, x->ndim, NULL);
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  const rx_expr *c = x->ndim >= 2 ? x->shape[x->ndim - 1] : NULL;
+  if (!c || c->kind != RX_EXPR_CONST || (c->value != 1 && c->value != 2)) {
+    rx_deduce_error(dc, "dft expects x [..., N, ..., c] with a last dim c of 1 or 2, got %s",
+                    rx_ops_str(dc, x));
+    return NULL;
+  }
+  int axis;
+  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", 1), x->ndim, &axis)) return NULL;
+  if (axis == x->ndim - 1) {
+    rx_deduce_error(dc, "dft: the signal axis cannot be the last (real, imaginary) dim");
+    return NULL;
+  }
+  const rx_expr *L = la ? la->exprs[0] : x->shape[axis];
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, L, rx_expr_const(cx, 1))) == RX_TRUE) {
+    rx_deduce_error(dc, "dft: the length %s is not positive", rx_ops_expr_str(dc, L));
+    return NULL;
+  }
+  bool one = rx_ops_int_attr(call, "onesided", 0) != 0;
+  const rx_expr **d = rx_ops_dims(dc, x->ndim);
+  for (int k = 0; k < x->ndim; k++) d[k] = x->shape[k];
+  d[axis] = one ? rx_ops_simplify(dc, rx_expr_add(cx, rx_expr_floordiv(cx, L, rx_expr_const(cx, 2)),
+                                                  rx_expr_const(cx, 1)))
+                : rx_ops_simplify(dc, L);
+  d[x->ndim - 1] = rx_expr_const(cx, 2);
+  return rx_ops_tensor(dc, x->dtype, x->ndim, d);
+}
+
+/* The twiddle e^(-2 pi i m / L) of m = k n mod L as `let`s cw (cos) and sw (sin) of dtype mt:
+ * the angle's quadrant qd = 4 m // L picks the sign and the function of the remainder angle
+ * (pi / 2) (4 m - qd L) / L in [0, pi / 2), so that multiples of a quarter turn are exact. */
+static void dft_twiddle(lz_ctx *l, const char *k, const char *n, const char *L, const char *mt,
+                        const char *cw, const char *sw) {
+  const char *m = lz_fresh(l, "m"), *qd = lz_fresh(l, "qd"), *a = lz_fresh(l, "ang");
+  const char *ca = lz_fresh(l, "ca"), *sa = lz_fresh(l, "sa");
+  lz_line(l, "let %s: i64 = 4 * (i64(%s) * i64(%s) %% %s)", m, k, n, L);
+  lz_line(l, "let %s: i64 = %s // %s", qd, m, L);
+  lz_line(l, "let %s: %s = %s(%s - %s * %s) * (1.5707963267948966 / %s(%s))", a, mt, mt, m, qd, L,
+          mt, L);
+  lz_line(l, "let %s: %s = cos(%s)", ca, mt, a);
+  lz_line(l, "let %s: %s = sin(%s)", sa, mt, a);
+  lz_line(
+      l,
+      "let %s: %s = select(%s == 0, %s, select(%s == 1, 0.0 - %s, select(%s == 2, 0.0 - %s, %s)))",
+      cw, mt, qd, ca, qd, sa, qd, ca, sa);
+  lz_line(
+      l,
+      "let %s: %s = select(%s == 0, %s, select(%s == 1, %s, select(%s == 2, 0.0 - %s, 0.0 - %s)))",
+      sw, mt, qd, sa, qd, ca, qd, sa, ca);
+}
+
+/* dft: one thread per output point but the last dim, which sums the L-periodic twiddles times
+ * the first min(N, L) samples (the rest are zeros; a loop to min(N, L), as a guard `i64(n) < L`
+ * with a constant L ran as always false on lavapipe) into a real and an imaginary accumulator;
+ * inverse turns the twiddles the other way and divides by L. O(N) per point. */
+void lz_gen_dft(lz_ctx *l) {
+  const lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  int r = x->ndim, axis = (int)rx_ops_int_attr(l->call, "axis", 1);
+  if (axis < 0) axis += r;
+  bool inv = rx_ops_int_attr(l->call, "inverse", 0) != 0;
+  bool cplx = rx_expr_is_const(x->shape[r - 1], 2);
+  const rx_attr *la = rx_call_attr(l->call, "length");
+  const char *L = lz_ex(l, la ? la->exprs[0] : x->shape[axis]);
+  rx_dtype mt = x->dtype == RX_DTYPE_F64 ? RX_DTYPE_F64 : RX_DTYPE_F32;
+  const char *mn = rx_dtype_name(mt);
+  const char *ov[LZ_MAXR], *xi[LZ_MAXR];
+  for (int d = 0; d < r - 1; d++) {
+    ov[d] = lz_loopvar(l, lz_str(l, "i%d", d));
+    lz_line(l, "for %s in 0..%s {", ov[d], lz_ex(l, y->shape[d]));
+    l->ind++;
+  }
+  const char *n = lz_loopvar(l, "n"), *re = lz_fresh(l, "re"), *im = lz_fresh(l, "im");
+  const char *cw = lz_fresh(l, "cw"), *sw = lz_fresh(l, "sw"), *xr = lz_fresh(l, "xr"),
+             *xm = lz_fresh(l, "xm");
+  lz_line(l, "alloc %s: %s[1] local", re, mn);
+  lz_line(l, "alloc %s: %s[1] local", im, mn);
+  lz_line(l, "%s[0] = 0.0", re);
+  lz_line(l, "%s[0] = 0.0", im);
+  const rx_expr *Le = la ? la->exprs[0] : x->shape[axis];
+  lz_line(l, "for %s in 0..%s {", n, lz_ex(l, rx_expr_min(l->cx, x->shape[axis], Le)));
+  l->ind++;
+  dft_twiddle(l, ov[axis], n, L, mn, cw, sw);
+  memcpy(xi, ov, sizeof xi);
+  xi[axis] = n;
+  xi[r - 1] = "0";
+  lz_line(l, "let %s: %s = %s(%s)", xr, mn, mn, lz_load(l, x, xi));
+  xi[r - 1] = "1";
+  lz_line(l, "let %s: %s = %s", xm, mn, cplx ? lz_str(l, "%s(%s)", mn, lz_load(l, x, xi)) : "0.0");
+  const char *sg = inv ? "-" : "+", *sg2 = inv ? "+" : "-";
+  lz_line(l, "%s[0] = %s[0] + (%s * %s %s %s * %s)", re, re, xr, cw, sg, xm, sw);
+  lz_line(l, "%s[0] = %s[0] + (%s * %s %s %s * %s)", im, im, xm, cw, sg2, xr, sw);
+  lz_close(l);
+  const char *sc = inv ? lz_str(l, " / %s(%s)", mn, L) : "";
+  const char *yn = rx_dtype_name(y->dtype);
+  memcpy(xi, ov, sizeof xi);
+  xi[r - 1] = "0";
+  lz_line(l, "%s = %s(%s[0]%s)", lz_load(l, y, xi), yn, re, sc);
+  xi[r - 1] = "1";
+  lz_line(l, "%s = %s(%s[0]%s)", lz_load(l, y, xi), yn, im, sc);
+  for (int d = 0; d < r - 1; d++) lz_close(l);
+}

@@ -3606,6 +3606,81 @@ static rx_status do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* dft(x, axis, inverse, onesided, length=[L]) of x's value (a tensor node), defining y. */
+static rx_status emit_dft(imp *I, const Onnx__NodeProto *n, rx_node *x, int64_t axis, bool inv,
+                          bool onesided, const rx_expr *len, rx_var **out) {
+  if (inv && onesided)
+    return node_err(I, n, "inverse with onesided (a real inverse transform) is not supported");
+  const rx_attr *at[4] = {rx_attr_int(I->m, "axis", axis), rx_attr_bool(I->m, "inverse", inv),
+                          rx_attr_bool(I->m, "onesided", onesided),
+                          len ? rx_attr_exprs(I->m, "length", &len, 1) : NULL};
+  return emit(I, n, "dft", &x, 1, at, len ? 4 : 3, out);
+}
+
+/* DFT(x, [dft_length], [axis]): the axis an attribute (default 1) before opset 20, an input
+ * (default -2) from it; dft_length a constant or bound at run time. */
+static rx_status do_dft(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  rx_node *x;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  const rx_expr *len = NULL, *ax = NULL;
+  if (input(n, 1)) RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &len));
+  int64_t axis = onnx_attr_i(n, "axis", 1);
+  if (I->opset >= 20) {
+    axis = -2;
+    if (input(n, 2)) {
+      RX_RETURN_IF_ERROR(scalar_input(I, n, 2, &ax));
+      if (ax->kind != RX_EXPR_CONST) return node_err(I, n, "input 2 (axis) must be a constant");
+      axis = ax->value;
+    }
+  }
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit_dft(I, n, x, axis, onnx_attr_i(n, "inverse", 0) != 0,
+                              onnx_attr_i(n, "onesided", 0) != 0, len, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* STFT(signal [B, T, c], frame_step, [window [W]], [frame_length]): the frames signal[:, f step
+ * + w] (f < (T - W) // step + 1) gathered by one take, times the window, and a dft of length W
+ * along the frame axis: [B, F, K, 2]. */
+static rx_status do_stft(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0), *wi = input(n, 2) ? shaped(I, n, 2) : NULL;
+  if (!si || si->ndim != 3) return node_err(I, n, "expects a signal [B, T, 1 or 2] of known shape");
+  if (input(n, 2) && (!wi || wi->ndim != 1))
+    return node_err(I, n, "the window must be 1-D of known length");
+  const rx_expr *step, *W = wi ? wi->shape[0] : NULL;
+  RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &step));
+  if (!W && input(n, 3)) RX_RETURN_IF_ERROR(scalar_input(I, n, 3, &W));
+  if (!W) return node_err(I, n, "needs a window or a frame_length");
+  const rx_expr *F = rx_sym_add(
+      I->m, rx_sym_floordiv(I->m, rx_sym_sub(I->m, si->shape[1], W), step), rx_sym_const(I->m, 1));
+  rx_node *fi, *wv, *x, *a[2];
+  rx_var *r;
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), F, &fi));
+  a[0] = fi;
+  a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, step);
+  RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, rx_arg_var(I->b, r), 1, &fi));
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), W, &wv));
+  a[0] = fi;
+  a[1] = wv;
+  RX_RETURN_IF_ERROR(emit(I, n, "add", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(take_at(I, n, x, rx_arg_var(I->b, r), 1, &x, &r));
+  if (wi) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &a[1]));
+    RX_RETURN_IF_ERROR(trailing_units(I, n, a[1], 1, &a[1]));
+    a[0] = x;
+    RX_RETURN_IF_ERROR(emit(I, n, "multiply", a, 2, NULL, 0, &r));
+    x = rx_arg_var(I->b, r);
+  }
+  RX_RETURN_IF_ERROR(emit_dft(I, n, x, 2, false, onnx_attr_i(n, "onesided", 1) != 0, W, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* The f32 vector of v[0..count) as a tensor: full([1], v_k) per value joined by concat. */
 static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, int count,
                               rx_node **out) {
@@ -3740,6 +3815,7 @@ static const onnx_op onnx_ops[] = {
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
+    {"DFT", do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
@@ -3825,6 +3901,7 @@ static const onnx_op onnx_ops[] = {
     {"Split", do_split, NULL, 1, 0, NULL},
     {"Sqrt", do_unary, "sqrt", 1, 0, NULL},
     {"Squeeze", do_squeeze, NULL, 1, 0, NULL},
+    {"STFT", do_stft, NULL, 17, 0, "frame_step and frame_length constants or bound at run time"},
     {"Sub", do_binary, "subtract", 1, 0, NULL},
     {"Sum", do_variadic, "add", 1, 0, NULL},
     {"Tan", do_formula, "tan", 7, 0, NULL},
