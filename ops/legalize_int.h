@@ -100,6 +100,7 @@ void lz_gen_quant_take(lz_ctx *l);
 /* ops/signal.c */
 void lz_gen_dft(lz_ctx *l);
 void lz_gen_nms(lz_ctx *l);
+void lz_gen_roi_align(lz_ctx *l);
 void lz_gen_tfidf(lz_ctx *l);
 
 #endif

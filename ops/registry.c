@@ -124,6 +124,15 @@ static const rx_attr_schema attrs_nms[] = {
     {"center_point_box", RX_ATTR_INT, false,
      "0: boxes as [y1, x1, y2, x2] corners (default); 1: [x_center, y_center, width, height]"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_roi_align[] = {
+    {"output_height", RX_ATTR_INT, false, "bins per region, down (default 1)"},
+    {"output_width", RX_ATTR_INT, false, "bins per region, across (default 1)"},
+    {"sampling_ratio", RX_ATTR_INT, false,
+     "sampling points per bin and axis (default 0: adaptive)"},
+    {"spatial_scale", RX_ATTR_FLOAT, false, "rois' coordinates times this are x's (default 1)"},
+    {"mode", RX_ATTR_STR, false, "\"avg\" (default) or \"max\""},
+    {"half_pixel", RX_ATTR_BOOL, false, "shift the regions by -0.5 pixel (default true)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_tfidf[] = {
     {"pool", RX_ATTR_INTS, true, "the n-grams, by length, each its elements in order"},
     {"counts", RX_ATTR_INTS, true, "where in pool the n-grams of length 1, 2, ... start"},

@@ -450,3 +450,154 @@ void lz_gen_dft(lz_ctx *l) {
   lz_line(l, "%s = %s(%s[0]%s)", lz_load(l, y, xi), yn, im, sc);
   for (int d = 0; d < r - 1; d++) lz_close(l);
 }
+
+/* ---- roi_align ---- */
+
+/* x [N, C, H, W] (float), rois [R, 4] (x's dtype) and batch indices [R] (integer) give
+ * [R, C, output_height, output_width] in x's dtype. */
+const rx_sinfo *rx_deduce_roi_align(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *ro = x ? rx_ops_tensor_arg(dc, call, 1, "rois") : NULL;
+  const rx_sinfo *bi = ro ? rx_ops_tensor_arg(dc, call, 2, "batch_indices") : NULL;
+  if (!bi || !rx_ops_need_float(dc, x, "roi_align") || !rx_ops_need_float(dc, ro, "roi_align"))
+    return NULL;
+  int64_t oh = rx_ops_int_attr(call, "output_height", 1),
+          ow = rx_ops_int_attr(call, "output_width", 1);
+  if (oh < 1 || ow < 1) {
+    rx_deduce_error(dc, "roi_align: output_height and output_width must be positive");
+    return NULL;
+  }
+  if (bi->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(bi->dtype)) {
+    rx_deduce_error(dc, "roi_align: batch_indices must be integers, got %s", rx_ops_str(dc, bi));
+    return NULL;
+  }
+  if (x->ndim < 0 || !x->shape || ro->ndim < 0 || !ro->shape)
+    return rx_ops_tensor(dc, x->dtype, 4, NULL);
+  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  if (x->ndim != 4 || ro->ndim != 2 ||
+      rx_ops_dim_eq(dc, ro->shape[1], rx_expr_const(cx, 4)) == RX_FALSE ||
+      (bi->ndim >= 0 && bi->shape &&
+       (bi->ndim != 1 || rx_ops_dim_eq(dc, bi->shape[0], ro->shape[0]) == RX_FALSE))) {
+    rx_deduce_error(dc,
+                    "roi_align expects x [N, C, H, W], rois [R, 4] and batch_indices [R], got "
+                    "%s, %s and %s",
+                    rx_ops_str(dc, x), rx_ops_str(dc, ro), rx_ops_str(dc, bi));
+    return NULL;
+  }
+  const rx_expr **d = rx_ops_dims(dc, 4);
+  d[0] = ro->shape[0];
+  d[1] = x->shape[1];
+  d[2] = rx_expr_const(cx, oh);
+  d[3] = rx_expr_const(cx, ow);
+  return rx_ops_tensor(dc, x->dtype, 4, d);
+}
+
+/* The value of one sampling point (yy, xx) of the bin, as ONNX's reference: zero outside
+ * [-1, H] x [-1, W], else the bilinear interpolation at the point clamped to the image (avg),
+ * or the largest of its four weighted corners (max), as the f32 `let` named v. */
+static void roi_sample(lz_ctx *l, const lz_opnd *x, const char *b, const char *c, const char *yy,
+                       const char *xx, bool mx, const char *v) {
+  const char *H = lz_ex(l, x->shape[2]), *W = lz_ex(l, x->shape[3]);
+  const char *pt[2] = {yy, xx}, *dim[2] = {H, W}, *lo[2], *hi[2], *fr[2];
+  for (int k = 0; k < 2; k++) {
+    const char *p0 = lz_fresh(l, "p"), *l0 = lz_fresh(l, "l"), *top = lz_fresh(l, "top");
+    lo[k] = lz_fresh(l, "lo");
+    hi[k] = lz_fresh(l, "hi");
+    fr[k] = lz_fresh(l, "fr");
+    lz_line(l, "let %s: f32 = max(%s, 0.0)", p0, pt[k]);
+    lz_line(l, "let %s: i64 = i64(%s)", l0, p0);
+    lz_line(l, "let %s: bool = %s >= %s - 1", top, l0, dim[k]);
+    lz_line(l, "let %s: i64 = select(%s, %s - 1, %s)", lo[k], top, dim[k], l0);
+    lz_line(l, "let %s: i64 = select(%s, %s - 1, %s + 1)", hi[k], top, dim[k], l0);
+    lz_line(l, "let %s: f32 = select(%s, 0.0, %s - f32(%s))", fr[k], top, p0, l0);
+  }
+  const char *w[4], *cv[4];
+  for (int k = 0; k < 4; k++) {
+    const char *yi = k < 2 ? lo[0] : hi[0], *xi = k % 2 ? hi[1] : lo[1];
+    const char *idx[4] = {b, c, yi, xi};
+    w[k] = lz_str(l, "(%s%s) * (%s%s)", k < 2 ? "1.0 - " : "", fr[0], k % 2 ? "" : "1.0 - ", fr[1]);
+    cv[k] = lz_fresh(l, "cv");
+    lz_line(l, "let %s: f32 = %s * f32(%s)", cv[k], w[k], lz_load(l, x, idx));
+  }
+  const char *val = mx ? lz_str(l, "max(max(%s, %s), max(%s, %s))", cv[0], cv[1], cv[2], cv[3])
+                       : lz_str(l, "%s + %s + %s + %s", cv[0], cv[1], cv[2], cv[3]);
+  lz_line(l,
+          "let %s: f32 = select(%s < (-1.0) || %s > f32(%s) || %s < (-1.0) || %s > f32(%s), "
+          "0.0, %s)",
+          v, yy, yy, H, xx, xx, W, val);
+}
+
+/* roi_align: one thread per output point (r, c, ph, pw) over the bin's gh x gw sampling points
+ * (sampling_ratio, or ceil of the bin's size when it is 0: the loops then run to H + 1 and
+ * W + 1 with a guard, so a bin of more points than that is cut short), averaged or maxed. */
+void lz_gen_roi_align(lz_ctx *l) {
+  const lz_opnd *x = lz_arg(l, 0), *ro = lz_arg(l, 1), *bx = lz_arg(l, 2), *y = &l->outs[0];
+  const rx_attr *ma = rx_call_attr(l->call, "mode");
+  bool mx = ma && ma->kind == RX_ATTR_STR && !strcmp(ma->s, "max");
+  bool half = rx_ops_int_attr(l->call, "half_pixel", 1) != 0;
+  int64_t sr = rx_ops_int_attr(l->call, "sampling_ratio", 0);
+  const rx_attr *sa = rx_call_attr(l->call, "spatial_scale");
+  double scale = sa && sa->kind == RX_ATTR_FLOAT ? sa->f : 1.0;
+  const char *ov[4];
+  const char *base[4] = {"r", "c", "ph", "pw"};
+  for (int d = 0; d < 4; d++) {
+    ov[d] = lz_loopvar(l, base[d]);
+    lz_line(l, "for %s in 0..%s {", ov[d], lz_ex(l, y->shape[d]));
+    l->ind++;
+  }
+  const char *b = lz_fresh(l, "bi"), *st[4], *rh = lz_fresh(l, "rh"), *rw = lz_fresh(l, "rw");
+  const char *gh = lz_fresh(l, "gh"), *gw = lz_fresh(l, "gw"), *acc = lz_fresh(l, "acc");
+  const char *idx0[1] = {ov[0]};
+  lz_line(l, "let %s: i64 = i64(%s)", b, lz_load(l, bx, idx0));
+  for (int k = 0; k < 4; k++) {
+    const char *idx[2] = {ov[0], lz_str(l, "%d", k)};
+    st[k] = lz_fresh(l, k == 0 ? "x0" : k == 1 ? "y0" : k == 2 ? "x1" : "y1");
+    lz_line(l, "let %s: f32 = f32(%s) * %s - %s", st[k], lz_load(l, ro, idx), lz_flit(l, scale),
+            half ? "0.5" : "0.0");
+  }
+  lz_line(l, "let %s: f32 = %s(%s - %s%s)", rh, half ? "" : "max", st[3], st[1],
+          half ? "" : ", 1.0");
+  lz_line(l, "let %s: f32 = %s(%s - %s%s)", rw, half ? "" : "max", st[2], st[0],
+          half ? "" : ", 1.0");
+  const int64_t OH = y->shape[2]->value, OW = y->shape[3]->value;
+  if (sr > 0) {
+    lz_line(l, "let %s: i64 = %lld", gh, (long long)sr);
+    lz_line(l, "let %s: i64 = %lld", gw, (long long)sr);
+  } else {
+    lz_line(l, "let %s: i64 = i64(ceil(%s / %lld.0))", gh, rh, (long long)OH);
+    lz_line(l, "let %s: i64 = i64(ceil(%s / %lld.0))", gw, rw, (long long)OW);
+  }
+  lz_line(l, "alloc %s: f32[1] local", acc);
+  lz_line(l, "%s[0] = %s", acc, mx ? "(-inf)" : "0.0");
+  const char *iy = lz_loopvar(l, "iy"), *ix = lz_loopvar(l, "ix");
+  const rx_expr *one = rx_expr_const(l->cx, 1);
+  lz_line(l, "for %s in 0..%s {", iy,
+          sr > 0 ? lz_str(l, "%lld", (long long)sr)
+                 : lz_ex(l, rx_expr_add(l->cx, x->shape[2], one)));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s {", ix,
+          sr > 0 ? lz_str(l, "%lld", (long long)sr)
+                 : lz_ex(l, rx_expr_add(l->cx, x->shape[3], one)));
+  l->ind++;
+  if (sr <= 0) {
+    lz_line(l, "if i64(%s) < %s && i64(%s) < %s {", iy, gh, ix, gw);
+    l->ind++;
+  }
+  const char *yy = lz_fresh(l, "yy"), *xx = lz_fresh(l, "xx"), *v = lz_fresh(l, "v");
+  lz_line(l,
+          "let %s: f32 = %s + f32(%s) * (%s / %lld.0) + (f32(%s) + 0.5) * (%s / %lld.0) / f32(%s)",
+          yy, st[1], ov[2], rh, (long long)OH, iy, rh, (long long)OH, gh);
+  lz_line(l,
+          "let %s: f32 = %s + f32(%s) * (%s / %lld.0) + (f32(%s) + 0.5) * (%s / %lld.0) / f32(%s)",
+          xx, st[0], ov[3], rw, (long long)OW, ix, rw, (long long)OW, gw);
+  roi_sample(l, x, b, ov[1], yy, xx, mx, v);
+  if (mx)
+    lz_line(l, "%s[0] = max(%s[0], %s)", acc, acc, v);
+  else
+    lz_line(l, "%s[0] = %s[0] + %s", acc, acc, v);
+  for (int k = sr > 0 ? 2 : 3; k > 0; k--) lz_close(l);
+  const char *res =
+      mx ? lz_str(l, "%s[0]", acc) : lz_str(l, "%s[0] / f32(max(%s * %s, 1))", acc, gh, gw);
+  lz_line(l, "%s = %s(%s)", lz_load(l, y, ov), rx_dtype_name(y->dtype), res);
+  for (int d = 0; d < 4; d++) lz_close(l);
+}

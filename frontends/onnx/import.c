@@ -3681,6 +3681,171 @@ static rx_status do_stft(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* A string attribute's value in buf (at most size - 1 bytes; dflt when absent); false when it
+ * does not fit. */
+static bool str_attr(const Onnx__NodeProto *n, const char *name, const char *dflt, char *buf,
+                     size_t size) {
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  if (!a || !a->has_s) {
+    snprintf(buf, size, "%s", dflt);
+    return true;
+  }
+  if (a->s.len >= size) return false;
+  memcpy(buf, a->s.data, a->s.len);
+  buf[a->s.len] = 0;
+  return true;
+}
+
+/* RoiAlign(X, rois, batch_indices): roi_align; coordinate_transformation_mode (opset 16, default
+ * half_pixel; before it the regions are not shifted, output_half_pixel). */
+static rx_status do_roi_align(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  char mode[8], ctm[24];
+  if (!str_attr(n, "mode", "avg", mode, sizeof mode) ||
+      (strcmp(mode, "avg") && strcmp(mode, "max")))
+    return node_err(I, n, "mode must be avg or max");
+  if (!str_attr(n, "coordinate_transformation_mode",
+                I->opset >= 16 ? "half_pixel" : "output_half_pixel", ctm, sizeof ctm) ||
+      (strcmp(ctm, "half_pixel") && strcmp(ctm, "output_half_pixel")))
+    return node_err(I, n, "coordinate_transformation_mode must be half_pixel or output_half_pixel");
+  rx_node *a[3];
+  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  const rx_attr *at[6] = {
+      rx_attr_int(I->m, "output_height", onnx_attr_i(n, "output_height", 1)),
+      rx_attr_int(I->m, "output_width", onnx_attr_i(n, "output_width", 1)),
+      rx_attr_int(I->m, "sampling_ratio", onnx_attr_i(n, "sampling_ratio", 0)),
+      rx_attr_float(I->m, "spatial_scale", onnx_attr_f(n, "spatial_scale", 1.0)),
+      rx_attr_str(I->m, "mode", mode),
+      rx_attr_bool(I->m, "half_pixel", !strcmp(ctm, "half_pixel"))};
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, rop, a, 3, at, 6, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* op(a, b) (b NULL: op(a)) as a new node. */
+static rx_status op2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *a, rx_node *b,
+                     rx_node **out) {
+  rx_node *args[2] = {a, b};
+  rx_var *r;
+  RX_RETURN_IF_ERROR(emit(I, n, op, args, b ? 2 : 1, NULL, 0, &r));
+  *out = rx_arg_var(I->b, r);
+  return NULL;
+}
+
+/* Input i (or node x when given) cast to f32; a 0-d input as [1] (the programs of 0-d
+ * elementwise ops have no loop to place in a kernel). */
+static rx_status as_f32(imp *I, const Onnx__NodeProto *n, size_t i, rx_node *x, rx_node **out) {
+  rx_var *r;
+  if (!x) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, i), &x));
+    if (x->sinfo && (x->sinfo->kind == RX_SINFO_PRIM ||
+                     (x->sinfo->kind == RX_SINFO_TENSOR && x->sinfo->ndim == 0))) {
+      int64_t ax = 0;
+      const rx_attr *ea = rx_attr_ints(I->m, "axes", &ax, 1);
+      RX_RETURN_IF_ERROR(emit(I, n, "expand_dims", &x, 1, &ea, 1, &r));
+      x = rx_arg_var(I->b, r);
+    }
+  }
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
+  RX_RETURN_IF_ERROR(emit(I, n, "cast", &x, 1, &at, 1, &r));
+  *out = rx_arg_var(I->b, r);
+  return NULL;
+}
+
+/* The mel-scale edges of MelWeightMatrix as spectrogram bins: floor((dft_length + 1) *
+ * 700 (10^((t step + low) / 2595) - 1) / sample_rate) at t = bins + off (f32 [M]). */
+static rx_status mel_edges(imp *I, const Onnx__NodeProto *n, rx_node *bins, double off,
+                           rx_node *step, rx_node *low, rx_node *len1, rx_node *rate,
+                           rx_node **out) {
+  const double ln10 = 2.302585092994046;
+  rx_node *t;
+  RX_RETURN_IF_ERROR(op2(I, n, "add", bins, rx_arg_float(I->b, off), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, step, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "add", t, low, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, ln10 / 2595.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "exp", t, NULL, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", t, rx_arg_float(I->b, 1.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, 700.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, len1, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "divide", t, rate, &t));
+  return op2(I, n, "floor", t, NULL, out);
+}
+
+/* MelWeightMatrix(num_mel_bins M, dft_length L, sample_rate, lower_edge_hertz,
+ * upper_edge_hertz) as ONNX's reference: [L / 2 + 1, M] (M and L constants or bound at run
+ * time), column i rising from its lower edge to 1 at its center and falling to its upper edge
+ * (f32 math; output_datatype casts the result). */
+static rx_status do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_expr *M, *L;
+  RX_RETURN_IF_ERROR(scalar_input(I, n, 0, &M));
+  RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &L));
+  rx_dtype odt = RX_DTYPE_F32;
+  if (onnx_attr(n, "output_datatype") &&
+      !onnx_dtype_of((int32_t)onnx_attr_i(n, "output_datatype", 1), &odt))
+    return node_err(I, n, "unsupported output_datatype");
+  const double ln10 = 2.302585092994046;
+  rx_node *mf, *len1, *rate, *edge[2], *bins, *j, *e[3], *t, *u, *w;
+  RX_RETURN_IF_ERROR(as_f32(I, n, 0, NULL, &mf));
+  RX_RETURN_IF_ERROR(as_f32(I, n, 1, NULL, &len1));
+  RX_RETURN_IF_ERROR(op2(I, n, "add", len1, rx_arg_float(I->b, 1.0), &len1));
+  RX_RETURN_IF_ERROR(as_f32(I, n, 2, NULL, &rate));
+  for (int k = 0; k < 2; k++) { /* 2595 log10(1 + hz / 700) */
+    RX_RETURN_IF_ERROR(as_f32(I, n, (size_t)(3 + k), NULL, &t));
+    RX_RETURN_IF_ERROR(op2(I, n, "divide", t, rx_arg_float(I->b, 700.0), &t));
+    RX_RETURN_IF_ERROR(op2(I, n, "add", t, rx_arg_float(I->b, 1.0), &t));
+    RX_RETURN_IF_ERROR(op2(I, n, "log", t, NULL, &t));
+    RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, 2595.0 / ln10), &edge[k]));
+  }
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", edge[1], edge[0], &t));
+  RX_RETURN_IF_ERROR(op2(I, n, "add", mf, rx_arg_float(I->b, 2.0), &u));
+  RX_RETURN_IF_ERROR(op2(I, n, "divide", t, u, &t)); /* the step: over M + 2 points */
+  rx_var *r;
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), M, &bins));
+  RX_RETURN_IF_ERROR(as_f32(I, n, 0, bins, &bins));
+  for (int k = 0; k < 3; k++)
+    RX_RETURN_IF_ERROR(mel_edges(I, n, bins, k, t, edge[0], len1, rate, &e[k]));
+  const rx_expr *S =
+      rx_sym_add(I->m, rx_sym_floordiv(I->m, L, rx_sym_const(I->m, 2)), rx_sym_const(I->m, 1));
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), S, &j));
+  RX_RETURN_IF_ERROR(as_f32(I, n, 0, j, &j));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, j, 1, &j));
+  /* rising: (j - lo) / (c - lo) on [lo, c], or 1 at c where lo == c */
+  rx_node *lc, *a, *b, *in;
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[1], e[0], &lc));
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", j, e[0], &a));
+  RX_RETURN_IF_ERROR(op2(I, n, "divide", a, lc, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, "greater_equal", j, e[0], &in));
+  RX_RETURN_IF_ERROR(op2(I, n, "less_equal", j, e[1], &b));
+  RX_RETURN_IF_ERROR(op2(I, n, "logical_and", in, b, &in));
+  rx_node *args[3] = {in, a, rx_arg_float(I->b, 0.0)};
+  RX_RETURN_IF_ERROR(emit(I, n, "where", args, 3, NULL, 0, &r));
+  w = rx_arg_var(I->b, r);
+  RX_RETURN_IF_ERROR(op2(I, n, "equal", j, e[1], &b));
+  RX_RETURN_IF_ERROR(as_f32(I, n, 0, b, &b));
+  RX_RETURN_IF_ERROR(op2(I, n, "equal", lc, rx_arg_float(I->b, 0.0), &in));
+  args[0] = in, args[1] = b, args[2] = w;
+  RX_RETURN_IF_ERROR(emit(I, n, "where", args, 3, NULL, 0, &r));
+  w = rx_arg_var(I->b, r);
+  /* falling: (hi - j) / (hi - c) on [c, hi) */
+  rx_node *ch;
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[2], e[1], &ch));
+  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[2], j, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, "divide", a, ch, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, "greater_equal", j, e[1], &in));
+  RX_RETURN_IF_ERROR(op2(I, n, "less", j, e[2], &b));
+  RX_RETURN_IF_ERROR(op2(I, n, "logical_and", in, b, &in));
+  args[0] = in, args[1] = a, args[2] = w;
+  RX_RETURN_IF_ERROR(emit(I, n, "where", args, 3, NULL, 0, &r));
+  w = rx_arg_var(I->b, r);
+  if (odt != RX_DTYPE_F32) {
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", odt);
+    RX_RETURN_IF_ERROR(emit(I, n, "cast", &w, 1, &at, 1, &r));
+  }
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* The f32 vector of v[0..count) as a tensor: full([1], v_k) per value joined by concat. */
 static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, int count,
                               rx_node **out) {
@@ -3855,6 +4020,7 @@ static const onnx_op onnx_ops[] = {
     {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; no Indices output"},
     {"Mean", do_variadic, "mean", 1, 0, NULL},
     {"MeanVarianceNormalization", do_instance_norm, "mvn", 9, 0, NULL},
+    {"MelWeightMatrix", do_mel_weight_matrix, NULL, 17, 0, "f32 math"},
     {"Min", do_variadic, "minimum", 1, 0, NULL},
     {"Mish", do_act, "mish", 18, 0, NULL},
     {"Mod", do_mod, NULL, 10, 0, NULL},
@@ -3883,6 +4049,7 @@ static const onnx_op onnx_ops[] = {
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
     {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
+    {"RoiAlign", do_roi_align, "roi_align", 10, 0, NULL},
     {"Round", do_select_act, "round", 11, 0, NULL},
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
