@@ -8,7 +8,8 @@ unit.test_onnx_nodes_rx runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx
 case must pass.
 
 The protobuf messages are encoded here by hand (field numbers of onnx.proto), so the script needs
-NumPy only. Run with Debian's python3:  /usr/bin/python3 tests/onnx/gen_nodes.py"""
+NumPy only. Run with Debian's python3:  /usr/bin/python3 tests/onnx/gen_nodes.py
+(where onnxruntime is installed, signal_cases' expected outputs are also checked against it)."""
 import os
 import shutil
 import struct
@@ -58,6 +59,8 @@ def node(op, ins, outs, **attrs):  # NodeProto: input 1, output 2, op_type 4, at
             a = varint(2 << 3 | 5) + struct.pack("<f", v) + f_int(20, 1)
         elif isinstance(v, str):  # STRING = 3
             a = f_bytes(4, v) + f_int(20, 3)
+        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], float):  # FLOATS = 6
+            a = b"".join(varint(7 << 3 | 5) + struct.pack("<f", x) for x in v) + f_int(20, 6)
         elif isinstance(v, (list, tuple)):  # INTS = 7
             a = b"".join(f_int(8, x) for x in v) + f_int(20, 7)
         else:  # INT = 2
@@ -419,6 +422,212 @@ def main():
               [("pads", np.array([1, 0, 2, 1], np.int64)), ("reps", np.array([2, 2], np.int64))],
               [("x", np.float32, ["n", 3])],
               [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
+    signal_cases(np.random.default_rng(29))
+
+
+
+def nms_ref(boxes, scores, max_out, iou, score_thr, center):
+    """ONNX NonMaxSuppression's selection, as the reference's loops"""
+    out = []
+    for b in range(boxes.shape[0]):
+        bx = boxes[b].astype(np.float32)
+        if center:
+            bx = np.stack([bx[:, 1] - bx[:, 3] / 2, bx[:, 0] - bx[:, 2] / 2,
+                           bx[:, 1] + bx[:, 3] / 2, bx[:, 0] + bx[:, 2] / 2], 1)
+        y0, y1 = np.minimum(bx[:, 0], bx[:, 2]), np.maximum(bx[:, 0], bx[:, 2])
+        x0, x1 = np.minimum(bx[:, 1], bx[:, 3]), np.maximum(bx[:, 1], bx[:, 3])
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            order = [i for i in np.argsort(-s, kind="stable") if s[i] > score_thr]
+            kept = []
+            for i in order:
+                if len(kept) >= max_out:
+                    break
+                ok = True
+                for k in kept:
+                    iw = min(x1[i], x1[k]) - max(x0[i], x0[k])
+                    ih = min(y1[i], y1[k]) - max(y0[i], y0[k])
+                    if iw <= 0 or ih <= 0:
+                        continue
+                    inter = iw * ih
+                    un = (x1[i] - x0[i]) * (y1[i] - y0[i]) + (x1[k] - x0[k]) * (y1[k] - y0[k]) - inter
+                    if un > 0 and inter / un > iou:
+                        ok = False
+                        break
+                if ok:
+                    kept.append(i)
+                    out.append([b, c, i])
+    return np.array(out, np.int64).reshape(-1, 3)
+
+
+def tfidf_ref(x, pool, counts, indexes, min_g, max_g, skip, weights, mode):
+    """TfIdfVectorizer over an integer pool: each gram counted per skip distance (unigrams once)"""
+    rows = x.reshape(-1, x.shape[-1])
+    size = max(indexes) + 1
+    y = np.zeros((rows.shape[0], size), np.float32)
+    grams, g = [], 0
+    for lv, start in enumerate(counts):
+        n = lv + 1
+        end = counts[lv + 1] if lv + 1 < len(counts) else len(pool)
+        for at in range(start, end - n + 1, n):
+            if min_g <= n <= max_g:
+                grams.append((indexes[g], pool[at:at + n]))
+            g += 1
+    for r, row in enumerate(rows):
+        for o, gram in grams:
+            n = len(gram)
+            for d in range(1, (skip + 2) if n > 1 else 2):
+                for i in range(len(row) - (n - 1) * d):
+                    y[r, o] += all(row[i + k * d] == gram[k] for k in range(n))
+    w = np.array(weights, np.float32) if weights else None
+    if mode == "IDF":
+        y = (y > 0).astype(np.float32) * (w if w is not None else 1)
+    elif mode == "TFIDF" and w is not None:
+        y = y * w
+    return y.reshape(x.shape[:-1] + (size,))
+
+
+def roi_align_ref(x, rois, bidx, oh, ow, sr, scale, mode, half):
+    """ONNX RoiAlign, as the reference's loops"""
+    r_n, ch, hh, ww = len(rois), x.shape[1], x.shape[2], x.shape[3]
+    y = np.zeros((r_n, ch, oh, ow), np.float32)
+    for r in range(r_n):
+        off = 0.5 if half else 0.0
+        sw, sh, ew, eh = [np.float32(v) * np.float32(scale) - np.float32(off) for v in rois[r]]
+        rw, rh = ew - sw, eh - sh
+        if not half:
+            rw, rh = max(rw, np.float32(1)), max(rh, np.float32(1))
+        bh, bw = rh / np.float32(oh), rw / np.float32(ow)
+        gh = sr if sr > 0 else int(np.ceil(rh / oh))
+        gw = sr if sr > 0 else int(np.ceil(rw / ow))
+        for c in range(ch):
+            img = x[bidx[r], c]
+            for ph in range(oh):
+                for pw in range(ow):
+                    vals = []
+                    for iy in range(gh):
+                        yy = sh + ph * bh + (iy + np.float32(0.5)) * bh / np.float32(gh)
+                        for ix in range(gw):
+                            xx = sw + pw * bw + (ix + np.float32(0.5)) * bw / np.float32(gw)
+                            if yy < -1 or yy > hh or xx < -1 or xx > ww:
+                                vals.append(0.0)
+                                continue
+                            yv, xv = max(yy, 0), max(xx, 0)
+                            yl, xl = int(yv), int(xv)
+                            if yl >= hh - 1:
+                                yl = yh = hh - 1
+                                yv = yl
+                            else:
+                                yh = yl + 1
+                            if xl >= ww - 1:
+                                xl = xh = ww - 1
+                                xv = xl
+                            else:
+                                xh = xl + 1
+                            ly, lx = yv - yl, xv - xl
+                            t = [(1 - ly) * (1 - lx) * img[yl, xl], (1 - ly) * lx * img[yl, xh],
+                                 ly * (1 - lx) * img[yh, xl], ly * lx * img[yh, xh]]
+                            vals.append(max(t) if mode == "max" else sum(t))
+                    y[r, c, ph, pw] = max(vals) if mode == "max" else sum(vals) / max(gh * gw, 1)
+    return y
+
+
+def check_ort(name, model_path, feeds, want, rtol=1e-4, atol=1e-5):
+    """the case's expected outputs against onnxruntime's, where onnxruntime is installed"""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    got = ort.InferenceSession(model_path).run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and np.allclose(g, w, rtol=rtol, atol=atol), (name, g, w)
+
+
+def save_checked(name, nodes, inits, inputs, outputs, sets, opset):
+    save_case(name, nodes, inits, inputs, outputs, sets, opset)
+    for ins, outs in sets:
+        check_ort(name, os.path.join(OUT, name, "model.onnx"),
+                  {decl[0]: a for decl, a in zip(inputs, ins)}, outs)
+
+
+def signal_cases(rng):
+    """NonMaxSuppression, TfIdfVectorizer, DFT, STFT and RoiAlign over symbolic dims, each run at
+    two sizes (the suite's cases have static shapes)"""
+    # NMS: n boxes (corners, and centers), a run-time count of selected rows
+    for center in (0, 1):
+        sets = []
+        for n in (7, 3):
+            xy = rng.uniform(0, 4, size=(1, n, 2)).astype(np.float32)
+            wh = rng.uniform(0.5, 3, size=(1, n, 2)).astype(np.float32)
+            boxes = (np.concatenate([xy, wh], 2) if center
+                     else np.concatenate([xy, xy + wh], 2)[:, :, [0, 1, 3, 2]])
+            scores = rng.integers(0, 8, size=(1, 2, n)).astype(np.float32) / 8
+            sets.append(([boxes, scores], [nms_ref(boxes, scores, 3, 0.3, 0.1, center)]))
+        save_checked("test_rx_nms_symbolic%s" % ("_center" if center else ""),
+                     [node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "st"], ["sel"],
+                           center_point_box=center)],
+                     [("max_out", np.array([3], np.int64)), ("iou", np.array([0.3], np.float32)),
+                      ("st", np.array([0.1], np.float32))],
+                     [("boxes", np.float32, [1, "n", 4]), ("scores", np.float32, [1, 2, "n"])],
+                     [("sel", np.int64, ["k", 3])], sets, 11)
+    # TfIdfVectorizer: rows and their length symbolic, uni- and bigrams with a skip, TFIDF weights
+    pool, counts, idx = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], [0, 4], [0, 1, 2, 3, 4, 5, 6]
+    wts = [0.5, 1.0, 2.0, 0.25, 1.5, 3.0, 0.75]
+    sets = []
+    for b, l in ((2, 9), (1, 4)):
+        x = rng.integers(2, 9, size=(b, l)).astype(np.int32)
+        sets.append(([x], [tfidf_ref(x, pool, counts, idx, 1, 2, 1, wts, "TFIDF")]))
+    save_checked("test_rx_tfidf_symbolic",
+                 [node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1,
+                       max_gram_length=2, max_skip_count=1, ngram_counts=counts, ngram_indexes=idx,
+                       pool_int64s=pool, weights=wts)],
+                 [], [("x", np.int32, ["b", "l"])], [("y", np.float32, ["b", 7])], sets, 9)
+    # DFT of a complex signal of symbolic length (forward, and inverse), and a onesided real one
+    # with a constant dft_length longer than the signal (zero-padded)
+    for inv in (0, 1):
+        sets = []
+        for n in (8, 5):
+            x = rng.standard_normal((2, n, 2)).astype(np.float32)
+            c = x[..., 0] + 1j * x[..., 1].astype(np.float64)
+            f = np.fft.ifft(c, axis=1) if inv else np.fft.fft(c, axis=1)
+            sets.append(([x], [np.stack([f.real, f.imag], -1).astype(np.float32)]))
+        save_checked("test_rx_dft_symbolic%s" % ("_inverse" if inv else ""),
+                     [node("DFT", ["x"], ["y"], axis=1, inverse=inv)], [],
+                     [("x", np.float32, [2, "n", 2])], [("y", np.float32, [2, "n", 2])], sets, 17)
+    sets = []
+    for n in (6, 3):
+        x = rng.standard_normal((1, n, 1)).astype(np.float32)
+        f = np.fft.rfft(x[..., 0].astype(np.float64), n=10, axis=1)
+        sets.append(([x], [np.stack([f.real, f.imag], -1).astype(np.float32)]))
+    save_checked("test_rx_dft_onesided_length",
+                 [node("DFT", ["x", "len"], ["y"], axis=1, onesided=1)],
+                 [("len", np.array(10, np.int64))], [("x", np.float32, [1, "n", 1])],
+                 [("y", np.float32, [1, 6, 2])], sets, 17)
+    # STFT of a signal of symbolic length with a window: the frame count symbolic
+    win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(8) / 8)).astype(np.float32)
+    sets = []
+    for t in (20, 11):
+        x = rng.standard_normal((1, t, 1)).astype(np.float32)
+        fr = np.stack([x[0, f * 3:f * 3 + 8, 0] * win for f in range((t - 8) // 3 + 1)])
+        s = np.fft.rfft(fr.astype(np.float64), axis=1)[None]
+        sets.append(([x], [np.stack([s.real, s.imag], -1).astype(np.float32)]))
+    save_checked("test_rx_stft_symbolic", [node("STFT", ["x", "step", "win"], ["y"])],
+                 [("step", np.array(3, np.int64)), ("win", win)], [("x", np.float32, [1, "t", 1])],
+                 [("y", np.float32, [1, "f", 5, 2])], sets, 17)
+    # RoiAlign over a symbolic image and region count, adaptive sampling, avg and max
+    for mode in ("avg", "max"):
+        sets = []
+        for h, w, r in ((6, 7, 3), (4, 5, 2)):
+            x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+            p = rng.uniform(0, min(h, w) - 1, size=(r, 2))
+            rois = np.concatenate([p, p + rng.uniform(0.5, 3, size=(r, 2))], 1).astype(np.float32)
+            bi = rng.integers(0, 2, size=r).astype(np.int64)
+            sets.append(([x, rois, bi], [roi_align_ref(x, rois, bi, 2, 3, 0, 0.5, mode, True)]))
+        save_checked("test_rx_roialign_symbolic_%s" % mode,
+                     [node("RoiAlign", ["x", "rois", "bi"], ["y"], mode=mode, output_height=2,
+                           output_width=3, sampling_ratio=0, spatial_scale=0.5)], [],
+                     [("x", np.float32, [2, 3, "h", "w"]), ("rois", np.float32, ["r", 4]),
+                      ("bi", np.int64, ["r"])], [("y", np.float32, ["r", 3, 2, 3])], sets, 16)
 
 
 if __name__ == "__main__":
