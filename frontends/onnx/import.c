@@ -3654,6 +3654,9 @@ static rx_status do_stft(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(scalar_input(I, n, 1, &step));
   if (!W && input(n, 3)) RX_RETURN_IF_ERROR(scalar_input(I, n, 3, &W));
   if (!W) return node_err(I, n, "needs a window or a frame_length");
+  if ((step->kind == RX_EXPR_CONST && step->value < 1) ||
+      (W->kind == RX_EXPR_CONST && W->value < 1))
+    return node_err(I, n, "frame_step and the frame length must be positive");
   const rx_expr *F = rx_sym_add(
       I->m, rx_sym_floordiv(I->m, rx_sym_sub(I->m, si->shape[1], W), step), rx_sym_const(I->m, 1));
   rx_node *fi, *wv, *x, *a[2];
