@@ -1,8 +1,10 @@
-/* ops/signal.c: detection and text-feature ops whose results come from an inherently serial
- * walk over their input: non_max_suppression (greedy box selection, ONNX NonMaxSuppression) and
- * tfidf (n-gram counts over a pool of integer n-grams, ONNX TfIdfVectorizer). Each has its shape
- * deduction and its generator (named in ops.def); the programs are loops of one thread or one
- * thread per output point, which the fallback schedule rule runs as they are. */
+/* ops/signal.c: signal, detection and text-feature ops whose programs are loops that ONNX's
+ * reference runs serially: dft (a direct sum per output point, ONNX DFT and STFT),
+ * non_max_suppression (greedy box selection, ONNX NonMaxSuppression), roi_align (bilinear
+ * samples per bin, ONNX RoiAlign) and tfidf (n-gram counts over a pool of integer n-grams, ONNX
+ * TfIdfVectorizer). Each has its shape deduction and its generator (named in ops.def); the
+ * programs are one thread, or one thread per output point, which the fallback schedule rule runs
+ * as they are. */
 #include "deduce.h"
 #include "legalize_int.h"
 
