@@ -98,4 +98,8 @@ void lz_gen_attention_merge(lz_ctx *l);
 void lz_gen_quant_matmul(lz_ctx *l);
 void lz_gen_quant_take(lz_ctx *l);
 
+/* ops/scatter.c */
+void lz_gen_scatter_elements(lz_ctx *l);
+void lz_gen_einsum(lz_ctx *l);
+
 #endif

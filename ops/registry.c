@@ -39,6 +39,13 @@ static const rx_attr_schema attrs_strided_slice[] = {
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_take[] = {
     {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_scatter[] = {
+    {"axis", RX_ATTR_INT, false, "the scattered axis (default 0)"},
+    {"reduction", RX_ATTR_STR, false, "\"none\" (default), \"add\", \"mul\", \"min\" or \"max\""},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_einsum[] = {
+    {"equation", RX_ATTR_STR, true, "explicit, letters only: \"ij,jk->ik\""},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_reduce[] = {
     {"axes", RX_ATTR_INTS, false, "reduced axes (default: all)"},
     {"keepdims", RX_ATTR_BOOL, false, "keep reduced dims as 1 (default false)"},
