@@ -3707,6 +3707,41 @@ static rx_status do_einsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* BatchNormalization with training_mode=1: Y normalized by the batch's own mean and (biased)
+ * variance over every axis but 1, and the running mean and variance outputs, each input_mean /
+ * input_var * momentum + the batch's * (1 - momentum) (the ONNX reference) */
+static rx_status batch_norm_training(imp *I, const Onnx__NodeProto *n) {
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 2, SYM_MAX, &xs));
+  int64_t axes[SYM_MAX];
+  int na = 0;
+  for (int k = 0; k < xs->ndim; k++)
+    if (k != 1) axes[na++] = k;
+  double mom = onnx_attr_f(n, "momentum", 0.9);
+  rx_node *a[5] = {0}, *mu, *d, *var, *t;
+  rx_var *r = NULL;
+  for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", axes, na),
+                          rx_attr_bool(I->m, "keepdims", true)};
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &a[0], 1, at, 2, &mu, NULL));
+  EX2("subtract", a[0], mu, d);
+  EX2("multiply", d, d, d);
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &d, 1, at, 1, &var, NULL));
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &a[0], 1, at, 1, &mu, NULL));
+  rx_node *y[5] = {a[0], a[1], a[2], mu, var};
+  const rx_attr *ea = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
+  RX_RETURN_IF_ERROR(emit(I, n, "batch_norm", y, 5, &ea, 1, &r));
+  def_tensor(I, n, r);
+  for (int k = 1; k < 3 && k < (int)n->n_output; k++) {
+    if (!n->output[k] || !n->output[k][0]) continue;
+    EX2("multiply", a[2 + k], FL(mom), t);
+    EX2("multiply", k == 1 ? mu : var, FL(1 - mom), d);
+    EX2("add", t, d, t);
+    def_named(I, n->output[k], r);
+  }
+  return NULL;
+}
+
 /* IsInf (|x| beyond the largest finite f32, or x beyond it on the detected side), Round (half
  * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
  * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
@@ -3832,8 +3867,7 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
-  if (onnx_attr_i(n, "training_mode", 0))
-    return node_err(I, n, "training_mode=1 is not supported (inference only)");
+  if (onnx_attr_i(n, "training_mode", 0)) return batch_norm_training(I, n);
   for (size_t k = 1; k < n->n_output; k++)
     if (n->output[k] && n->output[k][0])
       return node_err(I, n, "the running mean / variance outputs are not supported");
@@ -3877,7 +3911,7 @@ static const onnx_op onnx_ops[] = {
     {"Atan", do_unary, "atan", 7, 0, NULL},
     {"Atanh", do_formula, "atanh", 9, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
-    {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
+    {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference; training_mode=1 with the running mean and variance"},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
     {"Cast", do_cast, NULL, 6, 0, NULL},
     {"Celu", do_act, "celu", 12, 0, NULL},
