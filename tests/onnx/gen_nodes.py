@@ -419,6 +419,99 @@ def main():
               [("pads", np.array([1, 0, 2, 1], np.int64)), ("reps", np.array([2, 2], np.int64))],
               [("x", np.float32, ["n", 3])],
               [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
+    scatter_einsum_cases(np.random.default_rng(1717))
+
+
+def scatter_einsum_cases(rng):
+    """ScatterElements (duplicates combined by add and max, negative indices), ScatterND (mul),
+    Einsum, ReverseSequence, MaxUnpool and BatchNormalization's training mode over symbolic
+    dims, each run at two sizes"""
+    def scatter(x, idx, upd, axis, red):
+        y = x.copy()
+        for j in np.ndindex(*idx.shape):
+            t = list(j)
+            t[axis] = idx[j] % x.shape[axis]
+            t = tuple(t)
+            y[t] = {"add": y[t] + upd[j], "max": max(y[t], upd[j]), "mul": y[t] * upd[j]}[red]
+        return y
+    for red, axis, opset in (("add", 0, 16), ("max", 1, 18)):
+        sets = []
+        for n, m in ((4, 6), (2, 3)):
+            x = rng.standard_normal((n, 5) if axis == 0 else (5, n)).astype(np.float32)
+            shp = (m, 5) if axis == 0 else (5, m)
+            idx = rng.integers(-n, n, size=shp).astype(np.int64)
+            upd = rng.standard_normal(shp).astype(np.float32)
+            sets.append(([x, idx, upd], [scatter(x, idx, upd, axis, red)]))
+        dims = (["n", 5], ["m", 5]) if axis == 0 else ([5, "n"], [5, "m"])
+        save_case("test_rx_scatter_elements_%s_symbolic" % red,
+                  [node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, reduction=red)], [],
+                  [("x", np.float32, dims[0]), ("i", np.int64, dims[1]),
+                   ("u", np.float32, dims[1])], [("y", np.float32, dims[0])], sets, opset)
+    sets = []
+    for n, k in ((3, 5), (2, 1)):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        idx = rng.integers(-n, n, size=(k, 1)).astype(np.int64)
+        upd = rng.standard_normal((k, 3, 4)).astype(np.float32)
+        y = x.copy()
+        for j in range(k):
+            y[idx[j, 0]] *= upd[j]
+        sets.append(([x, idx, upd], [y]))
+    save_case("test_rx_scatternd_mul_symbolic",
+              [node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul")], [],
+              [("x", np.float32, ["n", 3, 4]), ("i", np.int64, ["k", 1]),
+               ("u", np.float32, ["k", 3, 4])], [("y", np.float32, ["n", 3, 4])], sets, 16)
+    sets = []
+    for b, i in ((2, 3), (1, 1)):
+        a = rng.standard_normal((b, i, 4)).astype(np.float32)
+        c = rng.standard_normal((b, 4, 5)).astype(np.float32)
+        sets.append(([a, c], [np.einsum("bij,bjk->bik", a, c), np.einsum("...ij->...j", a)]))
+    save_case("test_rx_einsum_symbolic",
+              [node("Einsum", ["a", "c"], ["y"], equation="bij, bjk -> bik"),
+               node("Einsum", ["a"], ["s"], equation="...ij->...j")], [],
+              [("a", np.float32, ["b", "i", 4]), ("c", np.float32, ["b", 4, 5])],
+              [("y", np.float32, ["b", "i", 5]), ("s", np.float32, ["b", 4])], sets, 12)
+    sets = []
+    for t in (5, 2):
+        x = rng.standard_normal((3, t, 2)).astype(np.float32)
+        lens = rng.integers(1, t + 1, size=3).astype(np.int64)
+        y = x.copy()
+        for b in range(3):
+            y[b, :lens[b]] = x[b, :lens[b]][::-1]
+        sets.append(([x, lens], [y]))
+    save_case("test_rx_reverse_sequence_symbolic",
+              [node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1)], [],
+              [("x", np.float32, [3, "t", 2]), ("lens", np.int64, [3])],
+              [("y", np.float32, [3, "t", 2])], sets, 10)
+    sets = []
+    for n in (2, 1):  # one position per 2x2 window of the [n, 2, 4, 4] default output
+        x = rng.standard_normal((n, 2, 2, 2)).astype(np.float32)
+        r, c = rng.integers(0, 2, size=(2, n, 2, 2, 2))
+        pos = np.zeros((n, 2, 2, 2), np.int64)
+        y = np.zeros((n, 2, 4, 4), np.float32)
+        for j in np.ndindex(n, 2, 2, 2):
+            h, w = 2 * j[2] + r[j], 2 * j[3] + c[j]
+            pos[j] = ((j[0] * 2 + j[1]) * 4 + h) * 4 + w
+            y[j[0], j[1], h, w] = x[j]
+        sets.append(([x, pos], [y]))
+    save_case("test_rx_maxunpool_symbolic",
+              [node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], [],
+              [("x", np.float32, ["n", 2, 2, 2]), ("i", np.int64, ["n", 2, 2, 2])],
+              [("y", np.float32, ["n", 2, 4, 4])], sets, 11)
+    sc, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    mean, var = rng.standard_normal(3).astype(np.float32), rng.random(3).astype(np.float32) + 0.5
+    sets = []
+    for n, h in ((2, 5), (1, 3)):
+        x = rng.standard_normal((n, 3, h)).astype(np.float32)
+        mu, v = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+        y = (x - mu[:, None]) / np.sqrt(v[:, None] + 1e-5) * sc[:, None] + bias[:, None]
+        sets.append(([x], [y.astype(np.float32), (mean * 0.8 + mu * 0.2).astype(np.float32),
+                           (var * 0.8 + v * 0.2).astype(np.float32)]))
+    save_case("test_rx_batchnorm_training_symbolic",
+              [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                    momentum=0.8, training_mode=1)],
+              [("s", sc), ("b", bias), ("m", mean), ("v", var)], [("x", np.float32, ["n", 3, "h"])],
+              [("y", np.float32, ["n", 3, "h"]), ("rm", np.float32, [3]), ("rv", np.float32, [3])],
+              sets, 15)
 
 
 if __name__ == "__main__":
