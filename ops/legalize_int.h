@@ -101,5 +101,7 @@ void lz_gen_quant_take(lz_ctx *l);
 /* ops/scatter.c */
 void lz_gen_scatter_elements(lz_ctx *l);
 void lz_gen_einsum(lz_ctx *l);
+/* ops/grid_sample.c */
+void lz_gen_grid_sample(lz_ctx *l);
 
 #endif

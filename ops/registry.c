@@ -46,6 +46,12 @@ static const rx_attr_schema attrs_scatter[] = {
 static const rx_attr_schema attrs_einsum[] = {
     {"equation", RX_ATTR_STR, true, "explicit, letters only: \"ij,jk->ik\""},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_grid_sample[] = {
+    {"mode", RX_ATTR_STR, false, "\"bilinear\" (default), \"nearest\" or \"bicubic\""},
+    {"padding_mode", RX_ATTR_STR, false, "\"zeros\" (default), \"border\" or \"reflection\""},
+    {"align_corners", RX_ATTR_BOOL, false,
+     "-1 and 1 are the corner pixels' centers (default false: their edges)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_reduce[] = {
     {"axes", RX_ATTR_INTS, false, "reduced axes (default: all)"},
     {"keepdims", RX_ATTR_BOOL, false, "keep reduced dims as 1 (default false)"},

@@ -3742,6 +3742,31 @@ static rx_status batch_norm_training(imp *I, const Onnx__NodeProto *n) {
   return NULL;
 }
 
+/* GridSample (4-D): grid_sample; opset 20's "linear" and "cubic" are 16's "bilinear" and
+ * "bicubic" */
+static rx_status do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  static const char *const modes[] = {"bilinear", "nearest", "bicubic", "linear", "cubic"};
+  static const char *const pads[] = {"zeros", "border", "reflection"};
+  static const int canon[] = {0, 1, 2, 0, 2};
+  int mode = attr_choice(n, "mode", modes, 5, 0), pad = attr_choice(n, "padding_mode", pads, 3, 0);
+  if (mode < 0 || pad < 0)
+    return node_err(
+        I, n,
+        "mode must be bilinear, nearest or bicubic and padding_mode zeros, border or reflection");
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 4, 4, &xs));
+  rx_node *a[2];
+  for (int k = 0; k < 2; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  const rx_attr *at[3] = {
+      rx_attr_str(I->m, "mode", modes[canon[mode]]), rx_attr_str(I->m, "padding_mode", pads[pad]),
+      rx_attr_bool(I->m, "align_corners", onnx_attr_i(n, "align_corners", 0) != 0)};
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(emit(I, n, "grid_sample", a, 2, at, 3, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* IsInf (|x| beyond the largest finite f32, or x beyond it on the detected side), Round (half
  * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
  * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
@@ -3946,6 +3971,7 @@ static const onnx_op onnx_ops[] = {
     {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"GridSample", do_grid_sample, NULL, 16, 0, "4-D: nearest, bilinear, bicubic; zeros, border, reflection"},
     {"Hardmax", do_hardmax, NULL, 1, 0, NULL},
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},

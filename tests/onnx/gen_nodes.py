@@ -424,8 +424,8 @@ def main():
 
 def scatter_einsum_cases(rng):
     """ScatterElements (duplicates combined by add and max, negative indices), ScatterND (mul),
-    Einsum, ReverseSequence, MaxUnpool and BatchNormalization's training mode over symbolic
-    dims, each run at two sizes"""
+    Einsum, ReverseSequence, MaxUnpool, GridSample and BatchNormalization's training mode over
+    symbolic dims, each run at two sizes"""
     def scatter(x, idx, upd, axis, red):
         y = x.copy()
         for j in np.ndindex(*idx.shape):
@@ -497,6 +497,26 @@ def scatter_einsum_cases(rng):
               [node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], [],
               [("x", np.float32, ["n", 2, 2, 2]), ("i", np.int64, ["n", 2, 2, 2])],
               [("y", np.float32, ["n", 2, 4, 4])], sets, 11)
+    # GridSample, bilinear with border padding, over symbolic N, H, W and output dims
+    sets = []
+    for n, h, w, ho, wo in ((2, 3, 4, 2, 5), (1, 5, 2, 3, 1)):
+        x = rng.standard_normal((n, 2, h, w)).astype(np.float32)
+        grid = rng.uniform(-1.3, 1.3, size=(n, ho, wo, 2)).astype(np.float32)
+        px = np.clip(((grid[..., 0] + 1) * w - 1) / 2, 0, w - 1)
+        py = np.clip(((grid[..., 1] + 1) * h - 1) / 2, 0, h - 1)
+        x0, y0 = np.floor(px).astype(int), np.floor(py).astype(int)
+        fx, fy = px - x0, py - y0
+        y = np.zeros((n, 2, ho, wo), np.float64)
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                yi, xi = np.minimum(y0 + dy, h - 1), np.minimum(x0 + dx, w - 1)
+                for b in range(n):
+                    y[b] += (wy * wx)[b] * x[b][:, yi[b], xi[b]]
+        sets.append(([x, grid], [y.astype(np.float32)]))
+    save_case("test_rx_gridsample_border_symbolic",
+              [node("GridSample", ["x", "grid"], ["y"], padding_mode="border")], [],
+              [("x", np.float32, ["n", 2, "h", "w"]), ("grid", np.float32, ["n", "p", "q", 2])],
+              [("y", np.float32, ["n", 2, "p", "q"])], sets, 16)
     sc, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     mean, var = rng.standard_normal(3).astype(np.float32), rng.random(3).astype(np.float32) + 0.5
     sets = []
