@@ -3767,6 +3767,17 @@ static rx_status do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *ro
   return NULL;
 }
 
+/* Det: det (a constant matrix size of at most 16) */
+static rx_status do_det(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(emit(I, n, "det", &x, 1, NULL, 0, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 /* IsInf (|x| beyond the largest finite f32, or x beyond it on the detected side), Round (half
  * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
  * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
@@ -3951,6 +3962,7 @@ static const onnx_op onnx_ops[] = {
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
+    {"Det", do_det, NULL, 11, 0, "matrices of a constant size up to 16"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
     {"Einsum", do_einsum, NULL, 12, 0, "1 to 3 operands"},

@@ -424,7 +424,7 @@ def main():
 
 def scatter_einsum_cases(rng):
     """ScatterElements (duplicates combined by add and max, negative indices), ScatterND (mul),
-    Einsum, ReverseSequence, MaxUnpool, GridSample and BatchNormalization's training mode over
+    Einsum, ReverseSequence, MaxUnpool, GridSample, Det and BatchNormalization's training mode over
     symbolic dims, each run at two sizes"""
     def scatter(x, idx, upd, axis, red):
         y = x.copy()
@@ -517,6 +517,14 @@ def scatter_einsum_cases(rng):
               [node("GridSample", ["x", "grid"], ["y"], padding_mode="border")], [],
               [("x", np.float32, ["n", 2, "h", "w"]), ("grid", np.float32, ["n", "p", "q", 2])],
               [("y", np.float32, ["n", 2, "p", "q"])], sets, 16)
+    # Det of [b, 5, 5] matrices (pivoting: a zero on the diagonal) over a symbolic batch
+    sets = []
+    for b in (3, 1):
+        x = rng.standard_normal((b, 5, 5)).astype(np.float32)
+        x[:, 0, 0] = 0
+        sets.append(([x], [np.linalg.det(x.astype(np.float64)).astype(np.float32)]))
+    save_case("test_rx_det_symbolic", [node("Det", ["x"], ["y"])], [],
+              [("x", np.float32, ["b", 5, 5])], [("y", np.float32, ["b"])], sets, 11)
     sc, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     mean, var = rng.standard_normal(3).astype(np.float32), rng.random(3).astype(np.float32) + 0.5
     sets = []
