@@ -123,6 +123,14 @@ static const rx_attr_schema attrs_pool[] = {
     {"count_include_pad", RX_ATTR_BOOL, false,
      "avg_pool2d: divide by kh * kw (true, default) or by the in-bounds count (false)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_pool_index[] = {
+    {"kernel", RX_ATTR_INTS, true, "[kh, kw]"},
+    {"strides", RX_ATTR_INTS, false, "[sh, sw] (default: kernel)"},
+    {"padding", RX_ATTR_INTS, false, "[ph, pw] or [top, left, bottom, right] (default 0)"},
+    {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
+    {"storage_order", RX_ATTR_INT, false,
+     "0: [N, C, H, W] row-major (default); 1: H and W swapped"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_batch_norm[] = {
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
     {"axis", RX_ATTR_INT, false, "the channel axis (default 1)"},

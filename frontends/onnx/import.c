@@ -2420,6 +2420,22 @@ static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node
   return exa(I, n, op, &x, 1, at, op[0] == 'm' ? 4 : 5, out, last);
 }
 
+/* MaxPool's Indices output (2-D): max_pool2d_index over the node's window */
+static rx_status pool_indices(imp *I, const Onnx__NodeProto *n, const win *w) {
+  int64_t kern[2], st[2], dil[2], pads[4];
+  win2(w, 0, 1, kern, st, dil, pads);
+  const rx_attr *at[5] = {
+      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
+      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
+      rx_attr_int(I->m, "storage_order", onnx_attr_i(n, "storage_order", 0))};
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(exa(I, n, "max_pool2d_index", &x, 1, at, 5, &x, &r));
+  def_named(I, n->output[1], r);
+  return NULL;
+}
+
 /* MaxPool, AveragePool and LpPool over 1, 2 or 3 spatial dims: 1-D as 2-D over [N, C, 1, L];
  * 3-D as a 2-D pool over (H, W) of [N, C D, H, W], then one over (D, 1) of [N, C, D, OH OW]
  * (both max and the mean, over the window or over its in-bounds part, split that way). LpPool:
@@ -2430,9 +2446,9 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type[0] == 'M' ? "max_pool2d" : "avg_pool2d";
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
-  if (onnx_attr_i(n, "storage_order", 0)) return node_err(I, n, "storage_order=1 is not supported");
-  if (n->n_output > 1 && n->output[1] && n->output[1][0])
-    return node_err(I, n, "the Indices output is not supported");
+  bool want_idx = n->n_output > 1 && n->output[1] && n->output[1][0];
+  if (want_idx && (op[0] != 'm' || xs->ndim != 4))
+    return node_err(I, n, "the Indices output is supported for 2-D MaxPool only");
   const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
   if (!ka || (int)ka->n_ints != xs->ndim - 2)
     return node_err(I, n, "kernel_shape of %d values is required", xs->ndim - 2);
@@ -2492,7 +2508,7 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (p != 1) EX2("power", x, FL(1.0 / p), x);
   }
   def_tensor(I, n, r);
-  return NULL;
+  return want_idx ? pool_indices(I, n, &w) : NULL;
 }
 /* x with stride - 1 zeros after each element along axis (a reshape of the concat of x and
  * zeros along a new axis after it). */
@@ -4001,7 +4017,7 @@ static const onnx_op onnx_ops[] = {
     {"LRN", do_lrn, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
-    {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; no Indices output"},
+    {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; Indices: 2-D"},
     {"MaxUnpool", do_max_unpool, NULL, 9, 0, NULL},
     {"Mean", do_variadic, "mean", 1, 0, NULL},
     {"MeanVarianceNormalization", do_instance_norm, "mvn", 9, 0, NULL},

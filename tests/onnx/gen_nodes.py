@@ -424,8 +424,8 @@ def main():
 
 def scatter_einsum_cases(rng):
     """ScatterElements (duplicates combined by add and max, negative indices), ScatterND (mul),
-    Einsum, ReverseSequence, MaxUnpool, GridSample, Det and BatchNormalization's training mode over
-    symbolic dims, each run at two sizes"""
+    Einsum, ReverseSequence, MaxUnpool, GridSample, Det, MaxPool's Indices and
+    BatchNormalization's training mode over symbolic dims, each run at two sizes"""
     def scatter(x, idx, upd, axis, red):
         y = x.copy()
         for j in np.ndindex(*idx.shape):
@@ -525,6 +525,26 @@ def scatter_einsum_cases(rng):
         sets.append(([x], [np.linalg.det(x.astype(np.float64)).astype(np.float32)]))
     save_case("test_rx_det_symbolic", [node("Det", ["x"], ["y"])], [],
               [("x", np.float32, ["b", 5, 5])], [("y", np.float32, ["b"])], sets, 11)
+    # MaxPool's Indices (3x3 windows, stride 2, pads 1) over symbolic H and W, both orders
+    for order in (0, 1):
+        sets = []
+        for h, w in ((5, 6), (3, 4)):
+            x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+            oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+            yv, yi = np.zeros((1, 2, oh, ow), np.float32), np.zeros((1, 2, oh, ow), np.int64)
+            for c, i, j in np.ndindex(2, oh, ow):
+                best = None
+                for a, b in np.ndindex(3, 3):
+                    r, q = 2 * i - 1 + a, 2 * j - 1 + b
+                    if 0 <= r < h and 0 <= q < w and (best is None or x[0, c, r, q] > best[0]):
+                        best = (x[0, c, r, q], (c * w + q) * h + r if order else (c * h + r) * w + q)
+                yv[0, c, i, j], yi[0, c, i, j] = best
+            sets.append(([x], [yv, yi]))
+        save_case("test_rx_maxpool_indices_order%d_symbolic" % order,
+                  [node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3], strides=[2, 2],
+                        pads=[1, 1, 1, 1], storage_order=order)], [],
+                  [("x", np.float32, [1, 2, "h", "w"])],
+                  [("y", np.float32, [1, 2, "p", "q"]), ("i", np.int64, [1, 2, "p", "q"])], sets, 12)
     sc, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     mean, var = rng.standard_normal(3).astype(np.float32), rng.random(3).astype(np.float32) + 0.5
     sets = []
