@@ -86,8 +86,13 @@ typedef struct cg_lang {
   const char *f32_suffix;              /* "f" or "" */
   const char *f64_suffix;              /* "" or "lf" (GLSL: a bare literal is a float) */
   bool c_casts;                        /* (T)(x) rather than T(x) */
-  const char *let_prefix;              /* "const " or "" */
-  const char *thread_idx[3];           /* expressions of the thread index per axis (unsigned) */
+  /* an i32 value becomes an i64 through the helper rx_i64 (the 64-bit integer packed from the
+   * value and its sign word), not a conversion: lavapipe (Mesa 22-24) compares a converted
+   * int64_t(x) with a constant wrongly (int64_t(x) <= 2l is false for every x; ONNX's
+   * test_tril_one_row_neg) */
+  bool i64_by_halves;
+  const char *let_prefix;    /* "const " or "" */
+  const char *thread_idx[3]; /* expressions of the thread index per axis (unsigned) */
   const char *block_idx[3];
   const char *barrier;   /* statement text */
   const char *unroll;    /* line before an unrolled loop, or NULL */
@@ -172,6 +177,7 @@ struct cg_printer {
 enum { /* cg_printer.need */
        CG_NEED_ERF,
        CG_NEED_ASIN,
+       CG_NEED_I64_HALVES,
        CG_NEED_FLOORDIV_IDX,
        CG_NEED_FLOORDIV_I32,
        CG_NEED_FLOORDIV_I64,

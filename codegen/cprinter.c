@@ -313,6 +313,17 @@ static void plain_cast(cg_printer *p, rx_strbuf *o, rx_dtype to, const char *s) 
     rx_strbuf_printf(o, "%s(%s)", tname(p, to), s);
 }
 
+/* cg_lang.i64_by_halves: rx_i64(x), x's bits below its sign word's */
+static void need_i64_halves(cg_printer *p) {
+  if (p->need[CG_NEED_I64_HALVES]) return;
+  p->need[CG_NEED_I64_HALVES] = true;
+  rx_strbuf_printf(&p->helpers,
+                   "%sint64_t rx_i64(int x) {\n"
+                   "  return packInt2x32(ivec2(x, x >> 31));\n"
+                   "}\n",
+                   p->L->fn_prefix);
+}
+
 static void pcast(cg_printer *p, rx_strbuf *o, rx_dtype from, rx_dtype to, const char *s) {
   const cg_lang *L = p->L;
   if (from == to) {
@@ -353,6 +364,9 @@ static void pcast(cg_printer *p, rx_strbuf *o, rx_dtype from, rx_dtype to, const
       rx_strbuf_printf(o, L->from_f32[to], f32s);
     } else
       plain_cast(p, o, to, f32s);
+  } else if (L->i64_by_halves && from == RX_DTYPE_I32 && to == RX_DTYPE_I64) {
+    need_i64_halves(p);
+    rx_strbuf_printf(o, "rx_i64(%s)", s);
   } else {
     plain_cast(p, o, to, s);
   }

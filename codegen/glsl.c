@@ -762,6 +762,7 @@ const cg_lang cg_glsl = {
     .f64_suffix = "lf",
     .f32_suffix = "f",
     .c_casts = false,
+    .i64_by_halves = true,
     .let_prefix = "const ",
     .thread_idx = {"gl_LocalInvocationID.x", "gl_LocalInvocationID.y", "gl_LocalInvocationID.z"},
     .block_idx = {"gl_WorkGroupID.x", "gl_WorkGroupID.y", "gl_WorkGroupID.z"},

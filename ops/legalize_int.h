@@ -103,4 +103,14 @@ void lz_gen_nms(lz_ctx *l);
 void lz_gen_roi_align(lz_ctx *l);
 void lz_gen_tfidf(lz_ctx *l);
 
+/* ops/scatter.c */
+void lz_gen_scatter_elements(lz_ctx *l);
+void lz_gen_einsum(lz_ctx *l);
+/* ops/det.c */
+void lz_gen_det(lz_ctx *l);
+/* ops/pool_index.c */
+void lz_gen_max_pool2d_index(lz_ctx *l);
+/* ops/grid_sample.c */
+void lz_gen_grid_sample(lz_ctx *l);
+
 #endif

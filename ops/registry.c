@@ -39,6 +39,19 @@ static const rx_attr_schema attrs_strided_slice[] = {
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_take[] = {
     {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_scatter[] = {
+    {"axis", RX_ATTR_INT, false, "the scattered axis (default 0)"},
+    {"reduction", RX_ATTR_STR, false, "\"none\" (default), \"add\", \"mul\", \"min\" or \"max\""},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_einsum[] = {
+    {"equation", RX_ATTR_STR, true, "explicit, letters only: \"ij,jk->ik\""},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_grid_sample[] = {
+    {"mode", RX_ATTR_STR, false, "\"bilinear\" (default), \"nearest\" or \"bicubic\""},
+    {"padding_mode", RX_ATTR_STR, false, "\"zeros\" (default), \"border\" or \"reflection\""},
+    {"align_corners", RX_ATTR_BOOL, false,
+     "-1 and 1 are the corner pixels' centers (default false: their edges)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_reduce[] = {
     {"axes", RX_ATTR_INTS, false, "reduced axes (default: all)"},
     {"keepdims", RX_ATTR_BOOL, false, "keep reduced dims as 1 (default false)"},
@@ -109,6 +122,14 @@ static const rx_attr_schema attrs_pool[] = {
     {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
     {"count_include_pad", RX_ATTR_BOOL, false,
      "avg_pool2d: divide by kh * kw (true, default) or by the in-bounds count (false)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_pool_index[] = {
+    {"kernel", RX_ATTR_INTS, true, "[kh, kw]"},
+    {"strides", RX_ATTR_INTS, false, "[sh, sw] (default: kernel)"},
+    {"padding", RX_ATTR_INTS, false, "[ph, pw] or [top, left, bottom, right] (default 0)"},
+    {"dilation", RX_ATTR_INTS, false, "[dh, dw] (default [1, 1])"},
+    {"storage_order", RX_ATTR_INT, false,
+     "0: [N, C, H, W] row-major (default); 1: H and W swapped"},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_batch_norm[] = {
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},

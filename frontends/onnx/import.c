@@ -18,6 +18,7 @@
 
 #include "proto.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2419,6 +2420,22 @@ static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node
   return exa(I, n, op, &x, 1, at, op[0] == 'm' ? 4 : 5, out, last);
 }
 
+/* MaxPool's Indices output (2-D): max_pool2d_index over the node's window */
+static rx_status pool_indices(imp *I, const Onnx__NodeProto *n, const win *w) {
+  int64_t kern[2], st[2], dil[2], pads[4];
+  win2(w, 0, 1, kern, st, dil, pads);
+  const rx_attr *at[5] = {
+      rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
+      rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
+      rx_attr_int(I->m, "storage_order", onnx_attr_i(n, "storage_order", 0))};
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(exa(I, n, "max_pool2d_index", &x, 1, at, 5, &x, &r));
+  def_named(I, n->output[1], r);
+  return NULL;
+}
+
 /* MaxPool, AveragePool and LpPool over 1, 2 or 3 spatial dims: 1-D as 2-D over [N, C, 1, L];
  * 3-D as a 2-D pool over (H, W) of [N, C D, H, W], then one over (D, 1) of [N, C, D, OH OW]
  * (both max and the mean, over the window or over its in-bounds part, split that way). LpPool:
@@ -2429,9 +2446,9 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type[0] == 'M' ? "max_pool2d" : "avg_pool2d";
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
-  if (onnx_attr_i(n, "storage_order", 0)) return node_err(I, n, "storage_order=1 is not supported");
-  if (n->n_output > 1 && n->output[1] && n->output[1][0])
-    return node_err(I, n, "the Indices output is not supported");
+  bool want_idx = n->n_output > 1 && n->output[1] && n->output[1][0];
+  if (want_idx && (op[0] != 'm' || xs->ndim != 4))
+    return node_err(I, n, "the Indices output is supported for 2-D MaxPool only");
   const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
   if (!ka || (int)ka->n_ints != xs->ndim - 2)
     return node_err(I, n, "kernel_shape of %d values is required", xs->ndim - 2);
@@ -2491,7 +2508,7 @@ static rx_status do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (p != 1) EX2("power", x, FL(1.0 / p), x);
   }
   def_tensor(I, n, r);
-  return NULL;
+  return want_idx ? pool_indices(I, n, &w) : NULL;
 }
 /* x with stride - 1 zeros after each element along axis (a reshape of the concat of x and
  * zeros along a new axis after it). */
@@ -3355,6 +3372,45 @@ static rx_status do_eye_like(imp *I, const Onnx__NodeProto *n, const char *rop) 
   return NULL;
 }
 
+/* The flat index of each index vector (the last axis of indices, m values for data's dims
+ * from b on): the sum of each index (negative counted from its dim) times its stride in those
+ * dims, squeezed to indices' other dims; *stride the product of the m dims. */
+static rx_status nd_flat_index(imp *I, const Onnx__NodeProto *n, const rx_sinfo *ds,
+                               const rx_sinfo *is, int64_t b, int64_t m, rx_node **out,
+                               const rx_expr **stride) {
+  rx_var *r = NULL;
+  rx_node *idx, *lin = NULL, *t, *u;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &idx));
+  int64_t last = is->ndim - 1;
+  *stride = rx_sym_const(I->m, 1);
+  for (int64_t k = m - 1; k >= 0; k--) { /* idx[..., k] * stride, summed */
+    const rx_expr *d = ds->shape[b + k], *bk = rx_sym_const(I->m, k),
+                  *ek = rx_sym_const(I->m, k + 1);
+    const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &last, 1),
+                            rx_attr_exprs(I->m, "begin", &bk, 1),
+                            rx_attr_exprs(I->m, "end", &ek, 1)};
+    RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &idx, 1, sa, 3, &r));
+    t = rx_arg_var(I->b, r);
+    const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+    if (is->dtype != RX_DTYPE_I64) {
+      RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &ca, 1, &r));
+      t = rx_arg_var(I->b, r);
+    }
+    EX2("less", t, I64(rx_sym_const(I->m, 0)), u);
+    rx_node *w;
+    EX2("add", t, I64(d), w);
+    EX3("where", u, w, t, t);
+    EX2("multiply", t, I64(*stride), t);
+    if (lin) EX2("add", lin, t, t);
+    lin = t;
+    *stride = rx_sym_mul(I->m, *stride, d);
+  }
+  const rx_attr *sq = rx_attr_ints(I->m, "axes", &last, 1);
+  RX_RETURN_IF_ERROR(emit(I, n, "squeeze", &lin, 1, &sq, 1, &r));
+  *out = rx_arg_var(I->b, r);
+  return NULL;
+}
+
 /* GatherND(data, indices [..., m], batch_dims b): data flattened to [B P, rest...] (B the batch
  * dims' product, P that of the m indexed dims), taken at the flat index: the batch position
  * times P plus the sum over the last axis of indices of each index (negative counted from its
@@ -3375,35 +3431,9 @@ static rx_status do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop)
                     "%d and indices of rank %d",
                     (long long)b, (long long)m, ds->ndim, is->ndim);
   rx_var *r = NULL;
-  rx_node *idx, *lin = NULL, *t, *u;
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &idx));
-  int64_t last = is->ndim - 1;
-  const rx_expr *stride = rx_sym_const(I->m, 1), *batch = rx_sym_const(I->m, 1);
-  for (int64_t k = m - 1; k >= 0; k--) { /* idx[..., k] * stride, summed */
-    const rx_expr *d = ds->shape[b + k], *bk = rx_sym_const(I->m, k),
-                  *ek = rx_sym_const(I->m, k + 1);
-    const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &last, 1),
-                            rx_attr_exprs(I->m, "begin", &bk, 1),
-                            rx_attr_exprs(I->m, "end", &ek, 1)};
-    RX_RETURN_IF_ERROR(emit(I, n, "strided_slice", &idx, 1, sa, 3, &r));
-    t = rx_arg_var(I->b, r);
-    const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-    if (is->dtype != RX_DTYPE_I64) {
-      RX_RETURN_IF_ERROR(emit(I, n, "cast", &t, 1, &ca, 1, &r));
-      t = rx_arg_var(I->b, r);
-    }
-    EX2("less", t, I64(rx_sym_const(I->m, 0)), u);
-    rx_node *w;
-    EX2("add", t, I64(d), w);
-    EX3("where", u, w, t, t);
-    EX2("multiply", t, I64(stride), t);
-    if (lin) EX2("add", lin, t, t);
-    lin = t;
-    stride = rx_sym_mul(I->m, stride, d);
-  }
-  const rx_attr *sq = rx_attr_ints(I->m, "axes", &last, 1);
-  RX_RETURN_IF_ERROR(emit(I, n, "squeeze", &lin, 1, &sq, 1, &r));
-  lin = rx_arg_var(I->b, r);
+  rx_node *lin, *t;
+  const rx_expr *stride, *batch = rx_sym_const(I->m, 1);
+  RX_RETURN_IF_ERROR(nd_flat_index(I, n, ds, is, b, m, &lin, &stride));
   for (int64_t k = 0; k < b; k++) batch = rx_sym_mul(I->m, batch, ds->shape[k]);
   if (b > 0) { /* + the flat batch position times P, arange(B) shaped to the batch dims */
     const rx_expr *bd[SYM_MAX];
@@ -3426,6 +3456,340 @@ static rx_status do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop)
   a[1] = rx_arg_shape(I->b, fd, nf);
   RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
   RX_RETURN_IF_ERROR(take_at(I, n, rx_arg_var(I->b, r), lin, 0, &t, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* ---- scatter and its users, einsum, ReverseSequence (ops/scatter.c) ---- */
+
+static const char *const scatter_reds[] = {"none", "add", "mul", "min", "max"};
+
+/* scatter_elements(x, idx, upd) along axis, combined by the node's reduction attribute */
+static rx_status scatter_to(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_node *idx,
+                            rx_node *upd, int64_t axis, rx_node **out, rx_var **r) {
+  int red = attr_choice(n, "reduction", scatter_reds, (int)RX_ARRAY_LEN(scatter_reds), 0);
+  if (red < 0) return node_err(I, n, "reduction must be none, add, mul, min or max");
+  rx_node *a[3] = {x, idx, upd};
+  const rx_attr *at[2] = {rx_attr_int(I->m, "axis", axis),
+                          rx_attr_str(I->m, "reduction", scatter_reds[red])};
+  return exa(I, n, "scatter_elements", a, 3, at, 2, out, r);
+}
+
+/* ScatterElements and its deprecated alias Scatter: scatter_elements */
+static rx_status do_scatter(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  rx_node *a[3], *t;
+  rx_var *r = NULL;
+  for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  RX_RETURN_IF_ERROR(scatter_to(I, n, a[0], a[1], a[2], onnx_attr_i(n, "axis", 0), &t, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* zeros of dims in dtype dt */
+static rx_status zeros_of(imp *I, const Onnx__NodeProto *n, const rx_expr *const *dims, int k,
+                          rx_dtype dt, rx_node **out) {
+  rx_node *sh = rx_arg_shape(I->b, dims, k);
+  const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
+  return exa(I, n, "zeros", &sh, 1, &at, 1, out, NULL);
+}
+
+/* ScatterND(data, indices [..., m], updates): data flattened to [P, rest...] (P the product of
+ * its first m dims), the updates to [N, rest...] and each index vector's flat index (as
+ * GatherND's) broadcast over rest; scatter_elements along axis 0, reshaped back. */
+static rx_status do_scatter_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *ds = shaped(I, n, 0), *is = shaped(I, n, 1), *us = shaped(I, n, 2);
+  if (!ds || !is || !us || is->ndim < 1)
+    return node_err(I, n, "the shapes of data, indices and updates are not known");
+  const rx_expr *mlast = is->shape[is->ndim - 1];
+  if (mlast->kind != RX_EXPR_CONST)
+    return node_err(I, n, "the last dim of indices must be a constant");
+  int64_t m = mlast->value;
+  if (m < 1 || m > ds->ndim || us->ndim != is->ndim - 1 + ds->ndim - (int)m)
+    return node_err(
+        I, n,
+        "indices of rank %d with %lld values and updates of rank %d do not fit data of rank %d",
+        is->ndim, (long long)m, us->ndim, ds->ndim);
+  rx_var *r = NULL;
+  rx_node *lin, *x, *u, *z;
+  const rx_expr *stride, *nf = rx_sym_const(I->m, 1), *fd[SYM_MAX], *ud[SYM_MAX], *ld[SYM_MAX];
+  RX_RETURN_IF_ERROR(nd_flat_index(I, n, ds, is, 0, m, &lin, &stride));
+  for (int k = 0; k < is->ndim - 1; k++) nf = rx_sym_mul(I->m, nf, is->shape[k]);
+  int nr = ds->ndim - (int)m;
+  fd[0] = stride;
+  ud[0] = ld[0] = nf;
+  for (int k = 0; k < nr; k++) {
+    fd[k + 1] = ud[k + 1] = ds->shape[m + k];
+    ld[k + 1] = rx_sym_const(I->m, 1);
+  }
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, x, fd, nr + 1, &x, NULL));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 2), &u));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, u, ud, nr + 1, &u, NULL));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, lin, ld, nr + 1, &lin, NULL));
+  if (nr > 0) {
+    RX_RETURN_IF_ERROR(zeros_of(I, n, ud, nr + 1, RX_DTYPE_I64, &z));
+    EX2("add", lin, z, lin);
+  }
+  RX_RETURN_IF_ERROR(scatter_to(I, n, x, lin, u, 0, &x, &r));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, x, ds->shape, ds->ndim, &x, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Flat indices over dims `from` re-encoded as flat indices over dims `to` (same rank): each
+ * coordinate taken off by floor division, from the last dim. */
+static rx_status relinearize(imp *I, const Onnx__NodeProto *n, rx_node *idx,
+                             const rx_expr *const *from, const rx_expr *const *to, int rank,
+                             rx_node **out) {
+  rx_var *r = NULL;
+  rx_node *rem = idx, *acc = NULL, *q, *c;
+  const rx_expr *stride = rx_sym_const(I->m, 1);
+  for (int k = rank - 1; k >= 0; k--) {
+    EX2("divide", rem, I64(from[k]), q);
+    EX2("multiply", q, I64(from[k]), c);
+    EX2("subtract", rem, c, c);
+    EX2("multiply", c, I64(stride), c);
+    if (acc) EX2("add", acc, c, c);
+    acc = c;
+    rem = q;
+    stride = rx_sym_mul(I->m, stride, to[k]);
+  }
+  *out = acc;
+  return NULL;
+}
+
+/* MaxUnpool(X, I[, output_shape]): X's values written at I's flat indices into zeros of the
+ * output shape. I counts in the default shape ((in - 1) stride - pads + kernel per spatial dim);
+ * a given output_shape pads that at the end of each dim, so I is re-encoded for it. */
+static rx_status do_max_unpool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, SYM_MAX, &xs));
+  int sp = xs->ndim - 2;
+  int64_t kern[SYM_MAX], st[SYM_MAX], pads[2 * SYM_MAX];
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "kernel_shape", sp, 1, kern));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "strides", sp, 1, st));
+  RX_RETURN_IF_ERROR(ints_attr(I, n, "pads", 2 * sp, 0, pads));
+  const rx_expr *od[SYM_MAX], *dd[SYM_MAX], *total = rx_sym_const(I->m, 1), *in_total = total;
+  dd[0] = od[0] = xs->shape[0];
+  dd[1] = od[1] = xs->shape[1];
+  for (int k = 0; k < sp; k++) {
+    const rx_expr *d = rx_sym_add(I->m, xs->shape[k + 2], rx_sym_const(I->m, -1));
+    d = rx_sym_mul(I->m, d, rx_sym_const(I->m, st[k]));
+    dd[k + 2] = od[k + 2] =
+        rx_sym_add(I->m, d, rx_sym_const(I->m, kern[k] - pads[k] - pads[k + sp]));
+  }
+  if (input(n, 2)) {
+    val *v;
+    RX_RETURN_IF_ERROR(sym_input(I, n, 2, &v));
+    if (v->slen != xs->ndim) return node_err(I, n, "output_shape must have %d values", xs->ndim);
+    for (int k = 0; k < xs->ndim; k++) od[k] = v->s[k];
+  }
+  for (int k = 0; k < xs->ndim; k++) {
+    total = rx_sym_mul(I->m, total, od[k]);
+    in_total = rx_sym_mul(I->m, in_total, xs->shape[k]);
+  }
+  rx_var *r = NULL;
+  rx_node *x, *idx, *z;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &idx));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, x, &in_total, 1, &x, NULL));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, idx, &in_total, 1, &idx, NULL));
+  if (input(n, 2)) RX_RETURN_IF_ERROR(relinearize(I, n, idx, dd, od, xs->ndim, &idx));
+  RX_RETURN_IF_ERROR(zeros_of(I, n, &total, 1, xs->dtype, &z));
+  RX_RETURN_IF_ERROR(scatter_to(I, n, z, idx, x, 0, &z, &r));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, z, od, xs->ndim, &z, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* ReverseSequence(x, sequence_lens [B]): take_along_axis over the time axis at t' = len - 1 - t
+ * for t < len of the batch, t elsewhere */
+static rx_status do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 2, SYM_MAX, &xs));
+  int64_t ta = onnx_attr_i(n, "time_axis", 0), ba = onnx_attr_i(n, "batch_axis", 1);
+  if (ta < 0 || ta > 1 || ba < 0 || ba > 1 || ta == ba)
+    return node_err(I, n, "time_axis and batch_axis must be 0 and 1 or 1 and 0");
+  const rx_expr *td[SYM_MAX], *bd[SYM_MAX];
+  for (int k = 0; k < xs->ndim; k++) {
+    td[k] = k == ta ? xs->shape[k] : rx_sym_const(I->m, 1);
+    bd[k] = k == ba ? xs->shape[k] : rx_sym_const(I->m, 1);
+  }
+  rx_var *r = NULL;
+  rx_node *t, *len, *lt, *rv, *z;
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), xs->shape[ta], &t));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, t, td, xs->ndim, &t, NULL));
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &len));
+  const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
+  RX_RETURN_IF_ERROR(exa(I, n, "cast", &len, 1, &ca, 1, &len, NULL));
+  RX_RETURN_IF_ERROR(reshape_to(I, n, len, bd, xs->ndim, &len, NULL));
+  EX2("less", t, len, lt);
+  EX2("subtract", len, I64(rx_sym_const(I->m, 1)), rv);
+  EX2("subtract", rv, t, rv);
+  EX3("where", lt, rv, t, t);
+  RX_RETURN_IF_ERROR(zeros_of(I, n, xs->shape, xs->ndim, RX_DTYPE_I64, &z));
+  EX2("add", t, z, t);
+  rx_node *a[2];
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  a[1] = t;
+  const rx_attr *at = rx_attr_int(I->m, "axis", ta);
+  RX_RETURN_IF_ERROR(exa(I, n, "take_along_axis", a, 2, &at, 1, &t, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Einsum: the equation made explicit for relaxc's einsum: spaces dropped, each "..." replaced
+ * by unused letters (the last ones of the longest ellipsis, aligned right as broadcasting
+ * does), an implicit output spelled out (the ellipsis, then the letters used once, sorted). */
+static rx_status einsum_equation(imp *I, const Onnx__NodeProto *n, char *out, size_t cap) {
+  const Onnx__AttributeProto *a = onnx_attr(n, "equation");
+  if (!a || !a->has_s || a->s.len == 0 || a->s.len >= 256)
+    return node_err(I, n, "the equation attribute is required");
+  char eq[256];
+  size_t k = 0;
+  for (size_t i = 0; i < a->s.len; i++)
+    if (a->s.data[i] != ' ') eq[k++] = (char)a->s.data[i];
+  eq[k] = 0;
+  int count[128] = {0}, ell = 0, nop = 0, dots = 0;
+  char *arrow = strstr(eq, "->");
+  size_t lhs = arrow ? (size_t)(arrow - eq) : strlen(eq);
+  for (size_t i = 0, term = 0; i <= lhs; i++) { /* letters and each operand's ellipsis rank */
+    if (i == lhs || eq[i] == ',') {
+      const rx_sinfo *si = tsinfo(input(n, (size_t)nop) ? get(I, input(n, (size_t)nop)) : NULL);
+      if (!si || si->ndim < 0) return node_err(I, n, "operand %d's rank is not known", nop);
+      if (dots) ell = si->ndim - (int)term > ell ? si->ndim - (int)term : ell;
+      nop++, term = 0, dots = 0;
+    } else if (eq[i] == '.') {
+      dots = 1;
+    } else if ((unsigned char)eq[i] < 128) {
+      count[(unsigned char)eq[i]]++, term++;
+    }
+  }
+  char el[SYM_MAX + 1] = {0};
+  for (int c = 'A', j = 0; j < ell && c <= 'z'; c++)
+    if (isalpha(c) && !count[c] && !strchr(eq, c)) el[j++] = (char)c;
+  if ((int)strlen(el) < ell || ell > SYM_MAX)
+    return node_err(I, n, "the ellipsis covers too many dims");
+  rx_strbuf sb = {0};
+  nop = 0;
+  for (size_t i = 0, term = 0; i < lhs; i++) {
+    if (eq[i] == ',') nop++, term = 0;
+    if (eq[i] == '.' && eq[i + 1] == '.' && eq[i + 2] == '.') {
+      const rx_sinfo *si = tsinfo(get(I, input(n, (size_t)nop)));
+      int have = 0;
+      for (size_t j = i + 3; j < lhs && eq[j] != ','; j++) have++;
+      int e = si->ndim - (int)term - have;
+      rx_strbuf_append(&sb, el + ell - (e > 0 ? e : 0));
+      i += 2;
+      continue;
+    }
+    term++;
+    rx_strbuf_putc(&sb, eq[i]);
+  }
+  rx_strbuf_append(&sb, "->");
+  if (arrow) {
+    for (const char *p = arrow + 2; *p; p++)
+      if (*p == '.' && p[1] == '.' && p[2] == '.')
+        rx_strbuf_append(&sb, el), p += 2;
+      else
+        rx_strbuf_putc(&sb, *p);
+  } else {
+    rx_strbuf_append(&sb, el);
+    for (int c = 'A'; c <= 'z'; c++)
+      if (isalpha(c) && count[c] == 1) rx_strbuf_putc(&sb, (char)c);
+  }
+  snprintf(out, cap, "%s", sb.data);
+  bool fit = sb.len < cap;
+  rx_strbuf_free(&sb);
+  return fit ? NULL : node_err(I, n, "the equation is too long");
+}
+
+static rx_status do_einsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  if (n->n_input < 1 || n->n_input > 3)
+    return node_err(I, n, "1 to 3 operands are supported, got %zu", n->n_input);
+  char eq[320];
+  RX_RETURN_IF_ERROR(einsum_equation(I, n, eq, sizeof eq));
+  rx_node *a[3];
+  for (size_t k = 0; k < n->n_input; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, k), &a[k]));
+  const rx_attr *at = rx_attr_str(I->m, "equation", eq);
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(emit(I, n, "einsum", a, (int)n->n_input, &at, 1, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* BatchNormalization with training_mode=1: Y normalized by the batch's own mean and (biased)
+ * variance over every axis but 1, and the running mean and variance outputs, each input_mean /
+ * input_var * momentum + the batch's * (1 - momentum) (the ONNX reference) */
+static rx_status batch_norm_training(imp *I, const Onnx__NodeProto *n) {
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 2, SYM_MAX, &xs));
+  int64_t axes[SYM_MAX];
+  int na = 0;
+  for (int k = 0; k < xs->ndim; k++)
+    if (k != 1) axes[na++] = k;
+  double mom = onnx_attr_f(n, "momentum", 0.9);
+  rx_node *a[5] = {0}, *mu, *d, *var, *t;
+  rx_var *r = NULL;
+  for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", axes, na),
+                          rx_attr_bool(I->m, "keepdims", true)};
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &a[0], 1, at, 2, &mu, NULL));
+  EX2("subtract", a[0], mu, d);
+  EX2("multiply", d, d, d);
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &d, 1, at, 1, &var, NULL));
+  RX_RETURN_IF_ERROR(exa(I, n, "mean", &a[0], 1, at, 1, &mu, NULL));
+  rx_node *y[5] = {a[0], a[1], a[2], mu, var};
+  const rx_attr *ea = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
+  RX_RETURN_IF_ERROR(emit(I, n, "batch_norm", y, 5, &ea, 1, &r));
+  def_tensor(I, n, r);
+  for (int k = 1; k < 3 && k < (int)n->n_output; k++) {
+    if (!n->output[k] || !n->output[k][0]) continue;
+    EX2("multiply", a[2 + k], FL(mom), t);
+    EX2("multiply", k == 1 ? mu : var, FL(1 - mom), d);
+    EX2("add", t, d, t);
+    def_named(I, n->output[k], r);
+  }
+  return NULL;
+}
+
+/* GridSample (4-D): grid_sample; opset 20's "linear" and "cubic" are 16's "bilinear" and
+ * "bicubic" */
+static rx_status do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  static const char *const modes[] = {"bilinear", "nearest", "bicubic", "linear", "cubic"};
+  static const char *const pads[] = {"zeros", "border", "reflection"};
+  static const int canon[] = {0, 1, 2, 0, 2};
+  int mode = attr_choice(n, "mode", modes, 5, 0), pad = attr_choice(n, "padding_mode", pads, 3, 0);
+  if (mode < 0 || pad < 0)
+    return node_err(
+        I, n,
+        "mode must be bilinear, nearest or bicubic and padding_mode zeros, border or reflection");
+  const rx_sinfo *xs;
+  RX_RETURN_IF_ERROR(known_shape(I, n, 0, 4, 4, &xs));
+  rx_node *a[2];
+  for (int k = 0; k < 2; k++) RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
+  const rx_attr *at[3] = {
+      rx_attr_str(I->m, "mode", modes[canon[mode]]), rx_attr_str(I->m, "padding_mode", pads[pad]),
+      rx_attr_bool(I->m, "align_corners", onnx_attr_i(n, "align_corners", 0) != 0)};
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(emit(I, n, "grid_sample", a, 2, at, 3, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
+/* Det: det (a constant matrix size of at most 16) */
+static rx_status do_det(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  rx_node *x;
+  rx_var *r = NULL;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &x));
+  RX_RETURN_IF_ERROR(emit(I, n, "det", &x, 1, NULL, 0, &r));
   def_tensor(I, n, r);
   return NULL;
 }
@@ -3555,8 +3919,7 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
-  if (onnx_attr_i(n, "training_mode", 0))
-    return node_err(I, n, "training_mode=1 is not supported (inference only)");
+  if (onnx_attr_i(n, "training_mode", 0)) return batch_norm_training(I, n);
   for (size_t k = 1; k < n->n_output; k++)
     if (n->output[k] && n->output[k][0])
       return node_err(I, n, "the running mean / variance outputs are not supported");
@@ -3968,7 +4331,7 @@ static const onnx_op onnx_ops[] = {
     {"Atan", do_unary, "atan", 7, 0, NULL},
     {"Atanh", do_formula, "atanh", 9, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
-    {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference"},
+    {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference; training_mode=1 with the running mean and variance"},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
     {"Cast", do_cast, NULL, 6, 0, NULL},
     {"Celu", do_act, "celu", 12, 0, NULL},
@@ -3984,8 +4347,10 @@ static const onnx_op onnx_ops[] = {
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
     {"DFT", do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
+    {"Det", do_det, NULL, 11, 0, "matrices of a constant size up to 16"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
+    {"Einsum", do_einsum, NULL, 12, 0, "1 to 3 operands"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
     {"Equal", do_binary, "equal", 1, 0, NULL},
     {"Erf", do_unary, "erf", 9, 0, NULL},
@@ -4003,6 +4368,7 @@ static const onnx_op onnx_ops[] = {
     {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"GridSample", do_grid_sample, NULL, 16, 0, "4-D: nearest, bilinear, bicubic; zeros, border, reflection"},
     {"Hardmax", do_hardmax, NULL, 1, 0, NULL},
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
@@ -4020,7 +4386,8 @@ static const onnx_op onnx_ops[] = {
     {"LRN", do_lrn, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
-    {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; no Indices output"},
+    {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; Indices: 2-D"},
+    {"MaxUnpool", do_max_unpool, NULL, 9, 0, NULL},
     {"Mean", do_variadic, "mean", 1, 0, NULL},
     {"MeanVarianceNormalization", do_instance_norm, "mvn", 9, 0, NULL},
     {"MelWeightMatrix", do_mel_weight_matrix, NULL, 17, 0, "f32 math"},
@@ -4052,8 +4419,12 @@ static const onnx_op onnx_ops[] = {
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
     {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
+    {"ReverseSequence", do_reverse_sequence, NULL, 10, 0, NULL},
     {"RoiAlign", do_roi_align, "roi_align", 10, 0, NULL},
     {"Round", do_select_act, "round", 11, 0, NULL},
+    {"Scatter", do_scatter, NULL, 9, 10, "deprecated alias of ScatterElements"},
+    {"ScatterElements", do_scatter, NULL, 11, 0, "reduction none, add, mul, min, max; duplicates in order"},
+    {"ScatterND", do_scatter_nd, NULL, 11, 0, "reduction none, add, mul, min, max; the last dim of indices a constant"},
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
     {"Shrink", do_select_act, "shrink", 9, 0, NULL},

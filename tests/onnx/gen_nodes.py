@@ -423,6 +423,7 @@ def main():
               [("x", np.float32, ["n", 3])],
               [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
     signal_cases(np.random.default_rng(29))
+    scatter_einsum_cases(np.random.default_rng(1717))
 
 
 
@@ -628,6 +629,146 @@ def signal_cases(rng):
                            output_width=3, sampling_ratio=0, spatial_scale=0.5)], [],
                      [("x", np.float32, [2, 3, "h", "w"]), ("rois", np.float32, ["r", 4]),
                       ("bi", np.int64, ["r"])], [("y", np.float32, ["r", 3, 2, 3])], sets, 16)
+
+
+def scatter_einsum_cases(rng):
+    """ScatterElements (duplicates combined by add and max, negative indices), ScatterND (mul),
+    Einsum, ReverseSequence, MaxUnpool, GridSample, Det, MaxPool's Indices and
+    BatchNormalization's training mode over symbolic dims, each run at two sizes"""
+    def scatter(x, idx, upd, axis, red):
+        y = x.copy()
+        for j in np.ndindex(*idx.shape):
+            t = list(j)
+            t[axis] = idx[j] % x.shape[axis]
+            t = tuple(t)
+            y[t] = {"add": y[t] + upd[j], "max": max(y[t], upd[j]), "mul": y[t] * upd[j]}[red]
+        return y
+    for red, axis, opset in (("add", 0, 16), ("max", 1, 18)):
+        sets = []
+        for n, m in ((4, 6), (2, 3)):
+            x = rng.standard_normal((n, 5) if axis == 0 else (5, n)).astype(np.float32)
+            shp = (m, 5) if axis == 0 else (5, m)
+            idx = rng.integers(-n, n, size=shp).astype(np.int64)
+            upd = rng.standard_normal(shp).astype(np.float32)
+            sets.append(([x, idx, upd], [scatter(x, idx, upd, axis, red)]))
+        dims = (["n", 5], ["m", 5]) if axis == 0 else ([5, "n"], [5, "m"])
+        save_case("test_rx_scatter_elements_%s_symbolic" % red,
+                  [node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, reduction=red)], [],
+                  [("x", np.float32, dims[0]), ("i", np.int64, dims[1]),
+                   ("u", np.float32, dims[1])], [("y", np.float32, dims[0])], sets, opset)
+    sets = []
+    for n, k in ((3, 5), (2, 1)):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        idx = rng.integers(-n, n, size=(k, 1)).astype(np.int64)
+        upd = rng.standard_normal((k, 3, 4)).astype(np.float32)
+        y = x.copy()
+        for j in range(k):
+            y[idx[j, 0]] *= upd[j]
+        sets.append(([x, idx, upd], [y]))
+    save_case("test_rx_scatternd_mul_symbolic",
+              [node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul")], [],
+              [("x", np.float32, ["n", 3, 4]), ("i", np.int64, ["k", 1]),
+               ("u", np.float32, ["k", 3, 4])], [("y", np.float32, ["n", 3, 4])], sets, 16)
+    sets = []
+    for b, i in ((2, 3), (1, 1)):
+        a = rng.standard_normal((b, i, 4)).astype(np.float32)
+        c = rng.standard_normal((b, 4, 5)).astype(np.float32)
+        sets.append(([a, c], [np.einsum("bij,bjk->bik", a, c), np.einsum("...ij->...j", a)]))
+    save_case("test_rx_einsum_symbolic",
+              [node("Einsum", ["a", "c"], ["y"], equation="bij, bjk -> bik"),
+               node("Einsum", ["a"], ["s"], equation="...ij->...j")], [],
+              [("a", np.float32, ["b", "i", 4]), ("c", np.float32, ["b", 4, 5])],
+              [("y", np.float32, ["b", "i", 5]), ("s", np.float32, ["b", 4])], sets, 12)
+    sets = []
+    for t in (5, 2):
+        x = rng.standard_normal((3, t, 2)).astype(np.float32)
+        lens = rng.integers(1, t + 1, size=3).astype(np.int64)
+        y = x.copy()
+        for b in range(3):
+            y[b, :lens[b]] = x[b, :lens[b]][::-1]
+        sets.append(([x, lens], [y]))
+    save_case("test_rx_reverse_sequence_symbolic",
+              [node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1)], [],
+              [("x", np.float32, [3, "t", 2]), ("lens", np.int64, [3])],
+              [("y", np.float32, [3, "t", 2])], sets, 10)
+    sets = []
+    for n in (2, 1):  # one position per 2x2 window of the [n, 2, 4, 4] default output
+        x = rng.standard_normal((n, 2, 2, 2)).astype(np.float32)
+        r, c = rng.integers(0, 2, size=(2, n, 2, 2, 2))
+        pos = np.zeros((n, 2, 2, 2), np.int64)
+        y = np.zeros((n, 2, 4, 4), np.float32)
+        for j in np.ndindex(n, 2, 2, 2):
+            h, w = 2 * j[2] + r[j], 2 * j[3] + c[j]
+            pos[j] = ((j[0] * 2 + j[1]) * 4 + h) * 4 + w
+            y[j[0], j[1], h, w] = x[j]
+        sets.append(([x, pos], [y]))
+    save_case("test_rx_maxunpool_symbolic",
+              [node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], [],
+              [("x", np.float32, ["n", 2, 2, 2]), ("i", np.int64, ["n", 2, 2, 2])],
+              [("y", np.float32, ["n", 2, 4, 4])], sets, 11)
+    # GridSample, bilinear with border padding, over symbolic N, H, W and output dims
+    sets = []
+    for n, h, w, ho, wo in ((2, 3, 4, 2, 5), (1, 5, 2, 3, 1)):
+        x = rng.standard_normal((n, 2, h, w)).astype(np.float32)
+        grid = rng.uniform(-1.3, 1.3, size=(n, ho, wo, 2)).astype(np.float32)
+        px = np.clip(((grid[..., 0] + 1) * w - 1) / 2, 0, w - 1)
+        py = np.clip(((grid[..., 1] + 1) * h - 1) / 2, 0, h - 1)
+        x0, y0 = np.floor(px).astype(int), np.floor(py).astype(int)
+        fx, fy = px - x0, py - y0
+        y = np.zeros((n, 2, ho, wo), np.float64)
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                yi, xi = np.minimum(y0 + dy, h - 1), np.minimum(x0 + dx, w - 1)
+                for b in range(n):
+                    y[b] += (wy * wx)[b] * x[b][:, yi[b], xi[b]]
+        sets.append(([x, grid], [y.astype(np.float32)]))
+    save_case("test_rx_gridsample_border_symbolic",
+              [node("GridSample", ["x", "grid"], ["y"], padding_mode="border")], [],
+              [("x", np.float32, ["n", 2, "h", "w"]), ("grid", np.float32, ["n", "p", "q", 2])],
+              [("y", np.float32, ["n", 2, "p", "q"])], sets, 16)
+    # Det of [b, 5, 5] matrices (pivoting: a zero on the diagonal) over a symbolic batch
+    sets = []
+    for b in (3, 1):
+        x = rng.standard_normal((b, 5, 5)).astype(np.float32)
+        x[:, 0, 0] = 0
+        sets.append(([x], [np.linalg.det(x.astype(np.float64)).astype(np.float32)]))
+    save_case("test_rx_det_symbolic", [node("Det", ["x"], ["y"])], [],
+              [("x", np.float32, ["b", 5, 5])], [("y", np.float32, ["b"])], sets, 11)
+    # MaxPool's Indices (3x3 windows, stride 2, pads 1) over symbolic H and W, both orders
+    for order in (0, 1):
+        sets = []
+        for h, w in ((5, 6), (3, 4)):
+            x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+            oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1
+            yv, yi = np.zeros((1, 2, oh, ow), np.float32), np.zeros((1, 2, oh, ow), np.int64)
+            for c, i, j in np.ndindex(2, oh, ow):
+                best = None
+                for a, b in np.ndindex(3, 3):
+                    r, q = 2 * i - 1 + a, 2 * j - 1 + b
+                    if 0 <= r < h and 0 <= q < w and (best is None or x[0, c, r, q] > best[0]):
+                        best = (x[0, c, r, q], (c * w + q) * h + r if order else (c * h + r) * w + q)
+                yv[0, c, i, j], yi[0, c, i, j] = best
+            sets.append(([x], [yv, yi]))
+        save_case("test_rx_maxpool_indices_order%d_symbolic" % order,
+                  [node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 3], strides=[2, 2],
+                        pads=[1, 1, 1, 1], storage_order=order)], [],
+                  [("x", np.float32, [1, 2, "h", "w"])],
+                  [("y", np.float32, [1, 2, "p", "q"]), ("i", np.int64, [1, 2, "p", "q"])], sets, 12)
+    sc, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    mean, var = rng.standard_normal(3).astype(np.float32), rng.random(3).astype(np.float32) + 0.5
+    sets = []
+    for n, h in ((2, 5), (1, 3)):
+        x = rng.standard_normal((n, 3, h)).astype(np.float32)
+        mu, v = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+        y = (x - mu[:, None]) / np.sqrt(v[:, None] + 1e-5) * sc[:, None] + bias[:, None]
+        sets.append(([x], [y.astype(np.float32), (mean * 0.8 + mu * 0.2).astype(np.float32),
+                           (var * 0.8 + v * 0.2).astype(np.float32)]))
+    save_case("test_rx_batchnorm_training_symbolic",
+              [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                    momentum=0.8, training_mode=1)],
+              [("s", sc), ("b", bias), ("m", mean), ("v", var)], [("x", np.float32, ["n", 3, "h"])],
+              [("y", np.float32, ["n", 3, "h"]), ("rm", np.float32, [3]), ("rv", np.float32, [3])],
+              sets, 15)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ Models (TorchScript exporter, dynamo=False, unless marked dynamo):
                       values, symbolic past length, causal mask offset by it)
   mean_pool_normalize masked mean pooling of token states and F.normalize
   conv1d_stem         a Conv1d audio stem: two conv1d + GELU, stride 2, symbolic frames
+  sampling_heads      LLM sampling heads over the logits of every position: torch.topk (values
+                      and indices), greedy argmax, and Hugging Face's top-p warper (sort, softmax,
+                      cumsum, the mask scattered back to vocabulary order, masked_fill) with the
+                      probabilities after it; its own seeds (17), so the other files stay the same
 
 onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
 per model and shape (it agrees within 1e-5 on all of them when this was run).
@@ -153,6 +157,26 @@ class Conv1dStem(nn.Module):
         return F.gelu(self.c2(F.gelu(self.c1(mel))))
 
 
+class SamplingHeads(nn.Module):
+    """Sampling heads over logits [b, s, V]: top-k, argmax, top-p filtered probabilities."""
+
+    def __init__(self, vocab=48, k=5, top_p=0.9):
+        super().__init__()
+        self.proj = nn.Linear(D, vocab)
+        self.k, self.top_p = k, top_p
+
+    def forward(self, h):
+        logits = self.proj(h)
+        top_v, top_i = torch.topk(logits, self.k, dim=-1)
+        greedy = torch.argmax(logits, dim=-1)
+        sorted_logits, sorted_idx = torch.sort(logits, descending=False, dim=-1)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cum <= (1 - self.top_p)
+        remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
+        probs = logits.masked_fill(remove, -math.inf).softmax(dim=-1)
+        return top_v, top_i, greedy, probs
+
+
 def pad_mask(b, s):
     """A key-padding mask (True: padding) with a different valid length per row, never 0."""
     lens = rng.integers(1, s + 1, size=b)
@@ -242,6 +266,15 @@ def main():
     export("conv1d_stem", Conv1dStem(), [(randn(b, 8, t),) for b, t in ((1, 16), (2, 37))],
            ["mel"], ["y"], {"mel": {0: "batch", 2: "frames"}, "y": {0: "batch", 2: "out"}},
            13, log)
+    torch.manual_seed(17)  # its own seeds: the models and inputs above do not move
+    rng17 = np.random.default_rng(17)
+    export("sampling_heads", SamplingHeads(),
+           [(torch.from_numpy(rng17.standard_normal((b, s, D)).astype(np.float32)),)
+            for b, s in ((1, 3), (2, 6))],
+           ["h"], ["top_v", "top_i", "greedy", "probs"],
+           {"h": {0: "batch", 1: "seq"}, "top_v": {0: "batch", 1: "seq"},
+            "top_i": {0: "batch", 1: "seq"}, "greedy": {0: "batch", 1: "seq"},
+            "probs": {0: "batch", 1: "seq"}}, 17, log)
     with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
         f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
         f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
