@@ -316,6 +316,59 @@ def lp_pool_case(rng):
               sets, 11)
 
 
+def np_slice(x, starts, ends, axes, steps):
+    sl = [slice(None)] * x.ndim
+    for b, e, a, st in zip(starts, ends, axes, steps):
+        sl[a] = slice(b, e, st)
+    return x[tuple(sl)]
+
+
+def runtime_axes_cases(rng):
+    """Squeeze, Unsqueeze, Slice, ReduceSum and a window whose axes, starts, ends, steps or size
+    are graph inputs (run-time values), over symbolic dims, each run at two or three sizes"""
+    sets = []
+    for n, axes in ((3, [0, -1]), (1, [2, 1]), (2, [-4, 1])):
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        y = x
+        for a in sorted(a % 4 for a in axes):
+            y = np.expand_dims(y, a)
+        z = np.squeeze(y, tuple(a % 4 for a in axes))
+        sets.append(([x, np.array(axes, np.int64)], [y, z]))
+    save_case("test_rx_unsqueeze_squeeze_runtime_axes",
+              [node("Unsqueeze", ["x", "axes"], ["y"]), node("Squeeze", ["y", "axes"], ["z"])], [],
+              [("x", np.float32, ["n", 4]), ("axes", np.int64, [2])],
+              [("y", np.float32, ["a", "b", "c", "d"]), ("z", np.float32, ["n", 4])], sets, 13)
+    sets = []
+    for n, st, en, ax, sp in ((7, [1, -1], [100, -7], [0, -1], [2, -2]),
+                              (3, [-2, 0], [3, 5], [1, 0], [1, 1]),
+                              (2, [5, 0], [-100, 2], [0, 1], [-1, 3])):
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        args = [np.array(v, np.int64) for v in (st, en, ax, sp)]
+        sets.append(([x] + args, [np_slice(x, st, en, [a % 2 for a in ax], sp)]))
+    save_case("test_rx_slice_runtime_axes_steps",
+              [node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])], [],
+              [("x", np.float32, ["n", 6]), ("starts", np.int64, [2]), ("ends", np.int64, [2]),
+               ("axes", np.int64, [2]), ("steps", np.int64, [2])],
+              [("y", np.float32, ["a", "b"])], sets, 13)
+    sets = []
+    for n, axes in ((3, [0, 2]), (2, [-1, 1]), (1, [1, 0])):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        ax = tuple(a % 3 for a in axes)
+        sets.append(([x, np.array(axes, np.int64)],
+                     [x.sum(ax, keepdims=True), x.mean(ax)]))
+    save_case("test_rx_reduce_runtime_axes",
+              [node("ReduceSum", ["x", "axes"], ["s"]), node("ReduceMean", ["x", "axes"], ["m"], keepdims=0)],
+              [], [("x", np.float32, ["n", 3, 4]), ("axes", np.int64, [2])],
+              [("s", np.float32, ["a", "b", "c"]), ("m", np.float32, ["d"])], sets, 18)
+    sets = []
+    for size in (5, 8):
+        i = np.arange(size)
+        w = 0.42 - 0.5 * np.cos(2 * np.pi * i / (size - 1)) + 0.08 * np.cos(4 * np.pi * i / (size - 1))
+        sets.append(([np.array(size, np.int64)], [w.astype(np.float32)]))
+    save_case("test_rx_blackman_runtime_size", [node("BlackmanWindow", ["size"], ["y"], periodic=0)],
+              [], [("size", np.int64, [])], [("y", np.float32, ["n"])], sets, 17)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     rng = np.random.default_rng(17)
@@ -419,6 +472,7 @@ def main():
               [("pads", np.array([1, 0, 2, 1], np.int64)), ("reps", np.array([2, 2], np.int64))],
               [("x", np.float32, ["n", 3])],
               [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
+    runtime_axes_cases(np.random.default_rng(1717))
 
 
 if __name__ == "__main__":
