@@ -3596,8 +3596,7 @@ static int rt_len(imp *I, const Onnx__NodeProto *n, size_t i) {
 }
 
 /* cast(x, dt) */
-static rx_status rt_cast(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype dt,
-                         rx_node **out) {
+static rx_status rt_cast(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype dt, rx_node **out) {
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
   return exa(I, n, "cast", &x, 1, &at, 1, out, NULL);
 }
@@ -3721,7 +3720,8 @@ static rx_status rt_input_shape(imp *I, const Onnx__NodeProto *n, const char *wh
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   *out = x && x->kind == V_TENSOR ? shaped(I, n, 0) : NULL;
   if (!*out)
-    return node_err(I, n, "%s computed at run time need input 0 to be a tensor of known rank", what);
+    return node_err(I, n, "%s computed at run time need input 0 to be a tensor of known rank",
+                    what);
   return NULL;
 }
 
@@ -3827,10 +3827,10 @@ static rx_status do_reduce_any(imp *I, const Onnx__NodeProto *n, const char *rop
 }
 
 /* Slice's per-axis start, end and step ([rank] i64 each) of the starts, ends, normalized axes
- * and steps (NULL: 1) given at run time: the sum over the matrix of (p == axes[j]) picks each
+ * and steps (absent: 1) given at run time: the sum over the matrix of (p == axes[j]) picks each
  * axis's values; an axis not sliced keeps 0, its dim and 1. */
-static rx_status rt_slice_params(imp *I, const Onnx__NodeProto *n, rx_node *ax, rx_node *xs,
-                                 int r, rx_node **st, rx_node **en, rx_node **sp) {
+static rx_status rt_slice_params(imp *I, const Onnx__NodeProto *n, rx_node *ax, rx_node *xs, int r,
+                                 rx_node **st, rx_node **en, rx_node **sp) {
   rx_var *rv;
   rx_node *m, *has, *v[3];
   RX_RETURN_IF_ERROR(rt_axis_matrix(I, n, ax, r, &m));
@@ -3882,7 +3882,8 @@ static rx_status do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop)
   for (size_t i = 2; i < 5; i++)
     if (input(n, i) && rt_len(I, n, i) != k)
       return node_err(I, n, "starts, ends, axes and steps must be given with one length");
-  if (k < 0 || r == 0) return node_err(I, n, "starts must be a 1-D integer tensor of constant length");
+  if (k < 0 || r == 0)
+    return node_err(I, n, "starts must be a 1-D integer tensor of constant length");
   rx_var *rv, *out;
   rx_node *ax, *xs, *st, *en, *sp, *pos, *len, *a;
   if (input(n, 3)) {
@@ -3903,8 +3904,9 @@ static rx_status do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop)
   RX_RETURN_IF_ERROR(ex(I, n, "neg", 1, a, NULL, NULL, &back, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "where", 3, pos, a, back, &sp, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "subtract", 2, en, st, NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(ex(I, n, "multiply", 2, len, sp, NULL, &len, &rv)); /* |end - start| */
-  RX_RETURN_IF_ERROR(ex(I, n, "divide", 2, len, a, NULL, &len, &rv));   /* both of the sign */
+  /* the distance in the step's direction, (end - start) * step / |step| (exact) */
+  RX_RETURN_IF_ERROR(ex(I, n, "multiply", 2, len, sp, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(ex(I, n, "divide", 2, len, a, NULL, &len, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "add", 2, len, a, NULL, &len, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "subtract", 2, len, rx_arg_int(I->b, 1), NULL, &len, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "divide", 2, len, a, NULL, &len, &rv));
@@ -3926,8 +3928,7 @@ static rx_status do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop)
 
 /* Range's scalar input i (a graph input, a float constant, a shape value) as a tensor [1] of
  * dtype dt ([1], not a scalar: the scheduler places no 0-d unary math op in a kernel). */
-static rx_status rt_scalar(imp *I, const Onnx__NodeProto *n, size_t i, rx_dtype dt,
-                           rx_node **out) {
+static rx_status rt_scalar(imp *I, const Onnx__NodeProto *n, size_t i, rx_dtype dt, rx_node **out) {
   val *v = input(n, i) ? get(I, input(n, i)) : NULL;
   rx_var *t = NULL;
   const rx_expr *one = rx_sym_const(I->m, 1);
