@@ -4034,6 +4034,92 @@ static rx_status do_window(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
+/* The positions of the true elements of the bool vector m [len], in order, as an i64 tensor
+ * [count] with the count bound to a fresh dim at run time (*count): position j is the number
+ * of elements whose inclusive running count of trues is at most j (a [count, len] reduction:
+ * O(count len) work, in parallel). */
+static rx_status rt_true_positions(imp *I, const Onnx__NodeProto *n, rx_node *m,
+                                   const rx_expr **count, rx_node **out) {
+  rx_var *r;
+  rx_node *c, *total, *j;
+  RX_RETURN_IF_ERROR(rt_cast(I, n, m, RX_DTYPE_I64, &c));
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", c, 0, true, &total));
+  RX_RETURN_IF_ERROR(rt_bind(I, n, total, count));
+  const rx_attr *at = rx_attr_int(I->m, "axis", 0);
+  RX_RETURN_IF_ERROR(exa(I, n, "cumsum", &c, 1, &at, 1, &c, NULL));
+  RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), *count, &j));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, j, 1, &j));
+  EX2("less_equal", c, j, c);
+  RX_RETURN_IF_ERROR(rt_cast(I, n, c, RX_DTYPE_I64, &c));
+  return rt_reduce(I, n, "sum", c, 1, false, out);
+}
+
+/* NonZero: the indices [rank, count] of the nonzero elements in row-major order; the positions
+ * in x flattened (rt_true_positions), each split into its coordinates. */
+static rx_status do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si || si->ndim == 0 || get(I, input(n, 0))->kind != V_TENSOR)
+    return node_err(I, n, "input 0 must be a tensor of known rank of at least 1");
+  rx_var *r;
+  rx_node *x, *pos, *rows[SYM_MAX], *c;
+  const rx_expr *total = rx_sym_const(I->m, 1), *count;
+  for (int d = 0; d < si->ndim; d++) total = rx_sym_mul(I->m, total, si->shape[d]);
+  RX_RETURN_IF_ERROR(
+      reshape_to(I, n, rx_arg_var(I->b, get(I, input(n, 0))->var), &total, 1, &x, NULL));
+  if (si->dtype != RX_DTYPE_BOOL) RX_RETURN_IF_ERROR(rt_cast(I, n, x, RX_DTYPE_BOOL, &x));
+  RX_RETURN_IF_ERROR(rt_true_positions(I, n, x, &count, &pos));
+  const rx_expr *stride = rx_sym_const(I->m, 1);
+  for (int d = si->ndim - 1; d >= 0; d--) {
+    c = pos;
+    if (!rx_expr_is_const(stride, 1)) EX2("divide", c, I64(stride), c);
+    if (d > 0) RX_RETURN_IF_ERROR(imod(I, n, c, si->shape[d], &c));
+    int64_t zero = 0;
+    const rx_attr *at = rx_attr_ints(I->m, "axes", &zero, 1);
+    RX_RETURN_IF_ERROR(exa(I, n, "expand_dims", &c, 1, &at, 1, &rows[d], NULL));
+    stride = rx_sym_mul(I->m, stride, si->shape[d]);
+  }
+  rx_var *tup, *out;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, rows, si->ndim, NULL, &tup)));
+  rx_node *a = rx_arg_var(I->b, tup);
+  const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
+  RX_RETURN_IF_ERROR(emit(I, n, "concat", &a, 1, &ax, 1, &out));
+  def_tensor(I, n, out);
+  return NULL;
+}
+
+/* Compress: x (flattened when axis is absent) at the positions along axis where the 1-D
+ * condition is true (rt_true_positions; a condition shorter than the axis selects among the
+ * first elements). */
+static rx_status do_compress(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0), *cs = shaped(I, n, 1);
+  if (!si || get(I, input(n, 0))->kind != V_TENSOR)
+    return node_err(I, n, "input 0 must be a tensor of known rank");
+  if (!cs || cs->ndim != 1 || get(I, input(n, 1))->kind != V_TENSOR)
+    return node_err(I, n, "input 1 (condition) must be a 1-D tensor");
+  rx_var *r;
+  rx_node *x = rx_arg_var(I->b, get(I, input(n, 0))->var), *m, *pos;
+  const Onnx__AttributeProto *aa = onnx_attr(n, "axis");
+  int64_t axis = aa ? onnx_attr_i(n, "axis", 0) : 0;
+  if (axis < 0) axis += si->ndim;
+  if (aa && (axis < 0 || axis >= si->ndim))
+    return node_err(I, n, "axis %lld out of range for rank %d",
+                    (long long)onnx_attr_i(n, "axis", 0), si->ndim);
+  if (!aa) {
+    const rx_expr *total = rx_sym_const(I->m, 1);
+    for (int d = 0; d < si->ndim; d++) total = rx_sym_mul(I->m, total, si->shape[d]);
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, &total, 1, &x, NULL));
+  }
+  m = rx_arg_var(I->b, get(I, input(n, 1))->var);
+  if (cs->dtype != RX_DTYPE_BOOL) RX_RETURN_IF_ERROR(rt_cast(I, n, m, RX_DTYPE_BOOL, &m));
+  const rx_expr *count;
+  RX_RETURN_IF_ERROR(rt_true_positions(I, n, m, &count, &pos));
+  RX_RETURN_IF_ERROR(take_at(I, n, x, pos, axis, &x, &r));
+  def_tensor(I, n, r);
+  return NULL;
+}
+
 #undef I64
 #undef EX1
 #undef EX2
@@ -4080,6 +4166,7 @@ static const onnx_op onnx_ops[] = {
     {"Celu", do_act, "celu", 12, 0, NULL},
     {"Ceil", do_unary, "ceil", 1, 0, NULL},
     {"Clip", do_clip, NULL, 1, 0, NULL},
+    {"Compress", do_compress, NULL, 11, 0, "the count bound at run time"},
     {"Concat", do_concat, NULL, 1, 0, NULL},
     {"Constant", do_constant, NULL, 1, 0, NULL},
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
@@ -4136,6 +4223,7 @@ static const onnx_op onnx_ops[] = {
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
     {"NegativeLogLikelihoodLoss", do_nll_loss, "nll", 12, 0, NULL},
+    {"NonZero", do_nonzero, NULL, 9, 0, "the count bound at run time"},
     {"Not", do_unary, "not", 1, 0, NULL},
     {"OneHot", do_one_hot, NULL, 9, 0, NULL},
     {"Or", do_binary, "logical_or", 1, 0, NULL},
