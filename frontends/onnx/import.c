@@ -4120,6 +4120,114 @@ static rx_status do_compress(imp *I, const Onnx__NodeProto *n, const char *rop) 
   return NULL;
 }
 
+/* Unique's input as rows [count, len]: x flattened to [N, 1] without an axis, else x's axis
+ * moved first and the other dims flattened (*cnt: the row count N). */
+static rx_status unique_rows(imp *I, const Onnx__NodeProto *n, const rx_sinfo *si, int64_t axis,
+                             rx_node **out, const rx_expr **cnt) {
+  rx_node *x = rx_arg_var(I->b, get(I, input(n, 0))->var);
+  const rx_expr *total = rx_sym_const(I->m, 1), *dims[2];
+  for (int d = 0; d < si->ndim; d++)
+    if (d != axis) total = rx_sym_mul(I->m, total, si->shape[d]);
+  dims[0] = axis < 0 ? total : si->shape[axis];
+  dims[1] = axis < 0 ? rx_sym_const(I->m, 1) : total;
+  if (axis > 0) {
+    int64_t perm[SYM_MAX];
+    perm[0] = axis;
+    for (int d = 0, k = 1; d < si->ndim; d++)
+      if (d != axis) perm[k++] = d;
+    const rx_attr *at = rx_attr_ints(I->m, "axes", perm, si->ndim);
+    RX_RETURN_IF_ERROR(exa(I, n, "permute", &x, 1, &at, 1, &x, NULL));
+  }
+  *cnt = dims[0];
+  return reshape_to(I, n, x, dims, 2, out, NULL);
+}
+
+/* The i64 sort key [N] of Unique's rows (xi [N, 1, len], xj [1, N, len], ne: their not_equal
+ * as i64), counted among the first occurrences (first [N]): with sorted, how many first rows
+ * are lexicographically less (a row j is less than row i where, at the first element they
+ * differ, j's is less); else how many first rows come before. */
+static rx_status unique_key(imp *I, const Onnx__NodeProto *n, bool sorted, rx_node *xi, rx_node *xj,
+                            rx_node *ne, rx_node *first, rx_node **out) {
+  rx_var *r;
+  rx_node *c, *lt;
+  if (!sorted) {
+    RX_RETURN_IF_ERROR(rt_cast(I, n, first, RX_DTYPE_I64, &c));
+    const rx_attr *at[2] = {rx_attr_int(I->m, "axis", 0), rx_attr_bool(I->m, "exclusive", true)};
+    return exa(I, n, "cumsum", &c, 1, at, 2, out, NULL);
+  }
+  const rx_attr *at[2] = {rx_attr_int(I->m, "axis", 2), rx_attr_bool(I->m, "exclusive", true)};
+  RX_RETURN_IF_ERROR(exa(I, n, "cumsum", &ne, 1, at, 2, &c, NULL));
+  EX2("equal", c, rx_arg_int(I->b, 0), c);
+  EX2("less", xj, xi, lt);
+  EX2("logical_and", lt, c, lt);
+  RX_RETURN_IF_ERROR(rt_cast(I, n, lt, RX_DTYPE_I64, &lt));
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", lt, 2, false, &lt));
+  EX2("greater", lt, rx_arg_int(I->b, 0), lt);
+  EX2("logical_and", lt, first, lt);
+  RX_RETURN_IF_ERROR(rt_cast(I, n, lt, RX_DTYPE_I64, &lt));
+  return rt_reduce(I, n, "sum", lt, 1, false, out);
+}
+
+/* Unique (axis absent: of x flattened; sorted default 1): rows i and j compared elementwise in
+ * an [N, N, len] grid; rep[i], the first row equal to row i (argmax of the equal row), makes
+ * the first occurrences (rep[i] == i) and the counts; the U first rows (bound at run time)
+ * go to output slot key[i] (unique_key), gathered as a [U, N] reduction. O(N^2 len) work: a
+ * fallback for the small tensors Unique is used on. */
+static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const rx_sinfo *si = shaped(I, n, 0);
+  if (!si || si->ndim == 0 || get(I, input(n, 0))->kind != V_TENSOR)
+    return node_err(I, n, "input 0 must be a tensor of known rank of at least 1");
+  const Onnx__AttributeProto *aa = onnx_attr(n, "axis");
+  int64_t axis = aa ? onnx_attr_i(n, "axis", 0) : -1;
+  if (aa && axis < 0) axis += si->ndim;
+  if (aa && (axis < 0 || axis >= si->ndim))
+    return node_err(I, n, "axis %lld out of range for rank %d",
+                    (long long)onnx_attr_i(n, "axis", 0), si->ndim);
+  rx_var *r;
+  rx_node *x, *xi, *xj, *ne, *eq, *rep, *cnt, *ii, *first, *key, *tot, *sl, *order, *o[4];
+  const rx_expr *N, *U, *zero = rx_sym_const(I->m, 0);
+  RX_RETURN_IF_ERROR(unique_rows(I, n, si, aa ? axis : -1, &x, &N));
+  int64_t ax1 = 1, ax0 = 0;
+  const rx_attr *a1 = rx_attr_ints(I->m, "axes", &ax1, 1),
+                *a0 = rx_attr_ints(I->m, "axes", &ax0, 1);
+  RX_RETURN_IF_ERROR(exa(I, n, "expand_dims", &x, 1, &a1, 1, &xi, NULL));
+  RX_RETURN_IF_ERROR(exa(I, n, "expand_dims", &x, 1, &a0, 1, &xj, NULL));
+  EX2("not_equal", xi, xj, ne);
+  RX_RETURN_IF_ERROR(rt_cast(I, n, ne, RX_DTYPE_I64, &ne));
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", ne, 2, false, &eq));
+  EX2("equal", eq, rx_arg_int(I->b, 0), eq);
+  RX_RETURN_IF_ERROR(rt_cast(I, n, eq, RX_DTYPE_I64, &eq));
+  const rx_attr *am[2] = {rx_attr_int(I->m, "axis", 1), rx_attr_bool(I->m, "keepdims", false)};
+  RX_RETURN_IF_ERROR(exa(I, n, "argmax", &eq, 1, am, 2, &rep, NULL));
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", eq, 1, false, &cnt));
+  RX_RETURN_IF_ERROR(iota(I, n, zero, N, &ii));
+  EX2("equal", rep, ii, first);
+  RX_RETURN_IF_ERROR(unique_key(I, n, onnx_attr_i(n, "sorted", 1) != 0, xi, xj, ne, first, &key));
+  RX_RETURN_IF_ERROR(rt_cast(I, n, first, RX_DTYPE_I64, &tot));
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", tot, 0, true, &tot));
+  RX_RETURN_IF_ERROR(rt_bind(I, n, tot, &U));
+  RX_RETURN_IF_ERROR(iota(I, n, zero, U, &sl));
+  RX_RETURN_IF_ERROR(trailing_units(I, n, sl, 1, &sl));
+  EX2("equal", key, sl, sl);
+  EX2("logical_and", sl, first, sl);
+  EX3("where", sl, ii, rx_arg_int(I->b, 0), order);
+  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", order, 1, false, &order));
+  if (aa) {
+    RX_RETURN_IF_ERROR(
+        take_at(I, n, rx_arg_var(I->b, get(I, input(n, 0))->var), order, axis, &o[0], &r));
+  } else {
+    RX_RETURN_IF_ERROR(reshape_to(I, n, x, &N, 1, &x, NULL));
+    RX_RETURN_IF_ERROR(take_at(I, n, x, order, 0, &o[0], &r));
+  }
+  o[1] = order;
+  RX_RETURN_IF_ERROR(take_at(I, n, key, rep, 0, &o[2], &r));
+  RX_RETURN_IF_ERROR(take_at(I, n, cnt, order, 0, &o[3], &r));
+  for (size_t k = 0; k < 4 && k < n->n_output; k++)
+    if (n->output[k] && n->output[k][0]) def_named(I, n->output[k], o[k]->var);
+  return NULL;
+}
+
 #undef I64
 #undef EX1
 #undef EX2
@@ -4272,6 +4380,7 @@ static const onnx_op onnx_ops[] = {
     {"TopK", do_topk, "topk", 1, 0, "sorted; K a constant or bound at run time"},
     {"Transpose", do_transpose, NULL, 1, 0, NULL},
     {"Trilu", do_trilu, NULL, 14, 0, NULL},
+    {"Unique", do_unique, NULL, 11, 0, "the count bound at run time; O(n^2) in the number of elements or slices"},
     {"Unsqueeze", do_squeeze_any, NULL, 1, 0, NULL},
     {"Upsample", do_resize, NULL, 9, 9, "nearest, linear"},
     {"Where", do_where, NULL, 9, 0, NULL},
