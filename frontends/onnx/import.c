@@ -3609,6 +3609,13 @@ static rx_status rt_reduce(imp *I, const Onnx__NodeProto *n, const char *op, rx_
   return exa(I, n, op, &x, 1, at, 2, out, NULL);
 }
 
+/* The sum of x (bool or integer) along axis as i64: counts of true elements, indices. */
+static rx_status rt_count(imp *I, const Onnx__NodeProto *n, rx_node *x, int64_t axis, bool keepdims,
+                          rx_node **out) {
+  RX_RETURN_IF_ERROR(rt_cast(I, n, x, RX_DTYPE_I64, &x));
+  return rt_reduce(I, n, "sum", x, axis, keepdims, out);
+}
+
 /* Integer input i (a scalar or 1-D; a graph input or a shape value) as an i64 tensor. */
 static rx_status rt_i64(imp *I, const Onnx__NodeProto *n, size_t i, rx_node **out) {
   val *v = input(n, i) ? get(I, input(n, i)) : NULL;
@@ -3655,10 +3662,8 @@ static rx_status rt_axis_sum(imp *I, const Onnx__NodeProto *n, rx_node *m, rx_no
                              rx_node **out) {
   rx_var *r;
   rx_node *t;
-  if (v)
-    EX3("where", m, v, rx_arg_int(I->b, 0), t);
-  else
-    RX_RETURN_IF_ERROR(rt_cast(I, n, m, RX_DTYPE_I64, &t));
+  if (!v) return rt_count(I, n, m, 1, false, out);
+  EX3("where", m, v, rx_arg_int(I->b, 0), t);
   return rt_reduce(I, n, "sum", t, 1, false, out);
 }
 
@@ -3736,8 +3741,7 @@ static rx_status rt_unsqueeze_dims(imp *I, const Onnx__NodeProto *n, rx_node *ax
   RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), rx_sym_const(I->m, rank), &p));
   RX_RETURN_IF_ERROR(trailing_units(I, n, p, 1, &pc));
   RX_RETURN_IF_ERROR(ex(I, n, "less", 2, ax, pc, NULL, &before, &rv));
-  RX_RETURN_IF_ERROR(rt_cast(I, n, before, RX_DTYPE_I64, &before));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", before, 1, false, &before));
+  RX_RETURN_IF_ERROR(rt_count(I, n, before, 1, false, &before));
   RX_RETURN_IF_ERROR(ex(I, n, "subtract", 2, p, before, NULL, &p, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "maximum", 2, p, rx_arg_int(I->b, 0), NULL, &p, &rv));
   RX_RETURN_IF_ERROR(ex(I, n, "minimum", 2, p, rx_arg_int(I->b, r - 1), NULL, &p, &rv));
@@ -4043,15 +4047,14 @@ static rx_status rt_true_positions(imp *I, const Onnx__NodeProto *n, rx_node *m,
   rx_var *r;
   rx_node *c, *total, *j;
   RX_RETURN_IF_ERROR(rt_cast(I, n, m, RX_DTYPE_I64, &c));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", c, 0, true, &total));
+  RX_RETURN_IF_ERROR(rt_count(I, n, m, 0, true, &total));
   RX_RETURN_IF_ERROR(rt_bind(I, n, total, count));
   const rx_attr *at = rx_attr_int(I->m, "axis", 0);
   RX_RETURN_IF_ERROR(exa(I, n, "cumsum", &c, 1, &at, 1, &c, NULL));
   RX_RETURN_IF_ERROR(iota(I, n, rx_sym_const(I->m, 0), *count, &j));
   RX_RETURN_IF_ERROR(trailing_units(I, n, j, 1, &j));
   EX2("less_equal", c, j, c);
-  RX_RETURN_IF_ERROR(rt_cast(I, n, c, RX_DTYPE_I64, &c));
-  return rt_reduce(I, n, "sum", c, 1, false, out);
+  return rt_count(I, n, c, 1, false, out);
 }
 
 /* NonZero: the indices [rank, count] of the nonzero elements in row-major order; the positions
@@ -4160,12 +4163,10 @@ static rx_status unique_key(imp *I, const Onnx__NodeProto *n, bool sorted, rx_no
   EX2("equal", c, rx_arg_int(I->b, 0), c);
   EX2("less", xj, xi, lt);
   EX2("logical_and", lt, c, lt);
-  RX_RETURN_IF_ERROR(rt_cast(I, n, lt, RX_DTYPE_I64, &lt));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", lt, 2, false, &lt));
+  RX_RETURN_IF_ERROR(rt_count(I, n, lt, 2, false, &lt));
   EX2("greater", lt, rx_arg_int(I->b, 0), lt);
   EX2("logical_and", lt, first, lt);
-  RX_RETURN_IF_ERROR(rt_cast(I, n, lt, RX_DTYPE_I64, &lt));
-  return rt_reduce(I, n, "sum", lt, 1, false, out);
+  return rt_count(I, n, lt, 1, false, out);
 }
 
 /* Unique (axis absent: of x flattened; sorted default 1): rows i and j compared elementwise in
@@ -4195,24 +4196,23 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(exa(I, n, "expand_dims", &x, 1, &a0, 1, &xj, NULL));
   EX2("not_equal", xi, xj, ne);
   RX_RETURN_IF_ERROR(rt_cast(I, n, ne, RX_DTYPE_I64, &ne));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", ne, 2, false, &eq));
+  RX_RETURN_IF_ERROR(rt_count(I, n, ne, 2, false, &eq));
   EX2("equal", eq, rx_arg_int(I->b, 0), eq);
   RX_RETURN_IF_ERROR(rt_cast(I, n, eq, RX_DTYPE_I64, &eq));
   const rx_attr *am[2] = {rx_attr_int(I->m, "axis", 1), rx_attr_bool(I->m, "keepdims", false)};
   RX_RETURN_IF_ERROR(exa(I, n, "argmax", &eq, 1, am, 2, &rep, NULL));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", eq, 1, false, &cnt));
+  RX_RETURN_IF_ERROR(rt_count(I, n, eq, 1, false, &cnt));
   RX_RETURN_IF_ERROR(iota(I, n, zero, N, &ii));
   EX2("equal", rep, ii, first);
   RX_RETURN_IF_ERROR(unique_key(I, n, onnx_attr_i(n, "sorted", 1) != 0, xi, xj, ne, first, &key));
-  RX_RETURN_IF_ERROR(rt_cast(I, n, first, RX_DTYPE_I64, &tot));
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", tot, 0, true, &tot));
+  RX_RETURN_IF_ERROR(rt_count(I, n, first, 0, true, &tot));
   RX_RETURN_IF_ERROR(rt_bind(I, n, tot, &U));
   RX_RETURN_IF_ERROR(iota(I, n, zero, U, &sl));
   RX_RETURN_IF_ERROR(trailing_units(I, n, sl, 1, &sl));
   EX2("equal", key, sl, sl);
   EX2("logical_and", sl, first, sl);
   EX3("where", sl, ii, rx_arg_int(I->b, 0), order);
-  RX_RETURN_IF_ERROR(rt_reduce(I, n, "sum", order, 1, false, &order));
+  RX_RETURN_IF_ERROR(rt_count(I, n, order, 1, false, &order));
   if (aa) {
     RX_RETURN_IF_ERROR(
         take_at(I, n, rx_arg_var(I->b, get(I, input(n, 0))->var), order, axis, &o[0], &r));

@@ -367,6 +367,23 @@ def runtime_axes_cases(rng):
         sets.append(([np.array(size, np.int64)], [w.astype(np.float32)]))
     save_case("test_rx_blackman_runtime_size", [node("BlackmanWindow", ["size"], ["y"], periodic=0)],
               [], [("size", np.int64, [])], [("y", np.float32, ["n"])], sets, 17)
+    # data-dependent counts: NonZero, Compress along a symbolic axis, Unique (sorted, 4 outputs)
+    sets = []
+    for n in (4, 2):
+        x = rng.integers(-1, 2, size=(n, 3)).astype(np.int64)
+        c = rng.integers(0, 2, size=n).astype(np.int64)
+        f = np.round(rng.standard_normal(2 * n), 0).astype(np.float32)
+        u, ui, uv, uc = np.unique(f, return_index=True, return_inverse=True, return_counts=True)
+        sets.append(([x, c, f], [np.array(np.nonzero(x), np.int64), x[c != 0], u,
+                                 ui.astype(np.int64), uv.reshape(-1).astype(np.int64),
+                                 uc.astype(np.int64)]))
+    save_case("test_rx_nonzero_compress_unique",
+              [node("NonZero", ["x"], ["nz"]), node("Cast", ["c"], ["cb"], to=9),
+               node("Compress", ["x", "cb"], ["cx"], axis=0),
+               node("Unique", ["f"], ["u", "ui", "uv", "uc"])], [],
+              [("x", np.int64, ["n", 3]), ("c", np.int64, ["n"]), ("f", np.float32, ["m"])],
+              [("nz", np.int64, [2, "k"]), ("cx", np.int64, ["p", 3]), ("u", np.float32, ["q"]),
+               ("ui", np.int64, ["q"]), ("uv", np.int64, ["m"]), ("uc", np.int64, ["q"])], sets, 13)
 
 
 def main():
