@@ -396,7 +396,11 @@ static rx_status int_list(imp *I, const Onnx__NodeProto *n, size_t i, const char
   val *v;
   RX_RETURN_IF_ERROR(sym_input(I, n, i, &v));
   for (int k = 0; k < v->slen; k++) {
-    if (v->s[k]->kind != RX_EXPR_CONST) return node_err(I, n, "input %zu must be constant", i);
+    if (v->s[k]->kind != RX_EXPR_CONST)
+      return node_err(I, n,
+                      "input %zu ('%s', the attribute '%s' of older opsets) must be a constant: "
+                      "relaxc reads it at compile time",
+                      i, input(n, i), name);
     out[k] = v->s[k]->value;
   }
   *count = v->slen;
