@@ -4061,19 +4061,40 @@ static rx_status rt_true_positions(imp *I, const Onnx__NodeProto *n, rx_node *m,
   return rt_count(I, n, c, 1, false, out);
 }
 
+/* Input 0 of NonZero, Compress and Unique (a tensor of known rank, at least 1) and their axis
+ * attribute normalized (*axis: -1 when absent). */
+static rx_status data_input(imp *I, const Onnx__NodeProto *n, const rx_sinfo **si, int64_t *axis) {
+  *si = shaped(I, n, 0);
+  *axis = -1;
+  if (!*si || (*si)->ndim == 0 || get(I, input(n, 0))->kind != V_TENSOR)
+    return node_err(I, n, "input 0 must be a tensor of known rank of at least 1");
+  if (!onnx_attr(n, "axis")) return NULL;
+  int64_t a = onnx_attr_i(n, "axis", 0);
+  *axis = a < 0 ? a + (*si)->ndim : a;
+  if (*axis < 0 || *axis >= (*si)->ndim)
+    return node_err(I, n, "axis %lld out of range for rank %d", (long long)a, (*si)->ndim);
+  return NULL;
+}
+
+/* x (shape si) flattened to 1-D (*count: its element count). */
+static rx_status flatten_all(imp *I, const Onnx__NodeProto *n, const rx_sinfo *si, rx_node *x,
+                             const rx_expr **count, rx_node **out) {
+  *count = rx_sym_const(I->m, 1);
+  for (int d = 0; d < si->ndim; d++) *count = rx_sym_mul(I->m, *count, si->shape[d]);
+  return reshape_to(I, n, x, count, 1, out, NULL);
+}
+
 /* NonZero: the indices [rank, count] of the nonzero elements in row-major order; the positions
  * in x flattened (rt_true_positions), each split into its coordinates. */
 static rx_status do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
-  const rx_sinfo *si = shaped(I, n, 0);
-  if (!si || si->ndim == 0 || get(I, input(n, 0))->kind != V_TENSOR)
-    return node_err(I, n, "input 0 must be a tensor of known rank of at least 1");
+  const rx_sinfo *si;
+  int64_t axis;
+  RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
   rx_var *r;
   rx_node *x, *pos, *rows[SYM_MAX], *c;
-  const rx_expr *total = rx_sym_const(I->m, 1), *count;
-  for (int d = 0; d < si->ndim; d++) total = rx_sym_mul(I->m, total, si->shape[d]);
-  RX_RETURN_IF_ERROR(
-      reshape_to(I, n, rx_arg_var(I->b, get(I, input(n, 0))->var), &total, 1, &x, NULL));
+  const rx_expr *total, *count;
+  RX_RETURN_IF_ERROR(flatten_all(I, n, si, rx_arg_var(I->b, get(I, input(n, 0))->var), &total, &x));
   if (si->dtype != RX_DTYPE_BOOL) RX_RETURN_IF_ERROR(rt_cast(I, n, x, RX_DTYPE_BOOL, &x));
   RX_RETURN_IF_ERROR(rt_true_positions(I, n, x, &count, &pos));
   const rx_expr *stride = rx_sym_const(I->m, 1);
@@ -4100,29 +4121,20 @@ static rx_status do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * first elements). */
 static rx_status do_compress(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
-  const rx_sinfo *si = shaped(I, n, 0), *cs = shaped(I, n, 1);
-  if (!si || get(I, input(n, 0))->kind != V_TENSOR)
-    return node_err(I, n, "input 0 must be a tensor of known rank");
+  const rx_sinfo *si, *cs = shaped(I, n, 1);
+  int64_t axis;
+  RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
   if (!cs || cs->ndim != 1 || get(I, input(n, 1))->kind != V_TENSOR)
     return node_err(I, n, "input 1 (condition) must be a 1-D tensor");
   rx_var *r;
   rx_node *x = rx_arg_var(I->b, get(I, input(n, 0))->var), *m, *pos;
-  const Onnx__AttributeProto *aa = onnx_attr(n, "axis");
-  int64_t axis = aa ? onnx_attr_i(n, "axis", 0) : 0;
-  if (axis < 0) axis += si->ndim;
-  if (aa && (axis < 0 || axis >= si->ndim))
-    return node_err(I, n, "axis %lld out of range for rank %d",
-                    (long long)onnx_attr_i(n, "axis", 0), si->ndim);
-  if (!aa) {
-    const rx_expr *total = rx_sym_const(I->m, 1);
-    for (int d = 0; d < si->ndim; d++) total = rx_sym_mul(I->m, total, si->shape[d]);
-    RX_RETURN_IF_ERROR(reshape_to(I, n, x, &total, 1, &x, NULL));
-  }
+  const rx_expr *total;
+  if (axis < 0) RX_RETURN_IF_ERROR(flatten_all(I, n, si, x, &total, &x));
   m = rx_arg_var(I->b, get(I, input(n, 1))->var);
   if (cs->dtype != RX_DTYPE_BOOL) RX_RETURN_IF_ERROR(rt_cast(I, n, m, RX_DTYPE_BOOL, &m));
   const rx_expr *count;
   RX_RETURN_IF_ERROR(rt_true_positions(I, n, m, &count, &pos));
-  RX_RETURN_IF_ERROR(take_at(I, n, x, pos, axis, &x, &r));
+  RX_RETURN_IF_ERROR(take_at(I, n, x, pos, axis < 0 ? 0 : axis, &x, &r));
   def_tensor(I, n, r);
   return NULL;
 }
@@ -4180,19 +4192,13 @@ static rx_status unique_key(imp *I, const Onnx__NodeProto *n, bool sorted, rx_no
  * fallback for the small tensors Unique is used on. */
 static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
-  const rx_sinfo *si = shaped(I, n, 0);
-  if (!si || si->ndim == 0 || get(I, input(n, 0))->kind != V_TENSOR)
-    return node_err(I, n, "input 0 must be a tensor of known rank of at least 1");
-  const Onnx__AttributeProto *aa = onnx_attr(n, "axis");
-  int64_t axis = aa ? onnx_attr_i(n, "axis", 0) : -1;
-  if (aa && axis < 0) axis += si->ndim;
-  if (aa && (axis < 0 || axis >= si->ndim))
-    return node_err(I, n, "axis %lld out of range for rank %d",
-                    (long long)onnx_attr_i(n, "axis", 0), si->ndim);
+  const rx_sinfo *si;
+  int64_t axis;
+  RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
   rx_var *r;
   rx_node *x, *xi, *xj, *ne, *eq, *rep, *cnt, *ii, *first, *key, *tot, *sl, *order, *o[4];
   const rx_expr *N, *U, *zero = rx_sym_const(I->m, 0);
-  RX_RETURN_IF_ERROR(unique_rows(I, n, si, aa ? axis : -1, &x, &N));
+  RX_RETURN_IF_ERROR(unique_rows(I, n, si, axis, &x, &N));
   int64_t ax1 = 1, ax0 = 0;
   const rx_attr *a1 = rx_attr_ints(I->m, "axes", &ax1, 1),
                 *a0 = rx_attr_ints(I->m, "axes", &ax0, 1);
@@ -4217,7 +4223,7 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
   EX2("logical_and", sl, first, sl);
   EX3("where", sl, ii, rx_arg_int(I->b, 0), order);
   RX_RETURN_IF_ERROR(rt_count(I, n, order, 1, false, &order));
-  if (aa) {
+  if (axis >= 0) {
     RX_RETURN_IF_ERROR(
         take_at(I, n, rx_arg_var(I->b, get(I, input(n, 0))->var), order, axis, &o[0], &r));
   } else {
