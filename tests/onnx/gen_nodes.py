@@ -3,7 +3,9 @@
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
 cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size, Shape,
 Reshape, Expand, TopK, Pad and Tile cases have static shapes; its losses, window, channel and
-Resize cases have static shapes too: here symbolic dims, each run at two sizes).
+Resize cases have static shapes too; its Slice, Squeeze, Unsqueeze and ReduceSum cases with axes
+given at run time, and its NonZero, Compress and Unique cases, too: here symbolic dims, each run
+at two sizes).
 unit.test_onnx_nodes_rx runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every
 case must pass.
 
