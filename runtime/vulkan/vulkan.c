@@ -1007,6 +1007,9 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     en.v11.storagePushConstant16 = have.v11.storagePushConstant16;
     en.v12.shaderFloat16 = have.v12.shaderFloat16;
     en.v12.shaderInt8 = have.v12.shaderInt8;
+    /* subgroup reductions of i64 (row_reduction, gemv: the GLSL requires
+     * GL_EXT_shader_subgroup_extended_types_int64), f16, i16 and i8 */
+    en.v12.shaderSubgroupExtendedTypes = have.v12.shaderSubgroupExtendedTypes;
     en.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
     en.v12.uniformAndStorageBuffer8BitAccess = have.v12.uniformAndStorageBuffer8BitAccess;
     en.v12.storagePushConstant8 = have.v12.storagePushConstant8;

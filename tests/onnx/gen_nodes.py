@@ -3,7 +3,9 @@
 (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb) for what the suite's own cases
 cannot reach (the suite's CumSum cases are all float64, which relaxc lacks; its Size, Shape,
 Reshape, Expand, TopK, Pad and Tile cases have static shapes; its losses, window, channel and
-Resize cases have static shapes too: here symbolic dims, each run at two sizes).
+Resize cases have static shapes too; its Slice, Squeeze, Unsqueeze and ReduceSum cases with axes
+given at run time, and its NonZero, Compress and Unique cases, too: here symbolic dims, each run
+at two sizes).
 unit.test_onnx_nodes_rx runs them with test_onnx_nodes (RX_ONNX_NODES=tests/onnx/nodes); every
 case must pass.
 
@@ -319,6 +321,76 @@ def lp_pool_case(rng):
               sets, 11)
 
 
+def np_slice(x, starts, ends, axes, steps):
+    sl = [slice(None)] * x.ndim
+    for b, e, a, st in zip(starts, ends, axes, steps):
+        sl[a] = slice(b, e, st)
+    return x[tuple(sl)]
+
+
+def runtime_axes_cases(rng):
+    """Squeeze, Unsqueeze, Slice, ReduceSum and a window whose axes, starts, ends, steps or size
+    are graph inputs (run-time values), over symbolic dims, each run at two or three sizes"""
+    sets = []
+    for n, axes in ((3, [0, -1]), (1, [2, 1]), (2, [-4, 1])):
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        y = x
+        for a in sorted(a % 4 for a in axes):
+            y = np.expand_dims(y, a)
+        z = np.squeeze(y, tuple(a % 4 for a in axes))
+        sets.append(([x, np.array(axes, np.int64)], [y, z]))
+    save_case("test_rx_unsqueeze_squeeze_runtime_axes",
+              [node("Unsqueeze", ["x", "axes"], ["y"]), node("Squeeze", ["y", "axes"], ["z"])], [],
+              [("x", np.float32, ["n", 4]), ("axes", np.int64, [2])],
+              [("y", np.float32, ["a", "b", "c", "d"]), ("z", np.float32, ["n", 4])], sets, 13)
+    sets = []
+    for n, st, en, ax, sp in ((7, [1, -1], [100, -7], [0, -1], [2, -2]),
+                              (3, [-2, 0], [3, 5], [1, 0], [1, 1]),
+                              (2, [5, 0], [-100, 2], [0, 1], [-1, 3])):
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        args = [np.array(v, np.int64) for v in (st, en, ax, sp)]
+        sets.append(([x] + args, [np_slice(x, st, en, [a % 2 for a in ax], sp)]))
+    save_case("test_rx_slice_runtime_axes_steps",
+              [node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])], [],
+              [("x", np.float32, ["n", 6]), ("starts", np.int64, [2]), ("ends", np.int64, [2]),
+               ("axes", np.int64, [2]), ("steps", np.int64, [2])],
+              [("y", np.float32, ["a", "b"])], sets, 13)
+    sets = []
+    for n, axes in ((3, [0, 2]), (2, [-1, 1]), (1, [1, 0])):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        ax = tuple(a % 3 for a in axes)
+        sets.append(([x, np.array(axes, np.int64)],
+                     [x.sum(ax, keepdims=True), x.mean(ax)]))
+    save_case("test_rx_reduce_runtime_axes",
+              [node("ReduceSum", ["x", "axes"], ["s"]), node("ReduceMean", ["x", "axes"], ["m"], keepdims=0)],
+              [], [("x", np.float32, ["n", 3, 4]), ("axes", np.int64, [2])],
+              [("s", np.float32, ["a", "b", "c"]), ("m", np.float32, ["d"])], sets, 18)
+    sets = []
+    for size in (5, 8):
+        i = np.arange(size)
+        w = 0.42 - 0.5 * np.cos(2 * np.pi * i / (size - 1)) + 0.08 * np.cos(4 * np.pi * i / (size - 1))
+        sets.append(([np.array(size, np.int64)], [w.astype(np.float32)]))
+    save_case("test_rx_blackman_runtime_size", [node("BlackmanWindow", ["size"], ["y"], periodic=0)],
+              [], [("size", np.int64, [])], [("y", np.float32, ["n"])], sets, 17)
+    # data-dependent counts: NonZero, Compress along a symbolic axis, Unique (sorted, 4 outputs)
+    sets = []
+    for n in (4, 2):
+        x = rng.integers(-1, 2, size=(n, 3)).astype(np.int64)
+        c = rng.integers(0, 2, size=n).astype(np.int64)
+        f = np.round(rng.standard_normal(2 * n), 0).astype(np.float32)
+        u, ui, uv, uc = np.unique(f, return_index=True, return_inverse=True, return_counts=True)
+        sets.append(([x, c, f], [np.array(np.nonzero(x), np.int64), x[c != 0], u,
+                                 ui.astype(np.int64), uv.reshape(-1).astype(np.int64),
+                                 uc.astype(np.int64)]))
+    save_case("test_rx_nonzero_compress_unique",
+              [node("NonZero", ["x"], ["nz"]), node("Cast", ["c"], ["cb"], to=9),
+               node("Compress", ["x", "cb"], ["cx"], axis=0),
+               node("Unique", ["f"], ["u", "ui", "uv", "uc"])], [],
+              [("x", np.int64, ["n", 3]), ("c", np.int64, ["n"]), ("f", np.float32, ["m"])],
+              [("nz", np.int64, [2, "k"]), ("cx", np.int64, ["p", 3]), ("u", np.float32, ["q"]),
+               ("ui", np.int64, ["q"]), ("uv", np.int64, ["m"]), ("uc", np.int64, ["q"])], sets, 13)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     rng = np.random.default_rng(17)
@@ -424,6 +496,7 @@ def main():
               [("p", np.float32, ["np3", 4]), ("t", np.float32, ["n2", 6])], sets, 13)
     signal_cases(np.random.default_rng(29))
     scatter_einsum_cases(np.random.default_rng(1717))
+    runtime_axes_cases(np.random.default_rng(1717))
 
 
 
