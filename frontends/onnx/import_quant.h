@@ -10,10 +10,11 @@
  * before the cast. A composite that needs another ONNX handler (Round, Conv) calls it with a
  * node of the same name and attributes whose inputs are values defined here (q_sub). */
 
-/* a fresh value name, never an ONNX one (those have no \x01) */
+/* a fresh value name, printable in messages, unique among the composites (N counts every
+ * value defined); a model's own value named "<composite N>" would be shadowed by it */
 static const char *q_fresh(imp *I) {
   char buf[32];
-  snprintf(buf, sizeof buf, "\x01q%d", I->nvals);
+  snprintf(buf, sizeof buf, "<composite %d>", I->nvals);
   return rx_module_intern(I->m, buf, strlen(buf));
 }
 
@@ -93,7 +94,8 @@ static rx_status q_per_axis(imp *I, const Onnx__NodeProto *n, rx_var *p, int r, 
                             rx_var **out) {
   const rx_sinfo *si = rx_var_sinfo(p);
   *out = p;
-  if (si->kind != RX_SINFO_TENSOR || si->ndim != 1 || r < 2 || r > SYM_MAX) return NULL;
+  if (si->kind != RX_SINFO_TENSOR || si->ndim != 1 || !si->shape || r < 2 || r > SYM_MAX)
+    return NULL;
   if (axis < -r || axis >= r) return node_err(I, n, "axis %lld is out of range", (long long)axis);
   if (axis < 0) axis += r;
   const rx_expr *dims[SYM_MAX];
@@ -150,18 +152,34 @@ static rx_dtype q_dtype(rx_var *v, rx_dtype dflt) {
   return si && si->kind == RX_SINFO_TENSOR ? si->dtype : dflt;
 }
 
+/* x, scale, [zero point] of QuantizeLinear and DequantizeLinear, x's rank and the axis */
+static rx_status q_linear_inputs(imp *I, const Onnx__NodeProto *n, rx_var **x, rx_var **s,
+                                 rx_var **z, int *r, int64_t *axis) {
+  RX_RETURN_IF_ERROR(q_in(I, n, 0, x));
+  RX_RETURN_IF_ERROR(q_in(I, n, 1, s));
+  RX_RETURN_IF_ERROR(q_in(I, n, 2, z));
+  if (!*x || !*s) return node_err(I, n, "expects x and its scale");
+  if (onnx_attr_i(n, "block_size", 0)) return node_err(I, n, "block_size is not supported");
+  *r = rx_var_sinfo(*x)->ndim;
+  *axis = onnx_attr_i(n, "axis", 1);
+  return NULL;
+}
+
+/* where(c, a, b) */
+static rx_status q_where(imp *I, const Onnx__NodeProto *n, rx_var *c, rx_var *a, rx_var *b,
+                         rx_var **out) {
+  rx_node *args[3] = {rx_arg_var(I->b, c), rx_arg_var(I->b, a), rx_arg_var(I->b, b)};
+  return emit(I, n, "where", args, 3, NULL, 0, out);
+}
+
 /* QuantizeLinear(x, y_scale, [y_zero_point]): saturate(round(x / y_scale) + y_zero_point), per
  * tensor or along `axis`; the type of y_zero_point (u8 without one) */
 static rx_status do_quantize(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
   rx_var *x, *s, *z, *t;
-  RX_RETURN_IF_ERROR(q_in(I, n, 0, &x));
-  RX_RETURN_IF_ERROR(q_in(I, n, 1, &s));
-  RX_RETURN_IF_ERROR(q_in(I, n, 2, &z));
-  if (!x || !s) return node_err(I, n, "expects x and y_scale");
-  if (onnx_attr_i(n, "block_size", 0)) return node_err(I, n, "block_size is not supported");
-  int r = rx_var_sinfo(x)->ndim;
-  int64_t axis = onnx_attr_i(n, "axis", 1);
+  int r;
+  int64_t axis;
+  RX_RETURN_IF_ERROR(q_linear_inputs(I, n, &x, &s, &z, &r, &axis));
   RX_RETURN_IF_ERROR(q_cast(I, n, x, RX_DTYPE_F32, &x));
   RX_RETURN_IF_ERROR(q_cast(I, n, s, RX_DTYPE_F32, &s));
   RX_RETURN_IF_ERROR(q_per_axis(I, n, s, r, axis, &s));
@@ -177,13 +195,9 @@ static rx_status do_quantize(imp *I, const Onnx__NodeProto *n, const char *rop) 
 static rx_status do_dequantize(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
   rx_var *x, *s, *z, *t;
-  RX_RETURN_IF_ERROR(q_in(I, n, 0, &x));
-  RX_RETURN_IF_ERROR(q_in(I, n, 1, &s));
-  RX_RETURN_IF_ERROR(q_in(I, n, 2, &z));
-  if (!x || !s) return node_err(I, n, "expects x and x_scale");
-  if (onnx_attr_i(n, "block_size", 0)) return node_err(I, n, "block_size is not supported");
-  int r = rx_var_sinfo(x)->ndim;
-  int64_t axis = onnx_attr_i(n, "axis", 1);
+  int r;
+  int64_t axis;
+  RX_RETURN_IF_ERROR(q_linear_inputs(I, n, &x, &s, &z, &r, &axis));
   rx_dtype ft = q_dtype(s, RX_DTYPE_F32);
   if (!rx_dtype_is_float(ft)) return node_err(I, n, "x_scale must be a float tensor");
   RX_RETURN_IF_ERROR(q_cast(I, n, x, RX_DTYPE_I32, &t));
@@ -218,8 +232,7 @@ static rx_status do_dynamic_quantize(imp *I, const Onnx__NodeProto *n, const cha
   RX_RETURN_IF_ERROR(q_op(I, n, "subtract", hi, lo, NULL, 0, &rng));
   RX_RETURN_IF_ERROR(q_opf(I, n, "equal", rng, 0.0, &eq));
   RX_RETURN_IF_ERROR(q_opf(I, n, "add", rng, 1.0, &one)); /* 1.0 where rng is 0 */
-  rx_node *a[3] = {rx_arg_var(I->b, eq), rx_arg_var(I->b, one), rx_arg_var(I->b, rng)};
-  RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &rng));
+  RX_RETURN_IF_ERROR(q_where(I, n, eq, one, rng, &rng));
   RX_RETURN_IF_ERROR(q_opf(I, n, "divide", rng, 255.0, &s));
   RX_RETURN_IF_ERROR(q_op(I, n, "divide", lo, s, NULL, 0, &z));
   RX_RETURN_IF_ERROR(q_opf(I, n, "multiply", z, -1.0, &z));
@@ -230,8 +243,8 @@ static rx_status do_dynamic_quantize(imp *I, const Onnx__NodeProto *n, const cha
   RX_RETURN_IF_ERROR(q_op(I, n, "divide", x, s, NULL, 0, &t));
   RX_RETURN_IF_ERROR(q_saturate(I, n, t, z, RX_DTYPE_U8, &t));
   def_tensor(I, n, t);
-  if (n->n_output > 1 && n->output[1][0]) def_named(I, n->output[1], s);
-  if (n->n_output > 2 && n->output[2][0]) {
+  if (n->n_output > 1 && n->output[1] && n->output[1][0]) def_named(I, n->output[1], s);
+  if (n->n_output > 2 && n->output[2] && n->output[2][0]) {
     RX_RETURN_IF_ERROR(q_cast(I, n, z, RX_DTYPE_U8, &z));
     def_named(I, n->output[2], z);
   }
@@ -375,15 +388,12 @@ static rx_status do_bitshift(imp *I, const Onnx__NodeProto *n, const char *rop) 
     return node_err(I, n, "direction must be \"LEFT\" or \"RIGHT\"");
   double bits = rx_dtype_bits(dt);
   RX_RETURN_IF_ERROR(q_opf(I, n, "minimum", y, bits - 1, &p));
-  rx_node *a[3] = {rx_arg_float(I->b, 2.0), rx_arg_var(I->b, p)};
+  rx_node *a[2] = {rx_arg_float(I->b, 2.0), rx_arg_var(I->b, p)};
   RX_RETURN_IF_ERROR(emit(I, n, "power", a, 2, NULL, 0, &p));
   RX_RETURN_IF_ERROR(q_op(I, n, left ? "multiply" : "divide", x, p, NULL, 0, &r));
   RX_RETURN_IF_ERROR(q_opf(I, n, "greater_equal", y, bits, &big));
   RX_RETURN_IF_ERROR(q_opf(I, n, "multiply", x, 0.0, &zero));
-  a[0] = rx_arg_var(I->b, big);
-  a[1] = rx_arg_var(I->b, zero);
-  a[2] = rx_arg_var(I->b, r);
-  RX_RETURN_IF_ERROR(emit(I, n, "where", a, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(q_where(I, n, big, zero, r, &r));
   def_tensor(I, n, r);
   return NULL;
 }
