@@ -286,24 +286,6 @@ static rx_status q_conv(imp *I, const Onnx__NodeProto *n, size_t ix, size_t ixz,
   return q_sub(I, n, do_conv, NULL, in, 3, out);
 }
 
-/* MatMulInteger(A, B, [a_zero_point], [b_zero_point]) -> i32 */
-static rx_status do_matmul_integer(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
-  rx_var *r;
-  RX_RETURN_IF_ERROR(q_matmul(I, n, 0, 2, 1, 3, &r));
-  def_tensor(I, n, r);
-  return NULL;
-}
-
-/* ConvInteger(x, w, [x_zero_point], [w_zero_point]) -> i32 */
-static rx_status do_conv_integer(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
-  rx_var *r;
-  RX_RETURN_IF_ERROR(q_conv(I, n, 0, 2, 1, 3, 0, &r));
-  def_tensor(I, n, r);
-  return NULL;
-}
-
 /* acc (i32) * (scale_a * scale_b / y_scale) + y_zero_point, rounded and saturated: the inputs
  * at ia, ib, iy are the scales, iy + 1 the zero point; scale_a, scale_b per row or channel
  * along axes aa, ab of the result */
@@ -327,23 +309,18 @@ static rx_status q_requantize(imp *I, const Onnx__NodeProto *n, rx_var *acc, siz
   return q_saturate(I, n, t, zy, q_dtype(zy, q_dtype(a0, RX_DTYPE_U8)), out);
 }
 
-/* QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) */
-static rx_status do_qlinear_matmul(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+/* MatMulInteger(A, B, [a_zp], [b_zp]) and ConvInteger(x, w, [x_zp], [w_zp]) -> i32;
+ * QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) and QLinearConv(x, x_scale,
+ * x_zp, w, w_scale, w_zp, y_scale, y_zp, [B]), scales per row / column of a matmul, per output
+ * channel of w; rop: "matmul" or "conv", "q" first for the QLinear forms */
+static rx_status do_integer_op(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  bool q = rop[0] == 'q', conv = strstr(rop, "conv") != NULL;
   rx_var *r;
-  RX_RETURN_IF_ERROR(q_matmul(I, n, 0, 2, 3, 5, &r));
-  RX_RETURN_IF_ERROR(q_requantize(I, n, r, 1, -2, 4, -1, 6, &r));
-  def_tensor(I, n, r);
-  return NULL;
-}
-
-/* QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, [B]); w_scale per output
- * channel or one */
-static rx_status do_qlinear_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
-  rx_var *r;
-  RX_RETURN_IF_ERROR(q_conv(I, n, 0, 2, 3, 5, 8, &r));
-  RX_RETURN_IF_ERROR(q_requantize(I, n, r, 1, 1, 4, 1, 6, &r));
+  if (conv)
+    RX_RETURN_IF_ERROR(q ? q_conv(I, n, 0, 2, 3, 5, 8, &r) : q_conv(I, n, 0, 2, 1, 3, 0, &r));
+  else
+    RX_RETURN_IF_ERROR(q ? q_matmul(I, n, 0, 2, 3, 5, &r) : q_matmul(I, n, 0, 2, 1, 3, &r));
+  if (q) RX_RETURN_IF_ERROR(q_requantize(I, n, r, 1, conv ? 1 : -2, 4, conv ? 1 : -1, 6, &r));
   def_tensor(I, n, r);
   return NULL;
 }
