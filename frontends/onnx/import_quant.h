@@ -177,8 +177,8 @@ static rx_status q_where(imp *I, const Onnx__NodeProto *n, rx_var *c, rx_var *a,
 static rx_status do_quantize(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
   rx_var *x, *s, *z, *t;
-  int r;
-  int64_t axis;
+  int r = 0;
+  int64_t axis = 0;
   RX_RETURN_IF_ERROR(q_linear_inputs(I, n, &x, &s, &z, &r, &axis));
   RX_RETURN_IF_ERROR(q_cast(I, n, x, RX_DTYPE_F32, &x));
   RX_RETURN_IF_ERROR(q_cast(I, n, s, RX_DTYPE_F32, &s));
@@ -195,8 +195,8 @@ static rx_status do_quantize(imp *I, const Onnx__NodeProto *n, const char *rop) 
 static rx_status do_dequantize(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
   rx_var *x, *s, *z, *t;
-  int r;
-  int64_t axis;
+  int r = 0;
+  int64_t axis = 0;
   RX_RETURN_IF_ERROR(q_linear_inputs(I, n, &x, &s, &z, &r, &axis));
   rx_dtype ft = q_dtype(s, RX_DTYPE_F32);
   if (!rx_dtype_is_float(ft)) return node_err(I, n, "x_scale must be a float tensor");
