@@ -540,7 +540,7 @@ static void unary(L *l, unary_value value) {
   const rx_expr *ie[MAXR + 1];
   int n = y->ndim;
   nest_vars(l, "i", n, iv);
-  if (n) memcpy(ie, y->shape, sizeof *ie * (size_t)n);
+  for (int d = 0; d < n; d++) ie[d] = y->shape[d];
   if (n == 0) { /* a 0-d y: a loop of one, so that value's lets have a kernel */
     iv[n] = loopvar(l, "u");
     ie[n++] = C(l, 1);
@@ -638,7 +638,7 @@ static void gen_power(L *l, opnd *a, opnd *b, rx_dtype t) {
   const rx_expr *ie[MAXR + 1];
   int n = y->ndim;
   nest_vars(l, "i", n, iv);
-  if (n) memcpy(ie, y->shape, sizeof *ie * (size_t)n);
+  for (int d = 0; d < n; d++) ie[d] = y->shape[d];
   if (n == 0) {
     iv[n] = loopvar(l, "u");
     ie[n++] = C(l, 1);
