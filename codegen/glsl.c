@@ -4,7 +4,9 @@
  * bytes), else a std140 uniform buffer at binding k holding `ivec4 v[(count + 3) / 4]`, so
  * value i is at byte 4 * i either way. Shared allocations are file-scope `shared` arrays.
  * f16 is float16_t (GL_EXT_shader_16bit_storage + explicit arithmetic types); bool buffers are
- * bytes (uint8_t); bf16 has no GLSL type and is rejected. Subgroup reductions are
+ * bytes (uint8_t); bf16, which GLSL lacks, is its 16 bits in a uint16_t, computed in float
+ * (arith_via_f32, as CUDA does) through rx_bf16_to_f32 and rx_f32_to_bf16 (below: round to
+ * nearest even, a NaN as 0x7fc0, as ONNX's float32_to_bfloat16). Subgroup reductions are
  * subgroupAdd/Max/Min (GL_KHR_shader_subgroup_arithmetic). GLSL has no erf: rx_erf. */
 #include "cg_int.h"
 
@@ -18,8 +20,9 @@ static void glsl_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
 static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
   static const char *names[] = {"subgroupAdd", "subgroupMax", "subgroupMin"};
   p->need[CG_NEED_SUBGROUP] = true;
-  if (t == RX_DTYPE_BOOL) {
-    cg_error(p, p->ck->loc, "subgroup reduction of bool values is not supported");
+  if (t == RX_DTYPE_BOOL || t == RX_DTYPE_BF16) { /* bf16: its bits, a uint16_t */
+    cg_error(p, p->ck->loc, "subgroup reduction of %s values is not supported in GLSL",
+             rx_dtype_name(t));
     return;
   }
   rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
@@ -95,7 +98,8 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
   cg_header_comment(p, o);
   rx_strbuf_append(o, "#version 450\n");
   bool i8 = u[RX_DTYPE_I8] || u[RX_DTYPE_U8] || u[RX_DTYPE_BOOL];
-  bool i16 = u[RX_DTYPE_I16] || u[RX_DTYPE_U16], i64 = u[RX_DTYPE_I64] || u[RX_DTYPE_U64];
+  bool i16 = u[RX_DTYPE_I16] || u[RX_DTYPE_U16] || u[RX_DTYPE_BF16],
+       i64 = u[RX_DTYPE_I64] || u[RX_DTYPE_U64];
   if (u[RX_DTYPE_F16] || i16)
     rx_strbuf_append(o, "#extension GL_EXT_shader_16bit_storage : require\n");
   if (i8) rx_strbuf_append(o, "#extension GL_EXT_shader_8bit_storage : require\n");
@@ -157,6 +161,15 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
     rx_strbuf_printf(o, "shared %s %s[%lld];\n", p->L->types[s->buf->dtype], cg_name(p, s->name),
                      (long long)(s->elems ? s->elems : 1));
   }
+  if (u[RX_DTYPE_BF16])
+    rx_strbuf_append(o,
+                     "\nfloat rx_bf16_to_f32(uint16_t h) { return uintBitsToFloat(uint(h) << 16); "
+                     "}\n"
+                     "uint16_t rx_f32_to_bf16(float f) {\n"
+                     "  uint u = floatBitsToUint(f);\n"
+                     "  if (isnan(f)) return uint16_t(0x7fc0u);\n"
+                     "  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+                     "}\n");
   if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
   rx_strbuf_append(o, "\nvoid main() {\n");
   for (int i = nbuf; i < k->nargs; i++) {
@@ -753,7 +766,8 @@ const cg_lang cg_glsl = {
               [RX_DTYPE_F64] = "double", /* core GLSL 4.00; the device's shaderFloat64 */
               [RX_DTYPE_U16] = "uint16_t",
               [RX_DTYPE_U32] = "uint",
-              [RX_DTYPE_U64] = "uint64_t"},
+              [RX_DTYPE_U64] = "uint64_t",
+              [RX_DTYPE_BF16] = "uint16_t"}, /* its bits: computed in float */
     .storage = {[RX_DTYPE_BOOL] = "uint8_t"},
     .idx32 = "int",
     .idx64 = "int64_t",
@@ -802,6 +816,9 @@ const cg_lang cg_glsl = {
     .int_min = "min",
     .int_max = "max",
     .has_erf = false,
+    .to_f32 = {[RX_DTYPE_BF16] = "rx_bf16_to_f32(%s)"},
+    .from_f32 = {[RX_DTYPE_BF16] = "rx_f32_to_bf16(%s)"},
+    .arith_via_f32 = {[RX_DTYPE_BF16] = true},
     .vec_words = {"uint", "uvec2", "uvec4"},
     .from_bits = {[RX_DTYPE_F32] = "uintBitsToFloat(%s)",
                   [RX_DTYPE_F16] = "unpackFloat2x16(%s).x",

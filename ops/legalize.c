@@ -536,12 +536,19 @@ static const char *formula_of(const L *l);
 static void unary(L *l, unary_value value) {
   opnd *x = arg(l, 0), *y = &l->outs[0];
   scalars_to(l, x->dtype == RX_DTYPE_UNKNOWN ? y->dtype : x->dtype);
-  const char *iv[MAXR];
-  nest_vars(l, "i", y->ndim, iv);
-  for_nest(l, iv, y->shape, y->ndim);
+  const char *iv[MAXR + 1];
+  const rx_expr *ie[MAXR + 1];
+  int n = y->ndim;
+  nest_vars(l, "i", n, iv);
+  for (int d = 0; d < n; d++) ie[d] = y->shape[d];
+  if (n == 0) { /* a 0-d y: a loop of one, so that value's lets have a kernel */
+    iv[n] = loopvar(l, "u");
+    ie[n++] = C(l, 1);
+  }
+  for_nest(l, iv, ie, n);
   const char *v = value(l, load(l, x, iv), x->dtype, y->dtype);
   line(l, "%s = %s", load(l, y, iv), v);
-  close_n(l, y->ndim);
+  close_n(l, n);
 }
 
 /* ops.def's formula over the loaded value (neg, abs, not) */
@@ -587,6 +594,65 @@ static void gen_gelu(L *l) { unary(l, v_gelu); }
 
 /* ---- elementwise binary and where (broadcast) ---- */
 
+/* a ^ b of floats (math dtype t) as C's pow defines it where the languages' pow does not (GLSL
+ * and Metal leave a negative a or a 0 with b <= 0 undefined): a negative a to an integer b
+ * takes the sign of that power (odd b: negative), to any other b is NaN, and a ^ 0 is 1. */
+static const char *float_power(L *l, const char *av, const char *bv, rx_dtype t) {
+  const char *a = fresh(l, "pa"), *b = fresh(l, "pb"), *m = fresh(l, "pm");
+  const char *tn = rx_dtype_name(t), *zero = lit(l, t, 0);
+  line(l, "let %s: %s = %s", a, tn, av);
+  line(l, "let %s: %s = %s", b, tn, bv);
+  line(l, "let %s: %s = pow(abs(%s), %s)", m, tn, a, b);
+  return S(l,
+           "select(%s == %s, %s, select(%s < %s, select(floor(%s) == %s, select(floor(%s * %s) * "
+           "%s == %s, %s, -%s), nan), %s))",
+           b, zero, lit(l, t, 1), a, zero, b, b, b, lit(l, t, 0.5), lit(l, t, 2), b, m, m, m);
+}
+
+/* a ^ b of integers (dtype t) as the text of the value, exactly (wrapping as the dtype's
+ * products do), by repeated squaring over the bits of b; a negative b counts as 0 (a ^ b is 1). */
+static const char *int_power(L *l, const char *av, const char *bv, rx_dtype t) {
+  const char *tn = rx_dtype_name(t), *p = fresh(l, "p"), *k = loopvar(l, "k");
+  line(l, "alloc %s: %s[3] local", p, tn); /* the result, the base squared k times, b >> k */
+  line(l, "%s[0] = %s", p, lit(l, t, 1));
+  line(l, "%s[1] = %s", p, av);
+  line(l, "%s[2] = max(%s, %s)", p, bv, lit(l, t, 0));
+  line(l, "for %s in 0..%d {", k, rx_dtype_bits(t));
+  l->ind++;
+  line(l, "if %s[2] %% 2 == 1 {", p);
+  line(l, "  %s[0] = %s[0] * %s[1]", p, p, p);
+  line(l, "}");
+  line(l, "if %s[2] > 1 {", p);
+  line(l, "  %s[1] = %s[1] * %s[1]", p, p, p);
+  line(l, "}");
+  line(l, "%s[2] = %s[2] // 2", p, p);
+  close_(l);
+  return S(l, "%s[0]", p);
+}
+
+/* power of operands a, b of dtype t: one element per point of the output (a loop of one for a
+ * 0-d output, so that the lets and locals have a kernel) */
+static void gen_power(L *l, opnd *a, opnd *b, rx_dtype t) {
+  opnd *y = &l->outs[0];
+  const char *iv[MAXR + 1];
+  const rx_expr *ie[MAXR + 1];
+  int n = y->ndim;
+  nest_vars(l, "i", n, iv);
+  for (int d = 0; d < n; d++) ie[d] = y->shape[d];
+  if (n == 0) {
+    iv[n] = loopvar(l, "u");
+    ie[n++] = C(l, 1);
+  }
+  for_nest(l, iv, ie, n);
+  const char *av = load_bcast(l, a, iv, y->shape, y->ndim);
+  const char *bv = load_bcast(l, b, iv, y->shape, y->ndim);
+  const char *v = rx_dtype_is_float(t)
+                      ? down(l, t, float_power(l, up(l, t, av), up(l, t, bv), mathdt(t)))
+                      : int_power(l, av, bv, t);
+  line(l, "%s = %s", load(l, y, iv), v);
+  close_n(l, n);
+}
+
 static void gen_binary(L *l) {
   rx_op_id op = l->call->op->id;
   const char *f = formula_of(l);
@@ -603,26 +669,24 @@ static void gen_binary(L *l) {
   } else {
     scalars_to(l, ct);
   }
+  if (op == RX_OP_power || op == RX_OP_pow) {
+    gen_power(l, a, b, ct);
+    return;
+  }
+  bool fl = rx_dtype_is_float(ct);
   const char *iv[MAXR];
   nest_vars(l, "i", y->ndim, iv);
   for_nest(l, iv, y->shape, y->ndim);
   const char *av = load_bcast(l, a, iv, y->shape, y->ndim);
   const char *bv = load_bcast(l, b, iv, y->shape, y->ndim);
   const char *v;
-  bool fl = rx_dtype_is_float(ct);
   if (is_where) {
     v = S(l, "select(%s, %s, %s)", load_bcast(l, arg(l, 0), iv, y->shape, y->ndim), av, bv);
   } else if (f) { /* ops.def's formula; max and min take the typed operand first */
     bool swap = a->scalar && (op == RX_OP_maximum || op == RX_OP_minimum);
     v = swap ? S(l, f, bv, av) : S(l, f, av, bv);
-  } else if (op == RX_OP_divide) {
+  } else { /* divide */
     v = S(l, fl ? "%s / %s" : "%s // %s", av, bv);
-  } else { /* power, pow */
-    if (!fl) {
-      fail(l, "power of integer tensors is not supported (cast to a float dtype)");
-      return;
-    }
-    v = down(l, ct, S(l, "pow(%s, %s)", up(l, ct, av), up(l, ct, bv)));
   }
   line(l, "%s = %s", load(l, y, iv), v);
   close_n(l, y->ndim);

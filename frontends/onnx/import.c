@@ -4974,6 +4974,7 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
 #undef EX2
 #undef EX3
 #undef FL
+#include "import_quant.h"
 
 /* ---- the supported operators, listed once ----
  * {ONNX op type, handler, the relaxc op it maps to (the handler's rop), first opset, last opset
@@ -5009,6 +5010,7 @@ static const onnx_op onnx_ops[] = {
     {"Atanh", do_formula, "atanh", 9, 0, NULL},
     {"AveragePool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
     {"BatchNormalization", do_batch_norm, NULL, 1, 0, "inference; training_mode=1 with the running mean and variance"},
+    {"BitShift", do_bitshift, NULL, 11, 0, "unsigned integers"},
     {"BlackmanWindow", do_window, "blackman", 17, 0, NULL},
     {"CastLike", do_cast_like, NULL, 15, 0, NULL},
     {"Cast", do_cast, NULL, 6, 0, NULL},
@@ -5020,15 +5022,18 @@ static const onnx_op onnx_ops[] = {
     {"Constant", do_constant, NULL, 1, 0, NULL},
     {"ConstantOfShape", do_reshape_expand, NULL, 9, 0, NULL},
     {"Conv", do_conv, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
+    {"ConvInteger", do_integer_op, "conv", 10, 0, "as Conv; i32 accumulation"},
     {"ConvTranspose", do_conv_transpose, NULL, 1, 0, "1-D, 2-D and 3-D; output_shape and SAME: constant spatial dims"},
     {"Cos", do_unary, "cos", 7, 0, NULL},
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
     {"DFT", do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
+    {"DequantizeLinear", do_dequantize, NULL, 10, 0, "per tensor and per axis; no block_size"},
     {"Det", do_det, NULL, 11, 0, "matrices of a constant size up to 16"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
+    {"DynamicQuantizeLinear", do_dynamic_quantize, NULL, 11, 0, NULL},
     {"Einsum", do_einsum, NULL, 12, 0, "1 to 3 operands"},
     {"Elu", do_elu, "elu", 6, 0, NULL},
     {"Equal", do_binary, "equal", 1, 0, NULL},
@@ -5066,6 +5071,7 @@ static const onnx_op onnx_ops[] = {
     {"LpPool", do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
     {"LRN", do_lrn, NULL, 1, 0, NULL},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
+    {"MatMulInteger", do_integer_op, "matmul", 10, 0, "i32 accumulation"},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
     {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; Indices: 2-D"},
     {"MaxUnpool", do_max_unpool, NULL, 9, 0, NULL},
@@ -5084,8 +5090,11 @@ static const onnx_op onnx_ops[] = {
     {"OneHot", do_one_hot, NULL, 9, 0, NULL},
     {"Or", do_binary, "logical_or", 1, 0, NULL},
     {"Pad", do_pad, NULL, 2, 0, "constant, edge, reflect, wrap"},
-    {"Pow", do_binary, "power", 1, 0, NULL},
+    {"Pow", do_pow, "power", 1, 0, "mixed dtypes; integer powers exact"},
     {"PRelu", do_prelu, NULL, 7, 0, NULL},
+    {"QLinearConv", do_integer_op, "qconv", 10, 0, "as Conv; i32 accumulation"},
+    {"QLinearMatMul", do_integer_op, "qmatmul", 10, 0, "i32 accumulation"},
+    {"QuantizeLinear", do_quantize, NULL, 10, 0, "per tensor and per axis, to u8, i8, u16, i16; no block_size"},
     {"Range", do_range_any, NULL, 11, 0, NULL},
     {"Reciprocal", do_reciprocal, NULL, 1, 0, NULL},
     {"ReduceL1", do_reduce_by, "l1", 1, 0, NULL},

@@ -19,7 +19,9 @@ import struct
 import numpy as np
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nodes")
-ELEM = {np.dtype(np.float32): 1, np.dtype(np.int32): 6, np.dtype(np.int64): 7}
+ELEM = {np.dtype(np.float32): 1, np.dtype(np.int32): 6, np.dtype(np.int64): 7,
+        np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 4,
+        np.dtype(np.uint32): 12, np.dtype(np.uint64): 13}
 
 
 def varint(v):
@@ -497,6 +499,7 @@ def main():
     signal_cases(np.random.default_rng(29))
     scatter_einsum_cases(np.random.default_rng(1717))
     runtime_axes_cases(np.random.default_rng(1717))
+    quant_cases(np.random.default_rng(171))
 
 
 
@@ -842,6 +845,132 @@ def scatter_einsum_cases(rng):
               [("s", sc), ("b", bias), ("m", mean), ("v", var)], [("x", np.float32, ["n", 3, "h"])],
               [("y", np.float32, ["n", 3, "h"]), ("rm", np.float32, [3]), ("rv", np.float32, [3])],
               sets, 15)
+
+
+def rint_sat(v, dt):
+    """round half to even, saturated to dt's range, as dt (ONNX's QuantizeLinear)"""
+    i = np.iinfo(dt)
+    return np.clip(np.rint(v), i.min, i.max).astype(dt)
+
+
+def conv2d_i32(x, w, pads):
+    """x [N, C, H, W] conv w [O, C, kh, kw] in int64 (exact), zero padding"""
+    v = window_view(x.astype(np.int64), list(w.shape[2:]), [1, 1], pads, 0)
+    return np.einsum("nchwij,ocij->nohw", v, w.astype(np.int64)).astype(np.int32)
+
+
+def quant_cases(rng):
+    """the quantization operators, Pow of mixed dtypes and BitShift over symbolic dims, each run
+    at two sizes (the suite's cases have static shapes)"""
+    # QuantizeLinear per axis to u8 (ties at .5 round to even, values past the range saturate),
+    # then DequantizeLinear back
+    sc = np.array([0.5, 0.25, 2.0], np.float32)
+    zp = np.array([128, 3, 250], np.uint8)
+    sets = []
+    for n in (4, 1):
+        x = (rng.integers(-400, 400, size=(n, 3)) / 8).astype(np.float32)
+        q = rint_sat(x / sc + zp.astype(np.float32), np.uint8)
+        y = ((q.astype(np.int32) - zp.astype(np.int32)).astype(np.float32) * sc)
+        sets.append(([x], [q, y]))
+    save_case("test_rx_quantize_dequantize_axis_symbolic",
+              [node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+               node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)],
+              [("s", sc), ("z", zp)], [("x", np.float32, ["n", 3])],
+              [("q", np.uint8, ["n", 3]), ("y", np.float32, ["n", 3])], sets, 13)
+    # DynamicQuantizeLinear: the scale and zero point from min(x, 0) and max(x, 0)
+    sets = []
+    for n in (3, 1):
+        x = (rng.standard_normal((n, 4)) * 3).astype(np.float32)
+        hi, lo = np.float32(max(0, x.max())), np.float32(min(0, x.min()))
+        s = np.float32(hi - lo) / np.float32(255)
+        z = np.rint(np.clip(np.float32(0) - lo / s, 0, 255))
+        sets.append(([x], [rint_sat(np.rint(x / s) + z, np.uint8), np.array(s, np.float32),
+                           np.array(z, np.uint8)]))
+    save_case("test_rx_dynamic_quantize_symbolic",
+              [node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], [],
+              [("x", np.float32, ["n", 4])],
+              [("y", np.uint8, ["n", 4]), ("s", np.float32, []), ("z", np.uint8, [])], sets, 11)
+    # MatMulInteger (a per-tensor zero point, b per column) and QLinearMatMul, K = 300: sums
+    # up to 300 * 255 * 255, beyond f32's 2^24, exact in i32
+    b = rng.integers(0, 256, size=(300, 3)).astype(np.uint8)
+    bz = np.array([7, 200, 128], np.uint8)
+    az = np.array(9, np.uint8)
+    ys, yz = np.array(40.0, np.float32), np.array(100, np.uint8)
+    as_, bs = np.array(0.02, np.float32), np.array([0.01, 0.03, 0.005], np.float32)
+    sets = []
+    for n in (2, 1):
+        a = rng.integers(0, 256, size=(n, 300)).astype(np.uint8)
+        c = (a.astype(np.int64) - az) @ (b.astype(np.int64) - bz)
+        m = np.float32(as_ * bs) / ys
+        sets.append(([a], [c.astype(np.int32),
+                           rint_sat(c.astype(np.float32) * m + np.float32(yz), np.uint8)]))
+    save_case("test_rx_matmul_integer_qlinear_symbolic",
+              [node("MatMulInteger", ["a", "b", "az", "bz"], ["c"]),
+               node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["q"])],
+              [("b", b), ("az", az), ("bz", bz), ("as", as_), ("bs", bs), ("ys", ys),
+               ("yz", yz)], [("a", np.uint8, ["n", 300])],
+              [("c", np.int32, ["n", 3]), ("q", np.uint8, ["n", 3])], sets, 10)
+    # ConvInteger and QLinearConv (i8 weights, a zero point per output channel, an i32 bias),
+    # symbolic spatial dims, pads 1
+    w = rng.integers(-128, 128, size=(3, 2, 2, 2)).astype(np.int8)
+    wz = np.array([0, -3, 5], np.int8)
+    xz = np.array(120, np.uint8)
+    bias = rng.integers(-1000, 1000, size=3).astype(np.int32)
+    xs, ws = np.array(0.05, np.float32), np.array([0.01, 0.02, 0.04], np.float32)
+    ys, yz = np.array(2.5, np.float32), np.array(-10, np.int8)
+    sets = []
+    for h, wd in ((4, 3), (2, 5)):
+        x = rng.integers(0, 256, size=(1, 2, h, wd)).astype(np.uint8)
+        c = conv2d_i32(x.astype(np.int32) - 120, w.astype(np.int32) - wz.reshape(3, 1, 1, 1),
+                       [1, 1, 1, 1])
+        m = (np.float32(xs * ws) / ys).reshape(1, 3, 1, 1)
+        r = (c + bias.reshape(1, 3, 1, 1)).astype(np.float32) * m + np.float32(yz)
+        sets.append(([x], [c, rint_sat(r, np.int8)]))
+    save_case("test_rx_conv_integer_qlinear_symbolic",
+              [node("ConvInteger", ["x", "w", "xz", "wz"], ["c"], pads=[1, 1, 1, 1]),
+               node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["q"],
+                    pads=[1, 1, 1, 1])],
+              [("w", w), ("wz", wz), ("xz", xz), ("bias", bias), ("xs", xs), ("ws", ws),
+               ("ys", ys), ("yz", yz)], [("x", np.uint8, [1, 2, "h", "w"])],
+              [("c", np.int32, [1, 3, "p", "q"]), ("q", np.int8, [1, 3, "p", "q"])], sets, 10)
+    # Pow: i64 ^ i64 exactly (past 2^53), i32 ^ i64 and f32 ^ i32 (the exponent cast to the
+    # base's dtype)
+    sets = []
+    for n in (5, 2):
+        x = rng.integers(-7, 8, size=n).astype(np.int64)
+        e = rng.integers(0, 21, size=n).astype(np.int64)
+        x[0], e[0] = 3, 39  # 3^39 > 2^53
+        xi = x.astype(np.int32)
+        ei = np.minimum(e, 10)
+        f = rng.standard_normal(n).astype(np.float32)
+        sets.append(([x, e, f], [x ** e, xi ** ei.astype(np.int32),
+                                  (f.astype(np.float64) ** ei).astype(np.float32)]))
+    save_case("test_rx_pow_mixed_symbolic",
+              [node("Pow", ["x", "e"], ["y"]), node("Cast", ["x"], ["xi"], to=6),
+               node("Clip", ["e", "lo", "hi"], ["ec"]), node("Pow", ["xi", "ec"], ["yi"]),
+               node("Cast", ["ec"], ["ei"], to=6), node("Pow", ["f", "ei"], ["yf"])],
+              [("lo", np.array(0, np.int64)), ("hi", np.array(10, np.int64))],
+              [("x", np.int64, ["n"]), ("e", np.int64, ["n"]), ("f", np.float32, ["n"])],
+              [("y", np.int64, ["n"]), ("yi", np.int32, ["n"]), ("yf", np.float32, ["n"])],
+              sets, 15)
+    # BitShift of u8 (wrapping on the left) and u64 (shifts up to 63)
+    sets = []
+    for n in (4, 1):
+        x = rng.integers(0, 256, size=n).astype(np.uint8)
+        s = rng.integers(0, 8, size=n).astype(np.uint8)
+        X = rng.integers(0, 2 ** 63, size=n, dtype=np.uint64)
+        S = rng.integers(0, 64, size=n).astype(np.uint64)
+        sets.append(([x, s, X, S], [np.left_shift(x, s), np.right_shift(x, s),
+                                    np.left_shift(X, S), np.right_shift(X, S)]))
+    save_case("test_rx_bitshift_symbolic",
+              [node("BitShift", ["x", "s"], ["l"], direction="LEFT"),
+               node("BitShift", ["x", "s"], ["r"], direction="RIGHT"),
+               node("BitShift", ["X", "S"], ["L"], direction="LEFT"),
+               node("BitShift", ["X", "S"], ["R"], direction="RIGHT")], [],
+              [("x", np.uint8, ["n"]), ("s", np.uint8, ["n"]), ("X", np.uint64, ["n"]),
+               ("S", np.uint64, ["n"])],
+              [("l", np.uint8, ["n"]), ("r", np.uint8, ["n"]), ("L", np.uint64, ["n"]),
+               ("R", np.uint64, ["n"])], sets, 11)
 
 
 if __name__ == "__main__":
