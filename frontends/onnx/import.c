@@ -16,6 +16,7 @@
 
 #include "../../ir/ir.h"
 
+#include "import_rnn.h"
 #include "proto.h"
 
 #include <math.h>
@@ -3577,6 +3578,28 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
  * reads both forms. A node outside its op's range, or of an op not listed, is reported with
  * every other such node before any is imported. README.md's list is `relaxc import
  * --list-ops`, checked by tests/lit/onnx/supported_ops.test. */
+/* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */
+static rx_status do_rnn(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  onnx_rnn_in in = {0};
+  rx_node **slot[8] = {&in.x, &in.w, &in.r, &in.b, &in.seq, &in.h0, &in.c0, &in.p};
+  for (size_t i = 0; i < 8; i++)
+    if (input(n, i)) RX_RETURN_IF_ERROR(arg(I, n, input(n, i), slot[i]));
+  if (!in.x || !in.w || !in.r) return node_err(I, n, "inputs X, W and R are required");
+  in.xs = tsinfo(get(I, input(n, 0)));
+  in.ws = tsinfo(get(I, input(n, 1)));
+  in.rs = tsinfo(get(I, input(n, 2)));
+  in.seqs = input(n, 4) ? tsinfo(get(I, input(n, 4))) : NULL;
+  rx_var *out[3];
+  RX_RETURN_IF_ERROR(at_node(I, n, onnx_rnn_import(I->m, I->b, n, &in, out)));
+  for (size_t i = 0; i < n->n_output && i < 3; i++)
+    if (n->output[i] && n->output[i][0]) {
+      if (!out[i]) return node_err(I, n, "output %zu is not defined for %s", i, n->op_type);
+      def_named(I, n->output[i], out[i]);
+    }
+  return NULL;
+}
+
 typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const char *rop);
 typedef struct onnx_op {
   const char *type;
@@ -3634,6 +3657,7 @@ static const onnx_op onnx_ops[] = {
     {"GlobalMaxPool", do_global_pool, NULL, 1, 0, NULL},
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
+    {"GRU", do_rnn, NULL, 7, 0, "activations: the defaults"},
     {"Hardmax", do_hardmax, NULL, 1, 0, NULL},
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
@@ -3649,6 +3673,7 @@ static const onnx_op onnx_ops[] = {
     {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
     {"LpPool", do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
     {"LRN", do_lrn, NULL, 1, 0, NULL},
+    {"LSTM", do_rnn, NULL, 7, 0, "activations: the defaults; no input_forget"},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
     {"MaxPool", do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; no Indices output"},
@@ -3681,6 +3706,7 @@ static const onnx_op onnx_ops[] = {
     {"Relu", do_unary, "relu", 1, 0, NULL},
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
     {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
+    {"RNN", do_rnn, NULL, 7, 0, "activations: the defaults"},
     {"Round", do_select_act, "round", 11, 0, NULL},
     {"Selu", do_elu, "selu", 6, 0, NULL},
     {"Shape", do_shape, NULL, 1, 0, NULL},
