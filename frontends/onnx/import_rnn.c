@@ -330,19 +330,20 @@ static const rx_sinfo *f32t(rx_module *m, const rx_expr *const *dims, int k) {
   return rx_sinfo_tensor(m, RX_DTYPE_F32, k, dims);
 }
 
-/* the program's name: rnn_ and the node's first output, made an identifier */
-static char *program_name(const Onnx__NodeProto *n) {
-  const char *o = "";
-  for (size_t i = 0; i < n->n_output && !o[0]; i++)
-    if (n->output[i]) o = n->output[i];
-  char *id = onnx_ident(o[0] ? o : (n->name ? n->name : "node"));
-  rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "onnx_%s_%s", n->op_type, id);
-  free(id);
-  char *s = rx_strbuf_take(&sb);
-  for (char *c = s; *c; c++)
-    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
-  return s;
+/* the program's name: the op in lower case and the first free number (short: kernel names are
+ * limited, and an underscore is escaped in them) */
+static char *program_name(rx_module *m, const Onnx__NodeProto *n) {
+  char op[8] = {0};
+  for (int i = 0; i < 7 && n->op_type[i]; i++)
+    op[i] = (char)(n->op_type[i] >= 'A' && n->op_type[i] <= 'Z' ? n->op_type[i] - 'A' + 'a'
+                                                                : n->op_type[i]);
+  for (int k = 0;; k++) {
+    rx_strbuf sb = {0};
+    rx_strbuf_printf(&sb, "onnx%s%d", op, k);
+    char *s = rx_strbuf_take(&sb);
+    if (!rx_module_tensor_fn(m, s)) return s;
+    free(s);
+  }
 }
 
 rx_status onnx_rnn_import(rx_module *m, rx_builder *b, const Onnx__NodeProto *n,
@@ -355,7 +356,7 @@ rx_status onnx_rnn_import(rx_module *m, rx_builder *b, const Onnx__NodeProto *n,
   rx_node *xw;
   RX_RETURN_IF_ERROR(project(m, b, &sp, in, T, B, I, &xw));
 
-  char *name = program_name(n);
+  char *name = program_name(m, n);
   char *text = program_text(&sp, name);
   rx_status s = rx_module_parse(m, "<onnx recurrence>", text, strlen(text), NULL);
   free(text);

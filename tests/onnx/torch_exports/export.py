@@ -22,6 +22,9 @@ Models (TorchScript exporter, dynamo=False, unless marked dynamo):
                       values, symbolic past length, causal mask offset by it)
   mean_pool_normalize masked mean pooling of token states and F.normalize
   conv1d_stem         a Conv1d audio stem: two conv1d + GELU, stride 2, symbolic frames
+  lstm                nn.LSTM (2 layers, bidirectional, batch_first) over a symbolic sequence
+                      length and batch: outputs, final hidden and cell states
+  gru                 nn.GRU (batch_first) over a symbolic sequence length, then a Linear head
 
 onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
 per model and shape (it agrees within 1e-5 on all of them when this was run).
@@ -153,6 +156,27 @@ class Conv1dStem(nn.Module):
         return F.gelu(self.c2(F.gelu(self.c1(mel))))
 
 
+class LSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        y, (h, c) = self.rnn(x)
+        return y, h, c
+
+
+class GRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 16, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y, h = self.rnn(x)
+        return self.head(y), h
+
+
 def pad_mask(b, s):
     """A key-padding mask (True: padding) with a different valid length per row, never 0."""
     lens = rng.integers(1, s + 1, size=b)
@@ -242,6 +266,17 @@ def main():
     export("conv1d_stem", Conv1dStem(), [(randn(b, 8, t),) for b, t in ((1, 16), (2, 37))],
            ["mel"], ["y"], {"mel": {0: "batch", 2: "frames"}, "y": {0: "batch", 2: "out"}},
            13, log)
+    # the recurrences (added later): their own seeds, so the cases above keep their data
+    global rng
+    torch.manual_seed(17)
+    rng = np.random.default_rng(17)
+    b_t = [(2, 5), (3, 11)]
+    export("lstm", LSTM(), [(randn(b, t, 8),) for b, t in b_t], ["x"], ["y", "h_n", "c_n"],
+           {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, "h_n": {1: "batch"},
+            "c_n": {1: "batch"}}, 14, log)
+    export("gru", GRU(), [(randn(b, t, 8),) for b, t in b_t], ["x"], ["y", "h_n"],
+           {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, "h_n": {1: "batch"}}, 14,
+           log)
     with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
         f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
         f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
