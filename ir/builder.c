@@ -578,6 +578,31 @@ rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *cons
   return NULL;
 }
 
+rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args, int nargs,
+                             const rx_sinfo *out, const char *name, rx_var **out_var) {
+  if (out_var) *out_var = NULL;
+  rx_graph_fn *g = fn ? rx_module_graph_fn(b->m, fn) : NULL;
+  if (!g)
+    return rx_status_make(RX_ERR_NOT_FOUND, "call: no graph_fn '%s' in the module", fn ? fn : "");
+  RX_RETURN_IF_ERROR(check_args(b, g->name, args, nargs));
+  if (nargs != g->nparams)
+    return rx_status_make(RX_ERR_INVALID, "%s expects %d arguments, got %d", g->name, g->nparams,
+                          nargs);
+  if (!out) out = g->ret;
+  if (!out)
+    return rx_status_make(RX_ERR_INVALID, "call of %s: its result's struct info is needed",
+                          g->name);
+  const char *vname;
+  RX_RETURN_IF_ERROR(pick_name(b, name, g->name, &vname));
+  rx_node *call = call_node(b, RX_NODE_CALL_GRAPH, args, nargs);
+  call->callee = g->name;
+  call->gfn = g;
+  call->sinfo = out;
+  rx_var *v = bind(b, vname, call, out, NULL);
+  if (out_var) *out_var = v;
+  return NULL;
+}
+
 rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
                              const char *name, rx_var **out_var) {
   if (out_var) *out_var = NULL;
