@@ -3781,6 +3781,14 @@ static void put_expr(rx_strbuf *sb, const rx_expr *e) {
   rx_free(s);
 }
 
+/* the driver's parameters for the outer tensors a body reads: ", PFX0: SINFO, ..." */
+static void put_caps(rx_strbuf *sb, const char *pfx, const body *bd) {
+  for (int k = 0; k < bd->ncaps; k++) {
+    rx_strbuf_printf(sb, ", %s%d: ", pfx, k);
+    put_sinfo(sb, rx_var_sinfo(bd->capv[k]));
+  }
+}
+
 /* the dims of si from dim `from` on, comma-separated (each after ", " when lead) */
 static void put_dims(rx_strbuf *sb, const rx_sinfo *si, int from, bool lead) {
   for (int d = from; d < si->ndim; d++) {
@@ -3888,14 +3896,8 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_strbuf sb = {0};
   rx_strbuf_printf(&sb, "graph_fn %s(c: ", F);
   put_sinfo(&sb, c->sinfo);
-  for (int k = 0; k < bt.ncaps; k++) {
-    rx_strbuf_printf(&sb, ", t%d: ", k);
-    put_sinfo(&sb, rx_var_sinfo(bt.capv[k]));
-  }
-  for (int k = 0; k < be.ncaps; k++) {
-    rx_strbuf_printf(&sb, ", e%d: ", k);
-    put_sinfo(&sb, rx_var_sinfo(be.capv[k]));
-  }
+  put_caps(&sb, "t", &bt);
+  put_caps(&sb, "e", &be);
   rx_strbuf_printf(&sb, ") -> ");
   put_sinfo(&sb, ret);
   rx_strbuf_printf(&sb, " {\n");
@@ -4021,10 +4023,7 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
     rx_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
     put_sinfo(&sb, a[1 + i]->sinfo);
   }
-  for (int k = 0; k < bd.ncaps; k++) {
-    rx_strbuf_printf(&sb, ", c%d: ", k);
-    put_sinfo(&sb, rx_var_sinfo(bd.capv[k]));
-  }
+  put_caps(&sb, "c", &bd);
   rx_strbuf_printf(&sb, ") -> (");
   for (int i = 0; i < N + K; i++) {
     if (i) rx_strbuf_printf(&sb, ", ");
@@ -4169,10 +4168,7 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_strbuf_printf(&sb, ", s%d: ", i);
       put_sinfo(&sb, in[2 + i]);
     }
-    for (int k = 0; k < bd.ncaps; k++) {
-      rx_strbuf_printf(&sb, ", c%d: ", k);
-      put_sinfo(&sb, rx_var_sinfo(bd.capv[k]));
-    }
+    put_caps(&sb, "c", &bd);
     rx_strbuf_printf(&sb, ") -> ");
     put_sinfo(&sb, ret);
     rx_strbuf_printf(&sb, " {\n");
