@@ -188,12 +188,13 @@ static void step_lstm(rx_strbuf *sb, const spec *sp) {
   rx_strbuf_printf(sb, "        for j in 0..%lld {\n", (long long)sp->H);
   snprintf(ex, sizeof ex, "%s", sp->has_p ? " + p[d, j] * yc[d, b, j]" : "");
   gate(sb, sp, "gi", "sigmoid", 0, ex);
-  snprintf(ex, sizeof ex, sp->has_p ? " + p[d, %lld + j] * yc[d, b, j]" : "",
-           (long long)(2 * sp->H));
+  ex[0] = 0;
+  if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, %lld + j] * yc[d, b, j]", (long long)(2 * sp->H));
   gate(sb, sp, "gf", "sigmoid", 2, ex);
   gate(sb, sp, "gg", "tanh", 3, "");
   rx_strbuf_printf(sb, "          let cn: f32 = gf * yc[d, b, j] + gi * gg\n");
-  snprintf(ex, sizeof ex, sp->has_p ? " + p[d, %lld + j] * cn" : "", (long long)sp->H);
+  ex[0] = 0;
+  if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, %lld + j] * cn", (long long)sp->H);
   gate(sb, sp, "go", "sigmoid", 1, ex);
   rx_strbuf_printf(sb, "          yc[d, b, j] = cn\n"
                        "          y[t, d, b, j] = go * tanh(cn)\n"
