@@ -531,6 +531,8 @@ static int axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) 
 typedef const char *(*unary_value)(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
 
 static const char *formula_of(const L *l);
+static const char *v_math(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
+static const char *v_gelu(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
 
 /* The loop nest of a unary op: y[i...] = value(x[i...]). */
 static void unary(L *l, unary_value value) {
@@ -538,10 +540,16 @@ static void unary(L *l, unary_value value) {
   scalars_to(l, x->dtype == RX_DTYPE_UNKNOWN ? y->dtype : x->dtype);
   const char *iv[MAXR];
   nest_vars(l, "i", y->ndim, iv);
+  /* a 0-d tensor whose value needs a let: a loop of one holds it (a top-level let has no
+   * kernel to go to) */
+  bool one = y->ndim == 0 && (value == v_math || value == v_gelu);
+  if (one)
+    for_nest(l, (const char *const[]){"u"}, (const rx_expr *const[]){rx_expr_const(l->m->ctx, 1)},
+             1);
   for_nest(l, iv, y->shape, y->ndim);
   const char *v = value(l, load(l, x, iv), x->dtype, y->dtype);
   line(l, "%s = %s", load(l, y, iv), v);
-  close_n(l, y->ndim);
+  close_n(l, y->ndim + one);
 }
 
 /* ops.def's formula over the loaded value (neg, abs, not) */

@@ -4246,10 +4246,10 @@ static rx_status do_rnn(imp *I, const Onnx__NodeProto *n, const char *rop) {
   for (size_t i = 0; i < 8; i++)
     if (input(n, i)) RX_RETURN_IF_ERROR(arg(I, n, input(n, i), slot[i]));
   if (!in.x || !in.w || !in.r) return node_err(I, n, "inputs X, W and R are required");
-  in.xs = tsinfo(get(I, input(n, 0)));
-  in.ws = tsinfo(get(I, input(n, 1)));
-  in.rs = tsinfo(get(I, input(n, 2)));
-  in.seqs = input(n, 4) ? tsinfo(get(I, input(n, 4))) : NULL;
+  in.xs = in.x->sinfo; /* a shape value made a tensor too */
+  in.ws = in.w->sinfo;
+  in.rs = in.r->sinfo;
+  in.seqs = in.seq ? in.seq->sinfo : NULL;
   rx_var *out[3];
   RX_RETURN_IF_ERROR(at_node(I, n, onnx_rnn_import(I->m, I->b, n, &in, out)));
   for (size_t i = 0; i < n->n_output && i < 3; i++)
