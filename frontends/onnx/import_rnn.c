@@ -4,14 +4,16 @@
  * The input projection of every time step is one batched matmul at the graph level: X as
  * [1, T*B, I] times W transposed [D, I, G*H] gives XW [D, T*B, G*H] (D directions, G gates),
  * viewed as [D, T, B, G*H]. The recurrence is one tensor program per node, written here as text
- * and parsed into the module (as ops/legalize.c writes its programs): its parallel loops are the
- * directions and the batch rows (the schedule's fallback rule binds them to threads), and each
- * thread walks the time steps serially, t = s forward or len - 1 - s in reverse (len: the row's
- * sequence_lens entry, else T). A step is the matrix-vector product of h_{t-1} with R (into the
- * work buffer ws) and one fused pass of the gates (sigmoid / tanh, peepholes, clip, the cell
- * update) writing h_t into Y, which holds the state of the next step; Y_h and Y_c are the
- * states after the last step of each row, and Y is zero past a row's length. The program's
- * trip count is the symbolic T, so a graph-level loop is not needed for these operators. */
+ * and parsed into the module (as ops/legalize.c writes its programs), whose serial loop over the
+ * steps has the symbolic T as trip count (so no graph-level loop is needed), t = s forward or
+ * len - 1 - s in reverse (len: the row's sequence_lens entry, else T). A step is the
+ * matrix-vector product of h_{t-1} with R (into the work row ws) and one fused pass of the gates
+ * (sigmoid / tanh, peepholes, clip, the cell update) writing h_t into Y and the state; Y_h and
+ * Y_c are the states after each row's last step, and Y is zero past a row's length.
+ * Block form (the state fits RNN_SHARED_BYTES): a block per direction and batch row, its threads
+ * sharing each step's rows of R and its gates, the state in shared memory, barriers between
+ * the phases. Serial form (larger states): a thread per direction and row, the state in the
+ * outputs yh, yc and ws. */
 #include "import_rnn.h"
 
 #include <stdio.h>
@@ -31,8 +33,16 @@ typedef struct spec {
   double clip; /* 0: none */
   int layout;  /* 1: X [B, T, I], Y [B, T, D, H], Y_h [B, D, H] */
   bool has_b, has_seq, has_h0, has_c0, has_p;
-  rx_dtype seq_dt; /* sequence_lens' dtype (i32 in ONNX) */
+  rx_dtype seq_dt;           /* sequence_lens' dtype (i32 in ONNX) */
+  int tpb;                   /* the program's form: 0 serial, else threads per block */
+  const char *hs, *cs, *wsn; /* the state h, c and the work row, each before its index */
 } spec;
+
+/* threads of a block of the block form: enough for the widest phase, at most this many */
+#define RNN_THREADS 256
+/* the shared memory of the block form at most: maxComputeSharedMemorySize's least value in
+ * the Vulkan spec (Required Limits), which CUDA and Metal exceed */
+#define RNN_SHARED_BYTES 16384
 
 /* the default activations of each kind (ONNX's operator docs), per direction */
 static const char *const default_acts[3][3] = {
@@ -143,7 +153,7 @@ static void xterm(rx_strbuf *sb, const spec *sp, int g) {
 
 /* the pre-activation of gate g from h_{t-1}: ws plus R's bias */
 static void rterm(rx_strbuf *sb, const spec *sp, int g) {
-  rx_strbuf_printf(sb, "ws[d, b, %lld + j]", (long long)(g * sp->H));
+  rx_strbuf_printf(sb, "%s%lld + j]", sp->wsn, (long long)(g * sp->H));
   if (sp->has_b) rx_strbuf_printf(sb, " + bias[d, %lld + j]", (long long)(sp->GH + g * sp->H));
 }
 
@@ -167,51 +177,100 @@ static void gate(rx_strbuf *sb, const spec *sp, const char *name, const char *fn
   rx_strbuf_printf(sb, ")\n");
 }
 
-/* ws[d, b, q0 + q] = sum_k SRC[k] * r[d, q0 + q, k] for q in 0..nq */
+/* the step's time index t of step s (ln: the row's length) */
+static void put_lets(rx_strbuf *sb, const spec *sp) {
+  rx_strbuf_printf(sb, "        let ln: i64 = %s\n", sp->has_seq ? "i64(sl[b])" : "rnn_t");
+  rx_strbuf_printf(sb, "        let t: i64 = %s\n",
+                   sp->dir == DIR_FORWARD   ? "s"
+                   : sp->dir == DIR_REVERSE ? "ln - 1 - s"
+                                            : "select(d == 1, ln - 1 - s, s)");
+}
+
+/* Opens one phase of a step, VAR over 0..n: serially a loop; in a block (sp->tpb) each thread
+ * takes every tpb-th, and a phase of the step proper (step) runs while s < ln. */
+static void phase_open(rx_strbuf *sb, const spec *sp, const char *var, int64_t n, bool step) {
+  if (!sp->tpb) {
+    rx_strbuf_printf(sb, "        for %s in 0..%lld {\n", var, (long long)n);
+    return;
+  }
+  rx_strbuf_printf(sb,
+                   "    for tx in 0..%d bind(threadIdx.x) {\n      for i in 0..%lld {\n"
+                   "        let %s: i64 = tx + i * %d\n        if %s < %lld {\n",
+                   sp->tpb, (long long)((n + sp->tpb - 1) / sp->tpb), var, sp->tpb, var,
+                   (long long)n);
+  if (step) {
+    put_lets(sb, sp);
+    rx_strbuf_printf(sb, "        if s < ln {\n");
+  }
+}
+
+/* Closes a phase (zero: Y is 0 at the steps past the row's length), then a barrier. */
+static void phase_close(rx_strbuf *sb, const spec *sp, bool step, bool zero) {
+  if (!sp->tpb) {
+    rx_strbuf_printf(sb, "        }\n");
+    return;
+  }
+  if (step && zero)
+    rx_strbuf_printf(sb, "        } else {\n          y[s, d, b, j] = 0.0\n        }\n");
+  else if (step)
+    rx_strbuf_printf(sb, "        }\n");
+  rx_strbuf_printf(sb, "        }\n      }\n    }\n    barrier\n");
+}
+
+/* WS[q0 + q] = sum_k SRC[k] * r[d, q0 + q, k] for q in 0..nq (SRC, WS: sp's buffer names) */
 static void matvec(rx_strbuf *sb, const spec *sp, const char *acc, int64_t q0, int64_t nq,
                    const char *src) {
+  phase_open(sb, sp, "q", nq, false);
   rx_strbuf_printf(sb,
-                   "        for q in 0..%lld {\n"
                    "          alloc %s: f32[1] local\n"
                    "          %s[0] = 0.0\n"
                    "          for k in 0..%lld {\n"
-                   "            %s[0] = %s[0] + %s * r[d, %lld + q, k]\n"
+                   "            %s[0] = %s[0] + %sk] * r[d, %lld + q, k]\n"
                    "          }\n"
-                   "          ws[d, b, %lld + q] = %s[0]\n"
-                   "        }\n",
-                   (long long)nq, acc, acc, (long long)sp->H, acc, acc, src, (long long)q0,
-                   (long long)q0, acc);
+                   "          %s%lld + q] = %s[0]\n",
+                   acc, acc, (long long)sp->H, acc, acc, src, (long long)q0, sp->wsn, (long long)q0,
+                   acc);
+  phase_close(sb, sp, false, false);
+}
+
+/* h_t: Y's row t and the state */
+static void put_h(rx_strbuf *sb, const spec *sp, const char *value) {
+  rx_strbuf_printf(
+      sb, "          let hn: f32 = %s\n          y[t, d, b, j] = hn\n          %sj] = hn\n", value,
+      sp->hs);
 }
 
 static void step_lstm(rx_strbuf *sb, const spec *sp) {
   char ex[96];
-  rx_strbuf_printf(sb, "        for j in 0..%lld {\n", (long long)sp->H);
-  snprintf(ex, sizeof ex, "%s", sp->has_p ? " + p[d, j] * yc[d, b, j]" : "");
-  gate(sb, sp, "gi", "sigmoid", 0, ex);
+  phase_open(sb, sp, "j", sp->H, true);
   ex[0] = 0;
-  if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, %lld + j] * yc[d, b, j]", (long long)(2 * sp->H));
+  if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, j] * %sj]", sp->cs);
+  gate(sb, sp, "gi", "sigmoid", 0, ex);
+  if (sp->has_p)
+    snprintf(ex, sizeof ex, " + p[d, %lld + j] * %sj]", (long long)(2 * sp->H), sp->cs);
   gate(sb, sp, "gf", "sigmoid", 2, ex);
   gate(sb, sp, "gg", "tanh", 3, "");
-  rx_strbuf_printf(sb, "          let cn: f32 = gf * yc[d, b, j] + gi * gg\n");
+  rx_strbuf_printf(sb, "          let cn: f32 = gf * %sj] + gi * gg\n", sp->cs);
   ex[0] = 0;
   if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, %lld + j] * cn", (long long)sp->H);
   gate(sb, sp, "go", "sigmoid", 1, ex);
-  rx_strbuf_printf(sb, "          yc[d, b, j] = cn\n"
-                       "          y[t, d, b, j] = go * tanh(cn)\n"
-                       "        }\n");
+  rx_strbuf_printf(sb, "          %sj] = cn\n", sp->cs);
+  put_h(sb, sp, "go * tanh(cn)");
+  phase_close(sb, sp, true, true);
 }
 
 static void step_gru(rx_strbuf *sb, const spec *sp) {
   long long H = (long long)sp->H;
-  if (!sp->lbr) { /* n = tanh(x_n + (r * h) R_n + Rb_n): r first, r * h into ws[3H..4H) */
-    rx_strbuf_printf(sb, "        for j in 0..%lld {\n", H);
+  if (!sp->lbr) { /* n = tanh(x_n + (r * h) R_n + Rb_n): r first, r * h after the gates' ws */
+    phase_open(sb, sp, "j", sp->H, true);
     gate(sb, sp, "gr", "sigmoid", 1, "");
-    rx_strbuf_printf(sb, "          ws[d, b, %lld + j] = gr * yh[d, b, j]\n        }\n", 3 * H);
+    rx_strbuf_printf(sb, "          %s%lld + j] = gr * %sj]\n", sp->wsn, 3 * H, sp->hs);
+    phase_close(sb, sp, true, false);
     char src[48];
-    snprintf(src, sizeof src, "ws[d, b, %lld + k]", 3 * H);
+    snprintf(src, sizeof src, "%s%lld + ", sp->wsn, 3 * H);
     matvec(sb, sp, "acc2", 2 * sp->H, sp->H, src);
   }
-  rx_strbuf_printf(sb, "        for j in 0..%lld {\n", H);
+  phase_open(sb, sp, "j", sp->H, true);
   gate(sb, sp, "gz", "sigmoid", 0, "");
   if (sp->lbr) { /* n = tanh(x_n + r * (h R_n + Rb_n)) */
     gate(sb, sp, "gr", "sigmoid", 1, "");
@@ -226,14 +285,17 @@ static void step_gru(rx_strbuf *sb, const spec *sp) {
   } else {
     gate(sb, sp, "gn", "tanh", 2, "");
   }
-  rx_strbuf_printf(sb, "          y[t, d, b, j] = (1.0 - gz) * gn + gz * yh[d, b, j]\n"
-                       "        }\n");
+  char v[64];
+  snprintf(v, sizeof v, "(1.0 - gz) * gn + gz * %sj]", sp->hs);
+  put_h(sb, sp, v);
+  phase_close(sb, sp, true, true);
 }
 
 static void step_rnn(rx_strbuf *sb, const spec *sp) {
-  rx_strbuf_printf(sb, "        for j in 0..%lld {\n", (long long)sp->H);
+  phase_open(sb, sp, "j", sp->H, true);
   gate(sb, sp, "gh", "tanh", 0, "");
-  rx_strbuf_printf(sb, "          y[t, d, b, j] = gh\n        }\n");
+  put_h(sb, sp, "gh");
+  phase_close(sb, sp, true, true);
 }
 
 /* the work buffer's length per row: h_{t-1} R for every gate (GRU: r * h_{t-1} after them) */
@@ -241,50 +303,99 @@ static int64_t ws_len(const spec *sp) {
   return sp->k == K_GRU && !sp->lbr ? sp->GH + sp->H : sp->GH;
 }
 
-static char *program_text(const spec *sp, const char *name) {
-  rx_strbuf sb = {0};
+/* one step: h_{t-1} R, then the gates */
+static void put_step(rx_strbuf *sb, const spec *sp) {
+  char src[32];
+  snprintf(src, sizeof src, "%s", sp->hs);
+  matvec(sb, sp, "acc", 0, sp->k == K_GRU && !sp->lbr ? 2 * sp->H : sp->GH, src);
+  if (sp->k == K_LSTM)
+    step_lstm(sb, sp);
+  else if (sp->k == K_GRU)
+    step_gru(sb, sp);
+  else
+    step_rnn(sb, sp);
+}
+
+static void program_head(rx_strbuf *sb, const spec *sp, const char *name) {
   long long D = (long long)sp->D, H = (long long)sp->H, GH = (long long)sp->GH;
-  rx_strbuf_printf(&sb, "tensor_fn %s(xw: f32[%lld, rnn_t, rnn_b, %lld], r: f32[%lld, %lld, %lld]",
+  rx_strbuf_printf(sb, "tensor_fn %s(xw: f32[%lld, rnn_t, rnn_b, %lld], r: f32[%lld, %lld, %lld]",
                    name, D, GH, D, GH, H);
-  if (sp->has_b) rx_strbuf_printf(&sb, ", bias: f32[%lld, %lld]", D, 2 * GH);
-  if (sp->has_seq) rx_strbuf_printf(&sb, ", sl: %s[rnn_b]", rx_dtype_name(sp->seq_dt));
-  if (sp->has_h0) rx_strbuf_printf(&sb, ", h0: f32[%lld, rnn_b, %lld]", D, H);
-  if (sp->has_c0) rx_strbuf_printf(&sb, ", c0: f32[%lld, rnn_b, %lld]", D, H);
-  if (sp->has_p) rx_strbuf_printf(&sb, ", p: f32[%lld, %lld]", D, 3 * H);
-  rx_strbuf_printf(&sb, ", out y: f32[rnn_t, %lld, rnn_b, %lld], out yh: f32[%lld, rnn_b, %lld]", D,
+  if (sp->has_b) rx_strbuf_printf(sb, ", bias: f32[%lld, %lld]", D, 2 * GH);
+  if (sp->has_seq) rx_strbuf_printf(sb, ", sl: %s[rnn_b]", rx_dtype_name(sp->seq_dt));
+  if (sp->has_h0) rx_strbuf_printf(sb, ", h0: f32[%lld, rnn_b, %lld]", D, H);
+  if (sp->has_c0) rx_strbuf_printf(sb, ", c0: f32[%lld, rnn_b, %lld]", D, H);
+  if (sp->has_p) rx_strbuf_printf(sb, ", p: f32[%lld, %lld]", D, 3 * H);
+  rx_strbuf_printf(sb, ", out y: f32[rnn_t, %lld, rnn_b, %lld], out yh: f32[%lld, rnn_b, %lld]", D,
                    H, D, H);
-  if (sp->k == K_LSTM) rx_strbuf_printf(&sb, ", out yc: f32[%lld, rnn_b, %lld]", D, H);
-  rx_strbuf_printf(&sb, ", out ws: f32[%lld, rnn_b, %lld]) {\n", D, (long long)ws_len(sp));
-  rx_strbuf_printf(&sb, "  for d in 0..%lld {\n    for b in 0..rnn_b {\n", D);
+  if (sp->k == K_LSTM) rx_strbuf_printf(sb, ", out yc: f32[%lld, rnn_b, %lld]", D, H);
+  rx_strbuf_printf(sb, ", out ws: f32[%lld, rnn_b, %lld]) {\n", D, (long long)ws_len(sp));
+}
+
+/* Serially: a thread per direction and row walks the steps, the state in yh, yc, ws. */
+static char *program_serial(spec *sp, const char *name) {
+  rx_strbuf sb = {0};
+  sp->tpb = 0;
+  sp->hs = "yh[d, b, ";
+  sp->cs = "yc[d, b, ";
+  sp->wsn = "ws[d, b, ";
+  program_head(&sb, sp, name);
+  long long H = (long long)sp->H;
+  rx_strbuf_printf(&sb, "  for d in 0..%lld {\n    for b in 0..rnn_b {\n", (long long)sp->D);
   rx_strbuf_printf(&sb, "      for j in 0..%lld {\n        yh[d, b, j] = %s\n", H,
                    sp->has_h0 ? "h0[d, b, j]" : "0.0");
   if (sp->k == K_LSTM)
     rx_strbuf_printf(&sb, "        yc[d, b, j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
   rx_strbuf_printf(&sb, "      }\n      for s in 0..rnn_t {\n");
-  rx_strbuf_printf(&sb, "        let ln: i64 = %s\n", sp->has_seq ? "i64(sl[b])" : "rnn_t");
-  rx_strbuf_printf(&sb, "        let t: i64 = %s\n",
-                   sp->dir == DIR_FORWARD   ? "s"
-                   : sp->dir == DIR_REVERSE ? "ln - 1 - s"
-                                            : "select(d == 1, ln - 1 - s, s)");
+  put_lets(&sb, sp);
   rx_strbuf_printf(&sb, "        if s < ln {\n");
-  matvec(&sb, sp, "acc", 0, sp->k == K_GRU && !sp->lbr ? 2 * sp->H : sp->GH, "yh[d, b, k]");
-  if (sp->k == K_LSTM)
-    step_lstm(&sb, sp);
-  else if (sp->k == K_GRU)
-    step_gru(&sb, sp);
-  else
-    step_rnn(&sb, sp);
+  put_step(&sb, sp);
   rx_strbuf_printf(&sb,
-                   "          for j in 0..%lld {\n"
-                   "            yh[d, b, j] = y[t, d, b, j]\n"
-                   "          }\n"
                    "        } else {\n"
                    "          for j in 0..%lld {\n"
                    "            y[s, d, b, j] = 0.0\n"
                    "          }\n"
                    "        }\n      }\n    }\n  }\n}\n",
-                   H, H);
+                   H);
   return rx_strbuf_take(&sb);
+}
+
+/* In a block per direction and row: its threads share each step's products and gates, the
+ * state in shared memory (barriers order the phases; global memory would need device-scope
+ * fences on Vulkan and Metal). */
+static char *program_block(spec *sp, const char *name) {
+  rx_strbuf sb = {0};
+  int64_t widest = sp->GH > sp->H ? sp->GH : sp->H;
+  sp->tpb = (int)(widest >= RNN_THREADS ? RNN_THREADS : (widest + 31) / 32 * 32);
+  sp->hs = "hs[";
+  sp->cs = "cs[";
+  sp->wsn = "wsh[";
+  program_head(&sb, sp, name);
+  long long H = (long long)sp->H;
+  rx_strbuf_printf(&sb, "  for b in 0..rnn_b bind(blockIdx.x), d in 0..%lld bind(blockIdx.y) {\n",
+                   (long long)sp->D);
+  rx_strbuf_printf(&sb, "    alloc hs: f32[%lld] shared\n    alloc wsh: f32[%lld] shared\n", H,
+                   (long long)ws_len(sp));
+  if (sp->k == K_LSTM) rx_strbuf_printf(&sb, "    alloc cs: f32[%lld] shared\n", H);
+  phase_open(&sb, sp, "j", sp->H, false);
+  rx_strbuf_printf(&sb, "          hs[j] = %s\n", sp->has_h0 ? "h0[d, b, j]" : "0.0");
+  if (sp->k == K_LSTM)
+    rx_strbuf_printf(&sb, "          cs[j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
+  phase_close(&sb, sp, false, false);
+  rx_strbuf_printf(&sb, "    for s in 0..rnn_t {\n");
+  put_step(&sb, sp);
+  rx_strbuf_printf(&sb, "    }\n");
+  phase_open(&sb, sp, "j", sp->H, false);
+  rx_strbuf_printf(&sb, "          yh[d, b, j] = hs[j]\n");
+  if (sp->k == K_LSTM) rx_strbuf_printf(&sb, "          yc[d, b, j] = cs[j]\n");
+  phase_close(&sb, sp, false, false);
+  rx_strbuf_printf(&sb, "  }\n}\n");
+  return rx_strbuf_take(&sb);
+}
+
+/* The block form where its shared state fits the least shared memory Vulkan guarantees. */
+static char *program_text(spec *sp, const char *name) {
+  int64_t bytes = 4 * (ws_len(sp) + 2 * sp->H);
+  return bytes <= RNN_SHARED_BYTES ? program_block(sp, name) : program_serial(sp, name);
 }
 
 /* ---- the graph ---- */
