@@ -3866,6 +3866,24 @@ static void put_call(rx_strbuf *sb, const char *fn, const char *first, const cha
   rx_strbuf_printf(sb, ")");
 }
 
+/* If of a condition known at import (a shape check of an export): the branch taken, its nodes
+ * in the current function, its outputs the node's */
+static rx_status inline_branch(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g) {
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (!onnx_is_weight(g->initializer[i], false))
+      RX_RETURN_IF_ERROR(def_constant(I, n, g->initializer[i]->name, g->initializer[i]));
+  for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
+  for (size_t i = 0; i < n->n_output; i++) {
+    val *v = get(I, g->output[i]->name);
+    if (!v) return node_err(I, n, "branch output '%s' is not defined", g->output[i]->name);
+    if (!n->output[i] || !n->output[i][0]) continue;
+    val copy = *v;
+    copy.name = n->output[i];
+    *def(I, n->output[i]) = copy;
+  }
+  return NULL;
+}
+
 /* If: the branches as functions, the driver `if` on the condition tensor */
 static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   (void)rop;
@@ -3875,6 +3893,9 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (gt->n_output != ge->n_output || gt->n_output != n->n_output || !n->n_output ||
       n->n_output > CF_MAXIO)
     return node_err(I, n, "the branches must give the node's 1 to %d outputs", CF_MAXIO);
+  val *cv = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (cv && cv->kind == V_SYM && cv->slen == 1 && cv->s[0]->kind == RX_EXPR_CONST)
+    return inline_branch(I, n, cv->s[0]->value ? gt : ge);
   rx_node *c;
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &c));
   if (c->sinfo->kind != RX_SINFO_TENSOR || c->sinfo->dtype != RX_DTYPE_BOOL)

@@ -3,6 +3,8 @@ run from the repository root with the pyenv python3: python3 tests/lit/onnx/Inpu
   lstm_seq.onnx      LSTM over a symbolic sequence length `seq` and batch `batch`, bidirectional
   lstm_relu.onnx     the same with activations Relu, Tanh, Tanh (refused by name)
   loop_count.onnx    Loop with a trip count given at run time, a carried sum and a scan output
+  if_const.onnx      If on a shape check known at import (the rank of x is 1)
+  if_data.onnx       If on a condition computed from data (any(x > 0)): exp(x) or -x
 """
 import os
 
@@ -54,6 +56,33 @@ def loop():
          os.path.join(HERE, "loop_count.onnx"))
 
 
+def branch(name, op):
+    return helper.make_graph([helper.make_node(op, ["x"], [name + "_o"])], name, [],
+                             [helper.make_tensor_value_info(name + "_o", TensorProto.FLOAT,
+                                                            ["n"])])
+
+
+def if_model(name, cond_nodes):
+    g = helper.make_graph(
+        cond_nodes + [helper.make_node("If", ["c"], ["y"], then_branch=branch("t", "Exp"),
+                                       else_branch=branch("e", "Neg"))],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+         os.path.join(HERE, name))
+
+
 lstm("lstm_seq.onnx", None)
 lstm("lstm_relu.onnx", ["Relu", "Tanh", "Tanh"] * 2)
 loop()
+one = helper.make_tensor("one", TensorProto.INT64, [], [1])
+if_model("if_const.onnx", [helper.make_node("Shape", ["x"], ["s"]),
+                           helper.make_node("Size", ["s"], ["r"]),
+                           helper.make_node("Constant", [], ["one"], value=one),
+                           helper.make_node("Equal", ["r", "one"], ["c"])])
+zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+if_model("if_data.onnx", [helper.make_node("Constant", [], ["zero"], value=zero),
+                          helper.make_node("Greater", ["x", "zero"], ["g"]),
+                          helper.make_node("Cast", ["g"], ["gf"], to=TensorProto.FLOAT),
+                          helper.make_node("ReduceMax", ["gf"], ["m"], keepdims=0),
+                          helper.make_node("Cast", ["m"], ["c"], to=TensorProto.BOOL)])
