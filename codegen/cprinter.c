@@ -317,6 +317,7 @@ static void plain_cast(cg_printer *p, rx_strbuf *o, rx_dtype to, const char *s) 
 static void need_i64_halves(cg_printer *p) {
   if (p->need[CG_NEED_I64_HALVES]) return;
   p->need[CG_NEED_I64_HALVES] = true;
+  p->uses[RX_DTYPE_I64] = true; /* its int64_t needs the language's 64-bit integer types */
   rx_strbuf_printf(&p->helpers,
                    "%sint64_t rx_i64(int x) {\n"
                    "  return packInt2x32(ivec2(x, x >> 31));\n"

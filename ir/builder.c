@@ -552,6 +552,22 @@ rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *
   return NULL;
 }
 
+/* Binds `name = callee(args...)`, a call of kind with result out (name NULL: a fresh one after
+ * the callee); *out_call is the call's node. */
+static rx_status bind_call(rx_builder *b, rx_node_kind kind, const char *callee,
+                           rx_node *const *args, int nargs, const rx_sinfo *out, const char *name,
+                           rx_node **out_call, rx_var **out_var) {
+  const char *vname;
+  RX_RETURN_IF_ERROR(pick_name(b, name, callee, &vname));
+  rx_node *call = call_node(b, kind, args, nargs);
+  call->callee = callee;
+  call->sinfo = out;
+  rx_var *v = bind(b, vname, call, out, NULL);
+  if (out_var) *out_var = v;
+  *out_call = call;
+  return NULL;
+}
+
 rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *const *args, int nargs,
                               const rx_sinfo *out, const char *name, rx_var **out_var) {
   if (out_var) *out_var = NULL;
@@ -566,15 +582,32 @@ rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *cons
   if (b->cur_dataflow && ext->impure)
     return rx_status_make(RX_ERR_INVALID, "call of impure extern '%s' inside a dataflow block",
                           ext->name);
-  const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, ext->name, &vname));
-  rx_node *call = call_node(b, RX_NODE_CALL_EXTERN, args, nargs);
-  call->callee = ext->name;
+  rx_node *call;
+  RX_RETURN_IF_ERROR(
+      bind_call(b, RX_NODE_CALL_EXTERN, ext->name, args, nargs, out, name, &call, out_var));
   call->ext = ext;
   call->out = out;
-  call->sinfo = out;
-  rx_var *v = bind(b, vname, call, out, NULL);
-  if (out_var) *out_var = v;
+  return NULL;
+}
+
+rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args, int nargs,
+                             const rx_sinfo *out, const char *name, rx_var **out_var) {
+  if (out_var) *out_var = NULL;
+  rx_graph_fn *g = fn ? rx_module_graph_fn(b->m, fn) : NULL;
+  if (!g)
+    return rx_status_make(RX_ERR_NOT_FOUND, "call: no graph_fn '%s' in the module", fn ? fn : "");
+  RX_RETURN_IF_ERROR(check_args(b, g->name, args, nargs));
+  if (nargs != g->nparams)
+    return rx_status_make(RX_ERR_INVALID, "%s expects %d arguments, got %d", g->name, g->nparams,
+                          nargs);
+  if (!out) out = g->ret;
+  if (!out)
+    return rx_status_make(RX_ERR_INVALID, "call of %s: its result's struct info is needed",
+                          g->name);
+  rx_node *call;
+  RX_RETURN_IF_ERROR(
+      bind_call(b, RX_NODE_CALL_GRAPH, g->name, args, nargs, out, name, &call, out_var));
+  call->gfn = g;
   return NULL;
 }
 

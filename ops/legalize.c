@@ -531,6 +531,8 @@ static int axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) 
 typedef const char *(*unary_value)(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
 
 static const char *formula_of(const L *l);
+static const char *v_math(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
+static const char *v_gelu(L *l, const char *xv, rx_dtype xt, rx_dtype yt);
 
 /* The loop nest of a unary op: y[i...] = value(x[i...]). */
 static void unary(L *l, unary_value value) {

@@ -16,6 +16,7 @@
 
 #include "../../ir/ir.h"
 
+#include "import_rnn.h"
 #include "proto.h"
 
 #include <ctype.h>
@@ -210,6 +211,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
 }
 
 static rx_status sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out);
+static rx_status do_node(imp *I, const Onnx__NodeProto *n);
 
 /* A value as an op argument: an integer scalar shape value a weakly typed prim, a vector or
  * bool one its tensor (sym_tensor). */
@@ -4986,6 +4988,708 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * reads both forms. A node outside its op's range, or of an op not listed, is reported with
  * every other such node before any is imported. README.md's list is `relaxc import
  * --list-ops`, checked by tests/lit/onnx/supported_ops.test. */
+/* ---- control flow: If, Loop, Scan ----
+ * A subgraph becomes a graph function of its own (its body: the subgraph's inputs, then the
+ * outer tensors it reads, as parameters; the tuple of its outputs as result). A small driver
+ * function, written as text and parsed into the module, holds the graph-level `if` and, for
+ * Loop and Scan, the recursion: under `if k < trip count` it calls the body for step k and
+ * itself for k + 1, so the trip count stays symbolic (a loop is a recursive graph function,
+ * as in Relax; the VM's CALL_FN and jumps run it). Scan outputs are the step's output
+ * concatenated in front of the rest's. `main` calls the driver once. */
+
+#define CF_MAXCAP 32 /* outer values one subgraph may read */
+#define CF_MAXIO  16 /* inputs and outputs of one control-flow node */
+
+/* Output `name` of the current function as a tensor variable (a shape value: its tensor, a
+ * float constant: a tensor of ones' shape). */
+static rx_status out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx_var **out) {
+  *out = NULL;
+  val *v = get(I, name);
+  rx_var *t = v && v->kind == V_TENSOR ? v->var : NULL;
+  if (v && v->kind == V_SYM) { /* a shape value: its i64 (or int, bool) tensor */
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, v, &t));
+  } else if (v && v->kind == V_FCONST) { /* a float constant: a tensor of ones' shape */
+    const rx_expr *one = rx_sym_const(I->m, 1), *dims[SYM_MAX];
+    for (int k = 0; k < v->sndim && k < SYM_MAX; k++) dims[k] = one;
+    rx_node *a[2] = {rx_arg_shape(I->b, dims, v->sndim < SYM_MAX ? v->sndim : SYM_MAX),
+                     rx_arg_float(I->b, v->f)};
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", v->sdt ? v->sdt : RX_DTYPE_F32);
+    RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &t)));
+  }
+  if (!t)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
+                          name ? name : "");
+  *out = t;
+  return NULL;
+}
+
+static bool name_in(const char *const *names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], s)) return true;
+  return false;
+}
+
+/* Adds the names that g's nodes (and their subgraphs) read but g does not define; -1 when
+ * there are more than max. */
+static int captures(const Onnx__GraphProto *g, const char **out, int nout, int max) {
+  const char *def_[512];
+  int nd = 0;
+  /* the weights of a subgraph are parameters of main (onnx_each_weight): read from outside */
+  for (size_t i = 0; i < g->n_input && nd < 512; i++) def_[nd++] = g->input[i]->name;
+  for (size_t i = 0; i < g->n_initializer && nd < 512; i++)
+    if (!onnx_is_weight(g->initializer[i], false)) def_[nd++] = g->initializer[i]->name;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *nn = g->node[i];
+    const Onnx__TensorProto *t;
+    if (nn->op_type && !strcmp(nn->op_type, "Constant") && (t = onnx_const_tensor(nn)) &&
+        onnx_is_weight(t, true))
+      continue;
+    for (size_t k = 0; k < nn->n_output && nd < 512; k++)
+      if (nn->output[k]) def_[nd++] = nn->output[k];
+  }
+  if (nd >= 512) return -1;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *nn = g->node[i];
+    const char *used[CF_MAXCAP];
+    int nu = 0;
+    for (size_t k = 0; k < nn->n_input && nu >= 0; k++)
+      if (input(nn, k) && nu < CF_MAXCAP) used[nu++] = input(nn, k);
+    for (size_t a = 0; a < nn->n_attribute && nu >= 0; a++)
+      if (nn->attribute[a]->g) nu = captures(nn->attribute[a]->g, used, nu, CF_MAXCAP);
+    if (nu < 0) return -1;
+    for (int k = 0; k < nu; k++) {
+      if (name_in(def_, nd, used[k]) || name_in(out, nout, used[k])) continue;
+      if (nout == max) return -1;
+      out[nout++] = used[k];
+    }
+  }
+  for (size_t i = 0; i < g->n_output; i++)
+    if (!name_in(def_, nd, g->output[i]->name) && !name_in(out, nout, g->output[i]->name)) {
+      if (nout == max) return -1;
+      out[nout++] = g->output[i]->name;
+    }
+  return nout;
+}
+
+/* A subgraph's body function: see import_body. */
+typedef struct body {
+  const char *fname;
+  const rx_sinfo *const *in; /* the sinfo of each of g's inputs */
+  const rx_expr *iter;       /* Loop: input 0 is the iteration number, Shape([iter]) */
+  int ncaps;                 /* the captured outer tensors, passed after the inputs */
+  rx_var *capv[CF_MAXCAP];   /* their variables in the calling function */
+  const rx_sinfo *ret;       /* the result: the tuple of g's outputs */
+} body;
+
+static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
+                           const char *const *caps, int nc, rx_var *const *outer) {
+  for (size_t i = 0; i < g->n_input; i++) {
+    const char *nm = g->input[i]->name;
+    char *id = onnx_ident(nm);
+    const rx_sinfo *si = bd->iter && i == 0 ? rx_sinfo_shape(I->m, 1, &bd->iter) : bd->in[i];
+    rx_var *pv;
+    rx_status s = rx_builder_param(I->b, id, si, &pv);
+    free(id);
+    RX_RETURN_IF_ERROR(at_node(I, n, s));
+    if (bd->iter && i == 0) {
+      val *v = def(I, nm);
+      v->kind = V_SYM;
+      v->slen = 1;
+      v->s[0] = bd->iter;
+    } else {
+      def_named(I, nm, pv);
+    }
+  }
+  for (int k = 0; k < nc; k++) {
+    if (outer[k]) {
+      rx_var *pv;
+      char nm[32];
+      snprintf(nm, sizeof nm, "outer%d", k);
+      RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_param(I->b, nm, rx_var_sinfo(outer[k]), &pv)));
+      def_named(I, caps[k], pv);
+      bd->capv[bd->ncaps++] = outer[k];
+    }
+  }
+  for (size_t i = 0; i < g->n_initializer; i++) /* weights: captured parameters */
+    if (!onnx_is_weight(g->initializer[i], false))
+      RX_RETURN_IF_ERROR(def_constant(I, n, g->initializer[i]->name, g->initializer[i]));
+  RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(I->b));
+  for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
+  if (g->n_output == 0 || g->n_output > CF_MAXIO)
+    return node_err(I, n, "a subgraph needs 1 to %d outputs", CF_MAXIO);
+  rx_node *outs[CF_MAXIO];
+  for (size_t i = 0; i < g->n_output; i++) {
+    rx_var *t;
+    RX_RETURN_IF_ERROR(out_tensor(I, n, g->output[i]->name, &t));
+    outs[i] = rx_arg_var(I->b, t);
+  }
+  rx_var *tup;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, outs, (int)g->n_output, NULL, &tup)));
+  RX_RETURN_IF_ERROR(rx_builder_end_dataflow(I->b));
+  bd->ret = rx_var_sinfo(tup);
+  rx_builder_set_result(I->b, bd->ret);
+  rx_builder *b = I->b;
+  I->b = NULL;
+  return at_node(I, n, rx_builder_finish(b, rx_arg_var(b, tup), NULL));
+}
+
+/* Imports subgraph g as graph function bd->fname in a scope of its own: the values it defines
+ * are forgotten after; the outer tensors it reads become parameters (bd->capv). */
+static rx_status import_body(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g,
+                             body *bd) {
+  const char *caps[CF_MAXCAP];
+  int nc = captures(g, caps, 0, CF_MAXCAP);
+  if (nc < 0) return node_err(I, n, "a subgraph reads over %d outer values", CF_MAXCAP);
+  rx_var *outer[CF_MAXCAP];
+  for (int k = 0; k < nc; k++) {
+    val *v = get(I, caps[k]);
+    if (!v || v->kind == V_FAILED)
+      return node_err(I, n, "the subgraph reads '%s', which is not defined", caps[k]);
+    outer[k] = v->kind == V_TENSOR ? v->var : NULL;
+  }
+  int mark = I->nvals;
+  for (int k = 0; k < nc; k++) /* shape values and constants are seen as they are */
+    if (!outer[k]) {
+      val copy = *get(I, caps[k]);
+      copy.tvar = NULL; /* its tensor belongs to the outer function */
+      *def(I, caps[k]) = copy;
+    }
+  rx_builder *ob = I->b;
+  I->b = rx_builder_new(I->m, bd->fname);
+  bd->ncaps = 0;
+  rx_status s = body_fill(I, n, g, bd, caps, nc, outer);
+  if (I->b) rx_builder_free(I->b);
+  I->b = ob;
+  I->nvals = mark;
+  return s;
+}
+
+/* A free function name: prefix and the first unused number; suffixes sfx are free too. */
+static void cf_name(imp *I, const char *prefix, char *out, size_t size) {
+  for (int k = 0;; k++) {
+    char t[64], e[64], b2[64];
+    snprintf(out, size, "%s%d", prefix, k);
+    snprintf(t, sizeof t, "%sb", out);
+    snprintf(e, sizeof e, "%se", out);
+    snprintf(b2, sizeof b2, "%st", out);
+    if (!rx_module_graph_fn(I->m, out) && !rx_module_graph_fn(I->m, t) &&
+        !rx_module_graph_fn(I->m, e) && !rx_module_graph_fn(I->m, b2))
+      return;
+  }
+}
+
+static void put_sinfo(rx_strbuf *sb, const rx_sinfo *si) {
+  char *s = rx_sinfo_to_string(si);
+  rx_strbuf_printf(sb, "%s", s);
+  rx_free(s);
+}
+
+static void put_expr(rx_strbuf *sb, const rx_expr *e) {
+  char *s = rx_sym_to_string(e);
+  rx_strbuf_printf(sb, "%s", s);
+  rx_free(s);
+}
+
+/* the driver's parameters for the outer tensors a body reads: ", PFX0: SINFO, ..." */
+static void put_caps(rx_strbuf *sb, const char *pfx, const body *bd) {
+  for (int k = 0; k < bd->ncaps; k++) {
+    rx_strbuf_printf(sb, ", %s%d: ", pfx, k);
+    put_sinfo(sb, rx_var_sinfo(bd->capv[k]));
+  }
+}
+
+/* the dims of si from dim `from` on, comma-separated (each after ", " when lead) */
+static void put_dims(rx_strbuf *sb, const rx_sinfo *si, int from, bool lead) {
+  for (int d = from; d < si->ndim; d++) {
+    if (lead || d > from) rx_strbuf_printf(sb, ", ");
+    put_expr(sb, si->shape[d]);
+  }
+}
+
+static bool known_tensor(const rx_sinfo *si) {
+  return si && si->kind == RX_SINFO_TENSOR && si->shape && si->ndim >= 0;
+}
+
+/* Parses the driver's text; a failure is a bug of this file, reported at the node. */
+static rx_status parse_driver(imp *I, const Onnx__NodeProto *n, rx_strbuf *sb) {
+  char *text = rx_strbuf_take(sb);
+  rx_status s = rx_module_parse(I->m, "<onnx control flow>", text, strlen(text), NULL);
+  free(text);
+  return at_node(I, n, s);
+}
+
+/* The driver's condition prelude: its tensor parameter c as the symbol sym (0 or 1). */
+static void put_cond(rx_strbuf *sb, const char *c, const char *sym) {
+  rx_strbuf_printf(sb,
+                   "  cb = cast(%s, dtype=i64)\n  cr = reshape(cb, [1])\n"
+                   "  cs = tensor_to_shape(cr)\n  cm = match_cast(cs, Shape([%s]))\n",
+                   c, sym);
+}
+
+/* Calls driver fname from main with args; defines n's outputs from the tuple result (those of
+ * rank-only struct info matched to fresh dims). */
+static rx_status call_driver(imp *I, const Onnx__NodeProto *n, const char *fname,
+                             rx_node *const *args, int nargs, const rx_sinfo *ret) {
+  rx_var *tup;
+  RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_call_graph(I->b, fname, args, nargs, ret, NULL, &tup)));
+  for (size_t i = 0; i < n->n_output && (int)i < ret->nfields; i++) {
+    if (!n->output[i] || !n->output[i][0]) continue;
+    rx_var *v;
+    RX_RETURN_IF_ERROR(
+        at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), (int)i, NULL, &v)));
+    const rx_sinfo *si = ret->fields[i];
+    if (si->kind == RX_SINFO_TENSOR && !si->shape && si->ndim >= 0) {
+      const rx_expr *dims[SYM_MAX];
+      if (si->ndim > SYM_MAX) return node_err(I, n, "output %zu: rank over %d", i, SYM_MAX);
+      for (int d = 0; d < si->ndim; d++) dims[d] = fresh_dim(I);
+      if (!match_cast_to(I, v, si->dtype, si->ndim, dims, &v))
+        return node_err(I, n, "output %zu: cannot bind its shape", i);
+    }
+    def_named(I, n->output[i], v);
+  }
+  return NULL;
+}
+
+static const Onnx__GraphProto *graph_attr(const Onnx__NodeProto *n, const char *name) {
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  return a ? a->g : NULL;
+}
+
+/* the struct info of both branches' output: the same, or a tensor of the same dtype and rank
+ * with its dims bound when the program runs; NULL when they differ more */
+static const rx_sinfo *join_branches(imp *I, const rx_sinfo *a, const rx_sinfo *b) {
+  char *sa = rx_sinfo_to_string(a), *sb = rx_sinfo_to_string(b);
+  bool same = !strcmp(sa, sb);
+  rx_free(sa);
+  rx_free(sb);
+  if (same) return a;
+  if (a->kind == RX_SINFO_TENSOR && b->kind == RX_SINFO_TENSOR && a->dtype == b->dtype &&
+      a->ndim == b->ndim && a->ndim >= 0)
+    return rx_sinfo_tensor(I->m, a->dtype, a->ndim, NULL);
+  return NULL;
+}
+
+static void put_call(rx_strbuf *sb, const char *fn, const char *first, const char *pfx, int n) {
+  rx_strbuf_printf(sb, "%s(%s", fn, first);
+  for (int k = 0; k < n; k++) rx_strbuf_printf(sb, "%s%s%d", k || first[0] ? ", " : "", pfx, k);
+  rx_strbuf_printf(sb, ")");
+}
+
+/* If of a condition known at import (a shape check of an export): the branch taken, its nodes
+ * in the current function, its outputs the node's */
+static rx_status inline_branch(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g) {
+  for (size_t i = 0; i < g->n_initializer; i++)
+    if (!onnx_is_weight(g->initializer[i], false))
+      RX_RETURN_IF_ERROR(def_constant(I, n, g->initializer[i]->name, g->initializer[i]));
+  for (size_t i = 0; i < g->n_node; i++) RX_RETURN_IF_ERROR(do_node(I, g->node[i]));
+  for (size_t i = 0; i < n->n_output; i++) {
+    val *v = get(I, g->output[i]->name);
+    if (!v) return node_err(I, n, "branch output '%s' is not defined", g->output[i]->name);
+    if (!n->output[i] || !n->output[i][0]) continue;
+    val copy = *v;
+    copy.name = n->output[i];
+    *def(I, n->output[i]) = copy;
+  }
+  return NULL;
+}
+
+/* If: the branches as functions, the driver `if` on the condition tensor */
+static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const Onnx__GraphProto *gt = graph_attr(n, "then_branch"), *ge = graph_attr(n, "else_branch");
+  if (!gt || !ge) return node_err(I, n, "attributes then_branch and else_branch are required");
+  if (gt->n_input || ge->n_input) return node_err(I, n, "a branch with inputs");
+  if (gt->n_output != ge->n_output || gt->n_output != n->n_output || !n->n_output ||
+      n->n_output > CF_MAXIO)
+    return node_err(I, n, "the branches must give the node's 1 to %d outputs", CF_MAXIO);
+  val *cv = input(n, 0) ? get(I, input(n, 0)) : NULL;
+  if (cv && cv->kind == V_SYM && cv->slen == 1 && cv->s[0]->kind == RX_EXPR_CONST)
+    return inline_branch(I, n, cv->s[0]->value ? gt : ge);
+  rx_node *c;
+  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &c));
+  if (c->sinfo->kind != RX_SINFO_TENSOR || c->sinfo->dtype != RX_DTYPE_BOOL)
+    return node_err(I, n, "input 0 (cond) must be a bool tensor");
+  char F[48], tn[64], en[64];
+  cf_name(I, "onnxif", F, sizeof F);
+  snprintf(tn, sizeof tn, "%st", F);
+  snprintf(en, sizeof en, "%se", F);
+  body bt = {.fname = tn}, be = {.fname = en};
+  RX_RETURN_IF_ERROR(import_body(I, n, gt, &bt));
+  RX_RETURN_IF_ERROR(import_body(I, n, ge, &be));
+  const rx_sinfo *f[CF_MAXIO];
+  for (size_t i = 0; i < n->n_output; i++) {
+    f[i] = join_branches(I, bt.ret->fields[i], be.ret->fields[i]);
+    if (!f[i])
+      return node_err(I, n, "output %zu: the branches give values of different types or ranks", i);
+  }
+  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, (int)n->n_output);
+  rx_strbuf sb = {0};
+  rx_strbuf_printf(&sb, "graph_fn %s(c: ", F);
+  put_sinfo(&sb, c->sinfo);
+  put_caps(&sb, "t", &bt);
+  put_caps(&sb, "e", &be);
+  rx_strbuf_printf(&sb, ") -> ");
+  put_sinfo(&sb, ret);
+  rx_strbuf_printf(&sb, " {\n");
+  char sym[64];
+  snprintf(sym, sizeof sym, "%s_c", F);
+  put_cond(&sb, "c", sym);
+  rx_strbuf_printf(&sb, "  r = if prim(bool, %s != 0) {\n    o = ", sym);
+  put_call(&sb, tn, "", "t", bt.ncaps);
+  rx_strbuf_printf(&sb, "\n    o\n  } else {\n    o2 = ");
+  put_call(&sb, en, "", "e", be.ncaps);
+  rx_strbuf_printf(&sb, "\n    o2\n  }\n  return r\n}\n");
+  RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
+  rx_node *a[1 + 2 * CF_MAXCAP];
+  int na = 0;
+  a[na++] = c;
+  for (int k = 0; k < bt.ncaps; k++) a[na++] = rx_arg_var(I->b, bt.capv[k]);
+  for (int k = 0; k < be.ncaps; k++) a[na++] = rx_arg_var(I->b, be.capv[k]);
+  return call_driver(I, n, F, a, na, ret);
+}
+
+/* the driver's tuple of states st0.. (n of them) then the scan values sc0.. (k) */
+static void put_tuple(rx_strbuf *sb, const char *st, int n, const char *sc, int k) {
+  rx_strbuf_printf(sb, "(");
+  for (int i = 0; i < n; i++) rx_strbuf_printf(sb, "%s%s%d", i ? ", " : "", st, i);
+  for (int j = 0; j < k; j++) rx_strbuf_printf(sb, "%s%s%d", n + j ? ", " : "", sc, j);
+  rx_strbuf_printf(sb, "%s)", n + k == 1 ? "," : "");
+}
+
+/* the carried values of the next step (the body's outputs first.. of struct info si), checked
+ * to keep the struct info of the first step's (the VM checks the dims) */
+static void put_carried(rx_strbuf *sb, const rx_sinfo *const *si, int n, int first) {
+  for (int i = 0; i < n; i++) {
+    rx_strbuf_printf(sb, "    n%d = match_cast(o.%d, ", i, first + i);
+    put_sinfo(sb, si[i]);
+    rx_strbuf_printf(sb, ")\n");
+  }
+}
+
+/* Scan's step outputs: the step's value of each in front of (behind, reversed) the rest's */
+static void put_scan_outs(rx_strbuf *sb, int first, int N, int K, const int64_t *odir) {
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(sb, "    u%d = expand_dims(o.%d, axes=[0])\n", j, first + j);
+    rx_strbuf_printf(sb, "    w%d = concat((%s%d, %s%d), axis=0)\n", j, odir[j] ? "rest." : "u",
+                     odir[j] ? N + j : j, odir[j] ? "u" : "rest.", odir[j] ? j : N + j);
+  }
+  for (int i = 0; i < N; i++) rx_strbuf_printf(sb, "    f%d = rest.%d\n", i, i);
+}
+
+/* an int list attribute of n entries (default 0 each); false when present with another count */
+static bool dir_list(const Onnx__NodeProto *n, const char *name, int cnt, int64_t *out) {
+  const Onnx__AttributeProto *a = onnx_attr(n, name);
+  for (int i = 0; i < cnt; i++) out[i] = a && (size_t)i < a->n_ints ? a->ints[i] : 0;
+  return !a || a->n_ints == (size_t)cnt;
+}
+
+/* tensor a without (drop) or with (!drop) a leading dim of 1: Scan-8's batch of one */
+static rx_status batch_one(imp *I, const Onnx__NodeProto *n, rx_node **a, bool drop) {
+  const rx_sinfo *si = (*a)->sinfo;
+  if (!known_tensor(si) || si->ndim > SYM_MAX - 1 ||
+      (drop && (si->ndim < 1 || !rx_expr_is_const(si->shape[0], 1))))
+    return node_err(I, n, "opset 8 Scan: only a batch of one is supported");
+  const rx_expr *dims[SYM_MAX];
+  int k = 0;
+  if (!drop) dims[k++] = rx_sym_const(I->m, 1);
+  for (int d = drop ? 1 : 0; d < si->ndim; d++) dims[k++] = si->shape[d];
+  rx_var *r;
+  return reshape_to(I, n, *a, dims, k, a, &r);
+}
+
+/* Scan: states and scan inputs along axis 0, forward or reversed, over their symbolic length */
+static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const Onnx__GraphProto *g = graph_attr(n, "body");
+  bool v8 = I->opset < 9;
+  int first = v8 ? 1 : 0, M = (int)onnx_attr_i(n, "num_scan_inputs", 0);
+  int nin = (int)n->n_input - first, N = nin - M, K = (int)n->n_output - N;
+  if (!g || M < 1 || N < 0 || K < 0 || nin > CF_MAXIO || (int)g->n_input != nin ||
+      (int)g->n_output != N + K)
+    return node_err(I, n, "body, num_scan_inputs and the inputs and outputs do not agree");
+  if (v8 && input(n, 0)) return node_err(I, n, "input 0 (sequence_lens) is not supported");
+  int64_t idir[CF_MAXIO], odir[CF_MAXIO], ax[CF_MAXIO];
+  if (!dir_list(n, v8 ? "directions" : "scan_input_directions", M, idir) ||
+      !dir_list(n, "scan_output_directions", K, odir))
+    return node_err(I, n, "a directions attribute of the wrong length");
+  if (!dir_list(n, "scan_input_axes", M, ax)) return node_err(I, n, "bad scan_input_axes");
+  for (int j = 0; j < M; j++)
+    if (ax[j]) return node_err(I, n, "attribute scan_input_axes: only axis 0 is supported");
+  if (!dir_list(n, "scan_output_axes", K, ax)) return node_err(I, n, "bad scan_output_axes");
+  for (int j = 0; j < K; j++)
+    if (ax[j]) return node_err(I, n, "attribute scan_output_axes: only axis 0 is supported");
+  rx_node *a[1 + CF_MAXIO + CF_MAXCAP];
+  const rx_sinfo *in[CF_MAXIO];
+  a[0] = rx_arg_shape(I->b, (const rx_expr *const[]){rx_sym_const(I->m, 0)}, 1);
+  for (int i = 0; i < nin; i++) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)(first + i)), &a[1 + i]));
+    if (v8) RX_RETURN_IF_ERROR(batch_one(I, n, &a[1 + i], true));
+    const rx_sinfo *si = a[1 + i]->sinfo;
+    if (!known_tensor(si) || (i >= N && si->ndim < 1))
+      return node_err(I, n, "input %d must be a tensor of known shape", first + i);
+    in[i] = i < N ? si : rx_sinfo_tensor(I->m, si->dtype, si->ndim - 1, si->shape + 1);
+  }
+  const rx_expr *T = a[1 + N]->sinfo->shape[0];
+  char F[48], bn[64], ks[64];
+  cf_name(I, "onnxscan", F, sizeof F);
+  snprintf(bn, sizeof bn, "%sb", F);
+  snprintf(ks, sizeof ks, "%s_k", F);
+  body bd = {.fname = bn, .in = in};
+  RX_RETURN_IF_ERROR(import_body(I, n, g, &bd));
+  const rx_sinfo *f[CF_MAXIO];
+  for (int i = 0; i < N; i++) f[i] = in[i];
+  for (int j = 0; j < K; j++) {
+    const rx_sinfo *so = bd.ret->fields[N + j];
+    if (!known_tensor(so) || so->ndim > SYM_MAX - 1)
+      return node_err(I, n, "scan output %d: its shape must be known", j);
+    const rx_expr *dims[SYM_MAX];
+    dims[0] = T;
+    for (int d = 0; d < so->ndim; d++) dims[1 + d] = so->shape[d];
+    f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, dims);
+  }
+  rx_strbuf sb = {0};
+  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", F, ks);
+  for (int i = 0; i < nin; i++) {
+    rx_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
+    put_sinfo(&sb, a[1 + i]->sinfo);
+  }
+  put_caps(&sb, "c", &bd);
+  rx_strbuf_printf(&sb, ") -> (");
+  for (int i = 0; i < N + K; i++) {
+    if (i) rx_strbuf_printf(&sb, ", ");
+    if (i < N) {
+      put_sinfo(&sb, f[i]);
+      continue;
+    }
+    const rx_sinfo *so = bd.ret->fields[i];
+    rx_strbuf_printf(&sb, "%s[", rx_dtype_name(so->dtype));
+    put_expr(&sb, T);
+    rx_strbuf_printf(&sb, " - %s", ks);
+    put_dims(&sb, so, 0, true);
+    rx_strbuf_printf(&sb, "]");
+  }
+  rx_strbuf_printf(&sb, "%s) {\n  r = if prim(bool, %s < ", N + K == 1 ? "," : "", ks);
+  put_expr(&sb, T);
+  rx_strbuf_printf(&sb, ") {\n");
+  for (int j = 0; j < M; j++) {
+    rx_strbuf_printf(&sb, "    a%d = strided_slice(x%d, axes=[0], begin=[", j, j);
+    if (idir[j]) {
+      put_expr(&sb, T);
+      rx_strbuf_printf(&sb, " - 1 - %s], end=[", ks);
+      put_expr(&sb, T);
+      rx_strbuf_printf(&sb, " - %s])\n", ks);
+    } else {
+      rx_strbuf_printf(&sb, "%s], end=[%s + 1])\n", ks, ks);
+    }
+    rx_strbuf_printf(&sb, "    e%d = reshape(a%d, [", j, j);
+    put_dims(&sb, in[N + j], 0, false);
+    rx_strbuf_printf(&sb, "])\n");
+  }
+  rx_strbuf_printf(&sb, "    o = %s(", bn);
+  for (int i = 0; i < nin; i++)
+    rx_strbuf_printf(&sb, "%s%s%d", i ? ", " : "", i < N ? "s" : "e", i < N ? i : i - N);
+  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
+  rx_strbuf_printf(&sb, ")\n");
+  put_carried(&sb, in, N, 0);
+  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", F, ks);
+  for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
+  for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
+  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+  rx_strbuf_printf(&sb, ")\n");
+  put_scan_outs(&sb, N, N, K, odir);
+  rx_strbuf_printf(&sb, "    res = ");
+  put_tuple(&sb, "f", N, "w", K);
+  rx_strbuf_printf(&sb, "\n    res\n  } else {\n");
+  for (int j = 0; j < K; j++) {
+    const rx_sinfo *so = bd.ret->fields[N + j];
+    rx_strbuf_printf(&sb, "    z%d = zeros([", j);
+    put_expr(&sb, T);
+    rx_strbuf_printf(&sb, " - %s", ks);
+    put_dims(&sb, so, 0, true);
+    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
+  }
+  rx_strbuf_printf(&sb, "    res2 = ");
+  put_tuple(&sb, "s", N, "z", K);
+  rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+  RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
+  int na = 1 + nin;
+  for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
+  RX_RETURN_IF_ERROR(call_driver(I, n, F, a, na, rx_sinfo_tuple(I->m, f, N + K)));
+  for (size_t i = 0; v8 && i < n->n_output; i++) { /* the batch of one back in front */
+    if (!n->output[i] || !n->output[i][0]) continue;
+    rx_node *o = rx_arg_var(I->b, get(I, n->output[i])->var);
+    RX_RETURN_IF_ERROR(batch_one(I, n, &o, false));
+    def_named(I, n->output[i], o->var);
+  }
+  return NULL;
+}
+
+/* the trip count when Loop has none (the condition ends it): large, and k + 1 stays in range */
+#define LOOP_UNBOUNDED ((int64_t)1 << 62)
+
+/* Loop: the body while k < M and cond, its carried values threaded through the recursion; scan
+ * outputs of a length known when the program runs (bound to fresh dims after the call) */
+static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  const Onnx__GraphProto *g = graph_attr(n, "body");
+  int N = (int)n->n_input - 2, K = g ? (int)g->n_output - 1 - N : -1;
+  if (!g || N < 0 || K < 0 || N > CF_MAXIO || (int)g->n_input != N + 2 || (int)n->n_output != N + K)
+    return node_err(I, n, "the body and the inputs and outputs do not agree");
+  rx_node *a[3 + CF_MAXIO + CF_MAXCAP];
+  const rx_sinfo *in[2 + CF_MAXIO];
+  const rx_expr *zero = rx_sym_const(I->m, 0), *M = rx_sym_const(I->m, LOOP_UNBOUNDED);
+  if (input(n, 0)) {
+    val *mv;
+    RX_RETURN_IF_ERROR(sym_input(I, n, 0, &mv));
+    if (mv->slen != 1) return node_err(I, n, "input 0 (M) must be one integer");
+    M = mv->s[0];
+  }
+  a[0] = rx_arg_shape(I->b, &zero, 1);
+  a[1] = rx_arg_shape(I->b, &M, 1);
+  if (input(n, 1)) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[2]));
+  } else { /* no condition: true */
+    rx_node *fa[2] = {rx_arg_shape(I->b, NULL, 0),
+                      rx_arg_prim(I->b, RX_DTYPE_BOOL, rx_sym_const(I->m, 1))};
+    const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_BOOL);
+    rx_var *t;
+    RX_RETURN_IF_ERROR(emit(I, n, "full", fa, 2, &at, 1, &t));
+    a[2] = rx_arg_var(I->b, t);
+  }
+  if (a[2]->sinfo->kind != RX_SINFO_TENSOR || a[2]->sinfo->dtype != RX_DTYPE_BOOL)
+    return node_err(I, n, "input 1 (cond) must be a bool tensor");
+  in[0] = NULL;
+  in[1] = a[2]->sinfo;
+  for (int i = 0; i < N; i++) {
+    RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)(2 + i)), &a[3 + i]));
+    if (!known_tensor(a[3 + i]->sinfo))
+      return node_err(I, n, "input %d must be a tensor of known shape", 2 + i);
+    in[2 + i] = a[3 + i]->sinfo;
+  }
+  char F[48], bn[64], ks[64], cs[64], ms[64], is[80];
+  cf_name(I, "onnxloop", F, sizeof F);
+  snprintf(bn, sizeof bn, "%sb", F);
+  snprintf(ks, sizeof ks, "%s_k", F);
+  snprintf(cs, sizeof cs, "%s_c", F);
+  snprintf(ms, sizeof ms, "%s_m", F);
+  snprintf(is, sizeof is, "%s_i", bn);
+  body bd = {.fname = bn, .in = in, .iter = rx_sym_var(I->m, is)};
+  RX_RETURN_IF_ERROR(import_body(I, n, g, &bd));
+  const rx_sinfo *f[CF_MAXIO];
+  for (int i = 0; i < N; i++) f[i] = in[2 + i];
+  for (int j = 0; j < K; j++) {
+    const rx_sinfo *so = bd.ret->fields[1 + N + j];
+    if (!known_tensor(so)) return node_err(I, n, "scan output %d: its shape must be known", j);
+    f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, NULL);
+  }
+  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, N + K);
+  rx_strbuf sb = {0};
+  char st[64];
+  snprintf(st, sizeof st, "%st", F);
+  /* the step k (run when called): the body, then the steps after it while k + 1 < M and the
+   * body's condition; the scan outputs of this step in front of theirs */
+  for (int entry = 0; entry < 2; entry++) {
+    if (entry)
+      rx_strbuf_printf(&sb, "graph_fn %s(m: Shape([%s]), c: ", F, ms);
+    else
+      rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", st, ks, ms);
+    put_sinfo(&sb, in[1]);
+    for (int i = 0; i < N; i++) {
+      rx_strbuf_printf(&sb, ", s%d: ", i);
+      put_sinfo(&sb, in[2 + i]);
+    }
+    put_caps(&sb, "c", &bd);
+    rx_strbuf_printf(&sb, ") -> ");
+    put_sinfo(&sb, ret);
+    rx_strbuf_printf(&sb, " {\n");
+    if (entry) { /* the first step runs when 0 < M and cond */
+      put_cond(&sb, "c", cs);
+      rx_strbuf_printf(&sb, "  r = if prim(bool, 0 < %s && %s != 0) {\n    o = %s([0], m, c", ms,
+                       cs, st);
+      for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
+      for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+      rx_strbuf_printf(&sb, ")\n    o\n  } else {\n");
+      for (int j = 0; j < K; j++) { /* no step: empty (dims of the iteration number 0) */
+        const rx_sinfo *so = bd.ret->fields[1 + N + j];
+        rx_strbuf_printf(&sb, "    z%d = zeros([0", j);
+        for (int d = 0; d < so->ndim; d++) {
+          rx_strbuf_printf(&sb, ", ");
+          if (rx_expr_uses_var(so->shape[d], bd.iter))
+            rx_strbuf_printf(&sb, "0");
+          else
+            put_expr(&sb, so->shape[d]);
+        }
+        rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
+      }
+      rx_strbuf_printf(&sb, "    res2 = ");
+      put_tuple(&sb, "s", N, "z", K);
+      rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+      continue;
+    }
+    rx_strbuf_printf(&sb, "  o = %s(i, c", bn);
+    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
+    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+    rx_strbuf_printf(&sb, ")\n  nc = match_cast(o.0, ");
+    put_sinfo(&sb, in[1]);
+    rx_strbuf_printf(&sb, ")\n");
+    put_carried(&sb, in + 2, N, 1);
+    for (int j = 0; j < K; j++)
+      rx_strbuf_printf(&sb, "  u%d = expand_dims(o.%d, axes=[0])\n", j, 1 + N + j);
+    put_cond(&sb, "nc", cs);
+    rx_strbuf_printf(&sb, "  r = if prim(bool, %s + 1 < %s && %s != 0) {\n", ks, ms, cs);
+    rx_strbuf_printf(&sb, "    rest = %s([%s + 1], m, nc", st, ks);
+    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
+    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+    rx_strbuf_printf(&sb, ")\n");
+    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, "    f%d = rest.%d\n", i, i);
+    for (int j = 0; j < K; j++) { /* the rest's length bound, its other dims this step's */
+      const rx_sinfo *so = bd.ret->fields[1 + N + j];
+      const rx_expr *k = rx_sym_var(I->m, ks);
+      rx_strbuf_printf(&sb, "    l%d = match_cast(rest.%d, %s[%s_l%d", j, N + j,
+                       rx_dtype_name(so->dtype), F, j);
+      for (int d = 0; d < so->ndim; d++) {
+        rx_strbuf_printf(&sb, ", ");
+        put_expr(&sb, rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &k, 1));
+      }
+      rx_strbuf_printf(&sb, "])\n    w%d = concat((u%d, l%d), axis=0)\n", j, j, j);
+    }
+    rx_strbuf_printf(&sb, "    res = ");
+    put_tuple(&sb, "f", N, "w", K);
+    rx_strbuf_printf(&sb, "\n    res\n  } else {\n    res2 = ");
+    put_tuple(&sb, "n", N, "u", K);
+    rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+  }
+  RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
+  a[0] = a[1]; /* the entry takes no step number */
+  a[1] = a[2];
+  for (int i = 0; i < N; i++) a[2 + i] = a[3 + i];
+  int na = 2 + N;
+  for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
+  return call_driver(I, n, F, a, na, ret);
+}
+
+/* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */
+static rx_status do_rnn(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  onnx_rnn_in in = {0};
+  rx_node **slot[8] = {&in.x, &in.w, &in.r, &in.b, &in.seq, &in.h0, &in.c0, &in.p};
+  for (size_t i = 0; i < 8; i++)
+    if (input(n, i)) RX_RETURN_IF_ERROR(arg(I, n, input(n, i), slot[i]));
+  if (!in.x || !in.w || !in.r) return node_err(I, n, "inputs X, W and R are required");
+  in.xs = in.x->sinfo; /* a shape value made a tensor too */
+  in.ws = in.w->sinfo;
+  in.rs = in.r->sinfo;
+  in.seqs = in.seq ? in.seq->sinfo : NULL;
+  rx_var *out[3];
+  RX_RETURN_IF_ERROR(at_node(I, n, onnx_rnn_import(I->m, I->b, n, &in, out)));
+  for (size_t i = 0; i < n->n_output && i < 3; i++)
+    if (n->output[i] && n->output[i][0]) {
+      if (!out[i]) return node_err(I, n, "output %zu is not defined for %s", i, n->op_type);
+      def_named(I, n->output[i], out[i]);
+    }
+  return NULL;
+}
+
 typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const char *rop);
 typedef struct onnx_op {
   const char *type;
@@ -5028,9 +5732,9 @@ static const onnx_op onnx_ops[] = {
     {"Cosh", do_formula, "cosh", 9, 0, NULL},
     {"CumSum", do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
     {"DepthToSpace", do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
-    {"DFT", do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
     {"DequantizeLinear", do_dequantize, NULL, 10, 0, "per tensor and per axis; no block_size"},
     {"Det", do_det, NULL, 11, 0, "matrices of a constant size up to 16"},
+    {"DFT", do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
     {"Div", do_binary, "divide", 1, 0, NULL},
     {"Dropout", do_dropout, NULL, 1, 0, "inference; the mask all true"},
     {"DynamicQuantizeLinear", do_dynamic_quantize, NULL, 11, 0, NULL},
@@ -5053,12 +5757,14 @@ static const onnx_op onnx_ops[] = {
     {"Greater", do_binary, "greater", 1, 0, NULL},
     {"GreaterOrEqual", do_binary, "greater_equal", 12, 0, NULL},
     {"GridSample", do_grid_sample, NULL, 16, 0, "4-D: nearest, bilinear, bicubic; zeros, border, reflection"},
+    {"GRU", do_rnn, NULL, 7, 0, "activations: the defaults"},
     {"HammingWindow", do_window, "hamming", 17, 0, NULL},
     {"HannWindow", do_window, "hann", 17, 0, NULL},
     {"Hardmax", do_hardmax, NULL, 1, 0, NULL},
     {"HardSigmoid", do_act, "hard_sigmoid", 6, 0, NULL},
     {"HardSwish", do_act, "hard_swish", 14, 0, NULL},
     {"Identity", do_identity, NULL, 1, 0, NULL},
+    {"If", do_if, NULL, 1, 0, "tensor outputs; branches of different shapes: dims bound at run time"},
     {"InstanceNormalization", do_instance_norm, "instance_norm", 6, 0, NULL},
     {"IsInf", do_select_act, "is_inf", 10, 0, NULL},
     {"IsNaN", do_act, "is_nan", 9, 0, NULL},
@@ -5068,8 +5774,10 @@ static const onnx_op onnx_ops[] = {
     {"LessOrEqual", do_binary, "less_equal", 12, 0, NULL},
     {"Log", do_unary, "log", 1, 0, NULL},
     {"LogSoftmax", do_softmax, NULL, 1, 0, NULL},
+    {"Loop", do_loop, NULL, 1, 0, "tensor values; a recursive graph function"},
     {"LpPool", do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
     {"LRN", do_lrn, NULL, 1, 0, NULL},
+    {"LSTM", do_rnn, NULL, 7, 0, "activations: the defaults; no input_forget"},
     {"MatMul", do_matmul, NULL, 1, 0, NULL},
     {"MatMulInteger", do_integer_op, "matmul", 10, 0, "i32 accumulation"},
     {"Max", do_variadic, "maximum", 1, 0, NULL},
@@ -5083,8 +5791,8 @@ static const onnx_op onnx_ops[] = {
     {"Mod", do_mod, NULL, 10, 0, NULL},
     {"Mul", do_binary, "multiply", 1, 0, NULL},
     {"Neg", do_unary, "neg", 1, 0, NULL},
-    {"NonMaxSuppression", do_nms, "non_max_suppression", 10, 0, "one serial thread; the selected count bound at run time"},
     {"NegativeLogLikelihoodLoss", do_nll_loss, "nll", 12, 0, NULL},
+    {"NonMaxSuppression", do_nms, "non_max_suppression", 10, 0, "one serial thread; the selected count bound at run time"},
     {"NonZero", do_nonzero, NULL, 9, 0, "the count bound at run time"},
     {"Not", do_unary, "not", 1, 0, NULL},
     {"OneHot", do_one_hot, NULL, 9, 0, NULL},
@@ -5111,8 +5819,10 @@ static const onnx_op onnx_ops[] = {
     {"Reshape", do_reshape, NULL, 5, 0, NULL},
     {"Resize", do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
     {"ReverseSequence", do_reverse_sequence, NULL, 10, 0, NULL},
+    {"RNN", do_rnn, NULL, 7, 0, "activations: the defaults"},
     {"RoiAlign", do_roi_align, "roi_align", 10, 0, NULL},
     {"Round", do_select_act, "round", 11, 0, NULL},
+    {"Scan", do_scan, NULL, 8, 0, "axis 0; opset 8: a batch of one, no sequence_lens"},
     {"Scatter", do_scatter, NULL, 9, 10, "deprecated alias of ScatterElements"},
     {"ScatterElements", do_scatter, NULL, 11, 0, "reduction none, add, mul, min, max; duplicates in order"},
     {"ScatterND", do_scatter_nd, NULL, 11, 0, "reduction none, add, mul, min, max; the last dim of indices a constant"},
@@ -5270,21 +5980,8 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   rx_node *outs[16];
   if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
   for (size_t i = 0; i < g->n_output; i++) {
-    val *v = get(I, g->output[i]->name);
-    rx_var *t = v && v->kind == V_TENSOR ? v->var : NULL;
-    if (v && v->kind == V_SYM) { /* a shape value: its i64 (or int, bool) tensor */
-      RX_RETURN_IF_ERROR(sym_tensor(I, NULL, v, &t));
-    } else if (v && v->kind == V_FCONST) { /* a float constant: a tensor of ones' shape */
-      const rx_expr *one = rx_sym_const(I->m, 1), *dims[SYM_MAX];
-      for (int k = 0; k < v->sndim && k < SYM_MAX; k++) dims[k] = one;
-      rx_node *a[2] = {rx_arg_shape(I->b, dims, v->sndim < SYM_MAX ? v->sndim : SYM_MAX),
-                       rx_arg_float(I->b, v->f)};
-      const rx_attr *at = rx_attr_dtype(I->m, "dtype", v->sdt ? v->sdt : RX_DTYPE_F32);
-      RX_RETURN_IF_ERROR(rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &t));
-    }
-    if (!t)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
-                            g->output[i]->name ? g->output[i]->name : "");
+    rx_var *t;
+    RX_RETURN_IF_ERROR(out_tensor(I, NULL, g->output[i]->name, &t));
     outs[i] = rx_arg_var(I->b, t);
   }
   rx_node *result = outs[0];

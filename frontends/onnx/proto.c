@@ -283,4 +283,12 @@ void onnx_each_weight(const Onnx__GraphProto *g, onnx_weight_fn fn, void *ctx) {
         (t = onnx_const_tensor(n)) && onnx_is_weight(t, true))
       fn(ctx, n->output[0], t);
   }
+  /* then those of the subgraphs (If's branches, Loop's and Scan's bodies), depth first: the
+   * subgraphs read them as outer values of `main` */
+  for (size_t i = 0; i < g->n_node; i++)
+    for (size_t a = 0; a < g->node[i]->n_attribute; a++) {
+      const Onnx__AttributeProto *at = g->node[i]->attribute[a];
+      if (at->g) onnx_each_weight(at->g, fn, ctx);
+      for (size_t k = 0; k < at->n_graphs; k++) onnx_each_weight(at->graphs[k], fn, ctx);
+    }
 }

@@ -318,6 +318,12 @@ static void collect_weight(void *ctx, const char *name, const Onnx__TensorProto 
   w->count = nbytes / rx_npy_elem_size(dt);
 }
 
+static void count_weight(void *ctx, const char *name, const Onnx__TensorProto *t) {
+  (void)name;
+  (void)t;
+  ++*(size_t *)ctx;
+}
+
 rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const char *base_dir,
                           rx_onnx_weight **out_weights, int *out_n) {
   *out_weights = NULL;
@@ -326,9 +332,9 @@ rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const
   Onnx__ModelProto *mp;
   RX_RETURN_IF_ERROR(onnx_unpack(bytes, len, name, &mp));
   const Onnx__GraphProto *g = mp->graph;
-  wlist l = {.w = rx_calloc(g->n_initializer + g->n_node + 1, sizeof(rx_onnx_weight)),
-             .file = name,
-             .base_dir = base_dir};
+  size_t count = 0;
+  onnx_each_weight(g, count_weight, &count);
+  wlist l = {.w = rx_calloc(count + 1, sizeof(rx_onnx_weight)), .file = name, .base_dir = base_dir};
   onnx_each_weight(g, collect_weight, &l);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (l.s) {

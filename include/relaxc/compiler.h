@@ -196,6 +196,11 @@ rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *
  * out may then be NULL (its declared result) or more precise. */
 rx_status rx_emit_call_extern(rx_builder *b, const char *ext, rx_node *const *args, int nargs,
                               const rx_sinfo *out, const char *name, rx_var **out_var);
+/* fn(args...): a call of graph function fn of the module. out: the call's result (the callee's
+ * result with its symbols replaced by the caller's values); NULL: the callee's declared result.
+ * Normalization checks the arguments against the callee's parameters. */
+rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args, int nargs,
+                             const rx_sinfo *out, const char *name, rx_var **out_var);
 rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
                              const char *name, rx_var **out_var);
 rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char *name,

@@ -249,6 +249,36 @@ static void test_match_cast(void) {
   rx_module_free(m);
 }
 
+/* A call of another graph function: its declared result, arguments checked by normalization;
+ * a missing callee, a wrong argument count and a callee without a declared result are errors. */
+static void test_call_graph(void) {
+  rx_module *m = rx_module_new();
+  const rx_expr *n = rx_sym_var(m, "n");
+  rx_builder *h = rx_builder_new(m, "helper");
+  rx_var *a, *r, *x, *y;
+  OK(rx_builder_param(h, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
+  rx_node *arg = rx_arg_var(h, a);
+  OK(rx_emit_op(h, "relu", &arg, 1, NULL, 0, NULL, &r));
+  rx_builder_set_result(h, rx_var_sinfo(r));
+  OK(rx_builder_finish(h, rx_arg_var(h, r), NULL));
+  rx_builder *u = rx_builder_new(m, "undeclared");
+  OK(rx_builder_param(u, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
+  OK(rx_builder_finish(u, rx_arg_var(u, a), NULL));
+  rx_builder *b = rx_builder_new(m, "f");
+  OK(rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &x));
+  rx_node *xs[2] = {rx_arg_var(b, x), rx_arg_var(b, x)};
+  ERR(rx_emit_call_graph(b, "nothing", xs, 1, NULL, NULL, NULL), "no graph_fn 'nothing'");
+  ERR(rx_emit_call_graph(b, "helper", xs, 2, NULL, NULL, NULL), "helper expects 1 arguments");
+  ERR(rx_emit_call_graph(b, "undeclared", xs, 1, NULL, NULL, NULL), "result's struct info");
+  OK(rx_emit_call_graph(b, "helper", xs, 1, NULL, NULL, &y));
+  CHECK(y && sinfo_is(rx_var_sinfo(y), "f32[n]"));
+  OK(rx_builder_finish(b, rx_arg_var(b, y), NULL));
+  char *text = checked_text(m);
+  CHECK(strstr(text, "helper(x)") != NULL);
+  rx_free(text);
+  rx_module_free(m);
+}
+
 static void test_errors(void) {
   rx_module *m = rx_module_new();
   const rx_expr *n = rx_sym_var(m, "n");
@@ -429,6 +459,7 @@ int main(void) {
   test_mlp_matches_text();
   test_elementwise_add();
   test_match_cast();
+  test_call_graph();
   test_errors();
   test_verifier_errors();
   test_verifier_mutations();

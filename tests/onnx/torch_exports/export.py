@@ -26,6 +26,9 @@ Models (TorchScript exporter, dynamo=False, unless marked dynamo):
                       and indices), greedy argmax, and Hugging Face's top-p warper (sort, softmax,
                       cumsum, the mask scattered back to vocabulary order, masked_fill) with the
                       probabilities after it; its own seeds (17), so the other files stay the same
+  lstm                nn.LSTM (2 layers, bidirectional, batch_first) over a symbolic sequence
+                      length and batch: outputs, final hidden and cell states
+  gru                 nn.GRU (batch_first) over a symbolic sequence length, then a Linear head
 
 onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
 per model and shape (it agrees within 1e-5 on all of them when this was run).
@@ -175,6 +178,25 @@ class SamplingHeads(nn.Module):
         remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
         probs = logits.masked_fill(remove, -math.inf).softmax(dim=-1)
         return top_v, top_i, greedy, probs
+class LSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        y, (h, c) = self.rnn(x)
+        return y, h, c
+
+
+class GRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 16, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y, h = self.rnn(x)
+        return self.head(y), h
 
 
 def pad_mask(b, s):
@@ -275,6 +297,17 @@ def main():
            {"h": {0: "batch", 1: "seq"}, "top_v": {0: "batch", 1: "seq"},
             "top_i": {0: "batch", 1: "seq"}, "greedy": {0: "batch", 1: "seq"},
             "probs": {0: "batch", 1: "seq"}}, 17, log)
+    # the recurrences (added later): their own seeds, so the cases above keep their data
+    global rng
+    torch.manual_seed(17)
+    rng = np.random.default_rng(17)
+    b_t = [(2, 5), (3, 11)]
+    export("lstm", LSTM(), [(randn(b, t, 8),) for b, t in b_t], ["x"], ["y", "h_n", "c_n"],
+           {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, "h_n": {1: "batch"},
+            "c_n": {1: "batch"}}, 14, log)
+    export("gru", GRU(), [(randn(b, t, 8),) for b, t in b_t], ["x"], ["y", "h_n"],
+           {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, "h_n": {1: "batch"}}, 14,
+           log)
     with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
         f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
         f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
