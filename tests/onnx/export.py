@@ -162,8 +162,9 @@ def example_shape(example, axes, dims):
 
 
 def unsupported():
-    """A model with unsupported operators around supported ones: Det (and CumSum and TopK, which
-    relaxc has imported since; test_onnx checks that only Det is listed)."""
+    """A model with unsupported operators around supported ones: Bernoulli (and CumSum and TopK,
+    which relaxc has imported since, as Det, which stood where Bernoulli is; test_onnx checks that
+    only Bernoulli is listed)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])
     axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
@@ -172,7 +173,7 @@ def unsupported():
         helper.make_node("Relu", ["x"], ["r"], name="relu0"),
         helper.make_node("CumSum", ["r", "axis"], ["c"], name="cumsum0"),
         helper.make_node("TopK", ["c", "k"], ["t", "i"], name="topk0"),
-        helper.make_node("Det", ["t"], ["d"], name="det0"),
+        helper.make_node("Bernoulli", ["t"], ["d"], name="bern0"),
         helper.make_node("Neg", ["d"], ["y"], name="neg0"),
     ]
     g = helper.make_graph(nodes, "unsupported", [x], [y], [axis, k])
