@@ -106,9 +106,28 @@ static void cuda_async_copy(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   rx_strbuf_append(o, ");\n");
 }
 
+/* Fragment k of an mma or ldmatrix (ir.h) as an lvalue prefix in out: the buffer's name, or in
+ * the indexed form `(&buf[row * elems])`, whose [i] is its element i. */
+static void cuda_frag_ref(cg_printer *p, rx_strbuf *out, const rx_stmt *s, const rx_buffer *b,
+                          int k) {
+  if (k >= s->nidx) {
+    rx_strbuf_append(out, cg_name(p, b->name));
+    return;
+  }
+  rx_tx *idx[2] = {s->idx[k], NULL};
+  rx_tx zero = {.kind = RX_TX_SYM, .dtype = RX_DTYPE_I32, .sym = rx_expr_const(p->m->ctx, 0)};
+  idx[1] = &zero;
+  rx_strbuf_append(out, "(&");
+  cg_access(p, out, (rx_buffer *)b, idx, 2);
+  rx_strbuf_putc(out, ')');
+}
+
 /* `ldmatrix xN [trans] frag = buf[i...]`: the registers, then their 16-bit halves into frag. */
 static void cuda_ldmatrix(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
-  const char *bits = p->L->from_bits[s->buf->dtype], *f = cg_name(p, s->buf->name);
+  const char *bits = p->L->from_bits[s->buf->dtype];
+  rx_strbuf fb = {0};
+  cuda_frag_ref(p, &fb, s, s->buf, 0);
+  const char *f = fb.data;
   cg_indent(p, o);
   rx_strbuf_printf(o, "{ /* ldmatrix x%d%s */\n", s->count, s->trans ? " trans" : "");
   p->indent++;
@@ -129,6 +148,7 @@ static void cuda_ldmatrix(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   p->indent--;
   cg_indent(p, o);
   rx_strbuf_append(o, "}\n");
+  rx_strbuf_free(&fb);
 }
 
 /* Adds a prelude of codegen/mma_cuda.h to the kernel's helpers once, found by its first line's
@@ -159,8 +179,12 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
     break;
   }
   const char *bits = p->L->to_bits[s->mma_a->dtype];
-  const char *c = cg_name(p, s->buf->name);
-  const char *srcs[2] = {cg_name(p, s->mma_a->name), cg_name(p, s->mma_b->name)};
+  rx_strbuf refs[3] = {{0}};
+  cuda_frag_ref(p, &refs[0], s, s->buf, 0);
+  cuda_frag_ref(p, &refs[1], s, s->mma_a, 1);
+  cuda_frag_ref(p, &refs[2], s, s->mma_b, 2);
+  const char *c = refs[0].data;
+  const char *srcs[2] = {refs[1].data, refs[2].data};
   static const char *const regs[2] = {"rx_ma", "rx_mb"};
   cg_indent(p, o);
   rx_strbuf_append(o, "{ /* mma m16n8k16 */\n");
@@ -169,15 +193,17 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   rx_strbuf_append(o, "unsigned rx_ma[4], rx_mb[2];\n");
   for (int w = 0; w < 2; w++)
     for (int r = 0; r < (w ? 2 : 4); r++) {
-      char lo[96], hi[96];
-      snprintf(lo, sizeof lo, "%s[%d]", srcs[w], 2 * r);
-      snprintf(hi, sizeof hi, "%s[%d]", srcs[w], 2 * r + 1);
+      rx_strbuf lo = {0}, hi = {0};
+      rx_strbuf_printf(&lo, "%s[%d]", srcs[w], 2 * r);
+      rx_strbuf_printf(&hi, "%s[%d]", srcs[w], 2 * r + 1);
       cg_indent(p, o);
       rx_strbuf_printf(o, "%s[%d] = ", regs[w], r);
-      rx_strbuf_printf(o, bits, lo);
+      rx_strbuf_printf(o, bits, lo.data);
       rx_strbuf_append(o, " | (");
-      rx_strbuf_printf(o, bits, hi);
+      rx_strbuf_printf(o, bits, hi.data);
       rx_strbuf_append(o, " << 16);\n");
+      rx_strbuf_free(&lo);
+      rx_strbuf_free(&hi);
     }
   cg_indent(p, o);
   rx_strbuf_printf(o, "rx_mma_16x8x16_%sf32(%s, rx_ma, rx_mb, %s);\n",
@@ -185,6 +211,7 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   p->indent--;
   cg_indent(p, o);
   rx_strbuf_append(o, "}\n");
+  for (int i = 0; i < 3; i++) rx_strbuf_free(&refs[i]);
 }
 
 /* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) of 16x16x16 (targets.c's `sync-frag` shapes:

@@ -331,6 +331,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
   case RX_STMT_BARRIER:
     break;
   case RX_STMT_MMA: /* its fragments are local buffers: nothing to check in memory */
+    for (int i = 0; i < s->nidx; i++) see_tx(w, s->idx[i]);
     w->ck->uses_mma = true;
     if (s->mma_a) w->ck->mma_ab[s->mma_a->dtype] = true;
     w->ck->uses_subgroup = true; /* the warp's 32 lanes: the runtime checks the width */
@@ -347,6 +348,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
     w->ck->uses_async = true;
     break;
   case RX_STMT_LDMATRIX:
+    for (int i = 0; i < s->nidx; i++) see_tx(w, s->idx[i]);
     see_tx(w, s->value);
     w->ck->uses_async = true;
     w->ck->uses_subgroup = true; /* the warp's 32 lanes together */

@@ -559,6 +559,7 @@ typedef struct thr {
   int groups;             /* async_commit count */
   rbuf *lm_buf;           /* T_MMA at ldmatrix: the lane's row, or NULL (lane unused) */
   int64_t lm_off;
+  int64_t moff[3];       /* T_MMA: the first element of the fragments (C, A, B; ldmatrix: [0]) */
   int64_t foff, fstride; /* C_FRAG load/store: offset of element (0, 0), stride */
   val fval;              /* C_FRAG fill: the value */
 } thr;
@@ -1274,6 +1275,15 @@ static void land(thr *t, int group) {
   t->inflight.len = k;
 }
 
+/* The first element of fragment k (C, A, B of mma; ldmatrix's: 0) of `elems` elements into
+ * t->moff[k]: row idx[k] of the indexed form (ir.h), else element 0; false where it does not lie
+ * inside f. */
+static bool frag_rows(thr *t, const cst *s, const rbuf *f, int k, int64_t elems) {
+  int64_t off = k < s->nidx ? ev(t, s->idx[k]).i * elems : 0;
+  t->moff[k] = off;
+  return off >= 0 && off + elems <= f->count;
+}
+
 /* ldmatrix (ir.h): the lane's row address, then the subgroup's rendezvous (run_ldsm). */
 static void exec_ldsm(thr *t, const cst *s) {
   if (!t->fib || t->rs->sgsize != 32) {
@@ -1283,7 +1293,7 @@ static void exec_ldsm(thr *t, const cst *s) {
     return;
   }
   rbuf *f = t->bufs[s->buf];
-  if (!f || f->count < 2 * s->count || rx_dtype_bits(f->dt) != 16) {
+  if (!f || rx_dtype_bits(f->dt) != 16 || !frag_rows(t, s, f, 0, 2 * s->count)) {
     fail(t, s->loc, "ldmatrix x%d: a fragment of %d 16-bit elements expected", s->count,
          2 * s->count);
     return;
@@ -1391,8 +1401,9 @@ static void exec(thr *t, const cst *s) {
            t->rs->sgsize, t->fib ? "" : " and a thread alone in its block");
       return;
     }
-    if (!t->bufs[s->buf] || !t->bufs[s->buf2] || !t->bufs[s->buf3] || t->bufs[s->buf]->count < 4 ||
-        t->bufs[s->buf2]->count < 8 || t->bufs[s->buf3]->count < 4) {
+    if (!t->bufs[s->buf] || !t->bufs[s->buf2] || !t->bufs[s->buf3] ||
+        !frag_rows(t, s, t->bufs[s->buf], 0, 4) || !frag_rows(t, s, t->bufs[s->buf2], 1, 8) ||
+        !frag_rows(t, s, t->bufs[s->buf3], 2, 4)) {
       fail(t, s->loc, "mma m16n8k16: fragments of 4, 8 and 4 elements expected");
       return;
     }
@@ -1462,12 +1473,13 @@ static void run_mma(thr *th, const cst *s) {
   double A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < 32; l++) {
     const rbuf *a = th[l].bufs[s->buf2], *b = th[l].bufs[s->buf3], *c = th[l].bufs[s->buf];
+    const int64_t *o = th[l].moff;
     int g = l / 4, q = l % 4;
     for (int i = 0; i < 8; i++)
-      A[g + 8 * (i / 2 % 2)][2 * q + i % 2 + 8 * (i / 4)] = rd(a->dt, a->data, i).f;
+      A[g + 8 * (i / 2 % 2)][2 * q + i % 2 + 8 * (i / 4)] = rd(a->dt, a->data, o[1] + i).f;
     for (int i = 0; i < 4; i++) {
-      B[2 * q + i % 2 + 8 * (i / 2)][g] = rd(b->dt, b->data, i).f;
-      C[g + 8 * (i / 2)][2 * q + i % 2] = rd(c->dt, c->data, i).f;
+      B[2 * q + i % 2 + 8 * (i / 2)][g] = rd(b->dt, b->data, o[2] + i).f;
+      C[g + 8 * (i / 2)][2 * q + i % 2] = rd(c->dt, c->data, o[0] + i).f;
     }
   }
   for (int r = 0; r < 16; r++)
@@ -1480,7 +1492,7 @@ static void run_mma(thr *th, const cst *s) {
     const rbuf *c = th[l].bufs[s->buf];
     int g = l / 4, q = l % 4;
     for (int i = 0; i < 4; i++)
-      wr(c->dt, c->data, i, (val){.f = (float)C[g + 8 * (i / 2)][2 * q + i % 2]});
+      wr(c->dt, c->data, th[l].moff[0] + i, (val){.f = (float)C[g + 8 * (i / 2)][2 * q + i % 2]});
   }
 }
 
@@ -1499,7 +1511,7 @@ static void run_ldsm(thr *th, const cst *s) {
     for (int j = 0; j < s->count; j++)
       for (int h = 0; h < 2; h++) {
         uint16_t v = s->trans ? m[j][2 * q + h][g] : m[j][g][2 * q + h];
-        memcpy((char *)f->data + (2 * j + h) * 2, &v, 2);
+        memcpy((char *)f->data + (th[l].moff[0] + 2 * j + h) * 2, &v, 2);
       }
   }
 }
@@ -2296,6 +2308,13 @@ static cst *compile_store(run *rs, const rx_stmt *s) {
   return rs->cerr ? NULL : c;
 }
 
+/* The fragments' rows of mma or ldmatrix in the indexed form (ir.h) into c->idx. */
+static void compile_frag_rows(run *rs, cst *c, const rx_stmt *s) {
+  c->nidx = s->nidx;
+  c->idx = calloc_arena(rs, (size_t)s->nidx + 1, sizeof *c->idx);
+  for (int i = 0; i < s->nidx; i++) c->idx[i] = coerce(rs, compile_tx(rs, s->idx[i]), RX_DTYPE_I64);
+}
+
 /* async_copy (a store whose value is the source load) and ldmatrix (ir.h). */
 static cst *compile_matrix_load(run *rs, const rx_stmt *s) {
   bool copy = s->kind == RX_STMT_ASYNC_COPY;
@@ -2317,6 +2336,7 @@ static cst *compile_matrix_load(run *rs, const rx_stmt *s) {
   } else {
     c = cst_new(rs, C_LDSM, s);
     c->buf = buf_of(rs, s->buf);
+    compile_frag_rows(rs, c, s);
     c->value = compile_tx(rs, s->value);
     c->count = s->count;
     c->trans = s->trans;
@@ -2456,7 +2476,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->buf = buf_of(rs, s->buf);
     c->buf2 = buf_of(rs, s->mma_a);
     c->buf3 = buf_of(rs, s->mma_b);
-    return c;
+    compile_frag_rows(rs, c, s);
+    return rs->cerr ? NULL : c;
   case RX_STMT_ASYNC_COPY:
   case RX_STMT_LDMATRIX:
     return compile_matrix_load(rs, s);

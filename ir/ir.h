@@ -491,7 +491,11 @@ const char *rx_frag_op_name(rx_frag_op op);
  * t = l % 4): a[i] = A[g + 8 * (i / 2 % 2)][2t + i % 2 + 8 * (i / 4)],
  * b[i] = B[2t + i % 2 + 8 * (i / 2)][g], c[i] = C[g + 8 * (i / 2)][2t + i % 2]. Every lane of
  * the subgroup must reach it (subgroups of 32: the kernel is scheduled for them). Printed for CUDA
- * as mma.sync through codegen/mma_cuda.h; other targets report it.
+ * as mma.sync through codegen/mma_cuda.h; other targets report it. Indexed form
+ * `mma m16n8k16 c[i], a[j], b[k]` (nidx 3; idx: the rows i, j, k, uniform over the subgroup):
+ * c, a and b are local buffers [R, 4], [R, 8], [R, 4] holding R fragments each, and the
+ * statement uses row i of c, j of a, k of b, so that a loop (unrolled by the target's compiler)
+ * walks the fragments of a warp's tile instead of one statement per pair.
  *
  * RX_STMT_ASYNC_COPY: `async_copy dst[i...] = src[j...]` copies the 16 bytes of src from index
  * j... on (along its last dimension) to dst from i... on; with `if cond`, where cond is false
@@ -513,7 +517,10 @@ const char *rx_frag_op_name(rx_frag_op op);
  * frag (2N elements) matrix j's row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, at frag[2j]
  * and frag[2j + 1]; with trans, the matrix is read transposed (rows 2 (l % 4), 2 (l % 4) + 1 of
  * column l / 4). The PTX ISA's ldmatrix, "Warp-level matrix load instruction"; CUDA only.
- * Fields: buf (frag), value (the lane's address, a load of a shared buffer), count, trans. */
+ * Indexed form `ldmatrix xN frag[i] = ...` (nidx 1, idx[0] = i): frag is a local [R, 2N] and
+ * the statement loads its row i.
+ * Fields: buf (frag), value (the lane's address, a load of a shared buffer), count, trans,
+ * idx/nidx (the indexed form's row). */
 
 typedef struct rx_stmt rx_stmt;
 struct rx_stmt {
@@ -531,7 +538,7 @@ struct rx_stmt {
   rx_stmt *init;          /* REDUCE init */
   rx_stmt *otherwise;     /* IF else (or NULL) */
   rx_buffer *buf;         /* STORE target, ALLOC buffer */
-  rx_tx **idx;            /* STORE indices */
+  rx_tx **idx;            /* STORE indices; MMA, LDMATRIX: the fragments' rows (indexed form) */
   int nidx;
   rx_tx *value;             /* STORE value, LET value, IF cond */
   rx_local *local;          /* LET */

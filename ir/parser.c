@@ -1478,6 +1478,15 @@ static void store_target(P *p, rx_stmt *s, const char *what) {
   s->nidx = index_list(p, &s->idx);
 }
 
+/* `[i]` after a fragment operand of mma or ldmatrix: the row of its indexed form (ir.h). */
+static rx_tx *frag_row(P *p, const char *stmt) {
+  expect(p, RX_TOK_LBRACKET, "'[' and the fragment's row");
+  rx_tx **idx = NULL;
+  rx_loc loc = cur(p)->loc;
+  if (index_list(p, &idx) != 1) fail_at(p, loc, "a fragment of %s takes one index, its row", stmt);
+  return idx[0];
+}
+
 /* After `ldmatrix`: `xN [trans] frag = buf[i...]`. */
 static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
   rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LDMATRIX, loc);
@@ -1496,6 +1505,11 @@ static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
     fail_at(p, nt->loc, "undefined buffer '%s' (the fragment of ldmatrix)", name);
   s->buf = tn->buf;
   next(p);
+  if (cur(p)->kind == RX_TOK_LBRACKET) { /* indexed form `frag[i]` (ir.h) */
+    s->idx = rx_arena_alloc(&p->m->arena, sizeof *s->idx);
+    s->idx[0] = frag_row(p, "ldmatrix");
+    s->nidx = 1;
+  }
   expect(p, RX_TOK_ASSIGN, "'=' and the lane's row address 'buf[i, ...]' of ldmatrix");
   s->value = tx(p);
   return s;
@@ -1520,10 +1534,20 @@ static rx_stmt *tstmt(P *p) {
     next(p);
     s = rx_stmt_new(m, RX_STMT_MMA, loc);
     s->buf = buf_operand(p, "the accumulator C", "mma");
+    bool rows = cur(p)->kind == RX_TOK_LBRACKET; /* indexed form `c[i], a[j], b[k]` (ir.h) */
+    rx_tx *row[3] = {0};
+    if (rows) row[0] = frag_row(p, "mma");
     expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
     s->mma_a = buf_operand(p, "the fragment of A", "mma");
+    if (rows) row[1] = frag_row(p, "mma");
     expect(p, RX_TOK_COMMA, "',' and the next operand of mma");
     s->mma_b = buf_operand(p, "the fragment of B", "mma");
+    if (rows) {
+      row[2] = frag_row(p, "mma");
+      s->nidx = 3;
+      s->idx = rx_arena_alloc(&m->arena, 3 * sizeof *s->idx);
+      memcpy(s->idx, row, sizeof row);
+    }
   } else if (is_kw(p, "frag") && ahead(p, 1)->kind == RX_TOK_IDENT) {
     s = frag_stmt(p, loc);
   } else if (accept_kw(p, "let")) {

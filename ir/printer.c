@@ -195,6 +195,14 @@ static void pbuffer(W *w, const rx_buffer *b) {
 }
 
 /* `frag OP ...` (ir.h, RX_STMT_FRAG) */
+/* `[i]`: the row of operand k of mma or ldmatrix in the indexed form (ir.h), else nothing. */
+static void frag_row(rx_strbuf *o, const rx_stmt *s, int k) {
+  if (k >= s->nidx || !s->idx[k]) return;
+  rx_strbuf_putc(o, '[');
+  ptx(o, s->idx[k], 0);
+  rx_strbuf_putc(o, ']');
+}
+
 static void pfrag(W *w, const rx_stmt *s) {
   rx_strbuf *o = w->o;
   rx_strbuf_printf(o, "frag %s %s, ", rx_frag_op_name(s->frag_op), s->buf ? s->buf->name : "?");
@@ -302,10 +310,15 @@ static void pstmt(W *w, const rx_stmt *s) {
   case RX_STMT_BARRIER:
     rx_strbuf_append(o, "barrier");
     break;
-  case RX_STMT_MMA:
-    rx_strbuf_printf(o, "mma m16n8k16 %s, %s, %s", s->buf ? s->buf->name : "?",
-                     s->mma_a ? s->mma_a->name : "?", s->mma_b ? s->mma_b->name : "?");
+  case RX_STMT_MMA: {
+    const rx_buffer *ops[3] = {s->buf, s->mma_a, s->mma_b};
+    rx_strbuf_append(o, "mma m16n8k16 ");
+    for (int i = 0; i < 3; i++) {
+      rx_strbuf_printf(o, "%s%s", i ? ", " : "", ops[i] ? ops[i]->name : "?");
+      frag_row(o, s, i);
+    }
     break;
+  }
   case RX_STMT_ASYNC_COMMIT:
     rx_strbuf_append(o, "async_commit");
     break;
@@ -313,8 +326,10 @@ static void pstmt(W *w, const rx_stmt *s) {
     rx_strbuf_printf(o, "async_wait %d", s->count);
     break;
   case RX_STMT_LDMATRIX:
-    rx_strbuf_printf(o, "ldmatrix x%d%s %s = ", s->count, s->trans ? " trans" : "",
+    rx_strbuf_printf(o, "ldmatrix x%d%s %s", s->count, s->trans ? " trans" : "",
                      s->buf ? s->buf->name : "?");
+    frag_row(o, s, 0);
+    rx_strbuf_append(o, " = ");
     ptx(o, s->value, 0);
     break;
   case RX_STMT_FRAG:

@@ -510,24 +510,50 @@ static int64_t local_elems(const rx_buffer *b) {
   return n;
 }
 
-/* `mma m16n8k16 c, a, b` (ir.h): local buffers of 4 f32, 8 and 4 f16 (or bf16) elements. */
+/* The constant dimension d of b, or -1. */
+static int64_t const_dim(const rx_buffer *b, int d) {
+  return b->shape && d < b->ndim && b->shape[d]->kind == RX_EXPR_CONST ? b->shape[d]->value : -1;
+}
+
+/* A fragment operand of mma or ldmatrix (ir.h): a local allocation of `elems` elements, or in
+ * the indexed form (row not NULL) a local [R, elems] whose row `row` (an integer) it names. */
+static void frag_rows_operand(vctx *v, const rx_stmt *s, const rx_buffer *b, const rx_tx *row,
+                              int64_t elems, const char *what) {
+  if (!has(&v->vars, b))
+    err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc", b->name);
+  bool ok = b->scope == RX_SCOPE_LOCAL &&
+            (row ? b->ndim == 2 && const_dim(b, 0) > 0 && const_dim(b, 1) == elems
+                 : local_elems(b) == elems);
+  if (!ok)
+    err(v, s->loc,
+        row ? "%s operand '%s' must be a local allocation [R, %lld] (R fragments of one lane)"
+            : "%s operand '%s' must be a local allocation of %lld elements (one lane's fragment)",
+        what, b->name, (long long)elems);
+  if (row) {
+    check_tx(v, row);
+    if (!rx_dtype_is_int(row->dtype))
+      err(v, row->loc, "the fragment row of '%s' must be an integer, got %s", b->name,
+          rx_dtype_name(row->dtype));
+  }
+}
+
+/* `mma m16n8k16 c, a, b` (ir.h): local buffers of 4 f32, 8 and 4 f16 (or bf16) elements, or
+ * rows of such in the indexed form `c[i], a[j], b[k]`. */
 static void check_mma(vctx *v, const rx_stmt *s) {
   const rx_buffer *ops[3] = {s->buf, s->mma_a, s->mma_b};
-  static const char *const what[3] = {"C", "A", "B"};
+  static const char *const what[3] = {"mma's C", "mma's A", "mma's B"};
   static const int64_t elems[3] = {4, 8, 4};
+  if (s->nidx != 0 && s->nidx != 3) {
+    err(v, s->loc, "mma names the rows of all three fragments or of none (got %d)", s->nidx);
+    return;
+  }
   for (int i = 0; i < 3; i++) {
     const rx_buffer *b = ops[i];
-    if (!b) {
-      err(v, s->loc, "mma without its %s operand", what[i]);
+    if (!b || (s->nidx && !s->idx[i])) {
+      err(v, s->loc, "mma without its %s operand", what[i] + 6);
       return;
     }
-    if (!has(&v->vars, b))
-      err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc", b->name);
-    if (b->scope != RX_SCOPE_LOCAL || local_elems(b) != elems[i])
-      err(v, s->loc,
-          "mma's %s operand '%s' must be a local allocation of %lld elements (one lane's "
-          "fragment)",
-          what[i], b->name, (long long)elems[i]);
+    frag_rows_operand(v, s, b, s->nidx ? s->idx[i] : NULL, elems[i], what[i]);
   }
   if (s->buf->dtype != RX_DTYPE_F32)
     err(v, s->loc, "mma m16n8k16 accumulates in f32; '%s' is %s", s->buf->name,
@@ -541,11 +567,6 @@ static void check_mma(vctx *v, const rx_stmt *s) {
 static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc);
 static void check_assign(vctx *v, const rx_tx *value, rx_dtype t, const char *what,
                          const char *name);
-
-/* The constant dimension d of b, or -1. */
-static int64_t const_dim(const rx_buffer *b, int d) {
-  return b->shape && d < b->ndim && b->shape[d]->kind == RX_EXPR_CONST ? b->shape[d]->value : -1;
-}
 
 /* `alloc f: T[M, N] fragment USE` (ir.h, RX_STMT_FRAG): two constant dims, a matrix dtype. */
 static void check_frag_alloc(vctx *v, const rx_stmt *s) {
@@ -852,12 +873,11 @@ static void check_ldmatrix(vctx *v, const rx_stmt *s) {
     return;
   }
   check_tx(v, src);
-  if (!has(&v->vars, s->buf))
-    err(v, s->loc, "buffer '%s' is not defined here; expected an earlier local alloc",
-        s->buf->name);
-  if (s->buf->scope != RX_SCOPE_LOCAL || local_elems(s->buf) != 2 * s->count)
-    err(v, s->loc, "ldmatrix x%d loads into a local allocation of %d elements; '%s' is not one",
-        s->count, 2 * s->count, s->buf->name);
+  if (s->nidx > 1 || (s->nidx && !s->idx[0])) {
+    err(v, s->loc, "ldmatrix names at most one row of its fragment");
+    return;
+  }
+  frag_rows_operand(v, s, s->buf, s->nidx ? s->idx[0] : NULL, 2 * s->count, "ldmatrix's fragment");
   if (src->buf->scope != RX_SCOPE_SHARED)
     err(v, s->loc, "ldmatrix reads shared memory; '%s' is not a shared allocation", src->buf->name);
   if (rx_dtype_bits(s->buf->dtype) != 16 || rx_dtype_bits(src->buf->dtype) != 16)

@@ -4,7 +4,8 @@
  *
  * tests/mma/mma_gemm.rx holds hand-scheduled programs that use it (a GEMM over a symbolic row
  * count in f16, a bf16 tile, a two-stage cp.async pipeline with ldmatrix in f16 for [out, in]
- * weights, and one with ldmatrix .trans in bf16 for [in, out]) and, beside each, the same
+ * weights, one with ldmatrix .trans in bf16 for [in, out], and the pipeline again in the indexed
+ * form, its fragments rows of local arrays walked by loops) and, beside each, the same
  * product as serial loops; a copy of the pipeline that reads a tile before its wait must differ
  * from the reference in the interpreter and the emulator (copies land at their wait); the
  * verifier's messages for misused async_copy and ldmatrix. At row counts
@@ -212,6 +213,9 @@ static void check_errors(rx_module *m) {
   rx_module_print(&printed, m);
   CHECK(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
         "the printer writes the statement");
+  CHECK(strstr(printed.data, "mma m16n8k16 fc[j], fa[ks], fb[j]") != NULL &&
+            strstr(printed.data, "ldmatrix x4 fa[ks] = sa[0, ") != NULL,
+        "the printer writes the indexed form");
   rx_module *m2 = NULL;
   char *msg = rxk_verify_text("mma.rx", printed.data, &m2);
   CHECK(!msg, "the printed module parses back: %s", msg ? msg : "");
@@ -231,6 +235,10 @@ static void check_errors(rx_module *m) {
       {"alloc fa: f16[8] shared", "mma m16n8k16 fc, fa, fb", "must be a local allocation"},
       {"alloc fa: f16[8] local", "mma m16n8k16 fc, fa, nope", "undefined buffer 'nope'"},
       {"alloc fa: f16[8] local", "mma m16n8k16 fb, fa, fb", "accumulates in f32"},
+      {"alloc fa: f16[2, 8] local", "mma m16n8k16 fc[0], fa[1], fb[0]",
+       "'fb' must be a local allocation [R, 4]"},
+      {"alloc fa: f16[2, 8] local", "mma m16n8k16 fc, fa, fb",
+       "'fa' must be a local allocation of 8"},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
     char text[1024];
@@ -364,6 +372,7 @@ int main(int argc, char **argv) {
   check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
   check_pair(m, "ldsm_gemm", "ldsm_gemm_ref");
   check_pair(m, "ldsm_gemm_kn", "ldsm_gemm_kn_ref");
+  check_pair(m, "ldsm_gemm_rows", "ldsm_gemm_ref");
   check_unwaited(m, "ldsm_gemm_unwaited", "ldsm_gemm_ref");
   check_errors(m);
   check_mma_variants(m);
