@@ -175,6 +175,15 @@ int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq) {
   return rx_kv_cache_length(m->kv, seq);
 }
 void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { rx_kv_cache_remove(m->kv, seq); }
+int64_t rx_llm_model_max_batch(const rx_llm_model *m) { return m->max_batch; }
+int64_t rx_llm_model_max_sequences(const rx_llm_model *m) {
+  return rx_kv_cache_max_sequences(m->kv);
+}
+int64_t rx_llm_model_sequences(const rx_llm_model *m) { return rx_kv_cache_sequences(m->kv); }
+int64_t rx_llm_model_kv_capacity(const rx_llm_model *m) { return rx_kv_cache_capacity(m->kv); }
+int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m) {
+  return rx_kv_cache_free_tokens(m->kv);
+}
 
 /* Runs fn (prefill or decode) on ids with the sequences seqs, and reads rows x vocab logits. */
 static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs, size_t nseq,
