@@ -237,7 +237,14 @@ rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids
                           "%zu sequences in one decode step, more than the model's maximum of "
                           "%lld (compile with --max-batch)",
                           count, (long long)m->max_batch);
-  return forward(m, "decode", seqs, count, ids, count, count, out_logits);
+  /* the host program takes the sequence ids as a shape value, of at most RX_RT_MAX_NDIM (16)
+   * dims: a larger batch is decoded as several calls of at most 16 sequences */
+  for (size_t at = 0; at < count; at += RX_RT_MAX_NDIM) {
+    size_t n = count - at < RX_RT_MAX_NDIM ? count - at : RX_RT_MAX_NDIM;
+    RX_RETURN_IF_ERROR(
+        forward(m, "decode", seqs + at, n, ids + at, n, n, out_logits + at * (size_t)m->vocab));
+  }
+  return NULL;
 }
 
 static double now_ms(void) {
