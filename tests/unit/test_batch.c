@@ -93,7 +93,7 @@ static bool on_token(void *user, int32_t id, const char *text, size_t len) {
   return !j->stop_after || (int)j->nseen < j->stop_after;
 }
 
-/* Prompt k: lengths[k] ids from a fixed pattern (never BOS 0 or EOS 1); max_tokens 10 + 2k. */
+/* Prompt k: lengths[k] ids from a fixed pattern (never BOS 0 or EOS 1); max_tokens 4 + k. */
 static void make_jobs(job *jobs, bool sample) {
   for (int k = 0; k < NREQ; k++) {
     job *j = &jobs[k];
@@ -109,7 +109,7 @@ static void make_jobs(job *jobs, bool sample) {
                                           .repetition_penalty = 1.1f,
                                           .seed = 1000 + (uint64_t)k};
     }
-    j->p.max_tokens = 10 + 2 * k;
+    j->p.max_tokens = 4 + k;
     j->p.on_token = on_token;
     j->p.user = j;
   }
