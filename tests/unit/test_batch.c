@@ -190,7 +190,9 @@ static void leaving(rx_llm_model *m, job *jobs) {
   ok_status(rx_llm_batcher_release(b, jobs[2].id), "release");
   CHECK(rx_llm_model_seq_len(m, 2) == 0, "release: sequence 2 still holds tokens");
   rx_llm_request_info info;
-  CHECK(rx_llm_batcher_poll(b, jobs[2].id, &info) != NULL, "poll of a released request");
+  rx_status s = rx_llm_batcher_poll(b, jobs[2].id, &info);
+  CHECK(s != NULL, "poll of a released request");
+  rx_status_free(s);
   ok_status(rx_llm_batcher_run(b), "run");
   if (ok_status(rx_llm_batcher_poll(b, jobs[1].id, &info), "poll"))
     CHECK(info.state == RX_LLM_REQUEST_CANCELLED && info.count == 3 && /* 2 in the 1st step */
