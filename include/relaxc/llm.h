@@ -205,8 +205,9 @@ int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
  * is an error naming the numbers; nothing is appended then. */
 rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
                          float *out_logits);
-/* Appends one token to each of count sequences (ids[i] to seqs[i]), and writes their logits,
- * count rows of vocab floats, to out_logits. */
+/* Appends one token to each of count sequences (ids[i] to seqs[i]; count at most
+ * rx_llm_model_max_batch), and writes their logits, count rows of vocab floats, to out_logits.
+ * More than 16 sequences run as several forward calls of at most 16. */
 rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
                         float *out_logits);
 /* Tokens held for seq (0 for an unknown one). */

@@ -1,5 +1,5 @@
 /* The continuous-batching scheduler (runtime/llm/batch.c, relaxc/llm.h "continuous batching")
- * on the trained tiny Llama of tests/llm/models (kjv-llama, f32, compiled with --max-batch 8) on
+ * on the trained tiny Llama of tests/llm/models (kjv-llama, f32, compiled with --max-batch 20) on
  * Vulkan (lavapipe here):
  *
  * - 8 prompts of different lengths (1 to 33 tokens) with different max_tokens, generated greedily
@@ -10,7 +10,8 @@
  *   single runs with the same seeds;
  * - a request cancelled mid-way, one released while running and one stopped by on_token free
  *   their sequences and pages (the cache ends as empty as it began) and a later request still
- *   runs; a request that could never fit, and malformed ones, are errors naming the numbers.
+ *   runs; a request that could never fit, and malformed ones, are errors naming the numbers;
+ * - one rx_llm_decode over 18 sequences (more than a call's 16) equals each decoded alone.
  *
  * usage: test_batch TESTS_DIR */
 #include "base/base.h"
@@ -40,7 +41,8 @@ static int passed, failed;
   } while (0)
 
 #define NREQ   8
-#define MAXTOK 24 /* the largest max_tokens below */
+#define MAXTOK 24 /* at least the largest max_tokens below */
+#define MAX_B  20 /* --max-batch of the artifact, and the cache's max_sequences */
 static const size_t lengths[NREQ] = {1, 4, 7, 12, 16, 17, 25, 33};
 
 static bool ok_status(rx_status s, const char *what) {
@@ -49,12 +51,12 @@ static bool ok_status(rx_status s, const char *what) {
   return !s;
 }
 
-/* kjv-llama in f32 for the Vulkan device's target, at most 8 sequences per decode. */
+/* kjv-llama in f32 for the Vulkan device's target, at most MAX_B sequences per decode. */
 static bool compile(const char *tests, const rxk_backend *vk, const char *path) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/llm/models/kjv-llama", tests);
   rx_module *m = rx_module_new();
-  rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = NREQ};
+  rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = MAX_B};
   rx_compile_options o = {.ntargets = 1};
   o.targets[0] = &vk->target;
   rx_compile_result r;
@@ -217,6 +219,43 @@ static void leaving(rx_llm_model *m, job *jobs) {
   rx_llm_batcher_free(b);
 }
 
+/* A decode over more than 16 sequences (run as calls of at most 16: the host program takes the
+ * ids as a shape value) gives each row the logits of that sequence decoded alone. */
+static void wide_decode(rx_llm_model *m) {
+  enum { B = 18 };
+  int32_t vocab = rx_llm_model_vocab_size(m);
+  float *all = malloc((size_t)B * (size_t)vocab * sizeof *all), *one = malloc((size_t)vocab * 4);
+  int64_t seqs[B];
+  int32_t ids[B];
+  bool ok = all && one;
+  for (int k = 0; k < B && ok; k++) {
+    seqs[k] = 200 + k;
+    ids[k] = 5 + k;
+    int32_t prompt[2] = {2 + k, 40 + 3 * k};
+    ok = ok_status(rx_llm_prefill(m, seqs[k], prompt, 1 + (size_t)(k % 2), one), "prefill");
+  }
+  ok = ok && ok_status(rx_llm_decode(m, seqs, ids, B, all), "a decode of 18 sequences");
+  for (int k = 0; k < B && ok; k++) {
+    rx_llm_model_reset(m, seqs[k]);
+    int32_t prompt[3] = {2 + k, 40 + 3 * k, 0};
+    prompt[1 + k % 2] = ids[k];
+    ok = ok_status(rx_llm_prefill(m, seqs[k], prompt, 2 + (size_t)(k % 2), one), "prefill");
+    double num = 0, den = 0;
+    for (int32_t v = 0; ok && v < vocab; v++) {
+      double d = (double)all[(size_t)k * (size_t)vocab + (size_t)v] - one[v];
+      num += d * d;
+      den += (double)one[v] * one[v];
+    }
+    CHECK(ok && num <= 1e-8 * den,
+          "a decode of 18 sequences: row %d differs from the sequence "
+          "alone (relative L2 %.3g)",
+          k, den > 0 ? num / den : num);
+  }
+  for (int k = 0; k < B; k++) rx_llm_model_reset(m, seqs[k]);
+  free(all);
+  free(one);
+}
+
 /* Requests that are errors at submit, each naming its numbers. */
 static void bad_requests(rx_llm_model *m, const job *j) {
   rx_llm_batcher *b = NULL;
@@ -246,7 +285,7 @@ static void bad_requests(rx_llm_model *m, const job *j) {
 }
 
 static rx_llm_model *load(const char *path, int64_t capacity) {
-  rx_llm_model_options mo = {.device = "vulkan:0", .capacity = capacity, .max_sequences = NREQ + 1};
+  rx_llm_model_options mo = {.device = "vulkan:0", .capacity = capacity, .max_sequences = MAX_B};
   rx_llm_model *m = NULL;
   return ok_status(rx_llm_model_load(path, &mo, &m), path) ? m : NULL;
 }
@@ -278,6 +317,7 @@ int main(int argc, char **argv) {
       batched(m, greedy, 3, "greedy, max_batch 3");
       batched(m, sampled, NREQ, "sampled, max_batch 8");
       leaving(m, greedy);
+      wide_decode(m);
     }
     rx_llm_model_free(m);
     /* 160 tokens: 10 pages; each request reserves 1 to 4 of them */
