@@ -9,8 +9,9 @@
  * - sampling (temperature, top-k, top-p, repetition penalty) with a seed per request equals the
  *   single runs with the same seeds;
  * - a request cancelled mid-way, one released while running and one stopped by on_token free
- *   their sequences and pages (the cache ends as empty as it began) and a later request still
- *   runs; a request that could never fit, and malformed ones, are errors naming the numbers;
+ *   their sequences and pages (the cache ends as empty as it began); a request that joins while
+ *   others run, and one submitted after, equal their single runs; a request that could never fit,
+ * and malformed ones, are errors naming the numbers;
  * - one rx_llm_decode over 18 sequences (more than a call's 16) equals each decoded alone.
  *
  * usage: test_batch TESTS_DIR */
@@ -195,7 +196,12 @@ static void leaving(rx_llm_model *m, job *jobs) {
   rx_status s = rx_llm_batcher_poll(b, jobs[2].id, &info);
   CHECK(s != NULL, "poll of a released request");
   rx_status_free(s);
+  jobs[4].nseen = 0; /* a request that joins while others run */
+  ok_status(rx_llm_batcher_submit(b, jobs[4].prompt, jobs[4].n, &jobs[4].p, &jobs[4].id), "submit");
   ok_status(rx_llm_batcher_run(b), "run");
+  if (ok_status(rx_llm_batcher_poll(b, jobs[4].id, &info), "poll"))
+    CHECK(info.count == jobs[4].nwant && !memcmp(info.ids, jobs[4].want, info.count * 4),
+          "a request that joined mid-way differs from its single run");
   if (ok_status(rx_llm_batcher_poll(b, jobs[1].id, &info), "poll"))
     CHECK(info.state == RX_LLM_REQUEST_CANCELLED && info.count == 3 && /* 2 in the 1st step */
               !memcmp(info.ids, jobs[1].want, 3 * sizeof(int32_t)),
