@@ -205,14 +205,24 @@ int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
  * is an error naming the numbers; nothing is appended then. */
 rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
                          float *out_logits);
-/* Appends one token to each of count sequences (ids[i] to seqs[i]), and writes their logits,
- * count rows of vocab floats, to out_logits. */
+/* Appends one token to each of count sequences (ids[i] to seqs[i]; count at most
+ * rx_llm_model_max_batch), and writes their logits, count rows of vocab floats, to out_logits.
+ * More than 16 sequences run as several forward calls of at most 16. */
 rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
                         float *out_logits);
 /* Tokens held for seq (0 for an unknown one). */
 int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq);
 /* Forgets seq and frees its pages (nothing for an unknown one). */
 void rx_llm_model_reset(rx_llm_model *m, int64_t seq);
+
+/* The most sequences one rx_llm_decode takes (the artifact's --max-batch). */
+int64_t rx_llm_model_max_batch(const rx_llm_model *m);
+/* The most sequences the KV cache holds at once (options.max_sequences), and how many it holds. */
+int64_t rx_llm_model_max_sequences(const rx_llm_model *m);
+int64_t rx_llm_model_sequences(const rx_llm_model *m);
+/* KV cache tokens over all sequences (whole pages of 16 tokens), and those free now. */
+int64_t rx_llm_model_kv_capacity(const rx_llm_model *m);
+int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m);
 
 /* ---- generation: prefill, then decode a token at a time, sampling each ---- */
 typedef struct rx_llm_generate_params {
@@ -236,6 +246,96 @@ typedef struct rx_llm_generate_stats {
 rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
                           const rx_llm_generate_params *p, int32_t *out_ids,
                           rx_llm_generate_stats *out_stats);
+
+/* ---- continuous batching: many generations sharing one model (runtime/llm/batch.c) ----
+ * A batcher runs requests (a prompt and rx_llm_generate_params) on one model, each on its own
+ * sequence of the shared paged KV cache. rx_llm_batcher_step is one scheduling step:
+ *   1. admission, first come first served: the oldest waiting request starts when a sequence is
+ *      free (fewer running than max_batch, the model's --max-batch and the cache's
+ *      max_sequences allow) and the KV cache can hold everything it may still need: its pages
+ *      for min(prompt + max_tokens - 1, max_seq_len) tokens are counted as reserved from
+ *      admission to its end, so a running request never finds the cache full; a request that
+ *      does not fit yet waits (later ones wait behind it, so none starves);
+ *   2. the prefill of each request admitted (up to max_prefills per step), then its first token
+ *      is sampled;
+ *   3. one rx_llm_decode over every running request (sequences of different lengths), and a
+ *      token sampled for each.
+ * A request ends as rx_llm_generate's loop does: at an end-of-sequence token, after max_tokens,
+ * at the model's max_seq_len, or when on_token returns false; its sequence and pages are freed
+ * at once. Each request has its own sampler (seeded from its params) and detokenizer, so its
+ * tokens are those rx_llm_generate gives for the same prompt and params (up to the rounding of
+ * a decode over b rows, which may differ from one over 1 row in the last bit). Requests join
+ * (submit) and leave (cancel, release) between steps; callbacks must not call the batcher.
+ * Errors of one request (a failed prefill, NaN logits) end that request with the message;
+ * a failed decode ends the requests in it. Not thread-safe: one thread drives a batcher, and
+ * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile. */
+typedef struct rx_llm_batcher rx_llm_batcher;
+
+typedef struct rx_llm_batcher_options {
+  int64_t max_batch;    /* most requests running at once; 0: the model's max_batch, capped by
+                           the cache's max_sequences */
+  int64_t max_prefills; /* prefills per step; 0: every request admitted in the step */
+  int64_t seq_base;     /* the model sequence ids used: seq_base + slot (default 0) */
+} rx_llm_batcher_options;
+
+typedef enum rx_llm_request_state {
+  RX_LLM_REQUEST_WAITING = 0, /* submitted, not admitted yet */
+  RX_LLM_REQUEST_RUNNING,
+  RX_LLM_REQUEST_EOS,       /* ended at an end-of-sequence token (the last id) */
+  RX_LLM_REQUEST_LENGTH,    /* ended after max_tokens */
+  RX_LLM_REQUEST_MAX_SEQ,   /* ended at the model's max_seq_len */
+  RX_LLM_REQUEST_STOPPED,   /* on_token returned false */
+  RX_LLM_REQUEST_CANCELLED, /* rx_llm_batcher_cancel */
+  RX_LLM_REQUEST_FAILED,    /* error holds the message */
+} rx_llm_request_state;
+
+typedef struct rx_llm_request_info {
+  rx_llm_request_state state;
+  const int32_t *ids; /* the new tokens so far (borrowed until the next call on the batcher) */
+  size_t count;
+  size_t prompt_tokens;
+  const char *error; /* FAILED: the message (borrowed likewise); else NULL */
+} rx_llm_request_info;
+
+typedef struct rx_llm_batcher_stats {
+  int64_t steps;         /* rx_llm_batcher_step calls that did work */
+  int64_t prefills;      /* prefill calls */
+  int64_t prompt_tokens; /* tokens prefilled */
+  int64_t decodes;       /* rx_llm_decode calls */
+  int64_t decode_rows;   /* sequences over all decode calls (decode_rows / decodes: the mean
+                            batch) */
+  int64_t max_rows;      /* the largest decode */
+  int64_t new_tokens;    /* tokens sampled over all requests */
+  int64_t waiting, running, finished; /* requests now (finished: not yet released) */
+  double prefill_ms, decode_ms;       /* wall clock in prefill and in decode (synchronized) */
+} rx_llm_batcher_stats;
+
+/* o may be NULL (defaults). max_batch is capped by the model's max_batch and the cache's
+ * max_sequences. The model must outlive the batcher. */
+rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o,
+                                rx_llm_batcher **out_batcher);
+/* Frees the batcher: requests still running are cancelled (their sequences freed). */
+void rx_llm_batcher_free(rx_llm_batcher *b); /* NULL is fine */
+/* Queues a request (the prompt is copied; p's callback and user are kept). An invalid request
+ * (no prompt, max_tokens < 1, an id outside the vocabulary, invalid sampling params, a prompt
+ * longer than max_seq_len, or one whose KV pages could never fit in the cache) is an
+ * RX_ERR_INVALID error naming the numbers, and nothing is queued. *out_id: the request's id
+ * (from 1). */
+rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t count,
+                                const rx_llm_generate_params *p, int64_t *out_id);
+/* One step (above). *out_active (may be NULL): requests waiting or running after it. Errors:
+ * only a NULL batcher or a call from a callback; requests' own errors are on the requests. */
+rx_status rx_llm_batcher_step(rx_llm_batcher *b, size_t *out_active);
+/* Steps until no request waits or runs. */
+rx_status rx_llm_batcher_run(rx_llm_batcher *b);
+/* Ends a waiting or running request (CANCELLED; its sequence and pages freed now); nothing for
+ * one that has ended. An unknown id is an RX_ERR_INVALID error. */
+rx_status rx_llm_batcher_cancel(rx_llm_batcher *b, int64_t id);
+/* A request's state and tokens. An unknown (or released) id is an RX_ERR_INVALID error. */
+rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id, rx_llm_request_info *out_info);
+/* Forgets a request (cancelling it first if it has not ended); its id becomes unknown. */
+rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
+rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
 
 #ifdef __cplusplus
 }

@@ -168,6 +168,8 @@ void rx_kv_cache_remove(rx_kv_cache *c, int64_t id) {
 int64_t rx_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
 int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c) { return c->nfree * RX_KV_PAGE; }
 int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c) { return c->max_seq_len; }
+int64_t rx_kv_cache_sequences(const rx_kv_cache *c) { return c->nseqs; }
+int64_t rx_kv_cache_max_sequences(const rx_kv_cache *c) { return c->max_seqs; }
 int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c) {
   return c->layers * 2 * c->kv_heads * c->head_dim * (int64_t)rx_rt_dtype_size(c->dtype);
 }

@@ -48,6 +48,9 @@ void rx_kv_cache_remove(rx_kv_cache *c, int64_t id);
 int64_t rx_kv_cache_capacity(const rx_kv_cache *c);
 int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c);
 int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c);
+/* Sequences held now, and the most the cache holds at once. */
+int64_t rx_kv_cache_sequences(const rx_kv_cache *c);
+int64_t rx_kv_cache_max_sequences(const rx_kv_cache *c);
 /* Device bytes the cache holds per token (all layers, keys and values). */
 int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c);
 

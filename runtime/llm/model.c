@@ -175,6 +175,15 @@ int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq) {
   return rx_kv_cache_length(m->kv, seq);
 }
 void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { rx_kv_cache_remove(m->kv, seq); }
+int64_t rx_llm_model_max_batch(const rx_llm_model *m) { return m->max_batch; }
+int64_t rx_llm_model_max_sequences(const rx_llm_model *m) {
+  return rx_kv_cache_max_sequences(m->kv);
+}
+int64_t rx_llm_model_sequences(const rx_llm_model *m) { return rx_kv_cache_sequences(m->kv); }
+int64_t rx_llm_model_kv_capacity(const rx_llm_model *m) { return rx_kv_cache_capacity(m->kv); }
+int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m) {
+  return rx_kv_cache_free_tokens(m->kv);
+}
 
 /* Runs fn (prefill or decode) on ids with the sequences seqs, and reads rows x vocab logits. */
 static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs, size_t nseq,
@@ -228,7 +237,14 @@ rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids
                           "%zu sequences in one decode step, more than the model's maximum of "
                           "%lld (compile with --max-batch)",
                           count, (long long)m->max_batch);
-  return forward(m, "decode", seqs, count, ids, count, count, out_logits);
+  /* the host program takes the sequence ids as a shape value, of at most RX_RT_MAX_NDIM (16)
+   * dims: a larger batch is decoded as several calls of at most 16 sequences */
+  for (size_t at = 0; at < count; at += RX_RT_MAX_NDIM) {
+    size_t n = count - at < RX_RT_MAX_NDIM ? count - at : RX_RT_MAX_NDIM;
+    RX_RETURN_IF_ERROR(
+        forward(m, "decode", seqs + at, n, ids + at, n, n, out_logits + at * (size_t)m->vocab));
+  }
+  return NULL;
 }
 
 static double now_ms(void) {

@@ -1,0 +1,346 @@
+/* The continuous-batching scheduler (runtime/llm/batch.c, relaxc/llm.h "continuous batching")
+ * on the trained tiny Llama of tests/llm/models (kjv-llama, f32, compiled with --max-batch 20) on
+ * Vulkan (lavapipe here):
+ *
+ * - 8 prompts of different lengths (1 to 33 tokens) with different max_tokens, generated greedily
+ *   by one batcher, equal token for token what rx_llm_generate gives for each alone (and what
+ *   on_token saw); again with max_batch 3 (requests wait and join as others end), and on a model
+ *   whose KV cache of 160 tokens makes admission wait for pages;
+ * - sampling (temperature, top-k, top-p, repetition penalty) with a seed per request equals the
+ *   single runs with the same seeds;
+ * - a request cancelled mid-way, one released while running and one stopped by on_token free
+ *   their sequences and pages (the cache ends as empty as it began); a request that joins while
+ *   others run, and one submitted after, equal their single runs; a request that could never fit,
+ * and malformed ones, are errors naming the numbers;
+ * - one rx_llm_decode over 18 sequences (more than a call's 16) equals each decoded alone.
+ *
+ * usage: test_batch TESTS_DIR */
+#include "base/base.h"
+#include "driver/driver.h"
+#include "frontends/hf/hf.h"
+#include "relaxc/llm.h"
+#include "relaxc/runtime.h"
+#include "support_runtime.h"
+#include "targets/target.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
+  } while (0)
+
+#define NREQ   8
+#define MAXTOK 24 /* at least the largest max_tokens below */
+#define MAX_B  20 /* --max-batch of the artifact, and the cache's max_sequences */
+static const size_t lengths[NREQ] = {1, 4, 7, 12, 16, 17, 25, 33};
+
+static bool ok_status(rx_status s, const char *what) {
+  CHECK(!s, "%s: %s", what, rx_status_message(s));
+  rx_status_free(s);
+  return !s;
+}
+
+/* kjv-llama in f32 for the Vulkan device's target, at most MAX_B sequences per decode. */
+static bool compile(const char *tests, const rxk_backend *vk, const char *path) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/llm/models/kjv-llama", tests);
+  rx_module *m = rx_module_new();
+  rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = MAX_B};
+  rx_compile_options o = {.ntargets = 1};
+  o.targets[0] = &vk->target;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  rx_diag diag;
+  rx_diag_init(&diag);
+  bool ok = ok_status(rx_hf_import(m, dir, &ho), "import kjv-llama");
+  if (ok) {
+    ok = rx_compile(m, &o, &diag, &r);
+    CHECK(ok, "compile kjv-llama: %s", rx_diag_text(&diag));
+  }
+  if (ok) ok = ok_status(rx_artifact_write_file(path, r.artifact, r.artifact_len), path);
+  rx_compile_result_free(&r);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  return ok;
+}
+
+typedef struct job {
+  int32_t prompt[40];
+  size_t n;
+  rx_llm_generate_params p;
+  int32_t want[MAXTOK];
+  size_t nwant;
+  int32_t seen[MAXTOK + 1]; /* what on_token saw (ids >= 0) */
+  size_t nseen;
+  int64_t id;
+  int stop_after; /* > 0: on_token returns false at this many tokens */
+} job;
+
+static bool on_token(void *user, int32_t id, const char *text, size_t len) {
+  job *j = user;
+  (void)text;
+  (void)len;
+  if (id >= 0 && j->nseen < MAXTOK + 1) j->seen[j->nseen++] = id;
+  return !j->stop_after || (int)j->nseen < j->stop_after;
+}
+
+/* Prompt k: lengths[k] ids from a fixed pattern (never BOS 0 or EOS 1); max_tokens 4 + k. */
+static void make_jobs(job *jobs, bool sample) {
+  for (int k = 0; k < NREQ; k++) {
+    job *j = &jobs[k];
+    memset(j, 0, sizeof *j);
+    j->n = lengths[k];
+    for (size_t i = 0; i < j->n; i++) j->prompt[i] = (int32_t)(2 + (k * 131 + i * 37) % 1000);
+    j->p.sampling = rx_sampler_default_params();
+    j->p.sampling.temperature = 0;
+    if (sample) {
+      j->p.sampling = (rx_sampler_params){.temperature = 0.9f,
+                                          .top_k = 40,
+                                          .top_p = 0.95f,
+                                          .repetition_penalty = 1.1f,
+                                          .seed = 1000 + (uint64_t)k};
+    }
+    j->p.max_tokens = 4 + k;
+    j->p.on_token = on_token;
+    j->p.user = j;
+  }
+}
+
+/* Each job alone through rx_llm_generate on sequence 100: the reference tokens. */
+static void single_runs(rx_llm_model *m, job *jobs) {
+  for (int k = 0; k < NREQ; k++) {
+    job *j = &jobs[k];
+    rx_llm_generate_params p = j->p;
+    p.on_token = NULL;
+    rx_llm_generate_stats st;
+    if (ok_status(rx_llm_generate(m, 100, j->prompt, j->n, &p, j->want, &st), "generate"))
+      j->nwant = st.new_tokens;
+    rx_llm_model_reset(m, 100);
+  }
+}
+
+/* Every job through one batcher of max_batch; each equal to its single run. */
+static rx_llm_batcher_stats batched(rx_llm_model *m, job *jobs, int64_t max_batch,
+                                    const char *what) {
+  rx_llm_batcher *b = NULL;
+  rx_llm_batcher_options o = {.max_batch = max_batch};
+  if (!ok_status(rx_llm_batcher_create(m, &o, &b), what)) return (rx_llm_batcher_stats){0};
+  for (int k = 0; k < NREQ; k++) {
+    jobs[k].nseen = 0;
+    ok_status(rx_llm_batcher_submit(b, jobs[k].prompt, jobs[k].n, &jobs[k].p, &jobs[k].id), what);
+  }
+  ok_status(rx_llm_batcher_run(b), what);
+  rx_llm_batcher_stats st = rx_llm_batcher_get_stats(b);
+  int same = 0;
+  for (int k = 0; k < NREQ; k++) {
+    job *j = &jobs[k];
+    rx_llm_request_info info;
+    if (!ok_status(rx_llm_batcher_poll(b, j->id, &info), what)) continue;
+    bool eq = info.count == j->nwant && !memcmp(info.ids, j->want, j->nwant * sizeof *j->want) &&
+              j->nseen == j->nwant && !memcmp(j->seen, j->want, j->nwant * sizeof *j->want);
+    bool end = info.state ==
+               (j->nwant < (size_t)j->p.max_tokens ? RX_LLM_REQUEST_EOS : RX_LLM_REQUEST_LENGTH);
+    CHECK(eq && end, "%s: request %d (prompt %zu): %zu tokens, state %d; the single run gave %zu",
+          what, k, j->n, info.count, (int)info.state, j->nwant);
+    same += eq && end;
+    ok_status(rx_llm_batcher_release(b, j->id), what);
+  }
+  CHECK(st.max_rows <= max_batch && st.finished == NREQ && !st.running && !st.waiting,
+        "%s: stats: largest decode %lld (max_batch %lld), %lld finished", what,
+        (long long)st.max_rows, (long long)max_batch, (long long)st.finished);
+  CHECK(rx_llm_model_sequences(m) == 0 &&
+            rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
+        "%s: %lld sequences and %lld of %lld KV tokens in use after", what,
+        (long long)rx_llm_model_sequences(m),
+        (long long)(rx_llm_model_kv_capacity(m) - rx_llm_model_kv_free_tokens(m)),
+        (long long)rx_llm_model_kv_capacity(m));
+  fprintf(stderr, "  %s: %d of %d equal; %lld steps, %lld decodes, mean batch %.2f, largest %lld\n",
+          what, same, NREQ, (long long)st.steps, (long long)st.decodes,
+          st.decodes ? (double)st.decode_rows / (double)st.decodes : 0.0, (long long)st.max_rows);
+  rx_llm_batcher_free(b);
+  return st;
+}
+
+/* Cancel, release and stop mid-way free their pages; a later request still runs. */
+static void leaving(rx_llm_model *m, job *jobs) {
+  rx_llm_batcher *b = NULL;
+  if (!ok_status(rx_llm_batcher_create(m, NULL, &b), "leaving")) return;
+  for (int k = 0; k < 4; k++) jobs[k].nseen = 0;
+  jobs[3].stop_after = 3;
+  for (int k = 0; k < 4; k++)
+    ok_status(rx_llm_batcher_submit(b, jobs[k].prompt, jobs[k].n, &jobs[k].p, &jobs[k].id),
+              "submit");
+  for (int i = 0; i < 2; i++) ok_status(rx_llm_batcher_step(b, NULL), "step");
+  /* slots are taken in admission order: request k runs on sequence k */
+  int64_t held = rx_llm_model_seq_len(m, 1), free0 = rx_llm_model_kv_free_tokens(m);
+  ok_status(rx_llm_batcher_cancel(b, jobs[1].id), "cancel");
+  CHECK(held > 0 && rx_llm_model_seq_len(m, 1) == 0 && rx_llm_model_kv_free_tokens(m) > free0,
+        "cancel: sequence 1 held %lld tokens, now %lld; free KV tokens %lld, were %lld",
+        (long long)held, (long long)rx_llm_model_seq_len(m, 1),
+        (long long)rx_llm_model_kv_free_tokens(m), (long long)free0);
+  ok_status(rx_llm_batcher_release(b, jobs[2].id), "release");
+  CHECK(rx_llm_model_seq_len(m, 2) == 0, "release: sequence 2 still holds tokens");
+  rx_llm_request_info info;
+  rx_status s = rx_llm_batcher_poll(b, jobs[2].id, &info);
+  CHECK(s != NULL, "poll of a released request");
+  rx_status_free(s);
+  jobs[4].nseen = 0; /* a request that joins while others run */
+  ok_status(rx_llm_batcher_submit(b, jobs[4].prompt, jobs[4].n, &jobs[4].p, &jobs[4].id), "submit");
+  ok_status(rx_llm_batcher_run(b), "run");
+  if (ok_status(rx_llm_batcher_poll(b, jobs[4].id, &info), "poll"))
+    CHECK(info.count == jobs[4].nwant && !memcmp(info.ids, jobs[4].want, info.count * 4),
+          "a request that joined mid-way differs from its single run");
+  if (ok_status(rx_llm_batcher_poll(b, jobs[1].id, &info), "poll"))
+    CHECK(info.state == RX_LLM_REQUEST_CANCELLED && info.count == 3 && /* 2 in the 1st step */
+              !memcmp(info.ids, jobs[1].want, 3 * sizeof(int32_t)),
+          "cancel: state %d, %zu tokens", (int)info.state, info.count);
+  if (ok_status(rx_llm_batcher_poll(b, jobs[3].id, &info), "poll"))
+    CHECK(info.state == RX_LLM_REQUEST_STOPPED && info.count == 3,
+          "stopped by on_token: state %d, %zu tokens", (int)info.state, info.count);
+  if (ok_status(rx_llm_batcher_poll(b, jobs[0].id, &info), "poll"))
+    CHECK(info.count == jobs[0].nwant && !memcmp(info.ids, jobs[0].want, info.count * 4),
+          "a request beside the cancelled ones differs from its single run");
+  CHECK(rx_llm_model_sequences(m) == 0 &&
+            rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
+        "after leaving: %lld sequences held", (long long)rx_llm_model_sequences(m));
+  jobs[7].nseen = 0;
+  ok_status(rx_llm_batcher_submit(b, jobs[7].prompt, jobs[7].n, &jobs[7].p, &jobs[7].id), "submit");
+  ok_status(rx_llm_batcher_run(b), "run");
+  if (ok_status(rx_llm_batcher_poll(b, jobs[7].id, &info), "poll"))
+    CHECK(info.count == jobs[7].nwant && !memcmp(info.ids, jobs[7].want, info.count * 4),
+          "a request after the cancelled ones differs from its single run");
+  jobs[3].stop_after = 0;
+  rx_llm_batcher_free(b);
+}
+
+/* A decode over more than 16 sequences (run as calls of at most 16: the host program takes the
+ * ids as a shape value) gives each row the logits of that sequence decoded alone. */
+static void wide_decode(rx_llm_model *m) {
+  enum { B = 18 };
+  int32_t vocab = rx_llm_model_vocab_size(m);
+  float *all = malloc((size_t)B * (size_t)vocab * sizeof *all), *one = malloc((size_t)vocab * 4);
+  int64_t seqs[B];
+  int32_t ids[B];
+  bool ok = all && one;
+  for (int k = 0; k < B && ok; k++) {
+    seqs[k] = 200 + k;
+    ids[k] = 5 + k;
+    int32_t prompt[2] = {2 + k, 40 + 3 * k};
+    ok = ok_status(rx_llm_prefill(m, seqs[k], prompt, 1 + (size_t)(k % 2), one), "prefill");
+  }
+  ok = ok && ok_status(rx_llm_decode(m, seqs, ids, B, all), "a decode of 18 sequences");
+  for (int k = 0; k < B && ok; k++) {
+    rx_llm_model_reset(m, seqs[k]);
+    int32_t prompt[3] = {2 + k, 40 + 3 * k, 0};
+    prompt[1 + k % 2] = ids[k];
+    ok = ok_status(rx_llm_prefill(m, seqs[k], prompt, 2 + (size_t)(k % 2), one), "prefill");
+    double num = 0, den = 0;
+    for (int32_t v = 0; ok && v < vocab; v++) {
+      double d = (double)all[(size_t)k * (size_t)vocab + (size_t)v] - one[v];
+      num += d * d;
+      den += (double)one[v] * one[v];
+    }
+    CHECK(ok && num <= 1e-8 * den,
+          "a decode of 18 sequences: row %d differs from the sequence "
+          "alone (relative L2 %.3g)",
+          k, den > 0 ? num / den : num);
+  }
+  for (int k = 0; k < B; k++) rx_llm_model_reset(m, seqs[k]);
+  free(all);
+  free(one);
+}
+
+/* Requests that are errors at submit, each naming its numbers. */
+static void bad_requests(rx_llm_model *m, const job *j) {
+  rx_llm_batcher *b = NULL;
+  if (!ok_status(rx_llm_batcher_create(m, NULL, &b), "bad requests")) return;
+  rx_llm_generate_params p = j->p;
+  int64_t id = 7;
+  int32_t bad[2] = {5, 5000};
+  struct {
+    const int32_t *ids;
+    size_t n;
+    int64_t max_tokens;
+    const char *want; /* in the message */
+  } cases[] = {{bad, 2, 4, "5000"},
+               {j->prompt, j->n, 0, "max_tokens"},
+               {j->prompt, j->n, 1000, "capacity of 160"}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    p.max_tokens = cases[i].max_tokens;
+    rx_status s = rx_llm_batcher_submit(b, cases[i].ids, cases[i].n, &p, &id);
+    CHECK(s && strstr(rx_status_message(s), cases[i].want) && id == 0,
+          "bad request %zu: got \"%s\", expected a message naming %s", i,
+          s ? rx_status_message(s) : "success", cases[i].want);
+    rx_status_free(s);
+  }
+  rx_llm_batcher_stats st = rx_llm_batcher_get_stats(b);
+  CHECK(st.waiting == 0, "a bad request was queued");
+  rx_llm_batcher_free(b);
+}
+
+static rx_llm_model *load(const char *path, int64_t capacity) {
+  rx_llm_model_options mo = {.device = "vulkan:0", .capacity = capacity, .max_sequences = MAX_B};
+  rx_llm_model *m = NULL;
+  return ok_status(rx_llm_model_load(path, &mo, &m), path) ? m : NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_batch TESTS_DIR\n");
+    return 2;
+  }
+  rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
+  rxk_rt_open(&vk, "vulkan:0");
+  if (!vk.dev) {
+    fprintf(stderr, "SKIP: no Vulkan device: %s\n", vk.why);
+    return 77;
+  }
+  rx_rt_device_release(vk.dev);
+  vk.dev = NULL;
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/rx_test_batch_%d.rxm", (int)getpid());
+  job greedy[NREQ], sampled[NREQ];
+  make_jobs(greedy, false);
+  make_jobs(sampled, true);
+  if (compile(argv[1], &vk, path)) {
+    rx_llm_model *m = load(path, 1024);
+    if (m) {
+      single_runs(m, greedy);
+      single_runs(m, sampled);
+      batched(m, greedy, NREQ, "greedy, max_batch 8");
+      batched(m, greedy, 3, "greedy, max_batch 3");
+      batched(m, sampled, NREQ, "sampled, max_batch 8");
+      leaving(m, greedy);
+      wide_decode(m);
+    }
+    rx_llm_model_free(m);
+    /* 160 tokens: 10 pages; each request reserves 1 to 4 of them */
+    m = load(path, 160);
+    if (m) {
+      rx_llm_batcher_stats st = batched(m, greedy, NREQ, "greedy, KV cache of 160 tokens");
+      CHECK(st.max_rows > 1 && st.max_rows < NREQ,
+            "a KV cache of 160 tokens: the largest decode had %lld sequences, expected 2 to 7",
+            (long long)st.max_rows);
+      bad_requests(m, &greedy[0]);
+      const char *last = NULL;
+      size_t nv = rx_rt_device_validation_messages(rx_llm_model_device(m), &last);
+      CHECK(!nv, "%zu validation messages, the last: %s", nv, last);
+    }
+    rx_llm_model_free(m);
+  }
+  unlink(path);
+  fprintf(stderr, "test_batch: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
