@@ -1,5 +1,6 @@
-"""Writes the small models of tests/lit/onnx/control_flow.test (committed next to this script;
-run from the repository root with the pyenv python3: python3 tests/lit/onnx/Inputs/cflow_models.py):
+"""Writes the small models of tests/lit/onnx/control_flow.test into tests/lit/onnx/Inputs (committed
+there; run with a python3 that has numpy and onnx: python3 tests/onnx/gen_cflow_models.py; it
+lives outside tests/lit, whose Python files lit runs with Debian's python3, which has no numpy):
   lstm_seq.onnx      LSTM over a symbolic sequence length `seq` and batch `batch`, bidirectional
   lstm_relu.onnx     the same with activations Relu, Tanh, Tanh (refused by name)
   loop_count.onnx    Loop with a trip count given at run time, a carried sum and a scan output
@@ -11,7 +12,7 @@ import os
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "onnx", "Inputs")
 rng = np.random.default_rng(5)
 
 
