@@ -3856,11 +3856,6 @@ static rx_status do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop
   def_tensor(I, n, r);
   return NULL;
 }
-#undef I64
-#undef EX1
-#undef EX2
-#undef EX3
-#undef FL
 
 static rx_status do_leaky_relu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
@@ -4313,11 +4308,7 @@ static rx_status do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * the end) but an axis out of range or repeated is not detected at run time: it selects no
  * axis, and the VM's checks of the element count and the bound dims report what follows. */
 
-#define EX1(op, x, out)       RX_RETURN_IF_ERROR(ex(I, n, op, 1, x, NULL, NULL, &(out), &r))
-#define EX2(op, x, y, out)    RX_RETURN_IF_ERROR(ex(I, n, op, 2, x, y, NULL, &(out), &r))
-#define EX3(op, x, y, z, out) RX_RETURN_IF_ERROR(ex(I, n, op, 3, x, y, z, &(out), &r))
-#define FL(v)                 rx_arg_float(I->b, (v))
-#define I64(e)                rx_arg_prim(I->b, RX_DTYPE_I64, (e))
+/* EX1..EX3, FL and I64: the macros of the sections above, still defined here */
 
 /* Is input i a tensor computed when the program runs? */
 static bool rt_tensor_input(imp *I, const Onnx__NodeProto *n, size_t i) {
