@@ -212,7 +212,8 @@ static char *join_events(const char *body, bool *done, int *events) {
     size_t n = e ? (size_t)(e - p) : strlen(p);
     if (n > 6 && !strncmp(p, "data: ", 6)) {
       char *ev = strndup(p + 6, n - 6);
-      if (!strcmp(ev, "[DONE]")) *done = true;
+      if (!strcmp(ev, "[DONE]"))
+        *done = true;
       else {
         cJSON *o = cJSON_Parse(ev);
         if (!o) {

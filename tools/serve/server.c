@@ -12,17 +12,17 @@
 #include "base/base.h"
 
 #include <arpa/inet.h>
-#include <stdarg.h>
-#include <sys/types.h>
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define MAX_BODY    (1 << 20) /* request bodies over 1 MiB are refused (413) */
@@ -49,8 +49,8 @@ typedef struct job {
   char *error;        /* the request failed: this message */
   int error_status;
   /* the streaming response's own (the connection thread only) */
-  size_t sent;      /* bytes of text already in events */
-  char *out;        /* the events not yet handed to libmicrohttpd */
+  size_t sent; /* bytes of text already in events */
+  char *out;   /* the events not yet handed to libmicrohttpd */
   size_t out_len, out_pos;
   bool finished_stream;
 } job;
@@ -117,7 +117,8 @@ static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
     if (j->len + len + 1 > j->cap) {
       size_t cap = (j->len + len + 1) * 2;
       char *t = realloc(j->text, cap);
-      if (!t) go = false;
+      if (!t)
+        go = false;
       else {
         j->text = t;
         j->cap = cap;
@@ -205,13 +206,15 @@ static void reap(rx_server *s, active **list, bool all) {
     }
     pthread_mutex_lock(&s->lock);
     j->completion_tokens = st ? j->completion_tokens : info.count;
-    if (st) job_finish(j, 500, rx_status_message(st), NULL);
-    else if (info.state == RX_LLM_REQUEST_FAILED) job_finish(j, 500, info.error, NULL);
+    if (st)
+      job_finish(j, 500, rx_status_message(st), NULL);
+    else if (info.state == RX_LLM_REQUEST_FAILED)
+      job_finish(j, 500, info.error, NULL);
     else if (info.state == RX_LLM_REQUEST_CANCELLED || info.state == RX_LLM_REQUEST_STOPPED) {
       job_finish(j, 503, all ? "the server is stopping" : "cancelled", NULL);
       s->stats.cancelled += !all;
-    }
-    else job_finish(j, 200, NULL, finish_reason(info.state));
+    } else
+      job_finish(j, 200, NULL, finish_reason(info.state));
     s->stats.completed++;
     pthread_mutex_unlock(&s->lock);
     rx_status_free(st);
@@ -307,8 +310,10 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
   cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
   cJSON_AddStringToObject(e, "message", msg);
   cJSON_AddStringToObject(e, "type", status < 500 ? "invalid_request_error" : "server_error");
-  if (param) cJSON_AddStringToObject(e, "param", param);
-  else cJSON_AddNullToObject(e, "param");
+  if (param)
+    cJSON_AddStringToObject(e, "param", param);
+  else
+    cJSON_AddNullToObject(e, "param");
   cJSON_AddNullToObject(e, "code");
   return send_json(c, status, root);
 }
@@ -359,9 +364,9 @@ static bool chat_prompt(const cJSON *msgs, char **out, const char **param, char 
   if (!p) return snprintf(msg, cap, "out of memory"), false;
   size_t n = 0;
   cJSON_ArrayForEach(m, msgs) {
-    n += (size_t)sprintf(p + n, "%s: %s\n",
-                         cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
-                         cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+    n +=
+        (size_t)sprintf(p + n, "%s: %s\n", cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
+                        cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
   }
   strcpy(p + n, "assistant:");
   *out = p;
@@ -422,8 +427,7 @@ static bool parse_fields(rx_server *s, const cJSON *root, bool chat, parsed *r, 
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     *param = "prompt";
     if (!cJSON_IsString(p)) return snprintf(msg, cap, "'prompt' must be a string"), false;
-    if (!(r->prompt = rx_strdup(p->valuestring)))
-      return snprintf(msg, cap, "out of memory"), false;
+    if (!(r->prompt = rx_strdup(p->valuestring))) return snprintf(msg, cap, "out of memory"), false;
     *param = NULL;
   }
   return true;
@@ -436,8 +440,8 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, parsed *r, bool cha
   const rx_tokenizer *tok = rx_llm_model_tokenizer(s->m);
   int32_t *ids = NULL;
   size_t n = 0;
-  rx_status st = rx_tokenizer_encode(tok, r->prompt, strlen(r->prompt), RX_TOKENIZER_ADD_SPECIAL,
-                                     &ids, &n);
+  rx_status st =
+      rx_tokenizer_encode(tok, r->prompt, strlen(r->prompt), RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
   if (st) {
     *ret = send_error(c, 400, chat ? "messages" : "prompt", "%s", rx_status_message(st));
     rx_status_free(st);
@@ -445,10 +449,14 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, parsed *r, bool cha
   }
   int64_t room = s->max_seq_len - (int64_t)n;
   const char *why = NULL;
-  if (!n) why = "the prompt has no tokens";
-  else if (room < 1) why = "prompt";
-  else if (!r->has_max_tokens) r->max_tokens = chat ? room : (room < 16 ? room : 16);
-  else if (r->max_tokens > room) why = "max_tokens";
+  if (!n)
+    why = "the prompt has no tokens";
+  else if (room < 1)
+    why = "prompt";
+  else if (!r->has_max_tokens)
+    r->max_tokens = chat ? room : (room < 16 ? room : 16);
+  else if (r->max_tokens > room)
+    why = "max_tokens";
   if (!why && (int64_t)n + r->max_tokens - 1 > s->kv_capacity) why = "kv";
   if (why) {
     const char *param = chat ? "messages" : "prompt";
@@ -467,7 +475,8 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, parsed *r, bool cha
                         "the prompt's %zu tokens and max_tokens %lld need more than the KV "
                         "cache's %lld tokens",
                         n, (long long)r->max_tokens, (long long)s->kv_capacity);
-    else *ret = send_error(c, 400, param, "%s", why);
+    else
+      *ret = send_error(c, 400, param, "%s", why);
     rx_llm_free(ids);
     return NULL;
   }
@@ -512,8 +521,10 @@ static cJSON *answer(rx_server *s, const job *j, const char *text, const char *f
   } else {
     cJSON_AddStringToObject(c0, "text", text ? text : "");
   }
-  if (finish) cJSON_AddStringToObject(c0, "finish_reason", finish);
-  else cJSON_AddNullToObject(c0, "finish_reason");
+  if (finish)
+    cJSON_AddStringToObject(c0, "finish_reason", finish);
+  else
+    cJSON_AddNullToObject(c0, "finish_reason");
   if (!event) {
     cJSON *u = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->count);
@@ -610,8 +621,10 @@ static void enqueue(rx_server *s, job *j) {
     job_finish(j, 503, "the server is stopping", NULL);
     j->refs--; /* the scheduler's, never taken */
   } else {
-    if (s->queue_tail) s->queue_tail->next = j;
-    else s->queue = j;
+    if (s->queue_tail)
+      s->queue_tail->next = j;
+    else
+      s->queue = j;
     s->queue_tail = j;
     pthread_cond_signal(&s->work);
   }
@@ -686,8 +699,8 @@ static enum MHD_Result handle_models(rx_server *s, struct MHD_Connection *c) {
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
-                                      const char *method, const char *version,
-                                      const char *upload, size_t *upload_size, void **con_cls) {
+                                      const char *method, const char *version, const char *upload,
+                                      size_t *upload_size, void **con_cls) {
   (void)version;
   rx_server *s = cls;
   conn *cn = *con_cls;
@@ -697,7 +710,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     return MHD_YES;
   }
   if (*upload_size) {
-    if (cn->len + *upload_size > MAX_BODY) cn->too_large = true;
+    if (cn->len + *upload_size > MAX_BODY)
+      cn->too_large = true;
     else {
       char *b = realloc(cn->body, cn->len + *upload_size + 1);
       if (!b) return MHD_NO;
@@ -770,8 +784,8 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
                             0, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, &addr,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->d)
-      st = rx_status_make(RX_ERR_IO, "cannot listen on %s:%d (in use, or not this machine's)",
-                          host, o ? o->port : 0);
+      st = rx_status_make(RX_ERR_IO, "cannot listen on %s:%d (in use, or not this machine's)", host,
+                          o ? o->port : 0);
   }
   if (st) {
     rx_server_stop(s);
