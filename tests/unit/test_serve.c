@@ -341,10 +341,17 @@ static void disconnect(rx_server *s, rx_llm_model *m, int64_t capacity) {
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
   }
+  /* the cancellation, then the cache empty (stats lag the scheduler by one step) */
+  rx_server_stats st = rx_server_get_stats(s);
+  for (int i = 0; i < 1000 && st.cancelled == before; i++) {
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    st = rx_server_get_stats(s);
+  }
+  CHECK(st.cancelled == before + 1,
+        "disconnect: the request was not cancelled (cancelled %lld before, %lld after; pending "
+        "%lld, completed %lld)",
+        (long long)before, (long long)st.cancelled, (long long)st.pending, (long long)st.completed);
   CHECK(settled(s, m, capacity), "disconnect: the server still holds requests or KV pages");
-  CHECK(rx_server_get_stats(s).cancelled == before + 1,
-        "disconnect: the request was not cancelled (cancelled %lld before, %lld after)",
-        (long long)before, (long long)rx_server_get_stats(s).cancelled);
 }
 
 typedef struct client {
