@@ -453,9 +453,12 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, parsed *r, bool cha
     why = "the prompt has no tokens";
   else if (room < 1)
     why = "prompt";
-  else if (!r->has_max_tokens)
-    r->max_tokens = chat ? room : (room < 16 ? room : 16);
-  else if (r->max_tokens > room)
+  else if (!r->has_max_tokens) {
+    /* completions: 16, as OpenAI's; chat: the rest of the context, as far as the KV cache goes */
+    int64_t fit = s->kv_capacity + 1 - (int64_t)n;
+    r->max_tokens = chat ? (room < fit ? room : fit) : (room < 16 ? room : 16);
+    if (r->max_tokens < 1) why = "kv";
+  } else if (r->max_tokens > room)
     why = "max_tokens";
   if (!why && (int64_t)n + r->max_tokens - 1 > s->kv_capacity) why = "kv";
   if (why) {
