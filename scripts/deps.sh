@@ -25,6 +25,8 @@ PACKAGES=(
   clang-16       # the SIMT emulator compiles emitted CUDA C and MSL for the CPU (_Float16)
   libclang-rt-16-dev # clang 16's sanitizer and libFuzzer runtimes: make asan's kernels, tests/fuzz
   libcjson-dev   # kernels.json in the runtime
+  libmicrohttpd-dev # `relaxc serve`'s HTTP server (optional to the build: without it relaxc has no
+                    # serve command; tools/serve.cmake)
   libvulkan-dev  # Vulkan headers (the loader itself is opened with dlopen)
   libvulkan1     # the Vulkan loader
   mesa-vulkan-drivers     # lavapipe: Vulkan on the CPU, how CI runs Vulkan kernels

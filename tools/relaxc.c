@@ -184,6 +184,19 @@ static const rx_cli_flag generate_flags[] = {
     {"--print-ids", NULL, NULL, "also print the new token ids on a line, comma-separated", NULL},
     {0}};
 
+static const rx_cli_flag serve_flags[] = {
+    {"--port", NULL, "P", "the TCP port (0: any free one, printed); default: 8000", NULL},
+    {"--host", NULL, "ADDR",
+     "the IPv4 address to listen on; default: 127.0.0.1 (this machine only)", NULL},
+    {"--max-batch", NULL, "B", "the most requests generating at once; default: 8", NULL},
+    {"--kv-capacity", NULL, "N", "the KV cache's size in tokens, over all requests; default: 8192",
+     NULL},
+    {"--model-name", NULL, "NAME",
+     "the name requests' \"model\" must match; default: the file's name without .rxm", NULL},
+    {"--device", NULL, "D",
+     "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the first device", NULL},
+    {0}};
+
 const rx_cli_command rx_cli_commands[] = {
     {"check", "FILE", "parse, normalize and verify FILE (.rx text); diagnostics on stderr", NULL,
      no_flags, cmd_check},
@@ -230,6 +243,11 @@ const rx_cli_command rx_cli_commands[] = {
      "comes",
      "Prefill and decode speeds (tokens per second) are printed on stderr at the end.",
      generate_flags, rx_cmd_generate},
+    {"serve", "MODEL.rxm [--port P] [--host 127.0.0.1] [--max-batch B]",
+     "serve an LLM artifact over HTTP: OpenAI-style /v1/completions and /v1/chat/completions",
+     "Needs a relaxc built with libmicrohttpd. Requests run together (continuous batching); "
+     "\"stream\": true answers with server-sent events. README \"relaxc serve\" says more.",
+     serve_flags, rx_cmd_serve},
     {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
     {0},
 };

@@ -2,6 +2,8 @@
 #include "support_runtime.h"
 
 #include "codegen/codegen.h"
+#include "driver/driver.h"
+#include "frontends/hf/hf.h"
 #include "passes/schedule.h"
 #include "targets/toolchain.h"
 
@@ -172,5 +174,33 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
   }
   for (int i = 0; i < io->n; i++) rx_rt_buffer_release(bufs[i]);
   return s;
+}
+bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
+                     const rx_target *target, const char *path, char *why, size_t n) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/llm/models/%s", tests, name);
+  rx_module *m = rx_module_new();
+  rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = max_batch};
+  rx_compile_options o = {.ntargets = 1};
+  o.targets[0] = target;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  rx_diag diag;
+  rx_diag_init(&diag);
+  rx_status st = rx_hf_import(m, dir, &ho);
+  bool ok = !st;
+  if (st) snprintf(why, n, "import %s: %s", name, rx_status_message(st));
+  rx_status_free(st);
+  if (ok && !(ok = rx_compile(m, &o, &diag, &r)))
+    snprintf(why, n, "compile %s: %s", name, rx_diag_text(&diag));
+  if (ok && (st = rx_artifact_write_file(path, r.artifact, r.artifact_len))) {
+    snprintf(why, n, "%s: %s", path, rx_status_message(st));
+    rx_status_free(st);
+    ok = false;
+  }
+  rx_compile_result_free(&r);
+  rx_diag_free(&diag);
+  rx_module_free(m);
+  return ok;
 }
 #endif

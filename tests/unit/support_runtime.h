@@ -44,4 +44,10 @@ bool rxk_rt_load(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, rx_rt_libr
 rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, const rxk_env *e,
                      rxk_buffers *io, int bench_runs, double *out_ms);
 
+/* The Hugging Face folder tests/llm/models/NAME (tests: the tests/ folder) in f32, at most
+ * max_batch sequences per decode, compiled for target and written to path (test_batch,
+ * test_serve). False with the reason in why (n bytes). */
+bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
+                     const rx_target *target, const char *path, char *why, size_t n);
+
 #endif

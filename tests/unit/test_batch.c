@@ -54,25 +54,9 @@ static bool ok_status(rx_status s, const char *what) {
 
 /* kjv-llama in f32 for the Vulkan device's target, at most MAX_B sequences per decode. */
 static bool compile(const char *tests, const rxk_backend *vk, const char *path) {
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s/llm/models/kjv-llama", tests);
-  rx_module *m = rx_module_new();
-  rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = MAX_B};
-  rx_compile_options o = {.ntargets = 1};
-  o.targets[0] = &vk->target;
-  rx_compile_result r;
-  memset(&r, 0, sizeof r);
-  rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = ok_status(rx_hf_import(m, dir, &ho), "import kjv-llama");
-  if (ok) {
-    ok = rx_compile(m, &o, &diag, &r);
-    CHECK(ok, "compile kjv-llama: %s", rx_diag_text(&diag));
-  }
-  if (ok) ok = ok_status(rx_artifact_write_file(path, r.artifact, r.artifact_len), path);
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
-  rx_module_free(m);
+  char why[2048];
+  bool ok = rxk_compile_llm(tests, "kjv-llama", MAX_B, &vk->target, path, why, sizeof why);
+  CHECK(ok, "%s", why);
   return ok;
 }
 

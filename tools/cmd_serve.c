@@ -1,0 +1,130 @@
+/* relaxc serve: an OpenAI-style HTTP server for an LLM artifact (tools/serve/server.c, README
+ * "relaxc serve"). Built only with libmicrohttpd (tools/serve/serve.cmake); without it the command
+ * says so and fails. */
+#include "relaxc/llm.h"
+#include "tools/commands.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef RX_HAVE_MICROHTTPD
+#include "tools/serve/server.h"
+
+typedef struct serve_cli {
+  const char *model, *host, *device, *name;
+  long long port, max_batch, kv_capacity;
+} serve_cli;
+
+static int number(const rx_cli_args *it, long long lo, long long hi, long long *out) {
+  char *end;
+  long long v = strtoll(it->value, &end, 10);
+  if (!*it->value || *end || v < lo || v > hi)
+    return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
+                              it->value, lo, hi);
+  *out = v;
+  return 0;
+}
+
+static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g) {
+  g->host = "127.0.0.1";
+  g->port = 8000;
+  g->max_batch = 8;
+  g->kv_capacity = 8192;
+  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
+  while (rx_cli_next(&it)) {
+    const char *f = it.flag;
+    int rc = 0;
+    if (!f) {
+      if (g->model)
+        return rx_cli_usage_error(cmd, "'serve' takes one MODEL.rxm, got '%s' too", it.value);
+      g->model = it.value;
+    } else if (!strcmp(f, "--host")) {
+      g->host = it.value;
+    } else if (!strcmp(f, "--device")) {
+      g->device = it.value;
+    } else if (!strcmp(f, "--model-name")) {
+      g->name = it.value;
+    } else if (!strcmp(f, "--port")) {
+      rc = number(&it, 0, 65535, &g->port);
+    } else if (!strcmp(f, "--max-batch")) {
+      rc = number(&it, 1, 1024, &g->max_batch);
+    } else if (!strcmp(f, "--kv-capacity")) {
+      rc = number(&it, 16, 1 << 30, &g->kv_capacity);
+    } else {
+      return rx_cli_unhandled(&it);
+    }
+    if (rc) return rc;
+  }
+  if (it.status >= 0) return it.status;
+  if (!g->model) return rx_cli_usage_error(cmd, "%s", "'serve' needs a MODEL.rxm");
+  return -1;
+}
+
+static int fail(rx_status s) {
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+  rx_status_free(s);
+  return 1;
+}
+
+/* The model's name in requests and answers: the file's name without folders and .rxm. */
+static void default_name(const char *path, char *out, size_t cap) {
+  const char *b = strrchr(path, '/');
+  snprintf(out, cap, "%s", b ? b + 1 : path);
+  size_t n = strlen(out);
+  if (n > 4 && !strcmp(out + n - 4, ".rxm")) out[n - 4] = 0;
+}
+
+int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
+  serve_cli g = {0};
+  int rc = parse(cmd, argc, argv, &g);
+  if (rc >= 0) return rc;
+  /* SIGINT and SIGTERM blocked in every thread (those started later inherit the mask); this one
+   * takes them with sigwait and stops the server */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads started later inherit it; see sigwait */
+  rx_llm_model_options mo = {
+      .device = g.device, .capacity = g.kv_capacity, .max_sequences = g.max_batch};
+  rx_llm_model *m = NULL;
+  rx_status s = rx_llm_model_load(g.model, &mo, &m);
+  if (s) return fail(s);
+  char name[256];
+  default_name(g.model, name, sizeof name);
+  rx_server_options so = {.host = g.host,
+                          .port = (int)g.port,
+                          .max_batch = g.max_batch,
+                          .model_name = g.name ? g.name : name};
+  rx_server *srv = NULL;
+  s = rx_server_start(m, &so, &srv);
+  if (s) {
+    rx_llm_model_free(m);
+    return fail(s);
+  }
+  fprintf(stderr,
+          "relaxc serve: model '%s' on %s, http://%s:%d/v1/completions and "
+          "/v1/chat/completions; up to %lld requests at once; Ctrl-C stops\n",
+          so.model_name, rx_llm_model_device_name(m), g.host, rx_server_port(srv),
+          (long long)rx_llm_model_max_sequences(m));
+  int sig = 0;
+  sigwait(&set, &sig);
+  fprintf(stderr, "relaxc serve: stopping\n");
+  rx_server_stop(srv);
+  rx_llm_model_free(m);
+  return 0;
+}
+#else
+int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
+  (void)cmd;
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "relaxc: error: this relaxc was built without libmicrohttpd, so it has no "
+                  "serve command (Debian: apt-get install libmicrohttpd-dev, then rebuild)\n");
+  return 1;
+}
+#endif
