@@ -175,13 +175,18 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
   for (int i = nbuf; i < k->nargs; i++) {
     const char *n = cg_name(p, k->args[i].name);
     int j = i - nbuf;
-    rx_strbuf_printf(o, "  const %s %s = ", p->idx, n);
-    if (k->index64) rx_strbuf_append(o, "int64_t(");
+    rx_strbuf v = {0};
     if (k->uses_ubo)
-      rx_strbuf_printf(o, "rx_ub.v[%d].%c", j / 4, "xyzw"[j % 4]);
+      rx_strbuf_printf(&v, "rx_ub.v[%d].%c", j / 4, "xyzw"[j % 4]);
     else
-      rx_strbuf_printf(o, "rx_pc.%s", n);
-    rx_strbuf_append(o, k->index64 ? ");\n" : ";\n");
+      rx_strbuf_printf(&v, "rx_pc.%s", n);
+    /* widened by halves as rx_i64 (cprinter.c): lavapipe miscompiles comparisons of int64_t(x) */
+    if (k->index64)
+      rx_strbuf_printf(o, "  const %s %s = packInt2x32(ivec2(%s, %s >> 31));\n", p->idx, n, v.data,
+                       v.data);
+    else
+      rx_strbuf_printf(o, "  const %s %s = %s;\n", p->idx, n, v.data);
+    rx_strbuf_free(&v);
   }
 }
 

@@ -129,7 +129,16 @@ static void see_tx(lw *w, const rx_tx *e) {
     see_access(w, e->buf, e->idx, e->nidx, false, e->loc);
     break;
   case RX_TX_CALL:
-    if (rx_intrinsic_kind(e->intrin) == 's') w->ck->uses_subgroup = true;
+    if (rx_intrinsic_kind(e->intrin) != 's') break;
+    w->ck->uses_subgroup = true;
+    if (w->ck->t->subgroup_arithmetic && !rx_target_subgroup_dtype(w->ck->t, e->dtype)) {
+      w->failed = true;
+      rx_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
+                     "a subgroup operation on %s: target '%s' has subgroup arithmetic on 32-bit "
+                     "types only here (Vulkan: shaderSubgroupExtendedTypes is optional; MSL: no "
+                     "64-bit simd_sum)",
+                     rx_dtype_name(e->dtype), w->ck->t->name);
+    }
     break;
   case RX_TX_HAS_FRAG: /* rx_schedule decides it for the target: not in a kernel */
     w->failed = true;

@@ -62,6 +62,8 @@ typedef struct rx_target {
   int min_subgroup_size; /* range the hardware may use (equal to subgroup_size when fixed) */
   int max_subgroup_size;
   bool subgroup_arithmetic; /* subgroup reductions and shuffles (shfl, subgroupAdd, simd_sum) */
+  bool subgroup_ext_types;  /* ... of f16, i8, i16 and i64 too (Vulkan's optional
+                               shaderSubgroupExtendedTypes; always on CUDA and Metal) */
 
   /* memory */
   int shared_bytes;        /* shared (workgroup, threadgroup) memory per block without opt-in */
@@ -97,6 +99,10 @@ typedef struct rx_target {
  * option, unknown CUDA architecture) returns RX_ERR_INVALID with a message that lists what is
  * known; *out_target is NULL then. */
 rx_status rx_target_parse(const char *text, const rx_target **out_target);
+
+/* Whether a subgroup reduction or shuffle of dtype dt may be emitted for t: subgroup arithmetic,
+ * and for types other than f32, f64, i32 and u32 the extended types. */
+bool rx_target_subgroup_dtype(const rx_target *t, rx_dtype dt);
 
 /* Every described target, in table order; *out_count gets the number. */
 const rx_target *rx_target_list(size_t *out_count);

@@ -126,6 +126,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 32,
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = true,
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 163 * KIB,
         .regs_per_thread = 255,
@@ -158,6 +159,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 32,
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = true,
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 227 * KIB,
         .regs_per_thread = 255,
@@ -200,6 +202,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 1,
         .max_subgroup_size = 128,
         .subgroup_arithmetic = false,
+        .subgroup_ext_types = false,
         .shared_bytes = 16 * KIB,
         .shared_bytes_optin = 16 * KIB,
         .push_constant_bytes = 128,
@@ -231,6 +234,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 8,
         .max_subgroup_size = 8,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = true,
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -262,6 +266,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 64,
         .max_subgroup_size = 128,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = false,
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -293,6 +298,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 16,
         .max_subgroup_size = 16,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = false,
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -325,6 +331,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 32,
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = true,
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 48 * KIB,
         .push_constant_bytes = 128,
@@ -358,6 +365,7 @@ static const rx_target table[] = {
         .min_subgroup_size = 32,
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
+        .subgroup_ext_types = true,
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 4 * KIB,
@@ -587,6 +595,31 @@ const char *rx_mma_api_name(rx_mma_api api) {
     return "sync-frag";
   }
   return "?";
+}
+
+bool rx_target_subgroup_dtype(const rx_target *t, rx_dtype dt) {
+  if (!t->subgroup_arithmetic) return false;
+  switch (dt) {
+  case RX_DTYPE_F32:
+  case RX_DTYPE_I32:
+  case RX_DTYPE_U32:
+    return true;
+  case RX_DTYPE_F64: /* GL_KHR_shader_subgroup_arithmetic takes double; MSL has no double */
+    return t->kind != RX_TARGET_METAL;
+  case RX_DTYPE_I64:
+  case RX_DTYPE_U64: /* MSL's simd_sum / simd_max take 8- to 32-bit integers only */
+    return t->kind != RX_TARGET_METAL && t->subgroup_ext_types;
+  case RX_DTYPE_F16:
+  case RX_DTYPE_I16:
+  case RX_DTYPE_U16:
+  case RX_DTYPE_I8:
+  case RX_DTYPE_U8:
+    return t->subgroup_ext_types;
+  case RX_DTYPE_BF16: /* computed in f32 outside CUDA: the reduction is of an f32 value there */
+    return t->kind == RX_TARGET_CUDA;
+  default: /* bool, unknown */
+    return false;
+  }
 }
 
 bool rx_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {

@@ -350,7 +350,7 @@ rx_tx *rx_sched_xreduce(rx_sctx *s, rx_stmtvec *out, rx_tx *val, rx_combiner c, 
     RX_VEC_PUSH(out, rx_sched_let(s, tot, val));
     return rx_tx_local(s->m, tot, s->loc);
   }
-  if (rx_sched_use_subgroups(s, threads)) {
+  if (rx_sched_use_subgroups(s, threads) && rx_target_subgroup_dtype(s->t, t)) {
     int sg = s->t->subgroup_size, nw = threads / sg;
     rx_intrinsic op = c == RX_COMB_SUM   ? RX_INTRIN_SUBGROUP_SUM
                       : c == RX_COMB_MAX ? RX_INTRIN_SUBGROUP_MAX

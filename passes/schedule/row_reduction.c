@@ -705,7 +705,7 @@ static rx_tx *seg_reduce(rr *r, rx_tx *val, rx_combiner c, rx_dtype t) {
     return rx_tx_local(s->m, tot, s->loc);
   }
   int sg = s->t->subgroup_size;
-  bool sub = sg > 1 && s->t->subgroup_arithmetic && r->T % sg == 0;
+  bool sub = sg > 1 && rx_target_subgroup_dtype(s->t, t) && r->T % sg == 0;
   int per = sub ? r->T / sg : r->T; /* shared entries of a row */
   if (sub) {
     rx_intrinsic op = c == RX_COMB_SUM   ? RX_INTRIN_SUBGROUP_SUM

@@ -175,6 +175,7 @@ typedef struct vk_device {
   bool sgc, sgc_full;                 /* requiredSubgroupSize; computeFullSubgroups */
   bool coopmat;                       /* VK_NV_cooperative_matrix enabled (query_coopmat) */
   bool float64;                       /* shaderFloat64 enabled: kernels may use f64 */
+  bool sg_ext;                        /* shaderSubgroupExtendedTypes enabled */
   uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
   bool staging;                       /* device buffers are not mapped */
   vk_block *blocks;                   /* of every memory type */
@@ -1010,6 +1011,9 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     /* subgroup reductions of i64 (row_reduction, gemv: the GLSL requires
      * GL_EXT_shader_subgroup_extended_types_int64), f16, i16 and i8 */
     en.v12.shaderSubgroupExtendedTypes = have.v12.shaderSubgroupExtendedTypes;
+    const char *noext = getenv("RX_VULKAN_NO_SUBGROUP_EXTENDED"); /* testing: as a device without */
+    if (noext && *noext && strcmp(noext, "0") != 0) en.v12.shaderSubgroupExtendedTypes = VK_FALSE;
+    d->sg_ext = en.v12.shaderSubgroupExtendedTypes;
     en.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
     en.v12.uniformAndStorageBuffer8BitAccess = have.v12.uniformAndStorageBuffer8BitAccess;
     en.v12.storagePushConstant8 = have.v12.storagePushConstant8;
@@ -1267,6 +1271,32 @@ static bool spirv_has_capability(const uint32_t *w, size_t n, uint32_t cap) {
   return false;
 }
 
+/* Does SPIR-V module w (n words, the header checked) apply a subgroup operation (broadcast,
+ * shuffle, arithmetic: OpGroupNonUniformBroadcast.. and ..Shuffle..BitwiseXor, SPIR-V 1.6 section
+ * 3.52.36) to an 8-, 16- or 64-bit integer or a 16-bit float, scalar or vector? Those need the
+ * device's shaderSubgroupExtendedTypes (Vulkan 1.2, VkPhysicalDeviceVulkan12Features). */
+static bool spirv_subgroup_ext_types(const uint32_t *w, size_t n) {
+  enum { OP_TYPE_INT = 21, OP_TYPE_FLOAT = 22, OP_TYPE_VECTOR = 23, MAX_EXT = 64 };
+  uint32_t ext[MAX_EXT]; /* the ids of such types, in declaration order */
+  int next = 0;
+  for (size_t i = 5; i < n;) {
+    uint32_t words = w[i] >> 16, op = w[i] & 0xffffu;
+    if (!words || i + words > n) return false; /* malformed: vkCreateShaderModule says so */
+    bool is_ext = false;
+    if (op == OP_TYPE_INT && words >= 3) is_ext = w[i + 2] != 32;
+    if (op == OP_TYPE_FLOAT && words >= 3) is_ext = w[i + 2] == 16;
+    if (op == OP_TYPE_VECTOR && words >= 3)
+      for (int e = 0; e < next; e++) is_ext |= ext[e] == w[i + 2];
+    if (is_ext && next < MAX_EXT) ext[next++] = w[i + 1];
+    bool group_op = (op >= 337 && op <= 338) || (op >= 345 && op <= 361);
+    if (group_op && words >= 2)
+      for (int e = 0; e < next; e++)
+        if (ext[e] == w[i + 1]) return true;
+    i += words;
+  }
+  return false;
+}
+
 static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   vk_device *d = (vk_device *)base;
   if (k->binary_size < 20 || k->binary_size % 4 || ((const uint32_t *)k->binary)[0] != 0x07230203u)
@@ -1279,6 +1309,12 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                           "vulkan:%d (%s): kernel '%s' uses f64 (SPIR-V capability Float64); the "
                           "device has no shaderFloat64: compute in f32 (cast the model's f64 "
                           "tensors) or run it on a device that has double precision",
+                          d->base.info.index, d->base.info.name, k->name);
+  if (!d->sg_ext && spirv_subgroup_ext_types((const uint32_t *)k->binary, k->binary_size / 4))
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "vulkan:%d (%s): kernel '%s' applies subgroup operations to 8-, 16- or "
+                          "64-bit types; the device has no shaderSubgroupExtendedTypes: compile "
+                          "for the target that describes this device (or the generic 'vulkan')",
                           d->base.info.index, d->base.info.name, k->name);
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
     return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "

@@ -15,11 +15,11 @@
  * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
  * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
  * sequences, GQA ratios 1, 2, 3, 4 and 16, head dims 16, 64, 96 and 128, window 0 and 5, f32, f16
- * and bf16 (CUDA and Metal: GLSL has no bf16), decode chunks of 256, 64 and 32 keys; kv_append
- * at 1, 7, 33 and 100 tokens into shuffled slots; attention_merge with empty chunks and rows of
- * empty chunks only; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask, and with
- * dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and
- * query count at its largest size.
+ * and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256, 64 and 32
+ * keys; kv_append at 1, 7, 33 and 100 tokens into shuffled slots; attention_merge with empty chunks
+ * and rows of empty chunks only; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask,
+ * and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length
+ * and query count at its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
  * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
@@ -85,14 +85,6 @@ typedef struct prog {
   rx_rt_library *lib; /* on Vulkan */
 } prog;
 
-/* Does the program use bf16, which GLSL lacks (Vulkan targets say so, as for every op)? */
-static bool uses_bf16(const rx_tensor_fn *f) {
-  for (int i = 0; i < f->nparams; i++)
-    if (f->params[i]->kind == RX_PARAM_BUFFER && f->params[i]->buf->dtype == RX_DTYPE_BF16)
-      return true;
-  return false;
-}
-
 /* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
  * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
  * matrices; the others keep the portable kernel. */
@@ -110,7 +102,7 @@ static void check_form(const prog *p, const rxk_prepared *tp) {
 }
 
 /* Legalizes the op call of `main` in text (rx_legalize_call, as passes/legalize.c does) and
- * compiles its program for every target (bf16: CUDA and Metal). */
+ * compiles its program for every target. */
 static bool prog_build(prog *p, const char *text, const char *what) {
   memset(p, 0, sizeof *p);
   snprintf(p->what, sizeof p->what, "%s", what);
@@ -133,15 +125,10 @@ static bool prog_build(prog *p, const char *text, const char *what) {
     const rx_target *t;
     rx_status ts = rx_target_parse(targets[i], &t);
     RX_ASSERT(!ts);
-    if (t->kind == RX_TARGET_VULKAN && uses_bf16(p->f)) {
-      printf("  %s: skipped: no bf16 in GLSL\n", t->name);
-      st.skipped++;
-      continue;
-    }
     rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
     check_form(p, &p->tp[i]);
   }
-  if (vk.dev && !uses_bf16(p->f)) {
+  if (vk.dev) {
     rx_strbuf msg = {0};
     if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
       rxk_fail(&st, "%s: compiling for %s: %s", what, vk.target.name, msg.data ? msg.data : "");

@@ -402,7 +402,8 @@ static void test_uniform_buffer(void) {
 }
 
 /* Errors are diagnostics: shared memory over the limit, a subgroup reduction of bf16 on Vulkan
- * (GLSL computes bf16 in f32 but has no bf16 subgroup operations), non-constant blocks. */
+ * (GLSL computes bf16 in f32 but has no bf16 subgroup operations), of i64 where the target has
+ * no extended subgroup types (Adreno's drivers, MSL), non-constant blocks. */
 static void test_errors(void) {
   static const struct {
     const char *text, *target, *expect;
@@ -414,6 +415,12 @@ static void test_errors(void) {
       {"tensor_fn bf(a: bf16[n], out c: bf16[n]) {\n  for b in 0..n bind(blockIdx.x) {\n"
        "    for t in 0..32 bind(threadIdx.x) { c[b] = subgroup_sum(a[b]) }\n  }\n}\n",
        "vulkan-lavapipe", "bf16"},
+      {"tensor_fn wide(a: i64[n], out c: i64[n]) {\n  for b in 0..n bind(blockIdx.x) {\n"
+       "    for t in 0..64 bind(threadIdx.x) { c[b] = subgroup_sum(a[b]) }\n  }\n}\n",
+       "vulkan-adreno", "subgroup operation on i64"},
+      {"tensor_fn wide(a: i64[n], out c: i64[n]) {\n  for b in 0..n bind(blockIdx.x) {\n"
+       "    for t in 0..32 bind(threadIdx.x) { c[b] = subgroup_sum(a[b]) }\n  }\n}\n",
+       "metal", "64-bit simd_sum"},
       {"tensor_fn odd(a: f32[n], out c: f32[n]) {\n  for b in 0..n bind(blockIdx.x) {\n"
        "    for t in 0..48 bind(threadIdx.x) { c[b] = subgroup_sum(a[b]) }\n  }\n}\n",
        "cuda", "multiple of 32"},
