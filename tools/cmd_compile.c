@@ -141,6 +141,27 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 #endif
 }
 
+/* --batch FN[:SHARED,...]: adds FN_batched (passes/batch_fn.c); false after printing why not */
+static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
+  char *copy = rx_strdup(spec), *colon = strchr(copy, ':');
+  const char *shared[64];
+  size_t n = 0;
+  if (colon) {
+    *colon = '\0';
+    for (char *p = strtok(colon + 1, ","); p && n < RX_ARRAY_LEN(shared); p = strtok(NULL, ","))
+      shared[n++] = p;
+  }
+  char name[256];
+  snprintf(name, sizeof name, "%s_batched", copy);
+  rx_status st = rx_batch_function(m, copy, shared, n, name);
+  free(copy);
+  if (!st) return true;
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+  rx_status_free(st);
+  *out_reported = true;
+  return false;
+}
+
 /* --dispatch LIB, --dispatch-min-rows N: 0 when taken, 2 after a usage error */
 static int dispatch_flag(const rx_cli_args *it, const char **library, long long *min_rows) {
   if (it->flag[10] == '\0') { /* --dispatch */
@@ -162,6 +183,8 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
+  const char *batches[8]; /* --batch FN[:SHARED,...] */
+  size_t nbatch = 0;
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
@@ -181,6 +204,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       target = it.value;
     } else if (!strcmp(f, "--dump-after")) {
       o.dump_after = it.value;
+    } else if (!strcmp(f, "--batch")) {
+      if (nbatch == RX_ARRAY_LEN(batches))
+        return rx_cli_usage_error(cmd, "%s", "--batch given more than 8 times");
+      batches[nbatch++] = it.value;
     } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
     } else if (!strcmp(f, "--no-fuse")) {
@@ -268,6 +295,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   memset(&r, 0, sizeof r);
   bool reported = false; /* an error is printed already */
   bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
+  for (size_t i = 0; ok && i < nbatch; i++) ok = batch_flag(m, batches[i], &reported);
   ok = ok && rx_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);
