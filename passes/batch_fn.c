@@ -479,6 +479,16 @@ rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *sha
   rx_status st = add_params(&c, shared, nshared);
   if (!st) st = rx_builder_fact(c.b, rx_sym_le(m, rx_sym_const(m, 1), c.bdim));
   if (!st) st = batch_body(&c, &result);
+  if (!st) { /* the declared result, batched (the builder's own is the body's deduced one) */
+    const rx_sinfo *ret = f->ret, *fields[64];
+    if (ret && ret->kind == RX_SINFO_TUPLE && ret->nfields <= (int)RX_ARRAY_LEN(fields)) {
+      bool all = true;
+      for (int i = 0; i < ret->nfields; i++) all = all && (fields[i] = batched_sinfo(&c, ret->fields[i]));
+      if (all) rx_builder_set_result(c.b, rx_sinfo_tuple(m, fields, ret->nfields));
+    } else if (batched_sinfo(&c, ret)) {
+      rx_builder_set_result(c.b, batched_sinfo(&c, ret));
+    }
+  }
   free(c.vars.data);
   if (st) {
     rx_builder_free(c.b);
