@@ -40,10 +40,10 @@ typedef struct bctx {
   const rx_graph_fn *f;
   const rx_expr *bdim; /* the new leading dimension */
   RX_VEC(vmap) vars;
-  const char *where;            /* the binding being rewritten (for messages) */
-  const rx_node *value;         /* its value */
-  const rx_sinfo *value_sinfo;  /* its struct info */
-  int ntmp;                     /* values the rewrite added */
+  const char *where;           /* the binding being rewritten (for messages) */
+  const rx_node *value;        /* its value */
+  const rx_sinfo *value_sinfo; /* its struct info */
+  int ntmp;                    /* values the rewrite added */
 } bctx;
 
 static const vmap *lookup(const bctx *c, const rx_var *v) {
@@ -53,9 +53,8 @@ static const vmap *lookup(const bctx *c, const rx_var *v) {
 }
 
 static rx_status unsupported(const bctx *c, const char *what, const char *why) {
-  return rx_status_make(RX_ERR_UNSUPPORTED,
-                        "batch '%s': %s (binding '%s') cannot be batched: %s", c->f->name, what,
-                        c->where ? c->where : "result", why);
+  return rx_status_make(RX_ERR_UNSUPPORTED, "batch '%s': %s (binding '%s') cannot be batched: %s",
+                        c->f->name, what, c->where ? c->where : "result", why);
 }
 
 /* The struct info s with the batch dimension in front. */
@@ -95,8 +94,8 @@ static rx_status emit(bctx *c, const char *op, rx_node *const *args, int nargs,
   }
   rx_status st = rx_emit_op(c->b, op, args, nargs, attrs, nattrs, name, &v);
   if (st) {
-    rx_status e = rx_status_make(rx_status_code_of(st), "batch '%s': binding '%s': %s",
-                                 c->f->name, c->where ? c->where : "?", rx_status_message(st));
+    rx_status e = rx_status_make(rx_status_code_of(st), "batch '%s': binding '%s': %s", c->f->name,
+                                 c->where ? c->where : "?", rx_status_message(st));
     rx_status_free(st);
     return e;
   }
@@ -124,8 +123,9 @@ static rx_status rule_broadcast(bctx *c, const rx_node *call, rx_node **args, co
                                 const char *name, rx_node **out) {
   int r = rank_of(c, call);
   for (int i = 0; i < call->nargs; i++)
-    if (bat[i]) RX_RETURN_IF_ERROR(expand(c, args[i], rank_of(c, call->args[i]),
-                                          r - rank_of(c, call->args[i]), false, &args[i]));
+    if (bat[i])
+      RX_RETURN_IF_ERROR(expand(c, args[i], rank_of(c, call->args[i]),
+                                r - rank_of(c, call->args[i]), false, &args[i]));
   const rx_attr *attrs[8];
   int na = call->nattrs < 8 ? call->nattrs : 8;
   for (int i = 0; i < na; i++) attrs[i] = &call->attrs[i];
@@ -142,8 +142,8 @@ static rx_status rule_matmul(bctx *c, const rx_node *call, rx_node **args, const
   bool vec_a = bat[0] && ra == 1, vec_b = bat[1] && rb == 1;
   int ma = vec_a ? 2 : ra, mb = vec_b ? 2 : rb; /* ranks as matrices */
   int nb = (ma >= 2 ? ma - 2 : 0) > (mb >= 2 ? mb - 2 : 0) ? ma - 2 : (mb >= 2 ? mb - 2 : 0);
-  if (bat[0]) RX_RETURN_IF_ERROR(expand(c, args[0], ra, nb - (ma - 2) + (vec_a ? 1 : 0), false,
-                                        &args[0]));
+  if (bat[0])
+    RX_RETURN_IF_ERROR(expand(c, args[0], ra, nb - (ma - 2) + (vec_a ? 1 : 0), false, &args[0]));
   if (bat[1]) RX_RETURN_IF_ERROR(expand(c, args[1], rb, nb - (mb - 2), vec_b, &args[1]));
   rx_node *y = NULL;
   RX_RETURN_IF_ERROR(emit(c, "matmul", args, 2, NULL, 0, vec_a || vec_b ? NULL : name, &y));
@@ -154,7 +154,7 @@ static rx_status rule_matmul(bctx *c, const rx_node *call, rx_node **args, const
   int64_t axes[2];
   int n = 0;
   if (vec_a) axes[n++] = (rb == 1 && !bat[1]) ? -1 : -2; /* the row axis of a */
-  if (vec_b) axes[n++] = -1;                               /* the column axis of b */
+  if (vec_b) axes[n++] = -1;                             /* the column axis of b */
   const rx_attr *a = rx_attr_ints(c->m, "axes", axes, n);
   return emit(c, "squeeze", &y, 1, &a, 1, name, out);
 }
@@ -166,13 +166,13 @@ typedef struct axis_rule {
   bool dflt_axis0, all_axes;
 } axis_rule;
 static const axis_rule axis_rules[] = {
-    {"sum", false, true},        {"mean", false, true},     {"max", false, true},
-    {"min", false, true},        {"prod", false, true},     {"argmax", false, false},
-    {"argmin", false, false},    {"cumsum", false, false},  {"softmax", false, false},
-    {"log_softmax", false, false}, {"layer_norm", false, false}, {"rms_norm", false, false},
-    {"topk", false, false},      {"concat", true, false},   {"split", true, false},
-    {"take", true, false},       {"strided_slice", false, false}, {"permute", false, false},
-    {"transpose", false, false}, {"expand_dims", false, false}, {"squeeze", false, false},
+    {"sum", false, true},          {"mean", false, true},           {"max", false, true},
+    {"min", false, true},          {"prod", false, true},           {"argmax", false, false},
+    {"argmin", false, false},      {"cumsum", false, false},        {"softmax", false, false},
+    {"log_softmax", false, false}, {"layer_norm", false, false},    {"rms_norm", false, false},
+    {"topk", false, false},        {"concat", true, false},         {"split", true, false},
+    {"take", true, false},         {"strided_slice", false, false}, {"permute", false, false},
+    {"transpose", false, false},   {"expand_dims", false, false},   {"squeeze", false, false},
 };
 
 /* The rewritten attributes of an axis op over an operand of original rank r (shape: its dims,
@@ -228,8 +228,7 @@ static rx_status rule_axis(bctx *c, const rx_node *call, const axis_rule *ar, rx
   const char *op = rx_op_name(call->op);
   if (!strcmp(op, "take") && !bat[0] && bat[1] && call->nargs == 2) {
     const rx_attr *ax = rx_call_attr(call, "axis");
-    if (ax && ax->i != 0)
-      return unsupported(c, op, "batched indices are supported on axis 0 only");
+    if (ax && ax->i != 0) return unsupported(c, op, "batched indices are supported on axis 0 only");
     const rx_attr *attrs[8];
     for (int i = 0; i < call->nattrs && i < 8; i++) attrs[i] = &call->attrs[i];
     return emit(c, op, args, call->nargs, attrs, call->nattrs < 8 ? call->nattrs : 8, name, out);
@@ -366,8 +365,7 @@ static rx_status batch_node(bctx *c, const rx_node *n, const char *name, rx_node
 
 /* Checks a rewritten binding's struct info against the original's with the batch dim in front. */
 static rx_status check_shape(bctx *c, const rx_sinfo *orig, const rx_node *got, bool bat) {
-  if (!bat || !orig || orig->kind != RX_SINFO_TENSOR || orig->ndim < 0 || !orig->shape)
-    return NULL;
+  if (!bat || !orig || orig->kind != RX_SINFO_TENSOR || orig->ndim < 0 || !orig->shape) return NULL;
   const rx_sinfo *want = batched_sinfo(c, orig);
   if (want && got->sinfo && rx_sinfo_equal(want, got->sinfo)) return NULL;
   char *w = rx_sinfo_to_string(want), *g = rx_sinfo_to_string(got->sinfo);
@@ -441,7 +439,8 @@ static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
 static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) {
   for (size_t k = 0; k < nshared; k++) {
     bool found = false;
-    for (int i = 0; i < c->f->nparams; i++) found = found || !strcmp(c->f->params[i]->name, shared[k]);
+    for (int i = 0; i < c->f->nparams; i++)
+      found = found || !strcmp(c->f->params[i]->name, shared[k]);
     if (!found)
       return rx_status_make(RX_ERR_INVALID, "batch '%s': no parameter '%s' to share", c->f->name,
                             shared[k]);
@@ -463,16 +462,16 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
   return NULL;
 }
 
-rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,
-                            size_t nshared, const char *out_name) {
+rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
+                            const char *out_name) {
   if (!m || !fn || !out_name || (nshared && !shared))
     return rx_status_make(RX_ERR_INVALID, "batch: missing module, function or name");
   RX_RETURN_IF_ERROR(rx_module_check(m, NULL)); /* one op a binding, struct info deduced */
   const rx_graph_fn *f = rx_module_graph_fn(m, fn);
   if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "batch: no graph function '%s'", fn);
   if (rx_module_graph_fn(m, out_name))
-    return rx_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already",
-                          fn, out_name);
+    return rx_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already", fn,
+                          out_name);
   bctx c = {.m = m, .f = f, .bdim = batch_dim(m, f)};
   c.b = rx_builder_new(m, out_name);
   rx_node *result = NULL;
@@ -483,7 +482,8 @@ rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *sha
     const rx_sinfo *ret = f->ret, *fields[64];
     if (ret && ret->kind == RX_SINFO_TUPLE && ret->nfields <= (int)RX_ARRAY_LEN(fields)) {
       bool all = true;
-      for (int i = 0; i < ret->nfields; i++) all = all && (fields[i] = batched_sinfo(&c, ret->fields[i]));
+      for (int i = 0; i < ret->nfields; i++)
+        all = all && (fields[i] = batched_sinfo(&c, ret->fields[i]));
       if (all) rx_builder_set_result(c.b, rx_sinfo_tuple(m, fields, ret->nfields));
     } else if (batched_sinfo(&c, ret)) {
       rx_builder_set_result(c.b, batched_sinfo(&c, ret));

@@ -2,11 +2,13 @@
  *
  * Calls wait in one array in submission order. A round takes the first ready call (every
  * argument a tensor or an output of a call already run), gathers every other ready call of the
- * same function whose shared arguments are the same tensors and whose batched arguments have the
+ * same function whose shared arguments are the same values and whose batched arguments have the
  * same dtypes and shapes, and runs them as one call of the batched form: each batched argument is
- * a new tensor [G, ...] filled by G device copies, the outputs [G, ...] are split by G copies into
- * tensors of their own (the batched call's results may live in planned storage that the next call
- * overwrites). Rounds repeat until every call ran; no ready call while some wait means a cycle. */
+ * a tensor [G, ...], an earlier batch's output taken whole when the calls are its rows in order,
+ * else filled by one device copy per run of consecutive rows; each output [G, ...] is copied once
+ * into a tensor of the batcher's own (the batched call's results may live in planned storage
+ * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
+ * call ran; no ready call while some wait means a cycle, which the error names. */
 #include <string.h>
 
 #include "device.h"
@@ -22,14 +24,36 @@ typedef struct ab_fn {
   int ndim[AB_MAX_PARAMS];
 } ab_fn;
 
+/* An output of a call that ran: row `row` of its batch's output `whole` [G, ...], a tensor of
+ * the batcher's own (one copy of the batched call's result, which may live in planned storage).
+ * A later batch that takes rows 0..G-1 of one whole in order takes it as is; other rows are
+ * copied in runs of consecutive rows. own: the row as a tensor of its own, made when asked for
+ * (rx_rt_batcher_output, or a shared argument). */
+typedef struct ab_out {
+  rx_rt_tensor *whole; /* retained */
+  size_t row;
+  rx_rt_tensor *own; /* retained, or NULL */
+} ab_out;
+
 typedef struct ab_call {
   size_t fn;
   rx_rt_batch_arg *args; /* tensors retained */
   size_t nargs;
-  rx_rt_tensor **outs; /* after the run: retained */
+  ab_out *outs; /* after the run */
   size_t nouts;
   bool done;
 } ab_call;
+
+/* Where an argument's value is now: a whole tensor (a caller's) or one row of a batch's. */
+typedef struct ab_src {
+  rx_rt_tensor *tensor; /* the caller's tensor, or the batch's whole */
+  bool is_row;          /* tensor is a batch's whole; the value is its row `row` */
+  size_t row;
+  rx_dtype dtype;
+  int ndim;
+  const int64_t *shape;
+  size_t offset, bytes; /* in tensor's buffer */
+} ab_src;
 
 struct rx_rt_batcher {
   rx_rt_artifact *a;
@@ -63,14 +87,24 @@ rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
   return NULL;
 }
 
+static void drop_outs(rx_rt_batcher *b, ab_call *c) {
+  for (size_t k = 0; k < c->nouts; k++) {
+    rx_rt_tensor_release(c->outs[k].whole);
+    rx_rt_tensor_release(c->outs[k].own);
+  }
+  rt_free(b->alloc, c->outs);
+  c->outs = NULL;
+  c->nouts = 0;
+  c->done = false;
+}
+
 void rx_rt_batcher_release(rx_rt_batcher *b) {
   if (!b) return;
   for (size_t i = 0; i < b->ncalls; i++) {
     ab_call *c = &b->calls[i];
     for (size_t k = 0; k < c->nargs; k++) rx_rt_tensor_release(c->args[k].tensor);
-    for (size_t k = 0; k < c->nouts; k++) rx_rt_tensor_release(c->outs[k]);
+    drop_outs(b, c);
     rt_free(b->alloc, c->args);
-    rt_free(b->alloc, c->outs);
   }
   for (size_t i = 0; i < b->nfns; i++) {
     rt_free(b->alloc, b->fns[i].name);
@@ -136,16 +170,16 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
   return NULL;
 }
 
-/* Whether tensor t fits parameter i of fn (dtype and rank; the shape is the VM's to check). */
-static rx_status check_arg(const ab_fn *fn, size_t i, const rx_rt_tensor *t, size_t call) {
-  if ((fn->dtype[i] == RX_DTYPE_UNKNOWN || rx_rt_tensor_dtype(t) == fn->dtype[i]) &&
-      (fn->ndim[i] < 0 || rx_rt_tensor_ndim(t) == fn->ndim[i]))
+/* Whether a value of dtype and ndim fits parameter i of fn (the shape is the VM's to check). */
+static rx_status check_arg(const ab_fn *fn, size_t i, rx_dtype dtype, int ndim, size_t call) {
+  if ((fn->dtype[i] == RX_DTYPE_UNKNOWN || dtype == fn->dtype[i]) &&
+      (fn->ndim[i] < 0 || ndim == fn->ndim[i]))
     return NULL;
   return rx_status_make(RX_ERR_INVALID,
                         "batcher: call %zu of '%s': argument %zu is %s of rank %d, expected %s of "
                         "rank %d",
-                        call, fn->name, i, rx_rt_dtype_name(rx_rt_tensor_dtype(t)),
-                        rx_rt_tensor_ndim(t), rx_rt_dtype_name(fn->dtype[i]), fn->ndim[i]);
+                        call, fn->name, i, rx_rt_dtype_name(dtype), ndim,
+                        rx_rt_dtype_name(fn->dtype[i]), fn->ndim[i]);
 }
 
 rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_batch_arg *args,
@@ -156,14 +190,16 @@ rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_bat
   size_t f = 0;
   while (f < b->nfns && strcmp(b->fns[f].name, fn) != 0) f++;
   if (f == b->nfns)
-    return rx_status_make(RX_ERR_NOT_FOUND,
-                          "batcher: submit: no function '%s' registered (rx_rt_batcher_add_function)",
-                          fn);
+    return rx_status_make(
+        RX_ERR_NOT_FOUND,
+        "batcher: submit: no function '%s' registered (rx_rt_batcher_add_function)", fn);
   if (n != b->fns[f].nparams)
     return rx_status_make(RX_ERR_INVALID, "batcher: submit: '%s' takes %zu arguments, got %zu", fn,
                           b->fns[f].nparams, n);
   for (size_t i = 0; i < n; i++)
-    if (args[i].tensor) RX_RETURN_IF_ERROR(check_arg(&b->fns[f], i, args[i].tensor, b->ncalls));
+    if (args[i].tensor)
+      RX_RETURN_IF_ERROR(check_arg(&b->fns[f], i, rx_rt_tensor_dtype(args[i].tensor),
+                                   rx_rt_tensor_ndim(args[i].tensor), b->ncalls));
   if (b->ncalls == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 64;
     ab_call *calls = grow(b->alloc, b->calls, sizeof *calls * cap);
@@ -185,23 +221,35 @@ rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_bat
   return NULL;
 }
 
-/* The tensor an argument stands for now: NULL when its call has not run. */
-static rx_rt_tensor *resolve(const rx_rt_batcher *b, const rx_rt_batch_arg *a) {
-  if (a->tensor) return a->tensor;
-  const ab_call *d = &b->calls[a->call];
-  return d->done && a->output < d->nouts ? d->outs[a->output] : NULL;
-}
-
-static bool ready(const rx_rt_batcher *b, const ab_call *c) {
-  for (size_t i = 0; i < c->nargs; i++)
-    if (!resolve(b, &c->args[i])) return false;
+/* Where argument a's value is now; false when its call has not run. */
+static bool resolve(const rx_rt_batcher *b, const rx_rt_batch_arg *a, ab_src *out) {
+  memset(out, 0, sizeof *out);
+  if (a->tensor) {
+    out->tensor = a->tensor;
+    out->ndim = rx_rt_tensor_ndim(a->tensor);
+    out->shape = rx_rt_tensor_shape(a->tensor);
+    out->bytes = rx_rt_tensor_bytes(a->tensor);
+  } else {
+    const ab_call *d = &b->calls[a->call];
+    if (!d->done || a->output >= d->nouts) return false;
+    const ab_out *o = &d->outs[a->output];
+    out->tensor = o->whole;
+    out->is_row = true;
+    out->row = o->row;
+    out->ndim = rx_rt_tensor_ndim(o->whole) - 1;
+    out->shape = rx_rt_tensor_shape(o->whole) + 1;
+    out->bytes = rx_rt_tensor_bytes(o->whole) / (size_t)rx_rt_tensor_shape(o->whole)[0];
+    out->offset = o->row * out->bytes;
+  }
+  out->dtype = rx_rt_tensor_dtype(out->tensor);
   return true;
 }
 
-static bool same_shape(const rx_rt_tensor *x, const rx_rt_tensor *y) {
-  int n = rx_rt_tensor_ndim(x);
-  return rx_rt_tensor_dtype(x) == rx_rt_tensor_dtype(y) && n == rx_rt_tensor_ndim(y) &&
-         !memcmp(rx_rt_tensor_shape(x), rx_rt_tensor_shape(y), sizeof(int64_t) * (size_t)n);
+static bool ready(const rx_rt_batcher *b, const ab_call *c) {
+  ab_src s;
+  for (size_t i = 0; i < c->nargs; i++)
+    if (!resolve(b, &c->args[i], &s)) return false;
+  return true;
 }
 
 /* Whether call c can join the batch led by call lead. */
@@ -209,50 +257,26 @@ static bool joins(const rx_rt_batcher *b, const ab_call *lead, const ab_call *c)
   if (c->fn != lead->fn || c->done || !ready(b, c)) return false;
   const ab_fn *f = &b->fns[c->fn];
   for (size_t i = 0; i < c->nargs; i++) {
-    rx_rt_tensor *x = resolve(b, &lead->args[i]), *y = resolve(b, &c->args[i]);
-    if (f->shared[i] ? x != y : !same_shape(x, y)) return false;
+    ab_src x, y;
+    resolve(b, &lead->args[i], &x);
+    resolve(b, &c->args[i], &y);
+    if (f->shared[i] ? x.tensor != y.tensor || x.row != y.row
+                     : x.dtype != y.dtype || x.ndim != y.ndim ||
+                           memcmp(x.shape, y.shape, sizeof(int64_t) * (size_t)x.ndim) != 0)
+      return false;
   }
   return true;
 }
 
-/* Argument i of the batch's calls stacked into one new tensor [g, ...]. */
-static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
-                       rx_rt_tensor **out) {
-  rx_rt_tensor *first = resolve(b, &b->calls[batch[0]].args[i]);
-  int nd = rx_rt_tensor_ndim(first);
-  if (nd + 1 > RX_RT_MAX_NDIM)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, nd);
-  int64_t shape[RX_RT_MAX_NDIM];
-  shape[0] = (int64_t)g;
-  memcpy(shape + 1, rx_rt_tensor_shape(first), sizeof(int64_t) * (size_t)nd);
-  RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(first), nd + 1, shape, out));
-  size_t row = rx_rt_tensor_bytes(first);
-  for (size_t k = 0; k < g && row; k++) {
-    rx_rt_tensor *t = resolve(b, &b->calls[batch[k]].args[i]);
-    rx_status st = rx_rt_buffer_copy(rx_rt_tensor_buffer(t), 0, rx_rt_tensor_buffer(*out), k * row,
-                                     row);
-    if (st) {
-      rx_rt_tensor_release(*out);
-      *out = NULL;
-      return st;
-    }
-  }
-  return NULL;
-}
-
-/* Row k of the batched output y [g, ...] as a tensor of its own. */
-static rx_status unstack(rx_rt_batcher *b, rx_rt_tensor *y, size_t g, size_t k,
-                         rx_rt_tensor **out) {
-  int nd = rx_rt_tensor_ndim(y);
-  if (nd < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
-    return rx_status_make(RX_ERR_INVALID,
-                          "batcher: an output of the batched call has no leading dim of %zu", g);
-  RX_RETURN_IF_ERROR(
-      rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), nd - 1, rx_rt_tensor_shape(y) + 1, out));
-  size_t row = rx_rt_tensor_bytes(*out);
-  if (!row) return NULL;
-  rx_status st = rx_rt_buffer_copy(rx_rt_tensor_buffer(y), k * row, rx_rt_tensor_buffer(*out), 0,
-                                   row);
+/* Row `row` of the whole [G, ...] as a tensor of its own (one device copy). */
+static rx_status row_tensor(rx_rt_batcher *b, rx_rt_tensor *whole, size_t row, rx_rt_tensor **out) {
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(whole),
+                                         rx_rt_tensor_ndim(whole) - 1,
+                                         rx_rt_tensor_shape(whole) + 1, out));
+  size_t n = rx_rt_tensor_bytes(*out);
+  rx_status st =
+      n ? rx_rt_buffer_copy(rx_rt_tensor_buffer(whole), row * n, rx_rt_tensor_buffer(*out), 0, n)
+        : NULL;
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -260,27 +284,112 @@ static rx_status unstack(rx_rt_batcher *b, rx_rt_tensor *y, size_t g, size_t k,
   return st;
 }
 
-/* Splits the batched call's result (a tensor or a tuple of tensors) into the calls' outputs. */
+/* A shared argument as a tensor: the caller's, or the output's own (made once). */
+static rx_status shared_tensor(rx_rt_batcher *b, const rx_rt_batch_arg *a, rx_rt_tensor **out) {
+  if (a->tensor) {
+    *out = a->tensor;
+    return NULL;
+  }
+  ab_out *o = &b->calls[a->call].outs[a->output];
+  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, &o->own));
+  *out = o->own;
+  return NULL;
+}
+
+/* Argument i of the batch's calls as one tensor [g, ...] (*out retained): the whole of one
+ * earlier batch when the calls take its rows 0..g-1 in order, else a new tensor filled by one
+ * device copy per run of consecutive source bytes. */
+static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                       rx_rt_tensor **out) {
+  ab_src first, s, prev = {0};
+  resolve(b, &b->calls[batch[0]].args[i], &first);
+  if (first.ndim + 1 > RX_RT_MAX_NDIM)
+    return rx_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
+  bool whole = first.is_row && rx_rt_tensor_shape(first.tensor)[0] == (int64_t)g;
+  for (size_t k = 0; k < g && whole; k++) {
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    whole = s.is_row && s.tensor == first.tensor && s.row == k;
+  }
+  if (whole) {
+    rx_rt_tensor_retain(first.tensor);
+    *out = first.tensor;
+    return NULL;
+  }
+  int64_t shape[RX_RT_MAX_NDIM];
+  shape[0] = (int64_t)g;
+  memcpy(shape + 1, first.shape, sizeof(int64_t) * (size_t)first.ndim);
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, first.dtype, first.ndim + 1, shape, out));
+  size_t row = first.bytes, start = 0, run = 0; /* the run: rows [start, start + run) */
+  rx_status st = NULL;
+  for (size_t k = 0; k <= g && row && !st; k++) {
+    if (k < g) resolve(b, &b->calls[batch[k]].args[i], &s);
+    if (k < g && run && s.tensor == prev.tensor && s.offset == prev.offset + row) {
+      run++;
+    } else {
+      if (run) {
+        ab_src r0;
+        resolve(b, &b->calls[batch[start]].args[i], &r0);
+        st = rx_rt_buffer_copy(rx_rt_tensor_buffer(r0.tensor), r0.offset, rx_rt_tensor_buffer(*out),
+                               start * row, run * row);
+      }
+      start = k;
+      run = 1;
+    }
+    prev = s;
+  }
+  if (st) {
+    rx_rt_tensor_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* A tensor of the batcher's own with y's contents. */
+static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor **out) {
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y),
+                                         rx_rt_tensor_shape(y), out));
+  size_t n = rx_rt_tensor_bytes(y);
+  rx_status st =
+      n ? rx_rt_buffer_copy(rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
+  if (st) {
+    rx_rt_tensor_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once into a
+ * whole of the batcher's own, whose rows become the calls' outputs. */
 static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_value *res) {
-  size_t nouts = rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE ? rx_rt_value_tuple_size(res) : 1;
+  bool tuple = rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE;
+  size_t nouts = tuple ? rx_rt_value_tuple_size(res) : 1;
+  const char *name = b->fns[b->calls[batch[0]].fn].batched;
   for (size_t k = 0; k < g; k++) {
     ab_call *c = &b->calls[batch[k]];
     c->outs = rt_alloc(b->alloc, sizeof *c->outs * (nouts ? nouts : 1));
     if (!c->outs) return rt_oom("a call's outputs", sizeof *c->outs * nouts);
-    for (size_t o = 0; o < nouts; o++) {
-      const rx_rt_value *v =
-          rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE ? rx_rt_value_tuple_item(res, o) : res;
-      rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL;
-      if (!y)
-        return rx_status_make(RX_ERR_UNSUPPORTED,
-                              "batcher: '%s': output %zu is not a tensor (only tensors and tuples "
-                              "of tensors are split)",
-                              b->fns[c->fn].batched, o);
-      RX_RETURN_IF_ERROR(unstack(b, y, g, k, &c->outs[o]));
+    c->done = true; /* undone by drop_outs when this fails */
+  }
+  for (size_t o = 0; o < nouts; o++) {
+    const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
+    rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
+    if (!y)
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: '%s': output %zu is not a tensor (only tensors and tuples of "
+                            "tensors are split)",
+                            name, o);
+    if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
+      return rx_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
+                            name, o, g);
+    RX_RETURN_IF_ERROR(ab_copy_whole(b, y, &w));
+    for (size_t k = 0; k < g; k++) {
+      ab_call *c = &b->calls[batch[k]];
+      rx_rt_tensor_retain(w);
+      c->outs[o] = (ab_out){w, k, NULL};
       c->nouts = o + 1;
     }
+    rx_rt_tensor_release(w);
   }
-  for (size_t k = 0; k < g; k++) b->calls[batch[k]].done = true;
   return NULL;
 }
 
@@ -291,28 +400,24 @@ static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
   bool owned[AB_MAX_PARAMS] = {0};
   rx_status st = NULL;
   for (size_t i = 0; i < f->nparams && !st; i++) {
-    for (size_t k = 0; k < g && !st; k++)
-      st = check_arg(f, i, resolve(b, &b->calls[batch[k]].args[i]), batch[k]);
+    for (size_t k = 0; k < g && !st; k++) {
+      ab_src s;
+      resolve(b, &b->calls[batch[k]].args[i], &s);
+      st = check_arg(f, i, s.dtype, s.ndim, batch[k]);
+    }
     if (st) break;
     if (f->shared[i]) {
-      in[i] = resolve(b, &b->calls[batch[0]].args[i]);
+      st = shared_tensor(b, &b->calls[batch[0]].args[i], &in[i]);
     } else {
       st = stack(b, batch, g, i, &in[i]);
-      owned[i] = true;
+      owned[i] = !st;
     }
   }
   rx_rt_value *res = NULL;
   if (!st) st = rx_rt_vm_call(b->a, f->batched, in, f->nparams, &res);
   if (!st) st = split(b, batch, g, res);
-  if (st) /* outputs of a batch that failed half-way: dropped, the calls stay pending */
-    for (size_t k = 0; k < g; k++) {
-      ab_call *c = &b->calls[batch[k]];
-      for (size_t o = 0; o < c->nouts; o++) rx_rt_tensor_release(c->outs[o]);
-      rt_free(b->alloc, c->outs);
-      c->outs = NULL;
-      c->nouts = 0;
-      c->done = false;
-    }
+  if (st) /* a batch that failed half-way: its outputs dropped, the calls stay pending */
+    for (size_t k = 0; k < g; k++) drop_outs(b, &b->calls[batch[k]]);
   rx_rt_value_release(res);
   for (size_t i = 0; i < f->nparams; i++)
     if (owned[i]) rx_rt_tensor_release(in[i]);
@@ -350,8 +455,9 @@ static rx_status check_refs(const rx_rt_batcher *b) {
 /* The call that pending call i waits on first. */
 static size_t waits_on(const rx_rt_batcher *b, size_t i) {
   const ab_call *c = &b->calls[i];
+  ab_src s;
   for (size_t k = 0; k < c->nargs; k++)
-    if (!resolve(b, &c->args[k])) return c->args[k].call;
+    if (!resolve(b, &c->args[k], &s)) return c->args[k].call;
   RX_ASSERT(!"a pending call that waits on nothing");
   return i;
 }
@@ -368,9 +474,8 @@ static rx_status cycle(const rx_rt_batcher *b) {
     rx_strbuf_printf(&path, "%zu ('%s') -> ", j, b->fns[b->calls[j].fn].name);
     j = waits_on(b, j);
   } while (j != i);
-  rx_status st = rx_status_make(RX_ERR_INVALID,
-                                "batcher: a cycle: calls wait on each other's outputs: %s%zu", path.data,
-                                i);
+  rx_status st = rx_status_make(
+      RX_ERR_INVALID, "batcher: a cycle: calls wait on each other's outputs: %s%zu", path.data, i);
   rx_strbuf_free(&path);
   return st;
 }
@@ -400,19 +505,21 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   return st;
 }
 
-rx_status rx_rt_batcher_output(const rx_rt_batcher *b, size_t call, size_t output,
+rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
                                rx_rt_tensor **out_tensor) {
   if (!out_tensor) return rx_status_make(RX_ERR_INVALID, "batcher: out_tensor is NULL");
   *out_tensor = NULL;
   if (!b || call >= b->ncalls)
     return rx_status_make(RX_ERR_INVALID, "batcher: no call %zu (%zu submitted)", call,
                           b ? b->ncalls : 0);
-  const ab_call *c = &b->calls[call];
+  ab_call *c = &b->calls[call];
   if (!c->done) return rx_status_make(RX_ERR_INVALID, "batcher: call %zu has not run", call);
   if (output >= c->nouts)
     return rx_status_make(RX_ERR_INVALID, "batcher: call %zu has %zu outputs, not %zu", call,
                           c->nouts, output + 1);
-  *out_tensor = c->outs[output];
+  ab_out *o = &c->outs[output];
+  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, &o->own));
+  *out_tensor = o->own;
   return NULL;
 }
 

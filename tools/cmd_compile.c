@@ -141,6 +141,17 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 #endif
 }
 
+/* Whether --dump-after names a step; prints the known ones when not. */
+static bool dump_step_known(const char *step) {
+  if (rx_compile_step_known(step)) return true;
+  rx_strbuf b = {0};
+  for (int i = 0; rx_compile_step_names[i]; i++)
+    rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
+  fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", step, b.data);
+  rx_strbuf_free(&b);
+  return false;
+}
+
 /* --batch FN[:SHARED,...]: adds FN_batched (passes/batch_fn.c); false after printing why not */
 static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   char *copy = rx_strdup(spec), *colon = strchr(copy, ':');
@@ -230,15 +241,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
   if (!target)
     return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
-  if (o.dump_after && !rx_compile_step_known(o.dump_after)) {
-    rx_strbuf b = {0};
-    for (int i = 0; rx_compile_step_names[i]; i++)
-      rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
-    fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", o.dump_after,
-            b.data);
-    rx_strbuf_free(&b);
-    return 2;
-  }
+  if (o.dump_after && !dump_step_known(o.dump_after)) return 2;
   if (min_rows && !dispatch)
     return rx_cli_usage_error(cmd, "%s", "--dispatch-min-rows needs --dispatch cublas");
   rx_status tst = rx_compile_options_set_targets(&o, target);

@@ -6,10 +6,10 @@
  * each with its arguments: tensors, or outputs of other submitted calls (its dependencies). The
  * batcher then repeatedly takes every ready call of one function (all of its dependencies done)
  * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
- * stacks their batched arguments along a new leading axis (device copies), makes ONE call of the
- * function's batched form (rx_batch_function, relaxc compile --batch FN:SHARED) and copies each
- * row of its outputs back to the call it belongs to. A tree runs depth by depth, an RNN step by
- * step over the sequences still running.
+ * stacks their batched arguments along a new leading axis (device copies; none where the calls
+ * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
+ * form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row of the
+ * outputs. A tree runs depth by depth, an RNN step by step over the sequences still running.
  *
  * Conventions as in relaxc/runtime.h: statuses name what failed; out-parameters are zeroed first;
  * host memory comes from the artifact device's allocator; one thread at a time. */
@@ -55,9 +55,10 @@ rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_bat
  * the calls not run stay pending. */
 rx_status rx_rt_batcher_run(rx_rt_batcher *b);
 
-/* Output `output` of call `call` once run (a tensor of its own; borrowed: valid until the
- * batcher is released; retain it to keep it longer). */
-rx_status rx_rt_batcher_output(const rx_rt_batcher *b, size_t call, size_t output,
+/* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
+ * a device copy of its row of the batch's output); borrowed: valid until the batcher is
+ * released; retain it to keep it longer. */
+rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
                                rx_rt_tensor **out_tensor);
 
 typedef struct rx_rt_batcher_stats {

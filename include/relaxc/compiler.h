@@ -219,8 +219,8 @@ const rx_sinfo *rx_var_sinfo(const rx_var *v);
  * weights, and non-tensor parameters stay as they are), and the body is rewritten op by op
  * (axes shifted, matmuls over rows, broadcasts aligned). An op that cannot be batched is an error
  * naming the op, the binding and fn; m is then unchanged. Run it before rx_compile. */
-rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,
-                            size_t nshared, const char *out_name);
+rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
+                            const char *out_name);
 
 /* ---- tensor programs ----
  * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and

@@ -35,21 +35,21 @@ enum {
 };
 
 /* ---- a seeded generator (64-bit LCG, the high bits) ---- */
-static uint32_t ab_rand(uint64_t *s) {
+static inline uint32_t ab_rand(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
   return (uint32_t)(*s >> 33);
 }
-static float ab_uniform(uint64_t *s, float lo, float hi) {
+static inline float ab_uniform(uint64_t *s, float lo, float hi) {
   return lo + (hi - lo) * (float)(ab_rand(s) & 0xffffff) / (float)0x1000000;
 }
-static void ab_fill(uint64_t *s, float *v, size_t n, float scale) {
+static inline void ab_fill(uint64_t *s, float *v, size_t n, float scale) {
   for (size_t i = 0; i < n; i++) v[i] = ab_uniform(s, -scale, scale);
 }
 
 /* ---- the forest: nodes in post-order (children before parents) ---- */
 typedef struct ab_forest {
-  int n;                    /* nodes */
-  int left[AB_MAX_NODES];   /* child node, -1 for a leaf */
+  int n;                  /* nodes */
+  int left[AB_MAX_NODES]; /* child node, -1 for a leaf */
   int right[AB_MAX_NODES];
   int height[AB_MAX_NODES]; /* 0 for a leaf */
   int nroots;
@@ -59,7 +59,7 @@ typedef struct ab_forest {
 } ab_forest;
 
 /* A random binary tree over `leaves` leaves: a random split of the leaves at each node. */
-static int ab_tree_build(ab_forest *f, uint64_t *s, int leaves) {
+static inline int ab_tree_build(ab_forest *f, uint64_t *s, int leaves) {
   int l = -1, r = -1, h = 0;
   if (leaves > 1) {
     int nl = 1 + (int)(ab_rand(s) % (uint32_t)(leaves - 1));
@@ -78,7 +78,7 @@ static int ab_tree_build(ab_forest *f, uint64_t *s, int leaves) {
 }
 
 /* ntrees trees of 1..max_leaves leaves each, from seed; false when over AB_MAX_NODES. */
-static bool ab_forest_make(ab_forest *f, uint64_t seed, int ntrees, int max_leaves) {
+static inline bool ab_forest_make(ab_forest *f, uint64_t seed, int ntrees, int max_leaves) {
   memset(f, 0, sizeof *f);
   uint64_t s = seed;
   for (int t = 0; t < ntrees && t < AB_MAX_SEQS; t++) {
@@ -100,7 +100,7 @@ typedef struct ab_seqs {
   float *x[AB_MAX_SEQS]; /* len * AB_H inputs each */
 } ab_seqs;
 
-static void ab_seqs_make(ab_seqs *q, uint64_t seed, const int *lens, int n) {
+static inline void ab_seqs_make(ab_seqs *q, uint64_t seed, const int *lens, int n) {
   memset(q, 0, sizeof *q);
   uint64_t s = seed;
   for (int i = 0; i < n && i < AB_MAX_SEQS; i++) {
@@ -113,21 +113,21 @@ static void ab_seqs_make(ab_seqs *q, uint64_t seed, const int *lens, int n) {
   }
 }
 
-static void ab_seqs_free(ab_seqs *q) {
+static inline void ab_seqs_free(ab_seqs *q) {
   for (int i = 0; i < q->n; i++) free(q->x[i]);
 }
 
 /* ---- weights: host copies (for the reference) and device tensors (the shared parameters) ---- */
 typedef struct ab_weights {
-  int nmat;       /* input matrices: tree 3 (W, Ul, Ur), LSTM 2 (Wx, Wh) */
-  int gates;      /* AB_TREE_GATES or AB_LSTM_GATES */
-  float *mat[3];  /* [AB_H, gates * AB_H] each */
-  float *bias;    /* [gates * AB_H] */
+  int nmat;           /* input matrices: tree 3 (W, Ul, Ur), LSTM 2 (Wx, Wh) */
+  int gates;          /* AB_TREE_GATES or AB_LSTM_GATES */
+  float *mat[3];      /* [AB_H, gates * AB_H] each */
+  float *bias;        /* [gates * AB_H] */
   rx_rt_tensor *t[4]; /* the matrices, then the bias */
 } ab_weights;
 
-static rx_status ab_weights_make(rx_rt_device *d, uint64_t seed, int nmat, int gates,
-                                 ab_weights *w) {
+static inline rx_status ab_weights_make(rx_rt_device *d, uint64_t seed, int nmat, int gates,
+                                        ab_weights *w) {
   memset(w, 0, sizeof *w);
   uint64_t s = seed;
   w->nmat = nmat;
@@ -145,16 +145,16 @@ static rx_status ab_weights_make(rx_rt_device *d, uint64_t seed, int nmat, int g
   return st;
 }
 
-static void ab_weights_free(ab_weights *w) {
+static inline void ab_weights_free(ab_weights *w) {
   for (int i = 0; i < 3; i++) free(w->mat[i]);
   free(w->bias);
   for (int i = 0; i < 4; i++) rx_rt_tensor_release(w->t[i]);
 }
 
 /* ---- the reference in double: gates = sum_m in[m] mat[m] + bias ---- */
-static double ab_sigmoid(double v) { return 1 / (1 + exp(-v)); }
+static inline double ab_sigmoid(double v) { return 1 / (1 + exp(-v)); }
 
-static void ab_ref_gates(const ab_weights *w, const double *const *in, double *g) {
+static inline void ab_ref_gates(const ab_weights *w, const double *const *in, double *g) {
   int n = w->gates * AB_H;
   for (int j = 0; j < n; j++) {
     double acc = w->bias[j];
@@ -165,9 +165,9 @@ static void ab_ref_gates(const ab_weights *w, const double *const *in, double *g
 }
 
 /* The tree cell: h, c from x and the children's (h, c). */
-static void ab_ref_tree_cell(const ab_weights *w, const double *x, const double *hl,
-                             const double *cl, const double *hr, const double *cr, double *h,
-                             double *c) {
+static inline void ab_ref_tree_cell(const ab_weights *w, const double *x, const double *hl,
+                                    const double *cl, const double *hr, const double *cr, double *h,
+                                    double *c) {
   double g[AB_TREE_GATES * AB_H];
   const double *in[3] = {x, hl, hr};
   ab_ref_gates(w, in, g);
@@ -180,7 +180,7 @@ static void ab_ref_tree_cell(const ab_weights *w, const double *x, const double 
 }
 
 /* The LSTM cell: h, c (updated in place) from x. */
-static void ab_ref_lstm_cell(const ab_weights *w, const double *x, double *h, double *c) {
+static inline void ab_ref_lstm_cell(const ab_weights *w, const double *x, double *h, double *c) {
   double g[AB_LSTM_GATES * AB_H];
   const double *in[2] = {x, h};
   ab_ref_gates(w, in, g);
@@ -193,7 +193,7 @@ static void ab_ref_lstm_cell(const ab_weights *w, const double *x, double *h, do
 }
 
 /* Every node's h (n * AB_H doubles) of the forest. */
-static void ab_ref_forest(const ab_weights *w, const ab_forest *f, double *h_out) {
+static inline void ab_ref_forest(const ab_weights *w, const ab_forest *f, double *h_out) {
   double *c = calloc((size_t)f->n * AB_H, sizeof *c), zero[AB_H] = {0}, x[AB_H];
   for (int i = 0; i < f->n; i++) {
     for (int k = 0; k < AB_H; k++) x[k] = f->x[(size_t)i * AB_H + k];
@@ -208,7 +208,7 @@ static void ab_ref_forest(const ab_weights *w, const ab_forest *f, double *h_out
 }
 
 /* The final h of every sequence (n * AB_H doubles). */
-static void ab_ref_seqs(const ab_weights *w, const ab_seqs *q, double *h_out) {
+static inline void ab_ref_seqs(const ab_weights *w, const ab_seqs *q, double *h_out) {
   for (int s = 0; s < q->n; s++) {
     double h[AB_H] = {0}, c[AB_H] = {0}, x[AB_H];
     for (int t = 0; t < q->len[s]; t++) {
@@ -226,19 +226,19 @@ typedef struct ab_inputs {
   rx_rt_tensor *zero; /* f32[AB_H] of zeros */
 } ab_inputs;
 
-static void ab_inputs_free(ab_inputs *in) {
+static inline void ab_inputs_free(ab_inputs *in) {
   for (size_t i = 0; i < in->n; i++) rx_rt_tensor_release(in->x[i]);
   free(in->x);
   rx_rt_tensor_release(in->zero);
   memset(in, 0, sizeof *in);
 }
 
-static rx_status ab_vec(rx_rt_device *d, const float *v, rx_rt_tensor **out) {
+static inline rx_status ab_vec(rx_rt_device *d, const float *v, rx_rt_tensor **out) {
   int64_t shape[1] = {AB_H};
   return rx_rt_tensor_from_host(d, RX_DTYPE_F32, 1, shape, v, out);
 }
 
-static rx_status ab_inputs_forest(rx_rt_device *d, const ab_forest *f, ab_inputs *in) {
+static inline rx_status ab_inputs_forest(rx_rt_device *d, const ab_forest *f, ab_inputs *in) {
   memset(in, 0, sizeof *in);
   float zero[AB_H] = {0};
   in->x = calloc((size_t)f->n, sizeof *in->x);
@@ -249,7 +249,7 @@ static rx_status ab_inputs_forest(rx_rt_device *d, const ab_forest *f, ab_inputs
   return st;
 }
 
-static rx_status ab_inputs_seqs(rx_rt_device *d, const ab_seqs *q, ab_inputs *in) {
+static inline rx_status ab_inputs_seqs(rx_rt_device *d, const ab_seqs *q, ab_inputs *in) {
   memset(in, 0, sizeof *in);
   float zero[AB_H] = {0};
   in->x = calloc((size_t)(q->total ? q->total : 1), sizeof *in->x);
@@ -257,24 +257,26 @@ static rx_status ab_inputs_seqs(rx_rt_device *d, const ab_seqs *q, ab_inputs *in
   rx_status st = ab_vec(d, zero, &in->zero);
   size_t k = 0;
   for (int s = 0; s < q->n; s++)
-    for (int t = 0; t < q->len[s] && !st; t++) st = ab_vec(d, q->x[s] + (size_t)t * AB_H, &in->x[k++]);
+    for (int t = 0; t < q->len[s] && !st; t++)
+      st = ab_vec(d, q->x[s] + (size_t)t * AB_H, &in->x[k++]);
   return st;
 }
 
 /* ---- runs: each fills out[i] with a tensor (retained) per node or per sequence (its h) ---- */
 
 /* A tensor of its own holding t's contents (queued device copy). */
-static rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor **out) {
-  rx_status st =
-      rx_rt_tensor_create(d, rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t), rx_rt_tensor_shape(t), out);
-  return st ? st : rx_rt_buffer_copy(rx_rt_tensor_buffer(t), 0, rx_rt_tensor_buffer(*out), 0,
-                           rx_rt_tensor_bytes(t));
+static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor **out) {
+  rx_status st = rx_rt_tensor_create(d, rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t),
+                                     rx_rt_tensor_shape(t), out);
+  return st ? st
+            : rx_rt_buffer_copy(rx_rt_tensor_buffer(t), 0, rx_rt_tensor_buffer(*out), 0,
+                                rx_rt_tensor_bytes(t));
 }
 
 /* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched"). out[node]: h. */
-static rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f, const ab_weights *w,
-                                   const ab_inputs *in, rx_rt_tensor **out,
-                                   rx_rt_batcher_stats *stats) {
+static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
+                                          const ab_weights *w, const ab_inputs *in,
+                                          rx_rt_tensor **out, rx_rt_batcher_stats *stats) {
   rx_rt_batcher *b = NULL;
   const bool shared[9] = {false, false, false, false, false, true, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
@@ -287,8 +289,10 @@ static rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f, const 
       int ch = k ? r : l;
       for (int o = 0; o < 2; o++) {
         rx_rt_batch_arg *g = &args[1 + 2 * k + o];
-        if (ch < 0) g->tensor = in->zero;
-        else g->call = (size_t)ch, g->output = (size_t)o;
+        if (ch < 0)
+          g->tensor = in->zero;
+        else
+          g->call = (size_t)ch, g->output = (size_t)o;
       }
     }
     for (int k = 0; k < 4; k++) args[5 + k].tensor = w->t[k];
@@ -308,8 +312,8 @@ static rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f, const 
 
 /* The forest one node at a time (rx_rt_vm_call of tree_cell), outputs copied on the device.
  * out[node]: h; the c's are released before returning. */
-static rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, const ab_weights *w,
-                                  const ab_inputs *in, rx_rt_tensor **out) {
+static inline rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, const ab_weights *w,
+                                         const ab_inputs *in, rx_rt_tensor **out) {
   rx_rt_device *d = rx_rt_artifact_device(a);
   rx_rt_tensor **c = calloc((size_t)f->n, sizeof *c);
   rx_status st = NULL;
@@ -338,9 +342,9 @@ static rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, const a
 }
 
 /* The sequences through the batcher (fn "lstm_cell"). out[seq]: the last h (NULL for length 0). */
-static rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
-                                 const ab_inputs *in, rx_rt_tensor **out,
-                                 rx_rt_batcher_stats *stats) {
+static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                        const ab_inputs *in, rx_rt_tensor **out,
+                                        rx_rt_batcher_stats *stats) {
   rx_rt_batcher *b = NULL;
   const bool shared[6] = {false, false, false, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
@@ -351,8 +355,10 @@ static rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_w
       rx_rt_batch_arg args[6] = {{0}};
       args[0].tensor = in->x[k++];
       for (int o = 0; o < 2; o++) {
-        if (t == 0) args[1 + o].tensor = in->zero;
-        else args[1 + o].call = last[s], args[1 + o].output = (size_t)o;
+        if (t == 0)
+          args[1 + o].tensor = in->zero;
+        else
+          args[1 + o].call = last[s], args[1 + o].output = (size_t)o;
       }
       for (int m = 0; m < 3; m++) args[3 + m].tensor = w->t[m];
       st = rx_rt_batcher_submit(b, "lstm_cell", args, 6, &last[s]);
@@ -370,8 +376,8 @@ static rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_w
 }
 
 /* The sequences one step at a time, each sequence to its end before the next. */
-static rx_status ab_seqs_single(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
-                                const ab_inputs *in, rx_rt_tensor **out) {
+static inline rx_status ab_seqs_single(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                       const ab_inputs *in, rx_rt_tensor **out) {
   rx_rt_device *d = rx_rt_artifact_device(a);
   rx_status st = NULL;
   size_t k = 0;

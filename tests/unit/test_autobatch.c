@@ -353,7 +353,8 @@ static void batcher_errors(rx_rt_device *d, rx_rt_artifact *a) {
     st = rx_rt_batcher_create(a, &b);
     if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
     if (!ok_status(st, "batcher")) break;
-    rx_rt_batch_arg args[6] = {{v, 0, 0}, {v, 0, 0}, {v, 0, 0}, {w.t[0], 0, 0}, {w.t[1], 0, 0}, {w.t[2], 0, 0}};
+    rx_rt_batch_arg args[6] = {{v, 0, 0},      {v, 0, 0},      {v, 0, 0},
+                               {w.t[0], 0, 0}, {w.t[1], 0, 0}, {w.t[2], 0, 0}};
     switch (kase) {
     case 0:
       want_error(rx_rt_batcher_submit(b, "gru_cell", args, 6, NULL), "unknown function",
@@ -392,8 +393,7 @@ static void batcher_errors(rx_rt_device *d, rx_rt_artifact *a) {
     case 6:
       args[0].tensor = v65;
       st = rx_rt_batcher_submit(b, "lstm_cell", args, 6, NULL);
-      if (ok_status(st, "submit"))
-        want_error(rx_rt_batcher_run(b), "shape", "lstm_cell_batched");
+      if (ok_status(st, "submit")) want_error(rx_rt_batcher_run(b), "shape", "lstm_cell_batched");
       break;
     }
     rx_rt_batcher_release(b);
@@ -421,8 +421,8 @@ int main(int argc, char **argv) {
     size_t len = 0;
     unsigned char *bytes = compile(m, &vk, &len);
     rx_rt_artifact *a = NULL;
-    if (bytes && ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "acrobat.rxm", &a),
-                           "load")) {
+    if (bytes &&
+        ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "acrobat.rxm", &a), "load")) {
       run_mix(vk.dev, a);
       run_tree(vk.dev, a);
       run_rnn(vk.dev, a);
