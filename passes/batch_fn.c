@@ -463,7 +463,7 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
 }
 
 rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
-                            const char *out_name) {
+                            int64_t max_batch, const char *out_name) {
   if (!m || !fn || !out_name || (nshared && !shared))
     return rx_status_make(RX_ERR_INVALID, "batch: missing module, function or name");
   RX_RETURN_IF_ERROR(rx_module_check(m, NULL)); /* one op a binding, struct info deduced */
@@ -477,6 +477,8 @@ rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *sha
   rx_node *result = NULL;
   rx_status st = add_params(&c, shared, nshared);
   if (!st) st = rx_builder_fact(c.b, rx_sym_le(m, rx_sym_const(m, 1), c.bdim));
+  if (!st && max_batch > 0)
+    st = rx_builder_fact(c.b, rx_sym_le(m, c.bdim, rx_sym_const(m, max_batch)));
   if (!st) st = batch_body(&c, &result);
   if (!st) { /* the declared result, batched (the builder's own is the body's deduced one) */
     const rx_sinfo *ret = f->ret, *fields[64];

@@ -9,6 +9,8 @@
  * into a tensor of the batcher's own (the batched call's results may live in planned storage
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
  * call ran; no ready call while some wait means a cycle, which the error names. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device.h"
@@ -22,6 +24,7 @@ typedef struct ab_fn {
   bool shared[AB_MAX_PARAMS];
   rx_dtype dtype[AB_MAX_PARAMS]; /* of the parameters: RX_DTYPE_UNKNOWN / -1: unchecked */
   int ndim[AB_MAX_PARAMS];
+  size_t max_batch; /* the batched form's fact `batch <= N`, or SIZE_MAX */
 } ab_fn;
 
 /* An output of a call that ran: row `row` of its batch's output `whole` [G, ...], a tensor of
@@ -124,6 +127,28 @@ static long art_fn(const rx_rt_artifact *a, const char *name) {
   return -1;
 }
 
+/* The N of batched function bf's fact `D <= N`, where D is the leading dim of its first batched
+ * parameter ("f32[batch, 64]": batch), or SIZE_MAX without such a fact. */
+static size_t fact_max_batch(const rx_rt_artifact *a, size_t bf, const ab_fn *e) {
+  char dim[64] = "";
+  for (size_t i = 0; i < e->nparams && !dim[0]; i++) {
+    rx_rt_param_info info;
+    if (e->shared[i] || !rx_rt_artifact_function_param(a, bf, i, &info)) continue;
+    const char *open = strchr(info.expected, '[');
+    size_t n = open ? strcspn(open + 1, ",]") : 0;
+    if (n && n < sizeof dim) memcpy(dim, open + 1, n), dim[n] = '\0';
+  }
+  for (size_t i = 0; dim[0] && i < rx_rt_artifact_function_fact_count(a, bf); i++) {
+    const char *f = rx_rt_artifact_function_fact(a, bf, i);
+    size_t n = strlen(dim);
+    char *end = NULL;
+    if (strncmp(f, dim, n) != 0 || strncmp(f + n, " <= ", 4) != 0) continue;
+    long long v = strtoll(f + n + 4, &end, 10);
+    if (end != f + n + 4 && !*end && v >= 1) return (size_t)v;
+  }
+  return SIZE_MAX;
+}
+
 rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const char *batched_fn,
                                      const bool *shared, size_t nparams) {
   if (!b || !fn || !batched_fn || (nparams && !shared))
@@ -166,6 +191,7 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
       e->ndim[i] = info.ndim;
     }
   }
+  e->max_batch = fact_max_batch(b->a, (size_t)bf, e);
   b->nfns++;
   return NULL;
 }
@@ -301,7 +327,7 @@ static rx_status shared_tensor(rx_rt_batcher *b, const rx_rt_batch_arg *a, rx_rt
  * device copy per run of consecutive source bytes. */
 static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
                        rx_rt_tensor **out) {
-  ab_src first, s, prev = {0};
+  ab_src first, s;
   resolve(b, &b->calls[batch[0]].args[i], &first);
   if (first.ndim + 1 > RX_RT_MAX_NDIM)
     return rx_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
@@ -319,23 +345,29 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
   shape[0] = (int64_t)g;
   memcpy(shape + 1, first.shape, sizeof(int64_t) * (size_t)first.ndim);
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, first.dtype, first.ndim + 1, shape, out));
-  size_t row = first.bytes, start = 0, run = 0; /* the run: rows [start, start + run) */
+  size_t row = first.bytes;
+  rx_rt_buffer *dst = rx_rt_tensor_buffer(*out);
   rx_status st = NULL;
-  for (size_t k = 0; k <= g && row && !st; k++) {
-    if (k < g) resolve(b, &b->calls[batch[k]].args[i], &s);
-    if (k < g && run && s.tensor == prev.tensor && s.offset == prev.offset + row) {
-      run++;
-    } else {
-      if (run) {
-        ab_src r0;
-        resolve(b, &b->calls[batch[start]].args[i], &r0);
-        st = rx_rt_buffer_copy(rx_rt_tensor_buffer(r0.tensor), r0.offset, rx_rt_tensor_buffer(*out),
-                               start * row, run * row);
-      }
-      start = k;
-      run = 1;
+  for (size_t k = 0, n = 1; k < g && row && !st; k += n) {
+    ab_src s0;
+    resolve(b, &b->calls[batch[k]].args[i], &s0);
+    /* rows [k, k + n): the same source repeated (a zero state), or consecutive source rows */
+    bool same = true;
+    for (n = 1; k + n < g; n++) {
+      resolve(b, &b->calls[batch[k + n]].args[i], &s);
+      bool next_same = s.tensor == s0.tensor && s.offset == s0.offset;
+      bool next_seq = s.tensor == s0.tensor && s.offset == s0.offset + n * row;
+      if (n == 1) same = next_same;
+      if (same ? !next_same : !next_seq) break;
     }
-    prev = s;
+    st = rx_rt_buffer_copy(rx_rt_tensor_buffer(s0.tensor), s0.offset, dst, k * row,
+                           same ? row : n * row);
+    /* a repeated row: doubled in place, log2(n) copies (each command sees the previous one's
+     * writes: relaxc/runtime.h, "Ordering") */
+    for (size_t done = 1; same && done < n && !st; done *= 2) {
+      size_t m = done < n - done ? done : n - done;
+      st = rx_rt_buffer_copy(dst, k * row, dst, (k + done) * row, m * row);
+    }
   }
   if (st) {
     rx_rt_tensor_release(*out);
@@ -497,7 +529,8 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
       break;
     }
     size_t g = 0;
-    for (size_t i = lead; i < b->ncalls; i++)
+    size_t max = b->fns[b->calls[lead].fn].max_batch; /* the rest: in the next round */
+    for (size_t i = lead; i < b->ncalls && g < max; i++)
       if (joins(b, &b->calls[lead], &b->calls[i])) batch[g++] = i;
     if ((st = run_batch(b, batch, g))) break;
   }

@@ -152,11 +152,17 @@ static bool dump_step_known(const char *step) {
   return false;
 }
 
-/* --batch FN[:SHARED,...]: adds FN_batched (passes/batch_fn.c); false after printing why not */
+/* --batch FN[:SHARED,...][@MAX]: adds FN_batched (passes/batch_fn.c), with the fact
+ * batch <= MAX when given; false after printing why not */
 static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
-  char *copy = rx_strdup(spec), *colon = strchr(copy, ':');
+  char *copy = rx_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':'), *end = NULL;
   const char *shared[64];
   size_t n = 0;
+  long long max = 0;
+  if (at) {
+    *at = '\0';
+    max = strtoll(at + 1, &end, 10);
+  }
   if (colon) {
     *colon = '\0';
     for (char *p = strtok(colon + 1, ","); p && n < RX_ARRAY_LEN(shared); p = strtok(NULL, ","))
@@ -164,7 +170,10 @@ static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   }
   char name[256];
   snprintf(name, sizeof name, "%s_batched", copy);
-  rx_status st = rx_batch_function(m, copy, shared, n, name);
+  rx_status st =
+      at && (end == at + 1 || *end || max < 1)
+          ? rx_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
+          : rx_batch_function(m, copy, shared, n, max, name);
   free(copy);
   if (!st) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));

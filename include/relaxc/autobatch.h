@@ -39,7 +39,8 @@ void rx_rt_batcher_release(rx_rt_batcher *b); /* NULL is fine; releases every re
 /* Registers function fn of the artifact with its batched form batched_fn (the same parameters,
  * those not shared with a leading batch dimension); shared[i] tells whether parameter i is
  * shared (passed as is; every call of one batch must pass the same tensor). nparams must be
- * fn's parameter count. */
+ * fn's parameter count. A batch holds at most N calls when batched_fn has the fact
+ * `batch <= N` (relaxc compile --batch FN:SHARED@N); more ready calls wait for the next round. */
 rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const char *batched_fn,
                                      const bool *shared, size_t nparams);
 
