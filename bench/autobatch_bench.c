@@ -5,8 +5,9 @@
  * device and ends synchronized with every output on the device; the time is the best of --reps
  * runs after one warm-up run, in wall-clock time and in the process's CPU time (all threads: on
  * lavapipe the device is the process's own worker threads, so CPU time is the work done, less
- * disturbed than wall time by other load on a shared machine). The batched run includes the batcher's stacking and splitting copies
- * and its bookkeeping; the one-at-a-time run copies each output out of planned storage.
+ * disturbed than wall time by other load on a shared machine). The batched run includes the
+ * batcher's stacking and splitting copies and its bookkeeping; the one-at-a-time run copies each
+ * output out of planned storage.
  *
  * usage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] [--leaves L]
  *                        [--lengths 1,7,16,17,100] [--reps R]
