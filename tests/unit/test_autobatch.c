@@ -113,14 +113,14 @@ static rx_module *make_module(const char *tree, const char *lstm) {
 static void check_signatures(rx_module *m) {
   char *text = rx_module_to_text(m);
   const char *want[] = {
-      "graph_fn lstm_cell_batched(x: f32[batch, 64], h: f32[batch, 64], c: f32[batch, 64], wx: "
-      "f32[64, 256], wh: f32[64, 256], b: f32[256]) -> (f32[batch, 64], f32[batch, 64]) where 1 <= "
-      "batch, batch <= 4 {",
-      "graph_fn tree_cell_batched(x: f32[batch, 64], hl: f32[batch, 64], cl: f32[batch, 64], hr: "
-      "f32[batch, 64], cr: f32[batch, 64], w: f32[64, 320], ul: f32[64, 320], ur: f32[64, 320], "
-      "b: f32[320]) -> (f32[batch, 64], f32[batch, 64])",
-      "graph_fn mix_batched(x: f32[batch, 3, 4], v: f32[batch, 4], m: f32[2, 3, 4], ms: f32[3, "
-      "3]) -> f32[batch, 44] where 1 <= batch {",
+      ("graph_fn lstm_cell_batched(x: f32[batch, 64], h: f32[batch, 64], c: f32[batch, 64], wx: "
+       "f32[64, 256], wh: f32[64, 256], b: f32[256]) -> (f32[batch, 64], f32[batch, 64]) where 1 "
+       "<= batch, batch <= 4 {"),
+      ("graph_fn tree_cell_batched(x: f32[batch, 64], hl: f32[batch, 64], cl: f32[batch, 64], hr: "
+       "f32[batch, 64], cr: f32[batch, 64], w: f32[64, 320], ul: f32[64, 320], ur: f32[64, 320], "
+       "b: f32[320]) -> (f32[batch, 64], f32[batch, 64])"),
+      ("graph_fn mix_batched(x: f32[batch, 3, 4], v: f32[batch, 4], m: f32[2, 3, 4], ms: f32[3, "
+       "3]) -> f32[batch, 44] where 1 <= batch {"),
       "split(g, sections=4, axis=1)",
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
