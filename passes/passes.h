@@ -81,6 +81,10 @@ bool rx_pass_dedup(rx_module *m, rx_diag *diag);
  * follow it. */
 bool rx_pass_short_names(rx_module *m, rx_diag *diag);
 
+/* passes/batch_fn.c: the batched form of a graph function (auto-batching, docs/autobatch.md). Not
+ * a step of the pipeline: the caller asks for it before rx_compile, so its entry point is the
+ * public rx_batch_function (relaxc/compiler.h; relaxc compile --batch). */
+
 /* passes/schedule/schedule.c: schedules every tensor program of m for target t in place (each
  * item's rx_tensor_fn* is replaced by the scheduled one; passes/schedule.h has the rules, the
  * contract of a scheduled program and rx_schedule for one program). */

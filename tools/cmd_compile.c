@@ -141,6 +141,47 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 #endif
 }
 
+/* Whether --dump-after names a step; prints the known ones when not. */
+static bool dump_step_known(const char *step) {
+  if (rx_compile_step_known(step)) return true;
+  rx_strbuf b = {0};
+  for (int i = 0; rx_compile_step_names[i]; i++)
+    rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
+  fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", step, b.data);
+  rx_strbuf_free(&b);
+  return false;
+}
+
+/* --batch FN[:SHARED,...][@MAX]: adds FN_batched (passes/batch_fn.c), with the fact
+ * batch <= MAX when given; false after printing why not */
+static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
+  char *copy = rx_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':'), *end = NULL;
+  const char *shared[64];
+  size_t n = 0;
+  long long max = 0;
+  if (at) {
+    *at = '\0';
+    max = strtoll(at + 1, &end, 10);
+  }
+  if (colon) {
+    *colon = '\0';
+    for (char *p = strtok(colon + 1, ","); p && n < RX_ARRAY_LEN(shared); p = strtok(NULL, ","))
+      shared[n++] = p;
+  }
+  char name[256];
+  snprintf(name, sizeof name, "%s_batched", copy);
+  rx_status st =
+      at && (end == at + 1 || *end || max < 1)
+          ? rx_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
+          : rx_batch_function(m, copy, shared, n, max, name);
+  free(copy);
+  if (!st) return true;
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+  rx_status_free(st);
+  *out_reported = true;
+  return false;
+}
+
 /* --dispatch LIB, --dispatch-min-rows N: 0 when taken, 2 after a usage error */
 static int dispatch_flag(const rx_cli_args *it, const char **library, long long *min_rows) {
   if (it->flag[10] == '\0') { /* --dispatch */
@@ -162,6 +203,8 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
+  const char *batches[8]; /* --batch FN[:SHARED,...] */
+  size_t nbatch = 0;
   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
@@ -181,6 +224,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       target = it.value;
     } else if (!strcmp(f, "--dump-after")) {
       o.dump_after = it.value;
+    } else if (!strcmp(f, "--batch")) {
+      if (nbatch == RX_ARRAY_LEN(batches))
+        return rx_cli_usage_error(cmd, "%s", "--batch given more than 8 times");
+      batches[nbatch++] = it.value;
     } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
     } else if (!strcmp(f, "--no-fuse")) {
@@ -203,15 +250,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
   if (!target)
     return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
-  if (o.dump_after && !rx_compile_step_known(o.dump_after)) {
-    rx_strbuf b = {0};
-    for (int i = 0; rx_compile_step_names[i]; i++)
-      rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
-    fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", o.dump_after,
-            b.data);
-    rx_strbuf_free(&b);
-    return 2;
-  }
+  if (o.dump_after && !dump_step_known(o.dump_after)) return 2;
   if (min_rows && !dispatch)
     return rx_cli_usage_error(cmd, "%s", "--dispatch-min-rows needs --dispatch cublas");
   rx_status tst = rx_compile_options_set_targets(&o, target);
@@ -268,6 +307,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   memset(&r, 0, sizeof r);
   bool reported = false; /* an error is printed already */
   bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
+  for (size_t i = 0; ok && i < nbatch; i++) ok = batch_flag(m, batches[i], &reported);
   ok = ok && rx_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);

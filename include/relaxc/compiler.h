@@ -213,6 +213,17 @@ rx_status rx_builder_finish(rx_builder *b, rx_node *result, rx_graph_fn **out_fn
 const char *rx_var_name(const rx_var *v);
 const rx_sinfo *rx_var_sinfo(const rx_var *v);
 
+/* ---- auto-batching (passes/batch_fn.c, docs/autobatch.md) ----
+ * Adds graph function out_name: fn over a batch of independent calls. Every tensor parameter not
+ * named in shared[0..nshared) gets a new leading symbolic dimension `batch` (shared ones, e.g.
+ * weights, and non-tensor parameters stay as they are), and the body is rewritten op by op
+ * (axes shifted, matmuls over rows, broadcasts aligned). max_batch > 0 adds the fact
+ * `batch <= max_batch` (storage planned at that bound, 32-bit indices in kernels); 0: none. An op
+ * that cannot be batched is an error naming the op, the binding and fn; m then has no out_name.
+ * Run it before rx_compile. */
+rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
+                            int64_t max_batch, const char *out_name);
+
 /* ---- tensor programs ----
  * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and
  * ifs open a scope closed by rx_tfn_end; statements go into the innermost open scope.

@@ -1,0 +1,75 @@
+/* relaxc/autobatch.h: the runtime batcher of independent calls (ACRoBat-style auto-batching,
+ * runtime/autobatch.c, docs/autobatch.md).
+ *
+ * A program with dynamic control flow (a TreeLSTM over parse trees, an RNN over sequences of
+ * different lengths) makes many small calls of one cell function. The caller submits them all,
+ * each with its arguments: tensors, or outputs of other submitted calls (its dependencies). The
+ * batcher then repeatedly takes every ready call of one function (all of its dependencies done)
+ * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
+ * stacks their batched arguments along a new leading axis (device copies; none where the calls
+ * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
+ * form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row of the
+ * outputs. A tree runs depth by depth, an RNN step by step over the sequences still running.
+ *
+ * Conventions as in relaxc/runtime.h: statuses name what failed; out-parameters are zeroed first;
+ * host memory comes from the artifact device's allocator; one thread at a time. */
+#ifndef RELAXC_AUTOBATCH_H
+#define RELAXC_AUTOBATCH_H
+
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rx_rt_batcher rx_rt_batcher;
+
+/* An argument of a submitted call: tensor (not NULL), or else output `output` of the call whose
+ * id is `call` (it may be submitted later, before rx_rt_batcher_run). */
+typedef struct rx_rt_batch_arg {
+  rx_rt_tensor *tensor;
+  size_t call;
+  size_t output;
+} rx_rt_batch_arg;
+
+/* A batcher over the functions of artifact a (which must have a device); retains a. */
+rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher);
+void rx_rt_batcher_release(rx_rt_batcher *b); /* NULL is fine; releases every result too */
+
+/* Registers function fn of the artifact with its batched form batched_fn (the same parameters,
+ * those not shared with a leading batch dimension); shared[i] tells whether parameter i is
+ * shared (passed as is; every call of one batch must pass the same tensor). nparams must be
+ * fn's parameter count. A batch holds at most N calls when batched_fn has the fact
+ * `batch <= N` (relaxc compile --batch FN:SHARED@N); more ready calls wait for the next round. */
+rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const char *batched_fn,
+                                     const bool *shared, size_t nparams);
+
+/* Submits a call of fn (registered) with n arguments; *out_call is its id (0, 1, ... in order).
+ * A tensor argument is retained; its dtype and rank are checked against fn's parameter. */
+rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_batch_arg *args,
+                               size_t n, size_t *out_call);
+
+/* Runs every submitted call not run yet, in batches. Errors: an argument naming a call that does
+ * not exist or an output it does not have, calls that wait on each other (a cycle), an output
+ * of the wrong dtype or rank for the parameter it feeds, and whatever the batched call reports
+ * (a shape mismatch names the batched function, the parameter and both shapes). After an error
+ * the calls not run stay pending. */
+rx_status rx_rt_batcher_run(rx_rt_batcher *b);
+
+/* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
+ * a device copy of its row of the batch's output); borrowed: valid until the batcher is
+ * released; retain it to keep it longer. */
+rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
+                               rx_rt_tensor **out_tensor);
+
+typedef struct rx_rt_batcher_stats {
+  size_t calls;         /* calls run */
+  size_t batched_calls; /* calls of batched forms made for them */
+  size_t max_batch;     /* the largest batch */
+} rx_rt_batcher_stats;
+void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
