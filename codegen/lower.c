@@ -290,6 +290,8 @@ static void see_stmt(lw *w, rx_stmt *s) {
     break;
   case RX_STMT_LET:
     see_tx(w, s->value);
+    /* a symbolic let's variable is the kernel's own, like a loop variable (not an argument) */
+    if (s->local->sym) rx_ptrvec_push(&w->loopvars, (void *)s->local->sym);
     break;
   case RX_STMT_ALLOC: {
     rx_buffer *b = s->buf;

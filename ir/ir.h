@@ -384,6 +384,14 @@ typedef struct rx_local {
   const char *name;
   rx_dtype dtype;
   rx_loc loc;
+  /* `let sym n = VALUE` (a symbolic let): the symbolic variable named n that the statement
+   * defines, NULL for a plain let. VALUE is an integer expression that may load from buffers
+   * (an offsets table: `indptr[i + 1] - indptr[i]`); n, an i64, may then appear in loop ranges
+   * and index arithmetic like a loop variable, visible to the following statements of its SEQ.
+   * References to n are RX_TX_SYM nodes over this variable, never RX_TX_LOCAL. A loop range
+   * written with a load (`for j in 0..indptr[i + 1] - indptr[i]`) is parsed as symbolic lets
+   * before the loop (ir/parser.c). */
+  const rx_expr *sym;
 } rx_local;
 
 typedef enum rx_tx_kind {

@@ -949,6 +949,17 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
       break;
     }
     check_tx(v, s->value);
+    if (s->local->sym) {
+      /* a symbolic let (ir.h, rx_local.sym): an integer, defining a symbolic variable */
+      if (!rx_dtype_is_int(s->value->dtype))
+        err(v, s->loc, "symbolic let '%s' needs an integer value, found %s", s->local->name,
+            rx_dtype_name(s->value->dtype));
+      reset(&v->vars, mv);
+      reset(&v->syms, ms);
+      reset(&v->loops, ml);
+      define_loop_var(v, s->local->sym, s->loc);
+      return;
+    }
     check_assign(v, s->value, s->local->dtype, "local", s->local->name);
     reset(&v->vars, mv); /* the local is visible after this statement: not reset below */
     reset(&v->syms, ms);
