@@ -11,8 +11,8 @@
 #include "ir.h"
 
 #include <setjmp.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -1288,8 +1288,8 @@ static bool bound_loads(P *p) {
       if (depth == 0) return false;
       depth--;
     }
-    if (depth == 0 && (t->kind == RX_TOK_DOTDOT || t->kind == RX_TOK_COMMA ||
-                       t->kind == RX_TOK_LBRACE))
+    if (depth == 0 &&
+        (t->kind == RX_TOK_DOTDOT || t->kind == RX_TOK_COMMA || t->kind == RX_TOK_LBRACE))
       return false;
     if (t->kind == RX_TOK_IDENT && ahead(p, k + 1)->kind == RX_TOK_LBRACKET) return true;
   }
@@ -1329,7 +1329,8 @@ static const rx_expr *bound(P *p, const char *var, const char *what, rx_stmt **l
   rx_tx *v = tx(p);
   if (v->kind == RX_TX_SYM) return v->sym;
   if (!rx_dtype_is_int(v->dtype))
-    fail_at(p, loc, "a loop bound that loads must be an integer, found %s", rx_dtype_name(v->dtype));
+    fail_at(p, loc, "a loop bound that loads must be an integer, found %s",
+            rx_dtype_name(v->dtype));
   rx_stmt *s = sym_let(p, bound_name(p, var, what), v, loc);
   lets[(*nlets)++] = s;
   return s->local->sym;
@@ -1392,7 +1393,8 @@ static rx_stmt *for_stmt(P *p, rx_loc loc) {
   for (int k = loops.n - 1; k >= 0; k--) {
     loops.d[k]->inner = inner;
     if (k > 0)
-      inner = heads.d[k]->kind == RX_STMT_SEQ ? heads.d[k] : seq_of(p, &heads.d[k], 1, loops.d[k]->loc);
+      inner =
+          heads.d[k]->kind == RX_STMT_SEQ ? heads.d[k] : seq_of(p, &heads.d[k], 1, loops.d[k]->loc);
   }
   return heads.d[0];
 }

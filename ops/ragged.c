@@ -35,9 +35,10 @@
 static bool check_indptr(rx_deduce_ctx *dc, const rx_node *call, int i) {
   const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, "indptr");
   if (!s) return false;
-  if ((s->dtype != RX_DTYPE_I32 && s->dtype != RX_DTYPE_UNKNOWN) || (s->ndim != 1 && s->ndim >= 0)) {
-    rx_deduce_error(dc, "%s expects indptr (argument %d) as i32[b + 1], got %s", call->op->name,
-                    i, rx_ops_str(dc, s));
+  if ((s->dtype != RX_DTYPE_I32 && s->dtype != RX_DTYPE_UNKNOWN) ||
+      (s->ndim != 1 && s->ndim >= 0)) {
+    rx_deduce_error(dc, "%s expects indptr (argument %d) as i32[b + 1], got %s", call->op->name, i,
+                    rx_ops_str(dc, s));
     return false;
   }
   return true;
@@ -61,8 +62,8 @@ static bool check_kv(rx_deduce_ctx *dc, const rx_node *call, int i, const char *
   if (!s) return false;
   bool bad = s->ndim != 3 || s->dtype != q->dtype;
   if (!bad && s->shape && q->shape)
-    bad = rx_ops_dim_eq(dc, s->shape[0], q->shape[0]) == RX_FALSE ||
-          rx_ops_dim_eq(dc, s->shape[2], q->shape[2]) == RX_FALSE;
+    bad = rx_ops_dim_eq(dc, s->shape[0], q->shape[0]) != RX_TRUE ||
+          rx_ops_dim_eq(dc, s->shape[2], q->shape[2]) != RX_TRUE;
   if (bad)
     rx_deduce_error(dc,
                     "ragged_attention expects %s (argument %d) as %s[total, KVH, d] with q's total "
@@ -82,7 +83,7 @@ const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *cal
       !check_indptr(dc, call, 3))
     return NULL;
   const rx_sinfo *k = call->args[1]->sinfo, *v = call->args[2]->sinfo;
-  if (k->shape && v->shape && rx_ops_dim_eq(dc, k->shape[1], v->shape[1]) == RX_FALSE) {
+  if (k->shape && v->shape && rx_ops_dim_eq(dc, k->shape[1], v->shape[1]) != RX_TRUE) {
     rx_deduce_error(dc, "ragged_attention expects k and v with the same heads, got %s and %s",
                     rx_ops_str(dc, k), rx_ops_str(dc, v));
     return NULL;
@@ -90,8 +91,8 @@ const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *cal
   if (q->shape && k->shape) {
     const rx_expr *h = q->shape[1], *kvh = k->shape[1];
     const rx_expr *rem = rx_expr_floormod(rx_ops_ctx(dc), h, kvh);
-    if (rx_ops_prove(dc, rx_expr_cmp(rx_ops_ctx(dc), RX_EXPR_EQ, rem, rx_expr_const(rx_ops_ctx(dc), 0))) ==
-        RX_FALSE) {
+    if (rx_ops_prove(dc, rx_expr_cmp(rx_ops_ctx(dc), RX_EXPR_EQ, rem,
+                                     rx_expr_const(rx_ops_ctx(dc), 0))) == RX_FALSE) {
       rx_deduce_error(dc, "ragged_attention expects q's heads (%s) a multiple of k's (%s)",
                       rx_ops_expr_str(dc, h), rx_ops_expr_str(dc, kvh));
       return NULL;
@@ -108,6 +109,12 @@ const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *cal
  * an operand is not a shaped tensor. */
 static const char *rows_text(lz_ctx *l, const lz_opnd *indptr) {
   return lz_ex(l, rx_expr_sub(l->cx, indptr->shape[0], rx_expr_const(l->cx, 1)));
+}
+
+/* Offset indptr[at] clamped into 0 .. total: a bad table (rx_rt_check_indptr) never makes a
+ * kernel read or write outside the packed rows. */
+static const char *offset(lz_ctx *l, const lz_opnd *indptr, const char *at, const rx_expr *total) {
+  return lz_str(l, "min(max(i64(%s[%s]), 0), %s)", indptr->name, at, lz_ex(l, total));
 }
 
 static bool tensors(lz_ctx *l, int n) {
@@ -136,8 +143,8 @@ void lz_gen_ragged_softmax(lz_ctx *l) {
   }
   l->ind++;
   const char *lo = lz_fresh(l, "lo"), *hi = lz_fresh(l, "hi");
-  lz_line(l, "let sym %s = %s[%s]", lo, ip->name, s);
-  lz_line(l, "let sym %s = %s[%s + 1]", hi, ip->name, s);
+  lz_line(l, "let sym %s = %s", lo, offset(l, ip, s, x->shape[0]));
+  lz_line(l, "let sym %s = %s", hi, offset(l, ip, lz_str(l, "%s + 1", s), x->shape[0]));
   const char *xi[2] = {j, h};
   const char *xv = lz_up(l, t, lz_load(l, x, xi));
   const char *mx = lz_fresh(l, "mx"), *sm = lz_fresh(l, "sm"), *inv = lz_fresh(l, "inv");
@@ -175,8 +182,8 @@ void lz_gen_ragged_attention(lz_ctx *l) {
   const char *tv = lz_loopvar(l, "t"), *h = lz_loopvar(l, "h"), *s = lz_loopvar(l, "s");
   const char *j = lz_loopvar(l, "j"), *c = lz_loopvar(l, "c");
   /* the kv head of query head h: h // (H / KVH) */
-  const char *kh = lz_ex(l, rx_expr_floordiv(l->cx, rx_expr_var(l->cx, h),
-                                             rx_expr_floordiv(l->cx, hq, hkv)));
+  const char *kh =
+      lz_ex(l, rx_expr_floordiv(l->cx, rx_expr_var(l->cx, h), rx_expr_floordiv(l->cx, hq, hkv)));
   lz_line(l, "for %s in 0..%s, %s in 0..%s {", tv, lz_ex(l, q->shape[0]), h, lz_ex(l, hq));
   l->ind++;
   lz_line(l, "for %s in 0..%s {", s, rows_text(l, ip));
@@ -186,7 +193,7 @@ void lz_gen_ragged_attention(lz_ctx *l) {
   const char *lo = lz_fresh(l, "lo"), *acc = lz_fresh(l, "acc"), *ml = lz_fresh(l, "ml");
   const char *sc = lz_fresh(l, "sc"), *sv = lz_fresh(l, "sv"), *mn = lz_fresh(l, "mn");
   const char *cf = lz_fresh(l, "cf"), *pv = lz_fresh(l, "pv");
-  lz_line(l, "let sym %s = %s[%s]", lo, ip->name, s);
+  lz_line(l, "let sym %s = %s", lo, offset(l, ip, s, q->shape[0]));
   lz_line(l, "alloc %s: f32[%lld] local", acc, (long long)d);
   lz_line(l, "alloc %s: f32[2] local", ml);
   lz_line(l, "alloc %s: f32[1] local", sc);
