@@ -57,6 +57,7 @@ typedef struct P {
   rx_ptrmap visible_at;   /* interned name -> its index in visible when pushed (may be stale) */
   /* tensor program being parsed */
   AVEC(tname) tvis;
+  AVEC(const char *) symlets; /* names of the symbolic lets parsed so far (fresh bound names) */
 } P;
 
 static void *grow(P *p, void *old, int n, int *cap, size_t size) {
@@ -1299,6 +1300,7 @@ static bool bound_loads(P *p) {
 static rx_stmt *sym_let(P *p, const char *name, rx_tx *value, rx_loc loc) {
   rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LET, loc);
   rx_local *l = rx_module_alloc(p->m, sizeof *l);
+  APUSH(p, &p->symlets, name);
   l->name = name;
   l->loc = loc;
   l->dtype = RX_DTYPE_I64;
@@ -1308,7 +1310,9 @@ static rx_stmt *sym_let(P *p, const char *name, rx_tx *value, rx_loc loc) {
   return s;
 }
 
-/* A fresh name for the symbolic let of a loop bound: base_lo / base_hi, numbered when taken. */
+/* A fresh name for the symbolic let of a loop bound: base_lo / base_hi, numbered when taken by
+ * a buffer, a local or any symbolic let before it (the printer flattens the lets into the
+ * enclosing block, where two of one name would clash). */
 static const char *bound_name(P *p, const char *var, const char *what) {
   char buf[160];
   for (int k = 0;; k++) {
@@ -1317,7 +1321,9 @@ static const char *bound_name(P *p, const char *var, const char *what) {
     else
       snprintf(buf, sizeof buf, "%.100s_%s", var, what);
     const char *n = rx_module_intern(p->m, buf, strlen(buf));
-    if (!lookup_tname(p, n)) return n;
+    bool taken = lookup_tname(p, n) != NULL;
+    for (int i = 0; i < p->symlets.n && !taken; i++) taken = p->symlets.d[i] == n;
+    if (!taken) return n;
   }
 }
 
