@@ -526,7 +526,20 @@ static const rx_sinfo *sinfo_body(P *p) {
   }
   const rx_expr **dims;
   int n = sym_list(p, &dims, RX_TOK_RBRACKET, "',' or ']' in a tensor shape");
-  return rx_sinfo_tensor(m, dt, n, dims);
+  const rx_sinfo *s = rx_sinfo_tensor(m, dt, n, dims);
+  if (!is_kw(p, "ragged") || ahead(p, 1)->kind != RX_TOK_LPAREN) return s;
+  /* `ragged(indptr, b)` (ir.h, rx_sinfo.ragged_by) */
+  rx_loc rl = cur(p)->loc;
+  next(p);
+  next(p);
+  if (n < 1) fail_at(p, rl, "a ragged tensor has a leading axis to pack its rows in");
+  if (!is(p, RX_TOK_IDENT)) fail_expected(p, "the name of the offsets (indptr) in ragged(...)");
+  const char *by = tok_text(p, cur(p));
+  next(p);
+  expect(p, RX_TOK_COMMA, "',' and the number of rows in ragged(indptr, rows)");
+  const rx_expr *rows = sym(p);
+  expect(p, RX_TOK_RPAREN, "')' after ragged(indptr, rows)");
+  return rx_sinfo_ragged(m, s, by, rows);
 }
 
 static const rx_sinfo *sinfo(P *p) {
