@@ -16,6 +16,9 @@
  * x [total] and [total, 3] (f32, f16); ragged_attention f32 H=4 KVH=2 d=16 (GQA), f32 H=2 KVH=2
  * d=64, f16 H=2 KVH=1 d=8 with scale 0.3. Row-wise ops on the packed form (rms_norm, matmul by a
  * weight, add) keep `total` symbolic and run at the same totals against a C reference.
+ * Hand-written programs with loaded loop bounds (rows reversed in place; row sums by a reduce
+ * over loaded bounds) go through the schedules (the fallback rule takes them: loops whose
+ * bounds load run serially inside a thread) and run at the same lengths.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 1e-5 (f32 math over at
  * most 100 keys against double), f16 outputs 2e-3 (one rounding to f16 of an f32 result; the
@@ -72,7 +75,8 @@ typedef struct prog {
   rx_rt_library *lib; /* on Vulkan */
 } prog;
 
-/* Legalizes the op call of `main` in text and compiles its program for every target. */
+/* Legalizes the op call of `main` in text (or takes the tensor program `prog` when there is no
+ * `main`) and compiles its program for every target. */
 static bool prog_build(prog *p, const char *text, const char *what) {
   memset(p, 0, sizeof *p);
   snprintf(p->what, sizeof p->what, "%s", what);
@@ -82,7 +86,10 @@ static bool prog_build(prog *p, const char *text, const char *what) {
   rx_diag d;
   rx_diag_init(&d);
   bool ok = rx_parse_module(p->m, what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
-  if (ok) {
+  if (ok && !rx_module_graph_fn(p->m, "main")) { /* a hand-written program */
+    p->f = rx_module_tensor_fn(p->m, "prog");
+    ok = p->f && rx_module_verify(p->m, &d);
+  } else if (ok) {
     rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
     const rx_node *call = g->body.blocks[0]->bindings[0]->value;
     p->f = rx_legalize_call(p->m, call, "prog", &d);
@@ -229,6 +236,7 @@ static bool make_inputs(const prog *p, const lens *c, rxk_env *e, rxk_buffers *i
   for (int i = 0; i < e->n; i++) {
     if (!strcmp(e->vars[i]->name, "total")) e->values[i] = indptr[c->n];
     if (!strcmp(e->vars[i]->name, "nb")) e->values[i] = c->n + 1;
+    if (!strcmp(e->vars[i]->name, "b")) e->values[i] = c->n;
   }
   char why[256];
   if (!rxk_make_buffers(p->f, e, in, why, sizeof why)) {
@@ -509,6 +517,64 @@ static void test_rowwise(void) {
 }
 
 /* ------------------------------------------------------------------------------------------
+ * hand-written programs with loaded loop bounds, through every schedule rule that takes them
+ * ------------------------------------------------------------------------------------------ */
+
+static void test_programs(void) {
+  static const char *const texts[] = {
+      /* each row reversed, times 2: loop bounds from indptr, an index from its entries */
+      "tensor_fn prog(x: f32[total], indptr: i32[nb], out y: f32[total]) {\n"
+      "  for s in 0..nb - 1 {\n"
+      "    for j in indptr[s]..indptr[s + 1] {\n"
+      "      y[j] = x[i64(indptr[s]) + i64(indptr[s + 1]) - 1 - j] * 2.0\n"
+      "    }\n"
+      "  }\n"
+      "}\n",
+      /* row sums: a reduce over loaded bounds */
+      "tensor_fn prog(x: f32[total], indptr: i32[b + 1], out y: f32[b]) {\n"
+      "  for s in 0..b {\n"
+      "    alloc acc: f32[1] local\n"
+      "    reduce j in indptr[s]..indptr[s + 1] {\n"
+      "      init { acc[0] = 0.0 }\n"
+      "      update { acc[0] = acc[0] + x[j] }\n"
+      "    }\n"
+      "    y[s] = acc[0]\n"
+      "  }\n"
+      "}\n",
+  };
+  static const char *const names[] = {"program: rows reversed", "program: row sums (reduce)"};
+  for (int pi = 0; pi < 2; pi++) {
+    prog p;
+    if (!prog_build(&p, texts[pi], names[pi])) {
+      prog_free(&p);
+      continue;
+    }
+    for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
+      rxk_env e;
+      rxk_buffers in;
+      int indptr[16];
+      if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
+      const float *x = param(&p, &in, 0)->data;
+      int total = indptr[cases[k].n];
+      double *want = rx_calloc((size_t)total + 16, sizeof(double));
+      for (int s = 0; s < cases[k].n; s++)
+        for (int j = indptr[s]; j < indptr[s + 1]; j++) {
+          if (pi == 0)
+            want[j] = 2.0 * x[indptr[s] + indptr[s + 1] - 1 - j];
+          else
+            want[s] += x[j];
+        }
+      char at[128];
+      lens_text(&cases[k], at, sizeof at);
+      run_case(&p, &e, &in, want, at);
+      free(want);
+      rxk_free_buffers(&in);
+    }
+    prog_free(&p);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------
  * bad input
  * ------------------------------------------------------------------------------------------ */
 
@@ -581,6 +647,7 @@ int main(int argc, char **argv) {
   test_softmax();
   test_attention();
   test_rowwise();
+  test_programs();
   char why[600];
   if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32],
