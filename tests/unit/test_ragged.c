@@ -30,11 +30,9 @@
  * decreasing entry, a first entry that is not 0, a wrong length: errors naming the entry.
  *
  * usage: test_ragged TESTS_DIR [FILTER] */
-#include "support_pipeline.h"
-#include "support_runtime.h"
+#include "support_oneop.h"
 
 #include "interp/interp.h"
-#include "ops/legalize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -49,9 +47,7 @@ static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
 static const char *filter;
 static double worst[RX_DTYPE_COUNT]; /* the largest normalized error seen per output dtype */
 
-static const char *const targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
-                                      "vulkan",           "metal-apple7",     "vulkan-nvidia"};
-#define NTARGETS ((int)RX_ARRAY_LEN(targets))
+#define NTARGETS RXK_ONEOP_TARGETS
 
 /* The sets of sequence lengths every op runs at. */
 typedef struct lens {
@@ -67,64 +63,14 @@ static const lens cases[] = {
  * programs: one op legalized, compiled for every target
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct prog {
-  char what[200];
-  rx_module *m;
-  rx_tensor_fn *f;
-  rxk_prepared tp[NTARGETS];
-  rx_rt_library *lib; /* on Vulkan */
-} prog;
+typedef rxk_oneop prog;
 
-/* Legalizes the op call of `main` in text (or takes the tensor program `prog` when there is no
- * `main`) and compiles its program for every target. */
 static bool prog_build(prog *p, const char *text, const char *what) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->what, sizeof p->what, "%s", what);
-  if (filter && !strstr(what, filter)) return false;
-  printf("%s\n", what);
-  p->m = rx_module_new();
-  rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(p->m, what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
-  if (ok && !rx_module_graph_fn(p->m, "main")) { /* a hand-written program */
-    p->f = rx_module_tensor_fn(p->m, "prog");
-    ok = p->f && rx_module_verify(p->m, &d);
-  } else if (ok) {
-    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
-    const rx_node *call = g->body.blocks[0]->bindings[0]->value;
-    p->f = rx_legalize_call(p->m, call, "prog", &d);
-    ok = p->f && rx_module_verify(p->m, &d);
-  }
-  if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s", what, rx_diag_text(&d));
-  rx_diag_free(&d);
-  if (!ok) return false;
-  for (int i = 0; i < NTARGETS; i++) {
-    const rx_target *t;
-    rx_status ts = rx_target_parse(targets[i], &t);
-    RX_ASSERT(!ts);
-    rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
-  }
-  if (vk.dev) {
-    rx_strbuf msg = {0};
-    if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
-      rxk_fail(&st, "%s: compiling for %s: %s", what, vk.target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
-  }
-  return true;
+  return rxk_oneop_build(p, text, what, "prog", filter, &st, &vk);
 }
 
-static void prog_free(prog *p) {
-  for (int i = 0; i < NTARGETS; i++) rxk_release(&p->tp[i]);
-  rx_rt_library_release(p->lib);
-  if (p->m) rx_module_free(p->m);
-}
-
-/* The buffer of the op's argument k (the program's k-th buffer parameter). */
 static rx_interp_arg *param(const prog *p, rxk_buffers *b, int k) {
-  for (int i = 0; i < p->f->nparams; i++)
-    if (p->f->params[i]->kind == RX_PARAM_BUFFER && k-- == 0) return &b->arg[i];
-  RX_ASSERT(!"no such parameter");
-  return NULL;
+  return rxk_oneop_param(p, b, k);
 }
 
 /* The index of the program's only output parameter. */
@@ -243,7 +189,10 @@ static bool make_inputs(const prog *p, const lens *c, rxk_env *e, rxk_buffers *i
     rxk_fail(&st, "%s: %s", p->what, why);
     return false;
   }
-  memcpy(param(p, in, p->f->nparams - 2)->data, indptr, sizeof(int) * (size_t)(c->n + 1));
+  /* the offsets: the last input (row-wise programs have none) */
+  rx_interp_arg *ip = param(p, in, p->f->nparams - 2);
+  if (p->f->params[p->f->nparams - 2]->buf->dtype == RX_DTYPE_I32)
+    memcpy(ip->data, indptr, sizeof(int) * (size_t)(c->n + 1));
   rx_status s = rx_rt_check_indptr(indptr, c->n + 1, indptr[c->n]);
   if (s) rxk_fail(&st, "%s: a valid indptr is refused: %s", p->what, rx_status_message(s));
   rx_status_free(s);
@@ -262,6 +211,33 @@ static int max_len(const lens *c) {
   for (int s = 0; s < c->n; s++)
     if (c->len[s] > m) m = c->len[s];
   return m;
+}
+
+/* The reference of one case: the output of p on `in` (lengths c, offsets indptr) into want. */
+typedef void ref_fn(const void *cfg, const lens *c, const int *indptr, const prog *p,
+                    rxk_buffers *in, double *want);
+
+/* Builds text's program and runs it at every set of lengths against ref. */
+static void run_cases(const char *text, const char *what, ref_fn *ref, const void *cfg) {
+  prog p;
+  if (!prog_build(&p, text, what)) {
+    rxk_oneop_free(&p);
+    return;
+  }
+  for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
+    rxk_env e;
+    rxk_buffers in;
+    int indptr[16];
+    if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
+    double *want = rx_calloc(count_of(&in.arg[out_index(&p)]) + 1, sizeof(double));
+    ref(cfg, &cases[k], indptr, &p, &in, want);
+    char at[128];
+    lens_text(&cases[k], at, sizeof at);
+    run_case(&p, &e, &in, want, at);
+    free(want);
+    rxk_free_buffers(&in);
+  }
+  rxk_oneop_free(&p);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -289,14 +265,21 @@ static void ref_softmax(const lens *c, const int *indptr, const rx_interp_arg *x
   free(pad);
 }
 
+typedef struct softmax_cfg {
+  rx_dtype t;
+  int hh; /* 0: x [total] */
+} softmax_cfg;
+
+static void softmax_want(const void *cfg, const lens *c, const int *indptr, const prog *p,
+                         rxk_buffers *in, double *want) {
+  const softmax_cfg *sc = cfg;
+  ref_softmax(c, indptr, param(p, in, 0), sc->t, sc->hh ? sc->hh : 1, want);
+}
+
 static void test_softmax(void) {
-  static const struct {
-    rx_dtype t;
-    int hh; /* 0: x [total] */
-  } cfgs[] = {{RX_DTYPE_F32, 0}, {RX_DTYPE_F32, 3}, {RX_DTYPE_F16, 3}};
+  static const softmax_cfg cfgs[] = {{RX_DTYPE_F32, 0}, {RX_DTYPE_F32, 3}, {RX_DTYPE_F16, 3}};
   for (size_t ci = 0; ci < RX_ARRAY_LEN(cfgs); ci++) {
     const char *t = rx_dtype_name(cfgs[ci].t);
-    int hh = cfgs[ci].hh ? cfgs[ci].hh : 1;
     char text[512], what[128], dims[32] = "total";
     if (cfgs[ci].hh) snprintf(dims, sizeof dims, "total, %d", cfgs[ci].hh);
     snprintf(text, sizeof text,
@@ -304,26 +287,7 @@ static void test_softmax(void) {
              "  return y\n}\n",
              t, dims);
     snprintf(what, sizeof what, "ragged_softmax %s[%s]", t, dims);
-    prog p;
-    if (!prog_build(&p, text, what)) {
-      prog_free(&p);
-      continue;
-    }
-    for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
-      rxk_env e;
-      rxk_buffers in;
-      int indptr[16];
-      if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
-      int total = indptr[cases[k].n];
-      double *want = rx_malloc(sizeof(double) * (size_t)(total * hh + 1));
-      ref_softmax(&cases[k], indptr, param(&p, &in, 0), cfgs[ci].t, hh, want);
-      char at[128];
-      lens_text(&cases[k], at, sizeof at);
-      run_case(&p, &e, &in, want, at);
-      free(want);
-      rxk_free_buffers(&in);
-    }
-    prog_free(&p);
+    run_cases(text, what, softmax_want, &cfgs[ci]);
   }
 }
 
@@ -392,6 +356,11 @@ static void ref_attention(const attn_cfg *c, const lens *ln, const int *indptr,
   free(sc);
 }
 
+static void attention_want(const void *cfg, const lens *c, const int *indptr, const prog *p,
+                           rxk_buffers *in, double *want) {
+  ref_attention(cfg, c, indptr, param(p, in, 0), param(p, in, 1), param(p, in, 2), want);
+}
+
 static void test_attention(void) {
   static const attn_cfg cfgs[] = {
       {RX_DTYPE_F32, 4, 2, 16, 0}, {RX_DTYPE_F32, 2, 2, 64, 0}, {RX_DTYPE_F16, 2, 1, 8, 0.3}};
@@ -406,27 +375,7 @@ static void test_attention(void) {
              t, c->h, c->d, t, c->kvh, c->d, t, c->kvh, c->d, scale);
     snprintf(what, sizeof what, "ragged_attention %s H=%d KVH=%d d=%d%s", t, c->h, c->kvh, c->d,
              scale);
-    prog p;
-    if (!prog_build(&p, text, what)) {
-      prog_free(&p);
-      continue;
-    }
-    for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
-      rxk_env e;
-      rxk_buffers in;
-      int indptr[16];
-      if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
-      size_t n = (size_t)indptr[cases[k].n] * c->h * c->d;
-      double *want = rx_malloc(sizeof(double) * (n ? n : 1));
-      ref_attention(c, &cases[k], indptr, param(&p, &in, 0), param(&p, &in, 1), param(&p, &in, 2),
-                    want);
-      char at[128];
-      lens_text(&cases[k], at, sizeof at);
-      run_case(&p, &e, &in, want, at);
-      free(want);
-      rxk_free_buffers(&in);
-    }
-    prog_free(&p);
+    run_cases(text, what, attention_want, c);
   }
 }
 
@@ -461,64 +410,61 @@ static void ref_rowwise(int op, const rx_interp_arg *x, const rx_interp_arg *w, 
   }
 }
 
+static void rowwise_want(const void *cfg, const lens *c, const int *indptr, const prog *p,
+                         rxk_buffers *in, double *want) {
+  ref_rowwise(*(const int *)cfg, param(p, in, 0), param(p, in, 1), indptr[c->n], want);
+}
+
 static void test_rowwise(void) {
   static const struct {
     const char *params, *call, *want; /* want: the deduced struct info of y */
   } ops[] = {
-      {"x: f32[total, 32], w: f32[32], indptr: i32[nb]", "rms_norm(x, w)", "f32[total, 32]"},
-      {"x: f32[total, 32], w: f32[32, 24], indptr: i32[nb]", "matmul(x, w)", "f32[total, 24]"},
+      {"x: f32[total, 32] ragged(indptr, nb - 1), w: f32[32], indptr: i32[nb]", "rms_norm(x, w)",
+       "f32[total, 32] ragged(indptr, nb - 1)"},
+      {"x: f32[total, 32] ragged(indptr, nb - 1), w: f32[32, 24], indptr: i32[nb]", "matmul(x, w)",
+       "f32[total, 24] ragged(indptr, nb - 1)"},
       {"x: f32[total, 32], indptr: i32[nb]", "add(x, x)", "f32[total, 32]"},
   };
+  static const int ids[] = {0, 1, 2};
   for (int oi = 0; oi < (int)RX_ARRAY_LEN(ops); oi++) {
     char text[512], what[128];
     snprintf(text, sizeof text, "graph_fn main(%s) {\n  y = %s\n  return y\n}\n", ops[oi].params,
              ops[oi].call);
     snprintf(what, sizeof what, "packed %s", ops[oi].call);
-    prog p;
-    if (!prog_build(&p, text, what)) {
-      prog_free(&p);
-      continue;
-    }
-    /* the deduced result keeps total symbolic */
-    rx_graph_fn *g = rx_module_graph_fn(p.m, "main");
+    /* the deduced result keeps total symbolic (and the ragged annotation) */
+    rx_module *m = NULL;
+    char *msg = rxk_verify_text(what, text, &m);
     rx_strbuf sb = {0};
-    rx_sinfo_print(&sb, g->body.blocks[0]->bindings[0]->var->sinfo);
-    if (strcmp(sb.data, ops[oi].want))
-      rxk_fail(&st, "%s: deduced %s, want %s", what, sb.data, ops[oi].want);
+    if (m)
+      rx_sinfo_print(&sb, rx_module_graph_fn(m, "main")->body.blocks[0]->bindings[0]->var->sinfo);
+    if (!m || strcmp(sb.data, ops[oi].want))
+      rxk_fail(&st, "%s: deduced %s, want %s (%s)", what, sb.data ? sb.data : "nothing",
+               ops[oi].want, msg ? msg : "");
     else
       st.passed++;
     rx_strbuf_free(&sb);
-    for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
-      rxk_env e;
-      rxk_buffers in;
-      int indptr[16];
-      /* the program has no indptr (row-wise ops never read it): total only */
-      indptr[0] = 0;
-      for (int s = 0; s < cases[k].n; s++) indptr[s + 1] = indptr[s] + cases[k].len[s];
-      int total = indptr[cases[k].n];
-      rxk_program_vars(p.f, &e);
-      for (int i = 0; i < e.n; i++)
-        if (!strcmp(e.vars[i]->name, "total")) e.values[i] = total;
-      char why[256];
-      if (!rxk_make_buffers(p.f, &e, &in, why, sizeof why)) {
-        rxk_fail(&st, "%s: %s", what, why);
-        continue;
-      }
-      double *want = rx_malloc(sizeof(double) * (size_t)(total * RW_DIM + 1));
-      ref_rowwise(oi, param(&p, &in, 0), param(&p, &in, 1), total, want);
-      char at[128];
-      lens_text(&cases[k], at, sizeof at);
-      run_case(&p, &e, &in, want, at);
-      free(want);
-      rxk_free_buffers(&in);
-    }
-    prog_free(&p);
+    free(msg);
+    if (m) rx_module_free(m);
+    run_cases(text, what, rowwise_want, &ids[oi]);
   }
 }
 
 /* ------------------------------------------------------------------------------------------
  * hand-written programs with loaded loop bounds, through every schedule rule that takes them
  * ------------------------------------------------------------------------------------------ */
+
+static void programs_want(const void *cfg, const lens *c, const int *indptr, const prog *p,
+                          rxk_buffers *in, double *want) {
+  int pi = *(const int *)cfg;
+  const float *x = param(p, in, 0)->data;
+  for (int s = 0; s < c->n; s++)
+    for (int j = indptr[s]; j < indptr[s + 1]; j++) {
+      if (pi == 0)
+        want[j] = 2.0 * x[indptr[s] + indptr[s + 1] - 1 - j];
+      else
+        want[s] += x[j];
+    }
+}
 
 static void test_programs(void) {
   static const char *const texts[] = {
@@ -543,35 +489,8 @@ static void test_programs(void) {
       "}\n",
   };
   static const char *const names[] = {"program: rows reversed", "program: row sums (reduce)"};
-  for (int pi = 0; pi < 2; pi++) {
-    prog p;
-    if (!prog_build(&p, texts[pi], names[pi])) {
-      prog_free(&p);
-      continue;
-    }
-    for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
-      rxk_env e;
-      rxk_buffers in;
-      int indptr[16];
-      if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
-      const float *x = param(&p, &in, 0)->data;
-      int total = indptr[cases[k].n];
-      double *want = rx_calloc((size_t)total + 16, sizeof(double));
-      for (int s = 0; s < cases[k].n; s++)
-        for (int j = indptr[s]; j < indptr[s + 1]; j++) {
-          if (pi == 0)
-            want[j] = 2.0 * x[indptr[s] + indptr[s + 1] - 1 - j];
-          else
-            want[s] += x[j];
-        }
-      char at[128];
-      lens_text(&cases[k], at, sizeof at);
-      run_case(&p, &e, &in, want, at);
-      free(want);
-      rxk_free_buffers(&in);
-    }
-    prog_free(&p);
-  }
+  static const int ids[] = {0, 1};
+  for (int pi = 0; pi < 2; pi++) run_cases(texts[pi], names[pi], programs_want, &ids[pi]);
 }
 
 /* ------------------------------------------------------------------------------------------
