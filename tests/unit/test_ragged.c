@@ -519,6 +519,9 @@ static void test_errors(void) {
       {"graph_fn main(q: f32[total, 4, 8], k: f32[total, 3, 8], indptr: i32[nb]) {\n"
        "  y = ragged_attention(q, k, k, indptr)\n  return y\n}\n",
        "a multiple of k's"},
+      {"graph_fn main(x: f32[total] ragged(a, nb - 1), a: i32[nb], b: i32[nb]) {\n"
+       "  y = ragged_softmax(x, b)\n  return y\n}\n",
+       "ragged_softmax: argument 0 is ragged by 'a', but the offsets given are 'b'"},
       {"tensor_fn f(x: f32[n], out y: f32[n]) {\n  let sym m = x[0]\n  y[0] = 0.0\n}\n",
        "a symbolic let needs an integer value, found f32"},
       {"tensor_fn f(x: f32[n], out y: f32[n]) {\n  for j in 0..x[0] {\n    y[j] = 0.0\n  }\n}\n",
