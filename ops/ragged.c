@@ -112,9 +112,10 @@ static const char *rows_text(lz_ctx *l, const lz_opnd *indptr) {
 }
 
 /* Offset indptr[at] clamped into 0 .. total: a bad table (rx_rt_check_indptr) never makes a
- * kernel read or write outside the packed rows. */
+ * kernel read or write outside the packed rows. An i32, like the table's entries: lowering then
+ * bounds the loop ranges it makes and can keep 32-bit indices. */
 static const char *offset(lz_ctx *l, const lz_opnd *indptr, const char *at, const rx_expr *total) {
-  return lz_str(l, "min(max(i64(%s[%s]), 0), %s)", indptr->name, at, lz_ex(l, total));
+  return lz_str(l, "min(max(%s[%s], 0), i32(%s))", indptr->name, at, lz_ex(l, total));
 }
 
 static bool tensors(lz_ctx *l, int n) {
