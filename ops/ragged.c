@@ -105,8 +105,7 @@ const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *cal
  * legalization
  * ------------------------------------------------------------------------------------------ */
 
-/* The tensor operands and the row count b (indptr's length - 1) as text; false, reported, when
- * an operand is not a shaped tensor. */
+/* The number of sequences b (indptr's length - 1) as text. */
 static const char *rows_text(lz_ctx *l, const lz_opnd *indptr) {
   return lz_ex(l, rx_expr_sub(l->cx, indptr->shape[0], rx_expr_const(l->cx, 1)));
 }
@@ -118,6 +117,7 @@ static const char *offset(lz_ctx *l, const lz_opnd *indptr, const char *at, cons
   return lz_str(l, "min(max(%s[%s], 0), i32(%s))", indptr->name, at, lz_ex(l, total));
 }
 
+/* Are the first n operands tensors of known shape? False, reported, when one is not. */
 static bool tensors(lz_ctx *l, int n) {
   for (int i = 0; i < n; i++) {
     lz_opnd *o = lz_arg(l, i);
