@@ -1562,6 +1562,12 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   }
   case RX_STMT_LET:
     cg_indent(p, o);
+    if (s->local->sym) { /* a symbolic let: an index like a loop variable */
+      rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, cg_name(p, s->local->name));
+      pt_as(p, o, s->value, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32);
+      rx_strbuf_append(o, ";\n");
+      break;
+    }
     rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, tname(p, s->local->dtype),
                      cg_name(p, s->local->name));
     pt_as(p, o, s->value, s->local->dtype);

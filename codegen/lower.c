@@ -299,6 +299,18 @@ static void see_stmt(lw *w, rx_stmt *s) {
     break;
   case RX_STMT_LET:
     see_tx(w, s->value);
+    /* a symbolic let's variable is the kernel's own, like a loop variable (not an argument); an
+     * i32 value bounds it (so that 32-bit indices may do), for the following statements of the
+     * enclosing SEQ (whose reset drops it) */
+    if (s->local->sym) {
+      rx_ptrvec_push(&w->loopvars, (void *)s->local->sym);
+      if (s->value->dtype == RX_DTYPE_I32) {
+        rx_expr_ctx *cx = w->ck->m->ctx;
+        rx_analyzer_bind_range(w->an, s->local->sym, rx_expr_const(cx, I32_MIN),
+                               rx_expr_const(cx, (int64_t)I32_MAX - I32_MIN + 1));
+        return;
+      }
+    }
     break;
   case RX_STMT_ALLOC: {
     rx_buffer *b = s->buf;

@@ -2428,8 +2428,9 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     }
     c = cst_new(rs, C_LET, s);
     c->value = coerce(rs, compile_tx(rs, s->value), s->local->dtype);
-    c->slot = slot_of(rs, s->local);
-    rx_ptrvec_push(&rs->scope, s->local);
+    /* a symbolic let defines its variable, read by compile_sym like a loop variable's */
+    c->slot = slot_of(rs, s->local->sym ? (const void *)s->local->sym : s->local);
+    rx_ptrvec_push(&rs->scope, s->local->sym ? (void *)s->local->sym : s->local);
     return rs->cerr ? NULL : c;
   case RX_STMT_ALLOC: {
     rx_buffer *b = s->buf;

@@ -50,6 +50,14 @@ struct rx_sinfo {
   const rx_sinfo **fields;
   int nfields;         /* TUPLE, FUNC params */
   const rx_sinfo *ret; /* FUNC */
+  /* TENSOR: `f16[total, 4096] ragged(indptr, b)`: the leading axis packs b rows (sequences) of
+   * different lengths, row s being indices indptr[s] .. indptr[s + 1] - 1, where indptr names a
+   * parameter or an earlier binding of the function of struct info i32[b + 1] (the verifier
+   * checks it). An annotation about the values, not the shape: rx_sinfo_equal ignores it, and
+   * shape deduction keeps it through row-wise ops (ops/normalize.c). docs/ops.md, "Ragged
+   * tensors". NULL / NULL: not ragged. */
+  const char *ragged_by;      /* the interned name of the offsets variable */
+  const rx_expr *ragged_rows; /* b */
 };
 
 typedef struct rx_module rx_module;
@@ -63,6 +71,10 @@ const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value
 const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
 const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
                               const rx_sinfo *ret);
+/* s (a tensor of rank >= 1) annotated as ragged by the offsets variable `by` (interned) with
+ * `rows` rows; a copy. */
+const rx_sinfo *rx_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
+                                const rx_expr *rows);
 /* Structural equality (symbolic dims compared by pointer: they are canonical). */
 bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b);
 /* Text form as in docs/text-format.md, e.g. "f16[n, 4096]", "f32[ndim=2]", "(f32[n], i64[])". */
@@ -384,6 +396,14 @@ typedef struct rx_local {
   const char *name;
   rx_dtype dtype;
   rx_loc loc;
+  /* `let sym n = VALUE` (a symbolic let): the symbolic variable named n that the statement
+   * defines, NULL for a plain let. VALUE is an integer expression that may load from buffers
+   * (an offsets table: `indptr[i + 1] - indptr[i]`); n, an i64, may then appear in loop ranges
+   * and index arithmetic like a loop variable, visible to the following statements of its SEQ.
+   * References to n are RX_TX_SYM nodes over this variable, never RX_TX_LOCAL. A loop range
+   * written with a load (`for j in 0..indptr[i + 1] - indptr[i]`) is parsed as symbolic lets
+   * before the loop (ir/parser.c). */
+  const rx_expr *sym;
 } rx_local;
 
 typedef enum rx_tx_kind {

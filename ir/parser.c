@@ -11,6 +11,7 @@
 #include "ir.h"
 
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,7 @@ typedef struct P {
   rx_ptrmap visible_at;   /* interned name -> its index in visible when pushed (may be stale) */
   /* tensor program being parsed */
   AVEC(tname) tvis;
+  AVEC(const char *) symlets; /* names of the symbolic lets parsed so far (fresh bound names) */
 } P;
 
 static void *grow(P *p, void *old, int n, int *cap, size_t size) {
@@ -524,7 +526,20 @@ static const rx_sinfo *sinfo_body(P *p) {
   }
   const rx_expr **dims;
   int n = sym_list(p, &dims, RX_TOK_RBRACKET, "',' or ']' in a tensor shape");
-  return rx_sinfo_tensor(m, dt, n, dims);
+  const rx_sinfo *s = rx_sinfo_tensor(m, dt, n, dims);
+  if (!is_kw(p, "ragged") || ahead(p, 1)->kind != RX_TOK_LPAREN) return s;
+  /* `ragged(indptr, b)` (ir.h, rx_sinfo.ragged_by) */
+  rx_loc rl = cur(p)->loc;
+  next(p);
+  next(p);
+  if (n < 1) fail_at(p, rl, "a ragged tensor has a leading axis to pack its rows in");
+  if (!is(p, RX_TOK_IDENT)) fail_expected(p, "the name of the offsets (indptr) in ragged(...)");
+  const char *by = tok_text(p, cur(p));
+  next(p);
+  expect(p, RX_TOK_COMMA, "',' and the number of rows in ragged(indptr, rows)");
+  const rx_expr *rows = sym(p);
+  expect(p, RX_TOK_RPAREN, "')' after ragged(indptr, rows)");
+  return rx_sinfo_ragged(m, s, by, rows);
 }
 
 static const rx_sinfo *sinfo(P *p) {
@@ -1275,13 +1290,80 @@ static rx_tx *tx(P *p) {
 static rx_stmt *tblock(P *p);
 
 /* `i in LO..HI` */
-static void range(P *p, const rx_expr **var, const rx_expr **lo, const rx_expr **extent) {
+/* Does the bound that starts here (up to `..`, `,`, `{` or the end, outside brackets) load from
+ * a buffer (`name[`)? Such a bound becomes a symbolic let before its loop. */
+static bool bound_loads(P *p) {
+  int depth = 0;
+  for (int k = 0;; k++) {
+    rx_tok *t = ahead(p, k);
+    if (t->kind == RX_TOK_EOF) return false;
+    if (t->kind == RX_TOK_LPAREN || t->kind == RX_TOK_LBRACKET) depth++;
+    if (t->kind == RX_TOK_RPAREN || t->kind == RX_TOK_RBRACKET) {
+      if (depth == 0) return false;
+      depth--;
+    }
+    if (depth == 0 &&
+        (t->kind == RX_TOK_DOTDOT || t->kind == RX_TOK_COMMA || t->kind == RX_TOK_LBRACE))
+      return false;
+    if (t->kind == RX_TOK_IDENT && ahead(p, k + 1)->kind == RX_TOK_LBRACKET) return true;
+  }
+}
+
+/* `let sym name = value`: defines the symbolic variable name (ir.h, rx_local.sym). */
+static rx_stmt *sym_let(P *p, const char *name, rx_tx *value, rx_loc loc) {
+  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LET, loc);
+  rx_local *l = rx_module_alloc(p->m, sizeof *l);
+  APUSH(p, &p->symlets, name);
+  l->name = name;
+  l->loc = loc;
+  l->dtype = RX_DTYPE_I64;
+  l->sym = rx_expr_var(p->m->ctx, name);
+  s->local = l;
+  s->value = value;
+  return s;
+}
+
+/* A fresh name for the symbolic let of a loop bound: base_lo / base_hi, numbered when taken by
+ * a buffer, a local or any symbolic let before it (the printer flattens the lets into the
+ * enclosing block, where two of one name would clash). */
+static const char *bound_name(P *p, const char *var, const char *what) {
+  char buf[160];
+  for (int k = 0;; k++) {
+    if (k)
+      snprintf(buf, sizeof buf, "%.100s_%s%d", var, what, k);
+    else
+      snprintf(buf, sizeof buf, "%.100s_%s", var, what);
+    const char *n = rx_module_intern(p->m, buf, strlen(buf));
+    bool taken = lookup_tname(p, n) != NULL;
+    for (int i = 0; i < p->symlets.n && !taken; i++) taken = p->symlets.d[i] == n;
+    if (!taken) return n;
+  }
+}
+
+/* One bound of a range: a symbolic expression, or (when it loads) a symbolic let appended to
+ * *lets, whose variable is the bound. */
+static const rx_expr *bound(P *p, const char *var, const char *what, rx_stmt **lets, int *nlets) {
+  if (!bound_loads(p)) return sym(p);
+  rx_loc loc = cur(p)->loc;
+  rx_tx *v = tx(p);
+  if (v->kind == RX_TX_SYM) return v->sym;
+  if (!rx_dtype_is_int(v->dtype))
+    fail_at(p, loc, "a loop bound that loads must be an integer, found %s",
+            rx_dtype_name(v->dtype));
+  rx_stmt *s = sym_let(p, bound_name(p, var, what), v, loc);
+  lets[(*nlets)++] = s;
+  return s->local->sym;
+}
+
+/* `var in lo..hi`; a bound with a load becomes a symbolic let (at most two, in lets). */
+static void range(P *p, const rx_expr **var, const rx_expr **lo, const rx_expr **extent,
+                  rx_stmt **lets, int *nlets) {
   const char *name = def_name(p, "a loop variable");
   *var = rx_expr_var(p->m->ctx, name);
   if (!accept_kw(p, "in")) fail_expected(p, "'in' after the loop variable");
-  *lo = sym(p);
+  *lo = bound(p, name, "lo", lets, nlets);
   expect(p, RX_TOK_DOTDOT, "'..' between the bounds of a range");
-  *extent = rx_expr_sub(p->m->ctx, sym(p), *lo);
+  *extent = rx_expr_sub(p->m->ctx, bound(p, name, "hi", lets, nlets), *lo);
 }
 
 static rx_loop_kind loop_kind(P *p) {
@@ -1299,31 +1381,41 @@ static rx_loop_kind loop_kind(P *p) {
   fail_expected(p, "a thread axis (blockIdx.x/y/z or threadIdx.x/y/z)");
 }
 
+/* A SEQ of the statements st[0..n). */
+static rx_stmt *seq_of(P *p, rx_stmt *const *st, int n, rx_loc loc) {
+  rx_stmt *seq = rx_stmt_new(p->m, RX_STMT_SEQ, loc);
+  seq->body = rx_module_alloc(p->m, sizeof *seq->body * (size_t)n);
+  memcpy(seq->body, st, sizeof *seq->body * (size_t)n);
+  seq->n = n;
+  return seq;
+}
+
 static rx_stmt *for_stmt(P *p, rx_loc loc) {
   AVEC(rx_stmt *) loops = {0};
+  AVEC(rx_stmt *) heads = {0}; /* per loop: the loop, or a SEQ of its bounds' lets and it */
   do {
     rx_stmt *s = rx_stmt_new(p->m, RX_STMT_FOR, cur(p)->loc);
     s->vars = rx_module_alloc(p->m, sizeof *s->vars);
     s->lo = rx_module_alloc(p->m, sizeof *s->lo);
     s->extent = rx_module_alloc(p->m, sizeof *s->extent);
     s->nvars = 1;
-    range(p, &s->vars[0], &s->lo[0], &s->extent[0]);
+    rx_stmt *st[3];
+    int nlets = 0;
+    range(p, &s->vars[0], &s->lo[0], &s->extent[0], st, &nlets);
     s->loop_kind = loop_kind(p);
     APUSH(p, &loops, s);
+    st[nlets] = s;
+    APUSH(p, &heads, nlets ? seq_of(p, st, nlets + 1, s->loc) : s);
   } while (accept(p, RX_TOK_COMMA));
   loops.d[0]->loc = loc;
   rx_stmt *inner = tblock(p);
   for (int k = loops.n - 1; k >= 0; k--) {
     loops.d[k]->inner = inner;
-    if (k > 0) {
-      rx_stmt *seq = rx_stmt_new(p->m, RX_STMT_SEQ, loops.d[k]->loc);
-      seq->body = rx_module_alloc(p->m, sizeof *seq->body);
-      seq->body[0] = loops.d[k];
-      seq->n = 1;
-      inner = seq;
-    }
+    if (k > 0)
+      inner =
+          heads.d[k]->kind == RX_STMT_SEQ ? heads.d[k] : seq_of(p, &heads.d[k], 1, loops.d[k]->loc);
   }
-  return loops.d[0];
+  return heads.d[0];
 }
 
 static rx_stmt *reduce_stmt(P *p, rx_loc loc) {
@@ -1331,9 +1423,13 @@ static rx_stmt *reduce_stmt(P *p, rx_loc loc) {
   AVEC(const rx_expr *) vars = {0};
   AVEC(const rx_expr *) lo = {0};
   AVEC(const rx_expr *) ext = {0};
+  AVEC(rx_stmt *) lets = {0}; /* symbolic lets of bounds that load, then the reduce */
   do {
     const rx_expr *v, *l, *e;
-    range(p, &v, &l, &e);
+    rx_stmt *st[2];
+    int nlets = 0;
+    range(p, &v, &l, &e, st, &nlets);
+    for (int k = 0; k < nlets; k++) APUSH(p, &lets, st[k]);
     APUSH(p, &vars, v);
     APUSH(p, &lo, l);
     APUSH(p, &ext, e);
@@ -1352,7 +1448,9 @@ static rx_stmt *reduce_stmt(P *p, rx_loc loc) {
     if (is(p, RX_TOK_EOF)) fail_at(p, open->loc, "unterminated reduction: expected '}'");
     fail_expected(p, "'}' to close the reduction");
   }
-  return s;
+  if (!lets.n) return s;
+  APUSH(p, &lets, s);
+  return seq_of(p, lets.d, lets.n, loc);
 }
 
 /* An operand of mma or frag that names a buffer. */
@@ -1550,6 +1648,17 @@ static rx_stmt *tstmt(P *p) {
     }
   } else if (is_kw(p, "frag") && ahead(p, 1)->kind == RX_TOK_IDENT) {
     s = frag_stmt(p, loc);
+  } else if (is_kw(p, "let") && tok_is_kw(ahead(p, 1), "sym") &&
+             ahead(p, 2)->kind == RX_TOK_IDENT) {
+    next(p);
+    next(p);
+    const char *name = def_name(p, "the name of the symbolic let");
+    expect(p, RX_TOK_ASSIGN, "'=' and the value of the symbolic let");
+    rx_loc vloc = cur(p)->loc;
+    rx_tx *v = tx(p);
+    if (!rx_dtype_is_int(v->dtype))
+      fail_at(p, vloc, "a symbolic let needs an integer value, found %s", rx_dtype_name(v->dtype));
+    s = sym_let(p, name, v, loc);
   } else if (accept_kw(p, "let")) {
     s = rx_stmt_new(m, RX_STMT_LET, loc);
     rx_loc nloc = cur(p)->loc;

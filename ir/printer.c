@@ -287,7 +287,10 @@ static void pstmt(W *w, const rx_stmt *s) {
     }
     break;
   case RX_STMT_LET:
-    rx_strbuf_printf(o, "let %s: %s = ", s->local->name, rx_dtype_name(s->local->dtype));
+    if (s->local->sym)
+      rx_strbuf_printf(o, "let sym %s = ", s->local->name);
+    else
+      rx_strbuf_printf(o, "let %s: %s = ", s->local->name, rx_dtype_name(s->local->dtype));
     ptx(o, s->value, 0);
     break;
   case RX_STMT_ALLOC:

@@ -25,6 +25,15 @@ const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
   return s;
 }
 
+const rx_sinfo *rx_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
+                                const rx_expr *rows) {
+  rx_sinfo *r = sinfo_new(m, RX_SINFO_TENSOR);
+  *r = *s;
+  r->ragged_by = by;
+  r->ragged_rows = rows;
+  return r;
+}
+
 const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values) {
   rx_sinfo *s = sinfo_new(m, RX_SINFO_SHAPE);
   s->ndim = ndim < 0 ? -1 : ndim;
@@ -108,6 +117,11 @@ void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
     else
       print_dims(out, s->ndim, s->shape);
     rx_strbuf_putc(out, ']');
+    if (s->ragged_by) {
+      rx_strbuf_printf(out, " ragged(%s, ", s->ragged_by);
+      rx_expr_print(out, s->ragged_rows);
+      rx_strbuf_putc(out, ')');
+    }
     return;
   case RX_SINFO_SHAPE:
     if (s->shape) {

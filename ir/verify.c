@@ -84,6 +84,11 @@ typedef struct vctx {
   RX_VEC(int) pstate;
   /* tensor program being checked */
   const rx_tensor_fn *tfn;
+  /* checking a struct info as written: a parameter of a function that is not primitive, a
+   * binding's annotation or match_cast target. Its ragged annotations are checked there; the
+   * deduced ones (bindings, results, out=) come from those, and passes copy them into places
+   * where the offsets are not in scope (the parameters of fusion's primitive functions) */
+  bool written;
 } vctx;
 
 static void err(vctx *v, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
@@ -123,12 +128,40 @@ static void check_syms(vctx *v, const rx_expr *e, rx_loc loc, const char *what) 
   v->tmp.len = base;
 }
 
+/* `ragged(indptr, b)` (ir.h, rx_sinfo.ragged_by): indptr is a graph variable in scope (a
+ * parameter or an earlier binding) of struct info i32[b + 1]. */
+static void check_ragged(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what) {
+  check_syms(v, s->ragged_rows, loc, what);
+  const rx_var *by = NULL;
+  for (size_t i = v->vars.log.len; i-- > 0 && !by;) {
+    const rx_var *x = v->vars.log.data[i];
+    if (x->name == s->ragged_by && find(&v->vars, x)->on) by = x;
+  }
+  if (!by) {
+    err(v, loc, "%s is ragged by '%s', which is no parameter or earlier binding", what,
+        s->ragged_by);
+    return;
+  }
+  const rx_sinfo *is = by->sinfo;
+  const rx_expr *want = rx_expr_add(v->m->ctx, s->ragged_rows, rx_expr_const(v->m->ctx, 1));
+  if (!is || is->kind != RX_SINFO_TENSOR || is->dtype != RX_DTYPE_I32 || is->ndim != 1 ||
+      (is->shape && is->shape[0] != want)) {
+    rx_strbuf w = {0};
+    rx_expr_print(&w, want);
+    err(v, loc, "%s is ragged by '%s', which must be i32[%s] (the offsets of its rows), not %s",
+        what, s->ragged_by, w.data, sinfo_str(v, is));
+    rx_strbuf_free(&w);
+  }
+}
+
 static void sinfo_syms(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what) {
   if (!s) return;
   switch (s->kind) {
   case RX_SINFO_OBJECT:
     return;
   case RX_SINFO_TENSOR:
+    if (s->ragged_by && !v->tfn && v->written) check_ragged(v, s, loc, what);
+    /* fallthrough */
   case RX_SINFO_SHAPE:
     for (int i = 0; s->shape && i < s->ndim; i++) check_syms(v, s->shape[i], loc, what);
     return;
@@ -428,9 +461,13 @@ static void check_binding(vctx *v, const rx_binding *b, bool df) {
   }
   if (b->cast) {
     define_whole(v, b->cast);
+    v->written = true;
     sinfo_syms(v, b->cast, loc, "the match_cast target");
+    v->written = false;
   }
+  v->written = true;
   if (b->annot) sinfo_syms(v, b->annot, loc, "the annotation");
+  v->written = false;
   if (!b->var->sinfo)
     err(v, loc, "binding '%s' has no struct info (was the module normalized?)", b->var->name);
   else
@@ -458,7 +495,9 @@ static void check_graph(vctx *v, const rx_graph_fn *fn) {
   for (int i = 0; i < fn->nparams; i++) {
     if (!fn->params[i]->sinfo)
       err(v, fn->params[i]->loc, "parameter '%s' has no struct info", fn->params[i]->name);
+    v->written = !fn->primitive;
     sinfo_syms(v, fn->params[i]->sinfo, fn->params[i]->loc, "a parameter's struct info");
+    v->written = false;
   }
   check_facts(v, fn->facts, fn->fact_locs, fn->nfacts);
   check_seq(v, &fn->body);
@@ -949,6 +988,17 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
       break;
     }
     check_tx(v, s->value);
+    if (s->local->sym) {
+      /* a symbolic let (ir.h, rx_local.sym): an integer, defining a symbolic variable */
+      if (!rx_dtype_is_int(s->value->dtype))
+        err(v, s->loc, "symbolic let '%s' needs an integer value, found %s", s->local->name,
+            rx_dtype_name(s->value->dtype));
+      reset(&v->vars, mv);
+      reset(&v->syms, ms);
+      reset(&v->loops, ml);
+      define_loop_var(v, s->local->sym, s->loc);
+      return;
+    }
     check_assign(v, s->value, s->local->dtype, "local", s->local->name);
     reset(&v->vars, mv); /* the local is visible after this statement: not reset below */
     reset(&v->syms, ms);

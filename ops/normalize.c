@@ -418,6 +418,52 @@ static bool any_poison(norm *st, const rx_node *n) {
   return false;
 }
 
+/* Is op row-wise over the leading axis: each row of its result from the same row of its first
+ * operands (docs/ops.md, "Ragged tensors")? Then a ragged leading axis stays ragged. */
+static bool row_wise(const rx_op *op) {
+  switch (op->id) {
+  case RX_OP_rms_norm:
+  case RX_OP_layer_norm:
+  case RX_OP_matmul:
+  case RX_OP_quant_matmul:
+  case RX_OP_ragged_softmax:
+  case RX_OP_ragged_attention:
+    return true;
+  default:
+    return op->pattern == RX_PATTERN_ELEMWISE || op->pattern == RX_PATTERN_BROADCAST;
+  }
+}
+
+/* The deduced r of call n with the ragged annotation (ir.h, rx_sinfo.ragged_by) it keeps: that
+ * of an operand whose leading dim is r's, through a row-wise op; for the ragged ops, their
+ * offsets operand when it is a variable (i32[nb]: nb - 1 rows). */
+static const rx_sinfo *keep_ragged(norm *st, const rx_node *n, const rx_sinfo *r) {
+  if (r->kind != RX_SINFO_TENSOR || !r->shape || r->ndim < 1 || r->ragged_by || !row_wise(n->op))
+    return r;
+  bool ragged_op = n->op->id == RX_OP_ragged_softmax || n->op->id == RX_OP_ragged_attention;
+  const rx_node *ip = ragged_op ? n->args[n->nargs - 1] : NULL;
+  /* a ragged op's operand ragged by other offsets than the op's own */
+  for (int i = 0; ip && ip->kind == RX_NODE_VAR && i < n->nargs - 1; i++) {
+    const rx_sinfo *a = n->args[i]->sinfo;
+    if (a && a->kind == RX_SINFO_TENSOR && a->ragged_by && a->ragged_by != ip->var->name) {
+      err(st, n->loc, "%s: argument %d is ragged by '%s', but the offsets given are '%s'",
+          n->op->name, i, a->ragged_by, ip->var->name);
+      st->nm->ok = false;
+      return st->nm->poison;
+    }
+  }
+  for (int i = 0; i < n->nargs; i++) {
+    const rx_sinfo *a = n->args[i]->sinfo;
+    if (a && a->kind == RX_SINFO_TENSOR && a->ragged_by && a->shape && a->ndim >= 1 &&
+        a->shape[0] == r->shape[0])
+      return rx_sinfo_ragged(st->m, r, a->ragged_by, a->ragged_rows);
+  }
+  if (!ip || ip->kind != RX_NODE_VAR || !ip->sinfo || !ip->sinfo->shape || ip->sinfo->ndim != 1)
+    return r;
+  const rx_expr *rows = rx_expr_sub(st->m->ctx, ip->sinfo->shape[0], rx_expr_const(st->m->ctx, 1));
+  return rx_sinfo_ragged(st->m, r, ip->var->name, rows);
+}
+
 /* ---- op calls ---- */
 
 static const rx_sinfo *call_op(norm *st, rx_node *n) {
@@ -462,7 +508,7 @@ static const rx_sinfo *call_op(norm *st, rx_node *n) {
     st->nm->ok = false;
     return st->nm->poison;
   }
-  return r;
+  return keep_ragged(st, n, r);
 }
 
 /* ---- destination-passing calls (call_tensor, call_extern) ---- */

@@ -105,6 +105,8 @@ static const rx_attr_schema attrs_paged_decode_attention[] = {
     {"window", RX_ATTR_INT, false, "keys within this many positions of the query (default 0: all)"},
     {"chunk", RX_ATTR_INT, false, "keys per chunk of the split, a multiple of 16 (default 256)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_ragged_attention[] = {
+    {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_attention_merge[] = {
     {"dtype", RX_ATTR_DTYPE, false, "the result dtype (default f32)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_conv2d[] = {

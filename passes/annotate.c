@@ -221,8 +221,18 @@ static bool plain(const rx_stmt *s, int *reduces) {
   return false;
 }
 
+/* Does s hold a symbolic let (a loop bound loaded from a buffer, ir.h rx_local.sym)? */
+static bool has_sym_let(const rx_stmt *s) {
+  if (!s) return false;
+  if (s->kind == RX_STMT_LET && s->local && s->local->sym) return true;
+  for (int i = 0; i < s->n; i++)
+    if (has_sym_let(s->body[i])) return true;
+  return has_sym_let(s->inner) || has_sym_let(s->init) || has_sym_let(s->otherwise);
+}
+
 static rx_pattern classify(rx_tensor_fn *t) {
-  if (!t->body) return RX_PATTERN_OPAQUE;
+  /* data-dependent loops: no fusion pattern assumes them */
+  if (!t->body || has_sym_let(t->body)) return RX_PATTERN_OPAQUE;
   int nout = 0;
   for (int i = 0; i < t->nparams; i++)
     if (t->params[i]->kind == RX_PARAM_BUFFER && t->params[i]->is_output) nout++;

@@ -373,6 +373,10 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     return r;
   }
   case RX_STMT_LET: {
+    if (s->local->sym) { /* a data-dependent loop's bound (ir.h, rx_local.sym) */
+      fail(fc, "a symbolic let (a data-dependent loop) is not fused");
+      return NULL;
+    }
     rx_local *l = rx_module_alloc(fc->m, sizeof *l);
     *l = *s->local;
     l->name = fresh(fc, s->local->name);

@@ -490,3 +490,24 @@ void rx_rt_timer_release(rx_rt_timer *t) {
   rt_free(&d->alloc, t);
   rx_rt_device_release(d);
 }
+
+rx_status rx_rt_check_indptr(const int32_t *indptr, int64_t n, int64_t total) {
+  if (n < 1 || !indptr)
+    return rx_status_make(RX_ERR_INVALID,
+                          "indptr: an offsets table has at least one entry (b + 1)");
+  if (indptr[0] != 0)
+    return rx_status_make(RX_ERR_INVALID, "indptr[0] = %d; the first offset must be 0",
+                          (int)indptr[0]);
+  for (int64_t i = 1; i < n; i++)
+    if (indptr[i] < indptr[i - 1])
+      return rx_status_make(RX_ERR_INVALID,
+                            "indptr[%lld] = %d is below indptr[%lld] = %d; offsets must be "
+                            "non-decreasing",
+                            (long long)i, (int)indptr[i], (long long)(i - 1), (int)indptr[i - 1]);
+  if (indptr[n - 1] != total)
+    return rx_status_make(RX_ERR_INVALID,
+                          "indptr[%lld] = %d, the last offset, is not total = %lld (the packed "
+                          "rows)",
+                          (long long)(n - 1), (int)indptr[n - 1], (long long)total);
+  return NULL;
+}

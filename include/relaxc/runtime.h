@@ -208,6 +208,14 @@ rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *progr
 rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
                             size_t buffer_count, const rx_rt_symbols *symbols);
 
+/* ---- ragged (packed) tensors (docs/ops.md, "Ragged tensors") ---- */
+/* Checks an offsets table before it is uploaded: indptr[0..n) with n >= 1, indptr[0] = 0,
+ * non-decreasing, indptr[n - 1] = total. The kernels of ragged_softmax and ragged_attention read
+ * it on the device and do not check it (a bad table gives wrong rows, never a read outside
+ * 0 .. total - 1: they clamp every offset into that range). RX_ERR_INVALID naming the first bad
+ * entry. */
+rx_status rx_rt_check_indptr(const int32_t *indptr, int64_t n, int64_t total);
+
 /* ---- timing with device timestamps ---- */
 /* start and stop queue a timestamp; elapsed synchronizes and returns the device time between
  * them in milliseconds. RX_ERR_UNSUPPORTED where the device has no timestamps. */

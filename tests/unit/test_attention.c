@@ -29,8 +29,7 @@
  * RX_ATTN_TIMES=1 prints the time of every emulated and Vulkan run.
  *
  * usage: test_attention TESTS_DIR [FILTER] */
-#include "support_pipeline.h"
-#include "support_runtime.h"
+#include "support_oneop.h"
 
 #include "interp/interp.h"
 #include "ops/legalize.h"
@@ -57,9 +56,7 @@ static const char *filter;
 static int64_t size_cap = INT64_MAX;
 static double worst[RX_DTYPE_COUNT]; /* the largest normalized error seen per output dtype */
 
-static const char *const targets[] = {"cuda -arch=sm_80", "cuda -arch=sm_90", "vulkan-lavapipe",
-                                      "vulkan",           "metal-apple7",     "vulkan-nvidia"};
-#define NTARGETS ((int)RX_ARRAY_LEN(targets))
+#define NTARGETS RXK_ONEOP_TARGETS
 
 static double now_s(void) {
   struct timespec ts;
@@ -77,13 +74,7 @@ static uint64_t next_rand(void) {
  * programs: one op legalized, compiled for every target
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct prog {
-  char what[200];
-  rx_module *m;
-  rx_tensor_fn *f;
-  rxk_prepared tp[NTARGETS];
-  rx_rt_library *lib; /* on Vulkan */
-} prog;
+typedef rxk_oneop prog;
 
 /* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
  * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
@@ -101,47 +92,15 @@ static void check_form(const prog *p, const rxk_prepared *tp) {
              got ? "is unexpectedly" : "is not");
 }
 
-/* Legalizes the op call of `main` in text (rx_legalize_call, as passes/legalize.c does) and
- * compiles its program for every target. */
+/* Legalizes the op call of `main` in text and compiles its program for every target
+ * (support_oneop.c), checking the matrix-unit form of each. */
 static bool prog_build(prog *p, const char *text, const char *what) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->what, sizeof p->what, "%s", what);
-  if (filter && !strstr(what, filter)) return false;
-  printf("%s\n", what);
-  p->m = rx_module_new();
-  rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(p->m, what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
-  if (ok) {
-    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
-    const rx_node *call = g->body.blocks[0]->bindings[0]->value;
-    p->f = rx_legalize_call(p->m, call, "attn", &d);
-    ok = p->f && rx_module_verify(p->m, &d);
-  }
-  if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s", what, rx_diag_text(&d));
-  rx_diag_free(&d);
-  if (!ok) return false;
-  for (int i = 0; i < NTARGETS; i++) {
-    const rx_target *t;
-    rx_status ts = rx_target_parse(targets[i], &t);
-    RX_ASSERT(!ts);
-    rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
-    check_form(p, &p->tp[i]);
-  }
-  if (vk.dev) {
-    rx_strbuf msg = {0};
-    if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
-      rxk_fail(&st, "%s: compiling for %s: %s", what, vk.target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
-  }
+  if (!rxk_oneop_build(p, text, what, "attn", filter, &st, &vk)) return false;
+  for (int i = 0; i < NTARGETS; i++) check_form(p, &p->tp[i]);
   return true;
 }
 
-static void prog_free(prog *p) {
-  for (int i = 0; i < NTARGETS; i++) rxk_release(&p->tp[i]);
-  rx_rt_library_release(p->lib);
-  if (p->m) rx_module_free(p->m);
-}
+static void prog_free(prog *p) { rxk_oneop_free(p); }
 
 /* The program's symbolic variables at the given values (names[i] = values[i]) and random
  * inputs for them; false after counting a failure. */

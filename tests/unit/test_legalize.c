@@ -646,6 +646,8 @@ static void test_all_ops_legalize(void) {
       "tensor_to_shape",
       /* against a C reference: tests/unit/test_attention.c */
       "kv_append", "paged_attention", "paged_decode_attention", "attention_merge",
+      /* against a padded C reference: tests/unit/test_ragged.c */
+      "ragged_softmax", "ragged_attention",
       /* against a C reference: tests/unit/test_quant.c */
       "quant_matmul", "quant_take",
       /* against the ONNX reference's outputs: the node suite
