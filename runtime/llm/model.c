@@ -319,7 +319,11 @@ rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids
                             "decode: sequence %lld (at %zu) holds no tokens: prefill it first",
                             (long long)seqs[i], i);
   RX_RETURN_IF_ERROR(check_ids(m, "decode", ids, count));
-  return forward(m, "decode", seqs, NULL, count, ids, count, out_logits);
+  for (size_t i = 0; i < count; i++) m->counts[i] = rx_kv_cache_length(m->kv, seqs[i]);
+  rx_status s = forward(m, "decode", seqs, NULL, count, ids, count, out_logits);
+  if (s) /* a forward that failed after rx_kv_extend (a device error) leaves no token behind */
+    for (size_t i = 0; i < count; i++) rx_kv_cache_truncate(m->kv, seqs[i], m->counts[i]);
+  return s;
 }
 
 static double now_ms(void) {
