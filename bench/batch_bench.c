@@ -15,9 +15,14 @@
  * (over all sequences) per second of decode time (wall clock, each call synchronized), so
  * prefill time is left out; the mean batch is lower than b when requests end early at EOS.
  *
+ * With --split, the decode of each b also directly through rx_llm_decode, --tokens steps of b
+ * sequences (after a packed prefill of --prompt tokens each), as one call per step against
+ * calls of at most 16 sequences per step (what rx_llm_decode did while the host program took
+ * the sequence ids as a shape value of at most 16 dims), the best of --repeat each.
+ *
  * usage: batch_bench MODEL.rxm [--device D] [--batches 1,4,16,64] [--prompt N] [--tokens T]
  *                              [--lengths 1,7,16,17,100,33,64,5] [--repeat 3] [--no-prefill]
- *                              [--no-decode]
+ *                              [--no-decode] [--split] [--forms packed,padded,single]
  *   MODEL.rxm must be compiled with --max-batch at least the largest b, e.g.
  *   relaxc compile tests/llm/models/kjv-llama --target vulkan-lavapipe --max-batch 64 -o M.rxm
  *
@@ -39,7 +44,7 @@ static int usage(const char *why) {
   fprintf(stderr,
           "batch_bench: %s\nusage: batch_bench MODEL.rxm [--device D] [--batches 1,4,16,64] "
           "[--prompt N] [--tokens T] [--lengths 1,7,16,17,100,33,64,5] [--repeat 3] "
-          "[--no-prefill] [--no-decode]\n",
+          "[--no-prefill] [--no-decode] [--split] [--forms packed,padded,single]\n",
           why);
   return 2;
 }
@@ -106,8 +111,9 @@ static rx_status prefill_once(rx_llm_model *m, const long *len, long nb, long pa
   return s;
 }
 
-/* The three prefill forms, the best of repeat runs each; prints the rows. */
-static int run_prefill(rx_llm_model *m, const long *len, long nb, long repeat) {
+/* The prefill forms named in forms (NULL: all three), the best of repeat runs each; prints the
+ * rows. */
+static int run_prefill(rx_llm_model *m, const long *len, long nb, long repeat, const char *forms) {
   long longest = 0, useful = 0;
   for (long k = 0; k < nb; k++) {
     useful += len[k];
@@ -127,7 +133,9 @@ static int run_prefill(rx_llm_model *m, const long *len, long nb, long repeat) {
   printf("| form | forward calls | tokens computed | best ms of %ld | prompt tokens/s |\n"
          "|---|---|---|---|---|\n",
          repeat);
+  static const char *const names[3] = {"packed", "padded", "single"};
   for (int r = 0; r < 3; r++) {
+    if (forms && !strstr(forms, names[r])) continue;
     double best = -1;
     for (long i = 0; i < repeat; i++) {
       double ms = 0;
@@ -143,6 +151,61 @@ static int run_prefill(rx_llm_model *m, const long *len, long nb, long repeat) {
            best, 1e3 * (double)useful / best);
     fflush(stdout);
   }
+  return 0;
+}
+
+/* steps decode steps of b sequences (after a packed prefill of prompt tokens each) in calls of
+ * at most chunk sequences; *ms: the decode's wall clock. */
+static rx_status decode_once(rx_llm_model *m, long b, long prompt, long steps, long chunk,
+                             double *ms) {
+  int32_t vocab = rx_llm_model_vocab_size(m);
+  size_t n = (size_t)(b * prompt), *counts = malloc((size_t)b * sizeof *counts);
+  int64_t *seqs = malloc((size_t)b * sizeof *seqs);
+  int32_t *ids = malloc(n * sizeof *ids);
+  float *logits = malloc((size_t)b * (size_t)vocab * sizeof *logits);
+  rx_status s = NULL;
+  *ms = -1;
+  if (counts && seqs && ids && logits) {
+    for (long k = 0; k < b; k++) {
+      counts[k] = (size_t)prompt;
+      seqs[k] = 2000 + k;
+    }
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)(2 + (i * 37) % (size_t)(vocab - 2));
+    s = rx_llm_prefill_batch(m, seqs, (size_t)b, ids, n, counts, logits);
+    double t0 = now_ms();
+    for (long t = 0; t < steps && !s; t++)
+      for (long at = 0; at < b && !s; at += chunk) {
+        long c = b - at < chunk ? b - at : chunk;
+        s = rx_llm_decode(m, seqs + at, ids + at, (size_t)c, logits + at * vocab);
+      }
+    *ms = now_ms() - t0;
+    for (long k = 0; k < b; k++) rx_llm_model_reset(m, seqs[k]);
+  }
+  free(counts);
+  free(seqs);
+  free(ids);
+  free(logits);
+  return s;
+}
+
+/* The decode of b sequences in one call per step and in calls of at most 16; prints the row. */
+static int run_split(rx_llm_model *m, long b, long prompt, long steps, long repeat) {
+  double best[2] = {-1, -1};
+  for (long i = 0; i < repeat; i++)
+    for (int k = 0; k < 2; k++) {
+      double ms = 0;
+      rx_status s = decode_once(m, b, prompt, steps, k ? 16 : b, &ms);
+      if (s) return fail("decode", s);
+      if (ms < 0) {
+        fprintf(stderr, "batch_bench: error: out of host memory\n");
+        return 1;
+      }
+      if (best[k] < 0 || ms < best[k]) best[k] = ms;
+    }
+  printf("| %ld | %.2f | %.0f | %ld | %.2f | %.0f |\n", b, best[0] / (double)steps,
+         1e3 * (double)(b * steps) / best[0], (b + 15) / 16, best[1] / (double)steps,
+         1e3 * (double)(b * steps) / best[1]);
+  fflush(stdout);
   return 0;
 }
 
@@ -208,7 +271,8 @@ int main(int argc, char **argv) {
   const char *model = NULL, *device = NULL;
   long prompt = 16, tokens = 64, batches[MAX_B] = {1, 4, 16, 64}, nb = 4, repeat = 3;
   long lengths[MAX_B] = {1, 7, 16, 17, 100, 33, 64, 5}, nl = 8;
-  bool prefill = true, decode = true;
+  bool prefill = true, decode = true, split = false;
+  const char *forms = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') {
@@ -220,6 +284,10 @@ int main(int argc, char **argv) {
       *(a[5] == 'p' ? &prefill : &decode) = false;
       continue;
     }
+    if (!strcmp(a, "--split")) {
+      split = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage("an option without its value");
     const char *v = argv[++i];
     if (!strcmp(a, "--device")) {
@@ -228,6 +296,8 @@ int main(int argc, char **argv) {
       if ((prompt = parse_count(v)) < 0) return usage("--prompt: a positive count");
     } else if (!strcmp(a, "--tokens")) {
       if ((tokens = parse_count(v)) < 0) return usage("--tokens: a positive count");
+    } else if (!strcmp(a, "--forms")) {
+      forms = v;
     } else if (!strcmp(a, "--repeat")) {
       if ((repeat = parse_count(v)) < 0) return usage("--repeat: a positive count");
     } else if (!strcmp(a, "--batches")) {
@@ -258,7 +328,7 @@ int main(int argc, char **argv) {
     for (long k = 0; k < nl; k++) printf("%s%ld", k ? ", " : " ", lengths[k]);
     printf(" (the artifact takes at most %lld tokens per forward)\n\n",
            (long long)rx_llm_model_max_seq_len(m));
-    rc = run_prefill(m, lengths, nl, repeat);
+    rc = run_prefill(m, lengths, nl, repeat, forms);
     printf("\n");
   }
   if (decode && !rc) {
@@ -268,6 +338,14 @@ int main(int argc, char **argv) {
   }
   for (long k = 0; decode && k < nb && !rc; k++)
     rc = run_decode(m, batches[k], prompt, tokens, repeat);
+  if (split && !rc) {
+    printf("\ndecode through rx_llm_decode: %ld steps after a prompt of %ld tokens\n\n"
+           "| b | one call: ms per step | tokens/s | calls of 16 per step | ms per step | "
+           "tokens/s |\n|---|---|---|---|---|---|\n",
+           tokens, prompt);
+  }
+  for (long k = 0; split && k < nb && !rc; k++)
+    rc = run_split(m, batches[k], prompt, tokens, repeat);
   rx_llm_model_free(m);
   return rc;
 }

@@ -33,7 +33,6 @@
 #include "support_runtime.h"
 #include "targets/target.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,16 +261,6 @@ static void wide_decode(rx_llm_model *m) {
   free(one);
 }
 
-static double rel_l2(const float *got, const float *want, int32_t n) {
-  double num = 0, den = 0;
-  for (int32_t v = 0; v < n; v++) {
-    double d = (double)got[v] - want[v];
-    num += d * d;
-    den += (double)want[v] * want[v];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static int32_t argmax(const float *x, int32_t n) {
   int32_t best = 0;
   for (int32_t v = 1; v < n; v++)
@@ -318,7 +307,8 @@ static void packed_greedy(rx_llm_model *m, const size_t *len, int nb, int steps,
   }
   ok = ok && ok_status(rx_llm_prefill_batch(m, seqs, (size_t)nb, packed, n, len, rows), what);
   for (int k = 0; k < nb && ok; k++) {
-    double e = rel_l2(rows + (size_t)k * (size_t)vocab, alone + (size_t)k * (size_t)vocab, vocab);
+    double e = rxk_rel_l2(rows + (size_t)k * (size_t)vocab, alone + (size_t)k * (size_t)vocab,
+                          (size_t)vocab);
     if (e > worst) worst = e;
     CHECK(e <= TOL_PACKED,
           "%s: the prompt of %zu tokens: packed logits at relative L2 %.3g from "
@@ -389,7 +379,7 @@ static void packed_continuation(rx_llm_model *m) {
           (long long)rx_llm_model_seq_len(m, seqs[k]), whole);
     ok = ok_status(rx_llm_prefill(m, 100, prompt[k], whole, one), "prefill alone");
     rx_llm_model_reset(m, 100);
-    double e = ok ? rel_l2(rows + (size_t)k * (size_t)vocab, one, vocab) : 1;
+    double e = ok ? rxk_rel_l2(rows + (size_t)k * (size_t)vocab, one, (size_t)vocab) : 1;
     CHECK(e <= TOL_PACKED,
           "continuation: sequence %d (%zu cached + %zu new tokens): relative L2 %.3g from the "
           "whole prompt prefilled alone",

@@ -115,19 +115,9 @@ static float *load_npy(const ref *r, const char *file, size_t *count) {
   return (float *)a.data;
 }
 
-static double rel_l2(const float *got, const float *want, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static void check_logits(const char *what, const float *got, const float *want, size_t n,
                          double tol, double *worst) {
-  double e = rel_l2(got, want, n);
+  double e = rxk_rel_l2(got, want, n);
   if (e > *worst) *worst = e;
   if (e > tol || e != e)
     FAIL("%s: relative L2 error %.3g > %.3g", what, e, tol);
