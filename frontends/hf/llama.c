@@ -535,7 +535,9 @@ static void reserve(gb *g, fwd *f) {
   rx_var **dst[6] = {&f->table, &f->kv_len, &f->q_seq, &f->q_pos, &f->slot, &f->last};
   for (int i = 0; i < (f->decode ? 5 : 6) && !g->err; i++) {
     rx_var *item = NULL;
-    rx_status s = rx_emit_get_item(g->b, A(g, aux), i, NULL, &item);
+    char nm[32]; /* what a failed match_cast names: "aux_page_table" */
+    snprintf(nm, sizeof nm, "aux_%s", names[i]);
+    rx_status s = rx_emit_get_item(g->b, A(g, aux), i, nm, &item);
     if (s) {
       g->err = s;
       break;

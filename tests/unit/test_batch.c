@@ -22,7 +22,10 @@
  * - bad input: counts that do not sum to the ids given, more sequences than --max-batch, a decode
  *   of a sequence that holds no tokens, a sequence twice, all errors naming the numbers; a
  *   packed prefill that the KV cache cannot hold, split over three forwards of which the last
- *   fails, leaves the cache as it was.
+ *   fails, leaves the cache as it was;
+ * - the host program itself (the artifact's prefill and decode called through the VM with a
+ *   batch object made here): 40 sequences in one prefill call, and a batch that disagrees with
+ *   the call's input_ids or batch_size is an error naming the builtin or the match_cast.
  *
  * usage: test_batch TESTS_DIR */
 #include "base/base.h"
@@ -30,6 +33,7 @@
 #include "frontends/hf/hf.h"
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/llm/kv_cache.h" /* the batch object, to call the artifact's functions directly */
 #include "support_runtime.h"
 #include "targets/target.h"
 
@@ -479,6 +483,95 @@ static void bad_requests(rx_llm_model *m, const job *j) {
   rx_llm_batcher_free(b);
 }
 
+/* args[0..n) of fn through the VM; the message of the error (copied into msg), or "" on success
+ * with the bytes of the resulting tensor in *bytes (-1: not a tensor). */
+static void call_fn(rx_rt_artifact *a, const char *fn, rx_rt_value *const *args, size_t n,
+                    char *msg, size_t size, int64_t *bytes) {
+  rx_rt_value *res = NULL;
+  rx_status s = rx_rt_vm_call_values(a, fn, args, n, &res);
+  snprintf(msg, size, "%s", s ? rx_status_message(s) : "");
+  rx_status_free(s);
+  rx_rt_tensor *t = res ? rx_rt_value_tensor(res) : NULL;
+  *bytes = t ? (int64_t)rx_rt_tensor_bytes(t) : -1;
+  rx_rt_value_release(res);
+}
+
+/* The artifact's prefill and decode through the VM with a batch object of this test's making. */
+static void host_program(const char *path, int32_t vocab) {
+  rx_rt_device *dev = NULL;
+  rx_rt_artifact *a = NULL;
+  rx_rt_value *cache = NULL, *batch = NULL, *lim[2] = {NULL, NULL}, *bs = NULL, *ids = NULL;
+  rx_rt_tensor *t = NULL;
+  bool ok = ok_status(rx_rt_device_open("vulkan:0", NULL, &dev), "device") &&
+            ok_status(rx_rt_artifact_load(dev, path, &a), path) &&
+            ok_status(rx_rt_value_from_prim(RX_DTYPE_I64, 1024, &lim[0]), "prim") &&
+            ok_status(rx_rt_value_from_prim(RX_DTYPE_I64, MAX_B, &lim[1]), "prim") &&
+            ok_status(rx_rt_vm_call_values(a, "create_kv_cache", lim, 2, &cache), "cache") &&
+            ok_status(rx_kv_batch_new(&batch), "batch");
+  enum { B = 40 };
+  int32_t tok[B + 1];
+  int64_t seqs[B], counts[B], n = B + 1, b = B;
+  pattern(tok, B + 1, 1);
+  for (int k = 0; k < B; k++) {
+    seqs[k] = k;
+    counts[k] = 1 + (k == 0); /* 41 tokens: 2 for the first sequence, then 1 each */
+  }
+  ok = ok && ok_status(rx_rt_tensor_from_host(dev, RX_DTYPE_I32, 1, &n, tok, &t), "ids") &&
+       ok_status(rx_rt_value_from_tensor(t, &ids), "ids") &&
+       ok_status(rx_rt_value_from_shape(&b, 1, &bs), "shape") &&
+       ok_status(rx_kv_batch_set(batch, seqs, counts, B), "batch");
+  char msg[1024];
+  int64_t bytes = 0;
+  if (ok) { /* 40 sequences, 41 tokens, one call */
+    rx_rt_value *args[4] = {ids, cache, batch, bs};
+    call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
+    CHECK(!*msg && bytes == (int64_t)B * vocab * 4,
+          "prefill of 40 sequences in one VM call: \"%s\", %lld bytes of logits", msg,
+          (long long)bytes);
+  }
+  if (ok) { /* counts summing to 40 for 41 ids */
+    counts[0] = 1;
+    ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B), "batch");
+    rx_rt_value *args[4] = {ids, cache, batch, bs};
+    call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
+    CHECK(strstr(msg, "rx_kv_extend: the batch's 40 sequences have 40 new tokens in all, the "
+                      "forward has 41") != NULL,
+          "counts that do not sum to n: \"%s\"", msg);
+  }
+  if (ok) { /* 39 sequences (41 tokens) for batch_size [40] */
+    counts[0] = 3;
+    ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B - 1), "batch");
+    rx_rt_value *args[4] = {ids, cache, batch, bs};
+    call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
+    CHECK(strstr(msg, "prefill: match_cast of 'aux_page_table': expected i32[b, mp], got "
+                      "i32[39, ") &&
+              strstr(msg, "expected b = 40"),
+          "a batch of 39 sequences for batch_size [40]: \"%s\"", msg);
+  }
+  if (ok) { /* decode: 41 ids for a batch of 40 sequences */
+    for (int k = 0; k < B; k++) counts[k] = 1;
+    ok_status(rx_kv_batch_set(batch, seqs, counts, B), "batch");
+    rx_rt_value *args[3] = {ids, cache, lim[0]};
+    call_fn(a, "decode", args, 3, msg, sizeof msg, &bytes);
+    CHECK(strstr(msg, "rx_kv_extend: argument 2 must be a KV batch or a shape of sequence ids, "
+                      "got a prim") != NULL,
+          "decode with a prim for the batch: \"%s\"", msg);
+    args[2] = batch;
+    call_fn(a, "decode", args, 3, msg, sizeof msg, &bytes);
+    CHECK(strstr(msg, "the batch's 40 sequences have 40 new tokens in all, the forward has 41"),
+          "decode of 41 ids for 40 sequences: \"%s\"", msg);
+  }
+  rx_rt_value_release(ids);
+  rx_rt_tensor_release(t);
+  rx_rt_value_release(bs);
+  rx_rt_value_release(batch);
+  rx_rt_value_release(cache);
+  rx_rt_value_release(lim[0]);
+  rx_rt_value_release(lim[1]);
+  rx_rt_artifact_release(a);
+  rx_rt_device_release(dev);
+}
+
 static rx_llm_model *load(const char *path, int64_t capacity) {
   rx_llm_model_options mo = {.device = "vulkan:0", .capacity = capacity, .max_sequences = MAX_B};
   rx_llm_model *m = NULL;
@@ -520,6 +613,7 @@ int main(int argc, char **argv) {
       packed_greedy(m, wide, 40, 6, 400, "40 sequences, one prefill and one decode per step");
       packed_continuation(m);
       bad_batches(m);
+      host_program(path, rx_llm_model_vocab_size(m));
     }
     rx_llm_model_free(m);
     /* 160 tokens: 10 pages; each request reserves 1 to 4 of them */
