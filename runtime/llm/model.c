@@ -218,8 +218,8 @@ static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs,
   return s;
 }
 
-/* What prefill and decode check before any call: ids in the vocabulary, sequence ids valid and
- * distinct. */
+/* What prefill and decode check before any call: token ids in the vocabulary (check_ids); at
+ * most max_batch sequences, their ids >= 0 and distinct (check_seqs). */
 static rx_status check_ids(const rx_llm_model *m, const char *fn, const int32_t *ids, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= m->vocab)
