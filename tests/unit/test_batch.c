@@ -510,8 +510,9 @@ static void host_program(const char *path, int32_t vocab) {
             ok_status(rx_kv_batch_new(&batch), "batch");
   enum { B = 40 };
   int32_t tok[B + 1];
-  int64_t seqs[B], counts[B], n = B + 1, b = B;
+  int64_t seqs[B + 1], counts[B], n = B + 1, b = B; /* seqs + 1: the batches of sequences 1.. */
   pattern(tok, B + 1, 1);
+  seqs[B] = B;
   for (int k = 0; k < B; k++) {
     seqs[k] = k;
     counts[k] = 1 + (k == 0); /* 41 tokens: 2 for the first sequence, then 1 each */
