@@ -2,11 +2,15 @@
  * Qwen2), built with the C builder API over the paged KV cache (docs/llm.md):
  *
  *   create_kv_cache(capacity: Prim(i64), max_seqs: Prim(i64)) -> Object
- *   prefill(input_ids: i32[n], cache: Object, seq: Shape(ndim=1), <weights>) -> f32[1, vocab]
- *   decode(input_ids: i32[b], cache: Object, seqs: Shape, <weights>) -> f32[b, vocab]
+ *   prefill(input_ids: i32[n], cache: Object, batch: Object, batch_size: Shape([b]), <weights>)
+ *     -> f32[b, vocab]
+ *   decode(input_ids: i32[b], cache: Object, batch: Object, <weights>) -> f32[b, vocab]
  *
- * Each forward reserves its tokens in the cache (rx_kv_extend, which returns the page table,
- * lengths, positions and slots), then per layer: RMSNorm, the q/k/v projections (biases for
+ * prefill takes the new tokens of b sequences packed one after another (no padding), decode one
+ * token per sequence; batch, a host object the runtime fills (runtime/llm/kv_cache.h), names the
+ * sequences and each one's new tokens. Each forward reserves its tokens in the cache
+ * (rx_kv_extend, which returns the page table, lengths, positions, slots and each sequence's last
+ * row), then per layer: RMSNorm, the q/k/v projections (biases for
  * Qwen2), rotary embedding at the tokens' positions (inv_freq computed here, with the llama3 or
  * linear scaling folded in), the new keys and values written into the layer's pages in place
  * (kv_append), attention over the pages, the output projection and the residual, RMSNorm and
@@ -513,31 +517,34 @@ static const rx_sinfo *tensor(gb *g, rx_dtype dt, int ndim, const rx_expr *const
 typedef struct fwd {
   const rx_expr *n; /* new tokens in all */
   const rx_expr *b; /* sequences */
-  rx_var *ids, *cache, *seqs;
-  rx_var *table, *kv_len, *q_seq, *q_pos, *slot;
+  rx_var *ids, *cache, *batch, *batch_size;
+  rx_var *table, *kv_len, *q_seq, *q_pos, *slot, *last;
   rx_var *cos, *sin;
   bool decode;
 } fwd;
 
-/* The aux tensors of rx_kv_extend, given their shapes. */
+/* The aux tensors of rx_kv_extend, given their shapes: the match_casts check the batch's
+ * sequences against b and its tokens against n (rx_kv_extend checks that the counts sum to n). */
 static void reserve(gb *g, fwd *f) {
-  rx_node *a[3] = {A(g, f->cache), A(g, f->seqs),
-                   g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, f->decode ? C(g, 1) : f->n)};
+  rx_node *a[3] = {A(g, f->cache), A(g, f->batch),
+                   g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, f->n)};
   rx_var *aux = extern_call(g, "aux", "rx_kv_extend", a, 3);
   const rx_expr *mp = rx_sym_var(g->m, "mp");
   const rx_expr *bt[2] = {f->b, mp}, *b1[1] = {f->b}, *n1[1] = {f->n};
-  const char *names[5] = {"page_table", "kv_len", "q_seq", "q_pos", "slot"};
-  rx_var **dst[5] = {&f->table, &f->kv_len, &f->q_seq, &f->q_pos, &f->slot};
-  for (int i = 0; i < 5 && !g->err; i++) {
+  const char *names[6] = {"page_table", "kv_len", "q_seq", "q_pos", "slot", "last"};
+  rx_var **dst[6] = {&f->table, &f->kv_len, &f->q_seq, &f->q_pos, &f->slot, &f->last};
+  for (int i = 0; i < (f->decode ? 5 : 6) && !g->err; i++) {
     rx_var *item = NULL;
-    rx_status s = rx_emit_get_item(g->b, A(g, aux), i, NULL, &item);
+    char nm[32]; /* what a failed match_cast names: "aux_page_table" */
+    snprintf(nm, sizeof nm, "aux_%s", names[i]);
+    rx_status s = rx_emit_get_item(g->b, A(g, aux), i, nm, &item);
     if (s) {
       g->err = s;
       break;
     }
-    const rx_sinfo *want = i == 0   ? tensor(g, RX_DTYPE_I32, 2, bt)
-                           : i == 1 ? tensor(g, RX_DTYPE_I32, 1, b1)
-                                    : tensor(g, RX_DTYPE_I32, 1, n1);
+    const rx_sinfo *want = i == 0             ? tensor(g, RX_DTYPE_I32, 2, bt)
+                           : i == 1 || i == 5 ? tensor(g, RX_DTYPE_I32, 1, b1)
+                                              : tensor(g, RX_DTYPE_I32, 1, n1);
     *dst[i] = match_cast(g, names[i], A(g, item), want);
   }
 }
@@ -645,21 +652,23 @@ static rx_status build_forward(gb *g, bool decode) {
   g->fn = decode ? "decode" : "prefill";
   g->b = rx_builder_new(g->m, g->fn);
   fwd f = {.decode = decode};
-  f.n = rx_sym_var(g->m, decode ? "b" : "n");
-  f.b = decode ? f.n : C(g, 1);
-  const rx_expr *nd[1] = {f.n};
+  f.b = rx_sym_var(g->m, "b");
+  f.n = decode ? f.b : rx_sym_var(g->m, "n");
+  const rx_expr *nd[1] = {f.n}, *bd[1] = {f.b};
   g->err = rx_builder_param(g->b, "input_ids", tensor(g, RX_DTYPE_I32, 1, nd), &f.ids);
   if (!g->err) g->err = rx_builder_param(g->b, "cache", rx_sinfo_object(g->m), &f.cache);
-  /* the sequences' ids, a host value (one id for prefill; decode's b ids, a count the
-   * match_casts of the aux tensors check against b) */
-  if (!g->err)
-    g->err = rx_builder_param(g->b, decode ? "seqs" : "seq",
-                              rx_sinfo_shape(g->m, decode ? -1 : 1, NULL), &f.seqs);
+  /* the batch: a host object with the sequences' ids and new-token counts, which rx_kv_extend
+   * reads; prefill's b comes as a shape value, so that b has its bound at entry (the memory plan
+   * sizes the last rows' activations with it) */
+  if (!g->err) g->err = rx_builder_param(g->b, "batch", rx_sinfo_object(g->m), &f.batch);
+  if (!g->err && !decode)
+    g->err = rx_builder_param(g->b, "batch_size", rx_sinfo_shape(g->m, 1, bd), &f.batch_size);
   weight_params(g);
-  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, C(g, 1), f.n));
-  if (!g->err)
-    g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.n, C(g, decode ? g->max_batch : g->max_len)));
-  const rx_expr *vd[2] = {decode ? f.n : C(g, 1), C(g, c->vocab)};
+  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, C(g, 1), f.b));
+  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.b, C(g, g->max_batch)));
+  if (!g->err && !decode) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.b, f.n));
+  if (!g->err && !decode) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.n, C(g, g->max_len)));
+  const rx_expr *vd[2] = {f.b, C(g, c->vocab)};
   rx_builder_set_result(g->b, tensor(g, RX_DTYPE_F32, 2, vd));
   reserve(g, &f);
   /* every layer's pages, before the dataflow blocks */
@@ -693,13 +702,9 @@ static rx_status build_forward(gb *g, bool decode) {
   rx_var *h = to(g, "embed", rows, g->R);
   for (int64_t l = 0; l < c->layers; l++) h = layer(g, &f, l, h, pages[l]);
   free(pages);
-  if (!decode) { /* prefill: the last token's logits only, so its norm and lm_head alone */
-    int64_t ax[1] = {0};
-    const rx_expr *lo[1] = {rx_sym_sub(g->m, f.n, C(g, 1))}, *hi[1] = {f.n};
-    const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", lo, 1),
-                             rx_attr_exprs(g->m, "end", hi, 1)};
-    rx_node *sa[1] = {A(g, h)};
-    h = op(g, "last", "strided_slice", sa, 1, sat, 3);
+  if (!decode) { /* prefill: each sequence's last token's logits only, so their rows alone */
+    rx_node *la[2] = {A(g, h), A(g, f.last)};
+    h = op(g, "last_rows", "take", la, 2, tat, 1);
   }
   h = rms_norm(g, "final_norm", h, g->wv[c->layers * W_PER_LAYER + G_NORM]);
   rx_var *logits = linear(g, "logits_t", h, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
@@ -750,8 +755,8 @@ static rx_status declare_externs(gb *g) {
            "impure extern_fn rx_kv_create(layers: Prim(i64), kv_heads: Prim(i64), head_dim: "
            "Prim(i64), dtype: Prim(i64), capacity: Prim(i64), max_seqs: Prim(i64), max_seq_len: "
            "Prim(i64)) -> Object\n"
-           "impure extern_fn rx_kv_extend(cache: Object, seqs: Shape(ndim=1), count: Prim(i64)) "
-           "-> (i32[ndim=2], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1])\n"
+           "impure extern_fn rx_kv_extend(cache: Object, batch: Object, count: Prim(i64)) -> "
+           "(i32[ndim=2], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1])\n"
            "impure extern_fn rx_kv_pages(cache: Object, layer: Prim(i64)) -> %s[ndim=5]\n",
            rx_dtype_name(g->T));
   return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);

@@ -167,8 +167,8 @@ void rx_sampler_free(rx_sampler *s); /* NULL is fine */
  * An artifact that holds the graph functions create_kv_cache, prefill and decode over a paged KV
  * cache, and the sections llm.json (vocabulary, special tokens, limits) and tokenizer.json
  * (docs/llm.md). A model holds the artifact on a device, its KV cache (created at load) and its
- * tokenizer when the artifact has one. Sequences are named by ids from 0 to INT64_MAX - 1 (the
- * host program takes them as shape values, which are sizes): the first prefill of an id starts it;
+ * tokenizer when the artifact has one. Sequences are named by ids from 0 to INT64_MAX - 1
+ * (INT64_MAX is the warm-up's scratch sequence): the first prefill of an id starts it;
  * rx_llm_model_reset frees its pages. One thread at a time. */
 typedef struct rx_llm_model rx_llm_model;
 
@@ -200,14 +200,27 @@ struct rx_rt_device *rx_llm_model_device(const rx_llm_model *m);
 /* Device bytes of KV cache per token (every layer, keys and values). */
 int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
 
-/* Appends count tokens to sequence seq and writes the logits of the last one (vocab floats) to
- * out_logits. A prompt longer than the model's max_seq_len, or than what the KV cache has free,
- * is an error naming the numbers; nothing is appended then. */
+/* Packed (ragged) prefill: appends counts[i] tokens to sequence seqs[i] for each of b sequences,
+ * the n = counts[0] + ... + counts[b - 1] ids packed one sequence after another in ids (no
+ * padding), and writes the logits of each sequence's last new token, b rows of vocab floats in
+ * the order of seqs, to out_logits. A sequence may be new (it starts empty) or hold tokens
+ * already (a continuation, or a long prompt prefilled in chunks: its new tokens take the
+ * positions after the cached ones). Limits: b at most rx_llm_model_max_batch; each sequence at
+ * most the model's max_seq_len tokens in all, old and new; sequence ids >= 0 and distinct;
+ * counts >= 1 summing to n. The function splits the batch by the artifact's token bound (n <=
+ * max_seq_len per forward, as compiled): whole sequences per call, as many as fit, so one call
+ * of several short prompts is one forward. Errors (a bound above, an id outside the vocabulary,
+ * counts that do not sum to n, a full KV cache, too many sequences for the cache) name the
+ * numbers, and nothing is appended then (the calls that ran are undone). */
+rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, const int32_t *ids,
+                               size_t n, const size_t *counts, float *out_logits);
+/* rx_llm_prefill_batch of one sequence: appends count tokens to seq and writes the logits of the
+ * last one (vocab floats) to out_logits. */
 rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
                          float *out_logits);
 /* Appends one token to each of count sequences (ids[i] to seqs[i]; count at most
- * rx_llm_model_max_batch), and writes their logits, count rows of vocab floats, to out_logits.
- * More than 16 sequences run as several forward calls of at most 16. */
+ * rx_llm_model_max_batch; each sequence prefilled before, distinct), in one forward call, and
+ * writes their logits, count rows of vocab floats, to out_logits. */
 rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
                         float *out_logits);
 /* Tokens held for seq (0 for an unknown one). */
@@ -215,7 +228,8 @@ int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq);
 /* Forgets seq and frees its pages (nothing for an unknown one). */
 void rx_llm_model_reset(rx_llm_model *m, int64_t seq);
 
-/* The most sequences one rx_llm_decode takes (the artifact's --max-batch). */
+/* The most sequences one rx_llm_decode or rx_llm_prefill_batch takes (the artifact's
+ * --max-batch). */
 int64_t rx_llm_model_max_batch(const rx_llm_model *m);
 /* The most sequences the KV cache holds at once (options.max_sequences), and how many it holds. */
 int64_t rx_llm_model_max_sequences(const rx_llm_model *m);
@@ -256,8 +270,9 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
  *      for min(prompt + max_tokens - 1, max_seq_len) tokens are counted as reserved from
  *      admission to its end, so a running request never finds the cache full; a request that
  *      does not fit yet waits (later ones wait behind it, so none starves);
- *   2. the prefill of each request admitted (up to max_prefills per step), then its first token
- *      is sampled;
+ *   2. the prompts of the requests admitted (up to max_prefills per step) prefilled together in
+ *      one packed rx_llm_prefill_batch (no padding; split by the artifact's token bound), then
+ *      the first token of each is sampled;
  *   3. one rx_llm_decode over every running request (sequences of different lengths), and a
  *      token sampled for each.
  * A request ends as rx_llm_generate's loop does: at an end-of-sequence token, after max_tokens,
@@ -266,15 +281,17 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
  * tokens are those rx_llm_generate gives for the same prompt and params (up to the rounding of
  * a decode over b rows, which may differ from one over 1 row in the last bit). Requests join
  * (submit) and leave (cancel, release) between steps; callbacks must not call the batcher.
- * Errors of one request (a failed prefill, NaN logits) end that request with the message;
- * a failed decode ends the requests in it. Not thread-safe: one thread drives a batcher, and
+ * Errors of one request (a failed prefill, NaN logits) end that request with the message (a
+ * packed prefill that fails is retried one request at a time, so only the requests at fault
+ * fail); a failed decode ends the requests in it. Not thread-safe: one thread drives a batcher, and
  * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile. */
 typedef struct rx_llm_batcher rx_llm_batcher;
 
 typedef struct rx_llm_batcher_options {
   int64_t max_batch;    /* most requests running at once; 0: the model's max_batch, capped by
                            the cache's max_sequences */
-  int64_t max_prefills; /* prefills per step; 0: every request admitted in the step */
+  int64_t max_prefills; /* requests admitted (and prefilled together) per step; 0: as many as
+                           fit */
   int64_t seq_base;     /* the model sequence ids used: seq_base + slot (default 0) */
 } rx_llm_batcher_options;
 
@@ -299,7 +316,9 @@ typedef struct rx_llm_request_info {
 
 typedef struct rx_llm_batcher_stats {
   int64_t steps;         /* rx_llm_batcher_step calls that did work */
-  int64_t prefills;      /* prefill calls */
+  int64_t prefills;      /* rx_llm_prefill_batch calls: one per step that admits requests (more
+                            when a packed prefill failed and its requests ran alone) */
+  int64_t prefill_rows;  /* requests prefilled (prefill_rows / prefills: the mean packed batch) */
   int64_t prompt_tokens; /* tokens prefilled */
   int64_t decodes;       /* rx_llm_decode calls */
   int64_t decode_rows;   /* sequences over all decode calls (decode_rows / decodes: the mean

@@ -1,8 +1,9 @@
 /* runtime/llm/batch.c: continuous batching (relaxc/llm.h "continuous batching"): requests queued
- * first come first served, admitted while a sequence and their KV pages are free, prefilled one
- * request at a time, then decoded together, one rx_llm_decode per step over every running
- * sequence. Each request keeps what rx_llm_generate's loop keeps (its history for the repetition
- * penalty, its own sampler and detokenizer) and ends where that loop ends.
+ * first come first served, admitted while a sequence and their KV pages are free, the prompts of
+ * those admitted in a step prefilled together (one packed rx_llm_prefill_batch, no padding), then
+ * decoded together, one rx_llm_decode per step over every running sequence. Each request keeps what
+ * rx_llm_generate's loop keeps (its history for the repetition penalty, its own sampler and
+ * detokenizer) and ends where that loop ends.
  *
  * KV pages: a request reserves, at admission, the pages of every token it may still append
  * (min(prompt + max_tokens - 1, max_seq_len): the last token sampled is never appended). A request
@@ -44,6 +45,9 @@ struct rx_llm_batcher {
   int64_t *seqs;
   int32_t *ids;
   request **rows;
+  size_t *counts;  /* max_batch: the prompt lengths of a packed prefill */
+  int32_t *packed; /* the prompts of a packed prefill, one after another */
+  size_t cappacked;
   bool in_step;
   rx_llm_batcher_stats st;
 };
@@ -90,7 +94,8 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
   b->seqs = malloc((size_t)mb * sizeof *b->seqs);
   b->ids = malloc((size_t)mb * sizeof *b->ids);
   b->rows = malloc((size_t)mb * sizeof *b->rows);
-  if (!b->slots || !b->logits || !b->seqs || !b->ids || !b->rows) {
+  b->counts = malloc((size_t)mb * sizeof *b->counts);
+  if (!b->slots || !b->logits || !b->seqs || !b->ids || !b->rows || !b->counts) {
     rx_llm_batcher_free(b);
     return oom("a batcher's tables");
   }
@@ -158,6 +163,8 @@ void rx_llm_batcher_free(rx_llm_batcher *b) {
   free(b->seqs);
   free(b->ids);
   free(b->rows);
+  free(b->counts);
+  free(b->packed);
   free(b);
 }
 
@@ -275,10 +282,11 @@ static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
     r->next = id;
 }
 
-/* Whether r may start now: a slot, a cache sequence and its KV pages free. */
-static bool fits(const rx_llm_batcher *b, const request *r) {
+/* Whether r may start now: a slot, a cache sequence and its KV pages free (pending: requests
+ * admitted in this step whose sequences the cache does not hold yet). */
+static bool fits(const rx_llm_batcher *b, const request *r, int64_t pending) {
   if (b->running >= b->max_batch ||
-      rx_llm_model_sequences(b->m) >= rx_llm_model_max_sequences(b->m))
+      rx_llm_model_sequences(b->m) + pending >= rx_llm_model_max_sequences(b->m))
     return false;
   int64_t owed = 0; /* pages the running requests reserved and have not taken yet */
   for (int64_t i = 0; i < b->max_batch; i++)
@@ -287,37 +295,85 @@ static bool fits(const rx_llm_batcher *b, const request *r) {
   return rx_llm_model_kv_free_tokens(b->m) / RX_KV_PAGE - owed >= r->reserve;
 }
 
-/* Starts r on a free slot: its prefill, then its first token. */
-static void admit(rx_llm_batcher *b, request *r) {
+/* Gives r a free slot (its prefill comes after, with the others admitted in the step). */
+static void start(rx_llm_batcher *b, request *r) {
   int64_t slot = 0;
   while (b->slots[slot]) slot++;
   b->slots[slot] = r;
   b->running++;
   r->slot = slot;
   r->state = RX_LLM_REQUEST_RUNNING;
-  int64_t seq = b->seq_base + slot;
-  rx_llm_model_reset(b->m, seq); /* a sequence left by someone else would be extended */
-  double t0 = now_ms();
-  rx_status s = rx_llm_prefill(b->m, seq, r->hist, r->prompt, b->logits);
-  b->st.prefill_ms += now_ms() - t0;
-  b->st.prefills++;
-  b->st.prompt_tokens += (int64_t)r->prompt;
-  if (s)
-    fail(b, r, rx_status_annotate(s, "request %lld: prefill", (long long)r->id));
-  else
-    take_token(b, r, b->logits);
+  rx_llm_model_reset(b->m, b->seq_base + slot); /* a sequence left by someone else would be
+                                                   extended */
 }
 
-/* Admits waiting requests in order while the oldest fits; returns how many. */
+/* Prefills the k requests rows[0..k) alone, each (after a packed prefill of them failed: so
+ * that only the requests at fault fail; the failed call appended nothing). */
+static void prefill_each(rx_llm_batcher *b, int64_t k) {
+  for (int64_t i = 0; i < k; i++) {
+    request *r = b->rows[i];
+    double t0 = now_ms();
+    rx_status s = rx_llm_prefill(b->m, b->seq_base + r->slot, r->hist, r->prompt, b->logits);
+    b->st.prefill_ms += now_ms() - t0;
+    b->st.prefills++;
+    if (s)
+      fail(b, r, rx_status_annotate(s, "request %lld: prefill", (long long)r->id));
+    else
+      take_token(b, r, b->logits);
+  }
+}
+
+/* The prompts of the k requests rows[0..k) in one packed prefill (rx_llm_prefill_batch splits
+ * it by the artifact's token bound), then each one's first token. */
+static void prefill_admitted(rx_llm_batcher *b, int64_t k) {
+  size_t n = 0;
+  for (int64_t i = 0; i < k; i++) n += b->rows[i]->prompt;
+  b->st.prompt_tokens += (int64_t)n;
+  b->st.prefill_rows += k;
+  if (n > b->cappacked) {
+    int32_t *np = realloc(b->packed, n * sizeof *np);
+    if (!np) { /* no room to pack them: one at a time */
+      prefill_each(b, k);
+      return;
+    }
+    b->packed = np;
+    b->cappacked = n;
+  }
+  size_t at = 0;
+  for (int64_t i = 0; i < k; i++) {
+    request *r = b->rows[i];
+    memcpy(b->packed + at, r->hist, r->prompt * sizeof *r->hist);
+    at += r->prompt;
+    b->seqs[i] = b->seq_base + r->slot;
+    b->counts[i] = r->prompt;
+  }
+  double t0 = now_ms();
+  rx_status s = rx_llm_prefill_batch(b->m, b->seqs, (size_t)k, b->packed, n, b->counts, b->logits);
+  b->st.prefill_ms += now_ms() - t0;
+  b->st.prefills++;
+  if (s && k > 1) {
+    rx_status_free(s);
+    prefill_each(b, k);
+  } else if (s) {
+    fail(b, b->rows[0], rx_status_annotate(s, "request %lld: prefill", (long long)b->rows[0]->id));
+  } else {
+    for (int64_t i = 0; i < k; i++)
+      take_token(b, b->rows[i], b->logits + (size_t)i * (size_t)b->vocab);
+  }
+}
+
+/* Admits waiting requests in order while the oldest fits, then prefills them together; returns
+ * how many. */
 static int64_t admit_waiting(rx_llm_batcher *b) {
   int64_t n = 0;
   for (size_t i = 0; i < b->nreqs; i++) {
     request *r = b->reqs[i];
     if (r->state != RX_LLM_REQUEST_WAITING) continue;
-    if ((b->max_prefills && n >= b->max_prefills) || !fits(b, r)) break;
-    admit(b, r);
-    n++;
+    if ((b->max_prefills && n >= b->max_prefills) || !fits(b, r, n)) break;
+    start(b, r);
+    b->rows[n++] = r;
   }
+  if (n) prefill_admitted(b, n);
   return n;
 }
 

@@ -165,6 +165,18 @@ void rx_kv_cache_remove(rx_kv_cache *c, int64_t id) {
   *q = c->seqs[--c->nseqs];
 }
 
+void rx_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len) {
+  kv_seq *q = find_seq(c, id);
+  if (!q || len >= q->len) return;
+  if (len <= 0) {
+    rx_kv_cache_remove(c, id);
+    return;
+  }
+  int64_t keep = (len + RX_KV_PAGE - 1) / RX_KV_PAGE;
+  while (q->npages > keep) c->free_pages[c->nfree++] = q->pages[--q->npages];
+  q->len = len;
+}
+
 int64_t rx_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
 int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c) { return c->nfree * RX_KV_PAGE; }
 int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c) { return c->max_seq_len; }
@@ -174,32 +186,83 @@ int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c) {
   return c->layers * 2 * c->kv_heads * c->head_dim * (int64_t)rx_rt_dtype_size(c->dtype);
 }
 
+/* ---- batches ---- */
+struct rx_kv_batch {
+  int64_t *ids, *counts; /* b each */
+  int64_t b, cap;
+};
+
+static void batch_destroy(void *obj) {
+  rx_kv_batch *t = obj;
+  if (!t) return;
+  rt_free(&rt_default_allocator, t->ids);
+  rt_free(&rt_default_allocator, t->counts);
+  rt_free(&rt_default_allocator, t);
+}
+
+const rx_rt_object_type rx_kv_batch_type = {"a KV batch", batch_destroy};
+
+rx_status rx_kv_batch_new(rx_rt_value **out) {
+  *out = NULL;
+  rx_kv_batch *t = rt_alloc(&rt_default_allocator, sizeof *t);
+  if (!t) return rt_oom("a KV batch", sizeof *t);
+  return rx_rt_value_from_object(&rx_kv_batch_type, t, out); /* destroys t when it fails */
+}
+
+rx_status rx_kv_batch_set(rx_rt_value *v, const int64_t *ids, const int64_t *counts, size_t b) {
+  rx_kv_batch *t = rx_rt_value_object(v, &rx_kv_batch_type);
+  if (!t) return rx_status_make(RX_ERR_INVALID, "rx_kv_batch_set: not a KV batch");
+  if ((int64_t)b > t->cap) {
+    int64_t cap = (int64_t)b < 16 ? 16 : (int64_t)b;
+    int64_t *ni = rt_alloc(&rt_default_allocator, (size_t)cap * sizeof *ni);
+    int64_t *nc = rt_alloc(&rt_default_allocator, (size_t)cap * sizeof *nc);
+    if (!ni || !nc) {
+      rt_free(&rt_default_allocator, ni);
+      rt_free(&rt_default_allocator, nc);
+      return rt_oom("a KV batch", (size_t)cap * 16);
+    }
+    rt_free(&rt_default_allocator, t->ids);
+    rt_free(&rt_default_allocator, t->counts);
+    t->ids = ni;
+    t->counts = nc;
+    t->cap = cap;
+  }
+  for (size_t i = 0; i < b; i++) {
+    t->ids[i] = ids[i];
+    t->counts[i] = counts ? counts[i] : 1;
+  }
+  t->b = (int64_t)b;
+  return NULL;
+}
+
 /* ---- rx_kv_extend ---- */
 typedef struct extend_plan {
-  int64_t b, count, mp;
-  kv_seq **seq;  /* per batch row: the sequence (NULL: a new one) */
-  int64_t *need; /* per batch row: pages to take */
+  int64_t b, n, mp;      /* sequences, new tokens in all, most pages of one sequence */
+  const int64_t *ids;    /* per batch row: the sequence id */
+  const int64_t *counts; /* per batch row: its new tokens (packed in row order) */
+  kv_seq **seq;          /* per batch row: the sequence (NULL: a new one) */
+  int64_t *need;         /* per batch row: pages to take */
 } extend_plan;
 
 /* Checks the request against the cache, without changing it. */
-static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, const int64_t *ids,
-                             extend_plan *p) {
+static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, extend_plan *p) {
   int64_t total_need = 0, fresh = 0;
+  const int64_t *ids = p->ids;
   for (int64_t i = 0; i < p->b; i++) {
     for (int64_t j = 0; j < i; j++)
       if (ids[j] == ids[i])
         return rx_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice in one forward",
                               c->name, (long long)ids[i]);
     kv_seq *q = find_seq(kv, ids[i]);
-    int64_t len = q ? q->len : 0, have = q ? q->npages : 0;
+    int64_t len = q ? q->len : 0, have = q ? q->npages : 0, count = p->counts[i];
     fresh += !q;
-    if (len + p->count > kv->max_seq_len)
+    if (count > kv->max_seq_len - len)
       return rx_status_make(RX_ERR_INVALID,
                             "%s: sequence %lld would hold %lld tokens (%lld + %lld new), more "
                             "than the maximum of %lld",
-                            c->name, (long long)ids[i], (long long)(len + p->count), (long long)len,
-                            (long long)p->count, (long long)kv->max_seq_len);
-    int64_t pages = (len + p->count + RX_KV_PAGE - 1) / RX_KV_PAGE;
+                            c->name, (long long)ids[i], (long long)(len + count), (long long)len,
+                            (long long)count, (long long)kv->max_seq_len);
+    int64_t pages = (len + count + RX_KV_PAGE - 1) / RX_KV_PAGE;
     p->seq[i] = q;
     p->need[i] = pages - have;
     total_need += pages - have;
@@ -215,16 +278,15 @@ static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, const int
                           "%s: the KV cache is full: %lld new tokens in %lld sequence%s need "
                           "%lld more pages of %d tokens, %lld of %lld are free (capacity %lld "
                           "tokens); remove finished sequences or create a larger cache",
-                          c->name, (long long)(p->b * p->count), (long long)p->b,
-                          p->b == 1 ? "" : "s", (long long)total_need, RX_KV_PAGE,
-                          (long long)kv->nfree, (long long)(kv->npages - 1),
-                          (long long)rx_kv_cache_capacity(kv));
+                          c->name, (long long)p->n, (long long)p->b, p->b == 1 ? "" : "s",
+                          (long long)total_need, RX_KV_PAGE, (long long)kv->nfree,
+                          (long long)(kv->npages - 1), (long long)rx_kv_cache_capacity(kv));
   if (p->mp < 1) p->mp = 1;
   return NULL;
 }
 
 /* Takes the planned pages (cannot fail but for host memory, checked first). */
-static rx_status apply_extend(rx_kv_cache *kv, const int64_t *ids, extend_plan *p) {
+static rx_status apply_extend(rx_kv_cache *kv, extend_plan *p) {
   for (int64_t i = 0; i < p->b; i++) { /* host memory first, so nothing changes on failure */
     kv_seq *q = p->seq[i];
     int64_t want = (q ? q->npages : 0) + p->need[i];
@@ -239,7 +301,7 @@ static rx_status apply_extend(rx_kv_cache *kv, const int64_t *ids, extend_plan *
       q->cap = cap;
     } else {
       q = &kv->seqs[kv->nseqs++];
-      *q = (kv_seq){.id = ids[i], .pages = np, .cap = cap};
+      *q = (kv_seq){.id = p->ids[i], .pages = np, .cap = cap};
       p->seq[i] = q;
     }
   }
@@ -250,33 +312,38 @@ static rx_status apply_extend(rx_kv_cache *kv, const int64_t *ids, extend_plan *
   return NULL;
 }
 
-/* The aux tensors (docs/llm.md) for rows after their lengths grew by count, as a tuple value. */
+#define KV_AUX 6 /* page_table, kv_len, q_seq, q_pos, slot, last */
+
+/* The aux tensors (docs/llm.md) for rows after their lengths grew by their counts, as a tuple
+ * value. */
 static rx_status aux_tuple(const vm_extern_call *c, rx_kv_cache *kv, const extend_plan *p,
                            rx_rt_value **out) {
-  int64_t b = p->b, n = p->b * p->count, mp = p->mp;
-  size_t words = (size_t)(b * mp + b + 3 * n);
+  int64_t b = p->b, n = p->n, mp = p->mp;
+  size_t words = (size_t)(b * mp + 2 * b + 3 * n);
   int32_t *host = rt_alloc(&kv->alloc, words * sizeof *host);
   if (!host) return rt_oom("KV aux tables", words * 4);
   int32_t *table = host, *kv_len = table + b * mp, *q_seq = kv_len + b, *q_pos = q_seq + n,
-          *slot = q_pos + n;
+          *slot = q_pos + n, *last = slot + n;
+  int64_t r = 0; /* the packed row of the next new token */
   for (int64_t i = 0; i < b; i++) {
     const kv_seq *q = p->seq[i];
     for (int64_t k = 0; k < mp; k++) table[i * mp + k] = k < q->npages ? q->pages[k] : 0;
     kv_len[i] = (int32_t)q->len;
-    for (int64_t t = 0; t < p->count; t++) {
-      int64_t r = i * p->count + t, pos = q->len - p->count + t;
+    for (int64_t t = 0; t < p->counts[i]; t++, r++) {
+      int64_t pos = q->len - p->counts[i] + t;
       q_seq[r] = (int32_t)i;
       q_pos[r] = (int32_t)pos;
       slot[r] = q->pages[pos / RX_KV_PAGE] * RX_KV_PAGE + (int32_t)(pos % RX_KV_PAGE);
     }
+    last[i] = (int32_t)(r - 1);
   }
-  const int32_t *data[5] = {table, kv_len, q_seq, q_pos, slot};
-  int64_t shapes[5][2] = {{b, mp}, {b, 0}, {n, 0}, {n, 0}, {n, 0}};
+  const int32_t *data[KV_AUX] = {table, kv_len, q_seq, q_pos, slot, last};
+  int64_t shapes[KV_AUX][2] = {{b, mp}, {b, 0}, {n, 0}, {n, 0}, {n, 0}, {b, 0}};
   rx_rt_value *tuple = vm_value_new(&kv->alloc, RX_RT_VALUE_TUPLE);
   rx_status s = tuple ? NULL : rt_oom("a value", 64);
-  if (!s && !(tuple->items = rt_alloc(&kv->alloc, 5 * sizeof *tuple->items)))
-    s = rt_oom("a tuple", 40);
-  for (int i = 0; i < 5 && !s; i++) {
+  if (!s && !(tuple->items = rt_alloc(&kv->alloc, KV_AUX * sizeof *tuple->items)))
+    s = rt_oom("a tuple", KV_AUX * 8);
+  for (int i = 0; i < KV_AUX && !s; i++) {
     rx_rt_tensor *t = NULL;
     s = rx_rt_tensor_from_host(c->device, RX_DTYPE_I32, i ? 1 : 2, shapes[i], data[i], &t);
     if (!s && !(tuple->items[i] = vm_value_new(&kv->alloc, RX_RT_VALUE_TENSOR))) {
@@ -297,32 +364,77 @@ static rx_status aux_tuple(const vm_extern_call *c, rx_kv_cache *kv, const exten
   return NULL;
 }
 
+/* The rows of a forward from argument 2: a batch (its ids and counts, which must sum to count),
+ * or a shape of ids (count new tokens each: p->counts left NULL for the caller to fill). */
+static rx_status extend_rows(const vm_extern_call *c, const rx_kv_cache *kv,
+                             rx_rt_value *const *args, int64_t count, extend_plan *p) {
+  const rx_kv_batch *t = rx_rt_value_object(args[1], &rx_kv_batch_type);
+  if (t) {
+    p->b = t->b;
+    p->ids = t->ids;
+    p->counts = t->counts;
+    int64_t sum = 0;
+    for (int64_t i = 0; i < t->b; i++) {
+      if (t->ids[i] < 0 || t->counts[i] < 1)
+        return rx_status_make(RX_ERR_INVALID,
+                              "%s: row %lld of the batch: sequence %lld with %lld new tokens "
+                              "(ids are >= 0, counts >= 1)",
+                              c->name, (long long)i, (long long)t->ids[i], (long long)t->counts[i]);
+      sum += t->counts[i];
+    }
+    if (sum != count)
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: the batch's %lld sequences have %lld new tokens in all, the "
+                            "forward has %lld",
+                            c->name, (long long)t->b, (long long)sum, (long long)count);
+  } else if (args[1]->kind == RX_RT_VALUE_SHAPE) {
+    p->b = rx_rt_value_shape(args[1], &p->ids);
+  } else {
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: argument 2 must be a KV batch or a shape of sequence ids, got %s",
+                          c->name, vm_kind_name(args[1]));
+  }
+  if (p->b < 1 || p->b > kv->max_seqs)
+    return rx_status_make(RX_ERR_INVALID, "%s: %lld sequences in one forward, expected 1 to %lld",
+                          c->name, (long long)p->b, (long long)kv->max_seqs);
+  return NULL;
+}
+
 rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
                                rx_rt_value **result) {
   RX_RETURN_IF_ERROR(want_args(c, nargs, 3));
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
-  const int64_t *ids = NULL;
-  int b = args[1]->kind == RX_RT_VALUE_SHAPE ? rx_rt_value_shape(args[1], &ids) : -1;
-  if (b < 1 || b > kv->max_seqs)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: argument 2 must be a shape of 1 to %lld sequence ids, got %s",
-                          c->name, (long long)kv->max_seqs, vm_kind_name(args[1]));
-  extend_plan p = {.b = b};
-  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens per sequence", 1, INT32_MAX, &p.count));
-  p.seq = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.seq);
-  p.need = rt_alloc(&kv->alloc, (size_t)b * sizeof *p.need);
-  rx_status s = p.seq && p.need ? NULL : rt_oom("a KV plan", (size_t)b * 16);
-  if (!s) s = plan_extend(c, kv, ids, &p);
-  if (!s) s = apply_extend(kv, ids, &p);
+  int64_t count = 0;
+  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens", 1, INT32_MAX, &count));
+  extend_plan p = {0};
+  RX_RETURN_IF_ERROR(extend_rows(c, kv, args, count, &p));
+  size_t b = (size_t)p.b;
+  int64_t *each = NULL; /* a shape of ids: count tokens each */
+  if (!p.counts) {
+    if (count > INT32_MAX / p.b)
+      return rx_status_make(RX_ERR_INVALID, "%s: %lld sequences of %lld new tokens are too many",
+                            c->name, (long long)p.b, (long long)count);
+    each = rt_alloc(&kv->alloc, b * sizeof *each);
+    if (!each) return rt_oom("a KV plan", b * 8);
+    for (size_t i = 0; i < b; i++) each[i] = count;
+    p.counts = each;
+  }
+  p.n = p.counts == each ? p.b * count : count;
+  p.seq = rt_alloc(&kv->alloc, b * sizeof *p.seq);
+  p.need = rt_alloc(&kv->alloc, b * sizeof *p.need);
+  rx_status s = p.seq && p.need ? NULL : rt_oom("a KV plan", b * 16);
+  if (!s) s = plan_extend(c, kv, &p);
+  if (!s) s = apply_extend(kv, &p);
   if (!s) {
-    for (int64_t i = 0; i < b; i++) p.seq[i]->len += p.count;
+    for (size_t i = 0; i < b; i++) p.seq[i]->len += p.counts[i];
     s = aux_tuple(c, kv, &p, result);
     if (s) /* give the tokens back: the forward did not happen */
-      for (int64_t i = 0; i < b; i++) p.seq[i]->len -= p.count;
+      for (size_t i = 0; i < b; i++) p.seq[i]->len -= p.counts[i];
   }
   rt_free(&kv->alloc, p.seq);
   rt_free(&kv->alloc, p.need);
+  rt_free(&kv->alloc, each);
   return s;
 }
 

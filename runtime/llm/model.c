@@ -18,7 +18,9 @@ struct rx_llm_model {
   rx_rt_artifact *artifact;
   rx_tokenizer *tok; /* NULL: no tokenizer.json */
   rx_rt_value *cache;
-  rx_kv_cache *kv; /* the cache's object (borrowed from cache) */
+  rx_kv_cache *kv;    /* the cache's object (borrowed from cache) */
+  rx_rt_value *batch; /* the batch argument of prefill and decode, set before each call */
+  int64_t *counts;    /* max_batch: a call's new tokens per sequence */
   int32_t vocab, bos;
   int64_t max_seq_len, max_batch;
   int32_t eos[LLM_MAX_EOS];
@@ -134,6 +136,9 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!s) s = read_meta(m, path);
   if (!s) s = load_tokenizer(m, path);
   if (!s) s = create_cache(m, o);
+  if (!s) s = rx_kv_batch_new(&m->batch);
+  if (!s && !(m->counts = malloc((size_t)m->max_batch * sizeof *m->counts)))
+    s = rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a batch");
   if (!s) s = warm_up(m);
   if (s) {
     rx_llm_model_free(m);
@@ -149,6 +154,8 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
 void rx_llm_model_free(rx_llm_model *m) {
   if (!m) return;
   rx_rt_value_release(m->cache);
+  rx_rt_value_release(m->batch);
+  free(m->counts);
   rx_tokenizer_free(m->tok);
   rx_rt_artifact_release(m->artifact);
   rx_rt_device_release(m->device);
@@ -185,31 +192,112 @@ int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m) {
   return rx_kv_cache_free_tokens(m->kv);
 }
 
-/* Runs fn (prefill or decode) on ids with the sequences seqs, and reads rows x vocab logits. */
-static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs, size_t nseq,
-                         const int32_t *ids, size_t count, size_t rows, float *out_logits) {
-  for (size_t i = 0; i < count; i++)
+/* Runs fn (prefill or decode) over the b sequences seqs with counts[i] new tokens each (ids,
+ * n = their sum, packed) and reads b rows of vocab logits. */
+static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs,
+                         const int64_t *counts, size_t b, const int32_t *ids, size_t n,
+                         float *out_logits) {
+  int64_t nn = (int64_t)n, bb = (int64_t)b;
+  rx_rt_tensor *t = NULL;
+  rx_rt_value *args[4] = {NULL, m->cache, m->batch, NULL}, *res = NULL;
+  bool prefill = !strcmp(fn, "prefill");
+  rx_status s = rx_kv_batch_set(m->batch, seqs, counts, b);
+  if (!s) s = rx_rt_tensor_from_host(m->device, RX_DTYPE_I32, 1, &nn, ids, &t);
+  if (!s) s = rx_rt_value_from_tensor(t, &args[0]);
+  if (!s && prefill) s = rx_rt_value_from_shape(&bb, 1, &args[3]);
+  if (!s) s = call(m, fn, args, prefill ? 4 : 3, &res);
+  rx_rt_tensor *lt = res ? rx_rt_value_tensor(res) : NULL;
+  if (!s && (!lt || rx_rt_tensor_bytes(lt) != b * (size_t)m->vocab * sizeof(float)))
+    s = rx_status_make(RX_ERR_INVALID, "%s did not return [%zu, %d] f32 logits", fn, b,
+                       (int)m->vocab);
+  if (!s) s = rx_rt_tensor_read(lt, out_logits, rx_rt_tensor_bytes(lt));
+  rx_rt_value_release(res);
+  rx_rt_value_release(args[0]);
+  rx_rt_value_release(args[3]);
+  rx_rt_tensor_release(t);
+  return s;
+}
+
+/* What prefill and decode check before any call: token ids in the vocabulary (check_ids); at
+ * most max_batch sequences, their ids >= 0 and distinct (check_seqs). */
+static rx_status check_ids(const rx_llm_model *m, const char *fn, const int32_t *ids, size_t n) {
+  for (size_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= m->vocab)
       return rx_status_make(RX_ERR_INVALID,
                             "%s: token id %d at %zu is outside the vocabulary "
                             "(0..%d)",
                             fn, (int)ids[i], i, (int)m->vocab - 1);
-  int64_t n = (int64_t)count;
-  rx_rt_tensor *t = NULL;
-  rx_rt_value *args[3] = {NULL, m->cache, NULL}, *res = NULL;
-  rx_status s = rx_rt_tensor_from_host(m->device, RX_DTYPE_I32, 1, &n, ids, &t);
-  if (!s) s = rx_rt_value_from_tensor(t, &args[0]);
-  if (!s) s = rx_rt_value_from_shape(seqs, (int)nseq, &args[2]);
-  if (!s) s = call(m, fn, args, 3, &res);
-  rx_rt_tensor *lt = res ? rx_rt_value_tensor(res) : NULL;
-  if (!s && (!lt || rx_rt_tensor_bytes(lt) != rows * (size_t)m->vocab * sizeof(float)))
-    s = rx_status_make(RX_ERR_INVALID, "%s did not return [%zu, %d] f32 logits", fn, rows,
-                       (int)m->vocab);
-  if (!s) s = rx_rt_tensor_read(lt, out_logits, rx_rt_tensor_bytes(lt));
-  rx_rt_value_release(res);
-  rx_rt_value_release(args[0]);
-  rx_rt_value_release(args[2]);
-  rx_rt_tensor_release(t);
+  return NULL;
+}
+
+static rx_status check_seqs(const rx_llm_model *m, const char *fn, const int64_t *seqs, size_t b) {
+  if ((int64_t)b > m->max_batch)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: %zu sequences in one call, more than the model's maximum of %lld "
+                          "(compile with --max-batch)",
+                          fn, b, (long long)m->max_batch);
+  for (size_t i = 0; i < b; i++) {
+    if (seqs[i] < 0)
+      return rx_status_make(RX_ERR_INVALID, "%s: sequence id %lld at %zu is negative", fn,
+                            (long long)seqs[i], i);
+    for (size_t j = 0; j < i; j++)
+      if (seqs[j] == seqs[i])
+        return rx_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice (at %zu and %zu)",
+                              fn, (long long)seqs[i], j, i);
+  }
+  return NULL;
+}
+
+/* The most tokens one prefill call takes: the artifact's bound on n (its max_seq_len). */
+static size_t prefill_budget(const rx_llm_model *m) { return (size_t)m->max_seq_len; }
+
+rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, const int32_t *ids,
+                               size_t n, const size_t *counts, float *out_logits) {
+  if (!m || !seqs || !b || !ids || !n || !counts || !out_logits)
+    return rx_status_make(RX_ERR_INVALID, "rx_llm_prefill_batch: NULL, no sequences or no tokens");
+  RX_RETURN_IF_ERROR(check_seqs(m, "prefill", seqs, b));
+  size_t sum = 0;
+  for (size_t i = 0; i < b; i++) {
+    if (!counts[i])
+      return rx_status_make(RX_ERR_INVALID, "prefill: sequence %lld (at %zu) has no new tokens",
+                            (long long)seqs[i], i);
+    int64_t have = rx_kv_cache_length(m->kv, seqs[i]);
+    if (counts[i] > (size_t)(m->max_seq_len - have))
+      return rx_status_make(RX_ERR_INVALID,
+                            "sequence %lld: %zu more tokens would make %lld, more than the "
+                            "model's maximum of %lld (compile with --max-seq-len to change it, up "
+                            "to the model's max_position_embeddings)",
+                            (long long)seqs[i], counts[i], (long long)have + (long long)counts[i],
+                            (long long)m->max_seq_len);
+    sum += counts[i];
+  }
+  if (sum != n)
+    return rx_status_make(RX_ERR_INVALID,
+                          "prefill: the counts of the %zu sequences sum to %zu tokens, but %zu "
+                          "ids were given",
+                          b, sum, n);
+  RX_RETURN_IF_ERROR(check_ids(m, "prefill", ids, n));
+  /* calls of whole sequences, each within the artifact's bound on n; should a later call fail,
+   * the sequences of the earlier ones are cut back, so a failed prefill appends nothing */
+  int64_t *before = malloc(b * sizeof *before);
+  if (!before) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a prefill plan");
+  for (size_t i = 0; i < b; i++) before[i] = rx_kv_cache_length(m->kv, seqs[i]);
+  rx_status s = NULL;
+  size_t at = 0, tok = 0;
+  while (at < b && !s) {
+    size_t end = at, ntok = 0;
+    while (end < b && ntok + counts[end] <= prefill_budget(m)) {
+      m->counts[end - at] = (int64_t)counts[end];
+      ntok += counts[end++];
+    }
+    s = forward(m, "prefill", seqs + at, m->counts, end - at, ids + tok, ntok,
+                out_logits + at * (size_t)m->vocab);
+    at = end;
+    tok += ntok;
+  }
+  if (s)
+    for (size_t i = 0; i < b; i++) rx_kv_cache_truncate(m->kv, seqs[i], before[i]);
+  free(before);
   return s;
 }
 
@@ -217,34 +305,25 @@ rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_
                          float *out_logits) {
   if (!m || !ids || !count || !out_logits)
     return rx_status_make(RX_ERR_INVALID, "rx_llm_prefill: NULL or no tokens");
-  int64_t have = rx_kv_cache_length(m->kv, seq);
-  if ((int64_t)count + have > m->max_seq_len)
-    return rx_status_make(RX_ERR_INVALID,
-                          "sequence %lld: %zu more tokens would make %lld, more than the model's "
-                          "maximum of %lld (compile with --max-seq-len to change it, up to the "
-                          "model's max_position_embeddings)",
-                          (long long)seq, count, (long long)(have + (int64_t)count),
-                          (long long)m->max_seq_len);
-  return forward(m, "prefill", &seq, 1, ids, count, 1, out_logits);
+  return rx_llm_prefill_batch(m, &seq, 1, ids, count, &count, out_logits);
 }
 
 rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
                         float *out_logits) {
   if (!m || !seqs || !ids || !count || !out_logits)
     return rx_status_make(RX_ERR_INVALID, "rx_llm_decode: NULL or no sequences");
-  if ((int64_t)count > m->max_batch)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%zu sequences in one decode step, more than the model's maximum of "
-                          "%lld (compile with --max-batch)",
-                          count, (long long)m->max_batch);
-  /* the host program takes the sequence ids as a shape value, of at most RX_RT_MAX_NDIM (16)
-   * dims: a larger batch is decoded as several calls of at most 16 sequences */
-  for (size_t at = 0; at < count; at += RX_RT_MAX_NDIM) {
-    size_t n = count - at < RX_RT_MAX_NDIM ? count - at : RX_RT_MAX_NDIM;
-    RX_RETURN_IF_ERROR(
-        forward(m, "decode", seqs + at, n, ids + at, n, n, out_logits + at * (size_t)m->vocab));
-  }
-  return NULL;
+  RX_RETURN_IF_ERROR(check_seqs(m, "decode", seqs, count));
+  for (size_t i = 0; i < count; i++)
+    if (!rx_kv_cache_length(m->kv, seqs[i]))
+      return rx_status_make(RX_ERR_INVALID,
+                            "decode: sequence %lld (at %zu) holds no tokens: prefill it first",
+                            (long long)seqs[i], i);
+  RX_RETURN_IF_ERROR(check_ids(m, "decode", ids, count));
+  for (size_t i = 0; i < count; i++) m->counts[i] = rx_kv_cache_length(m->kv, seqs[i]);
+  rx_status s = forward(m, "decode", seqs, NULL, count, ids, count, out_logits);
+  if (s) /* a forward that failed after rx_kv_extend (a device error) leaves no token behind */
+    for (size_t i = 0; i < count; i++) rx_kv_cache_truncate(m->kv, seqs[i], m->counts[i]);
+  return s;
 }
 
 static double now_ms(void) {

@@ -7,6 +7,7 @@
 #include "passes/schedule.h"
 #include "targets/toolchain.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,5 +203,15 @@ bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
   rx_diag_free(&diag);
   rx_module_free(m);
   return ok;
+}
+
+double rxk_rel_l2(const float *got, const float *want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)got[i] - want[i];
+    num += d * d;
+    den += (double)want[i] * want[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
 }
 #endif

@@ -50,4 +50,8 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
 bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
                      const rx_target *target, const char *path, char *why, size_t n);
 
+/* The relative L2 distance of got from want (n floats): |got - want| / |want| (|want| taken as 1
+ * when 0), in double (test_llm, test_batch: logits). */
+double rxk_rel_l2(const float *got, const float *want, size_t n);
+
 #endif

@@ -11,6 +11,8 @@
  *   relative L2 error at most 1e-4 computing in f32, 2e-3 in f16;
  * - the same decode steps for two sequences of different lengths at once (one decode call over
  *   both: a page table per sequence in one shared pool);
+ * - the four prompts packed into one prefill (rx_llm_prefill_batch: 141 tokens of 4 sequences,
+ *   no padding), each row's logits against the same reference;
  * - 32 greedy tokens equal to transformers', up to the first step whose best and second-best
  *   logits are nearer than the compute dtype can tell apart (TIE_F32, TIE_F16);
  * - kjv-llama with its projections quantized (--quantize q8f16 and q4f16_g32, f16): the logits of
@@ -113,19 +115,9 @@ static float *load_npy(const ref *r, const char *file, size_t *count) {
   return (float *)a.data;
 }
 
-static double rel_l2(const float *got, const float *want, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static void check_logits(const char *what, const float *got, const float *want, size_t n,
                          double tol, double *worst) {
-  double e = rel_l2(got, want, n);
+  double e = rxk_rel_l2(got, want, n);
   if (e > *worst) *worst = e;
   if (e > tol || e != e)
     FAIL("%s: relative L2 error %.3g > %.3g", what, e, tol);
@@ -255,6 +247,49 @@ static void check_batch(rx_llm_model *m, const ref *r, const char *name, double 
   free(logits);
 }
 
+/* The prompts of every length in one packed prefill (ragged: sequence after sequence), each
+ * sequence's last-token logits against its reference. */
+static void check_packed(rx_llm_model *m, const ref *r, const char *name, double tol,
+                         double *worst) {
+  enum { NL = RX_ARRAY_LEN(lengths) };
+  int32_t vocab = rx_llm_model_vocab_size(m);
+  const cJSON *prompts = cJSON_GetObjectItem(r->json, "prompts");
+  const cJSON *pre = cJSON_GetObjectItem(r->json, "prefill");
+  int32_t *ids[NL], *packed;
+  size_t counts[NL], n = 0;
+  int64_t seqs[NL];
+  for (int k = 0; k < NL; k++) {
+    counts[k] = ids_of(cJSON_GetObjectItem(prompts, lengths[k]), &ids[k]);
+    seqs[k] = 20 + k;
+    n += counts[k];
+  }
+  packed = rx_calloc(n, sizeof *packed);
+  float *rows = rx_calloc((size_t)NL * (size_t)vocab, sizeof *rows);
+  size_t at = 0;
+  for (int k = 0; k < NL; k++) {
+    memcpy(packed + at, ids[k], counts[k] * sizeof *packed);
+    at += counts[k];
+  }
+  if (ok_status(rx_llm_prefill_batch(m, seqs, NL, packed, n, counts, rows), name)) {
+    for (int k = 0; k < NL; k++) {
+      size_t cnt = 0;
+      float *want = load_npy(r, cJSON_GetObjectItem(pre, lengths[k])->valuestring, &cnt);
+      char what[256];
+      snprintf(what, sizeof what, "%s: the %s-token prompt in a packed prefill of %zu tokens", name,
+               lengths[k], n);
+      if (want && cnt == (size_t)vocab)
+        check_logits(what, rows + (size_t)k * (size_t)vocab, want, (size_t)vocab, tol, worst);
+      free(want);
+    }
+  }
+  for (int k = 0; k < NL; k++) {
+    rx_llm_model_reset(m, seqs[k]);
+    free(ids[k]);
+  }
+  free(packed);
+  free(rows);
+}
+
 /* 32 greedy tokens, compared up to the first near-tie of the reference. */
 static void check_greedy(rx_llm_model *m, const ref *r, const char *name, double tie) {
   const cJSON *g = cJSON_GetObjectItem(r->json, "greedy");
@@ -316,6 +351,7 @@ static void check_model(const char *tests, const char *model, rx_dtype t, const 
       if (ok_status(rx_llm_model_load(path, &mo, &m), name)) {
         check_lengths(m, &r, name, tol, &worst);
         check_batch(m, &r, name, tol, &worst);
+        check_packed(m, &r, name, tol, &worst);
         check_greedy(m, &r, name, t == RX_DTYPE_F32 ? TIE_F32 : TIE_F16);
         fprintf(stderr, "  %s: worst relative L2 error %.3g (tolerance %.0e)\n", name, worst, tol);
         const char *last = NULL;
