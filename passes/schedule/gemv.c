@@ -262,13 +262,13 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
     RX_VEC_PUSH(body, rows_store(c, z, tot, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
     return;
   }
-  const rx_expr *b = rx_sched_fresh_var(s, "a");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, b, z, E(s, A));
   if (p.G == 1) { /* a group of one thread: its accumulators are the totals */
-    RX_VEC_PUSH(body, rx_sched_for(s, b, E(s, A), RX_LOOP_UNROLL,
-                                   rows_store(c, b, rx_sched_load(s, c->acc, &b, 1), NULL)));
+    const rx_expr *a = rx_sched_fresh_var(s, "a");
+    size_t mk = rx_analyzer_mark(s->an);
+    rx_analyzer_bind_range(s->an, a, z, E(s, A));
+    rx_stmt *st = rows_store(c, a, rx_sched_load(s, c->acc, &a, 1), NULL);
     rx_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, st));
     return;
   }
   rx_stmt *al;
@@ -280,6 +280,9 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   rx_stmt *red =
       rx_sched_store_e(s, tot, &a, 1, rx_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
   RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, red));
+  const rx_expr *b = rx_sched_fresh_var(s, "a");
+  size_t mk = rx_analyzer_mark(s->an);
+  rx_analyzer_bind_range(s->an, b, z, E(s, A));
   const rx_expr *who = rx_expr_cmp(s->cx, RX_EXPR_EQ, c->l, rx_expr_floormod(s->cx, b, E(s, p.G)));
   rx_stmt *st = rows_store(c, b, rx_sched_load(s, tot, &b, 1), who);
   rx_analyzer_reset(s->an, mk);
