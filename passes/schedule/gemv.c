@@ -12,7 +12,10 @@
  *               Grids too small for the GPU get smaller blocks, then k split over a block
  *               (every subgroup of the block on one column, combined through shared memory).
  *               Targets without subgroup arithmetic (generic Vulkan) reduce over the whole
- *               block with a shared-memory tree, one row only.
+ *               block with a shared-memory tree, one row only. Targets with subgroups narrower
+ *               than 32 (lavapipe, Mali) take groups of one thread for several rows: each
+ *               thread reads its columns' weight rows alone and keeps their sums, for any row
+ *               count, in passes of GEMV_ROW_CHUNK rows (a serial loop around the k loop).
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
  *               combined through shared memory. */
@@ -45,11 +48,12 @@
  * gemv_rows
  * ------------------------------------------------------------------------------------------ */
 typedef struct rows_plan {
-  int T;  /* threads per block */
-  int G;  /* threads per group: the subgroup size, or T (k split over the block) */
-  int R;  /* output columns per group */
-  int V;  /* vector lanes along k */
-  int NB; /* rows of P per block: all of them */
+  int T;       /* threads per block */
+  int G;       /* threads per group: the subgroup size, or T (k split over the block) */
+  int R;       /* output columns per group */
+  int V;       /* vector lanes along k */
+  int NB;      /* rows of P per pass over k: all of them, or GEMV_ROW_CHUNK (thread groups) */
+  bool chunks; /* the rows in passes of NB (a serial loop around the k loop) */
 } rows_plan;
 
 static bool subgroups(const rx_sctx *s, int threads) {
@@ -69,13 +73,40 @@ static int64_t plan_blocks(const mm_info *mi, const rows_plan *p) {
   return n * ((mi->M->value + per - 1) / per);
 }
 
+/* The narrowest subgroup whose lanes share a column in the multi-row form (rows > 1). On lavapipe
+ * (subgroups of 8) the subgroup reductions of 2 x rows accumulators per lane gave wrong sums in
+ * about a quarter of the runs of tests/kernels/gemv_hf.rx (batched_hf, n = 7) when llvmpipe ran
+ * workgroups on more than one thread, and never with LP_NUM_THREADS=0 or 1; the cause is not
+ * found (the kernel's accesses are disjoint per workgroup). Narrower subgroups (lavapipe's 8,
+ * Mali's 16) take groups of one thread instead (plan_rows): each thread owns its columns and
+ * reads their whole weight rows alone, 16 bytes a step, with no cross-lane reduction at all. On
+ * lavapipe a thread is one SIMD lane of a CPU core, so the lanes' rows are 8 streams the core's
+ * prefetchers follow, and the reduction over k stays in registers. */
+#define GEMV_ROWS_MIN_SUBGROUP 32
+
+/* With groups of one thread, the rows of P in one pass over k (the passes are a serial loop):
+ * lavapipe runs a guarded row (`if (i < n)`, a row past a symbolic count) with its lanes masked
+ * off, not skipped, so every row of a pass costs its multiply-adds; passes of 4 rows waste at most
+ * 3 (b = 7 cost 16 rows in one pass of a bound of 16), and a pass's weights are re-read from the
+ * core's cache (a block's columns: 64 threads x 2 rows x K of f16 is 32 KiB at K = 128). */
+#define GEMV_ROW_CHUNK 4
+
+/* Whether the multi-row form on s->t puts each group of columns on one thread (see above). */
+static bool thread_groups(const rx_sctx *s, int rows) {
+  int sg = s->t->subgroup_size;
+  return rows != 1 && sg > 0 && sg < GEMV_ROWS_MIN_SUBGROUP;
+}
+
 static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_packed *pk) {
   int tmax = sched_block_threads(s, BLOCK_THREADS);
   int V = pk->n ? pk->lanes : mm_vector_lanes(s, mi, GEMV_LANES);
   rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows};
-  if (!subgroups(s, tmax)) return p; /* the block reduces each column: one row */
-  int sg = s->t->subgroup_size;
+  bool one = thread_groups(s, rows);
+  if (!one && !subgroups(s, tmax)) return p; /* the block reduces each column: one row */
+  int sg = one ? 1 : s->t->subgroup_size;
   p.G = sg;
+  if (one && (rows == 0 || rows > GEMV_ROW_CHUNK)) p.NB = GEMV_ROW_CHUNK;
+  p.chunks = one;
   p.R = rows > 1 ? GEMV_BATCH_COLS : 1;
   int tmin = GEMV_MIN_THREADS > sg ? GEMV_MIN_THREADS : sg;
   while (p.T > tmin && plan_blocks(mi, &p) >= 0 && plan_blocks(mi, &p) < GEMV_MIN_BLOCKS) p.T /= 2;
@@ -88,19 +119,11 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   return p;
 }
 
-/* The narrowest subgroup the multi-row form (rows > 1) is used with. On lavapipe (subgroups of 8)
- * its reductions of 2 x rows accumulators per lane gave wrong sums in about a quarter of the runs
- * of tests/kernels/gemv_hf.rx (batched_hf, n = 7) when llvmpipe ran workgroups on more than one
- * thread, and never with LP_NUM_THREADS=0; the cause is not found yet (the kernel's accesses are
- * disjoint per workgroup). Until it is, narrower subgroups take the shared-tile kernel for
- * rows > 1 (gemm.c), which holds on every run. */
-#define GEMV_ROWS_MIN_SUBGROUP 32
-
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows) {
   (void)mi;
+  if (thread_groups(s, rows)) return true; /* any row count, in passes */
   return rows >= 1 && rows <= SMALL_ROWS &&
-         (rows == 1 || (subgroups(s, sched_block_threads(s, BLOCK_THREADS)) &&
-                        s->t->subgroup_size >= GEMV_ROWS_MIN_SUBGROUP));
+         (rows == 1 || subgroups(s, sched_block_threads(s, BLOCK_THREADS)));
 }
 
 /* What the parts of a gemv_rows kernel share. */
@@ -110,6 +133,7 @@ typedef struct rows_k {
   rows_plan p;
   const rx_expr *tx, *l;      /* the thread, its lane in the group */
   const rx_expr *col0;        /* the group's first column */
+  const rx_expr *row0;        /* the pass's first row (p.chunks), else 0 */
   const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
   rx_buffer *acc, *wv;        /* accumulators [NB * R], the weight vectors [R, V] */
   mm_packed pk;               /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
@@ -160,7 +184,9 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   }
   rx_local *xv = rx_sched_local(s, "xv", mi->p->dtype);
   rx_stmtvec lane = {0};
-  RX_VEC_PUSH(&lane, rx_sched_let(s, xv, operand_at(c, mi->p, ii, c->col0, ADD(s, kb, lv))));
+  RX_VEC_PUSH(
+      &lane,
+      rx_sched_let(s, xv, operand_at(c, mi->p, ADD(s, c->row0, ii), c->col0, ADD(s, kb, lv))));
   for (int r = 0; r < p.R; r++) {
     const rx_expr *ai = ADD(s, MUL(s, ii, p.R), E(s, r)), *wi[2] = {E(s, r), lv};
     rx_tx *x = rx_tx_local(s->m, xv, s->loc), *w = rx_sched_load(s, c->wv, wi, 2);
@@ -179,7 +205,7 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   }
   size_t mk = rx_analyzer_mark(s->an);
   rx_analyzer_bind_range(s->an, ii, E(s, 0), E(s, p.NB));
-  row = rx_sched_guard(s, sched_bound_guard(s, ii, mi->N), row);
+  row = rx_sched_guard(s, sched_bound_guard(s, ADD(s, c->row0, ii), mi->N), row);
   rx_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(&st, rx_sched_for(s, ii, E(s, p.NB), RX_LOOP_UNROLL, row));
   return rx_sched_seq(s, &st);
@@ -210,7 +236,7 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   int R = c->p.R;
-  const rx_expr *i = rx_expr_floordiv(s->cx, a, E(s, R));
+  const rx_expr *i = ADD(s, c->row0, rx_expr_floordiv(s->cx, a, E(s, R)));
   const rx_expr *j = ADD(s, c->col0, rx_expr_floormod(s->cx, a, E(s, R)));
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
@@ -223,7 +249,8 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
 }
 
 /* The reduction of each accumulator over its group and the stores: by subgroup shuffles (lane
- * a % G of the group stores accumulator a), or over the whole block (thread 0 stores). */
+ * a % G of the group stores accumulator a), over the whole block (thread 0 stores), or none for
+ * a group of one thread. */
 static void rows_finish(rows_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rows_plan p = c->p;
@@ -233,6 +260,15 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
     rx_tx *tot = rx_sched_xreduce(s, body, rx_sched_load(s, c->acc, &z, 1), RX_COMB_SUM,
                                   c->mi->acc_dt, p.T, c->tx);
     RX_VEC_PUSH(body, rows_store(c, z, tot, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
+    return;
+  }
+  if (p.G == 1) { /* a group of one thread: its accumulators are the totals */
+    const rx_expr *a = rx_sched_fresh_var(s, "a");
+    size_t mk = rx_analyzer_mark(s->an);
+    rx_analyzer_bind_range(s->an, a, z, E(s, A));
+    rx_stmt *st = rows_store(c, a, rx_sched_load(s, c->acc, &a, 1), NULL);
+    rx_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, st));
     return;
   }
   rx_stmt *al;
@@ -286,13 +322,21 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     c.pkb[i] = rx_sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);
     RX_VEC_PUSH(&body, al);
   }
+  /* one pass over k for rows row0 .. row0 + NB: its accumulators zeroed, the k loop, the stores */
+  const rx_expr *rc = rx_sched_fresh_var(s, "rc"), *npass = CEILDIV(s, mi->N, p.NB);
+  if (p.chunks) rx_analyzer_bind_range(s->an, rc, E(s, 0), npass);
+  c.row0 = p.chunks ? MUL(s, rc, p.NB) : E(s, 0);
+  rx_stmtvec pass = {0};
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
   const rx_expr *a = rx_sched_fresh_var(s, "a");
-  RX_VEC_PUSH(&body, rx_sched_for(s, a, E(s, ashape[0]), RX_LOOP_UNROLL,
+  RX_VEC_PUSH(&pass, rx_sched_for(s, a, E(s, ashape[0]), RX_LOOP_UNROLL,
                                   rx_sched_store_e(s, c.acc, &a, 1, zero)));
-  RX_VEC_PUSH(&body, rows_kloop(&c));
-  rows_finish(&c, &body);
+  RX_VEC_PUSH(&pass, rows_kloop(&c));
+  rows_finish(&c, &pass);
+  rx_stmt *passes = rx_sched_seq(s, &pass);
+  if (p.chunks) passes = rx_sched_for(s, rc, npass, RX_LOOP_SERIAL, passes);
+  RX_VEC_PUSH(&body, passes);
   rx_analyzer_reset(s->an, mk);
   rx_stmt *k = rx_sched_for(s, c.tx, E(s, p.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);

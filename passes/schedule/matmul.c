@@ -11,7 +11,10 @@
  *                                  loads contiguous along k and K a multiple of 32; else
  *                                  gemv_rows over all n rows when Q is contiguous along k and the
  *                                  target has subgroup arithmetic (each weight read once), else
- *                                  the small-tile gemm;
+ *                                  the small-tile gemm; on targets with subgroups narrower than
+ *                                  32 (lavapipe) gemv_rows with a thread per column pair takes
+ *                                  every row count past 1 (gemv.c: passes of 4 rows), where
+ *                                  Q is contiguous along k;
  *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
  *                                  to gemm_mma_mid_rows: 64 or more, by the column count);
  *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions with
@@ -43,7 +46,7 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemv_mma"};
     return gemv_mma_schedule(s, mi);
   }
-  if (rows > 0 && rows <= SMALL_ROWS && mi->q_along_k && gemv_rows_fits(s, mi, rows)) {
+  if (mi->q_along_k && gemv_rows_fits(s, mi, rows)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemv_batch"}; /* GEMV: one row */
     return gemv_rows_schedule(s, mi, rows);
   }

@@ -6,7 +6,9 @@
  *                         8-lane vector loads: Q contiguous along k (x @ W^T, Hugging Face's
  *                         [out, in] weights); up to SMALL_ROWS rows of P per block, so each
  *                         weight element is read once for all of them; packed (quantized)
- *                         weight bytes staged 16 at a time (gemv_packed.c)
+ *                         weight bytes staged 16 at a time (gemv_packed.c); with subgroups
+ *                         narrower than 32 (lavapipe) a thread per group, any row count, in
+ *                         passes of 4 rows
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
