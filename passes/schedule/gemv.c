@@ -119,9 +119,17 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   return p;
 }
 
+/* With groups of one thread, the most rows the multi-row form takes: passes of GEMV_ROW_CHUNK
+ * rows re-read a block's weights n / 4 times, which a decode batch pays back (18x over the tiled
+ * gemm on lavapipe at 4 rows) but a prefill of hundreds of rows does not: those keep the gemm. */
+#define GEMV_ROWS_MAX_PASSES 64
+
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows) {
-  (void)mi;
-  if (thread_groups(s, rows)) return true; /* any row count, in passes */
+  if (thread_groups(s, rows)) { /* a bound up to the limit, or facts that bound n to it */
+    rx_expr_ctx *cx = s->cx;
+    const rx_expr *le = rx_expr_cmp(cx, RX_EXPR_LE, mi->N, rx_expr_const(cx, GEMV_ROWS_MAX_PASSES));
+    return (rows > 0 && rows <= GEMV_ROWS_MAX_PASSES) || rx_analyzer_prove(s->an, le) == RX_TRUE;
+  }
   return rows >= 1 && rows <= SMALL_ROWS &&
          (rows == 1 || subgroups(s, sched_block_threads(s, BLOCK_THREADS)));
 }

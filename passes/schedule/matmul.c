@@ -13,7 +13,8 @@
  *                                  target has subgroup arithmetic (each weight read once), else
  *                                  the small-tile gemm; on targets with subgroups narrower than
  *                                  32 (lavapipe) gemv_rows with a thread per column pair takes
- *                                  every row count past 1 (gemv.c: passes of 4 rows), where
+ *                                  every row count from 2 to 64 (the variant's bound, or the
+ *                                  facts on n: a decode batch; gemv.c: passes of 4 rows), where
  *                                  Q is contiguous along k;
  *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
  *                                  to gemm_mma_mid_rows: 64 or more, by the column count);

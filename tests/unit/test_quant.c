@@ -117,11 +117,10 @@ static void check_kernels(const prog *p, const rxk_prepared *tp);
 /* The variants past 16 rows (passes/schedule/matmul.c): of an f16 program (x f16 beside the
  * dequantized weight) on matrix units, on CUDA sm_80 gemm_mma_dq_64 (n <= 64) and gemm_mma_dq, on
  * Metal simdgroups and NVIDIA's Vulkan cooperative matrices gemm_frag_dq; on the targets without
- * matrix units, and for f32 x everywhere (the matrix units multiply f16), the SIMT gemm, but on
- * lavapipe (subgroups of 8) gemv_batch: gemv_rows in passes of 4 rows (passes/schedule/gemv.c).
- * On CUDA the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and
- * ldmatrix, for relaxc's own schemes 128-bit loads of the packed weight, and no local memory (no
- * spills either: rxk_prepare checks every kernel with ptxas). */
+ * matrix units, and for f32 x everywhere (the matrix units multiply f16), the SIMT gemm. On CUDA
+ * the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and ldmatrix,
+ * for relaxc's own schemes 128-bit loads of the packed weight, and no local memory (no spills
+ * either: rxk_prepare checks every kernel with ptxas). */
 static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   bool f16 = p->xdt == RX_DTYPE_F16, mma = f16 && tp->t->kind == RX_TARGET_CUDA;
   const char *want[2] = {"gemm", "gemm"};
@@ -129,8 +128,6 @@ static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
     want[0] = "gemm_mma_dq_64", want[1] = "gemm_mma_dq";
   else if (f16 && tp->t->matrix_units)
     want[0] = want[1] = "gemm_frag_dq";
-  else if (tp->t->subgroup_size > 0 && tp->t->subgroup_size < 32)
-    want[0] = want[1] = "gemv_batch";
   int nv = tp->sr.nvariants, first = nv - (mma ? 2 : 1);
   for (int v = first; v < nv; v++) {
     const char *got = tp->sr.variants[v].name ? tp->sr.variants[v].name : "(none)";
