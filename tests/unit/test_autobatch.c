@@ -435,11 +435,16 @@ int main(int argc, char **argv) {
     rx_rt_artifact_release(a);
     free(bytes);
   }
+  bool ran = vk.dev != NULL;
   char msg[1024];
   CHECK(rxk_rt_close(&vk, msg, sizeof msg), "%s", msg);
   rx_module_free(m);
   free(tree);
   free(lstm);
   if (failures) fprintf(stderr, "test_autobatch: %d failures\n", failures);
+  if (!failures && !ran) {
+    printf("SKIP: the batched runs need a Vulkan device (the pass's checks passed)\n");
+    return 77; /* what ran is not the test's point: ctest reports it skipped, not passed */
+  }
   return failures ? 1 : 0;
 }
