@@ -4983,10 +4983,16 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * A subgraph becomes a graph function of its own (its body: the subgraph's inputs, then the
  * outer tensors it reads, as parameters; the tuple of its outputs as result). A small driver
  * function, written as text and parsed into the module, holds the graph-level `if` and, for
- * Loop and Scan, the recursion: under `if k < trip count` it calls the body for step k and
- * itself for k + 1, so the trip count stays symbolic (a loop is a recursive graph function,
- * as in Relax; the VM's CALL_FN and jumps run it). Scan outputs are the step's output
- * concatenated in front of the rest's. `main` calls the driver once. */
+ * Loop and Scan, the recursion: under `if k < trip count` it calls the body for step k and then
+ * itself for k + 1 as its last act, so the trip count stays symbolic (a loop is a recursive
+ * graph function, as in Relax) and the recursion is a tail call: the host program's
+ * TAIL_CALL_FN runs the next step in the place of this one, so a loop of any length runs in
+ * constant frames and each step's values are released before the next. Scan outputs are
+ * accumulators passed along: a [steps, elements] tensor per output that each step writes its
+ * row of in place (a small tensor program, `<driver>w<j>`), so building them is linear in the
+ * steps: Scan's allocated at its length, Loop's (whose length the condition may cut) grown by
+ * doubling from min(M, 16) rows and cut to the steps run at the end. `main` calls the driver
+ * once. */
 
 #define CF_MAXCAP 32 /* outer values one subgraph may read */
 #define CF_MAXIO  16 /* inputs and outputs of one control-flow node */
@@ -5218,11 +5224,15 @@ static void put_cond(rx_strbuf *sb, const char *c, const char *sym) {
 }
 
 /* Calls driver fname from main with args; defines n's outputs from the tuple result (those of
- * rank-only struct info matched to fresh dims). */
+ * rank-only struct info matched to fresh dims). inplace: the driver writes in place. */
 static rx_status call_driver(imp *I, const Onnx__NodeProto *n, const char *fname,
-                             rx_node *const *args, int nargs, const rx_sinfo *ret) {
+                             rx_node *const *args, int nargs, const rx_sinfo *ret, bool inplace) {
   rx_var *tup;
+  /* a driver whose scan outputs are written in place is impure to the verifier (the buffers are
+   * its own): called between dataflow blocks */
+  if (inplace) RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_end_dataflow(I->b)));
   RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_call_graph(I->b, fname, args, nargs, ret, NULL, &tup)));
+  if (inplace) RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_begin_dataflow(I->b)));
   for (size_t i = 0; i < n->n_output && (int)i < ret->nfields; i++) {
     if (!n->output[i] || !n->output[i][0]) continue;
     rx_var *v;
@@ -5336,7 +5346,7 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   a[na++] = c;
   for (int k = 0; k < bt.ncaps; k++) a[na++] = rx_arg_var(I->b, bt.capv[k]);
   for (int k = 0; k < be.ncaps; k++) a[na++] = rx_arg_var(I->b, be.capv[k]);
-  return call_driver(I, n, F, a, na, ret);
+  return call_driver(I, n, F, a, na, ret, false);
 }
 
 /* the driver's tuple of states st0.. (n of them) then the scan values sc0.. (k) */
@@ -5357,14 +5367,40 @@ static void put_carried(rx_strbuf *sb, const rx_sinfo *const *si, int n, int fir
   }
 }
 
-/* Scan's step outputs: the step's value of each in front of (behind, reversed) the rest's */
-static void put_scan_outs(rx_strbuf *sb, int first, int N, int K, const int64_t *odir) {
-  for (int j = 0; j < K; j++) {
-    rx_strbuf_printf(sb, "    u%d = expand_dims(o.%d, axes=[0])\n", j, first + j);
-    rx_strbuf_printf(sb, "    w%d = concat((%s%d, %s%d), axis=0)\n", j, odir[j] ? "rest." : "u",
-                     odir[j] ? N + j : j, odir[j] ? "u" : "rest.", odir[j] ? j : N + j);
-  }
-  for (int i = 0; i < N; i++) rx_strbuf_printf(sb, "    f%d = rest.%d\n", i, i);
+/* "[row, e0, .., e<ndim-1>]" (rank 0: "[row + e]") or, !row, "[e0, ..]" */
+static void put_row_index(rx_strbuf *sb, int ndim, bool row) {
+  rx_strbuf_printf(sb, "[%s", row ? (ndim ? "row" : "row + e") : "");
+  for (int d = 0; d < ndim; d++) rx_strbuf_printf(sb, "%se%d", row || d ? ", " : "", d);
+  rx_strbuf_printf(sb, "]");
+}
+
+/* "PFX_t, PFX_d0, .." (!rows: without PFX_t) */
+static void put_row_dims(rx_strbuf *sb, const char *pfx, int ndim, bool rows) {
+  if (rows) rx_strbuf_printf(sb, "%s_t", pfx);
+  for (int d = 0; d < ndim; d++) rx_strbuf_printf(sb, "%s%s_d%d", rows || d ? ", " : "", pfx, d);
+}
+
+/* The tensor program NAME that writes a step's value v of a scan output as row `row` of the
+ * accumulator y, in place (write), or reads row `row` of a scan input x into v (!write): a
+ * step's copy, one launch. */
+static void put_row_copy(rx_strbuf *sb, const char *name, bool write, rx_dtype dt, int ndim) {
+  const char *t = rx_dtype_name(dt);
+  rx_strbuf_printf(sb, "tensor_fn %s(%s: %s[", name, write ? "v" : "x", t);
+  put_row_dims(sb, name, ndim, !write);
+  rx_strbuf_printf(sb, "], out %s: %s[", write ? "y" : "v", t);
+  put_row_dims(sb, name, ndim, write);
+  rx_strbuf_printf(sb, "], row: i64) {\n");
+  for (int d = 0; d < ndim; d++)
+    rx_strbuf_printf(sb, "%*sfor e%d in 0..%s_d%d {\n", 2 + 2 * d, "", d, name, d);
+  if (!ndim) rx_strbuf_printf(sb, "  for e in 0..1 {\n");
+  int depth = ndim ? ndim : 1;
+  rx_strbuf_printf(sb, "%*s%s", 2 + 2 * depth, "", write ? "y" : "v");
+  put_row_index(sb, ndim, write);
+  rx_strbuf_printf(sb, " = %s", write ? "v" : "x");
+  put_row_index(sb, ndim, !write);
+  rx_strbuf_printf(sb, "\n");
+  for (int d = depth - 1; d >= 0; d--) rx_strbuf_printf(sb, "%*s}\n", 2 + 2 * d, "");
+  rx_strbuf_printf(sb, "}\n");
 }
 
 /* an int list attribute of n entries (default 0 each); false when present with another count */
@@ -5411,7 +5447,7 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (ax[j]) return node_err(I, n, "attribute scan_output_axes: only axis 0 is supported");
   rx_node *a[1 + CF_MAXIO + CF_MAXCAP];
   const rx_sinfo *in[CF_MAXIO];
-  a[0] = rx_arg_shape(I->b, (const rx_expr *const[]){rx_sym_const(I->m, 0)}, 1);
+  a[0] = NULL; /* the driver's arguments: a[1..] */
   for (int i = 0; i < nin; i++) {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)(first + i)), &a[1 + i]));
     if (v8) RX_RETURN_IF_ERROR(batch_one(I, n, &a[1 + i], true));
@@ -5438,43 +5474,65 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
     for (int d = 0; d < so->ndim; d++) dims[1 + d] = so->shape[d];
     f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, dims);
   }
+  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, N + K);
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", F, ks);
+  char st[64], rw[80];
+  snprintf(st, sizeof st, "%st", F);
+  for (int j = 0; j < M; j++) {
+    snprintf(rw, sizeof rw, "%sr%d", F, j);
+    put_row_copy(&sb, rw, false, in[N + j]->dtype, in[N + j]->ndim);
+  }
+  for (int j = 0; j < K; j++) {
+    snprintf(rw, sizeof rw, "%sw%d", F, j);
+    put_row_copy(&sb, rw, true, f[N + j]->dtype, f[N + j]->ndim - 1);
+  }
+  /* the entry: the scan outputs' accumulators, then the steps from 0 */
+  rx_strbuf_printf(&sb, "graph_fn %s(", F);
+  for (int i = 0; i < nin; i++) {
+    rx_strbuf_printf(&sb, "%s%s%d: ", i ? ", " : "", i < N ? "s" : "x", i < N ? i : i - N);
+    put_sinfo(&sb, a[1 + i]->sinfo);
+  }
+  put_caps(&sb, "c", &bd);
+  rx_strbuf_printf(&sb, ") -> ");
+  put_sinfo(&sb, ret);
+  rx_strbuf_printf(&sb, " {\n");
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(&sb, "  y%d = zeros([", j);
+    put_dims(&sb, f[N + j], 0, false);
+    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(f[N + j]->dtype));
+  }
+  rx_strbuf_printf(&sb, "  o = %s([0]", st);
+  for (int i = 0; i < nin; i++)
+    rx_strbuf_printf(&sb, ", %s%d", i < N ? "s" : "x", i < N ? i : i - N);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", y%d", j);
+  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+  rx_strbuf_printf(&sb, ")\n  return o\n}\n");
+  /* the step k: its rows of the scan inputs (row T - 1 - k reversed), the body, its scan values
+   * written likewise, then the steps after it: a tail call */
+  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", st, ks);
   for (int i = 0; i < nin; i++) {
     rx_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
     put_sinfo(&sb, a[1 + i]->sinfo);
   }
-  put_caps(&sb, "c", &bd);
-  rx_strbuf_printf(&sb, ") -> (");
-  for (int i = 0; i < N + K; i++) {
-    if (i) rx_strbuf_printf(&sb, ", ");
-    if (i < N) {
-      put_sinfo(&sb, f[i]);
-      continue;
-    }
-    const rx_sinfo *so = bd.ret->fields[i];
-    rx_strbuf_printf(&sb, "%s[", rx_dtype_name(so->dtype));
-    put_expr(&sb, T);
-    rx_strbuf_printf(&sb, " - %s", ks);
-    put_dims(&sb, so, 0, true);
-    rx_strbuf_printf(&sb, "]");
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(&sb, ", y%d: ", j);
+    put_sinfo(&sb, f[N + j]);
   }
-  rx_strbuf_printf(&sb, "%s) {\n  r = if prim(bool, %s < ", N + K == 1 ? "," : "", ks);
+  put_caps(&sb, "c", &bd);
+  rx_strbuf_printf(&sb, ") -> ");
+  put_sinfo(&sb, ret);
+  rx_strbuf_printf(&sb, " {\n  r = if prim(bool, %s < ", ks);
   put_expr(&sb, T);
   rx_strbuf_printf(&sb, ") {\n");
   for (int j = 0; j < M; j++) {
-    rx_strbuf_printf(&sb, "    a%d = strided_slice(x%d, axes=[0], begin=[", j, j);
+    rx_strbuf_printf(&sb, "    e%d = call_tensor(%sr%d, x%d, out=", j, F, j, j);
+    put_sinfo(&sb, in[N + j]);
+    rx_strbuf_printf(&sb, ", dims=[");
     if (idir[j]) {
       put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - 1 - %s], end=[", ks);
-      put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - %s])\n", ks);
-    } else {
-      rx_strbuf_printf(&sb, "%s], end=[%s + 1])\n", ks, ks);
+      rx_strbuf_printf(&sb, " - 1 - ");
     }
-    rx_strbuf_printf(&sb, "    e%d = reshape(a%d, [", j, j);
-    put_dims(&sb, in[N + j], 0, false);
-    rx_strbuf_printf(&sb, "])\n");
+    rx_strbuf_printf(&sb, "%s])\n", ks);
   }
   rx_strbuf_printf(&sb, "    o = %s(", bn);
   for (int i = 0; i < nin; i++)
@@ -5482,30 +5540,27 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
   for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
   rx_strbuf_printf(&sb, ")\n");
   put_carried(&sb, in, N, 0);
-  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", F, ks);
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(&sb, "    v%d = o.%d\n    w%d = call_tensor(%sw%d, v%d, inplace=y%d, dims=[",
+                     j, N + j, j, F, j, j, j);
+    if (odir[j]) {
+      put_expr(&sb, T);
+      rx_strbuf_printf(&sb, " - 1 - ");
+    }
+    rx_strbuf_printf(&sb, "%s])\n", ks);
+  }
+  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", st, ks);
   for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
   for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", w%d", j);
   for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-  rx_strbuf_printf(&sb, ")\n");
-  put_scan_outs(&sb, N, N, K, odir);
-  rx_strbuf_printf(&sb, "    res = ");
-  put_tuple(&sb, "f", N, "w", K);
-  rx_strbuf_printf(&sb, "\n    res\n  } else {\n");
-  for (int j = 0; j < K; j++) {
-    const rx_sinfo *so = bd.ret->fields[N + j];
-    rx_strbuf_printf(&sb, "    z%d = zeros([", j);
-    put_expr(&sb, T);
-    rx_strbuf_printf(&sb, " - %s", ks);
-    put_dims(&sb, so, 0, true);
-    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
-  }
-  rx_strbuf_printf(&sb, "    res2 = ");
-  put_tuple(&sb, "s", N, "z", K);
+  rx_strbuf_printf(&sb, ")\n    rest\n  } else {\n    res2 = ");
+  put_tuple(&sb, "s", N, "y", K);
   rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   int na = 1 + nin;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  RX_RETURN_IF_ERROR(call_driver(I, n, F, a, na, rx_sinfo_tuple(I->m, f, N + K)));
+  RX_RETURN_IF_ERROR(call_driver(I, n, F, a + 1, na - 1, ret, K > 0));
   for (size_t i = 0; v8 && i < n->n_output; i++) { /* the batch of one back in front */
     if (!n->output[i] || !n->output[i][0]) continue;
     rx_node *o = rx_arg_var(I->b, get(I, n->output[i])->var);
@@ -5517,6 +5572,147 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* the trip count when Loop has none (the condition ends it): large, and k + 1 stays in range */
 #define LOOP_UNBOUNDED ((int64_t)1 << 62)
+/* the rows a Loop's scan output accumulator starts with (fewer when M is smaller); doubled when
+ * full, so the copies stay linear in the steps */
+#define LOOP_FIRST_ROWS 16
+
+/* What Loop's driver text is made of (do_loop). */
+typedef struct loop_txt {
+  const char *F, *bn, *ks, *cs, *ms; /* the driver, the body, the symbols k, cond and M */
+  char st[64];                       /* the step function */
+  int N, K;                          /* carried values, scan outputs */
+  bool always;                       /* the condition is true at every step: never read back */
+  const rx_sinfo *const *in;         /* the body's inputs: iteration number, cond, carried */
+  const body *bd;
+  const rx_sinfo *ret;          /* the driver's: carried values, then the scan outputs */
+  const rx_sinfo *s0[CF_MAXIO]; /* a step's value of each scan output at step 0 */
+  const rx_sinfo *sk[CF_MAXIO]; /* and at step k */
+} loop_txt;
+
+/* ", c: COND, s0: .., y0: DT[cap, elems].., c0: .." of the entry (!step: no accumulators) and
+ * the step, then the result */
+static void put_loop_params(rx_strbuf *sb, const loop_txt *L, bool step) {
+  put_sinfo(sb, L->in[1]);
+  for (int i = 0; i < L->N; i++) {
+    rx_strbuf_printf(sb, ", s%d: ", i);
+    put_sinfo(sb, L->in[2 + i]);
+  }
+  for (int j = 0; step && j < L->K; j++) {
+    rx_strbuf_printf(sb, ", y%d: %s[%s_cap", j, rx_dtype_name(L->sk[j]->dtype), L->F);
+    put_dims(sb, L->sk[j], 0, true);
+    rx_strbuf_printf(sb, "]");
+  }
+  put_caps(sb, "c", L->bd);
+  rx_strbuf_printf(sb, ") -> ");
+  put_sinfo(sb, L->ret);
+  rx_strbuf_printf(sb, " {\n");
+}
+
+/* the step's arguments after its step number: ", m, COND, CARRIED.., ACC.., c0.." */
+static void put_step_args(rx_strbuf *sb, const loop_txt *L, const char *cond, const char *carried,
+                          const char *acc) {
+  rx_strbuf_printf(sb, ", m, %s", cond);
+  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", %s%d", carried, i);
+  for (int j = 0; j < L->K; j++) rx_strbuf_printf(sb, ", %s%d", acc, j);
+  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
+  rx_strbuf_printf(sb, ")\n");
+}
+
+/* The entry: the first step when 0 < M and cond, with accumulators of min(M, 16) rows; else
+ * the carried values as given and empty scan outputs. */
+static void put_loop_entry(rx_strbuf *sb, const loop_txt *L) {
+  rx_strbuf_printf(sb, "graph_fn %s(m: Shape([%s]), c: ", L->F, L->ms);
+  put_loop_params(sb, L, false);
+  if (!L->always) put_cond(sb, "c", L->cs);
+  rx_strbuf_printf(sb, "  r = if prim(bool, 0 < %s%s%s) {\n", L->ms, L->always ? "" : " && ",
+                   L->always ? "" : L->cs);
+  if (L->K) /* bound on the host: M may be past what a kernel's int32 takes */
+    rx_strbuf_printf(sb, "    yr = [min(%s, %d)]\n    yc = match_cast(yr, Shape([%s_f]))\n", L->ms,
+                     LOOP_FIRST_ROWS, L->F);
+  for (int j = 0; j < L->K; j++) {
+    rx_strbuf_printf(sb, "    y%d = zeros([%s_f", j, L->F);
+    put_dims(sb, L->s0[j], 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+  }
+  rx_strbuf_printf(sb, "    o = %s([0]", L->st);
+  put_step_args(sb, L, "c", "s", "y");
+  rx_strbuf_printf(sb, "    o\n  } else {\n");
+  for (int j = 0; j < L->K; j++) { /* no step: empty (dims of the iteration number 0) */
+    rx_strbuf_printf(sb, "    z%d = zeros([0", j);
+    put_dims(sb, L->s0[j], 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+  }
+  rx_strbuf_printf(sb, "    res2 = ");
+  put_tuple(sb, "s", L->N, "z", L->K);
+  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+}
+
+/* The step k: the body; its scan values written at row k of the accumulators (doubled first
+ * when full); then, while k + 1 < M and the body's condition, the next step as a tail call,
+ * else the carried values and the accumulators' first k + 1 rows in the scan outputs' shapes. */
+static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
+  const char *F = L->F, *ks = L->ks;
+  rx_strbuf_printf(sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", L->st, ks, L->ms);
+  put_loop_params(sb, L, true);
+  rx_strbuf_printf(sb, "  o = %s(i, c", L->bn);
+  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", s%d", i);
+  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
+  rx_strbuf_printf(sb, ")\n  nc = match_cast(o.0, ");
+  put_sinfo(sb, L->in[1]);
+  rx_strbuf_printf(sb, ")\n");
+  put_carried(sb, L->in + 2, L->N, 1);
+  for (int j = 0; j < L->K; j++) {
+    const rx_sinfo *sk = L->sk[j];
+    const char *dt = rx_dtype_name(sk->dtype);
+    rx_strbuf_printf(sb,
+                     "  v%d = o.%d\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j,
+                     1 + L->N + j, j, ks, F, j);
+    rx_strbuf_printf(sb, "    z%d = zeros([%s_cap", j, F);
+    put_dims(sb, sk, 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n    q%d = concat((y%d, z%d), axis=0)\n    q%d\n  }\n", dt,
+                     j, j, j, j);
+    rx_strbuf_printf(sb, "  h%d = match_cast(g%d, %s[%s_g", j, j, dt, F);
+    put_dims(sb, sk, 0, true);
+    rx_strbuf_printf(sb, "])\n  w%d = call_tensor(%sw%d, v%d, inplace=h%d, dims=[%s])\n", j, F, j,
+                     j, j, ks);
+  }
+  if (!L->always) put_cond(sb, "nc", L->cs);
+  rx_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
+                   L->always ? "" : " && ", L->always ? "" : L->cs);
+  rx_strbuf_printf(sb, "    rest = %s([%s + 1]", L->st, ks);
+  put_step_args(sb, L, "nc", "n", "w");
+  rx_strbuf_printf(sb, "    rest\n  } else {\n");
+  for (int j = 0; j < L->K; j++) {
+    rx_strbuf_printf(sb,
+                     "    t%d = strided_slice(w%d, axes=[0], begin=[0], end=[%s + 1])\n"
+                     "    u%d = match_cast(t%d, %s[%s + 1",
+                     j, j, ks, j, j, rx_dtype_name(L->sk[j]->dtype), ks);
+    put_dims(sb, L->sk[j], 0, true);
+    rx_strbuf_printf(sb, "])\n");
+  }
+  rx_strbuf_printf(sb, "    res2 = ");
+  put_tuple(sb, "n", L->N, "u", L->K);
+  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+}
+
+/* Is Loop n's condition true at every step: no input or a constant true, and the body gives
+ * its condition input back (as exporters write a loop of M steps)? Then the steps do not read it
+ * back from the device. */
+static bool always_true(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g) {
+  val *cv = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (input(n, 1) && !(cv && cv->kind == V_SYM && cv->slen == 1 &&
+                       cv->s[0]->kind == RX_EXPR_CONST && cv->s[0]->value))
+    return false;
+  const char *cin = g->input[1]->name, *cout = g->output[0]->name;
+  if (!strcmp(cin, cout)) return true;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *nn = g->node[i];
+    if (nn->n_output && nn->output[0] && !strcmp(nn->output[0], cout))
+      return nn->op_type && !strcmp(nn->op_type, "Identity") && input(nn, 0) &&
+             !strcmp(input(nn, 0), cin);
+  }
+  return false;
+}
 
 /* Loop: the body while k < M and cond, its carried values threaded through the recursion; scan
  * outputs of a length known when the program runs (bound to fresh dims after the call) */
@@ -5573,90 +5769,44 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (!known_tensor(so)) return node_err(I, n, "scan output %d: its shape must be known", j);
     f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, NULL);
   }
-  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, N + K);
+  loop_txt L = {.F = F,
+                .bn = bn,
+                .ks = ks,
+                .cs = cs,
+                .ms = ms,
+                .N = N,
+                .K = K,
+                .in = in,
+                .bd = &bd,
+                .ret = rx_sinfo_tuple(I->m, f, N + K),
+                .always = always_true(I, n, g)};
+  snprintf(L.st, sizeof L.st, "%st", F);
+  const rx_expr *kv = rx_sym_var(I->m, ks);
   rx_strbuf sb = {0};
-  char st[64];
-  snprintf(st, sizeof st, "%st", F);
-  /* the step k (run when called): the body, then the steps after it while k + 1 < M and the
-   * body's condition; the scan outputs of this step in front of theirs */
-  for (int entry = 0; entry < 2; entry++) {
-    if (entry)
-      rx_strbuf_printf(&sb, "graph_fn %s(m: Shape([%s]), c: ", F, ms);
-    else
-      rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", st, ks, ms);
-    put_sinfo(&sb, in[1]);
-    for (int i = 0; i < N; i++) {
-      rx_strbuf_printf(&sb, ", s%d: ", i);
-      put_sinfo(&sb, in[2 + i]);
+  for (int j = 0; j < K; j++) {
+    const rx_sinfo *so = bd.ret->fields[1 + N + j];
+    const rx_expr *d0[SYM_MAX], *dk[SYM_MAX];
+    if (so->ndim > SYM_MAX - 1)
+      return node_err(I, n, "scan output %d: rank over %d", j, SYM_MAX - 1);
+    for (int d = 0; d < so->ndim; d++) {
+      d0[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &zero, 1);
+      dk[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &kv, 1);
     }
-    put_caps(&sb, "c", &bd);
-    rx_strbuf_printf(&sb, ") -> ");
-    put_sinfo(&sb, ret);
-    rx_strbuf_printf(&sb, " {\n");
-    if (entry) { /* the first step runs when 0 < M and cond */
-      put_cond(&sb, "c", cs);
-      rx_strbuf_printf(&sb, "  r = if prim(bool, 0 < %s && %s != 0) {\n    o = %s([0], m, c", ms,
-                       cs, st);
-      for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
-      for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-      rx_strbuf_printf(&sb, ")\n    o\n  } else {\n");
-      for (int j = 0; j < K; j++) { /* no step: empty (dims of the iteration number 0) */
-        const rx_sinfo *so = bd.ret->fields[1 + N + j];
-        rx_strbuf_printf(&sb, "    z%d = zeros([0", j);
-        for (int d = 0; d < so->ndim; d++) {
-          rx_strbuf_printf(&sb, ", ");
-          if (rx_expr_uses_var(so->shape[d], bd.iter))
-            rx_strbuf_printf(&sb, "0");
-          else
-            put_expr(&sb, so->shape[d]);
-        }
-        rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
-      }
-      rx_strbuf_printf(&sb, "    res2 = ");
-      put_tuple(&sb, "s", N, "z", K);
-      rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
-      continue;
-    }
-    rx_strbuf_printf(&sb, "  o = %s(i, c", bn);
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
-    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-    rx_strbuf_printf(&sb, ")\n  nc = match_cast(o.0, ");
-    put_sinfo(&sb, in[1]);
-    rx_strbuf_printf(&sb, ")\n");
-    put_carried(&sb, in + 2, N, 1);
-    for (int j = 0; j < K; j++)
-      rx_strbuf_printf(&sb, "  u%d = expand_dims(o.%d, axes=[0])\n", j, 1 + N + j);
-    put_cond(&sb, "nc", cs);
-    rx_strbuf_printf(&sb, "  r = if prim(bool, %s + 1 < %s && %s != 0) {\n", ks, ms, cs);
-    rx_strbuf_printf(&sb, "    rest = %s([%s + 1], m, nc", st, ks);
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
-    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-    rx_strbuf_printf(&sb, ")\n");
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, "    f%d = rest.%d\n", i, i);
-    for (int j = 0; j < K; j++) { /* the rest's length bound, its other dims this step's */
-      const rx_sinfo *so = bd.ret->fields[1 + N + j];
-      const rx_expr *k = rx_sym_var(I->m, ks);
-      rx_strbuf_printf(&sb, "    l%d = match_cast(rest.%d, %s[%s_l%d", j, N + j,
-                       rx_dtype_name(so->dtype), F, j);
-      for (int d = 0; d < so->ndim; d++) {
-        rx_strbuf_printf(&sb, ", ");
-        put_expr(&sb, rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &k, 1));
-      }
-      rx_strbuf_printf(&sb, "])\n    w%d = concat((u%d, l%d), axis=0)\n", j, j, j);
-    }
-    rx_strbuf_printf(&sb, "    res = ");
-    put_tuple(&sb, "f", N, "w", K);
-    rx_strbuf_printf(&sb, "\n    res\n  } else {\n    res2 = ");
-    put_tuple(&sb, "n", N, "u", K);
-    rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+    L.s0[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, d0);
+    L.sk[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, dk);
+    char wn[80];
+    snprintf(wn, sizeof wn, "%sw%d", F, j);
+    put_row_copy(&sb, wn, true, so->dtype, so->ndim);
   }
+  put_loop_entry(&sb, &L);
+  put_loop_step(&sb, &L);
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   a[0] = a[1]; /* the entry takes no step number */
   a[1] = a[2];
   for (int i = 0; i < N; i++) a[2 + i] = a[3 + i];
   int na = 2 + N;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  return call_driver(I, n, F, a, na, ret);
+  return call_driver(I, n, F, a, na, L.ret, K > 0);
 }
 
 /* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */
