@@ -5367,40 +5367,103 @@ static void put_carried(rx_strbuf *sb, const rx_sinfo *const *si, int n, int fir
   }
 }
 
-/* "[row, e0, .., e<ndim-1>]" (rank 0: "[row + e]") or, !row, "[e0, ..]" */
-static void put_row_index(rx_strbuf *sb, int ndim, bool row) {
-  rx_strbuf_printf(sb, "[%s", row ? (ndim ? "row" : "row + e") : "");
-  for (int d = 0; d < ndim; d++) rx_strbuf_printf(sb, "%se%d", row || d ? ", " : "", d);
+/* "NAME_d<j>_<q>": dim q of tensor j of a row copy */
+static void put_rdim(rx_strbuf *sb, const char *name, int j, int q) {
+  rx_strbuf_printf(sb, "%s_d%d_%d", name, j, q);
+}
+
+/* The elements of tensor j of a row copy: "(NAME_d<j>_<from> * ..)", "1" when none */
+static void put_relems(rx_strbuf *sb, const char *name, int j, int ndim, int from) {
+  if (from >= ndim) rx_strbuf_printf(sb, "1");
+  for (int q = from; q < ndim; q++) {
+    rx_strbuf_printf(sb, "%s", q > from ? " * " : "(");
+    put_rdim(sb, name, j, q);
+  }
+  if (from < ndim) rx_strbuf_printf(sb, ")");
+}
+
+/* "[row<j>, i0, ..]" (with_row) or "[i0, ..]" where i<q> is dim q's part of the flat element
+ * number e */
+static void put_rindex(rx_strbuf *sb, const char *name, int j, int ndim, bool with_row) {
+  rx_strbuf_printf(sb, "[");
+  if (with_row) rx_strbuf_printf(sb, "row%d", j);
+  for (int q = 0; q < ndim; q++) {
+    rx_strbuf_printf(sb, "%se // ", with_row || q ? ", " : "");
+    put_relems(sb, name, j, ndim, q + 1);
+    if (q) {
+      rx_strbuf_printf(sb, " %% ");
+      put_rdim(sb, name, j, q);
+    }
+  }
   rx_strbuf_printf(sb, "]");
 }
 
-/* "PFX_t, PFX_d0, .." (!rows: without PFX_t) */
-static void put_row_dims(rx_strbuf *sb, const char *pfx, int ndim, bool rows) {
-  if (rows) rx_strbuf_printf(sb, "%s_t", pfx);
-  for (int d = 0; d < ndim; d++) rx_strbuf_printf(sb, "%s%s_d%d", rows || d ? ", " : "", pfx, d);
+/* The tensor program NAME that writes each step value v<j> (of si[j]'s dtype and rank) as row
+ * row<j> of its accumulator y<j>, in place (write), or reads row row<j> of each scan input x<j>
+ * into v<j> (!write): one launch a step for all of them, a thread per element. */
+static void put_row_copy(rx_strbuf *sb, const char *name, bool write, const rx_sinfo *const *si,
+                         int n) {
+  rx_strbuf_printf(sb, "tensor_fn %s(", name);
+  for (int pass = 0; pass < 2; pass++) /* the inputs, then the outputs */
+    for (int j = 0; j < n; j++) {
+      bool rows = (pass == 0) != write; /* the accumulator or scan input */
+      rx_strbuf_printf(sb, "%s%s%s%d: %s[", pass || j ? ", " : "", pass ? "out " : "",
+                       rows ? (write ? "y" : "x") : "v", j, rx_dtype_name(si[j]->dtype));
+      if (rows) rx_strbuf_printf(sb, "%s_t%d%s", name, j, si[j]->ndim ? ", " : "");
+      for (int q = 0; q < si[j]->ndim; q++) {
+        if (q) rx_strbuf_printf(sb, ", ");
+        put_rdim(sb, name, j, q);
+      }
+      rx_strbuf_printf(sb, "]");
+    }
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", row%d: i64", j);
+  rx_strbuf_printf(sb, ") {\n  for e in 0..");
+  for (int j = 0; j < n - 1; j++) rx_strbuf_printf(sb, "max(");
+  for (int j = 0; j < n; j++) {
+    put_relems(sb, name, j, si[j]->ndim, 0);
+    if (j) rx_strbuf_printf(sb, ")");
+    if (j < n - 1) rx_strbuf_printf(sb, ", ");
+  }
+  rx_strbuf_printf(sb, " {\n");
+  for (int j = 0; j < n; j++) {
+    rx_strbuf_printf(sb, "    if e < ");
+    put_relems(sb, name, j, si[j]->ndim, 0);
+    rx_strbuf_printf(sb, " {\n      %s%d", write ? "y" : "v", j);
+    put_rindex(sb, name, j, si[j]->ndim, write);
+    rx_strbuf_printf(sb, " = %s%d", write ? "v" : "x", j);
+    put_rindex(sb, name, j, si[j]->ndim, !write);
+    rx_strbuf_printf(sb, "\n    }\n");
+  }
+  rx_strbuf_printf(sb, "  }\n}\n");
 }
 
-/* The tensor program NAME that writes a step's value v of a scan output as row `row` of the
- * accumulator y, in place (write), or reads row `row` of a scan input x into v (!write): a
- * step's copy, one launch. */
-static void put_row_copy(rx_strbuf *sb, const char *name, bool write, rx_dtype dt, int ndim) {
-  const char *t = rx_dtype_name(dt);
-  rx_strbuf_printf(sb, "tensor_fn %s(%s: %s[", name, write ? "v" : "x", t);
-  put_row_dims(sb, name, ndim, !write);
-  rx_strbuf_printf(sb, "], out %s: %s[", write ? "y" : "v", t);
-  put_row_dims(sb, name, ndim, write);
-  rx_strbuf_printf(sb, "], row: i64) {\n");
-  for (int d = 0; d < ndim; d++)
-    rx_strbuf_printf(sb, "%*sfor e%d in 0..%s_d%d {\n", 2 + 2 * d, "", d, name, d);
-  if (!ndim) rx_strbuf_printf(sb, "  for e in 0..1 {\n");
-  int depth = ndim ? ndim : 1;
-  rx_strbuf_printf(sb, "%*s%s", 2 + 2 * depth, "", write ? "y" : "v");
-  put_row_index(sb, ndim, write);
-  rx_strbuf_printf(sb, " = %s", write ? "v" : "x");
-  put_row_index(sb, ndim, !write);
-  rx_strbuf_printf(sb, "\n");
-  for (int d = depth - 1; d >= 0; d--) rx_strbuf_printf(sb, "%*s}\n", 2 + 2 * d, "");
-  rx_strbuf_printf(sb, "}\n");
+/* ", dims=[row0, ..])\n": the rows of step k, T - 1 - k where dir[j] (reversed) */
+static void put_rows(rx_strbuf *sb, const rx_expr *T, const char *k, const int64_t *dir, int n) {
+  rx_strbuf_printf(sb, ", dims=[");
+  for (int j = 0; j < n; j++) {
+    if (j) rx_strbuf_printf(sb, ", ");
+    if (dir && dir[j]) {
+      put_expr(sb, T);
+      rx_strbuf_printf(sb, " - 1 - ");
+    }
+    rx_strbuf_printf(sb, "%s", k);
+  }
+  rx_strbuf_printf(sb, "])\n");
+}
+
+/* The write of step values v0.. into accumulators ACC0.. (n of them) in place by F's writer
+ * <F>w, defining w0..; its dims=[..] follow (put_rows). */
+static void put_write(rx_strbuf *sb, const char *F, const char *acc, int n, const char *ind) {
+  rx_strbuf_printf(sb, "%s%s = call_tensor(%sw", ind, n == 1 ? "w0" : "wr", F);
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", v%d", j);
+  rx_strbuf_printf(sb, ", inplace=%s", n == 1 ? "" : "(");
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, "%s%s%d", j ? ", " : "", acc, j);
+  rx_strbuf_printf(sb, "%s", n == 1 ? "" : ")");
+}
+
+/* After put_write and its rows: w0.. from the tuple of several. */
+static void put_write_items(rx_strbuf *sb, int n, const char *ind) {
+  for (int j = 0; n > 1 && j < n; j++) rx_strbuf_printf(sb, "%sw%d = wr.%d\n", ind, j, j);
 }
 
 /* an int list attribute of n entries (default 0 each); false when present with another count */
@@ -5478,14 +5541,10 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_strbuf sb = {0};
   char st[64], rw[80];
   snprintf(st, sizeof st, "%st", F);
-  for (int j = 0; j < M; j++) {
-    snprintf(rw, sizeof rw, "%sr%d", F, j);
-    put_row_copy(&sb, rw, false, in[N + j]->dtype, in[N + j]->ndim);
-  }
-  for (int j = 0; j < K; j++) {
-    snprintf(rw, sizeof rw, "%sw%d", F, j);
-    put_row_copy(&sb, rw, true, f[N + j]->dtype, f[N + j]->ndim - 1);
-  }
+  snprintf(rw, sizeof rw, "%sr", F);
+  put_row_copy(&sb, rw, false, in + N, M);
+  snprintf(rw, sizeof rw, "%sw", F);
+  if (K) put_row_copy(&sb, rw, true, bd.ret->fields + N, K);
   /* the entry: the scan outputs' accumulators, then the steps from 0 */
   rx_strbuf_printf(&sb, "graph_fn %s(", F);
   for (int i = 0; i < nin; i++) {
@@ -5524,30 +5583,23 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_strbuf_printf(&sb, " {\n  r = if prim(bool, %s < ", ks);
   put_expr(&sb, T);
   rx_strbuf_printf(&sb, ") {\n");
-  for (int j = 0; j < M; j++) {
-    rx_strbuf_printf(&sb, "    e%d = call_tensor(%sr%d, x%d, out=", j, F, j, j);
-    put_sinfo(&sb, in[N + j]);
-    rx_strbuf_printf(&sb, ", dims=[");
-    if (idir[j]) {
-      put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - 1 - ");
-    }
-    rx_strbuf_printf(&sb, "%s])\n", ks);
-  }
+  rx_strbuf_printf(&sb, "    %s = call_tensor(%sr", M == 1 ? "e0" : "rd", F);
+  for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
+  rx_strbuf_printf(&sb, ", out=");
+  put_sinfo(&sb, M == 1 ? in[N] : rx_sinfo_tuple(I->m, in + N, M));
+  put_rows(&sb, T, ks, idir, M);
+  for (int j = 0; M > 1 && j < M; j++) rx_strbuf_printf(&sb, "    e%d = rd.%d\n", j, j);
   rx_strbuf_printf(&sb, "    o = %s(", bn);
   for (int i = 0; i < nin; i++)
     rx_strbuf_printf(&sb, "%s%s%d", i ? ", " : "", i < N ? "s" : "e", i < N ? i : i - N);
   for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
   rx_strbuf_printf(&sb, ")\n");
   put_carried(&sb, in, N, 0);
-  for (int j = 0; j < K; j++) {
-    rx_strbuf_printf(&sb, "    v%d = o.%d\n    w%d = call_tensor(%sw%d, v%d, inplace=y%d, dims=[",
-                     j, N + j, j, F, j, j, j);
-    if (odir[j]) {
-      put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - 1 - ");
-    }
-    rx_strbuf_printf(&sb, "%s])\n", ks);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, "    v%d = o.%d\n", j, N + j);
+  if (K) {
+    put_write(&sb, F, "y", K, "    ");
+    put_rows(&sb, T, ks, odir, K);
+    put_write_items(&sb, K, "    ");
   }
   rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", st, ks);
   for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
@@ -5673,8 +5725,12 @@ static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
                      j, j, j, j);
     rx_strbuf_printf(sb, "  h%d = match_cast(g%d, %s[%s_g", j, j, dt, F);
     put_dims(sb, sk, 0, true);
-    rx_strbuf_printf(sb, "])\n  w%d = call_tensor(%sw%d, v%d, inplace=h%d, dims=[%s])\n", j, F, j,
-                     j, j, ks);
+    rx_strbuf_printf(sb, "])\n");
+  }
+  if (L->K) {
+    put_write(sb, F, "h", L->K, "  ");
+    put_rows(sb, NULL, ks, NULL, L->K);
+    put_write_items(sb, L->K, "  ");
   }
   if (!L->always) put_cond(sb, "nc", L->cs);
   rx_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
@@ -5794,10 +5850,10 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
     }
     L.s0[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, d0);
     L.sk[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, dk);
-    char wn[80];
-    snprintf(wn, sizeof wn, "%sw%d", F, j);
-    put_row_copy(&sb, wn, true, so->dtype, so->ndim);
   }
+  char wn[80];
+  snprintf(wn, sizeof wn, "%sw", F);
+  if (K) put_row_copy(&sb, wn, true, bd.ret->fields + 1 + N, K);
   put_loop_entry(&sb, &L);
   put_loop_step(&sb, &L);
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
