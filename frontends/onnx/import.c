@@ -5716,9 +5716,10 @@ static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
   for (int j = 0; j < L->K; j++) {
     const rx_sinfo *sk = L->sk[j];
     const char *dt = rx_dtype_name(sk->dtype);
-    rx_strbuf_printf(sb,
-                     "  v%d = o.%d\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j,
-                     1 + L->N + j, j, ks, F, j);
+    rx_strbuf_printf(sb, "  v%d = match_cast(o.%d, ", j, 1 + L->N + j);
+    put_sinfo(sb, sk);
+    rx_strbuf_printf(sb, ")\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j, ks, F,
+                     j);
     rx_strbuf_printf(sb, "    z%d = zeros([%s_cap", j, F);
     put_dims(sb, sk, 0, true);
     rx_strbuf_printf(sb, "], dtype=%s)\n    q%d = concat((y%d, z%d), axis=0)\n    q%d\n  }\n", dt,
@@ -5837,16 +5838,17 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
                 .ret = rx_sinfo_tuple(I->m, f, N + K),
                 .always = always_true(I, n, g)};
   snprintf(L.st, sizeof L.st, "%st", F);
-  const rx_expr *kv = rx_sym_var(I->m, ks);
   rx_strbuf sb = {0};
   for (int j = 0; j < K; j++) {
     const rx_sinfo *so = bd.ret->fields[1 + N + j];
     const rx_expr *d0[SYM_MAX], *dk[SYM_MAX];
     if (so->ndim > SYM_MAX - 1)
       return node_err(I, n, "scan output %d: rank over %d", j, SYM_MAX - 1);
-    for (int d = 0; d < so->ndim; d++) {
+    for (int d = 0; d < so->ndim; d++) { /* a dim of the iteration number: step 0's, checked */
+      char an[96];
+      snprintf(an, sizeof an, "%s_a%d_%d", F, j, d);
       d0[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &zero, 1);
-      dk[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &kv, 1);
+      dk[d] = rx_expr_uses_var(so->shape[d], bd.iter) ? rx_sym_var(I->m, an) : so->shape[d];
     }
     L.s0[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, d0);
     L.sk[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, dk);
