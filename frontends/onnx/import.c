@@ -5215,12 +5215,13 @@ static rx_status parse_driver(imp *I, const Onnx__NodeProto *n, rx_strbuf *sb) {
   return at_node(I, n, s);
 }
 
-/* The driver's condition prelude: its tensor parameter c as the symbol sym (0 or 1). */
-static void put_cond(rx_strbuf *sb, const char *c, const char *sym) {
-  rx_strbuf_printf(sb,
-                   "  cb = cast(%s, dtype=i64)\n  cr = reshape(cb, [1])\n"
-                   "  cs = tensor_to_shape(cr)\n  cm = match_cast(cs, Shape([%s]))\n",
-                   c, sym);
+/* The driver's condition prelude: its tensor parameter c (of struct info si) as the symbol sym (0
+ * or 1), read back from the device. */
+static void put_cond(rx_strbuf *sb, const char *c, const rx_sinfo *si, const char *sym) {
+  bool scalar = si->ndim == 0; /* read as it is; else made [1] first (a copy: a launch) */
+  rx_strbuf_printf(sb, "  cb = cast(%s, dtype=i64)\n%s  cs = tensor_to_shape(%s)\n", c,
+                   scalar ? "" : "  cr = reshape(cb, [1])\n", scalar ? "cb" : "cr");
+  rx_strbuf_printf(sb, "  cm = match_cast(cs, Shape([%s]))\n", sym);
 }
 
 /* Calls driver fname from main with args; defines n's outputs from the tuple result (those of
@@ -5334,7 +5335,7 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_strbuf_printf(&sb, " {\n");
   char sym[64];
   snprintf(sym, sizeof sym, "%s_c", F);
-  put_cond(&sb, "c", sym);
+  put_cond(&sb, "c", c->sinfo, sym);
   rx_strbuf_printf(&sb, "  r = if prim(bool, %s != 0) {\n    o = ", sym);
   put_call(&sb, tn, "", "t", bt.ncaps);
   rx_strbuf_printf(&sb, "\n    o\n  } else {\n    o2 = ");
@@ -5675,7 +5676,7 @@ static void put_step_args(rx_strbuf *sb, const loop_txt *L, const char *cond, co
 static void put_loop_entry(rx_strbuf *sb, const loop_txt *L) {
   rx_strbuf_printf(sb, "graph_fn %s(m: Shape([%s]), c: ", L->F, L->ms);
   put_loop_params(sb, L, false);
-  if (!L->always) put_cond(sb, "c", L->cs);
+  if (!L->always) put_cond(sb, "c", L->in[1], L->cs);
   rx_strbuf_printf(sb, "  r = if prim(bool, 0 < %s%s%s) {\n", L->ms, L->always ? "" : " && ",
                    L->always ? "" : L->cs);
   if (L->K) /* bound on the host: M may be past what a kernel's int32 takes */
@@ -5733,7 +5734,7 @@ static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
     put_rows(sb, NULL, ks, NULL, L->K);
     put_write_items(sb, L->K, "  ");
   }
-  if (!L->always) put_cond(sb, "nc", L->cs);
+  if (!L->always) put_cond(sb, "nc", L->in[1], L->cs);
   rx_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
                    L->always ? "" : " && ", L->always ? "" : L->cs);
   rx_strbuf_printf(sb, "    rest = %s([%s + 1]", L->st, ks);
