@@ -56,6 +56,8 @@ typedef struct imp {
   val *vals;
   int nvals, cap;
   int fresh;       /* next fresh dim name d<N> */
+  int ncf;         /* next number of a control-flow driver (cf_name): a nested one is named
+                      while its outer one's functions are not in the module yet */
   rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
@@ -5161,9 +5163,10 @@ static rx_status import_body(imp *I, const Onnx__NodeProto *n, const Onnx__Graph
   return s;
 }
 
-/* A free function name: prefix and the first unused number; suffixes sfx are free too. */
+/* A free function name: prefix and a number not given before in this import (I->ncf) nor used;
+ * suffixes b, e and t are free too. */
 static void cf_name(imp *I, const char *prefix, char *out, size_t size) {
-  for (int k = 0;; k++) {
+  for (int k = I->ncf++;; k = I->ncf++) {
     char t[64], e[64], b2[64];
     snprintf(out, size, "%s%d", prefix, k);
     snprintf(t, sizeof t, "%sb", out);
@@ -5613,7 +5616,7 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   int na = 1 + nin;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  RX_RETURN_IF_ERROR(call_driver(I, n, F, a + 1, na - 1, ret, K > 0));
+  RX_RETURN_IF_ERROR(call_driver(I, n, F, a + 1, na - 1, ret, true));
   for (size_t i = 0; v8 && i < n->n_output; i++) { /* the batch of one back in front */
     if (!n->output[i] || !n->output[i][0]) continue;
     rx_node *o = rx_arg_var(I->b, get(I, n->output[i])->var);
@@ -5865,7 +5868,7 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
   for (int i = 0; i < N; i++) a[2 + i] = a[3 + i];
   int na = 2 + N;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  return call_driver(I, n, F, a, na, L.ret, K > 0);
+  return call_driver(I, n, F, a, na, L.ret, true);
 }
 
 /* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */

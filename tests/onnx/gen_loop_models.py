@@ -6,6 +6,8 @@ values in closed form; the models are as small as a Loop or Scan can be:
                    first from 0 < L): runs min(M, L) steps (none when L <= 0); carries
                    s += x, scan output s after each step
   loop_while.onnx  the same without a trip count: the condition alone ends it (L steps)
+  loop_nested.onnx a Loop of M1 steps whose body is a Loop of M2 steps (s += x, its scan output
+                   unused): M1 * M2 steps of s += x
   scan_dirs.onnx   Scan over x: f32[t, n] read forward and reversed: a state s += x[k], scan
                    outputs: s after each step (forward), the reversed row written reversed (x
                    again) and written forward (x upside down)
@@ -46,6 +48,27 @@ def loop(name, with_m):
     save(m, os.path.join(HERE, name + ".onnx"))
 
 
+def nested():
+    inner = helper.make_graph(
+        [helper.make_node("Add", ["t_in", "x"], ["t_out"]),
+         helper.make_node("Identity", ["ci"], ["co"]),
+         helper.make_node("Identity", ["t_out"], ["sc"])],
+        "inner", [vi("j", I64, []), vi("ci", B, []), vi("t_in", F, ["n"])],
+        [vi("co", B, []), vi("t_out", F, ["n"]), vi("sc", F, ["n"])])
+    outer = helper.make_graph(
+        [helper.make_node("Loop", ["M2", "", "s_in"], ["s_out", "scans"], body=inner),
+         helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "outer", [vi("i", I64, []), vi("c_in", B, []), vi("s_in", F, ["n"])],
+        [vi("c_out", B, []), vi("s_out", F, ["n"])])
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["M1", "", "s0"], ["s"], body=outer)], "loop_nested",
+        [vi("M1", I64, []), vi("M2", I64, []), vi("s0", F, ["n"]), vi("x", F, ["n"])],
+        [vi("s", F, ["n"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    checker.check_model(m)
+    save(m, os.path.join(HERE, "loop_nested.onnx"))
+
+
 def scan():
     body = helper.make_graph(
         [helper.make_node("Add", ["s_in", "xf"], ["s_out"]),
@@ -68,4 +91,5 @@ def scan():
 os.makedirs(HERE, exist_ok=True)
 loop("loop_cond", True)
 loop("loop_while", False)
+nested()
 scan()
