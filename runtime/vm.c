@@ -476,7 +476,7 @@ typedef struct frame {
   rx_rt_value *ret;   /* set by ret, with done */
   bool done;
   /* set by tail_call_fn, with done: the function to run in this call's place and its arguments
-   * (retained, the array the frame's own) */
+   * (retained; the array belongs to the frame) */
   bool tail;
   uint32_t tail_fn;
   rx_rt_value **tail_args;

@@ -4990,11 +4990,12 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * graph function, as in Relax) and the recursion is a tail call: the host program's
  * TAIL_CALL_FN runs the next step in the place of this one, so a loop of any length runs in
  * constant frames and each step's values are released before the next. Scan outputs are
- * accumulators passed along: a [steps, elements] tensor per output that each step writes its
- * row of in place (a small tensor program, `<driver>w<j>`), so building them is linear in the
- * steps: Scan's allocated at its length, Loop's (whose length the condition may cut) grown by
- * doubling from min(M, 16) rows and cut to the steps run at the end. `main` calls the driver
- * once. */
+ * accumulators passed along: a [steps, dims..] tensor per output whose row k step k writes in
+ * place (one small tensor program for all of them, `<driver>w`; Scan's inputs are read likewise
+ * by `<driver>r`), so building them is linear in the steps: Scan's allocated at its length,
+ * Loop's (whose length the condition may cut) grown by doubling from min(M, 16) rows and cut to
+ * the steps run at the end. A driver writes in place, so it is called between dataflow blocks.
+ * `main` calls the driver once. */
 
 #define CF_MAXCAP 32 /* outer values one subgraph may read */
 #define CF_MAXIO  16 /* inputs and outputs of one control-flow node */
