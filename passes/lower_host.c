@@ -49,6 +49,10 @@ typedef struct lower {
   bool *storage_made; /* a storage sized at run time has its ALLOC_STORAGE emitted */
   wordvec code;
   RX_VEC(const rx_expr *) bound; /* symbolic variables bound so far */
+  /* the binding being emitted is in tail position: its value is the function's result (the last
+   * binding of the body, or of a branch of an if in tail position, whose result it is); a graph
+   * call there is a TAIL_CALL_FN */
+  bool tail;
 } lower;
 
 static void err(lower *L, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
@@ -268,7 +272,7 @@ static bool owned(const rx_binding *b) {
 }
 
 /* ---- bindings ---- */
-static void emit_seq(lower *L, const rx_seq *s, int dst);
+static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail);
 
 /* The register holding node n's value (emitting it into a temporary when it is not a var). */
 static int emit_value(lower *L, const rx_node *n, int dst);
@@ -544,6 +548,8 @@ static void emit_const(lower *L, const rx_node *n, const rx_var *v, int dst) {
 }
 
 static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) {
+  bool tail = L->tail; /* for a graph call or an if, not for what they read */
+  L->tail = false;
   switch (n->kind) {
   case RX_NODE_VAR: {
     int src = value_reg(L, n);
@@ -603,8 +609,8 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     }
     int *r = rx_calloc((size_t)n->nargs + 1, sizeof(int));
     for (int i = 0; i < n->nargs; i++) r[i] = value_reg(L, n->args[i]);
-    w(L, RXVM_OP_CALL_FN);
-    w(L, sw(dst));
+    w(L, tail ? RXVM_OP_TAIL_CALL_FN : RXVM_OP_CALL_FN); /* a tail call: the code after is dead */
+    if (!tail) w(L, sw(dst));
     w(L, (uint32_t)idx);
     w(L, (uint32_t)n->nargs);
     for (int i = 0; i < n->nargs; i++) w(L, sw(r[i]));
@@ -617,12 +623,12 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     w(L, sw(c));
     size_t else_patch = L->code.len;
     w(L, 0);
-    emit_seq(L, n->then_seq, dst);
+    emit_seq(L, n->then_seq, dst, tail);
     w(L, RXVM_OP_JUMP);
     size_t end_patch = L->code.len;
     w(L, 0);
     L->code.data[else_patch] = (uint32_t)L->code.len;
-    emit_seq(L, n->else_seq, dst);
+    emit_seq(L, n->else_seq, dst, tail);
     L->code.data[end_patch] = (uint32_t)L->code.len;
     break;
   }
@@ -668,8 +674,9 @@ static void emit_binding(lower *L, const rx_binding *b) {
   emit_value_for(L, b->value, dst, b->var);
 }
 
-/* Emits a sequence; its result goes to dst (when dst >= 0: an if branch) or is returned. */
-static void emit_seq(lower *L, const rx_seq *s, int dst) {
+/* Emits a sequence; its result goes to dst (when dst >= 0: an if branch) or is returned. tail:
+ * its result is the function's (the body, a branch of an if in tail position). */
+static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail) {
   /* positions: bindings 0..k-1, result k */
   int k = 0;
   for (int b = 0; b < s->nblocks; b++) k += s->blocks[b]->nbindings;
@@ -703,8 +710,13 @@ static void emit_seq(lower *L, const rx_seq *s, int dst) {
     }
     free(u.data);
   }
+  /* the last binding is in tail position when it is the result, a call or an if, not a cast */
+  bool tail_last = tail && k && s->result && s->result->kind == RX_NODE_VAR &&
+                   s->result->var == bs[k - 1]->var && !bs[k - 1]->cast;
   for (int i = 0; i < k; i++) {
+    L->tail = tail_last && i == k - 1;
     emit_binding(L, bs[i]);
+    L->tail = false;
     for (int d = 0; d <= i; d++)
       if (last[d] == i && owned(bs[d])) {
         w(L, RXVM_OP_FREE);
@@ -753,7 +765,7 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
     w(L, sw(L->storage_regs[s]));
     w(L, str(L, bytes));
   }
-  emit_seq(L, &f->body, -1);
+  emit_seq(L, &f->body, -1, true);
   free(L->storage_regs);
   free(L->storage_made);
   L->storage_regs = NULL;

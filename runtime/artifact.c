@@ -344,7 +344,8 @@ static bool check_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
     return true;
   case RXVM_OPND_REGS:
   case RXVM_OPND_REGS_OPT:
-    if (op == RXVM_OP_CALL_FN) { /* its function index is the operand before */
+    if (op == RXVM_OP_CALL_FN ||
+        op == RXVM_OP_TAIL_CALL_FN) { /* its function: the operand before */
       const vm_fn *callee = &a->fns[w[-1]];
       if (n != callee->nparams)
         return vbad(c, "calls '%s' with %u arguments, it takes %u", callee->name, n,
@@ -388,6 +389,8 @@ static bool check_instr(vc *c) {
   uint32_t op = c->f->code[c->p];
   if ((op == RXVM_OP_TENSOR_TO_SHAPE || op == RXVM_OP_RESHAPE) && c->a->vm_version < 2)
     return vbad(c, "opcode %s needs host program version 2", vm_op_name(op));
+  if (op == RXVM_OP_TAIL_CALL_FN && c->a->vm_version < 5)
+    return vbad(c, "opcode %s needs host program version 5", vm_op_name(op));
   char err[160];
   uint32_t next = rxvm_walk(c->f->code, c->f->len, c->p, check_operand, c, err, sizeof err);
   if (!next) return c->err ? false : vbad(c, "%s", err);

@@ -19,12 +19,20 @@
 
 #include "runtime/vm.h"
 
-#define VM_MAX_DEPTH 64 /* CALL_FN nesting */
+#define VM_MAX_DEPTH 64 /* CALL_FN nesting (a TAIL_CALL_FN runs in its caller's place) */
 #ifndef VM_MAX_STEPS    /* the fuzz build (RX_FUZZ) sets a smaller one */
 #define VM_MAX_STEPS                                                                               \
-  100000000ull /* instructions per call: a looping program ends with an error                      \
-                */
+  100000000ull /* instructions per call (a tail call starts a new one): a looping program ends     \
+                  with an error */
 #endif
+#ifndef VM_MAX_TAIL_CALLS      /* the fuzz build (RX_FUZZ) sets one: a fuzzed self tail call ends */
+#define VM_MAX_TAIL_CALLS 0ull /* 0: none (an ONNX Loop runs as many steps as it asks) */
+#endif
+/* Tail calls between device synchronizations: a backend holds what a batch of launches used
+ * (Vulkan: the batch's log, descriptor sets, buffers released meanwhile) until it completes, so a
+ * loop of tail calls that reads nothing back would grow them with its steps; every 64 steps
+ * (a few hundred launches) they are handed back, at the cost of one wait. */
+#define VM_TAIL_SYNC 64u
 
 /* ---- dtypes ---- */
 size_t rx_rt_dtype_size(rx_dtype t) {
@@ -436,6 +444,7 @@ static size_t fn_calls(const rx_rt_artifact *a, size_t fi, uint32_t op, const ch
     const uint32_t *w = f->code + pc;
     if (w[0] == op && n++ < max && out) out[n - 1] = a->strings[w[1]];
     if (w[0] == RXVM_OP_CALL_FN) n = fn_calls(a, w[2], op, out, max, n, depth + 1, budget);
+    if (w[0] == RXVM_OP_TAIL_CALL_FN) n = fn_calls(a, w[1], op, out, max, n, depth + 1, budget);
     pc = rxvm_walk(f->code, f->len, pc, NULL, NULL, NULL, 0);
     RX_ASSERT(pc); /* validated by the loader */
   }
@@ -466,6 +475,11 @@ typedef struct frame {
   uint32_t next;      /* the instruction after it (a jump changes it) */
   rx_rt_value *ret;   /* set by ret, with done */
   bool done;
+  /* set by tail_call_fn, with done: the function to run in this call's place and its arguments
+   * (retained; the array belongs to the frame) */
+  bool tail;
+  uint32_t tail_fn;
+  rx_rt_value **tail_args;
 } frame;
 
 static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) RX_PRINTF(3, 4);
@@ -1153,6 +1167,25 @@ static rx_status op_CALL_FN(frame *fr, uint32_t p) {
   return NULL;
 }
 
+static rx_status op_TAIL_CALL_FN(frame *fr, uint32_t p) {
+  const uint32_t *w = fr->f->code;
+  uint32_t fi = w[p], n = w[p + 1];
+  rx_rt_value **args = rt_alloc(&fr->a->alloc, (n + 1) * sizeof *args);
+  if (!args) return rt_oom("call arguments", n * sizeof *args);
+  for (uint32_t i = 0; i < n; i++) {
+    if (!(args[i] = fr->regs[w[p + 2 + i]])) {
+      for (uint32_t k = 0; k < i; k++) rx_rt_value_release(args[k]);
+      rt_free(&fr->a->alloc, args);
+      return bad_reg(fr, w[p + 2 + i], "a value");
+    }
+    rx_rt_value_retain(args[i]);
+  }
+  fr->tail = fr->done = true;
+  fr->tail_fn = fi;
+  fr->tail_args = args;
+  return NULL;
+}
+
 static rx_status op_PRIM(frame *fr, uint32_t p) {
   const uint32_t *w = fr->f->code;
   int64_t x;
@@ -1301,30 +1334,23 @@ static rx_status step(frame *fr, uint32_t *pc) {
   return NULL;
 }
 
-static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_value **out) {
-  *out = NULL;
-  const vm_fn *f = &a->fns[fi];
-  if (a->depth > VM_MAX_DEPTH)
-    return rx_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
-                          VM_MAX_DEPTH);
-  frame fr = {.a = a, .f = f, .args = args};
-  fr.regs = rt_alloc(&a->alloc, (f->nregs + 1) * sizeof *fr.regs);
-  fr.values = rt_alloc(&a->alloc, (a->syms.count + 1) * sizeof *fr.values);
-  fr.bound = rt_alloc(&a->alloc, a->syms.count + 1);
-  if (!fr.regs || !fr.values || !fr.bound) {
-    rt_free(&a->alloc, fr.regs);
-    rt_free(&a->alloc, fr.values);
-    rt_free(&a->alloc, fr.bound);
-    return rt_oom("registers", f->nregs * sizeof *fr.regs);
-  }
-  for (uint32_t i = 0; i < f->nparams; i++) {
-    fr.regs[i] = args[i];
-    rx_rt_value_retain(args[i]);
-  }
+/* Runs function f of the frame to its ret or tail call (fr->done) or an error; fr->args are its
+ * arguments. Its registers are released when it returns. */
+static rx_status run_frame(frame *fr) {
+  rx_rt_artifact *a = fr->a;
+  const vm_fn *f = fr->f;
+  fr->regs = rt_alloc(&a->alloc, (f->nregs + 1) * sizeof *fr->regs);
+  fr->values = rt_alloc(&a->alloc, (a->syms.count + 1) * sizeof *fr->values);
+  fr->bound = rt_alloc(&a->alloc, a->syms.count + 1);
   rx_status s = NULL;
+  if (!fr->regs || !fr->values || !fr->bound) s = rt_oom("registers", f->nregs * sizeof *fr->regs);
+  for (uint32_t i = 0; i < f->nparams && !s; i++) {
+    fr->regs[i] = fr->args[i];
+    rx_rt_value_retain(fr->args[i]);
+  }
   uint32_t pc = 0;
   unsigned long long steps = 0;
-  while (!s && !fr.done) {
+  while (!s && !fr->done) {
     if (pc >= f->len) {
       s = rx_status_make(RX_ERR_INVALID, "%s: reached the end of its code without ret", f->name);
       break;
@@ -1336,13 +1362,60 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
                          f->name, VM_MAX_STEPS);
       break;
     }
-    s = step(&fr, &pc);
+    s = step(fr, &pc);
   }
-  *out = fr.ret;
-  for (uint32_t i = 0; i < f->nregs; i++) rx_rt_value_release(fr.regs[i]);
-  rt_free(&a->alloc, fr.regs);
-  rt_free(&a->alloc, fr.values);
-  rt_free(&a->alloc, fr.bound);
+  for (uint32_t i = 0; fr->regs && i < f->nregs; i++) rx_rt_value_release(fr->regs[i]);
+  rt_free(&a->alloc, fr->regs);
+  rt_free(&a->alloc, fr->values);
+  rt_free(&a->alloc, fr->bound);
+  fr->regs = NULL;
+  fr->values = NULL;
+  fr->bound = NULL;
+  return s;
+}
+
+static void free_args(rx_rt_artifact *a, rx_rt_value **args, uint32_t n) {
+  for (uint32_t i = 0; args && i < n; i++) rx_rt_value_release(args[i]);
+  rt_free(&a->alloc, args);
+}
+
+/* Runs function fi: a tail call runs its callee in the same frame (the caller's registers
+ * released first), so a loop lowered to self tail recursion does not nest. */
+static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_value **out) {
+  *out = NULL;
+  const vm_fn *f = &a->fns[fi];
+  if (a->depth > VM_MAX_DEPTH)
+    return rx_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
+                          VM_MAX_DEPTH);
+  rx_rt_value **owned = NULL; /* a tail call's arguments */
+  uint32_t nowned = 0;
+  unsigned long long tails = 0;
+  unsigned nsync = 0;
+  rx_status s = NULL;
+  for (;;) {
+    frame fr = {.a = a, .f = f, .args = owned ? owned : args};
+    s = run_frame(&fr);
+    free_args(a, owned, nowned);
+    owned = NULL;
+    if (!fr.tail) {
+      *out = fr.ret;
+      break;
+    }
+    owned = fr.tail_args;
+    f = &a->fns[fr.tail_fn];
+    nowned = f->nparams; /* the loader checked the count */
+    if (s) break;
+    if (VM_MAX_TAIL_CALLS && ++tails > VM_MAX_TAIL_CALLS) {
+      s = rx_status_make(RX_ERR_INVALID, "%s: more than %llu tail calls", f->name,
+                         VM_MAX_TAIL_CALLS);
+      break;
+    }
+    if (++nsync == VM_TAIL_SYNC) {
+      nsync = 0;
+      if ((s = rx_rt_device_synchronize(a->device))) break;
+    }
+  }
+  free_args(a, owned, nowned);
   if (s && *out) {
     rx_rt_value_release(*out);
     *out = NULL;

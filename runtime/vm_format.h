@@ -51,8 +51,8 @@
 #define RXM_VERSION 1u
 #define RXVM_MAGIC  0x4d565852u /* "RXVM" */
 #define RXVM_VERSION                                                                               \
-  4u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names, 4 WEIGHT; versions 1            \
-       to 3 are still read (1 and 2: their messages number registers) */
+  5u /* 2 added TENSOR_TO_SHAPE and RESHAPE, 3 the register names, 4 WEIGHT, 5 TAIL_CALL_FN;       \
+       versions 1 to 4 are still read (1 and 2: their messages number registers) */
 #define RXVM_VERSION_MIN       1u
 #define RXM_SECTION_NAME_BYTES 64
 /* The weights: a safetensors image (base/safetensors.h) whose tensors start RXM_WEIGHTS_ALIGN-
@@ -143,7 +143,13 @@ typedef enum rxvm_operand {
   /* version 4: */                                                                                 \
   /* dst, name: the weight of that name (a tensor constant of the source program), uploaded at     \
    * load; the loader checks that the artifact holds it */                                         \
-  X(WEIGHT, "weight", "dst name", "rs")
+  X(WEIGHT, "weight", "dst name", "rs")                                                            \
+  /* version 5: */                                                                                 \
+  /* function index, nargs, regs...: a proper tail call (Lua's OP_TAILCALL): the callee's result   \
+   * is this function's, so the callee runs in this call's place: its registers and symbols are    \
+   * released first, the nesting depth does not grow (a loop lowered to self recursion, ONNX       \
+   * Loop and Scan, runs any number of steps in constant frames) */                                \
+  X(TAIL_CALL_FN, "tail_call_fn", "fn nargs regs...", "fR")
 
 typedef enum rxvm_op {
 #define RXVM_OP_ENUM_(e, n, l, k) RXVM_OP_##e,

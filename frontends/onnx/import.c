@@ -56,6 +56,8 @@ typedef struct imp {
   val *vals;
   int nvals, cap;
   int fresh;       /* next fresh dim name d<N> */
+  int ncf;         /* next number of a control-flow driver (cf_name): a nested one is named
+                      while its outer one's functions are not in the module yet */
   rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
@@ -4983,10 +4985,17 @@ static rx_status do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * A subgraph becomes a graph function of its own (its body: the subgraph's inputs, then the
  * outer tensors it reads, as parameters; the tuple of its outputs as result). A small driver
  * function, written as text and parsed into the module, holds the graph-level `if` and, for
- * Loop and Scan, the recursion: under `if k < trip count` it calls the body for step k and
- * itself for k + 1, so the trip count stays symbolic (a loop is a recursive graph function,
- * as in Relax; the VM's CALL_FN and jumps run it). Scan outputs are the step's output
- * concatenated in front of the rest's. `main` calls the driver once. */
+ * Loop and Scan, the recursion: under `if k < trip count` it calls the body for step k and then
+ * itself for k + 1 as its last act, so the trip count stays symbolic (a loop is a recursive
+ * graph function, as in Relax) and the recursion is a tail call: the host program's
+ * TAIL_CALL_FN runs the next step in the place of this one, so a loop of any length runs in
+ * constant frames and each step's values are released before the next. Scan outputs are
+ * accumulators passed along: a [steps, dims..] tensor per output whose row k step k writes in
+ * place (one small tensor program for all of them, `<driver>w`; Scan's inputs are read likewise
+ * by `<driver>r`), so building them is linear in the steps: Scan's allocated at its length,
+ * Loop's (whose length the condition may cut) grown by doubling from min(M, 16) rows and cut to
+ * the steps run at the end. A driver writes in place, so it is called between dataflow blocks.
+ * `main` calls the driver once. */
 
 #define CF_MAXCAP 32 /* outer values one subgraph may read */
 #define CF_MAXIO  16 /* inputs and outputs of one control-flow node */
@@ -5155,9 +5164,10 @@ static rx_status import_body(imp *I, const Onnx__NodeProto *n, const Onnx__Graph
   return s;
 }
 
-/* A free function name: prefix and the first unused number; suffixes sfx are free too. */
+/* A free function name: prefix and a number not given before in this import (I->ncf) nor used;
+ * suffixes b, e and t are free too. */
 static void cf_name(imp *I, const char *prefix, char *out, size_t size) {
-  for (int k = 0;; k++) {
+  for (int k = I->ncf++;; k = I->ncf++) {
     char t[64], e[64], b2[64];
     snprintf(out, size, "%s%d", prefix, k);
     snprintf(t, sizeof t, "%sb", out);
@@ -5209,20 +5219,25 @@ static rx_status parse_driver(imp *I, const Onnx__NodeProto *n, rx_strbuf *sb) {
   return at_node(I, n, s);
 }
 
-/* The driver's condition prelude: its tensor parameter c as the symbol sym (0 or 1). */
-static void put_cond(rx_strbuf *sb, const char *c, const char *sym) {
-  rx_strbuf_printf(sb,
-                   "  cb = cast(%s, dtype=i64)\n  cr = reshape(cb, [1])\n"
-                   "  cs = tensor_to_shape(cr)\n  cm = match_cast(cs, Shape([%s]))\n",
-                   c, sym);
+/* The driver's condition prelude: its tensor parameter c (of struct info si) as the symbol sym (0
+ * or 1), read back from the device. */
+static void put_cond(rx_strbuf *sb, const char *c, const rx_sinfo *si, const char *sym) {
+  bool scalar = si->ndim == 0; /* read as it is; else made [1] first (a copy: a launch) */
+  rx_strbuf_printf(sb, "  cb = cast(%s, dtype=i64)\n%s  cs = tensor_to_shape(%s)\n", c,
+                   scalar ? "" : "  cr = reshape(cb, [1])\n", scalar ? "cb" : "cr");
+  rx_strbuf_printf(sb, "  cm = match_cast(cs, Shape([%s]))\n", sym);
 }
 
 /* Calls driver fname from main with args; defines n's outputs from the tuple result (those of
- * rank-only struct info matched to fresh dims). */
+ * rank-only struct info matched to fresh dims). inplace: the driver writes in place. */
 static rx_status call_driver(imp *I, const Onnx__NodeProto *n, const char *fname,
-                             rx_node *const *args, int nargs, const rx_sinfo *ret) {
+                             rx_node *const *args, int nargs, const rx_sinfo *ret, bool inplace) {
   rx_var *tup;
+  /* a driver whose scan outputs are written in place is impure to the verifier (the buffers are
+   * its own): called between dataflow blocks */
+  if (inplace) RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_end_dataflow(I->b)));
   RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_call_graph(I->b, fname, args, nargs, ret, NULL, &tup)));
+  if (inplace) RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_begin_dataflow(I->b)));
   for (size_t i = 0; i < n->n_output && (int)i < ret->nfields; i++) {
     if (!n->output[i] || !n->output[i][0]) continue;
     rx_var *v;
@@ -5324,7 +5339,7 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_strbuf_printf(&sb, " {\n");
   char sym[64];
   snprintf(sym, sizeof sym, "%s_c", F);
-  put_cond(&sb, "c", sym);
+  put_cond(&sb, "c", c->sinfo, sym);
   rx_strbuf_printf(&sb, "  r = if prim(bool, %s != 0) {\n    o = ", sym);
   put_call(&sb, tn, "", "t", bt.ncaps);
   rx_strbuf_printf(&sb, "\n    o\n  } else {\n    o2 = ");
@@ -5336,7 +5351,7 @@ static rx_status do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
   a[na++] = c;
   for (int k = 0; k < bt.ncaps; k++) a[na++] = rx_arg_var(I->b, bt.capv[k]);
   for (int k = 0; k < be.ncaps; k++) a[na++] = rx_arg_var(I->b, be.capv[k]);
-  return call_driver(I, n, F, a, na, ret);
+  return call_driver(I, n, F, a, na, ret, false);
 }
 
 /* the driver's tuple of states st0.. (n of them) then the scan values sc0.. (k) */
@@ -5357,14 +5372,103 @@ static void put_carried(rx_strbuf *sb, const rx_sinfo *const *si, int n, int fir
   }
 }
 
-/* Scan's step outputs: the step's value of each in front of (behind, reversed) the rest's */
-static void put_scan_outs(rx_strbuf *sb, int first, int N, int K, const int64_t *odir) {
-  for (int j = 0; j < K; j++) {
-    rx_strbuf_printf(sb, "    u%d = expand_dims(o.%d, axes=[0])\n", j, first + j);
-    rx_strbuf_printf(sb, "    w%d = concat((%s%d, %s%d), axis=0)\n", j, odir[j] ? "rest." : "u",
-                     odir[j] ? N + j : j, odir[j] ? "u" : "rest.", odir[j] ? j : N + j);
+/* "NAME_d<j>_<q>": dim q of tensor j of a row copy */
+static void put_rdim(rx_strbuf *sb, const char *name, int j, int q) {
+  rx_strbuf_printf(sb, "%s_d%d_%d", name, j, q);
+}
+
+/* The elements of tensor j of a row copy: "(NAME_d<j>_<from> * ..)", "1" when none */
+static void put_relems(rx_strbuf *sb, const char *name, int j, int ndim, int from) {
+  if (from >= ndim) rx_strbuf_printf(sb, "1");
+  for (int q = from; q < ndim; q++) {
+    rx_strbuf_printf(sb, "%s", q > from ? " * " : "(");
+    put_rdim(sb, name, j, q);
   }
-  for (int i = 0; i < N; i++) rx_strbuf_printf(sb, "    f%d = rest.%d\n", i, i);
+  if (from < ndim) rx_strbuf_printf(sb, ")");
+}
+
+/* "[row<j>, i0, ..]" (with_row) or "[i0, ..]" where i<q> is dim q's part of the flat element
+ * number e */
+static void put_rindex(rx_strbuf *sb, const char *name, int j, int ndim, bool with_row) {
+  rx_strbuf_printf(sb, "[");
+  if (with_row) rx_strbuf_printf(sb, "row%d", j);
+  for (int q = 0; q < ndim; q++) {
+    rx_strbuf_printf(sb, "%se // ", with_row || q ? ", " : "");
+    put_relems(sb, name, j, ndim, q + 1);
+    if (q) {
+      rx_strbuf_printf(sb, " %% ");
+      put_rdim(sb, name, j, q);
+    }
+  }
+  rx_strbuf_printf(sb, "]");
+}
+
+/* The tensor program NAME that writes each step value v<j> (of si[j]'s dtype and rank) as row
+ * row<j> of its accumulator y<j>, in place (write), or reads row row<j> of each scan input x<j>
+ * into v<j> (!write): one launch a step for all of them, a thread per element. */
+static void put_row_copy(rx_strbuf *sb, const char *name, bool write, const rx_sinfo *const *si,
+                         int n) {
+  rx_strbuf_printf(sb, "tensor_fn %s(", name);
+  for (int pass = 0; pass < 2; pass++) /* the inputs, then the outputs */
+    for (int j = 0; j < n; j++) {
+      bool rows = (pass == 0) != write; /* the accumulator or scan input */
+      rx_strbuf_printf(sb, "%s%s%s%d: %s[", pass || j ? ", " : "", pass ? "out " : "",
+                       rows ? (write ? "y" : "x") : "v", j, rx_dtype_name(si[j]->dtype));
+      if (rows) rx_strbuf_printf(sb, "%s_t%d%s", name, j, si[j]->ndim ? ", " : "");
+      for (int q = 0; q < si[j]->ndim; q++) {
+        if (q) rx_strbuf_printf(sb, ", ");
+        put_rdim(sb, name, j, q);
+      }
+      rx_strbuf_printf(sb, "]");
+    }
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", row%d: i64", j);
+  rx_strbuf_printf(sb, ") {\n  for e in 0..");
+  for (int j = 0; j < n - 1; j++) rx_strbuf_printf(sb, "max(");
+  for (int j = 0; j < n; j++) {
+    put_relems(sb, name, j, si[j]->ndim, 0);
+    if (j) rx_strbuf_printf(sb, ")");
+    if (j < n - 1) rx_strbuf_printf(sb, ", ");
+  }
+  rx_strbuf_printf(sb, " {\n");
+  for (int j = 0; j < n; j++) {
+    rx_strbuf_printf(sb, "    if e < ");
+    put_relems(sb, name, j, si[j]->ndim, 0);
+    rx_strbuf_printf(sb, " {\n      %s%d", write ? "y" : "v", j);
+    put_rindex(sb, name, j, si[j]->ndim, write);
+    rx_strbuf_printf(sb, " = %s%d", write ? "v" : "x", j);
+    put_rindex(sb, name, j, si[j]->ndim, !write);
+    rx_strbuf_printf(sb, "\n    }\n");
+  }
+  rx_strbuf_printf(sb, "  }\n}\n");
+}
+
+/* ", dims=[row0, ..])\n": the rows of step k, T - 1 - k where dir[j] (reversed) */
+static void put_rows(rx_strbuf *sb, const rx_expr *T, const char *k, const int64_t *dir, int n) {
+  rx_strbuf_printf(sb, ", dims=[");
+  for (int j = 0; j < n; j++) {
+    if (j) rx_strbuf_printf(sb, ", ");
+    if (dir && dir[j]) {
+      put_expr(sb, T);
+      rx_strbuf_printf(sb, " - 1 - ");
+    }
+    rx_strbuf_printf(sb, "%s", k);
+  }
+  rx_strbuf_printf(sb, "])\n");
+}
+
+/* The write of step values v0.. into accumulators ACC0.. (n of them) in place by F's writer
+ * <F>w, defining w0..; its dims=[..] follow (put_rows). */
+static void put_write(rx_strbuf *sb, const char *F, const char *acc, int n, const char *ind) {
+  rx_strbuf_printf(sb, "%s%s = call_tensor(%sw", ind, n == 1 ? "w0" : "wr", F);
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", v%d", j);
+  rx_strbuf_printf(sb, ", inplace=%s", n == 1 ? "" : "(");
+  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, "%s%s%d", j ? ", " : "", acc, j);
+  rx_strbuf_printf(sb, "%s", n == 1 ? "" : ")");
+}
+
+/* After put_write and its rows: w0.. from the tuple of several. */
+static void put_write_items(rx_strbuf *sb, int n, const char *ind) {
+  for (int j = 0; n > 1 && j < n; j++) rx_strbuf_printf(sb, "%sw%d = wr.%d\n", ind, j, j);
 }
 
 /* an int list attribute of n entries (default 0 each); false when present with another count */
@@ -5411,7 +5515,7 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (ax[j]) return node_err(I, n, "attribute scan_output_axes: only axis 0 is supported");
   rx_node *a[1 + CF_MAXIO + CF_MAXCAP];
   const rx_sinfo *in[CF_MAXIO];
-  a[0] = rx_arg_shape(I->b, (const rx_expr *const[]){rx_sym_const(I->m, 0)}, 1);
+  a[0] = NULL; /* the driver's arguments: a[1..] */
   for (int i = 0; i < nin; i++) {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)(first + i)), &a[1 + i]));
     if (v8) RX_RETURN_IF_ERROR(batch_one(I, n, &a[1 + i], true));
@@ -5438,74 +5542,82 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
     for (int d = 0; d < so->ndim; d++) dims[1 + d] = so->shape[d];
     f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, dims);
   }
+  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, N + K);
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", F, ks);
+  char st[64], rw[80];
+  snprintf(st, sizeof st, "%st", F);
+  snprintf(rw, sizeof rw, "%sr", F);
+  put_row_copy(&sb, rw, false, in + N, M);
+  snprintf(rw, sizeof rw, "%sw", F);
+  if (K) put_row_copy(&sb, rw, true, bd.ret->fields + N, K);
+  /* the entry: the scan outputs' accumulators, then the steps from 0 */
+  rx_strbuf_printf(&sb, "graph_fn %s(", F);
+  for (int i = 0; i < nin; i++) {
+    rx_strbuf_printf(&sb, "%s%s%d: ", i ? ", " : "", i < N ? "s" : "x", i < N ? i : i - N);
+    put_sinfo(&sb, a[1 + i]->sinfo);
+  }
+  put_caps(&sb, "c", &bd);
+  rx_strbuf_printf(&sb, ") -> ");
+  put_sinfo(&sb, ret);
+  rx_strbuf_printf(&sb, " {\n");
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(&sb, "  y%d = zeros([", j);
+    put_dims(&sb, f[N + j], 0, false);
+    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(f[N + j]->dtype));
+  }
+  rx_strbuf_printf(&sb, "  o = %s([0]", st);
+  for (int i = 0; i < nin; i++)
+    rx_strbuf_printf(&sb, ", %s%d", i < N ? "s" : "x", i < N ? i : i - N);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", y%d", j);
+  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
+  rx_strbuf_printf(&sb, ")\n  return o\n}\n");
+  /* the step k: its rows of the scan inputs (row T - 1 - k reversed), the body, its scan values
+   * written likewise, then the steps after it: a tail call */
+  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", st, ks);
   for (int i = 0; i < nin; i++) {
     rx_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
     put_sinfo(&sb, a[1 + i]->sinfo);
   }
-  put_caps(&sb, "c", &bd);
-  rx_strbuf_printf(&sb, ") -> (");
-  for (int i = 0; i < N + K; i++) {
-    if (i) rx_strbuf_printf(&sb, ", ");
-    if (i < N) {
-      put_sinfo(&sb, f[i]);
-      continue;
-    }
-    const rx_sinfo *so = bd.ret->fields[i];
-    rx_strbuf_printf(&sb, "%s[", rx_dtype_name(so->dtype));
-    put_expr(&sb, T);
-    rx_strbuf_printf(&sb, " - %s", ks);
-    put_dims(&sb, so, 0, true);
-    rx_strbuf_printf(&sb, "]");
+  for (int j = 0; j < K; j++) {
+    rx_strbuf_printf(&sb, ", y%d: ", j);
+    put_sinfo(&sb, f[N + j]);
   }
-  rx_strbuf_printf(&sb, "%s) {\n  r = if prim(bool, %s < ", N + K == 1 ? "," : "", ks);
+  put_caps(&sb, "c", &bd);
+  rx_strbuf_printf(&sb, ") -> ");
+  put_sinfo(&sb, ret);
+  rx_strbuf_printf(&sb, " {\n  r = if prim(bool, %s < ", ks);
   put_expr(&sb, T);
   rx_strbuf_printf(&sb, ") {\n");
-  for (int j = 0; j < M; j++) {
-    rx_strbuf_printf(&sb, "    a%d = strided_slice(x%d, axes=[0], begin=[", j, j);
-    if (idir[j]) {
-      put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - 1 - %s], end=[", ks);
-      put_expr(&sb, T);
-      rx_strbuf_printf(&sb, " - %s])\n", ks);
-    } else {
-      rx_strbuf_printf(&sb, "%s], end=[%s + 1])\n", ks, ks);
-    }
-    rx_strbuf_printf(&sb, "    e%d = reshape(a%d, [", j, j);
-    put_dims(&sb, in[N + j], 0, false);
-    rx_strbuf_printf(&sb, "])\n");
-  }
+  rx_strbuf_printf(&sb, "    %s = call_tensor(%sr", M == 1 ? "e0" : "rd", F);
+  for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
+  rx_strbuf_printf(&sb, ", out=");
+  put_sinfo(&sb, M == 1 ? in[N] : rx_sinfo_tuple(I->m, in + N, M));
+  put_rows(&sb, T, ks, idir, M);
+  for (int j = 0; M > 1 && j < M; j++) rx_strbuf_printf(&sb, "    e%d = rd.%d\n", j, j);
   rx_strbuf_printf(&sb, "    o = %s(", bn);
   for (int i = 0; i < nin; i++)
     rx_strbuf_printf(&sb, "%s%s%d", i ? ", " : "", i < N ? "s" : "e", i < N ? i : i - N);
   for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
   rx_strbuf_printf(&sb, ")\n");
   put_carried(&sb, in, N, 0);
-  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", F, ks);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, "    v%d = o.%d\n", j, N + j);
+  if (K) {
+    put_write(&sb, F, "y", K, "    ");
+    put_rows(&sb, T, ks, odir, K);
+    put_write_items(&sb, K, "    ");
+  }
+  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", st, ks);
   for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
   for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
+  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", w%d", j);
   for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-  rx_strbuf_printf(&sb, ")\n");
-  put_scan_outs(&sb, N, N, K, odir);
-  rx_strbuf_printf(&sb, "    res = ");
-  put_tuple(&sb, "f", N, "w", K);
-  rx_strbuf_printf(&sb, "\n    res\n  } else {\n");
-  for (int j = 0; j < K; j++) {
-    const rx_sinfo *so = bd.ret->fields[N + j];
-    rx_strbuf_printf(&sb, "    z%d = zeros([", j);
-    put_expr(&sb, T);
-    rx_strbuf_printf(&sb, " - %s", ks);
-    put_dims(&sb, so, 0, true);
-    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
-  }
-  rx_strbuf_printf(&sb, "    res2 = ");
-  put_tuple(&sb, "s", N, "z", K);
+  rx_strbuf_printf(&sb, ")\n    rest\n  } else {\n    res2 = ");
+  put_tuple(&sb, "s", N, "y", K);
   rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   int na = 1 + nin;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  RX_RETURN_IF_ERROR(call_driver(I, n, F, a, na, rx_sinfo_tuple(I->m, f, N + K)));
+  RX_RETURN_IF_ERROR(call_driver(I, n, F, a + 1, na - 1, ret, true));
   for (size_t i = 0; v8 && i < n->n_output; i++) { /* the batch of one back in front */
     if (!n->output[i] || !n->output[i][0]) continue;
     rx_node *o = rx_arg_var(I->b, get(I, n->output[i])->var);
@@ -5517,6 +5629,152 @@ static rx_status do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* the trip count when Loop has none (the condition ends it): large, and k + 1 stays in range */
 #define LOOP_UNBOUNDED ((int64_t)1 << 62)
+/* the rows a Loop's scan output accumulator starts with (fewer when M is smaller); doubled when
+ * full, so the copies stay linear in the steps */
+#define LOOP_FIRST_ROWS 16
+
+/* What Loop's driver text is made of (do_loop). */
+typedef struct loop_txt {
+  const char *F, *bn, *ks, *cs, *ms; /* the driver, the body, the symbols k, cond and M */
+  char st[64];                       /* the step function */
+  int N, K;                          /* carried values, scan outputs */
+  bool always;                       /* the condition is true at every step: never read back */
+  const rx_sinfo *const *in;         /* the body's inputs: iteration number, cond, carried */
+  const body *bd;
+  const rx_sinfo *ret;          /* the driver's: carried values, then the scan outputs */
+  const rx_sinfo *s0[CF_MAXIO]; /* a step's value of each scan output at step 0 */
+  const rx_sinfo *sk[CF_MAXIO]; /* and at step k */
+} loop_txt;
+
+/* ", c: COND, s0: .., y0: DT[cap, elems].., c0: .." of the entry (!step: no accumulators) and
+ * the step, then the result */
+static void put_loop_params(rx_strbuf *sb, const loop_txt *L, bool step) {
+  put_sinfo(sb, L->in[1]);
+  for (int i = 0; i < L->N; i++) {
+    rx_strbuf_printf(sb, ", s%d: ", i);
+    put_sinfo(sb, L->in[2 + i]);
+  }
+  for (int j = 0; step && j < L->K; j++) {
+    rx_strbuf_printf(sb, ", y%d: %s[%s_cap", j, rx_dtype_name(L->sk[j]->dtype), L->F);
+    put_dims(sb, L->sk[j], 0, true);
+    rx_strbuf_printf(sb, "]");
+  }
+  put_caps(sb, "c", L->bd);
+  rx_strbuf_printf(sb, ") -> ");
+  put_sinfo(sb, L->ret);
+  rx_strbuf_printf(sb, " {\n");
+}
+
+/* the step's arguments after its step number: ", m, COND, CARRIED.., ACC.., c0.." */
+static void put_step_args(rx_strbuf *sb, const loop_txt *L, const char *cond, const char *carried,
+                          const char *acc) {
+  rx_strbuf_printf(sb, ", m, %s", cond);
+  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", %s%d", carried, i);
+  for (int j = 0; j < L->K; j++) rx_strbuf_printf(sb, ", %s%d", acc, j);
+  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
+  rx_strbuf_printf(sb, ")\n");
+}
+
+/* The entry: the first step when 0 < M and cond, with accumulators of min(M, 16) rows; else
+ * the carried values as given and empty scan outputs. */
+static void put_loop_entry(rx_strbuf *sb, const loop_txt *L) {
+  rx_strbuf_printf(sb, "graph_fn %s(m: Shape([%s]), c: ", L->F, L->ms);
+  put_loop_params(sb, L, false);
+  if (!L->always) put_cond(sb, "c", L->in[1], L->cs);
+  rx_strbuf_printf(sb, "  r = if prim(bool, 0 < %s%s%s) {\n", L->ms, L->always ? "" : " && ",
+                   L->always ? "" : L->cs);
+  if (L->K) /* bound on the host: M may be past what a kernel's int32 takes */
+    rx_strbuf_printf(sb, "    yr = [min(%s, %d)]\n    yc = match_cast(yr, Shape([%s_f]))\n", L->ms,
+                     LOOP_FIRST_ROWS, L->F);
+  for (int j = 0; j < L->K; j++) {
+    rx_strbuf_printf(sb, "    y%d = zeros([%s_f", j, L->F);
+    put_dims(sb, L->s0[j], 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+  }
+  rx_strbuf_printf(sb, "    o = %s([0]", L->st);
+  put_step_args(sb, L, "c", "s", "y");
+  rx_strbuf_printf(sb, "    o\n  } else {\n");
+  for (int j = 0; j < L->K; j++) { /* no step: empty (dims of the iteration number 0) */
+    rx_strbuf_printf(sb, "    z%d = zeros([0", j);
+    put_dims(sb, L->s0[j], 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+  }
+  rx_strbuf_printf(sb, "    res2 = ");
+  put_tuple(sb, "s", L->N, "z", L->K);
+  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+}
+
+/* The step k: the body; its scan values written at row k of the accumulators (doubled first
+ * when full); then, while k + 1 < M and the body's condition, the next step as a tail call,
+ * else the carried values and the accumulators' first k + 1 rows in the scan outputs' shapes. */
+static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
+  const char *F = L->F, *ks = L->ks;
+  rx_strbuf_printf(sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", L->st, ks, L->ms);
+  put_loop_params(sb, L, true);
+  rx_strbuf_printf(sb, "  o = %s(i, c", L->bn);
+  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", s%d", i);
+  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
+  rx_strbuf_printf(sb, ")\n  nc = match_cast(o.0, ");
+  put_sinfo(sb, L->in[1]);
+  rx_strbuf_printf(sb, ")\n");
+  put_carried(sb, L->in + 2, L->N, 1);
+  for (int j = 0; j < L->K; j++) {
+    const rx_sinfo *sk = L->sk[j];
+    const char *dt = rx_dtype_name(sk->dtype);
+    rx_strbuf_printf(sb, "  v%d = match_cast(o.%d, ", j, 1 + L->N + j);
+    put_sinfo(sb, sk);
+    rx_strbuf_printf(sb, ")\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j, ks, F,
+                     j);
+    rx_strbuf_printf(sb, "    z%d = zeros([%s_cap", j, F);
+    put_dims(sb, sk, 0, true);
+    rx_strbuf_printf(sb, "], dtype=%s)\n    q%d = concat((y%d, z%d), axis=0)\n    q%d\n  }\n", dt,
+                     j, j, j, j);
+    rx_strbuf_printf(sb, "  h%d = match_cast(g%d, %s[%s_g", j, j, dt, F);
+    put_dims(sb, sk, 0, true);
+    rx_strbuf_printf(sb, "])\n");
+  }
+  if (L->K) {
+    put_write(sb, F, "h", L->K, "  ");
+    put_rows(sb, NULL, ks, NULL, L->K);
+    put_write_items(sb, L->K, "  ");
+  }
+  if (!L->always) put_cond(sb, "nc", L->in[1], L->cs);
+  rx_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
+                   L->always ? "" : " && ", L->always ? "" : L->cs);
+  rx_strbuf_printf(sb, "    rest = %s([%s + 1]", L->st, ks);
+  put_step_args(sb, L, "nc", "n", "w");
+  rx_strbuf_printf(sb, "    rest\n  } else {\n");
+  for (int j = 0; j < L->K; j++) {
+    rx_strbuf_printf(sb,
+                     "    t%d = strided_slice(w%d, axes=[0], begin=[0], end=[%s + 1])\n"
+                     "    u%d = match_cast(t%d, %s[%s + 1",
+                     j, j, ks, j, j, rx_dtype_name(L->sk[j]->dtype), ks);
+    put_dims(sb, L->sk[j], 0, true);
+    rx_strbuf_printf(sb, "])\n");
+  }
+  rx_strbuf_printf(sb, "    res2 = ");
+  put_tuple(sb, "n", L->N, "u", L->K);
+  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+}
+
+/* Is Loop n's condition true at every step: no input or a constant true, and the body gives
+ * its condition input back (as exporters write a loop of M steps)? Then the steps do not read it
+ * back from the device. */
+static bool always_true(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g) {
+  val *cv = input(n, 1) ? get(I, input(n, 1)) : NULL;
+  if (input(n, 1) && !(cv && cv->kind == V_SYM && cv->slen == 1 &&
+                       cv->s[0]->kind == RX_EXPR_CONST && cv->s[0]->value))
+    return false;
+  const char *cin = g->input[1]->name, *cout = g->output[0]->name;
+  if (!strcmp(cin, cout)) return true;
+  for (size_t i = 0; i < g->n_node; i++) {
+    const Onnx__NodeProto *nn = g->node[i];
+    if (nn->n_output && nn->output[0] && !strcmp(nn->output[0], cout))
+      return nn->op_type && !strcmp(nn->op_type, "Identity") && input(nn, 0) &&
+             !strcmp(input(nn, 0), cin);
+  }
+  return false;
+}
 
 /* Loop: the body while k < M and cond, its carried values threaded through the recursion; scan
  * outputs of a length known when the program runs (bound to fresh dims after the call) */
@@ -5573,90 +5831,45 @@ static rx_status do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (!known_tensor(so)) return node_err(I, n, "scan output %d: its shape must be known", j);
     f[N + j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim + 1, NULL);
   }
-  const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, N + K);
+  loop_txt L = {.F = F,
+                .bn = bn,
+                .ks = ks,
+                .cs = cs,
+                .ms = ms,
+                .N = N,
+                .K = K,
+                .in = in,
+                .bd = &bd,
+                .ret = rx_sinfo_tuple(I->m, f, N + K),
+                .always = always_true(I, n, g)};
+  snprintf(L.st, sizeof L.st, "%st", F);
   rx_strbuf sb = {0};
-  char st[64];
-  snprintf(st, sizeof st, "%st", F);
-  /* the step k (run when called): the body, then the steps after it while k + 1 < M and the
-   * body's condition; the scan outputs of this step in front of theirs */
-  for (int entry = 0; entry < 2; entry++) {
-    if (entry)
-      rx_strbuf_printf(&sb, "graph_fn %s(m: Shape([%s]), c: ", F, ms);
-    else
-      rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", st, ks, ms);
-    put_sinfo(&sb, in[1]);
-    for (int i = 0; i < N; i++) {
-      rx_strbuf_printf(&sb, ", s%d: ", i);
-      put_sinfo(&sb, in[2 + i]);
+  for (int j = 0; j < K; j++) {
+    const rx_sinfo *so = bd.ret->fields[1 + N + j];
+    const rx_expr *d0[SYM_MAX], *dk[SYM_MAX];
+    if (so->ndim > SYM_MAX - 1)
+      return node_err(I, n, "scan output %d: rank over %d", j, SYM_MAX - 1);
+    for (int d = 0; d < so->ndim; d++) { /* a dim of the iteration number: step 0's, checked */
+      char an[96];
+      snprintf(an, sizeof an, "%s_a%d_%d", F, j, d);
+      d0[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &zero, 1);
+      dk[d] = rx_expr_uses_var(so->shape[d], bd.iter) ? rx_sym_var(I->m, an) : so->shape[d];
     }
-    put_caps(&sb, "c", &bd);
-    rx_strbuf_printf(&sb, ") -> ");
-    put_sinfo(&sb, ret);
-    rx_strbuf_printf(&sb, " {\n");
-    if (entry) { /* the first step runs when 0 < M and cond */
-      put_cond(&sb, "c", cs);
-      rx_strbuf_printf(&sb, "  r = if prim(bool, 0 < %s && %s != 0) {\n    o = %s([0], m, c", ms,
-                       cs, st);
-      for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
-      for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-      rx_strbuf_printf(&sb, ")\n    o\n  } else {\n");
-      for (int j = 0; j < K; j++) { /* no step: empty (dims of the iteration number 0) */
-        const rx_sinfo *so = bd.ret->fields[1 + N + j];
-        rx_strbuf_printf(&sb, "    z%d = zeros([0", j);
-        for (int d = 0; d < so->ndim; d++) {
-          rx_strbuf_printf(&sb, ", ");
-          if (rx_expr_uses_var(so->shape[d], bd.iter))
-            rx_strbuf_printf(&sb, "0");
-          else
-            put_expr(&sb, so->shape[d]);
-        }
-        rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(so->dtype));
-      }
-      rx_strbuf_printf(&sb, "    res2 = ");
-      put_tuple(&sb, "s", N, "z", K);
-      rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
-      continue;
-    }
-    rx_strbuf_printf(&sb, "  o = %s(i, c", bn);
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", s%d", i);
-    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-    rx_strbuf_printf(&sb, ")\n  nc = match_cast(o.0, ");
-    put_sinfo(&sb, in[1]);
-    rx_strbuf_printf(&sb, ")\n");
-    put_carried(&sb, in + 2, N, 1);
-    for (int j = 0; j < K; j++)
-      rx_strbuf_printf(&sb, "  u%d = expand_dims(o.%d, axes=[0])\n", j, 1 + N + j);
-    put_cond(&sb, "nc", cs);
-    rx_strbuf_printf(&sb, "  r = if prim(bool, %s + 1 < %s && %s != 0) {\n", ks, ms, cs);
-    rx_strbuf_printf(&sb, "    rest = %s([%s + 1], m, nc", st, ks);
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
-    for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-    rx_strbuf_printf(&sb, ")\n");
-    for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, "    f%d = rest.%d\n", i, i);
-    for (int j = 0; j < K; j++) { /* the rest's length bound, its other dims this step's */
-      const rx_sinfo *so = bd.ret->fields[1 + N + j];
-      const rx_expr *k = rx_sym_var(I->m, ks);
-      rx_strbuf_printf(&sb, "    l%d = match_cast(rest.%d, %s[%s_l%d", j, N + j,
-                       rx_dtype_name(so->dtype), F, j);
-      for (int d = 0; d < so->ndim; d++) {
-        rx_strbuf_printf(&sb, ", ");
-        put_expr(&sb, rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &k, 1));
-      }
-      rx_strbuf_printf(&sb, "])\n    w%d = concat((u%d, l%d), axis=0)\n", j, j, j);
-    }
-    rx_strbuf_printf(&sb, "    res = ");
-    put_tuple(&sb, "f", N, "w", K);
-    rx_strbuf_printf(&sb, "\n    res\n  } else {\n    res2 = ");
-    put_tuple(&sb, "n", N, "u", K);
-    rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+    L.s0[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, d0);
+    L.sk[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, dk);
   }
+  char wn[80];
+  snprintf(wn, sizeof wn, "%sw", F);
+  if (K) put_row_copy(&sb, wn, true, bd.ret->fields + 1 + N, K);
+  put_loop_entry(&sb, &L);
+  put_loop_step(&sb, &L);
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   a[0] = a[1]; /* the entry takes no step number */
   a[1] = a[2];
   for (int i = 0; i < N; i++) a[2 + i] = a[3 + i];
   int na = 2 + N;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
-  return call_driver(I, n, F, a, na, ret);
+  return call_driver(I, n, F, a, na, L.ret, true);
 }
 
 /* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */

@@ -538,6 +538,10 @@ static void test_bad_code(void) {
   expect_bad_code(callfn, 6, 1, 1, "word 0 (call_fn): calls 'f' with 0 arguments, it takes 1");
   const uint32_t callfn2[] = {RXVM_OP_CALL_FN, 0, 4, 0, RXVM_OP_RET, 0};
   expect_bad_code(callfn2, 6, 0, 1, "word 0 (call_fn): function 4 is out of range");
+  const uint32_t tail[] = {RXVM_OP_TAIL_CALL_FN, 0, 2, 0, 0, RXVM_OP_RET, 0};
+  expect_bad_code(tail, 7, 1, 1, "word 0 (tail_call_fn): calls 'f' with 2 arguments, it takes 1");
+  const uint32_t tail2[] = {RXVM_OP_TAIL_CALL_FN, 3, 0, RXVM_OP_RET, 0};
+  expect_bad_code(tail2, 5, 0, 1, "word 0 (tail_call_fn): function 3 is out of range");
   const uint32_t none_dst[] = {RXVM_OP_MOVE, NONE, 0, RXVM_OP_RET, 0};
   expect_bad_code(none_dst, 5, 0, 1, "word 0 (move): register -1 is out of range");
 
@@ -583,7 +587,7 @@ static void test_bad_code(void) {
   section s[2] = {{"manifest.json", "{}", 2}, {"host.rxvm", host, hsize}};
   b = container(s, 2, RXM_VERSION, &size);
   CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_UNSUPPORTED,
-            "bad.rxm: host program version 9, this runtime reads versions 1 to 4");
+            "bad.rxm: host program version 9, this runtime reads versions 1 to 5");
   free(b);
   host[4] = RXVM_VERSION;
   for (size_t cut = 0; cut < hsize; cut++) {

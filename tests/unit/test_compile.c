@@ -318,8 +318,9 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
       for (uint32_t i = 0; h->ok && i < n; i++) REG(hw(h));
       break;
     }
-    case RXVM_OP_CALL_FN: {
-      REG(hw(h));
+    case RXVM_OP_CALL_FN:
+    case RXVM_OP_TAIL_CALL_FN: {
+      if (op == RXVM_OP_CALL_FN) REG(hw(h));
       uint32_t f = hw(h);
       if (f >= h->nfns) bad(h, "function index out of range", f, h->pos - 1);
       uint32_t n = hw(h);
