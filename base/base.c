@@ -1,5 +1,6 @@
 #include "base.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -462,29 +463,126 @@ void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, 
   va_end(ap);
 }
 
-rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
+/* ---- files read whole (base.h, RX_FILE_KINDS) ---- */
+static const struct {
+  const char *name;
+  uint64_t limit;
+} file_kinds[] = {
+#define RX_FILE_KIND_ROW(k, name, limit) {name, limit},
+    RX_FILE_KINDS(RX_FILE_KIND_ROW)
+#undef RX_FILE_KIND_ROW
+};
+
+const char *rx_file_kind_name(rx_file_kind k) {
+  assert((unsigned)k < RX_FILE_KIND_COUNT);
+  return file_kinds[k].name;
+}
+
+uint64_t rx_file_kind_limit(rx_file_kind k) {
+  assert((unsigned)k < RX_FILE_KIND_COUNT);
+  return file_kinds[k].limit;
+}
+
+/* RX_FILE_MODEL once its first bytes are known: ONNX for a name ending in ".onnx" or a binary
+ * first byte (tools/commands.h, rx_cli_is_onnx: the same rule), else text IR. */
+static rx_file_kind model_kind(const char *name, const char *data, size_t len) {
+  size_t n = strlen(name);
+  if (n > 5 && !strcmp(name + n - 5, ".onnx")) return RX_FILE_ONNX;
+  unsigned char c = len ? (unsigned char)data[0] : ' ';
+  bool binary = c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v';
+  return binary ? RX_FILE_ONNX : RX_FILE_TEXT_IR;
+}
+
+static rx_status over_limit(const char *name, rx_file_kind kind, uint64_t size) {
+  uint64_t limit = file_kinds[kind].limit;
+  if (size) /* a regular file: its size is known before it is read */
+    return rx_status_make(
+        RX_ERR_INVALID, "%s: %llu bytes, past the limit of %llu bytes for %s files: not read", name,
+        (unsigned long long)size, (unsigned long long)limit, file_kinds[kind].name);
+  return rx_status_make(RX_ERR_INVALID,
+                        "%s: more than %llu bytes, the limit for %s files (a stream, a pipe or a "
+                        "device is read up to the limit of its kind, then refused)",
+                        name, (unsigned long long)limit, file_kinds[kind].name);
+}
+
+/* f (named name) read up to its kind's limit; size: a regular file's size (0: unknown, or a
+ * stream, or a file such as those of /proc that says 0 and has text). */
+static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint64_t size,
+                              char **out_text, size_t *out_len) {
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  rx_status s = NULL;
+  for (bool first = true;; first = false) {
+    if (cap - len < 65536) {
+      uint64_t want = cap ? (uint64_t)cap * 2 : 65536 + 1;
+      uint64_t most = file_kinds[kind].limit + 65536 + 1; /* a chunk past the limit shows it */
+      if (want > most) want = most;
+      char *p = want <= SIZE_MAX ? realloc(buf, (size_t)want) : NULL;
+      if (!p) {
+        s = rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                           "%s: out of host memory after %zu bytes read (the limit for %s files "
+                           "is %llu bytes)",
+                           name, len, file_kinds[kind].name,
+                           (unsigned long long)file_kinds[kind].limit);
+        break;
+      }
+      buf = p;
+      cap = (size_t)want;
+    }
+    size_t n = fread(buf + len, 1, cap - len - 1 < 65536 ? cap - len - 1 : 65536, f);
+    len += n;
+    if (first && kind == RX_FILE_MODEL) kind = model_kind(name, buf, len);
+    if (first && size > file_kinds[kind].limit) {
+      s = over_limit(name, kind, size);
+      break;
+    }
+    if (len > file_kinds[kind].limit) {
+      s = over_limit(name, kind, 0);
+      break;
+    }
+    if (n == 0) {
+      if (ferror(f)) s = rx_status_make(RX_ERR_IO, "cannot read '%s': %s", name, strerror(errno));
+      break;
+    }
+  }
+  if (s) {
+    free(buf);
+    return s;
+  }
+  buf[len] = 0; /* cap > len: one byte is always kept */
+  *out_text = buf;
+  if (out_len) *out_len = len;
+  return NULL;
+}
+
+rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+                              size_t *out_len) {
+  *out_text = NULL;
+  if (out_len) *out_len = 0;
+  return read_limited(f, name, kind, 0, out_text, out_len);
+}
+
+rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text, size_t *out_len) {
   *out_text = NULL;
   if (out_len) *out_len = 0;
   FILE *f = fopen(path, "rb");
   if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st; /* a directory opens, then fails to read: say what it is */
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    fclose(f);
-    return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+  uint64_t size = 0;
+  if (fstat(fileno(f), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      fclose(f);
+      return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+    }
+    if (S_ISREG(st.st_mode) && st.st_size > 0) size = (uint64_t)st.st_size;
   }
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) rx_strbuf_appendn(&b, buf, n);
-  int err = ferror(f);
+  rx_status s = read_limited(f, path, kind, size, out_text, out_len);
   fclose(f);
-  if (err) {
-    rx_strbuf_free(&b);
-    return rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
-  }
-  if (out_len) *out_len = b.len;
-  *out_text = rx_strbuf_take(&b);
-  return NULL;
+  return s;
+}
+
+rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
+  return rx_read_file_kind(path, RX_FILE_JSON, out_text, out_len);
 }
 
 /* ---- mapped files ---- */

@@ -331,6 +331,10 @@ rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **o
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
     if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
       s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+    } else if ((uint64_t)len > rx_file_kind_limit(RX_FILE_JSON)) {
+      s = rx_status_make(RX_ERR_INVALID, "%s: %ld bytes, past the limit of %llu bytes for %s files",
+                         path, len, (unsigned long long)rx_file_kind_limit(RX_FILE_JSON),
+                         rx_file_kind_name(RX_FILE_JSON));
     } else if (!(text = rt_alloc(&d->alloc, (size_t)len + 1))) {
       s = rt_oom(path, (size_t)len + 1);
     } else if (fread(text, 1, (size_t)len, f) != (size_t)len) {

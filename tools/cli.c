@@ -148,29 +148,17 @@ int rx_cli_unhandled(const rx_cli_args *it) {
 
 /* ---- files ---- */
 
-char *rx_cli_read_input(const char *path, size_t *out_len) {
+char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
   *out_len = 0;
-  if (strcmp(path, "-") != 0) {
-    char *text = NULL;
-    rx_status st = rx_read_file(path, &text, out_len);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      return NULL;
-    }
-    return text;
-  }
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
-  if (ferror(stdin)) {
-    rx_strbuf_free(&b);
-    fputs("relaxc: error: cannot read standard input\n", stderr);
+  char *text = NULL;
+  rx_status st = strcmp(path, "-") ? rx_read_file_kind(path, kind, &text, out_len)
+                                   : rx_read_stream_kind(stdin, "<stdin>", kind, &text, out_len);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
     return NULL;
   }
-  *out_len = b.len;
-  return rx_strbuf_take(&b);
+  return text;
 }
 
 const char *rx_cli_input_name(const char *path) {

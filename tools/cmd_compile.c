@@ -265,7 +265,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (wfile && !rx_cli_can_write(wfile)) return 1;
   bool hf = rx_hf_is_model_dir(file) || rx_hf_is_gguf(file);
   size_t len = 0;
-  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
+  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, RX_FILE_MODEL, &len);
   if (!text) return 1;
   bool onnx = !hf && rx_cli_is_onnx(file, text, len);
   if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||

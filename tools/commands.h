@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/base.h" /* rx_file_kind */
+
 typedef struct rx_cli_command rx_cli_command;
 
 /* One option of a command. */
@@ -77,8 +79,9 @@ int rx_cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
 void rx_cli_print_help(const rx_cli_command *cmd, bool full, FILE *out);
 
 /* ---- files (tools/cli.c) ---- */
-/* The text of FILE, or of standard input for "-" (heap; NULL after printing why). */
-char *rx_cli_read_input(const char *path, size_t *out_len);
+/* The text of FILE, or of standard input for "-", read up to the limit of its kind (base.h,
+ * RX_FILE_KINDS: text IR, ONNX, or RX_FILE_MODEL for either) (heap; NULL after printing why). */
+char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len);
 /* The name diagnostics use for FILE: "<stdin>" for "-". */
 const char *rx_cli_input_name(const char *path);
 /* The directory of FILE (heap): "." for a bare name; NULL for "-" (the current directory). */

@@ -303,7 +303,7 @@ static int cmd_check(const rx_cli_command *cmd, int argc, char **argv) {
   bool print = !strcmp(cmd->name, "print");
   size_t len = 0;
   const char *name = rx_cli_input_name(path);
-  char *text = rx_cli_read_input(path, &len);
+  char *text = rx_cli_read_input(path, RX_FILE_TEXT_IR, &len);
   if (!text) return EXIT_ERRORS;
   rx_module *m = rx_module_new();
   rx_diag diag;
