@@ -1,3 +1,4 @@
+#define _XOPEN_SOURCE 700 /* realpath (rx_path_check_inside) */
 #include "base.h"
 
 #include <assert.h>
@@ -583,6 +584,53 @@ rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text
 
 rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
   return rx_read_file_kind(path, RX_FILE_JSON, out_text, out_len);
+}
+
+/* ---- paths ---- */
+/* Is p inside (or equal to) the folder root? Both real paths. */
+static bool path_under(const char *p, const char *root) {
+  size_t n = strlen(root);
+  if (n == 1 && root[0] == '/') return true;
+  return !strncmp(p, root, n) && (p[n] == '/' || p[n] == 0);
+}
+
+/* The blobs/ folder of the Hugging Face cache repository whose snapshot holds the real folder dir
+ * (".../models--ORG--NAME/snapshots/REV[/SUB]" -> ".../models--ORG--NAME/blobs"), or NULL. */
+static char *hf_blobs_of(const char *dir) {
+  for (const char *p = strstr(dir, "/snapshots/"); p; p = strstr(p + 1, "/snapshots/")) {
+    const char *repo = p;
+    while (repo > dir && repo[-1] != '/') repo--;
+    if (strncmp(repo, "models--", 8) || p[11] == 0 || p[11] == '/') continue;
+    rx_strbuf b = {0};
+    rx_strbuf_printf(&b, "%.*s/blobs", (int)(p - dir), dir);
+    return rx_strbuf_take(&b);
+  }
+  return NULL;
+}
+
+rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache) {
+  char *rfile = realpath(file, NULL);
+  if (!rfile)
+    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve '%s': %s", file, strerror(errno));
+  char *rdir = realpath(dir && *dir ? dir : ".", NULL);
+  if (!rdir) {
+    int err = errno;
+    free(rfile);
+    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve the folder '%s': %s", dir,
+                          strerror(err));
+  }
+  bool ok = path_under(rfile, rdir);
+  char *blobs = !ok && hf_cache ? hf_blobs_of(rdir) : NULL;
+  if (blobs) ok = path_under(rfile, blobs) && strcmp(rfile, blobs);
+  rx_status s = NULL;
+  if (!ok)
+    s = rx_status_make(RX_ERR_INVALID, "'%s' resolves to '%s', outside the folder '%s'%s%s%s", file,
+                       rfile, rdir, blobs ? " and its Hugging Face cache's '" : "",
+                       blobs ? blobs : "", blobs ? "'" : "");
+  free(blobs);
+  free(rfile);
+  free(rdir);
+  return s;
 }
 
 /* ---- mapped files ---- */

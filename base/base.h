@@ -214,6 +214,13 @@ rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char
                               size_t *out_len);
 /* rx_read_file_kind of a JSON file: the common case of the importers. */
 rx_status rx_read_file(const char *path, char **out_text, size_t *out_len);
+/* Does file, its symlinks resolved (realpath), lie inside the folder dir, resolved likewise? NULL
+ * when it does; else a status naming file, where it resolves to and the folder (RX_ERR_INVALID),
+ * or why it cannot be resolved (RX_ERR_NOT_FOUND). With hf_cache, a folder inside a snapshot of a
+ * Hugging Face cache (.../models--ORG--NAME/snapshots/REV[/...]) also holds the files of that
+ * repository's blobs/ folder, where the cache's snapshot files link to (docs/inputs.md, "ONNX
+ * external data"). */
+rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache);
 /* A file mapped read-only (mmap): checkpoints and artifacts of gigabytes are read in place. An
  * empty file maps to data NULL, size 0. Errors name the path (missing, a directory, mmap). */
 typedef struct rx_mapped_file {

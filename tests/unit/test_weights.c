@@ -258,8 +258,7 @@ static void test_image(void) {
 static void test_refs(void) {
   static const char *const cases[][3] = {
       {"out/model.rxm", "out/model.weights", "model.weights"},
-      {"out/model.rxm", "w/model.weights", "../w/model.weights"},
-      {"/a/b/c/model.rxm", "/a/x.st", "../../x.st"},
+      {"/a/b/c/model.rxm", "/a/b/c/x/y.st", "x/y.st"},
       {"/a/b/model.rxm", "/a/b/./c/../d.st", "d.st"},
       {"model.rxm", "sub/dir/w.st", "sub/dir/w.st"},
   };
@@ -273,6 +272,11 @@ static void test_refs(void) {
   }
   char *ref = NULL;
   expect(rx_weights_ref("a/m.rxm", "a/../a/m.rxm", &ref), "is the artifact", "the artifact itself");
+  /* outside the artifact's folder: the runtime would refuse the manifest's '../' name */
+  expect(rx_weights_ref("out/model.rxm", "w/model.weights", &ref), "not in the folder",
+         "a side file in another folder");
+  expect(rx_weights_ref("/a/b/c/model.rxm", "/a/x.st", &ref), "not in the folder",
+         "a side file above the artifact");
   CHECK(!ref, "no name on error");
 }
 
@@ -488,6 +492,26 @@ static void test_files(void) {
   rx_status_free(s);
   rx_rt_artifact_release(a);
   a = NULL;
+  /* the manifest naming its side file by an absolute or a '../' path (same lengths as
+   * "m.weights"), and the side file a symlink that leads out of the artifact's folder */
+  if (read_all(art, &file, &flen)) {
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"/dev/zero\"",
+            "names the file '/dev/zero', an absolute path");
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"../weight\"",
+            "names the file '../weight', a path out of the artifact's folder");
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"a/../../w\"",
+            "names the file 'a/../../w', a path out of the artifact's folder");
+    free(file);
+  }
+  char out_dir[] = "/tmp/rx_weights_outXXXXXX", out[200];
+  if (w && mkdtemp(out_dir)) {
+    snprintf(out, sizeof out, "%s/m.weights", out_dir);
+    CHECK(write_all(out, w, wlen) && unlink(side) == 0 && symlink(out, side) == 0, "symlink");
+    expect(rx_rt_artifact_load(NULL, art, &a), "outside the folder", "a side file linked outside");
+    CHECK(unlink(side) == 0 && write_all(side, w, wlen), "the side file back");
+    unlink(out);
+    rmdir(out_dir);
+  }
   if (w && wlen > 100) {
     w[wlen - 1] ^= 1;
     CHECK(write_all(side, w, wlen), "write");
