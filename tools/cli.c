@@ -146,6 +146,27 @@ int rx_cli_unhandled(const rx_cli_args *it) {
   return 2;
 }
 
+/* ---- integer options ---- */
+
+bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
+  const char *p = s + (*s == '-');
+  if (!*p) return false;
+  for (const char *q = p; *q; q++)
+    if (*q < '0' || *q > '9') return false; /* no spaces, '+', fraction or exponent */
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno == ERANGE || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+int rx_cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out) {
+  if (rx_cli_parse_int(it->value, lo, hi, out)) return 0;
+  return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
+                            it->value, lo, hi);
+}
+
 /* ---- files ---- */
 
 char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
@@ -289,11 +310,9 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
     return 0;
   }
   bool len = !strcmp(f, "--max-seq-len");
-  char *end = NULL;
-  long long n = strtoll(v, &end, 10);
-  if (!*v || *end || n < 1 || n > (len ? (1ll << 24) : 65536))
-    return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from 1 to %lld", f, v,
-                              len ? (1ll << 24) : 65536ll);
+  long long n = 0;
+  int rc = rx_cli_int_option(it, 1, len ? (1ll << 24) : 65536, &n);
+  if (rc) return rc;
   if (len)
     o->max_seq_len = n;
   else

@@ -38,14 +38,6 @@ static int fail(rx_status s) {
   return 1;
 }
 
-static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
-  char *end = NULL;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 static rx_dtype dtype_named(const char *s, size_t n) {
   for (int t = 1; t < RX_DTYPE_COUNT; t++) {
     const char *name = rx_rt_dtype_name((rx_dtype)t);
@@ -534,11 +526,11 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--weights")) {
       wdir = v;
     } else if (!strcmp(f, "--bench")) {
-      if (!parse_int(v, 1, 1000000, &bench))
-        return rx_cli_usage_error(cmd, "--bench takes a count in 1..1000000, got '%s'", v);
+      int rc = rx_cli_int_option(&it, 1, 1000000, &bench);
+      if (rc) return rc;
     } else if (!strcmp(f, "--seed")) {
-      if (!parse_int(v, 0, INT64_MAX, &seed))
-        return rx_cli_usage_error(cmd, "--seed takes a non-negative integer, got '%s'", v);
+      int rc = rx_cli_int_option(&it, 0, INT64_MAX, &seed);
+      if (rc) return rc;
     } else if (!strcmp(f, "--input")) {
       const char *eq = strchr(v, '=');
       if (!eq || eq == v)
