@@ -353,6 +353,31 @@ void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
 void rx_diag_free(rx_diag *d) { rx_strbuf_free(&d->text); }
 const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data : ""; }
 
+rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback) {
+  while (n && text[n - 1] == '\n') n--;
+  if (!n) return rx_status_make(code, "%s", fallback);
+  rx_strbuf b = {0};
+  for (size_t i = 0; i < n;) {
+    size_t len = 0;
+    while (i + len < n && text[i + len] != '\n') len++;
+    const char *line = text + i, *lvl = NULL; /* "error: " at the start or after "FILE:L:C: " */
+    if (len >= 7 && !memcmp(line, "error: ", 7)) lvl = line;
+    for (size_t k = 0; !lvl && k + 9 <= len; k++)
+      if (!memcmp(line + k, ": error: ", 9)) lvl = line + k + 2;
+    if (lvl) {
+      rx_strbuf_appendn(&b, line, (size_t)(lvl - line));
+      rx_strbuf_appendn(&b, lvl + 7, len - (size_t)(lvl + 7 - line));
+    } else {
+      rx_strbuf_appendn(&b, line, len);
+    }
+    i += len;
+    if (i < n) rx_strbuf_putc(&b, text[i++]);
+  }
+  rx_status s = rx_status_make(code, "%s", b.data);
+  rx_strbuf_free(&b);
+  return s;
+}
+
 /* Diagnostics quote the user's text: at most DIAG_EXCERPT_COLS columns of a source line around
  * the caret (a minified or generated file has lines of megabytes), and a message of at most
  * DIAG_MESSAGE_BYTES bytes (it may quote a name of any length). Text is shown as it is where it
