@@ -512,6 +512,27 @@ static rx_status call_values(const rx_rt_artifact *art, size_t fi, rx_rt_value *
   return NULL;
 }
 
+#define LISTED_PARAMS 8 /* parameters named in a message: an LLM's function has hundreds */
+
+/* "parameters: x: f32[n, 4], k: Prim(i64); and 294 bound to weights" for function fi: those the
+ * call needs (not bound to weights) with their struct info, the first LISTED_PARAMS of them, then
+ * how many more and how many the artifact's weights give. */
+static void param_list(const rx_rt_artifact *art, size_t fi, rx_strbuf *out) {
+  size_t np = rx_rt_artifact_function_param_count(art, fi), listed = 0, more = 0, nw = 0;
+  for (size_t pi = 0; pi < np; pi++) {
+    rx_rt_param_info info;
+    rx_rt_artifact_function_param(art, fi, pi, &info);
+    if (rx_rt_artifact_param_weight(art, fi, pi, NULL))
+      nw++;
+    else if (listed == LISTED_PARAMS)
+      more++;
+    else
+      rx_strbuf_printf(out, "%s%s: %s", listed++ ? ", " : "parameters: ", info.name, info.expected);
+  }
+  if (more) rx_strbuf_printf(out, ", and %zu more", more);
+  if (nw) rx_strbuf_printf(out, "%s%zu bound to weights", listed ? "; and " : "", nw);
+}
+
 /* Each --input NAME=SPEC (in_names[k] "NAME=SPEC", in_specs[k] its SPEC) to its parameter of
  * function fi (fn): a .npy file or random:SHAPE (seeded per parameter), checked against the
  * parameter's struct info with the symbolic values bound so far; inputs[] is indexed by
@@ -531,15 +552,10 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
     }
     if (pi == nparams) {
       rx_strbuf names = {0};
-      for (size_t j = 0; j < nparams; j++) {
-        rx_rt_artifact_function_param(art, fi, j, &info);
-        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", info.name);
-      }
-      s = rx_status_make(RX_ERR_INVALID,
-                         "--input %.*s: %s has no parameter '%.*s' (parameters: "
-                         "%s)",
-                         (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
-                         names.data ? names.data : "none");
+      param_list(art, fi, &names);
+      s = rx_status_make(RX_ERR_INVALID, "--input %.*s: %s has no parameter '%.*s' (%s)", (int)nlen,
+                         in_names[k], fn, (int)nlen, in_names[k],
+                         names.data ? names.data : "no parameters");
       rx_strbuf_free(&names);
       break;
     }
