@@ -562,6 +562,13 @@ static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint
       s = over_limit(name, kind, size);
       break;
     }
+    if (first && kind == RX_FILE_ONNX && len && buf[0] == 0) { /* /dev/zero: refused at once */
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: not an ONNX protobuf: its first byte is 0 (a protobuf field has a "
+                         "number of at least 1)",
+                         name);
+      break;
+    }
     if (len > file_kinds[kind].limit) {
       s = over_limit(name, kind, 0);
       break;
