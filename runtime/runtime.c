@@ -111,7 +111,9 @@ static rx_status parse_spec(const char *spec, rx_rt_backend *out_b, int *out_ind
   if (colon) {
     char *end = NULL;
     long idx = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || idx < 0 || idx > 1024)
+    bool digits = colon[1] != 0; /* whole: " 1", "+1" and "1.0" are no index */
+    for (const char *q = colon + 1; *q; q++) digits = digits && *q >= '0' && *q <= '9';
+    if (!digits || *end || idx < 0 || idx > 1024)
       return rx_status_make(RX_ERR_INVALID,
                             "device '%s': the index after ':' must be a "
                             "non-negative integer",
