@@ -168,10 +168,21 @@ static rx_status make_value(const char *fn, const rx_rt_param_info *info, const 
   }
   const char *t = info->expected + 5; /* "Prim(" */
   rx_dtype dt = dtype_named(t, strcspn(t, ",)"));
-  bool integer = dt == RX_DTYPE_BOOL || dt == RX_DTYPE_I64 || dt == RX_DTYPE_I32 ||
-                 dt == RX_DTYPE_I16 || dt == RX_DTYPE_I8 || dt == RX_DTYPE_U8 ||
-                 dt == RX_DTYPE_U16 || dt == RX_DTYPE_U32 || dt == RX_DTYPE_U64;
-  if (!integer)
+  static const struct {
+    rx_dtype dt;
+    long long lo, hi;
+  } ranges[] = {{RX_DTYPE_BOOL, 0, 1},
+                {RX_DTYPE_I64, INT64_MIN, INT64_MAX},
+                {RX_DTYPE_I32, INT32_MIN, INT32_MAX},
+                {RX_DTYPE_I16, INT16_MIN, INT16_MAX},
+                {RX_DTYPE_I8, INT8_MIN, INT8_MAX},
+                {RX_DTYPE_U8, 0, UINT8_MAX},
+                {RX_DTYPE_U16, 0, UINT16_MAX},
+                {RX_DTYPE_U32, 0, UINT32_MAX},
+                {RX_DTYPE_U64, 0, INT64_MAX}};
+  size_t r = 0;
+  while (r < sizeof ranges / sizeof *ranges && ranges[r].dt != dt) r++;
+  if (r == sizeof ranges / sizeof *ranges)
     return rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: parameter '%s' is %s: relaxc run passes integer and bool scalars "
                           "only",
@@ -179,13 +190,13 @@ static rx_status make_value(const char *fn, const rx_rt_param_info *info, const 
   long long v = 0;
   bool ok = dt == RX_DTYPE_BOOL && (!strcmp(spec, "true") || !strcmp(spec, "false"));
   if (ok) v = !strcmp(spec, "true");
+  if (!ok) ok = rx_cli_parse_int(spec, ranges[r].lo, ranges[r].hi, &v);
   if (!ok)
-    ok = rx_cli_parse_int(spec, dt == RX_DTYPE_BOOL ? 0 : INT64_MIN,
-                          dt == RX_DTYPE_BOOL ? 1 : INT64_MAX, &v);
-  if (!ok)
-    return rx_status_make(
-        RX_ERR_INVALID, "%s: parameter '%s' is %s: expected its value (--input %s=%s), got '%s'",
-        fn, info->name, info->expected, info->name, dt == RX_DTYPE_BOOL ? "true" : "7", spec);
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: parameter '%s' is %s: expected its value (--input %s=%s), an "
+                          "integer from %lld to %lld, got '%s'",
+                          fn, info->name, info->expected, info->name,
+                          dt == RX_DTYPE_BOOL ? "true" : "7", ranges[r].lo, ranges[r].hi, spec);
   return rx_rt_value_from_prim(dt, v, out);
 }
 
