@@ -1,5 +1,7 @@
+#define _XOPEN_SOURCE 700 /* realpath (rx_path_check_inside) */
 #include "base.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -351,6 +353,31 @@ void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
 void rx_diag_free(rx_diag *d) { rx_strbuf_free(&d->text); }
 const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data : ""; }
 
+rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback) {
+  while (n && text[n - 1] == '\n') n--;
+  if (!n) return rx_status_make(code, "%s", fallback);
+  rx_strbuf b = {0};
+  for (size_t i = 0; i < n;) {
+    size_t len = 0;
+    while (i + len < n && text[i + len] != '\n') len++;
+    const char *line = text + i, *lvl = NULL; /* "error: " at the start or after "FILE:L:C: " */
+    if (len >= 7 && !memcmp(line, "error: ", 7)) lvl = line;
+    for (size_t k = 0; !lvl && k + 9 <= len; k++)
+      if (!memcmp(line + k, ": error: ", 9)) lvl = line + k + 2;
+    if (lvl) {
+      rx_strbuf_appendn(&b, line, (size_t)(lvl - line));
+      rx_strbuf_appendn(&b, lvl + 7, len - (size_t)(lvl + 7 - line));
+    } else {
+      rx_strbuf_appendn(&b, line, len);
+    }
+    i += len;
+    if (i < n) rx_strbuf_putc(&b, text[i++]);
+  }
+  rx_status s = rx_status_make(code, "%s", b.data);
+  rx_strbuf_free(&b);
+  return s;
+}
+
 /* Diagnostics quote the user's text: at most DIAG_EXCERPT_COLS columns of a source line around
  * the caret (a minified or generated file has lines of megabytes), and a message of at most
  * DIAG_MESSAGE_BYTES bytes (it may quote a name of any length). Text is shown as it is where it
@@ -462,29 +489,180 @@ void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, 
   va_end(ap);
 }
 
-rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
+/* ---- files read whole (base.h, RX_FILE_KINDS) ---- */
+static const struct {
+  const char *name;
+  uint64_t limit;
+} file_kinds[] = {
+#define RX_FILE_KIND_ROW(k, name, limit) {name, limit},
+    RX_FILE_KINDS(RX_FILE_KIND_ROW)
+#undef RX_FILE_KIND_ROW
+};
+
+const char *rx_file_kind_name(rx_file_kind k) {
+  assert((unsigned)k < RX_FILE_KIND_COUNT);
+  return file_kinds[k].name;
+}
+
+uint64_t rx_file_kind_limit(rx_file_kind k) {
+  assert((unsigned)k < RX_FILE_KIND_COUNT);
+  return file_kinds[k].limit;
+}
+
+/* RX_FILE_MODEL once its first bytes are known: ONNX for a name ending in ".onnx" or a binary
+ * first byte (tools/commands.h, rx_cli_is_onnx: the same rule), else text IR. */
+static rx_file_kind model_kind(const char *name, const char *data, size_t len) {
+  size_t n = strlen(name);
+  if (n > 5 && !strcmp(name + n - 5, ".onnx")) return RX_FILE_ONNX;
+  unsigned char c = len ? (unsigned char)data[0] : ' ';
+  bool binary = c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v';
+  return binary ? RX_FILE_ONNX : RX_FILE_TEXT_IR;
+}
+
+static rx_status over_limit(const char *name, rx_file_kind kind, uint64_t size) {
+  uint64_t limit = file_kinds[kind].limit;
+  if (size) /* a regular file: its size is known before it is read */
+    return rx_status_make(
+        RX_ERR_INVALID, "%s: %llu bytes, past the limit of %llu bytes for %s files: not read", name,
+        (unsigned long long)size, (unsigned long long)limit, file_kinds[kind].name);
+  return rx_status_make(RX_ERR_INVALID,
+                        "%s: more than %llu bytes, the limit for %s files (a stream, a pipe or a "
+                        "device is read up to the limit of its kind, then refused)",
+                        name, (unsigned long long)limit, file_kinds[kind].name);
+}
+
+/* f (named name) read up to its kind's limit; size: a regular file's size (0: unknown, or a
+ * stream, or a file such as those of /proc that says 0 and has text). */
+static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint64_t size,
+                              char **out_text, size_t *out_len) {
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  rx_status s = NULL;
+  for (bool first = true;; first = false) {
+    if (cap - len < 65536) {
+      uint64_t want = cap ? (uint64_t)cap * 2 : 65536 + 1;
+      uint64_t most = file_kinds[kind].limit + 65536 + 1; /* a chunk past the limit shows it */
+      if (want > most) want = most;
+      char *p = want <= SIZE_MAX ? realloc(buf, (size_t)want) : NULL;
+      if (!p) {
+        s = rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                           "%s: out of host memory after %zu bytes read (the limit for %s files "
+                           "is %llu bytes)",
+                           name, len, file_kinds[kind].name,
+                           (unsigned long long)file_kinds[kind].limit);
+        break;
+      }
+      buf = p;
+      cap = (size_t)want;
+    }
+    size_t n = fread(buf + len, 1, cap - len - 1 < 65536 ? cap - len - 1 : 65536, f);
+    len += n;
+    if (first && kind == RX_FILE_MODEL) kind = model_kind(name, buf, len);
+    if (first && size > file_kinds[kind].limit) {
+      s = over_limit(name, kind, size);
+      break;
+    }
+    if (first && kind == RX_FILE_ONNX && len && buf[0] == 0) { /* /dev/zero: refused at once */
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: not an ONNX protobuf: its first byte is 0 (a protobuf field has a "
+                         "number of at least 1)",
+                         name);
+      break;
+    }
+    if (len > file_kinds[kind].limit) {
+      s = over_limit(name, kind, 0);
+      break;
+    }
+    if (n == 0) {
+      if (ferror(f)) s = rx_status_make(RX_ERR_IO, "cannot read '%s': %s", name, strerror(errno));
+      break;
+    }
+  }
+  if (s) {
+    free(buf);
+    return s;
+  }
+  buf[len] = 0; /* cap > len: one byte is always kept */
+  *out_text = buf;
+  if (out_len) *out_len = len;
+  return NULL;
+}
+
+rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+                              size_t *out_len) {
+  *out_text = NULL;
+  if (out_len) *out_len = 0;
+  return read_limited(f, name, kind, 0, out_text, out_len);
+}
+
+rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text, size_t *out_len) {
   *out_text = NULL;
   if (out_len) *out_len = 0;
   FILE *f = fopen(path, "rb");
   if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st; /* a directory opens, then fails to read: say what it is */
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    fclose(f);
-    return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+  uint64_t size = 0;
+  if (fstat(fileno(f), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      fclose(f);
+      return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+    }
+    if (S_ISREG(st.st_mode) && st.st_size > 0) size = (uint64_t)st.st_size;
   }
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) rx_strbuf_appendn(&b, buf, n);
-  int err = ferror(f);
+  rx_status s = read_limited(f, path, kind, size, out_text, out_len);
   fclose(f);
-  if (err) {
-    rx_strbuf_free(&b);
-    return rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+  return s;
+}
+
+rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
+  return rx_read_file_kind(path, RX_FILE_JSON, out_text, out_len);
+}
+
+/* ---- paths ---- */
+/* Is p inside (or equal to) the folder root? Both real paths. */
+static bool path_under(const char *p, const char *root) {
+  size_t n = strlen(root);
+  if (n == 1 && root[0] == '/') return true;
+  return !strncmp(p, root, n) && (p[n] == '/' || p[n] == 0);
+}
+
+/* The blobs/ folder of the Hugging Face cache repository whose snapshot holds the real folder dir
+ * (".../models--ORG--NAME/snapshots/REV[/SUB]" -> ".../models--ORG--NAME/blobs"), or NULL. */
+static char *hf_blobs_of(const char *dir) {
+  for (const char *p = strstr(dir, "/snapshots/"); p; p = strstr(p + 1, "/snapshots/")) {
+    const char *repo = p;
+    while (repo > dir && repo[-1] != '/') repo--;
+    if (strncmp(repo, "models--", 8) || p[11] == 0 || p[11] == '/') continue;
+    rx_strbuf b = {0};
+    rx_strbuf_printf(&b, "%.*s/blobs", (int)(p - dir), dir);
+    return rx_strbuf_take(&b);
   }
-  if (out_len) *out_len = b.len;
-  *out_text = rx_strbuf_take(&b);
   return NULL;
+}
+
+rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache) {
+  char *rfile = realpath(file, NULL);
+  if (!rfile)
+    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve '%s': %s", file, strerror(errno));
+  char *rdir = realpath(dir && *dir ? dir : ".", NULL);
+  if (!rdir) {
+    int err = errno;
+    free(rfile);
+    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve the folder '%s': %s", dir,
+                          strerror(err));
+  }
+  bool ok = path_under(rfile, rdir);
+  char *blobs = !ok && hf_cache ? hf_blobs_of(rdir) : NULL;
+  if (blobs) ok = path_under(rfile, blobs) && strcmp(rfile, blobs);
+  rx_status s = NULL;
+  if (!ok)
+    s = rx_status_make(RX_ERR_INVALID, "'%s' resolves to '%s', outside the folder '%s'%s%s%s", file,
+                       rfile, rdir, blobs ? " and its Hugging Face cache's '" : "",
+                       blobs ? blobs : "", blobs ? "'" : "");
+  free(blobs);
+  free(rfile);
+  free(rdir);
+  return s;
 }
 
 /* ---- mapped files ---- */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE: rx_read_stream_kind */
 
 #include "../include/relaxc/types.h" /* rx_status_code, rx_status, rx_dtype */
 
@@ -174,9 +175,56 @@ void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, 
     RX_PRINTF(4, 5);
 void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap);
 const char *rx_diag_text(const rx_diag *d); /* "" when empty */
+/* The first n bytes of rendered diagnostics (rx_diag_text) as the message of a status of code:
+ * without the levels "error: " ("x.rx:3:7: error: m" -> "x.rx:3:7: m"), which whoever prints the
+ * status adds once ("relaxc: error: "); trailing newlines dropped; fallback when empty. */
+rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback);
 
-/* Reads a whole file; on error returns a status naming the path. */
+/* Files read whole into memory, by kind: each kind's limit with its reason. A regular file larger
+ * than its kind's limit is refused before a byte is read; a stream (standard input, a FIFO,
+ * /dev/zero) is read up to the limit and refused past it. The message names the file, the kind and
+ * the limit. Tensors are never read this way: .npy files are sized from their headers
+ * (base/npy.c), safetensors and GGUF files and artifacts are mapped (rx_map_file), ONNX external
+ * data is read at the offset and length its tensor names. */
+#define RX_FILE_KINDS(X)                                                                           \
+  /* .rx text holds no weights: a 100k-binding module prints to about 10 MB */                     \
+  X(RX_FILE_TEXT_IR, "text IR", 64ull << 20)                                                       \
+  /* config.json, generation_config.json, model.safetensors.index.json, kernels.json, manifests:   \
+   * under 1 MB; tokenizer.json: the largest in use (262k-token vocabularies) about 35 MB */       \
+  X(RX_FILE_JSON, "JSON", 128ull << 20)                                                            \
+  /* protobuf refuses a message of 2 GB or more (INT_MAX bytes); larger ONNX models keep their     \
+   * tensors in external data files */                                                             \
+  X(RX_FILE_ONNX, "ONNX protobuf", 2147483647ull)                                                  \
+  /* text IR or an ONNX protobuf, told apart by the first byte (a binary byte: ONNX): the limit of \
+   * the kind it turns out to be */                                                                \
+  X(RX_FILE_MODEL, "model", 2147483647ull)                                                         \
+  /* a compiled kernel (SPIR-V, PTX, a metallib) or a kernel cache entry: a few MB */              \
+  X(RX_FILE_KERNEL, "kernel binary", 256ull << 20)
+
+typedef enum rx_file_kind {
+#define RX_FILE_KIND_ENUM(k, name, limit) k,
+  RX_FILE_KINDS(RX_FILE_KIND_ENUM)
+#undef RX_FILE_KIND_ENUM
+      RX_FILE_KIND_COUNT
+} rx_file_kind;
+const char *rx_file_kind_name(rx_file_kind k); /* "text IR" */
+uint64_t rx_file_kind_limit(rx_file_kind k);   /* bytes */
+
+/* Reads a whole file of the given kind (NUL-terminated, heap); on error returns a status naming
+ * the path: missing, a directory, past the kind's limit, a read error. */
+rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text, size_t *out_len);
+/* The same from an open stream f (standard input), named name in messages. */
+rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+                              size_t *out_len);
+/* rx_read_file_kind of a JSON file: the common case of the importers. */
 rx_status rx_read_file(const char *path, char **out_text, size_t *out_len);
+/* Does file, its symlinks resolved (realpath), lie inside the folder dir, resolved likewise? NULL
+ * when it does; else a status naming file, where it resolves to and the folder (RX_ERR_INVALID),
+ * or why it cannot be resolved (RX_ERR_NOT_FOUND). With hf_cache, a folder inside a snapshot of a
+ * Hugging Face cache (.../models--ORG--NAME/snapshots/REV[/...]) also holds the files of that
+ * repository's blobs/ folder, where the cache's snapshot files link to (docs/inputs.md, "ONNX
+ * external data"). */
+rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache);
 /* A file mapped read-only (mmap): checkpoints and artifacts of gigabytes are read in place. An
  * empty file maps to data NULL, size 0. Errors name the path (missing, a directory, mmap). */
 typedef struct rx_mapped_file {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const struct {
   const char *descr;
@@ -82,9 +83,11 @@ static rx_status bad(const char *name, const char *what) {
   return rx_status_make(RX_ERR_INVALID, "%s: not a supported .npy file: %s", name, what);
 }
 
-rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out) {
+/* The header of the .npy image b[len] (len: at least the header's bytes): dtype, shape and nbytes
+ * into out (no data), the data's offset into *data_off. */
+static rx_status parse_header(const unsigned char *b, size_t len, const char *name, rx_npy *out,
+                              size_t *data_off) {
   memset(out, 0, sizeof *out);
-  const unsigned char *b = buf;
   if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return bad(name, "missing the \\x93NUMPY magic");
   int major = b[6];
   size_t hlen, off;
@@ -173,28 +176,92 @@ rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *ou
       return bad(name, "the array is too large");
     count *= (size_t)out->shape[i];
   }
-  size_t data_off = off + hlen;
+  *data_off = off + hlen;
   out->nbytes = count * esize;
+  return NULL;
+}
+
+static rx_status truncated(const char *name, size_t have, size_t want) {
+  return rx_status_make(RX_ERR_INVALID, "%s: truncated .npy data: %zu bytes, expected %zu", name,
+                        have, want);
+}
+
+rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out) {
+  size_t data_off = 0;
+  RX_RETURN_IF_ERROR(parse_header(buf, len, name, out, &data_off));
   if (len - data_off < out->nbytes) {
-    size_t have = len - data_off;
+    size_t want = out->nbytes;
     rx_npy_free(out);
-    return rx_status_make(RX_ERR_INVALID, "%s: truncated .npy data: %zu bytes, expected %zu", name,
-                          have, count * esize);
+    return truncated(name, len - data_off, want);
   }
   out->data = rx_malloc(out->nbytes ? out->nbytes : 1);
-  memcpy(out->data, b + data_off, out->nbytes);
+  memcpy(out->data, (const unsigned char *)buf + data_off, out->nbytes);
+  return NULL;
+}
+
+/* The prefix and header of f: the magic, the version, the header's length, the header. Then the
+ * data, by the size the header gives: never read "until EOF", so that a stream (a FIFO,
+ * /dev/zero) or a file longer than its header says costs no more than the array. */
+static rx_status read_npy(FILE *f, const char *path, uint64_t file_size, bool regular,
+                          rx_npy *out) {
+  unsigned char pre[12];
+  size_t n = fread(pre, 1, 10, f);
+  if (n == 10 && pre[6] >= 2) n += fread(pre + 10, 1, 2, f);
+  size_t off = n == 12 ? 12 : 10, hlen = 0;
+  if (n >= 10 && !memcmp(pre, "\x93NUMPY", 6) && pre[6] >= 1 && pre[6] <= 3) {
+    hlen = pre[6] == 1 ? ((size_t)pre[8] | (size_t)pre[9] << 8)
+                       : ((size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
+                          (size_t)pre[11] << 24);
+    if (n < off) hlen = 0; /* a version 2 prefix cut short: parse_header says so */
+  }
+  if (hlen > RX_NPY_MAX_HEADER)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: the .npy header says it is %zu bytes long, more than the limit of "
+                          "%d bytes (NumPy writes a few hundred)",
+                          path, hlen, RX_NPY_MAX_HEADER);
+  unsigned char *head = rx_malloc(off + hlen);
+  memcpy(head, pre, n);
+  size_t got = n + (hlen && n == off ? fread(head + off, 1, hlen, f) : 0);
+  size_t data_off = 0;
+  rx_status st = parse_header(head, got, path, out, &data_off);
+  free(head);
+  if (st) return st;
+  if (regular &&
+      (file_size < data_off || file_size - data_off < out->nbytes)) /* before a byte is allocated */
+    return truncated(path, file_size < data_off ? 0 : (size_t)(file_size - data_off), out->nbytes);
+  out->data = malloc(out->nbytes ? out->nbytes : 1);
+  if (!out->data)
+    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
+                          "%s: out of host memory for the %zu bytes of data its .npy header "
+                          "gives",
+                          path, out->nbytes);
+  size_t have = out->nbytes ? fread(out->data, 1, out->nbytes, f) : 0;
+  if (have < out->nbytes) {
+    size_t want = out->nbytes;
+    rx_npy_free(out);
+    return truncated(path, have, want);
+  }
   return NULL;
 }
 
 rx_status rx_npy_read(const char *path, rx_npy *out) {
   memset(out, 0, sizeof *out);
-  char *text;
-  size_t len;
-  rx_status st = rx_read_file(path, &text, &len);
-  if (st) return st;
-  st = rx_npy_parse(text, len, path, out);
-  free(text);
-  return st;
+  FILE *f = fopen(path, "rb");
+  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st;
+  bool regular = false;
+  uint64_t size = 0;
+  if (fstat(fileno(f), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      fclose(f);
+      return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+    }
+    regular = S_ISREG(st.st_mode);
+    size = regular ? (uint64_t)st.st_size : 0;
+  }
+  rx_status s = read_npy(f, path, size, regular, out);
+  fclose(f);
+  return s;
 }
 
 rx_status rx_npy_write(const char *path, const rx_npy *a) {

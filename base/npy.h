@@ -12,6 +12,9 @@
 #include "base.h"
 
 #define RX_NPY_MAX_NDIM 16
+/* The longest header rx_npy_read takes: NumPy writes a few hundred bytes, and refuses to read
+ * more than 10000 by default (numpy.lib.format, max_header_size). */
+#define RX_NPY_MAX_HEADER 65536
 
 typedef struct rx_npy {
   rx_dtype dtype;
@@ -29,6 +32,9 @@ size_t rx_npy_elem_size(rx_dtype t);
 /* Parses an in-memory .npy image; `name` is used in messages. On success *out owns a copy of the
  * data (free with rx_npy_free). *out is zeroed first. */
 rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out);
+/* Reads a .npy file: the header, then the data by the size the header gives (never "until EOF":
+ * a stream or a longer file costs only the array; a regular file shorter than its header says is
+ * refused before the data is allocated). */
 rx_status rx_npy_read(const char *path, rx_npy *out);
 /* Writes a version 1.0 file. */
 rx_status rx_npy_write(const char *path, const rx_npy *a);

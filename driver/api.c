@@ -52,9 +52,8 @@ static rx_status diag_status(rx_diag *local, rx_diag *user) {
     user->errors += local->errors;
     user->warnings += local->warnings;
   }
-  const char *t = rx_diag_text(local);
-  size_t n = strcspn(t, "\n");
-  return rx_status_make(RX_ERR_INVALID, "%.*s", (int)n, n ? t : "compilation failed");
+  const char *t = rx_diag_text(local); /* no "error: ": the printer of the status adds it */
+  return rx_diag_status(RX_ERR_INVALID, t, strcspn(t, "\n"), "compilation failed");
 }
 
 /* Compiles m with options made from req into *r (free it in every case): for a file at path

@@ -106,8 +106,10 @@ uint32_t rx_weights_to_memory(const rx_module *m, const rx_weights_image *img, v
 /* The image appended to f (named path in messages), its CRC-32 in *out_crc. */
 rx_status rx_weights_to_file(const rx_module *m, const rx_weights_image *img, FILE *f,
                              const char *path, uint32_t *out_crc);
-/* weights_path relative to the directory of artifact_path (both resolved through their existing
- * directories): what the manifest records and the runtime opens. Heap string. */
+/* weights_path relative to the directory of artifact_path (both made absolute, "." and ".."
+ * removed): what the manifest records and the runtime opens. Heap string. A weights_path outside
+ * the artifact's folder (or one below it) is an error: the runtime refuses a manifest that names
+ * its side file by an absolute or '../' path (docs/artifact.md, "The side file"). */
 rx_status rx_weights_ref(const char *artifact_path, const char *weights_path, char **out_ref);
 /* Reports every graph parameter named like a weight whose struct info is not exactly the
  * weight's (a parameter is bound to a weight only when both agree); false on any. */

@@ -144,7 +144,7 @@ bool rx_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int npar
   char *path = entry_path(c, key, key_len);
   char *data = NULL;
   size_t size = 0;
-  rx_status st = rx_read_file(path, &data, &size);
+  rx_status st = rx_read_file_kind(path, RX_FILE_KERNEL, &data, &size);
   bool hit = false;
   if (st) {
     rx_status_free(st);

@@ -230,10 +230,14 @@ rx_status rx_weights_ref(const char *artifact_path, const char *weights_path, ch
     size_t common = 0;
     for (size_t i = 0; a[i] && a[i] == w[i]; i++)
       if (a[i] == '/') common = i + 1;
-    rx_strbuf b = {0};
-    for (const char *p = a + common; (p = strchr(p, '/')); p++) rx_strbuf_append(&b, "../");
-    rx_strbuf_append(&b, w + common);
-    *out_ref = rx_strbuf_take(&b);
+    if (strchr(a + common, '/')) /* the artifact's folder does not hold it */
+      s = rx_status_make(RX_ERR_INVALID,
+                         "--weights-file '%s' is not in the folder of the artifact '%s' (or one "
+                         "below it): the runtime reads a side file only from the artifact's "
+                         "folder",
+                         weights_path, artifact_path);
+    else
+      *out_ref = rx_strdup(w + common);
   }
   free(a);
   free(w);

@@ -37,10 +37,8 @@ static rx_status finish_diag(rx_diag *local, rx_diag *user, bool ok) {
   }
   rx_status s = NULL;
   if (!ok || local->errors) {
-    const char *t = rx_diag_text(local);
-    size_t n = strlen(t);
-    while (n && t[n - 1] == '\n') n--;
-    s = rx_status_make(RX_ERR_INVALID, "%.*s", (int)n, n ? t : "invalid module");
+    const char *t = rx_diag_text(local); /* no "error: ": the printer of the status adds it */
+    s = rx_diag_status(RX_ERR_INVALID, t, strlen(t), "invalid module");
   }
   rx_diag_free(local);
   return s;

@@ -38,6 +38,12 @@ static void artifact_destroy(rx_rt_artifact *a) {
   rx_rt_library_release(a->library);
   for (size_t i = 0; i < a->nfns; i++) {
     rt_free(al, a->fns[i].param_check);
+    for (uint32_t p = 0; a->fns[i].param_name && p < a->fns[i].nparams; p++) {
+      rt_free(al, a->fns[i].param_name[p]);
+      rt_free(al, a->fns[i].param_sinfo[p]);
+    }
+    rt_free(al, a->fns[i].param_name);
+    rt_free(al, a->fns[i].param_sinfo);
     rt_free(al, a->fns[i].facts);
     rt_free(al, a->fns[i].storages);
   }
@@ -515,6 +521,42 @@ static rx_status parse_host(rx_rt_artifact *a) {
 }
 
 /* ---- loading ---- */
+/* Each function's parameters as the manifest names and describes them ("params": [{"name",
+ * "sinfo"}], in order): kept for the parameters the host program does not check as tensors. A
+ * manifest without them leaves NULL ("" and "?" then). */
+static rx_status parse_param_sigs(rx_rt_artifact *a) {
+  cJSON *root = cJSON_Parse(a->manifest);
+  const cJSON *fns = cJSON_GetObjectItemCaseSensitive(root, "functions");
+  rx_status s = NULL;
+  for (size_t i = 0; i < a->nfns && !s; i++) {
+    vm_fn *f = &a->fns[i];
+    const cJSON *mf = NULL, *it = NULL;
+    cJSON_ArrayForEach(it, fns) {
+      const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
+      if (!mf && cJSON_IsString(n) && !strcmp(n->valuestring, f->name)) mf = it;
+    }
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(mf, "params");
+    if (!cJSON_IsArray(params)) continue;
+    f->param_name = rt_alloc(&a->alloc, (f->nparams + 1) * sizeof *f->param_name);
+    f->param_sinfo = rt_alloc(&a->alloc, (f->nparams + 1) * sizeof *f->param_sinfo);
+    if (!f->param_name || !f->param_sinfo) {
+      s = rt_oom("parameter names", f->nparams * sizeof(char *));
+      break;
+    }
+    for (uint32_t p = 0; p < f->nparams && !s; p++) {
+      const cJSON *mp = cJSON_GetArrayItem(params, (int)p);
+      const cJSON *n = cJSON_GetObjectItemCaseSensitive(mp, "name"),
+                  *si = cJSON_GetObjectItemCaseSensitive(mp, "sinfo");
+      if (cJSON_IsString(n) && !(f->param_name[p] = rt_strdup(&a->alloc, n->valuestring)))
+        s = rt_oom("a parameter name", strlen(n->valuestring));
+      if (cJSON_IsString(si) && !(f->param_sinfo[p] = rt_strdup(&a->alloc, si->valuestring)))
+        s = rt_oom("a parameter's struct info", strlen(si->valuestring));
+    }
+  }
+  cJSON_Delete(root);
+  return s;
+}
+
 /* The artifact over data[size]: owned by the artifact from here (a mapping when mapped, else
  * memory of the allocator), released with it on any error. */
 static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, const char *name,
@@ -538,6 +580,7 @@ static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, 
   if (!s) s = parse_manifest(a);
   if (!s) s = vm_weights_parse(a);
   if (!s) s = parse_host(a);
+  if (!s) s = parse_param_sigs(a);
   if (!s) s = vm_weights_bind(a);
   if (!s && d) s = load_kernels(a);
   if (!s) s = vm_prepare(a);
@@ -601,7 +644,12 @@ bool rx_rt_artifact_function_param(const rx_rt_artifact *a, size_t fn, size_t pa
   *out_info = (rx_rt_param_info){"", "?", RX_DTYPE_UNKNOWN, -1};
   if (fn >= a->nfns || param >= a->fns[fn].nparams) return false;
   uint32_t pc = a->fns[fn].param_check[param];
-  if (pc == VM_NONE) return true;
+  if (pc == VM_NONE) { /* a Prim, a Shape, an Object: as the manifest describes it */
+    const vm_fn *f = &a->fns[fn];
+    if (f->param_name && f->param_name[param]) out_info->name = f->param_name[param];
+    if (f->param_sinfo && f->param_sinfo[param]) out_info->expected = f->param_sinfo[param];
+    return true;
+  }
   /* check_tensor reg param name expected dtype ndim ... */
   const uint32_t *w = a->fns[fn].code + pc;
   out_info->name = a->strings[w[3]];

@@ -161,7 +161,14 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
                             strerror(errno));
   } else if (fseek(f, 0, SEEK_END) == 0) {
     long n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    if (n >= 0 && (uint64_t)n > rx_file_kind_limit(RX_FILE_KERNEL)) {
+      c->err =
+          rx_status_make(RX_ERR_INVALID,
+                         "kernel '%s': '%s' has %ld bytes, past the limit of %llu bytes for "
+                         "%s files",
+                         kernel, path, n, (unsigned long long)rx_file_kind_limit(RX_FILE_KERNEL),
+                         rx_file_kind_name(RX_FILE_KERNEL));
+    } else if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
       uint8_t *p = rt_alloc(c->a, (size_t)n + 1);
       if (!p)
         c->err = rt_oom(path, (size_t)n + 1);

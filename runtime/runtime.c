@@ -111,7 +111,9 @@ static rx_status parse_spec(const char *spec, rx_rt_backend *out_b, int *out_ind
   if (colon) {
     char *end = NULL;
     long idx = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || idx < 0 || idx > 1024)
+    bool digits = colon[1] != 0; /* whole: " 1", "+1" and "1.0" are no index */
+    for (const char *q = colon + 1; *q; q++) digits = digits && *q >= '0' && *q <= '9';
+    if (!digits || *end || idx < 0 || idx > 1024)
       return rx_status_make(RX_ERR_INVALID,
                             "device '%s': the index after ':' must be a "
                             "non-negative integer",
@@ -331,6 +333,10 @@ rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **o
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
     if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
       s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+    } else if ((uint64_t)len > rx_file_kind_limit(RX_FILE_JSON)) {
+      s = rx_status_make(RX_ERR_INVALID, "%s: %ld bytes, past the limit of %llu bytes for %s files",
+                         path, len, (unsigned long long)rx_file_kind_limit(RX_FILE_JSON),
+                         rx_file_kind_name(RX_FILE_JSON));
     } else if (!(text = rt_alloc(&d->alloc, (size_t)len + 1))) {
       s = rt_oom(path, (size_t)len + 1);
     } else if (fread(text, 1, (size_t)len, f) != (size_t)len) {

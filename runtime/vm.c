@@ -1440,31 +1440,46 @@ static rx_status find_fn(const rx_rt_artifact *a, const char *name, uint32_t *ou
   return s;
 }
 
-/* "main takes 5 arguments (x, w1, b1, w2, b2), or 1 (x) with the 4 bound to weights, got 3" */
-static rx_status count_error(const rx_rt_artifact *a, uint32_t fi, size_t n) {
-  const vm_fn *f = &a->fns[fi];
-  uint32_t nb = vm_weights_bound(a, fi);
-  rx_strbuf all = {0}, inputs = {0};
-  for (uint32_t i = 0; i < f->nparams; i++) {
+/* At most this many parameters are listed in a message (with their types), then "and N more": an
+ * LLM's function has hundreds, nearly all bound to weights. */
+#define COUNT_ERROR_LISTED 8
+
+/* "x: f32[n, 4096], pos: Prim(i64)" for the parameters of fi (inputs: only those not bound to
+ * weights), the first COUNT_ERROR_LISTED of them, then "and N more". */
+static void list_params(rx_strbuf *b, const rx_rt_artifact *a, uint32_t fi, bool inputs) {
+  size_t listed = 0, more = 0;
+  for (uint32_t i = 0; i < a->fns[fi].nparams; i++) {
+    if (inputs && rx_rt_artifact_param_weight(a, fi, i, NULL)) continue;
+    if (listed == COUNT_ERROR_LISTED) {
+      more++;
+      continue;
+    }
     rx_rt_param_info pi;
     rx_rt_artifact_function_param(a, fi, i, &pi);
-    const char *name = pi.name[0] ? pi.name : "?";
-    rx_strbuf_printf(&all, "%s%s", i ? ", " : "", name);
-    if (!rx_rt_artifact_param_weight(a, fi, i, NULL))
-      rx_strbuf_printf(&inputs, "%s%s", inputs.len ? ", " : "", name);
+    rx_strbuf_printf(b, "%s%s: %s", listed++ ? ", " : "", pi.name[0] ? pi.name : "?", pi.expected);
   }
+  if (more) rx_strbuf_printf(b, ", and %zu more", more);
+}
+
+/* "main takes 5 arguments (x: f32[n, 4], w1: ...), got 3"; with weights bound: "main takes 1
+ * argument (x: f32[n, 4]) and gets its 4 weights from the artifact, or all 5 to override them,
+ * got 3". */
+static rx_status count_error(const rx_rt_artifact *a, uint32_t fi, size_t n) {
+  const vm_fn *f = &a->fns[fi];
+  uint32_t nb = vm_weights_bound(a, fi), ni = f->nparams - nb;
+  rx_strbuf list = {0};
+  list_params(&list, a, fi, nb > 0);
   rx_status s;
   if (nb)
     s = rx_status_make(RX_ERR_INVALID,
-                       "%s takes %u argument%s (%s), or %u (%s) with the %u bound to weights, got "
-                       "%zu",
-                       f->name, f->nparams, f->nparams == 1 ? "" : "s", all.data, f->nparams - nb,
-                       inputs.data ? inputs.data : "", nb, n);
+                       "%s takes %u argument%s (%s) and gets its %u weight%s from the artifact, or "
+                       "all %u to override them, got %zu",
+                       f->name, ni, ni == 1 ? "" : "s", list.data ? list.data : "", nb,
+                       nb == 1 ? "" : "s", f->nparams, n);
   else
     s = rx_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name, f->nparams,
-                       f->nparams == 1 ? "" : "s", all.data ? all.data : "", n);
-  rx_strbuf_free(&all);
-  rx_strbuf_free(&inputs);
+                       f->nparams == 1 ? "" : "s", list.data ? list.data : "", n);
+  rx_strbuf_free(&list);
   return s;
 }
 

@@ -58,6 +58,10 @@ typedef struct vm_fn {
   const uint32_t *reg_names; /* nregs string ids (version >= 3), or NULL */
   /* for inspection: per parameter its CHECK_TENSOR (word offset of the instruction, or VM_NONE) */
   uint32_t *param_check;
+  /* per parameter its name and struct info text from the manifest's "params" (heap, NULL where
+   * the manifest lacks them): what a parameter without a CHECK_TENSOR (a Prim, a Shape, an
+   * Object) is described by */
+  char **param_name, **param_sinfo;
   size_t nfacts, nstorages;
   const char **facts;    /* ASSERT expressions, program order */
   const char **storages; /* ALLOC_STORAGE size expressions */

@@ -83,6 +83,21 @@ static bool json_u64(const cJSON *o, const char *key, uint64_t *out) {
   return true;
 }
 
+/* Does the relative path ref climb out of its folder ("..", "a/../..")? */
+static bool leaves_folder(const char *ref) {
+  int depth = 0;
+  for (const char *p = ref; *p;) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      if (--depth < 0) return true;
+    } else if (n && !(n == 1 && p[0] == '.')) {
+      depth++;
+    }
+    p += n + (p[n] == '/');
+  }
+  return false;
+}
+
 /* Maps the side file the manifest's "weights" names, relative to the artifact's directory (the
  * directory of its name as given), and checks its size and CRC-32 against the manifest. */
 static rx_status map_side_file(rx_rt_artifact *a, vm_weights *W, const cJSON *mw, const char *ref) {
@@ -92,14 +107,25 @@ static rx_status map_side_file(rx_rt_artifact *a, vm_weights *W, const cJSON *mw
                 "manifest.json: \"weights\" names the file '%s' without its file_bytes and "
                 "crc32",
                 ref);
+  if (ref[0] == '/' || leaves_folder(ref))
+    return wbad(a,
+                "manifest.json: \"weights\" names the file '%s', %s; the side file must lie in "
+                "the artifact's folder",
+                ref, ref[0] == '/' ? "an absolute path" : "a path out of the artifact's folder");
   const char *slash = strrchr(a->name, '/');
-  rx_strbuf path = {0};
-  if (slash && ref[0] != '/') rx_strbuf_printf(&path, "%.*s/", (int)(slash - a->name), a->name);
+  rx_strbuf path = {0}, dir = {0};
+  if (slash) rx_strbuf_printf(&path, "%.*s/", (int)(slash - a->name), a->name);
+  rx_strbuf_printf(&dir, "%.*s", slash ? (int)(slash - a->name + 1) : 1, slash ? a->name : ".");
   rx_strbuf_append(&path, ref);
   W->file = rt_strdup(&a->alloc, path.data);
   rx_strbuf_free(&path);
-  if (!W->file) return rt_oom("a file name", strlen(ref));
+  if (!W->file) {
+    rx_strbuf_free(&dir);
+    return rt_oom("a file name", strlen(ref));
+  }
   rx_status s = vm_map_file(W->file, "a weights file", &W->map, &W->map_size);
+  if (!s) s = rx_path_check_inside(W->file, dir.data, false); /* a symlink that leads out */
+  rx_strbuf_free(&dir);
   if (s) {
     rx_status r = rx_status_make(rx_status_code_of(s),
                                  "%s: the weights file its manifest names (relative to the "

@@ -146,31 +146,40 @@ int rx_cli_unhandled(const rx_cli_args *it) {
   return 2;
 }
 
+/* ---- integer options ---- */
+
+bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
+  const char *p = s + (*s == '-');
+  if (!*p) return false;
+  for (const char *q = p; *q; q++)
+    if (*q < '0' || *q > '9') return false; /* no spaces, '+', fraction or exponent */
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno == ERANGE || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+int rx_cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out) {
+  if (rx_cli_parse_int(it->value, lo, hi, out)) return 0;
+  return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
+                            it->value, lo, hi);
+}
+
 /* ---- files ---- */
 
-char *rx_cli_read_input(const char *path, size_t *out_len) {
+char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
   *out_len = 0;
-  if (strcmp(path, "-") != 0) {
-    char *text = NULL;
-    rx_status st = rx_read_file(path, &text, out_len);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      return NULL;
-    }
-    return text;
-  }
-  rx_strbuf b = {0};
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) rx_strbuf_appendn(&b, buf, n);
-  if (ferror(stdin)) {
-    rx_strbuf_free(&b);
-    fputs("relaxc: error: cannot read standard input\n", stderr);
+  char *text = NULL;
+  rx_status st = strcmp(path, "-") ? rx_read_file_kind(path, kind, &text, out_len)
+                                   : rx_read_stream_kind(stdin, "<stdin>", kind, &text, out_len);
+  if (st) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+    rx_status_free(st);
     return NULL;
   }
-  *out_len = b.len;
-  return rx_strbuf_take(&b);
+  return text;
 }
 
 const char *rx_cli_input_name(const char *path) {
@@ -301,11 +310,9 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
     return 0;
   }
   bool len = !strcmp(f, "--max-seq-len");
-  char *end = NULL;
-  long long n = strtoll(v, &end, 10);
-  if (!*v || *end || n < 1 || n > (len ? (1ll << 24) : 65536))
-    return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from 1 to %lld", f, v,
-                              len ? (1ll << 24) : 65536ll);
+  long long n = 0;
+  int rc = rx_cli_int_option(it, 1, len ? (1ll << 24) : 65536, &n);
+  if (rc) return rc;
   if (len)
     o->max_seq_len = n;
   else

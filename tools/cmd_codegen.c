@@ -129,7 +129,7 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
   }
   if (outdir && !rx_cli_make_dir(outdir)) return 1; /* before any work */
   size_t len = 0;
-  char *text = rx_cli_read_input(file, &len);
+  char *text = rx_cli_read_input(file, RX_FILE_TEXT_IR, &len);
   if (!text) return 1;
   rx_module *m = rx_module_new();
   rx_diag diag;

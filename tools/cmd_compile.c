@@ -55,12 +55,9 @@ static int tc_flag(const rx_cli_args *it, tc_flags *c) {
     c->quiet = true;
   } else if (!strcmp(f, "--jobs") || !strcmp(f, "--cache-limit")) {
     bool j = !strcmp(f, "--jobs");
-    char *end = NULL;
-    long long n = strtoll(v, &end, 10);
-    long long lo = j ? 1 : 0, hi = j ? 1024 : (1ll << 40);
-    if (!*v || *end || n < lo || n > hi)
-      return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", f, v, lo,
-                                hi);
+    long long n = 0;
+    int rc = rx_cli_int_option(it, j ? 1 : 0, j ? 1024 : (1ll << 40), &n);
+    if (rc) return rc;
     if (j)
       c->jobs = (int)n;
     else
@@ -155,14 +152,12 @@ static bool dump_step_known(const char *step) {
 /* --batch FN[:SHARED,...][@MAX]: adds FN_batched (passes/batch_fn.c), with the fact
  * batch <= MAX when given; false after printing why not */
 static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
-  char *copy = rx_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':'), *end = NULL;
+  char *copy = rx_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':');
   const char *shared[64];
   size_t n = 0;
   long long max = 0;
-  if (at) {
-    *at = '\0';
-    max = strtoll(at + 1, &end, 10);
-  }
+  bool max_ok = !at || rx_cli_parse_int(at + 1, 1, INT64_MAX, &max);
+  if (at) *at = '\0';
   if (colon) {
     *colon = '\0';
     for (char *p = strtok(colon + 1, ","); p && n < RX_ARRAY_LEN(shared); p = strtok(NULL, ","))
@@ -171,9 +166,8 @@ static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   char name[256];
   snprintf(name, sizeof name, "%s_batched", copy);
   rx_status st =
-      at && (end == at + 1 || *end || max < 1)
-          ? rx_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
-          : rx_batch_function(m, copy, shared, n, max, name);
+      !max_ok ? rx_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
+              : rx_batch_function(m, copy, shared, n, max, name);
   free(copy);
   if (!st) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
@@ -188,12 +182,7 @@ static int dispatch_flag(const rx_cli_args *it, const char **library, long long 
     *library = it->value;
     return 0;
   }
-  char *end = NULL;
-  *min_rows = strtoll(it->value, &end, 10);
-  if (!*it->value || *end || *min_rows < 1)
-    return rx_cli_usage_error(it->cmd, "--dispatch-min-rows %s: expected an integer >= 1",
-                              it->value);
-  return 0;
+  return rx_cli_int_option(it, 1, INT32_MAX, min_rows);
 }
 
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
@@ -265,7 +254,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (wfile && !rx_cli_can_write(wfile)) return 1;
   bool hf = rx_hf_is_model_dir(file) || rx_hf_is_gguf(file);
   size_t len = 0;
-  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, &len);
+  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, RX_FILE_MODEL, &len);
   if (!text) return 1;
   bool onnx = !hf && rx_cli_is_onnx(file, text, len);
   if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||

@@ -44,6 +44,7 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
   while (rx_cli_next(&it)) {
     const char *f = it.flag;
     double v = 0;
+    long long n = 0;
     int rc = 0;
     if (!f) {
       if (g->model)
@@ -58,19 +59,19 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
     } else if (!strcmp(f, "--print-ids")) {
       g->print_ids = true;
     } else if (!strcmp(f, "--max-tokens")) {
-      if (!(rc = number(&it, 1, 1 << 24, &v))) g->max_tokens = (long long)v;
+      rc = rx_cli_int_option(&it, 1, 1 << 24, &g->max_tokens);
     } else if (!strcmp(f, "--kv-capacity")) {
-      if (!(rc = number(&it, 1, 1 << 30, &v))) g->kv_capacity = (long long)v;
+      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->kv_capacity);
     } else if (!strcmp(f, "--temperature")) {
       if (!(rc = number(&it, 0, 100, &v))) g->sp.temperature = (float)v;
     } else if (!strcmp(f, "--top-k")) {
-      if (!(rc = number(&it, 0, 1 << 30, &v))) g->sp.top_k = (int32_t)v;
+      if (!(rc = rx_cli_int_option(&it, 0, 1 << 30, &n))) g->sp.top_k = (int32_t)n;
     } else if (!strcmp(f, "--top-p")) {
       if (!(rc = number(&it, 1e-9, 1, &v))) g->sp.top_p = (float)v;
     } else if (!strcmp(f, "--repetition-penalty")) {
       if (!(rc = number(&it, 1e-6, 1e6, &v))) g->sp.repetition_penalty = (float)v;
     } else if (!strcmp(f, "--seed")) {
-      if (!(rc = number(&it, 0, 9007199254740992.0, &v))) g->sp.seed = (uint64_t)v;
+      if (!(rc = rx_cli_int_option(&it, 0, INT64_MAX, &n))) g->sp.seed = (uint64_t)n;
     } else {
       return rx_cli_unhandled(&it);
     }

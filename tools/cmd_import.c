@@ -120,7 +120,7 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
 #else
   if (out && !rx_cli_can_write(out)) return 1; /* before any work */
   size_t len;
-  char *bytes = rx_cli_read_input(in, &len);
+  char *bytes = rx_cli_read_input(in, RX_FILE_ONNX, &len);
   if (!bytes) return 1;
   rx_module *m = rx_module_new();
   char *base = rx_cli_dir_of(in);

@@ -1,22 +1,24 @@
-/* relaxc run MODEL.rxm [--device SPEC] [--fn NAME] --input NAME=FILE.npy|random:SHAPE ...
+/* relaxc run MODEL.rxm [--device SPEC] [--fn NAME]
+ *                      --input NAME=FILE.npy|random:SHAPE|VALUE|shape:DIMS ...
  *                      [--weights DIR] [--output OUT.npy] [--bench N] [--seed S]
  * Loads the artifact for the device (runtime: rx_rt_artifact_load), makes the inputs (a .npy file,
  * or random values of SHAPE: "7x4096", "f16:7x4096"; "random:" alone is a 0-d tensor; the dtype
- * defaults to the parameter's; a parameter bound to one of the artifact's weights needs none;
+ * defaults to the parameter's; a Prim parameter's integer or bool VALUE, "n=7"; a Shape
+ * parameter's dimensions, "s=shape:2x3"; a parameter bound to one of the artifact's weights needs
+ * none; --weights DIR must hold the .npy file of at least one parameter;
  * with --weights DIR, a parameter without an --input is read from DIR/<parameter name>.npy, as
  * `relaxc compile|import MODEL.onnx --weights DIR` writes, a weight's where the file exists (an
  * override: the call then passes every parameter)), calls the function (rx_rt_vm_call) and
  * prints each result tensor's dtype, shape and checksum (the sum and the sum of absolute values
  * of its elements, in double, %.6g), then with --bench N the mean wall-clock time per call over N
- * more calls. --output writes the first result tensor to
- * OUT.npy, the next to OUT.1.npy, OUT.2.npy, ...
- * An input is checked against its parameter's declared dtype, rank and dimensions (the constant
- * ones, and symbolic ones against other dimensions of the same name) before it is made, and its
- * size against overflow and the host's memory; --output is checked for writability before the
- * artifact is loaded.
- * Exit: 0 success; 1 errors of the model or the inputs (unreadable or corrupt artifact, missing
- * function, wrong shape or dtype, violated fact, no kernels for the device, no device, out of
- * memory); 2 usage. */
+ * more calls (rx_rt_vm_call_values: tensors, Prims and Shapes alike). --output writes the first
+ * result tensor to OUT.npy, the next to OUT.1.npy, OUT.2.npy, ... An input is checked against its
+ * parameter's declared dtype, rank and dimensions (the constant ones, and symbolic ones against
+ * other dimensions of the same name) before it is made, and its size against overflow and the
+ * host's memory; --output is checked for writability before the artifact is loaded. Exit: 0
+ * success; 1 errors of the model or the inputs (unreadable or corrupt artifact, missing function,
+ * wrong shape or dtype, violated fact, no kernels for the device, no device, out of memory); 2
+ * usage. */
 #include "commands.h"
 
 #include "base/npy.h"
@@ -25,9 +27,12 @@
 
 #include <assert.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_INPUTS 64 /* --input options */
@@ -36,14 +41,6 @@ static int fail(rx_status s) {
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
   rx_status_free(s);
   return 1;
-}
-
-static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
-  char *end = NULL;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 static rx_dtype dtype_named(const char *s, size_t n) {
@@ -114,6 +111,24 @@ static void fill_random(void *data, rx_dtype t, size_t count, uint64_t seed) {
   }
 }
 
+/* "D0xD1x..." ("" for no dimensions): each a whole non-negative integer (rx_cli_parse_int). */
+static bool parse_dims(const char *spec, int *ndim, int64_t *shape) {
+  *ndim = 0;
+  if (!*spec) return true;
+  for (;;) {
+    size_t n = strcspn(spec, "x");
+    char dim[32];
+    long long v = 0;
+    if (n >= sizeof dim || *ndim == RX_RT_MAX_NDIM) return false;
+    memcpy(dim, spec, n);
+    dim[n] = 0;
+    if (!rx_cli_parse_int(dim, 0, INT64_MAX, &v)) return false;
+    shape[(*ndim)++] = v;
+    if (!spec[n]) return true;
+    spec += n + 1;
+  }
+}
+
 /* "random:[DTYPE:]D0xD1x..." (after "random:"): dtype (default def) and shape. */
 static bool parse_random(const char *spec, rx_dtype def, rx_dtype *dt, int *ndim, int64_t *shape) {
   *dt = def == RX_DTYPE_UNKNOWN ? RX_DTYPE_F32 : def;
@@ -123,17 +138,66 @@ static bool parse_random(const char *spec, rx_dtype def, rx_dtype *dt, int *ndim
     if (*dt == RX_DTYPE_UNKNOWN) return false;
     spec = colon + 1;
   }
-  *ndim = 0;
-  if (!*spec) return true;
-  for (;;) {
-    char *end = NULL;
-    long long v = strtoll(spec, &end, 10);
-    if (end == spec || v < 0 || *ndim == RX_RT_MAX_NDIM) return false;
-    shape[(*ndim)++] = v;
-    if (!*end) return true;
-    if (*end != 'x') return false;
-    spec = end + 1;
+  return parse_dims(spec, ndim, shape);
+}
+
+/* ---- parameters that are no tensors: --input NAME=VALUE (a Prim), NAME=shape:D0xD1 (a Shape) */
+typedef enum param_kind { PARAM_TENSOR, PARAM_PRIM, PARAM_SHAPE, PARAM_OTHER } param_kind;
+
+static param_kind kind_of(const rx_rt_param_info *info) {
+  const char *e = info->expected;
+  if (!strncmp(e, "Prim(", 5)) return PARAM_PRIM;
+  if (!strncmp(e, "Shape", 5)) return PARAM_SHAPE;
+  if (!strncmp(e, "Tuple", 5) || !strncmp(e, "Object", 6) || !strncmp(e, "Func", 4))
+    return PARAM_OTHER;
+  return PARAM_TENSOR;
+}
+
+/* The value of --input NAME=SPEC for the Prim or Shape parameter info of fn. */
+static rx_status make_value(const char *fn, const rx_rt_param_info *info, const char *spec,
+                            rx_rt_value **out) {
+  int64_t dims[RX_RT_MAX_NDIM];
+  int ndim = 0;
+  if (kind_of(info) == PARAM_SHAPE) {
+    if (strncmp(spec, "shape:", 6) || !parse_dims(spec + 6, &ndim, dims))
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: parameter '%s' is %s: expected shape:D0xD1... (shape:2x3, or "
+                            "shape: for no dimensions), got '%s'",
+                            fn, info->name, info->expected, spec);
+    return rx_rt_value_from_shape(dims, ndim, out);
   }
+  const char *t = info->expected + 5; /* "Prim(" */
+  rx_dtype dt = dtype_named(t, strcspn(t, ",)"));
+  static const struct {
+    rx_dtype dt;
+    long long lo, hi;
+  } ranges[] = {{RX_DTYPE_BOOL, 0, 1},
+                {RX_DTYPE_I64, INT64_MIN, INT64_MAX},
+                {RX_DTYPE_I32, INT32_MIN, INT32_MAX},
+                {RX_DTYPE_I16, INT16_MIN, INT16_MAX},
+                {RX_DTYPE_I8, INT8_MIN, INT8_MAX},
+                {RX_DTYPE_U8, 0, UINT8_MAX},
+                {RX_DTYPE_U16, 0, UINT16_MAX},
+                {RX_DTYPE_U32, 0, UINT32_MAX},
+                {RX_DTYPE_U64, 0, INT64_MAX}};
+  size_t r = 0;
+  while (r < sizeof ranges / sizeof *ranges && ranges[r].dt != dt) r++;
+  if (r == sizeof ranges / sizeof *ranges)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: parameter '%s' is %s: relaxc run passes integer and bool scalars "
+                          "only",
+                          fn, info->name, info->expected);
+  long long v = 0;
+  bool ok = dt == RX_DTYPE_BOOL && (!strcmp(spec, "true") || !strcmp(spec, "false"));
+  if (ok) v = !strcmp(spec, "true");
+  if (!ok) ok = rx_cli_parse_int(spec, ranges[r].lo, ranges[r].hi, &v);
+  if (!ok)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: parameter '%s' is %s: expected its value (--input %s=%s), an "
+                          "integer from %lld to %lld, got '%s'",
+                          fn, info->name, info->expected, info->name,
+                          dt == RX_DTYPE_BOOL ? "true" : "7", ranges[r].lo, ranges[r].hi, spec);
+  return rx_rt_value_from_prim(dt, v, out);
 }
 
 /* ---- results ---- */
@@ -430,11 +494,19 @@ static bool has_weight_file(const char *dir, const char *name) {
   return ok;
 }
 
-/* The call's tensors into out (borrowed), their count returned: the parameters that are not
- * bound to weights, which the artifact then supplies; or, when an --input or --weights file
- * overrides a weight, every parameter, the artifact's weights in the places of the others. */
-static size_t call_tensors(const rx_rt_artifact *art, size_t fi, rx_rt_tensor *const *inputs,
-                           size_t nparams, rx_rt_tensor **out) {
+/* t as a value (inputs[] holds values): the value holds its own reference, t's is released. */
+static rx_status wrap(rx_rt_tensor *t, rx_rt_value **out) {
+  rx_status s = rx_rt_value_from_tensor(t, out);
+  rx_rt_tensor_release(t);
+  return s;
+}
+
+/* The call's arguments into out (borrowed from inputs, indexed by parameter), their count
+ * returned: the parameters that are not bound to weights, which the artifact then supplies; or,
+ * when an --input or --weights file overrides a weight, every parameter, the artifact's weights
+ * put into inputs[] in the places of the others first. */
+static rx_status call_values(const rx_rt_artifact *art, size_t fi, rx_rt_value **inputs,
+                             size_t nparams, rx_rt_value **out, size_t *out_n) {
   bool override = false;
   for (size_t pi = 0; pi < nparams; pi++)
     override = override || (inputs[pi] && rx_rt_artifact_param_weight(art, fi, pi, NULL));
@@ -442,13 +514,34 @@ static size_t call_tensors(const rx_rt_artifact *art, size_t fi, rx_rt_tensor *c
   for (size_t pi = 0; pi < nparams; pi++) {
     size_t wi;
     rx_rt_weight_info info;
-    if (!rx_rt_artifact_param_weight(art, fi, pi, &wi))
-      out[n++] = inputs[pi];
-    else if (override)
-      out[n++] =
-          inputs[pi] ? inputs[pi] : (rx_rt_artifact_weight(art, wi, &info) ? info.tensor : NULL);
+    if (override && !inputs[pi] && rx_rt_artifact_param_weight(art, fi, pi, &wi) &&
+        rx_rt_artifact_weight(art, wi, &info))
+      RX_RETURN_IF_ERROR(rx_rt_value_from_tensor(info.tensor, &inputs[pi]));
+    if (inputs[pi]) out[n++] = inputs[pi];
   }
-  return n;
+  *out_n = n;
+  return NULL;
+}
+
+#define LISTED_PARAMS 8 /* parameters named in a message: an LLM's function has hundreds */
+
+/* "parameters: x: f32[n, 4], k: Prim(i64); and 294 bound to weights" for function fi: those the
+ * call needs (not bound to weights) with their struct info, the first LISTED_PARAMS of them, then
+ * how many more and how many the artifact's weights give. */
+static void param_list(const rx_rt_artifact *art, size_t fi, rx_strbuf *out) {
+  size_t np = rx_rt_artifact_function_param_count(art, fi), listed = 0, more = 0, nw = 0;
+  for (size_t pi = 0; pi < np; pi++) {
+    rx_rt_param_info info;
+    rx_rt_artifact_function_param(art, fi, pi, &info);
+    if (rx_rt_artifact_param_weight(art, fi, pi, NULL))
+      nw++;
+    else if (listed == LISTED_PARAMS)
+      more++;
+    else
+      rx_strbuf_printf(out, "%s%s: %s", listed++ ? ", " : "parameters: ", info.name, info.expected);
+  }
+  if (more) rx_strbuf_printf(out, ", and %zu more", more);
+  if (nw) rx_strbuf_printf(out, "%s%zu bound to weights", listed ? "; and " : "", nw);
 }
 
 /* Each --input NAME=SPEC (in_names[k] "NAME=SPEC", in_specs[k] its SPEC) to its parameter of
@@ -457,9 +550,10 @@ static size_t call_tensors(const rx_rt_artifact *art, size_t fi, rx_rt_tensor *c
  * parameter. */
 static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, const char *fn,
                              int nin, const char *const *in_names, const char *const *in_specs,
-                             long long seed, bindings *bound, rx_rt_tensor **inputs) {
+                             long long seed, bindings *bound, rx_rt_value **inputs) {
   size_t nparams = rx_rt_artifact_function_param_count(art, fi);
   rx_status s = NULL;
+  long long v = 0;
   for (int k = 0; k < nin && !s; k++) {
     size_t nlen = (size_t)(in_specs[k] - 1 - in_names[k]), pi = 0;
     rx_rt_param_info info;
@@ -469,15 +563,10 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
     }
     if (pi == nparams) {
       rx_strbuf names = {0};
-      for (size_t j = 0; j < nparams; j++) {
-        rx_rt_artifact_function_param(art, fi, j, &info);
-        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", info.name);
-      }
-      s = rx_status_make(RX_ERR_INVALID,
-                         "--input %.*s: %s has no parameter '%.*s' (parameters: "
-                         "%s)",
-                         (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
-                         names.data ? names.data : "none");
+      param_list(art, fi, &names);
+      s = rx_status_make(RX_ERR_INVALID, "--input %.*s: %s has no parameter '%.*s' (%s)", (int)nlen,
+                         in_names[k], fn, (int)nlen, in_names[k],
+                         names.data ? names.data : "no parameters");
       rx_strbuf_free(&names);
       break;
     }
@@ -487,7 +576,21 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
       break;
     }
     const char *spec = in_specs[k];
-    if (!strncmp(spec, "random:", 7)) {
+    param_kind kind = kind_of(&info);
+    rx_rt_tensor *t = NULL;
+    if (kind == PARAM_PRIM || kind == PARAM_SHAPE) {
+      if ((s = make_value(fn, &info, spec, &inputs[pi]))) break; /* names fn and param */
+    } else if (kind == PARAM_OTHER) {
+      s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: parameter '%s' is %s: relaxc run cannot pass it",
+                         fn, info.name, info.expected);
+      break;
+    } else if (!strncmp(spec, "shape:", 6) || rx_cli_parse_int(spec, INT64_MIN, INT64_MAX, &v)) {
+      s = rx_status_make(RX_ERR_INVALID,
+                         "%s: parameter '%s' is a tensor (%s): expected FILE.npy or "
+                         "random:SHAPE, got '%s'",
+                         fn, info.name, info.expected, spec);
+      break;
+    } else if (!strncmp(spec, "random:", 7)) {
       rx_dtype dt;
       int ndim;
       int64_t shape[RX_RT_MAX_NDIM];
@@ -496,12 +599,12 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
       (void)parsed;
       uint64_t rseed = (uint64_t)seed * 1000003u + (uint64_t)pi * 7919u + 1u;
       if ((s = check_param(fn, &info, bound, dt, ndim, shape))) break; /* names fn and param */
-      s = make_random(d, &info, dt, ndim, shape, rseed, &inputs[pi]);
+      s = make_random(d, &info, dt, ndim, shape, rseed, &t);
     } else {
       rx_npy a;
       if (!(s = rx_npy_read(spec, &a))) {
         rx_status bad = check_param(fn, &info, bound, a.dtype, a.ndim, a.shape);
-        if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &inputs[pi]);
+        if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &t);
         rx_npy_free(&a);
         if (bad) {
           s = bad; /* names fn and param: not annotated */
@@ -509,9 +612,96 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
         }
       }
     }
+    if (!s && t) s = wrap(t, &inputs[pi]);
     if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
   }
   return s;
+}
+
+/* Each parameter of fi that no --input gives: from --weights DIR (a parameter the artifact does
+ * not bind, or one whose DIR/<name>.npy overrides its weight), or the artifact's weight, or an
+ * error naming the parameter, its struct info and how to give it. */
+static rx_status fill_missing(rx_rt_device *d, rx_rt_artifact *art, size_t fi, const char *fn,
+                              const char *wdir, bindings *bound, rx_rt_value **inputs) {
+  size_t nparams = rx_rt_artifact_function_param_count(art, fi);
+  rx_status s = NULL;
+  for (size_t pi = 0; pi < nparams && !s; pi++) {
+    if (inputs[pi]) continue;
+    rx_rt_param_info info;
+    rx_rt_artifact_function_param(art, fi, pi, &info);
+    bool weight = rx_rt_artifact_param_weight(art, fi, pi, NULL); /* the artifact holds it */
+    param_kind kind = kind_of(&info);
+    rx_rt_tensor *t = NULL;
+    if (wdir && kind == PARAM_TENSOR && (!weight || has_weight_file(wdir, info.name))) {
+      if (!(s = load_weight(d, wdir, fn, pi, &info, bound, &t))) s = wrap(t, &inputs[pi]);
+    } else if (!weight) {
+      s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)%s%s%s", fn, pi,
+                         info.name, info.expected,
+                         kind == PARAM_PRIM    ? ": give its value, --input "
+                         : kind == PARAM_SHAPE ? ": give it as --input "
+                                               : "",
+                         kind == PARAM_PRIM || kind == PARAM_SHAPE ? info.name : "",
+                         kind == PARAM_PRIM    ? "=7"
+                         : kind == PARAM_SHAPE ? "=shape:2x3"
+                                               : "");
+    }
+  }
+  return s;
+}
+
+/* --weights DIR must be a directory holding DIR/<name>.npy of at least one tensor parameter of
+ * fn (a mistyped DIR was ignored: the artifact's weights were used, or "no --input" said
+ * nothing of DIR). Checked on the artifact loaded without a device; a missing function is left
+ * to the call, which names it. */
+static rx_status check_weights_dir(const rx_rt_artifact *a, const char *fn, const char *wdir) {
+  struct stat st;
+  if (stat(wdir, &st) != 0)
+    return rx_status_make(RX_ERR_NOT_FOUND, "--weights %s: %s", wdir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return rx_status_make(RX_ERR_INVALID, "--weights %s: not a directory", wdir);
+  size_t fi = 0, nfn = rx_rt_artifact_function_count(a);
+  while (fi < nfn && strcmp(rx_rt_artifact_function_name(a, fi), fn)) fi++;
+  if (fi == nfn) return NULL;
+  size_t np = rx_rt_artifact_function_param_count(a, fi), ntensors = 0;
+  rx_strbuf names = {0};
+  for (size_t pi = 0; pi < np; pi++) {
+    rx_rt_param_info info;
+    rx_rt_artifact_function_param(a, fi, pi, &info);
+    if (kind_of(&info) != PARAM_TENSOR) continue;
+    if (has_weight_file(wdir, info.name)) {
+      rx_strbuf_free(&names);
+      return NULL;
+    }
+    if (ntensors++ < 4) rx_strbuf_printf(&names, "%s%s.npy", ntensors > 1 ? ", " : "", info.name);
+  }
+  rx_status s =
+      rx_status_make(RX_ERR_INVALID,
+                     "--weights %s: the directory holds no .npy file of a parameter of "
+                     "%s (expected files such as %s%s, as relaxc compile|import "
+                     "--weights DIR writes them)",
+                     wdir, fn, names.data ? names.data : "none", ntensors > 4 ? ", ..." : "");
+  rx_strbuf_free(&names);
+  return s;
+}
+
+/* --bench N: the call repeated N times after one more, synchronized; the mean wall-clock time. */
+static rx_status bench_calls(rx_rt_device *d, rx_rt_artifact *art, const char *fn,
+                             rx_rt_value *const *args, size_t nargs, int iters, double *out_ms) {
+  struct timespec t0, t1;
+  for (int i = 0; i <= iters; i++) {
+    if (i == 1) {
+      RX_RETURN_IF_ERROR(rx_rt_device_synchronize(d));
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+    }
+    rx_rt_value *r = NULL;
+    RX_RETURN_IF_ERROR(rx_rt_vm_call_values(art, fn, args, nargs, &r));
+    rx_rt_value_release(r);
+  }
+  RX_RETURN_IF_ERROR(rx_rt_device_synchronize(d));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *out_ms =
+      ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6) / iters;
+  return NULL;
 }
 
 int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
@@ -534,15 +724,17 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--weights")) {
       wdir = v;
     } else if (!strcmp(f, "--bench")) {
-      if (!parse_int(v, 1, 1000000, &bench))
-        return rx_cli_usage_error(cmd, "--bench takes a count in 1..1000000, got '%s'", v);
+      int rc = rx_cli_int_option(&it, 1, 1000000, &bench);
+      if (rc) return rc;
     } else if (!strcmp(f, "--seed")) {
-      if (!parse_int(v, 0, INT64_MAX, &seed))
-        return rx_cli_usage_error(cmd, "--seed takes a non-negative integer, got '%s'", v);
+      int rc = rx_cli_int_option(&it, 0, INT64_MAX, &seed);
+      if (rc) return rc;
     } else if (!strcmp(f, "--input")) {
       const char *eq = strchr(v, '=');
       if (!eq || eq == v)
-        return rx_cli_usage_error(cmd, "--input takes NAME=FILE.npy or NAME=random:SHAPE, got '%s'",
+        return rx_cli_usage_error(cmd,
+                                  "--input takes NAME=FILE.npy, NAME=random:SHAPE, NAME=VALUE (a "
+                                  "Prim) or NAME=shape:D0xD1 (a Shape), got '%s'",
                                   v);
       if (nin == MAX_INPUTS) return rx_cli_usage_error(cmd, "more than %d inputs", MAX_INPUTS);
       in_names[nin] = v;
@@ -570,6 +762,7 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   rx_rt_artifact *art = NULL;
   rx_status s = rx_rt_artifact_load(NULL, model, &art);
   if (!s) s = check_random_inputs(art, fn, nin, in_names, in_specs);
+  if (!s && wdir) s = check_weights_dir(art, fn, wdir);
   rx_rt_artifact_release(art);
   art = NULL;
   if (s) return fail(s);
@@ -577,8 +770,8 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   rx_rt_device_options opts = {NULL, -1, false};
   if ((s = rx_rt_device_open(device, &opts, &d))) return fail(s);
   int rc = 0;
-  rx_rt_tensor **inputs = NULL; /* one per parameter */
-  rx_rt_tensor **args = NULL;   /* the call's (call_tensors) */
+  rx_rt_value **inputs = NULL; /* one per parameter */
+  rx_rt_value **args = NULL;   /* the call's (call_values) */
   size_t nparams = 0, nargs = 0;
   rx_rt_value *result = NULL;
   if ((s = rx_rt_artifact_load(d, model, &art))) goto done;
@@ -592,21 +785,11 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   inputs = rx_calloc(nparams ? nparams : 1, sizeof *inputs); /* aborts when out of memory */
   bindings bound = {0};
   s = bind_inputs(d, art, fi, fn, nin, in_names, in_specs, seed, &bound, inputs);
-  for (size_t pi = 0; pi < nparams && !s; pi++)
-    if (!inputs[pi]) {
-      rx_rt_param_info info;
-      rx_rt_artifact_function_param(art, fi, pi, &info);
-      bool weight = rx_rt_artifact_param_weight(art, fi, pi, NULL); /* the artifact holds it */
-      if (wdir && (!weight || has_weight_file(wdir, info.name)))
-        s = load_weight(d, wdir, fn, pi, &info, &bound, &inputs[pi]);
-      else if (!weight)
-        s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)", fn, pi,
-                           info.name, info.expected);
-    }
+  if (!s) s = fill_missing(d, art, fi, fn, wdir, &bound, inputs);
   if (s) goto done;
   args = rx_calloc(nparams ? nparams : 1, sizeof *args);
-  nargs = call_tensors(art, fi, inputs, nparams, args);
-  if ((s = rx_rt_vm_call(art, fn, args, nargs, &result))) goto done;
+  if ((s = call_values(art, fi, inputs, nparams, args, &nargs))) goto done;
+  if ((s = rx_rt_vm_call_values(art, fn, args, nargs, &result))) goto done;
   printer pr = {output, 0, NULL};
   print_value(&pr, result, "result");
   if ((s = pr.err)) goto done;
@@ -614,13 +797,13 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     double ms = 0;
     rx_rt_value_release(result);
     result = NULL;
-    if ((s = rx_rt_vm_bench(art, fn, args, nargs, 1, (int)bench, &ms))) goto done;
+    if ((s = bench_calls(d, art, fn, args, nargs, (int)bench, &ms))) goto done;
     printf("bench: %lld calls, %.4f ms per call (%s)\n", bench, ms, rx_rt_device_get_info(d)->name);
   }
 done:
   if (s) rc = fail(s);
   rx_rt_value_release(result);
-  for (size_t j = 0; inputs && j < nparams; j++) rx_rt_tensor_release(inputs[j]);
+  for (size_t j = 0; inputs && j < nparams; j++) rx_rt_value_release(inputs[j]);
   free(inputs);
   free(args);
   rx_rt_artifact_release(art);

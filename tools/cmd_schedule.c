@@ -64,7 +64,7 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   char *text = NULL;
   size_t len = 0;
   const char *name = rx_cli_input_name(file);
-  text = rx_cli_read_input(file, &len);
+  text = rx_cli_read_input(file, RX_FILE_TEXT_IR, &len);
   if (!text) return 1;
   rx_module *m = rx_module_new();
   rx_diag diag;

@@ -20,13 +20,7 @@ typedef struct serve_cli {
 } serve_cli;
 
 static int number(const rx_cli_args *it, long long lo, long long hi, long long *out) {
-  char *end;
-  long long v = strtoll(it->value, &end, 10);
-  if (!*it->value || *end || v < lo || v > hi)
-    return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
-                              it->value, lo, hi);
-  *out = v;
-  return 0;
+  return rx_cli_int_option(it, lo, hi, out); /* strict: "8.5", " 8" and "8k" are refused */
 }
 
 static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g) {

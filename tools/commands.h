@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/base.h" /* rx_file_kind */
+
 typedef struct rx_cli_command rx_cli_command;
 
 /* One option of a command. */
@@ -76,9 +78,18 @@ int rx_cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
 /* The command's usage line, or (full) its whole help, on out. */
 void rx_cli_print_help(const rx_cli_command *cmd, bool full, FILE *out);
 
+/* ---- integer options (tools/cli.c) ---- */
+/* Is s a whole decimal integer in [lo, hi]: digits with an optional '-', nothing else (no white
+ * space, '+', fraction or exponent: "1.5", " 7", "7k" and "1e3" are not), no overflow? */
+bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* The value of the integer option it.flag, parsed by rx_cli_parse_int: 0, or 2 after a usage
+ * error naming the option, the value and the range. */
+int rx_cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out);
+
 /* ---- files (tools/cli.c) ---- */
-/* The text of FILE, or of standard input for "-" (heap; NULL after printing why). */
-char *rx_cli_read_input(const char *path, size_t *out_len);
+/* The text of FILE, or of standard input for "-", read up to the limit of its kind (base.h,
+ * RX_FILE_KINDS: text IR, ONNX, or RX_FILE_MODEL for either) (heap; NULL after printing why). */
+char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len);
 /* The name diagnostics use for FILE: "<stdin>" for "-". */
 const char *rx_cli_input_name(const char *path);
 /* The directory of FILE (heap): "." for a bare name; NULL for "-" (the current directory). */

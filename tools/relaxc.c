@@ -135,13 +135,15 @@ static const rx_cli_flag run_flags[] = {
      "first device of CUDA, Metal, Vulkan",
      NULL},
     {"--fn", NULL, "F", "the function to call; default: main", NULL},
-    {"--input", NULL, "NAME=FILE.npy|random:[DTYPE:]SHAPE",
+    {"--input", NULL, "NAME=FILE.npy|random:[DTYPE:]SHAPE|VALUE|shape:DIMS",
      "parameter NAME from a .npy file, or random values of SHAPE (7x4096; 'random:' alone: a 0-d "
-     "tensor; DTYPE defaults to the parameter's); repeat for each parameter",
+     "tensor; DTYPE defaults to the parameter's); a Prim parameter's VALUE (n=7, flag=true); a "
+     "Shape parameter's dimensions (s=shape:2x3; 'shape:' alone: none); repeat for each "
+     "parameter",
      NULL},
     {"--weights", NULL, "DIR",
      "parameters without an --input from DIR/<parameter>.npy (for a weight the artifact holds: "
-     "where the file exists, an override)",
+     "where the file exists, an override); DIR must hold the file of at least one parameter",
      NULL},
     {"--output", "-o", "OUT.npy", "write the result tensors to OUT.npy, OUT.1.npy, OUT.2.npy, ...",
      NULL},
@@ -303,7 +305,7 @@ static int cmd_check(const rx_cli_command *cmd, int argc, char **argv) {
   bool print = !strcmp(cmd->name, "print");
   size_t len = 0;
   const char *name = rx_cli_input_name(path);
-  char *text = rx_cli_read_input(path, &len);
+  char *text = rx_cli_read_input(path, RX_FILE_TEXT_IR, &len);
   if (!text) return EXIT_ERRORS;
   rx_module *m = rx_module_new();
   rx_diag diag;

@@ -190,6 +190,14 @@ static rx_status read_external(const Onnx__TensorProto *t, const char *file, con
     s = rx_status_make(RX_ERR_INVALID,
                        "%s: tensor '%s': external data file '%s' is not a regular file", file, name,
                        path.data);
+  } else if ((s = rx_path_check_inside(path.data, base_dir, true))) {
+    /* a symlink inside the folder that leads out of it (docs/inputs.md, "ONNX external data") */
+    rx_status r = rx_status_make(rx_status_code_of(s),
+                                 "%s: tensor '%s': external data file %s (it must lie inside the "
+                                 "model's folder)",
+                                 file, name, rx_status_message(s));
+    rx_status_free(s);
+    s = r;
   } else {
     size_t size = (size_t)st.st_size;
     if (!len_s) length = offset <= size ? size - offset : 0;

@@ -17,6 +17,11 @@ config.environment["RELAXC_NO_CACHE"] = "1"
 config.substitutions.append(
     ("%relaxc", getattr(config, "relaxc_run_prefix", "") + os.path.join(config.relaxc_bin_dir, "relaxc")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# `%limit_vm KIB;` in a test's `sh -c`: `ulimit -v KIB` where a test shows that memory stays
+# bounded (tests/lit/cli/read_limits.test); nothing in a sanitized build, whose shadow memory
+# reserves terabytes of address space.
+config.substitutions.append(
+    ("%limit_vm", "true" if getattr(config, "relaxc_sanitize", False) else "ulimit -v"))
 # `REQUIRES: onnx`: relaxc was built with the ONNX frontend (frontends/onnx/onnx.cmake)
 if getattr(config, "relaxc_onnx", False):
     config.available_features.add("onnx")

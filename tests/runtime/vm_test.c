@@ -731,9 +731,9 @@ static void test_calls(rx_rt_device *d) {
   CHECK_ERR(rx_rt_vm_call(a, "pair", pair_args, 2, &r), RX_ERR_INVALID,
             "pair: parameter 'y': expected f32[n], got f32[8] (dimension 0 is 8, but n = 7)");
   CHECK_ERR(rx_rt_vm_call(a, "main", pair_args, 2, &r), RX_ERR_INVALID,
-            "main takes 1 argument (x), got 2");
+            "main takes 1 argument (x: f32[n]), got 2");
   CHECK_ERR(rx_rt_vm_call(a, "pair", pair_args, 1, &r), RX_ERR_INVALID,
-            "pair takes 2 arguments (x, y), got 1");
+            "pair takes 2 arguments (x: f32[n], y: f32[n]), got 1");
   CHECK_ERR(rx_rt_vm_call(a, "foo", pair_args, 1, &r), RX_ERR_NOT_FOUND,
             "no function 'foo' in model.rxm (functions: main, pair,");
   CHECK_ERR(rx_rt_vm_call(a, "ext", pair_args, 1, &r), RX_ERR_UNSUPPORTED,

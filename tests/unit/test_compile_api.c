@@ -100,7 +100,18 @@ int main(void) {
                 "vulkan", &st, &len, &errors);
   CHECK(!bad && st && errors > 0 && strstr(rx_status_message(st), "does not match"),
         "a type error is an error status naming it (errors %d): %s", errors, rx_status_message(st));
+  /* a status carries no level: the CLI prints "relaxc: error: " once (it printed "error: error:")
+   */
+  CHECK(st && !strstr(rx_status_message(st), "error: "), "a level in the status: %s",
+        rx_status_message(st));
   rx_status_free(st);
+  rx_module *pm = rx_module_new();
+  st = rx_module_parse(pm, "t.rx", "graph_fn main(x f32) {}\n", 24, NULL);
+  CHECK(st && !strncmp(rx_status_message(st), "t.rx:1:", 7) &&
+            !strstr(rx_status_message(st), "error: "),
+        "a parse error: the place, then the message without a level: %s", rx_status_message(st));
+  rx_status_free(st);
+  rx_module_free(pm);
 
   /* the artifact, for every target at once */
   unsigned char *bytes = compile(program, "vulkan,cuda,metal", &st, &len, &errors);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef RX_HAVE_ONNX
@@ -282,6 +283,88 @@ static void test_errors(const char *dir) {
   rmdir(tmp);
 }
 
+/* ext.onnx with its ext.data reached through symlinks (frontends/onnx/weights.c,
+ * rx_path_check_inside; docs/inputs.md, "ONNX external data"): one that leads out of the model's
+ * folder is refused naming where it leads; the layout of a Hugging Face cache
+ * (snapshots/REV/ext.data ->
+ * ../../blobs/HASH) is read; a link out of the snapshot to anywhere but its repository's blobs/,
+ * or the same layout in a folder not named models--*, is refused. */
+static void test_symlinks(const char *dir) {
+  char real[1100], tmp[] = "/tmp/rx_onnx_linksXXXXXX", p[1200], q[1200];
+  char cwd[512] = ""; /* the links' targets: absolute */
+  if (dir[0] != '/') CHECK(getcwd(cwd, sizeof cwd - 1) != NULL, "getcwd failed");
+  snprintf(real, sizeof real, "%s%s%s/onnx/weights/ext.data", cwd, cwd[0] ? "/" : "", dir);
+  CHECK(mkdtemp(tmp) != NULL, "mkdtemp failed");
+  char *bytes = NULL;
+  size_t len = 0;
+  rx_status s = rx_read_file(real, &bytes, &len);
+  CHECK(!s, "%s: %s", real, rx_status_message(s));
+  rx_status_free(s);
+  if (!bytes) return;
+  /* tmp/model/ext.data -> the tests' ext.data, outside tmp/model */
+  snprintf(p, sizeof p, "%s/model", tmp);
+  CHECK(mkdir(p, 0777) == 0, "mkdir %s", p);
+  snprintf(q, sizeof q, "%s/model/ext.data", tmp);
+  CHECK(symlink(real, q) == 0, "symlink %s", q);
+  const char *out[] = {"ext.onnx", "tensor 'W'", "resolves to", "outside the folder",
+                       "it must lie inside the model's folder"};
+  expect_error(dir, "ext.onnx", p, RX_ERR_INVALID, out, 5);
+  unlink(q);
+  rmdir(p);
+  /* a Hugging Face cache: models--org--name/{blobs/HASH, snapshots/REV/ext.data -> blob} */
+  const char *mk[] = {"models--org--name",
+                      "models--org--name/blobs",
+                      "models--org--name/snapshots",
+                      "models--org--name/snapshots/abc",
+                      "other",
+                      "other/blobs",
+                      "other/snapshots",
+                      "other/snapshots/abc"};
+  for (size_t i = 0; i < sizeof mk / sizeof *mk; i++) {
+    snprintf(p, sizeof p, "%s/%s", tmp, mk[i]);
+    CHECK(mkdir(p, 0777) == 0, "mkdir %s", p);
+  }
+  const char *roots[] = {"models--org--name", "other"};
+  for (int r = 0; r < 2; r++) {
+    snprintf(p, sizeof p, "%s/%s/blobs/0123abcd", tmp, roots[r]);
+    CHECK(write_bytes(p, bytes, len), "writing %s failed", p);
+    snprintf(q, sizeof q, "%s/%s/snapshots/abc/ext.data", tmp, roots[r]);
+    CHECK(symlink("../../blobs/0123abcd", q) == 0, "symlink %s", q);
+  }
+  snprintf(p, sizeof p, "%s/models--org--name/snapshots/abc", tmp);
+  rx_onnx_weight *w = NULL;
+  int n = 0;
+  size_t mlen;
+  char *model = read_model(dir, "ext.onnx", &mlen);
+  s = model ? rx_onnx_weights(model, mlen, "ext.onnx", p, &w, &n) : NULL;
+  CHECK(!s && n == 3, "a Hugging Face cache's snapshot: %s", rx_status_message(s));
+  rx_status_free(s);
+  rx_onnx_weights_free(w, n);
+  free(model);
+  snprintf(p, sizeof p, "%s/other/snapshots/abc", tmp);
+  const char *other[] = {"ext.onnx", "tensor 'W'", "blobs/0123abcd", "outside the folder"};
+  expect_error(dir, "ext.onnx", p, RX_ERR_INVALID, other, 4);
+  /* a link from the cache's snapshot to a file outside the repository */
+  snprintf(q, sizeof q, "%s/models--org--name/snapshots/abc/ext.data", tmp);
+  unlink(q);
+  CHECK(symlink(real, q) == 0, "symlink %s", q);
+  snprintf(p, sizeof p, "%s/models--org--name/snapshots/abc", tmp);
+  const char *esc[] = {"ext.onnx", "tensor 'W'", "outside the folder", "Hugging Face cache's"};
+  expect_error(dir, "ext.onnx", p, RX_ERR_INVALID, esc, 4);
+  for (int r = 0; r < 2; r++) {
+    snprintf(p, sizeof p, "%s/%s/blobs/0123abcd", tmp, roots[r]);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s/snapshots/abc/ext.data", tmp, roots[r]);
+    unlink(p);
+  }
+  for (size_t i = sizeof mk / sizeof *mk; i-- > 0;) {
+    snprintf(p, sizeof p, "%s/%s", tmp, mk[i]);
+    rmdir(p);
+  }
+  rmdir(tmp);
+  free(bytes);
+}
+
 /* rx_onnx_tensor_file: a TensorProto as the ONNX test data stores it (input_0.pb), written here
  * byte by byte: dims 3 (field 1), data_type FLOAT (2), name "x" (8), raw_data 12 bytes (9). */
 static void test_tensor_file(void) {
@@ -329,6 +412,7 @@ int main(int argc, char **argv) {
   test_typed_wide(argv[1]);
   test_external(argv[1]);
   test_errors(argv[1]);
+  test_symlinks(argv[1]);
   test_tensor_file();
   printf("test_onnx_weights: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -258,8 +258,7 @@ static void test_image(void) {
 static void test_refs(void) {
   static const char *const cases[][3] = {
       {"out/model.rxm", "out/model.weights", "model.weights"},
-      {"out/model.rxm", "w/model.weights", "../w/model.weights"},
-      {"/a/b/c/model.rxm", "/a/x.st", "../../x.st"},
+      {"/a/b/c/model.rxm", "/a/b/c/x/y.st", "x/y.st"},
       {"/a/b/model.rxm", "/a/b/./c/../d.st", "d.st"},
       {"model.rxm", "sub/dir/w.st", "sub/dir/w.st"},
   };
@@ -273,6 +272,11 @@ static void test_refs(void) {
   }
   char *ref = NULL;
   expect(rx_weights_ref("a/m.rxm", "a/../a/m.rxm", &ref), "is the artifact", "the artifact itself");
+  /* outside the artifact's folder: the runtime would refuse the manifest's '../' name */
+  expect(rx_weights_ref("out/model.rxm", "w/model.weights", &ref), "not in the folder",
+         "a side file in another folder");
+  expect(rx_weights_ref("/a/b/c/model.rxm", "/a/x.st", &ref), "not in the folder",
+         "a side file above the artifact");
   CHECK(!ref, "no name on error");
 }
 
@@ -488,6 +492,26 @@ static void test_files(void) {
   rx_status_free(s);
   rx_rt_artifact_release(a);
   a = NULL;
+  /* the manifest naming its side file by an absolute or a '../' path (same lengths as
+   * "m.weights"), and the side file a symlink that leads out of the artifact's folder */
+  if (read_all(art, &file, &flen)) {
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"/dev/zero\"",
+            "names the file '/dev/zero', an absolute path");
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"../weight\"",
+            "names the file '../weight', a path out of the artifact's folder");
+    corrupt(file, flen, "manifest.json", "\"m.weights\"", "\"a/../../w\"",
+            "names the file 'a/../../w', a path out of the artifact's folder");
+    free(file);
+  }
+  char out_dir[] = "/tmp/rx_weights_outXXXXXX", out[200];
+  if (w && mkdtemp(out_dir)) {
+    snprintf(out, sizeof out, "%s/m.weights", out_dir);
+    CHECK(write_all(out, w, wlen) && unlink(side) == 0 && symlink(out, side) == 0, "symlink");
+    expect(rx_rt_artifact_load(NULL, art, &a), "outside the folder", "a side file linked outside");
+    CHECK(unlink(side) == 0 && write_all(side, w, wlen), "the side file back");
+    unlink(out);
+    rmdir(out_dir);
+  }
   if (w && wlen > 100) {
     w[wlen - 1] ^= 1;
     CHECK(write_all(side, w, wlen), "write");
@@ -555,6 +579,52 @@ static void test_upload_oom(void) {
   free(big);
 }
 
+/* A call with the wrong count of arguments to a function of many parameters (an LLM's has
+ * hundreds, nearly all weights): the message lists the first 8 inputs with their types, Prims and
+ * Shapes by their names and struct info (before: every name, "?" for those), then how many
+ * more, and stays short (it was 23 KB for 296 parameters). */
+static void test_count_message(void) {
+  rx_strbuf text = {0};
+  rx_strbuf_append(&text, "graph_fn many(k: Prim(i64), s: Shape([a, b])");
+  for (int i = 0; i < 300; i++) rx_strbuf_printf(&text, ", p%d: f32[%d]", i, i % 7 + 1);
+  rx_strbuf_append(&text, ") -> f32[1] {\n  return p0\n}\n");
+  size_t len = 0;
+  rx_module *m = rx_module_new();
+  rx_status s = rx_module_parse(m, "many.rx", text.data, text.len, NULL);
+  unsigned char *bytes = NULL;
+  rx_compile_request req = {.targets = "vulkan-lavapipe"};
+  if (!s) s = rx_module_compile(m, &req, NULL, &bytes, &len);
+  CHECK(!s, "many: %s", rx_status_message(s));
+  rx_status_free(s);
+  rx_module_free(m);
+  rx_strbuf_free(&text);
+  rx_rt_device *d = fz_device_new();
+  rx_rt_artifact *a = NULL;
+  s = bytes && d ? rx_rt_artifact_load_memory(d, bytes, len, "many.rxm", &a) : NULL;
+  CHECK(!s, "many: load: %s", rx_status_message(s));
+  rx_status_free(s);
+  if (a) {
+    rx_rt_param_info pi;
+    CHECK(rx_rt_artifact_function_param(a, 0, 0, &pi) && !strcmp(pi.name, "k") &&
+              !strcmp(pi.expected, "Prim(i64)"),
+          "a Prim parameter: '%s' (%s)", pi.name, pi.expected);
+    CHECK(rx_rt_artifact_function_param(a, 0, 1, &pi) && !strcmp(pi.name, "s") &&
+              !strcmp(pi.expected, "Shape([a, b])"),
+          "a Shape parameter: '%s' (%s)", pi.name, pi.expected);
+    rx_rt_value *r = NULL;
+    s = rx_rt_vm_call_values(a, "many", NULL, 0, &r);
+    const char *want = "many takes 302 arguments (k: Prim(i64), s: Shape([a, b]), p0: f32[1], "
+                       "p1: f32[2], p2: f32[3], p3: f32[4], p4: f32[5], p5: f32[6], and 294 more), "
+                       "got 0";
+    CHECK(s && !strcmp(rx_status_message(s), want), "many: %s", s ? rx_status_message(s) : "ok");
+    rx_status_free(s);
+    rx_rt_value_release(r);
+  }
+  rx_rt_artifact_release(a);
+  rx_rt_device_release(d);
+  free(bytes);
+}
+
 /* The calls' argument rules on device d; with check, the numbers too. */
 static void test_calls_on(rx_rt_device *d, bool check) {
   size_t len = 0;
@@ -597,7 +667,8 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   rx_rt_value_release(r);
   r = NULL;
   expect(rx_rt_vm_call(a, "main", all, 2, &r),
-         "main takes 3 arguments (x, wa, wb), or 1 (x) with the 2 bound to weights, got 2",
+         "main takes 1 argument (x: f32[n, 4]) and gets its 2 weights from the artifact, or all "
+         "3 to override them, got 2",
          "two arguments");
   /* values */
   RX_ASSERT(!rx_rt_value_from_tensor(tx, &vx));
@@ -658,6 +729,7 @@ int main(void) {
   test_files();
   test_upload_oom();
   test_calls();
+  test_count_message();
   printf("test_weights: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
