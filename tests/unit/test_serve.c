@@ -293,6 +293,8 @@ static void bad_requests(void) {
        "max_tokens is 100000"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 2.5}", 400,
        "'max_tokens' must be an integer"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 1e49}", 400,
+       "'max_tokens' is 1e+49, outside [1, 1e+15]"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"gpt-9\"}", 404,
        "model 'gpt-9' not found"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": \"\\n\"}", 400,

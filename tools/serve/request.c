@@ -51,10 +51,11 @@ static bool get_number(const cJSON *root, const char *name, double lo, double hi
   if (!v || cJSON_IsNull(v)) return true;
   if (!cJSON_IsNumber(v)) return refuse(e, name, "'%s' must be a number", name);
   double x = v->valuedouble;
-  if (integer && x != (double)(int64_t)x)
-    return refuse(e, name, "'%s' must be an integer, not %g", name, x);
+  /* the range first: converting a double past int64_t's range is undefined (fuzz_serve) */
   if (!(x >= lo && x <= hi))
     return refuse(e, name, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+  if (integer && x != (double)(int64_t)x)
+    return refuse(e, name, "'%s' must be an integer, not %g", name, x);
   *out = x;
   return true;
 }
