@@ -209,7 +209,9 @@ static const rx_cli_flag serve_flags[] = {
      "default: 15",
      NULL},
     {"--read-timeout", NULL, "S",
-     "seconds a request's headers and body may take to arrive; default: 30", NULL},
+     "seconds a request's headers and body may take to arrive, from the connection's opening "
+     "or its previous answer's end; default: 30",
+     NULL},
     {"--max-connections", NULL, "N", "the most connections open at once; default: 256", NULL},
     {"--max-connections-per-ip", NULL, "N",
      "the most connections open at once from one IPv4 address; default: 64", NULL},

@@ -30,7 +30,8 @@ typedef struct rx_server_options {
                                  cache's max_sequences; more than that is refused */
   const char *model_name;     /* the name requests' "model" must match (NULL: "relaxc") */
   int idle_timeout_s;         /* seconds a connection may stay silent (MHD's connection timeout) */
-  int64_t read_timeout_ms;    /* from a request's first byte to its body's last */
+  int64_t read_timeout_ms;    /* from the connection's opening (or its previous answer's end)
+                                 until its next request has arrived whole */
   int64_t deadline_ms;        /* from a request's arrival to its answer's end; < 0: none */
   int max_connections;        /* connections at once (past it, new ones wait in the backlog) */
   int max_connections_per_ip; /* connections at once from one IPv4 address */
