@@ -511,6 +511,9 @@ static void max_batch(rx_llm_model *m) {
 #define LONG_TOKEN 480
 #define IDLE_S     1    /* the hostile server's idle timeout */
 #define READ_MS    1500 /* and its read timeout */
+/* the well-behaved request's bound, with room for a loaded CI machine: it took 31 s when the
+ * abandoned requests ran to their end, under 1 s now */
+#define GOOD_MS 10000
 
 /* Waits up to ms for the server to close fd (a read gives 0 or an error); true if it did. */
 static bool closed_within(int fd, int ms) {
@@ -608,9 +611,9 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
   double took = now_ms() - t0;
   cJSON *o = cJSON_Parse(out ? out : "");
   const char *got = choice_text(o);
-  CHECK(st == 200 && *got && !strncmp(got, want[0], strlen(got)) && took < 5000,
-        "hostile: a 4-token request took %.0f ms (at most 5000): status %d, '%s' (alone: '%s')",
-        took, st, out, want[0]);
+  CHECK(st == 200 && *got && !strncmp(got, want[0], strlen(got)) && took < GOOD_MS,
+        "hostile: a 4-token request took %.0f ms (at most %d): status %d, '%s' (alone: '%s')", took,
+        GOOD_MS, st, out, want[0]);
   cJSON_Delete(o);
   free(out);
   free(body);
