@@ -10,7 +10,8 @@
  * a message; an accepted request has its fields in their documented ranges, a prompt of
  * prompt_len bytes ending in a NUL terminator, NUL bytes inside it only where the body had a
  * "\u0000" escape or a raw NUL (a prompt is never cut at one, nor given one it did not have),
- * and token ids inside the vocab. */
+ * that written as a JSON string (rx_serve_json_string, as answers write text) parses back to the
+ * same bytes, and token ids inside the vocab. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,32 @@ static void load_tokenizer(void) {
   }
 }
 
+/* The prompt written as a JSON string by rx_serve_json_string (as answers write generated text)
+ * parses back to the same bytes, NULs included. */
+static void round_trip(const rx_serve_request *r) {
+  char *lit = rx_serve_json_string(r->prompt, r->prompt_len);
+  if (!lit) abort();
+  size_t n = strlen(lit);
+  char *body = malloc(n + 16);
+  if (!body) abort();
+  n = (size_t)sprintf(body, "{\"prompt\":%s}", lit);
+  free(lit);
+  rx_serve_request back;
+  rx_serve_error e;
+  if (rx_serve_parse(body, n, false, MODEL_NAME, &back, &e)) {
+    if (back.prompt_len != r->prompt_len || memcmp(back.prompt, r->prompt, r->prompt_len)) abort();
+    rx_serve_request_free(&back);
+  } else if (!strstr(e.msg, "not UTF-8")) {
+    abort(); /* only a prompt holding every non-UTF-8 byte and a NUL may be refused */
+  }
+  free(body);
+}
+
 static void check_accepted(const rx_serve_request *r, bool may_have_nul) {
   if (!r->prompt || r->prompt[r->prompt_len] != 0) abort();
   if (!may_have_nul && memchr(r->prompt, 0, r->prompt_len)) abort();
   if (!(r->sp.temperature >= 0 && r->sp.temperature <= 2)) abort();
+  round_trip(r);
   if (!(r->sp.top_p > 0 && r->sp.top_p <= 1) || r->sp.top_k < 0) abort();
   if (r->has_max_tokens != (r->max_tokens > 0) || r->max_tokens < 0) abort();
   if (!tok) return;

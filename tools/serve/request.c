@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,4 +206,31 @@ bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_n
 void rx_serve_request_free(rx_serve_request *r) {
   free(r->prompt);
   r->prompt = NULL;
+}
+
+char *rx_serve_json_string(const char *s, size_t n) {
+  if (n > (SIZE_MAX - 3) / 6) return NULL;
+  char *o = malloc(n * 6 + 3), *w = o; /* at worst every byte becomes \u00XX */
+  if (!o) return NULL;
+  *w++ = '"';
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    const char *esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : NULL;
+    if (esc) {
+      memcpy(w, esc, 2);
+      w += 2;
+    } else if (c < 0x20) {
+      w += sprintf(w, "\\u%04x", c);
+    } else {
+      *w++ = (char)c;
+    }
+  }
+  *w++ = '"';
+  *w = 0;
+  return o;
 }

@@ -45,4 +45,8 @@ rx_serve_route rx_serve_route_of(const char *method, const char *url, rx_serve_e
 bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_name,
                     rx_serve_request *out, rx_serve_error *e);
 void rx_serve_request_free(rx_serve_request *r);
+/* The n bytes of s (NULs included) as a JSON string literal, heap (NULL: out of memory): answers
+ * put generated text in with it, as cJSON's strings end at a NUL. Quote, backslash and control
+ * characters are escaped (\n \r \t, others and NUL as \u00XX); other bytes are copied. */
+char *rx_serve_json_string(const char *s, size_t n);
 #endif

@@ -462,9 +462,18 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
   return j;
 }
 
-/* The object of an answer or of a stream's event: choices[0] holds text (chat: message or
- * delta) and finish (null while streaming). */
-static cJSON *answer(rx_server *s, const job *j, const char *text, const char *finish, bool event) {
+/* Generated text (len bytes, NULs kept) as a cJSON item. */
+static cJSON *text_item(const char *text, size_t len) {
+  char *lit = rx_serve_json_string(text, len);
+  cJSON *item = lit ? cJSON_CreateRaw(lit) : NULL;
+  free(lit);
+  return item;
+}
+
+/* The object of an answer or of a stream's event: choices[0] holds text (len bytes; chat: message
+ * or delta) and finish (null while streaming). */
+static cJSON *answer(rx_server *s, const job *j, const char *text, size_t len, const char *finish,
+                     bool event) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "id", j->id);
   cJSON_AddStringToObject(root, "object",
@@ -478,9 +487,9 @@ static cJSON *answer(rx_server *s, const job *j, const char *text, const char *f
   if (j->chat) {
     cJSON *m = cJSON_AddObjectToObject(c0, event ? "delta" : "message");
     if (!event) cJSON_AddStringToObject(m, "role", "assistant");
-    if (text) cJSON_AddStringToObject(m, "content", text);
+    if (text) cJSON_AddItemToObject(m, "content", text_item(text, len));
   } else {
-    cJSON_AddStringToObject(c0, "text", text ? text : "");
+    cJSON_AddItemToObject(c0, "text", text_item(text ? text : "", text ? len : 0));
   }
   if (finish)
     cJSON_AddStringToObject(c0, "finish_reason", finish);
@@ -541,10 +550,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       rc = pthread_cond_timedwait(&j->cond, &s->lock, &until);
     bool ok = true;
     if (j->sent < j->len) {
-      char *piece = rx_strdup(j->text + j->sent);
+      ok = push_event(j, answer(s, j, j->text + j->sent, j->len - j->sent, NULL, true), NULL);
       j->sent = j->len;
-      ok = piece && push_event(j, answer(s, j, piece, NULL, true), NULL);
-      free(piece);
     } else if (j->done) {
       if (j->error) {
         cJSON *e = cJSON_CreateObject(), *eo = cJSON_AddObjectToObject(e, "error");
@@ -552,7 +559,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         cJSON_AddStringToObject(eo, "type", "server_error");
         ok = push_event(j, e, NULL);
       } else {
-        ok = push_event(j, answer(s, j, NULL, j->finish, true), NULL);
+        ok = push_event(j, answer(s, j, NULL, 0, j->finish, true), NULL);
       }
       ok = ok && push_event(j, NULL, "data: [DONE]\n\n");
       j->finished_stream = true;
@@ -643,7 +650,7 @@ static enum MHD_Result respond(rx_server *s, struct MHD_Connection *c, job *j) {
   while (!j->done) pthread_cond_wait(&j->cond, &s->lock);
   pthread_mutex_unlock(&s->lock);
   if (j->error) return send_error(c, (unsigned)j->error_status, NULL, "%s", j->error);
-  return send_json(c, 200, answer(s, j, j->text ? j->text : "", j->finish, false));
+  return send_json(c, 200, answer(s, j, j->text ? j->text : "", j->len, j->finish, false));
 }
 
 static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn *cn, bool chat) {
