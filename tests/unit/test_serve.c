@@ -17,7 +17,8 @@
  *   slow headers, half bodies, abandoned non-streaming and streaming requests, while a
  *   well-behaved request is answered right and soon; idle, slow and half connections closed;
  *   abandoned requests cancelled; a full queue answers 503 with Retry-After; a deadline ends a
- *   request with 504; the per-address and total connection limits hold.
+ *   request with 504; the per-address and total connection limits hold; stopping the server
+ *   while requests wait for tokens ends them with 503 and closes their connections.
  *
  * usage: test_serve TESTS_DIR */
 #include "base/base.h"
@@ -724,6 +725,47 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   rx_server_stop(s);
 }
 
+typedef struct waiting_client {
+  int status;
+  char *body;
+} waiting_client;
+
+static void *waiting_thread(void *arg) {
+  waiting_client *w = arg;
+  char *req = completion_body(prompts[1], LONG_TOKEN, false);
+  w->status = http("POST", "/v1/completions", req, &w->body);
+  free(req);
+  return NULL;
+}
+
+/* Stopping the server while requests wait for their tokens (their connections suspended) ends
+ * them with "the server is stopping" and closes them. */
+static void stop_while_waiting(rx_llm_model *m) {
+  rx_server_options so = {.max_batch = 2, .model_name = "kjv"};
+  rx_server *s = NULL;
+  if (!ok_status(rx_server_start(m, &so, &s), "start the stopping server")) return;
+  port = rx_server_port(s);
+  waiting_client w = {0};
+  pthread_t th;
+  pthread_create(&th, NULL, waiting_thread, &w);
+  char *body = completion_body(prompts[2], LONG_TOKEN, true);
+  int fd = held_stream(body);
+  free(body);
+  rx_server_stats ss = rx_server_get_stats(s);
+  for (int i = 0; i < 500 && ss.pending != 2; i++) {
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    ss = rx_server_get_stats(s);
+  }
+  CHECK(ss.pending == 2, "stop: %lld requests pending, 2 expected", (long long)ss.pending);
+  rx_server_stop(s);
+  pthread_join(th, NULL);
+  CHECK(w.status == 503 && w.body && strstr(w.body, "the server is stopping"),
+        "stop: the waiting request got %d %s", w.status, w.body ? w.body : "");
+  free(w.body);
+  CHECK(fd >= 0 && closed_within(fd, 2000), "stop: the stream was not closed");
+  if (fd >= 0) close(fd);
+}
+
 /* At most max_connections_per_ip from 127.0.0.1, and at most max_connections in all: the
  * connection past the limit is closed or never answered while the others are open. */
 static void connection_limits(rx_llm_model *m) {
@@ -781,6 +823,7 @@ static void serve(rx_llm_model *m) {
   max_batch(m);
   hostile(m, capacity);
   queue_and_deadline(m, capacity);
+  stop_while_waiting(m);
   connection_limits(m);
   for (int p = 0; p < NPROMPT; p++) free(want[p]);
 }

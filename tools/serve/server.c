@@ -1,18 +1,22 @@
 /* relaxc serve's HTTP server (server.h). Threads:
- *   - libmicrohttpd's, one per connection (at most max_connections, max_connections_per_ip from
- *     one address; a connection silent for idle_timeout_s is closed by libmicrohttpd): read the
- *     body, validate and tokenize it (the tokenizer is immutable, so shared), queue a job (503
- *     when max_queue jobs already wait), wait for the scheduler to accept it, then wait on the
- *     job's condition for text (streaming: each wake-up sends what came; otherwise one answer);
+ *   - libmicrohttpd's pool of POOL_THREADS on epoll, for every connection (at most
+ *     max_connections, max_connections_per_ip from one address; a connection silent for
+ *     idle_timeout_s is closed by libmicrohttpd): read the body, validate and tokenize it (the
+ *     tokenizer is immutable, so shared), queue a job (503 when max_queue jobs already wait),
+ *     and suspend the connection until the job has news (accepted, text, its end); the
+ *     scheduler lists the news (wake) and resumes the connection, and the pool thread sends
+ *     what came (a stream's events, or the whole answer). No thread ever waits for tokens;
  *   - the scheduler: submits queued jobs to the batcher, cancels those whose client went away or
  *     whose deadline passed, and runs rx_llm_batcher_step while any is pending; on_token appends
  *     each token's text to its job under the lock. Every model call is on this thread;
  *   - the watchdog, every WATCH_MS: shuts the socket of a connection whose request has not
  *     arrived whole within read_timeout_ms (slow headers or bodies: libmicrohttpd's timeout
- *     only sees silence), and marks cancelled the job of a connection whose client closed it
- *     (the connection thread is blocked waiting for tokens, so libmicrohttpd cannot see it).
+ *     only sees silence), marks cancelled the job of a connection whose client closed it (a
+ *     suspended connection's socket is not watched by libmicrohttpd), and wakes a stream with
+ *     nothing new for KEEPALIVE_S so that it sends a keep-alive comment.
  * A job is shared by the connection, the streaming response and the scheduler (refs); the last
- * one to drop it frees it. */
+ * one to drop it frees it. Lock order: the server's lock is never held while calling
+ * libmicrohttpd's suspend or resume. */
 #include "tools/serve/server.h"
 
 #include "base/base.h"
@@ -38,10 +42,13 @@
 #define KEEPALIVE_S 5  /* a stream with nothing new for this long sends an SSE comment */
 #define WATCH_MS    50 /* the watchdog's period: how late a gone client or a slow request is seen */
 #define RETRY_AFTER "1" /* seconds a 503 for a full queue asks the client to wait */
+/* libmicrohttpd's threads: they parse, tokenize and write answers (the model runs on the
+ * scheduler thread), and never wait for tokens, so a few serve every connection */
+#define POOL_THREADS  4u
+#define STOP_GRACE_MS 1000 /* how long stopping lets ended requests send their answers */
 
 typedef struct job {
   struct job *next; /* in the server's queue, or the scheduler's active list */
-  pthread_cond_t cond;
   int refs;
   /* the request (written before it is queued, read-only after) */
   int32_t *prompt;
@@ -53,6 +60,10 @@ typedef struct job {
   double deadline; /* now_ms() past which it ends with an error; 0: none */
   /* under the server's lock */
   bool accepted, done, cancelled, timed_out;
+  struct MHD_Connection *conn; /* the connection waiting for news of it */
+  bool suspended;              /* conn is suspended until there is news (wake) */
+  struct job *wake_next;       /* in the server's list of connections to resume */
+  double last_event;           /* now_ms() of the stream's last event */
   int64_t batch_id;
   char *text; /* generated text so far */
   size_t len, cap;
@@ -86,6 +97,7 @@ struct rx_server {
   pthread_cond_t work; /* the scheduler waits for jobs on it */
   pthread_cond_t tick; /* the watchdog sleeps on it, so that stopping wakes it */
   job *queue, *queue_tail;
+  job *wake; /* jobs whose suspended connections are to be resumed (resume_woken) */
   bool stopping, watchdog_stop;
   int port;
   char *model_name;
@@ -110,7 +122,6 @@ static void job_unref(rx_server *s, job *j) {
   bool last = --j->refs == 0;
   pthread_mutex_unlock(&s->lock);
   if (!last) return;
-  pthread_cond_destroy(&j->cond);
   rx_llm_free(j->prompt);
   free(j->text);
   free(j->error);
@@ -118,8 +129,35 @@ static void job_unref(rx_server *s, job *j) {
   free(j);
 }
 
+/* Under the lock: there is news of j, so its connection, if suspended waiting for it, is to be
+ * resumed (by resume_woken, outside the lock: libmicrohttpd takes its own locks). A suspended
+ * connection is never closed, so conn stays valid until it is resumed; the ref keeps j. */
+static void wake(rx_server *s, job *j) {
+  if (!j->suspended) return;
+  j->suspended = false;
+  j->refs++;
+  j->wake_next = s->wake;
+  s->wake = j;
+}
+
+static void job_unref(rx_server *s, job *j);
+
+/* Resumes the connections that wake listed. */
+static void resume_woken(rx_server *s) {
+  pthread_mutex_lock(&s->lock);
+  job *w = s->wake;
+  s->wake = NULL;
+  pthread_mutex_unlock(&s->lock);
+  while (w) {
+    job *j = w;
+    w = w->wake_next;
+    MHD_resume_connection(j->conn);
+    job_unref(s, j);
+  }
+}
+
 /* Ends j (under the lock) with an error message or a finish reason. */
-static void job_finish(job *j, int status, const char *error, const char *finish) {
+static void job_finish(rx_server *s, job *j, int status, const char *error, const char *finish) {
   assert(!j->done);
   if (error && !j->error) {
     j->error = rx_strdup(error);
@@ -127,12 +165,12 @@ static void job_finish(job *j, int status, const char *error, const char *finish
   }
   j->finish = finish;
   j->done = true;
-  pthread_cond_broadcast(&j->cond);
+  wake(s, j);
 }
 
 /* Ends a job the scheduler took (under the lock), counted in the stats. */
 static void job_end(rx_server *s, job *j, int status, const char *error, const char *finish) {
-  job_finish(j, status, error, finish);
+  job_finish(s, j, status, error, finish);
   s->stats.completed++;
   s->inflight--;
 }
@@ -170,7 +208,7 @@ static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
     }
   }
   j->completion_tokens++;
-  pthread_cond_broadcast(&j->cond);
+  if (len) wake(cb->s, j);
   pthread_mutex_unlock(&cb->s->lock);
   return go;
 }
@@ -219,7 +257,7 @@ static void submit_queued(rx_server *s, active **list) {
     } else {
       j->accepted = true;
       j->batch_id = id;
-      pthread_cond_broadcast(&j->cond);
+      wake(s, j);
     }
     pthread_mutex_unlock(&s->lock);
     if (st) {
@@ -297,6 +335,7 @@ static void *scheduler(void *arg) {
     if (stop) break;
     submit_queued(s, &list);
     reap(s, &list, false);
+    resume_woken(s);
     if (list) {
       size_t n = 0;
       rx_status st = rx_llm_batcher_step(s->b, &n);
@@ -305,6 +344,7 @@ static void *scheduler(void *arg) {
         rx_status_free(st);
       }
       reap(s, &list, false);
+      resume_woken(s);
     }
     rx_llm_batcher_stats bs = rx_llm_batcher_get_stats(s->b);
     int64_t kv_free = rx_llm_model_kv_free_tokens(s->m);
@@ -330,6 +370,7 @@ static void *scheduler(void *arg) {
     q = q->next;
     job_unref(s, j);
   }
+  resume_woken(s);
   return NULL;
 }
 
@@ -446,7 +487,6 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
     *ret = send_error(c, 500, NULL, "out of memory");
     return NULL;
   }
-  pthread_cond_init(&j->cond, NULL);
   j->refs = 2;
   j->prompt = ids;
   j->count = n;
@@ -530,25 +570,42 @@ static bool push_event(job *j, cJSON *json, const char *raw) {
 typedef struct stream_ctx {
   rx_server *s;
   job *j;
+  struct MHD_Connection *c;
 } stream_ctx;
 
-/* libmicrohttpd's content reader of a stream: blocks (this connection's own thread) until the
- * job has new text, and hands out the events. */
+/* Whether a connection waiting on j has news: for a stream, new text, or the end. */
+static bool stream_news(const job *j) { return j->sent < j->len || j->done; }
+/* before a stream's response, its start (or the end); before a whole answer, the end */
+static bool start_news(const job *j) { return j->done || (j->stream && j->accepted); }
+
+/* Called in a libmicrohttpd callback of c with nothing to send: suspends c until the scheduler
+ * has news of j (wake); if news came meanwhile, resumes it at once (the callback is called
+ * again). Only a suspended connection is ever resumed, and only once. */
+static void wait_for_news(rx_server *s, struct MHD_Connection *c, job *j,
+                          bool (*news)(const job *)) {
+  MHD_suspend_connection(c);
+  pthread_mutex_lock(&s->lock);
+  bool now = news(j);
+  if (!now) {
+    j->conn = c;
+    j->suspended = true;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (now) MHD_resume_connection(c);
+}
+
+/* libmicrohttpd's content reader of a stream: hands out the events; with none ready, suspends
+ * the connection until the job has news (or the watchdog asks for a keep-alive). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   stream_ctx *sc = cls;
   job *j = sc->j;
   rx_server *s = sc->s;
   if (j->out_pos == j->out_len && j->finished_stream) return MHD_CONTENT_READER_END_OF_STREAM;
-  while (j->out_pos == j->out_len) {
+  if (j->out_pos == j->out_len) {
     pthread_mutex_lock(&s->lock);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += KEEPALIVE_S;
-    int rc = 0;
-    while (!j->done && j->sent == j->len && rc == 0)
-      rc = pthread_cond_timedwait(&j->cond, &s->lock, &until);
     bool ok = true;
+    double now = now_ms();
     if (j->sent < j->len) {
       ok = push_event(j, answer(s, j, j->text + j->sent, j->len - j->sent, NULL, true), NULL);
       j->sent = j->len;
@@ -563,11 +620,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       }
       ok = ok && push_event(j, NULL, "data: [DONE]\n\n");
       j->finished_stream = true;
-    } else {
+    } else if (now - j->last_event >= KEEPALIVE_S * 1e3) {
       ok = push_event(j, NULL, ": keep-alive\n\n");
     }
+    if (j->out_pos < j->out_len) j->last_event = now;
     pthread_mutex_unlock(&s->lock);
     if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (j->out_pos == j->out_len) {
+      wait_for_news(s, sc->c, j, stream_news);
+      return 0;
+    }
   }
   size_t n = j->out_len - j->out_pos;
   if (n > max) n = max;
@@ -589,13 +651,13 @@ static sock *sock_of(struct MHD_Connection *c) {
   return ci ? ci->socket_context : NULL;
 }
 
-/* Queues j for the scheduler and waits until it is accepted or has ended; false (j not queued,
- * and the scheduler's ref dropped) when the queue is full. */
+/* Queues j for the scheduler; false (j not queued, and the scheduler's ref dropped) when the
+ * queue is full. */
 static bool enqueue(rx_server *s, struct MHD_Connection *c, job *j) {
   pthread_mutex_lock(&s->lock);
   bool full = !s->stopping && s->inflight >= s->max_batch + s->o.max_queue;
   if (s->stopping || full) {
-    job_finish(j, 503, full ? "the queue is full" : "the server is stopping", NULL);
+    job_finish(s, j, 503, full ? "the queue is full" : "the server is stopping", NULL);
     j->refs--; /* the scheduler's, never taken */
     s->stats.refused_busy += full;
   } else {
@@ -609,31 +671,30 @@ static bool enqueue(rx_server *s, struct MHD_Connection *c, job *j) {
     if (k) k->j = j; /* the watchdog now watches for the client leaving */
     pthread_cond_signal(&s->work);
   }
-  while (!j->accepted && !j->done) pthread_cond_wait(&j->cond, &s->lock);
   pthread_mutex_unlock(&s->lock);
   return !full;
 }
 
+/* The answer to a queued job: a stream's response once the batcher took it, a whole answer once
+ * it ended, an error; until then the connection is suspended (the handler is called again when
+ * it is resumed). */
 static enum MHD_Result respond(rx_server *s, struct MHD_Connection *c, job *j) {
-  if (!enqueue(s, c, j)) {
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "the server is busy: %lld requests run and %lld wait (relaxc serve --max-queue); "
-             "retry after %s s",
-             (long long)s->max_batch, (long long)s->o.max_queue, RETRY_AFTER);
-    return send_answer(c, 503, error_object(503, NULL, msg), RETRY_AFTER);
-  }
   pthread_mutex_lock(&s->lock);
-  bool failed = j->done && j->error;
+  bool ready = start_news(j), failed = j->done && j->error;
   pthread_mutex_unlock(&s->lock);
+  if (!ready) {
+    wait_for_news(s, c, j, start_news);
+    return MHD_YES;
+  }
   if (failed) return send_error(c, (unsigned)j->error_status, NULL, "%s", j->error);
   if (j->stream) {
     stream_ctx *sc = malloc(sizeof *sc);
     if (!sc) return send_error(c, 500, NULL, "out of memory");
     pthread_mutex_lock(&s->lock);
     j->refs++;
+    j->last_event = now_ms();
     pthread_mutex_unlock(&s->lock);
-    *sc = (stream_ctx){s, j};
+    *sc = (stream_ctx){s, j, c};
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
     if (!r) {
@@ -646,10 +707,6 @@ static enum MHD_Result respond(rx_server *s, struct MHD_Connection *c, job *j) {
     MHD_destroy_response(r);
     return ret;
   }
-  pthread_mutex_lock(&s->lock);
-  while (!j->done) pthread_cond_wait(&j->cond, &s->lock);
-  pthread_mutex_unlock(&s->lock);
-  if (j->error) return send_error(c, (unsigned)j->error_status, NULL, "%s", j->error);
   return send_json(c, 200, answer(s, j, j->text ? j->text : "", j->len, j->finish, false));
 }
 
@@ -661,9 +718,15 @@ static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn 
     return send_error(c, e.status, e.param, "%s", e.msg);
   enum MHD_Result ret = MHD_NO;
   cn->j = make_job(s, c, &r, chat, &ret);
-  if (cn->j) ret = respond(s, c, cn->j);
   rx_serve_request_free(&r);
-  return ret;
+  if (!cn->j) return ret;
+  if (enqueue(s, c, cn->j)) return respond(s, c, cn->j);
+  char msg[256];
+  snprintf(msg, sizeof msg,
+           "the server is busy: %lld requests run and %lld wait (relaxc serve --max-queue); "
+           "retry after %s s",
+           (long long)s->max_batch, (long long)s->o.max_queue, RETRY_AFTER);
+  return send_answer(c, 503, error_object(503, NULL, msg), RETRY_AFTER);
 }
 
 static enum MHD_Result handle_models(rx_server *s, struct MHD_Connection *c) {
@@ -706,6 +769,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
   sock *k = sock_of(c);
   if (k) k->reading = false;
   pthread_mutex_unlock(&s->lock);
+  if (cn->j) return respond(s, c, cn->j); /* resumed: the job has news */
   rx_serve_error e;
   switch (rx_serve_route_of(method, url, &e)) {
   case RX_SERVE_REFUSED:
@@ -807,6 +871,9 @@ static void *watchdog(void *arg) {
       } else if (k->j && !k->j->done && !k->j->cancelled && client_gone(k->fd)) {
         k->j->cancelled = true;
         pthread_cond_signal(&s->work);
+      } else if (k->j && k->j->stream && k->j->accepted &&
+                 now - k->j->last_event >= KEEPALIVE_S * 1e3) {
+        wake(s, k->j); /* a stream with nothing new for a while sends a keep-alive comment */
       }
     }
     struct timespec until;
@@ -814,7 +881,10 @@ static void *watchdog(void *arg) {
     until.tv_nsec += WATCH_MS * 1000000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&s->tick, &s->lock, &until);
+    pthread_mutex_unlock(&s->lock);
+    resume_woken(s);
+    pthread_mutex_lock(&s->lock);
+    if (!s->watchdog_stop) pthread_cond_timedwait(&s->tick, &s->lock, &until);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -877,13 +947,15 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
     st = rx_status_make(RX_ERR_INTERNAL, "cannot start the watchdog thread");
   s->watchdog_started = !st;
   if (!st) {
-    /* a thread per connection, since a connection's thread blocks until its tokens come; the
-     * connection limits bound the threads, and the timeouts free them */
+    /* a pool of threads on epoll: a connection waiting for tokens is suspended, so idle or
+     * waiting connections hold no thread; libmicrohttpd splits max_connections over the pool */
+    unsigned pool =
+        (unsigned)opt.max_connections < POOL_THREADS ? (unsigned)opt.max_connections : POOL_THREADS;
     s->d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
-        NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, s, MHD_OPTION_NOTIFY_CONNECTION, connection_event, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+        access_handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, connection_event,
+        s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)opt.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)opt.max_connections_per_ip, MHD_OPTION_END);
     if (!s->d)
@@ -918,6 +990,16 @@ void rx_server_stop(rx_server *s) {
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+  }
+  /* the jobs have ended ("the server is stopping"): their connections, resumed, may send that
+   * before the daemon closes them */
+  for (int i = 0; s->d && i < STOP_GRACE_MS / 10; i++) {
+    pthread_mutex_lock(&s->lock);
+    bool waiting = false;
+    for (sock *k = s->socks; k && !waiting; k = k->next) waiting = k->j != NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!waiting) break;
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
   }
   if (s->d) MHD_stop_daemon(s->d);
   if (s->watchdog_started) {

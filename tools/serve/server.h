@@ -1,11 +1,11 @@
 /* relaxc serve's HTTP server (tools/serve/server.c): OpenAI-style /v1/completions and
  * /v1/chat/completions over one LLM artifact, on libmicrohttpd (built only when CMake finds it:
  * RX_HAVE_MICROHTTPD). One scheduler thread drives an rx_llm_batcher and makes every model call;
- * the HTTP threads (one per connection) parse and tokenize requests, hand them over through a
- * mutex-protected queue and wait on a condition for the tokens (streamed as server-sent events,
- * or one JSON answer at the end). A watchdog thread closes connections whose requests arrive too
- * slowly and cancels the requests of clients that went away. README "relaxc serve" and
- * docs/serve.md list what is supported. */
+ * libmicrohttpd's pool of threads parses and tokenizes requests, hands them over through a
+ * mutex-protected queue and suspends each connection until its tokens come (streamed as
+ * server-sent events, or one JSON answer at the end). A watchdog thread closes connections whose
+ * requests arrive too slowly and cancels the requests of clients that went away. README "relaxc
+ * serve" and docs/serve.md list what is supported. */
 #ifndef RX_TOOLS_SERVE_SERVER_H
 #define RX_TOOLS_SERVE_SERVER_H
 #include "relaxc/llm.h"
