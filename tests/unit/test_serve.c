@@ -15,10 +15,11 @@
  *   NUL), and --max-batch past the artifact's is refused;
  * - hostile clients, on servers with small timeouts and limits: hundreds of idle connections,
  *   slow headers, half bodies, abandoned non-streaming and streaming requests, while a
- *   well-behaved request is answered right and soon; idle, slow and half connections closed;
- *   abandoned requests cancelled; a full queue answers 503 with Retry-After; a deadline ends a
- *   request with 504; the per-address and total connection limits hold; stopping the server
- *   while requests wait for tokens ends them with 503 and closes their connections.
+ *   well-behaved request is answered right and soon; the idle connections hold no thread; idle,
+ *   slow and half connections closed; abandoned requests cancelled; a full queue answers 503
+ *   with Retry-After; a deadline ends a request with 504; the per-address and total connection
+ * limits hold; stopping the server while requests wait for tokens ends them with 503 and closes
+ * their connections.
  *
  * usage: test_serve TESTS_DIR */
 #include "base/base.h"
@@ -563,6 +564,17 @@ static void *slow_thread(void *arg) {
   return NULL;
 }
 
+/* The threads of this process (/proc/self/status), or -1. */
+static int process_threads(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
 /* Sends a request and closes at once (abandoned). */
 static void abandon(const char *body) {
   int fd = connect_server();
@@ -585,6 +597,7 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
   rx_server *s = NULL;
   if (!ok_status(rx_server_start(m, &so, &s), "start the hostile server")) return;
   port = rx_server_port(s);
+  int threads0 = process_threads();
   static int idle[NIDLE];
   for (int i = 0; i < NIDLE; i++) idle[i] = connect_server();
   slow w = {.start = now_ms()};
@@ -618,6 +631,11 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
   cJSON_Delete(o);
   free(out);
   free(body);
+  /* the idle connections hold no thread (libmicrohttpd's pool, not a thread per connection) */
+  int threads = process_threads();
+  CHECK(threads > 0 && threads - threads0 < NIDLE / 4,
+        "hostile: the process runs %d threads with %d idle connections open, %d before", threads,
+        NIDLE, threads0);
   /* the abandoned requests are cancelled, not run to their end */
   rx_server_stats ss = rx_server_get_stats(s);
   for (int i = 0; i < 300 && ss.cancelled < before + 2 * NABANDON; i++) {
