@@ -17,6 +17,10 @@
 typedef struct serve_cli {
   const char *model, *host, *device, *name;
   long long port, max_batch, kv_capacity;
+  bool max_batch_given; /* --max-batch was on the command line: refused past the artifact's */
+  /* the limits (server.h's RX_SERVE_* defaults when absent, 0 here) */
+  long long idle_s, read_s, deadline_s, max_conns, per_ip, max_queue;
+  bool deadline_given;
 } serve_cli;
 
 static int number(const rx_cli_args *it, long long lo, long long hi, long long *out) {
@@ -46,6 +50,20 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
       rc = number(&it, 0, 65535, &g->port);
     } else if (!strcmp(f, "--max-batch")) {
       rc = number(&it, 1, 1024, &g->max_batch);
+      g->max_batch_given = true;
+    } else if (!strcmp(f, "--idle-timeout")) {
+      rc = number(&it, 1, 86400, &g->idle_s);
+    } else if (!strcmp(f, "--read-timeout")) {
+      rc = number(&it, 1, 86400, &g->read_s);
+    } else if (!strcmp(f, "--request-timeout")) {
+      rc = number(&it, 0, 7 * 86400, &g->deadline_s);
+      g->deadline_given = true;
+    } else if (!strcmp(f, "--max-connections")) {
+      rc = number(&it, 1, 1 << 20, &g->max_conns);
+    } else if (!strcmp(f, "--max-connections-per-ip")) {
+      rc = number(&it, 1, 1 << 20, &g->per_ip);
+    } else if (!strcmp(f, "--max-queue")) {
+      rc = number(&it, 1, 1 << 20, &g->max_queue);
     } else if (!strcmp(f, "--kv-capacity")) {
       rc = number(&it, 16, 1 << 30, &g->kv_capacity);
     } else {
@@ -90,10 +108,21 @@ int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   if (s) return fail(s);
   char name[256];
   default_name(g.model, name, sizeof name);
+  /* the default 8 shrinks to what the artifact runs; an explicit --max-batch past it is refused */
+  int64_t most = rx_llm_model_max_batch(m);
   rx_server_options so = {.host = g.host,
                           .port = (int)g.port,
-                          .max_batch = g.max_batch,
-                          .model_name = g.name ? g.name : name};
+                          .max_batch =
+                              g.max_batch_given || g.max_batch <= most ? g.max_batch : most,
+                          .model_name = g.name ? g.name : name,
+                          .idle_timeout_s = (int)g.idle_s,
+                          .read_timeout_ms = g.read_s * 1000,
+                          .deadline_ms = !g.deadline_given ? 0
+                                         : g.deadline_s    ? g.deadline_s * 1000
+                                                           : -1,
+                          .max_connections = (int)g.max_conns,
+                          .max_connections_per_ip = (int)g.per_ip,
+                          .max_queue = g.max_queue};
   rx_server *srv = NULL;
   s = rx_server_start(m, &so, &srv);
   if (s) {
@@ -104,7 +133,7 @@ int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
           "relaxc serve: model '%s' on %s, http://%s:%d/v1/completions and "
           "/v1/chat/completions; up to %lld requests at once; Ctrl-C stops\n",
           so.model_name, rx_llm_model_device_name(m), g.host, rx_server_port(srv),
-          (long long)rx_llm_model_max_sequences(m));
+          (long long)rx_server_max_batch(srv));
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "relaxc serve: stopping\n");

@@ -194,7 +194,29 @@ static const rx_cli_flag serve_flags[] = {
     {"--port", NULL, "P", "the TCP port (0: any free one, printed); default: 8000", NULL},
     {"--host", NULL, "ADDR",
      "the IPv4 address to listen on; default: 127.0.0.1 (this machine only)", NULL},
-    {"--max-batch", NULL, "B", "the most requests generating at once; default: 8", NULL},
+    {"--max-batch", NULL, "B",
+     "the most requests generating at once, at most the artifact's max_batch (more is refused); "
+     "default: 8, or the artifact's max_batch if smaller",
+     NULL},
+    {"--max-queue", NULL, "N",
+     "the most requests waiting for a batch slot; more are answered 503 with Retry-After; "
+     "default: 64",
+     NULL},
+    {"--request-timeout", NULL, "S",
+     "seconds a request may take from arrival to the answer's end, then it ends with an error "
+     "(0: none); default: 600",
+     NULL},
+    {"--idle-timeout", NULL, "S",
+     "seconds a connection may stay silent before it is closed; "
+     "default: 15",
+     NULL},
+    {"--read-timeout", NULL, "S",
+     "seconds a request's headers and body may take to arrive, from the connection's opening "
+     "or its previous answer's end; default: 30",
+     NULL},
+    {"--max-connections", NULL, "N", "the most connections open at once; default: 256", NULL},
+    {"--max-connections-per-ip", NULL, "N",
+     "the most connections open at once from one IPv4 address; default: 64", NULL},
     {"--kv-capacity", NULL, "N", "the KV cache's size in tokens, over all requests; default: 8192",
      NULL},
     {"--model-name", NULL, "NAME",

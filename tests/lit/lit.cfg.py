@@ -25,3 +25,7 @@ config.substitutions.append(
 # `REQUIRES: onnx`: relaxc was built with the ONNX frontend (frontends/onnx/onnx.cmake)
 if getattr(config, "relaxc_onnx", False):
     config.available_features.add("onnx")
+# `REQUIRES: serve`: relaxc was built with libmicrohttpd, so it has `relaxc serve`
+# (tools/serve/serve.cmake)
+if getattr(config, "relaxc_serve", False):
+    config.available_features.add("serve")

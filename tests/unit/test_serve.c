@@ -10,7 +10,16 @@
  *   model, "stop", a GET of a POST endpoint, an unknown path;
  * - a client that disconnects mid-stream cancels its request: the KV cache ends empty;
  * - load: 64 concurrent streaming clients (threads), each response complete and equal to the same
- *   prompt alone (greedy); throughput and latency percentiles printed (bench/RESULTS.md).
+ *   prompt alone (greedy); throughput and latency percentiles printed (bench/RESULTS.md);
+ * - a prompt with "\u0000" is tokenized whole (its prompt_tokens are those of the bytes with the
+ *   NUL), and --max-batch past the artifact's is refused;
+ * - hostile clients, on servers with small timeouts and limits: hundreds of idle connections,
+ *   slow headers, half bodies, abandoned non-streaming and streaming requests, while a
+ *   well-behaved request is answered right and soon; the idle connections hold no thread; idle,
+ *   slow and half connections closed; abandoned requests cancelled; a full queue answers 503
+ *   with Retry-After; a deadline ends a request with 504; the per-address and total connection
+ * limits hold; stopping the server while requests wait for tokens ends them with 503 and closes
+ * their connections.
  *
  * usage: test_serve TESTS_DIR */
 #include "base/base.h"
@@ -31,7 +40,9 @@
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -284,6 +295,8 @@ static void bad_requests(void) {
        "max_tokens is 100000"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 2.5}", 400,
        "'max_tokens' must be an integer"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 1e49}", 400,
+       "'max_tokens' is 1e+49, outside [1, 1e+15]"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"gpt-9\"}", 404,
        "model 'gpt-9' not found"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": \"\\n\"}", 400,
@@ -425,10 +438,395 @@ static void load(rx_server *s) {
           ttft[NCLIENTS * 9 / 10], ttft[NCLIENTS * 99 / 100]);
 }
 
+/* ---- item 10 of issue 29: what was asked is what is answered ---- */
+
+/* "\u0000" in a prompt is kept: its prompt_tokens are those of all its bytes, not of the text
+ * before the NUL. */
+static void nul_prompt(rx_llm_model *m) {
+  static const char prompt[] = "And God\0 said, Let there be light";
+  int32_t *ids = NULL;
+  size_t whole = 0, cut = 0;
+  ok_status(rx_tokenizer_encode(rx_llm_model_tokenizer(m), prompt, sizeof prompt - 1,
+                                RX_TOKENIZER_ADD_SPECIAL, &ids, &whole),
+            "encode with a NUL");
+  rx_llm_free(ids);
+  ids = NULL;
+  ok_status(rx_tokenizer_encode(rx_llm_model_tokenizer(m), prompt, strlen(prompt),
+                                RX_TOKENIZER_ADD_SPECIAL, &ids, &cut),
+            "encode without");
+  rx_llm_free(ids);
+  CHECK(whole > cut, "the NUL test needs a text whose tail has tokens (%zu, %zu)", whole, cut);
+  const char *req[] = {
+      "{\"prompt\":\"And God\\u0000 said, Let there be light\",\"max_tokens\":1,\"temperature\":0}",
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"x\\u0000y\"}],\"max_tokens\":1}"};
+  char *out = NULL;
+  int st = http("POST", "/v1/completions", req[0], &out);
+  cJSON *o = cJSON_Parse(out ? out : "");
+  const cJSON *pt = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "prompt_tokens");
+  CHECK(st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
+        "a prompt with \\u0000: status %d, body %s; its %zu tokens expected (%zu cut at the NUL)",
+        st, out, whole, cut);
+  cJSON_Delete(o);
+  free(out);
+  /* chat: "user: x\0y\nassistant:" has more tokens than "user: x" */
+  st = http("POST", "/v1/chat/completions", req[1], &out);
+  o = cJSON_Parse(out ? out : "");
+  pt = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "prompt_tokens");
+  ids = NULL;
+  static const char chat[] = "user: x\0y\nassistant:";
+  ok_status(rx_tokenizer_encode(rx_llm_model_tokenizer(m), chat, sizeof chat - 1,
+                                RX_TOKENIZER_ADD_SPECIAL, &ids, &whole),
+            "encode the chat prompt");
+  rx_llm_free(ids);
+  CHECK(st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
+        "a chat message with \\u0000: status %d, body %s; %zu prompt tokens expected", st, out,
+        whole);
+  cJSON_Delete(o);
+  free(out);
+}
+
+/* --max-batch past what the artifact runs is refused by name; 0 announces the real value. */
+static void max_batch(rx_llm_model *m) {
+  rx_server_options so = {.max_batch = MAX_B * 4, .model_name = "kjv"};
+  rx_server *s = NULL;
+  rx_status st = rx_server_start(m, &so, &s);
+  CHECK(st && strstr(rx_status_message(st), "--max-batch 64"),
+        "max_batch %d on an artifact for %d: %s", MAX_B * 4, MAX_B,
+        st ? rx_status_message(st) : "accepted");
+  rx_status_free(st);
+  rx_server_stop(s);
+  so.max_batch = 0;
+  s = NULL;
+  if (ok_status(rx_server_start(m, &so, &s), "start with max_batch 0"))
+    CHECK(rx_server_max_batch(s) == MAX_B, "max_batch 0 runs %lld at once, not %d",
+          (long long)rx_server_max_batch(s), MAX_B);
+  rx_server_stop(s);
+}
+
+/* ---- hostile clients (item 3 of issue 29) ---- */
+
+#define NIDLE      200 /* idle connections that never send */
+#define NSLOW      3   /* connections that send their headers a byte every SLOW_MS */
+#define SLOW_MS    200
+#define NHALF      3 /* connections that send half their body, then nothing */
+#define NABANDON   8 /* abandoned non-streaming requests, and as many streaming ones */
+#define LONG_TOKEN 480
+#define IDLE_S     1    /* the hostile server's idle timeout */
+#define READ_MS    1500 /* and its read timeout */
+/* the well-behaved request's bound, with room for a loaded CI machine: it took 31 s when the
+ * abandoned requests ran to their end, under 1 s now */
+#define GOOD_MS 10000
+
+/* Waits up to ms for the server to close fd (a read gives 0 or an error); true if it did. */
+static bool closed_within(int fd, int ms) {
+  double end = now_ms() + ms;
+  for (;;) {
+    int left = (int)(end - now_ms());
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, left > 0 ? left : 0) > 0) {
+      char b[256];
+      ssize_t k = recv(fd, b, sizeof b, MSG_DONTWAIT);
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+      continue; /* an answer's bytes: read on until the close */
+    }
+    if (left <= 0) return false;
+  }
+}
+
+typedef struct slow {
+  int fd[NSLOW];
+  double closed_at[NSLOW]; /* ms after the start, 0: still open */
+  double start;
+} slow;
+
+/* Sends the slow connections' headers a byte every SLOW_MS for at most 8 s, noting when each was
+ * closed. */
+static void *slow_thread(void *arg) {
+  slow *w = arg;
+  static const char head[] =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  for (size_t i = 0; i < sizeof head - 1 && now_ms() - w->start < 8000; i++) {
+    int open = 0;
+    for (int k = 0; k < NSLOW; k++) {
+      if (w->closed_at[k]) continue;
+      struct pollfd p = {.fd = w->fd[k], .events = POLLIN};
+      char b;
+      bool gone = poll(&p, 1, 0) > 0 && recv(w->fd[k], &b, 1, MSG_DONTWAIT) <= 0;
+      if (gone || send(w->fd[k], head + i, 1, MSG_NOSIGNAL) != 1)
+        w->closed_at[k] = now_ms() - w->start;
+      else
+        open++;
+    }
+    if (!open) break;
+    nanosleep(&(struct timespec){0, SLOW_MS * 1000000L}, NULL);
+  }
+  return NULL;
+}
+
+/* The threads of this process (/proc/self/status), or -1. */
+static int process_threads(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
+/* Sends a request and closes at once (abandoned). */
+static void abandon(const char *body) {
+  int fd = connect_server();
+  if (fd >= 0 && send_request(fd, "POST", "/v1/completions", body))
+    close(fd);
+  else if (fd >= 0)
+    close(fd);
+}
+
+/* Hundreds of idle connections, slow headers, half bodies and abandoned requests at once; a
+ * well-behaved request meanwhile is answered right and soon, the hostile connections are closed
+ * by the timeouts, and the abandoned requests are cancelled. */
+static void hostile(rx_llm_model *m, int64_t capacity) {
+  rx_server_options so = {.max_batch = 4,
+                          .model_name = "kjv",
+                          .idle_timeout_s = IDLE_S,
+                          .read_timeout_ms = READ_MS,
+                          .max_connections = 1000,
+                          .max_connections_per_ip = 1000};
+  rx_server *s = NULL;
+  if (!ok_status(rx_server_start(m, &so, &s), "start the hostile server")) return;
+  port = rx_server_port(s);
+  int threads0 = process_threads();
+  static int idle[NIDLE];
+  for (int i = 0; i < NIDLE; i++) idle[i] = connect_server();
+  slow w = {.start = now_ms()};
+  for (int k = 0; k < NSLOW; k++) w.fd[k] = connect_server();
+  pthread_t th;
+  pthread_create(&th, NULL, slow_thread, &w);
+  int half[NHALF];
+  static const char part[] = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                             "application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\": \"In";
+  for (int k = 0; k < NHALF; k++) {
+    half[k] = connect_server();
+    if (half[k] >= 0 && write(half[k], part, sizeof part - 1) < 0) CHECK(false, "half body");
+  }
+  int64_t before = rx_server_get_stats(s).cancelled;
+  char *lng = completion_body(prompts[1], LONG_TOKEN, false);
+  for (int k = 0; k < NABANDON; k++) abandon(lng);
+  free(lng);
+  lng = completion_body(prompts[2], LONG_TOKEN, true);
+  for (int k = 0; k < NABANDON; k++) abandon(lng);
+  free(lng);
+  /* the well-behaved request: 4 tokens, the start of the 12 of the prompt alone */
+  double t0 = now_ms();
+  char *body = completion_body(prompts[0], 4, false), *out = NULL;
+  int st = http("POST", "/v1/completions", body, &out);
+  double took = now_ms() - t0;
+  cJSON *o = cJSON_Parse(out ? out : "");
+  const char *got = choice_text(o);
+  CHECK(st == 200 && *got && !strncmp(got, want[0], strlen(got)) && took < GOOD_MS,
+        "hostile: a 4-token request took %.0f ms (at most %d): status %d, '%s' (alone: '%s')", took,
+        GOOD_MS, st, out, want[0]);
+  cJSON_Delete(o);
+  free(out);
+  free(body);
+  /* the idle connections hold no thread (libmicrohttpd's pool, not a thread per connection) */
+  int threads = process_threads();
+  CHECK(threads > 0 && threads - threads0 < NIDLE / 4,
+        "hostile: the process runs %d threads with %d idle connections open, %d before", threads,
+        NIDLE, threads0);
+  /* the abandoned requests are cancelled, not run to their end */
+  rx_server_stats ss = rx_server_get_stats(s);
+  for (int i = 0; i < 300 && ss.cancelled < before + 2 * NABANDON; i++) {
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    ss = rx_server_get_stats(s);
+  }
+  CHECK(ss.cancelled == before + 2 * NABANDON,
+        "hostile: %lld of %d abandoned requests cancelled (completed %lld)",
+        (long long)(ss.cancelled - before), 2 * NABANDON, (long long)ss.completed);
+  CHECK(settled(s, m, capacity), "hostile: the server still holds requests or KV pages");
+  /* the idle connections and the half bodies are closed by the idle timeout */
+  int open_idle = 0, open_half = 0;
+  double end = now_ms() + 3000; /* one bound for all */
+  for (int i = 0; i < NIDLE; i++)
+    open_idle += idle[i] < 0 || !closed_within(idle[i], (int)(end - now_ms()));
+  for (int k = 0; k < NHALF; k++)
+    open_half += half[k] < 0 || !closed_within(half[k], (int)(end - now_ms()));
+  CHECK(!open_idle && !open_half,
+        "hostile: %d of %d idle connections and %d of %d half bodies still open %d s after "
+        "the idle timeout of %d s",
+        open_idle, NIDLE, open_half, NHALF, 3, IDLE_S);
+  for (int i = 0; i < NIDLE; i++)
+    if (idle[i] >= 0) close(idle[i]);
+  for (int k = 0; k < NHALF; k++)
+    if (half[k] >= 0) close(half[k]);
+  /* the slow headers are closed by the read timeout, though they never stay silent */
+  pthread_join(th, NULL);
+  for (int k = 0; k < NSLOW; k++) {
+    CHECK(w.closed_at[k] && w.closed_at[k] < READ_MS + 2000,
+          "hostile: slow headers %d closed at %.0f ms (0: never; read timeout %d ms)", k,
+          w.closed_at[k], READ_MS);
+    if (w.fd[k] >= 0) close(w.fd[k]);
+  }
+  rx_server_stop(s);
+}
+
+/* Starts the streaming request of a held connection and waits for its answer's headers. */
+static int held_stream(const char *body) {
+  int fd = connect_server();
+  if (fd < 0 || !send_request(fd, "POST", "/v1/completions", body)) return fd;
+  char buf[512];
+  size_t got = 0;
+  double end = now_ms() + 10000;
+  while (got < sizeof buf - 1 && now_ms() < end) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+    if (k <= 0) break;
+    got += (size_t)k;
+    buf[got] = 0;
+    if (strstr(buf, "\r\n\r\n")) break;
+  }
+  return fd;
+}
+
+/* max_batch 2 and max_queue 1: three requests held, the fourth is answered 503 with
+ * Retry-After; a deadline ends a request with 504. */
+static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
+  rx_server_options so = {.max_batch = 2, .max_queue = 1, .model_name = "kjv", .deadline_ms = 150};
+  rx_server *s = NULL;
+  if (!ok_status(rx_server_start(m, &so, &s), "start the queue server")) return;
+  port = rx_server_port(s);
+  /* the deadline first: a request of LONG_TOKEN tokens cannot end in 150 ms */
+  char *body = completion_body(prompts[3], LONG_TOKEN, false), *out = NULL;
+  int st = http("POST", "/v1/completions", body, &out);
+  free(body);
+  CHECK(st == 504 && out && strstr(out, "deadline of 150 ms passed"),
+        "deadline: status %d, body %s", st, out);
+  free(out);
+  CHECK(rx_server_get_stats(s).timed_out == 1, "deadline: %lld timed out",
+        (long long)rx_server_get_stats(s).timed_out);
+  rx_server_stop(s);
+
+  so.deadline_ms = 0;
+  s = NULL;
+  if (!ok_status(rx_server_start(m, &so, &s), "start the queue server")) return;
+  port = rx_server_port(s);
+  body = completion_body(prompts[3], LONG_TOKEN, true);
+  int held[3];
+  for (int k = 0; k < 3; k++) held[k] = held_stream(body);
+  free(body);
+  rx_server_stats ss = rx_server_get_stats(s);
+  for (int i = 0; i < 200 && ss.pending != 3; i++) { /* the stats lag the scheduler by a step */
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    ss = rx_server_get_stats(s);
+  }
+  CHECK(ss.pending == 3, "queue: %lld requests pending, 3 expected", (long long)ss.pending);
+  int fd = connect_server();
+  body = completion_body(prompts[0], 4, false);
+  char buf[2048] = {0};
+  size_t got = 0;
+  if (fd >= 0 && send_request(fd, "POST", "/v1/completions", body)) {
+    ssize_t k;
+    while (got < sizeof buf - 1 && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+      got += (size_t)k;
+  }
+  if (fd >= 0) close(fd);
+  free(body);
+  CHECK(!strncmp(buf, "HTTP/1.", 7) && !strncmp(buf + 8, " 503", 4) &&
+            strstr(buf, "Retry-After: 1") && strstr(buf, "--max-queue"),
+        "queue: a request past a full queue got: %s", buf);
+  for (int k = 0; k < 3; k++)
+    if (held[k] >= 0) close(held[k]);
+  CHECK(settled(s, m, capacity), "queue: the server still holds requests or KV pages");
+  rx_server_stop(s);
+}
+
+typedef struct waiting_client {
+  int status;
+  char *body;
+} waiting_client;
+
+static void *waiting_thread(void *arg) {
+  waiting_client *w = arg;
+  char *req = completion_body(prompts[1], LONG_TOKEN, false);
+  w->status = http("POST", "/v1/completions", req, &w->body);
+  free(req);
+  return NULL;
+}
+
+/* Stopping the server while requests wait for their tokens (their connections suspended) ends
+ * them with "the server is stopping" and closes them. */
+static void stop_while_waiting(rx_llm_model *m) {
+  rx_server_options so = {.max_batch = 2, .model_name = "kjv"};
+  rx_server *s = NULL;
+  if (!ok_status(rx_server_start(m, &so, &s), "start the stopping server")) return;
+  port = rx_server_port(s);
+  waiting_client w = {0};
+  pthread_t th;
+  pthread_create(&th, NULL, waiting_thread, &w);
+  char *body = completion_body(prompts[2], LONG_TOKEN, true);
+  int fd = held_stream(body);
+  free(body);
+  rx_server_stats ss = rx_server_get_stats(s);
+  for (int i = 0; i < 500 && ss.pending != 2; i++) {
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    ss = rx_server_get_stats(s);
+  }
+  CHECK(ss.pending == 2, "stop: %lld requests pending, 2 expected", (long long)ss.pending);
+  rx_server_stop(s);
+  pthread_join(th, NULL);
+  CHECK(w.status == 503 && w.body && strstr(w.body, "the server is stopping"),
+        "stop: the waiting request got %d %s", w.status, w.body ? w.body : "");
+  free(w.body);
+  CHECK(fd >= 0 && closed_within(fd, 2000), "stop: the stream was not closed");
+  if (fd >= 0) close(fd);
+}
+
+/* At most max_connections_per_ip from 127.0.0.1, and at most max_connections in all: the
+ * connection past the limit is closed or never answered while the others are open. */
+static void connection_limits(rx_llm_model *m) {
+  for (int total = 0; total < 2; total++) {
+    rx_server_options so = {.model_name = "kjv",
+                            .max_connections = total ? 3 : 100,
+                            .max_connections_per_ip = total ? 100 : 3};
+    rx_server *s = NULL;
+    if (!ok_status(rx_server_start(m, &so, &s), "start the limits server")) return;
+    port = rx_server_port(s);
+    int fd[3];
+    for (int k = 0; k < 3; k++) fd[k] = connect_server();
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    int extra = connect_server();
+    char buf[256] = {0};
+    if (extra >= 0 && send_request(extra, "GET", "/health", NULL)) {
+      struct pollfd p = {.fd = extra, .events = POLLIN};
+      if (poll(&p, 1, 500) > 0 && recv(extra, buf, sizeof buf - 1, MSG_DONTWAIT) < 0) buf[0] = 0;
+    }
+    CHECK(!strstr(buf, " 200 "), "%s limit of 3: a fourth connection was answered: %s",
+          total ? "the" : "the per-IP", buf);
+    for (int k = 0; k < 3; k++)
+      if (fd[k] >= 0) close(fd[k]);
+    if (extra >= 0) close(extra);
+    /* with the others gone, a new connection is answered */
+    char *out = NULL;
+    int st = -1;
+    for (int i = 0; i < 20 && st != 200; i++) {
+      free(out);
+      st = http("GET", "/health", NULL, &out);
+      if (st != 200) nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+    CHECK(st == 200, "limits: after the others closed, /health gave %d", st);
+    free(out);
+    rx_server_stop(s);
+  }
+}
+
 static void serve(rx_llm_model *m) {
   int64_t capacity = rx_llm_model_kv_capacity(m);
   for (int p = 0; p < NPROMPT; p++) want[p] = reference(m, prompts[p]);
-  rx_server_options so = {.port = 0, .max_batch = MAX_B, .model_name = "kjv"};
+  rx_server_options so = {
+      .port = 0, .max_batch = MAX_B, .model_name = "kjv", .max_connections_per_ip = 2 * NCLIENTS};
   rx_server *s = NULL;
   if (!ok_status(rx_server_start(m, &so, &s), "start the server")) return;
   port = rx_server_port(s);
@@ -436,9 +834,15 @@ static void serve(rx_llm_model *m) {
   basic();
   bad_requests();
   disconnect(s, m, capacity);
+  nul_prompt(m);
   load(s);
   CHECK(settled(s, m, capacity), "after the load the server still holds requests or KV pages");
   rx_server_stop(s);
+  max_batch(m);
+  hostile(m, capacity);
+  queue_and_deadline(m, capacity);
+  stop_while_waiting(m);
+  connection_limits(m);
   for (int p = 0; p < NPROMPT; p++) free(want[p]);
 }
 

@@ -3,11 +3,13 @@
 find_path(RX_MICROHTTPD_INCLUDE_DIR microhttpd.h)
 find_library(RX_MICROHTTPD_LIBRARY microhttpd)
 if(RX_MICROHTTPD_INCLUDE_DIR AND RX_MICROHTTPD_LIBRARY)
-  add_library(relaxc_serve STATIC ${CMAKE_SOURCE_DIR}/tools/serve/server.c)
+  add_library(relaxc_serve STATIC ${CMAKE_SOURCE_DIR}/tools/serve/server.c
+                         ${CMAKE_SOURCE_DIR}/tools/serve/request.c)
   target_include_directories(relaxc_serve PRIVATE ${RX_MICROHTTPD_INCLUDE_DIR}
                            PUBLIC ${CMAKE_SOURCE_DIR} ${RX_CJSON_INCLUDE_DIR})
   target_link_libraries(relaxc_serve PUBLIC relaxc_runtime ${RX_MICROHTTPD_LIBRARY} Threads::Threads)
   target_compile_definitions(relaxc_serve PUBLIC RX_HAVE_MICROHTTPD)
+  set(RX_SERVE ON) # lit's `REQUIRES: serve` (tests/lit/lit.site.cfg.py.in)
   target_link_libraries(relaxc PRIVATE relaxc_serve)
   message(STATUS "relaxc serve: libmicrohttpd ${RX_MICROHTTPD_LIBRARY}")
 else()

@@ -1,0 +1,150 @@
+/* relaxc serve's requests without the model, the network or a GPU (tools/serve/request.c): routes;
+ * bodies parsed and checked, each refusal with its status, field and message; NULs kept in
+ * prompts ("\u0000" escaped, raw, and in chat messages, never cut at) and in generated text put
+ * into answers (rx_serve_json_string). test_serve runs the same through the server on Vulkan. */
+#include "tools/serve/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
+      fputc('\n', stderr);                                                                         \
+    }                                                                                              \
+  } while (0)
+
+static void routes(void) {
+  struct {
+    const char *method, *url;
+    rx_serve_route route;
+    unsigned status;
+  } cases[] = {
+      {"POST", "/v1/completions", RX_SERVE_COMPLETION, 0},
+      {"POST", "/v1/chat/completions", RX_SERVE_CHAT, 0},
+      {"GET", "/health", RX_SERVE_HEALTH, 0},
+      {"GET", "/v1/models", RX_SERVE_MODELS, 0},
+      {"GET", "/v1/completions", RX_SERVE_REFUSED, 405},
+      {"POST", "/v1/models", RX_SERVE_REFUSED, 405},
+      {"POST", "/v1/nothing", RX_SERVE_REFUSED, 404},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    rx_serve_error e = {0};
+    rx_serve_route r = rx_serve_route_of(cases[i].method, cases[i].url, &e);
+    CHECK(r == cases[i].route && (r != RX_SERVE_REFUSED ||
+                                  (e.status == cases[i].status && strstr(e.msg, cases[i].url))),
+          "%s %s: route %d status %u '%s'", cases[i].method, cases[i].url, (int)r, e.status, e.msg);
+  }
+}
+
+/* A body that parses: its prompt must be the len bytes of want. */
+static void kept(const char *body, size_t blen, bool chat, const char *want, size_t len) {
+  rx_serve_request r;
+  rx_serve_error e;
+  bool ok = rx_serve_parse(body, blen, chat, "kjv", &r, &e);
+  CHECK(ok && r.prompt_len == len && !memcmp(r.prompt, want, len) && !r.prompt[len],
+        "%.*s: %s; prompt of %zu bytes, %zu expected", (int)blen, body, ok ? "parsed" : e.msg,
+        ok ? r.prompt_len : 0, len);
+  if (ok) rx_serve_request_free(&r);
+}
+
+static void nuls(void) {
+  static const char esc[] = "{\"prompt\": \"a\\u0000b\"}";
+  kept(esc, sizeof esc - 1, false, "a\0b", 3);
+  static const char two[] = "{\"prompt\": \"\\u0000\\u0000x\\u0000\"}";
+  kept(two, sizeof two - 1, false, "\0\0x\0", 4);
+  /* an escaped backslash before u0000 is text, not a NUL */
+  static const char text[] = "{\"prompt\": \"a\\\\u0000b\"}";
+  kept(text, sizeof text - 1, false, "a\\u0000b", 8);
+  static const char raw[] = "{\"prompt\": \"a\0b\"}";
+  kept(raw, sizeof raw - 1, false, "a\0b", 3);
+  static const char chat[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\\u0000y\"}]}";
+  static const char want_chat[] = "user: x\0y\nassistant:";
+  kept(chat, sizeof chat - 1, true, want_chat, sizeof want_chat - 1);
+  /* UTF-8 around a NUL stays as it is */
+  static const char utf8[] = "{\"prompt\": \"\xc3\xa9\\u0000\\u00e9\"}";
+  kept(utf8, sizeof utf8 - 1, false, "\xc3\xa9\0\xc3\xa9", 5);
+  /* a body that holds every byte that never occurs in UTF-8 leaves no sentinel: refused by name */
+  static const char full[] =
+      "{\"prompt\": \"\\u0000\xc0\xc1\xf5\xf6\xf7\xf8\xf9\xfa\xfb\xfc\xfd\xfe\xff\"}";
+  rx_serve_request r;
+  rx_serve_error e;
+  bool ok = rx_serve_parse(full, sizeof full - 1, false, "kjv", &r, &e);
+  CHECK(!ok && e.status == 400 && e.param && !strcmp(e.param, "prompt") && strstr(e.msg, "NUL"),
+        "a NUL in a body that is not UTF-8: %s", ok ? "parsed" : e.msg);
+  if (ok) rx_serve_request_free(&r);
+}
+
+static void refusals(void) {
+  struct {
+    const char *body;
+    bool chat;
+    unsigned status;
+    const char *param, *says;
+  } cases[] = {
+      {"{\"prompt\": \"x\",", false, 400, NULL, "malformed JSON"},
+      {"[1]", false, 400, NULL, "must be a JSON object"},
+      {"{\"prompt\": 3}", false, 400, "prompt", "'prompt' must be a string"},
+      {"{\"prompt\": \"a\", \"temperature\": \"hot\"}", false, 400, "temperature", "a number"},
+      {"{\"prompt\": \"a\", \"temperature\": 3}", false, 400, "temperature", "outside [0, 2]"},
+      {"{\"prompt\": \"a\", \"max_tokens\": 2.5}", false, 400, "max_tokens", "an integer"},
+      {"{\"prompt\": \"a\", \"max_tokens\": 1e49}", false, 400, "max_tokens",
+       "'max_tokens' is 1e+49, outside [1, 1e+15]"},
+      {"{\"prompt\": \"a\", \"seed\": -1e300}", false, 400, "seed", "outside"},
+      {"{\"prompt\": \"a\", \"model\": \"gpt-9\"}", false, 404, "model", "model 'gpt-9' not found"},
+      {"{\"prompt\": \"a\", \"stream\": 1}", false, 400, "stream", "a boolean"},
+      {"{\"prompt\": \"a\", \"stop\": \"\\n\"}", false, 400, "stop", "not supported"},
+      {"{\"messages\": []}", true, 400, "messages", "non-empty array"},
+      {"{\"messages\": [{\"role\": \"user\"}]}", true, 400, "messages", "messages[0] needs"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    rx_serve_request r;
+    rx_serve_error e;
+    bool ok = rx_serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", &r, &e);
+    bool param = cases[i].param ? e.param && !strcmp(e.param, cases[i].param) : !e.param;
+    CHECK(!ok && e.status == cases[i].status && param && strstr(e.msg, cases[i].says),
+          "%s: %s (status %u, param %s), expected %u, %s, '%s'", cases[i].body,
+          ok ? "parsed" : e.msg, e.status, e.param ? e.param : "null", cases[i].status,
+          cases[i].param ? cases[i].param : "null", cases[i].says);
+    if (ok) rx_serve_request_free(&r);
+  }
+  /* and the fields of a good one */
+  static const char good[] = "{\"model\": \"kjv\", \"prompt\": \"hi\", \"max_tokens\": 5, "
+                             "\"temperature\": 0, \"top_p\": 0.5, \"top_k\": 3, \"seed\": 9, "
+                             "\"stream\": true, \"stop\": []}";
+  rx_serve_request r;
+  rx_serve_error e;
+  bool ok = rx_serve_parse(good, sizeof good - 1, false, "kjv", &r, &e);
+  CHECK(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
+            r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
+        "a good request: %s", ok ? "fields differ" : e.msg);
+  if (ok) rx_serve_request_free(&r);
+}
+
+/* Generated text with a NUL reaches the answer whole (cJSON's strings would end at it). */
+static void answers(void) {
+  static const char text[] = "a\0b\"c\\\n\t\x01\xc3\xa9";
+  char *lit = rx_serve_json_string(text, sizeof text - 1);
+  const char *want = "\"a\\u0000b\\\"c\\\\\\n\\t\\u0001\xc3\xa9\"";
+  CHECK(lit && !strcmp(lit, want), "json string: %s, expected %s", lit ? lit : "(null)", want);
+  free(lit);
+  lit = rx_serve_json_string("", 0);
+  CHECK(lit && !strcmp(lit, "\"\""), "empty json string: %s", lit ? lit : "(null)");
+  free(lit);
+}
+
+int main(void) {
+  routes();
+  nuls();
+  refusals();
+  answers();
+  fprintf(stderr, "test_serve_request: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

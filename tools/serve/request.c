@@ -1,0 +1,236 @@
+/* relaxc serve's requests without the model (request.h): routes, and the fields of a body checked
+ * one by one, each refusal naming its field. */
+#include "tools/serve/request.h"
+
+#include "base/base.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rx_serve_route rx_serve_route_of(const char *method, const char *url, rx_serve_error *e) {
+  e->param = NULL;
+  bool chat = !strcmp(url, "/v1/chat/completions");
+  bool health = !strcmp(url, "/health");
+  if (health || !strcmp(url, "/v1/models")) {
+    if (strcmp(method, "GET")) {
+      e->status = 405;
+      snprintf(e->msg, sizeof e->msg, "%s takes GET", url);
+      return RX_SERVE_REFUSED;
+    }
+    return health ? RX_SERVE_HEALTH : RX_SERVE_MODELS;
+  }
+  if (!chat && strcmp(url, "/v1/completions")) {
+    e->status = 404;
+    snprintf(e->msg, sizeof e->msg, "no endpoint %s", url);
+    return RX_SERVE_REFUSED;
+  }
+  if (strcmp(method, "POST")) {
+    e->status = 405;
+    snprintf(e->msg, sizeof e->msg, "%s takes POST", url);
+    return RX_SERVE_REFUSED;
+  }
+  return chat ? RX_SERVE_CHAT : RX_SERVE_COMPLETION;
+}
+
+static bool refuse(rx_serve_error *e, const char *param, const char *fmt, ...) RX_PRINTF(3, 4);
+static bool refuse(rx_serve_error *e, const char *param, const char *fmt, ...) {
+  e->param = param;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool get_number(const cJSON *root, const char *name, double lo, double hi, bool integer,
+                       double *out, rx_serve_error *e) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+  if (!v || cJSON_IsNull(v)) return true;
+  if (!cJSON_IsNumber(v)) return refuse(e, name, "'%s' must be a number", name);
+  double x = v->valuedouble;
+  /* the range first: converting a double past int64_t's range is undefined (fuzz_serve) */
+  if (!(x >= lo && x <= hi))
+    return refuse(e, name, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+  if (integer && x != (double)(int64_t)x)
+    return refuse(e, name, "'%s' must be an integer, not %g", name, x);
+  *out = x;
+  return true;
+}
+
+/* The chat template (relaxc has no chat-template engine): each message as "ROLE: CONTENT\n",
+ * then "assistant:". */
+static bool chat_prompt(const cJSON *msgs, char **out, rx_serve_error *e) {
+  if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs))
+    return refuse(e, "messages", "'messages' must be a non-empty array");
+  size_t len = 0;
+  const cJSON *m;
+  int i = 0;
+  cJSON_ArrayForEach(m, msgs) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsString(role) || !cJSON_IsString(content))
+      return refuse(e, "messages", "messages[%d] needs string 'role' and 'content'", i);
+    len += strlen(role->valuestring) + strlen(content->valuestring) + 3;
+    i++;
+  }
+  char *p = malloc(len + 16);
+  if (!p) return refuse(e, NULL, "out of memory");
+  size_t n = 0;
+  cJSON_ArrayForEach(m, msgs) {
+    n +=
+        (size_t)sprintf(p + n, "%s: %s\n", cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
+                        cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+  }
+  strcpy(p + n, "assistant:");
+  *out = p;
+  return true;
+}
+
+/* Checks the fields of a request's JSON object. */
+static bool parse_fields(const cJSON *root, bool chat, const char *model_name, rx_serve_request *r,
+                         rx_serve_error *e) {
+  if (!cJSON_IsObject(root)) return refuse(e, NULL, "the body must be a JSON object");
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (model && !cJSON_IsNull(model)) {
+    if (!cJSON_IsString(model)) return refuse(e, "model", "'model' must be a string");
+    if (strcmp(model->valuestring, model_name)) {
+      e->status = 404;
+      return refuse(e, "model", "model '%s' not found: this server has '%s'", model->valuestring,
+                    model_name);
+    }
+  }
+  const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
+  if (stream && !cJSON_IsNull(stream)) {
+    if (!cJSON_IsBool(stream)) return refuse(e, "stream", "'stream' must be a boolean");
+    r->stream = cJSON_IsTrue(stream);
+  }
+  const cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
+  if (stop && !cJSON_IsNull(stop) && !(cJSON_IsArray(stop) && !cJSON_GetArraySize(stop)))
+    return refuse(e, "stop", "'stop' is not supported by relaxc serve");
+  double x = 1;
+  r->sp = (rx_sampler_params){.temperature = 1, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
+  if (!get_number(root, "temperature", 0, 2, false, &x, e)) return false;
+  r->sp.temperature = (float)x;
+  x = 1;
+  if (!get_number(root, "top_p", 1e-9, 1, false, &x, e)) return false;
+  r->sp.top_p = (float)x;
+  x = 0;
+  if (!get_number(root, "top_k", 0, 1e9, true, &x, e)) return false;
+  r->sp.top_k = (int32_t)x;
+  x = 0;
+  if (!get_number(root, "seed", 0, 9007199254740992.0, true, &x, e)) return false;
+  r->sp.seed = (uint64_t)x;
+  x = 0;
+  if (!get_number(root, "max_tokens", 1, 1e15, true, &x, e)) return false;
+  r->has_max_tokens = x > 0;
+  r->max_tokens = (int64_t)x;
+  if (chat) return chat_prompt(cJSON_GetObjectItemCaseSensitive(root, "messages"), &r->prompt, e);
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+  if (!cJSON_IsString(p)) return refuse(e, "prompt", "'prompt' must be a string");
+  if (!(r->prompt = rx_strdup(p->valuestring))) return refuse(e, NULL, "out of memory");
+  return true;
+}
+
+/* cJSON's strings end at a NUL, so a "\u0000" escape (or a raw NUL byte) would cut them. Before
+ * parsing, each becomes a sentinel byte that never occurs in UTF-8 and is absent from the body
+ * (*sentinel; 0 when the body has no NUL to keep, and *out is then NULL); after, the sentinels of
+ * the prompt become NULs again. False if every candidate byte occurs in the body. */
+static bool hide_nuls(const char *body, size_t len, char **out, unsigned char *sentinel) {
+  static const unsigned char never_utf8[] = {0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9,
+                                             0xf8, 0xf7, 0xf6, 0xf5, 0xc1, 0xc0};
+  *out = NULL;
+  *sentinel = 0;
+  bool any = memchr(body, 0, len) != NULL;
+  for (size_t i = 0; !any && i + 6 <= len; i++) {
+    if (body[i] != '\\') continue;
+    any = !memcmp(body + i + 1, "u0000", 5);
+    i++; /* an escape's second byte is never the start of another */
+  }
+  if (!any) return true;
+  bool seen[256] = {false};
+  for (size_t i = 0; i < len; i++) seen[(unsigned char)body[i]] = true;
+  for (size_t k = 0; k < sizeof never_utf8 && !*sentinel; k++)
+    if (!seen[never_utf8[k]]) *sentinel = never_utf8[k];
+  if (!*sentinel) return false;
+  char *o = malloc(len + 1);
+  if (!o) return false;
+  size_t n = 0;
+  for (size_t i = 0; i < len;) {
+    if (body[i] == '\\' && i + 6 <= len && !memcmp(body + i + 1, "u0000", 5)) {
+      o[n++] = (char)*sentinel;
+      i += 6;
+    } else if (body[i] == '\\' && i + 1 < len) {
+      o[n++] = body[i++];
+      o[n++] = body[i++];
+    } else {
+      o[n++] = body[i] ? body[i] : (char)*sentinel;
+      i++;
+    }
+  }
+  o[n] = 0;
+  *out = o;
+  return true;
+}
+
+bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_name,
+                    rx_serve_request *out, rx_serve_error *e) {
+  memset(out, 0, sizeof *out);
+  e->status = 400;
+  e->param = NULL;
+  e->msg[0] = 0;
+  char *copy = NULL;
+  unsigned char sentinel = 0;
+  if (!hide_nuls(body ? body : "", body ? len : 0, &copy, &sentinel))
+    return refuse(e, chat ? "messages" : "prompt",
+                  "the body has a NUL character (\\u0000) and is not UTF-8, so relaxc serve "
+                  "cannot keep the NUL");
+  cJSON *root = copy ? cJSON_Parse(copy) : cJSON_ParseWithLength(body ? body : "", len);
+  free(copy);
+  if (!root) return refuse(e, NULL, "malformed JSON in the request body");
+  bool ok = parse_fields(root, chat, model_name, out, e);
+  cJSON_Delete(root);
+  if (!ok) {
+    rx_serve_request_free(out);
+    return false;
+  }
+  out->prompt_len = strlen(out->prompt);
+  for (size_t i = 0; sentinel && i < out->prompt_len; i++)
+    if ((unsigned char)out->prompt[i] == sentinel) out->prompt[i] = 0;
+  return true;
+}
+
+void rx_serve_request_free(rx_serve_request *r) {
+  free(r->prompt);
+  r->prompt = NULL;
+}
+
+char *rx_serve_json_string(const char *s, size_t n) {
+  if (n > (SIZE_MAX - 3) / 6) return NULL;
+  char *o = malloc(n * 6 + 3), *w = o; /* at worst every byte becomes \u00XX */
+  if (!o) return NULL;
+  *w++ = '"';
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    const char *esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : NULL;
+    if (esc) {
+      memcpy(w, esc, 2);
+      w += 2;
+    } else if (c < 0x20) {
+      w += sprintf(w, "\\u%04x", c);
+    } else {
+      *w++ = (char)c;
+    }
+  }
+  *w++ = '"';
+  *w = 0;
+  return o;
+}

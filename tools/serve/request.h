@@ -1,0 +1,52 @@
+/* relaxc serve's requests without the model (tools/serve/request.c): the route of a method and
+ * URL, and the checked fields of a /v1/completions or /v1/chat/completions body. The server
+ * (server.c) tokenizes and schedules what these return; the fuzzer fuzz_serve drives them with
+ * arbitrary bytes. */
+#ifndef RX_TOOLS_SERVE_REQUEST_H
+#define RX_TOOLS_SERVE_REQUEST_H
+#include "relaxc/llm.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RX_SERVE_MAX_BODY (1 << 20) /* request bodies over 1 MiB are refused (413) */
+
+/* An answer that refuses a request: the HTTP status, the field at fault (NULL: none) and why. */
+typedef struct rx_serve_error {
+  unsigned status;
+  const char *param;
+  char msg[512];
+} rx_serve_error;
+
+typedef enum rx_serve_route {
+  RX_SERVE_REFUSED,    /* 404 or 405: the rx_serve_error says */
+  RX_SERVE_HEALTH,     /* GET /health */
+  RX_SERVE_MODELS,     /* GET /v1/models */
+  RX_SERVE_COMPLETION, /* POST /v1/completions */
+  RX_SERVE_CHAT,       /* POST /v1/chat/completions */
+} rx_serve_route;
+
+/* A request's fields, checked. */
+typedef struct rx_serve_request {
+  char *prompt;      /* the text to tokenize (chat: the template applied), heap; it may hold NUL
+                        bytes (a JSON "\u0000" is kept, never a place to cut the text) */
+  size_t prompt_len; /* its bytes */
+  int64_t max_tokens;
+  bool has_max_tokens;
+  bool stream;
+  rx_sampler_params sp;
+} rx_serve_request;
+
+rx_serve_route rx_serve_route_of(const char *method, const char *url, rx_serve_error *e);
+/* Parses and checks a body of len bytes (any bytes) for /v1/completions (chat false) or
+ * /v1/chat/completions; false with *e on a bad one (400, or 404 for an unknown model). On true
+ * the caller frees *out with rx_serve_request_free. */
+bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_name,
+                    rx_serve_request *out, rx_serve_error *e);
+void rx_serve_request_free(rx_serve_request *r);
+/* The n bytes of s (NULs included) as a JSON string literal, heap (NULL: out of memory): answers
+ * put generated text in with it, as cJSON's strings end at a NUL. Quote, backslash and control
+ * characters are escaped (\n \r \t, others and NUL as \u00XX); other bytes are copied. */
+char *rx_serve_json_string(const char *s, size_t n);
+#endif
