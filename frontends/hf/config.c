@@ -311,9 +311,7 @@ static void line_col(const char *text, size_t pos, int *line, int *col) {
   }
 }
 
-/* The text of a JSON object into *out (NULL: not an object, after a status naming name and, for
- * a syntax error, its line and column). */
-static rx_status parse_object(const char *text, size_t len, const char *name, cJSON **out) {
+rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON **out) {
   const char *end = NULL;
   *out = cJSON_ParseWithLengthOpts(text, len, &end, false);
   size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
@@ -350,7 +348,7 @@ static rx_status parse_object(const char *text, size_t len, const char *name, cJ
 rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out) {
   memset(out, 0, sizeof *out);
   cJSON *root;
-  RX_RETURN_IF_ERROR(parse_object(text, len, name, &root));
+  RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
   cfg_reader r = {name, root, NULL};
   read_arch(&r, out);
   if (!r.err) read_keys(&r, out);
@@ -362,7 +360,7 @@ rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_
 rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char *name,
                                         rx_hf_config *c) {
   cJSON *root;
-  RX_RETURN_IF_ERROR(parse_object(text, len, name, &root));
+  RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
   cfg_reader r = {name, root, NULL};
   read_eos(&r, root, c);
   cJSON_Delete(root);

@@ -41,6 +41,11 @@ extern const hf_limit hf_limits[HF_LIMIT_COUNT];
  * An error names the file, the key, its value and what was expected. */
 rx_status hf_check_config(const rx_hf_config *c, const char *file, const char *arch);
 
+/* The text of a JSON object (config.json, generation_config.json, an index) into *out; an error
+ * names name and, for a syntax error, its line and column (config.c). */
+typedef struct cJSON cJSON;
+rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON **out);
+
 /* ---- the checkpoint (checkpoint.c) ---- */
 typedef struct hf_ckpt hf_ckpt;
 /* Maps and parses DIR's model.safetensors, or every shard its index names. */

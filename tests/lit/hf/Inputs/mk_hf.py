@@ -1,7 +1,7 @@
 # Writes a tiny Hugging Face model folder (config.json + model.safetensors, zero weights) with one
 # thing wrong, for the importer's error tests; no NumPy or torch needed.
 #   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|headdim|noweights|rope|syntax|inftheta|
-#                            geneos|badtok
+#                            geneos|badtok|badindex
 import json
 import os
 import struct
@@ -53,7 +53,10 @@ if mode == "badtok":  # a merge naming a token the vocabulary lacks
            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a c"]}}
     with open(os.path.join(out, "tokenizer.json"), "w") as f:
         json.dump(tok, f)
-if mode != "noweights":
+if mode == "badindex":  # a shard index with a trailing comma on line 2
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        f.write('{"weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors",\n}}')
+if mode not in ("noweights", "badindex"):
     header, offset = {}, 0
     for name, shape in tensors.items():
         n = 4
