@@ -359,9 +359,11 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
   uint64_t n = v->toks->count;
   if (n != (uint64_t)c->vocab)
     return rx_status_make(RX_ERR_INVALID,
-                          "%s: tokenizer.ggml.tokens holds %llu tokens, the model's vocabulary "
-                          "%lld",
-                          f->name, (unsigned long long)n, (long long)c->vocab);
+                          "%s: tokenizer.ggml.tokens holds %llu tokens, but the model's "
+                          "vocabulary ('%s.vocab_size', or token_embd.weight's rows) has %lld: "
+                          "expected one token per row",
+                          f->name, (unsigned long long)n, c->arch_name ? c->arch_name : "ARCH",
+                          (long long)c->vocab);
   if (rx_gguf_find(f, "tokenizer.ggml.token_type"))
     RX_RETURN_IF_ERROR(
         rx_gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &v->types));
@@ -372,7 +374,9 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
   const char *names[] = {"token_type", "scores"};
   for (int k = 0; k < 2; k++)
     if (per[k] && per[k]->count != n)
-      return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.%s holds %llu entries, tokens %llu",
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.%s holds %llu entries, tokenizer.ggml.tokens %llu: "
+                            "expected one per token",
                             f->name, names[k], (unsigned long long)per[k]->count,
                             (unsigned long long)n);
   if (n > (uint64_t)INT32_MAX)

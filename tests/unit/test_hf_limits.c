@@ -45,7 +45,7 @@ static void expect(rx_status s, const char *want, const char *what) {
 }
 
 /* ---- a GGUF image of metadata only (no tensors) ---- */
-enum { T_U32 = 4, T_F32 = 6, T_STRING = 8 };
+enum { T_U32 = 4, T_F32 = 6, T_STRING = 8, T_STRINGS = 9 /* an array of the str's words */ };
 
 typedef struct kv {
   const char *key;
@@ -87,6 +87,16 @@ static void put_kv(rx_strbuf *b, const kv *k) {
     put(b, &f, 4);
   }
   if (k->type == T_STRING) put_str(b, k->str);
+  if (k->type == T_STRINGS) {
+    char words[256];
+    snprintf(words, sizeof words, "%s", k->str);
+    uint64_t n = 0;
+    for (const char *p = words; *p; p++) n += *p != ' ' && (p == words || p[-1] == ' ');
+    put_u32(b, T_STRING);
+    put_u64(b, n);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+      put_str(b, w);
+  }
 }
 
 /* base_kvs with the n overrides, as a GGUF v3 image (heap, *len). */
@@ -203,6 +213,30 @@ static void gguf_unimplemented(void) {
   expect(read_config(lin, 1, &c), NULL, "linear rope scaling");
   CHECK(!strcmp(c.rope_type, "linear") && c.rope_factor == 4, "rope %s x%g", c.rope_type,
         c.rope_factor);
+}
+
+/* The tokenizer's arrays against the model's vocabulary: the message says which key holds what. */
+static void gguf_tokenizer(void) {
+  const kv over[] = {{"tokenizer.ggml.model", T_STRING, 0, "gpt2"},
+                     {"tokenizer.ggml.tokens", T_STRINGS, 0, "a b c"},
+                     {"tokenizer.ggml.merges", T_STRINGS, 0, ""}};
+  size_t len;
+  char *img = image(over, 3, &len);
+  rx_gguf_file f;
+  rx_hf_config c;
+  rx_status s = rx_gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+  if (!s) {
+    s = hf_gguf_read_config(&f, &c);
+    rx_strbuf json = {0};
+    if (!s) s = hf_gguf_tokenizer_json(&f, &c, &json);
+    rx_strbuf_free(&json);
+    rx_gguf_free(&f);
+  }
+  expect(s,
+         "t.gguf: tokenizer.ggml.tokens holds 3 tokens, but the model's vocabulary "
+         "('llama.vocab_size', or token_embd.weight's rows) has 32: expected one token per row",
+         "tokens against the vocabulary");
+  free(img);
 }
 
 /* rx_hf_import of a GGUF file with a huge block_count: refused by the bounds, before the
@@ -339,6 +373,7 @@ int main(int argc, char **argv) {
   gguf_bounds();
   gguf_consistency();
   gguf_unimplemented();
+  gguf_tokenizer();
   gguf_import(tmp);
   hf_config();
   hf_tokenizer(tmp);
