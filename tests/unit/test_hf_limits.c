@@ -99,8 +99,22 @@ static void put_kv(rx_strbuf *b, const kv *k) {
   }
 }
 
+/* An f32 tensor of the image: its dims in relaxc's order (outermost first), its elements zero
+ * unless data is given. */
+typedef struct tensor {
+  const char *name;
+  int ndim;
+  int64_t dims[2];
+  const float *data;
+} tensor;
+
+static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t *len);
+
 /* base_kvs with the n overrides, as a GGUF v3 image (heap, *len). */
-static char *image(const kv *over, int n, size_t *len) {
+static char *image(const kv *over, int n, size_t *len) { return image_with(over, n, NULL, 0, len); }
+
+/* The same with the nt tensors. */
+static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t *len) {
   const kv *all[64];
   int count = 0;
   for (size_t i = 0; i < RX_ARRAY_LEN(base_kvs); i++) {
@@ -118,10 +132,28 @@ static char *image(const kv *over, int n, size_t *len) {
   rx_strbuf b = {0};
   put(&b, "GGUF", 4);
   put_u32(&b, 3);
-  put_u64(&b, 0); /* tensors */
+  put_u64(&b, (uint64_t)nt);
   put_u64(&b, (uint64_t)count);
   for (int i = 0; i < count; i++) put_kv(&b, all[i]);
+  uint64_t offset = 0;
+  for (int i = 0; i < nt; i++) { /* name, dims innermost first (ggml's ne), F32, offset */
+    put_str(&b, ts[i].name);
+    put_u32(&b, (uint32_t)ts[i].ndim);
+    for (int d = ts[i].ndim - 1; d >= 0; d--) put_u64(&b, (uint64_t)ts[i].dims[d]);
+    put_u32(&b, 0);
+    put_u64(&b, offset);
+    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
+    offset += ((uint64_t)elems * 4 + 31) / 32 * 32;
+  }
   while (b.len % 32) put(&b, "", 1); /* the data section's alignment */
+  for (int i = 0; i < nt; i++) {
+    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
+    for (int64_t e = 0; e < elems; e++) {
+      float v = ts[i].data ? ts[i].data[e] : 0;
+      put(&b, &v, 4);
+    }
+    while (b.len % 32) put(&b, "", 1);
+  }
   *len = b.len;
   return rx_strbuf_take(&b);
 }
@@ -237,6 +269,59 @@ static void gguf_tokenizer(void) {
          "('llama.vocab_size', or token_embd.weight's rows) has 32: expected one token per row",
          "tokens against the vocabulary");
   free(img);
+}
+
+/* A whole tiny llama in f32 (base_kvs: hidden 16, 2 heads of 8, 1 kv head, 32 tokens, one
+ * layer, tied embeddings) with rope_freqs.weight holding factors: rx_hf_import divides each
+ * inverse frequency by its factor, as llama.cpp does (it ignored them: other frequencies than
+ * the model's, without a word); a factor of 0 or a tensor of the wrong size is refused. */
+static void gguf_rope_freqs(const char *tmp) {
+  const float good[4] = {1, 2, 4, 8}, zero[4] = {1, 0, 1, 1};
+  const struct {
+    const float *factors;
+    int64_t n;
+    const char *want;
+  } cases[] = {
+      {good, 4, NULL},
+      {zero, 4, "tensor 'rope_freqs.weight' [1] is 0: expected a positive finite factor"},
+      {good, 3, "tensor 'rope_freqs.weight' is F32 with 3 elements: expected f32 [4]"},
+  };
+  for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
+    const tensor ts[] = {
+        {"token_embd.weight", 2, {32, 16}, NULL},
+        {"output_norm.weight", 1, {16}, NULL},
+        {"blk.0.attn_norm.weight", 1, {16}, NULL},
+        {"blk.0.attn_q.weight", 2, {16, 16}, NULL},
+        {"blk.0.attn_k.weight", 2, {8, 16}, NULL},
+        {"blk.0.attn_v.weight", 2, {8, 16}, NULL},
+        {"blk.0.attn_output.weight", 2, {16, 16}, NULL},
+        {"blk.0.ffn_norm.weight", 1, {16}, NULL},
+        {"blk.0.ffn_gate.weight", 2, {32, 16}, NULL},
+        {"blk.0.ffn_up.weight", 2, {32, 16}, NULL},
+        {"blk.0.ffn_down.weight", 2, {16, 32}, NULL},
+        {"rope_freqs.weight", 1, {cases[k].n}, cases[k].factors},
+    };
+    size_t len;
+    char *img = image_with(NULL, 0, ts, (int)RX_ARRAY_LEN(ts), &len);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/freqs.gguf", tmp);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
+    if (fp) fclose(fp);
+    free(img);
+    rx_module *m = rx_module_new();
+    expect(rx_hf_import(m, path, NULL), cases[k].want, "rope_freqs.weight");
+    const rx_weight *w = cases[k].want ? NULL : rx_module_weight(m, "rope_inv_freq");
+    CHECK(cases[k].want || (w && w->ndim == 1 && w->shape[0] == 4 && w->src_dtype == RX_DTYPE_F32),
+          "rope_inv_freq");
+    for (int i = 0; w && i < 4; i++) {
+      float got = ((const float *)w->src)[i];
+      double want = 1.0 / pow(10000.0, 2.0 * i / 8) / good[i];
+      CHECK(fabs(got - want) <= 1e-6 * want, "rope_inv_freq[%d] = %g, expected %g", i, got, want);
+    }
+    rx_module_free(m);
+    unlink(path);
+  }
 }
 
 /* rx_hf_import of a GGUF file with a huge block_count: refused by the bounds, before the
@@ -375,6 +460,7 @@ int main(int argc, char **argv) {
   gguf_unimplemented();
   gguf_tokenizer();
   gguf_import(tmp);
+  gguf_rope_freqs(tmp);
   hf_config();
   hf_tokenizer(tmp);
   rmdir(tmp);
