@@ -134,7 +134,8 @@ static rx_status refuse_unimplemented(const rx_gguf_file *f, const char *arch) {
 
 /* The rotary embedding: all of each head's dimensions (ARCH.rope.dimension_count, when given,
  * must be the head dim: a partial rotary embedding is not built), no scaling or linear scaling
- * (ARCH.rope.scaling.type; llama.cpp takes a rope.scaling.factor without a type as linear). */
+ * (ARCH.rope.scaling.type; llama.cpp takes a rope.scaling.factor, or the older rope.scale_linear,
+ * without a type as linear; a factor with type none is refused as ambiguous). */
 static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
   char key[128], fkey[128];
   snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
@@ -153,13 +154,20 @@ static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config
   snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", arch);
   const char *scaling = NULL;
   if (rx_gguf_find(f, key)) RX_RETURN_IF_ERROR(rx_gguf_get_string(f, key, &scaling));
+  if (!rx_gguf_find(f, fkey)) /* the older key llama.cpp still reads */
+    snprintf(fkey, sizeof fkey, "%s.rope.scale_linear", arch);
   double factor = 0;
   if (rx_gguf_find(f, fkey))
-    RX_RETURN_IF_ERROR(get_float(f, arch, "rope.scaling.factor", -1, &factor));
+    RX_RETURN_IF_ERROR(get_float(f, arch, fkey + strlen(arch) + 1, -1, &factor));
   if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
     return rx_status_make(RX_ERR_UNSUPPORTED,
                           "%s: '%s' '%.64s' is not supported (supported: none, linear)", f->name,
                           key, scaling);
+  if (scaling && !strcmp(scaling, "none") && factor != 0 && factor != 1)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: '%s' %g with '%s' none is not supported (scaled or not: expected no "
+                          "factor, or 1)",
+                          f->name, fkey, factor, key);
   bool linear = scaling ? !strcmp(scaling, "linear") : factor != 0 && factor != 1;
   if (!linear) return NULL;
   if (!(factor > 0 && factor <= 1e6)) /* NaN too */

@@ -239,6 +239,18 @@ static void gguf_unimplemented(void) {
   GGUF_CASE("'llama.rope.scaling.factor' is nan: expected a number from 1e-06 to 1e+06",
             {"llama.rope.scaling.type", T_STRING, 0, "linear"},
             {"llama.rope.scaling.factor", T_F32, NAN, NULL});
+  GGUF_CASE("'llama.rope.scaling.factor' 4 with 'llama.rope.scaling.type' none is not supported",
+            {"llama.rope.scaling.type", T_STRING, 0, "none"},
+            {"llama.rope.scaling.factor", T_F32, 4, NULL});
+  GGUF_CASE(NULL, {"llama.rope.scaling.type", T_STRING, 0, "none"},
+            {"llama.rope.scaling.factor", T_F32, 1, NULL});
+  /* the older key, with the type */
+  const kv old_key[] = {{"llama.rope.scaling.type", T_STRING, 0, "linear"},
+                        {"llama.rope.scale_linear", T_F32, 2, NULL}};
+  rx_hf_config o;
+  expect(read_config(old_key, 2, &o), NULL, "rope.scale_linear");
+  CHECK(!strcmp(o.rope_type, "linear") && o.rope_factor == 2, "rope %s x%g", o.rope_type,
+        o.rope_factor);
   /* llama.cpp takes a factor without a type as linear scaling: so does relaxc */
   const kv lin[] = {{"llama.rope.scaling.factor", T_F32, 4, NULL}};
   rx_hf_config c;
