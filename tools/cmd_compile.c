@@ -185,6 +185,16 @@ static int dispatch_flag(const rx_cli_args *it, const char **library, long long 
   return rx_cli_int_option(it, 1, INT32_MAX, min_rows);
 }
 
+/* A folder without config.json: false after saying so and what a model folder holds (not "is a
+ * directory" alone). */
+static bool not_bare_dir(const char *path) {
+  rx_status s = rx_hf_check_not_bare_dir(path);
+  bool ok = !s;
+  if (s) fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
+  rx_status_free(s);
+  return ok;
+}
+
 int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
   const char *dispatch = NULL;                     /* --dispatch */
@@ -252,6 +262,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
   if (wfile && !outpath) return rx_cli_usage_error(cmd, "%s", "--weights-file needs -o OUT.rxm");
   if (wfile && !rx_cli_can_write(wfile)) return 1;
+  if (!not_bare_dir(file)) return 1;
   bool hf = rx_hf_is_model_dir(file) || rx_hf_is_gguf(file);
   size_t len = 0;
   char *text = hf ? rx_strdup("") : rx_cli_read_input(file, RX_FILE_MODEL, &len);

@@ -118,7 +118,13 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
         stderr);
   return 1;
 #else
-  if (out && !rx_cli_can_write(out)) return 1; /* before any work */
+  if (out && !rx_cli_can_write(out)) return 1;   /* before any work */
+  rx_status bare = rx_hf_check_not_bare_dir(in); /* not "is a directory" alone */
+  if (bare) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(bare));
+    rx_status_free(bare);
+    return 1;
+  }
   size_t len;
   char *bytes = rx_cli_read_input(in, RX_FILE_ONNX, &len);
   if (!bytes) return 1;

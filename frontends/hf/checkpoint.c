@@ -59,12 +59,16 @@ static rx_status add_index(hf_ckpt *c, const char *dir, const char *index) {
   char *text = NULL;
   size_t len = 0;
   RX_RETURN_IF_ERROR(rx_read_file(index, &text, &len));
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root;
+  rx_status ps = hf_json_object(text, len, index, &root); /* a syntax error's line and column */
   free(text);
-  const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+  RX_RETURN_IF_ERROR(ps);
+  const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
   if (!map || !cJSON_IsObject(map)) {
     cJSON_Delete(root);
-    return rx_status_make(RX_ERR_INVALID, "%s: expected a JSON object with a \"weight_map\"",
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: expected a \"weight_map\" object ({\"tensor name\": \"shard "
+                          "file\", ...})",
                           index);
   }
   rx_status s = NULL;

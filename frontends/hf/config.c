@@ -1,6 +1,6 @@
 /* frontends/hf/config.c: config.json (and generation_config.json) of a Hugging Face model folder.
  * Defaults are those of transformers' LlamaConfig, MistralConfig and Qwen2Config. */
-#include "hf.h"
+#include "hf_int.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -33,6 +33,18 @@ bool rx_hf_is_model_dir(const char *path) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s/config.json", path);
   return stat(buf, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+rx_status rx_hf_check_not_bare_dir(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || rx_hf_is_model_dir(path)) return NULL;
+  return rx_status_make(RX_ERR_INVALID,
+                        "%s: is a directory without config.json: a Hugging Face model folder "
+                        "holds config.json, the weights (model.safetensors, or "
+                        "model.safetensors.index.json and its shards) and optionally "
+                        "tokenizer.json and generation_config.json; other models are files "
+                        "(.rx, .onnx, .gguf)",
+                        path);
 }
 
 typedef struct cfg_reader {
@@ -70,6 +82,13 @@ static int64_t int_key(cfg_reader *r, const cJSON *o, const char *k, int64_t def
     return def;
   }
   double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (cJSON_IsNumber(v) && !isfinite(d)) {
+    fail(r,
+         "'%s' is not a finite number (too large for a double): expected an integer from %lld to "
+         "%lld",
+         k, (long long)lo, (long long)hi);
+    return def;
+  }
   if (!(d == floor(d)) || d < (double)lo || d > (double)hi) {
     char *t = cJSON_PrintUnformatted(v);
     fail(r, "'%s' is %.60s: expected an integer from %lld to %lld", k, t ? t : "?", (long long)lo,
@@ -84,6 +103,11 @@ static double num_key(cfg_reader *r, const cJSON *o, const char *k, double def, 
                       double hi) {
   const cJSON *v = key(o, k);
   if (!v) return def;
+  if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+    fail(r, "'%s' is not a finite number (too large for a double): expected a number from %g to %g",
+         k, lo, hi);
+    return def;
+  }
   if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
     char *t = cJSON_PrintUnformatted(v);
     fail(r, "'%s' is %.60s: expected a number from %g to %g", k, t ? t : "?", lo, hi);
@@ -98,6 +122,15 @@ static bool bool_key(cfg_reader *r, const cJSON *o, const char *k, bool def) {
   if (!v) return def;
   if (!cJSON_IsBool(v)) fail(r, "'%s' must be true or false", k);
   return cJSON_IsTrue(v);
+}
+
+/* The key of limit i of the table HF_LIMITS (hf_int.h, shared with GGUF) within its bounds. */
+static int64_t lim_int(cfg_reader *r, const cJSON *o, hf_limit_id i, int64_t def) {
+  return int_key(r, o, hf_limits[i].hf, def, (int64_t)hf_limits[i].lo, (int64_t)hf_limits[i].hi);
+}
+
+static double lim_num(cfg_reader *r, const cJSON *o, hf_limit_id i, double def) {
+  return num_key(r, o, hf_limits[i].hf, def, hf_limits[i].lo, hf_limits[i].hi);
 }
 
 static const char *str_key(const cJSON *o, const char *k) {
@@ -135,7 +168,7 @@ static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
     fail(r, "'%s' must be an object or null", what);
     return;
   }
-  c->rope_theta = num_key(r, s, "rope_theta", c->rope_theta, 1e-6, 1e12);
+  c->rope_theta = lim_num(r, s, HF_LIMIT_rope_theta, c->rope_theta);
   const char *t = str_key(s, "rope_type");
   if (!t) t = str_key(s, "type");
   if (!t) t = "default";
@@ -157,37 +190,79 @@ static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
   }
 }
 
-/* eos_token_id: an integer or a list of them. */
+/* eos_token_id: an integer or a list of them, each inside the vocabulary (once it is known). */
 static void read_eos(cfg_reader *r, const cJSON *o, rx_hf_config *c) {
   const cJSON *e = key(o, "eos_token_id");
   if (!e) return;
   c->neos = 0;
   if (cJSON_IsNumber(e)) {
     c->eos[c->neos++] = int_key(r, o, "eos_token_id", -1, 0, INT32_MAX);
+    if (!r->err && c->vocab > 0 && c->eos[0] >= c->vocab)
+      fail(r,
+           "eos_token_id %lld is outside the vocabulary of %lld tokens (ids 0 to %lld): "
+           "generation would never stop at it",
+           (long long)c->eos[0], (long long)c->vocab, (long long)c->vocab - 1);
     return;
   }
   const cJSON *it;
+  int i = 0;
   cJSON_ArrayForEach(it, e) {
     if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > INT32_MAX) {
       fail(r, "'eos_token_id' must be a token id or a list of them");
       return;
     }
+    if (c->vocab > 0 && it->valuedouble >= (double)c->vocab) {
+      fail(r,
+           "eos_token_id [%d] %.0f is outside the vocabulary of %lld tokens (ids 0 to %lld): "
+           "generation would never stop at it",
+           i, it->valuedouble, (long long)c->vocab, (long long)c->vocab - 1);
+      return;
+    }
     if (c->neos < (int)RX_ARRAY_LEN(c->eos)) c->eos[c->neos++] = (int64_t)it->valuedouble;
+    i++;
+  }
+}
+
+/* Keys that change the math the builder does not do, refused by name: a partial rotary
+ * embedding, per-layer attention kinds other than full attention (a sliding window is read only
+ * where the architecture has it, as one window for all layers). */
+static void read_unimplemented(cfg_reader *r, const rx_hf_config *c) {
+  double prf = num_key(r, r->root, "partial_rotary_factor", 1, 0, 1);
+  if (!r->err && prf != 1)
+    fail(r,
+         "partial_rotary_factor %g is not supported (a rotary embedding over all of head_dim: 1)",
+         prf);
+  const cJSON *lt = key(r->root, "layer_types"), *it;
+  int i = 0;
+  cJSON_ArrayForEach(it, lt) {
+    const char *t = cJSON_IsString(it) ? it->valuestring : "(not a string)";
+    bool window = c->window > 0 && !strcmp(t, "sliding_attention");
+    if (strcmp(t, "full_attention") && !window) {
+      fail(r, "layer_types[%d] '%.40s' is not supported (supported: full_attention%s)", i, t,
+           c->window > 0 ? ", sliding_attention" : "");
+      return;
+    }
+    i++;
   }
 }
 
 static void read_keys(cfg_reader *r, rx_hf_config *c) {
   const cJSON *o = r->root;
-  c->hidden = int_key(r, o, "hidden_size", REQUIRED, 1, 1 << 20);
-  c->intermediate = int_key(r, o, "intermediate_size", REQUIRED, 1, 1 << 22);
-  c->layers = int_key(r, o, "num_hidden_layers", REQUIRED, 1, 4096);
-  c->heads = int_key(r, o, "num_attention_heads", REQUIRED, 1, 4096);
+  c->hidden = lim_int(r, o, HF_LIMIT_hidden, REQUIRED);
+  c->intermediate = lim_int(r, o, HF_LIMIT_intermediate, REQUIRED);
+  c->layers = lim_int(r, o, HF_LIMIT_layers, REQUIRED);
+  c->heads = lim_int(r, o, HF_LIMIT_heads, REQUIRED);
   c->kv_heads = int_key(r, o, "num_key_value_heads", c->heads, 1, c->heads);
-  c->vocab = int_key(r, o, "vocab_size", REQUIRED, 1, INT32_MAX);
-  c->max_positions = int_key(r, o, "max_position_embeddings", 2048, 1, INT32_MAX);
-  c->head_dim = int_key(r, o, "head_dim", c->heads ? c->hidden / c->heads : 0, 1, 1024);
-  c->rms_eps = num_key(r, o, "rms_norm_eps", c->rms_eps, 0, 1);
-  c->rope_theta = num_key(r, o, "rope_theta", 10000, 1e-6, 1e12);
+  c->vocab = lim_int(r, o, HF_LIMIT_vocab, REQUIRED);
+  c->max_positions = lim_int(r, o, HF_LIMIT_max_positions, 2048);
+  if (!r->err && !key(o, "head_dim") && c->hidden % c->heads)
+    fail(r,
+         "hidden_size %lld is not a multiple of num_attention_heads %lld, and head_dim (the "
+         "size of a head) is not given",
+         (long long)c->hidden, (long long)c->heads);
+  c->head_dim = lim_int(r, o, HF_LIMIT_head_dim, c->heads ? c->hidden / c->heads : 0);
+  c->rms_eps = lim_num(r, o, HF_LIMIT_rms_eps, c->rms_eps);
+  c->rope_theta = lim_num(r, o, HF_LIMIT_rope_theta, 10000);
   c->tie_embeddings = bool_key(r, o, "tie_word_embeddings", false);
   if (r->err) return;
   if (c->heads % c->kv_heads)
@@ -204,11 +279,12 @@ static void read_keys(cfg_reader *r, rx_hf_config *c) {
   for (size_t i = 0; i < RX_ARRAY_LEN(archs); i++)
     if (archs[i].arch == c->arch) {
       c->qkv_bias = archs[i].bias || bool_key(r, o, "attention_bias", false);
-      if (archs[i].window) c->window = int_key(r, o, "sliding_window", 0, 0, INT32_MAX);
+      if (archs[i].window) c->window = lim_int(r, o, HF_LIMIT_window, 0);
     }
   if (c->arch == RX_HF_QWEN2 && bool_key(r, o, "use_sliding_window", false))
     fail(r, "use_sliding_window true is not supported for Qwen2 (its per-layer windows)");
   if (bool_key(r, o, "mlp_bias", false)) fail(r, "mlp_bias true is not supported");
+  read_unimplemented(r, c);
   read_rope_scaling(r, c);
   const char *dt = str_key(o, "torch_dtype"); /* transformers 5: "dtype" */
   if (!dt) dt = str_key(o, "dtype");
@@ -221,30 +297,70 @@ static void read_keys(cfg_reader *r, rx_hf_config *c) {
   read_eos(r, o, c);
 }
 
-/* The text of a JSON object into *out (NULL: not an object, after a status naming name). */
-static rx_status parse_object(const char *text, size_t len, const char *name, cJSON **out) {
-  *out = cJSON_ParseWithLength(text, len);
-  if (*out && cJSON_IsObject(*out)) return NULL;
-  cJSON_Delete(*out);
-  *out = NULL;
-  return rx_status_make(RX_ERR_INVALID, "%s: expected a JSON object", name);
+/* The line and column (from 1) of byte pos of text. */
+static void line_col(const char *text, size_t pos, int *line, int *col) {
+  *line = 1;
+  *col = 1;
+  for (size_t i = 0; i < pos; i++) {
+    if (text[i] == '\n') {
+      ++*line;
+      *col = 1;
+    } else if (((unsigned char)text[i] & 0xC0) != 0x80) { /* a character, not a UTF-8 tail */
+      ++*col;
+    }
+  }
+}
+
+rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON **out) {
+  const char *end = NULL;
+  *out = cJSON_ParseWithLengthOpts(text, len, &end, false);
+  size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+  if (*out) { /* only white space may follow the value */
+    while (pos < len && strchr(" \t\r\n", text[pos]) && text[pos]) pos++;
+    if (pos < len) {
+      cJSON_Delete(*out);
+      *out = NULL;
+    } else if (cJSON_IsObject(*out)) {
+      return NULL;
+    } else {
+      cJSON_Delete(*out);
+      *out = NULL;
+      return rx_status_make(RX_ERR_INVALID, "%s: expected a JSON object ({...}), not another value",
+                            name);
+    }
+  }
+  int line, col;
+  line_col(text, pos, &line, &col);
+  if (pos >= len)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s:%d:%d: JSON syntax error: the text ends inside a value (expected a "
+                          "JSON object)",
+                          name, line, col);
+  char near[24];
+  size_t n = 0;
+  for (size_t i = pos; i < len && n < 16 && text[i] != '\n' && text[i]; i++) near[n++] = text[i];
+  near[n] = 0;
+  return rx_status_make(RX_ERR_INVALID,
+                        "%s:%d:%d: JSON syntax error at '%s' (expected a JSON object)", name, line,
+                        col, near);
 }
 
 rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out) {
   memset(out, 0, sizeof *out);
   cJSON *root;
-  RX_RETURN_IF_ERROR(parse_object(text, len, name, &root));
+  RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
   cfg_reader r = {name, root, NULL};
   read_arch(&r, out);
   if (!r.err) read_keys(&r, out);
   cJSON_Delete(root);
+  if (!r.err) r.err = hf_check_config(out, name, NULL);
   return r.err;
 }
 
 rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char *name,
                                         rx_hf_config *c) {
   cJSON *root;
-  RX_RETURN_IF_ERROR(parse_object(text, len, name, &root));
+  RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
   cfg_reader r = {name, root, NULL};
   read_eos(&r, root, c);
   cJSON_Delete(root);

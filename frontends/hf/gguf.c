@@ -7,8 +7,12 @@
  *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
  *   .attention.head_count_kv (default: head_count), .attention.key_length (default: embedding /
  *   heads), .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 10000),
- *   .context_length (required), .vocab_size (default: token_embd's rows).
- * A rope scaling other than none is refused (ARCH.rope.scaling.type). */
+ *   .context_length (required), .vocab_size (default: token_embd's rows), each within the
+ *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json).
+ * A rope scaling other than none or linear (ARCH.rope.scaling.type, .factor), a partial rotary
+ * embedding (.rope.dimension_count other than the head dim), value heads of another size, and
+ * the keys of UNIMPLEMENTED (experts, sliding windows, soft-capping, scales) are refused by
+ * name. */
 #include "hf_int.h"
 
 #include <math.h>
@@ -40,7 +44,7 @@ bool rx_hf_is_gguf(const char *path) {
   return rx_gguf_is_gguf(magic, n);
 }
 
-/* An integer key, or def when absent (def < 0: required). */
+/* An integer key, or def when absent (def < 0: required); its bounds are hf_check_config's. */
 static rx_status get_int(const rx_gguf_file *f, const char *arch, const char *key, int64_t def,
                          int64_t *out) {
   char full[128];
@@ -51,9 +55,6 @@ static rx_status get_int(const rx_gguf_file *f, const char *arch, const char *ke
   }
   uint32_t v;
   RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, full, &v));
-  if (v == 0)
-    return rx_status_make(RX_ERR_INVALID, "%s: key '%s' is 0: expected a positive count", f->name,
-                          full);
   *out = v;
   return NULL;
 }
@@ -72,7 +73,115 @@ static rx_status get_float(const rx_gguf_file *f, const char *arch, const char *
   return NULL;
 }
 
-/* the special-token ids of tokenizer.ggml.* (-1 when absent) */
+/* A number of any GGUF numeric type (integers, floats, bool), or NAN for another type. */
+static double number_of(const rx_gguf_value *v) {
+  switch (v->type) {
+  case RX_GGUF_V_UINT8:
+  case RX_GGUF_V_UINT16:
+  case RX_GGUF_V_UINT32:
+  case RX_GGUF_V_UINT64:
+  case RX_GGUF_V_BOOL:
+    return (double)v->v.u;
+  case RX_GGUF_V_INT8:
+  case RX_GGUF_V_INT16:
+  case RX_GGUF_V_INT32:
+  case RX_GGUF_V_INT64:
+    return (double)v->v.i;
+  case RX_GGUF_V_FLOAT32:
+  case RX_GGUF_V_FLOAT64:
+    return v->v.f;
+  default:
+    return NAN;
+  }
+}
+
+/* Keys of llama.cpp's architectures that change the math the builder does not do: present with
+ * another value than the neutral one, the file is refused by the key's name (NAN: refused with
+ * any value). */
+static const struct {
+  const char *key; /* after "ARCH." */
+  double neutral;
+  const char *what;
+} UNIMPLEMENTED[] = {
+    {"expert_count", 0, "mixture of experts"},
+    {"expert_used_count", 0, "mixture of experts"},
+    {"attention.sliding_window", 0, "sliding-window attention"},
+    {"attention.clamp_kqv", 0, "clamped q, k, v"},
+    {"attn_logit_softcapping", 0, "attention logit soft-capping"},
+    {"final_logit_softcapping", 0, "final logit soft-capping"},
+    {"logit_scale", 1, "scaled output logits"},
+    {"embedding_scale", 1, "scaled embeddings"},
+    {"residual_scale", 1, "scaled residuals"},
+    {"attention.scale", NAN, "an attention scale other than 1/sqrt(head dim)"},
+};
+
+static rx_status refuse_unimplemented(const rx_gguf_file *f, const char *arch) {
+  char key[128];
+  for (size_t i = 0; i < RX_ARRAY_LEN(UNIMPLEMENTED); i++) {
+    snprintf(key, sizeof key, "%s.%s", arch, UNIMPLEMENTED[i].key);
+    const rx_gguf_kv *kv = rx_gguf_find(f, key);
+    if (!kv) continue;
+    double v = number_of(&kv->value), neutral = UNIMPLEMENTED[i].neutral;
+    if (v == neutral) continue;
+    if (isnan(neutral))
+      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' is not supported (%s)", f->name, key,
+                            UNIMPLEMENTED[i].what);
+    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' %g is not supported (%s; expected %g)",
+                          f->name, key, v, UNIMPLEMENTED[i].what, neutral);
+  }
+  return NULL;
+}
+
+/* The rotary embedding: all of each head's dimensions (ARCH.rope.dimension_count, when given,
+ * must be the head dim: a partial rotary embedding is not built), no scaling or linear scaling
+ * (ARCH.rope.scaling.type; llama.cpp takes a rope.scaling.factor, or the older rope.scale_linear,
+ * without a type as linear; a factor with type none is refused as ambiguous). */
+static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
+  char key[128], fkey[128];
+  snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+  if (rx_gguf_find(f, key)) {
+    uint32_t n;
+    RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, key, &n));
+    if (n != (uint64_t)c->head_dim)
+      return rx_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: '%s' %u is not the head dim %lld ('%s.attention.key_length', or "
+                            "embedding_length / head_count): a partial rotary embedding is not "
+                            "supported",
+                            f->name, key, n, (long long)c->head_dim, arch);
+  }
+  snprintf(c->rope_type, sizeof c->rope_type, "default");
+  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+  snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", arch);
+  const char *scaling = NULL;
+  if (rx_gguf_find(f, key)) RX_RETURN_IF_ERROR(rx_gguf_get_string(f, key, &scaling));
+  if (!rx_gguf_find(f, fkey)) /* the older key llama.cpp still reads */
+    snprintf(fkey, sizeof fkey, "%s.rope.scale_linear", arch);
+  double factor = 0;
+  if (rx_gguf_find(f, fkey))
+    RX_RETURN_IF_ERROR(get_float(f, arch, fkey + strlen(arch) + 1, -1, &factor));
+  if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: '%s' '%.64s' is not supported (supported: none, linear)", f->name,
+                          key, scaling);
+  if (scaling && !strcmp(scaling, "none") && factor != 0 && factor != 1)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: '%s' %g with '%s' none is not supported (scaled or not: expected no "
+                          "factor, or 1)",
+                          f->name, fkey, factor, key);
+  bool linear = scaling ? !strcmp(scaling, "linear") : factor != 0 && factor != 1;
+  if (!linear) return NULL;
+  if (!(factor > 0 && factor <= 1e6)) /* NaN too */
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: '%s' is %g: expected a number from 1e-06 to 1e+06 (linear rope "
+                          "scaling)",
+                          f->name, fkey, factor);
+  snprintf(c->rope_type, sizeof c->rope_type, "linear");
+  c->rope_factor = factor;
+  return NULL;
+}
+
+/* the special-token ids of tokenizer.ggml.* (-1 when absent); hf_check_config checks them
+ * against the vocabulary */
 static rx_status special_ids(const rx_gguf_file *f, rx_hf_config *c) {
   c->bos = -1;
   c->neos = 0;
@@ -89,18 +198,37 @@ static rx_status special_ids(const rx_gguf_file *f, rx_hf_config *c) {
     RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, "tokenizer.ggml.eot_token_id", &v));
     if (!c->neos || c->eos[0] != v) c->eos[c->neos++] = v;
   }
-  for (int i = 0; i < c->neos; i++)
-    if (c->eos[i] >= c->vocab)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: end-of-sequence id %lld is outside the vocabulary "
-                            "of %lld tokens",
-                            f->name, (long long)c->eos[i], (long long)c->vocab);
-  if (c->bos >= c->vocab)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tokenizer.ggml.bos_token_id %lld is outside the vocabulary of %lld "
-                          "tokens",
-                          f->name, (long long)c->bos, (long long)c->vocab);
   return NULL;
+}
+
+static rx_status read_sizes(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
+  RX_RETURN_IF_ERROR(get_int(f, arch, "embedding_length", -1, &c->hidden));
+  RX_RETURN_IF_ERROR(get_int(f, arch, "feed_forward_length", -1, &c->intermediate));
+  RX_RETURN_IF_ERROR(get_int(f, arch, "block_count", -1, &c->layers));
+  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.head_count", -1, &c->heads));
+  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.head_count_kv", c->heads, &c->kv_heads));
+  char key[128];
+  snprintf(key, sizeof key, "%s.attention.key_length", arch);
+  if (!rx_gguf_find(f, key) && c->heads && c->hidden % c->heads)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: '%s.embedding_length' %lld is not a multiple of "
+                          "'%s.attention.head_count' %lld, and '%s' (the head dim) is not given",
+                          f->name, arch, (long long)c->hidden, arch, (long long)c->heads, key);
+  RX_RETURN_IF_ERROR(
+      get_int(f, arch, "attention.key_length", c->heads ? c->hidden / c->heads : 0, &c->head_dim));
+  int64_t vdim;
+  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.value_length", c->head_dim, &vdim));
+  if (vdim != c->head_dim)
+    return rx_status_make(RX_ERR_UNSUPPORTED,
+                          "%s: '%s.attention.value_length' %lld differs from the key length %lld: "
+                          "value heads of another size are not supported",
+                          f->name, arch, (long long)vdim, (long long)c->head_dim);
+  RX_RETURN_IF_ERROR(get_int(f, arch, "context_length", -1, &c->max_positions));
+  const rx_gguf_tensor *emb = rx_gguf_find_tensor(f, "token_embd.weight");
+  RX_RETURN_IF_ERROR(
+      get_int(f, arch, "vocab_size", emb && emb->ndim == 2 ? emb->shape[0] : -1, &c->vocab));
+  RX_RETURN_IF_ERROR(get_float(f, arch, "attention.layer_norm_rms_epsilon", -1, &c->rms_eps));
+  return get_float(f, arch, "rope.freq_base", 10000.0, &c->rope_theta);
 }
 
 rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
@@ -120,35 +248,16 @@ rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
                           "qwen2)",
                           f->name, arch);
   }
-  RX_RETURN_IF_ERROR(get_int(f, arch, "embedding_length", -1, &c->hidden));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "feed_forward_length", -1, &c->intermediate));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "block_count", -1, &c->layers));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.head_count", -1, &c->heads));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.head_count_kv", c->heads, &c->kv_heads));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.key_length", c->hidden / c->heads, &c->head_dim));
-  RX_RETURN_IF_ERROR(get_int(f, arch, "context_length", -1, &c->max_positions));
-  const rx_gguf_tensor *emb = rx_gguf_find_tensor(f, "token_embd.weight");
-  RX_RETURN_IF_ERROR(
-      get_int(f, arch, "vocab_size", emb && emb->ndim == 2 ? emb->shape[0] : -1, &c->vocab));
-  RX_RETURN_IF_ERROR(get_float(f, arch, "attention.layer_norm_rms_epsilon", -1, &c->rms_eps));
-  RX_RETURN_IF_ERROR(get_float(f, arch, "rope.freq_base", 10000.0, &c->rope_theta));
-  char key[128];
-  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-  const char *scaling = "none";
-  if (rx_gguf_find(f, key)) RX_RETURN_IF_ERROR(rx_gguf_get_string(f, key, &scaling));
-  if (strcmp(scaling, "none") != 0)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s '%.64s' is not supported (only none)",
-                          f->name, key, scaling);
+  arch = c->arch_name; /* static, for messages */
+  RX_RETURN_IF_ERROR(read_sizes(f, arch, c));
+  RX_RETURN_IF_ERROR(refuse_unimplemented(f, arch));
+  RX_RETURN_IF_ERROR(special_ids(f, c));
   snprintf(c->rope_type, sizeof c->rope_type, "default");
-  if (c->heads % c->kv_heads != 0 || c->head_dim % 2 != 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: %lld heads, %lld kv heads, head dim %lld: expected heads a multiple "
-                          "of kv heads and an even head dim",
-                          f->name, (long long)c->heads, (long long)c->kv_heads,
-                          (long long)c->head_dim);
+  RX_RETURN_IF_ERROR(hf_check_config(c, f->name, arch));
+  RX_RETURN_IF_ERROR(read_rope(f, arch, c));
   c->tie_embeddings = !rx_gguf_find_tensor(f, "output.weight");
   c->file_dtype = RX_DTYPE_UNKNOWN;
-  return special_ids(f, c);
+  return NULL;
 }
 
 rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out) {
@@ -258,9 +367,11 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
   uint64_t n = v->toks->count;
   if (n != (uint64_t)c->vocab)
     return rx_status_make(RX_ERR_INVALID,
-                          "%s: tokenizer.ggml.tokens holds %llu tokens, the model's vocabulary "
-                          "%lld",
-                          f->name, (unsigned long long)n, (long long)c->vocab);
+                          "%s: tokenizer.ggml.tokens holds %llu tokens, but the model's "
+                          "vocabulary ('%s.vocab_size', or token_embd.weight's rows) has %lld: "
+                          "expected one token per row",
+                          f->name, (unsigned long long)n, c->arch_name ? c->arch_name : "ARCH",
+                          (long long)c->vocab);
   if (rx_gguf_find(f, "tokenizer.ggml.token_type"))
     RX_RETURN_IF_ERROR(
         rx_gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &v->types));
@@ -271,7 +382,9 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
   const char *names[] = {"token_type", "scores"};
   for (int k = 0; k < 2; k++)
     if (per[k] && per[k]->count != n)
-      return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.%s holds %llu entries, tokens %llu",
+      return rx_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.%s holds %llu entries, tokenizer.ggml.tokens %llu: "
+                            "expected one per token",
                             f->name, names[k], (unsigned long long)per[k]->count,
                             (unsigned long long)n);
   if (n > (uint64_t)INT32_MAX)

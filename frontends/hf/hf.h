@@ -35,8 +35,10 @@ typedef struct rx_hf_config {
 } rx_hf_config;
 
 /* Reads DIR/config.json (and generation_config.json for the end-of-sequence ids). Errors name
- * the file and the key: an unsupported architecture (naming the supported ones), a missing or
- * out-of-range key, an unsupported rope_scaling or activation. */
+ * the file and the key: an unsupported architecture (naming the supported ones), a missing key or
+ * one outside the bounds shared with GGUF (frontends/hf/hf_int.h, HF_LIMITS), a number too large
+ * for a double, an unsupported rope_scaling, activation, partial_rotary_factor or layer type, an
+ * eos/bos id outside the vocabulary, a JSON syntax error (with its line and column). */
 rx_status rx_hf_read_config(const char *dir, rx_hf_config *out);
 /* The same from the text of a config.json (name: for messages); and a generation_config.json's
  * eos_token_id into c. */
@@ -66,6 +68,9 @@ typedef struct rx_hf_options {
 
 /* Is path a folder with a config.json? */
 bool rx_hf_is_model_dir(const char *path);
+/* For a folder without config.json given as a model: an error that says so and what a model
+ * folder holds; NULL for anything else (a model folder, a file, a missing path). */
+rx_status rx_hf_check_not_bare_dir(const char *path);
 /* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/hf/gguf.c,
  * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
  * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with

@@ -7,6 +7,45 @@
 #include "hf.h"
 #include "relaxc/compiler.h"
 
+/* ---- the bounds of a decoder's description (limits.c) ----
+ * Every number a model file gives (config.json, GGUF metadata), listed once with its name in
+ * each format and the values relaxc takes: X(field of rx_hf_config, config.json key, GGUF key
+ * after "ARCH.", lowest, highest). Both readers check a file against this one table, so a file
+ * cannot reach an allocation (block_count 2^32-1) or the math (a NaN epsilon) by either path. */
+#define HF_LIMITS(X)                                                                               \
+  X(hidden, "hidden_size", "embedding_length", 1, 1 << 20)                                         \
+  X(intermediate, "intermediate_size", "feed_forward_length", 1, 1 << 22)                          \
+  X(layers, "num_hidden_layers", "block_count", 1, 4096)                                           \
+  X(heads, "num_attention_heads", "attention.head_count", 1, 4096)                                 \
+  X(kv_heads, "num_key_value_heads", "attention.head_count_kv", 1, 4096)                           \
+  X(head_dim, "head_dim", "attention.key_length", 2, 1024)                                         \
+  X(vocab, "vocab_size", "vocab_size", 1, INT32_MAX)                                               \
+  X(max_positions, "max_position_embeddings", "context_length", 1, INT32_MAX)                      \
+  X(window, "sliding_window", "attention.sliding_window", 0, INT32_MAX)                            \
+  X(rms_eps, "rms_norm_eps", "attention.layer_norm_rms_epsilon", 0, 1)                             \
+  X(rope_theta, "rope_theta", "rope.freq_base", 1e-6, 1e12)
+typedef enum hf_limit_id {
+#define HF_LIMIT_ENUM_(f, hk, gk, lo, hi) HF_LIMIT_##f,
+  HF_LIMITS(HF_LIMIT_ENUM_)
+#undef HF_LIMIT_ENUM_
+      HF_LIMIT_COUNT
+} hf_limit_id;
+typedef struct hf_limit {
+  const char *hf, *gguf; /* the key in config.json; in GGUF after "ARCH." */
+  double lo, hi;         /* inclusive */
+} hf_limit;
+extern const hf_limit hf_limits[HF_LIMIT_COUNT];
+/* c against the table and the consistency the builder relies on (kv heads divide heads, an even
+ * head_dim for the rotary embedding, the special tokens inside the vocabulary). file names the
+ * file; arch: NULL for config.json's key names, else the GGUF architecture ("llama.block_count").
+ * An error names the file, the key, its value and what was expected. */
+rx_status hf_check_config(const rx_hf_config *c, const char *file, const char *arch);
+
+/* The text of a JSON object (config.json, generation_config.json, an index) into *out; an error
+ * names name and, for a syntax error, its line and column (config.c). */
+typedef struct cJSON cJSON;
+rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON **out);
+
 /* ---- the checkpoint (checkpoint.c) ---- */
 typedef struct hf_ckpt hf_ckpt;
 /* Maps and parses DIR's model.safetensors, or every shard its index names. */

@@ -273,6 +273,33 @@ static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t
 
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
 
+/* llama.cpp's per-dimension rope frequency factors (tensor rope_freqs.weight, f32 [head_dim / 2]:
+ * how llama.cpp's converter writes Llama 3.1's rope scaling): each inverse frequency divided by
+ * its factor, as ggml_rope_ext does. Ignoring them would compute other frequencies than the
+ * file's model without a word. */
+static rx_status gguf_rope_factors(const rx_gguf_file *f, const rx_hf_config *c, float *inv) {
+  const rx_gguf_tensor *t = rx_gguf_find_tensor(f, "rope_freqs.weight");
+  if (!t) return NULL;
+  int64_t half = c->head_dim / 2;
+  if (t->type != RX_GGUF_TYPE_F32 || t->ndim != 1 || t->elems != half)
+    return rx_status_make(
+        RX_ERR_INVALID,
+        "tensor 'rope_freqs.weight' is %s with %lld elements: expected f32 [%lld] "
+        "(a factor per rotary pair of the head dim %lld)",
+        rx_gguf_type_name(t->type), (long long)t->elems, (long long)half, (long long)c->head_dim);
+  for (int64_t i = 0; i < half; i++) {
+    float v;
+    memcpy(&v, f->data + t->offset + (size_t)i * sizeof v, sizeof v);
+    if (!(v > 0) || !isfinite(v))
+      return rx_status_make(RX_ERR_INVALID,
+                            "tensor 'rope_freqs.weight' [%lld] is %g: expected a positive finite "
+                            "factor",
+                            (long long)i, v);
+    inv[i] /= v;
+  }
+  return NULL;
+}
+
 /* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
  * (sources stay mapped: the module unmaps them when it is freed). */
 static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
@@ -282,6 +309,7 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
     if (!w->hf[0]) { /* rope_inv_freq */
       float *f = inv_freq(g->c);
       rx_module_on_free(g->m, free, f);
+      if (gf) RX_RETURN_IF_ERROR(gguf_rope_factors(gf, g->c, f));
       RX_RETURN_IF_ERROR(
           rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, RX_DTYPE_F32, f));
       continue;

@@ -2,10 +2,28 @@
  * (runtime/llm/): llm.json, what the model's functions are and what they need (vocabulary,
  * special tokens, limits, the KV cache's geometry), and the folder's tokenizer.json as it is. */
 #include "hf_int.h"
+#include "relaxc/llm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+
+/* The tokenizer the artifact will carry, loaded as the runtime will load it (so an inconsistent
+ * file fails now, naming its place, not at the first generate), and its ids inside the model's
+ * vocabulary (the embedding has a row for each). */
+static rx_status check_tokenizer(const char *json, size_t len, const char *name,
+                                 const rx_hf_config *c) {
+  rx_tokenizer *tok = NULL;
+  RX_RETURN_IF_ERROR(rx_tokenizer_load(json, len, name, &tok));
+  int64_t n = rx_tokenizer_vocab_size(tok);
+  rx_tokenizer_free(tok);
+  if (n > c->vocab)
+    return rx_status_make(RX_ERR_INVALID,
+                          "%s: the tokenizer has ids up to %lld, past the model's vocabulary of "
+                          "%lld tokens (the embedding has no row for them)",
+                          name, (long long)n - 1, (long long)c->vocab);
+  return NULL;
+}
 
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
                           int64_t max_len, int64_t max_batch, const char *formats,
@@ -35,7 +53,11 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
   rx_status s = rx_module_add_section(m, "llm.json", j.data, j.len);
   rx_strbuf_free(&j);
   if (s) return s;
-  if (tok_json) return rx_module_add_section(m, "tokenizer.json", tok_json, tok_len);
+  if (tok_json) {
+    /* rx_hf_import's message puts the file's path before */
+    RX_RETURN_IF_ERROR(check_tokenizer(tok_json, tok_len, "tokenizer.ggml.* as tokenizer.json", c));
+    return rx_module_add_section(m, "tokenizer.json", tok_json, tok_len);
+  }
   char path[4096];
   snprintf(path, sizeof path, "%s/tokenizer.json", dir);
   struct stat st;
@@ -43,7 +65,8 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
   char *text = NULL;
   size_t len = 0;
   RX_RETURN_IF_ERROR(rx_read_file(path, &text, &len));
-  s = rx_module_add_section(m, "tokenizer.json", text, len);
+  s = check_tokenizer(text, len, "tokenizer.json", c); /* after the folder's path */
+  if (!s) s = rx_module_add_section(m, "tokenizer.json", text, len);
   free(text);
   return s;
 }

@@ -262,13 +262,20 @@ rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, c
       return rx_status_make(RX_ERR_INVALID, "prefill: sequence %lld (at %zu) has no new tokens",
                             (long long)seqs[i], i);
     int64_t have = rx_kv_cache_length(m->kv, seqs[i]);
+    if (counts[i] > (size_t)(m->max_seq_len - have) && !have)
+      return rx_status_make(RX_ERR_INVALID,
+                            "sequence %lld: the prompt's %zu tokens exceed the artifact's "
+                            "max_seq_len of %lld tokens (prompt and generated tokens together; "
+                            "compile with a larger --max-seq-len, up to the model's "
+                            "max_position_embeddings)",
+                            (long long)seqs[i], counts[i], (long long)m->max_seq_len);
     if (counts[i] > (size_t)(m->max_seq_len - have))
       return rx_status_make(RX_ERR_INVALID,
-                            "sequence %lld: %zu more tokens would make %lld, more than the "
-                            "model's maximum of %lld (compile with --max-seq-len to change it, up "
-                            "to the model's max_position_embeddings)",
-                            (long long)seqs[i], counts[i], (long long)have + (long long)counts[i],
-                            (long long)m->max_seq_len);
+                            "sequence %lld: it holds %lld tokens, and %zu more would make %lld, "
+                            "more than the artifact's max_seq_len of %lld tokens (compile with a "
+                            "larger --max-seq-len, up to the model's max_position_embeddings)",
+                            (long long)seqs[i], (long long)have, counts[i],
+                            (long long)have + (long long)counts[i], (long long)m->max_seq_len);
     sum += counts[i];
   }
   if (sum != n)

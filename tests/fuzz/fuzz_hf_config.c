@@ -1,10 +1,12 @@
 /* tests/fuzz/fuzz_hf_config.c: libFuzzer harness of the Hugging Face config.json reader
- * (frontends/hf/config.c): a config's text, and the same text as a generation_config.json. */
+ * (frontends/hf/config.c): a config's text, and the same text as a generation_config.json. An
+ * accepted config satisfies the bounds and checks it shares with GGUF (frontends/hf/limits.c)
+ * and its end-of-sequence ids, from either file, lie inside the vocabulary. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontends/hf/hf.h"
+#include "frontends/hf/hf_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size ? size : 1);
@@ -17,8 +19,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (c.hidden < 1 || c.heads < 1 || c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 2 ||
         c.head_dim % 2 || c.layers < 1 || c.vocab < 1 || c.neos > 8)
       abort();
+    /* within the bounds shared with GGUF (HF_LIMITS), consistent, the tokens in the vocab */
+    rx_status again = hf_check_config(&c, "fuzz/config.json", NULL);
+    if (again) abort();
     rx_status g = rx_hf_parse_generation_config(text, size, "fuzz/generation_config.json", &c);
     if (c.neos > 8) abort();
+    for (int i = 0; !g && i < c.neos; i++)
+      if (c.eos[i] < 0 || c.eos[i] >= c.vocab) abort();
     rx_status_free(g);
   }
   rx_status_free(s);

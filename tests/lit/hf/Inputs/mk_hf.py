@@ -1,6 +1,7 @@
 # Writes a tiny Hugging Face model folder (config.json + model.safetensors, zero weights) with one
 # thing wrong, for the importer's error tests; no NumPy or torch needed.
-#   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|headdim|noweights|rope
+#   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|headdim|noweights|rope|syntax|inftheta|
+#                            geneos|badtok|badindex
 import json
 import os
 import struct
@@ -37,8 +38,25 @@ if mode == "missing":
 if mode == "shape":
     tensors["model.layers.0.self_attn.k_proj.weight"] = [NH * D, H]
 with open(os.path.join(out, "config.json"), "w") as f:
-    json.dump(config, f)
-if mode != "noweights":
+    text = json.dumps(config, indent=1)
+    if mode == "syntax":  # a missing comma at the end of line 5: the error at 6:2
+        text = text.replace('"hidden_size": 16,', '"hidden_size": 16')
+    if mode == "inftheta":  # beyond a double: cJSON reads infinity
+        text = text.replace('"rope_theta": 10000.0', '"rope_theta": 1e999')
+    f.write(text)
+if mode == "geneos":  # an end-of-sequence id outside the vocabulary of 32
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": [2, 32]}, f)
+if mode == "badtok":  # a merge naming a token the vocabulary lacks
+    tok = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+           "post_processor": None, "decoder": None,
+           "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a c"]}}
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+if mode == "badindex":  # a shard index with a trailing comma on line 2
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        f.write('{"weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors",\n}}')
+if mode not in ("noweights", "badindex"):
     header, offset = {}, 0
     for name, shape in tensors.items():
         n = 4

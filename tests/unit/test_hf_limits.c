@@ -1,0 +1,481 @@
+/* The bounds and checks of a decoder's description on both model paths (issue 29, items 1, 9
+ * and 12; frontends/hf/limits.c, gguf.c, config.c, meta.c): GGUF images written here with one
+ * number out of its bounds, a NaN, an infinity, a key that changes the math the builder does not
+ * do, or an end-of-sequence id outside the vocabulary, each refused with a message naming the
+ * file, the key and the value; a block_count of 2^32-1 refused by rx_hf_import before anything
+ * is allocated for it; config.json texts likewise (a syntax error with its line and column, a
+ * number too large for a double, a partial rotary embedding); and a model folder whose
+ * tokenizer.json the runtime would refuse, refused at compile time.
+ *
+ * usage: test_hf_limits TESTS_DIR */
+#include "base/base.h"
+#include "base/gguf.h"
+#include "frontends/hf/hf_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      passed++;                                                                                    \
+    } else {                                                                                       \
+      failed++;                                                                                    \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* An error containing want from s (NULL want: success); frees s. */
+static void expect(rx_status s, const char *want, const char *what) {
+  if (!want)
+    CHECK(!s, "%s: expected success, got '%s'", what, rx_status_message(s));
+  else
+    CHECK(s && strstr(rx_status_message(s), want),
+          "%s: expected an error containing '%s', got '%s'", what, want,
+          s ? rx_status_message(s) : "success");
+  rx_status_free(s);
+}
+
+/* ---- a GGUF image of metadata only (no tensors) ---- */
+enum { T_U32 = 4, T_F32 = 6, T_STRING = 8, T_STRINGS = 9 /* an array of the str's words */ };
+
+typedef struct kv {
+  const char *key;
+  int type;
+  double num;
+  const char *str;
+} kv;
+
+/* The tiny model's metadata; an override with the same key replaces a value, a new key is
+ * added; num NAN with type 0 removes the key. */
+static const kv base_kvs[] = {
+    {"general.architecture", T_STRING, 0, "llama"},
+    {"llama.embedding_length", T_U32, 16, NULL},
+    {"llama.feed_forward_length", T_U32, 32, NULL},
+    {"llama.block_count", T_U32, 1, NULL},
+    {"llama.attention.head_count", T_U32, 2, NULL},
+    {"llama.attention.head_count_kv", T_U32, 1, NULL},
+    {"llama.context_length", T_U32, 64, NULL},
+    {"llama.vocab_size", T_U32, 32, NULL},
+    {"llama.attention.layer_norm_rms_epsilon", T_F32, 1e-5, NULL},
+    {"llama.rope.freq_base", T_F32, 10000, NULL},
+    {"tokenizer.ggml.eos_token_id", T_U32, 2, NULL},
+};
+
+static void put(rx_strbuf *b, const void *p, size_t n) { rx_strbuf_appendn(b, p, n); }
+static void put_u32(rx_strbuf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(rx_strbuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(rx_strbuf *b, const char *s) {
+  put_u64(b, strlen(s));
+  put(b, s, strlen(s));
+}
+
+static void put_kv(rx_strbuf *b, const kv *k) {
+  put_str(b, k->key);
+  put_u32(b, (uint32_t)k->type);
+  if (k->type == T_U32) put_u32(b, (uint32_t)k->num);
+  if (k->type == T_F32) {
+    float f = (float)k->num;
+    put(b, &f, 4);
+  }
+  if (k->type == T_STRING) put_str(b, k->str);
+  if (k->type == T_STRINGS) {
+    char words[256];
+    snprintf(words, sizeof words, "%s", k->str);
+    uint64_t n = 0;
+    for (const char *p = words; *p; p++) n += *p != ' ' && (p == words || p[-1] == ' ');
+    put_u32(b, T_STRING);
+    put_u64(b, n);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+      put_str(b, w);
+  }
+}
+
+/* An f32 tensor of the image: its dims in relaxc's order (outermost first), its elements zero
+ * unless data is given. */
+typedef struct tensor {
+  const char *name;
+  int ndim;
+  int64_t dims[2];
+  const float *data;
+} tensor;
+
+static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t *len);
+
+/* base_kvs with the n overrides, as a GGUF v3 image (heap, *len). */
+static char *image(const kv *over, int n, size_t *len) { return image_with(over, n, NULL, 0, len); }
+
+/* The same with the nt tensors. */
+static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t *len) {
+  const kv *all[64];
+  int count = 0;
+  for (size_t i = 0; i < RX_ARRAY_LEN(base_kvs); i++) {
+    const kv *k = &base_kvs[i];
+    for (int j = 0; j < n; j++)
+      if (!strcmp(over[j].key, k->key)) k = &over[j];
+    if (k->type) all[count++] = k;
+  }
+  for (int j = 0; j < n; j++) {
+    bool in_base = false;
+    for (size_t i = 0; i < RX_ARRAY_LEN(base_kvs); i++)
+      in_base |= !strcmp(over[j].key, base_kvs[i].key);
+    if (!in_base) all[count++] = &over[j];
+  }
+  rx_strbuf b = {0};
+  put(&b, "GGUF", 4);
+  put_u32(&b, 3);
+  put_u64(&b, (uint64_t)nt);
+  put_u64(&b, (uint64_t)count);
+  for (int i = 0; i < count; i++) put_kv(&b, all[i]);
+  uint64_t offset = 0;
+  for (int i = 0; i < nt; i++) { /* name, dims innermost first (ggml's ne), F32, offset */
+    put_str(&b, ts[i].name);
+    put_u32(&b, (uint32_t)ts[i].ndim);
+    for (int d = ts[i].ndim - 1; d >= 0; d--) put_u64(&b, (uint64_t)ts[i].dims[d]);
+    put_u32(&b, 0);
+    put_u64(&b, offset);
+    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
+    offset += ((uint64_t)elems * 4 + 31) / 32 * 32;
+  }
+  while (b.len % 32) put(&b, "", 1); /* the data section's alignment */
+  for (int i = 0; i < nt; i++) {
+    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
+    for (int64_t e = 0; e < elems; e++) {
+      float v = ts[i].data ? ts[i].data[e] : 0;
+      put(&b, &v, 4);
+    }
+    while (b.len % 32) put(&b, "", 1);
+  }
+  *len = b.len;
+  return rx_strbuf_take(&b);
+}
+
+/* hf_gguf_read_config of base_kvs with the overrides. */
+static rx_status read_config(const kv *over, int n, rx_hf_config *c) {
+  size_t len;
+  char *img = image(over, n, &len);
+  rx_gguf_file f;
+  rx_status s = rx_gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+  if (!s) {
+    s = hf_gguf_read_config(&f, c);
+    rx_gguf_free(&f);
+  }
+  free(img);
+  return s;
+}
+
+#define GGUF_CASE(want, ...)                                                                       \
+  do {                                                                                             \
+    const kv over_[] = {__VA_ARGS__};                                                              \
+    rx_hf_config c_;                                                                               \
+    expect(read_config(over_, (int)RX_ARRAY_LEN(over_), &c_), want, #__VA_ARGS__);                 \
+  } while (0)
+
+static void gguf_bounds(void) {
+  rx_hf_config c;
+  expect(read_config(NULL, 0, &c), NULL, "the tiny model");
+  CHECK(c.layers == 1 && c.head_dim == 8 && c.kv_heads == 1 && !strcmp(c.rope_type, "default"),
+        "the tiny model's config");
+  GGUF_CASE("t.gguf: 'llama.block_count' is 5000000: expected an integer from 1 to 4096",
+            {"llama.block_count", T_U32, 5e6, NULL});
+  GGUF_CASE("'llama.block_count' is 4294967295: expected an integer from 1 to 4096",
+            {"llama.block_count", T_U32, 4294967295.0, NULL});
+  GGUF_CASE("'llama.embedding_length' is 0: expected an integer from 1 to 1048576",
+            {"llama.embedding_length", T_U32, 0, NULL});
+  GGUF_CASE("'llama.feed_forward_length' is 8388608: expected an integer from 1 to 4194304",
+            {"llama.feed_forward_length", T_U32, 8388608, NULL});
+  GGUF_CASE("'llama.attention.head_count_kv' is 0",
+            {"llama.attention.head_count_kv", T_U32, 0, NULL});
+  GGUF_CASE("'llama.context_length' is 0: expected an integer from 1",
+            {"llama.context_length", T_U32, 0, NULL});
+  GGUF_CASE("'llama.attention.key_length' is 4096: expected an integer from 2 to 1024",
+            {"llama.attention.key_length", T_U32, 4096, NULL});
+  GGUF_CASE("'llama.attention.layer_norm_rms_epsilon' is NaN: expected a finite number from 0 to 1",
+            {"llama.attention.layer_norm_rms_epsilon", T_F32, NAN, NULL});
+  GGUF_CASE("'llama.attention.layer_norm_rms_epsilon' is -1: expected a number from 0 to 1",
+            {"llama.attention.layer_norm_rms_epsilon", T_F32, -1, NULL});
+  GGUF_CASE("'llama.rope.freq_base' is infinite: expected a finite number",
+            {"llama.rope.freq_base", T_F32, INFINITY, NULL});
+  GGUF_CASE("'llama.rope.freq_base' is NaN", {"llama.rope.freq_base", T_F32, NAN, NULL});
+}
+
+static void gguf_consistency(void) {
+  GGUF_CASE("'llama.embedding_length' 16 is not a multiple of 'llama.attention.head_count' 3",
+            {"llama.attention.head_count", T_U32, 3, NULL},
+            {"llama.attention.head_count_kv", T_U32, 3, NULL});
+  GGUF_CASE("'llama.attention.head_count' 2 is not a multiple of 'llama.attention.head_count_kv' 4",
+            {"llama.attention.head_count_kv", T_U32, 4, NULL});
+  GGUF_CASE("'llama.attention.key_length' 7 is odd",
+            {"llama.attention.key_length", T_U32, 7, NULL});
+  GGUF_CASE("tokenizer.ggml.eos_token_id (or eot_token_id) 32 is outside the vocabulary of 32 "
+            "tokens",
+            {"tokenizer.ggml.eos_token_id", T_U32, 32, NULL});
+  GGUF_CASE("tokenizer.ggml.bos_token_id 4000000000 is outside the vocabulary of 32 tokens",
+            {"tokenizer.ggml.bos_token_id", T_U32, 4e9, NULL});
+}
+
+static void gguf_unimplemented(void) {
+  GGUF_CASE("'llama.rope.dimension_count' 4 is not the head dim 8",
+            {"llama.rope.dimension_count", T_U32, 4, NULL});
+  GGUF_CASE(NULL, {"llama.rope.dimension_count", T_U32, 8, NULL});
+  GGUF_CASE("'llama.expert_count' 8 is not supported (mixture of experts",
+            {"llama.expert_count", T_U32, 8, NULL});
+  GGUF_CASE("'llama.attention.sliding_window' 4096 is not supported (sliding-window attention",
+            {"llama.attention.sliding_window", T_U32, 4096, NULL});
+  GGUF_CASE("'llama.attention.value_length' 4 differs from the key length 8",
+            {"llama.attention.value_length", T_U32, 4, NULL});
+  GGUF_CASE("'llama.final_logit_softcapping' 30 is not supported",
+            {"llama.final_logit_softcapping", T_F32, 30, NULL});
+  GGUF_CASE("'llama.rope.scaling.type' 'yarn' is not supported (supported: none, linear)",
+            {"llama.rope.scaling.type", T_STRING, 0, "yarn"});
+  GGUF_CASE("'llama.rope.scaling.factor' is nan: expected a number from 1e-06 to 1e+06",
+            {"llama.rope.scaling.type", T_STRING, 0, "linear"},
+            {"llama.rope.scaling.factor", T_F32, NAN, NULL});
+  GGUF_CASE("'llama.rope.scaling.factor' 4 with 'llama.rope.scaling.type' none is not supported",
+            {"llama.rope.scaling.type", T_STRING, 0, "none"},
+            {"llama.rope.scaling.factor", T_F32, 4, NULL});
+  GGUF_CASE(NULL, {"llama.rope.scaling.type", T_STRING, 0, "none"},
+            {"llama.rope.scaling.factor", T_F32, 1, NULL});
+  /* the older key, with the type */
+  const kv old_key[] = {{"llama.rope.scaling.type", T_STRING, 0, "linear"},
+                        {"llama.rope.scale_linear", T_F32, 2, NULL}};
+  rx_hf_config o;
+  expect(read_config(old_key, 2, &o), NULL, "rope.scale_linear");
+  CHECK(!strcmp(o.rope_type, "linear") && o.rope_factor == 2, "rope %s x%g", o.rope_type,
+        o.rope_factor);
+  /* llama.cpp takes a factor without a type as linear scaling: so does relaxc */
+  const kv lin[] = {{"llama.rope.scaling.factor", T_F32, 4, NULL}};
+  rx_hf_config c;
+  expect(read_config(lin, 1, &c), NULL, "linear rope scaling");
+  CHECK(!strcmp(c.rope_type, "linear") && c.rope_factor == 4, "rope %s x%g", c.rope_type,
+        c.rope_factor);
+}
+
+/* The tokenizer's arrays against the model's vocabulary: the message says which key holds what. */
+static void gguf_tokenizer(void) {
+  const kv over[] = {{"tokenizer.ggml.model", T_STRING, 0, "gpt2"},
+                     {"tokenizer.ggml.tokens", T_STRINGS, 0, "a b c"},
+                     {"tokenizer.ggml.merges", T_STRINGS, 0, ""}};
+  size_t len;
+  char *img = image(over, 3, &len);
+  rx_gguf_file f;
+  rx_hf_config c;
+  rx_status s = rx_gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+  if (!s) {
+    s = hf_gguf_read_config(&f, &c);
+    rx_strbuf json = {0};
+    if (!s) s = hf_gguf_tokenizer_json(&f, &c, &json);
+    rx_strbuf_free(&json);
+    rx_gguf_free(&f);
+  }
+  expect(s,
+         "t.gguf: tokenizer.ggml.tokens holds 3 tokens, but the model's vocabulary "
+         "('llama.vocab_size', or token_embd.weight's rows) has 32: expected one token per row",
+         "tokens against the vocabulary");
+  free(img);
+}
+
+/* A whole tiny llama in f32 (base_kvs: hidden 16, 2 heads of 8, 1 kv head, 32 tokens, one
+ * layer, tied embeddings) with rope_freqs.weight holding factors: rx_hf_import divides each
+ * inverse frequency by its factor, as llama.cpp does (it ignored them: other frequencies than
+ * the model's, without a word); a factor of 0 or a tensor of the wrong size is refused. */
+static void gguf_rope_freqs(const char *tmp) {
+  const float good[4] = {1, 2, 4, 8}, zero[4] = {1, 0, 1, 1};
+  const struct {
+    const float *factors;
+    int64_t n;
+    const char *want;
+  } cases[] = {
+      {good, 4, NULL},
+      {zero, 4, "tensor 'rope_freqs.weight' [1] is 0: expected a positive finite factor"},
+      {good, 3, "tensor 'rope_freqs.weight' is F32 with 3 elements: expected f32 [4]"},
+  };
+  for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
+    const tensor ts[] = {
+        {"token_embd.weight", 2, {32, 16}, NULL},
+        {"output_norm.weight", 1, {16}, NULL},
+        {"blk.0.attn_norm.weight", 1, {16}, NULL},
+        {"blk.0.attn_q.weight", 2, {16, 16}, NULL},
+        {"blk.0.attn_k.weight", 2, {8, 16}, NULL},
+        {"blk.0.attn_v.weight", 2, {8, 16}, NULL},
+        {"blk.0.attn_output.weight", 2, {16, 16}, NULL},
+        {"blk.0.ffn_norm.weight", 1, {16}, NULL},
+        {"blk.0.ffn_gate.weight", 2, {32, 16}, NULL},
+        {"blk.0.ffn_up.weight", 2, {32, 16}, NULL},
+        {"blk.0.ffn_down.weight", 2, {16, 32}, NULL},
+        {"rope_freqs.weight", 1, {cases[k].n}, cases[k].factors},
+    };
+    size_t len;
+    char *img = image_with(NULL, 0, ts, (int)RX_ARRAY_LEN(ts), &len);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/freqs.gguf", tmp);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
+    if (fp) fclose(fp);
+    free(img);
+    rx_module *m = rx_module_new();
+    expect(rx_hf_import(m, path, NULL), cases[k].want, "rope_freqs.weight");
+    const rx_weight *w = cases[k].want ? NULL : rx_module_weight(m, "rope_inv_freq");
+    CHECK(cases[k].want || (w && w->ndim == 1 && w->shape[0] == 4 && w->src_dtype == RX_DTYPE_F32),
+          "rope_inv_freq");
+    for (int i = 0; w && i < 4; i++) {
+      float got = ((const float *)w->src)[i];
+      double want = 1.0 / pow(10000.0, 2.0 * i / 8) / good[i];
+      CHECK(fabs(got - want) <= 1e-6 * want, "rope_inv_freq[%d] = %g, expected %g", i, got, want);
+    }
+    rx_module_free(m);
+    unlink(path);
+  }
+}
+
+/* rx_hf_import of a GGUF file with a huge block_count: refused by the bounds, before the
+ * builder allocates per-layer state (it aborted with "host out of memory"). */
+static void gguf_import(const char *tmp) {
+  const double counts[] = {5e6, 4294967295.0};
+  for (int i = 0; i < 2; i++) {
+    const kv over[] = {{"llama.block_count", T_U32, counts[i], NULL}};
+    size_t len;
+    char *img = image(over, 1, &len);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/blocks.gguf", tmp);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
+    if (fp) fclose(fp);
+    free(img);
+    rx_module *m = rx_module_new();
+    expect(rx_hf_import(m, path, NULL), "expected an integer from 1 to 4096", "import block_count");
+    rx_module_free(m);
+    unlink(path);
+  }
+}
+
+/* ---- config.json ---- */
+static const char *const good_config =
+    "{%s\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16, \"intermediate_size\": "
+    "32,\n"
+    " \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1,\n"
+    " \"vocab_size\": 32, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-5,\n"
+    " \"bos_token_id\": 1, \"eos_token_id\": 2}";
+
+/* good_config with extra ("" or "\"key\": value, ": first, so it is the key cJSON finds) */
+static rx_status parse(const char *extra, rx_hf_config *c) {
+  char text[2048], first[512];
+  snprintf(first, sizeof first, "%s%s", extra, *extra ? ", " : "");
+  snprintf(text, sizeof text, good_config, first);
+  return rx_hf_parse_config(text, strlen(text), "d/config.json", c);
+}
+
+static void hf_config(void) {
+  rx_hf_config c;
+  expect(parse("", &c), NULL, "the tiny config");
+  const struct {
+    const char *extra, *want;
+  } cases[] = {
+      {"\"rope_theta\": 1e999",
+       "d/config.json: 'rope_theta' is not a finite number (too large for a double): expected a "
+       "number from 1e-06 to 1e+12"},
+      {"\"max_position_embeddings\": -1e999", "'max_position_embeddings' is not a finite number"},
+      {"\"partial_rotary_factor\": 0.5", "partial_rotary_factor 0.5 is not supported"},
+      {"\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
+       "layer_types[1] 'sliding_attention' is not supported (supported: full_attention)"},
+      {"\"eos_token_id\": 32",
+       "eos_token_id 32 is outside the vocabulary of 32 tokens (ids 0 to 31): generation would "
+       "never stop at it"},
+      {"\"eos_token_id\": [2, 40]", "eos_token_id [1] 40 is outside the vocabulary of 32 tokens"},
+      {"\"bos_token_id\": 99", "bos_token_id 99 is outside the vocabulary of 32 tokens"},
+      {"\"hidden_size\": 15", "hidden_size 15 is not a multiple of num_attention_heads 2"},
+      {"\"head_dim\": 2048", "'head_dim' is 2048: expected an integer from 2 to 1024"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++)
+    expect(parse(cases[i].extra, &c), cases[i].want, cases[i].extra);
+  /* syntax errors name the line and the column */
+  const char *bad = "{\"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 16,\n  x}";
+  expect(rx_hf_parse_config(bad, strlen(bad), "d/config.json", &c),
+         "d/config.json:3:4: JSON syntax error at '}'", "syntax error");
+  const char *cut = "{\"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 1";
+  expect(rx_hf_parse_config(cut, strlen(cut), "d/config.json", &c), "d/config.json:2:", "cut");
+  const char *trail = "{\"vocab_size\": 3}\n}";
+  expect(rx_hf_parse_config(trail, strlen(trail), "d/config.json", &c),
+         "d/config.json:2:1: JSON syntax error at '}'", "trailing text");
+  /* generation_config.json's eos_token_id against the config's vocabulary */
+  expect(parse("", &c), NULL, "the tiny config");
+  const char *gen = "{\"eos_token_id\": [2, 32]}";
+  expect(rx_hf_parse_generation_config(gen, strlen(gen), "d/generation_config.json", &c),
+         "d/generation_config.json: eos_token_id [1] 32 is outside the vocabulary of 32 tokens",
+         "generation config");
+}
+
+/* ---- a model folder's tokenizer.json, checked at compile time ---- */
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *fp = fopen(path, "w");
+  CHECK(fp && fputs(text, fp) >= 0, "write %s", path);
+  if (fp) fclose(fp);
+}
+
+static void hf_tokenizer(const char *tmp) {
+  char dir[2048], cfg[2048];
+  snprintf(dir, sizeof dir, "%s/hf_model", tmp);
+  mkdir(dir, 0755);
+  snprintf(cfg, sizeof cfg, good_config, "");
+  write_file(dir, "config.json", cfg);
+  const char *tok_fmt =
+      "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
+      "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, "
+      "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": %d}, "
+      "\"merges\": [\"a %s\"]}}";
+  const struct {
+    int ab_id;
+    const char *right, *want;
+  } cases[] = {
+      {2, "b", NULL},
+      {2, "c", "tokenizer.json"}, /* a merge naming an unknown token */
+      {40, "b", "the tokenizer has ids up to 40, past the model's vocabulary of 32 tokens"},
+  };
+  rx_hf_options o = {.no_weights = true};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    char tok[1024];
+    snprintf(tok, sizeof tok, tok_fmt, cases[i].ab_id, cases[i].right);
+    write_file(dir, "tokenizer.json", tok);
+    rx_module *m = rx_module_new();
+    expect(rx_hf_import(m, dir, &o), cases[i].want, tok);
+    rx_module_free(m);
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  setvbuf(stdout, NULL, _IONBF, 0); /* every line out before an abort */
+  char tmp[] = "/tmp/test_hf_limits.XXXXXX";
+  if (!mkdtemp(tmp)) {
+    printf("FAIL: mkdtemp\n");
+    return 1;
+  }
+  gguf_bounds();
+  gguf_consistency();
+  gguf_unimplemented();
+  gguf_tokenizer();
+  gguf_import(tmp);
+  gguf_rope_freqs(tmp);
+  hf_config();
+  hf_tokenizer(tmp);
+  rmdir(tmp);
+  printf("test_hf_limits: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
