@@ -94,6 +94,11 @@ static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   rx_status s = rx_rt_value_from_prim(RX_DTYPE_I64, cap, &args[0]);
   if (!s) s = rx_rt_value_from_prim(RX_DTYPE_I64, seqs, &args[1]);
   if (!s) s = call(m, "create_kv_cache", args, 2, &m->cache);
+  if (s && !(o && o->capacity > 0))
+    s = rx_status_annotate(s,
+                           "a KV cache for the model's max_seq_len of %lld tokens (set a "
+                           "smaller capacity: --kv-capacity)",
+                           (long long)cap);
   rx_rt_value_release(args[0]);
   rx_rt_value_release(args[1]);
   if (!s && !(m->kv = rx_kv_cache_of(m->cache)))
