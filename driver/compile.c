@@ -123,9 +123,64 @@ static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the rest *
 }
 
 static void print_plan(pipe *p, rx_strbuf *b) { rx_mem_plan_print(b, &p->r->plan); }
+
+/* The name of storage s's first tenant (for messages). */
+static const char *tenant(const rx_fn_plan *f, int s) {
+  for (int i = 0; i < f->nallocs; i++)
+    if (f->allocs[i].storage == s) return f->allocs[i].var->name;
+  return "?";
+}
+
+/* Warns of a function whose storages at the bounds of its facts pass a target's device memory
+ * (targets/target.h device_memory): naming the function, its facts, the targets, the largest
+ * storages, and what to do. The plan still works below the bounds: the large storages are sized
+ * at run time (RX_PLAN_MAX_STATIC_BYTES). */
+static void warn_plan_size(pipe *p, const rx_fn_plan *f) {
+  rx_strbuf over = {0};
+  for (int t = 0; t < p->o->ntargets; t++) {
+    const rx_target *tg = p->o->targets[t];
+    if (f->upper_bytes > tg->device_memory)
+      rx_strbuf_printf(&over, "%s%s (%.1f GB)", over.len ? ", " : "", tg->name,
+                       (double)tg->device_memory / 1e9);
+  }
+  if (!over.len) return;
+  rx_strbuf msg = {0};
+  rx_strbuf_printf(&msg, "%s: memory planned at the bounds of its facts (", f->fn->name);
+  for (int i = 0; i < f->fn->nfacts; i++) {
+    if (i) rx_strbuf_append(&msg, ", ");
+    rx_expr_print(&msg, f->fn->facts[i]);
+  }
+  rx_strbuf_printf(&msg, ") is %lld bytes (%.1f GB), more than the device memory of %s:",
+                   (long long)f->upper_bytes, (double)f->upper_bytes / 1e9, over.data);
+  bool *shown = rx_calloc((size_t)f->nstorages + 1, sizeof *shown);
+  for (int k = 0; k < 3; k++) { /* the three largest */
+    int best = -1;
+    for (int s = 0; s < f->nstorages; s++)
+      if (!shown[s] && f->storage_upper[s] > 0 &&
+          (best < 0 || f->storage_upper[s] > f->storage_upper[best]))
+        best = s;
+    if (best < 0) break;
+    shown[best] = true;
+    rx_strbuf_printf(&msg, "%s storage %d (%s) %lld bytes", k ? "," : "", best, tenant(f, best),
+                     (long long)f->storage_upper[best]);
+  }
+  int rest = 0;
+  for (int s = 0; s < f->nstorages; s++) rest += !shown[s] && f->storage_upper[s] > 0;
+  if (rest) rx_strbuf_printf(&msg, " and %d more", rest);
+  free(shown);
+  rx_diag_report(p->diag, RX_DIAG_WARNING, f->fn->loc,
+                 "%s; storages over %lld bytes are allocated at the sizes of each call, but a call "
+                 "near the bounds will not fit: give a tighter `where` bound (or --max-seq-len for "
+                 "a Hugging Face model)",
+                 msg.data, (long long)RX_PLAN_MAX_STATIC_BYTES);
+  rx_strbuf_free(&msg);
+  rx_strbuf_free(&over);
+}
+
 static bool plan_memory(pipe *p) {
   double t0 = now_ms();
   bool ok = rx_plan_memory(p->m, &p->r->plan, p->diag);
+  for (int i = 0; ok && i < p->r->plan.nfns; i++) warn_plan_size(p, &p->r->plan.fns[i]);
   time_row(p, "plan_memory", now_ms() - t0, -1);
   if (ok) dump(p, "plan_memory", "plan_memory", print_plan);
   return ok;

@@ -673,6 +673,13 @@ struct rx_module {
   rx_ptrmap weight_index;             /* interned name -> index in weights */
   RX_VEC(rx_module_cleanup) cleanups; /* rx_module_on_free, run last first by rx_module_free */
   RX_VEC(rx_section) sections;        /* blobs the artifact carries (ir/sections.c) */
+  /* A cache of rx_module_graph_fn & co. (ir/module.c, find_item), so that n lookups take O(n),
+   * not O(n * items): per item kind, interned name -> index into items, for items[0..indexed).
+   * Appending items needs nothing; a pass that renames, removes or reorders items calls
+   * rx_module_items_changed (a shrunk list or a changed last indexed item is caught anyway). */
+  rx_ptrmap item_index[3];
+  size_t item_indexed;
+  const void *item_last; /* items[item_indexed - 1].fn when indexed */
 };
 
 rx_module *rx_module_new(void);
@@ -682,6 +689,8 @@ void *rx_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
 rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name);
 rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name);
 rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name);
+/* Drops the lookup cache of the functions above: after renaming, removing or reordering items. */
+void rx_module_items_changed(rx_module *m);
 
 /* ---- weights (ir/weights.c; the public face in relaxc/compiler.h) ---- */
 /* Adds a weight stored as dtype with the given shape, from row-major source elements of

@@ -152,6 +152,7 @@ void rx_module_free(rx_module *m) {
   if (!m) return;
   rx_module_weights_free(m); /* first: a callback may read the module's weights */
   free(m->items.data);
+  rx_module_items_changed(m);
   free(m->sources.data);
   free(m->sections.data);
   rx_expr_ctx_free(m->ctx);
@@ -164,16 +165,49 @@ const char *rx_module_intern(rx_module *m, const char *s, size_t n) {
 }
 void *rx_module_alloc(rx_module *m, size_t n) { return rx_arena_alloc(&m->arena, n); }
 
-static void *find_item(rx_module *m, rx_item_kind kind, const char *name) {
-  for (size_t i = 0; i < m->items.len; i++) {
-    rx_item *it = &m->items.data[i];
-    if (it->kind != kind) continue;
-    const char *n = kind == RX_ITEM_GRAPH    ? ((rx_graph_fn *)it->fn)->name
-                    : kind == RX_ITEM_TENSOR ? ((rx_tensor_fn *)it->fn)->name
-                                             : ((rx_extern_fn *)it->fn)->name;
-    if (strcmp(n, name) == 0) return it->fn;
+static const char *item_name_of(const rx_item *it) {
+  return it->kind == RX_ITEM_GRAPH    ? ((rx_graph_fn *)it->fn)->name
+         : it->kind == RX_ITEM_TENSOR ? ((rx_tensor_fn *)it->fn)->name
+                                      : ((rx_extern_fn *)it->fn)->name;
+}
+
+void rx_module_items_changed(rx_module *m) {
+  for (int k = 0; k < 3; k++) rx_ptrmap_free(&m->item_index[k]);
+  memset(m->item_index, 0, sizeof m->item_index);
+  m->item_indexed = 0;
+  m->item_last = NULL;
+}
+
+/* Brings the index up to date with the items appended since it was last used (all of them when
+ * the list shrank or its last indexed item changed: a pass removed or reordered items). The first
+ * item of a name wins, as a scan in order would find it. */
+static void index_items(rx_module *m) {
+  if (m->item_indexed > m->items.len ||
+      (m->item_indexed && m->items.data[m->item_indexed - 1].fn != m->item_last))
+    rx_module_items_changed(m);
+  for (size_t i = m->item_indexed; i < m->items.len; i++) {
+    const rx_item *it = &m->items.data[i];
+    const char *n = item_name_of(it);
+    const char *key = rx_module_intern(m, n, strlen(n));
+    if (rx_ptrmap_get(&m->item_index[it->kind], key) < 0)
+      rx_ptrmap_put(&m->item_index[it->kind], key, (int)i);
   }
-  return NULL;
+  m->item_indexed = m->items.len;
+  m->item_last = m->items.len ? m->items.data[m->items.len - 1].fn : NULL;
+}
+
+static void *find_item(rx_module *m, rx_item_kind kind, const char *name) {
+  index_items(m);
+  const char *key = rx_module_intern(m, name, strlen(name));
+  int i = rx_ptrmap_get(&m->item_index[kind], key);
+  if (i < 0) return NULL;
+  rx_item *it = &m->items.data[i];
+  if (it->kind == kind && strcmp(item_name_of(it), name) == 0) return it->fn;
+  /* a stale entry (an item renamed or moved without rx_module_items_changed): rebuild */
+  rx_module_items_changed(m);
+  index_items(m);
+  i = rx_ptrmap_get(&m->item_index[kind], key);
+  return i < 0 ? NULL : m->items.data[i].fn;
 }
 rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name) {
   return find_item(m, RX_ITEM_GRAPH, name);

@@ -4,6 +4,7 @@
  * same tuple index) and whose variable has the same struct info is dropped, and its uses
  * anywhere in the function read the earlier variable instead. Impure extern calls, match_cast
  * and graph calls are never merged. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,17 +82,61 @@ static bool same_node(const rx_node *a, const rx_node *b) {
   return true;
 }
 
+/* A hash of a node that equal nodes (same_node) share: what same_node compares by identity or
+ * value, less the struct infos (compared structurally, after a hash match). */
+static uint64_t node_hash(const rx_node *n) {
+  uint64_t h = rx_hash_mix((uint64_t)n->kind, (uint64_t)n->nargs);
+  switch (n->kind) {
+  case RX_NODE_VAR:
+    return rx_hash_mix(h, (uint64_t)(uintptr_t)n->var);
+  case RX_NODE_PRIM:
+    return rx_hash_mix(rx_hash_mix(h, (uint64_t)n->prim_dtype), (uint64_t)(uintptr_t)n->prim);
+  case RX_NODE_SHAPE:
+    for (int i = 0; i < n->ndims; i++) h = rx_hash_mix(h, (uint64_t)(uintptr_t)n->dims[i]);
+    return h;
+  case RX_NODE_CONST:
+    return rx_hash_mix(h, (uint64_t)(uintptr_t)n); /* never equal to another */
+  case RX_NODE_GET_ITEM:
+    h = rx_hash_mix(h, (uint64_t)n->index);
+    break;
+  case RX_NODE_CALL:
+    h = rx_hash_mix(rx_hash_mix(h, (uint64_t)(uintptr_t)n->op), (uint64_t)n->nattrs);
+    for (int i = 0; i < n->nattrs; i++) h = rx_hash_mix(h, (uint64_t)(uintptr_t)n->attrs[i].name);
+    break;
+  case RX_NODE_CALL_TENSOR:
+  case RX_NODE_CALL_EXTERN:
+    h = rx_hash_mix(rx_hash_mix(h, (uint64_t)(uintptr_t)n->tfn), (uint64_t)(uintptr_t)n->ext);
+    for (int i = 0; i < n->nextra; i++) h = rx_hash_mix(h, (uint64_t)(uintptr_t)n->extra_dims[i]);
+    break;
+  default:
+    break;
+  }
+  for (int i = 0; i < n->nargs; i++) h = rx_hash_mix(h, node_hash(n->args[i]));
+  return h;
+}
+
+/* The kept bindings of a block by hash (open hashing): a binding is compared only with the
+ * earlier ones of its hash, so a block of n bindings is searched in O(n), not O(n^2). */
+typedef struct seen {
+  int *head;      /* per bucket: the last kept binding index of that bucket, -1: none */
+  int *next;      /* per kept binding index: the previous one of its bucket */
+  uint64_t *hash; /* per kept binding index */
+  size_t mask;
+} seen;
+
 typedef struct rmap {
   RX_VEC(const rx_var *) from;
   RX_VEC(rx_var *) to;
+  rx_ptrmap index; /* from[i] -> i */
 } rmap;
 
 static void rename_seq(const rmap *r, rx_seq *s);
 static void rename_node(const rmap *r, rx_node *n) {
   if (!n) return;
-  if (n->kind == RX_NODE_VAR)
-    for (size_t i = 0; i < r->from.len; i++)
-      if (r->from.data[i] == n->var) n->var = r->to.data[i];
+  if (n->kind == RX_NODE_VAR) {
+    int i = r->from.len ? rx_ptrmap_get(&r->index, n->var) : -1;
+    if (i >= 0) n->var = r->to.data[i];
+  }
   for (int i = 0; i < n->nargs; i++) rename_node(r, n->args[i]);
   rename_node(r, n->cond);
   if (n->then_seq) rename_seq(r, n->then_seq);
@@ -115,26 +160,41 @@ static void cse_seq(rmap *r, rx_seq *s) {
       }
     }
     if (!blk->dataflow) continue;
+    size_t nb = 16;
+    while (nb < 2 * (size_t)blk->nbindings) nb *= 2;
+    seen t = {.head = rx_malloc(nb * sizeof(int)),
+              .next = rx_malloc(((size_t)blk->nbindings + 1) * sizeof(int)),
+              .hash = rx_malloc(((size_t)blk->nbindings + 1) * sizeof(uint64_t)),
+              .mask = nb - 1};
+    memset(t.head, 0xff, nb * sizeof(int)); /* -1 */
     int w = 0;
     for (int i = 0; i < blk->nbindings; i++) {
       rx_binding *bd = blk->bindings[i];
       rename_node(r, bd->value); /* earlier merges first */
+      uint64_t h = node_hash(bd->value);
       rx_binding *same = NULL;
       if (!bd->cast)
-        for (int j = 0; j < w && !same; j++) {
+        for (int j = t.head[h & t.mask]; j >= 0 && !same; j = t.next[j]) {
           rx_binding *e = blk->bindings[j];
-          if (!e->cast && rx_sinfo_equal(e->var->sinfo, bd->var->sinfo) &&
+          if (t.hash[j] == h && !e->cast && rx_sinfo_equal(e->var->sinfo, bd->var->sinfo) &&
               same_node(e->value, bd->value))
             same = e;
         }
       if (same) {
+        rx_ptrmap_put(&r->index, bd->var, (int)r->from.len);
         RX_VEC_PUSH(&r->from, bd->var);
         RX_VEC_PUSH(&r->to, same->var);
         continue;
       }
+      t.hash[w] = h;
+      t.next[w] = t.head[h & t.mask];
+      t.head[h & t.mask] = w;
       blk->bindings[w++] = bd;
     }
     blk->nbindings = w;
+    free(t.head);
+    free(t.next);
+    free(t.hash);
   }
 }
 
@@ -148,6 +208,7 @@ bool rx_pass_cse(rx_module *m, rx_diag *diag) {
     if (r.from.len) rename_seq(&r, &fn->body);
     free(r.from.data);
     free(r.to.data);
+    rx_ptrmap_free(&r.index);
   }
   return true;
 }

@@ -8,31 +8,37 @@
 
 #include "passes.h"
 
+/* How many times each variable, tensor program and graph function is used (pointer -> count):
+ * a map, so that a function of n bindings is swept in O(n) (a list scan per lookup made a
+ * 100k-binding function take minutes). */
 typedef struct uses {
-  RX_VEC(const void *) p;
+  rx_ptrmap count;
 } uses;
 
-static bool has(const uses *u, const void *p) {
-  for (size_t i = 0; i < u->p.len; i++)
-    if (u->p.data[i] == p) return true;
-  return false;
+static bool has(const uses *u, const void *p) { return rx_ptrmap_get(&u->count, p) > 0; }
+
+static void add(uses *u, const void *p, int d) {
+  int c = rx_ptrmap_get(&u->count, p);
+  rx_ptrmap_put(&u->count, p, (c < 0 ? 0 : c) + d);
 }
 
-static void use_seq(uses *u, const rx_seq *s);
-static void use_node(uses *u, const rx_node *n) {
+static void use_seq(uses *u, const rx_seq *s, int d);
+/* Counts (d = 1) or uncounts (d = -1) what n uses. */
+static void use_node(uses *u, const rx_node *n, int d) {
   if (!n) return;
-  if (n->kind == RX_NODE_VAR) RX_VEC_PUSH(&u->p, n->var);
-  if (n->tfn) RX_VEC_PUSH(&u->p, n->tfn);
-  if (n->gfn) RX_VEC_PUSH(&u->p, n->gfn);
-  for (int i = 0; i < n->nargs; i++) use_node(u, n->args[i]);
-  use_node(u, n->cond);
-  if (n->then_seq) use_seq(u, n->then_seq);
-  if (n->else_seq) use_seq(u, n->else_seq);
+  if (n->kind == RX_NODE_VAR) add(u, n->var, d);
+  if (n->tfn) add(u, n->tfn, d);
+  if (n->gfn) add(u, n->gfn, d);
+  for (int i = 0; i < n->nargs; i++) use_node(u, n->args[i], d);
+  use_node(u, n->cond, d);
+  if (n->then_seq) use_seq(u, n->then_seq, d);
+  if (n->else_seq) use_seq(u, n->else_seq, d);
 }
-static void use_seq(uses *u, const rx_seq *s) {
+static void use_seq(uses *u, const rx_seq *s, int d) {
   for (int b = 0; b < s->nblocks; b++)
-    for (int i = 0; i < s->blocks[b]->nbindings; i++) use_node(u, s->blocks[b]->bindings[i]->value);
-  use_node(u, s->result);
+    for (int i = 0; i < s->blocks[b]->nbindings; i++)
+      use_node(u, s->blocks[b]->bindings[i]->value, d);
+  use_node(u, s->result, d);
 }
 
 static bool pure(const rx_binding *b) {
@@ -54,23 +60,30 @@ static bool pure(const rx_binding *b) {
   }
 }
 
-static bool sweep_seq(const uses *u, rx_seq *s) {
+/* Removes the dead pure bindings of s, last first: a removed binding's uses are uncounted, so a
+ * chain of dead bindings goes in one sweep. */
+static bool sweep_seq(uses *u, rx_seq *s) {
   bool changed = false;
-  for (int b = 0; b < s->nblocks; b++) {
+  for (int b = s->nblocks - 1; b >= 0; b--) {
     rx_block *blk = s->blocks[b];
-    int w = 0;
-    for (int i = 0; i < blk->nbindings; i++) {
+    int dead = 0;
+    for (int i = blk->nbindings - 1; i >= 0; i--) {
       rx_binding *bd = blk->bindings[i];
       if (bd->value->kind == RX_NODE_IF) {
         changed |= sweep_seq(u, bd->value->then_seq);
         changed |= sweep_seq(u, bd->value->else_seq);
       }
       if (pure(bd) && !has(u, bd->var)) {
-        changed = true;
-        continue;
+        use_node(u, bd->value, -1);
+        blk->bindings[i] = NULL;
+        dead++;
       }
-      blk->bindings[w++] = bd;
     }
+    if (!dead) continue;
+    changed = true;
+    int w = 0;
+    for (int i = 0; i < blk->nbindings; i++)
+      if (blk->bindings[i]) blk->bindings[w++] = blk->bindings[i];
     blk->nbindings = w;
   }
   return changed;
@@ -86,9 +99,9 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
       any_graph = true;
       rx_graph_fn *fn = m->items.data[i].fn;
       uses u = {0};
-      use_seq(&u, &fn->body);
+      use_seq(&u, &fn->body, 1);
       changed |= sweep_seq(&u, &fn->body);
-      free(u.p.data);
+      rx_ptrmap_free(&u.count);
     }
   }
   if (!any_graph) return true;
@@ -98,7 +111,7 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
     uses u = {0};
     for (size_t i = 0; i < m->items.len; i++)
       if (m->items.data[i].kind == RX_ITEM_GRAPH)
-        use_seq(&u, &((rx_graph_fn *)m->items.data[i].fn)->body);
+        use_seq(&u, &((rx_graph_fn *)m->items.data[i].fn)->body, 1);
     size_t w = 0;
     for (size_t i = 0; i < m->items.len; i++) {
       rx_item it = m->items.data[i];
@@ -112,7 +125,8 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
       m->items.data[w++] = it;
     }
     m->items.len = w;
-    free(u.p.data);
+    rx_module_items_changed(m);
+    rx_ptrmap_free(&u.count);
   }
   return true;
 }

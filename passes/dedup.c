@@ -285,6 +285,7 @@ bool rx_pass_dedup(rx_module *m, rx_diag *diag) {
       m->items.data[w++] = it;
     }
     m->items.len = w;
+    rx_module_items_changed(m);
   }
   for (int i = 0; i < n; i++) {
     free(forms[i].w.data);

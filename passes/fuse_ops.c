@@ -29,11 +29,14 @@
 typedef struct use_count {
   RX_VEC(const rx_var *) vars;
   RX_VEC(int) counts;
+  rx_ptrmap index; /* var -> index into vars and counts */
+  rx_ptrmap *sfx;  /* the pass's unique_fn_name counters */
 } use_count;
 
 static int *count_slot(use_count *u, const rx_var *v) {
-  for (size_t i = 0; i < u->vars.len; i++)
-    if (u->vars.data[i] == v) return &u->counts.data[i];
+  int i = rx_ptrmap_get(&u->index, v);
+  if (i >= 0) return &u->counts.data[i];
+  rx_ptrmap_put(&u->index, v, (int)u->vars.len);
   RX_VEC_PUSH(&u->vars, v);
   RX_VEC_PUSH(&u->counts, 0);
   return &u->counts.data[u->counts.len - 1];
@@ -59,10 +62,12 @@ typedef struct member {
   rx_binding *b;
   rx_pattern pat;
   int group; /* index of the group's root binding */
+  int next;  /* the next member of the same group (a list from group.first), -1: the last */
 } member;
 
 typedef struct group {
-  int anchor; /* binding index of the reduction/out-fusable member, or -1 */
+  int anchor;      /* binding index of the reduction/out-fusable member, or -1 */
+  int first, last; /* its members' list (member.next) */
   int size;
   int depth;    /* members on the longest producer chain from the root (fuse_tensor inlines them
                    recursively, one level each) */
@@ -235,13 +240,23 @@ static bool inlinable(rx_pattern p) {
   return p == RX_PATTERN_ELEMWISE || p == RX_PATTERN_BROADCAST || p == RX_PATTERN_INJECTIVE;
 }
 
-static const char *unique_fn_name(rx_module *m, const char *base) {
+/* base if free in the module, else base_1, base_2, ...; sfx holds per base the suffix it got
+ * last (0: base itself), where the search resumes: the functions outlined before are still in
+ * the module, so a layer's fusions in a model of n layers take O(n) tries in all, not O(n^2). */
+static const char *unique_fn_name(rx_module *m, const char *base, rx_ptrmap *sfx) {
+  const char *key = rx_module_intern(m, base, strlen(base));
+  int k = rx_ptrmap_get(sfx, key);
+  k = k < 0 ? 0 : k;
   char buf[200];
-  snprintf(buf, sizeof buf, "%s", base);
-  for (int k = 1;
-       rx_module_graph_fn(m, buf) || rx_module_tensor_fn(m, buf) || rx_module_extern_fn(m, buf);
-       k++)
-    snprintf(buf, sizeof buf, "%s_%d", base, k);
+  for (;; k++) {
+    if (k)
+      snprintf(buf, sizeof buf, "%s_%d", base, k);
+    else
+      snprintf(buf, sizeof buf, "%s", base);
+    if (!rx_module_graph_fn(m, buf) && !rx_module_tensor_fn(m, buf) && !rx_module_extern_fn(m, buf))
+      break;
+  }
+  rx_ptrmap_put(sfx, key, k);
   return rx_module_intern(m, buf, strlen(buf));
 }
 
@@ -263,7 +278,7 @@ static bool ptr_in(const rx_ptrvec *v, const void *p) {
 /* Outlines the members idx[0..n) (binding order; idx[n-1] the root) of blk into a primitive
  * graph function; the root binding becomes its call, the others are dropped (marked in drop). */
 static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int *idx, int n,
-                    bool *drop) {
+                    bool *drop, rx_ptrmap *sfx) {
   /* outside inputs (variables not defined by a member), in first-use order */
   rx_ptrvec inputs = {0}, defined = {0}, syms = {0}, whole = {0};
   for (int k = 0; k < n; k++) rx_ptrvec_push(&defined, blk->bindings[idx[k]]->var);
@@ -293,7 +308,7 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
   for (int k = 0; k < n && nb.len < 120; k++)
     rx_strbuf_printf(&nb, "_%s", blk->bindings[idx[k]]->value->callee);
   char *base = rx_strbuf_take(&nb);
-  g->name = unique_fn_name(m, base);
+  g->name = unique_fn_name(m, base, sfx);
   free(base);
   g->loc = blk->bindings[idx[n - 1]]->loc;
   g->primitive = true;
@@ -378,17 +393,25 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
   rx_ptrvec_free(&extra);
 }
 
+static int cmp_int(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
 static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *uc) {
   int nb = blk->nbindings;
   if (nb < 2) return;
   member *mem = rx_calloc((size_t)nb, sizeof *mem);
   group *grp = rx_calloc((size_t)nb, sizeof *grp);
+  rx_ptrmap def = {0}; /* var -> index of its binding (found in O(1): blocks of 100k bindings) */
   for (int i = 0; i < nb; i++) {
     mem[i].b = blk->bindings[i];
     mem[i].group = -1;
+    mem[i].next = -1;
+    rx_ptrmap_put(&def, mem[i].b->var, i);
     if (!fusable_call(mem[i].b)) continue;
     mem[i].pat = mem[i].b->value->tfn->pattern;
     mem[i].group = i;
+    grp[i].first = grp[i].last = i;
     grp[i].anchor = inlinable(mem[i].pat) ? -1 : i;
     grp[i].size = 1;
     grp[i].depth = 1;
@@ -399,9 +422,8 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
     const rx_node *cn = mem[c].b->value;
     for (int ai = 0; ai < cn->nargs; ai++) {
       rx_var *v = cn->args[ai]->var;
-      int p = -1;
-      for (int j = 0; j < c; j++)
-        if (mem[j].b->var == v) p = j;
+      int p = rx_ptrmap_get(&def, v);
+      if (p >= c) p = -1;
       if (p < 0 || mem[p].group != p) continue; /* not a member, or already inside a group */
       if (*count_slot(uc, v) != 1) continue;
       int ca = grp[c].anchor, pa = grp[p].anchor;
@@ -423,8 +445,9 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
       if (depth > FUSE_MAX_DEPTH || cost > FUSE_MAX_COST) continue;
       grp[c].cost = cost;
       grp[c].depth = depth;
-      for (int j = 0; j <= p; j++)
-        if (mem[j].group == p) mem[j].group = c;
+      for (int j = grp[p].first; j >= 0; j = mem[j].next) mem[j].group = c;
+      mem[grp[c].last].next = grp[p].first;
+      grp[c].last = grp[p].last;
       grp[c].size += grp[p].size;
       if (pa >= 0) grp[c].anchor = pa;
     }
@@ -434,9 +457,9 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
   for (int r = 0; r < nb; r++) {
     if (mem[r].group != r || grp[r].size < 2) continue;
     int n = 0;
-    for (int j = 0; j <= r; j++)
-      if (mem[j].group == r) idx[n++] = j;
-    outline(m, fn, blk, idx, n, drop);
+    for (int j = grp[r].first; j >= 0; j = mem[j].next) idx[n++] = j;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_int); /* in binding order */
+    outline(m, fn, blk, idx, n, drop, uc->sfx);
   }
   int k = 0;
   for (int i = 0; i < nb; i++)
@@ -446,6 +469,7 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
   free(idx);
   free(mem);
   free(grp);
+  rx_ptrmap_free(&def);
 }
 
 /* The dataflow blocks of seq and of the branches of its ifs (passes/dispatch.c puts the
@@ -466,15 +490,18 @@ static void fuse_seq(rx_module *m, rx_graph_fn *fn, rx_seq *seq, use_count *uc) 
 bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag) {
   if (!rx_pass_annotate(m, diag)) return false;
   size_t nitems = m->items.len; /* outlined functions are appended: not visited */
+  rx_ptrmap sfx = {0};
   for (size_t i = 0; i < nitems; i++) {
     if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
     rx_graph_fn *fn = m->items.data[i].fn;
     if (fn->primitive) continue;
-    use_count uc = {0};
+    use_count uc = {.sfx = &sfx};
     count_seq(&uc, &fn->body);
     fuse_seq(m, fn, &fn->body, &uc);
     free(uc.vars.data);
     free(uc.counts.data);
+    rx_ptrmap_free(&uc.index);
   }
+  rx_ptrmap_free(&sfx);
   return true;
 }

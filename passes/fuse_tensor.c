@@ -718,6 +718,7 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
       m->items.data[w++] = it;
     }
     m->items.len = w;
+    rx_module_items_changed(m);
     for (int k = 0; k < np; k++) {
       if (!progs[k]) continue; /* left unfused */
       rx_item it = {RX_ITEM_TENSOR, progs[k]};

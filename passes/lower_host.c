@@ -44,7 +44,8 @@ typedef struct lower {
   const rx_fn_plan *plan;
   rx_ptrmap regs; /* rx_var* -> register */
   int nregs;
-  wordvec reg_names; /* per register: the string id of its name ("" for a temporary) */
+  wordvec reg_names;  /* per register: the string id of its name ("" for a temporary) */
+  rx_ptrmap alloc_of; /* rx_var* -> index of its first allocation in plan (they are adjacent) */
   int *storage_regs;
   bool *storage_made; /* a storage sized at run time has its ALLOC_STORAGE emitted */
   wordvec code;
@@ -296,9 +297,9 @@ static void emit_alloc(lower *L, const rx_sinfo *s, const rx_var *v, int field, 
     return;
   }
   int st = -1;
-  for (int i = 0; v && L->plan && i < L->plan->nallocs; i++)
-    if (L->plan->allocs[i].var == v && L->plan->allocs[i].field == field &&
-        L->plan->allocs[i].storage >= 0) {
+  int first = v && L->plan ? rx_ptrmap_get(&L->alloc_of, v) : -1;
+  for (int i = first; i >= 0 && i < L->plan->nallocs && L->plan->allocs[i].var == v; i++)
+    if (L->plan->allocs[i].field == field && L->plan->allocs[i].storage >= 0) {
       int ps = L->plan->allocs[i].storage;
       st = L->storage_regs[ps];
       if (L->plan->storage_bytes[ps] < 0 && !L->storage_made[ps]) { /* sized at run time */
@@ -752,6 +753,9 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   for (int i = 0; i < f->nparams; i++)
     rx_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
   emit_params(L);
+  rx_ptrmap_free(&L->alloc_of);
+  for (int i = L->plan ? L->plan->nallocs - 1 : -1; i >= 0; i--)
+    rx_ptrmap_put(&L->alloc_of, L->plan->allocs[i].var, i);
   int ns = L->plan ? L->plan->nstorages : 0;
   L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
   L->storage_made = rx_calloc((size_t)ns + 1, sizeof(bool));
@@ -814,6 +818,7 @@ bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host
   free(L.strs.data);
   free(L.fns.data);
   rx_ptrmap_free(&L.regs);
+  rx_ptrmap_free(&L.alloc_of);
   rx_ptrmap_free(&L.str_ids);
   rx_strtab_free(&L.strtab);
   rx_arena_free(&L.arena);

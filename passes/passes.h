@@ -101,12 +101,21 @@ bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
  * Allocations without a bound that are not returned get storages sized at run time (their size
  * expression, evaluated where the first tenant is defined; the runtime grows such a storage when
  * a later call needs more), shared by tenants of the same size expression whose lifetimes do not
- * overlap. Everything else (returned, or inside an `if` branch) is a dynamic allocation. */
+ * overlap. Everything else (returned, or inside an `if` branch) is a dynamic allocation.
+ * A symbolic allocation whose bound passes RX_PLAN_MAX_STATIC_BYTES is sized at run time too: a
+ * plan at a bound no device holds (n <= 10^8, a max_position_embeddings of 2^31 - 1) then takes
+ * the memory of the sizes each call has, and the compiler warns (driver/compile.c) of a function
+ * whose storages at the bounds (storage_upper, upper_bytes) pass a target's device memory. */
+#define RX_PLAN_MAX_STATIC_BYTES                                                                   \
+  ((int64_t)1 << 30) /* 1 GiB: more than a phone GPU can give one                                  \
+                        buffer; the 7B decoder's storages at 4096                                  \
+                        tokens are 316 MB in all */
 typedef struct rx_mem_alloc {
   const rx_var *var;    /* the binding (call_tensor) that defines it */
   int field;            /* -1: the whole output; else the field of a tuple output */
   const rx_expr *bytes; /* size in bytes, symbolic */
-  int64_t bound;        /* constant upper bound of bytes; -1 when unbounded */
+  int64_t bound;        /* constant upper bound of bytes; -1 when unbounded or sized at run time */
+  int64_t upper;        /* the upper bound of bytes by the facts; -1 when unbounded */
   int storage;          /* index into the function's storages; -1: dynamic allocation */
   bool escapes;         /* reaches the function's result */
   int def, last;        /* live range, in top-level binding positions (inclusive) */
@@ -118,8 +127,11 @@ typedef struct rx_fn_plan {
   int nallocs;
   int64_t *storage_bytes;        /* the size of each planned storage; -1: sized at run time */
   const rx_expr **storage_exprs; /* per storage: the size expression of one sized at run time */
+  int64_t *storage_upper;        /* per storage: its bytes at the facts' upper bounds; -1: none */
   int nstorages;
-  int64_t peak_bytes;      /* sum of the constant storage sizes: the planned memory of one call */
+  int64_t upper_bytes; /* sum of the bounded storage_upper (saturated at INT64_MAX): a call at the
+                          bounds */
+  int64_t peak_bytes;  /* sum of the constant storage sizes: the planned memory of one call */
   int64_t unplanned_bytes; /* what the planned tensors would take without reuse */
   int ndynamic;            /* allocations left dynamic */
 } rx_fn_plan;

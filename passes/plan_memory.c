@@ -59,12 +59,16 @@ static void assume_sinfo_nonneg(fplan *p, const rx_sinfo *s) {
 
 static void new_alloc(fplan *p, const rx_var *v, int field, const rx_sinfo *s, int pos,
                       intvec *roots) {
-  rx_mem_alloc a = {.var = v, .field = field, .bound = -1, .storage = -1, .def = pos, .last = pos};
+  rx_mem_alloc a = {
+      .var = v, .field = field, .bound = -1, .upper = -1, .storage = -1, .def = pos, .last = pos};
   a.bytes = tensor_bytes(p->m, s);
   if (a.bytes) {
     assume_sinfo_nonneg(p, s);
     rx_interval iv = rx_analyzer_bounds(p->an, a.bytes);
-    if (iv.hi != INT64_MAX && iv.hi >= 0) a.bound = iv.hi;
+    if (iv.hi != INT64_MAX && iv.hi >= 0) a.upper = iv.hi;
+    /* past RX_PLAN_MAX_STATIC_BYTES a symbolic size is allocated at the call's sizes */
+    if (a.upper >= 0 && (a.upper <= RX_PLAN_MAX_STATIC_BYTES || a.bytes->kind == RX_EXPR_CONST))
+      a.bound = a.upper;
   }
   add_root(roots, (int)p->allocs.len);
   RX_VEC_PUSH(&p->allocs, a);
@@ -147,6 +151,30 @@ static void plan_runtime_sized(fplan *p, intvec *end, exprvec *exprs, int first)
   }
 }
 
+/* Each storage's bytes at the facts' upper bounds (a constant one: its size; one sized at run
+ * time: its tenants' largest bound, -1 when one has none) and their sum. */
+static void plan_upper(const fplan *p, rx_fn_plan *out, int nconst) {
+  out->storage_upper =
+      rx_module_alloc(p->m, sizeof *out->storage_upper * (size_t)(out->nstorages + 1));
+  for (int s = 0; s < out->nstorages; s++)
+    out->storage_upper[s] = s < nconst ? out->storage_bytes[s] : -2;
+  for (size_t i = 0; i < p->allocs.len; i++) {
+    const rx_mem_alloc *a = &p->allocs.data[i];
+    if (a->storage < nconst) continue;
+    int64_t *u = &out->storage_upper[a->storage];
+    if (a->upper < 0 || *u == -1)
+      *u = -1;
+    else if (a->upper > *u)
+      *u = a->upper;
+  }
+  out->upper_bytes = 0;
+  for (int s = 0; s < out->nstorages; s++) {
+    int64_t u = out->storage_upper[s];
+    if (u < 0) continue;
+    out->upper_bytes = u > INT64_MAX - out->upper_bytes ? INT64_MAX : out->upper_bytes + u;
+  }
+}
+
 static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   fplan p = {.m = m, .fn = fn, .an = rx_analyzer_new(m->ctx)};
   for (int i = 0; i < fn->nparams; i++) assume_sinfo_nonneg(&p, fn->params[i]->sinfo);
@@ -209,6 +237,7 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   }
   out->unplanned_bytes = unplanned;
   out->ndynamic = ndyn;
+  plan_upper(&p, out, nconst);
   free(size.data);
   free(end.data);
   for (size_t i = 0; i < p.roots.len; i++) free(p.roots.data[i].data);

@@ -49,6 +49,7 @@ bool rx_pass_short_names(rx_module *m, rx_diag *diag) {
     do snprintf(buf, sizeof buf, "%.*s_p%d", keep, f->name, counter++);
     while (name_clash(m, buf, f));
     f->name = rx_module_intern(m, buf, strlen(buf));
+    rx_module_items_changed(m);
     for (size_t g = 0; g < m->items.len; g++)
       if (m->items.data[g].kind == RX_ITEM_GRAPH)
         rename_calls(&((rx_graph_fn *)m->items.data[g].fn)->body, f);

@@ -74,6 +74,9 @@ typedef struct rx_target {
                               kernel parameters, Metal setBytes */
   int max_storage_buffers; /* buffers one kernel may bind; 0: no limit below the argument space */
   int vector_bytes;        /* widest per-thread global load or store the schedule should emit */
+  int64_t device_memory;   /* bytes of memory of the largest device it describes (the datasheet's
+                              figure; RX_TARGET_DEFAULT_MEMORY where no public spec gives one):
+                              the compiler warns of a plan larger than this (driver/compile.c) */
 
   /* arithmetic features */
   bool fp16;               /* 16-bit float arithmetic (not only storage) */
@@ -92,6 +95,11 @@ typedef struct rx_target {
   rx_version spirv;      /* SPIR-V version */
   rx_version msl;        /* Metal Shading Language version */
 } rx_target;
+
+/* The device memory assumed where a target describes devices of no one published size (any
+ * Vulkan 1.2 device, a CPU driver): 16 GiB, the most the phones and laptops they stand for ship
+ * with. A documented default, used only to warn of a memory plan no such device holds. */
+#define RX_TARGET_DEFAULT_MEMORY ((int64_t)16 << 30)
 
 /* Parses a target string: "cuda", "cuda -arch=sm_90", "vulkan", "vulkan-lavapipe",
  * "vulkan-adreno", "vulkan-mali", "metal", "metal-apple7". Surrounding and repeated spaces are

@@ -23,6 +23,7 @@ static const char *dtype_name(rx_dtype t) {
 }
 
 #define KIB 1024
+#define GB  ((int64_t)1000 * 1000 * 1000) /* datasheets count decimal gigabytes */
 
 /* ---- the table ------------------------------------------------------------------------- */
 
@@ -127,6 +128,7 @@ static const rx_target table[] = {
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = true,
+        .device_memory = 80 * GB, /* NVIDIA A100 datasheet: 40 or 80 GB of HBM2e */
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 163 * KIB,
         .regs_per_thread = 255,
@@ -160,6 +162,7 @@ static const rx_target table[] = {
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = true,
+        .device_memory = 141 * GB, /* NVIDIA H200 datasheet: 141 GB of HBM3e (H100: 80 GB) */
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 227 * KIB,
         .regs_per_thread = 255,
@@ -203,6 +206,8 @@ static const rx_target table[] = {
         .max_subgroup_size = 128,
         .subgroup_arithmetic = false,
         .subgroup_ext_types = false,
+        .device_memory =
+            RX_TARGET_DEFAULT_MEMORY, /* no figure in the specification: the documented default */
         .shared_bytes = 16 * KIB,
         .shared_bytes_optin = 16 * KIB,
         .push_constant_bytes = 128,
@@ -235,6 +240,8 @@ static const rx_target table[] = {
         .max_subgroup_size = 8,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = true,
+        .device_memory = RX_TARGET_DEFAULT_MEMORY, /* the host's memory, of no one size: the
+                                                      documented default */
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -267,6 +274,9 @@ static const rx_target table[] = {
         .max_subgroup_size = 128,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = false,
+        .device_memory =
+            RX_TARGET_DEFAULT_MEMORY, /* shared with the phone: 16 GB at most in Snapdragon 8 Gen
+                                         2/3 phones (Qualcomm product briefs) */
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -299,6 +309,8 @@ static const rx_target table[] = {
         .max_subgroup_size = 16,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = false,
+        .device_memory = RX_TARGET_DEFAULT_MEMORY, /* shared with the phone or board: 16 GB at most
+                                                      in Valhall devices (Arm, vendor specs) */
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 128,
@@ -332,6 +344,7 @@ static const rx_target table[] = {
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = true,
+        .device_memory = 141 * GB, /* NVIDIA H200 datasheet, the largest device it describes */
         .shared_bytes = 48 * KIB,
         .shared_bytes_optin = 48 * KIB,
         .push_constant_bytes = 128,
@@ -366,6 +379,7 @@ static const rx_target table[] = {
         .max_subgroup_size = 32,
         .subgroup_arithmetic = true,
         .subgroup_ext_types = true,
+        .device_memory = 16 * GB, /* Apple M1 technical specifications: 8 or 16 GB unified memory */
         .shared_bytes = 32 * KIB,
         .shared_bytes_optin = 32 * KIB,
         .push_constant_bytes = 4 * KIB,
@@ -539,6 +553,9 @@ void rx_target_describe(rx_strbuf *out, const rx_target *t) {
   rx_strbuf_printf(out, "subgroup arithmetic: %s\n", yes(t->subgroup_arithmetic));
   rx_strbuf_printf(out, "shared memory per block: %d bytes (opt-in %d)\n", t->shared_bytes,
                    t->shared_bytes_optin);
+  rx_strbuf_printf(out, "device memory: %lld bytes (%.1f GB)%s\n", (long long)t->device_memory,
+                   (double)t->device_memory / 1e9,
+                   t->device_memory == RX_TARGET_DEFAULT_MEMORY ? ", the documented default" : "");
   if (t->regs_per_thread)
     rx_strbuf_printf(out, "registers: %d per thread, %d per block\n", t->regs_per_thread,
                      t->regs_per_block);

@@ -1,6 +1,6 @@
 /* relaxc generate MODEL.rxm (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N]
  *   [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--device D]
- *   [--kv-capacity N] [--print-ids]
+ *   [--kv-capacity N] [--max-seq-len N] [--print-ids]
  * Text from an LLM artifact (relaxc compile of a Hugging Face folder), through runtime/llm's
  * generation loop (relaxc/llm.h): the prompt is tokenized (with the BOS the tokenizer adds) or
  * taken as ids, prefilled, then tokens are sampled one at a time and their text streamed to
@@ -19,7 +19,7 @@
 
 typedef struct gen_cli {
   const char *model, *prompt, *ids, *device;
-  long long max_tokens, kv_capacity;
+  long long max_tokens, kv_capacity, max_seq_len;
   rx_sampler_params sp;
   bool print_ids;
 } gen_cli;
@@ -62,6 +62,8 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
       rc = rx_cli_int_option(&it, 1, 1 << 24, &g->max_tokens);
     } else if (!strcmp(f, "--kv-capacity")) {
       rc = rx_cli_int_option(&it, 1, 1 << 30, &g->kv_capacity);
+    } else if (!strcmp(f, "--max-seq-len")) {
+      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else if (!strcmp(f, "--temperature")) {
       if (!(rc = number(&it, 0, 100, &v))) g->sp.temperature = (float)v;
     } else if (!strcmp(f, "--top-k")) {
@@ -144,7 +146,8 @@ int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
   gen_cli g = {0};
   int rc = parse(cmd, argc, argv, &g);
   if (rc >= 0) return rc;
-  rx_llm_model_options mo = {.device = g.device, .capacity = g.kv_capacity};
+  rx_llm_model_options mo = {
+      .device = g.device, .capacity = g.kv_capacity, .max_seq_len = g.max_seq_len};
   rx_llm_model *m = NULL;
   rx_status s = rx_llm_model_load(g.model, &mo, &m);
   if (s) return fail(s);

@@ -220,9 +220,18 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
   for (int i = 0; i < 2; i++) {
     double planned = 0;
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(manifest_fn(m, fns[i]), "memory");
-    if (jnum(mem, "planned_bytes", &planned))
-      printf("  %s: %.0f bytes of activations planned (at %s <= %.0f)\n", fns[i], planned, bound[i],
+    int at_run_time = 0; /* storages sized at each call (-1 in the manifest) */
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(mem, "storages")) {
+      at_run_time += cJSON_IsNumber(st) && st->valuedouble < 0;
+    }
+    if (jnum(mem, "planned_bytes", &planned)) {
+      printf("  %s: %.0f bytes of activations planned (at %s <= %.0f)", fns[i], planned, bound[i],
              i ? batch : maxlen);
+      if (at_run_time)
+        printf(", %d storage%s sized at each call", at_run_time, at_run_time == 1 ? "" : "s");
+      printf("\n");
+    }
     for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
       if (strcmp(rx_rt_artifact_function_name(a, f), fns[i])) continue;
       rx_strbuf launches = {0};

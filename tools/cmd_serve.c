@@ -16,7 +16,7 @@
 
 typedef struct serve_cli {
   const char *model, *host, *device, *name;
-  long long port, max_batch, kv_capacity;
+  long long port, max_batch, kv_capacity, max_seq_len;
   bool max_batch_given; /* --max-batch was on the command line: refused past the artifact's */
   /* the limits (server.h's RX_SERVE_* defaults when absent, 0 here) */
   long long idle_s, read_s, deadline_s, max_conns, per_ip, max_queue;
@@ -66,6 +66,8 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
       rc = number(&it, 1, 1 << 20, &g->max_queue);
     } else if (!strcmp(f, "--kv-capacity")) {
       rc = number(&it, 16, 1 << 30, &g->kv_capacity);
+    } else if (!strcmp(f, "--max-seq-len")) {
+      rc = number(&it, 1, 1 << 30, &g->max_seq_len);
     } else {
       return rx_cli_unhandled(&it);
     }
@@ -101,8 +103,10 @@ int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL); /* threads started later inherit it; see sigwait */
-  rx_llm_model_options mo = {
-      .device = g.device, .capacity = g.kv_capacity, .max_sequences = g.max_batch};
+  rx_llm_model_options mo = {.device = g.device,
+                             .capacity = g.kv_capacity,
+                             .max_sequences = g.max_batch,
+                             .max_seq_len = g.max_seq_len};
   rx_llm_model *m = NULL;
   rx_status s = rx_llm_model_load(g.model, &mo, &m);
   if (s) return fail(s);

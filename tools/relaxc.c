@@ -186,7 +186,11 @@ static const rx_cli_flag generate_flags[] = {
      "Metal, Vulkan",
      NULL},
     {"--kv-capacity", NULL, "N",
-     "the KV cache's size in tokens; default: the model's maximum sequence length", NULL},
+     "the KV cache's size in tokens; default: the maximum sequence length", NULL},
+    {"--max-seq-len", NULL, "N",
+     "the longest sequence (prompt and new tokens), at most the artifact's; default: the "
+     "artifact's",
+     NULL},
     {"--print-ids", NULL, NULL, "also print the new token ids on a line, comma-separated", NULL},
     {0}};
 
@@ -218,6 +222,10 @@ static const rx_cli_flag serve_flags[] = {
     {"--max-connections-per-ip", NULL, "N",
      "the most connections open at once from one IPv4 address; default: 64", NULL},
     {"--kv-capacity", NULL, "N", "the KV cache's size in tokens, over all requests; default: 8192",
+     NULL},
+    {"--max-seq-len", NULL, "N",
+     "the longest sequence (prompt and new tokens), at most the artifact's; default: the "
+     "artifact's",
      NULL},
     {"--model-name", NULL, "NAME",
      "the name requests' \"model\" must match; default: the file's name without .rxm", NULL},

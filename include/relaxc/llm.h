@@ -176,6 +176,9 @@ typedef struct rx_llm_model_options {
   const char *device;    /* "vulkan:0", "cuda:0", ...; NULL: $RX_DEVICE, else the first present */
   int64_t capacity;      /* KV cache tokens over all sequences; 0: the model's max_seq_len */
   int64_t max_sequences; /* sequences the cache holds at once; 0: 1 */
+  int64_t max_seq_len;   /* the longest sequence (prompt and generated tokens) at run time, at
+                            most the artifact's (a model compiled with a max_position_embeddings
+                            of 2^31 - 1 runs with less); 0: the artifact's */
 } rx_llm_model_options;
 
 /* Loads the artifact at path (weights uploaded once), creates its KV cache and warms up (prefills

@@ -95,7 +95,11 @@ rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args
   RX_RETURN_IF_ERROR(arg_int(c, args, 3, "dtype", 0, RX_DTYPE_COUNT - 1, &dtype));
   RX_RETURN_IF_ERROR(arg_int(c, args, 4, "capacity", 1, INT32_MAX / 2, &capacity));
   RX_RETURN_IF_ERROR(arg_int(c, args, 5, "max sequences", 1, KV_MAX_SEQS, &max_seqs));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 6, "max sequence length", 1, INT32_MAX / 2, &max_len));
+  RX_RETURN_IF_ERROR(arg_int(c, args, 6, "max sequence length", 1, INT64_MAX, &max_len));
+  /* No sequence holds more tokens than the cache (at most INT32_MAX / 2): a model compiled for
+   * longer ones (a max_position_embeddings of 2^31 - 1) runs in the cache the caller sized
+   * (--kv-capacity); the cache's pages refuse what does not fit. */
+  if (max_len > INT32_MAX / 2) max_len = INT32_MAX / 2;
   if (dtype != RX_DTYPE_F32 && dtype != RX_DTYPE_F16 && dtype != RX_DTYPE_BF16)
     return rx_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", c->name,
                           rx_rt_dtype_name((rx_dtype)dtype));

@@ -87,6 +87,20 @@ static rx_status call(rx_llm_model *m, const char *fn, rx_rt_value *const *args,
   return rx_rt_vm_call_values(m->artifact, fn, args, n, out);
 }
 
+/* A run-time max_seq_len (o->max_seq_len) below the artifact's: prompts, the generation loop and
+ * the default cache capacity follow it. The compiled bound stays an upper bound: more is an
+ * error (the plan and the host program's checks assume it). */
+static rx_status run_limits(rx_llm_model *m, const rx_llm_model_options *o) {
+  if (!o || o->max_seq_len == 0) return NULL;
+  if (o->max_seq_len < 0 || o->max_seq_len > m->max_seq_len)
+    return rx_status_make(RX_ERR_INVALID,
+                          "max_seq_len %lld at run time: expected 1..%lld, the artifact's "
+                          "(compile with --max-seq-len for a longer one)",
+                          (long long)o->max_seq_len, (long long)m->max_seq_len);
+  m->max_seq_len = o->max_seq_len;
+  return NULL;
+}
+
 static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   int64_t cap = o && o->capacity > 0 ? o->capacity : m->max_seq_len;
   int64_t seqs = o && o->max_sequences > 0 ? o->max_sequences : 1;
@@ -94,6 +108,11 @@ static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   rx_status s = rx_rt_value_from_prim(RX_DTYPE_I64, cap, &args[0]);
   if (!s) s = rx_rt_value_from_prim(RX_DTYPE_I64, seqs, &args[1]);
   if (!s) s = call(m, "create_kv_cache", args, 2, &m->cache);
+  if (s && !(o && o->capacity > 0))
+    s = rx_status_annotate(s,
+                           "a KV cache for the model's max_seq_len of %lld tokens (set a "
+                           "smaller capacity or length: --kv-capacity, --max-seq-len)",
+                           (long long)cap);
   rx_rt_value_release(args[0]);
   rx_rt_value_release(args[1]);
   if (!s && !(m->kv = rx_kv_cache_of(m->cache)))
@@ -135,6 +154,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!s) s = rx_rt_artifact_load(m->device, path, &m->artifact);
   if (!s) s = read_meta(m, path);
   if (!s) s = load_tokenizer(m, path);
+  if (!s) s = run_limits(m, o);
   if (!s) s = create_cache(m, o);
   if (!s) s = rx_kv_batch_new(&m->batch);
   if (!s && !(m->counts = malloc((size_t)m->max_batch * sizeof *m->counts)))

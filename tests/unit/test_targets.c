@@ -167,6 +167,9 @@ static void test_consistency(void) {
     CHECK(t->source && strlen(t->source) > 10, "'%s' cites its source", t->name);
     CHECK(t->device && *t->device, "'%s' names its devices", t->name);
     CHECK(t->max_threads_per_block > 0, "'%s' threads", t->name);
+    /* the figure the compiler warns against (issue 29): at least 4 GB, at most an H200's */
+    CHECK(t->device_memory >= 4000000000ll && t->device_memory <= 141000000000ll,
+          "'%s' device memory %lld", t->name, (long long)t->device_memory);
     long long product = 1;
     for (int d = 0; d < 3; d++) {
       CHECK(t->max_block_dim[d] > 0 && t->max_block_dim[d] <= t->max_threads_per_block,
