@@ -762,6 +762,10 @@ bool rx_module_normalize(rx_module *m, rx_diag *diag);
  * parameter (or match_cast / loop / scalar param) before use, dataflow blocks pure, struct info
  * consistent, tensor-program types and buffer ranks. Returns false on any error. */
 bool rx_module_verify(rx_module *m, rx_diag *diag);
+/* Accesses of fn provably outside their buffer for every value of the loop ranges and facts
+ * (ir/bounds.c; rx_module_verify runs it on each tensor program that verifies): reported to
+ * diag as errors; returns how many. */
+int rx_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag);
 
 /* The whole module as text (ir/printer.c); parses back to the same module. */
 void rx_module_print(rx_strbuf *out, const rx_module *m);

@@ -1132,9 +1132,12 @@ bool rx_module_verify(rx_module *m, rx_diag *diag) {
     case RX_ITEM_GRAPH:
       check_graph(&v, it->fn);
       break;
-    case RX_ITEM_TENSOR:
+    case RX_ITEM_TENSOR: {
+      int before = v.errors;
       check_tensor(&v, it->fn);
+      if (v.errors == before) v.errors += rx_tensor_fn_check_bounds(m, it->fn, diag);
       break;
+    }
     case RX_ITEM_EXTERN:
       check_extern(&v, it->fn);
       break;
