@@ -832,6 +832,14 @@ static void check_tx(vctx *v, const rx_tx *e) {
       return;
     }
     char kind = rx_intrinsic_kind(e->intrin);
+    if (kind == 'c') {
+      check_tx(v, e->a);
+      check_tx(v, e->b);
+      want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool condition for 'check'");
+      want(v, e->b, rx_dtype_is_int(e->b->dtype), "an integer value for 'check'");
+      if (!e->msg) err(v, e->loc, "'check' needs a message");
+      return;
+    }
     for (int i = 0; i < n; i++) {
       check_tx(v, args[i]);
       if (kind == 'f') {

@@ -935,6 +935,20 @@ static void gen_strided_slice(L *l) {
   close_n(l, y->ndim);
 }
 
+const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
+  const char *dt = ex(l, d), *k = fresh(l, "k"), *w = fresh(l, "w");
+  rx_strbuf msg = {0}, lit = {0};
+  if (l->site) l->site_used = true;
+  rx_strbuf_printf(&msg, "%s: index %%v out of range [-%s, %s) on axis %d",
+                   l->site ? l->site : l->call->op->name, dt, dt, axis);
+  rx_strbuf_json_string(&lit, msg.data);
+  line(l, "let %s: i64 = check(%s >= -%s && %s < %s, %s, %s)", k, t, dt, t, dt, t, lit.data);
+  line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s - 1), 0)", w, k, k, dt, k, dt);
+  rx_strbuf_free(&msg);
+  rx_strbuf_free(&lit);
+  return w;
+}
+
 static void gen_take(L *l) {
   opnd *x = arg(l, 0), *ind = arg(l, 1), *y = &l->outs[0];
   if (ind->scalar) {
@@ -951,7 +965,7 @@ static void gen_take(L *l) {
       ind->dtype == RX_DTYPE_I64 ? load(l, ind, ii) : S(l, "i64(%s)", load(l, ind, ii));
   line(l, "let %s: i64 = %s", t, iv64);
   for (int d = 0; d < axis; d++) xi[d] = iv[d];
-  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
   for (int d = axis + 1; d < x->ndim; d++) xi[d] = iv[d - 1 + ind->ndim];
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
   close_n(l, y->ndim);
@@ -974,7 +988,7 @@ static void gen_take_along_axis(L *l) {
       ind->dtype == RX_DTYPE_I64 ? load(l, ind, iv) : S(l, "i64(%s)", load(l, ind, iv));
   line(l, "let %s: i64 = %s", t, iv64);
   for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
-  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
   close_n(l, y->ndim);
 }
@@ -1654,9 +1668,17 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) 
 }
 
 rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag) {
+  return rx_legalize_call_at(m, call, name, NULL, diag, NULL);
+}
+
+rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
+                                  const char *site, rx_diag *diag, bool *out_site_used) {
   L l;
   rx_tensor_fn *result = NULL;
-  if (!l_start(&l, m, call, diag)) goto done;
+  if (out_site_used) *out_site_used = false;
+  bool started = l_start(&l, m, call, diag);
+  l.site = site;
+  if (!started) goto done;
   const rx_op *op = call->op;
   gen_fn gen = legal[op->id].gen;
   if (!gen) {
@@ -1745,6 +1767,7 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
   rx_diag_free(&pd);
   free(text);
 done:
+  if (out_site_used) *out_site_used = result && l.site_used;
   l_free(&l);
   return result;
 }
