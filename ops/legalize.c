@@ -587,7 +587,28 @@ static const char *v_gelu(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
   return down(l, xt, "0.5 * t * (1.0 + erf(t * 0.70710678118654757))");
 }
 
+/* check_nonzero: the value, checked (ir.h, RX_INTRIN_CHECK): a 0 fails with the message */
+static const char *v_nonzero(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  (void)yt;
+  const rx_attr *a = rx_call_attr(l->call, "message");
+  if (!rx_dtype_is_int(xt) || !a || a->kind != RX_ATTR_STR) {
+    fail(l, "check_nonzero expects an integer tensor and a message");
+    return "0";
+  }
+  rx_strbuf msg = {0}, lit = {0};
+  if (l->site) l->site_used = true;
+  rx_strbuf_printf(&msg, "%s: %s", l->site ? l->site : "check_nonzero", a->s);
+  rx_strbuf_json_string(&lit, msg.data);
+  const char *v = fresh(l, "v"),
+             *r = S(l, "%s(check(%s != 0, i64(%s), %s))", rx_dtype_name(xt), v, v, lit.data);
+  line(l, "let %s: %s = %s", v, rx_dtype_name(xt), xv);
+  rx_strbuf_free(&msg);
+  rx_strbuf_free(&lit);
+  return r;
+}
+
 static void gen_unary(L *l) { unary(l, v_formula); }
+static void gen_check_nonzero(L *l) { unary(l, v_nonzero); }
 static void gen_unary_math(L *l) { unary(l, v_math); }
 static void gen_cast(L *l) { unary(l, v_cast); }
 static void gen_relu(L *l) { unary(l, v_relu); }
@@ -1195,6 +1216,23 @@ static void gen_topk(L *l) {
   for_nest(l, iv, ie, ni);
   const char *pv = fresh(l, "pv"), *pi = fresh(l, "pi"), *m = fresh(l, "m"), *k = fresh(l, "k");
   const char *v = fresh(l, "v"), *tk = fresh(l, "take");
+  /* k from data (bound at run time) may exceed the axis: checked as ONNX Runtime does; the
+   * indices stored go through the check (with k <= d it is their value) */
+  const char *kc = NULL;
+  const rx_expr *K = yv->shape[axis], *D = x->shape[axis];
+  const rx_expr *slack = rx_expr_sub(l->cx, D, K); /* d - k: a constant >= 0 needs no check */
+  if (slack->kind != RX_EXPR_CONST || slack->value < 0) {
+    rx_strbuf msg = {0}, lit = {0};
+    if (l->site) l->site_used = true;
+    rx_strbuf_printf(&msg,
+                     "%s: k argument [%%v] should not be greater than specified axis dim value "
+                     "[%s] (axis %d)",
+                     l->site ? l->site : "topk", ex(l, D), axis);
+    rx_strbuf_json_string(&lit, msg.data);
+    kc = lit.data ? S(l, "%s", lit.data) : NULL;
+    rx_strbuf_free(&msg);
+    rx_strbuf_free(&lit);
+  }
   line(l, "alloc %s: %s[1] local", pv, mn);
   line(l, "alloc %s: i64[1] local", pi);
   line(l, "alloc %s: %s[1] local", m, mn);
@@ -1217,7 +1255,11 @@ static void gen_topk(L *l) {
   line(l, "%s[0] = select(%s, %s, %s[0])", m, tk, v, m);
   close_(l);
   line(l, "%s = %s", load(l, yv, oi), down(l, t, S(l, "%s[0]", m)));
-  line(l, "%s = %s[0]", load(l, yi, oi), k);
+  if (kc)
+    line(l, "%s = select(check(%s <= %s, %s, %s) > 0, %s[0], %s[0])", load(l, yi, oi), ex(l, K),
+         ex(l, D), ex(l, K), kc, k, k);
+  else
+    line(l, "%s = %s[0]", load(l, yi, oi), k);
   line(l, "%s[0] = %s[0]", pv, m);
   line(l, "%s[0] = %s[0]", pi, k);
   close_(l);

@@ -42,22 +42,42 @@ static const icase cases[] = {
     {"take axis 0 (i64 indices)",
      "graph_fn main(x: f32[10, 4], idx: i64[m]) -> f32[m, 4] {\n"
      "  dataflow {\n    y = take(x, idx, axis=0)\n  }\n  return y\n}\n",
-     5, {0, 9, -1, -10, 3}, 5, 1, 10, "main: binding `y` (take): index ",
+     5,
+     {0, 9, -1, -10, 3},
+     5,
+     1,
+     10,
+     "main: binding `y` (take): index ",
      " out of range [-10, 10) on axis 0"},
     {"take axis 1 (i32 indices)",
      "graph_fn main(x: f32[3, 7], idx: i32[m]) -> f32[3, m] {\n"
      "  dataflow {\n    g = take(x, idx, axis=1)\n  }\n  return g\n}\n",
-     4, {6, -7, 0, -2}, 4, 2, 7, "main: binding `g` (take): index ",
+     4,
+     {6, -7, 0, -2},
+     4,
+     2,
+     7,
+     "main: binding `g` (take): index ",
      " out of range [-7, 7) on axis 1"},
     {"take_along_axis axis 1",
      "graph_fn main(x: f32[4, 6], idx: i64[4, 3]) -> f32[4, 3] {\n"
      "  dataflow {\n    y = take_along_axis(x, idx, axis=1)\n  }\n  return y\n}\n",
-     0, {0, 5, -6, 1, 2, -1, 3, 4, 0, -3, 5, 2}, 12, 7, 6,
-     "main: binding `y` (take_along_axis): index ", " out of range [-6, 6) on axis 1"},
+     0,
+     {0, 5, -6, 1, 2, -1, 3, 4, 0, -3, 5, 2},
+     12,
+     7,
+     6,
+     "main: binding `y` (take_along_axis): index ",
+     " out of range [-6, 6) on axis 1"},
     {"scatter_elements axis 0",
      "graph_fn main(x: f32[8], idx: i64[3], u: f32[3]) -> f32[8] {\n"
      "  dataflow {\n    y = scatter_elements(x, idx, u, axis=0)\n  }\n  return y\n}\n",
-     0, {7, -8, 2}, 3, 0, 8, "main: binding `y` (scatter_elements): index ",
+     0,
+     {7, -8, 2},
+     3,
+     0,
+     8,
+     "main: binding `y` (scatter_elements): index ",
      " out of range [-8, 8) on axis 0"},
 };
 
@@ -132,8 +152,8 @@ static void expect(const char *what, const char *backend, const char *err, const
 }
 
 /* Runs case k's program on `in` everywhere; want: the message expected (NULL: success). */
-static void run_all(int k, rxk_oneop *p, const rxk_env *e, const rxk_buffers *in,
-                    const char *want, const char *label) {
+static void run_all(int k, rxk_oneop *p, const rxk_env *e, const rxk_buffers *in, const char *want,
+                    const char *label) {
   char what[300], why[512];
   snprintf(what, sizeof what, "%s, %s", cases[k].what, label);
   int o = out_index(p);
