@@ -67,6 +67,19 @@ static void access(bctx *b, const rx_buffer *buf, rx_tx *const *idx, int n, rx_l
   }
 }
 
+static void walk_tx(bctx *b, const rx_tx *e);
+
+/* e, evaluated only where cond (negated: where it fails) holds: `select` and `&&` / `||` are
+ * lazy, so a load they guard is checked under that condition, and not at all when the condition
+ * is no symbolic expression the analyzer can take. */
+static void walk_guarded(bctx *b, const rx_tx *cond, bool negate, const rx_tx *e) {
+  if (!e || !cond || cond->kind != RX_TX_SYM) return;
+  size_t m = rx_analyzer_mark(b->an);
+  const rx_expr *c = negate ? rx_expr_not(b->cx, cond->sym) : cond->sym;
+  if (rx_analyzer_prove(b->an, c) != RX_FALSE && rx_analyzer_assume(b->an, c)) walk_tx(b, e);
+  rx_analyzer_reset(b->an, m);
+}
+
 static void walk_tx(bctx *b, const rx_tx *e) {
   if (!e) return;
   if (e->kind == RX_TX_LOAD) {
@@ -74,6 +87,15 @@ static void walk_tx(bctx *b, const rx_tx *e) {
     for (int i = 0; i < e->nidx; i++) walk_tx(b, e->idx[i]);
   }
   walk_tx(b, e->a);
+  if (e->kind == RX_TX_SELECT) {
+    walk_guarded(b, e->a, false, e->b);
+    walk_guarded(b, e->a, true, e->c);
+    return;
+  }
+  if (e->kind == RX_TX_BINARY && (e->binop == RX_BINOP_AND || e->binop == RX_BINOP_OR)) {
+    walk_guarded(b, e->a, e->binop == RX_BINOP_OR, e->b);
+    return;
+  }
   walk_tx(b, e->b);
   walk_tx(b, e->c);
 }
