@@ -13,6 +13,9 @@
  *   - one index past the end (d) and one before the start (-d - 1): every backend fails with
  *     the op's message naming the binding, the value, the range and the axis;
  *   - in range again after a failure (the error buffer was cleared): passes.
+ * TopK with k bound at run time (k = 3 and 5 of an axis of 5: the values against a reference;
+ * k = 7: ONNX Runtime's "k argument [7] should not be greater than specified axis dim value
+ * [5]"), and check_nonzero (ONNX Range's delta from data): a 0 fails with its message.
  *
  * usage: test_index_check TESTS_DIR [FILTER] */
 #include "support_oneop.h"
@@ -151,18 +154,21 @@ static void expect(const char *what, const char *backend, const char *err, const
   st.passed++;
 }
 
-/* Runs case k's program on `in` everywhere; want: the message expected (NULL: success). */
-static void run_all(int k, rxk_oneop *p, const rxk_env *e, const rxk_buffers *in, const char *want,
-                    const char *label) {
+typedef void (*ref_fn)(int k, const rxk_oneop *p, rxk_buffers *b, float *out);
+
+/* Runs case k's program on `in` everywhere (ref_of: its reference, by k); want: the message
+ * expected (NULL: success). */
+static void run_all(int k, const char *name, ref_fn ref_of, rxk_oneop *p, const rxk_env *e,
+                    const rxk_buffers *in, const char *want, const char *label) {
   char what[300], why[512];
-  snprintf(what, sizeof what, "%s, %s", cases[k].what, label);
+  snprintf(what, sizeof what, "%s, %s", name, label);
   int o = out_index(p);
   size_t n = 1;
   for (int d = 0; d < in->arg[o].ndim; d++) n *= (size_t)in->arg[o].shape[d];
   float ref[64];
   rxk_buffers got;
   rxk_copy_buffers(in, &got);
-  reference(k, p, &got, ref);
+  ref_of(k, p, &got, ref);
   rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
   expect(what, "the interpreter", s ? rx_status_message(s) : NULL, want, got.arg[o].data, ref, n);
   rx_status_free(s);
@@ -207,7 +213,7 @@ static void test_case(int k) {
   int64_t idx[12];
   memcpy(idx, c->ok, sizeof idx);
   set_indices(&p, &in, idx, c->nidx);
-  run_all(k, &p, &e, &in, NULL, "indices in range");
+  run_all(k, c->what, reference, &p, &e, &in, NULL, "indices in range");
   const int64_t bad[2] = {c->extent, -c->extent - 1};
   for (int b = 0; b < 2; b++) {
     char want[200];
@@ -215,11 +221,105 @@ static void test_case(int k) {
     memcpy(idx, c->ok, sizeof idx);
     idx[c->bad_at] = bad[b];
     set_indices(&p, &in, idx, c->nidx);
-    run_all(k, &p, &e, &in, want, b ? "an index before the start" : "an index past the end");
+    run_all(k, c->what, reference, &p, &e, &in, want,
+            b ? "an index before the start" : "an index past the end");
   }
   memcpy(idx, c->ok, sizeof idx);
   set_indices(&p, &in, idx, c->nidx);
-  run_all(k, &p, &e, &in, NULL, "in range after a failure");
+  run_all(k, c->what, reference, &p, &e, &in, NULL, "in range after a failure");
+  rxk_free_buffers(&in);
+  rxk_oneop_free(&p);
+}
+
+/* ---- TopK with k bound at run time, check_nonzero (Range's delta) ---- */
+
+/* topk: the k largest of each row of x [2, 5], descending (the values output) */
+static void topk_ref(int k, const rxk_oneop *p, rxk_buffers *b, float *out) {
+  const float *x = rxk_oneop_param(p, b, 0)->data;
+  for (int r = 0; r < 2; r++) {
+    bool used[5] = {false};
+    for (int s = 0; s < k && s < 5; s++) {
+      int best = -1;
+      for (int j = 0; j < 5; j++)
+        if (!used[j] && (best < 0 || x[r * 5 + j] > x[r * 5 + best])) best = j;
+      used[best] = true;
+      out[r * k + s] = x[r * 5 + best];
+    }
+  }
+}
+
+static void test_topk(void) {
+  rxk_oneop p;
+  const char *text = "graph_fn main(x: f32[2, 5], z: f32[d]) -> (f32[2, d], i64[2, d]) {\n"
+                     "  dataflow {\n    t = topk(x, k=[d], axis=1)\n  }\n  return t\n}\n";
+  if (!rxk_oneop_build(&p, text, "topk with k bound at run time", "prog", filter, &st, &vk)) {
+    rxk_oneop_free(&p);
+    return;
+  }
+  const int64_t ks[3] = {3, 7, 5};
+  for (int c = 0; c < 3; c++) {
+    rxk_env e;
+    rxk_program_vars(p.f, &e);
+    for (int i = 0; i < e.n; i++)
+      if (!strcmp(e.vars[i]->name, "d")) e.values[i] = ks[c];
+    rxk_buffers in;
+    char why[256], label[64];
+    if (!rxk_make_buffers(p.f, &e, &in, why, sizeof why)) {
+      rxk_fail(&st, "topk: %s", why);
+      break;
+    }
+    snprintf(label, sizeof label, "k = %lld", (long long)ks[c]);
+    run_all((int)ks[c], p.what, topk_ref, &p, &e, &in,
+            ks[c] > 5 ? "main: binding `t` (topk): k argument [7] should not be greater than "
+                        "specified axis dim value [5] (axis 1)"
+                      : NULL,
+            label);
+    rxk_free_buffers(&in);
+  }
+  rxk_oneop_free(&p);
+}
+
+/* check_nonzero of i64 x [4]: only its failure is compared through run_all (the values pass
+ * through: checked in the interpreter by test_nonzero) */
+static void nonzero_ref(int k, const rxk_oneop *p, rxk_buffers *b, float *out) {
+  (void)k, (void)p, (void)b, (void)out;
+}
+
+static void test_nonzero(void) {
+  rxk_oneop p;
+  const char *text = "graph_fn main(x: i64[m]) -> i64[m] {\n  dataflow {\n"
+                     "    y = check_nonzero(x, message=\"delta can not be zero!\")\n"
+                     "  }\n  return y\n}\n";
+  if (!rxk_oneop_build(&p, text, "check_nonzero", "prog", filter, &st, &vk)) {
+    rxk_oneop_free(&p);
+    return;
+  }
+  rxk_env e;
+  rxk_program_vars(p.f, &e);
+  for (int i = 0; i < e.n; i++)
+    if (!strcmp(e.vars[i]->name, "m")) e.values[i] = 4;
+  rxk_buffers in, got;
+  char why[256];
+  if (!rxk_make_buffers(p.f, &e, &in, why, sizeof why)) {
+    rxk_fail(&st, "check_nonzero: %s", why);
+    rxk_oneop_free(&p);
+    return;
+  }
+  int64_t *x = rxk_oneop_param(&p, &in, 0)->data;
+  const int64_t ok[4] = {3, -1, 7, 2}, bad[4] = {3, -1, 0, 2};
+  memcpy(x, ok, sizeof ok);
+  rxk_copy_buffers(&in, &got);
+  rx_status s = rx_interp_run(p.m, p.f, got.arg, got.n, NULL);
+  if (s || memcmp(got.arg[out_index(&p)].data, ok, sizeof ok))
+    rxk_fail(&st, "check_nonzero: the interpreter does not pass the values through%s%s",
+             s ? ": " : "", s ? rx_status_message(s) : "");
+  else
+    st.passed++;
+  rx_status_free(s);
+  rxk_free_buffers(&got);
+  memcpy(x, bad, sizeof bad);
+  run_all(0, p.what, nonzero_ref, &p, &e, &in,
+          "main: binding `y` (check_nonzero): delta can not be zero!", "an element 0");
   rxk_free_buffers(&in);
   rxk_oneop_free(&p);
 }
@@ -232,6 +332,8 @@ int main(int argc, char **argv) {
   unsetenv("LD_PRELOAD");
   rxk_rt_open(&vk, "vulkan:0");
   for (int k = 0; k < (int)RX_ARRAY_LEN(cases); k++) test_case(k);
+  test_topk();
+  test_nonzero();
   char why[600];
   if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("index checks: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
