@@ -1086,6 +1086,13 @@ static rx_status do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
     val iv = *idx;
     iv.tvar = NULL;
     int64_t ax = si && axis < 0 ? axis + si->ndim : axis;
+    const rx_expr *dim = si && si->shape && ax >= 0 && ax < si->ndim ? si->shape[ax] : NULL;
+    for (int k = 0; k < iv.slen && dim && dim->kind == RX_EXPR_CONST; k++)
+      if (iv.s[k]->kind == RX_EXPR_CONST &&
+          (iv.s[k]->value < -dim->value || iv.s[k]->value >= dim->value))
+        return node_err(I, n, "index %lld out of range [-%lld, %lld) on axis %lld",
+                        (long long)iv.s[k]->value, (long long)dim->value, (long long)dim->value,
+                        (long long)ax);
     for (int k = 0; k < iv.slen; k++)
       if (iv.s[k]->kind == RX_EXPR_CONST && iv.s[k]->value < 0 && si && si->shape && ax >= 0 &&
           ax < si->ndim)
