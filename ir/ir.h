@@ -608,8 +608,11 @@ struct rx_tensor_fn {
   const rx_expr **facts;
   rx_loc *fact_locs;
   int nfacts;
-  rx_stmt *body;      /* a SEQ */
-  rx_pattern pattern; /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
+  rx_stmt *body;       /* a SEQ */
+  rx_pattern pattern;  /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
+  bool bounds_checked; /* rx_tensor_fn_check_bounds found nothing (rx_module_verify runs it once
+                          per program: passes that rewrite a program make a new one or keep what
+                          the check saw in bounds) */
 };
 
 /* A declaration of an external library function or runtime builtin. Destination-passing like a
@@ -771,8 +774,8 @@ bool rx_module_normalize(rx_module *m, rx_diag *diag);
  * consistent, tensor-program types and buffer ranks. Returns false on any error. */
 bool rx_module_verify(rx_module *m, rx_diag *diag);
 /* Accesses of fn provably outside their buffer for every value of the loop ranges and facts
- * (ir/bounds.c; rx_module_verify runs it on each tensor program that verifies): reported to
- * diag as errors; returns how many. */
+ * (ir/bounds.c; rx_module_verify runs it once on each tensor program that verifies, see
+ * rx_tensor_fn.bounds_checked): reported to diag as errors; returns how many. */
 int rx_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag);
 
 /* The whole module as text (ir/printer.c); parses back to the same module. */

@@ -1143,7 +1143,12 @@ bool rx_module_verify(rx_module *m, rx_diag *diag) {
     case RX_ITEM_TENSOR: {
       int before = v.errors;
       check_tensor(&v, it->fn);
-      if (v.errors == before) v.errors += rx_tensor_fn_check_bounds(m, it->fn, diag);
+      rx_tensor_fn *tf = it->fn;
+      if (v.errors == before && !tf->bounds_checked) {
+        int e = rx_tensor_fn_check_bounds(m, tf, diag);
+        v.errors += e;
+        tf->bounds_checked = e == 0;
+      }
       break;
     }
     case RX_ITEM_EXTERN:
