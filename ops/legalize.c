@@ -964,7 +964,9 @@ const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
                    l->site ? l->site : l->call->op->name, dt, dt, axis);
   rx_strbuf_json_string(&lit, msg.data);
   line(l, "let %s: i64 = check(%s >= -%s && %s < %s, %s, %s)", k, t, dt, t, dt, t, lit.data);
-  line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s - 1), 0)", w, k, k, dt, k, dt);
+  /* d - 1 as one literal where d is one (a bare `2 - 1` folds to a 0 / 1 the parser types bool) */
+  const char *last = ex(l, rx_expr_sub(l->cx, d, C(l, 1)));
+  line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s), 0)", w, k, k, dt, k, last);
   rx_strbuf_free(&msg);
   rx_strbuf_free(&lit);
   return w;

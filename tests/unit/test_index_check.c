@@ -72,6 +72,16 @@ static const icase cases[] = {
      6,
      "main: binding `y` (take_along_axis): index ",
      " out of range [-6, 6) on axis 1"},
+    {"take axis 0 of one row",
+     "graph_fn main(x: f32[1, 4], idx: i64[m]) -> f32[m, 4] {\n"
+     "  dataflow {\n    y = take(x, idx, axis=0)\n  }\n  return y\n}\n",
+     3,
+     {0, -1, 0},
+     3,
+     2,
+     1,
+     "main: binding `y` (take): index ",
+     " out of range [-1, 1) on axis 0"},
     {"scatter_elements axis 0",
      "graph_fn main(x: f32[8], idx: i64[3], u: f32[3]) -> f32[8] {\n"
      "  dataflow {\n    y = scatter_elements(x, idx, u, axis=0)\n  }\n  return y\n}\n",
@@ -105,6 +115,10 @@ static void reference(int k, const rxk_oneop *p, rxk_buffers *b, float *out) {
   case 2:
     for (int r = 0; r < 4; r++)
       for (int c = 0; c < 3; c++) out[r * 3 + c] = x[r * 6 + wrap(idx[r * 3 + c], 6)];
+    break;
+  case 3:
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 4; j++) out[i * 4 + j] = x[wrap(idx[i], 1) * 4 + j];
     break;
   default: {
     const float *u = rxk_oneop_param(p, b, 2)->data;
