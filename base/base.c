@@ -703,3 +703,31 @@ void rx_unmap_file(rx_mapped_file *f) {
   f->data = NULL;
   f->size = 0;
 }
+
+/* ---- run-time checks (base.h, rx_check_code) ---- */
+
+int32_t rx_check_code(const char *message) {
+  uint32_t c = rx_crc32_update(0, message, strlen(message)) & 0x7fffffffu;
+  return (int32_t)(c ? c : 1);
+}
+
+char *rx_check_format(const char *message, int64_t value) {
+  size_t n = strlen(message);
+  char *out = malloc(n + 24 * 4 + 1), *o = out;
+  if (!out) return NULL;
+  int nv = 0;
+  for (const char *s = message; *s; s++) {
+    if (s[0] == '%' && s[1] == 'v' && nv < 4) {
+      o += sprintf(o, "%lld", (long long)value);
+      s++;
+      nv++;
+    } else if (s[0] == '%' && s[1] == '%') {
+      *o++ = '%';
+      s++;
+    } else {
+      *o++ = *s;
+    }
+  }
+  *o = 0;
+  return out;
+}

@@ -115,6 +115,17 @@ uint64_t rx_hash_bytes(const void *p, size_t n);
  * 0xFFFFFFFF; "123456789" gives 0xCBF43926), chained: crc = rx_crc32_update(0, a, n), then
  * rx_crc32_update(crc, b, m). base/crc32.c: the artifact writer's and the loader's one CRC. */
 uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n);
+/* Run-time checks of values from data (an index loaded from a tensor; ir.h, RX_INTRIN_CHECK):
+ * a kernel whose check fails writes the check's code, never 0, and the value's low and high
+ * 32-bit words to the error buffer of its call (docs/kernel-abi.md, "Run-time checks"); the
+ * code is this CRC of the check's message, so a kernel's source and the message table the
+ * runtime builds from kernels.json agree without a numbering. */
+int32_t rx_check_code(const char *message);
+/* The message of a failed check: message with each "%v" replaced by value ("%%" by "%"), heap
+ * (caller frees; NULL when out of memory). */
+char *rx_check_format(const char *message, int64_t value);
+/* Words of the error buffer: [0] the code (0: no error), [1] [2] the value's low and high words. */
+#define RX_CHECK_WORDS 4
 static inline uint64_t rx_hash_mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xbf58476d1ce4e5b9ull;

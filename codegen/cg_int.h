@@ -97,6 +97,10 @@ typedef struct cg_lang {
   const char *barrier;   /* statement text */
   const char *unroll;    /* line before an unrolled loop, or NULL */
   const char *fn_prefix; /* prefix of helper function definitions */
+  /* run-time checks (ir.h, RX_INTRIN_CHECK) print as rx_check(ok, v, code[, error buffer]):
+   * the error buffer's parameter type in that helper ("int*"), or NULL where the helper reaches
+   * the buffer as a global (GLSL) */
+  const char *check_buf;
   /* f32 math per intrinsic (NULL: handled by the base: sigmoid, erf where missing, asin through
    * the two-argument atan where the language's asin is too coarse) */
   const char *math[RX_INTRIN_COUNT];
@@ -187,6 +191,7 @@ enum { /* cg_printer.need */
        CG_NEED_SUBGROUP,
        CG_NEED_UNROLL,  /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
        CG_NEED_COOPMAT, /* GLSL: fragments as cooperative matrices (GL_NV_cooperative_matrix) */
+       CG_NEED_CHECK,   /* the helper rx_check of run-time checks */
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;

@@ -234,12 +234,24 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
         rx_strbuf_append(o, ", \"dtype\": ");
         jstr(o, rx_dtype_name(g->dtype));
         if (g->kind == RX_KARG_BUFFER)
-          rx_strbuf_printf(o, ", \"param\": %d, \"binding\": %d, \"written\": %s}", g->param,
-                           g->binding, g->written ? "true" : "false");
+          rx_strbuf_printf(o, ", \"param\": %d, \"binding\": %d, \"written\": %s%s}", g->param,
+                           g->binding, g->written ? "true" : "false",
+                           g->error ? ", \"error\": true" : "");
         else
           rx_strbuf_printf(o, ", \"offset\": %d}", g->offset);
       }
-      rx_strbuf_append(o, "]}");
+      rx_strbuf_append(o, "]");
+      if (k->nchecks) {
+        rx_strbuf_append(o, ",\n     \"checks\": [");
+        for (int c = 0; c < k->nchecks; c++) {
+          rx_strbuf_printf(o, "%s{\"code\": %d, \"message\": ", c ? ", " : "",
+                           (int)rx_check_code(k->checks[c]));
+          jstr(o, k->checks[c]);
+          rx_strbuf_putc(o, '}');
+        }
+        rx_strbuf_append(o, "]");
+      }
+      rx_strbuf_append(o, "}");
     }
   }
   rx_strbuf_append(o, "\n  ]\n}\n");

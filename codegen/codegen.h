@@ -51,12 +51,17 @@ typedef enum rx_karg_kind {
   RX_KARG_SCALAR, /* a symbolic value (int32) */
 } rx_karg_kind;
 
+/* The name of the error buffer argument of a kernel with run-time checks (a BUFFER argument of
+ * dtype i32 with param -1 and `error` set; docs/kernel-abi.md, "Run-time checks"). */
+#define RX_KARG_ERROR_NAME "rx_err"
+
 typedef struct rx_karg {
   rx_karg_kind kind;
   const char *name;   /* the user's name: the buffer's, or the symbolic variable's */
   const char *ident;  /* its identifier in the kernel source (cg_ident of name) */
   rx_dtype dtype;     /* BUFFER: element type; SCALAR: i32 */
-  int param;          /* BUFFER: index into the program's parameters */
+  int param;          /* BUFFER: index into the program's parameters; -1: the error buffer */
+  bool error;         /* BUFFER: the error buffer of the call (RX_KARG_ERROR_NAME) */
   bool written;       /* BUFFER: the kernel stores to it */
   const rx_expr *var; /* SCALAR: the symbolic variable */
   int binding;        /* Vulkan binding / Metal buffer index (buffers) */
@@ -83,9 +88,12 @@ typedef struct rx_kernel {
   bool coop_matrix;       /* GLSL: cooperative matrices (GL_NV_cooperative_matrix fragments) */
   const uint32_t *spirv;  /* GLSL: compiled SPIR-V when shaderc is present, else NULL */
   size_t spirv_words;
-  const char *binary; /* file name of the binary written next to the source (kernels.json
-                         "binary": NAME.spv, NAME.sm_80.cubin), or NULL: set by the writer */
-  const char *ptx;    /* CUDA: file name of the PTX written, or NULL */
+  const char *binary;  /* file name of the binary written next to the source (kernels.json
+                          "binary": NAME.spv, NAME.sm_80.cubin), or NULL: set by the writer */
+  const char *ptx;     /* CUDA: file name of the PTX written, or NULL */
+  const char **checks; /* the messages of its run-time checks (ir.h, RX_INTRIN_CHECK): with
+                          any, the kernel takes the error buffer (an argument with `error`) */
+  int nchecks;
 } rx_kernel;
 
 typedef struct rx_kernel_list {

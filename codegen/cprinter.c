@@ -826,12 +826,56 @@ static void fmath(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args
   rx_strbuf_putc(o, ')');
 }
 
+/* The helper of run-time checks: where ok is false, the check's code and v's two words go to the
+ * error buffer (docs/kernel-abi.md, "Run-time checks"); v is the value. A rare store, no atomics:
+ * of several failing threads one's words are kept (a mix of two only when both fail at once). */
+static void need_check(cg_printer *p) {
+  if (p->need[CG_NEED_CHECK]) return;
+  p->need[CG_NEED_CHECK] = true;
+  const cg_lang *L = p->L;
+  const char *i64 = tname(p, RX_DTYPE_I64),
+             *e = L->check_buf ? "rx_e" : cg_name(p, RX_KARG_ERROR_NAME);
+  p->uses[RX_DTYPE_I64] = true;
+  rx_strbuf_printf(&p->helpers, "%s%s rx_check(bool ok, %s v, int code", L->fn_prefix, i64, i64);
+  if (L->check_buf) rx_strbuf_printf(&p->helpers, ", %s rx_e", L->check_buf);
+  rx_strbuf_printf(&p->helpers,
+                   ") {\n"
+                   "  if (!ok) {\n"
+                   "    %s[0] = code;\n"
+                   "    %s[1] = %s;\n"
+                   "    %s[2] = %s;\n"
+                   "  }\n"
+                   "  return v;\n"
+                   "}\n",
+                   e, e, L->c_casts ? "(int)(v)" : "int(v)", e,
+                   L->c_casts ? "(int)(v >> 32)" : "int(v >> 32)");
+}
+
+static void pcheck(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
+  need_check(p);
+  rx_strbuf ok = {0}, v = {0}, r = {0};
+  pt_as(p, &ok, e->a, RX_DTYPE_BOOL);
+  pt_as(p, &v, e->b, RX_DTYPE_I64);
+  rx_strbuf_printf(&r, "rx_check(%s, %s, %d", ok.data, v.data,
+                   (int)rx_check_code(e->msg ? e->msg : ""));
+  if (p->L->check_buf) rx_strbuf_printf(&r, ", %s", cg_name(p, RX_KARG_ERROR_NAME));
+  rx_strbuf_putc(&r, ')');
+  pcast(p, o, RX_DTYPE_I64, e->dtype, r.data);
+  rx_strbuf_free(&ok);
+  rx_strbuf_free(&v);
+  rx_strbuf_free(&r);
+}
+
 static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   const cg_lang *L = p->L;
   rx_intrinsic f = e->intrin;
   rx_dtype t = e->dtype;
   const rx_tx *argv[3] = {e->a, e->b, e->c};
   int n = rx_intrinsic_arity(f);
+  if (rx_intrinsic_kind(f) == 'c') {
+    pcheck(p, o, e);
+    return;
+  }
   if (rx_intrinsic_kind(f) == 's') {
     rx_strbuf x = {0};
     pt_as(p, &x, e->a, t);
@@ -848,6 +892,11 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_strbuf s[2] = {{0}, {0}}, call = {0};
     for (int i = 0; i < n && i < 2; i++) {
       rx_strbuf tmp = {0};
+      if (argv[i]->kind == RX_TX_SYM && argv[i]->sym->kind == RX_EXPR_CONST) {
+        /* a constant in the call's own type: min(x, 9) with x 64-bit has one overload */
+        lit_int(p, &s[i], argv[i]->sym->value, ht);
+        continue;
+      }
       pt_as(p, &tmp, argv[i], t);
       pcast(p, &s[i], t, ht, tmp.data);
       rx_strbuf_free(&tmp);

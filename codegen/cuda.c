@@ -626,6 +626,7 @@ const cg_lang cg_cuda = {
     .barrier = "__syncthreads();",
     .unroll = "#pragma unroll",
     .fn_prefix = "static __device__ __forceinline__ ",
+    .check_buf = "int*",
     .math = {[RX_INTRIN_EXP] = "expf",   [RX_INTRIN_EXP2] = "exp2f",   [RX_INTRIN_LOG] = "logf",
              [RX_INTRIN_LOG2] = "log2f", [RX_INTRIN_SQRT] = "sqrtf",   [RX_INTRIN_RSQRT] = "rsqrtf",
              [RX_INTRIN_TANH] = "tanhf", [RX_INTRIN_ERF] = "erff",     [RX_INTRIN_SIN] = "sinf",

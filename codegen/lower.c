@@ -84,6 +84,7 @@ typedef struct lw {
   RX_VEC(cg_shared) shared;
   int64_t shared_bytes;
   int block[3];
+  rx_ptrvec checks; /* messages of the run-time checks, each once */
 } lw;
 
 static void lerr(lw *w, rx_loc loc, const char *fmt, const char *arg) {
@@ -129,6 +130,13 @@ static void see_tx(lw *w, const rx_tx *e) {
     see_access(w, e->buf, e->idx, e->nidx, false, e->loc);
     break;
   case RX_TX_CALL:
+    if (rx_intrinsic_kind(e->intrin) == 'c') {
+      bool have = false;
+      for (size_t i = 0; i < w->checks.len; i++)
+        have |= e->msg && !strcmp(w->checks.data[i], e->msg);
+      if (!have && e->msg) rx_ptrvec_push(&w->checks, (void *)e->msg);
+      break;
+    }
     if (rx_intrinsic_kind(e->intrin) != 's') break;
     w->ck->uses_subgroup = true;
     if (w->ck->t->subgroup_arithmetic && !rx_target_subgroup_dtype(w->ck->t, e->dtype)) {
@@ -443,7 +451,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   /* the ABI: buffers in parameter order, then symbolic values sorted by name */
   if (w.vars.len > 1) /* qsort takes no NULL, even for 0 elements */
     qsort(w.vars.data, w.vars.len, sizeof(void *), cmp_var_name);
-  int nbuf = 0;
+  int nbuf = w.checks.len > 0;
   for (int i = 0; i < f->nparams; i++) nbuf += w.used[i];
   k->nargs = nbuf + (int)w.vars.len;
   k->args = rx_module_alloc(m, sizeof(rx_karg) * (size_t)(k->nargs + 1));
@@ -459,6 +467,21 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     a->binding = j;
     a->offset = -1;
     j++;
+  }
+  if (w.checks.len) { /* the error buffer, after the parameters' buffers */
+    rx_karg *a = &k->args[j];
+    a->kind = RX_KARG_BUFFER;
+    a->name = RX_KARG_ERROR_NAME;
+    a->dtype = RX_DTYPE_I32;
+    a->param = -1;
+    a->error = true;
+    a->written = true;
+    a->binding = j;
+    a->offset = -1;
+    j++;
+    k->nchecks = (int)w.checks.len;
+    k->checks = rx_module_alloc(m, sizeof(char *) * w.checks.len);
+    memcpy(k->checks, w.checks.data, sizeof(char *) * w.checks.len);
   }
   for (size_t i = 0; i < w.vars.len; i++) {
     rx_karg *a = &k->args[j++];
@@ -517,6 +540,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   free(w.written);
   rx_ptrvec_free(&w.vars);
   rx_ptrvec_free(&w.loopvars);
+  rx_ptrvec_free(&w.checks);
   free(w.shared.data);
   rx_analyzer_free(w.an);
   return ok;

@@ -446,6 +446,7 @@ const cg_lang cg_metal = {
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);",
     .unroll = NULL,
     .fn_prefix = "static inline ",
+    .check_buf = "device int*",
     .math = {[RX_INTRIN_EXP] = "exp",
              [RX_INTRIN_EXP2] = "exp2",
              [RX_INTRIN_LOG] = "log",

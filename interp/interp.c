@@ -432,6 +432,7 @@ typedef enum xop {
   X_NOT,
   X_SELECT,   /* lazy: a ? b : c */
   X_SUBGROUP, /* sub = rx_intrinsic, operand a */
+  X_CHECK,    /* check(a, b, msg): b, an error with msg where a is false (ir.h, RX_INTRIN_CHECK) */
 } xop;
 
 typedef struct cx cx;
@@ -447,6 +448,7 @@ struct cx {
   cx *a, *b, *c;
   cx **idx;          /* LOAD */
   const rx_expr *sx; /* SBIN: the symbolic subexpression (messages) */
+  const char *msg;   /* CHECK: the message */
   rx_loc loc;
 };
 
@@ -1132,6 +1134,16 @@ static val ev(thr *t, const cx *e) {
     return r;
   case X_SELECT:
     return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c);
+  case X_CHECK: {
+    bool ok = ev(t, e->a).i != 0;
+    x = ev(t, e->b);
+    if (!ok && !t->err) {
+      char *m = rx_check_format(e->msg, x.i);
+      fail(t, e->loc, "%s", m ? m : e->msg);
+      free(m);
+    }
+    return x;
+  }
   case X_SUBGROUP:
     x = ev(t, e->a);
     if (t->err || !t->fib) return x; /* one thread: a subgroup of one lane */
@@ -2056,6 +2068,13 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
         return NULL;
       }
     char kind = rx_intrinsic_kind(f);
+    if (kind == 'c') {
+      r = cx_new(rs, X_CHECK, dt, e->loc);
+      r->a = coerce(rs, compile_tx(rs, e->a), RX_DTYPE_BOOL);
+      r->b = coerce(rs, compile_tx(rs, e->b), dt);
+      r->msg = e->msg ? e->msg : "check failed (value %v)";
+      return rs->cerr ? NULL : r;
+    }
     if (kind == 's') {
       if (tx_has_subgroup(e->a)) {
         cfail(rs, e->loc, "nested subgroup operations are not supported");

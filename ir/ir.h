@@ -327,7 +327,13 @@ const char *rx_loop_kind_name(rx_loop_kind k);
 static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_X; }
 
 /* Math intrinsics and subgroup operations: listed once; X(ENUM, text, arity, kind)
- * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes. */
+ * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes,
+ * 'c' a run-time check: `check(ok, v, "message")` is v (an integer), and where ok (a bool) is
+ * false the call fails with message, each "%v" in it replaced by v (base.h, rx_check_format):
+ * the interpreter stops with that error, a kernel writes rx_check_code(message) and v to the
+ * error buffer of its call (docs/kernel-abi.md, "Run-time checks") and goes on; the message is
+ * rx_tx.msg. An op whose index comes from data checks it so and still clamps the index it reads
+ * with (ops/legalize.c, gen_take). */
 #define RX_INTRINSICS(X)                                                                           \
   X(EXP, "exp", 1, 'f')                                                                            \
   X(EXP2, "exp2", 1, 'f')                                                                          \
@@ -352,7 +358,8 @@ static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_
   X(MAX, "max", 2, 'n')                                                                            \
   X(SUBGROUP_SUM, "subgroup_sum", 1, 's')                                                          \
   X(SUBGROUP_MAX, "subgroup_max", 1, 's')                                                          \
-  X(SUBGROUP_MIN, "subgroup_min", 1, 's')
+  X(SUBGROUP_MIN, "subgroup_min", 1, 's')                                                          \
+  X(CHECK, "check", 2, 'c')
 
 typedef enum rx_intrinsic {
 #define X(e, n, a, k) RX_INTRIN_##e,
@@ -441,6 +448,7 @@ struct rx_tx {
   rx_binop binop;
   rx_intrinsic intrin;
   rx_tx *a, *b, *c; /* operands (CALL: up to 3 arguments in a, b, c) */
+  const char *msg;  /* CALL of RX_INTRIN_CHECK: the message (interned) */
   /* HAS_FRAG: fragments A (M x K) and B (K x N) of dtype frag_ab, accumulator (M x N) frag_acc */
   rx_dtype frag_ab, frag_acc;
   int frag_m, frag_n, frag_k;
@@ -600,8 +608,11 @@ struct rx_tensor_fn {
   const rx_expr **facts;
   rx_loc *fact_locs;
   int nfacts;
-  rx_stmt *body;      /* a SEQ */
-  rx_pattern pattern; /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
+  rx_stmt *body;       /* a SEQ */
+  rx_pattern pattern;  /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
+  bool bounds_checked; /* rx_tensor_fn_check_bounds found nothing (rx_module_verify runs it once
+                          per program: passes that rewrite a program make a new one or keep what
+                          the check saw in bounds) */
 };
 
 /* A declaration of an external library function or runtime builtin. Destination-passing like a
@@ -771,6 +782,10 @@ bool rx_module_normalize(rx_module *m, rx_diag *diag);
  * parameter (or match_cast / loop / scalar param) before use, dataflow blocks pure, struct info
  * consistent, tensor-program types and buffer ranks. Returns false on any error. */
 bool rx_module_verify(rx_module *m, rx_diag *diag);
+/* Accesses of fn provably outside their buffer for every value of the loop ranges and facts
+ * (ir/bounds.c; rx_module_verify runs it once on each tensor program that verifies, see
+ * rx_tensor_fn.bounds_checked): reported to diag as errors; returns how many. */
+int rx_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag);
 
 /* The whole module as text (ir/printer.c); parses back to the same module. */
 void rx_module_print(rx_strbuf *out, const rx_module *m);

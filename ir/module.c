@@ -432,6 +432,7 @@ rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
       t = args[i]->dtype;
       break;
     }
+  if (f == RX_INTRIN_CHECK && n == 2) t = args[1]->dtype; /* check(ok, v): v */
   rx_tx *e = tx_new(m, RX_TX_CALL, t, loc);
   e->intrin = f;
   if (n > 0) e->a = args[0];

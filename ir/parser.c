@@ -1179,15 +1179,26 @@ static rx_tx *tx_primary(P *p) {
         if (n == arity)
           fail_at(p, cur(p)->loc, "'%s' takes %d argument%s", name, arity, arity == 1 ? "" : "s");
         a[n++] = tx(p);
+        if (!is_dt && n == arity && rx_intrinsic_kind(in) == 'c') break; /* the message next */
         if (arg_sep(p)) break;
       }
+    }
+    const char *msg = NULL;
+    if (!is_dt && n == arity && rx_intrinsic_kind(in) == 'c') {
+      if (!accept(p, RX_TOK_COMMA) || !is(p, RX_TOK_STRING))
+        fail_expected(p, "',' and the check's message (a string)");
+      msg = cur(p)->s;
+      next(p);
+      expect(p, RX_TOK_RPAREN, "')' after the check's message");
     }
     p->nest--;
     if (n != arity)
       fail_at(p, loc, "'%s' takes %d argument%s, found %d", name, arity, arity == 1 ? "" : "s", n);
     if (is_dt) return rx_tx_cast(m, dt, a[0], loc);
     if (arity == 3 && tok_is_kw(t, "select")) return rx_tx_select(m, a[0], a[1], a[2], loc);
-    return rx_tx_call(m, in, a, n, loc);
+    rx_tx *c = rx_tx_call(m, in, a, n, loc);
+    if (msg && c->kind == RX_TX_CALL) c->msg = msg;
+    return c;
   }
   if (is_keyword(t))
     fail_at(p, loc, "expected an expression, found keyword %s", rx_tok_describe(m, t));

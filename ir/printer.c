@@ -146,6 +146,10 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
       if (i) rx_strbuf_append(o, ", ");
       ptx(o, args[i], 0);
     }
+    if (e->intrin == RX_INTRIN_CHECK) {
+      rx_strbuf_append(o, ", ");
+      put_string(o, e->msg ? e->msg : "");
+    }
     rx_strbuf_putc(o, ')');
     break;
   }

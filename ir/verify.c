@@ -832,6 +832,14 @@ static void check_tx(vctx *v, const rx_tx *e) {
       return;
     }
     char kind = rx_intrinsic_kind(e->intrin);
+    if (kind == 'c') {
+      check_tx(v, e->a);
+      check_tx(v, e->b);
+      want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool condition for 'check'");
+      want(v, e->b, rx_dtype_is_int(e->b->dtype), "an integer value for 'check'");
+      if (!e->msg) err(v, e->loc, "'check' needs a message");
+      return;
+    }
     for (int i = 0; i < n; i++) {
       check_tx(v, args[i]);
       if (kind == 'f') {
@@ -1132,9 +1140,17 @@ bool rx_module_verify(rx_module *m, rx_diag *diag) {
     case RX_ITEM_GRAPH:
       check_graph(&v, it->fn);
       break;
-    case RX_ITEM_TENSOR:
+    case RX_ITEM_TENSOR: {
+      int before = v.errors;
       check_tensor(&v, it->fn);
+      rx_tensor_fn *tf = it->fn;
+      if (v.errors == before && !tf->bounds_checked) {
+        int e = rx_tensor_fn_check_bounds(m, tf, diag);
+        v.errors += e;
+        tf->bounds_checked = e == 0;
+      }
       break;
+    }
     case RX_ITEM_EXTERN:
       check_extern(&v, it->fn);
       break;

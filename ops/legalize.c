@@ -587,7 +587,28 @@ static const char *v_gelu(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
   return down(l, xt, "0.5 * t * (1.0 + erf(t * 0.70710678118654757))");
 }
 
+/* check_nonzero: the value, checked (ir.h, RX_INTRIN_CHECK): a 0 fails with the message */
+static const char *v_nonzero(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
+  (void)yt;
+  const rx_attr *a = rx_call_attr(l->call, "message");
+  if (!rx_dtype_is_int(xt) || !a || a->kind != RX_ATTR_STR) {
+    fail(l, "check_nonzero expects an integer tensor and a message");
+    return "0";
+  }
+  rx_strbuf msg = {0}, lit = {0};
+  if (l->site) l->site_used = true;
+  rx_strbuf_printf(&msg, "%s: %s", l->site ? l->site : "check_nonzero", a->s);
+  rx_strbuf_json_string(&lit, msg.data);
+  const char *v = fresh(l, "v"),
+             *r = S(l, "%s(check(%s != 0, i64(%s), %s))", rx_dtype_name(xt), v, v, lit.data);
+  line(l, "let %s: %s = %s", v, rx_dtype_name(xt), xv);
+  rx_strbuf_free(&msg);
+  rx_strbuf_free(&lit);
+  return r;
+}
+
 static void gen_unary(L *l) { unary(l, v_formula); }
+static void gen_check_nonzero(L *l) { unary(l, v_nonzero); }
 static void gen_unary_math(L *l) { unary(l, v_math); }
 static void gen_cast(L *l) { unary(l, v_cast); }
 static void gen_relu(L *l) { unary(l, v_relu); }
@@ -935,6 +956,22 @@ static void gen_strided_slice(L *l) {
   close_n(l, y->ndim);
 }
 
+const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
+  const char *dt = ex(l, d), *k = fresh(l, "k"), *w = fresh(l, "w");
+  rx_strbuf msg = {0}, lit = {0};
+  if (l->site) l->site_used = true;
+  rx_strbuf_printf(&msg, "%s: index %%v out of range [-%s, %s) on axis %d",
+                   l->site ? l->site : l->call->op->name, dt, dt, axis);
+  rx_strbuf_json_string(&lit, msg.data);
+  line(l, "let %s: i64 = check(%s >= -%s && %s < %s, %s, %s)", k, t, dt, t, dt, t, lit.data);
+  /* d - 1 as one literal where d is one (a bare `2 - 1` folds to a 0 / 1 the parser types bool) */
+  const char *last = ex(l, rx_expr_sub(l->cx, d, C(l, 1)));
+  line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s), 0)", w, k, k, dt, k, last);
+  rx_strbuf_free(&msg);
+  rx_strbuf_free(&lit);
+  return w;
+}
+
 static void gen_take(L *l) {
   opnd *x = arg(l, 0), *ind = arg(l, 1), *y = &l->outs[0];
   if (ind->scalar) {
@@ -951,7 +988,7 @@ static void gen_take(L *l) {
       ind->dtype == RX_DTYPE_I64 ? load(l, ind, ii) : S(l, "i64(%s)", load(l, ind, ii));
   line(l, "let %s: i64 = %s", t, iv64);
   for (int d = 0; d < axis; d++) xi[d] = iv[d];
-  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
   for (int d = axis + 1; d < x->ndim; d++) xi[d] = iv[d - 1 + ind->ndim];
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
   close_n(l, y->ndim);
@@ -974,7 +1011,7 @@ static void gen_take_along_axis(L *l) {
       ind->dtype == RX_DTYPE_I64 ? load(l, ind, iv) : S(l, "i64(%s)", load(l, ind, iv));
   line(l, "let %s: i64 = %s", t, iv64);
   for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
-  xi[axis] = S(l, "select(%s < 0, %s + %s, %s)", t, t, ex(l, x->shape[axis]), t);
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
   close_n(l, y->ndim);
 }
@@ -1181,6 +1218,23 @@ static void gen_topk(L *l) {
   for_nest(l, iv, ie, ni);
   const char *pv = fresh(l, "pv"), *pi = fresh(l, "pi"), *m = fresh(l, "m"), *k = fresh(l, "k");
   const char *v = fresh(l, "v"), *tk = fresh(l, "take");
+  /* k from data (bound at run time) may exceed the axis: checked as ONNX Runtime does; the
+   * indices stored go through the check (with k <= d it is their value) */
+  const char *kc = NULL;
+  const rx_expr *K = yv->shape[axis], *D = x->shape[axis];
+  const rx_expr *slack = rx_expr_sub(l->cx, D, K); /* d - k: a constant >= 0 needs no check */
+  if (slack->kind != RX_EXPR_CONST || slack->value < 0) {
+    rx_strbuf msg = {0}, lit = {0};
+    if (l->site) l->site_used = true;
+    rx_strbuf_printf(&msg,
+                     "%s: k argument [%%v] should not be greater than specified axis dim value "
+                     "[%s] (axis %d)",
+                     l->site ? l->site : "topk", ex(l, D), axis);
+    rx_strbuf_json_string(&lit, msg.data);
+    kc = lit.data ? S(l, "%s", lit.data) : NULL;
+    rx_strbuf_free(&msg);
+    rx_strbuf_free(&lit);
+  }
   line(l, "alloc %s: %s[1] local", pv, mn);
   line(l, "alloc %s: i64[1] local", pi);
   line(l, "alloc %s: %s[1] local", m, mn);
@@ -1203,7 +1257,11 @@ static void gen_topk(L *l) {
   line(l, "%s[0] = select(%s, %s, %s[0])", m, tk, v, m);
   close_(l);
   line(l, "%s = %s", load(l, yv, oi), down(l, t, S(l, "%s[0]", m)));
-  line(l, "%s = %s[0]", load(l, yi, oi), k);
+  if (kc)
+    line(l, "%s = select(check(%s <= %s, %s, %s) > 0, %s[0], %s[0])", load(l, yi, oi), ex(l, K),
+         ex(l, D), ex(l, K), kc, k, k);
+  else
+    line(l, "%s = %s[0]", load(l, yi, oi), k);
   line(l, "%s[0] = %s[0]", pv, m);
   line(l, "%s[0] = %s[0]", pi, k);
   close_(l);
@@ -1654,9 +1712,17 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) 
 }
 
 rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag) {
+  return rx_legalize_call_at(m, call, name, NULL, diag, NULL);
+}
+
+rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
+                                  const char *site, rx_diag *diag, bool *out_site_used) {
   L l;
   rx_tensor_fn *result = NULL;
-  if (!l_start(&l, m, call, diag)) goto done;
+  if (out_site_used) *out_site_used = false;
+  bool started = l_start(&l, m, call, diag);
+  l.site = site;
+  if (!started) goto done;
   const rx_op *op = call->op;
   gen_fn gen = legal[op->id].gen;
   if (!gen) {
@@ -1745,6 +1811,7 @@ rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *na
   rx_diag_free(&pd);
   free(text);
 done:
+  if (out_site_used) *out_site_used = result && l.site_used;
   l_free(&l);
   return result;
 }

@@ -23,6 +23,11 @@
  * stages and `local` scalars, matmul reductions with f32 accumulation for f16).
  * Returns NULL after reporting an error at the call (unknown rank or shape, unknown dtype). */
 rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag);
+/* rx_legalize_call with the place of the call for the messages of its run-time checks of values
+ * from data (site: "main: binding `y` (take)"; ir.h, RX_INTRIN_CHECK); *out_site_used tells
+ * whether the program names it (then it serves only that call). */
+rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
+                                  const char *site, rx_diag *diag, bool *out_site_used);
 
 /* The tensor arguments that rx_legalize_call made input buffers, in parameter order: tuple
  * fields and Prim arguments of unknown value included, folded Prim literals left out. Each entry

@@ -50,6 +50,10 @@ typedef struct lz_ctx {
   lz_opnd outs[64];
   int nouts;
   char lit[64];
+  /* where the call is, for the messages of run-time checks ("main: binding `y` (take)"), or
+   * NULL (then the op's name); site_used: a check named it (rx_legalize_call_at) */
+  const char *site;
+  bool site_used;
 } lz_ctx;
 
 /* Reports "cannot legalize OP: ..." at the call (once) and marks the context failed. */
@@ -76,6 +80,11 @@ const char *lz_load(lz_ctx *l, const lz_opnd *o, const char *const *idx);
 /* Load of o broadcast (NumPy, from the right) to an r-dim nest with vars ov and dims od. */
 const char *lz_load_bcast(lz_ctx *l, const lz_opnd *o, const char *const *ov,
                           const rx_expr *const *od, int r);
+/* An index read from data (t: the name of an i64 local) along an axis of extent d: checked
+ * against [-d, d) at run time (ir.h, RX_INTRIN_CHECK; negative indices count from the end, as
+ * ONNX says), wrapped, and clamped into [0, d) so the read never leaves the buffer. Writes the
+ * lets; returns the name of the local to index with. */
+const char *lz_data_index(lz_ctx *l, const char *t, const rx_expr *d, int axis);
 /* The operand of call argument i. */
 lz_opnd *lz_arg(lz_ctx *l, int i);
 

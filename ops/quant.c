@@ -409,8 +409,9 @@ void lz_gen_quant_take(lz_ctx *l) {
   const char *iv[LZ_MAXR];
   if (!qel_open(l, &q, iv)) return;
   const char *ld = lz_load(l, ids, iv);
-  q.j = lz_fresh(l, "row");
-  lz_line(l, "let %s: i64 = %s", q.j, ids->dtype == RX_DTYPE_I64 ? ld : lz_str(l, "i64(%s)", ld));
+  const char *t = lz_fresh(l, "t");
+  lz_line(l, "let %s: i64 = %s", t, ids->dtype == RX_DTYPE_I64 ? ld : lz_str(l, "i64(%s)", ld));
+  q.j = lz_data_index(l, t, lz_arg(l, 1)->shape[0], 0);
   q.r = iv[y->ndim - 1];
   const char *wv = qel_element(&q);
   lz_line(l, "%s = %s(%s)", lz_load(l, y, iv), rx_dtype_name(y->dtype), wv);

@@ -110,10 +110,18 @@ const rx_sinfo *rx_deduce_topk(rx_deduce_ctx *dc, const rx_node *call) {
   if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
   rx_expr_ctx *cx = rx_ops_ctx(dc);
   const rx_expr *k = ka->exprs[0];
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, k, rx_expr_const(cx, 0))) == RX_TRUE ||
-      rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, x->shape[axis], k)) == RX_TRUE) {
-    rx_deduce_error(dc, "topk: k=%s is outside [0, %s] (axis %d of %s)", rx_ops_expr_str(dc, k),
-                    rx_ops_expr_str(dc, x->shape[axis]), axis, rx_ops_str(dc, x));
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, k, rx_expr_const(cx, 0))) == RX_TRUE) {
+    rx_deduce_error(dc, "topk: k=%s is negative (axis %d of %s)", rx_ops_expr_str(dc, k), axis,
+                    rx_ops_str(dc, x));
+    return NULL;
+  }
+  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, x->shape[axis], k)) == RX_TRUE) {
+    /* ONNX Runtime's words (TopK, "k argument [K] should not be greater than ...") */
+    rx_deduce_error(dc,
+                    "topk: k argument [%s] should not be greater than specified axis dim value "
+                    "[%s] (axis %d of %s)",
+                    rx_ops_expr_str(dc, k), rx_ops_expr_str(dc, x->shape[axis]), axis,
+                    rx_ops_str(dc, x));
     return NULL;
   }
   const rx_expr **dims = rx_ops_dims(dc, x->ndim);

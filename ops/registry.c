@@ -11,6 +11,9 @@
 static const rx_attr_schema attrs_none[] = {{NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_cast[] = {{"dtype", RX_ATTR_DTYPE, true, "the result dtype"},
                                             {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_check_nonzero[] = {
+    {"message", RX_ATTR_STR, true, "what a 0 means (\"delta in Range operator can not be zero!\")"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_dtype[] = {
     {"dtype", RX_ATTR_DTYPE, false, "the result dtype (default f32)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_full[] = {

@@ -113,11 +113,11 @@ void lz_gen_scatter_elements(lz_ctx *l) {
     lz_line(l, "for %s in 0..%s {", jv[d], lz_ex(l, upd->shape[d]));
     l->ind++;
   }
-  const char *t = lz_fresh(l, "t"), *k = lz_fresh(l, "k");
+  const char *t = lz_fresh(l, "t"), *k;
   const char *tv = lz_load(l, ind, jv);
   if (ind->dtype != RX_DTYPE_I64) tv = lz_str(l, "i64(%s)", tv);
   lz_line(l, "let %s: i64 = %s", t, tv);
-  lz_line(l, "let %s: i64 = select(%s < 0, %s + %s, %s)", k, t, t, lz_ex(l, x->shape[axis]), t);
+  k = lz_data_index(l, t, x->shape[axis], axis);
   for (int d = 0; d < x->ndim; d++) yi[d] = d == axis ? k : jv[d];
   const char *yv = lz_load(l, y, yi);
   lz_line(l, "%s = %s", yv, scatter_combine(l, r, x->dtype, yv, lz_load(l, upd, jv)));

@@ -140,6 +140,15 @@ static void tx(canon *c, const rx_tx *e) {
     break;
   case RX_TX_CALL:
     put(c, (uint64_t)e->intrin);
+    if (e->msg) { /* a check's message names its op and binding: programs differ by it */
+      size_t n = strlen(e->msg);
+      put(c, (uint64_t)n);
+      for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, e->msg + i, n - i < 8 ? n - i : 8);
+        put(c, w);
+      }
+    }
     break;
   case RX_TX_HAS_FRAG:
     put(c, (uint64_t)e->frag_ab);

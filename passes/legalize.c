@@ -15,12 +15,14 @@
  * fused program. A call repeated in another function with other facts gets its own program. */
 #include "../ops/legalize.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct cached {
   const rx_node *call;
   rx_tensor_fn *tfn;
+  const char *site; /* the program's run-time checks name this call (site_of): NULL: any call */
 } cached;
 
 typedef struct lstate {
@@ -135,17 +137,30 @@ static bool same_call(const rx_node *a, const rx_node *b) {
   return true;
 }
 
-/* The call_tensor replacing call (NULL after an error). */
-static rx_node *lower_call(lstate *st, rx_node *call) {
+/* "main: binding `y` (take)": where the call is, for the messages of its program's run-time
+ * checks (ops/legalize.h, rx_legalize_call_at); interned. */
+static const char *site_of(lstate *st, const rx_binding *b) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s: binding `%s` (%s)", st->g->name,
+           b->var && b->var->name ? b->var->name : "?", b->value->op->name);
+  return rx_module_intern(st->m, buf, strlen(buf));
+}
+
+/* The call_tensor replacing the call of binding b (NULL after an error). */
+static rx_node *lower_call(lstate *st, rx_binding *b) {
+  rx_node *call = b->value;
+  const char *site = site_of(st, b);
   rx_tensor_fn *tfn = NULL;
   for (size_t i = 0; i < st->cache.len && !tfn; i++)
-    if (same_call(st->cache.data[i].call, call) && facts_match(st, st->cache.data[i].tfn))
+    if (same_call(st->cache.data[i].call, call) && facts_match(st, st->cache.data[i].tfn) &&
+        (!st->cache.data[i].site || st->cache.data[i].site == site))
       tfn = st->cache.data[i].tfn;
   if (!tfn) {
-    tfn = rx_legalize_call(st->m, call, call->op->name, st->diag);
+    bool used = false;
+    tfn = rx_legalize_call_at(st->m, call, call->op->name, site, st->diag, &used);
     if (!tfn) return NULL;
     add_facts(st, tfn);
-    cached c = {call, tfn};
+    cached c = {call, tfn, used ? site : NULL};
     RX_VEC_PUSH(&st->cache, c);
   }
   rx_node *n = rx_node_new(st->m, RX_NODE_CALL_TENSOR, call->loc);
@@ -184,7 +199,7 @@ static void walk_node(lstate *st, rx_binding *b) {
   }
   if (v->kind != RX_NODE_CALL || !v->op) return;
   if (rx_op_is_host_call(v)) return; /* executed by the host program itself (ops/ops.h) */
-  rx_node *n = lower_call(st, v);
+  rx_node *n = lower_call(st, b);
   if (!n) {
     st->ok = false;
     return;

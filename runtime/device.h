@@ -64,10 +64,17 @@ typedef enum rt_scalar_location {
 typedef struct rt_buffer_arg {
   char *name;
   char *dtype;
-  int param;   /* index into the program's params */
+  int param;   /* index into the program's params; -1: the error buffer (error) */
   int binding; /* Vulkan binding / Metal buffer index / CUDA parameter position */
   bool written;
+  bool error; /* the library's error buffer of run-time checks (docs/kernel-abi.md) */
 } rt_buffer_arg;
+
+/* A run-time check of a kernel (kernels.json "checks"): the code it writes, its message. */
+typedef struct rt_check {
+  int32_t code;
+  char *message;
+} rt_check;
 
 typedef struct rt_scalar_arg {
   char *name;
@@ -91,6 +98,8 @@ struct rx_rt_kernel {
   size_t nbuffers, nscalars;
   rt_buffer_arg *buffers;
   rt_scalar_arg *scalars;
+  size_t nchecks;
+  rt_check *checks;
   /* The binaries as loaded (owned); the backend uses what it needs in kernel_create. */
   uint8_t *binary;
   size_t binary_size;
@@ -129,6 +138,11 @@ struct rx_rt_library {
   size_t nkernels, nprograms;
   rx_rt_kernel *kernels;
   rt_program *programs;
+  /* run-time checks: the error buffer its kernels with checks write (RX_CHECK_WORDS i32,
+   * allocated and zeroed at the first launch of one), and whether one ran since the last
+   * rx_rt_library_check */
+  rx_rt_buffer *err;
+  bool err_pending;
 };
 
 /* ---- replaying launches (replay.c) ----

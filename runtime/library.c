@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device.h"
@@ -359,9 +360,12 @@ static bool parse_args(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k
       if (k->nscalars) return bad(c, kn, "buffer arguments must come before symbolic values");
       rt_buffer_arg *b = &k->buffers[k->nbuffers++];
       if (!get_str(c, ja, "name", kn, &b->name) || !get_str(c, ja, "dtype", kn, &b->dtype) ||
-          !get_int(c, ja, "param", kn, 0, 1 << 20, &v))
+          !get_bool(c, ja, "error", kn, &b->error) ||
+          !get_int(c, ja, "param", kn, b->error ? -1 : 0, b->error ? -1 : 1 << 20, &v))
         return false;
       b->param = (int)v;
+      if (b->error && strcmp(b->dtype, "i32"))
+        return bad(c, kn, "the error buffer '%s' must have dtype i32", b->name);
       if (!get_int(c, ja, "binding", kn, 0, 1 << 10, &v)) return false;
       b->binding = (int)v;
       if (!get_bool(c, ja, "written", kn, &b->written)) return false;
@@ -386,6 +390,33 @@ static bool parse_args(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k
     } else {
       return bad(c, kn, "argument kind must be \"buffer\" or \"scalar\"");
     }
+  }
+  return true;
+}
+
+/* The kernel's "checks": the code and message of each run-time check, present exactly when it
+ * takes the error buffer. */
+static bool parse_checks(lctx *c, const cJSON *jk, const char *kn, rx_rt_kernel *k) {
+  int64_t v;
+  bool errbuf = false;
+  for (size_t i = 0; i < k->nbuffers; i++) errbuf |= k->buffers[i].error;
+  const cJSON *cs = cJSON_GetObjectItemCaseSensitive(jk, "checks");
+  if (!cs || cJSON_IsNull(cs))
+    return !errbuf || bad(c, kn, "a kernel with an error buffer lists its 'checks'");
+  if (!cJSON_IsArray(cs)) return bad(c, kn, "'checks' must be an array");
+  if (!errbuf) return bad(c, kn, "'checks' without an error buffer argument");
+  size_t n = (size_t)cJSON_GetArraySize(cs);
+  if (!(k->checks = rt_alloc(c->a, (n + 1) * sizeof *k->checks))) {
+    c->err = rt_oom("kernel checks", n * sizeof *k->checks);
+    return false;
+  }
+  const cJSON *jc;
+  cJSON_ArrayForEach(jc, cs) {
+    if (!cJSON_IsObject(jc)) return bad(c, kn, "every entry of 'checks' must be an object");
+    rt_check *ch = &k->checks[k->nchecks++];
+    if (!get_int(c, jc, "code", kn, 1, INT32_MAX, &v)) return false;
+    ch->code = (int32_t)v;
+    if (!get_str(c, jc, "message", kn, &ch->message)) return false;
   }
   return true;
 }
@@ -507,6 +538,7 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
         return bad(c, kn, "buffers '%s' and '%s' share binding %d", k->buffers[j].name,
                    k->buffers[i].name, k->buffers[i].binding);
 
+  if (!parse_checks(c, jk, kn, k)) return false;
   if (!parse_scalars(c, jk, kn, k)) return false;
   for (size_t i = 0; i < k->nscalars; i++)
     if (k->scalar_location != RT_SCALARS_PARAMETERS && k->scalars[i].offset + 4 > k->scalar_bytes)
@@ -586,7 +618,7 @@ static bool parse_program(lctx *c, const cJSON *jp, rt_program *p, rx_rt_library
       return bad(c, NULL, "program '%s' lists kernel '%s', which 'kernels' does not describe",
                  p->name, jn->valuestring);
     for (size_t i = 0; i < found->nbuffers; i++)
-      if ((size_t)found->buffers[i].param >= np)
+      if (!found->buffers[i].error && (size_t)found->buffers[i].param >= np)
         return bad(c, found->name, "buffer '%s' refers to param %d, but program '%s' has %zu",
                    found->buffers[i].name, found->buffers[i].param, p->name, np);
     /* the kernel's variables among the program's */
@@ -629,6 +661,8 @@ void rt_library_destroy(rx_rt_library *l) {
       rt_free(a, k->scalars[j].name);
       rt_expr_free(a, k->scalars[j].value);
     }
+    for (size_t j = 0; j < k->nchecks; j++) rt_free(a, k->checks[j].message);
+    rt_free(a, k->checks);
     rt_names_free(&k->vars);
     rt_free(a, k->buffers);
     rt_free(a, k->scalars);
@@ -656,6 +690,7 @@ void rt_library_destroy(rx_rt_library *l) {
     rt_free(a, p->kernels);
     rt_free(a, p->name);
   }
+  rx_rt_buffer_release(l->err);
   rt_free(a, l->kernels);
   rt_free(a, l->programs);
   rt_free(a, l->origin);
@@ -908,6 +943,45 @@ static rx_status check_params(const rt_program *p, rx_rt_buffer *const *buffers,
   return NULL;
 }
 
+/* The library's error buffer (device.h, rx_rt_library.err), allocated and zeroed when first
+ * needed. */
+static rx_status error_buffer(rx_rt_library *l, rx_rt_buffer **out) {
+  if (!l->err) {
+    rx_rt_buffer *b = NULL;
+    RX_RETURN_IF_ERROR(rx_rt_buffer_alloc(l->device, RX_CHECK_WORDS * 4, &b));
+    rx_status s = rx_rt_buffer_fill(b, 0, RX_CHECK_WORDS * 4, 0);
+    if (s) {
+      rx_rt_buffer_release(b);
+      return s;
+    }
+    l->err = b;
+  }
+  *out = l->err;
+  return NULL;
+}
+
+rx_status rx_rt_library_check(rx_rt_library *l) {
+  if (!l || !l->err_pending || !l->err) return NULL;
+  l->err_pending = false;
+  int32_t w[RX_CHECK_WORDS] = {0};
+  RX_RETURN_IF_ERROR(rx_rt_buffer_read(l->err, 0, w, sizeof w));
+  if (!w[0]) return NULL;
+  RX_RETURN_IF_ERROR(rx_rt_buffer_fill(l->err, 0, sizeof w, 0));
+  int64_t value = (int64_t)(((uint64_t)(uint32_t)w[2] << 32) | (uint32_t)w[1]);
+  for (size_t i = 0; i < l->nkernels; i++)
+    for (size_t j = 0; j < l->kernels[i].nchecks; j++)
+      if (l->kernels[i].checks[j].code == w[0]) {
+        char *m = rx_check_format(l->kernels[i].checks[j].message, value);
+        rx_status s = rx_status_make(RX_ERR_INVALID, "%s", m ? m : l->kernels[i].checks[j].message);
+        free(m);
+        return s;
+      }
+  return rx_status_make(RX_ERR_INVALID,
+                        "%s: a run-time check failed with code %d (value %lld), which no kernel "
+                        "of the library lists",
+                        l->origin, (int)w[0], (long long)value);
+}
+
 rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buffer_count,
                          const int64_t *values, const uint8_t *bound) {
   if (buffer_count != p->nparams)
@@ -921,7 +995,14 @@ rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buf
     uint8_t kbound[RT_MAX_KERNEL_VARS];
     if (k->nbuffers > RX_ARRAY_LEN(kb))
       return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 buffers", k->name);
-    for (size_t i = 0; i < k->nbuffers; i++) kb[i] = buffers[k->buffers[i].param];
+    for (size_t i = 0; i < k->nbuffers; i++) {
+      if (k->buffers[i].error) {
+        RX_RETURN_IF_ERROR(error_buffer(k->library, &kb[i]));
+        k->library->err_pending = true;
+      } else {
+        kb[i] = buffers[k->buffers[i].param];
+      }
+    }
     for (uint32_t i = 0; i < k->vars.count; i++) {
       kv[i] = values[p->kernel_slots[j][i]];
       kbound[i] = bound[p->kernel_slots[j][i]];

@@ -1531,6 +1531,16 @@ rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *c
     a->depth = 0;
     s = exec(a, fi, args, out_result);
   }
+  /* run-time checks of its kernels (an index from data out of range): one small read where a
+   * kernel with checks ran; a failed check fails the call */
+  rx_status cs = rx_rt_library_check(a->library);
+  if (cs && !s) {
+    s = cs;
+    rx_rt_value_release(*out_result);
+    *out_result = NULL;
+  } else {
+    rx_status_free(cs);
+  }
   rt_free(&a->alloc, args);
   return s;
 }

@@ -1088,6 +1088,13 @@ static rx_status do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
     val iv = *idx;
     iv.tvar = NULL;
     int64_t ax = si && axis < 0 ? axis + si->ndim : axis;
+    const rx_expr *dim = si && si->shape && ax >= 0 && ax < si->ndim ? si->shape[ax] : NULL;
+    for (int k = 0; k < iv.slen && dim && dim->kind == RX_EXPR_CONST; k++)
+      if (iv.s[k]->kind == RX_EXPR_CONST &&
+          (iv.s[k]->value < -dim->value || iv.s[k]->value >= dim->value))
+        return node_err(I, n, "index %lld out of range [-%lld, %lld) on axis %lld",
+                        (long long)iv.s[k]->value, (long long)dim->value, (long long)dim->value,
+                        (long long)ax);
     for (int k = 0; k < iv.slen; k++)
       if (iv.s[k]->kind == RX_EXPR_CONST && iv.s[k]->value < 0 && si && si->shape && ax >= 0 &&
           ax < si->ndim)
@@ -1556,7 +1563,8 @@ static rx_status do_range(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
   if (all_const) {
     int64_t st = v[0]->s[0]->value, en = v[1]->s[0]->value, step = v[2]->s[0]->value;
-    if (step == 0) return node_err(I, n, "step 0");
+    if (step == 0) /* ONNX Runtime's words */
+      return node_err(I, n, "delta in Range operator can not be zero!");
     val out = {.name = n->output[0], .kind = V_SYM, .sndim = 1};
     for (int64_t i = st; step > 0 ? i < en : i > en; i += step) {
       if (out.slen == SYM_MAX) goto tensor_range;
@@ -4685,7 +4693,7 @@ static rx_status rt_scalar(imp *I, const Onnx__NodeProto *n, size_t i, rx_dtype 
 /* Range whose bounds are computed at run time where the compile-time form cannot take them (a
  * float input, or a step that is a graph input): the length max(0, ceil((limit - start) /
  * delta)) computed by a kernel and bound to a fresh dim n, then start + delta * arange(n) in
- * the inputs' dtype. An integer delta of 0 (an error in ONNX) gives an empty result. */
+ * the inputs' dtype. An integer delta of 0 (an error in ONNX) fails the call (check_nonzero). */
 static rx_status do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
   bool rt = false;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
@@ -4712,6 +4720,13 @@ static rx_status do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop)
     RX_RETURN_IF_ERROR(rt_cast(I, n, s, RX_DTYPE_I64, &s64));
     RX_RETURN_IF_ERROR(rt_cast(I, n, l, RX_DTYPE_I64, &l));
     RX_RETURN_IF_ERROR(rt_cast(I, n, d, RX_DTYPE_I64, &dd));
+    { /* a delta of 0 fails the call, as ONNX Runtime refuses it */
+      char msg[300];
+      snprintf(msg, sizeof msg, "node '%.200s' (Range): delta in Range operator can not be zero!",
+               n->name && n->name[0] ? n->name : n->output[0]);
+      const rx_attr *ma = rx_attr_str(I->m, "message", msg);
+      RX_RETURN_IF_ERROR(exa(I, n, "check_nonzero", &dd, 1, &ma, 1, &dd, NULL));
+    }
     EX2("equal", dd, rx_arg_int(I->b, 0), z);
     EX3("where", z, rx_arg_int(I->b, 1), dd, dd);
     EX2("subtract", s64, l, len);

@@ -207,6 +207,13 @@ rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *progr
  * ignored and may be NULL); each buffer is checked to hold its parameter's shape. */
 rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
                             size_t buffer_count, const rx_rt_symbols *symbols);
+/* Run-time checks (docs/kernel-abi.md, "Run-time checks": an index from data out of range): the
+ * first check that failed in the kernels run since the last call, as an error with its message
+ * ("main: binding `y` (take): index 70000 out of range [-50257, 50257) on axis 0"), and the
+ * library's error buffer cleared; NULL when none failed. Reads a few bytes from the device (a
+ * synchronization) only when a kernel with checks ran. rx_rt_vm_call does this at the end of
+ * each call; a caller of rx_rt_library_run calls it after its runs. */
+rx_status rx_rt_library_check(rx_rt_library *l);
 
 /* ---- ragged (packed) tensors (docs/ops.md, "Ragged tensors") ---- */
 /* Checks an offsets table before it is uploaded: indptr[0..n) with n >= 1, indptr[0] = 0,

@@ -197,7 +197,8 @@ static bool tx_equal(const rx_tx *a, const rx_tx *b) {
     if (a->binop != b->binop) return false;
     break;
   case RX_TX_CALL:
-    if (a->intrin != b->intrin) return false;
+    if (a->intrin != b->intrin || !a->msg != !b->msg || (a->msg && strcmp(a->msg, b->msg)))
+      return false;
     break;
   default:
     break;

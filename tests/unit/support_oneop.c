@@ -25,8 +25,10 @@ bool rxk_oneop_build(rxk_oneop *p, const char *text, const char *what, const cha
     p->f = rx_module_tensor_fn(p->m, "prog");
     ok = p->f && rx_module_verify(p->m, &d);
   } else if (ok) {
-    const rx_node *call = g->body.blocks[0]->bindings[0]->value;
-    p->f = rx_legalize_call(p->m, call, name, &d);
+    const rx_binding *b = g->body.blocks[0]->bindings[0];
+    char site[256]; /* as passes/legalize.c names the call in its run-time checks */
+    snprintf(site, sizeof site, "main: binding `%s` (%s)", b->var->name, b->value->op->name);
+    p->f = rx_legalize_call_at(p->m, b->value, name, site, &d, NULL);
     ok = p->f && rx_module_verify(p->m, &d);
   }
   if (!ok) rxk_fail(st, "%s: does not legalize:\n%s", what, rx_diag_text(&d));

@@ -21,6 +21,10 @@ void rxk_fail(rxk_stats *st, const char *fmt, ...) {
 
 static simt_options simt_opts;
 
+/* The error buffer of run-time checks (docs/kernel-abi.md) that emulated kernels write:
+ * cleared by rxk_run_simt before a run and read after it. */
+static int32_t simt_err[RX_CHECK_WORDS];
+
 bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
                      simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n) {
   int64_t v;
@@ -41,7 +45,10 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
   bool metal = kn->lang == RX_LANG_MSL;
   for (int a = 0; a < kn->nargs; a++) {
     const rx_karg *ka = &kn->args[a];
-    if (ka->kind == RX_KARG_BUFFER) {
+    if (ka->kind == RX_KARG_BUFFER && ka->error) {
+      ptrs[a] = simt_err;
+      args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
+    } else if (ka->kind == RX_KARG_BUFFER) {
       ptrs[a] = b->arg[ka->param].data;
       args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
       ranges[nranges++] = (simt_range){ptrs[a], b->bytes[ka->param]};
@@ -71,8 +78,25 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
   return true;
 }
 
+/* The failed run-time check of kl's kernels that simt_err holds, as a message; false: none. */
+static bool simt_check(const rx_kernel_list *kl, char *msg, size_t n) {
+  if (!simt_err[0]) return false;
+  int64_t v = (int64_t)(((uint64_t)(uint32_t)simt_err[2] << 32) | (uint32_t)simt_err[1]);
+  for (int k = 0; k < kl->n; k++)
+    for (int c = 0; c < kl->kernels[k]->nchecks; c++)
+      if (rx_check_code(kl->kernels[k]->checks[c]) == simt_err[0]) {
+        char *m = rx_check_format(kl->kernels[k]->checks[c], v);
+        snprintf(msg, n, "%s", m ? m : "?");
+        free(m);
+        return true;
+      }
+  snprintf(msg, n, "a run-time check failed with code %d, which no kernel lists", simt_err[0]);
+  return true;
+}
+
 bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n) {
   const rx_kernel_list *kl = &p->kl;
+  memset(simt_err, 0, sizeof simt_err);
   for (int k = 0; k < kl->n; k++) {
     const rx_kernel *kn = kl->kernels[k];
     int64_t v;
@@ -83,7 +107,7 @@ bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char 
     }
     if (!rxk_simt_launch(kn, p->mods[k], e, b, NULL, 0, msg, n)) return false;
   }
-  return true;
+  return !simt_check(kl, msg, n);
 }
 
 /* ---- one program on one target ---- */

@@ -51,7 +51,8 @@ bool rxk_uses_frags(const rxk_prepared *p);
 bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
                      simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n);
 /* Runs every kernel of p whose condition holds, in order, in the SIMT emulator on b (symbolic
- * values from e). Returns false with a message. */
+ * values from e). Returns false with a message: a launch that failed, or a run-time check that
+ * failed (its message: "main: binding `y` (take): index 12 out of range [-10, 10) on axis 0"). */
 bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n);
 
 #endif

@@ -158,6 +158,7 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
   }
   if (!s) s = rx_rt_library_run(lib, f->name, bufs, (size_t)io->n, &syms);
   if (!s) s = rx_rt_device_synchronize(b->dev);
+  if (!s) s = rx_rt_library_check(lib); /* run-time checks (an index out of range) */
   for (int i = 0; !s && i < io->n; i++)
     if (f->params[i]->kind == RX_PARAM_BUFFER && f->params[i]->is_output && io->bytes[i])
       s = rx_rt_buffer_read(bufs[i], 0, io->arg[i].data, io->bytes[i]);

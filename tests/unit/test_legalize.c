@@ -650,6 +650,9 @@ static void test_all_ops_legalize(void) {
       "ragged_softmax", "ragged_attention",
       /* against a C reference: tests/unit/test_quant.c */
       "quant_matmul", "quant_take",
+      /* its run-time check, in the interpreter, the emulator and on Vulkan:
+         tests/unit/test_index_check.c */
+      "check_nonzero",
       /* against the ONNX reference's outputs: the node suite
          (test_onnx_nodes) and tests/onnx/nodes' symbolic cases */
       "scatter_elements", "einsum", "grid_sample", "det", "max_pool2d_index", "dft",
