@@ -129,7 +129,14 @@ static const rx_sinfo *tensor_sinfo(imp *I, const Onnx__TensorProto *t, rx_statu
     return NULL;
   }
   const rx_expr *dims[8];
-  for (size_t i = 0; i < t->n_dims; i++) dims[i] = rx_sym_const(I->m, t->dims[i]);
+  for (size_t i = 0; i < t->n_dims; i++) {
+    if (t->dims[i] < 0) {
+      *s = rx_status_make(RX_ERR_INVALID, "%s: initializer '%s': dim %zu is negative (%lld)",
+                          I->file, t->name ? t->name : "", i, (long long)t->dims[i]);
+      return NULL;
+    }
+    dims[i] = rx_sym_const(I->m, t->dims[i]);
+  }
   return rx_sinfo_tensor(I->m, dt, (int)t->n_dims, dims);
 }
 
@@ -187,6 +194,11 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
     for (size_t i = 0; i < tt->shape->n_dim; i++) {
       const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
       if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        if (d->dim_value < 0)
+          return rx_status_make(RX_ERR_INVALID,
+                                "%s: graph input '%s': dim %zu is negative (%lld); a dim is a "
+                                "size (>= 0) or a name",
+                                I->file, vi->name, i, (long long)d->dim_value);
         dims[i] = rx_sym_const(I->m, d->dim_value);
       } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                  d->dim_param && d->dim_param[0]) {
@@ -672,6 +684,44 @@ static const rx_expr *slice_bound(imp *I, const rx_expr *v, const rx_expr *d) {
   return v;
 }
 
+/* Split sizes must add up to the axis extent (ONNX; onnxruntime refuses others): constant ones
+ * against a constant extent at import, naming the sizes and the extent; otherwise x (argument
+ * *xa) is match_cast to the extent their sum, which the VM checks when it runs (sizes from data:
+ * their values are bound by then, each checked to be a size). */
+static rx_status split_sizes(imp *I, const Onnx__NodeProto *n, val *x, int axis,
+                             const rx_expr *const *sizes, int ns, rx_node **xa) {
+  const rx_sinfo *si = tsinfo(x);
+  const rx_expr *sum = rx_sym_const(I->m, 0), *ext = si->shape[axis];
+  rx_strbuf sb = {0};
+  for (int k = 0; k < ns; k++) {
+    sum = rx_sym_add(I->m, sum, sizes[k]);
+    if (k) rx_strbuf_printf(&sb, ", ");
+    rx_expr_print(&sb, sizes[k]);
+  }
+  sum = rx_analyzer_simplify(I->an, sum);
+  char *list = rx_strbuf_take(&sb);
+  rx_status s = NULL;
+  for (int k = 0; k < ns && !s; k++)
+    if (sizes[k]->kind == RX_EXPR_CONST && sizes[k]->value < 0)
+      s = node_err(I, n, "split size %d is negative (sizes [%s])", k, list ? list : "");
+  if (!s && sum->kind == RX_EXPR_CONST && ext->kind == RX_EXPR_CONST && sum->value != ext->value)
+    s = node_err(I, n,
+                 "the split sizes [%s] add up to %lld, but axis %d of the input has extent "
+                 "%lld",
+                 list ? list : "", (long long)sum->value, axis, (long long)ext->value);
+  free(list);
+  RX_RETURN_IF_ERROR(s);
+  if (sum == ext || si->ndim > SYM_MAX) return NULL;
+  const rx_expr *dims[SYM_MAX];
+  memcpy(dims, si->shape, sizeof *dims * (size_t)si->ndim);
+  dims[axis] = sum;
+  rx_var *c;
+  if (!match_cast_to(I, x->var, si->dtype, si->ndim, dims, &c))
+    return node_err(I, n, "match_cast of the input to the split sizes' sum failed");
+  *xa = rx_arg_var(I->b, c);
+  return NULL;
+}
+
 static rx_status do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   const rx_sinfo *si = tsinfo(x);
@@ -687,6 +737,7 @@ static rx_status do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(sym_list(I, n, 1, "split", sizes, &ns));
   if (ns >= 0 && ns != nout) return node_err(I, n, "%d split sizes for %d outputs", ns, nout);
   rx_node *xa = rx_arg_var(I->b, x->var);
+  if (ns >= 0) RX_RETURN_IF_ERROR(split_sizes(I, n, x, (int)axis, sizes, ns, &xa));
   rx_var *tup = NULL;
   bool all_const = ns >= 0;
   for (int k = 0; k < ns; k++) all_const = all_const && sizes[k]->kind == RX_EXPR_CONST;
@@ -1143,6 +1194,40 @@ static rx_status do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop) {
 }
 
 /* Concat: of symbolic values at import, else concat */
+/* Concat's operand k (k > 0) whose dims off the axis the analyzer cannot show equal to operand
+ * 0's (a UNet's skip [b, c, h, w] and its upsampled input [b, c, 2 * ((h + 1) / 2) - (h % 2),
+ * w]): a valid model has them equal at run time, so the operand is match_cast to operand 0's
+ * dims there, which the VM checks when it runs. Provably different dims are left to concat's
+ * own error. */
+static rx_status concat_cast(imp *I, const Onnx__NodeProto *n, size_t k, rx_node **field) {
+  val *v0 = get(I, input(n, 0)), *v = get(I, input(n, k));
+  const rx_sinfo *s0 = tsinfo(v0), *sk = tsinfo(v);
+  if (!s0 || !sk || s0->kind != RX_SINFO_TENSOR || sk->kind != RX_SINFO_TENSOR || !s0->shape ||
+      !sk->shape || s0->ndim != sk->ndim || sk->ndim > SYM_MAX)
+    return NULL;
+  int64_t axis = onnx_attr_i(n, "axis", 0);
+  if (axis < 0) axis += sk->ndim;
+  const rx_expr *dims[SYM_MAX];
+  bool cast = false;
+  for (int d = 0; d < sk->ndim; d++) {
+    dims[d] = sk->shape[d];
+    if (d == axis || s0->shape[d] == dims[d]) continue;
+    const rx_expr *eq = rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, s0->shape[d], dims[d]);
+    rx_tribool t = rx_analyzer_prove(I->an, eq);
+    if (t == RX_UNKNOWN) {
+      dims[d] = s0->shape[d];
+      cast = true;
+    }
+  }
+  rx_var *c;
+  if (!cast) return NULL;
+  if (!match_cast_to(I, v->var, sk->dtype, sk->ndim, dims, &c))
+    return node_err(I, n, "match_cast of input %zu ('%s') to the dims of input 0 failed", k,
+                    input(n, k));
+  *field = rx_arg_var(I->b, c);
+  return NULL;
+}
+
 static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -1166,6 +1251,7 @@ static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
   rx_status s = NULL;
   for (size_t k = 0; k < n->n_input && !s; k++) s = arg(I, n, input(n, k), &fields[k]);
+  for (size_t k = 1; k < n->n_input && !s; k++) s = concat_cast(I, n, k, &fields[k]);
   rx_var *tup = NULL;
   if (!s) s = rx_emit_tuple(I->b, fields, (int)n->n_input, NULL, &tup);
   free(fields);
@@ -1201,6 +1287,49 @@ static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorP
   return ok ? NULL : node_err(I, n, "the value must be one element");
 }
 
+/* Reshape of x (argument xa, struct info si) to dims with a -1 whose divisibility the analyzer
+ * cannot show (x: f32[n] to [-1, 2]): the shape as a run-time value, the VM's reshape infers the
+ * -1 and checks the element count, then a match_cast to dims with the -1 as x's element count
+ * over the product of the others (checked by the VM too). False when there is no such -1, or
+ * the count is provably not divisible (the reshape's own error stands). */
+static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const rx_sinfo *si,
+                            const rx_expr **dims, int nd, rx_var **out) {
+  int infer = -1;
+  const rx_expr *po = rx_sym_const(I->m, 1);
+  for (int k = 0; k < nd; k++) {
+    if (rx_expr_is_const(dims[k], -1))
+      infer = k;
+    else if (dims[k]->kind == RX_EXPR_CONST && dims[k]->value < 0)
+      return false;
+    else
+      po = rx_sym_mul(I->m, po, dims[k]);
+  }
+  if (infer < 0 || !si || si->kind != RX_SINFO_TENSOR || !si->shape || rx_expr_is_const(po, 0))
+    return false;
+  const rx_expr *px = rx_sym_const(I->m, 1);
+  for (int k = 0; k < si->ndim; k++) px = rx_sym_mul(I->m, px, si->shape[k]);
+  const rx_expr *rem = rx_analyzer_simplify(I->an, rx_expr_floormod(I->m->ctx, px, po));
+  if (rem->kind == RX_EXPR_CONST) return false; /* provably (not) divisible: not this case */
+  val sv = {.kind = V_SYM, .sndim = 1, .slen = nd};
+  memcpy(sv.s, dims, sizeof *dims * (size_t)nd);
+  rx_var *t, *st, *rr;
+  rx_node *a[2];
+  rx_status e = sym_tensor(I, n, &sv, &t);
+  a[0] = e ? NULL : rx_arg_var(I->b, t);
+  if (!e) e = rx_emit_op(I->b, "tensor_to_shape", a, 1, NULL, 0, NULL, &st);
+  a[0] = xa;
+  a[1] = e ? NULL : rx_arg_var(I->b, st);
+  if (!e) e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &rr);
+  if (e) {
+    rx_status_free(e);
+    return false;
+  }
+  const rx_expr *want[SYM_MAX];
+  memcpy(want, dims, sizeof *dims * (size_t)nd);
+  want[infer] = rx_analyzer_simplify(I->an, rx_sym_floordiv(I->m, px, po));
+  return match_cast_to(I, rr, si->dtype, nd, want, out);
+}
+
 /* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
 static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type;
@@ -1216,6 +1345,9 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
   const rx_sinfo *si = tsinfo(x);
   for (int k = 0; k < shp->slen; k++) {
     dims[k] = shp->s[k];
+    if (op[0] != 'R' && dims[k]->kind == RX_EXPR_CONST && dims[k]->value < 0)
+      return node_err(I, n, "dim %d of the shape is negative (%lld); each must be a size (>= 0)", k,
+                      (long long)dims[k]->value);
     if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !onnx_attr_i(n, "allowzero", 0)) {
       if (!si || !si->shape || k >= si->ndim)
         return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
@@ -1225,13 +1357,31 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
   if (op[0] == 'R') {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     a[1] = rx_arg_shape(I->b, dims, shp->slen);
-    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
+    rx_status e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &r);
+    if (e && reshape_checked(I, n, a[0], si, dims, shp->slen, &r)) {
+      rx_status_free(e); /* the -1's divisibility is checked when the program runs */
+      e = NULL;
+    }
+    RX_RETURN_IF_ERROR(at_node(I, n, e));
   } else if (op[0] == 'E') {
     /* bidirectional broadcast: x + zeros(the result's shape) (x || false for bool). Each
      * result dim from x's dim a and the shape's b (aligned at the right): a where b is 1, b
      * where a is 1, else a constant a (a valid model has b equal to it or 1: a shape from run
      * time need not be known), else b. */
-    if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
+    rx_var *xv = x->kind == V_TENSOR ? x->var : NULL;
+    if (x->kind == V_SYM) /* a shape value (a small integer ConstantOfShape): as a tensor */
+      RX_RETURN_IF_ERROR(sym_tensor(I, n, x, &xv));
+    if (x->kind == V_FCONST) { /* a float constant: full([1, ...], f) */
+      const rx_expr *ones[SYM_MAX];
+      for (int k = 0; k < x->sndim && k < SYM_MAX; k++) ones[k] = rx_sym_const(I->m, 1);
+      a[0] = rx_arg_shape(I->b, ones, x->sndim < SYM_MAX ? x->sndim : SYM_MAX);
+      a[1] = rx_arg_float(I->b, x->f);
+      at[0] = rx_attr_dtype(I->m, "dtype", x->sdt ? x->sdt : RX_DTYPE_F32);
+      RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &xv));
+    }
+    si = xv ? rx_var_sinfo(xv) : NULL;
+    if (!si || si->kind != RX_SINFO_TENSOR)
+      return node_err(I, n, "input 0 ('%s') must be a tensor", input(n, 0));
     int nd = si->shape && si->ndim > shp->slen ? si->ndim : shp->slen;
     if (si->shape && nd <= SYM_MAX) {
       const rx_expr *one = rx_sym_const(I->m, 1), *out[SYM_MAX];
@@ -1247,7 +1397,7 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
     rx_var *z;
     RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
-    a[0] = rx_arg_var(I->b, x->var);
+    a[0] = rx_arg_var(I->b, xv);
     a[1] = rx_arg_var(I->b, z);
     RX_RETURN_IF_ERROR(
         emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, &r));
@@ -3937,11 +4087,22 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
  * score_threshold]): non_max_suppression gives every possible row and the count kept (absent
  * inputs: max 0, iou 0, no score threshold); the count, read back by tensor_to_shape, is a fresh
  * dim k and the result the first k rows. */
+/* NonMaxSuppression's max_output_boxes_per_class past this is "no limit" (more boxes than a
+ * tensor of i32-indexed rows holds) */
+#define NMS_MAX_OUT INT32_MAX
+
 static rx_status do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5];
   int na = 4;
   for (int k = 0; k < 5; k++) {
-    if (input(n, (size_t)k)) {
+    val *mo = k == 2 && input(n, 2) ? get(I, input(n, 2)) : NULL;
+    if (mo && mo->kind == V_SYM && mo->slen == 1 && mo->s[0]->kind == RX_EXPR_CONST &&
+        mo->s[0]->value > NMS_MAX_OUT) {
+      /* torchvision exports max_output_boxes_per_class = INT64_MAX ("no limit"): a class keeps
+       * at most its N boxes, so any bound past N is the same; as a tensor value INT64_MAX went
+       * through full() as 2^63 and came out negative (no boxes) */
+      a[2] = rx_arg_int(I->b, NMS_MAX_OUT);
+    } else if (input(n, (size_t)k)) {
       RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
       if (k == 4) na = 5;
     } else if (k < 2) {
