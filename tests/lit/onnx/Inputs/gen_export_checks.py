@@ -81,9 +81,17 @@ def main():
     save("dotted", [N("Add", ["past_key_values.0.key", "x"], ["present.0.key"], name="add0")],
          [vi("past_key_values.0.key", T.FLOAT, [2]), vi("x", T.FLOAT, [2])],
          [vi("present.0.key", T.FLOAT, [2])])
-    # item 11 a: Softmax over a row of only -inf, as onnxruntime computes it
-    save("softmax_ninf", [N("Softmax", ["x"], ["y"], axis=-1, name="softmax0")],
-         [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])])
+    # item 11 a: Hugging Face's attention mask (BERT, dynamo export): scores + Where(mask, 0,
+    # finfo(f32).min), then Softmax; a padded or fully masked row must not give NaN
+    save("softmax_finfo", [
+        N("Cast", ["mask"], ["mb"], to=T.BOOL, name="cast0"),
+        N("Where", ["mb", "zero", "fmin"], ["w"], name="where0"),
+        N("Add", ["x", "w"], ["s"], name="add0"),
+        N("Softmax", ["s"], ["y"], axis=-1, name="softmax0")],
+        [vi("x", T.FLOAT, ["b", "s"]), vi("mask", T.INT64, ["b", "s"])],
+        [vi("y", T.FLOAT, ["b", "s"])],
+        [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+         numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin")])
 
 
 if __name__ == "__main__":
