@@ -1330,6 +1330,61 @@ static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const
   return match_cast_to(I, rr, si->dtype, nd, want, out);
 }
 
+/* Expand of x to the shape dims[0..nd): bidirectional broadcast, x + zeros(the result's shape)
+ * (x || false for bool). Each result dim from x's dim a and the shape's b (aligned at the right):
+ * a where b is 1, b where a is 1, else a constant a (a valid model has b equal to it or 1: a shape
+ * from run time need not be known), else b. A dim of x that the analyzer cannot show equal to
+ * the result's (BERT's token types [1, min(seq, 512)] to [batch, seq]) is match_cast to it,
+ * which the VM checks when it runs. */
+static rx_status expand_to(imp *I, const Onnx__NodeProto *n, val *x, const rx_expr **dims, int nd,
+                           rx_var **out) {
+  rx_node *a[2];
+  const rx_attr *at;
+  rx_var *xv = x->kind == V_TENSOR ? x->var : NULL;
+  if (x->kind == V_SYM) /* a shape value (a small integer ConstantOfShape): as a tensor */
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, x, &xv));
+  if (x->kind == V_FCONST) { /* a float constant: full([1, ...], f) */
+    const rx_expr *ones[SYM_MAX];
+    for (int k = 0; k < x->sndim && k < SYM_MAX; k++) ones[k] = rx_sym_const(I->m, 1);
+    a[0] = rx_arg_shape(I->b, ones, x->sndim < SYM_MAX ? x->sndim : SYM_MAX);
+    a[1] = rx_arg_float(I->b, x->f);
+    at = rx_attr_dtype(I->m, "dtype", x->sdt ? x->sdt : RX_DTYPE_F32);
+    RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, &at, 1, &xv));
+  }
+  const rx_sinfo *si = xv ? rx_var_sinfo(xv) : NULL;
+  if (!si || si->kind != RX_SINFO_TENSOR)
+    return node_err(I, n, "input 0 ('%s') must be a tensor", input(n, 0));
+  const rx_expr *res[SYM_MAX], *xd[SYM_MAX];
+  int rn = si->shape && si->ndim > nd ? si->ndim : nd;
+  memcpy(res, dims, sizeof *dims * (size_t)nd);
+  if (si->shape && rn <= SYM_MAX) {
+    const rx_expr *one = rx_sym_const(I->m, 1);
+    bool cast = false;
+    for (int k = 0; k < rn; k++) {
+      int ka = k - (rn - si->ndim), kb = k - (rn - nd);
+      const rx_expr *da = ka >= 0 ? si->shape[ka] : one, *db = kb >= 0 ? dims[kb] : one;
+      bool a_fixed = da->kind == RX_EXPR_CONST && da->value != 1;
+      res[k] = rx_expr_is_const(db, 1) || da == db || a_fixed ? da : db;
+      if (ka < 0) continue;
+      xd[ka] = da;
+      if (da != res[k] && da->kind != RX_EXPR_CONST &&
+          rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, da, res[k])) != RX_TRUE) {
+        xd[ka] = res[k];
+        cast = true;
+      }
+    }
+    if (cast && !match_cast_to(I, xv, si->dtype, si->ndim, xd, &xv))
+      return node_err(I, n, "match_cast of input 0 to the expanded dims failed");
+  }
+  a[0] = rx_arg_shape(I->b, res, rn);
+  at = rx_attr_dtype(I->m, "dtype", si->dtype);
+  rx_var *z;
+  RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, &at, 1, &z));
+  a[0] = rx_arg_var(I->b, xv);
+  a[1] = rx_arg_var(I->b, z);
+  return emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, out);
+}
+
 /* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
 static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type;
@@ -1364,43 +1419,7 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     }
     RX_RETURN_IF_ERROR(at_node(I, n, e));
   } else if (op[0] == 'E') {
-    /* bidirectional broadcast: x + zeros(the result's shape) (x || false for bool). Each
-     * result dim from x's dim a and the shape's b (aligned at the right): a where b is 1, b
-     * where a is 1, else a constant a (a valid model has b equal to it or 1: a shape from run
-     * time need not be known), else b. */
-    rx_var *xv = x->kind == V_TENSOR ? x->var : NULL;
-    if (x->kind == V_SYM) /* a shape value (a small integer ConstantOfShape): as a tensor */
-      RX_RETURN_IF_ERROR(sym_tensor(I, n, x, &xv));
-    if (x->kind == V_FCONST) { /* a float constant: full([1, ...], f) */
-      const rx_expr *ones[SYM_MAX];
-      for (int k = 0; k < x->sndim && k < SYM_MAX; k++) ones[k] = rx_sym_const(I->m, 1);
-      a[0] = rx_arg_shape(I->b, ones, x->sndim < SYM_MAX ? x->sndim : SYM_MAX);
-      a[1] = rx_arg_float(I->b, x->f);
-      at[0] = rx_attr_dtype(I->m, "dtype", x->sdt ? x->sdt : RX_DTYPE_F32);
-      RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &xv));
-    }
-    si = xv ? rx_var_sinfo(xv) : NULL;
-    if (!si || si->kind != RX_SINFO_TENSOR)
-      return node_err(I, n, "input 0 ('%s') must be a tensor", input(n, 0));
-    int nd = si->shape && si->ndim > shp->slen ? si->ndim : shp->slen;
-    if (si->shape && nd <= SYM_MAX) {
-      const rx_expr *one = rx_sym_const(I->m, 1), *out[SYM_MAX];
-      for (int k = 0; k < nd; k++) {
-        int ka = k - (nd - si->ndim), kb = k - (nd - shp->slen);
-        const rx_expr *da = ka >= 0 ? si->shape[ka] : one, *db = kb >= 0 ? dims[kb] : one;
-        bool a_fixed = da->kind == RX_EXPR_CONST && da->value != 1;
-        out[k] = rx_expr_is_const(db, 1) || da == db || a_fixed ? da : db;
-      }
-      memcpy(dims, out, sizeof *out * (size_t)nd);
-    }
-    a[0] = rx_arg_shape(I->b, dims, nd);
-    at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
-    rx_var *z;
-    RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
-    a[0] = rx_arg_var(I->b, xv);
-    a[1] = rx_arg_var(I->b, z);
-    RX_RETURN_IF_ERROR(
-        emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(expand_to(I, n, x, dims, shp->slen, &r));
   } else {
     const Onnx__AttributeProto *va = onnx_attr(n, "value");
     rx_dtype dt = RX_DTYPE_F32;
