@@ -2534,6 +2534,29 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
   return NULL;
 }
 
+/* Conv's input channels (*xv, struct info *xs) against the weight's C/group times group: a
+ * symbolic count the analyzer cannot show equal (a UNet's concat of a skip and an upsampled
+ * map padded by amounts from run time, [b, 4 + 8 + d1 + d5, h, w] for 12) is match_cast to it,
+ * which the VM checks when it runs. */
+static rx_status conv_channels(imp *I, const Onnx__NodeProto *n, rx_var **xv, const rx_sinfo **xs,
+                               const rx_sinfo *ws, int64_t g) {
+  const rx_expr *c = (*xs)->shape[1];
+  if (c->kind == RX_EXPR_CONST || ws->shape[1]->kind != RX_EXPR_CONST || g < 1 ||
+      (*xs)->ndim > SYM_MAX)
+    return NULL;
+  const rx_expr *want = rx_sym_const(I->m, ws->shape[1]->value * g);
+  if (rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, c, want)) != RX_UNKNOWN)
+    return NULL; /* equal, or provably not (conv2d's own error) */
+  const rx_expr *dims[SYM_MAX];
+  memcpy(dims, (*xs)->shape, sizeof *dims * (size_t)(*xs)->ndim);
+  dims[1] = want;
+  if (!match_cast_to(I, *xv, (*xs)->dtype, (*xs)->ndim, dims, xv))
+    return node_err(I, n, "match_cast of the input to %lld channels failed",
+                    (long long)want->value);
+  *xs = rx_var_sinfo(*xv);
+  return NULL;
+}
+
 static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
@@ -2550,11 +2573,12 @@ static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   win2(&w, w.k == 1 ? -1 : w.k - 2, w.k - 1, k2, st, dil, pads);
   rx_node *a[2];
   rx_var *r = NULL, *b2;
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  rx_var *xv = get(I, input(n, 0))->var;
+  RX_RETURN_IF_ERROR(conv_channels(I, n, &xv, &xs, ws, g));
+  a[0] = rx_arg_var(I->b, xv);
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
   const rx_expr *one = rx_sym_const(I->m, 1);
-  if (w.k == 3)
-    RX_RETURN_IF_ERROR(conv3(I, n, a[0], get(I, input(n, 0))->var, a[1], ws, &w, g, &a[0], &r));
+  if (w.k == 3) RX_RETURN_IF_ERROR(conv3(I, n, a[0], xv, a[1], ws, &w, g, &a[0], &r));
   if (w.k == 1) { /* [N, C, L] as [N, C, 1, L], the weight [O, C/g, K] as [O, C/g, 1, K] */
     const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
                   *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
