@@ -5274,10 +5274,65 @@ typedef struct body {
   int ncaps;                 /* the captured outer tensors, passed after the inputs */
   rx_var *capv[CF_MAXCAP];   /* their variables in the calling function */
   const rx_sinfo *ret;       /* the result: the tuple of g's outputs */
+  rx_var *tup;               /* body_fill: the tuple's variable in the body */
 } body;
+
+static rx_status body_nodes(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
+                            const char *const *caps, int nc, rx_var *const *outer,
+                            rx_ptrvec *pvars);
+
+/* The variables in the dims of si (a tensor or shape, or a tuple of them), added to vars. */
+static void sinfo_vars(const rx_sinfo *si, rx_ptrvec *vars) {
+  if (si->kind == RX_SINFO_TUPLE)
+    for (int i = 0; i < si->nfields; i++) sinfo_vars(si->fields[i], vars);
+  if ((si->kind == RX_SINFO_TENSOR || si->kind == RX_SINFO_SHAPE) && si->shape)
+    for (int d = 0; d < si->ndim; d++) rx_expr_collect_vars(si->shape[d], vars);
+}
+
+/* The body function's result ret with each field whose dims use a variable that no parameter
+ * (params: their variables) defines, one bound inside the body (an If branch's
+ * NonMaxSuppression count), as its rank only: the caller cannot name it. */
+static const rx_sinfo *result_defined(imp *I, const rx_sinfo *ret, rx_ptrvec *params) {
+  const rx_sinfo *f[CF_MAXIO];
+  bool changed = false;
+  for (int i = 0; i < ret->nfields && i < CF_MAXIO; i++) {
+    rx_ptrvec used = {0};
+    f[i] = ret->fields[i];
+    sinfo_vars(f[i], &used);
+    bool known = true;
+    for (size_t k = 0; k < used.len && known; k++) {
+      known = false;
+      for (size_t j = 0; j < params->len && !known; j++) known = params->data[j] == used.data[k];
+    }
+    rx_ptrvec_free(&used);
+    if (!known && f[i]->kind == RX_SINFO_TENSOR) {
+      f[i] = rx_sinfo_tensor(I->m, f[i]->dtype, f[i]->ndim, NULL);
+      changed = true;
+    }
+  }
+  return changed ? rx_sinfo_tuple(I->m, f, ret->nfields) : ret;
+}
 
 static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
                            const char *const *caps, int nc, rx_var *const *outer) {
+  rx_ptrvec pvars = {0};
+  rx_status st = body_nodes(I, n, g, bd, caps, nc, outer, &pvars);
+  if (!st) {
+    bd->ret = result_defined(I, bd->ret, &pvars);
+    rx_builder_set_result(I->b, bd->ret);
+    rx_builder *b = I->b;
+    I->b = NULL;
+    st = at_node(I, n, rx_builder_finish(b, rx_arg_var(b, bd->tup), NULL));
+  }
+  rx_ptrvec_free(&pvars);
+  return st;
+}
+
+/* body_fill's parameters (their dims' variables added to pvars) and nodes, to the tuple of
+ * outputs bd->tup (struct info bd->ret) */
+static rx_status body_nodes(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
+                            const char *const *caps, int nc, rx_var *const *outer,
+                            rx_ptrvec *pvars) {
   for (size_t i = 0; i < g->n_input; i++) {
     const char *nm = g->input[i]->name;
     char *id = onnx_ident(nm);
@@ -5286,6 +5341,7 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
     rx_status s = rx_builder_param(I->b, id, si, &pv);
     free(id);
     RX_RETURN_IF_ERROR(at_node(I, n, s));
+    sinfo_vars(si, pvars);
     if (bd->iter && i == 0) {
       val *v = def(I, nm);
       v->kind = V_SYM;
@@ -5301,6 +5357,7 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
       char nm[32];
       snprintf(nm, sizeof nm, "outer%d", k);
       RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_param(I->b, nm, rx_var_sinfo(outer[k]), &pv)));
+      sinfo_vars(rx_var_sinfo(pv), pvars);
       def_named(I, caps[k], pv);
       bd->capv[bd->ncaps++] = outer[k];
     }
@@ -5322,10 +5379,8 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
   RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, outs, (int)g->n_output, NULL, &tup)));
   RX_RETURN_IF_ERROR(rx_builder_end_dataflow(I->b));
   bd->ret = rx_var_sinfo(tup);
-  rx_builder_set_result(I->b, bd->ret);
-  rx_builder *b = I->b;
-  I->b = NULL;
-  return at_node(I, n, rx_builder_finish(b, rx_arg_var(b, tup), NULL));
+  bd->tup = tup;
+  return NULL;
 }
 
 /* Imports subgraph g as graph function bd->fname in a scope of its own: the values it defines
