@@ -218,6 +218,8 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   val *v = def(I, vi->name);
   v->kind = V_TENSOR;
   rx_status s = rx_builder_param(I->b, id, si, &v->var);
+  if (!s && strcmp(v->var->name, vi->name)) /* the graph's own name in the signature */
+    v->var->source_name = rx_module_intern(I->m, vi->name, strlen(vi->name));
   free(id);
   return s;
 }
