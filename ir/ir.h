@@ -150,8 +150,8 @@ typedef struct rx_extern_fn rx_extern_fn;
 
 /* A graph variable: a parameter or the left side of a binding. */
 typedef struct rx_var {
-  const char *name;        /* interned; unique within its function */
-  const rx_sinfo *sinfo;   /* parameter: declared; binding: deduced or annotated */
+  const char *name;      /* interned; unique within its function */
+  const rx_sinfo *sinfo; /* parameter: declared; binding: deduced or annotated */
   rx_loc loc;
   const char *source_name; /* a parameter's name in its source where name had to differ (an
                             * ONNX input past_key_values.0.key, name past_key_values_0_key):
