@@ -954,11 +954,14 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     lit_float(p, o, e->fval, e->dtype);
     break;
   case RX_TX_SYM: {
+    /* an operand of the value expressions around it (pbinary prints "(a op b)" with the
+     * operands as they come): a compound one in parentheses, or i * (w / 2) printed as
+     * i * w / 2 */
     const rx_expr *s = rx_analyzer_simplify(p->an, e->sym);
     if (e->dtype == RX_DTYPE_BOOL) {
-      ps_bool(p, o, s, RX_PREC_OR);
+      ps_bool(p, o, s, RX_PREC_UNARY);
     } else if (p->ck->k->index64) {
-      ps_int(p, o, s, RX_PREC_OR);
+      ps_int(p, o, s, RX_PREC_UNARY);
     } else {
       rx_strbuf tmp = {0};
       ps_int(p, &tmp, s, RX_PREC_OR);

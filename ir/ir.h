@@ -153,6 +153,9 @@ typedef struct rx_var {
   const char *name;      /* interned; unique within its function */
   const rx_sinfo *sinfo; /* parameter: declared; binding: deduced or annotated */
   rx_loc loc;
+  const char *source_name; /* a parameter's name in its source where name had to differ (an
+                            * ONNX input past_key_values.0.key, name past_key_values_0_key):
+                            * the name the artifact's signature gives it; NULL: name */
 } rx_var;
 
 typedef enum rx_node_kind {

@@ -1268,8 +1268,11 @@ static void gen_topk(L *l) {
   close_n(l, ni);
 }
 
-/* log2(e): softmax's exponentials are exp2(x * log2(e) - max * log2(e)), one multiply-add and
- * the hardware's exp2 per element (CUDA's accurate expf is several instructions more). */
+/* log2(e): softmax's exponentials are exp2((x - max) * log2(e)), a subtract, a multiply and the
+ * hardware's exp2 per element (CUDA's accurate expf is several instructions more). Not
+ * x * log2(e) - max * log2(e): with x and max both about -FLT_MAX (a row masked with
+ * finfo.min, as Hugging Face's attention masks are) the products overflow to -inf and their
+ * difference is NaN; onnxruntime gives the row's uniform distribution there. */
 #define LZ_LOG2E 1.4426950408889634
 
 /* softmax / log_softmax along one axis: loops over the other dims, then the row max, the sum of
@@ -1301,7 +1304,7 @@ static void gen_softmax(L *l) {
   const char *xv = up(l, t, load(l, x, xi));
   const char *jv[1] = {j};
   const rx_expr *je[1] = {x->shape[axis]};
-  const char *e = S(l, "exp2(%s * %s - %s[0] * %s)", xv, k, mx, k);
+  const char *e = S(l, "exp2((%s - %s[0]) * %s)", xv, mx, k);
   line(l, "alloc %s: f32[1] local", mx);
   reduce_open(l, jv, je, 1);
   line(l, "init { %s[0] = (-inf) }", mx);

@@ -225,10 +225,10 @@ static void emit_params(lower *L) {
       w(L, RXVM_OP_CHECK_TENSOR);
       w(L, (uint32_t)pick);
       w(L, (uint32_t)pick);
-      w(L, str(L, p->name));
+      w(L, str(L, p->source_name ? p->source_name : p->name)); /* the signature's name */
     }
     w(L, sinfo_str(L, p->sinfo));
-    dims_desc(L, p->sinfo, p->name, p->loc);
+    dims_desc(L, p->sinfo, p->source_name ? p->source_name : p->name, p->loc);
   }
   free(done);
   for (int i = 0; i < f->nfacts; i++) {

@@ -131,7 +131,14 @@ static const rx_sinfo *tensor_sinfo(imp *I, const Onnx__TensorProto *t, rx_statu
     return NULL;
   }
   const rx_expr *dims[8];
-  for (size_t i = 0; i < t->n_dims; i++) dims[i] = rx_sym_const(I->m, t->dims[i]);
+  for (size_t i = 0; i < t->n_dims; i++) {
+    if (t->dims[i] < 0) {
+      *s = rx_status_make(RX_ERR_INVALID, "%s: initializer '%s': dim %zu is negative (%lld)",
+                          I->file, t->name ? t->name : "", i, (long long)t->dims[i]);
+      return NULL;
+    }
+    dims[i] = rx_sym_const(I->m, t->dims[i]);
+  }
   return rx_sinfo_tensor(I->m, dt, (int)t->n_dims, dims);
 }
 
@@ -189,6 +196,11 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
     for (size_t i = 0; i < tt->shape->n_dim; i++) {
       const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
       if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        if (d->dim_value < 0)
+          return rx_status_make(RX_ERR_INVALID,
+                                "%s: graph input '%s': dim %zu is negative (%lld); a dim is a "
+                                "size (>= 0) or a name",
+                                I->file, vi->name, i, (long long)d->dim_value);
         dims[i] = rx_sym_const(I->m, d->dim_value);
       } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                  d->dim_param && d->dim_param[0]) {
@@ -208,6 +220,8 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   val *v = def(I, vi->name);
   v->kind = V_TENSOR;
   rx_status s = rx_builder_param(I->b, id, si, &v->var);
+  if (!s && strcmp(v->var->name, vi->name)) /* the graph's own name in the signature */
+    v->var->source_name = rx_module_intern(I->m, vi->name, strlen(vi->name));
   free(id);
   return s;
 }
@@ -674,6 +688,44 @@ static const rx_expr *slice_bound(imp *I, const rx_expr *v, const rx_expr *d) {
   return v;
 }
 
+/* Split sizes must add up to the axis extent (ONNX; onnxruntime refuses others): constant ones
+ * against a constant extent at import, naming the sizes and the extent; otherwise x (argument
+ * *xa) is match_cast to the extent their sum, which the VM checks when it runs (sizes from data:
+ * their values are bound by then, each checked to be a size). */
+static rx_status split_sizes(imp *I, const Onnx__NodeProto *n, val *x, int axis,
+                             const rx_expr *const *sizes, int ns, rx_node **xa) {
+  const rx_sinfo *si = tsinfo(x);
+  const rx_expr *sum = rx_sym_const(I->m, 0), *ext = si->shape[axis];
+  rx_strbuf sb = {0};
+  for (int k = 0; k < ns; k++) {
+    sum = rx_sym_add(I->m, sum, sizes[k]);
+    if (k) rx_strbuf_printf(&sb, ", ");
+    rx_expr_print(&sb, sizes[k]);
+  }
+  sum = rx_analyzer_simplify(I->an, sum);
+  char *list = rx_strbuf_take(&sb);
+  rx_status s = NULL;
+  for (int k = 0; k < ns && !s; k++)
+    if (sizes[k]->kind == RX_EXPR_CONST && sizes[k]->value < 0)
+      s = node_err(I, n, "split size %d is negative (sizes [%s])", k, list ? list : "");
+  if (!s && sum->kind == RX_EXPR_CONST && ext->kind == RX_EXPR_CONST && sum->value != ext->value)
+    s = node_err(I, n,
+                 "the split sizes [%s] add up to %lld, but axis %d of the input has extent "
+                 "%lld",
+                 list ? list : "", (long long)sum->value, axis, (long long)ext->value);
+  free(list);
+  RX_RETURN_IF_ERROR(s);
+  if (sum == ext || si->ndim > SYM_MAX) return NULL;
+  const rx_expr *dims[SYM_MAX];
+  memcpy(dims, si->shape, sizeof *dims * (size_t)si->ndim);
+  dims[axis] = sum;
+  rx_var *c;
+  if (!match_cast_to(I, x->var, si->dtype, si->ndim, dims, &c))
+    return node_err(I, n, "match_cast of the input to the split sizes' sum failed");
+  *xa = rx_arg_var(I->b, c);
+  return NULL;
+}
+
 static rx_status do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   val *x = input(n, 0) ? get(I, input(n, 0)) : NULL;
   const rx_sinfo *si = tsinfo(x);
@@ -689,6 +741,7 @@ static rx_status do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(sym_list(I, n, 1, "split", sizes, &ns));
   if (ns >= 0 && ns != nout) return node_err(I, n, "%d split sizes for %d outputs", ns, nout);
   rx_node *xa = rx_arg_var(I->b, x->var);
+  if (ns >= 0) RX_RETURN_IF_ERROR(split_sizes(I, n, x, (int)axis, sizes, ns, &xa));
   rx_var *tup = NULL;
   bool all_const = ns >= 0;
   for (int k = 0; k < ns; k++) all_const = all_const && sizes[k]->kind == RX_EXPR_CONST;
@@ -1152,6 +1205,40 @@ static rx_status do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop) {
 }
 
 /* Concat: of symbolic values at import, else concat */
+/* Concat's operand k (k > 0) whose dims off the axis the analyzer cannot show equal to operand
+ * 0's (a UNet's skip [b, c, h, w] and its upsampled input [b, c, 2 * ((h + 1) / 2) - (h % 2),
+ * w]): a valid model has them equal at run time, so the operand is match_cast to operand 0's
+ * dims there, which the VM checks when it runs. Provably different dims are left to concat's
+ * own error. */
+static rx_status concat_cast(imp *I, const Onnx__NodeProto *n, size_t k, rx_node **field) {
+  val *v0 = get(I, input(n, 0)), *v = get(I, input(n, k));
+  const rx_sinfo *s0 = tsinfo(v0), *sk = tsinfo(v);
+  if (!s0 || !sk || s0->kind != RX_SINFO_TENSOR || sk->kind != RX_SINFO_TENSOR || !s0->shape ||
+      !sk->shape || s0->ndim != sk->ndim || sk->ndim > SYM_MAX)
+    return NULL;
+  int64_t axis = onnx_attr_i(n, "axis", 0);
+  if (axis < 0) axis += sk->ndim;
+  const rx_expr *dims[SYM_MAX];
+  bool cast = false;
+  for (int d = 0; d < sk->ndim; d++) {
+    dims[d] = sk->shape[d];
+    if (d == axis || s0->shape[d] == dims[d]) continue;
+    const rx_expr *eq = rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, s0->shape[d], dims[d]);
+    rx_tribool t = rx_analyzer_prove(I->an, eq);
+    if (t == RX_UNKNOWN) {
+      dims[d] = s0->shape[d];
+      cast = true;
+    }
+  }
+  rx_var *c;
+  if (!cast) return NULL;
+  if (!match_cast_to(I, v->var, sk->dtype, sk->ndim, dims, &c))
+    return node_err(I, n, "match_cast of input %zu ('%s') to the dims of input 0 failed", k,
+                    input(n, k));
+  *field = rx_arg_var(I->b, c);
+  return NULL;
+}
+
 static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -1175,6 +1262,7 @@ static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
   rx_status s = NULL;
   for (size_t k = 0; k < n->n_input && !s; k++) s = arg(I, n, input(n, k), &fields[k]);
+  for (size_t k = 1; k < n->n_input && !s; k++) s = concat_cast(I, n, k, &fields[k]);
   rx_var *tup = NULL;
   if (!s) s = rx_emit_tuple(I->b, fields, (int)n->n_input, NULL, &tup);
   free(fields);
@@ -1210,6 +1298,104 @@ static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorP
   return ok ? NULL : node_err(I, n, "the value must be one element");
 }
 
+/* Reshape of x (argument xa, struct info si) to dims with a -1 whose divisibility the analyzer
+ * cannot show (x: f32[n] to [-1, 2]): the shape as a run-time value, the VM's reshape infers the
+ * -1 and checks the element count, then a match_cast to dims with the -1 as x's element count
+ * over the product of the others (checked by the VM too). False when there is no such -1, or
+ * the count is provably not divisible (the reshape's own error stands). */
+static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const rx_sinfo *si,
+                            const rx_expr **dims, int nd, rx_var **out) {
+  int infer = -1;
+  const rx_expr *po = rx_sym_const(I->m, 1);
+  for (int k = 0; k < nd; k++) {
+    if (rx_expr_is_const(dims[k], -1))
+      infer = k;
+    else if (dims[k]->kind == RX_EXPR_CONST && dims[k]->value < 0)
+      return false;
+    else
+      po = rx_sym_mul(I->m, po, dims[k]);
+  }
+  if (infer < 0 || !si || si->kind != RX_SINFO_TENSOR || !si->shape || rx_expr_is_const(po, 0))
+    return false;
+  const rx_expr *px = rx_sym_const(I->m, 1);
+  for (int k = 0; k < si->ndim; k++) px = rx_sym_mul(I->m, px, si->shape[k]);
+  const rx_expr *rem = rx_analyzer_simplify(I->an, rx_expr_floormod(I->m->ctx, px, po));
+  if (rem->kind == RX_EXPR_CONST) return false; /* provably (not) divisible: not this case */
+  val sv = {.kind = V_SYM, .sndim = 1, .slen = nd};
+  memcpy(sv.s, dims, sizeof *dims * (size_t)nd);
+  rx_var *t, *st, *rr;
+  rx_node *a[2];
+  rx_status e = sym_tensor(I, n, &sv, &t);
+  a[0] = e ? NULL : rx_arg_var(I->b, t);
+  if (!e) e = rx_emit_op(I->b, "tensor_to_shape", a, 1, NULL, 0, NULL, &st);
+  a[0] = xa;
+  a[1] = e ? NULL : rx_arg_var(I->b, st);
+  if (!e) e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &rr);
+  if (e) {
+    rx_status_free(e);
+    return false;
+  }
+  const rx_expr *want[SYM_MAX];
+  memcpy(want, dims, sizeof *dims * (size_t)nd);
+  want[infer] = rx_analyzer_simplify(I->an, rx_sym_floordiv(I->m, px, po));
+  return match_cast_to(I, rr, si->dtype, nd, want, out);
+}
+
+/* Expand of x to the shape dims[0..nd): bidirectional broadcast, x + zeros(the result's shape)
+ * (x || false for bool). Each result dim from x's dim a and the shape's b (aligned at the right):
+ * a where b is 1, b where a is 1, else a constant a (a valid model has b equal to it or 1: a shape
+ * from run time need not be known), else b. A dim of x that the analyzer cannot show equal to
+ * the result's (BERT's token types [1, min(seq, 512)] to [batch, seq]) is match_cast to it,
+ * which the VM checks when it runs. */
+static rx_status expand_to(imp *I, const Onnx__NodeProto *n, val *x, const rx_expr **dims, int nd,
+                           rx_var **out) {
+  rx_node *a[2];
+  const rx_attr *at;
+  rx_var *xv = x->kind == V_TENSOR ? x->var : NULL;
+  if (x->kind == V_SYM) /* a shape value (a small integer ConstantOfShape): as a tensor */
+    RX_RETURN_IF_ERROR(sym_tensor(I, n, x, &xv));
+  if (x->kind == V_FCONST) { /* a float constant: full([1, ...], f) */
+    const rx_expr *ones[SYM_MAX];
+    for (int k = 0; k < x->sndim && k < SYM_MAX; k++) ones[k] = rx_sym_const(I->m, 1);
+    a[0] = rx_arg_shape(I->b, ones, x->sndim < SYM_MAX ? x->sndim : SYM_MAX);
+    a[1] = rx_arg_float(I->b, x->f);
+    at = rx_attr_dtype(I->m, "dtype", x->sdt ? x->sdt : RX_DTYPE_F32);
+    RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, &at, 1, &xv));
+  }
+  const rx_sinfo *si = xv ? rx_var_sinfo(xv) : NULL;
+  if (!si || si->kind != RX_SINFO_TENSOR)
+    return node_err(I, n, "input 0 ('%s') must be a tensor", input(n, 0));
+  const rx_expr *res[SYM_MAX], *xd[SYM_MAX];
+  int rn = si->shape && si->ndim > nd ? si->ndim : nd;
+  memcpy(res, dims, sizeof *dims * (size_t)nd);
+  if (si->shape && rn <= SYM_MAX) {
+    const rx_expr *one = rx_sym_const(I->m, 1);
+    bool cast = false;
+    for (int k = 0; k < rn; k++) {
+      int ka = k - (rn - si->ndim), kb = k - (rn - nd);
+      const rx_expr *da = ka >= 0 ? si->shape[ka] : one, *db = kb >= 0 ? dims[kb] : one;
+      bool a_fixed = da->kind == RX_EXPR_CONST && da->value != 1;
+      res[k] = rx_expr_is_const(db, 1) || da == db || a_fixed ? da : db;
+      if (ka < 0) continue;
+      xd[ka] = da;
+      if (da != res[k] && da->kind != RX_EXPR_CONST &&
+          rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, da, res[k])) != RX_TRUE) {
+        xd[ka] = res[k];
+        cast = true;
+      }
+    }
+    if (cast && !match_cast_to(I, xv, si->dtype, si->ndim, xd, &xv))
+      return node_err(I, n, "match_cast of input 0 to the expanded dims failed");
+  }
+  a[0] = rx_arg_shape(I->b, res, rn);
+  at = rx_attr_dtype(I->m, "dtype", si->dtype);
+  rx_var *z;
+  RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, &at, 1, &z));
+  a[0] = rx_arg_var(I->b, xv);
+  a[1] = rx_arg_var(I->b, z);
+  return emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, out);
+}
+
 /* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
 static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const char *op = n->op_type;
@@ -1225,6 +1411,9 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
   const rx_sinfo *si = tsinfo(x);
   for (int k = 0; k < shp->slen; k++) {
     dims[k] = shp->s[k];
+    if (op[0] != 'R' && dims[k]->kind == RX_EXPR_CONST && dims[k]->value < 0)
+      return node_err(I, n, "dim %d of the shape is negative (%lld); each must be a size (>= 0)", k,
+                      (long long)dims[k]->value);
     if (op[0] == 'R' && rx_expr_is_const(dims[k], 0) && !onnx_attr_i(n, "allowzero", 0)) {
       if (!si || !si->shape || k >= si->ndim)
         return node_err(I, n, "a 0 in the target shape copies an unknown input dim");
@@ -1234,32 +1423,14 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
   if (op[0] == 'R') {
     RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
     a[1] = rx_arg_shape(I->b, dims, shp->slen);
-    RX_RETURN_IF_ERROR(emit(I, n, "reshape", a, 2, NULL, 0, &r));
-  } else if (op[0] == 'E') {
-    /* bidirectional broadcast: x + zeros(the result's shape) (x || false for bool). Each
-     * result dim from x's dim a and the shape's b (aligned at the right): a where b is 1, b
-     * where a is 1, else a constant a (a valid model has b equal to it or 1: a shape from run
-     * time need not be known), else b. */
-    if (!si || si->kind != RX_SINFO_TENSOR) return node_err(I, n, "input must be a tensor");
-    int nd = si->shape && si->ndim > shp->slen ? si->ndim : shp->slen;
-    if (si->shape && nd <= SYM_MAX) {
-      const rx_expr *one = rx_sym_const(I->m, 1), *out[SYM_MAX];
-      for (int k = 0; k < nd; k++) {
-        int ka = k - (nd - si->ndim), kb = k - (nd - shp->slen);
-        const rx_expr *da = ka >= 0 ? si->shape[ka] : one, *db = kb >= 0 ? dims[kb] : one;
-        bool a_fixed = da->kind == RX_EXPR_CONST && da->value != 1;
-        out[k] = rx_expr_is_const(db, 1) || da == db || a_fixed ? da : db;
-      }
-      memcpy(dims, out, sizeof *out * (size_t)nd);
+    rx_status e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &r);
+    if (e && reshape_checked(I, n, a[0], si, dims, shp->slen, &r)) {
+      rx_status_free(e); /* the -1's divisibility is checked when the program runs */
+      e = NULL;
     }
-    a[0] = rx_arg_shape(I->b, dims, nd);
-    at[0] = rx_attr_dtype(I->m, "dtype", si->dtype);
-    rx_var *z;
-    RX_RETURN_IF_ERROR(emit(I, n, "zeros", a, 1, at, 1, &z));
-    a[0] = rx_arg_var(I->b, x->var);
-    a[1] = rx_arg_var(I->b, z);
-    RX_RETURN_IF_ERROR(
-        emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(at_node(I, n, e));
+  } else if (op[0] == 'E') {
+    RX_RETURN_IF_ERROR(expand_to(I, n, x, dims, shp->slen, &r));
   } else {
     const Onnx__AttributeProto *va = onnx_attr(n, "value");
     rx_dtype dt = RX_DTYPE_F32;
@@ -2375,6 +2546,29 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
   return NULL;
 }
 
+/* Conv's input channels (*xv, struct info *xs) against the weight's C/group times group: a
+ * symbolic count the analyzer cannot show equal (a UNet's concat of a skip and an upsampled
+ * map padded by amounts from run time, [b, 4 + 8 + d1 + d5, h, w] for 12) is match_cast to it,
+ * which the VM checks when it runs. */
+static rx_status conv_channels(imp *I, const Onnx__NodeProto *n, rx_var **xv, const rx_sinfo **xs,
+                               const rx_sinfo *ws, int64_t g) {
+  const rx_expr *c = (*xs)->shape[1];
+  if (c->kind == RX_EXPR_CONST || ws->shape[1]->kind != RX_EXPR_CONST || g < 1 ||
+      (*xs)->ndim > SYM_MAX)
+    return NULL;
+  const rx_expr *want = rx_sym_const(I->m, ws->shape[1]->value * g);
+  if (rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, c, want)) != RX_UNKNOWN)
+    return NULL; /* equal, or provably not (conv2d's own error) */
+  const rx_expr *dims[SYM_MAX];
+  memcpy(dims, (*xs)->shape, sizeof *dims * (size_t)(*xs)->ndim);
+  dims[1] = want;
+  if (!match_cast_to(I, *xv, (*xs)->dtype, (*xs)->ndim, dims, xv))
+    return node_err(I, n, "match_cast of the input to %lld channels failed",
+                    (long long)want->value);
+  *xs = rx_var_sinfo(*xv);
+  return NULL;
+}
+
 static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(known_shape(I, n, 0, 3, 5, &xs));
@@ -2391,11 +2585,12 @@ static rx_status do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   win2(&w, w.k == 1 ? -1 : w.k - 2, w.k - 1, k2, st, dil, pads);
   rx_node *a[2];
   rx_var *r = NULL, *b2;
-  RX_RETURN_IF_ERROR(arg(I, n, input(n, 0), &a[0]));
+  rx_var *xv = get(I, input(n, 0))->var;
+  RX_RETURN_IF_ERROR(conv_channels(I, n, &xv, &xs, ws, g));
+  a[0] = rx_arg_var(I->b, xv);
   RX_RETURN_IF_ERROR(arg(I, n, input(n, 1), &a[1]));
   const rx_expr *one = rx_sym_const(I->m, 1);
-  if (w.k == 3)
-    RX_RETURN_IF_ERROR(conv3(I, n, a[0], get(I, input(n, 0))->var, a[1], ws, &w, g, &a[0], &r));
+  if (w.k == 3) RX_RETURN_IF_ERROR(conv3(I, n, a[0], xv, a[1], ws, &w, g, &a[0], &r));
   if (w.k == 1) { /* [N, C, L] as [N, C, 1, L], the weight [O, C/g, K] as [O, C/g, 1, K] */
     const rx_expr *xd[4] = {xs->shape[0], xs->shape[1], one, xs->shape[2]},
                   *wd[4] = {ws->shape[0], ws->shape[1], one, ws->shape[2]};
@@ -3947,11 +4142,22 @@ static rx_status do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop
  * score_threshold]): non_max_suppression gives every possible row and the count kept (absent
  * inputs: max 0, iou 0, no score threshold); the count, read back by tensor_to_shape, is a fresh
  * dim k and the result the first k rows. */
+/* NonMaxSuppression's max_output_boxes_per_class past this is "no limit" (more boxes than a
+ * tensor of i32-indexed rows holds) */
+#define NMS_MAX_OUT INT32_MAX
+
 static rx_status do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[5];
   int na = 4;
   for (int k = 0; k < 5; k++) {
-    if (input(n, (size_t)k)) {
+    val *mo = k == 2 && input(n, 2) ? get(I, input(n, 2)) : NULL;
+    if (mo && mo->kind == V_SYM && mo->slen == 1 && mo->s[0]->kind == RX_EXPR_CONST &&
+        mo->s[0]->value > NMS_MAX_OUT) {
+      /* torchvision exports max_output_boxes_per_class = INT64_MAX ("no limit"): a class keeps
+       * at most its N boxes, so any bound past N is the same; as a tensor value INT64_MAX went
+       * through full() as 2^63 and came out negative (no boxes) */
+      a[2] = rx_arg_int(I->b, NMS_MAX_OUT);
+    } else if (input(n, (size_t)k)) {
       RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));
       if (k == 4) na = 5;
     } else if (k < 2) {
@@ -5094,10 +5300,65 @@ typedef struct body {
   int ncaps;                 /* the captured outer tensors, passed after the inputs */
   rx_var *capv[CF_MAXCAP];   /* their variables in the calling function */
   const rx_sinfo *ret;       /* the result: the tuple of g's outputs */
+  rx_var *tup;               /* body_fill: the tuple's variable in the body */
 } body;
+
+static rx_status body_nodes(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
+                            const char *const *caps, int nc, rx_var *const *outer,
+                            rx_ptrvec *pvars);
+
+/* The variables in the dims of si (a tensor or shape, or a tuple of them), added to vars. */
+static void sinfo_vars(const rx_sinfo *si, rx_ptrvec *vars) {
+  if (si->kind == RX_SINFO_TUPLE)
+    for (int i = 0; i < si->nfields; i++) sinfo_vars(si->fields[i], vars);
+  if ((si->kind == RX_SINFO_TENSOR || si->kind == RX_SINFO_SHAPE) && si->shape)
+    for (int d = 0; d < si->ndim; d++) rx_expr_collect_vars(si->shape[d], vars);
+}
+
+/* The body function's result ret with each field whose dims use a variable that no parameter
+ * (params: their variables) defines, one bound inside the body (an If branch's
+ * NonMaxSuppression count), as its rank only: the caller cannot name it. */
+static const rx_sinfo *result_defined(imp *I, const rx_sinfo *ret, rx_ptrvec *params) {
+  const rx_sinfo *f[CF_MAXIO];
+  bool changed = false;
+  for (int i = 0; i < ret->nfields && i < CF_MAXIO; i++) {
+    rx_ptrvec used = {0};
+    f[i] = ret->fields[i];
+    sinfo_vars(f[i], &used);
+    bool known = true;
+    for (size_t k = 0; k < used.len && known; k++) {
+      known = false;
+      for (size_t j = 0; j < params->len && !known; j++) known = params->data[j] == used.data[k];
+    }
+    rx_ptrvec_free(&used);
+    if (!known && f[i]->kind == RX_SINFO_TENSOR) {
+      f[i] = rx_sinfo_tensor(I->m, f[i]->dtype, f[i]->ndim, NULL);
+      changed = true;
+    }
+  }
+  return changed ? rx_sinfo_tuple(I->m, f, ret->nfields) : ret;
+}
 
 static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
                            const char *const *caps, int nc, rx_var *const *outer) {
+  rx_ptrvec pvars = {0};
+  rx_status st = body_nodes(I, n, g, bd, caps, nc, outer, &pvars);
+  if (!st) {
+    bd->ret = result_defined(I, bd->ret, &pvars);
+    rx_builder_set_result(I->b, bd->ret);
+    rx_builder *b = I->b;
+    I->b = NULL;
+    st = at_node(I, n, rx_builder_finish(b, rx_arg_var(b, bd->tup), NULL));
+  }
+  rx_ptrvec_free(&pvars);
+  return st;
+}
+
+/* body_fill's parameters (their dims' variables added to pvars) and nodes, to the tuple of
+ * outputs bd->tup (struct info bd->ret) */
+static rx_status body_nodes(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto *g, body *bd,
+                            const char *const *caps, int nc, rx_var *const *outer,
+                            rx_ptrvec *pvars) {
   for (size_t i = 0; i < g->n_input; i++) {
     const char *nm = g->input[i]->name;
     char *id = onnx_ident(nm);
@@ -5106,6 +5367,7 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
     rx_status s = rx_builder_param(I->b, id, si, &pv);
     free(id);
     RX_RETURN_IF_ERROR(at_node(I, n, s));
+    sinfo_vars(si, pvars);
     if (bd->iter && i == 0) {
       val *v = def(I, nm);
       v->kind = V_SYM;
@@ -5121,6 +5383,7 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
       char nm[32];
       snprintf(nm, sizeof nm, "outer%d", k);
       RX_RETURN_IF_ERROR(at_node(I, n, rx_builder_param(I->b, nm, rx_var_sinfo(outer[k]), &pv)));
+      sinfo_vars(rx_var_sinfo(pv), pvars);
       def_named(I, caps[k], pv);
       bd->capv[bd->ncaps++] = outer[k];
     }
@@ -5142,10 +5405,8 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
   RX_RETURN_IF_ERROR(at_node(I, n, rx_emit_tuple(I->b, outs, (int)g->n_output, NULL, &tup)));
   RX_RETURN_IF_ERROR(rx_builder_end_dataflow(I->b));
   bd->ret = rx_var_sinfo(tup);
-  rx_builder_set_result(I->b, bd->ret);
-  rx_builder *b = I->b;
-  I->b = NULL;
-  return at_node(I, n, rx_builder_finish(b, rx_arg_var(b, tup), NULL));
+  bd->tup = tup;
+  return NULL;
 }
 
 /* Imports subgraph g as graph function bd->fname in a scope of its own: the values it defines

@@ -53,11 +53,11 @@
  * and written to memory by the row's first thread.
  *
  * Online softmax: a max reduction into a local mx followed (allocations in between) by a sum
- * of exp(X - mx[0]) or exp2(X * c - mx[0] * c) over the same X, when the row is not in
- * registers, is one sweep: each thread keeps a running max and a sum rescaled whenever the max
- * grows (once per V-lane step; once per element in the aligned form's head and tail), and the
- * row's sum is the threads' sums rescaled to the row max.
- * With the normalization that follows, softmax reads its row twice instead of three times. */
+ * of exp(X - mx[0]) or exp2((X - mx[0]) * c) (or exp2(X * c - mx[0] * c)) over the same X, when the
+ * row is not in registers, is one sweep: each thread keeps a running max and a sum rescaled
+ * whenever the max grows (once per V-lane step; once per element in the aligned form's head and
+ * tail), and the row's sum is the threads' sums rescaled to the row max. With the normalization
+ * that follows, softmax reads its row twice instead of three times. */
 #include "rules.h"
 
 #include <math.h>
@@ -843,8 +843,9 @@ static const rx_tx *scaled(const rx_tx *e, rx_tx **lit) {
   return e;
 }
 
-/* a (a max into a local mx) and b (a sum of exp(X - mx[0]) or exp2(X * c - mx[0] * c), c > 0,
- * into a local, X the max's) over the same range, neither with lets in its update. */
+/* a (a max into a local mx) and b (a sum of exp(X - mx[0]), exp2((X - mx[0]) * c) or
+ * exp2(X * c - mx[0] * c), c > 0, into a local, X the max's) over the same range, neither with
+ * lets in its update. */
 static bool match_online(rr *r, const rx_stmt *a, const rx_stmt *b, online *on) {
   memset(on, 0, sizeof *on);
   if (r->regs || !sched_red_parse(a, &on->mx) || !sched_red_parse(b, &on->sum)) return false;
@@ -857,10 +858,20 @@ static bool match_online(rr *r, const rx_stmt *a, const rx_stmt *b, online *on) 
     return false;
   const rx_tx *e = sm->x;
   if (e->kind != RX_TX_CALL || (e->intrin != RX_INTRIN_EXP && e->intrin != RX_INTRIN_EXP2) ||
-      e->dtype != dt || e->a->kind != RX_TX_BINARY || e->a->binop != RX_BINOP_SUB)
+      e->dtype != dt)
     return false;
   on->ex = e->intrin;
-  const rx_tx *p = scaled(e->a->a, &on->pscale), *q = scaled(e->a->b, &on->qscale);
+  rx_tx *dscale;
+  const rx_tx *d = scaled(e->a, &dscale), *p, *q; /* (X - mx[0]) * c */
+  if (d->kind != RX_TX_BINARY || d->binop != RX_BINOP_SUB) return false;
+  if (dscale) {
+    p = d->a;
+    q = d->b;
+    on->pscale = on->qscale = dscale;
+  } else { /* X * c - mx[0] * c */
+    p = scaled(d->a, &on->pscale);
+    q = scaled(d->b, &on->qscale);
+  }
   if (!sched_is_acc_load(q, mx->upd_store) || (on->pscale == NULL) != (on->qscale == NULL))
     return false;
   if (on->pscale &&
@@ -875,10 +886,12 @@ static rx_tx *scale_by(rr *r, rx_tx *x, rx_tx *lit) {
   return lit ? rx_tx_binary(r->s->m, RX_BINOP_MUL, x, lit, r->s->loc) : x;
 }
 
-/* exp(x - m) in the sum's form: exp(x - m) or exp2(x * c - m * c). */
+/* exp(x - m) in the sum's form: exp(x - m) or exp2((x - m) * c). The difference is taken
+ * before the scaling: x * c - m * c overflows to -inf - -inf = NaN where x and m are both about
+ * -FLT_MAX (a row masked with finfo.min, as Hugging Face's attention masks are), while
+ * (x - m) * c is 0 there, as onnxruntime computes it. */
 static rx_tx *rel_exp(rr *r, const online *on, rx_tx *x, rx_tx *m) {
-  rx_tx *d = rx_tx_binary(r->s->m, RX_BINOP_SUB, scale_by(r, x, on->pscale),
-                          scale_by(r, m, on->qscale), r->s->loc);
+  rx_tx *d = scale_by(r, rx_tx_binary(r->s->m, RX_BINOP_SUB, x, m, r->s->loc), on->pscale);
   return rx_tx_call(r->s->m, on->ex, &d, 1, r->s->loc);
 }
 

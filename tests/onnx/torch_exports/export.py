@@ -30,15 +30,32 @@ Models (TorchScript exporter, dynamo=False, unless marked dynamo):
                       length and batch: outputs, final hidden and cell states
   gru                 nn.GRU (batch_first) over a symbolic sequence length, then a Linear head
 
+Issue 29 (item 11), models as today's exporters write them, each with the TorchScript exporter
+and with the dynamo one (suffix _dynamo), tiny configs built in code (nothing from a hub):
+  bert_padmask        transformers BertModel (hidden 32, 2 layers) with an attention mask padding
+                      the shorter rows: token types Expand([1, min(seq, 64)]) to [batch, seq], the
+                      mask as Where(mask, 0, finfo.min) added to the scores
+  t5_encoder          transformers T5EncoderModel (relative position buckets) with a padding mask
+  gpt2_past           transformers GPT2LMHeadModel, one step over a KV cache passed in as
+                      past_key_values.<i>.key / .value and returned as present.<i>.key / .value
+  unet_odd            two UNet levels (max-pool down, bilinear up, pad to the skip, concat) at odd
+                      H and W
+  detect_nms          a detection postprocess with torchvision.ops.batched_nms (TorchScript only:
+                      torchvision's nms has no dynamo translation): NonMaxSuppression with
+                      max_output_boxes_per_class INT64_MAX inside an If
+
 onnxruntime runs every model too: ort_check.txt records its relative L2 difference from PyTorch
 per model and shape (it agrees within 1e-5 on all of them when this was run).
 
 Run from the repository root (packages: requirements.txt):
-    python3 tests/onnx/torch_exports/export.py
+    python3 tests/onnx/torch_exports/export.py             every model (rewrites ort_check.txt)
+    python3 tests/onnx/torch_exports/export.py NAME...     the issue 29 models named (appends
+                                                           their lines to ort_check.txt)
 """
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 import onnx
@@ -188,6 +205,120 @@ class LSTM(nn.Module):
         return y, h, c
 
 
+# ---- issue 29 (item 11): models as today's exporters write them from transformers and
+# torchvision, tiny configs built in code (nothing from a hub) ----
+
+
+def hf_bert():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=64)
+    return BertModel(cfg, add_pooling_layer=False)
+
+
+class BertPadMask(nn.Module):
+    """transformers BertModel with an attention mask that pads the shorter rows: the mask goes
+    through the embedding's token types (Expand of [1, min(seq, 64)]) and Where(mask, 0,
+    finfo.min) added to the scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = hf_bert()
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class T5Encoder(nn.Module):
+    """transformers T5EncoderModel (relative position buckets, RMS norm) with a padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import T5Config, T5EncoderModel
+        cfg = T5Config(vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                       relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                       dropout_rate=0.0)
+        self.m = T5EncoderModel(cfg)
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+GPT2_LAYERS, GPT2_HEADS, GPT2_HD = 2, 2, 16
+
+
+class GPT2Past(nn.Module):
+    """transformers GPT2LMHeadModel, one step over a KV cache: the cache comes in as graph inputs
+    past_key_values.<layer>.key / .value (the names Hugging Face's exports give them) and goes
+    out as present.<layer>.key / .value."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(vocab_size=96, n_positions=64, n_embd=GPT2_HEADS * GPT2_HD,
+                         n_layer=GPT2_LAYERS, n_head=GPT2_HEADS, resid_pdrop=0.0, embd_pdrop=0.0,
+                         attn_pdrop=0.0)
+        self.m = GPT2LMHeadModel(cfg)
+
+    def forward(self, input_ids, attention_mask, k0, v0, k1, v1):  # GPT2_LAYERS: not *past,
+        from transformers import DynamicCache  # which the dynamo exporter's axes cannot name
+        past = (k0, v0, k1, v1)
+        cache = DynamicCache()
+        for i in range(GPT2_LAYERS):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.m(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                     use_cache=True)
+        pkv = out.past_key_values
+        present = []
+        for i in range(GPT2_LAYERS):
+            layer = pkv.layers[i] if hasattr(pkv, "layers") else None
+            k, v = (layer.keys, layer.values) if layer is not None else pkv[i]
+            present += [k, v]
+        return (out.logits, *present)
+
+
+class DetectPost(nn.Module):
+    """A detection head's postprocess as torchvision writes it: box decoding, a score threshold
+    by masking, then torchvision.ops.batched_nms (NonMaxSuppression with
+    max_output_boxes_per_class = INT64_MAX in the export); the kept indices and their scores."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.head = nn.Linear(8, 4 + classes)
+        self.classes = classes
+
+    def forward(self, feats):
+        import torchvision
+        out = self.head(feats)                      # [n, 4 + C]
+        cx, cy = out[:, 0] * 4, out[:, 1] * 4
+        w, h = out[:, 2].exp(), out[:, 3].exp()
+        boxes = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], dim=1)
+        probs = out[:, 4:].softmax(-1)
+        scores, labels = probs.max(-1)
+        keep = torchvision.ops.batched_nms(boxes, scores, labels, 0.3)
+        return keep, scores[keep]
+
+
+class UNetOdd(nn.Module):
+    """Two UNet levels (milesial/Pytorch-UNet's blocks): conv, max-pool down, bilinear up, pad to
+    the skip's size (odd H, W: the upsampled side is one short), concat, conv."""
+
+    def __init__(self, c=4):
+        super().__init__()
+        self.inc = nn.Sequential(nn.Conv2d(2, c, 3, padding=1), nn.ReLU())
+        self.down = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(c, 2 * c, 3, padding=1), nn.ReLU())
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.conv = nn.Sequential(nn.Conv2d(3 * c, c, 3, padding=1), nn.ReLU())
+        self.out = nn.Conv2d(c, 1, 1)
+
+    def forward(self, x):
+        x1 = self.inc(x)
+        x2 = self.up(self.down(x1))
+        dy, dx = x1.size(2) - x2.size(2), x1.size(3) - x2.size(3)
+        x2 = F.pad(x2, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])
+        return self.out(self.conv(torch.cat([x1, x2], dim=1)))
+
+
 class GRU(nn.Module):
     def __init__(self):
         super().__init__()
@@ -230,6 +361,9 @@ def export(name, model, sets, input_names, output_names, dynamic_axes, opset, lo
                           output_names=output_names, dynamic_axes=dynamic_axes,
                           opset_version=opset, dynamo=dynamo)
     m = onnx.load(path)  # the dynamo exporter writes the weights to model.onnx.data: inline
+    for node in m.graph.node:  # and a stack trace and names per node: dropped (files 3x smaller)
+        del node.metadata_props[:]
+        node.doc_string = ""
     onnx.save(m, path, save_as_external_data=False)
     if os.path.exists(path + ".data"):
         os.remove(path + ".data")
@@ -260,8 +394,75 @@ def export(name, model, sets, input_names, output_names, dynamic_axes, opset, lo
         assert max(errs) <= 1e-5, line
 
 
+def ids_mask(b, s, vocab=96):
+    """Token ids and an attention mask (1: token, 0: padding) padding every row but the first."""
+    ids = torch.from_numpy(rng.integers(0, vocab, size=(b, s)))
+    return ids, (~pad_mask(b, s)).long()
+
+
+def issue29(log, only):
+    """The models of issue 29 (item 11), each with the TorchScript exporter and the dynamo one
+    (name suffix _dynamo); their own seeds, so the cases above keep their data."""
+    global rng
+    b_s = [(2, 7), (3, 12)]
+    both = ((False, "", 17), (True, "_dynamo", 18))
+    for name, cls in (("bert_padmask", BertPadMask), ("t5_encoder", T5Encoder)):
+        for dyn, suffix, opset in both:
+            if only and name + suffix not in only:
+                continue
+            torch.manual_seed(29)
+            rng = np.random.default_rng(29)
+            ax = {0: "batch", 1: "seq"}
+            export(name + suffix, cls(), [ids_mask(b, s) for b, s in b_s],
+                   ["input_ids", "attention_mask"], ["y"],
+                   {"input_ids": ax, "attention_mask": ax, "y": ax}, opset, log, dynamo=dyn)
+    names = ["input_ids", "attention_mask"]
+    outs = ["logits"]
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "logits": {0: "batch", 1: "seq"}}
+    for i in range(GPT2_LAYERS):
+        for kv in ("key", "value"):
+            names.append("past_key_values.%d.%s" % (i, kv))
+            outs.append("present.%d.%s" % (i, kv))
+            axes[names[-1]] = {0: "batch", 2: "past"}
+            axes[outs[-1]] = {0: "batch", 2: "total"}
+    for dyn, suffix, opset in both:
+        if only and "gpt2_past" + suffix not in only:
+            continue
+        torch.manual_seed(29)
+        rng = np.random.default_rng(29)
+        sets = []
+        for b, s, p in ((1, 3, 5), (2, 1, 9)):
+            ids = torch.from_numpy(rng.integers(0, 96, size=(b, s)))
+            mask = torch.ones(b, p + s, dtype=torch.long)
+            past = [randn(b, GPT2_HEADS, p, GPT2_HD) for _ in range(2 * GPT2_LAYERS)]
+            sets.append((ids, mask, *past))
+        export("gpt2_past" + suffix, GPT2Past(), sets, names, outs, axes, opset, log, dynamo=dyn)
+    for dyn, suffix, opset in both:
+        if only and "unet_odd" + suffix not in only:
+            continue
+        torch.manual_seed(29)
+        rng = np.random.default_rng(29)
+        export("unet_odd" + suffix, UNetOdd(),
+               [(randn(b, 2, h, w),) for b, h, w in ((1, 9, 11), (2, 13, 7))], ["x"], ["y"],
+               {"x": {0: "batch", 2: "h", 3: "w"}, "y": {0: "batch", 2: "h", 3: "w"}}, opset, log,
+               dynamo=dyn)
+    if not only or "detect_nms" in only:  # torchvision's nms has a TorchScript symbolic only
+        torch.manual_seed(29)
+        rng = np.random.default_rng(29)
+        export("detect_nms", DetectPost(), [(randn(n, 8),) for n in (12, 30)], ["feats"],
+               ["keep", "scores"], {"feats": {0: "n"}, "keep": {0: "kept"}, "scores": {0: "kept"}},
+               17, log)
+
+
 def main():
+    only = sys.argv[1:]  # model names (test_torch_<name>): export only those
     log = []
+    if only:
+        issue29(log, only)
+        with open(os.path.join(HERE, "ort_check.txt"), "a") as f:
+            f.write("\n".join(log) + "\n")
+        return
     b_s = [(2, 7), (3, 12)]
     export("encoder_padmask", EncoderPadMask(),
            [(randn(b, s, D), pad_mask(b, s)) for b, s in b_s], ["x", "pad"], ["y"],
@@ -308,6 +509,7 @@ def main():
     export("gru", GRU(), [(randn(b, t, 8),) for b, t in b_t], ["x"], ["y", "h_n"],
            {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, "h_n": {1: "batch"}}, 14,
            log)
+    issue29(log, None)
     with open(os.path.join(HERE, "ort_check.txt"), "w") as f:
         f.write("# written by export.py: onnxruntime (CPU) against PyTorch, per model and shape\n")
         f.write("# torch %s, onnx %s, onnxruntime %s\n" % (torch.__version__, onnx.__version__,
