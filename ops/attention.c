@@ -49,8 +49,8 @@
 /* The running max of a row starts at the lowest finite f32: a score equal to it (a mask of
  * torch.finfo(float32).min) still counts, and exp(m_old - m_new) is never inf - inf. */
 #define ATTN_NO_SCORE (-FLT_MAX)
-/* Scores are kept in base 2 (scaled by log2(e), the mask too), so that p = exp2(s - m): CUDA's
- * accurate expf in the row step made ptxas spill registers, exp2f does not. */
+/* Scores are kept in base 2 (scaled by log2(e), the mask too, saturated: score()), so that p =
+ * exp2(s - m): CUDA's accurate expf in the row step made ptxas spill registers, exp2f does not. */
 #define ATTN_LOG2E 1.4426950408889634
 #define ATTN_LN2   0.6931471805599453
 
@@ -684,7 +684,13 @@ static const char *score(attn *a, const char *j) {
   for (int k = 0; k < m->ndim; k++)
     idx[k] = rx_expr_is_const(m->shape[k], 1) ? "0" : full[4 - m->ndim + k];
   const char *in = cond(a, and_(a, lt(a, row, a->q->shape[2]), lt(a, pos, a->k->shape[2])));
-  const char *mv = lz_str(l, "%s * %s", lz_up(l, a->t, lz_load(l, m, idx)), lz_flit(l, ATTN_LOG2E));
+  /* in base 2 a mask of finfo.min (Hugging Face's padding) overflows to -inf, and a row masked
+   * with it everywhere would be NaN where PyTorch and ONNX Runtime give its uniform average: a
+   * finite mask saturates at -FLT_MAX, so that such a row's scores all round to -FLT_MAX; -inf
+   * stays -inf (a row of -inf only is NaN, as theirs is) */
+  const char *mr = lz_up(l, a->t, lz_load(l, m, idx)), *lo = lz_flit(l, ATTN_NO_SCORE);
+  const char *mv = lz_str(l, "select(%s >= %s, max(%s * %s, %s), %s)", mr, lo, mr,
+                          lz_flit(l, ATTN_LOG2E), lo, mr);
   if (in) mv = lz_str(l, "select(%s, %s, 0.0)", in, mv);
   return lz_str(l, "%s + %s", sum, mv);
 }

@@ -18,8 +18,10 @@
  * and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256, 64 and 32
  * keys; kv_append at 1, 7, 33 and 100 tokens into shuffled slots; attention_merge with empty chunks
  * and rows of empty chunks only; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask,
- * and with dv != d. RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length
- * and query count at its largest size.
+ * and with dv != d; dense attention with masks of finfo.min (rows masked on every key give the
+ * uniform average, as PyTorch and ONNX Runtime do) and of -inf (rows of -inf only are NaN).
+ * RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and query count at
+ * its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
  * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
@@ -34,6 +36,7 @@
 #include "interp/interp.h"
 #include "ops/legalize.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -745,9 +748,10 @@ static void ref_dense(const dense_cfg *c, int64_t s, int64_t t, const rx_interp_
           dot += rxk_load_elem(q->data, c->t, (size_t)((bh * s + i) * c->d + x)) *
                  rxk_load_elem(k->data, c->t, (size_t)((bh * t + j) * c->d + x));
         sc[j] = dot * scale;
-        if (mask) { /* [s, t] or [b, 1, s, t] */
+        if (mask) { /* [s, t] or [b, 1, s, t]; the sum in f32, as PyTorch and ONNX Runtime add
+                     * it: q k^T * scale + finfo.min is finfo.min on every key of the row */
           int64_t mb = mask->ndim == 4 ? bh / c->h : 0;
-          sc[j] += rxk_load_elem(mask->data, c->t, (size_t)((mb * s + i) * t + j));
+          sc[j] = (float)(sc[j] + rxk_load_elem(mask->data, c->t, (size_t)((mb * s + i) * t + j)));
         }
         if (c->causal && j > i + t - s) sc[j] = -INFINITY;
         if (sc[j] > m) m = sc[j];
@@ -816,6 +820,102 @@ static void test_dense(void) {
   }
 }
 
+/* Stores the lowest finite value of dtype t (torch.finfo(t).min), or -inf when `inf`, as
+ * element i of host data. */
+static void store_low(void *data, rx_dtype t, size_t i, bool inf) {
+  if (t == RX_DTYPE_F32)
+    ((float *)data)[i] = inf ? -INFINITY : -FLT_MAX;
+  else if (t == RX_DTYPE_BF16)
+    ((uint16_t *)data)[i] = inf ? 0xff80 : 0xff7f;
+  else if (t == RX_DTYPE_F16)
+    ((uint16_t *)data)[i] = inf ? 0xfc00 : 0xfbff;
+  else
+    RX_ASSERT(!"a floating-point mask");
+}
+
+/* Masks as Hugging Face and torch's exporters make them (Where(mask, 0, finfo.min)): row i of
+ * every [s, t] plane is, by i % 6, fully finfo.min (PyTorch and ONNX Runtime give the uniform
+ * average of v: every score rounds to finfo.min in f32), finfo.min on odd keys, fully -inf
+ * (NaN), -inf on the first half and finfo.min on the rest (uniform over the rest), finfo.min on
+ * the first 16 keys only (the running max of the later tiles must drop the first), unchanged. */
+static void hf_mask(rx_interp_arg *m, rx_dtype t) {
+  int64_t s = m->shape[m->ndim - 2], tt = m->shape[m->ndim - 1];
+  size_t planes = count_of(m) / (size_t)(s * tt);
+  for (size_t pl = 0; pl < planes; pl++)
+    for (int64_t i = 0; i < s; i++)
+      for (int64_t j = 0; j < tt; j++) {
+        size_t at = (pl * (size_t)s + (size_t)i) * (size_t)tt + (size_t)j;
+        switch (i % 6) {
+        case 0:
+          store_low(m->data, t, at, false);
+          break;
+        case 1:
+          if (j % 2) store_low(m->data, t, at, false);
+          break;
+        case 2:
+          store_low(m->data, t, at, true);
+          break;
+        case 3:
+          store_low(m->data, t, at, j < tt / 2);
+          break;
+        case 4:
+          if (j < 16) store_low(m->data, t, at, false);
+          break;
+        default:
+          break;
+        }
+      }
+}
+
+/* Dense attention with masks of finfo.min and -inf rows (hf_mask) against ref_dense: uniform
+ * rows where a row is all finfo.min, NaN where it is all -inf, as PyTorch gives. */
+static void test_dense_low_mask(void) {
+  static const dense_cfg cfgs[] = {
+      {1, 2, 16, 16, RX_DTYPE_F32, false, "s, t"},
+      {2, 1, 16, 16, RX_DTYPE_BF16, false, "2, 1, s, t"},
+      {1, 1, 16, 16, RX_DTYPE_F16, false, "s, t"},
+  };
+  static const int64_t sizes[][2] = {{7, 7}, {7, 33}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    const dense_cfg *c = &cfgs[i];
+    const char *t = rx_dtype_name(c->t);
+    char text[768], what[160];
+    snprintf(text, sizeof text,
+             "graph_fn main(q: %s[%lld, %lld, s, %lld], k: %s[%lld, %lld, t, %lld], "
+             "v: %s[%lld, %lld, t, %lld], mask: %s[%s]) {\n  y = attention(q, k, v, mask)\n"
+             "  return y\n}\n",
+             t, (long long)c->b, (long long)c->h, (long long)c->d, t, (long long)c->b,
+             (long long)c->h, (long long)c->d, t, (long long)c->b, (long long)c->h,
+             (long long)c->dv, t, c->mask);
+    snprintf(what, sizeof what, "attention %s [%lld, %lld, s, %lld] finfo.min mask %s", t,
+             (long long)c->b, (long long)c->h, (long long)c->d, c->mask);
+    prog p;
+    if (!prog_build(&p, text, what)) {
+      prog_free(&p);
+      continue;
+    }
+    for (size_t si = 0; si < RX_ARRAY_LEN(sizes); si++) {
+      static const char *const names[] = {"s", "t"};
+      int64_t s = sizes[si][0], tt = sizes[si][1];
+      rxk_env e;
+      rxk_buffers in;
+      char at[64];
+      if (!make_inputs(&p, names, sizes[si], 2, &e, &in)) continue;
+      rx_interp_arg *mask = param(&p, &in, "mask");
+      hf_mask(mask, c->t);
+      double *want = rx_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
+      ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"), mask,
+                want);
+      snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);
+      double *outs[1] = {want};
+      run_case(&p, &e, &in, outs, true, at);
+      free(want);
+      rxk_free_buffers(&in);
+    }
+    prog_free(&p);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argv;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -837,6 +937,7 @@ int main(int argc, char **argv) {
   test_prefill_matrix();
   test_decode();
   test_dense();
+  test_dense_low_mask();
   char why[600];
   if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("largest normalized errors: f32 %.2g, f16 %.2g, bf16 %.2g\n", worst[RX_DTYPE_F32],
