@@ -433,7 +433,9 @@ void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
   int64_t scratch[1];
   for (size_t i = 0; i < count && i < n->count; i++) {
     rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = dt, .f = n->data[i]};
-    if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
+    if (n->idata) /* exact integers */
+      p.i = n->idata[i];
+    else if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
       p.i = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0
                 ? (int64_t)(uint64_t)n->data[i]
                 : (int64_t)n->data[i];

@@ -214,6 +214,9 @@ struct rx_node {
 
   const double *data; /* CONST: row-major values, count = product of the shape */
   size_t count;
+  /* CONST of an integer dtype or bool written with integer literals only: the same values
+   * exactly (data rounds those past 2^53); NULL otherwise. Readers take them over data. */
+  const int64_t *idata;
 };
 
 typedef struct rx_binding {

@@ -200,21 +200,47 @@ static int64_t int_lit(P *p, const char *what) {
   return v;
 }
 
-/* A number (integer or float literal, optionally negative; true/false as 1/0 when allowed). */
-static double num_lit(P *p, bool bools) {
+/* A number (integer or float literal, optionally negative; true/false as 1/0 when allowed).
+ * An integer (or bool) literal's exact value goes to *iv too, and *is_int is set. */
+static double num_lit_exact(P *p, bool bools, int64_t *iv, bool *is_int) {
+  *is_int = true;
+  *iv = 1;
   if (bools && accept_kw(p, "true")) return 1;
+  *iv = 0;
   if (bools && accept_kw(p, "false")) return 0;
   bool neg = accept(p, RX_TOK_MINUS);
   rx_tok *t = cur(p);
   double v;
-  if (t->kind == RX_TOK_FLOAT)
+  if (t->kind == RX_TOK_FLOAT) {
     v = neg ? -t->f : t->f;
-  else if (t->kind == RX_TOK_INT)
-    v = (double)int_value(p, t, neg);
-  else
+    *is_int = false;
+  } else if (t->kind == RX_TOK_INT) {
+    *iv = int_value(p, t, neg);
+    v = (double)*iv;
+  } else {
     fail_expected(p, "a number");
+  }
   next(p);
   return v;
+}
+
+static double num_lit(P *p, bool bools) {
+  int64_t iv;
+  bool is_int;
+  return num_lit_exact(p, bools, &iv, &is_int);
+}
+
+typedef AVEC(double) dvec;
+typedef AVEC(int64_t) ivec;
+
+/* The next value of a constant: its double in *v, its exact integer in *iv (*all_int cleared
+ * by a float literal). */
+static void const_value(P *p, dvec *v, ivec *iv, bool *all_int) {
+  int64_t i;
+  bool is_int;
+  APUSH(p, v, num_lit_exact(p, true, &i, &is_int));
+  APUSH(p, iv, i);
+  *all_int = *all_int && is_int;
 }
 
 static rx_dtype dtype_of(P *p, const rx_tok *t, bool *ok) {
@@ -780,15 +806,17 @@ static rx_node *const_node(P *p, rx_loc loc) {
         p, st->loc,
         "const needs a tensor struct info with a dtype and a static shape of at most 2^28 values");
   expect(p, RX_TOK_COMMA, "',' and the values of the constant");
-  AVEC(double) v = {0};
+  dvec v = {0};
+  ivec iv = {0};
+  bool all_int = true;
   if (accept(p, RX_TOK_LBRACKET)) {
     while (!accept(p, RX_TOK_RBRACKET)) {
-      APUSH(p, &v, num_lit(p, true));
+      const_value(p, &v, &iv, &all_int);
       if (accept(p, RX_TOK_RBRACKET)) break;
       expect(p, RX_TOK_COMMA, "',' or ']' in the values of a constant");
     }
   } else {
-    APUSH(p, &v, num_lit(p, true));
+    const_value(p, &v, &iv, &all_int);
   }
   if ((uint64_t)v.n != count)
     fail_at(p, st->loc, "const of %llu value%s has %d", (unsigned long long)count,
@@ -798,6 +826,7 @@ static rx_node *const_node(P *p, rx_loc loc) {
   n->sinfo = s;
   n->data = v.d;
   n->count = (size_t)v.n;
+  if (all_int && !rx_dtype_is_float(s->dtype)) n->idata = iv.d;
   return n;
 }
 

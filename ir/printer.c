@@ -425,6 +425,14 @@ static void pconst_value(W *w, rx_dtype dt, double v) {
     put_double(w->o, v);
 }
 
+/* Element i of constant n: an exact integer where it has one (past 2^53 a double rounds). */
+static void pconst_elem(W *w, const rx_node *n, rx_dtype dt, size_t i) {
+  if (n->idata)
+    rx_strbuf_printf(w->o, "%lld", (long long)n->idata[i]);
+  else
+    pconst_value(w, dt, n->data[i]);
+}
+
 static void pseq_body(W *w, const rx_seq *s);
 
 static void pnode(W *w, const rx_node *n) {
@@ -529,12 +537,12 @@ static void pnode(W *w, const rx_node *n) {
     rx_strbuf_append(o, ", ");
     bool scalar = s && s->kind == RX_SINFO_TENSOR && s->ndim == 0 && n->count == 1;
     if (scalar) {
-      pconst_value(w, dt, n->data[0]);
+      pconst_elem(w, n, dt, 0);
     } else {
       rx_strbuf_putc(o, '[');
       for (size_t i = 0; i < n->count; i++) {
         if (i) rx_strbuf_append(o, ", ");
-        pconst_value(w, dt, n->data[i]);
+        pconst_elem(w, n, dt, i);
       }
       rx_strbuf_putc(o, ']');
     }

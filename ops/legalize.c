@@ -184,12 +184,29 @@ const char *lz_flit(L *l, double v) {
   return v < 0 ? S(l, "(%s)", buf) : S(l, "%s", buf);
 }
 
-/* A literal of dtype dt with value v. */
+/* An integer literal of value v, exact over the whole i64 range (the parser reads
+ * -9223372036854775808 as INT64_MIN, a weakly typed literal like the others). */
+const char *lz_ilit(L *l, int64_t v) {
+  return v < 0 ? S(l, "(%lld)", (long long)v) : S(l, "%lld", (long long)v);
+}
+
+/* A literal of dtype dt with value v (an integer one: v truncated, saturated to the i64 range,
+ * e.g. clip's unbounded -inf; NaN 0). */
 static const char *lit(L *l, rx_dtype dt, double v) {
   if (rx_dtype_is_float(dt)) return flit(l, v);
   if (dt == RX_DTYPE_BOOL) return v != 0 ? "true" : "false";
-  return (int64_t)v < 0 ? S(l, "(%lld)", (long long)(int64_t)v)
-                        : S(l, "%lld", (long long)(int64_t)v);
+  if (isnan(v)) return "0";
+  if (v >= 9223372036854775808.0) return lz_ilit(l, INT64_MAX);
+  if (v <= -9223372036854775808.0) return lz_ilit(l, INT64_MIN);
+  return lz_ilit(l, (int64_t)v);
+}
+
+/* Scalar literal o as a literal of dtype dt: an integer one keeps its exact value (a double
+ * holds integers only up to 2^53). */
+static const char *olit(L *l, const opnd *o, rx_dtype dt) {
+  if (!o->is_int || rx_dtype_is_float(dt)) return lit(l, dt, o->fval);
+  if (dt == RX_DTYPE_BOOL) return o->ival != 0 ? "true" : "false";
+  return lz_ilit(l, o->ival);
 }
 
 static bool is_half(rx_dtype t) { return t == RX_DTYPE_F16 || t == RX_DTYPE_BF16; }
@@ -422,8 +439,9 @@ static void collect(L *l) {
         o->scalar = o->literal = true;
         o->fval = a->fvalue;
       } else if (s->value && s->value->kind == RX_EXPR_CONST) {
-        o->scalar = o->literal = true;
-        o->fval = (double)s->value->value;
+        o->scalar = o->literal = o->is_int = true;
+        o->ival = s->value->value;
+        o->fval = (double)o->ival;
       } else if (s->value) {
         o->scalar = true;
         o->text = ex(l, s->value); /* i64 integer expression: converted where used */
@@ -449,7 +467,7 @@ static void collect(L *l) {
 
 /* Scalar operand o as text of dtype dt. */
 static const char *scalar_as(L *l, const opnd *o, rx_dtype dt) {
-  if (o->literal) return lit(l, dt, o->fval);
+  if (o->literal) return olit(l, o, dt);
   if (dt == RX_DTYPE_I64) return o->text;
   return S(l, "%s(%s)", rx_dtype_name(dt), o->text);
 }
@@ -568,14 +586,27 @@ static const char *v_cast(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
 static const char *v_relu(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
   return S(l, "max(%s, %s)", xv, lit(l, xt, 0));
 }
-/* min(max(x, lo), hi); on integers the bounds rounded inwards */
+/* Integral bound v (or +-inf) of a clip of integer dtype t as a literal of t: past t's range,
+ * t's lowest / highest value (a bound of i32 x of inf is 2147483647, not a literal that i32
+ * cannot hold). */
+static const char *int_bound(L *l, rx_dtype t, double v) {
+  bool uns = t == RX_DTYPE_U8 || t == RX_DTYPE_U16 || t == RX_DTYPE_U32 || t == RX_DTYPE_U64;
+  int bits = t == RX_DTYPE_BOOL ? 1 : rx_dtype_bits(t);
+  double lo = uns || bits == 1 ? 0 : -ldexp(1, bits - 1), hi = ldexp(1, uns ? bits : bits - 1);
+  if (bits == 1) hi = 2;
+  if (isnan(v) || v <= lo) return lowest(l, t, false);
+  if (v >= hi - (bits == 64 ? 0 : 1)) return lowest(l, t, true);
+  if (v >= 9223372036854775808.0) /* u64 from 2^63 on: through a wrap */
+    return S(l, "u64(%s)", lz_ilit(l, (int64_t)(uint64_t)v));
+  return lit(l, t, v);
+}
+
+/* min(max(x, lo), hi); on integers the bounds rounded inwards and held to the dtype's range */
 static const char *v_clip(L *l, const char *xv, rx_dtype xt, rx_dtype yt) {
   const rx_attr *lo = rx_call_attr(l->call, "min"), *hi = rx_call_attr(l->call, "max");
   double a = lo ? lo->f : -INFINITY, b = hi ? hi->f : INFINITY;
-  if (!rx_dtype_is_float(xt)) {
-    a = ceil(a);
-    b = floor(b);
-  }
+  if (!rx_dtype_is_float(xt))
+    return S(l, "min(max(%s, %s), %s)", xv, int_bound(l, xt, ceil(a)), int_bound(l, xt, floor(b)));
   return S(l, "min(max(%s, %s), %s)", xv, lit(l, xt, a), lit(l, xt, b));
 }
 /* the erf form, or the tanh approximation (approximate="tanh") */
@@ -1437,7 +1468,7 @@ static void gen_arange(L *l) {
       fail(l, "arange expects scalar bounds of known value");
       return;
     }
-    val[first + i] = o->literal ? (fl ? flit(l, o->fval) : lit(l, RX_DTYPE_I64, o->fval)) : o->text;
+    val[first + i] = o->literal ? (fl ? flit(l, o->fval) : olit(l, o, RX_DTYPE_I64)) : o->text;
     if (o->literal && !fl && o->fval != floor(o->fval)) {
       fail(l, "arange with float bounds into an integer dtype");
       return;

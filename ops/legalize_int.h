@@ -23,6 +23,8 @@ typedef struct lz_opnd {
   const char *text; /* scalar: expression text (in the dtype `dtype`, or a weak literal) */
   double fval;      /* scalar literal value (for clip-like uses) */
   bool literal;     /* scalar is a literal */
+  bool is_int;      /* literal: an integer, exactly ival (fval may round it past 2^53) */
+  int64_t ival;
   const char *name; /* buffer */
   rx_dtype dtype;
   int ndim;
@@ -72,6 +74,8 @@ const char *lz_loopvar(lz_ctx *l, const char *base);
 const char *lz_ex(lz_ctx *l, const rx_expr *e);
 /* A float literal that reads back as a float (inf, nan and negatives parenthesized). */
 const char *lz_flit(lz_ctx *l, double v);
+/* An integer literal of value v, exact over the whole i64 range. */
+const char *lz_ilit(lz_ctx *l, int64_t v);
 /* text of dtype t converted to the dtype its math is done in (f32 for f16/bf16), and back. */
 const char *lz_up(lz_ctx *l, rx_dtype t, const char *text);
 const char *lz_down(lz_ctx *l, rx_dtype t, const char *text);

@@ -64,7 +64,7 @@ const rx_sinfo *rx_deduce_nms(rx_deduce_ctx *dc, const rx_node *call) {
 static const char *scalar_text(lz_ctx *l, const lz_opnd *o, rx_dtype dt) {
   bool fl = rx_dtype_is_float(dt);
   if (o->literal)
-    return fl ? lz_flit(l, o->fval) : lz_str(l, "(%lld)", (long long)(int64_t)o->fval);
+    return fl ? lz_flit(l, o->fval) : lz_ilit(l, o->is_int ? o->ival : (int64_t)o->fval);
   const char *t = o->text;
   if (!o->scalar) {
     const char *idx[LZ_MAXR];

@@ -1274,26 +1274,31 @@ static rx_status do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
-/* The one value of tensor t (ConstantOfShape's value) of dtype dt, as a double. */
+/* The one value of tensor t (ConstantOfShape's value) of dtype dt: a float's in *f, an
+ * integer's or bool's exactly in *i (a double holds integers only up to 2^53; torchvision's
+ * INT64_MAX is 2^63 - 1) and as a double in *f. */
 static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorProto *t,
-                           rx_dtype dt, double *out) {
+                           rx_dtype dt, double *f, int64_t *i) {
   if (rx_dtype_is_float(dt)) {
     size_t c;
-    float *f = onnx_tensor_floats(t, &c);
-    bool ok = f && c == 1;
-    if (ok) *out = f[0];
-    free(f);
+    float *v = onnx_tensor_floats(t, &c);
+    bool ok = v && c == 1;
+    if (ok) *f = v[0];
+    free(v);
     return ok ? NULL : node_err(I, n, "the value must be one float element");
   }
   void *d = NULL;
   size_t nb = 0;
   RX_RETURN_IF_ERROR(at_node(I, n, onnx_tensor_data(t, I->file, "value", I->base_dir, &d, &nb)));
   bool ok = nb == (size_t)(rx_dtype_bits(dt) + 7) / 8;
-  if (ok && dt == RX_DTYPE_I64) *out = (double)*(const int64_t *)d;
-  if (ok && dt == RX_DTYPE_I32) *out = *(const int32_t *)d;
-  if (ok && dt == RX_DTYPE_I16) *out = *(const int16_t *)d;
-  if (ok && dt == RX_DTYPE_I8) *out = *(const int8_t *)d;
-  if (ok && (dt == RX_DTYPE_U8 || dt == RX_DTYPE_BOOL)) *out = *(const uint8_t *)d;
+  if (ok && (dt == RX_DTYPE_I64 || dt == RX_DTYPE_U64)) memcpy(i, d, sizeof *i);
+  if (ok && dt == RX_DTYPE_U32) *i = *(const uint32_t *)d;
+  if (ok && dt == RX_DTYPE_U16) *i = *(const uint16_t *)d;
+  if (ok && dt == RX_DTYPE_I32) *i = *(const int32_t *)d;
+  if (ok && dt == RX_DTYPE_I16) *i = *(const int16_t *)d;
+  if (ok && dt == RX_DTYPE_I8) *i = *(const int8_t *)d;
+  if (ok && (dt == RX_DTYPE_U8 || dt == RX_DTYPE_BOOL)) *i = *(const uint8_t *)d;
+  *f = (double)*i;
   free(d);
   return ok ? NULL : node_err(I, n, "the value must be one element");
 }
@@ -1435,10 +1440,11 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     const Onnx__AttributeProto *va = onnx_attr(n, "value");
     rx_dtype dt = RX_DTYPE_F32;
     double fill = 0;
+    int64_t ifill = 0;
     if (va && va->t) {
       const Onnx__TensorProto *t = va->t;
       if (!onnx_dtype_of(t->data_type, &dt)) return node_err(I, n, "unsupported value type");
-      RX_RETURN_IF_ERROR(one_value(I, n, t, dt, &fill));
+      RX_RETURN_IF_ERROR(one_value(I, n, t, dt, &fill, &ifill));
     }
     /* a short integer or bool vector stays a shape value (the Expand shapes of PyTorch) */
     int64_t count = 1;
@@ -1447,12 +1453,12 @@ static rx_status do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char 
     if (!rx_dtype_is_float(dt) && shp->slen <= 1 && count >= 0 && count <= SYM_MAX) {
       val out = {.name = n->output[0], .kind = V_SYM, .sndim = shp->slen, .sdt = dt};
       out.slen = (int)count;
-      for (int k = 0; k < out.slen; k++) out.s[k] = rx_sym_const(I->m, (int64_t)fill);
+      for (int k = 0; k < out.slen; k++) out.s[k] = rx_sym_const(I->m, ifill);
       *def(I, n->output[0]) = out;
       return NULL;
     }
     a[0] = rx_arg_shape(I->b, dims, shp->slen);
-    a[1] = rx_arg_float(I->b, fill);
+    a[1] = rx_dtype_is_float(dt) ? rx_arg_float(I->b, fill) : rx_arg_int(I->b, ifill);
     at[0] = rx_attr_dtype(I->m, "dtype", dt);
     RX_RETURN_IF_ERROR(emit(I, n, "full", a, 2, at, 1, &r));
   }
@@ -4154,8 +4160,7 @@ static rx_status do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (mo && mo->kind == V_SYM && mo->slen == 1 && mo->s[0]->kind == RX_EXPR_CONST &&
         mo->s[0]->value > NMS_MAX_OUT) {
       /* torchvision exports max_output_boxes_per_class = INT64_MAX ("no limit"): a class keeps
-       * at most its N boxes, so any bound past N is the same; as a tensor value INT64_MAX went
-       * through full() as 2^63 and came out negative (no boxes) */
+       * at most its N boxes, so any bound past N is the same, and the op counts rows in i32 */
       a[2] = rx_arg_int(I->b, NMS_MAX_OUT);
     } else if (input(n, (size_t)k)) {
       RX_RETURN_IF_ERROR(arg(I, n, input(n, (size_t)k), &a[k]));

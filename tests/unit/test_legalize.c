@@ -11,6 +11,7 @@
  * the result is compared with the fixture outputs: |got - want| <= tol * (1 + |want|), exact
  * for integers and bools, NaN only where NaN is expected. */
 #include "base/npy.h"
+#include "interp/graph_interp.h"
 #include "interp/interp.h"
 #include "ops/legalize.h"
 #include "passes/passes.h"
@@ -546,6 +547,49 @@ static void test_scalar_param(void) {
   if (m) rx_module_free(m);
 }
 
+/* i64 values a double cannot hold keep their exact value: full of each, legalized, run in the
+ * interpreter; a const tensor of them as the interpreter and the host program's weights take
+ * it (rx_ginterp_const_bytes). */
+static void test_int64_exact(void) {
+  static const int64_t want[4] = {INT64_MAX, INT64_MIN, (INT64_C(1) << 53) + 1,
+                                  -(INT64_C(1) << 53) - 1};
+  char err[2048];
+  rx_module *m = legalize_text(
+      "graph_fn f() {\n  a = full([2], 9223372036854775807)\n  b = full([2], "
+      "-9223372036854775808)\n"
+      "  c = full([2], 9007199254740993)\n  d = full([2], -9007199254740993)\n"
+      "  e = const(i64[4], [9223372036854775807, -9223372036854775808, 9007199254740993, "
+      "-9007199254740993])\n  return (a, b, c, d, e)\n}\n",
+      err, sizeof err);
+  CHECK(m, "int64: %s", err);
+  if (!m) return;
+  rx_graph_fn *g = rx_module_graph_fn(m, "f");
+  rx_block *bl = g->body.blocks[0];
+  for (int k = 0; k < 5 && k < bl->nbindings; k++) {
+    const rx_node *v = bl->bindings[k]->value;
+    int64_t got[4] = {0, 0, 0, 0};
+    if (k == 4) {
+      CHECK(v->kind == RX_NODE_CONST, "int64: e is no const");
+      if (v->kind != RX_NODE_CONST) break;
+      rx_ginterp_const_bytes(v, got, 4);
+      for (int i = 0; i < 4; i++)
+        CHECK(got[i] == want[i], "int64 const [%d]: %lld, expected %lld", i, (long long)got[i],
+              (long long)want[i]);
+      break;
+    }
+    CHECK(v->kind == RX_NODE_CALL_TENSOR && v->tfn && v->tfn->nparams == 1,
+          "int64: binding %d is no call_tensor of one parameter", k);
+    if (v->kind != RX_NODE_CALL_TENSOR || !v->tfn || v->tfn->nparams != 1) continue;
+    rx_interp_arg out = {.data = got, .shape = {2}, .ndim = 1, .dtype = RX_DTYPE_I64};
+    rx_status st = rx_interp_run(m, v->tfn, &out, 1, NULL);
+    CHECK(!st, "int64 full %d: %s", k, st ? rx_status_message(st) : "");
+    rx_status_free(st);
+    CHECK(got[0] == want[k] && got[1] == want[k], "int64 full %d: %lld %lld, expected %lld", k,
+          (long long)got[0], (long long)got[1], (long long)want[k]);
+  }
+  rx_module_free(m);
+}
+
 static void test_errors(void) {
   static const struct {
     const char *text, *want;
@@ -732,6 +776,7 @@ int main(int argc, char **argv) {
   test_npy();
   test_reuse();
   test_scalar_param();
+  test_int64_exact();
   test_errors();
   test_all_ops_legalize();
   test_manifest();
