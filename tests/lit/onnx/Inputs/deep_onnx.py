@@ -4,27 +4,11 @@ types:  the graph input's type is sequence(sequence(...(tensor(float))...)), LEV
         (two messages each: TypeProto and TypeProto.Sequence).
 graphs: an If node whose then_branch holds an If node whose then_branch ..., LEVELS graphs
         (three messages each: GraphProto, NodeProto, AttributeProto)."""
+import os
 import sys
 
-
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def ld(field, payload):  # a length-delimited field
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, v):  # a varint field
-    return varint(field << 3) + varint(v)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Inputs"))
+from onnx_wire import ld, vi  # noqa: E402
 
 
 out, kind, levels = sys.argv[1], sys.argv[2], int(sys.argv[3])

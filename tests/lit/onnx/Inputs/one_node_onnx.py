@@ -1,26 +1,10 @@
 """Writes an .onnx model of one node, OP(x) -> y with x, y float[2], at opset OPSET (protobuf
 written by hand, no onnx package needed): one_node_onnx.py OUT OP OPSET."""
+import os
 import sys
 
-
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def ld(field, payload):  # a length-delimited field
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, v):  # a varint field
-    return varint(field << 3) + varint(v)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Inputs"))
+from onnx_wire import ld, model, vi  # noqa: E402
 
 
 def value_info(name):  # ValueInfoProto: name, type = tensor(float)[2]
@@ -32,6 +16,6 @@ def value_info(name):  # ValueInfoProto: name, type = tensor(float)[2]
 out, op, opset = sys.argv[1], sys.argv[2], int(sys.argv[3])
 node = ld(1, b"x") + ld(2, b"y") + ld(3, b"n0") + ld(4, op.encode())
 graph = ld(1, node) + ld(2, b"g") + ld(11, value_info("x")) + ld(12, value_info("y"))
-model = vi(1, 8) + ld(7, graph) + ld(8, ld(1, b"") + vi(2, opset))
+data = model(graph, opset)
 with open(out, "wb") as f:
-    f.write(model)
+    f.write(data)

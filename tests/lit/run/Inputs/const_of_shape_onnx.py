@@ -2,38 +2,14 @@
 (protobuf written by hand, no onnx package needed): const_of_shape_onnx.py OUT DIMS, DIMS the
 constant shape, comma-separated (e.g. 2,3). Outputs y0..y3 int64[DIMS] filled with INT64_MAX,
 INT64_MIN, 2^53 + 1 and -(2^53 + 1), at opset 13."""
-import struct
+import os
 import sys
 
-
-def varint(v):
-    v &= (1 << 64) - 1  # negative int64 fields: two's complement, ten bytes
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Inputs"))
+from onnx_wire import INT64, ld, tensor_i64, model, vi  # noqa: E402
 
 
-def ld(field, payload):  # a length-delimited field
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, v):  # a varint field
-    return varint(field << 3) + varint(v)
-
-
-INT64 = 7
 VALUES = [2**63 - 1, -2**63, 2**53 + 1, -(2**53 + 1)]
-
-
-def tensor_i64(name, dims, values):  # TensorProto: dims, data_type, name, raw_data
-    t = b"".join(vi(1, d) for d in dims) + vi(2, INT64) + ld(8, name.encode())
-    return t + ld(9, b"".join(struct.pack("<q", v) for v in values))
 
 
 def value_info(name, dims):  # ValueInfoProto: name, tensor(int64)[dims]
@@ -50,6 +26,6 @@ for k, v in enumerate(VALUES):  # NodeProto: input, output, name, op_type, attri
 inits = ld(5, tensor_i64("shape", [len(dims)], dims))
 outs = b"".join(ld(12, value_info("y%d" % k, dims)) for k in range(len(VALUES)))
 graph = nodes + ld(2, b"g") + inits + outs
-model = vi(1, 8) + ld(7, graph) + ld(8, ld(1, b"") + vi(2, 13))
+data = model(graph, 13)
 with open(out, "wb") as f:
-    f.write(model)
+    f.write(data)

@@ -7,42 +7,11 @@ onnx package needed): data_index_onnx.py OUT KIND, KIND one of
   range   Range(start, limit, delta: int64 scalars) -> y int64[n]
   rangec  Range(start 0, limit 5, delta 0: constants) -> y int64[n]
 at opset 13."""
-import struct
+import os
 import sys
 
-
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def ld(field, payload):  # a length-delimited field
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
-
-
-def vi(field, v):  # a varint field
-    return varint(field << 3) + varint(v)
-
-
-FLOAT, INT64 = 1, 7
-
-
-def value_info(name, elem, dims):  # ValueInfoProto: name, tensor(elem)[dims]
-    shape = b"".join(ld(1, vi(1, d) if isinstance(d, int) else ld(2, d.encode())) for d in dims)
-    tensor = vi(1, elem) + ld(2, shape)
-    return ld(1, name.encode()) + ld(2, ld(1, tensor))
-
-
-def const_i64(name, dims, values):  # TensorProto initializer: dims, data_type, name, raw_data
-    t = b"".join(vi(1, d) for d in dims) + vi(2, INT64) + ld(8, name.encode())
-    return t + ld(9, b"".join(struct.pack("<q", v) for v in values))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Inputs"))
+from onnx_wire import FLOAT, INT64, ld, tensor_i64, value_info, model, vi  # noqa: E402
 
 
 def attr_int(name, v):  # AttributeProto: name, i, type INT
@@ -62,7 +31,7 @@ if kind in ("gather", "gatherc"):
     if kind == "gather":
         ins.append(value_info("idx", INT64, ["m"]))
     else:
-        inits = ld(5, const_i64("idx", [2], [3, 12]))
+        inits = ld(5, tensor_i64("idx", [2], [3, 12]))
     outs = [value_info("y", FLOAT, ["m" if kind == "gather" else 2, 4])]
 elif kind in ("topk", "topkc"):
     g = node("TopK", ["x", "k"], ["values", "indices"], attr_int("axis", 1))
@@ -70,17 +39,17 @@ elif kind in ("topk", "topkc"):
     if kind == "topk":
         ins.append(value_info("k", INT64, [1]))
     else:
-        inits = ld(5, const_i64("k", [1], [7]))
+        inits = ld(5, tensor_i64("k", [1], [7]))
     outs = [value_info("values", FLOAT, [2, "k"]), value_info("indices", INT64, [2, "k"])]
 else:
     g = node("Range", ["start", "limit", "delta"], ["y"])
     if kind == "range":
         ins = [value_info(n, INT64, []) for n in ("start", "limit", "delta")]
     else:
-        inits = b"".join(ld(5, const_i64(n, [], [v])) for n, v in (("start", 0), ("limit", 5),
+        inits = b"".join(ld(5, tensor_i64(n, [], [v])) for n, v in (("start", 0), ("limit", 5),
                                                                     ("delta", 0)))
     outs = [value_info("y", INT64, ["n"])]
 graph = g + ld(2, b"g") + inits + b"".join(ld(11, i) for i in ins) + b"".join(ld(12, o) for o in outs)
-model = vi(1, 8) + ld(7, graph) + ld(8, ld(1, b"") + vi(2, 13))
+data = model(graph, 13)
 with open(out, "wb") as f:
-    f.write(model)
+    f.write(data)
