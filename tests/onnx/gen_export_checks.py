@@ -3,7 +3,7 @@
 shapes as today's exporters write them, and broken sizes the importer must refuse.
 
 Run from the repository root (packages: tests/onnx/torch_exports/requirements.txt):
-    python3 tests/lit/onnx/Inputs/gen_export_checks.py
+    python3 tests/onnx/gen_export_checks.py
 """
 import os
 
@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "onnx", "Inputs")
 
 
 def save(name, nodes, inputs, outputs, inits=(), opset=17):
