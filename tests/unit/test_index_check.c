@@ -179,10 +179,10 @@ static void run_all(int k, const char *name, ref_fn ref_of, rxk_oneop *p, const 
   int o = out_index(p);
   size_t n = 1;
   for (int d = 0; d < in->arg[o].ndim; d++) n *= (size_t)in->arg[o].shape[d];
-  float ref[64];
+  float ref[64] = {0};
   rxk_buffers got;
   rxk_copy_buffers(in, &got);
-  ref_of(k, p, &got, ref);
+  if (!want) ref_of(k, p, &got, ref); /* out-of-range indices have no reference to read */
   rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
   expect(what, "the interpreter", s ? rx_status_message(s) : NULL, want, got.arg[o].data, ref, n);
   rx_status_free(s);
