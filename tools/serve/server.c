@@ -982,15 +982,18 @@ rx_server_stats rx_server_get_stats(rx_server *s) {
   return st;
 }
 
+/* Sets *flag under the lock, wakes the thread waiting on c and joins it. */
+static void end_thread(rx_server *s, bool *flag, pthread_cond_t *c, pthread_t t) {
+  pthread_mutex_lock(&s->lock);
+  *flag = true;
+  pthread_cond_signal(c);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(t, NULL);
+}
+
 void rx_server_stop(rx_server *s) {
   if (!s) return;
-  if (s->thread_started) {
-    pthread_mutex_lock(&s->lock);
-    s->stopping = true;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-  }
+  if (s->thread_started) end_thread(s, &s->stopping, &s->work, s->thread);
   /* the jobs have ended ("the server is stopping"): their connections, resumed, may send that
    * before the daemon closes them */
   for (int i = 0; s->d && i < STOP_GRACE_MS / 10; i++) {
@@ -1002,13 +1005,7 @@ void rx_server_stop(rx_server *s) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
   }
   if (s->d) MHD_stop_daemon(s->d);
-  if (s->watchdog_started) {
-    pthread_mutex_lock(&s->lock);
-    s->watchdog_stop = true;
-    pthread_cond_signal(&s->tick);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->watchdog, NULL);
-  }
+  if (s->watchdog_started) end_thread(s, &s->watchdog_stop, &s->tick, s->watchdog);
   rx_llm_batcher_free(s->b);
   pthread_cond_destroy(&s->tick);
   pthread_cond_destroy(&s->work);
