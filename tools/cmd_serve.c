@@ -23,10 +23,6 @@ typedef struct serve_cli {
   bool deadline_given;
 } serve_cli;
 
-static int number(const rx_cli_args *it, long long lo, long long hi, long long *out) {
-  return rx_cli_int_option(it, lo, hi, out); /* strict: "8.5", " 8" and "8k" are refused */
-}
-
 static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g) {
   g->host = "127.0.0.1";
   g->port = 8000;
@@ -47,27 +43,27 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
     } else if (!strcmp(f, "--model-name")) {
       g->name = it.value;
     } else if (!strcmp(f, "--port")) {
-      rc = number(&it, 0, 65535, &g->port);
+      rc = rx_cli_int_option(&it, 0, 65535, &g->port);
     } else if (!strcmp(f, "--max-batch")) {
-      rc = number(&it, 1, 1024, &g->max_batch);
+      rc = rx_cli_int_option(&it, 1, 1024, &g->max_batch);
       g->max_batch_given = true;
     } else if (!strcmp(f, "--idle-timeout")) {
-      rc = number(&it, 1, 86400, &g->idle_s);
+      rc = rx_cli_int_option(&it, 1, 86400, &g->idle_s);
     } else if (!strcmp(f, "--read-timeout")) {
-      rc = number(&it, 1, 86400, &g->read_s);
+      rc = rx_cli_int_option(&it, 1, 86400, &g->read_s);
     } else if (!strcmp(f, "--request-timeout")) {
-      rc = number(&it, 0, 7 * 86400, &g->deadline_s);
+      rc = rx_cli_int_option(&it, 0, 7 * 86400, &g->deadline_s);
       g->deadline_given = true;
     } else if (!strcmp(f, "--max-connections")) {
-      rc = number(&it, 1, 1 << 20, &g->max_conns);
+      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->max_conns);
     } else if (!strcmp(f, "--max-connections-per-ip")) {
-      rc = number(&it, 1, 1 << 20, &g->per_ip);
+      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->per_ip);
     } else if (!strcmp(f, "--max-queue")) {
-      rc = number(&it, 1, 1 << 20, &g->max_queue);
+      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->max_queue);
     } else if (!strcmp(f, "--kv-capacity")) {
-      rc = number(&it, 16, 1 << 30, &g->kv_capacity);
+      rc = rx_cli_int_option(&it, 16, 1 << 30, &g->kv_capacity);
     } else if (!strcmp(f, "--max-seq-len")) {
-      rc = number(&it, 1, 1 << 30, &g->max_seq_len);
+      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else {
       return rx_cli_unhandled(&it);
     }
