@@ -1,6 +1,7 @@
 /* The public C API (include/relaxc/compiler.h): module entry points, symbolic expressions,
  * struct info, attributes, and the graph-function and tensor-program builders. The handles of
- * the public header are the internal structs of ir/ir.h. */
+ * the public header are the internal structs of ir/ir.h. The entry points that need the op
+ * library (rx_module_new, rx_module_check, rx_emit_op) are on the ops floor: ops/emit.c. */
 #include "relaxc/compiler.h"
 
 #include "ir.h"
@@ -29,7 +30,7 @@ int rx_diag_warning_count(const rx_diag *d) { return d->warnings; }
 
 /* An RX_ERR_INVALID status carrying the rendered diagnostics of local (copied into user
  * when given). */
-static rx_status finish_diag(rx_diag *local, rx_diag *user, bool ok) {
+rx_status ir_diag_status(rx_diag *local, rx_diag *user, bool ok) {
   if (user) {
     rx_strbuf_append(&user->text, rx_diag_text(local));
     user->errors += local->errors;
@@ -51,14 +52,7 @@ rx_status rx_module_parse(rx_module *m, const char *name, const char *text, size
   rx_diag local;
   rx_diag_init(&local);
   bool ok = rx_parse_module(m, name ? name : "<input>", text ? text : "", text ? len : 0, &local);
-  return finish_diag(&local, diag, ok);
-}
-
-rx_status rx_module_check(rx_module *m, rx_diag *diag) {
-  rx_diag local;
-  rx_diag_init(&local);
-  bool ok = rx_module_normalize(m, &local) && rx_module_verify(m, &local);
-  return finish_diag(&local, diag, ok);
+  return ir_diag_status(&local, diag, ok);
 }
 
 char *rx_module_to_text(const rx_module *m) {
@@ -185,6 +179,9 @@ void rx_builder_free(rx_builder *b) {
   rx_analyzer_free(b->an);
   free(b);
 }
+
+rx_module *ir_builder_module(const rx_builder *b) { return b->m; }
+rx_analyzer *ir_builder_analyzer(const rx_builder *b) { return b->an; }
 
 static bool name_taken(rx_builder *b, const char *interned) {
   return rx_ptrmap_get(&b->names, interned) >= 0;
@@ -348,7 +345,7 @@ rx_node *rx_arg_prim(rx_builder *b, rx_dtype dtype, const rx_expr *value) {
 }
 
 /* Arguments must be present, carry struct info, and use only this function's variables. */
-static rx_status check_args(rx_builder *b, const char *what, rx_node *const *args, int n) {
+rx_status ir_builder_check_args(rx_builder *b, const char *what, rx_node *const *args, int n) {
   if (n < 0 || (n > 0 && !args))
     return rx_status_make(RX_ERR_INVALID, "in '%s': %s: bad argument array", b->name, what);
   for (int i = 0; i < n; i++) {
@@ -365,8 +362,8 @@ static rx_status check_args(rx_builder *b, const char *what, rx_node *const *arg
 }
 
 /* Appends `name = value` with struct info sinfo. */
-static rx_var *bind(rx_builder *b, const char *name, rx_node *value, const rx_sinfo *sinfo,
-                    const rx_sinfo *cast) {
+rx_var *ir_builder_bind(rx_builder *b, const char *name, rx_node *value, const rx_sinfo *sinfo,
+                        const rx_sinfo *cast) {
   rx_var *v = rx_var_new(b->m, name, sinfo, noloc);
   rx_binding *bd = rx_module_alloc(b->m, sizeof *bd);
   bd->var = v;
@@ -378,106 +375,18 @@ static rx_var *bind(rx_builder *b, const char *name, rx_node *value, const rx_si
   return v;
 }
 
-static rx_status pick_name(rx_builder *b, const char *name, const char *hint, const char **out) {
+rx_status ir_builder_pick_name(rx_builder *b, const char *name, const char *hint,
+                               const char **out) {
   if (name) return check_name(b, name, out);
   *out = fresh_name(b, hint);
   return NULL;
 }
 
-/* Copies the attributes into the op's schema order, checking names, kinds and required ones. */
-static rx_status order_attrs(rx_builder *b, const rx_op *op, const rx_attr *const *attrs,
-                             int nattrs, rx_attr **out, int *out_n) {
-  *out = NULL;
-  *out_n = 0;
-  if (nattrs < 0 || (nattrs > 0 && !attrs))
-    return rx_status_make(RX_ERR_INVALID, "%s: bad attribute array", rx_op_name(op));
-  for (int i = 0; i < nattrs; i++) {
-    if (!attrs[i])
-      return rx_status_make(RX_ERR_INVALID, "%s: attribute %d is missing", rx_op_name(op), i);
-    int k = 0;
-    while (k < rx_op_nattrs(op) && strcmp(rx_op_attr(op, k)->name, attrs[i]->name) != 0) k++;
-    if (k == rx_op_nattrs(op)) {
-      rx_strbuf names = {0};
-      for (int j = 0; j < rx_op_nattrs(op); j++)
-        rx_strbuf_printf(&names, "%s%s", j ? ", " : "", rx_op_attr(op, j)->name);
-      rx_status st = rx_status_make(
-          RX_ERR_INVALID, "%s has no attribute '%s' (expected %s%s)", rx_op_name(op),
-          attrs[i]->name, rx_op_nattrs(op) ? "one of: " : "none", names.data ? names.data : "");
-      rx_strbuf_free(&names);
-      return st;
-    }
-    if (attrs[i]->kind != rx_op_attr(op, k)->kind)
-      return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' has the wrong kind", rx_op_name(op),
-                            attrs[i]->name);
-    for (int j = 0; j < i; j++)
-      if (attrs[j]->name == attrs[i]->name)
-        return rx_status_make(RX_ERR_INVALID, "%s: attribute '%s' given twice", rx_op_name(op),
-                              attrs[i]->name);
-  }
-  rx_attr *arr = nattrs ? rx_module_alloc(b->m, sizeof *arr * (size_t)nattrs) : NULL;
-  int n = 0;
-  for (int k = 0; k < rx_op_nattrs(op); k++) {
-    bool found = false;
-    for (int i = 0; i < nattrs; i++)
-      if (strcmp(rx_op_attr(op, k)->name, attrs[i]->name) == 0) {
-        arr[n++] = *attrs[i];
-        found = true;
-      }
-    if (!found && rx_op_attr(op, k)->required)
-      return rx_status_make(RX_ERR_INVALID, "%s: missing required attribute '%s'", rx_op_name(op),
-                            rx_op_attr(op, k)->name);
-  }
-  *out = arr;
-  *out_n = n;
-  return NULL;
-}
-
-static rx_node *call_node(rx_builder *b, rx_node_kind kind, rx_node *const *args, int nargs) {
+rx_node *ir_builder_call_node(rx_builder *b, rx_node_kind kind, rx_node *const *args, int nargs) {
   rx_node *n = rx_node_new(b->m, kind, noloc);
   n->args = rx_arena_dup(&b->m->arena, args, sizeof *args * (size_t)nargs);
   n->nargs = nargs;
   return n;
-}
-
-rx_status rx_emit_op(rx_builder *b, const char *op_name, rx_node *const *args, int nargs,
-                     const rx_attr *const *attrs, int nattrs, const char *name, rx_var **out_var) {
-  if (out_var) *out_var = NULL;
-  const rx_op *op = op_name ? rx_op_lookup(op_name, strlen(op_name)) : NULL;
-  if (!op) return rx_status_make(RX_ERR_INVALID, "unknown op '%s'", op_name ? op_name : "");
-  RX_RETURN_IF_ERROR(check_args(b, rx_op_name(op), args, nargs));
-  if (nargs < rx_op_min_args(op) || (rx_op_max_args(op) >= 0 && nargs > rx_op_max_args(op))) {
-    if (rx_op_min_args(op) == rx_op_max_args(op))
-      return rx_status_make(RX_ERR_INVALID, "%s takes %d argument%s, got %d", rx_op_name(op),
-                            rx_op_min_args(op), rx_op_min_args(op) == 1 ? "" : "s", nargs);
-    return rx_status_make(RX_ERR_INVALID, "%s takes %d to %d arguments, got %d", rx_op_name(op),
-                          rx_op_min_args(op), rx_op_max_args(op), nargs);
-  }
-  const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, rx_op_name(op), &vname));
-  rx_node *call = call_node(b, RX_NODE_CALL, args, nargs);
-  call->op = op;
-  RX_RETURN_IF_ERROR(order_attrs(b, op, attrs, nattrs, &call->attrs, &call->nattrs));
-
-  rx_diag diag;
-  rx_diag_init(&diag);
-  const rx_sinfo *s = rx_op_deduce_call(b->m, b->an, &diag, noloc, call);
-  if (!s || diag.errors) {
-    const char *t = rx_diag_text(&diag);
-    if (strncmp(t, "error: ", 7) == 0) t += 7;
-    size_t n = strlen(t);
-    while (n && t[n - 1] == '\n') n--;
-    size_t on = strlen(rx_op_name(op));
-    bool named = strncmp(t, rx_op_name(op), on) == 0 && (t[on] == ' ' || t[on] == ':');
-    rx_status st = rx_status_make(RX_ERR_INVALID, "%s%s%.*s", named ? "" : rx_op_name(op),
-                                  named ? "" : ": ", (int)n, n ? t : "cannot deduce the result");
-    rx_diag_free(&diag);
-    return st;
-  }
-  rx_diag_free(&diag);
-  call->sinfo = s;
-  rx_var *v = bind(b, vname, call, s, NULL);
-  if (out_var) *out_var = v;
-  return NULL;
 }
 
 /* out= must be a tensor or a tuple of tensors; returns how many. */
@@ -530,20 +439,20 @@ rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *a
   if (!tfn)
     return rx_status_make(RX_ERR_NOT_FOUND, "call_tensor: no tensor program '%s' in the module",
                           prog ? prog : "");
-  RX_RETURN_IF_ERROR(check_args(b, tfn->name, args, nargs));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, tfn->name, args, nargs));
   if (ndims < 0 || (ndims > 0 && !dims))
     return rx_status_make(RX_ERR_INVALID, "call_tensor: bad dims array");
   RX_RETURN_IF_ERROR(check_dps(tfn->name, tfn->params, tfn->nparams, nargs, out, ndims, false));
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, tfn->name, &vname));
-  rx_node *call = call_node(b, RX_NODE_CALL_TENSOR, args, nargs);
+  RX_RETURN_IF_ERROR(ir_builder_pick_name(b, name, tfn->name, &vname));
+  rx_node *call = ir_builder_call_node(b, RX_NODE_CALL_TENSOR, args, nargs);
   call->callee = tfn->name;
   call->tfn = tfn;
   call->out = out;
   call->extra_dims = rx_arena_dup(&b->m->arena, dims, sizeof *dims * (size_t)ndims);
   call->nextra = ndims;
   call->sinfo = out;
-  rx_var *v = bind(b, vname, call, out, NULL);
+  rx_var *v = ir_builder_bind(b, vname, call, out, NULL);
   if (out_var) *out_var = v;
   return NULL;
 }
@@ -557,7 +466,7 @@ rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *
                           "call_tensor(%s, ..., inplace=...) inside a dataflow block: it writes "
                           "its arguments in place",
                           prog ? prog : "");
-  RX_RETURN_IF_ERROR(check_args(b, prog ? prog : "call_tensor", &inplace, 1));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, prog ? prog : "call_tensor", &inplace, 1));
   const rx_sinfo *out = inplace->sinfo;
   if (!out || out_count(out) < 0)
     return rx_status_make(RX_ERR_INVALID,
@@ -574,11 +483,11 @@ static rx_status bind_call(rx_builder *b, rx_node_kind kind, const char *callee,
                            rx_node *const *args, int nargs, const rx_sinfo *out, const char *name,
                            rx_node **out_call, rx_var **out_var) {
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, callee, &vname));
-  rx_node *call = call_node(b, kind, args, nargs);
+  RX_RETURN_IF_ERROR(ir_builder_pick_name(b, name, callee, &vname));
+  rx_node *call = ir_builder_call_node(b, kind, args, nargs);
   call->callee = callee;
   call->sinfo = out;
-  rx_var *v = bind(b, vname, call, out, NULL);
+  rx_var *v = ir_builder_bind(b, vname, call, out, NULL);
   if (out_var) *out_var = v;
   *out_call = call;
   return NULL;
@@ -591,7 +500,7 @@ rx_status rx_emit_call_extern(rx_builder *b, const char *ext_name, rx_node *cons
   if (!ext)
     return rx_status_make(RX_ERR_NOT_FOUND, "call_extern: no extern_fn '%s' in the module",
                           ext_name ? ext_name : "");
-  RX_RETURN_IF_ERROR(check_args(b, ext->name, args, nargs));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, ext->name, args, nargs));
   if (!out) out = ext->ret;
   RX_RETURN_IF_ERROR(
       check_dps(ext->name, ext->params, ext->nparams, nargs, out, -1, ext->ret != NULL));
@@ -612,7 +521,7 @@ rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args
   rx_graph_fn *g = fn ? rx_module_graph_fn(b->m, fn) : NULL;
   if (!g)
     return rx_status_make(RX_ERR_NOT_FOUND, "call: no graph_fn '%s' in the module", fn ? fn : "");
-  RX_RETURN_IF_ERROR(check_args(b, g->name, args, nargs));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, g->name, args, nargs));
   if (nargs != g->nparams)
     return rx_status_make(RX_ERR_INVALID, "%s expects %d arguments, got %d", g->name, g->nparams,
                           nargs);
@@ -630,13 +539,13 @@ rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args
 rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
                              const char *name, rx_var **out_var) {
   if (out_var) *out_var = NULL;
-  RX_RETURN_IF_ERROR(check_args(b, "match_cast", &value, 1));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, "match_cast", &value, 1));
   if (!target)
     return rx_status_make(RX_ERR_INVALID, "match_cast: a target struct info is required");
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, "cast", &vname));
+  RX_RETURN_IF_ERROR(ir_builder_pick_name(b, name, "cast", &vname));
   define_syms(b, target);
-  rx_var *v = bind(b, vname, value, target, target);
+  rx_var *v = ir_builder_bind(b, vname, value, target, target);
   if (out_var) *out_var = v;
   return NULL;
 }
@@ -644,14 +553,14 @@ rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *targ
 rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char *name,
                         rx_var **out_var) {
   if (out_var) *out_var = NULL;
-  RX_RETURN_IF_ERROR(check_args(b, "tuple", fields, n));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, "tuple", fields, n));
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, "tuple", &vname));
-  rx_node *t = call_node(b, RX_NODE_TUPLE, fields, n);
+  RX_RETURN_IF_ERROR(ir_builder_pick_name(b, name, "tuple", &vname));
+  rx_node *t = ir_builder_call_node(b, RX_NODE_TUPLE, fields, n);
   const rx_sinfo **fs = rx_module_alloc(b->m, sizeof *fs * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) fs[i] = fields[i]->sinfo;
   t->sinfo = rx_sinfo_tuple(b->m, fs, n);
-  rx_var *v = bind(b, vname, t, t->sinfo, NULL);
+  rx_var *v = ir_builder_bind(b, vname, t, t->sinfo, NULL);
   if (out_var) *out_var = v;
   return NULL;
 }
@@ -659,7 +568,7 @@ rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char
 rx_status rx_emit_get_item(rx_builder *b, rx_node *tuple, int index, const char *name,
                            rx_var **out_var) {
   if (out_var) *out_var = NULL;
-  RX_RETURN_IF_ERROR(check_args(b, "tuple item", &tuple, 1));
+  RX_RETURN_IF_ERROR(ir_builder_check_args(b, "tuple item", &tuple, 1));
   const rx_sinfo *s = tuple->sinfo;
   if (s->kind != RX_SINFO_TUPLE) {
     char *t = rx_sinfo_to_string(s);
@@ -671,11 +580,11 @@ rx_status rx_emit_get_item(rx_builder *b, rx_node *tuple, int index, const char 
     return rx_status_make(RX_ERR_INVALID, "tuple index %d out of range (the tuple has %d fields)",
                           index, s->nfields);
   const char *vname;
-  RX_RETURN_IF_ERROR(pick_name(b, name, "item", &vname));
-  rx_node *g = call_node(b, RX_NODE_GET_ITEM, &tuple, 1);
+  RX_RETURN_IF_ERROR(ir_builder_pick_name(b, name, "item", &vname));
+  rx_node *g = ir_builder_call_node(b, RX_NODE_GET_ITEM, &tuple, 1);
   g->index = index;
   g->sinfo = s->fields[index];
-  rx_var *v = bind(b, vname, g, g->sinfo, NULL);
+  rx_var *v = ir_builder_bind(b, vname, g, g->sinfo, NULL);
   if (out_var) *out_var = v;
   return NULL;
 }
@@ -693,7 +602,7 @@ rx_status rx_builder_finish(rx_builder *b, rx_node *result, rx_graph_fn **out_fn
            rx_module_extern_fn(b->m, b->name))
     st = rx_status_make(RX_ERR_INVALID, "'%s' is already defined in the module", b->name);
   else
-    st = check_args(b, "result", &result, 1);
+    st = ir_builder_check_args(b, "result", &result, 1);
   if (st) {
     rx_builder_free(b);
     return st;

@@ -116,30 +116,30 @@ typedef struct rx_attr_schema {
 } rx_attr_schema;
 
 /* ------------------------------------------------------------------------------------------
- * the op registry: what the parser, the printer and the builder know of an operator. ir/
- * declares this interface and ops/registry.c implements it from ops/ops.def, so ir/ (floor 3)
- * never includes ops/ (floor 4).
+ * the op registry: what the parser, the printer and the verifier know of an operator. ir/
+ * (floor 3) never calls into ops/ (floor 4): each module holds the registry as a table of
+ * functions (rx_module.ops), which ops/registry.c fills from ops/ops.def and rx_module_new
+ * (ops/emit.c) gives every module it makes. scripts/check-house.py link checks that no ir/
+ * file uses a symbol of ops/.
  * ------------------------------------------------------------------------------------------ */
 typedef struct rx_node rx_node;
 /* An operator, as ir/ sees it: an opaque descriptor (struct rx_op is defined in ops/ops.h, the
- * one op table), found by name and read through this interface. */
+ * one op table), found by name and read through the registry. */
 typedef struct rx_op rx_op;
-/* The op named name[0..len), or NULL when there is none. */
-const rx_op *rx_op_lookup(const char *name, size_t len);
-const char *rx_op_name(const rx_op *op);
-/* Positional (non-attribute) arguments: at least min, at most max (-1: variadic). */
-int rx_op_min_args(const rx_op *op);
-int rx_op_max_args(const rx_op *op);
-/* Its attributes, in positional order: rx_op_attr(op, i) for 0 <= i < rx_op_nattrs(op). */
-int rx_op_nattrs(const rx_op *op);
-const rx_attr_schema *rx_op_attr(const rx_op *op, int i);
-/* The argument the op writes in place (kv_append: 0, the KV pages), or -1: such a call changes a
- * value and so is impure (never inside dataflow, never removed). */
-int rx_op_inplace_arg(const rx_op *op);
-/* The struct info of a call of the op (its arguments already carry theirs), deduced with the
- * facts of an; NULL after reporting an error to diag at loc. */
-const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
-                                  const rx_node *call);
+typedef struct ir_op_registry {
+  /* The op named name[0..len), or NULL when there is none. */
+  const rx_op *(*lookup)(const char *name, size_t len);
+  const char *(*name)(const rx_op *op);
+  /* Positional (non-attribute) arguments: at least min, at most max (-1: variadic). */
+  int (*min_args)(const rx_op *op);
+  int (*max_args)(const rx_op *op);
+  /* Its attributes, in positional order: attr(op, i) for 0 <= i < nattrs(op). */
+  int (*nattrs)(const rx_op *op);
+  const rx_attr_schema *(*attr)(const rx_op *op, int i);
+  /* The argument the op writes in place (kv_append: 0, the KV pages), or -1: such a call
+   * changes a value and so is impure (never inside dataflow, never removed). */
+  int (*inplace_arg)(const rx_op *op);
+} ir_op_registry;
 
 /* ------------------------------------------------------------------------------------------
  * graph functions
@@ -697,8 +697,17 @@ struct rx_module {
   rx_ptrmap item_index[3];
   size_t item_indexed;
   const void *item_last; /* items[item_indexed - 1].fn when indexed */
+  /* The ops its text and its calls may name (see ir_op_registry above); NULL: a module made by
+   * ir_module_new without one, whose parser reports any op call as an error. */
+  const ir_op_registry *ops;
 };
 
+/* A module whose op calls are looked up in ops (NULL: none may be named). ir/ makes no module
+ * itself: the public rx_module_new (ops/emit.c, on the ops floor) makes every module, with the
+ * op library's registry. */
+rx_module *ir_module_new(const ir_op_registry *ops);
+/* = ir_module_new(the registry of ops/ops.def); defined in ops/emit.c, declared here as in
+ * relaxc/compiler.h for the users of the module (ir/ itself never calls it). */
 rx_module *rx_module_new(void);
 void rx_module_free(rx_module *m);
 const char *rx_module_intern(rx_module *m, const char *s, size_t n);
@@ -744,6 +753,29 @@ rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc
 typedef RX_VEC(const rx_var *) rx_varvec;
 void rx_node_uses(const rx_node *n, rx_varvec *out);
 
+/* ---- the graph builder (the public rx_builder of relaxc/compiler.h, ir/builder.c): the steps
+ * rx_emit_op (ops/emit.c, on the ops floor: it deduces with the op library) shares with the
+ * other emitters ---- */
+typedef struct rx_builder rx_builder;
+rx_module *ir_builder_module(const rx_builder *b);
+rx_analyzer *ir_builder_analyzer(const rx_builder *b); /* the facts of the function so far */
+/* Arguments must be present, carry struct info, and use only this function's variables;
+ * messages start "in 'FN': WHAT: ". */
+rx_status ir_builder_check_args(rx_builder *b, const char *what, rx_node *const *args, int n);
+/* name (checked: given, not a keyword, not taken), or a fresh name from hint when name is NULL,
+ * interned into *out. */
+rx_status ir_builder_pick_name(rx_builder *b, const char *name, const char *hint, const char **out);
+/* A node of kind with a copy of args in the arena. */
+rx_node *ir_builder_call_node(rx_builder *b, rx_node_kind kind, rx_node *const *args, int nargs);
+/* Appends `name = value` (name from ir_builder_pick_name) with struct info sinfo to the open
+ * block; cast: a match_cast's target, or NULL. */
+rx_var *ir_builder_bind(rx_builder *b, const char *name, rx_node *value, const rx_sinfo *sinfo,
+                        const rx_sinfo *cast);
+/* The end of a public entry point that reported to a local rx_diag: copies its text and counts
+ * into user (when given) and frees it; NULL when ok and no error was reported, else an
+ * RX_ERR_INVALID status carrying the rendered diagnostics. */
+rx_status ir_diag_status(rx_diag *local, rx_diag *user, bool ok);
+
 /* ---- tensor-program expression constructors: type-check loosely, fold integer subtrees into
  * RX_TX_SYM. They never fail; the verifier reports type errors. ---- */
 rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc);
@@ -780,8 +812,8 @@ bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t le
 /* Forward shape deduction over every graph function (struct info of every node, binding and
  * function result), checks of annotations, call_tensor/call_extern arguments against the callee
  * parameters, and match_cast. Reports errors (and fallback warnings) to diag; returns false
- * on any error. Implemented in ops/normalize.c with the op deductions (ir/ declares it so every
- * user of the module reaches it). */
+ * on any error. Implemented in ops/normalize.c with the op deductions; declared here so every
+ * user of the module reaches it (ir/ itself never calls it: it is on the floor above). */
 bool rx_module_normalize(rx_module *m, rx_diag *diag);
 
 /* Structural checks (ir/verify.c): names defined before use, symbolic variables defined by a

@@ -141,10 +141,11 @@ int rx_binop_precedence(rx_binop op) { return binops[op].prec; }
 
 /* ---- module ---- */
 
-rx_module *rx_module_new(void) {
+rx_module *ir_module_new(const ir_op_registry *ops) {
   rx_module *m = rx_calloc(1, sizeof *m);
   rx_arena_init(&m->arena);
   m->ctx = rx_expr_ctx_new();
+  m->ops = ops;
   return m;
 }
 

@@ -671,10 +671,11 @@ static void attr_value(P *p, rx_attr *a) {
 }
 
 static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
+  const ir_op_registry *ops = p->m->ops;
   rx_node *n = rx_node_new(p->m, RX_NODE_CALL, name->loc);
   n->op = op;
   AVEC(rx_node *) args = {0};
-  rx_attr **slot = rx_module_alloc(p->m, sizeof *slot * (size_t)(rx_op_nattrs(op) + 1));
+  rx_attr **slot = rx_module_alloc(p->m, sizeof *slot * (size_t)(ops->nattrs(op) + 1));
   int npos = 0;
   bool named = false;
   if (!accept(p, RX_TOK_RPAREN)) {
@@ -682,34 +683,34 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
       int idx = -1;
       rx_tok *at = cur(p);
       if (at_named(p)) {
-        for (int k = 0; k < rx_op_nattrs(op); k++)
-          if (tok_is_kw(at, rx_op_attr(op, k)->name)) idx = k;
+        for (int k = 0; k < ops->nattrs(op); k++)
+          if (tok_is_kw(at, ops->attr(op, k)->name)) idx = k;
         if (idx < 0)
-          fail_at(p, at->loc, "operator '%s' has no attribute %s", rx_op_name(op),
+          fail_at(p, at->loc, "operator '%s' has no attribute %s", ops->name(op),
                   rx_tok_describe(p->m, at));
-        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", rx_op_attr(op, idx)->name);
+        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", ops->attr(op, idx)->name);
         next(p);
         next(p);
         named = true;
       } else if (named) {
         fail_at(p, at->loc, "positional argument after a named attribute");
-      } else if (rx_op_max_args(op) < 0 || npos < rx_op_max_args(op)) {
+      } else if (ops->max_args(op) < 0 || npos < ops->max_args(op)) {
         APUSH(p, &args, gexpr(p));
         npos++;
       } else {
-        idx = npos - rx_op_max_args(op);
-        if (idx >= rx_op_nattrs(op))
-          fail_at(p, at->loc, "operator '%s' takes at most %d argument%s%s", rx_op_name(op),
-                  rx_op_max_args(op), rx_op_max_args(op) == 1 ? "" : "s",
-                  rx_op_nattrs(op) ? " and its attributes" : "");
-        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", rx_op_attr(op, idx)->name);
+        idx = npos - ops->max_args(op);
+        if (idx >= ops->nattrs(op))
+          fail_at(p, at->loc, "operator '%s' takes at most %d argument%s%s", ops->name(op),
+                  ops->max_args(op), ops->max_args(op) == 1 ? "" : "s",
+                  ops->nattrs(op) ? " and its attributes" : "");
+        if (slot[idx]) fail_at(p, at->loc, "attribute '%s' given twice", ops->attr(op, idx)->name);
         npos++;
       }
       if (idx >= 0) {
         rx_attr *a = rx_module_alloc(p->m, sizeof *a);
         a->name =
-            rx_module_intern(p->m, rx_op_attr(op, idx)->name, strlen(rx_op_attr(op, idx)->name));
-        a->kind = rx_op_attr(op, idx)->kind;
+            rx_module_intern(p->m, ops->attr(op, idx)->name, strlen(ops->attr(op, idx)->name));
+        a->kind = ops->attr(op, idx)->kind;
         a->loc = cur(p)->loc;
         attr_value(p, a);
         slot[idx] = a;
@@ -717,18 +718,18 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
       if (arg_sep(p)) break;
     }
   }
-  if (args.n < rx_op_min_args(op))
-    fail_at(p, name->loc, "operator '%s' expects at least %d argument%s, found %d", rx_op_name(op),
-            rx_op_min_args(op), rx_op_min_args(op) == 1 ? "" : "s", args.n);
+  if (args.n < ops->min_args(op))
+    fail_at(p, name->loc, "operator '%s' expects at least %d argument%s, found %d", ops->name(op),
+            ops->min_args(op), ops->min_args(op) == 1 ? "" : "s", args.n);
   n->args = args.d;
   n->nargs = args.n;
-  n->attrs = rx_module_alloc(p->m, sizeof *n->attrs * (size_t)(rx_op_nattrs(op) + 1));
-  for (int k = 0; k < rx_op_nattrs(op); k++) {
+  n->attrs = rx_module_alloc(p->m, sizeof *n->attrs * (size_t)(ops->nattrs(op) + 1));
+  for (int k = 0; k < ops->nattrs(op); k++) {
     if (slot[k])
       n->attrs[n->nattrs++] = *slot[k];
-    else if (rx_op_attr(op, k)->required)
-      fail_at(p, name->loc, "operator '%s' requires attribute '%s'", rx_op_name(op),
-              rx_op_attr(op, k)->name);
+    else if (ops->attr(op, k)->required)
+      fail_at(p, name->loc, "operator '%s' requires attribute '%s'", ops->name(op),
+              ops->attr(op, k)->name);
   }
   return n;
 }
@@ -929,7 +930,10 @@ static rx_node *gprimary(P *p) {
       APUSH(p, &p->unresolved, n);
       return n;
     }
-    const rx_op *op = rx_op_lookup(name, strlen(name));
+    if (!m->ops)
+      fail_at(p, loc, "operator '%s' in a module that knows no ops (made without an op registry)",
+              name);
+    const rx_op *op = m->ops->lookup(name, strlen(name));
     if (!op) fail_at(p, loc, "unknown operator '%s'", name);
     return op_call(p, op, t);
   }

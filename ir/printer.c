@@ -10,7 +10,8 @@
 typedef struct W {
   rx_strbuf *o;
   rx_expr_ctx *ctx;
-  int ind; /* indentation level, 2 spaces each */
+  const ir_op_registry *ops; /* the module's: the names of its ops */
+  int ind;                   /* indentation level, 2 spaces each */
 } W;
 
 static void indent(W *w) {
@@ -479,7 +480,8 @@ static void pnode(W *w, const rx_node *n) {
     rx_strbuf_printf(o, ".%d", n->index);
     return;
   case RX_NODE_CALL:
-    rx_strbuf_printf(o, "%s(", rx_op_name(n->op));
+    /* a module without a registry has no op calls (its parser refuses them): "?" if one does */
+    rx_strbuf_printf(o, "%s(", w->ops ? w->ops->name(n->op) : "?");
     pargs(w, n->args, n->nargs, true);
     for (int i = 0; i < n->nattrs; i++) {
       if (i || n->nargs) rx_strbuf_append(o, ", ");
@@ -629,7 +631,7 @@ static void pgraph(W *w, const rx_graph_fn *f) {
 }
 
 void rx_module_print(rx_strbuf *out, const rx_module *m) {
-  W w = {.o = out, .ctx = m->ctx};
+  W w = {.o = out, .ctx = m->ctx, .ops = m->ops};
   for (size_t i = 0; i < m->items.len; i++) {
     const rx_item *it = &m->items.data[i];
     if (i) rx_strbuf_putc(out, '\n');

@@ -227,7 +227,8 @@ static bool node_impure(vctx *v, const rx_node *n) {
   if (!n) return false;
   if (n->kind == RX_NODE_CALL_EXTERN && n->ext && n->ext->impure) return true;
   if (n->kind == RX_NODE_CALL_TENSOR && n->inplace) return true;
-  if (n->kind == RX_NODE_CALL && n->op && rx_op_inplace_arg(n->op) >= 0) return true;
+  if (n->kind == RX_NODE_CALL && n->op && v->m->ops && v->m->ops->inplace_arg(n->op) >= 0)
+    return true;
   if (n->kind == RX_NODE_CALL_GRAPH && n->gfn && gfn_impure(v, n->gfn)) return true;
   if (n->kind == RX_NODE_IF)
     return node_impure(v, n->cond) || seq_impure(v, n->then_seq) || seq_impure(v, n->else_seq);
@@ -375,9 +376,11 @@ static void check_node(vctx *v, const rx_node *n, bool df) {
   case RX_NODE_CALL:
     if (!n->op)
       err(v, n->loc, "call of an unknown op");
-    else if (df && rx_op_inplace_arg(n->op) >= 0)
+    else if (!v->m->ops)
+      err(v, n->loc, "call of an op in a module that knows no ops (made without an op registry)");
+    else if (df && v->m->ops->inplace_arg(n->op) >= 0)
       err(v, n->loc, "%s writes its argument %d in place: move it out of `dataflow { }`",
-          rx_op_name(n->op), rx_op_inplace_arg(n->op) + 1);
+          v->m->ops->name(n->op), v->m->ops->inplace_arg(n->op) + 1);
     return;
   case RX_NODE_CALL_TENSOR: {
     const char *name = n->callee ? n->callee : "?";

@@ -41,6 +41,26 @@ struct rx_op {
   rx_pattern pattern; /* its pattern kind (ops.def) */
 };
 
+/* ---- the registry (ops/registry.c) ---- */
+/* The table of functions below, which every module holds (rx_module.ops: ir/ reads ops only
+ * through it; rx_module_new sets it). */
+extern const ir_op_registry ops_registry;
+/* The op named name[0..len), or NULL when there is none. */
+const rx_op *rx_op_lookup(const char *name, size_t len);
+const char *rx_op_name(const rx_op *op);
+/* Positional (non-attribute) arguments: at least min, at most max (-1: variadic). */
+int rx_op_min_args(const rx_op *op);
+int rx_op_max_args(const rx_op *op);
+/* Its attributes, in positional order: rx_op_attr(op, i) for 0 <= i < rx_op_nattrs(op). */
+int rx_op_nattrs(const rx_op *op);
+const rx_attr_schema *rx_op_attr(const rx_op *op, int i);
+/* The argument the op writes in place (kv_append: 0, the KV pages), or -1: such a call changes a
+ * value and so is impure (never inside dataflow, never removed). */
+int rx_op_inplace_arg(const rx_op *op);
+/* The struct info of a call of the op (its arguments already carry theirs), deduced with the
+ * facts of an; NULL after reporting an error to diag at loc. */
+const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
+                                  const rx_node *call);
 /* All ops, in registration order (for documentation and tests). */
 const rx_op *const *rx_op_all(int *out_count);
 /* The attribute of a call by name, or NULL when absent. */

@@ -1,5 +1,6 @@
-/* The op registry: the table built from ops/ops.def, lookup by name, attribute access and the
- * error/warning reporters used by deduction. */
+/* The op registry: the table built from ops/ops.def, lookup by name, attribute access, the
+ * error/warning reporters used by deduction, and ops_registry, the table of functions through
+ * which every module (rx_module.ops) gives ir/ its ops. */
 #include "deduce.h"
 #include "legalize.h"
 
@@ -236,7 +237,8 @@ void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* ---- the registry interface ir/ declares (ir/ir.h): ir/ sees an op only through these ---- */
+/* ---- the registry's functions: ir/ sees an op only through them, in ops_registry (ir/ir.h's
+ * ir_op_registry), the floors above call them by name (ops/ops.h) ---- */
 
 const char *rx_op_name(const rx_op *op) { return op->name; }
 int rx_op_min_args(const rx_op *op) { return op->min_args; }
@@ -255,3 +257,13 @@ const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, 
 }
 
 int rx_op_inplace_arg(const rx_op *op) { return rx_legalize_inplace_arg(op); }
+
+const ir_op_registry ops_registry = {
+    .lookup = rx_op_lookup,
+    .name = rx_op_name,
+    .min_args = rx_op_min_args,
+    .max_args = rx_op_max_args,
+    .nattrs = rx_op_nattrs,
+    .attr = rx_op_attr,
+    .inplace_arg = rx_op_inplace_arg,
+};

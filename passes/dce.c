@@ -6,6 +6,7 @@
  * called nowhere are removed. */
 #include <stdlib.h>
 
+#include "../ops/ops.h"
 #include "passes.h"
 
 /* How many times each variable, tensor program and graph function is used (pointer -> count):

@@ -28,6 +28,7 @@
  * constant row count, decode's `where b <= 16`), it is decided here, with no `if`. The run
  * time meaning of the extern is exactly the matmul (interp/graph_interp.c computes it on the
  * host). Epilogues (a bias add after the matmul) stay separate bindings after the `if`. */
+#include "../ops/ops.h"
 #include "passes.h"
 
 #include <stdio.h>
