@@ -1,11 +1,12 @@
 # relaxc: the two set-up commands of the README, and a few conveniences.
 #   make demo   install what is missing, build, run the bundled example
 #   make test   install what is missing, build, run the whole test suite through ctest
+#   make check-house  build, then scripts/check-house.py: floors (includes and links), functions
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan fuzz matrix clean format check-format
+.PHONY: all deps build demo test asan fuzz matrix clean format check-format check-house
 
 all: build
 
@@ -45,6 +46,10 @@ format:
 
 check-format:
 	@bash scripts/check-format.sh
+
+# the house rules (scripts/check-house.py); the link-level floors read the objects of $(BUILD)
+check-house: build
+	@python3 scripts/check-house.py layering functions link $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
