@@ -195,6 +195,11 @@ enum { /* cg_printer.need */
 };
 
 extern const cg_lang cg_cuda, cg_glsl, cg_metal;
+/* The table of each RX_LANG_x: cg_lang_of's table derives from RX_TARGET_KINDS through these, so
+ * a language without a table does not compile. */
+#define CG_LANG_CUDA cg_cuda
+#define CG_LANG_GLSL cg_glsl
+#define CG_LANG_MSL  cg_metal
 
 /* Prints kernel ck in language L into ck->k->source. Returns false after reporting to diag. */
 bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag);

@@ -4,16 +4,23 @@
 
 #include "../targets/toolchain.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Per language (= per target kind, in the same order), from RX_TARGET_KINDS (targets/target.h) */
 static const struct {
   const char *name, *ext;
-  rx_target_kind kind;
+  const char *entry;   /* NULL: the kernel's name */
+  const char *scalars; /* kernels.json "scalars.location" */
+  bool scalars_bound;  /* ... with a binding after the buffers */
+  const char *spill;   /* past the push-constant bytes (with a binding), or NULL */
+  const cg_lang *L;
 } langs[] = {
-#define X(e, name, ext, kind) {name, ext, kind},
-    RX_LANGS(X)
+#define X(kind, name, lang, lname, ext, entry, scalars, bound, spill)                              \
+  [RX_LANG_##lang] = {lname, ext, entry, scalars, bound, spill, &CG_LANG_##lang},
+    RX_TARGET_KINDS(X)
 #undef X
 };
 
@@ -24,15 +31,10 @@ const char *rx_lang_ext(rx_lang l) {
   return (unsigned)l < RX_ARRAY_LEN(langs) ? langs[l].ext : "?";
 }
 
-rx_lang rx_lang_of_target(const rx_target *t) {
-  for (size_t i = 0; i < RX_ARRAY_LEN(langs); i++)
-    if (langs[i].kind == t->kind) return (rx_lang)i;
-  return RX_LANG_CUDA;
-}
+/* rx_lang and rx_target_kind are the same list */
+rx_lang rx_lang_of_target(const rx_target *t) { return (rx_lang)t->kind; }
 
-const cg_lang *cg_lang_of(rx_lang l) {
-  return l == RX_LANG_CUDA ? &cg_cuda : l == RX_LANG_GLSL ? &cg_glsl : &cg_metal;
-}
+const cg_lang *cg_lang_of(rx_lang l) { return langs[l].L; }
 
 /* Compiles one GLSL kernel to SPIR-V and validates it, where the toolchain is present. */
 static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc) {
@@ -183,7 +185,7 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
       rx_strbuf_append(o, ", \"program\": ");
       jstr(o, programs[i]->name);
       rx_strbuf_append(o, ", \"entry\": ");
-      jstr(o, lang == RX_LANG_GLSL ? "main" : k->name);
+      jstr(o, langs[lang].entry ? langs[lang].entry : k->name);
       rx_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, rx_lang_ext(lang));
       if (k->binary) {
         rx_strbuf_append(o, ", \"binary\": ");
@@ -207,18 +209,11 @@ void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
           k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes, k->index64 ? 64 : 32);
       if (k->subgroup_size) rx_strbuf_printf(o, "     \"subgroup_size\": %d,\n", k->subgroup_size);
       if (k->coop_matrix) rx_strbuf_append(o, "     \"cooperative_matrix\": true,\n");
-      const char *loc;
-      int binding = -1;
       int nbuf = 0;
       for (int a = 0; a < k->nargs; a++) nbuf += k->args[a].kind == RX_KARG_BUFFER;
-      if (lang == RX_LANG_CUDA)
-        loc = "parameters";
-      else if (lang == RX_LANG_MSL)
-        loc = "buffer", binding = nbuf;
-      else if (k->uses_ubo)
-        loc = "uniform_buffer", binding = nbuf;
-      else
-        loc = "push_constant";
+      assert(!k->uses_ubo || langs[lang].spill);
+      const char *loc = k->uses_ubo ? langs[lang].spill : langs[lang].scalars;
+      int binding = k->uses_ubo || langs[lang].scalars_bound ? nbuf : -1;
       rx_strbuf_printf(
           o, "     \"scalars\": {\"location\": \"%s\", \"bytes\": %d, \"binding\": %d},\n", loc,
           k->scalar_bytes, binding);

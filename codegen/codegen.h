@@ -29,17 +29,13 @@
 #include "../ir/ir.h"
 #include "../targets/target.h"
 
-/* The kernel languages, listed once: X(ENUM, name, source file extension, target kind). The rest
- * of a language's facts (types, builtins, entry point, how scalars are passed) is its cg_lang
- * table (codegen/cuda.c, glsl.c, metal.c). */
-#define RX_LANGS(X)                                                                                \
-  X(CUDA, "cuda", "cu", RX_TARGET_CUDA)                                                            \
-  X(GLSL, "glsl", "comp", RX_TARGET_VULKAN)                                                        \
-  X(MSL, "msl", "metal", RX_TARGET_METAL)
-
+/* The kernel languages: one per target kind, in the same order, from the one list of backend
+ * kinds (targets/target.h, RX_TARGET_KINDS: name, source file extension, entry point, where
+ * scalars go). The rest of a language's facts (types, builtins, how a scalar is declared) is its
+ * cg_lang table (codegen/cuda.c, glsl.c, metal.c). */
 typedef enum rx_lang {
-#define X(e, name, ext, kind) RX_LANG_##e,
-  RX_LANGS(X)
+#define X(kind, name, lang, ...) RX_LANG_##lang,
+  RX_TARGET_KINDS(X)
 #undef X
 } rx_lang;
 const char *rx_lang_name(rx_lang l); /* "cuda", "glsl", "msl" */

@@ -49,26 +49,40 @@ void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_
 }
 
 /* ---- backends ---- */
-static const rt_backend *backend_of(rx_rt_backend b) {
-  switch (b) {
-  case RX_RT_BACKEND_VULKAN:
-    return &rt_vulkan_backend;
-  case RX_RT_BACKEND_CUDA:
-    return &rt_cuda_backend;
+/* The backends, listed once: X(ENUM, name, device interface or NULL where it is not built here).
+ * The names are rx_rt_backend_name's and the device specs' ("cuda:1"); metal/metal.c is linked
+ * in on Apple platforms only (runtime/device.h). */
 #ifdef __APPLE__
-  case RX_RT_BACKEND_METAL:
-    return &rt_metal_backend;
+#define RT_METAL_BACKEND (&rt_metal_backend)
+#else
+#define RT_METAL_BACKEND NULL
 #endif
-  case RX_RT_BACKEND_NULL:
-    return &rt_null_backend;
-  default:
-    return NULL;
-  }
+#define RT_BACKENDS(X)                                                                             \
+  X(VULKAN, "vulkan", &rt_vulkan_backend)                                                          \
+  X(CUDA, "cuda", &rt_cuda_backend)                                                                \
+  X(METAL, "metal", RT_METAL_BACKEND)                                                              \
+  X(NULL, "null", &rt_null_backend)
+
+static const struct {
+  const char *name;
+  const rt_backend *be;
+} backends[] = {
+#define X(e, name, be) [RX_RT_BACKEND_##e] = {name, be},
+    RT_BACKENDS(X)
+#undef X
+};
+
+/* one entry per rx_rt_backend: a backend left out of RT_BACKENDS does not compile */
+#define X(e, name, be) +1
+_Static_assert(0 RT_BACKENDS(X) == RX_RT_BACKEND_COUNT, "RT_BACKENDS lists every rx_rt_backend");
+#undef X
+
+static const rt_backend *backend_of(rx_rt_backend b) {
+  return (unsigned)b < RX_RT_BACKEND_COUNT ? backends[b].be : NULL;
 }
 
 const char *rx_rt_backend_name(rx_rt_backend b) {
-  static const char *const names[] = {"vulkan", "cuda", "metal", "null"};
-  return (unsigned)b < RX_RT_BACKEND_COUNT ? names[b] : "unknown";
+  return (unsigned)b < RX_RT_BACKEND_COUNT ? backends[b].name : "unknown";
 }
 
 rx_status rx_rt_backend_check(rx_rt_backend b) {

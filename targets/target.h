@@ -12,10 +12,33 @@
 
 #include "../base/base.h"
 
+/* The backend kinds, listed once; the target kinds (rx_target_kind), the kernel languages (rx_lang,
+ * codegen/codegen.h), the kind names and the per-language facts of kernels.json derive from it:
+ *   CUDA    NVIDIA GPUs: CUDA C compiled by NVRTC to PTX / cubin
+ *   VULKAN  any Vulkan 1.2 device: GLSL 450 compute compiled to SPIR-V
+ *   METAL   Apple GPUs: Metal Shading Language compiled by xcrun metal
+ * X(KIND, name, LANG, lang, ext, entry, scalars, scalars_bound, spill), per kind:
+ *   KIND, name     RX_TARGET_KIND; its name: the first word of its targets ("cuda -arch=sm_80"),
+ *                  the artifact's section folder ("cuda/kernels.json"), rx_target_kind_name
+ *   LANG, lang     its kernel language RX_LANG_LANG and that language's name (kernels.json "lang")
+ *   ext            the file extension of a kernel's source (kernels.json "source": NAME.ext)
+ *   entry          the entry point's name in the source, NULL: the kernel's own name (GLSL's
+ *                  compute shaders all enter at main)
+ *   scalars        where the symbolic values go (kernels.json "scalars.location",
+ *                  docs/kernel-abi.md): CUDA kernel parameters, Vulkan push constants, Metal one
+ *                  constant struct in a buffer; scalars_bound: that location takes a binding (the
+ *                  index after the buffers)
+ *   spill          where they go when they pass the push-constant bytes (always a binding after
+ *                  the buffers); NULL: none, more is an error (codegen/lower.c) */
+#define RX_TARGET_KINDS(X)                                                                         \
+  X(CUDA, "cuda", CUDA, "cuda", "cu", NULL, "parameters", false, NULL)                             \
+  X(VULKAN, "vulkan", GLSL, "glsl", "comp", "main", "push_constant", false, "uniform_buffer")      \
+  X(METAL, "metal", MSL, "msl", "metal", NULL, "buffer", true, NULL)
+
 typedef enum rx_target_kind {
-  RX_TARGET_CUDA,   /* NVIDIA GPUs: CUDA C compiled by NVRTC to PTX / cubin */
-  RX_TARGET_VULKAN, /* any Vulkan 1.2 device: GLSL 450 compute compiled to SPIR-V */
-  RX_TARGET_METAL,  /* Apple GPUs: Metal Shading Language compiled by xcrun metal */
+#define X(kind, ...) RX_TARGET_##kind,
+  RX_TARGET_KINDS(X)
+#undef X
 } rx_target_kind;
 
 /* A language or API version, major.minor ("1.2", "3.1"). 0.0 where it does not apply. */

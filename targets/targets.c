@@ -419,15 +419,12 @@ const rx_target *rx_target_find(const char *name) {
 }
 
 const char *rx_target_kind_name(rx_target_kind kind) {
-  switch (kind) {
-  case RX_TARGET_CUDA:
-    return "cuda";
-  case RX_TARGET_VULKAN:
-    return "vulkan";
-  case RX_TARGET_METAL:
-    return "metal";
-  }
-  return "?";
+  static const char *const names[] = {
+#define X(kind, name, ...) [RX_TARGET_##kind] = name,
+      RX_TARGET_KINDS(X)
+#undef X
+  };
+  return (unsigned)kind < RX_ARRAY_LEN(names) ? names[kind] : "?";
 }
 
 /* ---- parsing --------------------------------------------------------------------------- */

@@ -4,39 +4,17 @@
  * gemm_mma: P and Q plain f16 (or bf16) loads, P contiguous along k, Q along k (x @ W^T,
  * Hugging Face's [out, in] weights) or along j (x @ W, [in, out] weights with a constant column
  * count), their runs starting at multiples of 16 bytes, K a multiple of 32, on a target with
- * mma.sync m16n8k16 into f32 (CUDA sm_80 and newer).
- *   - A block computes a bm x bn tile of the output (gm_cfg, by row count); its warps form a
- *     wm x wn grid, each computing mt x nt mma tiles (16 x 8) from registers.
- *   - K advances in chunks of GM_BK through GM_STAGES shared-memory stages: cp.async
- *     (async_copy) fills stage c mod GM_STAGES with chunk c while the mma work on chunk
- *     c - GM_STAGES + 1 proceeds; rows of P past N and columns of Q past M are zero-filled
- *     without being read.
- *   - ldmatrix feeds the fragments: x4 for a 16 x 16 tile of A, x4 for two 8 x 16 tiles of B
- *     (.trans from the k x n tile of [in, out] weights).
- *   - The shared rows are swizzled (swz, swz_kn) so that the 8 rows one ldmatrix phase reads and
- *     the 8 chunks of one cp.async phase fall in 8 different 16-byte bank groups.
- *   - The epilogue (matmul.h: bias, residual, activation, rounding) runs at each accumulator's
- *     output point.
- *   - The fragment work (k-steps, ldmatrix, mma over the warp's mt x nt tiles, zeroing, the
- *     epilogue) is written as `unroll` loops over rows of the arrays fa, fb, fc (the indexed mma
- *     and ldmatrix of ir.h), which the target's compiler unrolls into the same registers: the CUDA
- *     C of a 128 x 128 kernel is about 12 KB instead of 55-61 KB written out, and NVRTC takes
- *     about 40% less time on it (issue 16) for PTX with the same mma.sync, ldmatrix and cp.async.
+ * mma.sync m16n8k16 into f32 (CUDA sm_80 and newer). A block computes a bm x bn tile of the
+ * output (gm_cfg, by row count) over GM_STAGES cp.async stages of GM_BK, ldmatrix feeding the
+ * fragments from swizzled shared rows, the epilogue of matmul.h at each accumulator's point.
  *
  * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
  * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
- * base/quant.h). P keeps its cp.async path; Q's stage is filled by the block's threads, which
- * compute its elements (stage_dq: packed bytes through 128-bit loads where gemv_packed.c finds
- * them) and store them in P's dtype at the same swizzled positions, two chunks ahead of the mma
- * as P's copies are, so the loads and arithmetic of chunk c + 2 are issued before the mma of
- * chunk c. K a multiple of 32 (every scheme's block divides 256; K itself must be one).
- * PTX (NVRTC, sm_80, q4f16_g32, K = 256): 140 registers at 128 x 128, 91 at 64 x 64, no spills
- * or local memory (test_quant checks it, with mma.sync and the 128-bit loads). Not yet: the
- * elements go to shared memory 2 bytes at a time (st.shared.u16: the printers vectorize only
- * global accesses), and no GPU timing.
+ * base/quant.h), Q's stage computed by the block's threads; K a multiple of 32.
  *
- * Measured: not yet on a GPU (bench/gpu.sh's gemm part is to be run). The PTX is checked in CI
- * (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
+ * The pipeline, the swizzle, the unrolled fragment loops and the dequantizing stage in full, with
+ * their PTX figures: docs/schedules.md, "GEMM on matrix units". Not yet timed on a GPU; the PTX
+ * is checked in CI (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
 #include "matmul.h"
 
 #define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */

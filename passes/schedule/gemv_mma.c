@@ -19,9 +19,8 @@
  *               memory: the GEMM of more than 16 rows where gemm_mma.c's pipeline does not
  *               apply (operand rows not provably 16-byte aligned).
  *
- * Measured on an H100 (bench/cuda/gemv_variants.cu, mma_c2_split4 and the CUDA-core kernel that
- * gemv_rows emits, bench/RESULTS.md): 4096 -> 11008 at 16 rows in 48 us against 184 us, and no
- * slower at 2 rows (48 against 61). gemm_mma is not measured yet. */
+ * GPU timings of the hand-written kernel it follows (bench/cuda/gemv_variants.cu, mma_c2_split4)
+ * against the CUDA-core GEMV: bench/RESULTS.md, "gemv_mma's kernel by hand". */
 #include "matmul.h"
 
 /* 8-column groups per warp: two mma per step share the activation fragment (measured: 1 and 4

@@ -7,57 +7,12 @@
  *                  }` whose X uses j only as the last index of its loads (innermost axis), or a
  *                  `for j in 0..m { ... }` stage whose stores have j as their last index.
  *
- * The plan (plan_rows), from the row length m of the first reduction (its upper bound under the
- * program's facts) and the dtypes the rows are read and written in:
- *   lanes V      the elements a thread reads or writes at once: 16 bytes of the widest row
- *                access (8 f16, 4 f32), when every row access has j as its last index and the
- *                analyzer proves m, the row start and the row buffers' last dims multiples of V;
- *                the lane loop is a `vectorize` loop (passes/schedule.h: 128-bit accesses);
- *                otherwise the aligned form below, when it applies;
- *   threads T    per row: enough for the row in one step of V lanes, a power of two; rows of
- *                at most BLOCK_THREADS * V / 2 elements share a block, RPB = BLOCK_THREADS / T
- *                rows (one subgroup per row of 32 f32, 16 threads per row of 128 f16), the
- *                last block's missing rows read the last row and store nothing;
- *   registers    when m is bounded and the inputs read by two stages or more (x in rms_norm:
- *                the sum of squares and the scaling) fit ROW_REG_ELEMS per thread (more threads
- *                per row, up to ROW_MAX_THREADS, to make them fit), each is read once into a
- *                per-thread array at the start of the row and every stage reads the array.
- * Thread `lt` of a row takes the elements j = lo + (k * T + lt) * V + v of each stage (k < K =
- * ceil(m / (T V)), lanes v < V): consecutive threads, consecutive 16-byte vectors. A step whose
- * vector may pass the end of the row is guarded unless the analyzer proves it inside.
- *
- * The aligned form, when no lanes are proven (m or the row start is not a multiple, e.g. a
- * softmax over f16[1, 32, 1, m] scores, m the cache length) but every row access has j as its
- * last index and symbolic leading indices, and the flat offsets of their elements lo all agree
- * modulo V (the analyzer proves each difference from the first a multiple of V; x and y of the
- * same shape: equal), and m may hold ALIGN_MIN_VECTORS vectors. With R the flat offset of the
- * row's element lo (of the first access, flattened as the printers flatten it) and A =
- * (R + V - 1) // V * V, each stage runs in three parts per row, in order, all feeding the same
- * per-thread partials (sums, maxima, the online softmax's running max and rescaled sum):
- *   head     the p0 = min(A - R, m) elements before the first aligned one, scalar: thread lt
- *            takes j = lo + k * T + lt (k < ceil((V - 1) / T)), lt + k T < p0; left out when
- *            the analyzer proves R a multiple of V (then A - R is 0);
- *   vectors  the nv = (m - p0) // V full vectors after it: j = lo + (A - R) + (k * T + lt) * V
- *            + v, guarded by k * T + lt < nv; R cancels in every access's flat offset, which
- *            is A + (k * T + lt) * V + v (plus a multiple of V for the other accesses), so the
- *            printers see the base a multiple of V and print 16-byte accesses;
- *   tail     the fewer than V elements left, scalar: j = lo + p0 + nv * V + k * T + lt.
- * The register form keeps the same parts: each cached input's per-thread array holds the
- * vectors' K V elements, then the head's ceil((V - 1) / T), then the tail's (counted against
- * ROW_REG_ELEMS); every stage reads the element of the same part, step and lane.
- *
- * Each REDUCE accumulates per-thread partials with the combiner's identity, reduces them across
- * the row's threads (subgroup operations and a shared array, or a shared tree; segments of T
- * threads when a block holds several rows) and applies init exactly: acc = combine(v0, total).
- * A reduced value that is not in a local buffer is kept in a per-thread local (the broadcast)
- * and written to memory by the row's first thread.
- *
- * Online softmax: a max reduction into a local mx followed (allocations in between) by a sum
- * of exp(X - mx[0]) or exp2((X - mx[0]) * c) (or exp2(X * c - mx[0] * c)) over the same X, when the
- * row is not in registers, is one sweep: each thread keeps a running max and a sum rescaled
- * whenever the max grows (once per V-lane step; once per element in the aligned form's head and
- * tail), and the row's sum is the threads' sums rescaled to the row max. With the normalization
- * that follows, softmax reads its row twice instead of three times. */
+ * In short: T threads per row (RPB rows per block), V lanes of 16 bytes per access where the
+ * analyzer proves them (else the aligned form: a scalar head and tail around 16-byte vectors),
+ * the inputs read by two stages or more cached in registers when they fit ROW_REG_ELEMS,
+ * reductions across the row's threads with init applied exactly, and a max followed by a sum of
+ * exps fused into one online-softmax sweep. The plan (plan_rows) and each form in full:
+ * docs/schedules.md, "Row reduction". */
 #include "rules.h"
 
 #include <math.h>

@@ -9,34 +9,13 @@
  * other architecture), from the PTX, which the driver compiles. Symbolic values are int
  * parameters after the buffer pointers (docs/kernel-abi.md). Timers are pairs of events.
  *
- * Launches are replayed as CUDA graphs (runtime/replay.c, update mode; runtime/device.h,
- * "replaying launches"). A launch is not issued at once but logged, and the log is flushed before
- * anything else that uses the stream or its order: a buffer write, read, fill or copy,
- * synchronize, a timer's event, destroying a buffer, a kernel or the device (and when the log
- * holds CU_LOG_MAX launches). At a flush, a sequence of launches seen for the first time is
- * issued directly with cuLaunchKernel; seen a second time, it is built into a graph (a kernel
- * node per launch, each depending on the one before, so the order is kept), instantiated and
- * launched with cuGraphLaunch; from then on the same sequence of kernels is replayed: the nodes
- * whose launch differs from the last replay (buffer pointers, symbolic values, grid or block:
- * every one is compared) are given the new parameters with cuGraphExecKernelNodeSetParams, then
- * the graph is launched. A sequence whose graph the driver will not build, update or launch is
- * issued directly, then and from then on. So a decode step, whose kernels are the same each
- * step while its cache length and grids change, is one graph launch per flush, per shape bucket.
- * Errors of launches are reported by the call that flushes them. Destroying a kernel forgets
- * every graph (they hold its CUfunction). The environment variable RX_CUDA_GRAPHS=0, read when a
- * device is opened, turns this off: each launch is issued at once, as without graphs; so does a
- * driver older than CUDA 12.0, which lacks the graph entry points used (cuda_api.h).
- *
- * Memory: buffers come from cuMemAlloc in size classes (powers of two up to 1 MiB, multiples of
- * 2 MiB above) and go back, when released, to a cache of free blocks of the device, not to
- * cuMemFree: the VM allocates each call's outputs and dynamically sized intermediates and
- * releases them at the end of the call, and cuMemAlloc/cuMemFree (which synchronize the device)
- * at every call held the host and the GPU in lockstep. Reuse needs no synchronization: every
- * launch, copy and fill is ordered on the device's one stream, so work queued after a block is
- * reused runs after the work queued before it was released. A cuMemAlloc that runs out of memory
- * returns the cache to the driver (after synchronizing) and is tried once more; the cache is
- * freed with the device. RX_CUDA_CACHE=0, read when a device is opened, turns the cache off (each
- * release synchronizes and frees: for compute-sanitizer's use-after-free checks). */
+ * Launches are logged and replayed as CUDA graphs (runtime/replay.c, update mode;
+ * runtime/device.h, "replaying launches"): the log is flushed before anything else that uses the
+ * stream or its order, a sequence seen a second time becomes a graph whose changed nodes are
+ * updated before each replay, and a graph the driver refuses falls back to direct launches.
+ * Buffers come from a per-device cache of freed blocks in size classes, reused without
+ * synchronizing (every use is ordered on the one stream). RX_CUDA_GRAPHS=0 and RX_CUDA_CACHE=0
+ * turn each off. Both in full: docs/backends.md, "Replaying launches" and "CUDA memory". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
