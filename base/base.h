@@ -185,7 +185,7 @@ void rx_diag_free(rx_diag *d);
 void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...)
     RX_PRINTF(4, 5);
 void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap);
-const char *rx_diag_text(const rx_diag *d); /* "" when empty */
+RX_API const char *rx_diag_text(const rx_diag *d); /* "" when empty */
 /* The first n bytes of rendered diagnostics (rx_diag_text) as the message of a status of code:
  * without the levels "error: " ("x.rx:3:7: error: m" -> "x.rx:3:7: m"), which whoever prints the
  * status adds once ("relaxc: error: "); trailing newlines dropped; fallback when empty. */

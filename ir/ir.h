@@ -62,13 +62,13 @@ struct rx_sinfo {
 
 typedef struct rx_module rx_module;
 
-const rx_sinfo *rx_sinfo_object(rx_module *m);
+RX_API const rx_sinfo *rx_sinfo_object(rx_module *m);
 /* shape may be NULL (rank only, ndim >= 0, or unknown rank with ndim == -1); copied. */
-const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
-                                const rx_expr *const *shape);
-const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
-const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
-const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
+RX_API const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
+                                       const rx_expr *const *shape);
+RX_API const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
+RX_API const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
+RX_API const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
 const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
                               const rx_sinfo *ret);
 /* s (a tensor of rank >= 1) annotated as ragged by the offsets variable `by` (interned) with
@@ -708,8 +708,8 @@ struct rx_module {
 rx_module *ir_module_new(const ir_op_registry *ops);
 /* = ir_module_new(the registry of ops/ops.def); defined in ops/emit.c, declared here as in
  * relaxc/compiler.h for the users of the module (ir/ itself never calls it). */
-rx_module *rx_module_new(void);
-void rx_module_free(rx_module *m);
+RX_API rx_module *rx_module_new(void);
+RX_API void rx_module_free(rx_module *m);
 const char *rx_module_intern(rx_module *m, const char *s, size_t n);
 void *rx_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
 rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name);
@@ -725,11 +725,11 @@ void rx_module_items_changed(rx_module *m);
  * freed. Errors (a status naming the weight): no name, a name taken or reserved, an unknown or
  * unconvertible dtype, a rank over RX_WEIGHT_MAX_NDIM, a negative or overflowing shape, NULL
  * src for a non-empty tensor. */
-rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
-                               const int64_t *shape, rx_dtype src_dtype, const void *src);
+RX_API rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
+                                      const int64_t *shape, rx_dtype src_dtype, const void *src);
 /* Calls fn(ctx) when m is freed (after the last use of the weights' sources), last added first. */
-void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
-size_t rx_module_weight_count(const rx_module *m);
+RX_API void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
+RX_API size_t rx_module_weight_count(const rx_module *m);
 const rx_weight *rx_module_weight_at(const rx_module *m, size_t i);      /* NULL past the end */
 const rx_weight *rx_module_weight(const rx_module *m, const char *name); /* NULL: none */
 bool rx_weight_converts(rx_dtype from, rx_dtype to); /* may a source of `from` be stored as `to` */

@@ -56,6 +56,23 @@ target_link_libraries(relaxc_runtime PUBLIC ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS}
 if(APPLE)
   target_link_libraries(relaxc_runtime PUBLIC "-framework Metal" "-framework Foundation" objc)
 endif()
+# Only what relaxc/*.h declares (RX_API) is visible outside a shared library; position-independent
+# so that the same objects also make librelaxc_runtime.so (and, with the compiler's, librelaxc.so)
+set_target_properties(relaxc_runtime PROPERTIES C_VISIBILITY_PRESET hidden
+                      POSITION_INDEPENDENT_CODE ON)
+# librelaxc_runtime.so: the runtime alone as a shared library (relaxc/runtime.h, llm.h,
+# autobatch.h, types.h), from relaxc_runtime's objects; the tools and tests link the static one
+add_library(relaxc_runtime_shared SHARED $<TARGET_OBJECTS:relaxc_runtime>)
+set_target_properties(relaxc_runtime_shared PROPERTIES OUTPUT_NAME relaxc_runtime)
+target_link_libraries(relaxc_runtime_shared PRIVATE ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS}
+                      Threads::Threads m)
+if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND NOT RX_SANITIZE AND NOT RX_FUZZ)
+  target_link_options(relaxc_runtime_shared PRIVATE -Wl,--no-undefined) # everything resolved
+endif()
+if(APPLE)
+  target_link_libraries(relaxc_runtime_shared PRIVATE "-framework Metal" "-framework Foundation"
+                        objc)
+endif()
 
 # ---- tests ----
 if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)

@@ -33,41 +33,42 @@ typedef struct rx_rt_batch_arg {
 } rx_rt_batch_arg;
 
 /* A batcher over the functions of artifact a (which must have a device); retains a. */
-rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher);
-void rx_rt_batcher_release(rx_rt_batcher *b); /* NULL is fine; releases every result too */
+RX_API rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher);
+RX_API void rx_rt_batcher_release(rx_rt_batcher *b); /* NULL is fine; releases every result too */
 
 /* Registers function fn of the artifact with its batched form batched_fn (the same parameters,
  * those not shared with a leading batch dimension); shared[i] tells whether parameter i is
  * shared (passed as is; every call of one batch must pass the same tensor). nparams must be
  * fn's parameter count. A batch holds at most N calls when batched_fn has the fact
  * `batch <= N` (relaxc compile --batch FN:SHARED@N); more ready calls wait for the next round. */
-rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const char *batched_fn,
-                                     const bool *shared, size_t nparams);
+RX_API rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn,
+                                            const char *batched_fn, const bool *shared,
+                                            size_t nparams);
 
 /* Submits a call of fn (registered) with n arguments; *out_call is its id (0, 1, ... in order).
  * A tensor argument is retained; its dtype and rank are checked against fn's parameter. */
-rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_batch_arg *args,
-                               size_t n, size_t *out_call);
+RX_API rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_batch_arg *args,
+                                      size_t n, size_t *out_call);
 
 /* Runs every submitted call not run yet, in batches. Errors: an argument naming a call that does
  * not exist or an output it does not have, calls that wait on each other (a cycle), an output
  * of the wrong dtype or rank for the parameter it feeds, and whatever the batched call reports
  * (a shape mismatch names the batched function, the parameter and both shapes). After an error
  * the calls not run stay pending. */
-rx_status rx_rt_batcher_run(rx_rt_batcher *b);
+RX_API rx_status rx_rt_batcher_run(rx_rt_batcher *b);
 
 /* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
  * a device copy of its row of the batch's output); borrowed: valid until the batcher is
  * released; retain it to keep it longer. */
-rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
-                               rx_rt_tensor **out_tensor);
+RX_API rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
+                                      rx_rt_tensor **out_tensor);
 
 typedef struct rx_rt_batcher_stats {
   size_t calls;         /* calls run */
   size_t batched_calls; /* calls of batched forms made for them */
   size_t max_batch;     /* the largest batch */
 } rx_rt_batcher_stats;
-void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
+RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 
 #ifdef __cplusplus
 }

@@ -48,29 +48,29 @@ typedef struct rx_tfn_builder rx_tfn_builder; /* a tensor program under construc
 /* statuses (rx_status, rx_status_code) and dtypes (rx_dtype): relaxc/types.h */
 
 /* Frees a string returned by this API. */
-void rx_free(void *p);
+RX_API void rx_free(void *p);
 
 /* ---- diagnostics ---- */
-rx_diag *rx_diag_create(void);
-void rx_diag_destroy(rx_diag *d);
+RX_API rx_diag *rx_diag_create(void);
+RX_API void rx_diag_destroy(rx_diag *d);
 /* Every message so far, each "file:line:col: error: ...", the source line and a caret. */
-const char *rx_diag_text(const rx_diag *d);
-int rx_diag_error_count(const rx_diag *d);
-int rx_diag_warning_count(const rx_diag *d);
+RX_API const char *rx_diag_text(const rx_diag *d);
+RX_API int rx_diag_error_count(const rx_diag *d);
+RX_API int rx_diag_warning_count(const rx_diag *d);
 
 /* ---- modules ---- */
-rx_module *rx_module_new(void);
-void rx_module_free(rx_module *m);
+RX_API rx_module *rx_module_new(void);
+RX_API void rx_module_free(rx_module *m);
 /* Parses text (named `name` in messages) and adds its definitions to m. On errors returns an
  * RX_ERR_INVALID status whose message is the rendered diagnostics. diag may be NULL; when
  * given it receives every diagnostic (warnings included). */
-rx_status rx_module_parse(rx_module *m, const char *name, const char *text, size_t len,
-                          rx_diag *diag);
+RX_API rx_status rx_module_parse(rx_module *m, const char *name, const char *text, size_t len,
+                                 rx_diag *diag);
 /* Normalizes (deduces the struct info of everything) and verifies the module; errors as for
  * rx_module_parse. Idempotent. */
-rx_status rx_module_check(rx_module *m, rx_diag *diag);
+RX_API rx_status rx_module_check(rx_module *m, rx_diag *diag);
 /* The module in the text format (heap string, free with rx_free). */
-char *rx_module_to_text(const rx_module *m);
+RX_API char *rx_module_to_text(const rx_module *m);
 
 /* ---- compiling a module into an artifact (driver/) ----
  * The whole pipeline (docs/architecture: fold, cse, dce, legalize, fuse, plan memory, lower the
@@ -94,15 +94,16 @@ typedef struct rx_compile_request {
  * holds the artifact (free with rx_free) and *out_len its length, the module's weights inside
  * (a side file needs rx_module_compile_to_file); on failure the status names the first problem
  * and diag (may be NULL) holds every diagnostic with its place. */
-rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
-                            unsigned char **out_bytes, size_t *out_len);
+RX_API rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag *diag,
+                                   unsigned char **out_bytes, size_t *out_len);
 /* The same, written to path (created or truncated) with the weights streamed from their sources
  * (never held in memory whole): inside the artifact, or with weights_file in that side file,
  * which the artifact names relative to its own directory. */
-rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_request *req, const char *path,
-                                    const char *weights_file, rx_diag *diag);
+RX_API rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_request *req,
+                                           const char *path, const char *weights_file,
+                                           rx_diag *diag);
 /* Writes an artifact's bytes to path (created or truncated). */
-rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
+RX_API rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
 
 /* ---- weights (docs/llm.md "Weights", docs/artifact.md) ----
  * The module's weight table: tensors the artifact stores (safetensors layout) and the runtime
@@ -115,46 +116,46 @@ rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t 
  * the artifact is written, not copied: keep it alive until rx_module_free (rx_module_on_free
  * unmaps or frees it then). Errors name the weight: a duplicate or empty name, unknown or
  * unconvertible dtypes, a negative or overflowing shape, NULL src for a non-empty tensor. */
-rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
-                               const int64_t *shape, rx_dtype src_dtype, const void *src);
+RX_API rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
+                                      const int64_t *shape, rx_dtype src_dtype, const void *src);
 /* Calls fn(ctx) when m is freed, after everything that reads the weights (last added, first). */
-void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
-size_t rx_module_weight_count(const rx_module *m);
+RX_API void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
+RX_API size_t rx_module_weight_count(const rx_module *m);
 
 /* ---- symbolic expressions (canonical; integers, booleans are 0/1) ---- */
-const rx_expr *rx_sym_var(rx_module *m, const char *name); /* same name, same variable */
-const rx_expr *rx_sym_const(rx_module *m, int64_t v);
-const rx_expr *rx_sym_add(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_sub(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_mul(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_floordiv(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_floormod(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_min(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_max(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_eq(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_lt(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_le(rx_module *m, const rx_expr *a, const rx_expr *b);
-const rx_expr *rx_sym_and(rx_module *m, const rx_expr *a, const rx_expr *b);
-char *rx_sym_to_string(const rx_expr *e); /* free with rx_free */
+RX_API const rx_expr *rx_sym_var(rx_module *m, const char *name); /* same name, same variable */
+RX_API const rx_expr *rx_sym_const(rx_module *m, int64_t v);
+RX_API const rx_expr *rx_sym_add(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_sub(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_mul(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_floordiv(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_floormod(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_min(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_max(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_eq(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_lt(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_le(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API const rx_expr *rx_sym_and(rx_module *m, const rx_expr *a, const rx_expr *b);
+RX_API char *rx_sym_to_string(const rx_expr *e); /* free with rx_free */
 
 /* ---- struct info ---- */
-const rx_sinfo *rx_sinfo_object(rx_module *m);
+RX_API const rx_sinfo *rx_sinfo_object(rx_module *m);
 /* shape: ndim dims, or NULL for rank only (ndim >= 0) or unknown rank (ndim == -1). */
-const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
-                                const rx_expr *const *shape);
-const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
-const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
-const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
-char *rx_sinfo_to_string(const rx_sinfo *s); /* "f16[n, 4096]"; free with rx_free */
+RX_API const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
+                                       const rx_expr *const *shape);
+RX_API const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
+RX_API const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
+RX_API const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
+RX_API char *rx_sinfo_to_string(const rx_sinfo *s); /* "f16[n, 4096]"; free with rx_free */
 
 /* ---- op attributes (by name, as in docs/ops.md) ---- */
-const rx_attr *rx_attr_int(rx_module *m, const char *name, int64_t v);
-const rx_attr *rx_attr_float(rx_module *m, const char *name, double v);
-const rx_attr *rx_attr_bool(rx_module *m, const char *name, bool v);
-const rx_attr *rx_attr_str(rx_module *m, const char *name, const char *v);
-const rx_attr *rx_attr_dtype(rx_module *m, const char *name, rx_dtype v);
-const rx_attr *rx_attr_ints(rx_module *m, const char *name, const int64_t *v, int n);
-const rx_attr *rx_attr_exprs(rx_module *m, const char *name, const rx_expr *const *v, int n);
+RX_API const rx_attr *rx_attr_int(rx_module *m, const char *name, int64_t v);
+RX_API const rx_attr *rx_attr_float(rx_module *m, const char *name, double v);
+RX_API const rx_attr *rx_attr_bool(rx_module *m, const char *name, bool v);
+RX_API const rx_attr *rx_attr_str(rx_module *m, const char *name, const char *v);
+RX_API const rx_attr *rx_attr_dtype(rx_module *m, const char *name, rx_dtype v);
+RX_API const rx_attr *rx_attr_ints(rx_module *m, const char *name, const int64_t *v, int n);
+RX_API const rx_attr *rx_attr_exprs(rx_module *m, const char *name, const rx_expr *const *v, int n);
 
 /* ---- graph functions ----
  * rx_builder_new starts a function; add parameters and facts, then emit bindings, grouped in
@@ -163,55 +164,57 @@ const rx_attr *rx_attr_exprs(rx_module *m, const char *name, const rx_expr *cons
  * struct info is deduced at once (ops use their deduction and the function's facts); a
  * deduction error is returned as a status naming the op and the offending struct info.
  * `name` is the binding's name; NULL picks one from the op or callee, made unique. */
-rx_builder *rx_builder_new(rx_module *m, const char *fn_name);
-void rx_builder_free(rx_builder *b); /* abandons an unfinished function */
-rx_status rx_builder_param(rx_builder *b, const char *name, const rx_sinfo *sinfo,
-                           rx_var **out_var);
-rx_status rx_builder_fact(rx_builder *b, const rx_expr *fact);    /* `where` */
-void rx_builder_set_result(rx_builder *b, const rx_sinfo *sinfo); /* `-> SINFO` (optional) */
-rx_status rx_builder_begin_dataflow(rx_builder *b);
-rx_status rx_builder_end_dataflow(rx_builder *b);
+RX_API rx_builder *rx_builder_new(rx_module *m, const char *fn_name);
+RX_API void rx_builder_free(rx_builder *b); /* abandons an unfinished function */
+RX_API rx_status rx_builder_param(rx_builder *b, const char *name, const rx_sinfo *sinfo,
+                                  rx_var **out_var);
+RX_API rx_status rx_builder_fact(rx_builder *b, const rx_expr *fact);    /* `where` */
+RX_API void rx_builder_set_result(rx_builder *b, const rx_sinfo *sinfo); /* `-> SINFO` (optional) */
+RX_API rx_status rx_builder_begin_dataflow(rx_builder *b);
+RX_API rx_status rx_builder_end_dataflow(rx_builder *b);
 
 /* Arguments: a variable, a shape literal, scalar literals (weakly typed, as bare text
  * literals) and symbolic scalars. */
-rx_node *rx_arg_var(rx_builder *b, rx_var *v);
-rx_node *rx_arg_shape(rx_builder *b, const rx_expr *const *dims, int n);
-rx_node *rx_arg_int(rx_builder *b, int64_t v);
-rx_node *rx_arg_float(rx_builder *b, double v);
-rx_node *rx_arg_prim(rx_builder *b, rx_dtype dtype, const rx_expr *value);
+RX_API rx_node *rx_arg_var(rx_builder *b, rx_var *v);
+RX_API rx_node *rx_arg_shape(rx_builder *b, const rx_expr *const *dims, int n);
+RX_API rx_node *rx_arg_int(rx_builder *b, int64_t v);
+RX_API rx_node *rx_arg_float(rx_builder *b, double v);
+RX_API rx_node *rx_arg_prim(rx_builder *b, rx_dtype dtype, const rx_expr *value);
 
-rx_status rx_emit_op(rx_builder *b, const char *op, rx_node *const *args, int nargs,
-                     const rx_attr *const *attrs, int nattrs, const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_op(rx_builder *b, const char *op, rx_node *const *args, int nargs,
+                            const rx_attr *const *attrs, int nattrs, const char *name,
+                            rx_var **out_var);
 /* call_tensor(prog, args..., out=out, dims=[dims...]); prog must already be in the module. */
-rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *args, int nargs,
-                              const rx_sinfo *out, const rx_expr *const *dims, int ndims,
-                              const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_call_tensor(rx_builder *b, const char *prog, rx_node *const *args,
+                                     int nargs, const rx_sinfo *out, const rx_expr *const *dims,
+                                     int ndims, const char *name, rx_var **out_var);
 /* call_tensor(prog, args..., inplace=target, dims=[...]): prog's outputs are the buffers of
  * target (a variable, or a tuple of variables for several outputs), written in place; the
  * binding's value is target. Not inside a dataflow block. */
-rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *const *args,
-                                      int nargs, rx_node *target, const rx_expr *const *dims,
-                                      int ndims, const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_call_tensor_inplace(rx_builder *b, const char *prog, rx_node *const *args,
+                                             int nargs, rx_node *target, const rx_expr *const *dims,
+                                             int ndims, const char *name, rx_var **out_var);
 /* call_extern(ext, args..., out=out). A returning extern (declared `-> SINFO`) makes its result;
  * out may then be NULL (its declared result) or more precise. */
-rx_status rx_emit_call_extern(rx_builder *b, const char *ext, rx_node *const *args, int nargs,
-                              const rx_sinfo *out, const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_call_extern(rx_builder *b, const char *ext, rx_node *const *args,
+                                     int nargs, const rx_sinfo *out, const char *name,
+                                     rx_var **out_var);
 /* fn(args...): a call of graph function fn of the module. out: the call's result (the callee's
  * result with its symbols replaced by the caller's values); NULL: the callee's declared result.
  * Normalization checks the arguments against the callee's parameters. */
-rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args, int nargs,
-                             const rx_sinfo *out, const char *name, rx_var **out_var);
-rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
-                             const char *name, rx_var **out_var);
-rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char *name,
-                        rx_var **out_var);
-rx_status rx_emit_get_item(rx_builder *b, rx_node *tuple, int index, const char *name,
-                           rx_var **out_var);
+RX_API rx_status rx_emit_call_graph(rx_builder *b, const char *fn, rx_node *const *args, int nargs,
+                                    const rx_sinfo *out, const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_match_cast(rx_builder *b, rx_node *value, const rx_sinfo *target,
+                                    const char *name, rx_var **out_var);
+RX_API rx_status rx_emit_tuple(rx_builder *b, rx_node *const *fields, int n, const char *name,
+                               rx_var **out_var);
+RX_API rx_status rx_emit_get_item(rx_builder *b, rx_node *tuple, int index, const char *name,
+                                  rx_var **out_var);
 /* Ends the function with its result and adds it to the module. Frees b in every case. */
-rx_status rx_builder_finish(rx_builder *b, rx_node *result, rx_graph_fn **out_fn);
+RX_API rx_status rx_builder_finish(rx_builder *b, rx_node *result, rx_graph_fn **out_fn);
 
-const char *rx_var_name(const rx_var *v);
-const rx_sinfo *rx_var_sinfo(const rx_var *v);
+RX_API const char *rx_var_name(const rx_var *v);
+RX_API const rx_sinfo *rx_var_sinfo(const rx_var *v);
 
 /* ---- auto-batching (passes/batch_fn.c, docs/autobatch.md) ----
  * Adds graph function out_name: fn over a batch of independent calls. Every tensor parameter not
@@ -221,47 +224,48 @@ const rx_sinfo *rx_var_sinfo(const rx_var *v);
  * `batch <= max_batch` (storage planned at that bound, 32-bit indices in kernels); 0: none. An op
  * that cannot be batched is an error naming the op, the binding and fn; m then has no out_name.
  * Run it before rx_compile. */
-rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
-                            int64_t max_batch, const char *out_name);
+RX_API rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,
+                                   size_t nshared, int64_t max_batch, const char *out_name);
 
 /* ---- tensor programs ----
  * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and
  * ifs open a scope closed by rx_tfn_end; statements go into the innermost open scope.
  * Errors (unknown operator, intrinsic or loop kind, unbalanced scopes) are recorded and
  * returned by rx_tfn_finish; type errors are the verifier's (rx_module_check). */
-rx_tfn_builder *rx_tfn_builder_new(rx_module *m, const char *name);
-void rx_tfn_builder_free(rx_tfn_builder *tb); /* abandons an unfinished program */
-rx_buffer *rx_tfn_buffer(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
-                         const rx_expr *const *shape, bool is_output);
-const rx_expr *rx_tfn_scalar(rx_tfn_builder *tb, const char *name, rx_dtype dtype);
-void rx_tfn_fact(rx_tfn_builder *tb, const rx_expr *fact);
+RX_API rx_tfn_builder *rx_tfn_builder_new(rx_module *m, const char *name);
+RX_API void rx_tfn_builder_free(rx_tfn_builder *tb); /* abandons an unfinished program */
+RX_API rx_buffer *rx_tfn_buffer(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
+                                const rx_expr *const *shape, bool is_output);
+RX_API const rx_expr *rx_tfn_scalar(rx_tfn_builder *tb, const char *name, rx_dtype dtype);
+RX_API void rx_tfn_fact(rx_tfn_builder *tb, const rx_expr *fact);
 /* for var in lo..lo+extent KIND { ... }: kind "serial" (or NULL), "unroll", "vectorize",
  * "blockIdx.x", ..., "threadIdx.z". Returns the loop variable. */
-const rx_expr *rx_tfn_for(rx_tfn_builder *tb, const char *var, const rx_expr *lo,
-                          const rx_expr *extent, const char *kind);
-void rx_tfn_if(rx_tfn_builder *tb, rx_tx *cond);
-void rx_tfn_else(rx_tfn_builder *tb);
-void rx_tfn_end(rx_tfn_builder *tb);
-void rx_tfn_store(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n, rx_tx *value);
+RX_API const rx_expr *rx_tfn_for(rx_tfn_builder *tb, const char *var, const rx_expr *lo,
+                                 const rx_expr *extent, const char *kind);
+RX_API void rx_tfn_if(rx_tfn_builder *tb, rx_tx *cond);
+RX_API void rx_tfn_else(rx_tfn_builder *tb);
+RX_API void rx_tfn_end(rx_tfn_builder *tb);
+RX_API void rx_tfn_store(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n,
+                         rx_tx *value);
 /* scope: "global", "shared" or "local" */
-rx_buffer *rx_tfn_alloc(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
-                        const rx_expr *const *shape, const char *scope);
+RX_API rx_buffer *rx_tfn_alloc(rx_tfn_builder *tb, const char *name, rx_dtype dtype, int ndim,
+                               const rx_expr *const *shape, const char *scope);
 /* let name: dtype = value; returns a reference to the local. */
-rx_tx *rx_tfn_let(rx_tfn_builder *tb, const char *name, rx_dtype dtype, rx_tx *value);
-void rx_tfn_barrier(rx_tfn_builder *tb);
+RX_API rx_tx *rx_tfn_let(rx_tfn_builder *tb, const char *name, rx_dtype dtype, rx_tx *value);
+RX_API void rx_tfn_barrier(rx_tfn_builder *tb);
 /* expressions */
-rx_tx *rx_tfn_sym(rx_tfn_builder *tb, const rx_expr *e); /* loop/symbolic index arithmetic */
-rx_tx *rx_tfn_int(rx_tfn_builder *tb, int64_t v);        /* bare (weak) integer literal */
-rx_tx *rx_tfn_float(rx_tfn_builder *tb, double v);       /* bare (weak) float literal */
-rx_tx *rx_tfn_load(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n);
+RX_API rx_tx *rx_tfn_sym(rx_tfn_builder *tb, const rx_expr *e); /* loop/symbolic index arithmetic */
+RX_API rx_tx *rx_tfn_int(rx_tfn_builder *tb, int64_t v);        /* bare (weak) integer literal */
+RX_API rx_tx *rx_tfn_float(rx_tfn_builder *tb, double v);       /* bare (weak) float literal */
+RX_API rx_tx *rx_tfn_load(rx_tfn_builder *tb, rx_buffer *buf, rx_tx *const *idx, int n);
 /* op: + - * / // % == != < <= > >= && || */
-rx_tx *rx_tfn_binary(rx_tfn_builder *tb, const char *op, rx_tx *a, rx_tx *b);
-rx_tx *rx_tfn_select(rx_tfn_builder *tb, rx_tx *cond, rx_tx *a, rx_tx *b);
-rx_tx *rx_tfn_cast(rx_tfn_builder *tb, rx_dtype to, rx_tx *a);
+RX_API rx_tx *rx_tfn_binary(rx_tfn_builder *tb, const char *op, rx_tx *a, rx_tx *b);
+RX_API rx_tx *rx_tfn_select(rx_tfn_builder *tb, rx_tx *cond, rx_tx *a, rx_tx *b);
+RX_API rx_tx *rx_tfn_cast(rx_tfn_builder *tb, rx_dtype to, rx_tx *a);
 /* intrinsic by name: exp, sigmoid, fma, subgroup_sum, ... */
-rx_tx *rx_tfn_call(rx_tfn_builder *tb, const char *intrinsic, rx_tx *const *args, int n);
+RX_API rx_tx *rx_tfn_call(rx_tfn_builder *tb, const char *intrinsic, rx_tx *const *args, int n);
 /* Ends the program and adds it to the module. Frees tb in every case. */
-rx_status rx_tfn_finish(rx_tfn_builder *tb, rx_tensor_fn **out_fn);
+RX_API rx_status rx_tfn_finish(rx_tfn_builder *tb, rx_tensor_fn **out_fn);
 
 #ifdef __cplusplus
 }

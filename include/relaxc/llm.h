@@ -29,7 +29,7 @@ typedef struct rx_detokenizer rx_detokenizer; /* ids to text, one id at a time *
 typedef struct rx_sampler rx_sampler;         /* logits to a token id, seeded */
 
 /* Frees an array or string returned by this header (NULL is fine). */
-void rx_llm_free(void *p);
+RX_API void rx_llm_free(void *p);
 
 /* ---- tokenizer ----
  * Supported, exactly as the `tokenizers` library (0.23) does it: model BPE (vocab, merges as
@@ -55,18 +55,18 @@ void rx_llm_free(void *p);
  * the vocab's or, for one outside the vocab, from the id the library gives it: the vocab's size
  * on, in the file's order; a template naming an unknown special token) are RX_ERR_INVALID errors
  * that name the place. */
-rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
-                            rx_tokenizer **out_tokenizer);
+RX_API rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
+                                   rx_tokenizer **out_tokenizer);
 /* The same from a file. */
-rx_status rx_tokenizer_load_file(const char *path, rx_tokenizer **out_tokenizer);
-void rx_tokenizer_free(rx_tokenizer *tok); /* NULL is fine */
+RX_API rx_status rx_tokenizer_load_file(const char *path, rx_tokenizer **out_tokenizer);
+RX_API void rx_tokenizer_free(rx_tokenizer *tok); /* NULL is fine */
 
 /* Reads eos_token_id (a number or a list of numbers) and bos_token_id from the text of a
  * generation_config.json or config.json and makes them the tokenizer's EOS ids and BOS id (a
  * field that is absent or null leaves the tokenizer's own choice). An id outside the vocab is an
  * RX_ERR_INVALID error. Not thread-safe with other calls on tok. */
-rx_status rx_tokenizer_set_config(rx_tokenizer *tok, const char *json, size_t len,
-                                  const char *name);
+RX_API rx_status rx_tokenizer_set_config(rx_tokenizer *tok, const char *json, size_t len,
+                                         const char *name);
 
 /* Flags of encode and decode. */
 enum {
@@ -77,31 +77,31 @@ enum {
 /* Encodes len bytes of UTF-8 text into *out_ids (*out_count ids; free with rx_llm_free; never
  * NULL on success, even for no ids). Text that is not valid UTF-8 is an RX_ERR_INVALID error
  * naming the byte offset (the tokenizers library takes only valid strings). */
-rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t len, int flags,
-                              int32_t **out_ids, size_t *out_count);
+RX_API rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t len,
+                                     int flags, int32_t **out_ids, size_t *out_count);
 /* Decodes ids into NUL-terminated UTF-8 (*out_text, *out_len bytes without the NUL; free with
  * rx_llm_free). As the library does: ids outside the vocab are skipped, and bytes that do not form
  * UTF-8 become U+FFFD. */
-rx_status rx_tokenizer_decode(const rx_tokenizer *tok, const int32_t *ids, size_t count, int flags,
-                              char **out_text, size_t *out_len);
+RX_API rx_status rx_tokenizer_decode(const rx_tokenizer *tok, const int32_t *ids, size_t count,
+                                     int flags, char **out_text, size_t *out_len);
 
 /* 1 + the largest id of the vocab and the added tokens. */
-int32_t rx_tokenizer_vocab_size(const rx_tokenizer *tok);
+RX_API int32_t rx_tokenizer_vocab_size(const rx_tokenizer *tok);
 /* The id of a token's text (added tokens first, as the library does), or -1. */
-int32_t rx_tokenizer_token_to_id(const rx_tokenizer *tok, const char *token, size_t len);
+RX_API int32_t rx_tokenizer_token_to_id(const rx_tokenizer *tok, const char *token, size_t len);
 /* The text of id (borrowed, lives as long as tok; *out_len may be NULL), or NULL. */
-const char *rx_tokenizer_id_to_token(const rx_tokenizer *tok, int32_t id, size_t *out_len);
+RX_API const char *rx_tokenizer_id_to_token(const rx_tokenizer *tok, int32_t id, size_t *out_len);
 /* Whether id is a special added token. */
-bool rx_tokenizer_is_special(const rx_tokenizer *tok, int32_t id);
+RX_API bool rx_tokenizer_is_special(const rx_tokenizer *tok, int32_t id);
 /* The BOS id: rx_tokenizer_set_config's bos_token_id, else the first special token the
  * post-processor's template puts before the text, else -1. */
-int32_t rx_tokenizer_bos_id(const rx_tokenizer *tok);
+RX_API int32_t rx_tokenizer_bos_id(const rx_tokenizer *tok);
 /* The EOS ids (*out_ids borrowed; may be NULL to only count): rx_tokenizer_set_config's
  * eos_token_id, else the special tokens the template puts after the text, else the added
  * special token among </s>, <|endoftext|>, <|end_of_text|>, <|im_end|>, <|eot_id|> (the first of
  * those present). Returns how many. */
-size_t rx_tokenizer_eos_ids(const rx_tokenizer *tok, const int32_t **out_ids);
-bool rx_tokenizer_is_eos(const rx_tokenizer *tok, int32_t id);
+RX_API size_t rx_tokenizer_eos_ids(const rx_tokenizer *tok, const int32_t **out_ids);
+RX_API bool rx_tokenizer_is_eos(const rx_tokenizer *tok, int32_t id);
 
 /* ---- streaming detokenizer ----
  * Takes the ids of a generation one at a time and gives back the text they add, only ever
@@ -110,16 +110,17 @@ bool rx_tokenizer_is_eos(const rx_tokenizer *tok, int32_t id);
  * joined are exactly rx_tokenizer_decode of all the ids (flags included); where the ids hold
  * bytes that are not UTF-8, each invalid sequence becomes U+FFFD as soon as it is known to be
  * invalid. */
-rx_status rx_detokenizer_create(const rx_tokenizer *tok, int flags, rx_detokenizer **out_detok);
+RX_API rx_status rx_detokenizer_create(const rx_tokenizer *tok, int flags,
+                                       rx_detokenizer **out_detok);
 /* Adds one id; *out_text (borrowed until the next call on d, NUL-terminated) holds *out_len new
  * bytes, possibly none. */
-rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_text,
-                              size_t *out_len);
+RX_API rx_status rx_detokenizer_push(rx_detokenizer *d, int32_t id, const char **out_text,
+                                     size_t *out_len);
 /* Ends the stream: whatever is held back comes out (an incomplete character as U+FFFD), and d
  * starts a new stream. */
-rx_status rx_detokenizer_flush(rx_detokenizer *d, const char **out_text, size_t *out_len);
-void rx_detokenizer_reset(rx_detokenizer *d); /* drops what is held, starts a new stream */
-void rx_detokenizer_free(rx_detokenizer *d);  /* NULL is fine; the tokenizer must outlive d */
+RX_API rx_status rx_detokenizer_flush(rx_detokenizer *d, const char **out_text, size_t *out_len);
+RX_API void rx_detokenizer_reset(rx_detokenizer *d); /* drops what is held, starts a new stream */
+RX_API void rx_detokenizer_free(rx_detokenizer *d); /* NULL is fine; the tokenizer must outlive d */
 
 /* ---- sampler ----
  * One call turns a row of logits (f32, any vocab size) into a token id. The transforms, in the
@@ -151,17 +152,17 @@ typedef struct rx_sampler_params {
 
 /* The defaults of transformers' GenerationConfig for sampling: temperature 1, top_k 50,
  * top_p 1, repetition_penalty 1, seed 0. */
-rx_sampler_params rx_sampler_default_params(void);
+RX_API rx_sampler_params rx_sampler_default_params(void);
 /* Invalid parameters (a negative temperature, top_p outside (0, 1], ...) are RX_ERR_INVALID. */
-rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sampler);
+RX_API rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sampler);
 /* Samples from logits[0..vocab); history (count ids, may be NULL when 0) is what the penalty
  * looks at: the prompt and the tokens generated so far. An id of the history outside
  * [0, vocab) is an RX_ERR_INVALID error. */
-rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
-                            const int32_t *history, size_t count, int32_t *out_id);
+RX_API rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
+                                   const int32_t *history, size_t count, int32_t *out_id);
 /* Restarts the random sequence from seed. */
-void rx_sampler_reseed(rx_sampler *s, uint64_t seed);
-void rx_sampler_free(rx_sampler *s); /* NULL is fine */
+RX_API void rx_sampler_reseed(rx_sampler *s, uint64_t seed);
+RX_API void rx_sampler_free(rx_sampler *s); /* NULL is fine */
 
 /* ---- models: the artifact of a Hugging Face model folder (`relaxc compile DIR`) ----
  * An artifact that holds the graph functions create_kv_cache, prefill and decode over a paged KV
@@ -186,22 +187,22 @@ typedef struct rx_llm_model_options {
  * at load and not at the first request). An artifact without
  * llm.json is an RX_ERR_INVALID error saying it is not an LLM; a missing driver or device, or
  * device memory, are the runtime's errors. */
-rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
-                            rx_llm_model **out_model);
-void rx_llm_model_free(rx_llm_model *m); /* NULL is fine */
+RX_API rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
+                                   rx_llm_model **out_model);
+RX_API void rx_llm_model_free(rx_llm_model *m); /* NULL is fine */
 /* The artifact's tokenizer, or NULL when the folder had no tokenizer.json (borrowed). */
-const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
-int32_t rx_llm_model_vocab_size(const rx_llm_model *m);
-int64_t rx_llm_model_max_seq_len(const rx_llm_model *m);
-int32_t rx_llm_model_bos_id(const rx_llm_model *m); /* -1: none */
+RX_API const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
+RX_API int32_t rx_llm_model_vocab_size(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_max_seq_len(const rx_llm_model *m);
+RX_API int32_t rx_llm_model_bos_id(const rx_llm_model *m); /* -1: none */
 /* Does id end generation (the model's eos_token_id(s), else the tokenizer's)? */
-bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id);
+RX_API bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id);
 /* The name of the device the model runs on ("llvmpipe (LLVM 15.0.6, 256 bits) (vulkan)"). */
-const char *rx_llm_model_device_name(const rx_llm_model *m);
+RX_API const char *rx_llm_model_device_name(const rx_llm_model *m);
 /* The device the model runs on (borrowed). */
-struct rx_rt_device *rx_llm_model_device(const rx_llm_model *m);
+RX_API struct rx_rt_device *rx_llm_model_device(const rx_llm_model *m);
 /* Device bytes of KV cache per token (every layer, keys and values). */
-int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
 
 /* Packed (ragged) prefill: appends counts[i] tokens to sequence seqs[i] for each of b sequences,
  * the n = counts[0] + ... + counts[b - 1] ids packed one sequence after another in ids (no
@@ -215,31 +216,32 @@ int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m);
  * of several short prompts is one forward. Errors (a bound above, an id outside the vocabulary,
  * counts that do not sum to n, a full KV cache, too many sequences for the cache) name the
  * numbers, and nothing is appended then (the calls that ran are undone). */
-rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, const int32_t *ids,
-                               size_t n, const size_t *counts, float *out_logits);
+RX_API rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b,
+                                      const int32_t *ids, size_t n, const size_t *counts,
+                                      float *out_logits);
 /* rx_llm_prefill_batch of one sequence: appends count tokens to seq and writes the logits of the
  * last one (vocab floats) to out_logits. */
-rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
-                         float *out_logits);
+RX_API rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
+                                float *out_logits);
 /* Appends one token to each of count sequences (ids[i] to seqs[i]; count at most
  * rx_llm_model_max_batch; each sequence prefilled before, distinct), in one forward call, and
  * writes their logits, count rows of vocab floats, to out_logits. */
-rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
-                        float *out_logits);
+RX_API rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids,
+                               size_t count, float *out_logits);
 /* Tokens held for seq (0 for an unknown one). */
-int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq);
+RX_API int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq);
 /* Forgets seq and frees its pages (nothing for an unknown one). */
-void rx_llm_model_reset(rx_llm_model *m, int64_t seq);
+RX_API void rx_llm_model_reset(rx_llm_model *m, int64_t seq);
 
 /* The most sequences one rx_llm_decode or rx_llm_prefill_batch takes (the artifact's
  * --max-batch). */
-int64_t rx_llm_model_max_batch(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_max_batch(const rx_llm_model *m);
 /* The most sequences the KV cache holds at once (options.max_sequences), and how many it holds. */
-int64_t rx_llm_model_max_sequences(const rx_llm_model *m);
-int64_t rx_llm_model_sequences(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_max_sequences(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_sequences(const rx_llm_model *m);
 /* KV cache tokens over all sequences (whole pages of 16 tokens), and those free now. */
-int64_t rx_llm_model_kv_capacity(const rx_llm_model *m);
-int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_kv_capacity(const rx_llm_model *m);
+RX_API int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m);
 
 /* ---- generation: prefill, then decode a token at a time, sampling each ---- */
 typedef struct rx_llm_generate_params {
@@ -260,9 +262,9 @@ typedef struct rx_llm_generate_stats {
 /* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
  * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so.
  * The new ids go to out_ids (up to max_tokens; may be NULL). */
-rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
-                          const rx_llm_generate_params *p, int32_t *out_ids,
-                          rx_llm_generate_stats *out_stats);
+RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
+                                 const rx_llm_generate_params *p, int32_t *out_ids,
+                                 rx_llm_generate_stats *out_stats);
 
 /* ---- continuous batching: many generations sharing one model (runtime/llm/batch.c) ----
  * A batcher runs requests (a prompt and rx_llm_generate_params) on one model, each on its own
@@ -334,30 +336,31 @@ typedef struct rx_llm_batcher_stats {
 
 /* o may be NULL (defaults). max_batch is capped by the model's max_batch and the cache's
  * max_sequences. The model must outlive the batcher. */
-rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o,
-                                rx_llm_batcher **out_batcher);
+RX_API rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o,
+                                       rx_llm_batcher **out_batcher);
 /* Frees the batcher: requests still running are cancelled (their sequences freed). */
-void rx_llm_batcher_free(rx_llm_batcher *b); /* NULL is fine */
+RX_API void rx_llm_batcher_free(rx_llm_batcher *b); /* NULL is fine */
 /* Queues a request (the prompt is copied; p's callback and user are kept). An invalid request
  * (no prompt, max_tokens < 1, an id outside the vocabulary, invalid sampling params, a prompt
  * longer than max_seq_len, or one whose KV pages could never fit in the cache) is an
  * RX_ERR_INVALID error naming the numbers, and nothing is queued. *out_id: the request's id
  * (from 1). */
-rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t count,
-                                const rx_llm_generate_params *p, int64_t *out_id);
+RX_API rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t count,
+                                       const rx_llm_generate_params *p, int64_t *out_id);
 /* One step (above). *out_active (may be NULL): requests waiting or running after it. Errors:
  * only a NULL batcher or a call from a callback; requests' own errors are on the requests. */
-rx_status rx_llm_batcher_step(rx_llm_batcher *b, size_t *out_active);
+RX_API rx_status rx_llm_batcher_step(rx_llm_batcher *b, size_t *out_active);
 /* Steps until no request waits or runs. */
-rx_status rx_llm_batcher_run(rx_llm_batcher *b);
+RX_API rx_status rx_llm_batcher_run(rx_llm_batcher *b);
 /* Ends a waiting or running request (CANCELLED; its sequence and pages freed now); nothing for
  * one that has ended. An unknown id is an RX_ERR_INVALID error. */
-rx_status rx_llm_batcher_cancel(rx_llm_batcher *b, int64_t id);
+RX_API rx_status rx_llm_batcher_cancel(rx_llm_batcher *b, int64_t id);
 /* A request's state and tokens. An unknown (or released) id is an RX_ERR_INVALID error. */
-rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id, rx_llm_request_info *out_info);
+RX_API rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id,
+                                     rx_llm_request_info *out_info);
 /* Forgets a request (cancelling it first if it has not ended); its id becomes unknown. */
-rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
-rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
+RX_API rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
+RX_API rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
 
 #ifdef __cplusplus
 }

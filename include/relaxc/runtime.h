@@ -51,7 +51,7 @@ typedef enum rx_rt_backend {
   RX_RT_BACKEND_COUNT
 } rx_rt_backend;
 
-const char *rx_rt_backend_name(rx_rt_backend b); /* "vulkan", "cuda", "metal", "null" */
+RX_API const char *rx_rt_backend_name(rx_rt_backend b); /* "vulkan", "cuda", "metal", "null" */
 
 /* ---- host allocator: one hook for all host memory of the runtime (Lua style) ----
  * realloc(user, NULL, n) allocates, realloc(user, p, 0) frees and returns NULL, otherwise it
@@ -80,12 +80,12 @@ typedef struct rx_rt_device_info {
 /* Whether a backend can be used here: NULL, or a status saying why not (for example
  * "vulkan: libvulkan.so.1 not found: install the Vulkan loader (Debian: libvulkan1) and a
  * driver"). */
-rx_status rx_rt_backend_check(rx_rt_backend b);
+RX_API rx_status rx_rt_backend_check(rx_rt_backend b);
 
 /* The devices of one backend. *out_infos is an array of *out_count entries, freed with
  * rx_rt_free_device_infos. A backend without driver returns its rx_rt_backend_check status. */
-rx_status rx_rt_enumerate(rx_rt_backend b, rx_rt_device_info **out_infos, size_t *out_count);
-void rx_rt_free_device_infos(rx_rt_device_info *infos);
+RX_API rx_status rx_rt_enumerate(rx_rt_backend b, rx_rt_device_info **out_infos, size_t *out_count);
+RX_API void rx_rt_free_device_infos(rx_rt_device_info *infos);
 
 typedef struct rx_rt_device_options {
   const rx_rt_allocator *allocator; /* NULL: malloc/realloc/free */
@@ -101,37 +101,37 @@ typedef struct rx_rt_device_options {
 /* Opens a device. spec is "BACKEND:INDEX" ("vulkan:0", "cuda:1", "metal:0"), or "BACKEND"
  * (index 0); NULL or "" uses the environment variable RX_DEVICE, and without it the first
  * device of the first available backend (CUDA, then Metal, then Vulkan). opts may be NULL. */
-rx_status rx_rt_device_open(const char *spec, const rx_rt_device_options *opts,
-                            rx_rt_device **out_device);
-void rx_rt_device_retain(rx_rt_device *d);
-void rx_rt_device_release(rx_rt_device *d); /* NULL is fine */
-const rx_rt_device_info *rx_rt_device_get_info(const rx_rt_device *d);
+RX_API rx_status rx_rt_device_open(const char *spec, const rx_rt_device_options *opts,
+                                   rx_rt_device **out_device);
+RX_API void rx_rt_device_retain(rx_rt_device *d);
+RX_API void rx_rt_device_release(rx_rt_device *d); /* NULL is fine */
+RX_API const rx_rt_device_info *rx_rt_device_get_info(const rx_rt_device *d);
 /* Submits what is queued and waits for it. A device error (for example a lost device) is
  * returned here and by every later call. */
-rx_status rx_rt_device_synchronize(rx_rt_device *d);
+RX_API rx_status rx_rt_device_synchronize(rx_rt_device *d);
 /* Vulkan with validation: the number of validation-layer messages (warnings and errors) seen so
  * far, and the last one in *out_last (may be NULL; valid until the next call on d). */
-size_t rx_rt_device_validation_messages(const rx_rt_device *d, const char **out_last);
+RX_API size_t rx_rt_device_validation_messages(const rx_rt_device *d, const char **out_last);
 
 /* ---- buffers ---- */
-rx_status rx_rt_buffer_alloc(rx_rt_device *d, size_t bytes, rx_rt_buffer **out_buffer);
-void rx_rt_buffer_retain(rx_rt_buffer *b);
-void rx_rt_buffer_release(rx_rt_buffer *b); /* NULL is fine; the memory is reused after the
+RX_API rx_status rx_rt_buffer_alloc(rx_rt_device *d, size_t bytes, rx_rt_buffer **out_buffer);
+RX_API void rx_rt_buffer_retain(rx_rt_buffer *b);
+RX_API void rx_rt_buffer_release(rx_rt_buffer *b); /* NULL is fine; the memory is reused after the
                                                device finished what was queued before */
-size_t rx_rt_buffer_size(const rx_rt_buffer *b);
-rx_rt_device *rx_rt_buffer_device(const rx_rt_buffer *b);
+RX_API size_t rx_rt_buffer_size(const rx_rt_buffer *b);
+RX_API rx_rt_device *rx_rt_buffer_device(const rx_rt_buffer *b);
 /* Host to device and device to host, synchronous (they wait for queued work first). */
-rx_status rx_rt_buffer_write(rx_rt_buffer *b, size_t offset, const void *src, size_t bytes);
-rx_status rx_rt_buffer_read(rx_rt_buffer *b, size_t offset, void *dst, size_t bytes);
+RX_API rx_status rx_rt_buffer_write(rx_rt_buffer *b, size_t offset, const void *src, size_t bytes);
+RX_API rx_status rx_rt_buffer_read(rx_rt_buffer *b, size_t offset, void *dst, size_t bytes);
 /* Queued: sets bytes [offset, offset + bytes) to value; copies between buffers of one device. */
-rx_status rx_rt_buffer_fill(rx_rt_buffer *b, size_t offset, size_t bytes, uint8_t value);
-rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
-                            size_t dst_offset, size_t bytes);
+RX_API rx_status rx_rt_buffer_fill(rx_rt_buffer *b, size_t offset, size_t bytes, uint8_t value);
+RX_API rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
+                                   size_t dst_offset, size_t bytes);
 
 /* ---- kernel libraries (docs/kernel-abi.md) ---- */
 /* Loads DIR/kernels.json and the binaries it names (Vulkan: `binary`, SPIR-V; CUDA: `binary`, a
  * cubin, else `ptx`; Metal: `binary`, a metallib, else `source`, MSL). */
-rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library);
+RX_API rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library);
 
 /* The same from memory (for artifacts): the text of kernels.json and the files it names. */
 typedef struct rx_rt_blob {
@@ -139,22 +139,23 @@ typedef struct rx_rt_blob {
   const void *data;
   size_t size;
 } rx_rt_blob;
-rx_status rx_rt_library_load_memory(rx_rt_device *d, const char *json, size_t json_len,
-                                    const rx_rt_blob *blobs, size_t blob_count,
-                                    rx_rt_library **out_library);
-void rx_rt_library_retain(rx_rt_library *l);
-void rx_rt_library_release(rx_rt_library *l); /* NULL is fine */
+RX_API rx_status rx_rt_library_load_memory(rx_rt_device *d, const char *json, size_t json_len,
+                                           const rx_rt_blob *blobs, size_t blob_count,
+                                           rx_rt_library **out_library);
+RX_API void rx_rt_library_retain(rx_rt_library *l);
+RX_API void rx_rt_library_release(rx_rt_library *l); /* NULL is fine */
 
-size_t rx_rt_library_kernel_count(const rx_rt_library *l);
-rx_rt_kernel *rx_rt_library_kernel_at(const rx_rt_library *l, size_t i);
+RX_API size_t rx_rt_library_kernel_count(const rx_rt_library *l);
+RX_API rx_rt_kernel *rx_rt_library_kernel_at(const rx_rt_library *l, size_t i);
 /* RX_ERR_NOT_FOUND naming the kernel and the library when absent. */
-rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name, rx_rt_kernel **out_kernel);
+RX_API rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name,
+                                      rx_rt_kernel **out_kernel);
 
-const char *rx_rt_kernel_name(const rx_rt_kernel *k);
-size_t rx_rt_kernel_buffer_count(const rx_rt_kernel *k);
-size_t rx_rt_kernel_scalar_count(const rx_rt_kernel *k);
-const char *rx_rt_kernel_scalar_name(const rx_rt_kernel *k, size_t i); /* sorted by name */
-void rx_rt_kernel_block(const rx_rt_kernel *k, uint32_t out_block[3]);
+RX_API const char *rx_rt_kernel_name(const rx_rt_kernel *k);
+RX_API size_t rx_rt_kernel_buffer_count(const rx_rt_kernel *k);
+RX_API size_t rx_rt_kernel_scalar_count(const rx_rt_kernel *k);
+RX_API const char *rx_rt_kernel_scalar_name(const rx_rt_kernel *k, size_t i); /* sorted by name */
+RX_API void rx_rt_kernel_block(const rx_rt_kernel *k, uint32_t out_block[3]);
 
 /* ---- launches ---- */
 /* The low-level launch: the buffers in the kernel's order, then its symbolic values (int32, in
@@ -168,7 +169,7 @@ typedef struct rx_rt_launch_params {
   const int32_t *scalars;
   size_t scalar_count;
 } rx_rt_launch_params;
-rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p);
+RX_API rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p);
 
 /* Symbolic values by name, as 64-bit integers. */
 typedef struct rx_rt_symbols {
@@ -181,9 +182,9 @@ typedef struct rx_rt_symbols {
  * and sets *out_launched to false; out_launched may be NULL) and grid from kernels.json with the
  * given symbolic values, checks that every value the kernel takes and every grid size fits in
  * int32, and launches with the kernel's block. */
-rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buffers,
-                                      size_t buffer_count, const rx_rt_symbols *symbols,
-                                      bool *out_launched);
+RX_API rx_status rx_rt_kernel_launch_symbols(rx_rt_kernel *k, rx_rt_buffer *const *buffers,
+                                             size_t buffer_count, const rx_rt_symbols *symbols,
+                                             bool *out_launched);
 
 /* The programs of a library (kernels.json "programs") and their parameters, in order. */
 typedef struct rx_rt_program_param {
@@ -194,26 +195,28 @@ typedef struct rx_rt_program_param {
   size_t rank;              /* buffers: number of dims */
   const char *const *shape; /* buffers: rank expressions in the text syntax of kernels.json */
 } rx_rt_program_param;
-size_t rx_rt_library_program_count(const rx_rt_library *l);
-const char *rx_rt_library_program_name(const rx_rt_library *l, size_t i); /* NULL past the end */
+RX_API size_t rx_rt_library_program_count(const rx_rt_library *l);
+RX_API const char *rx_rt_library_program_name(const rx_rt_library *l,
+                                              size_t i); /* NULL past the end */
 /* Copies up to max parameter descriptions (borrowed strings, valid while the library lives)
  * and sets *out_count to the program's number of parameters; RX_ERR_NOT_FOUND without it. */
-rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *program,
-                                       rx_rt_program_param *out_params, size_t max,
-                                       size_t *out_count);
+RX_API rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *program,
+                                              rx_rt_program_param *out_params, size_t max,
+                                              size_t *out_count);
 
 /* Runs one program of the library: each of its kernels, in order, whose condition holds.
  * buffers[i] is the buffer of the program's parameter i (entries of scalar parameters are
  * ignored and may be NULL); each buffer is checked to hold its parameter's shape. */
-rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
-                            size_t buffer_count, const rx_rt_symbols *symbols);
+RX_API rx_status rx_rt_library_run(rx_rt_library *l, const char *program,
+                                   rx_rt_buffer *const *buffers, size_t buffer_count,
+                                   const rx_rt_symbols *symbols);
 /* Run-time checks (docs/kernel-abi.md, "Run-time checks": an index from data out of range): the
  * first check that failed in the kernels run since the last call, as an error with its message
  * ("main: binding `y` (take): index 70000 out of range [-50257, 50257) on axis 0"), and the
  * library's error buffer cleared; NULL when none failed. Reads a few bytes from the device (a
  * synchronization) only when a kernel with checks ran. rx_rt_vm_call does this at the end of
  * each call; a caller of rx_rt_library_run calls it after its runs. */
-rx_status rx_rt_library_check(rx_rt_library *l);
+RX_API rx_status rx_rt_library_check(rx_rt_library *l);
 
 /* ---- ragged (packed) tensors (docs/ops.md, "Ragged tensors") ---- */
 /* Checks an offsets table before it is uploaded: indptr[0..n) with n >= 1, indptr[0] = 0,
@@ -221,23 +224,23 @@ rx_status rx_rt_library_check(rx_rt_library *l);
  * it on the device and do not check it (a bad table gives wrong rows, never a read outside
  * 0 .. total - 1: they clamp every offset into that range). RX_ERR_INVALID naming the first bad
  * entry. */
-rx_status rx_rt_check_indptr(const int32_t *indptr, int64_t n, int64_t total);
+RX_API rx_status rx_rt_check_indptr(const int32_t *indptr, int64_t n, int64_t total);
 
 /* ---- timing with device timestamps ---- */
 /* start and stop queue a timestamp; elapsed synchronizes and returns the device time between
  * them in milliseconds. RX_ERR_UNSUPPORTED where the device has no timestamps. */
-rx_status rx_rt_timer_create(rx_rt_device *d, rx_rt_timer **out_timer);
-rx_status rx_rt_timer_start(rx_rt_timer *t);
-rx_status rx_rt_timer_stop(rx_rt_timer *t);
-rx_status rx_rt_timer_elapsed_ms(rx_rt_timer *t, double *out_ms);
-void rx_rt_timer_release(rx_rt_timer *t); /* NULL is fine */
+RX_API rx_status rx_rt_timer_create(rx_rt_device *d, rx_rt_timer **out_timer);
+RX_API rx_status rx_rt_timer_start(rx_rt_timer *t);
+RX_API rx_status rx_rt_timer_stop(rx_rt_timer *t);
+RX_API rx_status rx_rt_timer_elapsed_ms(rx_rt_timer *t, double *out_ms);
+RX_API void rx_rt_timer_release(rx_rt_timer *t); /* NULL is fine */
 
 /* ---- symbolic expressions (the text syntax of kernels.json) ----
  * Evaluates text with the given values: integers, names, + - *, // and % (floor division and
  * modulo), unary -, min(a, b), max(a, b), select(c, a, b), == != < <= > >=, && || !, parentheses.
  * Errors (RX_ERR_INVALID): malformed text (with the column), an unknown name, division by zero,
  * 64-bit overflow. */
-rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *out_value);
+RX_API rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *out_value);
 
 /* ---- artifacts (.rxm) and calls: the VM (runtime/vm_format.h, docs/artifact.md) ----
  * An artifact holds the host program of a module's graph functions, its kernels per backend and
@@ -254,27 +257,29 @@ typedef struct rx_rt_value rx_rt_value;   /* a result: tensor, tuple, shape or p
 /* Loads an artifact for device d: its kernels for d's backend ("<backend>/kernels.json"; absent:
  * RX_ERR_UNSUPPORTED naming the backend and the targets present). d may be NULL to inspect an
  * artifact without running it (calls then fail). The artifact keeps d alive. */
-rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact);
+RX_API rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path,
+                                     rx_rt_artifact **out_artifact);
 /* The same from memory (copied); name is used in messages ("model.rxm"). */
-rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
-                                     const char *name, rx_rt_artifact **out_artifact);
-void rx_rt_artifact_retain(rx_rt_artifact *a);
-void rx_rt_artifact_release(rx_rt_artifact *a);               /* NULL is fine */
-rx_rt_device *rx_rt_artifact_device(const rx_rt_artifact *a); /* NULL when loaded without one */
+RX_API rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
+                                            const char *name, rx_rt_artifact **out_artifact);
+RX_API void rx_rt_artifact_retain(rx_rt_artifact *a);
+RX_API void rx_rt_artifact_release(rx_rt_artifact *a); /* NULL is fine */
+RX_API rx_rt_device *
+rx_rt_artifact_device(const rx_rt_artifact *a); /* NULL when loaded without one */
 
 /* What the artifact holds (for `relaxc inspect`); strings live as long as the artifact. */
-size_t rx_rt_artifact_section_count(const rx_rt_artifact *a);
+RX_API size_t rx_rt_artifact_section_count(const rx_rt_artifact *a);
 /* Section i: its name, its bytes and size. false when i is out of range. */
-bool rx_rt_artifact_section(const rx_rt_artifact *a, size_t i, const char **out_name,
-                            const void **out_data, size_t *out_size);
-const char *rx_rt_artifact_manifest(const rx_rt_artifact *a); /* the manifest.json text */
+RX_API bool rx_rt_artifact_section(const rx_rt_artifact *a, size_t i, const char **out_name,
+                                   const void **out_data, size_t *out_size);
+RX_API const char *rx_rt_artifact_manifest(const rx_rt_artifact *a); /* the manifest.json text */
 /* The backends compiled for, comma-separated ("cuda, vulkan"), from "<backend>/kernels.json". */
-const char *rx_rt_artifact_targets(const rx_rt_artifact *a);
+RX_API const char *rx_rt_artifact_targets(const rx_rt_artifact *a);
 
-size_t rx_rt_artifact_function_count(const rx_rt_artifact *a);
-const char *rx_rt_artifact_function_name(const rx_rt_artifact *a,
-                                         size_t fn); /* NULL: out of range */
-size_t rx_rt_artifact_function_param_count(const rx_rt_artifact *a, size_t fn);
+RX_API size_t rx_rt_artifact_function_count(const rx_rt_artifact *a);
+RX_API const char *rx_rt_artifact_function_name(const rx_rt_artifact *a,
+                                                size_t fn); /* NULL: out of range */
+RX_API size_t rx_rt_artifact_function_param_count(const rx_rt_artifact *a, size_t fn);
 /* A parameter as the host program checks it at entry (its CHECK_TENSOR); a parameter without
  * check has name "", expected "?", dtype RX_DTYPE_UNKNOWN and ndim -1. */
 typedef struct rx_rt_param_info {
@@ -283,28 +288,28 @@ typedef struct rx_rt_param_info {
   rx_dtype dtype;       /* RX_DTYPE_UNKNOWN: any */
   int ndim;             /* -1: any rank */
 } rx_rt_param_info;
-bool rx_rt_artifact_function_param(const rx_rt_artifact *a, size_t fn, size_t param,
-                                   rx_rt_param_info *out_info);
+RX_API bool rx_rt_artifact_function_param(const rx_rt_artifact *a, size_t fn, size_t param,
+                                          rx_rt_param_info *out_info);
 /* The function's facts (its ASSERTs: "n <= 4096") and planned storages (their ALLOC_STORAGE size
  * expressions, "16384"), in program order; NULL when i is out of range. */
-size_t rx_rt_artifact_function_fact_count(const rx_rt_artifact *a, size_t fn);
-const char *rx_rt_artifact_function_fact(const rx_rt_artifact *a, size_t fn, size_t i);
-size_t rx_rt_artifact_function_storage_count(const rx_rt_artifact *a, size_t fn);
-const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, size_t i);
+RX_API size_t rx_rt_artifact_function_fact_count(const rx_rt_artifact *a, size_t fn);
+RX_API const char *rx_rt_artifact_function_fact(const rx_rt_artifact *a, size_t fn, size_t i);
+RX_API size_t rx_rt_artifact_function_storage_count(const rx_rt_artifact *a, size_t fn);
+RX_API const char *rx_rt_artifact_function_storage(const rx_rt_artifact *a, size_t fn, size_t i);
 /* The kernel programs one call of function fn runs, in order: those of its call_kernels and,
  * through call_fn, of the functions it calls (each instruction once: both arms of an if, a loop's
  * body once). Writes up to max of their names (borrowed from the artifact) to out_programs
  * (NULL: none) and returns how many there are. */
-size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
-                                        const char **out_programs, size_t max);
+RX_API size_t rx_rt_artifact_function_programs(const rx_rt_artifact *a, size_t fn,
+                                               const char **out_programs, size_t max);
 /* The same for the builtins (call_extern: the KV cache's, a dispatched library's) that one call
  * of function fn may reach. */
-size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn, const char **out_externs,
-                                       size_t max);
+RX_API size_t rx_rt_artifact_function_externs(const rx_rt_artifact *a, size_t fn,
+                                              const char **out_externs, size_t max);
 /* A readable listing of function fn's host program, one instruction a line (NULL when fn is out
  * of range or out of memory); free it with rx_rt_string_free. */
-char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);
-void rx_rt_string_free(char *s);
+RX_API char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn);
+RX_API void rx_rt_string_free(char *s);
 
 /* ---- weights (docs/artifact.md "Weights") ----
  * The tensors an artifact carries (section weights.safetensors, or the side file its manifest
@@ -320,39 +325,40 @@ typedef struct rx_rt_weight_info {
   size_t bytes;
   rx_rt_tensor *tensor; /* on the artifact's device (borrowed); NULL when loaded without one */
 } rx_rt_weight_info;
-size_t rx_rt_artifact_weight_count(const rx_rt_artifact *a);
-bool rx_rt_artifact_weight(const rx_rt_artifact *a, size_t i, rx_rt_weight_info *out_info);
+RX_API size_t rx_rt_artifact_weight_count(const rx_rt_artifact *a);
+RX_API bool rx_rt_artifact_weight(const rx_rt_artifact *a, size_t i, rx_rt_weight_info *out_info);
 /* The side file the weights were mapped from (the path as opened), or NULL: in the artifact. */
-const char *rx_rt_artifact_weights_file(const rx_rt_artifact *a);
+RX_API const char *rx_rt_artifact_weights_file(const rx_rt_artifact *a);
 /* Whether parameter param of function fn is bound to a weight, and which (*out_weight, an index
  * for rx_rt_artifact_weight; out_weight may be NULL). */
-bool rx_rt_artifact_param_weight(const rx_rt_artifact *a, size_t fn, size_t param,
-                                 size_t *out_weight);
+RX_API bool rx_rt_artifact_param_weight(const rx_rt_artifact *a, size_t fn, size_t param,
+                                        size_t *out_weight);
 
 /* CRC-32 as in zlib (polynomial 0xEDB88320): crc = rx_rt_crc32(0, data, n), chainable. */
-uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n);
+RX_API uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ---- tensors ---- */
-size_t rx_rt_dtype_size(rx_dtype t);      /* bytes per element; 0 for RX_DTYPE_UNKNOWN */
-const char *rx_rt_dtype_name(rx_dtype t); /* "f32"; "any" for RX_DTYPE_UNKNOWN */
+RX_API size_t rx_rt_dtype_size(rx_dtype t);      /* bytes per element; 0 for RX_DTYPE_UNKNOWN */
+RX_API const char *rx_rt_dtype_name(rx_dtype t); /* "f32"; "any" for RX_DTYPE_UNKNOWN */
 /* A tensor over a new device buffer (contents undefined). ndim 0..RX_RT_MAX_NDIM, dims >= 0. */
-rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
-                              rx_rt_tensor **out_tensor);
+RX_API rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim,
+                                     const int64_t *shape, rx_rt_tensor **out_tensor);
 /* The same, filled from host memory holding the elements row-major (f16/bf16 as their bits). */
-rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
-                                 const void *data, rx_rt_tensor **out_tensor);
+RX_API rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim,
+                                        const int64_t *shape, const void *data,
+                                        rx_rt_tensor **out_tensor);
 /* A tensor over an existing buffer (retained), from its byte 0; the buffer must be large enough. */
-rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
-                            rx_rt_tensor **out_tensor);
-void rx_rt_tensor_retain(rx_rt_tensor *t);
-void rx_rt_tensor_release(rx_rt_tensor *t); /* NULL is fine */
-rx_dtype rx_rt_tensor_dtype(const rx_rt_tensor *t);
-int rx_rt_tensor_ndim(const rx_rt_tensor *t);
-const int64_t *rx_rt_tensor_shape(const rx_rt_tensor *t);
-size_t rx_rt_tensor_bytes(const rx_rt_tensor *t);         /* elements * element size */
-rx_rt_buffer *rx_rt_tensor_buffer(const rx_rt_tensor *t); /* borrowed */
+RX_API rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
+                                   rx_rt_tensor **out_tensor);
+RX_API void rx_rt_tensor_retain(rx_rt_tensor *t);
+RX_API void rx_rt_tensor_release(rx_rt_tensor *t); /* NULL is fine */
+RX_API rx_dtype rx_rt_tensor_dtype(const rx_rt_tensor *t);
+RX_API int rx_rt_tensor_ndim(const rx_rt_tensor *t);
+RX_API const int64_t *rx_rt_tensor_shape(const rx_rt_tensor *t);
+RX_API size_t rx_rt_tensor_bytes(const rx_rt_tensor *t);         /* elements * element size */
+RX_API rx_rt_buffer *rx_rt_tensor_buffer(const rx_rt_tensor *t); /* borrowed */
 /* Device to host, synchronous: dst must hold rx_rt_tensor_bytes(t) bytes (bytes must equal it). */
-rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes);
+RX_API rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes);
 
 /* ---- values (results of calls) ---- */
 typedef enum rx_rt_value_kind {
@@ -363,14 +369,16 @@ typedef enum rx_rt_value_kind {
   RX_RT_VALUE_STORAGE, /* a planned storage (internal to the host program) */
   RX_RT_VALUE_OBJECT,  /* a runtime object (a KV cache: relaxc/llm.h), made by a builtin */
 } rx_rt_value_kind;
-rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v);
-rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v); /* borrowed; NULL if not a tensor */
-size_t rx_rt_value_tuple_size(const rx_rt_value *v);    /* 0 if not a tuple */
-rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v, size_t i);   /* borrowed; NULL: none */
-int rx_rt_value_shape(const rx_rt_value *v, const int64_t **out_dims); /* ndim; -1: not a shape */
-int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype);   /* 0 if not a prim */
-void rx_rt_value_retain(rx_rt_value *v);
-void rx_rt_value_release(rx_rt_value *v); /* NULL is fine */
+RX_API rx_rt_value_kind rx_rt_value_kind_of(const rx_rt_value *v);
+RX_API rx_rt_tensor *rx_rt_value_tensor(const rx_rt_value *v); /* borrowed; NULL if not a tensor */
+RX_API size_t rx_rt_value_tuple_size(const rx_rt_value *v);    /* 0 if not a tuple */
+RX_API rx_rt_value *rx_rt_value_tuple_item(const rx_rt_value *v,
+                                           size_t i); /* borrowed; NULL: none */
+RX_API int rx_rt_value_shape(const rx_rt_value *v,
+                             const int64_t **out_dims); /* ndim; -1: not a shape */
+RX_API int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype); /* 0 if not a prim */
+RX_API void rx_rt_value_retain(rx_rt_value *v);
+RX_API void rx_rt_value_release(rx_rt_value *v); /* NULL is fine */
 
 /* ---- objects: values of a runtime type that the host program passes around (graph struct info
  * `Object`) and the builtins reached through call_extern make and use ---- */
@@ -380,18 +388,18 @@ typedef struct rx_rt_object_type {
 } rx_rt_object_type;
 /* A value holding object, which it owns from now on (destroy runs at the last release, or at
  * once when this fails). */
-rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
-                                  rx_rt_value **out_value);
+RX_API rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
+                                         rx_rt_value **out_value);
 /* v's object when v holds one of that type, else NULL (borrowed). */
-void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type);
+RX_API void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type);
 
 /* ---- values as arguments (rx_rt_vm_call_values) ---- */
 /* A value holding t (a new reference). */
-rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value);
+RX_API rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value);
 /* A scalar (graph struct info Prim(dtype)): integers and bool as their value. */
-rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t v, rx_rt_value **out_value);
+RX_API rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t v, rx_rt_value **out_value);
 /* A shape value (Shape([...])) of ndim dims (0..RX_RT_MAX_NDIM), copied. */
-rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **out_value);
+RX_API rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **out_value);
 
 /* ---- calls ----
  * Runs graph function fn of the artifact with the given tensors as its parameters (in order;
@@ -403,18 +411,18 @@ rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **ou
  * reading a result synchronizes. Planned storages are allocated at the first call and kept by the
  * artifact: a result that lives in planned storage is overwritten by the next call (copy or read
  * it first). */
-rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
-                        rx_rt_value **out_result);
+RX_API rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs,
+                               size_t n, rx_rt_value **out_result);
 /* The same with values as arguments (tensors, prims, shapes, objects, tuples; not storages).
  * Weights: a call that passes every parameter but those bound to weights, in order, gets the
  * weights for them; a call that passes every parameter overrides them. rx_rt_vm_call and
  * rx_rt_vm_bench follow the same rule. */
-rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *const *args,
-                               size_t n, rx_rt_value **out_result);
+RX_API rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *const *args,
+                                      size_t n, rx_rt_value **out_result);
 /* Calls fn `warmup` times, then `iters` times, and returns the mean wall-clock time per call in
  * milliseconds, synchronized (iters >= 1). */
-rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
-                         int warmup, int iters, double *out_ms_per_call);
+RX_API rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs,
+                                size_t n, int warmup, int iters, double *out_ms_per_call);
 
 #ifdef __cplusplus
 }

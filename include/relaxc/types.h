@@ -7,6 +7,17 @@
 extern "C" {
 #endif
 
+/* ---- RX_API: on every function of the public headers. The library sources build with
+ * -fvisibility=hidden, so the shared libraries (librelaxc.so, librelaxc_runtime.so) export these
+ * and nothing else (test tools.exported_symbols). Define it before including to override. ---- */
+#ifndef RX_API
+#if defined(__GNUC__) || defined(__clang__)
+#define RX_API __attribute__((visibility("default")))
+#else
+#define RX_API
+#endif
+#endif
+
 /* ---- statuses: NULL is OK, anything else is an error with a message ---- */
 typedef enum rx_status_code {
   RX_OK = 0,
@@ -21,9 +32,9 @@ typedef enum rx_status_code {
 #define RX_STATUS_ENUM_DEFINED /* for code written against the former guarded copies */
 
 typedef struct rx_status_s *rx_status; /* NULL: OK */
-rx_status_code rx_status_code_of(rx_status s);
-const char *rx_status_message(rx_status s); /* "" for OK */
-void rx_status_free(rx_status s);
+RX_API rx_status_code rx_status_code_of(rx_status s);
+RX_API const char *rx_status_message(rx_status s); /* "" for OK */
+RX_API void rx_status_free(rx_status s);
 
 /* ---- dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed). Their numbers are
  * stored in artifacts (docs/artifact.md) and used by the C APIs: new ones go at the end. ---- */
