@@ -38,6 +38,8 @@ PACKAGES=(
   libonnx-testdata    # the ONNX backend node tests: tests/onnx/node_suite.c runs them (ctest onnx_nodes)
   curl           # tests/docs/readme_examples.py runs the README's `relaxc serve` example with it
   git            # make format and CI's format check list the sources with git ls-files
+  binutils       # nm: tests/tools/exported_symbols.py lists the libraries' symbols (gcc pulls it
+                 # in; named because the test runs it)
   clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
   mawk           # awk for deps.sh --check (priority required, so present on any Debian; named
                  # because the check runs it)
