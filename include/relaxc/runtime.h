@@ -264,8 +264,8 @@ RX_API rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, s
                                             const char *name, rx_rt_artifact **out_artifact);
 RX_API void rx_rt_artifact_retain(rx_rt_artifact *a);
 RX_API void rx_rt_artifact_release(rx_rt_artifact *a); /* NULL is fine */
-RX_API rx_rt_device *
-rx_rt_artifact_device(const rx_rt_artifact *a); /* NULL when loaded without one */
+/* The device the artifact was loaded on; NULL when loaded without one. */
+RX_API rx_rt_device *rx_rt_artifact_device(const rx_rt_artifact *a);
 
 /* What the artifact holds (for `relaxc inspect`); strings live as long as the artifact. */
 RX_API size_t rx_rt_artifact_section_count(const rx_rt_artifact *a);
