@@ -112,14 +112,4 @@ typedef struct rx_interp_opts {
 rx_status rx_interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, int nargs,
                         const rx_interp_opts *opts);
 
-/* Conversions used by the interpreter (round to nearest even; NaN stays NaN, overflow gives
- * infinity, subnormals are exact). */
-uint16_t rx_f32_to_f16(float f);
-float rx_f16_to_f32(uint16_t h);
-uint16_t rx_f32_to_bf16(float f);
-float rx_bf16_to_f32(uint16_t h);
-/* Element i of a buffer of dtype t as a double (u64 and i64 rounded to the nearest double;
- * bool and u8 as their byte). */
-double rx_elem_to_f64(const void *data, rx_dtype t, size_t i);
-
 #endif
