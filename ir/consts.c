@@ -61,9 +61,8 @@ void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
     if (n->idata) /* exact integers */
       v = n->idata[i];
     else if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
-      v = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0
-              ? (int64_t)(uint64_t)n->data[i]
-              : (int64_t)n->data[i];
+      v = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0 ? (int64_t)(uint64_t)n->data[i]
+                                                                    : (int64_t)n->data[i];
     ir_scalar_bytes(dt, n->data[i], v, scratch);
     memcpy((char *)out + i * es, scratch, es);
   }
