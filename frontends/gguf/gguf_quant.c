@@ -1,10 +1,11 @@
-/* base/gguf_quant.c: the GGML type table of gguf.h and the reference dequantization of each block
- * format relaxc reads, written from the format's definition (ggml-common.h's block structs and
- * the semantics of ggml's dequantize_row_*; gguf-py's quants.py computes the same in NumPy).
- * Every product of two scales is rounded to f32 on its own statement before it meets a quant, and
- * a product is never fused with the add or subtract that follows (ISO C's default FP_CONTRACT
- * lets a compiler fuse within one expression only), so the results equal the NumPy reference bit
- * for bit. Blocks are read byte by byte, little-endian: they need no alignment. */
+/* frontends/gguf/gguf_quant.c: the GGML type table of base/quant.h (RX_GGUF_TYPES) and the
+ * reference dequantization of each block format relaxc reads, written from the format's definition
+ * (ggml-common.h's block structs and the semantics of ggml's dequantize_row_*; gguf-py's quants.py
+ * computes the same in NumPy). Every product of two scales is rounded to f32 on its own statement
+ * before it meets a quant, and a product is never fused with the add or subtract that follows (ISO
+ * C's default FP_CONTRACT lets a compiler fuse within one expression only), so the results equal
+ * the NumPy reference bit for bit. Blocks are read byte by byte, little-endian: they need no
+ * alignment. */
 #include "gguf.h"
 
 #include <string.h>
