@@ -109,6 +109,17 @@ rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, in
 /* The same for a count already known to be valid and one more factor (e.g. bytes of a count). */
 bool rx_mul_count(int64_t a, int64_t b, int64_t *out);
 
+/* ---- half floats (base/half.c) ---- */
+/* f16 and bf16 to and from f32 (round to nearest even; NaN stays NaN, overflow gives infinity,
+ * subnormals are exact): the interpreter's rounding, shared by everyone who converts. */
+uint16_t rx_f32_to_f16(float f);
+float rx_f16_to_f32(uint16_t h);
+uint16_t rx_f32_to_bf16(float f);
+float rx_bf16_to_f32(uint16_t h);
+/* Element i of a buffer of dtype t as a double (u64 and i64 rounded to the nearest double;
+ * bool and u8 as their byte). */
+double rx_elem_to_f64(const void *data, rx_dtype t, size_t i);
+
 /* ---- hashing ---- */
 uint64_t rx_hash_bytes(const void *p, size_t n);
 /* CRC-32 of zlib and PNG (reflected polynomial 0xEDB88320, initial value and final xor

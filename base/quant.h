@@ -10,16 +10,70 @@
  *     q4f16a_gG   w and s as q4f16_gG, z u8 [out, in / G] (0..15);  W = s * (q - z)
  *     q8f16_gG    w i8 [out, in], s f16 [out, in / G];          W = s * q
  *     (q8f16 is q8f16_g32.)
- *   GGUF's block formats as llama.cpp writes them (base/gguf.h): one u8 buffer [out, in / block
- *   * block bytes] holding each row's blocks as they are in the file, scales inside the blocks.
+ *   GGUF's block formats as llama.cpp writes them (RX_GGUF_TYPES below): one u8 buffer
+ *   [out, in / block * block bytes] holding each row's blocks as they are in the file, scales
+ *   inside the blocks.
  *
  * bytes per block counts everything the block's weights need (packed quants, scale, zero point),
- * so bits per weight = 8 * block_bytes / block. */
+ * so bits per weight = 8 * block_bytes / block.
+ *
+ * The GGML tensor types (RX_GGUF_TYPES: each block format by its number in a GGUF file, with its
+ * geometry) are listed here too: quant_matmul reads those blocks (ops/quant.c), and the GGUF
+ * reader of frontends/gguf/ takes its type table from here. */
 #ifndef RX_BASE_QUANT_H
 #define RX_BASE_QUANT_H
 
 #include "base.h"
-#include "gguf.h"
+
+/* ggml's QK_K: the elements of one K-quant super-block. */
+#define RX_GGUF_QK_K 256
+
+/* GGML tensor types, every one the format's definition names (ggml.h's enum ggml_type, as of
+ * gguf-py 0.19.0): X(NAME, number, elements per block, bytes per block, dequantizer). The ten
+ * types relaxc reads carry their block geometry (ggml-common.h's block structs) and the function
+ * of frontends/gguf/gguf_quant.c that dequantizes one block; the others carry 0, 0, 0: they are
+ * known by name so that a file holding one is refused as "type Q3_K (11) is not supported". */
+#define RX_GGUF_TYPES(X)                                                                           \
+  X(F32, 0, 1, 4, rx_gguf_deq_f32)                                                                 \
+  X(F16, 1, 1, 2, rx_gguf_deq_f16)                                                                 \
+  X(Q4_0, 2, 32, 18, rx_gguf_deq_q4_0) /* f16 d; 16 bytes of nibbles */                            \
+  X(Q4_1, 3, 32, 20, rx_gguf_deq_q4_1) /* f16 d, m; 16 bytes of nibbles */                         \
+  X(Q5_0, 6, 32, 22, rx_gguf_deq_q5_0) /* f16 d; 4 bytes of high bits; nibbles */                  \
+  X(Q5_1, 7, 0, 0, 0)                                                                              \
+  X(Q8_0, 8, 32, 34, rx_gguf_deq_q8_0) /* f16 d; 32 int8 */                                        \
+  X(Q8_1, 9, 0, 0, 0)                                                                              \
+  X(Q2_K, 10, 0, 0, 0)                                                                             \
+  X(Q3_K, 11, 0, 0, 0)                                                                             \
+  X(Q4_K, 12, 256, 144, rx_gguf_deq_q4_k) /* f16 d, dmin; 12 bytes of 6-bit scales; nibbles */     \
+  X(Q5_K, 13, 256, 176, rx_gguf_deq_q5_k) /* as Q4_K, 32 bytes of high bits before the nibbles */  \
+  X(Q6_K, 14, 256, 210, rx_gguf_deq_q6_k) /* ql[128], qh[64], int8 scales[16], f16 d */            \
+  X(Q8_K, 15, 0, 0, 0)                                                                             \
+  X(IQ2_XXS, 16, 0, 0, 0)                                                                          \
+  X(IQ2_XS, 17, 0, 0, 0)                                                                           \
+  X(IQ3_XXS, 18, 0, 0, 0)                                                                          \
+  X(IQ1_S, 19, 0, 0, 0)                                                                            \
+  X(IQ4_NL, 20, 0, 0, 0)                                                                           \
+  X(IQ3_S, 21, 0, 0, 0)                                                                            \
+  X(IQ2_S, 22, 0, 0, 0)                                                                            \
+  X(IQ4_XS, 23, 0, 0, 0)                                                                           \
+  X(I8, 24, 0, 0, 0)                                                                               \
+  X(I16, 25, 0, 0, 0)                                                                              \
+  X(I32, 26, 0, 0, 0)                                                                              \
+  X(I64, 27, 0, 0, 0)                                                                              \
+  X(F64, 28, 0, 0, 0)                                                                              \
+  X(IQ1_M, 29, 0, 0, 0)                                                                            \
+  X(BF16, 30, 1, 2, rx_gguf_deq_bf16)                                                              \
+  X(TQ1_0, 34, 0, 0, 0)                                                                            \
+  X(TQ2_0, 35, 0, 0, 0)                                                                            \
+  X(MXFP4, 39, 0, 0, 0)                                                                            \
+  X(NVFP4, 40, 0, 0, 0)                                                                            \
+  X(Q1_0, 41, 0, 0, 0)
+
+typedef enum rx_gguf_type {
+#define X(N, num, block, bytes, deq) RX_GGUF_TYPE_##N = num,
+  RX_GGUF_TYPES(X)
+#undef X
+} rx_gguf_type;
 
 /* How the element is computed (ops/quant.c has one writer per kind). */
 typedef enum rx_quant_kind {

@@ -1,8 +1,7 @@
-/* Code generation entry points: rx_codegen (lower, print, and for Vulkan compile and validate
- * SPIR-V) and rx_kernels_json (the description the runtime reads, docs/kernel-abi.md). */
+/* Code generation entry points: rx_codegen_rules (lower and print; the compile driver runs the
+ * toolchains, driver/toolchains.c) and rx_kernels_json (the description the runtime reads,
+ * docs/kernel-abi.md). */
 #include "cg_int.h"
-
-#include "../targets/toolchain.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -35,28 +34,6 @@ const char *rx_lang_ext(rx_lang l) {
 rx_lang rx_lang_of_target(const rx_target *t) { return (rx_lang)t->kind; }
 
 const cg_lang *cg_lang_of(rx_lang l) { return langs[l].L; }
-
-/* Compiles one GLSL kernel to SPIR-V and validates it, where the toolchain is present. */
-static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc) {
-  if (!rx_shaderc_available()) return true;
-  uint32_t *words = NULL;
-  size_t n = 0;
-  char label[256];
-  snprintf(label, sizeof label, "%s.comp", k->name);
-  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
-  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
-  if (st) {
-    rx_diag_report(diag, RX_DIAG_ERROR, loc, "kernel '%s': the emitted GLSL does not compile: %s",
-                   k->name, rx_status_message(st));
-    rx_status_free(st);
-    free(words);
-    return false;
-  }
-  k->spirv = rx_arena_dup(&m->arena, words, n * sizeof(uint32_t));
-  k->spirv_words = n;
-  free(words);
-  return true;
-}
 
 bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
                       const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out) {
@@ -98,16 +75,6 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
   for (int i = 0; i < n; i++) out->kernels[i] = ks[i].k;
   out->n = n;
   return true;
-}
-
-bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
-                rx_kernel_list *out) {
-  if (!rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out)) return false;
-  bool ok = true;
-  if (t->kind == RX_TARGET_VULKAN)
-    for (int i = 0; i < out->n && ok; i++)
-      ok = compile_spirv(m, out->kernels[i], diag, (rx_loc){0});
-  return ok;
 }
 
 /* ---- kernels.json ------------------------------------------------------------------------ */

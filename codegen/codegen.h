@@ -97,18 +97,13 @@ typedef struct rx_kernel_list {
   int n;
 } rx_kernel_list;
 
-/* Generates the kernels of one scheduled program for target t (everything in m's arena).
- * For Vulkan targets it also compiles each kernel to SPIR-V and validates it when shaderc and
- * SPIRV-Tools are present. Errors (a program not in the scheduled shape, a construct the
- * language cannot express, shared memory or push constants over the target's limits) go to
- * diag; returns false then. */
-bool rx_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
-                rx_kernel_list *out);
-
-/* rx_codegen with the schedule rule of each variant (rules[i]: the i-th distinct kernel
- * condition in kernel order; nrules == 1: every kernel), recorded in rx_kernel.rule and the
- * kernel's header comment. rules may be NULL. Sources only: no SPIR-V (the compile driver runs
- * the toolchains on its pool of threads, driver/toolchains.c). */
+/* Generates the kernels of one scheduled program for target t (everything in m's arena), with
+ * the schedule rule of each variant (rules[i]: the i-th distinct kernel condition in kernel
+ * order; nrules == 1: every kernel), recorded in rx_kernel.rule and the kernel's header comment.
+ * rules may be NULL. Sources only: no SPIR-V (the compile driver runs the toolchains on its pool
+ * of threads, driver/toolchains.c). Errors (a program not in the scheduled shape, a construct the
+ * language cannot express, shared memory or push constants over the target's limits) go to diag;
+ * returns false then. */
 bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
                       const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out);
 

@@ -11,7 +11,6 @@
 #include "../runtime/vm_format.h" /* RXM_WEIGHTS_ALIGN */
 
 #include "../base/safetensors.h"
-#include "../interp/interp.h" /* rx_f32_to_f16 and friends: the interpreter's own rounding */
 
 #include <errno.h>
 #include <limits.h>

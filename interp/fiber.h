@@ -1,4 +1,5 @@
-/* fiber: cooperative user-level threads for the interpreter (interp/interp.c).
+/* fiber: cooperative user-level threads for the interpreter (interp.c runs a program on one,
+ * exec.c the threads of a block).
  *
  * A fiber runs a function on its own mmap'd stack (with a PROT_NONE guard page below it) and is
  * switched to and from explicitly: rx_fiber_resume runs it until it calls rx_fiber_yield or its

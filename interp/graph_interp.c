@@ -277,48 +277,7 @@ static void prim_to_tensor(const rx_ginterp_value *p, rx_ginterp_value *t, int64
   t->dtype = p->dtype;
   t->ndim = 0;
   t->data = storage;
-  memset(storage, 0, 8);
-  switch (p->dtype) {
-  case RX_DTYPE_F32: {
-    float f = (float)p->f;
-    memcpy(storage, &f, 4);
-    break;
-  }
-  case RX_DTYPE_F16: {
-    uint16_t h = rx_f32_to_f16((float)p->f);
-    memcpy(storage, &h, 2);
-    break;
-  }
-  case RX_DTYPE_BF16: {
-    uint16_t h = rx_f32_to_bf16((float)p->f);
-    memcpy(storage, &h, 2);
-    break;
-  }
-  case RX_DTYPE_F64:
-    memcpy(storage, &p->f, 8);
-    break;
-  case RX_DTYPE_I64:
-  case RX_DTYPE_U64:
-    memcpy(storage, &p->i, 8);
-    break;
-  case RX_DTYPE_I32:
-  case RX_DTYPE_U32: {
-    uint32_t x = (uint32_t)p->i;
-    memcpy(storage, &x, 4);
-    break;
-  }
-  case RX_DTYPE_I16:
-  case RX_DTYPE_U16: {
-    uint16_t x = (uint16_t)p->i;
-    memcpy(storage, &x, 2);
-    break;
-  }
-  default: {
-    uint8_t x = (uint8_t)p->i;
-    memcpy(storage, &x, 1);
-    break;
-  }
-  }
+  ir_scalar_bytes(p->dtype, p->f, p->i, storage);
 }
 
 static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
@@ -425,24 +384,6 @@ static rx_status const_value(genv *e, const rx_node *n, rx_ginterp_value *out) {
   RX_RETURN_IF_ERROR(alloc_tensor(e, s, out, "const"));
   rx_ginterp_const_bytes(n, out->data, (size_t)rx_ginterp_numel(out));
   return NULL;
-}
-
-void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
-  rx_dtype dt = n->sinfo->dtype;
-  size_t es = rx_ginterp_elem_size(dt);
-  int64_t scratch[1];
-  for (size_t i = 0; i < count && i < n->count; i++) {
-    rx_ginterp_value p = {.kind = RX_GV_PRIM, .dtype = dt, .f = n->data[i]};
-    if (n->idata) /* exact integers */
-      p.i = n->idata[i];
-    else if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
-      p.i = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0
-                ? (int64_t)(uint64_t)n->data[i]
-                : (int64_t)n->data[i];
-    rx_ginterp_value t;
-    prim_to_tensor(&p, &t, scratch);
-    memcpy((char *)out + i * es, scratch, es);
-  }
 }
 
 static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out);

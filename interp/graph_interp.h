@@ -54,11 +54,6 @@ rx_ginterp_value rx_ginterp_tensor(rx_dtype dtype, int ndim, const int64_t *shap
 size_t rx_ginterp_elem_size(rx_dtype dt);
 /* Number of elements of a tensor value. */
 int64_t rx_ginterp_numel(const rx_ginterp_value *v);
-/* The first count elements of tensor constant n (RX_NODE_CONST) in its dtype's storage, as the
- * interpreter evaluates it (floats rounded through f32, integers truncated to their width), into
- * out (count * element size bytes; elements past the constant's values are left alone). The one
- * conversion of constants: the host program's weights (passes/lower_host.c) use it too. */
-void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count);
 /* Frees what a value returned by rx_graph_run owns, and zeroes it. */
 void rx_ginterp_value_free(rx_ginterp_value *v);
 

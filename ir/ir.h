@@ -748,6 +748,16 @@ rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc);
 rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc); /* fill the fields yourself */
 rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc);
 
+/* ---- constants (ir/consts.c) ---- */
+/* The first count elements of tensor constant n (RX_NODE_CONST) in its dtype's storage, as the
+ * graph interpreter evaluates it (floats rounded through f32, integers truncated to their width),
+ * into out (count * element size bytes; elements past the constant's values are left alone). The
+ * one conversion of constants: the host program's weights (passes/lower_host.c) use it too. */
+void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count);
+/* One scalar of dtype dt (a float's value f, an integer's or bool's i) in its storage, written
+ * into the 8 bytes of storage (zeroed first). */
+void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage);
+
 /* Every graph variable a node reads (nested if branches included), appended to out in
  * evaluation order, with repeats. */
 typedef RX_VEC(const rx_var *) rx_varvec;

@@ -302,7 +302,7 @@ static const char *q6k_element(qel *q, const char *base, const char *o) {
   return lz_str(l, "%s * f32(%s + 16 * (%s %% 4) - 32)", ds, nib, hi);
 }
 
-/* The element W[j, r] of a GGUF block format (base/gguf_quant.c defines each). */
+/* The element W[j, r] of a GGUF block format (frontends/gguf/gguf_quant.c defines each). */
 static const char *gguf_element(qel *q) {
   lz_ctx *l = q->l;
   const rx_quant_info *qi = q->qi;

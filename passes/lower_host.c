@@ -14,7 +14,6 @@
  * value at FREE whether or not it counts references. */
 #include "passes.h"
 
-#include "../interp/graph_interp.h" /* rx_ginterp_const_bytes: the constants' one conversion */
 #include "../ops/ops.h"
 #include "../runtime/vm_format.h"
 

@@ -22,7 +22,6 @@
 #include "commands.h"
 
 #include "base/npy.h"
-#include "interp/interp.h" /* rx_f32_to_f16 and friends */
 #include "relaxc/runtime.h"
 
 #include <assert.h>

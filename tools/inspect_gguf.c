@@ -3,11 +3,11 @@
  * cut at INSPECT_STR_MAX bytes, arrays longer than INSPECT_ARRAY_MAX shown as their count and first
  * elements: a tokenizer's vocabulary is a line); every tensor with its shape (relaxc's order,
  * outermost first), type and bytes; the tensors and bytes of each weight format in total. The file
- * is read by base/gguf.c, so a corrupt one is refused with the reader's message. */
+ * is read by frontends/gguf/gguf.c, so a corrupt one is refused with the reader's message. */
 #include "commands.h"
 
 #include "base/base.h"
-#include "base/gguf.h"
+#include "frontends/gguf/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

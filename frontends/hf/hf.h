@@ -71,7 +71,7 @@ bool rx_hf_is_model_dir(const char *path);
 /* For a folder without config.json given as a model: an error that says so and what a model
  * folder holds; NULL for anything else (a model folder, a file, a missing path). */
 rx_status rx_hf_check_not_bare_dir(const char *path);
-/* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/hf/gguf.c,
+/* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/gguf/model.c,
  * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
  * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
  * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */

@@ -2,8 +2,8 @@
 #ifndef RX_FRONTENDS_HF_INT_H
 #define RX_FRONTENDS_HF_INT_H
 
-#include "../../base/gguf.h"
 #include "../../base/safetensors.h"
+#include "../gguf/gguf.h"
 #include "hf.h"
 #include "relaxc/compiler.h"
 
@@ -57,7 +57,7 @@ const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8
 /* "model-00001-of-00002.safetensors, ..." into out, for messages. */
 const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out);
 
-/* ---- a GGUF file (gguf.c) ---- */
+/* ---- a GGUF file (frontends/gguf/model.c) ---- */
 typedef struct hf_gguf hf_gguf;
 /* Maps and parses the file at path and reads its hyperparameters into *c. Errors name the file
  * and the key: an unsupported architecture (naming the supported ones), a missing key. */

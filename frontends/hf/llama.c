@@ -19,8 +19,6 @@
  * the module's weights of the same name. */
 #include "hf_int.h"
 
-#include "../../interp/interp.h" /* rx_f16_to_f32, rx_bf16_to_f32: --quantize reads the checkpoint */
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,8 +13,6 @@
  * round-half-away-from-zero, as C's roundf. */
 #include "hf.h"
 
-#include "../../interp/interp.h" /* rx_f32_to_f16: the interpreter's own rounding */
-
 #include <math.h>
 
 static int clampi(long v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }

@@ -1,12 +1,12 @@
 /* tests/fuzz/fuzz_gguf.c: libFuzzer harness of the GGUF reader and its dequantization
- * (base/gguf.c, base/gguf_quant.c), and of what the GGUF model front end reads of an accepted
- * file's metadata (frontends/hf/gguf.c: the hyperparameters, and tokenizer.ggml.* rewritten as a
+ * (frontends/gguf/gguf.c, gguf_quant.c), and of what the GGUF model front end reads of an accepted
+ * file's metadata (frontends/gguf/model.c: the hyperparameters, and tokenizer.ggml.* rewritten as a
  * tokenizer.json). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/gguf.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 
 /* Every lookup of an accepted file: each key found, each value and array element read, the

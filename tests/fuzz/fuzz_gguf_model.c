@@ -1,15 +1,16 @@
 /* tests/fuzz/fuzz_gguf_model.c: libFuzzer harness of a GGUF file's metadata read as a model's
- * description (frontends/hf/gguf.c and limits.c), as `relaxc compile FILE.gguf` reads it before
- * it builds anything: the hyperparameters into an rx_hf_config, checked against the one table of
- * bounds (HF_LIMITS) and for consistency; then tokenizer.ggml.* rewritten as a tokenizer.json and
- * loaded by the runtime's tokenizer, as compile does. Seeds are metadata-only files (mostly small
- * llama and qwen2 descriptions), so mutations reach the numbers rather than the tensor table. */
+ * description (frontends/gguf/model.c and frontends/hf/limits.c), as `relaxc compile FILE.gguf`
+ * reads it before it builds anything: the hyperparameters into an rx_hf_config, checked against the
+ * one table of bounds (HF_LIMITS) and for consistency; then tokenizer.ggml.* rewritten as a
+ * tokenizer.json and loaded by the runtime's tokenizer, as compile does. Seeds are metadata-only
+ * files (mostly small llama and qwen2 descriptions), so mutations reach the numbers rather than the
+ * tensor table. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/gguf.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 #include "relaxc/llm.h"
 

@@ -1,7 +1,7 @@
 """Writes the GGUF fixtures of tests/unit/test_gguf.c and tests/lit/cli/inspect_gguf.test with
 PyPI's `gguf` package (llama.cpp's own gguf-py, requirements.txt), so relaxc's reader
-(base/gguf.c) is checked against the format's reference writer and its dequantization against
-the reference dequantization. Run from anywhere: python3 tests/gguf/gen_fixtures.py. CI uses the
+(frontends/gguf/gguf.c) is checked against the format's reference writer and its dequantization
+against the reference dequantization. Run from anywhere: python3 tests/gguf/gen_fixtures.py. CI uses the
 committed outputs (deterministic: a fixed seed).
 
 all_types.gguf (version 3, alignment 32): metadata of every value type (test.u8 ... test.f64,

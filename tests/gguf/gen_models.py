@@ -1,6 +1,6 @@
 """Exports the trained tiny Llama of tests/llm/models/kjv-llama to GGUF the way llama.cpp's
 convert_hf_to_gguf.py does, with PyPI's `gguf` package (requirements.txt) writing the files, so
-that relaxc's GGUF front end (frontends/hf/gguf.c) is checked on files of the reference writer
+that relaxc's GGUF front end (frontends/gguf/model.c) is checked on files of the reference writer
 against the same model read from safetensors. Run from anywhere: python3 tests/gguf/gen_models.py.
 CI uses the committed outputs (deterministic: no randomness).
 

@@ -5,7 +5,6 @@
  * either file counts as a mismatch. */
 #include "base/base.h"
 #include "base/npy.h"
-#include "interp/interp.h" /* rx_f16_to_f32, rx_bf16_to_f32 */
 
 #include <math.h>
 #include <stdio.h>

@@ -17,6 +17,40 @@ void rxk_fail(rxk_stats *st, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- codegen with SPIR-V, as the tests take it ---- */
+
+/* Compiles one GLSL kernel to SPIR-V and validates it, where the toolchain is present. */
+static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc) {
+  if (!rx_shaderc_available()) return true;
+  uint32_t *words = NULL;
+  size_t n = 0;
+  char label[256];
+  snprintf(label, sizeof label, "%s.comp", k->name);
+  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
+  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
+  if (st) {
+    rx_diag_report(diag, RX_DIAG_ERROR, loc, "kernel '%s': the emitted GLSL does not compile: %s",
+                   k->name, rx_status_message(st));
+    rx_status_free(st);
+    free(words);
+    return false;
+  }
+  k->spirv = rx_arena_dup(&m->arena, words, n * sizeof(uint32_t));
+  k->spirv_words = n;
+  free(words);
+  return true;
+}
+
+bool rxk_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
+                 rx_kernel_list *out) {
+  if (!rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out)) return false;
+  bool ok = true;
+  if (t->kind == RX_TARGET_VULKAN)
+    for (int i = 0; i < out->n && ok; i++)
+      ok = compile_spirv(m, out->kernels[i], diag, (rx_loc){0});
+  return ok;
+}
+
 /* ---- running the generated kernels in the SIMT emulator ---- */
 
 static simt_options simt_opts;
@@ -185,7 +219,7 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
   rx_diag_init(&diag);
   if (!rx_schedule(m, f, t, &diag, &p->sr)) {
     rxk_fail(st, "%s: schedule failed:\n%s", p->what, rx_diag_text(&diag));
-  } else if (!rx_codegen(m, p->sr.fn, t, &diag, &p->kl)) {
+  } else if (!rxk_codegen(m, p->sr.fn, t, &diag, &p->kl)) {
     rxk_fail(st, "%s: codegen failed:\n%s", p->what, rx_diag_text(&diag));
   } else {
     p->ok = true;

@@ -1,5 +1,6 @@
 #ifdef RX_SUPPORT_RUNTIME /* only the tests that link the runtime (tests/CMakeLists.txt) */
 #include "support_runtime.h"
+#include "support_pipeline.h" /* rxk_codegen */
 
 #include "codegen/codegen.h"
 #include "driver/driver.h"
@@ -82,7 +83,7 @@ static bool build_library(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, l
   rx_sched_result sr;
   rx_kernel_list kl = {0};
   bool ok =
-      rx_schedule(m, f, &b->target, &diag, &sr) && rx_codegen(m, sr.fn, &b->target, &diag, &kl);
+      rx_schedule(m, f, &b->target, &diag, &sr) && rxk_codegen(m, sr.fn, &b->target, &diag, &kl);
   if (!ok) rx_strbuf_append(msg, rx_diag_text(&diag));
   rx_diag_free(&diag);
   for (int k = 0; ok && k < kl.n; k++) {

@@ -4,7 +4,7 @@
  *   - the emitted CUDA C and MSL run in the SIMT emulator (tests/simt) and match the reference
  *     interpreter: f32 within 1e-5 relative (|got - want| <= 1e-5 * max(1, |want|): summation
  *     orders differ), f16 outputs within 1e-2 relative (same form);
- *   - the emitted GLSL compiles with shaderc and passes spirv-val (inside rx_codegen);
+ *   - the emitted GLSL compiles with shaderc and passes spirv-val (rxk_codegen);
  *   - the emitted CUDA C compiles with NVRTC for sm_80 and sm_90 and ptxas reports no spills;
  *   - a kernel with 41 symbolic values uses the uniform-buffer path on Vulkan;
  *   - limits and unsupported constructs are diagnostics, not crashes.
@@ -14,6 +14,7 @@
 #include "codegen/codegen.h"
 #include "interp/interp.h"
 #include "simt_harness.h"
+#include "support_pipeline.h" /* rxk_codegen */
 #include "targets/toolchain.h"
 
 #include <math.h>
@@ -88,7 +89,7 @@ static bool gen(rx_module *m, rx_tensor_fn *f, const char *target, rx_kernel_lis
   }
   rx_diag d;
   rx_diag_init(&d);
-  bool ok = rx_codegen(m, f, t, &d, out);
+  bool ok = rxk_codegen(m, f, t, &d, out);
   if (!ok) fprintf(stderr, "codegen %s for %s:\n%s\n", f->name, target, rx_diag_text(&d));
   rx_diag_free(&d);
   return ok;
@@ -439,7 +440,7 @@ static void test_errors(void) {
       const rx_target *t = NULL;
       rx_status_free(rx_target_parse(cases[i].target, &t));
       rx_kernel_list kl = {0};
-      bool g = rx_codegen(m, first_fn(m), t, &d, &kl);
+      bool g = rxk_codegen(m, first_fn(m), t, &d, &kl);
       CHECK(!g && strstr(rx_diag_text(&d), cases[i].expect),
             "error case %zu: expected an error with '%s', got %s:\n%s", i, cases[i].expect,
             g ? "success" : "failure", rx_diag_text(&d));

@@ -366,7 +366,7 @@ static void check_metal_refuses(rx_module *m, const rx_tensor_fn *f, const rx_ta
   rx_kernel_list kl;
   if (!rx_schedule(m, f, t, &diag, &sr)) {
     FAIL("%s [metal]: schedule failed: %s", f->name, rx_diag_text(&diag));
-  } else if (rx_codegen(m, sr.fn, t, &diag, &kl)) {
+  } else if (rxk_codegen(m, sr.fn, t, &diag, &kl)) {
     FAIL("%s [metal]: codegen accepted an f64 program", f->name);
   } else if (!strstr(rx_diag_text(&diag), "f64 has no type in msl") ||
              !strstr(rx_diag_text(&diag), f->name)) {

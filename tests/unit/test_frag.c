@@ -57,7 +57,7 @@ static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *const
     rx_diag_init(&diag);
     rx_sched_result sr;
     rx_kernel_list kl = {0};
-    bool ok = rx_schedule(m, f, t, &diag, &sr) && rx_codegen(m, sr.fn, t, &diag, &kl);
+    bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
     CHECK(!ok && strstr(text, "has no subgroup matrix unit") && strstr(text, t->name),
           "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, refuse[ti],

@@ -1,13 +1,14 @@
-/* The GGUF reader and dequantization (base/gguf.c, base/gguf_quant.c): files written by gguf-py's
- * own writer (tests/gguf/gen_fixtures.py) read back value by value, every tensor's info checked and
- * every block type dequantized bit for bit equal to gguf-py's NumPy reference (tests/gguf/ref);
- * then the fixture truncated at every length, and images built here with one thing wrong each,
- * every one refused with a message that names the file, the place and what was expected.
+/* The GGUF reader and dequantization (frontends/gguf/gguf.c, gguf_quant.c): files written by
+ * gguf-py's own writer (tests/gguf/gen_fixtures.py) read back value by value, every tensor's info
+ * checked and every block type dequantized bit for bit equal to gguf-py's NumPy reference
+ * (tests/gguf/ref); then the fixture truncated at every length, and images built here with one
+ * thing wrong each, every one refused with a message that names the file, the place and what was
+ * expected.
  *
  * usage: test_gguf TESTS_DIR */
 #include "base/base.h"
-#include "base/gguf.h"
 #include "base/npy.h"
+#include "frontends/gguf/gguf.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * Q4_K quantization writes for this model, whose rows of 128 and 352 weights are no whole Q4_K
  * super-block, so llama-quantize falls back to Q5_0 for every tensor; llama.cpp's tensor names,
  * its converter's q/k row permutation, the byte-level BPE tokenizer in tokenizer.ggml.*), compiled
- * from the .gguf file (frontends/hf/gguf.c) and run through runtime/llm on the first backend
+ * from the .gguf file (frontends/gguf/model.c) and run through runtime/llm on the first backend
  * present (lavapipe here), next to the same model compiled from its safetensors folder in f16 and
  * with --quantize q8f16 and q4f16_g32, and with those and --quantize-embeddings (the embedding
  * table through quant_take and the output layer through quant_matmul in the same scheme); and

@@ -9,7 +9,7 @@
  *
  * usage: test_hf_limits TESTS_DIR */
 #include "base/base.h"
-#include "base/gguf.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 
 #include <math.h>

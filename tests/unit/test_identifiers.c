@@ -21,6 +21,7 @@
  *
  * usage: test_identifiers TESTS_DIR */
 #include "support_kernels.h"
+#include "support_pipeline.h" /* rxk_codegen */
 
 #include "base/base.h"
 #include "codegen/cg_int.h"
@@ -436,7 +437,7 @@ static void check_programs(void) {
         rx_kernel_list kl;
         rx_diag d;
         rx_diag_init(&d);
-        bool built = rx_schedule(m, f, t, &d, &sr) && rx_codegen(m, sr.fn, t, &d, &kl);
+        bool built = rx_schedule(m, f, t, &d, &sr) && rxk_codegen(m, sr.fn, t, &d, &kl);
         if (!built) FAIL("%s: %s", what, rx_diag_text(&d));
         rx_diag_free(&d);
         if (!built) continue;

@@ -1,4 +1,4 @@
-/* The reference interpreter (interp/interp.c): programs parsed from text, run on random data and
+/* The reference interpreter (interp/): programs parsed from text, run on random data and
  * compared with hand-written C references; scheduled programs (blocks, threads, shared memory,
  * barriers, subgroups) compared exactly with C code that sums in the same order; and every
  * kind of error it must report (out of bounds, shape mismatch, violated facts, barrier and

@@ -93,7 +93,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
     rx_diag_init(&diag);
     rx_sched_result sr;
     rx_kernel_list kl = {0};
-    bool ok = rx_schedule(m, f, t, &diag, &sr) && rx_codegen(m, sr.fn, t, &diag, &kl);
+    bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
     CHECK(!ok && strstr(text, "uses mma m16n8k16") && strstr(text, "has no such matrix unit"),
           "%s [%s]: expected 'uses mma m16n8k16 ... has no such matrix unit', got: %s", prog,

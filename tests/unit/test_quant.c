@@ -1,7 +1,7 @@
 /* quant_matmul (ops/quant.c): y = x W^T with W quantized in each scheme of base/quant.h, against
  * a reference computed here independently: the weight dequantized by a plain C loop written from
- * the scheme's definition (relaxc's own schemes) or by base/gguf_quant.c (GGUF's block formats,
- * bit-exact against gguf-py: test_gguf), then a double-precision matmul.
+ * the scheme's definition (relaxc's own schemes) or by frontends/gguf/gguf_quant.c (GGUF's block
+ * formats, bit-exact against gguf-py: test_gguf), then a double-precision matmul.
  *
  * Each scheme's op is legalized from a one-op graph, x [n, K] (f16; f32 too for two schemes)
  * times W [m, K], with n and m symbolic, so one compilation serves every size and every matmul
@@ -35,8 +35,8 @@
 #include "support_pipeline.h"
 #include "support_runtime.h"
 
-#include "base/gguf.h"
 #include "base/quant.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf.h"
 #include "interp/interp.h"
 #include "ops/legalize.h"

@@ -9,8 +9,8 @@
  * the names, a config), and files the loader refuses, each with a message naming the file and the
  * place.
  *
- * GGUF tokenizers (frontends/hf/gguf.c rewrites tokenizer.ggml.* as a tokenizer.json): every case
- * of tests/gguf/tokenizers/cases.json (made by gen.py there), exactly: a SentencePiece model
+ * GGUF tokenizers (frontends/gguf/model.c rewrites tokenizer.ggml.* as a tokenizer.json): every
+ * case of tests/gguf/tokenizers/cases.json (made by gen.py there), exactly: a SentencePiece model
  * ("llama") against the sentencepiece library's ids and decoding, byte-level BPE with the
  * pre-tokenizers "llama-bpe" and "qwen2" against tokenizers' on the files they came from; then
  * the files the rewrite refuses, each naming the file and the key.
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "base/gguf.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 #include "relaxc/llm.h"
 #include "runtime/llm/unicode.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fixtures of the GGUF tokenizers (frontends/hf/gguf.c rewrites tokenizer.ggml.* as a
+"""Fixtures of the GGUF tokenizers (frontends/gguf/model.c rewrites tokenizer.ggml.* as a
 tokenizer.json; tests/unit/test_gguf_tok.c and tests/lit/run/gguf_spm.test check them).
 
   python3 -m pip install -r tests/gguf/tokenizers/requirements.txt

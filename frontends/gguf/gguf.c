@@ -1,5 +1,5 @@
-/* base/gguf.c: the GGUF reader (gguf.h). A cursor walks the header, the metadata and the tensor
- * infos, checking every count against the bytes left before it allocates or reads; then the
+/* frontends/gguf/gguf.c: the GGUF reader (gguf.h). A cursor walks the header, the metadata and the
+ * tensor infos, checking every count against the bytes left before it allocates or reads; then the
  * alignment, the data section and each tensor's place in it are checked. Everything the reader
  * keeps lives in the file's arena, so an error frees it all at once. */
 #include "gguf.h"

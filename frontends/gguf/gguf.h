@@ -1,6 +1,6 @@
-/* base/gguf.h: a reader of GGUF files (llama.cpp's model format, versions 2 and 3, little-endian)
- * in memory, and the reference dequantization of the GGML block formats it holds (issue 15). A
- * file is
+/* frontends/gguf/gguf.h: a reader of GGUF files (llama.cpp's model format, versions 2 and 3,
+ * little-endian) in memory, and the reference dequantization of the GGML block formats it holds
+ * (issue 15). A file is
  *
  *   "GGUF"  u32 version  u64 tensor_count  u64 kv_count
  *   kv_count x   { string key, u32 value type, value }
@@ -27,18 +27,16 @@
  * The data is not copied: tensor bytes and numeric arrays point into the caller's buffer, which
  * must outlive the rx_gguf_file; keys, names and strings are copied (NUL-terminated) into the
  * file's arena. */
-#ifndef RX_BASE_GGUF_H
-#define RX_BASE_GGUF_H
+#ifndef RX_FRONTENDS_GGUF_H
+#define RX_FRONTENDS_GGUF_H
 
-#include "base.h"
+#include "../../base/quant.h" /* the GGML tensor types (RX_GGUF_TYPES): block formats */
 
 #define RX_GGUF_MAGIC "GGUF"
 /* ggml's GGML_MAX_DIMS: no ggml tensor has more. */
 #define RX_GGUF_MAX_DIMS 4
 /* GGUF_DEFAULT_ALIGNMENT of the format's definition: the alignment without general.alignment. */
 #define RX_GGUF_DEFAULT_ALIGNMENT 32
-/* ggml's QK_K: the elements of one K-quant super-block. */
-#define RX_GGUF_QK_K 256
 
 /* Metadata value types: X(NAME, number in the file, name in messages, bytes of one value; 0 for
  * strings and arrays, whose size is in the file). */
@@ -64,52 +62,8 @@ typedef enum rx_gguf_vtype {
       RX_GGUF_V_COUNT
 } rx_gguf_vtype;
 
-/* GGML tensor types, every one the format's definition names (ggml.h's enum ggml_type, as of
- * gguf-py 0.19.0): X(NAME, number, elements per block, bytes per block, dequantizer). The ten
- * types relaxc reads carry their block geometry (ggml-common.h's block structs) and the function
- * of base/gguf_quant.c that dequantizes one block; the others carry 0, 0, 0: they are known by
- * name so that a file holding one is refused as "type Q3_K (11) is not supported". */
-#define RX_GGUF_TYPES(X)                                                                           \
-  X(F32, 0, 1, 4, rx_gguf_deq_f32)                                                                 \
-  X(F16, 1, 1, 2, rx_gguf_deq_f16)                                                                 \
-  X(Q4_0, 2, 32, 18, rx_gguf_deq_q4_0) /* f16 d; 16 bytes of nibbles */                            \
-  X(Q4_1, 3, 32, 20, rx_gguf_deq_q4_1) /* f16 d, m; 16 bytes of nibbles */                         \
-  X(Q5_0, 6, 32, 22, rx_gguf_deq_q5_0) /* f16 d; 4 bytes of high bits; nibbles */                  \
-  X(Q5_1, 7, 0, 0, 0)                                                                              \
-  X(Q8_0, 8, 32, 34, rx_gguf_deq_q8_0) /* f16 d; 32 int8 */                                        \
-  X(Q8_1, 9, 0, 0, 0)                                                                              \
-  X(Q2_K, 10, 0, 0, 0)                                                                             \
-  X(Q3_K, 11, 0, 0, 0)                                                                             \
-  X(Q4_K, 12, 256, 144, rx_gguf_deq_q4_k) /* f16 d, dmin; 12 bytes of 6-bit scales; nibbles */     \
-  X(Q5_K, 13, 256, 176, rx_gguf_deq_q5_k) /* as Q4_K, 32 bytes of high bits before the nibbles */  \
-  X(Q6_K, 14, 256, 210, rx_gguf_deq_q6_k) /* ql[128], qh[64], int8 scales[16], f16 d */            \
-  X(Q8_K, 15, 0, 0, 0)                                                                             \
-  X(IQ2_XXS, 16, 0, 0, 0)                                                                          \
-  X(IQ2_XS, 17, 0, 0, 0)                                                                           \
-  X(IQ3_XXS, 18, 0, 0, 0)                                                                          \
-  X(IQ1_S, 19, 0, 0, 0)                                                                            \
-  X(IQ4_NL, 20, 0, 0, 0)                                                                           \
-  X(IQ3_S, 21, 0, 0, 0)                                                                            \
-  X(IQ2_S, 22, 0, 0, 0)                                                                            \
-  X(IQ4_XS, 23, 0, 0, 0)                                                                           \
-  X(I8, 24, 0, 0, 0)                                                                               \
-  X(I16, 25, 0, 0, 0)                                                                              \
-  X(I32, 26, 0, 0, 0)                                                                              \
-  X(I64, 27, 0, 0, 0)                                                                              \
-  X(F64, 28, 0, 0, 0)                                                                              \
-  X(IQ1_M, 29, 0, 0, 0)                                                                            \
-  X(BF16, 30, 1, 2, rx_gguf_deq_bf16)                                                              \
-  X(TQ1_0, 34, 0, 0, 0)                                                                            \
-  X(TQ2_0, 35, 0, 0, 0)                                                                            \
-  X(MXFP4, 39, 0, 0, 0)                                                                            \
-  X(NVFP4, 40, 0, 0, 0)                                                                            \
-  X(Q1_0, 41, 0, 0, 0)
-
-typedef enum rx_gguf_type {
-#define X(N, num, block, bytes, deq) RX_GGUF_TYPE_##N = num,
-  RX_GGUF_TYPES(X)
-#undef X
-} rx_gguf_type;
+/* The GGML tensor types (RX_GGUF_TYPES, rx_gguf_type) are base/quant.h's: quant_matmul reads the
+ * same block formats. */
 
 /* A metadata value. Scalars: unsigned integers in u, signed in i, float32 and float64 in f (a
  * float32 widened exactly), bool in u (0 or 1; any other byte is refused). A string: str, len
@@ -204,7 +158,7 @@ rx_status rx_gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtyp
 /* Element i (< count) of an array as a scalar value (type elem; a string's str and len). */
 rx_gguf_value rx_gguf_array_at(const rx_gguf_value *array, uint64_t i);
 
-/* ---- dequantization (base/gguf_quant.c) ---- */
+/* ---- dequantization (gguf_quant.c) ---- */
 /* Dequantizes n elements of type t from src (n / block elements blocks: n a whole number of
  * them, t a type relaxc reads, both of which the reader proves of every tensor) into out, exactly
  * as the format's definition computes them in f32 (ggml's dequantize_row_*: each scale product

@@ -1,10 +1,11 @@
-/* base/gguf_quant.c: the GGML type table of gguf.h and the reference dequantization of each block
- * format relaxc reads, written from the format's definition (ggml-common.h's block structs and
- * the semantics of ggml's dequantize_row_*; gguf-py's quants.py computes the same in NumPy).
- * Every product of two scales is rounded to f32 on its own statement before it meets a quant, and
- * a product is never fused with the add or subtract that follows (ISO C's default FP_CONTRACT
- * lets a compiler fuse within one expression only), so the results equal the NumPy reference bit
- * for bit. Blocks are read byte by byte, little-endian: they need no alignment. */
+/* frontends/gguf/gguf_quant.c: the GGML type table of base/quant.h (RX_GGUF_TYPES) and the
+ * reference dequantization of each block format relaxc reads, written from the format's definition
+ * (ggml-common.h's block structs and the semantics of ggml's dequantize_row_*; gguf-py's quants.py
+ * computes the same in NumPy). Every product of two scales is rounded to f32 on its own statement
+ * before it meets a quant, and a product is never fused with the add or subtract that follows (ISO
+ * C's default FP_CONTRACT lets a compiler fuse within one expression only), so the results equal
+ * the NumPy reference bit for bit. Blocks are read byte by byte, little-endian: they need no
+ * alignment. */
 #include "gguf.h"
 
 #include <string.h>
@@ -15,16 +16,8 @@ static float bits_f32(uint32_t b) {
   return f;
 }
 
-/* IEEE half to float, exactly (subnormals, infinities and NaN payloads included). */
-static float half(const uint8_t *p) {
-  uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
-  uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-  if (e == 31) return bits_f32(sign | 0x7f800000u | m << 13);
-  if (e) return bits_f32(sign | (e + 112u) << 23 | m << 13);
-  if (!m) return bits_f32(sign);
-  for (e = 113; !(m & 1024u); e--) m <<= 1; /* a subnormal: normalize its mantissa */
-  return bits_f32(sign | e << 23 | (m & 1023u) << 13);
-}
+/* The f16 at p (two bytes, little-endian) as a float: base.h's exact conversion. */
+static float half(const uint8_t *p) { return rx_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 static void rx_gguf_deq_f32(const uint8_t *b, float *y) {
   *y = bits_f32((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);

@@ -1,7 +1,7 @@
-/* frontends/hf/gguf.c: a GGUF file (llama.cpp's format, base/gguf.c reads it) as the model
- * description the Llama builder of llama.c takes (docs/gguf.md): the hyperparameters from the
- * architecture's metadata keys into an rx_hf_config, the tensors by llama.cpp's names, and the
- * tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
+/* frontends/gguf/model.c: a GGUF file (llama.cpp's format, gguf.c reads it) as the model
+ * description the Llama builder of frontends/hf/llama.c takes (docs/gguf.md): the hyperparameters
+ * from the architecture's metadata keys into an rx_hf_config, the tensors by llama.cpp's names, and
+ * the tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
  *
  * Architectures: "llama" and "qwen2". Keys (ARCH = the architecture's name):
  *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
@@ -13,7 +13,9 @@
  * embedding (.rope.dimension_count other than the head dim), value heads of another size, and
  * the keys of UNIMPLEMENTED (experts, sliding windows, soft-capping, scales) are refused by
  * name. */
-#include "hf_int.h"
+#include "gguf.h"
+
+#include "../hf/hf_int.h"
 
 #include <math.h>
 #include <stdio.h>
