@@ -20,6 +20,7 @@
  *      output a call does not have, a cycle, a wrong dtype or rank at submit, a wrong shape at run.
  *
  * usage: test_autobatch TESTS_DIR */
+/* test-needs: runtime */
 #include "../autobatch/acrobat_models.h"
 #include "base/base.h"
 #include "driver/driver.h"

@@ -28,6 +28,7 @@
  *   the call's input_ids or batch_size is an error naming the builtin or the match_cast.
  *
  * usage: test_batch TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"

@@ -12,6 +12,7 @@
  *     A device with a larger range runs the issue's shapes with the same code.
  *
  * usage: test_big_grid TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "ir/ir.h"

@@ -5,6 +5,7 @@
  * target, a module that does not type-check) come back as statuses that name the problem.
  *
  * usage: test_compile_api [TESTS_DIR]   (the directory is not used) */
+/* test-needs: runtime */
 #include "relaxc/compiler.h"
 #include "relaxc/runtime.h"
 

@@ -9,6 +9,7 @@
  * with a message naming the function and the reshape / match_cast.
  *
  * usage: test_dynshape TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "interp/graph_interp.h"

@@ -10,6 +10,7 @@
  *     its kernels are bigger, and shaderc and NVRTC take about 0.1 s a kernel).
  *
  * usage: test_fuse_chain TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "ir/ir.h"

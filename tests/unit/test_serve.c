@@ -22,6 +22,7 @@
  * their connections.
  *
  * usage: test_serve TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"

@@ -15,6 +15,7 @@
  *   and, where Vulkan is present, with the numbers checked.
  *
  * usage: test_weights [TESTS_DIR]   (the directory is not used) */
+/* test-needs: runtime */
 #include "../fuzz/fuzz_device.h"
 #include "base/safetensors.h"
 #include "driver/driver.h"
