@@ -10,8 +10,8 @@
  *   CHECK_MSG(cond, fmt, ...)      FAIL file:line: cond: <message>
  *   CHECK_INT_EQ(a, b)             FAIL file:line: a == b: 3 != 4
  *   CHECK_STR_EQ(a, b)             FAIL file:line: a == b: "x" != "y"
- *   CHECK_OK(status)               FAIL file:line: status: <the status's message>   (freed)
- *   CHECK_ERR(status, code, text)  an error of that code whose message holds text   (freed)
+ *   CHECK_OK(call)                 FAIL file:line: call: <the status's message>   (freed)
+ *   CHECK_ERR(call, code, text)    an error of that code whose message holds text (freed)
  *   CHECK_SKIP(fmt, ...)           counts a skip in check_skipped and prints SKIP: <message>
  *
  * The counters are static, one set per file that includes this header: a test's own file
@@ -96,7 +96,7 @@ check_fail_(const char *file, int line, const char *expr, const char *fmt, ...) 
 #define CHECK_OK(call)                                                                             \
   do {                                                                                             \
     rx_status s_ = (call);                                                                         \
-    CHECK_MSG(s_ == NULL, "%s", rx_status_message(s_));                                            \
+    CHECK_AT_(s_ == NULL, #call, "%s", rx_status_message(s_));                                     \
     rx_status_free(s_);                                                                            \
   } while (0)
 
@@ -105,9 +105,9 @@ check_fail_(const char *file, int line, const char *expr, const char *fmt, ...) 
 #define CHECK_ERR(call, code, text)                                                                \
   do {                                                                                             \
     rx_status s_ = (call);                                                                         \
-    CHECK_MSG(s_ != NULL && rx_status_code_of(s_) == (code) &&                                     \
+    CHECK_AT_(s_ != NULL && rx_status_code_of(s_) == (code) &&                                     \
                   strstr(rx_status_message(s_), (text)) != NULL,                                   \
-              "expected error %d containing '%s', got %d: '%s'", (int)(code), (text),              \
+              #call, "expected error %d containing '%s', got %d: '%s'", (int)(code), (text),       \
               (int)rx_status_code_of(s_), rx_status_message(s_));                                  \
     if (s_) printf("  expected error: %s\n", rx_status_message(s_));                               \
     rx_status_free(s_);                                                                            \
