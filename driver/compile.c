@@ -13,11 +13,37 @@
 #include <string.h>
 #include <time.h>
 
-const char *const rx_compile_step_names[] = {
-    "verify",     "fold",     "cse",         "dce",      "dispatch", "legalize",
-    "annotate",   "fuse_ops", "fuse_tensor", "dedup",    "names",    "plan_memory",
-    "lower_host", "schedule", "codegen",     "artifact", NULL,
-};
+/* The pipeline's steps in their order: the one list of their names (--dump-after, relaxc opt).
+ *   G(name, fn): a graph pass, a function of the module alone: bool fn(rx_module *, rx_diag *);
+ *   O(name, fn): a graph pass with options: bool fn(rx_module *, const rx_compile_options *,
+ *                rx_diag *);
+ *   S(name):     a step that builds what follows the module (the memory plan, the host program,
+ *                kernels, the artifact), run by its own function below.
+ * Graph passes run through step() (verified, dumped and timed after) and can run alone
+ * (drv_pass_run, `relaxc opt --passes`). */
+#define RX_COMPILE_STEPS(G, O, S)                                                                  \
+  G(verify, input)                                                                                 \
+  G(fold, rx_pass_fold)                                                                            \
+  G(cse, rx_pass_cse)                                                                              \
+  G(dce, rx_pass_dce)                                                                              \
+  O(dispatch, dispatch_pass)                                                                       \
+  G(legalize, rx_pass_legalize)                                                                    \
+  G(annotate, rx_pass_annotate)                                                                    \
+  G(fuse_ops, rx_pass_fuse_ops)                                                                    \
+  G(fuse_tensor, rx_pass_fuse_tensor)                                                              \
+  G(dedup, rx_pass_dedup)                                                                          \
+  G(names, rx_pass_short_names)                                                                    \
+  S(plan_memory)                                                                                   \
+  S(lower_host)                                                                                    \
+  S(schedule)                                                                                      \
+  S(codegen)                                                                                       \
+  S(artifact)
+
+#define STEP_NAME(name, ...) #name,
+const char *const rx_compile_step_names[] = {RX_COMPILE_STEPS(STEP_NAME, STEP_NAME, STEP_NAME)
+                                                 NULL};
+#define NO_STEP(...)
+const char *const drv_pass_names[] = {RX_COMPILE_STEPS(STEP_NAME, STEP_NAME, NO_STEP) NULL};
 
 bool rx_compile_step_known(const char *name) {
   if (!strcmp(name, "all")) return true;
@@ -71,25 +97,45 @@ static void time_row(pipe *p, const char *label, double ms, double verify_ms) {
     rx_strbuf_printf(&p->times, "  %-22s %10.3f %10s\n", label, ms, "-");
 }
 
+static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the rest */
+  return rx_weights_check_params(m, diag);
+}
+
+/* The library dispatch: large matmuls to the library of o->dispatch. */
+static bool dispatch_pass(rx_module *m, const rx_compile_options *o, rx_diag *diag) {
+  return rx_pass_dispatch(m, &o->dispatch, diag);
+}
+
+/* The graph passes of RX_COMPILE_STEPS, in its order; step ids index the table. */
+typedef struct graph_pass {
+  const char *name;
+  bool (*run)(rx_module *, rx_diag *);                                  /* G */
+  bool (*run_opts)(rx_module *, const rx_compile_options *, rx_diag *); /* O */
+} graph_pass;
+#define PASS_ID(name, ...) STEP_##name,
+enum { RX_COMPILE_STEPS(PASS_ID, PASS_ID, NO_STEP) NPASSES };
+#define PASS_ROW(name, fn)      {#name, fn, NULL},
+#define PASS_ROW_OPTS(name, fn) {#name, NULL, fn},
+static const graph_pass graph_passes[NPASSES] = {
+    RX_COMPILE_STEPS(PASS_ROW, PASS_ROW_OPTS, NO_STEP)};
+
 /* A graph pass: run it, then the verifier between stages (normalize: struct info of what the
  * pass built, then verify), dump, time. The first step's verifier checks the user's module: its
  * errors are the user's (the step is named "verify"); after any later step a module that does not
  * verify is the compiler's bug. A step that reports an error stops the pipeline with only that
  * error. */
 static bool after_step(pipe *p, const char *name, bool ok, double t0);
-static bool step(pipe *p, const char *name, bool (*pass)(rx_module *, rx_diag *)) {
-  rx_progress_line(p->o, p->start_ms, "%s", name);
+static bool step(pipe *p, int id) {
+  const graph_pass *gp = &graph_passes[id];
+  rx_progress_line(p->o, p->start_ms, "%s", gp->name);
   double t0 = now_ms();
-  return after_step(p, name, pass(p->m, p->diag) && p->diag->errors == 0, t0);
+  bool ok = gp->run ? gp->run(p->m, p->diag) : gp->run_opts(p->m, p->o, p->diag);
+  return after_step(p, gp->name, ok && p->diag->errors == 0, t0);
 }
 
-/* The library dispatch (a graph pass with options), when asked for. */
+/* The library dispatch, when asked for. */
 static bool dispatch(pipe *p) {
-  if (p->o->dispatch.library == RX_DISPATCH_NONE) return true;
-  rx_progress_line(p->o, p->start_ms, "%s", "dispatch");
-  double t0 = now_ms();
-  bool ok = rx_pass_dispatch(p->m, &p->o->dispatch, p->diag) && p->diag->errors == 0;
-  return after_step(p, "dispatch", ok, t0);
+  return p->o->dispatch.library == RX_DISPATCH_NONE || step(p, STEP_dispatch);
 }
 
 /* What follows a pass that began at t0 and returned ok. */
@@ -117,10 +163,6 @@ static bool after_step(pipe *p, const char *name, bool ok, double t0) {
 }
 
 /* ---- the steps that are not graph passes ---- */
-
-static bool input(rx_module *m, rx_diag *diag) { /* the verifier does the rest */
-  return rx_weights_check_params(m, diag);
-}
 
 static void print_plan(pipe *p, rx_strbuf *b) { rx_mem_plan_print(b, &p->r->plan); }
 
@@ -368,7 +410,7 @@ static int count_programs(const rx_module *m) {
 /* dedup, and under --time-passes how many programs it merged */
 static bool dedup(pipe *p) {
   int before = count_programs(p->m);
-  if (!step(p, "dedup", rx_pass_dedup)) return false;
+  if (!step(p, STEP_dedup)) return false;
   int after = count_programs(p->m);
   if (p->o->time_passes)
     rx_strbuf_printf(&p->times, "    (%d tensor programs, %d after merging equal ones)\n", before,
@@ -377,27 +419,26 @@ static bool dedup(pipe *p) {
 }
 
 static bool fuse(pipe *p) {
-  return p->o->no_fuse ||
-         (step(p, "fuse_ops", rx_pass_fuse_ops) && step(p, "fuse_tensor", rx_pass_fuse_tensor));
+  return p->o->no_fuse || (step(p, STEP_fuse_ops) && step(p, STEP_fuse_tensor));
 }
 
 bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out) {
   memset(out, 0, sizeof *out);
   pipe p = {.m = m, .o = o, .diag = diag, .r = out, .start_ms = now_ms()};
   if (o->time_passes) rx_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
-  bool ok = check_options(&p) && step(&p, "verify", input) /* normalize + verify the input */
-            && step(&p, "fold", rx_pass_fold)              /* constants and shape expressions */
-            && step(&p, "cse", rx_pass_cse) && step(&p, "dce", rx_pass_dce) &&
-            dispatch(&p)                                 /* large matmuls to a library */
-            && step(&p, "legalize", rx_pass_legalize)    /* op calls -> call_tensor */
-            && step(&p, "annotate", rx_pass_annotate)    /* patterns from the loop level */
-            && fuse(&p)                                  /* fuse_ops, fuse_tensor */
-            && step(&p, "dce", rx_pass_dce) && dedup(&p) /* programs equal up to names */
-            && step(&p, "names", rx_pass_short_names)    /* kernel and file names */
-            && plan_memory(&p)                           /* storages at the upper bounds */
-            && lower_host(&p)                            /* the host program */
-            && targets(&p)   /* per target: schedule, codegen; toolchains */
-            && artifact(&p); /* the .rxm bytes */
+  bool ok = check_options(&p) && step(&p, STEP_verify) /* normalize + verify the input */
+            && step(&p, STEP_fold)                     /* constants and shape expressions */
+            && step(&p, STEP_cse) && step(&p, STEP_dce) &&
+            dispatch(&p)                       /* large matmuls to a library */
+            && step(&p, STEP_legalize)         /* op calls -> call_tensor */
+            && step(&p, STEP_annotate)         /* patterns from the loop level */
+            && fuse(&p)                        /* fuse_ops, fuse_tensor */
+            && step(&p, STEP_dce) && dedup(&p) /* programs equal up to names */
+            && step(&p, STEP_names)            /* kernel and file names */
+            && plan_memory(&p)                 /* storages at the upper bounds */
+            && lower_host(&p)                  /* the host program */
+            && targets(&p)                     /* per target: schedule, codegen; toolchains */
+            && artifact(&p);                   /* the .rxm bytes */
   rx_progress_line(o, p.start_ms, NULL);
   if (o->time_passes) {
     rx_strbuf tb = {0};
@@ -409,6 +450,24 @@ bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_com
   }
   rx_strbuf_free(&p.times);
   return ok && diag->errors == 0;
+}
+
+bool drv_pass_known(const char *name) {
+  for (int i = 0; i < NPASSES; i++)
+    if (!strcmp(name, graph_passes[i].name)) return true;
+  return false;
+}
+
+bool drv_pass_run(rx_module *m, const char *name, const rx_compile_options *o, rx_diag *diag) {
+  pipe p = {.m = m, .o = o, .diag = diag, .start_ms = now_ms()};
+  for (int i = 0; i < NPASSES; i++) {
+    if (strcmp(name, graph_passes[i].name)) continue;
+    bool ok = step(&p, i);
+    rx_strbuf_free(&p.times);
+    return ok && diag->errors == 0;
+  }
+  rx_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0}, "unknown graph pass '%s'", name);
+  return false;
 }
 
 void rx_compile_result_free(rx_compile_result *r) {

@@ -180,6 +180,16 @@ double rx_compile_now_ms(void);
 extern const char *const rx_compile_step_names[];
 bool rx_compile_step_known(const char *name);
 
+/* The graph passes among those steps (verify ... names: each a function of the module alone),
+ * NULL-terminated, in pipeline order. drv_pass_run runs the one named on m as rx_compile runs it
+ * (o: its options, e.g. o->dispatch for dispatch), then normalizes and verifies the module as
+ * rx_compile does between steps; false with the errors in diag (a module that does not verify
+ * after the pass is reported as an internal error). What a pass needs first (legalize before
+ * fuse_tensor) is the caller's business. `relaxc opt --passes` runs them. */
+extern const char *const drv_pass_names[];
+bool drv_pass_known(const char *name);
+bool drv_pass_run(rx_module *m, const char *name, const rx_compile_options *o, rx_diag *diag);
+
 /* ---- the artifact writer (driver/artifact.c; docs/artifact.md describes the format) ---- */
 
 /* CRC-32 of the zlib/PNG/Ethernet convention (reflected polynomial 0xEDB88320, initial value

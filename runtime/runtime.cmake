@@ -136,7 +136,7 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
                     "the Vulkan kernel tests will report themselves skipped")
   endif()
 
-  add_executable(rt_vulkan_test ${RX_RT_TEST_DIR}/vulkan_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  add_executable(rt_vulkan_test ${RX_RT_TEST_DIR}/vulkan_test.c ${RX_RUNTIME_ROOT}/tests/unit/check.h)
   target_link_libraries(rt_vulkan_test PRIVATE relaxc_runtime)
   target_include_directories(rt_vulkan_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.vulkan COMMAND rt_vulkan_test ${RX_RT_KERNEL_DIR})
@@ -176,7 +176,7 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
                        ENVIRONMENT "${RX_RT_VK_ENV}")
 
   # artifacts and the VM: hand-assembled host programs over the same kernels, same environment
-  add_executable(rt_vm_test ${RX_RT_TEST_DIR}/vm_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  add_executable(rt_vm_test ${RX_RT_TEST_DIR}/vm_test.c ${RX_RUNTIME_ROOT}/tests/unit/check.h)
   target_link_libraries(rt_vm_test PRIVATE relaxc_runtime)
   target_include_directories(rt_vm_test PRIVATE ${RX_RUNTIME_ROOT})
   if(TARGET rt_kernels)
@@ -186,7 +186,7 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   set_tests_properties(runtime.vm PROPERTIES LABELS "runtime;vulkan;vm" ENVIRONMENT "${RX_RT_VK_ENV}"
                        SKIP_RETURN_CODE 77)
 
-  add_executable(rt_cuda_test ${RX_RT_TEST_DIR}/cuda_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  add_executable(rt_cuda_test ${RX_RT_TEST_DIR}/cuda_test.c ${RX_RUNTIME_ROOT}/tests/unit/check.h)
   target_link_libraries(rt_cuda_test PRIVATE relaxc_runtime)
   target_include_directories(rt_cuda_test PRIVATE ${RX_RUNTIME_ROOT})
   add_test(NAME runtime.cuda COMMAND rt_cuda_test)
@@ -198,7 +198,7 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   # every machine and never on a real driver. Built with the same flags (sanitizers included).
   # runtime.cuda_graph_old_driver: the same test on a fake of a driver older than CUDA 12.0 (no
   # graph entry points exported), where every launch is issued directly.
-  add_executable(rt_cuda_graph_test ${RX_RT_TEST_DIR}/cuda_graph_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  add_executable(rt_cuda_graph_test ${RX_RT_TEST_DIR}/cuda_graph_test.c ${RX_RUNTIME_ROOT}/tests/unit/check.h)
   target_link_libraries(rt_cuda_graph_test PRIVATE relaxc_runtime)
   target_include_directories(rt_cuda_graph_test PRIVATE ${RX_RUNTIME_ROOT})
   foreach(v "" "_old")
@@ -222,7 +222,7 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   # fake cuBLASLt (tests/runtime/fake_cublaslt.c: computes every matmul on the host and refuses
   # layouts that do not agree), named in RX_CUBLASLT_LIBRARY by the test; runtime.cublaslt_missing:
   # the error where the library cannot be opened
-  add_executable(rt_cublaslt_test ${RX_RT_TEST_DIR}/cublaslt_test.c ${RX_RT_TEST_DIR}/rt_test.h)
+  add_executable(rt_cublaslt_test ${RX_RT_TEST_DIR}/cublaslt_test.c ${RX_RUNTIME_ROOT}/tests/unit/check.h)
   target_link_libraries(rt_cublaslt_test PRIVATE relaxc_runtime m)
   target_include_directories(rt_cublaslt_test PRIVATE ${RX_RUNTIME_ROOT})
   add_library(rt_fake_cublaslt SHARED ${RX_RT_TEST_DIR}/fake_cublaslt.c)

@@ -43,6 +43,7 @@ int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv);  /* tools/
 int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv);   /* tools/cmd_import.c */
 int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_generate.c */
 int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv);    /* tools/cmd_serve.c */
+int rx_cmd_opt(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_opt.c */
 /* relaxc inspect of a GGUF file (tools/inspect_gguf.c): whether path starts with GGUF's magic, and
  * the listing of one (exit status 0, or 1 after printing why the file was refused). */
 bool rx_inspect_is_gguf(const char *path);

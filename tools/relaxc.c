@@ -31,6 +31,15 @@ static const rx_cli_flag schedule_flags[] = {
      NULL},
     {0}};
 
+static const rx_cli_flag opt_flags[] = {
+    {"--passes", NULL, "P[,P...]", "the graph passes to run, in the order given (required)",
+     drv_pass_names},
+    {"--dispatch-min-rows", NULL, "N",
+     "dispatch: matmuls of at least N rows go to cuBLASLt (as compile --dispatch cublas); "
+     "default: 17",
+     NULL},
+    {0}};
+
 static const rx_cli_flag codegen_flags[] = {
     {"--target", NULL, "T", "the target (required): cuda, vulkan, vulkan-lavapipe, metal, ...",
      NULL},
@@ -243,6 +252,13 @@ const rx_cli_command rx_cli_commands[] = {
      "describe every target relaxc compiles for (or the one named): limits, features, matrix units",
      "TARGET is a target string as --target takes it (\"cuda -arch=sm_90\", \"metal\", ...).",
      no_flags, cmd_targets},
+    {"opt", "FILE --passes P[,P...]",
+     "run graph passes of the compile pipeline alone, in the order given, and print the module",
+     "Each pass runs as in `relaxc compile`, the module normalized and verified after it. What a\n"
+     "pass needs first is yours to give (legalize before fuse_ops and fuse_tensor).\n"
+     "The steps after names (plan_memory, lower_host, schedule, codegen, artifact) build more\n"
+     "than a module: `relaxc compile --dump-after STEP` shows them.",
+     opt_flags, rx_cmd_opt},
     {"schedule", "FILE --target T",
      "schedule every tensor program of FILE for target T and print the module", NULL,
      schedule_flags, rx_cmd_schedule},

@@ -9,7 +9,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/device.h"
 
 #define NTHREADS 8
@@ -40,15 +41,15 @@ static void concurrent_loading(rx_rt_backend b) {
   for (int i = 0; i < NTHREADS; i++) {
     memset(&ans[i], 0, sizeof ans[i]);
     ans[i].b = b;
-    CHECK(pthread_create(&th[i], NULL, ask, &ans[i]) == 0, "pthread_create");
+    CHECK_MSG(pthread_create(&th[i], NULL, ask, &ans[i]) == 0, "pthread_create");
   }
   for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
   for (int i = 1; i < NTHREADS; i++)
-    CHECK(ans[i].code == ans[0].code && !strcmp(ans[i].msg, ans[0].msg) &&
-              ans[i].ndev == ans[0].ndev,
-          "%s: thread %d answered %d '%s' (%zu devices), thread 0 %d '%s' (%zu devices)",
-          rx_rt_backend_name(b), i, ans[i].code, ans[i].msg, ans[i].ndev, ans[0].code, ans[0].msg,
-          ans[0].ndev);
+    CHECK_MSG(ans[i].code == ans[0].code && !strcmp(ans[i].msg, ans[0].msg) &&
+                  ans[i].ndev == ans[0].ndev,
+              "%s: thread %d answered %d '%s' (%zu devices), thread 0 %d '%s' (%zu devices)",
+              rx_rt_backend_name(b), i, ans[i].code, ans[i].msg, ans[i].ndev, ans[0].code,
+              ans[0].msg, ans[0].ndev);
   printf("%s from %d threads: %s (%zu devices)\n", rx_rt_backend_name(b), NTHREADS,
          ans[0].code ? ans[0].msg : "loads", ans[0].ndev);
 }
@@ -56,7 +57,7 @@ static void concurrent_loading(rx_rt_backend b) {
 /* Every entry point of the null backend's table, called directly with zeroed objects. */
 static void null_table(void) {
   const rt_backend *be = &rt_null_backend;
-  CHECK(be->kind == RX_RT_BACKEND_NULL && !strcmp(be->name, "null"), "the table's identity");
+  CHECK_MSG(be->kind == RX_RT_BACKEND_NULL && !strcmp(be->name, "null"), "the table's identity");
   rx_rt_device d;
   rx_rt_buffer buf;
   rx_rt_timer tm;
@@ -73,7 +74,7 @@ static void null_table(void) {
   double ms = 1;
   CHECK_ERR(be->check(), RX_ERR_UNSUPPORTED, "null: check");
   CHECK_ERR(be->enumerate(&infos, &n, NULL), RX_ERR_UNSUPPORTED, "null: enumerate");
-  CHECK(infos == NULL && n == 0, "enumerate zeroes its out-parameters");
+  CHECK_MSG(infos == NULL && n == 0, "enumerate zeroes its out-parameters");
   CHECK_ERR(be->device_init(&d, 0, NULL), RX_ERR_UNSUPPORTED, "null: device_init");
   be->device_destroy(&d);
   CHECK_ERR(be->synchronize(&d), RX_ERR_UNSUPPORTED, "null: synchronize");
@@ -90,26 +91,26 @@ static void null_table(void) {
   be->timer_destroy(&tm);
   CHECK_ERR(be->timer_record(&tm, 0), RX_ERR_UNSUPPORTED, "null: timer_record");
   CHECK_ERR(be->timer_elapsed(&tm, &ms), RX_ERR_UNSUPPORTED, "null: timer_elapsed");
-  CHECK(ms == 0, "timer_elapsed zeroes its out-parameter");
+  CHECK_MSG(ms == 0, "timer_elapsed zeroes its out-parameter");
 }
 
 /* The public calls through it: by name only, never the default device. */
 static void null_public(void) {
-  CHECK(!strcmp(rx_rt_backend_name(RX_RT_BACKEND_NULL), "null"), "the backend's name");
+  CHECK_MSG(!strcmp(rx_rt_backend_name(RX_RT_BACKEND_NULL), "null"), "the backend's name");
   CHECK_ERR(rx_rt_backend_check(RX_RT_BACKEND_NULL), RX_ERR_UNSUPPORTED, "null backend");
   rx_rt_device_info *infos = NULL;
   size_t n = 0;
   CHECK_ERR(rx_rt_enumerate(RX_RT_BACKEND_NULL, &infos, &n), RX_ERR_UNSUPPORTED, "null: check");
   rx_rt_device *d = NULL;
   CHECK_ERR(rx_rt_device_open("null", NULL, &d), RX_ERR_UNSUPPORTED, "device 'null'");
-  CHECK(d == NULL, "no device");
+  CHECK_MSG(d == NULL, "no device");
   rx_status s = rx_rt_device_open(NULL, NULL, &d); /* the default never picks null */
   if (!s) {
-    CHECK(rx_rt_device_get_info(d)->backend != RX_RT_BACKEND_NULL, "default device is null");
+    CHECK_MSG(rx_rt_device_get_info(d)->backend != RX_RT_BACKEND_NULL, "default device is null");
     rx_rt_device_release(d);
   } else {
-    CHECK(!strstr(rx_status_message(s), "null:"), "the default tried null: %s",
-          rx_status_message(s));
+    CHECK_MSG(!strstr(rx_status_message(s), "null:"), "the default tried null: %s",
+              rx_status_message(s));
     rx_status_free(s);
   }
 }
@@ -120,5 +121,5 @@ int main(void) {
   concurrent_loading(RX_RT_BACKEND_CUDA);
   null_table();
   null_public();
-  return t_finish("runtime.backends");
+  return check_finish("runtime.backends");
 }

@@ -14,7 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/vm.h"
 
 static struct {
@@ -94,12 +95,12 @@ static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, in
   rx_rt_value *out = NULL;
   size_t errors0 = lt_fake.errors();
   rx_status s = a && b ? call(d, a, b, trans, &out) : NULL;
-  CHECK(!s && out, "%s [%lld, %lld, %lld] @ %s%s: %s", rx_rt_dtype_name(t), (long long)batch,
-        (long long)m, (long long)k, bbatch ? "batched b" : "b", trans ? "^T" : "",
-        rx_status_message(s));
+  CHECK_MSG(!s && out, "%s [%lld, %lld, %lld] @ %s%s: %s", rx_rt_dtype_name(t), (long long)batch,
+            (long long)m, (long long)k, bbatch ? "batched b" : "b", trans ? "^T" : "",
+            rx_status_message(s));
   rx_status_free(s);
-  CHECK(lt_fake.errors() == errors0, "the fake refused: %s",
-        lt_fake.line(lt_fake.count() ? lt_fake.count() - 1 : 0));
+  CHECK_MSG(lt_fake.errors() == errors0, "the fake refused: %s",
+            lt_fake.line(lt_fake.count() ? lt_fake.count() - 1 : 0));
   rx_rt_tensor *y = out ? rx_rt_value_tensor(out) : NULL;
   size_t es = rx_rt_dtype_size(t);
   void *got = calloc((size_t)(batch * m * n) + 1, es);
@@ -119,8 +120,8 @@ static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, in
           fprintf(stderr, "  [%lld, %lld, %lld]: got %g, expected %g\n", (long long)q, (long long)i,
                   (long long)j, g, ref);
       }
-  CHECK(y && !bad, "%s m %lld trans %d: %lld values off", rx_rt_dtype_name(t), (long long)m, trans,
-        (long long)bad);
+  CHECK_MSG(y && !bad, "%s m %lld trans %d: %lld values off", rx_rt_dtype_name(t), (long long)m,
+            trans, (long long)bad);
   /* the layouts: the library's first operand is b, its second a (see cublaslt.c) */
   char want[256];
   int64_t rows = bbatch ? m : batch * m;
@@ -128,7 +129,7 @@ static void check_case(rx_rt_device *d, rx_dtype t, int64_t batch, int64_t m, in
            trans ? 'T' : 'N', (long long)n, (long long)rows, (long long)k,
            (long long)(trans ? k : n), (long long)k, (long long)n, (long long)(bbatch ? batch : 1));
   const char *line = lt_fake.count() ? lt_fake.line(lt_fake.count() - 1) : "";
-  CHECK(y && strstr(line, want), "trace '%s' lacks '%s'", line, want);
+  CHECK_MSG(y && strstr(line, want), "trace '%s' lacks '%s'", line, want);
   free(got);
   free(ha);
   free(hb);
@@ -150,7 +151,7 @@ static void test_errors(rx_rt_device *d) {
   other.be = &rt_null_backend;
   CHECK_ERR(call(&other, a, b, 0, &out), RX_ERR_UNSUPPORTED, "CUDA devices only");
   CHECK_ERR(call(NULL, a, b, 0, &out), RX_ERR_UNSUPPORTED, "compile without --dispatch");
-  CHECK(!out, "no result after an error");
+  CHECK_MSG(!out, "no result after an error");
   rx_rt_value_release(a);
   rx_rt_value_release(b);
   free(h1);
@@ -169,11 +170,11 @@ int main(int argc, char **argv) {
   bool missing = !strcmp(argv[2], "--missing");
   setenv("RX_CUBLASLT_LIBRARY", missing ? "/nonexistent/libcublasLt.so.13" : argv[2], 1);
   builtin = vm_extern_find("rx_cublaslt_matmul");
-  CHECK(builtin && builtin->returning, "the builtin is in the table and returns its result");
-  if (!builtin) return t_finish("runtime.cublaslt");
+  CHECK_MSG(builtin && builtin->returning, "the builtin is in the table and returns its result");
+  if (!builtin) return check_finish("runtime.cublaslt");
   rx_rt_device *d = NULL;
   CHECK_OK(rx_rt_device_open("cuda:0", NULL, &d));
-  if (!d) return t_finish("runtime.cublaslt");
+  if (!d) return check_finish("runtime.cublaslt");
   if (missing) {
     double *h = NULL;
     rx_rt_value *a = tensor(d, RX_DTYPE_F16, 2, (int64_t[]){4, 4}, 0, &h);
@@ -183,7 +184,7 @@ int main(int argc, char **argv) {
     rx_rt_value_release(a);
     free(h);
     rx_rt_device_release(d);
-    return t_finish("runtime.cublaslt_missing");
+    return check_finish("runtime.cublaslt_missing");
   }
   void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
 #define SYM(field, name)                                                                           \
@@ -193,9 +194,9 @@ int main(int argc, char **argv) {
   SYM(errors, "fake_lt_errors")
   SYM(handles, "fake_lt_handles")
 #undef SYM
-  CHECK(lt_fake.count && lt_fake.line && lt_fake.errors && lt_fake.handles, "%s is the fake",
-        argv[2]);
-  if (!lt_fake.handles) return t_finish("runtime.cublaslt");
+  CHECK_MSG(lt_fake.count && lt_fake.line && lt_fake.errors && lt_fake.handles, "%s is the fake",
+            argv[2]);
+  if (!lt_fake.handles) return check_finish("runtime.cublaslt");
   static const int64_t rows[] = {1, 7, 16, 17, 33, 100, 1000};
   static const rx_dtype types[] = {RX_DTYPE_F16, RX_DTYPE_BF16, RX_DTYPE_F32};
   for (size_t ti = 0; ti < 3; ti++)
@@ -206,9 +207,9 @@ int main(int argc, char **argv) {
     check_case(d, RX_DTYPE_F16, 3, 11, 40, 24, false, trans); /* a [3, 11, k], one b */
     check_case(d, RX_DTYPE_BF16, 3, 11, 40, 24, true, trans); /* a strided batch of b */
   }
-  CHECK(lt_fake.handles() == 1, "one handle per device, got %zu", lt_fake.handles());
+  CHECK_MSG(lt_fake.handles() == 1, "one handle per device, got %zu", lt_fake.handles());
   test_errors(d);
   rx_rt_device_release(d);
-  CHECK(lt_fake.handles() == 0, "the handle goes with the device, %zu left", lt_fake.handles());
-  return t_finish("runtime.cublaslt");
+  CHECK_MSG(lt_fake.handles() == 0, "the handle goes with the device, %zu left", lt_fake.handles());
+  return check_finish("runtime.cublaslt");
 }

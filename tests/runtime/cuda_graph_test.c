@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/device.h"
 
 static bool driver_graphs = true; /* the driver has the graph entry points */
@@ -124,12 +125,12 @@ static void test_subgroup_size(rx_rt_device *d) {
     rx_rt_library *l = NULL;
     rx_status s = rx_rt_library_load_memory(d, json, strlen(json), &blob, 1, &l);
     if (size == 32)
-      CHECK(!s, "warps of 32: %s", s ? rx_status_message(s) : "");
+      CHECK_MSG(!s, "warps of 32: %s", s ? rx_status_message(s) : "");
     else
-      CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
-                strstr(rx_status_message(s), "warps of 64 threads") &&
-                strstr(rx_status_message(s), "have 32"),
-            "warps of 64 refused: %s", s ? rx_status_message(s) : "loaded");
+      CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                    strstr(rx_status_message(s), "warps of 64 threads") &&
+                    strstr(rx_status_message(s), "have 32"),
+                "warps of 64 refused: %s", s ? rx_status_message(s) : "loaded");
     rx_status_free(s);
     rx_rt_library_release(l);
   }
@@ -189,11 +190,11 @@ static void check_trace(const char *what) {
     for (const char *c = fake.trace_line(j); *c; c++)
       digest = (digest ^ (uint8_t)*c) * 0x100000001b3ull;
   while (i < n && i < want.n && !strcmp(fake.trace_line(i), want.lines[i])) i++;
-  CHECK(i == n && n == want.n,
-        "%s: %zu lines traced, %zu expected; the first difference, line %zu:\n"
-        "  traced:   %s\n  expected: %s",
-        what, n, want.n, i, i < n ? fake.trace_line(i) : "(none)",
-        i < want.n ? want.lines[i] : "(none)");
+  CHECK_MSG(i == n && n == want.n,
+            "%s: %zu lines traced, %zu expected; the first difference, line %zu:\n"
+            "  traced:   %s\n  expected: %s",
+            what, n, want.n, i, i < n ? fake.trace_line(i) : "(none)",
+            i < want.n ? want.lines[i] : "(none)");
   fake.trace_clear();
   want_clear();
 }
@@ -268,9 +269,10 @@ static rx_rt_device *open_device(bool graphs) {
   CHECK_OK(rx_rt_device_open("cuda:0", NULL, &d));
   unsetenv("RX_CUDA_GRAPHS");
   if (!d) return NULL;
-  CHECK(!strncmp(rx_rt_device_get_info(d)->name, "fake CUDA", 9), "the device is the fake: %s",
-        rx_rt_device_get_info(d)->name);
-  CHECK((d->replay != NULL) == (graphs && driver_graphs), "replay stats exactly with graphs on");
+  CHECK_MSG(!strncmp(rx_rt_device_get_info(d)->name, "fake CUDA", 9), "the device is the fake: %s",
+            rx_rt_device_get_info(d)->name);
+  CHECK_MSG((d->replay != NULL) == (graphs && driver_graphs),
+            "replay stats exactly with graphs on");
   return d;
 }
 
@@ -295,14 +297,14 @@ static void test_updates(rx_rt_device *d, const lib *L) {
   seq s = {&a, &w, &q, &kc, &o, 64, 10, 1};
   counts c = now(d);
   run_seq(d, L, &s);
-  CHECK(DELTA(c, d, direct) == 1 && DELTA(c, d, built) == 0, "first seen: launched directly");
-  CHECK(FAKE_DELTA(c, d, graph_launches) == 0, "first seen: no graph");
+  CHECK_MSG(DELTA(c, d, direct) == 1 && DELTA(c, d, built) == 0, "first seen: launched directly");
+  CHECK_MSG(FAKE_DELTA(c, d, graph_launches) == 0, "first seen: no graph");
   check_trace("first seen");
   c = now(d);
   run_seq(d, L, &s);
-  CHECK(DELTA(c, d, built) == 1 && FAKE_DELTA(c, d, instantiations) == 1 &&
-            FAKE_DELTA(c, d, graph_launches) == 1,
-        "second seen: a graph built and launched");
+  CHECK_MSG(DELTA(c, d, built) == 1 && FAKE_DELTA(c, d, instantiations) == 1 &&
+                FAKE_DELTA(c, d, graph_launches) == 1,
+            "second seen: a graph built and launched");
   check_trace("built");
   static const struct {
     const char *what;
@@ -316,13 +318,13 @@ static void test_updates(rx_rt_device *d, const lib *L) {
     if (steps[i].change == 3) s.q = s.q == &q ? &a2 : &q;
     c = now(d);
     run_seq(d, L, &s);
-    CHECK(DELTA(c, d, replayed) == 1 && FAKE_DELTA(c, d, graph_launches) == 1 &&
-              DELTA(c, d, direct) == 0,
-          "%s: replayed", steps[i].what);
-    CHECK(DELTA(c, d, updated) == steps[i].updated &&
-              FAKE_DELTA(c, d, node_updates) == steps[i].updated,
-          "%s: %ld launches updated, the fake saw %ld, %ld expected", steps[i].what,
-          DELTA(c, d, updated), FAKE_DELTA(c, d, node_updates), steps[i].updated);
+    CHECK_MSG(DELTA(c, d, replayed) == 1 && FAKE_DELTA(c, d, graph_launches) == 1 &&
+                  DELTA(c, d, direct) == 0,
+              "%s: replayed", steps[i].what);
+    CHECK_MSG(DELTA(c, d, updated) == steps[i].updated &&
+                  FAKE_DELTA(c, d, node_updates) == steps[i].updated,
+              "%s: %ld launches updated, the fake saw %ld, %ld expected", steps[i].what,
+              DELTA(c, d, updated), FAKE_DELTA(c, d, node_updates), steps[i].updated);
     check_trace(steps[i].what);
   }
   /* copies and fills are done for real, in order with the launches */
@@ -337,7 +339,8 @@ static void test_updates(rx_rt_device *d, const lib *L) {
   expect("copy #%ld #%ld+8 8", a.id, o.id);
   CHECK_OK(rx_rt_buffer_read(o.b, 8, got, 8));
   expect("read #%ld+8 8", o.id);
-  CHECK(!memcmp(got, (uint8_t[]){1, 2, 0xee, 0xee, 0xee, 6, 7, 8}, 8), "write, fill, copy, read");
+  CHECK_MSG(!memcmp(got, (uint8_t[]){1, 2, 0xee, 0xee, 0xee, 6, 7, 8}, 8),
+            "write, fill, copy, read");
   check_trace("copies and fills");
   tbuf *all[] = {&a, &w, &q, &kc, &o, &a2};
   for (size_t i = 0; i < RX_ARRAY_LEN(all); i++) release(all[i]);
@@ -359,8 +362,8 @@ static void decode_step(rx_rt_device *d, const lib *L, model *M, int s, bool gra
   launch(L, NORM, 1, 1, (const tbuf *[]){&M->x, &M->h}, (int32_t[]){64});
   launch(L, MATMUL, 4, 1, (const tbuf *[]){&M->h, &M->w[0], &M->q}, (int32_t[]){64, 64});
   launch(L, ATTN, ag, 2, (const tbuf *[]){&M->q, &M->kc[0], &M->o}, (int32_t[]){m, 2});
-  CHECK(graphs ? fake.trace_count() == traced : fake.trace_count() == traced + 3,
-        "step %d: launches %s", s, graphs ? "wait in the log" : "are issued at once");
+  CHECK_MSG(graphs ? fake.trace_count() == traced : fake.trace_count() == traced + 3,
+            "step %d: launches %s", s, graphs ? "wait in the log" : "are issued at once");
   CHECK_OK(rx_rt_buffer_copy(M->q.b, 0, M->kc[0].b, (size_t)(m % 64) * 4, 4));
   if (m % 64)
     expect("copy #%ld #%ld+%d 4", M->q.id, M->kc[0].id, (m % 64) * 4);
@@ -406,19 +409,19 @@ static void decode(rx_rt_device *d, const lib *L, bool graphs) {
     snprintf(what, sizeof what, "decode step %d (graphs %s)", s, graphs ? "on" : "off");
     check_trace(what);
     if (!graphs) {
-      CHECK(FAKE_DELTA(c, d, graph_launches) == 0 && FAKE_DELTA(c, d, instantiations) == 0,
-            "%s: no graph", what);
+      CHECK_MSG(FAKE_DELTA(c, d, graph_launches) == 0 && FAKE_DELTA(c, d, instantiations) == 0,
+                "%s: no graph", what);
       continue;
     }
     if (s % 4 == 3) continue; /* segments of their own: only the trace is checked */
     long direct = s == 0 ? 2 : 0, built = s == 1 ? 2 : 0, replayed = s >= 2 ? 2 : 0;
     long updated = s < 2 ? 0 : s == 17 ? 6 : 2; /* attn's m, and at 17 the launches of h */
-    CHECK(DELTA(c, d, direct) == direct && DELTA(c, d, built) == built &&
-              DELTA(c, d, replayed) == replayed && DELTA(c, d, updated) == updated &&
-              FAKE_DELTA(c, d, graph_launches) == built + replayed,
-          "%s: direct %ld built %ld replayed %ld updated %ld graph launches %ld", what,
-          DELTA(c, d, direct), DELTA(c, d, built), DELTA(c, d, replayed), DELTA(c, d, updated),
-          FAKE_DELTA(c, d, graph_launches));
+    CHECK_MSG(DELTA(c, d, direct) == direct && DELTA(c, d, built) == built &&
+                  DELTA(c, d, replayed) == replayed && DELTA(c, d, updated) == updated &&
+                  FAKE_DELTA(c, d, graph_launches) == built + replayed,
+              "%s: direct %ld built %ld replayed %ld updated %ld graph launches %ld", what,
+              DELTA(c, d, direct), DELTA(c, d, built), DELTA(c, d, replayed), DELTA(c, d, updated),
+              FAKE_DELTA(c, d, graph_launches));
   }
   double ms = 0;
   CHECK_OK(rx_rt_timer_elapsed_ms(t, &ms));
@@ -466,14 +469,15 @@ static void test_failures(rx_rt_device *d, const lib *L) {
      * where the failure comes at run 3, that run counts as replayed (rt_replay_find's answer)
      * and the graph launched once; once failed, launched directly */
     long built_ok = cases[i].run == 2 ? 0 : 1;
-    CHECK(DELTA(c, d, built) == 1 && DELTA(c, d, replayed) == built_ok &&
-              DELTA(c, d, direct) == 4 - built_ok && FAKE_DELTA(c, d, graph_launches) == built_ok,
-          "%s: built %ld, replayed %ld, direct %ld, graphs launched %ld", cases[i].what,
-          DELTA(c, d, built), DELTA(c, d, replayed), DELTA(c, d, direct),
-          FAKE_DELTA(c, d, graph_launches));
-    CHECK(fake.count("graphs") == graphs && fake.count("execs") == execs,
-          "%s: nothing of the graph is left (%ld graphs, %ld instantiations, were %ld, %ld)",
-          cases[i].what, fake.count("graphs"), fake.count("execs"), graphs, execs);
+    CHECK_MSG(DELTA(c, d, built) == 1 && DELTA(c, d, replayed) == built_ok &&
+                  DELTA(c, d, direct) == 4 - built_ok &&
+                  FAKE_DELTA(c, d, graph_launches) == built_ok,
+              "%s: built %ld, replayed %ld, direct %ld, graphs launched %ld", cases[i].what,
+              DELTA(c, d, built), DELTA(c, d, replayed), DELTA(c, d, direct),
+              FAKE_DELTA(c, d, graph_launches));
+    CHECK_MSG(fake.count("graphs") == graphs && fake.count("execs") == execs,
+              "%s: nothing of the graph is left (%ld graphs, %ld instantiations, were %ld, %ld)",
+              cases[i].what, fake.count("graphs"), fake.count("execs"), graphs, execs);
   }
   /* a launch that fails is reported by the call that flushes it; the rest of the log is dropped
    */
@@ -526,15 +530,15 @@ static void test_long_log(rx_rt_device *d, const lib *L) {
     counts c = now(d);
     for (int i = 0; i < 5000; i++) {
       launch(L, NORM, 1, 1, bufs, (int32_t[]){i + (rep == 2)});
-      if (i == 4094) CHECK(fake.trace_count() == 0, "4095 launches wait in the log");
-      if (i == 4095) CHECK(fake.trace_count() == 4096, "4096 launches are issued");
+      if (i == 4094) CHECK_MSG(fake.trace_count() == 0, "4095 launches wait in the log");
+      if (i == 4095) CHECK_MSG(fake.trace_count() == 4096, "4096 launches are issued");
     }
     sync_device(d);
     check_trace("a long sequence");
     long graphs = rep == 0 ? 0 : 2, updated = rep == 2 ? 5000 : 0;
-    CHECK(FAKE_DELTA(c, d, graph_launches) == graphs && DELTA(c, d, updated) == updated,
-          "a long sequence, %d: %ld graphs launched, %ld launches updated", rep,
-          FAKE_DELTA(c, d, graph_launches), DELTA(c, d, updated));
+    CHECK_MSG(FAKE_DELTA(c, d, graph_launches) == graphs && DELTA(c, d, updated) == updated,
+              "a long sequence, %d: %ld graphs launched, %ld launches updated", rep,
+              FAKE_DELTA(c, d, graph_launches), DELTA(c, d, updated));
   }
   for (int i = 0; i < 2; i++) release(&pool[i]);
 }
@@ -542,23 +546,23 @@ static void test_long_log(rx_rt_device *d, const lib *L) {
 /* Destroying a kernel forgets every graph (they hold its CUfunction, and a kernel loaded later
  * may have its address); the kernels loaded again start afresh. */
 static void test_kernel_destroy(rx_rt_device *d, lib *L) {
-  CHECK(fake.count("execs") > 0 && fake.count("graphs") > 0, "graphs were built");
+  CHECK_MSG(fake.count("execs") > 0 && fake.count("graphs") > 0, "graphs were built");
   tbuf pool[3] = {buffer(d, 64), buffer(d, 64), buffer(d, 64)};
   launch(L, NORM, 1, 1, (const tbuf *[]){&pool[0], &pool[1]}, (int32_t[]){5});
   rx_rt_library_release(L->l); /* the launch logged is issued first */
   check_trace("kernels destroyed after a launch");
-  CHECK(fake.count("execs") == 0 && fake.count("graphs") == 0 && fake.count("modules") == 0,
-        "the kernels destroyed: %ld graphs, %ld instantiations, %ld modules left",
-        fake.count("graphs"), fake.count("execs"), fake.count("modules"));
+  CHECK_MSG(fake.count("execs") == 0 && fake.count("graphs") == 0 && fake.count("modules") == 0,
+            "the kernels destroyed: %ld graphs, %ld instantiations, %ld modules left",
+            fake.count("graphs"), fake.count("execs"), fake.count("modules"));
   *L = load(d);
   static const int ks[] = {NORM, MATMUL, ATTN, LOGITS};
   for (int run = 0; L->l && run < 3; run++) {
     counts c = now(d);
     run_kernels(d, L, ks, 4, pool, run);
     check_trace("kernels loaded again");
-    CHECK(DELTA(c, d, direct) == (run == 0) && DELTA(c, d, built) == (run == 1) &&
-              DELTA(c, d, replayed) == (run == 2),
-          "kernels loaded again, run %d: nothing remembered of the old ones", run);
+    CHECK_MSG(DELTA(c, d, direct) == (run == 0) && DELTA(c, d, built) == (run == 1) &&
+                  DELTA(c, d, replayed) == (run == 2),
+              "kernels loaded again, run %d: nothing remembered of the old ones", run);
   }
   for (int i = 0; i < 3; i++) release(&pool[i]);
 }
@@ -568,7 +572,8 @@ static void check_fake_clean(const char *what) {
   static const char *const objects[] = {"allocs",  "graphs", "execs",    "modules",
                                         "streams", "events", "contexts", "misuse"};
   for (size_t i = 0; i < RX_ARRAY_LEN(objects); i++)
-    CHECK(fake.count(objects[i]) == 0, "%s: %ld %s left", what, fake.count(objects[i]), objects[i]);
+    CHECK_MSG(fake.count(objects[i]) == 0, "%s: %ld %s left", what, fake.count(objects[i]),
+              objects[i]);
 }
 
 /* The memory cache (runtime/cuda/cuda.c, "memory"): a released block is reused by the next
@@ -583,16 +588,18 @@ static void test_memory_cache(void) {
   if (!d) return;
   lib L = load(d);
   tbuf a = buffer(d, 100), b = buffer(d, 64), c = buffer(d, 64);
-  CHECK(fake.count("allocs") == 3, "three buffers, three allocations: %ld", fake.count("allocs"));
+  CHECK_MSG(fake.count("allocs") == 3, "three buffers, three allocations: %ld",
+            fake.count("allocs"));
   release(&a);
   tbuf a2 = buffer(d, 200); /* the class of 256 bytes: a's block */
-  CHECK(fake.count("allocs") == 3, "a released block is reused: %ld allocations",
-        fake.count("allocs"));
+  CHECK_MSG(fake.count("allocs") == 3, "a released block is reused: %ld allocations",
+            fake.count("allocs"));
   if (L.l) {
     launch(&L, NORM, 1, 1, (const tbuf *[]){&b, &c}, (int32_t[]){1}); /* expects its line */
     release(&c); /* kept in the cache: nothing is issued or waited for */
     if (driver_graphs)
-      CHECK(fake.trace_count() == 0, "a buffer released into the cache issues no logged launch");
+      CHECK_MSG(fake.trace_count() == 0,
+                "a buffer released into the cache issues no logged launch");
     CHECK_OK(rx_rt_device_synchronize(d));
     check_trace("the launch issued at the synchronize");
   } else {
@@ -601,19 +608,20 @@ static void test_memory_cache(void) {
   tbuf big = buffer(d, ((size_t)1 << 20) + 1); /* a class of 2 MiB */
   release(&big);
   tbuf big2 = buffer(d, (size_t)3 << 20); /* 4 MiB: a block of its own */
-  CHECK(fake.count("allocs") == 5, "2 MiB and 4 MiB blocks are distinct: %ld allocations",
-        fake.count("allocs"));
+  CHECK_MSG(fake.count("allocs") == 5, "2 MiB and 4 MiB blocks are distinct: %ld allocations",
+            fake.count("allocs"));
   release(&big2);
   /* out of memory: the limit leaves no room beside what is live, cached blocks included */
   fake.set_memory_limit((size_t)fake.count("bytes"));
   tbuf big3 = buffer(d, (size_t)5 << 20); /* 6 MiB: fits once the 2 + 4 MiB cached are freed */
-  CHECK(big3.b != NULL, "an allocation that ran out of memory succeeds after the cache is freed");
-  CHECK(fake.count("allocs") == 3, "the cache went back to the driver: %ld allocations",
-        fake.count("allocs"));
+  CHECK_MSG(big3.b != NULL,
+            "an allocation that ran out of memory succeeds after the cache is freed");
+  CHECK_MSG(fake.count("allocs") == 3, "the cache went back to the driver: %ld allocations",
+            fake.count("allocs"));
   rx_rt_buffer *none = NULL;
   CHECK_ERR(rx_rt_buffer_alloc(d, (size_t)64 << 20, &none), RX_ERR_OUT_OF_MEMORY,
             "out of device memory");
-  CHECK(none == NULL, "no buffer on failure");
+  CHECK_MSG(none == NULL, "no buffer on failure");
   fake.set_memory_limit(0);
   release(&big3), release(&a2), release(&b);
   rx_rt_library_release(L.l);
@@ -640,9 +648,9 @@ int main(int argc, char **argv) {
     }
     if (L.l && graphs) {
       const rt_replay_stats *st = d->replay;
-      CHECK(st->built >= 1 && st->replayed > 0 && st->updated > 0,
-            "decode: built %llu, replayed %llu, updated %llu", (unsigned long long)st->built,
-            (unsigned long long)st->replayed, (unsigned long long)st->updated);
+      CHECK_MSG(st->built >= 1 && st->replayed > 0 && st->updated > 0,
+                "decode: built %llu, replayed %llu, updated %llu", (unsigned long long)st->built,
+                (unsigned long long)st->replayed, (unsigned long long)st->updated);
       test_updates(d, &L);
       test_flush_points(d, &L);
       test_failures(d, &L);
@@ -668,9 +676,9 @@ int main(int argc, char **argv) {
     check_fake_clean(asked ? "graphs on" : "graphs off");
     fake.reset();
   }
-  CHECK(digests[0] == digests[1], "the decode steps traced the same with graphs on and off");
+  CHECK_MSG(digests[0] == digests[1], "the decode steps traced the same with graphs on and off");
   test_memory_cache();
   want_clear();
   free(want.lines);
-  return t_finish("runtime.cuda_graph");
+  return check_finish("runtime.cuda_graph");
 }

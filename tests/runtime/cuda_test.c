@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 
 static const char k_ptx[] =
     ".version 6.0\n.target sm_50\n.address_size 64\n"
@@ -48,18 +49,18 @@ static const char k_json[] =
 int main(void) {
   rx_status s = rx_rt_backend_check(RX_RT_BACKEND_CUDA);
   if (s) {
-    SKIP("no CUDA here: %s", rx_status_message(s));
+    CHECK_SKIP("no CUDA here: %s", rx_status_message(s));
     /* the runtime still starts and says so: opening fails with that reason */
     rx_rt_device *d = NULL;
     rx_status o = rx_rt_device_open("cuda:0", NULL, &d);
     bool clear = o && strstr(rx_status_message(o), "cuda") && d == NULL;
     if (!clear) {
-      t_fail++;
+      check_failed++;
       fprintf(stderr, "FAIL: opening cuda:0 without a driver: '%s'\n", rx_status_message(o));
     }
     rx_status_free(o);
     rx_status_free(s);
-    return t_finish("runtime.cuda");
+    return check_finish("runtime.cuda");
   }
   rx_rt_device_info *infos = NULL;
   size_t n = 0;
@@ -69,11 +70,11 @@ int main(void) {
            infos[i].index, infos[i].name, (unsigned long long)(infos[i].memory_bytes >> 20),
            infos[i].subgroup_size, infos[i].shared_memory_bytes, infos[i].max_threads_per_block,
            infos[i].fp16);
-  CHECK(n >= 1 && infos[0].subgroup_size == 32, "CUDA devices");
+  CHECK_MSG(n >= 1 && infos[0].subgroup_size == 32, "CUDA devices");
   rx_rt_free_device_infos(infos);
   rx_rt_device *d = NULL;
   CHECK_OK(rx_rt_device_open("cuda:0", NULL, &d));
-  if (!d) return t_finish("runtime.cuda");
+  if (!d) return check_finish("runtime.cuda");
 
   /* buffers */
   static const size_t sizes[] = {1, 3, 5, 1000, 16397, ((size_t)64 << 20) + 3};
@@ -93,7 +94,7 @@ int main(void) {
         h[0] = h[bytes - 1] = 0x7F;
       else
         memset(h, 0x7F, bytes);
-      CHECK(memcmp(g, h, bytes) == 0, "fill + copy + round trip of %zu bytes", bytes);
+      CHECK_MSG(memcmp(g, h, bytes) == 0, "fill + copy + round trip of %zu bytes", bytes);
     }
     rx_rt_buffer_release(a);
     rx_rt_buffer_release(b);
@@ -124,7 +125,7 @@ int main(void) {
     CHECK_OK(rx_rt_buffer_read(bc, 0, c, (size_t)m * 4));
     int bad = 0;
     for (int64_t i = 0; i < m; i++) bad += c[i] != 2 * a[i] + b[i];
-    CHECK(bad == 0, "saxpy n=%lld: %d wrong", (long long)m, bad);
+    CHECK_MSG(bad == 0, "saxpy n=%lld: %d wrong", (long long)m, bad);
     if (t == 4) {
       rx_rt_timer *tm = NULL;
       CHECK_OK(rx_rt_timer_create(d, &tm));
@@ -134,7 +135,7 @@ int main(void) {
         CHECK_OK(rx_rt_timer_stop(tm));
         double ms = -1;
         CHECK_OK(rx_rt_timer_elapsed_ms(tm, &ms));
-        CHECK(ms > 0, "elapsed %f ms", ms);
+        CHECK_MSG(ms > 0, "elapsed %f ms", ms);
         rx_rt_timer_release(tm);
       }
       rx_rt_kernel *k = NULL;
@@ -152,5 +153,5 @@ int main(void) {
   rx_rt_library_release(lib);
   CHECK_OK(rx_rt_device_synchronize(d));
   rx_rt_device_release(d);
-  return t_finish("runtime.cuda");
+  return check_finish("runtime.cuda");
 }

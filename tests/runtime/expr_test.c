@@ -3,7 +3,8 @@
  * makes of kernels.json and the host program). */
 #include <stdint.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/device.h"
 
 static const char *const names[] = {"n", "m", "neg", "big", "n_2", "min"};
@@ -13,15 +14,15 @@ static const rx_rt_symbols syms = {names, values, 6};
 static void expect(const char *text, int64_t want) {
   int64_t got = -12345;
   rx_status s = rx_rt_eval(text, &syms, &got);
-  CHECK(s == NULL && got == want, "'%s': want %lld, got %lld (%s)", text, (long long)want,
-        (long long)got, rx_status_message(s));
+  CHECK_MSG(s == NULL && got == want, "'%s': want %lld, got %lld (%s)", text, (long long)want,
+            (long long)got, rx_status_message(s));
   rx_status_free(s);
 }
 
 static void expect_err(const char *text, rx_status_code code, const char *msg) {
   int64_t got = -12345;
   CHECK_ERR(rx_rt_eval(text, &syms, &got), code, msg);
-  CHECK(got == 0, "'%s': out value must be zeroed on error, got %lld", text, (long long)got);
+  CHECK_MSG(got == 0, "'%s': out value must be zeroed on error, got %lld", text, (long long)got);
 }
 
 /* Compiled once, evaluated over changing values: the slots of one name table, shared by the
@@ -32,9 +33,10 @@ static void test_compiled(void) {
   CHECK_OK(rt_expr_compile("(n * 4 + 255) // 256", &tab, &grid));
   CHECK_OK(rt_expr_compile("m <= 16 && n % 16 == 0", &tab, &cond));
   CHECK_OK(rt_expr_compile("select(m == 0, 0, n // m)", &tab, &sel));
-  CHECK(tab.count == 2 && !strcmp(tab.names[0], "n") && !strcmp(tab.names[1], "m"), "%u names",
-        tab.count);
-  CHECK(rt_expr_var_count(cond) == 2 && rt_expr_var_slot(cond, 0) == 1, "the variables of cond");
+  CHECK_MSG(tab.count == 2 && !strcmp(tab.names[0], "n") && !strcmp(tab.names[1], "m"), "%u names",
+            tab.count);
+  CHECK_MSG(rt_expr_var_count(cond) == 2 && rt_expr_var_slot(cond, 0) == 1,
+            "the variables of cond");
   int64_t vals[2] = {0, 0}, v = -1;
   uint8_t bound[2] = {1, 0};
   CHECK_ERR(rt_expr_eval(cond, vals, bound, &v), RX_ERR_NOT_FOUND,
@@ -45,21 +47,22 @@ static void test_compiled(void) {
     for (int64_t m = 0; m < 40; m += 13) {
       vals[0] = n, vals[1] = m;
       CHECK_OK(rt_expr_eval(grid, vals, bound, &v));
-      CHECK(v == (n * 4 + 255) / 256, "grid at n = %lld: %lld", (long long)n, (long long)v);
+      CHECK_MSG(v == (n * 4 + 255) / 256, "grid at n = %lld: %lld", (long long)n, (long long)v);
       CHECK_OK(rt_expr_eval(cond, vals, bound, &v));
-      CHECK(v == (m <= 16 && n % 16 == 0), "cond at n = %lld, m = %lld", (long long)n,
-            (long long)m);
+      CHECK_MSG(v == (m <= 16 && n % 16 == 0), "cond at n = %lld, m = %lld", (long long)n,
+                (long long)m);
       CHECK_OK(rt_expr_eval(sel, vals, bound, &v));
-      CHECK(v == (m == 0 ? 0 : n / m), "select at n = %lld, m = %lld", (long long)n, (long long)m);
+      CHECK_MSG(v == (m == 0 ? 0 : n / m), "select at n = %lld, m = %lld", (long long)n,
+                (long long)m);
     }
   int64_t c = 0;
-  CHECK(rt_expr_constant(grid, &c) == false, "not a constant");
+  CHECK_MSG(rt_expr_constant(grid, &c) == false, "not a constant");
   CHECK_OK(rt_expr_compile(" 4096 ", &tab, &bad));
-  CHECK(rt_expr_constant(bad, &c) && c == 4096, "a constant: %lld", (long long)c);
+  CHECK_MSG(rt_expr_constant(bad, &c) && c == 4096, "a constant: %lld", (long long)c);
   rt_expr_free(tab.alloc, bad);
   bad = NULL;
   CHECK_ERR(rt_expr_compile("n +", &tab, &bad), RX_ERR_INVALID, "column 4: unexpected end");
-  CHECK(bad == NULL, "no expression on error");
+  CHECK_MSG(bad == NULL, "no expression on error");
   /* nesting: 60 levels compile, more do not (the parser recurses per level) */
   char deep[256] = "";
   for (int i = 0; i < 60; i++) strcat(deep, i % 2 ? "(" : "-");
@@ -68,7 +71,7 @@ static void test_compiled(void) {
   CHECK_OK(rt_expr_compile(deep, &tab, &bad));
   vals[0] = 5;
   CHECK_OK(rt_expr_eval(bad, vals, bound, &v));
-  CHECK(v == 5, "60 levels: %lld", (long long)v);
+  CHECK_MSG(v == 5, "60 levels: %lld", (long long)v);
   rt_expr_free(tab.alloc, bad);
   bad = NULL;
   CHECK_ERR(rt_expr_compile("-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(-(n)"
@@ -153,7 +156,7 @@ int main(void) {
   /* no symbols at all */
   int64_t v = 0;
   CHECK_OK(rx_rt_eval("3 * 4", NULL, &v));
-  CHECK(v == 12, "got %lld", (long long)v);
+  CHECK_MSG(v == 12, "got %lld", (long long)v);
   CHECK_ERR(rx_rt_eval("n", NULL, &v), RX_ERR_NOT_FOUND, "'n'");
-  return t_finish("runtime.expr");
+  return check_finish("runtime.expr");
 }

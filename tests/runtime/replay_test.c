@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/device.h"
 
 static rx_rt_kernel kernels[4]; /* only their addresses matter: a launch's kernel identity */
@@ -33,16 +34,16 @@ static rt_replay_action flush(rt_replay *r, unsigned *changed) {
   rt_replay_entry *e = NULL;
   rt_replay_action a = rt_replay_find(r, &e);
   *changed = 0;
-  CHECK((a == RT_REPLAY_DIRECT) == (e == NULL), "an entry exactly when building or replaying");
+  CHECK_MSG((a == RT_REPLAY_DIRECT) == (e == NULL), "an entry exactly when building or replaying");
   if (a == RT_REPLAY_BUILD) {
-    CHECK(e && !e->impl, "BUILD: an entry without a replayable form");
+    CHECK_MSG(e && !e->impl, "BUILD: an entry without a replayable form");
     if (e) e->impl = malloc(1), live_impls++;
   }
   if (a == RT_REPLAY_HIT && !r->exact)
     for (size_t i = 0; i < r->log.n; i++)
       if (rt_replay_changed(r, e, i)) *changed |= 1u << i;
   rt_replay_done(r, e, true);
-  CHECK(r->log.n == 0 && r->log.nwords == 0, "the log is empty after a flush");
+  CHECK_MSG(r->log.n == 0 && r->log.nwords == 0, "the log is empty after a flush");
   return a;
 }
 
@@ -60,51 +61,52 @@ static void test_update_mode(void) {
   rt_replay r = {.alloc = &rt_default_allocator, .exact = false, .destroy = destroy_impl};
   unsigned changed = 0;
   step(&r, 10, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "first seen: launched directly");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "first seen: launched directly");
   step(&r, 11, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_BUILD, "second seen: built");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_BUILD, "second seen: built");
   step(&r, 11, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0, "the same: replayed as built");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0, "the same: replayed as built");
   step(&r, 12, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
-        "m changed: the two attention launches are updated, nothing else (changed 0x%x)", changed);
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
+            "m changed: the two attention launches are updated, nothing else (changed 0x%x)",
+            changed);
   step(&r, 12, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0,
-        "the entry keeps what was last replayed (changed 0x%x)", changed);
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0,
+            "the entry keeps what was last replayed (changed 0x%x)", changed);
   step(&r, 300, 7); /* the grid of attention grows */
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
-        "a grid change updates those launches (changed 0x%x)", changed);
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
+            "a grid change updates those launches (changed 0x%x)", changed);
   step(&r, 300, 8); /* a buffer moved (a new allocation) */
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
-        "a new buffer updates the launches that bind it (changed 0x%x)", changed);
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == (1u << 2 | 1u << 5),
+            "a new buffer updates the launches that bind it (changed 0x%x)", changed);
   /* another sequence (a shape bucket whose kernels differ) is its own entry */
   add(&r, 0, 1, 100, 16), add(&r, 3, 4, 300, 16);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "a new sequence: direct");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "a new sequence: direct");
   add(&r, 0, 1, 100, 16), add(&r, 3, 4, 300, 16);
-  CHECK(flush(&r, &changed) == RT_REPLAY_BUILD, "a new sequence, again: built");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_BUILD, "a new sequence, again: built");
   step(&r, 300, 8);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0, "the first one still replays");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT && changed == 0, "the first one still replays");
   /* the same words under another kernel, or one launch fewer, are other sequences */
   add(&r, 1, 1, 100, 16), add(&r, 3, 4, 300, 16);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "another kernel: another sequence");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "another kernel: another sequence");
   add(&r, 0, 1, 100, 16);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "a prefix: another sequence");
-  CHECK(r.stats.built == 2 && r.stats.replayed == 6 && r.stats.direct == 4,
-        "stats: %llu built, %llu replayed, %llu direct", (unsigned long long)r.stats.built,
-        (unsigned long long)r.stats.replayed, (unsigned long long)r.stats.direct);
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "a prefix: another sequence");
+  CHECK_MSG(r.stats.built == 2 && r.stats.replayed == 6 && r.stats.direct == 4,
+            "stats: %llu built, %llu replayed, %llu direct", (unsigned long long)r.stats.built,
+            (unsigned long long)r.stats.replayed, (unsigned long long)r.stats.direct);
   /* a backend that cannot build (a driver error) launches the sequence directly from then on */
   add(&r, 2, 1, 1, 1);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "new");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "new");
   add(&r, 2, 1, 1, 1);
   rt_replay_entry *e = NULL;
-  CHECK(rt_replay_find(&r, &e) == RT_REPLAY_BUILD && e, "built");
+  CHECK_MSG(rt_replay_find(&r, &e) == RT_REPLAY_BUILD && e, "built");
   rt_replay_done(&r, e, false);
   for (int i = 0; i < 3; i++) {
     add(&r, 2, 1, 1, 1);
-    CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "after a failed build: direct");
+    CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "after a failed build: direct");
   }
   rt_replay_free(&r);
-  CHECK(live_impls == 0, "%d replayable forms leaked", live_impls);
+  CHECK_MSG(live_impls == 0, "%d replayable forms leaked", live_impls);
 }
 
 static void test_exact_mode(void) {
@@ -113,20 +115,20 @@ static void test_exact_mode(void) {
   for (int i = 0; i < 3; i++) {
     step(&r, 10, 7);
     rt_replay_action a = flush(&r, &changed);
-    CHECK(a == (i == 0   ? RT_REPLAY_DIRECT
-                : i == 1 ? RT_REPLAY_BUILD
-                         : RT_REPLAY_HIT),
-          "identical batch %d: action %d", i, (int)a);
+    CHECK_MSG(a == (i == 0   ? RT_REPLAY_DIRECT
+                    : i == 1 ? RT_REPLAY_BUILD
+                             : RT_REPLAY_HIT),
+              "identical batch %d: action %d", i, (int)a);
   }
   /* any other value is another batch: never the recorded one with stale values */
   step(&r, 11, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "a changed value: not replayed");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "a changed value: not replayed");
   step(&r, 10, 9);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "a changed buffer: not replayed");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "a changed buffer: not replayed");
   step(&r, 11, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_BUILD, "the changed batch seen twice: built");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_BUILD, "the changed batch seen twice: built");
   step(&r, 10, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT, "the first batch still replays");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT, "the first batch still replays");
   /* eviction: the least recently used go, their forms freed; the cache stays bounded */
   destroyed = 0;
   for (uint64_t b = 0; b < 2 * RT_REPLAY_ENTRIES; b++)
@@ -134,17 +136,17 @@ static void test_exact_mode(void) {
       step(&r, 10, 1000 + b);
       flush(&r, &changed);
     }
-  CHECK(live_impls <= RT_REPLAY_ENTRIES, "%d forms alive, at most %d", live_impls,
-        RT_REPLAY_ENTRIES);
-  CHECK(destroyed >= RT_REPLAY_ENTRIES + 2, "%d evicted", destroyed);
+  CHECK_MSG(live_impls <= RT_REPLAY_ENTRIES, "%d forms alive, at most %d", live_impls,
+            RT_REPLAY_ENTRIES);
+  CHECK_MSG(destroyed >= RT_REPLAY_ENTRIES + 2, "%d evicted", destroyed);
   step(&r, 10, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "the oldest batch was evicted");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "the oldest batch was evicted");
   step(&r, 10, 1000 + 2 * RT_REPLAY_ENTRIES - 1);
-  CHECK(flush(&r, &changed) == RT_REPLAY_HIT, "the newest batch is kept");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_HIT, "the newest batch is kept");
   rt_replay_clear(&r);
-  CHECK(live_impls == 0, "clear frees every form (%d left)", live_impls);
+  CHECK_MSG(live_impls == 0, "clear frees every form (%d left)", live_impls);
   step(&r, 10, 7);
-  CHECK(flush(&r, &changed) == RT_REPLAY_DIRECT, "nothing is remembered after clear");
+  CHECK_MSG(flush(&r, &changed) == RT_REPLAY_DIRECT, "nothing is remembered after clear");
   rt_replay_free(&r);
 }
 
@@ -173,19 +175,19 @@ static void test_oom(void) {
       uint64_t w[2] = {1, 2};
       rx_status s = rt_replay_add(&r, &kernels[0], grid, w, 2);
       if (s) { /* the backend reports it; the log stays consistent */
-        CHECK(rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY, "%s", rx_status_message(s));
+        CHECK_MSG(rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY, "%s", rx_status_message(s));
         rx_status_free(s);
       }
       flush(&r, &changed);
     }
     rt_replay_free(&r);
   }
-  CHECK(live_impls == 0, "%d forms leaked under failing allocations", live_impls);
+  CHECK_MSG(live_impls == 0, "%d forms leaked under failing allocations", live_impls);
 }
 
 int main(void) {
   test_update_mode();
   test_exact_mode();
   test_oom();
-  return t_finish("runtime.replay");
+  return check_finish("runtime.replay");
 }

@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/vm_format.h"
 
 static const char *g_dir;
@@ -315,12 +316,12 @@ static void build_all(prog *p) {
 
 /* ---- tests that need no device ---- */
 static void test_crc(void) {
-  CHECK(rx_rt_crc32(0, "123456789", 9) == 0xCBF43926u, "crc32 check value: 0x%08x",
-        rx_rt_crc32(0, "123456789", 9));
-  CHECK(rx_rt_crc32(0, "", 0) == 0, "crc32 of nothing");
-  CHECK(rx_rt_crc32(rx_rt_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u, "crc32 chained");
-  CHECK(rx_rt_crc32(0, "The quick brown fox jumps over the lazy dog", 43) == 0x414FA339u,
-        "crc32 of the fox");
+  CHECK_MSG(rx_rt_crc32(0, "123456789", 9) == 0xCBF43926u, "crc32 check value: 0x%08x",
+            rx_rt_crc32(0, "123456789", 9));
+  CHECK_MSG(rx_rt_crc32(0, "", 0) == 0, "crc32 of nothing");
+  CHECK_MSG(rx_rt_crc32(rx_rt_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u, "crc32 chained");
+  CHECK_MSG(rx_rt_crc32(0, "The quick brown fox jumps over the lazy dog", 43) == 0x414FA339u,
+            "crc32 of the fox");
 }
 
 static void test_container(void) {
@@ -331,26 +332,28 @@ static void test_container(void) {
   rx_rt_artifact *a = NULL;
   CHECK_OK(rx_rt_artifact_load_memory(NULL, b, size, "model.rxm", &a));
   if (a) {
-    CHECK(rx_rt_artifact_function_count(a) == 9, "functions: %zu",
-          rx_rt_artifact_function_count(a));
-    CHECK(!strcmp(rx_rt_artifact_function_name(a, 0), "main"), "function 0");
-    CHECK(!strcmp(rx_rt_artifact_targets(a), "vulkan"), "targets '%s'", rx_rt_artifact_targets(a));
+    CHECK_MSG(rx_rt_artifact_function_count(a) == 9, "functions: %zu",
+              rx_rt_artifact_function_count(a));
+    CHECK_MSG(!strcmp(rx_rt_artifact_function_name(a, 0), "main"), "function 0");
+    CHECK_MSG(!strcmp(rx_rt_artifact_targets(a), "vulkan"), "targets '%s'",
+              rx_rt_artifact_targets(a));
     rx_rt_param_info pi;
-    CHECK(rx_rt_artifact_function_param(a, 1, 1, &pi) && !strcmp(pi.name, "y") &&
-              !strcmp(pi.expected, "f32[n]") && pi.dtype == RX_DTYPE_F32 && pi.ndim == 1,
-          "param info of pair.y: %s %s", pi.name, pi.expected);
-    CHECK(!rx_rt_artifact_function_param(a, 0, 1, &pi), "param out of range");
-    CHECK(rx_rt_artifact_function_fact_count(a, 0) == 1 &&
-              !strcmp(rx_rt_artifact_function_fact(a, 0, 0), "n <= 4096"),
-          "facts of main");
-    CHECK(rx_rt_artifact_function_storage_count(a, 0) == 1 &&
-              !strcmp(rx_rt_artifact_function_storage(a, 0, 0), "16384"),
-          "storages of main");
-    CHECK(rx_rt_artifact_section_count(a) == 6, "sections %zu", rx_rt_artifact_section_count(a));
+    CHECK_MSG(rx_rt_artifact_function_param(a, 1, 1, &pi) && !strcmp(pi.name, "y") &&
+                  !strcmp(pi.expected, "f32[n]") && pi.dtype == RX_DTYPE_F32 && pi.ndim == 1,
+              "param info of pair.y: %s %s", pi.name, pi.expected);
+    CHECK_MSG(!rx_rt_artifact_function_param(a, 0, 1, &pi), "param out of range");
+    CHECK_MSG(rx_rt_artifact_function_fact_count(a, 0) == 1 &&
+                  !strcmp(rx_rt_artifact_function_fact(a, 0, 0), "n <= 4096"),
+              "facts of main");
+    CHECK_MSG(rx_rt_artifact_function_storage_count(a, 0) == 1 &&
+                  !strcmp(rx_rt_artifact_function_storage(a, 0, 0), "16384"),
+              "storages of main");
+    CHECK_MSG(rx_rt_artifact_section_count(a) == 6, "sections %zu",
+              rx_rt_artifact_section_count(a));
     char *dis = rx_rt_artifact_disassemble(a, 1);
-    CHECK(dis && strstr(dis, "call_fn r2 fn 0 (1) r0") && strstr(dis, "jump_if_not r3 @") &&
-              strstr(dis, "match_cast r8 r7 \"f32[k // 2]\" f32 [ expr \"k // 2\" ]"),
-          "disassembly:\n%s", dis ? dis : "(null)");
+    CHECK_MSG(dis && strstr(dis, "call_fn r2 fn 0 (1) r0") && strstr(dis, "jump_if_not r3 @") &&
+                  strstr(dis, "match_cast r8 r7 \"f32[k // 2]\" f32 [ expr \"k // 2\" ]"),
+              "disassembly:\n%s", dis ? dis : "(null)");
     rx_rt_string_free(dis);
     rx_rt_tensor *none[1] = {NULL};
     rx_rt_value *r = NULL;
@@ -384,7 +387,7 @@ static void test_container(void) {
     rx_rt_artifact_release(a);
     a = NULL;
   }
-  CHECK(bad_prefix == 0, "%d of %zu prefixes were not rejected as truncated", bad_prefix, size);
+  CHECK_MSG(bad_prefix == 0, "%d of %zu prefixes were not rejected as truncated", bad_prefix, size);
   {
     /* the exact message: cut into host.rxvm (section 1) */
     const uint8_t *e = b + 16 + 88;
@@ -414,7 +417,7 @@ static void test_container(void) {
     a = NULL;
     b[i] ^= 0x5a;
   }
-  CHECK(bad_flip == 0, "%d byte flips in the sections were not caught by the CRC", bad_flip);
+  CHECK_MSG(bad_flip == 0, "%d byte flips in the sections were not caught by the CRC", bad_flip);
   b[data_start + 3] ^= 1;
   CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "model.rxm", &a), RX_ERR_INVALID,
             "model.rxm: section 'manifest.json' is corrupted: its CRC32 is 0x");
@@ -433,7 +436,7 @@ static void test_container(void) {
   }
   printf("header/table flips accepted without a device: %d of %zu (kernel file names)\n", table_ok,
          data_start);
-  CHECK(table_ok <= 4 * 64, "%d header/table flips accepted", table_ok);
+  CHECK_MSG(table_ok <= 4 * 64, "%d header/table flips accepted", table_ok);
   free(b);
 
   /* a malformed manifest, missing sections */
@@ -456,9 +459,9 @@ static void test_container(void) {
   free(host);
   CHECK_ERR(rx_rt_artifact_load(NULL, "/nonexistent/model.rxm", &a), RX_ERR_NOT_FOUND,
             "cannot open '/nonexistent/model.rxm'");
-  CHECK(a == NULL, "out_artifact must stay NULL on error");
+  CHECK_MSG(a == NULL, "out_artifact must stay NULL on error");
   CHECK_ERR(rx_rt_artifact_load(NULL, "/", &a), RX_ERR_INVALID, "/: is a directory");
-  CHECK(a == NULL, "out_artifact must stay NULL on error");
+  CHECK_MSG(a == NULL, "out_artifact must stay NULL on error");
   prog_free(&p);
 }
 
@@ -475,7 +478,7 @@ static void expect_bad_code(const uint32_t *code, size_t n, uint32_t nparams, ui
   uint8_t *b = artifact(&p, NULL, RXM_VERSION, &size);
   rx_rt_artifact *a = NULL;
   CHECK_ERR(rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a), RX_ERR_INVALID, want);
-  CHECK(a == NULL, "out_artifact must stay NULL");
+  CHECK_MSG(a == NULL, "out_artifact must stay NULL");
   rx_rt_artifact_release(a);
   free(b);
   prog_free(&p);
@@ -594,9 +597,9 @@ static void test_bad_code(void) {
     s[1].size = cut;
     b = container(s, 2, RXM_VERSION, &size);
     rx_status st = rx_rt_artifact_load_memory(NULL, b, size, "bad.rxm", &a);
-    CHECK(st != NULL && rx_status_code_of(st) == RX_ERR_INVALID &&
-              strstr(rx_status_message(st), "bad.rxm: host.rxvm: "),
-          "host.rxvm cut at %zu bytes: %s", cut, st ? rx_status_message(st) : "accepted");
+    CHECK_MSG(st != NULL && rx_status_code_of(st) == RX_ERR_INVALID &&
+                  strstr(rx_status_message(st), "bad.rxm: host.rxvm: "),
+              "host.rxvm cut at %zu bytes: %s", cut, st ? rx_status_message(st) : "accepted");
     rx_status_free(st);
     rx_rt_artifact_release(a);
     a = NULL;
@@ -649,14 +652,14 @@ static void test_calls(rx_rt_device *d) {
     float *hx = read_back(x), *hy = read_back(y);
     if (r) {
       rx_rt_tensor *z = rx_rt_value_tensor(r);
-      CHECK(z && rx_rt_tensor_ndim(z) == 1 && rx_rt_tensor_shape(z)[0] == n &&
-                rx_rt_tensor_dtype(z) == RX_DTYPE_F32,
-            "main n=%lld: result shape", (long long)n);
+      CHECK_MSG(z && rx_rt_tensor_ndim(z) == 1 && rx_rt_tensor_shape(z)[0] == n &&
+                    rx_rt_tensor_dtype(z) == RX_DTYPE_F32,
+                "main n=%lld: result shape", (long long)n);
       if (z) {
         float *hz = read_back(z);
         int bad = 0;
         for (int64_t i = 0; i < n; i++) bad += hz[i] != 3 * hx[i];
-        CHECK(bad == 0, "main n=%lld: %d wrong", (long long)n, bad);
+        CHECK_MSG(bad == 0, "main n=%lld: %d wrong", (long long)n, bad);
         free(hz);
       }
     }
@@ -667,12 +670,12 @@ static void test_calls(rx_rt_device *d) {
     rx_rt_tensor *xy[2] = {x, y};
     CHECK_OK(rx_rt_vm_call(a, "pair", xy, 2, &r));
     if (r) {
-      CHECK(rx_rt_value_kind_of(r) == RX_RT_VALUE_TUPLE && rx_rt_value_tuple_size(r) == 2,
-            "pair returns a pair");
+      CHECK_MSG(rx_rt_value_kind_of(r) == RX_RT_VALUE_TUPLE && rx_rt_value_tuple_size(r) == 2,
+                "pair returns a pair");
       rx_rt_value *z = rx_rt_value_tuple_item(r, 0), *inner = rx_rt_value_tuple_item(r, 1);
-      CHECK(z && inner && rx_rt_value_tuple_size(inner) == 3 &&
-                rx_rt_value_tuple_item(inner, 0) == z,
-            "pair: the inner tuple holds z");
+      CHECK_MSG(z && inner && rx_rt_value_tuple_size(inner) == 3 &&
+                    rx_rt_value_tuple_item(inner, 0) == z,
+                "pair: the inner tuple holds z");
       if (z && inner && rx_rt_value_tensor(z)) {
         float *hz = read_back(rx_rt_value_tensor(z));
         int bad = 0;
@@ -680,15 +683,15 @@ static void test_calls(rx_rt_device *d) {
           float want = n > 5 ? 6 * hx[i] + hy[i] : 2 * hy[i] + 3 * hx[i];
           bad += hz[i] != want;
         }
-        CHECK(bad == 0, "pair n=%lld: %d wrong", (long long)n, bad);
+        CHECK_MSG(bad == 0, "pair n=%lld: %d wrong", (long long)n, bad);
         free(hz);
         const int64_t *dims = NULL;
         rx_rt_value *shp = rx_rt_value_tuple_item(inner, 1);
-        CHECK(shp && rx_rt_value_shape(shp, &dims) == 2 && dims[0] == 2 * n && dims[1] == n + 1,
-              "pair: shape value");
+        CHECK_MSG(shp && rx_rt_value_shape(shp, &dims) == 2 && dims[0] == 2 * n && dims[1] == n + 1,
+                  "pair: shape value");
         rx_dtype dt = RX_DTYPE_UNKNOWN;
         rx_rt_value *c = rx_rt_value_tuple_item(inner, 2);
-        CHECK(c && rx_rt_value_prim(c, &dt) == (n > 5) && dt == RX_DTYPE_BOOL, "pair: prim");
+        CHECK_MSG(c && rx_rt_value_prim(c, &dt) == (n > 5) && dt == RX_DTYPE_BOOL, "pair: prim");
       }
     }
     rx_rt_value_release(r);
@@ -700,7 +703,7 @@ static void test_calls(rx_rt_device *d) {
       float *hz = read_back(rx_rt_value_tensor(r));
       int bad = 0;
       for (int64_t i = 0; i < n; i++) bad += hz[i] != -3 * hx[i] + hx[i];
-      CHECK(bad == 0, "scaled n=%lld: %d wrong", (long long)n, bad);
+      CHECK_MSG(bad == 0, "scaled n=%lld: %d wrong", (long long)n, bad);
       free(hz);
     }
     rx_rt_value_release(r);
@@ -752,7 +755,7 @@ static void test_calls(rx_rt_device *d) {
   CHECK_ERR(rx_rt_vm_call(a, "grow", pair_args + 1, 1, &r), RX_ERR_INVALID,
             "grow: alloc_tensor for 'y': 32 bytes at offset 4 do not fit in the planned storage "
             "'storage 0' (32 bytes)");
-  CHECK(r == NULL, "out_result must stay NULL on error");
+  CHECK_MSG(r == NULL, "out_result must stay NULL on error");
   rx_rt_tensor_release(x);
   rx_rt_tensor_release(pair_args[0]);
   rx_rt_tensor_release(pair_args[1]);
@@ -765,7 +768,7 @@ static void test_calls(rx_rt_device *d) {
     CHECK_OK(rx_rt_tensor_from_host(d, RX_DTYPE_I32, 1, &one, &val, &t));
     r = NULL;
     CHECK_OK(rx_rt_vm_call(a, "cond", &t, 1, &r));
-    CHECK(r && rx_rt_value_prim(r, NULL) == (v ? 1 : 2), "cond(%d)", val);
+    CHECK_MSG(r && rx_rt_value_prim(r, NULL) == (v ? 1 : 2), "cond(%d)", val);
     rx_rt_value_release(r);
     rx_rt_tensor_release(t);
   }
@@ -783,14 +786,14 @@ static void test_calls(rx_rt_device *d) {
   CHECK_OK(rx_rt_vm_call(a, "main", &x1, 1, &r1));
   CHECK_OK(rx_rt_vm_call(a, "main", &x2, 1, &r2));
   if (r1 && r2)
-    CHECK(rx_rt_tensor_buffer(rx_rt_value_tensor(r1)) ==
-              rx_rt_tensor_buffer(rx_rt_value_tensor(r2)),
-          "main's planned storage was not reused across calls");
+    CHECK_MSG(rx_rt_tensor_buffer(rx_rt_value_tensor(r1)) ==
+                  rx_rt_tensor_buffer(rx_rt_value_tensor(r2)),
+              "main's planned storage was not reused across calls");
   rx_rt_value_release(r1);
   rx_rt_value_release(r2);
   double ms = -1;
   CHECK_OK(rx_rt_vm_bench(a, "main", &x2, 1, 1, 3, &ms));
-  CHECK(ms > 0, "bench: %g ms per call", ms);
+  CHECK_MSG(ms > 0, "bench: %g ms per call", ms);
   rx_rt_tensor_release(x1);
   rx_rt_tensor_release(x2);
   /* tensor helpers */
@@ -874,7 +877,7 @@ static void test_reg_names(rx_rt_device *d) {
   i_ret(fn(&p, "f", 0, 1), NONE);
   size_t hsize = 0, size = 0;
   uint8_t *host = host_bytes(&p, &hsize);
-  CHECK(hsize >= 4, "host size");
+  CHECK_MSG(hsize >= 4, "host size");
   host[hsize - 4] = 200; /* the last word: the name of register 0 */
   section s[2] = {{"manifest.json", "{}", 2}, {"host.rxvm", host, hsize}};
   uint8_t *b = container(s, 2, RXM_VERSION, &size);
@@ -926,11 +929,11 @@ static void test_host_oom(void) {
     if (!s) s = rx_rt_vm_call(a, "main", &x, 1, &r);
     bool done = f.count <= k; /* allocation k was never asked for: every path ran */
     if (s) {
-      CHECK(rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY ||
-                strstr(rx_status_message(s), "out of host memory") ||
-                strstr(rx_status_message(s), "memory"),
-            "allocation %ld failed: %s", k, rx_status_message(s));
-      CHECK(!done, "allocation %ld was not made, yet: %s", k, rx_status_message(s));
+      CHECK_MSG(rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY ||
+                    strstr(rx_status_message(s), "out of host memory") ||
+                    strstr(rx_status_message(s), "memory"),
+                "allocation %ld failed: %s", k, rx_status_message(s));
+      CHECK_MSG(!done, "allocation %ld was not made, yet: %s", k, rx_status_message(s));
       rx_status_free(s);
     }
     rx_rt_value_release(r);
@@ -939,7 +942,7 @@ static void test_host_oom(void) {
     rx_rt_device_release(d);
     if (done) break;
   }
-  CHECK(k > 10 && k < 100000, "%ld allocations", k);
+  CHECK_MSG(k > 10 && k < 100000, "%ld allocations", k);
   free(b);
 }
 
@@ -962,12 +965,12 @@ static void test_device_loading(rx_rt_device *d) {
   char path[] = "/tmp/rt_vm_test_XXXXXX";
   int fd = mkstemp(path);
   FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  CHECK(f != NULL, "cannot create a temporary file");
+  CHECK_MSG(f != NULL, "cannot create a temporary file");
   if (f) {
     fwrite(b, 1, size, f);
     fclose(f);
     CHECK_OK(rx_rt_artifact_load(d, path, &a));
-    CHECK(a && rx_rt_artifact_device(a) == d, "artifact device");
+    CHECK_MSG(a && rx_rt_artifact_device(a) == d, "artifact device");
     rx_rt_artifact_release(a);
     a = NULL;
     remove(path);
@@ -986,7 +989,7 @@ static void test_device_loading(rx_rt_device *d) {
     a = NULL;
     b[i] ^= 0x01;
   }
-  CHECK(accepted == 0, "%d of %zu single-byte flips were accepted", accepted, size);
+  CHECK_MSG(accepted == 0, "%d of %zu single-byte flips were accepted", accepted, size);
   free(b);
   prog_free(&p);
 }
@@ -1002,16 +1005,17 @@ int main(int argc, char **argv) {
   }
   test_crc();
   if (!g_kjson || !g_spv[0] || !g_spv[1] || !g_spv[2]) {
-    SKIP("no kernels in %s (glslangValidator, Debian glslang-tools, was absent at build time): "
-         "the artifact tests run without kernels only",
-         g_dir);
+    CHECK_SKIP(
+        "no kernels in %s (glslangValidator, Debian glslang-tools, was absent at build time): "
+        "the artifact tests run without kernels only",
+        g_dir);
   } else {
     test_container();
   }
   test_bad_code();
   rx_status s = rx_rt_backend_check(RX_RT_BACKEND_VULKAN);
   if (s) {
-    SKIP("%s", rx_status_message(s));
+    CHECK_SKIP("%s", rx_status_message(s));
     rx_status_free(s);
   } else if (g_kjson && g_spv[0]) {
     rx_rt_device *d = open_dev();
@@ -1023,11 +1027,11 @@ int main(int argc, char **argv) {
       CHECK_OK(rx_rt_device_synchronize(d));
       const char *last = NULL;
       size_t n = rx_rt_device_validation_messages(d, &last);
-      CHECK(n == 0, "%zu validation messages, the last: %s", n, last);
+      CHECK_MSG(n == 0, "%zu validation messages, the last: %s", n, last);
     }
     rx_rt_device_release(d);
   }
   free(g_kjson);
   for (int i = 0; i < 3; i++) free(g_spv[i]);
-  return t_finish("runtime.vm");
+  return check_finish("runtime.vm");
 }

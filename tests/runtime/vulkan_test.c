@@ -5,7 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt_test.h"
+#include "../unit/check.h"
+#include "relaxc/runtime.h"
 #include "runtime/vulkan/vk_memory.h"
 
 static const char *g_dir;
@@ -20,7 +21,7 @@ static rx_rt_device *open_dev(bool staging) {
 static void check_no_validation(rx_rt_device *d, const char *what) {
   const char *last = NULL;
   size_t n = rx_rt_device_validation_messages(d, &last);
-  CHECK(n == 0, "%s: %zu validation messages, the last: %s", what, n, last);
+  CHECK_MSG(n == 0, "%s: %zu validation messages, the last: %s", what, n, last);
 }
 
 /* ---- devices ---- */
@@ -28,7 +29,7 @@ static void test_enumerate(void) {
   rx_rt_device_info *infos = NULL;
   size_t n = 0;
   CHECK_OK(rx_rt_enumerate(RX_RT_BACKEND_VULKAN, &infos, &n));
-  CHECK(n >= 1, "no Vulkan device");
+  CHECK_MSG(n >= 1, "no Vulkan device");
   for (size_t i = 0; i < n; i++) {
     const rx_rt_device_info *x = &infos[i];
     printf("vulkan:%d %s: memory %llu MiB, subgroup %u, shared %u B, push constants %u B, "
@@ -36,15 +37,15 @@ static void test_enumerate(void) {
            x->index, x->name, (unsigned long long)(x->memory_bytes >> 20), x->subgroup_size,
            x->shared_memory_bytes, x->push_constant_bytes, x->max_threads_per_block, x->fp16,
            x->int8, x->timestamps, x->unified_memory);
-    CHECK(x->backend == RX_RT_BACKEND_VULKAN && x->index == (int)i, "backend/index");
-    CHECK(x->name[0] != '\0', "empty name");
-    CHECK(x->memory_bytes > 0, "no memory");
-    CHECK(x->subgroup_size >= 1, "subgroup size %u", x->subgroup_size);
-    CHECK(x->push_constant_bytes >= 128, "push constants %u (Vulkan guarantees 128)",
-          x->push_constant_bytes);
-    CHECK(x->shared_memory_bytes >= 16384, "shared memory %u (Vulkan guarantees 16384)",
-          x->shared_memory_bytes);
-    CHECK(x->max_threads_per_block >= 128, "max threads %u", x->max_threads_per_block);
+    CHECK_MSG(x->backend == RX_RT_BACKEND_VULKAN && x->index == (int)i, "backend/index");
+    CHECK_MSG(x->name[0] != '\0', "empty name");
+    CHECK_MSG(x->memory_bytes > 0, "no memory");
+    CHECK_MSG(x->subgroup_size >= 1, "subgroup size %u", x->subgroup_size);
+    CHECK_MSG(x->push_constant_bytes >= 128, "push constants %u (Vulkan guarantees 128)",
+              x->push_constant_bytes);
+    CHECK_MSG(x->shared_memory_bytes >= 16384, "shared memory %u (Vulkan guarantees 16384)",
+              x->shared_memory_bytes);
+    CHECK_MSG(x->max_threads_per_block >= 128, "max threads %u", x->max_threads_per_block);
   }
   rx_rt_free_device_infos(infos);
 
@@ -53,19 +54,19 @@ static void test_enumerate(void) {
   setenv("RX_DEVICE", "vulkan:0", 1);
   rx_rt_device_options o = {NULL, 1, false};
   CHECK_OK(rx_rt_device_open(NULL, &o, &d));
-  CHECK(d && rx_rt_device_get_info(d)->backend == RX_RT_BACKEND_VULKAN, "RX_DEVICE ignored");
+  CHECK_MSG(d && rx_rt_device_get_info(d)->backend == RX_RT_BACKEND_VULKAN, "RX_DEVICE ignored");
   if (d) check_no_validation(d, "open via RX_DEVICE");
   rx_rt_device_release(d);
   unsetenv("RX_DEVICE");
   CHECK_ERR(rx_rt_device_open("vulkan:99", &o, &d), RX_ERR_NOT_FOUND, "vulkan:99");
-  CHECK(d == NULL, "out_device must stay NULL on error");
+  CHECK_MSG(d == NULL, "out_device must stay NULL on error");
   CHECK_ERR(rx_rt_device_open("opengl:0", &o, &d), RX_ERR_INVALID, "expected vulkan");
   CHECK_ERR(rx_rt_device_open("vulkan:x", &o, &d), RX_ERR_INVALID, "index");
   rx_status cs = rx_rt_backend_check(RX_RT_BACKEND_CUDA);
   if (cs) {
     CHECK_ERR(rx_rt_device_open("cuda:0", &o, &d), RX_ERR_NOT_FOUND, "cuda");
   } else {
-    SKIP("a CUDA driver is present: the missing-driver message is not checked here");
+    CHECK_SKIP("a CUDA driver is present: the missing-driver message is not checked here");
   }
   rx_status_free(cs);
 #ifndef __APPLE__
@@ -95,11 +96,11 @@ static void test_buffers(rx_rt_device *d, const char *what) {
       free(host), free(back), free(model);
       continue;
     }
-    CHECK(rx_rt_buffer_size(a) == n, "size");
+    CHECK_MSG(rx_rt_buffer_size(a) == n, "size");
     CHECK_OK(rx_rt_buffer_write(a, 0, host, n));
     memset(back, 0, n);
     CHECK_OK(rx_rt_buffer_read(a, 0, back, n));
-    CHECK(memcmp(back, model, n) == 0, "%s: round trip of %zu bytes", what, n);
+    CHECK_MSG(memcmp(back, model, n) == 0, "%s: round trip of %zu bytes", what, n);
     /* queued: an unaligned fill, an aligned fill, then copies at odd offsets */
     CHECK_OK(rx_rt_buffer_fill(b, 0, n, 0xAB));
     if (n > 2) {
@@ -116,16 +117,16 @@ static void test_buffers(rx_rt_device *d, const char *what) {
     CHECK_OK(rx_rt_buffer_copy(a, off, b, n - len, len));
     memcpy(bmodel + (n - len), model + off, len);
     CHECK_OK(rx_rt_buffer_read(a, 0, back, n));
-    CHECK(memcmp(back, model, n) == 0, "%s: fills of %zu bytes", what, n);
+    CHECK_MSG(memcmp(back, model, n) == 0, "%s: fills of %zu bytes", what, n);
     CHECK_OK(rx_rt_buffer_read(b, 0, back, n));
-    CHECK(memcmp(back, bmodel, n) == 0, "%s: fill + copy of %zu bytes", what, n);
+    CHECK_MSG(memcmp(back, bmodel, n) == 0, "%s: fill + copy of %zu bytes", what, n);
     /* partial reads and writes at odd offsets */
     if (n >= 7) {
       uint8_t part[3] = {1, 2, 3}, got[5] = {0};
       CHECK_OK(rx_rt_buffer_write(b, n - 4, part, 3));
       memcpy(bmodel + n - 4, part, 3);
       CHECK_OK(rx_rt_buffer_read(b, n - 6, got, 5));
-      CHECK(memcmp(got, bmodel + n - 6, 5) == 0, "%s: partial read/write", what);
+      CHECK_MSG(memcmp(got, bmodel + n - 6, 5) == 0, "%s: partial read/write", what);
     }
     CHECK_ERR(rx_rt_buffer_write(a, n, host, 1), RX_ERR_INVALID, "outside the buffer");
     CHECK_ERR(rx_rt_buffer_read(a, 1, back, n), RX_ERR_INVALID, "outside the buffer");
@@ -139,7 +140,7 @@ static void test_buffers(rx_rt_device *d, const char *what) {
   CHECK_ERR(rx_rt_buffer_alloc(d, 0, &z), RX_ERR_INVALID, "0 bytes");
   CHECK_ERR(rx_rt_buffer_alloc(d, (size_t)1 << 50, &z), RX_ERR_OUT_OF_MEMORY,
             "out of device memory");
-  CHECK(z == NULL, "out_buffer must stay NULL on error");
+  CHECK_MSG(z == NULL, "out_buffer must stay NULL on error");
   /* many small buffers: suballocation and reuse after free */
   rx_rt_buffer *many[300];
   for (int i = 0; i < 300; i++) {
@@ -151,7 +152,7 @@ static void test_buffers(rx_rt_device *d, const char *what) {
     int v = i * 7, got = 0;
     if (many[i]) CHECK_OK(rx_rt_buffer_write(many[i], 96, &v, 4));
     if (many[i]) CHECK_OK(rx_rt_buffer_read(many[i], 96, &got, 4));
-    CHECK(got == v, "small buffer %d", i);
+    CHECK_MSG(got == v, "small buffer %d", i);
     rx_rt_buffer_release(many[i]);
   }
 }
@@ -179,8 +180,8 @@ static void test_block_sizes(rx_rt_device *d, const char *what) {
       size_t bad = sizes[i];
       for (size_t k = 0; k < sizes[i] && bad == sizes[i]; k++)
         if (back[k] != (uint8_t)(k * 31 + i * 7 + round)) bad = k;
-      CHECK(bad == sizes[i], "%s: buffer %zu of %zu bytes differs at byte %zu (round %d)", what, i,
-            sizes[i], bad, round);
+      CHECK_MSG(bad == sizes[i], "%s: buffer %zu of %zu bytes differs at byte %zu (round %d)", what,
+                i, sizes[i], bad, round);
     }
     /* the largest (its own block) and one suballocated given back, then allocated again */
     rx_rt_buffer_release(bufs[5]);
@@ -212,7 +213,7 @@ static void check_order(const char *layout, const char *use,
   for (uint32_t i = 0; i < n; i++) snprintf(gs + strlen(gs), sizeof gs - strlen(gs), " %u", got[i]);
   for (uint32_t i = 0; i < nwant; i++)
     snprintf(ws + strlen(ws), sizeof ws - strlen(ws), " %u", want[i]);
-  CHECK(same, "%s, %s: memory types%s, expected%s", layout, use, gs, ws);
+  CHECK_MSG(same, "%s, %s: memory types%s, expected%s", layout, use, gs, ws);
 }
 
 static void test_memory_types(void) {
@@ -229,14 +230,15 @@ static void test_memory_types(void) {
   lvp.memoryTypes[0] = (VkMemoryType){DL | HV | HC | CA, 0};
   lvp.memoryHeapCount = 1;
   lvp.memoryHeaps[0] = (VkMemoryHeap){2 * GIB, HDL};
-  CHECK(rt_vk_unified(&lvp), "lavapipe: not unified (buffers would need staging copies)");
+  CHECK_MSG(rt_vk_unified(&lvp), "lavapipe: not unified (buffers would need staging copies)");
   const uint32_t t0[] = {0};
   for (int u = 0; u < RT_VK_NUSES; u++) check_order("lavapipe", "a use", &lvp, all, u, t0, 1);
   bool own = false;
-  CHECK(rt_vk_block_bytes(2 * GIB, 0, 1000, &own) == RT_VK_BLOCK_SIZE && !own,
-        "lavapipe: a small buffer gets a shared 64 MiB block");
-  CHECK(rt_vk_block_bytes(2 * GIB, 0, RT_VK_BLOCK_SIZE + 4, &own) == RT_VK_BLOCK_SIZE + 4 && own,
-        "lavapipe: a buffer above the block size gets its own block");
+  CHECK_MSG(rt_vk_block_bytes(2 * GIB, 0, 1000, &own) == RT_VK_BLOCK_SIZE && !own,
+            "lavapipe: a small buffer gets a shared 64 MiB block");
+  CHECK_MSG(rt_vk_block_bytes(2 * GIB, 0, RT_VK_BLOCK_SIZE + 4, &own) == RT_VK_BLOCK_SIZE + 4 &&
+                own,
+            "lavapipe: a buffer above the block size gets its own block");
 
   /* (b) an NVIDIA discrete GPU (H100, no resizable BAR): VRAM, host memory, the 256 MiB BAR */
   VkPhysicalDeviceMemoryProperties nv = {0};
@@ -249,8 +251,8 @@ static void test_memory_types(void) {
   nv.memoryHeaps[0] = (VkMemoryHeap){80 * GIB, HDL};
   nv.memoryHeaps[1] = (VkMemoryHeap){128 * GIB, 0};
   nv.memoryHeaps[2] = (VkMemoryHeap){256 * MIB, HDL};
-  CHECK(rt_vk_main_heap(&nv) == 0, "NVIDIA: the main heap is %d", rt_vk_main_heap(&nv));
-  CHECK(!rt_vk_unified(&nv), "NVIDIA: unified (buffers would live in the 256 MiB BAR)");
+  CHECK_MSG(rt_vk_main_heap(&nv) == 0, "NVIDIA: the main heap is %d", rt_vk_main_heap(&nv));
+  CHECK_MSG(!rt_vk_unified(&nv), "NVIDIA: unified (buffers would live in the 256 MiB BAR)");
   const uint32_t nv_dev[] = {0, 3}, nv_up[] = {1, 2, 3}, nv_rb[] = {2, 1, 3}, nv_ubo[] = {3, 1, 2};
   check_order("NVIDIA", "device buffers", &nv, all, RT_VK_USE_DEVICE, nv_dev, 2);
   check_order("NVIDIA", "uploads", &nv, all, RT_VK_USE_UPLOAD, nv_up, 3);
@@ -260,23 +262,25 @@ static void test_memory_types(void) {
   check_order("NVIDIA", "device buffers without type 0", &nv, all & ~1u, RT_VK_USE_DEVICE,
               nv_dev + 1, 1);
   /* the 32 MiB buffer: a 64 MiB block in VRAM; in the BAR a block is an eighth of it */
-  CHECK(rt_vk_block_bytes(80 * GIB, 0, 32 * MIB, &own) == 64 * MIB && !own, "NVIDIA: VRAM block");
-  CHECK(rt_vk_block_bytes(256 * MIB, 0, MIB, &own) == 32 * MIB && !own, "NVIDIA: BAR block");
+  CHECK_MSG(rt_vk_block_bytes(80 * GIB, 0, 32 * MIB, &own) == 64 * MIB && !own,
+            "NVIDIA: VRAM block");
+  CHECK_MSG(rt_vk_block_bytes(256 * MIB, 0, MIB, &own) == 32 * MIB && !own, "NVIDIA: BAR block");
   /* the BAR only while it has room: then a buffer's own allocation, then none (next type) */
-  CHECK(rt_vk_block_bytes(256 * MIB, 240 * MIB, MIB, &own) == MIB && own,
-        "NVIDIA: a nearly full BAR holds a small buffer alone");
-  CHECK(rt_vk_block_bytes(256 * MIB, 240 * MIB, 20 * MIB, &own) == 0, "NVIDIA: a full BAR refuses");
-  CHECK(rt_vk_block_bytes(256 * MIB, 0, 300 * MIB, &own) == 0,
-        "NVIDIA: a buffer larger than the BAR is refused there");
-  CHECK(rt_vk_block_bytes(80 * GIB, 0, 40 * GIB, &own) == 40 * GIB && own,
-        "NVIDIA: a 40 GiB buffer gets its own block");
-  CHECK(rt_vk_block_bytes(80 * GIB, 79 * GIB, 2 * GIB, &own) == 0, "NVIDIA: VRAM full");
+  CHECK_MSG(rt_vk_block_bytes(256 * MIB, 240 * MIB, MIB, &own) == MIB && own,
+            "NVIDIA: a nearly full BAR holds a small buffer alone");
+  CHECK_MSG(rt_vk_block_bytes(256 * MIB, 240 * MIB, 20 * MIB, &own) == 0,
+            "NVIDIA: a full BAR refuses");
+  CHECK_MSG(rt_vk_block_bytes(256 * MIB, 0, 300 * MIB, &own) == 0,
+            "NVIDIA: a buffer larger than the BAR is refused there");
+  CHECK_MSG(rt_vk_block_bytes(80 * GIB, 0, 40 * GIB, &own) == 40 * GIB && own,
+            "NVIDIA: a 40 GiB buffer gets its own block");
+  CHECK_MSG(rt_vk_block_bytes(80 * GIB, 79 * GIB, 2 * GIB, &own) == 0, "NVIDIA: VRAM full");
 
   /* the same GPU with resizable BAR: the host-visible heap as big as VRAM still stages (reading
    * device memory through the BAR is uncached) */
   VkPhysicalDeviceMemoryProperties rebar = nv;
   rebar.memoryHeaps[2].size = 80 * GIB;
-  CHECK(!rt_vk_unified(&rebar), "resizable BAR: unified");
+  CHECK_MSG(!rt_vk_unified(&rebar), "resizable BAR: unified");
   check_order("resizable BAR", "device buffers", &rebar, all, RT_VK_USE_DEVICE, nv_dev, 2);
 
   /* an H100 SXM with driver 580 and its large BAR (as vulkan:0 reported it): the host-visible
@@ -291,7 +295,7 @@ static void test_memory_types(void) {
   h100.memoryHeapCount = 2;
   h100.memoryHeaps[0] = (VkMemoryHeap){81559 * MIB, HDL};
   h100.memoryHeaps[1] = (VkMemoryHeap){96665 * MIB, 0};
-  CHECK(rt_vk_unified(&h100), "H100 with a large BAR: not unified");
+  CHECK_MSG(rt_vk_unified(&h100), "H100 with a large BAR: not unified");
   const uint32_t h_dev[] = {4, 1}, h_up[] = {2, 4, 3}, h_rb[] = {3, 2, 4};
   check_order("H100", "device buffers", &h100, all, RT_VK_USE_DEVICE, h_dev, 2);
   check_order("H100", "uploads", &h100, all, RT_VK_USE_UPLOAD, h_up, 3);
@@ -305,7 +309,7 @@ static void test_memory_types(void) {
   igpu.memoryTypes[2] = (VkMemoryType){DL | HV | HC | CA, 0};
   igpu.memoryHeapCount = 1;
   igpu.memoryHeaps[0] = (VkMemoryHeap){8 * GIB, HDL};
-  CHECK(rt_vk_unified(&igpu), "integrated GPU: not unified");
+  CHECK_MSG(rt_vk_unified(&igpu), "integrated GPU: not unified");
   const uint32_t ig_dev[] = {1, 2, 0}, ig_up[] = {1, 2}, ig_rb[] = {2, 1};
   check_order("integrated", "device buffers", &igpu, all, RT_VK_USE_DEVICE, ig_dev, 3);
   check_order("integrated", "uploads", &igpu, all, RT_VK_USE_UPLOAD, ig_up, 2);
@@ -313,7 +317,8 @@ static void test_memory_types(void) {
   /* forced staging there (force_staging): device buffers prefer the type the host cannot see */
   uint32_t got[VK_MAX_MEMORY_TYPES];
   uint32_t n = rt_vk_type_order(&igpu, all, RT_VK_USE_DEVICE, false, got);
-  CHECK(n == 3 && got[0] == 0, "integrated, staging: device buffers in type %u", n ? got[0] : 99);
+  CHECK_MSG(n == 3 && got[0] == 0, "integrated, staging: device buffers in type %u",
+            n ? got[0] : 99);
 
   /* types never chosen: protected memory */
   VkPhysicalDeviceMemoryProperties prot = lvp;
@@ -349,7 +354,7 @@ static void test_saxpy(rx_rt_device *d, rx_rt_library *lib) {
     CHECK_OK(rx_rt_buffer_read(bc, 0, c, (size_t)n * 4));
     int bad = 0;
     for (int64_t i = 0; i < n; i++) bad += c[i] != 2 * a[i] + b[i];
-    CHECK(bad == 0, "saxpy n=%lld: %d wrong", (long long)n, bad);
+    CHECK_MSG(bad == 0, "saxpy n=%lld: %d wrong", (long long)n, bad);
 
     /* the kernel by name: its condition decides whether it runs */
     rx_rt_kernel *k1 = NULL, *k = NULL;
@@ -359,12 +364,12 @@ static void test_saxpy(rx_rt_device *d, rx_rt_library *lib) {
     CHECK_OK(rx_rt_buffer_fill(bc, 0, (size_t)n * 4, 0));
     if (k1) CHECK_OK(rx_rt_kernel_launch_symbols(k1, params, 3, &syms, &ran1));
     if (k) CHECK_OK(rx_rt_kernel_launch_symbols(k, params, 3, &syms, &ran));
-    CHECK(ran1 == (n == 1) && ran == (n != 1), "n=%lld: variants ran %d %d", (long long)n, ran1,
-          ran);
+    CHECK_MSG(ran1 == (n == 1) && ran == (n != 1), "n=%lld: variants ran %d %d", (long long)n, ran1,
+              ran);
     CHECK_OK(rx_rt_buffer_read(bc, 0, c, (size_t)n * 4));
     bad = 0;
     for (int64_t i = 0; i < n; i++) bad += c[i] != 2 * a[i] + b[i];
-    CHECK(bad == 0, "saxpy by name n=%lld: %d wrong", (long long)n, bad);
+    CHECK_MSG(bad == 0, "saxpy by name n=%lld: %d wrong", (long long)n, bad);
 
     /* the uniform-buffer kernel: m and n in a std140 block at binding 3 */
     int64_t vals[2] = {n, -3};
@@ -375,7 +380,7 @@ static void test_saxpy(rx_rt_device *d, rx_rt_library *lib) {
     CHECK_OK(rx_rt_buffer_read(bc, 0, c, (size_t)n * 4));
     bad = 0;
     for (int64_t i = 0; i < n; i++) bad += c[i] != -3 * a[i] + b[i];
-    CHECK(bad == 0, "uniform-buffer saxpy n=%lld: %d wrong", (long long)n, bad);
+    CHECK_MSG(bad == 0, "uniform-buffer saxpy n=%lld: %d wrong", (long long)n, bad);
 
     /* a too-small buffer for the program's shape */
     int64_t n2 = n + 1;
@@ -410,15 +415,15 @@ static void test_batch(rx_rt_device *d, rx_rt_library *lib) {
   }
   CHECK_OK(rx_rt_device_synchronize(d));
   CHECK_OK(rx_rt_buffer_read(x, 0, got, n * 4));
-  CHECK(memcmp(got, want, n * 4) == 0,
-        "batch of dependent launches: x[0]=%d want %d, x[4999]=%d "
-        "want %d",
-        got[0], want[0], got[n - 1], want[n - 1]);
+  CHECK_MSG(memcmp(got, want, n * 4) == 0,
+            "batch of dependent launches: x[0]=%d want %d, x[4999]=%d "
+            "want %d",
+            got[0], want[0], got[n - 1], want[n - 1]);
   /* a grid of 0 launches nothing */
   rx_rt_launch_params p0 = {{0, 1, 1}, {128, 1, 1}, bufs, 1, (int32_t[]){1, n}, 2};
   CHECK_OK(rx_rt_kernel_launch(k, &p0));
   CHECK_OK(rx_rt_buffer_read(x, 0, got, n * 4));
-  CHECK(memcmp(got, want, n * 4) == 0, "an empty grid changed the buffer");
+  CHECK_MSG(memcmp(got, want, n * 4) == 0, "an empty grid changed the buffer");
   rx_rt_buffer_release(s);
   rx_rt_buffer_release(x);
   free(src), free(got), free(want);
@@ -426,7 +431,7 @@ static void test_batch(rx_rt_device *d, rx_rt_library *lib) {
 
 static void test_timing(rx_rt_device *d, rx_rt_library *lib) {
   if (!rx_rt_device_get_info(d)->timestamps) {
-    SKIP("the device has no timestamps");
+    CHECK_SKIP("the device has no timestamps");
     return;
   }
   rx_rt_kernel *k = NULL;
@@ -452,10 +457,10 @@ static void test_timing(rx_rt_device *d, rx_rt_library *lib) {
   double ms = -1;
   CHECK_OK(rx_rt_timer_elapsed_ms(t, &ms));
   printf("10 launches over %d ints: %.3f ms (device timestamps)\n", n, ms);
-  CHECK(ms > 0, "elapsed %f ms", ms);
+  CHECK_MSG(ms > 0, "elapsed %f ms", ms);
   int32_t last = 0;
   CHECK_OK(rx_rt_buffer_read(x, (size_t)(n - 1) * 4, &last, 4));
-  CHECK(last == 1023, "x after 10 launches = %d, want 1023", last);
+  CHECK_MSG(last == 1023, "x after 10 launches = %d, want 1023", last);
   rx_rt_timer_release(t);
   rx_rt_buffer_release(x);
 }
@@ -476,12 +481,12 @@ static char *read_text(const char *path, size_t *len) {
 static void test_errors(rx_rt_device *d, rx_rt_library *lib) {
   rx_rt_kernel *k = NULL;
   CHECK_ERR(rx_rt_library_kernel(lib, "no_such_kernel", &k), RX_ERR_NOT_FOUND, "no_such_kernel");
-  CHECK(k == NULL, "out_kernel must stay NULL");
+  CHECK_MSG(k == NULL, "out_kernel must stay NULL");
   CHECK_OK(rx_rt_library_kernel(lib, "saxpy", &k));
   if (!k) return;
-  CHECK(rx_rt_kernel_buffer_count(k) == 3 && rx_rt_kernel_scalar_count(k) == 1 &&
-            !strcmp(rx_rt_kernel_scalar_name(k, 0), "n"),
-        "kernel signature");
+  CHECK_MSG(rx_rt_kernel_buffer_count(k) == 3 && rx_rt_kernel_scalar_count(k) == 1 &&
+                !strcmp(rx_rt_kernel_scalar_name(k, 0), "n"),
+            "kernel signature");
   rx_rt_buffer *b = upload(d, NULL, 64);
   rx_rt_buffer *two[] = {b, b};
   int64_t n = 16;
@@ -546,7 +551,7 @@ static void test_errors(rx_rt_device *d, rx_rt_library *lib) {
       "\"name\": \"n\", \"dtype\": \"i32\", \"offset\": 0}]}]}";
   CHECK_ERR(rx_rt_library_load_memory(d, badloc, strlen(badloc), NULL, 0, &l), RX_ERR_INVALID,
             "scalars.location 'stack'");
-  CHECK(l == NULL, "out_library must stay NULL on error");
+  CHECK_MSG(l == NULL, "out_library must stay NULL on error");
 }
 
 /* The same library from memory blobs (the path the artifact loader takes). */
@@ -563,11 +568,12 @@ static void test_memory_library(rx_rt_device *d) {
     data[i] = read_text(path, &len[i]);
     blobs[i] = (rx_rt_blob){files[i], data[i], len[i]};
   }
-  CHECK(json != NULL, "cannot read kernels.json");
+  CHECK_MSG(json != NULL, "cannot read kernels.json");
   rx_rt_library *l = NULL;
   if (json) CHECK_OK(rx_rt_library_load_memory(d, json, jlen, blobs, 3, &l));
   if (l) {
-    CHECK(rx_rt_library_kernel_count(l) == 4, "4 kernels, got %zu", rx_rt_library_kernel_count(l));
+    CHECK_MSG(rx_rt_library_kernel_count(l) == 4, "4 kernels, got %zu",
+              rx_rt_library_kernel_count(l));
     float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, c[3] = {0};
     rx_rt_buffer *ba = upload(d, a, 12), *bb = upload(d, b, 12), *bc = upload(d, NULL, 12);
     rx_rt_buffer *params[] = {ba, bb, bc};
@@ -576,7 +582,7 @@ static void test_memory_library(rx_rt_device *d) {
     rx_rt_symbols syms = {names, &n, 1};
     CHECK_OK(rx_rt_library_run(l, "saxpy", params, 3, &syms));
     CHECK_OK(rx_rt_buffer_read(bc, 0, c, 12));
-    CHECK(c[0] == 12 && c[1] == 24 && c[2] == 36, "from memory: %g %g %g", c[0], c[1], c[2]);
+    CHECK_MSG(c[0] == 12 && c[1] == 24 && c[2] == 36, "from memory: %g %g %g", c[0], c[1], c[2]);
     rx_rt_buffer_release(ba);
     rx_rt_buffer_release(bb);
     rx_rt_buffer_release(bc);
@@ -595,7 +601,7 @@ static void test_subgroup_size(rx_rt_device *d) {
   snprintf(path, sizeof path, "%s/saxpy.spv", g_dir);
   char *spv = read_text(path, &len);
   if (!spv) {
-    CHECK(false, "cannot read %s", path);
+    CHECK_MSG(false, "cannot read %s", path);
     return;
   }
   unsigned own = rx_rt_device_get_info(d)->subgroup_size;
@@ -617,13 +623,14 @@ static void test_subgroup_size(rx_rt_device *d) {
     rx_rt_library *l = NULL;
     rx_status s = rx_rt_library_load_memory(d, json, strlen(json), &blob, 1, &l);
     if (pass == 0) {
-      CHECK(!s, "subgroup size %u (the device's): %s", size, s ? rx_status_message(s) : "");
+      CHECK_MSG(!s, "subgroup size %u (the device's): %s", size, s ? rx_status_message(s) : "");
     } else {
       char want[64];
       snprintf(want, sizeof want, "subgroups of %u threads", size);
-      CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED && strstr(rx_status_message(s), want),
-            "subgroup size %u refused with the sizes named: %s", size,
-            s ? rx_status_message(s) : "loaded");
+      CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                    strstr(rx_status_message(s), want),
+                "subgroup size %u refused with the sizes named: %s", size,
+                s ? rx_status_message(s) : "loaded");
     }
     rx_status_free(s);
     rx_rt_library_release(l);
@@ -655,8 +662,8 @@ static void test_messenger_counts(void) {
   rx_status s = rx_rt_library_load_memory(d, json, strlen(json), &blob, 1, &l);
   rx_status_free(s);
   rx_rt_library_release(l);
-  CHECK(rx_rt_device_validation_messages(d, NULL) > 0,
-        "the validation layer reported nothing for a pipeline layout that lacks bindings");
+  CHECK_MSG(rx_rt_device_validation_messages(d, NULL) > 0,
+            "the validation layer reported nothing for a pipeline layout that lacks bindings");
   free(spv);
   rx_rt_device_release(d);
 }
@@ -666,18 +673,18 @@ int main(int argc, char **argv) {
   test_memory_types(); /* pure: no device needed */
   rx_status s = rx_rt_backend_check(RX_RT_BACKEND_VULKAN);
   if (s) {
-    SKIP("%s", rx_status_message(s));
+    CHECK_SKIP("%s", rx_status_message(s));
     rx_status_free(s);
-    return t_finish("runtime.vulkan");
+    return check_finish("runtime.vulkan");
   }
   test_enumerate();
   rx_rt_device *d = open_dev(false);
-  if (!d) return t_finish("runtime.vulkan");
+  if (!d) return check_finish("runtime.vulkan");
   test_buffers(d, "host-visible");
   test_block_sizes(d, "host-visible blocks");
   rx_rt_device *ds = open_dev(true);
   if (ds) {
-    CHECK(!rx_rt_device_get_info(ds)->unified_memory, "force_staging ignored");
+    CHECK_MSG(!rx_rt_device_get_info(ds)->unified_memory, "force_staging ignored");
     test_buffers(ds, "staging");
     test_block_sizes(ds, "staging blocks");
   }
@@ -685,8 +692,8 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/saxpy.spv", g_dir);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    SKIP("no SPIR-V in %s (glslangValidator, Debian glslang-tools, was absent at build time)",
-         g_dir);
+    CHECK_SKIP("no SPIR-V in %s (glslangValidator, Debian glslang-tools, was absent at build time)",
+               g_dir);
   } else {
     fclose(f);
     rx_rt_device *devs[2] = {d, ds};
@@ -712,5 +719,5 @@ int main(int argc, char **argv) {
   if (ds) check_no_validation(ds, "vulkan:0 (staging)");
   rx_rt_device_release(ds);
   rx_rt_device_release(d);
-  return t_finish("runtime.vulkan");
+  return check_finish("runtime.vulkan");
 }

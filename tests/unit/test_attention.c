@@ -31,6 +31,7 @@
  * RX_ATTN_TIMES=1 prints the time of every emulated and Vulkan run.
  *
  * usage: test_attention TESTS_DIR [FILTER] */
+/* test-needs: runtime */
 #include "support_oneop.h"
 
 #include "interp/interp.h"

@@ -20,8 +20,10 @@
  *      output a call does not have, a cycle, a wrong dtype or rank at submit, a wrong shape at run.
  *
  * usage: test_autobatch TESTS_DIR */
+/* test-needs: runtime */
 #include "../autobatch/acrobat_models.h"
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/compiler.h"
@@ -31,17 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #c);                        \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 /* A function that meets most batching rules; m and ms are shared. Result: 44 values. */
 static const char *mix_text =
@@ -70,7 +61,7 @@ static char *read_model(const char *tests, const char *name) {
   size_t len = 0;
   char *text = NULL;
   rx_status st = rx_read_file(path, &text, &len);
-  CHECK(!st, "%s", rx_status_message(st));
+  CHECK_MSG(!st, "%s", rx_status_message(st));
   rx_status_free(st);
   return text;
 }
@@ -83,7 +74,7 @@ static rx_module *make_module(const char *tree, const char *lstm) {
   rx_diag diag;
   rx_diag_init(&diag);
   bool ok = rx_parse_module(m, "acrobat", all.data, all.len, &diag) && diag.errors == 0;
-  CHECK(ok, "parse: %s", rx_diag_text(&diag));
+  CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
   rx_diag_free(&diag);
   rx_strbuf_free(&all);
   const char *tree_shared[] = {"w", "ul", "ur", "b"}, *lstm_shared[] = {"wx", "wh", "b"};
@@ -99,7 +90,7 @@ static rx_module *make_module(const char *tree, const char *lstm) {
   for (size_t i = 0; ok && i < RX_ARRAY_LEN(jobs); i++) {
     rx_status st =
         rx_batch_function(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, jobs[i].out);
-    CHECK(!st, "batch %s: %s", jobs[i].fn, rx_status_message(st));
+    CHECK_MSG(!st, "batch %s: %s", jobs[i].fn, rx_status_message(st));
     ok = !st;
     rx_status_free(st);
   }
@@ -124,7 +115,8 @@ static void check_signatures(rx_module *m) {
       "split(g, sections=4, axis=1)",
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
-    CHECK(text && strstr(text, want[i]), "the module lacks '%s':\n%s", want[i], text ? text : "");
+    CHECK_MSG(text && strstr(text, want[i]), "the module lacks '%s':\n%s", want[i],
+              text ? text : "");
   rx_free(text);
 }
 
@@ -135,16 +127,16 @@ static void check_pass_error(const char *text, const char *fn, const char *const
   rx_diag diag;
   rx_diag_init(&diag);
   bool ok = rx_parse_module(m, "err", text, strlen(text), &diag) && diag.errors == 0;
-  CHECK(ok, "parse: %s", rx_diag_text(&diag));
+  CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
   rx_diag_free(&diag);
   if (ok) {
     rx_status st = rx_batch_function(m, fn, shared, nshared, 0, "out");
-    CHECK(st, "batching %s succeeded", fn);
+    CHECK_MSG(st, "batching %s succeeded", fn);
     for (size_t i = 0; st && i < nwant; i++)
-      CHECK(strstr(rx_status_message(st), want[i]), "'%s' lacks '%s'", rx_status_message(st),
-            want[i]);
+      CHECK_MSG(strstr(rx_status_message(st), want[i]), "'%s' lacks '%s'", rx_status_message(st),
+                want[i]);
     if (st) printf("refused as expected: %s\n", rx_status_message(st));
-    CHECK(!rx_module_graph_fn(m, "out"), "a failed batch left its function in the module");
+    CHECK_MSG(!rx_module_graph_fn(m, "out"), "a failed batch left its function in the module");
     rx_status_free(st);
   }
   rx_module_free(m);
@@ -175,7 +167,7 @@ static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) 
   rx_diag diag;
   rx_diag_init(&diag);
   bool ok = rx_compile(m, &o, &diag, &r);
-  CHECK(ok, "compile: %s", rx_diag_text(&diag));
+  CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
   unsigned char *bytes = ok ? r.artifact : NULL;
   *len = ok ? r.artifact_len : 0;
   if (ok) r.artifact = NULL;
@@ -185,7 +177,7 @@ static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) 
 }
 
 static bool ok_status(rx_status s, const char *what) {
-  CHECK(!s, "%s: %s", what, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
   rx_status_free(s);
   return !s;
 }
@@ -227,7 +219,7 @@ static void run_mix(rx_rt_device *d, rx_rt_artifact *a) {
   }
   if (ok_status(st, "mix")) {
     printf("mix: batched over %d inputs vs one call each: max abs difference %.3g\n", B, worst);
-    CHECK(worst <= 1e-5, "mix differs by %g", worst);
+    CHECK_MSG(worst <= 1e-5, "mix differs by %g", worst);
   }
   for (int i = 0; i < 4; i++) rx_rt_tensor_release(t[i]);
 }
@@ -259,7 +251,7 @@ static void release_all(rx_rt_tensor **t, int n) {
 static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   ab_forest *f = malloc(sizeof *f);
   bool made = ab_forest_make(f, 18, 16, 30);
-  CHECK(made, "forest over %d nodes", AB_MAX_NODES);
+  CHECK_MSG(made, "forest over %d nodes", AB_MAX_NODES);
   ab_weights w;
   ab_inputs in;
   rx_status st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &w);
@@ -279,15 +271,15 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
              "double %.3g)\n",
              f->nroots, f->n, leaves, f->max_height, stats.batched_calls, stats.max_batch,
              stats.calls, e_ab, e_ref, e_sref);
-      CHECK(e_ab <= 2e-5, "batched vs single: %g", e_ab);
-      CHECK(e_ref <= 1e-4 && e_sref <= 1e-4, "vs double: %g, %g", e_ref, e_sref);
+      CHECK_MSG(e_ab <= 2e-5, "batched vs single: %g", e_ab);
+      CHECK_MSG(e_ref <= 1e-4 && e_sref <= 1e-4, "vs double: %g, %g", e_ref, e_sref);
     }
-    CHECK(stats.calls == (size_t)f->n, "%zu calls for %d nodes", stats.calls, f->n);
-    CHECK(stats.batched_calls == (size_t)f->max_height + 1, "%zu batched calls for height %d",
-          stats.batched_calls, f->max_height);
-    CHECK(stats.max_batch == (size_t)leaves, "largest batch %zu, leaves %d", stats.max_batch,
-          leaves);
-    CHECK(f->max_height >= 5, "a forest this shallow (%d) tests little", f->max_height);
+    CHECK_MSG(stats.calls == (size_t)f->n, "%zu calls for %d nodes", stats.calls, f->n);
+    CHECK_MSG(stats.batched_calls == (size_t)f->max_height + 1, "%zu batched calls for height %d",
+              stats.batched_calls, f->max_height);
+    CHECK_MSG(stats.max_batch == (size_t)leaves, "largest batch %zu, leaves %d", stats.max_batch,
+              leaves);
+    CHECK_MSG(f->max_height >= 5, "a forest this shallow (%d) tests little", f->max_height);
     free(ref);
   }
   release_all(hb, f->n);
@@ -317,12 +309,12 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
       printf("LSTM: lengths 1, 7, 16, 17, 100: %zu batched calls (largest %zu) for %zu steps; "
              "batched vs one at a time %.3g, vs double %.3g (one at a time vs double %.3g)\n",
              stats.batched_calls, stats.max_batch, stats.calls, e_ab, e_ref, e_sref);
-      CHECK(e_ab <= 2e-5, "batched vs single: %g", e_ab);
-      CHECK(e_ref <= 1e-4 && e_sref <= 1e-4, "vs double: %g, %g", e_ref, e_sref);
+      CHECK_MSG(e_ab <= 2e-5, "batched vs single: %g", e_ab);
+      CHECK_MSG(e_ref <= 1e-4 && e_sref <= 1e-4, "vs double: %g, %g", e_ref, e_sref);
     }
-    CHECK(stats.calls == 141 && stats.batched_calls == 101 && stats.max_batch == 4,
-          "%zu calls in %zu batches of at most %zu", stats.calls, stats.batched_calls,
-          stats.max_batch);
+    CHECK_MSG(stats.calls == 141 && stats.batched_calls == 101 && stats.max_batch == 4,
+              "%zu calls in %zu batches of at most %zu", stats.calls, stats.batched_calls,
+              stats.max_batch);
   }
   release_all(hb, q.n);
   release_all(hs, q.n);
@@ -333,10 +325,10 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
 
 /* st is an error whose message holds want; frees st. */
 static void want_error(rx_status st, const char *what, const char *want) {
-  CHECK(st, "%s: no error", what);
+  CHECK_MSG(st, "%s: no error", what);
   if (!st) return;
-  CHECK(strstr(rx_status_message(st), want), "%s: '%s' lacks '%s'", what, rx_status_message(st),
-        want);
+  CHECK_MSG(strstr(rx_status_message(st), want), "%s: '%s' lacks '%s'", what, rx_status_message(st),
+            want);
   printf("%s: refused as expected: %s\n", what, rx_status_message(st));
   rx_status_free(st);
 }
@@ -437,14 +429,13 @@ int main(int argc, char **argv) {
   }
   bool ran = vk.dev != NULL;
   char msg[1024];
-  CHECK(rxk_rt_close(&vk, msg, sizeof msg), "%s", msg);
+  CHECK_MSG(rxk_rt_close(&vk, msg, sizeof msg), "%s", msg);
   rx_module_free(m);
   free(tree);
   free(lstm);
-  if (failures) fprintf(stderr, "test_autobatch: %d failures\n", failures);
-  if (!failures && !ran) {
+  if (!check_failed && !ran) {
     printf("SKIP: the batched runs need a Vulkan device (the pass's checks passed)\n");
     return 77; /* what ran is not the test's point: ctest reports it skipped, not passed */
   }
-  return failures ? 1 : 0;
+  return check_finish("test_autobatch");
 }

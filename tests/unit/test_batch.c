@@ -28,7 +28,9 @@
  *   the call's input_ids or batch_size is an error naming the builtin or the match_cast.
  *
  * usage: test_batch TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "relaxc/llm.h"
@@ -42,19 +44,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
 #define NREQ   8
 #define MAXTOK 24 /* at least the largest max_tokens below */
 #define MAX_B  64 /* --max-batch of the artifact, and the cache's max_sequences */
@@ -66,7 +55,7 @@ static int passed, failed;
 static const size_t lengths[NREQ] = {1, 4, 7, 12, 16, 17, 25, 33};
 
 static bool ok_status(rx_status s, const char *what) {
-  CHECK(!s, "%s: %s", what, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
   rx_status_free(s);
   return !s;
 }
@@ -75,7 +64,7 @@ static bool ok_status(rx_status s, const char *what) {
 static bool compile(const char *tests, const rxk_backend *vk, const char *path) {
   char why[2048];
   bool ok = rxk_compile_llm(tests, "kjv-llama", MAX_B, &vk->target, path, why, sizeof why);
-  CHECK(ok, "%s", why);
+  CHECK_MSG(ok, "%s", why);
   return ok;
 }
 
@@ -155,20 +144,21 @@ static rx_llm_batcher_stats batched(rx_llm_model *m, job *jobs, int64_t max_batc
               j->nseen == j->nwant && !memcmp(j->seen, j->want, j->nwant * sizeof *j->want);
     bool end = info.state ==
                (j->nwant < (size_t)j->p.max_tokens ? RX_LLM_REQUEST_EOS : RX_LLM_REQUEST_LENGTH);
-    CHECK(eq && end, "%s: request %d (prompt %zu): %zu tokens, state %d; the single run gave %zu",
-          what, k, j->n, info.count, (int)info.state, j->nwant);
+    CHECK_MSG(eq && end,
+              "%s: request %d (prompt %zu): %zu tokens, state %d; the single run gave %zu", what, k,
+              j->n, info.count, (int)info.state, j->nwant);
     same += eq && end;
     ok_status(rx_llm_batcher_release(b, j->id), what);
   }
-  CHECK(st.max_rows <= max_batch && st.finished == NREQ && !st.running && !st.waiting,
-        "%s: stats: largest decode %lld (max_batch %lld), %lld finished", what,
-        (long long)st.max_rows, (long long)max_batch, (long long)st.finished);
-  CHECK(rx_llm_model_sequences(m) == 0 &&
-            rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
-        "%s: %lld sequences and %lld of %lld KV tokens in use after", what,
-        (long long)rx_llm_model_sequences(m),
-        (long long)(rx_llm_model_kv_capacity(m) - rx_llm_model_kv_free_tokens(m)),
-        (long long)rx_llm_model_kv_capacity(m));
+  CHECK_MSG(st.max_rows <= max_batch && st.finished == NREQ && !st.running && !st.waiting,
+            "%s: stats: largest decode %lld (max_batch %lld), %lld finished", what,
+            (long long)st.max_rows, (long long)max_batch, (long long)st.finished);
+  CHECK_MSG(rx_llm_model_sequences(m) == 0 &&
+                rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
+            "%s: %lld sequences and %lld of %lld KV tokens in use after", what,
+            (long long)rx_llm_model_sequences(m),
+            (long long)(rx_llm_model_kv_capacity(m) - rx_llm_model_kv_free_tokens(m)),
+            (long long)rx_llm_model_kv_capacity(m));
   fprintf(stderr, "  %s: %d of %d equal; %lld steps, %lld decodes, mean batch %.2f, largest %lld\n",
           what, same, NREQ, (long long)st.steps, (long long)st.decodes,
           st.decodes ? (double)st.decode_rows / (double)st.decodes : 0.0, (long long)st.max_rows);
@@ -189,41 +179,41 @@ static void leaving(rx_llm_model *m, job *jobs) {
   /* slots are taken in admission order: request k runs on sequence k */
   int64_t held = rx_llm_model_seq_len(m, 1), free0 = rx_llm_model_kv_free_tokens(m);
   ok_status(rx_llm_batcher_cancel(b, jobs[1].id), "cancel");
-  CHECK(held > 0 && rx_llm_model_seq_len(m, 1) == 0 && rx_llm_model_kv_free_tokens(m) > free0,
-        "cancel: sequence 1 held %lld tokens, now %lld; free KV tokens %lld, were %lld",
-        (long long)held, (long long)rx_llm_model_seq_len(m, 1),
-        (long long)rx_llm_model_kv_free_tokens(m), (long long)free0);
+  CHECK_MSG(held > 0 && rx_llm_model_seq_len(m, 1) == 0 && rx_llm_model_kv_free_tokens(m) > free0,
+            "cancel: sequence 1 held %lld tokens, now %lld; free KV tokens %lld, were %lld",
+            (long long)held, (long long)rx_llm_model_seq_len(m, 1),
+            (long long)rx_llm_model_kv_free_tokens(m), (long long)free0);
   ok_status(rx_llm_batcher_release(b, jobs[2].id), "release");
-  CHECK(rx_llm_model_seq_len(m, 2) == 0, "release: sequence 2 still holds tokens");
+  CHECK_MSG(rx_llm_model_seq_len(m, 2) == 0, "release: sequence 2 still holds tokens");
   rx_llm_request_info info;
   rx_status s = rx_llm_batcher_poll(b, jobs[2].id, &info);
-  CHECK(s != NULL, "poll of a released request");
+  CHECK_MSG(s != NULL, "poll of a released request");
   rx_status_free(s);
   jobs[4].nseen = 0; /* a request that joins while others run */
   ok_status(rx_llm_batcher_submit(b, jobs[4].prompt, jobs[4].n, &jobs[4].p, &jobs[4].id), "submit");
   ok_status(rx_llm_batcher_run(b), "run");
   if (ok_status(rx_llm_batcher_poll(b, jobs[4].id, &info), "poll"))
-    CHECK(info.count == jobs[4].nwant && !memcmp(info.ids, jobs[4].want, info.count * 4),
-          "a request that joined mid-way differs from its single run");
+    CHECK_MSG(info.count == jobs[4].nwant && !memcmp(info.ids, jobs[4].want, info.count * 4),
+              "a request that joined mid-way differs from its single run");
   if (ok_status(rx_llm_batcher_poll(b, jobs[1].id, &info), "poll"))
-    CHECK(info.state == RX_LLM_REQUEST_CANCELLED && info.count == 3 && /* 2 in the 1st step */
-              !memcmp(info.ids, jobs[1].want, 3 * sizeof(int32_t)),
-          "cancel: state %d, %zu tokens", (int)info.state, info.count);
+    CHECK_MSG(info.state == RX_LLM_REQUEST_CANCELLED && info.count == 3 && /* 2 in the 1st step */
+                  !memcmp(info.ids, jobs[1].want, 3 * sizeof(int32_t)),
+              "cancel: state %d, %zu tokens", (int)info.state, info.count);
   if (ok_status(rx_llm_batcher_poll(b, jobs[3].id, &info), "poll"))
-    CHECK(info.state == RX_LLM_REQUEST_STOPPED && info.count == 3,
-          "stopped by on_token: state %d, %zu tokens", (int)info.state, info.count);
+    CHECK_MSG(info.state == RX_LLM_REQUEST_STOPPED && info.count == 3,
+              "stopped by on_token: state %d, %zu tokens", (int)info.state, info.count);
   if (ok_status(rx_llm_batcher_poll(b, jobs[0].id, &info), "poll"))
-    CHECK(info.count == jobs[0].nwant && !memcmp(info.ids, jobs[0].want, info.count * 4),
-          "a request beside the cancelled ones differs from its single run");
-  CHECK(rx_llm_model_sequences(m) == 0 &&
-            rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
-        "after leaving: %lld sequences held", (long long)rx_llm_model_sequences(m));
+    CHECK_MSG(info.count == jobs[0].nwant && !memcmp(info.ids, jobs[0].want, info.count * 4),
+              "a request beside the cancelled ones differs from its single run");
+  CHECK_MSG(rx_llm_model_sequences(m) == 0 &&
+                rx_llm_model_kv_free_tokens(m) == rx_llm_model_kv_capacity(m),
+            "after leaving: %lld sequences held", (long long)rx_llm_model_sequences(m));
   jobs[7].nseen = 0;
   ok_status(rx_llm_batcher_submit(b, jobs[7].prompt, jobs[7].n, &jobs[7].p, &jobs[7].id), "submit");
   ok_status(rx_llm_batcher_run(b), "run");
   if (ok_status(rx_llm_batcher_poll(b, jobs[7].id, &info), "poll"))
-    CHECK(info.count == jobs[7].nwant && !memcmp(info.ids, jobs[7].want, info.count * 4),
-          "a request after the cancelled ones differs from its single run");
+    CHECK_MSG(info.count == jobs[7].nwant && !memcmp(info.ids, jobs[7].want, info.count * 4),
+              "a request after the cancelled ones differs from its single run");
   jobs[3].stop_after = 0;
   rx_llm_batcher_free(b);
 }
@@ -255,10 +245,10 @@ static void wide_decode(rx_llm_model *m) {
       num += d * d;
       den += (double)one[v] * one[v];
     }
-    CHECK(ok && num <= 1e-8 * den,
-          "a decode of 18 sequences: row %d differs from the sequence "
-          "alone (relative L2 %.3g)",
-          k, den > 0 ? num / den : num);
+    CHECK_MSG(ok && num <= 1e-8 * den,
+              "a decode of 18 sequences: row %d differs from the sequence "
+              "alone (relative L2 %.3g)",
+              k, den > 0 ? num / den : num);
   }
   for (int k = 0; k < B; k++) rx_llm_model_reset(m, seqs[k]);
   free(all);
@@ -314,13 +304,13 @@ static void packed_greedy(rx_llm_model *m, const size_t *len, int nb, int steps,
     double e = rxk_rel_l2(rows + (size_t)k * (size_t)vocab, alone + (size_t)k * (size_t)vocab,
                           (size_t)vocab);
     if (e > worst) worst = e;
-    CHECK(e <= TOL_PACKED,
-          "%s: the prompt of %zu tokens: packed logits at relative L2 %.3g from "
-          "its prefill alone (tolerance %.0e)",
-          what, len[k], e, TOL_PACKED);
-    CHECK(rx_llm_model_seq_len(m, seqs[k]) == (int64_t)len[k],
-          "%s: sequence %lld holds %lld tokens after its prefill of %zu", what, (long long)seqs[k],
-          (long long)rx_llm_model_seq_len(m, seqs[k]), len[k]);
+    CHECK_MSG(e <= TOL_PACKED,
+              "%s: the prompt of %zu tokens: packed logits at relative L2 %.3g from "
+              "its prefill alone (tolerance %.0e)",
+              what, len[k], e, TOL_PACKED);
+    CHECK_MSG(rx_llm_model_seq_len(m, seqs[k]) == (int64_t)len[k],
+              "%s: sequence %lld holds %lld tokens after its prefill of %zu", what,
+              (long long)seqs[k], (long long)rx_llm_model_seq_len(m, seqs[k]), len[k]);
     got[k * steps] = argmax(rows + (size_t)k * (size_t)vocab, vocab);
   }
   for (int i = 1; i < steps && ok; i++) { /* every sequence, one decode call per step */
@@ -333,8 +323,8 @@ static void packed_greedy(rx_llm_model *m, const size_t *len, int nb, int steps,
   for (int k = 0; k < nb && ok; k++) {
     size_t upto = wn[k]; /* the single run stops at EOS */
     bool eq = !memcmp(got + k * steps, want + k * steps, upto * sizeof *got);
-    CHECK(eq, "%s: the prompt of %zu tokens: greedy tokens differ from its single run", what,
-          len[k]);
+    CHECK_MSG(eq, "%s: the prompt of %zu tokens: greedy tokens differ from its single run", what,
+              len[k]);
     same += eq;
   }
   fprintf(stderr, "  %s: %d of %d equal over %d greedy tokens; worst packed logits %.3g\n", what,
@@ -378,16 +368,16 @@ static void packed_continuation(rx_llm_model *m) {
   ok = ok && ok_status(rx_llm_prefill_batch(m, seqs, B, packed, n2, second, rows), "continuation");
   for (int k = 0; k < B && ok; k++) {
     size_t whole = (k < B - 1 ? first[k] : 0) + second[k];
-    CHECK(rx_llm_model_seq_len(m, seqs[k]) == (int64_t)whole,
-          "continuation: sequence %d holds %lld tokens, expected %zu", k,
-          (long long)rx_llm_model_seq_len(m, seqs[k]), whole);
+    CHECK_MSG(rx_llm_model_seq_len(m, seqs[k]) == (int64_t)whole,
+              "continuation: sequence %d holds %lld tokens, expected %zu", k,
+              (long long)rx_llm_model_seq_len(m, seqs[k]), whole);
     ok = ok_status(rx_llm_prefill(m, 100, prompt[k], whole, one), "prefill alone");
     rx_llm_model_reset(m, 100);
     double e = ok ? rxk_rel_l2(rows + (size_t)k * (size_t)vocab, one, (size_t)vocab) : 1;
-    CHECK(e <= TOL_PACKED,
-          "continuation: sequence %d (%zu cached + %zu new tokens): relative L2 %.3g from the "
-          "whole prompt prefilled alone",
-          k, whole - second[k], second[k], e);
+    CHECK_MSG(e <= TOL_PACKED,
+              "continuation: sequence %d (%zu cached + %zu new tokens): relative L2 %.3g from the "
+              "whole prompt prefilled alone",
+              k, whole - second[k], second[k], e);
   }
   for (int k = 0; k < B; k++) rx_llm_model_reset(m, seqs[k]);
   free(rows);
@@ -444,14 +434,14 @@ static void bad_batches(rx_llm_model *m) {
                  rx_llm_prefill_batch(m, seqs, 3, ids, 1100, big, out), "the KV cache is full"};
   for (int i = 0; i < nc; i++) {
     const char *msg = cases[i].s ? rx_status_message(cases[i].s) : "success";
-    CHECK(cases[i].s && strstr(msg, cases[i].want),
-          "%s: got \"%s\", expected a message with \"%s\"", cases[i].what, msg, cases[i].want);
+    CHECK_MSG(cases[i].s && strstr(msg, cases[i].want),
+              "%s: got \"%s\", expected a message with \"%s\"", cases[i].what, msg, cases[i].want);
     rx_status_free(cases[i].s);
   }
-  CHECK(rx_llm_model_kv_free_tokens(m) == free0 && rx_llm_model_sequences(m) == held0,
-        "after the bad calls: %lld KV tokens free (were %lld), %lld sequences (were %lld)",
-        (long long)rx_llm_model_kv_free_tokens(m), (long long)free0,
-        (long long)rx_llm_model_sequences(m), (long long)held0);
+  CHECK_MSG(rx_llm_model_kv_free_tokens(m) == free0 && rx_llm_model_sequences(m) == held0,
+            "after the bad calls: %lld KV tokens free (were %lld), %lld sequences (were %lld)",
+            (long long)rx_llm_model_kv_free_tokens(m), (long long)free0,
+            (long long)rx_llm_model_sequences(m), (long long)held0);
   free(out);
 }
 
@@ -473,13 +463,13 @@ static void bad_requests(rx_llm_model *m, const job *j) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     p.max_tokens = cases[i].max_tokens;
     rx_status s = rx_llm_batcher_submit(b, cases[i].ids, cases[i].n, &p, &id);
-    CHECK(s && strstr(rx_status_message(s), cases[i].want) && id == 0,
-          "bad request %zu: got \"%s\", expected a message naming %s", i,
-          s ? rx_status_message(s) : "success", cases[i].want);
+    CHECK_MSG(s && strstr(rx_status_message(s), cases[i].want) && id == 0,
+              "bad request %zu: got \"%s\", expected a message naming %s", i,
+              s ? rx_status_message(s) : "success", cases[i].want);
     rx_status_free(s);
   }
   rx_llm_batcher_stats st = rx_llm_batcher_get_stats(b);
-  CHECK(st.waiting == 0, "a bad request was queued");
+  CHECK_MSG(st.waiting == 0, "a bad request was queued");
   rx_llm_batcher_free(b);
 }
 
@@ -526,41 +516,41 @@ static void host_program(const char *path, int32_t vocab) {
   if (ok) { /* 40 sequences, 41 tokens, one call */
     rx_rt_value *args[4] = {ids, cache, batch, bs};
     call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
-    CHECK(!*msg && bytes == (int64_t)B * vocab * 4,
-          "prefill of 40 sequences in one VM call: \"%s\", %lld bytes of logits", msg,
-          (long long)bytes);
+    CHECK_MSG(!*msg && bytes == (int64_t)B * vocab * 4,
+              "prefill of 40 sequences in one VM call: \"%s\", %lld bytes of logits", msg,
+              (long long)bytes);
   }
   if (ok) { /* counts summing to 40 for 41 ids */
     counts[0] = 1;
     ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B), "batch");
     rx_rt_value *args[4] = {ids, cache, batch, bs};
     call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
-    CHECK(strstr(msg, "rx_kv_extend: the batch's 40 sequences have 40 new tokens in all, the "
-                      "forward has 41") != NULL,
-          "counts that do not sum to n: \"%s\"", msg);
+    CHECK_MSG(strstr(msg, "rx_kv_extend: the batch's 40 sequences have 40 new tokens in all, the "
+                          "forward has 41") != NULL,
+              "counts that do not sum to n: \"%s\"", msg);
   }
   if (ok) { /* 39 sequences (41 tokens) for batch_size [40] */
     counts[0] = 3;
     ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B - 1), "batch");
     rx_rt_value *args[4] = {ids, cache, batch, bs};
     call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
-    CHECK(strstr(msg, "prefill: match_cast of 'aux_page_table': expected i32[b, mp], got "
-                      "i32[39, ") &&
-              strstr(msg, "expected b = 40"),
-          "a batch of 39 sequences for batch_size [40]: \"%s\"", msg);
+    CHECK_MSG(strstr(msg, "prefill: match_cast of 'aux_page_table': expected i32[b, mp], got "
+                          "i32[39, ") &&
+                  strstr(msg, "expected b = 40"),
+              "a batch of 39 sequences for batch_size [40]: \"%s\"", msg);
   }
   if (ok) { /* decode: 41 ids for a batch of 40 sequences */
     for (int k = 0; k < B; k++) counts[k] = 1;
     ok_status(rx_kv_batch_set(batch, seqs, counts, B), "batch");
     rx_rt_value *args[3] = {ids, cache, lim[0]};
     call_fn(a, "decode", args, 3, msg, sizeof msg, &bytes);
-    CHECK(strstr(msg, "rx_kv_extend: argument 2 must be a KV batch or a shape of sequence ids, "
-                      "got a prim") != NULL,
-          "decode with a prim for the batch: \"%s\"", msg);
+    CHECK_MSG(strstr(msg, "rx_kv_extend: argument 2 must be a KV batch or a shape of sequence ids, "
+                          "got a prim") != NULL,
+              "decode with a prim for the batch: \"%s\"", msg);
     args[2] = batch;
     call_fn(a, "decode", args, 3, msg, sizeof msg, &bytes);
-    CHECK(strstr(msg, "the batch's 40 sequences have 40 new tokens in all, the forward has 41"),
-          "decode of 41 ids for 40 sequences: \"%s\"", msg);
+    CHECK_MSG(strstr(msg, "the batch's 40 sequences have 40 new tokens in all, the forward has 41"),
+              "decode of 41 ids for 40 sequences: \"%s\"", msg);
   }
   rx_rt_value_release(ids);
   rx_rt_tensor_release(t);
@@ -621,17 +611,16 @@ int main(int argc, char **argv) {
     m = load(path, 160);
     if (m) {
       rx_llm_batcher_stats st = batched(m, greedy, NREQ, "greedy, KV cache of 160 tokens");
-      CHECK(st.max_rows > 1 && st.max_rows < NREQ,
-            "a KV cache of 160 tokens: the largest decode had %lld sequences, expected 2 to 7",
-            (long long)st.max_rows);
+      CHECK_MSG(st.max_rows > 1 && st.max_rows < NREQ,
+                "a KV cache of 160 tokens: the largest decode had %lld sequences, expected 2 to 7",
+                (long long)st.max_rows);
       bad_requests(m, &greedy[0]);
       const char *last = NULL;
       size_t nv = rx_rt_device_validation_messages(rx_llm_model_device(m), &last);
-      CHECK(!nv, "%zu validation messages, the last: %s", nv, last);
+      CHECK_MSG(!nv, "%zu validation messages, the last: %s", nv, last);
     }
     rx_llm_model_free(m);
   }
   unlink(path);
-  fprintf(stderr, "test_batch: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_batch");
 }

@@ -12,7 +12,9 @@
  *     A device with a larger range runs the issue's shapes with the same code.
  *
  * usage: test_big_grid TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
@@ -23,15 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                        \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 static const char *ew_fmt = "graph_fn main(x: f16[n, %d]) -> f16[n, %d] where n <= %d {\n"
                             "  dataflow {\n"
@@ -196,7 +189,7 @@ static void ew_case(rx_rt_device *dev, const unsigned char *bytes, size_t len) {
           fprintf(stderr, "y[%lld, %lld] = %g, want %g\n", (long long)i, (long long)j,
                   from_f16(y[i * cols + j]), 2 * ew_x(i, j) + 1);
     printf("elementwise 2048 x 32768 on Vulkan: %lld wrong elements\n", (long long)bad);
-    CHECK(bad == 0);
+    CHECK_INT_EQ(bad, 0);
   }
   free(x);
   free(y);
@@ -218,7 +211,7 @@ static void red_case(rx_rt_device *dev, const unsigned char *bytes, size_t len) 
         fprintf(stderr, "y[%lld] = %g, want %g\n", (long long)i, y[i], want);
     }
     printf("row sum 100000 x 512 on Vulkan: %lld wrong rows\n", (long long)bad);
-    CHECK(bad == 0);
+    CHECK_INT_EQ(bad, 0);
   }
   free(x);
   free(y);
@@ -263,11 +256,10 @@ int main(int argc, char **argv) {
     const char *last = NULL;
     size_t nmsg = rx_rt_device_validation_messages(dev, &last);
     if (nmsg) fprintf(stderr, "%zu validation messages; the last: %s\n", nmsg, last ? last : "");
-    CHECK(nmsg == 0);
+    CHECK_INT_EQ(nmsg, 0);
     rx_rt_device_release(dev);
   }
   free(ew);
   free(red);
-  if (failures) fprintf(stderr, "test_big_grid: %d failures\n", failures);
-  return failures ? 1 : 0;
+  return check_finish("test_big_grid");
 }

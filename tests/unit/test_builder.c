@@ -1,6 +1,7 @@
 /* The public builder API (include/relaxc/compiler.h): the MLP of docs/text-format.md built
  * programmatically prints exactly like the same module parsed from text; deduction, argument
  * and verifier errors come back as statuses with clear messages. */
+#include "check.h"
 #include "relaxc/compiler.h"
 
 #include "ir/ir.h" /* the verifier tests below mutate parsed IR directly */
@@ -9,32 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (c) {                                                                                       \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                        \
-    }                                                                                              \
-  } while (0)
-
-/* Expects an OK status; prints the message otherwise. */
-#define OK(expr)                                                                                   \
-  do {                                                                                             \
-    rx_status s_ = (expr);                                                                         \
-    if (s_)                                                                                        \
-      fprintf(stderr, "%s:%d: unexpected error: %s\n", __FILE__, __LINE__, rx_status_message(s_)); \
-    CHECK(s_ == NULL);                                                                             \
-    rx_status_free(s_);                                                                            \
-  } while (0)
-
 /* Expects an error whose message contains each of the given strings. */
 static void expect_error(int line, rx_status s, const char *const *needles, int n) {
   if (!s) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "%s:%d: expected an error, got OK\n", __FILE__, line);
     return;
   }
@@ -46,9 +25,9 @@ static void expect_error(int line, rx_status s, const char *const *needles, int 
               rx_status_message(s));
     }
   if (ok)
-    passed++;
+    check_passed++;
   else
-    failed++;
+    check_failed++;
   rx_status_free(s);
 }
 #define ERR(expr, ...)                                                                             \
@@ -111,7 +90,7 @@ static void build_silu_mul(rx_module *m) {
   rx_tfn_store(tb, c, idx, 2, v);
   rx_tfn_end(tb);
   rx_tfn_end(tb);
-  OK(rx_tfn_finish(tb, NULL));
+  CHECK_OK(rx_tfn_finish(tb, NULL));
 }
 
 static rx_var *permute10(rx_module *m, rx_builder *b, rx_var *w, const char *name) {
@@ -119,14 +98,14 @@ static rx_var *permute10(rx_module *m, rx_builder *b, rx_var *w, const char *nam
   const rx_attr *at = rx_attr_ints(m, "axes", axes, 2);
   rx_node *arg = rx_arg_var(b, w);
   rx_var *out = NULL;
-  OK(rx_emit_op(b, "permute", &arg, 1, &at, 1, name, &out));
+  CHECK_OK(rx_emit_op(b, "permute", &arg, 1, &at, 1, name, &out));
   return out;
 }
 
 static rx_var *matmul(rx_builder *b, rx_var *x, rx_var *y, const char *name) {
   rx_node *args[2] = {rx_arg_var(b, x), rx_arg_var(b, y)};
   rx_var *out = NULL;
-  OK(rx_emit_op(b, "matmul", args, 2, NULL, 0, name, &out));
+  CHECK_OK(rx_emit_op(b, "matmul", args, 2, NULL, 0, name, &out));
   return out;
 }
 
@@ -136,13 +115,13 @@ static void build_mlp(rx_module *m) {
   build_silu_mul(m);
   rx_builder *b = rx_builder_new(m, "mlp");
   rx_var *x, *wg, *wu, *wd;
-  OK(rx_builder_param(b, "x", t2(m, RX_DTYPE_F16, n, h4), &x));
-  OK(rx_builder_param(b, "wg", t2(m, RX_DTYPE_F16, h11, h4), &wg));
-  OK(rx_builder_param(b, "wu", t2(m, RX_DTYPE_F16, h11, h4), &wu));
-  OK(rx_builder_param(b, "wd", t2(m, RX_DTYPE_F16, h4, h11), &wd));
+  CHECK_OK(rx_builder_param(b, "x", t2(m, RX_DTYPE_F16, n, h4), &x));
+  CHECK_OK(rx_builder_param(b, "wg", t2(m, RX_DTYPE_F16, h11, h4), &wg));
+  CHECK_OK(rx_builder_param(b, "wu", t2(m, RX_DTYPE_F16, h11, h4), &wu));
+  CHECK_OK(rx_builder_param(b, "wd", t2(m, RX_DTYPE_F16, h4, h11), &wd));
   rx_builder_set_result(b, t2(m, RX_DTYPE_F16, n, h4));
-  OK(rx_builder_fact(b, rx_sym_le(m, n, rx_sym_const(m, 8192))));
-  OK(rx_builder_begin_dataflow(b));
+  CHECK_OK(rx_builder_fact(b, rx_sym_le(m, n, rx_sym_const(m, 8192))));
+  CHECK_OK(rx_builder_begin_dataflow(b));
   rx_var *wgT = permute10(m, b, wg, "wgT");
   rx_var *g = matmul(b, x, wgT, "g");
   CHECK(g && sinfo_is(rx_var_sinfo(g), "f16[n, 11008]")); /* deduced at once */
@@ -150,14 +129,15 @@ static void build_mlp(rx_module *m) {
   rx_var *u = matmul(b, x, wuT, "u");
   rx_node *args[2] = {rx_arg_var(b, g), rx_arg_var(b, u)};
   rx_var *h = NULL;
-  OK(rx_emit_call_tensor(b, "silu_mul", args, 2, t2(m, RX_DTYPE_F16, n, h11), NULL, 0, "h", &h));
+  CHECK_OK(
+      rx_emit_call_tensor(b, "silu_mul", args, 2, t2(m, RX_DTYPE_F16, n, h11), NULL, 0, "h", &h));
   rx_var *wdT = permute10(m, b, wd, "wdT");
   CHECK(wdT && sinfo_is(rx_var_sinfo(wdT), "f16[11008, 4096]"));
   rx_var *y = matmul(b, h, wdT, "y");
   CHECK(y && sinfo_is(rx_var_sinfo(y), "f16[n, 4096]"));
-  OK(rx_builder_end_dataflow(b));
+  CHECK_OK(rx_builder_end_dataflow(b));
   rx_graph_fn *fn = NULL;
-  OK(rx_builder_finish(b, rx_arg_var(b, y), &fn));
+  CHECK_OK(rx_builder_finish(b, rx_arg_var(b, y), &fn));
   CHECK(fn != NULL);
 }
 
@@ -178,7 +158,7 @@ static void test_mlp_matches_text(void) {
   char *a = checked_text(built);
 
   rx_module *parsed = rx_module_new();
-  OK(rx_module_parse(parsed, "mlp.rx", mlp_text, strlen(mlp_text), NULL));
+  CHECK_OK(rx_module_parse(parsed, "mlp.rx", mlp_text, strlen(mlp_text), NULL));
   char *b = checked_text(parsed);
   CHECK(strcmp(a, b) == 0);
   if (strcmp(a, b) != 0) fprintf(stderr, "built:\n%s\nparsed:\n%s\n", a, b);
@@ -187,7 +167,7 @@ static void test_mlp_matches_text(void) {
 
   /* the printed text parses back to the same text */
   rx_module *again = rx_module_new();
-  OK(rx_module_parse(again, "again.rx", a, strlen(a), NULL));
+  CHECK_OK(rx_module_parse(again, "again.rx", a, strlen(a), NULL));
   char *c = checked_text(again);
   CHECK(strcmp(a, c) == 0);
 
@@ -212,17 +192,17 @@ static void test_elementwise_add(void) {
   rx_tx *sum = rx_tfn_binary(tb, "+", rx_tfn_load(tb, a, &ix, 1), rx_tfn_load(tb, bb, &ix, 1));
   rx_tfn_store(tb, c, &ix, 1, rx_tfn_binary(tb, "+", sum, rx_tfn_float(tb, 1.0)));
   rx_tfn_end(tb);
-  OK(rx_tfn_finish(tb, NULL));
+  CHECK_OK(rx_tfn_finish(tb, NULL));
 
   rx_builder *b = rx_builder_new(m, "main");
   rx_var *x, *y, *z = NULL;
   const rx_sinfo *t = rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n);
-  OK(rx_builder_param(b, "x", t, &x));
-  OK(rx_builder_param(b, "y", t, &y));
+  CHECK_OK(rx_builder_param(b, "x", t, &x));
+  CHECK_OK(rx_builder_param(b, "y", t, &y));
   rx_node *args[2] = {rx_arg_var(b, x), rx_arg_var(b, y)};
-  OK(rx_emit_call_tensor(b, "add1", args, 2, t, NULL, 0, NULL, &z));
+  CHECK_OK(rx_emit_call_tensor(b, "add1", args, 2, t, NULL, 0, NULL, &z));
   CHECK(z && strcmp(rx_var_name(z), "add1") == 0); /* named after the callee */
-  OK(rx_builder_finish(b, rx_arg_var(b, z), NULL));
+  CHECK_OK(rx_builder_finish(b, rx_arg_var(b, z), NULL));
   char *text = checked_text(m);
   CHECK(strstr(text, "vectorize") != NULL);
   CHECK(strstr(text, "call_tensor(add1, x, y, out=f32[n])") != NULL);
@@ -235,14 +215,15 @@ static void test_match_cast(void) {
   rx_module *m = rx_module_new();
   rx_builder *b = rx_builder_new(m, "f");
   rx_var *x, *c = NULL, *r = NULL;
-  OK(rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 2, NULL), &x));
+  CHECK_OK(rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 2, NULL), &x));
   const rx_expr *mm = rx_sym_var(m, "m");
-  OK(rx_emit_match_cast(b, rx_arg_var(b, x), t2(m, RX_DTYPE_F32, mm, rx_sym_const(m, 4)), "c", &c));
+  CHECK_OK(rx_emit_match_cast(b, rx_arg_var(b, x), t2(m, RX_DTYPE_F32, mm, rx_sym_const(m, 4)), "c",
+                              &c));
   rx_node *arg = rx_arg_var(b, c);
-  OK(rx_emit_op(b, "relu", &arg, 1, NULL, 0, NULL, &r));
+  CHECK_OK(rx_emit_op(b, "relu", &arg, 1, NULL, 0, NULL, &r));
   CHECK(r && strcmp(rx_var_name(r), "relu") == 0);
   CHECK(r && sinfo_is(rx_var_sinfo(r), "f32[m, 4]"));
-  OK(rx_builder_finish(b, rx_arg_var(b, r), NULL));
+  CHECK_OK(rx_builder_finish(b, rx_arg_var(b, r), NULL));
   char *text = checked_text(m);
   CHECK(strstr(text, "match_cast(x, f32[m, 4])") != NULL);
   rx_free(text);
@@ -256,23 +237,23 @@ static void test_call_graph(void) {
   const rx_expr *n = rx_sym_var(m, "n");
   rx_builder *h = rx_builder_new(m, "helper");
   rx_var *a, *r, *x, *y;
-  OK(rx_builder_param(h, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
+  CHECK_OK(rx_builder_param(h, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
   rx_node *arg = rx_arg_var(h, a);
-  OK(rx_emit_op(h, "relu", &arg, 1, NULL, 0, NULL, &r));
+  CHECK_OK(rx_emit_op(h, "relu", &arg, 1, NULL, 0, NULL, &r));
   rx_builder_set_result(h, rx_var_sinfo(r));
-  OK(rx_builder_finish(h, rx_arg_var(h, r), NULL));
+  CHECK_OK(rx_builder_finish(h, rx_arg_var(h, r), NULL));
   rx_builder *u = rx_builder_new(m, "undeclared");
-  OK(rx_builder_param(u, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
-  OK(rx_builder_finish(u, rx_arg_var(u, a), NULL));
+  CHECK_OK(rx_builder_param(u, "a", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &a));
+  CHECK_OK(rx_builder_finish(u, rx_arg_var(u, a), NULL));
   rx_builder *b = rx_builder_new(m, "f");
-  OK(rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &x));
+  CHECK_OK(rx_builder_param(b, "x", rx_sinfo_tensor(m, RX_DTYPE_F32, 1, &n), &x));
   rx_node *xs[2] = {rx_arg_var(b, x), rx_arg_var(b, x)};
   ERR(rx_emit_call_graph(b, "nothing", xs, 1, NULL, NULL, NULL), "no graph_fn 'nothing'");
   ERR(rx_emit_call_graph(b, "helper", xs, 2, NULL, NULL, NULL), "helper expects 1 arguments");
   ERR(rx_emit_call_graph(b, "undeclared", xs, 1, NULL, NULL, NULL), "result's struct info");
-  OK(rx_emit_call_graph(b, "helper", xs, 1, NULL, NULL, &y));
+  CHECK_OK(rx_emit_call_graph(b, "helper", xs, 1, NULL, NULL, &y));
   CHECK(y && sinfo_is(rx_var_sinfo(y), "f32[n]"));
-  OK(rx_builder_finish(b, rx_arg_var(b, y), NULL));
+  CHECK_OK(rx_builder_finish(b, rx_arg_var(b, y), NULL));
   char *text = checked_text(m);
   CHECK(strstr(text, "helper(x)") != NULL);
   rx_free(text);
@@ -285,8 +266,9 @@ static void test_errors(void) {
   build_silu_mul(m);
   rx_builder *b = rx_builder_new(m, "bad");
   rx_var *x, *w, *v = NULL;
-  OK(rx_builder_param(b, "x", t2(m, RX_DTYPE_F16, n, rx_sym_const(m, 4096)), &x));
-  OK(rx_builder_param(b, "w", t2(m, RX_DTYPE_F16, rx_sym_const(m, 4095), rx_sym_const(m, 8)), &w));
+  CHECK_OK(rx_builder_param(b, "x", t2(m, RX_DTYPE_F16, n, rx_sym_const(m, 4096)), &x));
+  CHECK_OK(
+      rx_builder_param(b, "w", t2(m, RX_DTYPE_F16, rx_sym_const(m, 4095), rx_sym_const(m, 8)), &w));
   ERR(rx_builder_param(b, "x", t2(m, RX_DTYPE_F16, n, n), NULL), "'x' is already defined");
   rx_node *args[2] = {rx_arg_var(b, x), rx_arg_var(b, w)};
 
@@ -306,7 +288,7 @@ static void test_errors(void) {
   /* a variable of another function */
   rx_builder *other = rx_builder_new(m, "other");
   rx_var *ox;
-  OK(rx_builder_param(other, "ox", t2(m, RX_DTYPE_F16, n, n), &ox));
+  CHECK_OK(rx_builder_param(other, "ox", t2(m, RX_DTYPE_F16, n, n), &ox));
   rx_node *foreign = rx_arg_var(b, ox);
   ERR(rx_emit_op(b, "relu", &foreign, 1, NULL, 0, NULL, NULL), "not a variable of this function");
   rx_builder_free(other);
@@ -325,7 +307,7 @@ static void test_errors(void) {
 
   /* structure */
   ERR(rx_builder_end_dataflow(b), "no dataflow block is open");
-  OK(rx_builder_begin_dataflow(b));
+  CHECK_OK(rx_builder_begin_dataflow(b));
   ERR(rx_builder_begin_dataflow(b), "do not nest");
   ERR(rx_builder_finish(b, rx_arg_var(b, x), NULL), "dataflow block is still open");
 
@@ -358,7 +340,7 @@ static void test_verifier_errors(void) {
   rx_tfn_store(tb, a, &ix, 1, rx_tfn_float(tb, 0.0));
   rx_tfn_store(tb, c, &ix, 1, rx_tfn_load(tb, a, &ix, 1));
   rx_tfn_end(tb);
-  OK(rx_tfn_finish(tb, NULL));
+  CHECK_OK(rx_tfn_finish(tb, NULL));
   rx_diag *d = rx_diag_create();
   ERR(rx_module_check(m, d), "store to input buffer 'a'; mark it `out`",
       "buffer 'c' has dtype f16 but the value has dtype f32");
@@ -389,8 +371,8 @@ static const char verify_text[] = "graph_fn f(x: f32[n], c: Prim(bool)) -> f32[n
 
 static rx_module *checked(const char *text) {
   rx_module *m = rx_module_new();
-  OK(rx_module_parse(m, "v.rx", text, strlen(text), NULL));
-  OK(rx_module_check(m, NULL));
+  CHECK_OK(rx_module_parse(m, "v.rx", text, strlen(text), NULL));
+  CHECK_OK(rx_module_check(m, NULL));
   return m;
 }
 
@@ -463,6 +445,5 @@ int main(void) {
   test_errors();
   test_verifier_errors();
   test_verifier_mutations();
-  printf("builder: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("builder");
 }

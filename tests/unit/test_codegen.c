@@ -11,6 +11,7 @@
  * Missing toolchains (clang++-16, shaderc, NVRTC, ptxas) count as skipped, never passed.
  *
  * usage: test_codegen [TESTS_DIR]   (the programs are read from TESTS_DIR/codegen/) */
+#include "check.h"
 #include "codegen/codegen.h"
 #include "interp/interp.h"
 #include "simt_harness.h"
@@ -21,20 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed, skipped;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) {
@@ -53,7 +40,7 @@ static rx_module *load(const char *file) {
   size_t len = 0;
   rx_status st = rx_read_file(path, &text, &len);
   if (st) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "FAIL: %s\n", rx_status_message(st));
     rx_status_free(st);
     return NULL;
@@ -64,7 +51,7 @@ static rx_module *load(const char *file) {
   bool ok = rx_parse_module(m, path, text, len, &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d);
   if (!ok) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "FAIL: %s rejected:\n%s\n", path, rx_diag_text(&d));
     rx_module_free(m);
     m = NULL;
@@ -166,7 +153,7 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
   rx_status st = rx_interp_run(m, f, ref, np, &opts);
   char what[128];
   snprintf(what, sizeof what, "%s at %s=%lld", f->name, vv[0].name, (long long)vv[0].value);
-  CHECK(!st, "%s: interpreter: %s", what, rx_status_message(st));
+  CHECK_MSG(!st, "%s: interpreter: %s", what, rx_status_message(st));
   rx_status_free(st);
 
   for (int lang = 0; lang < 2 && *have_clang; lang++) {
@@ -189,10 +176,10 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
                               &err)) {
         if (err && strstr(err, "clang") && strstr(err, "not found")) {
           *have_clang = false;
-          skipped++;
+          check_skipped++;
         } else {
-          CHECK(0, "%s: %s does not compile in the emulator:\n%s\n%s", what, label, err ? err : "",
-                k->source);
+          CHECK_MSG(0, "%s: %s does not compile in the emulator:\n%s\n%s", what, label,
+                    err ? err : "", k->source);
         }
         free(err);
         ok = false;
@@ -226,7 +213,7 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
       int nargs = lang == 0 ? k->nargs : nbuf + (nint ? 1 : 0);
       if (lang == 1 && nint) args[nbuf] = ints;
       if (!empty && simt_launch(sk, grid, block, 0, args, nargs, &err)) {
-        CHECK(0, "%s: launch of %s failed: %s", what, label, err ? err : "");
+        CHECK_MSG(0, "%s: launch of %s failed: %s", what, label, err ? err : "");
         free(err);
         ok = false;
       }
@@ -248,8 +235,8 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
           }
         }
       }
-      CHECK(worst <= tol, "%s: %s differs from the interpreter: error %g at %zu", what,
-            lang == 0 ? "CUDA" : "MSL", worst, bad);
+      CHECK_MSG(worst <= tol, "%s: %s differs from the interpreter: error %g at %zu", what,
+                lang == 0 ? "CUDA" : "MSL", worst, bad);
     }
     for (int i = 0; i < np; i++) free(dev[i]);
     free(dev);
@@ -274,7 +261,7 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
     rx_status_free(st);
   }
   if (!have) {
-    skipped++;
+    check_skipped++;
     return;
   }
   static const char *archs[] = {"sm_80", "sm_90"};
@@ -286,19 +273,19 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
       snprintf(compute, sizeof compute, "compute_%s", archs[a] + 3);
       rx_status st =
           rx_nvrtc_compile(kl->kernels[q]->source, "k.cu", compute, false, &ptx, &len, &log);
-      CHECK(!st, "%s: NVRTC %s: %s\n%s", what, archs[a], rx_status_message(st),
-            kl->kernels[q]->source);
+      CHECK_MSG(!st, "%s: NVRTC %s: %s\n%s", what, archs[a], rx_status_message(st),
+                kl->kernels[q]->source);
       rx_status_free(st);
       if (ptx) {
         rx_ptxas_info info = {0};
         st = rx_ptxas_report(ptx, archs[a], &info);
         if (st && rx_status_code_of(st) == RX_ERR_NOT_FOUND) {
-          skipped++;
+          check_skipped++;
         } else {
-          CHECK(!st, "%s: ptxas %s: %s", what, archs[a], rx_status_message(st));
+          CHECK_MSG(!st, "%s: ptxas %s: %s", what, archs[a], rx_status_message(st));
           if (!st)
-            CHECK(info.spill_bytes == 0, "%s: %d spill bytes on %s", what, info.spill_bytes,
-                  archs[a]);
+            CHECK_MSG(info.spill_bytes == 0, "%s: %d spill bytes on %s", what, info.spill_bytes,
+                      archs[a]);
           rx_ptxas_info_free(&info);
         }
         rx_status_free(st);
@@ -310,14 +297,14 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
 
 static void check_glsl(rx_module *m, rx_tensor_fn *f, const char *what) {
   if (!rx_shaderc_available()) {
-    skipped++;
+    check_skipped++;
     return;
   }
   rx_kernel_list kl = {0};
   bool ok = gen(m, f, "vulkan-lavapipe", &kl);
-  CHECK(ok, "%s: GLSL generation/compilation failed", what);
+  CHECK_MSG(ok, "%s: GLSL generation/compilation failed", what);
   for (int q = 0; ok && q < kl.n; q++)
-    CHECK(kl.kernels[q]->spirv && kl.kernels[q]->spirv_words > 5, "%s: no SPIR-V", what);
+    CHECK_MSG(kl.kernels[q]->spirv && kl.kernels[q]->spirv_words > 5, "%s: no SPIR-V", what);
 }
 
 /* ---- the programs ---- */
@@ -336,7 +323,7 @@ static void test_program(const prog_case *pc, bool *have_clang) {
   rx_tensor_fn *f = first_fn(m);
   rx_kernel_list cu = {0}, ms = {0};
   bool okc = gen(m, f, "cuda", &cu), okm = gen(m, f, "metal", &ms);
-  CHECK(okc && okm, "%s: codegen failed", pc->file);
+  CHECK_MSG(okc && okm, "%s: codegen failed", pc->file);
   if (!okc || !okm) {
     rx_module_free(m);
     return;
@@ -350,7 +337,7 @@ static void test_program(const prog_case *pc, bool *have_clang) {
     vv[0].value = sizes[s];
     for (int i = 0; i < pc->nfixed; i++) vv[1 + i] = pc->fixed[i];
     run_case(m, f, vv, 1 + pc->nfixed, pc->tol, &cu, &ms, have_clang);
-    if (!*have_clang) skipped++;
+    if (!*have_clang) check_skipped++;
   }
   rx_module_free(m);
 }
@@ -370,31 +357,32 @@ static void test_uniform_buffer(void) {
   rx_diag_init(&d);
   bool ok = rx_parse_module(m, "<many>", t.data, t.len, &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d);
-  CHECK(ok, "many: rejected: %s", rx_diag_text(&d));
+  CHECK_MSG(ok, "many: rejected: %s", rx_diag_text(&d));
   if (ok) {
     rx_kernel_list kl = {0};
     ok = gen(m, first_fn(m), "vulkan-lavapipe", &kl);
-    CHECK(ok && kl.n == 1, "many: codegen failed");
+    CHECK_MSG(ok && kl.n == 1, "many: codegen failed");
     if (ok) {
       rx_kernel *k = kl.kernels[0];
-      CHECK(k->uses_ubo && k->scalar_bytes == 176, "many: uses_ubo %d, %d bytes", k->uses_ubo,
-            k->scalar_bytes);
-      CHECK(strstr(k->source, "uniform rx_ubo { ivec4 v[11]; }") != NULL, "many: no uniform block");
+      CHECK_MSG(k->uses_ubo && k->scalar_bytes == 176, "many: uses_ubo %d, %d bytes", k->uses_ubo,
+                k->scalar_bytes);
+      CHECK_MSG(strstr(k->source, "uniform rx_ubo { ivec4 v[11]; }") != NULL,
+                "many: no uniform block");
       if (rx_shaderc_available())
-        CHECK(k->spirv != NULL, "many: not compiled");
+        CHECK_MSG(k->spirv != NULL, "many: not compiled");
       else
-        skipped++;
+        check_skipped++;
       rx_strbuf js = {0};
       const rx_tensor_fn *progs[1] = {first_fn(m)};
       const rx_kernel_list *lists[1] = {&kl};
       rx_kernels_json(&js, k->lang == RX_LANG_GLSL ? rx_target_find("vulkan-lavapipe") : NULL,
                       progs, lists, 1);
-      CHECK(strstr(js.data, "\"location\": \"uniform_buffer\", \"bytes\": 176, \"binding\": 2"),
-            "many: kernels.json:\n%s", js.data);
+      CHECK_MSG(strstr(js.data, "\"location\": \"uniform_buffer\", \"bytes\": 176, \"binding\": 2"),
+                "many: kernels.json:\n%s", js.data);
       rx_strbuf_free(&js);
       /* CUDA takes them as parameters */
       rx_kernel_list kc = {0};
-      CHECK(gen(m, first_fn(m), "cuda", &kc) && kc.kernels[0]->nargs == 43, "many: CUDA args");
+      CHECK_MSG(gen(m, first_fn(m), "cuda", &kc) && kc.kernels[0]->nargs == 43, "many: CUDA args");
     }
   }
   rx_diag_free(&d);
@@ -435,15 +423,15 @@ static void test_errors(void) {
     rx_diag_init(&d);
     bool ok = rx_parse_module(m, "<err>", cases[i].text, strlen(cases[i].text), &d) &&
               rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-    CHECK(ok, "error case %zu rejected early: %s", i, rx_diag_text(&d));
+    CHECK_MSG(ok, "error case %zu rejected early: %s", i, rx_diag_text(&d));
     if (ok) {
       const rx_target *t = NULL;
       rx_status_free(rx_target_parse(cases[i].target, &t));
       rx_kernel_list kl = {0};
       bool g = rxk_codegen(m, first_fn(m), t, &d, &kl);
-      CHECK(!g && strstr(rx_diag_text(&d), cases[i].expect),
-            "error case %zu: expected an error with '%s', got %s:\n%s", i, cases[i].expect,
-            g ? "success" : "failure", rx_diag_text(&d));
+      CHECK_MSG(!g && strstr(rx_diag_text(&d), cases[i].expect),
+                "error case %zu: expected an error with '%s', got %s:\n%s", i, cases[i].expect,
+                g ? "success" : "failure", rx_diag_text(&d));
     }
     rx_diag_free(&d);
     rx_module_free(m);
@@ -464,6 +452,5 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) test_program(&cases[i], &have_clang);
   test_uniform_buffer();
   test_errors();
-  printf("codegen: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
-  return failed ? 1 : 0;
+  return check_finish("codegen");
 }

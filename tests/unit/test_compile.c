@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "interp/graph_interp.h"
@@ -27,20 +28,6 @@
 #include "runtime/vm_format.h"
 #include "targets/toolchain.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
 static const char *tests_dir = "tests";
 
 static char *read_test(const char *rel) {
@@ -49,7 +36,7 @@ static char *read_test(const char *rel) {
   char *text = NULL;
   size_t len = 0;
   rx_status s = rx_read_file(path, &text, &len);
-  CHECK(!s, "read %s: %s", path, rx_status_message(s));
+  CHECK_MSG(!s, "read %s: %s", path, rx_status_message(s));
   rx_status_free(s);
   return text;
 }
@@ -60,7 +47,7 @@ static rx_module *parse(const char *name, const char *text, bool normalize) {
   rx_diag_init(&d);
   bool ok = rx_parse_module(m, name, text, strlen(text), &d) &&
             (!normalize || (rx_module_normalize(m, &d) && rx_module_verify(m, &d)));
-  CHECK(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
   rx_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
@@ -164,7 +151,7 @@ static int check_named_files(const art *a, const char *json, const char *key, co
     if (!e) break;
     char name[256];
     snprintf(name, sizeof name, "%s/%.*s", prefix, (int)(e - v), v);
-    CHECK(find_sec(a, name) != NULL, "kernels.json names %s, which is not a section", name);
+    CHECK_MSG(find_sec(a, name) != NULL, "kernels.json names %s, which is not a section", name);
     count++;
   }
   return count;
@@ -400,8 +387,8 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
                        int ntargets, const char *const *kjson, int want_fns, walk_stats *st) {
   memset(st, 0, sizeof *st);
   hp h = {.b = s->data, .nwords = s->size / 4, .ok = true};
-  CHECK(s->size % 4 == 0, "%s: host.rxvm is not whole words", what);
-  CHECK(hw(&h) == RXVM_MAGIC && hw(&h) == RXVM_VERSION, "%s: host.rxvm magic/version", what);
+  CHECK_MSG(s->size % 4 == 0, "%s: host.rxvm is not whole words", what);
+  CHECK_MSG(hw(&h) == RXVM_MAGIC && hw(&h) == RXVM_VERSION, "%s: host.rxvm magic/version", what);
   h.nstrs = hw(&h);
   if (h.nstrs > h.nwords) h.ok = false;
   h.strs = calloc((size_t)(h.ok ? h.nstrs : 0) + 1, sizeof(char *));
@@ -413,12 +400,12 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
     }
     h.strs[i] = calloc(n + 1, 1);
     memcpy(h.strs[i], h.b + 4 * h.pos, n);
-    CHECK(strlen(h.strs[i]) == n, "%s: string %u holds a NUL", what, i);
+    CHECK_MSG(strlen(h.strs[i]) == n, "%s: string %u holds a NUL", what, i);
     h.pos += (n + 3) / 4;
   }
   h.nfns = hw(&h);
-  CHECK((int)h.nfns == want_fns, "%s: %u functions in host.rxvm, %d expected", what, h.nfns,
-        want_fns);
+  CHECK_MSG((int)h.nfns == want_fns, "%s: %u functions in host.rxvm, %d expected", what, h.nfns,
+            want_fns);
   for (uint32_t f = 0; h.ok && f < h.nfns; f++) {
     uint32_t name = hw(&h), np = hw(&h), nregs = hw(&h), len = hw(&h);
     if (!h.ok) break;
@@ -427,19 +414,20 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
     if (len > h.nwords - h.pos) bad(&h, "code past the end", len, h.pos);
     if (!h.ok) break;
     const rx_graph_fn *g = rx_module_graph_fn((rx_module *)m, h.strs[name]);
-    CHECK(g && (int)np == g->nparams, "%s: function %s: %u parameters", what, h.strs[name], np);
+    CHECK_MSG(g && (int)np == g->nparams, "%s: function %s: %u parameters", what, h.strs[name], np);
     walk_fn(&h, m, a, ntargets, kjson, nregs, len, st);
     /* version 3: the register names; the parameters' registers carry the parameters' names */
     for (uint32_t r = 0; h.ok && r < nregs; r++) {
       uint32_t id = hw(&h);
       if (h.ok && id >= h.nstrs) bad(&h, "register name", id, h.pos);
       if (h.ok && g && r < np)
-        CHECK(!strcmp(h.strs[id], g->params[r]->name), "%s: function %s: register %u is named '%s'",
-              what, h.strs[name], r, h.strs[id]);
+        CHECK_MSG(!strcmp(h.strs[id], g->params[r]->name),
+                  "%s: function %s: register %u is named '%s'", what, h.strs[name], r, h.strs[id]);
     }
   }
-  CHECK(h.ok, "%s: host program malformed: %s", what, h.why);
-  CHECK(!h.ok || h.pos == h.nwords, "%s: %zu trailing words in host.rxvm", what, h.nwords - h.pos);
+  CHECK_MSG(h.ok, "%s: host program malformed: %s", what, h.why);
+  CHECK_MSG(!h.ok || h.pos == h.nwords, "%s: %zu trailing words in host.rxvm", what,
+            h.nwords - h.pos);
   for (uint32_t i = 0; i < h.nstrs && h.strs; i++) free(h.strs[i]);
   free(h.strs);
 }
@@ -480,7 +468,7 @@ static float frand(void) {
 static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v) {
   rx_graph_fn *ga = rx_module_graph_fn(a, md->fn), *gb = rx_module_graph_fn(b, md->fn);
   if (!ga || !gb) {
-    CHECK(0, "%s: no function %s", md->file, md->fn);
+    CHECK_MSG(0, "%s: no function %s", md->file, md->fn);
     return;
   }
   const rx_expr *sv = rx_expr_var(a->ctx, md->sym);
@@ -492,7 +480,7 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
     int64_t numel = 1;
     for (int d = 0; d < s->ndim; d++) {
       bool ok = rx_expr_eval(s->shape[d], &env, &shp[d]);
-      CHECK(ok, "%s: cannot evaluate a parameter shape", md->file);
+      CHECK_MSG(ok, "%s: cannot evaluate a parameter shape", md->file);
       numel *= shp[d];
     }
     float *data = malloc(sizeof *data * (size_t)(numel ? numel : 1));
@@ -502,15 +490,16 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
   rx_ginterp_value ra, rb;
   rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
   rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
-  CHECK(!sa, "%s (%s = %lld): legalized run: %s", md->file, md->sym, (long long)v,
-        rx_status_message(sa));
-  CHECK(!sb, "%s (%s = %lld): compiled run: %s", md->file, md->sym, (long long)v,
-        rx_status_message(sb));
+  CHECK_MSG(!sa, "%s (%s = %lld): legalized run: %s", md->file, md->sym, (long long)v,
+            rx_status_message(sa));
+  CHECK_MSG(!sb, "%s (%s = %lld): compiled run: %s", md->file, md->sym, (long long)v,
+            rx_status_message(sb));
   if (!sa && !sb) {
     bool same = ra.kind == RX_GV_TENSOR && rb.kind == RX_GV_TENSOR && ra.ndim == rb.ndim &&
                 ra.dtype == RX_DTYPE_F32 && rb.dtype == RX_DTYPE_F32;
     for (int d = 0; same && d < ra.ndim; d++) same = ra.shape[d] == rb.shape[d];
-    CHECK(same, "%s (%s = %lld): results differ in kind or shape", md->file, md->sym, (long long)v);
+    CHECK_MSG(same, "%s (%s = %lld): results differ in kind or shape", md->file, md->sym,
+              (long long)v);
     if (same) {
       double w = 0, scale = 0;
       int64_t n = rx_ginterp_numel(&ra);
@@ -519,8 +508,9 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
         w = isnan(x) || isnan(y) ? INFINITY : fmax(w, fabs(x - y));
         scale = fmax(scale, fabs(x));
       }
-      CHECK(n > 0 && w <= 1e-5 * fmax(scale, 1e-30), "%s (%s = %lld): max difference %g (scale %g)",
-            md->file, md->sym, (long long)v, w, scale);
+      CHECK_MSG(n > 0 && w <= 1e-5 * fmax(scale, 1e-30),
+                "%s (%s = %lld): max difference %g (scale %g)", md->file, md->sym, (long long)v, w,
+                scale);
     }
   }
   rx_status_free(sa);
@@ -536,13 +526,13 @@ static int total_kernels(const rx_compile_result *r, int t) { return r->targets[
 static void check_artifact(const model *md, rx_module *m, const rx_compile_result *r) {
   art a;
   const char *why = read_artifact(r->artifact, r->artifact_len, &a);
-  CHECK(!why, "%s: artifact rejected by the reader: %s", md->file, why);
+  CHECK_MSG(!why, "%s: artifact rejected by the reader: %s", md->file, why);
   if (why) {
     free(a.secs);
     return;
   }
   const sec *man = find_sec(&a, "manifest.json"), *host = find_sec(&a, "host.rxvm");
-  CHECK(man && host, "%s: manifest.json or host.rxvm missing", md->file);
+  CHECK_MSG(man && host, "%s: manifest.json or host.rxvm missing", md->file);
   const char *kjson[RX_COMPILE_MAX_TARGETS] = {0};
   char *ktext[RX_COMPILE_MAX_TARGETS] = {0};
   for (int t = 0; t < r->ntargets; t++) {
@@ -550,34 +540,34 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
     char name[80];
     snprintf(name, sizeof name, "%s/kernels.json", kind);
     const sec *k = find_sec(&a, name);
-    CHECK(k != NULL, "%s: %s missing", md->file, name);
+    CHECK_MSG(k != NULL, "%s: %s missing", md->file, name);
     ktext[t] = k ? sec_text(k) : calloc(1, 1);
     kjson[t] = ktext[t];
     int nsrc = check_named_files(&a, kjson[t], "source", kind);
-    CHECK(nsrc == r->targets[t].nkernels, "%s: %s names %d sources for %d kernels", md->file, name,
-          nsrc, r->targets[t].nkernels);
+    CHECK_MSG(nsrc == r->targets[t].nkernels, "%s: %s names %d sources for %d kernels", md->file,
+              name, nsrc, r->targets[t].nkernels);
     int nbin = check_named_files(&a, kjson[t], "binary", kind);
     int nptx = check_named_files(&a, kjson[t], "ptx", kind);
     if (r->targets[t].target->kind == RX_TARGET_VULKAN && rx_shaderc_available())
-      CHECK(nbin == nsrc, "%s: %d SPIR-V binaries for %d kernels", md->file, nbin, nsrc);
+      CHECK_MSG(nbin == nsrc, "%s: %d SPIR-V binaries for %d kernels", md->file, nbin, nsrc);
     if (r->targets[t].target->kind == RX_TARGET_CUDA)
-      CHECK(r->targets[t].binaries ? nbin == nsrc && nptx == nsrc : nbin == 0 && nptx == 0,
-            "%s: cuda: %d cubins, %d PTX for %d kernels (binaries: %d)", md->file, nbin, nptx, nsrc,
-            r->targets[t].binaries);
+      CHECK_MSG(r->targets[t].binaries ? nbin == nsrc && nptx == nsrc : nbin == 0 && nptx == 0,
+                "%s: cuda: %d cubins, %d PTX for %d kernels (binaries: %d)", md->file, nbin, nptx,
+                nsrc, r->targets[t].binaries);
     if (r->targets[t].target->kind == RX_TARGET_METAL)
-      CHECK(nbin == 0, "%s: metal binaries", md->file);
+      CHECK_MSG(nbin == 0, "%s: metal binaries", md->file);
   }
   if (man) {
     char *mt = sec_text(man);
     char fn[128];
     snprintf(fn, sizeof fn, "\"name\": \"%s\"", md->fn);
-    CHECK(strstr(mt, "\"format\": \"relaxc-artifact\"") && strstr(mt, fn) &&
-              strstr(mt, "\"compiler\": \"relaxc " RELAXC_VERSION "\""),
-          "%s: manifest lacks the format, the function or the compiler version", md->file);
+    CHECK_MSG(strstr(mt, "\"format\": \"relaxc-artifact\"") && strstr(mt, fn) &&
+                  strstr(mt, "\"compiler\": \"relaxc " RELAXC_VERSION "\""),
+              "%s: manifest lacks the format, the function or the compiler version", md->file);
     for (int t = 0; t < r->ntargets; t++) {
       char k[64];
       snprintf(k, sizeof k, "\"backend\": \"%s\"", rx_target_kind_name(r->targets[t].target->kind));
-      CHECK(strstr(mt, k) != NULL, "%s: manifest lacks %s", md->file, k);
+      CHECK_MSG(strstr(mt, k) != NULL, "%s: manifest lacks %s", md->file, k);
     }
     free(mt);
   }
@@ -593,14 +583,14 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
       for (int k = 0; k < r->plan.fns[i].nallocs; k++)
         nplanned += r->plan.fns[i].allocs[k].storage >= 0;
     }
-    CHECK(st.ops[RXVM_OP_ALLOC_STORAGE] == nst, "%s: %d ALLOC_STORAGE, %d storages planned",
-          md->file, st.ops[RXVM_OP_ALLOC_STORAGE], nst);
-    CHECK(st.planned_tensors == nplanned, "%s: %d tensors in storages, %d planned", md->file,
-          st.planned_tensors, nplanned);
-    CHECK(st.ops[RXVM_OP_RET] >= md->nfns, "%s: RET missing", md->file);
-    CHECK(fp && st.ops[RXVM_OP_CHECK_TENSOR] >= fp->fn->nparams - 1, "%s: parameter checks",
-          md->file);
-    CHECK(fp && st.ops[RXVM_OP_ASSERT] >= fp->fn->nfacts, "%s: fact assertions", md->file);
+    CHECK_MSG(st.ops[RXVM_OP_ALLOC_STORAGE] == nst, "%s: %d ALLOC_STORAGE, %d storages planned",
+              md->file, st.ops[RXVM_OP_ALLOC_STORAGE], nst);
+    CHECK_MSG(st.planned_tensors == nplanned, "%s: %d tensors in storages, %d planned", md->file,
+              st.planned_tensors, nplanned);
+    CHECK_MSG(st.ops[RXVM_OP_RET] >= md->nfns, "%s: RET missing", md->file);
+    CHECK_MSG(fp && st.ops[RXVM_OP_CHECK_TENSOR] >= fp->fn->nparams - 1, "%s: parameter checks",
+              md->file);
+    CHECK_MSG(fp && st.ops[RXVM_OP_ASSERT] >= fp->fn->nfacts, "%s: fact assertions", md->file);
   }
   /* the reader refuses a flipped byte in any section and a truncated file */
   if (a.n > 1) {
@@ -610,7 +600,7 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
     copy[off + a.secs[1].size / 2] ^= 0x40;
     art b;
     const char *w2 = read_artifact(copy, r->artifact_len, &b);
-    CHECK(w2 && !strcmp(w2, "CRC mismatch"), "%s: a flipped byte is not detected", md->file);
+    CHECK_MSG(w2 && !strcmp(w2, "CRC mismatch"), "%s: a flipped byte is not detected", md->file);
     free(b.secs);
     size_t data_end = 0; /* the end of the last section's bytes (padding follows) */
     for (int i = 0; i < a.n; i++) {
@@ -618,7 +608,7 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
       data_end = e > data_end ? e : data_end;
     }
     w2 = read_artifact(r->artifact, data_end - 1, &b);
-    CHECK(w2 != NULL, "%s: a truncated artifact is accepted", md->file);
+    CHECK_MSG(w2 != NULL, "%s: a truncated artifact is accepted", md->file);
     free(b.secs);
     free(copy);
   }
@@ -630,7 +620,7 @@ static bool compile(rx_module *m, rx_compile_options *o, rx_compile_result *r, c
   rx_diag d;
   rx_diag_init(&d);
   bool ok = rx_compile(m, o, &d, r);
-  CHECK(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
   rx_diag_free(&d);
   return ok;
 }
@@ -648,23 +638,23 @@ static void test_model(const model *md) {
   if (m && compile(m, &o, &r, md->file)) {
     rx_graph_fn *g = rx_module_graph_fn(m, md->fn);
     int calls = g ? count_seq(&g->body, RX_NODE_CALL_TENSOR) : -1;
-    CHECK(calls == md->calls_fused, "%s: %d call_tensor after fusion, %d expected", md->file, calls,
-          md->calls_fused);
+    CHECK_MSG(calls == md->calls_fused, "%s: %d call_tensor after fusion, %d expected", md->file,
+              calls, md->calls_fused);
     for (int t = 0; t < r.ntargets; t++)
-      CHECK(total_kernels(&r, t) == md->kernels_fused,
-            "%s: %s: %d kernels after fusion, %d expected", md->file, r.targets[t].target->name,
-            total_kernels(&r, t), md->kernels_fused);
-    CHECK(r.nfunctions == md->nfns, "%s: %d functions", md->file, r.nfunctions);
+      CHECK_MSG(total_kernels(&r, t) == md->kernels_fused,
+                "%s: %s: %d kernels after fusion, %d expected", md->file, r.targets[t].target->name,
+                total_kernels(&r, t), md->kernels_fused);
+    CHECK_MSG(r.nfunctions == md->nfns, "%s: %d functions", md->file, r.nfunctions);
     const rx_fn_plan *fp = NULL;
     for (int i = 0; i < r.plan.nfns; i++)
       if (r.plan.fns[i].fn == g) fp = &r.plan.fns[i];
-    CHECK(fp != NULL, "%s: no memory plan for %s", md->file, md->fn);
+    CHECK_MSG(fp != NULL, "%s: no memory plan for %s", md->file, md->fn);
     if (fp && md->peak >= 0) {
-      CHECK(fp->peak_bytes == md->peak, "%s: planned peak %lld bytes, %lld expected", md->file,
-            (long long)fp->peak_bytes, (long long)md->peak);
-      CHECK(fp->nstorages == md->storages, "%s: %d storages, %d expected", md->file, fp->nstorages,
-            md->storages);
-      CHECK(fp->peak_bytes <= fp->unplanned_bytes, "%s: reuse made memory grow", md->file);
+      CHECK_MSG(fp->peak_bytes == md->peak, "%s: planned peak %lld bytes, %lld expected", md->file,
+                (long long)fp->peak_bytes, (long long)md->peak);
+      CHECK_MSG(fp->nstorages == md->storages, "%s: %d storages, %d expected", md->file,
+                fp->nstorages, md->storages);
+      CHECK_MSG(fp->peak_bytes <= fp->unplanned_bytes, "%s: reuse made memory grow", md->file);
     }
     check_artifact(md, m, &r);
 
@@ -673,7 +663,7 @@ static void test_model(const model *md) {
     rx_diag d;
     rx_diag_init(&d);
     bool lok = ref && rx_pass_legalize(ref, &d) && rx_module_normalize(ref, &d);
-    CHECK(lok, "%s: legalize failed:\n%s", md->file, rx_diag_text(&d));
+    CHECK_MSG(lok, "%s: legalize failed:\n%s", md->file, rx_diag_text(&d));
     rx_diag_free(&d);
     for (int k = 0; lok && md->sym && k < 3; k++) compare_runs(ref, m, md, md->values[k]);
     rx_module_free(ref);
@@ -682,8 +672,9 @@ static void test_model(const model *md) {
     rx_module *m2 = parse(md->file, text, false);
     rx_compile_result r2;
     if (m2 && compile(m2, &o, &r2, md->file)) {
-      CHECK(r2.artifact_len == r.artifact_len && !memcmp(r2.artifact, r.artifact, r.artifact_len),
-            "%s: two compilations give different artifacts", md->file);
+      CHECK_MSG(r2.artifact_len == r.artifact_len &&
+                    !memcmp(r2.artifact, r.artifact, r.artifact_len),
+                "%s: two compilations give different artifacts", md->file);
     }
     rx_compile_result_free(&r2);
     rx_module_free(m2);
@@ -700,10 +691,11 @@ static void test_model(const model *md) {
   if (m && compile(m, &o, &r, md->file)) {
     rx_graph_fn *g = rx_module_graph_fn(m, md->fn);
     int calls = g ? count_seq(&g->body, RX_NODE_CALL_TENSOR) : -1;
-    CHECK(calls == md->calls_unfused, "%s: %d call_tensor without fusion, %d expected", md->file,
-          calls, md->calls_unfused);
-    CHECK(total_kernels(&r, 0) == md->kernels_unfused, "%s: %d kernels without fusion, %d expected",
-          md->file, total_kernels(&r, 0), md->kernels_unfused);
+    CHECK_MSG(calls == md->calls_unfused, "%s: %d call_tensor without fusion, %d expected",
+              md->file, calls, md->calls_unfused);
+    CHECK_MSG(total_kernels(&r, 0) == md->kernels_unfused,
+              "%s: %d kernels without fusion, %d expected", md->file, total_kernels(&r, 0),
+              md->kernels_unfused);
   }
   rx_compile_result_free(&r);
   rx_module_free(m);
@@ -725,16 +717,16 @@ static void test_nvrtc(void) {
   bool have = st == NULL;
   rx_status_free(st);
   if (m && compile(m, &o, &r, "mlp.rx (nvrtc)")) {
-    CHECK(r.targets[0].binaries == have, "NVRTC %s but binaries %d", have ? "present" : "absent",
-          r.targets[0].binaries);
-    CHECK(have == (r.targets[0].note == NULL), "the CUDA note: %s",
-          r.targets[0].note ? r.targets[0].note : "(none)");
+    CHECK_MSG(r.targets[0].binaries == have, "NVRTC %s but binaries %d",
+              have ? "present" : "absent", r.targets[0].binaries);
+    CHECK_MSG(have == (r.targets[0].note == NULL), "the CUDA note: %s",
+              r.targets[0].note ? r.targets[0].note : "(none)");
     model md = {"lit/compile/Inputs/mlp.rx", "mlp", "n", {1, 2, 3}, 1, 2, 6, 5, 9, -1, 0};
     check_artifact(&md, m, &r);
     rx_strbuf b = {0};
     rx_artifact_manifest(&b, m, &r);
-    CHECK(strstr(b.data, have ? "\"binaries\": true" : "\"binaries\": false") != NULL,
-          "manifest binaries flag");
+    CHECK_MSG(strstr(b.data, have ? "\"binaries\": true" : "\"binaries\": false") != NULL,
+              "manifest binaries flag");
     rx_strbuf_free(&b);
     printf("test_compile: NVRTC %s\n",
            have ? "present: PTX and cubin checked" : "absent: sources only checked");
@@ -774,8 +766,8 @@ static void test_errors(void) {
     rx_compile_result r;
     bool ok = parsed && rx_compile(m, &o, &d, &r);
     if (parsed) rx_compile_result_free(&r);
-    CHECK(!ok && d.errors > 0 && strstr(rx_diag_text(&d), cases[i].want),
-          "error case %zu: ok=%d, diagnostics:\n%s", i, ok, rx_diag_text(&d));
+    CHECK_MSG(!ok && d.errors > 0 && strstr(rx_diag_text(&d), cases[i].want),
+              "error case %zu: ok=%d, diagnostics:\n%s", i, ok, rx_diag_text(&d));
     rx_strbuf_free(&sink);
     rx_diag_free(&d);
     rx_module_free(m);
@@ -806,13 +798,14 @@ static void test_plan_rules(void) {
     /* positions: a 0, b 1, c 2, d 3, r 4. a lives 0..1 (read by b); c is defined at 2, after a
      * died, so it takes a's storage: one storage of 100 * 8 * 4 = 3200 bytes. b and d reach the
      * result through the tuple r: dynamic allocations, never reused. */
-    CHECK(fp->nallocs == 4 && fp->nstorages == 1 && fp->peak_bytes == 3200 && fp->ndynamic == 2,
-          "plan: %d allocs, %d storages, %lld bytes, %d dynamic", fp->nallocs, fp->nstorages,
-          (long long)fp->peak_bytes, fp->ndynamic);
+    CHECK_MSG(fp->nallocs == 4 && fp->nstorages == 1 && fp->peak_bytes == 3200 && fp->ndynamic == 2,
+              "plan: %d allocs, %d storages, %lld bytes, %d dynamic", fp->nallocs, fp->nstorages,
+              (long long)fp->peak_bytes, fp->ndynamic);
     for (int i = 0; i < fp->nallocs; i++) {
       const char *nm = fp->allocs[i].var->name;
       bool ret = !strcmp(nm, "b") || !strcmp(nm, "d");
-      CHECK(ret == (fp->allocs[i].storage < 0), "plan: %s storage %d", nm, fp->allocs[i].storage);
+      CHECK_MSG(ret == (fp->allocs[i].storage < 0), "plan: %s storage %d", nm,
+                fp->allocs[i].storage);
     }
   }
   rx_compile_result_free(&r);
@@ -842,18 +835,18 @@ static void test_plan_7b(void) {
       "\"hidden_act\": \"silu\", \"torch_dtype\": \"float16\"}";
   char dir[] = "/tmp/rx_plan_7b_XXXXXX", path[64];
   if (!mkdtemp(dir)) {
-    CHECK(false, "mkdtemp");
+    CHECK_MSG(false, "mkdtemp");
     return;
   }
   snprintf(path, sizeof path, "%s/config.json", dir);
   FILE *f = fopen(path, "w");
   bool written = f && fputs(config, f) >= 0;
   if (f && fclose(f) != 0) written = false;
-  CHECK(written, "cannot write %s", path);
+  CHECK_MSG(written, "cannot write %s", path);
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
   rx_status s = written ? rx_hf_import(m, dir, &ho) : NULL;
-  CHECK(s == NULL, "7B-shaped import: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL, "7B-shaped import: %s", rx_status_message(s));
   rx_compile_options o;
   memset(&o, 0, sizeof o);
   o.targets[0] = target("cuda");
@@ -871,20 +864,20 @@ static void test_plan_7b(void) {
       const rx_fn_plan *fp = NULL;
       for (int k = 0; k < r.plan.nfns; k++)
         if (!strcmp(r.plan.fns[k].fn->name, want[i].fn)) fp = &r.plan.fns[k];
-      CHECK(fp != NULL, "no plan for %s", want[i].fn);
+      CHECK_MSG(fp != NULL, "no plan for %s", want[i].fn);
       if (!fp) continue;
       int runtime_sized = 0;
       for (int k = 0; k < fp->nstorages; k++) runtime_sized += fp->storage_bytes[k] < 0;
       printf("7B-shaped %s: %lld bytes planned in %d storages (%d sized at run time), %d dynamic "
              "allocations\n",
              want[i].fn, (long long)fp->peak_bytes, fp->nstorages, runtime_sized, fp->ndynamic);
-      CHECK(fp->peak_bytes <= want[i].peak, "%s: planned %lld bytes, at most %lld expected",
-            want[i].fn, (long long)fp->peak_bytes, (long long)want[i].peak);
-      CHECK(fp->nstorages <= want[i].storages && runtime_sized <= want[i].runtime_sized,
-            "%s: %d storages (%d sized at run time), at most %d (%d) expected", want[i].fn,
-            fp->nstorages, runtime_sized, want[i].storages, want[i].runtime_sized);
-      CHECK(fp->ndynamic == 1, "%s: %d dynamic allocations, only the returned logits expected",
-            want[i].fn, fp->ndynamic);
+      CHECK_MSG(fp->peak_bytes <= want[i].peak, "%s: planned %lld bytes, at most %lld expected",
+                want[i].fn, (long long)fp->peak_bytes, (long long)want[i].peak);
+      CHECK_MSG(fp->nstorages <= want[i].storages && runtime_sized <= want[i].runtime_sized,
+                "%s: %d storages (%d sized at run time), at most %d (%d) expected", want[i].fn,
+                fp->nstorages, runtime_sized, want[i].storages, want[i].runtime_sized);
+      CHECK_MSG(fp->ndynamic == 1, "%s: %d dynamic allocations, only the returned logits expected",
+                want[i].fn, fp->ndynamic);
     }
   }
   rx_status_free(s);
@@ -896,9 +889,9 @@ static void test_plan_7b(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1) tests_dir = argv[1];
-  CHECK(rx_crc32("123456789", 9) == 0xCBF43926u, "crc32 check value");
-  CHECK(rx_crc32("", 0) == 0, "crc32 of nothing");
-  CHECK(crc_bitwise((const unsigned char *)"123456789", 9) == 0xCBF43926u, "bitwise crc32");
+  CHECK_MSG(rx_crc32("123456789", 9) == 0xCBF43926u, "crc32 check value");
+  CHECK_MSG(rx_crc32("", 0) == 0, "crc32 of nothing");
+  CHECK_MSG(crc_bitwise((const unsigned char *)"123456789", 9) == 0xCBF43926u, "bitwise crc32");
   /* The decoder layer at s = 2048 (its `where s <= 2048`): 4 planned storages, 138412032 bytes.
    * Top-level positions: h = rms_norm 0, q/k/v projections 1..3, scores 4, p = softmax 5, ...
    * At position 3, h and the three projections ([s, 256] f32 = 1024 * s bytes = 2 MiB at the
@@ -919,6 +912,5 @@ int main(int argc, char **argv) {
   test_errors();
   test_plan_rules();
   test_plan_7b();
-  printf("test_compile: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_compile");
 }

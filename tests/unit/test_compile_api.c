@@ -5,6 +5,8 @@
  * target, a module that does not type-check) come back as statuses that name the problem.
  *
  * usage: test_compile_api [TESTS_DIR]   (the directory is not used) */
+/* test-needs: runtime */
+#include "check.h"
 #include "relaxc/compiler.h"
 #include "relaxc/runtime.h"
 
@@ -12,20 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* y = silu(x) * w + x over a symbolic length n: two fusable ops and a residual */
 static const char *const program = "graph_fn main(x: f32[n, 7], w: f32[7]) -> f32[n, 7]\n"
@@ -69,15 +57,15 @@ static void run_at(rx_rt_artifact *a, rx_rt_device *d, int64_t n) {
   if (!st) st = rx_rt_tensor_from_host(d, RX_DTYPE_F32, 1, ws, w, &in[1]);
   if (!st) st = rx_rt_vm_call(a, "main", in, 2, &out);
   if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(out), y, sizeof(float) * (size_t)(n * 7));
-  CHECK(!st, "n=%lld: %s", (long long)n, rx_status_message(st));
+  CHECK_MSG(!st, "n=%lld: %s", (long long)n, rx_status_message(st));
   double worst = 0;
   for (int64_t i = 0; !st && i < n * 7; i++) {
     double v = x[i], want = v / (1.0 + exp(-v)) * w[i % 7] + v;
     double err = fabs(y[i] - want) / (1.0 + fabs(want));
     if (err > worst) worst = err;
   }
-  CHECK(!st && worst < 1e-5, "n=%lld: worst relative error %g (tolerance 1e-5)", (long long)n,
-        worst);
+  CHECK_MSG(!st && worst < 1e-5, "n=%lld: worst relative error %g (tolerance 1e-5)", (long long)n,
+            worst);
   rx_status_free(st);
   rx_rt_value_release(out);
   rx_rt_tensor_release(in[0]);
@@ -93,38 +81,41 @@ int main(void) {
 
   /* errors: a bad target, a module that does not type-check */
   unsigned char *bad = compile(program, "vulkan,nosuchgpu", &st, &len, &errors);
-  CHECK(!bad && st && strstr(rx_status_message(st), "nosuchgpu"), "bad target: %s",
-        rx_status_message(st));
+  CHECK_MSG(!bad && st && strstr(rx_status_message(st), "nosuchgpu"), "bad target: %s",
+            rx_status_message(st));
   rx_status_free(st);
   bad = compile("graph_fn main(x: f32[n]) -> f32[n] {\n  y = matmul(x, x)\n  return y\n}\n",
                 "vulkan", &st, &len, &errors);
-  CHECK(!bad && st && errors > 0 && strstr(rx_status_message(st), "does not match"),
-        "a type error is an error status naming it (errors %d): %s", errors, rx_status_message(st));
+  CHECK_MSG(!bad && st && errors > 0 && strstr(rx_status_message(st), "does not match"),
+            "a type error is an error status naming it (errors %d): %s", errors,
+            rx_status_message(st));
   /* a status carries no level: the CLI prints "relaxc: error: " once (it printed "error: error:")
    */
-  CHECK(st && !strstr(rx_status_message(st), "error: "), "a level in the status: %s",
-        rx_status_message(st));
+  CHECK_MSG(st && !strstr(rx_status_message(st), "error: "), "a level in the status: %s",
+            rx_status_message(st));
   rx_status_free(st);
   rx_module *pm = rx_module_new();
   st = rx_module_parse(pm, "t.rx", "graph_fn main(x f32) {}\n", 24, NULL);
-  CHECK(st && !strncmp(rx_status_message(st), "t.rx:1:", 7) &&
-            !strstr(rx_status_message(st), "error: "),
-        "a parse error: the place, then the message without a level: %s", rx_status_message(st));
+  CHECK_MSG(st && !strncmp(rx_status_message(st), "t.rx:1:", 7) &&
+                !strstr(rx_status_message(st), "error: "),
+            "a parse error: the place, then the message without a level: %s",
+            rx_status_message(st));
   rx_status_free(st);
   rx_module_free(pm);
 
   /* the artifact, for every target at once */
   unsigned char *bytes = compile(program, "vulkan,cuda,metal", &st, &len, &errors);
-  CHECK(bytes && !st && len > 0, "compile: %s", rx_status_message(st));
+  CHECK_MSG(bytes && !st && len > 0, "compile: %s", rx_status_message(st));
   rx_status_free(st);
   rx_rt_artifact *a = NULL;
   st = bytes ? rx_rt_artifact_load_memory(NULL, bytes, len, "api.rxm", &a) : NULL;
-  CHECK(a && !st, "load: %s", rx_status_message(st));
+  CHECK_MSG(a && !st, "load: %s", rx_status_message(st));
   rx_status_free(st);
   if (a) {
-    CHECK(rx_rt_artifact_function_count(a) == 1, "one function");
+    CHECK_MSG(rx_rt_artifact_function_count(a) == 1, "one function");
     const char *t = rx_rt_artifact_targets(a);
-    CHECK(t && strstr(t, "vulkan") && strstr(t, "cuda") && strstr(t, "metal"), "targets: %s", t);
+    CHECK_MSG(t && strstr(t, "vulkan") && strstr(t, "cuda") && strstr(t, "metal"), "targets: %s",
+              t);
     rx_rt_artifact_release(a);
     a = NULL;
   }
@@ -138,7 +129,7 @@ int main(void) {
     rx_status_free(st);
   } else {
     st = rx_rt_artifact_load_memory(dev, bytes, len, "api.rxm", &a);
-    CHECK(a && !st, "load on vulkan: %s", rx_status_message(st));
+    CHECK_MSG(a && !st, "load on vulkan: %s", rx_status_message(st));
     rx_status_free(st);
     const int64_t sizes[] = {1, 2, 7, 33, 257, 4096}; /* 1, primes, non-multiples, the bound */
     for (size_t i = 0; a && i < sizeof sizes / sizeof *sizes; i++) run_at(a, dev, sizes[i]);
@@ -146,6 +137,5 @@ int main(void) {
     rx_rt_device_release(dev);
   }
   rx_free(bytes);
-  printf("test_compile_api: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_compile_api");
 }

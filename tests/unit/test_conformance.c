@@ -13,6 +13,7 @@
  *
  * usage: test_conformance TESTS_DIR [--bench N] [--filter NAME] [--device SPEC]
  *   --bench N   benchmark mode: also run each case N times and print the device time per run */
+/* test-needs: runtime */
 #include "support_runtime.h"
 
 #include <stdio.h>

@@ -26,6 +26,7 @@
  * values in both), bf16 8e-3 (2^-9 relative).
  *
  * usage: test_conv TESTS_DIR [FILTER] */
+/* test-needs: runtime */
 #include "support_pipeline.h"
 #include "support_runtime.h"
 

@@ -1,6 +1,7 @@
 /* Unit tests of the op registry and forward shape deduction: each case builds a call node
  * over arguments with given struct info, runs the op's deduce function with an analyzer, and
  * compares the printed result (or the error/warning text) with the expectation. */
+#include "check.h"
 #include "ops/ops.h"
 
 #include <stdarg.h>
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
 static rx_module *M;
 static rx_analyzer *AN;
 
@@ -151,34 +151,22 @@ static const char *run(const char *opname, int nargs, rx_node **args, int nattrs
 #define DED(op, ...)          run(op, NARGS(__VA_ARGS__), ARGS(__VA_ARGS__), 0, NULL)
 #define DEDA(op, args, attrs) run(op, NARGS args, ARGS args, NATTRS attrs, ATTRS attrs)
 
-static void expect(int line, const char *got, const char *want) {
-  checks++;
-  bool ok = strncmp(want, "ERROR:", 6) == 0
-                ? strstr(got, want + 7) != NULL && strncmp(got, "ERROR:", 6) == 0
-                : strcmp(got, want) == 0;
-  if (!ok) {
-    failures++;
-    fprintf(stderr, "test_deduce.c:%d: expected '%s', got '%s'\n", line, want, got);
-  }
+/* The deduced struct info (or "ERROR: message") got is want; want "ERROR: text": an error whose
+ * message holds text. */
+static bool expected(const char *got, const char *want) {
+  return strncmp(want, "ERROR:", 6) == 0
+             ? strstr(got, want + 7) != NULL && strncmp(got, "ERROR:", 6) == 0
+             : strcmp(got, want) == 0;
 }
-#define EXPECT(got, want) expect(__LINE__, got, want)
+#define EXPECT(got, want)                                                                          \
+  do {                                                                                             \
+    const char *got_ = (got), *want_ = (want);                                                     \
+    CHECK_MSG(expected(got_, want_), "expected '%s', got '%s'", want_, got_);                      \
+  } while (0)
 #define EXPECT_WARN(sub)                                                                           \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (!strstr(rx_diag_text(&D), sub) || D.warnings == 0) {                                       \
-      failures++;                                                                                  \
-      fprintf(stderr, "test_deduce.c:%d: expected a warning with '%s', got '%s'\n", __LINE__, sub, \
-              rx_diag_text(&D));                                                                   \
-    }                                                                                              \
-  } while (0)
-#define EXPECT_NO_WARN()                                                                           \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (D.warnings) {                                                                              \
-      failures++;                                                                                  \
-      fprintf(stderr, "test_deduce.c:%d: unexpected warning '%s'\n", __LINE__, rx_diag_text(&D));  \
-    }                                                                                              \
-  } while (0)
+  CHECK_MSG(strstr(rx_diag_text(&D), sub) && D.warnings > 0,                                       \
+            "expected a warning with '%s', got '%s'", sub, rx_diag_text(&D))
+#define EXPECT_NO_WARN() CHECK_MSG(D.warnings == 0, "unexpected warning '%s'", rx_diag_text(&D))
 
 /* ---- cases ---- */
 
@@ -498,6 +486,5 @@ int main(void) {
   rx_diag_free(&D);
   rx_analyzer_free(AN);
   rx_module_free(M);
-  printf("test_deduce: %d checks, %d failures\n", checks, failures);
-  return failures ? 1 : 0;
+  return check_finish("test_deduce");
 }

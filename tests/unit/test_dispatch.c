@@ -11,23 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "interp/graph_interp.h"
 #include "passes/passes.h"
 #include "relaxc/compiler.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 /* x @ W^T (HF Linear), then an epilogue; q = x @ v (plain B); f32 and f16 variants by text */
 static const char *const model_fmt =
@@ -49,7 +36,7 @@ static rx_module *parse(const char *text) {
   rx_diag_init(&d);
   bool ok = rx_parse_module(m, "<dispatch>", text, strlen(text), &d) &&
             rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-  CHECK(ok, "rejected:\n%s", rx_diag_text(&d));
+  CHECK_MSG(ok, "rejected:\n%s", rx_diag_text(&d));
   rx_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
@@ -63,7 +50,7 @@ static bool dispatch(rx_module *m, int64_t min_rows) {
   rx_diag d;
   rx_diag_init(&d);
   bool ok = rx_pass_dispatch(m, &o, &d) && rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-  CHECK(ok, "dispatch: %s", rx_diag_text(&d));
+  CHECK_MSG(ok, "dispatch: %s", rx_diag_text(&d));
   rx_diag_free(&d);
   return ok;
 }
@@ -76,7 +63,7 @@ static bool lower(rx_module *m) {
     rx_diag d;
     rx_diag_init(&d);
     ok = passes[i](m, &d) && rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-    CHECK(ok, "pass %zu: %s", i, rx_diag_text(&d));
+    CHECK_MSG(ok, "pass %zu: %s", i, rx_diag_text(&d));
     rx_diag_free(&d);
   }
   return ok;
@@ -95,18 +82,18 @@ static void test_structure(void) {
   rx_module *m = parse(src);
   if (!m || !dispatch(m, 17)) goto done;
   char *t = text_of(m);
-  CHECK(strstr(t, "if prim(bool, 17 <= n)") != NULL, "an if on the rows:\n%s", t);
-  CHECK(strstr(t, "call_extern(rx_cublaslt_matmul, x, w, prim(1), out=f16[n, 24])") != NULL,
-        "x @ W^T passes W with trans_b = 1:\n%s", t);
-  CHECK(strstr(t, "call_extern(rx_cublaslt_matmul, x, v, prim(0), out=f16[n, 13])") != NULL,
-        "a plain B with trans_b = 0:\n%s", t);
-  CHECK(strstr(t, "extern_fn rx_cublaslt_matmul(") != NULL, "the extern is declared");
+  CHECK_MSG(strstr(t, "if prim(bool, 17 <= n)") != NULL, "an if on the rows:\n%s", t);
+  CHECK_MSG(strstr(t, "call_extern(rx_cublaslt_matmul, x, w, prim(1), out=f16[n, 24])") != NULL,
+            "x @ W^T passes W with trans_b = 1:\n%s", t);
+  CHECK_MSG(strstr(t, "call_extern(rx_cublaslt_matmul, x, v, prim(0), out=f16[n, 13])") != NULL,
+            "a plain B with trans_b = 0:\n%s", t);
+  CHECK_MSG(strstr(t, "extern_fn rx_cublaslt_matmul(") != NULL, "the extern is declared");
   free(t);
   /* the permute went into the generated branch, and fusion folds it into the matmul there */
   if (lower(m)) {
     t = text_of(m);
-    CHECK(strstr(t, "call_tensor(fused_permute_matmul, w, x") != NULL,
-          "the generated branch is one fused kernel:\n%s", t);
+    CHECK_MSG(strstr(t, "call_tensor(fused_permute_matmul, w, x") != NULL,
+              "the generated branch is one fused kernel:\n%s", t);
     free(t);
   }
 done:
@@ -155,10 +142,10 @@ static void test_which(void) {
     if (dispatch(m, 17)) {
       char *t = text_of(m);
       if (cases[i].want)
-        CHECK(strstr(t, cases[i].want) != NULL, "case %zu: '%s' expected in:\n%s", i, cases[i].want,
-              t);
+        CHECK_MSG(strstr(t, cases[i].want) != NULL, "case %zu: '%s' expected in:\n%s", i,
+                  cases[i].want, t);
       else
-        CHECK(!strstr(t, "call_extern"), "case %zu: nothing dispatched expected:\n%s", i, t);
+        CHECK_MSG(!strstr(t, "call_extern"), "case %zu: nothing dispatched expected:\n%s", i, t);
       free(t);
     }
     rx_module_free(m);
@@ -167,8 +154,8 @@ static void test_which(void) {
   rx_dispatch_options o = {RX_DISPATCH_CUBLAS, 0};
   rx_diag d;
   rx_diag_init(&d);
-  CHECK(m && !rx_pass_dispatch(m, &o, &d) && strstr(rx_diag_text(&d), "at least 1"),
-        "a threshold of 0 is refused: %s", rx_diag_text(&d));
+  CHECK_MSG(m && !rx_pass_dispatch(m, &o, &d) && strstr(rx_diag_text(&d), "at least 1"),
+            "a threshold of 0 is refused: %s", rx_diag_text(&d));
   rx_diag_free(&d);
   rx_module_free(m);
 }
@@ -192,7 +179,7 @@ static double get(const rx_ginterp_value *v, int64_t i) {
 /* z = silu(x @ w^T), q = x @ v, in double from the same values */
 static void check_numbers(const rx_ginterp_value *r, int64_t n, rx_dtype t, const char *what) {
   if (r->kind != RX_GV_TUPLE || r->nfields != 2) {
-    CHECK(0, "%s n %lld: not a pair", what, (long long)n);
+    CHECK_MSG(0, "%s n %lld: not a pair", what, (long long)n);
     return;
   }
   double tol = t == RX_DTYPE_F32 ? 1e-5 : 4e-3;
@@ -210,7 +197,7 @@ static void check_numbers(const rx_ginterp_value *r, int64_t n, rx_dtype t, cons
       bad += fabs(get(&r->fields[1], i * 13 + j) - q) > tol * (1 + fabs(q));
     }
   }
-  CHECK(!bad, "%s n %lld: %lld values off", what, (long long)n, (long long)bad);
+  CHECK_MSG(!bad, "%s n %lld: %lld values off", what, (long long)n, (long long)bad);
 }
 
 static void test_numbers(rx_dtype t) {
@@ -233,8 +220,8 @@ static void test_numbers(rx_dtype t) {
     rx_ginterp_value r1, r2;
     rx_status s1 = rx_graph_run(lib, rx_module_graph_fn(lib, "main"), in, 3, &r1);
     rx_status s2 = rx_graph_run(gen, rx_module_graph_fn(gen, "main"), in, 3, &r2);
-    CHECK(!s1 && !s2, "n %lld: %s / %s", (long long)n, rx_status_message(s1),
-          rx_status_message(s2));
+    CHECK_MSG(!s1 && !s2, "n %lld: %s / %s", (long long)n, rx_status_message(s1),
+              rx_status_message(s2));
     if (!s1) check_numbers(&r1, n, t, "dispatched");
     if (!s2) check_numbers(&r2, n, t, "generated");
     rx_status_free(s1);
@@ -277,17 +264,17 @@ static void test_api(void) {
     size_t len = 0;
     rx_status s = rx_module_compile(m, &req, NULL, &bytes, &len);
     if (cases[i].error) {
-      CHECK(s && strstr(rx_status_message(s), cases[i].error),
-            "api case %zu: '%s' expected, got %s", i, cases[i].error,
-            s ? rx_status_message(s) : "success");
+      CHECK_MSG(s && strstr(rx_status_message(s), cases[i].error),
+                "api case %zu: '%s' expected, got %s", i, cases[i].error,
+                s ? rx_status_message(s) : "success");
     } else {
-      CHECK(!s && bytes, "api case %zu: %s", i, rx_status_message(s));
+      CHECK_MSG(!s && bytes, "api case %zu: %s", i, rx_status_message(s));
       bool lib = strcmp(cases[i].dispatch, "none") != 0;
       bool found = false;
       for (size_t k = 0; bytes && k + 18 <= len && !found; k++)
         found = !memcmp(bytes + k, "rx_cublaslt_matmul", 18);
-      CHECK(found == lib, "api case %zu: the artifact %s the library call", i,
-            found ? "has" : "lacks");
+      CHECK_MSG(found == lib, "api case %zu: the artifact %s the library call", i,
+                found ? "has" : "lacks");
     }
     rx_status_free(s);
     rx_free(bytes);
@@ -301,6 +288,5 @@ int main(void) {
   test_which();
   test_numbers(RX_DTYPE_F32);
   test_numbers(RX_DTYPE_F16);
-  printf("test_dispatch: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_dispatch");
 }

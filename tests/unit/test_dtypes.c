@@ -16,6 +16,7 @@
  * exp/log/tanh/sin/erf on Vulkan, which GLSL computes in f32 (docs/targets.md): 1e-6 there.
  *
  * usage: test_dtypes TESTS_DIR */
+/* test-needs: runtime */
 #include "support_pipeline.h"
 #include "support_runtime.h"
 

@@ -9,7 +9,9 @@
  * with a message naming the function and the reshape / match_cast.
  *
  * usage: test_dynshape TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "interp/graph_interp.h"
 #include "ir/ir.h"
@@ -24,20 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL (line %d): ", __LINE__);                                               \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 /* y = r2 + 1 and z = row sums of y, with r2 = x viewed as [a, b], a and b read from s. */
 static const char *const prog_rows = "graph_fn main(x: f32[n], s: i64[2]) {\n"
@@ -114,7 +102,7 @@ static rx_module *parse_legalized(const char *text, const char *name) {
   bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d) && rx_pass_legalize(m, &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d);
-  CHECK(ok, "%s: does not legalize: %s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: does not legalize: %s", name, rx_diag_text(&d));
   rx_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
@@ -138,12 +126,12 @@ static void interp_case(rx_module *m, bool known, const run_case *c) {
            (long long)c->n, (long long)c->s0, (long long)c->s1);
   if (c->error) {
     const char *msg = st ? rx_status_message(st) : "";
-    CHECK(st && strstr(msg, c->error) && (!c->error2 || strstr(msg, c->error2)) &&
-              strstr(msg, "main: "),
-          "%s: expected an error with '%s' / '%s', got: %s", label, c->error,
-          c->error2 ? c->error2 : "", st ? msg : "success");
+    CHECK_MSG(st && strstr(msg, c->error) && (!c->error2 || strstr(msg, c->error2)) &&
+                  strstr(msg, "main: "),
+              "%s: expected an error with '%s' / '%s', got: %s", label, c->error,
+              c->error2 ? c->error2 : "", st ? msg : "success");
   } else if (st) {
-    CHECK(false, "%s: %s", label, rx_status_message(st));
+    CHECK_MSG(false, "%s: %s", label, rx_status_message(st));
   } else {
     int64_t a = c->s0 == -1 ? c->n / c->s1 : c->s0, b = known ? 3 : c->s1;
     float y[64], z[64];
@@ -153,13 +141,13 @@ static void interp_case(rx_module *m, bool known, const run_case *c) {
       ref_rows(x, a, b, y, z);
     const rx_ginterp_value *gy = &out.fields[0], *gz = &out.fields[1];
     int64_t zn = known ? c->k : a;
-    CHECK(out.kind == RX_GV_TUPLE && out.nfields == 2 && gy->ndim == 2 && gy->shape[0] == a &&
-              gy->shape[1] == b && gz->ndim == 1 && gz->shape[0] == zn,
-          "%s: result shapes", label);
+    CHECK_MSG(out.kind == RX_GV_TUPLE && out.nfields == 2 && gy->ndim == 2 && gy->shape[0] == a &&
+                  gy->shape[1] == b && gz->ndim == 1 && gz->shape[0] == zn,
+              "%s: result shapes", label);
     if (out.kind == RX_GV_TUPLE && gy->ndim == 2 && gy->shape[0] == a && gy->shape[1] == b &&
         gz->ndim == 1 && gz->shape[0] == zn)
-      CHECK(close_all(gy->data, y, (size_t)(a * b)) && close_all(gz->data, z, (size_t)zn),
-            "%s: numbers differ from the reference", label);
+      CHECK_MSG(close_all(gy->data, y, (size_t)(a * b)) && close_all(gz->data, z, (size_t)zn),
+                "%s: numbers differ from the reference", label);
   }
   rx_status_free(st);
   rx_ginterp_value_free(&out);
@@ -182,7 +170,7 @@ static unsigned char *compile(const char *text, const char *name, bool fuse, con
   rx_compile_result r;
   unsigned char *bytes = NULL;
   bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_compile(m, &o, &d, &r);
-  CHECK(ok, "%s (fuse %d): does not compile:\n%s", name, fuse, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s (fuse %d): does not compile:\n%s", name, fuse, rx_diag_text(&d));
   if (ok) {
     bytes = r.artifact;
     *len = r.artifact_len;
@@ -224,12 +212,12 @@ static void vm_case(rx_rt_device *dev, rx_rt_artifact *art, bool known, const ch
            (long long)c->s0, (long long)c->s1);
   if (c->error) {
     const char *msg = st ? rx_status_message(st) : "";
-    CHECK(st && strstr(msg, c->error) && (!c->error2 || strstr(msg, c->error2)) &&
-              strstr(msg, "main: "),
-          "%s: expected an error with '%s' / '%s', got: %s", label, c->error,
-          c->error2 ? c->error2 : "", st ? msg : "success");
+    CHECK_MSG(st && strstr(msg, c->error) && (!c->error2 || strstr(msg, c->error2)) &&
+                  strstr(msg, "main: "),
+              "%s: expected an error with '%s' / '%s', got: %s", label, c->error,
+              c->error2 ? c->error2 : "", st ? msg : "success");
   } else if (st) {
-    CHECK(false, "%s: %s", label, rx_status_message(st));
+    CHECK_MSG(false, "%s: %s", label, rx_status_message(st));
   } else {
     int64_t a = c->s0 == -1 ? c->n / c->s1 : c->s0, b = known ? 3 : c->s1;
     int64_t zn = known ? c->k : a;
@@ -239,10 +227,10 @@ static void vm_case(rx_rt_device *dev, rx_rt_artifact *art, bool known, const ch
     else
       ref_rows(x, a, b, y, z);
     bool shapes = read_f32(out, 0, 2, (int64_t[]){a, b}, gy) && read_f32(out, 1, 1, &zn, gz);
-    CHECK(shapes, "%s: result shapes or reading them", label);
+    CHECK_MSG(shapes, "%s: result shapes or reading them", label);
     if (shapes)
-      CHECK(close_all(gy, y, (size_t)(a * b)) && close_all(gz, z, (size_t)zn),
-            "%s: numbers differ from the reference", label);
+      CHECK_MSG(close_all(gy, y, (size_t)(a * b)) && close_all(gz, z, (size_t)zn),
+                "%s: numbers differ from the reference", label);
   }
   rx_status_free(st);
   rx_rt_value_release(out);
@@ -297,12 +285,12 @@ static void test_builder(void) {
   if (b) rx_builder_free(b);
   if (!st) st = rx_module_check(m, NULL);
   char *text = st ? NULL : rx_module_to_text(m);
-  CHECK(!st && strstr(text, "t: Shape(ndim=2) = tensor_to_shape(s)") &&
-            strstr(text, "u: Shape([a, b]) = match_cast(t, Shape([a, b]))") &&
-            strstr(text, "r: f32[ndim=2] = reshape(x, t)") &&
-            strstr(text, "r2: f32[a, b] = match_cast(r, f32[a, b])") &&
-            strstr(text, "y: f32[a, b] = add(r2, r2)"),
-        "builder: %s", st ? rx_status_message(st) : text);
+  CHECK_MSG(!st && strstr(text, "t: Shape(ndim=2) = tensor_to_shape(s)") &&
+                strstr(text, "u: Shape([a, b]) = match_cast(t, Shape([a, b]))") &&
+                strstr(text, "r: f32[ndim=2] = reshape(x, t)") &&
+                strstr(text, "r2: f32[a, b] = match_cast(r, f32[a, b])") &&
+                strstr(text, "y: f32[a, b] = add(r2, r2)"),
+            "builder: %s", st ? rx_status_message(st) : text);
   rx_status_free(st);
   rx_free(text);
   rx_module_free(m);
@@ -342,7 +330,7 @@ int main(int argc, char **argv) {
       if (!bytes) continue;
       rx_rt_artifact *art = NULL;
       s = rx_rt_artifact_load_memory(dev, bytes, len, name, &art);
-      CHECK(!s, "%s: loading: %s", name, s ? rx_status_message(s) : "");
+      CHECK_MSG(!s, "%s: loading: %s", name, s ? rx_status_message(s) : "");
       rx_status_free(s);
       char label[64];
       snprintf(label, sizeof label, "%s %s", prog ? "known" : "rows", fuse ? "fused" : "unfused");
@@ -358,9 +346,8 @@ int main(int argc, char **argv) {
   if (dev) {
     const char *last = NULL;
     size_t nmsg = rx_rt_device_validation_messages(dev, &last);
-    CHECK(nmsg == 0, "%zu Vulkan validation messages; the last: %s", nmsg, last ? last : "");
+    CHECK_MSG(nmsg == 0, "%zu Vulkan validation messages; the last: %s", nmsg, last ? last : "");
     rx_rt_device_release(dev);
   }
-  printf("dynshape: %d checks passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("dynshape");
 }

@@ -14,6 +14,7 @@
  * of up to 512 terms in another order than NumPy's).
  *
  * usage: test_e2e TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "base/npy.h"
 #include "driver/driver.h"

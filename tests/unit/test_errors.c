@@ -3,57 +3,47 @@
  * no raw bytes). The CLI-level regressions are tests/lit/compile/diag_excerpt.test and
  * tests/lit/run/vm_names.rx. */
 #include "base/base.h"
+#include "check.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
 static void test_counts(void) {
   int64_t n = -1;
   const int64_t small[] = {3, 4, 5};
-  CHECK(rx_shape_count(3, small, 1, &n) == RX_COUNT_OK && n == 60, "3x4x5: %lld", (long long)n);
-  CHECK(rx_shape_count(3, small, 4, &n) == RX_COUNT_OK && n == 240, "bytes: %lld", (long long)n);
-  CHECK(rx_shape_count(0, NULL, 2, &n) == RX_COUNT_OK && n == 2, "0-d: %lld", (long long)n);
+  CHECK_MSG(rx_shape_count(3, small, 1, &n) == RX_COUNT_OK && n == 60, "3x4x5: %lld", (long long)n);
+  CHECK_MSG(rx_shape_count(3, small, 4, &n) == RX_COUNT_OK && n == 240, "bytes: %lld",
+            (long long)n);
+  CHECK_MSG(rx_shape_count(0, NULL, 2, &n) == RX_COUNT_OK && n == 2, "0-d: %lld", (long long)n);
   /* 2^32 * 2^32 wraps to 0 in 64 bits: an overflow, never "0 elements" */
   const int64_t wrap[] = {INT64_C(1) << 32, INT64_C(1) << 32};
   n = 7;
-  CHECK(rx_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld", (long long)n);
+  CHECK_MSG(rx_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld",
+            (long long)n);
   /* the count fits, the bytes do not */
   const int64_t big[] = {INT64_C(1) << 31, INT64_C(1) << 31};
-  CHECK(rx_shape_count(2, big, 1, &n) == RX_COUNT_OK && n == INT64_C(1) << 62, "2^62");
-  CHECK(rx_shape_count(2, big, 2, &n) == RX_COUNT_OVERFLOW, "2^63 bytes overflow int64");
-  CHECK(rx_shape_count(2, big, 4, &n) == RX_COUNT_OVERFLOW, "2^64 bytes");
+  CHECK_MSG(rx_shape_count(2, big, 1, &n) == RX_COUNT_OK && n == INT64_C(1) << 62, "2^62");
+  CHECK_MSG(rx_shape_count(2, big, 2, &n) == RX_COUNT_OVERFLOW, "2^63 bytes overflow int64");
+  CHECK_MSG(rx_shape_count(2, big, 4, &n) == RX_COUNT_OVERFLOW, "2^64 bytes");
   /* exactly INT64_MAX is fine; one more is not */
   const int64_t max[] = {INT64_MAX};
-  CHECK(rx_shape_count(1, max, 1, &n) == RX_COUNT_OK && n == INT64_MAX, "INT64_MAX");
-  CHECK(rx_shape_count(1, max, 2, &n) == RX_COUNT_OVERFLOW, "2 * INT64_MAX");
+  CHECK_MSG(rx_shape_count(1, max, 1, &n) == RX_COUNT_OK && n == INT64_MAX, "INT64_MAX");
+  CHECK_MSG(rx_shape_count(1, max, 2, &n) == RX_COUNT_OVERFLOW, "2 * INT64_MAX");
   const int64_t huge_unit[] = {1};
-  CHECK(rx_shape_count(1, huge_unit, UINT64_MAX, &n) == RX_COUNT_OVERFLOW, "unit > INT64_MAX");
+  CHECK_MSG(rx_shape_count(1, huge_unit, UINT64_MAX, &n) == RX_COUNT_OVERFLOW, "unit > INT64_MAX");
   /* a zero dimension: no elements, whatever the others */
   const int64_t zero[] = {INT64_MAX, 0, INT64_MAX};
-  CHECK(rx_shape_count(3, zero, 8, &n) == RX_COUNT_OK && n == 0, "a zero dim: %lld", (long long)n);
+  CHECK_MSG(rx_shape_count(3, zero, 8, &n) == RX_COUNT_OK && n == 0, "a zero dim: %lld",
+            (long long)n);
   const int64_t neg[] = {4, -1};
-  CHECK(rx_shape_count(2, neg, 1, &n) == RX_COUNT_NEGATIVE && n == 0, "negative");
-  CHECK(rx_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) &&
-            n == INT64_C(9223372030926249001),
-        "sqrt(INT64_MAX)^2");
-  CHECK(!rx_mul_count(INT64_C(3037000500), INT64_C(3037000500), &n) && n == 0, "just over");
-  CHECK(!rx_mul_count(-2, 3, &n), "negative factor");
+  CHECK_MSG(rx_shape_count(2, neg, 1, &n) == RX_COUNT_NEGATIVE && n == 0, "negative");
+  CHECK_MSG(rx_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) &&
+                n == INT64_C(9223372030926249001),
+            "sqrt(INT64_MAX)^2");
+  CHECK_MSG(!rx_mul_count(INT64_C(3037000500), INT64_C(3037000500), &n) && n == 0, "just over");
+  CHECK_MSG(!rx_mul_count(-2, 3, &n), "negative factor");
 }
 
 /* The diagnostic of an error at byte offset `at` of text (one line). */
@@ -93,14 +83,15 @@ static void test_excerpts(void) {
     text[n] = '\0';
     text[at] = '@';
     char *out = diag_at(text, n, at), *l[3];
-    CHECK(strlen(out) < 1400, "at %zu: a diagnostic of %zu bytes", at, strlen(out));
+    CHECK_MSG(strlen(out) < 1400, "at %zu: a diagnostic of %zu bytes", at, strlen(out));
     lines3(out, l);
-    CHECK(l[2] && strlen(l[1]) <= 132, "at %zu: an excerpt of %zu columns", at, strlen(l[1]));
+    CHECK_MSG(l[2] && strlen(l[1]) <= 132, "at %zu: an excerpt of %zu columns", at, strlen(l[1]));
     const char *caret = l[2] ? strchr(l[2], '^') : NULL;
-    CHECK(caret && (size_t)(caret - l[2]) < strlen(l[1]) && l[1][caret - l[2]] == '@',
-          "at %zu: the caret is not under the '@':\n%s\n%s", at, l[1], l[2] ? l[2] : "");
-    CHECK(strstr(l[0], "...") != NULL, "at %zu: the message is not cut: %.80s", at, l[0]);
-    CHECK((at < 60) == (strncmp(l[1], "  ...", 5) != 0), "at %zu: a '...' before: %.20s", at, l[1]);
+    CHECK_MSG(caret && (size_t)(caret - l[2]) < strlen(l[1]) && l[1][caret - l[2]] == '@',
+              "at %zu: the caret is not under the '@':\n%s\n%s", at, l[1], l[2] ? l[2] : "");
+    CHECK_MSG(strstr(l[0], "...") != NULL, "at %zu: the message is not cut: %.80s", at, l[0]);
+    CHECK_MSG((at < 60) == (strncmp(l[1], "  ...", 5) != 0), "at %zu: a '...' before: %.20s", at,
+              l[1]);
     free(out);
   }
   free(text);
@@ -108,10 +99,10 @@ static void test_excerpts(void) {
   const char bin[] = "a\x01\xff\x7f\xc3\xa9\xe2\x82\xac b @";
   char *out = diag_at(bin, sizeof bin - 1, sizeof bin - 2), *l[3];
   lines3(out, l);
-  CHECK(!strcmp(l[0], "t.rx:1:13: error: bad 'a\\x01\\xff\\x7f\xc3\xa9\xe2\x82\xac b @'"),
-        "message: %s", l[0]);
-  CHECK(l[1] && !strcmp(l[1], "  a???\xc3\xa9\xe2\x82\xac b @"), "excerpt: %s", l[1]);
-  CHECK(l[2] && !strcmp(l[2], "           ^"), "caret: '%s'", l[2]);
+  CHECK_MSG(!strcmp(l[0], "t.rx:1:13: error: bad 'a\\x01\\xff\\x7f\xc3\xa9\xe2\x82\xac b @'"),
+            "message: %s", l[0]);
+  CHECK_MSG(l[1] && !strcmp(l[1], "  a???\xc3\xa9\xe2\x82\xac b @"), "excerpt: %s", l[1]);
+  CHECK_MSG(l[2] && !strcmp(l[2], "           ^"), "caret: '%s'", l[2]);
   free(out);
   /* every byte value: the output has no control characters and no invalid UTF-8 */
   char all[257];
@@ -123,18 +114,18 @@ static void test_excerpts(void) {
   for (const unsigned char *p = (const unsigned char *)out; *p && k < sizeof ascii - 1; p++)
     if (*p < 0x80) ascii[k++] = (char)*p;
   ascii[k] = '\0';
-  CHECK(printable(ascii), "a control byte in the diagnostic of every byte value");
+  CHECK_MSG(printable(ascii), "a control byte in the diagnostic of every byte value");
   free(out);
 }
 
 /* A status message keeps text, newlines, tabs and valid UTF-8; other bytes become \xNN. */
 static void test_status_bytes(void) {
   rx_status s = rx_status_make(RX_ERR_INVALID, "op '%s'\n\tnext", "\x1b[31m\xff\xc3\xa9\x7f");
-  CHECK(!strcmp(rx_status_message(s), "op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"), "status: %s",
-        rx_status_message(s));
+  CHECK_MSG(!strcmp(rx_status_message(s), "op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"), "status: %s",
+            rx_status_message(s));
   s = rx_status_annotate(s, "in '%s'", "\x01");
-  CHECK(!strcmp(rx_status_message(s), "in '\\x01': op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"),
-        "annotated: %s", rx_status_message(s));
+  CHECK_MSG(!strcmp(rx_status_message(s), "in '\\x01': op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"),
+            "annotated: %s", rx_status_message(s));
   rx_status_free(s);
 }
 
@@ -142,6 +133,5 @@ int main(void) {
   test_status_bytes();
   test_counts();
   test_excerpts();
-  printf("test_errors: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_errors");
 }

@@ -24,6 +24,7 @@
  *     vulkan-nvidia, and its scheduled program matches the unscheduled one in the interpreter.
  * Exits 77 when nothing could run.
  * usage: test_frag TESTS_DIR */
+#include "check.h"
 #include "support_pipeline.h"
 
 #include "base/base.h"
@@ -38,13 +39,6 @@
 static rxk_stats st;
 
 #define FAIL(...) rxk_fail(&st, __VA_ARGS__)
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond)                                                                                      \
-      st.passed++;                                                                                 \
-    else                                                                                           \
-      FAIL(__VA_ARGS__);                                                                           \
-  } while (0)
 
 /* The targets in `refuse` have no subgroup matrix fragments of f's shapes and dtypes: each
  * refuses f with a message naming the target. */
@@ -59,9 +53,9 @@ static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *const
     rx_kernel_list kl = {0};
     bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
-    CHECK(!ok && strstr(text, "has no subgroup matrix unit") && strstr(text, t->name),
-          "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, refuse[ti],
-          ok ? "(compiled)" : text);
+    CHECK_MSG(!ok && strstr(text, "has no subgroup matrix unit") && strstr(text, t->name),
+              "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, refuse[ti],
+              ok ? "(compiled)" : text);
     rx_diag_free(&diag);
   }
 }
@@ -92,8 +86,8 @@ static void check_ptx(const rxk_prepared *p) {
     else if (s)
       FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
     else
-      CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
-            "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
+      CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
+                "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
     rx_status_free(s);
     free(ptx);
     free(log);
@@ -168,8 +162,8 @@ static void check_pair(rx_module *m, const char *prog, const char *ref, const ch
     rxk_prepare(m, f, t, &st, &p[np]);
     const char *want = frag_mma_text(t);
     for (int k = 0; p[np].ok && k < p[np].kl.n; k++)
-      CHECK(strstr(p[np].kl.kernels[k]->source, want) != NULL, "%s: the kernel has no %s",
-            p[np].what, want);
+      CHECK_MSG(strstr(p[np].kl.kernels[k]->source, want) != NULL, "%s: the kernel has no %s",
+                p[np].what, want);
     if (t->kind == RX_TARGET_CUDA) check_ptx(&p[np]);
   }
   check_refused(m, f, refuse);
@@ -200,7 +194,7 @@ static void check_gemm_frag(rx_module *m, const char *prog, const char *target) 
   bool chosen = false;
   for (int v = 0; p.ok && v < p.sr.nvariants; v++)
     chosen |= p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, "gemm_frag");
-  CHECK(chosen, "%s: no gemm_frag variant", p.what);
+  CHECK_MSG(chosen, "%s: no gemm_frag variant", p.what);
   static const int64_t sizes[] = {17, 64, 100};
   rxk_env base;
   rxk_program_vars(f, &base);
@@ -243,13 +237,13 @@ static void check_round_trip(rx_module *m) {
                                      "frag mma fd, fa, fb, fc",
                                      "frag store fc, ts[0, 0], 8, col_major"};
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
-    CHECK(strstr(printed.data, want[i]) != NULL, "the printer writes '%s'", want[i]);
+    CHECK_MSG(strstr(printed.data, want[i]) != NULL, "the printer writes '%s'", want[i]);
   rx_module *m2 = NULL;
   char *msg = rxk_verify_text("frag.rx", printed.data, &m2);
-  CHECK(!msg, "the printed module parses back: %s", msg ? msg : "");
+  CHECK_MSG(!msg, "the printed module parses back: %s", msg ? msg : "");
   if (m2) {
     rx_module_print(&again, m2);
-    CHECK(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
+    CHECK_MSG(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
     rx_module_free(m2);
   }
   free(msg);
@@ -283,8 +277,8 @@ static void check_verifier(void) {
              "      alloc fc: f32[8, 8] fragment acc\n      %s\n      %s\n    }\n  }\n}\n",
              bad[i].decl, bad[i].stmt);
     char *msg = rxk_verify_text("frag.rx", text, NULL);
-    CHECK(msg && strstr(msg, bad[i].want), "bad frag %zu: expected '%s', got: %s", i, bad[i].want,
-          msg ? msg : "(accepted)");
+    CHECK_MSG(msg && strstr(msg, bad[i].want), "bad frag %zu: expected '%s', got: %s", i,
+              bad[i].want, msg ? msg : "(accepted)");
     free(msg);
   }
 }
@@ -300,7 +294,7 @@ static void check_interp_error(const char *body, const char *want) {
            body);
   rx_module *md = NULL;
   char *msg = rxk_verify_text("frag.rx", text, &md);
-  CHECK(!msg, "the program verifies: %s\n%s", msg ? msg : "", text);
+  CHECK_MSG(!msg, "the program verifies: %s\n%s", msg ? msg : "", text);
   free(msg);
   if (!md) return;
   uint16_t h[64] = {0}, y[64];
@@ -308,8 +302,8 @@ static void check_interp_error(const char *body, const char *want) {
                            {.data = y, .shape = {64}, .ndim = 1, .dtype = RX_DTYPE_F16}};
   rx_interp_opts o = {.subgroup_size = 32};
   rx_status s = rx_interp_run(md, rxk_find_fn(md, "t"), args, 2, &o);
-  CHECK(s && strstr(rx_status_message(s), want), "expected an error with '%s', got %s", want,
-        s ? rx_status_message(s) : "success");
+  CHECK_MSG(s && strstr(rx_status_message(s), want), "expected an error with '%s', got %s", want,
+            s ? rx_status_message(s) : "success");
   rx_status_free(s);
   rx_module_free(md);
 }
@@ -363,6 +357,9 @@ int main(int argc, char **argv) {
     if (i < 2) check_gemm_frag(m, progs[i], "vulkan-nvidia"); /* f16 only there */
   }
   rx_module_free(m);
-  printf("fragments: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
-  return st.failed ? 1 : st.passed ? 0 : 77;
+  /* the pipeline's counts (rxk_stats: support_pipeline.h) with this file's checks */
+  check_passed += st.passed;
+  check_failed += st.failed;
+  check_skipped += st.skipped;
+  return check_finish("fragments");
 }

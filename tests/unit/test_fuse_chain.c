@@ -10,7 +10,9 @@
  *     its kernels are bigger, and shaderc and NVRTC take about 0.1 s a kernel).
  *
  * usage: test_fuse_chain TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -21,15 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                        \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 enum { ROWS = 37, COLS = 16, NOPS = 512, NSILU = 64 };
 
@@ -164,13 +157,12 @@ int main(int argc, char **argv) {
     const char *last = NULL;
     size_t nmsg = rx_rt_device_validation_messages(dev, &last);
     if (nmsg) fprintf(stderr, "%zu validation messages; the last: %s\n", nmsg, last ? last : "");
-    CHECK(nmsg == 0);
+    CHECK_INT_EQ(nmsg, 0);
     rx_rt_device_release(dev);
   }
   for (int i = 0; i < 2; i++) {
     free(texts[i]);
     free(bytes[i]);
   }
-  if (failures) fprintf(stderr, "test_fuse_chain: %d failures\n", failures);
-  return failures ? 1 : 0;
+  return check_finish("test_fuse_chain");
 }

@@ -9,25 +9,12 @@
 #include "base/base.h"
 #include "base/npy.h"
 #include "frontends/gguf/gguf.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static const char *dir = "tests";
 
@@ -37,7 +24,7 @@ static char *load(const char *file, size_t *len) {
   snprintf(path, sizeof path, "%s/gguf/%s", dir, file);
   char *buf = NULL;
   rx_status s = rx_read_file(path, &buf, len);
-  CHECK(!s, "%s", rx_status_message(s));
+  CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   return buf;
 }
@@ -46,36 +33,39 @@ static char *load(const char *file, size_t *len) {
 
 static const rx_gguf_value *meta(const rx_gguf_file *f, const char *key, rx_gguf_vtype t) {
   const rx_gguf_kv *kv = rx_gguf_find(f, key);
-  CHECK(kv && kv->value.type == t, "%s: type %d", key, kv ? (int)kv->value.type : -1);
+  CHECK_MSG(kv && kv->value.type == t, "%s: type %d", key, kv ? (int)kv->value.type : -1);
   return kv && kv->value.type == t ? &kv->value : NULL;
 }
 
 /* An error containing want (and the file's name) from s; frees s. */
 static void expect_error(rx_status s, const char *name, const char *want) {
-  CHECK(s && strstr(rx_status_message(s), want) && strstr(rx_status_message(s), name),
-        "expected an error containing '%s', got '%s'", want, s ? rx_status_message(s) : "success");
+  CHECK_MSG(s && strstr(rx_status_message(s), want) && strstr(rx_status_message(s), name),
+            "expected an error containing '%s', got '%s'", want,
+            s ? rx_status_message(s) : "success");
   rx_status_free(s);
 }
 
 static void check_scalars(const rx_gguf_file *f) {
   const rx_gguf_value *v;
-  if ((v = meta(f, "test.u8", RX_GGUF_V_UINT8))) CHECK(v->v.u == 200, "u8");
-  if ((v = meta(f, "test.i8", RX_GGUF_V_INT8))) CHECK(v->v.i == -100, "i8");
-  if ((v = meta(f, "test.u16", RX_GGUF_V_UINT16))) CHECK(v->v.u == 60000, "u16");
-  if ((v = meta(f, "test.i16", RX_GGUF_V_INT16))) CHECK(v->v.i == -30000, "i16");
-  if ((v = meta(f, "test.u32", RX_GGUF_V_UINT32))) CHECK(v->v.u == 4000000000u, "u32");
-  if ((v = meta(f, "test.i32", RX_GGUF_V_INT32))) CHECK(v->v.i == -2000000000, "i32");
-  if ((v = meta(f, "test.f32", RX_GGUF_V_FLOAT32))) CHECK(v->v.f == (double)0.1f, "f32");
-  if ((v = meta(f, "test.bool", RX_GGUF_V_BOOL))) CHECK(v->v.u == 1, "bool");
+  if ((v = meta(f, "test.u8", RX_GGUF_V_UINT8))) CHECK_MSG(v->v.u == 200, "u8");
+  if ((v = meta(f, "test.i8", RX_GGUF_V_INT8))) CHECK_MSG(v->v.i == -100, "i8");
+  if ((v = meta(f, "test.u16", RX_GGUF_V_UINT16))) CHECK_MSG(v->v.u == 60000, "u16");
+  if ((v = meta(f, "test.i16", RX_GGUF_V_INT16))) CHECK_MSG(v->v.i == -30000, "i16");
+  if ((v = meta(f, "test.u32", RX_GGUF_V_UINT32))) CHECK_MSG(v->v.u == 4000000000u, "u32");
+  if ((v = meta(f, "test.i32", RX_GGUF_V_INT32))) CHECK_MSG(v->v.i == -2000000000, "i32");
+  if ((v = meta(f, "test.f32", RX_GGUF_V_FLOAT32))) CHECK_MSG(v->v.f == (double)0.1f, "f32");
+  if ((v = meta(f, "test.bool", RX_GGUF_V_BOOL))) CHECK_MSG(v->v.u == 1, "bool");
   if ((v = meta(f, "test.string", RX_GGUF_V_STRING)))
-    CHECK(v->len == 13 && !strcmp(v->str, "h\xc3\xa9llo w\xc3\xb6rld"), "string '%s'", v->str);
+    CHECK_MSG(v->len == 13 && !strcmp(v->str, "h\xc3\xa9llo w\xc3\xb6rld"), "string '%s'", v->str);
   if ((v = meta(f, "test.empty", RX_GGUF_V_STRING)))
-    CHECK(v->len == 0 && !v->str[0], "empty string");
-  if ((v = meta(f, "test.u64", RX_GGUF_V_UINT64))) CHECK(v->v.u == 9223372036854775813ull, "u64");
-  if ((v = meta(f, "test.i64", RX_GGUF_V_INT64))) CHECK(v->v.i == -4611686018427387907ll, "i64");
-  if ((v = meta(f, "test.f64", RX_GGUF_V_FLOAT64))) CHECK(v->v.f == 1.0 / 3.0, "f64");
+    CHECK_MSG(v->len == 0 && !v->str[0], "empty string");
+  if ((v = meta(f, "test.u64", RX_GGUF_V_UINT64)))
+    CHECK_MSG(v->v.u == 9223372036854775813ull, "u64");
+  if ((v = meta(f, "test.i64", RX_GGUF_V_INT64)))
+    CHECK_MSG(v->v.i == -4611686018427387907ll, "i64");
+  if ((v = meta(f, "test.f64", RX_GGUF_V_FLOAT64))) CHECK_MSG(v->v.f == 1.0 / 3.0, "f64");
   if ((v = meta(f, "general.architecture", RX_GGUF_V_STRING)))
-    CHECK(!strcmp(v->str, "llama"), "architecture");
+    CHECK_MSG(!strcmp(v->str, "llama"), "architecture");
 }
 
 /* Array key of element type t holds the n integers (or, for floats, values) want. */
@@ -83,7 +73,7 @@ static void check_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype t,
                         const double *want) {
   const rx_gguf_value *a = NULL;
   rx_status s = rx_gguf_get_array(f, key, t, &a);
-  CHECK(!s && a && a->count == (uint64_t)n, "%s: %s", key, rx_status_message(s));
+  CHECK_MSG(!s && a && a->count == (uint64_t)n, "%s: %s", key, rx_status_message(s));
   rx_status_free(s);
   for (int i = 0; a && a->count == (uint64_t)n && i < n; i++) {
     rx_gguf_value e = rx_gguf_array_at(a, (uint64_t)i);
@@ -92,7 +82,7 @@ static void check_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype t,
     double got = t == RX_GGUF_V_FLOAT32 || t == RX_GGUF_V_FLOAT64 ? e.v.f
                  : sgn                                            ? (double)e.v.i
                                                                   : (double)e.v.u;
-    CHECK(e.type == t && got == want[i], "%s[%d] = %g, expected %g", key, i, got, want[i]);
+    CHECK_MSG(e.type == t && got == want[i], "%s[%d] = %g, expected %g", key, i, got, want[i]);
   }
 }
 
@@ -109,20 +99,20 @@ static void check_arrays(const rx_gguf_file *f) {
   check_array(f, "test.arr_i64", RX_GGUF_V_INT64, 2, (double[]){-9223372036854775808.0, 42});
   check_array(f, "test.arr_f64", RX_GGUF_V_FLOAT64, 2, (double[]){2.5, -1.0 / 7});
   const rx_gguf_value *a = meta(f, "test.arr_u64", RX_GGUF_V_ARRAY);
-  CHECK(a && rx_gguf_array_at(a, 0).v.u == UINT64_MAX, "u64 array exactly");
+  CHECK_MSG(a && rx_gguf_array_at(a, 0).v.u == UINT64_MAX, "u64 array exactly");
   a = meta(f, "test.arr_str", RX_GGUF_V_ARRAY);
   const char *strs[] = {"a", "", "\xc3\xbcn\xc3\xaf", "x y"};
-  CHECK(a && a->elem == RX_GGUF_V_STRING && a->count == 4, "string array");
+  CHECK_MSG(a && a->elem == RX_GGUF_V_STRING && a->count == 4, "string array");
   for (int i = 0; a && a->count == 4 && i < 4; i++) {
     rx_gguf_value e = rx_gguf_array_at(a, (uint64_t)i);
-    CHECK(e.type == RX_GGUF_V_STRING && !strcmp(e.str, strs[i]) && e.len == strlen(strs[i]),
-          "arr_str[%d] = '%s'", i, e.str);
+    CHECK_MSG(e.type == RX_GGUF_V_STRING && !strcmp(e.str, strs[i]) && e.len == strlen(strs[i]),
+              "arr_str[%d] = '%s'", i, e.str);
   }
   a = NULL;
   rx_status s = rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &a);
-  CHECK(!s && a && a->count == 300 && !strcmp(rx_gguf_array_at(a, 1).str, "<s>") &&
-            !strcmp(rx_gguf_array_at(a, 299).str, "t296"),
-        "tokens: %s", rx_status_message(s));
+  CHECK_MSG(!s && a && a->count == 300 && !strcmp(rx_gguf_array_at(a, 1).str, "<s>") &&
+                !strcmp(rx_gguf_array_at(a, 299).str, "t296"),
+            "tokens: %s", rx_status_message(s));
   rx_status_free(s);
 }
 
@@ -133,22 +123,22 @@ static void check_getters(const rx_gguf_file *f) {
   const char *str = NULL;
   const rx_gguf_value *a = NULL;
   rx_status s = rx_gguf_get_u32(f, "test.u32", &u);
-  CHECK(!s && u == 4000000000u, "get_u32");
+  CHECK_MSG(!s && u == 4000000000u, "get_u32");
   rx_status_free(s);
   s = rx_gguf_get_u32(f, "test.u8", &u);
-  CHECK(!s && u == 200, "get_u32 of a uint8");
+  CHECK_MSG(!s && u == 200, "get_u32 of a uint8");
   rx_status_free(s);
   s = rx_gguf_get_i32(f, "test.i16", &i);
-  CHECK(!s && i == -30000, "get_i32 of an int16");
+  CHECK_MSG(!s && i == -30000, "get_i32 of an int16");
   rx_status_free(s);
   s = rx_gguf_get_f32(f, "test.f32", &x);
-  CHECK(!s && x == 0.1f, "get_f32");
+  CHECK_MSG(!s && x == 0.1f, "get_f32");
   rx_status_free(s);
   s = rx_gguf_get_f32(f, "test.f64", &x);
-  CHECK(!s && x == (float)(1.0 / 3.0), "get_f32 of a float64");
+  CHECK_MSG(!s && x == (float)(1.0 / 3.0), "get_f32 of a float64");
   rx_status_free(s);
   s = rx_gguf_get_string(f, "general.architecture", &str);
-  CHECK(!s && str && !strcmp(str, "llama"), "get_string");
+  CHECK_MSG(!s && str && !strcmp(str, "llama"), "get_string");
   rx_status_free(s);
   expect_error(rx_gguf_get_i32(f, "test.u32", &i), "all_types.gguf",
                "metadata key 'test.u32' is 4000000000, out of the range of an int32");
@@ -156,7 +146,7 @@ static void check_getters(const rx_gguf_file *f) {
                "metadata key 'test.i8' is -100, out of the range of a uint32");
   expect_error(rx_gguf_get_u32(f, "llama.block_count", &u), "all_types.gguf",
                "metadata key 'llama.block_count' is missing (expected a uint32)");
-  CHECK(u == 0, "the out-parameter is zeroed on an error");
+  CHECK_MSG(u == 0, "the out-parameter is zeroed on an error");
   expect_error(rx_gguf_get_string(f, "test.u8", &str), "all_types.gguf",
                "metadata key 'test.u8' has type uint8, expected a string");
   expect_error(rx_gguf_get_f32(f, "test.string", &x), "all_types.gguf",
@@ -174,25 +164,26 @@ static void check_getters(const rx_gguf_file *f) {
 static void check_tensor(const rx_gguf_file *f, const char *stem, const char *name, rx_gguf_type t,
                          int ndim, const int64_t *shape) {
   const rx_gguf_tensor *x = rx_gguf_find_tensor(f, name);
-  CHECK(x && x->type == t && x->ndim == ndim, "%s: type %d, %d dims", name, x ? (int)x->type : -1,
-        x ? x->ndim : -1);
+  CHECK_MSG(x && x->type == t && x->ndim == ndim, "%s: type %d, %d dims", name,
+            x ? (int)x->type : -1, x ? x->ndim : -1);
   if (!x || x->ndim != ndim) return;
   int64_t elems = 1;
   for (int d = 0; d < ndim; d++) {
-    CHECK(x->shape[d] == shape[d], "%s: dim %d is %lld", name, d, (long long)x->shape[d]);
+    CHECK_MSG(x->shape[d] == shape[d], "%s: dim %d is %lld", name, d, (long long)x->shape[d]);
     elems *= shape[d];
   }
-  CHECK(x->elems == elems, "%s: %lld elements", name, (long long)x->elems);
+  CHECK_MSG(x->elems == elems, "%s: %lld elements", name, (long long)x->elems);
   uint64_t size = (uint64_t)(elems / rx_gguf_block_elems(t) * rx_gguf_block_bytes(t));
-  CHECK(x->size == size && x->offset % f->alignment == 0 && x->offset + x->size <= f->data_size,
-        "%s: %llu bytes at %llu", name, (unsigned long long)x->size, (unsigned long long)x->offset);
+  CHECK_MSG(x->size == size && x->offset % f->alignment == 0 && x->offset + x->size <= f->data_size,
+            "%s: %llu bytes at %llu", name, (unsigned long long)x->size,
+            (unsigned long long)x->offset);
   char path[4096];
   snprintf(path, sizeof path, "%s/gguf/ref/%s.%s.npy", dir, stem, name);
   rx_npy ref;
   rx_status s = rx_npy_read(path, &ref);
-  CHECK(!s && ref.dtype == RX_DTYPE_F32 && rx_npy_count(&ref) == (size_t)elems &&
-            ref.ndim == (ndim ? ndim : 0),
-        "%s: %s", path, rx_status_message(s));
+  CHECK_MSG(!s && ref.dtype == RX_DTYPE_F32 && rx_npy_count(&ref) == (size_t)elems &&
+                ref.ndim == (ndim ? ndim : 0),
+            "%s: %s", path, rx_status_message(s));
   rx_status_free(s);
   if (s || rx_npy_count(&ref) != (size_t)elems) return;
   float *got = calloc((size_t)elems + 1, sizeof *got);
@@ -204,9 +195,10 @@ static void check_tensor(const rx_gguf_file *f, const char *stem, const char *na
     memcpy(&g, &got[k], 4);
     if (g != want[k] && !bad++) first = k;
   }
-  CHECK(!bad, "%s (%s): %lld of %lld elements differ from the reference, first [%lld] = %a vs %a",
-        name, rx_gguf_type_name(t), (long long)bad, (long long)elems, (long long)first,
-        first >= 0 ? got[first] : 0.0, first >= 0 ? ((const float *)ref.data)[first] : 0.0);
+  CHECK_MSG(!bad,
+            "%s (%s): %lld of %lld elements differ from the reference, first [%lld] = %a vs %a",
+            name, rx_gguf_type_name(t), (long long)bad, (long long)elems, (long long)first,
+            first >= 0 ? got[first] : 0.0, first >= 0 ? ((const float *)ref.data)[first] : 0.0);
   free(got);
   rx_npy_free(&ref);
 }
@@ -217,22 +209,22 @@ static void all_types(void) {
   if (!buf) return;
   rx_gguf_file f;
   rx_status s = rx_gguf_parse(buf, len, "all_types.gguf", &f);
-  CHECK(!s, "%s", rx_status_message(s));
+  CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   if (s) return;
-  CHECK(f.version == 3 && f.alignment == 32 && f.nkvs == 27 && f.ntensors == 11,
-        "version %u, alignment %u, %zu keys, %zu tensors", f.version, f.alignment, f.nkvs,
-        f.ntensors);
-  CHECK(f.data_offset % 32 == 0 && f.data == (const uint8_t *)buf + f.data_offset &&
-            f.data_offset + f.data_size == len,
-        "data section at %llu", (unsigned long long)f.data_offset);
+  CHECK_MSG(f.version == 3 && f.alignment == 32 && f.nkvs == 27 && f.ntensors == 11,
+            "version %u, alignment %u, %zu keys, %zu tensors", f.version, f.alignment, f.nkvs,
+            f.ntensors);
+  CHECK_MSG(f.data_offset % 32 == 0 && f.data == (const uint8_t *)buf + f.data_offset &&
+                f.data_offset + f.data_size == len,
+            "data section at %llu", (unsigned long long)f.data_offset);
   check_scalars(&f);
   check_arrays(&f);
   check_getters(&f);
   const char *order[] = {"f32",  "f16",  "bf16", "f32_4d", "q8_0", "q4_0",
                          "q4_1", "q5_0", "q4_k", "q5_k",   "q6_k"};
   for (size_t i = 0; i < f.ntensors && i < RX_ARRAY_LEN(order); i++)
-    CHECK(!strcmp(f.tensors[i].name, order[i]), "tensor %zu is '%s'", i, f.tensors[i].name);
+    CHECK_MSG(!strcmp(f.tensors[i].name, order[i]), "tensor %zu is '%s'", i, f.tensors[i].name);
   check_tensor(&f, "all_types", "f32", RX_GGUF_TYPE_F32, 2, (int64_t[]){3, 5});
   check_tensor(&f, "all_types", "f16", RX_GGUF_TYPE_F16, 1, (int64_t[]){7});
   check_tensor(&f, "all_types", "bf16", RX_GGUF_TYPE_BF16, 3, (int64_t[]){2, 3, 5});
@@ -244,7 +236,8 @@ static void all_types(void) {
   check_tensor(&f, "all_types", "q4_k", RX_GGUF_TYPE_Q4_K, 2, (int64_t[]){3, 256});
   check_tensor(&f, "all_types", "q5_k", RX_GGUF_TYPE_Q5_K, 2, (int64_t[]){1, 512});
   check_tensor(&f, "all_types", "q6_k", RX_GGUF_TYPE_Q6_K, 2, (int64_t[]){3, 256});
-  CHECK(!rx_gguf_find_tensor(&f, "nope") && !rx_gguf_find(&f, "nope"), "find of a missing name");
+  CHECK_MSG(!rx_gguf_find_tensor(&f, "nope") && !rx_gguf_find(&f, "nope"),
+            "find of a missing name");
   uint64_t end = 0; /* where the last tensor's bytes end: any shorter file is refused */
   for (size_t i = 0; i < f.ntensors; i++)
     if (f.tensors[i].offset + f.tensors[i].size > end)
@@ -257,17 +250,18 @@ static void all_types(void) {
   for (size_t n = 0; n < len; n++) {
     s = rx_gguf_parse(buf, n, "cut.gguf", &f);
     bool ok = n < end ? s && strstr(rx_status_message(s), "cut.gguf: ") : !s;
-    CHECK(ok, "truncated to %zu of %zu bytes: %s", n, len, s ? rx_status_message(s) : "accepted");
+    CHECK_MSG(ok, "truncated to %zu of %zu bytes: %s", n, len,
+              s ? rx_status_message(s) : "accepted");
     if (s)
       refused++;
     else
       accepted++;
-    CHECK(!s || (f.ntensors == 0 && f.nkvs == 0 && !f.tensors), "nothing owned after an error");
+    CHECK_MSG(!s || (f.ntensors == 0 && f.nkvs == 0 && !f.tensors), "nothing owned after an error");
     rx_status_free(s);
     rx_gguf_free(&f);
   }
-  CHECK(refused == (int)end && accepted == (int)(len - end), "%d lengths refused, %d accepted",
-        refused, accepted);
+  CHECK_MSG(refused == (int)end && accepted == (int)(len - end), "%d lengths refused, %d accepted",
+            refused, accepted);
   /* the boundaries of the header, each with its message */
   const struct {
     size_t n;
@@ -296,13 +290,13 @@ static void v2_align64(void) {
   if (!buf) return;
   rx_gguf_file f;
   rx_status s = rx_gguf_parse(buf, len, "v2_align64.gguf", &f);
-  CHECK(!s && f.version == 2 && f.alignment == 64 && f.ntensors == 2 && f.data_offset % 64 == 0,
-        "v2: %s", rx_status_message(s));
+  CHECK_MSG(!s && f.version == 2 && f.alignment == 64 && f.ntensors == 2 && f.data_offset % 64 == 0,
+            "v2: %s", rx_status_message(s));
   rx_status_free(s);
   if (s) return;
   check_tensor(&f, "v2_align64", "f32", RX_GGUF_TYPE_F32, 2, (int64_t[]){1, 3});
   check_tensor(&f, "v2_align64", "q8_0", RX_GGUF_TYPE_Q8_0, 2, (int64_t[]){2, 32});
-  CHECK(f.tensors[1].offset == 64, "q8_0 at 64 (after 12 bytes padded to 64)");
+  CHECK_MSG(f.tensors[1].offset == 64, "q8_0 at 64 (after 12 bytes padded to 64)");
   rx_gguf_free(&f);
   free(buf);
   buf = load("unsupported.gguf", &len);
@@ -354,7 +348,7 @@ static void refused(const img *m, const char *want) {
   rx_gguf_file f;
   rx_status s = rx_gguf_parse(m->b, m->n, "bad.gguf", &f);
   expect_error(s, "bad.gguf", want);
-  CHECK(f.ntensors == 0 && f.nkvs == 0 && !f.kvs && !f.tensors, "nothing owned after an error");
+  CHECK_MSG(f.ntensors == 0 && f.nkvs == 0 && !f.kvs && !f.tensors, "nothing owned after an error");
 }
 
 static void built(void) {
@@ -371,15 +365,15 @@ static void built(void) {
   size_t start = m.n;
   for (int i = 0; i < 16 + 36; i++) put(&m, 0, 1);
   rx_status s = rx_gguf_parse(m.b, m.n, "ok.gguf", &f);
-  CHECK(!s && f.alignment == 16 && f.data_offset == start && f.tensors[1].size == 36 &&
-            f.tensors[1].shape[0] == 2 && f.tensors[1].shape[1] == 32,
-        "alignment 16: %s", rx_status_message(s));
+  CHECK_MSG(!s && f.alignment == 16 && f.data_offset == start && f.tensors[1].size == 36 &&
+                f.tensors[1].shape[0] == 2 && f.tensors[1].shape[1] == 32,
+            "alignment 16: %s", rx_status_message(s));
   rx_status_free(s);
   rx_gguf_free(&f);
   /* no tensors, no metadata: valid, no data section */
   header(&m, 3, 0, 0);
   s = rx_gguf_parse(m.b, m.n, "empty.gguf", &f);
-  CHECK(!s && f.ntensors == 0 && f.data_size == 0, "empty: %s", rx_status_message(s));
+  CHECK_MSG(!s && f.ntensors == 0 && f.data_size == 0, "empty: %s", rx_status_message(s));
   rx_status_free(s);
   rx_gguf_free(&f);
 
@@ -538,8 +532,8 @@ static void built(void) {
 
   s = rx_gguf_parse(NULL, 0, NULL, &f);
   expect_error(s, "<gguf>", "not a GGUF file");
-  CHECK(rx_gguf_is_gguf("GGUF\3", 5) && !rx_gguf_is_gguf("GGU", 3) && !rx_gguf_is_gguf(NULL, 9),
-        "is_gguf");
+  CHECK_MSG(rx_gguf_is_gguf("GGUF\3", 5) && !rx_gguf_is_gguf("GGU", 3) && !rx_gguf_is_gguf(NULL, 9),
+            "is_gguf");
 }
 
 /* ---- the dequantizers on blocks written by hand (the definition, not the reference) ---- */
@@ -549,21 +543,21 @@ static void by_hand(void) {
   /* Q8_0: d = 0.5 (f16 0x3800), q = -3 and 4 */
   uint8_t q8[34] = {0x00, 0x38, 0xfd, 4};
   rx_gguf_dequantize(RX_GGUF_TYPE_Q8_0, q8, 32, y);
-  CHECK(y[0] == -1.5f && y[1] == 2.0f && y[2] == 0.0f, "Q8_0 %g %g", y[0], y[1]);
+  CHECK_MSG(y[0] == -1.5f && y[1] == 2.0f && y[2] == 0.0f, "Q8_0 %g %g", y[0], y[1]);
   /* Q4_0: d = 2 (0x4000); qs[0] = 0x9f: element 0 is 15 - 8 = 7, element 16 is 9 - 8 = 1 */
   uint8_t q4[18] = {0x00, 0x40, 0x9f};
   rx_gguf_dequantize(RX_GGUF_TYPE_Q4_0, q4, 32, y);
-  CHECK(y[0] == 14 && y[16] == 2 && y[1] == -16, "Q4_0 %g %g %g", y[0], y[16], y[1]);
+  CHECK_MSG(y[0] == 14 && y[16] == 2 && y[1] == -16, "Q4_0 %g %g %g", y[0], y[16], y[1]);
   /* Q5_0: d = 1; bit 16 of qh lifts element 16 by 16 */
   uint8_t q5[22] = {0x00, 0x3c, 0, 0, 1, 0, 0x21};
   rx_gguf_dequantize(RX_GGUF_TYPE_Q5_0, q5, 32, y);
-  CHECK(y[0] == 1 - 16 && y[16] == 2 + 16 - 16 && y[1] == -16, "Q5_0 %g %g", y[0], y[16]);
+  CHECK_MSG(y[0] == 1 - 16 && y[16] == 2 + 16 - 16 && y[1] == -16, "Q5_0 %g %g", y[0], y[16]);
   /* F16 subnormal 1 = 2^-24, BF16 1.0 */
   uint8_t h[2] = {1, 0}, bf[2] = {0x80, 0x3f};
   rx_gguf_dequantize(RX_GGUF_TYPE_F16, h, 1, y);
-  CHECK(y[0] == ldexpf(1, -24), "f16 subnormal %a", y[0]);
+  CHECK_MSG(y[0] == ldexpf(1, -24), "f16 subnormal %a", y[0]);
   rx_gguf_dequantize(RX_GGUF_TYPE_BF16, bf, 1, y);
-  CHECK(y[0] == 1.0f, "bf16 %g", y[0]);
+  CHECK_MSG(y[0] == 1.0f, "bf16 %g", y[0]);
 }
 
 int main(int argc, char **argv) {
@@ -572,6 +566,5 @@ int main(int argc, char **argv) {
   v2_align64();
   built();
   by_hand();
-  printf("test_gguf: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_gguf");
 }

@@ -30,6 +30,7 @@
  * tiny-llama-q4_k.gguf).
  *
  * usage: test_gguf_llm TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"

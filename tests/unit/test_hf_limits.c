@@ -10,6 +10,7 @@
  * usage: test_hf_limits TESTS_DIR */
 #include "base/base.h"
 #include "frontends/gguf/gguf.h"
+#include "check.h"
 #include "frontends/hf/hf_int.h"
 
 #include <math.h>
@@ -19,28 +20,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
 /* An error containing want from s (NULL want: success); frees s. */
 static void expect(rx_status s, const char *want, const char *what) {
   if (!want)
-    CHECK(!s, "%s: expected success, got '%s'", what, rx_status_message(s));
+    CHECK_MSG(!s, "%s: expected success, got '%s'", what, rx_status_message(s));
   else
-    CHECK(s && strstr(rx_status_message(s), want),
-          "%s: expected an error containing '%s', got '%s'", what, want,
-          s ? rx_status_message(s) : "success");
+    CHECK_MSG(s && strstr(rx_status_message(s), want),
+              "%s: expected an error containing '%s', got '%s'", what, want,
+              s ? rx_status_message(s) : "success");
   rx_status_free(s);
 }
 
@@ -182,8 +169,8 @@ static rx_status read_config(const kv *over, int n, rx_hf_config *c) {
 static void gguf_bounds(void) {
   rx_hf_config c;
   expect(read_config(NULL, 0, &c), NULL, "the tiny model");
-  CHECK(c.layers == 1 && c.head_dim == 8 && c.kv_heads == 1 && !strcmp(c.rope_type, "default"),
-        "the tiny model's config");
+  CHECK_MSG(c.layers == 1 && c.head_dim == 8 && c.kv_heads == 1 && !strcmp(c.rope_type, "default"),
+            "the tiny model's config");
   GGUF_CASE("t.gguf: 'llama.block_count' is 5000000: expected an integer from 1 to 4096",
             {"llama.block_count", T_U32, 5e6, NULL});
   GGUF_CASE("'llama.block_count' is 4294967295: expected an integer from 1 to 4096",
@@ -249,14 +236,14 @@ static void gguf_unimplemented(void) {
                         {"llama.rope.scale_linear", T_F32, 2, NULL}};
   rx_hf_config o;
   expect(read_config(old_key, 2, &o), NULL, "rope.scale_linear");
-  CHECK(!strcmp(o.rope_type, "linear") && o.rope_factor == 2, "rope %s x%g", o.rope_type,
-        o.rope_factor);
+  CHECK_MSG(!strcmp(o.rope_type, "linear") && o.rope_factor == 2, "rope %s x%g", o.rope_type,
+            o.rope_factor);
   /* llama.cpp takes a factor without a type as linear scaling: so does relaxc */
   const kv lin[] = {{"llama.rope.scaling.factor", T_F32, 4, NULL}};
   rx_hf_config c;
   expect(read_config(lin, 1, &c), NULL, "linear rope scaling");
-  CHECK(!strcmp(c.rope_type, "linear") && c.rope_factor == 4, "rope %s x%g", c.rope_type,
-        c.rope_factor);
+  CHECK_MSG(!strcmp(c.rope_type, "linear") && c.rope_factor == 4, "rope %s x%g", c.rope_type,
+            c.rope_factor);
 }
 
 /* The tokenizer's arrays against the model's vocabulary: the message says which key holds what. */
@@ -318,18 +305,20 @@ static void gguf_rope_freqs(const char *tmp) {
     char path[4096];
     snprintf(path, sizeof path, "%s/freqs.gguf", tmp);
     FILE *fp = fopen(path, "wb");
-    CHECK(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
+    CHECK_MSG(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
     if (fp) fclose(fp);
     free(img);
     rx_module *m = rx_module_new();
     expect(rx_hf_import(m, path, NULL), cases[k].want, "rope_freqs.weight");
     const rx_weight *w = cases[k].want ? NULL : rx_module_weight(m, "rope_inv_freq");
-    CHECK(cases[k].want || (w && w->ndim == 1 && w->shape[0] == 4 && w->src_dtype == RX_DTYPE_F32),
-          "rope_inv_freq");
+    CHECK_MSG(cases[k].want ||
+                  (w && w->ndim == 1 && w->shape[0] == 4 && w->src_dtype == RX_DTYPE_F32),
+              "rope_inv_freq");
     for (int i = 0; w && i < 4; i++) {
       float got = ((const float *)w->src)[i];
       double want = 1.0 / pow(10000.0, 2.0 * i / 8) / good[i];
-      CHECK(fabs(got - want) <= 1e-6 * want, "rope_inv_freq[%d] = %g, expected %g", i, got, want);
+      CHECK_MSG(fabs(got - want) <= 1e-6 * want, "rope_inv_freq[%d] = %g, expected %g", i, got,
+                want);
     }
     rx_module_free(m);
     unlink(path);
@@ -347,7 +336,7 @@ static void gguf_import(const char *tmp) {
     char path[4096];
     snprintf(path, sizeof path, "%s/blocks.gguf", tmp);
     FILE *fp = fopen(path, "wb");
-    CHECK(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
+    CHECK_MSG(fp && fwrite(img, 1, len, fp) == len, "write %s", path);
     if (fp) fclose(fp);
     free(img);
     rx_module *m = rx_module_new();
@@ -418,7 +407,7 @@ static void write_file(const char *dir, const char *name, const char *text) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *fp = fopen(path, "w");
-  CHECK(fp && fputs(text, fp) >= 0, "write %s", path);
+  CHECK_MSG(fp && fputs(text, fp) >= 0, "write %s", path);
   if (fp) fclose(fp);
 }
 
@@ -476,6 +465,5 @@ int main(int argc, char **argv) {
   hf_config();
   hf_tokenizer(tmp);
   rmdir(tmp);
-  printf("test_hf_limits: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_hf_limits");
 }

@@ -18,6 +18,7 @@
  * [5]"), and check_nonzero (ONNX Range's delta from data): a 0 fails with its message.
  *
  * usage: test_index_check TESTS_DIR [FILTER] */
+/* test-needs: runtime */
 #include "support_oneop.h"
 
 #include "interp/interp.h"

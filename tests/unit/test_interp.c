@@ -5,6 +5,7 @@
  * subgroup divergence, division by zero, step limit).
  *
  * usage: test_interp [TESTS_DIR]   (the directory is not needed: programs are inline) */
+#include "check.h"
 #include "interp/interp.h"
 
 #include <math.h>
@@ -12,20 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* [-1, 1) */
@@ -54,7 +41,7 @@ static rx_module *parse(const char *text) {
   bool ok = rx_parse_module(m, "<test>", text, strlen(text), &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d);
   if (!ok) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "FAIL: program rejected:\n%s\n%s\n", text, rx_diag_text(&d));
     rx_module_free(m);
     m = NULL;
@@ -84,7 +71,7 @@ static bool run_ok(rx_module *m, const char *fn, rx_interp_arg *args, int n,
                    const rx_interp_opts *o) {
   rx_status s = rx_interp_run(m, rx_module_tensor_fn(m, fn), args, n, o);
   if (s) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "FAIL: %s: %s\n", fn, rx_status_message(s));
     rx_status_free(s);
     return false;
@@ -97,7 +84,7 @@ static void run_err(rx_module *m, const char *fn, rx_interp_arg *args, int n,
                     const rx_interp_opts *o, const char *const *want) {
   rx_status s = rx_interp_run(m, rx_module_tensor_fn(m, fn), args, n, o);
   if (!s) {
-    failed++;
+    check_failed++;
     fprintf(stderr, "FAIL: %s: expected an error, got success\n", fn);
     return;
   }
@@ -109,9 +96,9 @@ static void run_err(rx_module *m, const char *fn, rx_interp_arg *args, int n,
       fprintf(stderr, "FAIL: %s: error message lacks \"%s\": %s\n", fn, want[i], msg);
     }
   if (all)
-    passed++;
+    check_passed++;
   else
-    failed++;
+    check_failed++;
   if (getenv("RX_TEST_VERBOSE")) printf("  %s: %s\n", fn, msg);
   rx_status_free(s);
 }
@@ -133,24 +120,24 @@ static int count_mismatch(const float *got, const float *want, int64_t n, float 
 
 /* ---- f16 / bf16 conversions ---- */
 static void test_half(void) {
-  CHECK(rx_f32_to_f16(1.0f) == 0x3c00, "1.0");
-  CHECK(rx_f32_to_f16(-2.0f) == 0xc000, "-2.0");
-  CHECK(rx_f32_to_f16(65504.0f) == 0x7bff, "max");
-  CHECK(rx_f32_to_f16(65519.0f) == 0x7bff, "below the inf threshold");
-  CHECK(rx_f32_to_f16(65520.0f) == 0x7c00, "rounds to inf");
-  CHECK(rx_f32_to_f16(INFINITY) == 0x7c00 && rx_f32_to_f16(-INFINITY) == 0xfc00, "inf");
-  CHECK((rx_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (rx_f32_to_f16(NAN) & 0x3ff), "nan");
-  CHECK(rx_f32_to_f16(-0.0f) == 0x8000, "-0");
-  CHECK(rx_f32_to_f16(ldexpf(1, -24)) == 0x0001, "smallest subnormal");
-  CHECK(rx_f32_to_f16(ldexpf(1, -25)) == 0x0000, "half the smallest subnormal: tie to even 0");
-  CHECK(rx_f32_to_f16(ldexpf(3, -26)) == 0x0001, "0.75 ulp rounds up");
-  CHECK(rx_f32_to_f16(ldexpf(3, -25)) == 0x0002, "1.5 ulp: tie to even 2");
-  CHECK(rx_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400, "subnormal to normal");
-  CHECK(rx_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "tie to even down");
-  CHECK(rx_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "tie to even up");
-  CHECK(rx_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)) == 0x3c01, "above tie");
-  CHECK(rx_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal");
-  CHECK(rx_f32_to_f16(1e-10f) == 0 && rx_f32_to_f16(ldexpf(1, -130)) == 0, "tiny");
+  CHECK_MSG(rx_f32_to_f16(1.0f) == 0x3c00, "1.0");
+  CHECK_MSG(rx_f32_to_f16(-2.0f) == 0xc000, "-2.0");
+  CHECK_MSG(rx_f32_to_f16(65504.0f) == 0x7bff, "max");
+  CHECK_MSG(rx_f32_to_f16(65519.0f) == 0x7bff, "below the inf threshold");
+  CHECK_MSG(rx_f32_to_f16(65520.0f) == 0x7c00, "rounds to inf");
+  CHECK_MSG(rx_f32_to_f16(INFINITY) == 0x7c00 && rx_f32_to_f16(-INFINITY) == 0xfc00, "inf");
+  CHECK_MSG((rx_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (rx_f32_to_f16(NAN) & 0x3ff), "nan");
+  CHECK_MSG(rx_f32_to_f16(-0.0f) == 0x8000, "-0");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -24)) == 0x0001, "smallest subnormal");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -25)) == 0x0000, "half the smallest subnormal: tie to even 0");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(3, -26)) == 0x0001, "0.75 ulp rounds up");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(3, -25)) == 0x0002, "1.5 ulp: tie to even 2");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400, "subnormal to normal");
+  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "tie to even down");
+  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "tie to even up");
+  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)) == 0x3c01, "above tie");
+  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal");
+  CHECK_MSG(rx_f32_to_f16(1e-10f) == 0 && rx_f32_to_f16(ldexpf(1, -130)) == 0, "tiny");
   int bad = 0;
   for (uint32_t h = 0; h < 0x10000; h++) {
     float f = rx_f16_to_f32((uint16_t)h);
@@ -158,15 +145,15 @@ static void test_half(void) {
     bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
     if (nan ? !isnan(f) || !((back & 0x7c00) == 0x7c00 && (back & 0x3ff)) : back != h) bad++;
   }
-  CHECK(bad == 0, "f16 round trip: %d bad", bad);
-  CHECK(rx_f16_to_f32(0x0001) == ldexpf(1, -24) && rx_f16_to_f32(0x3555) == 0.333251953125f,
-        "f16 to f32");
-  CHECK(rx_f32_to_bf16(1.0f) == 0x3f80 && rx_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
-  CHECK(rx_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even down");
-  CHECK(rx_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even up");
-  CHECK(isnan(rx_bf16_to_f32(rx_f32_to_bf16(NAN))), "bf16 nan");
-  CHECK(rx_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow to inf");
-  CHECK(rx_f32_to_bf16(ldexpf(1, -133)) == 0x0001, "bf16 subnormal");
+  CHECK_MSG(bad == 0, "f16 round trip: %d bad", bad);
+  CHECK_MSG(rx_f16_to_f32(0x0001) == ldexpf(1, -24) && rx_f16_to_f32(0x3555) == 0.333251953125f,
+            "f16 to f32");
+  CHECK_MSG(rx_f32_to_bf16(1.0f) == 0x3f80 && rx_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
+  CHECK_MSG(rx_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even down");
+  CHECK_MSG(rx_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even up");
+  CHECK_MSG(isnan(rx_bf16_to_f32(rx_f32_to_bf16(NAN))), "bf16 nan");
+  CHECK_MSG(rx_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow to inf");
+  CHECK_MSG(rx_f32_to_bf16(ldexpf(1, -133)) == 0x0001, "bf16 subnormal");
 }
 
 /* ---- elementwise, broadcast ---- */
@@ -198,7 +185,7 @@ static void test_elementwise(void) {
     rx_interp_arg args[] = {buf1(a, RX_DTYPE_F32, n), buf1(b, RX_DTYPE_F32, n),
                             buf1(c, RX_DTYPE_F32, n)};
     if (run_ok(m, "add", args, 3, NULL))
-      CHECK(count_mismatch(c, r, n, 0) == 0, "add n=%lld", (long long)n);
+      CHECK_MSG(count_mismatch(c, r, n, 0) == 0, "add n=%lld", (long long)n);
     free(a), free(b), free(c), free(r);
   }
   /* 1000 x 1000 elementwise, timed */
@@ -212,7 +199,7 @@ static void test_elementwise(void) {
   if (run_ok(m, "add2d", args, 3, NULL)) {
     double dt = now() - t0;
     printf("  1000x1000 elementwise: %.3f s\n", dt);
-    CHECK(count_mismatch(c, r, n * mm, 0) == 0, "add2d");
+    CHECK_MSG(count_mismatch(c, r, n * mm, 0) == 0, "add2d");
   }
   free(a), free(b), free(c), free(r);
   /* broadcast */
@@ -223,7 +210,7 @@ static void test_elementwise(void) {
     for (int64_t j = 0; j < mm; j++) r[i * mm + j] = a[i * mm + j] + b[j];
   rx_interp_arg bargs[] = {buf2(a, RX_DTYPE_F32, n, mm), buf1(b, RX_DTYPE_F32, mm),
                            buf2(c, RX_DTYPE_F32, n, mm)};
-  if (run_ok(m, "bcast", bargs, 3, NULL)) CHECK(count_mismatch(c, r, n * mm, 0) == 0, "bcast");
+  if (run_ok(m, "bcast", bargs, 3, NULL)) CHECK_MSG(count_mismatch(c, r, n * mm, 0) == 0, "bcast");
   free(a), free(b), free(c), free(r);
   rx_module_free(m);
 }
@@ -281,13 +268,13 @@ static void test_reduce(void) {
     r[i] = s;
   }
   rx_interp_arg args[] = {buf2(a, RX_DTYPE_F32, n, k), buf1(b, RX_DTYPE_F32, n)};
-  if (run_ok(m, "rowsum", args, 2, NULL)) CHECK(count_mismatch(b, r, n, 0) == 0, "rowsum");
+  if (run_ok(m, "rowsum", args, 2, NULL)) CHECK_MSG(count_mismatch(b, r, n, 0) == 0, "rowsum");
   /* two reduction variables, row-major order (the update is order-sensitive) */
   float s = 0, out1 = -1;
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < k; j++) s = s * 0.5f + a[i * k + j];
   rx_interp_arg sargs[] = {buf2(a, RX_DTYPE_F32, n, k), buf1(&out1, RX_DTYPE_F32, 1)};
-  if (run_ok(m, "sum2", sargs, 2, NULL)) CHECK(out1 == s, "sum2: %g vs %g", out1, s);
+  if (run_ok(m, "sum2", sargs, 2, NULL)) CHECK_MSG(out1 == s, "sum2: %g vs %g", out1, s);
   free(a), free(b);
 
   int64_t shapes[][3] = {{7, 33, 5}, {1, 1, 1}, {128, 128, 128}};
@@ -308,8 +295,8 @@ static void test_reduce(void) {
       double dt = now() - t0;
       if (N == 128) printf("  128x128x128 matmul: %.3f s\n", dt);
       /* a*b+c contracted to fma by the C compiler or not: allow 1e-5 */
-      CHECK(count_mismatch(C, R, N * M, 1e-5f) == 0, "matmul %lldx%lldx%lld", (long long)N,
-            (long long)K, (long long)M);
+      CHECK_MSG(count_mismatch(C, R, N * M, 1e-5f) == 0, "matmul %lldx%lldx%lld", (long long)N,
+                (long long)K, (long long)M);
     }
     /* f16 inputs, f32 accumulation */
     uint16_t *A16 = malloc(2 * (size_t)(N * K)), *B16 = malloc(2 * (size_t)(K * M));
@@ -325,7 +312,7 @@ static void test_reduce(void) {
     rx_interp_arg hargs[] = {buf2(A16, RX_DTYPE_F16, N, K), buf2(B16, RX_DTYPE_F16, K, M),
                              buf2(C, RX_DTYPE_F32, N, M)};
     if (run_ok(m, "matmul_f16", hargs, 3, NULL))
-      CHECK(count_mismatch(C, R, N * M, 1e-5f) == 0, "matmul_f16");
+      CHECK_MSG(count_mismatch(C, R, N * M, 1e-5f) == 0, "matmul_f16");
     free(A), free(B), free(C), free(R), free(A16), free(B16);
   }
 
@@ -347,7 +334,7 @@ static void test_reduce(void) {
       float wantb = rbf16(rbf16(rbf16(x) * rbf16(y)) + 1.0f);
       if (rx_f16_to_f32(hc[i]) != want || rx_bf16_to_f32(hd[i]) != wantb) bad++;
     }
-    CHECK(bad == 0, "half_ops: %d mismatches", bad);
+    CHECK_MSG(bad == 0, "half_ops: %d mismatches", bad);
   }
   free(ha), free(hb), free(hc), free(hd);
   rx_module_free(m);
@@ -440,7 +427,7 @@ static void test_scalars(void) {
         fprintf(stderr, "  ints %d: q %d r %d w %d u %d\n", i, q[i], r[i], w[i], u[i]);
       }
     }
-    CHECK(bad == 0, "integer floor div/mod and wrap-around");
+    CHECK_MSG(bad == 0, "integer floor div/mod and wrap-around");
   }
   /* division by zero in integer arithmetic */
   int32_t bz[] = {2, 2, 2, 0, 1, 1, 1, 1};
@@ -467,7 +454,7 @@ static void test_scalars(void) {
         bad++;
         fprintf(stderr, "  cast %d: %d %d %d %lld\n", i, x[i], y[i], z[i], (long long)v[i]);
       }
-    CHECK(bad == 0, "float to int casts saturate, NaN gives 0");
+    CHECK_MSG(bad == 0, "float to int casts saturate, NaN gives 0");
   }
 
   int nm = 64;
@@ -486,7 +473,7 @@ static void test_scalars(void) {
   rx_interp_arg margs[] = {buf1(ma, RX_DTYPE_F32, nm), buf1(mb, RX_DTYPE_F32, nm),
                            buf2(mo, RX_DTYPE_F32, 18, nm)};
   if (run_ok(m, "math", margs, 3, NULL))
-    CHECK(count_mismatch(mo, mr, 18 * nm, 0) == 0, "float intrinsics");
+    CHECK_MSG(count_mismatch(mo, mr, 18 * nm, 0) == 0, "float intrinsics");
   free(ma), free(mb), free(mo), free(mr);
 
   int32_t ia[] = {-5, 5, INT32_MIN, 0}, ib[] = {3, -3, 0, 0}, io[12];
@@ -494,19 +481,19 @@ static void test_scalars(void) {
                            buf2(io, RX_DTYPE_I32, 3, 4)};
   if (run_ok(m, "imath", iargs, 3, NULL)) {
     int32_t want[] = {5, 5, INT32_MIN, 0, -5, -3, INT32_MIN, 0, 3, 5, 0, 0};
-    CHECK(memcmp(io, want, sizeof want) == 0, "integer abs/min/max");
+    CHECK_MSG(memcmp(io, want, sizeof want) == 0, "integer abs/min/max");
   }
 
   float ga[] = {1.0f, -2.0f, 3.0f, -4.0f}, gc[7];
   rx_interp_arg gargs[] = {buf1(ga, RX_DTYPE_F32, 4), buf1(gc, RX_DTYPE_F32, 7)};
   if (run_ok(m, "guarded", gargs, 2, NULL)) {
     float want[] = {5.0f, -4.0f, 5.0f, -8.0f, -1.0f, -1.0f, -1.0f};
-    CHECK(memcmp(gc, want, sizeof want) == 0, "select and && are lazy (guarded loads)");
+    CHECK_MSG(memcmp(gc, want, sizeof want) == 0, "select and && are lazy (guarded loads)");
   }
   float la[] = {1, 2, 3}, lc[3];
   rx_interp_arg largs[] = {buf1(la, RX_DTYPE_F32, 3), buf1(lc, RX_DTYPE_F32, 3)};
   if (run_ok(m, "lets", largs, 2, NULL))
-    CHECK(lc[0] == 10 && lc[1] == 4 && lc[2] == 7, "let: %g %g %g", lc[0], lc[1], lc[2]);
+    CHECK_MSG(lc[0] == 10 && lc[1] == 4 && lc[2] == 7, "let: %g %g %g", lc[0], lc[1], lc[2]);
   rx_module_free(m);
 }
 
@@ -636,7 +623,7 @@ static void test_scheduled(void) {
       memcpy(red, p, sizeof red);
       for (int s = 64; s >= 2; s /= 2)
         for (int t = 0; t < s; t++) red[t] = red[t] + red[t + s];
-      CHECK(b[4098] == red[0] + red[1], "rowsum_tree 4099x130");
+      CHECK_MSG(b[4098] == red[0] + red[1], "rowsum_tree 4099x130");
     }
     free(a), free(b);
   }
@@ -666,15 +653,15 @@ static void test_scheduled(void) {
       }
       rx_interp_arg args[] = {buf2(a, RX_DTYPE_F32, n, mm), buf1(b, RX_DTYPE_F32, n), scalar(0)};
       if (run_ok(m, "rowsum_tree", args, 2, NULL))
-        CHECK(count_mismatch(b, rt, n, 0) == 0, "rowsum_tree %lldx%lld", (long long)n,
-              (long long)mm);
+        CHECK_MSG(count_mismatch(b, rt, n, 0) == 0, "rowsum_tree %lldx%lld", (long long)n,
+                  (long long)mm);
       for (int sg = 8; sg <= 32; sg += 24) {
         rx_interp_opts o = {.subgroup_size = sg};
         args[2] = scalar(sg);
         memset(b, 0, sizeof *b * (size_t)n);
         if (run_ok(m, "rowsum_sg", args, 3, &o))
-          CHECK(count_mismatch(b, sg == 8 ? r8 : r32, n, 0) == 0, "rowsum_sg %d %lldx%lld", sg,
-                (long long)n, (long long)mm);
+          CHECK_MSG(count_mismatch(b, sg == 8 ? r8 : r32, n, 0) == 0, "rowsum_sg %d %lldx%lld", sg,
+                    (long long)n, (long long)mm);
       }
       free(a), free(b), free(rt), free(r8), free(r32);
     }
@@ -686,7 +673,7 @@ static void test_scheduled(void) {
   rx_interp_arg targs[] = {buf2(a, RX_DTYPE_F32, n, mm), buf2(b, RX_DTYPE_F32, n, mm),
                            buf2(c, RX_DTYPE_F32, n, mm)};
   if (run_ok(m, "add_tiled", targs, 3, NULL))
-    CHECK(count_mismatch(c, r, n * mm, 0) == 0, "add_tiled");
+    CHECK_MSG(count_mismatch(c, r, n * mm, 0) == 0, "add_tiled");
   free(a), free(b), free(c), free(r);
 
   float fb[5], fc[20];
@@ -698,7 +685,7 @@ static void test_scheduled(void) {
       for (int t = 0; t < 4; t++)
         if (fc[i * 4 + t] != 2.0f + 1.0f + (float)t) bad++;
     }
-    CHECK(bad == 0, "shared memory fresh per block, local zeroed per execution");
+    CHECK_MSG(bad == 0, "shared memory fresh per block, local zeroed per execution");
   }
 
   float ma[64], mb[64];
@@ -712,11 +699,11 @@ static void test_scheduled(void) {
       for (int l = 1; l < 8; l++) w = fmaxf(w, ma[i / 8 * 8 + l]);
       if (mb[i] != w) bad++;
     }
-    CHECK(bad == 0, "subgroup_max with 8 lanes, program without blockIdx loops");
+    CHECK_MSG(bad == 0, "subgroup_max with 8 lanes, program without blockIdx loops");
   }
   rx_interp_arg sargs[] = {buf1(ma, RX_DTYPE_F32, 64), buf1(mb, RX_DTYPE_F32, 64)};
   if (run_ok(m, "single", sargs, 2, NULL))
-    CHECK(memcmp(ma, mb, sizeof ma) == 0, "one thread: subgroup op returns its operand");
+    CHECK_MSG(memcmp(ma, mb, sizeof ma) == 0, "one thread: subgroup op returns its operand");
   rx_module_free(m);
 }
 
@@ -773,7 +760,7 @@ static void test_scheduled2(void) {
   }
   rx_interp_arg args[] = {buf1(a, RX_DTYPE_F32, 32), buf1(b, RX_DTYPE_F32, 32), scalar(5)};
   if (run_ok(m, "rotate", args, 3, NULL))
-    CHECK(memcmp(b, s, sizeof s) == 0, "barrier inside a serial loop");
+    CHECK_MSG(memcmp(b, s, sizeof s) == 0, "barrier inside a serial loop");
 
   int32_t o[32];
   rx_interp_arg largs[] = {buf2(o, RX_DTYPE_I32, 4, 8)};
@@ -785,7 +772,7 @@ static void test_scheduled2(void) {
       for (int l = 0; l < 16; l++) want += g + l;
       if (o[i] != want) bad++;
     }
-    CHECK(bad == 0, "2-D lanes, integer subgroup_sum");
+    CHECK_MSG(bad == 0, "2-D lanes, integer subgroup_sum");
   }
 
   for (int n = 1; n <= 32; n += 31) {
@@ -794,7 +781,7 @@ static void test_scheduled2(void) {
       int bad = 0;
       for (int i = 0; i < n; i++)
         if (b[i] != a[n - 1 - i]) bad++;
-      CHECK(bad == 0, "symbolic block size n = %d", n);
+      CHECK_MSG(bad == 0, "symbolic block size n = %d", n);
     }
   }
 
@@ -818,7 +805,8 @@ static void test_deep(void) {
   float a[64], b[64];
   for (int i = 0; i < 64; i++) a[i] = (float)i;
   rx_interp_arg args[] = {buf1(a, RX_DTYPE_F32, 64), buf1(b, RX_DTYPE_F32, 64)};
-  if (run_ok(m, "deep", args, 2, NULL)) CHECK(b[3] == 3.0f * 3001 && b[63] == 63.0f * 3001, "deep");
+  if (run_ok(m, "deep", args, 2, NULL))
+    CHECK_MSG(b[3] == 3.0f * 3001 && b[63] == 63.0f * 3001, "deep");
   rx_module_free(m);
 }
 
@@ -849,7 +837,7 @@ static void test_big_block(void) {
   if (run_ok(m, "big", args, 2, NULL)) {
     double dt = now() - t0;
     printf("  1024-thread block, 4096-element tree reduction: %.3f s\n", dt);
-    CHECK(out == red[0], "big block reduction: %g vs %g", out, red[0]);
+    CHECK_MSG(out == red[0], "big block reduction: %g vs %g", out, red[0]);
   }
   /* over the thread limit */
   rx_interp_opts o = {.max_threads_per_block = 512};
@@ -944,7 +932,7 @@ static void test_errors(void) {
   run_err(m, "shapes", xargs, 3, NULL,
           (const char *[]){"argument `a`", "dim 1", "expected `m * 2` = 4 (m = 2)", "got 5", NULL});
   xargs[0].shape[1] = 4;
-  if (run_ok(m, "shapes", xargs, 3, NULL)) passed++;
+  if (run_ok(m, "shapes", xargs, 3, NULL)) check_passed++;
   /* wrong dtype, wrong rank, wrong count */
   rx_interp_arg dargs[] = {buf1(a, RX_DTYPE_F16, 4), buf1(c, RX_DTYPE_F32, 4)};
   run_err(m, "oob_store", dargs, 2, NULL, (const char *[]){"argument 0 (`a`)", "got f16", NULL});
@@ -954,7 +942,7 @@ static void test_errors(void) {
   run_err(m, "facts", fargs, 2, NULL,
           (const char *[]){"where fact `n <= 16` does not hold (n = 32)", NULL});
   fargs[0].shape[0] = fargs[1].shape[0] = 16;
-  if (run_ok(m, "facts", fargs, 2, NULL)) passed++;
+  if (run_ok(m, "facts", fargs, 2, NULL)) check_passed++;
 
   rx_interp_arg gargs[] = {buf1(a, RX_DTYPE_F32, 3), buf1(c, RX_DTYPE_F32, 3)};
   run_err(m, "divergent", gargs, 2, NULL,
@@ -968,7 +956,7 @@ static void test_errors(void) {
           (const char *[]){"subgroup divergence", "waits at subgroup_sum",
                            "thread (50, 0, 0) has finished", NULL});
   rx_interp_opts o2 = {.subgroup_size = 2}; /* 50 is a multiple of 2: fine */
-  if (run_ok(m, "sg_exit", eargs, 2, &o2)) passed++;
+  if (run_ok(m, "sg_exit", eargs, 2, &o2)) check_passed++;
 
   rx_interp_arg zargs[] = {buf1(a, RX_DTYPE_F32, 4), buf1(c, RX_DTYPE_F32, 4), scalar(0)};
   run_err(m, "divzero", zargs, 3, NULL,
@@ -997,6 +985,5 @@ int main(int argc, char **argv) {
   test_deep();
   test_big_block();
   test_errors();
-  printf("interp: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("interp");
 }

@@ -5,6 +5,7 @@
  * cache lives in a temporary directory (never the user's).
  *
  * usage: test_kcache [TESTS_DIR]   (the directory is not used) */
+#include "check.h"
 #include "driver/driver.h"
 #include "targets/target.h"
 
@@ -17,20 +18,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* the .rxk files of dir: how many, and the path of the first (heap, or NULL) */
 static int entries(const char *dir, char **out_first) {
@@ -86,7 +73,7 @@ static bool get_eq(rx_kcache *c, const char *key, const char *a, const char *b) 
 static void put(rx_kcache *c, const char *key, const char *a, const char *b) {
   rx_kblob parts[2] = {{(unsigned char *)a, strlen(a)}, {(unsigned char *)b, strlen(b)}};
   rx_status st = rx_kcache_put(c, key, strlen(key), 2, parts);
-  CHECK(!st, "put %s: %s", key, st ? rx_status_message(st) : "");
+  CHECK_MSG(!st, "put %s: %s", key, st ? rx_status_message(st) : "");
   rx_status_free(st);
 }
 
@@ -95,14 +82,14 @@ static void damage(const char *path, long offset, long keep) {
   int fd = open(path, O_RDWR);
   if (fd < 0) return;
   if (keep >= 0) {
-    CHECK(ftruncate(fd, keep) == 0, "truncate");
+    CHECK_MSG(ftruncate(fd, keep) == 0, "truncate");
   } else {
     off_t end = lseek(fd, 0, SEEK_END);
     unsigned char x;
     off_t at = offset < 0 ? end + offset : offset;
-    CHECK(pread(fd, &x, 1, at) == 1, "read");
+    CHECK_MSG(pread(fd, &x, 1, at) == 1, "read");
     x ^= 0x5a;
-    CHECK(pwrite(fd, &x, 1, at) == 1, "write");
+    CHECK_MSG(pwrite(fd, &x, 1, at) == 1, "write");
   }
   close(fd);
 }
@@ -110,35 +97,35 @@ static void damage(const char *path, long offset, long keep) {
 static void test_roundtrip_and_corruption(const char *dir) {
   rx_kcache *c = NULL;
   rx_status st = rx_kcache_open(dir, 0, &c);
-  CHECK(!st && c, "open %s", dir);
+  CHECK_MSG(!st && c, "open %s", dir);
   if (!c) return;
-  CHECK(!get_eq(c, "k1", "a", "b"), "a miss in an empty cache");
+  CHECK_MSG(!get_eq(c, "k1", "a", "b"), "a miss in an empty cache");
   put(c, "k1", "ptx text", "cubin\x01\x02");
-  CHECK(get_eq(c, "k1", "ptx text", "cubin\x01\x02"), "read back");
+  CHECK_MSG(get_eq(c, "k1", "ptx text", "cubin\x01\x02"), "read back");
   put(c, "k1", "", "only the second part"); /* replaced, an empty part kept */
-  CHECK(get_eq(c, "k1", "", "only the second part"), "replaced");
-  CHECK(!get_eq(c, "k2", "", "only the second part"), "another key misses");
+  CHECK_MSG(get_eq(c, "k1", "", "only the second part"), "replaced");
+  CHECK_MSG(!get_eq(c, "k2", "", "only the second part"), "another key misses");
   char *path = NULL;
-  CHECK(entries(dir, &path) == 1, "one entry");
+  CHECK_MSG(entries(dir, &path) == 1, "one entry");
   long offsets[] = {3, 9, 20, -1, -5};
   for (size_t i = 0; path && i < RX_ARRAY_LEN(offsets); i++) {
     put(c, "k1", "ptx text", "cubin");
     damage(path, offsets[i], -1);
-    CHECK(!get_eq(c, "k1", "ptx text", "cubin"), "a byte changed at %ld: a miss", offsets[i]);
-    CHECK(access(path, F_OK) != 0, "the corrupt entry (byte %ld) is removed", offsets[i]);
+    CHECK_MSG(!get_eq(c, "k1", "ptx text", "cubin"), "a byte changed at %ld: a miss", offsets[i]);
+    CHECK_MSG(access(path, F_OK) != 0, "the corrupt entry (byte %ld) is removed", offsets[i]);
   }
   long keeps[] = {0, 7, 30};
   for (size_t i = 0; path && i < RX_ARRAY_LEN(keeps); i++) {
     put(c, "k1", "ptx text", "cubin");
     damage(path, 0, keeps[i]);
-    CHECK(!get_eq(c, "k1", "ptx text", "cubin"), "truncated to %ld: a miss", keeps[i]);
+    CHECK_MSG(!get_eq(c, "k1", "ptx text", "cubin"), "truncated to %ld: a miss", keeps[i]);
   }
   /* an entry whose file holds another key (what a hash collision would look like) */
   put(c, "k3", "x", "y");
   char *p3 = entry_path(dir, "k3"), *p1 = entry_path(dir, "k1");
-  CHECK(rename(p3, p1) == 0, "rename %s", p3);
-  CHECK(!get_eq(c, "k1", "x", "y"), "another key's entry is not taken");
-  CHECK(access(p1, F_OK) != 0, "and is removed");
+  CHECK_MSG(rename(p3, p1) == 0, "rename %s", p3);
+  CHECK_MSG(!get_eq(c, "k1", "x", "y"), "another key's entry is not taken");
+  CHECK_MSG(access(p1, F_OK) != 0, "and is removed");
   free(p1);
   free(p3);
   free(path);
@@ -148,7 +135,7 @@ static void test_roundtrip_and_corruption(const char *dir) {
 static void test_eviction(const char *dir) {
   rx_kcache *c = NULL;
   rx_status st = rx_kcache_open(dir, 0, &c);
-  CHECK(!st, "open");
+  CHECK_MSG(!st, "open");
   if (!c) return;
   char key[32], big[1000];
   memset(big, 'z', sizeof big - 1);
@@ -176,14 +163,14 @@ static void test_eviction(const char *dir) {
   utimensat(AT_FDCWD, tmp.data, old, 0);
   rx_kcache_close(c);
   st = rx_kcache_open(dir, 2500, &c); /* room for two entries of about 1 KB */
-  CHECK(!st, "reopen");
+  CHECK_MSG(!st, "reopen");
   if (!c) return;
   uint64_t left = rx_kcache_trim(c);
-  CHECK(left <= 2500, "trimmed to %llu bytes", (unsigned long long)left);
-  CHECK(entries(dir, NULL) == 2, "two entries left, got %d", entries(dir, NULL));
-  CHECK(!get_eq(c, "evict0", big, "") && !get_eq(c, "evict1", big, ""), "the oldest evicted");
-  CHECK(get_eq(c, "evict2", big, "") && get_eq(c, "evict3", big, ""), "the newest kept");
-  CHECK(access(tmp.data, F_OK) != 0, "a stale temporary file is removed");
+  CHECK_MSG(left <= 2500, "trimmed to %llu bytes", (unsigned long long)left);
+  CHECK_MSG(entries(dir, NULL) == 2, "two entries left, got %d", entries(dir, NULL));
+  CHECK_MSG(!get_eq(c, "evict0", big, "") && !get_eq(c, "evict1", big, ""), "the oldest evicted");
+  CHECK_MSG(get_eq(c, "evict2", big, "") && get_eq(c, "evict3", big, ""), "the newest kept");
+  CHECK_MSG(access(tmp.data, F_OK) != 0, "a stale temporary file is removed");
   rx_strbuf_free(&tmp);
   rx_kcache_close(c);
 }
@@ -217,7 +204,7 @@ static void *race(void *arg) {
 static void test_threads(const char *dir) {
   rx_kcache *c = NULL;
   rx_status st = rx_kcache_open(dir, 0, &c);
-  CHECK(!st, "open");
+  CHECK_MSG(!st, "open");
   if (!c) return;
   racer rs[4];
   pthread_t th[4];
@@ -227,9 +214,9 @@ static void test_threads(const char *dir) {
   }
   for (int i = 0; i < 4; i++) {
     pthread_join(th[i], NULL);
-    CHECK(rs[i].bad == 0, "thread %d read %d torn or wrong values", i, rs[i].bad);
+    CHECK_MSG(rs[i].bad == 0, "thread %d read %d torn or wrong values", i, rs[i].bad);
   }
-  CHECK(entries(dir, NULL) == 5, "five entries");
+  CHECK_MSG(entries(dir, NULL) == 5, "five entries");
   rx_kcache_close(c);
 }
 
@@ -254,7 +241,7 @@ static unsigned char *compile(rx_kcache *c, int jobs, size_t *out_len) {
   rx_compile_result r;
   bool ok = rx_parse_module(m, "t.rx", module_text, strlen(module_text), &diag) &&
             rx_compile(m, &o, &diag, &r);
-  CHECK(ok, "compile: %s", rx_diag_text(&diag));
+  CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
   unsigned char *bytes = NULL;
   *out_len = 0;
   if (ok) {
@@ -271,7 +258,7 @@ static unsigned char *compile(rx_kcache *c, int jobs, size_t *out_len) {
 static void test_compile(const char *dir) {
   rx_kcache *c = NULL;
   rx_status st = rx_kcache_open(dir, 0, &c);
-  CHECK(!st, "open");
+  CHECK_MSG(!st, "open");
   if (!c) return;
   size_t n0, n1, n2, n3;
   unsigned char *plain = compile(NULL, 1, &n0);
@@ -283,11 +270,12 @@ static void test_compile(const char *dir) {
   if (first) damage(first, -3, -1); /* one corrupt entry: recompiled, same bytes */
   free(first);
   unsigned char *mended = compile(c, 2, &n3);
-  CHECK(plain && n0 == n1 && !memcmp(plain, cold, n0), "cold cache, -j 2: the same bytes as -j 1");
-  CHECK(plain && n0 == n2 && !memcmp(plain, warm, n0), "warm cache, -j 3: the same bytes");
-  CHECK(plain && n0 == n3 && !memcmp(plain, mended, n0), "a corrupt entry: the same bytes");
-  CHECK(entries(dir, NULL) == stored, "the corrupt entry written again (%d entries, %d before)",
-        entries(dir, NULL), stored);
+  CHECK_MSG(plain && n0 == n1 && !memcmp(plain, cold, n0),
+            "cold cache, -j 2: the same bytes as -j 1");
+  CHECK_MSG(plain && n0 == n2 && !memcmp(plain, warm, n0), "warm cache, -j 3: the same bytes");
+  CHECK_MSG(plain && n0 == n3 && !memcmp(plain, mended, n0), "a corrupt entry: the same bytes");
+  CHECK_MSG(entries(dir, NULL) == stored, "the corrupt entry written again (%d entries, %d before)",
+            entries(dir, NULL), stored);
   printf("compile: %d cache entries (vulkan kernels; cuda ones too where NVRTC is present)\n",
          stored);
   free(plain);
@@ -317,6 +305,5 @@ int main(void) {
     rx_strbuf_free(&d);
   }
   rmdir(root);
-  printf("test_kcache: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_kcache");
 }

@@ -11,6 +11,7 @@
  * the result is compared with the fixture outputs: |got - want| <= tol * (1 + |want|), exact
  * for integers and bools, NaN only where NaN is expected. */
 #include "base/npy.h"
+#include "check.h"
 #include "interp/graph_interp.h"
 #include "interp/interp.h"
 #include "ops/legalize.h"
@@ -21,20 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
 static const char *tests_dir;
-
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (c) {                                                                                       \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* ------------------------------------------------------------------------------------------
  * a small evaluator of legalized graph functions
@@ -322,7 +310,7 @@ static void run_case(char *lineb) {
   char *inputs = field(&p), *outputs = field(&p), *tol_s = field(&p);
   double tol = atof(tol_s);
   ncases++;
-  int before = failed;
+  int before = check_failed;
   char text[4096];
   snprintf(text, sizeof text, "graph_fn f(%s) {\n  y = %s\n  return y\n}\n", params, expr);
   rx_module *m = rx_module_new();
@@ -333,13 +321,13 @@ static void run_case(char *lineb) {
   int nin = 0;
   char err[1024] = "";
   bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d);
-  CHECK(ok, "%s: parse/normalize: %s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: parse/normalize: %s", name, rx_diag_text(&d));
   if (!ok) goto out;
   ok = rx_pass_legalize(m, &d);
-  CHECK(ok, "%s: legalize: %s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: legalize: %s", name, rx_diag_text(&d));
   if (!ok) goto out;
   ok = rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-  CHECK(ok, "%s: normalize+verify after legalize: %s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: normalize+verify after legalize: %s", name, rx_diag_text(&d));
   if (!ok) {
     char *t = print_module(m);
     printf("%s\n", t);
@@ -347,7 +335,7 @@ static void run_case(char *lineb) {
     goto out;
   }
   rx_graph_fn *g = rx_module_graph_fn(m, "f");
-  CHECK(g && no_op_calls(&g->body), "%s: op calls remain after legalization", name);
+  CHECK_MSG(g && no_op_calls(&g->body), "%s: op calls remain after legalization", name);
   if (!g) goto out;
   /* print -> parse -> print is stable */
   {
@@ -357,8 +345,8 @@ static void run_case(char *lineb) {
     rx_diag_init(&d2);
     bool ok2 = rx_parse_module(m2, "reprint", t1, strlen(t1), &d2) && rx_module_normalize(m2, &d2);
     char *t2 = ok2 ? print_module(m2) : NULL;
-    CHECK(ok2 && strcmp(t1, t2) == 0, "%s: the legalized module does not print/parse back: %s",
-          name, rx_diag_text(&d2));
+    CHECK_MSG(ok2 && strcmp(t1, t2) == 0, "%s: the legalized module does not print/parse back: %s",
+              name, rx_diag_text(&d2));
     free(t1);
     free(t2);
     rx_diag_free(&d2);
@@ -382,7 +370,7 @@ static void run_case(char *lineb) {
   {
     char *fs[32];
     int nf = split_ws(inputs, fs, 32);
-    CHECK(nf == g->nparams, "%s: %d input files for %d parameters", name, nf, g->nparams);
+    CHECK_MSG(nf == g->nparams, "%s: %d input files for %d parameters", name, nf, g->nparams);
     if (nf != g->nparams) goto out;
     for (int i = 0; i < nf; i++) {
       char path[1024];
@@ -390,7 +378,7 @@ static void run_case(char *lineb) {
       val *v = calloc(1, sizeof *v);
       v->owned = true;
       rx_status st = rx_npy_read(path, &v->t);
-      CHECK(!st, "%s: %s", name, rx_status_message(st));
+      CHECK_MSG(!st, "%s: %s", name, rx_status_message(st));
       if (st) {
         rx_status_free(st);
         free(v);
@@ -406,7 +394,7 @@ static void run_case(char *lineb) {
     for (int k = 0; k < g->body.blocks[b]->nbindings; k++) {
       rx_binding *bd = g->body.blocks[b]->bindings[k];
       val *v = eval_value(&e, m, bd->value, err, sizeof err);
-      CHECK(v != NULL, "%s: binding %s: %s", name, bd->var->name, err);
+      CHECK_MSG(v != NULL, "%s: binding %s: %s", name, bd->var->name, err);
       if (!v || e.n == 256) {
         if (!v) {
           char *t = print_module(m);
@@ -422,25 +410,25 @@ static void run_case(char *lineb) {
   }
   {
     val *r = eval_atom(&e, g->body.result, err, sizeof err);
-    CHECK(r != NULL, "%s: result: %s", name, err);
+    CHECK_MSG(r != NULL, "%s: result: %s", name, err);
     if (!r) goto out;
     char *fs[32];
     int nf = split_ws(outputs, fs, 32);
     int nr = r->tuple ? r->nfields : 1;
-    CHECK(nf == nr, "%s: %d output files for %d results", name, nf, nr);
+    CHECK_MSG(nf == nr, "%s: %d output files for %d results", name, nf, nr);
     for (int i = 0; i < nf && i < nr; i++) {
       char path[1024];
       snprintf(path, sizeof path, "%s/fixtures/ops/%s", tests_dir, fs[i]);
       rx_npy want;
       rx_status st = rx_npy_read(path, &want);
-      CHECK(!st, "%s: %s", name, rx_status_message(st));
+      CHECK_MSG(!st, "%s: %s", name, rx_status_message(st));
       if (st) {
         rx_status_free(st);
         continue;
       }
       char buf[256];
       const char *msg = compare(r->tuple ? &r->fields[i]->t : &r->t, &want, tol, buf, sizeof buf);
-      CHECK(!msg, "%s (%s at %s): output %d: %s", name, expr, dims, i, msg);
+      CHECK_MSG(!msg, "%s (%s at %s): output %d: %s", name, expr, dims, i, msg);
       rx_npy_free(&want);
     }
   }
@@ -450,7 +438,7 @@ out:
   for (int i = 0; i < nin; i++) val_free(owned_in[i]);
   rx_diag_free(&d);
   rx_module_free(m);
-  if (failed != before) ncase_fail++;
+  if (check_failed != before) ncase_fail++;
 }
 
 static void test_manifest(void) {
@@ -459,7 +447,7 @@ static void test_manifest(void) {
   char *text;
   size_t len;
   rx_status st = rx_read_file(path, &text, &len);
-  CHECK(!st, "manifest: %s", rx_status_message(st));
+  CHECK_MSG(!st, "manifest: %s", rx_status_message(st));
   if (st) {
     rx_status_free(st);
     return;
@@ -476,7 +464,7 @@ static void test_manifest(void) {
     line = nl + 1;
   }
   free(text);
-  CHECK(ncases >= 100, "only %d manifest cases", ncases);
+  CHECK_MSG(ncases >= 100, "only %d manifest cases", ncases);
   printf("manifest: %d cases, %d failed\n", ncases, ncase_fail);
 }
 
@@ -515,10 +503,10 @@ static void test_reuse(void) {
                     "  e = add(c, 1.0)\n  g = add(d, 2.0)\n  h = add(e, 1.0)\n"
                     "  return (g, h)\n}\n",
                     err, sizeof err);
-  CHECK(m, "reuse: %s", err);
+  CHECK_MSG(m, "reuse: %s", err);
   if (!m) return;
   /* exp shared; softmax axis -1 and axis 0 differ; add 1.0 shared, add 2.0 separate */
-  CHECK(count_tensor_fns(m) == 5, "reuse: %d programs, expected 5", count_tensor_fns(m));
+  CHECK_MSG(count_tensor_fns(m) == 5, "reuse: %d programs, expected 5", count_tensor_fns(m));
   rx_module_free(m);
 }
 
@@ -526,24 +514,24 @@ static void test_scalar_param(void) {
   char err[2048];
   rx_module *m = legalize_text("graph_fn f(x: f32[n]) {\n  y = full([n * 2], 1.5)\n  return y\n}\n",
                                err, sizeof err);
-  CHECK(m, "scalar param: %s", err);
+  CHECK_MSG(m, "scalar param: %s", err);
   if (!m) return;
   rx_graph_fn *g = rx_module_graph_fn(m, "f");
   rx_node *v = g->body.blocks[0]->bindings[0]->value;
-  CHECK(v->kind == RX_NODE_CALL_TENSOR && v->nextra == 1 &&
-            v->extra_dims[0] == rx_expr_var(m->ctx, "n"),
-        "full([n * 2]) should pass dims=[n]");
+  CHECK_MSG(v->kind == RX_NODE_CALL_TENSOR && v->nextra == 1 &&
+                v->extra_dims[0] == rx_expr_var(m->ctx, "n"),
+            "full([n * 2]) should pass dims=[n]");
   const rx_tensor_fn *t = v->tfn;
   int nscal = 0;
   for (int i = 0; t && i < t->nparams; i++) nscal += t->params[i]->kind == RX_PARAM_SCALAR;
-  CHECK(nscal == 1, "full([n * 2]) program has %d scalar params", nscal);
+  CHECK_MSG(nscal == 1, "full([n * 2]) program has %d scalar params", nscal);
   rx_module_free(m);
 
   /* a symbolic variable named like a loop variable does not collide */
   m = legalize_text(
       "graph_fn f(x: f32[i0, r], w: f32[r, j]) {\n  y = matmul(x, w)\n  return y\n}\n", err,
       sizeof err);
-  CHECK(m, "names: %s", err);
+  CHECK_MSG(m, "names: %s", err);
   if (m) rx_module_free(m);
 }
 
@@ -561,7 +549,7 @@ static void test_int64_exact(void) {
       "  e = const(i64[4], [9223372036854775807, -9223372036854775808, 9007199254740993, "
       "-9007199254740993])\n  return (a, b, c, d, e)\n}\n",
       err, sizeof err);
-  CHECK(m, "int64: %s", err);
+  CHECK_MSG(m, "int64: %s", err);
   if (!m) return;
   rx_graph_fn *g = rx_module_graph_fn(m, "f");
   rx_block *bl = g->body.blocks[0];
@@ -569,23 +557,23 @@ static void test_int64_exact(void) {
     const rx_node *v = bl->bindings[k]->value;
     int64_t got[4] = {0, 0, 0, 0};
     if (k == 4) {
-      CHECK(v->kind == RX_NODE_CONST, "int64: e is no const");
+      CHECK_MSG(v->kind == RX_NODE_CONST, "int64: e is no const");
       if (v->kind != RX_NODE_CONST) break;
       rx_ginterp_const_bytes(v, got, 4);
       for (int i = 0; i < 4; i++)
-        CHECK(got[i] == want[i], "int64 const [%d]: %lld, expected %lld", i, (long long)got[i],
-              (long long)want[i]);
+        CHECK_MSG(got[i] == want[i], "int64 const [%d]: %lld, expected %lld", i, (long long)got[i],
+                  (long long)want[i]);
       break;
     }
-    CHECK(v->kind == RX_NODE_CALL_TENSOR && v->tfn && v->tfn->nparams == 1,
-          "int64: binding %d is no call_tensor of one parameter", k);
+    CHECK_MSG(v->kind == RX_NODE_CALL_TENSOR && v->tfn && v->tfn->nparams == 1,
+              "int64: binding %d is no call_tensor of one parameter", k);
     if (v->kind != RX_NODE_CALL_TENSOR || !v->tfn || v->tfn->nparams != 1) continue;
     rx_interp_arg out = {.data = got, .shape = {2}, .ndim = 1, .dtype = RX_DTYPE_I64};
     rx_status st = rx_interp_run(m, v->tfn, &out, 1, NULL);
-    CHECK(!st, "int64 full %d: %s", k, st ? rx_status_message(st) : "");
+    CHECK_MSG(!st, "int64 full %d: %s", k, st ? rx_status_message(st) : "");
     rx_status_free(st);
-    CHECK(got[0] == want[k] && got[1] == want[k], "int64 full %d: %lld %lld, expected %lld", k,
-          (long long)got[0], (long long)got[1], (long long)want[k]);
+    CHECK_MSG(got[0] == want[k] && got[1] == want[k], "int64 full %d: %lld %lld, expected %lld", k,
+              (long long)got[0], (long long)got[1], (long long)want[k]);
   }
   rx_module_free(m);
 }
@@ -620,9 +608,9 @@ static void test_errors(void) {
     rx_diag_init(&d);
     bool ok = rx_parse_module(m, "err", cases[i].text, strlen(cases[i].text), &d) &&
               rx_module_normalize(m, &d) && rx_pass_legalize(m, &d);
-    CHECK(!ok && strstr(rx_diag_text(&d), cases[i].want) && strstr(rx_diag_text(&d), "err:"),
-          "error case %zu: expected an error with '%s' and a location, got: %s", i, cases[i].want,
-          rx_diag_text(&d));
+    CHECK_MSG(!ok && strstr(rx_diag_text(&d), cases[i].want) && strstr(rx_diag_text(&d), "err:"),
+              "error case %zu: expected an error with '%s' and a location, got: %s", i,
+              cases[i].want, rx_diag_text(&d));
     rx_diag_free(&d);
     rx_module_free(m);
   }
@@ -632,7 +620,7 @@ static void test_patterns(void) {
   int n;
   const rx_op *const *all = rx_op_all(&n);
   for (int i = 0; i < n; i++)
-    CHECK(all[i]->pattern != RX_PATTERN_UNKNOWN, "op %s has no pattern kind", all[i]->name);
+    CHECK_MSG(all[i]->pattern != RX_PATTERN_UNKNOWN, "op %s has no pattern kind", all[i]->name);
   static const struct {
     const char *op;
     rx_pattern p;
@@ -643,18 +631,19 @@ static void test_patterns(void) {
               {"gelu", RX_PATTERN_ELEMWISE},      {"batch_norm", RX_PATTERN_BROADCAST}};
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++) {
     const rx_op *op = rx_op_lookup(want[i].op, strlen(want[i].op));
-    CHECK(op && op->pattern == want[i].p, "pattern of %s: %s", want[i].op,
-          op ? rx_pattern_name(op->pattern) : "missing");
+    CHECK_MSG(op && op->pattern == want[i].p, "pattern of %s: %s", want[i].op,
+              op ? rx_pattern_name(op->pattern) : "missing");
   }
-  CHECK(!strcmp(rx_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
-  CHECK(!strcmp(rx_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
+  CHECK_MSG(!strcmp(rx_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
+  CHECK_MSG(!strcmp(rx_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
   /* ops.def's legalization column: every op has a generator but the host-level one, and the
    * table's ids are its rows */
   for (int i = 0; i < n; i++) {
     bool host = all[i]->id == RX_OP_tensor_to_shape;
-    CHECK(all[i]->id == (rx_op_id)i, "op %s has id %d at row %d", all[i]->name, (int)all[i]->id, i);
-    CHECK(rx_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
-          host ? "a host-level op has a generator" : "no legalization in ops.def");
+    CHECK_MSG(all[i]->id == (rx_op_id)i, "op %s has id %d at row %d", all[i]->name, (int)all[i]->id,
+              i);
+    CHECK_MSG(rx_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
+              host ? "a host-level op has a generator" : "no legalization in ops.def");
   }
 }
 
@@ -669,7 +658,7 @@ static void test_all_ops_legalize(void) {
       "  r = sum(x, axes=[0, 1], keepdims=true)\n"
       "  return (a, c, d, e, g, h, k, l, p, q, r)\n}\n",
       err, sizeof err);
-  CHECK(m, "all ops: %s", err);
+  CHECK_MSG(m, "all ops: %s", err);
   if (m) rx_module_free(m);
   int n;
   const rx_op *const *all = rx_op_all(&n);
@@ -707,7 +696,7 @@ static void test_all_ops_legalize(void) {
     bool found = strstr(text, pat) != NULL;
     for (size_t k = 0; k < RX_ARRAY_LEN(extra) && !found; k++)
       found = !strcmp(extra[k], all[i]->name);
-    CHECK(found, "op %s is covered by no test", all[i]->name);
+    CHECK_MSG(found, "op %s is covered by no test", all[i]->name);
   }
   free(text);
 }
@@ -715,18 +704,18 @@ static void test_all_ops_legalize(void) {
 static void test_npy(void) {
   char path[] = "/tmp/rx_npy_testXXXXXX";
   int fd = mkstemp(path);
-  CHECK(fd >= 0, "mkstemp");
+  CHECK_MSG(fd >= 0, "mkstemp");
   if (fd < 0) return;
   float v[6] = {1, 2, 3, 4, 5, -6.5f};
   rx_npy a = {.dtype = RX_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = v, .nbytes = sizeof v};
   rx_status st = rx_npy_write(path, &a);
-  CHECK(!st, "npy write: %s", rx_status_message(st));
+  CHECK_MSG(!st, "npy write: %s", rx_status_message(st));
   rx_status_free(st);
   rx_npy b;
   st = rx_npy_read(path, &b);
-  CHECK(!st && b.dtype == RX_DTYPE_F32 && b.ndim == 2 && b.shape[0] == 2 && b.shape[1] == 3 &&
-            memcmp(b.data, v, sizeof v) == 0,
-        "npy round trip: %s", rx_status_message(st));
+  CHECK_MSG(!st && b.dtype == RX_DTYPE_F32 && b.ndim == 2 && b.shape[0] == 2 && b.shape[1] == 3 &&
+                memcmp(b.data, v, sizeof v) == 0,
+            "npy round trip: %s", rx_status_message(st));
   rx_status_free(st);
   rx_npy_free(&b);
   remove(path);
@@ -749,23 +738,23 @@ static void test_npy(void) {
     size_t len = 10 + hl + 8; /* 8 bytes of data: two f4 */
     rx_npy c;
     st = rx_npy_parse(buf, len, "bad.npy", &c);
-    CHECK(st && strstr(rx_status_message(st), bad[i].want) &&
-              strstr(rx_status_message(st), "bad.npy"),
-          "npy error %zu: got '%s'", i, st ? rx_status_message(st) : "success");
+    CHECK_MSG(st && strstr(rx_status_message(st), bad[i].want) &&
+                  strstr(rx_status_message(st), "bad.npy"),
+              "npy error %zu: got '%s'", i, st ? rx_status_message(st) : "success");
     rx_status_free(st);
     rx_npy_free(&c);
   }
   rx_npy c;
   st = rx_npy_parse("\x93NUMPX", 6, "x.npy", &c);
-  CHECK(st != NULL, "npy: bad magic accepted");
+  CHECK_MSG(st != NULL, "npy: bad magic accepted");
   rx_status_free(st);
   /* a committed fixture reads back with its dtype */
   snprintf(path, sizeof path, "/tmp/x");
   char fpath[1024];
   snprintf(fpath, sizeof fpath, "%s/fixtures/ops/take_1.idx.npy", tests_dir);
   st = rx_npy_read(fpath, &c);
-  CHECK(!st && c.dtype == RX_DTYPE_I64 && c.ndim == 1 && c.shape[0] == 7,
-        "fixture take_1.idx.npy: %s", rx_status_message(st));
+  CHECK_MSG(!st && c.dtype == RX_DTYPE_I64 && c.ndim == 1 && c.shape[0] == 7,
+            "fixture take_1.idx.npy: %s", rx_status_message(st));
   rx_status_free(st);
   rx_npy_free(&c);
 }
@@ -780,6 +769,5 @@ int main(int argc, char **argv) {
   test_errors();
   test_all_ops_legalize();
   test_manifest();
-  printf("legalize: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("legalize");
 }

@@ -21,6 +21,7 @@
  * RX_LLM_MODELS=a,b runs a subset; RX_LLM_QUICK=1 (make asan) a quarter of the work (below).
  *
  * usage: test_llm TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "base/npy.h"
 #include "driver/driver.h"

@@ -17,6 +17,7 @@
  *   - with NVRTC for sm_80 and sm_90: the PTX must contain the instructions and ptxas accept it.
  * Exits 77 (skipped) without clang++ 16 for the emulator; the NVRTC part is reported skipped
  * without NVRTC or ptxas. usage: test_mma_helpers [TESTS_DIR] */
+#include "check.h"
 #include "codegen/mma_cuda.h"
 #include "simt_harness.h"
 #include "targets/toolchain.h"
@@ -27,19 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed, emu_skipped;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+static int emu_skipped;
 
 /* ---- inputs: random values exactly representable in the input types ---- */
 
@@ -85,12 +74,12 @@ static int check_f32(const char *what, const float *got, const float *A, const f
       }
       double tol = (K + 1) * ldexp(1.0, -24) * mag;
       if (fabs(got[r * N + c] - ref) > tol) {
-        CHECK(0, "%s: D[%d][%d] = %.9g, want %.9g (tolerance %.3g)", what, r, c, got[r * N + c],
-              ref, tol);
+        CHECK_MSG(0, "%s: D[%d][%d] = %.9g, want %.9g (tolerance %.3g)", what, r, c, got[r * N + c],
+                  ref, tol);
         return 1;
       }
     }
-  CHECK(1, "%s", what);
+  CHECK_MSG(1, "%s", what);
   return 0;
 }
 
@@ -100,13 +89,13 @@ static int launch(simt_module *m, const char *name, unsigned gx, unsigned gy, un
                   void **args, int nargs) {
   simt_kernel *k = simt_module_kernel(m, name);
   if (!k) {
-    CHECK(0, "no kernel %s", name);
+    CHECK_MSG(0, "no kernel %s", name);
     return -1;
   }
   unsigned grid[3] = {gx, gy, 1}, block[3] = {bx, 1, 1};
   char *err = NULL;
   int rc = simt_launch(k, grid, block, 0, args, nargs, &err);
-  if (rc) CHECK(0, "launch %s: %s", name, err);
+  if (rc) CHECK_MSG(0, "launch %s: %s", name, err);
   free(err);
   return rc;
 }
@@ -136,12 +125,12 @@ static void t_ldmatrix(simt_module *m) {
         uint32_t hi = v < 3 ? mat[g][2 * t + 1] : mat[2 * t + 1][g];
         uint32_t want = lo | hi << 16, got = out[(v * 32 + l) * 4 + j];
         if (got != want) {
-          CHECK(0, "ldmatrix variant %d: lane %d register %d = 0x%08x, want 0x%08x", v, l, j, got,
-                want);
+          CHECK_MSG(0, "ldmatrix variant %d: lane %d register %d = 0x%08x, want 0x%08x", v, l, j,
+                    got, want);
           bad = 1;
         }
       }
-    if (!bad) CHECK(1, "ldmatrix variant %d", v);
+    if (!bad) CHECK_MSG(1, "ldmatrix variant %d", v);
   }
 }
 
@@ -183,7 +172,7 @@ static void t_frag(simt_module *m) {
     int bad = -1;
     for (int i = 0; i < 64 && bad < 0; i++)
       if (lanes[i] != (unsigned)i % 32) bad = i;
-    CHECK(bad < 0, "rx_lane_id of thread %d is %u", bad, bad < 0 ? 0 : lanes[bad]);
+    CHECK_MSG(bad < 0, "rx_lane_id of thread %d is %u", bad, bad < 0 ? 0 : lanes[bad]);
   }
   for (int bf16 = 0; bf16 < 2; bf16++) {
     uint16_t A[16 * 16], B[16 * 16];
@@ -227,11 +216,11 @@ static void t_tile_s8(simt_module *m) {
       int32_t want = C[r * 8 + c];
       for (int k = 0; k < 32; k++) want += A[r * 32 + k] * Bt[c * 32 + k];
       if (D[r * 8 + c] != want) {
-        CHECK(0, "s8 16x8x32 tile: D[%d][%d] = %d, want %d", r, c, D[r * 8 + c], want);
+        CHECK_MSG(0, "s8 16x8x32 tile: D[%d][%d] = %d, want %d", r, c, D[r * 8 + c], want);
         return;
       }
     }
-  CHECK(1, "s8 16x8x32 tile (exact)");
+  CHECK_MSG(1, "s8 16x8x32 tile (exact)");
 }
 
 static void t_gemm(simt_module *m, int M, int N, int K) {
@@ -260,8 +249,8 @@ static void t_misuse(simt_module *m, const char *name, unsigned bx, const char *
   unsigned grid[3] = {1, 1, 1}, block[3] = {bx, 1, 1};
   char *err = NULL;
   int rc = k ? simt_launch(k, grid, block, 0, args, 1, &err) : -1;
-  CHECK(rc && err && strstr(err, want), "%s: expected an error containing \"%s\", got: %s", name,
-        want, err ? err : "(none)");
+  CHECK_MSG(rc && err && strstr(err, want), "%s: expected an error containing \"%s\", got: %s",
+            name, want, err ? err : "(none)");
   if (rc && err && strstr(err, want)) printf("  %s reported: %s\n", name, err);
   free(err);
 }
@@ -274,7 +263,7 @@ static void run_emulated(const char *src) {
       emu_skipped = 1;
       printf("SKIP emulator: %s\n", err);
     } else {
-      CHECK(0, "mma.cu does not compile for the emulator: %s", err ? err : "");
+      CHECK_MSG(0, "mma.cu does not compile for the emulator: %s", err ? err : "");
     }
     free(err);
     return;
@@ -321,18 +310,18 @@ static void run_nvrtc(const char *src) {
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
     s = rx_nvrtc_compile(src, "mma.cu", archs[a], false, &ptx, &len, &log);
-    CHECK(!s, "NVRTC %s: %s\n%s", archs[a], s ? rx_status_message(s) : "", log ? log : "");
+    CHECK_MSG(!s, "NVRTC %s: %s\n%s", archs[a], s ? rx_status_message(s) : "", log ? log : "");
     rx_status_free(s);
     free(log);
     if (!ptx) continue;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-      CHECK(strstr(ptx, want[i]), "PTX for %s lacks %s", archs[a], want[i]);
+      CHECK_MSG(strstr(ptx, want[i]), "PTX for %s lacks %s", archs[a], want[i]);
     rx_ptxas_info info;
     s = rx_ptxas_report(ptx, archs[a], &info);
     if (rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       printf("SKIP ptxas: %s\n", rx_status_message(s));
     } else {
-      CHECK(!s, "ptxas %s rejects the PTX: %s", archs[a], s ? rx_status_message(s) : "");
+      CHECK_MSG(!s, "ptxas %s rejects the PTX: %s", archs[a], s ? rx_status_message(s) : "");
       if (!s) {
         printf("  %s: ptxas accepts the PTX (%d functions, at most %d registers, %d spill "
                "bytes)\n",
@@ -377,7 +366,7 @@ int main(int argc, char **argv) {
   run_emulated(src);
   run_nvrtc(src);
   free(src);
-  printf("mma helpers: %d passed, %d failed%s\n", passed, failed,
+  printf("mma helpers: %d passed, %d failed%s\n", check_passed, check_failed,
          emu_skipped ? " (emulator skipped: no clang++ 16)" : "");
-  return failed ? 1 : emu_skipped ? 77 : 0;
+  return check_failed ? 1 : emu_skipped ? 77 : 0;
 }

@@ -24,6 +24,7 @@
  *     with mma.sync and 128-bit global loads in their PTX and no spills (ptxas, rxk_prepare).
  * Exits 77 when nothing could run (no clang for the emulator is not a skip of the interpreter).
  * usage: test_mma_stmt TESTS_DIR */
+#include "check.h"
 #include "support_pipeline.h"
 
 #include "base/base.h"
@@ -38,13 +39,6 @@
 static rxk_stats st;
 
 #define FAIL(...) rxk_fail(&st, __VA_ARGS__)
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond)                                                                                      \
-      st.passed++;                                                                                 \
-    else                                                                                           \
-      FAIL(__VA_ARGS__);                                                                           \
-  } while (0)
 
 /* The PTX of every kernel of p holds mma.sync.aligned.m16n8k16 (NVRTC; skipped without it). */
 static void check_ptx(const rxk_prepared *p) {
@@ -58,8 +52,8 @@ static void check_ptx(const rxk_prepared *p) {
     } else if (s) {
       FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
     } else {
-      CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
-            "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
+      CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
+                "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
     }
     rx_status_free(s);
     free(ptx);
@@ -95,9 +89,9 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
     rx_kernel_list kl = {0};
     bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
-    CHECK(!ok && strstr(text, "uses mma m16n8k16") && strstr(text, "has no such matrix unit"),
-          "%s [%s]: expected 'uses mma m16n8k16 ... has no such matrix unit', got: %s", prog,
-          others[ti], ok ? "(compiled)" : text);
+    CHECK_MSG(!ok && strstr(text, "uses mma m16n8k16") && strstr(text, "has no such matrix unit"),
+              "%s [%s]: expected 'uses mma m16n8k16 ... has no such matrix unit', got: %s", prog,
+              others[ti], ok ? "(compiled)" : text);
     rx_diag_free(&diag);
   }
   rxk_env base;
@@ -135,9 +129,9 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
       o.subgroup_size = 8;
       rxk_copy_buffers(&in, &got);
       s = rx_interp_run(m, f, got.arg, got.n, &o);
-      CHECK(s && strstr(rx_status_message(s), "needs the 32 lanes of a subgroup"),
-            "%s at %s with subgroups of 8: expected a refusal, got %s", prog, at,
-            s ? rx_status_message(s) : "success");
+      CHECK_MSG(s && strstr(rx_status_message(s), "needs the 32 lanes of a subgroup"),
+                "%s at %s with subgroups of 8: expected a refusal, got %s", prog, at,
+                s ? rx_status_message(s) : "success");
       rx_status_free(s);
       rxk_free_buffers(&got);
       for (int ti = 0; ti < 2; ti++) {
@@ -183,22 +177,22 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
   }
   rxk_copy_buffers(&in, &want);
   rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
-  CHECK(!s, "%s: %s", ref, s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s: %s", ref, s ? rx_status_message(s) : "");
   rx_status_free(s);
   rx_interp_opts o = {.subgroup_size = 32};
   rxk_copy_buffers(&in, &got);
   s = rx_interp_run(m, f, got.arg, got.n, &o);
-  CHECK(!s && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
-        "%s: the interpreter should read the tile before it lands and differ from %s (%s)", prog,
-        ref, s ? rx_status_message(s) : "it matched");
+  CHECK_MSG(!s && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
+            "%s: the interpreter should read the tile before it lands and differ from %s (%s)",
+            prog, ref, s ? rx_status_message(s) : "it matched");
   rx_status_free(s);
   rxk_free_buffers(&got);
   if (p.ok && p.emulate) {
     rxk_copy_buffers(&in, &got);
     bool ran = rxk_run_simt(&p, &e, &got, why, sizeof why);
-    CHECK(ran && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
-          "%s: the emulated CUDA C should differ from %s (%s)", prog, ref,
-          ran ? "it matched" : why);
+    CHECK_MSG(ran && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
+              "%s: the emulated CUDA C should differ from %s (%s)", prog, ref,
+              ran ? "it matched" : why);
     rxk_free_buffers(&got);
   }
   rxk_free_buffers(&in);
@@ -211,17 +205,17 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
 static void check_errors(rx_module *m) {
   rx_strbuf printed = {0}, again = {0};
   rx_module_print(&printed, m);
-  CHECK(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
-        "the printer writes the statement");
-  CHECK(strstr(printed.data, "mma m16n8k16 fc[j], fa[ks], fb[j]") != NULL &&
-            strstr(printed.data, "ldmatrix x4 fa[ks] = sa[0, ") != NULL,
-        "the printer writes the indexed form");
+  CHECK_MSG(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
+            "the printer writes the statement");
+  CHECK_MSG(strstr(printed.data, "mma m16n8k16 fc[j], fa[ks], fb[j]") != NULL &&
+                strstr(printed.data, "ldmatrix x4 fa[ks] = sa[0, ") != NULL,
+            "the printer writes the indexed form");
   rx_module *m2 = NULL;
   char *msg = rxk_verify_text("mma.rx", printed.data, &m2);
-  CHECK(!msg, "the printed module parses back: %s", msg ? msg : "");
+  CHECK_MSG(!msg, "the printed module parses back: %s", msg ? msg : "");
   if (m2) {
     rx_module_print(&again, m2);
-    CHECK(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
+    CHECK_MSG(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
     rx_module_free(m2);
   }
   free(msg);
@@ -249,8 +243,8 @@ static void check_errors(rx_module *m) {
              "    }\n  }\n}\n",
              bad[i].decls, bad[i].stmt);
     msg = rxk_verify_text("mma.rx", text, NULL);
-    CHECK(msg && strstr(msg, bad[i].want), "bad mma %zu: expected '%s', got: %s", i, bad[i].want,
-          msg ? msg : "(accepted)");
+    CHECK_MSG(msg && strstr(msg, bad[i].want), "bad mma %zu: expected '%s', got: %s", i,
+              bad[i].want, msg ? msg : "(accepted)");
     free(msg);
   }
   static const struct {
@@ -277,8 +271,9 @@ static void check_errors(rx_module *m) {
              "    }\n  }\n}\n",
              bad_async[i].stmt);
     msg = rxk_verify_text("mma.rx", text, NULL);
-    CHECK(msg && strstr(msg, bad_async[i].want), "bad async/ldmatrix %zu: expected '%s', got: %s",
-          i, bad_async[i].want, msg ? msg : "(accepted)");
+    CHECK_MSG(msg && strstr(msg, bad_async[i].want),
+              "bad async/ldmatrix %zu: expected '%s', got: %s", i, bad_async[i].want,
+              msg ? msg : "(accepted)");
     free(msg);
   }
   /* half of the subgroup reaches it: the interpreter reports the divergence */
@@ -290,16 +285,16 @@ static void check_errors(rx_module *m) {
                     "    }\n  }\n}\n";
   rx_module *md = NULL;
   msg = rxk_verify_text("mma.rx", div, &md);
-  CHECK(!msg, "the divergent program verifies: %s", msg ? msg : "");
+  CHECK_MSG(!msg, "the divergent program verifies: %s", msg ? msg : "");
   free(msg);
   if (md) {
     float y[32];
     rx_interp_arg arg = {.data = y, .shape = {32}, .ndim = 1, .dtype = RX_DTYPE_F32};
     rx_interp_opts o = {.subgroup_size = 32};
     rx_status s = rx_interp_run(md, rxk_find_fn(md, "t"), &arg, 1, &o);
-    CHECK(s && strstr(rx_status_message(s), "subgroup divergence"),
-          "mma reached by half a subgroup: expected a divergence, got %s",
-          s ? rx_status_message(s) : "success");
+    CHECK_MSG(s && strstr(rx_status_message(s), "subgroup divergence"),
+              "mma reached by half a subgroup: expected a divergence, got %s",
+              s ? rx_status_message(s) : "success");
     rx_status_free(s);
     rx_module_free(md);
   }
@@ -326,7 +321,7 @@ static void check_mma_variants(rx_module *m) {
       for (int v = 0; p.ok && v < p.sr.nvariants; v++)
         if (p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, names[ni]) && v < p.kl.n)
           kn = p.kl.kernels[v];
-      CHECK(kn != NULL, "%s: no %s variant", p.what, names[ni]);
+      CHECK_MSG(kn != NULL, "%s: no %s variant", p.what, names[ni]);
       if (!kn) continue;
       char *ptx = NULL, *log = NULL;
       size_t len = 0;
@@ -336,16 +331,17 @@ static void check_mma_variants(rx_module *m) {
       } else if (s) {
         FAIL("%s: NVRTC: %s", p.what, rx_status_message(s));
       } else {
-        CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
-              "%s: %s's PTX has no mma.sync", p.what, names[ni]);
+        CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
+                  "%s: %s's PTX has no mma.sync", p.what, names[ni]);
         if (ni == 0)
-          CHECK(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
-                    strstr(ptx, "ld.global.v4.u32"),
-                "%s: %s's PTX has no 128-bit global load", p.what, names[ni]);
+          CHECK_MSG(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
+                        strstr(ptx, "ld.global.v4.u32"),
+                    "%s: %s's PTX has no 128-bit global load", p.what, names[ni]);
         else /* the pipeline: cp.async into shared memory, ldmatrix out of it */
-          CHECK(strstr(ptx, "cp.async.cg.shared.global") && strstr(ptx, "cp.async.wait_group 1") &&
-                    strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
-                "%s: %s's PTX lacks cp.async, its wait or ldmatrix", p.what, names[ni]);
+          CHECK_MSG(strstr(ptx, "cp.async.cg.shared.global") &&
+                        strstr(ptx, "cp.async.wait_group 1") &&
+                        strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                    "%s: %s's PTX lacks cp.async, its wait or ldmatrix", p.what, names[ni]);
       }
       rx_status_free(s);
       free(ptx);
@@ -377,6 +373,9 @@ int main(int argc, char **argv) {
   check_errors(m);
   check_mma_variants(m);
   rx_module_free(m);
-  printf("mma statement: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
-  return st.failed ? 1 : st.passed ? 0 : 77;
+  /* the pipeline's counts (rxk_stats: support_pipeline.h) with this file's checks */
+  check_passed += st.passed;
+  check_failed += st.failed;
+  check_skipped += st.skipped;
+  return check_finish("mma statement");
 }

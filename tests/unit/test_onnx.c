@@ -11,6 +11,7 @@
  * Without Vulkan the import and error checks still run and the run cases are skipped.
  *
  * usage: test_onnx TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "base/npy.h"
 #include "driver/driver.h"

@@ -13,6 +13,7 @@
  *               outputs, forward and reversed
  * Condition-ended loops read the condition back each step (one device round trip a step), so the
  * 100,000-step one is loop_while only; the others stop at 1000 steps. */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "ir/ir.h"

@@ -19,6 +19,7 @@
  *   RX_ONNX_REL_L2=TOL                   compare float outputs by relative L2 error
  *                                        |got - want|_2 / |want|_2 <= TOL instead, printing each
  *                                        (the PyTorch exports of tests/onnx/torch_exports) */
+/* test-needs: runtime */
 #include "base/base.h"
 #include "driver/driver.h"
 #include "frontends/onnx/onnx_import.h"

@@ -11,6 +11,7 @@
  *
  * usage: test_onnx_weights TESTS_DIR */
 #include "base/base.h"
+#include "check.h"
 
 #ifdef RX_HAVE_ONNX
 #include "frontends/onnx/onnx_import.h"
@@ -25,26 +26,12 @@
 
 #ifdef RX_HAVE_ONNX
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL (%s:%d): ", __FILE__, __LINE__);                                       \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
-
 static char *read_model(const char *dir, const char *model, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/onnx/weights/%s", dir, model);
   char *bytes = NULL;
   rx_status s = rx_read_file(path, &bytes, len);
-  CHECK(!s, "%s", rx_status_message(s));
+  CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   return bytes;
 }
@@ -60,14 +47,14 @@ static const rx_onnx_weight *weight(const rx_onnx_weight *w, int n, const char *
       same = w[i].shape[d] == shape[d];
       count *= (size_t)shape[d];
     }
-    CHECK(same, "weight %s: wrong dtype or shape", name);
-    CHECK(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
+    CHECK_MSG(same, "weight %s: wrong dtype or shape", name);
+    CHECK_MSG(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
     size_t es = (size_t)rx_dtype_bits(dt) / 8;
-    CHECK(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
-          count * es);
+    CHECK_MSG(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
+              count * es);
     return same && w[i].nbytes == count * es ? &w[i] : NULL;
   }
-  CHECK(false, "no weight %s", name);
+  CHECK_MSG(false, "no weight %s", name);
   return NULL;
 }
 
@@ -85,7 +72,7 @@ static char *model_weights(const char *dir, const char *model, const char *base_
   char *bytes = read_model(dir, model, &len);
   if (!bytes) return NULL;
   rx_status s = rx_onnx_weights(bytes, len, model, base_dir, w, n);
-  CHECK(!s, "%s: %s", model, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", model, rx_status_message(s));
   rx_status_free(s);
   return bytes;
 }
@@ -99,48 +86,49 @@ static void test_typed(const char *dir) {
   static const char *const order[] = {
       "layer_0_w", "f32_typed", "f16_typed", "bf16_typed", "i8_typed", "u8_raw", "bool_typed",
       "i32_raw",   "i64_mat",   "i64_17",    "cf",         "ci",       "ch"};
-  CHECK(n == (int)RX_ARRAY_LEN(order), "typed.onnx: %d weights, expected %d", n,
-        (int)RX_ARRAY_LEN(order));
+  CHECK_MSG(n == (int)RX_ARRAY_LEN(order), "typed.onnx: %d weights, expected %d", n,
+            (int)RX_ARRAY_LEN(order));
   for (int i = 0; i < n && i < (int)RX_ARRAY_LEN(order); i++)
-    CHECK(!strcmp(w[i].name, order[i]), "typed.onnx: weight %d is %s, expected %s", i, w[i].name,
-          order[i]);
+    CHECK_MSG(!strcmp(w[i].name, order[i]), "typed.onnx: weight %d is %s, expected %s", i,
+              w[i].name, order[i]);
   const rx_onnx_weight *x;
   if ((x = weight(w, n, "layer_0_w", RX_DTYPE_F32, 2, S23)))
     for (int k = 0; k < 6; k++)
-      CHECK(((float *)x->data)[k] == k * 0.5f - 1, "layer_0_w[%d] = %g", k, ((float *)x->data)[k]);
+      CHECK_MSG(((float *)x->data)[k] == k * 0.5f - 1, "layer_0_w[%d] = %g", k,
+                ((float *)x->data)[k]);
   if ((x = weight(w, n, "f32_typed", RX_DTYPE_F32, 1, S4)))
     for (int k = 0; k < 4; k++)
-      CHECK(((float *)x->data)[k] == k + 0.25f, "f32_typed[%d] = %g", k, ((float *)x->data)[k]);
+      CHECK_MSG(((float *)x->data)[k] == k + 0.25f, "f32_typed[%d] = %g", k, ((float *)x->data)[k]);
   /* 1.5, -2, 0.25 as f16 and bf16 bit patterns */
   static const uint16_t f16[3] = {0x3e00, 0xc000, 0x3400}, bf16[3] = {0x3fc0, 0xc000, 0x3e80};
   if ((x = weight(w, n, "f16_typed", RX_DTYPE_F16, 1, S3)))
-    CHECK(!memcmp(x->data, f16, 6), "f16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
+    CHECK_MSG(!memcmp(x->data, f16, 6), "f16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
   if ((x = weight(w, n, "bf16_typed", RX_DTYPE_BF16, 1, S3)))
-    CHECK(!memcmp(x->data, bf16, 6), "bf16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
+    CHECK_MSG(!memcmp(x->data, bf16, 6), "bf16_typed: wrong bits %04x", ((uint16_t *)x->data)[0]);
   if ((x = weight(w, n, "i8_typed", RX_DTYPE_I8, 1, S5)))
     for (int k = 0; k < 5; k++)
-      CHECK(((int8_t *)x->data)[k] == k - 3, "i8_typed[%d] = %d", k, ((int8_t *)x->data)[k]);
+      CHECK_MSG(((int8_t *)x->data)[k] == k - 3, "i8_typed[%d] = %d", k, ((int8_t *)x->data)[k]);
   static const uint8_t u8[4] = {0, 100, 200, 255}, b[4] = {1, 0, 0, 1};
   if ((x = weight(w, n, "u8_raw", RX_DTYPE_U8, 1, S4)))
-    CHECK(!memcmp(x->data, u8, 4), "u8_raw: wrong values");
+    CHECK_MSG(!memcmp(x->data, u8, 4), "u8_raw: wrong values");
   if ((x = weight(w, n, "bool_typed", RX_DTYPE_BOOL, 2, S22)))
-    CHECK(!memcmp(x->data, b, 4), "bool_typed: wrong values");
+    CHECK_MSG(!memcmp(x->data, b, 4), "bool_typed: wrong values");
   if ((x = weight(w, n, "i32_raw", RX_DTYPE_I32, 1, S18)))
     for (int k = 0; k < 18; k++)
-      CHECK(((int32_t *)x->data)[k] == k - 9, "i32_raw[%d] = %d", k, ((int32_t *)x->data)[k]);
+      CHECK_MSG(((int32_t *)x->data)[k] == k - 9, "i32_raw[%d] = %d", k, ((int32_t *)x->data)[k]);
   if ((x = weight(w, n, "i64_mat", RX_DTYPE_I64, 2, S22)))
-    for (int k = 0; k < 4; k++) CHECK(((int64_t *)x->data)[k] == k + 1, "i64_mat[%d] wrong", k);
+    for (int k = 0; k < 4; k++) CHECK_MSG(((int64_t *)x->data)[k] == k + 1, "i64_mat[%d] wrong", k);
   if ((x = weight(w, n, "i64_17", RX_DTYPE_I64, 1, S17)))
     for (int k = 0; k < 17; k++)
-      CHECK(((int64_t *)x->data)[k] == k * 1000000007ll, "i64_17[%d] wrong", k);
+      CHECK_MSG(((int64_t *)x->data)[k] == k * 1000000007ll, "i64_17[%d] wrong", k);
   if ((x = weight(w, n, "cf", RX_DTYPE_F32, 1, S3)))
     for (int k = 0; k < 3; k++)
-      CHECK(((float *)x->data)[k] == k + 0.5f, "cf[%d] = %g", k, ((float *)x->data)[k]);
+      CHECK_MSG(((float *)x->data)[k] == k + 0.5f, "cf[%d] = %g", k, ((float *)x->data)[k]);
   if ((x = weight(w, n, "ci", RX_DTYPE_I64, 1, S20)))
-    for (int k = 0; k < 20; k++) CHECK(((int64_t *)x->data)[k] == -3 * k, "ci[%d] wrong", k);
+    for (int k = 0; k < 20; k++) CHECK_MSG(((int64_t *)x->data)[k] == -3 * k, "ci[%d] wrong", k);
   static const uint16_t three = 0x4200; /* 3.0 as f16 */
   if ((x = weight(w, n, "ch", RX_DTYPE_F16, 0, S0)))
-    CHECK(!memcmp(x->data, &three, 2), "ch: wrong bits");
+    CHECK_MSG(!memcmp(x->data, &three, 2), "ch: wrong bits");
   rx_onnx_weights_free(w, n);
   free(bytes);
 }
@@ -155,8 +143,8 @@ static void test_typed_wide(const char *dir) {
   static const int64_t S2w[1] = {2};
   const rx_onnx_weight *x;
   if (bytes && (x = weight(w, n, "d", RX_DTYPE_F64, 1, S2w)))
-    CHECK(((const double *)x->data)[0] == 1.0 && ((const double *)x->data)[1] == 2.0,
-          "double.onnx: d is not [1.0, 2.0]");
+    CHECK_MSG(((const double *)x->data)[0] == 1.0 && ((const double *)x->data)[1] == 2.0,
+              "double.onnx: d is not [1.0, 2.0]");
   rx_onnx_weights_free(w, n);
   free(bytes);
   bytes = model_weights(dir, "typed_wide.onnx", NULL, &w, &n);
@@ -166,13 +154,13 @@ static void test_typed_wide(const char *dir) {
   static const uint32_t u32[2] = {4000000000u, 7};
   static const uint64_t u64[2] = {UINT64_MAX, (uint64_t)1 << 63};
   if ((x = weight(w, n, "d_typed", RX_DTYPE_F64, 1, S3)))
-    CHECK(!memcmp(x->data, d, sizeof d), "d_typed: wrong values");
+    CHECK_MSG(!memcmp(x->data, d, sizeof d), "d_typed: wrong values");
   if ((x = weight(w, n, "u16_typed", RX_DTYPE_U16, 1, S3)))
-    CHECK(!memcmp(x->data, u16, sizeof u16), "u16_typed: wrong values");
+    CHECK_MSG(!memcmp(x->data, u16, sizeof u16), "u16_typed: wrong values");
   if ((x = weight(w, n, "u32_typed", RX_DTYPE_U32, 1, S2w)))
-    CHECK(!memcmp(x->data, u32, sizeof u32), "u32_typed: wrong values");
+    CHECK_MSG(!memcmp(x->data, u32, sizeof u32), "u32_typed: wrong values");
   if ((x = weight(w, n, "u64_typed", RX_DTYPE_U64, 1, S2w)))
-    CHECK(!memcmp(x->data, u64, sizeof u64), "u64_typed: wrong values");
+    CHECK_MSG(!memcmp(x->data, u64, sizeof u64), "u64_typed: wrong values");
   rx_onnx_weights_free(w, n);
   free(bytes);
 }
@@ -183,12 +171,12 @@ static void test_external(const char *dir) {
   if (!bytes) return;
   rx_module *m = rx_module_new();
   rx_status s = rx_onnx_import(m, bytes, len, "ext.onnx", NULL, NULL);
-  CHECK(!s, "ext.onnx: import: %s", rx_status_message(s));
+  CHECK_MSG(!s, "ext.onnx: import: %s", rx_status_message(s));
   rx_status_free(s);
   if (!s) {
     char *text = rx_module_to_text(m);
     const char *sig = "main(x: f32[batch, 8], W: f32[8, 6], H: f16[6], idx: i64[20])";
-    CHECK(strstr(text, sig) != NULL, "ext.onnx: the imported main is not %s:\n%s", sig, text);
+    CHECK_MSG(strstr(text, sig) != NULL, "ext.onnx: the imported main is not %s:\n%s", sig, text);
     rx_free(text);
   }
   rx_module_free(m);
@@ -198,21 +186,21 @@ static void test_external(const char *dir) {
   rx_onnx_weight *w = NULL;
   int n = 0;
   s = rx_onnx_weights(bytes, len, "ext.onnx", base, &w, &n);
-  CHECK(!s, "ext.onnx: weights: %s", rx_status_message(s));
+  CHECK_MSG(!s, "ext.onnx: weights: %s", rx_status_message(s));
   rx_status_free(s);
-  CHECK(n == 3, "ext.onnx: %d weights, expected 3", n);
+  CHECK_MSG(n == 3, "ext.onnx: %d weights, expected 3", n);
   const rx_onnx_weight *x;
   if ((x = weight(w, n, "W", RX_DTYPE_F32, 2, S86)))
     for (int k = 0; k < 48; k++)
-      CHECK(((float *)x->data)[k] == ((k % 11) - 5) * 0.25f, "W[%d] = %g", k,
-            ((float *)x->data)[k]);
+      CHECK_MSG(((float *)x->data)[k] == ((k % 11) - 5) * 0.25f, "W[%d] = %g", k,
+                ((float *)x->data)[k]);
   static const uint16_t h[6] = {0xbc00, 0xb800, 0x0000, 0x3800, 0x3c00, 0x3e00}; /* j/2 - 1 */
   if ((x = weight(w, n, "H", RX_DTYPE_F16, 1, S6)))
-    CHECK(!memcmp(x->data, h, sizeof h), "H: wrong bits");
+    CHECK_MSG(!memcmp(x->data, h, sizeof h), "H: wrong bits");
   if ((x = weight(w, n, "idx", RX_DTYPE_I64, 1, S20)))
     for (int k = 0; k < 20; k++)
-      CHECK(((int64_t *)x->data)[k] == (k * 7) % 6, "idx[%d] = %lld", k,
-            (long long)((int64_t *)x->data)[k]);
+      CHECK_MSG(((int64_t *)x->data)[k] == (k * 7) % 6, "idx[%d] = %lld", k,
+                (long long)((int64_t *)x->data)[k]);
   rx_onnx_weights_free(w, n);
   free(bytes);
 }
@@ -226,13 +214,13 @@ static void expect_error(const char *dir, const char *model, const char *base_di
   rx_onnx_weight *w = NULL;
   int n = 0;
   rx_status s = rx_onnx_weights(bytes, len, model, base_dir, &w, &n);
-  CHECK(s != NULL && w == NULL && n == 0, "%s: read without an error", model);
+  CHECK_MSG(s != NULL && w == NULL && n == 0, "%s: read without an error", model);
   if (s) {
-    CHECK(rx_status_code_of(s) == code, "%s: status code %d, expected %d", model,
-          (int)rx_status_code_of(s), (int)code);
+    CHECK_MSG(rx_status_code_of(s) == code, "%s: status code %d, expected %d", model,
+              (int)rx_status_code_of(s), (int)code);
     for (int i = 0; i < nwant; i++)
-      CHECK(strstr(rx_status_message(s), want[i]) != NULL, "%s: message without '%s': %s", model,
-            want[i], rx_status_message(s));
+      CHECK_MSG(strstr(rx_status_message(s), want[i]) != NULL, "%s: message without '%s': %s",
+                model, want[i], rx_status_message(s));
     printf("  %s: %s\n", model, rx_status_message(s));
   }
   rx_status_free(s);
@@ -261,7 +249,7 @@ static void test_errors(const char *dir) {
 
   /* a missing and a truncated data file, in a fresh directory */
   char tmp[] = "/tmp/rx_onnx_weightsXXXXXX";
-  CHECK(mkdtemp(tmp) != NULL, "mkdtemp failed");
+  CHECK_MSG(mkdtemp(tmp) != NULL, "mkdtemp failed");
   char data[1100];
   snprintf(data, sizeof data, "%s/ext.data", tmp);
   const char *missing[] = {"ext.onnx", "tensor 'W'", data, "cannot read"};
@@ -270,11 +258,11 @@ static void test_errors(const char *dir) {
   size_t len = 0;
   snprintf(full, sizeof full, "%s/ext.data", base);
   rx_status s = rx_read_file(full, &bytes, &len);
-  CHECK(!s && len == 364, "%s: %s (%zu bytes, expected 364)", full, rx_status_message(s), len);
+  CHECK_MSG(!s && len == 364, "%s: %s (%zu bytes, expected 364)", full, rx_status_message(s), len);
   rx_status_free(s);
   if (bytes && len == 364) {
     /* W [0, 192) and H [192, 204) are whole, idx [204, 364) is cut */
-    CHECK(write_bytes(data, bytes, 300), "writing %s failed", data);
+    CHECK_MSG(write_bytes(data, bytes, 300), "writing %s failed", data);
     const char *cut[] = {"ext.onnx", "tensor 'idx'", data, "offset 204, length 160", "300 bytes"};
     expect_error(dir, "ext.onnx", tmp, RX_ERR_INVALID, cut, 5);
   }
@@ -292,20 +280,20 @@ static void test_errors(const char *dir) {
 static void test_symlinks(const char *dir) {
   char real[1100], tmp[] = "/tmp/rx_onnx_linksXXXXXX", p[1200], q[1200];
   char cwd[512] = ""; /* the links' targets: absolute */
-  if (dir[0] != '/') CHECK(getcwd(cwd, sizeof cwd - 1) != NULL, "getcwd failed");
+  if (dir[0] != '/') CHECK_MSG(getcwd(cwd, sizeof cwd - 1) != NULL, "getcwd failed");
   snprintf(real, sizeof real, "%s%s%s/onnx/weights/ext.data", cwd, cwd[0] ? "/" : "", dir);
-  CHECK(mkdtemp(tmp) != NULL, "mkdtemp failed");
+  CHECK_MSG(mkdtemp(tmp) != NULL, "mkdtemp failed");
   char *bytes = NULL;
   size_t len = 0;
   rx_status s = rx_read_file(real, &bytes, &len);
-  CHECK(!s, "%s: %s", real, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", real, rx_status_message(s));
   rx_status_free(s);
   if (!bytes) return;
   /* tmp/model/ext.data -> the tests' ext.data, outside tmp/model */
   snprintf(p, sizeof p, "%s/model", tmp);
-  CHECK(mkdir(p, 0777) == 0, "mkdir %s", p);
+  CHECK_MSG(mkdir(p, 0777) == 0, "mkdir %s", p);
   snprintf(q, sizeof q, "%s/model/ext.data", tmp);
-  CHECK(symlink(real, q) == 0, "symlink %s", q);
+  CHECK_MSG(symlink(real, q) == 0, "symlink %s", q);
   const char *out[] = {"ext.onnx", "tensor 'W'", "resolves to", "outside the folder",
                        "it must lie inside the model's folder"};
   expect_error(dir, "ext.onnx", p, RX_ERR_INVALID, out, 5);
@@ -322,14 +310,14 @@ static void test_symlinks(const char *dir) {
                       "other/snapshots/abc"};
   for (size_t i = 0; i < sizeof mk / sizeof *mk; i++) {
     snprintf(p, sizeof p, "%s/%s", tmp, mk[i]);
-    CHECK(mkdir(p, 0777) == 0, "mkdir %s", p);
+    CHECK_MSG(mkdir(p, 0777) == 0, "mkdir %s", p);
   }
   const char *roots[] = {"models--org--name", "other"};
   for (int r = 0; r < 2; r++) {
     snprintf(p, sizeof p, "%s/%s/blobs/0123abcd", tmp, roots[r]);
-    CHECK(write_bytes(p, bytes, len), "writing %s failed", p);
+    CHECK_MSG(write_bytes(p, bytes, len), "writing %s failed", p);
     snprintf(q, sizeof q, "%s/%s/snapshots/abc/ext.data", tmp, roots[r]);
-    CHECK(symlink("../../blobs/0123abcd", q) == 0, "symlink %s", q);
+    CHECK_MSG(symlink("../../blobs/0123abcd", q) == 0, "symlink %s", q);
   }
   snprintf(p, sizeof p, "%s/models--org--name/snapshots/abc", tmp);
   rx_onnx_weight *w = NULL;
@@ -337,7 +325,7 @@ static void test_symlinks(const char *dir) {
   size_t mlen;
   char *model = read_model(dir, "ext.onnx", &mlen);
   s = model ? rx_onnx_weights(model, mlen, "ext.onnx", p, &w, &n) : NULL;
-  CHECK(!s && n == 3, "a Hugging Face cache's snapshot: %s", rx_status_message(s));
+  CHECK_MSG(!s && n == 3, "a Hugging Face cache's snapshot: %s", rx_status_message(s));
   rx_status_free(s);
   rx_onnx_weights_free(w, n);
   free(model);
@@ -347,7 +335,7 @@ static void test_symlinks(const char *dir) {
   /* a link from the cache's snapshot to a file outside the repository */
   snprintf(q, sizeof q, "%s/models--org--name/snapshots/abc/ext.data", tmp);
   unlink(q);
-  CHECK(symlink(real, q) == 0, "symlink %s", q);
+  CHECK_MSG(symlink(real, q) == 0, "symlink %s", q);
   snprintf(p, sizeof p, "%s/models--org--name/snapshots/abc", tmp);
   const char *esc[] = {"ext.onnx", "tensor 'W'", "outside the folder", "Hugging Face cache's"};
   expect_error(dir, "ext.onnx", p, RX_ERR_INVALID, esc, 4);
@@ -374,32 +362,32 @@ static void test_tensor_file(void) {
   size_t len = 9 + sizeof want;
   rx_onnx_weight t;
   rx_status s = rx_onnx_tensor_file(pb, len, "t.pb", &t);
-  CHECK(!s, "t.pb: %s", rx_status_message(s));
+  CHECK_MSG(!s, "t.pb: %s", rx_status_message(s));
   if (!s) {
-    CHECK(t.dtype == RX_DTYPE_F32 && t.ndim == 1 && t.shape[0] == 3 && t.count == 3 &&
-              !strcmp(t.name, "x") && !memcmp(t.data, want, sizeof want),
-          "t.pb: wrong tensor");
+    CHECK_MSG(t.dtype == RX_DTYPE_F32 && t.ndim == 1 && t.shape[0] == 3 && t.count == 3 &&
+                  !strcmp(t.name, "x") && !memcmp(t.data, want, sizeof want),
+              "t.pb: wrong tensor");
     free(t.name);
     free(t.data);
   }
   rx_status_free(s);
   /* cut inside raw_data: not a TensorProto */
   s = rx_onnx_tensor_file(pb, len - 1, "cut.pb", &t);
-  CHECK(s && strstr(rx_status_message(s), "cut.pb: not an ONNX TensorProto"), "cut: %s",
-        rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "cut.pb: not an ONNX TensorProto"), "cut: %s",
+            rx_status_message(s));
   rx_status_free(s);
   /* INT64 with 12 bytes for 3 elements */
   pb[3] = 7;
   s = rx_onnx_tensor_file(pb, len, "i64.pb", &t);
-  CHECK(s && strstr(rx_status_message(s), "i64.pb"), "i64: %s", rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "i64.pb"), "i64: %s", rx_status_message(s));
   rx_status_free(s);
   /* data_location EXTERNAL (field 14) */
   pb[3] = 1;
   pb[len] = 0x70;
   pb[len + 1] = 1;
   s = rx_onnx_tensor_file(pb, len + 2, "ext.pb", &t);
-  CHECK(s && strstr(rx_status_message(s), "ext.pb: the tensor's data is in an external file"),
-        "external: %s", rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "ext.pb: the tensor's data is in an external file"),
+            "external: %s", rx_status_message(s));
   rx_status_free(s);
 }
 
@@ -414,8 +402,7 @@ int main(int argc, char **argv) {
   test_errors(argv[1]);
   test_symlinks(argv[1]);
   test_tensor_file();
-  printf("test_onnx_weights: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_onnx_weights");
 }
 
 #else

@@ -1,20 +1,12 @@
 /* The parser's output structure below the text: node kinds, locations, scoping, positional
  * attributes, loop nests, forward resolution, and error recovery across items. */
 #include "base/base.h"
+#include "check.h"
 #include "ir/ir.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                        \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 static rx_module *parse(const char *text, rx_diag *d, bool *ok) {
   rx_module *m = rx_module_new();
@@ -36,7 +28,7 @@ static void test_graph(void) {
   bool ok;
   rx_module *m = parse(text, &d, &ok);
   CHECK(ok);
-  CHECK(m->items.len == 2);
+  CHECK_INT_EQ(m->items.len, 2);
   rx_graph_fn *f = rx_module_graph_fn(m, "main");
   rx_graph_fn *h = rx_module_graph_fn(m, "helper");
   CHECK(f && h);
@@ -108,7 +100,7 @@ static void test_recovery(void) {
   bool ok;
   rx_module *m = parse(text, &d, &ok);
   CHECK(!ok);
-  CHECK(d.errors == 2);
+  CHECK_INT_EQ(d.errors, 2);
   CHECK(rx_module_graph_fn(m, "good") != NULL);
   CHECK(rx_module_graph_fn(m, "bad") == NULL);
   CHECK(strstr(rx_diag_text(&d),
@@ -154,10 +146,5 @@ int main(void) {
   test_tensor();
   test_recovery();
   test_roundtrip();
-  if (failures) {
-    fprintf(stderr, "test_parser: %d failures\n", failures);
-    return 1;
-  }
-  printf("test_parser: ok\n");
-  return 0;
+  return check_finish("test_parser");
 }

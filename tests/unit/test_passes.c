@@ -11,23 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "interp/graph_interp.h"
 #include "ops/legalize.h"
 #include "passes/passes.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 static const char *tests_dir = "tests";
 
@@ -43,7 +30,7 @@ static bool check_module(rx_module *m, const char *what) {
   rx_diag d;
   rx_diag_init(&d);
   bool ok = rx_module_normalize(m, &d) && rx_module_verify(m, &d);
-  CHECK(ok, "%s: module invalid:\n%s", what, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s: module invalid:\n%s", what, rx_diag_text(&d));
   rx_diag_free(&d);
   return ok;
 }
@@ -54,7 +41,7 @@ static rx_module *parse_text(const char *name, const char *text) {
   rx_diag_init(&d);
   bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d) &&
             rx_module_verify(m, &d);
-  CHECK(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
   rx_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
@@ -69,7 +56,7 @@ static char *read_test(const char *rel) {
   char *text = NULL;
   size_t len = 0;
   rx_status s = rx_read_file(path, &text, &len);
-  CHECK(!s, "read %s: %s", path, rx_status_message(s));
+  CHECK_MSG(!s, "read %s: %s", path, rx_status_message(s));
   rx_status_free(s);
   return text;
 }
@@ -78,7 +65,7 @@ static bool run_pass(rx_module *m, bool (*pass)(rx_module *, rx_diag *), const c
   rx_diag d;
   rx_diag_init(&d);
   bool ok = pass(m, &d);
-  CHECK(ok, "pass %s failed:\n%s", name, rx_diag_text(&d));
+  CHECK_MSG(ok, "pass %s failed:\n%s", name, rx_diag_text(&d));
   rx_diag_free(&d);
   return ok && check_module(m, name);
 }
@@ -143,8 +130,8 @@ static void test_annotate_kernels(void) {
     rx_pass_annotate(m, &d);
     rx_diag_free(&d);
     rx_tensor_fn *t = rx_module_tensor_fn(m, want[i].fn);
-    CHECK(t && t->pattern == want[i].p, "%s: pattern %s, expected %s", want[i].fn,
-          t ? rx_pattern_name(t->pattern) : "(missing)", rx_pattern_name(want[i].p));
+    CHECK_MSG(t && t->pattern == want[i].p, "%s: pattern %s, expected %s", want[i].fn,
+              t ? rx_pattern_name(t->pattern) : "(missing)", rx_pattern_name(want[i].p));
     rx_module_free(m);
   }
   /* every program of tests/kernels is covered above */
@@ -162,8 +149,8 @@ static void test_annotate_kernels(void) {
     if (m) total += count_items(m, RX_ITEM_TENSOR);
     rx_module_free(m);
   }
-  CHECK(total == (int)RX_ARRAY_LEN(want), "tests/kernels has %d programs, %d expected", total,
-        (int)RX_ARRAY_LEN(want));
+  CHECK_MSG(total == (int)RX_ARRAY_LEN(want), "tests/kernels has %d programs, %d expected", total,
+            (int)RX_ARRAY_LEN(want));
 
   /* hand-written programs of the other kinds */
   const char *src = "tensor_fn bcast_row(a: f32[n, m], b: f32[n], out y: f32[n, m]) {\n"
@@ -193,8 +180,8 @@ static void test_annotate_kernels(void) {
              {"colsum", RX_PATTERN_REDUCTION}};
     for (size_t i = 0; i < RX_ARRAY_LEN(k); i++) {
       rx_tensor_fn *t = rx_module_tensor_fn(m, k[i].fn);
-      CHECK(t && t->pattern == k[i].p, "%s: pattern %s, expected %s", k[i].fn,
-            t ? rx_pattern_name(t->pattern) : "?", rx_pattern_name(k[i].p));
+      CHECK_MSG(t && t->pattern == k[i].p, "%s: pattern %s, expected %s", k[i].fn,
+                t ? rx_pattern_name(t->pattern) : "?", rx_pattern_name(k[i].p));
     }
     rx_module_free(m);
   }
@@ -244,35 +231,37 @@ static void test_fold_cse_dce(void) {
   if (run_pass(m, rx_pass_fold, "fold")) {
     const rx_binding *k = find_binding(g, "k"), *sh = find_binding(g, "sh"),
                      *a = find_binding(g, "a");
-    CHECK(k && k->value->kind == RX_NODE_PRIM &&
-              k->value->prim == rx_expr_add(ctx, n, rx_expr_const(ctx, 1)),
-          "fold: prim(min(n, 100) + 1) is not n + 1");
-    CHECK(sh && sh->value->kind == RX_NODE_SHAPE && sh->value->dims[0] == n &&
-              rx_expr_is_const(sh->value->dims[1], 4),
-          "fold: the shape literal is not [n, 4]");
-    CHECK(a && a->value->out->shape[0] == n, "fold: out= of a is not f32[n, 4]");
+    CHECK_MSG(k && k->value->kind == RX_NODE_PRIM &&
+                  k->value->prim == rx_expr_add(ctx, n, rx_expr_const(ctx, 1)),
+              "fold: prim(min(n, 100) + 1) is not n + 1");
+    CHECK_MSG(sh && sh->value->kind == RX_NODE_SHAPE && sh->value->dims[0] == n &&
+                  rx_expr_is_const(sh->value->dims[1], 4),
+              "fold: the shape literal is not [n, 4]");
+    CHECK_MSG(a && a->value->out->shape[0] == n, "fold: out= of a is not f32[n, 4]");
     const rx_binding *t = find_binding(g, "t");
-    CHECK(t && t->value->args[1]->kind == RX_NODE_PRIM && t->value->args[2]->kind == RX_NODE_SHAPE,
-          "fold: the literals were not propagated into the tuple");
+    CHECK_MSG(t && t->value->args[1]->kind == RX_NODE_PRIM &&
+                  t->value->args[2]->kind == RX_NODE_SHAPE,
+              "fold: the literals were not propagated into the tuple");
   }
   /* cse: a and b are the same call now (out= folded) */
   if (run_pass(m, rx_pass_cse, "cse")) {
-    CHECK(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 4, "cse: %d calls, 4 expected",
-          count_calls(m, "main", RX_NODE_CALL_TENSOR));
+    CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 4, "cse: %d calls, 4 expected",
+              count_calls(m, "main", RX_NODE_CALL_TENSOR));
     const rx_binding *c = find_binding(g, "c");
-    CHECK(!find_binding(g, "b") && c && c->value->args[0]->var == c->value->args[1]->var,
-          "cse: b not replaced by a");
+    CHECK_MSG(!find_binding(g, "b") && c && c->value->args[0]->var == c->value->args[1]->var,
+              "cse: b not replaced by a");
   }
   /* dce: dead2 then dead1, k and sh stay (used by t), unused program removed */
   if (run_pass(m, rx_pass_dce, "dce")) {
-    CHECK(!find_binding(g, "dead1") && !find_binding(g, "dead2"), "dce: dead chain not removed");
-    CHECK(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 2, "dce: %d calls, 2 expected",
-          count_calls(m, "main", RX_NODE_CALL_TENSOR));
-    CHECK(!rx_module_tensor_fn(m, "unused") && !rx_module_tensor_fn(m, "neg") &&
-              rx_module_tensor_fn(m, "add"),
-          "dce: programs not removed");
-    CHECK(find_binding(g, "t") && find_binding(g, "u"), "dce: live bindings removed");
-    CHECK(!find_binding(g, "k") && !find_binding(g, "sh"), "dce: propagated literals kept");
+    CHECK_MSG(!find_binding(g, "dead1") && !find_binding(g, "dead2"),
+              "dce: dead chain not removed");
+    CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 2, "dce: %d calls, 2 expected",
+              count_calls(m, "main", RX_NODE_CALL_TENSOR));
+    CHECK_MSG(!rx_module_tensor_fn(m, "unused") && !rx_module_tensor_fn(m, "neg") &&
+                  rx_module_tensor_fn(m, "add"),
+              "dce: programs not removed");
+    CHECK_MSG(find_binding(g, "t") && find_binding(g, "u"), "dce: live bindings removed");
+    CHECK_MSG(!find_binding(g, "k") && !find_binding(g, "sh"), "dce: propagated literals kept");
   }
   /* same numbers */
   int64_t nv = 5;
@@ -284,12 +273,12 @@ static void test_fold_cse_dce(void) {
   rx_ginterp_value r1, r2;
   rx_status s1 = rx_graph_run(ref, rx_module_graph_fn(ref, "main"), in, 2, &r1);
   rx_status s2 = rx_graph_run(m, g, in, 2, &r2);
-  CHECK(!s1 && !s2, "run: %s / %s", rx_status_message(s1), rx_status_message(s2));
+  CHECK_MSG(!s1 && !s2, "run: %s / %s", rx_status_message(s1), rx_status_message(s2));
   if (!s1 && !s2) {
     double sc;
-    CHECK(max_abs_diff(&r1, &r2, &sc) == 0, "fold/cse/dce changed the result");
-    CHECK(r1.kind == RX_GV_TENSOR && fabsf(((float *)r1.data)[3] - 2 * (xs[3] + zs[3])) < 1e-6,
-          "unit: wrong value");
+    CHECK_MSG(max_abs_diff(&r1, &r2, &sc) == 0, "fold/cse/dce changed the result");
+    CHECK_MSG(r1.kind == RX_GV_TENSOR && fabsf(((float *)r1.data)[3] - 2 * (xs[3] + zs[3])) < 1e-6,
+              "unit: wrong value");
   }
   rx_status_free(s1);
   rx_status_free(s2);
@@ -327,8 +316,8 @@ static void test_graph_interp_errors(void) {
     rx_ginterp_value in = rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, buf);
     rx_ginterp_value out;
     rx_status s = rx_graph_run(m, rx_module_graph_fn(m, cases[i].fn), &in, 1, &out);
-    CHECK(s && strstr(rx_status_message(s), cases[i].want), "%s: got '%s', expected '%s'",
-          cases[i].fn, s ? rx_status_message(s) : "OK", cases[i].want);
+    CHECK_MSG(s && strstr(rx_status_message(s), cases[i].want), "%s: got '%s', expected '%s'",
+              cases[i].fn, s ? rx_status_message(s) : "OK", cases[i].want);
     rx_status_free(s);
     rx_ginterp_value_free(&out);
   }
@@ -378,7 +367,7 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
                          const char *stage) {
   rx_graph_fn *ga = rx_module_graph_fn(a, "main"), *gb = rx_module_graph_fn(b, "main");
   if (!ga || !gb) {
-    CHECK(0, "%s: no main", md->file);
+    CHECK_MSG(0, "%s: no main", md->file);
     return;
   }
   const rx_expr *sv = rx_expr_var(a->ctx, md->sym);
@@ -390,7 +379,7 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
     int64_t numel = 1;
     for (int d = 0; d < s->ndim; d++) {
       bool ok = rx_expr_eval(s->shape[d], &env, &shp[d]);
-      CHECK(ok, "%s: cannot evaluate a parameter shape", md->file);
+      CHECK_MSG(ok, "%s: cannot evaluate a parameter shape", md->file);
       numel *= shp[d];
     }
     float *data = malloc(sizeof *data * (size_t)(numel ? numel : 1));
@@ -400,15 +389,15 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
   rx_ginterp_value ra, rb;
   rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
   rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
-  CHECK(!sa, "%s (%s = %lld): unfused run: %s", md->file, md->sym, (long long)v,
-        rx_status_message(sa));
-  CHECK(!sb, "%s (%s = %lld): %s run: %s", md->file, md->sym, (long long)v, stage,
-        rx_status_message(sb));
+  CHECK_MSG(!sa, "%s (%s = %lld): unfused run: %s", md->file, md->sym, (long long)v,
+            rx_status_message(sa));
+  CHECK_MSG(!sb, "%s (%s = %lld): %s run: %s", md->file, md->sym, (long long)v, stage,
+            rx_status_message(sb));
   if (!sa && !sb) {
     double scale, d = max_abs_diff(&ra, &rb, &scale);
     double err = d / (scale > 1e-30 ? scale : 1e-30);
-    CHECK(err <= 1e-5, "%s (%s = %lld): %s differs: normalized error %g", md->file, md->sym,
-          (long long)v, stage, err);
+    CHECK_MSG(err <= 1e-5, "%s (%s = %lld): %s differs: normalized error %g", md->file, md->sym,
+              (long long)v, stage, err);
   }
   rx_status_free(sa);
   rx_status_free(sb);
@@ -439,8 +428,8 @@ static void test_model(const model *md) {
     }
   }
   int before = count_calls(m, "main", RX_NODE_CALL_TENSOR);
-  CHECK(before == md->before, "%s: %d calls before fusion, %d expected", md->file, before,
-        md->before);
+  CHECK_MSG(before == md->before, "%s: %d calls before fusion, %d expected", md->file, before,
+            md->before);
   bool ok = run_pass(m, rx_pass_fold, "fold") && run_pass(m, rx_pass_cse, "cse") &&
             run_pass(m, rx_pass_dce, "dce") && run_pass(m, rx_pass_fuse_ops, "fuse_ops");
   if (ok) {
@@ -448,22 +437,23 @@ static void test_model(const model *md) {
     for (size_t i = 0; i < m->items.len; i++)
       groups +=
           m->items.data[i].kind == RX_ITEM_GRAPH && ((rx_graph_fn *)m->items.data[i].fn)->primitive;
-    CHECK(groups == md->groups, "%s: %d groups, %d expected", md->file, groups, md->groups);
+    CHECK_MSG(groups == md->groups, "%s: %d groups, %d expected", md->file, groups, md->groups);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_ops");
   }
   ok = ok && run_pass(m, rx_pass_fuse_tensor, "fuse_tensor");
   if (ok) {
     int after = count_calls(m, "main", RX_NODE_CALL_TENSOR);
-    CHECK(after == md->after, "%s: %d calls after fusion, %d expected", md->file, after, md->after);
-    CHECK(count_calls(m, "main", RX_NODE_CALL_GRAPH) == 0, "%s: graph calls left", md->file);
+    CHECK_MSG(after == md->after, "%s: %d calls after fusion, %d expected", md->file, after,
+              md->after);
+    CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_GRAPH) == 0, "%s: graph calls left", md->file);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_tensor");
     ok = run_pass(m, rx_pass_dce, "dce after fusion");
     /* dedup: programs equal up to names merged, the same numbers */
     if (ok && run_pass(m, rx_pass_dedup, "dedup")) {
       int programs = 0;
       for (size_t i = 0; i < m->items.len; i++) programs += m->items.data[i].kind == RX_ITEM_TENSOR;
-      CHECK(!md->programs || programs == md->programs, "%s: %d programs after dedup, %d expected",
-            md->file, programs, md->programs);
+      CHECK_MSG(!md->programs || programs == md->programs,
+                "%s: %d programs after dedup, %d expected", md->file, programs, md->programs);
       for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "dedup");
     }
     /* prints and parses back to the same text */
@@ -471,7 +461,7 @@ static void test_model(const model *md) {
     rx_module *back = parse_text("<printed>", p1);
     if (back) {
       char *p2 = print_module(back);
-      CHECK(!strcmp(p1, p2), "%s: the fused module does not print back the same", md->file);
+      CHECK_MSG(!strcmp(p1, p2), "%s: the fused module does not print back the same", md->file);
       if (getenv("RX_PRINT_FUSED")) fputs(p1, stdout);
       for (int k = 0; k < 3; k++) compare_runs(ref, back, md, md->values[k], "reparsed fused");
       free(p2);
@@ -499,6 +489,5 @@ int main(int argc, char **argv) {
       {"models/decoder2.rx", "s", {1, 5, 17}, 52, 24, 10, true, 9},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) test_model(&models[i]);
-  printf("test_passes: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_passes");
 }

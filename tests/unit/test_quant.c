@@ -32,6 +32,7 @@
  * computes the same numbers: every variant is checked, whichever rule took it.
  *
  * usage: test_quant TESTS_DIR [FILTER] */
+/* test-needs: runtime */
 #include "support_pipeline.h"
 #include "support_runtime.h"
 

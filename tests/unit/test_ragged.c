@@ -30,6 +30,7 @@
  * decreasing entry, a first entry that is not 0, a wrong length: errors naming the entry.
  *
  * usage: test_ragged TESTS_DIR [FILTER] */
+/* test-needs: runtime */
 #include "support_oneop.h"
 
 #include "interp/interp.h"

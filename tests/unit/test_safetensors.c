@@ -6,24 +6,11 @@
  * usage: test_safetensors TESTS_DIR */
 #include "base/base.h"
 #include "base/safetensors.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* A safetensors image from a header text and n bytes of data (heap; *len set). */
 static uint8_t *image(const char *header, size_t ndata, size_t *len) {
@@ -42,10 +29,11 @@ static void refused(const char *header, size_t ndata, const char *want) {
   uint8_t *b = image(header, ndata, &len);
   rx_st_file f;
   rx_status s = rx_st_parse(b, len, "bad.safetensors", &f);
-  CHECK(s && strstr(rx_status_message(s), want) && strstr(rx_status_message(s), "bad.safetensors"),
-        "header %s: expected an error containing '%s', got '%s'", header, want,
-        s ? rx_status_message(s) : "success");
-  CHECK(f.ntensors == 0 && !f.tensors && !f.meta, "nothing owned after an error");
+  CHECK_MSG(s && strstr(rx_status_message(s), want) &&
+                strstr(rx_status_message(s), "bad.safetensors"),
+            "header %s: expected an error containing '%s', got '%s'", header, want,
+            s ? rx_status_message(s) : "success");
+  CHECK_MSG(f.ntensors == 0 && !f.tensors && !f.meta, "nothing owned after an error");
   rx_status_free(s);
   free(b);
 }
@@ -63,52 +51,52 @@ static void peer(const char *dir) {
   size_t len = 0;
   char *buf = NULL;
   rx_status s = rx_read_file(path, &buf, &len);
-  CHECK(!s, "%s", rx_status_message(s));
+  CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   if (!buf) return;
   rx_st_file f;
   s = rx_st_parse(buf, len, path, &f);
-  CHECK(!s, "%s", rx_status_message(s));
+  CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
-  CHECK(f.ntensors == 10, "10 tensors, got %zu", f.ntensors);
-  CHECK(rx_st_meta(&f, "format") && !strcmp(rx_st_meta(&f, "format"), "np") &&
-            rx_st_meta(&f, "made_by") && !rx_st_meta(&f, "nope"),
-        "metadata");
+  CHECK_MSG(f.ntensors == 10, "10 tensors, got %zu", f.ntensors);
+  CHECK_MSG(rx_st_meta(&f, "format") && !strcmp(rx_st_meta(&f, "format"), "np") &&
+                rx_st_meta(&f, "made_by") && !rx_st_meta(&f, "nope"),
+            "metadata");
   const rx_st_tensor *t = rx_st_find(&f, "f32");
-  CHECK(t && t->dtype == RX_DTYPE_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3,
-        "f32's dtype and shape");
+  CHECK_MSG(t && t->dtype == RX_DTYPE_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3,
+            "f32's dtype and shape");
   for (int i = 0; t && i < 6; i++) {
     float v;
     memcpy(&v, f.data + t->offset + 4 * i, 4);
-    CHECK(v == (float)i * 0.5f - 1, "f32[%d] = %g", i, v);
+    CHECK_MSG(v == (float)i * 0.5f - 1, "f32[%d] = %g", i, v);
   }
   t = rx_st_find(&f, "f16");
   for (int i = 0; t && i < 5; i++) {
     uint16_t h;
     memcpy(&h, f.data + t->offset + 2 * i, 2);
-    CHECK(f16_to_f32(h) == (float)i / 4, "f16[%d] = %g", i, f16_to_f32(h));
+    CHECK_MSG(f16_to_f32(h) == (float)i / 4, "f16[%d] = %g", i, f16_to_f32(h));
   }
   t = rx_st_find(&f, "i64");
   for (int i = 0; t && t->dtype == RX_DTYPE_I64 && i < 4; i++) {
     int64_t v;
     memcpy(&v, f.data + t->offset + 8 * i, 8);
-    CHECK(v == (int64_t)i * 1000000000000 - 7, "i64[%d] = %lld", i, (long long)v);
+    CHECK_MSG(v == (int64_t)i * 1000000000000 - 7, "i64[%d] = %lld", i, (long long)v);
   }
   t = rx_st_find(&f, "i8");
   for (int i = 0; t && t->dtype == RX_DTYPE_I8 && i < 6; i++)
-    CHECK((int8_t)f.data[t->offset + i] == i - 3, "i8[%d]", i);
+    CHECK_MSG((int8_t)f.data[t->offset + i] == i - 3, "i8[%d]", i);
   t = rx_st_find(&f, "u8");
-  CHECK(t && t->ndim == 3 && t->shape[2] == 7 && f.data[t->offset + 6] == 6 * 37, "u8");
+  CHECK_MSG(t && t->ndim == 3 && t->shape[2] == 7 && f.data[t->offset + 6] == 6 * 37, "u8");
   t = rx_st_find(&f, "bool");
-  CHECK(t && t->dtype == RX_DTYPE_BOOL && f.data[t->offset] == 1 && f.data[t->offset + 1] == 0,
-        "bool");
+  CHECK_MSG(t && t->dtype == RX_DTYPE_BOOL && f.data[t->offset] == 1 && f.data[t->offset + 1] == 0,
+            "bool");
   t = rx_st_find(&f, "empty");
-  CHECK(t && t->size == 0 && t->shape[0] == 0 && t->shape[1] == 4, "an empty tensor");
+  CHECK_MSG(t && t->size == 0 && t->shape[0] == 0 && t->shape[1] == 4, "an empty tensor");
   t = rx_st_find(&f, "scalar");
   float sc = 0;
   if (t) memcpy(&sc, f.data + t->offset, 4);
-  CHECK(t && t->ndim == 0 && t->size == 4 && sc == 3.25f, "a scalar");
-  CHECK(rx_st_find(&f, "i16") && rx_st_find(&f, "i32") && !rx_st_find(&f, "f64"), "find");
+  CHECK_MSG(t && t->ndim == 0 && t->size == 4 && sc == 3.25f, "a scalar");
+  CHECK_MSG(rx_st_find(&f, "i16") && rx_st_find(&f, "i32") && !rx_st_find(&f, "f64"), "find");
   rx_st_free(&f);
   free(buf);
 }
@@ -123,9 +111,9 @@ int main(int argc, char **argv) {
                      72, &len);
   rx_st_file f;
   rx_status s = rx_st_parse(b, len, "aligned.safetensors", &f);
-  CHECK(!s && f.ntensors == 2 && rx_st_find(&f, "w")->dtype == RX_DTYPE_BF16 &&
-            rx_st_find(&f, "w")->offset == 64 && f.data_size == 72,
-        "bf16 with a gap: %s", rx_status_message(s));
+  CHECK_MSG(!s && f.ntensors == 2 && rx_st_find(&f, "w")->dtype == RX_DTYPE_BF16 &&
+                rx_st_find(&f, "w")->offset == 64 && f.data_size == 72,
+            "bf16 with a gap: %s", rx_status_message(s));
   rx_status_free(s);
   rx_st_free(&f);
   free(b);
@@ -133,7 +121,7 @@ int main(int argc, char **argv) {
   /* malformed: each refused, naming the problem */
   b = image("{}", 0, &len); /* no tensors at all is a valid file */
   s = rx_st_parse(b, len, "empty.safetensors", &f);
-  CHECK(!s && f.ntensors == 0 && f.data_size == 0, "{}: %s", rx_status_message(s));
+  CHECK_MSG(!s && f.ntensors == 0 && f.data_size == 0, "{}: %s", rx_status_message(s));
   rx_status_free(s);
   rx_st_free(&f);
   free(b);
@@ -168,14 +156,13 @@ int main(int argc, char **argv) {
   /* sizes: shorter than 8 bytes; a header size past the end */
   uint8_t tiny[4] = {1, 0, 0, 0};
   s = rx_st_parse(tiny, sizeof tiny, "tiny.safetensors", &f);
-  CHECK(s && strstr(rx_status_message(s), "tiny.safetensors: shorter than"), "%s",
-        rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "tiny.safetensors: shorter than"), "%s",
+            rx_status_message(s));
   rx_status_free(s);
   uint8_t huge[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
   s = rx_st_parse(huge, sizeof huge, "huge.safetensors", &f);
-  CHECK(s && strstr(rx_status_message(s), "does not fit"), "%s", rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "does not fit"), "%s", rx_status_message(s));
   rx_status_free(s);
 
-  printf("test_safetensors: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_safetensors");
 }

@@ -7,20 +7,12 @@
  *
  * usage: test_scale [TESTS_DIR] [BINDINGS] */
 #include "base/base.h"
+#include "check.h"
 #include "ir/ir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                        \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 /* v_k = add(multiply(v_{k-1}, 1.001), v_r) for a pseudo-random r < k; then `tail` (a last line,
  * possibly wrong) and the return of v_{n-1}. */
@@ -112,6 +104,5 @@ int main(int argc, char **argv) {
   snprintf(tail, sizeof tail, "    w = add(v%d, x)\n", n);
   snprintf(want, sizeof want, "error: undefined variable 'v%d'", n);
   test_big_error(n, tail, want);
-  if (failures) fprintf(stderr, "test_scale: %d failures\n", failures);
-  return failures ? 1 : 0;
+  return check_finish("test_scale");
 }

@@ -7,6 +7,7 @@
  * chain takes about a second and the 1,000 layers a few (RelWithDebInfo).
  *
  * usage: test_scale_build [TESTS_DIR] [NODES] [LAYERS] */
+#include "check.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "frontends/onnx/onnx_import.h"
@@ -18,17 +19,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #c);                        \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;
@@ -114,7 +104,7 @@ static bool compile(rx_module *m, const char *what) {
   memset(&o, 0, sizeof o);
   const rx_target *t = NULL;
   rx_status st = rx_target_parse("cuda", &t);
-  CHECK(!st, "%s", rx_status_message(st));
+  CHECK_MSG(!st, "%s", rx_status_message(st));
   rx_status_free(st);
   if (!t) return false;
   o.targets[0] = t;
@@ -126,8 +116,8 @@ static bool compile(rx_module *m, const char *what) {
   rx_diag d;
   rx_diag_init(&d);
   bool ok = rx_compile(m, &o, &d, &r);
-  CHECK(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
-  CHECK(!ok || r.nfunctions >= 1, "%s: no function", what);
+  CHECK_MSG(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
+  CHECK_MSG(!ok || r.nfunctions >= 1, "%s: no function", what);
   rx_compile_result_free(&r);
   rx_diag_free(&d);
   return ok;
@@ -140,19 +130,19 @@ static void test_onnx_chain(int n) {
   rx_diag d;
   rx_diag_init(&d);
   rx_status st = rx_onnx_import(m, model.data, model.len, "chain.onnx", NULL, &d);
-  CHECK(!st, "import of a %d-node chain: %s", n, rx_status_message(st));
+  CHECK_MSG(!st, "import of a %d-node chain: %s", n, rx_status_message(st));
   rx_status_free(st);
   double t1 = now_s();
   rx_graph_fn *f = st ? NULL : rx_module_graph_fn(m, "main");
-  CHECK(st || f, "no main");
+  CHECK_MSG(st || f, "no main");
   if (f) {
     /* one binding per node, each with its own name */
-    CHECK(count_bindings(f) >= n, "%d bindings for %d nodes", count_bindings(f), n);
+    CHECK_MSG(count_bindings(f) >= n, "%d bindings for %d nodes", count_bindings(f), n);
     rx_strbuf out = {0};
     rx_module_print(&out, m);
     char want[64];
     snprintf(want, sizeof want, "relu%d: f32[N, 16] = relu(", n / 3 - 1);
-    CHECK(strstr(out.data, want) != NULL, "no '%s' in the imported module", want);
+    CHECK_MSG(strstr(out.data, want) != NULL, "no '%s' in the imported module", want);
     rx_strbuf_free(&out);
     compile(m, "the ONNX chain");
   }
@@ -168,7 +158,7 @@ static void test_hf_layers(int layers) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/rx_scale_XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
-    CHECK(false, "mkdtemp %s", dir);
+    CHECK_MSG(false, "mkdtemp %s", dir);
     return;
   }
   snprintf(path, sizeof path, "%s/config.json", dir);
@@ -182,13 +172,13 @@ static void test_hf_layers(int layers) {
                     "\"hidden_act\": \"silu\", \"torch_dtype\": \"float16\"}",
                     layers) > 0;
   if (fp && fclose(fp) != 0) written = false;
-  CHECK(written, "cannot write %s", path);
+  CHECK_MSG(written, "cannot write %s", path);
   double t0 = now_s(), t1 = t0;
   if (written) {
     rx_module *m = rx_module_new();
     rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
     rx_status st = rx_hf_import(m, dir, &ho);
-    CHECK(!st, "import of %d layers: %s", layers, rx_status_message(st));
+    CHECK_MSG(!st, "import of %d layers: %s", layers, rx_status_message(st));
     t1 = now_s();
     if (!st) compile(m, "the deep decoder");
     rx_status_free(st);
@@ -205,6 +195,5 @@ int main(int argc, char **argv) {
   int layers = argc > 3 ? atoi(argv[3]) : 1000;
   test_onnx_chain(nodes < 3 ? 3 : nodes);
   test_hf_layers(layers < 1 ? 1 : layers);
-  if (failures) fprintf(stderr, "test_scale_build: %d failures\n", failures);
-  return failures ? 1 : 0;
+  return check_finish("test_scale_build");
 }

@@ -19,6 +19,7 @@
  * scheduled program returned unchanged.
  *
  * usage: test_schedule TESTS_DIR */
+#include "check.h"
 #include "interp/interp.h"
 #include "passes/schedule.h"
 #include "support_kernels.h"
@@ -29,20 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 #define DEFAULT_DIM 9
 /* the sizes of the kernel tests (support_kernels.h: 1, 7, 33, 128, 1000, 4099, or
@@ -246,14 +233,14 @@ static void compare_run(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn 
   run_bufs sb;
   int64_t km2 = 0;
   if (!make_bufs(f, env, &sb, &km2, 7)) {
-    CHECK(false, "%s: cannot make buffers", what);
+    CHECK_MSG(false, "%s: cannot make buffers", what);
     free_bufs(&sb);
     return;
   }
   rx_interp_opts o = {.subgroup_size = t->subgroup_size > 0 ? t->subgroup_size : 32,
                       .max_threads_per_block = t->max_threads_per_block};
   rx_status st = rx_interp_run(m, g, sb.args, sb.nargs, &o);
-  CHECK(st == RX_OK, "%s: scheduled run failed: %s", what, rx_status_message(st));
+  CHECK_MSG(st == RX_OK, "%s: scheduled run failed: %s", what, rx_status_message(st));
   if (st) {
     rx_status_free(st);
     free_bufs(&sb);
@@ -269,12 +256,12 @@ static void compare_run(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn 
       double lim = tol * (fabs(r) > 1 ? fabs(r) : 1);
       if (!(fabs(r - v) <= lim) && !(isnan(r) && isnan(v))) {
         bad++;
-        CHECK(false, "%s: output %s[%lld]: scheduled %.9g, reference %.9g", what,
-              f->params[p]->buf->name, (long long)i, v, r);
+        CHECK_MSG(false, "%s: output %s[%lld]: scheduled %.9g, reference %.9g", what,
+                  f->params[p]->buf->name, (long long)i, v, r);
       }
     }
   }
-  if (!bad) passed++;
+  if (!bad) check_passed++;
   free_bufs(&sb);
 }
 
@@ -296,32 +283,34 @@ static bool is_prescheduled(const rx_stmt *s) {
 
 static void test_fn(rx_module *m, rx_tensor_fn *f) {
   int ei = expected_index(f->name);
-  CHECK(ei >= 0, "%s: no expected rule in the test table", f->name);
+  CHECK_MSG(ei >= 0, "%s: no expected rule in the test table", f->name);
   if (ei < 0) return;
   rx_tensor_fn *sched[NTARGETS] = {0};
   const rx_target *tg[NTARGETS];
   for (int t = 0; t < NTARGETS; t++) {
     rx_status st = rx_target_parse(TARGETS[t], &tg[t]);
-    CHECK(st == RX_OK, "target %s", TARGETS[t]);
+    CHECK_MSG(st == RX_OK, "target %s", TARGETS[t]);
     rx_status_free(st);
     rx_diag d;
     rx_diag_init(&d);
     rx_sched_result r;
     bool ok = rx_schedule(m, f, tg[t], &d, &r);
-    CHECK(ok, "%s on %s: not scheduled:\n%s", f->name, TARGETS[t], rx_diag_text(&d));
+    CHECK_MSG(ok, "%s on %s: not scheduled:\n%s", f->name, TARGETS[t], rx_diag_text(&d));
     if (ok) {
-      CHECK(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name, TARGETS[t],
-            rx_diag_text(&d));
+      CHECK_MSG(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name,
+                TARGETS[t], rx_diag_text(&d));
       int nv = EXPECT[ei].nvariants;
       if (EXPECT[ei].cuda_variants && tg[t]->kind == RX_TARGET_CUDA) nv = EXPECT[ei].cuda_variants;
-      CHECK(r.nvariants == nv && r.variants[r.nvariants - 1].rule == EXPECT[ei].rule,
-            "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],
-            rx_sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
-            rx_sched_rule_name(EXPECT[ei].rule), nv);
+      CHECK_MSG(r.nvariants == nv && r.variants[r.nvariants - 1].rule == EXPECT[ei].rule,
+                "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],
+                rx_sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
+                rx_sched_rule_name(EXPECT[ei].rule), nv);
       if (is_prescheduled(f->body)) /* a pre-scheduled program is returned as it is */
-        CHECK(r.fn->body == f->body, "%s: a scheduled program must come back unchanged", f->name);
+        CHECK_MSG(r.fn->body == f->body, "%s: a scheduled program must come back unchanged",
+                  f->name);
       else
-        CHECK(r.fn != f && r.fn->body != f->body, "%s: the original must stay as it was", f->name);
+        CHECK_MSG(r.fn != f && r.fn->body != f->body, "%s: the original must stay as it was",
+                  f->name);
       sched[t] = r.fn;
     }
     rx_diag_free(&d);
@@ -337,12 +326,12 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
       run_bufs ref;
       int64_t kmax = 0;
       if (!make_bufs(f, &env, &ref, &kmax, 7)) {
-        CHECK(false, "%s: cannot make buffers", f->name);
+        CHECK_MSG(false, "%s: cannot make buffers", f->name);
         free_bufs(&ref);
         continue;
       }
       rx_status st = rx_interp_run(m, f, ref.args, ref.nargs, NULL);
-      CHECK(st == RX_OK, "%s: reference run failed: %s", f->name, rx_status_message(st));
+      CHECK_MSG(st == RX_OK, "%s: reference run failed: %s", f->name, rx_status_message(st));
       rx_status_free(st);
       if (st == RX_OK) {
         for (int t = 0; t < NTARGETS; t++) {
@@ -382,7 +371,7 @@ static void test_kernels(const char *dir) {
   char kdir[1024];
   snprintf(kdir, sizeof kdir, "%s/kernels", dir);
   DIR *dd = opendir(kdir);
-  CHECK(dd != NULL, "cannot open %s", kdir);
+  CHECK_MSG(dd != NULL, "cannot open %s", kdir);
   if (!dd) return;
   char *names[64];
   int nn = 0;
@@ -393,15 +382,15 @@ static void test_kernels(const char *dir) {
   }
   closedir(dd);
   qsort(names, (size_t)nn, sizeof *names, cmpstr);
-  CHECK(nn >= 10, "expected the kernel programs in %s, found %d files", kdir, nn);
+  CHECK_MSG(nn >= 10, "expected the kernel programs in %s, found %d files", kdir, nn);
   for (int i = 0; i < nn; i++) {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", kdir, names[i]);
     size_t len;
     char *text = read_text(path, &len);
-    CHECK(text != NULL, "cannot read %s", path);
+    CHECK_MSG(text != NULL, "cannot read %s", path);
     rx_module *m = text ? parse_text(path, text, len) : NULL;
-    CHECK(m != NULL, "%s does not parse", path);
+    CHECK_MSG(m != NULL, "%s does not parse", path);
     if (m) {
       size_t nitems = m->items.len;
       for (size_t k = 0; k < nitems; k++)
@@ -443,36 +432,36 @@ static void test_structure(void) {
   char *a = sched_text("tensor_fn f(a: f32[n, 256], out b: f32[n, 256]) {\n"
                        "  for i in 0..n, j in 0..256 { b[i, j] = a[i, j] * 2.0 }\n}\n",
                        "cuda", "f");
-  CHECK(a && contains(a, "bind(blockIdx.x)") && contains(a, "bind(threadIdx.x)") &&
-            contains(a, "vectorize"),
-        "elementwise schedule:\n%s", a ? a : "(null)");
+  CHECK_MSG(a && contains(a, "bind(blockIdx.x)") && contains(a, "bind(threadIdx.x)") &&
+                contains(a, "vectorize"),
+            "elementwise schedule:\n%s", a ? a : "(null)");
   free(a);
   a = sched_text("tensor_fn f(a: f32[n, 64], out b: f32[n, 64]) where n % 16 == 0 {\n"
                  "  for i in 0..n, j in 0..64 { b[i, j] = a[i, j] * 2.0 }\n}\n",
                  "cuda", "f");
-  CHECK(a && !contains(a, "if "), "guard must be removed when n %% 16 == 0:\n%s", a ? a : "");
+  CHECK_MSG(a && !contains(a, "if "), "guard must be removed when n %% 16 == 0:\n%s", a ? a : "");
   free(a);
   a = sched_text("tensor_fn f(a: f32[n, m], out b: f32[n, m]) {\n"
                  "  for i in 0..n, j in 0..m { b[i, j] = a[i, j] * 2.0 }\n}\n",
                  "cuda", "f");
-  CHECK(a && contains(a, "if bx * 256 + tx < m * n") && !contains(a, "vectorize"),
-        "guard must stay for a symbolic extent:\n%s", a ? a : "");
+  CHECK_MSG(a && contains(a, "if bx * 256 + tx < m * n") && !contains(a, "vectorize"),
+            "guard must stay for a symbolic extent:\n%s", a ? a : "");
   free(a);
   /* generic vulkan: no subgroup ops, a shared tree with barriers, 128 threads */
   a = sched_text("tensor_fn f(a: f32[n, m], out s: f32[n]) {\n"
                  "  for i in 0..n { reduce j in 0..m { init { s[i] = 0.0 }\n"
                  "    update { s[i] = s[i] + a[i, j] } } }\n}\n",
                  "vulkan", "f");
-  CHECK(a && !contains(a, "subgroup_") && contains(a, "barrier") && contains(a, "0..128 bind") &&
-            contains(a, "shared"),
-        "tree reduction on generic vulkan:\n%s", a ? a : "");
+  CHECK_MSG(a && !contains(a, "subgroup_") && contains(a, "barrier") &&
+                contains(a, "0..128 bind") && contains(a, "shared"),
+            "tree reduction on generic vulkan:\n%s", a ? a : "");
   free(a);
   a = sched_text("tensor_fn f(a: f32[n, m], out s: f32[n]) {\n"
                  "  for i in 0..n { reduce j in 0..m { init { s[i] = 0.0 }\n"
                  "    update { s[i] = s[i] + a[i, j] } } }\n}\n",
                  "cuda", "f");
-  CHECK(a && contains(a, "subgroup_sum") && contains(a, "barrier"),
-        "subgroup reduction on cuda:\n%s", a ? a : "");
+  CHECK_MSG(a && contains(a, "subgroup_sum") && contains(a, "barrier"),
+            "subgroup reduction on cuda:\n%s", a ? a : "");
   free(a);
 }
 
@@ -503,14 +492,14 @@ static void test_check(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     rx_module *m = parse_text("<bad>", bad[i], strlen(bad[i]));
-    CHECK(m != NULL, "bad[%zu] must parse", i);
+    CHECK_MSG(m != NULL, "bad[%zu] must parse", i);
     if (!m) continue;
     rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
     rx_diag d;
     rx_diag_init(&d);
-    CHECK(!rx_schedule_check(f, t, &d) && d.errors > 0, "bad[%zu] must be rejected", i);
+    CHECK_MSG(!rx_schedule_check(f, t, &d) && d.errors > 0, "bad[%zu] must be rejected", i);
     rx_sched_result r;
-    CHECK(!rx_schedule(m, f, t, &d, &r), "bad[%zu]: rx_schedule must refuse it", i);
+    CHECK_MSG(!rx_schedule(m, f, t, &d, &r), "bad[%zu]: rx_schedule must refuse it", i);
     rx_diag_free(&d);
     rx_module_free(m);
   }
@@ -520,14 +509,14 @@ static void test_check(void) {
                      "    for t in 0..16 bind(threadIdx.x) { if t < n { b[t] = a[t] } } } }\n"
                      "  else { for i in 0..n bind(blockIdx.x) { b[i] = a[i] } }\n}\n";
   rx_module *m = parse_text("<good>", good, strlen(good));
-  CHECK(m != NULL, "good must parse");
+  CHECK_MSG(m != NULL, "good must parse");
   if (m) {
     rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
     rx_diag d;
     rx_diag_init(&d);
     rx_sched_result r;
-    CHECK(rx_schedule(m, f, t, &d, &r) && r.fn == f, "scheduled program returned unchanged: %s",
-          rx_diag_text(&d));
+    CHECK_MSG(rx_schedule(m, f, t, &d, &r) && r.fn == f, "scheduled program returned unchanged: %s",
+              rx_diag_text(&d));
     rx_diag_free(&d);
     rx_module_free(m);
   }
@@ -541,9 +530,9 @@ static void test_check(void) {
     rx_diag d;
     rx_diag_init(&d);
     rx_sched_result r;
-    CHECK(!rx_schedule(m, rx_module_tensor_fn(m, "f"), t, &d, &r) && d.errors > 0 &&
-              contains(rx_diag_text(&d), "<glob>:2:"),
-          "top-level global alloc must be a located diagnostic: %s", rx_diag_text(&d));
+    CHECK_MSG(!rx_schedule(m, rx_module_tensor_fn(m, "f"), t, &d, &r) && d.errors > 0 &&
+                  contains(rx_diag_text(&d), "<glob>:2:"),
+              "top-level global alloc must be a located diagnostic: %s", rx_diag_text(&d));
     rx_diag_free(&d);
     rx_module_free(m);
   }
@@ -554,6 +543,5 @@ int main(int argc, char **argv) {
   test_structure();
   test_check();
   test_kernels(dir);
-  printf("schedule: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("schedule");
 }

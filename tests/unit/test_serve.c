@@ -22,7 +22,9 @@
  * their connections.
  *
  * usage: test_serve TESTS_DIR */
+/* test-needs: runtime */
 #include "base/base.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "relaxc/llm.h"
@@ -47,22 +49,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-static int passed, failed;
-static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    pthread_mutex_lock(&check_lock);                                                               \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-    pthread_mutex_unlock(&check_lock);                                                             \
-  } while (0)
-
 #define MAX_B    16
 #define NPROMPT  4
 #define MAXTOK   12
@@ -73,7 +59,7 @@ static char *want[NPROMPT];
 static int port;
 
 static bool ok_status(rx_status s, const char *what) {
-  CHECK(!s, "%s: %s", what, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
   rx_status_free(s);
   return !s;
 }
@@ -88,7 +74,7 @@ static double now_ms(void) {
 static bool compile(const char *tests, const rxk_backend *vk, const char *path) {
   char why[2048];
   bool ok = rxk_compile_llm(tests, "kjv-llama", MAX_B, &vk->target, path, why, sizeof why);
-  CHECK(ok, "%s", why);
+  CHECK_MSG(ok, "%s", why);
   return ok;
 }
 
@@ -235,9 +221,9 @@ static void basic(void) {
   char *body = completion_body(prompts[0], MAXTOK, false), *out = NULL;
   int st = http("POST", "/v1/completions", body, &out);
   cJSON *o = cJSON_Parse(out ? out : "");
-  CHECK(st == 200 && o, "non-streaming completion: status %d, body %s", st, out);
-  CHECK(!strcmp(choice_text(o), want[0]), "non-streaming: '%s', rx_llm_generate gave '%s'",
-        choice_text(o), want[0]);
+  CHECK_MSG(st == 200 && o, "non-streaming completion: status %d, body %s", st, out);
+  CHECK_MSG(!strcmp(choice_text(o), want[0]), "non-streaming: '%s', rx_llm_generate gave '%s'",
+            choice_text(o), want[0]);
   cJSON_Delete(o);
   free(out);
   free(body);
@@ -247,10 +233,10 @@ static void basic(void) {
   bool done = false;
   int events = 0;
   char *joined = out ? join_events(out, &done, &events) : NULL;
-  CHECK(st == 200 && joined && done && events > 1,
-        "streaming: status %d, %d events, done %d, body %s", st, events, done, out ? out : "");
-  CHECK(joined && !strcmp(joined, want[0]), "streaming: joined '%s', rx_llm_generate gave '%s'",
-        joined ? joined : "(none)", want[0]);
+  CHECK_MSG(st == 200 && joined && done && events > 1,
+            "streaming: status %d, %d events, done %d, body %s", st, events, done, out ? out : "");
+  CHECK_MSG(joined && !strcmp(joined, want[0]), "streaming: joined '%s', rx_llm_generate gave '%s'",
+            joined ? joined : "(none)", want[0]);
   free(joined);
   free(out);
   free(body);
@@ -263,14 +249,14 @@ static void basic(void) {
   st = http("POST", "/v1/chat/completions", req, &out);
   o = cJSON_Parse(out ? out : "");
   char *whole = rx_strdup(choice_text(o));
-  CHECK(st == 200 && o && *whole, "chat: status %d, body %s", st, out);
+  CHECK_MSG(st == 200 && o && *whole, "chat: status %d, body %s", st, out);
   cJSON_Delete(o);
   free(out);
   snprintf(req, sizeof req, chat, "true");
   st = http("POST", "/v1/chat/completions", req, &out);
   joined = out ? join_events(out, &done, &events) : NULL;
-  CHECK(st == 200 && done && joined && !strcmp(joined, whole),
-        "chat streamed: status %d, '%s', not streamed '%s'", st, joined, whole);
+  CHECK_MSG(st == 200 && done && joined && !strcmp(joined, whole),
+            "chat streamed: status %d, '%s', not streamed '%s'", st, joined, whole);
   free(joined);
   free(whole);
   free(out);
@@ -311,9 +297,10 @@ static void bad_requests(void) {
     int st = http(cases[i].method, cases[i].path, cases[i].body, &out);
     cJSON *o = cJSON_Parse(out ? out : "");
     const cJSON *msg = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
-    CHECK(st == cases[i].status && cJSON_IsString(msg) && strstr(msg->valuestring, cases[i].says),
-          "bad request %zu: status %d (expected %d), body %s (expected '%s')", i, st,
-          cases[i].status, out, cases[i].says);
+    CHECK_MSG(st == cases[i].status && cJSON_IsString(msg) &&
+                  strstr(msg->valuestring, cases[i].says),
+              "bad request %zu: status %d (expected %d), body %s (expected '%s')", i, st,
+              cases[i].status, out, cases[i].says);
     cJSON_Delete(o);
     free(out);
   }
@@ -348,7 +335,7 @@ static void disconnect(rx_server *s, rx_llm_model *m, int64_t capacity) {
     char *first = strstr(buf, "data: ");
     if (first && strstr(first + 6, "data: ")) break;
   }
-  CHECK(sent && got, "disconnect: no events came");
+  CHECK_MSG(sent && got, "disconnect: no events came");
   struct linger lg = {1, 0}; /* close with a reset */
   if (fd >= 0) {
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -360,11 +347,12 @@ static void disconnect(rx_server *s, rx_llm_model *m, int64_t capacity) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
     st = rx_server_get_stats(s);
   }
-  CHECK(st.cancelled == before + 1,
-        "disconnect: the request was not cancelled (cancelled %lld before, %lld after; pending "
-        "%lld, completed %lld)",
-        (long long)before, (long long)st.cancelled, (long long)st.pending, (long long)st.completed);
-  CHECK(settled(s, m, capacity), "disconnect: the server still holds requests or KV pages");
+  CHECK_MSG(st.cancelled == before + 1,
+            "disconnect: the request was not cancelled (cancelled %lld before, %lld after; pending "
+            "%lld, completed %lld)",
+            (long long)before, (long long)st.cancelled, (long long)st.pending,
+            (long long)st.completed);
+  CHECK_MSG(settled(s, m, capacity), "disconnect: the server still holds requests or KV pages");
 }
 
 typedef struct client {
@@ -395,7 +383,7 @@ static void *client_thread(void *arg) {
   int events = 0;
   char *joined = b ? join_events(b + 4, &done, &events) : NULL;
   c->ok = joined && done && !strcmp(joined, want[p]);
-  CHECK(c->ok, "load: client %d got '%s' (done %d), alone '%s'", c->k, joined, done, want[p]);
+  CHECK_MSG(c->ok, "load: client %d got '%s' (done %d), alone '%s'", c->k, joined, done, want[p]);
   free(joined);
   free(r.s);
   free(body);
@@ -426,8 +414,8 @@ static void load(rx_server *s) {
     ttft[k] = cs[k].first ? cs[k].first - cs[k].start : lat[k];
   }
   int64_t done = rx_server_get_stats(s).completed - before;
-  CHECK(ok == NCLIENTS && done == NCLIENTS, "load: %d of %d complete, the server ended %lld", ok,
-        NCLIENTS, (long long)done);
+  CHECK_MSG(ok == NCLIENTS && done == NCLIENTS, "load: %d of %d complete, the server ended %lld",
+            ok, NCLIENTS, (long long)done);
   qsort(lat, NCLIENTS, sizeof *lat, cmp_double);
   qsort(ttft, NCLIENTS, sizeof *ttft, cmp_double);
   fprintf(stderr,
@@ -455,7 +443,7 @@ static void nul_prompt(rx_llm_model *m) {
                                 RX_TOKENIZER_ADD_SPECIAL, &ids, &cut),
             "encode without");
   rx_llm_free(ids);
-  CHECK(whole > cut, "the NUL test needs a text whose tail has tokens (%zu, %zu)", whole, cut);
+  CHECK_MSG(whole > cut, "the NUL test needs a text whose tail has tokens (%zu, %zu)", whole, cut);
   const char *req[] = {
       "{\"prompt\":\"And God\\u0000 said, Let there be light\",\"max_tokens\":1,\"temperature\":0}",
       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\\u0000y\"}],\"max_tokens\":1}"};
@@ -463,9 +451,10 @@ static void nul_prompt(rx_llm_model *m) {
   int st = http("POST", "/v1/completions", req[0], &out);
   cJSON *o = cJSON_Parse(out ? out : "");
   const cJSON *pt = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "prompt_tokens");
-  CHECK(st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
-        "a prompt with \\u0000: status %d, body %s; its %zu tokens expected (%zu cut at the NUL)",
-        st, out, whole, cut);
+  CHECK_MSG(
+      st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
+      "a prompt with \\u0000: status %d, body %s; its %zu tokens expected (%zu cut at the NUL)", st,
+      out, whole, cut);
   cJSON_Delete(o);
   free(out);
   /* chat: "user: x\0y\nassistant:" has more tokens than "user: x" */
@@ -478,9 +467,9 @@ static void nul_prompt(rx_llm_model *m) {
                                 RX_TOKENIZER_ADD_SPECIAL, &ids, &whole),
             "encode the chat prompt");
   rx_llm_free(ids);
-  CHECK(st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
-        "a chat message with \\u0000: status %d, body %s; %zu prompt tokens expected", st, out,
-        whole);
+  CHECK_MSG(st == 200 && cJSON_IsNumber(pt) && pt->valuedouble == (double)whole,
+            "a chat message with \\u0000: status %d, body %s; %zu prompt tokens expected", st, out,
+            whole);
   cJSON_Delete(o);
   free(out);
 }
@@ -490,16 +479,16 @@ static void max_batch(rx_llm_model *m) {
   rx_server_options so = {.max_batch = MAX_B * 4, .model_name = "kjv"};
   rx_server *s = NULL;
   rx_status st = rx_server_start(m, &so, &s);
-  CHECK(st && strstr(rx_status_message(st), "--max-batch 64"),
-        "max_batch %d on an artifact for %d: %s", MAX_B * 4, MAX_B,
-        st ? rx_status_message(st) : "accepted");
+  CHECK_MSG(st && strstr(rx_status_message(st), "--max-batch 64"),
+            "max_batch %d on an artifact for %d: %s", MAX_B * 4, MAX_B,
+            st ? rx_status_message(st) : "accepted");
   rx_status_free(st);
   rx_server_stop(s);
   so.max_batch = 0;
   s = NULL;
   if (ok_status(rx_server_start(m, &so, &s), "start with max_batch 0"))
-    CHECK(rx_server_max_batch(s) == MAX_B, "max_batch 0 runs %lld at once, not %d",
-          (long long)rx_server_max_batch(s), MAX_B);
+    CHECK_MSG(rx_server_max_batch(s) == MAX_B, "max_batch 0 runs %lld at once, not %d",
+              (long long)rx_server_max_batch(s), MAX_B);
   rx_server_stop(s);
 }
 
@@ -609,7 +598,7 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
                              "application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\": \"In";
   for (int k = 0; k < NHALF; k++) {
     half[k] = connect_server();
-    if (half[k] >= 0 && write(half[k], part, sizeof part - 1) < 0) CHECK(false, "half body");
+    if (half[k] >= 0 && write(half[k], part, sizeof part - 1) < 0) CHECK_MSG(false, "half body");
   }
   int64_t before = rx_server_get_stats(s).cancelled;
   char *lng = completion_body(prompts[1], LONG_TOKEN, false);
@@ -625,27 +614,27 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
   double took = now_ms() - t0;
   cJSON *o = cJSON_Parse(out ? out : "");
   const char *got = choice_text(o);
-  CHECK(st == 200 && *got && !strncmp(got, want[0], strlen(got)) && took < GOOD_MS,
-        "hostile: a 4-token request took %.0f ms (at most %d): status %d, '%s' (alone: '%s')", took,
-        GOOD_MS, st, out, want[0]);
+  CHECK_MSG(st == 200 && *got && !strncmp(got, want[0], strlen(got)) && took < GOOD_MS,
+            "hostile: a 4-token request took %.0f ms (at most %d): status %d, '%s' (alone: '%s')",
+            took, GOOD_MS, st, out, want[0]);
   cJSON_Delete(o);
   free(out);
   free(body);
   /* the idle connections hold no thread (libmicrohttpd's pool, not a thread per connection) */
   int threads = process_threads();
-  CHECK(threads > 0 && threads - threads0 < NIDLE / 4,
-        "hostile: the process runs %d threads with %d idle connections open, %d before", threads,
-        NIDLE, threads0);
+  CHECK_MSG(threads > 0 && threads - threads0 < NIDLE / 4,
+            "hostile: the process runs %d threads with %d idle connections open, %d before",
+            threads, NIDLE, threads0);
   /* the abandoned requests are cancelled, not run to their end */
   rx_server_stats ss = rx_server_get_stats(s);
   for (int i = 0; i < 300 && ss.cancelled < before + 2 * NABANDON; i++) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
     ss = rx_server_get_stats(s);
   }
-  CHECK(ss.cancelled == before + 2 * NABANDON,
-        "hostile: %lld of %d abandoned requests cancelled (completed %lld)",
-        (long long)(ss.cancelled - before), 2 * NABANDON, (long long)ss.completed);
-  CHECK(settled(s, m, capacity), "hostile: the server still holds requests or KV pages");
+  CHECK_MSG(ss.cancelled == before + 2 * NABANDON,
+            "hostile: %lld of %d abandoned requests cancelled (completed %lld)",
+            (long long)(ss.cancelled - before), 2 * NABANDON, (long long)ss.completed);
+  CHECK_MSG(settled(s, m, capacity), "hostile: the server still holds requests or KV pages");
   /* the idle connections and the half bodies are closed by the idle timeout */
   int open_idle = 0, open_half = 0;
   double end = now_ms() + 3000; /* one bound for all */
@@ -653,10 +642,10 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
     open_idle += idle[i] < 0 || !closed_within(idle[i], (int)(end - now_ms()));
   for (int k = 0; k < NHALF; k++)
     open_half += half[k] < 0 || !closed_within(half[k], (int)(end - now_ms()));
-  CHECK(!open_idle && !open_half,
-        "hostile: %d of %d idle connections and %d of %d half bodies still open %d s after "
-        "the idle timeout of %d s",
-        open_idle, NIDLE, open_half, NHALF, 3, IDLE_S);
+  CHECK_MSG(!open_idle && !open_half,
+            "hostile: %d of %d idle connections and %d of %d half bodies still open %d s after "
+            "the idle timeout of %d s",
+            open_idle, NIDLE, open_half, NHALF, 3, IDLE_S);
   for (int i = 0; i < NIDLE; i++)
     if (idle[i] >= 0) close(idle[i]);
   for (int k = 0; k < NHALF; k++)
@@ -664,9 +653,9 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
   /* the slow headers are closed by the read timeout, though they never stay silent */
   pthread_join(th, NULL);
   for (int k = 0; k < NSLOW; k++) {
-    CHECK(w.closed_at[k] && w.closed_at[k] < READ_MS + 2000,
-          "hostile: slow headers %d closed at %.0f ms (0: never; read timeout %d ms)", k,
-          w.closed_at[k], READ_MS);
+    CHECK_MSG(w.closed_at[k] && w.closed_at[k] < READ_MS + 2000,
+              "hostile: slow headers %d closed at %.0f ms (0: never; read timeout %d ms)", k,
+              w.closed_at[k], READ_MS);
     if (w.fd[k] >= 0) close(w.fd[k]);
   }
   rx_server_stop(s);
@@ -702,11 +691,11 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   char *body = completion_body(prompts[3], LONG_TOKEN, false), *out = NULL;
   int st = http("POST", "/v1/completions", body, &out);
   free(body);
-  CHECK(st == 504 && out && strstr(out, "deadline of 150 ms passed"),
-        "deadline: status %d, body %s", st, out);
+  CHECK_MSG(st == 504 && out && strstr(out, "deadline of 150 ms passed"),
+            "deadline: status %d, body %s", st, out);
   free(out);
-  CHECK(rx_server_get_stats(s).timed_out == 1, "deadline: %lld timed out",
-        (long long)rx_server_get_stats(s).timed_out);
+  CHECK_MSG(rx_server_get_stats(s).timed_out == 1, "deadline: %lld timed out",
+            (long long)rx_server_get_stats(s).timed_out);
   rx_server_stop(s);
 
   so.deadline_ms = 0;
@@ -722,7 +711,7 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
     ss = rx_server_get_stats(s);
   }
-  CHECK(ss.pending == 3, "queue: %lld requests pending, 3 expected", (long long)ss.pending);
+  CHECK_MSG(ss.pending == 3, "queue: %lld requests pending, 3 expected", (long long)ss.pending);
   int fd = connect_server();
   body = completion_body(prompts[0], 4, false);
   char buf[2048] = {0};
@@ -734,12 +723,12 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   }
   if (fd >= 0) close(fd);
   free(body);
-  CHECK(!strncmp(buf, "HTTP/1.", 7) && !strncmp(buf + 8, " 503", 4) &&
-            strstr(buf, "Retry-After: 1") && strstr(buf, "--max-queue"),
-        "queue: a request past a full queue got: %s", buf);
+  CHECK_MSG(!strncmp(buf, "HTTP/1.", 7) && !strncmp(buf + 8, " 503", 4) &&
+                strstr(buf, "Retry-After: 1") && strstr(buf, "--max-queue"),
+            "queue: a request past a full queue got: %s", buf);
   for (int k = 0; k < 3; k++)
     if (held[k] >= 0) close(held[k]);
-  CHECK(settled(s, m, capacity), "queue: the server still holds requests or KV pages");
+  CHECK_MSG(settled(s, m, capacity), "queue: the server still holds requests or KV pages");
   rx_server_stop(s);
 }
 
@@ -774,13 +763,13 @@ static void stop_while_waiting(rx_llm_model *m) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
     ss = rx_server_get_stats(s);
   }
-  CHECK(ss.pending == 2, "stop: %lld requests pending, 2 expected", (long long)ss.pending);
+  CHECK_MSG(ss.pending == 2, "stop: %lld requests pending, 2 expected", (long long)ss.pending);
   rx_server_stop(s);
   pthread_join(th, NULL);
-  CHECK(w.status == 503 && w.body && strstr(w.body, "the server is stopping"),
-        "stop: the waiting request got %d %s", w.status, w.body ? w.body : "");
+  CHECK_MSG(w.status == 503 && w.body && strstr(w.body, "the server is stopping"),
+            "stop: the waiting request got %d %s", w.status, w.body ? w.body : "");
   free(w.body);
-  CHECK(fd >= 0 && closed_within(fd, 2000), "stop: the stream was not closed");
+  CHECK_MSG(fd >= 0 && closed_within(fd, 2000), "stop: the stream was not closed");
   if (fd >= 0) close(fd);
 }
 
@@ -803,8 +792,8 @@ static void connection_limits(rx_llm_model *m) {
       struct pollfd p = {.fd = extra, .events = POLLIN};
       if (poll(&p, 1, 500) > 0 && recv(extra, buf, sizeof buf - 1, MSG_DONTWAIT) < 0) buf[0] = 0;
     }
-    CHECK(!strstr(buf, " 200 "), "%s limit of 3: a fourth connection was answered: %s",
-          total ? "the" : "the per-IP", buf);
+    CHECK_MSG(!strstr(buf, " 200 "), "%s limit of 3: a fourth connection was answered: %s",
+              total ? "the" : "the per-IP", buf);
     for (int k = 0; k < 3; k++)
       if (fd[k] >= 0) close(fd[k]);
     if (extra >= 0) close(extra);
@@ -816,7 +805,7 @@ static void connection_limits(rx_llm_model *m) {
       st = http("GET", "/health", NULL, &out);
       if (st != 200) nanosleep(&(struct timespec){0, 50000000}, NULL);
     }
-    CHECK(st == 200, "limits: after the others closed, /health gave %d", st);
+    CHECK_MSG(st == 200, "limits: after the others closed, /health gave %d", st);
     free(out);
     rx_server_stop(s);
   }
@@ -830,13 +819,13 @@ static void serve(rx_llm_model *m) {
   rx_server *s = NULL;
   if (!ok_status(rx_server_start(m, &so, &s), "start the server")) return;
   port = rx_server_port(s);
-  CHECK(port > 0, "the server's port is %d", port);
+  CHECK_MSG(port > 0, "the server's port is %d", port);
   basic();
   bad_requests();
   disconnect(s, m, capacity);
   nul_prompt(m);
   load(s);
-  CHECK(settled(s, m, capacity), "after the load the server still holds requests or KV pages");
+  CHECK_MSG(settled(s, m, capacity), "after the load the server still holds requests or KV pages");
   rx_server_stop(s);
   max_batch(m);
   hostile(m, capacity);
@@ -868,8 +857,7 @@ int main(int argc, char **argv) {
     rx_llm_model_free(m);
   }
   unlink(path);
-  fprintf(stderr, "test_serve: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_serve");
 }
 #else
 int main(void) {

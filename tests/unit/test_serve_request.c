@@ -2,24 +2,12 @@
  * bodies parsed and checked, each refusal with its status, field and message; NULs kept in
  * prompts ("\u0000" escaped, raw, and in chat messages, never cut at) and in generated text put
  * into answers (rx_serve_json_string). test_serve runs the same through the server on Vulkan. */
+#include "check.h"
 #include "tools/serve/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 static void routes(void) {
   struct {
@@ -38,9 +26,10 @@ static void routes(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rx_serve_error e = {0};
     rx_serve_route r = rx_serve_route_of(cases[i].method, cases[i].url, &e);
-    CHECK(r == cases[i].route && (r != RX_SERVE_REFUSED ||
-                                  (e.status == cases[i].status && strstr(e.msg, cases[i].url))),
-          "%s %s: route %d status %u '%s'", cases[i].method, cases[i].url, (int)r, e.status, e.msg);
+    CHECK_MSG(r == cases[i].route && (r != RX_SERVE_REFUSED ||
+                                      (e.status == cases[i].status && strstr(e.msg, cases[i].url))),
+              "%s %s: route %d status %u '%s'", cases[i].method, cases[i].url, (int)r, e.status,
+              e.msg);
   }
 }
 
@@ -49,9 +38,9 @@ static void kept(const char *body, size_t blen, bool chat, const char *want, siz
   rx_serve_request r;
   rx_serve_error e;
   bool ok = rx_serve_parse(body, blen, chat, "kjv", &r, &e);
-  CHECK(ok && r.prompt_len == len && !memcmp(r.prompt, want, len) && !r.prompt[len],
-        "%.*s: %s; prompt of %zu bytes, %zu expected", (int)blen, body, ok ? "parsed" : e.msg,
-        ok ? r.prompt_len : 0, len);
+  CHECK_MSG(ok && r.prompt_len == len && !memcmp(r.prompt, want, len) && !r.prompt[len],
+            "%.*s: %s; prompt of %zu bytes, %zu expected", (int)blen, body, ok ? "parsed" : e.msg,
+            ok ? r.prompt_len : 0, len);
   if (ok) rx_serve_request_free(&r);
 }
 
@@ -77,8 +66,8 @@ static void nuls(void) {
   rx_serve_request r;
   rx_serve_error e;
   bool ok = rx_serve_parse(full, sizeof full - 1, false, "kjv", &r, &e);
-  CHECK(!ok && e.status == 400 && e.param && !strcmp(e.param, "prompt") && strstr(e.msg, "NUL"),
-        "a NUL in a body that is not UTF-8: %s", ok ? "parsed" : e.msg);
+  CHECK_MSG(!ok && e.status == 400 && e.param && !strcmp(e.param, "prompt") && strstr(e.msg, "NUL"),
+            "a NUL in a body that is not UTF-8: %s", ok ? "parsed" : e.msg);
   if (ok) rx_serve_request_free(&r);
 }
 
@@ -109,10 +98,10 @@ static void refusals(void) {
     rx_serve_error e;
     bool ok = rx_serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", &r, &e);
     bool param = cases[i].param ? e.param && !strcmp(e.param, cases[i].param) : !e.param;
-    CHECK(!ok && e.status == cases[i].status && param && strstr(e.msg, cases[i].says),
-          "%s: %s (status %u, param %s), expected %u, %s, '%s'", cases[i].body,
-          ok ? "parsed" : e.msg, e.status, e.param ? e.param : "null", cases[i].status,
-          cases[i].param ? cases[i].param : "null", cases[i].says);
+    CHECK_MSG(!ok && e.status == cases[i].status && param && strstr(e.msg, cases[i].says),
+              "%s: %s (status %u, param %s), expected %u, %s, '%s'", cases[i].body,
+              ok ? "parsed" : e.msg, e.status, e.param ? e.param : "null", cases[i].status,
+              cases[i].param ? cases[i].param : "null", cases[i].says);
     if (ok) rx_serve_request_free(&r);
   }
   /* and the fields of a good one */
@@ -122,9 +111,9 @@ static void refusals(void) {
   rx_serve_request r;
   rx_serve_error e;
   bool ok = rx_serve_parse(good, sizeof good - 1, false, "kjv", &r, &e);
-  CHECK(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
-            r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
-        "a good request: %s", ok ? "fields differ" : e.msg);
+  CHECK_MSG(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
+                r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
+            "a good request: %s", ok ? "fields differ" : e.msg);
   if (ok) rx_serve_request_free(&r);
 }
 
@@ -133,10 +122,10 @@ static void answers(void) {
   static const char text[] = "a\0b\"c\\\n\t\x01\xc3\xa9";
   char *lit = rx_serve_json_string(text, sizeof text - 1);
   const char *want = "\"a\\u0000b\\\"c\\\\\\n\\t\\u0001\xc3\xa9\"";
-  CHECK(lit && !strcmp(lit, want), "json string: %s, expected %s", lit ? lit : "(null)", want);
+  CHECK_MSG(lit && !strcmp(lit, want), "json string: %s, expected %s", lit ? lit : "(null)", want);
   free(lit);
   lit = rx_serve_json_string("", 0);
-  CHECK(lit && !strcmp(lit, "\"\""), "empty json string: %s", lit ? lit : "(null)");
+  CHECK_MSG(lit && !strcmp(lit, "\"\""), "empty json string: %s", lit ? lit : "(null)");
   free(lit);
 }
 
@@ -145,6 +134,5 @@ int main(void) {
   nuls();
   refusals();
   answers();
-  fprintf(stderr, "test_serve_request: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_serve_request");
 }

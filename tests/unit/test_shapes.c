@@ -4,6 +4,7 @@
  * Inputs are written as text and parsed into RAW nodes by tests/unit/support_exprparse.c;
  * an expected canonical form is written as text too and compared by pointer after
  * simplification, and by its printed text. */
+#include "check.h"
 #include "shapes/shapes.h"
 #include "support_exprparse.h"
 
@@ -13,20 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-static int passed, failed;
 static rx_expr_ctx *C;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
 
 static const rx_expr *P(const char *s) {
   char err[200];
@@ -197,41 +185,42 @@ static void test_simplify(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(SIMP); i++) {
     const rx_expr *got = S(SIMP[i].in), *want = S(SIMP[i].want);
     const char *gs = T(got);
-    CHECK(got == want && strcmp(gs, SIMP[i].want) == 0, "simplify(%s) = %s, want %s (%s)",
-          SIMP[i].in, gs, SIMP[i].want, got == want ? "same node" : "different node");
+    CHECK_MSG(got == want && strcmp(gs, SIMP[i].want) == 0, "simplify(%s) = %s, want %s (%s)",
+              SIMP[i].in, gs, SIMP[i].want, got == want ? "same node" : "different node");
   }
   /* the canonicalizing constructors agree with simplify */
   const rx_expr *n = rx_expr_var(C, "n"), *m = rx_expr_var(C, "m");
   const rx_expr *k4 = rx_expr_const(C, 4), *k8 = rx_expr_const(C, 8);
-  CHECK(rx_expr_var(C, "n") == n, "variables are interned by name");
-  CHECK(rx_expr_add(C, rx_expr_mul(C, n, k4), rx_expr_const(C, 2)) == S("n*4 + 2"), "add/mul");
-  CHECK(rx_expr_sub(C, n, n) == rx_expr_const(C, 0), "n - n");
-  CHECK(rx_expr_neg(C, rx_expr_neg(C, n)) == n, "--n");
-  CHECK(rx_expr_floordiv(C, rx_expr_add(C, rx_expr_mul(C, n, k8), rx_expr_const(C, 7)), k8) == n,
-        "(n*8+7)//8");
-  CHECK(rx_expr_floormod(C, rx_expr_mul(C, n, rx_expr_const(C, 16)), k8) == rx_expr_const(C, 0),
-        "(n*16)%%8");
-  CHECK(rx_expr_min(C, n, m) == rx_expr_min(C, m, n), "min commutes");
-  CHECK(rx_expr_max(C, n, m) == S("max(m, n)"), "max");
-  CHECK(rx_expr_cmp(C, RX_EXPR_GT, n, m) == rx_expr_cmp(C, RX_EXPR_LT, m, n), "n > m");
-  CHECK(rx_expr_cmp(C, RX_EXPR_GE, n, m) == S("m <= n"), "n >= m");
-  CHECK(rx_expr_and(C, S("a < b"), S("b < c")) == S("b < c && a < b"), "and");
-  CHECK(rx_expr_or(C, S("a < b"), S("b <= a")) == rx_expr_const(C, 1), "or of complements");
-  CHECK(rx_expr_not(C, S("a < b")) == S("b <= a"), "not");
-  CHECK(rx_expr_select(C, S("n < 8"), n, k8) == S("select(n < 8, n, 8)"), "select");
-  CHECK(rx_expr_make(C, RX_EXPR_SUB, n, k4, NULL) == S("n - 4"), "make");
+  CHECK_MSG(rx_expr_var(C, "n") == n, "variables are interned by name");
+  CHECK_MSG(rx_expr_add(C, rx_expr_mul(C, n, k4), rx_expr_const(C, 2)) == S("n*4 + 2"), "add/mul");
+  CHECK_MSG(rx_expr_sub(C, n, n) == rx_expr_const(C, 0), "n - n");
+  CHECK_MSG(rx_expr_neg(C, rx_expr_neg(C, n)) == n, "--n");
+  CHECK_MSG(rx_expr_floordiv(C, rx_expr_add(C, rx_expr_mul(C, n, k8), rx_expr_const(C, 7)), k8) ==
+                n,
+            "(n*8+7)//8");
+  CHECK_MSG(rx_expr_floormod(C, rx_expr_mul(C, n, rx_expr_const(C, 16)), k8) == rx_expr_const(C, 0),
+            "(n*16)%%8");
+  CHECK_MSG(rx_expr_min(C, n, m) == rx_expr_min(C, m, n), "min commutes");
+  CHECK_MSG(rx_expr_max(C, n, m) == S("max(m, n)"), "max");
+  CHECK_MSG(rx_expr_cmp(C, RX_EXPR_GT, n, m) == rx_expr_cmp(C, RX_EXPR_LT, m, n), "n > m");
+  CHECK_MSG(rx_expr_cmp(C, RX_EXPR_GE, n, m) == S("m <= n"), "n >= m");
+  CHECK_MSG(rx_expr_and(C, S("a < b"), S("b < c")) == S("b < c && a < b"), "and");
+  CHECK_MSG(rx_expr_or(C, S("a < b"), S("b <= a")) == rx_expr_const(C, 1), "or of complements");
+  CHECK_MSG(rx_expr_not(C, S("a < b")) == S("b <= a"), "not");
+  CHECK_MSG(rx_expr_select(C, S("n < 8"), n, k8) == S("select(n < 8, n, 8)"), "select");
+  CHECK_MSG(rx_expr_make(C, RX_EXPR_SUB, n, k4, NULL) == S("n - 4"), "make");
   const rx_expr *raw = rx_expr_raw(C, RX_EXPR_ADD, n, n, NULL);
-  CHECK(raw->kind == RX_EXPR_ADD && raw->a == n, "raw stays as given");
-  CHECK(rx_expr_simplify(C, raw) == S("n * 2"), "simplify(raw)");
+  CHECK_MSG(raw->kind == RX_EXPR_ADD && raw->a == n, "raw stays as given");
+  CHECK_MSG(rx_expr_simplify(C, raw) == S("n * 2"), "simplify(raw)");
   /* (a+b)*c and a*c+b*c are the same pointer */
   const rx_expr *a = rx_expr_var(C, "a"), *b = rx_expr_var(C, "b"), *c = rx_expr_var(C, "c");
-  CHECK(rx_expr_mul(C, rx_expr_add(C, a, b), c) ==
-            rx_expr_add(C, rx_expr_mul(C, a, c), rx_expr_mul(C, b, c)),
-        "distributivity by pointer");
+  CHECK_MSG(rx_expr_mul(C, rx_expr_add(C, a, b), c) ==
+                rx_expr_add(C, rx_expr_mul(C, a, c), rx_expr_mul(C, b, c)),
+            "distributivity by pointer");
   /* idempotent */
   for (size_t i = 0; i < RX_ARRAY_LEN(SIMP); i += 7) {
     const rx_expr *e = S(SIMP[i].in);
-    CHECK(rx_expr_simplify(C, e) == e, "simplify(simplify(%s))", SIMP[i].in);
+    CHECK_MSG(rx_expr_simplify(C, e) == e, "simplify(simplify(%s))", SIMP[i].in);
   }
 }
 
@@ -291,29 +280,29 @@ static void test_print(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(PRINT_RAW); i++) {
     const rx_expr *e = P(PRINT_RAW[i].in);
     const char *s = T(e);
-    CHECK(strcmp(s, PRINT_RAW[i].want) == 0, "print(raw %s) = %s, want %s", PRINT_RAW[i].in, s,
-          PRINT_RAW[i].want);
+    CHECK_MSG(strcmp(s, PRINT_RAW[i].want) == 0, "print(raw %s) = %s, want %s", PRINT_RAW[i].in, s,
+              PRINT_RAW[i].want);
     /* what it prints means the same */
-    CHECK(S(s) == rx_expr_simplify(C, e), "print(raw %s) reparses to another value",
-          PRINT_RAW[i].in);
+    CHECK_MSG(S(s) == rx_expr_simplify(C, e), "print(raw %s) reparses to another value",
+              PRINT_RAW[i].in);
   }
   for (size_t i = 0; i < RX_ARRAY_LEN(PRINT_CANON); i++) {
     const char *s = T(S(PRINT_CANON[i].in));
-    CHECK(strcmp(s, PRINT_CANON[i].want) == 0, "print(%s) = %s, want %s", PRINT_CANON[i].in, s,
-          PRINT_CANON[i].want);
+    CHECK_MSG(strcmp(s, PRINT_CANON[i].want) == 0, "print(%s) = %s, want %s", PRINT_CANON[i].in, s,
+              PRINT_CANON[i].want);
   }
   rx_strbuf b = {0};
   rx_expr_print(&b, S("n + 1"));
   rx_strbuf_append(&b, " | ");
   rx_expr_print(&b, S("n - 1"));
-  CHECK(strcmp(b.data, "n + 1 | n - 1") == 0, "rx_expr_print appends: %s", b.data);
+  CHECK_MSG(strcmp(b.data, "n + 1 | n - 1") == 0, "rx_expr_print appends: %s", b.data);
   rx_strbuf_free(&b);
   /* a canonical form printed, parsed into a fresh context and simplified prints the same */
   rx_expr_ctx *c2 = rx_expr_ctx_new();
   for (size_t i = 0; i < RX_ARRAY_LEN(SIMP); i++) {
     char *s1 = rx_expr_to_string(S(SIMP[i].in));
     char *s2 = rx_expr_to_string(rx_test_parse_simplified(c2, s1));
-    CHECK(strcmp(s1, s2) == 0, "round trip of %s: %s vs %s", SIMP[i].in, s1, s2);
+    CHECK_MSG(strcmp(s1, s2) == 0, "round trip of %s: %s vs %s", SIMP[i].in, s1, s2);
     free(s1);
     free(s2);
   }
@@ -346,12 +335,12 @@ static void eval_ok(const char *e, const char *binds, int64_t want) {
   rx_expr_env env;
   bind(binds, &env, vars, values);
   rx_eval_status s = rx_expr_eval_status(P(e), &env, &got);
-  CHECK(s == RX_EVAL_OK && got == want, "eval(%s | %s) = %" PRId64 " (status %d), want %" PRId64, e,
-        binds, got, (int)s, want);
+  CHECK_MSG(s == RX_EVAL_OK && got == want,
+            "eval(%s | %s) = %" PRId64 " (status %d), want %" PRId64, e, binds, got, (int)s, want);
   /* the canonical form agrees */
   int64_t got2 = 0;
   bool ok2 = rx_expr_eval(S(e), &env, &got2);
-  CHECK(ok2 && got2 == want, "eval(simplify(%s) | %s) = %" PRId64, e, binds, got2);
+  CHECK_MSG(ok2 && got2 == want, "eval(simplify(%s) | %s) = %" PRId64, e, binds, got2);
 }
 
 static void eval_fail(const char *e, const char *binds, rx_eval_status want) {
@@ -360,8 +349,8 @@ static void eval_fail(const char *e, const char *binds, rx_eval_status want) {
   rx_expr_env env;
   bind(binds, &env, vars, values);
   rx_eval_status s = rx_expr_eval_status(P(e), &env, &got);
-  CHECK(s == want && got == 12345 && !rx_expr_eval(P(e), &env, &got),
-        "eval(%s | %s): status %d, want %d", e, binds, (int)s, (int)want);
+  CHECK_MSG(s == want && got == 12345 && !rx_expr_eval(P(e), &env, &got),
+            "eval(%s | %s): status %d, want %d", e, binds, (int)s, (int)want);
 }
 
 static void test_eval(void) {
@@ -402,37 +391,38 @@ static void test_eval(void) {
   eval_fail("9223372036854775807 + 1", "", RX_EVAL_OVERFLOW);
   /* an unfolded overflow stays unfolded and still fails at evaluation */
   int64_t v;
-  CHECK(!rx_expr_eval(S("9223372036854775807 + 1"), NULL, &v), "unfolded overflow evaluates");
-  CHECK(rx_expr_eval(S("(x // 0) * 0"), NULL, &v) && v == 0, "simplified may succeed");
+  CHECK_MSG(!rx_expr_eval(S("9223372036854775807 + 1"), NULL, &v), "unfolded overflow evaluates");
+  CHECK_MSG(rx_expr_eval(S("(x // 0) * 0"), NULL, &v) && v == 0, "simplified may succeed");
 }
 
 /* ---------------------------------------------------------------- queries, substitution */
 
 static void test_queries(void) {
-  CHECK(rx_expr_is_bool(S("a < b")) && rx_expr_is_bool(S("a && b")) && rx_expr_is_bool(S("1")),
-        "is_bool");
-  CHECK(!rx_expr_is_bool(S("a")) && !rx_expr_is_bool(S("2")) && !rx_expr_is_bool(S("a + 1")),
-        "!is_bool");
-  CHECK(rx_expr_is_const(S("3 * 4"), 12), "is_const");
+  CHECK_MSG(rx_expr_is_bool(S("a < b")) && rx_expr_is_bool(S("a && b")) && rx_expr_is_bool(S("1")),
+            "is_bool");
+  CHECK_MSG(!rx_expr_is_bool(S("a")) && !rx_expr_is_bool(S("2")) && !rx_expr_is_bool(S("a + 1")),
+            "!is_bool");
+  CHECK_MSG(rx_expr_is_const(S("3 * 4"), 12), "is_const");
   rx_ptrvec v = {0};
   rx_expr_collect_vars(P("b * (a + b) // c + a"), &v);
-  CHECK(v.len == 3 && v.data[0] == rx_expr_var(C, "b") && v.data[1] == rx_expr_var(C, "a") &&
-            v.data[2] == rx_expr_var(C, "c"),
-        "collect_vars: %zu", v.len);
+  CHECK_MSG(v.len == 3 && v.data[0] == rx_expr_var(C, "b") && v.data[1] == rx_expr_var(C, "a") &&
+                v.data[2] == rx_expr_var(C, "c"),
+            "collect_vars: %zu", v.len);
   rx_expr_collect_vars(P("select(d, a, e)"), &v);
-  CHECK(v.len == 5, "collect_vars appends distinct: %zu", v.len);
+  CHECK_MSG(v.len == 5, "collect_vars appends distinct: %zu", v.len);
   rx_ptrvec_free(&v);
-  CHECK(rx_expr_uses_var(S("min(x, y + 1)"), rx_expr_var(C, "y")), "uses_var");
-  CHECK(!rx_expr_uses_var(S("x * 0 + y"), rx_expr_var(C, "x")), "!uses_var");
-  CHECK(rx_expr_compare(S("a"), S("b")) < 0 && rx_expr_compare(S("b"), S("a")) > 0 &&
-            rx_expr_compare(S("a + 1"), S("a + 1")) == 0,
-        "compare");
-  CHECK(rx_expr_compare(S("n"), S("16")) < 0, "compare: constants last");
+  CHECK_MSG(rx_expr_uses_var(S("min(x, y + 1)"), rx_expr_var(C, "y")), "uses_var");
+  CHECK_MSG(!rx_expr_uses_var(S("x * 0 + y"), rx_expr_var(C, "x")), "!uses_var");
+  CHECK_MSG(rx_expr_compare(S("a"), S("b")) < 0 && rx_expr_compare(S("b"), S("a")) > 0 &&
+                rx_expr_compare(S("a + 1"), S("a + 1")) == 0,
+            "compare");
+  CHECK_MSG(rx_expr_compare(S("n"), S("16")) < 0, "compare: constants last");
   /* the order is structural: a fresh context with other creation order agrees */
   rx_expr_ctx *c2 = rx_expr_ctx_new();
   rx_test_parse_simplified(c2, "zz + yy * 3 + xx");
-  CHECK(strcmp(T(rx_test_parse_simplified(c2, "xx + yy * 3 + zz")), T(S("zz + xx + yy * 3"))) == 0,
-        "order independent of creation");
+  CHECK_MSG(strcmp(T(rx_test_parse_simplified(c2, "xx + yy * 3 + zz")), T(S("zz + xx + yy * 3"))) ==
+                0,
+            "order independent of creation");
   rx_expr_ctx_free(c2);
 }
 
@@ -448,8 +438,8 @@ static void subst1(const char *e, const char *names, const char *repls, const ch
   size_t m = 0;
   for (char *t = strtok_r(rb, ";", &sr); t; t = strtok_r(NULL, ";", &sr)) repl[m++] = P(t);
   const rx_expr *got = rx_expr_subst(C, P(e), vars, repl, n);
-  CHECK(m == n && got == S(want), "subst(%s; %s := %s) = %s, want %s", e, names, repls, T(got),
-        want);
+  CHECK_MSG(m == n && got == S(want), "subst(%s; %s := %s) = %s, want %s", e, names, repls, T(got),
+            want);
 }
 
 static void test_subst(void) {
@@ -482,7 +472,7 @@ static rx_analyzer *A(const char *facts) {
 static void asimp(const char *facts, const char *e, const char *want) {
   rx_analyzer *an = A(facts);
   const rx_expr *got = rx_analyzer_simplify(an, P(e));
-  CHECK(got == S(want), "[%s] simplify(%s) = %s, want %s", facts, e, T(got), want);
+  CHECK_MSG(got == S(want), "[%s] simplify(%s) = %s, want %s", facts, e, T(got), want);
   rx_analyzer_free(an);
 }
 
@@ -491,23 +481,23 @@ static const char *TRI[] = {"false", "true", "unknown"};
 static void prove(const char *facts, const char *cond, rx_tribool want) {
   rx_analyzer *an = A(facts);
   rx_tribool got = rx_analyzer_prove(an, P(cond));
-  CHECK(got == want, "[%s] prove(%s) = %s, want %s", facts, cond, TRI[got], TRI[want]);
+  CHECK_MSG(got == want, "[%s] prove(%s) = %s, want %s", facts, cond, TRI[got], TRI[want]);
   rx_analyzer_free(an);
 }
 
 static void bounds(const char *facts, const char *e, int64_t lo, int64_t hi) {
   rx_analyzer *an = A(facts);
   rx_interval b = rx_analyzer_bounds(an, P(e));
-  CHECK(b.lo == lo && b.hi == hi,
-        "[%s] bounds(%s) = [%" PRId64 ", %" PRId64 "], want [%" PRId64 ", %" PRId64 "]", facts, e,
-        b.lo, b.hi, lo, hi);
+  CHECK_MSG(b.lo == lo && b.hi == hi,
+            "[%s] bounds(%s) = [%" PRId64 ", %" PRId64 "], want [%" PRId64 ", %" PRId64 "]", facts,
+            e, b.lo, b.hi, lo, hi);
   rx_analyzer_free(an);
 }
 
 static void divisor(const char *facts, const char *e, int64_t want) {
   rx_analyzer *an = A(facts);
   int64_t got = rx_analyzer_divisor(an, P(e));
-  CHECK(got == want, "[%s] divisor(%s) = %" PRId64 ", want %" PRId64, facts, e, got, want);
+  CHECK_MSG(got == want, "[%s] divisor(%s) = %" PRId64 ", want %" PRId64, facts, e, got, want);
   rx_analyzer_free(an);
 }
 
@@ -660,46 +650,46 @@ static void test_analyzer(void) {
   size_t mk = rx_analyzer_mark(an);
   rx_analyzer_bind_range(an, i, rx_expr_const(C, 0), n);
   rx_interval b = rx_analyzer_bounds(an, i);
-  CHECK(b.lo == 0 && b.hi == 1023, "bind_range bounds: [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
-  CHECK(rx_analyzer_prove(an, S("i < n")) == RX_TRUE, "bind_range: i < n");
-  CHECK(rx_analyzer_prove(an, S("i + 1 <= n")) == RX_TRUE, "bind_range: i + 1 <= n");
-  CHECK(rx_analyzer_simplify(an, S("i // n")) == S("0"), "i // n");
-  CHECK(rx_analyzer_simplify(an, S("i % n")) == i, "i %% n");
-  CHECK(rx_analyzer_simplify(an, S("min(i, n)")) == i, "min(i, n)");
+  CHECK_MSG(b.lo == 0 && b.hi == 1023, "bind_range bounds: [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
+  CHECK_MSG(rx_analyzer_prove(an, S("i < n")) == RX_TRUE, "bind_range: i < n");
+  CHECK_MSG(rx_analyzer_prove(an, S("i + 1 <= n")) == RX_TRUE, "bind_range: i + 1 <= n");
+  CHECK_MSG(rx_analyzer_simplify(an, S("i // n")) == S("0"), "i // n");
+  CHECK_MSG(rx_analyzer_simplify(an, S("i % n")) == i, "i %% n");
+  CHECK_MSG(rx_analyzer_simplify(an, S("min(i, n)")) == i, "min(i, n)");
   size_t mk2 = rx_analyzer_mark(an);
-  CHECK(rx_analyzer_assume(an, S("i >= 512")), "nested fact");
+  CHECK_MSG(rx_analyzer_assume(an, S("i >= 512")), "nested fact");
   b = rx_analyzer_bounds(an, i);
-  CHECK(b.lo == 512 && b.hi == 1023, "nested bounds [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
+  CHECK_MSG(b.lo == 512 && b.hi == 1023, "nested bounds [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
   rx_analyzer_reset(an, mk2);
   b = rx_analyzer_bounds(an, i);
-  CHECK(b.lo == 0 && b.hi == 1023, "reset to inner mark");
+  CHECK_MSG(b.lo == 0 && b.hi == 1023, "reset to inner mark");
   rx_analyzer_reset(an, mk);
   b = rx_analyzer_bounds(an, i);
-  CHECK(b.lo == MIN64 && b.hi == MAX64, "reset forgets the loop variable");
-  CHECK(rx_analyzer_prove(an, S("i < n")) == RX_UNKNOWN, "reset forgets relations");
+  CHECK_MSG(b.lo == MIN64 && b.hi == MAX64, "reset forgets the loop variable");
+  CHECK_MSG(rx_analyzer_prove(an, S("i < n")) == RX_UNKNOWN, "reset forgets relations");
   b = rx_analyzer_bounds(an, n);
-  CHECK(b.lo == 1 && b.hi == 1024, "reset keeps earlier facts");
+  CHECK_MSG(b.lo == 1 && b.hi == 1024, "reset keeps earlier facts");
   rx_analyzer_bind_range(an, i, rx_expr_const(C, 4), rx_expr_const(C, 8));
   b = rx_analyzer_bounds(an, i);
-  CHECK(b.lo == 4 && b.hi == 11, "bind_range with constants");
-  CHECK(rx_analyzer_ctx(an) == C, "analyzer ctx");
+  CHECK_MSG(b.lo == 4 && b.hi == 11, "bind_range with constants");
+  CHECK_MSG(rx_analyzer_ctx(an) == C, "analyzer ctx");
   rx_analyzer_free(an);
 
   an = A("n <= 3");
-  CHECK(!rx_analyzer_assume(an, S("n >= 5")), "contradiction: n >= 5");
-  CHECK(!rx_analyzer_assume(an, S("n == 4")), "contradiction: n == 4");
-  CHECK(rx_analyzer_assume(an, S("n <= 10")), "implied fact");
-  CHECK(rx_analyzer_assume(an, S("0 <= n")), "new fact");
-  CHECK(!rx_analyzer_assume(an, S("0")), "false fact");
-  CHECK(rx_analyzer_assume(an, S("select(a, b, c) < d * d")), "fact not understood is kept");
-  CHECK(rx_analyzer_prove(an, S("select(a, b, c) < d * d")) == RX_TRUE, "prove of exactly it");
+  CHECK_MSG(!rx_analyzer_assume(an, S("n >= 5")), "contradiction: n >= 5");
+  CHECK_MSG(!rx_analyzer_assume(an, S("n == 4")), "contradiction: n == 4");
+  CHECK_MSG(rx_analyzer_assume(an, S("n <= 10")), "implied fact");
+  CHECK_MSG(rx_analyzer_assume(an, S("0 <= n")), "new fact");
+  CHECK_MSG(!rx_analyzer_assume(an, S("0")), "false fact");
+  CHECK_MSG(rx_analyzer_assume(an, S("select(a, b, c) < d * d")), "fact not understood is kept");
+  CHECK_MSG(rx_analyzer_prove(an, S("select(a, b, c) < d * d")) == RX_TRUE, "prove of exactly it");
   b = rx_analyzer_bounds(an, n);
-  CHECK(b.lo == 0 && b.hi == 3, "bounds after rejected facts");
-  CHECK(!rx_analyzer_assume(an, S("n % 8 == 5")) || true, "residue fact");
+  CHECK_MSG(b.lo == 0 && b.hi == 3, "bounds after rejected facts");
+  CHECK_MSG(!rx_analyzer_assume(an, S("n % 8 == 5")) || true, "residue fact");
   rx_analyzer_free(an);
 
   an = A("n % 8 == 0");
-  CHECK(!rx_analyzer_assume(an, S("n % 4 == 1")), "contradicting residues");
+  CHECK_MSG(!rx_analyzer_assume(an, S("n % 4 == 1")), "contradicting residues");
   rx_analyzer_free(an);
 }
 
@@ -827,7 +817,7 @@ static void test_random_simplify(int n) {
   int bad = 0;
   for (int i = 0; i < n && bad < 5; i++)
     if (!check_simplify_one(gen(1 + (int)(rnd() % 5)), 10)) bad++;
-  CHECK(bad == 0, "random simplify: %d failures", bad);
+  CHECK_MSG(bad == 0, "random simplify: %d failures", bad);
 }
 
 /* random facts over the variables; points satisfying them */
@@ -998,9 +988,9 @@ static void test_random_analyzer(int rounds) {
     }
     rx_analyzer_free(an);
   }
-  CHECK(bad == 0, "random analyzer: %d failures", bad);
-  CHECK(an_true + an_false > 50, "random analyzer proves something: %ld true, %ld false", an_true,
-        an_false);
+  CHECK_MSG(bad == 0, "random analyzer: %d failures", bad);
+  CHECK_MSG(an_true + an_false > 50, "random analyzer proves something: %ld true, %ld false",
+            an_true, an_false);
 }
 
 /* many shape expressions in one context stay fast */
@@ -1015,7 +1005,7 @@ static void test_scale(void) {
     acc = rx_expr_max(C, rx_expr_min(C, e, rx_expr_const(C, 4096)), rx_expr_const(C, i % 13));
   }
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-  CHECK(acc && secs < 3.0, "20000 constructions took %.2f s", secs);
+  CHECK_MSG(acc && secs < 3.0, "20000 constructions took %.2f s", secs);
 }
 
 int main(void) {
@@ -1044,6 +1034,5 @@ int main(void) {
           rnd_compared, an_points, an_true, an_false, an_unknown, an_simpl_changed,
           (double)(clock() - t0) / CLOCKS_PER_SEC);
   rx_expr_ctx_free(C);
-  printf("shapes: %d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  return check_finish("shapes");
 }

@@ -29,23 +29,10 @@
 
 #include "base/base.h"
 #include "frontends/gguf/gguf.h"
+#include "check.h"
 #include "frontends/hf/hf_int.h"
 #include "relaxc/llm.h"
 #include "runtime/llm/unicode.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* ---- fixture helpers ---- */
 /* A hex string's bytes (heap, NUL-terminated; *n set). */
@@ -108,17 +95,17 @@ static void check_decode(const rx_tokenizer *tok, const char *kind, size_t k, co
   size_t wlen, glen, slen;
   char *want = unhex(want_hex, &wlen), *got = NULL;
   rx_status s = rx_tokenizer_decode(tok, ids, n, flags, &got, &glen);
-  CHECK(!s && glen == wlen && memcmp(got, want, wlen) == 0 && got[glen] == 0,
-        "%s case %zu: decode(flags %d) gives '%s' (%zu bytes), tokenizers '%s'", kind, k, flags,
-        s ? rx_status_message(s) : got, glen, want);
+  CHECK_MSG(!s && glen == wlen && memcmp(got, want, wlen) == 0 && got[glen] == 0,
+            "%s case %zu: decode(flags %d) gives '%s' (%zu bytes), tokenizers '%s'", kind, k, flags,
+            s ? rx_status_message(s) : got, glen, want);
   bool ok;
   char *joined = stream(tok, ids, n, flags, &ok, &slen);
-  CHECK(ok, "%s case %zu: the stream (flags %d) gives an error or incomplete UTF-8", kind, k,
-        flags);
+  CHECK_MSG(ok, "%s case %zu: the stream (flags %d) gives an error or incomplete UTF-8", kind, k,
+            flags);
   if (stream_equal)
-    CHECK(slen == wlen && memcmp(joined, want, wlen) == 0,
-          "%s case %zu: the stream (flags %d) joins to '%s', decode gives '%s'", kind, k, flags,
-          joined, want);
+    CHECK_MSG(slen == wlen && memcmp(joined, want, wlen) == 0,
+              "%s case %zu: the stream (flags %d) joins to '%s', decode gives '%s'", kind, k, flags,
+              joined, want);
   rx_status_free(s);
   rx_llm_free(got);
   free(joined);
@@ -131,8 +118,8 @@ static void check_encode(const rx_tokenizer *tok, const char *kind, size_t k, co
   int32_t *want = ids_of(want_arr, &wn), *got = NULL;
   rx_status s = rx_tokenizer_encode(tok, text, tlen, flags, &got, &gn);
   bool same = !s && gn == wn && memcmp(got, want, wn * sizeof *want) == 0;
-  CHECK(same, "%s case %zu: encode(flags %d) of '%s' differs from tokenizers (%s)", kind, k, flags,
-        text, s ? rx_status_message(s) : "ids below");
+  CHECK_MSG(same, "%s case %zu: encode(flags %d) of '%s' differs from tokenizers (%s)", kind, k,
+            flags, text, s ? rx_status_message(s) : "ids below");
   if (!same && !s) {
     print_ids("relaxc    ", got, gn);
     print_ids("tokenizers", want, wn);
@@ -147,12 +134,12 @@ static void check_kind(const char *dir, const char *kind, const cJSON *spec, con
   snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(spec, "file")->valuestring);
   rx_tokenizer *tok = NULL;
   rx_status s = rx_tokenizer_load_file(path, &tok);
-  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
   if (!tok) return;
   int vocab = (int)cJSON_GetObjectItem(spec, "vocab_size")->valuedouble;
-  CHECK(rx_tokenizer_vocab_size(tok) == vocab, "%s: vocab size %d, tokenizers %d", kind,
-        (int)rx_tokenizer_vocab_size(tok), vocab);
+  CHECK_MSG(rx_tokenizer_vocab_size(tok) == vocab, "%s: vocab size %d, tokenizers %d", kind,
+            (int)rx_tokenizer_vocab_size(tok), vocab);
   const cJSON *c;
   size_t k = 0;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(spec, "encode")) {
@@ -191,10 +178,10 @@ static cJSON *read_cases(const char *dir) {
   char *text = NULL;
   size_t len;
   rx_status s = rx_read_file(path, &text, &len);
-  CHECK(!s, "%s", s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s", s ? rx_status_message(s) : "");
   rx_status_free(s);
   cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
-  CHECK(!text || root != NULL, "%s: malformed", path);
+  CHECK_MSG(!text || root != NULL, "%s: malformed", path);
   free(text);
   return root;
 }
@@ -211,7 +198,7 @@ static void fixtures(const char *tests_dir) {
     check_kind(dir, k->string, k, texts);
     n++;
   }
-  CHECK(n == 9, "cases.json has %d tokenizers, expected 9", n);
+  CHECK_MSG(n == 9, "cases.json has %d tokenizers, expected 9", n);
   printf("fixtures: %d tokenizers x %d texts from tokenizers %s\n", n, cJSON_GetArraySize(texts),
          cJSON_GetObjectItem(root, "tokenizers_version")->valuestring);
   cJSON_Delete(root);
@@ -239,7 +226,7 @@ static void check_gguf(const char *dir, const char *file, const cJSON *spec, con
   rx_tokenizer *tok = NULL;
   rx_status s = gguf_tokenizer(path, &json);
   if (!s) s = rx_tokenizer_load(json.data, json.len, file, &tok);
-  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
   rx_strbuf_free(&json);
   if (!tok) return;
@@ -257,7 +244,7 @@ static void check_gguf(const char *dir, const char *file, const cJSON *spec, con
     free(text);
     n++;
   }
-  CHECK(n >= 80, "%s: %d cases, expected at least 80", file, n);
+  CHECK_MSG(n >= 80, "%s: %d cases, expected at least 80", file, n);
   printf("gguf: %s, %d texts against %s\n", file, n,
          cJSON_GetObjectItem(spec, "reference")->valuestring);
   rx_tokenizer_free(tok);
@@ -269,9 +256,9 @@ static void gguf_refused(const char *dir, const char *file, const char *want) {
   snprintf(path, sizeof path, "%s/%s", dir, file);
   rx_strbuf json = {0};
   rx_status s = gguf_tokenizer(path, &json);
-  CHECK(s && strstr(rx_status_message(s), file) && strstr(rx_status_message(s), want),
-        "%s: '%s', expected an error holding '%s'", file, s ? rx_status_message(s) : "no error",
-        want);
+  CHECK_MSG(s && strstr(rx_status_message(s), file) && strstr(rx_status_message(s), want),
+            "%s: '%s', expected an error holding '%s'", file, s ? rx_status_message(s) : "no error",
+            want);
   rx_status_free(s);
   rx_strbuf_free(&json);
 }
@@ -287,7 +274,7 @@ static void gguf_fixtures(const char *tests_dir) {
     check_gguf(dir, f->string, f, cJSON_GetObjectItem(root, "texts_hex"));
     n++;
   }
-  CHECK(n == 3, "%s/cases.json has %d files, expected 3", dir, n);
+  CHECK_MSG(n == 3, "%s/cases.json has %d files, expected 3", dir, n);
   cJSON_Delete(root);
   gguf_refused(dir, "bad-pre.gguf",
                "tokenizer.ggml.pre 'falcon' is not supported (supported: default, gpt-2, llama3");
@@ -321,17 +308,17 @@ static void strip_stream(const char *tests_dir) {
   size_t len;
   snprintf(path, sizeof path, "%s/llm/tokenizers/llama2.tokenizer.json", tests_dir);
   rx_status s = rx_read_file(path, &text, &len);
-  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
   static const char strip[] = "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}";
   char *at = text ? strstr(text, strip) : NULL;
-  CHECK(at, "%s: no Strip decoder", path);
+  CHECK_MSG(at, "%s: no Strip decoder", path);
   for (size_t c = 0; at && c < sizeof cases / sizeof cases[0]; c++) {
     at[sizeof strip - 12] = (char)('0' + cases[c].start); /* the digits of start and stop */
     at[sizeof strip - 3] = (char)('0' + cases[c].stop);
     rx_tokenizer *tok = NULL;
     s = rx_tokenizer_load(text, len, path, &tok);
-    CHECK(!s, "strip %d/%d: %s", cases[c].start, cases[c].stop, s ? rx_status_message(s) : "");
+    CHECK_MSG(!s, "strip %d/%d: %s", cases[c].start, cases[c].stop, s ? rx_status_message(s) : "");
     rx_status_free(s);
     for (size_t k = 0; tok && k < sizeof seqs / sizeof seqs[0]; k++) {
       size_t n = 0, hexn = 0;
@@ -356,7 +343,7 @@ static rx_tokenizer *load_kind(const char *tests_dir, const char *kind) {
   snprintf(path, sizeof path, "%s/llm/tokenizers/%s.tokenizer.json", tests_dir, kind);
   rx_tokenizer *tok = NULL;
   rx_status s = rx_tokenizer_load_file(path, &tok);
-  CHECK(!s, "%s: %s", path, s ? rx_status_message(s) : "");
+  CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
   return tok;
 }
@@ -371,10 +358,10 @@ static void check_eos(const rx_tokenizer *tok, const char *kind, const char *con
   size_t n = rx_tokenizer_eos_ids(tok, &ids);
   bool same = n == nwant;
   for (size_t i = 0; same && i < n; i++) same = ids[i] == id_of(tok, want[i]);
-  CHECK(same, "%s: %zu EOS ids (first %d), expected %zu (%s)", kind, n, n ? (int)ids[0] : -1, nwant,
-        nwant ? want[0] : "none");
+  CHECK_MSG(same, "%s: %zu EOS ids (first %d), expected %zu (%s)", kind, n, n ? (int)ids[0] : -1,
+            nwant, nwant ? want[0] : "none");
   for (size_t i = 0; i < nwant; i++)
-    CHECK(rx_tokenizer_is_eos(tok, id_of(tok, want[i])), "%s: %s is EOS", kind, want[i]);
+    CHECK_MSG(rx_tokenizer_is_eos(tok, id_of(tok, want[i])), "%s: %s is EOS", kind, want[i]);
 }
 
 static void lookups(const char *tests_dir) {
@@ -396,8 +383,9 @@ static void lookups(const char *tests_dir) {
     rx_tokenizer *tok = load_kind(tests_dir, expect[i].kind);
     if (!tok) continue;
     int32_t bos = rx_tokenizer_bos_id(tok);
-    CHECK(bos == (expect[i].bos ? id_of(tok, expect[i].bos) : -1) && (!expect[i].bos || bos >= 0),
-          "%s: BOS %d", expect[i].kind, (int)bos);
+    CHECK_MSG(bos == (expect[i].bos ? id_of(tok, expect[i].bos) : -1) &&
+                  (!expect[i].bos || bos >= 0),
+              "%s: BOS %d", expect[i].kind, (int)bos);
     check_eos(tok, expect[i].kind, expect[i].eos, expect[i].neos);
     /* every id's text maps back to it, unless an added token shadows a model token */
     int32_t v = rx_tokenizer_vocab_size(tok), mismatches = 0;
@@ -406,10 +394,11 @@ static void lookups(const char *tests_dir) {
       const char *t = rx_tokenizer_id_to_token(tok, id, &n);
       if (!t || rx_tokenizer_token_to_id(tok, t, n) != id) mismatches++;
     }
-    CHECK(mismatches <= 1, "%s: %d ids whose text maps elsewhere", expect[i].kind, (int)mismatches);
-    CHECK(!rx_tokenizer_id_to_token(tok, -1, NULL) && !rx_tokenizer_id_to_token(tok, v, NULL),
-          "%s: ids outside the vocab have no text", expect[i].kind);
-    CHECK(id_of(tok, "no such token \xe2\x80\xa6") == -1, "%s: unknown token", expect[i].kind);
+    CHECK_MSG(mismatches <= 1, "%s: %d ids whose text maps elsewhere", expect[i].kind,
+              (int)mismatches);
+    CHECK_MSG(!rx_tokenizer_id_to_token(tok, -1, NULL) && !rx_tokenizer_id_to_token(tok, v, NULL),
+              "%s: ids outside the vocab have no text", expect[i].kind);
+    CHECK_MSG(id_of(tok, "no such token \xe2\x80\xa6") == -1, "%s: unknown token", expect[i].kind);
     rx_tokenizer_free(tok);
   }
   rx_tokenizer *tok = load_kind(tests_dir, "llama2");
@@ -417,11 +406,13 @@ static void lookups(const char *tests_dir) {
     size_t n;
     const char *t = rx_tokenizer_id_to_token(tok, id_of(tok, "God said"), &n);
     /* a normalized added token reads as its normalized form, as in the library */
-    CHECK(t && strcmp(t, "\xe2\x96\x81God\xe2\x96\x81said") == 0, "llama2: 'God said' reads '%s'",
-          t ? t : "(none)");
-    CHECK(id_of(tok, "<0x0A>") == 3 + 0x0A, "llama2: <0x0A> is id %d", (int)id_of(tok, "<0x0A>"));
-    CHECK(rx_tokenizer_is_special(tok, 1) && !rx_tokenizer_is_special(tok, id_of(tok, "God said")),
-          "llama2: <s> is special, 'God said' is not");
+    CHECK_MSG(t && strcmp(t, "\xe2\x96\x81God\xe2\x96\x81said") == 0,
+              "llama2: 'God said' reads '%s'", t ? t : "(none)");
+    CHECK_MSG(id_of(tok, "<0x0A>") == 3 + 0x0A, "llama2: <0x0A> is id %d",
+              (int)id_of(tok, "<0x0A>"));
+    CHECK_MSG(rx_tokenizer_is_special(tok, 1) &&
+                  !rx_tokenizer_is_special(tok, id_of(tok, "God said")),
+              "llama2: <s> is special, 'God said' is not");
     rx_tokenizer_free(tok);
   }
 }
@@ -436,14 +427,15 @@ static void config(const char *tests_dir) {
   rx_status s = rx_tokenizer_set_config(tok, json, strlen(json), "generation_config.json");
   const int32_t *ids;
   size_t n = rx_tokenizer_eos_ids(tok, &ids);
-  CHECK(!s && rx_tokenizer_bos_id(tok) == 3 && n == 2 && ids[0] == end && ids[1] == eot &&
-            rx_tokenizer_is_eos(tok, eot),
-        "config's eos_token_id list and bos_token_id: %s", s ? rx_status_message(s) : "");
+  CHECK_MSG(!s && rx_tokenizer_bos_id(tok) == 3 && n == 2 && ids[0] == end && ids[1] == eot &&
+                rx_tokenizer_is_eos(tok, eot),
+            "config's eos_token_id list and bos_token_id: %s", s ? rx_status_message(s) : "");
   rx_status_free(s);
   snprintf(json, sizeof json, "{\"eos_token_id\": %d, \"bos_token_id\": null}", (int)eot);
   s = rx_tokenizer_set_config(tok, json, strlen(json), "config.json");
   n = rx_tokenizer_eos_ids(tok, &ids);
-  CHECK(!s && n == 1 && ids[0] == eot && rx_tokenizer_bos_id(tok) == 3, "a single eos_token_id");
+  CHECK_MSG(!s && n == 1 && ids[0] == eot && rx_tokenizer_bos_id(tok) == 3,
+            "a single eos_token_id");
   rx_status_free(s);
   static const char *const bad[][2] = {
       {"{\"eos_token_id\": 999999}", "eos_token_id"},
@@ -454,10 +446,11 @@ static void config(const char *tests_dir) {
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
     s = rx_tokenizer_set_config(tok, bad[i][0], strlen(bad[i][0]), "config.json");
-    CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), bad[i][1]) &&
-              strstr(rx_status_message(s), "config.json"),
-          "config %s: expected an error naming '%s', got '%s'", bad[i][0], bad[i][1],
-          s ? rx_status_message(s) : "success");
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID &&
+                  strstr(rx_status_message(s), bad[i][1]) &&
+                  strstr(rx_status_message(s), "config.json"),
+              "config %s: expected an error naming '%s', got '%s'", bad[i][0], bad[i][1],
+              s ? rx_status_message(s) : "success");
     rx_status_free(s);
   }
   rx_tokenizer_free(tok);
@@ -471,10 +464,10 @@ static void config(const char *tests_dir) {
 static void refused(const char *json, rx_status_code code, const char *want) {
   rx_tokenizer *tok = (rx_tokenizer *)1;
   rx_status s = rx_tokenizer_load(json, strlen(json), "bad.json", &tok);
-  CHECK(s && rx_status_code_of(s) == code && strstr(rx_status_message(s), want) &&
-            strstr(rx_status_message(s), "bad.json") && tok == NULL,
-        "%s: expected error %d containing '%s', got '%s'", json, (int)code, want,
-        s ? rx_status_message(s) : "success");
+  CHECK_MSG(s && rx_status_code_of(s) == code && strstr(rx_status_message(s), want) &&
+                strstr(rx_status_message(s), "bad.json") && tok == NULL,
+            "%s: expected error %d containing '%s', got '%s'", json, (int)code, want,
+            s ? rx_status_message(s) : "success");
   rx_status_free(s);
 }
 
@@ -489,19 +482,19 @@ static void errors(void) {
   size_t tlen = 0;
   if (!s) s = rx_tokenizer_encode(tok, "abab", 4, RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
   if (!s) s = rx_tokenizer_decode(tok, ids, n, 0, &text, &tlen);
-  CHECK(!s && n == 2 && ids[0] == 2 && ids[1] == 2 && text && strcmp(text, "ab ab") == 0,
-        "mini: %s", s ? rx_status_message(s) : "wrong ids or text");
+  CHECK_MSG(!s && n == 2 && ids[0] == 2 && ids[1] == 2 && text && strcmp(text, "ab ab") == 0,
+            "mini: %s", s ? rx_status_message(s) : "wrong ids or text");
   rx_status_free(s);
   rx_llm_free(ids);
   rx_llm_free(text);
   /* invalid UTF-8 to encode: an error naming the byte */
   s = rx_tokenizer_encode(tok, "ab\xc3(", 4, 0, &ids, &n);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "byte 2") &&
-            ids == NULL && n == 0,
-        "invalid UTF-8: %s", s ? rx_status_message(s) : "accepted");
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "byte 2") &&
+                ids == NULL && n == 0,
+            "invalid UTF-8: %s", s ? rx_status_message(s) : "accepted");
   rx_status_free(s);
   s = rx_tokenizer_encode(tok, "", 0, RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
-  CHECK(!s && ids && n == 0, "the empty text gives no ids");
+  CHECK_MSG(!s && ids && n == 0, "the empty text gives no ids");
   rx_status_free(s);
   rx_llm_free(ids);
   rx_tokenizer_free(tok);
@@ -562,7 +555,7 @@ static rx_sampler *sampler(float temperature, int32_t top_k, float top_p, float 
   rx_sampler_params p = {temperature, top_k, top_p, penalty, seed};
   rx_sampler *s = NULL;
   rx_status st = rx_sampler_create(&p, &s);
-  CHECK(!st, "sampler: %s", st ? rx_status_message(st) : "");
+  CHECK_MSG(!st, "sampler: %s", st ? rx_status_message(st) : "");
   rx_status_free(st);
   return s;
 }
@@ -571,7 +564,7 @@ static int32_t sample(rx_sampler *s, const float *logits, int32_t v, const int32
                       size_t nhist) {
   int32_t id = -1;
   rx_status st = rx_sampler_sample(s, logits, v, hist, nhist, &id);
-  CHECK(!st, "sample: %s", st ? rx_status_message(st) : "");
+  CHECK_MSG(!st, "sample: %s", st ? rx_status_message(st) : "");
   rx_status_free(st);
   return id;
 }
@@ -586,11 +579,11 @@ static void greedy_and_top1(void) {
       logits[i] = rnd();
       if (logits[i] > logits[best]) best = i;
     }
-    CHECK(sample(g, logits, V, NULL, 0) == best, "row %d: greedy is argmax %d", r, (int)best);
-    CHECK(sample(k1, logits, V, NULL, 0) == best, "row %d: top-k 1 is argmax %d", r, (int)best);
+    CHECK_MSG(sample(g, logits, V, NULL, 0) == best, "row %d: greedy is argmax %d", r, (int)best);
+    CHECK_MSG(sample(k1, logits, V, NULL, 0) == best, "row %d: top-k 1 is argmax %d", r, (int)best);
   }
   float ties[4] = {1, 3, 3, 2};
-  CHECK(sample(g, ties, 4, NULL, 0) == 1, "greedy takes the lowest id of a tie");
+  CHECK_MSG(sample(g, ties, 4, NULL, 0) == 1, "greedy takes the lowest id of a tie");
   rx_sampler_free(g);
   rx_sampler_free(k1);
 }
@@ -607,12 +600,12 @@ static void seeded(void) {
     rx_sampler *s = cfg == 0 ? sampler(1.0f, 0, 1, 1, 42) : sampler(0.8f, 5, 0.9f, 1, 42);
     int32_t got[16];
     for (int i = 0; i < 16; i++) got[i] = sample(s, logits, 8, NULL, 0);
-    CHECK(memcmp(got, expected[cfg], sizeof got) == 0,
-          "seed 42, config %d: got %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d", cfg, got[0],
-          got[1], got[2], got[3], got[4], got[5], got[6], got[7], got[8], got[9], got[10], got[11],
-          got[12], got[13], got[14], got[15]);
+    CHECK_MSG(memcmp(got, expected[cfg], sizeof got) == 0,
+              "seed 42, config %d: got %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d", cfg,
+              got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7], got[8], got[9],
+              got[10], got[11], got[12], got[13], got[14], got[15]);
     rx_sampler_reseed(s, 42);
-    CHECK(sample(s, logits, 8, NULL, 0) == got[0], "reseeding restarts the sequence");
+    CHECK_MSG(sample(s, logits, 8, NULL, 0) == got[0], "reseeding restarts the sequence");
     rx_sampler_free(s);
   }
 }
@@ -642,8 +635,8 @@ static void distributions(void) {
   for (int i = 0; i < V; i++) p[i] /= sum;
   rx_sampler *s = sampler(1, 0, 1, 1, 7);
   double chi = chi_square(s, logits, V, p, N);
-  CHECK(chi < critical, "temperature 1: chi-square %.2f over %d draws (critical %.2f)", chi, N,
-        critical);
+  CHECK_MSG(chi < critical, "temperature 1: chi-square %.2f over %d draws (critical %.2f)", chi, N,
+            critical);
   rx_sampler_free(s);
   /* temperature 0.5 with top-k 3: the softmax of 2x the best three (ids 3, 5, 0) */
   double q[V] = {0};
@@ -651,7 +644,7 @@ static void distributions(void) {
   q[0] = exp(2.0) / sum, q[5] = exp(3.0) / sum, q[3] = exp(4.0) / sum;
   s = sampler(0.5f, 3, 1, 1, 8);
   chi = chi_square(s, logits, V, q, N);
-  CHECK(chi < critical, "temperature 0.5, top-k 3: chi-square %.2f", chi);
+  CHECK_MSG(chi < critical, "temperature 0.5, top-k 3: chi-square %.2f", chi);
   rx_sampler_free(s);
 }
 
@@ -670,8 +663,8 @@ static void top_p(void) {
     double chi = chi_square(s, logits, 4, w, 50000);
     /* 0.1% critical values for 0 to 3 degrees of freedom (one id: no draw may differ) */
     static const double critical[4] = {0, 10.828, 13.816, 16.266};
-    CHECK(chi <= critical[cases[c].keep - 1], "top_p %.2f: keeps %d ids, chi-square %.2f",
-          (double)cases[c].p, cases[c].keep, chi);
+    CHECK_MSG(chi <= critical[cases[c].keep - 1], "top_p %.2f: keeps %d ids, chi-square %.2f",
+              (double)cases[c].p, cases[c].keep, chi);
     rx_sampler_free(s);
   }
 }
@@ -681,20 +674,20 @@ static void penalty(void) {
   const float logits[4] = {2.0f, -1.0f, 1.5f, 0.5f};
   const int32_t hist[3] = {0, 1, 0};
   /* 2 / 2 = 1 and -1 * 2 = -2: id 2 (1.5) is now the best */
-  CHECK(sample(s, logits, 4, hist, 3) == 2, "penalty 2 moves the argmax to id 2");
-  CHECK(sample(s, logits, 4, NULL, 0) == 0, "no history, no penalty");
+  CHECK_MSG(sample(s, logits, 4, hist, 3) == 2, "penalty 2 moves the argmax to id 2");
+  CHECK_MSG(sample(s, logits, 4, NULL, 0) == 0, "no history, no penalty");
   rx_sampler_free(s);
   /* once per id: 2 / 1.2 = 1.67 > 1.5 keeps id 0 (twice would be 1.39) */
   s = sampler(0, 0, 1, 1.2f, 0);
   const float two[2] = {2.0f, 1.5f};
   const int32_t again[3] = {0, 0, 0};
-  CHECK(sample(s, two, 2, again, 3) == 0, "a repeated id is penalized once");
+  CHECK_MSG(sample(s, two, 2, again, 3) == 0, "a repeated id is penalized once");
   /* a negative logit gets more negative: -0.5 * 3 = -1.5 < -1 */
   rx_sampler_free(s);
   s = sampler(0, 0, 1, 3.0f, 0);
   const float neg[2] = {-0.5f, -1.0f};
   const int32_t first[1] = {0};
-  CHECK(sample(s, neg, 2, first, 1) == 1, "a negative logit is multiplied by the penalty");
+  CHECK_MSG(sample(s, neg, 2, first, 1) == 1, "a negative logit is multiplied by the penalty");
   rx_sampler_free(s);
 }
 
@@ -704,7 +697,8 @@ static void sampler_errors(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
     rx_sampler *s = (rx_sampler *)1;
     rx_status st = rx_sampler_create(&bad[i], &s);
-    CHECK(st && rx_status_code_of(st) == RX_ERR_INVALID && s == NULL, "bad params %zu accepted", i);
+    CHECK_MSG(st && rx_status_code_of(st) == RX_ERR_INVALID && s == NULL, "bad params %zu accepted",
+              i);
     rx_status_free(st);
   }
   rx_sampler *s = sampler(1, 0, 1, 1.5f, 0);
@@ -712,19 +706,19 @@ static void sampler_errors(void) {
   const int32_t out_of_range[1] = {5};
   int32_t id = 7;
   rx_status st = rx_sampler_sample(s, nan_row, 3, NULL, 0, &id);
-  CHECK(st && strstr(rx_status_message(st), "logit 1") && id == -1, "NaN logit");
+  CHECK_MSG(st && strstr(rx_status_message(st), "logit 1") && id == -1, "NaN logit");
   rx_status_free(st);
   st = rx_sampler_sample(s, inf_row, 2, NULL, 0, &id);
-  CHECK(st && strstr(rx_status_message(st), "logit 1"), "+inf logit");
+  CHECK_MSG(st && strstr(rx_status_message(st), "logit 1"), "+inf logit");
   rx_status_free(st);
   st = rx_sampler_sample(s, none, 2, NULL, 0, &id);
-  CHECK(st && strstr(rx_status_message(st), "-inf"), "every logit -inf");
+  CHECK_MSG(st && strstr(rx_status_message(st), "-inf"), "every logit -inf");
   rx_status_free(st);
   st = rx_sampler_sample(s, inf_row, 1, out_of_range, 1, &id);
-  CHECK(st && strstr(rx_status_message(st), "history[0]"), "history outside the vocab");
+  CHECK_MSG(st && strstr(rx_status_message(st), "history[0]"), "history outside the vocab");
   rx_status_free(st);
   float masked[3] = {-INFINITY, 0, -INFINITY};
-  for (int i = 0; i < 20; i++) CHECK(sample(s, masked, 3, NULL, 0) == 1, "-inf is never drawn");
+  for (int i = 0; i < 20; i++) CHECK_MSG(sample(s, masked, 3, NULL, 0) == 1, "-inf is never drawn");
   rx_sampler_free(s);
 }
 
@@ -745,6 +739,5 @@ int main(int argc, char **argv) {
   top_p();
   penalty();
   sampler_errors();
-  printf("test_tokenizer: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_tokenizer");
 }

@@ -4,6 +4,7 @@
  *
  * usage: test_toolchains [TESTS_DIR]   (the directory is not used) */
 #include "base/base.h"
+#include "check.h"
 #include "targets/toolchain.h"
 
 #include <stdio.h>
@@ -13,22 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passed, failed, skipped;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
 static void skip(const char *what, const char *why) {
-  skipped++;
+  check_skipped++;
   printf("SKIP %s: %s\n", what, why);
 }
 
@@ -80,9 +67,9 @@ static void test_glsl(void) {
     uint32_t *w = NULL;
     size_t n = 0;
     rx_status s = rx_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &w, &n);
-    CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
-              strstr(rx_status_message(s), "shaderc"),
-          "without shaderc: %s", rx_status_message(s));
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                  strstr(rx_status_message(s), "shaderc"),
+              "without shaderc: %s", rx_status_message(s));
     rx_status_free(s);
     skip("GLSL to SPIR-V", "relaxc was built without shaderc (install libshaderc-dev)");
     return;
@@ -92,30 +79,30 @@ static void test_glsl(void) {
   double t0 = now_ms();
   rx_status s = rx_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &words, &nwords);
   double t1 = now_ms();
-  CHECK(s == NULL, "compile good.comp: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL, "compile good.comp: %s", rx_status_message(s));
   rx_status_free(s);
   if (!words) return;
   printf("info: shaderc compiled good.comp (%zu words) in %.1f ms\n", nwords, t1 - t0);
-  CHECK(nwords > 5 && words[0] == 0x07230203u, "SPIR-V magic %08x", nwords ? words[0] : 0);
-  CHECK(words[1] == 0x00010500u, "SPIR-V version 1.5: %08x", words[1]);
+  CHECK_MSG(nwords > 5 && words[0] == 0x07230203u, "SPIR-V magic %08x", nwords ? words[0] : 0);
+  CHECK_MSG(words[1] == 0x00010500u, "SPIR-V version 1.5: %08x", words[1]);
 
   if (!rx_spirv_tools_available()) {
     s = rx_spirv_validate(words, nwords);
-    CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
-              strstr(rx_status_message(s), "SPIRV-Tools"),
-          "without SPIRV-Tools: %s", rx_status_message(s));
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                  strstr(rx_status_message(s), "SPIRV-Tools"),
+              "without SPIRV-Tools: %s", rx_status_message(s));
     rx_status_free(s);
     skip("SPIR-V validation", "relaxc was built without SPIRV-Tools (install spirv-tools)");
     free(words);
     return;
   }
   s = rx_spirv_validate(words, nwords);
-  CHECK(s == NULL, "validate good.comp: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL, "validate good.comp: %s", rx_status_message(s));
   rx_status_free(s);
 
   char *text = NULL;
   s = rx_spirv_disassemble(words, nwords, &text);
-  CHECK(s == NULL && text, "disassemble: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL && text, "disassemble: %s", rx_status_message(s));
   rx_status_free(s);
   if (text) {
     const char *want[] = {"OpCapability Float16",
@@ -127,7 +114,7 @@ static void test_glsl(void) {
                           "PushConstant",
                           "Workgroup"};
     for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
-      CHECK(strstr(text, want[i]) != NULL, "disassembly lacks '%s'", want[i]);
+      CHECK_MSG(strstr(text, want[i]) != NULL, "disassembly lacks '%s'", want[i]);
     free(text);
   }
 
@@ -149,12 +136,12 @@ static void test_glsl(void) {
     memcpy(copy, words, nwords * 4);
     copy[bad[i].word] = bad[i].value;
     s = rx_spirv_validate(copy, nwords - bad[i].drop);
-    CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID, "%s must fail validation", bad[i].what);
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "%s must fail validation", bad[i].what);
     if (s) {
       const char *msg = rx_status_message(s);
-      CHECK(strstr(msg, "SPIR-V validation (Vulkan 1.2) failed") && strlen(msg) > 40 &&
-                strstr(msg, bad[i].want),
-            "%s: message '%s' lacks '%s'", bad[i].what, msg, bad[i].want);
+      CHECK_MSG(strstr(msg, "SPIR-V validation (Vulkan 1.2) failed") && strlen(msg) > 40 &&
+                    strstr(msg, bad[i].want),
+                "%s: message '%s' lacks '%s'", bad[i].what, msg, bad[i].want);
       if (i == 0) printf("info: corrupt SPIR-V gives: %s\n", msg);
     }
     rx_status_free(s);
@@ -170,32 +157,32 @@ static void test_glsl(void) {
       if (w >= at || len == 0) break;
       w += len;
     }
-    CHECK(w < nwords, "found an instruction to corrupt");
+    CHECK_MSG(w < nwords, "found an instruction to corrupt");
     if (w < nwords) {
       copy[w] = (copy[w] & 0xffff0000u) | 0xfff0u; /* opcode 65520: none */
       s = rx_spirv_validate(copy, nwords);
-      CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "word"),
-            "unknown opcode must fail with a position: %s", rx_status_message(s));
+      CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "word"),
+                "unknown opcode must fail with a position: %s", rx_status_message(s));
       rx_status_free(s);
     }
     free(copy);
   }
   s = rx_spirv_validate(words, 2);
-  CHECK(s && strstr(rx_status_message(s), "header"), "2 words: %s", rx_status_message(s));
+  CHECK_MSG(s && strstr(rx_status_message(s), "header"), "2 words: %s", rx_status_message(s));
   rx_status_free(s);
   free(words);
 
   /* a GLSL error: the message names the file and line and quotes the line */
   words = NULL;
   s = rx_glsl_to_spirv(glsl_bad, strlen(glsl_bad), "bad.comp", &words, &nwords);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.comp must fail");
-  CHECK(words == NULL && nwords == 0, "no words on error");
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.comp must fail");
+  CHECK_MSG(words == NULL && nwords == 0, "no words on error");
   if (s) {
     const char *msg = rx_status_message(s);
-    CHECK(strstr(msg, "bad.comp:7:") != NULL, "message lacks 'bad.comp:7:': %s", msg);
-    CHECK(strstr(msg, "undeclared_thing") != NULL, "message lacks the identifier: %s", msg);
-    CHECK(strstr(msg, "      7 |   b[i] = v * undeclared_thing;") != NULL,
-          "message lacks the line: %s", msg);
+    CHECK_MSG(strstr(msg, "bad.comp:7:") != NULL, "message lacks 'bad.comp:7:': %s", msg);
+    CHECK_MSG(strstr(msg, "undeclared_thing") != NULL, "message lacks the identifier: %s", msg);
+    CHECK_MSG(strstr(msg, "      7 |   b[i] = v * undeclared_thing;") != NULL,
+              "message lacks the line: %s", msg);
     printf("info: GLSL error gives:\n%s\n", msg);
   }
   rx_status_free(s);
@@ -246,29 +233,30 @@ static const char ptxas_canned[] =
 static void test_ptxas_parse(void) {
   rx_ptxas_info info;
   rx_status s = rx_ptxas_parse(ptxas_canned, &info);
-  CHECK(s == NULL, "parse canned report: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL, "parse canned report: %s", rx_status_message(s));
   rx_status_free(s);
   if (s) return;
-  CHECK(info.nfuncs == 3, "3 functions, got %d", info.nfuncs);
+  CHECK_MSG(info.nfuncs == 3, "3 functions, got %d", info.nfuncs);
   if (info.nfuncs == 3) {
-    CHECK(strcmp(info.funcs[0].name, "helper") == 0 && !info.funcs[0].entry &&
-              info.funcs[0].stack_bytes == 24,
-          "helper: %s %d %d", info.funcs[0].name, info.funcs[0].entry, info.funcs[0].stack_bytes);
-    CHECK(strcmp(info.funcs[1].name, "big") == 0 && info.funcs[1].entry &&
-              info.funcs[1].registers == 255 && info.funcs[1].shared_bytes == 4096 &&
-              info.funcs[1].spill_stores == 40 && info.funcs[1].spill_loads == 36 &&
-              info.funcs[1].stack_bytes == 96,
-          "big: regs %d smem %d spills %d/%d", info.funcs[1].registers, info.funcs[1].shared_bytes,
-          info.funcs[1].spill_stores, info.funcs[1].spill_loads);
-    CHECK(strcmp(info.funcs[2].name, "small") == 0 && info.funcs[2].registers == 12 &&
-              info.funcs[2].shared_bytes == 0 && info.funcs[2].spill_stores == 0,
-          "small: regs %d smem %d", info.funcs[2].registers, info.funcs[2].shared_bytes);
+    CHECK_MSG(strcmp(info.funcs[0].name, "helper") == 0 && !info.funcs[0].entry &&
+                  info.funcs[0].stack_bytes == 24,
+              "helper: %s %d %d", info.funcs[0].name, info.funcs[0].entry,
+              info.funcs[0].stack_bytes);
+    CHECK_MSG(strcmp(info.funcs[1].name, "big") == 0 && info.funcs[1].entry &&
+                  info.funcs[1].registers == 255 && info.funcs[1].shared_bytes == 4096 &&
+                  info.funcs[1].spill_stores == 40 && info.funcs[1].spill_loads == 36 &&
+                  info.funcs[1].stack_bytes == 96,
+              "big: regs %d smem %d spills %d/%d", info.funcs[1].registers,
+              info.funcs[1].shared_bytes, info.funcs[1].spill_stores, info.funcs[1].spill_loads);
+    CHECK_MSG(strcmp(info.funcs[2].name, "small") == 0 && info.funcs[2].registers == 12 &&
+                  info.funcs[2].shared_bytes == 0 && info.funcs[2].spill_stores == 0,
+              "small: regs %d smem %d", info.funcs[2].registers, info.funcs[2].shared_bytes);
   }
-  CHECK(info.max_registers == 255 && info.spill_bytes == 76, "totals: %d regs, %d spill bytes",
-        info.max_registers, info.spill_bytes);
+  CHECK_MSG(info.max_registers == 255 && info.spill_bytes == 76, "totals: %d regs, %d spill bytes",
+            info.max_registers, info.spill_bytes);
   rx_ptxas_info_free(&info);
   s = rx_ptxas_parse("ptxas info    : 0 bytes gmem\n", &info);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID, "a report without functions is an error");
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "a report without functions is an error");
   rx_status_free(s);
 }
 
@@ -289,8 +277,9 @@ static void test_nvrtc_missing(void) {
     _exit(ok ? 0 : 1);
   }
   int status = 0;
-  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-        "missing NVRTC message (child status %d)", status);
+  CHECK_MSG(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0,
+            "missing NVRTC message (child status %d)", status);
 }
 
 static void test_nvrtc(void) {
@@ -298,20 +287,21 @@ static void test_nvrtc(void) {
   size_t len = 0;
   /* argument checks come before loading, so they hold everywhere */
   rx_status s = rx_nvrtc_compile(cuda_good, "k.cu", "sm80", true, &bin, &len, &log);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "'sm80'"),
-        "bad arch: %s", rx_status_message(s));
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "'sm80'"),
+            "bad arch: %s", rx_status_message(s));
   rx_status_free(s);
   s = rx_nvrtc_compile(cuda_good, "k.cu", "compute_80", true, &bin, &len, &log);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID &&
-            strstr(rx_status_message(s), "real architecture"),
-        "cubin for a virtual arch: %s", rx_status_message(s));
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID &&
+                strstr(rx_status_message(s), "real architecture"),
+            "cubin for a virtual arch: %s", rx_status_message(s));
   rx_status_free(s);
 
   int major = 0, minor = 0;
   s = rx_nvrtc_load(&major, &minor);
   if (s) {
-    CHECK(rx_status_code_of(s) == RX_ERR_NOT_FOUND && strstr(rx_status_message(s), "RX_NVRTC_PATH"),
-          "missing NVRTC: %s", rx_status_message(s));
+    CHECK_MSG(rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
+                  strstr(rx_status_message(s), "RX_NVRTC_PATH"),
+              "missing NVRTC: %s", rx_status_message(s));
     skip("NVRTC compiles (sm_80, sm_90, cubin and PTX), ptxas reports", rx_status_message(s));
     rx_status_free(s);
     return;
@@ -324,11 +314,11 @@ static void test_nvrtc(void) {
     double t0 = now_ms();
     s = rx_nvrtc_compile(cuda_good, "good.cu", archs[a], true, &bin, &len, &log);
     double t1 = now_ms();
-    CHECK(s == NULL, "cubin %s: %s", archs[a], rx_status_message(s));
+    CHECK_MSG(s == NULL, "cubin %s: %s", archs[a], rx_status_message(s));
     rx_status_free(s);
     if (bin) {
-      CHECK(len > 64 && memcmp(bin, "\177ELF", 4) == 0, "%s cubin is an ELF file (%zu bytes)",
-            archs[a], len);
+      CHECK_MSG(len > 64 && memcmp(bin, "\177ELF", 4) == 0, "%s cubin is an ELF file (%zu bytes)",
+                archs[a], len);
       printf("info: NVRTC cubin %s: %zu bytes in %.1f ms\n", archs[a], len, t1 - t0);
     }
     free(bin);
@@ -339,17 +329,18 @@ static void test_nvrtc(void) {
     t0 = now_ms();
     s = rx_nvrtc_compile(cuda_good, "good.cu", archs[a], false, &bin, &len, &log);
     t1 = now_ms();
-    CHECK(s == NULL, "PTX %s: %s", archs[a], rx_status_message(s));
+    CHECK_MSG(s == NULL, "PTX %s: %s", archs[a], rx_status_message(s));
     rx_status_free(s);
     free(log);
     log = NULL;
     if (!bin) continue;
     char target_line[32];
     snprintf(target_line, sizeof target_line, ".target %s", archs[a]);
-    CHECK(len == strlen(bin) && strstr(bin, target_line) && strstr(bin, ".entry rx_test_kernel"),
-          "%s PTX has '%s' and the entry", archs[a], target_line);
-    CHECK(strstr(bin, "shfl.sync.bfly") != NULL, "%s PTX uses warp shuffles", archs[a]);
-    CHECK(strstr(bin, ".maxntid 256") != NULL, "%s PTX carries __launch_bounds__", archs[a]);
+    CHECK_MSG(len == strlen(bin) && strstr(bin, target_line) &&
+                  strstr(bin, ".entry rx_test_kernel"),
+              "%s PTX has '%s' and the entry", archs[a], target_line);
+    CHECK_MSG(strstr(bin, "shfl.sync.bfly") != NULL, "%s PTX uses warp shuffles", archs[a]);
+    CHECK_MSG(strstr(bin, ".maxntid 256") != NULL, "%s PTX carries __launch_bounds__", archs[a]);
     printf("info: NVRTC PTX %s: %zu bytes in %.1f ms\n", archs[a], len, t1 - t0);
 
     rx_ptxas_info info;
@@ -357,17 +348,17 @@ static void test_nvrtc(void) {
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       skip("ptxas report", rx_status_message(s));
     } else {
-      CHECK(s == NULL, "ptxas %s: %s", archs[a], rx_status_message(s));
+      CHECK_MSG(s == NULL, "ptxas %s: %s", archs[a], rx_status_message(s));
       if (!s) {
-        CHECK(info.nfuncs == 1 && strcmp(info.funcs[0].name, "rx_test_kernel") == 0 &&
-                  info.funcs[0].entry,
-              "%s: one entry rx_test_kernel (%d functions)", archs[a], info.nfuncs);
-        CHECK(info.max_registers > 0 && info.max_registers <= 255, "%s registers %d", archs[a],
-              info.max_registers);
-        CHECK(info.spill_bytes == 0, "%s spills %d bytes:\n%s", archs[a], info.spill_bytes,
-              info.log);
-        CHECK(info.nfuncs >= 1 && info.funcs[0].shared_bytes == 32, "%s smem %d (8 floats)",
-              archs[a], info.nfuncs ? info.funcs[0].shared_bytes : -1);
+        CHECK_MSG(info.nfuncs == 1 && strcmp(info.funcs[0].name, "rx_test_kernel") == 0 &&
+                      info.funcs[0].entry,
+                  "%s: one entry rx_test_kernel (%d functions)", archs[a], info.nfuncs);
+        CHECK_MSG(info.max_registers > 0 && info.max_registers <= 255, "%s registers %d", archs[a],
+                  info.max_registers);
+        CHECK_MSG(info.spill_bytes == 0, "%s spills %d bytes:\n%s", archs[a], info.spill_bytes,
+                  info.log);
+        CHECK_MSG(info.nfuncs >= 1 && info.funcs[0].shared_bytes == 32, "%s smem %d (8 floats)",
+                  archs[a], info.nfuncs ? info.funcs[0].shared_bytes : -1);
         printf("info: ptxas %s: %d registers, %d spill bytes\n", archs[a], info.max_registers,
                info.spill_bytes);
         rx_ptxas_info_free(&info);
@@ -402,9 +393,9 @@ static void test_nvrtc(void) {
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       skip("ptxas rejects bad PTX", rx_status_message(s));
     } else {
-      CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID &&
-                strstr(rx_status_message(s), "ptxas -arch=sm_80 failed"),
-            "bad PTX: %s", s ? rx_status_message(s) : "(accepted)");
+      CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID &&
+                    strstr(rx_status_message(s), "ptxas -arch=sm_80 failed"),
+                "bad PTX: %s", s ? rx_status_message(s) : "(accepted)");
       if (!s) rx_ptxas_info_free(&info);
     }
     rx_status_free(s);
@@ -412,14 +403,14 @@ static void test_nvrtc(void) {
 
   /* a CUDA syntax error: NVRTC's log with the file and line */
   s = rx_nvrtc_compile(cuda_bad, "bad.cu", "sm_80", true, &bin, &len, &log);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.cu must fail");
-  CHECK(bin == NULL && len == 0, "no output on error");
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.cu must fail");
+  CHECK_MSG(bin == NULL && len == 0, "no output on error");
   if (s) {
     const char *msg = rx_status_message(s);
-    CHECK(strstr(msg, "bad.cu(3)") || strstr(msg, "bad.cu(4)"), "message lacks 'bad.cu(3)': %s",
-          msg);
-    CHECK(strstr(msg, "error") != NULL, "message lacks 'error': %s", msg);
-    CHECK(log && strstr(log, "bad.cu(") != NULL, "the log is handed out too");
+    CHECK_MSG(strstr(msg, "bad.cu(3)") || strstr(msg, "bad.cu(4)"), "message lacks 'bad.cu(3)': %s",
+              msg);
+    CHECK_MSG(strstr(msg, "error") != NULL, "message lacks 'error': %s", msg);
+    CHECK_MSG(log && strstr(log, "bad.cu(") != NULL, "the log is handed out too");
     printf("info: CUDA error gives:\n%s\n", msg);
   }
   rx_status_free(s);
@@ -447,13 +438,13 @@ static void test_metal(void) {
   if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
     skip("xcrun metal", rx_status_message(s));
   } else {
-    CHECK(s == NULL && lib && len > 16, "xcrun metal: %s", rx_status_message(s));
+    CHECK_MSG(s == NULL && lib && len > 16, "xcrun metal: %s", rx_status_message(s));
   }
 #else
-  CHECK(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
-            strstr(rx_status_message(s), "xcrun metal is only available on macOS"),
-        "off macOS: %s", rx_status_message(s));
-  CHECK(lib == NULL && len == 0, "no output off macOS");
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
+                strstr(rx_status_message(s), "xcrun metal is only available on macOS"),
+            "off macOS: %s", rx_status_message(s));
+  CHECK_MSG(lib == NULL && len == 0, "no output off macOS");
   skip("MSL to metallib", "xcrun metal is only available on macOS");
 #endif
   rx_status_free(s);
@@ -466,37 +457,37 @@ static void test_metal(void) {
 static void test_helpers(void) {
   char *dir = NULL;
   rx_status s = rx_tc_temp_dir(&dir);
-  CHECK(s == NULL && dir, "temp dir: %s", rx_status_message(s));
+  CHECK_MSG(s == NULL && dir, "temp dir: %s", rx_status_message(s));
   rx_status_free(s);
   if (dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/x.txt", dir);
     s = rx_tc_write_file(path, "hello", 5);
-    CHECK(s == NULL, "write: %s", rx_status_message(s));
+    CHECK_MSG(s == NULL, "write: %s", rx_status_message(s));
     rx_status_free(s);
     char *out = NULL;
     int code = -1;
     char *argv[] = {"cat", path, NULL};
     s = rx_tc_run(argv, &out, &code);
-    CHECK(s == NULL && code == 0 && out && strcmp(out, "hello") == 0, "run cat: %s",
-          out ? out : "");
+    CHECK_MSG(s == NULL && code == 0 && out && strcmp(out, "hello") == 0, "run cat: %s",
+              out ? out : "");
     rx_status_free(s);
     free(out);
     rx_tc_remove_dir(dir);
-    CHECK(access(dir, F_OK) != 0, "temp dir removed");
+    CHECK_MSG(access(dir, F_OK) != 0, "temp dir removed");
     free(dir);
   }
   char *argv[] = {"/nonexistent/tool", NULL};
   int code = 0;
   s = rx_tc_run(argv, NULL, &code);
-  CHECK(s && rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
-            strstr(rx_status_message(s), "/nonexistent/tool"),
-        "missing tool: %s", rx_status_message(s));
+  CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
+                strstr(rx_status_message(s), "/nonexistent/tool"),
+            "missing tool: %s", rx_status_message(s));
   rx_status_free(s);
   char *sh = rx_tc_find_tool("sh", NULL, NULL);
-  CHECK(sh != NULL, "sh is on PATH");
+  CHECK_MSG(sh != NULL, "sh is on PATH");
   free(sh);
-  CHECK(rx_tc_find_tool("no-such-tool-relaxc", "RX_NO_SUCH_VAR", NULL) == NULL, "absent tool");
+  CHECK_MSG(rx_tc_find_tool("no-such-tool-relaxc", "RX_NO_SUCH_VAR", NULL) == NULL, "absent tool");
 }
 
 int main(int argc, char **argv) {
@@ -509,9 +500,5 @@ int main(int argc, char **argv) {
   test_nvrtc_missing();
   test_nvrtc();
   test_metal();
-  if (skipped)
-    printf("test_toolchains: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
-  else
-    printf("test_toolchains: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_toolchains");
 }

@@ -15,8 +15,10 @@
  *   and, where Vulkan is present, with the numbers checked.
  *
  * usage: test_weights [TESTS_DIR]   (the directory is not used) */
+/* test-needs: runtime */
 #include "../fuzz/fuzz_device.h"
 #include "base/safetensors.h"
+#include "check.h"
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/compiler.h"
@@ -29,24 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      passed++;                                                                                    \
-    } else {                                                                                       \
-      failed++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
 /* s failed with a message holding want (and is freed). */
 static void expect(rx_status s, const char *want, const char *what) {
-  CHECK(s && strstr(rx_status_message(s), want), "%s: expected an error with '%s', got: %s", what,
-        want, s ? rx_status_message(s) : "success");
+  CHECK_MSG(s && strstr(rx_status_message(s), want), "%s: expected an error with '%s', got: %s",
+            what, want, s ? rx_status_message(s) : "success");
   if (s) printf("  %s: %s\n", what, rx_status_message(s));
   rx_status_free(s);
 }
@@ -66,7 +54,7 @@ static void test_table(void) {
   float src[4] = {1, 2, 3, 4};
   int32_t isrc[4] = {1, 2, 3, 4};
   int64_t s4[1] = {4}, s0[1] = {0}, neg[2] = {2, -1}, huge[2] = {INT64_MAX / 2, 4};
-  CHECK(!rx_module_add_weight(m, "w", RX_DTYPE_F16, 1, s4, RX_DTYPE_F32, src), "f32 -> f16");
+  CHECK_MSG(!rx_module_add_weight(m, "w", RX_DTYPE_F16, 1, s4, RX_DTYPE_F32, src), "f32 -> f16");
   expect(rx_module_add_weight(m, "w", RX_DTYPE_F32, 1, s4, RX_DTYPE_F32, src), "already",
          "a duplicate name");
   expect(rx_module_add_weight(m, "", RX_DTYPE_F32, 1, s4, RX_DTYPE_F32, src), "needs a name",
@@ -85,17 +73,17 @@ static void test_table(void) {
          "17 dims");
   expect(rx_module_add_weight(m, "z", RX_DTYPE_F32, 1, s4, RX_DTYPE_F32, NULL), "NULL",
          "no source");
-  CHECK(!rx_module_add_weight(m, "empty", RX_DTYPE_F32, 1, s0, RX_DTYPE_F32, NULL),
-        "an empty tensor needs no source");
-  CHECK(!rx_module_add_weight(m, "i32", RX_DTYPE_I32, 1, s4, RX_DTYPE_I32, isrc), "i32 as is");
-  CHECK(rx_module_weight_count(m) == 3, "3 weights, got %zu", rx_module_weight_count(m));
+  CHECK_MSG(!rx_module_add_weight(m, "empty", RX_DTYPE_F32, 1, s0, RX_DTYPE_F32, NULL),
+            "an empty tensor needs no source");
+  CHECK_MSG(!rx_module_add_weight(m, "i32", RX_DTYPE_I32, 1, s4, RX_DTYPE_I32, isrc), "i32 as is");
+  CHECK_MSG(rx_module_weight_count(m) == 3, "3 weights, got %zu", rx_module_weight_count(m));
   const rx_weight *w = rx_module_weight(m, "w");
-  CHECK(w && w->bytes == 8 && w->dtype == RX_DTYPE_F16 && w->src == src, "the f16 weight");
+  CHECK_MSG(w && w->bytes == 8 && w->dtype == RX_DTYPE_F16 && w->src == src, "the f16 weight");
   static int one = 1, two = 2;
   rx_module_on_free(m, on_free, &one);
   rx_module_on_free(m, on_free, &two);
   rx_module_free(m);
-  CHECK(nfreed == 2 && freed[0] == 2 && freed[1] == 1, "on_free: last added first");
+  CHECK_MSG(nfreed == 2 && freed[0] == 2 && freed[1] == 1, "on_free: last added first");
 }
 
 /* ---- conversion ---- */
@@ -174,30 +162,30 @@ static void test_convert(void) {
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     uint16_t got = to16(cases[i].to, cases[i].from, cases[i].in);
-    CHECK(got == cases[i].want, "%s -> %s of 0x%x (%s): 0x%04x, expected 0x%04x",
-          rx_dtype_name(cases[i].from), rx_dtype_name(cases[i].to), cases[i].in, cases[i].what, got,
-          cases[i].want);
+    CHECK_MSG(got == cases[i].want, "%s -> %s of 0x%x (%s): 0x%04x, expected 0x%04x",
+              rx_dtype_name(cases[i].from), rx_dtype_name(cases[i].to), cases[i].in, cases[i].what,
+              got, cases[i].want);
   }
   /* NaN stays NaN (quiet or signaling, either sign), never inf */
   static const uint32_t nan32[] = {0x7fc00000, 0x7f800001, 0xffc00001, 0x7fbfffff};
   for (size_t i = 0; i < RX_ARRAY_LEN(nan32); i++) {
-    CHECK(is_nan16(RX_DTYPE_F16, to16(RX_DTYPE_F16, RX_DTYPE_F32, nan32[i])), "f32 NaN 0x%x -> f16",
-          nan32[i]);
-    CHECK(is_nan16(RX_DTYPE_BF16, to16(RX_DTYPE_BF16, RX_DTYPE_F32, nan32[i])),
-          "f32 NaN 0x%x -> bf16", nan32[i]);
+    CHECK_MSG(is_nan16(RX_DTYPE_F16, to16(RX_DTYPE_F16, RX_DTYPE_F32, nan32[i])),
+              "f32 NaN 0x%x -> f16", nan32[i]);
+    CHECK_MSG(is_nan16(RX_DTYPE_BF16, to16(RX_DTYPE_BF16, RX_DTYPE_F32, nan32[i])),
+              "f32 NaN 0x%x -> bf16", nan32[i]);
   }
-  CHECK(is_nan16(RX_DTYPE_BF16, to16(RX_DTYPE_BF16, RX_DTYPE_F16, 0x7c01)), "f16 NaN -> bf16");
-  CHECK(is_nan16(RX_DTYPE_F16, to16(RX_DTYPE_F16, RX_DTYPE_BF16, 0xff81)), "bf16 NaN -> f16");
+  CHECK_MSG(is_nan16(RX_DTYPE_BF16, to16(RX_DTYPE_BF16, RX_DTYPE_F16, 0x7c01)), "f16 NaN -> bf16");
+  CHECK_MSG(is_nan16(RX_DTYPE_F16, to16(RX_DTYPE_F16, RX_DTYPE_BF16, 0xff81)), "bf16 NaN -> f16");
   /* widening is exact */
   uint16_t h[4] = {0x0001, 0x7bff, 0x7c00, 0x7e00};
   float f[4];
   rx_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_F16, h, 4);
-  CHECK(f[0] == ldexpf(1, -24) && f[1] == 65504.0f && isinf(f[2]) && isnan(f[3]),
-        "f16 -> f32: %g %g %g %g", f[0], f[1], f[2], f[3]);
+  CHECK_MSG(f[0] == ldexpf(1, -24) && f[1] == 65504.0f && isinf(f[2]) && isnan(f[3]),
+            "f16 -> f32: %g %g %g %g", f[0], f[1], f[2], f[3]);
   uint16_t b[3] = {0x3f81, 0x0001, 0xff80};
   rx_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_BF16, b, 3);
-  CHECK(f[0] == u2f(0x3f810000) && f[1] == u2f(0x00010000) && f[2] == u2f(0xff800000),
-        "bf16 -> f32: %g %g %g", f[0], f[1], f[2]);
+  CHECK_MSG(f[0] == u2f(0x3f810000) && f[1] == u2f(0x00010000) && f[2] == u2f(0xff800000),
+            "bf16 -> f32: %g %g %g", f[0], f[1], f[2]);
 }
 
 /* ---- the image ---- */
@@ -207,15 +195,15 @@ static void test_convert(void) {
 static void check_image(const uint8_t *img, size_t size, size_t base, const char *what,
                         rx_st_file *out) {
   rx_status s = rx_st_parse(img, size, what, out);
-  CHECK(!s, "%s: %s", what, rx_status_message(s));
+  CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
   rx_status_free(s);
   if (s) return;
-  CHECK((out->data - img) % RXM_WEIGHTS_ALIGN == 0, "%s: the data starts at %td", what,
-        out->data - img);
+  CHECK_MSG((out->data - img) % RXM_WEIGHTS_ALIGN == 0, "%s: the data starts at %td", what,
+            out->data - img);
   for (size_t i = 0; i < out->ntensors; i++)
-    CHECK((base + (size_t)(out->data - img) + out->tensors[i].offset) % RXM_WEIGHTS_ALIGN == 0,
-          "%s: tensor '%s' at %llu of the data", what, out->tensors[i].name,
-          (unsigned long long)out->tensors[i].offset);
+    CHECK_MSG((base + (size_t)(out->data - img) + out->tensors[i].offset) % RXM_WEIGHTS_ALIGN == 0,
+              "%s: tensor '%s' at %llu of the data", what, out->tensors[i].name,
+              (unsigned long long)out->tensors[i].offset);
 }
 
 static void test_image(void) {
@@ -231,24 +219,24 @@ static void test_image(void) {
   rx_weights_layout(m, &img);
   uint8_t *buf = malloc(img.size);
   uint32_t crc = rx_weights_to_memory(m, &img, buf);
-  CHECK(crc == rx_crc32(buf, img.size), "the streamed CRC is the image's");
+  CHECK_MSG(crc == rx_crc32(buf, img.size), "the streamed CRC is the image's");
   rx_st_file st;
   check_image(buf, img.size, 0, "image", &st);
   const rx_st_tensor *t = rx_st_find(&st, "a.f16");
   static const uint16_t want16[5] = {0x3c00, 0x3c00, 0x3c02, 0x7c00, 0x0001};
   static const uint16_t wantb[5] = {0x3f80, 0x3f80, 0x3f80, 0x4780, 0x3300};
-  CHECK(t && t->dtype == RX_DTYPE_F16 && !memcmp(st.data + t->offset, want16, 10),
-        "a.f16: converted with rounding to nearest even");
+  CHECK_MSG(t && t->dtype == RX_DTYPE_F16 && !memcmp(st.data + t->offset, want16, 10),
+            "a.f16: converted with rounding to nearest even");
   t = rx_st_find(&st, "c \"q\"");
-  CHECK(t && t->dtype == RX_DTYPE_BF16 && !memcmp(st.data + t->offset, wantb, 10),
-        "c: bf16, its name escaped in the header");
+  CHECK_MSG(t && t->dtype == RX_DTYPE_BF16 && !memcmp(st.data + t->offset, wantb, 10),
+            "c: bf16, its name escaped in the header");
   t = rx_st_find(&st, "b/u8");
-  CHECK(t && t->size == 3 && !memcmp(st.data + t->offset, bytes, 3), "b/u8: as is");
+  CHECK_MSG(t && t->size == 3 && !memcmp(st.data + t->offset, bytes, 3), "b/u8: as is");
   t = rx_st_find(&st, "empty");
-  CHECK(t && t->size == 0, "an empty tensor");
-  CHECK(st.ntensors == 4 && rx_st_meta(&st, "format") &&
-            !strcmp(rx_st_meta(&st, "format"), "relaxc"),
-        "4 tensors and the format");
+  CHECK_MSG(t && t->size == 0, "an empty tensor");
+  CHECK_MSG(st.ntensors == 4 && rx_st_meta(&st, "format") &&
+                !strcmp(rx_st_meta(&st, "format"), "relaxc"),
+            "4 tensors and the format");
   rx_st_free(&st);
   free(buf);
   rx_weights_image_free(&img);
@@ -265,8 +253,8 @@ static void test_refs(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     char *ref = NULL;
     rx_status s = rx_weights_ref(cases[i][0], cases[i][1], &ref);
-    CHECK(!s && ref && !strcmp(ref, cases[i][2]), "%s next to %s: '%s', expected '%s'", cases[i][1],
-          cases[i][0], ref ? ref : rx_status_message(s), cases[i][2]);
+    CHECK_MSG(!s && ref && !strcmp(ref, cases[i][2]), "%s next to %s: '%s', expected '%s'",
+              cases[i][1], cases[i][0], ref ? ref : rx_status_message(s), cases[i][2]);
     rx_status_free(s);
     free(ref);
   }
@@ -277,7 +265,7 @@ static void test_refs(void) {
          "a side file in another folder");
   expect(rx_weights_ref("/a/b/c/model.rxm", "/a/x.st", &ref), "not in the folder",
          "a side file above the artifact");
-  CHECK(!ref, "no name on error");
+  CHECK_MSG(!ref, "no name on error");
 }
 
 /* ---- artifacts ---- */
@@ -300,7 +288,7 @@ static rx_module *module(const char *text) {
   rx_status s = rx_module_parse(m, "weights.rx", text, strlen(text), NULL);
   if (!s) s = rx_module_add_weight(m, "wa", RX_DTYPE_F32, 1, s4, RX_DTYPE_F32, wa_src);
   if (!s) s = rx_module_add_weight(m, "wb", RX_DTYPE_F16, 1, s3, RX_DTYPE_F32, wb_src);
-  CHECK(!s, "module: %s", rx_status_message(s));
+  CHECK_MSG(!s, "module: %s", rx_status_message(s));
   rx_status_free(s);
   return m;
 }
@@ -310,7 +298,7 @@ static unsigned char *compile(const char *text, size_t *len) {
   unsigned char *bytes = NULL;
   rx_compile_request req = {.targets = "vulkan-lavapipe"};
   rx_status s = rx_module_compile(m, &req, NULL, &bytes, len);
-  CHECK(!s, "compile: %s", rx_status_message(s));
+  CHECK_MSG(!s, "compile: %s", rx_status_message(s));
   rx_status_free(s);
   rx_module_free(m);
   return bytes;
@@ -343,7 +331,7 @@ static void corrupt(const unsigned char *art, size_t len, const char *name, cons
   unsigned char *p = NULL;
   for (size_t i = off; !p && i + n <= off + size; i++)
     if (!memcmp(c + i, from, n)) p = c + i;
-  CHECK(p != NULL, "'%s' not found in %s", from, name);
+  CHECK_MSG(p != NULL, "'%s' not found in %s", from, name);
   if (p) {
     memcpy(p, to, n);
     fz_fix_crcs(c, len);
@@ -361,28 +349,28 @@ static void test_artifact(void) {
   unsigned char *art = compile(program, &len);
   if (!art) return;
   size_t off = 0, size = 0;
-  CHECK(section(art, len, RXM_WEIGHTS_SECTION, &off, &size), "a weights section");
-  CHECK(off % RXM_WEIGHTS_ALIGN == 0 && off + size <= len, "the section at %zu", off);
+  CHECK_MSG(section(art, len, RXM_WEIGHTS_SECTION, &off, &size), "a weights section");
+  CHECK_MSG(off % RXM_WEIGHTS_ALIGN == 0 && off + size <= len, "the section at %zu", off);
   rx_st_file st;
   check_image(art + off, size, off, "the section", &st);
-  CHECK(st.ntensors == 3 && rx_st_find(&st, "main.c") && rx_st_find(&st, "wb"),
-        "wa, wb and the constant main.c");
+  CHECK_MSG(st.ntensors == 3 && rx_st_find(&st, "main.c") && rx_st_find(&st, "wb"),
+            "wa, wb and the constant main.c");
   rx_st_free(&st);
 
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load_memory(NULL, art, len, "w.rxm", &a);
-  CHECK(!s, "load: %s", rx_status_message(s));
+  CHECK_MSG(!s, "load: %s", rx_status_message(s));
   rx_status_free(s);
   if (a) {
     size_t wi = 9;
     rx_rt_weight_info info;
-    CHECK(rx_rt_artifact_weight_count(a) == 3, "3 weights");
-    CHECK(!rx_rt_artifact_param_weight(a, 0, 0, &wi), "x is an input");
-    CHECK(rx_rt_artifact_param_weight(a, 0, 2, &wi) && rx_rt_artifact_weight(a, wi, &info) &&
-              !strcmp(info.name, "wb") && info.dtype == RX_DTYPE_F16 && info.bytes == 6 &&
-              !info.tensor,
-          "wb bound, no tensor without a device");
-    CHECK(!rx_rt_artifact_weights_file(a), "in the artifact");
+    CHECK_MSG(rx_rt_artifact_weight_count(a) == 3, "3 weights");
+    CHECK_MSG(!rx_rt_artifact_param_weight(a, 0, 0, &wi), "x is an input");
+    CHECK_MSG(rx_rt_artifact_param_weight(a, 0, 2, &wi) && rx_rt_artifact_weight(a, wi, &info) &&
+                  !strcmp(info.name, "wb") && info.dtype == RX_DTYPE_F16 && info.bytes == 6 &&
+                  !info.tensor,
+              "wb bound, no tensor without a device");
+    CHECK_MSG(!rx_rt_artifact_weights_file(a), "in the artifact");
     rx_rt_artifact_release(a);
   }
   /* the loader's errors, each naming the artifact and the place */
@@ -457,7 +445,7 @@ static bool write_all(const char *path, const void *data, size_t n) {
 static void test_files(void) {
   char dir[] = "/tmp/rx_weightsXXXXXX", art[200], side[200], inside[200];
   if (!mkdtemp(dir)) {
-    CHECK(false, "mkdtemp");
+    CHECK_MSG(false, "mkdtemp");
     return;
   }
   snprintf(art, sizeof art, "%s/m.rxm", dir);
@@ -468,27 +456,29 @@ static void test_files(void) {
   rx_compile_request req = {.targets = "vulkan-lavapipe"};
   rx_module *m = module(program);
   rx_status s = rx_module_compile_to_file(m, &req, inside, NULL, NULL);
-  CHECK(!s, "compile_to_file: %s", rx_status_message(s));
+  CHECK_MSG(!s, "compile_to_file: %s", rx_status_message(s));
   rx_status_free(s);
   rx_module_free(m);
   unsigned char *file = NULL, *w = NULL;
   size_t flen = 0, wlen = 0, off = 0, size = 0;
-  CHECK(read_all(inside, &file, &flen) && mem && flen == mlen && !memcmp(file, mem, mlen),
-        "the streamed artifact equals the one built in memory");
+  CHECK_MSG(read_all(inside, &file, &flen) && mem && flen == mlen && !memcmp(file, mem, mlen),
+            "the streamed artifact equals the one built in memory");
   free(file);
   m = module(program);
   s = rx_module_compile_to_file(m, &req, art, side, NULL);
-  CHECK(!s, "compile_to_file with a side file: %s", rx_status_message(s));
+  CHECK_MSG(!s, "compile_to_file with a side file: %s", rx_status_message(s));
   rx_status_free(s);
   rx_module_free(m);
-  CHECK(read_all(side, &w, &wlen) && mem && section(mem, mlen, RXM_WEIGHTS_SECTION, &off, &size) &&
-            size == wlen && !memcmp(mem + off, w, wlen),
-        "the side file is the section's image");
+  CHECK_MSG(read_all(side, &w, &wlen) && mem &&
+                section(mem, mlen, RXM_WEIGHTS_SECTION, &off, &size) && size == wlen &&
+                !memcmp(mem + off, w, wlen),
+            "the side file is the section's image");
   rx_rt_artifact *a = NULL;
   s = rx_rt_artifact_load(NULL, art, &a);
-  CHECK(!s && a && rx_rt_artifact_weights_file(a) &&
-            !strcmp(rx_rt_artifact_weights_file(a), side) && rx_rt_artifact_weight_count(a) == 3,
-        "loaded with its side file: %s", s ? rx_status_message(s) : "");
+  CHECK_MSG(!s && a && rx_rt_artifact_weights_file(a) &&
+                !strcmp(rx_rt_artifact_weights_file(a), side) &&
+                rx_rt_artifact_weight_count(a) == 3,
+            "loaded with its side file: %s", s ? rx_status_message(s) : "");
   rx_status_free(s);
   rx_rt_artifact_release(a);
   a = NULL;
@@ -506,21 +496,21 @@ static void test_files(void) {
   char out_dir[] = "/tmp/rx_weights_outXXXXXX", out[200];
   if (w && mkdtemp(out_dir)) {
     snprintf(out, sizeof out, "%s/m.weights", out_dir);
-    CHECK(write_all(out, w, wlen) && unlink(side) == 0 && symlink(out, side) == 0, "symlink");
+    CHECK_MSG(write_all(out, w, wlen) && unlink(side) == 0 && symlink(out, side) == 0, "symlink");
     expect(rx_rt_artifact_load(NULL, art, &a), "outside the folder", "a side file linked outside");
-    CHECK(unlink(side) == 0 && write_all(side, w, wlen), "the side file back");
+    CHECK_MSG(unlink(side) == 0 && write_all(side, w, wlen), "the side file back");
     unlink(out);
     rmdir(out_dir);
   }
   if (w && wlen > 100) {
     w[wlen - 1] ^= 1;
-    CHECK(write_all(side, w, wlen), "write");
+    CHECK_MSG(write_all(side, w, wlen), "write");
     expect(rx_rt_artifact_load(NULL, art, &a), "is corrupted: its CRC32", "a corrupt side file");
-    CHECK(write_all(side, w, wlen - 9), "write");
+    CHECK_MSG(write_all(side, w, wlen - 9), "write");
     expect(rx_rt_artifact_load(NULL, art, &a), "the artifact expects", "a truncated side file");
     unlink(side);
     s = rx_rt_artifact_load(NULL, art, &a);
-    CHECK(s && rx_status_code_of(s) == RX_ERR_NOT_FOUND, "a missing side file: not found");
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_NOT_FOUND, "a missing side file: not found");
     expect(s, "m.weights': No such file", "a missing side file");
   }
   free(w);
@@ -556,7 +546,7 @@ static void test_upload_oom(void) {
   size_t len = 0;
   rx_compile_request req = {.targets = "vulkan-lavapipe"};
   if (!s) s = rx_module_compile(m, &req, NULL, &bytes, &len);
-  CHECK(!s, "big: %s", rx_status_message(s));
+  CHECK_MSG(!s, "big: %s", rx_status_message(s));
   rx_status_free(s);
   rx_rt_device *d = fz_device_new();
   char path[] = "/tmp/rx_weights_bigXXXXXX";
@@ -568,7 +558,7 @@ static void test_upload_oom(void) {
     d->alloc = small;
     rx_rt_artifact *a = NULL;
     s = rx_rt_artifact_load(d, path, &a);
-    CHECK(s && rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY, "out of memory");
+    CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY, "out of memory");
     expect(s, "uploading weight 'big' (f32[524288], 2097152 bytes)", "an upload");
     rx_rt_artifact_release(a);
   }
@@ -594,29 +584,30 @@ static void test_count_message(void) {
   unsigned char *bytes = NULL;
   rx_compile_request req = {.targets = "vulkan-lavapipe"};
   if (!s) s = rx_module_compile(m, &req, NULL, &bytes, &len);
-  CHECK(!s, "many: %s", rx_status_message(s));
+  CHECK_MSG(!s, "many: %s", rx_status_message(s));
   rx_status_free(s);
   rx_module_free(m);
   rx_strbuf_free(&text);
   rx_rt_device *d = fz_device_new();
   rx_rt_artifact *a = NULL;
   s = bytes && d ? rx_rt_artifact_load_memory(d, bytes, len, "many.rxm", &a) : NULL;
-  CHECK(!s, "many: load: %s", rx_status_message(s));
+  CHECK_MSG(!s, "many: load: %s", rx_status_message(s));
   rx_status_free(s);
   if (a) {
     rx_rt_param_info pi;
-    CHECK(rx_rt_artifact_function_param(a, 0, 0, &pi) && !strcmp(pi.name, "k") &&
-              !strcmp(pi.expected, "Prim(i64)"),
-          "a Prim parameter: '%s' (%s)", pi.name, pi.expected);
-    CHECK(rx_rt_artifact_function_param(a, 0, 1, &pi) && !strcmp(pi.name, "s") &&
-              !strcmp(pi.expected, "Shape([a, b])"),
-          "a Shape parameter: '%s' (%s)", pi.name, pi.expected);
+    CHECK_MSG(rx_rt_artifact_function_param(a, 0, 0, &pi) && !strcmp(pi.name, "k") &&
+                  !strcmp(pi.expected, "Prim(i64)"),
+              "a Prim parameter: '%s' (%s)", pi.name, pi.expected);
+    CHECK_MSG(rx_rt_artifact_function_param(a, 0, 1, &pi) && !strcmp(pi.name, "s") &&
+                  !strcmp(pi.expected, "Shape([a, b])"),
+              "a Shape parameter: '%s' (%s)", pi.name, pi.expected);
     rx_rt_value *r = NULL;
     s = rx_rt_vm_call_values(a, "many", NULL, 0, &r);
     const char *want = "many takes 302 arguments (k: Prim(i64), s: Shape([a, b]), p0: f32[1], "
                        "p1: f32[2], p2: f32[3], p3: f32[4], p4: f32[5], p5: f32[6], and 294 more), "
                        "got 0";
-    CHECK(s && !strcmp(rx_status_message(s), want), "many: %s", s ? rx_status_message(s) : "ok");
+    CHECK_MSG(s && !strcmp(rx_status_message(s), want), "many: %s",
+              s ? rx_status_message(s) : "ok");
     rx_status_free(s);
     rx_rt_value_release(r);
   }
@@ -631,7 +622,7 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   unsigned char *bytes = compile(program, &len);
   rx_rt_artifact *a = NULL;
   rx_status s = bytes ? rx_rt_artifact_load_memory(d, bytes, len, "w.rxm", &a) : NULL;
-  CHECK(!s && a, "load on %s: %s", rx_rt_device_get_info(d)->name, rx_status_message(s));
+  CHECK_MSG(!s && a, "load on %s: %s", rx_rt_device_get_info(d)->name, rx_status_message(s));
   rx_status_free(s);
   free(bytes);
   if (!a) return;
@@ -645,11 +636,11 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   rx_rt_value *r = NULL, *vx = NULL;
   /* the inputs alone: the weights are bound */
   s = rx_rt_vm_call(a, "main", &tx, 1, &r);
-  CHECK(!s, "main(x): %s", rx_status_message(s));
+  CHECK_MSG(!s, "main(x): %s", rx_status_message(s));
   if (!s && check) {
     s = rx_rt_tensor_read(rx_rt_value_tensor(r), y, sizeof y);
     for (int i = 0; i < 8 && !s; i++)
-      CHECK(y[i] == (x[i] + wa_src[i % 4]) * (float)(i % 4 + 1), "main(x)[%d] = %g", i, y[i]);
+      CHECK_MSG(y[i] == (x[i] + wa_src[i % 4]) * (float)(i % 4 + 1), "main(x)[%d] = %g", i, y[i]);
   }
   rx_status_free(s);
   rx_rt_value_release(r);
@@ -657,11 +648,11 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   /* every parameter: wa overridden by zeros */
   rx_rt_tensor *all[3] = {tx, tz, th};
   s = rx_rt_vm_call(a, "main", all, 3, &r);
-  CHECK(!s, "main(x, wa, wb): %s", rx_status_message(s));
+  CHECK_MSG(!s, "main(x, wa, wb): %s", rx_status_message(s));
   if (!s && check) {
     s = rx_rt_tensor_read(rx_rt_value_tensor(r), y, sizeof y);
     for (int i = 0; i < 8 && !s; i++)
-      CHECK(y[i] == x[i] * (float)(i % 4 + 1), "main(x, 0, wb)[%d] = %g", i, y[i]);
+      CHECK_MSG(y[i] == x[i] * (float)(i % 4 + 1), "main(x, 0, wb)[%d] = %g", i, y[i]);
   }
   rx_status_free(s);
   rx_rt_value_release(r);
@@ -673,8 +664,8 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   /* values */
   RX_ASSERT(!rx_rt_value_from_tensor(tx, &vx));
   s = rx_rt_vm_call_values(a, "main", &vx, 1, &r);
-  CHECK(!s && r && rx_rt_value_kind_of(r) == RX_RT_VALUE_TENSOR, "call_values(x): %s",
-        rx_status_message(s));
+  CHECK_MSG(!s && r && rx_rt_value_kind_of(r) == RX_RT_VALUE_TENSOR, "call_values(x): %s",
+            rx_status_message(s));
   rx_status_free(s);
   rx_rt_value_release(r);
   r = NULL;
@@ -682,11 +673,12 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   int64_t dims[2] = {2, 4};
   const int64_t *got = NULL;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
-  CHECK(!rx_rt_value_from_prim(RX_DTYPE_I64, 5, &p) && rx_rt_value_prim(p, &dt) == 5 &&
-            dt == RX_DTYPE_I64,
-        "a prim value");
-  CHECK(!rx_rt_value_from_shape(dims, 2, &sh) && rx_rt_value_shape(sh, &got) == 2 && got[1] == 4,
-        "a shape value");
+  CHECK_MSG(!rx_rt_value_from_prim(RX_DTYPE_I64, 5, &p) && rx_rt_value_prim(p, &dt) == 5 &&
+                dt == RX_DTYPE_I64,
+            "a prim value");
+  CHECK_MSG(!rx_rt_value_from_shape(dims, 2, &sh) && rx_rt_value_shape(sh, &got) == 2 &&
+                got[1] == 4,
+            "a shape value");
   expect(rx_rt_value_from_shape(dims, 17, &r), "17 dims", "a shape of 17 dims");
   expect(rx_rt_vm_call_values(a, "main", &p, 1, &r),
          "parameter 'x': expected f32[n, 4], got a prim", "a prim for a tensor");
@@ -715,7 +707,7 @@ static void test_calls(void) {
   }
   test_calls_on(d, true);
   const char *last = NULL;
-  CHECK(rx_rt_device_validation_messages(d, &last) == 0, "validation: %s", last);
+  CHECK_MSG(rx_rt_device_validation_messages(d, &last) == 0, "validation: %s", last);
   rx_rt_device_release(d);
 }
 
@@ -730,6 +722,5 @@ int main(void) {
   test_upload_oom();
   test_calls();
   test_count_message();
-  printf("test_weights: %d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_finish("test_weights");
 }
