@@ -8,8 +8,8 @@
  * usage: test_gguf TESTS_DIR */
 #include "base/base.h"
 #include "base/npy.h"
-#include "frontends/gguf/gguf.h"
 #include "check.h"
+#include "frontends/gguf/gguf.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  *
  * usage: test_hf_limits TESTS_DIR */
 #include "base/base.h"
-#include "frontends/gguf/gguf.h"
 #include "check.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 
 #include <math.h>

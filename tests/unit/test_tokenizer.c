@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "frontends/gguf/gguf.h"
 #include "check.h"
+#include "frontends/gguf/gguf.h"
 #include "frontends/hf/hf_int.h"
 #include "relaxc/llm.h"
 #include "runtime/llm/unicode.h"
