@@ -1684,7 +1684,7 @@ static const struct {
   gen_fn gen;
   const char *formula;
 } legal[RX_OP_COUNT] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, batch, doc)    \
   [RX_OP_##id] = {legalize, formula},
 #include "ops.def"
 #undef OP
