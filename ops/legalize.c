@@ -9,6 +9,7 @@
  *
  * Names in a program (buffers, loop variables, locals) never collide with the symbolic variables
  * it uses: they are picked fresh against those. */
+#include "../shapes/expr_build.h"
 #include "legalize_int.h"
 
 #include "deduce.h"
@@ -171,9 +172,6 @@ const char *lz_ex(L *l, const rx_expr *e) {
   return r;
 }
 
-static const rx_expr *V(L *l, const char *name) { return rx_expr_var(l->cx, name); }
-static const rx_expr *C(L *l, int64_t v) { return rx_expr_const(l->cx, v); }
-
 /* A float literal that the lexer reads back as a float. */
 const char *lz_flit(L *l, double v) {
   if (isnan(v)) return "nan";
@@ -307,7 +305,7 @@ const char *lz_load_bcast(L *l, const opnd *o, const char *const *ov, const rx_e
     else if (d == od[j])
       idx[k] = ov[j];
     else
-      idx[k] = ex(l, rx_expr_floormod(l->cx, V(l, ov[j]), d));
+      idx[k] = ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, ov[j]), d));
   }
   return load(l, o, idx);
 }
@@ -563,7 +561,7 @@ static void unary(L *l, unary_value value) {
   for (int d = 0; d < n; d++) ie[d] = y->shape[d];
   if (n == 0) { /* a 0-d y: a loop of one, so that value's lets have a kernel */
     iv[n] = loopvar(l, "u");
-    ie[n++] = C(l, 1);
+    ie[n++] = sx_const(l->cx, 1);
   }
   for_nest(l, iv, ie, n);
   const char *v = value(l, load(l, x, iv), x->dtype, y->dtype);
@@ -695,7 +693,7 @@ static void gen_power(L *l, opnd *a, opnd *b, rx_dtype t) {
   for (int d = 0; d < n; d++) ie[d] = y->shape[d];
   if (n == 0) {
     iv[n] = loopvar(l, "u");
-    ie[n++] = C(l, 1);
+    ie[n++] = sx_const(l->cx, 1);
   }
   for_nest(l, iv, ie, n);
   const char *av = load_bcast(l, a, iv, y->shape, y->ndim);
@@ -784,14 +782,16 @@ static void gen_matmul(L *l) {
   for (int d = 0; d < ra; d++) {
     int j = batch - ra + d;
     ai[d] = rx_expr_is_const(a->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
-            : a->shape[d] == y->shape[j]                                          ? iv[j]
-                                         : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), a->shape[d]));
+            : a->shape[d] == y->shape[j]
+                ? iv[j]
+                : ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), a->shape[d]));
   }
   for (int d = 0; d < rb; d++) {
     int j = batch - rb + d;
     bi[d] = rx_expr_is_const(b->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
-            : b->shape[d] == y->shape[j]                                          ? iv[j]
-                                         : ex(l, rx_expr_floormod(l->cx, V(l, iv[j]), b->shape[d]));
+            : b->shape[d] == y->shape[j]
+                ? iv[j]
+                : ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), b->shape[d]));
   }
   int pos = batch;
   if (a->ndim >= 2) ai[ra] = iv[pos++];
@@ -818,15 +818,16 @@ static void gen_matmul(L *l) {
 
 /* Row-major flat index of vars over dims. */
 static const rx_expr *flat_index(L *l, const char *const *vars, const rx_expr *const *dims, int n) {
-  const rx_expr *f = C(l, 0);
-  for (int i = 0; i < n; i++) f = rx_expr_add(l->cx, rx_expr_mul(l->cx, f, dims[i]), V(l, vars[i]));
+  const rx_expr *f = sx_const(l->cx, 0);
+  for (int i = 0; i < n; i++)
+    f = rx_expr_add(l->cx, rx_expr_mul(l->cx, f, dims[i]), sx_var(l->cx, vars[i]));
   return f;
 }
 
 /* Indices into dims (rank n) of flat index f: (f // stride_k) % dim_k (no % for the first). */
 static void unflatten(L *l, const rx_expr *f, const rx_expr *const *dims, int n, const char **out) {
   for (int k = 0; k < n; k++) {
-    const rx_expr *stride = C(l, 1);
+    const rx_expr *stride = sx_const(l->cx, 1);
     for (int j = k + 1; j < n; j++) stride = rx_expr_mul(l->cx, stride, dims[j]);
     const rx_expr *e = rx_expr_floordiv(l->cx, f, stride);
     if (k > 0) e = rx_expr_floormod(l->cx, e, dims[k]);
@@ -912,17 +913,17 @@ static void gen_concat(L *l) {
   nest_vars(l, "i", y->ndim, iv);
   for_nest(l, iv, y->shape, y->ndim);
   /* select(i < off1, a[.., i, ..], select(i < off2, b[.., i - off1, ..], c[.., i - off2, ..])) */
-  const rx_expr *off = C(l, 0);
+  const rx_expr *off = sx_const(l->cx, 0);
   const char *parts[64];
   const char *conds[64];
   for (int f = 0; f < n && f < 64; f++) {
     opnd *o = &l->ops[first + f];
     const char *xi[MAXR];
     for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
-    xi[axis] = ex(l, rx_expr_sub(l->cx, V(l, iv[axis]), off));
+    xi[axis] = ex(l, rx_expr_sub(l->cx, sx_var(l->cx, iv[axis]), off));
     parts[f] = load(l, o, xi);
     off = rx_expr_add(l->cx, off, o->shape[axis]);
-    conds[f] = ex(l, rx_expr_cmp(l->cx, RX_EXPR_LT, V(l, iv[axis]), off));
+    conds[f] = ex(l, rx_expr_cmp(l->cx, RX_EXPR_LT, sx_var(l->cx, iv[axis]), off));
   }
   const char *v = parts[n - 1];
   for (int f = n - 2; f >= 0; f--) v = S(l, "select(%s, %s, %s)", conds[f], parts[f], v);
@@ -933,14 +934,14 @@ static void gen_concat(L *l) {
 static void gen_split(L *l) {
   opnd *x = arg(l, 0);
   int axis = axis_attr(l, "axis", 0, x->ndim);
-  const rx_expr *off = C(l, 0);
+  const rx_expr *off = sx_const(l->cx, 0);
   for (int o = 0; o < l->nouts && !l->failed; o++) {
     opnd *y = &l->outs[o];
     const char *iv[MAXR], *xi[MAXR];
     nest_vars(l, "i", y->ndim, iv);
     for_nest(l, iv, y->shape, y->ndim);
     for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
-    xi[axis] = ex(l, rx_expr_add(l->cx, V(l, iv[axis]), off));
+    xi[axis] = ex(l, rx_expr_add(l->cx, sx_var(l->cx, iv[axis]), off));
     line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
     close_n(l, y->ndim);
     off = rx_expr_add(l->cx, off, y->shape[axis]);
@@ -949,18 +950,18 @@ static void gen_split(L *l) {
 
 static const rx_expr *attr_expr(L *l, const rx_attr *a, int i) {
   if (a->kind == RX_ATTR_EXPRS) return a->exprs[i];
-  if (a->kind == RX_ATTR_INTS) return C(l, a->ints[i]);
-  return C(l, a->i);
+  if (a->kind == RX_ATTR_INTS) return sx_const(l->cx, a->ints[i]);
+  return sx_const(l->cx, a->i);
 }
 
 /* begin normalized against d (negative from the end) and clamped to [lo, hi] (as deduction). */
 static const rx_expr *clamp_index(L *l, const rx_expr *v, const rx_expr *d, const rx_expr *lo,
                                   const rx_expr *hi) {
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *n =
-      v->kind == RX_EXPR_CONST
-          ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
-          : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, C(l, 0)), rx_expr_add(cx, v, d), v);
+  const rx_expr *n = v->kind == RX_EXPR_CONST
+                         ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
+                         : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, sx_const(l->cx, 0)),
+                                          rx_expr_add(cx, v, d), v);
   return rx_expr_min(cx, rx_expr_max(cx, n, lo), hi);
 }
 
@@ -977,10 +978,12 @@ static void gen_strided_slice(L *l) {
   for (int i = 0; i < na; i++) {
     const rx_expr *d = x->shape[axes[i]];
     int64_t s = strides ? attr_expr(l, strides, i)->value : 1;
-    const rx_expr *b =
-        s > 0 ? clamp_index(l, attr_expr(l, begin, i), d, C(l, 0), d)
-              : clamp_index(l, attr_expr(l, begin, i), d, C(l, -1), rx_expr_sub(l->cx, d, C(l, 1)));
-    xi[axes[i]] = ex(l, rx_expr_add(l->cx, b, rx_expr_mul(l->cx, V(l, iv[axes[i]]), C(l, s))));
+    const rx_expr *b = s > 0 ? clamp_index(l, attr_expr(l, begin, i), d, sx_const(l->cx, 0), d)
+                             : clamp_index(l, attr_expr(l, begin, i), d, sx_const(l->cx, -1),
+                                           rx_expr_sub(l->cx, d, sx_const(l->cx, 1)));
+    xi[axes[i]] =
+        ex(l, rx_expr_add(l->cx, b,
+                          rx_expr_mul(l->cx, sx_var(l->cx, iv[axes[i]]), sx_const(l->cx, s))));
   }
   for_nest(l, iv, y->shape, y->ndim);
   line(l, "%s = %s", load(l, y, iv), load(l, x, xi));
@@ -996,7 +999,7 @@ const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
   rx_strbuf_json_string(&lit, msg.data);
   line(l, "let %s: i64 = check(%s >= -%s && %s < %s, %s, %s)", k, t, dt, t, dt, t, lit.data);
   /* d - 1 as one literal where d is one (a bare `2 - 1` folds to a 0 / 1 the parser types bool) */
-  const char *last = ex(l, rx_expr_sub(l->cx, d, C(l, 1)));
+  const char *last = ex(l, rx_expr_sub(l->cx, d, sx_const(l->cx, 1)));
   line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s), 0)", w, k, k, dt, k, last);
   rx_strbuf_free(&msg);
   rx_strbuf_free(&lit);
@@ -1065,7 +1068,7 @@ static void gen_reduce(L *l) {
   const char *iv[MAXR], *rv[MAXR], *xi[MAXR], *yi[MAXR];
   const rx_expr *ie[MAXR], *re[MAXR];
   int ni = 0, nr = 0, ny = 0;
-  const rx_expr *count = C(l, 1);
+  const rx_expr *count = sx_const(l->cx, 1);
   for (int d = 0; d < x->ndim; d++) {
     if (red[d]) {
       rv[nr] = loopvar(l, S(l, "r%d", nr));
@@ -1197,11 +1200,13 @@ static void gen_cumsum(L *l) {
   int ni = other_dims(l, x, axis, iv, ie, xi);
   const char *r = loopvar(l, "r");
   const rx_expr *len = x->shape[axis];
-  xi[axis] = rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, C(l, 1)), V(l, r))) : r;
+  xi[axis] =
+      rev ? ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, sx_const(l->cx, 1)), sx_var(l->cx, r)))
+          : r;
   rx_dtype t = x->dtype, at = mathdt(t);
   if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the local has a kernel */
     iv[ni] = loopvar(l, "u");
-    ie[ni++] = C(l, 1);
+    ie[ni++] = sx_const(l->cx, 1);
   }
   for_nest(l, iv, ie, ni);
   const char *s = fresh(l, "s");
@@ -1244,7 +1249,7 @@ static void gen_topk(L *l) {
   const char *mn = rx_dtype_name(mt);
   if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the locals have a kernel */
     iv[ni] = loopvar(l, "u");
-    ie[ni++] = C(l, 1);
+    ie[ni++] = sx_const(l->cx, 1);
   }
   for_nest(l, iv, ie, ni);
   const char *pv = fresh(l, "pv"), *pi = fresh(l, "pi"), *m = fresh(l, "m"), *k = fresh(l, "k");
@@ -1376,7 +1381,7 @@ static void gen_norm(L *l, bool layer) {
   const char *iv[MAXR], *rv[MAXR], *xi[MAXR], *gi[MAXR];
   const rx_expr *ie[MAXR], *re[MAXR];
   int ni = 0, nr = 0;
-  const rx_expr *count = C(l, 1);
+  const rx_expr *count = sx_const(l->cx, 1);
   for (int d = 0; d < x->ndim; d++) {
     if (red[d]) {
       rv[nr] = loopvar(l, S(l, "j%d", nr));
@@ -1508,11 +1513,11 @@ static void gen_rope(L *l) {
   const char *iv[MAXR] = {NULL}, *xa[MAXR], *xb[MAXR];
   nest_vars(l, "i", r, iv);
   const rx_expr *d = x->shape[r - 1];
-  const rx_expr *half = rx_expr_floordiv(l->cx, d, C(l, 2));
+  const rx_expr *half = rx_expr_floordiv(l->cx, d, sx_const(l->cx, 2));
   const char *js = iv[r - 1];
   for (int k = 0; k < r; k++) xa[k] = xb[k] = iv[k];
-  xa[r - 1] = ex(l, rx_expr_add(l->cx, V(l, js), half));
-  xb[r - 1] = ex(l, rx_expr_sub(l->cx, V(l, js), half));
+  xa[r - 1] = ex(l, rx_expr_add(l->cx, sx_var(l->cx, js), half));
+  xb[r - 1] = ex(l, rx_expr_sub(l->cx, sx_var(l->cx, js), half));
   const char *ci[2] = {iv[r - 3], js};
   rx_dtype t = x->dtype;
   for_nest(l, iv, y->shape, r);
@@ -1529,8 +1534,10 @@ static void gen_rope(L *l) {
 static const rx_expr *win_index(L *l, const char *o, int64_t stride, int64_t pad, const char *k,
                                 int64_t dil) {
   return rx_expr_add(l->cx,
-                     rx_expr_sub(l->cx, rx_expr_mul(l->cx, V(l, o), C(l, stride)), C(l, pad)),
-                     rx_expr_mul(l->cx, V(l, k), C(l, dil)));
+                     rx_expr_sub(l->cx,
+                                 rx_expr_mul(l->cx, sx_var(l->cx, o), sx_const(l->cx, stride)),
+                                 sx_const(l->cx, pad)),
+                     rx_expr_mul(l->cx, sx_var(l->cx, k), sx_const(l->cx, dil)));
 }
 
 bool lz_window(L *l, bool pool, rx_nn_win *w) {
@@ -1553,15 +1560,17 @@ void lz_conv2d_direct(L *l, const rx_nn_win *win) {
   const rx_expr *ih = win_index(l, p, win->sh, win->pt, kh, win->dh);
   const rx_expr *iw = win_index(l, qv, win->sw, win->pl, kw, win->dw);
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *inb = rx_expr_and(cx,
-                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[ax.xh])),
-                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[ax.xw])));
-  const rx_expr *ch = V(l, c);
+  const rx_expr *inb =
+      rx_expr_and(cx,
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), ih),
+                              rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[ax.xh])),
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), iw),
+                              rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[ax.xw])));
+  const rx_expr *ch = sx_var(l->cx, c);
   if (win->groups > 1) {
-    const rx_expr *og = rx_expr_floordiv(cx, w->shape[ax.wo], C(l, win->groups));
-    ch = rx_expr_add(cx, rx_expr_mul(cx, rx_expr_floordiv(cx, V(l, o), og), w->shape[ax.wi]), ch);
+    const rx_expr *og = rx_expr_floordiv(cx, w->shape[ax.wo], sx_const(l->cx, win->groups));
+    ch = rx_expr_add(
+        cx, rx_expr_mul(cx, rx_expr_floordiv(cx, sx_var(l->cx, o), og), w->shape[ax.wi]), ch);
   }
   const char *xi[4], *wi[4], *ov[4];
   xi[0] = ov[0] = n;
@@ -1598,15 +1607,16 @@ static void gen_pool(L *l) {
   const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
   const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
   rx_expr_ctx *cx = l->cx;
-  const rx_expr *inb = rx_expr_and(cx,
-                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), ih),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
-                                   rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, C(l, 0), iw),
-                                               rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const rx_expr *inb =
+      rx_expr_and(cx,
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), ih),
+                              rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), iw),
+                              rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
   const char *xi[4] = {n, c, ex(l, ih), ex(l, iw)};
   const char *ov[4] = {n, c, p, qv};
   const char *rv[2] = {kh, kw};
-  const rx_expr *re[2] = {C(l, win.kh), C(l, win.kw)};
+  const rx_expr *re[2] = {sx_const(l->cx, win.kh), sx_const(l->cx, win.kw)};
   rx_dtype t = x->dtype;
   const char *cond = ex(l, inb);
   for_nest(l, ov, y->shape, 4);
