@@ -24,9 +24,9 @@
  *
  * Forms, for f16 and bf16: F = 16 (CUDA sm_80 / sm_90; vulkan-nvidia for f16) and F = 8
  * (Metal's simdgroup_matrix, f16), each under `if has_fragments(T, f32, F, F, F)`, then the
- * direct kernel (ops/legalize.c) for every other target (passes/schedule.h picks). Depthwise
- * convolutions (one input and one output channel per group) keep the direct kernel only: their
- * GEMM is 1 column wide.
+ * direct kernel (ops/nn.c, lz_conv2d_direct) for every other target (passes/schedule.h picks).
+ * Depthwise convolutions (one input and one output channel per group) keep the direct kernel only:
+ * their GEMM is 1 column wide.
  *
  * f32 convolutions (those of the ONNX models) keep the direct kernel on every target, although
  * Metal's simdgroup_matrix multiplies f32 8 x 8 fragments: a program with a fragment form is

@@ -48,7 +48,7 @@ typedef enum rx_op_id {
 } rx_op_id;
 
 struct rx_op {
-  rx_op_id id; /* its row of ops.def (legalization and formula: ops/legalize.c) */
+  rx_op_id id; /* its row of ops.def (generator and formula: ops/legalize.c reads them) */
   const char *name;
   int min_args, max_args; /* positional (non-attribute) arguments; max_args -1: variadic */
   const rx_attr_schema *attrs;
