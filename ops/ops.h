@@ -1,6 +1,6 @@
 /* ops: the operator library. Each op is registered once (ops/ops.def, an X-macro list) with
- * its arguments, its attributes and its forward shape deduction. Later: its legalization to a
- * tensor program and its pattern kind. Internal header. */
+ * its arguments, its attributes, its forward shape deduction, its legalization to a tensor
+ * program (ops/legalize.h), its pattern kind and its batching rule. Internal header. */
 #ifndef RX_OPS_H
 #define RX_OPS_H
 
