@@ -412,7 +412,7 @@ static rx_status host_op(genv *e, const rx_node *n, rx_ginterp_value *out) {
   const char *what = call_text(e, n);
   rx_strbuf got = {0};
   value_str(&got, &x);
-  if (!strcmp(n->op->name, "tensor_to_shape")) {
+  if (n->op->id == RX_OP_tensor_to_shape) {
     if (x.kind != RX_GV_TENSOR || (x.dtype != RX_DTYPE_I64 && x.dtype != RX_DTYPE_I32) ||
         x.ndim > 1 || (x.ndim == 1 && x.shape[0] > RX_MAX_NDIM)) {
       st = rx_status_make(RX_ERR_INVALID,

@@ -339,7 +339,7 @@ static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_
  * the interpreter stops with that error, a kernel writes rx_check_code(message) and v to the
  * error buffer of its call (docs/kernel-abi.md, "Run-time checks") and goes on; the message is
  * rx_tx.msg. An op whose index comes from data checks it so and still clamps the index it reads
- * with (ops/legalize.c, gen_take). */
+ * with (ops/manip.c, lz_gen_take). */
 #define RX_INTRINSICS(X)                                                                           \
   X(EXP, "exp", 1, 'f')                                                                            \
   X(EXP2, "exp2", 1, 'f')                                                                          \

@@ -19,6 +19,7 @@
  *   output elements, in registers) -> barrier
  *
  * and writes acc / l at the end. Scores, m, l and acc are f32 whatever the dtype. */
+#include "../shapes/expr_build.h"
 #include "deduce.h"
 #include "legalize_int.h"
 
@@ -326,33 +327,12 @@ typedef struct attn {
   const char *lo, *hi; /* paged: locals of the block's key range (decode) */
 } attn;
 
-static const rx_expr *V(attn *a, const char *name) { return rx_expr_var(a->l->cx, name); }
-static const rx_expr *C(attn *a, int64_t v) { return rx_expr_const(a->l->cx, v); }
-static const rx_expr *add(attn *a, const rx_expr *x, const rx_expr *y) {
-  return rx_expr_add(a->l->cx, x, y);
-}
-static const rx_expr *mul(attn *a, const rx_expr *x, int64_t c) {
-  return rx_expr_mul(a->l->cx, x, C(a, c));
-}
-static const rx_expr *fdiv(attn *a, const rx_expr *x, int64_t c) {
-  return rx_expr_floordiv(a->l->cx, x, C(a, c));
-}
-static const rx_expr *fmod_(attn *a, const rx_expr *x, int64_t c) {
-  return rx_expr_floormod(a->l->cx, x, C(a, c));
-}
-static const rx_expr *lt(attn *a, const rx_expr *x, const rx_expr *y) {
-  return rx_expr_cmp(a->l->cx, RX_EXPR_LT, x, y);
-}
-static const rx_expr *and_(attn *a, const rx_expr *x, const rx_expr *y) {
-  return rx_expr_and(a->l->cx, x, y);
-}
-static const char *X(attn *a, const rx_expr *e) { return lz_ex(a->l, e); }
 static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 /* A condition as text, or NULL when it is provably true (nothing to test). */
 static const char *cond(attn *a, const rx_expr *e) {
   e = rx_expr_simplify(a->l->cx, e);
-  return rx_expr_is_const(e, 1) ? NULL : X(a, e);
+  return rx_expr_is_const(e, 1) ? NULL : lz_ex(a->l, e);
 }
 
 /* `c1 && c2` of conditions that may be NULL (true). */
@@ -391,13 +371,16 @@ static cover cover_of(int64_t rows, int64_t cols) {
 }
 
 static const rx_expr *cover_row(attn *a, const cover *c) {
-  const rx_expr *r = mul(a, V(a, c->i), c->rp);
-  return c->cw == ATTN_THREADS ? r : add(a, fdiv(a, V(a, a->tx), c->cw), r);
+  const rx_expr *r = sx_mul_c(a->l->cx, sx_var(a->l->cx, c->i), c->rp);
+  return c->cw == ATTN_THREADS
+             ? r
+             : sx_add(a->l->cx, sx_div_c(a->l->cx, sx_var(a->l->cx, a->tx), c->cw), r);
 }
 
 static const rx_expr *cover_col(attn *a, const cover *c) {
-  const rx_expr *col = c->cw == ATTN_THREADS ? V(a, a->tx) : fmod_(a, V(a, a->tx), c->cw);
-  return c->k ? add(a, col, mul(a, V(a, c->k), c->cw)) : col;
+  const rx_expr *col = c->cw == ATTN_THREADS ? sx_var(a->l->cx, a->tx)
+                                             : sx_mod_c(a->l->cx, sx_var(a->l->cx, a->tx), c->cw);
+  return c->k ? sx_add(a->l->cx, col, sx_mul_c(a->l->cx, sx_var(a->l->cx, c->k), c->cw)) : col;
 }
 
 /* The register (acc index) of the current cell. */
@@ -407,10 +390,14 @@ static const char *cover_reg(attn *a, const cover *c) {
 
 /* Guards of the cell: its row exists, its column exists (NULL when every one does). */
 static const char *cover_row_guard(attn *a, const cover *c) {
-  return c->rows % c->rp ? X(a, lt(a, cover_row(a, c), C(a, c->rows))) : NULL;
+  return c->rows % c->rp
+             ? lz_ex(a->l, sx_lt(a->l->cx, cover_row(a, c), sx_const(a->l->cx, c->rows)))
+             : NULL;
 }
 static const char *cover_col_guard(attn *a, const cover *c) {
-  return c->cols % c->cw ? X(a, lt(a, cover_col(a, c), C(a, c->cols))) : NULL;
+  return c->cols % c->cw
+             ? lz_ex(a->l, sx_lt(a->l->cx, cover_col(a, c), sx_const(a->l->cx, c->cols)))
+             : NULL;
 }
 
 /* Opens the unrolled loops over this thread's rows (i) and columns (k) and the guard of the cell;
@@ -437,48 +424,64 @@ static void close_n(attn *a, int n) {
 
 /* ---- rows ---- */
 
-static const rx_expr *kv_head(attn *a) { return fdiv(a, V(a, a->by), a->gc); }
-static const rx_expr *group_chunk(attn *a) { return fmod_(a, V(a, a->by), a->gc); }
+static const rx_expr *kv_head(attn *a) {
+  return sx_div_c(a->l->cx, sx_var(a->l->cx, a->by), a->gc);
+}
+static const rx_expr *group_chunk(attn *a) {
+  return sx_mod_c(a->l->cx, sx_var(a->l->cx, a->by), a->gc);
+}
 
 /* Row r's head exists (the last chunk of a group may be partial). */
 static const rx_expr *head_valid(attn *a, const rx_expr *r) {
-  if (a->group % a->gr == 0) return C(a, 1);
-  return lt(a, add(a, mul(a, group_chunk(a), a->gr), fmod_(a, r, a->gr)), C(a, a->group));
+  if (a->group % a->gr == 0) return sx_const(a->l->cx, 1);
+  return sx_lt(
+      a->l->cx,
+      sx_add(a->l->cx, sx_mul_c(a->l->cx, group_chunk(a), a->gr), sx_mod_c(a->l->cx, r, a->gr)),
+      sx_const(a->l->cx, a->group));
 }
 
 /* The query head of row r (paged ops). */
 static const rx_expr *row_head(attn *a, const rx_expr *r) {
-  const rx_expr *g = add(a, mul(a, group_chunk(a), a->gr), fmod_(a, r, a->gr));
-  return add(a, mul(a, kv_head(a), a->group), g);
+  const rx_expr *g =
+      sx_add(a->l->cx, sx_mul_c(a->l->cx, group_chunk(a), a->gr), sx_mod_c(a->l->cx, r, a->gr));
+  return sx_add(a->l->cx, sx_mul_c(a->l->cx, kv_head(a), a->group), g);
 }
 
 /* The query token of row r: the dense query position, the paged token. */
 static const rx_expr *row_token(attn *a, const rx_expr *r) {
-  if (a->kind == ATTN_DENSE) return add(a, mul(a, V(a, a->bx), a->rows), r);
-  if (a->kind == ATTN_PAGED) return add(a, mul(a, V(a, a->bx), a->tq), fdiv(a, r, a->gr));
-  return V(a, a->bx);
+  if (a->kind == ATTN_DENSE)
+    return sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->rows), r);
+  if (a->kind == ATTN_PAGED)
+    return sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq),
+                  sx_div_c(a->l->cx, r, a->gr));
+  return sx_var(a->l->cx, a->bx);
 }
 
 /* Row r holds a query (symbolic condition). */
 static const rx_expr *row_valid(attn *a, const rx_expr *r) {
-  if (a->kind == ATTN_DENSE) return lt(a, row_token(a, r), a->q->shape[2]);
-  const rx_expr *ok = a->tq * a->gr < a->rows ? lt(a, r, C(a, a->tq * a->gr)) : C(a, 1);
-  ok = and_(a, ok, head_valid(a, r));
-  if (a->kind == ATTN_PAGED) ok = and_(a, ok, lt(a, row_token(a, r), a->q->shape[0]));
+  if (a->kind == ATTN_DENSE) return sx_lt(a->l->cx, row_token(a, r), a->q->shape[2]);
+  const rx_expr *ok = a->tq * a->gr < a->rows
+                          ? sx_lt(a->l->cx, r, sx_const(a->l->cx, a->tq * a->gr))
+                          : sx_const(a->l->cx, 1);
+  ok = sx_and(a->l->cx, ok, head_valid(a, r));
+  if (a->kind == ATTN_PAGED)
+    ok = sx_and(a->l->cx, ok, sx_lt(a->l->cx, row_token(a, r), a->q->shape[0]));
   return ok;
 }
 
 /* Element (row r, dim d) of q or of the output buffer o. */
 static const char *row_elem(attn *a, const lz_opnd *o, const rx_expr *r, const rx_expr *d) {
   if (a->kind == ATTN_DENSE)
-    return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, X(a, row_token(a, r)),
-                  X(a, d));
+    return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, lz_ex(a->l, row_token(a, r)),
+                  lz_ex(a->l, d));
   if (a->kind == ATTN_PAGED)
-    return lz_str(a->l, "%s[%s, %s, %s]", o->name, X(a, row_token(a, r)), X(a, row_head(a, r)),
-                  X(a, d));
+    return lz_str(a->l, "%s[%s, %s, %s]", o->name, lz_ex(a->l, row_token(a, r)),
+                  lz_ex(a->l, row_head(a, r)), lz_ex(a->l, d));
   if (o == a->q)
-    return lz_str(a->l, "%s[%s, %s, %s]", o->name, a->bx, X(a, row_head(a, r)), X(a, d));
-  return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bx, X(a, row_head(a, r)), a->bz, X(a, d));
+    return lz_str(a->l, "%s[%s, %s, %s]", o->name, a->bx, lz_ex(a->l, row_head(a, r)),
+                  lz_ex(a->l, d));
+  return lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bx, lz_ex(a->l, row_head(a, r)), a->bz,
+                lz_ex(a->l, d));
 }
 
 /* ---- tiling ---- */
@@ -531,7 +534,7 @@ static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
   static const char *const axis[] = {"x", "y", "z"};
   const char **bv[3] = {&a->bx, &a->by, &a->bz};
   for (int i = 0; i < ngrid; i++) {
-    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", *bv[i], X(a, grid[i]), axis[i]);
+    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", *bv[i], lz_ex(a->l, grid[i]), axis[i]);
     l->ind++;
   }
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
@@ -566,7 +569,7 @@ static void load_q(attn *a) {
   const char *ok = cond(a, row_valid(a, r));
   const char *val = row_elem(a, a->q, r, d);
   if (ok) val = lz_str(l, "select(%s, %s, %s)", ok, val, lz_down(l, a->t, "0.0"));
-  lz_line(l, "%s[%s, %s] = %s", a->qs, X(a, r), X(a, d), val);
+  lz_line(l, "%s[%s, %s] = %s", a->qs, lz_ex(a->l, r), lz_ex(a->l, d), val);
   close_n(a, levels);
 }
 
@@ -574,13 +577,14 @@ static void load_q(attn *a) {
 static const char *key_elem(attn *a, int which, const rx_expr *jj, const rx_expr *d) {
   if (a->kind == ATTN_DENSE) {
     const lz_opnd *o = which ? a->v : a->k;
-    const rx_expr *j = add(a, a->jb, jj);
-    const char *in = cond(a, lt(a, j, a->k->shape[2]));
-    const char *val = lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, X(a, j), X(a, d));
+    const rx_expr *j = sx_add(a->l->cx, a->jb, jj);
+    const char *in = cond(a, sx_lt(a->l->cx, j, a->k->shape[2]));
+    const char *val =
+        lz_str(a->l, "%s[%s, %s, %s, %s]", o->name, a->bz, a->by, lz_ex(a->l, j), lz_ex(a->l, d));
     return in ? lz_str(a->l, "select(%s, %s, %s)", in, val, lz_down(a->l, a->t, "0.0")) : val;
   }
-  return lz_str(a->l, "%s[%s, %d, %s, %s, %s]", a->pages->name, a->pid, which, X(a, kv_head(a)),
-                X(a, add(a, a->off, jj)), X(a, d));
+  return lz_str(a->l, "%s[%s, %d, %s, %s, %s]", a->pages->name, a->pid, which,
+                lz_ex(a->l, kv_head(a)), lz_ex(a->l, sx_add(a->l->cx, a->off, jj)), lz_ex(a->l, d));
 }
 
 /* Every thread stores a share of the tile's keys (which 0) or values (1) into kv. From pages,
@@ -601,9 +605,9 @@ static void load_keys(attn *a, int which) {
     lz_line(l, "for %s in 0..%lld vectorize {", v, (long long)lanes);
     l->ind++;
     levels++;
-    d = add(a, mul(a, d, lanes), V(a, v));
+    d = sx_add(a->l->cx, sx_mul_c(a->l->cx, d, lanes), sx_var(a->l->cx, v));
   }
-  lz_line(l, "%s[%s, %s] = %s", which && a->two ? a->vs : a->kv, X(a, jj), X(a, d),
+  lz_line(l, "%s[%s, %s] = %s", which && a->two ? a->vs : a->kv, lz_ex(a->l, jj), lz_ex(a->l, d),
           key_elem(a, which, jj, d));
   close_n(a, levels);
 }
@@ -615,35 +619,41 @@ static void partial_scores(attn *a) {
   const char *it = lz_loopvar(l, "c");
   lz_line(l, "for %s in 0..%lld {", it, (long long)cdiv(a->rows * a->tk * a->ks, ATTN_THREADS));
   l->ind++;
-  const rx_expr *w = add(a, V(a, a->tx), mul(a, V(a, it), ATTN_THREADS));
-  const rx_expr *r = fdiv(a, w, a->tk * a->ks), *j = fmod_(a, fdiv(a, w, a->ks), a->tk);
+  const rx_expr *w = sx_add(a->l->cx, sx_var(a->l->cx, a->tx),
+                            sx_mul_c(a->l->cx, sx_var(a->l->cx, it), ATTN_THREADS));
+  const rx_expr *r = sx_div_c(a->l->cx, w, a->tk * a->ks),
+                *j = sx_mod_c(a->l->cx, sx_div_c(a->l->cx, w, a->ks), a->tk);
   const char *dot = lz_fresh(l, "dot"), *i = lz_loopvar(l, "i");
   lz_line(l, "alloc %s: f32[1] local", dot);
   lz_line(l, "for %s in 0..%lld unroll {", i, (long long)cdiv(a->dk, a->ks));
   l->ind++;
-  const rx_expr *d = add(a, mul(a, V(a, i), a->ks), fmod_(a, w, a->ks));
-  bool g = open_if(a, a->dk % a->ks ? X(a, lt(a, d, C(a, a->dk))) : NULL);
+  const rx_expr *d = sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, i), a->ks),
+                            sx_mod_c(a->l->cx, w, a->ks));
+  bool g =
+      open_if(a, a->dk % a->ks ? lz_ex(a->l, sx_lt(a->l->cx, d, sx_const(a->l->cx, a->dk))) : NULL);
   lz_line(l, "%s[0] = %s[0] + %s * %s", dot, dot,
-          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->qs, X(a, r), X(a, d))),
-          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, X(a, j), X(a, d))));
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->qs, lz_ex(a->l, r), lz_ex(a->l, d))),
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, lz_ex(a->l, j), lz_ex(a->l, d))));
   if (g) lz_close(l);
   lz_close(l);
-  lz_line(l, "%s[%s] = %s[0]", a->part, X(a, w), dot);
+  lz_line(l, "%s[%s] = %s[0]", a->part, lz_ex(a->l, w), dot);
   lz_close(l);
 }
 
 /* Is key j of the tile visible to the row of this thread? (text; NULL: always) */
 static const char *key_visible(attn *a, const rx_expr *j) {
-  const rx_expr *pos = add(a, a->jb, j);
+  const rx_expr *pos = sx_add(a->l->cx, a->jb, j);
   if (a->kind == ATTN_DENSE) {
-    const rx_expr *row = row_token(a, V(a, a->tx)), *s = a->q->shape[2], *t = a->k->shape[2];
-    const rx_expr *ok = and_(a, lt(a, pos, t), lt(a, row, s));
+    const rx_expr *row = row_token(a, sx_var(a->l->cx, a->tx)), *s = a->q->shape[2],
+                  *t = a->k->shape[2];
+    const rx_expr *ok = sx_and(a->l->cx, sx_lt(a->l->cx, pos, t), sx_lt(a->l->cx, row, s));
     if (a->causal)
-      ok = and_(a, ok,
-                rx_expr_cmp(a->l->cx, RX_EXPR_LE, pos, add(a, row, rx_expr_sub(a->l->cx, t, s))));
+      ok = sx_and(a->l->cx, ok,
+                  rx_expr_cmp(a->l->cx, RX_EXPR_LE, pos,
+                              sx_add(a->l->cx, row, rx_expr_sub(a->l->cx, t, s))));
     return cond(a, ok);
   }
-  const char *p = X(a, pos);
+  const char *p = lz_ex(a->l, pos);
   return lz_str(a->l, "%s && i32(%s) >= %s && i32(%s) <= %s", a->rok, p, a->rlo, p, a->rhi);
 }
 
@@ -652,14 +662,14 @@ static const char *key_visible(attn *a, const rx_expr *j) {
 static void row_lets(attn *a) {
   lz_ctx *l = a->l;
   if (a->kind == ATTN_PAGED) {
-    const char *tq = X(a, fdiv(a, V(a, a->tx), a->gr));
-    const char *g = cond(a, head_valid(a, V(a, a->tx)));
+    const char *tq = lz_ex(a->l, sx_div_c(a->l->cx, sx_var(a->l->cx, a->tx), a->gr));
+    const char *g = cond(a, head_valid(a, sx_var(a->l->cx, a->tx)));
     lz_line(l, "let %s: i32 = %s[%s]", a->rlo, a->tlo, tq);
     lz_line(l, "let %s: i32 = %s[%s]", a->rhi, a->thi, tq);
     lz_line(l, "let %s: bool = %s", a->rok,
             both(a, lz_str(l, "%s[%s] == %s", a->tseq, tq, a->seq), g));
   } else if (a->kind == ATTN_DECODE) {
-    const char *ok = cond(a, row_valid(a, V(a, a->tx)));
+    const char *ok = cond(a, row_valid(a, sx_var(a->l->cx, a->tx)));
     lz_line(l, "let %s: i32 = %s", a->rlo, a->lo);
     lz_line(l, "let %s: i32 = %s", a->rhi, a->hi);
     lz_line(l, "let %s: bool = %s", a->rok, ok ? ok : "true");
@@ -671,19 +681,27 @@ static const char *score(attn *a, const char *j) {
   lz_ctx *l = a->l;
   rx_strbuf b = {0};
   for (int64_t k = 0; k < a->ks; k++) {
-    const rx_expr *w = add(a, mul(a, add(a, mul(a, V(a, a->tx), a->tk), V(a, j)), a->ks), C(a, k));
-    rx_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, X(a, w));
+    const rx_expr *w =
+        sx_add(a->l->cx,
+               sx_mul_c(a->l->cx,
+                        sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->tx), a->tk),
+                               sx_var(a->l->cx, j)),
+                        a->ks),
+               sx_const(a->l->cx, k));
+    rx_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, lz_ex(a->l, w));
   }
   const char *sum = lz_str(l, "(%s) * %s", b.data, a->scale);
   rx_strbuf_free(&b);
   if (!a->mask) return sum;
   /* the mask, broadcast from the right to [b, h, s, t]; a dim 1 reads index 0 */
-  const rx_expr *row = row_token(a, V(a, a->tx)), *pos = add(a, a->jb, V(a, j));
-  const char *full[4] = {a->bz, a->by, X(a, row), X(a, pos)}, *idx[4];
+  const rx_expr *row = row_token(a, sx_var(a->l->cx, a->tx)),
+                *pos = sx_add(a->l->cx, a->jb, sx_var(a->l->cx, j));
+  const char *full[4] = {a->bz, a->by, lz_ex(a->l, row), lz_ex(a->l, pos)}, *idx[4];
   const lz_opnd *m = a->mask;
   for (int k = 0; k < m->ndim; k++)
     idx[k] = rx_expr_is_const(m->shape[k], 1) ? "0" : full[4 - m->ndim + k];
-  const char *in = cond(a, and_(a, lt(a, row, a->q->shape[2]), lt(a, pos, a->k->shape[2])));
+  const char *in = cond(a, sx_and(a->l->cx, sx_lt(a->l->cx, row, a->q->shape[2]),
+                                  sx_lt(a->l->cx, pos, a->k->shape[2])));
   /* in base 2 a mask of finfo.min (Hugging Face's padding) overflows to -inf, and a row masked
    * with it everywhere would be NaN where PyTorch and ONNX Runtime give its uniform average: a
    * finite mask saturates at -FLT_MAX, so that such a row's scores all round to -FLT_MAX; -inf
@@ -710,7 +728,7 @@ static void row_step(attn *a) {
   l->ind++;
   lz_line(l, "let %s: f32 = %s", sc, score(a, j));
   lz_line(l, "%s[%s, %s] = %s", a->ps, a->tx, j, sc);
-  const char *vis = key_visible(a, V(a, j));
+  const char *vis = key_visible(a, sx_var(a->l->cx, j));
   bool g = open_if(a, vis);
   lz_line(l, "%s[0] = max(%s[0], %s)", tm, tm, sc);
   if (g) lz_close(l);
@@ -721,7 +739,7 @@ static void row_step(attn *a) {
   lz_line(l, "for %s in 0..%lld {", j2, (long long)a->tk);
   l->ind++;
   const char *e = lz_str(l, "exp2(%s[%s, %s] - %s[0])", a->ps, a->tx, j2, tm);
-  vis = key_visible(a, V(a, j2));
+  vis = key_visible(a, sx_var(a->l->cx, j2));
   lz_line(l, "let %s: f32 = %s", p, vis ? lz_str(l, "select(%s, %s, 0.0)", vis, e) : e);
   lz_line(l, "%s[%s, %s] = %s", a->ps, a->tx, j2, p);
   lz_line(l, "%s[0] = %s[0] + %s", ls, ls, p);
@@ -740,7 +758,7 @@ static void accumulate(attn *a) {
   int levels = open_cover(a, &c);
   const char *reg = cover_reg(a, &c);
   lz_line(l, "%s[%s] = %s[%s] * %s[%s]", a->acc, reg, a->acc, reg, a->alpha,
-          X(a, cover_row(a, &c)));
+          lz_ex(a->l, cover_row(a, &c)));
   close_n(a, levels);
   const char *j = lz_loopvar(l, "j"), *vv = lz_fresh(l, "vv");
   lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
@@ -756,16 +774,16 @@ static void accumulate(attn *a) {
   }
   c.i = lz_loopvar(l, "c"); /* cover_col does not use it */
   levels += open_if(a, cover_col_guard(a, &c));
-  lz_line(
-      l, "let %s: f32 = %s", vv,
-      lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, X(a, cover_col(a, &c)))));
+  lz_line(l, "let %s: f32 = %s", vv,
+          lz_up(l, a->t,
+                lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, lz_ex(a->l, cover_col(a, &c)))));
   lz_line(l, "for %s in 0..%lld unroll {", c.i, (long long)c.ni);
   l->ind++;
   levels++;
   levels += open_if(a, cover_row_guard(a, &c));
   reg = cover_reg(a, &c);
   lz_line(l, "%s[%s] = %s[%s] + %s[%s, %s] * %s", a->acc, reg, a->acc, reg, a->ps,
-          X(a, cover_row(a, &c)), j, vv);
+          lz_ex(a->l, cover_row(a, &c)), j, vv);
   close_n(a, levels + 1);
 }
 
@@ -792,10 +810,10 @@ static void finish(attn *a) {
   l->ind++;
   lz_line(l, "%s[%s] = %s[0]", a->lsum, a->tx, a->lrow);
   if (a->lse) {
-    bool g = open_if(a, cond(a, row_valid(a, V(a, a->tx))));
+    bool g = open_if(a, cond(a, row_valid(a, sx_var(a->l->cx, a->tx))));
     lz_line(l, "%s[%s, %s, %s] = select(%s[0] > 0.0, (%s[0] + log2(%s[0])) * %s, (-inf))",
-            a->lse->name, a->bx, X(a, row_head(a, V(a, a->tx))), a->bz, a->lrow, a->mrow, a->lrow,
-            lz_flit(l, ATTN_LN2));
+            a->lse->name, a->bx, lz_ex(a->l, row_head(a, sx_var(a->l->cx, a->tx))), a->bz, a->lrow,
+            a->mrow, a->lrow, lz_flit(l, ATTN_LN2));
     if (g) lz_close(l);
   }
   lz_close(l);
@@ -804,7 +822,7 @@ static void finish(attn *a) {
   int levels = open_cover(a, &c);
   const rx_expr *r = cover_row(a, &c), *d = cover_col(a, &c);
   levels += open_if(a, cond(a, row_valid(a, r)));
-  const char *lr = lz_str(l, "%s[%s]", a->lsum, X(a, r));
+  const char *lr = lz_str(l, "%s[%s]", a->lsum, lz_ex(a->l, r));
   const char *v = lz_str(l, "%s[%s] / %s", a->acc, cover_reg(a, &c), lr);
   if (a->kind != ATTN_DENSE) v = lz_str(l, "select(%s > 0.0, %s, 0.0)", lr, v);
   lz_line(l, "%s = %s", row_elem(a, a->y, r, d), lz_down(l, a->y->dtype, v));
@@ -820,7 +838,7 @@ static bool const_dim(attn *a, const lz_opnd *o, int k, const char *what, int64_
     return true;
   }
   lz_fail(a->l, "%s (dim %d of %s) must be a positive constant, got %s; use match_cast", what, k,
-          o->name, X(a, d));
+          o->name, lz_ex(a->l, d));
   return false;
 }
 
@@ -885,16 +903,19 @@ void lz_gen_attention(lz_ctx *l) {
     return;
   set_scale(&a);
   const rx_expr *s = a.q->shape[2], *t = a.k->shape[2];
-  const rx_expr *grid[3] = {fdiv(&a, add(&a, s, C(&a, a.rows - 1)), a.rows), a.q->shape[1],
-                            a.q->shape[0]};
+  const rx_expr *grid[3] = {
+      sx_div_c(a.l->cx, sx_add(a.l->cx, s, sx_const(a.l->cx, a.rows - 1)), a.rows), a.q->shape[1],
+      a.q->shape[0]};
   open_kernel(&a, grid, 3);
   load_q(&a);
   const char *kt = lz_loopvar(l, "kt");
-  lz_line(l, "for %s in 0..%s {", kt, X(&a, fdiv(&a, add(&a, t, C(&a, a.tk - 1)), a.tk)));
+  lz_line(l, "for %s in 0..%s {", kt,
+          lz_ex(a.l, sx_div_c(a.l->cx, sx_add(a.l->cx, t, sx_const(a.l->cx, a.tk - 1)), a.tk)));
   l->ind++;
-  a.jb = mul(&a, V(&a, kt), a.tk);
+  a.jb = sx_mul_c(a.l->cx, sx_var(a.l->cx, kt), a.tk);
   /* causal: skip the tiles after the last key the block's last row sees */
-  const rx_expr *last = add(&a, row_token(&a, C(&a, a.rows - 1)), rx_expr_sub(l->cx, t, s));
+  const rx_expr *last =
+      sx_add(a.l->cx, row_token(&a, sx_const(a.l->cx, a.rows - 1)), rx_expr_sub(l->cx, t, s));
   bool g = a.causal && open_if(&a, cond(&a, rx_expr_cmp(l->cx, RX_EXPR_LE, a.jb, last)));
   key_tile(&a);
   if (g) lz_close(l);
@@ -925,8 +946,10 @@ static bool paged_start(attn *a, lz_ctx *l, attn_kind kind) {
  * the loops over them, which made ptxas spill). Written as a select: the C printers give
  * min(long long, int) for a min of a 64-bit index and a literal, which CUDA finds ambiguous. */
 static const char *tile_tokens(attn *a) {
-  const rx_expr *left = rx_expr_sub(a->l->cx, a->q->shape[0], mul(a, V(a, a->bx), a->tq));
-  return X(a, rx_expr_select(a->l->cx, lt(a, left, C(a, a->tq)), left, C(a, a->tq)));
+  const rx_expr *left =
+      rx_expr_sub(a->l->cx, a->q->shape[0], sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq));
+  return lz_ex(a->l, rx_expr_select(a->l->cx, sx_lt(a->l->cx, left, sx_const(a->l->cx, a->tq)),
+                                    left, sx_const(a->l->cx, a->tq)));
 }
 
 /* Per token of the tile (shared): its sequence (-1: none), its visible key range, whether it is
@@ -939,10 +962,13 @@ static void token_table(attn *a) {
   const char *sq = lz_fresh(l, "sq"), *qp = lz_fresh(l, "qp"), *kl = lz_fresh(l, "kl");
   lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
   l->ind++;
-  const rx_expr *n = add(a, mul(a, V(a, a->bx), a->tq), V(a, a->tx));
-  const char *ok = X(a, and_(a, lt(a, V(a, a->tx), C(a, a->tq)), lt(a, n, a->q->shape[0])));
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, a->qseq->name, X(a, n));
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, a->qpos->name, X(a, n));
+  const rx_expr *n =
+      sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq), sx_var(a->l->cx, a->tx));
+  const char *ok = lz_ex(
+      a->l, sx_and(a->l->cx, sx_lt(a->l->cx, sx_var(a->l->cx, a->tx), sx_const(a->l->cx, a->tq)),
+                   sx_lt(a->l->cx, n, a->q->shape[0])));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, a->qseq->name, lz_ex(a->l, n));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, a->qpos->name, lz_ex(a->l, n));
   lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", kl, ok, a->kvlen->name, sq);
   lz_line(l, "%s[%s] = %s", a->tseq, a->tx, sq);
   lz_line(l, "%s[%s] = min(%s, %s - 1)", a->thi, a->tx, qp, kl);
@@ -995,8 +1021,9 @@ static void paged_portable(lz_ctx *l) {
   a.slo = lz_fresh(l, "slo");
   a.shi = lz_fresh(l, "shi");
   const rx_expr *n = a.q->shape[0], *mp = a.pt->shape[1];
-  const rx_expr *grid[2] = {fdiv(&a, add(&a, n, C(&a, a.tq - 1)), a.tq),
-                            C(&a, a.pages->shape[2]->value * a.gc)};
+  const rx_expr *grid[2] = {
+      sx_div_c(a.l->cx, sx_add(a.l->cx, n, sx_const(a.l->cx, a.tq - 1)), a.tq),
+      sx_const(a.l->cx, a.pages->shape[2]->value * a.gc)};
   open_kernel(&a, grid, 2);
   load_q(&a);
   token_table(&a);
@@ -1006,17 +1033,19 @@ static void paged_portable(lz_ctx *l) {
   a.seq = lz_fresh(l, "seq");
   a.pid = lz_fresh(l, "pid");
   int64_t sub = ATTN_PAGE / a.tk;
-  lz_line(l, "for %s in 0..%s {", kt, X(&a, mul(&a, mp, sub)));
+  lz_line(l, "for %s in 0..%s {", kt, lz_ex(a.l, sx_mul_c(a.l->cx, mp, sub)));
   l->ind++;
   lz_line(l, "for %s in 0..%s {", u, tile_tokens(&a));
   l->ind++;
-  a.jb = mul(&a, V(&a, kt), a.tk);
-  a.off = mul(&a, fmod_(&a, V(&a, kt), sub), a.tk);
-  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a.tlead, u, X(&a, a.jb),
-          a.shi, u, X(&a, add(&a, a.jb, C(&a, a.tk - 1))), a.slo, u);
+  a.jb = sx_mul_c(a.l->cx, sx_var(a.l->cx, kt), a.tk);
+  a.off = sx_mul_c(a.l->cx, sx_mod_c(a.l->cx, sx_var(a.l->cx, kt), sub), a.tk);
+  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a.tlead, u,
+          lz_ex(a.l, a.jb), a.shi, u,
+          lz_ex(a.l, sx_add(a.l->cx, a.jb, sx_const(a.l->cx, a.tk - 1))), a.slo, u);
   l->ind++;
   lz_line(l, "let %s: i32 = %s[%s]", a.seq, a.tseq, u);
-  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.seq, X(&a, fdiv(&a, V(&a, kt), sub)));
+  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.seq,
+          lz_ex(a.l, sx_div_c(a.l->cx, sx_var(a.l->cx, kt), sub)));
   key_tile(&a);
   for (int i = 0; i < 3; i++) lz_close(l);
   finish(&a);
@@ -1115,15 +1144,16 @@ static bool frag_tile(attn *a, int f) {
 /* The number of the fragment that this thread's subgroup computes in slot s. */
 static const rx_expr *frag_number(fattn *fa, int64_t s) {
   attn *a = fa->a;
-  return add(a, C(a, s * ATTN_WARPS), fdiv(a, V(a, a->tx), 32));
+  return sx_add(a->l->cx, sx_const(a->l->cx, s * ATTN_WARPS),
+                sx_div_c(a->l->cx, sx_var(a->l->cx, a->tx), 32));
 }
 
 /* The first row and column (text) of fragment number e of a product cols fragments wide. */
 static void frag_origin(fattn *fa, const rx_expr *e, int64_t cols, const char **row,
                         const char **col) {
   attn *a = fa->a;
-  *row = X(a, mul(a, fdiv(a, e, cols), fa->f));
-  *col = X(a, mul(a, fmod_(a, e, cols), fa->f));
+  *row = lz_ex(a->l, sx_mul_c(a->l->cx, sx_div_c(a->l->cx, e, cols), fa->f));
+  *col = lz_ex(a->l, sx_mul_c(a->l->cx, sx_mod_c(a->l->cx, e, cols), fa->f));
 }
 
 /* Opens the `if` that holds fragment number e when the count is not a multiple of the
@@ -1131,7 +1161,8 @@ static void frag_origin(fattn *fa, const rx_expr *e, int64_t cols, const char **
  * close. */
 static int frag_guard(fattn *fa, const rx_expr *e, int64_t count) {
   if (count % ATTN_WARPS == 0) return 0;
-  lz_line(fa->a->l, "if %s {", X(fa->a, lt(fa->a, e, C(fa->a, count))));
+  lz_line(fa->a->l, "if %s {",
+          lz_ex(fa->a->l, sx_lt(fa->a->l->cx, e, sx_const(fa->a->l->cx, count))));
   fa->a->l->ind++;
   return 1;
 }
@@ -1142,7 +1173,7 @@ static void frag_open(fattn *fa, const rx_expr *const *grid) {
   lz_ctx *l = a->l;
   const char *bv[2] = {a->bx, a->by}, *axis[2] = {"x", "y"};
   for (int i = 0; i < 2; i++) {
-    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", bv[i], X(a, grid[i]), axis[i]);
+    lz_line(l, "for %s in 0..%s bind(blockIdx.%s) {", bv[i], lz_ex(a->l, grid[i]), axis[i]);
     l->ind++;
   }
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
@@ -1206,7 +1237,7 @@ static void frag_stats(fattn *fa) {
   lz_line(l, "%s[0] = %s[0]", tm, a->mrow);
   lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
   l->ind++;
-  bool g = open_if(a, key_visible(a, V(a, j)));
+  bool g = open_if(a, key_visible(a, sx_var(a->l->cx, j)));
   lz_line(l, "%s[0] = max(%s[0], %s[%s, %s] * %s)", tm, tm, a->ps, a->tx, j, a->scale);
   if (g) lz_close(l);
   lz_close(l);
@@ -1215,7 +1246,7 @@ static void frag_stats(fattn *fa) {
   lz_line(l, "%s[0] = 0.0", ls);
   lz_line(l, "for %s in 0..%lld {", j2, (long long)a->tk);
   l->ind++;
-  g = open_if(a, key_visible(a, V(a, j2)));
+  g = open_if(a, key_visible(a, sx_var(a->l->cx, j2)));
   lz_line(l, "%s[0] = %s[0] + exp2(%s[%s, %s] * %s - %s[0])", ls, ls, a->ps, a->tx, j2, a->scale,
           tm);
   if (g) lz_close(l);
@@ -1236,7 +1267,7 @@ static void frag_probs(fattn *fa) {
   lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
   l->ind++;
   const char *e = lz_str(l, "exp2(%s[%s, %s] * %s - %s[0])", a->ps, a->tx, j, a->scale, a->mrow);
-  const char *vis = key_visible(a, V(a, j));
+  const char *vis = key_visible(a, sx_var(a->l->cx, j));
   lz_line(l, "%s[%s, %s] = %s", fa->pp, a->tx, j,
           lz_down(l, a->t, vis ? lz_str(l, "select(%s, %s, 0.0)", vis, e) : e));
   lz_close(l);
@@ -1277,19 +1308,26 @@ static void frag_finish(fattn *fa) {
     const rx_expr *e = frag_number(fa, s);
     int g = frag_guard(fa, e, fa->no);
     lz_line(l, "frag store %s, %s[%s, 0], %lld", fa->fo[s], fa->sc,
-            X(a, mul(a, fdiv(a, V(a, a->tx), 32), ff / a->tk)), (long long)f);
+            lz_ex(a->l,
+                  sx_mul_c(a->l->cx, sx_div_c(a->l->cx, sx_var(a->l->cx, a->tx), 32), ff / a->tk)),
+            (long long)f);
     close_n(a, g);
     lz_line(l, "barrier");
     const char *c = lz_loopvar(l, "c");
-    const rx_expr *el = open_thread_items(l, a->tx, c, C(a, ATTN_WARPS * ff));
-    const rx_expr *fr = add(a, C(a, s * ATTN_WARPS), fdiv(a, el, ff)); /* O's fragment */
-    const rx_expr *r = add(a, mul(a, fdiv(a, fr, cols), f), fdiv(a, fmod_(a, el, ff), f));
-    const rx_expr *d = add(a, mul(a, fmod_(a, fr, cols), f), fmod_(a, el, f));
-    const rx_expr *ok = and_(a, row_valid(a, r), lt(a, fr, C(a, fa->no)));
+    const rx_expr *el = open_thread_items(l, a->tx, c, sx_const(a->l->cx, ATTN_WARPS * ff));
+    const rx_expr *fr = sx_add(a->l->cx, sx_const(a->l->cx, s * ATTN_WARPS),
+                               sx_div_c(a->l->cx, el, ff)); /* O's fragment */
+    const rx_expr *r = sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_div_c(a->l->cx, fr, cols), f),
+                              sx_div_c(a->l->cx, sx_mod_c(a->l->cx, el, ff), f));
+    const rx_expr *d = sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_mod_c(a->l->cx, fr, cols), f),
+                              sx_mod_c(a->l->cx, el, f));
+    const rx_expr *ok =
+        sx_and(a->l->cx, row_valid(a, r), sx_lt(a->l->cx, fr, sx_const(a->l->cx, fa->no)));
     int levels = 2 + open_if(a, cond(a, ok));
-    const char *lr = lz_str(l, "%s[%s]", a->lsum, X(a, r));
+    const char *lr = lz_str(l, "%s[%s]", a->lsum, lz_ex(a->l, r));
     const char *v = lz_str(l, "select(%s > 0.0, %s[%s, %s] / %s, 0.0)", lr, fa->sc,
-                           X(a, fdiv(a, el, a->tk)), X(a, fmod_(a, el, a->tk)), lr);
+                           lz_ex(a->l, sx_div_c(a->l->cx, el, a->tk)),
+                           lz_ex(a->l, sx_mod_c(a->l->cx, el, a->tk)), lr);
     lz_line(l, "%s = %s", row_elem(a, a->y, r, d), lz_down(l, a->y->dtype, v));
     close_n(a, levels);
     lz_line(l, "barrier");
@@ -1304,14 +1342,15 @@ static void frag_pass(fattn *fa, bool second) {
   const char *u = lz_loopvar(l, "u"), *kt = lz_loopvar(l, "kt");
   a->seq = lz_fresh(l, "seq");
   a->pid = lz_fresh(l, "pid");
-  lz_line(l, "for %s in 0..%s {", kt, X(a, a->pt->shape[1]));
+  lz_line(l, "for %s in 0..%s {", kt, lz_ex(a->l, a->pt->shape[1]));
   l->ind++;
   lz_line(l, "for %s in 0..%s {", u, tile_tokens(a));
   l->ind++;
-  a->jb = mul(a, V(a, kt), a->tk);
-  a->off = C(a, 0);
-  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a->tlead, u, X(a, a->jb),
-          a->shi, u, X(a, add(a, a->jb, C(a, a->tk - 1))), a->slo, u);
+  a->jb = sx_mul_c(a->l->cx, sx_var(a->l->cx, kt), a->tk);
+  a->off = sx_const(a->l->cx, 0);
+  lz_line(l, "if %s[%s] != 0 && i32(%s) <= %s[%s] && i32(%s) >= %s[%s] {", a->tlead, u,
+          lz_ex(a->l, a->jb), a->shi, u,
+          lz_ex(a->l, sx_add(a->l->cx, a->jb, sx_const(a->l->cx, a->tk - 1))), a->slo, u);
   l->ind++;
   lz_line(l, "let %s: i32 = %s[%s]", a->seq, a->tseq, u);
   lz_line(l, "let %s: i32 = %s[%s, %s]", a->pid, a->pt->name, a->seq, kt);
@@ -1358,8 +1397,9 @@ static bool frag_paged(lz_ctx *l, int f) {
   lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", rx_dtype_name(a.t), f, f, f);
   l->ind++;
   const rx_expr *n = a.q->shape[0];
-  const rx_expr *grid[2] = {fdiv(&a, add(&a, n, C(&a, a.tq - 1)), a.tq),
-                            C(&a, a.pages->shape[2]->value * a.gc)};
+  const rx_expr *grid[2] = {
+      sx_div_c(a.l->cx, sx_add(a.l->cx, n, sx_const(a.l->cx, a.tq - 1)), a.tq),
+      sx_const(a.l->cx, a.pages->shape[2]->value * a.gc)};
   frag_open(&fa, grid);
   load_q(&a);
   token_table(&a);
@@ -1392,7 +1432,7 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
   if (!paged_start(&a, l, ATTN_DECODE)) return;
   a.lse = &l->outs[1];
   const rx_expr *b = a.q->shape[0], *mp = a.pt->shape[1], *chunks = a.y->shape[2];
-  const rx_expr *grid[3] = {b, C(&a, a.pages->shape[2]->value * a.gc), chunks};
+  const rx_expr *grid[3] = {b, sx_const(a.l->cx, a.pages->shape[2]->value * a.gc), chunks};
   const char *kl = lz_fresh(l, "kl"), *kt = lz_loopvar(l, "kt");
   a.lo = lz_fresh(l, "lo");
   a.hi = lz_fresh(l, "hi");
@@ -1407,12 +1447,15 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
     lz_line(l, "let %s: i32 = 0", a.lo);
   lz_line(l, "for %s in 0..%lld {", kt, (long long)(a.chunk / a.tk));
   l->ind++;
-  a.jb = add(&a, mul(&a, V(&a, a.bz), a.chunk), mul(&a, V(&a, kt), a.tk));
-  a.off = fmod_(&a, a.jb, ATTN_PAGE);
-  lz_line(l, "if i32(%s) <= %s && i32(%s) >= %s && %s {", X(&a, a.jb), a.hi,
-          X(&a, add(&a, a.jb, C(&a, a.tk - 1))), a.lo, X(&a, lt(&a, a.jb, mul(&a, mp, ATTN_PAGE))));
+  a.jb = sx_add(a.l->cx, sx_mul_c(a.l->cx, sx_var(a.l->cx, a.bz), a.chunk),
+                sx_mul_c(a.l->cx, sx_var(a.l->cx, kt), a.tk));
+  a.off = sx_mod_c(a.l->cx, a.jb, ATTN_PAGE);
+  lz_line(l, "if i32(%s) <= %s && i32(%s) >= %s && %s {", lz_ex(a.l, a.jb), a.hi,
+          lz_ex(a.l, sx_add(a.l->cx, a.jb, sx_const(a.l->cx, a.tk - 1))), a.lo,
+          lz_ex(a.l, sx_lt(a.l->cx, a.jb, sx_mul_c(a.l->cx, mp, ATTN_PAGE))));
   l->ind++;
-  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.bx, X(&a, fdiv(&a, a.jb, ATTN_PAGE)));
+  lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.bx,
+          lz_ex(a.l, sx_div_c(a.l->cx, a.jb, ATTN_PAGE)));
   key_tile(&a);
   lz_close(l);
   lz_close(l);

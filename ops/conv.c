@@ -24,9 +24,9 @@
  *
  * Forms, for f16 and bf16: F = 16 (CUDA sm_80 / sm_90; vulkan-nvidia for f16) and F = 8
  * (Metal's simdgroup_matrix, f16), each under `if has_fragments(T, f32, F, F, F)`, then the
- * direct kernel (ops/legalize.c) for every other target (passes/schedule.h picks). Depthwise
- * convolutions (one input and one output channel per group) keep the direct kernel only: their
- * GEMM is 1 column wide.
+ * direct kernel (ops/nn.c, lz_conv2d_direct) for every other target (passes/schedule.h picks).
+ * Depthwise convolutions (one input and one output channel per group) keep the direct kernel only:
+ * their GEMM is 1 column wide.
  *
  * f32 convolutions (those of the ONNX models) keep the direct kernel on every target, although
  * Metal's simdgroup_matrix multiplies f32 8 x 8 fragments: a program with a fragment form is
@@ -38,6 +38,7 @@
  * Not yet: double-buffered staging, cp.async and ldmatrix, tiles chosen by the shapes; epilogue
  * fusion into the fragment form (a bias or an activation after an f16 conv is a kernel of its
  * own). */
+#include "../shapes/expr_build.h"
 #include "legalize_int.h"
 
 #include <string.h>
@@ -66,33 +67,10 @@ typedef struct conv {
   const char *fa[CONV_WF], *fb[CONV_WF], *fc[CONV_WF * CONV_WF]; /* the fragments */
 } conv;
 
-static const rx_expr *V(conv *c, const char *name) { return rx_expr_var(c->l->cx, name); }
-static const rx_expr *C(conv *c, int64_t v) { return rx_expr_const(c->l->cx, v); }
-static const rx_expr *add(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_add(c->l->cx, a, b);
-}
-static const rx_expr *mul(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_mul(c->l->cx, a, b);
-}
-static const rx_expr *fdiv(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_floordiv(c->l->cx, a, b);
-}
-static const rx_expr *fmod_(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_floormod(c->l->cx, a, b);
-}
-static const rx_expr *lt(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_cmp(c->l->cx, RX_EXPR_LT, a, b);
-}
-static const rx_expr *and_(conv *c, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_and(c->l->cx, a, b);
-}
-static const rx_expr *ceildiv(conv *c, const rx_expr *a, int64_t b) {
-  return fdiv(c, add(c, a, C(c, b - 1)), C(c, b));
-}
-static const char *X(conv *c, const rx_expr *e) { return lz_ex(c->l, e); }
 /* 0 <= v < n */
 static const rx_expr *inside(conv *c, const rx_expr *v, const rx_expr *n) {
-  return and_(c, rx_expr_cmp(c->l->cx, RX_EXPR_LE, C(c, 0), v), lt(c, v, n));
+  return sx_and(c->l->cx, rx_expr_cmp(c->l->cx, RX_EXPR_LE, sx_const(c->l->cx, 0), v),
+                sx_lt(c->l->cx, v, n));
 }
 
 /* One element per thread and step of a tile `rows` x `width` (CONV_THREADS a multiple of
@@ -103,14 +81,16 @@ static void tile_elem(conv *c, int64_t rows, int64_t width, const rx_expr **row,
   const char *r = lz_loopvar(c->l, "r");
   lz_line(c->l, "for %s in 0..%lld {", r, (long long)(rows * width / CONV_THREADS));
   c->l->ind++;
-  *row = add(c, mul(c, V(c, r), C(c, CONV_THREADS / width)), fdiv(c, V(c, c->tx), C(c, width)));
-  *col = fmod_(c, V(c, c->tx), C(c, width));
+  *row = sx_add(c->l->cx,
+                sx_mul(c->l->cx, sx_var(c->l->cx, r), sx_const(c->l->cx, CONV_THREADS / width)),
+                sx_div(c->l->cx, sx_var(c->l->cx, c->tx), sx_const(c->l->cx, width)));
+  *col = sx_mod(c->l->cx, sx_var(c->l->cx, c->tx), sx_const(c->l->cx, width));
 }
 
 /* `if cond { dst = v } else { dst = 0 }` */
 static void store_or_zero(conv *c, const rx_expr *cond, const char *dst, const char *v) {
   lz_ctx *l = c->l;
-  lz_line(l, "if %s {", X(c, cond));
+  lz_line(l, "if %s {", lz_ex(c->l, cond));
   lz_line(l, "  %s = %s", dst, v);
   lz_line(l, "} else {");
   lz_line(l, "  %s = %s", dst, lz_down(l, c->t, "0.0"));
@@ -122,13 +102,13 @@ static void split_k(conv *c, const rx_expr *k, const rx_expr **ci, const rx_expr
                     const rx_expr **kw) {
   const rx_expr *khe = c->wt->shape[c->ax.wh], *kwe = c->wt->shape[c->ax.ww];
   if (c->w.nhwc) {
-    *ci = fmod_(c, k, c->cg);
-    *kw = fmod_(c, fdiv(c, k, c->cg), kwe);
-    *kh = fdiv(c, k, mul(c, c->cg, kwe));
+    *ci = sx_mod(c->l->cx, k, c->cg);
+    *kw = sx_mod(c->l->cx, sx_div(c->l->cx, k, c->cg), kwe);
+    *kh = sx_div(c->l->cx, k, sx_mul(c->l->cx, c->cg, kwe));
   } else {
-    *kw = fmod_(c, k, kwe);
-    *kh = fmod_(c, fdiv(c, k, kwe), khe);
-    *ci = fdiv(c, k, mul(c, khe, kwe));
+    *kw = sx_mod(c->l->cx, k, kwe);
+    *kh = sx_mod(c->l->cx, sx_div(c->l->cx, k, kwe), khe);
+    *ci = sx_div(c->l->cx, k, sx_mul(c->l->cx, khe, kwe));
   }
 }
 
@@ -136,30 +116,36 @@ static void split_k(conv *c, const rx_expr *k, const rx_expr **ci, const rx_expr
 static void split_m(conv *c, const rx_expr *m, const rx_expr **n, const rx_expr **p,
                     const rx_expr **q) {
   const rx_expr *oh = c->y->shape[c->ax.xh], *ow = c->y->shape[c->ax.xw];
-  *q = fmod_(c, m, ow);
-  *p = fmod_(c, fdiv(c, m, ow), oh);
-  *n = fdiv(c, m, mul(c, oh, ow));
+  *q = sx_mod(c->l->cx, m, ow);
+  *p = sx_mod(c->l->cx, sx_div(c->l->cx, m, ow), oh);
+  *n = sx_div(c->l->cx, m, sx_mul(c->l->cx, oh, ow));
 }
 
 /* as[ii, kk] = A[row0 + ii, k0 + kk]: the im2col gather, consecutive threads along k. */
 static void stage_a(conv *c) {
   const rx_expr *ii, *kk, *n, *p, *q, *ci, *kh, *kw;
   tile_elem(c, c->bm, CONV_BK, &ii, &kk);
-  const rx_expr *m = add(c, c->row0, ii), *k = add(c, c->k0, kk);
+  const rx_expr *m = sx_add(c->l->cx, c->row0, ii), *k = sx_add(c->l->cx, c->k0, kk);
   split_m(c, m, &n, &p, &q);
   split_k(c, k, &ci, &kh, &kw);
   const rx_nn_win *w = &c->w;
-  const rx_expr *ih = add(c, add(c, mul(c, p, C(c, w->sh)), C(c, -w->pt)), mul(c, kh, C(c, w->dh)));
-  const rx_expr *iw = add(c, add(c, mul(c, q, C(c, w->sw)), C(c, -w->pl)), mul(c, kw, C(c, w->dw)));
-  const rx_expr *ok =
-      and_(c, and_(c, lt(c, m, c->m), lt(c, k, c->kk)),
-           and_(c, inside(c, ih, c->x->shape[c->ax.xh]), inside(c, iw, c->x->shape[c->ax.xw])));
+  const rx_expr *ih = sx_add(
+      c->l->cx,
+      sx_add(c->l->cx, sx_mul(c->l->cx, p, sx_const(c->l->cx, w->sh)), sx_const(c->l->cx, -w->pt)),
+      sx_mul(c->l->cx, kh, sx_const(c->l->cx, w->dh)));
+  const rx_expr *iw = sx_add(
+      c->l->cx,
+      sx_add(c->l->cx, sx_mul(c->l->cx, q, sx_const(c->l->cx, w->sw)), sx_const(c->l->cx, -w->pl)),
+      sx_mul(c->l->cx, kw, sx_const(c->l->cx, w->dw)));
+  const rx_expr *ok = sx_and(
+      c->l->cx, sx_and(c->l->cx, sx_lt(c->l->cx, m, c->m), sx_lt(c->l->cx, k, c->kk)),
+      sx_and(c->l->cx, inside(c, ih, c->x->shape[c->ax.xh]), inside(c, iw, c->x->shape[c->ax.xw])));
   const char *xi[4];
-  xi[0] = X(c, n);
-  xi[c->ax.xc] = X(c, add(c, mul(c, c->g, c->cg), ci));
-  xi[c->ax.xh] = X(c, ih);
-  xi[c->ax.xw] = X(c, iw);
-  store_or_zero(c, ok, lz_str(c->l, "%s[%s, %s]", c->as, X(c, ii), X(c, kk)),
+  xi[0] = lz_ex(c->l, n);
+  xi[c->ax.xc] = lz_ex(c->l, sx_add(c->l->cx, sx_mul(c->l->cx, c->g, c->cg), ci));
+  xi[c->ax.xh] = lz_ex(c->l, ih);
+  xi[c->ax.xw] = lz_ex(c->l, iw);
+  store_or_zero(c, ok, lz_str(c->l, "%s[%s, %s]", c->as, lz_ex(c->l, ii), lz_ex(c->l, kk)),
                 lz_load(c->l, c->x, xi));
   lz_close(c->l);
 }
@@ -172,23 +158,26 @@ static void stage_b(conv *c) {
     tile_elem(c, CONV_BK, c->bn, &kk, &jj);
   else
     tile_elem(c, c->bn, CONV_BK, &jj, &kk);
-  const rx_expr *k = add(c, c->k0, kk), *o = add(c, c->col0, jj);
+  const rx_expr *k = sx_add(c->l->cx, c->k0, kk), *o = sx_add(c->l->cx, c->col0, jj);
   split_k(c, k, &ci, &kh, &kw);
   const char *wi[4];
-  wi[c->ax.wo] = X(c, add(c, mul(c, c->g, c->og), o));
-  wi[c->ax.wi] = X(c, ci);
-  wi[c->ax.wh] = X(c, kh);
-  wi[c->ax.ww] = X(c, kw);
-  store_or_zero(c, and_(c, lt(c, k, c->kk), lt(c, o, c->og)),
-                lz_str(c->l, "%s[%s, %s]", c->bs, X(c, kk), X(c, jj)), lz_load(c->l, c->wt, wi));
+  wi[c->ax.wo] = lz_ex(c->l, sx_add(c->l->cx, sx_mul(c->l->cx, c->g, c->og), o));
+  wi[c->ax.wi] = lz_ex(c->l, ci);
+  wi[c->ax.wh] = lz_ex(c->l, kh);
+  wi[c->ax.ww] = lz_ex(c->l, kw);
+  store_or_zero(c, sx_and(c->l->cx, sx_lt(c->l->cx, k, c->kk), sx_lt(c->l->cx, o, c->og)),
+                lz_str(c->l, "%s[%s, %s]", c->bs, lz_ex(c->l, kk), lz_ex(c->l, jj)),
+                lz_load(c->l, c->wt, wi));
   lz_close(c->l);
 }
 
 /* The first row (which 0) or column (1) of fragment i of this thread's subgroup. */
 static const rx_expr *frag_at(conv *c, int which, int i) {
-  const rx_expr *sg = fdiv(c, V(c, c->tx), C(c, CONV_LANES));
-  const rx_expr *at = which ? fmod_(c, sg, C(c, CONV_SG)) : fdiv(c, sg, C(c, CONV_SG));
-  return add(c, mul(c, at, C(c, (int64_t)CONV_WF * c->f)), C(c, (int64_t)i * c->f));
+  const rx_expr *sg = sx_div(c->l->cx, sx_var(c->l->cx, c->tx), sx_const(c->l->cx, CONV_LANES));
+  const rx_expr *at = which ? sx_mod(c->l->cx, sg, sx_const(c->l->cx, CONV_SG))
+                            : sx_div(c->l->cx, sg, sx_const(c->l->cx, CONV_SG));
+  return sx_add(c->l->cx, sx_mul(c->l->cx, at, sx_const(c->l->cx, (int64_t)CONV_WF * c->f)),
+                sx_const(c->l->cx, (int64_t)i * c->f));
 }
 
 /* One slice of CONV_BK k: stage A and B, then every subgroup's fragment steps. */
@@ -199,11 +188,11 @@ static void slice(conv *c) {
   lz_line(l, "barrier");
   for (int ks = 0; ks < CONV_BK / c->f; ks++) {
     for (int i = 0; i < CONV_WF; i++)
-      lz_line(l, "frag load %s, %s[%s, %d], %lld", c->fa[i], c->as, X(c, frag_at(c, 0, i)),
+      lz_line(l, "frag load %s, %s[%s, %d], %lld", c->fa[i], c->as, lz_ex(c->l, frag_at(c, 0, i)),
               ks * c->f, (long long)(CONV_BK + c->pad));
     for (int j = 0; j < CONV_WF; j++)
       lz_line(l, "frag load %s, %s[%d, %s], %lld", c->fb[j], c->bs, ks * c->f,
-              X(c, frag_at(c, 1, j)), (long long)(c->bn + c->pad));
+              lz_ex(c->l, frag_at(c, 1, j)), (long long)(c->bn + c->pad));
     for (int q = 0; q < CONV_WF * CONV_WF; q++)
       lz_line(l, "frag mma %s, %s, %s, %s", c->fc[q], c->fa[q / CONV_WF], c->fb[q % CONV_WF],
               c->fc[q]);
@@ -216,24 +205,26 @@ static void slice(conv *c) {
 static void finish(conv *c) {
   lz_ctx *l = c->l;
   for (int q = 0; q < CONV_WF * CONV_WF; q++)
-    lz_line(l, "frag store %s, %s[%s, %s], %lld", c->fc[q], c->cs, X(c, frag_at(c, 0, q / CONV_WF)),
-            X(c, frag_at(c, 1, q % CONV_WF)), (long long)c->bn);
+    lz_line(l, "frag store %s, %s[%s, %s], %lld", c->fc[q], c->cs,
+            lz_ex(c->l, frag_at(c, 0, q / CONV_WF)), lz_ex(c->l, frag_at(c, 1, q % CONV_WF)),
+            (long long)c->bn);
   lz_line(l, "barrier");
   const rx_expr *ii, *jj, *n, *p, *q;
   if (c->w.nhwc)
     tile_elem(c, c->bm, c->bn, &ii, &jj);
   else
     tile_elem(c, c->bn, c->bm, &jj, &ii);
-  const rx_expr *m = add(c, c->row0, ii), *o = add(c, c->col0, jj);
+  const rx_expr *m = sx_add(c->l->cx, c->row0, ii), *o = sx_add(c->l->cx, c->col0, jj);
   split_m(c, m, &n, &p, &q);
   const char *yi[4];
-  yi[0] = X(c, n);
-  yi[c->ax.xc] = X(c, add(c, mul(c, c->g, c->og), o));
-  yi[c->ax.xh] = X(c, p);
-  yi[c->ax.xw] = X(c, q);
-  lz_line(l, "if %s {", X(c, and_(c, lt(c, m, c->m), lt(c, o, c->og))));
+  yi[0] = lz_ex(c->l, n);
+  yi[c->ax.xc] = lz_ex(c->l, sx_add(c->l->cx, sx_mul(c->l->cx, c->g, c->og), o));
+  yi[c->ax.xh] = lz_ex(c->l, p);
+  yi[c->ax.xw] = lz_ex(c->l, q);
+  lz_line(l, "if %s {",
+          lz_ex(c->l, sx_and(c->l->cx, sx_lt(c->l->cx, m, c->m), sx_lt(c->l->cx, o, c->og))));
   lz_line(l, "  %s = %s", lz_load(l, c->y, yi),
-          lz_down(l, c->t, lz_str(l, "%s[%s, %s]", c->cs, X(c, ii), X(c, jj))));
+          lz_down(l, c->t, lz_str(l, "%s[%s, %s]", c->cs, lz_ex(c->l, ii), lz_ex(c->l, jj))));
   lz_line(l, "}");
   lz_close(l);
 }
@@ -241,10 +232,11 @@ static void finish(conv *c) {
 /* The block and thread loops, shared tiles and fragments (accumulators at zero). */
 static void open_kernel(conv *c) {
   lz_ctx *l = c->l;
-  const rx_expr *nby = mul(c, c->ncb, C(c, c->w.groups));
-  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", c->bx, X(c, ceildiv(c, c->m, c->bm)));
+  const rx_expr *nby = sx_mul(c->l->cx, c->ncb, sx_const(c->l->cx, c->w.groups));
+  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", c->bx,
+          lz_ex(c->l, sx_ceildiv_c(c->l->cx, c->m, c->bm)));
   l->ind++;
-  lz_line(l, "for %s in 0..%s bind(blockIdx.y) {", c->by, X(c, nby));
+  lz_line(l, "for %s in 0..%s bind(blockIdx.y) {", c->by, lz_ex(c->l, nby));
   l->ind++;
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", c->tx, CONV_THREADS);
   l->ind++;
@@ -285,10 +277,11 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
   c->bn = c->bm;
   c->pad = 16 / (rx_dtype_bits(c->t) / 8); /* 16-byte row starts, rows in different banks */
   c->cg = cg;
-  c->og = fdiv(c, o, C(c, w->groups));
-  c->m = mul(c, mul(c, c->y->shape[0], c->y->shape[c->ax.xh]), c->y->shape[c->ax.xw]);
-  c->kk = mul(c, mul(c, cg, c->wt->shape[c->ax.wh]), c->wt->shape[c->ax.ww]);
-  c->ncb = ceildiv(c, c->og, c->bn);
+  c->og = sx_div(c->l->cx, o, sx_const(c->l->cx, w->groups));
+  c->m = sx_mul(c->l->cx, sx_mul(c->l->cx, c->y->shape[0], c->y->shape[c->ax.xh]),
+                c->y->shape[c->ax.xw]);
+  c->kk = sx_mul(c->l->cx, sx_mul(c->l->cx, cg, c->wt->shape[c->ax.wh]), c->wt->shape[c->ax.ww]);
+  c->ncb = sx_ceildiv_c(c->l->cx, c->og, c->bn);
   c->bx = lz_loopvar(l, "bx");
   c->by = lz_loopvar(l, "by");
   c->tx = lz_loopvar(l, "tx");
@@ -298,9 +291,10 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
   for (int i = 0; i < CONV_WF; i++) c->fa[i] = lz_fresh(l, "fa");
   for (int i = 0; i < CONV_WF; i++) c->fb[i] = lz_fresh(l, "fb");
   for (int q = 0; q < CONV_WF * CONV_WF; q++) c->fc[q] = lz_fresh(l, "fc");
-  c->g = fdiv(c, V(c, c->by), c->ncb);
-  c->row0 = mul(c, V(c, c->bx), C(c, c->bm));
-  c->col0 = mul(c, fmod_(c, V(c, c->by), c->ncb), C(c, c->bn));
+  c->g = sx_div(c->l->cx, sx_var(c->l->cx, c->by), c->ncb);
+  c->row0 = sx_mul(c->l->cx, sx_var(c->l->cx, c->bx), sx_const(c->l->cx, c->bm));
+  c->col0 = sx_mul(c->l->cx, sx_mod(c->l->cx, sx_var(c->l->cx, c->by), c->ncb),
+                   sx_const(c->l->cx, c->bn));
   return true;
 }
 
@@ -313,8 +307,8 @@ static bool conv_frag(lz_ctx *l, const rx_nn_win *w, int f) {
   l->ind++;
   open_kernel(&c);
   const char *kt = lz_loopvar(l, "kt");
-  c.k0 = mul(&c, V(&c, kt), C(&c, CONV_BK));
-  lz_line(l, "for %s in 0..%s {", kt, X(&c, ceildiv(&c, c.kk, CONV_BK)));
+  c.k0 = sx_mul(c.l->cx, sx_var(c.l->cx, kt), sx_const(c.l->cx, CONV_BK));
+  lz_line(l, "for %s in 0..%s {", kt, lz_ex(c.l, sx_ceildiv_c(c.l->cx, c.kk, CONV_BK)));
   l->ind++;
   slice(&c);
   lz_close(l);

@@ -1,7 +1,10 @@
 /* Creation ops: full, zeros, ones (from a shape value) and arange (from scalar bounds, with a
- * symbolic length). */
+ * symbolic length): their shape deduction, then their legalization (a loop nest that stores the
+ * value or the index). */
 #include "deduce.h"
+#include "legalize_int.h"
 
+#include <math.h>
 #include <string.h>
 
 static rx_dtype dtype_attr(const rx_node *call, rx_dtype dflt) {
@@ -82,4 +85,71 @@ const rx_sinfo *rx_deduce_arange(rx_deduce_ctx *dc, const rx_node *call) {
     len = rx_expr_max(cx, len, rx_expr_const(cx, 0));
   len = rx_ops_simplify(dc, len);
   return rx_ops_tensor(dc, dt, 1, &len);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * legalization: the generators named in ops.def (the writer they use: ops/legalize.c)
+ * ------------------------------------------------------------------------------------------ */
+
+/* ---- creation ---- */
+
+void lz_gen_full(lz_ctx *l) {
+  rx_op_id op = l->call->op->id;
+  lz_opnd *y = &l->outs[0];
+  const char *v;
+  if (op == RX_OP_zeros) {
+    v = lz_lit(l, y->dtype, 0);
+  } else if (op == RX_OP_ones) {
+    v = lz_lit(l, y->dtype, 1);
+  } else {
+    lz_opnd *f = lz_arg(l, 1);
+    if (f->scalar) {
+      v = lz_scalar_as(l, f, y->dtype);
+    } else {
+      v = lz_load(l, f, NULL);
+      if (f->dtype != y->dtype) v = lz_str(l, "%s(%s)", rx_dtype_name(y->dtype), v);
+    }
+  }
+  const char *iv[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  lz_line(l, "%s = %s", lz_load(l, y, iv), v);
+  lz_close_n(l, y->ndim);
+}
+
+void lz_gen_arange(lz_ctx *l) {
+  lz_opnd *y = &l->outs[0];
+  const rx_node *call = l->call;
+  const char *val[3] = {"0", NULL, "1"};
+  int first = call->nargs == 1 ? 1 : 0;
+  bool fl = rx_dtype_is_float(y->dtype);
+  for (int i = 0; i < call->nargs; i++) {
+    lz_opnd *o = lz_arg(l, i);
+    if (!o->scalar) {
+      lz_fail(l, "arange expects scalar bounds of known value");
+      return;
+    }
+    val[first + i] =
+        o->literal ? (fl ? lz_flit(l, o->fval) : lz_olit(l, o, RX_DTYPE_I64)) : o->text;
+    if (o->literal && !fl && o->fval != floor(o->fval)) {
+      lz_fail(l, "arange with float bounds into an integer dtype");
+      return;
+    }
+  }
+  const char *iv[1];
+  lz_nest_vars(l, "i", 1, iv);
+  lz_for_nest(l, iv, y->shape, 1);
+  const char *e = lz_str(l, "%s + %s * %s", val[0], iv[0], val[2]);
+  if (fl) {
+    /* float: start + i * step in f32 (integer-valued symbolic bounds are cast) */
+    const char *s0 =
+        strchr(val[0], '.') || strstr(val[0], "inf") ? val[0] : lz_str(l, "f32(%s)", val[0]);
+    const char *s2 =
+        strchr(val[2], '.') || strstr(val[2], "inf") ? val[2] : lz_str(l, "f32(%s)", val[2]);
+    e = lz_down(l, y->dtype, lz_str(l, "%s + f32(%s) * %s", s0, iv[0], s2));
+  } else if (y->dtype != RX_DTYPE_I64) {
+    e = lz_str(l, "%s(%s)", rx_dtype_name(y->dtype), e);
+  }
+  lz_line(l, "%s = %s", lz_load(l, y, iv), e);
+  lz_close(l);
 }

@@ -9,7 +9,7 @@
 
 #include "ops.h"
 
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, batch, doc)    \
   const rx_sinfo *deduce(rx_deduce_ctx *dc, const rx_node *call);
 #include "ops.def"
 #undef OP

@@ -1,6 +1,8 @@
-/* ops/legalize_int.h: what the generators of ops/legalize.c and ops/attention.c share, and
- * nothing else includes: the legalization context of one op call (its operands, the program
- * text being written, the names taken) and the helpers a generator writes its program with.
+/* ops/legalize_int.h: what ops/legalize.c (the driver and the writer) shares with the generators
+ * of the family files (ops/elementwise.c, linalg.c, manip.c, reduce.c, create.c, nn.c,
+ * attention.c, conv.c, ...), and nothing else includes: the legalization context of one op call
+ * (its operands, the program text being written, the names taken), the helpers a generator
+ * writes its program with, and the generators named in ops.def's legalization column.
  *
  * A generator writes the body of a tensor program as text (docs/text-format.md) with lz_line;
  * rx_legalize_call (ops/legalize.c) adds the signature and parses it into the module. Names of
@@ -92,16 +94,87 @@ const char *lz_data_index(lz_ctx *l, const char *t, const rx_expr *d, int axis);
 /* The operand of call argument i. */
 lz_opnd *lz_arg(lz_ctx *l, int i);
 
+/* A literal of dtype dt with value v (an integer one: v truncated, saturated to the i64 range;
+ * NaN 0). */
+const char *lz_lit(lz_ctx *l, rx_dtype dt, double v);
+/* Scalar literal o as a literal of dtype dt (an integer one keeps its exact value). */
+const char *lz_olit(lz_ctx *l, const lz_opnd *o, rx_dtype dt);
+/* Scalar operand o as text of dtype dt. */
+const char *lz_scalar_as(lz_ctx *l, const lz_opnd *o, rx_dtype dt);
+/* Makes the scalar operands' text of dtype dt (the op's compute dtype). */
+void lz_scalars_to(lz_ctx *l, rx_dtype dt);
+/* f16 or bf16; the dtype float math is done in for values of dtype t (f32 for those). */
+bool lz_is_half(rx_dtype t);
+rx_dtype lz_mathdt(rx_dtype t);
+/* The lowest (hi false) or highest value of dtype t as text (init of max / min reductions). */
+const char *lz_lowest(lz_ctx *l, rx_dtype t, bool hi);
+/* Opens nested loops `for v in 0..ext {` for each dim (a perfect nest); closes n levels. */
+void lz_for_nest(lz_ctx *l, const char *const *vars, const rx_expr *const *ext, int n);
+void lz_close_n(lz_ctx *l, int n);
+/* `reduce r0 in 0..e0, r1 in 0..e1 {` */
+void lz_reduce_open(lz_ctx *l, const char *const *vars, const rx_expr *const *ext, int n);
+/* Loop variables for an n-dim nest: i0, i1, ... */
+void lz_nest_vars(lz_ctx *l, const char *base, int n, const char **out);
+/* Axis attribute normalized against ndim (dflt when absent); reported when out of range. */
+int lz_axis_attr(lz_ctx *l, const char *name, int64_t dflt, int ndim);
+/* Axes attribute normalized into out; none -> all (dflt_all) or the last axis. Returns the
+ * count. */
+int lz_axes_attr(lz_ctx *l, const char *name, int ndim, bool dflt_all, int *out);
+/* yv = the sum over the reduce variables kv (extents ke) of av * bv; f16 and bf16 results
+ * accumulate in an f32 local, rounded once at the end (matmul, conv2d's direct form). */
+void lz_sum_of_products(lz_ctx *l, const char *yv, rx_dtype t, const char *const *kv,
+                        const rx_expr *const *ke, int nk, const char *av, const char *bv);
+/* ops.def's formula column for the call's op (NULL where the generator computes the value). */
+const char *lz_formula(const lz_ctx *l);
+
+/* ---- the generators named in ops.def's legalization column, by family file ---- */
+/* ops/elementwise.c */
+void lz_gen_unary(lz_ctx *l);
+void lz_gen_unary_math(lz_ctx *l);
+void lz_gen_relu(lz_ctx *l);
+void lz_gen_gelu(lz_ctx *l);
+void lz_gen_clip(lz_ctx *l);
+void lz_gen_cast(lz_ctx *l);
+void lz_gen_check_nonzero(lz_ctx *l);
+void lz_gen_binary(lz_ctx *l);
+/* ops/linalg.c */
+void lz_gen_matmul(lz_ctx *l);
+/* ops/manip.c */
+void lz_gen_reshape(lz_ctx *l);
+void lz_gen_permute(lz_ctx *l);
+void lz_gen_expand(lz_ctx *l);
+void lz_gen_squeeze(lz_ctx *l);
+void lz_gen_concat(lz_ctx *l);
+void lz_gen_split(lz_ctx *l);
+void lz_gen_strided_slice(lz_ctx *l);
+void lz_gen_take(lz_ctx *l);
+void lz_gen_take_along_axis(lz_ctx *l);
+/* ops/reduce.c */
+void lz_gen_reduce(lz_ctx *l);
+void lz_gen_argmax(lz_ctx *l);
+void lz_gen_cumsum(lz_ctx *l);
+void lz_gen_topk(lz_ctx *l);
+void lz_gen_softmax(lz_ctx *l);
+void lz_gen_layer_norm(lz_ctx *l);
+void lz_gen_rms_norm(lz_ctx *l);
+/* ops/create.c */
+void lz_gen_full(lz_ctx *l);
+void lz_gen_arange(lz_ctx *l);
+/* ops/nn.c */
+void lz_gen_rope(lz_ctx *l);
+void lz_gen_pool(lz_ctx *l);
+void lz_gen_batch_norm(lz_ctx *l);
+
 /* conv2d's and the pools' window attributes (rx_nn_window); false, reported, when malformed. */
 bool lz_window(lz_ctx *l, bool pool, rx_nn_win *w);
-/* conv2d as a direct multiply-accumulate reduce per output point (ops/legalize.c): the
+/* conv2d as a direct multiply-accumulate reduce per output point (ops/nn.c): the
  * portable form beside ops/conv.c's matrix-unit forms. */
 void lz_conv2d_direct(lz_ctx *l, const rx_nn_win *win);
 /* conv2d: implicit GEMM on matrix units where the target has them, else the direct form
  * (ops/conv.c, named in ops.def). */
 void lz_gen_conv2d(lz_ctx *l);
 
-/* The generators of ops/attention.c, named in ops.def's legalization column. */
+/* ops/attention.c */
 void lz_gen_attention(lz_ctx *l);
 void lz_gen_kv_append(lz_ctx *l);
 void lz_gen_paged_attention(lz_ctx *l);

@@ -1,8 +1,11 @@
 /* Linear algebra: matmul with NumPy semantics. [..., m, k] x [..., k, n] -> [..., m, n]; the
  * batch dims broadcast (by proof, as for elementwise ops); a 1-D left operand is [1, k] with the
  * 1 removed from the result, a 1-D right operand is [k, 1] likewise. The inner dims must be
- * provably equal. */
+ * provably equal. Its legalization (below): a multiply-accumulate reduce per output point. */
 #include "deduce.h"
+#include "legalize_int.h"
+
+#include "../shapes/expr_build.h"
 
 /* Batch dims broadcast: same rule as elementwise ops. */
 static const rx_expr *bdim(rx_deduce_ctx *dc, const rx_sinfo *a, const rx_sinfo *b,
@@ -78,4 +81,58 @@ const rx_sinfo *rx_deduce_matmul(rx_deduce_ctx *dc, const rx_node *call) {
   if (a->ndim >= 2) dims[k++] = a->shape[a->ndim - 2];
   if (b->ndim >= 2) dims[k++] = b->shape[b->ndim - 1];
   return rx_ops_tensor(dc, dt, n, dims);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * legalization: the generators named in ops.def (the writer they use: ops/legalize.c)
+ * ------------------------------------------------------------------------------------------ */
+
+/* ---- matmul ---- */
+
+void lz_gen_matmul(lz_ctx *l) {
+  lz_opnd *a = lz_arg(l, 0), *b = lz_arg(l, 1), *y = &l->outs[0];
+  if (a->scalar || b->scalar || a->ndim < 1 || b->ndim < 1) {
+    lz_fail(l, "matmul expects tensor operands of rank >= 1");
+    return;
+  }
+  int ra = a->ndim >= 2 ? a->ndim - 2 : 0, rb = b->ndim >= 2 ? b->ndim - 2 : 0;
+  int batch = y->ndim - (a->ndim >= 2) - (b->ndim >= 2);
+  const char *iv[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  const char *r = lz_loopvar(l, "r");
+  const rx_expr *k = a->shape[a->ndim - 1];
+  const char *ai[LZ_MAXR], *bi[LZ_MAXR];
+  for (int d = 0; d < ra; d++) {
+    int j = batch - ra + d;
+    ai[d] = rx_expr_is_const(a->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
+            : a->shape[d] == y->shape[j]
+                ? iv[j]
+                : lz_ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), a->shape[d]));
+  }
+  for (int d = 0; d < rb; d++) {
+    int j = batch - rb + d;
+    bi[d] = rx_expr_is_const(b->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
+            : b->shape[d] == y->shape[j]
+                ? iv[j]
+                : lz_ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), b->shape[d]));
+  }
+  int pos = batch;
+  if (a->ndim >= 2) ai[ra] = iv[pos++];
+  ai[a->ndim - 1] = r;
+  if (b->ndim >= 2) {
+    bi[rb] = r;
+    bi[rb + 1] = iv[pos++];
+  } else {
+    bi[0] = r;
+  }
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  const char *av = lz_load(l, a, ai), *bv = lz_load(l, b, bi), *yv = lz_load(l, y, iv);
+  const char *kv[1] = {r};
+  const rx_expr *ke[1] = {k};
+  rx_dtype t = y->dtype;
+  if (lz_is_half(t))
+    lz_sum_of_products(l, yv, t, kv, ke, 1, lz_str(l, "f32(%s)", av), lz_str(l, "f32(%s)", bv));
+  else
+    lz_sum_of_products(l, yv, t, kv, ke, 1, av, bv);
+  lz_close_n(l, y->ndim);
 }

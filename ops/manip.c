@@ -1,6 +1,10 @@
 /* Shape manipulation: reshape, permute/transpose, expand_dims, squeeze, concat, split,
- * strided_slice, take. */
+ * strided_slice, take, take_along_axis: their shape deduction, then their legalization
+ * (injective loop nests over the output; indices from data checked at run time). */
 #include "deduce.h"
+#include "legalize_int.h"
+
+#include "../shapes/expr_build.h"
 
 #include <string.h>
 
@@ -526,3 +530,236 @@ const rx_sinfo *rx_deduce_tensor_to_shape(rx_deduce_ctx *dc, const rx_node *call
   }
   return rx_sinfo_shape(dc->mod, (int)x->shape[0]->value, NULL);
 }
+
+/* ------------------------------------------------------------------------------------------
+ * legalization: the generators named in ops.def (the writer they use: ops/legalize.c)
+ * ------------------------------------------------------------------------------------------ */
+
+/* ---- shape manipulation ---- */
+
+/* Row-major flat index of vars over dims. */
+static const rx_expr *flat_index(lz_ctx *l, const char *const *vars, const rx_expr *const *dims,
+                                 int n) {
+  const rx_expr *f = sx_const(l->cx, 0);
+  for (int i = 0; i < n; i++)
+    f = rx_expr_add(l->cx, rx_expr_mul(l->cx, f, dims[i]), sx_var(l->cx, vars[i]));
+  return f;
+}
+
+/* Indices into dims (rank n) of flat index f: (f // stride_k) % dim_k (no % for the first). */
+static void unflatten(lz_ctx *l, const rx_expr *f, const rx_expr *const *dims, int n,
+                      const char **out) {
+  for (int k = 0; k < n; k++) {
+    const rx_expr *stride = sx_const(l->cx, 1);
+    for (int j = k + 1; j < n; j++) stride = rx_expr_mul(l->cx, stride, dims[j]);
+    const rx_expr *e = rx_expr_floordiv(l->cx, f, stride);
+    if (k > 0) e = rx_expr_floormod(l->cx, e, dims[k]);
+    out[k] = lz_ex(l, e);
+  }
+}
+
+/* y = x viewed with another shape: flat-index copy. */
+static void gen_reshape_like(lz_ctx *l, lz_opnd *x, lz_opnd *y) {
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  unflatten(l, flat_index(l, iv, y->shape, y->ndim), x->shape, x->ndim, xi);
+  lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+  lz_close_n(l, y->ndim);
+}
+
+/* expand_dims / squeeze: the out dims that are not inserted (or the x dims not removed) map
+ * one to one; removed dims are indexed by 0. */
+static void gen_unit_dims(lz_ctx *l, bool expand) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  bool unit[LZ_MAXR] = {false}; /* expand: inserted out dims; squeeze: removed x dims */
+  int big = expand ? y->ndim : x->ndim, small = expand ? x->ndim : y->ndim;
+  const rx_attr *a = rx_call_attr(l->call, "axes");
+  int axes[LZ_MAXR], na = 0;
+  if (a) {
+    na = lz_axes_attr(l, "axes", big, false, axes);
+  } else if (!expand) {
+    for (int i = 0; i < x->ndim; i++)
+      if (rx_expr_is_const(x->shape[i], 1)) axes[na++] = i;
+  }
+  for (int i = 0; i < na; i++) unit[axes[i]] = true;
+  if (l->failed) return;
+  if (big - na != small) { /* dims provably 1 only under the function's facts */
+    gen_reshape_like(l, x, y);
+    return;
+  }
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  for (int i = 0, j = 0; i < big; i++) {
+    if (expand) {
+      if (!unit[i]) xi[j++] = iv[i];
+    } else {
+      xi[i] = unit[i] ? "0" : iv[j++];
+    }
+  }
+  lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+  lz_close_n(l, y->ndim);
+}
+
+void lz_gen_permute(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  int axes[LZ_MAXR], na = 0;
+  const rx_attr *a = rx_call_attr(l->call, "axes");
+  if (a) {
+    na = lz_axes_attr(l, "axes", x->ndim, false, axes);
+  } else {
+    for (int i = 0; i < x->ndim; i++) axes[na++] = x->ndim - 1 - i;
+  }
+  if (l->failed || na != x->ndim) {
+    lz_fail(l, "permute expects %d axes", x->ndim);
+    return;
+  }
+  /* iterate over x (reads in order, like tests/kernels/transpose.rx), store permuted */
+  const char *iv[LZ_MAXR], *yi[LZ_MAXR];
+  lz_nest_vars(l, "i", x->ndim, iv);
+  for (int p = 0; p < na; p++) yi[p] = iv[axes[p]];
+  lz_for_nest(l, iv, x->shape, x->ndim);
+  lz_line(l, "%s = %s", lz_load(l, y, yi), lz_load(l, x, iv));
+  lz_close_n(l, x->ndim);
+}
+
+void lz_gen_concat(lz_ctx *l) {
+  lz_opnd *y = &l->outs[0];
+  int first = l->argop[0], n = l->argn[0];
+  if (first < 0 || n < 1) {
+    lz_fail(l, "concat expects a tuple of tensors");
+    return;
+  }
+  int axis = lz_axis_attr(l, "axis", 0, y->ndim);
+  const char *iv[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  /* select(i < off1, a[.., i, ..], select(i < off2, b[.., i - off1, ..], c[.., i - off2, ..])) */
+  const rx_expr *off = sx_const(l->cx, 0);
+  const char *parts[64];
+  const char *conds[64];
+  for (int f = 0; f < n && f < 64; f++) {
+    lz_opnd *o = &l->ops[first + f];
+    const char *xi[LZ_MAXR];
+    for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
+    xi[axis] = lz_ex(l, rx_expr_sub(l->cx, sx_var(l->cx, iv[axis]), off));
+    parts[f] = lz_load(l, o, xi);
+    off = rx_expr_add(l->cx, off, o->shape[axis]);
+    conds[f] = lz_ex(l, rx_expr_cmp(l->cx, RX_EXPR_LT, sx_var(l->cx, iv[axis]), off));
+  }
+  const char *v = parts[n - 1];
+  for (int f = n - 2; f >= 0; f--) v = lz_str(l, "select(%s, %s, %s)", conds[f], parts[f], v);
+  lz_line(l, "%s = %s", lz_load(l, y, iv), v);
+  lz_close_n(l, y->ndim);
+}
+
+void lz_gen_split(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0);
+  int axis = lz_axis_attr(l, "axis", 0, x->ndim);
+  const rx_expr *off = sx_const(l->cx, 0);
+  for (int o = 0; o < l->nouts && !l->failed; o++) {
+    lz_opnd *y = &l->outs[o];
+    const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+    lz_nest_vars(l, "i", y->ndim, iv);
+    lz_for_nest(l, iv, y->shape, y->ndim);
+    for (int d = 0; d < y->ndim; d++) xi[d] = iv[d];
+    xi[axis] = lz_ex(l, rx_expr_add(l->cx, sx_var(l->cx, iv[axis]), off));
+    lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+    lz_close_n(l, y->ndim);
+    off = rx_expr_add(l->cx, off, y->shape[axis]);
+  }
+}
+
+static const rx_expr *gen_attr_expr(lz_ctx *l, const rx_attr *a, int i) {
+  if (a->kind == RX_ATTR_EXPRS) return a->exprs[i];
+  if (a->kind == RX_ATTR_INTS) return sx_const(l->cx, a->ints[i]);
+  return sx_const(l->cx, a->i);
+}
+
+/* begin normalized against d (negative from the end) and clamped to [lo, hi] (as deduction). */
+static const rx_expr *gen_clamp_index(lz_ctx *l, const rx_expr *v, const rx_expr *d,
+                                      const rx_expr *lo, const rx_expr *hi) {
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *n = v->kind == RX_EXPR_CONST
+                         ? (v->value < 0 ? rx_expr_add(cx, v, d) : v)
+                         : rx_expr_select(cx, rx_expr_cmp(cx, RX_EXPR_LT, v, sx_const(l->cx, 0)),
+                                          rx_expr_add(cx, v, d), v);
+  return rx_expr_min(cx, rx_expr_max(cx, n, lo), hi);
+}
+
+void lz_gen_strided_slice(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  const rx_attr *begin = rx_call_attr(l->call, "begin"),
+                *strides = rx_call_attr(l->call, "strides");
+  int axes[LZ_MAXR];
+  int na = lz_axes_attr(l, "axes", x->ndim, false, axes);
+  if (l->failed || !begin) return;
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
+  for (int i = 0; i < na; i++) {
+    const rx_expr *d = x->shape[axes[i]];
+    int64_t s = strides ? gen_attr_expr(l, strides, i)->value : 1;
+    const rx_expr *b =
+        s > 0 ? gen_clamp_index(l, gen_attr_expr(l, begin, i), d, sx_const(l->cx, 0), d)
+              : gen_clamp_index(l, gen_attr_expr(l, begin, i), d, sx_const(l->cx, -1),
+                                rx_expr_sub(l->cx, d, sx_const(l->cx, 1)));
+    xi[axes[i]] =
+        lz_ex(l, rx_expr_add(l->cx, b,
+                             rx_expr_mul(l->cx, sx_var(l->cx, iv[axes[i]]), sx_const(l->cx, s))));
+  }
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+  lz_close_n(l, y->ndim);
+}
+
+void lz_gen_take(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *ind = lz_arg(l, 1), *y = &l->outs[0];
+  if (ind->scalar) {
+    lz_fail(l, "take expects a tensor of indices");
+    return;
+  }
+  int axis = lz_axis_attr(l, "axis", 0, x->ndim);
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR], *ii[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  for (int d = 0; d < ind->ndim; d++) ii[d] = iv[axis + d];
+  const char *t = lz_fresh(l, "t");
+  const char *iv64 =
+      ind->dtype == RX_DTYPE_I64 ? lz_load(l, ind, ii) : lz_str(l, "i64(%s)", lz_load(l, ind, ii));
+  lz_line(l, "let %s: i64 = %s", t, iv64);
+  for (int d = 0; d < axis; d++) xi[d] = iv[d];
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
+  for (int d = axis + 1; d < x->ndim; d++) xi[d] = iv[d - 1 + ind->ndim];
+  lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+  lz_close_n(l, y->ndim);
+}
+
+/* take_along_axis: per element of the indices, x at that index along axis (negative counts
+ * from the end) and at the element's own position along the other axes. */
+void lz_gen_take_along_axis(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *ind = lz_arg(l, 1), *y = &l->outs[0];
+  if (ind->scalar || x->scalar) {
+    lz_fail(l, "take_along_axis expects tensors");
+    return;
+  }
+  int axis = lz_axis_attr(l, "axis", 0, x->ndim);
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  lz_nest_vars(l, "i", y->ndim, iv);
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  const char *t = lz_fresh(l, "t");
+  const char *iv64 =
+      ind->dtype == RX_DTYPE_I64 ? lz_load(l, ind, iv) : lz_str(l, "i64(%s)", lz_load(l, ind, iv));
+  lz_line(l, "let %s: i64 = %s", t, iv64);
+  for (int d = 0; d < x->ndim; d++) xi[d] = iv[d];
+  xi[axis] = lz_data_index(l, t, x->shape[axis], axis);
+  lz_line(l, "%s = %s", lz_load(l, y, iv), lz_load(l, x, xi));
+  lz_close_n(l, y->ndim);
+}
+
+void lz_gen_expand(lz_ctx *l) { gen_unit_dims(l, true); }
+
+void lz_gen_squeeze(lz_ctx *l) { gen_unit_dims(l, false); }
+
+void lz_gen_reshape(lz_ctx *l) { gen_reshape_like(l, lz_arg(l, 0), &l->outs[0]); }

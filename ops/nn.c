@@ -1,9 +1,12 @@
 /* Neural-network ops: gelu (erf and tanh forms), clip, rope (rotary position embedding),
  * attention (scaled dot-product), conv2d, max_pool2d / avg_pool2d, batch_norm (inference).
  * Conventions are documented in docs/ops.md; the window arithmetic shared with legalization is
- * rx_nn_window (ops/legalize.h). */
+ * rx_nn_window (ops/legalize.h). After the deduction, the legalization of rope, the pools,
+ * batch_norm and conv2d's direct form (its matrix-unit forms: ops/conv.c). */
 #include "deduce.h"
-#include "legalize.h"
+#include "legalize_int.h"
+
+#include "../shapes/expr_build.h"
 
 #include <string.h>
 
@@ -362,4 +365,190 @@ const rx_sinfo *rx_deduce_batch_norm(rx_deduce_ctx *dc, const rx_node *call) {
     if (!need_eq(dc, p->shape[0], x->shape[axis], what)) return NULL;
   }
   return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * legalization: the generators named in ops.def (the writer they use: ops/legalize.c)
+ * ------------------------------------------------------------------------------------------ */
+
+/* ---- neural-network ops ---- */
+
+void lz_gen_rope(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *c = lz_arg(l, 1), *s = lz_arg(l, 2), *y = &l->outs[0];
+  if (x->scalar || c->scalar || s->scalar) {
+    lz_fail(l, "rope expects tensor operands");
+    return;
+  }
+  int r = y->ndim;
+  if (r < 1) {
+    lz_fail(l, "rope expects operands of rank 1 or more");
+    return;
+  }
+  const char *iv[LZ_MAXR] = {NULL}, *xa[LZ_MAXR], *xb[LZ_MAXR];
+  lz_nest_vars(l, "i", r, iv);
+  const rx_expr *d = x->shape[r - 1];
+  const rx_expr *half = rx_expr_floordiv(l->cx, d, sx_const(l->cx, 2));
+  const char *js = iv[r - 1];
+  for (int k = 0; k < r; k++) xa[k] = xb[k] = iv[k];
+  xa[r - 1] = lz_ex(l, rx_expr_add(l->cx, sx_var(l->cx, js), half));
+  xb[r - 1] = lz_ex(l, rx_expr_sub(l->cx, sx_var(l->cx, js), half));
+  const char *ci[2] = {iv[r - 3], js};
+  rx_dtype t = x->dtype;
+  lz_for_nest(l, iv, y->shape, r);
+  lz_line(l, "let rot: f32 = select(%s < %s, -%s, %s)", js, lz_ex(l, half),
+          lz_up(l, t, lz_load(l, x, xa)), lz_up(l, t, lz_load(l, x, xb)));
+  lz_line(l, "%s = %s", lz_load(l, y, iv),
+          lz_down(l, t,
+                  lz_str(l, "%s * %s + rot * %s", lz_up(l, t, lz_load(l, x, iv)),
+                         lz_up(l, t, lz_load(l, c, ci)), lz_up(l, t, lz_load(l, s, ci)))));
+  lz_close_n(l, r);
+}
+
+/* Window index: out * stride - pad + kernel_index * dilation. */
+static const rx_expr *win_index(lz_ctx *l, const char *o, int64_t stride, int64_t pad,
+                                const char *k, int64_t dil) {
+  return rx_expr_add(l->cx,
+                     rx_expr_sub(l->cx,
+                                 rx_expr_mul(l->cx, sx_var(l->cx, o), sx_const(l->cx, stride)),
+                                 sx_const(l->cx, pad)),
+                     rx_expr_mul(l->cx, sx_var(l->cx, k), sx_const(l->cx, dil)));
+}
+
+bool lz_window(lz_ctx *l, bool pool, rx_nn_win *w) {
+  rx_deduce_ctx dc = {l->m, NULL, l->diag, l->call->loc};
+  if (!rx_nn_window(&dc, l->call, pool, w)) {
+    l->failed = true;
+    return false;
+  }
+  return true;
+}
+
+/* The direct convolution: a multiply-accumulate reduce over (c, kh, kw) per output point, the
+ * portable form of conv2d (ops/conv.c). */
+void lz_conv2d_direct(lz_ctx *l, const rx_nn_win *win) {
+  lz_opnd *x = lz_arg(l, 0), *w = lz_arg(l, 1), *y = &l->outs[0];
+  rx_nn_axes ax = rx_nn_conv_axes(win->nhwc);
+  const char *n = lz_loopvar(l, "n"), *o = lz_loopvar(l, "o"), *p = lz_loopvar(l, "p"),
+             *qv = lz_loopvar(l, "q");
+  const char *c = lz_loopvar(l, "c"), *kh = lz_loopvar(l, "kh"), *kw = lz_loopvar(l, "kw");
+  const rx_expr *ih = win_index(l, p, win->sh, win->pt, kh, win->dh);
+  const rx_expr *iw = win_index(l, qv, win->sw, win->pl, kw, win->dw);
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *inb =
+      rx_expr_and(cx,
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), ih),
+                              rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[ax.xh])),
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), iw),
+                              rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[ax.xw])));
+  const rx_expr *ch = sx_var(l->cx, c);
+  if (win->groups > 1) {
+    const rx_expr *og = rx_expr_floordiv(cx, w->shape[ax.wo], sx_const(l->cx, win->groups));
+    ch = rx_expr_add(
+        cx, rx_expr_mul(cx, rx_expr_floordiv(cx, sx_var(l->cx, o), og), w->shape[ax.wi]), ch);
+  }
+  const char *xi[4], *wi[4], *ov[4];
+  xi[0] = ov[0] = n;
+  xi[ax.xc] = lz_ex(l, ch);
+  xi[ax.xh] = lz_ex(l, ih);
+  xi[ax.xw] = lz_ex(l, iw);
+  ov[ax.xc] = o;
+  ov[ax.xh] = p;
+  ov[ax.xw] = qv;
+  wi[ax.wo] = o;
+  wi[ax.wi] = c;
+  wi[ax.wh] = kh;
+  wi[ax.ww] = kw;
+  const char *rv[3] = {c, kh, kw};
+  const rx_expr *re[3] = {w->shape[ax.wi], w->shape[ax.wh], w->shape[ax.ww]};
+  rx_dtype t = x->dtype;
+  rx_dtype at = lz_is_half(t) ? RX_DTYPE_F32 : t;
+  const char *xv = lz_str(l, "select(%s, %s, %s)", lz_ex(l, inb), lz_up(l, t, lz_load(l, x, xi)),
+                          lz_lit(l, at, 0));
+  const char *wv = lz_up(l, t, lz_load(l, w, wi));
+  lz_for_nest(l, ov, y->shape, 4);
+  const char *yv = lz_load(l, y, ov);
+  lz_sum_of_products(l, yv, t, rv, re, 3, xv, wv);
+  lz_close_n(l, 4);
+}
+
+void lz_gen_pool(lz_ctx *l) {
+  bool avg = l->call->op->id == RX_OP_avg_pool2d;
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  rx_nn_win win;
+  if (!lz_window(l, true, &win)) return;
+  const char *n = lz_loopvar(l, "n"), *c = lz_loopvar(l, "c"), *p = lz_loopvar(l, "p"),
+             *qv = lz_loopvar(l, "q");
+  const char *kh = lz_loopvar(l, "kh"), *kw = lz_loopvar(l, "kw");
+  const rx_expr *ih = win_index(l, p, win.sh, win.pt, kh, win.dh);
+  const rx_expr *iw = win_index(l, qv, win.sw, win.pl, kw, win.dw);
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *inb =
+      rx_expr_and(cx,
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), ih),
+                              rx_expr_cmp(cx, RX_EXPR_LT, ih, x->shape[2])),
+                  rx_expr_and(cx, rx_expr_cmp(cx, RX_EXPR_LE, sx_const(l->cx, 0), iw),
+                              rx_expr_cmp(cx, RX_EXPR_LT, iw, x->shape[3])));
+  const char *xi[4] = {n, c, lz_ex(l, ih), lz_ex(l, iw)};
+  const char *ov[4] = {n, c, p, qv};
+  const char *rv[2] = {kh, kw};
+  const rx_expr *re[2] = {sx_const(l->cx, win.kh), sx_const(l->cx, win.kw)};
+  rx_dtype t = x->dtype;
+  const char *cond = lz_ex(l, inb);
+  lz_for_nest(l, ov, y->shape, 4);
+  const char *yv = lz_load(l, y, ov);
+  const char *acc = lz_fresh(l, "acc");
+  if (avg) {
+    lz_line(l, "alloc %s: f32[1] local", acc);
+    const char *cnt = win.include_pad ? NULL : lz_fresh(l, "cnt");
+    if (cnt) lz_line(l, "alloc %s: f32[1] local", cnt);
+    lz_reduce_open(l, rv, re, 2);
+    if (cnt)
+      lz_line(l, "init { %s[0] = 0.0; %s[0] = 0.0 }", acc, cnt);
+    else
+      lz_line(l, "init { %s[0] = 0.0 }", acc);
+    lz_line(l, "update {");
+    l->ind++;
+    lz_line(l, "%s[0] = %s[0] + select(%s, %s, 0.0)", acc, acc, cond,
+            lz_up(l, t, lz_load(l, x, xi)));
+    if (cnt) lz_line(l, "%s[0] = %s[0] + select(%s, 1.0, 0.0)", cnt, cnt, cond);
+    lz_close(l);
+    lz_close(l);
+    const char *den = cnt ? lz_str(l, "%s[0]", cnt) : lz_flit(l, (double)(win.kh * win.kw));
+    lz_line(l, "%s = %s", yv, lz_down(l, t, lz_str(l, "%s[0] / %s", acc, den)));
+  } else {
+    lz_line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(t));
+    lz_reduce_open(l, rv, re, 2);
+    lz_line(l, "init { %s[0] = %s }", acc, lz_lowest(l, t, false));
+    lz_line(l, "update { %s[0] = max(%s[0], select(%s, %s, %s)) }", acc, acc, cond,
+            lz_load(l, x, xi), lz_lowest(l, t, false));
+    lz_close(l);
+    lz_line(l, "%s = %s[0]", yv, acc);
+  }
+  lz_close_n(l, 4);
+}
+
+void lz_gen_batch_norm(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
+  for (int i = 1; i < 5; i++)
+    if (lz_arg(l, i)->scalar) {
+      lz_fail(l, "batch_norm expects tensor parameters");
+      return;
+    }
+  int axis = lz_axis_attr(l, "axis", 1, x->ndim);
+  const rx_attr *ea = rx_call_attr(l->call, "epsilon");
+  double eps = ea ? ea->f : 1e-5;
+  const char *iv[LZ_MAXR] = {
+      NULL}; /* set by nest_vars (gcc -O3 cannot see it: maybe-uninitialized) */
+  lz_nest_vars(l, "i", y->ndim, iv);
+  const char *ci[1] = {iv[axis]};
+  rx_dtype t = x->dtype;
+  lz_for_nest(l, iv, y->shape, y->ndim);
+  lz_line(l, "%s = %s", lz_load(l, y, iv),
+          lz_down(l, t,
+                  lz_str(l, "(%s - %s) * rsqrt(%s + %s) * %s + %s", lz_up(l, t, lz_load(l, x, iv)),
+                         lz_up(l, t, lz_load(l, lz_arg(l, 3), ci)),
+                         lz_up(l, t, lz_load(l, lz_arg(l, 4), ci)), lz_flit(l, eps),
+                         lz_up(l, t, lz_load(l, lz_arg(l, 1), ci)),
+                         lz_up(l, t, lz_load(l, lz_arg(l, 2), ci)))));
+  lz_close_n(l, y->ndim);
 }

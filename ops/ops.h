@@ -1,6 +1,6 @@
 /* ops: the operator library. Each op is registered once (ops/ops.def, an X-macro list) with
- * its arguments, its attributes and its forward shape deduction. Later: its legalization to a
- * tensor program and its pattern kind. Internal header. */
+ * its arguments, its attributes, its forward shape deduction, its legalization to a tensor
+ * program (ops/legalize.h), its pattern kind and its batching rule. Internal header. */
 #ifndef RX_OPS_H
 #define RX_OPS_H
 
@@ -22,23 +22,41 @@ typedef struct rx_deduce_ctx {
  * rx_deduce_error. Arguments already have their struct info (call->args[i]->sinfo). */
 typedef const rx_sinfo *(*rx_deduce_fn)(rx_deduce_ctx *dc, const rx_node *call);
 
+/* How passes/batch_fn.c rewrites a call of the op whose operand gained a leading batch axis
+ * (ops.def's batch column, without the RX_BATCH_ prefix). */
+typedef enum rx_batch_rule {
+  RX_BATCH_NONE,      /* no rule: a batched operand is an error naming the op */
+  RX_BATCH_BROADCAST, /* elementwise and broadcasting: batched operands expanded to the result's
+                         rank + 1 first */
+  RX_BATCH_MATMUL,    /* matmul: batch dims and vectors aligned with expand_dims, squeezed back */
+  RX_BATCH_RESHAPE,   /* reshape to a literal shape: the batch dim put in front of it */
+  RX_BATCH_AXES,      /* reductions: "axes" shift by one; none means every axis (written out) */
+  RX_BATCH_AXIS,      /* "axis" / "axes" shift by one (the op's own default kept) */
+  RX_BATCH_AXIS0,     /* as AXIS, "axis" defaulting to 0 (written out as 1) */
+  RX_BATCH_TAKE,      /* as AXIS0, or batched indices into a shared table along axis 0 */
+  RX_BATCH_PERMUTE,   /* "axes" shift by one behind a leading 0 (default: reversed, written out) */
+  RX_BATCH_SQUEEZE,   /* "axes" shift by one; none: the dims provably 1 (written out) */
+} rx_batch_rule;
+
 /* The ops by id, in ops.def order: RX_OP_add, RX_OP_matmul, ... */
 typedef enum rx_op_id {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc) RX_OP_##id,
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, batch, doc)    \
+  RX_OP_##id,
 #include "ops.def"
 #undef OP
   RX_OP_COUNT
 } rx_op_id;
 
 struct rx_op {
-  rx_op_id id; /* its row of ops.def (legalization and formula: ops/legalize.c) */
+  rx_op_id id; /* its row of ops.def (generator and formula: ops/legalize.c reads them) */
   const char *name;
   int min_args, max_args; /* positional (non-attribute) arguments; max_args -1: variadic */
   const rx_attr_schema *attrs;
   int nattrs;
   rx_deduce_fn deduce;
-  const char *doc;    /* one line for docs/ops.md and `relaxc ops` */
-  rx_pattern pattern; /* its pattern kind (ops.def) */
+  const char *doc;     /* one line for docs/ops.md and `relaxc ops` */
+  rx_pattern pattern;  /* its pattern kind (ops.def) */
+  rx_batch_rule batch; /* its batching rule (ops.def; passes/batch_fn.c) */
 };
 
 /* ---- the registry (ops/registry.c) ---- */

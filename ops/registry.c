@@ -174,7 +174,7 @@ static const rx_attr_schema attrs_tfidf[] = {
 /* ---- the table ---- */
 
 static const rx_op ops[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, batch, doc)    \
   {RX_OP_##id,                                                                                     \
    name,                                                                                           \
    min_args,                                                                                       \
@@ -183,13 +183,14 @@ static const rx_op ops[] = {
    NATTRS(attrs),                                                                                  \
    deduce,                                                                                         \
    doc,                                                                                            \
-   RX_PATTERN_##pattern},
+   RX_PATTERN_##pattern,                                                                           \
+   RX_BATCH_##batch},
 #include "ops.def"
 #undef OP
 };
 
 static const rx_op *const op_ptrs[] = {
-#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, doc)           \
+#define OP(id, name, min_args, max_args, attrs, deduce, pattern, legalize, formula, batch, doc)    \
   &ops[RX_OP_##id],
 #include "ops.def"
 #undef OP

@@ -4,7 +4,8 @@
  * independent calls of `cell` at once: every tensor parameter not named in shared gets a new
  * leading symbolic dimension (the variable `batch`, or `batch_1`, ... when the function already
  * uses that name), parameters named in shared (weights) and non-tensor parameters stay as they
- * are, and each binding is rewritten over the batched values:
+ * are, and each binding is rewritten over the batched values, by its op's rule (ops.def's batch
+ * column, rx_batch_rule in ops/ops.h):
  *   - elementwise ops unchanged; broadcasting ops (add, where, ...) with batched operands first
  *     expanded to the result's rank + 1, so the new axis never meets another operand's dim;
  *   - matmul: a batched left operand becomes B stacks of rows against a shared weight; batch dims
@@ -159,28 +160,14 @@ static rx_status rule_matmul(bctx *c, const rx_node *call, rx_node **args, const
   return emit(c, "squeeze", &y, 1, &a, 1, name, out);
 }
 
-/* The ops whose axis attributes shift by one; dflt_axis0: "axis" defaults to 0 (written out as
- * 1), all_axes: no "axes" means every axis (written out). */
-typedef struct axis_rule {
-  const char *op;
-  bool dflt_axis0, all_axes;
-} axis_rule;
-static const axis_rule axis_rules[] = {
-    {"sum", false, true},          {"mean", false, true},           {"max", false, true},
-    {"min", false, true},          {"prod", false, true},           {"argmax", false, false},
-    {"argmin", false, false},      {"cumsum", false, false},        {"softmax", false, false},
-    {"log_softmax", false, false}, {"layer_norm", false, false},    {"rms_norm", false, false},
-    {"topk", false, false},        {"concat", true, false},         {"split", true, false},
-    {"take", true, false},         {"strided_slice", false, false}, {"permute", false, false},
-    {"transpose", false, false},   {"expand_dims", false, false},   {"squeeze", false, false},
-};
-
 /* The rewritten attributes of an axis op over an operand of original rank r (shape: its dims,
  * or NULL). */
-static rx_status shift_attrs(bctx *c, const rx_node *call, const axis_rule *ar, int r,
-                             const rx_expr *const *shape, const rx_attr **attrs, int *out_n) {
+static rx_status shift_attrs(bctx *c, const rx_node *call, int r, const rx_expr *const *shape,
+                             const rx_attr **attrs, int *out_n) {
   const char *op = rx_op_name(call->op);
-  bool permute = !strcmp(op, "permute") || !strcmp(op, "transpose");
+  rx_batch_rule rule = call->op->batch;
+  bool permute = rule == RX_BATCH_PERMUTE, all_axes = rule == RX_BATCH_AXES;
+  bool dflt_axis0 = rule == RX_BATCH_AXIS0 || rule == RX_BATCH_TAKE;
   bool has_axis = false, has_axes = false;
   int n = 0;
   for (int i = 0; i < call->nattrs && n < 8; i++) {
@@ -203,14 +190,14 @@ static rx_status shift_attrs(bctx *c, const rx_node *call, const axis_rule *ar, 
       attrs[n++] = a;
     }
   }
-  if (!has_axis && ar->dflt_axis0) attrs[n++] = rx_attr_int(c->m, "axis", 1);
-  if (!has_axes && (ar->all_axes || permute || !strcmp(op, "squeeze"))) {
+  if (!has_axis && dflt_axis0) attrs[n++] = rx_attr_int(c->m, "axis", 1);
+  if (!has_axes && (all_axes || permute || rule == RX_BATCH_SQUEEZE)) {
     int64_t v[RX_MAX_NDIM + 1];
     int k = 0;
     if (permute) {
       v[k++] = 0;
       for (int j = r; j >= 1; j--) v[k++] = j;
-    } else if (ar->all_axes) {
+    } else if (all_axes) {
       for (int j = 1; j <= r; j++) v[k++] = j;
     } else { /* squeeze: the dims provably 1 */
       if (!shape) return unsupported(c, op, "squeeze without axes of an operand of unknown shape");
@@ -223,10 +210,10 @@ static rx_status shift_attrs(bctx *c, const rx_node *call, const axis_rule *ar, 
   return NULL;
 }
 
-static rx_status rule_axis(bctx *c, const rx_node *call, const axis_rule *ar, rx_node **args,
-                           const bool *bat, const char *name, rx_node **out) {
+static rx_status rule_axis(bctx *c, const rx_node *call, rx_node **args, const bool *bat,
+                           const char *name, rx_node **out) {
   const char *op = rx_op_name(call->op);
-  if (!strcmp(op, "take") && !bat[0] && bat[1] && call->nargs == 2) {
+  if (call->op->batch == RX_BATCH_TAKE && !bat[0] && bat[1] && call->nargs == 2) {
     const rx_attr *ax = rx_call_attr(call, "axis");
     if (ax && ax->i != 0) return unsupported(c, op, "batched indices are supported on axis 0 only");
     const rx_attr *attrs[8];
@@ -243,7 +230,7 @@ static rx_status rule_axis(bctx *c, const rx_node *call, const axis_rule *ar, rx
     return unsupported(c, op, "its operand's rank is unknown");
   const rx_attr *attrs[10];
   int n = 0;
-  RX_RETURN_IF_ERROR(shift_attrs(c, call, ar, xs->ndim, xs->shape, attrs, &n));
+  RX_RETURN_IF_ERROR(shift_attrs(c, call, xs->ndim, xs->shape, attrs, &n));
   return emit(c, op, args, call->nargs, attrs, n, name, out);
 }
 
@@ -281,14 +268,25 @@ static rx_status batch_call(bctx *c, const rx_node *n, const char *name, rx_node
     for (int i = 0; i < n->nattrs && i < 16; i++) attrs[i] = &n->attrs[i];
     return emit(c, op, args, n->nargs, attrs, n->nattrs, name, out);
   }
-  rx_pattern p = n->op->pattern;
-  if (!strcmp(op, "matmul")) return rule_matmul(c, n, args, bat, name, out);
-  if (!strcmp(op, "reshape")) return rule_reshape(c, n, args, bat, name, out);
-  for (size_t i = 0; i < RX_ARRAY_LEN(axis_rules); i++)
-    if (!strcmp(op, axis_rules[i].op)) return rule_axis(c, n, &axis_rules[i], args, bat, name, out);
-  if ((p == RX_PATTERN_ELEMWISE || p == RX_PATTERN_BROADCAST) && strcmp(op, "batch_norm") != 0 &&
-      sinfo_of(c, n) && sinfo_of(c, n)->kind == RX_SINFO_TENSOR && sinfo_of(c, n)->ndim >= 0)
-    return rule_broadcast(c, n, args, bat, name, out);
+  switch (n->op->batch) { /* ops.def's batch column */
+  case RX_BATCH_MATMUL:
+    return rule_matmul(c, n, args, bat, name, out);
+  case RX_BATCH_RESHAPE:
+    return rule_reshape(c, n, args, bat, name, out);
+  case RX_BATCH_AXES:
+  case RX_BATCH_AXIS:
+  case RX_BATCH_AXIS0:
+  case RX_BATCH_TAKE:
+  case RX_BATCH_PERMUTE:
+  case RX_BATCH_SQUEEZE:
+    return rule_axis(c, n, args, bat, name, out);
+  case RX_BATCH_BROADCAST:
+    if (sinfo_of(c, n) && sinfo_of(c, n)->kind == RX_SINFO_TENSOR && sinfo_of(c, n)->ndim >= 0)
+      return rule_broadcast(c, n, args, bat, name, out);
+    break;
+  case RX_BATCH_NONE:
+    break;
+  }
   rx_strbuf why = {0};
   rx_strbuf_printf(&why, "op '%s' has no batching rule (an operand depends on a batched parameter)",
                    op);

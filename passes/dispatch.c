@@ -51,8 +51,8 @@ typedef struct dctx {
   rx_analyzer *an; /* fn's facts and its shapes' dims >= 0: decides rows it can */
 } dctx;
 
-static bool is_op(const rx_node *n, const char *name) {
-  return n && n->kind == RX_NODE_CALL && n->op && !strcmp(rx_op_name(n->op), name);
+static bool is_op(const rx_node *n, rx_op_id id) {
+  return n && n->kind == RX_NODE_CALL && n->op && n->op->id == id;
 }
 
 static bool lib_dtype(rx_dtype t) {
@@ -93,7 +93,7 @@ typedef struct cand {
 
 static bool candidate(const dctx *c, const rx_block *blk, int bi, cand *out) {
   const rx_node *mm = blk->bindings[bi]->value;
-  if (!is_op(mm, "matmul") || mm->nargs != 2 || mm->args[0]->kind != RX_NODE_VAR ||
+  if (!is_op(mm, RX_OP_matmul) || mm->nargs != 2 || mm->args[0]->kind != RX_NODE_VAR ||
       mm->args[1]->kind != RX_NODE_VAR)
     return false;
   memset(out, 0, sizeof *out);
@@ -102,7 +102,8 @@ static bool candidate(const dctx *c, const rx_block *blk, int bi, cand *out) {
   out->perm = -1;
   for (int i = 0; i < bi; i++) {
     const rx_binding *p = blk->bindings[i];
-    if (p->var != out->b || !is_op(p->value, "permute") || p->value->args[0]->kind != RX_NODE_VAR)
+    if (p->var != out->b || !is_op(p->value, RX_OP_permute) ||
+        p->value->args[0]->kind != RX_NODE_VAR)
       continue;
     rx_var *w = p->value->args[0]->var;
     if (known_tensor(w->sinfo) && swaps_last_two(p->value, w->sinfo->ndim)) {

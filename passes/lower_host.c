@@ -484,7 +484,7 @@ static void emit_host_op(lower *L, const rx_node *n, int dst, const rx_var *v) {
     err(L, n->loc, "op call %s left after legalization", n->op ? n->op->name : "?");
     return;
   }
-  bool t2s = !strcmp(n->op->name, "tensor_to_shape");
+  bool t2s = n->op->id == RX_OP_tensor_to_shape;
   rx_strbuf what = {0};
   rx_strbuf_printf(&what, "%s(", n->op->name);
   for (int i = 0; i < n->nargs; i++) {

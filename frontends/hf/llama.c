@@ -508,8 +508,6 @@ static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
   return to(g, name, y, g->T);
 }
 
-static const rx_expr *C(gb *g, int64_t v) { return rx_sym_const(g->m, v); }
-
 static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s) {
   if (g->err || !v) return NULL;
   rx_var *out = NULL;
@@ -632,8 +630,8 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   rx_var *q = linear(g, NM("q"), x, W(g, l, W_Q), W(g, l, W_BQ));
   rx_var *k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
   rx_var *v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
-  const rx_expr *qd[3] = {f->n, C(g, c->heads), C(g, c->head_dim)};
-  const rx_expr *kd[3] = {f->n, C(g, c->kv_heads), C(g, c->head_dim)};
+  const rx_expr *qd[3] = {f->n, rx_sym_const(g->m, c->heads), rx_sym_const(g->m, c->head_dim)};
+  const rx_expr *kd[3] = {f->n, rx_sym_const(g->m, c->kv_heads), rx_sym_const(g->m, c->head_dim)};
   rx_var *q3 = reshape(g, NM("q_heads"), q, qd, 3);
   rx_var *k3 = reshape(g, NM("k_heads"), k, kd, 3);
   rx_var *v3 = reshape(g, NM("v_heads"), v, kd, 3);
@@ -647,7 +645,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   rx_var *filled = op(g, NM("pages_filled"), "kv_append", pa, 4, NULL, 0);
   begin_df(g);
   rx_var *att = attention(g, f, NM("attn"), qr, filled);
-  const rx_expr *od[2] = {f->n, C(g, c->heads * c->head_dim)};
+  const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
   h = op2(g, NM("h_attn"), "add", h, to(g, NULL, o, g->R));
   rx_var *x2 = rms_norm(g, NM("mlp_in"), h, W(g, l, W_POST_NORM));
@@ -665,7 +663,7 @@ static void weight_params(gb *g) {
   for (size_t i = 0; i < g->nw && !g->err; i++) {
     hf_w *w = &g->w[i];
     if (!w->present) continue;
-    const rx_expr *d[2] = {C(g, w->shape[0]), C(g, w->shape[1])};
+    const rx_expr *d[2] = {rx_sym_const(g->m, w->shape[0]), rx_sym_const(g->m, w->shape[1])};
     g->err = rx_builder_param(g->b, w->param, tensor(g, w->dtype, w->ndim, d), &g->wv[i]);
   }
   if (!g->c->tie_embeddings) return;
@@ -690,19 +688,22 @@ static rx_status build_forward(gb *g, bool decode) {
   if (!g->err && !decode)
     g->err = rx_builder_param(g->b, "batch_size", rx_sinfo_shape(g->m, 1, bd), &f.batch_size);
   weight_params(g);
-  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, C(g, 1), f.b));
-  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.b, C(g, g->max_batch)));
+  if (!g->err) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, rx_sym_const(g->m, 1), f.b));
+  if (!g->err)
+    g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.b, rx_sym_const(g->m, g->max_batch)));
   if (!g->err && !decode) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.b, f.n));
-  if (!g->err && !decode) g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.n, C(g, g->max_len)));
-  const rx_expr *vd[2] = {f.b, C(g, c->vocab)};
+  if (!g->err && !decode)
+    g->err = rx_builder_fact(g->b, rx_sym_le(g->m, f.n, rx_sym_const(g->m, g->max_len)));
+  const rx_expr *vd[2] = {f.b, rx_sym_const(g->m, c->vocab)};
   rx_builder_set_result(g->b, tensor(g, RX_DTYPE_F32, 2, vd));
   reserve(g, &f);
   /* every layer's pages, before the dataflow blocks */
   rx_var **pages = rx_calloc((size_t)c->layers, sizeof *pages);
-  const rx_expr *pd[5] = {rx_sym_var(g->m, "pages"), C(g, 2), C(g, c->kv_heads), C(g, 16),
-                          C(g, c->head_dim)};
+  const rx_expr *pd[5] = {rx_sym_var(g->m, "pages"), rx_sym_const(g->m, 2),
+                          rx_sym_const(g->m, c->kv_heads), rx_sym_const(g->m, 16),
+                          rx_sym_const(g->m, c->head_dim)};
   for (int64_t l = 0; l < c->layers && !g->err; l++) {
-    rx_node *a[2] = {A(g, f.cache), rx_arg_prim(g->b, RX_DTYPE_I64, C(g, l))};
+    rx_node *a[2] = {A(g, f.cache), rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, l))};
     char nm[64];
     snprintf(nm, sizeof nm, "kv_pages_%lld", (long long)l);
     rx_var *raw = extern_call(g, NULL, "rx_kv_pages", a, 2);
@@ -759,10 +760,11 @@ static rx_status build_create(gb *g) {
   rx_builder_set_result(g->b, rx_sinfo_object(g->m));
   int64_t geo[4] = {g->c->layers, g->c->kv_heads, g->c->head_dim, (int64_t)g->T};
   rx_node *a[7];
-  for (int i = 0; i < 4 && !g->err; i++) a[i] = rx_arg_prim(g->b, RX_DTYPE_I64, C(g, geo[i]));
+  for (int i = 0; i < 4 && !g->err; i++)
+    a[i] = rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, geo[i]));
   a[4] = A(g, cap);
   a[5] = A(g, seqs);
-  a[6] = g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, C(g, g->max_len));
+  a[6] = g->err ? NULL : rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, g->max_len));
   rx_var *cache = extern_call(g, "cache", "rx_kv_create", a, 7);
   rx_status s = g->err;
   if (!s)

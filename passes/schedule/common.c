@@ -143,7 +143,7 @@ rx_stmt *sched_kernel1(rx_sctx *s, const rx_expr *bx, const rx_expr *nblocks, co
 
 /* `v < ext` unless the analyzer proves it with the given ranges already bound. */
 const rx_expr *sched_bound_guard(rx_sctx *s, const rx_expr *v, const rx_expr *ext) {
-  const rx_expr *c = rx_analyzer_simplify(s->an, LT(s, v, ext));
+  const rx_expr *c = rx_analyzer_simplify(s->an, sx_lt(s->cx, v, ext));
   if (rx_expr_is_const(c, 1) || rx_sched_proves(s, c)) return NULL;
   return c;
 }

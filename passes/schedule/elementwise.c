@@ -162,25 +162,27 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
   const rx_expr *lane = V > 1 ? rx_sched_fresh_var(s, "vec") : NULL;
   const rx_expr *ext2[MAXN];
   for (int k = 0; k < n; k++) ext2[k] = oe[k];
-  if (V > 1) ext2[n - 1] = rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, oe[n - 1], E(s, V)));
-  const rx_expr *g = ADD(s, MUL(s, bx, B), tx);
+  if (V > 1)
+    ext2[n - 1] =
+        rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, oe[n - 1], sx_const(s->cx, V)));
+  const rx_expr *g = sx_add(s->cx, sx_mul_c(s->cx, bx, B), tx);
   const rx_expr *repl[MAXN];
   const rx_expr *total = rx_sched_fuse(s, ext2, n, g, repl);
   total = rx_analyzer_simplify(s->an, total);
   const rx_expr *nblocks;
   const rx_expr *guard = rx_sched_split(s, total, B, bx, tx, &nblocks);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), nblocks);
-  rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, B));
+  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), nblocks);
+  rx_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, B));
   if (guard) rx_analyzer_assume(s->an, guard);
   for (int k = 0; k < n; k++) {
-    if (V > 1 && k == n - 1) repl[k] = ADD(s, MUL(s, repl[k], V), lane);
-    repl[k] = rx_analyzer_simplify(s->an, ADD(s, olo[k], repl[k]));
+    if (V > 1 && k == n - 1) repl[k] = sx_add(s->cx, sx_mul_c(s->cx, repl[k], V), lane);
+    repl[k] = rx_analyzer_simplify(s->an, sx_add(s->cx, olo[k], repl[k]));
   }
   rx_analyzer_reset(s->an, mk);
   rx_rewrite rw = {.s = s, .vars = ov, .repl = repl, .n = n};
   rx_stmt *inner = rx_sched_rewrite_stmt(&rw, body);
-  if (V > 1) inner = rx_sched_for(s, lane, E(s, V), RX_LOOP_VECTORIZE, inner);
+  if (V > 1) inner = rx_sched_for(s, lane, sx_const(s->cx, V), RX_LOOP_VECTORIZE, inner);
   inner = rx_sched_guard(s, guard, inner);
   return sched_kernel1(s, bx, nblocks, tx, B, inner);
 }

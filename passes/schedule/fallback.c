@@ -87,16 +87,16 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
     if (nf == 0) {
       /* one thread runs it */
       rx_stmt *body = rx_sched_rewrite_stmt(&(rx_rewrite){.s = s}, st);
-      RX_VEC_PUSH(out, sched_kernel1(s, bx, E(s, 1), tx, 1, body));
+      RX_VEC_PUSH(out, sched_kernel1(s, bx, sx_const(s->cx, 1), tx, 1, body));
       continue;
     }
     const rx_stmt *inner = st;
     for (int q = 0; q < nf; q++) inner = sched_unwrap(inner)->inner;
     int B = sched_block_threads(s, BLOCK_THREADS);
     const rx_expr *repl[MAXN];
-    const rx_expr *g = ADD(s, MUL(s, bx, B), tx);
+    const rx_expr *g = sx_add(s->cx, sx_mul_c(s->cx, bx, B), tx);
     const rx_expr *total = rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt.ext, nf, g, repl));
-    for (int k = 0; k < nf; k++) repl[k] = ADD(s, nt.lo[k], repl[k]);
+    for (int k = 0; k < nf; k++) repl[k] = sx_add(s->cx, nt.lo[k], repl[k]);
     const rx_expr *nblocks;
     const rx_expr *guard = rx_sched_split(s, total, B, bx, tx, &nblocks);
     rx_rewrite rw = {.s = s, .vars = nt.vars, .repl = repl, .n = nf};

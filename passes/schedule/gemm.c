@@ -92,25 +92,25 @@ static rx_stmt *gemm_load(gemm *gm, int which) {
   bool along_k = which == 0 ? mi->p_along_k : mi->q_along_k;
   int per = t.bk * rows / T;
   const rx_expr *l = rx_sched_fresh_var(s, which == 0 ? "la" : "lb");
-  const rx_expr *e = ADD(s, MUL(s, l, T), gm->tx);
+  const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, l, T), gm->tx);
   const rx_expr *kk, *rr;
   if (along_k) {
-    kk = rx_expr_floormod(cx, e, E(s, t.bk));
-    rr = rx_expr_floordiv(cx, e, E(s, t.bk));
+    kk = rx_expr_floormod(cx, e, sx_const(s->cx, t.bk));
+    rr = rx_expr_floordiv(cx, e, sx_const(s->cx, t.bk));
   } else {
-    rr = rx_expr_floormod(cx, e, E(s, rows));
-    kk = rx_expr_floordiv(cx, e, E(s, rows));
+    rr = rx_expr_floormod(cx, e, sx_const(s->cx, rows));
+    kk = rx_expr_floordiv(cx, e, sx_const(s->cx, rows));
   }
-  const rx_expr *gk = ADD(s, MUL(s, gm->ko, t.bk), kk);
-  const rx_expr *gr = ADD(s, MUL(s, which == 0 ? gm->by : gm->bx, rows), rr);
+  const rx_expr *gk = sx_add(s->cx, sx_mul_c(s->cx, gm->ko, t.bk), kk);
+  const rx_expr *gr = sx_add(s->cx, sx_mul_c(s->cx, which == 0 ? gm->by : gm->bx, rows), rr);
   size_t m2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, l, E(s, 0), E(s, per));
-  const rx_expr *g =
-      AND(s, sched_bound_guard(s, gk, gm->K), sched_bound_guard(s, gr, which == 0 ? gm->N : gm->M));
+  rx_analyzer_bind_range(s->an, l, sx_const(s->cx, 0), sx_const(s->cx, per));
+  const rx_expr *g = sx_and_opt(s->cx, sched_bound_guard(s, gk, gm->K),
+                                sched_bound_guard(s, gr, which == 0 ? gm->N : gm->M));
   rx_analyzer_reset(s->an, m2);
   const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
   rx_rewrite rw;
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   mm_point_rewrite(s, mi, gm->brepl, which == 0 ? gr : z, which == 0 ? z : gr, vars, rp, &rw);
   vars[rw.n] = mi->r.k;
   rp[rw.n] = gk;
@@ -123,7 +123,7 @@ static rx_stmt *gemm_load(gemm *gm, int which) {
   }
   const rx_expr *ix[2] = {kk, rr};
   rx_stmt *st = rx_sched_store_e(s, which == 0 ? gm->As : gm->Bs, ix, 2, v);
-  return rx_sched_for(s, l, E(s, per), RX_LOOP_UNROLL, st);
+  return rx_sched_for(s, l, sx_const(s->cx, per), RX_LOOP_UNROLL, st);
 }
 
 /* The micro-tile: thread (ty, tx2) accumulates rows ty * tm + ua and columns tx2 * tn + ub
@@ -135,8 +135,8 @@ static rx_stmt *gemm_micro_tile(gemm *gm) {
   const rx_expr *ty = gm->ty, *tx2 = gm->tx2, *ua = gm->ua, *ub = gm->ub;
   rx_buffer *As = gm->As, *Bs = gm->Bs, *acc = gm->acc;
   const rx_expr *kk = rx_sched_fresh_var(s, "kk");
-  const rx_expr *ai[2] = {kk, ADD(s, MUL(s, ty, t.tm), ua)};
-  const rx_expr *bi[2] = {kk, ADD(s, MUL(s, tx2, t.tn), ub)};
+  const rx_expr *ai[2] = {kk, sx_add(s->cx, sx_mul_c(s->cx, ty, t.tm), ua)};
+  const rx_expr *bi[2] = {kk, sx_add(s->cx, sx_mul_c(s->cx, tx2, t.tn), ub)};
   rx_tx *pa = rx_sched_load(s, As, ai, 2), *qa = rx_sched_load(s, Bs, bi, 2);
   if (mi->p->kind == RX_TX_CAST) pa = rx_tx_cast(s->m, mi->p->dtype, pa, s->loc);
   if (mi->q->kind == RX_TX_CAST) qa = rx_tx_cast(s->m, mi->q->dtype, qa, s->loc);
@@ -147,9 +147,9 @@ static rx_stmt *gemm_micro_tile(gemm *gm) {
   rx_tx *sum = mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, cur, prod, s->loc)
                                : rx_tx_binary(s->m, RX_BINOP_ADD, prod, cur, s->loc);
   rx_stmt *st = rx_sched_store_e(s, acc, ci, 2, sum);
-  rx_stmt *lp = rx_sched_for(s, ua, E(s, t.tm), RX_LOOP_UNROLL,
-                             rx_sched_for(s, ub, E(s, t.tn), RX_LOOP_UNROLL, st));
-  return rx_sched_for(s, kk, E(s, t.bk), RX_LOOP_SERIAL, lp);
+  rx_stmt *lp = rx_sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                             rx_sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
+  return rx_sched_for(s, kk, sx_const(s->cx, t.bk), RX_LOOP_SERIAL, lp);
 }
 
 /* The epilogue: the micro-tile's stores (with the matmul's epilogue), guarded at the edges. */
@@ -157,12 +157,15 @@ static rx_stmt *gemm_epilogue(gemm *gm) {
   rx_sctx *s = gm->s;
   tile t = gm->t;
   const rx_expr *ua = gm->ua, *ub = gm->ub;
-  const rx_expr *gi = ADD(s, ADD(s, MUL(s, gm->by, t.bm), MUL(s, gm->ty, t.tm)), ua);
-  const rx_expr *gj = ADD(s, ADD(s, MUL(s, gm->bx, t.bn), MUL(s, gm->tx2, t.tn)), ub);
+  const rx_expr *gi = sx_add(
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, gm->by, t.bm), sx_mul_c(s->cx, gm->ty, t.tm)), ua);
+  const rx_expr *gj = sx_add(
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, gm->bx, t.bn), sx_mul_c(s->cx, gm->tx2, t.tn)), ub);
   size_t m2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ua, E(s, 0), E(s, t.tm));
-  rx_analyzer_bind_range(s->an, ub, E(s, 0), E(s, t.tn));
-  const rx_expr *g = AND(s, sched_bound_guard(s, gi, gm->N), sched_bound_guard(s, gj, gm->M));
+  rx_analyzer_bind_range(s->an, ua, sx_const(s->cx, 0), sx_const(s->cx, t.tm));
+  rx_analyzer_bind_range(s->an, ub, sx_const(s->cx, 0), sx_const(s->cx, t.tn));
+  const rx_expr *g =
+      sx_and_opt(s->cx, sched_bound_guard(s, gi, gm->N), sched_bound_guard(s, gj, gm->M));
   rx_analyzer_reset(s->an, m2);
   const rx_expr *vars[MAXN], *rp[MAXN];
   rx_rewrite rw;
@@ -171,8 +174,8 @@ static rx_stmt *gemm_epilogue(gemm *gm) {
   rx_stmtvec fin = {0};
   mm_epilogue(s, gm->mi, &rw, rx_sched_load(s, gm->acc, ci, 2), &fin);
   rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
-  return rx_sched_for(s, ua, E(s, t.tm), RX_LOOP_UNROLL,
-                      rx_sched_for(s, ub, E(s, t.tn), RX_LOOP_UNROLL, st));
+  return rx_sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                      rx_sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
 }
 
 /* The shared tiles and the accumulator (zeroed), appended to body. */
@@ -194,8 +197,9 @@ static void gemm_allocs(gemm *gm, rx_stmtvec *body) {
   rx_sched_identity(s, RX_COMB_SUM, gm->mi->acc_dt, &zero);
   const rx_expr *ix[2] = {gm->ua, gm->ub};
   rx_stmt *st = rx_sched_store_e(s, gm->acc, ix, 2, zero);
-  RX_VEC_PUSH(body, rx_sched_for(s, gm->ua, E(s, t.tm), RX_LOOP_UNROLL,
-                                 rx_sched_for(s, gm->ub, E(s, t.tn), RX_LOOP_UNROLL, st)));
+  RX_VEC_PUSH(body,
+              rx_sched_for(s, gm->ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                           rx_sched_for(s, gm->ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st)));
 }
 
 /* GEMM tiled in shared memory (P and Q tiles per k step) and in registers (a micro-tile per
@@ -217,14 +221,14 @@ rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small) {
   const rx_expr *ncol, *nrow, *nk;
   gm.ko = rx_sched_fresh_var(s, "ko");
   if (bz) nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, gm.brepl));
-  rx_sched_split(s, gm.M, t.bn, gm.bx, E(s, 0), &ncol);
-  rx_sched_split(s, gm.N, t.bm, gm.by, E(s, 0), &nrow);
-  rx_sched_split(s, gm.K, t.bk, gm.ko, E(s, 0), &nk);
+  rx_sched_split(s, gm.M, t.bn, gm.bx, sx_const(s->cx, 0), &ncol);
+  rx_sched_split(s, gm.N, t.bm, gm.by, sx_const(s->cx, 0), &nrow);
+  rx_sched_split(s, gm.K, t.bk, gm.ko, sx_const(s->cx, 0), &nk);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, gm.bx, E(s, 0), ncol);
-  rx_analyzer_bind_range(s->an, gm.by, E(s, 0), nrow);
-  rx_analyzer_bind_range(s->an, gm.tx, E(s, 0), E(s, gm.T));
-  rx_analyzer_bind_range(s->an, gm.ko, E(s, 0), nk);
+  rx_analyzer_bind_range(s->an, gm.bx, sx_const(s->cx, 0), ncol);
+  rx_analyzer_bind_range(s->an, gm.by, sx_const(s->cx, 0), nrow);
+  rx_analyzer_bind_range(s->an, gm.tx, sx_const(s->cx, 0), sx_const(s->cx, gm.T));
+  rx_analyzer_bind_range(s->an, gm.ko, sx_const(s->cx, 0), nk);
   gm.ua = rx_sched_fresh_var(s, "ua");
   gm.ub = rx_sched_fresh_var(s, "ub");
   rx_stmtvec body = {0};
@@ -233,14 +237,15 @@ rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small) {
   RX_VEC_PUSH(&kb, gemm_load(&gm, 0));
   RX_VEC_PUSH(&kb, gemm_load(&gm, 1));
   RX_VEC_PUSH(&kb, rx_sched_barrier(s));
-  gm.ty = rx_expr_floordiv(cx, gm.tx, E(s, gm.TX));
-  gm.tx2 = rx_expr_floormod(cx, gm.tx, E(s, gm.TX));
+  gm.ty = rx_expr_floordiv(cx, gm.tx, sx_const(s->cx, gm.TX));
+  gm.tx2 = rx_expr_floormod(cx, gm.tx, sx_const(s->cx, gm.TX));
   RX_VEC_PUSH(&kb, gemm_micro_tile(&gm));
   RX_VEC_PUSH(&kb, rx_sched_barrier(s));
   RX_VEC_PUSH(&body, rx_sched_for(s, gm.ko, nk, RX_LOOP_SERIAL, rx_sched_seq(s, &kb)));
   RX_VEC_PUSH(&body, gemm_epilogue(&gm));
   rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, gm.tx, E(s, gm.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k =
+      rx_sched_for(s, gm.tx, sx_const(s->cx, gm.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (bz) k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
   k = rx_sched_for(s, gm.by, nrow, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, gm.bx, ncol, RX_LOOP_BLOCK_X, k);

@@ -101,7 +101,7 @@ static rx_stmt *frag_mem(rx_sctx *s, rx_frag_op op, rx_buffer *f, rx_buffer *mem
   st->idx = rx_module_alloc(s->m, sizeof *st->idx * 2);
   st->idx[0] = rx_sched_sym(s, r);
   st->idx[1] = rx_sched_sym(s, c);
-  st->value = rx_sched_sym(s, E(s, stride));
+  st->value = rx_sched_sym(s, sx_const(s->cx, stride));
   return st;
 }
 
@@ -114,10 +114,12 @@ static rx_stmt *stage(frag_k *c, rx_buffer *dst, int64_t outer, int64_t inner, b
   rx_sctx *s = c->s;
   const rx_expr *r = rx_sched_fresh_var(s, "r");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, r, E(s, 0), E(s, outer * inner / c->T));
-  const rx_expr *e = ADD(s, MUL(s, r, c->T), c->tx);
-  const rx_expr *a = rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, E(s, inner)));
-  const rx_expr *b = rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, E(s, inner)));
+  rx_analyzer_bind_range(s->an, r, sx_const(s->cx, 0), sx_const(s->cx, outer * inner / c->T));
+  const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, r, c->T), c->tx);
+  const rx_expr *a =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, sx_const(s->cx, inner)));
+  const rx_expr *b =
+      rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, sx_const(s->cx, inner)));
   const rx_expr *cond = NULL;
   rx_tx *v = at(c, a, b, &cond);
   const rx_expr *idx[2] = {swap ? b : a, swap ? a : b};
@@ -128,22 +130,22 @@ static rx_stmt *stage(frag_k *c, rx_buffer *dst, int64_t outer, int64_t inner, b
     st = rx_sched_if(s, rx_sched_cond(s, cond), st, rx_sched_store_e(s, dst, idx, 2, zero));
   }
   rx_analyzer_reset(s->an, mk);
-  return rx_sched_for(s, r, E(s, outer * inner / c->T), RX_LOOP_UNROLL, st);
+  return rx_sched_for(s, r, sx_const(s->cx, outer * inner / c->T), RX_LOOP_UNROLL, st);
 }
 
 /* P at tile element (ii, kk) of the slice */
 static rx_tx *p_at(frag_k *c, const rx_expr *ii, const rx_expr *kk, const rx_expr **cond) {
   rx_sctx *s = c->s;
-  const rx_expr *row = ADD(s, c->row0, ii), *k = ADD(s, c->k0, kk);
-  *cond = AND(s, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, k, c->mi->K));
+  const rx_expr *row = sx_add(s->cx, c->row0, ii), *k = sx_add(s->cx, c->k0, kk);
+  *cond = sx_and_opt(s->cx, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, k, c->mi->K));
   return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->p), row, c->col0, k);
 }
 /* Q at tile element (kk, jj) (x @ W: consecutive threads along j); dequantized (gemm_frag_dq),
  * the whole expression converted to the fragments' dtype */
 static rx_tx *q_at_kj(frag_k *c, const rx_expr *kk, const rx_expr *jj, const rx_expr **cond) {
   rx_sctx *s = c->s;
-  const rx_expr *col = ADD(s, c->col0, jj), *k = ADD(s, c->k0, kk);
-  *cond = AND(s, sched_bound_guard(s, col, c->mi->M), sched_bound_guard(s, k, c->mi->K));
+  const rx_expr *col = sx_add(s->cx, c->col0, jj), *k = sx_add(s->cx, c->k0, kk);
+  *cond = sx_and_opt(s->cx, sched_bound_guard(s, col, c->mi->M), sched_bound_guard(s, k, c->mi->K));
   if (!mm_q_dequant(c->mi))
     return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->q), c->row0, col, k);
   rx_tx *q = mm_operand_at(s, c->mi, c->brepl, c->mi->q, c->row0, col, k);
@@ -159,7 +161,7 @@ static rx_stmt *slice(frag_k *c, const rx_expr *kt) {
   rx_sctx *s = c->s;
   const rx_mma_shape *x = c->x;
   rx_stmtvec st = {0};
-  c->k0 = MUL(s, kt, FRAG_BK);
+  c->k0 = sx_mul_c(s->cx, kt, FRAG_BK);
   RX_VEC_PUSH(&st, stage(c, c->as, c->BM, FRAG_BK, false, p_at));
   if (c->mi->q_along_k)
     RX_VEC_PUSH(&st, stage(c, c->bs, c->BN, FRAG_BK, true, q_at_jk));
@@ -168,12 +170,16 @@ static rx_stmt *slice(frag_k *c, const rx_expr *kt) {
   RX_VEC_PUSH(&st, rx_sched_barrier(s));
   for (int ks = 0; ks < FRAG_BK / x->k; ks++) {
     for (int m = 0; m < FRAG_WM; m++) {
-      const rx_expr *r = ADD(s, MUL(s, c->wr, FRAG_WM * x->m), E(s, m * x->m));
-      RX_VEC_PUSH(&st, frag_mem(s, RX_FRAG_OP_LOAD, c->fa[m], c->as, r, E(s, ks * x->k), FRAG_BK));
+      const rx_expr *r =
+          sx_add(s->cx, sx_mul_c(s->cx, c->wr, FRAG_WM * x->m), sx_const(s->cx, m * x->m));
+      RX_VEC_PUSH(&st, frag_mem(s, RX_FRAG_OP_LOAD, c->fa[m], c->as, r, sx_const(s->cx, ks * x->k),
+                                FRAG_BK));
     }
     for (int n = 0; n < FRAG_WN; n++) {
-      const rx_expr *col = ADD(s, MUL(s, c->wc, FRAG_WN * x->n), E(s, n * x->n));
-      RX_VEC_PUSH(&st, frag_mem(s, RX_FRAG_OP_LOAD, c->fb[n], c->bs, E(s, ks * x->k), col, c->BN));
+      const rx_expr *col =
+          sx_add(s->cx, sx_mul_c(s->cx, c->wc, FRAG_WN * x->n), sx_const(s->cx, n * x->n));
+      RX_VEC_PUSH(&st, frag_mem(s, RX_FRAG_OP_LOAD, c->fb[n], c->bs, sx_const(s->cx, ks * x->k),
+                                col, c->BN));
     }
     for (int q = 0; q < FRAG_WM * FRAG_WN; q++) {
       rx_stmt *mma = frag_new(s, RX_FRAG_OP_MMA, c->fc[q]);
@@ -193,28 +199,33 @@ static void finish(frag_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   const rx_mma_shape *x = c->x;
   for (int q = 0; q < FRAG_WM * FRAG_WN; q++) {
-    const rx_expr *r = ADD(s, MUL(s, c->wr, FRAG_WM * x->m), E(s, q / FRAG_WN * x->m));
-    const rx_expr *col = ADD(s, MUL(s, c->wc, FRAG_WN * x->n), E(s, q % FRAG_WN * x->n));
+    const rx_expr *r =
+        sx_add(s->cx, sx_mul_c(s->cx, c->wr, FRAG_WM * x->m), sx_const(s->cx, q / FRAG_WN * x->m));
+    const rx_expr *col =
+        sx_add(s->cx, sx_mul_c(s->cx, c->wc, FRAG_WN * x->n), sx_const(s->cx, q % FRAG_WN * x->n));
     RX_VEC_PUSH(body, frag_mem(s, RX_FRAG_OP_STORE, c->fc[q], c->cs, r, col, c->BN));
   }
   RX_VEC_PUSH(body, rx_sched_barrier(s));
   const rx_expr *rv = rx_sched_fresh_var(s, "r");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, rv, E(s, 0), E(s, c->BM * c->BN / c->T));
-  const rx_expr *e = ADD(s, MUL(s, rv, c->T), c->tx);
-  const rx_expr *ii = rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, E(s, c->BN)));
-  const rx_expr *jj = rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, E(s, c->BN)));
-  const rx_expr *row = ADD(s, c->row0, ii), *col = ADD(s, c->col0, jj), *idx[2] = {ii, jj};
+  rx_analyzer_bind_range(s->an, rv, sx_const(s->cx, 0), sx_const(s->cx, c->BM * c->BN / c->T));
+  const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, rv, c->T), c->tx);
+  const rx_expr *ii =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, sx_const(s->cx, c->BN)));
+  const rx_expr *jj =
+      rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, sx_const(s->cx, c->BN)));
+  const rx_expr *row = sx_add(s->cx, c->row0, ii), *col = sx_add(s->cx, c->col0, jj),
+                *idx[2] = {ii, jj};
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, c->mi, c->brepl, row, col, vars, repl, &rw);
   rx_stmtvec fin = {0};
   mm_epilogue(s, c->mi, &rw, rx_sched_load(s, c->cs, idx, 2), &fin);
   const rx_expr *g =
-      AND(s, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, col, c->mi->M));
+      sx_and_opt(s->cx, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, col, c->mi->M));
   rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
   rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, rv, E(s, c->BM * c->BN / c->T), RX_LOOP_SERIAL, st));
+  RX_VEC_PUSH(body, rx_sched_for(s, rv, sx_const(s->cx, c->BM * c->BN / c->T), RX_LOOP_SERIAL, st));
 }
 
 /* The allocations of the kernel: shared tiles, fragments, accumulators set to zero. */
@@ -266,30 +277,31 @@ rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi) {
     by = rx_sched_fresh_var(s, "bz");
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
-  const rx_expr *nrow = CEILDIV(s, mi->N, c.BM);
-  const rx_expr *ncol = CEILDIV(s, mi->M, c.BN);
-  const rx_expr *nk = CEILDIV(s, mi->K, FRAG_BK);
+  const rx_expr *nrow = sched_ceildiv(s, mi->N, c.BM);
+  const rx_expr *ncol = sched_ceildiv(s, mi->M, c.BN);
+  const rx_expr *nk = sched_ceildiv(s, mi->K, FRAG_BK);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
-  rx_analyzer_bind_range(s->an, br, E(s, 0), nrow);
-  rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, c.T));
-  if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
-  const rx_expr *w = rx_expr_floordiv(cx, c.tx, E(s, c.x->threads));
-  c.wr = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, w, E(s, FRAG_SG_COLS)));
-  c.wc = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, w, E(s, FRAG_SG_COLS)));
-  c.row0 = MUL(s, br, c.BM);
-  c.col0 = MUL(s, bx, c.BN);
+  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  rx_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
+  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.T));
+  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  const rx_expr *w = rx_expr_floordiv(cx, c.tx, sx_const(s->cx, c.x->threads));
+  c.wr = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
+  c.wc = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
+  c.row0 = sx_mul_c(s->cx, br, c.BM);
+  c.col0 = sx_mul_c(s->cx, bx, c.BN);
   rx_stmtvec body = {0};
   allocs(&c, &body);
   const rx_expr *kt = rx_sched_fresh_var(s, "kt");
   size_t mk2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, kt, E(s, 0), nk);
+  rx_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), nk);
   rx_stmt *sl = slice(&c, kt);
   rx_analyzer_reset(s->an, mk2);
   RX_VEC_PUSH(&body, rx_sched_for(s, kt, nk, RX_LOOP_SERIAL, sl));
   finish(&c, &body);
   rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, c.tx, E(s, c.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k =
+      rx_sched_for(s, c.tx, sx_const(s->cx, c.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
   k = rx_sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);

@@ -41,11 +41,11 @@ static bool runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx
   if (last->kind != RX_EXPR_CONST || last->value % 8) return false;
   const rx_expr *u = rx_sched_fresh_var(s, "u"), *w = rx_sched_fresh_var(s, "w");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, u, E(s, 0), E(s, ext->value / 8));
-  rx_analyzer_bind_range(s->an, w, E(s, 0), E(s, 8));
+  rx_analyzer_bind_range(s->an, u, sx_const(s->cx, 0), sx_const(s->cx, ext->value / 8));
+  rx_analyzer_bind_range(s->an, w, sx_const(s->cx, 0), sx_const(s->cx, 8));
   bool ok = true;
   for (int d = 0; ok && d < ld->nidx; d++) {
-    rx_tx *ix = rx_sched_subst1_tx(s, ld->idx[d], v, ADD(s, MUL(s, u, 8), w));
+    rx_tx *ix = rx_sched_subst1_tx(s, ld->idx[d], v, sx_add(s->cx, sx_mul_c(s->cx, u, 8), w));
     if (ix->kind != RX_TX_SYM) {
       ok = !sched_tx_uses(ix, w) && d < ld->nidx - 1;
       continue;
@@ -101,15 +101,20 @@ typedef struct gm_k {
  * (q + r / 2) mod 4 (rows of 64 bytes: 2 per 128-byte line). */
 static const rx_expr *swz(gm_k *c, const rx_expr *r, const rx_expr *q) {
   rx_expr_ctx *cx = c->s->cx;
-  return MUL(
-      c->s, rx_expr_floormod(cx, ADD(c->s, q, rx_expr_floordiv(cx, r, E(c->s, 2))), E(c->s, 4)), 8);
+  return sx_mul_c(
+      c->s->cx,
+      rx_expr_floormod(cx, sx_add(c->s->cx, q, rx_expr_floordiv(cx, r, sx_const(c->s->cx, 2))),
+                       sx_const(c->s->cx, 4)),
+      8);
 }
 
 /* The same for row r of Q's [.., GM_BK, bn] tile (x @ W): chunk (q + r) mod (bn / 8), so that
  * the 8 k-rows one ldmatrix .trans phase reads at one column chunk, and the 8 consecutive chunks
  * of one cp.async phase, fall in 8 different 16-byte bank groups. */
 static const rx_expr *swz_kn(gm_k *c, const rx_expr *r, const rx_expr *q) {
-  return MUL(c->s, rx_expr_floormod(c->s->cx, ADD(c->s, q, r), E(c->s, c->cf.bn / 8)), 8);
+  return sx_mul_c(
+      c->s->cx,
+      rx_expr_floormod(c->s->cx, sx_add(c->s->cx, q, r), sx_const(c->s->cx, c->cf.bn / 8)), 8);
 }
 
 /* async_copy of chunk kt of P (a) or Q into stage st: each thread copies 16 bytes of
@@ -130,12 +135,12 @@ static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_
   int rows = a ? c->cf.bm : c->cf.bn;
   const rx_expr *ext = a ? mi->N : mi->M, *first = a ? c->row0 : c->col0;
   for (int r = 0; r < rows * 4 / c->threads; r++) {
-    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
-    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, E(s, 4)));
-    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, E(s, 4)));
-    const rx_expr *g = ADD(s, first, row);
-    const rx_expr *gs = rx_expr_min(cx, g, ADD(s, ext, E(s, -1)));
-    const rx_expr *k = ADD(s, MUL(s, kt, GM_BK), MUL(s, q, 8));
+    const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
+    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *g = sx_add(s->cx, first, row);
+    const rx_expr *gs = rx_expr_min(cx, g, sx_add(s->cx, ext, sx_const(s->cx, -1)));
+    const rx_expr *k = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, q, 8));
     rx_tx *src = a ? mm_operand_at(s, mi, c->brepl, c->p, gs, c->col0, k)
                    : mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs, k);
     const rx_expr *di[3] = {st, row, swz(c, row, q)};
@@ -155,12 +160,14 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
   const mm_info *mi = c->mi;
   int per = c->cf.bn / 8;
   for (int r = 0; r < GM_BK * per / c->threads; r++) {
-    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
-    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, E(s, per)));
-    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, E(s, per)));
-    const rx_expr *g = ADD(s, c->col0, MUL(s, q, 8));
-    const rx_expr *gs = rx_expr_min(cx, g, ADD(s, mi->M, E(s, -8)));
-    rx_tx *src = mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs, ADD(s, MUL(s, kt, GM_BK), row));
+    const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
+    const rx_expr *row =
+        rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, sx_const(s->cx, per)));
+    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, sx_const(s->cx, per)));
+    const rx_expr *g = sx_add(s->cx, c->col0, sx_mul_c(s->cx, q, 8));
+    const rx_expr *gs = rx_expr_min(cx, g, sx_add(s->cx, mi->M, sx_const(s->cx, -8)));
+    rx_tx *src = mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs,
+                               sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), row));
     const rx_expr *di[3] = {st, row, swz_kn(c, row, q)};
     rx_stmt *cp = rx_sched_store_e(s, c->sb, di, 3, src);
     cp->kind = RX_STMT_ASYNC_COPY;
@@ -189,27 +196,29 @@ static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const r
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
   int per = GM_BK / run;
-  const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, item, E(s, per)));
-  const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, item, E(s, per)));
-  const rx_expr *gs = rx_expr_min(cx, ADD(s, c->col0, row), ADD(s, mi->M, E(s, -1)));
-  const rx_expr *kb = ADD(s, MUL(s, kt, GM_BK), MUL(s, u, run));
+  const rx_expr *row =
+      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, item, sx_const(s->cx, per)));
+  const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, item, sx_const(s->cx, per)));
+  const rx_expr *gs =
+      rx_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
+  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, u, run));
   const rx_expr *v = rx_sched_fresh_var(s, "v");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, lanes));
-  const rx_expr *lane = ADD(s, E(s, lane0), v); /* the element in the run */
+  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, lanes));
+  const rx_expr *lane = sx_add(s->cx, sx_const(s->cx, lane0), v); /* the element in the run */
   rx_stmtvec it = {0};
   rx_tx *q;
   if (c->pk.n)
     RX_VEC_PUSH(&it, mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, gs, kb, lane, &q));
   else
-    q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, ADD(s, kb, lane));
-  const rx_expr *kk = ADD(s, MUL(s, u, run), lane);
-  const rx_expr *di[3] = {
-      st, row,
-      ADD(s, swz(c, row, rx_expr_floordiv(cx, kk, E(s, 8))), rx_expr_floormod(cx, kk, E(s, 8)))};
+    q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, lane));
+  const rx_expr *kk = sx_add(s->cx, sx_mul_c(s->cx, u, run), lane);
+  const rx_expr *di[3] = {st, row,
+                          sx_add(s->cx, swz(c, row, rx_expr_floordiv(cx, kk, sx_const(s->cx, 8))),
+                                 rx_expr_floormod(cx, kk, sx_const(s->cx, 8)))};
   rx_tx *val = q->dtype == c->sb->dtype ? q : rx_tx_cast(s->m, c->sb->dtype, q, s->loc);
-  RX_VEC_PUSH(
-      &it, rx_sched_for(s, v, E(s, lanes), RX_LOOP_UNROLL, rx_sched_store_e(s, c->sb, di, 3, val)));
+  RX_VEC_PUSH(&it, rx_sched_for(s, v, sx_const(s->cx, lanes), RX_LOOP_UNROLL,
+                                rx_sched_store_e(s, c->sb, di, 3, val)));
   rx_analyzer_reset(s->an, mk);
   return rx_sched_seq(s, &it);
 }
@@ -222,19 +231,21 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
                   ? c->threads / items
                   : 1;
   if (split > 1) {
-    const rx_expr *item = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c->tx, E(s, items)));
-    const rx_expr *part = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c->tx, E(s, items)));
+    const rx_expr *item =
+        rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c->tx, sx_const(s->cx, items)));
+    const rx_expr *part =
+        rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c->tx, sx_const(s->cx, items)));
     for (int p = 0; p < split; p++)
       RX_VEC_PUSH(out,
-                  rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_EQ, part, E(s, p)),
+                  rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_EQ, part, sx_const(s->cx, p)),
                                  stage_run(c, kt, st, item, run, p * (run / split), run / split)));
     return;
   }
   for (int r = 0; r * c->threads < items; r++) {
-    const rx_expr *idx = ADD(s, c->tx, E(s, (int64_t)c->threads * r));
+    const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
     rx_stmt *body = stage_run(c, kt, st, idx, run, 0, run);
     if ((int64_t)c->threads * (r + 1) > items)
-      body = rx_sched_guard(s, LT(s, idx, E(s, items)), body);
+      body = rx_sched_guard(s, sx_lt(s->cx, idx, sx_const(s->cx, items)), body);
     RX_VEC_PUSH(out, body);
   }
 }
@@ -271,14 +282,14 @@ static rx_stmt *ldsm(gm_k *c, rx_buffer *f, const rx_expr *fr, rx_buffer *buf, c
 /* A fresh variable over 0..n, bound in the analyzer (the caller resets it). */
 static const rx_expr *bound_var(rx_sctx *s, const char *name, int n) {
   const rx_expr *v = rx_sched_fresh_var(s, name);
-  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, n));
+  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, n));
   return v;
 }
 
 /* `for v in 0..n unroll { body }`: the loops over a warp's fragments, which the target's compiler
  * unrolls (its registers then indexed by constants: no local memory). */
 static rx_stmt *unrolled(rx_sctx *s, const rx_expr *v, int n, rx_stmtvec *body) {
-  return rx_sched_for(s, v, E(s, n), RX_LOOP_UNROLL, rx_sched_seq(s, body));
+  return rx_sched_for(s, v, sx_const(s->cx, n), RX_LOOP_UNROLL, rx_sched_seq(s, body));
 }
 
 /* The B fragments of step ks for tile pair np: lane l gives row 8 (l / 16) + l % 8 (n), chunk
@@ -289,21 +300,26 @@ static void load_b(gm_k *c, const rx_expr *st, const rx_expr *ks, const rx_expr 
                    rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
-  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, E(s, 16));
-  const rx_expr *l8 = rx_expr_floormod(cx, c->lane, E(s, 8));
-  const rx_expr *mid = rx_expr_floormod(cx, rx_expr_floordiv(cx, c->lane, E(s, 8)), E(s, 2));
+  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
+  const rx_expr *l8 = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 8));
+  const rx_expr *mid =
+      rx_expr_floormod(cx, rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 8)), sx_const(s->cx, 2));
   if (c->kn) {
-    const rx_expr *row = ADD(s, MUL(s, ks, 16), ADD(s, MUL(s, mid, 8), l8));
-    const rx_expr *q = ADD(s, ADD(s, MUL(s, c->wn, c->nt), MUL(s, np, 2)), hi);
+    const rx_expr *row =
+        sx_add(s->cx, sx_mul_c(s->cx, ks, 16), sx_add(s->cx, sx_mul_c(s->cx, mid, 8), l8));
+    const rx_expr *q =
+        sx_add(s->cx, sx_add(s->cx, sx_mul_c(s->cx, c->wn, c->nt), sx_mul_c(s->cx, np, 2)), hi);
     RX_VEC_PUSH(out, ldsm(c, c->fbx, NULL, c->sb, st, row, swz_kn(c, row, q), true));
   } else {
     const rx_expr *row =
-        ADD(s, ADD(s, MUL(s, c->wn, c->nt * 8), MUL(s, np, 16)), ADD(s, MUL(s, hi, 8), l8));
-    const rx_expr *q = ADD(s, MUL(s, ks, 2), mid);
+        sx_add(s->cx, sx_add(s->cx, sx_mul_c(s->cx, c->wn, c->nt * 8), sx_mul_c(s->cx, np, 16)),
+               sx_add(s->cx, sx_mul_c(s->cx, hi, 8), l8));
+    const rx_expr *q = sx_add(s->cx, sx_mul_c(s->cx, ks, 2), mid);
     RX_VEC_PUSH(out, ldsm(c, c->fbx, NULL, c->sb, st, row, swz(c, row, q), false));
   }
   const rx_expr *h = bound_var(s, "h", 2), *i = bound_var(s, "i", 4);
-  const rx_expr *di[2] = {ADD(s, MUL(s, np, 2), h), i}, *src = ADD(s, i, MUL(s, h, 4));
+  const rx_expr *di[2] = {sx_add(s->cx, sx_mul_c(s->cx, np, 2), h), i},
+                *src = sx_add(s->cx, i, sx_mul_c(s->cx, h, 4));
   rx_stmtvec cp = {0}, hs = {0};
   RX_VEC_PUSH(&cp, rx_sched_store_e(s, c->fb, di, 2, rx_sched_load(s, c->fbx, &src, 1)));
   RX_VEC_PUSH(&hs, unrolled(s, i, 4, &cp));
@@ -316,15 +332,16 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   size_t mk = rx_analyzer_mark(s->an);
-  const rx_expr *l16 = rx_expr_floormod(cx, c->lane, E(s, 16));
-  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, E(s, 16));
+  const rx_expr *l16 = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 16));
+  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
   const rx_expr *ks = bound_var(s, "ks", GM_BK / 16);
   rx_stmtvec step = {0}, la = {0}, lb = {0}, mn = {0}, mm = {0};
   /* A: lane l gives row l % 16, chunk 2 ks + l / 16 of the 16 x 16 tile (a0..a7) */
   const rx_expr *m = bound_var(s, "m", c->mt);
-  const rx_expr *row = ADD(s, ADD(s, MUL(s, c->wm, c->mt * 16), MUL(s, m, 16)), l16);
-  RX_VEC_PUSH(&la,
-              ldsm(c, c->fa, m, c->sa, st, row, swz(c, row, ADD(s, MUL(s, ks, 2), hi)), false));
+  const rx_expr *row =
+      sx_add(s->cx, sx_add(s->cx, sx_mul_c(s->cx, c->wm, c->mt * 16), sx_mul_c(s->cx, m, 16)), l16);
+  RX_VEC_PUSH(&la, ldsm(c, c->fa, m, c->sa, st, row,
+                        swz(c, row, sx_add(s->cx, sx_mul_c(s->cx, ks, 2), hi)), false));
   RX_VEC_PUSH(&step, unrolled(s, m, c->mt, &la));
   const rx_expr *np = bound_var(s, "np", c->nt / 2);
   load_b(c, st, ks, np, &lb);
@@ -334,7 +351,7 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   mma->buf = c->fc;
   mma->mma_a = c->fa;
   mma->mma_b = c->fb;
-  const rx_expr *rows[3] = {ADD(s, MUL(s, m2, c->nt), n), m2, n};
+  const rx_expr *rows[3] = {sx_add(s->cx, sx_mul_c(s->cx, m2, c->nt), n), m2, n};
   mma->idx = frag_rows(s, rows, 3);
   mma->nidx = 3;
   RX_VEC_PUSH(&mn, mma);
@@ -352,26 +369,27 @@ static void pipeline(gm_k *c, rx_stmtvec *body) {
   int64_t nk = c->mi->K->value / GM_BK;
   for (int st = 0; st < GM_STAGES - 1; st++) {
     if (st < nk) {
-      copy_tile(c, E(s, st), E(s, st), true, body);
-      copy_tile(c, E(s, st), E(s, st), false, body);
+      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), true, body);
+      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), false, body);
     }
     RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
   }
   const rx_expr *kt = rx_sched_fresh_var(s, "kt");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, kt, E(s, 0), E(s, nk));
+  rx_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), sx_const(s->cx, nk));
   rx_stmtvec it = {0}, ahead = {0};
   RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_WAIT, GM_STAGES - 2));
   RX_VEC_PUSH(&it, rx_sched_barrier(s));
-  const rx_expr *nx = ADD(s, kt, E(s, GM_STAGES - 1));
-  const rx_expr *nst = rx_expr_floormod(s->cx, nx, E(s, GM_STAGES));
+  const rx_expr *nx = sx_add(s->cx, kt, sx_const(s->cx, GM_STAGES - 1));
+  const rx_expr *nst = rx_expr_floormod(s->cx, nx, sx_const(s->cx, GM_STAGES));
   copy_tile(c, nx, nst, true, &ahead);
   copy_tile(c, nx, nst, false, &ahead);
-  RX_VEC_PUSH(&it, rx_sched_guard(s, LT(s, nx, E(s, nk)), rx_sched_seq(s, &ahead)));
+  RX_VEC_PUSH(&it,
+              rx_sched_guard(s, sx_lt(s->cx, nx, sx_const(s->cx, nk)), rx_sched_seq(s, &ahead)));
   RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
-  compute(c, rx_expr_floormod(s->cx, kt, E(s, GM_STAGES)), &it);
+  compute(c, rx_expr_floormod(s->cx, kt, sx_const(s->cx, GM_STAGES)), &it);
   rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, kt, E(s, nk), RX_LOOP_SERIAL, rx_sched_seq(s, &it)));
+  RX_VEC_PUSH(body, rx_sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, rx_sched_seq(s, &it)));
   RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
 }
 
@@ -381,22 +399,29 @@ static void epilogue(gm_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
-  const rx_expr *g = rx_expr_floordiv(cx, c->lane, E(s, 4));
-  const rx_expr *t = rx_expr_floormod(cx, c->lane, E(s, 4));
+  const rx_expr *g = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 4));
+  const rx_expr *t = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 4));
   size_t mk = rx_analyzer_mark(s->an);
   const rx_expr *m = bound_var(s, "m", c->mt), *n = bound_var(s, "n", c->nt);
   const rx_expr *i = bound_var(s, "i", 4);
-  const rx_expr *row = ADD(s, ADD(s, c->row0, ADD(s, MUL(s, c->wm, c->mt * 16), MUL(s, m, 16))),
-                           ADD(s, g, MUL(s, rx_expr_floordiv(cx, i, E(s, 2)), 8)));
-  const rx_expr *col = ADD(s, ADD(s, c->col0, ADD(s, MUL(s, c->wn, c->nt * 8), MUL(s, n, 8))),
-                           ADD(s, MUL(s, t, 2), rx_expr_floormod(cx, i, E(s, 2))));
+  const rx_expr *row =
+      sx_add(s->cx,
+             sx_add(s->cx, c->row0,
+                    sx_add(s->cx, sx_mul_c(s->cx, c->wm, c->mt * 16), sx_mul_c(s->cx, m, 16))),
+             sx_add(s->cx, g, sx_mul_c(s->cx, rx_expr_floordiv(cx, i, sx_const(s->cx, 2)), 8)));
+  const rx_expr *col =
+      sx_add(s->cx,
+             sx_add(s->cx, c->col0,
+                    sx_add(s->cx, sx_mul_c(s->cx, c->wn, c->nt * 8), sx_mul_c(s->cx, n, 8))),
+             sx_add(s->cx, sx_mul_c(s->cx, t, 2), rx_expr_floormod(cx, i, sx_const(s->cx, 2))));
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
   rx_stmtvec fin = {0}, is = {0}, ns = {0}, ms = {0};
-  const rx_expr *fi[2] = {ADD(s, MUL(s, m, c->nt), n), i};
+  const rx_expr *fi[2] = {sx_add(s->cx, sx_mul_c(s->cx, m, c->nt), n), i};
   mm_epilogue(s, mi, &rw, rx_sched_load(s, c->fc, fi, 2), &fin);
-  const rx_expr *in = AND(s, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
+  const rx_expr *in =
+      sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
   RX_VEC_PUSH(&is, rx_sched_guard(s, in, rx_sched_seq(s, &fin)));
   rx_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(&ns, unrolled(s, i, 4, &is));
@@ -475,25 +500,26 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
     bz = rx_sched_fresh_var(s, "bz");
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, c.brepl));
   }
-  const rx_expr *nrow = CEILDIV(s, mi->N, BM);
-  const rx_expr *ncol = CEILDIV(s, mi->M, BN);
+  const rx_expr *nrow = sched_ceildiv(s, mi->N, BM);
+  const rx_expr *ncol = sched_ceildiv(s, mi->M, BN);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
-  rx_analyzer_bind_range(s->an, by, E(s, 0), nrow);
-  rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, c.threads));
-  if (bz) rx_analyzer_bind_range(s->an, bz, E(s, 0), nbatch);
-  c.lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, E(s, 32)));
-  const rx_expr *warp = rx_expr_floordiv(cx, c.tx, E(s, 32));
-  c.wm = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, warp, E(s, cf.wn)));
-  c.wn = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, warp, E(s, cf.wn)));
-  c.row0 = MUL(s, by, BM);
-  c.col0 = MUL(s, bx, BN);
+  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nrow);
+  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.threads));
+  if (bz) rx_analyzer_bind_range(s->an, bz, sx_const(s->cx, 0), nbatch);
+  c.lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, sx_const(s->cx, 32)));
+  const rx_expr *warp = rx_expr_floordiv(cx, c.tx, sx_const(s->cx, 32));
+  c.wm = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, warp, sx_const(s->cx, cf.wn)));
+  c.wn = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, warp, sx_const(s->cx, cf.wn)));
+  c.row0 = sx_mul_c(s->cx, by, BM);
+  c.col0 = sx_mul_c(s->cx, bx, BN);
   rx_stmtvec body = {0};
   buffers(&c, &body);
   pipeline(&c, &body);
   epilogue(&c, &body);
   rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, c.tx, E(s, c.threads), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k =
+      rx_sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (bz) k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
   k = rx_sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);

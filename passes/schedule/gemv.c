@@ -163,18 +163,19 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   rows_plan p = c->p;
-  const rx_expr *v = p.V > 1 ? rx_sched_fresh_var(s, "v") : E(s, 0), *kv = ADD(s, kb, v);
+  const rx_expr *v = p.V > 1 ? rx_sched_fresh_var(s, "v") : sx_const(s->cx, 0),
+                *kv = sx_add(s->cx, kb, v);
   rx_stmtvec st = {0};
   for (int r = 0; r < p.R; r++) {
-    const rx_expr *j = ADD(s, c->col0, E(s, r)), *wi[2] = {E(s, r), v};
+    const rx_expr *j = sx_add(s->cx, c->col0, sx_const(s->cx, r)), *wi[2] = {sx_const(s->cx, r), v};
     rx_stmt *stage = NULL;
     rx_tx *q = NULL;
     if (c->pk.n)
       stage = mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, j, kb, v, &q);
     else
-      q = operand_at(c, mi->q, E(s, 0), j, kv);
+      q = operand_at(c, mi->q, sx_const(s->cx, 0), j, kv);
     rx_stmt *ld = rx_sched_store_e(s, c->wv, wi, 2, q);
-    if (p.V > 1) ld = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, ld);
+    if (p.V > 1) ld = rx_sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, ld);
     if (stage) {
       rx_stmtvec both = {0};
       RX_VEC_PUSH(&both, stage);
@@ -188,15 +189,16 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   if (p.V > GEMV_VEC_LANES) {
     vo = rx_sched_fresh_var(s, "vo");
     vi = rx_sched_fresh_var(s, "v");
-    lv = ADD(s, MUL(s, vo, GEMV_VEC_LANES), vi);
+    lv = sx_add(s->cx, sx_mul_c(s->cx, vo, GEMV_VEC_LANES), vi);
   }
   rx_local *xv = rx_sched_local(s, "xv", mi->p->dtype);
   rx_stmtvec lane = {0};
-  RX_VEC_PUSH(
-      &lane,
-      rx_sched_let(s, xv, operand_at(c, mi->p, ADD(s, c->row0, ii), c->col0, ADD(s, kb, lv))));
+  RX_VEC_PUSH(&lane, rx_sched_let(s, xv,
+                                  operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0,
+                                             sx_add(s->cx, kb, lv))));
   for (int r = 0; r < p.R; r++) {
-    const rx_expr *ai = ADD(s, MUL(s, ii, p.R), E(s, r)), *wi[2] = {E(s, r), lv};
+    const rx_expr *ai = sx_add(s->cx, sx_mul_c(s->cx, ii, p.R), sx_const(s->cx, r)),
+                  *wi[2] = {sx_const(s->cx, r), lv};
     rx_tx *x = rx_tx_local(s->m, xv, s->loc), *w = rx_sched_load(s, c->wv, wi, 2);
     rx_tx *prod = mi->p_first ? bin(s, RX_BINOP_MUL, x, w) : bin(s, RX_BINOP_MUL, w, x);
     rx_tx *cur = rx_sched_load(s, c->acc, &ai, 1);
@@ -206,16 +208,16 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   }
   rx_stmt *row = rx_sched_seq(s, &lane);
   if (vo) {
-    row = rx_sched_for(s, vi, E(s, GEMV_VEC_LANES), RX_LOOP_VECTORIZE, row);
-    row = rx_sched_for(s, vo, E(s, p.V / GEMV_VEC_LANES), RX_LOOP_UNROLL, row);
+    row = rx_sched_for(s, vi, sx_const(s->cx, GEMV_VEC_LANES), RX_LOOP_VECTORIZE, row);
+    row = rx_sched_for(s, vo, sx_const(s->cx, p.V / GEMV_VEC_LANES), RX_LOOP_UNROLL, row);
   } else if (p.V > 1) {
-    row = rx_sched_for(s, v, E(s, p.V), RX_LOOP_VECTORIZE, row);
+    row = rx_sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, row);
   }
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ii, E(s, 0), E(s, p.NB));
-  row = rx_sched_guard(s, sched_bound_guard(s, ADD(s, c->row0, ii), mi->N), row);
+  rx_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, p.NB));
+  row = rx_sched_guard(s, sched_bound_guard(s, sx_add(s->cx, c->row0, ii), mi->N), row);
   rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(&st, rx_sched_for(s, ii, E(s, p.NB), RX_LOOP_UNROLL, row));
+  RX_VEC_PUSH(&st, rx_sched_for(s, ii, sx_const(s->cx, p.NB), RX_LOOP_UNROLL, row));
   return rx_sched_seq(s, &st);
 }
 
@@ -224,19 +226,21 @@ static rx_stmt *rows_kloop(rows_k *c) {
   rx_sctx *s = c->s;
   rows_plan p = c->p;
   int64_t step = (int64_t)p.G * p.V;
-  const rx_expr *nk = CEILDIV(s, c->mi->K, step);
+  const rx_expr *nk = sched_ceildiv(s, c->mi->K, step);
   int U = GEMV_UNROLL;
   if (nk->kind == RX_EXPR_CONST && nk->value < U) U = nk->value < 1 ? 1 : (int)nk->value;
   const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
-  const rx_expr *nko = CEILDIV(s, nk, U);
-  const rx_expr *kb = MUL(s, ADD(s, MUL(s, ADD(s, MUL(s, ko, U), ku), p.G), c->l), p.V);
+  const rx_expr *nko = sched_ceildiv(s, nk, U);
+  const rx_expr *kb = sx_mul_c(
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.G), c->l),
+      p.V);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ko, E(s, 0), nko);
-  rx_analyzer_bind_range(s->an, ku, E(s, 0), E(s, U));
+  rx_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), nko);
+  rx_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
   rx_stmt *body = rx_sched_guard(s, sched_bound_guard(s, kb, c->mi->K), rows_step(c, kb));
   rx_analyzer_reset(s->an, mk);
   return rx_sched_for(s, ko, nko, RX_LOOP_SERIAL,
-                      rx_sched_for(s, ku, E(s, U), RX_LOOP_UNROLL, body));
+                      rx_sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
 }
 
 /* The output point of accumulator a (row a // R, column col0 + a % R) and its store(s). */
@@ -244,15 +248,16 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   int R = c->p.R;
-  const rx_expr *i = ADD(s, c->row0, rx_expr_floordiv(s->cx, a, E(s, R)));
-  const rx_expr *j = ADD(s, c->col0, rx_expr_floormod(s->cx, a, E(s, R)));
+  const rx_expr *i = sx_add(s->cx, c->row0, rx_expr_floordiv(s->cx, a, sx_const(s->cx, R)));
+  const rx_expr *j = sx_add(s->cx, c->col0, rx_expr_floormod(s->cx, a, sx_const(s->cx, R)));
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, mi, c->brepl, i, j, vars, repl, &rw);
   rx_stmtvec fin = {0};
   mm_epilogue(s, mi, &rw, total, &fin);
   const rx_expr *g =
-      AND(s, who, AND(s, sched_bound_guard(s, i, mi->N), sched_bound_guard(s, j, mi->M)));
+      sx_and_opt(s->cx, who,
+                 sx_and_opt(s->cx, sched_bound_guard(s, i, mi->N), sched_bound_guard(s, j, mi->M)));
   return rx_sched_guard(s, g, rx_sched_seq(s, &fin));
 }
 
@@ -263,7 +268,7 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rows_plan p = c->p;
   int A = p.NB * p.R;
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) {
     rx_tx *tot = rx_sched_xreduce(s, body, rx_sched_load(s, c->acc, &z, 1), RX_COMB_SUM,
                                   c->mi->acc_dt, p.T, c->tx);
@@ -273,10 +278,10 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   if (p.G == 1) { /* a group of one thread: its accumulators are the totals */
     const rx_expr *a = rx_sched_fresh_var(s, "a");
     size_t mk = rx_analyzer_mark(s->an);
-    rx_analyzer_bind_range(s->an, a, z, E(s, A));
+    rx_analyzer_bind_range(s->an, a, z, sx_const(s->cx, A));
     rx_stmt *st = rows_store(c, a, rx_sched_load(s, c->acc, &a, 1), NULL);
     rx_analyzer_reset(s->an, mk);
-    RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, st));
+    RX_VEC_PUSH(body, rx_sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
     return;
   }
   rx_stmt *al;
@@ -287,14 +292,15 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   rx_tx *part = rx_sched_load(s, c->acc, &a, 1);
   rx_stmt *red =
       rx_sched_store_e(s, tot, &a, 1, rx_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
-  RX_VEC_PUSH(body, rx_sched_for(s, a, E(s, A), RX_LOOP_UNROLL, red));
+  RX_VEC_PUSH(body, rx_sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, red));
   const rx_expr *b = rx_sched_fresh_var(s, "a");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, b, z, E(s, A));
-  const rx_expr *who = rx_expr_cmp(s->cx, RX_EXPR_EQ, c->l, rx_expr_floormod(s->cx, b, E(s, p.G)));
+  rx_analyzer_bind_range(s->an, b, z, sx_const(s->cx, A));
+  const rx_expr *who =
+      rx_expr_cmp(s->cx, RX_EXPR_EQ, c->l, rx_expr_floormod(s->cx, b, sx_const(s->cx, p.G)));
   rx_stmt *st = rows_store(c, b, rx_sched_load(s, tot, &b, 1), who);
   rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, b, E(s, A), RX_LOOP_UNROLL, st));
+  RX_VEC_PUSH(body, rx_sched_for(s, b, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
 }
 
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
@@ -310,14 +316,14 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
   int per = (p.T / p.G) * p.R;
-  const rx_expr *ncol = CEILDIV(s, mi->M, per);
+  const rx_expr *ncol = sched_ceildiv(s, mi->M, per);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
-  rx_analyzer_bind_range(s->an, c.tx, E(s, 0), E(s, p.T));
-  if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
-  const rx_expr *g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c.tx, E(s, p.G)));
-  c.l = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, E(s, p.G)));
-  c.col0 = MUL(s, ADD(s, MUL(s, bx, p.T / p.G), g), p.R);
+  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, p.T));
+  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  const rx_expr *g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c.tx, sx_const(s->cx, p.G)));
+  c.l = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, sx_const(s->cx, p.G)));
+  c.col0 = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, bx, p.T / p.G), g), p.R);
   rx_stmtvec body = {0};
   rx_stmt *al;
   int64_t ashape[1] = {(int64_t)p.NB * p.R}, wshape[2] = {p.R, p.V};
@@ -331,14 +337,14 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     RX_VEC_PUSH(&body, al);
   }
   /* one pass over k for rows row0 .. row0 + NB: its accumulators zeroed, the k loop, the stores */
-  const rx_expr *rc = rx_sched_fresh_var(s, "rc"), *npass = CEILDIV(s, mi->N, p.NB);
-  if (p.chunks) rx_analyzer_bind_range(s->an, rc, E(s, 0), npass);
-  c.row0 = p.chunks ? MUL(s, rc, p.NB) : E(s, 0);
+  const rx_expr *rc = rx_sched_fresh_var(s, "rc"), *npass = sched_ceildiv(s, mi->N, p.NB);
+  if (p.chunks) rx_analyzer_bind_range(s->an, rc, sx_const(s->cx, 0), npass);
+  c.row0 = p.chunks ? sx_mul_c(s->cx, rc, p.NB) : sx_const(s->cx, 0);
   rx_stmtvec pass = {0};
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
   const rx_expr *a = rx_sched_fresh_var(s, "a");
-  RX_VEC_PUSH(&pass, rx_sched_for(s, a, E(s, ashape[0]), RX_LOOP_UNROLL,
+  RX_VEC_PUSH(&pass, rx_sched_for(s, a, sx_const(s->cx, ashape[0]), RX_LOOP_UNROLL,
                                   rx_sched_store_e(s, c.acc, &a, 1, zero)));
   RX_VEC_PUSH(&pass, rows_kloop(&c));
   rows_finish(&c, &pass);
@@ -346,7 +352,8 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   if (p.chunks) passes = rx_sched_for(s, rc, npass, RX_LOOP_SERIAL, passes);
   RX_VEC_PUSH(&body, passes);
   rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, c.tx, E(s, p.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k =
+      rx_sched_for(s, c.tx, sx_const(s->cx, p.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }
@@ -367,7 +374,8 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
     nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, brepl));
   }
   const rx_expr *ncol;
-  const rx_expr *jj = rx_expr_floormod(cx, tx, E(s, CB)), *ks = rx_expr_floordiv(cx, tx, E(s, CB));
+  const rx_expr *jj = rx_expr_floormod(cx, tx, sx_const(s->cx, CB)),
+                *ks = rx_expr_floordiv(cx, tx, sx_const(s->cx, CB));
   const rx_expr *jg = rx_sched_split(s, M, CB, bx, jj, &ncol);
   rx_stmtvec body = {0};
   rx_stmt *al;
@@ -376,7 +384,7 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
   RX_VEC_PUSH(&body, al);
   rx_buffer *part = rx_sched_alloc(s, "part", mi->acc_dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&body, al);
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
   RX_VEC_PUSH(&body, rx_sched_store_e(s, part, &z, 1, zero));
@@ -386,9 +394,9 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
   /* the product at i = 0, j = bx * CB + jj, k = ko * KS + ks */
   const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
   rx_rewrite rw;
-  mm_point_rewrite(s, mi, brepl, z, ADD(s, MUL(s, bx, CB), jj), vars, rp, &rw);
+  mm_point_rewrite(s, mi, brepl, z, sx_add(s->cx, sx_mul_c(s->cx, bx, CB), jj), vars, rp, &rw);
   vars[rw.n] = mi->r.k;
-  rp[rw.n] = ADD(s, MUL(s, ko, KS), ks);
+  rp[rw.n] = sx_add(s->cx, sx_mul_c(s->cx, ko, KS), ks);
   rw.n++;
   rx_tx *prod = mi->p_first ? rx_tx_binary(s->m, RX_BINOP_MUL, rx_sched_rewrite_tx(&rw, mi->p),
                                            rx_sched_rewrite_tx(&rw, mi->q), s->loc)
@@ -399,25 +407,26 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
       rx_sched_store_e(s, part, &z, 1,
                        mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
                                        : rx_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc));
-  RX_VEC_PUSH(&body,
-              rx_sched_for(s, ko, nk, RX_LOOP_SERIAL, rx_sched_guard(s, AND(s, kg, jg), upd)));
+  RX_VEC_PUSH(&body, rx_sched_for(s, ko, nk, RX_LOOP_SERIAL,
+                                  rx_sched_guard(s, sx_and_opt(s->cx, kg, jg), upd)));
   const rx_expr *ri[2] = {ks, jj};
   RX_VEC_PUSH(&body, rx_sched_store_e(s, red, ri, 2, rx_sched_load(s, part, &z, 1)));
   RX_VEC_PUSH(&body, rx_sched_barrier(s));
   /* the first CB threads sum the KS partials of their column, in order */
   rx_tx *tot = NULL;
   for (int q = 0; q < KS; q++) {
-    const rx_expr *ix[2] = {E(s, q), tx};
+    const rx_expr *ix[2] = {sx_const(s->cx, q), tx};
     rx_tx *l = rx_sched_load(s, red, ix, 2);
     tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
   }
   rx_stmtvec fin = {0};
-  const rx_expr *j = ADD(s, MUL(s, bx, CB), tx); /* tx < CB there */
+  const rx_expr *j = sx_add(s->cx, sx_mul_c(s->cx, bx, CB), tx); /* tx < CB there */
   mm_point_rewrite(s, mi, brepl, z, j, vars, rp, &rw);
   mm_epilogue(s, mi, &rw, tot, &fin);
-  const rx_expr *c = AND(s, rx_expr_cmp(cx, RX_EXPR_LT, tx, E(s, CB)), sched_bound_guard(s, j, M));
+  const rx_expr *c = sx_and_opt(s->cx, rx_expr_cmp(cx, RX_EXPR_LT, tx, sx_const(s->cx, CB)),
+                                sched_bound_guard(s, j, M));
   RX_VEC_PUSH(&body, rx_sched_guard(s, c, rx_sched_seq(s, &fin)));
-  rx_stmt *k = rx_sched_for(s, tx, E(s, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k = rx_sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
   return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }

@@ -71,15 +71,17 @@ typedef struct mma_k {
 static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, const rx_expr *i,
                          const rx_expr *j, const rx_expr *kb, const rx_expr *cond) {
   rx_sctx *s = c->s;
-  const rx_expr *v = rx_sched_fresh_var(s, "v"), *idx[2] = {E(s, row), v};
+  const rx_expr *v = rx_sched_fresh_var(s, "v"), *idx[2] = {sx_const(s->cx, row), v};
   rx_stmt *ld = rx_sched_for(
-      s, v, E(s, 8), RX_LOOP_VECTORIZE,
-      rx_sched_store_e(s, dst, idx, 2, mm_operand_at(s, c->mi, c->brepl, e, i, j, ADD(s, kb, v))));
+      s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE,
+      rx_sched_store_e(s, dst, idx, 2,
+                       mm_operand_at(s, c->mi, c->brepl, e, i, j, sx_add(s->cx, kb, v))));
   if (!cond || rx_sched_proves(s, cond)) return ld;
-  const rx_expr *u = rx_sched_fresh_var(s, "v"), *zi[2] = {E(s, row), u};
+  const rx_expr *u = rx_sched_fresh_var(s, "v"), *zi[2] = {sx_const(s->cx, row), u};
   rx_tx *zero = NULL;
   rx_sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
-  rx_stmt *z = rx_sched_for(s, u, E(s, 8), RX_LOOP_UNROLL, rx_sched_store_e(s, dst, zi, 2, zero));
+  rx_stmt *z =
+      rx_sched_for(s, u, sx_const(s->cx, 8), RX_LOOP_UNROLL, rx_sched_store_e(s, dst, zi, 2, zero));
   return rx_sched_if(s, rx_sched_cond(s, cond), ld, z);
 }
 
@@ -87,35 +89,38 @@ static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, 
 static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
-  const rx_expr *kb = ADD(s, MUL(s, ch, 32), MUL(s, c->t, 8));
+  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, ch, 32), sx_mul_c(s->cx, c->t, 8));
   rx_stmtvec st = {0};
   for (int h = 0; h < 2 * c->RM; h++) {
-    const rx_expr *row = ADD(s, ADD(s, c->row0, E(s, 16 * (h / 2) + 8 * (h % 2))), c->g);
+    const rx_expr *row =
+        sx_add(s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 16 * (h / 2) + 8 * (h % 2))), c->g);
     RX_VEC_PUSH(&st,
                 load_vec(c, c->xr, h, c->p, row, c->col0, kb, sched_bound_guard(s, row, mi->N)));
   }
   for (int q = 0; q < c->C; q++) {
-    const rx_expr *j = ADD(s, ADD(s, c->col0, E(s, 8 * q)), c->g);
-    RX_VEC_PUSH(&st, load_vec(c, c->wr, q, c->q, E(s, 0), j, kb, sched_bound_guard(s, j, mi->M)));
+    const rx_expr *j = sx_add(s->cx, sx_add(s->cx, c->col0, sx_const(s->cx, 8 * q)), c->g);
+    RX_VEC_PUSH(&st, load_vec(c, c->wr, q, c->q, sx_const(s->cx, 0), j, kb,
+                              sched_bound_guard(s, j, mi->M)));
   }
   for (int step = 0; step < 2; step++)
     for (int m = 0; m < c->RM; m++) {
       /* fa[i] = xr[2m + i // 2 % 2, 4 step + i % 2 + 2 (i // 4)]; fb[i] = wr[q, 4 step + i] */
       const rx_expr *i = rx_sched_fresh_var(s, "i");
       const rx_expr *xi[2] = {
-          ADD(s, E(s, 2 * m),
-              rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, E(s, 2)), E(s, 2))),
-          ADD(s, E(s, 4 * step),
-              ADD(s, rx_expr_floormod(s->cx, i, E(s, 2)),
-                  MUL(s, rx_expr_floordiv(s->cx, i, E(s, 4)), 2)))};
+          sx_add(s->cx, sx_const(s->cx, 2 * m),
+                 rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 2)),
+                                  sx_const(s->cx, 2))),
+          sx_add(s->cx, sx_const(s->cx, 4 * step),
+                 sx_add(s->cx, rx_expr_floormod(s->cx, i, sx_const(s->cx, 2)),
+                        sx_mul_c(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 4)), 2)))};
       RX_VEC_PUSH(&st,
-                  rx_sched_for(s, i, E(s, 8), RX_LOOP_UNROLL,
+                  rx_sched_for(s, i, sx_const(s->cx, 8), RX_LOOP_UNROLL,
                                rx_sched_store_e(s, c->fa, &i, 1, rx_sched_load(s, c->xr, xi, 2))));
       for (int q = 0; q < c->C; q++) {
         const rx_expr *b = rx_sched_fresh_var(s, "i");
-        const rx_expr *wi[2] = {E(s, q), ADD(s, E(s, 4 * step), b)};
+        const rx_expr *wi[2] = {sx_const(s->cx, q), sx_add(s->cx, sx_const(s->cx, 4 * step), b)};
         RX_VEC_PUSH(
-            &st, rx_sched_for(s, b, E(s, 4), RX_LOOP_UNROLL,
+            &st, rx_sched_for(s, b, sx_const(s->cx, 4), RX_LOOP_UNROLL,
                               rx_sched_store_e(s, c->fb, &b, 1, rx_sched_load(s, c->wr, wi, 2))));
         rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
         mma->buf = c->fc[m * c->C + q];
@@ -133,14 +138,15 @@ static rx_stmt *kloop(mma_k *c) {
   int64_t chunks = c->mi->K->value / 32, per = MMA_WARPS * MMA_UNROLL;
   int64_t nko = (chunks + per - 1) / per;
   const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
-  const rx_expr *ch = ADD(s, MUL(s, ADD(s, MUL(s, ko, MMA_UNROLL), ku), MMA_WARPS), c->w);
+  const rx_expr *ch = sx_add(
+      s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, MMA_UNROLL), ku), MMA_WARPS), c->w);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ko, E(s, 0), E(s, nko));
-  rx_analyzer_bind_range(s->an, ku, E(s, 0), E(s, MMA_UNROLL));
-  rx_stmt *body = rx_sched_guard(s, LT(s, ch, E(s, chunks)), chunk(c, ch));
+  rx_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nko));
+  rx_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, MMA_UNROLL));
+  rx_stmt *body = rx_sched_guard(s, sx_lt(s->cx, ch, sx_const(s->cx, chunks)), chunk(c, ch));
   rx_analyzer_reset(s->an, mk);
-  return rx_sched_for(s, ko, E(s, nko), RX_LOOP_SERIAL,
-                      rx_sched_for(s, ku, E(s, MMA_UNROLL), RX_LOOP_UNROLL, body));
+  return rx_sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
+                      rx_sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, body));
 }
 
 /* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
@@ -155,9 +161,9 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   RX_VEC_PUSH(body, al);
   for (int q = 0; q < tiles; q++) {
     const rx_expr *i = rx_sched_fresh_var(s, "i");
-    const rx_expr *ri[3] = {c->w, ADD(s, E(s, 4 * q), i), lane};
+    const rx_expr *ri[3] = {c->w, sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
     RX_VEC_PUSH(body,
-                rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+                rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
                              rx_sched_store_e(s, red, ri, 3, rx_sched_load(s, c->fc[q], &i, 1))));
   }
   RX_VEC_PUSH(body, rx_sched_barrier(s));
@@ -165,28 +171,31 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   for (int q = 0; q < tiles; q++) {
     const rx_expr *i = rx_sched_fresh_var(s, "i");
     size_t mk = rx_analyzer_mark(s->an);
-    rx_analyzer_bind_range(s->an, i, E(s, 0), E(s, 4));
+    rx_analyzer_bind_range(s->an, i, sx_const(s->cx, 0), sx_const(s->cx, 4));
     rx_tx *tot = NULL;
     for (int w = 0; w < MMA_WARPS; w++) {
-      const rx_expr *ri[3] = {E(s, w), ADD(s, E(s, 4 * q), i), lane};
+      const rx_expr *ri[3] = {sx_const(s->cx, w), sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
       rx_tx *l = rx_sched_load(s, red, ri, 3);
       tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
     }
-    const rx_expr *row = ADD(s, ADD(s, c->row0, E(s, 16 * (q / c->C))),
-                             ADD(s, c->g, MUL(s, rx_expr_floordiv(s->cx, i, E(s, 2)), 8)));
-    const rx_expr *col = ADD(s, ADD(s, c->col0, E(s, 8 * (q % c->C))),
-                             ADD(s, MUL(s, c->t, 2), rx_expr_floormod(s->cx, i, E(s, 2))));
+    const rx_expr *row = sx_add(
+        s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 16 * (q / c->C))),
+        sx_add(s->cx, c->g, sx_mul_c(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 2)), 8)));
+    const rx_expr *col = sx_add(
+        s->cx, sx_add(s->cx, c->col0, sx_const(s->cx, 8 * (q % c->C))),
+        sx_add(s->cx, sx_mul_c(s->cx, c->t, 2), rx_expr_floormod(s->cx, i, sx_const(s->cx, 2))));
     const rx_expr *vars[MAXN], *repl[MAXN];
     rx_rewrite rw;
     mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
     rx_stmtvec fin = {0};
     mm_epilogue(s, mi, &rw, tot, &fin);
-    const rx_expr *g = AND(s, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
+    const rx_expr *g =
+        sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
     rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
     rx_analyzer_reset(s->an, mk);
-    RX_VEC_PUSH(&out, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL, st));
+    RX_VEC_PUSH(&out, rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL, st));
   }
-  RX_VEC_PUSH(body, rx_sched_guard(s, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->w, E(s, 0)),
+  RX_VEC_PUSH(body, rx_sched_guard(s, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->w, sx_const(s->cx, 0)),
                                    rx_sched_seq(s, &out)));
 }
 
@@ -205,20 +214,20 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   }
   if (RM > 1) {
     br = rx_sched_fresh_var(s, "br");
-    nrow = CEILDIV(s, mi->N, 16 * RM);
+    nrow = sched_ceildiv(s, mi->N, 16 * RM);
   }
-  const rx_expr *ncol = CEILDIV(s, mi->M, per);
+  const rx_expr *ncol = sched_ceildiv(s, mi->M, per);
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, E(s, 0), ncol);
-  rx_analyzer_bind_range(s->an, tx, E(s, 0), E(s, T));
-  if (by) rx_analyzer_bind_range(s->an, by, E(s, 0), nbatch);
-  if (br) rx_analyzer_bind_range(s->an, br, E(s, 0), nrow);
-  const rx_expr *lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, tx, E(s, 32)));
-  c.w = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, tx, E(s, 32)));
-  c.g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, lane, E(s, 4)));
-  c.t = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, lane, E(s, 4)));
-  c.col0 = MUL(s, bx, per);
-  c.row0 = br ? MUL(s, br, 16 * RM) : E(s, 0);
+  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  rx_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, T));
+  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  if (br) rx_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
+  const rx_expr *lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, tx, sx_const(s->cx, 32)));
+  c.w = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, tx, sx_const(s->cx, 32)));
+  c.g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, lane, sx_const(s->cx, 4)));
+  c.t = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, lane, sx_const(s->cx, 4)));
+  c.col0 = sx_mul_c(s->cx, bx, per);
+  c.row0 = br ? sx_mul_c(s->cx, br, 16 * RM) : sx_const(s->cx, 0);
   rx_stmtvec body = {0};
   rx_stmt *al;
   rx_dtype ab = c.p->dtype;
@@ -237,13 +246,13 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
     c.fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fb, 1, &al);
     RX_VEC_PUSH(&body, al);
     const rx_expr *i = rx_sched_fresh_var(s, "i");
-    RX_VEC_PUSH(&body, rx_sched_for(s, i, E(s, 4), RX_LOOP_UNROLL,
+    RX_VEC_PUSH(&body, rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
                                     rx_sched_store_e(s, c.fc[q], &i, 1, zero)));
   }
   RX_VEC_PUSH(&body, kloop(&c));
   finish(&c, lane, &body);
   rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, tx, E(s, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
+  rx_stmt *k = rx_sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
   if (br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
   if (br) k = rx_sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
   if (!br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);

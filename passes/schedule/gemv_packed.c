@@ -33,16 +33,16 @@ static const rx_expr *last_index(const rx_tx *l) {
 static int per_byte(rx_sctx *s, const rx_expr *f, const rx_expr *k, int V) {
   const rx_expr *t = rx_sched_fresh_var(s, "t"), *v = rx_sched_fresh_var(s, "v");
   size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, t, E(s, 0), E(s, INT32_MAX));
-  rx_analyzer_bind_range(s->an, v, E(s, 0), E(s, V));
-  const rx_expr *at = rx_expr_add(s->cx, rx_expr_mul(s->cx, t, E(s, V)), v);
-  const rx_expr *f0 =
-      rx_expr_subst(s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, E(s, V))}, 1);
+  rx_analyzer_bind_range(s->an, t, sx_const(s->cx, 0), sx_const(s->cx, INT32_MAX));
+  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, V));
+  const rx_expr *at = rx_expr_add(s->cx, rx_expr_mul(s->cx, t, sx_const(s->cx, V)), v);
+  const rx_expr *f0 = rx_expr_subst(
+      s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, sx_const(s->cx, V))}, 1);
   const rx_expr *f1 = rx_expr_subst(s->cx, f, &k, &at, 1);
   const rx_expr *d = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, f1, f0));
   int e = 0;
   for (int c = 1; c <= 2 && !e; c++)
-    if (d == rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, v, E(s, c)))) e = c;
+    if (d == rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, v, sx_const(s->cx, c)))) e = c;
   rx_analyzer_reset(s->an, mk);
   return e;
 }
@@ -104,7 +104,8 @@ static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
   f = rx_analyzer_simplify(rw->s->an, f);
   for (int i = 0; i < sw->pk->n; i++)
     if (l->buf == sw->pk->load[i]->buf && f == sw->want[i]) {
-      const rx_expr *u = rx_expr_floordiv(rw->s->cx, sw->lane, E(rw->s, sw->pk->per_byte[i]));
+      const rx_expr *u =
+          rx_expr_floordiv(rw->s->cx, sw->lane, sx_const(rw->s->cx, sw->pk->per_byte[i]));
       return rx_sched_load(rw->s, sw->bufs[i], &u, 1);
     }
   return l;
@@ -115,13 +116,13 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *lane, rx_tx **out_q) {
   rx_stmtvec st = {0};
   const rx_expr *want[MM_MAX_PACKED];
-  const rx_expr *z = E(s, 0), *kv = ADD(s, kb, lane);
+  const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
   for (int i = 0; i < pk->n; i++) {
     const rx_expr *u = rx_sched_fresh_var(s, "u");
-    const rx_expr *ku = ADD(s, kb, rx_expr_mul(s->cx, u, E(s, pk->per_byte[i])));
+    const rx_expr *ku = sx_add(s->cx, kb, rx_expr_mul(s->cx, u, sx_const(s->cx, pk->per_byte[i])));
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
     rx_stmt *cp = rx_sched_store_e(s, bufs[i], &u, 1, ld);
-    RX_VEC_PUSH(&st, rx_sched_for(s, u, E(s, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
+    RX_VEC_PUSH(&st, rx_sched_for(s, u, sx_const(s->cx, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
     want[i] =
         rx_analyzer_simplify(s->an, last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
   }

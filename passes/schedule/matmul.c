@@ -89,9 +89,9 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   bool mid = gemm_mma_fits(s, &mi);
   int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
-      {rx_expr_cmp(s->cx, RX_EXPR_EQ, rows, E(s, 1)), RX_SCHED_GEMV, NULL},
-      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
-      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, E(s, mid_rows)), RX_SCHED_GEMM, NULL},
+      {rx_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},
+      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
+      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, mid_rows)), RX_SCHED_GEMM, NULL},
       {NULL, RX_SCHED_GEMM, NULL}};
   const int bound[4] = {1, SMALL_ROWS, mid_rows, 0};
   int nv = mid ? 4 : 3;

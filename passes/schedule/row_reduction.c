@@ -245,11 +245,11 @@ typedef struct acc_chk {
 static const rx_expr *flat_start(rx_sctx *s, const rx_buffer *b, rx_tx *const *idx, int n,
                                  const rx_expr *lo, const nest *nt, const rx_expr *const *repl) {
   rx_expr_ctx *cx = s->cx;
-  const rx_expr *flat = E(s, 0);
+  const rx_expr *flat = sx_const(s->cx, 0);
   for (int i = 0; i < n; i++) {
     const rx_expr *x = i == n - 1                  ? lo
                        : idx[i]->kind == RX_TX_SYM ? idx[i]->sym
-                       : idx[i]->kind == RX_TX_INT ? E(s, idx[i]->ival)
+                       : idx[i]->kind == RX_TX_INT ? sx_const(s->cx, idx[i]->ival)
                                                    : NULL;
     if (!x) return NULL;
     if (repl && i < n - 1) x = rx_expr_subst(cx, x, nt->vars, repl, (size_t)nt->n);
@@ -429,7 +429,7 @@ static void plan_rows(rr *r) {
   plan_registers(r);
   r->KE = edge_steps(r, r->T);
   r->RPB = r->T < bmax ? bmax / r->T : 1;
-  const rx_expr *nrows = E(s, 1);
+  const rx_expr *nrows = sx_const(s->cx, 1);
   for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(s->cx, nrows, r->nt.ext[k]);
   rx_interval ni = rx_analyzer_bounds(s->an, nrows);
   while (r->RPB > 1 && ni.hi <= r->RPB / 2) r->RPB /= 2;
@@ -447,22 +447,24 @@ static void setup_rows(rr *r) {
   rx_expr_ctx *cx = s->cx;
   r->bx = rx_sched_fresh_var(s, "row");
   r->tid = rx_sched_fresh_var(s, "tx");
-  r->lt = r->T == r->B ? r->tid : r->T == 1 ? E(s, 0) : rx_expr_floormod(cx, r->tid, E(s, r->T));
-  r->rb = r->RPB == 1 ? E(s, 0) : rx_expr_floordiv(cx, r->tid, E(s, r->T));
-  const rx_expr *nrows = E(s, 1);
+  r->lt = r->T == r->B ? r->tid
+          : r->T == 1  ? sx_const(s->cx, 0)
+                       : rx_expr_floormod(cx, r->tid, sx_const(s->cx, r->T));
+  r->rb = r->RPB == 1 ? sx_const(s->cx, 0) : rx_expr_floordiv(cx, r->tid, sx_const(s->cx, r->T));
+  const rx_expr *nrows = sx_const(s->cx, 1);
   for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(cx, nrows, r->nt.ext[k]);
   nrows = rx_analyzer_simplify(s->an, nrows);
-  r->nblocks = r->RPB == 1 ? nrows : CEILDIV(s, nrows, r->RPB);
-  rx_analyzer_bind_range(s->an, r->bx, E(s, 0), r->nblocks);
-  rx_analyzer_bind_range(s->an, r->tid, E(s, 0), E(s, r->B));
-  const rx_expr *row = r->RPB == 1 ? r->bx : ADD(s, MUL(s, r->bx, r->RPB), r->rb);
+  r->nblocks = r->RPB == 1 ? nrows : sched_ceildiv(s, nrows, r->RPB);
+  rx_analyzer_bind_range(s->an, r->bx, sx_const(s->cx, 0), r->nblocks);
+  rx_analyzer_bind_range(s->an, r->tid, sx_const(s->cx, 0), sx_const(s->cx, r->B));
+  const rx_expr *row = r->RPB == 1 ? r->bx : sx_add(s->cx, sx_mul_c(s->cx, r->bx, r->RPB), r->rb);
   r->row_ok = r->RPB == 1 ? NULL : sched_bound_guard(s, row, nrows);
-  if (r->row_ok) row = rx_expr_min(cx, row, rx_expr_sub(cx, nrows, E(s, 1)));
+  if (r->row_ok) row = rx_expr_min(cx, row, rx_expr_sub(cx, nrows, sx_const(s->cx, 1)));
   rx_sched_fuse(s, r->nt.ext, r->nt.n, row, r->repl);
   for (int k = 0; k < r->nt.n; k++)
-    r->repl[k] = rx_analyzer_simplify(s->an, ADD(s, r->nt.lo[k], r->repl[k]));
-  const rx_expr *lead = r->T == 1 ? NULL : rx_expr_cmp(cx, RX_EXPR_EQ, r->lt, E(s, 0));
-  r->first = AND(s, lead, r->row_ok);
+    r->repl[k] = rx_analyzer_simplify(s->an, sx_add(s->cx, r->nt.lo[k], r->repl[k]));
+  const rx_expr *lead = r->T == 1 ? NULL : rx_expr_cmp(cx, RX_EXPR_EQ, r->lt, sx_const(s->cx, 0));
+  r->first = sx_and_opt(s->cx, lead, r->row_ok);
 }
 
 /* The aligned form's row: its flat start R (in the row's variables, built as the printers
@@ -473,12 +475,15 @@ static void setup_aligned(rr *r) {
   rx_sctx *s = r->s;
   rx_expr_ctx *cx = s->cx;
   const rx_expr *R = flat_start(s, r->sbuf, r->sidx, r->sbuf->ndim, r->lo, &r->nt, r->repl);
-  const rx_expr *A = MUL(s, rx_expr_floordiv(cx, ADD(s, R, E(s, r->V - 1)), E(s, r->V)), r->V);
-  r->skip = r->edges == 2 ? rx_expr_sub(cx, A, R) : E(s, 0);
+  const rx_expr *A = sx_mul_c(
+      s->cx,
+      rx_expr_floordiv(cx, sx_add(s->cx, R, sx_const(s->cx, r->V - 1)), sx_const(s->cx, r->V)),
+      r->V);
+  r->skip = r->edges == 2 ? rx_expr_sub(cx, A, R) : sx_const(s->cx, 0);
   r->head = rx_analyzer_simplify(s->an, rx_expr_min(cx, r->skip, r->m));
-  r->nvec =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, rx_expr_sub(cx, r->m, r->head), E(s, r->V)));
-  r->tail = rx_analyzer_simplify(s->an, ADD(s, r->head, MUL(s, r->nvec, r->V)));
+  r->nvec = rx_analyzer_simplify(
+      s->an, rx_expr_floordiv(cx, rx_expr_sub(cx, r->m, r->head), sx_const(s->cx, r->V)));
+  r->tail = rx_analyzer_simplify(s->an, sx_add(s->cx, r->head, sx_mul_c(s->cx, r->nvec, r->V)));
 }
 
 /* The parts of a stage: one, or the aligned form's head, vectors and tail, in this order. */
@@ -508,7 +513,7 @@ typedef struct stage {
 static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
   stage *g = rw->ud;
   rr *r = g->r;
-  const rx_expr *z = E(rw->s, 0);
+  const rx_expr *z = sx_const(rw->s->cx, 0);
   for (int i = 0; i < r->nred; i++)
     if (r->red[i].buf == load->buf &&
         sched_same_idx(load->idx, load->nidx, r->red[i].idx, r->red[i].nidx))
@@ -518,7 +523,8 @@ static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
     const rx_tx *x = g->expect[i];
     if (x->buf != load->buf || !sched_same_idx(load->idx, load->nidx, x->idx, x->nidx)) continue;
     const rx_expr *at =
-        ADD(rw->s, E(rw->s, g->slot), ADD(rw->s, MUL(rw->s, g->ko, g->V), g->v ? g->v : z));
+        sx_add(rw->s->cx, sx_const(rw->s->cx, g->slot),
+               sx_add(rw->s->cx, sx_mul_c(rw->s->cx, g->ko, g->V), g->v ? g->v : z));
     return rx_sched_load(rw->s, r->cache[i].local, &at, 1);
   }
   return load;
@@ -545,13 +551,14 @@ static steps plain_steps(rr *r, const stage *g, const rx_expr *ext, const rx_exp
   int64_t tv = (int64_t)r->T * g->V;
   int64_t d = rx_analyzer_divisor(s->an, ext);
   bool exact = d == 0 || d % tv == 0, regs = g->planned && r->regs;
-  const rx_expr *at = MUL(s, step, g->V);
+  const rx_expr *at = sx_mul_c(s->cx, step, g->V);
   steps st = {.off = at, .val = at, .bound = exact && !regs ? NULL : ext};
   if (regs)
-    st.K = E(s, r->K);
+    st.K = sx_const(s->cx, r->K);
   else
     st.K = rx_analyzer_simplify(
-        s->an, rx_expr_floordiv(s->cx, exact ? ext : ADD(s, ext, E(s, tv - 1)), E(s, tv)));
+        s->an, rx_expr_floordiv(s->cx, exact ? ext : sx_add(s->cx, ext, sx_const(s->cx, tv - 1)),
+                                sx_const(s->cx, tv)));
   return st;
 }
 
@@ -562,15 +569,17 @@ static steps plain_steps(rr *r, const stage *g, const rx_expr *ext, const rx_exp
 static steps aligned_steps(rr *r, part_kind p, const rx_expr *step) {
   rx_sctx *s = r->s;
   int64_t vec = r->regs ? r->K * r->V : 0;
-  if (p == PART_HEAD) return (steps){E(s, r->KE), step, step, r->head, vec};
+  if (p == PART_HEAD) return (steps){sx_const(s->cx, r->KE), step, step, r->head, vec};
   if (p == PART_TAIL)
-    return (steps){E(s, r->KE), ADD(s, r->tail, step), step, rx_expr_sub(s->cx, r->m, r->tail),
-                   vec + (r->edges - 1) * r->KE};
+    return (steps){sx_const(s->cx, r->KE), sx_add(s->cx, r->tail, step), step,
+                   rx_expr_sub(s->cx, r->m, r->tail), vec + (r->edges - 1) * r->KE};
   const rx_expr *K =
-      r->regs ? E(s, r->K)
-              : rx_analyzer_simplify(
-                    s->an, rx_expr_floordiv(s->cx, ADD(s, r->nvec, E(s, r->T - 1)), E(s, r->T)));
-  return (steps){K, ADD(s, r->skip, MUL(s, step, r->V)), step, r->nvec, 0};
+      r->regs
+          ? sx_const(s->cx, r->K)
+          : rx_analyzer_simplify(
+                s->an, rx_expr_floordiv(s->cx, sx_add(s->cx, r->nvec, sx_const(s->cx, r->T - 1)),
+                                        sx_const(s->cx, r->T)));
+  return (steps){K, sx_add(s->cx, r->skip, sx_mul_c(s->cx, step, r->V)), step, r->nvec, 0};
 }
 
 static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_expr *ext,
@@ -583,15 +592,15 @@ static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_ex
   g->V = g->planned && p == PART_MAIN ? r->V : 1;
   g->ko = rx_sched_fresh_var(s, "ko");
   g->v = g->V > 1 ? rx_sched_fresh_var(s, "v") : NULL;
-  const rx_expr *step = ADD(s, MUL(s, g->ko, r->T), r->lt);
+  const rx_expr *step = sx_add(s->cx, sx_mul_c(s->cx, g->ko, r->T), r->lt);
   steps st = aligned ? aligned_steps(r, p, step) : plain_steps(r, g, ext, step);
-  const rx_expr *j = ADD(s, lo, st.off);
-  if (g->v) j = ADD(s, j, g->v);
+  const rx_expr *j = sx_add(s->cx, lo, st.off);
+  if (g->v) j = sx_add(s->cx, j, g->v);
   g->K = st.K;
   g->slot = st.slot;
   g->mark = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, g->ko, E(s, 0), g->K);
-  if (g->v) rx_analyzer_bind_range(s->an, g->v, E(s, 0), E(s, g->V));
+  rx_analyzer_bind_range(s->an, g->ko, sx_const(s->cx, 0), g->K);
+  if (g->v) rx_analyzer_bind_range(s->an, g->v, sx_const(s->cx, 0), sx_const(s->cx, g->V));
   g->guard = st.bound ? sched_bound_guard(s, st.val, st.bound) : NULL;
   g->kind = regs || (g->K->kind == RX_EXPR_CONST && g->K->value <= ROW_UNROLL) ? RX_LOOP_UNROLL
                                                                                : RX_LOOP_SERIAL;
@@ -617,7 +626,8 @@ static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_ex
 /* The stage's loops around body (lanes_inside: body has its own lane loops over g->v). */
 static rx_stmt *stage_close(stage *g, rx_stmt *body, bool lanes_inside) {
   rx_sctx *s = g->r->s;
-  if (g->v && !lanes_inside) body = rx_sched_for(s, g->v, E(s, g->V), RX_LOOP_VECTORIZE, body);
+  if (g->v && !lanes_inside)
+    body = rx_sched_for(s, g->v, sx_const(s->cx, g->V), RX_LOOP_VECTORIZE, body);
   body = rx_sched_guard(s, g->guard, body);
   rx_analyzer_reset(s->an, g->mark);
   return rx_sched_for(s, g->ko, g->K, g->kind, body);
@@ -637,7 +647,9 @@ static void load_cache(rr *r) {
       stage_open(r, r->jc, r->lo, r->m, part_at(r, q), &g);
       rx_rewrite plain = g.rw;
       plain.hook = NULL;
-      const rx_expr *at = ADD(s, E(s, g.slot), ADD(s, MUL(s, g.ko, g.V), g.v ? g.v : E(s, 0)));
+      const rx_expr *at =
+          sx_add(s->cx, sx_const(s->cx, g.slot),
+                 sx_add(s->cx, sx_mul_c(s->cx, g.ko, g.V), g.v ? g.v : sx_const(s->cx, 0)));
       rx_stmt *st = rx_sched_store_e(s, c->local, &at, 1, rx_sched_rewrite_tx(&plain, c->canon));
       RX_VEC_PUSH(&r->out, stage_close(&g, st, false));
     }
@@ -679,18 +691,20 @@ static rx_tx *seg_reduce(rr *r, rx_tx *val, rx_combiner c, rx_dtype t) {
   int64_t shp[1] = {(int64_t)r->RPB * per};
   rx_buffer *red = rx_sched_alloc(s, "red_buf", t, RX_SCOPE_SHARED, shp, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  const rx_expr *slot = sub ? rx_expr_floordiv(cx, r->tid, E(s, sg)) : r->tid;
+  const rx_expr *slot = sub ? rx_expr_floordiv(cx, r->tid, sx_const(s->cx, sg)) : r->tid;
   const rx_expr *lead =
-      sub ? rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, r->tid, E(s, sg)), E(s, 0)) : NULL;
+      sub ? rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, r->tid, sx_const(s->cx, sg)),
+                        sx_const(s->cx, 0))
+          : NULL;
   RX_VEC_PUSH(&r->out, rx_sched_guard(s, lead, rx_sched_store_e(s, red, &slot, 1, val)));
   RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
-  const rx_expr *base = MUL(s, r->rb, per);
+  const rx_expr *base = sx_mul_c(s->cx, r->rb, per);
   for (int half = per / 2; half >= 1 && !sub; half /= 2) {
-    const rx_expr *other = ADD(s, r->tid, E(s, half));
+    const rx_expr *other = sx_add(s->cx, r->tid, sx_const(s->cx, half));
     rx_stmt *st = rx_sched_store_e(s, red, &r->tid, 1,
                                    rx_sched_combine(s, c, rx_sched_load(s, red, &r->tid, 1),
                                                     rx_sched_load(s, red, &other, 1)));
-    RX_VEC_PUSH(&r->out, rx_sched_guard(s, LT(s, r->lt, E(s, half)), st));
+    RX_VEC_PUSH(&r->out, rx_sched_guard(s, sx_lt(s->cx, r->lt, sx_const(s->cx, half)), st));
     RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
   }
   if (!sub) {
@@ -701,13 +715,13 @@ static rx_tx *seg_reduce(rr *r, rx_tx *val, rx_combiner c, rx_dtype t) {
   int64_t one[1] = {1};
   rx_buffer *acc = rx_sched_alloc(s, "red_acc", t, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  const rx_expr *z = E(s, 0), *q = rx_sched_fresh_var(s, "q");
-  const rx_expr *at = ADD(s, base, ADD(s, q, E(s, 1)));
+  const rx_expr *z = sx_const(s->cx, 0), *q = rx_sched_fresh_var(s, "q");
+  const rx_expr *at = sx_add(s->cx, base, sx_add(s->cx, q, sx_const(s->cx, 1)));
   RX_VEC_PUSH(&r->out, rx_sched_store_e(s, acc, &z, 1, rx_sched_load(s, red, &base, 1)));
   rx_stmt *upd = rx_sched_store_e(
       s, acc, &z, 1,
       rx_sched_combine(s, c, rx_sched_load(s, acc, &z, 1), rx_sched_load(s, red, &at, 1)));
-  RX_VEC_PUSH(&r->out, rx_sched_for(s, q, E(s, per - 1), RX_LOOP_UNROLL, upd));
+  RX_VEC_PUSH(&r->out, rx_sched_for(s, q, sx_const(s->cx, per - 1), RX_LOOP_UNROLL, upd));
   RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, rx_sched_load(s, acc, &z, 1)));
   return rx_tx_local(s->m, tot, s->loc);
 }
@@ -734,7 +748,7 @@ static rx_tx *finish_reduce(rr *r, const red_info *red, rx_tx *tot) {
   }
   rx_stmt *al;
   int64_t one[1] = {1};
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   rx_buffer *lb = rx_sched_alloc(s, "rowval", dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
   RX_VEC_PUSH(&r->out, rx_sched_store_e(s, lb, &z, 1, fin));
@@ -755,7 +769,7 @@ static void emit_reduce(rr *r, const rx_stmt *st) {
   rx_sched_identity(s, red.comb, dt, &ident);
   rx_stmt *al;
   int64_t one[1] = {1};
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   rx_buffer *part = rx_sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
   RX_VEC_PUSH(&r->out, rx_sched_store_e(s, part, &z, 1, ident));
@@ -861,7 +875,7 @@ static rx_tx *if_seen(rr *r, rx_tx *m, rx_tx *v, rx_dtype dt) {
 static rx_buffer *local1(rr *r, rx_stmtvec *out, const char *name, rx_dtype dt, int64_t n,
                          rx_tx *init) {
   rx_stmt *al;
-  const rx_expr *z = E(r->s, 0);
+  const rx_expr *z = sx_const(r->s->cx, 0);
   rx_buffer *b = rx_sched_alloc(r->s, name, dt, RX_SCOPE_LOCAL, &n, 1, &al);
   RX_VEC_PUSH(out, al);
   if (init) RX_VEC_PUSH(out, rx_sched_store_e(r->s, b, &z, 1, init));
@@ -874,7 +888,7 @@ static rx_buffer *local1(rr *r, rx_stmtvec *out, const char *name, rx_dtype dt, 
 static void online_part(rr *r, const online *on, rx_buffer *pm, rx_buffer *ps, part_kind p) {
   rx_sctx *s = r->s;
   rx_dtype dt = on->mx.upd_store->buf->dtype;
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   rx_tx *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
   stage g;
   stage_open(r, on->mx.k, on->mx.klo, on->mx.kext, p, &g);
@@ -882,16 +896,16 @@ static void online_part(rr *r, const online *on, rx_buffer *pm, rx_buffer *ps, p
   rx_buffer *xs = local1(r, &body, "xs", dt, g.V, NULL);
   const rx_expr *lane = g.v ? g.v : z;
   rx_stmt *cp = rx_sched_store_e(s, xs, &lane, 1, rx_sched_rewrite_tx(&g.rw, on->mx.x));
-  RX_VEC_PUSH(&body, g.v ? rx_sched_for(s, g.v, E(s, g.V), RX_LOOP_VECTORIZE, cp) : cp);
+  RX_VEC_PUSH(&body, g.v ? rx_sched_for(s, g.v, sx_const(s->cx, g.V), RX_LOOP_VECTORIZE, cp) : cp);
   rx_buffer *nm = local1(r, &body, "nmax", dt, 1, LD(pm, z));
   const rx_expr *u = rx_sched_fresh_var(s, "u"), *u2 = rx_sched_fresh_var(s, "u");
   rx_tx *mx = rx_sched_combine(s, RX_COMB_MAX, LD(nm, z), LD(xs, u));
-  RX_VEC_PUSH(&body,
-              rx_sched_for(s, u, E(s, g.V), RX_LOOP_UNROLL, rx_sched_store_e(s, nm, &z, 1, mx)));
+  RX_VEC_PUSH(&body, rx_sched_for(s, u, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
+                                  rx_sched_store_e(s, nm, &z, 1, mx)));
   rx_buffer *es = local1(r, &body, "esum", dt, 1, zero);
   rx_tx *term = rx_sched_combine(s, RX_COMB_SUM, LD(es, z), rel_exp(r, on, LD(xs, u2), LD(nm, z)));
-  RX_VEC_PUSH(&body,
-              rx_sched_for(s, u2, E(s, g.V), RX_LOOP_UNROLL, rx_sched_store_e(s, es, &z, 1, term)));
+  RX_VEC_PUSH(&body, rx_sched_for(s, u2, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
+                                  rx_sched_store_e(s, es, &z, 1, term)));
   rx_tx *old =
       rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), LD(nm, z)), s->loc);
   rx_tx *sum = rx_sched_combine(s, RX_COMB_SUM, old, LD(es, z));
@@ -905,7 +919,7 @@ static void online_part(rr *r, const online *on, rx_buffer *pm, rx_buffer *ps, p
 static void emit_online(rr *r, const online *on) {
   rx_sctx *s = r->s;
   rx_dtype dt = on->mx.upd_store->buf->dtype;
-  const rx_expr *z = E(s, 0);
+  const rx_expr *z = sx_const(s->cx, 0);
   rx_tx *ninf = NULL, *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
   rx_sched_identity(s, RX_COMB_MAX, dt, &ninf);
   rx_buffer *pm = local1(r, &r->out, "pmax", dt, 1, ninf);

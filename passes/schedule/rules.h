@@ -6,6 +6,7 @@
 #ifndef RX_SCHED_RULES_H
 #define RX_SCHED_RULES_H
 
+#include "../../shapes/expr_build.h"
 #include "../schedule.h"
 #include "prims.h"
 
@@ -57,25 +58,9 @@ typedef struct red_info {
 } red_info;
 typedef bool (*load_pred)(const rx_tx *load, void *ud);
 
-/* ---- expression shorthands ---- */
-static inline const rx_expr *E(rx_sctx *s, int64_t v) { return rx_expr_const(s->cx, v); }
-static inline const rx_expr *ADD(rx_sctx *s, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_add(s->cx, a, b);
-}
-static inline const rx_expr *MUL(rx_sctx *s, const rx_expr *a, int64_t c) {
-  return rx_expr_mul(s->cx, a, E(s, c));
-}
 /* ceil(e / k), k > 0, simplified under the analyzer's facts (block counts, chunk counts). */
-static inline const rx_expr *CEILDIV(rx_sctx *s, const rx_expr *e, int64_t k) {
-  return rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, ADD(s, e, E(s, k - 1)), E(s, k)));
-}
-static inline const rx_expr *LT(rx_sctx *s, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_cmp(s->cx, RX_EXPR_LT, a, b);
-}
-static inline const rx_expr *AND(rx_sctx *s, const rx_expr *a, const rx_expr *b) {
-  if (!a) return b;
-  if (!b) return a;
-  return rx_expr_and(s->cx, a, b);
+static inline const rx_expr *sched_ceildiv(rx_sctx *s, const rx_expr *e, int64_t k) {
+  return rx_analyzer_simplify(s->an, sx_ceildiv_c(s->cx, e, k));
 }
 
 /* ---- loop-nest and load queries (common.c) ---- */

@@ -91,10 +91,10 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
     int64_t L = s->t->max_grid_dim[ax];
     const rx_expr *e = k->extent[0];
     if (L <= 0 || L >= 2147483647) continue;
-    if (rx_sched_proves(s, rx_expr_cmp(s->cx, RX_EXPR_LE, e, E(s, L)))) continue;
+    if (rx_sched_proves(s, rx_expr_cmp(s->cx, RX_EXPR_LE, e, sx_const(s->cx, L)))) continue;
     const rx_expr *outer = rx_sched_fresh_var(s, "bo"), *inner = rx_sched_fresh_var(s, "bi");
     vars[n] = k->vars[0];
-    repl[n] = ADD(s, outer, MUL(s, inner, L));
+    repl[n] = sx_add(s->cx, outer, sx_mul_c(s->cx, inner, L));
     ext[n] = e;
     inner_vars[n] = inner;
     lim[n] = L;
@@ -102,7 +102,7 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
     const rx_expr **nv = rx_module_alloc(s->m, sizeof *nv),
                   **ne = rx_module_alloc(s->m, sizeof *ne);
     nv[0] = outer;
-    ne[0] = rx_expr_min(s->cx, e, E(s, L));
+    ne[0] = rx_expr_min(s->cx, e, sx_const(s->cx, L));
     k->vars = nv;
     k->extent = ne;
   }
@@ -133,7 +133,8 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
     it = rx_sched_seq(s, &v);
   }
   for (int i = n - 1; i >= 0; i--) {
-    const rx_expr *trips = rx_expr_floordiv(s->cx, ADD(s, ext[i], E(s, lim[i] - 1)), E(s, lim[i]));
+    const rx_expr *trips = rx_expr_floordiv(
+        s->cx, sx_add(s->cx, ext[i], sx_const(s->cx, lim[i] - 1)), sx_const(s->cx, lim[i]));
     it = rx_sched_for(s, inner_vars[i], trips, RX_LOOP_SERIAL, it);
   }
   RX_VEC_PUSH(&top, it);

@@ -3,8 +3,9 @@
  * ACRoBat evaluates (tests/autobatch/acrobat_models.h), run on Vulkan (lavapipe in CI, under the
  * validation layer).
  *
- *   1. The pass: the batched signatures of the cells; a function that meets most batching rules
- *      (broadcast of a batched vector, softmax, sum with keepdims, permute by default, matmul of
+ *   1. The pass: ops.def's batch column (every elementwise op has the broadcast rule, only
+ *      pointwise ops do); the batched signatures of the cells; a function that meets most batching
+ * rules (broadcast of a batched vector, softmax, sum with keepdims, permute by default, matmul of
  *      two batched operands, of a shared 3-D operand by a batched vector and of a shared matrix by
  *      a batched matrix, reshape, max over all axes, strided_slice, expand_dims, squeeze by
  *      default, concat), its batched call over 3 inputs equal to 3 calls of the original; errors
@@ -26,6 +27,7 @@
 #include "check.h"
 #include "driver/driver.h"
 #include "ir/ir.h"
+#include "ops/ops.h"
 #include "relaxc/compiler.h"
 #include "support_runtime.h"
 
@@ -140,6 +142,35 @@ static void check_pass_error(const char *text, const char *fn, const char *const
     rx_status_free(st);
   }
   rx_module_free(m);
+}
+
+/* ops.def's batch column: every elementwise op batches by broadcasting, only pointwise ops do,
+ * and the ops of docs/autobatch.md's table have their rules. */
+static void batch_rules(void) {
+  int n = 0;
+  const rx_op *const *ops = rx_op_all(&n);
+  for (int i = 0; i < n; i++) {
+    const rx_op *op = ops[i];
+    if (op->pattern == RX_PATTERN_ELEMWISE)
+      CHECK(op->batch == RX_BATCH_BROADCAST, "elementwise op %s has no broadcast rule", op->name);
+    if (op->batch == RX_BATCH_BROADCAST)
+      CHECK(op->pattern == RX_PATTERN_ELEMWISE || op->pattern == RX_PATTERN_BROADCAST,
+            "op %s batches by broadcasting but is not pointwise", op->name);
+  }
+  static const struct {
+    rx_op_id id;
+    rx_batch_rule rule;
+  } want[] = {
+      {RX_OP_add, RX_BATCH_BROADCAST},   {RX_OP_where, RX_BATCH_BROADCAST},
+      {RX_OP_matmul, RX_BATCH_MATMUL},   {RX_OP_reshape, RX_BATCH_RESHAPE},
+      {RX_OP_sum, RX_BATCH_AXES},        {RX_OP_softmax, RX_BATCH_AXIS},
+      {RX_OP_concat, RX_BATCH_AXIS0},    {RX_OP_take, RX_BATCH_TAKE},
+      {RX_OP_permute, RX_BATCH_PERMUTE}, {RX_OP_squeeze, RX_BATCH_SQUEEZE},
+      {RX_OP_batch_norm, RX_BATCH_NONE}, {RX_OP_det, RX_BATCH_NONE},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    CHECK(ops[want[i].id]->batch == want[i].rule, "op %s: batch rule %d, expected %d",
+          ops[want[i].id]->name, (int)ops[want[i].id]->batch, (int)want[i].rule);
 }
 
 static void pass_errors(void) {
@@ -406,6 +437,7 @@ int main(int argc, char **argv) {
   const char *tests = argc > 1 ? argv[1] : "tests";
   char *tree = read_model(tests, "tree_cell.rx"), *lstm = read_model(tests, "lstm_cell.rx");
   if (!tree || !lstm) return 1;
+  batch_rules();
   pass_errors();
   rx_module *m = make_module(tree, lstm);
   if (m) check_signatures(m);
