@@ -152,10 +152,11 @@ static void batch_rules(void) {
   for (int i = 0; i < n; i++) {
     const rx_op *op = ops[i];
     if (op->pattern == RX_PATTERN_ELEMWISE)
-      CHECK(op->batch == RX_BATCH_BROADCAST, "elementwise op %s has no broadcast rule", op->name);
+      CHECK_MSG(op->batch == RX_BATCH_BROADCAST, "elementwise op %s has no broadcast rule",
+                op->name);
     if (op->batch == RX_BATCH_BROADCAST)
-      CHECK(op->pattern == RX_PATTERN_ELEMWISE || op->pattern == RX_PATTERN_BROADCAST,
-            "op %s batches by broadcasting but is not pointwise", op->name);
+      CHECK_MSG(op->pattern == RX_PATTERN_ELEMWISE || op->pattern == RX_PATTERN_BROADCAST,
+                "op %s batches by broadcasting but is not pointwise", op->name);
   }
   static const struct {
     rx_op_id id;
@@ -169,8 +170,8 @@ static void batch_rules(void) {
       {RX_OP_batch_norm, RX_BATCH_NONE}, {RX_OP_det, RX_BATCH_NONE},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-    CHECK(ops[want[i].id]->batch == want[i].rule, "op %s: batch rule %d, expected %d",
-          ops[want[i].id]->name, (int)ops[want[i].id]->batch, (int)want[i].rule);
+    CHECK_MSG(ops[want[i].id]->batch == want[i].rule, "op %s: batch rule %d, expected %d",
+              ops[want[i].id]->name, (int)ops[want[i].id]->batch, (int)want[i].rule);
 }
 
 static void pass_errors(void) {
