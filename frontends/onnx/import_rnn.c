@@ -16,6 +16,8 @@
  * outputs yh, yc and ws. */
 #include "import_rnn.h"
 
+#include "import_int.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,5 +511,29 @@ rx_status onnx_rnn_import(rx_module *m, rx_builder *b, const Onnx__NodeProto *n,
     }
     out[i] = v;
   }
+  return NULL;
+}
+
+/* ---- the handler (onnx_ops[] in import.c) ---- */
+
+/* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */
+rx_status onnx_do_rnn(imp *I, const Onnx__NodeProto *n, const char *rop) {
+  (void)rop;
+  onnx_rnn_in in = {0};
+  rx_node **slot[8] = {&in.x, &in.w, &in.r, &in.b, &in.seq, &in.h0, &in.c0, &in.p};
+  for (size_t i = 0; i < 8; i++)
+    if (onnx_input(n, i)) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, i), slot[i]));
+  if (!in.x || !in.w || !in.r) return onnx_node_err(I, n, "inputs X, W and R are required");
+  in.xs = in.x->sinfo; /* a shape value made a tensor too */
+  in.ws = in.w->sinfo;
+  in.rs = in.r->sinfo;
+  in.seqs = in.seq ? in.seq->sinfo : NULL;
+  rx_var *out[3];
+  RX_RETURN_IF_ERROR(onnx_at_node(I, n, onnx_rnn_import(I->m, I->b, n, &in, out)));
+  for (size_t i = 0; i < n->n_output && i < 3; i++)
+    if (n->output[i] && n->output[i][0]) {
+      if (!out[i]) return onnx_node_err(I, n, "output %zu is not defined for %s", i, n->op_type);
+      onnx_def_named(I, n->output[i], out[i]);
+    }
   return NULL;
 }
