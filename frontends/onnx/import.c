@@ -12,12 +12,13 @@
  * vector, and arithmetic, comparisons, Where and Cast of these, simplified under the fact that
  * every dim is a size), or a float scalar constant (passed to ops as a weakly typed literal).
  * Reshape and Expand take symbolic values as shape literals; where an operator uses one as data,
- * or it is a graph output, it becomes a tensor computed when the program runs (sym_tensor). A
+ * or it is a graph output, it becomes a tensor computed when the program runs (onnx_sym_tensor). A
  * shape that is itself computed at run time (a graph input, a Cast of a reduction) is bound to
- * fresh dims by tensor_to_shape and match_cast (runtime_sym). */
+ * fresh dims by tensor_to_shape and match_cast (onnx_runtime_sym). */
 #include "import_int.h"
 #include "onnx_import.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,9 +217,16 @@ rx_status onnx_at_node(imp *I, const Onnx__NodeProto *n, rx_status s) {
   return e;
 }
 
-rx_status onnx_emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
-                    int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out) {
-  return onnx_at_node(I, n, rx_emit_op(I->b, op, args, nargs, attrs, nattrs, NULL, out));
+/* The name of op (ops/ops.def), as the builder takes it; op is a real op, not ONNX_NO_OP. */
+const char *onnx_op_name(rx_op_id op) {
+  assert((unsigned)op < RX_OP_COUNT);
+  return rx_op_name(rx_op_all(NULL)[op]);
+}
+
+rx_status onnx_emit(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *const *args, int nargs,
+                    const rx_attr *const *attrs, int nattrs, rx_var **out) {
+  return onnx_at_node(I, n,
+                      rx_emit_op(I->b, onnx_op_name(op), args, nargs, attrs, nattrs, NULL, out));
 }
 
 /* A symbolic value as a tensor of its dtype, computed when the program runs (a shape value an
@@ -238,12 +246,14 @@ rx_status onnx_sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out
   if (v->sndim == 0 || v->slen == 0) { /* a scalar, or an empty vector */
     a[0] = rx_arg_shape(I->b, &zero, v->sndim);
     a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, v->sndim ? zero : v->s[0]);
-    RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &r)));
+    RX_RETURN_IF_ERROR(
+        onnx_at_node(I, n, rx_emit_op(I->b, onnx_op_name(RX_OP_full), a, 2, &at, 1, NULL, &r)));
   } else {
     for (int k = 0; k < v->slen; k++) {
       a[0] = rx_arg_shape(I->b, &one, 1);
       a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, v->s[k]);
-      RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &r)));
+      RX_RETURN_IF_ERROR(
+          onnx_at_node(I, n, rx_emit_op(I->b, onnx_op_name(RX_OP_full), a, 2, &at, 1, NULL, &r)));
       parts[k] = rx_arg_var(I->b, r);
     }
     if (v->slen > 1) {
@@ -251,7 +261,8 @@ rx_status onnx_sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out
       RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_tuple(I->b, parts, v->slen, NULL, &tup)));
       a[0] = rx_arg_var(I->b, tup);
       const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
-      RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_op(I->b, "concat", a, 1, &ax, 1, NULL, &r)));
+      RX_RETURN_IF_ERROR(
+          onnx_at_node(I, n, rx_emit_op(I->b, onnx_op_name(RX_OP_concat), a, 1, &ax, 1, NULL, &r)));
     }
   }
   v->tvar = r;
@@ -330,7 +341,7 @@ rx_status onnx_runtime_sym(imp *I, const Onnx__NodeProto *n, val *v) {
                          SYM_MAX);
   rx_node *a = rx_arg_var(I->b, v->var);
   rx_var *t, *u;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "tensor_to_shape", &a, 1, NULL, 0, &t));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_tensor_to_shape, &a, 1, NULL, 0, &t));
   const rx_expr *dims[SYM_MAX];
   for (int k = 0; k < len; k++) dims[k] = onnx_fresh_dim(I);
   RX_RETURN_IF_ERROR(onnx_at_node(
@@ -544,7 +555,7 @@ rx_status onnx_ints_attr(imp *I, const Onnx__NodeProto *n, const char *name, int
 /* ---- op(args) as a new binding (EX1 to EX3 and EXA in import_int.h) ---- */
 
 /* op(args) as a new binding, returned as an argument for the next op (*last: its variable). */
-rx_status onnx_ex(imp *I, const Onnx__NodeProto *n, const char *op, int nargs, rx_node *a0,
+rx_status onnx_ex(imp *I, const Onnx__NodeProto *n, rx_op_id op, int nargs, rx_node *a0,
                   rx_node *a1, rx_node *a2, rx_node **out, rx_var **last) {
   rx_node *a[3] = {a0, a1, a2};
   rx_var *v = NULL;
@@ -555,7 +566,7 @@ rx_status onnx_ex(imp *I, const Onnx__NodeProto *n, const char *op, int nargs, r
 }
 
 /* op(args) with attributes as a new binding, returned as an argument (*last: its variable). */
-rx_status onnx_exa(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *a, int na,
+rx_status onnx_exa(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *const *a, int na,
                    const rx_attr *const *at, int nat, rx_node **out, rx_var **last) {
   rx_var *v = NULL;
   RX_RETURN_IF_ERROR(onnx_emit(I, n, op, a, na, at, nat, &v));
@@ -578,7 +589,8 @@ rx_status onnx_out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx
     rx_node *a[2] = {rx_arg_shape(I->b, dims, v->sndim < SYM_MAX ? v->sndim : SYM_MAX),
                      rx_arg_float(I->b, v->f)};
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", v->sdt ? v->sdt : RX_DTYPE_F32);
-    RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_op(I->b, "full", a, 2, &at, 1, NULL, &t)));
+    RX_RETURN_IF_ERROR(
+        onnx_at_node(I, n, rx_emit_op(I->b, onnx_op_name(RX_OP_full), a, 2, &at, 1, NULL, &t)));
   }
   if (!t)
     return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
@@ -588,8 +600,10 @@ rx_status onnx_out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx
 }
 
 /* ---- the supported operators, listed once ----
- * {ONNX op type, handler, the relaxc op it maps to (the handler's rop), first opset, last opset
- * (0: still current), note for the README}. The opset range is where the handler's reading of
+ * {ONNX op type, handler, the relaxc op it maps to (an id of ops/ops.def, so a misspelt op does
+ * not compile; ONNX_NO_OP where the handler composes several), the form (which variant a handler
+ * of several op types computes), first opset, last opset (0: still current), note for the
+ * README} (struct onnx_op in import_int.h). The opset range is where the handler's reading of
  * the op is right: the first opset of the form it implements (e.g. LayerNormalization and Gelu
  * entered the default domain at opsets 17 and 20, Reshape takes its shape as an input from 5,
  * Cast's `to` is a dtype number from 6); where a later opset moved attributes to inputs (Squeeze,
@@ -597,180 +611,172 @@ rx_status onnx_out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx
  * reads both forms. A node outside its op's range, or of an op not listed, is reported with
  * every other such node before any is imported. README.md's list is `relaxc import
  * --list-ops`, checked by tests/lit/onnx/supported_ops.test. */
-typedef struct onnx_op {
-  const char *type;
-  onnx_handler handler;
-  const char *rop;
-  int first, last;
-  const char *note;
-} onnx_op;
-
 // clang-format off
 static const onnx_op onnx_ops[] = {
-    {"Abs", onnx_do_unary, "abs", 1, 0, NULL},
-    {"Acos", onnx_do_unary, "acos", 7, 0, NULL},
-    {"Acosh", onnx_do_formula, "acosh", 9, 0, NULL},
-    {"Add", onnx_do_binary, "add", 1, 0, NULL},
-    {"And", onnx_do_binary, "logical_and", 1, 0, NULL},
-    {"ArgMax", onnx_do_arg_extreme, "argmax", 1, 0, NULL},
-    {"ArgMin", onnx_do_arg_extreme, "argmin", 1, 0, NULL},
-    {"Asin", onnx_do_unary, "asin", 7, 0, NULL},
-    {"Asinh", onnx_do_formula, "asinh", 9, 0, NULL},
-    {"Atan", onnx_do_unary, "atan", 7, 0, NULL},
-    {"Atanh", onnx_do_formula, "atanh", 9, 0, NULL},
-    {"AveragePool", onnx_do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
-    {"BatchNormalization", onnx_do_batch_norm, NULL, 1, 0, "inference; training_mode=1 with the running mean and variance"},
-    {"BitShift", onnx_do_bitshift, NULL, 11, 0, "unsigned integers"},
-    {"BlackmanWindow", onnx_do_window, "blackman", 17, 0, NULL},
-    {"CastLike", onnx_do_cast_like, NULL, 15, 0, NULL},
-    {"Cast", onnx_do_cast, NULL, 6, 0, NULL},
-    {"Celu", onnx_do_act, "celu", 12, 0, NULL},
-    {"Ceil", onnx_do_unary, "ceil", 1, 0, NULL},
-    {"Clip", onnx_do_clip, NULL, 1, 0, NULL},
-    {"Compress", onnx_do_compress, NULL, 11, 0, "the count bound at run time"},
-    {"Concat", onnx_do_concat, NULL, 1, 0, NULL},
-    {"Constant", onnx_do_constant, NULL, 1, 0, NULL},
-    {"ConstantOfShape", onnx_do_reshape_expand, NULL, 9, 0, NULL},
-    {"Conv", onnx_do_conv, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
-    {"ConvInteger", onnx_do_integer_op, "conv", 10, 0, "as Conv; i32 accumulation"},
-    {"ConvTranspose", onnx_do_conv_transpose, NULL, 1, 0, "1-D, 2-D and 3-D; output_shape and SAME: constant spatial dims"},
-    {"Cos", onnx_do_unary, "cos", 7, 0, NULL},
-    {"Cosh", onnx_do_formula, "cosh", 9, 0, NULL},
-    {"CumSum", onnx_do_cumsum, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
-    {"DepthToSpace", onnx_do_depth_space, "depth_to_space", 1, 0, "DCR and CRD"},
-    {"DequantizeLinear", onnx_do_dequantize, NULL, 10, 0, "per tensor and per axis; no block_size"},
-    {"Det", onnx_do_det, NULL, 11, 0, "matrices of a constant size up to 16"},
-    {"DFT", onnx_do_dft, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
-    {"Div", onnx_do_binary, "divide", 1, 0, NULL},
-    {"Dropout", onnx_do_dropout, NULL, 1, 0, "inference; the mask all true"},
-    {"DynamicQuantizeLinear", onnx_do_dynamic_quantize, NULL, 11, 0, NULL},
-    {"Einsum", onnx_do_einsum, NULL, 12, 0, "1 to 3 operands"},
-    {"Elu", onnx_do_elu, "elu", 6, 0, NULL},
-    {"Equal", onnx_do_binary, "equal", 1, 0, NULL},
-    {"Erf", onnx_do_unary, "erf", 9, 0, NULL},
-    {"Exp", onnx_do_unary, "exp", 1, 0, NULL},
-    {"Expand", onnx_do_reshape_expand, NULL, 8, 0, NULL},
-    {"EyeLike", onnx_do_eye_like, NULL, 9, 0, NULL},
-    {"Flatten", onnx_do_flatten, NULL, 1, 0, NULL},
-    {"Floor", onnx_do_unary, "floor", 1, 0, NULL},
-    {"Gather", onnx_do_gather, NULL, 1, 0, NULL},
-    {"GatherElements", onnx_do_gather_elements, NULL, 11, 0, NULL},
-    {"GatherND", onnx_do_gather_nd, NULL, 12, 0, NULL},
-    {"Gelu", onnx_do_gelu, NULL, 20, 0, NULL},
-    {"Gemm", onnx_do_gemm, NULL, 1, 0, NULL},
-    {"GlobalAveragePool", onnx_do_global_pool, NULL, 1, 0, NULL},
-    {"GlobalMaxPool", onnx_do_global_pool, NULL, 1, 0, NULL},
-    {"Greater", onnx_do_binary, "greater", 1, 0, NULL},
-    {"GreaterOrEqual", onnx_do_binary, "greater_equal", 12, 0, NULL},
-    {"GridSample", onnx_do_grid_sample, NULL, 16, 0, "4-D: nearest, bilinear, bicubic; zeros, border, reflection"},
-    {"GRU", onnx_do_rnn, NULL, 7, 0, "activations: the defaults"},
-    {"HammingWindow", onnx_do_window, "hamming", 17, 0, NULL},
-    {"HannWindow", onnx_do_window, "hann", 17, 0, NULL},
-    {"Hardmax", onnx_do_hardmax, NULL, 1, 0, NULL},
-    {"HardSigmoid", onnx_do_act, "hard_sigmoid", 6, 0, NULL},
-    {"HardSwish", onnx_do_act, "hard_swish", 14, 0, NULL},
-    {"Identity", onnx_do_identity, NULL, 1, 0, NULL},
-    {"If", onnx_do_if, NULL, 1, 0, "tensor outputs; branches of different shapes: dims bound at run time"},
-    {"InstanceNormalization", onnx_do_instance_norm, "instance_norm", 6, 0, NULL},
-    {"IsInf", onnx_do_select_act, "is_inf", 10, 0, NULL},
-    {"IsNaN", onnx_do_act, "is_nan", 9, 0, NULL},
-    {"LayerNormalization", onnx_do_layer_norm, NULL, 17, 0, NULL},
-    {"LeakyRelu", onnx_do_leaky_relu, NULL, 1, 0, NULL},
-    {"Less", onnx_do_binary, "less", 1, 0, NULL},
-    {"LessOrEqual", onnx_do_binary, "less_equal", 12, 0, NULL},
-    {"Log", onnx_do_unary, "log", 1, 0, NULL},
-    {"LogSoftmax", onnx_do_softmax, NULL, 1, 0, NULL},
-    {"Loop", onnx_do_loop, NULL, 1, 0, "tensor values; any trip count (a tail-recursive graph function)"},
-    {"LpPool", onnx_do_pool, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
-    {"LRN", onnx_do_lrn, NULL, 1, 0, NULL},
-    {"LSTM", onnx_do_rnn, NULL, 7, 0, "activations: the defaults; no input_forget"},
-    {"MatMul", onnx_do_matmul, NULL, 1, 0, NULL},
-    {"MatMulInteger", onnx_do_integer_op, "matmul", 10, 0, "i32 accumulation"},
-    {"Max", onnx_do_variadic, "maximum", 1, 0, NULL},
-    {"MaxPool", onnx_do_pool, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; Indices: 2-D"},
-    {"MaxUnpool", onnx_do_max_unpool, NULL, 9, 0, NULL},
-    {"Mean", onnx_do_variadic, "mean", 1, 0, NULL},
-    {"MeanVarianceNormalization", onnx_do_instance_norm, "mvn", 9, 0, NULL},
-    {"MelWeightMatrix", onnx_do_mel_weight_matrix, NULL, 17, 0, "f32 math"},
-    {"Min", onnx_do_variadic, "minimum", 1, 0, NULL},
-    {"Mish", onnx_do_act, "mish", 18, 0, NULL},
-    {"Mod", onnx_do_mod, NULL, 10, 0, NULL},
-    {"Mul", onnx_do_binary, "multiply", 1, 0, NULL},
-    {"Neg", onnx_do_unary, "neg", 1, 0, NULL},
-    {"NegativeLogLikelihoodLoss", onnx_do_nll_loss, "nll", 12, 0, NULL},
-    {"NonMaxSuppression", onnx_do_nms, "non_max_suppression", 10, 0, "one serial thread; the selected count bound at run time"},
-    {"NonZero", onnx_do_nonzero, NULL, 9, 0, "the count bound at run time"},
-    {"Not", onnx_do_unary, "not", 1, 0, NULL},
-    {"OneHot", onnx_do_one_hot, NULL, 9, 0, NULL},
-    {"Or", onnx_do_binary, "logical_or", 1, 0, NULL},
-    {"Pad", onnx_do_pad, NULL, 2, 0, "constant, edge, reflect, wrap"},
-    {"Pow", onnx_do_pow, "power", 1, 0, "mixed dtypes; integer powers exact"},
-    {"PRelu", onnx_do_prelu, NULL, 7, 0, NULL},
-    {"QLinearConv", onnx_do_integer_op, "qconv", 10, 0, "as Conv; i32 accumulation"},
-    {"QLinearMatMul", onnx_do_integer_op, "qmatmul", 10, 0, "i32 accumulation"},
-    {"QuantizeLinear", onnx_do_quantize, NULL, 10, 0, "per tensor and per axis, to u8, i8, u16, i16; no block_size"},
-    {"Range", onnx_do_range_any, NULL, 11, 0, NULL},
-    {"Reciprocal", onnx_do_reciprocal, NULL, 1, 0, NULL},
-    {"ReduceL1", onnx_do_reduce_by, "l1", 1, 0, NULL},
-    {"ReduceL2", onnx_do_reduce_by, "l2", 1, 0, NULL},
-    {"ReduceLogSum", onnx_do_reduce_by, "log_sum", 1, 0, NULL},
-    {"ReduceLogSumExp", onnx_do_reduce_by, "log_sum_exp", 1, 0, NULL},
-    {"ReduceMax", onnx_do_reduce_any, "max", 1, 0, NULL},
-    {"ReduceMean", onnx_do_reduce_any, "mean", 1, 0, NULL},
-    {"ReduceMin", onnx_do_reduce_any, "min", 1, 0, NULL},
-    {"ReduceProd", onnx_do_reduce_any, "prod", 1, 0, NULL},
-    {"ReduceSum", onnx_do_reduce_any, "sum", 1, 0, NULL},
-    {"ReduceSumSquare", onnx_do_reduce_by, "sum_square", 1, 0, NULL},
-    {"Relu", onnx_do_unary, "relu", 1, 0, NULL},
-    {"Reshape", onnx_do_reshape, NULL, 5, 0, NULL},
-    {"Resize", onnx_do_resize, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
-    {"ReverseSequence", onnx_do_reverse_sequence, NULL, 10, 0, NULL},
-    {"RNN", onnx_do_rnn, NULL, 7, 0, "activations: the defaults"},
-    {"RoiAlign", onnx_do_roi_align, "roi_align", 10, 0, NULL},
-    {"Round", onnx_do_select_act, "round", 11, 0, NULL},
-    {"Scan", onnx_do_scan, NULL, 8, 0, "axis 0; opset 8: a batch of one, no sequence_lens; any length"},
-    {"Scatter", onnx_do_scatter, NULL, 9, 10, "deprecated alias of ScatterElements"},
-    {"ScatterElements", onnx_do_scatter, NULL, 11, 0, "reduction none, add, mul, min, max; duplicates in order"},
-    {"ScatterND", onnx_do_scatter_nd, NULL, 11, 0, "reduction none, add, mul, min, max; the last dim of indices a constant"},
-    {"Selu", onnx_do_elu, "selu", 6, 0, NULL},
-    {"Shape", onnx_do_shape, NULL, 1, 0, NULL},
-    {"Shrink", onnx_do_select_act, "shrink", 9, 0, NULL},
-    {"Sigmoid", onnx_do_unary, "sigmoid", 1, 0, NULL},
-    {"Sign", onnx_do_formula, "sign", 9, 0, NULL},
-    {"Sin", onnx_do_unary, "sin", 7, 0, NULL},
-    {"Sinh", onnx_do_formula, "sinh", 9, 0, NULL},
-    {"Size", onnx_do_size, NULL, 1, 0, NULL},
-    {"Slice", onnx_do_slice_any, NULL, 1, 0, NULL},
-    {"Softmax", onnx_do_softmax, NULL, 1, 0, NULL},
-    {"SoftmaxCrossEntropyLoss", onnx_do_nll_loss, "sce", 12, 0, NULL},
-    {"Softplus", onnx_do_act, "softplus", 1, 0, NULL},
-    {"Softsign", onnx_do_act, "softsign", 1, 0, NULL},
-    {"SpaceToDepth", onnx_do_depth_space, "space_to_depth", 1, 0, NULL},
-    {"Split", onnx_do_split, NULL, 1, 0, NULL},
-    {"Sqrt", onnx_do_unary, "sqrt", 1, 0, NULL},
-    {"Squeeze", onnx_do_squeeze_any, NULL, 1, 0, NULL},
-    {"STFT", onnx_do_stft, NULL, 17, 0, "frame_step and frame_length constants or bound at run time"},
-    {"Sub", onnx_do_binary, "subtract", 1, 0, NULL},
-    {"Sum", onnx_do_variadic, "add", 1, 0, NULL},
-    {"Tan", onnx_do_formula, "tan", 7, 0, NULL},
-    {"Tanh", onnx_do_unary, "tanh", 1, 0, NULL},
-    {"TfIdfVectorizer", onnx_do_tfidf, "tfidf", 9, 0, "integer pools (no strings)"},
-    {"ThresholdedRelu", onnx_do_act, "thresholded_relu", 10, 0, NULL},
-    {"Tile", onnx_do_tile, NULL, 6, 0, NULL},
-    {"TopK", onnx_do_topk, "topk", 1, 0, "sorted; K a constant or bound at run time"},
-    {"Transpose", onnx_do_transpose, NULL, 1, 0, NULL},
-    {"Trilu", onnx_do_trilu, NULL, 14, 0, NULL},
-    {"Unique", onnx_do_unique, NULL, 11, 0, "the count bound at run time; O(n^2) in the number of elements or slices"},
-    {"Unsqueeze", onnx_do_squeeze_any, NULL, 1, 0, NULL},
-    {"Upsample", onnx_do_resize, NULL, 9, 9, "nearest, linear"},
-    {"Where", onnx_do_where, NULL, 9, 0, NULL},
-    {"Xor", onnx_do_binary, "not_equal", 7, 0, "bool"},
+    {"Abs", onnx_do_unary, RX_OP_abs, NULL, 1, 0, NULL},
+    {"Acos", onnx_do_unary, RX_OP_acos, NULL, 7, 0, NULL},
+    {"Acosh", onnx_do_formula, ONNX_NO_OP, "acosh", 9, 0, NULL},
+    {"Add", onnx_do_binary, RX_OP_add, NULL, 1, 0, NULL},
+    {"And", onnx_do_binary, RX_OP_logical_and, NULL, 1, 0, NULL},
+    {"ArgMax", onnx_do_arg_extreme, RX_OP_argmax, NULL, 1, 0, NULL},
+    {"ArgMin", onnx_do_arg_extreme, RX_OP_argmin, NULL, 1, 0, NULL},
+    {"Asin", onnx_do_unary, RX_OP_asin, NULL, 7, 0, NULL},
+    {"Asinh", onnx_do_formula, ONNX_NO_OP, "asinh", 9, 0, NULL},
+    {"Atan", onnx_do_unary, RX_OP_atan, NULL, 7, 0, NULL},
+    {"Atanh", onnx_do_formula, ONNX_NO_OP, "atanh", 9, 0, NULL},
+    {"AveragePool", onnx_do_pool, ONNX_NO_OP, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims"},
+    {"BatchNormalization", onnx_do_batch_norm, ONNX_NO_OP, NULL, 1, 0, "inference; training_mode=1 with the running mean and variance"},
+    {"BitShift", onnx_do_bitshift, ONNX_NO_OP, NULL, 11, 0, "unsigned integers"},
+    {"BlackmanWindow", onnx_do_window, ONNX_NO_OP, "blackman", 17, 0, NULL},
+    {"CastLike", onnx_do_cast_like, ONNX_NO_OP, NULL, 15, 0, NULL},
+    {"Cast", onnx_do_cast, ONNX_NO_OP, NULL, 6, 0, NULL},
+    {"Celu", onnx_do_act, ONNX_NO_OP, "celu", 12, 0, NULL},
+    {"Ceil", onnx_do_unary, RX_OP_ceil, NULL, 1, 0, NULL},
+    {"Clip", onnx_do_clip, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Compress", onnx_do_compress, ONNX_NO_OP, NULL, 11, 0, "the count bound at run time"},
+    {"Concat", onnx_do_concat, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Constant", onnx_do_constant, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"ConstantOfShape", onnx_do_reshape_expand, ONNX_NO_OP, NULL, 9, 0, NULL},
+    {"Conv", onnx_do_conv, ONNX_NO_OP, NULL, 1, 0, "1-D, 2-D and 3-D; SAME with a stride: constant spatial dims"},
+    {"ConvInteger", onnx_do_integer_op, ONNX_NO_OP, "conv", 10, 0, "as Conv; i32 accumulation"},
+    {"ConvTranspose", onnx_do_conv_transpose, ONNX_NO_OP, NULL, 1, 0, "1-D, 2-D and 3-D; output_shape and SAME: constant spatial dims"},
+    {"Cos", onnx_do_unary, RX_OP_cos, NULL, 7, 0, NULL},
+    {"Cosh", onnx_do_formula, ONNX_NO_OP, "cosh", 9, 0, NULL},
+    {"CumSum", onnx_do_cumsum, ONNX_NO_OP, NULL, 11, 0, "axis: a constant, or a run-time value (a scan per axis)"},
+    {"DepthToSpace", onnx_do_depth_space, ONNX_NO_OP, "depth_to_space", 1, 0, "DCR and CRD"},
+    {"DequantizeLinear", onnx_do_dequantize, ONNX_NO_OP, NULL, 10, 0, "per tensor and per axis; no block_size"},
+    {"Det", onnx_do_det, ONNX_NO_OP, NULL, 11, 0, "matrices of a constant size up to 16"},
+    {"DFT", onnx_do_dft, ONNX_NO_OP, NULL, 17, 0, "direct O(N) per output; dft_length a constant or bound at run time; no inverse with onesided"},
+    {"Div", onnx_do_binary, RX_OP_divide, NULL, 1, 0, NULL},
+    {"Dropout", onnx_do_dropout, ONNX_NO_OP, NULL, 1, 0, "inference; the mask all true"},
+    {"DynamicQuantizeLinear", onnx_do_dynamic_quantize, ONNX_NO_OP, NULL, 11, 0, NULL},
+    {"Einsum", onnx_do_einsum, ONNX_NO_OP, NULL, 12, 0, "1 to 3 operands"},
+    {"Elu", onnx_do_elu, ONNX_NO_OP, "elu", 6, 0, NULL},
+    {"Equal", onnx_do_binary, RX_OP_equal, NULL, 1, 0, NULL},
+    {"Erf", onnx_do_unary, RX_OP_erf, NULL, 9, 0, NULL},
+    {"Exp", onnx_do_unary, RX_OP_exp, NULL, 1, 0, NULL},
+    {"Expand", onnx_do_reshape_expand, ONNX_NO_OP, NULL, 8, 0, NULL},
+    {"EyeLike", onnx_do_eye_like, ONNX_NO_OP, NULL, 9, 0, NULL},
+    {"Flatten", onnx_do_flatten, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Floor", onnx_do_unary, RX_OP_floor, NULL, 1, 0, NULL},
+    {"Gather", onnx_do_gather, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"GatherElements", onnx_do_gather_elements, ONNX_NO_OP, NULL, 11, 0, NULL},
+    {"GatherND", onnx_do_gather_nd, ONNX_NO_OP, NULL, 12, 0, NULL},
+    {"Gelu", onnx_do_gelu, ONNX_NO_OP, NULL, 20, 0, NULL},
+    {"Gemm", onnx_do_gemm, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"GlobalAveragePool", onnx_do_global_pool, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"GlobalMaxPool", onnx_do_global_pool, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Greater", onnx_do_binary, RX_OP_greater, NULL, 1, 0, NULL},
+    {"GreaterOrEqual", onnx_do_binary, RX_OP_greater_equal, NULL, 12, 0, NULL},
+    {"GridSample", onnx_do_grid_sample, ONNX_NO_OP, NULL, 16, 0, "4-D: nearest, bilinear, bicubic; zeros, border, reflection"},
+    {"GRU", onnx_do_rnn, ONNX_NO_OP, NULL, 7, 0, "activations: the defaults"},
+    {"HammingWindow", onnx_do_window, ONNX_NO_OP, "hamming", 17, 0, NULL},
+    {"HannWindow", onnx_do_window, ONNX_NO_OP, "hann", 17, 0, NULL},
+    {"Hardmax", onnx_do_hardmax, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"HardSigmoid", onnx_do_act, ONNX_NO_OP, "hard_sigmoid", 6, 0, NULL},
+    {"HardSwish", onnx_do_act, ONNX_NO_OP, "hard_swish", 14, 0, NULL},
+    {"Identity", onnx_do_identity, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"If", onnx_do_if, ONNX_NO_OP, NULL, 1, 0, "tensor outputs; branches of different shapes: dims bound at run time"},
+    {"InstanceNormalization", onnx_do_instance_norm, ONNX_NO_OP, "instance_norm", 6, 0, NULL},
+    {"IsInf", onnx_do_select_act, ONNX_NO_OP, "is_inf", 10, 0, NULL},
+    {"IsNaN", onnx_do_act, ONNX_NO_OP, "is_nan", 9, 0, NULL},
+    {"LayerNormalization", onnx_do_layer_norm, ONNX_NO_OP, NULL, 17, 0, NULL},
+    {"LeakyRelu", onnx_do_leaky_relu, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Less", onnx_do_binary, RX_OP_less, NULL, 1, 0, NULL},
+    {"LessOrEqual", onnx_do_binary, RX_OP_less_equal, NULL, 12, 0, NULL},
+    {"Log", onnx_do_unary, RX_OP_log, NULL, 1, 0, NULL},
+    {"LogSoftmax", onnx_do_softmax, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Loop", onnx_do_loop, ONNX_NO_OP, NULL, 1, 0, "tensor values; any trip count (a tail-recursive graph function)"},
+    {"LpPool", onnx_do_pool, ONNX_NO_OP, NULL, 2, 0, "1-D, 2-D and 3-D, as AveragePool"},
+    {"LRN", onnx_do_lrn, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"LSTM", onnx_do_rnn, ONNX_NO_OP, NULL, 7, 0, "activations: the defaults; no input_forget"},
+    {"MatMul", onnx_do_matmul, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"MatMulInteger", onnx_do_integer_op, ONNX_NO_OP, "matmul", 10, 0, "i32 accumulation"},
+    {"Max", onnx_do_variadic, RX_OP_maximum, NULL, 1, 0, NULL},
+    {"MaxPool", onnx_do_pool, ONNX_NO_OP, NULL, 1, 0, "1-D, 2-D and 3-D; ceil_mode and SAME with a stride: constant spatial dims; Indices: 2-D"},
+    {"MaxUnpool", onnx_do_max_unpool, ONNX_NO_OP, NULL, 9, 0, NULL},
+    {"Mean", onnx_do_variadic, RX_OP_mean, NULL, 1, 0, NULL},
+    {"MeanVarianceNormalization", onnx_do_instance_norm, ONNX_NO_OP, "mvn", 9, 0, NULL},
+    {"MelWeightMatrix", onnx_do_mel_weight_matrix, ONNX_NO_OP, NULL, 17, 0, "f32 math"},
+    {"Min", onnx_do_variadic, RX_OP_minimum, NULL, 1, 0, NULL},
+    {"Mish", onnx_do_act, ONNX_NO_OP, "mish", 18, 0, NULL},
+    {"Mod", onnx_do_mod, ONNX_NO_OP, NULL, 10, 0, NULL},
+    {"Mul", onnx_do_binary, RX_OP_multiply, NULL, 1, 0, NULL},
+    {"Neg", onnx_do_unary, RX_OP_neg, NULL, 1, 0, NULL},
+    {"NegativeLogLikelihoodLoss", onnx_do_nll_loss, ONNX_NO_OP, "nll", 12, 0, NULL},
+    {"NonMaxSuppression", onnx_do_nms, RX_OP_non_max_suppression, NULL, 10, 0, "one serial thread; the selected count bound at run time"},
+    {"NonZero", onnx_do_nonzero, ONNX_NO_OP, NULL, 9, 0, "the count bound at run time"},
+    {"Not", onnx_do_unary, RX_OP_not_, NULL, 1, 0, NULL},
+    {"OneHot", onnx_do_one_hot, ONNX_NO_OP, NULL, 9, 0, NULL},
+    {"Or", onnx_do_binary, RX_OP_logical_or, NULL, 1, 0, NULL},
+    {"Pad", onnx_do_pad, ONNX_NO_OP, NULL, 2, 0, "constant, edge, reflect, wrap"},
+    {"Pow", onnx_do_pow, RX_OP_power, NULL, 1, 0, "mixed dtypes; integer powers exact"},
+    {"PRelu", onnx_do_prelu, ONNX_NO_OP, NULL, 7, 0, NULL},
+    {"QLinearConv", onnx_do_integer_op, ONNX_NO_OP, "qconv", 10, 0, "as Conv; i32 accumulation"},
+    {"QLinearMatMul", onnx_do_integer_op, ONNX_NO_OP, "qmatmul", 10, 0, "i32 accumulation"},
+    {"QuantizeLinear", onnx_do_quantize, ONNX_NO_OP, NULL, 10, 0, "per tensor and per axis, to u8, i8, u16, i16; no block_size"},
+    {"Range", onnx_do_range_any, ONNX_NO_OP, NULL, 11, 0, NULL},
+    {"Reciprocal", onnx_do_reciprocal, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"ReduceL1", onnx_do_reduce_by, ONNX_NO_OP, "l1", 1, 0, NULL},
+    {"ReduceL2", onnx_do_reduce_by, ONNX_NO_OP, "l2", 1, 0, NULL},
+    {"ReduceLogSum", onnx_do_reduce_by, ONNX_NO_OP, "log_sum", 1, 0, NULL},
+    {"ReduceLogSumExp", onnx_do_reduce_by, ONNX_NO_OP, "log_sum_exp", 1, 0, NULL},
+    {"ReduceMax", onnx_do_reduce_any, RX_OP_max, NULL, 1, 0, NULL},
+    {"ReduceMean", onnx_do_reduce_any, RX_OP_mean, NULL, 1, 0, NULL},
+    {"ReduceMin", onnx_do_reduce_any, RX_OP_min, NULL, 1, 0, NULL},
+    {"ReduceProd", onnx_do_reduce_any, RX_OP_prod, NULL, 1, 0, NULL},
+    {"ReduceSum", onnx_do_reduce_any, RX_OP_sum, NULL, 1, 0, NULL},
+    {"ReduceSumSquare", onnx_do_reduce_by, ONNX_NO_OP, "sum_square", 1, 0, NULL},
+    {"Relu", onnx_do_unary, RX_OP_relu, NULL, 1, 0, NULL},
+    {"Reshape", onnx_do_reshape, ONNX_NO_OP, NULL, 5, 0, NULL},
+    {"Resize", onnx_do_resize, ONNX_NO_OP, NULL, 11, 0, "nearest, linear, cubic; scales and sizes constant or at run time; no antialias, axes or keep_aspect_ratio_policy"},
+    {"ReverseSequence", onnx_do_reverse_sequence, ONNX_NO_OP, NULL, 10, 0, NULL},
+    {"RNN", onnx_do_rnn, ONNX_NO_OP, NULL, 7, 0, "activations: the defaults"},
+    {"RoiAlign", onnx_do_roi_align, RX_OP_roi_align, NULL, 10, 0, NULL},
+    {"Round", onnx_do_select_act, ONNX_NO_OP, "round", 11, 0, NULL},
+    {"Scan", onnx_do_scan, ONNX_NO_OP, NULL, 8, 0, "axis 0; opset 8: a batch of one, no sequence_lens; any length"},
+    {"Scatter", onnx_do_scatter, ONNX_NO_OP, NULL, 9, 10, "deprecated alias of ScatterElements"},
+    {"ScatterElements", onnx_do_scatter, ONNX_NO_OP, NULL, 11, 0, "reduction none, add, mul, min, max; duplicates in order"},
+    {"ScatterND", onnx_do_scatter_nd, ONNX_NO_OP, NULL, 11, 0, "reduction none, add, mul, min, max; the last dim of indices a constant"},
+    {"Selu", onnx_do_elu, ONNX_NO_OP, "selu", 6, 0, NULL},
+    {"Shape", onnx_do_shape, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Shrink", onnx_do_select_act, ONNX_NO_OP, "shrink", 9, 0, NULL},
+    {"Sigmoid", onnx_do_unary, RX_OP_sigmoid, NULL, 1, 0, NULL},
+    {"Sign", onnx_do_formula, ONNX_NO_OP, "sign", 9, 0, NULL},
+    {"Sin", onnx_do_unary, RX_OP_sin, NULL, 7, 0, NULL},
+    {"Sinh", onnx_do_formula, ONNX_NO_OP, "sinh", 9, 0, NULL},
+    {"Size", onnx_do_size, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Slice", onnx_do_slice_any, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Softmax", onnx_do_softmax, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"SoftmaxCrossEntropyLoss", onnx_do_nll_loss, ONNX_NO_OP, "sce", 12, 0, NULL},
+    {"Softplus", onnx_do_act, ONNX_NO_OP, "softplus", 1, 0, NULL},
+    {"Softsign", onnx_do_act, ONNX_NO_OP, "softsign", 1, 0, NULL},
+    {"SpaceToDepth", onnx_do_depth_space, ONNX_NO_OP, "space_to_depth", 1, 0, NULL},
+    {"Split", onnx_do_split, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Sqrt", onnx_do_unary, RX_OP_sqrt, NULL, 1, 0, NULL},
+    {"Squeeze", onnx_do_squeeze_any, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"STFT", onnx_do_stft, ONNX_NO_OP, NULL, 17, 0, "frame_step and frame_length constants or bound at run time"},
+    {"Sub", onnx_do_binary, RX_OP_subtract, NULL, 1, 0, NULL},
+    {"Sum", onnx_do_variadic, RX_OP_add, NULL, 1, 0, NULL},
+    {"Tan", onnx_do_formula, ONNX_NO_OP, "tan", 7, 0, NULL},
+    {"Tanh", onnx_do_unary, RX_OP_tanh, NULL, 1, 0, NULL},
+    {"TfIdfVectorizer", onnx_do_tfidf, RX_OP_tfidf, NULL, 9, 0, "integer pools (no strings)"},
+    {"ThresholdedRelu", onnx_do_act, ONNX_NO_OP, "thresholded_relu", 10, 0, NULL},
+    {"Tile", onnx_do_tile, ONNX_NO_OP, NULL, 6, 0, NULL},
+    {"TopK", onnx_do_topk, RX_OP_topk, NULL, 1, 0, "sorted; K a constant or bound at run time"},
+    {"Transpose", onnx_do_transpose, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Trilu", onnx_do_trilu, ONNX_NO_OP, NULL, 14, 0, NULL},
+    {"Unique", onnx_do_unique, ONNX_NO_OP, NULL, 11, 0, "the count bound at run time; O(n^2) in the number of elements or slices"},
+    {"Unsqueeze", onnx_do_squeeze_any, ONNX_NO_OP, NULL, 1, 0, NULL},
+    {"Upsample", onnx_do_resize, ONNX_NO_OP, NULL, 9, 9, "nearest, linear"},
+    {"Where", onnx_do_where, ONNX_NO_OP, NULL, 9, 0, NULL},
+    {"Xor", onnx_do_binary, RX_OP_not_equal, NULL, 7, 0, "bool"},
 };
 
 // clang-format on
 
 /* The table's entry for op, or NULL. */
-static const onnx_op *find_op(const char *op) {
+const onnx_op *onnx_find_op(const char *op) {
   for (size_t i = 0; op && i < RX_ARRAY_LEN(onnx_ops); i++)
     if (!strcmp(op, onnx_ops[i].type)) return &onnx_ops[i];
   return NULL;
@@ -792,9 +798,9 @@ void rx_onnx_supported_ops(rx_strbuf *out) {
 rx_status onnx_do_node(imp *I, const Onnx__NodeProto *n) {
   if (n->n_output < 1) return onnx_node_err(I, n, "node has no outputs");
   if (!n->op_type || !n->op_type[0]) return onnx_node_err(I, n, "node has no op_type");
-  const onnx_op *o = find_op(n->op_type);
+  const onnx_op *o = onnx_find_op(n->op_type);
   if (!o) return onnx_node_err(I, n, "not supported");
-  return o->handler(I, n, o->rop);
+  return o->handler(I, n, o);
 }
 
 static rx_status build(imp *I, const Onnx__ModelProto *mp) {
@@ -805,7 +811,7 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   for (size_t i = 0; i < g->n_node; i++) {
     const Onnx__NodeProto *n = g->node[i];
     bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx");
-    const onnx_op *o = foreign ? NULL : find_op(n->op_type);
+    const onnx_op *o = foreign ? NULL : onnx_find_op(n->op_type);
     if (!o || !in_range(o, I->opset)) {
       rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld", i, n->name ? n->name : "",
                        foreign ? n->domain : "", foreign ? "." : "", n->op_type ? n->op_type : "?",

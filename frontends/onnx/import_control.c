@@ -360,8 +360,8 @@ static rx_status inline_branch(imp *I, const Onnx__NodeProto *n, const Onnx__Gra
 }
 
 /* If: the branches as functions, the driver `if` on the condition tensor */
-rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const Onnx__GraphProto *gt = graph_attr(n, "then_branch"), *ge = graph_attr(n, "else_branch");
   if (!gt || !ge) return onnx_node_err(I, n, "attributes then_branch and else_branch are required");
   if (gt->n_input || ge->n_input) return onnx_node_err(I, n, "a branch with inputs");
@@ -554,8 +554,8 @@ static rx_status batch_one(imp *I, const Onnx__NodeProto *n, rx_node **a, bool d
 }
 
 /* Scan: states and scan inputs along axis 0, forward or reversed, over their symbolic length */
-rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const Onnx__GraphProto *g = graph_attr(n, "body");
   bool v8 = I->opset < 9;
   int first = v8 ? 1 : 0, M = (int)onnx_attr_i(n, "num_scan_inputs", 0);
@@ -841,8 +841,8 @@ static bool always_true(imp *I, const Onnx__NodeProto *n, const Onnx__GraphProto
 
 /* Loop: the body while k < M and cond, its carried values threaded through the recursion; scan
  * outputs of a length known when the program runs (bound to fresh dims after the call) */
-rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const Onnx__GraphProto *g = graph_attr(n, "body");
   int N = (int)n->n_input - 2, K = g ? (int)g->n_output - 1 - N : -1;
   if (!g || N < 0 || K < 0 || N > CF_MAXIO || (int)g->n_input != N + 2 || (int)n->n_output != N + K)
@@ -865,7 +865,7 @@ rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const char *rop) {
                       rx_arg_prim(I->b, RX_DTYPE_BOOL, rx_sym_const(I->m, 1))};
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_BOOL);
     rx_var *t;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "full", fa, 2, &at, 1, &t));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_full, fa, 2, &at, 1, &t));
     a[2] = rx_arg_var(I->b, t);
   }
   if (a[2]->sinfo->kind != RX_SINFO_TENSOR || a[2]->sinfo->dtype != RX_DTYPE_BOOL)

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *x, *a[2];
   rx_var *r;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
@@ -32,7 +32,7 @@ rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
   if (lo && hi && lo_c && hi_c) {
     const rx_attr *at[2] = {rx_attr_float(I->m, "min", lo_f), rx_attr_float(I->m, "max", hi_f)};
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "clip", &x, 1, at, 2, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_clip, &x, 1, at, 2, &r));
     onnx_def_tensor(I, n, r);
     return NULL;
   }
@@ -41,13 +41,13 @@ rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (lo) {
     a[0] = cur;
     a[1] = lo;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "maximum", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_maximum, a, 2, NULL, 0, &r));
     cur = rx_arg_var(I->b, r);
   }
   if (hi) {
     a[0] = cur;
     a[1] = hi;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "minimum", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_minimum, a, 2, NULL, 0, &r));
   }
   if (!r) { /* no bounds: the identity */
     onnx_def_alias(I, n, onnx_get(I, onnx_input(n, 0)));
@@ -57,12 +57,13 @@ rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
-/* elementwise unary ops; rop: the relaxc op. Neg, Abs and Not of a shape value stay symbolic. */
-rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const char *rop) {
+/* elementwise unary ops; row->op: the relaxc op. Neg, Abs and Not of a shape value stay symbolic.
+ */
+rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
-  bool neg = !strcmp(rop, "neg"), abs_ = !strcmp(rop, "abs"), not_ = !strcmp(rop, "not");
+  bool neg = row->op == RX_OP_neg, abs_ = row->op == RX_OP_abs, not_ = row->op == RX_OP_not_;
   if (x && x->kind == V_SYM && (neg || abs_ || not_)) {
     val out = *x;
     out.name = n->output[0];
@@ -78,25 +79,25 @@ rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const char *rop) {
     return NULL;
   }
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, rop, a, 1, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, row->op, a, 1, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Reciprocal: 1 / x */
-rx_status onnx_do_reciprocal(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_reciprocal(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   a[0] = rx_arg_float(I->b, 1.0);
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[1]));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "divide", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_divide, a, 2, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
-/* elementwise binary ops with broadcasting (rop: the relaxc op); shape values and float constants
- * are computed at import */
-rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
+/* elementwise binary ops with broadcasting (row->op: the relaxc op); shape values and float
+ * constants are computed at import */
+rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const char *op = n->op_type;
   rx_node *a[5] = {0};
   rx_var *r = NULL;
@@ -129,9 +130,9 @@ rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &a[1]));
-  rx_status es = rx_emit_op(I->b, rop, a, 2, NULL, 0, NULL, &r);
+  rx_status es = rx_emit_op(I->b, onnx_op_name(row->op), a, 2, NULL, 0, NULL, &r);
   if (es && onnx_cast_to_common(I, x, y, &a[0], &a[1])) {
-    rx_status again = rx_emit_op(I->b, rop, a, 2, NULL, 0, NULL, &r);
+    rx_status again = rx_emit_op(I->b, onnx_op_name(row->op), a, 2, NULL, 0, NULL, &r);
     if (!again) {
       rx_status_free(es);
       es = NULL;
@@ -146,7 +147,7 @@ rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* Where(cond, x, y); of three shape values, a symbolic select per value (with broadcasting of
  * one-value operands), as PyTorch's Expand(x, Where(Equal(shape, -1), ones, shape)) */
-rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   val *v[3];
@@ -174,45 +175,45 @@ rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const char *rop) {
     return NULL;
   }
   for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, (size_t)k), &a[k]));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", a, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, a, 3, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* MatMul: NumPy matmul */
-rx_status onnx_do_matmul(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_matmul(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &a[1]));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "matmul", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_matmul, a, 2, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Gemm: alpha * A' B' + beta * C */
-rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   rx_node *A, *B;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &A));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &B));
   if (onnx_attr_i(n, "transA", 0)) {
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "permute", &A, 1, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_permute, &A, 1, NULL, 0, &r));
     A = rx_arg_var(I->b, r);
   }
   if (onnx_attr_i(n, "transB", 0)) {
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "permute", &B, 1, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_permute, &B, 1, NULL, 0, &r));
     B = rx_arg_var(I->b, r);
   }
   a[0] = A;
   a[1] = B;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "matmul", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_matmul, a, 2, NULL, 0, &r));
   double alpha = onnx_attr_f(n, "alpha", 1.0), beta = onnx_attr_f(n, "beta", 1.0);
   if (alpha != 1.0) {
     a[0] = rx_arg_var(I->b, r);
     a[1] = rx_arg_float(I->b, alpha);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "multiply", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_multiply, a, 2, NULL, 0, &r));
   }
   if (onnx_input(n, 2) && beta != 0.0) {
     rx_node *C;
@@ -221,12 +222,12 @@ rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_var *c;
       a[0] = C;
       a[1] = rx_arg_float(I->b, beta);
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "multiply", a, 2, NULL, 0, &c));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_multiply, a, 2, NULL, 0, &c));
       C = rx_arg_var(I->b, c);
     }
     a[0] = rx_arg_var(I->b, r);
     a[1] = C;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "add", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_add, a, 2, NULL, 0, &r));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -234,7 +235,7 @@ rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* Cast: of symbolic values and float constants at import (a shape value cast to a float type,
  * unless one constant, becomes its tensor and a cast), else cast */
-rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
@@ -272,7 +273,7 @@ rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   }
   at[0] = rx_attr_dtype(I->m, "dtype", dt);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", a, 1, at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, a, 1, at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -281,56 +282,56 @@ rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * math: Sinh and Cosh overflow where exp(|x|) does; Asinh uses its odd symmetry so that large
  * negative x keeps its digits). Sign: x * 0 plus or minus 1 by the sign of x, so that NaN stays
  * NaN and integers stay integers. */
-rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *x, *t, *u, *z;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(rop, "sign")) {
+  if (!strcmp(row->form, "sign")) {
     const rx_sinfo *si = onnx_tsinfo(onnx_get(I, onnx_input(n, 0)));
     bool fl = !si || rx_dtype_is_float(si->dtype);
     rx_node *zero = fl ? FL(0.0) : rx_arg_int(I->b, 0), *one = fl ? FL(1.0) : rx_arg_int(I->b, 1);
-    EX2("multiply", x, zero, z);
-    EX2("add", z, one, t);
-    EX2("subtract", z, one, u);
+    EX2(RX_OP_multiply, x, zero, z);
+    EX2(RX_OP_add, z, one, t);
+    EX2(RX_OP_subtract, z, one, u);
     rx_node *lt, *gt;
-    EX2("less", x, zero, lt);
-    EX2("greater", x, zero, gt);
-    EX3("where", lt, u, z, u);
-    EX3("where", gt, t, u, t);
-  } else if (!strcmp(rop, "tan")) { /* sin(x) / cos(x) */
-    EX1("sin", x, t);
-    EX1("cos", x, u);
-    EX2("divide", t, u, t);
-  } else if (!strcmp(rop, "sinh") || !strcmp(rop, "cosh")) { /* (e^x -+ e^-x) / 2 */
-    EX1("exp", x, t);
-    EX1("neg", x, u);
-    EX1("exp", u, u);
-    EX2(rop[0] == 's' && rop[1] == 'i' ? "subtract" : "add", t, u, t);
-    EX2("multiply", t, FL(0.5), t);
-  } else if (!strcmp(rop, "asinh")) { /* sign(x) log(|x| + sqrt(x^2 + 1)) */
-    EX1("abs", x, u);
-    EX2("multiply", x, x, t);
-    EX2("add", t, FL(1.0), t);
-    EX1("sqrt", t, t);
-    EX2("add", u, t, t);
-    EX1("log", t, t);
-    EX2("less", x, FL(0.0), u);
-    EX1("neg", t, z);
-    EX3("where", u, z, t, t);
-  } else if (!strcmp(rop, "acosh")) { /* log(x + sqrt(x^2 - 1)) */
-    EX2("multiply", x, x, t);
-    EX2("subtract", t, FL(1.0), t);
-    EX1("sqrt", t, t);
-    EX2("add", x, t, t);
-    EX1("log", t, t);
-  } else if (!strcmp(rop, "atanh")) { /* log((1 + x) / (1 - x)) / 2 */
-    EX2("add", x, FL(1.0), t);
-    EX2("subtract", FL(1.0), x, u);
-    EX2("divide", t, u, t);
-    EX1("log", t, t);
-    EX2("multiply", t, FL(0.5), t);
+    EX2(RX_OP_less, x, zero, lt);
+    EX2(RX_OP_greater, x, zero, gt);
+    EX3(RX_OP_where, lt, u, z, u);
+    EX3(RX_OP_where, gt, t, u, t);
+  } else if (!strcmp(row->form, "tan")) { /* sin(x) / cos(x) */
+    EX1(RX_OP_sin, x, t);
+    EX1(RX_OP_cos, x, u);
+    EX2(RX_OP_divide, t, u, t);
+  } else if (!strcmp(row->form, "sinh") || !strcmp(row->form, "cosh")) { /* (e^x -+ e^-x) / 2 */
+    EX1(RX_OP_exp, x, t);
+    EX1(RX_OP_neg, x, u);
+    EX1(RX_OP_exp, u, u);
+    EX2(row->form[0] == 's' && row->form[1] == 'i' ? RX_OP_subtract : RX_OP_add, t, u, t);
+    EX2(RX_OP_multiply, t, FL(0.5), t);
+  } else if (!strcmp(row->form, "asinh")) { /* sign(x) log(|x| + sqrt(x^2 + 1)) */
+    EX1(RX_OP_abs, x, u);
+    EX2(RX_OP_multiply, x, x, t);
+    EX2(RX_OP_add, t, FL(1.0), t);
+    EX1(RX_OP_sqrt, t, t);
+    EX2(RX_OP_add, u, t, t);
+    EX1(RX_OP_log, t, t);
+    EX2(RX_OP_less, x, FL(0.0), u);
+    EX1(RX_OP_neg, t, z);
+    EX3(RX_OP_where, u, z, t, t);
+  } else if (!strcmp(row->form, "acosh")) { /* log(x + sqrt(x^2 - 1)) */
+    EX2(RX_OP_multiply, x, x, t);
+    EX2(RX_OP_subtract, t, FL(1.0), t);
+    EX1(RX_OP_sqrt, t, t);
+    EX2(RX_OP_add, x, t, t);
+    EX1(RX_OP_log, t, t);
+  } else if (!strcmp(row->form, "atanh")) { /* log((1 + x) / (1 - x)) / 2 */
+    EX2(RX_OP_add, x, FL(1.0), t);
+    EX2(RX_OP_subtract, FL(1.0), x, u);
+    EX2(RX_OP_divide, t, u, t);
+    EX1(RX_OP_log, t, t);
+    EX2(RX_OP_multiply, t, FL(0.5), t);
   } else {
-    return onnx_node_err(I, n, "internal: no formula '%s'", rop);
+    return onnx_node_err(I, n, "internal: no formula '%s'", row->form);
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -340,7 +341,7 @@ rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const char *rop) {
  * divide, so the result has the sign of the divisor. fmod=1: the sign of the dividend, as C's
  * fmod and %: floats a - trunc(a / b) b (trunc: ceil below 0, floor above); integers the floored
  * remainder minus b where it is not 0 and its sign differs from a's. */
-rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a, *b, *t, *q, *c, *u;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a));
@@ -349,36 +350,36 @@ rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const char *rop) {
   bool fl = si && rx_dtype_is_float(si->dtype), fm = onnx_attr_i(n, "fmod", 0) != 0;
   if (fl && !fm)
     return onnx_node_err(I, n, "fmod=0 on floating-point inputs (ONNX requires fmod=1 for them)");
-  EX2("divide", a, b, q);
+  EX2(RX_OP_divide, a, b, q);
   if (fl) {
-    EX1("floor", q, t);
-    EX1("ceil", q, c);
-    EX2("less", q, FL(0.0), u);
-    EX3("where", u, c, t, q);
+    EX1(RX_OP_floor, q, t);
+    EX1(RX_OP_ceil, q, c);
+    EX2(RX_OP_less, q, FL(0.0), u);
+    EX3(RX_OP_where, u, c, t, q);
   }
-  EX2("multiply", q, b, t);
-  EX2("subtract", a, t, t);
+  EX2(RX_OP_multiply, q, b, t);
+  EX2(RX_OP_subtract, a, t, t);
   if (!fl && fm) {
     rx_node *zero = rx_arg_int(I->b, 0);
-    EX2("less", t, zero, u);
-    EX2("less", a, zero, c);
-    EX2("not_equal", u, c, u);
-    EX2("not_equal", t, zero, c);
-    EX2("logical_and", u, c, u);
-    EX2("subtract", t, b, c);
-    EX3("where", u, c, t, t);
+    EX2(RX_OP_less, t, zero, u);
+    EX2(RX_OP_less, a, zero, c);
+    EX2(RX_OP_not_equal, u, c, u);
+    EX2(RX_OP_not_equal, t, zero, c);
+    EX2(RX_OP_logical_and, u, c, u);
+    EX2(RX_OP_subtract, t, b, c);
+    EX3(RX_OP_where, u, c, t, t);
   }
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
-/* Sum, Mean, Max and Min of one or more inputs (broadcast): a chain of rop. */
-rx_status onnx_do_variadic(imp *I, const Onnx__NodeProto *n, const char *rop) {
+/* Sum, Mean, Max and Min of one or more inputs (broadcast): a chain of row->op. */
+rx_status onnx_do_variadic(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *acc = NULL, *x;
   rx_var *r = NULL;
   size_t count = 0;
-  if (n->n_input == 2 && strcmp(rop, "mean") && strcmp(rop, "add"))
-    return onnx_do_binary(I, n, rop); /* Max, Min of two: shape values too */
+  if (n->n_input == 2 && row->op != RX_OP_mean && row->op != RX_OP_add)
+    return onnx_do_binary(I, n, row); /* Max, Min of two: shape values too */
   for (size_t i = 0; i < n->n_input; i++) {
     if (!onnx_input(n, i)) continue;
     if (count++ == 0) {
@@ -391,35 +392,35 @@ rx_status onnx_do_variadic(imp *I, const Onnx__NodeProto *n, const char *rop) {
       continue;
     }
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, i), &x));
-    EX2(!strcmp(rop, "mean") ? "add" : rop, acc, x, acc);
+    EX2(row->op == RX_OP_mean ? RX_OP_add : row->op, acc, x, acc);
   }
   if (count == 0) return onnx_node_err(I, n, "needs at least one input");
-  if (!strcmp(rop, "mean")) EX2("divide", acc, FL((double)count), acc);
+  if (row->op == RX_OP_mean) EX2(RX_OP_divide, acc, FL((double)count), acc);
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* CastLike: Cast to the dtype of input 1. */
-rx_status onnx_do_cast_like(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_cast_like(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *like = onnx_tsinfo(onnx_input(n, 1) ? onnx_get(I, onnx_input(n, 1)) : NULL);
   rx_node *x;
   rx_var *r = NULL;
   if (!like) return onnx_node_err(I, n, "input 1 (the dtype to cast to) is not a tensor");
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
   const rx_attr *at[1] = {rx_attr_dtype(I->m, "dtype", like->dtype)};
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &x, 1, at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &x, 1, at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Det: det (a constant matrix size of at most 16) */
-rx_status onnx_do_det(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_det(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   rx_node *x;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "det", &x, 1, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_det, &x, 1, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -427,12 +428,12 @@ rx_status onnx_do_det(imp *I, const Onnx__NodeProto *n, const char *rop) {
 /* IsInf (|x| beyond the largest finite f32, or x beyond it on the detected side), Round (half
  * to even: floor(x), plus 1 where the fraction is over a half, or a half and floor(x) odd) and
  * Shrink (x + bias below -lambd, x - bias above lambd, else 0): comparisons and where. */
-rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *si = onnx_tsinfo(onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL);
   if (!si) return onnx_node_err(I, n, "the input is not a tensor");
   rx_node *x = rx_arg_var(I->b, onnx_get(I, onnx_input(n, 0))->var), *t, *u, *z;
   rx_var *r = NULL;
-  if (!strcmp(rop, "is_inf")) {
+  if (!strcmp(row->form, "is_inf")) {
     rx_dtype dt = si->dtype; /* the largest finite value of dt */
     double big = dt == RX_DTYPE_F16    ? 65504.0
                  : dt == RX_DTYPE_BF16 ? 3.3895313892515355e38
@@ -440,42 +441,42 @@ rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop) 
     bool pos = onnx_attr_i(n, "detect_positive", 1) != 0,
          neg = onnx_attr_i(n, "detect_negative", 1) != 0;
     if (pos && neg) {
-      EX1("abs", x, t);
-      EX2("greater", t, FL(big), t);
+      EX1(RX_OP_abs, x, t);
+      EX2(RX_OP_greater, t, FL(big), t);
     } else if (pos) {
-      EX2("greater", x, FL(big), t);
+      EX2(RX_OP_greater, x, FL(big), t);
     } else if (neg) {
-      EX2("less", x, FL(-big), t);
+      EX2(RX_OP_less, x, FL(-big), t);
     } else { /* neither: false everywhere */
-      EX2("not_equal", x, x, t);
-      EX2("equal", x, x, u);
-      EX2("logical_and", t, u, t);
+      EX2(RX_OP_not_equal, x, x, t);
+      EX2(RX_OP_equal, x, x, u);
+      EX2(RX_OP_logical_and, t, u, t);
     }
-  } else if (!strcmp(rop, "round")) {
-    EX1("floor", x, z);
-    EX2("subtract", x, z, t); /* the fraction */
-    EX2("multiply", z, FL(0.5), u);
-    EX1("floor", u, u);
-    EX2("multiply", u, FL(2.0), u);
-    EX2("not_equal", u, z, u); /* floor(x) odd */
+  } else if (!strcmp(row->form, "round")) {
+    EX1(RX_OP_floor, x, z);
+    EX2(RX_OP_subtract, x, z, t); /* the fraction */
+    EX2(RX_OP_multiply, z, FL(0.5), u);
+    EX1(RX_OP_floor, u, u);
+    EX2(RX_OP_multiply, u, FL(2.0), u);
+    EX2(RX_OP_not_equal, u, z, u); /* floor(x) odd */
     rx_node *half;
-    EX2("equal", t, FL(0.5), half);
-    EX2("logical_and", half, u, u);
-    EX2("greater", t, FL(0.5), t);
-    EX2("logical_or", t, u, u);
-    EX2("add", z, FL(1.0), t);
-    EX3("where", u, t, z, t);
-  } else if (!strcmp(rop, "shrink")) {
+    EX2(RX_OP_equal, t, FL(0.5), half);
+    EX2(RX_OP_logical_and, half, u, u);
+    EX2(RX_OP_greater, t, FL(0.5), t);
+    EX2(RX_OP_logical_or, t, u, u);
+    EX2(RX_OP_add, z, FL(1.0), t);
+    EX3(RX_OP_where, u, t, z, t);
+  } else if (!strcmp(row->form, "shrink")) {
     double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);
-    EX2("multiply", x, FL(0.0), z);
-    EX2("subtract", x, FL(bias), t);
-    EX2("greater", x, FL(lambd), u);
-    EX3("where", u, t, z, z);
-    EX2("add", x, FL(bias), t);
-    EX2("less", x, FL(-lambd), u);
-    EX3("where", u, t, z, t);
+    EX2(RX_OP_multiply, x, FL(0.0), z);
+    EX2(RX_OP_subtract, x, FL(bias), t);
+    EX2(RX_OP_greater, x, FL(lambd), u);
+    EX3(RX_OP_where, u, t, z, z);
+    EX2(RX_OP_add, x, FL(bias), t);
+    EX2(RX_OP_less, x, FL(-lambd), u);
+    EX3(RX_OP_where, u, t, z, t);
   } else {
-    return onnx_node_err(I, n, "internal: no activation '%s'", rop);
+    return onnx_node_err(I, n, "internal: no activation '%s'", row->form);
   }
   onnx_def_tensor(I, n, r);
   return NULL;

@@ -8,7 +8,7 @@
 
 /* Trilu: where(keep, x, 0) with keep[i, j] = j - i >= k (upper) or j - i <= k (lower) over the
  * last two dims, built from two aranges. */
-rx_status onnx_do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_trilu(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   const rx_sinfo *si = onnx_tsinfo(x);
   if (!si || si->kind != RX_SINFO_TENSOR || !si->shape || si->ndim < 2)
@@ -30,25 +30,26 @@ rx_status onnx_do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_var *rows, *rows2, *cols, *diff, *keep, *r;
   a[0] = rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0));
   a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, rows_n);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "arange", a, 2, NULL, 0, &rows));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_arange, a, 2, NULL, 0, &rows));
   int64_t ax1 = 1;
   const rx_attr *at = rx_attr_ints(I->m, "axes", &ax1, 1);
   a[0] = rx_arg_var(I->b, rows);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "expand_dims", a, 1, &at, 1, &rows2));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_expand_dims, a, 1, &at, 1, &rows2));
   a[0] = rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0));
   a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, cols_n);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "arange", a, 2, NULL, 0, &cols));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_arange, a, 2, NULL, 0, &cols));
   a[0] = rx_arg_var(I->b, cols);
   a[1] = rx_arg_var(I->b, rows2);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "subtract", a, 2, NULL, 0, &diff));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_subtract, a, 2, NULL, 0, &diff));
   a[0] = rx_arg_var(I->b, diff);
   a[1] = kt ? kt : rx_arg_prim(I->b, RX_DTYPE_I64, k);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, onnx_attr_i(n, "upper", 1) ? "greater_equal" : "less_equal", a,
-                               2, NULL, 0, &keep));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n,
+                               onnx_attr_i(n, "upper", 1) ? RX_OP_greater_equal : RX_OP_less_equal,
+                               a, 2, NULL, 0, &keep));
   a[0] = rx_arg_var(I->b, keep);
   a[1] = rx_arg_var(I->b, x->var);
   a[2] = rx_arg_float(I->b, 0.0);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", a, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, a, 3, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -100,7 +101,7 @@ static rx_status split_sizes(imp *I, const Onnx__NodeProto *n, val *x, int axis,
   return NULL;
 }
 
-rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   const rx_sinfo *si = onnx_tsinfo(x);
   if (!si || si->kind != RX_SINFO_TENSOR || !si->shape)
@@ -123,12 +124,12 @@ rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   at[0] = rx_attr_int(I->m, "axis", axis);
   if (ns < 0) {
     at[1] = rx_attr_int(I->m, "sections", nout);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "split", &xa, 1, at, 2, &tup));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_split, &xa, 1, at, 2, &tup));
   } else if (all_const) {
     int64_t idx[SYM_MAX], acc = 0;
     for (int k = 0; k + 1 < ns; k++) idx[k] = acc += sizes[k]->value;
     at[1] = rx_attr_ints(I->m, "indices", idx, ns - 1);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "split", &xa, 1, at, 2, &tup));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_split, &xa, 1, at, 2, &tup));
   }
   const rx_expr *begin = rx_sym_const(I->m, 0);
   for (int k = 0; k < nout; k++) {
@@ -141,7 +142,7 @@ rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
       const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &axis, 1),
                               rx_attr_exprs(I->m, "begin", &begin, 1),
                               rx_attr_exprs(I->m, "end", &end, 1)};
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "strided_slice", &xa, 1, sa, 3, &r));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_strided_slice, &xa, 1, sa, 3, &r));
       begin = end;
     }
     if (n->output[k] && n->output[k][0]) onnx_def_named(I, n->output[k], r);
@@ -149,7 +150,7 @@ rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const char *rop) {
   return NULL;
 }
 
-rx_status onnx_do_slice(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_slice(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   if (!x) return onnx_node_err(I, n, "input is not defined");
   const rx_expr *st[SYM_MAX], *en[SYM_MAX], *ax[SYM_MAX], *sp[SYM_MAX];
@@ -199,13 +200,13 @@ rx_status onnx_do_slice(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_attr_ints(I->m, "axes", axes, nst), rx_attr_exprs(I->m, "begin", st, nst),
       rx_attr_exprs(I->m, "end", en, nst), rx_attr_ints(I->m, "strides", steps, nst)};
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "strided_slice", &xa, 1, at, 4, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_strided_slice, &xa, 1, at, 4, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Gather: of a symbolic value at import, else take */
-rx_status onnx_do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_gather(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
@@ -253,25 +254,25 @@ rx_status onnx_do_gather(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &a[1]));
   }
   at[0] = rx_attr_int(I->m, "axis", axis);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "take", a, 2, at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_take, a, 2, at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* GatherElements: take_along_axis (axis default 0) */
-rx_status onnx_do_gather_elements(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_gather_elements(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[2];
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &a[1]));
   const rx_attr *at = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "take_along_axis", a, 2, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_take_along_axis, a, 2, &at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Range: of symbolic values at import, else arange */
-rx_status onnx_do_range(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_range(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   val *v[3];
@@ -294,7 +295,7 @@ rx_status onnx_do_range(imp *I, const Onnx__NodeProto *n, const char *rop) {
   }
 tensor_range:
   for (int k = 0; k < 3; k++) a[k] = rx_arg_prim(I->b, RX_DTYPE_I64, v[k]->s[0]);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "arange", a, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_arange, a, 3, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -305,7 +306,7 @@ rx_status onnx_iota(imp *I, const Onnx__NodeProto *n, const rx_expr *lo, const r
   rx_node *a[2] = {I64(lo), I64(hi)};
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "arange", a, 2, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_arange, a, 2, &at, 1, &r));
   *out = rx_arg_var(I->b, r);
   return NULL;
 }
@@ -320,7 +321,7 @@ rx_status onnx_trailing_units(imp *I, const Onnx__NodeProto *n, rx_node *x, int 
   for (int k = 0; k < count && k < SYM_MAX; k++) axes[k] = k + 1;
   const rx_attr *at = rx_attr_ints(I->m, "axes", axes, count < SYM_MAX ? count : SYM_MAX);
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "expand_dims", &x, 1, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_expand_dims, &x, 1, &at, 1, &r));
   *out = rx_arg_var(I->b, r);
   return NULL;
 }
@@ -330,9 +331,9 @@ rx_status onnx_trailing_units(imp *I, const Onnx__NodeProto *n, rx_node *x, int 
 rx_status onnx_imod(imp *I, const Onnx__NodeProto *n, rx_node *a, const rx_expr *m, rx_node **out) {
   rx_var *r;
   rx_node *q;
-  EX2("divide", a, I64(m), q);
-  EX2("multiply", q, I64(m), q);
-  EX2("subtract", a, q, *out);
+  EX2(RX_OP_divide, a, I64(m), q);
+  EX2(RX_OP_multiply, q, I64(m), q);
+  EX2(RX_OP_subtract, a, q, *out);
   return NULL;
 }
 
@@ -346,7 +347,7 @@ static rx_status diag_offset(imp *I, const Onnx__NodeProto *n, const rx_expr *nr
   RX_RETURN_IF_ERROR(onnx_iota(I, n, zero, nr, &rows));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, rows, 1, &rows));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, zero, nc, &cols));
-  EX2("subtract", cols, rows, *out);
+  EX2(RX_OP_subtract, cols, rows, *out);
   return NULL;
 }
 
@@ -355,7 +356,7 @@ rx_status onnx_take_at(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_node *id
                        rx_node **out, rx_var **r) {
   rx_node *a[2] = {x, idx};
   const rx_attr *at = rx_attr_int(I->m, "axis", axis);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "take", a, 2, &at, 1, r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_take, a, 2, &at, 1, r));
   *out = rx_arg_var(I->b, *r);
   return NULL;
 }
@@ -379,14 +380,14 @@ rx_status onnx_gather_grid(imp *I, const Onnx__NodeProto *n, const rx_sinfo *si,
   for (int k = rank - 1; k >= 0; k--) {
     t = idx[k];
     if (!t) RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), si->shape[k], &t));
-    if (!rx_expr_is_const(stride, 1)) EX2("multiply", t, I64(stride), t);
+    if (!rx_expr_is_const(stride, 1)) EX2(RX_OP_multiply, t, I64(stride), t);
     RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, t, rank - 1 - k, &t));
-    if (flat) EX2("add", t, flat, t);
+    if (flat) EX2(RX_OP_add, t, flat, t);
     flat = t;
     stride = rx_sym_mul(I->m, stride, si->shape[k]);
   }
   rx_node *a[2] = {x, rx_arg_shape(I->b, &stride, 1)};
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &r));
   return onnx_take_at(I, n, rx_arg_var(I->b, r), flat, 0, &t, out);
 }
 
@@ -396,8 +397,8 @@ rx_status onnx_gather_grid(imp *I, const Onnx__NodeProto *n, const rx_sinfo *si,
  * sets to the value), folded back at the ends (reflect, period 2 (d - 1)) or wrapped (wrap);
  * x gathered at the grid of those indices. Constant pads may be negative (they crop); pads
  * computed at run time are bound as sizes, so the VM rejects a negative one. */
-rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si = onnx_shaped(I, n, 0);
   if (!si || si->ndim < 1)
     return onnx_node_err(I, n, "the input's shape is not known (rank and dims needed)");
@@ -431,24 +432,24 @@ rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const char *rop) {
     rx_node *o, *t, *u;
     RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_sub(I->m, zero, b), rx_sym_add(I->m, d, e), &o));
     if (mode == 'c' || mode == 'e') { /* clamp to [0, d - 1] */
-      EX2("maximum", o, I64(zero), idx[ax]);
-      EX2("minimum", idx[ax], I64(rx_sym_sub(I->m, d, one)), idx[ax]);
+      EX2(RX_OP_maximum, o, I64(zero), idx[ax]);
+      EX2(RX_OP_minimum, idx[ax], I64(rx_sym_sub(I->m, d, one)), idx[ax]);
     } else if (mode == 'w') {
       RX_RETURN_IF_ERROR(onnx_imod(I, n, o, d, &idx[ax]));
     } else { /* reflect: t = o mod 2 (d - 1), then t or 2 (d - 1) - t */
       const rx_expr *per =
           rx_sym_max(I->m, rx_sym_mul(I->m, rx_sym_const(I->m, 2), rx_sym_sub(I->m, d, one)), one);
       RX_RETURN_IF_ERROR(onnx_imod(I, n, o, per, &t));
-      EX2("subtract", I64(per), t, u);
-      EX2("less", t, I64(d), idx[ax]);
-      EX3("where", idx[ax], t, u, idx[ax]);
+      EX2(RX_OP_subtract, I64(per), t, u);
+      EX2(RX_OP_less, t, I64(d), idx[ax]);
+      EX3(RX_OP_where, idx[ax], t, u, idx[ax]);
     }
     if (mode == 'c') { /* inside: 0 <= o < d, shaped to broadcast along ax */
-      EX2("greater_equal", o, I64(zero), t);
-      EX2("less", o, I64(d), u);
-      EX2("logical_and", t, u, t);
+      EX2(RX_OP_greater_equal, o, I64(zero), t);
+      EX2(RX_OP_less, o, I64(d), u);
+      EX2(RX_OP_logical_and, t, u, t);
       RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, t, rank - 1 - (int)ax, &t));
-      if (mask) EX2("logical_and", mask, t, t);
+      if (mask) EX2(RX_OP_logical_and, mask, t, t);
       mask = t;
     }
   }
@@ -464,7 +465,7 @@ rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const char *rop) {
     rx_node *value = FL(I->opset < 11 ? onnx_attr_f(n, "value", 0.0) : 0.0);
     if (I->opset >= 11 && onnx_input(n, 2))
       RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &value));
-    EX3("where", mask, cur, value, cur);
+    EX3(RX_OP_where, mask, cur, value, cur);
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -472,8 +473,8 @@ rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* Tile: along each axis of length d repeated r times, the index arange(0, d r) mod d; x
  * gathered at the grid of those indices */
-rx_status onnx_do_tile(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_tile(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si = onnx_shaped(I, n, 0);
   if (!si) return onnx_node_err(I, n, "the input's shape is not known (rank and dims needed)");
   const rx_expr *reps[SYM_MAX];
@@ -515,7 +516,7 @@ rx_status onnx_scalar_input(imp *I, const Onnx__NodeProto *n, size_t i, const rx
     rx_node *a = rx_arg_var(I->b, v->var);
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
     val tmp = {.name = NULL, .kind = V_TENSOR};
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &a, 1, &at, 1, &tmp.var));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &a, 1, &at, 1, &tmp.var));
     RX_RETURN_IF_ERROR(onnx_runtime_sym(I, n, &tmp));
     *out = tmp.s[0];
     return tmp.slen == 1 ? NULL : onnx_node_err(I, n, "input %zu must be a scalar", i);
@@ -529,7 +530,7 @@ rx_status onnx_scalar_input(imp *I, const Onnx__NodeProto *n, size_t i, const rx
 /* TopK: topk(x, k=[K]), K from input 1 (opset 10; a constant or a value bound at run time) or
  * the k attribute; the values and the i64 indices. sorted=0 gets them sorted too (ONNX allows
  * any order then). */
-rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_expr *k;
   if (I->opset < 10) {
     const Onnx__AttributeProto *ka = onnx_attr(n, "k");
@@ -544,7 +545,7 @@ rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const char *rop) {
                           rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", -1)),
                           rx_attr_bool(I->m, "largest", onnx_attr_i(n, "largest", 1) != 0)};
   rx_var *tup, *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, rop, &x, 1, at, 3, &tup));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, row->op, &x, 1, at, 3, &tup));
   for (int j = 0; j < 2 && j < (int)n->n_output; j++) {
     if (!n->output[j] || !n->output[j][0]) continue;
     RX_RETURN_IF_ERROR(
@@ -556,8 +557,8 @@ rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* OneHot(indices, depth, values [off, on]): equal(indices with a unit dim at axis (negative
  * ones counted from depth), arange(depth) along axis) as 0 / 1 indices into values */
-rx_status onnx_do_one_hot(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_one_hot(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si = onnx_shaped(I, n, 0);
   if (!si) return onnx_node_err(I, n, "the indices' shape is not known (rank and dims needed)");
   const rx_expr *depth;
@@ -574,27 +575,27 @@ rx_status onnx_do_one_hot(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &vals));
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
   if (si->dtype != RX_DTYPE_I64) {
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &idx, 1, &at, 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &idx, 1, &at, 1, &r));
     idx = rx_arg_var(I->b, r);
   }
-  EX2("less", idx, I64(rx_sym_const(I->m, 0)), t);
-  EX2("add", idx, I64(depth), ar);
-  EX3("where", t, ar, idx, idx);
+  EX2(RX_OP_less, idx, I64(rx_sym_const(I->m, 0)), t);
+  EX2(RX_OP_add, idx, I64(depth), ar);
+  EX3(RX_OP_where, t, ar, idx, idx);
   const rx_attr *ea = rx_attr_ints(I->m, "axes", &axis, 1);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "expand_dims", &idx, 1, &ea, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_expand_dims, &idx, 1, &ea, 1, &r));
   idx = rx_arg_var(I->b, r);
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), depth, &ar));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, ar, rank - (int)axis, &ar));
-  EX2("equal", idx, ar, t);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &t, 1, &at, 1, &r));
+  EX2(RX_OP_equal, idx, ar, t);
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &t, 1, &at, 1, &r));
   RX_RETURN_IF_ERROR(onnx_take_at(I, n, vals, rx_arg_var(I->b, r), 0, &t, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* EyeLike: ones where j - i == k over the 2-D input's shape, in dtype (default the input's) */
-rx_status onnx_do_eye_like(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_eye_like(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si = onnx_shaped(I, n, 0);
   if (!si || si->ndim != 2) return onnx_node_err(I, n, "expects a 2-D input of known shape");
   rx_dtype dt = si->dtype;
@@ -603,9 +604,9 @@ rx_status onnx_do_eye_like(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_var *r = NULL;
   rx_node *t;
   RX_RETURN_IF_ERROR(diag_offset(I, n, si->shape[0], si->shape[1], &t));
-  EX2("equal", t, I64(rx_sym_const(I->m, onnx_attr_i(n, "k", 0))), t);
+  EX2(RX_OP_equal, t, I64(rx_sym_const(I->m, onnx_attr_i(n, "k", 0))), t);
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &t, 1, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &t, 1, &at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -627,24 +628,24 @@ rx_status onnx_nd_flat_index(imp *I, const Onnx__NodeProto *n, const rx_sinfo *d
     const rx_attr *sa[3] = {rx_attr_ints(I->m, "axes", &last, 1),
                             rx_attr_exprs(I->m, "begin", &bk, 1),
                             rx_attr_exprs(I->m, "end", &ek, 1)};
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "strided_slice", &idx, 1, sa, 3, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_strided_slice, &idx, 1, sa, 3, &r));
     t = rx_arg_var(I->b, r);
     const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
     if (is->dtype != RX_DTYPE_I64) {
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &t, 1, &ca, 1, &r));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &t, 1, &ca, 1, &r));
       t = rx_arg_var(I->b, r);
     }
-    EX2("less", t, I64(rx_sym_const(I->m, 0)), u);
+    EX2(RX_OP_less, t, I64(rx_sym_const(I->m, 0)), u);
     rx_node *w;
-    EX2("add", t, I64(d), w);
-    EX3("where", u, w, t, t);
-    EX2("multiply", t, I64(*stride), t);
-    if (lin) EX2("add", lin, t, t);
+    EX2(RX_OP_add, t, I64(d), w);
+    EX3(RX_OP_where, u, w, t, t);
+    EX2(RX_OP_multiply, t, I64(*stride), t);
+    if (lin) EX2(RX_OP_add, lin, t, t);
     lin = t;
     *stride = rx_sym_mul(I->m, *stride, d);
   }
   const rx_attr *sq = rx_attr_ints(I->m, "axes", &last, 1);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "squeeze", &lin, 1, &sq, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_squeeze, &lin, 1, &sq, 1, &r));
   *out = rx_arg_var(I->b, r);
   return NULL;
 }
@@ -653,8 +654,8 @@ rx_status onnx_nd_flat_index(imp *I, const Onnx__NodeProto *n, const rx_sinfo *d
  * dims' product, P that of the m indexed dims), taken at the flat index: the batch position
  * times P plus the sum over the last axis of indices of each index (negative counted from its
  * dim) times its stride. */
-rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *ds = onnx_shaped(I, n, 0), *is = onnx_shaped(I, n, 1);
   if (!ds || !is || is->ndim < 1)
     return onnx_node_err(I, n,
@@ -681,10 +682,10 @@ rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
       bd[nb++] = k < b ? is->shape[k] : rx_sym_const(I->m, 1);
     RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), batch, &t));
     rx_node *a[2] = {t, rx_arg_shape(I->b, bd, nb)};
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &r));
     t = rx_arg_var(I->b, r);
-    EX2("multiply", t, I64(stride), t);
-    EX2("add", lin, t, lin);
+    EX2(RX_OP_multiply, t, I64(stride), t);
+    EX2(RX_OP_add, lin, t, lin);
   }
   const rx_expr *fd[SYM_MAX];
   int nf = 0;
@@ -693,7 +694,7 @@ rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *a[2];
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   a[1] = rx_arg_shape(I->b, fd, nf);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &r));
   RX_RETURN_IF_ERROR(onnx_take_at(I, n, rx_arg_var(I->b, r), lin, 0, &t, &r));
   onnx_def_tensor(I, n, r);
   return NULL;

@@ -22,6 +22,7 @@
 #define RX_ONNX_IMPORT_INT_H
 
 #include "../../ir/ir.h"
+#include "../../ops/ops.h"
 
 #include "proto.h"
 
@@ -61,8 +62,23 @@ typedef struct imp {
   rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
-/* A handler imports one node of its op type (rop: the table's relaxc op or form, import.c). */
-typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const char *rop);
+/* The row of onnx_ops[] (import.c) of an ONNX op type: the handler that imports a node of the
+ * type, the relaxc op the handler emits when it is one op (op; ONNX_NO_OP when the handler
+ * composes several) or the form it computes when the handler serves several types (form, as
+ * "celu" for onnx_do_act; NULL when none), the opsets where the handler's reading is right (first,
+ * last; last 0: still current) and a note for the README. */
+typedef struct onnx_op onnx_op;
+typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+struct onnx_op {
+  const char *type;
+  onnx_handler handler;
+  rx_op_id op;
+  const char *form;
+  int first, last;
+  const char *note;
+};
+/* no single relaxc op: the handler composes several */
+#define ONNX_NO_OP RX_OP_COUNT
 
 /* ---- the value table and the helpers shared by the handlers (import.c) ---- */
 
@@ -74,8 +90,9 @@ rx_status onnx_sym_tensor(imp *I, const Onnx__NodeProto *n, val *v, rx_var **out
 rx_status onnx_do_node(imp *I, const Onnx__NodeProto *n);
 rx_status onnx_arg(imp *I, const Onnx__NodeProto *n, const char *name, rx_node **out);
 rx_status onnx_at_node(imp *I, const Onnx__NodeProto *n, rx_status s);
-rx_status onnx_emit(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *args,
-                    int nargs, const rx_attr *const *attrs, int nattrs, rx_var **out);
+const char *onnx_op_name(rx_op_id op);
+rx_status onnx_emit(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *const *args, int nargs,
+                    const rx_attr *const *attrs, int nattrs, rx_var **out);
 val *onnx_def_named(imp *I, const char *name, rx_var *var);
 val *onnx_def_tensor(imp *I, const Onnx__NodeProto *n, rx_var *var);
 void onnx_def_alias(imp *I, const Onnx__NodeProto *n, const val *src);
@@ -100,10 +117,11 @@ rx_status onnx_sym_list(imp *I, const Onnx__NodeProto *n, size_t i, const char *
 bool onnx_attr_s_is(const Onnx__NodeProto *n, const char *name, const char *want);
 rx_status onnx_ints_attr(imp *I, const Onnx__NodeProto *n, const char *name, int want, int64_t dflt,
                          int64_t *out);
-rx_status onnx_ex(imp *I, const Onnx__NodeProto *n, const char *op, int nargs, rx_node *a0,
+rx_status onnx_ex(imp *I, const Onnx__NodeProto *n, rx_op_id op, int nargs, rx_node *a0,
                   rx_node *a1, rx_node *a2, rx_node **out, rx_var **last);
-rx_status onnx_exa(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *const *a, int na,
+rx_status onnx_exa(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *const *a, int na,
                    const rx_attr *const *at, int nat, rx_node **out, rx_var **last);
+const onnx_op *onnx_find_op(const char *op);
 rx_status onnx_out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx_var **out);
 
 /* op(args) as a new binding in a handler that has I, n and rx_var *r: EX1 to EX3 by onnx_ex,
@@ -156,116 +174,116 @@ void onnx_cf_name(imp *I, const char *prefix, char *out, size_t size);
 /* ---- the handlers, by file (onnx_ops[] in import.c lists them) ---- */
 
 /* import_elementwise.c */
-rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reciprocal(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_matmul(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_variadic(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_cast_like(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_det(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_clip(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reciprocal(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_binary(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_matmul(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_gemm(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_variadic(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_cast_like(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_det(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_reduce.c */
-rx_status onnx_do_softmax(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_gelu(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reduce(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_arg_extreme(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_cumsum(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_hardmax(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_elu(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_act(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reduce_by(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_prelu(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_leaky_relu(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_softmax(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_gelu(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reduce(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_arg_extreme(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_cumsum(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_hardmax(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_elu(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_act(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reduce_by(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_prelu(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_leaky_relu(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_nn.c */
-rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_nll_loss(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_lrn(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_global_pool(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_nll_loss(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_lrn(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_global_pool(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_batch_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_resize.c */
-rx_status onnx_do_resize(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_resize(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_grid_sample(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_shape.c */
-rx_status onnx_do_constant(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_identity(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_shape(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_size(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_transpose(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_flatten(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_constant(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_identity(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_shape(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_size(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_squeeze(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_transpose(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_flatten(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_index.c */
-rx_status onnx_do_trilu(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_slice(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_gather(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_gather_elements(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_range(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_tile(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_one_hot(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_eye_like(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_trilu(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_split(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_slice(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_gather(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_gather_elements(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_range(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_pad(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_tile(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_topk(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_one_hot(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_eye_like(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_gather_nd(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_scatter.c */
-rx_status onnx_do_scatter(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_scatter_nd(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_max_unpool(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_einsum(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_scatter(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_scatter_nd(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_max_unpool(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_einsum(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_signal.c */
-rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_dft(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_stft(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_roi_align(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_dft(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_stft(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_roi_align(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_rt.c */
-rx_status onnx_do_squeeze_any(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_reduce_any(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_compress(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_unique(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_squeeze_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_reduce_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_compress(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_unique(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_control.c */
-rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_quant.c */
-rx_status onnx_do_quantize(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_dequantize(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_dynamic_quantize(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_integer_op(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_pow(imp *I, const Onnx__NodeProto *n, const char *rop);
-rx_status onnx_do_bitshift(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_quantize(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_dequantize(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_dynamic_quantize(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_integer_op(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_pow(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
+rx_status onnx_do_bitshift(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 /* import_rnn.c */
-rx_status onnx_do_rnn(imp *I, const Onnx__NodeProto *n, const char *rop);
+rx_status onnx_do_rnn(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 
 #endif

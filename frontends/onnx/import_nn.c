@@ -11,7 +11,7 @@
  * with a ratio over 0 drops at random, which relaxc does not do: refused at import when both
  * are constants, else checked when the program runs (a match_cast of training_mode && ratio >
  * 0 to 0 fails, naming dropout_training_mode_unsupported). */
-rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   if (!x) return onnx_node_err(I, n, "input is not defined");
   val *ratio = onnx_input(n, 1) ? onnx_get(I, onnx_input(n, 1)) : NULL,
@@ -31,15 +31,15 @@ rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &t));
     if (ratio && ratio->kind != V_FCONST) {
       RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &a[0]));
-      EX2("greater", a[0], FL(0.0), a[1]);
-      EX2("logical_and", t, a[1], t);
+      EX2(RX_OP_greater, a[0], FL(0.0), a[1]);
+      EX2(RX_OP_logical_and, t, a[1], t);
     }
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &t, 1, &at, 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &t, 1, &at, 1, &r));
     a[0] = rx_arg_var(I->b, r);
     RX_RETURN_IF_ERROR(onnx_at_node(I, n,
-                                    rx_emit_op(I->b, "tensor_to_shape", a, 1, NULL, 0,
-                                               "dropout_training_mode_unsupported", &sh)));
+                                    rx_emit_op(I->b, onnx_op_name(RX_OP_tensor_to_shape), a, 1,
+                                               NULL, 0, "dropout_training_mode_unsupported", &sh)));
     const rx_expr *zero = rx_sym_const(I->m, 0);
     RX_RETURN_IF_ERROR(
         onnx_at_node(I, n,
@@ -53,7 +53,7 @@ rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
     rx_node *a[2] = {rx_arg_shape(I->b, si->shape, si->ndim), rx_arg_int(I->b, 1)};
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_BOOL);
     rx_var *mask;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "full", a, 2, &at, 1, &mask));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_full, a, 2, &at, 1, &mask));
     onnx_def_named(I, n->output[1], mask);
   }
   onnx_def_alias(I, n, x);
@@ -63,7 +63,7 @@ rx_status onnx_do_dropout(imp *I, const Onnx__NodeProto *n, const char *rop) {
 /* LayerNormalization: Y by layer_norm; the Mean and InvStdDev outputs, where used, as
  * mean(x) and rsqrt(mean((x - mean)^2) + epsilon) over the normalized axes (kept as 1s), in
  * f32 (stash_type 1) */
-rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *si = onnx_tsinfo(onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL);
   int rank = si && si->kind == RX_SINFO_TENSOR ? si->ndim : -1;
   if (rank < 0) return onnx_node_err(I, n, "the input's rank is not known");
@@ -81,7 +81,7 @@ rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) 
   for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, (size_t)k), &a[k]));
   at[0] = rx_attr_ints(I->m, "axes", axes, na);
   at[1] = rx_attr_float(I->m, "epsilon", eps);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "layer_norm", a, 3, at, 2, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_layer_norm, a, 3, at, 2, &r));
   onnx_def_tensor(I, n, r);
   bool mean_out = n->n_output > 1 && n->output[1] && n->output[1][0];
   bool inv_out = n->n_output > 2 && n->output[2] && n->output[2][0];
@@ -91,20 +91,20 @@ rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) 
     return onnx_node_err(I, n, "stash_type other than 1 (f32) is not supported");
   if (si->dtype != RX_DTYPE_F32) {
     at[2] = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &x, 1, &at[2], 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &x, 1, &at[2], 1, &r));
     x = rx_arg_var(I->b, r);
   }
   at[1] = rx_attr_bool(I->m, "keepdims", true);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "mean", &x, 1, at, 2, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_mean, &x, 1, at, 2, &r));
   mean = rx_arg_var(I->b, r);
   if (mean_out) onnx_def_named(I, n->output[1], r);
   if (!inv_out) return NULL;
-  EX2("subtract", x, mean, t);
-  EX2("multiply", t, t, t);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "mean", &t, 1, at, 2, &r));
+  EX2(RX_OP_subtract, x, mean, t);
+  EX2(RX_OP_multiply, t, t, t);
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_mean, &t, 1, at, 2, &r));
   t = rx_arg_var(I->b, r);
-  EX2("add", t, FL(eps), t);
-  EX1("rsqrt", t, t);
+  EX2(RX_OP_add, t, FL(eps), t);
+  EX1(RX_OP_rsqrt, t, t);
   onnx_def_named(I, n->output[2], r);
   return NULL;
 }
@@ -113,7 +113,7 @@ rx_status onnx_do_layer_norm(imp *I, const Onnx__NodeProto *n, const char *rop) 
 rx_status onnx_reshape_to(imp *I, const Onnx__NodeProto *n, rx_node *x, const rx_expr *const *dims,
                           int k, rx_node **out, rx_var **last) {
   rx_node *a[2] = {x, rx_arg_shape(I->b, dims, k)};
-  return onnx_exa(I, n, "reshape", a, 2, NULL, 0, out, last);
+  return onnx_exa(I, n, RX_OP_reshape, a, 2, NULL, 0, out, last);
 }
 
 /* The shape of tensor input i: rank and dims known, rank within [lo, hi]. */
@@ -142,39 +142,39 @@ static rx_status nll_of(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype d
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &t));
   if (ii && ii->has_i) {
-    EX2("not_equal", t, rx_arg_int(I->b, ii->i), valid);
-    EX3("where", valid, t, rx_arg_int(I->b, 0), t);
+    EX2(RX_OP_not_equal, t, rx_arg_int(I->b, ii->i), valid);
+    EX3(RX_OP_where, valid, t, rx_arg_int(I->b, 0), t);
   }
   int64_t ax1 = 1;
   const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", &ax1, 1), NULL};
-  EXA("expand_dims", t, at, 1, g);
+  EXA(RX_OP_expand_dims, t, at, 1, g);
   rx_node *a[2] = {x, g};
   at[0] = rx_attr_int(I->m, "axis", 1);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "take_along_axis", a, 2, at, 1, &g, &r));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_take_along_axis, a, 2, at, 1, &g, &r));
   at[0] = rx_attr_ints(I->m, "axes", &ax1, 1);
-  EXA("squeeze", g, at, 1, g);
-  EX1("neg", g, loss);
+  EXA(RX_OP_squeeze, g, at, 1, g);
+  EX1(RX_OP_neg, g, loss);
   if (onnx_input(n, 2)) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &a[0]));
     a[1] = t;
     at[0] = rx_attr_int(I->m, "axis", 0);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "take", a, 2, at, 1, &w, &r));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_take, a, 2, at, 1, &w, &r));
   }
   if (valid) {
     at[0] = rx_attr_dtype(I->m, "dtype", dt);
-    EXA("cast", valid, at, 1, valid);
+    EXA(RX_OP_cast, valid, at, 1, valid);
     if (w)
-      EX2("multiply", w, valid, w);
+      EX2(RX_OP_multiply, w, valid, w);
     else
       w = valid;
   }
-  if (w) EX2("multiply", loss, w, loss);
+  if (w) EX2(RX_OP_multiply, loss, w, loss);
   if (!none) {
     at[0] = rx_attr_bool(I->m, "keepdims", false);
-    EXA(sum || w ? "sum" : "mean", loss, at, 1, loss);
+    EXA(sum || w ? RX_OP_sum : RX_OP_mean, loss, at, 1, loss);
     if (!sum && w) {
-      EXA("sum", w, at, 1, w);
-      EX2("divide", loss, w, loss);
+      EXA(RX_OP_sum, w, at, 1, w);
+      EX2(RX_OP_divide, loss, w, loss);
     }
   }
   *out = r;
@@ -183,15 +183,15 @@ static rx_status nll_of(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype d
 
 /* NegativeLogLikelihoodLoss (nll_of) and SoftmaxCrossEntropyLoss: nll_of the log_softmax of
  * the scores over the classes (axis 1), which is the optional second output log_prob. */
-rx_status onnx_do_nll_loss(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_nll_loss(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 2, SYM_MAX, &xs));
   rx_node *x;
   rx_var *r = NULL, *lp = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(rop, "sce")) {
+  if (!strcmp(row->form, "sce")) {
     const rx_attr *at = rx_attr_int(I->m, "axis", 1);
-    EXA("log_softmax", x, &at, 1, x);
+    EXA(RX_OP_log_softmax, x, &at, 1, x);
     lp = r;
   }
   RX_RETURN_IF_ERROR(nll_of(I, n, x, xs->dtype, &r));
@@ -211,13 +211,13 @@ static rx_status standardize(imp *I, const Onnx__NodeProto *n, rx_node *x, const
   rx_var *r = NULL;
   const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", axes, na),
                           rx_attr_bool(I->m, "keepdims", true)};
-  EXA("mean", x, at, 2, mu);
-  EX2("subtract", x, mu, d);
-  EX2("multiply", d, d, v);
-  EXA("mean", v, at, 2, v);
-  EX2("add", v, FL(eps), v);
-  EX1("rsqrt", v, v);
-  EX2("multiply", d, v, *out);
+  EXA(RX_OP_mean, x, at, 2, mu);
+  EX2(RX_OP_subtract, x, mu, d);
+  EX2(RX_OP_multiply, d, d, v);
+  EXA(RX_OP_mean, v, at, 2, v);
+  EX2(RX_OP_add, v, FL(eps), v);
+  EX1(RX_OP_rsqrt, v, v);
+  EX2(RX_OP_multiply, d, v, *out);
   *last = r;
   return NULL;
 }
@@ -226,10 +226,10 @@ static rx_status standardize(imp *I, const Onnx__NodeProto *n, rx_node *x, const
  * channel; MeanVarianceNormalization: standardize over axes (default [0, 2, 3]); its ONNX
  * function body adds 1e-9 to the standard deviation, here 1e-18 is added to the variance (the
  * same guard against 0; the results differ far below the float tolerance). */
-rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, SYM_MAX, &xs));
-  bool mvn = !strcmp(rop, "mvn");
+  bool mvn = !strcmp(row->form, "mvn");
   int64_t axes[SYM_MAX];
   int na = 0;
   if (mvn) {
@@ -253,7 +253,7 @@ rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const char *ro
     for (size_t i = 1; i <= 2; i++) {
       RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, i), &p));
       RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, p, dims, xs->ndim - 1, &p, &r));
-      EX2(i == 1 ? "multiply" : "add", y, p, y);
+      EX2(i == 1 ? RX_OP_multiply : RX_OP_add, y, p, y);
     }
   }
   onnx_def_tensor(I, n, r);
@@ -263,8 +263,8 @@ rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const char *ro
 /* LRN: x / (bias + alpha / size * s)^beta with s the sum of squares over the size channels
  * around each (floor((size - 1) / 2) before, the rest after): an avg_pool2d counting its
  * padding (a mean over size, alpha / size * s = alpha * mean) of x^2 as [N, 1, C, rest]. */
-rx_status onnx_do_lrn(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_lrn(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, SYM_MAX, &xs));
   int64_t size = onnx_attr_i(n, "size", 0);
@@ -276,18 +276,18 @@ rx_status onnx_do_lrn(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *x, *s;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  EX2("multiply", x, x, s);
+  EX2(RX_OP_multiply, x, x, s);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, s, dims, 4, &s, &r));
   int64_t kern[2] = {size, 1}, st[2] = {1, 1}, pads[4] = {lo, 0, hi, 0};
   const rx_attr *at[4] = {
       rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
       rx_attr_ints(I->m, "padding", pads, 4), rx_attr_bool(I->m, "count_include_pad", true)};
-  EXA("avg_pool2d", s, at, 4, s);
+  EXA(RX_OP_avg_pool2d, s, at, 4, s);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, s, xs->shape, xs->ndim, &s, &r));
-  EX2("multiply", s, FL(onnx_attr_f(n, "alpha", 1e-4)), s);
-  EX2("add", s, FL(onnx_attr_f(n, "bias", 1.0)), s);
-  EX2("power", s, FL(onnx_attr_f(n, "beta", 0.75)), s);
-  EX2("divide", x, s, s);
+  EX2(RX_OP_multiply, s, FL(onnx_attr_f(n, "alpha", 1e-4)), s);
+  EX2(RX_OP_add, s, FL(onnx_attr_f(n, "bias", 1.0)), s);
+  EX2(RX_OP_power, s, FL(onnx_attr_f(n, "beta", 0.75)), s);
+  EX2(RX_OP_divide, x, s, s);
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -405,7 +405,7 @@ static rx_status pad_zeros(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var 
     zd[axis] = rx_sym_const(I->m, cnt);
     rx_node *shape = rx_arg_shape(I->b, zd, xs->ndim);
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", xs->dtype);
-    EXA("zeros", shape, &at, 1, f[nf]);
+    EXA(RX_OP_zeros, shape, &at, 1, f[nf]);
     nf++;
   }
   *out = x;
@@ -414,7 +414,7 @@ static rx_status pad_zeros(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var 
   RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_tuple(I->b, f, nf, NULL, &tup)));
   t = rx_arg_var(I->b, tup);
   const rx_attr *at = rx_attr_int(I->m, "axis", axis);
-  EXA("concat", t, &at, 1, *out);
+  EXA(RX_OP_concat, t, &at, 1, *out);
   *last = r;
   return NULL;
 }
@@ -447,14 +447,14 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
     const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", &ax2, 1),
                             rx_attr_exprs(I->m, "begin", &b, 1), rx_attr_exprs(I->m, "end", &e, 1),
                             rx_attr_ints(I->m, "strides", &sd, 1)};
-    EXA("strided_slice", x, at, 4, xk);
+    EXA(RX_OP_strided_slice, x, at, 4, xk);
     /* every tap's slice has od depths; deduction may give each tap's its own form */
     const rx_expr *sd5[5] = {xs->shape[0], xs->shape[1], od, xs->shape[3], xs->shape[4]};
     if (!onnx_match_cast_to(I, r, xs->dtype, 5, sd5, &r))
       return onnx_node_err(I, n, "internal: the depth slices of a 3-D convolution");
     xk = rx_arg_var(I->b, r);
     at[0] = rx_attr_ints(I->m, "axes", perm, 5);
-    EXA("permute", xk, at, 1, xk);
+    EXA(RX_OP_permute, xk, at, 1, xk);
     const rx_sinfo *ps = rx_var_sinfo(r);
     const rx_expr *bd[4] = {rx_sym_mul(I->m, ps->shape[0], ps->shape[1]), ps->shape[2],
                             ps->shape[3], ps->shape[4]};
@@ -463,7 +463,7 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
     at[0] = rx_attr_ints(I->m, "axes", &ax2, 1);
     at[1] = rx_attr_exprs(I->m, "begin", &wb, 1);
     at[2] = rx_attr_exprs(I->m, "end", &we, 1);
-    EXA("strided_slice", w, at, 3, wk);
+    EXA(RX_OP_strided_slice, w, at, 3, wk);
     const rx_expr *wd[4] = {ws->shape[0], ws->shape[1], ws->shape[3], ws->shape[4]};
     RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, wk, wd, 4, &wk, &r));
     at[0] = rx_attr_ints(I->m, "strides", st, 2);
@@ -471,9 +471,9 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
     at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
     at[3] = rx_attr_int(I->m, "groups", groups);
     rx_node *a[2] = {xk, wk};
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "conv2d", a, 2, at, 4, &xk, &r));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_conv2d, a, 2, at, 4, &xk, &r));
     if (acc)
-      EX2("add", acc, xk, acc);
+      EX2(RX_OP_add, acc, xk, acc);
     else
       acc = xk;
   }
@@ -481,7 +481,7 @@ static rx_status conv3(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_var *xv,
   const rx_expr *yd[5] = {ps->shape[0], od, ys->shape[1], ys->shape[2], ys->shape[3]};
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, acc, yd, 5, &acc, &r));
   const rx_attr *at = rx_attr_ints(I->m, "axes", perm, 5);
-  EXA("permute", acc, &at, 1, *out);
+  EXA(RX_OP_permute, acc, &at, 1, *out);
   *last = r;
   return NULL;
 }
@@ -509,7 +509,7 @@ static rx_status conv_channels(imp *I, const Onnx__NodeProto *n, rx_var **xv, co
   return NULL;
 }
 
-rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, 5, &xs));
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
@@ -540,7 +540,7 @@ rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_attr *at[4] = {rx_attr_ints(I->m, "strides", st, 2),
                           rx_attr_ints(I->m, "padding", pads, 4),
                           rx_attr_ints(I->m, "dilation", dil, 2), rx_attr_int(I->m, "groups", g)};
-  if (w.k < 3) RX_RETURN_IF_ERROR(onnx_emit(I, n, "conv2d", a, 2, at, 4, &r));
+  if (w.k < 3) RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_conv2d, a, 2, at, 4, &r));
   if (w.k == 1) {
     const rx_sinfo *ys = rx_var_sinfo(r);
     const rx_expr *yd[3] = {ys->shape[0], ys->shape[1], ys->shape[3]};
@@ -550,17 +550,17 @@ rx_status onnx_do_conv(imp *I, const Onnx__NodeProto *n, const char *rop) {
     const rx_expr *dims[5] = {one, ws->shape[0], one, one, one};
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &a[0]));
     a[1] = rx_arg_shape(I->b, dims, xs->ndim);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &b2));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &b2));
     a[0] = rx_arg_var(I->b, r);
     a[1] = rx_arg_var(I->b, b2);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "add", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_add, a, 2, NULL, 0, &r));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* max_pool2d or avg_pool2d of x with the 2-D attributes of spatial dims i, j of w. */
-static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *x, const win *w,
+static rx_status pool2(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *x, const win *w,
                        int i, int j, bool cip, rx_node **out, rx_var **last) {
   int64_t kern[2], st[2], dil[2], pads[4];
   win2(w, i, j, kern, st, dil, pads);
@@ -568,7 +568,7 @@ static rx_status pool2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node
       rx_attr_ints(I->m, "kernel", kern, 2), rx_attr_ints(I->m, "strides", st, 2),
       rx_attr_ints(I->m, "padding", pads, 4), rx_attr_ints(I->m, "dilation", dil, 2),
       rx_attr_bool(I->m, "count_include_pad", cip)};
-  return onnx_exa(I, n, op, &x, 1, at, op[0] == 'm' ? 4 : 5, out, last);
+  return onnx_exa(I, n, op, &x, 1, at, op == RX_OP_max_pool2d ? 4 : 5, out, last);
 }
 
 /* MaxPool's Indices output (2-D): max_pool2d_index over the node's window */
@@ -582,7 +582,7 @@ static rx_status pool_indices(imp *I, const Onnx__NodeProto *n, const win *w) {
   rx_node *x;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "max_pool2d_index", &x, 1, at, 5, &x, &r));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_max_pool2d_index, &x, 1, at, 5, &x, &r));
   onnx_def_named(I, n->output[1], r);
   return NULL;
 }
@@ -592,13 +592,13 @@ static rx_status pool_indices(imp *I, const Onnx__NodeProto *n, const win *w) {
  * (both max and the mean, over the window or over its in-bounds part, split that way). LpPool:
  * (the mean of |x|^p counting the padding, times the window's size)^(1 / p). ceil_mode:
  * ceil_pads. */
-rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   bool lp = n->op_type[0] == 'L';
-  const char *op = n->op_type[0] == 'M' ? "max_pool2d" : "avg_pool2d";
+  rx_op_id op = n->op_type[0] == 'M' ? RX_OP_max_pool2d : RX_OP_avg_pool2d;
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, 5, &xs));
   bool want_idx = n->n_output > 1 && n->output[1] && n->output[1][0];
-  if (want_idx && (op[0] != 'm' || xs->ndim != 4))
+  if (want_idx && (op != RX_OP_max_pool2d || xs->ndim != 4))
     return onnx_node_err(I, n, "the Indices output is supported for 2-D MaxPool only");
   const Onnx__AttributeProto *ka = onnx_attr(n, "kernel_shape");
   if (!ka || (int)ka->n_ints != xs->ndim - 2)
@@ -608,7 +608,7 @@ rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
   bool cip = lp || onnx_attr_i(n, "count_include_pad", 0) != 0, grew = false;
   if (onnx_attr_i(n, "ceil_mode", 0))
     RX_RETURN_IF_ERROR(ceil_pads(I, n, w.k, w.in, w.ext, w.st, w.pads, &grew));
-  if (grew && cip && !lp && op[0] == 'a') /* (LpPool's sum is the same with more zeros) */
+  if (grew && cip && !lp && op == RX_OP_avg_pool2d) /* (LpPool's sum is the same with more zeros) */
     return onnx_node_err(I, n,
                          "ceil_mode=1 with count_include_pad=1 where the last window passes the "
                          "padding is not supported");
@@ -619,8 +619,8 @@ rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (lp) {
     if (p < 1) return onnx_node_err(I, n, "p must be at least 1");
     for (int i = 0; i < w.k; i++) size *= (double)w.kern[i];
-    EX1("abs", x, x);
-    if (p != 1) EX2("power", x, FL(p), x);
+    EX1(RX_OP_abs, x, x);
+    if (p != 1) EX2(RX_OP_power, x, FL(p), x);
   }
   const rx_expr *one = rx_sym_const(I->m, 1), *d[5];
   const rx_sinfo *ys;
@@ -655,8 +655,8 @@ rx_status onnx_do_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, x, od, 5, &x, &r));
   }
   if (lp) {
-    EX2("multiply", x, FL(size), x);
-    if (p != 1) EX2("power", x, FL(1.0 / p), x);
+    EX2(RX_OP_multiply, x, FL(size), x);
+    if (p != 1) EX2(RX_OP_power, x, FL(1.0 / p), x);
   }
   onnx_def_tensor(I, n, r);
   return want_idx ? pool_indices(I, n, &w) : NULL;
@@ -677,15 +677,15 @@ static rx_status zero_insert(imp *I, const Onnx__NodeProto *n, rx_node *x, int a
   rx_var *r = NULL;
   rx_node *f[2], *t;
   const rx_attr *at = rx_attr_ints(I->m, "axes", &ax, 1);
-  EXA("expand_dims", x, &at, 1, f[0]);
+  EXA(RX_OP_expand_dims, x, &at, 1, f[0]);
   rx_node *shape = rx_arg_shape(I->b, zd, rank + 1);
   at = rx_attr_dtype(I->m, "dtype", dt);
-  EXA("zeros", shape, &at, 1, f[1]);
+  EXA(RX_OP_zeros, shape, &at, 1, f[1]);
   rx_var *tup;
   RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_tuple(I->b, f, 2, NULL, &tup)));
   t = rx_arg_var(I->b, tup);
   at = rx_attr_int(I->m, "axis", ax);
-  EXA("concat", t, &at, 1, t);
+  EXA(RX_OP_concat, t, &at, 1, t);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, t, od, rank, out, last));
   return NULL;
 }
@@ -697,8 +697,8 @@ static rx_status zero_insert(imp *I, const Onnx__NodeProto *n, rx_node *x, int a
  * within each group) with its kernel flipped (1-D as 2-D, 3-D by conv3). output_shape and
  * auto_pad SAME set the pads from the constant input size, as ONNX says (the odd one at the
  * begin unless SAME_UPPER). */
-rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *xs, *ws;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, 5, &xs));
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 1, xs->ndim, xs->ndim, &ws));
@@ -764,7 +764,7 @@ rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *r
   for (int i = 0; i < K; i++) d[3 + i] = rx_sym_const(I->m, kern[i]);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, w, d, K + 3, &w, &r));
   const rx_attr *at[4] = {rx_attr_ints(I->m, "axes", perm, K + 3)};
-  EXA("permute", w, at, 1, w);
+  EXA(RX_OP_permute, w, at, 1, w);
   d[1] = rx_sym_mul(I->m, d[0], ws->shape[1]), d[2] = rx_sym_const(I->m, cg);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, w, d + 1, K + 2, &w, &r));
   rx_var *wv = r;
@@ -775,11 +775,11 @@ rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *r
                      rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, -1))},
             *rev;
     at[0] = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "arange", a, 3, at, 1, &rev, &r));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_arange, a, 3, at, 1, &rev, &r));
     a[0] = w;
     a[1] = rev;
     at[0] = rx_attr_int(I->m, "axis", 2 + i);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "take", a, 2, at, 1, &w, &wv));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_take, a, 2, at, 1, &w, &wv));
   }
   /* the input, zeros inserted; the padding of each side, its negative part cropped */
   int64_t cp[6], crop[6], axes[3] = {2, 3, 4};
@@ -803,7 +803,7 @@ rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *r
     at[0] = rx_attr_ints(I->m, "axes", axes, K);
     at[1] = rx_attr_exprs(I->m, "begin", b, K);
     at[2] = rx_attr_exprs(I->m, "end", e, K);
-    EXA("strided_slice", x, at, 3, x);
+    EXA(RX_OP_strided_slice, x, at, 3, x);
     xv = r;
   }
   if (K == 3) { /* stride 1, the dilations, the padding cp */
@@ -819,7 +819,7 @@ rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *r
     at[1] = rx_attr_ints(I->m, "padding", cp, 4);
     at[2] = rx_attr_ints(I->m, "dilation", dil, 2);
     at[3] = rx_attr_int(I->m, "groups", g);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "conv2d", (rx_node *[]){x, w}, 2, at, 4, &x, &r));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_conv2d, (rx_node *[]){x, w}, 2, at, 4, &x, &r));
   }
   const rx_sinfo *ys = rx_var_sinfo(r);
   if (k == 1) {
@@ -831,7 +831,7 @@ rx_status onnx_do_conv_transpose(imp *I, const Onnx__NodeProto *n, const char *r
     const rx_expr *bd[5] = {one, ys->shape[1], one, one, one};
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &bias));
     RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, bias, bd, k + 2, &bias, &r));
-    EX2("add", x, bias, x);
+    EX2(RX_OP_add, x, bias, x);
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -853,27 +853,27 @@ static rx_status batch_norm_training(imp *I, const Onnx__NodeProto *n) {
   for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, (size_t)k), &a[k]));
   const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", axes, na),
                           rx_attr_bool(I->m, "keepdims", true)};
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "mean", &a[0], 1, at, 2, &mu, NULL));
-  EX2("subtract", a[0], mu, d);
-  EX2("multiply", d, d, d);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "mean", &d, 1, at, 1, &var, NULL));
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "mean", &a[0], 1, at, 1, &mu, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_mean, &a[0], 1, at, 2, &mu, NULL));
+  EX2(RX_OP_subtract, a[0], mu, d);
+  EX2(RX_OP_multiply, d, d, d);
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_mean, &d, 1, at, 1, &var, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_mean, &a[0], 1, at, 1, &mu, NULL));
   rx_node *y[5] = {a[0], a[1], a[2], mu, var};
   const rx_attr *ea = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "batch_norm", y, 5, &ea, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_batch_norm, y, 5, &ea, 1, &r));
   onnx_def_tensor(I, n, r);
   for (int k = 1; k < 3 && k < (int)n->n_output; k++) {
     if (!n->output[k] || !n->output[k][0]) continue;
-    EX2("multiply", a[2 + k], FL(mom), t);
-    EX2("multiply", k == 1 ? mu : var, FL(1 - mom), d);
-    EX2("add", t, d, t);
+    EX2(RX_OP_multiply, a[2 + k], FL(mom), t);
+    EX2(RX_OP_multiply, k == 1 ? mu : var, FL(1 - mom), d);
+    EX2(RX_OP_add, t, d, t);
     onnx_def_named(I, n->output[k], r);
   }
   return NULL;
 }
 
 /* GlobalAveragePool and GlobalMaxPool: a mean or max over H and W */
-rx_status onnx_do_global_pool(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_global_pool(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const char *op = n->op_type;
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -886,13 +886,13 @@ rx_status onnx_do_global_pool(imp *I, const Onnx__NodeProto *n, const char *rop)
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   at[0] = rx_attr_ints(I->m, "axes", axes, na);
   at[1] = rx_attr_bool(I->m, "keepdims", true);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, op[6] == 'A' ? "mean" : "max", a, 1, at, 2, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, op[6] == 'A' ? RX_OP_mean : RX_OP_max, a, 1, at, 2, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* BatchNormalization (inference: the Y output) */
-rx_status onnx_do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_batch_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
@@ -902,7 +902,7 @@ rx_status onnx_do_batch_norm(imp *I, const Onnx__NodeProto *n, const char *rop) 
       return onnx_node_err(I, n, "the running mean / variance outputs are not supported");
   for (int k = 0; k < 5; k++) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, (size_t)k), &a[k]));
   at[0] = rx_attr_float(I->m, "epsilon", onnx_attr_f(n, "epsilon", 1e-5));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "batch_norm", a, 5, at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_batch_norm, a, 5, at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }

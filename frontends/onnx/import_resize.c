@@ -76,7 +76,7 @@ rx_status onnx_value_tensor(imp *I, const Onnx__NodeProto *n, const rx_expr *e, 
   rx_node *a[2] = {rx_arg_prim(I->b, RX_DTYPE_I64, e),
                    rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_add(I->m, e, rx_sym_const(I->m, 1)))};
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-  return onnx_exa(I, n, "arange", a, 2, &at, 1, out, NULL);
+  return onnx_exa(I, n, RX_OP_arange, a, 2, &at, 1, out, NULL);
 }
 
 /* Element k of a 1-D tensor as a tensor [1]. */
@@ -85,7 +85,7 @@ rx_status onnx_elem_of(imp *I, const Onnx__NodeProto *n, rx_node *t, int k, rx_n
   const rx_expr *b = rx_sym_const(I->m, k), *e = rx_sym_const(I->m, k + 1);
   const rx_attr *at[3] = {rx_attr_ints(I->m, "axes", &ax, 1), rx_attr_exprs(I->m, "begin", &b, 1),
                           rx_attr_exprs(I->m, "end", &e, 1)};
-  return onnx_exa(I, n, "strided_slice", &t, 1, at, 3, out, NULL);
+  return onnx_exa(I, n, RX_OP_strided_slice, &t, 1, at, 3, out, NULL);
 }
 
 /* The source coordinate (f32 [out]) of each output index along axis k, as ONNX's
@@ -97,55 +97,55 @@ static rx_status rs_coord_of(imp *I, const Onnx__NodeProto *n, const rs_params *
   rx_node *a[2] = {rx_arg_prim(I->b, RX_DTYPE_I64, rx_sym_const(I->m, 0)),
                    rx_arg_prim(I->b, RX_DTYPE_I64, out)};
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "arange", a, 2, &at, 1, &i, &r));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_arange, a, 2, &at, 1, &i, &r));
   RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, in, RX_DTYPE_F32, &inf));
   if (p->fscale) { /* the resized length is in * scale, not floored (ONNX's reference) */
     sc = FL(p->fscale[k]);
-    EX2("multiply", inf, sc, outf);
+    EX2(RX_OP_multiply, inf, sc, outf);
   } else if (p->scales) {
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, p->scales, k, &sc));
-    EX2("multiply", inf, sc, outf);
+    EX2(RX_OP_multiply, inf, sc, outf);
   } else {
     RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, out, RX_DTYPE_F32, &outf));
-    EX2("divide", outf, inf, sc);
+    EX2(RX_OP_divide, outf, inf, sc);
   }
   if (p->coord == RS_PYTORCH || p->coord == RS_ALIGN || p->coord == RS_TF_CROP)
-    EX2("greater", outf, FL(1.0), big); /* these divide by out - 1, or need out > 1 */
+    EX2(RX_OP_greater, outf, FL(1.0), big); /* these divide by out - 1, or need out > 1 */
   switch (p->coord) {
   case RS_HALF_PIXEL:
   case RS_PYTORCH:
   case RS_TF_NN:
-    EX2("add", i, FL(0.5), t);
-    EX2("divide", t, sc, t);
-    if (p->coord != RS_TF_NN) EX2("subtract", t, FL(0.5), t);
-    if (p->coord == RS_PYTORCH) EX3("where", big, t, FL(0.0), t);
+    EX2(RX_OP_add, i, FL(0.5), t);
+    EX2(RX_OP_divide, t, sc, t);
+    if (p->coord != RS_TF_NN) EX2(RX_OP_subtract, t, FL(0.5), t);
+    if (p->coord == RS_PYTORCH) EX3(RX_OP_where, big, t, FL(0.0), t);
     break;
   case RS_ALIGN: /* i (in - 1) / (out - 1) */
-    EX2("subtract", inf, FL(1.0), t);
-    EX2("subtract", outf, FL(1.0), u);
-    EX2("divide", t, u, t);
-    EX2("multiply", i, t, t);
-    EX3("where", big, t, FL(0.0), t);
+    EX2(RX_OP_subtract, inf, FL(1.0), t);
+    EX2(RX_OP_subtract, outf, FL(1.0), u);
+    EX2(RX_OP_divide, t, u, t);
+    EX2(RX_OP_multiply, i, t, t);
+    EX3(RX_OP_where, big, t, FL(0.0), t);
     break;
   case RS_ASYM:
-    EX2("divide", i, sc, t);
+    EX2(RX_OP_divide, i, sc, t);
     break;
   case RS_TF_CROP: { /* start (in - 1) + i (end - start) (in - 1) / (out - 1) */
     rx_node *s, *e, *in1, *mid;
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, p->roi, k, &s));
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, p->roi, p->rank + k, &e));
-    EX2("subtract", inf, FL(1.0), in1);
-    EX2("add", s, e, mid);
-    EX2("multiply", mid, FL(0.5), mid);
-    EX2("multiply", mid, in1, mid);
-    EX2("subtract", e, s, t);
-    EX2("multiply", t, in1, t);
-    EX2("subtract", outf, FL(1.0), u);
-    EX2("divide", t, u, t);
-    EX2("multiply", i, t, t);
-    EX2("multiply", s, in1, u);
-    EX2("add", t, u, t);
-    EX3("where", big, t, mid, t);
+    EX2(RX_OP_subtract, inf, FL(1.0), in1);
+    EX2(RX_OP_add, s, e, mid);
+    EX2(RX_OP_multiply, mid, FL(0.5), mid);
+    EX2(RX_OP_multiply, mid, in1, mid);
+    EX2(RX_OP_subtract, e, s, t);
+    EX2(RX_OP_multiply, t, in1, t);
+    EX2(RX_OP_subtract, outf, FL(1.0), u);
+    EX2(RX_OP_divide, t, u, t);
+    EX2(RX_OP_multiply, i, t, t);
+    EX2(RX_OP_multiply, s, in1, u);
+    EX2(RX_OP_add, t, u, t);
+    EX3(RX_OP_where, big, t, mid, t);
     break;
   }
   }
@@ -161,22 +161,22 @@ static rx_status rs_tap(imp *I, const Onnx__NodeProto *n, const rs_params *p, rx
   rx_node *hi, *g;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, in, RX_DTYPE_F32, &hi));
-  EX2("subtract", hi, FL(1.0), hi);
-  EX2("maximum", idx, FL(0.0), idx);
-  EX2("minimum", idx, hi, idx);
+  EX2(RX_OP_subtract, hi, FL(1.0), hi);
+  EX2(RX_OP_maximum, idx, FL(0.0), idx);
+  EX2(RX_OP_minimum, idx, hi, idx);
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-  EXA("cast", idx, &at, 1, idx);
+  EXA(RX_OP_cast, idx, &at, 1, idx);
   rx_node *a[2] = {x, idx};
   at = rx_attr_int(I->m, "axis", k);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "take", a, 2, &at, 1, &g, &r));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_take, a, 2, &at, 1, &g, &r));
   if (w) {
     const rx_expr *d[SYM_MAX];
     d[0] = out;
     for (int j = k + 1; j < p->rank; j++) d[j - k] = rx_sym_const(I->m, 1);
     RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, w, d, p->rank - k, &w, &r));
-    EX2("multiply", g, w, g);
+    EX2(RX_OP_multiply, g, w, g);
   }
-  if (*y) EX2("add", *y, g, g);
+  if (*y) EX2(RX_OP_add, *y, g, g);
   *y = g;
   *last = r;
   return NULL;
@@ -188,16 +188,16 @@ static rx_status cubic_w(imp *I, const Onnx__NodeProto *n, double a, rx_node *s,
                          rx_node **out) {
   rx_node *t;
   rx_var *r = NULL;
-  EX2("multiply", s, FL(outer ? a : a + 2), t);
-  EX2("subtract", t, FL(outer ? 5 * a : a + 3), t);
-  EX2("multiply", t, s, t);
+  EX2(RX_OP_multiply, s, FL(outer ? a : a + 2), t);
+  EX2(RX_OP_subtract, t, FL(outer ? 5 * a : a + 3), t);
+  EX2(RX_OP_multiply, t, s, t);
   if (outer) {
-    EX2("add", t, FL(8 * a), t);
-    EX2("multiply", t, s, t);
-    EX2("subtract", t, FL(4 * a), *out);
+    EX2(RX_OP_add, t, FL(8 * a), t);
+    EX2(RX_OP_multiply, t, s, t);
+    EX2(RX_OP_subtract, t, FL(4 * a), *out);
   } else {
-    EX2("multiply", t, s, t);
-    EX2("add", t, FL(1.0), *out);
+    EX2(RX_OP_multiply, t, s, t);
+    EX2(RX_OP_add, t, FL(1.0), *out);
   }
   return NULL;
 }
@@ -211,54 +211,54 @@ static rx_status rs_axis(imp *I, const Onnx__NodeProto *n, const rs_params *p, r
   RX_RETURN_IF_ERROR(rs_coord_of(I, n, p, k, in, out, &c));
   if (p->mode == RS_NEAREST) {
     if (p->round == RS_PREFER_FLOOR) { /* ceil(c - 0.5): halves go down */
-      EX2("subtract", c, FL(0.5), idx);
-      EX1("ceil", idx, idx);
+      EX2(RX_OP_subtract, c, FL(0.5), idx);
+      EX1(RX_OP_ceil, idx, idx);
     } else if (p->round == RS_PREFER_CEIL) {
-      EX2("add", c, FL(0.5), idx);
-      EX1("floor", idx, idx);
+      EX2(RX_OP_add, c, FL(0.5), idx);
+      EX1(RX_OP_floor, idx, idx);
     } else {
-      EX1(p->round == RS_FLOOR ? "floor" : "ceil", c, idx);
+      EX1(p->round == RS_FLOOR ? RX_OP_floor : RX_OP_ceil, c, idx);
     }
     RX_RETURN_IF_ERROR(rs_tap(I, n, p, x, k, in, out, idx, NULL, y, last));
   } else {
-    EX1("floor", c, f);
-    EX2("subtract", c, f, t); /* the fraction */
+    EX1(RX_OP_floor, c, f);
+    EX2(RX_OP_subtract, c, f, t); /* the fraction */
     int lo = p->mode == RS_LINEAR ? 0 : -1, hi = p->mode == RS_LINEAR ? 1 : 2;
     rx_node *w[4], *sum = NULL, *hif;
     RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, in, RX_DTYPE_F32, &hif));
-    EX2("subtract", hif, FL(1.0), hif);
+    EX2(RX_OP_subtract, hif, FL(1.0), hif);
     for (int j = lo; j <= hi; j++) {
       rx_node *s, **wj = &w[j - lo];
       if (p->mode == RS_LINEAR) { /* 1 - t, t */
         if (j == 0)
-          EX2("subtract", FL(1.0), t, *wj);
+          EX2(RX_OP_subtract, FL(1.0), t, *wj);
         else
           *wj = t;
         continue;
       }
       if (j <= 0)
-        EX2("add", t, FL((double)-j), s);
+        EX2(RX_OP_add, t, FL((double)-j), s);
       else
-        EX2("subtract", FL((double)j), t, s);
+        EX2(RX_OP_subtract, FL((double)j), t, s);
       RX_RETURN_IF_ERROR(cubic_w(I, n, p->a, s, j == -1 || j == 2, wj));
       if (p->exclude) { /* taps outside the input weigh 0, the rest renormalized */
         rx_node *at_j, *ok, *ok2;
-        EX2("add", f, FL((double)j), at_j);
-        EX2("greater_equal", at_j, FL(0.0), ok);
-        EX2("less_equal", at_j, hif, ok2);
-        EX2("logical_and", ok, ok2, ok);
-        EX3("where", ok, *wj, FL(0.0), *wj);
+        EX2(RX_OP_add, f, FL((double)j), at_j);
+        EX2(RX_OP_greater_equal, at_j, FL(0.0), ok);
+        EX2(RX_OP_less_equal, at_j, hif, ok2);
+        EX2(RX_OP_logical_and, ok, ok2, ok);
+        EX3(RX_OP_where, ok, *wj, FL(0.0), *wj);
         if (sum)
-          EX2("add", sum, *wj, sum);
+          EX2(RX_OP_add, sum, *wj, sum);
         else
           sum = *wj;
       }
     }
     for (int j = lo; j <= hi; j++) {
       rx_node *wj = w[j - lo];
-      if (sum) EX2("divide", wj, sum, wj);
+      if (sum) EX2(RX_OP_divide, wj, sum, wj);
       if (j)
-        EX2("add", f, FL((double)j), idx);
+        EX2(RX_OP_add, f, FL((double)j), idx);
       else
         idx = f;
       RX_RETURN_IF_ERROR(rs_tap(I, n, p, x, k, in, out, idx, wj, y, last));
@@ -267,15 +267,15 @@ static rx_status rs_axis(imp *I, const Onnx__NodeProto *n, const rs_params *p, r
   if (p->coord == RS_TF_CROP) { /* extrapolation_value outside the input */
     rx_node *hif, *bad, *bad2;
     RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, in, RX_DTYPE_F32, &hif));
-    EX2("subtract", hif, FL(1.0), hif);
-    EX2("less", c, FL(0.0), bad);
-    EX2("greater", c, hif, bad2);
-    EX2("logical_or", bad, bad2, bad);
+    EX2(RX_OP_subtract, hif, FL(1.0), hif);
+    EX2(RX_OP_less, c, FL(0.0), bad);
+    EX2(RX_OP_greater, c, hif, bad2);
+    EX2(RX_OP_logical_or, bad, bad2, bad);
     const rx_expr *d[SYM_MAX];
     d[0] = out;
     for (int j = k + 1; j < p->rank; j++) d[j - k] = rx_sym_const(I->m, 1);
     RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, bad, d, p->rank - k, &bad, &r));
-    EX3("where", bad, FL(p->extrap), *y, *y);
+    EX3(RX_OP_where, bad, FL(p->extrap), *y, *y);
     *last = r;
   }
   return NULL;
@@ -308,11 +308,11 @@ static rx_status rs_runtime_dims(imp *I, const Onnx__NodeProto *n, const rs_para
   RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_tuple(I->b, parts, xs->ndim, NULL, &tup)));
   t = rx_arg_var(I->b, tup);
   const rx_attr *at = rx_attr_int(I->m, "axis", 0);
-  EXA("concat", t, &at, 1, t);
-  EX2("multiply", t, p->scales, t);
-  EX1("floor", t, t);
+  EXA(RX_OP_concat, t, &at, 1, t);
+  EX2(RX_OP_multiply, t, p->scales, t);
+  EX1(RX_OP_floor, t, t);
   at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-  EXA("cast", t, &at, 1, t);
+  EXA(RX_OP_cast, t, &at, 1, t);
   val dims = {.kind = V_TENSOR, .var = r};
   RX_RETURN_IF_ERROR(onnx_runtime_sym(I, n, &dims));
   memcpy(out, dims.s, sizeof *out * (size_t)xs->ndim);
@@ -334,8 +334,8 @@ static bool absent_input(imp *I, const Onnx__NodeProto *n, size_t i) {
  * (an initializer or Constant: symbolic dims, scaled_dim), or else computed at run time from the
  * scales tensor (and bound then); each axis whose size may change is resized in turn (the modes
  * are separable, as ONNX defines them). */
-rx_status onnx_do_resize(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_resize(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 1, SYM_MAX, &xs));
   rs_params p = {.rank = xs->ndim};
@@ -390,8 +390,8 @@ rx_status onnx_do_resize(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* GridSample (4-D): grid_sample; opset 20's "linear" and "cubic" are 16's "bilinear" and
  * "bicubic" */
-rx_status onnx_do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_grid_sample(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   static const char *const modes[] = {"bilinear", "nearest", "bicubic", "linear", "cubic"};
   static const char *const pads[] = {"zeros", "border", "reflection"};
   static const int canon[] = {0, 1, 2, 0, 2};
@@ -409,7 +409,7 @@ rx_status onnx_do_grid_sample(imp *I, const Onnx__NodeProto *n, const char *rop)
       rx_attr_str(I->m, "mode", modes[canon[mode]]), rx_attr_str(I->m, "padding_mode", pads[pad]),
       rx_attr_bool(I->m, "align_corners", onnx_attr_i(n, "align_corners", 0) != 0)};
   rx_var *r = NULL;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "grid_sample", a, 2, at, 3, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_grid_sample, a, 2, at, 3, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }

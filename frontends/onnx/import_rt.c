@@ -32,12 +32,12 @@ static int rt_len(imp *I, const Onnx__NodeProto *n, size_t i) {
 /* cast(x, dt) */
 rx_status onnx_rt_cast(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype dt, rx_node **out) {
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-  return onnx_exa(I, n, "cast", &x, 1, &at, 1, out, NULL);
+  return onnx_exa(I, n, RX_OP_cast, &x, 1, &at, 1, out, NULL);
 }
 
 /* op(x, axes=[axis], keepdims) */
-static rx_status rt_reduce(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *x,
-                           int64_t axis, bool keepdims, rx_node **out) {
+static rx_status rt_reduce(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *x, int64_t axis,
+                           bool keepdims, rx_node **out) {
   const rx_attr *at[2] = {rx_attr_ints(I->m, "axes", &axis, 1),
                           rx_attr_bool(I->m, "keepdims", keepdims)};
   return onnx_exa(I, n, op, &x, 1, at, 2, out, NULL);
@@ -47,7 +47,7 @@ static rx_status rt_reduce(imp *I, const Onnx__NodeProto *n, const char *op, rx_
 static rx_status rt_count(imp *I, const Onnx__NodeProto *n, rx_node *x, int64_t axis, bool keepdims,
                           rx_node **out) {
   RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, x, RX_DTYPE_I64, &x));
-  return rt_reduce(I, n, "sum", x, axis, keepdims, out);
+  return rt_reduce(I, n, RX_OP_sum, x, axis, keepdims, out);
 }
 
 /* Integer input i (a scalar or 1-D; a graph input or a shape value) as an i64 tensor. */
@@ -71,9 +71,9 @@ static rx_status rt_norm_axes(imp *I, const Onnx__NodeProto *n, rx_node *ax, int
                               rx_node **out) {
   rx_var *r;
   rx_node *neg, *up;
-  EX2("less", ax, rx_arg_int(I->b, 0), neg);
-  EX2("add", ax, rx_arg_int(I->b, rank), up);
-  EX3("where", neg, up, ax, *out);
+  EX2(RX_OP_less, ax, rx_arg_int(I->b, 0), neg);
+  EX2(RX_OP_add, ax, rx_arg_int(I->b, rank), up);
+  EX3(RX_OP_where, neg, up, ax, *out);
   return NULL;
 }
 
@@ -84,7 +84,7 @@ static rx_status rt_axis_matrix(imp *I, const Onnx__NodeProto *n, rx_node *ax, i
   rx_node *p;
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), rx_sym_const(I->m, rank), &p));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, p, 1, &p));
-  EX2("equal", p, ax, *out);
+  EX2(RX_OP_equal, p, ax, *out);
   return NULL;
 }
 
@@ -97,8 +97,8 @@ static rx_status rt_axis_sum(imp *I, const Onnx__NodeProto *n, rx_node *m, rx_no
   rx_var *r;
   rx_node *t;
   if (!v) return rt_count(I, n, m, 1, false, out);
-  EX3("where", m, v, rx_arg_int(I->b, 0), t);
-  return rt_reduce(I, n, "sum", t, 1, false, out);
+  EX3(RX_OP_where, m, v, rx_arg_int(I->b, 0), t);
+  return rt_reduce(I, n, RX_OP_sum, t, 1, false, out);
 }
 
 /* The dims of a tensor of known shape as an i64 tensor [rank]. */
@@ -118,16 +118,16 @@ static rx_status rt_kept_dims(imp *I, const Onnx__NodeProto *n, rx_node *dims, r
                               int kept, rx_node **out) {
   rx_var *r;
   rx_node *keep, *pos, *q, *sel;
-  EX2("equal", drop, rx_arg_int(I->b, 0), keep);
+  EX2(RX_OP_equal, drop, rx_arg_int(I->b, 0), keep);
   RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, keep, RX_DTYPE_I64, &pos));
   const rx_attr *at[2] = {rx_attr_int(I->m, "axis", 0), rx_attr_bool(I->m, "exclusive", true)};
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "cumsum", &pos, 1, at, 2, &pos, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_cumsum, &pos, 1, at, 2, &pos, NULL));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), rx_sym_const(I->m, kept), &q));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, q, 1, &q));
-  EX2("equal", pos, q, sel);
-  EX2("logical_and", sel, keep, sel);
-  EX3("where", sel, dims, rx_arg_int(I->b, 0), sel);
-  return rt_reduce(I, n, "sum", sel, 1, false, out);
+  EX2(RX_OP_equal, pos, q, sel);
+  EX2(RX_OP_logical_and, sel, keep, sel);
+  EX3(RX_OP_where, sel, dims, rx_arg_int(I->b, 0), sel);
+  return rt_reduce(I, n, RX_OP_sum, sel, 1, false, out);
 }
 
 /* The i64 tensor shp ([len], or a scalar) computed at run time as fresh dims (onnx_runtime_sym). */
@@ -143,9 +143,9 @@ static rx_status rt_bind(imp *I, const Onnx__NodeProto *n, rx_node *shp, const r
 static rx_status rt_reshape(imp *I, const Onnx__NodeProto *n, rx_var *x, rx_node *shp, int len,
                             rx_var **out) {
   rx_var *t, *rr;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "tensor_to_shape", &shp, 1, NULL, 0, &t));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_tensor_to_shape, &shp, 1, NULL, 0, &t));
   rx_node *a[2] = {rx_arg_var(I->b, x), rx_arg_var(I->b, t)};
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &rr));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &rr));
   const rx_expr *dims[SYM_MAX];
   for (int k = 0; k < len; k++) dims[k] = onnx_fresh_dim(I);
   if (!onnx_match_cast_to(I, rr, rx_var_sinfo(x)->dtype, len, dims, out))
@@ -174,20 +174,20 @@ static rx_status rt_unsqueeze_dims(imp *I, const Onnx__NodeProto *n, rx_node *ax
   RX_RETURN_IF_ERROR(rt_axis_sum(I, n, cnt, NULL, &cnt));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), rx_sym_const(I->m, rank), &p));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, p, 1, &pc));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "less", 2, ax, pc, NULL, &before, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_less, 2, ax, pc, NULL, &before, &rv));
   RX_RETURN_IF_ERROR(rt_count(I, n, before, 1, false, &before));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "subtract", 2, p, before, NULL, &p, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "maximum", 2, p, rx_arg_int(I->b, 0), NULL, &p, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "minimum", 2, p, rx_arg_int(I->b, r - 1), NULL, &p, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_subtract, 2, p, before, NULL, &p, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_maximum, 2, p, rx_arg_int(I->b, 0), NULL, &p, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_minimum, 2, p, rx_arg_int(I->b, r - 1), NULL, &p, &rv));
   RX_RETURN_IF_ERROR(onnx_take_at(I, n, xs, p, 0, &p, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "greater", 2, cnt, rx_arg_int(I->b, 0), NULL, &cnt, &rv));
-  return onnx_ex(I, n, "where", 3, cnt, rx_arg_int(I->b, 1), p, out, &rv);
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_greater, 2, cnt, rx_arg_int(I->b, 0), NULL, &cnt, &rv));
+  return onnx_ex(I, n, RX_OP_where, 3, cnt, rx_arg_int(I->b, 1), p, out, &rv);
 }
 
 /* Squeeze and Unsqueeze; axes computed at run time (input 1 a graph input) give the result's
  * dims as a run-time shape and x reshaped to it. */
-rx_status onnx_do_squeeze_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  if (onnx_attr(n, "axes") || !rt_tensor_input(I, n, 1)) return onnx_do_squeeze(I, n, rop);
+rx_status onnx_do_squeeze_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  if (onnx_attr(n, "axes") || !rt_tensor_input(I, n, 1)) return onnx_do_squeeze(I, n, row);
   const rx_sinfo *si;
   RX_RETURN_IF_ERROR(rt_input_shape(I, n, "axes", &si));
   bool unsq = n->op_type[0] == 'U';
@@ -226,9 +226,9 @@ rx_status onnx_do_squeeze_any(imp *I, const Onnx__NodeProto *n, const char *rop)
  * each axis d, where(d is an axis, the reduction along d kept as 1 (broadcast back), the value
  * so far); then the first element along each reduced axis, gathered at arange of the result's
  * run-time dims (1 at an axis), and without keepdims reshaped to the dims kept. */
-rx_status onnx_do_reduce_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_reduce_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   if (onnx_attr(n, "axes") || !rt_tensor_input(I, n, 1) || rt_len(I, n, 1) == 0)
-    return onnx_do_reduce(I, n, rop); /* constant axes, or none (all, or noop_with_empty_axes) */
+    return onnx_do_reduce(I, n, row); /* constant axes, or none (all, or noop_with_empty_axes) */
   const rx_sinfo *si;
   RX_RETURN_IF_ERROR(rt_input_shape(I, n, "axes", &si));
   int k = rt_len(I, n, 1), r = si->ndim, rank = r - k;
@@ -243,14 +243,14 @@ rx_status onnx_do_reduce_any(imp *I, const Onnx__NodeProto *n, const char *rop) 
   RX_RETURN_IF_ERROR(rt_norm_axes(I, n, ax, r, &ax));
   RX_RETURN_IF_ERROR(rt_axis_matrix(I, n, ax, r, &cnt));
   RX_RETURN_IF_ERROR(rt_axis_sum(I, n, cnt, NULL, &cnt));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "greater", 2, cnt, rx_arg_int(I->b, 0), NULL, &mask, &r_));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_greater, 2, cnt, rx_arg_int(I->b, 0), NULL, &mask, &r_));
   for (int d = 0; d < r; d++) {
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, mask, d, &md));
-    RX_RETURN_IF_ERROR(rt_reduce(I, n, rop, y, d, true, &s));
-    RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, md, s, y, &y, &r_));
+    RX_RETURN_IF_ERROR(rt_reduce(I, n, row->op, y, d, true, &s));
+    RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, md, s, y, &y, &r_));
   }
   RX_RETURN_IF_ERROR(rt_dims_tensor(I, n, si, &xs));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, mask, rx_arg_int(I->b, 1), xs, &shp, &r_));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, mask, rx_arg_int(I->b, 1), xs, &shp, &r_));
   const rx_expr *dims[SYM_MAX];
   rx_node *idx[SYM_MAX];
   RX_RETURN_IF_ERROR(rt_bind(I, n, shp, dims));
@@ -274,19 +274,19 @@ static rx_status rt_slice_params(imp *I, const Onnx__NodeProto *n, rx_node *ax, 
   rx_node *m, *has, *v[3];
   RX_RETURN_IF_ERROR(rt_axis_matrix(I, n, ax, r, &m));
   RX_RETURN_IF_ERROR(rt_axis_sum(I, n, m, NULL, &has));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "greater", 2, has, rx_arg_int(I->b, 0), NULL, &has, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_greater, 2, has, rx_arg_int(I->b, 0), NULL, &has, &rv));
   for (int k = 0; k < 3; k++) {
     size_t i = k == 2 ? 4 : (size_t)k + 1;
     if (!onnx_input(n, i)) { /* steps absent: 1 (the where below keeps 1 at every axis) */
-      RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, has, rx_arg_int(I->b, 1), xs, &v[k], &rv));
+      RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, has, rx_arg_int(I->b, 1), xs, &v[k], &rv));
       continue;
     }
     RX_RETURN_IF_ERROR(rt_i64(I, n, i, &v[k]));
     RX_RETURN_IF_ERROR(rt_axis_sum(I, n, m, v[k], &v[k]));
   }
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, has, v[0], rx_arg_int(I->b, 0), st, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, has, v[1], xs, en, &rv));
-  return onnx_ex(I, n, "where", 3, has, v[2], rx_arg_int(I->b, 1), sp, &rv);
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, has, v[0], rx_arg_int(I->b, 0), st, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, has, v[1], xs, en, &rv));
+  return onnx_ex(I, n, RX_OP_where, 3, has, v[2], rx_arg_int(I->b, 1), sp, &rv);
 }
 
 /* A start or end index v clamped as ONNX's Slice does: v + dim when negative, then into [0, dim]
@@ -295,14 +295,14 @@ static rx_status rt_clamp_index(imp *I, const Onnx__NodeProto *n, rx_node *v, rx
                                 rx_node *pos, int lo, rx_node **out) {
   rx_var *r;
   rx_node *neg, *up, *hi, *low;
-  EX2("less", v, rx_arg_int(I->b, 0), neg);
-  EX2("add", v, xs, up);
-  EX3("where", neg, up, v, v);
-  EX2("subtract", xs, rx_arg_int(I->b, 1), hi);
-  EX3("where", pos, xs, hi, hi);
-  EX3("where", pos, rx_arg_int(I->b, 0), rx_arg_int(I->b, lo), low);
-  EX2("maximum", v, low, v);
-  EX2("minimum", v, hi, *out);
+  EX2(RX_OP_less, v, rx_arg_int(I->b, 0), neg);
+  EX2(RX_OP_add, v, xs, up);
+  EX3(RX_OP_where, neg, up, v, v);
+  EX2(RX_OP_subtract, xs, rx_arg_int(I->b, 1), hi);
+  EX3(RX_OP_where, pos, xs, hi, hi);
+  EX3(RX_OP_where, pos, rx_arg_int(I->b, 0), rx_arg_int(I->b, lo), low);
+  EX2(RX_OP_maximum, v, low, v);
+  EX2(RX_OP_minimum, v, hi, *out);
   return NULL;
 }
 
@@ -310,11 +310,11 @@ static rx_status rt_clamp_index(imp *I, const Onnx__NodeProto *n, rx_node *v, rx
  * step and length at run time (an axis not sliced: 0, 1 and its dim); the lengths are bound to
  * fresh dims and x gathered at start + step * arange(length) along each axis. A step of 0 (an
  * error in ONNX) is taken as 1. Constant axes and steps keep strided_slice (onnx_do_slice). */
-rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   if (!x || x->kind != V_TENSOR || n->n_input < 4 ||
       !(rt_tensor_input(I, n, 3) || rt_tensor_input(I, n, 4)))
-    return onnx_do_slice(I, n, rop);
+    return onnx_do_slice(I, n, row);
   const rx_sinfo *si;
   RX_RETURN_IF_ERROR(rt_input_shape(I, n, "axes or steps", &si));
   int k = rt_len(I, n, 1), r = si->ndim;
@@ -333,23 +333,24 @@ rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(rt_norm_axes(I, n, ax, r, &ax));
   RX_RETURN_IF_ERROR(rt_dims_tensor(I, n, si, &xs));
   RX_RETURN_IF_ERROR(rt_slice_params(I, n, ax, xs, r, &st, &en, &sp));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "greater_equal", 2, sp, rx_arg_int(I->b, 0), NULL, &pos, &rv));
+  RX_RETURN_IF_ERROR(
+      onnx_ex(I, n, RX_OP_greater_equal, 2, sp, rx_arg_int(I->b, 0), NULL, &pos, &rv));
   RX_RETURN_IF_ERROR(rt_clamp_index(I, n, st, xs, pos, 0, &st));
   RX_RETURN_IF_ERROR(rt_clamp_index(I, n, en, xs, pos, -1, &en));
   /* length: max(0, ceil(|end - start| / |step|)) in the step's direction */
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "abs", 1, sp, NULL, NULL, &a, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "maximum", 2, a, rx_arg_int(I->b, 1), NULL, &a, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_abs, 1, sp, NULL, NULL, &a, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_maximum, 2, a, rx_arg_int(I->b, 1), NULL, &a, &rv));
   rx_node *back;
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "neg", 1, a, NULL, NULL, &back, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "where", 3, pos, a, back, &sp, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "subtract", 2, en, st, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_neg, 1, a, NULL, NULL, &back, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_where, 3, pos, a, back, &sp, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_subtract, 2, en, st, NULL, &len, &rv));
   /* the distance in the step's direction, (end - start) * step / |step| (exact) */
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "multiply", 2, len, sp, NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "divide", 2, len, a, NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "add", 2, len, a, NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "subtract", 2, len, rx_arg_int(I->b, 1), NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "divide", 2, len, a, NULL, &len, &rv));
-  RX_RETURN_IF_ERROR(onnx_ex(I, n, "maximum", 2, len, rx_arg_int(I->b, 0), NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_multiply, 2, len, sp, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_divide, 2, len, a, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_add, 2, len, a, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_subtract, 2, len, rx_arg_int(I->b, 1), NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_divide, 2, len, a, NULL, &len, &rv));
+  RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_maximum, 2, len, rx_arg_int(I->b, 0), NULL, &len, &rv));
   const rx_expr *dims[SYM_MAX];
   rx_node *idx[SYM_MAX], *s, *p;
   RX_RETURN_IF_ERROR(rt_bind(I, n, len, dims));
@@ -357,8 +358,8 @@ rx_status onnx_do_slice_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), dims[d], &idx[d]));
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, sp, d, &p));
     RX_RETURN_IF_ERROR(onnx_elem_of(I, n, st, d, &s));
-    RX_RETURN_IF_ERROR(onnx_ex(I, n, "multiply", 2, idx[d], p, NULL, &idx[d], &rv));
-    RX_RETURN_IF_ERROR(onnx_ex(I, n, "add", 2, idx[d], s, NULL, &idx[d], &rv));
+    RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_multiply, 2, idx[d], p, NULL, &idx[d], &rv));
+    RX_RETURN_IF_ERROR(onnx_ex(I, n, RX_OP_add, 2, idx[d], s, NULL, &idx[d], &rv));
   }
   RX_RETURN_IF_ERROR(onnx_gather_grid(I, n, si, rx_arg_var(I->b, x->var), idx, &out));
   onnx_def_tensor(I, n, out);
@@ -374,7 +375,7 @@ static rx_status rt_scalar(imp *I, const Onnx__NodeProto *n, size_t i, rx_dtype 
   if (v && v->kind == V_FCONST) {
     rx_node *a[2] = {rx_arg_shape(I->b, &one, 1), rx_arg_float(I->b, v->f)};
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-    return onnx_exa(I, n, "full", a, 2, &at, 1, out, NULL);
+    return onnx_exa(I, n, RX_OP_full, a, 2, &at, 1, out, NULL);
   }
   if (v && v->kind == V_SYM && v->sndim == 0)
     RX_RETURN_IF_ERROR(onnx_sym_tensor(I, n, v, &t));
@@ -391,7 +392,7 @@ static rx_status rt_scalar(imp *I, const Onnx__NodeProto *n, size_t i, rx_dtype 
  * float input, or a step that is a graph input): the length max(0, ceil((limit - start) /
  * delta)) computed by a kernel and bound to a fresh dim n, then start + delta * arange(n) in
  * the inputs' dtype. An integer delta of 0 (an error in ONNX) fails the call (check_nonzero). */
-rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   bool rt = false;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
   for (size_t k = 0; k < 3; k++) {
@@ -400,7 +401,7 @@ rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
     if (si && si->kind == RX_SINFO_TENSOR && dt == RX_DTYPE_UNKNOWN) dt = si->dtype;
     if ((v && v->kind == V_FCONST) || (si && (rx_dtype_is_float(si->dtype) || k == 2))) rt = true;
   }
-  if (!rt) return onnx_do_range(I, n, rop);
+  if (!rt) return onnx_do_range(I, n, row);
   if (dt == RX_DTYPE_UNKNOWN) dt = RX_DTYPE_F32; /* float constants and shape values */
   rx_var *r;
   rx_node *s, *l, *d, *len, *y;
@@ -408,9 +409,9 @@ rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(rt_scalar(I, n, 1, dt, &l));
   RX_RETURN_IF_ERROR(rt_scalar(I, n, 2, dt, &d));
   if (rx_dtype_is_float(dt)) {
-    EX2("subtract", l, s, len);
-    EX2("divide", len, d, len);
-    EX1("ceil", len, len);
+    EX2(RX_OP_subtract, l, s, len);
+    EX2(RX_OP_divide, len, d, len);
+    EX1(RX_OP_ceil, len, len);
     RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, len, RX_DTYPE_I64, &len));
   } else { /* ceil(a / b) = -floor(-a / b), relaxc's integer divide floors */
     rx_node *z, *dd, *s64;
@@ -422,23 +423,23 @@ rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const char *rop) {
       snprintf(msg, sizeof msg, "node '%.200s' (Range): delta in Range operator can not be zero!",
                n->name && n->name[0] ? n->name : n->output[0]);
       const rx_attr *ma = rx_attr_str(I->m, "message", msg);
-      RX_RETURN_IF_ERROR(onnx_exa(I, n, "check_nonzero", &dd, 1, &ma, 1, &dd, NULL));
+      RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_check_nonzero, &dd, 1, &ma, 1, &dd, NULL));
     }
-    EX2("equal", dd, rx_arg_int(I->b, 0), z);
-    EX3("where", z, rx_arg_int(I->b, 1), dd, dd);
-    EX2("subtract", s64, l, len);
-    EX2("divide", len, dd, len);
-    EX1("neg", len, len);
-    EX3("where", z, rx_arg_int(I->b, 0), len, len);
+    EX2(RX_OP_equal, dd, rx_arg_int(I->b, 0), z);
+    EX3(RX_OP_where, z, rx_arg_int(I->b, 1), dd, dd);
+    EX2(RX_OP_subtract, s64, l, len);
+    EX2(RX_OP_divide, len, dd, len);
+    EX1(RX_OP_neg, len, len);
+    EX3(RX_OP_where, z, rx_arg_int(I->b, 0), len, len);
   }
-  EX2("maximum", len, rx_arg_int(I->b, 0), len);
+  EX2(RX_OP_maximum, len, rx_arg_int(I->b, 0), len);
   const rx_expr *e;
   RX_RETURN_IF_ERROR(rt_bind(I, n, len, &e));
   rx_node *a[2] = {I64(rx_sym_const(I->m, 0)), I64(e)};
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "arange", a, 2, &at, 1, &y, NULL));
-  EX2("multiply", y, d, y);
-  EX2("add", y, s, y);
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_arange, a, 2, &at, 1, &y, NULL));
+  EX2(RX_OP_multiply, y, d, y);
+  EX2(RX_OP_add, y, s, y);
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -455,10 +456,10 @@ static rx_status rt_true_positions(imp *I, const Onnx__NodeProto *n, rx_node *m,
   RX_RETURN_IF_ERROR(rt_count(I, n, m, 0, true, &total));
   RX_RETURN_IF_ERROR(rt_bind(I, n, total, count));
   const rx_attr *at = rx_attr_int(I->m, "axis", 0);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "cumsum", &c, 1, &at, 1, &c, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_cumsum, &c, 1, &at, 1, &c, NULL));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), *count, &j));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, j, 1, &j));
-  EX2("less_equal", c, j, c);
+  EX2(RX_OP_less_equal, c, j, c);
   return rt_count(I, n, c, 1, false, out);
 }
 
@@ -487,8 +488,8 @@ static rx_status flatten_all(imp *I, const Onnx__NodeProto *n, const rx_sinfo *s
 
 /* NonZero: the indices [rank, count] of the nonzero elements in row-major order; the positions
  * in x flattened (rt_true_positions), each split into its coordinates. */
-rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si;
   int64_t axis;
   RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
@@ -502,18 +503,18 @@ rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_expr *stride = rx_sym_const(I->m, 1);
   for (int d = si->ndim - 1; d >= 0; d--) {
     c = pos;
-    if (!rx_expr_is_const(stride, 1)) EX2("divide", c, I64(stride), c);
+    if (!rx_expr_is_const(stride, 1)) EX2(RX_OP_divide, c, I64(stride), c);
     if (d > 0) RX_RETURN_IF_ERROR(onnx_imod(I, n, c, si->shape[d], &c));
     int64_t zero = 0;
     const rx_attr *at = rx_attr_ints(I->m, "axes", &zero, 1);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "expand_dims", &c, 1, &at, 1, &rows[d], NULL));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_expand_dims, &c, 1, &at, 1, &rows[d], NULL));
     stride = rx_sym_mul(I->m, stride, si->shape[d]);
   }
   rx_var *tup, *out;
   RX_RETURN_IF_ERROR(onnx_at_node(I, n, rx_emit_tuple(I->b, rows, si->ndim, NULL, &tup)));
   rx_node *a = rx_arg_var(I->b, tup);
   const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "concat", &a, 1, &ax, 1, &out));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_concat, &a, 1, &ax, 1, &out));
   onnx_def_tensor(I, n, out);
   return NULL;
 }
@@ -521,8 +522,8 @@ rx_status onnx_do_nonzero(imp *I, const Onnx__NodeProto *n, const char *rop) {
 /* Compress: x (flattened when axis is absent) at the positions along axis where the 1-D
  * condition is true (rt_true_positions; a condition shorter than the axis selects among the
  * first elements). */
-rx_status onnx_do_compress(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_compress(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si, *cs = onnx_shaped(I, n, 1);
   int64_t axis;
   RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
@@ -557,7 +558,7 @@ static rx_status unique_rows(imp *I, const Onnx__NodeProto *n, const rx_sinfo *s
     for (int d = 0, k = 1; d < si->ndim; d++)
       if (d != axis) perm[k++] = d;
     const rx_attr *at = rx_attr_ints(I->m, "axes", perm, si->ndim);
-    RX_RETURN_IF_ERROR(onnx_exa(I, n, "permute", &x, 1, &at, 1, &x, NULL));
+    RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_permute, &x, 1, &at, 1, &x, NULL));
   }
   *cnt = dims[0];
   return onnx_reshape_to(I, n, x, dims, 2, out, NULL);
@@ -574,16 +575,16 @@ static rx_status unique_key(imp *I, const Onnx__NodeProto *n, bool sorted, rx_no
   if (!sorted) {
     RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, first, RX_DTYPE_I64, &c));
     const rx_attr *at[2] = {rx_attr_int(I->m, "axis", 0), rx_attr_bool(I->m, "exclusive", true)};
-    return onnx_exa(I, n, "cumsum", &c, 1, at, 2, out, NULL);
+    return onnx_exa(I, n, RX_OP_cumsum, &c, 1, at, 2, out, NULL);
   }
   const rx_attr *at[2] = {rx_attr_int(I->m, "axis", 2), rx_attr_bool(I->m, "exclusive", true)};
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "cumsum", &ne, 1, at, 2, &c, NULL));
-  EX2("equal", c, rx_arg_int(I->b, 0), c);
-  EX2("less", xj, xi, lt);
-  EX2("logical_and", lt, c, lt);
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_cumsum, &ne, 1, at, 2, &c, NULL));
+  EX2(RX_OP_equal, c, rx_arg_int(I->b, 0), c);
+  EX2(RX_OP_less, xj, xi, lt);
+  EX2(RX_OP_logical_and, lt, c, lt);
   RX_RETURN_IF_ERROR(rt_count(I, n, lt, 2, false, &lt));
-  EX2("greater", lt, rx_arg_int(I->b, 0), lt);
-  EX2("logical_and", lt, first, lt);
+  EX2(RX_OP_greater, lt, rx_arg_int(I->b, 0), lt);
+  EX2(RX_OP_logical_and, lt, first, lt);
   return rt_count(I, n, lt, 1, false, out);
 }
 
@@ -592,8 +593,8 @@ static rx_status unique_key(imp *I, const Onnx__NodeProto *n, bool sorted, rx_no
  * the first occurrences (rep[i] == i) and the counts; the U first rows (bound at run time)
  * go to output slot key[i] (unique_key), gathered as a [U, N] reduction. O(N^2 len) work: a
  * fallback for the small tensors Unique is used on. */
-rx_status onnx_do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_unique(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si;
   int64_t axis;
   RX_RETURN_IF_ERROR(data_input(I, n, &si, &axis));
@@ -604,26 +605,26 @@ rx_status onnx_do_unique(imp *I, const Onnx__NodeProto *n, const char *rop) {
   int64_t ax1 = 1, ax0 = 0;
   const rx_attr *a1 = rx_attr_ints(I->m, "axes", &ax1, 1),
                 *a0 = rx_attr_ints(I->m, "axes", &ax0, 1);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "expand_dims", &x, 1, &a1, 1, &xi, NULL));
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "expand_dims", &x, 1, &a0, 1, &xj, NULL));
-  EX2("not_equal", xi, xj, ne);
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_expand_dims, &x, 1, &a1, 1, &xi, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_expand_dims, &x, 1, &a0, 1, &xj, NULL));
+  EX2(RX_OP_not_equal, xi, xj, ne);
   RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, ne, RX_DTYPE_I64, &ne));
   RX_RETURN_IF_ERROR(rt_count(I, n, ne, 2, false, &eq));
-  EX2("equal", eq, rx_arg_int(I->b, 0), eq);
+  EX2(RX_OP_equal, eq, rx_arg_int(I->b, 0), eq);
   RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, eq, RX_DTYPE_I64, &eq));
   const rx_attr *am[2] = {rx_attr_int(I->m, "axis", 1), rx_attr_bool(I->m, "keepdims", false)};
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "argmax", &eq, 1, am, 2, &rep, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_argmax, &eq, 1, am, 2, &rep, NULL));
   RX_RETURN_IF_ERROR(rt_count(I, n, eq, 1, false, &cnt));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, zero, N, &ii));
-  EX2("equal", rep, ii, first);
+  EX2(RX_OP_equal, rep, ii, first);
   RX_RETURN_IF_ERROR(unique_key(I, n, onnx_attr_i(n, "sorted", 1) != 0, xi, xj, ne, first, &key));
   RX_RETURN_IF_ERROR(rt_count(I, n, first, 0, true, &tot));
   RX_RETURN_IF_ERROR(rt_bind(I, n, tot, &U));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, zero, U, &sl));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, sl, 1, &sl));
-  EX2("equal", key, sl, sl);
-  EX2("logical_and", sl, first, sl);
-  EX3("where", sl, ii, rx_arg_int(I->b, 0), order);
+  EX2(RX_OP_equal, key, sl, sl);
+  EX2(RX_OP_logical_and, sl, first, sl);
+  EX3(RX_OP_where, sl, ii, rx_arg_int(I->b, 0), order);
   RX_RETURN_IF_ERROR(rt_count(I, n, order, 1, false, &order));
   if (axis >= 0) {
     RX_RETURN_IF_ERROR(onnx_take_at(I, n, rx_arg_var(I->b, onnx_get(I, onnx_input(n, 0))->var),

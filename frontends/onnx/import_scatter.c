@@ -18,12 +18,12 @@ static rx_status scatter_to(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_nod
   rx_node *a[3] = {x, idx, upd};
   const rx_attr *at[2] = {rx_attr_int(I->m, "axis", axis),
                           rx_attr_str(I->m, "reduction", scatter_reds[red])};
-  return onnx_exa(I, n, "scatter_elements", a, 3, at, 2, out, r);
+  return onnx_exa(I, n, RX_OP_scatter_elements, a, 3, at, 2, out, r);
 }
 
 /* ScatterElements and its deprecated alias Scatter: scatter_elements */
-rx_status onnx_do_scatter(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_scatter(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   rx_node *a[3], *t;
   rx_var *r = NULL;
   for (int k = 0; k < 3; k++) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, (size_t)k), &a[k]));
@@ -37,14 +37,14 @@ static rx_status zeros_of(imp *I, const Onnx__NodeProto *n, const rx_expr *const
                           rx_dtype dt, rx_node **out) {
   rx_node *sh = rx_arg_shape(I->b, dims, k);
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", dt);
-  return onnx_exa(I, n, "zeros", &sh, 1, &at, 1, out, NULL);
+  return onnx_exa(I, n, RX_OP_zeros, &sh, 1, &at, 1, out, NULL);
 }
 
 /* ScatterND(data, indices [..., m], updates): data flattened to [P, rest...] (P the product of
  * its first m dims), the updates to [N, rest...] and each index vector's flat index (as
  * GatherND's) broadcast over rest; scatter_elements along axis 0, reshaped back. */
-rx_status onnx_do_scatter_nd(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_scatter_nd(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *ds = onnx_shaped(I, n, 0), *is = onnx_shaped(I, n, 1), *us = onnx_shaped(I, n, 2);
   if (!ds || !is || !us || is->ndim < 1)
     return onnx_node_err(I, n, "the shapes of data, indices and updates are not known");
@@ -76,7 +76,7 @@ rx_status onnx_do_scatter_nd(imp *I, const Onnx__NodeProto *n, const char *rop) 
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, lin, ld, nr + 1, &lin, NULL));
   if (nr > 0) {
     RX_RETURN_IF_ERROR(zeros_of(I, n, ud, nr + 1, RX_DTYPE_I64, &z));
-    EX2("add", lin, z, lin);
+    EX2(RX_OP_add, lin, z, lin);
   }
   RX_RETURN_IF_ERROR(scatter_to(I, n, x, lin, u, 0, &x, &r));
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, x, ds->shape, ds->ndim, &x, &r));
@@ -93,11 +93,11 @@ static rx_status relinearize(imp *I, const Onnx__NodeProto *n, rx_node *idx,
   rx_node *rem = idx, *acc = NULL, *q, *c;
   const rx_expr *stride = rx_sym_const(I->m, 1);
   for (int k = rank - 1; k >= 0; k--) {
-    EX2("divide", rem, I64(from[k]), q);
-    EX2("multiply", q, I64(from[k]), c);
-    EX2("subtract", rem, c, c);
-    EX2("multiply", c, I64(stride), c);
-    if (acc) EX2("add", acc, c, c);
+    EX2(RX_OP_divide, rem, I64(from[k]), q);
+    EX2(RX_OP_multiply, q, I64(from[k]), c);
+    EX2(RX_OP_subtract, rem, c, c);
+    EX2(RX_OP_multiply, c, I64(stride), c);
+    if (acc) EX2(RX_OP_add, acc, c, c);
     acc = c;
     rem = q;
     stride = rx_sym_mul(I->m, stride, to[k]);
@@ -109,8 +109,8 @@ static rx_status relinearize(imp *I, const Onnx__NodeProto *n, rx_node *idx,
 /* MaxUnpool(X, I[, output_shape]): X's values written at I's flat indices into zeros of the
  * output shape. I counts in the default shape ((in - 1) stride - pads + kernel per spatial dim);
  * a given output_shape pads that at the end of each dim, so I is re-encoded for it. */
-rx_status onnx_do_max_unpool(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_max_unpool(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, SYM_MAX, &xs));
   int sp = xs->ndim - 2;
@@ -154,8 +154,8 @@ rx_status onnx_do_max_unpool(imp *I, const Onnx__NodeProto *n, const char *rop) 
 
 /* ReverseSequence(x, sequence_lens [B]): take_along_axis over the time axis at t' = len - 1 - t
  * for t < len of the batch, t elsewhere */
-rx_status onnx_do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 2, SYM_MAX, &xs));
   int64_t ta = onnx_attr_i(n, "time_axis", 0), ba = onnx_attr_i(n, "batch_axis", 1);
@@ -172,19 +172,19 @@ rx_status onnx_do_reverse_sequence(imp *I, const Onnx__NodeProto *n, const char 
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, t, td, xs->ndim, &t, NULL));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &len));
   const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "cast", &len, 1, &ca, 1, &len, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_cast, &len, 1, &ca, 1, &len, NULL));
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, len, bd, xs->ndim, &len, NULL));
-  EX2("less", t, len, lt);
-  EX2("subtract", len, I64(rx_sym_const(I->m, 1)), rv);
-  EX2("subtract", rv, t, rv);
-  EX3("where", lt, rv, t, t);
+  EX2(RX_OP_less, t, len, lt);
+  EX2(RX_OP_subtract, len, I64(rx_sym_const(I->m, 1)), rv);
+  EX2(RX_OP_subtract, rv, t, rv);
+  EX3(RX_OP_where, lt, rv, t, t);
   RX_RETURN_IF_ERROR(zeros_of(I, n, xs->shape, xs->ndim, RX_DTYPE_I64, &z));
-  EX2("add", t, z, t);
+  EX2(RX_OP_add, t, z, t);
   rx_node *a[2];
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
   a[1] = t;
   const rx_attr *at = rx_attr_int(I->m, "axis", ta);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "take_along_axis", a, 2, &at, 1, &t, &r));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_take_along_axis, a, 2, &at, 1, &t, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -256,8 +256,8 @@ static rx_status einsum_equation(imp *I, const Onnx__NodeProto *n, char *out, si
   return fit ? NULL : onnx_node_err(I, n, "the equation is too long");
 }
 
-rx_status onnx_do_einsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_einsum(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   if (n->n_input < 1 || n->n_input > 3)
     return onnx_node_err(I, n, "1 to 3 operands are supported, got %zu", n->n_input);
   char eq[320];
@@ -267,7 +267,7 @@ rx_status onnx_do_einsum(imp *I, const Onnx__NodeProto *n, const char *rop) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, k), &a[k]));
   const rx_attr *at = rx_attr_str(I->m, "equation", eq);
   rx_var *r = NULL;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "einsum", a, (int)n->n_input, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_einsum, a, (int)n->n_input, &at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }

@@ -9,7 +9,7 @@
 
 /* Constant: a weight, a folded constant, or a symbolic value (value_int, value_ints, value_float)
  */
-rx_status onnx_do_constant(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_constant(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const Onnx__TensorProto *t = onnx_const_tensor(n);
   if (t) {
     if (onnx_is_weight(t, true)) return NULL; /* a parameter already */
@@ -37,7 +37,7 @@ rx_status onnx_do_constant(imp *I, const Onnx__NodeProto *n, const char *rop) {
 }
 
 /* Identity: the input under a new name */
-rx_status onnx_do_identity(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_identity(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *src = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   if (!src) return onnx_node_err(I, n, "input is not defined");
   onnx_def_alias(I, n, src);
@@ -45,7 +45,7 @@ rx_status onnx_do_identity(imp *I, const Onnx__NodeProto *n, const char *rop) {
 }
 
 /* Shape: the input's dims as a symbolic value (start and end attributes) */
-rx_status onnx_do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_shape(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   const rx_sinfo *si = onnx_tsinfo(x);
   const rx_expr *len = NULL; /* of a shape value: its length */
@@ -67,7 +67,7 @@ rx_status onnx_do_shape(imp *I, const Onnx__NodeProto *n, const char *rop) {
 
 /* Size: the product of the input's dims as a symbolic 0-d value (an i64 tensor where used as
  * data) */
-rx_status onnx_do_size(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_size(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
   const rx_sinfo *si = onnx_tsinfo(x);
   const rx_expr *count = rx_sym_const(I->m, 1);
@@ -85,7 +85,7 @@ rx_status onnx_do_size(imp *I, const Onnx__NodeProto *n, const char *rop) {
 }
 
 /* Unsqueeze and Squeeze (axes as attribute or input) */
-rx_status onnx_do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_squeeze(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const char *op = n->op_type;
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -115,10 +115,10 @@ rx_status onnx_do_squeeze(imp *I, const Onnx__NodeProto *n, const char *rop) {
     for (int k = 0; k < na; k++)
       if (axes[k] < 0 && rank >= 0) axes[k] += rank + na;
     at[0] = rx_attr_ints(I->m, "axes", axes, na);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "expand_dims", a, 1, at, 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_expand_dims, a, 1, at, 1, &r));
   } else {
     if (na > 0) at[0] = rx_attr_ints(I->m, "axes", axes, na);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "squeeze", a, 1, at, na > 0 ? 1 : 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_squeeze, a, 1, at, na > 0 ? 1 : 0, &r));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -159,7 +159,7 @@ static rx_status concat_cast(imp *I, const Onnx__NodeProto *n, size_t k, rx_node
   return NULL;
 }
 
-rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
@@ -189,7 +189,7 @@ rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(s);
   a[0] = rx_arg_var(I->b, tup);
   at[0] = rx_attr_int(I->m, "axis", onnx_attr_i(n, "axis", 0));
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "concat", a, 1, at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_concat, a, 1, at, 1, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -253,10 +253,10 @@ static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const
   rx_node *a[2];
   rx_status e = onnx_sym_tensor(I, n, &sv, &t);
   a[0] = e ? NULL : rx_arg_var(I->b, t);
-  if (!e) e = rx_emit_op(I->b, "tensor_to_shape", a, 1, NULL, 0, NULL, &st);
+  if (!e) e = rx_emit_op(I->b, onnx_op_name(RX_OP_tensor_to_shape), a, 1, NULL, 0, NULL, &st);
   a[0] = xa;
   a[1] = e ? NULL : rx_arg_var(I->b, st);
-  if (!e) e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &rr);
+  if (!e) e = rx_emit_op(I->b, onnx_op_name(RX_OP_reshape), a, 2, NULL, 0, NULL, &rr);
   if (e) {
     rx_status_free(e);
     return false;
@@ -286,7 +286,7 @@ static rx_status expand_to(imp *I, const Onnx__NodeProto *n, val *x, const rx_ex
     a[0] = rx_arg_shape(I->b, ones, x->sndim < SYM_MAX ? x->sndim : SYM_MAX);
     a[1] = rx_arg_float(I->b, x->f);
     at = rx_attr_dtype(I->m, "dtype", x->sdt ? x->sdt : RX_DTYPE_F32);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "full", a, 2, &at, 1, &xv));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_full, a, 2, &at, 1, &xv));
   }
   const rx_sinfo *si = xv ? rx_var_sinfo(xv) : NULL;
   if (!si || si->kind != RX_SINFO_TENSOR)
@@ -316,14 +316,15 @@ static rx_status expand_to(imp *I, const Onnx__NodeProto *n, val *x, const rx_ex
   a[0] = rx_arg_shape(I->b, res, rn);
   at = rx_attr_dtype(I->m, "dtype", si->dtype);
   rx_var *z;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "zeros", a, 1, &at, 1, &z));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_zeros, a, 1, &at, 1, &z));
   a[0] = rx_arg_var(I->b, xv);
   a[1] = rx_arg_var(I->b, z);
-  return onnx_emit(I, n, si->dtype == RX_DTYPE_BOOL ? "logical_or" : "add", a, 2, NULL, 0, out);
+  return onnx_emit(I, n, si->dtype == RX_DTYPE_BOOL ? RX_OP_logical_or : RX_OP_add, a, 2, NULL, 0,
+                   out);
 }
 
 /* Reshape, Expand and ConstantOfShape to a shape computed from symbolic values or at run time */
-rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const char *op = n->op_type;
   rx_node *a[5] = {0};
   const rx_attr *at[4];
@@ -350,7 +351,7 @@ rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *r
   if (op[0] == 'R') {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a[0]));
     a[1] = rx_arg_shape(I->b, dims, shp->slen);
-    rx_status e = rx_emit_op(I->b, "reshape", a, 2, NULL, 0, NULL, &r);
+    rx_status e = rx_emit_op(I->b, onnx_op_name(RX_OP_reshape), a, 2, NULL, 0, NULL, &r);
     if (e && reshape_checked(I, n, a[0], si, dims, shp->slen, &r)) {
       rx_status_free(e); /* the -1's divisibility is checked when the program runs */
       e = NULL;
@@ -382,7 +383,7 @@ rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *r
     a[0] = rx_arg_shape(I->b, dims, shp->slen);
     a[1] = rx_dtype_is_float(dt) ? rx_arg_float(I->b, fill) : rx_arg_int(I->b, ifill);
     at[0] = rx_attr_dtype(I->m, "dtype", dt);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "full", a, 2, at, 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_full, a, 2, at, 1, &r));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -390,7 +391,7 @@ rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const char *r
 
 /* Transpose: permute */
 /* Reshape; with a target shape known at import, a reshape to it */
-rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   val *xv = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL,
@@ -432,15 +433,15 @@ rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_var *xt, *z;
       RX_RETURN_IF_ERROR(onnx_sym_tensor(I, n, &xs, &xt));
       a[1] = rx_arg_int(I->b, 0);
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "equal", a, 2, NULL, 0, &z));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_equal, a, 2, NULL, 0, &z));
       rx_node *w[3] = {rx_arg_var(I->b, z), rx_arg_var(I->b, xt), a[0]};
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", w, 3, NULL, 0, &z));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, w, 3, NULL, 0, &z));
       a[0] = rx_arg_var(I->b, z);
     }
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "tensor_to_shape", a, 1, NULL, 0, &t));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_tensor_to_shape, a, 1, NULL, 0, &t));
     a[0] = rx_arg_var(I->b, x->var);
     a[1] = rx_arg_var(I->b, t);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &rr));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &rr));
     const rx_expr *dims[SYM_MAX];
     for (int k = 0; k < len; k++) dims[k] = sv->rt ? sv->s[k] : onnx_fresh_dim(I);
     if (!onnx_match_cast_to(I, rr, si->dtype, len, dims, &r))
@@ -448,10 +449,10 @@ rx_status onnx_do_reshape(imp *I, const Onnx__NodeProto *n, const char *rop) {
     onnx_def_tensor(I, n, r);
     return NULL;
   }
-  return onnx_do_reshape_expand(I, n, rop);
+  return onnx_do_reshape_expand(I, n, row);
 }
 
-rx_status onnx_do_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_transpose(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   const rx_attr *at[4];
   rx_var *r = NULL;
@@ -462,19 +463,19 @@ rx_status onnx_do_transpose(imp *I, const Onnx__NodeProto *n, const char *rop) {
     at[0] = rx_attr_ints(I->m, "axes", p->ints, (int)p->n_ints);
     na = 1;
   }
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "permute", a, 1, at, na, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_permute, a, 1, at, na, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* DepthToSpace (mode DCR or CRD) and SpaceToDepth of x [N, C, H, W] with blocksize b: a
  * reshape to rank 6, a permute and a reshape back. */
-rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 4, 4, &xs));
   int64_t bs = onnx_attr_i(n, "blocksize", 0);
   if (bs < 1 || bs > (1 << 16)) return onnx_node_err(I, n, "blocksize must be a positive integer");
-  bool to_space = !strcmp(rop, "depth_to_space"), crd = onnx_attr_s_is(n, "mode", "CRD");
+  bool to_space = !strcmp(row->form, "depth_to_space"), crd = onnx_attr_s_is(n, "mode", "CRD");
   if (!crd && !onnx_attr_s_is(n, "mode", "DCR") && !onnx_attr_s_is(n, "mode", ""))
     return onnx_node_err(I, n, "mode must be \"DCR\" or \"CRD\"");
   rx_module *m = I->m;
@@ -503,14 +504,14 @@ rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const char *rop)
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, x, mid, 6, &x, &r));
   const rx_attr *at = rx_attr_ints(m, "axes", perm, 6);
-  EXA("permute", x, &at, 1, x);
+  EXA(RX_OP_permute, x, &at, 1, x);
   RX_RETURN_IF_ERROR(onnx_reshape_to(I, n, x, fin, 4, &x, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* Flatten: reshape to 2-D at axis */
-rx_status onnx_do_flatten(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_flatten(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5] = {0};
   rx_var *r = NULL;
   val *x = onnx_input(n, 0) ? onnx_get(I, onnx_input(n, 0)) : NULL;
@@ -527,7 +528,7 @@ rx_status onnx_do_flatten(imp *I, const Onnx__NodeProto *n, const char *rop) {
     dims[k >= axis] = rx_sym_mul(I->m, dims[k >= axis], si->shape[k]);
   a[0] = rx_arg_var(I->b, x->var);
   a[1] = rx_arg_shape(I->b, dims, 2);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "reshape", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_reshape, a, 2, NULL, 0, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }

@@ -18,7 +18,7 @@
  * tensor of i32-indexed rows holds) */
 #define NMS_MAX_OUT INT32_MAX
 
-rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *a[5];
   int na = 4;
   for (int k = 0; k < 5; k++) {
@@ -40,7 +40,7 @@ rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
   const rx_attr *at = rx_attr_int(I->m, "center_point_box", onnx_attr_i(n, "center_point_box", 0));
   rx_var *tup, *sel;
   val cnt = {.name = NULL, .kind = V_TENSOR};
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, rop, a, na, &at, 1, &tup));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, row->op, a, na, &at, 1, &tup));
   RX_RETURN_IF_ERROR(
       onnx_at_node(I, n, rx_emit_get_item(I->b, rx_arg_var(I->b, tup), 0, NULL, &sel)));
   RX_RETURN_IF_ERROR(
@@ -53,7 +53,7 @@ rx_status onnx_do_nms(imp *I, const Onnx__NodeProto *n, const char *rop) {
                           rx_attr_exprs(I->m, "end", &cnt.s[0], 1)};
   rx_node *x = rx_arg_var(I->b, sel);
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "strided_slice", &x, 1, sa, 3, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_strided_slice, &x, 1, sa, 3, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
@@ -66,13 +66,13 @@ static rx_status emit_dft(imp *I, const Onnx__NodeProto *n, rx_node *x, int64_t 
   const rx_attr *at[4] = {rx_attr_int(I->m, "axis", axis), rx_attr_bool(I->m, "inverse", inv),
                           rx_attr_bool(I->m, "onesided", onesided),
                           len ? rx_attr_exprs(I->m, "length", &len, 1) : NULL};
-  return onnx_emit(I, n, "dft", &x, 1, at, len ? 4 : 3, out);
+  return onnx_emit(I, n, RX_OP_dft, &x, 1, at, len ? 4 : 3, out);
 }
 
 /* DFT(x, [dft_length], [axis]): the axis an attribute (default 1) before opset 20, an input
  * (default -2) from it; dft_length a constant or bound at run time. */
-rx_status onnx_do_dft(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_dft(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   rx_node *x;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
   const rx_expr *len = NULL, *ax = NULL;
@@ -97,8 +97,8 @@ rx_status onnx_do_dft(imp *I, const Onnx__NodeProto *n, const char *rop) {
 /* STFT(signal [B, T, c], frame_step, [window [W]], [frame_length]): the frames signal[:, f step
  * + w] (f < (T - W) // step + 1) gathered by one take, times the window, and a dft of length W
  * along the frame axis: [B, F, K, 2]. */
-rx_status onnx_do_stft(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_stft(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_sinfo *si = onnx_shaped(I, n, 0), *wi = onnx_input(n, 2) ? onnx_shaped(I, n, 2) : NULL;
   if (!si || si->ndim != 3)
     return onnx_node_err(I, n, "expects a signal [B, T, 1 or 2] of known shape");
@@ -118,19 +118,19 @@ rx_status onnx_do_stft(imp *I, const Onnx__NodeProto *n, const char *rop) {
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), F, &fi));
   a[0] = fi;
   a[1] = rx_arg_prim(I->b, RX_DTYPE_I64, step);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "multiply", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_multiply, a, 2, NULL, 0, &r));
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, rx_arg_var(I->b, r), 1, &fi));
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), W, &wv));
   a[0] = fi;
   a[1] = wv;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "add", a, 2, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_add, a, 2, NULL, 0, &r));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
   RX_RETURN_IF_ERROR(onnx_take_at(I, n, x, rx_arg_var(I->b, r), 1, &x, &r));
   if (wi) {
     RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 2), &a[1]));
     RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, a[1], 1, &a[1]));
     a[0] = x;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "multiply", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_multiply, a, 2, NULL, 0, &r));
     x = rx_arg_var(I->b, r);
   }
   RX_RETURN_IF_ERROR(emit_dft(I, n, x, 2, false, onnx_attr_i(n, "onesided", 1) != 0, W, &r));
@@ -155,7 +155,7 @@ static bool str_attr(const Onnx__NodeProto *n, const char *name, const char *dfl
 
 /* RoiAlign(X, rois, batch_indices): roi_align; coordinate_transformation_mode (opset 16, default
  * half_pixel; before it the regions are not shifted, output_half_pixel). */
-rx_status onnx_do_roi_align(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_roi_align(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   char mode[8], ctm[24];
   if (!str_attr(n, "mode", "avg", mode, sizeof mode) ||
       (strcmp(mode, "avg") && strcmp(mode, "max")))
@@ -175,13 +175,13 @@ rx_status onnx_do_roi_align(imp *I, const Onnx__NodeProto *n, const char *rop) {
       rx_attr_str(I->m, "mode", mode),
       rx_attr_bool(I->m, "half_pixel", !strcmp(ctm, "half_pixel"))};
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, rop, a, 3, at, 6, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, row->op, a, 3, at, 6, &r));
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
 /* op(a, b) (b NULL: op(a)) as a new node. */
-static rx_status op2(imp *I, const Onnx__NodeProto *n, const char *op, rx_node *a, rx_node *b,
+static rx_status op2(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *a, rx_node *b,
                      rx_node **out) {
   rx_node *args[2] = {a, b};
   rx_var *r;
@@ -200,12 +200,12 @@ static rx_status as_f32(imp *I, const Onnx__NodeProto *n, size_t i, rx_node *x, 
                      (x->sinfo->kind == RX_SINFO_TENSOR && x->sinfo->ndim == 0))) {
       int64_t ax = 0;
       const rx_attr *ea = rx_attr_ints(I->m, "axes", &ax, 1);
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "expand_dims", &x, 1, &ea, 1, &r));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_expand_dims, &x, 1, &ea, 1, &r));
       x = rx_arg_var(I->b, r);
     }
   }
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &x, 1, &at, 1, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &x, 1, &at, 1, &r));
   *out = rx_arg_var(I->b, r);
   return NULL;
 }
@@ -217,24 +217,24 @@ static rx_status mel_edges(imp *I, const Onnx__NodeProto *n, rx_node *bins, doub
                            rx_node **out) {
   const double ln10 = 2.302585092994046;
   rx_node *t;
-  RX_RETURN_IF_ERROR(op2(I, n, "add", bins, rx_arg_float(I->b, off), &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, step, &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "add", t, low, &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, ln10 / 2595.0), &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "exp", t, NULL, &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", t, rx_arg_float(I->b, 1.0), &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, 700.0), &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, len1, &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "divide", t, rate, &t));
-  return op2(I, n, "floor", t, NULL, out);
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_add, bins, rx_arg_float(I->b, off), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_multiply, t, step, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_add, t, low, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_multiply, t, rx_arg_float(I->b, ln10 / 2595.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_exp, t, NULL, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, t, rx_arg_float(I->b, 1.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_multiply, t, rx_arg_float(I->b, 700.0), &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_multiply, t, len1, &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_divide, t, rate, &t));
+  return op2(I, n, RX_OP_floor, t, NULL, out);
 }
 
 /* MelWeightMatrix(num_mel_bins M, dft_length L, sample_rate, lower_edge_hertz,
  * upper_edge_hertz) as ONNX's reference: [L / 2 + 1, M] (M and L constants or bound at run
  * time), column i rising from its lower edge to 1 at its center and falling to its upper edge
  * (f32 math; output_datatype casts the result). */
-rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const char *rop) {
-  (void)rop;
+rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
   const rx_expr *M, *L;
   RX_RETURN_IF_ERROR(onnx_scalar_input(I, n, 0, &M));
   RX_RETURN_IF_ERROR(onnx_scalar_input(I, n, 1, &L));
@@ -246,18 +246,18 @@ rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const char
   rx_node *mf, *len1, *rate, *edge[2], *bins, *j, *e[3], *t, *u, *w;
   RX_RETURN_IF_ERROR(as_f32(I, n, 0, NULL, &mf));
   RX_RETURN_IF_ERROR(as_f32(I, n, 1, NULL, &len1));
-  RX_RETURN_IF_ERROR(op2(I, n, "add", len1, rx_arg_float(I->b, 1.0), &len1));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_add, len1, rx_arg_float(I->b, 1.0), &len1));
   RX_RETURN_IF_ERROR(as_f32(I, n, 2, NULL, &rate));
   for (int k = 0; k < 2; k++) { /* 2595 log10(1 + hz / 700) */
     RX_RETURN_IF_ERROR(as_f32(I, n, (size_t)(3 + k), NULL, &t));
-    RX_RETURN_IF_ERROR(op2(I, n, "divide", t, rx_arg_float(I->b, 700.0), &t));
-    RX_RETURN_IF_ERROR(op2(I, n, "add", t, rx_arg_float(I->b, 1.0), &t));
-    RX_RETURN_IF_ERROR(op2(I, n, "log", t, NULL, &t));
-    RX_RETURN_IF_ERROR(op2(I, n, "multiply", t, rx_arg_float(I->b, 2595.0 / ln10), &edge[k]));
+    RX_RETURN_IF_ERROR(op2(I, n, RX_OP_divide, t, rx_arg_float(I->b, 700.0), &t));
+    RX_RETURN_IF_ERROR(op2(I, n, RX_OP_add, t, rx_arg_float(I->b, 1.0), &t));
+    RX_RETURN_IF_ERROR(op2(I, n, RX_OP_log, t, NULL, &t));
+    RX_RETURN_IF_ERROR(op2(I, n, RX_OP_multiply, t, rx_arg_float(I->b, 2595.0 / ln10), &edge[k]));
   }
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", edge[1], edge[0], &t));
-  RX_RETURN_IF_ERROR(op2(I, n, "add", mf, rx_arg_float(I->b, 2.0), &u));
-  RX_RETURN_IF_ERROR(op2(I, n, "divide", t, u, &t)); /* the step: over M + 2 points */
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, edge[1], edge[0], &t));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_add, mf, rx_arg_float(I->b, 2.0), &u));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_divide, t, u, &t)); /* the step: over M + 2 points */
   rx_var *r;
   RX_RETURN_IF_ERROR(onnx_iota(I, n, rx_sym_const(I->m, 0), M, &bins));
   RX_RETURN_IF_ERROR(as_f32(I, n, 0, bins, &bins));
@@ -270,35 +270,35 @@ rx_status onnx_do_mel_weight_matrix(imp *I, const Onnx__NodeProto *n, const char
   RX_RETURN_IF_ERROR(onnx_trailing_units(I, n, j, 1, &j));
   /* rising: (j - lo) / (c - lo) on [lo, c], or 1 at c where lo == c */
   rx_node *lc, *a, *b, *in;
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[1], e[0], &lc));
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", j, e[0], &a));
-  RX_RETURN_IF_ERROR(op2(I, n, "divide", a, lc, &a));
-  RX_RETURN_IF_ERROR(op2(I, n, "greater_equal", j, e[0], &in));
-  RX_RETURN_IF_ERROR(op2(I, n, "less_equal", j, e[1], &b));
-  RX_RETURN_IF_ERROR(op2(I, n, "logical_and", in, b, &in));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, e[1], e[0], &lc));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, j, e[0], &a));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_divide, a, lc, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_greater_equal, j, e[0], &in));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_less_equal, j, e[1], &b));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_logical_and, in, b, &in));
   rx_node *args[3] = {in, a, rx_arg_float(I->b, 0.0)};
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", args, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, args, 3, NULL, 0, &r));
   w = rx_arg_var(I->b, r);
-  RX_RETURN_IF_ERROR(op2(I, n, "equal", j, e[1], &b));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_equal, j, e[1], &b));
   RX_RETURN_IF_ERROR(as_f32(I, n, 0, b, &b));
-  RX_RETURN_IF_ERROR(op2(I, n, "equal", lc, rx_arg_float(I->b, 0.0), &in));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_equal, lc, rx_arg_float(I->b, 0.0), &in));
   args[0] = in, args[1] = b, args[2] = w;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", args, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, args, 3, NULL, 0, &r));
   w = rx_arg_var(I->b, r);
   /* falling: (hi - j) / (hi - c) on [c, hi) */
   rx_node *ch;
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[2], e[1], &ch));
-  RX_RETURN_IF_ERROR(op2(I, n, "subtract", e[2], j, &a));
-  RX_RETURN_IF_ERROR(op2(I, n, "divide", a, ch, &a));
-  RX_RETURN_IF_ERROR(op2(I, n, "greater_equal", j, e[1], &in));
-  RX_RETURN_IF_ERROR(op2(I, n, "less", j, e[2], &b));
-  RX_RETURN_IF_ERROR(op2(I, n, "logical_and", in, b, &in));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, e[2], e[1], &ch));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_subtract, e[2], j, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_divide, a, ch, &a));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_greater_equal, j, e[1], &in));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_less, j, e[2], &b));
+  RX_RETURN_IF_ERROR(op2(I, n, RX_OP_logical_and, in, b, &in));
   args[0] = in, args[1] = a, args[2] = w;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", args, 3, NULL, 0, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, args, 3, NULL, 0, &r));
   w = rx_arg_var(I->b, r);
   if (odt != RX_DTYPE_F32) {
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", odt);
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", &w, 1, &at, 1, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, &w, 1, &at, 1, &r));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -314,7 +314,7 @@ static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, 
   rx_var *r = NULL;
   for (int k = 0; k < count && !s; k++) {
     rx_node *a[2] = {rx_arg_shape(I->b, &one, 1), rx_arg_float(I->b, v[k])};
-    s = onnx_emit(I, n, "full", a, 2, &dt, 1, &r);
+    s = onnx_emit(I, n, RX_OP_full, a, 2, &dt, 1, &r);
     if (!s) parts[k] = rx_arg_var(I->b, r);
   }
   if (!s && count > 1) {
@@ -322,7 +322,7 @@ static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, 
     s = onnx_at_node(I, n, rx_emit_tuple(I->b, parts, count, NULL, &tup));
     rx_node *a = s ? NULL : rx_arg_var(I->b, tup);
     const rx_attr *ax = rx_attr_int(I->m, "axis", 0);
-    if (!s) s = onnx_emit(I, n, "concat", &a, 1, &ax, 1, &r);
+    if (!s) s = onnx_emit(I, n, RX_OP_concat, &a, 1, &ax, 1, &r);
   }
   free(parts);
   if (!s) *out = rx_arg_var(I->b, r);
@@ -331,7 +331,7 @@ static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, 
 
 /* TfIdfVectorizer over integer n-grams: tfidf gives the counts (TF); IDF is weights (or 1)
  * where a count is positive, TFIDF the counts times the weights. */
-rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const Onnx__AttributeProto *pool = onnx_attr(n, "pool_int64s"),
                              *counts = onnx_attr(n, "ngram_counts"),
                              *idx = onnx_attr(n, "ngram_indexes"), *mode = onnx_attr(n, "mode"),
@@ -358,7 +358,7 @@ rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop) {
                           rx_attr_int(I->m, "max_gram", onnx_attr_i(n, "max_gram_length", 1)),
                           rx_attr_int(I->m, "max_skip", onnx_attr_i(n, "max_skip_count", 0))};
   rx_var *r;
-  RX_RETURN_IF_ERROR(onnx_emit(I, n, rop, &x, 1, at, 6, &r));
+  RX_RETURN_IF_ERROR(onnx_emit(I, n, row->op, &x, 1, at, 6, &r));
   bool weighted = w && w->n_floats > 0;
   if (!strcmp(md, "TF") || (!strcmp(md, "TFIDF") && !weighted)) {
     onnx_def_tensor(I, n, r);
@@ -372,31 +372,31 @@ rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const char *rop) {
   if (weighted) RX_RETURN_IF_ERROR(float_vector(I, n, w->floats, (int)w->n_floats, &wv));
   if (!strcmp(md, "TFIDF")) {
     a[1] = wv;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "multiply", a, 2, NULL, 0, &r));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_multiply, a, 2, NULL, 0, &r));
   } else {
     rx_var *pos;
-    RX_RETURN_IF_ERROR(onnx_emit(I, n, "greater", a, 2, NULL, 0, &pos));
+    RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_greater, a, 2, NULL, 0, &pos));
     a[0] = rx_arg_var(I->b, pos);
     const rx_attr *ca = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
     if (weighted) {
       a[1] = wv;
       a[2] = rx_arg_float(I->b, 0.0);
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "where", a, 3, NULL, 0, &r));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_where, a, 3, NULL, 0, &r));
     } else {
-      RX_RETURN_IF_ERROR(onnx_emit(I, n, "cast", a, 1, &ca, 1, &r));
+      RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_cast, a, 1, &ca, 1, &r));
     }
   }
   onnx_def_tensor(I, n, r);
   return NULL;
 }
 
-/* HannWindow, HammingWindow, BlackmanWindow (rop: "hann", "hamming", "blackman"): a0 - a1
+/* HannWindow, HammingWindow, BlackmanWindow (row->form: "hann", "hamming", "blackman"): a0 - a1
  * cos(2 pi i / N') + a2 cos(4 pi i / N') for i < size, N' = size (periodic, the default) or size
  * - 1; size a constant, a shape value or bound at run time; in output_datatype (default f32). */
-rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const char *rop) {
+rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   double a0 = 0.5, a1 = 0.5, a2 = 0;
-  if (!strcmp(rop, "hamming")) a0 = 25.0 / 46, a1 = 21.0 / 46;
-  if (!strcmp(rop, "blackman")) a0 = 0.42, a2 = 0.08;
+  if (!strcmp(row->form, "hamming")) a0 = 25.0 / 46, a1 = 21.0 / 46;
+  if (!strcmp(row->form, "blackman")) a0 = 0.42, a2 = 0.08;
   rx_dtype dt;
   if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "output_datatype", 1), &dt) ||
       !(rx_dtype_is_float(dt) || rx_dtype_is_int(dt)))
@@ -409,18 +409,18 @@ rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const char *rop) {
   rx_node *i, *dn, *ang, *y, *c;
   rx_node *a[2] = {I64(rx_sym_const(I->m, 0)), I64(size)};
   const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
-  RX_RETURN_IF_ERROR(onnx_exa(I, n, "arange", a, 2, &at, 1, &i, NULL));
+  RX_RETURN_IF_ERROR(onnx_exa(I, n, RX_OP_arange, a, 2, &at, 1, &i, NULL));
   RX_RETURN_IF_ERROR(onnx_value_tensor(I, n, den, RX_DTYPE_F32, &dn));
-  EX2("multiply", i, FL(2 * 3.14159265358979323846), ang);
-  EX2("divide", ang, dn, ang);
-  EX1("cos", ang, c);
-  EX2("multiply", c, FL(-a1), y);
-  EX2("add", y, FL(a0), y);
+  EX2(RX_OP_multiply, i, FL(2 * 3.14159265358979323846), ang);
+  EX2(RX_OP_divide, ang, dn, ang);
+  EX1(RX_OP_cos, ang, c);
+  EX2(RX_OP_multiply, c, FL(-a1), y);
+  EX2(RX_OP_add, y, FL(a0), y);
   if (a2 != 0) {
-    EX2("multiply", ang, FL(2), c);
-    EX1("cos", c, c);
-    EX2("multiply", c, FL(a2), c);
-    EX2("add", y, c, y);
+    EX2(RX_OP_multiply, ang, FL(2), c);
+    EX1(RX_OP_cos, c, c);
+    EX2(RX_OP_multiply, c, FL(a2), c);
+    EX2(RX_OP_add, y, c, y);
   }
   if (dt != RX_DTYPE_F32) RX_RETURN_IF_ERROR(onnx_rt_cast(I, n, y, dt, &y));
   onnx_def_tensor(I, n, y->var);
