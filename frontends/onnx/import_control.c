@@ -225,7 +225,7 @@ static rx_status import_body(imp *I, const Onnx__NodeProto *n, const Onnx__Graph
 
 /* A free function name: prefix and a number not given before in this import (I->ncf) nor used;
  * suffixes b, e and t are free too. */
-void onnx_cf_name(imp *I, const char *prefix, char *out, size_t size) {
+static void cf_name(imp *I, const char *prefix, char *out, size_t size) {
   for (int k = I->ncf++;; k = I->ncf++) {
     char t[64], e[64], b2[64];
     snprintf(out, size, "%s%d", prefix, k);
@@ -376,7 +376,7 @@ rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   if (c->sinfo->kind != RX_SINFO_TENSOR || c->sinfo->dtype != RX_DTYPE_BOOL)
     return onnx_node_err(I, n, "input 0 (cond) must be a bool tensor");
   char F[48], tn[64], en[64];
-  onnx_cf_name(I, "onnxif", F, sizeof F);
+  cf_name(I, "onnxif", F, sizeof F);
   snprintf(tn, sizeof tn, "%st", F);
   snprintf(en, sizeof en, "%se", F);
   body bt = {.fname = tn}, be = {.fname = en};
@@ -588,7 +588,7 @@ rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   }
   const rx_expr *T = a[1 + N]->sinfo->shape[0];
   char F[48], bn[64], ks[64];
-  onnx_cf_name(I, "onnxscan", F, sizeof F);
+  cf_name(I, "onnxscan", F, sizeof F);
   snprintf(bn, sizeof bn, "%sb", F);
   snprintf(ks, sizeof ks, "%s_k", F);
   body bd = {.fname = bn, .in = in};
@@ -879,7 +879,7 @@ rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     in[2 + i] = a[3 + i]->sinfo;
   }
   char F[48], bn[64], ks[64], cs[64], ms[64], is[80];
-  onnx_cf_name(I, "onnxloop", F, sizeof F);
+  cf_name(I, "onnxloop", F, sizeof F);
   snprintf(bn, sizeof bn, "%sb", F);
   snprintf(ks, sizeof ks, "%s_k", F);
   snprintf(cs, sizeof cs, "%s_c", F);

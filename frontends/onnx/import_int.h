@@ -57,8 +57,8 @@ typedef struct imp {
   val *vals;
   int nvals, cap;
   int fresh;       /* next fresh dim name d<N> */
-  int ncf;         /* next number of a control-flow driver (onnx_cf_name): a nested one is named
-                      while its outer one's functions are not in the module yet */
+  int ncf;         /* next number of a control-flow driver (import_control.c's cf_name): a nested
+                      one is named while its outer one's functions are not in the module yet */
   rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
@@ -167,9 +167,6 @@ rx_status onnx_nd_flat_index(imp *I, const Onnx__NodeProto *n, const rx_sinfo *d
 
 /* import_rt.c */
 rx_status onnx_rt_cast(imp *I, const Onnx__NodeProto *n, rx_node *x, rx_dtype dt, rx_node **out);
-
-/* import_control.c */
-void onnx_cf_name(imp *I, const char *prefix, char *out, size_t size);
 
 /* ---- the handlers, by file (onnx_ops[] in import.c lists them) ---- */
 
