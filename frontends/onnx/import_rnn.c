@@ -16,6 +16,8 @@
  * outputs yh, yc and ws. */
 #include "import_rnn.h"
 
+#include "import_int.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,9 +402,9 @@ static char *program_text(spec *sp, const char *name) {
 
 /* ---- the graph ---- */
 
-static rx_status op1(rx_builder *b, const char *op, rx_node *x, const rx_attr *at, rx_node **out) {
+static rx_status op1(rx_builder *b, rx_op_id op, rx_node *x, const rx_attr *at, rx_node **out) {
   rx_var *v;
-  RX_RETURN_IF_ERROR(rx_emit_op(b, op, &x, 1, at ? &at : NULL, at ? 1 : 0, NULL, &v));
+  RX_RETURN_IF_ERROR(rx_emit_op(b, onnx_op_name(op), &x, 1, at ? &at : NULL, at ? 1 : 0, NULL, &v));
   *out = rx_arg_var(b, v);
   return NULL;
 }
@@ -411,14 +413,14 @@ static rx_status reshape(rx_builder *b, rx_node *x, const rx_expr *const *dims, 
                          rx_node **out) {
   rx_node *a[2] = {x, rx_arg_shape(b, dims, k)};
   rx_var *v;
-  RX_RETURN_IF_ERROR(rx_emit_op(b, "reshape", a, 2, NULL, 0, NULL, &v));
+  RX_RETURN_IF_ERROR(rx_emit_op(b, onnx_op_name(RX_OP_reshape), a, 2, NULL, 0, NULL, &v));
   *out = rx_arg_var(b, v);
   return NULL;
 }
 
 static rx_status permute(rx_module *m, rx_builder *b, rx_node *x, const int64_t *axes, int k,
                          rx_node **out) {
-  return op1(b, "permute", x, rx_attr_ints(m, "axes", axes, k), out);
+  return op1(b, RX_OP_permute, x, rx_attr_ints(m, "axes", axes, k), out);
 }
 
 /* XW [D, T, B, G*H] = X [T, B, I] W^T, one batched matmul for every step and direction */
@@ -433,7 +435,7 @@ static rx_status project(rx_module *m, rx_builder *b, const spec *sp, const onnx
   RX_RETURN_IF_ERROR(permute(m, b, in->w, wt, 3, &w));
   rx_node *a[2] = {x, w};
   rx_var *v;
-  RX_RETURN_IF_ERROR(rx_emit_op(b, "matmul", a, 2, NULL, 0, NULL, &v));
+  RX_RETURN_IF_ERROR(rx_emit_op(b, onnx_op_name(RX_OP_matmul), a, 2, NULL, 0, NULL, &v));
   const rx_expr *d4[4] = {rx_sym_const(m, sp->D), T, B, rx_sym_const(m, sp->GH)};
   return reshape(b, rx_arg_var(b, v), d4, 4, out);
 }
@@ -509,5 +511,29 @@ rx_status onnx_rnn_import(rx_module *m, rx_builder *b, const Onnx__NodeProto *n,
     }
     out[i] = v;
   }
+  return NULL;
+}
+
+/* ---- the handler (onnx_ops[] in import.c) ---- */
+
+/* RNN, GRU, LSTM: import_rnn.c, given the inputs as arguments */
+rx_status onnx_do_rnn(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
+  (void)row;
+  onnx_rnn_in in = {0};
+  rx_node **slot[8] = {&in.x, &in.w, &in.r, &in.b, &in.seq, &in.h0, &in.c0, &in.p};
+  for (size_t i = 0; i < 8; i++)
+    if (onnx_input(n, i)) RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, i), slot[i]));
+  if (!in.x || !in.w || !in.r) return onnx_node_err(I, n, "inputs X, W and R are required");
+  in.xs = in.x->sinfo; /* a shape value made a tensor too */
+  in.ws = in.w->sinfo;
+  in.rs = in.r->sinfo;
+  in.seqs = in.seq ? in.seq->sinfo : NULL;
+  rx_var *out[3];
+  RX_RETURN_IF_ERROR(onnx_at_node(I, n, onnx_rnn_import(I->m, I->b, n, &in, out)));
+  for (size_t i = 0; i < n->n_output && i < 3; i++)
+    if (n->output[i] && n->output[i][0]) {
+      if (!out[i]) return onnx_node_err(I, n, "output %zu is not defined for %s", i, n->op_type);
+      onnx_def_named(I, n->output[i], out[i]);
+    }
   return NULL;
 }

@@ -1,6 +1,7 @@
 /* frontends/onnx/import_rnn.h: the recurrent operators of the ONNX importer (RNN, GRU, LSTM;
- * frontends/onnx/import_rnn.c), called by import.c's handler once it has the node's inputs as
- * builder arguments. Internal header of relaxc_core. */
+ * frontends/onnx/import_rnn.c), called by their handler onnx_do_rnn (at the end of
+ * import_rnn.c) once it has the node's inputs as builder arguments. Internal header of
+ * relaxc_core. */
 #ifndef RX_ONNX_IMPORT_RNN_H
 #define RX_ONNX_IMPORT_RNN_H
 

@@ -1,5 +1,6 @@
-/* frontends/onnx/onnx_import.h: the ONNX importer (frontends/onnx/import.c), built when
- * RX_HAVE_ONNX is defined (frontends/onnx/onnx.cmake). Internal header of relaxc_core.
+/* frontends/onnx/onnx_import.h: the ONNX importer (frontends/onnx/import.c and the files of
+ * its operator families, import_int.h), built when RX_HAVE_ONNX is defined
+ * (frontends/onnx/onnx.cmake). Internal header of relaxc_core.
  *
  * An ONNX ModelProto becomes one graph function `main` in the module:
  * - parameters: the graph inputs (that are not initializers) in order, then the weights: the

@@ -42,7 +42,7 @@ bool onnx_is_external(const Onnx__TensorProto *t);
 const Onnx__TensorProto *onnx_const_tensor(const Onnx__NodeProto *n);
 
 /* The longest integer tensor the importer folds into a symbolic value. Cross-file invariant:
- * equal to SYM_MAX in import.c. */
+ * SYM_MAX in import_int.h is this. */
 #define ONNX_FOLD_MAX 16
 /* Is this tensor a weight (a parameter of `main`) rather than a folded constant? Folded:
  * INT64/INT32 tensors of rank 0 or 1 with at most ONNX_FOLD_MAX elements (symbolic values), and

@@ -2,7 +2,7 @@
  * for Vulkan and run on its device (lavapipe in CI), checked against closed forms (every value is
  * exact in f32: multiples of 1/4 far below 2^24).
  *
- * A loop is a tail-recursive graph function (frontends/onnx/import.c, "control flow") that the
+ * A loop is a tail-recursive graph function (frontends/onnx/import_control.c) that the
  * host program's TAIL_CALL_FN runs in constant frames; before it, every count past 63 failed
  * with "calls nested more than 64 deep". The models (tests/onnx/loops, written by
  * tests/onnx/gen_loop_models.py; loop_count from tests/lit/onnx/Inputs):
