@@ -1,4 +1,4 @@
-#define _XOPEN_SOURCE 700 /* realpath (rx_path_check_inside) */
+#define _XOPEN_SOURCE 700 /* realpath (base_path_check_inside) */
 #include "base.h"
 
 #include <assert.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Noreturn void rx_panic(const char *file, int line, const char *what) {
+_Noreturn void base_panic(const char *file, int line, const char *what) {
   fprintf(stderr, "relaxc internal error: %s:%d: assertion failed: %s\n", file, line, what);
   abort();
 }
@@ -24,12 +24,12 @@ static void *check_alloc(void *p) {
   return p;
 }
 
-void *rx_malloc(size_t n) { return check_alloc(malloc(n ? n : 1)); }
-void *rx_calloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1)); }
-void *rx_realloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1)); }
-char *rx_strdup(const char *s) { return rx_strndup(s, strlen(s)); }
-char *rx_strndup(const char *s, size_t n) {
-  char *r = rx_malloc(n + 1);
+void *base_malloc(size_t n) { return check_alloc(malloc(n ? n : 1)); }
+void *base_calloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1)); }
+void *base_realloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1)); }
+char *base_strdup(const char *s) { return base_strndup(s, strlen(s)); }
+char *base_strndup(const char *s, size_t n) {
+  char *r = base_malloc(n + 1);
   memcpy(r, s, n);
   r[n] = 0;
   return r;
@@ -43,9 +43,9 @@ struct rx_arena_chunk {
   _Alignas(16) unsigned char data[];
 };
 
-void rx_arena_init(rx_arena *a) { memset(a, 0, sizeof *a); }
+void base_arena_init(rx_arena *a) { memset(a, 0, sizeof *a); }
 
-void rx_arena_free(rx_arena *a) {
+void base_arena_free(rx_arena *a) {
   rx_arena_chunk *c = a->head;
   while (c) {
     rx_arena_chunk *n = c->next;
@@ -55,11 +55,11 @@ void rx_arena_free(rx_arena *a) {
   memset(a, 0, sizeof *a);
 }
 
-void *rx_arena_alloc(rx_arena *a, size_t n) {
+void *base_arena_alloc(rx_arena *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (!a->head || a->used + n > a->cap) {
     size_t size = n > 60000 ? n : 64 * 1024 - 64;
-    rx_arena_chunk *c = rx_malloc(sizeof *c + size);
+    rx_arena_chunk *c = base_malloc(sizeof *c + size);
     c->size = size;
     /* a big allocation goes behind the head so the head's free space is kept */
     if (a->head && n > 60000) {
@@ -81,26 +81,26 @@ void *rx_arena_alloc(rx_arena *a, size_t n) {
   return p;
 }
 
-void *rx_arena_dup(rx_arena *a, const void *p, size_t n) {
-  void *r = rx_arena_alloc(a, n);
+void *base_arena_dup(rx_arena *a, const void *p, size_t n) {
+  void *r = base_arena_alloc(a, n);
   if (n) memcpy(r, p, n);
   return r;
 }
 
-char *rx_arena_strndup(rx_arena *a, const char *s, size_t n) {
-  char *r = rx_arena_alloc(a, n + 1);
+char *base_arena_strndup(rx_arena *a, const char *s, size_t n) {
+  char *r = base_arena_alloc(a, n + 1);
   memcpy(r, s, n);
   return r;
 }
-char *rx_arena_strdup(rx_arena *a, const char *s) { return rx_arena_strndup(a, s, strlen(s)); }
+char *base_arena_strdup(rx_arena *a, const char *s) { return base_arena_strndup(a, s, strlen(s)); }
 
-char *rx_arena_printf(rx_arena *a, const char *fmt, ...) {
+char *base_arena_printf(rx_arena *a, const char *fmt, ...) {
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  char *r = rx_arena_alloc(a, (size_t)n + 1);
+  char *r = base_arena_alloc(a, (size_t)n + 1);
   vsnprintf(r, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
   return r;
@@ -108,8 +108,8 @@ char *rx_arena_printf(rx_arena *a, const char *fmt, ...) {
 
 /* ---- vectors and string buffers ---- */
 
-void rx_ptrvec_push(rx_ptrvec *v, void *p) { RX_VEC_PUSH(v, p); }
-void rx_ptrvec_free(rx_ptrvec *v) {
+void base_ptrvec_push(rx_ptrvec *v, void *p) { RX_VEC_PUSH(v, p); }
+void base_ptrvec_free(rx_ptrvec *v) {
   free(v->data);
   memset(v, 0, sizeof *v);
 }
@@ -120,15 +120,15 @@ static size_t ptr_slot(const void *p, size_t cap) {
 
 static void ptrmap_grow(rx_ptrmap *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
-  rx_ptrmap n = {rx_calloc(cap, sizeof(void *)), rx_calloc(cap, sizeof(int)), cap, 0};
+  rx_ptrmap n = {base_calloc(cap, sizeof(void *)), base_calloc(cap, sizeof(int)), cap, 0};
   for (size_t i = 0; i < m->cap; i++)
-    if (m->keys[i]) rx_ptrmap_put(&n, m->keys[i], m->vals[i]);
+    if (m->keys[i]) base_ptrmap_put(&n, m->keys[i], m->vals[i]);
   free(m->keys);
   free(m->vals);
   *m = n;
 }
 
-void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value) {
+void base_ptrmap_put(rx_ptrmap *m, const void *key, int value) {
   RX_ASSERT(key);
   if ((m->len + 1) * 2 > m->cap) ptrmap_grow(m);
   size_t i = ptr_slot(key, m->cap);
@@ -138,7 +138,7 @@ void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value) {
   m->vals[i] = value;
 }
 
-int rx_ptrmap_get(const rx_ptrmap *m, const void *key) {
+int base_ptrmap_get(const rx_ptrmap *m, const void *key) {
   if (!m->cap) return -1;
   size_t i = ptr_slot(key, m->cap);
   while (m->keys[i]) {
@@ -148,7 +148,7 @@ int rx_ptrmap_get(const rx_ptrmap *m, const void *key) {
   return -1;
 }
 
-void rx_ptrmap_free(rx_ptrmap *m) {
+void base_ptrmap_free(rx_ptrmap *m) {
   free(m->keys);
   free(m->vals);
   memset(m, 0, sizeof *m);
@@ -158,20 +158,20 @@ static void strbuf_reserve(rx_strbuf *b, size_t extra) {
   if (b->len + extra + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < b->len + extra + 1) cap *= 2;
-  b->data = rx_realloc(b->data, cap);
+  b->data = base_realloc(b->data, cap);
   b->cap = cap;
 }
 
-void rx_strbuf_appendn(rx_strbuf *b, const char *s, size_t n) {
+void base_strbuf_appendn(rx_strbuf *b, const char *s, size_t n) {
   strbuf_reserve(b, n);
   memcpy(b->data + b->len, s, n);
   b->len += n;
   b->data[b->len] = 0;
 }
-void rx_strbuf_append(rx_strbuf *b, const char *s) { rx_strbuf_appendn(b, s, strlen(s)); }
-void rx_strbuf_putc(rx_strbuf *b, char c) { rx_strbuf_appendn(b, &c, 1); }
+void base_strbuf_append(rx_strbuf *b, const char *s) { base_strbuf_appendn(b, s, strlen(s)); }
+void base_strbuf_putc(rx_strbuf *b, char c) { base_strbuf_appendn(b, &c, 1); }
 
-void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap) {
+void base_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -180,18 +180,18 @@ void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap) {
   va_end(ap2);
   b->len += (size_t)n;
 }
-void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) {
+void base_strbuf_printf(rx_strbuf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(b, fmt, ap);
+  base_strbuf_vprintf(b, fmt, ap);
   va_end(ap);
 }
-void rx_strbuf_json_string(rx_strbuf *b, const char *s) {
+void base_strbuf_json_string(rx_strbuf *b, const char *s) {
   if (!s) {
-    rx_strbuf_append(b, "null");
+    base_strbuf_append(b, "null");
     return;
   }
-  rx_strbuf_putc(b, '"');
+  base_strbuf_putc(b, '"');
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
     const char *esc = *c == '"'    ? "\\\""
                       : *c == '\\' ? "\\\\"
@@ -200,52 +200,52 @@ void rx_strbuf_json_string(rx_strbuf *b, const char *s) {
                       : *c == '\t' ? "\\t"
                                    : NULL;
     if (esc)
-      rx_strbuf_append(b, esc);
+      base_strbuf_append(b, esc);
     else if (*c < 0x20)
-      rx_strbuf_printf(b, "\\u%04x", *c);
+      base_strbuf_printf(b, "\\u%04x", *c);
     else
-      rx_strbuf_putc(b, (char)*c);
+      base_strbuf_putc(b, (char)*c);
   }
-  rx_strbuf_putc(b, '"');
+  base_strbuf_putc(b, '"');
 }
 
-char *rx_strbuf_take(rx_strbuf *b) {
-  char *r = b->data ? b->data : rx_strdup("");
+char *base_strbuf_take(rx_strbuf *b) {
+  char *r = b->data ? b->data : base_strdup("");
   memset(b, 0, sizeof *b);
   return r;
 }
-void rx_strbuf_free(rx_strbuf *b) {
+void base_strbuf_free(rx_strbuf *b) {
   free(b->data);
   memset(b, 0, sizeof *b);
 }
 
 /* ---- hashing and interning ---- */
 
-uint64_t rx_hash_bytes(const void *p, size_t n) {
+uint64_t base_hash_bytes(const void *p, size_t n) {
   const unsigned char *s = p;
   uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
   for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
   return h;
 }
 
-void rx_strtab_init(rx_strtab *t, rx_arena *arena) {
+void base_strtab_init(rx_strtab *t, rx_arena *arena) {
   memset(t, 0, sizeof *t);
   t->arena = arena;
 }
-void rx_strtab_free(rx_strtab *t) {
+void base_strtab_free(rx_strtab *t) {
   free(t->slots);
   t->slots = NULL;
   t->cap = t->count = 0;
 }
 
-const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n) {
+const char *base_strtab_intern(rx_strtab *t, const char *s, size_t n) {
   if ((t->count + 1) * 2 > t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 256;
-    const char **slots = rx_calloc(cap, sizeof *slots);
+    const char **slots = base_calloc(cap, sizeof *slots);
     for (size_t i = 0; i < t->cap; i++) {
       const char *e = t->slots[i];
       if (!e) continue;
-      size_t j = rx_hash_bytes(e, strlen(e)) & (cap - 1);
+      size_t j = base_hash_bytes(e, strlen(e)) & (cap - 1);
       while (slots[j]) j = (j + 1) & (cap - 1);
       slots[j] = e;
     }
@@ -253,13 +253,13 @@ const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n) {
     t->slots = slots;
     t->cap = cap;
   }
-  size_t j = rx_hash_bytes(s, n) & (t->cap - 1);
+  size_t j = base_hash_bytes(s, n) & (t->cap - 1);
   while (t->slots[j]) {
     const char *e = t->slots[j];
     if (strncmp(e, s, n) == 0 && e[n] == 0) return e;
     j = (j + 1) & (t->cap - 1);
   }
-  const char *r = rx_arena_strndup(t->arena, s, n);
+  const char *r = base_arena_strndup(t->arena, s, n);
   t->slots[j] = r;
   t->count++;
   return r;
@@ -281,26 +281,26 @@ static char *printable_message(rx_strbuf *b) {
   bool plain = true;
   for (const unsigned char *p = (const unsigned char *)m; *p && plain; p++)
     plain = (*p >= 0x20 && *p < 0x7f) || *p == '\n' || *p == '\t';
-  if (plain) return rx_strbuf_take(b);
+  if (plain) return base_strbuf_take(b);
   rx_strbuf clean = {0};
   append_printable(&clean, m, b->len, 0);
-  rx_strbuf_free(b);
-  return rx_strbuf_take(&clean);
+  base_strbuf_free(b);
+  return base_strbuf_take(&clean);
 }
 
-rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap) {
+rx_status base_status_vmake(rx_status_code code, const char *fmt, va_list ap) {
   RX_ASSERT(code != RX_OK);
   rx_strbuf b = {0};
-  rx_strbuf_vprintf(&b, fmt, ap);
-  rx_status s = rx_malloc(sizeof *s);
+  base_strbuf_vprintf(&b, fmt, ap);
+  rx_status s = base_malloc(sizeof *s);
   s->code = code;
   s->msg = printable_message(&b);
   return s;
 }
-rx_status rx_status_make(rx_status_code code, const char *fmt, ...) {
+rx_status base_status_make(rx_status_code code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_status s = rx_status_vmake(code, fmt, ap);
+  rx_status s = base_status_vmake(code, fmt, ap);
   va_end(ap);
   return s;
 }
@@ -311,14 +311,14 @@ void rx_status_free(rx_status s) {
   free(s->msg);
   free(s);
 }
-rx_status rx_status_annotate(rx_status s, const char *fmt, ...) {
+rx_status base_status_annotate(rx_status s, const char *fmt, ...) {
   if (!s) return s;
   rx_strbuf b = {0};
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&b, fmt, ap);
+  base_strbuf_vprintf(&b, fmt, ap);
   va_end(ap);
-  rx_strbuf_printf(&b, ": %s", s->msg);
+  base_strbuf_printf(&b, ": %s", s->msg);
   free(s->msg);
   s->msg = printable_message(&b);
   return s;
@@ -326,14 +326,14 @@ rx_status rx_status_annotate(rx_status s, const char *fmt, ...) {
 
 /* ---- element counts ---- */
 
-bool rx_mul_count(int64_t a, int64_t b, int64_t *out) {
+bool base_mul_count(int64_t a, int64_t b, int64_t *out) {
   *out = 0;
   if (a < 0 || b < 0 || (b && a > INT64_MAX / b)) return false;
   *out = a * b;
   return true;
 }
 
-rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out) {
+rx_count_status base_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out) {
   *out = 0;
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 0) return RX_COUNT_NEGATIVE;
@@ -342,20 +342,20 @@ rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, in
   for (int i = 0; i < ndim; i++) /* a zero dimension: no elements, however large the others */
     if (!shape[i]) return RX_COUNT_OK;
   for (int i = 0; i < ndim; i++)
-    if (!rx_mul_count(n, shape[i], &n)) return RX_COUNT_OVERFLOW;
+    if (!base_mul_count(n, shape[i], &n)) return RX_COUNT_OVERFLOW;
   *out = n;
   return RX_COUNT_OK;
 }
 
 /* ---- diagnostics ---- */
 
-void rx_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
-void rx_diag_free(rx_diag *d) { rx_strbuf_free(&d->text); }
+void base_diag_init(rx_diag *d) { memset(d, 0, sizeof *d); }
+void base_diag_free(rx_diag *d) { base_strbuf_free(&d->text); }
 const char *rx_diag_text(const rx_diag *d) { return d->text.data ? d->text.data : ""; }
 
-rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback) {
+rx_status base_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback) {
   while (n && text[n - 1] == '\n') n--;
-  if (!n) return rx_status_make(code, "%s", fallback);
+  if (!n) return base_status_make(code, "%s", fallback);
   rx_strbuf b = {0};
   for (size_t i = 0; i < n;) {
     size_t len = 0;
@@ -365,16 +365,16 @@ rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const 
     for (size_t k = 0; !lvl && k + 9 <= len; k++)
       if (!memcmp(line + k, ": error: ", 9)) lvl = line + k + 2;
     if (lvl) {
-      rx_strbuf_appendn(&b, line, (size_t)(lvl - line));
-      rx_strbuf_appendn(&b, lvl + 7, len - (size_t)(lvl + 7 - line));
+      base_strbuf_appendn(&b, line, (size_t)(lvl - line));
+      base_strbuf_appendn(&b, lvl + 7, len - (size_t)(lvl + 7 - line));
     } else {
-      rx_strbuf_appendn(&b, line, len);
+      base_strbuf_appendn(&b, line, len);
     }
     i += len;
-    if (i < n) rx_strbuf_putc(&b, text[i++]);
+    if (i < n) base_strbuf_putc(&b, text[i++]);
   }
-  rx_status s = rx_status_make(code, "%s", b.data);
-  rx_strbuf_free(&b);
+  rx_status s = base_status_make(code, "%s", b.data);
+  base_strbuf_free(&b);
   return s;
 }
 
@@ -410,16 +410,16 @@ static void append_printable(rx_strbuf *b, const char *s, size_t n, char bad) {
   for (size_t i = 0; i < n;) {
     size_t len = u[i] >= 0x80 ? utf8_len(u + i, n - i) : 0;
     if (len) {
-      rx_strbuf_appendn(b, s + i, len);
+      base_strbuf_appendn(b, s + i, len);
       i += len;
       continue;
     }
     if ((u[i] >= 0x20 && u[i] < 0x7f) || u[i] == '\t' || (u[i] == '\n' && !bad))
-      rx_strbuf_putc(b, s[i]);
+      base_strbuf_putc(b, s[i]);
     else if (bad)
-      rx_strbuf_putc(b, bad);
+      base_strbuf_putc(b, bad);
     else
-      rx_strbuf_printf(b, "\\x%02x", u[i]);
+      base_strbuf_printf(b, "\\x%02x", u[i]);
     i++;
   }
 }
@@ -442,18 +442,18 @@ static void quote_line(rx_strbuf *out, const rx_source *src, size_t offset) {
   size_t hi = lo;
   for (size_t n = 0; hi < end && n < DIAG_EXCERPT_COLS; n++) hi += char_len(u + hi, end - hi);
   if (hi < offset) hi = offset; /* the caret's character is always shown */
-  rx_strbuf_append(out, "  ");
-  if (lo > start) rx_strbuf_append(out, "...");
+  base_strbuf_append(out, "  ");
+  if (lo > start) base_strbuf_append(out, "...");
   append_printable(out, text + lo, hi - lo, '?');
-  if (hi < end) rx_strbuf_append(out, "...");
-  rx_strbuf_append(out, "\n  ");
-  if (lo > start) rx_strbuf_append(out, "   ");
+  if (hi < end) base_strbuf_append(out, "...");
+  base_strbuf_append(out, "\n  ");
+  if (lo > start) base_strbuf_append(out, "   ");
   for (size_t i = lo; i < offset; i += char_len(u + i, offset - i))
-    rx_strbuf_putc(out, text[i] == '\t' ? '\t' : ' ');
-  rx_strbuf_append(out, "^\n");
+    base_strbuf_putc(out, text[i] == '\t' ? '\t' : ' ');
+  base_strbuf_append(out, "^\n");
 }
 
-void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap) {
+void base_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap) {
   int max = d->max_errors ? d->max_errors : 50;
   if (lvl == RX_DIAG_ERROR) {
     d->errors++;
@@ -463,29 +463,29 @@ void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt,
   }
   static const char *names[] = {"error", "warning", "note"};
   if (loc.src) {
-    rx_strbuf_printf(&d->text, "%s:%u:%u: %s: ", loc.src->name, loc.line, loc.col, names[lvl]);
+    base_strbuf_printf(&d->text, "%s:%u:%u: %s: ", loc.src->name, loc.line, loc.col, names[lvl]);
   } else {
-    rx_strbuf_printf(&d->text, "%s: ", names[lvl]);
+    base_strbuf_printf(&d->text, "%s: ", names[lvl]);
   }
   rx_strbuf msg = {0};
-  rx_strbuf_vprintf(&msg, fmt, ap);
+  base_strbuf_vprintf(&msg, fmt, ap);
   size_t n = msg.len;
   if (n > DIAG_MESSAGE_BYTES) { /* cut at a character boundary */
     n = DIAG_MESSAGE_BYTES;
     while (n > 0 && ((unsigned char)msg.data[n] & 0xc0) == 0x80) n--;
   }
   append_printable(&d->text, msg.data ? msg.data : "", n, 0);
-  if (n < msg.len) rx_strbuf_append(&d->text, "...");
-  rx_strbuf_free(&msg);
-  rx_strbuf_putc(&d->text, '\n');
+  if (n < msg.len) base_strbuf_append(&d->text, "...");
+  base_strbuf_free(&msg);
+  base_strbuf_putc(&d->text, '\n');
   if (!loc.src || loc.offset > loc.src->len) return;
   quote_line(&d->text, loc.src, loc.offset);
 }
 
-void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...) {
+void base_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(d, lvl, loc, fmt, ap);
+  base_diag_vreport(d, lvl, loc, fmt, ap);
   va_end(ap);
 }
 
@@ -499,18 +499,18 @@ static const struct {
 #undef RX_FILE_KIND_ROW
 };
 
-const char *rx_file_kind_name(rx_file_kind k) {
+const char *base_file_kind_name(rx_file_kind k) {
   assert((unsigned)k < RX_FILE_KIND_COUNT);
   return file_kinds[k].name;
 }
 
-uint64_t rx_file_kind_limit(rx_file_kind k) {
+uint64_t base_file_kind_limit(rx_file_kind k) {
   assert((unsigned)k < RX_FILE_KIND_COUNT);
   return file_kinds[k].limit;
 }
 
 /* RX_FILE_MODEL once its first bytes are known: ONNX for a name ending in ".onnx" or a binary
- * first byte (tools/commands.h, rx_cli_is_onnx: the same rule), else text IR. */
+ * first byte (tools/commands.h, cli_is_onnx: the same rule), else text IR. */
 static rx_file_kind model_kind(const char *name, const char *data, size_t len) {
   size_t n = strlen(name);
   if (n > 5 && !strcmp(name + n - 5, ".onnx")) return RX_FILE_ONNX;
@@ -522,13 +522,13 @@ static rx_file_kind model_kind(const char *name, const char *data, size_t len) {
 static rx_status over_limit(const char *name, rx_file_kind kind, uint64_t size) {
   uint64_t limit = file_kinds[kind].limit;
   if (size) /* a regular file: its size is known before it is read */
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_INVALID, "%s: %llu bytes, past the limit of %llu bytes for %s files: not read", name,
         (unsigned long long)size, (unsigned long long)limit, file_kinds[kind].name);
-  return rx_status_make(RX_ERR_INVALID,
-                        "%s: more than %llu bytes, the limit for %s files (a stream, a pipe or a "
-                        "device is read up to the limit of its kind, then refused)",
-                        name, (unsigned long long)limit, file_kinds[kind].name);
+  return base_status_make(RX_ERR_INVALID,
+                          "%s: more than %llu bytes, the limit for %s files (a stream, a pipe or a "
+                          "device is read up to the limit of its kind, then refused)",
+                          name, (unsigned long long)limit, file_kinds[kind].name);
 }
 
 /* f (named name) read up to its kind's limit; size: a regular file's size (0: unknown, or a
@@ -545,11 +545,11 @@ static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint
       if (want > most) want = most;
       char *p = want <= SIZE_MAX ? realloc(buf, (size_t)want) : NULL;
       if (!p) {
-        s = rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                           "%s: out of host memory after %zu bytes read (the limit for %s files "
-                           "is %llu bytes)",
-                           name, len, file_kinds[kind].name,
-                           (unsigned long long)file_kinds[kind].limit);
+        s = base_status_make(RX_ERR_OUT_OF_MEMORY,
+                             "%s: out of host memory after %zu bytes read (the limit for %s files "
+                             "is %llu bytes)",
+                             name, len, file_kinds[kind].name,
+                             (unsigned long long)file_kinds[kind].limit);
         break;
       }
       buf = p;
@@ -563,10 +563,10 @@ static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint
       break;
     }
     if (first && kind == RX_FILE_ONNX && len && buf[0] == 0) { /* /dev/zero: refused at once */
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: not an ONNX protobuf: its first byte is 0 (a protobuf field has a "
-                         "number of at least 1)",
-                         name);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: not an ONNX protobuf: its first byte is 0 (a protobuf field has a "
+                           "number of at least 1)",
+                           name);
       break;
     }
     if (len > file_kinds[kind].limit) {
@@ -574,7 +574,7 @@ static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint
       break;
     }
     if (n == 0) {
-      if (ferror(f)) s = rx_status_make(RX_ERR_IO, "cannot read '%s': %s", name, strerror(errno));
+      if (ferror(f)) s = base_status_make(RX_ERR_IO, "cannot read '%s': %s", name, strerror(errno));
       break;
     }
   }
@@ -588,24 +588,25 @@ static rx_status read_limited(FILE *f, const char *name, rx_file_kind kind, uint
   return NULL;
 }
 
-rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
-                              size_t *out_len) {
+rx_status base_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+                                size_t *out_len) {
   *out_text = NULL;
   if (out_len) *out_len = 0;
   return read_limited(f, name, kind, 0, out_text, out_len);
 }
 
-rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text, size_t *out_len) {
+rx_status base_read_file_kind(const char *path, rx_file_kind kind, char **out_text,
+                              size_t *out_len) {
   *out_text = NULL;
   if (out_len) *out_len = 0;
   FILE *f = fopen(path, "rb");
-  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  if (!f) return base_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st; /* a directory opens, then fails to read: say what it is */
   uint64_t size = 0;
   if (fstat(fileno(f), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       fclose(f);
-      return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+      return base_status_make(RX_ERR_INVALID, "%s: is a directory", path);
     }
     if (S_ISREG(st.st_mode) && st.st_size > 0) size = (uint64_t)st.st_size;
   }
@@ -614,8 +615,8 @@ rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text
   return s;
 }
 
-rx_status rx_read_file(const char *path, char **out_text, size_t *out_len) {
-  return rx_read_file_kind(path, RX_FILE_JSON, out_text, out_len);
+rx_status base_read_file(const char *path, char **out_text, size_t *out_len) {
+  return base_read_file_kind(path, RX_FILE_JSON, out_text, out_len);
 }
 
 /* ---- paths ---- */
@@ -634,31 +635,31 @@ static char *hf_blobs_of(const char *dir) {
     while (repo > dir && repo[-1] != '/') repo--;
     if (strncmp(repo, "models--", 8) || p[11] == 0 || p[11] == '/') continue;
     rx_strbuf b = {0};
-    rx_strbuf_printf(&b, "%.*s/blobs", (int)(p - dir), dir);
-    return rx_strbuf_take(&b);
+    base_strbuf_printf(&b, "%.*s/blobs", (int)(p - dir), dir);
+    return base_strbuf_take(&b);
   }
   return NULL;
 }
 
-rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache) {
+rx_status base_path_check_inside(const char *file, const char *dir, bool hf_cache) {
   char *rfile = realpath(file, NULL);
   if (!rfile)
-    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve '%s': %s", file, strerror(errno));
+    return base_status_make(RX_ERR_NOT_FOUND, "cannot resolve '%s': %s", file, strerror(errno));
   char *rdir = realpath(dir && *dir ? dir : ".", NULL);
   if (!rdir) {
     int err = errno;
     free(rfile);
-    return rx_status_make(RX_ERR_NOT_FOUND, "cannot resolve the folder '%s': %s", dir,
-                          strerror(err));
+    return base_status_make(RX_ERR_NOT_FOUND, "cannot resolve the folder '%s': %s", dir,
+                            strerror(err));
   }
   bool ok = path_under(rfile, rdir);
   char *blobs = !ok && hf_cache ? hf_blobs_of(rdir) : NULL;
   if (blobs) ok = path_under(rfile, blobs) && strcmp(rfile, blobs);
   rx_status s = NULL;
   if (!ok)
-    s = rx_status_make(RX_ERR_INVALID, "'%s' resolves to '%s', outside the folder '%s'%s%s%s", file,
-                       rfile, rdir, blobs ? " and its Hugging Face cache's '" : "",
-                       blobs ? blobs : "", blobs ? "'" : "");
+    s = base_status_make(RX_ERR_INVALID, "'%s' resolves to '%s', outside the folder '%s'%s%s%s",
+                         file, rfile, rdir, blobs ? " and its Hugging Face cache's '" : "",
+                         blobs ? blobs : "", blobs ? "'" : "");
   free(blobs);
   free(rfile);
   free(rdir);
@@ -666,17 +667,17 @@ rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache)
 }
 
 /* ---- mapped files ---- */
-rx_status rx_map_file(const char *path, rx_mapped_file *out) {
+rx_status base_map_file(const char *path, rx_mapped_file *out) {
   memset(out, 0, sizeof *out);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+    return base_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
     bool dir = S_ISDIR(st.st_mode);
     close(fd);
-    return rx_status_make(RX_ERR_INVALID, "%s: %s", path,
-                          dir ? "is a directory" : "is not a regular file");
+    return base_status_make(RX_ERR_INVALID, "%s: %s", path,
+                            dir ? "is a directory" : "is not a regular file");
   }
   if (st.st_size == 0) { /* mmap refuses empty files: an empty mapping */
     close(fd);
@@ -684,34 +685,34 @@ rx_status rx_map_file(const char *path, rx_mapped_file *out) {
   }
   if ((uint64_t)st.st_size > SIZE_MAX) {
     close(fd);
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: %lld bytes do not fit the address space", path,
-                          (long long)st.st_size);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY, "%s: %lld bytes do not fit the address space",
+                            path, (long long)st.st_size);
   }
   void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
   close(fd); /* the mapping stays */
   if (p == MAP_FAILED)
-    return rx_status_make(RX_ERR_IO, "cannot map '%s' (%lld bytes): %s", path,
-                          (long long)st.st_size, strerror(err));
+    return base_status_make(RX_ERR_IO, "cannot map '%s' (%lld bytes): %s", path,
+                            (long long)st.st_size, strerror(err));
   out->data = p;
   out->size = (size_t)st.st_size;
   return NULL;
 }
 
-void rx_unmap_file(rx_mapped_file *f) {
+void base_unmap_file(rx_mapped_file *f) {
   if (f->data) munmap((void *)f->data, f->size);
   f->data = NULL;
   f->size = 0;
 }
 
-/* ---- run-time checks (base.h, rx_check_code) ---- */
+/* ---- run-time checks (base.h, base_check_code) ---- */
 
-int32_t rx_check_code(const char *message) {
-  uint32_t c = rx_crc32_update(0, message, strlen(message)) & 0x7fffffffu;
+int32_t base_check_code(const char *message) {
+  uint32_t c = base_crc32_update(0, message, strlen(message)) & 0x7fffffffu;
   return (int32_t)(c ? c : 1);
 }
 
-char *rx_check_format(const char *message, int64_t value) {
+char *base_check_format(const char *message, int64_t value) {
   size_t n = strlen(message);
   char *out = malloc(n + 24 * 4 + 1), *o = out;
   if (!out) return NULL;

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h> /* FILE: rx_read_stream_kind */
+#include <stdio.h> /* FILE: base_read_stream_kind */
 
 #include "../include/relaxc/types.h" /* rx_status_code, rx_status, rx_dtype */
 
@@ -17,16 +17,16 @@
 /* An internal invariant failed: a bug in relaxc, never a user error. */
 #define RX_ASSERT(c)                                                                               \
   do {                                                                                             \
-    if (!(c)) rx_panic(__FILE__, __LINE__, #c);                                                    \
+    if (!(c)) base_panic(__FILE__, __LINE__, #c);                                                  \
   } while (0)
-_Noreturn void rx_panic(const char *file, int line, const char *what);
+_Noreturn void base_panic(const char *file, int line, const char *what);
 
 /* ---- heap wrappers: abort only on host allocation failure (not user input) ---- */
-void *rx_malloc(size_t n);
-void *rx_calloc(size_t n, size_t size);
-void *rx_realloc(void *p, size_t n);
-char *rx_strdup(const char *s);
-char *rx_strndup(const char *s, size_t n);
+void *base_malloc(size_t n);
+void *base_calloc(size_t n, size_t size);
+void *base_realloc(void *p, size_t n);
+char *base_strdup(const char *s);
+char *base_strndup(const char *s, size_t n);
 
 /* ---- arena: bump allocation, everything freed at once ---- */
 typedef struct rx_arena_chunk rx_arena_chunk;
@@ -37,21 +37,21 @@ typedef struct rx_arena {
   size_t total;         /* bytes allocated over all chunks (statistics) */
 } rx_arena;
 
-void rx_arena_init(rx_arena *a);
-void rx_arena_free(rx_arena *a);             /* frees every chunk; the arena may be reused after */
-void *rx_arena_alloc(rx_arena *a, size_t n); /* zeroed, 16-byte aligned */
-void *rx_arena_dup(rx_arena *a, const void *p, size_t n);
-char *rx_arena_strdup(rx_arena *a, const char *s);
-char *rx_arena_strndup(rx_arena *a, const char *s, size_t n);
-char *rx_arena_printf(rx_arena *a, const char *fmt, ...) RX_PRINTF(2, 3);
+void base_arena_init(rx_arena *a);
+void base_arena_free(rx_arena *a); /* frees every chunk; the arena may be reused after */
+void *base_arena_alloc(rx_arena *a, size_t n); /* zeroed, 16-byte aligned */
+void *base_arena_dup(rx_arena *a, const void *p, size_t n);
+char *base_arena_strdup(rx_arena *a, const char *s);
+char *base_arena_strndup(rx_arena *a, const char *s, size_t n);
+char *base_arena_printf(rx_arena *a, const char *fmt, ...) RX_PRINTF(2, 3);
 
 /* ---- growable array of pointers (heap) ---- */
 typedef struct rx_ptrvec {
   void **data;
   size_t len, cap;
 } rx_ptrvec;
-void rx_ptrvec_push(rx_ptrvec *v, void *p);
-void rx_ptrvec_free(rx_ptrvec *v);
+void base_ptrvec_push(rx_ptrvec *v, void *p);
+void base_ptrvec_free(rx_ptrvec *v);
 
 /* Generic typed vector: RX_VEC(int) v = {0}; RX_VEC_PUSH(&v, 3); free(v.data); */
 #define RX_VEC(T)                                                                                  \
@@ -63,7 +63,7 @@ void rx_ptrvec_free(rx_ptrvec *v);
   do {                                                                                             \
     if ((v)->len == (v)->cap) {                                                                    \
       (v)->cap = (v)->cap ? (v)->cap * 2 : 8;                                                      \
-      (v)->data = rx_realloc((v)->data, (v)->cap * sizeof(*(v)->data));                            \
+      (v)->data = base_realloc((v)->data, (v)->cap * sizeof(*(v)->data));                          \
     }                                                                                              \
     (v)->data[(v)->len++] = (x);                                                                   \
   } while (0)
@@ -74,26 +74,26 @@ typedef struct rx_ptrmap {
   int *vals;
   size_t cap, len;
 } rx_ptrmap;
-void rx_ptrmap_put(rx_ptrmap *m, const void *key, int value); /* key != NULL; replaces */
-int rx_ptrmap_get(const rx_ptrmap *m, const void *key);       /* -1 when absent */
-void rx_ptrmap_free(rx_ptrmap *m);
+void base_ptrmap_put(rx_ptrmap *m, const void *key, int value); /* key != NULL; replaces */
+int base_ptrmap_get(const rx_ptrmap *m, const void *key);       /* -1 when absent */
+void base_ptrmap_free(rx_ptrmap *m);
 
 /* ---- growable string buffer (heap) ---- */
 typedef struct rx_strbuf {
   char *data; /* always NUL-terminated once anything was appended */
   size_t len, cap;
 } rx_strbuf;
-void rx_strbuf_append(rx_strbuf *b, const char *s);
-void rx_strbuf_appendn(rx_strbuf *b, const char *s, size_t n);
-void rx_strbuf_printf(rx_strbuf *b, const char *fmt, ...) RX_PRINTF(2, 3);
-void rx_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap);
-void rx_strbuf_putc(rx_strbuf *b, char c);
-char *rx_strbuf_take(rx_strbuf *b); /* returns the heap string (never NULL), resets b */
+void base_strbuf_append(rx_strbuf *b, const char *s);
+void base_strbuf_appendn(rx_strbuf *b, const char *s, size_t n);
+void base_strbuf_printf(rx_strbuf *b, const char *fmt, ...) RX_PRINTF(2, 3);
+void base_strbuf_vprintf(rx_strbuf *b, const char *fmt, va_list ap);
+void base_strbuf_putc(rx_strbuf *b, char c);
+char *base_strbuf_take(rx_strbuf *b); /* returns the heap string (never NULL), resets b */
 /* s as a JSON string literal ("null" for NULL): " and \ escaped, \n \r \t as such, other
  * control characters as \u00XX; bytes from 0x80 up copied (UTF-8 passes through). The one JSON
  * escaper of the compiler (kernels.json, manifest.json). */
-void rx_strbuf_json_string(rx_strbuf *b, const char *s);
-void rx_strbuf_free(rx_strbuf *b);
+void base_strbuf_json_string(rx_strbuf *b, const char *s);
+void base_strbuf_free(rx_strbuf *b);
 
 /* ---- element counts and byte sizes: the one checked product of a shape's dims ---- */
 typedef enum rx_count_status {
@@ -105,36 +105,36 @@ typedef enum rx_count_status {
  * byte size) into *out (0 unless OK). Every element count or byte size of a shape computed in
  * base/, ir/, runtime/ and tools/ goes through here, so an overflow is reported as one ("element
  * count of f32[...] overflows"), never wrapped to a small or zero count. */
-rx_count_status rx_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out);
+rx_count_status base_shape_count(int ndim, const int64_t *shape, uint64_t unit, int64_t *out);
 /* The same for a count already known to be valid and one more factor (e.g. bytes of a count). */
-bool rx_mul_count(int64_t a, int64_t b, int64_t *out);
+bool base_mul_count(int64_t a, int64_t b, int64_t *out);
 
 /* ---- half floats (base/half.c) ---- */
 /* f16 and bf16 to and from f32 (round to nearest even; NaN stays NaN, overflow gives infinity,
  * subnormals are exact): the interpreter's rounding, shared by everyone who converts. */
-uint16_t rx_f32_to_f16(float f);
-float rx_f16_to_f32(uint16_t h);
-uint16_t rx_f32_to_bf16(float f);
-float rx_bf16_to_f32(uint16_t h);
+uint16_t base_f32_to_f16(float f);
+float base_f16_to_f32(uint16_t h);
+uint16_t base_f32_to_bf16(float f);
+float base_bf16_to_f32(uint16_t h);
 /* Element i of a buffer of dtype t as a double (u64 and i64 rounded to the nearest double;
  * bool and u8 as their byte). */
-double rx_elem_to_f64(const void *data, rx_dtype t, size_t i);
+double base_elem_to_f64(const void *data, rx_dtype t, size_t i);
 
 /* ---- hashing ---- */
-uint64_t rx_hash_bytes(const void *p, size_t n);
+uint64_t base_hash_bytes(const void *p, size_t n);
 /* CRC-32 of zlib and PNG (reflected polynomial 0xEDB88320, initial value and final xor
- * 0xFFFFFFFF; "123456789" gives 0xCBF43926), chained: crc = rx_crc32_update(0, a, n), then
- * rx_crc32_update(crc, b, m). base/crc32.c: the artifact writer's and the loader's one CRC. */
-uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n);
+ * 0xFFFFFFFF; "123456789" gives 0xCBF43926), chained: crc = base_crc32_update(0, a, n), then
+ * base_crc32_update(crc, b, m). base/crc32.c: the artifact writer's and the loader's one CRC. */
+uint32_t base_crc32_update(uint32_t crc, const void *data, size_t n);
 /* Run-time checks of values from data (an index loaded from a tensor; ir.h, RX_INTRIN_CHECK):
  * a kernel whose check fails writes the check's code, never 0, and the value's low and high
  * 32-bit words to the error buffer of its call (docs/kernel-abi.md, "Run-time checks"); the
  * code is this CRC of the check's message, so a kernel's source and the message table the
  * runtime builds from kernels.json agree without a numbering. */
-int32_t rx_check_code(const char *message);
+int32_t base_check_code(const char *message);
 /* The message of a failed check: message with each "%v" replaced by value ("%%" by "%"), heap
  * (caller frees; NULL when out of memory). */
-char *rx_check_format(const char *message, int64_t value);
+char *base_check_format(const char *message, int64_t value);
 /* Words of the error buffer: [0] the code (0: no error), [1] [2] the value's low and high words. */
 #define RX_CHECK_WORDS 4
 static inline uint64_t rx_hash_mix(uint64_t h, uint64_t v) {
@@ -148,16 +148,16 @@ typedef struct rx_strtab {
   const char **slots;
   size_t cap, count;
 } rx_strtab;
-void rx_strtab_init(rx_strtab *t, rx_arena *arena);
-void rx_strtab_free(rx_strtab *t); /* frees the table, not the strings (arena-owned) */
-const char *rx_strtab_intern(rx_strtab *t, const char *s, size_t n);
+void base_strtab_init(rx_strtab *t, rx_arena *arena);
+void base_strtab_free(rx_strtab *t); /* frees the table, not the strings (arena-owned) */
+const char *base_strtab_intern(rx_strtab *t, const char *s, size_t n);
 
 /* ---- statuses: NULL is OK, anything else is an error with a message ---- */
 
-rx_status rx_status_make(rx_status_code code, const char *fmt, ...) RX_PRINTF(2, 3);
-rx_status rx_status_vmake(rx_status_code code, const char *fmt, va_list ap);
+rx_status base_status_make(rx_status_code code, const char *fmt, ...) RX_PRINTF(2, 3);
+rx_status base_status_vmake(rx_status_code code, const char *fmt, va_list ap);
 /* Prefix the message of s with "prefix: " (returns s, or NULL when s is OK). */
-rx_status rx_status_annotate(rx_status s, const char *fmt, ...) RX_PRINTF(2, 3);
+rx_status base_status_annotate(rx_status s, const char *fmt, ...) RX_PRINTF(2, 3);
 
 #define RX_RETURN_IF_ERROR(expr)                                                                   \
   do {                                                                                             \
@@ -191,22 +191,22 @@ typedef struct rx_diag {
   int max_errors; /* stop recording after this many errors (0: 50) */
 } rx_diag;
 
-void rx_diag_init(rx_diag *d);
-void rx_diag_free(rx_diag *d);
-void rx_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...)
+void base_diag_init(rx_diag *d);
+void base_diag_free(rx_diag *d);
+void base_diag_report(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, ...)
     RX_PRINTF(4, 5);
-void rx_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap);
+void base_diag_vreport(rx_diag *d, rx_diag_level lvl, rx_loc loc, const char *fmt, va_list ap);
 RX_API const char *rx_diag_text(const rx_diag *d); /* "" when empty */
 /* The first n bytes of rendered diagnostics (rx_diag_text) as the message of a status of code:
  * without the levels "error: " ("x.rx:3:7: error: m" -> "x.rx:3:7: m"), which whoever prints the
  * status adds once ("relaxc: error: "); trailing newlines dropped; fallback when empty. */
-rx_status rx_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback);
+rx_status base_diag_status(rx_status_code code, const char *text, size_t n, const char *fallback);
 
 /* Files read whole into memory, by kind: each kind's limit with its reason. A regular file larger
  * than its kind's limit is refused before a byte is read; a stream (standard input, a FIFO,
  * /dev/zero) is read up to the limit and refused past it. The message names the file, the kind and
  * the limit. Tensors are never read this way: .npy files are sized from their headers
- * (base/npy.c), safetensors and GGUF files and artifacts are mapped (rx_map_file), ONNX external
+ * (base/npy.c), safetensors and GGUF files and artifacts are mapped (base_map_file), ONNX external
  * data is read at the offset and length its tensor names. */
 #define RX_FILE_KINDS(X)                                                                           \
   /* .rx text holds no weights: a 100k-binding module prints to about 10 MB */                     \
@@ -229,31 +229,32 @@ typedef enum rx_file_kind {
 #undef RX_FILE_KIND_ENUM
       RX_FILE_KIND_COUNT
 } rx_file_kind;
-const char *rx_file_kind_name(rx_file_kind k); /* "text IR" */
-uint64_t rx_file_kind_limit(rx_file_kind k);   /* bytes */
+const char *base_file_kind_name(rx_file_kind k); /* "text IR" */
+uint64_t base_file_kind_limit(rx_file_kind k);   /* bytes */
 
 /* Reads a whole file of the given kind (NUL-terminated, heap); on error returns a status naming
  * the path: missing, a directory, past the kind's limit, a read error. */
-rx_status rx_read_file_kind(const char *path, rx_file_kind kind, char **out_text, size_t *out_len);
-/* The same from an open stream f (standard input), named name in messages. */
-rx_status rx_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+rx_status base_read_file_kind(const char *path, rx_file_kind kind, char **out_text,
                               size_t *out_len);
-/* rx_read_file_kind of a JSON file: the common case of the importers. */
-rx_status rx_read_file(const char *path, char **out_text, size_t *out_len);
+/* The same from an open stream f (standard input), named name in messages. */
+rx_status base_read_stream_kind(FILE *f, const char *name, rx_file_kind kind, char **out_text,
+                                size_t *out_len);
+/* base_read_file_kind of a JSON file: the common case of the importers. */
+rx_status base_read_file(const char *path, char **out_text, size_t *out_len);
 /* Does file, its symlinks resolved (realpath), lie inside the folder dir, resolved likewise? NULL
  * when it does; else a status naming file, where it resolves to and the folder (RX_ERR_INVALID),
  * or why it cannot be resolved (RX_ERR_NOT_FOUND). With hf_cache, a folder inside a snapshot of a
  * Hugging Face cache (.../models--ORG--NAME/snapshots/REV[/...]) also holds the files of that
  * repository's blobs/ folder, where the cache's snapshot files link to (docs/inputs.md, "ONNX
  * external data"). */
-rx_status rx_path_check_inside(const char *file, const char *dir, bool hf_cache);
+rx_status base_path_check_inside(const char *file, const char *dir, bool hf_cache);
 /* A file mapped read-only (mmap): checkpoints and artifacts of gigabytes are read in place. An
  * empty file maps to data NULL, size 0. Errors name the path (missing, a directory, mmap). */
 typedef struct rx_mapped_file {
   const uint8_t *data;
   size_t size;
 } rx_mapped_file;
-rx_status rx_map_file(const char *path, rx_mapped_file *out);
-void rx_unmap_file(rx_mapped_file *f); /* a zeroed or unmapped one is fine */
+rx_status base_map_file(const char *path, rx_mapped_file *out);
+void base_unmap_file(rx_mapped_file *f); /* a zeroed or unmapped one is fine */
 
 #endif

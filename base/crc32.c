@@ -1,4 +1,4 @@
-/* base/crc32.c: CRC-32 as zlib computes it (base.h, rx_crc32_update), the one implementation of
+/* base/crc32.c: CRC-32 as zlib computes it (base.h, base_crc32_update), the one implementation of
  * the compiler's artifact writer and the runtime's loader. Slicing by 8 (eight tables of 256
  * words, eight bytes a step): the weights of an artifact run to GBs, and the loader checks every
  * byte, so the table-a-byte loop (about a tenth of the speed) would dominate a load.
@@ -43,7 +43,7 @@ static uint32_t update(const crc_tables t, uint32_t crc, const unsigned char *p,
   return ~c;
 }
 
-uint32_t rx_crc32_update(uint32_t crc, const void *data, size_t n) {
+uint32_t base_crc32_update(uint32_t crc, const void *data, size_t n) {
   if (atomic_load_explicit(&state, memory_order_acquire) == 2)
     return update((const uint32_t(*)[256])shared, crc, data, n);
   crc_tables local;

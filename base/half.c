@@ -18,7 +18,7 @@ static float u2f(uint32_t u) {
   return f;
 }
 
-uint16_t rx_f32_to_f16(float f) {
+uint16_t base_f32_to_f16(float f) {
   uint32_t x = f2u(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t ax = x & 0x7fffffffu;
@@ -46,7 +46,7 @@ uint16_t rx_f32_to_f16(float f) {
   return (uint16_t)(sign | q);
 }
 
-float rx_f16_to_f32(uint16_t h) {
+float base_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0) {
@@ -57,23 +57,23 @@ float rx_f16_to_f32(uint16_t h) {
   return u2f(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-uint16_t rx_f32_to_bf16(float f) {
+uint16_t base_f32_to_bf16(float f) {
   uint32_t x = f2u(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
   x += 0x7fffu + ((x >> 16) & 1u);
   return (uint16_t)(x >> 16);
 }
 
-float rx_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+float base_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
-double rx_elem_to_f64(const void *p, rx_dtype t, size_t i) {
+double base_elem_to_f64(const void *p, rx_dtype t, size_t i) {
   switch (t) {
   case RX_DTYPE_F32:
     return ((const float *)p)[i];
   case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)p)[i]);
+    return base_f16_to_f32(((const uint16_t *)p)[i]);
   case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)p)[i]);
+    return base_bf16_to_f32(((const uint16_t *)p)[i]);
   case RX_DTYPE_I64:
     return (double)((const int64_t *)p)[i];
   case RX_DTYPE_I32:

@@ -21,19 +21,19 @@ static const struct {
     {"u2", RX_DTYPE_U16, 2}, /* written as '<u2'; '<u2' reads as bf16 (the first entry) */
 };
 
-size_t rx_npy_elem_size(rx_dtype t) {
+size_t base_npy_elem_size(rx_dtype t) {
   for (size_t i = 0; i < RX_ARRAY_LEN(kinds); i++)
     if (kinds[i].dtype == t) return kinds[i].size;
   return 0;
 }
 
-size_t rx_npy_count(const rx_npy *a) {
+size_t base_npy_count(const rx_npy *a) {
   size_t n = 1;
   for (int i = 0; i < a->ndim; i++) n *= (size_t)a->shape[i];
   return n;
 }
 
-void rx_npy_free(rx_npy *a) {
+void base_npy_free(rx_npy *a) {
   if (!a) return;
   free(a->data);
   memset(a, 0, sizeof *a);
@@ -80,7 +80,7 @@ static bool word(scan *s, const char *w) {
 }
 
 static rx_status bad(const char *name, const char *what) {
-  return rx_status_make(RX_ERR_INVALID, "%s: not a supported .npy file: %s", name, what);
+  return base_status_make(RX_ERR_INVALID, "%s: not a supported .npy file: %s", name, what);
 }
 
 /* The header of the .npy image b[len] (len: at least the header's bytes): dtype, shape and nbytes
@@ -99,8 +99,8 @@ static rx_status parse_header(const unsigned char *b, size_t len, const char *na
     hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
     off = 12;
   } else {
-    return rx_status_make(RX_ERR_INVALID, "%s: unsupported .npy format version %d.%d", name, major,
-                          b[7]);
+    return base_status_make(RX_ERR_INVALID, "%s: unsupported .npy format version %d.%d", name,
+                            major, b[7]);
   }
   if (hlen > len - off) return bad(name, "truncated header");
   scan s = {(const char *)b + off, (const char *)b + off + hlen};
@@ -139,8 +139,8 @@ static rx_status parse_header(const unsigned char *b, size_t len, const char *na
           return bad(name, "malformed 'shape'");
       }
     } else {
-      return rx_status_make(RX_ERR_INVALID, "%s: unexpected key '%s' in the .npy header", name,
-                            key);
+      return base_status_make(RX_ERR_INVALID, "%s: unexpected key '%s' in the .npy header", name,
+                              key);
     }
     if (!eat(&s, ',')) {
       if (!eat(&s, '}')) return bad(name, "malformed header dict");
@@ -150,10 +150,10 @@ static rx_status parse_header(const unsigned char *b, size_t len, const char *na
   if (!descr[0] || fortran < 0 || !have_shape)
     return bad(name, "the header lacks 'descr', 'fortran_order' or 'shape'");
   if (fortran)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: Fortran-order arrays are not supported (save "
-                          "with C order: np.ascontiguousarray)",
-                          name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: Fortran-order arrays are not supported (save "
+                            "with C order: np.ascontiguousarray)",
+                            name);
   char order = descr[0];
   const char *code = descr + 1;
   size_t esize = 0;
@@ -165,10 +165,10 @@ static rx_status parse_header(const unsigned char *b, size_t len, const char *na
   }
   bool little = order == '<' || order == '=' || (order == '|' && esize == 1);
   if (!esize || !little) {
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: unsupported .npy dtype '%s' (supported: <f4 <f2 <i8 <i4 <i2 |i1 "
-                          "|u1 |b1, and <u2 as bf16 bits; little-endian only)",
-                          name, descr);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: unsupported .npy dtype '%s' (supported: <f4 <f2 <i8 <i4 <i2 |i1 "
+                            "|u1 |b1, and <u2 as bf16 bits; little-endian only)",
+                            name, descr);
   }
   size_t count = 1;
   for (int i = 0; i < out->ndim; i++) {
@@ -182,19 +182,19 @@ static rx_status parse_header(const unsigned char *b, size_t len, const char *na
 }
 
 static rx_status truncated(const char *name, size_t have, size_t want) {
-  return rx_status_make(RX_ERR_INVALID, "%s: truncated .npy data: %zu bytes, expected %zu", name,
-                        have, want);
+  return base_status_make(RX_ERR_INVALID, "%s: truncated .npy data: %zu bytes, expected %zu", name,
+                          have, want);
 }
 
-rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out) {
+rx_status base_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out) {
   size_t data_off = 0;
   RX_RETURN_IF_ERROR(parse_header(buf, len, name, out, &data_off));
   if (len - data_off < out->nbytes) {
     size_t want = out->nbytes;
-    rx_npy_free(out);
+    base_npy_free(out);
     return truncated(name, len - data_off, want);
   }
-  out->data = rx_malloc(out->nbytes ? out->nbytes : 1);
+  out->data = base_malloc(out->nbytes ? out->nbytes : 1);
   memcpy(out->data, (const unsigned char *)buf + data_off, out->nbytes);
   return NULL;
 }
@@ -215,11 +215,11 @@ static rx_status read_npy(FILE *f, const char *path, uint64_t file_size, bool re
     if (n < off) hlen = 0; /* a version 2 prefix cut short: parse_header says so */
   }
   if (hlen > RX_NPY_MAX_HEADER)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: the .npy header says it is %zu bytes long, more than the limit of "
-                          "%d bytes (NumPy writes a few hundred)",
-                          path, hlen, RX_NPY_MAX_HEADER);
-  unsigned char *head = rx_malloc(off + hlen);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: the .npy header says it is %zu bytes long, more than the limit of "
+                            "%d bytes (NumPy writes a few hundred)",
+                            path, hlen, RX_NPY_MAX_HEADER);
+  unsigned char *head = base_malloc(off + hlen);
   memcpy(head, pre, n);
   size_t got = n + (hlen && n == off ? fread(head + off, 1, hlen, f) : 0);
   size_t data_off = 0;
@@ -231,30 +231,30 @@ static rx_status read_npy(FILE *f, const char *path, uint64_t file_size, bool re
     return truncated(path, file_size < data_off ? 0 : (size_t)(file_size - data_off), out->nbytes);
   out->data = malloc(out->nbytes ? out->nbytes : 1);
   if (!out->data)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "%s: out of host memory for the %zu bytes of data its .npy header "
-                          "gives",
-                          path, out->nbytes);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "%s: out of host memory for the %zu bytes of data its .npy header "
+                            "gives",
+                            path, out->nbytes);
   size_t have = out->nbytes ? fread(out->data, 1, out->nbytes, f) : 0;
   if (have < out->nbytes) {
     size_t want = out->nbytes;
-    rx_npy_free(out);
+    base_npy_free(out);
     return truncated(path, have, want);
   }
   return NULL;
 }
 
-rx_status rx_npy_read(const char *path, rx_npy *out) {
+rx_status base_npy_read(const char *path, rx_npy *out) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
-  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  if (!f) return base_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
   bool regular = false;
   uint64_t size = 0;
   if (fstat(fileno(f), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       fclose(f);
-      return rx_status_make(RX_ERR_INVALID, "%s: is a directory", path);
+      return base_status_make(RX_ERR_INVALID, "%s: is a directory", path);
     }
     regular = S_ISREG(st.st_mode);
     size = regular ? (uint64_t)st.st_size : 0;
@@ -264,18 +264,18 @@ rx_status rx_npy_read(const char *path, rx_npy *out) {
   return s;
 }
 
-rx_status rx_npy_write(const char *path, const rx_npy *a) {
+rx_status base_npy_write(const char *path, const rx_npy *a) {
   const char *code = NULL;
   for (size_t i = 0; i < RX_ARRAY_LEN(kinds); i++)
     if (kinds[i].dtype == a->dtype) code = kinds[i].descr;
   if (!code)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: cannot write dtype %d as .npy", path,
-                          (int)a->dtype);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: cannot write dtype %d as .npy", path,
+                            (int)a->dtype);
   if (a->ndim < 0 || a->ndim > RX_NPY_MAX_NDIM)
-    return rx_status_make(RX_ERR_INVALID, "%s: bad rank %d", path, a->ndim);
+    return base_status_make(RX_ERR_INVALID, "%s: bad rank %d", path, a->ndim);
   char hdr[1024];
   int n = snprintf(hdr, sizeof hdr, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
-                   rx_npy_elem_size(a->dtype) == 1 ? '|' : '<', code);
+                   base_npy_elem_size(a->dtype) == 1 ? '|' : '<', code);
   for (int i = 0; i < a->ndim; i++)
     n += snprintf(hdr + n, sizeof hdr - (size_t)n, "%lld%s", (long long)a->shape[i],
                   a->ndim == 1      ? ","
@@ -288,7 +288,7 @@ rx_status rx_npy_write(const char *path, const rx_npy *a) {
   size_t hlen = (size_t)n + pad + 1;
   FILE *f = fopen(path, "wb");
   if (!f)
-    return rx_status_make(RX_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
+    return base_status_make(RX_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
   unsigned char pre[10] = {0x93,
                            'N',
                            'U',
@@ -302,9 +302,9 @@ rx_status rx_npy_write(const char *path, const rx_npy *a) {
   bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n;
   for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
   ok = ok && fputc('\n', f) != EOF;
-  size_t nb = rx_npy_count(a) * rx_npy_elem_size(a->dtype);
+  size_t nb = base_npy_count(a) * base_npy_elem_size(a->dtype);
   ok = ok && (nb == 0 || fwrite(a->data, 1, nb, f) == nb);
   ok = (fclose(f) == 0) && ok;
-  if (!ok) return rx_status_make(RX_ERR_IO, "cannot write '%s'", path);
+  if (!ok) return base_status_make(RX_ERR_IO, "cannot write '%s'", path);
   return NULL;
 }

@@ -12,7 +12,7 @@
 #include "base.h"
 
 #define RX_NPY_MAX_NDIM 16
-/* The longest header rx_npy_read takes: NumPy writes a few hundred bytes, and refuses to read
+/* The longest header base_npy_read takes: NumPy writes a few hundred bytes, and refuses to read
  * more than 10000 by default (numpy.lib.format, max_header_size). */
 #define RX_NPY_MAX_HEADER 65536
 
@@ -25,19 +25,19 @@ typedef struct rx_npy {
 } rx_npy;
 
 /* Element count (product of the shape; 1 for 0-d). */
-size_t rx_npy_count(const rx_npy *a);
+size_t base_npy_count(const rx_npy *a);
 /* Bytes per element of dtype t (0 for a dtype .npy files here cannot hold). */
-size_t rx_npy_elem_size(rx_dtype t);
+size_t base_npy_elem_size(rx_dtype t);
 
 /* Parses an in-memory .npy image; `name` is used in messages. On success *out owns a copy of the
- * data (free with rx_npy_free). *out is zeroed first. */
-rx_status rx_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out);
+ * data (free with base_npy_free). *out is zeroed first. */
+rx_status base_npy_parse(const void *buf, size_t len, const char *name, rx_npy *out);
 /* Reads a .npy file: the header, then the data by the size the header gives (never "until EOF":
  * a stream or a longer file costs only the array; a regular file shorter than its header says is
  * refused before the data is allocated). */
-rx_status rx_npy_read(const char *path, rx_npy *out);
+rx_status base_npy_read(const char *path, rx_npy *out);
 /* Writes a version 1.0 file. */
-rx_status rx_npy_write(const char *path, const rx_npy *a);
-void rx_npy_free(rx_npy *a);
+rx_status base_npy_write(const char *path, const rx_npy *a);
+void base_npy_free(rx_npy *a);
 
 #endif

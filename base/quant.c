@@ -9,12 +9,12 @@ static const rx_quant_info schemes[] = {
 #undef X
 };
 
-const rx_quant_info *rx_quant_info_of(rx_quant_scheme s) {
+const rx_quant_info *base_quant_info_of(rx_quant_scheme s) {
   RX_ASSERT((unsigned)s < RX_QUANT_COUNT);
   return &schemes[s];
 }
 
-bool rx_quant_lookup(const char *name, rx_quant_scheme *out) {
+bool base_quant_lookup(const char *name, rx_quant_scheme *out) {
   for (int i = 0; i < RX_QUANT_COUNT; i++)
     if (name && !strcmp(schemes[i].name, name)) {
       *out = (rx_quant_scheme)i;
@@ -23,13 +23,13 @@ bool rx_quant_lookup(const char *name, rx_quant_scheme *out) {
   return false;
 }
 
-void rx_quant_names(rx_strbuf *out) {
+void base_quant_names(rx_strbuf *out) {
   for (int i = 0; i < RX_QUANT_COUNT; i++)
-    rx_strbuf_printf(out, "%s%s", i ? ", " : "", schemes[i].name);
+    base_strbuf_printf(out, "%s%s", i ? ", " : "", schemes[i].name);
 }
 
-int rx_quant_nbuffers(rx_quant_scheme s) {
-  switch (rx_quant_info_of(s)->kind) {
+int base_quant_nbuffers(rx_quant_scheme s) {
+  switch (base_quant_info_of(s)->kind) {
   case RX_QUANT_INT4_ZERO:
     return 3;
   case RX_QUANT_GGUF:

@@ -117,12 +117,12 @@ typedef struct rx_quant_info {
   int gguf;        /* the rx_gguf_type, or -1 */
 } rx_quant_info;
 
-const rx_quant_info *rx_quant_info_of(rx_quant_scheme s);
+const rx_quant_info *base_quant_info_of(rx_quant_scheme s);
 /* The scheme named name (exactly as in the table: "q4f16_g32", "Q4_K"); false when none. */
-bool rx_quant_lookup(const char *name, rx_quant_scheme *out);
+bool base_quant_lookup(const char *name, rx_quant_scheme *out);
 /* Appends the names of every scheme, comma-separated, for messages. */
-void rx_quant_names(rx_strbuf *out);
+void base_quant_names(rx_strbuf *out);
 /* The buffers a weight of the scheme takes (w, s, z: 1 to 3). */
-int rx_quant_nbuffers(rx_quant_scheme s);
+int base_quant_nbuffers(rx_quant_scheme s);
 
 #endif

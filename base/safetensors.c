@@ -2,7 +2,7 @@
  * cJSON; everything it says is checked against the buffer before it is believed. */
 #include "safetensors.h"
 
-#include "npy.h" /* rx_npy_elem_size */
+#include "npy.h" /* base_npy_elem_size */
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -30,20 +30,20 @@ static bool as_u64(const cJSON *j, uint64_t *out) {
 }
 
 static rx_status bad(const char *name, const char *tensor, const char *what) {
-  if (tensor) return rx_status_make(RX_ERR_INVALID, "%s: tensor '%s': %s", name, tensor, what);
-  return rx_status_make(RX_ERR_INVALID, "%s: %s", name, what);
+  if (tensor) return base_status_make(RX_ERR_INVALID, "%s: tensor '%s': %s", name, tensor, what);
+  return base_status_make(RX_ERR_INVALID, "%s: %s", name, what);
 }
 
 static rx_status read_meta(const cJSON *m, const char *name, rx_st_file *f) {
   if (!cJSON_IsObject(m)) return bad(name, NULL, "__metadata__ must be an object of strings");
   size_t n = (size_t)cJSON_GetArraySize(m);
-  f->meta = rx_calloc(2 * n + 1, sizeof *f->meta);
+  f->meta = base_calloc(2 * n + 1, sizeof *f->meta);
   const cJSON *e;
   cJSON_ArrayForEach(e, m) {
     if (!cJSON_IsString(e) || !e->string)
       return bad(name, NULL, "__metadata__ must be an object of strings");
-    f->meta[2 * f->nmeta] = rx_strdup(e->string);
-    f->meta[2 * f->nmeta + 1] = rx_strdup(e->valuestring);
+    f->meta[2 * f->nmeta] = base_strdup(e->string);
+    f->meta[2 * f->nmeta + 1] = base_strdup(e->valuestring);
     f->nmeta++;
   }
   return NULL;
@@ -63,10 +63,10 @@ static rx_status read_tensor(const cJSON *e, const char *name, uint64_t data_siz
   size_t k = 0;
   while (k < RX_ARRAY_LEN(dtypes) && strcmp(dtypes[k].name, dt->valuestring)) k++;
   if (k == RX_ARRAY_LEN(dtypes))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tensor '%s': dtype %.32s is not supported (relaxc reads F32, F16, "
-                          "BF16, I64, I32, I16, I8, U8, BOOL)",
-                          name, tn, dt->valuestring);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: tensor '%s': dtype %.32s is not supported (relaxc reads F32, F16, "
+                            "BF16, I64, I32, I16, I8, U8, BOOL)",
+                            name, tn, dt->valuestring);
   t->dtype = dtypes[k].dtype;
   int nd = cJSON_GetArraySize(sh);
   if (nd > RX_ST_MAX_NDIM) return bad(name, tn, "more than 16 dims");
@@ -82,20 +82,20 @@ static rx_status read_tensor(const cJSON *e, const char *name, uint64_t data_siz
       !as_u64(cJSON_GetArrayItem(off, 1), &end) || begin > end)
     return bad(name, tn, "data_offsets must be [begin, end] with 0 <= begin <= end");
   if (end > data_size)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': data_offsets end at %llu, past the %llu bytes of "
-                          "data (a truncated file?)",
-                          name, tn, (unsigned long long)end, (unsigned long long)data_size);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tensor '%s': data_offsets end at %llu, past the %llu bytes of "
+                            "data (a truncated file?)",
+                            name, tn, (unsigned long long)end, (unsigned long long)data_size);
   uint64_t bytes;
-  if (__builtin_mul_overflow(elems, (uint64_t)rx_npy_elem_size(t->dtype), &bytes) ||
+  if (__builtin_mul_overflow(elems, (uint64_t)base_npy_elem_size(t->dtype), &bytes) ||
       bytes != end - begin)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': %s%s holds %llu bytes, data_offsets say %llu", name, tn,
-                          dt->valuestring, nd ? " of that shape" : " scalar",
-                          (unsigned long long)bytes, (unsigned long long)(end - begin));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tensor '%s': %s%s holds %llu bytes, data_offsets say %llu", name,
+                            tn, dt->valuestring, nd ? " of that shape" : " scalar",
+                            (unsigned long long)bytes, (unsigned long long)(end - begin));
   t->offset = begin;
   t->size = end - begin;
-  t->name = rx_strdup(tn);
+  t->name = base_strdup(tn);
   return NULL;
 }
 
@@ -108,14 +108,14 @@ static int by_offset(const void *a, const void *b) {
 
 /* No two tensors share a byte, and no name comes twice. */
 static rx_status check_layout(const rx_st_file *f, const char *name) {
-  rx_st_tensor **v = rx_calloc(f->ntensors + 1, sizeof *v);
+  rx_st_tensor **v = base_calloc(f->ntensors + 1, sizeof *v);
   for (size_t i = 0; i < f->ntensors; i++) v[i] = &f->tensors[i];
   qsort(v, f->ntensors, sizeof *v, by_offset);
   rx_status s = NULL;
   for (size_t i = 1; i < f->ntensors && !s; i++)
     if (v[i]->offset < v[i - 1]->offset + v[i - 1]->size)
-      s = rx_status_make(RX_ERR_INVALID, "%s: tensors '%s' and '%s' overlap in the data", name,
-                         v[i - 1]->name, v[i]->name);
+      s = base_status_make(RX_ERR_INVALID, "%s: tensors '%s' and '%s' overlap in the data", name,
+                           v[i - 1]->name, v[i]->name);
   free(v);
   for (size_t i = 0; i < f->ntensors && !s; i++)
     for (size_t j = 0; j < i && !s; j++)
@@ -127,7 +127,7 @@ static rx_status check_layout(const rx_st_file *f, const char *name) {
 static rx_status parse_header(const cJSON *h, const char *name, rx_st_file *f) {
   if (!cJSON_IsObject(h)) return bad(name, NULL, "the header is not a JSON object");
   size_t n = (size_t)cJSON_GetArraySize(h);
-  f->tensors = rx_calloc(n + 1, sizeof *f->tensors);
+  f->tensors = base_calloc(n + 1, sizeof *f->tensors);
   const cJSON *e;
   cJSON_ArrayForEach(e, h) {
     if (!e->string) return bad(name, NULL, "the header is not a JSON object");
@@ -142,7 +142,7 @@ static rx_status parse_header(const cJSON *h, const char *name, rx_st_file *f) {
   return check_layout(f, name);
 }
 
-rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file *out) {
+rx_status base_st_parse(const void *buf, size_t len, const char *name, rx_st_file *out) {
   memset(out, 0, sizeof *out);
   if (!name) name = "<safetensors>";
   const uint8_t *p = buf;
@@ -150,10 +150,10 @@ rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file 
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | p[i];
   if (n > RX_ST_MAX_HEADER_BYTES || n > len - 8)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: a header of %llu bytes does not fit in the %zu bytes of the file "
-                          "(at most %u): not safetensors, or truncated",
-                          name, (unsigned long long)n, len, RX_ST_MAX_HEADER_BYTES);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: a header of %llu bytes does not fit in the %zu bytes of the file "
+                            "(at most %u): not safetensors, or truncated",
+                            name, (unsigned long long)n, len, RX_ST_MAX_HEADER_BYTES);
   if (n < 2 || p[8] != '{')
     return bad(name, NULL, "the header does not start with '{': not safetensors");
   cJSON *h = cJSON_ParseWithLength((const char *)p + 8, (size_t)n);
@@ -162,29 +162,29 @@ rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file 
   out->data_size = len - 8 - n;
   rx_status s = parse_header(h, name, out);
   cJSON_Delete(h);
-  if (s) rx_st_free(out);
+  if (s) base_st_free(out);
   return s;
 }
 
-const char *rx_st_dtype_name(rx_dtype t) {
+const char *base_st_dtype_name(rx_dtype t) {
   for (size_t k = 0; k < RX_ARRAY_LEN(dtypes); k++)
     if (dtypes[k].dtype == t) return dtypes[k].name;
   return NULL;
 }
 
-const rx_st_tensor *rx_st_find(const rx_st_file *f, const char *name) {
+const rx_st_tensor *base_st_find(const rx_st_file *f, const char *name) {
   for (size_t i = 0; i < f->ntensors; i++)
     if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
   return NULL;
 }
 
-const char *rx_st_meta(const rx_st_file *f, const char *key) {
+const char *base_st_meta(const rx_st_file *f, const char *key) {
   for (size_t i = 0; i < f->nmeta; i++)
     if (!strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
   return NULL;
 }
 
-void rx_st_free(rx_st_file *f) {
+void base_st_free(rx_st_file *f) {
   for (size_t i = 0; i < f->ntensors; i++) free(f->tensors[i].name);
   free(f->tensors);
   for (size_t i = 0; i < 2 * f->nmeta; i++) free(f->meta[i]);

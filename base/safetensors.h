@@ -43,14 +43,14 @@ typedef struct rx_st_file {
 
 /* Parses a safetensors image of len bytes (kept by the caller while *out is used); name is used
  * in messages. *out is zeroed first and owns nothing on error. */
-rx_status rx_st_parse(const void *buf, size_t len, const char *name, rx_st_file *out);
+rx_status base_st_parse(const void *buf, size_t len, const char *name, rx_st_file *out);
 /* The safetensors name of a dtype ("F32", "BF16", ...), or NULL for one the format as relaxc
  * reads it has no name for. The one table of names, shared with the reader. */
-const char *rx_st_dtype_name(rx_dtype t);
+const char *base_st_dtype_name(rx_dtype t);
 /* The tensor named name, or NULL. */
-const rx_st_tensor *rx_st_find(const rx_st_file *f, const char *name);
+const rx_st_tensor *base_st_find(const rx_st_file *f, const char *name);
 /* The value of metadata key, or NULL. */
-const char *rx_st_meta(const rx_st_file *f, const char *key);
-void rx_st_free(rx_st_file *f);
+const char *base_st_meta(const rx_st_file *f, const char *key);
+void base_st_free(rx_st_file *f);
 
 #endif

@@ -1,5 +1,5 @@
-/* Code generation entry points: rx_codegen_rules (lower and print; the compile driver runs the
- * toolchains, driver/toolchains.c) and rx_kernels_json (the description the runtime reads,
+/* Code generation entry points: cg_codegen_rules (lower and print; the compile driver runs the
+ * toolchains, driver/toolchains.c) and cg_kernels_json (the description the runtime reads,
  * docs/kernel-abi.md). */
 #include "cg_int.h"
 
@@ -23,26 +23,26 @@ static const struct {
 #undef X
 };
 
-const char *rx_lang_name(rx_lang l) {
+const char *cg_lang_name(rx_lang l) {
   return (unsigned)l < RX_ARRAY_LEN(langs) ? langs[l].name : "?";
 }
-const char *rx_lang_ext(rx_lang l) {
+const char *cg_lang_ext(rx_lang l) {
   return (unsigned)l < RX_ARRAY_LEN(langs) ? langs[l].ext : "?";
 }
 
 /* rx_lang and rx_target_kind are the same list */
-rx_lang rx_lang_of_target(const rx_target *t) { return (rx_lang)t->kind; }
+rx_lang cg_lang_of_target(const rx_target *t) { return (rx_lang)t->kind; }
 
 const cg_lang *cg_lang_of(rx_lang l) { return langs[l].L; }
 
-bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
+bool cg_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
                       const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out) {
   out->kernels = NULL;
   out->n = 0;
   cg_kernel *ks = NULL;
   int n = 0;
   if (!cg_lower(m, scheduled, t, diag, &ks, &n)) return false;
-  rx_lang lang = rx_lang_of_target(t);
+  rx_lang lang = cg_lang_of_target(t);
   const cg_lang *L = cg_lang_of(lang);
   /* rules: one per variant; variants are the distinct kernel conditions in order */
   const rx_expr *seen[64];
@@ -71,7 +71,7 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
   bool ok = true;
   for (int i = 0; i < n && ok; i++) ok = cg_print(L, &ks[i], diag);
   if (!ok) return false;
-  out->kernels = rx_module_alloc(m, sizeof(rx_kernel *) * (size_t)(n + 1));
+  out->kernels = ir_module_alloc(m, sizeof(rx_kernel *) * (size_t)(n + 1));
   for (int i = 0; i < n; i++) out->kernels[i] = ks[i].k;
   out->n = n;
   return true;
@@ -79,142 +79,143 @@ bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_targ
 
 /* ---- kernels.json ------------------------------------------------------------------------ */
 
-static void jstr(rx_strbuf *o, const char *s) { rx_strbuf_json_string(o, s); }
+static void jstr(rx_strbuf *o, const char *s) { base_strbuf_json_string(o, s); }
 
 static void jexpr(rx_strbuf *o, const rx_expr *e) {
   if (!e) {
-    rx_strbuf_append(o, "null");
+    base_strbuf_append(o, "null");
     return;
   }
   rx_strbuf tmp = {0};
-  rx_expr_print(&tmp, e);
+  sym_expr_print(&tmp, e);
   jstr(o, tmp.data ? tmp.data : "");
-  rx_strbuf_free(&tmp);
+  base_strbuf_free(&tmp);
 }
 
-void rx_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const *programs,
+void cg_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const *programs,
                      const rx_kernel_list *const *kernels, int n) {
-  rx_lang lang = rx_lang_of_target(t);
-  rx_strbuf_append(o, "{\n  \"format\": \"relaxc-kernels\",\n  \"version\": 1,\n  \"target\": ");
+  rx_lang lang = cg_lang_of_target(t);
+  base_strbuf_append(o, "{\n  \"format\": \"relaxc-kernels\",\n  \"version\": 1,\n  \"target\": ");
   jstr(o, t->name);
-  rx_strbuf_append(o, ",\n  \"lang\": ");
-  jstr(o, rx_lang_name(lang));
-  rx_strbuf_append(o, ",\n  \"programs\": [");
+  base_strbuf_append(o, ",\n  \"lang\": ");
+  jstr(o, cg_lang_name(lang));
+  base_strbuf_append(o, ",\n  \"programs\": [");
   for (int i = 0; i < n; i++) {
     const rx_tensor_fn *f = programs[i];
-    rx_strbuf_append(o, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    base_strbuf_append(o, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
     jstr(o, f->name);
-    rx_strbuf_append(o, ",\n     \"params\": [");
+    base_strbuf_append(o, ",\n     \"params\": [");
     for (int j = 0; j < f->nparams; j++) {
       const rx_param *p = f->params[j];
-      rx_strbuf_append(o, j ? ",\n       " : "\n       ");
+      base_strbuf_append(o, j ? ",\n       " : "\n       ");
       if (p->kind == RX_PARAM_BUFFER) {
-        rx_strbuf_append(o, "{\"name\": ");
+        base_strbuf_append(o, "{\"name\": ");
         jstr(o, p->buf->name);
-        rx_strbuf_append(o, ", \"kind\": \"buffer\", \"dtype\": ");
-        jstr(o, rx_dtype_name(p->buf->dtype));
-        rx_strbuf_append(o, ", \"shape\": [");
+        base_strbuf_append(o, ", \"kind\": \"buffer\", \"dtype\": ");
+        jstr(o, ir_dtype_name(p->buf->dtype));
+        base_strbuf_append(o, ", \"shape\": [");
         for (int d = 0; d < p->buf->ndim; d++) {
-          if (d) rx_strbuf_append(o, ", ");
+          if (d) base_strbuf_append(o, ", ");
           jexpr(o, p->buf->shape[d]);
         }
-        rx_strbuf_printf(o, "], \"output\": %s}", p->is_output ? "true" : "false");
+        base_strbuf_printf(o, "], \"output\": %s}", p->is_output ? "true" : "false");
       } else {
-        rx_strbuf_append(o, "{\"name\": ");
+        base_strbuf_append(o, "{\"name\": ");
         jstr(o, p->var->name);
-        rx_strbuf_append(o, ", \"kind\": \"scalar\", \"dtype\": ");
-        jstr(o, rx_dtype_name(p->dtype));
-        rx_strbuf_append(o, "}");
+        base_strbuf_append(o, ", \"kind\": \"scalar\", \"dtype\": ");
+        jstr(o, ir_dtype_name(p->dtype));
+        base_strbuf_append(o, "}");
       }
     }
-    rx_strbuf_append(o, "],\n     \"facts\": [");
+    base_strbuf_append(o, "],\n     \"facts\": [");
     for (int j = 0; j < f->nfacts; j++) {
-      if (j) rx_strbuf_append(o, ", ");
+      if (j) base_strbuf_append(o, ", ");
       jexpr(o, f->facts[j]);
     }
-    rx_strbuf_append(o, "],\n     \"kernels\": [");
+    base_strbuf_append(o, "],\n     \"kernels\": [");
     for (int j = 0; j < kernels[i]->n; j++) {
-      if (j) rx_strbuf_append(o, ", ");
+      if (j) base_strbuf_append(o, ", ");
       jstr(o, kernels[i]->kernels[j]->name);
     }
-    rx_strbuf_append(o, "]}");
+    base_strbuf_append(o, "]}");
   }
-  rx_strbuf_append(o, "\n  ],\n  \"kernels\": [");
+  base_strbuf_append(o, "\n  ],\n  \"kernels\": [");
   int nk = 0;
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < kernels[i]->n; j++) {
       const rx_kernel *k = kernels[i]->kernels[j];
-      rx_strbuf_append(o, nk++ ? ",\n    {" : "\n    {");
-      rx_strbuf_append(o, "\"name\": ");
+      base_strbuf_append(o, nk++ ? ",\n    {" : "\n    {");
+      base_strbuf_append(o, "\"name\": ");
       jstr(o, k->name);
-      rx_strbuf_append(o, ", \"source_name\": ");
+      base_strbuf_append(o, ", \"source_name\": ");
       jstr(o, k->source_name ? k->source_name : k->name);
-      rx_strbuf_append(o, ", \"program\": ");
+      base_strbuf_append(o, ", \"program\": ");
       jstr(o, programs[i]->name);
-      rx_strbuf_append(o, ", \"entry\": ");
+      base_strbuf_append(o, ", \"entry\": ");
       jstr(o, langs[lang].entry ? langs[lang].entry : k->name);
-      rx_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, rx_lang_ext(lang));
+      base_strbuf_printf(o, ", \"source\": \"%s.%s\"", k->name, cg_lang_ext(lang));
       if (k->binary) {
-        rx_strbuf_append(o, ", \"binary\": ");
+        base_strbuf_append(o, ", \"binary\": ");
         jstr(o, k->binary);
       }
       if (k->ptx) {
-        rx_strbuf_append(o, ", \"ptx\": ");
+        base_strbuf_append(o, ", \"ptx\": ");
         jstr(o, k->ptx);
       }
-      rx_strbuf_append(o, ",\n     \"rule\": ");
+      base_strbuf_append(o, ",\n     \"rule\": ");
       jstr(o, k->rule);
-      rx_strbuf_append(o, ", \"condition\": ");
+      base_strbuf_append(o, ", \"condition\": ");
       jexpr(o, k->cond);
-      rx_strbuf_append(o, ",\n     \"grid\": [");
+      base_strbuf_append(o, ",\n     \"grid\": [");
       for (int a = 0; a < 3; a++) {
-        if (a) rx_strbuf_append(o, ", ");
+        if (a) base_strbuf_append(o, ", ");
         jexpr(o, k->grid[a]);
       }
-      rx_strbuf_printf(
+      base_strbuf_printf(
           o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
           k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes, k->index64 ? 64 : 32);
-      if (k->subgroup_size) rx_strbuf_printf(o, "     \"subgroup_size\": %d,\n", k->subgroup_size);
-      if (k->coop_matrix) rx_strbuf_append(o, "     \"cooperative_matrix\": true,\n");
+      if (k->subgroup_size)
+        base_strbuf_printf(o, "     \"subgroup_size\": %d,\n", k->subgroup_size);
+      if (k->coop_matrix) base_strbuf_append(o, "     \"cooperative_matrix\": true,\n");
       int nbuf = 0;
       for (int a = 0; a < k->nargs; a++) nbuf += k->args[a].kind == RX_KARG_BUFFER;
       assert(!k->uses_ubo || langs[lang].spill);
       const char *loc = k->uses_ubo ? langs[lang].spill : langs[lang].scalars;
       int binding = k->uses_ubo || langs[lang].scalars_bound ? nbuf : -1;
-      rx_strbuf_printf(
+      base_strbuf_printf(
           o, "     \"scalars\": {\"location\": \"%s\", \"bytes\": %d, \"binding\": %d},\n", loc,
           k->scalar_bytes, binding);
-      rx_strbuf_append(o, "     \"args\": [");
+      base_strbuf_append(o, "     \"args\": [");
       for (int a = 0; a < k->nargs; a++) {
         const rx_karg *g = &k->args[a];
-        rx_strbuf_append(o, a ? ",\n       " : "\n       ");
-        rx_strbuf_printf(
+        base_strbuf_append(o, a ? ",\n       " : "\n       ");
+        base_strbuf_printf(
             o, "{\"kind\": \"%s\", \"name\": ", g->kind == RX_KARG_BUFFER ? "buffer" : "scalar");
         jstr(o, g->name);
-        rx_strbuf_append(o, ", \"ident\": ");
+        base_strbuf_append(o, ", \"ident\": ");
         jstr(o, g->ident ? g->ident : g->name);
-        rx_strbuf_append(o, ", \"dtype\": ");
-        jstr(o, rx_dtype_name(g->dtype));
+        base_strbuf_append(o, ", \"dtype\": ");
+        jstr(o, ir_dtype_name(g->dtype));
         if (g->kind == RX_KARG_BUFFER)
-          rx_strbuf_printf(o, ", \"param\": %d, \"binding\": %d, \"written\": %s%s}", g->param,
-                           g->binding, g->written ? "true" : "false",
-                           g->error ? ", \"error\": true" : "");
+          base_strbuf_printf(o, ", \"param\": %d, \"binding\": %d, \"written\": %s%s}", g->param,
+                             g->binding, g->written ? "true" : "false",
+                             g->error ? ", \"error\": true" : "");
         else
-          rx_strbuf_printf(o, ", \"offset\": %d}", g->offset);
+          base_strbuf_printf(o, ", \"offset\": %d}", g->offset);
       }
-      rx_strbuf_append(o, "]");
+      base_strbuf_append(o, "]");
       if (k->nchecks) {
-        rx_strbuf_append(o, ",\n     \"checks\": [");
+        base_strbuf_append(o, ",\n     \"checks\": [");
         for (int c = 0; c < k->nchecks; c++) {
-          rx_strbuf_printf(o, "%s{\"code\": %d, \"message\": ", c ? ", " : "",
-                           (int)rx_check_code(k->checks[c]));
+          base_strbuf_printf(o, "%s{\"code\": %d, \"message\": ", c ? ", " : "",
+                             (int)base_check_code(k->checks[c]));
           jstr(o, k->checks[c]);
-          rx_strbuf_putc(o, '}');
+          base_strbuf_putc(o, '}');
         }
-        rx_strbuf_append(o, "]");
+        base_strbuf_append(o, "]");
       }
-      rx_strbuf_append(o, "}");
+      base_strbuf_append(o, "}");
     }
   }
-  rx_strbuf_append(o, "\n  ]\n}\n");
+  base_strbuf_append(o, "\n  ]\n}\n");
 }

@@ -38,9 +38,9 @@ typedef enum rx_lang {
   RX_TARGET_KINDS(X)
 #undef X
 } rx_lang;
-const char *rx_lang_name(rx_lang l); /* "cuda", "glsl", "msl" */
-const char *rx_lang_ext(rx_lang l);  /* the file extension of its sources: "cu", "comp", "metal" */
-rx_lang rx_lang_of_target(const rx_target *t);
+const char *cg_lang_name(rx_lang l); /* "cuda", "glsl", "msl" */
+const char *cg_lang_ext(rx_lang l);  /* the file extension of its sources: "cu", "comp", "metal" */
+rx_lang cg_lang_of_target(const rx_target *t);
 
 typedef enum rx_karg_kind {
   RX_KARG_BUFFER, /* a buffer parameter of the program */
@@ -104,12 +104,12 @@ typedef struct rx_kernel_list {
  * of threads, driver/toolchains.c). Errors (a program not in the scheduled shape, a construct the
  * language cannot express, shared memory or push constants over the target's limits) go to diag;
  * returns false then. */
-bool rx_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
+bool cg_codegen_rules(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t,
                       const char *const *rules, int nrules, rx_diag *diag, rx_kernel_list *out);
 
 /* The JSON description (docs/kernel-abi.md) of the kernels of n programs (kernel lists in the
  * same order), as `relaxc codegen` writes it to kernels.json. */
-void rx_kernels_json(rx_strbuf *out, const rx_target *t, const rx_tensor_fn *const *programs,
+void cg_kernels_json(rx_strbuf *out, const rx_target *t, const rx_tensor_fn *const *programs,
                      const rx_kernel_list *const *kernels, int n);
 
 #endif

@@ -182,36 +182,36 @@ const char *cg_ident(const cg_lang *L, rx_arena *a, const char *name) {
   if (plain && strncmp(name, "rx_", 3) != 0 && !cg_is_reserved(L, name)) return name;
   rx_strbuf b = {0};
   if (plain) {
-    rx_strbuf_printf(&b, "rx_u_%s", name);
+    base_strbuf_printf(&b, "rx_u_%s", name);
   } else {
-    rx_strbuf_append(&b, "rx_x");
+    base_strbuf_append(&b, "rx_x");
     for (size_t i = 0; s[i]; i++)
       if (ident_alnum(s[i]))
-        rx_strbuf_putc(&b, (char)s[i]);
+        base_strbuf_putc(&b, (char)s[i]);
       else
-        rx_strbuf_printf(&b, "_%02x", s[i]);
+        base_strbuf_printf(&b, "_%02x", s[i]);
   }
-  const char *r = rx_arena_strdup(a, b.data);
-  rx_strbuf_free(&b);
+  const char *r = base_arena_strdup(a, b.data);
+  base_strbuf_free(&b);
   return r;
 }
 
 const char *cg_name(cg_printer *p, const char *name) { return cg_ident(p->L, &p->m->arena, name); }
 
 void cg_indent(cg_printer *p, rx_strbuf *o) {
-  for (int i = 0; i < p->indent; i++) rx_strbuf_append(o, "  ");
+  for (int i = 0; i < p->indent; i++) base_strbuf_append(o, "  ");
 }
 
 void cg_error(cg_printer *p, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   p->failed = true;
-  rx_diag_vreport(p->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  base_diag_vreport(p->diag, RX_DIAG_ERROR, loc, fmt, ap);
   va_end(ap);
 }
 
-static bool is_float(rx_dtype t) { return rx_dtype_is_float(t); }
-static bool is_unsigned(rx_dtype t) { return rx_dtype_is_int(t) && !rx_dtype_is_signed(t); }
+static bool is_float(rx_dtype t) { return ir_dtype_is_float(t); }
+static bool is_unsigned(rx_dtype t) { return ir_dtype_is_int(t) && !ir_dtype_is_signed(t); }
 static bool via_f32(cg_printer *p, rx_dtype t) { return p->L->to_f32[t] != NULL; }
 static bool arith_f32(cg_printer *p, rx_dtype t) { return p->L->arith_via_f32[t]; }
 static const char *tname(cg_printer *p, rx_dtype t) {
@@ -219,7 +219,7 @@ static const char *tname(cg_printer *p, rx_dtype t) {
   if (!p->L->types[t]) {
     if (!p->failed)
       cg_error(p, p->ck->loc, "kernel '%s': %s has no type in %s%s", p->ck->k->name,
-               rx_dtype_name(t), rx_lang_name(p->L->lang),
+               ir_dtype_name(t), cg_lang_name(p->L->lang),
                t == RX_DTYPE_BF16  ? " (no bf16 arithmetic in GLSL; use f16 or f32 on Vulkan)"
                : t == RX_DTYPE_F64 ? " (Metal has no double; use f32 on Metal)"
                                    : "");
@@ -235,7 +235,7 @@ static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t);
 static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
   const cg_lang *L = p->L;
   if (t == RX_DTYPE_BOOL) {
-    rx_strbuf_append(o, v ? "true" : "false");
+    base_strbuf_append(o, v ? "true" : "false");
     return;
   }
   if (is_float(t)) {
@@ -248,7 +248,7 @@ static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
   if (t == RX_DTYPE_U32 || t == RX_DTYPE_U64) { /* wrapped to t's width, written unsigned */
     uint64_t u = t == RX_DTYPE_U64 ? (uint64_t)v : (uint64_t)v & 0xffffffffu;
     p->uses[t] = true;
-    rx_strbuf_printf(o, "%llu%s", (unsigned long long)u, t == RX_DTYPE_U64 ? L->u64_suffix : "u");
+    base_strbuf_printf(o, "%llu%s", (unsigned long long)u, t == RX_DTYPE_U64 ? L->u64_suffix : "u");
     return;
   }
   if (v == INT64_MIN)
@@ -259,11 +259,11 @@ static void lit_int(cg_printer *p, rx_strbuf *o, int64_t v, rx_dtype t) {
     snprintf(num, sizeof num, "%lld%s", (long long)v, t == RX_DTYPE_I64 ? L->i64_suffix : "");
   if (t == RX_DTYPE_I32 || t == RX_DTYPE_I64) {
     if (t == RX_DTYPE_I64) p->uses[t] = true;
-    rx_strbuf_append(o, num);
+    base_strbuf_append(o, num);
   } else if (L->c_casts) {
-    rx_strbuf_printf(o, "((%s)%s)", tname(p, t), num);
+    base_strbuf_printf(o, "((%s)%s)", tname(p, t), num);
   } else {
-    rx_strbuf_printf(o, "%s(%s)", tname(p, t), num);
+    base_strbuf_printf(o, "%s(%s)", tname(p, t), num);
   }
 }
 
@@ -279,7 +279,7 @@ static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t) {
     char g[40];
     snprintf(g, sizeof g, "%.17g", v);
     if (!strpbrk(g, ".e")) strcat(g, ".0");
-    rx_strbuf_printf(o, v < 0 || (v == 0 && signbit(v)) ? "(%s%s)" : "%s%s", g, L->f64_suffix);
+    base_strbuf_printf(o, v < 0 || (v == 0 && signbit(v)) ? "(%s%s)" : "%s%s", g, L->f64_suffix);
     p->uses[t] = true;
     return;
   }
@@ -297,20 +297,20 @@ static void lit_float(cg_printer *p, rx_strbuf *o, double v, rx_dtype t) {
              L->f32_suffix);
   }
   if (t == RX_DTYPE_F32)
-    rx_strbuf_append(o, num);
+    base_strbuf_append(o, num);
   else if (L->from_f32[t]) {
     p->uses[t] = true;
-    rx_strbuf_printf(o, L->from_f32[t], num);
+    base_strbuf_printf(o, L->from_f32[t], num);
   } else
-    rx_strbuf_printf(o, "%s(%s)", tname(p, t), num);
+    base_strbuf_printf(o, "%s(%s)", tname(p, t), num);
 }
 
 /* A plain conversion between numeric types the language converts directly. */
 static void plain_cast(cg_printer *p, rx_strbuf *o, rx_dtype to, const char *s) {
   if (p->L->c_casts)
-    rx_strbuf_printf(o, "((%s)(%s))", tname(p, to), s);
+    base_strbuf_printf(o, "((%s)(%s))", tname(p, to), s);
   else
-    rx_strbuf_printf(o, "%s(%s)", tname(p, to), s);
+    base_strbuf_printf(o, "%s(%s)", tname(p, to), s);
 }
 
 /* cg_lang.i64_by_halves: rx_i64(x), x's bits below its sign word's */
@@ -318,60 +318,60 @@ static void need_i64_halves(cg_printer *p) {
   if (p->need[CG_NEED_I64_HALVES]) return;
   p->need[CG_NEED_I64_HALVES] = true;
   p->uses[RX_DTYPE_I64] = true; /* its int64_t needs the language's 64-bit integer types */
-  rx_strbuf_printf(&p->helpers,
-                   "%sint64_t rx_i64(int x) {\n"
-                   "  return packInt2x32(ivec2(x, x >> 31));\n"
-                   "}\n",
-                   p->L->fn_prefix);
+  base_strbuf_printf(&p->helpers,
+                     "%sint64_t rx_i64(int x) {\n"
+                     "  return packInt2x32(ivec2(x, x >> 31));\n"
+                     "}\n",
+                     p->L->fn_prefix);
 }
 
 static void pcast(cg_printer *p, rx_strbuf *o, rx_dtype from, rx_dtype to, const char *s) {
   const cg_lang *L = p->L;
   if (from == to) {
-    rx_strbuf_append(o, s);
+    base_strbuf_append(o, s);
     return;
   }
   rx_strbuf tmp = {0};
   if (to == RX_DTYPE_BOOL) {
     if (via_f32(p, from)) {
-      rx_strbuf_printf(&tmp, L->to_f32[from], s);
-      rx_strbuf_printf(o, "(%s != 0.0%s)", tmp.data, L->f32_suffix);
+      base_strbuf_printf(&tmp, L->to_f32[from], s);
+      base_strbuf_printf(o, "(%s != 0.0%s)", tmp.data, L->f32_suffix);
     } else {
-      rx_strbuf_printf(o, "(%s != ", s);
+      base_strbuf_printf(o, "(%s != ", s);
       lit_int(p, o, 0, from);
-      rx_strbuf_putc(o, ')');
+      base_strbuf_putc(o, ')');
     }
   } else if (from == RX_DTYPE_BOOL) {
-    rx_strbuf_printf(o, "(%s ? ", s);
+    base_strbuf_printf(o, "(%s ? ", s);
     lit_int(p, o, 1, to);
-    rx_strbuf_append(o, " : ");
+    base_strbuf_append(o, " : ");
     lit_int(p, o, 0, to);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
   } else if (via_f32(p, from) || via_f32(p, to)) {
     /* through f32: exact for f16/bf16 -> f32, rounds once going down */
     const char *f32s = s;
     if (via_f32(p, from)) {
       p->uses[from] = true;
-      rx_strbuf_printf(&tmp, L->to_f32[from], s);
+      base_strbuf_printf(&tmp, L->to_f32[from], s);
       f32s = tmp.data;
     } else if (from != RX_DTYPE_F32) {
       plain_cast(p, &tmp, RX_DTYPE_F32, s);
       f32s = tmp.data;
     }
     if (to == RX_DTYPE_F32)
-      rx_strbuf_append(o, f32s);
+      base_strbuf_append(o, f32s);
     else if (via_f32(p, to)) {
       p->uses[to] = true;
-      rx_strbuf_printf(o, L->from_f32[to], f32s);
+      base_strbuf_printf(o, L->from_f32[to], f32s);
     } else
       plain_cast(p, o, to, f32s);
   } else if (L->i64_by_halves && from == RX_DTYPE_I32 && to == RX_DTYPE_I64) {
     need_i64_halves(p);
-    rx_strbuf_printf(o, "rx_i64(%s)", s);
+    base_strbuf_printf(o, "rx_i64(%s)", s);
   } else {
     plain_cast(p, o, to, s);
   }
-  rx_strbuf_free(&tmp);
+  base_strbuf_free(&tmp);
 }
 
 /* ---- symbolic (index) expressions -------------------------------------------------------- */
@@ -394,9 +394,9 @@ static const char *helper_name(cg_printer *p, bool mod, rx_dtype t);
 /* Integer context: a comparison or logic node becomes 0/1. */
 static void ps_int(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   if (is_boolish(e)) {
-    rx_strbuf_append(o, "(");
+    base_strbuf_append(o, "(");
     ps_bool(p, o, e, RX_PREC_OR);
-    rx_strbuf_append(o, " ? 1 : 0)");
+    base_strbuf_append(o, " ? 1 : 0)");
     return;
   }
   ps(p, o, e, min);
@@ -404,14 +404,14 @@ static void ps_int(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
 
 static void ps_bool(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   if (e->kind == RX_EXPR_CONST) {
-    rx_strbuf_append(o, e->value ? "true" : "false");
+    base_strbuf_append(o, e->value ? "true" : "false");
   } else if (is_boolish(e)) {
     ps(p, o, e, min);
   } else {
-    if (min > RX_PREC_CMP) rx_strbuf_putc(o, '(');
+    if (min > RX_PREC_CMP) base_strbuf_putc(o, '(');
     ps(p, o, e, RX_PREC_ADD);
-    rx_strbuf_append(o, " != 0");
-    if (min > RX_PREC_CMP) rx_strbuf_putc(o, ')');
+    base_strbuf_append(o, " != 0");
+    if (min > RX_PREC_CMP) base_strbuf_putc(o, ')');
   }
 }
 
@@ -423,19 +423,19 @@ static int64_t pow2_log(int64_t c) {
 }
 
 static bool nonneg(cg_printer *p, const rx_expr *e) {
-  rx_interval r = rx_analyzer_bounds(p->an, e);
+  rx_interval r = sym_analyzer_bounds(p->an, e);
   return r.lo >= 0;
 }
 
 static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   const cg_lang *L = p->L;
-  int prec = e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : rx_expr_kind_prec(e->kind);
+  int prec = e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : sym_expr_kind_prec(e->kind);
   /* floordiv / floormod decide their form first */
   int fd_form = 0; /* 1: '/' or '%', 2: shift / mask, 3: helper */
   int64_t k2 = -1;
   if (e->kind == RX_EXPR_FLOORDIV || e->kind == RX_EXPR_FLOORMOD) {
     bool bpos =
-        e->b->kind == RX_EXPR_CONST ? e->b->value > 0 : rx_analyzer_bounds(p->an, e->b).lo >= 1;
+        e->b->kind == RX_EXPR_CONST ? e->b->value > 0 : sym_analyzer_bounds(p->an, e->b).lo >= 1;
     if (bpos && nonneg(p, e->a))
       fd_form = 1;
     else if (e->b->kind == RX_EXPR_CONST && (k2 = pow2_log(e->b->value)) >= 0)
@@ -444,15 +444,15 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
       fd_form = 3, prec = RX_PREC_ATOM;
   }
   bool paren = prec < min;
-  if (paren) rx_strbuf_putc(o, '(');
+  if (paren) base_strbuf_putc(o, '(');
   switch (e->kind) {
   case RX_EXPR_CONST: {
     int64_t v = e->value;
     bool wide = v > 2147483647LL || v < -2147483647LL - 1;
     if (v == INT64_MIN)
-      rx_strbuf_printf(o, "(-9223372036854775807%s - 1)", L->i64_suffix);
+      base_strbuf_printf(o, "(-9223372036854775807%s - 1)", L->i64_suffix);
     else
-      rx_strbuf_printf(o, "%lld%s", (long long)v, wide ? L->i64_suffix : "");
+      base_strbuf_printf(o, "%lld%s", (long long)v, wide ? L->i64_suffix : "");
     break;
   }
   case RX_EXPR_VAR:
@@ -460,32 +460,32 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     if (is_scalar_var(p, e))
       L->scalar_ref(p, o, cg_name(p, e->name));
     else
-      rx_strbuf_append(o, cg_name(p, e->name));
+      base_strbuf_append(o, cg_name(p, e->name));
     break;
   case RX_EXPR_ADD: {
     ps_int(p, o, e->a, RX_PREC_ADD);
     const rx_expr *b = e->b;
     if (b->kind == RX_EXPR_CONST && b->value < 0 && b->value != INT64_MIN) {
-      rx_strbuf_printf(o, " - %lld", -(long long)b->value);
+      base_strbuf_printf(o, " - %lld", -(long long)b->value);
     } else if (b->kind == RX_EXPR_MUL && b->b->kind == RX_EXPR_CONST && b->b->value < 0 &&
                b->b->value != INT64_MIN) {
-      rx_strbuf_append(o, " - ");
+      base_strbuf_append(o, " - ");
       ps_int(p, o, b->a, RX_PREC_MUL);
-      if (b->b->value != -1) rx_strbuf_printf(o, " * %lld", -(long long)b->b->value);
+      if (b->b->value != -1) base_strbuf_printf(o, " * %lld", -(long long)b->b->value);
     } else {
-      rx_strbuf_append(o, " + ");
+      base_strbuf_append(o, " + ");
       ps_int(p, o, b, RX_PREC_MUL);
     }
     break;
   }
   case RX_EXPR_SUB:
     ps_int(p, o, e->a, RX_PREC_ADD);
-    rx_strbuf_append(o, " - ");
+    base_strbuf_append(o, " - ");
     ps_int(p, o, e->b, RX_PREC_MUL);
     break;
   case RX_EXPR_MUL:
     ps_int(p, o, e->a, RX_PREC_MUL);
-    rx_strbuf_append(o, " * ");
+    base_strbuf_append(o, " * ");
     ps_int(p, o, e->b, RX_PREC_UNARY);
     break;
   case RX_EXPR_FLOORDIV:
@@ -493,22 +493,22 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
     bool mod = e->kind == RX_EXPR_FLOORMOD;
     if (fd_form == 1) {
       ps_int(p, o, e->a, RX_PREC_MUL);
-      rx_strbuf_append(o, mod ? " % " : " / ");
+      base_strbuf_append(o, mod ? " % " : " / ");
       ps_int(p, o, e->b, RX_PREC_UNARY);
     } else if (fd_form == 2) {
-      rx_strbuf_putc(o, '(');
+      base_strbuf_putc(o, '(');
       ps_int(p, o, e->a, RX_PREC_ADD);
       if (mod)
-        rx_strbuf_printf(o, " & %lld)", (long long)(e->b->value - 1));
+        base_strbuf_printf(o, " & %lld)", (long long)(e->b->value - 1));
       else
-        rx_strbuf_printf(o, " >> %lld)", (long long)k2);
+        base_strbuf_printf(o, " >> %lld)", (long long)k2);
     } else {
-      rx_strbuf_printf(o, "%s(",
-                       helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32));
+      base_strbuf_printf(o, "%s(",
+                         helper_name(p, mod, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32));
       ps_int(p, o, e->a, RX_PREC_OR);
-      rx_strbuf_append(o, ", ");
+      base_strbuf_append(o, ", ");
       ps_int(p, o, e->b, RX_PREC_OR);
-      rx_strbuf_putc(o, ')');
+      base_strbuf_putc(o, ')');
     }
     break;
   }
@@ -516,17 +516,17 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   case RX_EXPR_MAX:
     /* min/max are overloaded functions: in a kernel of 64-bit indices a literal operand is
      * written 64-bit too, or min(long long, int) is ambiguous (CUDA, MSL) */
-    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    base_strbuf_printf(o, "%s(", sym_expr_kind_text(e->kind));
     for (int k = 0; k < 2; k++) {
       const rx_expr *x = k ? e->b : e->a;
-      if (k) rx_strbuf_append(o, ", ");
+      if (k) base_strbuf_append(o, ", ");
       if (x->kind == RX_EXPR_CONST && x->value != INT64_MIN && p->ck->k->index64)
-        rx_strbuf_printf(o, "%s%lld%s%s", x->value < 0 ? "(" : "", (long long)x->value,
-                         L->i64_suffix, x->value < 0 ? ")" : "");
+        base_strbuf_printf(o, "%s%lld%s%s", x->value < 0 ? "(" : "", (long long)x->value,
+                           L->i64_suffix, x->value < 0 ? ")" : "");
       else
         ps_int(p, o, x, RX_PREC_OR);
     }
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_EXPR_EQ:
   case RX_EXPR_NE:
@@ -535,38 +535,38 @@ static void ps(cg_printer *p, rx_strbuf *o, const rx_expr *e, int min) {
   case RX_EXPR_GT:
   case RX_EXPR_GE: {
     ps_int(p, o, e->a, RX_PREC_ADD);
-    rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
+    base_strbuf_printf(o, " %s ", sym_expr_kind_text(e->kind));
     ps_int(p, o, e->b, RX_PREC_ADD);
     break;
   }
   case RX_EXPR_AND:
   case RX_EXPR_OR:
     ps_bool(p, o, e->a, prec);
-    rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
+    base_strbuf_printf(o, " %s ", sym_expr_kind_text(e->kind));
     ps_bool(p, o, e->b, prec + 1);
     break;
   case RX_EXPR_NOT:
-    rx_strbuf_putc(o, '!');
+    base_strbuf_putc(o, '!');
     ps_bool(p, o, e->a, RX_PREC_ATOM);
     break;
   case RX_EXPR_SELECT:
-    rx_strbuf_putc(o, '(');
+    base_strbuf_putc(o, '(');
     ps_bool(p, o, e->a, RX_PREC_OR);
-    rx_strbuf_append(o, " ? ");
+    base_strbuf_append(o, " ? ");
     ps_int(p, o, e->b, RX_PREC_OR);
-    rx_strbuf_append(o, " : ");
+    base_strbuf_append(o, " : ");
     ps_int(p, o, e->c, RX_PREC_OR);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   default:
     RX_ASSERT(!"bad expression kind");
   }
-  if (paren) rx_strbuf_putc(o, ')');
+  if (paren) base_strbuf_putc(o, ')');
 }
 
 /* An index expression, simplified with the facts in scope. */
 static void pidx(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
-  ps_int(p, o, rx_analyzer_simplify(p->an, e), RX_PREC_OR);
+  ps_int(p, o, sym_analyzer_simplify(p->an, e), RX_PREC_OR);
 }
 
 /* ---- helpers emitted once per kernel ----------------------------------------------------- */
@@ -578,24 +578,24 @@ static const char *helper_name(cg_printer *p, bool mod, rx_dtype t) {
     p->need[key] = true;
     const char *T = tname(p, t);
     rx_strbuf *h = &p->helpers;
-    rx_strbuf_printf(h, "%s%s rx_floordiv(%s a, %s b) {\n  %s q = a / b;\n", L->fn_prefix, T, T, T,
-                     T);
-    rx_strbuf_append(h, "  return (q * b != a && ((a < ");
+    base_strbuf_printf(h, "%s%s rx_floordiv(%s a, %s b) {\n  %s q = a / b;\n", L->fn_prefix, T, T,
+                       T, T);
+    base_strbuf_append(h, "  return (q * b != a && ((a < ");
     lit_int(p, h, 0, t);
-    rx_strbuf_append(h, ") != (b < ");
+    base_strbuf_append(h, ") != (b < ");
     lit_int(p, h, 0, t);
-    rx_strbuf_append(h, "))) ? q - ");
+    base_strbuf_append(h, "))) ? q - ");
     lit_int(p, h, 1, t);
-    rx_strbuf_append(h, " : q;\n}\n");
-    rx_strbuf_printf(h, "%s%s rx_floormod(%s a, %s b) {\n  %s r = a %% b;\n", L->fn_prefix, T, T, T,
-                     T);
-    rx_strbuf_append(h, "  return (r != ");
+    base_strbuf_append(h, " : q;\n}\n");
+    base_strbuf_printf(h, "%s%s rx_floormod(%s a, %s b) {\n  %s r = a %% b;\n", L->fn_prefix, T, T,
+                       T, T);
+    base_strbuf_append(h, "  return (r != ");
     lit_int(p, h, 0, t);
-    rx_strbuf_append(h, " && ((r < ");
+    base_strbuf_append(h, " && ((r < ");
     lit_int(p, h, 0, t);
-    rx_strbuf_append(h, ") != (b < ");
+    base_strbuf_append(h, ") != (b < ");
     lit_int(p, h, 0, t);
-    rx_strbuf_append(h, "))) ? r + b : r;\n}\n");
+    base_strbuf_append(h, "))) ? r + b : r;\n}\n");
   }
   return mod ? "rx_floormod" : "rx_floordiv";
 }
@@ -605,7 +605,7 @@ static void need_erf(cg_printer *p) {
   p->need[CG_NEED_ERF] = true;
   const cg_lang *L = p->L;
   const char *abs_ = L->math[RX_INTRIN_ABS], *exp_ = L->math[RX_INTRIN_EXP];
-  rx_strbuf_printf(
+  base_strbuf_printf(
       &p->helpers,
       "/* erf: Taylor series for |x| < 0.5 (relative error < 1e-7), Abramowitz-Stegun 7.1.26\n"
       "   above (absolute error < 1.5e-7) */\n"
@@ -629,11 +629,11 @@ static void need_erf(cg_printer *p) {
 static void need_asin(cg_printer *p) {
   if (p->need[CG_NEED_ASIN]) return;
   p->need[CG_NEED_ASIN] = true;
-  rx_strbuf_printf(&p->helpers,
-                   "%sfloat rx_asin(float x) {\n"
-                   "  return atan(x, sqrt((1.0 - x) * (1.0 + x)));\n"
-                   "}\n",
-                   p->L->fn_prefix);
+  base_strbuf_printf(&p->helpers,
+                     "%sfloat rx_asin(float x) {\n"
+                     "  return atan(x, sqrt((1.0 - x) * (1.0 + x)));\n"
+                     "}\n",
+                     p->L->fn_prefix);
 }
 
 /* ---- tensor-program expressions ---------------------------------------------------------- */
@@ -657,7 +657,7 @@ static void pt_as(cg_printer *p, rx_strbuf *o, const rx_tx *e, rx_dtype want) {
   rx_strbuf tmp = {0};
   pt(p, &tmp, e);
   pcast(p, o, e->dtype, want, tmp.data ? tmp.data : "");
-  rx_strbuf_free(&tmp);
+  base_strbuf_free(&tmp);
 }
 
 /* An index given as a tensor-program value (not symbolic): converted to the index type. */
@@ -671,16 +671,16 @@ static void access(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n
   const char *name = NULL;
   for (int i = 0; i < p->ck->nshared; i++)
     if (p->ck->shared[i].buf == b) name = p->ck->shared[i].name;
-  rx_strbuf_printf(o, "%s[", cg_name(p, name ? name : b->name));
+  base_strbuf_printf(o, "%s[", cg_name(p, name ? name : b->name));
   if (p->ck->k->index64 && p->L->subscript64) {
     rx_strbuf tmp = {0};
     access_index(p, &tmp, b, idx, n);
-    rx_strbuf_printf(o, p->L->subscript64, tmp.data);
-    rx_strbuf_free(&tmp);
+    base_strbuf_printf(o, p->L->subscript64, tmp.data);
+    base_strbuf_free(&tmp);
   } else {
     access_index(p, o, b, idx, n);
   }
-  rx_strbuf_putc(o, ']');
+  base_strbuf_putc(o, ']');
 }
 
 static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx, int n) {
@@ -691,18 +691,18 @@ static void access_index(cg_printer *p, rx_strbuf *o, rx_buffer *b, rx_tx **idx,
     /* mixed: sum of index * stride, strides symbolic */
     rx_expr_ctx *c = p->m->ctx;
     for (int d = 0; d < n; d++) {
-      const rx_expr *stride = rx_expr_const(c, 1);
-      for (int q = d + 1; q < b->ndim; q++) stride = rx_expr_mul(c, stride, b->shape[q]);
-      if (d) rx_strbuf_append(o, " + ");
-      rx_strbuf_putc(o, '(');
+      const rx_expr *stride = sym_expr_const(c, 1);
+      for (int q = d + 1; q < b->ndim; q++) stride = sym_expr_mul(c, stride, b->shape[q]);
+      if (d) base_strbuf_append(o, " + ");
+      base_strbuf_putc(o, '(');
       if (idx[d]->kind == RX_TX_SYM)
-        ps_int(p, o, rx_analyzer_simplify(p->an, idx[d]->sym), RX_PREC_OR);
+        ps_int(p, o, sym_analyzer_simplify(p->an, idx[d]->sym), RX_PREC_OR);
       else
         pt_index(p, o, idx[d]);
-      rx_strbuf_append(o, ")");
+      base_strbuf_append(o, ")");
       if (!rx_expr_is_const(stride, 1)) {
-        rx_strbuf_append(o, " * ");
-        ps_int(p, o, rx_analyzer_simplify(p->an, stride), RX_PREC_UNARY);
+        base_strbuf_append(o, " * ");
+        ps_int(p, o, sym_analyzer_simplify(p->an, stride), RX_PREC_UNARY);
       }
     }
   }
@@ -735,62 +735,62 @@ static void pbinary(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_dtype ht = t == RX_DTYPE_U16 ? RX_DTYPE_U32 : t;
     pcast(p, &x, t, ht, sa);
     pcast(p, &y, t, ht, sb);
-    rx_strbuf_printf(&r, "(%s %s %s)", x.data, op == RX_BINOP_FLOORDIV ? "/" : "%", y.data);
+    base_strbuf_printf(&r, "(%s %s %s)", x.data, op == RX_BINOP_FLOORDIV ? "/" : "%", y.data);
     pcast(p, o, ht, e->dtype, r.data);
-    rx_strbuf_free(&x);
-    rx_strbuf_free(&y);
-    rx_strbuf_free(&r);
+    base_strbuf_free(&x);
+    base_strbuf_free(&y);
+    base_strbuf_free(&r);
   } else if (divmod && !is_float(t) && t != RX_DTYPE_I64 && k2 >= 0) {
     /* by a power of two 2^k2 in 32 bits: floor division is the arithmetic shift and floor modulo
      * the mask, for negative values too (two's complement; quantized weights' bit fields) */
     rx_strbuf x = {0}, call = {0};
     pcast(p, &x, t, RX_DTYPE_I32, sa);
     if (op == RX_BINOP_FLOORDIV)
-      rx_strbuf_printf(&call, "(%s >> %lld)", x.data, (long long)k2);
+      base_strbuf_printf(&call, "(%s >> %lld)", x.data, (long long)k2);
     else
-      rx_strbuf_printf(&call, "(%s & %lld)", x.data, (long long)((1LL << k2) - 1));
+      base_strbuf_printf(&call, "(%s & %lld)", x.data, (long long)((1LL << k2) - 1));
     pcast(p, o, RX_DTYPE_I32, e->dtype, call.data);
-    rx_strbuf_free(&x);
-    rx_strbuf_free(&call);
+    base_strbuf_free(&x);
+    base_strbuf_free(&call);
   } else if ((op == RX_BINOP_FLOORDIV || op == RX_BINOP_FLOORMOD) && !is_float(t)) {
     rx_dtype ht = t == RX_DTYPE_I64 ? RX_DTYPE_I64 : RX_DTYPE_I32;
     rx_strbuf x = {0}, y = {0};
     pcast(p, &x, t, ht, sa);
     pcast(p, &y, t, ht, sb);
     rx_strbuf call = {0};
-    rx_strbuf_printf(&call, "%s(%s, %s)", helper_name(p, op == RX_BINOP_FLOORMOD, ht), x.data,
-                     y.data);
+    base_strbuf_printf(&call, "%s(%s, %s)", helper_name(p, op == RX_BINOP_FLOORMOD, ht), x.data,
+                       y.data);
     pcast(p, o, ht, e->dtype, call.data);
-    rx_strbuf_free(&x);
-    rx_strbuf_free(&y);
-    rx_strbuf_free(&call);
+    base_strbuf_free(&x);
+    base_strbuf_free(&y);
+    base_strbuf_free(&call);
   } else if (arith_f32(p, t) && op != RX_BINOP_AND && op != RX_BINOP_OR) {
     rx_strbuf x = {0};
-    rx_strbuf_append(&x, "(");
-    rx_strbuf_printf(&x, L->to_f32[t], sa);
-    rx_strbuf_printf(&x, " %s ", rx_binop_name(op));
-    rx_strbuf_printf(&x, L->to_f32[t], sb);
-    rx_strbuf_append(&x, ")");
+    base_strbuf_append(&x, "(");
+    base_strbuf_printf(&x, L->to_f32[t], sa);
+    base_strbuf_printf(&x, " %s ", ir_binop_name(op));
+    base_strbuf_printf(&x, L->to_f32[t], sb);
+    base_strbuf_append(&x, ")");
     if (is_cmp(op))
-      rx_strbuf_append(o, x.data);
+      base_strbuf_append(o, x.data);
     else
-      rx_strbuf_printf(o, L->from_f32[t], x.data);
-    rx_strbuf_free(&x);
+      base_strbuf_printf(o, L->from_f32[t], x.data);
+    base_strbuf_free(&x);
   } else if (L->c_casts && !is_cmp(op) && t == RX_DTYPE_U16) {
     /* u16 in C: promoted to int, where u16 * u16 can overflow; computed in unsigned int */
     const char *U = tname(p, RX_DTYPE_U32);
-    rx_strbuf_printf(o, "((%s)((%s)(%s) %s (%s)(%s)))", tname(p, t), U, sa, rx_binop_name(op), U,
-                     sb);
+    base_strbuf_printf(o, "((%s)((%s)(%s) %s (%s)(%s)))", tname(p, t), U, sa, ir_binop_name(op), U,
+                       sb);
   } else {
-    const char *opname = rx_binop_name(op);
+    const char *opname = ir_binop_name(op);
     bool narrow =
         L->c_casts && !is_cmp(op) && (t == RX_DTYPE_I8 || t == RX_DTYPE_I16 || t == RX_DTYPE_U8);
-    if (narrow) rx_strbuf_printf(o, "((%s)", tname(p, t));
-    rx_strbuf_printf(o, "(%s %s %s)", sa, opname, sb);
-    if (narrow) rx_strbuf_putc(o, ')');
+    if (narrow) base_strbuf_printf(o, "((%s)", tname(p, t));
+    base_strbuf_printf(o, "(%s %s %s)", sa, opname, sb);
+    if (narrow) base_strbuf_putc(o, ')');
   }
-  rx_strbuf_free(&a);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&a);
+  base_strbuf_free(&b);
 }
 
 /* A float intrinsic computed in f32 on printed f32 operands (f64: in f64 with the language's
@@ -801,29 +801,29 @@ static void fmath(cg_printer *p, rx_strbuf *o, rx_intrinsic f, const char **args
   const char *const *math = f64 ? L->math_f64 : L->math;
   switch (f) {
   case RX_INTRIN_SIGMOID:
-    rx_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, math[RX_INTRIN_EXP], args[0]);
+    base_strbuf_printf(o, "(1.0%s / (1.0%s + %s(-(%s))))", sfx, sfx, math[RX_INTRIN_EXP], args[0]);
     return;
   case RX_INTRIN_ERF:
     if (!L->has_erf) {
       need_erf(p);
-      rx_strbuf_printf(o, "rx_erf(%s)", args[0]);
+      base_strbuf_printf(o, "rx_erf(%s)", args[0]);
       return;
     }
     break;
   case RX_INTRIN_ASIN:
     if (!math[f]) {
       need_asin(p);
-      rx_strbuf_printf(o, "rx_asin(%s)", args[0]);
+      base_strbuf_printf(o, "rx_asin(%s)", args[0]);
       return;
     }
     break;
   default:
     break;
   }
-  int n = rx_intrinsic_arity(f);
-  rx_strbuf_printf(o, "%s(", math[f]);
-  for (int i = 0; i < n; i++) rx_strbuf_printf(o, "%s%s", i ? ", " : "", args[i]);
-  rx_strbuf_putc(o, ')');
+  int n = ir_intrinsic_arity(f);
+  base_strbuf_printf(o, "%s(", math[f]);
+  for (int i = 0; i < n; i++) base_strbuf_printf(o, "%s%s", i ? ", " : "", args[i]);
+  base_strbuf_putc(o, ')');
 }
 
 /* The helper of run-time checks: where ok is false, the check's code and v's two words go to the
@@ -836,19 +836,19 @@ static void need_check(cg_printer *p) {
   const char *i64 = tname(p, RX_DTYPE_I64),
              *e = L->check_buf ? "rx_e" : cg_name(p, RX_KARG_ERROR_NAME);
   p->uses[RX_DTYPE_I64] = true;
-  rx_strbuf_printf(&p->helpers, "%s%s rx_check(bool ok, %s v, int code", L->fn_prefix, i64, i64);
-  if (L->check_buf) rx_strbuf_printf(&p->helpers, ", %s rx_e", L->check_buf);
-  rx_strbuf_printf(&p->helpers,
-                   ") {\n"
-                   "  if (!ok) {\n"
-                   "    %s[0] = code;\n"
-                   "    %s[1] = %s;\n"
-                   "    %s[2] = %s;\n"
-                   "  }\n"
-                   "  return v;\n"
-                   "}\n",
-                   e, e, L->c_casts ? "(int)(v)" : "int(v)", e,
-                   L->c_casts ? "(int)(v >> 32)" : "int(v >> 32)");
+  base_strbuf_printf(&p->helpers, "%s%s rx_check(bool ok, %s v, int code", L->fn_prefix, i64, i64);
+  if (L->check_buf) base_strbuf_printf(&p->helpers, ", %s rx_e", L->check_buf);
+  base_strbuf_printf(&p->helpers,
+                     ") {\n"
+                     "  if (!ok) {\n"
+                     "    %s[0] = code;\n"
+                     "    %s[1] = %s;\n"
+                     "    %s[2] = %s;\n"
+                     "  }\n"
+                     "  return v;\n"
+                     "}\n",
+                     e, e, L->c_casts ? "(int)(v)" : "int(v)", e,
+                     L->c_casts ? "(int)(v >> 32)" : "int(v >> 32)");
 }
 
 static void pcheck(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
@@ -856,14 +856,14 @@ static void pcheck(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   rx_strbuf ok = {0}, v = {0}, r = {0};
   pt_as(p, &ok, e->a, RX_DTYPE_BOOL);
   pt_as(p, &v, e->b, RX_DTYPE_I64);
-  rx_strbuf_printf(&r, "rx_check(%s, %s, %d", ok.data, v.data,
-                   (int)rx_check_code(e->msg ? e->msg : ""));
-  if (p->L->check_buf) rx_strbuf_printf(&r, ", %s", cg_name(p, RX_KARG_ERROR_NAME));
-  rx_strbuf_putc(&r, ')');
+  base_strbuf_printf(&r, "rx_check(%s, %s, %d", ok.data, v.data,
+                     (int)base_check_code(e->msg ? e->msg : ""));
+  if (p->L->check_buf) base_strbuf_printf(&r, ", %s", cg_name(p, RX_KARG_ERROR_NAME));
+  base_strbuf_putc(&r, ')');
   pcast(p, o, RX_DTYPE_I64, e->dtype, r.data);
-  rx_strbuf_free(&ok);
-  rx_strbuf_free(&v);
-  rx_strbuf_free(&r);
+  base_strbuf_free(&ok);
+  base_strbuf_free(&v);
+  base_strbuf_free(&r);
 }
 
 static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
@@ -871,16 +871,16 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
   rx_intrinsic f = e->intrin;
   rx_dtype t = e->dtype;
   const rx_tx *argv[3] = {e->a, e->b, e->c};
-  int n = rx_intrinsic_arity(f);
-  if (rx_intrinsic_kind(f) == 'c') {
+  int n = ir_intrinsic_arity(f);
+  if (ir_intrinsic_kind(f) == 'c') {
     pcheck(p, o, e);
     return;
   }
-  if (rx_intrinsic_kind(f) == 's') {
+  if (ir_intrinsic_kind(f) == 's') {
     rx_strbuf x = {0};
     pt_as(p, &x, e->a, t);
     L->subgroup(p, o, f, t, x.data ? x.data : "");
-    rx_strbuf_free(&x);
+    base_strbuf_free(&x);
     return;
   }
   if (!is_float(t)) {
@@ -899,21 +899,21 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
       }
       pt_as(p, &tmp, argv[i], t);
       pcast(p, &s[i], t, ht, tmp.data);
-      rx_strbuf_free(&tmp);
+      base_strbuf_free(&tmp);
     }
     if (f == RX_INTRIN_ABS && is_unsigned(ht))
-      rx_strbuf_append(&call, s[0].data);
+      base_strbuf_append(&call, s[0].data);
     else if (f == RX_INTRIN_ABS)
-      rx_strbuf_printf(&call, "%s(%s)", ht == RX_DTYPE_I64 ? L->i64_abs : L->int_abs, s[0].data);
+      base_strbuf_printf(&call, "%s(%s)", ht == RX_DTYPE_I64 ? L->i64_abs : L->int_abs, s[0].data);
     else if (f == RX_INTRIN_MIN || f == RX_INTRIN_MAX)
-      rx_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max, s[0].data,
-                       s[1].data);
+      base_strbuf_printf(&call, "%s(%s, %s)", f == RX_INTRIN_MIN ? L->int_min : L->int_max,
+                         s[0].data, s[1].data);
     else
-      cg_error(p, e->loc, "intrinsic '%s' needs a float operand", rx_intrinsic_name(f));
+      cg_error(p, e->loc, "intrinsic '%s' needs a float operand", ir_intrinsic_name(f));
     if (call.data) pcast(p, o, ht, t, call.data);
-    rx_strbuf_free(&s[0]);
-    rx_strbuf_free(&s[1]);
-    rx_strbuf_free(&call);
+    base_strbuf_free(&s[0]);
+    base_strbuf_free(&s[1]);
+    base_strbuf_free(&call);
     return;
   }
   /* floats: f32 directly; f16/bf16 converted to f32, computed, rounded once; f64 in f64 where
@@ -929,7 +929,7 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     pt_as(p, &tmp, argv[i], t);
     pcast(p, &s[i], t, ct, tmp.data);
     sv[i] = s[i].data;
-    rx_strbuf_free(&tmp);
+    base_strbuf_free(&tmp);
   }
   if (t == ct) {
     fmath(p, o, f, sv, f64);
@@ -937,9 +937,9 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     rx_strbuf r = {0};
     fmath(p, &r, f, sv, false);
     pcast(p, o, RX_DTYPE_F32, t, r.data);
-    rx_strbuf_free(&r);
+    base_strbuf_free(&r);
   }
-  for (int i = 0; i < 3; i++) rx_strbuf_free(&s[i]);
+  for (int i = 0; i < 3; i++) base_strbuf_free(&s[i]);
 }
 
 static bool vec_lane_ref(cg_printer *p, rx_strbuf *o, const void *node);
@@ -957,7 +957,7 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     /* an operand of the value expressions around it (pbinary prints "(a op b)" with the
      * operands as they come): a compound one in parentheses, or i * (w / 2) printed as
      * i * w / 2 */
-    const rx_expr *s = rx_analyzer_simplify(p->an, e->sym);
+    const rx_expr *s = sym_analyzer_simplify(p->an, e->sym);
     if (e->dtype == RX_DTYPE_BOOL) {
       ps_bool(p, o, s, RX_PREC_UNARY);
     } else if (p->ck->k->index64) {
@@ -966,12 +966,12 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
       rx_strbuf tmp = {0};
       ps_int(p, &tmp, s, RX_PREC_OR);
       pcast(p, o, RX_DTYPE_I32, e->dtype, tmp.data);
-      rx_strbuf_free(&tmp);
+      base_strbuf_free(&tmp);
     }
     break;
   }
   case RX_TX_LOCAL:
-    rx_strbuf_append(o, cg_name(p, e->local->name));
+    base_strbuf_append(o, cg_name(p, e->local->name));
     break;
   case RX_TX_LOAD: {
     p->uses[e->buf->dtype] = true;
@@ -980,8 +980,8 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     if (glob && L->storage[e->dtype]) { /* bool stored as bytes */
       rx_strbuf tmp = {0};
       access(p, &tmp, e->buf, e->idx, e->nidx);
-      rx_strbuf_printf(o, "(%s != %s(0))", tmp.data, L->storage[e->dtype]);
-      rx_strbuf_free(&tmp);
+      base_strbuf_printf(o, "(%s != %s(0))", tmp.data, L->storage[e->dtype]);
+      base_strbuf_free(&tmp);
     } else {
       access(p, o, e->buf, e->idx, e->nidx);
     }
@@ -994,37 +994,37 @@ static void pt(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     if (arith_f32(p, e->dtype)) {
       rx_strbuf x = {0}, y = {0};
       pt(p, &x, e->a);
-      rx_strbuf_append(&y, "(-");
-      rx_strbuf_printf(&y, L->to_f32[e->dtype], x.data);
-      rx_strbuf_append(&y, ")");
-      rx_strbuf_printf(o, L->from_f32[e->dtype], y.data);
-      rx_strbuf_free(&x);
-      rx_strbuf_free(&y);
+      base_strbuf_append(&y, "(-");
+      base_strbuf_printf(&y, L->to_f32[e->dtype], x.data);
+      base_strbuf_append(&y, ")");
+      base_strbuf_printf(o, L->from_f32[e->dtype], y.data);
+      base_strbuf_free(&x);
+      base_strbuf_free(&y);
     } else {
-      rx_strbuf_append(o, "(-");
+      base_strbuf_append(o, "(-");
       pt_as(p, o, e->a, e->dtype);
-      rx_strbuf_putc(o, ')');
+      base_strbuf_putc(o, ')');
     }
     break;
   case RX_TX_NOT:
-    rx_strbuf_append(o, "(!");
+    base_strbuf_append(o, "(!");
     pt_as(p, o, e->a, RX_DTYPE_BOOL);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_TX_SELECT:
-    rx_strbuf_putc(o, '(');
+    base_strbuf_putc(o, '(');
     pt_as(p, o, e->a, RX_DTYPE_BOOL);
-    rx_strbuf_append(o, " ? ");
+    base_strbuf_append(o, " ? ");
     pt_as(p, o, e->b, e->dtype);
-    rx_strbuf_append(o, " : ");
+    base_strbuf_append(o, " : ");
     pt_as(p, o, e->c, e->dtype);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_TX_CAST: {
     rx_strbuf tmp = {0};
     pt(p, &tmp, e->a);
     pcast(p, o, e->a->dtype, e->dtype, tmp.data ? tmp.data : "");
-    rx_strbuf_free(&tmp);
+    base_strbuf_free(&tmp);
     break;
   }
   case RX_TX_CALL:
@@ -1150,7 +1150,7 @@ static const rx_karg *karg_of(cg_printer *p, const rx_buffer *b) {
 
 static int vec_elem_bytes(const cg_printer *p, rx_dtype t) {
   if (!p->L->from_bits[t] || !p->L->to_bits[t]) return 0;
-  int bytes = rx_dtype_bits(t) / 8;
+  int bytes = ir_dtype_bits(t) / 8;
   return bytes == 1 || bytes == 2 || bytes == 4 ? bytes : 0;
 }
 
@@ -1163,14 +1163,14 @@ static const rx_expr *vec_index(cg_printer *p, cg_vec_loop *vl, const rx_tx *i) 
   rx_expr_ctx *c = p->m->ctx;
   const rx_tx *whole = i;
   if (i->kind == RX_TX_SYM) return i->sym;
-  if (i->kind == RX_TX_INT) return rx_expr_const(c, i->ival);
-  while (i->kind == RX_TX_CAST && rx_dtype_is_int(i->dtype)) i = i->a;
-  if (i->kind != RX_TX_LOCAL || !rx_dtype_is_int(i->local->dtype)) return NULL;
+  if (i->kind == RX_TX_INT) return sym_expr_const(c, i->ival);
+  while (i->kind == RX_TX_CAST && ir_dtype_is_int(i->dtype)) i = i->a;
+  if (i->kind != RX_TX_LOCAL || !ir_dtype_is_int(i->local->dtype)) return NULL;
   for (int k = 0; k < vl->nlets; k++)
     if (vl->lets[k] == i->local) return NULL;
   char name[96]; /* '%' keeps it apart from every variable of the program */
   snprintf(name, sizeof name, "%%let.%p", (const void *)i->local);
-  const rx_expr *v = rx_expr_var(c, name);
+  const rx_expr *v = sym_expr_var(c, name);
   for (int k = 0; k < vl->nopaque; k++)
     if (vl->opaque[k].var == v) return v;
   if (vl->nopaque == VEC_MAX_USES) return NULL;
@@ -1184,9 +1184,9 @@ static bool vec_opaque_ref(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
   const cg_vec_loop *vl = p->vopaque;
   for (int k = 0; vl && k < vl->nopaque; k++)
     if (vl->opaque[k].var == e) {
-      rx_strbuf_putc(o, '(');
+      base_strbuf_putc(o, '(');
       pt_index(p, o, vl->opaque[k].tx);
-      rx_strbuf_putc(o, ')');
+      base_strbuf_putc(o, ')');
       return true;
     }
   return false;
@@ -1196,13 +1196,13 @@ static bool vec_opaque_ref(cg_printer *p, rx_strbuf *o, const rx_expr *e) {
 static const rx_expr *vec_flat(cg_printer *p, cg_vec_loop *vl, const rx_buffer *b,
                                rx_tx *const *idx, int n) {
   rx_expr_ctx *c = p->m->ctx;
-  const rx_expr *flat = rx_expr_const(c, 0);
+  const rx_expr *flat = sym_expr_const(c, 0);
   for (int d = 0; d < n; d++) {
     const rx_expr *i = vec_index(p, vl, idx[d]);
     if (!i) return NULL;
-    flat = rx_expr_add(c, rx_expr_mul(c, flat, b->shape[d]), i);
+    flat = sym_expr_add(c, sym_expr_mul(c, flat, b->shape[d]), i);
   }
-  return rx_analyzer_simplify(p->an, flat);
+  return sym_analyzer_simplify(p->an, flat);
 }
 
 /* The vector access of use u (appended, or merged with a load of the same buffer and base), or
@@ -1215,15 +1215,15 @@ static int vec_access_of(cg_printer *p, cg_vec_loop *vl, const vec_use *u) {
   int nidx = u->store ? ((const rx_stmt *)u->node)->nidx : ((const rx_tx *)u->node)->nidx;
   const rx_expr *flat = vec_flat(p, vl, u->buf, idx, nidx);
   if (!flat) return -1;
-  const rx_expr *base = rx_analyzer_simplify(p->an, rx_expr_sub(p->m->ctx, flat, vl->lane));
-  if (rx_expr_uses_var(base, vl->lane)) return -1;
+  const rx_expr *base = sym_analyzer_simplify(p->an, sym_expr_sub(p->m->ctx, flat, vl->lane));
+  if (sym_expr_uses_var(base, vl->lane)) return -1;
   int chunk = vl->lanes * S < VEC_CHUNK_BYTES ? vl->lanes * S : VEC_CHUNK_BYTES;
-  int64_t k = chunk / S, d = rx_analyzer_divisor(p->an, base);
+  int64_t k = chunk / S, d = sym_analyzer_divisor(p->an, base);
   rx_expr_ctx *c = p->m->ctx;
   if (d != 0 && d % k != 0 &&
-      rx_analyzer_prove(p->an,
-                        rx_expr_cmp(c, RX_EXPR_EQ, rx_expr_floormod(c, base, rx_expr_const(c, k)),
-                                    rx_expr_const(c, 0))) != RX_TRUE)
+      sym_analyzer_prove(p->an, sym_expr_cmp(c, RX_EXPR_EQ,
+                                             sym_expr_floormod(c, base, sym_expr_const(c, k)),
+                                             sym_expr_const(c, 0))) != RX_TRUE)
     return -1;
   for (int i = 0; i < vl->nacc; i++)
     if (!u->store && !vl->acc[i].store && vl->acc[i].buf == u->buf && vl->acc[i].base == base)
@@ -1256,49 +1256,49 @@ static void vec_plan(cg_printer *p, cg_vec_loop *vl, const rx_stmt *s) {
 /* Word w of rx_w (a vector of `words` words). */
 static void vec_word(rx_strbuf *o, int words, int w) {
   if (words == 1)
-    rx_strbuf_append(o, "rx_w");
+    base_strbuf_append(o, "rx_w");
   else
-    rx_strbuf_printf(o, "rx_w.%c", "xyzw"[w]);
+    base_strbuf_printf(o, "rx_w.%c", "xyzw"[w]);
 }
 
 static int words_log2(int words) { return words == 1 ? 0 : words == 2 ? 1 : 2; }
 
 /* The vector reference of chunk c of access a. */
 static void vec_ref(cg_printer *p, rx_strbuf *o, const vec_access *a, int chunk, int c) {
-  int S = rx_dtype_bits(a->buf->dtype) / 8;
+  int S = ir_dtype_bits(a->buf->dtype) / 8;
   rx_expr_ctx *x = p->m->ctx;
-  const rx_expr *index = rx_expr_add(x, rx_expr_floordiv(x, a->base, rx_expr_const(x, chunk / S)),
-                                     rx_expr_const(x, c));
+  const rx_expr *index = sym_expr_add(
+      x, sym_expr_floordiv(x, a->base, sym_expr_const(x, chunk / S)), sym_expr_const(x, c));
   rx_strbuf ix = {0}, sub = {0};
   pidx(p, &ix, index);
-  if (p->ck->k->index64 && p->L->subscript64) rx_strbuf_printf(&sub, p->L->subscript64, ix.data);
+  if (p->ck->k->index64 && p->L->subscript64) base_strbuf_printf(&sub, p->L->subscript64, ix.data);
   p->views[a->arg - p->ck->k->args] |= (unsigned char)(1u << words_log2(chunk / 4));
   p->L->vector_ref(p, o, a->arg, chunk / 4, sub.data ? sub.data : ix.data, a->store);
-  rx_strbuf_free(&ix);
-  rx_strbuf_free(&sub);
+  base_strbuf_free(&ix);
+  base_strbuf_free(&sub);
 }
 
 /* Loads (before the lanes) or stores (after them) of access a, one chunk per block. */
 static void vec_move(cg_printer *p, rx_strbuf *o, const vec_access *a, int lanes) {
   const cg_lang *L = p->L;
   rx_dtype t = a->buf->dtype;
-  int S = rx_dtype_bits(t) / 8, per_word = 4 / S, bits = 8 * S;
+  int S = ir_dtype_bits(t) / 8, per_word = 4 / S, bits = 8 * S;
   int chunk = lanes * S < VEC_CHUNK_BYTES ? lanes * S : VEC_CHUNK_BYTES, words = chunk / 4;
   const char *W = L->vec_words[words_log2(words)];
   for (int c = 0; c < lanes * S / chunk; c++) {
     cg_indent(p, o);
     if (!a->store) {
-      rx_strbuf_printf(o, "{\n");
+      base_strbuf_printf(o, "{\n");
       p->indent++;
       cg_indent(p, o);
-      rx_strbuf_printf(o, "const %s rx_w = ", W);
+      base_strbuf_printf(o, "const %s rx_w = ", W);
       vec_ref(p, o, a, chunk, c);
-      rx_strbuf_append(o, ";\n");
+      base_strbuf_append(o, ";\n");
     } else {
-      rx_strbuf_printf(o, "{\n");
+      base_strbuf_printf(o, "{\n");
       p->indent++;
       cg_indent(p, o);
-      rx_strbuf_printf(o, "%s rx_w;\n", W);
+      base_strbuf_printf(o, "%s rx_w;\n", W);
     }
     for (int w = 0; w < words; w++) {
       int lane0 = (c * words + w) * per_word;
@@ -1307,42 +1307,43 @@ static void vec_move(cg_printer *p, rx_strbuf *o, const vec_access *a, int lanes
       cg_indent(p, o);
       if (!a->store) {
         for (int j = 0; j < per_word; j++) {
-          rx_strbuf_free(&part);
+          base_strbuf_free(&part);
           if (per_word == 1)
-            rx_strbuf_append(&part, word.data);
+            base_strbuf_append(&part, word.data);
           else if (j == 0)
-            rx_strbuf_printf(&part, "(%s & 0x%xu)", word.data, (1u << bits) - 1u);
+            base_strbuf_printf(&part, "(%s & 0x%xu)", word.data, (1u << bits) - 1u);
           else if (j == per_word - 1)
-            rx_strbuf_printf(&part, "(%s >> %d)", word.data, j * bits);
+            base_strbuf_printf(&part, "(%s >> %d)", word.data, j * bits);
           else
-            rx_strbuf_printf(&part, "((%s >> %d) & 0x%xu)", word.data, j * bits, (1u << bits) - 1u);
-          rx_strbuf_printf(o, "%srx_v%d[%d] = ", j ? " " : "", a->array, lane0 + j);
-          rx_strbuf_printf(o, L->from_bits[t], part.data);
-          rx_strbuf_append(o, ";");
+            base_strbuf_printf(&part, "((%s >> %d) & 0x%xu)", word.data, j * bits,
+                               (1u << bits) - 1u);
+          base_strbuf_printf(o, "%srx_v%d[%d] = ", j ? " " : "", a->array, lane0 + j);
+          base_strbuf_printf(o, L->from_bits[t], part.data);
+          base_strbuf_append(o, ";");
         }
       } else {
-        rx_strbuf_printf(o, "%s = ", word.data);
+        base_strbuf_printf(o, "%s = ", word.data);
         for (int j = 0; j < per_word; j++) {
-          rx_strbuf_free(&part);
-          rx_strbuf_printf(&part, "rx_v%d[%d]", a->array, lane0 + j);
-          if (j) rx_strbuf_append(o, " | (");
-          rx_strbuf_printf(o, L->to_bits[t], part.data);
-          if (j) rx_strbuf_printf(o, " << %d)", j * bits);
+          base_strbuf_free(&part);
+          base_strbuf_printf(&part, "rx_v%d[%d]", a->array, lane0 + j);
+          if (j) base_strbuf_append(o, " | (");
+          base_strbuf_printf(o, L->to_bits[t], part.data);
+          if (j) base_strbuf_printf(o, " << %d)", j * bits);
         }
-        rx_strbuf_append(o, ";");
+        base_strbuf_append(o, ";");
       }
-      rx_strbuf_append(o, "\n");
-      rx_strbuf_free(&word);
-      rx_strbuf_free(&part);
+      base_strbuf_append(o, "\n");
+      base_strbuf_free(&word);
+      base_strbuf_free(&part);
     }
     if (a->store) {
       cg_indent(p, o);
       vec_ref(p, o, a, chunk, c);
-      rx_strbuf_append(o, " = rx_w;\n");
+      base_strbuf_append(o, " = rx_w;\n");
     }
     p->indent--;
     cg_indent(p, o);
-    rx_strbuf_append(o, "}\n");
+    base_strbuf_append(o, "}\n");
   }
 }
 
@@ -1351,12 +1352,12 @@ static bool vec_lane_ref(cg_printer *p, rx_strbuf *o, const void *node) {
   cg_vec_loop *vl = p->vloop;
   for (int i = 0; vl && i < vl->nuses; i++) {
     if (vl->uses[i].node != node || vl->uses[i].acc < 0) continue;
-    rx_strbuf_printf(o, "rx_v%d[", vl->acc[vl->uses[i].acc].array);
+    base_strbuf_printf(o, "rx_v%d[", vl->acc[vl->uses[i].acc].array);
     if (p->ck->k->index64 && p->L->subscript64)
-      rx_strbuf_printf(o, p->L->subscript64, cg_name(p, vl->lane->name));
+      base_strbuf_printf(o, p->L->subscript64, cg_name(p, vl->lane->name));
     else
-      rx_strbuf_append(o, cg_name(p, vl->lane->name));
-    rx_strbuf_putc(o, ']');
+      base_strbuf_append(o, cg_name(p, vl->lane->name));
+    base_strbuf_putc(o, ']');
     return true;
   }
   return false;
@@ -1370,26 +1371,26 @@ static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   if (p->vloop || s->nvars != 1 || s->extent[0]->kind != RX_EXPR_CONST || s->extent[0]->value < 2 ||
       s->extent[0]->value > 16)
     return false;
-  cg_vec_loop *vl = rx_calloc(1, sizeof *vl);
-  size_t mark = rx_analyzer_mark(p->an);
-  rx_analyzer_bind_range(p->an, s->vars[0], s->lo[0], s->extent[0]);
+  cg_vec_loop *vl = base_calloc(1, sizeof *vl);
+  size_t mark = sym_analyzer_mark(p->an);
+  sym_analyzer_bind_range(p->an, s->vars[0], s->lo[0], s->extent[0]);
   bool zero_lo = rx_expr_is_const(s->lo[0], 0);
   if (zero_lo) vec_plan(p, vl, s);
-  rx_analyzer_reset(p->an, mark);
+  sym_analyzer_reset(p->an, mark);
   if (vl->nacc == 0) {
     free(vl);
     return false;
   }
   cg_indent(p, o);
-  rx_strbuf_printf(o, "{ /* %s in 0..%d vectorized:", s->vars[0]->name, vl->lanes);
+  base_strbuf_printf(o, "{ /* %s in 0..%d vectorized:", s->vars[0]->name, vl->lanes);
   for (int i = 0; i < vl->nacc; i++)
-    rx_strbuf_printf(o, " %s %s", vl->acc[i].store ? "store" : "load", vl->acc[i].arg->name);
-  rx_strbuf_append(o, " */\n");
+    base_strbuf_printf(o, " %s %s", vl->acc[i].store ? "store" : "load", vl->acc[i].arg->name);
+  base_strbuf_append(o, " */\n");
   p->indent++;
   for (int i = 0; i < vl->nacc; i++) {
     cg_indent(p, o);
-    rx_strbuf_printf(o, "%s rx_v%d[%d];\n", tname(p, vl->acc[i].buf->dtype), vl->acc[i].array,
-                     vl->lanes);
+    base_strbuf_printf(o, "%s rx_v%d[%d];\n", tname(p, vl->acc[i].buf->dtype), vl->acc[i].array,
+                       vl->lanes);
   }
   p->vopaque = vl;
   for (int i = 0; i < vl->nacc; i++)
@@ -1398,15 +1399,15 @@ static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   pfor_serial(p, o, s, 0);
   pblock(p, o, s->inner);
   cg_indent(p, o);
-  rx_strbuf_append(o, "}\n");
+  base_strbuf_append(o, "}\n");
   p->vloop = NULL;
-  rx_analyzer_reset(p->an, mark);
+  sym_analyzer_reset(p->an, mark);
   for (int i = 0; i < vl->nacc; i++)
     if (vl->acc[i].store) vec_move(p, o, &vl->acc[i], vl->lanes);
   p->vopaque = NULL;
   p->indent--;
   cg_indent(p, o);
-  rx_strbuf_append(o, "}\n");
+  base_strbuf_append(o, "}\n");
   free(vl);
   return true;
 }
@@ -1429,24 +1430,24 @@ static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
       L->unroll) {
     p->need[CG_NEED_UNROLL] = true;
     cg_indent(p, o);
-    rx_strbuf_printf(o, "%s\n", L->unroll);
+    base_strbuf_printf(o, "%s\n", L->unroll);
   }
   cg_indent(p, o);
-  rx_strbuf_printf(o, "for (%s %s = ", p->idx, name);
+  base_strbuf_printf(o, "for (%s %s = ", p->idx, name);
   pidx(p, o, s->lo[i]);
-  rx_strbuf_printf(o, "; %s < ", name);
-  pidx(p, o, rx_expr_add(p->m->ctx, s->lo[i], s->extent[i]));
-  rx_strbuf_printf(o, "; ++%s) {\n", name);
-  rx_analyzer_bind_range(p->an, v, s->lo[i], s->extent[i]);
+  base_strbuf_printf(o, "; %s < ", name);
+  pidx(p, o, sym_expr_add(p->m->ctx, s->lo[i], s->extent[i]));
+  base_strbuf_printf(o, "; ++%s) {\n", name);
+  sym_analyzer_bind_range(p->an, v, s->lo[i], s->extent[i]);
 }
 
 /* a nested block in braces */
 static void pseq(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   cg_indent(p, o);
-  rx_strbuf_append(o, "{\n");
+  base_strbuf_append(o, "{\n");
   pblock(p, o, s);
   cg_indent(p, o);
-  rx_strbuf_append(o, "}\n");
+  base_strbuf_append(o, "}\n");
 }
 
 /* lowering refuses a target whose language has no matrix-unit statements first (lower.c) */
@@ -1495,9 +1496,9 @@ static void pfrag(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
     ops.stride = stride.data;
   }
   p->L->frag(p, o, s, &ops);
-  rx_strbuf_free(&off);
-  rx_strbuf_free(&stride);
-  rx_strbuf_free(&value);
+  base_strbuf_free(&off);
+  base_strbuf_free(&stride);
+  base_strbuf_free(&value);
 }
 
 /* A local allocation: an array set to zero, or a fragment's declaration */
@@ -1512,21 +1513,22 @@ static void palloc(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   for (int d = 0; d < b->ndim; d++) n *= b->shape[d]->value;
   const char *name = cg_name(p, b->name);
   cg_indent(p, o);
-  rx_strbuf_printf(o, "%s %s[%lld];\n", tname(p, b->dtype), name, (long long)(n ? n : 1));
+  base_strbuf_printf(o, "%s %s[%lld];\n", tname(p, b->dtype), name, (long long)(n ? n : 1));
   cg_indent(p, o);
   if (n == 1) {
-    rx_strbuf_printf(o, "%s[0] = ", name);
+    base_strbuf_printf(o, "%s[0] = ", name);
   } else {
-    rx_strbuf_printf(o, "for (int rx_z = 0; rx_z < %lld; ++rx_z) %s[rx_z] = ", (long long)n, name);
+    base_strbuf_printf(o, "for (int rx_z = 0; rx_z < %lld; ++rx_z) %s[rx_z] = ", (long long)n,
+                       name);
   }
   lit_int(p, o, 0, b->dtype);
-  rx_strbuf_append(o, ";\n");
+  base_strbuf_append(o, ";\n");
 }
 
 static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   if (!s || p->failed) return;
   const cg_lang *L = p->L;
-  size_t mark = rx_analyzer_mark(p->an);
+  size_t mark = sym_analyzer_mark(p->an);
   switch (s->kind) {
   case RX_STMT_SEQ:
     pseq(p, o, s);
@@ -1534,55 +1536,55 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   case RX_STMT_FOR:
     if (s->loop_kind >= RX_LOOP_THREAD_X) {
       int ax = s->loop_kind - RX_LOOP_THREAD_X;
-      const rx_expr *ext = rx_analyzer_simplify(p->an, s->extent[0]);
+      const rx_expr *ext = sym_analyzer_simplify(p->an, s->extent[0]);
       const char *name = cg_name(p, s->vars[0]->name);
       cg_indent(p, o);
-      rx_strbuf_printf(o, "{ /* %s in 0..%lld: threadIdx.%c */\n", s->vars[0]->name,
-                       (long long)ext->value, "xyz"[ax]);
+      base_strbuf_printf(o, "{ /* %s in 0..%lld: threadIdx.%c */\n", s->vars[0]->name,
+                         (long long)ext->value, "xyz"[ax]);
       p->indent++;
       cg_indent(p, o);
-      rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, name);
+      base_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, name);
       if (L->c_casts)
-        rx_strbuf_printf(o, "(%s)%s", p->idx, L->thread_idx[ax]);
+        base_strbuf_printf(o, "(%s)%s", p->idx, L->thread_idx[ax]);
       else
-        rx_strbuf_printf(o, "%s(%s)", p->idx, L->thread_idx[ax]);
+        base_strbuf_printf(o, "%s(%s)", p->idx, L->thread_idx[ax]);
       if (!rx_expr_is_const(s->lo[0], 0)) {
-        rx_strbuf_append(o, " + ");
-        ps_int(p, o, rx_analyzer_simplify(p->an, s->lo[0]), RX_PREC_MUL);
+        base_strbuf_append(o, " + ");
+        ps_int(p, o, sym_analyzer_simplify(p->an, s->lo[0]), RX_PREC_MUL);
       }
-      rx_strbuf_append(o, ";\n");
+      base_strbuf_append(o, ";\n");
       bool guard = ext->value < p->ck->k->block[ax];
       if (guard) {
         cg_indent(p, o);
-        rx_strbuf_printf(o, "if (%s < ", name);
-        pidx(p, o, rx_expr_add(p->m->ctx, s->lo[0], ext));
-        rx_strbuf_append(o, ") {\n");
+        base_strbuf_printf(o, "if (%s < ", name);
+        pidx(p, o, sym_expr_add(p->m->ctx, s->lo[0], ext));
+        base_strbuf_append(o, ") {\n");
       }
       cg_bind_loop(p->an, s);
       if (!guard) p->indent--;
       pblock(p, o, s->inner);
       if (guard) {
         cg_indent(p, o);
-        rx_strbuf_append(o, "}\n");
+        base_strbuf_append(o, "}\n");
       } else {
         p->indent++;
       }
       p->indent--;
       cg_indent(p, o);
-      rx_strbuf_append(o, "}\n");
+      base_strbuf_append(o, "}\n");
     } else if (s->loop_kind != RX_LOOP_VECTORIZE || !pfor_vector(p, o, s)) {
       pfor_serial(p, o, s, 0);
       pblock(p, o, s->inner);
       cg_indent(p, o);
-      rx_strbuf_append(o, "}\n");
+      base_strbuf_append(o, "}\n");
     }
     break;
   case RX_STMT_REDUCE:
     cg_indent(p, o);
-    rx_strbuf_append(o, "{ /* reduce: init */\n");
+    base_strbuf_append(o, "{ /* reduce: init */\n");
     pblock(p, o, s->init);
     cg_indent(p, o);
-    rx_strbuf_append(o, "}\n");
+    base_strbuf_append(o, "}\n");
     for (int i = 0; i < s->nvars; i++) {
       pfor_serial(p, o, s, i);
       p->indent++;
@@ -1591,68 +1593,68 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     pblock(p, o, s->inner);
     for (int i = 0; i < s->nvars; i++) {
       cg_indent(p, o);
-      rx_strbuf_append(o, "}\n");
+      base_strbuf_append(o, "}\n");
       if (i + 1 < s->nvars) p->indent--;
     }
     break;
   case RX_STMT_STORE: {
     cg_indent(p, o);
     if (!p->vloop || !vec_lane_ref(p, o, s)) access(p, o, s->buf, s->idx, s->nidx);
-    rx_strbuf_append(o, " = ");
+    base_strbuf_append(o, " = ");
     rx_dtype t = s->buf->dtype;
     p->uses[t] = true;
     bool glob = cg_param_of(p->ck->fn, s->buf) >= 0;
     if (glob && L->storage[t]) {
-      rx_strbuf_append(o, "(");
+      base_strbuf_append(o, "(");
       pt_as(p, o, s->value, t);
-      rx_strbuf_printf(o, " ? %s(1) : %s(0))", L->storage[t], L->storage[t]);
+      base_strbuf_printf(o, " ? %s(1) : %s(0))", L->storage[t], L->storage[t]);
     } else {
       pt_as(p, o, s->value, t);
     }
-    rx_strbuf_append(o, ";\n");
+    base_strbuf_append(o, ";\n");
     break;
   }
   case RX_STMT_LET:
     cg_indent(p, o);
     if (s->local->sym) { /* a symbolic let: an index like a loop variable */
-      rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, cg_name(p, s->local->name));
+      base_strbuf_printf(o, "%s%s %s = ", L->let_prefix, p->idx, cg_name(p, s->local->name));
       pt_as(p, o, s->value, p->ck->k->index64 ? RX_DTYPE_I64 : RX_DTYPE_I32);
-      rx_strbuf_append(o, ";\n");
+      base_strbuf_append(o, ";\n");
       break;
     }
-    rx_strbuf_printf(o, "%s%s %s = ", L->let_prefix, tname(p, s->local->dtype),
-                     cg_name(p, s->local->name));
+    base_strbuf_printf(o, "%s%s %s = ", L->let_prefix, tname(p, s->local->dtype),
+                       cg_name(p, s->local->name));
     pt_as(p, o, s->value, s->local->dtype);
-    rx_strbuf_append(o, ";\n");
+    base_strbuf_append(o, ";\n");
     break;
   case RX_STMT_ALLOC:
     palloc(p, o, s);
     break;
   case RX_STMT_IF:
     cg_indent(p, o);
-    rx_strbuf_append(o, "if (");
+    base_strbuf_append(o, "if (");
     if (s->value->kind == RX_TX_SYM) {
-      ps_bool(p, o, rx_analyzer_simplify(p->an, s->value->sym), RX_PREC_OR);
-      rx_analyzer_assume(p->an, s->value->sym);
+      ps_bool(p, o, sym_analyzer_simplify(p->an, s->value->sym), RX_PREC_OR);
+      sym_analyzer_assume(p->an, s->value->sym);
     } else {
       pt_as(p, o, s->value, RX_DTYPE_BOOL);
     }
-    rx_strbuf_append(o, ") {\n");
+    base_strbuf_append(o, ") {\n");
     pblock(p, o, s->inner);
-    rx_analyzer_reset(p->an, mark);
+    sym_analyzer_reset(p->an, mark);
     if (s->otherwise) {
       cg_indent(p, o);
-      rx_strbuf_append(o, "} else {\n");
+      base_strbuf_append(o, "} else {\n");
       if (s->value->kind == RX_TX_SYM)
-        rx_analyzer_assume(p->an, rx_expr_not(p->m->ctx, s->value->sym));
+        sym_analyzer_assume(p->an, sym_expr_not(p->m->ctx, s->value->sym));
       pblock(p, o, s->otherwise);
     }
     cg_indent(p, o);
-    rx_strbuf_append(o, "}\n");
+    base_strbuf_append(o, "}\n");
     break;
   case RX_STMT_BARRIER:
     cg_indent(p, o);
-    rx_strbuf_printf(o, "%s\n", L->barrier);
+    base_strbuf_printf(o, "%s\n", L->barrier);
     break;
   default: /* mma and the other matrix-unit statements (ir.h: the kinds after BARRIER) */
     pmma(p, o, s);
@@ -1661,7 +1663,7 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
     pfrag(p, o, s);
     break;
   }
-  rx_analyzer_reset(p->an, mark);
+  sym_analyzer_reset(p->an, mark);
 }
 
 /* ---- the kernel -------------------------------------------------------------------------- */
@@ -1669,48 +1671,48 @@ static void pstmt(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
 void cg_header_comment(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   const rx_target *t = p->ck->t;
-  rx_strbuf_printf(o, "// relaxc kernel %s: program %s, rule %s, target %s\n", k->name,
-                   p->ck->fn->name, k->rule ? k->rule : "(unknown)", t->name);
-  rx_strbuf_append(o, "// ABI (docs/kernel-abi.md):");
+  base_strbuf_printf(o, "// relaxc kernel %s: program %s, rule %s, target %s\n", k->name,
+                     p->ck->fn->name, k->rule ? k->rule : "(unknown)", t->name);
+  base_strbuf_append(o, "// ABI (docs/kernel-abi.md):");
   int nb = 0;
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
     if (a->kind != RX_KARG_BUFFER) continue;
-    rx_strbuf_printf(o, "%s %s: %s %s @%d", nb++ ? "," : " buffers", a->name,
-                     rx_dtype_name(a->dtype), a->written ? "out" : "in", a->binding);
+    base_strbuf_printf(o, "%s %s: %s %s @%d", nb++ ? "," : " buffers", a->name,
+                       ir_dtype_name(a->dtype), a->written ? "out" : "in", a->binding);
   }
-  if (!nb) rx_strbuf_append(o, " no buffers");
-  rx_strbuf_append(o, ";");
+  if (!nb) base_strbuf_append(o, " no buffers");
+  base_strbuf_append(o, ";");
   int ns = 0;
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
     if (a->kind != RX_KARG_SCALAR) continue;
-    rx_strbuf_printf(o, "%s %s", ns++ ? "," : " i32 values", a->name);
+    base_strbuf_printf(o, "%s %s", ns++ ? "," : " i32 values", a->name);
   }
   if (!ns)
-    rx_strbuf_append(o, " no symbolic values");
+    base_strbuf_append(o, " no symbolic values");
   else if (t->kind == RX_TARGET_VULKAN)
-    rx_strbuf_printf(o, " (%s, %d bytes)", k->uses_ubo ? "uniform buffer" : "push constants",
-                     k->scalar_bytes);
-  rx_strbuf_append(o, "\n// launch: grid [");
+    base_strbuf_printf(o, " (%s, %d bytes)", k->uses_ubo ? "uniform buffer" : "push constants",
+                       k->scalar_bytes);
+  base_strbuf_append(o, "\n// launch: grid [");
   for (int a = 0; a < 3; a++) {
-    if (a) rx_strbuf_append(o, ", ");
-    rx_expr_print(o, k->grid[a]);
+    if (a) base_strbuf_append(o, ", ");
+    sym_expr_print(o, k->grid[a]);
   }
-  rx_strbuf_printf(o, "], block [%d, %d, %d], shared %lld bytes, %s indices", k->block[0],
-                   k->block[1], k->block[2], (long long)k->shared_bytes,
-                   k->index64 ? "64-bit" : "32-bit");
+  base_strbuf_printf(o, "], block [%d, %d, %d], shared %lld bytes, %s indices", k->block[0],
+                     k->block[1], k->block[2], (long long)k->shared_bytes,
+                     k->index64 ? "64-bit" : "32-bit");
   if (k->cond) {
-    rx_strbuf_append(o, ", when ");
-    rx_expr_print(o, k->cond);
+    base_strbuf_append(o, ", when ");
+    sym_expr_print(o, k->cond);
   }
-  rx_strbuf_append(o, "\n");
+  base_strbuf_append(o, "\n");
 }
 
 bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
   cg_printer p = {.L = L, .ck = ck, .m = ck->m, .diag = diag};
   p.an = cg_analyzer(ck->m, ck->fn);
-  p.views = rx_calloc((size_t)ck->k->nargs + 1, 1);
+  p.views = base_calloc((size_t)ck->k->nargs + 1, 1);
   p.idx = ck->k->index64 ? L->idx64 : L->idx32;
   if (ck->k->index64) p.uses[RX_DTYPE_I64] = true;
   for (int i = 0; i < ck->k->nargs; i++)
@@ -1724,17 +1726,17 @@ bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
   for (int a = 0; a < 3; a++) {
     if (!ck->bvar[a]) continue;
     cg_indent(&p, &body);
-    rx_strbuf_printf(&body, "%s%s %s = ", L->let_prefix, p.idx, cg_name(&p, ck->bvar[a]->name));
+    base_strbuf_printf(&body, "%s%s %s = ", L->let_prefix, p.idx, cg_name(&p, ck->bvar[a]->name));
     if (L->c_casts)
-      rx_strbuf_printf(&body, "(%s)%s", p.idx, L->block_idx[a]);
+      base_strbuf_printf(&body, "(%s)%s", p.idx, L->block_idx[a]);
     else
-      rx_strbuf_printf(&body, "%s(%s)", p.idx, L->block_idx[a]);
+      base_strbuf_printf(&body, "%s(%s)", p.idx, L->block_idx[a]);
     if (!rx_expr_is_const(ck->blo[a], 0)) {
-      rx_strbuf_append(&body, " + ");
-      ps_int(&p, &body, rx_analyzer_simplify(p.an, ck->blo[a]), RX_PREC_MUL);
+      base_strbuf_append(&body, " + ");
+      ps_int(&p, &body, sym_analyzer_simplify(p.an, ck->blo[a]), RX_PREC_MUL);
     }
-    rx_strbuf_append(&body, ";\n");
-    rx_analyzer_bind_range(p.an, ck->bvar[a], ck->blo[a], k->grid[a]);
+    base_strbuf_append(&body, ";\n");
+    sym_analyzer_bind_range(p.an, ck->bvar[a], ck->blo[a], k->grid[a]);
   }
   if (L->shared_decl)
     for (int i = 0; i < ck->nshared; i++) L->shared_decl(&p, &body, &ck->shared[i]);
@@ -1749,15 +1751,15 @@ bool cg_print(const cg_lang *L, cg_kernel *ck, rx_diag *diag) {
   rx_strbuf src = {0};
   if (!p.failed) {
     L->open_kernel(&p, &src);
-    if (body.data) rx_strbuf_append(&src, body.data);
-    rx_strbuf_append(&src, "}\n");
+    if (body.data) base_strbuf_append(&src, body.data);
+    base_strbuf_append(&src, "}\n");
   }
   bool ok = !p.failed;
-  if (ok) k->source = rx_arena_strdup(&ck->m->arena, src.data);
-  rx_strbuf_free(&src);
-  rx_strbuf_free(&body);
-  rx_strbuf_free(&p.helpers);
-  rx_analyzer_free(p.an);
+  if (ok) k->source = base_arena_strdup(&ck->m->arena, src.data);
+  base_strbuf_free(&src);
+  base_strbuf_free(&body);
+  base_strbuf_free(&p.helpers);
+  sym_analyzer_free(p.an);
   free(p.views);
   return ok;
 }

@@ -13,17 +13,17 @@
 
 static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
   if (p->ck->k->index64)
-    rx_strbuf_printf(o, "((long long)%s)", name);
+    base_strbuf_printf(o, "((long long)%s)", name);
   else
-    rx_strbuf_append(o, name);
+    base_strbuf_append(o, name);
 }
 
 static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
   /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries */
-  rx_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
-                   p->L->types[s->buf->dtype], cg_name(p, s->name),
-                   (long long)(s->elems ? s->elems : 1));
+  base_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
+                     p->L->types[s->buf->dtype], cg_name(p, s->name),
+                     (long long)(s->elems ? s->elems : 1));
 }
 
 /* One butterfly helper per (operation, type), overloaded by type. */
@@ -66,19 +66,19 @@ static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
     const char *to = t == RX_DTYPE_F16 ? "__half2float" : "__bfloat162float";
     const char *from = t == RX_DTYPE_F16 ? "__float2half" : "__float2bfloat16";
     unsigned mask = width == 32 ? 0xffffffffu : (1u << width) - 1u;
-    rx_strbuf_printf(&p->helpers,
-                     "%s\nstatic __device__ __forceinline__ %s %s(%s x) {\n#pragma unroll\n"
-                     "  for (int o = %d; o > 0; o >>= 1) {\n",
-                     tag, T, names[which], T, width / 2);
+    base_strbuf_printf(&p->helpers,
+                       "%s\nstatic __device__ __forceinline__ %s %s(%s x) {\n#pragma unroll\n"
+                       "  for (int o = %d; o > 0; o >>= 1) {\n",
+                       tag, T, names[which], T, width / 2);
     if (half)
-      rx_strbuf_printf(&p->helpers, "    %s y = %s(__shfl_xor_sync(0x%08xu, %s(x), o, %d));\n", T,
-                       from, mask, to, width);
+      base_strbuf_printf(&p->helpers, "    %s y = %s(__shfl_xor_sync(0x%08xu, %s(x), o, %d));\n", T,
+                         from, mask, to, width);
     else
-      rx_strbuf_printf(&p->helpers, "    %s y = __shfl_xor_sync(0x%08xu, x, o, %d);\n", T, mask,
-                       width);
-    rx_strbuf_printf(&p->helpers, "    x = %s;\n  }\n  return x;\n}\n", comb);
+      base_strbuf_printf(&p->helpers, "    %s y = __shfl_xor_sync(0x%08xu, x, o, %d);\n", T, mask,
+                         width);
+    base_strbuf_printf(&p->helpers, "    x = %s;\n  }\n  return x;\n}\n", comb);
   }
-  rx_strbuf_printf(o, "%s(%s)", names[which], x);
+  base_strbuf_printf(o, "%s(%s)", names[which], x);
 }
 
 /* A vector of words through a reinterpreted pointer: `((const uint4*)x)[i]` is one 128-bit load
@@ -86,7 +86,7 @@ static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
 static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
                             const char *index, bool store) {
   const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
-  rx_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name), index);
+  base_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name), index);
 }
 
 /* `mma m16n8k16 c, a, b`: the fragments' 16-bit elements packed in pairs, low element first
@@ -95,15 +95,15 @@ static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int w
 static void cuda_async_copy(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   const rx_tx *src = s->value;
   cg_indent(p, o);
-  rx_strbuf_append(o, s->cond ? "rx_cp_async_16_zfill(&" : "rx_cp_async_16(&");
+  base_strbuf_append(o, s->cond ? "rx_cp_async_16_zfill(&" : "rx_cp_async_16(&");
   cg_access(p, o, s->buf, s->idx, s->nidx);
-  rx_strbuf_append(o, ", &");
+  base_strbuf_append(o, ", &");
   cg_access(p, o, src->buf, src->idx, src->nidx);
   if (s->cond) {
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     cg_value(p, o, s->cond, RX_DTYPE_BOOL);
   }
-  rx_strbuf_append(o, ");\n");
+  base_strbuf_append(o, ");\n");
 }
 
 /* Fragment k of an mma or ldmatrix (ir.h) as an lvalue prefix in out: the buffer's name, or in
@@ -111,15 +111,15 @@ static void cuda_async_copy(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
 static void cuda_frag_ref(cg_printer *p, rx_strbuf *out, const rx_stmt *s, const rx_buffer *b,
                           int k) {
   if (k >= s->nidx) {
-    rx_strbuf_append(out, cg_name(p, b->name));
+    base_strbuf_append(out, cg_name(p, b->name));
     return;
   }
   rx_tx *idx[2] = {s->idx[k], NULL};
-  rx_tx zero = {.kind = RX_TX_SYM, .dtype = RX_DTYPE_I32, .sym = rx_expr_const(p->m->ctx, 0)};
+  rx_tx zero = {.kind = RX_TX_SYM, .dtype = RX_DTYPE_I32, .sym = sym_expr_const(p->m->ctx, 0)};
   idx[1] = &zero;
-  rx_strbuf_append(out, "(&");
+  base_strbuf_append(out, "(&");
   cg_access(p, out, (rx_buffer *)b, idx, 2);
-  rx_strbuf_putc(out, ')');
+  base_strbuf_putc(out, ')');
 }
 
 /* `ldmatrix xN [trans] frag = buf[i...]`: the registers, then their 16-bit halves into frag. */
@@ -129,32 +129,33 @@ static void cuda_ldmatrix(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   cuda_frag_ref(p, &fb, s, s->buf, 0);
   const char *f = fb.data;
   cg_indent(p, o);
-  rx_strbuf_printf(o, "{ /* ldmatrix x%d%s */\n", s->count, s->trans ? " trans" : "");
+  base_strbuf_printf(o, "{ /* ldmatrix x%d%s */\n", s->count, s->trans ? " trans" : "");
   p->indent++;
   cg_indent(p, o);
-  rx_strbuf_printf(o, "unsigned rx_lm[%d];\n", s->count);
+  base_strbuf_printf(o, "unsigned rx_lm[%d];\n", s->count);
   cg_indent(p, o);
-  rx_strbuf_printf(o, "rx_ldmatrix_x%d%s(rx_lm, &", s->count, s->trans ? "_trans" : "");
+  base_strbuf_printf(o, "rx_ldmatrix_x%d%s(rx_lm, &", s->count, s->trans ? "_trans" : "");
   cg_access(p, o, s->value->buf, s->value->idx, s->value->nidx);
-  rx_strbuf_append(o, ");\n");
+  base_strbuf_append(o, ");\n");
   for (int r = 0; r < 2 * s->count; r++) {
     char w[48];
     snprintf(w, sizeof w, r % 2 ? "rx_lm[%d] >> 16" : "rx_lm[%d] & 0xffffu", r / 2);
     cg_indent(p, o);
-    rx_strbuf_printf(o, "%s[%d] = ", f, r);
-    rx_strbuf_printf(o, bits, w);
-    rx_strbuf_append(o, ";\n");
+    base_strbuf_printf(o, "%s[%d] = ", f, r);
+    base_strbuf_printf(o, bits, w);
+    base_strbuf_append(o, ";\n");
   }
   p->indent--;
   cg_indent(p, o);
-  rx_strbuf_append(o, "}\n");
-  rx_strbuf_free(&fb);
+  base_strbuf_append(o, "}\n");
+  base_strbuf_free(&fb);
 }
 
 /* Adds a prelude of codegen/mma_cuda.h to the kernel's helpers once, found by its first line's
  * `tag`. */
 static void cuda_prelude(cg_printer *p, const char *tag, const char *text) {
-  if (!p->helpers.data || !strstr(p->helpers.data, tag)) rx_strbuf_printf(&p->helpers, "%s", text);
+  if (!p->helpers.data || !strstr(p->helpers.data, tag))
+    base_strbuf_printf(&p->helpers, "%s", text);
 }
 
 /* The matrix-unit statements (cg_lang.mma), through the helpers of codegen/mma_cuda.h. */
@@ -166,11 +167,11 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
     return;
   case RX_STMT_ASYNC_COMMIT:
     cg_indent(p, o);
-    rx_strbuf_append(o, "rx_cp_async_commit();\n");
+    base_strbuf_append(o, "rx_cp_async_commit();\n");
     return;
   case RX_STMT_ASYNC_WAIT:
     cg_indent(p, o);
-    rx_strbuf_printf(o, "rx_cp_async_wait<%d>();\n", s->count);
+    base_strbuf_printf(o, "rx_cp_async_wait<%d>();\n", s->count);
     return;
   case RX_STMT_LDMATRIX:
     cuda_ldmatrix(p, o, s);
@@ -187,31 +188,31 @@ static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   const char *srcs[2] = {refs[1].data, refs[2].data};
   static const char *const regs[2] = {"rx_ma", "rx_mb"};
   cg_indent(p, o);
-  rx_strbuf_append(o, "{ /* mma m16n8k16 */\n");
+  base_strbuf_append(o, "{ /* mma m16n8k16 */\n");
   p->indent++;
   cg_indent(p, o);
-  rx_strbuf_append(o, "unsigned rx_ma[4], rx_mb[2];\n");
+  base_strbuf_append(o, "unsigned rx_ma[4], rx_mb[2];\n");
   for (int w = 0; w < 2; w++)
     for (int r = 0; r < (w ? 2 : 4); r++) {
       rx_strbuf lo = {0}, hi = {0};
-      rx_strbuf_printf(&lo, "%s[%d]", srcs[w], 2 * r);
-      rx_strbuf_printf(&hi, "%s[%d]", srcs[w], 2 * r + 1);
+      base_strbuf_printf(&lo, "%s[%d]", srcs[w], 2 * r);
+      base_strbuf_printf(&hi, "%s[%d]", srcs[w], 2 * r + 1);
       cg_indent(p, o);
-      rx_strbuf_printf(o, "%s[%d] = ", regs[w], r);
-      rx_strbuf_printf(o, bits, lo.data);
-      rx_strbuf_append(o, " | (");
-      rx_strbuf_printf(o, bits, hi.data);
-      rx_strbuf_append(o, " << 16);\n");
-      rx_strbuf_free(&lo);
-      rx_strbuf_free(&hi);
+      base_strbuf_printf(o, "%s[%d] = ", regs[w], r);
+      base_strbuf_printf(o, bits, lo.data);
+      base_strbuf_append(o, " | (");
+      base_strbuf_printf(o, bits, hi.data);
+      base_strbuf_append(o, " << 16);\n");
+      base_strbuf_free(&lo);
+      base_strbuf_free(&hi);
     }
   cg_indent(p, o);
-  rx_strbuf_printf(o, "rx_mma_16x8x16_%sf32(%s, rx_ma, rx_mb, %s);\n",
-                   s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", c, c);
+  base_strbuf_printf(o, "rx_mma_16x8x16_%sf32(%s, rx_ma, rx_mb, %s);\n",
+                     s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", c, c);
   p->indent--;
   cg_indent(p, o);
-  rx_strbuf_append(o, "}\n");
-  for (int i = 0; i < 3; i++) rx_strbuf_free(&refs[i]);
+  base_strbuf_append(o, "}\n");
+  for (int i = 0; i < 3; i++) base_strbuf_free(&refs[i]);
 }
 
 /* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) of 16x16x16 (targets.c's `sync-frag` shapes:
@@ -231,22 +232,23 @@ static void cuda_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_fr
   cuda_prelude(p, "relaxc subgroup matrix fragments", RX_CUDA_FRAG_PRELUDE);
   cg_indent(p, o);
   if (s->kind == RX_STMT_ALLOC) {
-    rx_strbuf_printf(o, "%s %s;\n", types[b->frag], f->frag);
+    base_strbuf_printf(o, "%s %s;\n", types[b->frag], f->frag);
     return;
   }
   switch (s->frag_op) {
   case RX_FRAG_OP_FILL:
-    rx_strbuf_printf(o, "rx_frag_fill(%s, %s);\n", f->frag, f->value);
+    base_strbuf_printf(o, "rx_frag_fill(%s, %s);\n", f->frag, f->value);
     return;
   case RX_FRAG_OP_MMA:
-    rx_strbuf_printf(o, "rx_frag_mma_%s(%s, %s, %s, %s);\n",
-                     s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", f->frag, f->a, f->b, f->c);
+    base_strbuf_printf(o, "rx_frag_mma_%s(%s, %s, %s, %s);\n",
+                       s->mma_a->dtype == RX_DTYPE_BF16 ? "bf16" : "f16", f->frag, f->a, f->b,
+                       f->c);
     return;
   case RX_FRAG_OP_LOAD:
   case RX_FRAG_OP_STORE:
-    rx_strbuf_printf(o, "rx_frag_%s(%s, &%s[%s], %s, %s);\n",
-                     s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
-                     f->stride, s->col_major ? "true" : "false");
+    base_strbuf_printf(o, "rx_frag_%s(%s, &%s[%s], %s, %s);\n",
+                       s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
+                       f->stride, s->col_major ? "true" : "false");
     return;
   case RX_FRAG_OP_COUNT:
     break;
@@ -257,24 +259,24 @@ static void cuda_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_fr
 static void cuda_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   cg_header_comment(p, o);
-  if (p->uses[RX_DTYPE_F16]) rx_strbuf_append(o, "#include <cuda_fp16.h>\n");
-  if (p->uses[RX_DTYPE_BF16]) rx_strbuf_append(o, "#include <cuda_bf16.h>\n");
-  if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
+  if (p->uses[RX_DTYPE_F16]) base_strbuf_append(o, "#include <cuda_fp16.h>\n");
+  if (p->uses[RX_DTYPE_BF16]) base_strbuf_append(o, "#include <cuda_bf16.h>\n");
+  if (p->helpers.data) base_strbuf_printf(o, "\n%s", p->helpers.data);
   /* (threads, 1): one resident block is all we ask, so ptxas may use the registers a kernel
    * needs instead of spilling to fit more blocks (the attention kernels spilled 8 to 40 bytes at
    * some head dims with the default) */
-  rx_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d, 1) %s(",
-                   p->ck->nthreads, k->name);
+  base_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d, 1) %s(",
+                     p->ck->nthreads, k->name);
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
-    if (i) rx_strbuf_append(o, ", ");
+    if (i) base_strbuf_append(o, ", ");
     if (a->kind == RX_KARG_BUFFER)
-      rx_strbuf_printf(o, "%s%s* __restrict__ %s", a->written ? "" : "const ",
-                       p->L->types[a->dtype], cg_name(p, a->name));
+      base_strbuf_printf(o, "%s%s* __restrict__ %s", a->written ? "" : "const ",
+                         p->L->types[a->dtype], cg_name(p, a->name));
     else
-      rx_strbuf_printf(o, "int %s", cg_name(p, a->name));
+      base_strbuf_printf(o, "int %s", cg_name(p, a->name));
   }
-  rx_strbuf_append(o, ") {\n");
+  base_strbuf_append(o, ") {\n");
 }
 
 /* Names a user identifier must not take in CUDA C++ (NVRTC), beside cg_cxx_reserved (the C++

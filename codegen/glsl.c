@@ -5,7 +5,7 @@
  * value i is at byte 4 * i either way. Shared allocations are file-scope `shared` arrays.
  * f16 is float16_t (GL_EXT_shader_16bit_storage + explicit arithmetic types); bool buffers are
  * bytes (uint8_t); bf16, which GLSL lacks, is its 16 bits in a uint16_t, computed in float
- * (arith_via_f32, as CUDA does) through rx_bf16_to_f32 and rx_f32_to_bf16 (below: round to
+ * (arith_via_f32, as CUDA does) through base_bf16_to_f32 and base_f32_to_bf16 (below: round to
  * nearest even, a NaN as 0x7fc0, as ONNX's float32_to_bfloat16). Subgroup reductions are
  * subgroupAdd/Max/Min (GL_KHR_shader_subgroup_arithmetic). GLSL has no erf: rx_erf. */
 #include "cg_int.h"
@@ -14,7 +14,7 @@
 
 static void glsl_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
   (void)p;
-  rx_strbuf_append(o, name);
+  base_strbuf_append(o, name);
 }
 
 static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
@@ -22,10 +22,10 @@ static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
   p->need[CG_NEED_SUBGROUP] = true;
   if (t == RX_DTYPE_BOOL || t == RX_DTYPE_BF16) { /* bf16: its bits, a uint16_t */
     cg_error(p, p->ck->loc, "subgroup reduction of %s values is not supported in GLSL",
-             rx_dtype_name(t));
+             ir_dtype_name(t));
     return;
   }
-  rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
+  base_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
 }
 
 /* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) as GL_NV_cooperative_matrix's
@@ -38,25 +38,25 @@ static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
 static void glsl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *f) {
   p->need[CG_NEED_COOPMAT] = true;
   char T[96];
-  snprintf(T, sizeof T, "fcoopmatNV<%d, gl_ScopeSubgroup, %d, %d>", rx_dtype_bits(s->buf->dtype),
+  snprintf(T, sizeof T, "fcoopmatNV<%d, gl_ScopeSubgroup, %d, %d>", ir_dtype_bits(s->buf->dtype),
            f->rows, f->cols);
   cg_indent(p, o);
   if (s->kind == RX_STMT_ALLOC) {
-    rx_strbuf_printf(o, "%s %s;\n", T, f->frag);
+    base_strbuf_printf(o, "%s %s;\n", T, f->frag);
     return;
   }
   switch (s->frag_op) {
   case RX_FRAG_OP_FILL:
-    rx_strbuf_printf(o, "%s = %s(%s);\n", f->frag, T, f->value);
+    base_strbuf_printf(o, "%s = %s(%s);\n", f->frag, T, f->value);
     return;
   case RX_FRAG_OP_MMA:
-    rx_strbuf_printf(o, "%s = coopMatMulAddNV(%s, %s, %s);\n", f->frag, f->a, f->b, f->c);
+    base_strbuf_printf(o, "%s = coopMatMulAddNV(%s, %s, %s);\n", f->frag, f->a, f->b, f->c);
     return;
   case RX_FRAG_OP_LOAD:
   case RX_FRAG_OP_STORE:
-    rx_strbuf_printf(o, "coopMat%sNV(%s, %s, uint(%s), uint(%s), %s);\n",
-                     s->frag_op == RX_FRAG_OP_LOAD ? "Load" : "Store", f->frag, f->mem, f->off,
-                     f->stride, s->col_major ? "true" : "false");
+    base_strbuf_printf(o, "coopMat%sNV(%s, %s, uint(%s), uint(%s), %s);\n",
+                       s->frag_op == RX_FRAG_OP_LOAD ? "Load" : "Store", f->frag, f->mem, f->off,
+                       f->stride, s->col_major ? "true" : "false");
     return;
   case RX_FRAG_OP_COUNT:
     break;
@@ -70,7 +70,7 @@ static void glsl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_fr
  * and Vulkan (both are storage-buffer descriptors); a written buffer with views is not
  * `restrict`, since it is then reached through more than one variable. */
 static void glsl_view_name(rx_strbuf *o, int binding, int words) {
-  rx_strbuf_printf(o, "rx_b%d_w%d", binding, words);
+  base_strbuf_printf(o, "rx_b%d_w%d", binding, words);
 }
 
 static void glsl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
@@ -78,17 +78,17 @@ static void glsl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int w
   (void)p;
   (void)store;
   glsl_view_name(o, a->binding, words);
-  rx_strbuf_printf(o, "[%s]", index);
+  base_strbuf_printf(o, "[%s]", index);
 }
 
 static void glsl_views(cg_printer *p, rx_strbuf *o, const rx_karg *a, int i) {
   for (int w = 0; w < 3; w++) {
     if (!(p->views[i] >> w & 1u)) continue;
-    rx_strbuf_printf(o, "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d_w%d { %s ",
-                     a->binding, a->written ? "" : "readonly ", a->written ? "" : "restrict ",
-                     a->binding, 1 << w, p->L->vec_words[w]);
+    base_strbuf_printf(o, "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d_w%d { %s ",
+                       a->binding, a->written ? "" : "readonly ", a->written ? "" : "restrict ",
+                       a->binding, 1 << w, p->L->vec_words[w]);
     glsl_view_name(o, a->binding, 1 << w);
-    rx_strbuf_append(o, "[]; };\n");
+    base_strbuf_append(o, "[]; };\n");
   }
 }
 
@@ -96,41 +96,41 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   const bool *u = p->uses;
   cg_header_comment(p, o);
-  rx_strbuf_append(o, "#version 450\n");
+  base_strbuf_append(o, "#version 450\n");
   bool i8 = u[RX_DTYPE_I8] || u[RX_DTYPE_U8] || u[RX_DTYPE_BOOL];
   bool i16 = u[RX_DTYPE_I16] || u[RX_DTYPE_U16] || u[RX_DTYPE_BF16],
        i64 = u[RX_DTYPE_I64] || u[RX_DTYPE_U64];
   if (u[RX_DTYPE_F16] || i16)
-    rx_strbuf_append(o, "#extension GL_EXT_shader_16bit_storage : require\n");
-  if (i8) rx_strbuf_append(o, "#extension GL_EXT_shader_8bit_storage : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_16bit_storage : require\n");
+  if (i8) base_strbuf_append(o, "#extension GL_EXT_shader_8bit_storage : require\n");
   if (u[RX_DTYPE_F16])
-    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
   if (u[RX_DTYPE_F64]) /* double is core in 4.50; this gives its conversions from the types above */
-    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require\n");
   if (i64)
-    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
   if (i16)
-    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n");
   if (i8)
-    rx_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
   if (p->need[CG_NEED_UNROLL])
-    rx_strbuf_append(o, "#extension GL_EXT_control_flow_attributes : require\n");
+    base_strbuf_append(o, "#extension GL_EXT_control_flow_attributes : require\n");
   if (p->need[CG_NEED_COOPMAT])
-    rx_strbuf_append(o, "#extension GL_KHR_memory_scope_semantics : require\n"
-                        "#extension GL_NV_cooperative_matrix : require\n");
+    base_strbuf_append(o, "#extension GL_KHR_memory_scope_semantics : require\n"
+                          "#extension GL_NV_cooperative_matrix : require\n");
   if (p->need[CG_NEED_SUBGROUP]) {
-    rx_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+    base_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     if (u[RX_DTYPE_F16])
-      rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_float16 : require\n");
+      base_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_float16 : require\n");
     if (i64)
-      rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int64 : require\n");
+      base_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int64 : require\n");
     if (i16)
-      rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int16 : require\n");
+      base_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int16 : require\n");
     if (i8)
-      rx_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int8 : require\n");
+      base_strbuf_append(o, "#extension GL_EXT_shader_subgroup_extended_types_int8 : require\n");
   }
-  rx_strbuf_printf(o, "\nlayout(local_size_x = %d, local_size_y = %d, local_size_z = %d) in;\n",
-                   k->block[0], k->block[1], k->block[2]);
+  base_strbuf_printf(o, "\nlayout(local_size_x = %d, local_size_y = %d, local_size_z = %d) in;\n",
+                     k->block[0], k->block[1], k->block[2]);
   int nscal = 0;
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
@@ -140,53 +140,54 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
     }
     const char *T = p->L->storage[a->dtype] ? p->L->storage[a->dtype] : p->L->types[a->dtype];
     bool aliased = a->written && p->views[i];
-    rx_strbuf_printf(o, "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d { %s %s[]; };\n",
-                     a->binding, a->written ? "" : "readonly ", aliased ? "" : "restrict ",
-                     a->binding, T, cg_name(p, a->name));
+    base_strbuf_printf(o,
+                       "layout(std430, set = 0, binding = %d) %s%sbuffer rx_buf%d { %s %s[]; };\n",
+                       a->binding, a->written ? "" : "readonly ", aliased ? "" : "restrict ",
+                       a->binding, T, cg_name(p, a->name));
     glsl_views(p, o, a, i);
   }
   int nbuf = k->nargs - nscal;
   if (nscal && !k->uses_ubo) {
-    rx_strbuf_append(o, "layout(push_constant, std430) uniform rx_push {");
+    base_strbuf_append(o, "layout(push_constant, std430) uniform rx_push {");
     for (int i = nbuf; i < k->nargs; i++)
-      rx_strbuf_printf(o, " int %s;", cg_name(p, k->args[i].name));
-    rx_strbuf_append(o, " } rx_pc;\n");
+      base_strbuf_printf(o, " int %s;", cg_name(p, k->args[i].name));
+    base_strbuf_append(o, " } rx_pc;\n");
   } else if (nscal) {
-    rx_strbuf_printf(
+    base_strbuf_printf(
         o, "layout(std140, set = 0, binding = %d) uniform rx_ubo { ivec4 v[%d]; } rx_ub;\n", nbuf,
         (nscal + 3) / 4);
   }
   for (int i = 0; i < p->ck->nshared; i++) {
     const cg_shared *s = &p->ck->shared[i];
-    rx_strbuf_printf(o, "shared %s %s[%lld];\n", p->L->types[s->buf->dtype], cg_name(p, s->name),
-                     (long long)(s->elems ? s->elems : 1));
+    base_strbuf_printf(o, "shared %s %s[%lld];\n", p->L->types[s->buf->dtype], cg_name(p, s->name),
+                       (long long)(s->elems ? s->elems : 1));
   }
   if (u[RX_DTYPE_BF16])
-    rx_strbuf_append(o,
-                     "\nfloat rx_bf16_to_f32(uint16_t h) { return uintBitsToFloat(uint(h) << 16); "
-                     "}\n"
-                     "uint16_t rx_f32_to_bf16(float f) {\n"
-                     "  uint u = floatBitsToUint(f);\n"
-                     "  if (isnan(f)) return uint16_t(0x7fc0u);\n"
-                     "  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
-                     "}\n");
-  if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
-  rx_strbuf_append(o, "\nvoid main() {\n");
+    base_strbuf_append(
+        o, "\nfloat rx_bf16_to_f32(uint16_t h) { return uintBitsToFloat(uint(h) << 16); "
+           "}\n"
+           "uint16_t rx_f32_to_bf16(float f) {\n"
+           "  uint u = floatBitsToUint(f);\n"
+           "  if (isnan(f)) return uint16_t(0x7fc0u);\n"
+           "  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+           "}\n");
+  if (p->helpers.data) base_strbuf_printf(o, "\n%s", p->helpers.data);
+  base_strbuf_append(o, "\nvoid main() {\n");
   for (int i = nbuf; i < k->nargs; i++) {
     const char *n = cg_name(p, k->args[i].name);
     int j = i - nbuf;
     rx_strbuf v = {0};
     if (k->uses_ubo)
-      rx_strbuf_printf(&v, "rx_ub.v[%d].%c", j / 4, "xyzw"[j % 4]);
+      base_strbuf_printf(&v, "rx_ub.v[%d].%c", j / 4, "xyzw"[j % 4]);
     else
-      rx_strbuf_printf(&v, "rx_pc.%s", n);
+      base_strbuf_printf(&v, "rx_pc.%s", n);
     /* widened by halves as rx_i64 (cprinter.c): lavapipe miscompiles comparisons of int64_t(x) */
     if (k->index64)
-      rx_strbuf_printf(o, "  const %s %s = packInt2x32(ivec2(%s, %s >> 31));\n", p->idx, n, v.data,
-                       v.data);
+      base_strbuf_printf(o, "  const %s %s = packInt2x32(ivec2(%s, %s >> 31));\n", p->idx, n,
+                         v.data, v.data);
     else
-      rx_strbuf_printf(o, "  const %s %s = %s;\n", p->idx, n, v.data);
-    rx_strbuf_free(&v);
+      base_strbuf_printf(o, "  const %s %s = %s;\n", p->idx, n, v.data);
+    base_strbuf_free(&v);
   }
 }
 

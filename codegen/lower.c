@@ -29,45 +29,45 @@ int cg_param_of(const rx_tensor_fn *f, const rx_buffer *b) {
 }
 
 rx_analyzer *cg_analyzer(rx_module *m, const rx_tensor_fn *f) {
-  rx_analyzer *an = rx_analyzer_new(m->ctx);
+  rx_analyzer *an = sym_analyzer_new(m->ctx);
   rx_expr_ctx *c = m->ctx;
   for (int i = 0; i < f->nparams; i++) {
     const rx_param *p = f->params[i];
     if (p->kind == RX_PARAM_SCALAR) {
-      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, rx_expr_const(c, I32_MIN), p->var));
-      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, p->var, rx_expr_const(c, I32_MAX)));
+      sym_analyzer_assume(an, sym_expr_cmp(c, RX_EXPR_LE, sym_expr_const(c, I32_MIN), p->var));
+      sym_analyzer_assume(an, sym_expr_cmp(c, RX_EXPR_LE, p->var, sym_expr_const(c, I32_MAX)));
       continue;
     }
     for (int d = 0; d < p->buf->ndim; d++) {
       const rx_expr *e = p->buf->shape[d];
       if (e->kind != RX_EXPR_VAR) continue;
-      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, rx_expr_const(c, 0), e));
-      rx_analyzer_assume(an, rx_expr_cmp(c, RX_EXPR_LE, e, rx_expr_const(c, I32_MAX)));
+      sym_analyzer_assume(an, sym_expr_cmp(c, RX_EXPR_LE, sym_expr_const(c, 0), e));
+      sym_analyzer_assume(an, sym_expr_cmp(c, RX_EXPR_LE, e, sym_expr_const(c, I32_MAX)));
     }
   }
-  for (int i = 0; i < f->nfacts; i++) rx_analyzer_assume(an, f->facts[i]);
+  for (int i = 0; i < f->nfacts; i++) sym_analyzer_assume(an, f->facts[i]);
   return an;
 }
 
 const rx_expr *cg_flat_index(rx_module *m, rx_analyzer *an, const rx_buffer *buf, rx_tx **idx,
                              int n) {
   rx_expr_ctx *c = m->ctx;
-  const rx_expr *flat = rx_expr_const(c, 0);
+  const rx_expr *flat = sym_expr_const(c, 0);
   for (int d = 0; d < n; d++) {
     const rx_expr *i;
     if (idx[d]->kind == RX_TX_SYM)
       i = idx[d]->sym;
     else if (idx[d]->kind == RX_TX_INT)
-      i = rx_expr_const(c, idx[d]->ival);
+      i = sym_expr_const(c, idx[d]->ival);
     else
       return NULL;
-    flat = rx_expr_add(c, rx_expr_mul(c, flat, buf->shape[d]), i);
+    flat = sym_expr_add(c, sym_expr_mul(c, flat, buf->shape[d]), i);
   }
-  return rx_analyzer_simplify(an, flat);
+  return sym_analyzer_simplify(an, flat);
 }
 
 void cg_bind_loop(rx_analyzer *an, const rx_stmt *s) {
-  rx_analyzer_bind_range(an, s->vars[0], s->lo[0], s->extent[0]);
+  sym_analyzer_bind_range(an, s->vars[0], s->lo[0], s->extent[0]);
 }
 
 /* ---- the walk over one kernel's body ------------------------------------------------------ */
@@ -89,7 +89,7 @@ typedef struct lw {
 
 static void lerr(lw *w, rx_loc loc, const char *fmt, const char *arg) {
   w->failed = true;
-  rx_diag_report(w->diag, RX_DIAG_ERROR, loc, fmt, arg);
+  base_diag_report(w->diag, RX_DIAG_ERROR, loc, fmt, arg);
 }
 
 static bool is_loopvar(lw *w, const rx_expr *v) {
@@ -105,11 +105,11 @@ static void see_expr(lw *w, const rx_expr *e) {
     if (!is_loopvar(w, e)) {
       bool have = false;
       for (size_t i = 0; i < w->vars.len; i++) have |= w->vars.data[i] == e;
-      if (!have) rx_ptrvec_push(&w->vars, (void *)e);
+      if (!have) base_ptrvec_push(&w->vars, (void *)e);
     }
   }
-  if (w->fits32 && !rx_expr_is_bool(e)) {
-    rx_interval r = rx_analyzer_bounds(w->an, e);
+  if (w->fits32 && !sym_expr_is_bool(e)) {
+    rx_interval r = sym_analyzer_bounds(w->an, e);
     if (r.lo < I32_MIN || r.hi > I32_MAX) w->fits32 = false;
   }
   see_expr(w, e->a);
@@ -123,36 +123,36 @@ static void see_tx(lw *w, const rx_tx *e) {
   if (!e) return;
   switch (e->kind) {
   case RX_TX_SYM:
-    see_expr(w, rx_analyzer_simplify(w->an, e->sym));
+    see_expr(w, sym_analyzer_simplify(w->an, e->sym));
     break;
   case RX_TX_LOAD:
     for (int i = 0; i < e->nidx; i++) see_tx(w, e->idx[i]);
     see_access(w, e->buf, e->idx, e->nidx, false, e->loc);
     break;
   case RX_TX_CALL:
-    if (rx_intrinsic_kind(e->intrin) == 'c') {
+    if (ir_intrinsic_kind(e->intrin) == 'c') {
       bool have = false;
       for (size_t i = 0; i < w->checks.len; i++)
         have |= e->msg && !strcmp(w->checks.data[i], e->msg);
-      if (!have && e->msg) rx_ptrvec_push(&w->checks, (void *)e->msg);
+      if (!have && e->msg) base_ptrvec_push(&w->checks, (void *)e->msg);
       break;
     }
-    if (rx_intrinsic_kind(e->intrin) != 's') break;
+    if (ir_intrinsic_kind(e->intrin) != 's') break;
     w->ck->uses_subgroup = true;
-    if (w->ck->t->subgroup_arithmetic && !rx_target_subgroup_dtype(w->ck->t, e->dtype)) {
+    if (w->ck->t->subgroup_arithmetic && !tgt_target_subgroup_dtype(w->ck->t, e->dtype)) {
       w->failed = true;
-      rx_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
-                     "a subgroup operation on %s: target '%s' has subgroup arithmetic on 32-bit "
-                     "types only here (Vulkan: shaderSubgroupExtendedTypes is optional; MSL: no "
-                     "64-bit simd_sum)",
-                     rx_dtype_name(e->dtype), w->ck->t->name);
+      base_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
+                       "a subgroup operation on %s: target '%s' has subgroup arithmetic on 32-bit "
+                       "types only here (Vulkan: shaderSubgroupExtendedTypes is optional; MSL: no "
+                       "64-bit simd_sum)",
+                       ir_dtype_name(e->dtype), w->ck->t->name);
     }
     break;
-  case RX_TX_HAS_FRAG: /* rx_schedule decides it for the target: not in a kernel */
+  case RX_TX_HAS_FRAG: /* sched_schedule decides it for the target: not in a kernel */
     w->failed = true;
-    rx_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
-                   "has_fragments(...) in a kernel: only rx_schedule decides it (schedule the "
-                   "program for the target first)");
+    base_diag_report(w->diag, RX_DIAG_ERROR, e->loc,
+                     "has_fragments(...) in a kernel: only rx_schedule decides it (schedule the "
+                     "program for the target first)");
     break;
   default:
     break;
@@ -184,7 +184,7 @@ static int64_t const_elems(const rx_buffer *b) {
 }
 
 static int dtype_bytes(rx_dtype t) {
-  int b = rx_dtype_bits(t) / 8;
+  int b = ir_dtype_bits(t) / 8;
   return b ? b : 1;
 }
 
@@ -219,12 +219,12 @@ static void see_frag(lw *w, rx_stmt *s) {
     const rx_buffer *b = s->buf;
     if (!frag_shape(t, b->frag, b->dtype, b->shape[0]->value, b->shape[1]->value)) {
       w->failed = true;
-      rx_diag_report(
+      base_diag_report(
           w->diag, RX_DIAG_ERROR, s->loc,
           "fragment '%s' (%s %lldx%lld, use %s): target '%s' has no subgroup matrix unit of that "
           "shape and dtype (relaxc targets lists them)",
-          b->name, rx_dtype_name(b->dtype), (long long)b->shape[0]->value,
-          (long long)b->shape[1]->value, rx_frag_use_name(b->frag), t->name);
+          b->name, ir_dtype_name(b->dtype), (long long)b->shape[0]->value,
+          (long long)b->shape[1]->value, ir_frag_use_name(b->frag), t->name);
     }
     return;
   }
@@ -238,11 +238,11 @@ static void see_frag(lw *w, rx_stmt *s) {
     }
     if (!ok) {
       w->failed = true;
-      rx_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
-                     "frag mma %lldx%lldx%lld %s -> %s: target '%s' has no such matrix unit",
-                     (long long)d->shape[0]->value, (long long)d->shape[1]->value,
-                     (long long)a->shape[1]->value, rx_dtype_name(a->dtype),
-                     rx_dtype_name(d->dtype), t->name);
+      base_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
+                       "frag mma %lldx%lldx%lld %s -> %s: target '%s' has no such matrix unit",
+                       (long long)d->shape[0]->value, (long long)d->shape[1]->value,
+                       (long long)a->shape[1]->value, ir_dtype_name(a->dtype),
+                       ir_dtype_name(d->dtype), t->name);
     }
     return;
   }
@@ -254,7 +254,7 @@ static void see_frag(lw *w, rx_stmt *s) {
 
 static void see_stmt(lw *w, rx_stmt *s) {
   if (!s || w->failed) return;
-  size_t mark = rx_analyzer_mark(w->an);
+  size_t mark = sym_analyzer_mark(w->an);
   switch (s->kind) {
   case RX_STMT_SEQ:
     for (int i = 0; i < s->n; i++) see_stmt(w, s->body[i]);
@@ -263,29 +263,29 @@ static void see_stmt(lw *w, rx_stmt *s) {
     rx_loop_kind k = s->loop_kind;
     if (k >= RX_LOOP_BLOCK_X && k <= RX_LOOP_BLOCK_Z) {
       lerr(w, s->loc, "loop bound to %s inside a kernel (block loops must be at host level)",
-           rx_loop_kind_name(k));
+           ir_loop_kind_name(k));
       break;
     }
-    rx_ptrvec_push(&w->loopvars, (void *)s->vars[0]);
+    base_ptrvec_push(&w->loopvars, (void *)s->vars[0]);
     if (k >= RX_LOOP_THREAD_X) {
       int ax = k - RX_LOOP_THREAD_X;
-      const rx_expr *ext = rx_analyzer_simplify(w->an, s->extent[0]);
+      const rx_expr *ext = sym_analyzer_simplify(w->an, s->extent[0]);
       if (ext->kind != RX_EXPR_CONST || ext->value < 1) {
         lerr(w, s->loc, "a loop bound to %s needs a constant extent >= 1 (the block size)",
-             rx_loop_kind_name(k));
+             ir_loop_kind_name(k));
         break;
       }
       if (ext->value > w->ck->t->max_block_dim[ax]) {
         w->failed = true;
-        rx_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
-                       "%s extent %lld exceeds the target's block limit %d on that axis",
-                       rx_loop_kind_name(k), (long long)ext->value, w->ck->t->max_block_dim[ax]);
+        base_diag_report(w->diag, RX_DIAG_ERROR, s->loc,
+                         "%s extent %lld exceeds the target's block limit %d on that axis",
+                         ir_loop_kind_name(k), (long long)ext->value, w->ck->t->max_block_dim[ax]);
         break;
       }
       if (ext->value > w->block[ax]) w->block[ax] = (int)ext->value;
     }
-    see_expr(w, rx_analyzer_simplify(w->an, s->lo[0]));
-    see_expr(w, rx_analyzer_simplify(w->an, rx_expr_add(w->ck->m->ctx, s->lo[0], s->extent[0])));
+    see_expr(w, sym_analyzer_simplify(w->an, s->lo[0]));
+    see_expr(w, sym_analyzer_simplify(w->an, sym_expr_add(w->ck->m->ctx, s->lo[0], s->extent[0])));
     cg_bind_loop(w->an, s);
     see_stmt(w, s->inner);
     break;
@@ -293,10 +293,11 @@ static void see_stmt(lw *w, rx_stmt *s) {
   case RX_STMT_REDUCE:
     see_stmt(w, s->init);
     for (int i = 0; i < s->nvars; i++) {
-      rx_ptrvec_push(&w->loopvars, (void *)s->vars[i]);
-      see_expr(w, rx_analyzer_simplify(w->an, s->lo[i]));
-      see_expr(w, rx_analyzer_simplify(w->an, rx_expr_add(w->ck->m->ctx, s->lo[i], s->extent[i])));
-      rx_analyzer_bind_range(w->an, s->vars[i], s->lo[i], s->extent[i]);
+      base_ptrvec_push(&w->loopvars, (void *)s->vars[i]);
+      see_expr(w, sym_analyzer_simplify(w->an, s->lo[i]));
+      see_expr(w,
+               sym_analyzer_simplify(w->an, sym_expr_add(w->ck->m->ctx, s->lo[i], s->extent[i])));
+      sym_analyzer_bind_range(w->an, s->vars[i], s->lo[i], s->extent[i]);
     }
     see_stmt(w, s->inner);
     break;
@@ -311,11 +312,11 @@ static void see_stmt(lw *w, rx_stmt *s) {
      * i32 value bounds it (so that 32-bit indices may do), for the following statements of the
      * enclosing SEQ (whose reset drops it) */
     if (s->local->sym) {
-      rx_ptrvec_push(&w->loopvars, (void *)s->local->sym);
+      base_ptrvec_push(&w->loopvars, (void *)s->local->sym);
       if (s->value->dtype == RX_DTYPE_I32) {
         rx_expr_ctx *cx = w->ck->m->ctx;
-        rx_analyzer_bind_range(w->an, s->local->sym, rx_expr_const(cx, I32_MIN),
-                               rx_expr_const(cx, (int64_t)I32_MAX - I32_MIN + 1));
+        sym_analyzer_bind_range(w->an, s->local->sym, sym_expr_const(cx, I32_MIN),
+                                sym_expr_const(cx, (int64_t)I32_MAX - I32_MIN + 1));
         return;
       }
     }
@@ -340,7 +341,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
       int same = 0;
       for (size_t i = 0; i < w->shared.len; i++)
         same += strcmp(w->shared.data[i].name, b->name) == 0;
-      if (same) sh.name = rx_arena_printf(&w->ck->m->arena, "%s_%d", b->name, same);
+      if (same) sh.name = base_arena_printf(&w->ck->m->arena, "%s_%d", b->name, same);
       RX_VEC_PUSH(&w->shared, sh);
       w->shared_bytes += n * dtype_bytes(b->dtype);
     }
@@ -348,12 +349,12 @@ static void see_stmt(lw *w, rx_stmt *s) {
   }
   case RX_STMT_IF:
     see_tx(w, s->value);
-    if (s->value->kind == RX_TX_SYM) rx_analyzer_assume(w->an, s->value->sym);
+    if (s->value->kind == RX_TX_SYM) sym_analyzer_assume(w->an, s->value->sym);
     see_stmt(w, s->inner);
-    rx_analyzer_reset(w->an, mark);
+    sym_analyzer_reset(w->an, mark);
     if (s->otherwise) {
       if (s->value->kind == RX_TX_SYM)
-        rx_analyzer_assume(w->an, rx_expr_not(w->ck->m->ctx, s->value->sym));
+        sym_analyzer_assume(w->an, sym_expr_not(w->ck->m->ctx, s->value->sym));
       see_stmt(w, s->otherwise);
     }
     break;
@@ -386,7 +387,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
     see_frag(w, s);
     break;
   }
-  rx_analyzer_reset(w->an, mark);
+  sym_analyzer_reset(w->an, mark);
 }
 
 static int cmp_var_name(const void *a, const void *b) {
@@ -401,14 +402,14 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   const rx_target *t = ck->t;
   lw w = {.ck = ck, .diag = diag, .fits32 = true, .block = {1, 1, 1}};
   w.an = cg_analyzer(m, f);
-  w.used = rx_calloc((size_t)f->nparams + 1, sizeof(bool));
-  w.written = rx_calloc((size_t)f->nparams + 1, sizeof(bool));
+  w.used = base_calloc((size_t)f->nparams + 1, sizeof(bool));
+  w.written = base_calloc((size_t)f->nparams + 1, sizeof(bool));
   for (int a = 0; a < 3; a++) {
     if (!ck->bvar[a]) continue;
-    rx_ptrvec_push(&w.loopvars, (void *)ck->bvar[a]);
-    rx_analyzer_bind_range(w.an, ck->bvar[a], ck->blo[a], ck->k->grid[a]);
-    see_expr(&w, rx_analyzer_simplify(w.an, ck->blo[a]));
-    see_expr(&w, rx_analyzer_simplify(w.an, rx_expr_add(m->ctx, ck->blo[a], ck->k->grid[a])));
+    base_ptrvec_push(&w.loopvars, (void *)ck->bvar[a]);
+    sym_analyzer_bind_range(w.an, ck->bvar[a], ck->blo[a], ck->k->grid[a]);
+    see_expr(&w, sym_analyzer_simplify(w.an, ck->blo[a]));
+    see_expr(&w, sym_analyzer_simplify(w.an, sym_expr_add(m->ctx, ck->blo[a], ck->k->grid[a])));
   }
   /* the grid's own variables are evaluated by the host: not kernel arguments */
   size_t nvars_grid = w.vars.len;
@@ -420,20 +421,20 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   for (int a = 0; a < 3; a++) k->block[a] = w.block[a];
   ck->nthreads = w.block[0] * w.block[1] * w.block[2];
   if (ok && ck->nthreads > t->max_threads_per_block) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' has %d threads per block; target '%s' allows %d", k->name,
-                   ck->nthreads, t->name, t->max_threads_per_block);
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' has %d threads per block; target '%s' allows %d", k->name,
+                     ck->nthreads, t->name, t->max_threads_per_block);
     ok = false;
   }
   k->shared_bytes = w.shared_bytes;
   if (ok && w.shared_bytes > t->shared_bytes) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d", k->name,
-                   (long long)w.shared_bytes, t->name, t->shared_bytes);
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d",
+                     k->name, (long long)w.shared_bytes, t->name, t->shared_bytes);
     ok = false;
   }
   ck->nshared = (int)w.shared.len;
-  ck->shared = rx_module_alloc(m, sizeof(cg_shared) * (w.shared.len + 1));
+  ck->shared = ir_module_alloc(m, sizeof(cg_shared) * (w.shared.len + 1));
   if (w.shared.len) memcpy(ck->shared, w.shared.data, sizeof(cg_shared) * w.shared.len);
 
   /* buffers sizes must fit as well for 32-bit offsets */
@@ -441,9 +442,9 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   for (int i = 0; i < f->nparams && fits; i++) {
     if (!w.used[i]) continue;
     const rx_buffer *b = f->params[i]->buf;
-    const rx_expr *size = rx_expr_const(m->ctx, 1);
-    for (int d = 0; d < b->ndim; d++) size = rx_expr_mul(m->ctx, size, b->shape[d]);
-    rx_interval r = rx_analyzer_bounds(w.an, size);
+    const rx_expr *size = sym_expr_const(m->ctx, 1);
+    for (int d = 0; d < b->ndim; d++) size = sym_expr_mul(m->ctx, size, b->shape[d]);
+    rx_interval r = sym_analyzer_bounds(w.an, size);
     if (r.hi > I32_MAX) fits = false;
   }
   k->index64 = !fits;
@@ -454,7 +455,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   int nbuf = w.checks.len > 0;
   for (int i = 0; i < f->nparams; i++) nbuf += w.used[i];
   k->nargs = nbuf + (int)w.vars.len;
-  k->args = rx_module_alloc(m, sizeof(rx_karg) * (size_t)(k->nargs + 1));
+  k->args = ir_module_alloc(m, sizeof(rx_karg) * (size_t)(k->nargs + 1));
   int j = 0;
   for (int i = 0; i < f->nparams; i++) {
     if (!w.used[i]) continue;
@@ -480,7 +481,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     a->offset = -1;
     j++;
     k->nchecks = (int)w.checks.len;
-    k->checks = rx_module_alloc(m, sizeof(char *) * w.checks.len);
+    k->checks = ir_module_alloc(m, sizeof(char *) * w.checks.len);
     memcpy(k->checks, w.checks.data, sizeof(char *) * w.checks.len);
   }
   for (size_t i = 0; i < w.vars.len; i++) {
@@ -498,9 +499,9 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   }
   k->scalar_bytes = (int)w.vars.len * 4;
   if (ok && k->scalar_bytes > t->push_constant_bytes && t->kind != RX_TARGET_VULKAN) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' passes %d bytes of symbolic values; target '%s' allows %d", k->name,
-                   k->scalar_bytes, t->name, t->push_constant_bytes);
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' passes %d bytes of symbolic values; target '%s' allows %d",
+                     k->name, k->scalar_bytes, t->name, t->push_constant_bytes);
     ok = false;
   }
   if (t->kind == RX_TARGET_VULKAN) {
@@ -510,27 +511,27 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   }
   bool mma_ok = t->kind == RX_TARGET_CUDA && t->subgroup_size == 32;
   for (int d = 0; d < RX_DTYPE_COUNT; d++)
-    if (ck->mma_ab[d] && !rx_target_mma(t, (rx_dtype)d, RX_DTYPE_F32, RX_MMA_SYNC)) mma_ok = false;
+    if (ck->mma_ab[d] && !tgt_target_mma(t, (rx_dtype)d, RX_DTYPE_F32, RX_MMA_SYNC)) mma_ok = false;
   if (ok && ck->uses_mma && !mma_ok) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' uses mma m16n8k16 (PTX mma.sync); target '%s' has no such matrix "
-                   "unit",
-                   k->name, t->name);
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' uses mma m16n8k16 (PTX mma.sync); target '%s' has no such matrix "
+                     "unit",
+                     k->name, t->name);
     ok = false;
   }
   /* cp.async is sm_80's, ldmatrix sm_75's: the targets that list mma.sync m16n8k16 */
   if (ok && ck->uses_async &&
-      (t->kind != RX_TARGET_CUDA || !rx_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC))) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' uses async_copy or ldmatrix (PTX cp.async, ldmatrix: CUDA sm_80 "
-                   "and newer); target '%s' has neither",
-                   k->name, t->name);
+      (t->kind != RX_TARGET_CUDA || !tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC))) {
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' uses async_copy or ldmatrix (PTX cp.async, ldmatrix: CUDA sm_80 "
+                     "and newer); target '%s' has neither",
+                     k->name, t->name);
     ok = false;
   }
   if (ok && ck->uses_subgroup && !t->subgroup_arithmetic) {
-    rx_diag_report(diag, RX_DIAG_ERROR, ck->loc,
-                   "kernel '%s' uses subgroup reductions; target '%s' has no subgroup arithmetic",
-                   k->name, t->name);
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' uses subgroup reductions; target '%s' has no subgroup arithmetic",
+                     k->name, t->name);
     ok = false;
   }
   /* its subgroup operations group the threads by the target's size: the runtime pins it */
@@ -538,11 +539,11 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   k->coop_matrix = ck->uses_frag && t->kind == RX_TARGET_VULKAN; /* the runtime checks the device */
   free(w.used);
   free(w.written);
-  rx_ptrvec_free(&w.vars);
-  rx_ptrvec_free(&w.loopvars);
-  rx_ptrvec_free(&w.checks);
+  base_ptrvec_free(&w.vars);
+  base_ptrvec_free(&w.loopvars);
+  base_ptrvec_free(&w.checks);
   free(w.shared.data);
-  rx_analyzer_free(w.an);
+  sym_analyzer_free(w.an);
   return ok;
 }
 
@@ -558,12 +559,12 @@ typedef struct hw {
 } hw;
 
 static rx_kernel *new_kernel(hw *h, const rx_expr *cond, rx_loc loc) {
-  rx_kernel *k = rx_module_alloc(h->m, sizeof *k);
+  rx_kernel *k = ir_module_alloc(h->m, sizeof *k);
   size_t n = h->ks.len;
-  k->name = n == 0 ? h->f->name : rx_arena_printf(&h->m->arena, "%s_%zu", h->f->name, n);
+  k->name = n == 0 ? h->f->name : base_arena_printf(&h->m->arena, "%s_%zu", h->f->name, n);
   k->cond = cond;
   rx_expr_ctx *c = h->m->ctx;
-  for (int a = 0; a < 3; a++) k->grid[a] = rx_expr_const(c, 1);
+  for (int a = 0; a < 3; a++) k->grid[a] = sym_expr_const(c, 1);
   (void)loc;
   return k;
 }
@@ -579,8 +580,8 @@ static void add_root(hw *h, rx_stmt *s, const rx_expr *cond) {
   while (is_block_for(s)) {
     int a = s->loop_kind - RX_LOOP_BLOCK_X;
     if (ck.bvar[a]) {
-      rx_diag_report(h->diag, RX_DIAG_ERROR, s->loc, "%s is bound twice in one kernel root",
-                     rx_loop_kind_name(s->loop_kind));
+      base_diag_report(h->diag, RX_DIAG_ERROR, s->loc, "%s is bound twice in one kernel root",
+                       ir_loop_kind_name(s->loop_kind));
       h->failed = true;
       return;
     }
@@ -599,9 +600,9 @@ typedef RX_VEC(rx_stmt *) stmtvec;
 /* A run of plain host statements: one kernel of one block. */
 static void flush_run(hw *h, stmtvec *run, const rx_expr *cond) {
   if (!run->len || h->failed) return;
-  rx_stmt *seq = rx_stmt_new(h->m, RX_STMT_SEQ, run->data[0]->loc);
+  rx_stmt *seq = ir_stmt_new(h->m, RX_STMT_SEQ, run->data[0]->loc);
   seq->n = (int)run->len;
-  seq->body = rx_arena_dup(&h->m->arena, run->data, sizeof(rx_stmt *) * run->len);
+  seq->body = base_arena_dup(&h->m->arena, run->data, sizeof(rx_stmt *) * run->len);
   cg_kernel ck = {.m = h->m, .fn = h->f, .t = h->t, .loc = seq->loc, .body = seq};
   ck.k = new_kernel(h, cond, seq->loc);
   RX_VEC_PUSH(&h->ks, ck);
@@ -616,15 +617,15 @@ static void host_stmt(hw *h, rx_stmt *s, const rx_expr *cond, stmtvec *run) {
     add_root(h, s, cond);
   } else if (s->kind == RX_STMT_IF) {
     if (s->value->kind != RX_TX_SYM) {
-      rx_diag_report(h->diag, RX_DIAG_ERROR, s->loc,
-                     "a host-level 'if' must test symbolic values only (a specialization)");
+      base_diag_report(h->diag, RX_DIAG_ERROR, s->loc,
+                       "a host-level 'if' must test symbolic values only (a specialization)");
       h->failed = true;
       return;
     }
     rx_expr_ctx *c = h->m->ctx;
-    const rx_expr *yes = s->value->sym, *no = rx_expr_not(c, s->value->sym);
-    host_seq(h, s->inner, cond ? rx_expr_and(c, cond, yes) : yes);
-    if (s->otherwise) host_seq(h, s->otherwise, cond ? rx_expr_and(c, cond, no) : no);
+    const rx_expr *yes = s->value->sym, *no = sym_expr_not(c, s->value->sym);
+    host_seq(h, s->inner, cond ? sym_expr_and(c, cond, yes) : yes);
+    if (s->otherwise) host_seq(h, s->otherwise, cond ? sym_expr_and(c, cond, no) : no);
   } else {
     RX_VEC_PUSH(run, s);
   }
@@ -650,7 +651,7 @@ bool cg_lower(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *
   bool ok = !h.failed;
   for (size_t i = 0; i < h.ks.len && ok; i++) ok = analyze(&h.ks.data[i], diag);
   if (ok) {
-    *out = rx_module_alloc(m, sizeof(cg_kernel) * (h.ks.len + 1));
+    *out = ir_module_alloc(m, sizeof(cg_kernel) * (h.ks.len + 1));
     if (h.ks.len) memcpy(*out, h.ks.data, sizeof(cg_kernel) * h.ks.len);
     *n = (int)h.ks.len;
   }

@@ -8,13 +8,13 @@
 
 static void msl_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
   (void)p;
-  rx_strbuf_append(o, name);
+  base_strbuf_append(o, name);
 }
 
 static void msl_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
-  rx_strbuf_printf(o, "threadgroup %s %s[%lld];\n", p->L->types[s->buf->dtype], cg_name(p, s->name),
-                   (long long)(s->elems ? s->elems : 1));
+  base_strbuf_printf(o, "threadgroup %s %s[%lld];\n", p->L->types[s->buf->dtype],
+                     cg_name(p, s->name), (long long)(s->elems ? s->elems : 1));
 }
 
 static void msl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
@@ -23,15 +23,15 @@ static void msl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype 
     cg_error(p, p->ck->loc, "subgroup reduction of bool values is not supported");
     return;
   }
-  rx_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
+  base_strbuf_printf(o, "%s(%s)", names[op - RX_INTRIN_SUBGROUP_SUM], x);
 }
 
 /* A vector of words through a reinterpreted device pointer: `((device const uint4*)x)[i]`. */
 static void msl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words,
                            const char *index, bool store) {
   const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
-  rx_strbuf_printf(o, "((device %s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name),
-                   index);
+  base_strbuf_printf(o, "((device %s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name),
+                     index);
 }
 
 /* Subgroup matrix fragments (ir.h, RX_STMT_FRAG) as simdgroup_matrix<T, Cols, Rows> (Metal
@@ -43,23 +43,23 @@ static void msl_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int wo
 static void msl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *f) {
   cg_indent(p, o);
   if (s->kind == RX_STMT_ALLOC) {
-    rx_strbuf_printf(o, "simdgroup_matrix<%s, %d, %d> %s;\n", f->type, f->cols, f->rows, f->frag);
+    base_strbuf_printf(o, "simdgroup_matrix<%s, %d, %d> %s;\n", f->type, f->cols, f->rows, f->frag);
     return;
   }
   switch (s->frag_op) {
   case RX_FRAG_OP_FILL:
-    rx_strbuf_printf(o, "%s = make_filled_simdgroup_matrix<%s, %d, %d>(%s);\n", f->frag, f->type,
-                     f->cols, f->rows, f->value);
+    base_strbuf_printf(o, "%s = make_filled_simdgroup_matrix<%s, %d, %d>(%s);\n", f->frag, f->type,
+                       f->cols, f->rows, f->value);
     return;
   case RX_FRAG_OP_MMA:
-    rx_strbuf_printf(o, "simdgroup_multiply_accumulate(%s, %s, %s, %s);\n", f->frag, f->a, f->b,
-                     f->c);
+    base_strbuf_printf(o, "simdgroup_multiply_accumulate(%s, %s, %s, %s);\n", f->frag, f->a, f->b,
+                       f->c);
     return;
   case RX_FRAG_OP_LOAD:
   case RX_FRAG_OP_STORE:
-    rx_strbuf_printf(o, "simdgroup_%s(%s, &%s[%s], (ulong)(%s), ulong2(0, 0), %s);\n",
-                     s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
-                     f->stride, s->col_major ? "true" : "false");
+    base_strbuf_printf(o, "simdgroup_%s(%s, &%s[%s], (ulong)(%s), ulong2(0, 0), %s);\n",
+                       s->frag_op == RX_FRAG_OP_LOAD ? "load" : "store", f->frag, f->mem, f->off,
+                       f->stride, s->col_major ? "true" : "false");
     return;
   case RX_FRAG_OP_COUNT:
     break;
@@ -70,29 +70,29 @@ static void msl_frag(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_fra
 static void msl_open(cg_printer *p, rx_strbuf *o) {
   rx_kernel *k = p->ck->k;
   cg_header_comment(p, o);
-  rx_strbuf_append(o, "#include <metal_stdlib>\nusing namespace metal;\n");
+  base_strbuf_append(o, "#include <metal_stdlib>\nusing namespace metal;\n");
   int nscal = 0, nbuf = 0;
   for (int i = 0; i < k->nargs; i++) nscal += k->args[i].kind == RX_KARG_SCALAR;
   nbuf = k->nargs - nscal;
   if (nscal) {
-    rx_strbuf_append(o, "struct rx_params {");
+    base_strbuf_append(o, "struct rx_params {");
     for (int i = nbuf; i < k->nargs; i++)
-      rx_strbuf_printf(o, " int %s;", cg_name(p, k->args[i].name));
-    rx_strbuf_append(o, " };\n");
+      base_strbuf_printf(o, " int %s;", cg_name(p, k->args[i].name));
+    base_strbuf_append(o, " };\n");
   }
-  if (p->helpers.data) rx_strbuf_printf(o, "\n%s", p->helpers.data);
-  rx_strbuf_printf(o, "\nkernel void %s(", k->name);
+  if (p->helpers.data) base_strbuf_printf(o, "\n%s", p->helpers.data);
+  base_strbuf_printf(o, "\nkernel void %s(", k->name);
   for (int i = 0; i < nbuf; i++) {
     const rx_karg *a = &k->args[i];
-    rx_strbuf_printf(o, "device %s%s* %s [[buffer(%d)]], ", a->written ? "" : "const ",
-                     p->L->types[a->dtype], cg_name(p, a->name), a->binding);
+    base_strbuf_printf(o, "device %s%s* %s [[buffer(%d)]], ", a->written ? "" : "const ",
+                       p->L->types[a->dtype], cg_name(p, a->name), a->binding);
   }
-  if (nscal) rx_strbuf_printf(o, "constant rx_params& rx_p [[buffer(%d)]], ", nbuf);
-  rx_strbuf_append(o, "uint3 rx_gid [[threadgroup_position_in_grid]], "
-                      "uint3 rx_tid [[thread_position_in_threadgroup]]) {\n");
+  if (nscal) base_strbuf_printf(o, "constant rx_params& rx_p [[buffer(%d)]], ", nbuf);
+  base_strbuf_append(o, "uint3 rx_gid [[threadgroup_position_in_grid]], "
+                        "uint3 rx_tid [[thread_position_in_threadgroup]]) {\n");
   for (int i = nbuf; i < k->nargs; i++) {
     const char *n = cg_name(p, k->args[i].name);
-    rx_strbuf_printf(o, "  const %s %s = rx_p.%s;\n", p->idx, n, n);
+    base_strbuf_printf(o, "  const %s %s = rx_p.%s;\n", p->idx, n, n);
   }
 }
 

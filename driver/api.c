@@ -1,5 +1,5 @@
 /* driver/api.c: the public face of the compile driver (include/relaxc/compiler.h):
- * rx_module_compile runs rx_compile with options made from an rx_compile_request, so that an
+ * rx_module_compile runs drv_compile with options made from an rx_compile_request, so that an
  * embedder compiles a module into an artifact with the public header alone. */
 #include "driver.h"
 
@@ -8,39 +8,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list) {
+rx_status drv_compile_options_set_targets(rx_compile_options *o, const char *list) {
   const char *p = list ? list : "";
   while (*p) {
     const char *e = strchr(p, ',');
     size_t n = e ? (size_t)(e - p) : strlen(p);
-    char *one = rx_strndup(p, n);
+    char *one = base_strndup(p, n);
     const rx_target *t = NULL;
-    rx_status st = rx_target_parse(one, &t);
+    rx_status st = tgt_target_parse(one, &t);
     free(one);
     if (st) return st;
     if (o->ntargets == RX_COMPILE_MAX_TARGETS)
-      return rx_status_make(RX_ERR_INVALID, "at most %d targets", RX_COMPILE_MAX_TARGETS);
+      return base_status_make(RX_ERR_INVALID, "at most %d targets", RX_COMPILE_MAX_TARGETS);
     o->targets[o->ntargets++] = t;
     p = e ? e + 1 : p + n;
   }
   if (!o->ntargets)
-    return rx_status_make(RX_ERR_INVALID, "the target list names no target (e.g. vulkan,cuda)");
+    return base_status_make(RX_ERR_INVALID, "the target list names no target (e.g. vulkan,cuda)");
   return NULL;
 }
 
-rx_status rx_compile_options_set_dispatch(rx_compile_options *o, const char *library,
-                                          int64_t min_rows) {
+rx_status drv_compile_options_set_dispatch(rx_compile_options *o, const char *library,
+                                           int64_t min_rows) {
   if (!library || !strcmp(library, "none"))
     o->dispatch.library = RX_DISPATCH_NONE;
   else if (!strcmp(library, "cublas"))
     o->dispatch.library = RX_DISPATCH_CUBLAS;
   else
-    return rx_status_make(RX_ERR_INVALID, "dispatch library '%s': expected none or cublas",
-                          library);
+    return base_status_make(RX_ERR_INVALID, "dispatch library '%s': expected none or cublas",
+                            library);
   if (min_rows < 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "dispatch threshold %lld: expected a row count >= 1 (0: the default %d)",
-                          (long long)min_rows, RX_DISPATCH_DEFAULT_MIN_ROWS);
+    return base_status_make(
+        RX_ERR_INVALID, "dispatch threshold %lld: expected a row count >= 1 (0: the default %d)",
+        (long long)min_rows, RX_DISPATCH_DEFAULT_MIN_ROWS);
   o->dispatch.min_rows = min_rows ? min_rows : RX_DISPATCH_DEFAULT_MIN_ROWS;
   return NULL;
 }
@@ -48,12 +48,12 @@ rx_status rx_compile_options_set_dispatch(rx_compile_options *o, const char *lib
 /* The diagnostics of local as one status (the first error line), appended to user if given. */
 static rx_status diag_status(rx_diag *local, rx_diag *user) {
   if (user) {
-    rx_strbuf_append(&user->text, rx_diag_text(local));
+    base_strbuf_append(&user->text, rx_diag_text(local));
     user->errors += local->errors;
     user->warnings += local->warnings;
   }
   const char *t = rx_diag_text(local); /* no "error: ": the printer of the status adds it */
-  return rx_diag_status(RX_ERR_INVALID, t, strcspn(t, "\n"), "compilation failed");
+  return base_diag_status(RX_ERR_INVALID, t, strcspn(t, "\n"), "compilation failed");
 }
 
 /* Compiles m with options made from req into *r (free it in every case): for a file at path
@@ -66,23 +66,23 @@ static rx_status compile(rx_module *m, const rx_compile_request *req, const char
   memset(&o, 0, sizeof o);
   o.no_fuse = req->no_fuse;
   o.no_nvrtc = req->no_nvrtc;
-  RX_RETURN_IF_ERROR(rx_compile_options_set_dispatch(&o, req->dispatch, req->dispatch_min_rows));
+  RX_RETURN_IF_ERROR(drv_compile_options_set_dispatch(&o, req->dispatch, req->dispatch_min_rows));
   o.weights_file = weights_file;
   o.artifact_path = path;
   o.stream_weights = path != NULL;
-  RX_RETURN_IF_ERROR(rx_compile_options_set_targets(&o, req->targets));
+  RX_RETURN_IF_ERROR(drv_compile_options_set_targets(&o, req->targets));
   rx_diag local;
-  rx_diag_init(&local);
+  base_diag_init(&local);
   rx_status st = NULL;
-  if (rx_compile(m, &o, &local, r)) {
+  if (drv_compile(m, &o, &local, r)) {
     if (diag) { /* warnings only */
-      rx_strbuf_append(&diag->text, rx_diag_text(&local));
+      base_strbuf_append(&diag->text, rx_diag_text(&local));
       diag->warnings += local.warnings;
     }
   } else {
     st = diag_status(&local, diag);
   }
-  rx_diag_free(&local);
+  base_diag_free(&local);
   return st;
 }
 
@@ -90,7 +90,8 @@ rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag
                             unsigned char **out_bytes, size_t *out_len) {
   *out_bytes = NULL;
   *out_len = 0;
-  if (!m || !req) return rx_status_make(RX_ERR_INVALID, "rx_module_compile: no module or request");
+  if (!m || !req)
+    return base_status_make(RX_ERR_INVALID, "rx_module_compile: no module or request");
   rx_compile_result r;
   rx_status st = compile(m, req, NULL, NULL, diag, &r);
   if (!st) {
@@ -98,21 +99,22 @@ rx_status rx_module_compile(rx_module *m, const rx_compile_request *req, rx_diag
     *out_len = r.artifact_len;
     r.artifact = NULL;
   }
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   return st;
 }
 
 rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_request *req, const char *path,
                                     const char *weights_file, rx_diag *diag) {
   if (!m || !req || !path)
-    return rx_status_make(RX_ERR_INVALID, "rx_module_compile_to_file: no module, request or path");
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_module_compile_to_file: no module, request or path");
   rx_compile_result r;
   rx_status st = compile(m, req, path, weights_file, diag, &r);
-  if (!st) st = rx_artifact_write(path, weights_file, m, &r);
-  rx_compile_result_free(&r);
+  if (!st) st = drv_artifact_write(path, weights_file, m, &r);
+  drv_compile_result_free(&r);
   return st;
 }
 
 rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len) {
-  return rx_artifact_write_file(path, bytes, len);
+  return drv_artifact_write_file(path, bytes, len);
 }

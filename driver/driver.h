@@ -1,6 +1,6 @@
 /* driver/driver.h: the compile driver (floor 8, above codegen/): the options and result of a
  * compilation, the whole pipeline from a parsed module to an artifact (driver/compile.c:
- * rx_compile, the pipeline as one list; the per-target schedule -> codegen -> toolchain loop)
+ * drv_compile, the pipeline as one list; the per-target schedule -> codegen -> toolchain loop)
  * and the artifact writer (driver/artifact.c: the .rxm container of runtime/vm_format.h).
  * The passes it runs are declared in passes/passes.h. Internal header; the public face is
  * rx_compile_module in include/relaxc/compiler.h.
@@ -11,7 +11,7 @@
  *   toolchains of every target on a pool of threads through the kernel cache
  *   (driver/toolchains.c, driver/kcache.c), and finally the artifact bytes (driver/artifact.c).
  *
- * The verifier (rx_module_verify) runs after every step that changes the module. */
+ * The verifier (ir_module_verify) runs after every step that changes the module. */
 #ifndef RX_DRIVER_H
 #define RX_DRIVER_H
 
@@ -35,27 +35,27 @@ typedef struct rx_kblob {
   size_t len;
 } rx_kblob;
 /* Opens (creating it and its parents) the cache in dir, bounded to limit_bytes (0: unbounded).
- * Free with rx_kcache_close. Thread-safe after opening: get and put from any thread. */
-rx_status rx_kcache_open(const char *dir, uint64_t limit_bytes, rx_kcache **out);
-void rx_kcache_close(rx_kcache *c);
-const char *rx_kcache_dir(const rx_kcache *c);
+ * Free with drv_kcache_close. Thread-safe after opening: get and put from any thread. */
+rx_status drv_kcache_open(const char *dir, uint64_t limit_bytes, rx_kcache **out);
+void drv_kcache_close(rx_kcache *c);
+const char *drv_kcache_dir(const rx_kcache *c);
 /* $RELAXC_CACHE_DIR, else $XDG_CACHE_HOME/relaxc, else $HOME/.cache/relaxc (heap; NULL with
  * none of them). */
-char *rx_kcache_default_dir(void);
+char *drv_kcache_default_dir(void);
 /* The nparts blobs stored for key into out (heap copies, each NUL-terminated past len: free());
  * false on a miss. A corrupt or foreign entry is a miss and is removed. */
-bool rx_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int nparts, rx_kblob *out);
+bool drv_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int nparts, rx_kblob *out);
 /* Stores the blobs for key (temporary file + rename: atomic for concurrent readers). */
-rx_status rx_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int nparts,
-                        const rx_kblob *parts);
+rx_status drv_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int nparts,
+                         const rx_kblob *parts);
 /* Removes the least recently used entries until the cache fits its limit, and temporary files
  * of compiles that died; returns the bytes left. */
-uint64_t rx_kcache_trim(const rx_kcache *c);
+uint64_t drv_kcache_trim(const rx_kcache *c);
 
 typedef struct rx_compile_options {
   const rx_target *targets[RX_COMPILE_MAX_TARGETS]; /* at most one per backend kind */
   int ntargets;
-  const char *dump_after;       /* NULL, a step name (rx_compile_step_names) or "all": print the
+  const char *dump_after;       /* NULL, a step name (drv_compile_step_names) or "all": print the
                                    module (plan_memory: the plan; lower_host: the host program;
                                    schedule: kernels and rules; codegen: the kernel sources;
                                    artifact: the manifest) after that step */
@@ -71,11 +71,11 @@ typedef struct rx_compile_options {
   rx_kcache *cache; /* compiled kernels kept and reused across compiles; NULL: none */
   bool progress;    /* one updating line on stderr when a compile takes over a second */
   /* weights (driver/weights.c): where the module's weight table goes */
-  const char *weights_file;  /* a side file (rx_artifact_write writes it), named in the manifest
+  const char *weights_file;  /* a side file (drv_artifact_write writes it), named in the manifest
                                 relative to artifact_path's directory; NULL: in the artifact */
   const char *artifact_path; /* where the artifact will be written (NULL: the current directory) */
   bool stream_weights;       /* r->artifact stops where the weights section's bytes start and
-                                rx_artifact_write streams them from the sources, so a model of
+                                drv_artifact_write streams them from the sources, so a model of
                                 several GB is never held in memory; false: r->artifact is whole */
 } rx_compile_options;
 
@@ -90,30 +90,26 @@ typedef struct rx_weights_image {
   size_t count;      /* weights; 0: the module has none (no section, no file) */
   uint64_t size;     /* bytes of the image */
 } rx_weights_image;
-void rx_weights_layout(const rx_module *m, rx_weights_image *out);
-void rx_weights_image_free(rx_weights_image *img);
+void drv_weights_layout(const rx_module *m, rx_weights_image *out);
+void drv_weights_image_free(rx_weights_image *img);
 /* Where streamed bytes go; an error stops the stream. */
 typedef rx_status (*rx_weights_sink)(void *ctx, const void *data, size_t n);
-/* The image's bytes in order, with bounded memory: sources stored as they are go to the sink in
- * place, converted ones through one buffer of a bounded number of elements. */
-rx_status rx_weights_stream(const rx_module *m, const rx_weights_image *img, rx_weights_sink sink,
-                            void *ctx);
 /* n elements of from (f32, f16, bf16 among themselves, rounding to nearest even, inf and NaN
  * kept; or from == to) into dst as to. */
-void rx_weights_convert(rx_dtype to, void *dst, rx_dtype from, const void *src, size_t n);
+void drv_weights_convert(rx_dtype to, void *dst, rx_dtype from, const void *src, size_t n);
 /* The image into out (img->size bytes); returns its CRC-32. */
-uint32_t rx_weights_to_memory(const rx_module *m, const rx_weights_image *img, void *out);
+uint32_t drv_weights_to_memory(const rx_module *m, const rx_weights_image *img, void *out);
 /* The image appended to f (named path in messages), its CRC-32 in *out_crc. */
-rx_status rx_weights_to_file(const rx_module *m, const rx_weights_image *img, FILE *f,
-                             const char *path, uint32_t *out_crc);
+rx_status drv_weights_to_file(const rx_module *m, const rx_weights_image *img, FILE *f,
+                              const char *path, uint32_t *out_crc);
 /* weights_path relative to the directory of artifact_path (both made absolute, "." and ".."
  * removed): what the manifest records and the runtime opens. Heap string. A weights_path outside
  * the artifact's folder (or one below it) is an error: the runtime refuses a manifest that names
  * its side file by an absolute or '../' path (docs/artifact.md, "The side file"). */
-rx_status rx_weights_ref(const char *artifact_path, const char *weights_path, char **out_ref);
+rx_status drv_weights_ref(const char *artifact_path, const char *weights_path, char **out_ref);
 /* Reports every graph parameter named like a weight whose struct info is not exactly the
  * weight's (a parameter is bound to a weight only when both agree); false on any. */
-bool rx_weights_check_params(const rx_module *m, rx_diag *diag);
+bool drv_weights_check_params(const rx_module *m, rx_diag *diag);
 
 /* ---- per-target output ---- */
 typedef struct rx_target_output {
@@ -150,40 +146,40 @@ typedef struct rx_compile_result {
 
 /* Compiles m in place (the module ends legalized and fused, with its tensor programs
  * unscheduled) and fills *out (zeroed first). Errors go to diag; returns false then (out may
- * hold partial results: free it with rx_compile_result_free in every case). */
-bool rx_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out);
-void rx_compile_result_free(rx_compile_result *r);
+ * hold partial results: free it with drv_compile_result_free in every case). */
+bool drv_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_compile_result *out);
+void drv_compile_result_free(rx_compile_result *r);
 
 /* Parses "vulkan,cuda,metal" into o->targets (appended); the status names a bad or missing
  * target. */
-rx_status rx_compile_options_set_targets(rx_compile_options *o, const char *list);
+rx_status drv_compile_options_set_targets(rx_compile_options *o, const char *list);
 /* Sets o->dispatch from a library name (NULL, "none" or "cublas") and a row threshold (0: the
  * default, RX_DISPATCH_DEFAULT_MIN_ROWS); the status names a bad name or threshold. */
-rx_status rx_compile_options_set_dispatch(rx_compile_options *o, const char *library,
-                                          int64_t min_rows);
+rx_status drv_compile_options_set_dispatch(rx_compile_options *o, const char *library,
+                                           int64_t min_rows);
 
 /* The toolchain step (driver/toolchains.c): every kernel of every target through its toolchain
  * (shaderc and SPIR-V validation; NVRTC for PTX and cubin in one call), o->jobs at a time, the
  * cache first; results placed in kernel order. Under --time-passes rows per toolchain go to
  * times (NULL: none); start_ms is when the compile began (the progress line waits a second). Errors
  * (per kernel, in kernel order) go to diag. */
-bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
-                           rx_diag *diag, rx_strbuf *times, double start_ms);
+bool drv_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
+                            rx_diag *diag, rx_strbuf *times, double start_ms);
 
-/* One line on stderr that rewrites itself (a terminal): rx_progress_line formats it, and a
+/* One line on stderr that rewrites itself (a terminal): drv_progress_line formats it, and a
  * NULL fmt clears it. Shown only once a compile has run for a second (since start_ms). */
-void rx_progress_line(const rx_compile_options *o, double start_ms, const char *fmt, ...)
+void drv_progress_line(const rx_compile_options *o, double start_ms, const char *fmt, ...)
     RX_PRINTF(3, 4);
-double rx_compile_now_ms(void);
+double drv_compile_now_ms(void);
 
 /* The step names --dump-after accepts, NULL-terminated (plus "all"). */
-extern const char *const rx_compile_step_names[];
-bool rx_compile_step_known(const char *name);
+extern const char *const drv_compile_step_names[];
+bool drv_compile_step_known(const char *name);
 
 /* The graph passes among those steps (verify ... names: each a function of the module alone),
- * NULL-terminated, in pipeline order. drv_pass_run runs the one named on m as rx_compile runs it
+ * NULL-terminated, in pipeline order. drv_pass_run runs the one named on m as drv_compile runs it
  * (o: its options, e.g. o->dispatch for dispatch), then normalizes and verifies the module as
- * rx_compile does between steps; false with the errors in diag (a module that does not verify
+ * drv_compile does between steps; false with the errors in diag (a module that does not verify
  * after the pass is reported as an internal error). What a pass needs first (legalize before
  * fuse_tensor) is the caller's business. `relaxc opt --passes` runs them. */
 extern const char *const drv_pass_names[];
@@ -193,26 +189,26 @@ bool drv_pass_run(rx_module *m, const char *name, const rx_compile_options *o, r
 /* ---- the artifact writer (driver/artifact.c; docs/artifact.md describes the format) ---- */
 
 /* CRC-32 of the zlib/PNG/Ethernet convention (reflected polynomial 0xEDB88320, initial value
- * and final xor 0xFFFFFFFF): rx_crc32("123456789", 9) == 0xCBF43926, what zlib's crc32() gives.
- * rx_crc32_update (base/base.h) chains it; no zlib dependency. */
-uint32_t rx_crc32(const void *data, size_t n);
+ * and final xor 0xFFFFFFFF): drv_crc32("123456789", 9) == 0xCBF43926, what zlib's crc32() gives.
+ * base_crc32_update (base/base.h) chains it; no zlib dependency. */
+uint32_t drv_crc32(const void *data, size_t n);
 
 /* Builds the bytes of the artifact of a compiled module into r->artifact (replacing it):
  * manifest.json, host.rxvm, then per target "<backend>/kernels.json" and the kernel files it
  * names, then (r->weights, no r->weights_ref) the section weights.safetensors: streamed into
- * memory with with_weights, else left for rx_artifact_write (r->artifact then ends where the
+ * memory with with_weights, else left for drv_artifact_write (r->artifact then ends where the
  * section starts). Same input, same bytes. */
-void rx_artifact_build(const rx_module *m, rx_compile_result *r, bool with_weights);
+void drv_artifact_build(const rx_module *m, rx_compile_result *r, bool with_weights);
 /* Writes the artifact to path: first its side file to weights_path (r->weights_ref), then the
  * artifact with its weights section streamed from the module when r->artifact stops before it.
  * Statuses name the file. */
-rx_status rx_artifact_write(const char *path, const char *weights_path, const rx_module *m,
-                            rx_compile_result *r);
+rx_status drv_artifact_write(const char *path, const char *weights_path, const rx_module *m,
+                             rx_compile_result *r);
 
 /* The manifest alone (also used by `relaxc compile` summaries and tests). */
-void rx_artifact_manifest(rx_strbuf *out, const rx_module *m, const rx_compile_result *r);
+void drv_artifact_manifest(rx_strbuf *out, const rx_module *m, const rx_compile_result *r);
 
 /* Writes bytes to path (created or truncated); the status names the path on error. */
-rx_status rx_artifact_write_file(const char *path, const unsigned char *bytes, size_t len);
+rx_status drv_artifact_write_file(const char *path, const unsigned char *bytes, size_t len);
 
 #endif

@@ -14,7 +14,7 @@
  * share an entry. A file that is short, fails its CRC or holds another key is a miss (a bad one
  * is removed); the cache never fails a compile. Writers write a private temporary file in the
  * directory and rename it over the entry, so concurrent compiles see a whole entry or none.
- * Reading an entry sets its modification time: eviction (rx_kcache_trim) removes the least
+ * Reading an entry sets its modification time: eviction (drv_kcache_trim) removes the least
  * recently used entries first. */
 #include "driver.h"
 
@@ -57,63 +57,64 @@ static uint64_t get_u64(const unsigned char *p) {
 
 /* mkdir -p: each missing directory of path */
 static rx_status make_dirs(const char *path) {
-  char *p = rx_strdup(path);
+  char *p = base_strdup(path);
   rx_status st = NULL;
   for (char *s = p + 1;; s++) {
     char c = *s;
     if (c != '/' && c != '\0') continue;
     *s = '\0';
     if (mkdir(p, 0755) != 0 && errno != EEXIST)
-      st = rx_status_make(RX_ERR_IO, "cannot create the kernel cache directory %s: %s", p,
-                          strerror(errno));
+      st = base_status_make(RX_ERR_IO, "cannot create the kernel cache directory %s: %s", p,
+                            strerror(errno));
     *s = c;
     if (st || c == '\0') break;
   }
   free(p);
   struct stat sb;
   if (!st && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-    st = rx_status_make(RX_ERR_IO, "the kernel cache directory %s is not a directory", path);
+    st = base_status_make(RX_ERR_IO, "the kernel cache directory %s is not a directory", path);
   return st;
 }
 
-rx_status rx_kcache_open(const char *dir, uint64_t limit_bytes, rx_kcache **out) {
+rx_status drv_kcache_open(const char *dir, uint64_t limit_bytes, rx_kcache **out) {
   *out = NULL;
-  if (!dir || !*dir) return rx_status_make(RX_ERR_INVALID, "kernel cache: empty directory name");
+  if (!dir || !*dir) return base_status_make(RX_ERR_INVALID, "kernel cache: empty directory name");
   RX_RETURN_IF_ERROR(make_dirs(dir));
-  rx_kcache *c = rx_malloc(sizeof *c);
-  c->dir = rx_strdup(dir);
+  rx_kcache *c = base_malloc(sizeof *c);
+  c->dir = base_strdup(dir);
   c->limit = limit_bytes;
   *out = c;
   return NULL;
 }
 
-void rx_kcache_close(rx_kcache *c) {
+void drv_kcache_close(rx_kcache *c) {
   if (!c) return;
   free(c->dir);
   free(c);
 }
 
-const char *rx_kcache_dir(const rx_kcache *c) { return c->dir; }
+const char *drv_kcache_dir(const rx_kcache *c) { return c->dir; }
 
-char *rx_kcache_default_dir(void) {
+char *drv_kcache_default_dir(void) {
   const char *env = getenv("RELAXC_CACHE_DIR");
-  if (env && *env) return rx_strdup(env);
+  if (env && *env) return base_strdup(env);
   rx_strbuf b = {0};
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
   if (xdg && *xdg == '/')
-    rx_strbuf_printf(&b, "%s/relaxc", xdg);
+    base_strbuf_printf(&b, "%s/relaxc", xdg);
   else if (home && *home)
-    rx_strbuf_printf(&b, "%s/.cache/relaxc", home);
+    base_strbuf_printf(&b, "%s/.cache/relaxc", home);
   else
     return NULL;
-  return rx_strbuf_take(&b);
+  return base_strbuf_take(&b);
 }
 
 static char *entry_path(const rx_kcache *c, const void *key, size_t key_len) {
   rx_strbuf b = {0};
-  rx_strbuf_printf(&b, "%s/%016llx.rxk", c->dir, (unsigned long long)rx_hash_bytes(key, key_len));
-  return rx_strbuf_take(&b);
+  base_strbuf_printf(&b, "%s/%016llx.rxk", c->dir,
+                     (unsigned long long)base_hash_bytes(key, key_len));
+  return base_strbuf_take(&b);
 }
 
 /* The parts of a whole entry for key, pointing into data; false when data is not one. */
@@ -123,7 +124,7 @@ static bool parse_entry(const unsigned char *data, size_t size, const void *key,
   if ((int)get_u32(data + 12) != nparts) return false;
   size_t head = HEADER_BYTES + 8 + 8 * (size_t)nparts;
   if (size < head) return false;
-  if (get_u32(data + 8) != rx_crc32_update(0, data + HEADER_BYTES, size - HEADER_BYTES))
+  if (get_u32(data + 8) != base_crc32_update(0, data + HEADER_BYTES, size - HEADER_BYTES))
     return false;
   uint64_t at = head, klen = get_u64(data + HEADER_BYTES);
   if (klen != key_len || klen > size - at || memcmp(data + at, key, key_len) != 0) return false;
@@ -138,13 +139,14 @@ static bool parse_entry(const unsigned char *data, size_t size, const void *key,
   return at == size;
 }
 
-bool rx_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int nparts, rx_kblob *out) {
+bool drv_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int nparts,
+                    rx_kblob *out) {
   memset(out, 0, sizeof *out * (size_t)nparts);
   if (nparts < 1 || nparts > RX_KCACHE_MAX_PARTS) return false;
   char *path = entry_path(c, key, key_len);
   char *data = NULL;
   size_t size = 0;
-  rx_status st = rx_read_file_kind(path, RX_FILE_KERNEL, &data, &size);
+  rx_status st = base_read_file_kind(path, RX_FILE_KERNEL, &data, &size);
   bool hit = false;
   if (st) {
     rx_status_free(st);
@@ -154,7 +156,7 @@ bool rx_kcache_get(const rx_kcache *c, const void *key, size_t key_len, int npar
     if (hit) {
       for (int i = 0; i < nparts; i++) {
         out[i].len = parts[i].len;
-        out[i].data = rx_malloc(parts[i].len + 1);
+        out[i].data = base_malloc(parts[i].len + 1);
         memcpy(out[i].data, parts[i].data, parts[i].len);
         out[i].data[parts[i].len] = 0; /* PTX text is read as a string */
       }
@@ -180,28 +182,28 @@ static bool write_all(int fd, const void *p, size_t n) {
   return true;
 }
 
-rx_status rx_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int nparts,
-                        const rx_kblob *parts) {
+rx_status drv_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int nparts,
+                         const rx_kblob *parts) {
   if (nparts < 1 || nparts > RX_KCACHE_MAX_PARTS)
-    return rx_status_make(RX_ERR_INVALID, "kernel cache: %d parts (1 to %d)", nparts,
-                          RX_KCACHE_MAX_PARTS);
+    return base_status_make(RX_ERR_INVALID, "kernel cache: %d parts (1 to %d)", nparts,
+                            RX_KCACHE_MAX_PARTS);
   size_t head = HEADER_BYTES + 8 + 8 * (size_t)nparts;
   unsigned char h[HEADER_BYTES + 8 + 8 * RX_KCACHE_MAX_PARTS];
   memcpy(h, MAGIC, 8);
   put_u32(h + 12, (uint32_t)nparts);
   put_u64(h + HEADER_BYTES, key_len);
   for (int i = 0; i < nparts; i++) put_u64(h + HEADER_BYTES + 8 + 8 * (size_t)i, parts[i].len);
-  uint32_t crc = rx_crc32_update(0, h + HEADER_BYTES, head - HEADER_BYTES);
-  crc = rx_crc32_update(crc, key, key_len);
-  for (int i = 0; i < nparts; i++) crc = rx_crc32_update(crc, parts[i].data, parts[i].len);
+  uint32_t crc = base_crc32_update(0, h + HEADER_BYTES, head - HEADER_BYTES);
+  crc = base_crc32_update(crc, key, key_len);
+  for (int i = 0; i < nparts; i++) crc = base_crc32_update(crc, parts[i].data, parts[i].len);
   put_u32(h + 8, crc);
   rx_strbuf tmp = {0};
-  rx_strbuf_printf(&tmp, "%s/.tmp-XXXXXX", c->dir);
+  base_strbuf_printf(&tmp, "%s/.tmp-XXXXXX", c->dir);
   int fd = mkstemp(tmp.data);
   if (fd < 0) {
-    rx_status st =
-        rx_status_make(RX_ERR_IO, "kernel cache: cannot create %s: %s", tmp.data, strerror(errno));
-    rx_strbuf_free(&tmp);
+    rx_status st = base_status_make(RX_ERR_IO, "kernel cache: cannot create %s: %s", tmp.data,
+                                    strerror(errno));
+    base_strbuf_free(&tmp);
     return st;
   }
   bool ok = write_all(fd, h, head) && write_all(fd, key, key_len);
@@ -216,10 +218,10 @@ rx_status rx_kcache_put(const rx_kcache *c, const void *key, size_t key_len, int
   rx_status st = NULL;
   if (!ok) {
     unlink(tmp.data);
-    st = rx_status_make(RX_ERR_IO, "kernel cache: cannot write %s: %s", path, strerror(err));
+    st = base_status_make(RX_ERR_IO, "kernel cache: cannot write %s: %s", path, strerror(err));
   }
   free(path);
-  rx_strbuf_free(&tmp);
+  base_strbuf_free(&tmp);
   return st;
 }
 
@@ -241,7 +243,7 @@ static bool has_suffix(const char *s, const char *suffix) {
   return n >= m && !strcmp(s + n - m, suffix);
 }
 
-uint64_t rx_kcache_trim(const rx_kcache *c) {
+uint64_t drv_kcache_trim(const rx_kcache *c) {
   DIR *d = opendir(c->dir);
   if (!d) return 0;
   entry *es = NULL;
@@ -253,19 +255,19 @@ uint64_t rx_kcache_trim(const rx_kcache *c) {
     bool temp = !strncmp(e->d_name, ".tmp-", 5);
     if (!temp && !has_suffix(e->d_name, ".rxk")) continue;
     rx_strbuf p = {0};
-    rx_strbuf_printf(&p, "%s/%s", c->dir, e->d_name);
+    base_strbuf_printf(&p, "%s/%s", c->dir, e->d_name);
     struct stat sb;
     if (stat(p.data, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-      rx_strbuf_free(&p);
+      base_strbuf_free(&p);
       continue;
     }
     if (temp) { /* another compile's file being written, or a dead one's */
       if (now - sb.st_mtime > STALE_TEMP_SECONDS) unlink(p.data);
-      rx_strbuf_free(&p);
+      base_strbuf_free(&p);
       continue;
     }
-    if (n == cap) es = rx_realloc(es, sizeof *es * (cap = cap ? 2 * cap : 64));
-    es[n++] = (entry){rx_strbuf_take(&p), sb.st_size, sb.st_mtim};
+    if (n == cap) es = base_realloc(es, sizeof *es * (cap = cap ? 2 * cap : 64));
+    es[n++] = (entry){base_strbuf_take(&p), sb.st_size, sb.st_mtim};
     total += (uint64_t)sb.st_size;
   }
   closedir(d);

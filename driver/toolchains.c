@@ -9,7 +9,7 @@
  * joined, copies them into the module's arena and reports errors in kernel order. So the output
  * (and the diagnostics) are the same for any number of threads. Thread safety of the
  * toolchains: NVRTC compiles independent programs concurrently (loaded once through
- * pthread_once); rx_glsl_to_spirv makes a shaderc compiler per call; SPIRV-Tools a context per
+ * pthread_once); tgt_glsl_to_spirv makes a shaderc compiler per call; SPIRV-Tools a context per
  * call. */
 #include "driver.h"
 
@@ -58,7 +58,7 @@ typedef struct pool {
   int total_of[RX_COMPILE_MAX_TARGETS]; /* set before the threads start */
 } pool;
 
-double rx_compile_now_ms(void) {
+double drv_compile_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -70,14 +70,14 @@ static double cpu_ms(clockid_t clock) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void rx_progress_line(const rx_compile_options *o, double start_ms, const char *fmt, ...) {
+void drv_progress_line(const rx_compile_options *o, double start_ms, const char *fmt, ...) {
   if (!o->progress) return;
   if (!fmt) {
     fputs("\r\033[K", stderr);
     fflush(stderr);
     return;
   }
-  if (rx_compile_now_ms() - start_ms < 1000) return;
+  if (drv_compile_now_ms() - start_ms < 1000) return;
   va_list ap;
   va_start(ap, fmt);
   fputs("\r\033[Krelaxc: ", stderr);
@@ -88,12 +88,12 @@ void rx_progress_line(const rx_compile_options *o, double start_ms, const char *
 
 /* The key: its format, the target kind, the toolchain and its options, the source. */
 static void job_key(const job *j, rx_strbuf *b) {
-  rx_strbuf_printf(b, "%s\n%s\n%s\n", KEY_FORMAT, rx_target_kind_name(j->kind), j->tool_id);
-  rx_strbuf_append(b, j->k->source);
+  base_strbuf_printf(b, "%s\n%s\n%s\n", KEY_FORMAT, tgt_target_kind_name(j->kind), j->tool_id);
+  base_strbuf_append(b, j->k->source);
 }
 
 static void timed_end(job *j, tool t, double w0, double c0) {
-  j->wall[t] += rx_compile_now_ms() - w0;
+  j->wall[t] += drv_compile_now_ms() - w0;
   j->cpu[t] += cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
@@ -102,12 +102,12 @@ static void compile_vulkan(job *j) {
   snprintf(label, sizeof label, "%s.comp", j->k->name);
   uint32_t *words = NULL;
   size_t n = 0;
-  double w0 = rx_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
-  j->st = rx_glsl_to_spirv(j->k->source, strlen(j->k->source), label, &words, &n);
+  double w0 = drv_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+  j->st = tgt_glsl_to_spirv(j->k->source, strlen(j->k->source), label, &words, &n);
   timed_end(j, TOOL_SHADERC, w0, c0);
-  if (!j->st && rx_spirv_tools_available()) {
-    w0 = rx_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
-    j->st = rx_spirv_validate(words, n);
+  if (!j->st && tgt_spirv_tools_available()) {
+    w0 = drv_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+    j->st = tgt_spirv_validate(words, n);
     timed_end(j, TOOL_SPIRV_VAL, w0, c0);
   }
   if (j->st) {
@@ -122,9 +122,9 @@ static void compile_cuda(job *j) {
   snprintf(label, sizeof label, "%s.cu", j->k->name);
   char *ptx = NULL, *cubin = NULL;
   size_t ptx_len = 0, cubin_len = 0;
-  double w0 = rx_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
-  j->st =
-      rx_nvrtc_compile_both(j->k->source, label, j->arch, &ptx, &ptx_len, &cubin, &cubin_len, NULL);
+  double w0 = drv_compile_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+  j->st = tgt_nvrtc_compile_both(j->k->source, label, j->arch, &ptx, &ptx_len, &cubin, &cubin_len,
+                                 NULL);
   timed_end(j, TOOL_NVRTC, w0, c0);
   if (j->st) return;
   j->out[0] = (rx_kblob){(unsigned char *)ptx, ptx_len};
@@ -137,7 +137,7 @@ static void run_job(const pool *p, job *j) {
   rx_strbuf key = {0};
   if (p->cache) {
     job_key(j, &key);
-    j->hit = rx_kcache_get(p->cache, key.data, key.len, job_parts(j), j->out);
+    j->hit = drv_kcache_get(p->cache, key.data, key.len, job_parts(j), j->out);
   }
   if (!j->hit) {
     if (j->kind == RX_TARGET_VULKAN)
@@ -145,12 +145,12 @@ static void run_job(const pool *p, job *j) {
     else
       compile_cuda(j);
     if (!j->st && p->cache) {
-      rx_status st = rx_kcache_put(p->cache, key.data, key.len, job_parts(j), j->out);
+      rx_status st = drv_kcache_put(p->cache, key.data, key.len, job_parts(j), j->out);
       j->put_failed = st != NULL;
       rx_status_free(st);
     }
   }
-  rx_strbuf_free(&key);
+  base_strbuf_free(&key);
 }
 
 static void *worker(void *arg) {
@@ -177,12 +177,12 @@ static void progress(const rx_compile_options *o, const rx_compile_result *r, po
   for (int t = 0; t < r->ntargets; t++) {
     if (!p->total_of[t]) continue;
     at += (size_t)snprintf(line + at, sizeof line - at, "%s%s %d/%d", at ? ", " : "",
-                           rx_target_kind_name(r->targets[t].target->kind), p->done_of[t],
+                           tgt_target_kind_name(r->targets[t].target->kind), p->done_of[t],
                            p->total_of[t]);
     if (at >= sizeof line) break;
   }
-  rx_progress_line(o, start_ms, "toolchains: %s kernels", line);
-  if (rx_compile_now_ms() - start_ms >= 1000) p->shown = p->done;
+  drv_progress_line(o, start_ms, "toolchains: %s kernels", line);
+  if (drv_compile_now_ms() - start_ms >= 1000) p->shown = p->done;
 }
 
 static int online_cpus(void) {
@@ -195,7 +195,7 @@ static void run_pool(const rx_compile_options *o, const rx_compile_result *r, po
                      double start_ms) {
   int n = o->jobs > 0 ? o->jobs : online_cpus();
   if (n > p->njobs) n = p->njobs;
-  pthread_t *threads = rx_malloc(sizeof *threads * (size_t)(n + 1));
+  pthread_t *threads = base_malloc(sizeof *threads * (size_t)(n + 1));
   int started = 0;
   for (int i = 0; i < n; i++)
     if (pthread_create(&threads[started], NULL, worker, p) == 0) started++;
@@ -224,15 +224,15 @@ static void target_setup(rx_module *m, const rx_compile_options *o, rx_target_ou
   const rx_target *t = to->target;
   *out_tool_id = NULL;
   if (t->kind == RX_TARGET_VULKAN) {
-    if (!rx_shaderc_available() || !to->nkernels) {
-      to->binaries = rx_shaderc_available();
+    if (!tgt_shaderc_available() || !to->nkernels) {
+      to->binaries = tgt_shaderc_available();
       if (!to->binaries)
         to->note = "relaxc was built without shaderc: GLSL sources only, no SPIR-V";
       return;
     }
     rx_strbuf b = {0};
-    rx_strbuf_printf(&b, "%s; validated by %s", rx_shaderc_id(), rx_spirv_tools_id());
-    *out_tool_id = rx_strbuf_take(&b);
+    base_strbuf_printf(&b, "%s; validated by %s", tgt_shaderc_id(), tgt_spirv_tools_id());
+    *out_tool_id = base_strbuf_take(&b);
     return;
   }
   if (t->kind == RX_TARGET_METAL) {
@@ -240,23 +240,23 @@ static void target_setup(rx_module *m, const rx_compile_options *o, rx_target_ou
     return;
   }
   size_t n = (size_t)(to->nkernels + 1);
-  to->ptx = rx_module_alloc(m, sizeof *to->ptx * n);
-  to->ptx_len = rx_module_alloc(m, sizeof *to->ptx_len * n);
-  to->cubin = rx_module_alloc(m, sizeof *to->cubin * n);
-  to->cubin_len = rx_module_alloc(m, sizeof *to->cubin_len * n);
+  to->ptx = ir_module_alloc(m, sizeof *to->ptx * n);
+  to->ptx_len = ir_module_alloc(m, sizeof *to->ptx_len * n);
+  to->cubin = ir_module_alloc(m, sizeof *to->cubin * n);
+  to->cubin_len = ir_module_alloc(m, sizeof *to->cubin_len * n);
   if (o->no_nvrtc) {
     to->note = "NVRTC not run (--no-nvrtc): CUDA C sources only, no PTX or cubin";
     return;
   }
-  rx_status st = rx_nvrtc_load(NULL, NULL);
+  rx_status st = tgt_nvrtc_load(NULL, NULL);
   if (st) {
     to->note =
-        rx_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
-                        rx_status_message(st));
+        base_arena_printf(&m->arena, "NVRTC not found: CUDA C sources only, no PTX or cubin (%s)",
+                          rx_status_message(st));
     rx_status_free(st);
     return;
   }
-  *out_tool_id = rx_nvrtc_id(t->cuda_arch);
+  *out_tool_id = tgt_nvrtc_id(t->cuda_arch);
 }
 
 /* A finished job's output into the module (arena) and the target's arrays, or its error. */
@@ -264,26 +264,26 @@ static bool place(rx_module *m, rx_target_output *to, job *j, rx_diag *diag) {
   rx_kernel *k = j->k;
   if (j->st) {
     if (j->kind == RX_TARGET_VULKAN)
-      rx_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
-                     "kernel '%s': the emitted GLSL does not compile: %s", k->name,
-                     rx_status_message(j->st));
+      base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
+                       "kernel '%s': the emitted GLSL does not compile: %s", k->name,
+                       rx_status_message(j->st));
     else
-      rx_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0}, "NVRTC: kernel '%s': %s", k->name,
-                     rx_status_message(j->st));
+      base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0}, "NVRTC: kernel '%s': %s", k->name,
+                       rx_status_message(j->st));
     return false;
   }
   if (j->kind == RX_TARGET_VULKAN) {
-    k->spirv = rx_arena_dup(&m->arena, j->out[0].data, j->out[0].len);
+    k->spirv = base_arena_dup(&m->arena, j->out[0].data, j->out[0].len);
     k->spirv_words = j->out[0].len / sizeof(uint32_t);
-    k->binary = rx_arena_printf(&m->arena, "%s.spv", k->name);
+    k->binary = base_arena_printf(&m->arena, "%s.spv", k->name);
     return true;
   }
-  to->ptx[j->index] = rx_arena_dup(&m->arena, j->out[0].data, j->out[0].len + 1); /* + NUL */
+  to->ptx[j->index] = base_arena_dup(&m->arena, j->out[0].data, j->out[0].len + 1); /* + NUL */
   to->ptx_len[j->index] = j->out[0].len;
-  k->ptx = rx_arena_printf(&m->arena, "%s.ptx", k->name);
-  to->cubin[j->index] = rx_arena_dup(&m->arena, j->out[1].data, j->out[1].len);
+  k->ptx = base_arena_printf(&m->arena, "%s.ptx", k->name);
+  to->cubin[j->index] = base_arena_dup(&m->arena, j->out[1].data, j->out[1].len);
   to->cubin_len[j->index] = j->out[1].len;
-  k->binary = rx_arena_printf(&m->arena, "%s.%s.cubin", k->name, to->target->cuda_arch);
+  k->binary = base_arena_printf(&m->arena, "%s.%s.cubin", k->name, to->target->cuda_arch);
   return true;
 }
 
@@ -292,13 +292,13 @@ static bool place(rx_module *m, rx_target_output *to, job *j, rx_diag *diag) {
 static void time_rows(const rx_compile_options *o, const rx_compile_result *r, const pool *p,
                       rx_strbuf *times, double wall, double cpu) {
   int threads = o->jobs > 0 ? o->jobs : online_cpus();
-  rx_strbuf_printf(times, "  %-22s %10s %10s   (-j %d; tool rows: summed over the jobs)\n",
-                   "toolchains", "wall ms", "cpu ms", threads);
+  base_strbuf_printf(times, "  %-22s %10s %10s   (-j %d; tool rows: summed over the jobs)\n",
+                     "toolchains", "wall ms", "cpu ms", threads);
   for (int t = 0; t < r->ntargets; t++) {
-    const char *kind = rx_target_kind_name(r->targets[t].target->kind);
+    const char *kind = tgt_target_kind_name(r->targets[t].target->kind);
     if (r->targets[t].target->kind == RX_TARGET_METAL) {
-      rx_strbuf_printf(times, "    %-20s %10s %10s   (xcrun metal: macOS only, not run)\n",
-                       "metal[metal]", "-", "-");
+      base_strbuf_printf(times, "    %-20s %10s %10s   (xcrun metal: macOS only, not run)\n",
+                         "metal[metal]", "-", "-");
       continue;
     }
     for (int tl = 0; tl < NTOOLS; tl++) {
@@ -313,21 +313,21 @@ static void time_rows(const rx_compile_options *o, const rx_compile_result *r, c
       if (!ran) continue;
       char label[64];
       snprintf(label, sizeof label, "%s[%s]", tool_names[tl], kind);
-      rx_strbuf_printf(times, "    %-20s %10.3f %10.3f   (%d kernel%s)\n", label, w, c, ran,
-                       ran == 1 ? "" : "s");
+      base_strbuf_printf(times, "    %-20s %10.3f %10.3f   (%d kernel%s)\n", label, w, c, ran,
+                         ran == 1 ? "" : "s");
     }
   }
   int hits = 0;
   for (int i = 0; i < p->njobs; i++) hits += p->jobs[i].hit;
-  rx_strbuf_printf(times,
-                   "    %-20s %10.3f %10.3f   (%d kernel%s: %d from the cache, %d compiled)\n",
-                   "elapsed", wall, cpu, p->njobs, p->njobs == 1 ? "" : "s", hits, p->njobs - hits);
-  if (o->cache) rx_strbuf_printf(times, "    (kernel cache: %s)\n", rx_kcache_dir(o->cache));
+  base_strbuf_printf(
+      times, "    %-20s %10.3f %10.3f   (%d kernel%s: %d from the cache, %d compiled)\n", "elapsed",
+      wall, cpu, p->njobs, p->njobs == 1 ? "" : "s", hits, p->njobs - hits);
+  if (o->cache) base_strbuf_printf(times, "    (kernel cache: %s)\n", drv_kcache_dir(o->cache));
 }
 
-bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
-                           rx_diag *diag, rx_strbuf *times, double start_ms) {
-  double w0 = rx_compile_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+bool drv_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile_result *r,
+                            rx_diag *diag, rx_strbuf *times, double start_ms) {
+  double w0 = drv_compile_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
   pool p = {.cache = o->cache, .shown = -1}; /* -1: the first line is drawn once due */
   char *ids[RX_COMPILE_MAX_TARGETS] = {0};
   int total = 0;
@@ -347,7 +347,7 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
                                 .tool_id = ids[t]};
     p.total_of[t] = ids[t] ? to->nkernels : 0;
   }
-  p.order = rx_malloc(sizeof *p.order * ((size_t)p.njobs + 1));
+  p.order = base_malloc(sizeof *p.order * ((size_t)p.njobs + 1));
   int no = 0;
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < p.njobs; i++)
@@ -367,12 +367,12 @@ bool rx_compile_toolchains(rx_module *m, const rx_compile_options *o, rx_compile
   for (int t = 0; t < r->ntargets; t++)
     if (ids[t]) r->targets[t].binaries = ok;
   if (put_failed)
-    rx_diag_report(diag, RX_DIAG_WARNING, (rx_loc){0},
-                   "the kernel cache in %s could not store every kernel (compiled anyway)",
-                   rx_kcache_dir(o->cache));
-  if (o->cache && wrote) rx_kcache_trim(o->cache); /* a warm compile adds nothing: no scan */
+    base_diag_report(diag, RX_DIAG_WARNING, (rx_loc){0},
+                     "the kernel cache in %s could not store every kernel (compiled anyway)",
+                     drv_kcache_dir(o->cache));
+  if (o->cache && wrote) drv_kcache_trim(o->cache); /* a warm compile adds nothing: no scan */
   if (times)
-    time_rows(o, r, &p, times, rx_compile_now_ms() - w0, cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    time_rows(o, r, &p, times, drv_compile_now_ms() - w0, cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0);
   for (int i = 0; i < p.njobs; i++) {
     rx_status_free(p.jobs[i].st);
     free(p.jobs[i].out[0].data);

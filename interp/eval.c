@@ -17,18 +17,18 @@
  * messages
  * ------------------------------------------------------------------------------------------ */
 void interp_put_loc(rx_strbuf *sb, rx_loc loc) {
-  if (loc.src) rx_strbuf_printf(sb, " (at %s:%u:%u)", loc.src->name, loc.line, loc.col);
+  if (loc.src) base_strbuf_printf(sb, " (at %s:%u:%u)", loc.src->name, loc.line, loc.col);
 }
 
 void interp_put_ints(rx_strbuf *sb, const int64_t *v, int n) {
-  rx_strbuf_putc(sb, '[');
-  for (int i = 0; i < n; i++) rx_strbuf_printf(sb, "%s%lld", i ? ", " : "", (long long)v[i]);
-  rx_strbuf_putc(sb, ']');
+  base_strbuf_putc(sb, '[');
+  for (int i = 0; i < n; i++) base_strbuf_printf(sb, "%s%lld", i ? ", " : "", (long long)v[i]);
+  base_strbuf_putc(sb, ']');
 }
 
 void interp_put_expr(rx_strbuf *sb, const rx_expr *e) {
-  char *s = rx_expr_to_string(e);
-  rx_strbuf_append(sb, s);
+  char *s = sym_expr_to_string(e);
+  base_strbuf_append(sb, s);
   free(s);
 }
 
@@ -37,24 +37,24 @@ static void put_where(rx_strbuf *sb, const blk *b, const thr *t) {
   if (!b || !b->info) return;
   const blkinfo *bi = b->info;
   if (bi->nbv > 0) {
-    rx_strbuf_append(sb, " in block (");
+    base_strbuf_append(sb, " in block (");
     for (int i = 0; i < bi->nbv; i++)
-      rx_strbuf_printf(sb, "%s%s = %lld", i ? ", " : "", bi->bv_names[i],
-                       (long long)b->parent->slots[bi->bv_slots[i]].i);
-    rx_strbuf_putc(sb, ')');
+      base_strbuf_printf(sb, "%s%s = %lld", i ? ", " : "", bi->bv_names[i],
+                         (long long)b->parent->slots[bi->bv_slots[i]].i);
+    base_strbuf_putc(sb, ')');
   }
   if (t && b->n > 1)
-    rx_strbuf_printf(sb, "%s thread (%lld, %lld, %lld)", bi->nbv ? "," : " in",
-                     (long long)t->tid[0], (long long)t->tid[1], (long long)t->tid[2]);
+    base_strbuf_printf(sb, "%s thread (%lld, %lld, %lld)", bi->nbv ? "," : " in",
+                       (long long)t->tid[0], (long long)t->tid[1], (long long)t->tid[2]);
 }
 
 rx_status interp_make_err(run *rs, const blk *b, const thr *t, rx_loc loc, const char *msg) {
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "tensor_fn `%s`: %s", rs->fname, msg);
+  base_strbuf_printf(&sb, "tensor_fn `%s`: %s", rs->fname, msg);
   interp_put_loc(&sb, loc);
   put_where(&sb, b, t);
-  rx_status s = rx_status_make(RX_ERR_INVALID, "%s", sb.data);
-  rx_strbuf_free(&sb);
+  rx_status s = base_status_make(RX_ERR_INVALID, "%s", sb.data);
+  base_strbuf_free(&sb);
   return s;
 }
 
@@ -63,10 +63,10 @@ void interp_fail(thr *t, rx_loc loc, const char *fmt, ...) {
   rx_strbuf sb = {0};
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&sb, fmt, ap);
+  base_strbuf_vprintf(&sb, fmt, ap);
   va_end(ap);
   t->err = interp_make_err(t->rs, t->b, t, loc, sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
 }
 
 void interp_cfail(run *rs, rx_loc loc, const char *fmt, ...) {
@@ -74,10 +74,10 @@ void interp_cfail(run *rs, rx_loc loc, const char *fmt, ...) {
   rx_strbuf sb = {0};
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&sb, fmt, ap);
+  base_strbuf_vprintf(&sb, fmt, ap);
   va_end(ap);
   rs->cerr = interp_make_err(rs, NULL, NULL, loc, sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
 }
 
 /* The values of the variables of e in t's frame, as " (n = 4, k = 0)". */
@@ -86,7 +86,7 @@ void interp_collect_vars(const rx_expr *e, rx_ptrvec *out) {
   if (e->kind == RX_EXPR_VAR) {
     for (size_t i = 0; i < out->len; i++)
       if (out->data[i] == e) return;
-    rx_ptrvec_push(out, (void *)e);
+    base_ptrvec_push(out, (void *)e);
     return;
   }
   interp_collect_vars(e->a, out);
@@ -108,10 +108,10 @@ void interp_put_var_values(rx_strbuf *sb, run *rs, const val *slots, const rx_ex
     const rx_expr *v = vars.data[i];
     int s = interp_find_key(rs->slotmap.data, rs->slotmap.len, v);
     if (s < 0) continue;
-    rx_strbuf_printf(sb, "%s%s = %lld", shown++ ? ", " : " (", v->name, (long long)slots[s].i);
+    base_strbuf_printf(sb, "%s%s = %lld", shown++ ? ", " : " (", v->name, (long long)slots[s].i);
   }
-  if (shown) rx_strbuf_putc(sb, ')');
-  rx_ptrvec_free(&vars);
+  if (shown) base_strbuf_putc(sb, ')');
+  base_ptrvec_free(&vars);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -120,23 +120,23 @@ void interp_put_var_values(rx_strbuf *sb, run *rs, const val *slots, const rx_ex
 
 static void fail_sym(thr *t, const cx *e, const char *what) {
   rx_strbuf sb = {0};
-  rx_strbuf_append(&sb, "`");
+  base_strbuf_append(&sb, "`");
   interp_put_expr(&sb, e->sx);
-  rx_strbuf_append(&sb, "`");
+  base_strbuf_append(&sb, "`");
   interp_put_var_values(&sb, t->rs, t->slots, e->sx);
   interp_fail(t, e->loc, "%s in index expression %s", what, sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
 }
 
 static void fail_oob(thr *t, rx_loc loc, const char *what, const rbuf *b, const int64_t *ix,
                      int n) {
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "%s `%s` out of bounds: indices ", what, b->decl->name);
+  base_strbuf_printf(&sb, "%s `%s` out of bounds: indices ", what, b->decl->name);
   interp_put_ints(&sb, ix, n);
-  rx_strbuf_append(&sb, " outside shape ");
+  base_strbuf_append(&sb, " outside shape ");
   interp_put_ints(&sb, b->shape, b->ndim);
   interp_fail(t, loc, "%s", sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
 }
 
 /* Flat offset of idx in buffer id, or -1 after reporting an error. */
@@ -392,7 +392,7 @@ static inline val ev_ibin(thr *t, const cx *e, val x, val y) {
         interp_fail(t, e->loc, "integer %s by zero (%s%lld %s 0)",
                     e->sub == RX_BINOP_FLOORMOD ? "modulo" : "division",
                     e->dt == RX_DTYPE_U64 ? "u64 bits " : "", (long long)x.i,
-                    rx_binop_name((rx_binop)e->sub));
+                    ir_binop_name((rx_binop)e->sub));
       return ZERO;
     }
     if (isu((rx_dtype)e->dt)) /* unsigned: floor and truncation agree */
@@ -542,7 +542,7 @@ val interp_ev(thr *t, const cx *e) {
     bool ok = interp_ev(t, e->a).i != 0;
     x = interp_ev(t, e->b);
     if (!ok && !t->err) {
-      char *m = rx_check_format(e->msg, x.i);
+      char *m = base_check_format(e->msg, x.i);
       interp_fail(t, e->loc, "%s", m ? m : e->msg);
       free(m);
     }

@@ -79,20 +79,20 @@ static void exec_alloc(thr *t, const cst *s) {
     if (s->scope != RX_SCOPE_LOCAL) {
       rx_strbuf sb = {0};
       interp_put_ints(&sb, tmp.shape, tmp.ndim);
-      rx_strbuf_append(&sb, " here but ");
+      base_strbuf_append(&sb, " here but ");
       interp_put_ints(&sb, b->shape, b->ndim);
       interp_fail(t, s->loc, "%s allocation `%s` has shape %s where the block first allocated it",
-                  rx_scope_name(s->scope), decl->name, sb.data);
-      rx_strbuf_free(&sb);
+                  ir_scope_name(s->scope), decl->name, sb.data);
+      base_strbuf_free(&sb);
       return;
     }
     interp_free_rbuf(b);
     *slot = b = NULL;
   }
   if (!b) {
-    b = rx_malloc(sizeof *b);
+    b = base_malloc(sizeof *b);
     *b = tmp;
-    b->data = rx_calloc(bytes ? bytes : 1, 1);
+    b->data = base_calloc(bytes ? bytes : 1, 1);
     *slot = b;
   } else if (s->scope == RX_SCOPE_LOCAL) {
     memset(b->data, 0, bytes);
@@ -102,7 +102,7 @@ static void exec_alloc(thr *t, const cst *s) {
 
 /* The 16 bytes from element off of b: aligned to 16 bytes and inside the last dimension. */
 static bool row16(thr *t, const rbuf *b, int64_t off, rx_loc loc, const char *what) {
-  int64_t n = 128 / rx_dtype_bits(b->dt), last = b->ndim ? b->shape[b->ndim - 1] : 1;
+  int64_t n = 128 / ir_dtype_bits(b->dt), last = b->ndim ? b->shape[b->ndim - 1] : 1;
   if (off % n == 0 && off % last + n <= last) return true;
   interp_fail(t, loc,
               "%s `%s`: the 16 bytes from element %lld must be 16-byte aligned and inside the last "
@@ -124,7 +124,7 @@ static void exec_acopy(thr *t, const cst *s) {
     const cx *e = s->value;
     int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "async_copy from", &b);
     if (off < 0 || !row16(t, b, off, s->loc, "async_copy from")) return;
-    memcpy(c.bytes, (const char *)b->data + off * (rx_dtype_bits(b->dt) / 8), 16);
+    memcpy(c.bytes, (const char *)b->data + off * (ir_dtype_bits(b->dt) / 8), 16);
   }
   RX_VEC_PUSH(&t->inflight, c);
 }
@@ -135,7 +135,7 @@ static void land(thr *t, int group) {
   for (size_t i = 0; i < t->inflight.len; i++) {
     acopy *c = &t->inflight.data[i];
     if (c->group < group)
-      memcpy((char *)c->dst->data + c->off * (rx_dtype_bits(c->dst->dt) / 8), c->bytes, 16);
+      memcpy((char *)c->dst->data + c->off * (ir_dtype_bits(c->dst->dt) / 8), c->bytes, 16);
     else
       t->inflight.data[k++] = *c;
   }
@@ -161,7 +161,7 @@ static void exec_ldsm(thr *t, const cst *s) {
     return;
   }
   rbuf *f = t->bufs[s->buf];
-  if (!f || rx_dtype_bits(f->dt) != 16 || !frag_rows(t, s, f, 0, 2 * s->count)) {
+  if (!f || ir_dtype_bits(f->dt) != 16 || !frag_rows(t, s, f, 0, 2 * s->count)) {
     interp_fail(t, s->loc, "ldmatrix x%d: a fragment of %d 16-bit elements expected", s->count,
                 2 * s->count);
     return;
@@ -211,7 +211,7 @@ void interp_exec(thr *t, const cst *s) {
     if (!loop_range(t, s, 0, &lo, &n)) return;
     if (n > t->b->dims[s->axis]) {
       interp_fail(t, s->loc, "%s loop extent %lld exceeds the block size %lld along that axis",
-                  rx_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
+                  ir_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
                   (long long)t->b->dims[s->axis]);
       return;
     }
@@ -301,7 +301,7 @@ void interp_exec(thr *t, const cst *s) {
 /* A lane at `frag OP` (ir.h, RX_STMT_FRAG): evaluates its operands, then waits for its subgroup
  * (run_frag). */
 static void exec_frag(thr *t, const cst *s) {
-  const char *op = rx_frag_op_name(s->fop);
+  const char *op = ir_frag_op_name(s->fop);
   if (!t->fib) {
     interp_fail(t, s->loc,
                 "frag %s needs the lanes of a subgroup together (a thread alone in its block)", op);
@@ -318,7 +318,7 @@ static void exec_frag(thr *t, const cst *s) {
   t->fval.i = 0; /* compared across lanes whole (run_frag) */
   if (s->fop == RX_FRAG_OP_FILL) {
     val v = interp_ev(t, s->value);
-    if (rx_dtype_is_int(t->bufs[s->buf]->dt))
+    if (ir_dtype_is_int(t->bufs[s->buf]->dt))
       t->fval.i = v.i;
     else
       t->fval.f = v.f; /* the high bits stay 0 */
@@ -394,12 +394,12 @@ static bool frag_offsets(const cst *s, const rbuf *mem, int64_t off, int64_t str
     for (int64_t c = 0; c < cols; c++) {
       int64_t o = off + (s->col_major ? c * stride + r : r * stride + c);
       if (o < 0 || o >= mem->count) {
-        rx_strbuf_printf(msg,
-                         "frag %s: element (%lld, %lld) of the fragment is element %lld of `%s`, "
-                         "which has %lld (offset %lld, stride %lld%s)",
-                         rx_frag_op_name(s->fop), (long long)r, (long long)c, (long long)o,
-                         mem->decl->name, (long long)mem->count, (long long)off, (long long)stride,
-                         s->col_major ? ", col_major" : "");
+        base_strbuf_printf(msg,
+                           "frag %s: element (%lld, %lld) of the fragment is element %lld of `%s`, "
+                           "which has %lld (offset %lld, stride %lld%s)",
+                           ir_frag_op_name(s->fop), (long long)r, (long long)c, (long long)o,
+                           mem->decl->name, (long long)mem->count, (long long)off,
+                           (long long)stride, s->col_major ? ", col_major" : "");
         return false;
       }
       out[r * cols + c] = o;
@@ -414,7 +414,7 @@ static bool frag_offsets(const cst *s, const rbuf *mem, int64_t off, int64_t str
 static void frag_mma(const thr *th, const cst *s, val *res) {
   const rbuf *a = th->bufs[s->buf2], *b = th->bufs[s->buf3], *c = th->bufs[s->buf4];
   int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
-  bool ints = rx_dtype_is_int(c->dt), aints = rx_dtype_is_int(a->dt);
+  bool ints = ir_dtype_is_int(c->dt), aints = ir_dtype_is_int(a->dt);
   for (int64_t r = 0; r < m; r++)
     for (int64_t q = 0; q < n; q++) {
       val cv = rd(c->dt, c->data, r * n + q);
@@ -436,26 +436,26 @@ static void frag_mma(const thr *th, const cst *s, val *res) {
  * result. Returns an error message (heap) or NULL. */
 static char *run_frag(thr *th, int n, int sgsize, const cst *s) {
   rx_strbuf msg = {0};
-  const char *op = rx_frag_op_name(s->fop);
+  const char *op = ir_frag_op_name(s->fop);
   if (n != sgsize) {
-    rx_strbuf_printf(&msg, "frag %s needs whole subgroups of %d lanes; the block's last has %d", op,
-                     sgsize, n);
+    base_strbuf_printf(&msg, "frag %s needs whole subgroups of %d lanes; the block's last has %d",
+                       op, sgsize, n);
     return msg.data;
   }
   for (int l = 1; l < n; l++)
     if (th[l].foff != th[0].foff || th[l].fstride != th[0].fstride ||
         th[l].fval.i != th[0].fval.i) {
-      rx_strbuf_printf(&msg,
-                       "frag %s: the operands differ across the subgroup (lane %d: offset %lld, "
-                       "stride %lld; lane 0: offset %lld, stride %lld); they must be uniform",
-                       op, l, (long long)th[l].foff, (long long)th[l].fstride,
-                       (long long)th[0].foff, (long long)th[0].fstride);
+      base_strbuf_printf(&msg,
+                         "frag %s: the operands differ across the subgroup (lane %d: offset %lld, "
+                         "stride %lld; lane 0: offset %lld, stride %lld); they must be uniform",
+                         op, l, (long long)th[l].foff, (long long)th[l].fstride,
+                         (long long)th[0].foff, (long long)th[0].fstride);
       return msg.data;
     }
   const rbuf *f = th[0].bufs[s->buf];
   int64_t cnt = f->shape[0] * f->shape[1];
-  val *res = rx_calloc((size_t)cnt, sizeof *res);
-  int64_t *offs = rx_calloc((size_t)cnt, sizeof *offs);
+  val *res = base_calloc((size_t)cnt, sizeof *res);
+  int64_t *offs = base_calloc((size_t)cnt, sizeof *offs);
   rbuf *mem = s->fop == RX_FRAG_OP_LOAD || s->fop == RX_FRAG_OP_STORE ? th[0].bufs[s->buf4] : NULL;
   bool ok =
       !mem || frag_offsets(s, mem, th[0].foff, th[0].fstride, f->shape[0], f->shape[1], offs, &msg);
@@ -475,7 +475,7 @@ static char *run_frag(thr *th, int n, int sgsize, const cst *s) {
 /* ------------------------------------------------------------------------------------------
  * blocks and the fiber scheduler
  * ------------------------------------------------------------------------------------------ */
-void interp_yield_to_scheduler(thr *t) { rx_fiber_yield(t->fib); }
+void interp_yield_to_scheduler(thr *t) { interp_fiber_yield(t->fib); }
 
 static void thread_main(void *arg) {
   thr *t = arg;
@@ -486,65 +486,65 @@ static void thread_main(void *arg) {
 static void put_thread_state(rx_strbuf *sb, const thr *t) {
   switch (t->state) {
   case T_DONE:
-    rx_strbuf_append(sb, "has finished");
+    base_strbuf_append(sb, "has finished");
     break;
   case T_BARRIER:
-    rx_strbuf_append(sb, "waits at the barrier");
+    base_strbuf_append(sb, "waits at the barrier");
     interp_put_loc(sb, t->bar->loc);
     break;
   case T_SUBGROUP:
-    rx_strbuf_printf(sb, "waits at %s", rx_intrinsic_name((rx_intrinsic)t->sg->sub));
+    base_strbuf_printf(sb, "waits at %s", ir_intrinsic_name((rx_intrinsic)t->sg->sub));
     interp_put_loc(sb, t->sg->loc);
     break;
   case T_MMA:
-    rx_strbuf_append(sb, t->mma->kind == C_FRAG ? "waits at frag " : "waits at mma");
-    if (t->mma->kind == C_FRAG) rx_strbuf_append(sb, rx_frag_op_name(t->mma->fop));
+    base_strbuf_append(sb, t->mma->kind == C_FRAG ? "waits at frag " : "waits at mma");
+    if (t->mma->kind == C_FRAG) base_strbuf_append(sb, ir_frag_op_name(t->mma->fop));
     interp_put_loc(sb, t->mma->loc);
     break;
   default:
-    rx_strbuf_append(sb, "is running");
+    base_strbuf_append(sb, "is running");
     break;
   }
 }
 
 static rx_status divergence(run *rs, blk *b, const char *what, const thr *x, const thr *y) {
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "%s divergence: thread (%lld, %lld, %lld) ", what, (long long)x->tid[0],
-                   (long long)x->tid[1], (long long)x->tid[2]);
+  base_strbuf_printf(&sb, "%s divergence: thread (%lld, %lld, %lld) ", what, (long long)x->tid[0],
+                     (long long)x->tid[1], (long long)x->tid[2]);
   put_thread_state(&sb, x);
-  rx_strbuf_printf(&sb, " but thread (%lld, %lld, %lld) ", (long long)y->tid[0],
-                   (long long)y->tid[1], (long long)y->tid[2]);
+  base_strbuf_printf(&sb, " but thread (%lld, %lld, %lld) ", (long long)y->tid[0],
+                     (long long)y->tid[1], (long long)y->tid[2]);
   put_thread_state(&sb, y);
   rx_loc none = {0};
   rx_status s = interp_make_err(rs, b, NULL, none, sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
   return s;
 }
 
 /* Runs the threads of b as fibers until all finish; returns the first error. */
 static rx_status schedule(run *rs, blk *b) {
   if (rs->nfibers < b->n) {
-    rs->fibers = rx_realloc(rs->fibers, sizeof *rs->fibers * (size_t)b->n);
+    rs->fibers = base_realloc(rs->fibers, sizeof *rs->fibers * (size_t)b->n);
     for (; rs->nfibers < b->n; rs->nfibers++) {
-      rs->fibers[rs->nfibers] = rx_fiber_new(rs->stack_size);
+      rs->fibers[rs->nfibers] = interp_fiber_new(rs->stack_size);
       if (!rs->fibers[rs->nfibers])
-        return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                              "tensor_fn `%s`: cannot map a stack for thread %d of the block",
-                              rs->fname, rs->nfibers);
+        return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                                "tensor_fn `%s`: cannot map a stack for thread %d of the block",
+                                rs->fname, rs->nfibers);
     }
   }
   for (int i = 0; i < b->n; i++) {
     thr *t = &b->th[i];
     t->fib = rs->fibers[i];
     t->state = T_RUN;
-    rx_fiber_start(t->fib, thread_main, t);
+    interp_fiber_start(t->fib, thread_main, t);
   }
   int sg = rs->sgsize;
   for (;;) {
     for (int i = 0; i < b->n; i++) {
       thr *t = &b->th[i];
       if (t->state != T_RUN) continue;
-      rx_fiber_resume(t->fib);
+      interp_fiber_resume(t->fib);
       if (t->err) {
         rx_status s = t->err;
         t->err = NULL;
@@ -651,11 +651,11 @@ void interp_run_block(thr *p, const blkinfo *bi) {
     }
   }
   b.n = (int)total;
-  b.th = rx_calloc((size_t)b.n, sizeof *b.th);
-  b.inst = rx_calloc((size_t)rs->nallocs + 1, sizeof *b.inst);
-  val *slots = rx_malloc(sizeof *slots * (size_t)b.n * ((size_t)rs->nslots + 1));
-  rbuf **bufs = rx_malloc(sizeof *bufs * (size_t)b.n * ((size_t)rs->nbufs + 1));
-  rbuf **locals = rx_calloc((size_t)b.n * ((size_t)rs->nallocs + 1), sizeof *locals);
+  b.th = base_calloc((size_t)b.n, sizeof *b.th);
+  b.inst = base_calloc((size_t)rs->nallocs + 1, sizeof *b.inst);
+  val *slots = base_malloc(sizeof *slots * (size_t)b.n * ((size_t)rs->nslots + 1));
+  rbuf **bufs = base_malloc(sizeof *bufs * (size_t)b.n * ((size_t)rs->nbufs + 1));
+  rbuf **locals = base_calloc((size_t)b.n * ((size_t)rs->nallocs + 1), sizeof *locals);
   for (int i = 0; i < b.n; i++) {
     thr *t = &b.th[i];
     t->rs = rs;

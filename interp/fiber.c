@@ -28,14 +28,14 @@
 #define RX_FIBER_ASM 1
 /* Saves the current context's registers on its stack, stores its stack pointer in *save_sp,
  * and continues the context whose stack pointer is new_sp. */
-void rx_fiber_switch_(void **save_sp, void *new_sp);
+void interp_fiber_switch_(void **save_sp, void *new_sp);
 #if defined(__x86_64__)
 __asm__(".text\n"
         ".p2align 4\n"
-        ".globl rx_fiber_switch_\n"
-        ".hidden rx_fiber_switch_\n"
-        ".type rx_fiber_switch_, @function\n"
-        "rx_fiber_switch_:\n"
+        ".globl interp_fiber_switch_\n"
+        ".hidden interp_fiber_switch_\n"
+        ".type interp_fiber_switch_, @function\n"
+        "interp_fiber_switch_:\n"
         "  pushq %rbp\n"
         "  pushq %rbx\n"
         "  pushq %r12\n"
@@ -57,15 +57,15 @@ __asm__(".text\n"
         "  popq %rbx\n"
         "  popq %rbp\n"
         "  ret\n"
-        ".size rx_fiber_switch_, .-rx_fiber_switch_\n");
+        ".size interp_fiber_switch_, .-interp_fiber_switch_\n");
 enum { SWITCH_FRAME = 8 * 8 }; /* fpu control, 6 registers, return address */
 #else
 __asm__(".text\n"
         ".p2align 4\n"
-        ".globl rx_fiber_switch_\n"
-        ".hidden rx_fiber_switch_\n"
-        ".type rx_fiber_switch_, %function\n"
-        "rx_fiber_switch_:\n"
+        ".globl interp_fiber_switch_\n"
+        ".hidden interp_fiber_switch_\n"
+        ".type interp_fiber_switch_, %function\n"
+        "interp_fiber_switch_:\n"
         "  sub sp, sp, #176\n"
         "  stp x19, x20, [sp, #0]\n"
         "  stp x21, x22, [sp, #16]\n"
@@ -92,7 +92,7 @@ __asm__(".text\n"
         "  ldp d14, d15, [sp, #144]\n"
         "  add sp, sp, #176\n"
         "  ret\n"
-        ".size rx_fiber_switch_, .-rx_fiber_switch_\n");
+        ".size interp_fiber_switch_, .-interp_fiber_switch_\n");
 enum { SWITCH_FRAME = 176 };
 #endif
 #endif
@@ -103,7 +103,7 @@ struct rx_fiber {
   void *caller_sp; /* the resumer's */
 #else
   ucontext_t ctx;    /* the fiber's own context */
-  ucontext_t caller; /* where rx_fiber_yield (and the end of fn) returns to */
+  ucontext_t caller; /* where interp_fiber_yield (and the end of fn) returns to */
 #endif
   void *map; /* mapping: guard page, then the stack */
   size_t map_size;
@@ -127,7 +127,7 @@ static size_t page_size(void) {
   return p > 0 ? (size_t)p : 4096;
 }
 
-rx_fiber *rx_fiber_new(size_t stack_size) {
+rx_fiber *interp_fiber_new(size_t stack_size) {
   size_t pg = page_size();
   size_t sz = (stack_size + pg - 1) / pg * pg;
   size_t total = sz + pg;
@@ -139,7 +139,7 @@ rx_fiber *rx_fiber_new(size_t stack_size) {
     munmap(map, total);
     return NULL;
   }
-  rx_fiber *f = rx_calloc(1, sizeof *f);
+  rx_fiber *f = base_calloc(1, sizeof *f);
   f->map = map;
   f->map_size = total;
   f->stack = (char *)map + pg;
@@ -148,7 +148,7 @@ rx_fiber *rx_fiber_new(size_t stack_size) {
   return f;
 }
 
-void rx_fiber_free(rx_fiber *f) {
+void interp_fiber_free(rx_fiber *f) {
   if (!f) return;
 #ifdef RX_FIBER_ASAN
   /* frames abandoned on this stack leave poisoned shadow behind; clear it before the memory
@@ -171,21 +171,21 @@ static void fiber_main(void) {
   __sanitizer_start_switch_fiber(NULL, f->caller_bottom, f->caller_size);
 #endif
 #ifdef RX_FIBER_ASM
-  rx_fiber_switch_(&f->sp, f->caller_sp);
+  interp_fiber_switch_(&f->sp, f->caller_sp);
 #else
   setcontext(&f->caller);
 #endif
   /* a finished fiber is never resumed */
-  rx_panic(__FILE__, __LINE__, "finished fiber resumed");
+  base_panic(__FILE__, __LINE__, "finished fiber resumed");
 }
 
-void rx_fiber_start(rx_fiber *f, rx_fiber_fn fn, void *arg) {
+void interp_fiber_start(rx_fiber *f, rx_fiber_fn fn, void *arg) {
 #ifdef RX_FIBER_ASAN
   ASAN_UNPOISON_MEMORY_REGION(f->stack, f->stack_size);
   f->fake_stack = NULL;
 #endif
 #ifdef RX_FIBER_ASM
-  /* a frame as rx_fiber_switch_ leaves it, "returning" into fiber_main with the stack aligned
+  /* a frame as interp_fiber_switch_ leaves it, "returning" into fiber_main with the stack aligned
    * as right after a call */
   uintptr_t top = ((uintptr_t)f->stack + f->stack_size) & ~(uintptr_t)15;
   void (*entry)(void) = fiber_main;
@@ -218,7 +218,7 @@ void rx_fiber_start(rx_fiber *f, rx_fiber_fn fn, void *arg) {
   f->done = false;
 }
 
-void rx_fiber_resume(rx_fiber *f) {
+void interp_fiber_resume(rx_fiber *f) {
   RX_ASSERT(!f->done);
 #ifdef RX_FIBER_ASAN
   void *fake = NULL;
@@ -226,7 +226,7 @@ void rx_fiber_resume(rx_fiber *f) {
 #endif
   entering = f;
 #ifdef RX_FIBER_ASM
-  rx_fiber_switch_(&f->caller_sp, f->sp);
+  interp_fiber_switch_(&f->caller_sp, f->sp);
 #else
   RX_ASSERT(swapcontext(&f->caller, &f->ctx) == 0);
 #endif
@@ -235,12 +235,12 @@ void rx_fiber_resume(rx_fiber *f) {
 #endif
 }
 
-void rx_fiber_yield(rx_fiber *f) {
+void interp_fiber_yield(rx_fiber *f) {
 #ifdef RX_FIBER_ASAN
   __sanitizer_start_switch_fiber(&f->fake_stack, f->caller_bottom, f->caller_size);
 #endif
 #ifdef RX_FIBER_ASM
-  rx_fiber_switch_(&f->sp, f->caller_sp);
+  interp_fiber_switch_(&f->sp, f->caller_sp);
 #else
   RX_ASSERT(swapcontext(&f->ctx, &f->caller) == 0);
 #endif
@@ -249,4 +249,4 @@ void rx_fiber_yield(rx_fiber *f) {
 #endif
 }
 
-bool rx_fiber_done(const rx_fiber *f) { return f->done; }
+bool interp_fiber_done(const rx_fiber *f) { return f->done; }

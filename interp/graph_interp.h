@@ -1,26 +1,26 @@
 /* graph_interp: a CPU evaluator of graph functions, the reference executor of graph-level
  * tests (fusion now, the VM later).
  *
- *   rx_ginterp_value in = rx_ginterp_tensor(RX_DTYPE_F32, 2, (int64_t[]){n, 64}, data);
+ *   rx_ginterp_value in = interp_graph_tensor(RX_DTYPE_F32, 2, (int64_t[]){n, 64}, data);
  *   rx_ginterp_value out;
- *   rx_status s = rx_graph_run(m, rx_module_graph_fn(m, "main"), &in, 1, &out);
+ *   rx_status s = interp_graph_run(m, ir_module_graph_fn(m, "main"), &in, 1, &out);
  *   ... out.data ...
- *   rx_ginterp_value_free(&out);
+ *   interp_graph_value_free(&out);
  *
  * Semantics. Symbolic variables are bound from the parameters (the first whole dimension, or
  * whole Prim value, of each variable binds it); then every parameter's struct info and every
  * `where` fact is checked: a mismatch is an error naming the function, the parameter, the
  * expected struct info (with the bound values) and the actual value. Bindings run in order:
  * call_tensor allocates its outputs from `out=` evaluated under the bound symbolic values and
- * runs the tensor program with rx_interp_run; tuples, get_item, prim and shape values, shape
+ * runs the tensor program with interp_run; tuples, get_item, prim and shape values, shape
  * literals, tensor constants, match_cast (checked; binds its new variables), if (a Prim(bool) or
  * bool[] condition) and calls of other graph functions. Op calls are not run (an error: "op X
  * must be legalized first"), nor are call_extern calls, but for the library matmul of
  * passes/dispatch.c (RX_DISPATCH_CUBLASLT_MATMUL), computed here on the host.
  *
  * Values own their memory: inputs are only read; *out_result belongs to the caller (free it
- * with rx_ginterp_value_free). Tensor data is row-major in the dtype's storage as for
- * rx_interp_run (f32 as float, f16/bf16 as uint16_t bits, bool as uint8_t). */
+ * with interp_graph_value_free). Tensor data is row-major in the dtype's storage as for
+ * interp_run (f32 as float, f16/bf16 as uint16_t bits, bool as uint8_t). */
 #ifndef RX_GRAPH_INTERP_H
 #define RX_GRAPH_INTERP_H
 
@@ -49,17 +49,17 @@ struct rx_ginterp_value {
 };
 
 /* A tensor value that borrows data (for inputs). */
-rx_ginterp_value rx_ginterp_tensor(rx_dtype dtype, int ndim, const int64_t *shape, void *data);
+rx_ginterp_value interp_graph_tensor(rx_dtype dtype, int ndim, const int64_t *shape, void *data);
 /* Bytes per element of a dtype's storage. */
-size_t rx_ginterp_elem_size(rx_dtype dt);
+size_t interp_graph_elem_size(rx_dtype dt);
 /* Number of elements of a tensor value. */
-int64_t rx_ginterp_numel(const rx_ginterp_value *v);
-/* Frees what a value returned by rx_graph_run owns, and zeroes it. */
-void rx_ginterp_value_free(rx_ginterp_value *v);
+int64_t interp_graph_numel(const rx_ginterp_value *v);
+/* Frees what a value returned by interp_graph_run owns, and zeroes it. */
+void interp_graph_value_free(rx_ginterp_value *v);
 
 /* Runs graph function f of module m (normalized) on inputs[n] (one per parameter). On success
  * *out_result holds the returned value; on error it is zeroed and the status names the place. */
-rx_status rx_graph_run(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
-                       rx_ginterp_value *out_result);
+rx_status interp_graph_run(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs,
+                           int n, rx_ginterp_value *out_result);
 
 #endif

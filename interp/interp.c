@@ -1,5 +1,5 @@
 /* interp/interp.c: the reference interpreter of tensor programs, its compilation and its entry
- * point rx_interp_run; the semantics are in interp.h.
+ * point interp_run; the semantics are in interp.h.
  *
  * A program is first compiled (here) into a small closure form: expressions (cx) and statements
  * (cst) with every variable, let-local and buffer resolved to a slot index, every implicit
@@ -25,7 +25,7 @@
  * ------------------------------------------------------------------------------------------ */
 static void *calloc_arena(run *rs, size_t n, size_t size) {
   size_t bytes = n * size;
-  return rx_arena_alloc(&rs->arena, bytes ? bytes : 1);
+  return base_arena_alloc(&rs->arena, bytes ? bytes : 1);
 }
 
 static int slot_of(run *rs, const void *key) {
@@ -141,7 +141,7 @@ static rx_dtype operand_dtype(const rx_tx *a, const rx_tx *b) {
   if (a->weak && !b->weak) return b->dtype;
   if (b->weak && !a->weak) return a->dtype;
   if (isf(a->dtype) != isf(b->dtype)) return isf(a->dtype) ? a->dtype : b->dtype;
-  if (rx_dtype_bits(b->dtype) > rx_dtype_bits(a->dtype)) return b->dtype;
+  if (ir_dtype_bits(b->dtype) > ir_dtype_bits(a->dtype)) return b->dtype;
   return a->dtype;
 }
 
@@ -259,14 +259,14 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
   case RX_TX_CALL: {
     rx_intrinsic f = e->intrin;
     if ((unsigned)f >= RX_INTRIN_COUNT) break;
-    int arity = rx_intrinsic_arity(f);
+    int arity = ir_intrinsic_arity(f);
     const rx_tx *args[3] = {e->a, e->b, e->c};
     for (int i = 0; i < arity; i++)
       if (!args[i]) {
-        interp_cfail(rs, e->loc, "%s expects %d arguments", rx_intrinsic_name(f), arity);
+        interp_cfail(rs, e->loc, "%s expects %d arguments", ir_intrinsic_name(f), arity);
         return NULL;
       }
-    char kind = rx_intrinsic_kind(f);
+    char kind = ir_intrinsic_kind(f);
     if (kind == 'c') {
       r = cx_new(rs, X_CHECK, dt, e->loc);
       r->a = coerce(rs, compile_tx(rs, e->a), RX_DTYPE_BOOL);
@@ -281,7 +281,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
       }
       if (!rs->cur_blk) {
         interp_cfail(rs, e->loc, "%s outside a block (the innermost blockIdx loop's body)",
-                     rx_intrinsic_name(f));
+                     ir_intrinsic_name(f));
         return NULL;
       }
       r = cx_new(rs, X_SUBGROUP, dt, e->loc);
@@ -291,7 +291,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
       r = cx_new(rs, X_ICALL, dt, e->loc);
     } else {
       interp_cfail(rs, e->loc, "%s of %s: a float intrinsic needs a float operand",
-                   rx_intrinsic_name(f), rx_dtype_name(dt));
+                   ir_intrinsic_name(f), ir_dtype_name(dt));
       return NULL;
     }
     r->sub = (uint8_t)f;
@@ -312,7 +312,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
 static bool tx_has_subgroup(const rx_tx *e) {
   if (!e) return false;
   if (e->kind == RX_TX_CALL && (unsigned)e->intrin < RX_INTRIN_COUNT &&
-      rx_intrinsic_kind(e->intrin) == 's')
+      ir_intrinsic_kind(e->intrin) == 's')
     return true;
   if (e->kind == RX_TX_LOAD)
     for (int i = 0; i < e->nidx; i++)
@@ -421,11 +421,11 @@ static void add_thread_loop(run *rs, int axis, const rx_stmt *s, cx *ext) {
           rs, s->loc,
           "the extent of a %s loop uses `%s`, which is not known when the block is launched "
           "(only symbolic and blockIdx variables are)",
-          rx_loop_kind_name(s->loop_kind), v->name);
+          ir_loop_kind_name(s->loop_kind), v->name);
       break;
     }
   }
-  rx_ptrvec_free(&vars);
+  base_ptrvec_free(&vars);
   int *axes = calloc_arena(rs, (size_t)bi->nt + 1, sizeof *axes);
   cx **exts = calloc_arena(rs, (size_t)bi->nt + 1, sizeof *exts);
   if (bi->nt) {
@@ -462,10 +462,10 @@ static cst *compile_for(run *rs, const rx_stmt *s) {
       interp_cfail(rs, s->loc,
                    "a %s loop inside a block body (inside another blockIdx loop's "
                    "threads or in a program whose threads start outside blockIdx loops)",
-                   rx_loop_kind_name(lk));
+                   ir_loop_kind_name(lk));
       return NULL;
     }
-    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    base_ptrvec_push(&rs->scope, (void *)s->vars[0]);
     RX_VEC_PUSH(&rs->bv_slots, c->slots[0]);
     RX_VEC_PUSH(&rs->bv_names, s->vars[0]->name);
     int inner = scan(s->inner);
@@ -481,23 +481,23 @@ static cst *compile_for(run *rs, const rx_stmt *s) {
   } else if (is_thread) {
     int axis = (int)(lk - RX_LOOP_THREAD_X);
     if (!rs->cur_blk) {
-      interp_cfail(rs, s->loc, "%s loop outside the blockIdx loops", rx_loop_kind_name(lk));
+      interp_cfail(rs, s->loc, "%s loop outside the blockIdx loops", ir_loop_kind_name(lk));
       return NULL;
     }
     if (rs->axis_active[axis]) {
-      interp_cfail(rs, s->loc, "%s loop nested inside another %s loop", rx_loop_kind_name(lk),
-                   rx_loop_kind_name(lk));
+      interp_cfail(rs, s->loc, "%s loop nested inside another %s loop", ir_loop_kind_name(lk),
+                   ir_loop_kind_name(lk));
       return NULL;
     }
     c->kind = C_TFOR;
     c->axis = axis;
     add_thread_loop(rs, axis, s, c->ext[0]);
-    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    base_ptrvec_push(&rs->scope, (void *)s->vars[0]);
     rs->axis_active[axis] = true;
     c->inner = compile_scoped(rs, s->inner);
     rs->axis_active[axis] = false;
   } else {
-    rx_ptrvec_push(&rs->scope, (void *)s->vars[0]);
+    base_ptrvec_push(&rs->scope, (void *)s->vars[0]);
     c->inner = compile_scoped(rs, s->inner);
   }
   rs->scope.len = mark;
@@ -570,14 +570,14 @@ static cst *compile_matrix_load(run *rs, const rx_stmt *s) {
 static cst *compile_frag(run *rs, const rx_stmt *s) {
   if (!rs->cur_blk) {
     interp_cfail(rs, s->loc, "frag %s outside a block (the innermost blockIdx loop's body)",
-                 rx_frag_op_name(s->frag_op));
+                 ir_frag_op_name(s->frag_op));
     return NULL;
   }
   bool mma = s->frag_op == RX_FRAG_OP_MMA, mem = !mma && s->frag_op != RX_FRAG_OP_FILL;
   if (!s->buf || !s->buf->frag || (mma && (!s->mma_a || !s->mma_b || !s->mma_c)) ||
       (mem && (!s->mem || s->nidx != s->mem->ndim || s->nidx > RX_MAX_NDIM)) ||
       (!mma && !s->value)) {
-    interp_cfail(rs, s->loc, "malformed frag %s", rx_frag_op_name(s->frag_op));
+    interp_cfail(rs, s->loc, "malformed frag %s", ir_frag_op_name(s->frag_op));
     return NULL;
   }
   cst *c = cst_new(rs, C_FRAG, s);
@@ -634,7 +634,7 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     size_t mark = rs->scope.len;
     for (int k = 0; k < s->nvars && !rs->cerr; k++) {
       if (!compile_range(rs, c, k, s)) break;
-      rx_ptrvec_push(&rs->scope, (void *)s->vars[k]);
+      base_ptrvec_push(&rs->scope, (void *)s->vars[k]);
     }
     c->inner = compile_scoped(rs, s->inner);
     rs->scope.len = mark;
@@ -651,7 +651,7 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->value = coerce(rs, compile_tx(rs, s->value), s->local->dtype);
     /* a symbolic let defines its variable, read by compile_sym like a loop variable's */
     c->slot = slot_of(rs, s->local->sym ? (const void *)s->local->sym : s->local);
-    rx_ptrvec_push(&rs->scope, s->local->sym ? (void *)s->local->sym : s->local);
+    base_ptrvec_push(&rs->scope, s->local->sym ? (void *)s->local->sym : s->local);
     return rs->cerr ? NULL : c;
   case RX_STMT_ALLOC: {
     rx_buffer *b = s->buf;
@@ -666,7 +666,7 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->nidx = b->ndim;
     c->idx = calloc_arena(rs, (size_t)b->ndim, sizeof *c->idx);
     for (int i = 0; i < b->ndim; i++) c->idx[i] = compile_sym(rs, b->shape[i], s->loc);
-    rx_ptrvec_push(&rs->scope, b);
+    base_ptrvec_push(&rs->scope, b);
     return rs->cerr ? NULL : c;
   }
   case RX_STMT_IF:
@@ -720,14 +720,14 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
  * entry point
  * ------------------------------------------------------------------------------------------ */
 static void run_free(run *rs) {
-  for (int i = 0; i < rs->nfibers; i++) rx_fiber_free(rs->fibers[i]);
+  for (int i = 0; i < rs->nfibers; i++) interp_fiber_free(rs->fibers[i]);
   free(rs->fibers);
   free(rs->slotmap.data);
   free(rs->bufmap.data);
   free(rs->bv_slots.data);
   free(rs->bv_names.data);
-  rx_ptrvec_free(&rs->scope);
-  rx_arena_free(&rs->arena);
+  base_ptrvec_free(&rs->scope);
+  base_arena_free(&rs->arena);
 }
 
 /* Nesting depth of the compiled program: statements and expressions (fiber stack size). */
@@ -784,30 +784,30 @@ enum {
 static rx_status prepare(run *rs, int nargs) {
   const rx_tensor_fn *f = rs->f;
   if (nargs != f->nparams)
-    return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: %d arguments given, %d parameters",
-                          rs->fname, nargs, f->nparams);
+    return base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: %d arguments given, %d parameters",
+                            rs->fname, nargs, f->nparams);
   /* parameters: buffers and the variables they define */
   for (int i = 0; i < f->nparams; i++) {
     const rx_param *p = f->params[i];
     if (p->kind == RX_PARAM_SCALAR) {
       if (!p->var || p->var->kind != RX_EXPR_VAR)
-        return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: malformed scalar parameter %d",
-                              rs->fname, i);
+        return base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: malformed scalar parameter %d",
+                                rs->fname, i);
       slot_of(rs, p->var);
-      rx_ptrvec_push(&rs->scope, (void *)p->var);
+      base_ptrvec_push(&rs->scope, (void *)p->var);
       continue;
     }
     const rx_buffer *b = p->buf;
     if (!b || b->ndim < 0 || b->ndim > RX_MAX_NDIM || !known_dtype(b->dtype))
-      return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: malformed buffer parameter %d",
-                            rs->fname, i);
+      return base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: malformed buffer parameter %d",
+                              rs->fname, i);
     buf_of(rs, b);
-    rx_ptrvec_push(&rs->scope, (void *)b);
+    base_ptrvec_push(&rs->scope, (void *)b);
     for (int d = 0; d < b->ndim; d++) {
       const rx_expr *x = b->shape[d];
       if (x->kind == RX_EXPR_VAR && scope_index(rs, x) < 0) {
         slot_of(rs, x);
-        rx_ptrvec_push(&rs->scope, (void *)x);
+        base_ptrvec_push(&rs->scope, (void *)x);
       }
     }
   }
@@ -835,15 +835,15 @@ static rx_status prepare(run *rs, int nargs) {
   for (int i = 0; i < f->nfacts; i++)
     if (cx_depth(facts[i]) > depth) depth = cx_depth(facts[i]);
   if (depth > MAX_DEPTH)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "tensor_fn `%s`: nesting depth %d is more than the interpreter "
-                          "supports (%d)",
-                          rs->fname, depth, MAX_DEPTH);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "tensor_fn `%s`: nesting depth %d is more than the interpreter "
+                            "supports (%d)",
+                            rs->fname, depth, MAX_DEPTH);
   rs->stack_size = STACK_BASE + (size_t)depth * STACK_PER_LEVEL;
   return NULL;
 }
 
-/* Binds parameters, checks arguments and facts, runs (on a fiber: see rx_interp_run). */
+/* Binds parameters, checks arguments and facts, runs (on a fiber: see interp_run). */
 /* Binds the scalar parameters' variables (sizes: >= 0, an i32 fits) in top's slots. */
 static rx_status bind_scalars(run *rs, thr *top, bool *bound) {
   const rx_tensor_fn *f = rs->f;
@@ -855,23 +855,23 @@ static rx_status bind_scalars(run *rs, thr *top, bool *bound) {
     int64_t v = args[i].value;
     const char *name = p->var->name;
     if (v < 0) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s` is %lld, but symbolic values "
-                          "are sizes (>= 0)",
-                          rs->fname, name, (long long)v);
+      st = base_status_make(RX_ERR_INVALID,
+                            "tensor_fn `%s`: scalar parameter `%s` is %lld, but symbolic values "
+                            "are sizes (>= 0)",
+                            rs->fname, name, (long long)v);
       return st;
     }
     if (p->dtype == RX_DTYPE_I32 && v > INT32_MAX) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s`: %lld does not fit in i32",
-                          rs->fname, name, (long long)v);
+      st = base_status_make(RX_ERR_INVALID,
+                            "tensor_fn `%s`: scalar parameter `%s`: %lld does not fit in i32",
+                            rs->fname, name, (long long)v);
       return st;
     }
     int s = slot_of(rs, p->var);
     if (bound[s] && top->slots[s].i != v) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld", rs->fname,
-                          name, (long long)top->slots[s].i, (long long)v);
+      st = base_status_make(RX_ERR_INVALID,
+                            "tensor_fn `%s`: scalar parameter `%s` is given %lld and %lld",
+                            rs->fname, name, (long long)top->slots[s].i, (long long)v);
       return st;
     }
     top->slots[s].i = v;
@@ -890,12 +890,12 @@ static rx_status execute(run *rs) {
   thr top = {.rs = rs};
   blk topb = {.n = 1, .th = &top, .dims = {1, 1, 1}};
   top.b = &topb;
-  top.slots = rx_calloc((size_t)rs->nslots + 1, sizeof *top.slots);
-  top.bufs = rx_calloc((size_t)rs->nbufs + 1, sizeof *top.bufs);
-  top.locals = rx_calloc((size_t)rs->nallocs + 1, sizeof *top.locals);
-  topb.inst = rx_calloc((size_t)rs->nallocs + 1, sizeof *topb.inst);
-  rbuf *params = rx_calloc((size_t)f->nparams + 1, sizeof *params);
-  bool *bound = rx_calloc((size_t)rs->nslots + 1, sizeof *bound);
+  top.slots = base_calloc((size_t)rs->nslots + 1, sizeof *top.slots);
+  top.bufs = base_calloc((size_t)rs->nbufs + 1, sizeof *top.bufs);
+  top.locals = base_calloc((size_t)rs->nallocs + 1, sizeof *top.locals);
+  topb.inst = base_calloc((size_t)rs->nallocs + 1, sizeof *topb.inst);
+  rbuf *params = base_calloc((size_t)f->nparams + 1, sizeof *params);
+  bool *bound = base_calloc((size_t)rs->nslots + 1, sizeof *bound);
   rx_status st = NULL;
   rx_strbuf sb = {0};
 
@@ -907,11 +907,11 @@ static rx_status execute(run *rs) {
     const rx_buffer *b = p->buf;
     const rx_interp_arg *a = &args[i];
     if (a->dtype != b->dtype || a->ndim != b->ndim) {
-      st = rx_status_make(RX_ERR_INVALID,
-                          "tensor_fn `%s`: argument %d (`%s`) must be a %s buffer with %d dims, "
-                          "got %s with %d dims",
-                          rs->fname, i, b->name, rx_dtype_name(b->dtype), b->ndim,
-                          rx_dtype_name(a->dtype), a->ndim);
+      st = base_status_make(RX_ERR_INVALID,
+                            "tensor_fn `%s`: argument %d (`%s`) must be a %s buffer with %d dims, "
+                            "got %s with %d dims",
+                            rs->fname, i, b->name, ir_dtype_name(b->dtype), b->ndim,
+                            ir_dtype_name(a->dtype), a->ndim);
       goto done;
     }
     rbuf *r = &params[i];
@@ -923,9 +923,9 @@ static rx_status execute(run *rs) {
     for (int d = 0; d < b->ndim; d++) {
       r->shape[d] = a->shape[d];
       if (a->shape[d] < 0 || __builtin_mul_overflow(r->count, a->shape[d], &r->count)) {
-        st = rx_status_make(RX_ERR_INVALID,
-                            "tensor_fn `%s`: argument `%s`: bad extent %lld in dim %d", rs->fname,
-                            b->name, (long long)a->shape[d], d);
+        st = base_status_make(RX_ERR_INVALID,
+                              "tensor_fn `%s`: argument `%s`: bad extent %lld in dim %d", rs->fname,
+                              b->name, (long long)a->shape[d], d);
         goto done;
       }
       const rx_expr *x = b->shape[d];
@@ -938,8 +938,8 @@ static rx_status execute(run *rs) {
       }
     }
     if (r->count > 0 && !a->data) {
-      st = rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: argument `%s` has no data", rs->fname,
-                          b->name);
+      st = base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: argument `%s` has no data", rs->fname,
+                            b->name);
       goto done;
     }
     top.bufs[buf_of(rs, b)] = r;
@@ -956,14 +956,14 @@ static rx_status execute(run *rs) {
       }
       if (want != args[i].shape[d]) {
         const rx_expr *x = p->buf->shape[d];
-        rx_strbuf_append(&sb, "`");
+        base_strbuf_append(&sb, "`");
         interp_put_expr(&sb, x);
-        rx_strbuf_printf(&sb, "` = %lld", (long long)want);
+        base_strbuf_printf(&sb, "` = %lld", (long long)want);
         if (x->kind != RX_EXPR_VAR && x->kind != RX_EXPR_CONST)
           interp_put_var_values(&sb, rs, top.slots, x);
-        st = rx_status_make(RX_ERR_INVALID,
-                            "tensor_fn `%s`: argument `%s` dim %d: expected %s, got %lld",
-                            rs->fname, p->buf->name, d, sb.data, (long long)args[i].shape[d]);
+        st = base_status_make(RX_ERR_INVALID,
+                              "tensor_fn `%s`: argument `%s` dim %d: expected %s, got %lld",
+                              rs->fname, p->buf->name, d, sb.data, (long long)args[i].shape[d]);
         goto done;
       }
     }
@@ -976,12 +976,12 @@ static rx_status execute(run *rs) {
       goto done;
     }
     if (!ok) {
-      rx_strbuf_append(&sb, "`");
+      base_strbuf_append(&sb, "`");
       interp_put_expr(&sb, f->facts[i]);
-      rx_strbuf_append(&sb, "` does not hold");
+      base_strbuf_append(&sb, "` does not hold");
       interp_put_var_values(&sb, rs, top.slots, f->facts[i]);
       if (f->fact_locs) interp_put_loc(&sb, f->fact_locs[i]);
-      st = rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: where fact %s", rs->fname, sb.data);
+      st = base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: where fact %s", rs->fname, sb.data);
       goto done;
     }
   }
@@ -993,7 +993,7 @@ static rx_status execute(run *rs) {
   st = top.err;
 
 done:
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
   for (int a = 0; a < rs->nallocs; a++) {
     interp_free_rbuf(top.locals[a]);
     interp_free_rbuf(topb.inst[a]);
@@ -1018,37 +1018,37 @@ static void top_main(void *arg) {
   j->st = execute(j->rs);
 }
 
-rx_status rx_interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, int nargs,
-                        const rx_interp_opts *opts) {
+rx_status interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, int nargs,
+                     const rx_interp_opts *opts) {
   (void)m;
-  if (!f) return rx_status_make(RX_ERR_INVALID, "interp: no tensor program given");
+  if (!f) return base_status_make(RX_ERR_INVALID, "interp: no tensor program given");
   if (nargs > 0 && !args)
-    return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: arguments missing", f->name);
+    return base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: arguments missing", f->name);
   rx_interp_opts o = opts ? *opts : (rx_interp_opts){0};
   if (o.subgroup_size < 0 || o.max_threads_per_block < 0 || o.max_steps < 0)
-    return rx_status_make(RX_ERR_INVALID, "tensor_fn `%s`: negative interpreter option", f->name);
+    return base_status_make(RX_ERR_INVALID, "tensor_fn `%s`: negative interpreter option", f->name);
   run rs = {.f = f, .fname = f->name ? f->name : "?"};
-  rx_arena_init(&rs.arena);
+  base_arena_init(&rs.arena);
   rs.sgsize = o.subgroup_size ? o.subgroup_size : 32;
   rs.max_threads = o.max_threads_per_block ? o.max_threads_per_block : 1024;
   rs.max_steps = o.max_steps;
   rs.fragments = o.fragments;
   rs.args = args;
   rx_status st = f->body ? prepare(&rs, nargs)
-                         : rx_status_make(RX_ERR_INVALID, "tensor_fn `%s` has no body", rs.fname);
+                         : base_status_make(RX_ERR_INVALID, "tensor_fn `%s` has no body", rs.fname);
   if (!st) {
     /* the program runs on a fiber too, whose stack fits its nesting depth, whatever the
      * caller's stack is */
-    rx_fiber *main = rx_fiber_new(rs.stack_size);
+    rx_fiber *main = interp_fiber_new(rs.stack_size);
     if (!main) {
-      st = rx_status_make(RX_ERR_OUT_OF_MEMORY, "tensor_fn `%s`: cannot map a stack of %zu bytes",
-                          rs.fname, rs.stack_size);
+      st = base_status_make(RX_ERR_OUT_OF_MEMORY, "tensor_fn `%s`: cannot map a stack of %zu bytes",
+                            rs.fname, rs.stack_size);
     } else {
       top_job job = {.rs = &rs};
-      rx_fiber_start(main, top_main, &job);
-      rx_fiber_resume(main);
-      RX_ASSERT(rx_fiber_done(main));
-      rx_fiber_free(main);
+      interp_fiber_start(main, top_main, &job);
+      interp_fiber_resume(main);
+      RX_ASSERT(interp_fiber_done(main));
+      interp_fiber_free(main);
       st = job.st;
     }
   }

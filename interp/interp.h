@@ -9,7 +9,7 @@
  *       {.data = b, .ndim = 2, .shape = {n, 4}, .dtype = RX_DTYPE_F32},
  *       {.data = c, .ndim = 2, .shape = {n, 4}, .dtype = RX_DTYPE_F32},
  *   };
- *   rx_status s = rx_interp_run(m, rx_module_tensor_fn(m, "add"), args, 3, NULL);
+ *   rx_status s = interp_run(m, ir_module_tensor_fn(m, "add"), args, 3, NULL);
  *
  * Semantics (the contract the schedules and code generators are checked against):
  *
@@ -109,8 +109,8 @@ typedef struct rx_interp_opts {
  * Output buffers are written in place. On any error (see above) returns a status whose message
  * names the program, the statement's source location and the values involved; buffers may then
  * be partly written. m may be NULL (it is not modified). */
-rx_status rx_interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, int nargs,
-                        const rx_interp_opts *opts);
+rx_status interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, int nargs,
+                     const rx_interp_opts *opts);
 
 /* ==========================================================================================
  * Internal to interp/: the interpreter's values, its compiled form and what its three files
@@ -148,7 +148,7 @@ static inline bool isf(rx_dtype t) {
 }
 static inline bool isd(rx_dtype t) { return t == RX_DTYPE_F64; }
 /* Unsigned integers: the dtype table's is_signed, bool excluded. */
-static inline bool isu(rx_dtype t) { return rx_dtype_is_int(t) && !rx_dtype_is_signed(t); }
+static inline bool isu(rx_dtype t) { return ir_dtype_is_int(t) && !ir_dtype_is_signed(t); }
 
 static inline size_t elem_size(rx_dtype t) {
   switch (t) {
@@ -176,8 +176,8 @@ static inline size_t elem_size(rx_dtype t) {
 
 /* Rounds a float to the precision of float dtype t. */
 static inline float fround(rx_dtype t, float f) {
-  if (t == RX_DTYPE_F16) return rx_f16_to_f32(rx_f32_to_f16(f));
-  if (t == RX_DTYPE_BF16) return rx_bf16_to_f32(rx_f32_to_bf16(f));
+  if (t == RX_DTYPE_F16) return base_f16_to_f32(base_f32_to_f16(f));
+  if (t == RX_DTYPE_BF16) return base_bf16_to_f32(base_f32_to_bf16(f));
   return f;
 }
 
@@ -283,13 +283,13 @@ static inline val rd(rx_dtype t, const void *data, int64_t off) {
   case RX_DTYPE_F16: {
     uint16_t h;
     memcpy(&h, p + off * 2, 2);
-    r.f = rx_f16_to_f32(h);
+    r.f = base_f16_to_f32(h);
     break;
   }
   case RX_DTYPE_BF16: {
     uint16_t h;
     memcpy(&h, p + off * 2, 2);
-    r.f = rx_bf16_to_f32(h);
+    r.f = base_bf16_to_f32(h);
     break;
   }
   case RX_DTYPE_I64:
@@ -355,12 +355,12 @@ static inline void wr(rx_dtype t, void *data, int64_t off, val v) {
     memcpy(p + off * 4, &v.f, 4);
     break;
   case RX_DTYPE_F16: {
-    uint16_t h = rx_f32_to_f16(v.f);
+    uint16_t h = base_f32_to_f16(v.f);
     memcpy(p + off * 2, &h, 2);
     break;
   }
   case RX_DTYPE_BF16: {
-    uint16_t h = rx_f32_to_bf16(v.f);
+    uint16_t h = base_f32_to_bf16(v.f);
     memcpy(p + off * 2, &h, 2);
     break;
   }

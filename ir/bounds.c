@@ -1,4 +1,4 @@
-/* ir/bounds.c: accesses provably outside their buffer (rx_tensor_fn_check_bounds, ir.h).
+/* ir/bounds.c: accesses provably outside their buffer (ir_tensor_fn_check_bounds, ir.h).
  *
  * For each load and store whose index along a dimension is a symbolic expression (RX_TX_SYM, or a
  * literal),
@@ -42,25 +42,26 @@ static void access(bctx *b, const rx_buffer *buf, rx_tx *const *idx, int n, rx_l
   for (int d = 0; d < n; d++) {
     if (!idx[d] || !buf->shape[d]) continue;
     const rx_expr *e = idx[d]->kind == RX_TX_SYM   ? idx[d]->sym
-                       : idx[d]->kind == RX_TX_INT ? rx_expr_const(b->cx, idx[d]->ival)
+                       : idx[d]->kind == RX_TX_INT ? sym_expr_const(b->cx, idx[d]->ival)
                                                    : NULL,
                   *ext = buf->shape[d];
     if (!e) continue;
-    bool above = rx_analyzer_prove(b->an, rx_expr_cmp(b->cx, RX_EXPR_LE, ext, e)) == RX_TRUE;
+    bool above = sym_analyzer_prove(b->an, sym_expr_cmp(b->cx, RX_EXPR_LE, ext, e)) == RX_TRUE;
     bool below =
-        !above && rx_analyzer_prove(
-                      b->an, rx_expr_cmp(b->cx, RX_EXPR_LT, e, rx_expr_const(b->cx, 0))) == RX_TRUE;
+        !above && sym_analyzer_prove(b->an, sym_expr_cmp(b->cx, RX_EXPR_LT, e,
+                                                         sym_expr_const(b->cx, 0))) == RX_TRUE;
     if (!above && !below) continue;
-    char *es = rx_expr_to_string(e), *xs = rx_expr_to_string(ext), range[100] = "";
-    rx_interval r = rx_analyzer_bounds(b->an, e);
+    char *es = sym_expr_to_string(e), *xs = sym_expr_to_string(ext), range[100] = "";
+    rx_interval r = sym_analyzer_bounds(b->an, e);
     if (r.lo != INT64_MIN || r.hi != INT64_MAX) {
       char iv[80];
       snprintf(range, sizeof range, " (the index is in %s)", interval_str(r, iv, sizeof iv));
     }
-    rx_diag_report(b->diag, RX_DIAG_ERROR, loc,
-                   "tensor program '%s': %s of buffer '%s' at index %d (%s) is outside its extent "
-                   "[0, %s) for every value of the loop ranges and facts%s",
-                   b->fn->name, store ? "store" : "load", buf->name, d, es, xs, range);
+    base_diag_report(
+        b->diag, RX_DIAG_ERROR, loc,
+        "tensor program '%s': %s of buffer '%s' at index %d (%s) is outside its extent "
+        "[0, %s) for every value of the loop ranges and facts%s",
+        b->fn->name, store ? "store" : "load", buf->name, d, es, xs, range);
     free(es);
     free(xs);
     b->errors++;
@@ -74,10 +75,10 @@ static void walk_tx(bctx *b, const rx_tx *e);
  * is no symbolic expression the analyzer can take. */
 static void walk_guarded(bctx *b, const rx_tx *cond, bool negate, const rx_tx *e) {
   if (!e || !cond || cond->kind != RX_TX_SYM) return;
-  size_t m = rx_analyzer_mark(b->an);
-  const rx_expr *c = negate ? rx_expr_not(b->cx, cond->sym) : cond->sym;
-  if (rx_analyzer_prove(b->an, c) != RX_FALSE && rx_analyzer_assume(b->an, c)) walk_tx(b, e);
-  rx_analyzer_reset(b->an, m);
+  size_t m = sym_analyzer_mark(b->an);
+  const rx_expr *c = negate ? sym_expr_not(b->cx, cond->sym) : cond->sym;
+  if (sym_analyzer_prove(b->an, c) != RX_FALSE && sym_analyzer_assume(b->an, c)) walk_tx(b, e);
+  sym_analyzer_reset(b->an, m);
 }
 
 static void walk_tx(bctx *b, const rx_tx *e) {
@@ -105,10 +106,10 @@ static void walk(bctx *b, const rx_stmt *s);
 /* Binds the ranges of a FOR or REDUCE; false when one is provably empty (the body never runs). */
 static bool bind_ranges(bctx *b, const rx_stmt *s) {
   for (int i = 0; i < s->nvars; i++) {
-    if (rx_analyzer_prove(b->an, rx_expr_cmp(b->cx, RX_EXPR_LE, s->extent[i],
-                                             rx_expr_const(b->cx, 0))) == RX_TRUE)
+    if (sym_analyzer_prove(b->an, sym_expr_cmp(b->cx, RX_EXPR_LE, s->extent[i],
+                                               sym_expr_const(b->cx, 0))) == RX_TRUE)
       return false;
-    rx_analyzer_bind_range(b->an, s->vars[i], s->lo[i], s->extent[i]);
+    sym_analyzer_bind_range(b->an, s->vars[i], s->lo[i], s->extent[i]);
   }
   return true;
 }
@@ -116,14 +117,14 @@ static bool bind_ranges(bctx *b, const rx_stmt *s) {
 /* A branch under cond (negated: the else branch), unless the facts contradict it. */
 static void walk_branch(bctx *b, const rx_tx *cond, bool negate, const rx_stmt *body) {
   if (!body) return;
-  size_t m = rx_analyzer_mark(b->an);
+  size_t m = sym_analyzer_mark(b->an);
   bool live = true;
   if (cond && cond->kind == RX_TX_SYM) {
-    const rx_expr *c = negate ? rx_expr_not(b->cx, cond->sym) : cond->sym;
-    live = rx_analyzer_prove(b->an, c) != RX_FALSE && rx_analyzer_assume(b->an, c);
+    const rx_expr *c = negate ? sym_expr_not(b->cx, cond->sym) : cond->sym;
+    live = sym_analyzer_prove(b->an, c) != RX_FALSE && sym_analyzer_assume(b->an, c);
   }
   if (live) walk(b, body);
-  rx_analyzer_reset(b->an, m);
+  sym_analyzer_reset(b->an, m);
 }
 
 static void walk(bctx *b, const rx_stmt *s) {
@@ -135,9 +136,9 @@ static void walk(bctx *b, const rx_stmt *s) {
   case RX_STMT_FOR:
   case RX_STMT_REDUCE: {
     if (s->kind == RX_STMT_REDUCE) walk(b, s->init);
-    size_t m = rx_analyzer_mark(b->an);
+    size_t m = sym_analyzer_mark(b->an);
     if (bind_ranges(b, s)) walk(b, s->inner);
-    rx_analyzer_reset(b->an, m);
+    sym_analyzer_reset(b->an, m);
     break;
   }
   case RX_STMT_STORE:
@@ -163,11 +164,11 @@ static void walk(bctx *b, const rx_stmt *s) {
   }
 }
 
-int rx_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag) {
-  bctx b = {.an = rx_analyzer_new(m->ctx), .cx = m->ctx, .diag = diag, .fn = fn};
+int ir_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag) {
+  bctx b = {.an = sym_analyzer_new(m->ctx), .cx = m->ctx, .diag = diag, .fn = fn};
   bool ok = true;
-  for (int i = 0; i < fn->nfacts; i++) ok = rx_analyzer_assume(b.an, fn->facts[i]) && ok;
+  for (int i = 0; i < fn->nfacts; i++) ok = sym_analyzer_assume(b.an, fn->facts[i]) && ok;
   if (ok) walk(&b, fn->body); /* contradictory facts: nothing is provable */
-  rx_analyzer_free(b.an);
+  sym_analyzer_free(b.an);
   return b.errors;
 }

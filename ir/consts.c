@@ -15,12 +15,12 @@ void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage) {
     break;
   }
   case RX_DTYPE_F16: {
-    uint16_t h = rx_f32_to_f16((float)f);
+    uint16_t h = base_f32_to_f16((float)f);
     memcpy(storage, &h, 2);
     break;
   }
   case RX_DTYPE_BF16: {
-    uint16_t h = rx_f32_to_bf16((float)f);
+    uint16_t h = base_f32_to_bf16((float)f);
     memcpy(storage, &h, 2);
     break;
   }
@@ -51,16 +51,16 @@ void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage) {
   }
 }
 
-void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count) {
+void ir_const_bytes(const rx_node *n, void *out, size_t count) {
   rx_dtype dt = n->sinfo->dtype;
-  int bits = rx_dtype_bits(dt);
+  int bits = ir_dtype_bits(dt);
   size_t es = bits > 0 ? (size_t)bits / 8 : 0;
   int64_t scratch[1];
   for (size_t i = 0; i < count && i < n->count; i++) {
     int64_t v = 0;
     if (n->idata) /* exact integers */
       v = n->idata[i];
-    else if (!rx_dtype_is_float(dt)) /* a float's value may not fit */
+    else if (!ir_dtype_is_float(dt)) /* a float's value may not fit */
       v = dt == RX_DTYPE_U64 && n->data[i] >= 9223372036854775808.0 ? (int64_t)(uint64_t)n->data[i]
                                                                     : (int64_t)n->data[i];
     ir_scalar_bytes(dt, n->data[i], v, scratch);

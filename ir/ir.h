@@ -19,14 +19,14 @@
  * ------------------------------------------------------------------------------------------ */
 /* RX_DTYPES and rx_dtype are in include/relaxc/types.h (shared with the public APIs). */
 
-const char *rx_dtype_name(rx_dtype t); /* "any" for unknown */
-bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out);
+const char *ir_dtype_name(rx_dtype t); /* "any" for unknown */
+bool ir_dtype_parse(const char *s, size_t n, rx_dtype *out);
 /* Is s[0..n) a keyword or a dtype name of the text format (not usable as a name)? */
-bool rx_text_is_reserved(const char *s, size_t n);
-int rx_dtype_bits(rx_dtype t);
-bool rx_dtype_is_float(rx_dtype t);
-bool rx_dtype_is_int(rx_dtype t); /* integer types, bool excluded */
-bool rx_dtype_is_signed(rx_dtype t);
+bool ir_text_is_reserved(const char *s, size_t n);
+int ir_dtype_bits(rx_dtype t);
+bool ir_dtype_is_float(rx_dtype t);
+bool ir_dtype_is_int(rx_dtype t); /* integer types, bool excluded */
+bool ir_dtype_is_signed(rx_dtype t);
 
 /* ------------------------------------------------------------------------------------------
  * struct info: immutable, arena-allocated
@@ -53,7 +53,7 @@ struct rx_sinfo {
   /* TENSOR: `f16[total, 4096] ragged(indptr, b)`: the leading axis packs b rows (sequences) of
    * different lengths, row s being indices indptr[s] .. indptr[s + 1] - 1, where indptr names a
    * parameter or an earlier binding of the function of struct info i32[b + 1] (the verifier
-   * checks it). An annotation about the values, not the shape: rx_sinfo_equal ignores it, and
+   * checks it). An annotation about the values, not the shape: ir_sinfo_equal ignores it, and
    * shape deduction keeps it through row-wise ops (ops/normalize.c). docs/ops.md, "Ragged
    * tensors". NULL / NULL: not ragged. */
   const char *ragged_by;      /* the interned name of the offsets variable */
@@ -69,16 +69,16 @@ RX_API const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
 RX_API const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values);
 RX_API const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value);
 RX_API const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n);
-const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
+const rx_sinfo *ir_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
                               const rx_sinfo *ret);
 /* s (a tensor of rank >= 1) annotated as ragged by the offsets variable `by` (interned) with
  * `rows` rows; a copy. */
-const rx_sinfo *rx_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
+const rx_sinfo *ir_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
                                 const rx_expr *rows);
 /* Structural equality (symbolic dims compared by pointer: they are canonical). */
-bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b);
+bool ir_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b);
 /* Text form as in docs/text-format.md, e.g. "f16[n, 4096]", "f32[ndim=2]", "(f32[n], i64[])". */
-void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s);
+void ir_sinfo_print(rx_strbuf *out, const rx_sinfo *s);
 
 /* ------------------------------------------------------------------------------------------
  * attributes of op calls
@@ -277,8 +277,8 @@ typedef enum rx_frag_use {
 #undef X
       RX_FRAG_USE_COUNT
 } rx_frag_use;
-const char *rx_frag_use_name(rx_frag_use u); /* "a", "b", "acc"; "" for NONE */
-const char *rx_scope_name(rx_scope s);
+const char *ir_frag_use_name(rx_frag_use u); /* "a", "b", "acc"; "" for NONE */
+const char *ir_scope_name(rx_scope s);
 
 typedef struct rx_buffer {
   const char *name;
@@ -309,7 +309,7 @@ typedef struct rx_param {
   rx_loc loc;
 } rx_param;
 /* A parameter's name, whatever its kind. */
-const char *rx_param_name(const rx_param *p);
+const char *ir_param_name(const rx_param *p);
 
 /* Loop kinds: listed once; X(ENUM, text) */
 #define RX_LOOP_KINDS(X)                                                                           \
@@ -329,14 +329,14 @@ typedef enum rx_loop_kind {
 #undef X
       RX_LOOP_KIND_COUNT
 } rx_loop_kind;
-const char *rx_loop_kind_name(rx_loop_kind k);
+const char *ir_loop_kind_name(rx_loop_kind k);
 static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_X; }
 
 /* Math intrinsics and subgroup operations: listed once; X(ENUM, text, arity, kind)
  * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes,
  * 'c' a run-time check: `check(ok, v, "message")` is v (an integer), and where ok (a bool) is
- * false the call fails with message, each "%v" in it replaced by v (base.h, rx_check_format):
- * the interpreter stops with that error, a kernel writes rx_check_code(message) and v to the
+ * false the call fails with message, each "%v" in it replaced by v (base.h, base_check_format):
+ * the interpreter stops with that error, a kernel writes base_check_code(message) and v to the
  * error buffer of its call (docs/kernel-abi.md, "Run-time checks") and goes on; the message is
  * rx_tx.msg. An op whose index comes from data checks it so and still clamps the index it reads
  * with (ops/manip.c, lz_gen_take). */
@@ -373,10 +373,10 @@ typedef enum rx_intrinsic {
 #undef X
       RX_INTRIN_COUNT
 } rx_intrinsic;
-const char *rx_intrinsic_name(rx_intrinsic i);
-int rx_intrinsic_arity(rx_intrinsic i);
-char rx_intrinsic_kind(rx_intrinsic i);
-bool rx_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out);
+const char *ir_intrinsic_name(rx_intrinsic i);
+int ir_intrinsic_arity(rx_intrinsic i);
+char ir_intrinsic_kind(rx_intrinsic i);
+bool ir_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out);
 
 /* Binary operators of tensor-program expressions; X(ENUM, text, precedence class:
  * base/expr_kinds.h, shared with the symbolic expressions) */
@@ -402,8 +402,8 @@ typedef enum rx_binop {
 #undef X
       RX_BINOP_COUNT
 } rx_binop;
-const char *rx_binop_name(rx_binop op);
-int rx_binop_precedence(rx_binop op);
+const char *ir_binop_name(rx_binop op);
+int ir_binop_precedence(rx_binop op);
 
 typedef struct rx_local {
   const char *name;
@@ -462,7 +462,7 @@ struct rx_tx {
 
 /* RX_TX_HAS_FRAG, `has_fragments(f16, f32, 16, 16, 16)`: true on a target whose subgroup matrix
  * fragments (RX_STMT_FRAG) include A M x K and B K x N of the first dtype with an M x N
- * accumulator of the second (target.h, rx_target_has_frag), false elsewhere. It is allowed only
+ * accumulator of the second (target.h, tgt_target_has_frag), false elsewhere. It is allowed only
  * as the whole condition of an `if`, so a program can hold a matrix-unit form beside a portable
  * one: scheduling keeps the branch that the target takes (passes/schedule.h), the interpreter the
  * one that rx_interp_opts.fragments names (the portable one by default). A target-independent
@@ -500,7 +500,7 @@ typedef enum rx_frag_op {
 #undef X
       RX_FRAG_OP_COUNT
 } rx_frag_op;
-const char *rx_frag_op_name(rx_frag_op op);
+const char *ir_frag_op_name(rx_frag_op op);
 
 /* RX_STMT_FRAG: the portable counterpart of RX_STMT_MMA. A fragment is a buffer allocated
  * `alloc f: T[M, N] fragment USE` (USE a, b or acc): one M x N matrix per subgroup whose
@@ -604,7 +604,7 @@ typedef enum rx_pattern {
 #undef X
       RX_PATTERN_COUNT
 } rx_pattern;
-const char *rx_pattern_name(rx_pattern p); /* "elementwise", ...; "?" out of range */
+const char *ir_pattern_name(rx_pattern p); /* "elementwise", ...; "?" out of range */
 
 struct rx_tensor_fn {
   const char *name;
@@ -616,7 +616,7 @@ struct rx_tensor_fn {
   int nfacts;
   rx_stmt *body;       /* a SEQ */
   rx_pattern pattern;  /* passes/annotate.c; RX_PATTERN_UNKNOWN before */
-  bool bounds_checked; /* rx_tensor_fn_check_bounds found nothing (rx_module_verify runs it once
+  bool bounds_checked; /* ir_tensor_fn_check_bounds found nothing (ir_module_verify runs it once
                           per program: passes that rewrite a program make a new one or keep what
                           the check saw in bounds) */
 };
@@ -652,7 +652,7 @@ typedef struct rx_item {
 
 /* A weight (ir/weights.c): a tensor the artifact stores (section weights.safetensors, or a side
  * file) and the runtime uploads once per device. A graph parameter of the same name whose struct
- * info is exactly the weight's dtype and constant shape is bound to it (rx_param_weight). */
+ * info is exactly the weight's dtype and constant shape is bound to it (ir_param_weight). */
 /* The ranks safetensors files hold as relaxc reads them (RX_ST_MAX_NDIM), the runtime's too. */
 #define RX_WEIGHT_MAX_NDIM 16
 typedef struct rx_weight {
@@ -677,9 +677,9 @@ typedef struct rx_section {
   size_t size;
 } rx_section;
 /* Adds (or replaces) section name with a copy of data; an invalid name is an error naming it. */
-rx_status rx_module_add_section(rx_module *m, const char *name, const void *data, size_t size);
-size_t rx_module_section_count(const rx_module *m);
-const rx_section *rx_module_section_at(const rx_module *m, size_t i); /* NULL past the end */
+rx_status ir_module_add_section(rx_module *m, const char *name, const void *data, size_t size);
+size_t ir_module_section_count(const rx_module *m);
+const rx_section *ir_module_section_at(const rx_module *m, size_t i); /* NULL past the end */
 
 struct rx_module {
   rx_arena arena;
@@ -690,10 +690,10 @@ struct rx_module {
   rx_ptrmap weight_index;             /* interned name -> index in weights */
   RX_VEC(rx_module_cleanup) cleanups; /* rx_module_on_free, run last first by rx_module_free */
   RX_VEC(rx_section) sections;        /* blobs the artifact carries (ir/sections.c) */
-  /* A cache of rx_module_graph_fn & co. (ir/module.c, find_item), so that n lookups take O(n),
+  /* A cache of ir_module_graph_fn & co. (ir/module.c, find_item), so that n lookups take O(n),
    * not O(n * items): per item kind, interned name -> index into items, for items[0..indexed).
    * Appending items needs nothing; a pass that renames, removes or reorders items calls
-   * rx_module_items_changed (a shrunk list or a changed last indexed item is caught anyway). */
+   * ir_module_items_changed (a shrunk list or a changed last indexed item is caught anyway). */
   rx_ptrmap item_index[3];
   size_t item_indexed;
   const void *item_last; /* items[item_indexed - 1].fn when indexed */
@@ -710,13 +710,13 @@ rx_module *ir_module_new(const ir_op_registry *ops);
  * relaxc/compiler.h for the users of the module (ir/ itself never calls it). */
 RX_API rx_module *rx_module_new(void);
 RX_API void rx_module_free(rx_module *m);
-const char *rx_module_intern(rx_module *m, const char *s, size_t n);
-void *rx_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
-rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name);
-rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name);
-rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name);
+const char *ir_module_intern(rx_module *m, const char *s, size_t n);
+void *ir_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
+rx_graph_fn *ir_module_graph_fn(rx_module *m, const char *name);
+rx_tensor_fn *ir_module_tensor_fn(rx_module *m, const char *name);
+rx_extern_fn *ir_module_extern_fn(rx_module *m, const char *name);
 /* Drops the lookup cache of the functions above: after renaming, removing or reordering items. */
-void rx_module_items_changed(rx_module *m);
+void ir_module_items_changed(rx_module *m);
 
 /* ---- weights (ir/weights.c; the public face in relaxc/compiler.h) ---- */
 /* Adds a weight stored as dtype with the given shape, from row-major source elements of
@@ -730,30 +730,30 @@ RX_API rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype d
 /* Calls fn(ctx) when m is freed (after the last use of the weights' sources), last added first. */
 RX_API void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx);
 RX_API size_t rx_module_weight_count(const rx_module *m);
-const rx_weight *rx_module_weight_at(const rx_module *m, size_t i);      /* NULL past the end */
-const rx_weight *rx_module_weight(const rx_module *m, const char *name); /* NULL: none */
-bool rx_weight_converts(rx_dtype from, rx_dtype to); /* may a source of `from` be stored as `to` */
+const rx_weight *ir_module_weight_at(const rx_module *m, size_t i);      /* NULL past the end */
+const rx_weight *ir_module_weight(const rx_module *m, const char *name); /* NULL: none */
+bool ir_weight_converts(rx_dtype from, rx_dtype to); /* may a source of `from` be stored as `to` */
 /* Does struct info s describe w exactly (a tensor of its dtype, rank and constant dims)? */
-bool rx_weight_fits(const rx_weight *w, const rx_sinfo *s);
-/* The weight a graph parameter is bound to (same name, rx_weight_fits), or NULL. */
-const rx_weight *rx_param_weight(const rx_module *m, const rx_var *param);
-void rx_weight_sinfo_text(rx_strbuf *out, const rx_weight *w); /* "f16[4096, 11008]" */
+bool ir_weight_fits(const rx_weight *w, const rx_sinfo *s);
+/* The weight a graph parameter is bound to (same name, ir_weight_fits), or NULL. */
+const rx_weight *ir_param_weight(const rx_module *m, const rx_var *param);
+void ir_weight_sinfo_text(rx_strbuf *out, const rx_weight *w); /* "f16[4096, 11008]" */
 /* Runs the rx_module_on_free callbacks and frees the table (rx_module_free calls it). */
-void rx_module_weights_free(rx_module *m);
+void ir_module_weights_free(rx_module *m);
 
 /* ---- node constructors (arena; sinfo left NULL for normalization) ---- */
-rx_node *rx_node_var(rx_module *m, rx_var *v, rx_loc loc);
-rx_node *rx_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc);
-rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc);
-rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc); /* fill the fields yourself */
-rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc);
+rx_node *ir_node_var(rx_module *m, rx_var *v, rx_loc loc);
+rx_node *ir_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc);
+rx_node *ir_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc);
+rx_node *ir_node_new(rx_module *m, rx_node_kind kind, rx_loc loc); /* fill the fields yourself */
+rx_var *ir_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc);
 
 /* ---- constants (ir/consts.c) ---- */
 /* The first count elements of tensor constant n (RX_NODE_CONST) in its dtype's storage, as the
  * graph interpreter evaluates it (floats rounded through f32, integers truncated to their width),
  * into out (count * element size bytes; elements past the constant's values are left alone). The
  * one conversion of constants: the host program's weights (passes/lower_host.c) use it too. */
-void rx_ginterp_const_bytes(const rx_node *n, void *out, size_t count);
+void ir_const_bytes(const rx_node *n, void *out, size_t count);
 /* One scalar of dtype dt (a float's value f, an integer's or bool's i) in its storage, written
  * into the 8 bytes of storage (zeroed first). */
 void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage);
@@ -761,7 +761,7 @@ void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage);
 /* Every graph variable a node reads (nested if branches included), appended to out in
  * evaluation order, with repeats. */
 typedef RX_VEC(const rx_var *) rx_varvec;
-void rx_node_uses(const rx_node *n, rx_varvec *out);
+void ir_node_uses(const rx_node *n, rx_varvec *out);
 
 /* ---- the graph builder (the public rx_builder of relaxc/compiler.h, ir/builder.c): the steps
  * rx_emit_op (ops/emit.c, on the ops floor: it deduces with the op library) shares with the
@@ -788,27 +788,27 @@ rx_status ir_diag_status(rx_diag *local, rx_diag *user, bool ok);
 
 /* ---- tensor-program expression constructors: type-check loosely, fold integer subtrees into
  * RX_TX_SYM. They never fail; the verifier reports type errors. ---- */
-rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc);
-rx_tx *rx_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc);
-rx_tx *rx_tx_sym(rx_module *m, const rx_expr *e, rx_loc loc);
-rx_tx *rx_tx_local(rx_module *m, rx_local *l, rx_loc loc);
-rx_tx *rx_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc);
-rx_tx *rx_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc);
-rx_tx *rx_tx_neg(rx_module *m, rx_tx *a, rx_loc loc);
-rx_tx *rx_tx_not(rx_module *m, rx_tx *a, rx_loc loc);
-rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
-rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
-rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
-rx_tx *rx_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc);
-rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
+rx_tx *ir_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc);
+rx_tx *ir_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc);
+rx_tx *ir_tx_sym(rx_module *m, const rx_expr *e, rx_loc loc);
+rx_tx *ir_tx_local(rx_module *m, rx_local *l, rx_loc loc);
+rx_tx *ir_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc);
+rx_tx *ir_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc);
+rx_tx *ir_tx_neg(rx_module *m, rx_tx *a, rx_loc loc);
+rx_tx *ir_tx_not(rx_module *m, rx_tx *a, rx_loc loc);
+rx_tx *ir_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
+rx_tx *ir_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
+rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
+rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc);
+rx_stmt *ir_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
 
 /* s without the SEQs of one statement around it. */
-const rx_stmt *rx_stmt_unwrap(const rx_stmt *s);
+const rx_stmt *ir_stmt_unwrap(const rx_stmt *s);
 /* Peels a perfect nest of serial loops from s (SEQs of one statement unwrapped between them):
  * at most max FOR statements, outermost first, into loops; *out_inner is the innermost loop's
  * body as written (s unwrapped when there is no loop). Returns the number of loops. The one
  * nest peeler of the loop-level passes (annotate, the schedule rules). */
-int rx_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
+int ir_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
                         const rx_stmt **out_inner);
 
 /* ------------------------------------------------------------------------------------------
@@ -816,27 +816,27 @@ int rx_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
  * ------------------------------------------------------------------------------------------ */
 /* Parses text (named `name` in diagnostics) into m, adding its definitions. Syntax errors and
  * unresolved names are reported to diag; returns false when any error was reported. Does not
- * deduce struct info: call rx_module_normalize afterwards. */
-bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t len, rx_diag *diag);
+ * deduce struct info: call ops_module_normalize afterwards. */
+bool ir_parse_module(rx_module *m, const char *name, const char *text, size_t len, rx_diag *diag);
 
 /* Forward shape deduction over every graph function (struct info of every node, binding and
  * function result), checks of annotations, call_tensor/call_extern arguments against the callee
  * parameters, and match_cast. Reports errors (and fallback warnings) to diag; returns false
  * on any error. Implemented in ops/normalize.c with the op deductions; declared here so every
  * user of the module reaches it (ir/ itself never calls it: it is on the floor above). */
-bool rx_module_normalize(rx_module *m, rx_diag *diag);
+bool ops_module_normalize(rx_module *m, rx_diag *diag);
 
 /* Structural checks (ir/verify.c): names defined before use, symbolic variables defined by a
  * parameter (or match_cast / loop / scalar param) before use, dataflow blocks pure, struct info
  * consistent, tensor-program types and buffer ranks. Returns false on any error. */
-bool rx_module_verify(rx_module *m, rx_diag *diag);
+bool ir_module_verify(rx_module *m, rx_diag *diag);
 /* Accesses of fn provably outside their buffer for every value of the loop ranges and facts
- * (ir/bounds.c; rx_module_verify runs it once on each tensor program that verifies, see
+ * (ir/bounds.c; ir_module_verify runs it once on each tensor program that verifies, see
  * rx_tensor_fn.bounds_checked): reported to diag as errors; returns how many. */
-int rx_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag);
+int ir_tensor_fn_check_bounds(rx_module *m, const rx_tensor_fn *fn, rx_diag *diag);
 
 /* The whole module as text (ir/printer.c); parses back to the same module. */
-void rx_module_print(rx_strbuf *out, const rx_module *m);
-void rx_tx_print(rx_strbuf *out, const rx_tx *e);
+void ir_module_print(rx_strbuf *out, const rx_module *m);
+void ir_tx_print(rx_strbuf *out, const rx_tx *e);
 
 #endif

@@ -62,13 +62,13 @@ static bool lex_number(lexer *L, rx_tok *t, bool after_dot) {
     }
   }
   if (is_alpha(peek(L, 0))) {
-    L->error = rx_arena_printf(&L->m->arena, "expected a separator after a number, found '%c'",
-                               (char)peek(L, 0));
+    L->error = base_arena_printf(&L->m->arena, "expected a separator after a number, found '%c'",
+                                 (char)peek(L, 0));
     while (is_alpha(peek(L, 0)) || is_digit(peek(L, 0))) advance(L, 1);
     return false;
   }
   if (is_float) {
-    char *s = rx_arena_strndup(&L->m->arena, L->src->text + start, L->pos - start);
+    char *s = base_arena_strndup(&L->m->arena, L->src->text + start, L->pos - start);
     t->kind = RX_TOK_FLOAT;
     t->f = strtod(s, NULL);
   } else {
@@ -85,7 +85,7 @@ static bool lex_string(lexer *L, rx_tok *t) {
   for (;;) {
     int c = peek(L, 0);
     if (c < 0 || c == '\n') {
-      rx_strbuf_free(&b);
+      base_strbuf_free(&b);
       L->error = "unterminated string literal: expected '\"' before the end of the line";
       return false;
     }
@@ -93,22 +93,22 @@ static bool lex_string(lexer *L, rx_tok *t) {
     if (c == '\\') {
       int e = peek(L, 1);
       if (e != '"' && e != '\\') {
-        rx_strbuf_free(&b);
+        base_strbuf_free(&b);
         L->error = "unknown escape in string literal: expected '\\\"' or '\\\\'";
         while (peek(L, 0) >= 0 && peek(L, 0) != '\n') advance(L, 1);
         return false;
       }
-      rx_strbuf_putc(&b, (char)e);
+      base_strbuf_putc(&b, (char)e);
       advance(L, 2);
       continue;
     }
-    rx_strbuf_putc(&b, (char)c);
+    base_strbuf_putc(&b, (char)c);
     advance(L, 1);
   }
   advance(L, 1);
   t->kind = RX_TOK_STRING;
-  t->s = rx_arena_strndup(&L->m->arena, b.data ? b.data : "", b.len);
-  rx_strbuf_free(&b);
+  t->s = base_arena_strndup(&L->m->arena, b.data ? b.data : "", b.len);
+  base_strbuf_free(&b);
   return true;
 }
 
@@ -129,7 +129,7 @@ static const struct {
     {"%", RX_TOK_PERCENT},    {"!", RX_TOK_BANG},
 };
 
-bool rx_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n) {
+bool ir_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n) {
   lexer L = {.m = m, .src = src, .line = 1, .col = 1};
   bool nl = true;
   *out_toks = NULL;
@@ -192,9 +192,9 @@ bool rx_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks
       }
       if (!found) {
         if (c >= 0x20 && c < 0x7f)
-          L.error = rx_arena_printf(&m->arena, "unexpected character '%c'", (char)c);
+          L.error = base_arena_printf(&m->arena, "unexpected character '%c'", (char)c);
         else
-          L.error = rx_arena_printf(&m->arena, "unexpected byte 0x%02x", (unsigned)c);
+          L.error = base_arena_printf(&m->arena, "unexpected byte 0x%02x", (unsigned)c);
         advance(&L, 1);
       }
     }
@@ -208,16 +208,16 @@ bool rx_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks
     RX_VEC_PUSH(&L.toks, t);
   }
   (void)diag;
-  *out_toks = rx_arena_dup(&m->arena, L.toks.data, sizeof *L.toks.data * L.toks.len);
+  *out_toks = base_arena_dup(&m->arena, L.toks.data, sizeof *L.toks.data * L.toks.len);
   *out_n = (int)L.toks.len;
   free(L.toks.data);
   return true;
 }
 
-const char *rx_tok_describe(rx_module *m, const rx_tok *t) {
+const char *ir_tok_describe(rx_module *m, const rx_tok *t) {
   if (t->kind == RX_TOK_EOF) return "end of file";
   if (t->kind == RX_TOK_ERROR) return "invalid input";
   uint32_t n = t->len > 40 ? 40 : t->len;
-  return rx_arena_printf(&m->arena, "'%.*s%s'", (int)n, t->loc.src->text + t->loc.offset,
-                         t->len > 40 ? "..." : "");
+  return base_arena_printf(&m->arena, "'%.*s%s'", (int)n, t->loc.src->text + t->loc.offset,
+                           t->len > 40 ? "..." : "");
 }

@@ -16,18 +16,18 @@ static const struct {
 #undef X
 };
 
-const char *rx_dtype_name(rx_dtype t) {
+const char *ir_dtype_name(rx_dtype t) {
   return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].name : "?";
 }
-int rx_dtype_bits(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].bits : 0; }
-bool rx_dtype_is_float(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_float; }
-bool rx_dtype_is_signed(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_signed; }
-bool rx_dtype_is_int(rx_dtype t) {
+int ir_dtype_bits(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT ? dtypes[t].bits : 0; }
+bool ir_dtype_is_float(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_float; }
+bool ir_dtype_is_signed(rx_dtype t) { return (unsigned)t < RX_DTYPE_COUNT && dtypes[t].is_signed; }
+bool ir_dtype_is_int(rx_dtype t) {
   return t != RX_DTYPE_UNKNOWN && t != RX_DTYPE_BOOL && (unsigned)t < RX_DTYPE_COUNT &&
          !dtypes[t].is_float;
 }
 
-bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out) {
+bool ir_dtype_parse(const char *s, size_t n, rx_dtype *out) {
   for (int t = 0; t < RX_DTYPE_COUNT; t++) {
     if (strlen(dtypes[t].name) == n && memcmp(dtypes[t].name, s, n) == 0) {
       *out = (rx_dtype)t;
@@ -39,20 +39,20 @@ bool rx_dtype_parse(const char *s, size_t n, rx_dtype *out) {
 
 /* ---- loop nests ---- */
 
-const rx_stmt *rx_stmt_unwrap(const rx_stmt *s) {
+const rx_stmt *ir_stmt_unwrap(const rx_stmt *s) {
   while (s && s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
   return s;
 }
 
-int rx_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
+int ir_stmt_peel_serial(const rx_stmt *s, int max, const rx_stmt **loops,
                         const rx_stmt **out_inner) {
   int n = 0;
-  s = rx_stmt_unwrap(s);
+  s = ir_stmt_unwrap(s);
   *out_inner = s;
   while (s && s->kind == RX_STMT_FOR && s->loop_kind == RX_LOOP_SERIAL && n < max) {
     loops[n++] = s;
     *out_inner = s->inner;
-    s = rx_stmt_unwrap(s->inner);
+    s = ir_stmt_unwrap(s->inner);
   }
   return n;
 }
@@ -64,7 +64,7 @@ static const char *loop_kinds[] = {
     RX_LOOP_KINDS(X)
 #undef X
 };
-const char *rx_loop_kind_name(rx_loop_kind k) {
+const char *ir_loop_kind_name(rx_loop_kind k) {
   return (unsigned)k < RX_LOOP_KIND_COUNT ? loop_kinds[k] : "?";
 }
 
@@ -73,7 +73,7 @@ static const char *const pattern_names[] = {
     RX_PATTERNS(X)
 #undef X
 };
-const char *rx_pattern_name(rx_pattern p) {
+const char *ir_pattern_name(rx_pattern p) {
   return (unsigned)p < RX_PATTERN_COUNT ? pattern_names[p] : "?";
 }
 
@@ -82,7 +82,7 @@ static const char *const frag_use_names[] = {
     RX_FRAG_USES(X)
 #undef X
 };
-const char *rx_frag_use_name(rx_frag_use u) {
+const char *ir_frag_use_name(rx_frag_use u) {
   return (unsigned)u < RX_FRAG_USE_COUNT ? frag_use_names[u] : "?";
 }
 static const char *const frag_op_names[] = {
@@ -90,11 +90,11 @@ static const char *const frag_op_names[] = {
     RX_FRAG_OPS(X)
 #undef X
 };
-const char *rx_frag_op_name(rx_frag_op op) {
+const char *ir_frag_op_name(rx_frag_op op) {
   return (unsigned)op < RX_FRAG_OP_COUNT ? frag_op_names[op] : "?";
 }
 
-const char *rx_scope_name(rx_scope s) {
+const char *ir_scope_name(rx_scope s) {
   switch (s) {
   case RX_SCOPE_GLOBAL:
     return "global";
@@ -115,10 +115,10 @@ static const struct {
     RX_INTRINSICS(X)
 #undef X
 };
-const char *rx_intrinsic_name(rx_intrinsic i) { return intrinsics[i].name; }
-int rx_intrinsic_arity(rx_intrinsic i) { return intrinsics[i].arity; }
-char rx_intrinsic_kind(rx_intrinsic i) { return intrinsics[i].kind; }
-bool rx_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out) {
+const char *ir_intrinsic_name(rx_intrinsic i) { return intrinsics[i].name; }
+int ir_intrinsic_arity(rx_intrinsic i) { return intrinsics[i].arity; }
+char ir_intrinsic_kind(rx_intrinsic i) { return intrinsics[i].kind; }
+bool ir_intrinsic_lookup(const char *s, size_t n, rx_intrinsic *out) {
   for (int i = 0; i < RX_INTRIN_COUNT; i++) {
     if (strlen(intrinsics[i].name) == n && memcmp(intrinsics[i].name, s, n) == 0) {
       *out = (rx_intrinsic)i;
@@ -136,35 +136,35 @@ static const struct {
     RX_BINOPS(X)
 #undef X
 };
-const char *rx_binop_name(rx_binop op) { return binops[op].name; }
-int rx_binop_precedence(rx_binop op) { return binops[op].prec; }
+const char *ir_binop_name(rx_binop op) { return binops[op].name; }
+int ir_binop_precedence(rx_binop op) { return binops[op].prec; }
 
 /* ---- module ---- */
 
 rx_module *ir_module_new(const ir_op_registry *ops) {
-  rx_module *m = rx_calloc(1, sizeof *m);
-  rx_arena_init(&m->arena);
-  m->ctx = rx_expr_ctx_new();
+  rx_module *m = base_calloc(1, sizeof *m);
+  base_arena_init(&m->arena);
+  m->ctx = sym_expr_ctx_new();
   m->ops = ops;
   return m;
 }
 
 void rx_module_free(rx_module *m) {
   if (!m) return;
-  rx_module_weights_free(m); /* first: a callback may read the module's weights */
+  ir_module_weights_free(m); /* first: a callback may read the module's weights */
   free(m->items.data);
-  rx_module_items_changed(m);
+  ir_module_items_changed(m);
   free(m->sources.data);
   free(m->sections.data);
-  rx_expr_ctx_free(m->ctx);
-  rx_arena_free(&m->arena);
+  sym_expr_ctx_free(m->ctx);
+  base_arena_free(&m->arena);
   free(m);
 }
 
-const char *rx_module_intern(rx_module *m, const char *s, size_t n) {
-  return rx_expr_ctx_intern(m->ctx, s, n);
+const char *ir_module_intern(rx_module *m, const char *s, size_t n) {
+  return sym_expr_ctx_intern(m->ctx, s, n);
 }
-void *rx_module_alloc(rx_module *m, size_t n) { return rx_arena_alloc(&m->arena, n); }
+void *ir_module_alloc(rx_module *m, size_t n) { return base_arena_alloc(&m->arena, n); }
 
 static const char *item_name_of(const rx_item *it) {
   return it->kind == RX_ITEM_GRAPH    ? ((rx_graph_fn *)it->fn)->name
@@ -172,8 +172,8 @@ static const char *item_name_of(const rx_item *it) {
                                       : ((rx_extern_fn *)it->fn)->name;
 }
 
-void rx_module_items_changed(rx_module *m) {
-  for (int k = 0; k < 3; k++) rx_ptrmap_free(&m->item_index[k]);
+void ir_module_items_changed(rx_module *m) {
+  for (int k = 0; k < 3; k++) base_ptrmap_free(&m->item_index[k]);
   memset(m->item_index, 0, sizeof m->item_index);
   m->item_indexed = 0;
   m->item_last = NULL;
@@ -185,13 +185,13 @@ void rx_module_items_changed(rx_module *m) {
 static void index_items(rx_module *m) {
   if (m->item_indexed > m->items.len ||
       (m->item_indexed && m->items.data[m->item_indexed - 1].fn != m->item_last))
-    rx_module_items_changed(m);
+    ir_module_items_changed(m);
   for (size_t i = m->item_indexed; i < m->items.len; i++) {
     const rx_item *it = &m->items.data[i];
     const char *n = item_name_of(it);
-    const char *key = rx_module_intern(m, n, strlen(n));
-    if (rx_ptrmap_get(&m->item_index[it->kind], key) < 0)
-      rx_ptrmap_put(&m->item_index[it->kind], key, (int)i);
+    const char *key = ir_module_intern(m, n, strlen(n));
+    if (base_ptrmap_get(&m->item_index[it->kind], key) < 0)
+      base_ptrmap_put(&m->item_index[it->kind], key, (int)i);
   }
   m->item_indexed = m->items.len;
   m->item_last = m->items.len ? m->items.data[m->items.len - 1].fn : NULL;
@@ -199,65 +199,65 @@ static void index_items(rx_module *m) {
 
 static void *find_item(rx_module *m, rx_item_kind kind, const char *name) {
   index_items(m);
-  const char *key = rx_module_intern(m, name, strlen(name));
-  int i = rx_ptrmap_get(&m->item_index[kind], key);
+  const char *key = ir_module_intern(m, name, strlen(name));
+  int i = base_ptrmap_get(&m->item_index[kind], key);
   if (i < 0) return NULL;
   rx_item *it = &m->items.data[i];
   if (it->kind == kind && strcmp(item_name_of(it), name) == 0) return it->fn;
-  /* a stale entry (an item renamed or moved without rx_module_items_changed): rebuild */
-  rx_module_items_changed(m);
+  /* a stale entry (an item renamed or moved without ir_module_items_changed): rebuild */
+  ir_module_items_changed(m);
   index_items(m);
-  i = rx_ptrmap_get(&m->item_index[kind], key);
+  i = base_ptrmap_get(&m->item_index[kind], key);
   return i < 0 ? NULL : m->items.data[i].fn;
 }
-rx_graph_fn *rx_module_graph_fn(rx_module *m, const char *name) {
+rx_graph_fn *ir_module_graph_fn(rx_module *m, const char *name) {
   return find_item(m, RX_ITEM_GRAPH, name);
 }
-rx_tensor_fn *rx_module_tensor_fn(rx_module *m, const char *name) {
+rx_tensor_fn *ir_module_tensor_fn(rx_module *m, const char *name) {
   return find_item(m, RX_ITEM_TENSOR, name);
 }
-rx_extern_fn *rx_module_extern_fn(rx_module *m, const char *name) {
+rx_extern_fn *ir_module_extern_fn(rx_module *m, const char *name) {
   return find_item(m, RX_ITEM_EXTERN, name);
 }
 
 /* ---- graph nodes ---- */
 
-rx_node *rx_node_new(rx_module *m, rx_node_kind kind, rx_loc loc) {
-  rx_node *n = rx_module_alloc(m, sizeof *n);
+rx_node *ir_node_new(rx_module *m, rx_node_kind kind, rx_loc loc) {
+  rx_node *n = ir_module_alloc(m, sizeof *n);
   n->kind = kind;
   n->loc = loc;
   return n;
 }
 
-rx_node *rx_node_var(rx_module *m, rx_var *v, rx_loc loc) {
-  rx_node *n = rx_node_new(m, RX_NODE_VAR, loc);
+rx_node *ir_node_var(rx_module *m, rx_var *v, rx_loc loc) {
+  rx_node *n = ir_node_new(m, RX_NODE_VAR, loc);
   n->var = v;
   return n;
 }
 
-rx_node *rx_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc) {
-  rx_node *n = rx_node_new(m, RX_NODE_PRIM, loc);
+rx_node *ir_node_int(rx_module *m, rx_dtype dtype, const rx_expr *value, rx_loc loc) {
+  rx_node *n = ir_node_new(m, RX_NODE_PRIM, loc);
   n->prim_dtype = dtype;
   n->prim = value;
   return n;
 }
 
-rx_node *rx_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc) {
-  rx_node *n = rx_node_new(m, RX_NODE_PRIM, loc);
+rx_node *ir_node_float(rx_module *m, rx_dtype dtype, double v, rx_loc loc) {
+  rx_node *n = ir_node_new(m, RX_NODE_PRIM, loc);
   n->prim_dtype = dtype;
   n->fvalue = v;
   return n;
 }
 
-rx_var *rx_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc) {
-  rx_var *v = rx_module_alloc(m, sizeof *v);
-  v->name = rx_module_intern(m, name, strlen(name));
+rx_var *ir_var_new(rx_module *m, const char *name, const rx_sinfo *sinfo, rx_loc loc) {
+  rx_var *v = ir_module_alloc(m, sizeof *v);
+  v->name = ir_module_intern(m, name, strlen(name));
   v->sinfo = sinfo;
   v->loc = loc;
   return v;
 }
 
-const char *rx_param_name(const rx_param *p) {
+const char *ir_param_name(const rx_param *p) {
   switch (p->kind) {
   case RX_PARAM_BUFFER:
     return p->buf->name;
@@ -273,20 +273,20 @@ static void seq_uses(const rx_seq *s, rx_varvec *out) {
   if (!s) return;
   for (int b = 0; b < s->nblocks; b++)
     for (int i = 0; i < s->blocks[b]->nbindings; i++)
-      rx_node_uses(s->blocks[b]->bindings[i]->value, out);
-  rx_node_uses(s->result, out);
+      ir_node_uses(s->blocks[b]->bindings[i]->value, out);
+  ir_node_uses(s->result, out);
 }
 
-void rx_node_uses(const rx_node *n, rx_varvec *out) {
+void ir_node_uses(const rx_node *n, rx_varvec *out) {
   if (!n) return;
   if (n->kind == RX_NODE_VAR) {
     RX_VEC_PUSH(out, n->var);
     return;
   }
-  for (int i = 0; i < n->nargs; i++) rx_node_uses(n->args[i], out);
-  rx_node_uses(n->inplace, out);
+  for (int i = 0; i < n->nargs; i++) ir_node_uses(n->args[i], out);
+  ir_node_uses(n->inplace, out);
   if (n->kind == RX_NODE_IF) {
-    rx_node_uses(n->cond, out);
+    ir_node_uses(n->cond, out);
     seq_uses(n->then_seq, out);
     seq_uses(n->else_seq, out);
   }
@@ -295,43 +295,43 @@ void rx_node_uses(const rx_node *n, rx_varvec *out) {
 /* ---- tensor-program expressions ---- */
 
 static rx_tx *tx_new(rx_module *m, rx_tx_kind kind, rx_dtype dtype, rx_loc loc) {
-  rx_tx *e = rx_module_alloc(m, sizeof *e);
+  rx_tx *e = ir_module_alloc(m, sizeof *e);
   e->kind = kind;
   e->dtype = dtype;
   e->loc = loc;
   return e;
 }
 
-rx_tx *rx_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc) {
+rx_tx *ir_tx_int(rx_module *m, int64_t v, rx_dtype dtype, bool weak, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_INT, dtype, loc);
   e->ival = v;
   e->weak = weak;
   return e;
 }
 
-rx_tx *rx_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc) {
+rx_tx *ir_tx_float(rx_module *m, double v, rx_dtype dtype, bool weak, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_FLOAT, dtype, loc);
   e->fval = v;
   e->weak = weak;
   return e;
 }
 
-rx_tx *rx_tx_sym(rx_module *m, const rx_expr *sym, rx_loc loc) {
-  rx_tx *e = tx_new(m, RX_TX_SYM, rx_expr_is_bool(sym) ? RX_DTYPE_BOOL : RX_DTYPE_I64, loc);
+rx_tx *ir_tx_sym(rx_module *m, const rx_expr *sym, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_SYM, sym_expr_is_bool(sym) ? RX_DTYPE_BOOL : RX_DTYPE_I64, loc);
   e->sym = sym;
   return e;
 }
 
-rx_tx *rx_tx_local(rx_module *m, rx_local *l, rx_loc loc) {
+rx_tx *ir_tx_local(rx_module *m, rx_local *l, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_LOCAL, l->dtype, loc);
   e->local = l;
   return e;
 }
 
-rx_tx *rx_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc) {
+rx_tx *ir_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_LOAD, b->dtype, loc);
   e->buf = b;
-  e->idx = rx_arena_dup(&m->arena, idx, sizeof *idx * (size_t)n);
+  e->idx = base_arena_dup(&m->arena, idx, sizeof *idx * (size_t)n);
   e->nidx = n;
   return e;
 }
@@ -340,7 +340,7 @@ rx_tx *rx_tx_load(rx_module *m, rx_buffer *b, rx_tx **idx, int n, rx_loc loc) {
  * node, or a weakly typed (i64) integer literal. */
 static const rx_expr *as_sym(rx_module *m, const rx_tx *e) {
   if (e->kind == RX_TX_SYM) return e->sym;
-  if (e->kind == RX_TX_INT && e->dtype == RX_DTYPE_I64) return rx_expr_const(m->ctx, e->ival);
+  if (e->kind == RX_TX_INT && e->dtype == RX_DTYPE_I64) return sym_expr_const(m->ctx, e->ival);
   return NULL;
 }
 
@@ -363,12 +363,12 @@ static const rx_expr_kind binop_expr_kind[RX_BINOP_COUNT] = {
 
 static bool is_cmp(rx_binop op) { return op >= RX_BINOP_EQ && op <= RX_BINOP_GE; }
 
-rx_tx *rx_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc) {
+rx_tx *ir_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc) {
   const rx_expr *sa = as_sym(m, a), *sb = as_sym(m, b);
   rx_expr_kind k = binop_expr_kind[op];
   if (sa && sb && k != RX_EXPR_KIND_COUNT) {
     /* arithmetic and comparisons of integers, logic of booleans: one symbolic node */
-    return rx_tx_sym(m, rx_expr_make(m->ctx, k, sa, sb, NULL), loc);
+    return ir_tx_sym(m, sym_expr_make(m->ctx, k, sa, sb, NULL), loc);
   }
   rx_dtype t;
   if (is_cmp(op) || op == RX_BINOP_AND || op == RX_BINOP_OR)
@@ -384,26 +384,26 @@ rx_tx *rx_tx_binary(rx_module *m, rx_binop op, rx_tx *a, rx_tx *b, rx_loc loc) {
   return e;
 }
 
-rx_tx *rx_tx_neg(rx_module *m, rx_tx *a, rx_loc loc) {
+rx_tx *ir_tx_neg(rx_module *m, rx_tx *a, rx_loc loc) {
   const rx_expr *s = as_sym(m, a);
-  if (s && !rx_expr_is_bool(s)) return rx_tx_sym(m, rx_expr_neg(m->ctx, s), loc);
-  if (a->kind == RX_TX_FLOAT) return rx_tx_float(m, -a->fval, a->dtype, a->weak, loc);
+  if (s && !sym_expr_is_bool(s)) return ir_tx_sym(m, sym_expr_neg(m->ctx, s), loc);
+  if (a->kind == RX_TX_FLOAT) return ir_tx_float(m, -a->fval, a->dtype, a->weak, loc);
   rx_tx *e = tx_new(m, RX_TX_NEG, a->dtype, loc);
   e->a = a;
   return e;
 }
 
-rx_tx *rx_tx_not(rx_module *m, rx_tx *a, rx_loc loc) {
+rx_tx *ir_tx_not(rx_module *m, rx_tx *a, rx_loc loc) {
   const rx_expr *s = as_sym(m, a);
-  if (s) return rx_tx_sym(m, rx_expr_not(m->ctx, s), loc);
+  if (s) return ir_tx_sym(m, sym_expr_not(m->ctx, s), loc);
   rx_tx *e = tx_new(m, RX_TX_NOT, RX_DTYPE_BOOL, loc);
   e->a = a;
   return e;
 }
 
-rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc) {
+rx_tx *ir_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc) {
   const rx_expr *sc = as_sym(m, c), *sa = as_sym(m, a), *sb = as_sym(m, b);
-  if (sc && sa && sb) return rx_tx_sym(m, rx_expr_select(m->ctx, sc, sa, sb), loc);
+  if (sc && sa && sb) return ir_tx_sym(m, sym_expr_select(m->ctx, sc, sa, sb), loc);
   rx_tx *e = tx_new(m, RX_TX_SELECT, a->weak && !b->weak ? b->dtype : a->dtype, loc);
   e->a = c;
   e->b = a;
@@ -411,21 +411,21 @@ rx_tx *rx_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc) {
   return e;
 }
 
-rx_tx *rx_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc) {
+rx_tx *ir_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_CAST, to, loc);
   e->a = a;
   return e;
 }
 
-rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc) {
+rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc) {
   if ((f == RX_INTRIN_MIN || f == RX_INTRIN_MAX) && n == 2) {
     const rx_expr *sa = as_sym(m, args[0]), *sb = as_sym(m, args[1]);
     /* integers (a literal 0 or 1 included: max(i, 0) is an index), not booleans */
-    bool ints = sa && sb && (sa->kind == RX_EXPR_CONST || !rx_expr_is_bool(sa)) &&
-                (sb->kind == RX_EXPR_CONST || !rx_expr_is_bool(sb));
+    bool ints = sa && sb && (sa->kind == RX_EXPR_CONST || !sym_expr_is_bool(sa)) &&
+                (sb->kind == RX_EXPR_CONST || !sym_expr_is_bool(sb));
     if (ints)
-      return rx_tx_sym(
-          m, f == RX_INTRIN_MIN ? rx_expr_min(m->ctx, sa, sb) : rx_expr_max(m->ctx, sa, sb), loc);
+      return ir_tx_sym(
+          m, f == RX_INTRIN_MIN ? sym_expr_min(m->ctx, sa, sb) : sym_expr_max(m->ctx, sa, sb), loc);
   }
   rx_dtype t = n > 0 ? args[0]->dtype : RX_DTYPE_F32;
   for (int i = 0; i < n; i++)
@@ -442,7 +442,7 @@ rx_tx *rx_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
   return e;
 }
 
-rx_tx *rx_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc) {
+rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_HAS_FRAG, RX_DTYPE_BOOL, loc);
   e->frag_ab = ab;
   e->frag_acc = acc;
@@ -452,8 +452,8 @@ rx_tx *rx_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, i
   return e;
 }
 
-rx_stmt *rx_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc) {
-  rx_stmt *s = rx_module_alloc(m, sizeof *s);
+rx_stmt *ir_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc) {
+  rx_stmt *s = ir_module_alloc(m, sizeof *s);
   s->kind = kind;
   s->loc = loc;
   return s;

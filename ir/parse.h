@@ -62,10 +62,10 @@ typedef struct rx_tok {
 /* Tokenizes src into an arena array ending with RX_TOK_EOF. A lexical error becomes an
  * RX_TOK_ERROR token (the parser reports it where it meets it) and lexing goes on, so the items
  * before and after it still parse. Returns false only when nothing could be tokenized. */
-bool rx_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n);
+bool ir_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n);
 
 /* Human-readable text of a token for messages: "'foo'", "end of file". Arena string. */
-const char *rx_tok_describe(rx_module *m, const rx_tok *t);
+const char *ir_tok_describe(rx_module *m, const rx_tok *t);
 
 /* ------------------------------------------------------------------------------------------
  * the parser: ir/parser.c parses items, graph functions, literals, dtypes, symbolic
@@ -179,7 +179,7 @@ static inline bool accept_kw(P *p, const char *kw) {
   return true;
 }
 static inline const char *tok_text(P *p, const rx_tok *t) {
-  return rx_module_intern(p->m, t->loc.src->text + t->loc.offset, t->len);
+  return ir_module_intern(p->m, t->loc.src->text + t->loc.offset, t->len);
 }
 static inline void leave(P *p) { p->depth--; }
 /* A binary operator continues the expression unless it starts a new line outside brackets. */

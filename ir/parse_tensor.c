@@ -57,7 +57,7 @@ static rx_tx *has_fragments(P *p) {
   }
   ir_parse_expect(p, RX_TOK_RPAREN,
                   "')' after the five arguments of has_fragments(AB, ACC, M, N, K)");
-  return rx_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
+  return ir_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
 }
 
 static rx_tx *tx_primary(P *p) {
@@ -67,11 +67,11 @@ static rx_tx *tx_primary(P *p) {
   if (t->kind == RX_TOK_INT) {
     int64_t v = ir_parse_int_value(p, t, false);
     next(p);
-    return rx_tx_int(m, v, RX_DTYPE_I64, true, loc);
+    return ir_tx_int(m, v, RX_DTYPE_I64, true, loc);
   }
   if (t->kind == RX_TOK_FLOAT) {
     next(p);
-    return rx_tx_float(m, t->f, RX_DTYPE_F32, true, loc);
+    return ir_tx_float(m, t->f, RX_DTYPE_F32, true, loc);
   }
   if (t->kind == RX_TOK_LPAREN) {
     next(p);
@@ -83,7 +83,7 @@ static rx_tx *tx_primary(P *p) {
   }
   if (t->kind != RX_TOK_IDENT) ir_parse_fail_expected(p, "an expression");
   if (accept_kw(p, "true") || accept_kw(p, "false"))
-    return rx_tx_int(m, tok_is_kw(t, "true"), RX_DTYPE_BOOL, true, loc);
+    return ir_tx_int(m, tok_is_kw(t, "true"), RX_DTYPE_BOOL, true, loc);
   const char *name = tok_text(p, t);
   rx_tok_kind after = ahead(p, 1)->kind;
   if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_fragments")) return has_fragments(p);
@@ -97,8 +97,8 @@ static rx_tx *tx_primary(P *p) {
       arity = 1;
     } else if (tok_is_kw(t, "select")) {
       arity = 3;
-    } else if (rx_intrinsic_lookup(name, strlen(name), &in)) {
-      arity = rx_intrinsic_arity(in);
+    } else if (ir_intrinsic_lookup(name, strlen(name), &in)) {
+      arity = ir_intrinsic_arity(in);
     } else {
       ir_parse_fail_at(p, loc, "unknown intrinsic '%s'", name);
     }
@@ -113,12 +113,12 @@ static rx_tx *tx_primary(P *p) {
           ir_parse_fail_at(p, cur(p)->loc, "'%s' takes %d argument%s", name, arity,
                            arity == 1 ? "" : "s");
         a[n++] = tx(p);
-        if (!is_dt && n == arity && rx_intrinsic_kind(in) == 'c') break; /* the message next */
+        if (!is_dt && n == arity && ir_intrinsic_kind(in) == 'c') break; /* the message next */
         if (ir_parse_arg_sep(p)) break;
       }
     }
     const char *msg = NULL;
-    if (!is_dt && n == arity && rx_intrinsic_kind(in) == 'c') {
+    if (!is_dt && n == arity && ir_intrinsic_kind(in) == 'c') {
       if (!accept(p, RX_TOK_COMMA) || !is(p, RX_TOK_STRING))
         ir_parse_fail_expected(p, "',' and the check's message (a string)");
       msg = cur(p)->s;
@@ -129,14 +129,14 @@ static rx_tx *tx_primary(P *p) {
     if (n != arity)
       ir_parse_fail_at(p, loc, "'%s' takes %d argument%s, found %d", name, arity,
                        arity == 1 ? "" : "s", n);
-    if (is_dt) return rx_tx_cast(m, dt, a[0], loc);
-    if (arity == 3 && tok_is_kw(t, "select")) return rx_tx_select(m, a[0], a[1], a[2], loc);
-    rx_tx *c = rx_tx_call(m, in, a, n, loc);
+    if (is_dt) return ir_tx_cast(m, dt, a[0], loc);
+    if (arity == 3 && tok_is_kw(t, "select")) return ir_tx_select(m, a[0], a[1], a[2], loc);
+    rx_tx *c = ir_tx_call(m, in, a, n, loc);
     if (msg && c->kind == RX_TX_CALL) c->msg = msg;
     return c;
   }
   if (ir_parse_is_keyword(t))
-    ir_parse_fail_at(p, loc, "expected an expression, found keyword %s", rx_tok_describe(m, t));
+    ir_parse_fail_at(p, loc, "expected an expression, found keyword %s", ir_tok_describe(m, t));
   next(p);
   tname *tn = lookup_tname(p, name);
   if (after == RX_TOK_LBRACKET) {
@@ -144,12 +144,12 @@ static rx_tx *tx_primary(P *p) {
     next(p);
     rx_tx **idx;
     int n = index_list(p, &idx);
-    return rx_tx_load(m, tn->buf, idx, n, loc);
+    return ir_tx_load(m, tn->buf, idx, n, loc);
   }
-  if (tn && tn->local) return rx_tx_local(m, tn->local, loc);
+  if (tn && tn->local) return ir_tx_local(m, tn->local, loc);
   if (tn)
     ir_parse_fail_at(p, loc, "buffer '%s' used without indices: expected '%s[...]'", name, name);
-  return rx_tx_sym(m, rx_expr_var(m->ctx, name), loc);
+  return ir_tx_sym(m, sym_expr_var(m->ctx, name), loc);
 }
 
 static rx_tx *tx_unary(P *p) {
@@ -160,14 +160,14 @@ static rx_tx *tx_unary(P *p) {
   if (nt->kind == RX_TOK_INT) {
     int64_t v = ir_parse_int_value(p, nt, true);
     next(p);
-    return rx_tx_int(p->m, v, RX_DTYPE_I64, true, t->loc);
+    return ir_tx_int(p->m, v, RX_DTYPE_I64, true, t->loc);
   }
   if (nt->kind == RX_TOK_FLOAT) {
     next(p);
-    return rx_tx_float(p->m, -nt->f, RX_DTYPE_F32, true, t->loc);
+    return ir_tx_float(p->m, -nt->f, RX_DTYPE_F32, true, t->loc);
   }
   ir_parse_enter(p);
-  rx_tx *e = rx_tx_neg(p->m, tx_unary(p), t->loc);
+  rx_tx *e = ir_tx_neg(p->m, tx_unary(p), t->loc);
   leave(p);
   return e;
 }
@@ -202,7 +202,7 @@ static bool binop_at(P *p, int level, rx_binop *op) {
   default:
     if (!ir_parse_cmp_tok(cur(p)->kind, NULL, op)) return false;
   }
-  return rx_binop_precedence(*op) == level && op_here(p);
+  return ir_binop_precedence(*op) == level && op_here(p);
 }
 
 static rx_tx *tx_level(P *p, int level) {
@@ -212,7 +212,7 @@ static rx_tx *tx_level(P *p, int level) {
     rx_loc loc = cur(p)->loc;
     next(p);
     ir_parse_enter(p);
-    rx_tx *e = rx_tx_not(p->m, tx_level(p, 3), loc);
+    rx_tx *e = ir_tx_not(p->m, tx_level(p, 3), loc);
     leave(p);
     return e;
   }
@@ -222,7 +222,7 @@ static rx_tx *tx_level(P *p, int level) {
     rx_loc loc = cur(p)->loc;
     if (k > MAX_CHAIN) ir_parse_fail_at(p, loc, "expression too long");
     next(p);
-    a = rx_tx_binary(p->m, op, a, tx_level(p, level + 1), loc);
+    a = ir_tx_binary(p->m, op, a, tx_level(p, level + 1), loc);
   }
   return a;
 }
@@ -258,13 +258,13 @@ static bool bound_loads(P *p) {
 
 /* `let sym name = value`: defines the symbolic variable name (ir.h, rx_local.sym). */
 static rx_stmt *sym_let(P *p, const char *name, rx_tx *value, rx_loc loc) {
-  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LET, loc);
-  rx_local *l = rx_module_alloc(p->m, sizeof *l);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_LET, loc);
+  rx_local *l = ir_module_alloc(p->m, sizeof *l);
   APUSH(p, &p->symlets, name);
   l->name = name;
   l->loc = loc;
   l->dtype = RX_DTYPE_I64;
-  l->sym = rx_expr_var(p->m->ctx, name);
+  l->sym = sym_expr_var(p->m->ctx, name);
   s->local = l;
   s->value = value;
   return s;
@@ -280,7 +280,7 @@ static const char *bound_name(P *p, const char *var, const char *what) {
       snprintf(buf, sizeof buf, "%.100s_%s%d", var, what, k);
     else
       snprintf(buf, sizeof buf, "%.100s_%s", var, what);
-    const char *n = rx_module_intern(p->m, buf, strlen(buf));
+    const char *n = ir_module_intern(p->m, buf, strlen(buf));
     bool taken = lookup_tname(p, n) != NULL;
     for (int i = 0; i < p->symlets.n && !taken; i++) taken = p->symlets.d[i] == n;
     if (!taken) return n;
@@ -294,9 +294,9 @@ static const rx_expr *bound(P *p, const char *var, const char *what, rx_stmt **l
   rx_loc loc = cur(p)->loc;
   rx_tx *v = tx(p);
   if (v->kind == RX_TX_SYM) return v->sym;
-  if (!rx_dtype_is_int(v->dtype))
+  if (!ir_dtype_is_int(v->dtype))
     ir_parse_fail_at(p, loc, "a loop bound that loads must be an integer, found %s",
-                     rx_dtype_name(v->dtype));
+                     ir_dtype_name(v->dtype));
   rx_stmt *s = sym_let(p, bound_name(p, var, what), v, loc);
   lets[(*nlets)++] = s;
   return s->local->sym;
@@ -306,11 +306,11 @@ static const rx_expr *bound(P *p, const char *var, const char *what, rx_stmt **l
 static void range(P *p, const rx_expr **var, const rx_expr **lo, const rx_expr **extent,
                   rx_stmt **lets, int *nlets) {
   const char *name = ir_parse_def_name(p, "a loop variable");
-  *var = rx_expr_var(p->m->ctx, name);
+  *var = sym_expr_var(p->m->ctx, name);
   if (!accept_kw(p, "in")) ir_parse_fail_expected(p, "'in' after the loop variable");
   *lo = bound(p, name, "lo", lets, nlets);
   ir_parse_expect(p, RX_TOK_DOTDOT, "'..' between the bounds of a range");
-  *extent = rx_expr_sub(p->m->ctx, bound(p, name, "hi", lets, nlets), *lo);
+  *extent = sym_expr_sub(p->m->ctx, bound(p, name, "hi", lets, nlets), *lo);
 }
 
 static rx_loop_kind loop_kind(P *p) {
@@ -320,7 +320,7 @@ static rx_loop_kind loop_kind(P *p) {
   if (!accept_kw(p, "bind")) return RX_LOOP_SERIAL;
   ir_parse_expect(p, RX_TOK_LPAREN, "'(' after 'bind'");
   for (int k = RX_LOOP_BLOCK_X; k < RX_LOOP_KIND_COUNT; k++) {
-    if (accept_kw(p, rx_loop_kind_name((rx_loop_kind)k))) {
+    if (accept_kw(p, ir_loop_kind_name((rx_loop_kind)k))) {
       ir_parse_expect(p, RX_TOK_RPAREN, "')' after the bound axis");
       return (rx_loop_kind)k;
     }
@@ -330,8 +330,8 @@ static rx_loop_kind loop_kind(P *p) {
 
 /* A SEQ of the statements st[0..n). */
 static rx_stmt *seq_of(P *p, rx_stmt *const *st, int n, rx_loc loc) {
-  rx_stmt *seq = rx_stmt_new(p->m, RX_STMT_SEQ, loc);
-  seq->body = rx_module_alloc(p->m, sizeof *seq->body * (size_t)n);
+  rx_stmt *seq = ir_stmt_new(p->m, RX_STMT_SEQ, loc);
+  seq->body = ir_module_alloc(p->m, sizeof *seq->body * (size_t)n);
   memcpy(seq->body, st, sizeof *seq->body * (size_t)n);
   seq->n = n;
   return seq;
@@ -341,10 +341,10 @@ static rx_stmt *for_stmt(P *p, rx_loc loc) {
   AVEC(rx_stmt *) loops = {0};
   AVEC(rx_stmt *) heads = {0}; /* per loop: the loop, or a SEQ of its bounds' lets and it */
   do {
-    rx_stmt *s = rx_stmt_new(p->m, RX_STMT_FOR, cur(p)->loc);
-    s->vars = rx_module_alloc(p->m, sizeof *s->vars);
-    s->lo = rx_module_alloc(p->m, sizeof *s->lo);
-    s->extent = rx_module_alloc(p->m, sizeof *s->extent);
+    rx_stmt *s = ir_stmt_new(p->m, RX_STMT_FOR, cur(p)->loc);
+    s->vars = ir_module_alloc(p->m, sizeof *s->vars);
+    s->lo = ir_module_alloc(p->m, sizeof *s->lo);
+    s->extent = ir_module_alloc(p->m, sizeof *s->extent);
     s->nvars = 1;
     rx_stmt *st[3];
     int nlets = 0;
@@ -366,7 +366,7 @@ static rx_stmt *for_stmt(P *p, rx_loc loc) {
 }
 
 static rx_stmt *reduce_stmt(P *p, rx_loc loc) {
-  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_REDUCE, loc);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_REDUCE, loc);
   AVEC(const rx_expr *) vars = {0};
   AVEC(const rx_expr *) lo = {0};
   AVEC(const rx_expr *) ext = {0};
@@ -431,7 +431,7 @@ static int index_list(P *p, rx_tx ***out) {
 static void frag_use(P *p, rx_buffer *b) {
   b->scope = RX_SCOPE_LOCAL;
   for (int u = RX_FRAG_A; u < RX_FRAG_USE_COUNT; u++)
-    if (accept_kw(p, rx_frag_use_name((rx_frag_use)u))) {
+    if (accept_kw(p, ir_frag_use_name((rx_frag_use)u))) {
       b->frag = (rx_frag_use)u;
       return;
     }
@@ -443,10 +443,10 @@ static rx_stmt *frag_stmt(P *p, rx_loc loc) {
   next(p);
   rx_tok *ot = cur(p);
   int op = 0;
-  while (op < RX_FRAG_OP_COUNT && !tok_is_kw(ot, rx_frag_op_name((rx_frag_op)op))) op++;
+  while (op < RX_FRAG_OP_COUNT && !tok_is_kw(ot, ir_frag_op_name((rx_frag_op)op))) op++;
   if (op == RX_FRAG_OP_COUNT) ir_parse_fail_expected(p, "fill, load, mma or store after 'frag'");
   next(p);
-  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_FRAG, loc);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_FRAG, loc);
   s->frag_op = (rx_frag_op)op;
   s->buf = buf_operand(p, op == RX_FRAG_OP_MMA ? "the fragment of D" : "the fragment", "frag");
   ir_parse_expect(p, RX_TOK_COMMA, "',' and the next operand of frag");
@@ -480,7 +480,7 @@ static rx_stmt *frag_stmt(P *p, rx_loc loc) {
 }
 
 static rx_buffer *buffer_decl(P *p, const char *name, rx_loc loc, rx_scope scope) {
-  rx_buffer *b = rx_module_alloc(p->m, sizeof *b);
+  rx_buffer *b = ir_module_alloc(p->m, sizeof *b);
   b->name = name;
   b->loc = loc;
   b->scope = scope;
@@ -491,15 +491,15 @@ static rx_buffer *buffer_decl(P *p, const char *name, rx_loc loc, rx_scope scope
 }
 
 static rx_stmt *if_stmt(P *p, rx_loc loc) {
-  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_IF, loc);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_IF, loc);
   s->value = tx(p);
   s->inner = tblock(p);
   if (accept_kw(p, "else")) {
     if (is_kw(p, "if")) {
       rx_loc l2 = cur(p)->loc;
       next(p);
-      rx_stmt *seq = rx_stmt_new(p->m, RX_STMT_SEQ, l2);
-      seq->body = rx_module_alloc(p->m, sizeof *seq->body);
+      rx_stmt *seq = ir_stmt_new(p->m, RX_STMT_SEQ, l2);
+      seq->body = ir_module_alloc(p->m, sizeof *seq->body);
       seq->body[0] = if_stmt(p, l2);
       seq->n = 1;
       s->otherwise = seq;
@@ -536,7 +536,7 @@ static rx_tx *frag_row(P *p, const char *stmt) {
 
 /* After `ldmatrix`: `xN [trans] frag = buf[i...]`. */
 static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
-  rx_stmt *s = rx_stmt_new(p->m, RX_STMT_LDMATRIX, loc);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_LDMATRIX, loc);
   rx_tok *w = cur(p);
   static const char *const widths[3] = {"x1", "x2", "x4"};
   for (int i = 0; i < 3; i++)
@@ -553,7 +553,7 @@ static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
   s->buf = tn->buf;
   next(p);
   if (cur(p)->kind == RX_TOK_LBRACKET) { /* indexed form `frag[i]` (ir.h) */
-    s->idx = rx_arena_alloc(&p->m->arena, sizeof *s->idx);
+    s->idx = base_arena_alloc(&p->m->arena, sizeof *s->idx);
     s->idx[0] = frag_row(p, "ldmatrix");
     s->nidx = 1;
   }
@@ -575,11 +575,11 @@ static rx_stmt *tstmt(P *p) {
   } else if (accept_kw(p, "if")) {
     s = if_stmt(p, loc);
   } else if (accept_kw(p, "barrier")) {
-    s = rx_stmt_new(m, RX_STMT_BARRIER, loc);
+    s = ir_stmt_new(m, RX_STMT_BARRIER, loc);
   } else if (is_kw(p, "mma") && tok_is_kw(ahead(p, 1), "m16n8k16")) {
     next(p); /* `mma m16n8k16 c, a, b` (ir.h, RX_STMT_MMA) */
     next(p);
-    s = rx_stmt_new(m, RX_STMT_MMA, loc);
+    s = ir_stmt_new(m, RX_STMT_MMA, loc);
     s->buf = buf_operand(p, "the accumulator C", "mma");
     bool rows = cur(p)->kind == RX_TOK_LBRACKET; /* indexed form `c[i], a[j], b[k]` (ir.h) */
     rx_tx *row[3] = {0};
@@ -592,7 +592,7 @@ static rx_stmt *tstmt(P *p) {
     if (rows) {
       row[2] = frag_row(p, "mma");
       s->nidx = 3;
-      s->idx = rx_arena_alloc(&m->arena, 3 * sizeof *s->idx);
+      s->idx = base_arena_alloc(&m->arena, 3 * sizeof *s->idx);
       memcpy(s->idx, row, sizeof row);
     }
   } else if (is_kw(p, "frag") && ahead(p, 1)->kind == RX_TOK_IDENT) {
@@ -605,15 +605,15 @@ static rx_stmt *tstmt(P *p) {
     ir_parse_expect(p, RX_TOK_ASSIGN, "'=' and the value of the symbolic let");
     rx_loc vloc = cur(p)->loc;
     rx_tx *v = tx(p);
-    if (!rx_dtype_is_int(v->dtype))
+    if (!ir_dtype_is_int(v->dtype))
       ir_parse_fail_at(p, vloc, "a symbolic let needs an integer value, found %s",
-                       rx_dtype_name(v->dtype));
+                       ir_dtype_name(v->dtype));
     s = sym_let(p, name, v, loc);
   } else if (accept_kw(p, "let")) {
-    s = rx_stmt_new(m, RX_STMT_LET, loc);
+    s = ir_stmt_new(m, RX_STMT_LET, loc);
     rx_loc nloc = cur(p)->loc;
     const char *name = ir_parse_def_name(p, "the name of the local");
-    rx_local *l = rx_module_alloc(m, sizeof *l);
+    rx_local *l = ir_module_alloc(m, sizeof *l);
     l->name = name;
     l->loc = nloc;
     bool typed = accept(p, RX_TOK_COLON);
@@ -624,7 +624,7 @@ static rx_stmt *tstmt(P *p) {
     s->local = l;
     define_tname(p, name, l, NULL, nloc);
   } else if (accept_kw(p, "alloc")) {
-    s = rx_stmt_new(m, RX_STMT_ALLOC, loc);
+    s = ir_stmt_new(m, RX_STMT_ALLOC, loc);
     rx_loc nloc = cur(p)->loc;
     const char *name = ir_parse_def_name(p, "the name of the allocation");
     ir_parse_expect(p, RX_TOK_COLON, "':' and the type of the allocation");
@@ -641,17 +641,17 @@ static rx_stmt *tstmt(P *p) {
     define_tname(p, name, NULL, s->buf, nloc);
   } else if (is_kw(p, "async_copy") && ahead(p, 1)->kind == RX_TOK_IDENT) {
     next(p); /* `async_copy dst[i...] = src[j...] [if cond]` (ir.h, RX_STMT_ASYNC_COPY) */
-    s = rx_stmt_new(m, RX_STMT_ASYNC_COPY, loc);
+    s = ir_stmt_new(m, RX_STMT_ASYNC_COPY, loc);
     store_target(p, s, "async_copy");
     ir_parse_expect(p, RX_TOK_ASSIGN, "'=' and the source of async_copy");
     s->value = tx(p);
     if (accept_kw(p, "if")) s->cond = tx(p);
   } else if (is_kw(p, "async_commit") && ahead(p, 1)->kind != RX_TOK_LBRACKET) {
     next(p);
-    s = rx_stmt_new(m, RX_STMT_ASYNC_COMMIT, loc);
+    s = ir_stmt_new(m, RX_STMT_ASYNC_COMMIT, loc);
   } else if (is_kw(p, "async_wait") && ahead(p, 1)->kind == RX_TOK_INT) {
     next(p);
-    s = rx_stmt_new(m, RX_STMT_ASYNC_WAIT, loc);
+    s = ir_stmt_new(m, RX_STMT_ASYNC_WAIT, loc);
     rx_loc nloc = cur(p)->loc;
     int64_t n = ir_parse_int_lit(p, "the number of groups async_wait leaves in flight");
     if (n > 64)
@@ -663,7 +663,7 @@ static rx_stmt *tstmt(P *p) {
     s = ldmatrix_stmt(p, loc);
   } else if (t->kind == RX_TOK_IDENT && ahead(p, 1)->kind == RX_TOK_LBRACKET &&
              !ir_parse_is_keyword(t)) {
-    s = rx_stmt_new(m, RX_STMT_STORE, loc);
+    s = ir_stmt_new(m, RX_STMT_STORE, loc);
     store_target(p, s, "a store");
     ir_parse_expect(p, RX_TOK_ASSIGN, "'=' and the value to store");
     s->value = tx(p);
@@ -683,7 +683,7 @@ static rx_stmt *tblock(P *p) {
   ir_parse_expect(p, RX_TOK_LBRACE, "'{' to start a block");
   ir_parse_enter(p);
   int mark = p->tvis.n;
-  rx_stmt *seq = rx_stmt_new(p->m, RX_STMT_SEQ, open->loc);
+  rx_stmt *seq = ir_stmt_new(p->m, RX_STMT_SEQ, open->loc);
   AVEC(rx_stmt *) body = {0};
   while (!accept(p, RX_TOK_RBRACE)) {
     if (is(p, RX_TOK_EOF)) ir_parse_fail_at(p, open->loc, "unterminated block: expected '}'");
@@ -714,7 +714,7 @@ static int tparams(P *p, rx_param ***out, bool ext) {
   AVEC(rx_param *) v = {0};
   ir_parse_expect(p, RX_TOK_LPAREN, "'(' to start the parameters");
   while (!accept(p, RX_TOK_RPAREN)) {
-    rx_param *q = rx_module_alloc(p->m, sizeof *q);
+    rx_param *q = ir_module_alloc(p->m, sizeof *q);
     q->loc = cur(p)->loc;
     q->is_output = accept_kw(p, "out");
     rx_loc nloc = cur(p)->loc;
@@ -737,7 +737,7 @@ static int tparams(P *p, rx_param ***out, bool ext) {
         ir_parse_fail_at(p, q->loc, "an 'out' parameter must be a buffer like f32[n]");
       q->kind = RX_PARAM_SCALAR;
       q->dtype = ir_parse_dtype(p, false);
-      q->var = rx_expr_var(p->m->ctx, name); /* a symbolic variable, not a buffer */
+      q->var = sym_expr_var(p->m->ctx, name); /* a symbolic variable, not a buffer */
     }
     APUSH(p, &v, q);
     if (accept(p, RX_TOK_RPAREN)) break;
@@ -746,7 +746,7 @@ static int tparams(P *p, rx_param ***out, bool ext) {
   /* scalar parameter names must not repeat either */
   for (int a = 0; a < v.n; a++)
     for (int b = a + 1; b < v.n; b++) {
-      const char *na = rx_param_name(v.d[a]), *nb = rx_param_name(v.d[b]);
+      const char *na = ir_param_name(v.d[a]), *nb = ir_param_name(v.d[b]);
       if (na == nb)
         ir_parse_fail_at(p, v.d[b]->loc, "duplicate name '%s': first defined at line %u, column %u",
                          na, v.d[a]->loc.line, v.d[a]->loc.col);
@@ -756,7 +756,7 @@ static int tparams(P *p, rx_param ***out, bool ext) {
 }
 
 void ir_parse_tensor_fn(P *p, rx_loc loc) {
-  rx_tensor_fn *f = rx_module_alloc(p->m, sizeof *f);
+  rx_tensor_fn *f = ir_module_alloc(p->m, sizeof *f);
   f->loc = loc;
   f->name = ir_parse_def_name(p, "the name of the tensor program");
   p->tvis.n = 0;
@@ -768,7 +768,7 @@ void ir_parse_tensor_fn(P *p, rx_loc loc) {
 }
 
 void ir_parse_extern_fn(P *p, rx_loc loc, bool impure) {
-  rx_extern_fn *f = rx_module_alloc(p->m, sizeof *f);
+  rx_extern_fn *f = ir_module_alloc(p->m, sizeof *f);
   f->loc = loc;
   f->impure = impure;
   f->name = ir_parse_def_name(p, "the name of the extern function");

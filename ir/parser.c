@@ -22,19 +22,19 @@ static const char *const keywords[] = {
     "update",      "let",         "alloc",      "barrier", "global", "shared",   "local",
     "call_tensor", "call_extern", "match_cast", "prim",    "const",  "true",     "false",
 };
-bool rx_text_is_reserved(const char *s, size_t n) {
+bool ir_text_is_reserved(const char *s, size_t n) {
   for (size_t k = 0; k < RX_ARRAY_LEN(keywords); k++)
     if (strlen(keywords[k]) == n && !memcmp(s, keywords[k], n)) return true;
   rx_dtype dt;
-  return rx_dtype_parse(s, n, &dt) && dt != RX_DTYPE_UNKNOWN;
+  return ir_dtype_parse(s, n, &dt) && dt != RX_DTYPE_UNKNOWN;
 }
 bool ir_parse_is_keyword(const rx_tok *t) {
-  return t->kind == RX_TOK_IDENT && rx_text_is_reserved(t->loc.src->text + t->loc.offset, t->len);
+  return t->kind == RX_TOK_IDENT && ir_text_is_reserved(t->loc.src->text + t->loc.offset, t->len);
 }
 
 void *ir_parse_grow(P *p, void *old, int n, int *cap, size_t size) {
   int c = *cap ? *cap * 2 : 8;
-  void *d = rx_module_alloc(p->m, size * (size_t)c);
+  void *d = ir_module_alloc(p->m, size * (size_t)c);
   if (n) memcpy(d, old, size * (size_t)n);
   *cap = c;
   return d;
@@ -45,7 +45,7 @@ void *ir_parse_grow(P *p, void *old, int n, int *cap, size_t size) {
 _Noreturn void ir_parse_fail_at(P *p, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(p->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  base_diag_vreport(p->diag, RX_DIAG_ERROR, loc, fmt, ap);
   va_end(ap);
   longjmp(*p->jb, 1);
 }
@@ -54,7 +54,7 @@ _Noreturn void ir_parse_fail_at(P *p, rx_loc loc, const char *fmt, ...) {
  * new line (or is the end of the file). */
 static rx_loc miss_loc(P *p, const char **found) {
   rx_tok *t = cur(p);
-  *found = rx_tok_describe(p->m, t);
+  *found = ir_tok_describe(p->m, t);
   if ((t->nl || t->kind == RX_TOK_EOF) && p->i > 0) {
     rx_tok *prev = &p->t[p->i - 1];
     rx_loc l = prev->loc;
@@ -91,7 +91,7 @@ void ir_parse_end_stmt(P *p, const char *after) {
   }
   if (t->kind == RX_TOK_RBRACE || t->kind == RX_TOK_EOF || t->nl) return;
   ir_parse_fail_at(p, t->loc, "expected end of line after %s, found %s", after,
-                   rx_tok_describe(p->m, t));
+                   ir_tok_describe(p->m, t));
 }
 
 /* A name being defined (not a keyword). */
@@ -99,7 +99,7 @@ const char *ir_parse_def_name(P *p, const char *what) {
   rx_tok *t = cur(p);
   if (t->kind != RX_TOK_IDENT) ir_parse_fail_expected(p, what);
   if (ir_parse_is_keyword(t))
-    ir_parse_fail_at(p, t->loc, "expected %s, found keyword %s", what, rx_tok_describe(p->m, t));
+    ir_parse_fail_at(p, t->loc, "expected %s, found keyword %s", what, ir_tok_describe(p->m, t));
   next(p);
   return tok_text(p, t);
 }
@@ -167,7 +167,7 @@ static void const_value(P *p, dvec *v, ivec *iv, bool *all_int) {
 
 rx_dtype ir_parse_dtype_of(P *p, const rx_tok *t, bool *ok) {
   rx_dtype dt = RX_DTYPE_UNKNOWN;
-  *ok = t->kind == RX_TOK_IDENT && rx_dtype_parse(t->loc.src->text + t->loc.offset, t->len, &dt);
+  *ok = t->kind == RX_TOK_IDENT && ir_dtype_parse(t->loc.src->text + t->loc.offset, t->len, &dt);
   return dt;
 }
 
@@ -182,7 +182,7 @@ rx_dtype ir_parse_dtype(P *p, bool allow_any) {
   if (!ok || (!allow_any && dt == RX_DTYPE_UNKNOWN)) {
     if (cur(p)->kind == RX_TOK_IDENT)
       ir_parse_fail_at(p, cur(p)->loc, "unknown dtype %s: expected one of%s%s",
-                       rx_tok_describe(p->m, cur(p)), dtype_names, allow_any ? " any" : "");
+                       ir_tok_describe(p->m, cur(p)), dtype_names, allow_any ? " any" : "");
     ir_parse_fail_expected(p, "a dtype");
   }
   next(p);
@@ -197,7 +197,7 @@ static const rx_expr *sym_primary(P *p) {
   if (t->kind == RX_TOK_INT) {
     int64_t v = ir_parse_int_value(p, t, false);
     next(p);
-    return rx_expr_const(c, v);
+    return sym_expr_const(c, v);
   }
   if (t->kind == RX_TOK_LPAREN) {
     next(p);
@@ -208,17 +208,17 @@ static const rx_expr *sym_primary(P *p) {
     return e;
   }
   if (t->kind != RX_TOK_IDENT) ir_parse_fail_expected(p, "a symbolic expression");
-  if (accept_kw(p, "true")) return rx_expr_const(c, 1);
-  if (accept_kw(p, "false")) return rx_expr_const(c, 0);
+  if (accept_kw(p, "true")) return sym_expr_const(c, 1);
+  if (accept_kw(p, "false")) return sym_expr_const(c, 0);
   if (ir_parse_is_keyword(t))
     ir_parse_fail_at(p, t->loc, "expected a symbolic expression, found keyword %s",
-                     rx_tok_describe(p->m, t));
+                     ir_tok_describe(p->m, t));
   if (ahead(p, 1)->kind == RX_TOK_LPAREN) {
     int arity = tok_is_kw(t, "select") ? 3 : (tok_is_kw(t, "min") || tok_is_kw(t, "max")) ? 2 : 0;
     if (!arity)
       ir_parse_fail_at(p, t->loc,
                        "unknown function %s in a symbolic expression: expected min, max or select",
-                       rx_tok_describe(p->m, t));
+                       ir_tok_describe(p->m, t));
     next(p);
     next(p);
     p->nest++;
@@ -229,11 +229,11 @@ static const rx_expr *sym_primary(P *p) {
     }
     ir_parse_expect(p, RX_TOK_RPAREN, "')' after arguments");
     p->nest--;
-    if (arity == 3) return rx_expr_select(c, a[0], a[1], a[2]);
-    return tok_is_kw(t, "min") ? rx_expr_min(c, a[0], a[1]) : rx_expr_max(c, a[0], a[1]);
+    if (arity == 3) return sym_expr_select(c, a[0], a[1], a[2]);
+    return tok_is_kw(t, "min") ? sym_expr_min(c, a[0], a[1]) : sym_expr_max(c, a[0], a[1]);
   }
   next(p);
-  return rx_expr_var(c, tok_text(p, t));
+  return sym_expr_var(c, tok_text(p, t));
 }
 
 static const rx_expr *sym_unary(P *p) {
@@ -242,10 +242,10 @@ static const rx_expr *sym_unary(P *p) {
   if (is(p, RX_TOK_INT)) {
     int64_t v = ir_parse_int_value(p, cur(p), true);
     next(p);
-    return rx_expr_const(p->m->ctx, v);
+    return sym_expr_const(p->m->ctx, v);
   }
   ir_parse_enter(p);
-  const rx_expr *e = rx_expr_neg(p->m->ctx, sym_unary(p));
+  const rx_expr *e = sym_expr_neg(p->m->ctx, sym_unary(p));
   leave(p);
   return e;
 }
@@ -267,7 +267,7 @@ static const rx_expr *sym_mul(P *p) {
       break;
     if (k > MAX_CHAIN) ir_parse_fail_at(p, cur(p)->loc, "expression too long");
     next(p);
-    a = rx_expr_make(p->m->ctx, op, a, sym_unary(p), NULL);
+    a = sym_expr_make(p->m->ctx, op, a, sym_unary(p), NULL);
   }
   return a;
 }
@@ -279,7 +279,7 @@ static const rx_expr *sym_add(P *p) {
     if (k > MAX_CHAIN) ir_parse_fail_at(p, cur(p)->loc, "expression too long");
     next(p);
     const rx_expr *b = sym_mul(p);
-    a = plus ? rx_expr_add(p->m->ctx, a, b) : rx_expr_sub(p->m->ctx, a, b);
+    a = plus ? sym_expr_add(p->m->ctx, a, b) : sym_expr_sub(p->m->ctx, a, b);
   }
   return a;
 }
@@ -310,7 +310,7 @@ static const rx_expr *sym_cmp(P *p) {
   for (int n = 0; op_here(p) && ir_parse_cmp_tok(cur(p)->kind, &k, NULL); n++) {
     if (n > MAX_CHAIN) ir_parse_fail_at(p, cur(p)->loc, "expression too long");
     next(p);
-    a = rx_expr_cmp(p->m->ctx, k, a, sym_add(p));
+    a = sym_expr_cmp(p->m->ctx, k, a, sym_add(p));
   }
   return a;
 }
@@ -319,7 +319,7 @@ static const rx_expr *sym_not(P *p) {
   if (!is(p, RX_TOK_BANG)) return sym_cmp(p);
   next(p);
   ir_parse_enter(p);
-  const rx_expr *e = rx_expr_not(p->m->ctx, sym_not(p));
+  const rx_expr *e = sym_expr_not(p->m->ctx, sym_not(p));
   leave(p);
   return e;
 }
@@ -329,7 +329,7 @@ static const rx_expr *sym_and(P *p) {
   for (int k = 0; op_here(p) && is(p, RX_TOK_ANDAND); k++) {
     if (k > MAX_CHAIN) ir_parse_fail_at(p, cur(p)->loc, "expression too long");
     next(p);
-    a = rx_expr_and(p->m->ctx, a, sym_not(p));
+    a = sym_expr_and(p->m->ctx, a, sym_not(p));
   }
   return a;
 }
@@ -340,7 +340,7 @@ const rx_expr *ir_parse_sym(P *p) {
   for (int k = 0; op_here(p) && is(p, RX_TOK_OROR); k++) {
     if (k > MAX_CHAIN) ir_parse_fail_at(p, cur(p)->loc, "expression too long");
     next(p);
-    a = rx_expr_or(p->m->ctx, a, sym_and(p));
+    a = sym_expr_or(p->m->ctx, a, sym_and(p));
   }
   leave(p);
   return a;
@@ -360,7 +360,7 @@ int ir_parse_sym_list(P *p, const rx_expr ***out, rx_tok_kind close, const char 
   }
   p->nest--;
   /* never NULL: an empty list (f32[]) is a known 0-d shape, not an unknown one */
-  *out = v.d ? v.d : rx_module_alloc(p->m, sizeof *v.d);
+  *out = v.d ? v.d : ir_module_alloc(p->m, sizeof *v.d);
   return v.n;
 }
 
@@ -440,13 +440,13 @@ static const rx_sinfo *sinfo_body(P *p) {
     }
     ir_parse_expect(p, RX_TOK_ARROW, "'->' and the result of a Func struct info");
     const rx_sinfo *ret = ir_parse_sinfo(p);
-    return rx_sinfo_func(m, f.d, f.n, ret);
+    return ir_sinfo_func(m, f.d, f.n, ret);
   }
   bool ok;
   rx_dtype dt = ir_parse_dtype_of(p, t, &ok);
   if (!ok) {
     if (ahead(p, 1)->kind == RX_TOK_LBRACKET)
-      ir_parse_fail_at(p, t->loc, "unknown dtype %s: expected one of%s any", rx_tok_describe(m, t),
+      ir_parse_fail_at(p, t->loc, "unknown dtype %s: expected one of%s any", ir_tok_describe(m, t),
                        dtype_names);
     ir_parse_fail_expected(
         p, "struct info (a tensor like f32[n, 4], Shape, Prim, Object, Func or a tuple)");
@@ -483,7 +483,7 @@ static const rx_sinfo *sinfo_body(P *p) {
   ir_parse_expect(p, RX_TOK_COMMA, "',' and the number of rows in ragged(indptr, rows)");
   const rx_expr *rows = ir_parse_sym(p);
   ir_parse_expect(p, RX_TOK_RPAREN, "')' after ragged(indptr, rows)");
-  return rx_sinfo_ragged(m, s, by, rows);
+  return ir_sinfo_ragged(m, s, by, rows);
 }
 
 const rx_sinfo *ir_parse_sinfo(P *p) {
@@ -501,26 +501,26 @@ const rx_sinfo *ir_parse_sinfo(P *p) {
  * index recorded when it was pushed on visible is still its place there if the entry there
  * has this name (a branch's scope pops visible, and later names reuse the slots). */
 static rx_var *lookup_var(P *p, const char *name) {
-  int k = rx_ptrmap_get(&p->visible_at, name);
+  int k = base_ptrmap_get(&p->visible_at, name);
   if (k >= 0 && k < p->visible.n && p->visible.d[k]->name == name) return p->visible.d[k];
   return NULL;
 }
 
 static rx_var *define_var(P *p, const char *name, const rx_sinfo *s, rx_loc loc) {
-  int k = rx_ptrmap_get(&p->defined_at, name);
+  int k = base_ptrmap_get(&p->defined_at, name);
   if (k >= 0 && k < p->defined.n) {
     rx_var *o = p->defined.d[k];
     if (o->name == name) {
-      rx_diag_report(p->diag, RX_DIAG_ERROR, loc,
-                     "duplicate name '%s': first defined at line %u, column %u", name, o->loc.line,
-                     o->loc.col);
-      rx_diag_report(p->diag, RX_DIAG_NOTE, o->loc, "'%s' first defined here", name);
+      base_diag_report(p->diag, RX_DIAG_ERROR, loc,
+                       "duplicate name '%s': first defined at line %u, column %u", name,
+                       o->loc.line, o->loc.col);
+      base_diag_report(p->diag, RX_DIAG_NOTE, o->loc, "'%s' first defined here", name);
       longjmp(*p->jb, 1);
     }
   }
-  rx_var *v = rx_var_new(p->m, name, s, loc);
-  rx_ptrmap_put(&p->defined_at, name, p->defined.n);
-  rx_ptrmap_put(&p->visible_at, name, p->visible.n);
+  rx_var *v = ir_var_new(p->m, name, s, loc);
+  base_ptrmap_put(&p->defined_at, name, p->defined.n);
+  base_ptrmap_put(&p->visible_at, name, p->visible.n);
   APUSH(p, &p->defined, v);
   APUSH(p, &p->visible, v);
   return v;
@@ -531,7 +531,7 @@ static rx_node *gexpr(P *p);
 static bool is_graph_name(P *p, const char *name) {
   for (int k = 0; k < p->gnames.n; k++)
     if (p->gnames.d[k] == name) return true;
-  return rx_module_graph_fn(p->m, name) != NULL;
+  return ir_module_graph_fn(p->m, name) != NULL;
 }
 
 /* Is the current token `IDENT =` (a named argument)? */
@@ -590,10 +590,10 @@ static void attr_value(P *p, rx_attr *a) {
 
 static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
   const ir_op_registry *ops = p->m->ops;
-  rx_node *n = rx_node_new(p->m, RX_NODE_CALL, name->loc);
+  rx_node *n = ir_node_new(p->m, RX_NODE_CALL, name->loc);
   n->op = op;
   AVEC(rx_node *) args = {0};
-  rx_attr **slot = rx_module_alloc(p->m, sizeof *slot * (size_t)(ops->nattrs(op) + 1));
+  rx_attr **slot = ir_module_alloc(p->m, sizeof *slot * (size_t)(ops->nattrs(op) + 1));
   int npos = 0;
   bool named = false;
   if (!accept(p, RX_TOK_RPAREN)) {
@@ -605,7 +605,7 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
           if (tok_is_kw(at, ops->attr(op, k)->name)) idx = k;
         if (idx < 0)
           ir_parse_fail_at(p, at->loc, "operator '%s' has no attribute %s", ops->name(op),
-                           rx_tok_describe(p->m, at));
+                           ir_tok_describe(p->m, at));
         if (slot[idx])
           ir_parse_fail_at(p, at->loc, "attribute '%s' given twice", ops->attr(op, idx)->name);
         next(p);
@@ -627,9 +627,9 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
         npos++;
       }
       if (idx >= 0) {
-        rx_attr *a = rx_module_alloc(p->m, sizeof *a);
+        rx_attr *a = ir_module_alloc(p->m, sizeof *a);
         a->name =
-            rx_module_intern(p->m, ops->attr(op, idx)->name, strlen(ops->attr(op, idx)->name));
+            ir_module_intern(p->m, ops->attr(op, idx)->name, strlen(ops->attr(op, idx)->name));
         a->kind = ops->attr(op, idx)->kind;
         a->loc = cur(p)->loc;
         attr_value(p, a);
@@ -643,7 +643,7 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
                      ops->name(op), ops->min_args(op), ops->min_args(op) == 1 ? "" : "s", args.n);
   n->args = args.d;
   n->nargs = args.n;
-  n->attrs = rx_module_alloc(p->m, sizeof *n->attrs * (size_t)(ops->nattrs(op) + 1));
+  n->attrs = ir_module_alloc(p->m, sizeof *n->attrs * (size_t)(ops->nattrs(op) + 1));
   for (int k = 0; k < ops->nattrs(op); k++) {
     if (slot[k])
       n->attrs[n->nattrs++] = *slot[k];
@@ -658,12 +658,12 @@ static rx_node *op_call(P *p, const rx_op *op, rx_tok *name) {
  * dims=[...]): dims are the values of the callee's scalar parameters, in order. */
 static rx_node *dps_call(P *p, bool tensor, rx_loc loc) {
   const char *what = tensor ? "call_tensor" : "call_extern";
-  rx_node *n = rx_node_new(p->m, tensor ? RX_NODE_CALL_TENSOR : RX_NODE_CALL_EXTERN, loc);
+  rx_node *n = ir_node_new(p->m, tensor ? RX_NODE_CALL_TENSOR : RX_NODE_CALL_EXTERN, loc);
   ir_parse_expect(p, RX_TOK_LPAREN, tensor ? "'(' after 'call_tensor'" : "'(' after 'call_extern'");
   if (is(p, RX_TOK_IDENT) && !ir_parse_is_keyword(cur(p)))
     n->callee = tok_text(p, cur(p));
   else if (!tensor && is(p, RX_TOK_STRING))
-    n->callee = rx_module_intern(p->m, cur(p)->s, strlen(cur(p)->s));
+    n->callee = ir_module_intern(p->m, cur(p)->s, strlen(cur(p)->s));
   else
     ir_parse_fail_expected(p, tensor ? "the name of a tensor program"
                                      : "the name of an extern function");
@@ -692,7 +692,7 @@ static rx_node *dps_call(P *p, bool tensor, rx_loc loc) {
         n->nextra = ir_parse_sym_list(p, &n->extra_dims, RX_TOK_RBRACKET, "',' or ']' in dims");
       } else {
         ir_parse_fail_at(p, at->loc, "%s has no argument %s: expected %s", what,
-                         rx_tok_describe(p->m, at),
+                         ir_tok_describe(p->m, at),
                          tensor ? "'out', 'inplace' or 'dims'" : "'out' or 'dims'");
       }
     } else {
@@ -747,11 +747,11 @@ static rx_node *const_node(P *p, rx_loc loc) {
     ir_parse_fail_at(p, st->loc, "const of %llu value%s has %d", (unsigned long long)count,
                      count == 1 ? "" : "s", v.n);
   ir_parse_expect(p, RX_TOK_RPAREN, "')' after the values of a constant");
-  rx_node *n = rx_node_new(p->m, RX_NODE_CONST, loc);
+  rx_node *n = ir_node_new(p->m, RX_NODE_CONST, loc);
   n->sinfo = s;
   n->data = v.d;
   n->count = (size_t)v.n;
-  if (all_int && !rx_dtype_is_float(s->dtype)) n->idata = iv.d;
+  if (all_int && !ir_dtype_is_float(s->dtype)) n->idata = iv.d;
   return n;
 }
 
@@ -769,10 +769,10 @@ static rx_node *prim_node(P *p, rx_loc loc) {
   }
   rx_node *n;
   p->nest++;
-  if (rx_dtype_is_float(dt))
-    n = rx_node_float(p->m, dt, num_lit(p, false), loc);
+  if (ir_dtype_is_float(dt))
+    n = ir_node_float(p->m, dt, num_lit(p, false), loc);
   else
-    n = rx_node_int(p->m, dt, ir_parse_sym(p), loc);
+    n = ir_node_int(p->m, dt, ir_parse_sym(p), loc);
   p->nest--;
   ir_parse_expect(p, RX_TOK_RPAREN, "')' to close prim(");
   return n;
@@ -787,9 +787,9 @@ static rx_node *gprimary(P *p) {
     rx_tok *nt = cur(p);
     rx_node *n;
     if (nt->kind == RX_TOK_INT)
-      n = rx_node_int(m, RX_DTYPE_I64, rx_expr_const(m->ctx, ir_parse_int_value(p, nt, neg)), loc);
+      n = ir_node_int(m, RX_DTYPE_I64, sym_expr_const(m->ctx, ir_parse_int_value(p, nt, neg)), loc);
     else if (nt->kind == RX_TOK_FLOAT)
-      n = rx_node_float(m, RX_DTYPE_F32, neg ? -nt->f : nt->f, loc);
+      n = ir_node_float(m, RX_DTYPE_F32, neg ? -nt->f : nt->f, loc);
     else
       ir_parse_fail_expected(p, "a number after '-'");
     next(p);
@@ -798,7 +798,7 @@ static rx_node *gprimary(P *p) {
   }
   if (t->kind == RX_TOK_LBRACKET) {
     next(p);
-    rx_node *n = rx_node_new(m, RX_NODE_SHAPE, loc);
+    rx_node *n = ir_node_new(m, RX_NODE_SHAPE, loc);
     n->ndims = ir_parse_sym_list(p, &n->dims, RX_TOK_RBRACKET, "',' or ']' in a shape");
     return n;
   }
@@ -816,14 +816,14 @@ static rx_node *gprimary(P *p) {
         if (!accept(p, RX_TOK_COMMA)) ir_parse_fail_expected(p, "',' or ')' in a tuple");
       }
     }
-    rx_node *n = rx_node_new(m, RX_NODE_TUPLE, loc);
+    rx_node *n = ir_node_new(m, RX_NODE_TUPLE, loc);
     n->args = f.d;
     n->nargs = f.n;
     return n;
   }
   if (t->kind != RX_TOK_IDENT) ir_parse_fail_expected(p, "an expression");
   if (accept_kw(p, "true") || accept_kw(p, "false")) {
-    rx_node *n = rx_node_int(m, RX_DTYPE_BOOL, rx_expr_const(m->ctx, tok_is_kw(t, "true")), loc);
+    rx_node *n = ir_node_int(m, RX_DTYPE_BOOL, sym_expr_const(m->ctx, tok_is_kw(t, "true")), loc);
     n->weak = true;
     return n;
   }
@@ -833,16 +833,16 @@ static rx_node *gprimary(P *p) {
   if (accept_kw(p, "call_extern")) return dps_call(p, false, loc);
   if (is_kw(p, "match_cast") || is_kw(p, "if"))
     ir_parse_fail_at(p, loc, "%s is only allowed as the whole right side of a binding",
-                     rx_tok_describe(m, t));
+                     ir_tok_describe(m, t));
   /* `where` is also the op where(cond, a, b): a keyword only when no `(` follows */
   bool where_op = tok_is_kw(t, "where") && ahead(p, 1)->kind == RX_TOK_LPAREN;
   if (ir_parse_is_keyword(t) && !where_op)
-    ir_parse_fail_at(p, loc, "expected an expression, found keyword %s", rx_tok_describe(m, t));
+    ir_parse_fail_at(p, loc, "expected an expression, found keyword %s", ir_tok_describe(m, t));
   const char *name = tok_text(p, t);
   next(p);
   if (accept(p, RX_TOK_LPAREN)) {
     if (is_graph_name(p, name)) {
-      rx_node *n = rx_node_new(m, RX_NODE_CALL_GRAPH, loc);
+      rx_node *n = ir_node_new(m, RX_NODE_CALL_GRAPH, loc);
       n->callee = name;
       AVEC(rx_node *) args = {0};
       if (!accept(p, RX_TOK_RPAREN)) {
@@ -864,7 +864,7 @@ static rx_node *gprimary(P *p) {
   }
   rx_var *v = lookup_var(p, name);
   if (!v) ir_parse_fail_at(p, loc, "undefined variable '%s'", name);
-  return rx_node_var(m, v, loc);
+  return ir_node_var(m, v, loc);
 }
 
 static rx_node *gexpr(P *p) {
@@ -879,8 +879,8 @@ static rx_node *gexpr(P *p) {
     rx_tok *it = cur(p);
     if (it->overflow || it->u > 1000000) ir_parse_fail_at(p, it->loc, "field index too large");
     next(p);
-    rx_node *g = rx_node_new(p->m, RX_NODE_GET_ITEM, loc);
-    g->args = rx_module_alloc(p->m, sizeof *g->args);
+    rx_node *g = ir_node_new(p->m, RX_NODE_GET_ITEM, loc);
+    g->args = ir_module_alloc(p->m, sizeof *g->args);
     g->args[0] = e;
     g->nargs = 1;
     g->index = (int)it->u;
@@ -898,8 +898,8 @@ static rx_seq *branch(P *p) {
   rx_tok *open = cur(p);
   ir_parse_expect(p, RX_TOK_LBRACE, "'{' to start a branch");
   int mark = p->visible.n;
-  rx_seq *s = rx_module_alloc(p->m, sizeof *s);
-  rx_block *b = rx_module_alloc(p->m, sizeof *b);
+  rx_seq *s = ir_module_alloc(p->m, sizeof *s);
+  rx_block *b = ir_module_alloc(p->m, sizeof *b);
   b->loc = cur(p)->loc;
   AVEC(rx_binding *) bs = {0};
   for (;;) {
@@ -919,7 +919,7 @@ static rx_seq *branch(P *p) {
   b->bindings = bs.d;
   b->nbindings = bs.n;
   if (bs.n) {
-    s->blocks = rx_module_alloc(p->m, sizeof *s->blocks);
+    s->blocks = ir_module_alloc(p->m, sizeof *s->blocks);
     s->blocks[0] = b;
     s->nblocks = 1;
   }
@@ -931,7 +931,7 @@ static rx_binding *binding(P *p, bool in_dataflow) {
   rx_tok *nt = cur(p);
   rx_loc loc = nt->loc;
   const char *name = ir_parse_def_name(p, "a binding ('NAME = EXPR')");
-  rx_binding *b = rx_module_alloc(p->m, sizeof *b);
+  rx_binding *b = ir_module_alloc(p->m, sizeof *b);
   b->loc = loc;
   if (accept(p, RX_TOK_COLON)) b->annot = ir_parse_sinfo(p);
   ir_parse_expect(p, RX_TOK_ASSIGN, "'=' after the name of a binding");
@@ -948,7 +948,7 @@ static rx_binding *binding(P *p, bool in_dataflow) {
   } else if (is_kw(p, "if")) {
     if (in_dataflow) ir_parse_fail_at(p, vt->loc, "'if' is not allowed inside a dataflow block");
     next(p);
-    rx_node *n = rx_node_new(p->m, RX_NODE_IF, vt->loc);
+    rx_node *n = ir_node_new(p->m, RX_NODE_IF, vt->loc);
     n->cond = gexpr(p);
     n->then_seq = branch(p);
     if (!accept_kw(p, "else")) ir_parse_fail_expected(p, "'else' after the first branch of 'if'");
@@ -964,7 +964,7 @@ static rx_binding *binding(P *p, bool in_dataflow) {
 }
 
 static rx_block *new_block(P *p, bool dataflow, rx_loc loc, rx_binding **bs, int n) {
-  rx_block *b = rx_module_alloc(p->m, sizeof *b);
+  rx_block *b = ir_module_alloc(p->m, sizeof *b);
   b->dataflow = dataflow;
   b->loc = loc;
   b->bindings = bs;
@@ -973,7 +973,7 @@ static rx_block *new_block(P *p, bool dataflow, rx_loc loc, rx_binding **bs, int
 }
 
 static void graph_fn(P *p, rx_loc loc) {
-  rx_graph_fn *f = rx_module_alloc(p->m, sizeof *f);
+  rx_graph_fn *f = ir_module_alloc(p->m, sizeof *f);
   f->loc = loc;
   f->name = ir_parse_def_name(p, "the name of the graph function");
   p->visible.n = p->defined.n = 0;
@@ -1085,7 +1085,7 @@ static void item(P *p) {
   rx_tok *after = &p->t[p->i]; /* raw: a lexical error there belongs to what follows */
   if (after->kind != RX_TOK_EOF && !after->nl)
     ir_parse_fail_at(p, after->loc, "expected end of line after the definition, found %s",
-                     rx_tok_describe(p->m, after));
+                     ir_tok_describe(p->m, after));
   /* the name must be new in the module */
   RX_ASSERT(p->m->items.len == before + 1);
   rx_item *it = &p->m->items.data[before];
@@ -1123,26 +1123,26 @@ static void resolve(P *p) {
     rx_node *n = p->unresolved.d[k];
     switch (n->kind) {
     case RX_NODE_CALL_TENSOR:
-      n->tfn = rx_module_tensor_fn(p->m, n->callee);
+      n->tfn = ir_module_tensor_fn(p->m, n->callee);
       if (!n->tfn)
-        rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "unknown tensor program '%s'", n->callee);
+        base_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "unknown tensor program '%s'", n->callee);
       break;
     case RX_NODE_CALL_EXTERN:
-      n->ext = rx_module_extern_fn(p->m, n->callee);
+      n->ext = ir_module_extern_fn(p->m, n->callee);
       if (!n->ext)
-        rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "unknown extern function '%s'", n->callee);
+        base_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "unknown extern function '%s'", n->callee);
       else if (!n->out && n->ext->ret)
         n->out = n->ext->ret; /* a returning extern: its declared result */
       else if (!n->out)
-        rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc,
-                       "call_extern(%s) requires out=STRUCT_INFO: '%s' is destination-passing",
-                       n->callee, n->callee);
+        base_diag_report(p->diag, RX_DIAG_ERROR, n->loc,
+                         "call_extern(%s) requires out=STRUCT_INFO: '%s' is destination-passing",
+                         n->callee, n->callee);
       break;
     case RX_NODE_CALL_GRAPH:
-      n->gfn = rx_module_graph_fn(p->m, n->callee);
+      n->gfn = ir_module_graph_fn(p->m, n->callee);
       if (!n->gfn)
-        rx_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "graph function '%s' is not defined",
-                       n->callee);
+        base_diag_report(p->diag, RX_DIAG_ERROR, n->loc, "graph function '%s' is not defined",
+                         n->callee);
       break;
     default:
       RX_ASSERT(!"unexpected node to resolve");
@@ -1150,25 +1150,25 @@ static void resolve(P *p) {
   }
 }
 
-bool rx_parse_module(rx_module *m, const char *name, const char *text, size_t len, rx_diag *diag) {
+bool ir_parse_module(rx_module *m, const char *name, const char *text, size_t len, rx_diag *diag) {
   int errors = diag->errors;
-  rx_source *src = rx_module_alloc(m, sizeof *src);
-  src->name = rx_arena_strdup(&m->arena, name ? name : "<input>");
-  src->text = rx_arena_strndup(&m->arena, text ? text : "", text ? len : 0);
+  rx_source *src = ir_module_alloc(m, sizeof *src);
+  src->name = base_arena_strdup(&m->arena, name ? name : "<input>");
+  src->text = base_arena_strndup(&m->arena, text ? text : "", text ? len : 0);
   src->len = text ? len : 0;
   RX_VEC_PUSH(&m->sources, src);
   if (src->len > (size_t)UINT32_MAX / 2) {
-    rx_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0}, "%s: source too large", src->name);
+    base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0}, "%s: source too large", src->name);
     return false;
   }
   P p = {.m = m, .diag = diag};
-  if (!rx_lex(m, src, diag, &p.t, &p.n)) return false;
+  if (!ir_lex(m, src, diag, &p.t, &p.n)) return false;
   for (int k = 0; k + 1 < p.n; k++)
     if (tok_is_kw(&p.t[k], "graph_fn") && p.t[k + 1].kind == RX_TOK_IDENT)
       APUSH(&p, &p.gnames, tok_text(&p, &p.t[k + 1]));
   while (p.t[p.i].kind != RX_TOK_EOF) guarded_item(&p);
-  rx_ptrmap_free(&p.defined_at);
-  rx_ptrmap_free(&p.visible_at);
+  base_ptrmap_free(&p.defined_at);
+  base_ptrmap_free(&p.visible_at);
   resolve(&p);
   return diag->errors == errors;
 }

@@ -15,17 +15,17 @@ typedef struct W {
 } W;
 
 static void indent(W *w) {
-  for (int i = 0; i < w->ind; i++) rx_strbuf_append(w->o, "  ");
+  for (int i = 0; i < w->ind; i++) base_strbuf_append(w->o, "  ");
 }
 
 /* Shortest "%.Ng" that reads back to the same double; always with '.', 'e', or inf/nan. */
 static void put_double(rx_strbuf *o, double v) {
   if (isnan(v)) {
-    rx_strbuf_append(o, "nan");
+    base_strbuf_append(o, "nan");
     return;
   }
   if (isinf(v)) {
-    rx_strbuf_append(o, v < 0 ? "-inf" : "inf");
+    base_strbuf_append(o, v < 0 ? "-inf" : "inf");
     return;
   }
   char buf[64];
@@ -33,30 +33,30 @@ static void put_double(rx_strbuf *o, double v) {
     snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;
   }
-  rx_strbuf_append(o, buf);
-  if (!strpbrk(buf, ".e")) rx_strbuf_append(o, ".0");
+  base_strbuf_append(o, buf);
+  if (!strpbrk(buf, ".e")) base_strbuf_append(o, ".0");
 }
 
 static void put_string(rx_strbuf *o, const char *s) {
-  rx_strbuf_putc(o, '"');
+  base_strbuf_putc(o, '"');
   for (; *s; s++) {
-    if (*s == '"' || *s == '\\') rx_strbuf_putc(o, '\\');
-    rx_strbuf_putc(o, *s);
+    if (*s == '"' || *s == '\\') base_strbuf_putc(o, '\\');
+    base_strbuf_putc(o, *s);
   }
-  rx_strbuf_putc(o, '"');
+  base_strbuf_putc(o, '"');
 }
 
 static void put_exprs(rx_strbuf *o, const rx_expr *const *e, int n) {
   for (int i = 0; i < n; i++) {
-    if (i) rx_strbuf_append(o, ", ");
-    rx_expr_print(o, e[i]);
+    if (i) base_strbuf_append(o, ", ");
+    sym_expr_print(o, e[i]);
   }
 }
 
 /* ---- tensor-program expressions ---- */
 
 static int sym_prec(const rx_expr *e) {
-  return e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : rx_expr_kind_prec(e->kind);
+  return e->kind == RX_EXPR_CONST && e->value < 0 ? RX_PREC_UNARY : sym_expr_kind_prec(e->kind);
 }
 
 static int tx_prec(const rx_tx *e) {
@@ -68,7 +68,7 @@ static int tx_prec(const rx_tx *e) {
   case RX_TX_SYM:
     return sym_prec(e->sym);
   case RX_TX_BINARY:
-    return rx_binop_precedence(e->binop);
+    return ir_binop_precedence(e->binop);
   case RX_TX_NEG:
     return RX_PREC_UNARY;
   case RX_TX_NOT:
@@ -80,89 +80,89 @@ static int tx_prec(const rx_tx *e) {
 
 static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
   bool paren = tx_prec(e) < min_prec;
-  if (paren) rx_strbuf_putc(o, '(');
+  if (paren) base_strbuf_putc(o, '(');
   switch (e->kind) {
   case RX_TX_INT:
     if (e->dtype == RX_DTYPE_BOOL)
-      rx_strbuf_append(o, e->ival ? "true" : "false");
+      base_strbuf_append(o, e->ival ? "true" : "false");
     else if (e->weak)
-      rx_strbuf_printf(o, "%lld", (long long)e->ival);
+      base_strbuf_printf(o, "%lld", (long long)e->ival);
     else
-      rx_strbuf_printf(o, "%s(%lld)", rx_dtype_name(e->dtype), (long long)e->ival);
+      base_strbuf_printf(o, "%s(%lld)", ir_dtype_name(e->dtype), (long long)e->ival);
     break;
   case RX_TX_FLOAT:
-    if (!e->weak) rx_strbuf_printf(o, "%s(", rx_dtype_name(e->dtype));
+    if (!e->weak) base_strbuf_printf(o, "%s(", ir_dtype_name(e->dtype));
     put_double(o, e->fval);
-    if (!e->weak) rx_strbuf_putc(o, ')');
+    if (!e->weak) base_strbuf_putc(o, ')');
     break;
   case RX_TX_SYM:
-    rx_expr_print(o, e->sym);
+    sym_expr_print(o, e->sym);
     break;
   case RX_TX_LOCAL:
-    rx_strbuf_append(o, e->local->name);
+    base_strbuf_append(o, e->local->name);
     break;
   case RX_TX_LOAD:
-    rx_strbuf_printf(o, "%s[", e->buf->name);
+    base_strbuf_printf(o, "%s[", e->buf->name);
     for (int i = 0; i < e->nidx; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       ptx(o, e->idx[i], 0);
     }
-    rx_strbuf_putc(o, ']');
+    base_strbuf_putc(o, ']');
     break;
   case RX_TX_BINARY: {
-    int p = rx_binop_precedence(e->binop);
+    int p = ir_binop_precedence(e->binop);
     bool cmp = e->binop >= RX_BINOP_EQ && e->binop <= RX_BINOP_GE;
     ptx(o, e->a, cmp ? p + 1 : p);
-    rx_strbuf_printf(o, " %s ", rx_binop_name(e->binop));
+    base_strbuf_printf(o, " %s ", ir_binop_name(e->binop));
     ptx(o, e->b, p + 1);
     break;
   }
   case RX_TX_NEG:
-    rx_strbuf_putc(o, '-');
+    base_strbuf_putc(o, '-');
     ptx(o, e->a, RX_PREC_UNARY + 1);
     break;
   case RX_TX_NOT:
-    rx_strbuf_putc(o, '!');
+    base_strbuf_putc(o, '!');
     ptx(o, e->a, 3);
     break;
   case RX_TX_SELECT:
-    rx_strbuf_append(o, "select(");
+    base_strbuf_append(o, "select(");
     ptx(o, e->a, 0);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     ptx(o, e->b, 0);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     ptx(o, e->c, 0);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_TX_CAST:
-    rx_strbuf_printf(o, "%s(", rx_dtype_name(e->dtype));
+    base_strbuf_printf(o, "%s(", ir_dtype_name(e->dtype));
     ptx(o, e->a, 0);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_TX_CALL: {
-    rx_strbuf_printf(o, "%s(", rx_intrinsic_name(e->intrin));
+    base_strbuf_printf(o, "%s(", ir_intrinsic_name(e->intrin));
     const rx_tx *args[3] = {e->a, e->b, e->c};
-    int n = rx_intrinsic_arity(e->intrin);
+    int n = ir_intrinsic_arity(e->intrin);
     for (int i = 0; i < n && i < 3 && args[i]; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       ptx(o, args[i], 0);
     }
     if (e->intrin == RX_INTRIN_CHECK) {
-      rx_strbuf_append(o, ", ");
+      base_strbuf_append(o, ", ");
       put_string(o, e->msg ? e->msg : "");
     }
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   }
   case RX_TX_HAS_FRAG:
-    rx_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", rx_dtype_name(e->frag_ab),
-                     rx_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
+    base_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", ir_dtype_name(e->frag_ab),
+                       ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
     break;
   }
-  if (paren) rx_strbuf_putc(o, ')');
+  if (paren) base_strbuf_putc(o, ')');
 }
 
-void rx_tx_print(rx_strbuf *out, const rx_tx *e) { ptx(out, e, 0); }
+void ir_tx_print(rx_strbuf *out, const rx_tx *e) { ptx(out, e, 0); }
 
 /* ---- tensor-program statements ---- */
 
@@ -171,64 +171,64 @@ static void pstmt(W *w, const rx_stmt *s);
 /* A condition; one folded to a constant prints as true or false. */
 static void pcond(rx_strbuf *o, const rx_tx *c) {
   if (c->kind == RX_TX_SYM && c->sym->kind == RX_EXPR_CONST)
-    rx_strbuf_append(o, c->sym->value ? "true" : "false");
+    base_strbuf_append(o, c->sym->value ? "true" : "false");
   else
     ptx(o, c, 0);
 }
 
 /* ` {`, the statements of s (a SEQ's children, or s itself) one level deeper, `}` */
 static void pblock(W *w, const rx_stmt *s) {
-  rx_strbuf_append(w->o, " {\n");
+  base_strbuf_append(w->o, " {\n");
   w->ind++;
   if (s) pstmt(w, s);
   w->ind--;
   indent(w);
-  rx_strbuf_putc(w->o, '}');
+  base_strbuf_putc(w->o, '}');
 }
 
 static void prange(W *w, const rx_stmt *s, int i) {
-  rx_strbuf_printf(w->o, "%s in ", s->vars[i]->kind == RX_EXPR_VAR ? s->vars[i]->name : "?");
-  rx_expr_print(w->o, s->lo[i]);
-  rx_strbuf_append(w->o, "..");
-  rx_expr_print(w->o, rx_expr_add(w->ctx, s->lo[i], s->extent[i]));
+  base_strbuf_printf(w->o, "%s in ", s->vars[i]->kind == RX_EXPR_VAR ? s->vars[i]->name : "?");
+  sym_expr_print(w->o, s->lo[i]);
+  base_strbuf_append(w->o, "..");
+  sym_expr_print(w->o, sym_expr_add(w->ctx, s->lo[i], s->extent[i]));
 }
 
 static void pbuffer(W *w, const rx_buffer *b) {
-  rx_strbuf_printf(w->o, "%s: %s[", b->name, rx_dtype_name(b->dtype));
+  base_strbuf_printf(w->o, "%s: %s[", b->name, ir_dtype_name(b->dtype));
   put_exprs(w->o, b->shape, b->ndim);
-  rx_strbuf_putc(w->o, ']');
+  base_strbuf_putc(w->o, ']');
 }
 
 /* `frag OP ...` (ir.h, RX_STMT_FRAG) */
 /* `[i]`: the row of operand k of mma or ldmatrix in the indexed form (ir.h), else nothing. */
 static void frag_row(rx_strbuf *o, const rx_stmt *s, int k) {
   if (k >= s->nidx || !s->idx[k]) return;
-  rx_strbuf_putc(o, '[');
+  base_strbuf_putc(o, '[');
   ptx(o, s->idx[k], 0);
-  rx_strbuf_putc(o, ']');
+  base_strbuf_putc(o, ']');
 }
 
 static void pfrag(W *w, const rx_stmt *s) {
   rx_strbuf *o = w->o;
-  rx_strbuf_printf(o, "frag %s %s, ", rx_frag_op_name(s->frag_op), s->buf ? s->buf->name : "?");
+  base_strbuf_printf(o, "frag %s %s, ", ir_frag_op_name(s->frag_op), s->buf ? s->buf->name : "?");
   switch (s->frag_op) {
   case RX_FRAG_OP_FILL:
     ptx(o, s->value, 0);
     break;
   case RX_FRAG_OP_MMA:
-    rx_strbuf_printf(o, "%s, %s, %s", s->mma_a ? s->mma_a->name : "?",
-                     s->mma_b ? s->mma_b->name : "?", s->mma_c ? s->mma_c->name : "?");
+    base_strbuf_printf(o, "%s, %s, %s", s->mma_a ? s->mma_a->name : "?",
+                       s->mma_b ? s->mma_b->name : "?", s->mma_c ? s->mma_c->name : "?");
     break;
   case RX_FRAG_OP_LOAD:
   case RX_FRAG_OP_STORE:
-    rx_strbuf_printf(o, "%s[", s->mem ? s->mem->name : "?");
+    base_strbuf_printf(o, "%s[", s->mem ? s->mem->name : "?");
     for (int i = 0; i < s->nidx; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       ptx(o, s->idx[i], 0);
     }
-    rx_strbuf_append(o, "], ");
+    base_strbuf_append(o, "], ");
     ptx(o, s->value, 0);
-    if (s->col_major) rx_strbuf_append(o, ", col_major");
+    if (s->col_major) base_strbuf_append(o, ", col_major");
     break;
   case RX_FRAG_OP_COUNT:
     break;
@@ -246,132 +246,133 @@ static void pstmt(W *w, const rx_stmt *s) {
   case RX_STMT_SEQ:
     break;
   case RX_STMT_FOR:
-    rx_strbuf_append(o, "for ");
+    base_strbuf_append(o, "for ");
     for (int i = 0; i < s->nvars; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       prange(w, s, i);
     }
     if (rx_loop_is_bound(s->loop_kind))
-      rx_strbuf_printf(o, " bind(%s)", rx_loop_kind_name(s->loop_kind));
+      base_strbuf_printf(o, " bind(%s)", ir_loop_kind_name(s->loop_kind));
     else if (s->loop_kind != RX_LOOP_SERIAL)
-      rx_strbuf_printf(o, " %s", rx_loop_kind_name(s->loop_kind));
+      base_strbuf_printf(o, " %s", ir_loop_kind_name(s->loop_kind));
     pblock(w, s->inner);
     break;
   case RX_STMT_REDUCE:
-    rx_strbuf_append(o, "reduce ");
+    base_strbuf_append(o, "reduce ");
     for (int i = 0; i < s->nvars; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       prange(w, s, i);
     }
-    rx_strbuf_append(o, " {\n");
+    base_strbuf_append(o, " {\n");
     w->ind++;
     indent(w);
-    rx_strbuf_append(o, "init");
+    base_strbuf_append(o, "init");
     pblock(w, s->init);
-    rx_strbuf_putc(o, '\n');
+    base_strbuf_putc(o, '\n');
     indent(w);
-    rx_strbuf_append(o, "update");
+    base_strbuf_append(o, "update");
     pblock(w, s->inner);
-    rx_strbuf_putc(o, '\n');
+    base_strbuf_putc(o, '\n');
     w->ind--;
     indent(w);
-    rx_strbuf_putc(o, '}');
+    base_strbuf_putc(o, '}');
     break;
   case RX_STMT_ASYNC_COPY:
   case RX_STMT_STORE:
-    rx_strbuf_printf(o, "%s%s[", s->kind == RX_STMT_ASYNC_COPY ? "async_copy " : "", s->buf->name);
+    base_strbuf_printf(o, "%s%s[", s->kind == RX_STMT_ASYNC_COPY ? "async_copy " : "",
+                       s->buf->name);
     for (int i = 0; i < s->nidx; i++) {
-      if (i) rx_strbuf_append(o, ", ");
+      if (i) base_strbuf_append(o, ", ");
       ptx(o, s->idx[i], 0);
     }
-    rx_strbuf_append(o, "] = ");
+    base_strbuf_append(o, "] = ");
     ptx(o, s->value, 0);
     if (s->cond) {
-      rx_strbuf_append(o, " if ");
+      base_strbuf_append(o, " if ");
       pcond(o, s->cond);
     }
     break;
   case RX_STMT_LET:
     if (s->local->sym)
-      rx_strbuf_printf(o, "let sym %s = ", s->local->name);
+      base_strbuf_printf(o, "let sym %s = ", s->local->name);
     else
-      rx_strbuf_printf(o, "let %s: %s = ", s->local->name, rx_dtype_name(s->local->dtype));
+      base_strbuf_printf(o, "let %s: %s = ", s->local->name, ir_dtype_name(s->local->dtype));
     ptx(o, s->value, 0);
     break;
   case RX_STMT_ALLOC:
-    rx_strbuf_append(o, "alloc ");
+    base_strbuf_append(o, "alloc ");
     pbuffer(w, s->buf);
     if (s->buf->frag)
-      rx_strbuf_printf(o, " fragment %s", rx_frag_use_name(s->buf->frag));
+      base_strbuf_printf(o, " fragment %s", ir_frag_use_name(s->buf->frag));
     else
-      rx_strbuf_printf(o, " %s", rx_scope_name(s->buf->scope));
+      base_strbuf_printf(o, " %s", ir_scope_name(s->buf->scope));
     break;
   case RX_STMT_IF:
-    rx_strbuf_append(o, "if ");
+    base_strbuf_append(o, "if ");
     pcond(o, s->value);
     pblock(w, s->inner);
     if (s->otherwise) {
-      rx_strbuf_append(o, " else");
+      base_strbuf_append(o, " else");
       pblock(w, s->otherwise);
     }
     break;
   case RX_STMT_BARRIER:
-    rx_strbuf_append(o, "barrier");
+    base_strbuf_append(o, "barrier");
     break;
   case RX_STMT_MMA: {
     const rx_buffer *ops[3] = {s->buf, s->mma_a, s->mma_b};
-    rx_strbuf_append(o, "mma m16n8k16 ");
+    base_strbuf_append(o, "mma m16n8k16 ");
     for (int i = 0; i < 3; i++) {
-      rx_strbuf_printf(o, "%s%s", i ? ", " : "", ops[i] ? ops[i]->name : "?");
+      base_strbuf_printf(o, "%s%s", i ? ", " : "", ops[i] ? ops[i]->name : "?");
       frag_row(o, s, i);
     }
     break;
   }
   case RX_STMT_ASYNC_COMMIT:
-    rx_strbuf_append(o, "async_commit");
+    base_strbuf_append(o, "async_commit");
     break;
   case RX_STMT_ASYNC_WAIT:
-    rx_strbuf_printf(o, "async_wait %d", s->count);
+    base_strbuf_printf(o, "async_wait %d", s->count);
     break;
   case RX_STMT_LDMATRIX:
-    rx_strbuf_printf(o, "ldmatrix x%d%s %s", s->count, s->trans ? " trans" : "",
-                     s->buf ? s->buf->name : "?");
+    base_strbuf_printf(o, "ldmatrix x%d%s %s", s->count, s->trans ? " trans" : "",
+                       s->buf ? s->buf->name : "?");
     frag_row(o, s, 0);
-    rx_strbuf_append(o, " = ");
+    base_strbuf_append(o, " = ");
     ptx(o, s->value, 0);
     break;
   case RX_STMT_FRAG:
     pfrag(w, s);
     break;
   }
-  rx_strbuf_putc(o, '\n');
+  base_strbuf_putc(o, '\n');
 }
 
 static void pparams(W *w, rx_param *const *params, int n) {
-  rx_strbuf_putc(w->o, '(');
+  base_strbuf_putc(w->o, '(');
   for (int i = 0; i < n; i++) {
     const rx_param *q = params[i];
-    if (i) rx_strbuf_append(w->o, ", ");
-    if (q->is_output) rx_strbuf_append(w->o, "out ");
+    if (i) base_strbuf_append(w->o, ", ");
+    if (q->is_output) base_strbuf_append(w->o, "out ");
     if (q->kind == RX_PARAM_BUFFER) {
       pbuffer(w, q->buf);
     } else if (q->kind == RX_PARAM_VALUE) {
-      rx_strbuf_printf(w->o, "%s: ", q->name);
-      rx_sinfo_print(w->o, q->sinfo);
+      base_strbuf_printf(w->o, "%s: ", q->name);
+      ir_sinfo_print(w->o, q->sinfo);
     } else {
       if (q->var->kind == RX_EXPR_VAR)
-        rx_strbuf_append(w->o, q->var->name);
+        base_strbuf_append(w->o, q->var->name);
       else
-        rx_expr_print(w->o, q->var);
-      rx_strbuf_printf(w->o, ": %s", rx_dtype_name(q->dtype));
+        sym_expr_print(w->o, q->var);
+      base_strbuf_printf(w->o, ": %s", ir_dtype_name(q->dtype));
     }
   }
-  rx_strbuf_putc(w->o, ')');
+  base_strbuf_putc(w->o, ')');
 }
 
 static void pfacts(W *w, const rx_expr *const *facts, int n) {
   if (!n) return;
-  rx_strbuf_append(w->o, " where ");
+  base_strbuf_append(w->o, " where ");
   put_exprs(w->o, facts, n);
 }
 
@@ -381,47 +382,47 @@ static void pnode(W *w, const rx_node *n);
 
 static void pargs(W *w, rx_node *const *args, int n, bool first) {
   for (int i = 0; i < n; i++) {
-    if (i || !first) rx_strbuf_append(w->o, ", ");
+    if (i || !first) base_strbuf_append(w->o, ", ");
     pnode(w, args[i]);
   }
 }
 
 static void pattr(W *w, const rx_attr *a) {
   rx_strbuf *o = w->o;
-  rx_strbuf_printf(o, "%s=", a->name);
+  base_strbuf_printf(o, "%s=", a->name);
   switch (a->kind) {
   case RX_ATTR_INT:
-    rx_strbuf_printf(o, "%lld", (long long)a->i);
+    base_strbuf_printf(o, "%lld", (long long)a->i);
     break;
   case RX_ATTR_FLOAT:
     put_double(o, a->f);
     break;
   case RX_ATTR_BOOL:
-    rx_strbuf_append(o, a->i ? "true" : "false");
+    base_strbuf_append(o, a->i ? "true" : "false");
     break;
   case RX_ATTR_STR:
     put_string(o, a->s ? a->s : "");
     break;
   case RX_ATTR_DTYPE:
-    rx_strbuf_append(o, rx_dtype_name(a->dtype));
+    base_strbuf_append(o, ir_dtype_name(a->dtype));
     break;
   case RX_ATTR_INTS:
-    rx_strbuf_putc(o, '[');
+    base_strbuf_putc(o, '[');
     for (int i = 0; i < a->n; i++)
-      rx_strbuf_printf(o, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
-    rx_strbuf_putc(o, ']');
+      base_strbuf_printf(o, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+    base_strbuf_putc(o, ']');
     break;
   case RX_ATTR_EXPRS:
-    rx_strbuf_putc(o, '[');
+    base_strbuf_putc(o, '[');
     put_exprs(o, a->exprs, a->n);
-    rx_strbuf_putc(o, ']');
+    base_strbuf_putc(o, ']');
     break;
   }
 }
 
 static void pconst_value(W *w, rx_dtype dt, double v) {
-  if (!rx_dtype_is_float(dt) && v == floor(v) && fabs(v) < 9.0e18)
-    rx_strbuf_printf(w->o, "%lld", (long long)v);
+  if (!ir_dtype_is_float(dt) && v == floor(v) && fabs(v) < 9.0e18)
+    base_strbuf_printf(w->o, "%lld", (long long)v);
   else
     put_double(w->o, v);
 }
@@ -429,7 +430,7 @@ static void pconst_value(W *w, rx_dtype dt, double v) {
 /* Element i of constant n: an exact integer where it has one (past 2^53 a double rounds). */
 static void pconst_elem(W *w, const rx_node *n, rx_dtype dt, size_t i) {
   if (n->idata)
-    rx_strbuf_printf(w->o, "%lld", (long long)n->idata[i]);
+    base_strbuf_printf(w->o, "%lld", (long long)n->idata[i]);
   else
     pconst_value(w, dt, n->data[i]);
 }
@@ -440,115 +441,115 @@ static void pnode(W *w, const rx_node *n) {
   rx_strbuf *o = w->o;
   switch (n->kind) {
   case RX_NODE_VAR:
-    rx_strbuf_append(o, n->var->name);
+    base_strbuf_append(o, n->var->name);
     return;
   case RX_NODE_PRIM:
-    if (rx_dtype_is_float(n->prim_dtype)) {
-      if (!n->weak) rx_strbuf_printf(o, "prim(%s, ", rx_dtype_name(n->prim_dtype));
+    if (ir_dtype_is_float(n->prim_dtype)) {
+      if (!n->weak) base_strbuf_printf(o, "prim(%s, ", ir_dtype_name(n->prim_dtype));
       put_double(o, n->fvalue);
-      if (!n->weak) rx_strbuf_putc(o, ')');
+      if (!n->weak) base_strbuf_putc(o, ')');
       return;
     }
     if (n->weak && n->prim && n->prim->kind == RX_EXPR_CONST) {
       if (n->prim_dtype == RX_DTYPE_BOOL)
-        rx_strbuf_append(o, n->prim->value ? "true" : "false");
+        base_strbuf_append(o, n->prim->value ? "true" : "false");
       else
-        rx_strbuf_printf(o, "%lld", (long long)n->prim->value);
+        base_strbuf_printf(o, "%lld", (long long)n->prim->value);
       return;
     }
-    rx_strbuf_append(o, "prim(");
-    if (n->prim_dtype != RX_DTYPE_I64) rx_strbuf_printf(o, "%s, ", rx_dtype_name(n->prim_dtype));
+    base_strbuf_append(o, "prim(");
+    if (n->prim_dtype != RX_DTYPE_I64) base_strbuf_printf(o, "%s, ", ir_dtype_name(n->prim_dtype));
     if (n->prim)
-      rx_expr_print(o, n->prim);
+      sym_expr_print(o, n->prim);
     else
-      rx_strbuf_putc(o, '0');
-    rx_strbuf_putc(o, ')');
+      base_strbuf_putc(o, '0');
+    base_strbuf_putc(o, ')');
     return;
   case RX_NODE_SHAPE:
-    rx_strbuf_putc(o, '[');
+    base_strbuf_putc(o, '[');
     put_exprs(o, n->dims, n->ndims);
-    rx_strbuf_putc(o, ']');
+    base_strbuf_putc(o, ']');
     return;
   case RX_NODE_TUPLE:
-    rx_strbuf_putc(o, '(');
+    base_strbuf_putc(o, '(');
     pargs(w, n->args, n->nargs, true);
-    if (n->nargs == 1) rx_strbuf_putc(o, ',');
-    rx_strbuf_putc(o, ')');
+    if (n->nargs == 1) base_strbuf_putc(o, ',');
+    base_strbuf_putc(o, ')');
     return;
   case RX_NODE_GET_ITEM:
     pnode(w, n->args[0]);
-    rx_strbuf_printf(o, ".%d", n->index);
+    base_strbuf_printf(o, ".%d", n->index);
     return;
   case RX_NODE_CALL:
     /* a module without a registry has no op calls (its parser refuses them): "?" if one does */
-    rx_strbuf_printf(o, "%s(", w->ops ? w->ops->name(n->op) : "?");
+    base_strbuf_printf(o, "%s(", w->ops ? w->ops->name(n->op) : "?");
     pargs(w, n->args, n->nargs, true);
     for (int i = 0; i < n->nattrs; i++) {
-      if (i || n->nargs) rx_strbuf_append(o, ", ");
+      if (i || n->nargs) base_strbuf_append(o, ", ");
       pattr(w, &n->attrs[i]);
     }
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     return;
   case RX_NODE_CALL_TENSOR:
   case RX_NODE_CALL_EXTERN: {
     bool tensor = n->kind == RX_NODE_CALL_TENSOR;
     const char *callee =
         tensor ? (n->tfn ? n->tfn->name : n->callee) : (n->ext ? n->ext->name : n->callee);
-    rx_strbuf_printf(o, "%s(%s", tensor ? "call_tensor" : "call_extern", callee);
+    base_strbuf_printf(o, "%s(%s", tensor ? "call_tensor" : "call_extern", callee);
     pargs(w, n->args, n->nargs, false);
     if (n->inplace) {
-      rx_strbuf_append(o, ", inplace=");
+      base_strbuf_append(o, ", inplace=");
       pnode(w, n->inplace);
     } else {
-      rx_strbuf_append(o, ", out=");
-      rx_sinfo_print(o, n->out);
+      base_strbuf_append(o, ", out=");
+      ir_sinfo_print(o, n->out);
     }
     if (n->nextra) {
-      rx_strbuf_append(o, ", dims=[");
+      base_strbuf_append(o, ", dims=[");
       put_exprs(o, n->extra_dims, n->nextra);
-      rx_strbuf_putc(o, ']');
+      base_strbuf_putc(o, ']');
     }
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     return;
   }
   case RX_NODE_CALL_GRAPH:
-    rx_strbuf_printf(o, "%s(", n->gfn ? n->gfn->name : n->callee);
+    base_strbuf_printf(o, "%s(", n->gfn ? n->gfn->name : n->callee);
     pargs(w, n->args, n->nargs, true);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     return;
   case RX_NODE_IF:
-    rx_strbuf_append(o, "if ");
+    base_strbuf_append(o, "if ");
     pnode(w, n->cond);
-    rx_strbuf_append(o, " {\n");
+    base_strbuf_append(o, " {\n");
     w->ind++;
     pseq_body(w, n->then_seq);
     w->ind--;
     indent(w);
-    rx_strbuf_append(o, "} else {\n");
+    base_strbuf_append(o, "} else {\n");
     w->ind++;
     pseq_body(w, n->else_seq);
     w->ind--;
     indent(w);
-    rx_strbuf_putc(o, '}');
+    base_strbuf_putc(o, '}');
     return;
   case RX_NODE_CONST: {
     const rx_sinfo *s = n->sinfo;
     rx_dtype dt = s ? s->dtype : RX_DTYPE_F32;
-    rx_strbuf_append(o, "const(");
-    rx_sinfo_print(o, s);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, "const(");
+    ir_sinfo_print(o, s);
+    base_strbuf_append(o, ", ");
     bool scalar = s && s->kind == RX_SINFO_TENSOR && s->ndim == 0 && n->count == 1;
     if (scalar) {
       pconst_elem(w, n, dt, 0);
     } else {
-      rx_strbuf_putc(o, '[');
+      base_strbuf_putc(o, '[');
       for (size_t i = 0; i < n->count; i++) {
-        if (i) rx_strbuf_append(o, ", ");
+        if (i) base_strbuf_append(o, ", ");
         pconst_elem(w, n, dt, i);
       }
-      rx_strbuf_putc(o, ']');
+      base_strbuf_putc(o, ']');
     }
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     return;
   }
   }
@@ -557,22 +558,22 @@ static void pnode(W *w, const rx_node *n) {
 static void pbinding(W *w, const rx_binding *b) {
   rx_strbuf *o = w->o;
   indent(w);
-  rx_strbuf_append(o, b->var->name);
+  base_strbuf_append(o, b->var->name);
   if (b->var->sinfo) {
-    rx_strbuf_append(o, ": ");
-    rx_sinfo_print(o, b->var->sinfo);
+    base_strbuf_append(o, ": ");
+    ir_sinfo_print(o, b->var->sinfo);
   }
-  rx_strbuf_append(o, " = ");
+  base_strbuf_append(o, " = ");
   if (b->cast) {
-    rx_strbuf_append(o, "match_cast(");
+    base_strbuf_append(o, "match_cast(");
     pnode(w, b->value);
-    rx_strbuf_append(o, ", ");
-    rx_sinfo_print(o, b->cast);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_append(o, ", ");
+    ir_sinfo_print(o, b->cast);
+    base_strbuf_putc(o, ')');
   } else {
     pnode(w, b->value);
   }
-  rx_strbuf_putc(o, '\n');
+  base_strbuf_putc(o, '\n');
 }
 
 static void pblocks(W *w, const rx_seq *s) {
@@ -580,14 +581,14 @@ static void pblocks(W *w, const rx_seq *s) {
     const rx_block *b = s->blocks[i];
     if (b->dataflow) {
       indent(w);
-      rx_strbuf_append(w->o, "dataflow {\n");
+      base_strbuf_append(w->o, "dataflow {\n");
       w->ind++;
     }
     for (int j = 0; j < b->nbindings; j++) pbinding(w, b->bindings[j]);
     if (b->dataflow) {
       w->ind--;
       indent(w);
-      rx_strbuf_append(w->o, "}\n");
+      base_strbuf_append(w->o, "}\n");
     }
   }
 }
@@ -599,65 +600,65 @@ static void pseq_body(W *w, const rx_seq *s) {
   if (s->result)
     pnode(w, s->result);
   else
-    rx_strbuf_append(w->o, "()");
-  rx_strbuf_putc(w->o, '\n');
+    base_strbuf_append(w->o, "()");
+  base_strbuf_putc(w->o, '\n');
 }
 
 static void pgraph(W *w, const rx_graph_fn *f) {
   rx_strbuf *o = w->o;
-  rx_strbuf_printf(o, "graph_fn %s(", f->name);
+  base_strbuf_printf(o, "graph_fn %s(", f->name);
   for (int i = 0; i < f->nparams; i++) {
-    if (i) rx_strbuf_append(o, ", ");
-    rx_strbuf_printf(o, "%s: ", f->params[i]->name);
-    rx_sinfo_print(o, f->params[i]->sinfo);
+    if (i) base_strbuf_append(o, ", ");
+    base_strbuf_printf(o, "%s: ", f->params[i]->name);
+    ir_sinfo_print(o, f->params[i]->sinfo);
   }
-  rx_strbuf_putc(o, ')');
+  base_strbuf_putc(o, ')');
   if (f->ret) {
-    rx_strbuf_append(o, " -> ");
-    rx_sinfo_print(o, f->ret);
+    base_strbuf_append(o, " -> ");
+    ir_sinfo_print(o, f->ret);
   }
   pfacts(w, f->facts, f->nfacts);
-  rx_strbuf_append(o, " {\n");
+  base_strbuf_append(o, " {\n");
   w->ind = 1;
   pblocks(w, &f->body);
   indent(w);
-  rx_strbuf_append(o, "return ");
+  base_strbuf_append(o, "return ");
   if (f->body.result)
     pnode(w, f->body.result);
   else
-    rx_strbuf_append(o, "()");
-  rx_strbuf_append(o, "\n}\n");
+    base_strbuf_append(o, "()");
+  base_strbuf_append(o, "\n}\n");
   w->ind = 0;
 }
 
-void rx_module_print(rx_strbuf *out, const rx_module *m) {
+void ir_module_print(rx_strbuf *out, const rx_module *m) {
   W w = {.o = out, .ctx = m->ctx, .ops = m->ops};
   for (size_t i = 0; i < m->items.len; i++) {
     const rx_item *it = &m->items.data[i];
-    if (i) rx_strbuf_putc(out, '\n');
+    if (i) base_strbuf_putc(out, '\n');
     switch (it->kind) {
     case RX_ITEM_GRAPH:
       pgraph(&w, it->fn);
       break;
     case RX_ITEM_TENSOR: {
       const rx_tensor_fn *f = it->fn;
-      rx_strbuf_printf(out, "tensor_fn %s", f->name);
+      base_strbuf_printf(out, "tensor_fn %s", f->name);
       pparams(&w, f->params, f->nparams);
       pfacts(&w, f->facts, f->nfacts);
       w.ind = 0;
       pblock(&w, f->body);
-      rx_strbuf_putc(out, '\n');
+      base_strbuf_putc(out, '\n');
       break;
     }
     case RX_ITEM_EXTERN: {
       const rx_extern_fn *f = it->fn;
-      rx_strbuf_printf(out, "%sextern_fn %s", f->impure ? "impure " : "", f->name);
+      base_strbuf_printf(out, "%sextern_fn %s", f->impure ? "impure " : "", f->name);
       pparams(&w, f->params, f->nparams);
       if (f->ret) {
-        rx_strbuf_append(out, " -> ");
-        rx_sinfo_print(out, f->ret);
+        base_strbuf_append(out, " -> ");
+        ir_sinfo_print(out, f->ret);
       }
-      rx_strbuf_putc(out, '\n');
+      base_strbuf_putc(out, '\n');
       break;
     }
     }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 static rx_sinfo *sinfo_new(rx_module *m, rx_sinfo_kind kind) {
-  rx_sinfo *s = rx_module_alloc(m, sizeof *s);
+  rx_sinfo *s = ir_module_alloc(m, sizeof *s);
   s->kind = kind;
   return s;
 }
@@ -13,7 +13,7 @@ const rx_sinfo *rx_sinfo_object(rx_module *m) { return sinfo_new(m, RX_SINFO_OBJ
 
 static const rx_expr **dup_dims(rx_module *m, int ndim, const rx_expr *const *dims) {
   if (!dims || ndim < 0) return NULL;
-  return rx_arena_dup(&m->arena, dims, sizeof *dims * (size_t)ndim);
+  return base_arena_dup(&m->arena, dims, sizeof *dims * (size_t)ndim);
 }
 
 const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
@@ -25,7 +25,7 @@ const rx_sinfo *rx_sinfo_tensor(rx_module *m, rx_dtype dtype, int ndim,
   return s;
 }
 
-const rx_sinfo *rx_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
+const rx_sinfo *ir_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
                                 const rx_expr *rows) {
   rx_sinfo *r = sinfo_new(m, RX_SINFO_TENSOR);
   *r = *s;
@@ -50,21 +50,21 @@ const rx_sinfo *rx_sinfo_prim(rx_module *m, rx_dtype dtype, const rx_expr *value
 
 const rx_sinfo *rx_sinfo_tuple(rx_module *m, const rx_sinfo *const *fields, int n) {
   rx_sinfo *s = sinfo_new(m, RX_SINFO_TUPLE);
-  s->fields = rx_arena_dup(&m->arena, fields, sizeof *fields * (size_t)n);
+  s->fields = base_arena_dup(&m->arena, fields, sizeof *fields * (size_t)n);
   s->nfields = n;
   return s;
 }
 
-const rx_sinfo *rx_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
+const rx_sinfo *ir_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n,
                               const rx_sinfo *ret) {
   rx_sinfo *s = sinfo_new(m, RX_SINFO_FUNC);
-  s->fields = rx_arena_dup(&m->arena, params, sizeof *params * (size_t)n);
+  s->fields = base_arena_dup(&m->arena, params, sizeof *params * (size_t)n);
   s->nfields = n;
   s->ret = ret;
   return s;
 }
 
-bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
+bool ir_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
   if (a == b) return true;
   if (!a || !b || a->kind != b->kind) return false;
   switch (a->kind) {
@@ -81,12 +81,12 @@ bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
       if (a->shape[i] != b->shape[i]) return false;
     return true;
   case RX_SINFO_FUNC:
-    if (!rx_sinfo_equal(a->ret, b->ret)) return false;
+    if (!ir_sinfo_equal(a->ret, b->ret)) return false;
     /* fallthrough */
   case RX_SINFO_TUPLE:
     if (a->nfields != b->nfields) return false;
     for (int i = 0; i < a->nfields; i++)
-      if (!rx_sinfo_equal(a->fields[i], b->fields[i])) return false;
+      if (!ir_sinfo_equal(a->fields[i], b->fields[i])) return false;
     return true;
   }
   return false;
@@ -94,71 +94,71 @@ bool rx_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
 
 static void print_dims(rx_strbuf *out, int ndim, const rx_expr *const *dims) {
   for (int i = 0; i < ndim; i++) {
-    if (i) rx_strbuf_append(out, ", ");
-    rx_expr_print(out, dims[i]);
+    if (i) base_strbuf_append(out, ", ");
+    sym_expr_print(out, dims[i]);
   }
 }
 
-void rx_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
+void ir_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
   if (!s) {
-    rx_strbuf_append(out, "Object");
+    base_strbuf_append(out, "Object");
     return;
   }
   switch (s->kind) {
   case RX_SINFO_OBJECT:
-    rx_strbuf_append(out, "Object");
+    base_strbuf_append(out, "Object");
     return;
   case RX_SINFO_TENSOR:
-    rx_strbuf_printf(out, "%s[", rx_dtype_name(s->dtype));
+    base_strbuf_printf(out, "%s[", ir_dtype_name(s->dtype));
     if (s->ndim < 0)
-      rx_strbuf_append(out, "...");
+      base_strbuf_append(out, "...");
     else if (!s->shape)
-      rx_strbuf_printf(out, "ndim=%d", s->ndim);
+      base_strbuf_printf(out, "ndim=%d", s->ndim);
     else
       print_dims(out, s->ndim, s->shape);
-    rx_strbuf_putc(out, ']');
+    base_strbuf_putc(out, ']');
     if (s->ragged_by) {
-      rx_strbuf_printf(out, " ragged(%s, ", s->ragged_by);
-      rx_expr_print(out, s->ragged_rows);
-      rx_strbuf_putc(out, ')');
+      base_strbuf_printf(out, " ragged(%s, ", s->ragged_by);
+      sym_expr_print(out, s->ragged_rows);
+      base_strbuf_putc(out, ')');
     }
     return;
   case RX_SINFO_SHAPE:
     if (s->shape) {
-      rx_strbuf_append(out, "Shape([");
+      base_strbuf_append(out, "Shape([");
       print_dims(out, s->ndim, s->shape);
-      rx_strbuf_append(out, "])");
+      base_strbuf_append(out, "])");
     } else if (s->ndim >= 0) {
-      rx_strbuf_printf(out, "Shape(ndim=%d)", s->ndim);
+      base_strbuf_printf(out, "Shape(ndim=%d)", s->ndim);
     } else {
-      rx_strbuf_append(out, "Shape");
+      base_strbuf_append(out, "Shape");
     }
     return;
   case RX_SINFO_PRIM:
-    rx_strbuf_printf(out, "Prim(%s", rx_dtype_name(s->dtype));
+    base_strbuf_printf(out, "Prim(%s", ir_dtype_name(s->dtype));
     if (s->value) {
-      rx_strbuf_append(out, ", ");
-      rx_expr_print(out, s->value);
+      base_strbuf_append(out, ", ");
+      sym_expr_print(out, s->value);
     }
-    rx_strbuf_putc(out, ')');
+    base_strbuf_putc(out, ')');
     return;
   case RX_SINFO_TUPLE:
-    rx_strbuf_putc(out, '(');
+    base_strbuf_putc(out, '(');
     for (int i = 0; i < s->nfields; i++) {
-      if (i) rx_strbuf_append(out, ", ");
-      rx_sinfo_print(out, s->fields[i]);
+      if (i) base_strbuf_append(out, ", ");
+      ir_sinfo_print(out, s->fields[i]);
     }
-    if (s->nfields == 1) rx_strbuf_putc(out, ',');
-    rx_strbuf_putc(out, ')');
+    if (s->nfields == 1) base_strbuf_putc(out, ',');
+    base_strbuf_putc(out, ')');
     return;
   case RX_SINFO_FUNC:
-    rx_strbuf_append(out, "Func(");
+    base_strbuf_append(out, "Func(");
     for (int i = 0; i < s->nfields; i++) {
-      if (i) rx_strbuf_append(out, ", ");
-      rx_sinfo_print(out, s->fields[i]);
+      if (i) base_strbuf_append(out, ", ");
+      ir_sinfo_print(out, s->fields[i]);
     }
-    rx_strbuf_append(out, ") -> ");
-    rx_sinfo_print(out, s->ret);
+    base_strbuf_append(out, ") -> ");
+    ir_sinfo_print(out, s->ret);
     return;
   }
 }

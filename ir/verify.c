@@ -1,4 +1,4 @@
-/* The verifier: structural checks of a normalized module (see rx_module_verify in ir.h).
+/* The verifier: structural checks of a normalized module (see ir_module_verify in ir.h).
  *
  * Graph functions: variables defined before use (if-branch bindings do not escape their
  * branch), symbolic variables defined by a parameter's whole dimension or an earlier
@@ -37,7 +37,7 @@ static void grow(scope *s) {
   slot *old = s->slots;
   size_t oldcap = s->cap;
   s->cap = s->cap ? s->cap * 2 : 64;
-  s->slots = rx_calloc(s->cap, sizeof *s->slots);
+  s->slots = base_calloc(s->cap, sizeof *s->slots);
   for (size_t i = 0; i < oldcap; i++)
     if (old[i].key) *find(s, old[i].key) = old[i];
   free(old);
@@ -56,7 +56,7 @@ static void add(scope *s, const void *key) {
   if (!e->key) s->count++;
   e->key = key;
   e->on = true;
-  rx_ptrvec_push(&s->log, (void *)key);
+  base_ptrvec_push(&s->log, (void *)key);
 }
 
 static size_t mark(scope *s) { return s->log.len; }
@@ -66,7 +66,7 @@ static void reset(scope *s, size_t m) {
 
 static void scope_free(scope *s) {
   free(s->slots);
-  rx_ptrvec_free(&s->log);
+  base_ptrvec_free(&s->log);
 }
 
 /* ---- verifier state ---- */
@@ -95,7 +95,7 @@ static void err(vctx *v, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
 static void err(vctx *v, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(v->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  base_diag_vreport(v->diag, RX_DIAG_ERROR, loc, fmt, ap);
   va_end(ap);
   v->errors++;
 }
@@ -103,9 +103,9 @@ static void err(vctx *v, rx_loc loc, const char *fmt, ...) {
 /* Prints a struct info into a small arena string (for messages). */
 static const char *sinfo_str(vctx *v, const rx_sinfo *s) {
   rx_strbuf b = {0};
-  rx_sinfo_print(&b, s);
-  const char *r = rx_arena_strdup(&v->m->arena, b.data ? b.data : "");
-  rx_strbuf_free(&b);
+  ir_sinfo_print(&b, s);
+  const char *r = base_arena_strdup(&v->m->arena, b.data ? b.data : "");
+  base_strbuf_free(&b);
   return r;
 }
 
@@ -115,7 +115,7 @@ static const char *sinfo_str(vctx *v, const rx_sinfo *s) {
 static void check_syms(vctx *v, const rx_expr *e, rx_loc loc, const char *what) {
   if (!e) return;
   size_t base = v->tmp.len;
-  rx_expr_collect_vars(e, &v->tmp);
+  sym_expr_collect_vars(e, &v->tmp);
   for (size_t i = base; i < v->tmp.len; i++) {
     const rx_expr *x = v->tmp.data[i];
     if (has(&v->syms, x)) continue;
@@ -143,14 +143,14 @@ static void check_ragged(vctx *v, const rx_sinfo *s, rx_loc loc, const char *wha
     return;
   }
   const rx_sinfo *is = by->sinfo;
-  const rx_expr *want = rx_expr_add(v->m->ctx, s->ragged_rows, rx_expr_const(v->m->ctx, 1));
+  const rx_expr *want = sym_expr_add(v->m->ctx, s->ragged_rows, sym_expr_const(v->m->ctx, 1));
   if (!is || is->kind != RX_SINFO_TENSOR || is->dtype != RX_DTYPE_I32 || is->ndim != 1 ||
       (is->shape && is->shape[0] != want)) {
     rx_strbuf w = {0};
-    rx_expr_print(&w, want);
+    sym_expr_print(&w, want);
     err(v, loc, "%s is ragged by '%s', which must be i32[%s] (the offsets of its rows), not %s",
         what, s->ragged_by, w.data, sinfo_str(v, is));
-    rx_strbuf_free(&w);
+    base_strbuf_free(&w);
   }
 }
 
@@ -201,8 +201,8 @@ static void check_facts(vctx *v, const rx_expr *const *facts, const rx_loc *locs
   for (int i = 0; i < n; i++) {
     rx_loc loc = locs ? locs[i] : (rx_loc){0};
     check_syms(v, facts[i], loc, "a `where` fact");
-    if (!rx_expr_is_bool(facts[i])) {
-      char *s = rx_expr_to_string(facts[i]);
+    if (!sym_expr_is_bool(facts[i])) {
+      char *s = sym_expr_to_string(facts[i]);
       err(v, loc,
           "a `where` fact must be a condition (a comparison or a logical expression), got '%s'", s);
       free(s);
@@ -514,12 +514,12 @@ static void check_graph(vctx *v, const rx_graph_fn *fn) {
 static bool weak_lit(const rx_tx *e) {
   return e->weak || (e->kind == RX_TX_SYM && e->sym->kind == RX_EXPR_CONST);
 }
-static bool numeric(rx_dtype t) { return rx_dtype_is_float(t) || rx_dtype_is_int(t); }
+static bool numeric(rx_dtype t) { return ir_dtype_is_float(t) || ir_dtype_is_int(t); }
 
 /* Can a (weak) literal e take dtype t? */
 static bool adapts(const rx_tx *e, rx_dtype t) {
   if (!weak_lit(e)) return false;
-  if (e->kind == RX_TX_FLOAT) return rx_dtype_is_float(t);
+  if (e->kind == RX_TX_FLOAT) return ir_dtype_is_float(t);
   if (e->dtype == RX_DTYPE_BOOL) return t == RX_DTYPE_BOOL; /* `true`, `false` */
   return numeric(t);
 }
@@ -573,9 +573,9 @@ static void frag_rows_operand(vctx *v, const rx_stmt *s, const rx_buffer *b, con
         what, b->name, (long long)elems);
   if (row) {
     check_tx(v, row);
-    if (!rx_dtype_is_int(row->dtype))
+    if (!ir_dtype_is_int(row->dtype))
       err(v, row->loc, "the fragment row of '%s' must be an integer, got %s", b->name,
-          rx_dtype_name(row->dtype));
+          ir_dtype_name(row->dtype));
   }
 }
 
@@ -599,11 +599,11 @@ static void check_mma(vctx *v, const rx_stmt *s) {
   }
   if (s->buf->dtype != RX_DTYPE_F32)
     err(v, s->loc, "mma m16n8k16 accumulates in f32; '%s' is %s", s->buf->name,
-        rx_dtype_name(s->buf->dtype));
+        ir_dtype_name(s->buf->dtype));
   if ((s->mma_a->dtype != RX_DTYPE_F16 && s->mma_a->dtype != RX_DTYPE_BF16) ||
       s->mma_b->dtype != s->mma_a->dtype)
     err(v, s->loc, "mma m16n8k16 multiplies f16 or bf16 fragments of one dtype; got %s and %s",
-        rx_dtype_name(s->mma_a->dtype), rx_dtype_name(s->mma_b->dtype));
+        ir_dtype_name(s->mma_a->dtype), ir_dtype_name(s->mma_b->dtype));
 }
 
 static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n, rx_loc loc);
@@ -619,23 +619,23 @@ static void check_frag_alloc(vctx *v, const rx_stmt *s) {
   if (b->dtype != RX_DTYPE_F16 && b->dtype != RX_DTYPE_BF16 && b->dtype != RX_DTYPE_F32 &&
       b->dtype != RX_DTYPE_I8 && b->dtype != RX_DTYPE_I32)
     err(v, s->loc, "fragment '%s' is %s; matrix units take f16, bf16, f32, i8 or i32", b->name,
-        rx_dtype_name(b->dtype));
+        ir_dtype_name(b->dtype));
 }
 
 /* An operand of frag: defined here, a fragment of the use wanted (RX_FRAG_NONE: any). */
 static bool frag_operand(vctx *v, const rx_stmt *s, const rx_buffer *b, rx_frag_use use,
                          const char *what) {
   if (!b) {
-    err(v, s->loc, "frag %s without %s", rx_frag_op_name(s->frag_op), what);
+    err(v, s->loc, "frag %s without %s", ir_frag_op_name(s->frag_op), what);
     return false;
   }
   if (!has(&v->vars, b))
     err(v, s->loc, "buffer '%s' is not defined here; expected an earlier fragment alloc", b->name);
   if (!b->frag || (use && b->frag != use)) {
     err(v, s->loc, "%s of frag %s must be a fragment%s%s; '%s' is %s%s", what,
-        rx_frag_op_name(s->frag_op), use ? " of use " : "", use ? rx_frag_use_name(use) : "",
+        ir_frag_op_name(s->frag_op), use ? " of use " : "", use ? ir_frag_use_name(use) : "",
         b->name, b->frag ? "a fragment of use " : "not a fragment",
-        b->frag ? rx_frag_use_name(b->frag) : "");
+        b->frag ? ir_frag_use_name(b->frag) : "");
     return false;
   }
   return true;
@@ -658,8 +658,8 @@ static void check_frag_mma(vctx *v, const rx_stmt *s) {
         (long long)const_dim(s->mma_c, 0), (long long)const_dim(s->mma_c, 1));
   if (s->mma_a->dtype != s->mma_b->dtype || s->buf->dtype != s->mma_c->dtype)
     err(v, s->loc, "frag mma: A and B must share a dtype, and C and D (got A %s, B %s, C %s, D %s)",
-        rx_dtype_name(s->mma_a->dtype), rx_dtype_name(s->mma_b->dtype),
-        rx_dtype_name(s->mma_c->dtype), rx_dtype_name(s->buf->dtype));
+        ir_dtype_name(s->mma_a->dtype), ir_dtype_name(s->mma_b->dtype),
+        ir_dtype_name(s->mma_c->dtype), ir_dtype_name(s->buf->dtype));
 }
 
 /* frag load / store: the buffer in memory holds the fragment's dtype; stride an integer */
@@ -668,7 +668,7 @@ static void check_frag_mem(vctx *v, const rx_stmt *s) {
   const rx_buffer *b = s->mem;
   if (!b || b->frag) {
     err(v, s->loc, "frag %s needs a buffer in global or shared memory, not %s",
-        rx_frag_op_name(s->frag_op), b ? "a fragment" : "nothing");
+        ir_frag_op_name(s->frag_op), b ? "a fragment" : "nothing");
     return;
   }
   check_indices(v, b, s->idx, s->nidx, s->loc);
@@ -676,21 +676,21 @@ static void check_frag_mem(vctx *v, const rx_stmt *s) {
     err(v, s->loc,
         "frag %s: '%s' is local; fragments load from and store to global or shared "
         "memory",
-        rx_frag_op_name(s->frag_op), b->name);
+        ir_frag_op_name(s->frag_op), b->name);
   if (b->dtype != s->buf->dtype)
     err(v, s->loc, "frag %s: '%s' is %s but fragment '%s' is %s (no conversion on the way)",
-        rx_frag_op_name(s->frag_op), b->name, rx_dtype_name(b->dtype), s->buf->name,
-        rx_dtype_name(s->buf->dtype));
+        ir_frag_op_name(s->frag_op), b->name, ir_dtype_name(b->dtype), s->buf->name,
+        ir_dtype_name(s->buf->dtype));
   if (s->frag_op == RX_FRAG_OP_STORE && is_input_buffer(v, b))
     err(v, s->loc, "frag store to input buffer '%s'; mark it `out`", b->name);
   if (!s->value) {
-    err(v, s->loc, "frag %s without a stride", rx_frag_op_name(s->frag_op));
+    err(v, s->loc, "frag %s without a stride", ir_frag_op_name(s->frag_op));
     return;
   }
   check_tx(v, s->value);
-  if (!rx_dtype_is_int(s->value->dtype))
+  if (!ir_dtype_is_int(s->value->dtype))
     err(v, s->value->loc, "the stride of frag %s must be an integer, got %s",
-        rx_frag_op_name(s->frag_op), rx_dtype_name(s->value->dtype));
+        ir_frag_op_name(s->frag_op), ir_dtype_name(s->value->dtype));
 }
 
 /* `frag OP ...` (ir.h, RX_STMT_FRAG) */
@@ -736,14 +736,14 @@ static void check_indices(vctx *v, const rx_buffer *b, rx_tx *const *idx, int n,
         b->ndim == 1 ? "" : "s", n, n == 1 ? "ex" : "ices");
   for (int i = 0; i < n; i++) {
     check_tx(v, idx[i]);
-    if (!rx_dtype_is_int(idx[i]->dtype))
+    if (!ir_dtype_is_int(idx[i]->dtype))
       err(v, idx[i]->loc, "index %d of buffer '%s' must be an integer, got %s", i, b->name,
-          rx_dtype_name(idx[i]->dtype));
+          ir_dtype_name(idx[i]->dtype));
   }
 }
 
 static void want(vctx *v, const rx_tx *e, bool ok, const char *what) {
-  if (!ok) err(v, e->loc, "expected %s, got %s", what, rx_dtype_name(e->dtype));
+  if (!ok) err(v, e->loc, "expected %s, got %s", what, ir_dtype_name(e->dtype));
 }
 
 static void check_tx(vctx *v, const rx_tx *e) {
@@ -752,7 +752,7 @@ static void check_tx(vctx *v, const rx_tx *e) {
   case RX_TX_INT:
     return;
   case RX_TX_FLOAT:
-    want(v, e, rx_dtype_is_float(e->dtype), "a float dtype for a float literal");
+    want(v, e, ir_dtype_is_float(e->dtype), "a float dtype for a float literal");
     return;
   case RX_TX_SYM:
     check_syms(v, e->sym, e->loc, "an expression");
@@ -769,33 +769,33 @@ static void check_tx(vctx *v, const rx_tx *e) {
   case RX_TX_BINARY: {
     check_tx(v, e->a);
     check_tx(v, e->b);
-    const char *op = rx_binop_name(e->binop);
+    const char *op = ir_binop_name(e->binop);
     rx_dtype t = unify(e->a, e->b);
     if (t == RX_DTYPE_UNKNOWN) {
       err(v, e->loc, "operands of '%s' have different dtypes: %s and %s (cast one of them)", op,
-          rx_dtype_name(e->a->dtype), rx_dtype_name(e->b->dtype));
+          ir_dtype_name(e->a->dtype), ir_dtype_name(e->b->dtype));
       return;
     }
     switch (e->binop) {
     case RX_BINOP_DIV:
-      if (!rx_dtype_is_float(t))
-        err(v, e->loc, "'/' needs float operands, got %s; use '//' for integers", rx_dtype_name(t));
+      if (!ir_dtype_is_float(t))
+        err(v, e->loc, "'/' needs float operands, got %s; use '//' for integers", ir_dtype_name(t));
       break;
     case RX_BINOP_FLOORDIV:
     case RX_BINOP_FLOORMOD:
-      if (!rx_dtype_is_int(t))
-        err(v, e->loc, "'%s' needs integer operands, got %s", op, rx_dtype_name(t));
+      if (!ir_dtype_is_int(t))
+        err(v, e->loc, "'%s' needs integer operands, got %s", op, ir_dtype_name(t));
       break;
     case RX_BINOP_AND:
     case RX_BINOP_OR:
       if (t != RX_DTYPE_BOOL)
-        err(v, e->loc, "'%s' needs bool operands, got %s", op, rx_dtype_name(t));
+        err(v, e->loc, "'%s' needs bool operands, got %s", op, ir_dtype_name(t));
       break;
     case RX_BINOP_EQ:
     case RX_BINOP_NE:
       break;
     default:
-      if (!numeric(t)) err(v, e->loc, "'%s' needs numeric operands, got %s", op, rx_dtype_name(t));
+      if (!numeric(t)) err(v, e->loc, "'%s' needs numeric operands, got %s", op, ir_dtype_name(t));
       break;
     }
     return;
@@ -819,7 +819,7 @@ static void check_tx(vctx *v, const rx_tx *e) {
     want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool condition of select");
     if (unify(e->b, e->c) == RX_DTYPE_UNKNOWN)
       err(v, e->loc, "the values of select have different dtypes: %s and %s",
-          rx_dtype_name(e->b->dtype), rx_dtype_name(e->c->dtype));
+          ir_dtype_name(e->b->dtype), ir_dtype_name(e->c->dtype));
     return;
   case RX_TX_CAST:
     check_tx(v, e->a);
@@ -828,36 +828,36 @@ static void check_tx(vctx *v, const rx_tx *e) {
   case RX_TX_CALL: {
     const rx_tx *args[3] = {e->a, e->b, e->c};
     int n = e->c ? 3 : e->b ? 2 : e->a ? 1 : 0;
-    const char *name = rx_intrinsic_name(e->intrin);
-    int arity = rx_intrinsic_arity(e->intrin);
+    const char *name = ir_intrinsic_name(e->intrin);
+    int arity = ir_intrinsic_arity(e->intrin);
     if (n != arity) {
       err(v, e->loc, "'%s' takes %d argument%s, got %d", name, arity, arity == 1 ? "" : "s", n);
       return;
     }
-    char kind = rx_intrinsic_kind(e->intrin);
+    char kind = ir_intrinsic_kind(e->intrin);
     if (kind == 'c') {
       check_tx(v, e->a);
       check_tx(v, e->b);
       want(v, e->a, e->a->dtype == RX_DTYPE_BOOL, "a bool condition for 'check'");
-      want(v, e->b, rx_dtype_is_int(e->b->dtype), "an integer value for 'check'");
+      want(v, e->b, ir_dtype_is_int(e->b->dtype), "an integer value for 'check'");
       if (!e->msg) err(v, e->loc, "'check' needs a message");
       return;
     }
     for (int i = 0; i < n; i++) {
       check_tx(v, args[i]);
       if (kind == 'f') {
-        if (!rx_dtype_is_float(args[i]->dtype) && !adapts(args[i], RX_DTYPE_F32))
+        if (!ir_dtype_is_float(args[i]->dtype) && !adapts(args[i], RX_DTYPE_F32))
           err(v, args[i]->loc, "'%s' needs a float operand, got %s", name,
-              rx_dtype_name(args[i]->dtype));
+              ir_dtype_name(args[i]->dtype));
       } else if (!numeric(args[i]->dtype)) {
         err(v, args[i]->loc, "'%s' needs a numeric operand, got %s", name,
-            rx_dtype_name(args[i]->dtype));
+            ir_dtype_name(args[i]->dtype));
       }
     }
     for (int i = 1; i < n; i++)
       if (unify(args[0], args[i]) == RX_DTYPE_UNKNOWN)
         err(v, e->loc, "arguments of '%s' have different dtypes: %s and %s", name,
-            rx_dtype_name(args[0]->dtype), rx_dtype_name(args[i]->dtype));
+            ir_dtype_name(args[0]->dtype), ir_dtype_name(args[i]->dtype));
     return;
   }
   case RX_TX_HAS_FRAG: /* the whole condition of an if (check_stmt) */
@@ -871,14 +871,14 @@ static void check_assign(vctx *v, const rx_tx *value, rx_dtype t, const char *wh
                          const char *name) {
   if (value->dtype == t || adapts(value, t)) return;
   err(v, value->loc, "%s '%s' has dtype %s but the value has dtype %s", what, name,
-      rx_dtype_name(t), rx_dtype_name(value->dtype));
+      ir_dtype_name(t), ir_dtype_name(value->dtype));
 }
 
 static void check_cond(vctx *v, const rx_tx *c) {
   if (!c) return;
   check_tx(v, c);
   if (c->dtype != RX_DTYPE_BOOL)
-    err(v, c->loc, "condition must be bool, got %s", rx_dtype_name(c->dtype));
+    err(v, c->loc, "condition must be bool, got %s", ir_dtype_name(c->dtype));
 }
 
 static void check_stmt(vctx *v, const rx_stmt *s);
@@ -904,12 +904,12 @@ static void check_async_copy(vctx *v, const rx_stmt *s) {
   if (!param)
     err(v, s->loc, "async_copy reads global memory; '%s' is not a buffer parameter",
         src->buf->name);
-  int bits = rx_dtype_bits(s->buf->dtype);
+  int bits = ir_dtype_bits(s->buf->dtype);
   if (src->buf->dtype != s->buf->dtype || bits < 8 || 128 % bits)
     err(v, s->loc,
         "async_copy moves 16 bytes between buffers of one dtype of 1, 2, 4 or 8 bytes; "
         "got %s <- %s",
-        rx_dtype_name(s->buf->dtype), rx_dtype_name(src->buf->dtype));
+        ir_dtype_name(s->buf->dtype), ir_dtype_name(src->buf->dtype));
 }
 
 /* `ldmatrix xN [trans] frag = buf[i...]` (ir.h): a local fragment of 2N 16-bit elements, rows of
@@ -930,9 +930,9 @@ static void check_ldmatrix(vctx *v, const rx_stmt *s) {
   frag_rows_operand(v, s, s->buf, s->nidx ? s->idx[0] : NULL, 2 * s->count, "ldmatrix's fragment");
   if (src->buf->scope != RX_SCOPE_SHARED)
     err(v, s->loc, "ldmatrix reads shared memory; '%s' is not a shared allocation", src->buf->name);
-  if (rx_dtype_bits(s->buf->dtype) != 16 || rx_dtype_bits(src->buf->dtype) != 16)
-    err(v, s->loc, "ldmatrix moves 16-bit elements; got %s <- %s", rx_dtype_name(s->buf->dtype),
-        rx_dtype_name(src->buf->dtype));
+  if (ir_dtype_bits(s->buf->dtype) != 16 || ir_dtype_bits(src->buf->dtype) != 16)
+    err(v, s->loc, "ldmatrix moves 16-bit elements; got %s <- %s", ir_dtype_name(s->buf->dtype),
+        ir_dtype_name(src->buf->dtype));
 }
 
 /* Defines a loop variable, rejecting redefinition of an enclosing loop or symbolic variable. */
@@ -972,7 +972,7 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     }
     check_ranges(v, s);
     if (rx_loop_is_bound(s->loop_kind) && !rx_expr_is_const(s->lo[0], 0))
-      err(v, s->loc, "a loop bound to %s must start at 0", rx_loop_kind_name(s->loop_kind));
+      err(v, s->loc, "a loop bound to %s must start at 0", ir_loop_kind_name(s->loop_kind));
     define_loop_var(v, s->vars[0], s->loc);
     check_stmt(v, s->inner);
     break;
@@ -1001,9 +1001,9 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     check_tx(v, s->value);
     if (s->local->sym) {
       /* a symbolic let (ir.h, rx_local.sym): an integer, defining a symbolic variable */
-      if (!rx_dtype_is_int(s->value->dtype))
+      if (!ir_dtype_is_int(s->value->dtype))
         err(v, s->loc, "symbolic let '%s' needs an integer value, found %s", s->local->name,
-            rx_dtype_name(s->value->dtype));
+            ir_dtype_name(s->value->dtype));
       reset(&v->vars, mv);
       reset(&v->syms, ms);
       reset(&v->loops, ml);
@@ -1029,9 +1029,9 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
   case RX_STMT_IF:
     if (s->value && s->value->kind == RX_TX_HAS_FRAG) {
       const rx_tx *c = s->value;
-      if (!rx_dtype_is_float(c->frag_ab) || !rx_dtype_is_float(c->frag_acc))
-        err(v, c->loc, "has_fragments takes float dtypes, got %s and %s", rx_dtype_name(c->frag_ab),
-            rx_dtype_name(c->frag_acc));
+      if (!ir_dtype_is_float(c->frag_ab) || !ir_dtype_is_float(c->frag_acc))
+        err(v, c->loc, "has_fragments takes float dtypes, got %s and %s", ir_dtype_name(c->frag_ab),
+            ir_dtype_name(c->frag_acc));
     } else {
       check_cond(v, s->value);
     }
@@ -1073,9 +1073,9 @@ static void check_params(vctx *v, rx_param *const *params, int n, const char *fn
         err(v, p->loc, "scalar parameter %d of '%s' must be a name", i, fname);
         continue;
       }
-      if (!rx_dtype_is_int(p->dtype))
+      if (!ir_dtype_is_int(p->dtype))
         err(v, p->loc, "scalar parameter '%s' must be i64 or i32, got %s", p->var->name,
-            rx_dtype_name(p->dtype));
+            ir_dtype_name(p->dtype));
       add(&v->syms, p->var);
     } else if (p->kind == RX_PARAM_VALUE) {
       if (!p->sinfo) err(v, p->loc, "parameter %d of '%s' has no struct info", i, fname);
@@ -1096,13 +1096,13 @@ static void check_params(vctx *v, rx_param *const *params, int n, const char *fn
     bool named = p->kind == RX_PARAM_SCALAR   ? p->var != NULL
                  : p->kind == RX_PARAM_BUFFER ? p->buf != NULL
                                               : true;
-    const char *pname = named ? rx_param_name(p) : NULL;
+    const char *pname = named ? ir_param_name(p) : NULL;
     for (int j = 0; pname && j < i; j++) {
       const rx_param *q = params[j];
       bool qnamed = q->kind == RX_PARAM_SCALAR   ? q->var != NULL
                     : q->kind == RX_PARAM_BUFFER ? q->buf != NULL
                                                  : true;
-      const char *qname = qnamed ? rx_param_name(q) : NULL;
+      const char *qname = qnamed ? ir_param_name(q) : NULL;
       if (qname && strcmp(pname, qname) == 0)
         err(v, p->loc, "parameter '%s' of '%s' is declared twice", pname, fname);
     }
@@ -1133,7 +1133,7 @@ static void check_extern(vctx *v, const rx_extern_fn *fn) {
   reset(&v->syms, ms);
 }
 
-bool rx_module_verify(rx_module *m, rx_diag *diag) {
+bool ir_module_verify(rx_module *m, rx_diag *diag) {
   vctx v = {0};
   v.m = m;
   v.diag = diag;
@@ -1148,7 +1148,7 @@ bool rx_module_verify(rx_module *m, rx_diag *diag) {
       check_tensor(&v, it->fn);
       rx_tensor_fn *tf = it->fn;
       if (v.errors == before && !tf->bounds_checked) {
-        int e = rx_tensor_fn_check_bounds(m, tf, diag);
+        int e = ir_tensor_fn_check_bounds(m, tf, diag);
         v.errors += e;
         tf->bounds_checked = e == 0;
       }
@@ -1162,7 +1162,7 @@ bool rx_module_verify(rx_module *m, rx_diag *diag) {
   scope_free(&v.vars);
   scope_free(&v.syms);
   scope_free(&v.loops);
-  rx_ptrvec_free(&v.tmp);
+  base_ptrvec_free(&v.tmp);
   free(v.pfns.data);
   free(v.pstate.data);
   return v.errors == 0;

@@ -8,7 +8,7 @@
  * several GB and keeps them alive until the module dies (rx_module_on_free). */
 #include "ir.h"
 
-#include "../base/safetensors.h" /* rx_st_dtype_name: what the image can hold */
+#include "../base/safetensors.h" /* base_st_dtype_name: what the image can hold */
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ static bool float_dtype(rx_dtype t) {
   return t == RX_DTYPE_F32 || t == RX_DTYPE_F16 || t == RX_DTYPE_BF16;
 }
 
-bool rx_weight_converts(rx_dtype from, rx_dtype to) {
+bool ir_weight_converts(rx_dtype from, rx_dtype to) {
   return from == to || (float_dtype(from) && float_dtype(to));
 }
 
@@ -26,13 +26,13 @@ static rx_status bad(const char *name, const char *fmt, ...) RX_PRINTF(2, 3);
 static rx_status bad(const char *name, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_status s = rx_status_vmake(RX_ERR_INVALID, fmt, ap);
+  rx_status s = base_status_vmake(RX_ERR_INVALID, fmt, ap);
   va_end(ap);
-  return rx_status_annotate(s, "weight '%.200s'", name);
+  return base_status_annotate(s, "weight '%.200s'", name);
 }
 
 static const char *dtype_text(rx_dtype t) {
-  return (unsigned)t < RX_DTYPE_COUNT && t != RX_DTYPE_UNKNOWN ? rx_dtype_name(t) : "unknown";
+  return (unsigned)t < RX_DTYPE_COUNT && t != RX_DTYPE_UNKNOWN ? ir_dtype_name(t) : "unknown";
 }
 
 /* The checks of rx_module_add_weight, before anything is recorded; the stored byte size in
@@ -40,27 +40,27 @@ static const char *dtype_text(rx_dtype t) {
 static rx_status check_weight(const rx_module *m, const char *name, rx_dtype dtype, int ndim,
                               const int64_t *shape, rx_dtype src_dtype, const void *src,
                               uint64_t *out_bytes) {
-  if (!name || !name[0]) return rx_status_make(RX_ERR_INVALID, "a weight needs a name");
+  if (!name || !name[0]) return base_status_make(RX_ERR_INVALID, "a weight needs a name");
   if (!strcmp(name, "__metadata__")) /* the safetensors header's own key */
     return bad(name, "the name is reserved by the safetensors format");
-  if (rx_module_weight(m, name)) return bad(name, "the module has a weight of that name already");
+  if (ir_module_weight(m, name)) return bad(name, "the module has a weight of that name already");
   if ((unsigned)dtype >= RX_DTYPE_COUNT || dtype == RX_DTYPE_UNKNOWN ||
       (unsigned)src_dtype >= RX_DTYPE_COUNT || src_dtype == RX_DTYPE_UNKNOWN)
     return bad(name, "dtype %s from %s: both must be known dtypes", dtype_text(dtype),
                dtype_text(src_dtype));
-  if (!rx_st_dtype_name(dtype)) /* every dtype has one today; a new dtype must be given one */
-    return bad(name, "dtype %s has no safetensors name to be stored with", rx_dtype_name(dtype));
-  if (!rx_weight_converts(src_dtype, dtype))
+  if (!base_st_dtype_name(dtype)) /* every dtype has one today; a new dtype must be given one */
+    return bad(name, "dtype %s has no safetensors name to be stored with", ir_dtype_name(dtype));
+  if (!ir_weight_converts(src_dtype, dtype))
     return bad(name,
                "cannot store %s from %s source bytes (f32, f16 and bf16 convert among "
                "themselves; other dtypes must match)",
-               rx_dtype_name(dtype), rx_dtype_name(src_dtype));
+               ir_dtype_name(dtype), ir_dtype_name(src_dtype));
   if (ndim < 0 || ndim > RX_WEIGHT_MAX_NDIM || (ndim && !shape))
     return bad(name, "rank %d (0 to %d, with a shape)", ndim, RX_WEIGHT_MAX_NDIM);
   int64_t bytes = 0, src_bytes = 0;
-  rx_count_status c = rx_shape_count(ndim, shape, (uint64_t)rx_dtype_bits(dtype) / 8, &bytes);
+  rx_count_status c = base_shape_count(ndim, shape, (uint64_t)ir_dtype_bits(dtype) / 8, &bytes);
   if (c == RX_COUNT_OK)
-    c = rx_shape_count(ndim, shape, (uint64_t)rx_dtype_bits(src_dtype) / 8, &src_bytes);
+    c = base_shape_count(ndim, shape, (uint64_t)ir_dtype_bits(src_dtype) / 8, &src_bytes);
   if (c == RX_COUNT_NEGATIVE) return bad(name, "a dimension of the shape is negative");
   if (c != RX_COUNT_OK) return bad(name, "the byte size of the shape overflows");
   if (src_bytes && !src) return bad(name, "no source bytes (NULL)");
@@ -70,38 +70,38 @@ static rx_status check_weight(const rx_module *m, const char *name, rx_dtype dty
 
 rx_status rx_module_add_weight(rx_module *m, const char *name, rx_dtype dtype, int ndim,
                                const int64_t *shape, rx_dtype src_dtype, const void *src) {
-  if (!m) return rx_status_make(RX_ERR_INVALID, "rx_module_add_weight: no module");
+  if (!m) return base_status_make(RX_ERR_INVALID, "rx_module_add_weight: no module");
   uint64_t bytes = 0;
   RX_RETURN_IF_ERROR(check_weight(m, name, dtype, ndim, shape, src_dtype, src, &bytes));
   rx_weight w;
   memset(&w, 0, sizeof w);
-  w.name = rx_module_intern(m, name, strlen(name));
+  w.name = ir_module_intern(m, name, strlen(name));
   w.dtype = dtype;
   w.ndim = ndim;
-  w.shape = ndim ? rx_arena_dup(&m->arena, shape, (size_t)ndim * sizeof *shape) : NULL;
+  w.shape = ndim ? base_arena_dup(&m->arena, shape, (size_t)ndim * sizeof *shape) : NULL;
   w.src_dtype = src_dtype;
   w.src = src;
   w.bytes = bytes;
-  rx_ptrmap_put(&m->weight_index, w.name, (int)m->weights.len);
+  base_ptrmap_put(&m->weight_index, w.name, (int)m->weights.len);
   RX_VEC_PUSH(&m->weights, w);
   return NULL;
 }
 
 size_t rx_module_weight_count(const rx_module *m) { return m ? m->weights.len : 0; }
 
-const rx_weight *rx_module_weight_at(const rx_module *m, size_t i) {
+const rx_weight *ir_module_weight_at(const rx_module *m, size_t i) {
   return i < m->weights.len ? &m->weights.data[i] : NULL;
 }
 
-const rx_weight *rx_module_weight(const rx_module *m, const char *name) {
+const rx_weight *ir_module_weight(const rx_module *m, const char *name) {
   if (!m->weights.len) return NULL;
   /* names are interned in the module's expression context: equal names, one pointer */
-  const char *key = rx_module_intern((rx_module *)m, name, strlen(name));
-  int i = rx_ptrmap_get(&m->weight_index, key);
+  const char *key = ir_module_intern((rx_module *)m, name, strlen(name));
+  int i = base_ptrmap_get(&m->weight_index, key);
   return i < 0 ? NULL : &m->weights.data[i];
 }
 
-bool rx_weight_fits(const rx_weight *w, const rx_sinfo *s) {
+bool ir_weight_fits(const rx_weight *w, const rx_sinfo *s) {
   if (!s || s->kind != RX_SINFO_TENSOR || s->dtype != w->dtype || s->ndim != w->ndim || !s->shape)
     return false;
   for (int d = 0; d < w->ndim; d++)
@@ -109,16 +109,16 @@ bool rx_weight_fits(const rx_weight *w, const rx_sinfo *s) {
   return true;
 }
 
-const rx_weight *rx_param_weight(const rx_module *m, const rx_var *param) {
-  const rx_weight *w = rx_module_weight(m, param->name);
-  return w && rx_weight_fits(w, param->sinfo) ? w : NULL;
+const rx_weight *ir_param_weight(const rx_module *m, const rx_var *param) {
+  const rx_weight *w = ir_module_weight(m, param->name);
+  return w && ir_weight_fits(w, param->sinfo) ? w : NULL;
 }
 
-void rx_weight_sinfo_text(rx_strbuf *out, const rx_weight *w) {
-  rx_strbuf_printf(out, "%s[", rx_dtype_name(w->dtype));
+void ir_weight_sinfo_text(rx_strbuf *out, const rx_weight *w) {
+  base_strbuf_printf(out, "%s[", ir_dtype_name(w->dtype));
   for (int d = 0; d < w->ndim; d++)
-    rx_strbuf_printf(out, "%s%lld", d ? ", " : "", (long long)w->shape[d]);
-  rx_strbuf_putc(out, ']');
+    base_strbuf_printf(out, "%s%lld", d ? ", " : "", (long long)w->shape[d]);
+  base_strbuf_putc(out, ']');
 }
 
 void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx) {
@@ -127,11 +127,11 @@ void rx_module_on_free(rx_module *m, void (*fn)(void *ctx), void *ctx) {
   RX_VEC_PUSH(&m->cleanups, c);
 }
 
-void rx_module_weights_free(rx_module *m) {
+void ir_module_weights_free(rx_module *m) {
   for (size_t i = m->cleanups.len; i-- > 0;) m->cleanups.data[i].fn(m->cleanups.data[i].ctx);
   free(m->cleanups.data);
   free(m->weights.data);
-  rx_ptrmap_free(&m->weight_index);
+  base_ptrmap_free(&m->weight_index);
   memset(&m->cleanups, 0, sizeof m->cleanups);
   memset(&m->weights, 0, sizeof m->weights);
 }

@@ -106,7 +106,7 @@ static const char *pattern_text(rx_deduce_ctx *dc, const char *dims, int *rank) 
   }
   buf[o++] = ']';
   buf[o] = 0;
-  return rx_arena_strdup(&dc->mod->arena, buf);
+  return base_arena_strdup(&dc->mod->arena, buf);
 }
 
 /* Checks dim k of operand `sp` (actual `dim`) against the pattern's token `tok`. */
@@ -115,7 +115,7 @@ static bool check_dim(rx_deduce_ctx *dc, const rx_node *call, const operand_spec
   const rx_expr *dim = s->shape[k], *want;
   const char *from = NULL;
   if (tok[0] >= '0' && tok[0] <= '9') {
-    want = rx_expr_const(rx_ops_ctx(dc), strtoll(tok, NULL, 10));
+    want = sym_expr_const(ops_ctx(dc), strtoll(tok, NULL, 10));
   } else if ((want = named(u, tok)) != NULL) {
     for (int i = 0; i < u->n; i++)
       if (!strcmp(u->names[i], tok)) from = u->from[i];
@@ -126,41 +126,41 @@ static bool check_dim(rx_deduce_ctx *dc, const rx_node *call, const operand_spec
     u->from[u->n++] = sp->name;
     return true;
   }
-  rx_tribool eq = rx_ops_dim_eq(dc, dim, want);
+  rx_tribool eq = ops_dim_eq(dc, dim, want);
   if (eq == RX_TRUE) return true;
-  const char *w = from ? rx_arena_printf(&dc->mod->arena, "%s = %s (from %s)", tok,
-                                         rx_ops_expr_str(dc, want), from)
-                       : rx_ops_expr_str(dc, want);
-  rx_deduce_error(dc, "%s expects %s of shape %s, got %s: dim %d is %s, %s %s%s", call->op->name,
-                  sp->name, pat, rx_ops_str(dc, s), k, rx_ops_expr_str(dc, dim),
-                  eq == RX_FALSE ? "not" : "not provably", w,
-                  eq == RX_FALSE ? "" : "; use match_cast to give it that shape");
+  const char *w = from ? base_arena_printf(&dc->mod->arena, "%s = %s (from %s)", tok,
+                                           ops_expr_str(dc, want), from)
+                       : ops_expr_str(dc, want);
+  ops_deduce_error(dc, "%s expects %s of shape %s, got %s: dim %d is %s, %s %s%s", call->op->name,
+                   sp->name, pat, ops_str(dc, s), k, ops_expr_str(dc, dim),
+                   eq == RX_FALSE ? "not" : "not provably", w,
+                   eq == RX_FALSE ? "" : "; use match_cast to give it that shape");
   return false;
 }
 
 /* Checks operand i of the call against sp; binds its named dims. */
 static bool check_operand(rx_deduce_ctx *dc, const rx_node *call, int i, const operand_spec *sp,
                           unifier *u) {
-  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, sp->name);
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, sp->name);
   if (!s) return false;
   int rank;
   const char *pat = pattern_text(dc, sp->dims, &rank);
   rx_dtype want = sp->dtype == 'i' ? RX_DTYPE_I32 : sp->dtype == 'f' ? RX_DTYPE_F32 : u->t;
   if (sp->dtype == 'T' && u->t == RX_DTYPE_UNKNOWN) {
-    if (s->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_float(s->dtype)) {
-      rx_deduce_error(dc, "%s expects %s as a floating-point tensor %s, got %s", call->op->name,
-                      sp->name, pat, rx_ops_str(dc, s));
+    if (s->dtype != RX_DTYPE_UNKNOWN && !ir_dtype_is_float(s->dtype)) {
+      ops_deduce_error(dc, "%s expects %s as a floating-point tensor %s, got %s", call->op->name,
+                       sp->name, pat, ops_str(dc, s));
       return false;
     }
     u->t = s->dtype;
   } else if (s->dtype != RX_DTYPE_UNKNOWN && want != RX_DTYPE_UNKNOWN && s->dtype != want) {
-    rx_deduce_error(dc, "%s expects %s as %s%s, got %s", call->op->name, sp->name,
-                    rx_dtype_name(want), pat, rx_ops_str(dc, s));
+    ops_deduce_error(dc, "%s expects %s as %s%s, got %s", call->op->name, sp->name,
+                     ir_dtype_name(want), pat, ops_str(dc, s));
     return false;
   }
   if (s->ndim >= 0 && s->ndim != rank) {
-    rx_deduce_error(dc, "%s expects %s of rank %d (%s), got %s", call->op->name, sp->name, rank,
-                    pat, rx_ops_str(dc, s));
+    ops_deduce_error(dc, "%s expects %s of rank %d (%s), got %s", call->op->name, sp->name, rank,
+                     pat, ops_str(dc, s));
     return false;
   }
   if (s->ndim < 0 || !s->shape) {
@@ -193,27 +193,27 @@ static bool check_operands(rx_deduce_ctx *dc, const rx_node *call, const operand
 
 /* window >= 0; the query heads a multiple of the kv heads. */
 static bool check_heads_window(rx_deduce_ctx *dc, const rx_node *call, const unifier *u) {
-  int64_t window = rx_ops_int_attr(call, "window", 0);
+  int64_t window = ops_int_attr(call, "window", 0);
   if (window < 0) {
-    rx_deduce_error(dc, "%s expects window >= 0 (0: every earlier key), got %lld", call->op->name,
-                    (long long)window);
+    ops_deduce_error(dc, "%s expects window >= 0 (0: every earlier key), got %lld", call->op->name,
+                     (long long)window);
     return false;
   }
   if (u->coarse) return true;
   const rx_expr *h = named(u, "H"), *kvh = named(u, "KVH");
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
-  rx_tribool div = rx_ops_prove(
-      dc, rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, h, kvh), rx_expr_const(cx, 0)));
+  rx_expr_ctx *cx = ops_ctx(dc);
+  rx_tribool div = ops_prove(
+      dc, sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, h, kvh), sym_expr_const(cx, 0)));
   if (div == RX_TRUE) return true;
-  rx_deduce_error(dc,
-                  "%s expects the query heads of q (H = %s) to be %sa multiple of the kv heads "
-                  "of pages (KVH = %s)",
-                  call->op->name, rx_ops_expr_str(dc, h), div == RX_FALSE ? "" : "provably ",
-                  rx_ops_expr_str(dc, kvh));
+  ops_deduce_error(dc,
+                   "%s expects the query heads of q (H = %s) to be %sa multiple of the kv heads "
+                   "of pages (KVH = %s)",
+                   call->op->name, ops_expr_str(dc, h), div == RX_FALSE ? "" : "provably ",
+                   ops_expr_str(dc, kvh));
   return false;
 }
 
-const rx_sinfo *rx_deduce_kv_append(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_kv_append(rx_deduce_ctx *dc, const rx_node *call) {
   static const operand_spec spec[] = {
       {"pages", PAGES_DIMS, 'T'}, {"k", "N KVH D", 'T'}, {"v", "N KVH D", 'T'}, {"slot", "N", 'i'}};
   unifier u;
@@ -221,73 +221,74 @@ const rx_sinfo *rx_deduce_kv_append(rx_deduce_ctx *dc, const rx_node *call) {
   return call->args[0]->sinfo; /* the pages, written in place */
 }
 
-const rx_sinfo *rx_deduce_paged_attention(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_paged_attention(rx_deduce_ctx *dc, const rx_node *call) {
   static const operand_spec spec[] = {{"q", "N H D", 'T'},         {"pages", PAGES_DIMS, 'T'},
                                       {"page_table", "B MP", 'i'}, {"kv_len", "B", 'i'},
                                       {"q_seq", "N", 'i'},         {"q_pos", "N", 'i'}};
   unifier u;
   if (!check_operands(dc, call, spec, 6, &u) || !check_heads_window(dc, call, &u)) return NULL;
-  if (u.coarse) return rx_ops_tensor(dc, u.t, 3, NULL);
-  const rx_expr **dims = rx_ops_dims(dc, 3);
+  if (u.coarse) return ops_tensor(dc, u.t, 3, NULL);
+  const rx_expr **dims = ops_dims(dc, 3);
   dims[0] = named(&u, "N");
   dims[1] = named(&u, "H");
   dims[2] = named(&u, "D");
-  return rx_ops_tensor(dc, u.t, 3, dims);
+  return ops_tensor(dc, u.t, 3, dims);
 }
 
-const rx_sinfo *rx_deduce_paged_decode_attention(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_paged_decode_attention(rx_deduce_ctx *dc, const rx_node *call) {
   static const operand_spec spec[] = {{"q", "B H D", 'T'},
                                       {"pages", PAGES_DIMS, 'T'},
                                       {"page_table", "B MP", 'i'},
                                       {"kv_len", "B", 'i'}};
   unifier u;
   if (!check_operands(dc, call, spec, 4, &u) || !check_heads_window(dc, call, &u)) return NULL;
-  int64_t chunk = rx_ops_int_attr(call, "chunk", ATTN_DEFAULT_CHUNK);
+  int64_t chunk = ops_int_attr(call, "chunk", ATTN_DEFAULT_CHUNK);
   if (chunk <= 0 || chunk % ATTN_PAGE != 0) {
-    rx_deduce_error(dc, "paged_decode_attention expects chunk > 0 and a multiple of %d, got %lld",
-                    ATTN_PAGE, (long long)chunk);
+    ops_deduce_error(dc, "paged_decode_attention expects chunk > 0 and a multiple of %d, got %lld",
+                     ATTN_PAGE, (long long)chunk);
     return NULL;
   }
   const rx_sinfo *f[2];
   if (u.coarse) {
-    f[0] = rx_ops_tensor(dc, RX_DTYPE_F32, 4, NULL);
-    f[1] = rx_ops_tensor(dc, RX_DTYPE_F32, 3, NULL);
+    f[0] = ops_tensor(dc, RX_DTYPE_F32, 4, NULL);
+    f[1] = ops_tensor(dc, RX_DTYPE_F32, 3, NULL);
     return rx_sinfo_tuple(dc->mod, f, 2);
   }
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
-  const rx_expr *keys = rx_expr_mul(cx, named(&u, "MP"), rx_expr_const(cx, ATTN_PAGE));
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *keys = sym_expr_mul(cx, named(&u, "MP"), sym_expr_const(cx, ATTN_PAGE));
   const rx_expr *s =
-      rx_ops_simplify(dc, rx_expr_floordiv(cx, rx_expr_add(cx, keys, rx_expr_const(cx, chunk - 1)),
-                                           rx_expr_const(cx, chunk)));
-  const rx_expr **od = rx_ops_dims(dc, 4), **ld = rx_ops_dims(dc, 3);
+      ops_simplify(dc, sym_expr_floordiv(cx, sym_expr_add(cx, keys, sym_expr_const(cx, chunk - 1)),
+                                         sym_expr_const(cx, chunk)));
+  const rx_expr **od = ops_dims(dc, 4), **ld = ops_dims(dc, 3);
   od[0] = ld[0] = named(&u, "B");
   od[1] = ld[1] = named(&u, "H");
   od[2] = ld[2] = s;
   od[3] = named(&u, "D");
-  f[0] = rx_ops_tensor(dc, RX_DTYPE_F32, 4, od);
-  f[1] = rx_ops_tensor(dc, RX_DTYPE_F32, 3, ld);
+  f[0] = ops_tensor(dc, RX_DTYPE_F32, 4, od);
+  f[1] = ops_tensor(dc, RX_DTYPE_F32, 3, ld);
   return rx_sinfo_tuple(dc->mod, f, 2);
 }
 
-const rx_sinfo *rx_deduce_attention_merge(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_attention_merge(rx_deduce_ctx *dc, const rx_node *call) {
   static const operand_spec spec[] = {{"o", "B H S D", 'f'}, {"lse", "B H S", 'f'}};
   unifier u;
   if (!check_operands(dc, call, spec, 2, &u)) return NULL;
-  const rx_attr *da = rx_call_attr(call, "dtype");
+  const rx_attr *da = ops_call_attr(call, "dtype");
   rx_dtype t = da ? da->dtype : RX_DTYPE_F32;
-  if (!rx_dtype_is_float(t)) {
-    rx_deduce_error(dc, "attention_merge expects a floating-point dtype, got %s", rx_dtype_name(t));
+  if (!ir_dtype_is_float(t)) {
+    ops_deduce_error(dc, "attention_merge expects a floating-point dtype, got %s",
+                     ir_dtype_name(t));
     return NULL;
   }
-  if (u.coarse) return rx_ops_tensor(dc, t, 3, NULL);
-  const rx_expr **dims = rx_ops_dims(dc, 3);
+  if (u.coarse) return ops_tensor(dc, t, 3, NULL);
+  const rx_expr **dims = ops_dims(dc, 3);
   dims[0] = named(&u, "B");
   dims[1] = named(&u, "H");
   dims[2] = named(&u, "D");
-  return rx_ops_tensor(dc, t, 3, dims);
+  return ops_tensor(dc, t, 3, dims);
 }
 
-int rx_legalize_inplace_arg(const rx_op *op) { return op->id == RX_OP_kv_append ? 0 : -1; }
+int ops_legalize_inplace_arg(const rx_op *op) { return op->id == RX_OP_kv_append ? 0 : -1; }
 
 /* ------------------------------------------------------------------------------------------
  * the attention kernel
@@ -331,7 +332,7 @@ static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 /* A condition as text, or NULL when it is provably true (nothing to test). */
 static const char *cond(attn *a, const rx_expr *e) {
-  e = rx_expr_simplify(a->l->cx, e);
+  e = sym_expr_simplify(a->l->cx, e);
   return rx_expr_is_const(e, 1) ? NULL : lz_ex(a->l, e);
 }
 
@@ -487,7 +488,7 @@ static const char *row_elem(attn *a, const lz_opnd *o, const rx_expr *r, const r
 /* ---- tiling ---- */
 
 static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
-  int64_t es = rx_dtype_bits(a->t) / 8, pad = 4 / es;
+  int64_t es = ir_dtype_bits(a->t) / 8, pad = 4 / es;
   int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
   int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : 0;
   int64_t tiles = a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad);
@@ -498,7 +499,7 @@ static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
  * registers, keys first. */
 static bool attn_tile(attn *a) {
   a->dm = a->dk > a->dv ? a->dk : a->dv;
-  a->pad = 4 / (rx_dtype_bits(a->t) / 8); /* one 32-bit word: rows of qs, kv in other banks */
+  a->pad = 4 / (ir_dtype_bits(a->t) / 8); /* one 32-bit word: rows of qs, kv in other banks */
   for (a->tk = ATTN_PAGE; a->tk > 1 && shared_bytes(a, 1, a->tk) > ATTN_SHARED; a->tk /= 2) {
   }
   if (shared_bytes(a, 1, a->tk) > ATTN_SHARED) {
@@ -539,7 +540,7 @@ static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
   }
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
   l->ind++;
-  const char *t = rx_dtype_name(a->t);
+  const char *t = ir_dtype_name(a->t);
   int64_t scores = a->rows * a->tk;
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows,
           (long long)(a->dk + a->pad));
@@ -595,7 +596,7 @@ static const char *key_elem(attn *a, int which, const rx_expr *jj, const rx_expr
 static void load_keys(attn *a, int which) {
   lz_ctx *l = a->l;
   int64_t cols = which ? a->dv : a->dk;
-  int64_t lanes = a->kind == ATTN_DENSE ? 1 : 16 / (rx_dtype_bits(a->t) / 8);
+  int64_t lanes = a->kind == ATTN_DENSE ? 1 : 16 / (ir_dtype_bits(a->t) / 8);
   if (lanes < 2 || cols % lanes) lanes = 1;
   cover c = cover_of(a->tk, cols / lanes);
   int levels = open_cover(a, &c);
@@ -649,8 +650,8 @@ static const char *key_visible(attn *a, const rx_expr *j) {
     const rx_expr *ok = sx_and(a->l->cx, sx_lt(a->l->cx, pos, t), sx_lt(a->l->cx, row, s));
     if (a->causal)
       ok = sx_and(a->l->cx, ok,
-                  rx_expr_cmp(a->l->cx, RX_EXPR_LE, pos,
-                              sx_add(a->l->cx, row, rx_expr_sub(a->l->cx, t, s))));
+                  sym_expr_cmp(a->l->cx, RX_EXPR_LE, pos,
+                               sx_add(a->l->cx, row, sym_expr_sub(a->l->cx, t, s))));
     return cond(a, ok);
   }
   const char *p = lz_ex(a->l, pos);
@@ -688,10 +689,10 @@ static const char *score(attn *a, const char *j) {
                                sx_var(a->l->cx, j)),
                         a->ks),
                sx_const(a->l->cx, k));
-    rx_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, lz_ex(a->l, w));
+    base_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, lz_ex(a->l, w));
   }
   const char *sum = lz_str(l, "(%s) * %s", b.data, a->scale);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   if (!a->mask) return sum;
   /* the mask, broadcast from the right to [b, h, s, t]; a dim 1 reads index 0 */
   const rx_expr *row = row_token(a, sx_var(a->l->cx, a->tx)),
@@ -854,13 +855,13 @@ static bool attn_start(attn *a, lz_ctx *l, attn_kind kind) {
   }
   a->q = lz_arg(l, 0);
   a->t = a->q->dtype;
-  if (!rx_dtype_is_float(a->t)) {
+  if (!ir_dtype_is_float(a->t)) {
     lz_fail(l, "expects floating-point operands");
     return false;
   }
   a->y = &l->outs[0];
-  a->window = rx_ops_int_attr(l->call, "window", 0);
-  a->chunk = rx_ops_int_attr(l->call, "chunk", ATTN_DEFAULT_CHUNK);
+  a->window = ops_int_attr(l->call, "window", 0);
+  a->chunk = ops_int_attr(l->call, "chunk", ATTN_DEFAULT_CHUNK);
   a->bx = lz_loopvar(l, kind == ATTN_DECODE ? "sq" : "tile");
   a->by = lz_loopvar(l, kind == ATTN_DENSE ? "hd" : "kh");
   a->bz = lz_loopvar(l, kind == ATTN_DENSE ? "bt" : "ch");
@@ -882,7 +883,7 @@ static bool attn_start(attn *a, lz_ctx *l, attn_kind kind) {
 }
 
 static void set_scale(attn *a) {
-  const rx_attr *sa = rx_call_attr(a->l->call, "scale");
+  const rx_attr *sa = ops_call_attr(a->l->call, "scale");
   a->scale = lz_flit(a->l, (sa ? sa->f : 1.0 / sqrt((double)a->dk)) * ATTN_LOG2E);
 }
 
@@ -896,7 +897,7 @@ void lz_gen_attention(lz_ctx *l) {
   a.k = lz_arg(l, 1);
   a.v = lz_arg(l, 2);
   a.mask = l->call->nargs > 3 ? lz_arg(l, 3) : NULL;
-  a.causal = rx_ops_int_attr(l->call, "causal", 0) != 0;
+  a.causal = ops_int_attr(l->call, "causal", 0) != 0;
   a.group = 1;
   if (!const_dim(&a, a.q, 3, "the head dim d", &a.dk) ||
       !const_dim(&a, a.v, 3, "the value dim dv", &a.dv) || !attn_tile(&a))
@@ -915,8 +916,8 @@ void lz_gen_attention(lz_ctx *l) {
   a.jb = sx_mul_c(a.l->cx, sx_var(a.l->cx, kt), a.tk);
   /* causal: skip the tiles after the last key the block's last row sees */
   const rx_expr *last =
-      sx_add(a.l->cx, row_token(&a, sx_const(a.l->cx, a.rows - 1)), rx_expr_sub(l->cx, t, s));
-  bool g = a.causal && open_if(&a, cond(&a, rx_expr_cmp(l->cx, RX_EXPR_LE, a.jb, last)));
+      sx_add(a.l->cx, row_token(&a, sx_const(a.l->cx, a.rows - 1)), sym_expr_sub(l->cx, t, s));
+  bool g = a.causal && open_if(&a, cond(&a, sym_expr_cmp(l->cx, RX_EXPR_LE, a.jb, last)));
   key_tile(&a);
   if (g) lz_close(l);
   lz_close(l);
@@ -947,9 +948,9 @@ static bool paged_start(attn *a, lz_ctx *l, attn_kind kind) {
  * min(long long, int) for a min of a 64-bit index and a literal, which CUDA finds ambiguous. */
 static const char *tile_tokens(attn *a) {
   const rx_expr *left =
-      rx_expr_sub(a->l->cx, a->q->shape[0], sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq));
-  return lz_ex(a->l, rx_expr_select(a->l->cx, sx_lt(a->l->cx, left, sx_const(a->l->cx, a->tq)),
-                                    left, sx_const(a->l->cx, a->tq)));
+      sym_expr_sub(a->l->cx, a->q->shape[0], sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq));
+  return lz_ex(a->l, sym_expr_select(a->l->cx, sx_lt(a->l->cx, left, sx_const(a->l->cx, a->tq)),
+                                     left, sx_const(a->l->cx, a->tq)));
 }
 
 /* Per token of the tile (shared): its sequence (-1: none), its visible key range, whether it is
@@ -1058,14 +1059,14 @@ static const rx_expr *open_thread_items(lz_ctx *l, const char *tx, const char *c
                                         const rx_expr *count) {
   rx_expr_ctx *cx = l->cx;
   const rx_expr *steps =
-      rx_expr_floordiv(cx, rx_expr_add(cx, count, rx_expr_const(cx, ATTN_THREADS - 1)),
-                       rx_expr_const(cx, ATTN_THREADS));
+      sym_expr_floordiv(cx, sym_expr_add(cx, count, sym_expr_const(cx, ATTN_THREADS - 1)),
+                        sym_expr_const(cx, ATTN_THREADS));
   lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
   l->ind++;
   const rx_expr *e =
-      rx_expr_add(cx, rx_expr_var(cx, tx),
-                  rx_expr_mul(cx, rx_expr_var(cx, c), rx_expr_const(cx, ATTN_THREADS)));
-  lz_line(l, "if %s {", lz_ex(l, rx_expr_cmp(cx, RX_EXPR_LT, e, count)));
+      sym_expr_add(cx, sym_expr_var(cx, tx),
+                   sym_expr_mul(cx, sym_expr_var(cx, c), sym_expr_const(cx, ATTN_THREADS)));
+  lz_line(l, "if %s {", lz_ex(l, sym_expr_cmp(cx, RX_EXPR_LT, e, count)));
   l->ind++;
   return e;
 }
@@ -1117,7 +1118,7 @@ typedef struct fattn {
 } fattn;
 
 static int64_t frag_shared_bytes(const attn *a, int64_t rows, int f) {
-  int64_t es = rx_dtype_bits(a->t) / 8, pad = 16 / es;
+  int64_t es = ir_dtype_bits(a->t) / 8, pad = 16 / es;
   int64_t tk = ATTN_PAGE, d = a->dk;
   int64_t stage = ATTN_WARPS * f * f > rows * tk ? ATTN_WARPS * f * f : 0; /* else in ps */
   return es * (rows * (d + pad) + 2 * tk * (d + pad) + rows * tk) +
@@ -1178,7 +1179,7 @@ static void frag_open(fattn *fa, const rx_expr *const *grid) {
   }
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, ATTN_THREADS);
   l->ind++;
-  const char *t = rx_dtype_name(a->t);
+  const char *t = ir_dtype_name(a->t);
   int64_t row = a->dk + fa->pad, f = fa->f;
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows, (long long)row);
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk, (long long)row);
@@ -1375,7 +1376,7 @@ static void frag_pass(fattn *fa, bool second) {
 static bool frag_paged(lz_ctx *l, int f) {
   attn a;
   if (!paged_start(&a, l, ATTN_PAGED) || !frag_tile(&a, f)) return false;
-  fattn fa = {.a = &a, .f = f, .pad = 16 / (rx_dtype_bits(a.t) / 8)};
+  fattn fa = {.a = &a, .f = f, .pad = 16 / (ir_dtype_bits(a.t) / 8)};
   fa.ns = (a.rows / f) * (a.tk / f);
   fa.no = (a.rows / f) * (a.dk / f);
   fa.fa = lz_fresh(l, "fq");
@@ -1383,7 +1384,7 @@ static bool frag_paged(lz_ctx *l, int f) {
   fa.fs = lz_fresh(l, "fs");
   fa.pp = lz_fresh(l, "pp");
   fa.sc = ATTN_WARPS * f * f > a.rows * a.tk ? lz_fresh(l, "stage") : a.ps;
-  fa.fo = rx_module_alloc(l->m, sizeof *fa.fo * (size_t)cdiv(fa.no, ATTN_WARPS));
+  fa.fo = ir_module_alloc(l->m, sizeof *fa.fo * (size_t)cdiv(fa.no, ATTN_WARPS));
   for (int64_t s = 0; s < cdiv(fa.no, ATTN_WARPS); s++) fa.fo[s] = lz_fresh(l, "fo");
   fa.warp = lz_str(l, "%s // 32", a.tx);
   a.qseq = lz_arg(l, 4);
@@ -1394,7 +1395,7 @@ static bool frag_paged(lz_ctx *l, int f) {
   a.tlead = lz_fresh(l, "tlead");
   a.slo = lz_fresh(l, "slo");
   a.shi = lz_fresh(l, "shi");
-  lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", rx_dtype_name(a.t), f, f, f);
+  lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", ir_dtype_name(a.t), f, f, f);
   l->ind++;
   const rx_expr *n = a.q->shape[0];
   const rx_expr *grid[2] = {
@@ -1464,7 +1465,7 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
 }
 
 /* pages[slot // 16, 0 / 1, h, slot % 16, :] = k / v[t, h, :]: a block per token. The program's
- * parameters are k, v, slot and `out pages` (rx_legalize_inplace_arg): it writes only the slots
+ * parameters are k, v, slot and `out pages` (ops_legalize_inplace_arg): it writes only the slots
  * given and leaves the rest of the cache as it is. */
 void lz_gen_kv_append(lz_ctx *l) {
   for (int i = 0; i < 4; i++)
@@ -1475,7 +1476,7 @@ void lz_gen_kv_append(lz_ctx *l) {
   lz_opnd *k = lz_arg(l, 1), *v = lz_arg(l, 2), *slot = lz_arg(l, 3), *pages = &l->outs[0];
   rx_expr_ctx *cx = l->cx;
   const rx_expr *n = k->shape[0], *d = k->shape[2];
-  const rx_expr *elems = rx_expr_mul(cx, k->shape[1], d);
+  const rx_expr *elems = sym_expr_mul(cx, k->shape[1], d);
   const char *t = lz_loopvar(l, "t"), *tx = lz_loopvar(l, "tx"), *c = lz_loopvar(l, "c");
   const char *sl = lz_fresh(l, "sl");
   lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", t, lz_ex(l, n));
@@ -1484,7 +1485,8 @@ void lz_gen_kv_append(lz_ctx *l) {
   l->ind++;
   lz_line(l, "let %s: i32 = %s[%s]", sl, slot->name, t);
   const rx_expr *e = open_thread_items(l, tx, c, elems);
-  const char *h = lz_ex(l, rx_expr_floordiv(cx, e, d)), *dd = lz_ex(l, rx_expr_floormod(cx, e, d));
+  const char *h = lz_ex(l, sym_expr_floordiv(cx, e, d)),
+             *dd = lz_ex(l, sym_expr_floormod(cx, e, d));
   for (int which = 0; which < 2; which++)
     lz_line(l, "%s[%s // %d, %d, %s, %s %% %d, %s] = %s[%s, %s, %s]", pages->name, sl, ATTN_PAGE,
             which, h, sl, ATTN_PAGE, dd, which ? v->name : k->name, t, h, dd);
@@ -1523,9 +1525,9 @@ void lz_gen_attention_merge(lz_ctx *l) {
   /* each thread a group of `lanes` columns: 16-byte loads of o (f32) when the head dim is a
    * constant multiple of 4 (the head dims of real models), one column otherwise */
   int64_t lanes = d->kind == RX_EXPR_CONST && d->value % MERGE_LANES == 0 ? MERGE_LANES : 1;
-  const rx_expr *groups = rx_expr_floordiv(cx, d, rx_expr_const(cx, lanes));
+  const rx_expr *groups = sym_expr_floordiv(cx, d, sym_expr_const(cx, lanes));
   const rx_expr *e = open_thread_items(l, tx, c, groups);
-  const rx_expr *col0 = rx_expr_mul(cx, e, rx_expr_const(cx, lanes)); /* the group's first */
+  const rx_expr *col0 = sym_expr_mul(cx, e, sym_expr_const(cx, lanes)); /* the group's first */
   const char *v = lz_loopvar(l, "v"), *v2 = lz_loopvar(l, "v");
   const char *kind = lanes > 1 ? "vectorize" : "unroll";
   lz_line(l, "alloc %s: f32[%lld] local", num, (long long)lanes);
@@ -1533,14 +1535,14 @@ void lz_gen_attention_merge(lz_ctx *l) {
   lz_line(l, "for %s in 0..%s {", s2, lz_ex(l, o->shape[2]));
   l->ind++;
   lz_line(l, "let %s: f32 = exp(%s[%s, %s, %s] - %s[0])", w, lse->name, b, h, s2, mx);
-  const char *dd = lz_ex(l, rx_expr_add(cx, col0, rx_expr_var(cx, v)));
+  const char *dd = lz_ex(l, sym_expr_add(cx, col0, sym_expr_var(cx, v)));
   lz_line(l, "for %s in 0..%lld %s {", v, (long long)lanes, kind);
   lz_line(l, "  %s[%s] = %s[%s] + %s * %s[%s, %s, %s, %s]", num, v, num, v, w, o->name, b, h, s2,
           dd);
   lz_line(l, "}");
   lz_line(l, "%s[0] = %s[0] + %s", den, den, w);
   lz_close(l);
-  const char *dd2 = lz_ex(l, rx_expr_add(cx, col0, rx_expr_var(cx, v2)));
+  const char *dd2 = lz_ex(l, sym_expr_add(cx, col0, sym_expr_var(cx, v2)));
   lz_line(l, "for %s in 0..%lld %s {", v2, (long long)lanes, kind);
   lz_line(l, "  %s[%s, %s, %s] = %s", y->name, b, h, dd2,
           lz_down(l, y->dtype,

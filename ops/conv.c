@@ -69,7 +69,7 @@ typedef struct conv {
 
 /* 0 <= v < n */
 static const rx_expr *inside(conv *c, const rx_expr *v, const rx_expr *n) {
-  return sx_and(c->l->cx, rx_expr_cmp(c->l->cx, RX_EXPR_LE, sx_const(c->l->cx, 0), v),
+  return sx_and(c->l->cx, sym_expr_cmp(c->l->cx, RX_EXPR_LE, sx_const(c->l->cx, 0), v),
                 sx_lt(c->l->cx, v, n));
 }
 
@@ -240,7 +240,7 @@ static void open_kernel(conv *c) {
   l->ind++;
   lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", c->tx, CONV_THREADS);
   l->ind++;
-  const char *t = rx_dtype_name(c->t);
+  const char *t = ir_dtype_name(c->t);
   long long f = c->f;
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", c->as, t, (long long)c->bm,
           (long long)(CONV_BK + c->pad));
@@ -262,7 +262,7 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
   memset(c, 0, sizeof *c);
   c->l = l;
   c->w = *w;
-  c->ax = rx_nn_conv_axes(w->nhwc);
+  c->ax = ops_nn_conv_axes(w->nhwc);
   c->x = lz_arg(l, 0);
   c->wt = lz_arg(l, 1);
   c->y = &l->outs[0];
@@ -275,7 +275,7 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
     return false; /* depthwise */
   c->bm = (int64_t)CONV_SG * CONV_WF * f;
   c->bn = c->bm;
-  c->pad = 16 / (rx_dtype_bits(c->t) / 8); /* 16-byte row starts, rows in different banks */
+  c->pad = 16 / (ir_dtype_bits(c->t) / 8); /* 16-byte row starts, rows in different banks */
   c->cg = cg;
   c->og = sx_div(c->l->cx, o, sx_const(c->l->cx, w->groups));
   c->m = sx_mul(c->l->cx, sx_mul(c->l->cx, c->y->shape[0], c->y->shape[c->ax.xh]),
@@ -303,7 +303,7 @@ static bool conv_start(conv *c, lz_ctx *l, const rx_nn_win *w, int f) {
 static bool conv_frag(lz_ctx *l, const rx_nn_win *w, int f) {
   conv c;
   if (!conv_start(&c, l, w, f)) return false;
-  lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", rx_dtype_name(c.t), f, f, f);
+  lz_line(l, "if has_fragments(%s, f32, %d, %d, %d) {", ir_dtype_name(c.t), f, f, f);
   l->ind++;
   open_kernel(&c);
   const char *kt = lz_loopvar(l, "kt");

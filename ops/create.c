@@ -8,29 +8,29 @@
 #include <string.h>
 
 static rx_dtype dtype_attr(const rx_node *call, rx_dtype dflt) {
-  const rx_attr *a = rx_call_attr(call, "dtype");
+  const rx_attr *a = ops_call_attr(call, "dtype");
   return a && a->kind == RX_ATTR_DTYPE ? a->dtype : dflt;
 }
 
-const rx_sinfo *rx_deduce_full(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_full(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *s = call->args[0]->sinfo;
   if (s->kind != RX_SINFO_SHAPE) {
-    rx_deduce_error(dc, "%s expects a shape as argument 1 (e.g. [n, 4]), got %s", call->op->name,
-                    rx_ops_str(dc, s));
+    ops_deduce_error(dc, "%s expects a shape as argument 1 (e.g. [n, 4]), got %s", call->op->name,
+                     ops_str(dc, s));
     return NULL;
   }
   rx_dtype dt = RX_DTYPE_F32;
   if (call->op->id == RX_OP_full) {
     const rx_sinfo *v = call->args[1]->sinfo;
     if (v->kind != RX_SINFO_PRIM && !(v->kind == RX_SINFO_TENSOR && v->ndim == 0)) {
-      rx_deduce_error(dc, "full expects a scalar fill value as argument 2, got %s",
-                      rx_ops_str(dc, v));
+      ops_deduce_error(dc, "full expects a scalar fill value as argument 2, got %s",
+                       ops_str(dc, v));
       return NULL;
     }
     dt = v->dtype;
   }
   dt = dtype_attr(call, dt);
-  return rx_ops_tensor(dc, dt, s->ndim, s->shape);
+  return ops_tensor(dc, dt, s->ndim, s->shape);
 }
 
 /* The symbolic value of a scalar argument; *is_float set for float scalars. */
@@ -38,35 +38,35 @@ static bool scalar_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const rx_e
                        bool *is_float) {
   const rx_sinfo *s = call->args[i]->sinfo;
   if (s->kind != RX_SINFO_PRIM) {
-    rx_deduce_error(dc, "arange expects scalar arguments, got %s as argument %d", rx_ops_str(dc, s),
-                    i + 1);
+    ops_deduce_error(dc, "arange expects scalar arguments, got %s as argument %d", ops_str(dc, s),
+                     i + 1);
     return false;
   }
   *out = s->value;
-  *is_float = *is_float || rx_dtype_is_float(s->dtype);
+  *is_float = *is_float || ir_dtype_is_float(s->dtype);
   return true;
 }
 
-const rx_sinfo *rx_deduce_arange(rx_deduce_ctx *dc, const rx_node *call) {
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
-  const rx_expr *start = rx_expr_const(cx, 0), *end = NULL, *step = rx_expr_const(cx, 1);
+const rx_sinfo *ops_deduce_arange(rx_deduce_ctx *dc, const rx_node *call) {
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *start = sym_expr_const(cx, 0), *end = NULL, *step = sym_expr_const(cx, 1);
   bool fl = false, known = true;
   const rx_expr **slots[3] = {&start, &end, &step};
   int first = call->nargs == 1 ? 1 : 0; /* arange(end) */
   for (int i = 0; i < call->nargs; i++) {
     if (!scalar_arg(dc, call, i, slots[first + i], &fl)) return NULL;
     if (!*slots[first + i] && !call->args[i]->sinfo->value &&
-        !(call->args[i]->kind == RX_NODE_PRIM && rx_dtype_is_float(call->args[i]->prim_dtype)))
+        !(call->args[i]->kind == RX_NODE_PRIM && ir_dtype_is_float(call->args[i]->prim_dtype)))
       known = false;
   }
   rx_dtype dt = dtype_attr(call, fl ? RX_DTYPE_F32 : RX_DTYPE_I64);
   if (step && rx_expr_is_const(step, 0)) {
-    rx_deduce_error(dc, "arange expects a nonzero step");
+    ops_deduce_error(dc, "arange expects a nonzero step");
     return NULL;
   }
   if (!start || !end || !step || step->kind != RX_EXPR_CONST) {
-    if (!known) return rx_ops_tensor(dc, dt, 1, NULL);
-    return rx_ops_fallback(dc, dt, 1, "the length needs integer bounds and a constant step");
+    if (!known) return ops_tensor(dc, dt, 1, NULL);
+    return ops_fallback(dc, dt, 1, "the length needs integer bounds and a constant step");
   }
   int64_t st = step->value;
   const rx_expr *len, *lo = start, *hi = end;
@@ -76,15 +76,16 @@ const rx_sinfo *rx_deduce_arange(rx_deduce_ctx *dc, const rx_node *call) {
   }
   int64_t mag = st < 0 ? -st : st;
   if (st == INT64_MIN) {
-    rx_deduce_error(dc, "arange step out of range");
+    ops_deduce_error(dc, "arange step out of range");
     return NULL;
   }
-  len = rx_expr_floordiv(cx, rx_expr_add(cx, rx_expr_sub(cx, hi, lo), rx_expr_const(cx, mag - 1)),
-                         rx_expr_const(cx, mag));
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LE, lo, hi)) != RX_TRUE)
-    len = rx_expr_max(cx, len, rx_expr_const(cx, 0));
-  len = rx_ops_simplify(dc, len);
-  return rx_ops_tensor(dc, dt, 1, &len);
+  len =
+      sym_expr_floordiv(cx, sym_expr_add(cx, sym_expr_sub(cx, hi, lo), sym_expr_const(cx, mag - 1)),
+                        sym_expr_const(cx, mag));
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_LE, lo, hi)) != RX_TRUE)
+    len = sym_expr_max(cx, len, sym_expr_const(cx, 0));
+  len = ops_simplify(dc, len);
+  return ops_tensor(dc, dt, 1, &len);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ void lz_gen_full(lz_ctx *l) {
       v = lz_scalar_as(l, f, y->dtype);
     } else {
       v = lz_load(l, f, NULL);
-      if (f->dtype != y->dtype) v = lz_str(l, "%s(%s)", rx_dtype_name(y->dtype), v);
+      if (f->dtype != y->dtype) v = lz_str(l, "%s(%s)", ir_dtype_name(y->dtype), v);
     }
   }
   const char *iv[LZ_MAXR];
@@ -122,7 +123,7 @@ void lz_gen_arange(lz_ctx *l) {
   const rx_node *call = l->call;
   const char *val[3] = {"0", NULL, "1"};
   int first = call->nargs == 1 ? 1 : 0;
-  bool fl = rx_dtype_is_float(y->dtype);
+  bool fl = ir_dtype_is_float(y->dtype);
   for (int i = 0; i < call->nargs; i++) {
     lz_opnd *o = lz_arg(l, i);
     if (!o->scalar) {
@@ -148,7 +149,7 @@ void lz_gen_arange(lz_ctx *l) {
         strchr(val[2], '.') || strstr(val[2], "inf") ? val[2] : lz_str(l, "f32(%s)", val[2]);
     e = lz_down(l, y->dtype, lz_str(l, "%s + f32(%s) * %s", s0, iv[0], s2));
   } else if (y->dtype != RX_DTYPE_I64) {
-    e = lz_str(l, "%s(%s)", rx_dtype_name(y->dtype), e);
+    e = lz_str(l, "%s(%s)", ir_dtype_name(y->dtype), e);
   }
   lz_line(l, "%s = %s", lz_load(l, y, iv), e);
   lz_close(l);

@@ -13,22 +13,22 @@
  * gives a thread's private memory before it spills far) */
 #define DET_MAX_N 16
 
-const rx_sinfo *rx_deduce_det(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!x || !rx_ops_need_float(dc, x, "x")) return NULL;
-  if (x->ndim < 0) return rx_ops_tensor(dc, x->dtype, -1, NULL);
+const rx_sinfo *ops_deduce_det(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !ops_need_float(dc, x, "x")) return NULL;
+  if (x->ndim < 0) return ops_tensor(dc, x->dtype, -1, NULL);
   if (x->ndim < 2) {
-    rx_deduce_error(dc, "det expects square matrices x [..., n, n], got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "det expects square matrices x [..., n, n], got %s", ops_str(dc, x));
     return NULL;
   }
-  if (!x->shape) return rx_ops_tensor(dc, x->dtype, x->ndim - 2, NULL);
-  if (rx_ops_dim_eq(dc, x->shape[x->ndim - 2], x->shape[x->ndim - 1]) == RX_FALSE) {
-    rx_deduce_error(dc, "det expects square matrices x [..., n, n], got %s", rx_ops_str(dc, x));
+  if (!x->shape) return ops_tensor(dc, x->dtype, x->ndim - 2, NULL);
+  if (ops_dim_eq(dc, x->shape[x->ndim - 2], x->shape[x->ndim - 1]) == RX_FALSE) {
+    ops_deduce_error(dc, "det expects square matrices x [..., n, n], got %s", ops_str(dc, x));
     return NULL;
   }
-  const rx_expr **d = rx_ops_dims(dc, x->ndim - 2);
+  const rx_expr **d = ops_dims(dc, x->ndim - 2);
   for (int k = 0; k < x->ndim - 2; k++) d[k] = x->shape[k];
-  return rx_ops_tensor(dc, x->dtype, x->ndim - 2, d);
+  return ops_tensor(dc, x->dtype, x->ndim - 2, d);
 }
 
 void lz_gen_det(lz_ctx *l) {
@@ -53,7 +53,7 @@ void lz_gen_det(lz_ctx *l) {
     lz_line(l, "for %s in 0..%s {", iv[d], nb ? lz_ex(l, x->shape[d]) : "1");
     l->ind++;
   }
-  const char *t = rx_dtype_name(x->dtype == RX_DTYPE_F64 ? RX_DTYPE_F64 : RX_DTYPE_F32);
+  const char *t = ir_dtype_name(x->dtype == RX_DTYPE_F64 ? RX_DTYPE_F64 : RX_DTYPE_F32);
   const char *a = lz_fresh(l, "a"), *det = lz_fresh(l, "det"), *piv = lz_fresh(l, "piv");
   const char *r = lz_loopvar(l, "r"), *c = lz_loopvar(l, "c"), *k = lz_loopvar(l, "k");
   const char *r2 = lz_loopvar(l, "r"), *r3 = lz_loopvar(l, "r"), *c2 = lz_loopvar(l, "c"),
@@ -103,7 +103,7 @@ void lz_gen_det(lz_ctx *l) {
   lz_close(l);
   lz_close(l);
   const char *out = lz_str(l, "%s[0]", det);
-  if (strcmp(t, rx_dtype_name(x->dtype))) out = lz_str(l, "%s(%s)", rx_dtype_name(x->dtype), out);
+  if (strcmp(t, ir_dtype_name(x->dtype))) out = lz_str(l, "%s(%s)", ir_dtype_name(x->dtype), out);
   lz_line(l, "%s = %s", lz_load(l, y, iv), out);
   for (int d = 0; d < (nb ? nb : 1); d++) lz_close(l);
 }

@@ -21,9 +21,9 @@ static bool is_bool_or_any(rx_dtype t) { return t == RX_DTYPE_BOOL || t == RX_DT
 /* The common dtype of two operands; weak literals adopt the other operand's dtype. */
 static bool common_dtype(rx_deduce_ctx *dc, const rx_node *call, int ia, const rx_sinfo *a, int ib,
                          const rx_sinfo *b, rx_dtype *out) {
-  bool wa = rx_ops_is_weak(call, ia), wb = rx_ops_is_weak(call, ib);
+  bool wa = ops_is_weak(call, ia), wb = ops_is_weak(call, ib);
   if (wa && wb) {
-    *out = rx_dtype_is_float(a->dtype) ? a->dtype : b->dtype;
+    *out = ir_dtype_is_float(a->dtype) ? a->dtype : b->dtype;
     return true;
   }
   if (wa || a->dtype == RX_DTYPE_UNKNOWN) {
@@ -34,8 +34,8 @@ static bool common_dtype(rx_deduce_ctx *dc, const rx_node *call, int ia, const r
     *out = a->dtype;
     return true;
   }
-  rx_deduce_error(dc, "%s expects operands of the same dtype, got %s and %s", call->op->name,
-                  rx_ops_str(dc, a), rx_ops_str(dc, b));
+  ops_deduce_error(dc, "%s expects operands of the same dtype, got %s and %s", call->op->name,
+                   ops_str(dc, a), ops_str(dc, b));
   return false;
 }
 
@@ -44,22 +44,21 @@ static bool common_dtype(rx_deduce_ctx *dc, const rx_node *call, int ia, const r
 /* One dim of the broadcast; NULL after reporting. */
 static const rx_expr *bcast_dim(rx_deduce_ctx *dc, const rx_node *call, const rx_sinfo *a,
                                 const rx_sinfo *b, const rx_expr *x, const rx_expr *y) {
-  rx_tribool eq = rx_ops_dim_eq(dc, x, y);
+  rx_tribool eq = ops_dim_eq(dc, x, y);
   if (eq == RX_TRUE) return x;
-  const rx_expr *one = rx_expr_const(rx_ops_ctx(dc), 1);
-  rx_tribool x1 = rx_ops_dim_eq(dc, x, one), y1 = rx_ops_dim_eq(dc, y, one);
+  const rx_expr *one = sym_expr_const(ops_ctx(dc), 1);
+  rx_tribool x1 = ops_dim_eq(dc, x, one), y1 = ops_dim_eq(dc, y, one);
   if (x1 == RX_TRUE) return y;
   if (y1 == RX_TRUE) return x;
   if (eq == RX_FALSE && x1 == RX_FALSE && y1 == RX_FALSE) {
-    rx_deduce_error(dc, "%s cannot broadcast %s and %s: dims %s and %s differ", call->op->name,
-                    rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, x),
-                    rx_ops_expr_str(dc, y));
+    ops_deduce_error(dc, "%s cannot broadcast %s and %s: dims %s and %s differ", call->op->name,
+                     ops_str(dc, a), ops_str(dc, b), ops_expr_str(dc, x), ops_expr_str(dc, y));
   } else {
-    rx_deduce_error(dc,
-                    "%s cannot broadcast %s and %s: dims %s and %s are not provably equal and "
-                    "neither is provably 1; use match_cast to give the operands a common shape",
-                    call->op->name, rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, x),
-                    rx_ops_expr_str(dc, y));
+    ops_deduce_error(dc,
+                     "%s cannot broadcast %s and %s: dims %s and %s are not provably equal and "
+                     "neither is provably 1; use match_cast to give the operands a common shape",
+                     call->op->name, ops_str(dc, a), ops_str(dc, b), ops_expr_str(dc, x),
+                     ops_expr_str(dc, y));
   }
   return NULL;
 }
@@ -67,10 +66,10 @@ static const rx_expr *bcast_dim(rx_deduce_ctx *dc, const rx_node *call, const rx
 /* The broadcast of two tensors' shapes as a tensor of dtype; NULL after reporting. */
 static const rx_sinfo *bcast(rx_deduce_ctx *dc, const rx_node *call, const rx_sinfo *a,
                              const rx_sinfo *b, rx_dtype dtype) {
-  if (a->ndim < 0 || b->ndim < 0) return rx_ops_tensor(dc, dtype, -1, NULL);
+  if (a->ndim < 0 || b->ndim < 0) return ops_tensor(dc, dtype, -1, NULL);
   int n = a->ndim > b->ndim ? a->ndim : b->ndim;
-  if (!a->shape || !b->shape) return rx_ops_tensor(dc, dtype, n, NULL);
-  const rx_expr **dims = rx_ops_dims(dc, n);
+  if (!a->shape || !b->shape) return ops_tensor(dc, dtype, n, NULL);
+  const rx_expr **dims = ops_dims(dc, n);
   for (int i = 0; i < n; i++) {
     int ia = a->ndim - n + i, ib = b->ndim - n + i;
     if (ia < 0) {
@@ -82,47 +81,47 @@ static const rx_sinfo *bcast(rx_deduce_ctx *dc, const rx_node *call, const rx_si
       if (!dims[i]) return NULL;
     }
   }
-  return rx_ops_tensor(dc, dtype, n, dims);
+  return ops_tensor(dc, dtype, n, dims);
 }
 
 /* ---- unary ---- */
 
 static const rx_sinfo *same_shape(rx_deduce_ctx *dc, const rx_sinfo *t, rx_dtype dtype) {
-  return rx_ops_tensor(dc, dtype, t->ndim, t->shape);
+  return ops_tensor(dc, dtype, t->ndim, t->shape);
 }
 
-const rx_sinfo *rx_deduce_unary(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *t = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_unary(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *t = ops_tensor_arg(dc, call, 0, "x");
   if (!t) return NULL;
   if (t->dtype == RX_DTYPE_BOOL) {
-    rx_deduce_error(dc, "%s expects a numeric tensor, got %s", call->op->name, rx_ops_str(dc, t));
+    ops_deduce_error(dc, "%s expects a numeric tensor, got %s", call->op->name, ops_str(dc, t));
     return NULL;
   }
   return same_shape(dc, t, t->dtype);
 }
 
-const rx_sinfo *rx_deduce_unary_float(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *t = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!t || !rx_ops_need_float(dc, t, call->op->name)) return NULL;
+const rx_sinfo *ops_deduce_unary_float(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *t = ops_tensor_arg(dc, call, 0, "x");
+  if (!t || !ops_need_float(dc, t, call->op->name)) return NULL;
   return same_shape(dc, t, t->dtype);
 }
 
-const rx_sinfo *rx_deduce_unary_bool(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *t = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_unary_bool(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *t = ops_tensor_arg(dc, call, 0, "x");
   if (!t) return NULL;
   if (!is_bool_or_any(t->dtype)) {
-    rx_deduce_error(dc, "%s expects a bool tensor, got %s", call->op->name, rx_ops_str(dc, t));
+    ops_deduce_error(dc, "%s expects a bool tensor, got %s", call->op->name, ops_str(dc, t));
     return NULL;
   }
   return same_shape(dc, t, RX_DTYPE_BOOL);
 }
 
-const rx_sinfo *rx_deduce_cast(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *t = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_cast(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *t = ops_tensor_arg(dc, call, 0, "x");
   if (!t) return NULL;
-  const rx_attr *a = rx_call_attr(call, "dtype");
+  const rx_attr *a = ops_call_attr(call, "dtype");
   if (!a || a->kind != RX_ATTR_DTYPE || a->dtype == RX_DTYPE_UNKNOWN) {
-    rx_deduce_error(dc, "cast expects dtype=<f32|f16|bf16|i64|i32|i16|i8|u8|bool>");
+    ops_deduce_error(dc, "cast expects dtype=<f32|f16|bf16|i64|i32|i16|i8|u8|bool>");
     return NULL;
   }
   return same_shape(dc, t, a->dtype);
@@ -133,41 +132,41 @@ const rx_sinfo *rx_deduce_cast(rx_deduce_ctx *dc, const rx_node *call) {
 /* kind: 'a' arithmetic (result: the common dtype), 'c' comparison (result bool), 'l' logic
  * (bool operands, result bool). */
 static const rx_sinfo *binary(rx_deduce_ctx *dc, const rx_node *call, char kind) {
-  const rx_sinfo *a = rx_ops_tensor_arg(dc, call, 0, "a");
-  const rx_sinfo *b = a ? rx_ops_tensor_arg(dc, call, 1, "b") : NULL;
+  const rx_sinfo *a = ops_tensor_arg(dc, call, 0, "a");
+  const rx_sinfo *b = a ? ops_tensor_arg(dc, call, 1, "b") : NULL;
   if (!b) return NULL;
   rx_dtype dt;
   if (!common_dtype(dc, call, 0, a, 1, b, &dt)) return NULL;
   if (kind == 'l' && !is_bool_or_any(dt)) {
-    rx_deduce_error(dc, "%s expects bool operands, got %s and %s", call->op->name,
-                    rx_ops_str(dc, a), rx_ops_str(dc, b));
+    ops_deduce_error(dc, "%s expects bool operands, got %s and %s", call->op->name, ops_str(dc, a),
+                     ops_str(dc, b));
     return NULL;
   }
   if (kind == 'a' && dt == RX_DTYPE_BOOL) {
-    rx_deduce_error(dc, "%s expects numeric operands, got %s and %s", call->op->name,
-                    rx_ops_str(dc, a), rx_ops_str(dc, b));
+    ops_deduce_error(dc, "%s expects numeric operands, got %s and %s", call->op->name,
+                     ops_str(dc, a), ops_str(dc, b));
     return NULL;
   }
   return bcast(dc, call, a, b, kind == 'a' ? dt : RX_DTYPE_BOOL);
 }
 
-const rx_sinfo *rx_deduce_binary(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_binary(rx_deduce_ctx *dc, const rx_node *call) {
   return binary(dc, call, 'a');
 }
-const rx_sinfo *rx_deduce_compare(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_compare(rx_deduce_ctx *dc, const rx_node *call) {
   return binary(dc, call, 'c');
 }
-const rx_sinfo *rx_deduce_logical(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_logical(rx_deduce_ctx *dc, const rx_node *call) {
   return binary(dc, call, 'l');
 }
 
-const rx_sinfo *rx_deduce_where(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *c = rx_ops_tensor_arg(dc, call, 0, "cond");
-  const rx_sinfo *a = c ? rx_ops_tensor_arg(dc, call, 1, "a") : NULL;
-  const rx_sinfo *b = a ? rx_ops_tensor_arg(dc, call, 2, "b") : NULL;
+const rx_sinfo *ops_deduce_where(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *c = ops_tensor_arg(dc, call, 0, "cond");
+  const rx_sinfo *a = c ? ops_tensor_arg(dc, call, 1, "a") : NULL;
+  const rx_sinfo *b = a ? ops_tensor_arg(dc, call, 2, "b") : NULL;
   if (!b) return NULL;
   if (!is_bool_or_any(c->dtype)) {
-    rx_deduce_error(dc, "where expects a bool condition, got %s", rx_ops_str(dc, c));
+    ops_deduce_error(dc, "where expects a bool condition, got %s", ops_str(dc, c));
     return NULL;
   }
   rx_dtype dt;
@@ -214,12 +213,12 @@ static const char *v_formula(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt
 
 /* ops.def's formula over the value in f32 (exp, log, ..., silu), rounded back to the dtype */
 static const char *v_math(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
-  lz_line(l, "let t: %s = %s", rx_dtype_name(lz_mathdt(xt)), lz_up(l, xt, xv));
+  lz_line(l, "let t: %s = %s", ir_dtype_name(lz_mathdt(xt)), lz_up(l, xt, xv));
   return lz_down(l, xt, lz_str(l, lz_formula(l), "t"));
 }
 
 static const char *v_cast(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
-  return xt == yt ? xv : lz_str(l, "%s(%s)", rx_dtype_name(yt), xv);
+  return xt == yt ? xv : lz_str(l, "%s(%s)", ir_dtype_name(yt), xv);
 }
 
 static const char *v_relu(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
@@ -231,7 +230,7 @@ static const char *v_relu(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
  * cannot hold). */
 static const char *int_bound(lz_ctx *l, rx_dtype t, double v) {
   bool uns = t == RX_DTYPE_U8 || t == RX_DTYPE_U16 || t == RX_DTYPE_U32 || t == RX_DTYPE_U64;
-  int bits = t == RX_DTYPE_BOOL ? 1 : rx_dtype_bits(t);
+  int bits = t == RX_DTYPE_BOOL ? 1 : ir_dtype_bits(t);
   double lo = uns || bits == 1 ? 0 : -ldexp(1, bits - 1), hi = ldexp(1, uns ? bits : bits - 1);
   if (bits == 1) hi = 2;
   if (isnan(v) || v <= lo) return lz_lowest(l, t, false);
@@ -243,9 +242,9 @@ static const char *int_bound(lz_ctx *l, rx_dtype t, double v) {
 
 /* min(max(x, lo), hi); on integers the bounds rounded inwards and held to the dtype's range */
 static const char *v_clip(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
-  const rx_attr *lo = rx_call_attr(l->call, "min"), *hi = rx_call_attr(l->call, "max");
+  const rx_attr *lo = ops_call_attr(l->call, "min"), *hi = ops_call_attr(l->call, "max");
   double a = lo ? lo->f : -INFINITY, b = hi ? hi->f : INFINITY;
-  if (!rx_dtype_is_float(xt))
+  if (!ir_dtype_is_float(xt))
     return lz_str(l, "min(max(%s, %s), %s)", xv, int_bound(l, xt, ceil(a)),
                   int_bound(l, xt, floor(b)));
   return lz_str(l, "min(max(%s, %s), %s)", xv, lz_lit(l, xt, a), lz_lit(l, xt, b));
@@ -253,8 +252,8 @@ static const char *v_clip(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
 
 /* the erf form, or the tanh approximation (approximate="tanh") */
 static const char *v_gelu(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
-  lz_line(l, "let t: %s = %s", rx_dtype_name(lz_mathdt(xt)), lz_up(l, xt, xv));
-  const rx_attr *ap = rx_call_attr(l->call, "approximate");
+  lz_line(l, "let t: %s = %s", ir_dtype_name(lz_mathdt(xt)), lz_up(l, xt, xv));
+  const rx_attr *ap = ops_call_attr(l->call, "approximate");
   if (ap && ap->s && !strcmp(ap->s, "tanh"))
     return lz_down(l, xt,
                    "0.5 * t * (1.0 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))");
@@ -264,20 +263,20 @@ static const char *v_gelu(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
 /* check_nonzero: the value, checked (ir.h, RX_INTRIN_CHECK): a 0 fails with the message */
 static const char *v_nonzero(lz_ctx *l, const char *xv, rx_dtype xt, rx_dtype yt) {
   (void)yt;
-  const rx_attr *a = rx_call_attr(l->call, "message");
-  if (!rx_dtype_is_int(xt) || !a || a->kind != RX_ATTR_STR) {
+  const rx_attr *a = ops_call_attr(l->call, "message");
+  if (!ir_dtype_is_int(xt) || !a || a->kind != RX_ATTR_STR) {
     lz_fail(l, "check_nonzero expects an integer tensor and a message");
     return "0";
   }
   rx_strbuf msg = {0}, lit = {0};
   if (l->site) l->site_used = true;
-  rx_strbuf_printf(&msg, "%s: %s", l->site ? l->site : "check_nonzero", a->s);
-  rx_strbuf_json_string(&lit, msg.data);
+  base_strbuf_printf(&msg, "%s: %s", l->site ? l->site : "check_nonzero", a->s);
+  base_strbuf_json_string(&lit, msg.data);
   const char *v = lz_fresh(l, "v"),
-             *r = lz_str(l, "%s(check(%s != 0, i64(%s), %s))", rx_dtype_name(xt), v, v, lit.data);
-  lz_line(l, "let %s: %s = %s", v, rx_dtype_name(xt), xv);
-  rx_strbuf_free(&msg);
-  rx_strbuf_free(&lit);
+             *r = lz_str(l, "%s(check(%s != 0, i64(%s), %s))", ir_dtype_name(xt), v, v, lit.data);
+  lz_line(l, "let %s: %s = %s", v, ir_dtype_name(xt), xv);
+  base_strbuf_free(&msg);
+  base_strbuf_free(&lit);
   return r;
 }
 
@@ -302,7 +301,7 @@ void lz_gen_gelu(lz_ctx *l) { unary(l, v_gelu); }
  * takes the sign of that power (odd b: negative), to any other b is NaN, and a ^ 0 is 1. */
 static const char *float_power(lz_ctx *l, const char *av, const char *bv, rx_dtype t) {
   const char *a = lz_fresh(l, "pa"), *b = lz_fresh(l, "pb"), *m = lz_fresh(l, "pm");
-  const char *tn = rx_dtype_name(t), *zero = lz_lit(l, t, 0);
+  const char *tn = ir_dtype_name(t), *zero = lz_lit(l, t, 0);
   lz_line(l, "let %s: %s = %s", a, tn, av);
   lz_line(l, "let %s: %s = %s", b, tn, bv);
   lz_line(l, "let %s: %s = pow(abs(%s), %s)", m, tn, a, b);
@@ -316,12 +315,12 @@ static const char *float_power(lz_ctx *l, const char *av, const char *bv, rx_dty
 /* a ^ b of integers (dtype t) as the text of the value, exactly (wrapping as the dtype's
  * products do), by repeated squaring over the bits of b; a negative b counts as 0 (a ^ b is 1). */
 static const char *int_power(lz_ctx *l, const char *av, const char *bv, rx_dtype t) {
-  const char *tn = rx_dtype_name(t), *p = lz_fresh(l, "p"), *k = lz_loopvar(l, "k");
+  const char *tn = ir_dtype_name(t), *p = lz_fresh(l, "p"), *k = lz_loopvar(l, "k");
   lz_line(l, "alloc %s: %s[3] local", p, tn); /* the result, the base squared k times, b >> k */
   lz_line(l, "%s[0] = %s", p, lz_lit(l, t, 1));
   lz_line(l, "%s[1] = %s", p, av);
   lz_line(l, "%s[2] = max(%s, %s)", p, bv, lz_lit(l, t, 0));
-  lz_line(l, "for %s in 0..%d {", k, rx_dtype_bits(t));
+  lz_line(l, "for %s in 0..%d {", k, ir_dtype_bits(t));
   l->ind++;
   lz_line(l, "if %s[2] %% 2 == 1 {", p);
   lz_line(l, "  %s[0] = %s[0] * %s[1]", p, p, p);
@@ -351,7 +350,7 @@ static void gen_power(lz_ctx *l, lz_opnd *a, lz_opnd *b, rx_dtype t) {
   const char *av = lz_load_bcast(l, a, iv, y->shape, y->ndim);
   const char *bv = lz_load_bcast(l, b, iv, y->shape, y->ndim);
   const char *v =
-      rx_dtype_is_float(t)
+      ir_dtype_is_float(t)
           ? lz_down(l, t, float_power(l, lz_up(l, t, av), lz_up(l, t, bv), lz_mathdt(t)))
           : int_power(l, av, bv, t);
   lz_line(l, "%s = %s", lz_load(l, y, iv), v);
@@ -378,7 +377,7 @@ void lz_gen_binary(lz_ctx *l) {
     gen_power(l, a, b, ct);
     return;
   }
-  bool fl = rx_dtype_is_float(ct);
+  bool fl = ir_dtype_is_float(ct);
   const char *iv[LZ_MAXR];
   lz_nest_vars(l, "i", y->ndim, iv);
   lz_for_nest(l, iv, y->shape, y->ndim);

@@ -17,41 +17,42 @@ static const char *const gs_pads[] = {"zeros", "border", "reflection"};
 
 /* Index of attribute name's string in names (dflt when absent), or -1. */
 static int gs_choice(const rx_node *call, const char *name, const char *const *names, int n) {
-  const rx_attr *a = rx_call_attr(call, name);
+  const rx_attr *a = ops_call_attr(call, name);
   if (!a || !a->s) return 0;
   for (int i = 0; i < n; i++)
     if (!strcmp(a->s, names[i])) return i;
   return -1;
 }
 
-const rx_sinfo *rx_deduce_grid_sample(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  const rx_sinfo *g = x ? rx_ops_tensor_arg(dc, call, 1, "grid") : NULL;
+const rx_sinfo *ops_deduce_grid_sample(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *g = x ? ops_tensor_arg(dc, call, 1, "grid") : NULL;
   if (!g) return NULL;
   if (gs_choice(call, "mode", gs_modes, 3) < 0 || gs_choice(call, "padding_mode", gs_pads, 3) < 0) {
-    rx_deduce_error(dc, "grid_sample: mode must be bilinear, nearest or bicubic and padding_mode "
-                        "zeros, border or reflection");
+    ops_deduce_error(dc, "grid_sample: mode must be bilinear, nearest or bicubic and padding_mode "
+                         "zeros, border or reflection");
     return NULL;
   }
-  if (!rx_ops_need_float(dc, x, "x") || !rx_ops_need_float(dc, g, "grid")) return NULL;
+  if (!ops_need_float(dc, x, "x") || !ops_need_float(dc, g, "grid")) return NULL;
   if ((x->ndim >= 0 && x->ndim != 4) || (g->ndim >= 0 && g->ndim != 4)) {
-    rx_deduce_error(dc, "grid_sample expects x [N, C, H, W] and grid [N, Ho, Wo, 2], got %s and %s",
-                    rx_ops_str(dc, x), rx_ops_str(dc, g));
+    ops_deduce_error(dc,
+                     "grid_sample expects x [N, C, H, W] and grid [N, Ho, Wo, 2], got %s and %s",
+                     ops_str(dc, x), ops_str(dc, g));
     return NULL;
   }
-  if (!x->shape || !g->shape) return rx_ops_tensor(dc, x->dtype, 4, NULL);
-  if (rx_ops_dim_eq(dc, g->shape[3], rx_expr_const(rx_ops_ctx(dc), 2)) == RX_FALSE ||
-      rx_ops_dim_eq(dc, g->shape[0], x->shape[0]) == RX_FALSE) {
-    rx_deduce_error(dc, "grid_sample expects grid [N, Ho, Wo, 2] with x's N, got %s and %s",
-                    rx_ops_str(dc, x), rx_ops_str(dc, g));
+  if (!x->shape || !g->shape) return ops_tensor(dc, x->dtype, 4, NULL);
+  if (ops_dim_eq(dc, g->shape[3], sym_expr_const(ops_ctx(dc), 2)) == RX_FALSE ||
+      ops_dim_eq(dc, g->shape[0], x->shape[0]) == RX_FALSE) {
+    ops_deduce_error(dc, "grid_sample expects grid [N, Ho, Wo, 2] with x's N, got %s and %s",
+                     ops_str(dc, x), ops_str(dc, g));
     return NULL;
   }
-  const rx_expr **d = rx_ops_dims(dc, 4);
+  const rx_expr **d = ops_dims(dc, 4);
   d[0] = x->shape[0];
   d[1] = x->shape[1];
   d[2] = g->shape[1];
   d[3] = g->shape[2];
-  return rx_ops_tensor(dc, x->dtype, 4, d);
+  return ops_tensor(dc, x->dtype, 4, d);
 }
 
 typedef struct gs {
@@ -136,11 +137,11 @@ void lz_gen_grid_sample(lz_ctx *l) {
   }
   rx_dtype mt = x->dtype == RX_DTYPE_F64 ? RX_DTYPE_F64 : RX_DTYPE_F32;
   gs g = {.l = l,
-          .t = rx_dtype_name(mt),
+          .t = ir_dtype_name(mt),
           .x = x,
           .pad = gs_choice(l->call, "padding_mode", gs_pads, 3)};
   int mode = gs_choice(l->call, "mode", gs_modes, 3);
-  bool ac = rx_ops_int_attr(l->call, "align_corners", 0) != 0;
+  bool ac = ops_int_attr(l->call, "align_corners", 0) != 0;
   const char *iv[4];
   for (int d = 0; d < 4; d++) iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
   g.n = iv[0];
@@ -152,7 +153,7 @@ void lz_gen_grid_sample(lz_ctx *l) {
   const char *u[2]; /* the point's y and x in pixels, padded */
   for (int k = 0; k < 2; k++) {
     g.size[k] = lz_ex(l, x->shape[2 + k]);
-    g.last[k] = lz_ex(l, rx_expr_sub(l->cx, x->shape[2 + k], rx_expr_const(l->cx, 1)));
+    g.last[k] = lz_ex(l, sym_expr_sub(l->cx, x->shape[2 + k], sym_expr_const(l->cx, 1)));
     const char *fs = lz_str(l, "%s(%s)", g.t, g.size[k]);
     g.bmin[k] = ac ? "0.0" : "(-0.5)";
     g.bmax[k] = let(&g, "hi", g.t, lz_str(l, ac ? "%s - 1.0" : "%s - 0.5", fs));
@@ -199,12 +200,12 @@ void lz_gen_grid_sample(lz_ctx *l) {
     for (int a = 0; a < nt; a++)
       for (int b = 0; b < nt; b++) {
         const char *p = tap(&g, offset(l, base[0], a + first), offset(l, base[1], b + first));
-        rx_strbuf_printf(&sum, "%s%s * %s * %s", a || b ? " + " : "", w[0][a], w[1][b], p);
+        base_strbuf_printf(&sum, "%s%s * %s * %s", a || b ? " + " : "", w[0][a], w[1][b], p);
       }
     out = lz_str(l, "%s", sum.data);
-    rx_strbuf_free(&sum);
+    base_strbuf_free(&sum);
   }
   lz_line(l, "%s = %s", lz_load(l, y, iv),
-          x->dtype == mt ? out : lz_str(l, "%s(%s)", rx_dtype_name(x->dtype), out));
+          x->dtype == mt ? out : lz_str(l, "%s(%s)", ir_dtype_name(x->dtype), out));
   for (int d = 0; d < 4; d++) lz_close(l);
 }

@@ -8,7 +8,7 @@
  * (an elementwise/injective nest), rows with reduce stages and `local` one-element accumulators
  * (reductions, softmax, norms), or a multiply-accumulate reduce per output point (matmul,
  * conv2d), f16/bf16 math done in f32 and rounded once at the store. This file holds the driver
- * (rx_legalize_call: the operands collected, the generator run, the signature added, the text
+ * (ops_legalize_call: the operands collected, the generator run, the signature added, the text
  * parsed) and the writer the generators share (legalize_int.h: names, text, literals, operands,
  * loop nests).
  *
@@ -47,15 +47,15 @@ void lz_fail(L *l, const char *fmt, ...) {
   char buf[1024];
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  rx_diag_report(l->diag, RX_DIAG_ERROR, l->call->loc, "cannot legalize %s: %s",
-                 l->call->op ? l->call->op->name : "call", buf);
+  base_diag_report(l->diag, RX_DIAG_ERROR, l->call->loc, "cannot legalize %s: %s",
+                   l->call->op ? l->call->op->name : "call", buf);
 }
 
 static const char *sinfo_str(L *l, const rx_sinfo *s) {
   rx_strbuf b = {0};
-  rx_sinfo_print(&b, s);
-  char *h = rx_strbuf_take(&b);
-  const char *r = rx_arena_strdup(&l->m->arena, h);
+  ir_sinfo_print(&b, s);
+  char *h = base_strbuf_take(&b);
+  const char *r = base_arena_strdup(&l->m->arena, h);
   free(h);
   return r;
 }
@@ -74,7 +74,7 @@ static bool reserved_word(const char *s) {
     if (strcmp(reserved[i], s) == 0) return true;
   rx_dtype dt;
   rx_intrinsic in;
-  return rx_dtype_parse(s, strlen(s), &dt) || rx_intrinsic_lookup(s, strlen(s), &in);
+  return ir_dtype_parse(s, strlen(s), &dt) || ir_intrinsic_lookup(s, strlen(s), &in);
 }
 
 static bool name_taken(L *l, const char *s) {
@@ -89,19 +89,19 @@ const char *lz_fresh(L *l, const char *base) {
   char buf[96];
   snprintf(buf, sizeof buf, "%.80s", base);
   for (int k = 1; name_taken(l, buf); k++) snprintf(buf, sizeof buf, "%.80s_%d", base, k);
-  const char *r = rx_module_intern(l->m, buf, strlen(buf));
-  rx_ptrvec_push(&l->names, (void *)r);
+  const char *r = ir_module_intern(l->m, buf, strlen(buf));
+  base_ptrvec_push(&l->names, (void *)r);
   return r;
 }
 
 static void reserve_vars(L *l, const rx_expr *e) {
   rx_ptrvec vs = {0};
-  rx_expr_collect_vars(e, &vs);
+  sym_expr_collect_vars(e, &vs);
   for (size_t i = 0; i < vs.len; i++) {
     const rx_expr *v = vs.data[i];
-    if (!name_taken(l, v->name)) rx_ptrvec_push(&l->names, (void *)v->name);
+    if (!name_taken(l, v->name)) base_ptrvec_push(&l->names, (void *)v->name);
   }
-  rx_ptrvec_free(&vs);
+  base_ptrvec_free(&vs);
 }
 
 static void reserve_sinfo(L *l, const rx_sinfo *s) {
@@ -118,19 +118,19 @@ static void reserve_sinfo(L *l, const rx_sinfo *s) {
 /* A loop variable named from base. */
 const char *lz_loopvar(L *l, const char *base) {
   const char *n = fresh(l, base);
-  rx_ptrvec_push(&l->loops, (void *)rx_expr_var(l->cx, n));
+  base_ptrvec_push(&l->loops, (void *)sym_expr_var(l->cx, n));
   return n;
 }
 
 /* ---- text ---- */
 
 void lz_line(L *l, const char *fmt, ...) {
-  for (int i = 0; i < l->ind; i++) rx_strbuf_append(&l->body, "  ");
+  for (int i = 0; i < l->ind; i++) base_strbuf_append(&l->body, "  ");
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&l->body, fmt, ap);
+  base_strbuf_vprintf(&l->body, fmt, ap);
   va_end(ap);
-  rx_strbuf_putc(&l->body, '\n');
+  base_strbuf_putc(&l->body, '\n');
 }
 
 void lz_close(L *l) {
@@ -143,10 +143,10 @@ const char *lz_str(L *l, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   rx_strbuf b = {0};
-  rx_strbuf_vprintf(&b, fmt, ap);
+  base_strbuf_vprintf(&b, fmt, ap);
   va_end(ap);
-  char *h = rx_strbuf_take(&b);
-  const char *r = rx_arena_strdup(&l->m->arena, h);
+  char *h = base_strbuf_take(&b);
+  const char *r = base_arena_strdup(&l->m->arena, h);
   free(h);
   return r;
 }
@@ -154,20 +154,20 @@ const char *lz_str(L *l, const char *fmt, ...) {
 /* Text of a symbolic expression; its variables are recorded as used. */
 const char *lz_ex(L *l, const rx_expr *e) {
   rx_ptrvec vs = {0};
-  rx_expr_collect_vars(e, &vs);
+  sym_expr_collect_vars(e, &vs);
   for (size_t i = 0; i < vs.len; i++) {
     bool have = false;
     for (size_t k = 0; k < l->used.len && !have; k++) have = l->used.data[k] == vs.data[i];
-    if (!have) rx_ptrvec_push(&l->used, vs.data[i]);
+    if (!have) base_ptrvec_push(&l->used, vs.data[i]);
   }
-  rx_ptrvec_free(&vs);
+  base_ptrvec_free(&vs);
   rx_strbuf b = {0};
   bool paren = e->kind != RX_EXPR_CONST && e->kind != RX_EXPR_VAR;
-  if (paren) rx_strbuf_putc(&b, '(');
-  rx_expr_print(&b, e);
-  if (paren) rx_strbuf_putc(&b, ')');
-  char *h = rx_strbuf_take(&b);
-  const char *r = rx_arena_strdup(&l->m->arena, h);
+  if (paren) base_strbuf_putc(&b, '(');
+  sym_expr_print(&b, e);
+  if (paren) base_strbuf_putc(&b, ')');
+  char *h = base_strbuf_take(&b);
+  const char *r = base_arena_strdup(&l->m->arena, h);
   free(h);
   return r;
 }
@@ -191,7 +191,7 @@ const char *lz_ilit(L *l, int64_t v) {
 /* A literal of dtype dt with value v (an integer one: v truncated, saturated to the i64 range,
  * e.g. clip's unbounded -inf; NaN 0). */
 const char *lz_lit(L *l, rx_dtype dt, double v) {
-  if (rx_dtype_is_float(dt)) return flit(l, v);
+  if (ir_dtype_is_float(dt)) return flit(l, v);
   if (dt == RX_DTYPE_BOOL) return v != 0 ? "true" : "false";
   if (isnan(v)) return "0";
   if (v >= 9223372036854775808.0) return lz_ilit(l, INT64_MAX);
@@ -202,7 +202,7 @@ const char *lz_lit(L *l, rx_dtype dt, double v) {
 /* Scalar literal o as a literal of dtype dt: an integer one keeps its exact value (a double
  * holds integers only up to 2^53). */
 const char *lz_olit(L *l, const opnd *o, rx_dtype dt) {
-  if (!o->is_int || rx_dtype_is_float(dt)) return lz_lit(l, dt, o->fval);
+  if (!o->is_int || ir_dtype_is_float(dt)) return lz_lit(l, dt, o->fval);
   if (dt == RX_DTYPE_BOOL) return o->ival != 0 ? "true" : "false";
   return lz_ilit(l, o->ival);
 }
@@ -216,12 +216,12 @@ const char *lz_up(L *l, rx_dtype t, const char *text) {
 }
 /* text of the math dtype of t converted back to t. */
 const char *lz_down(L *l, rx_dtype t, const char *text) {
-  return lz_is_half(t) ? S(l, "%s(%s)", rx_dtype_name(t), text) : text;
+  return lz_is_half(t) ? S(l, "%s(%s)", ir_dtype_name(t), text) : text;
 }
 
 /* The lowest / highest value of dtype t as text (init of max / min reductions). */
 const char *lz_lowest(L *l, rx_dtype t, bool hi) {
-  if (rx_dtype_is_float(t)) return hi ? "inf" : "(-inf)";
+  if (ir_dtype_is_float(t)) return hi ? "inf" : "(-inf)";
   switch (t) {
   case RX_DTYPE_I64:
     return hi ? "9223372036854775807" : "(-9223372036854775807 - 1)";
@@ -248,11 +248,11 @@ const char *lz_lowest(L *l, rx_dtype t, bool hi) {
 static const char *join(L *l, const char *const *v, int n) {
   rx_strbuf b = {0};
   for (int i = 0; i < n; i++) {
-    if (i) rx_strbuf_append(&b, ", ");
-    rx_strbuf_append(&b, v[i]);
+    if (i) base_strbuf_append(&b, ", ");
+    base_strbuf_append(&b, v[i]);
   }
-  char *h = rx_strbuf_take(&b);
-  const char *r = rx_arena_strdup(&l->m->arena, h);
+  char *h = base_strbuf_take(&b);
+  const char *r = base_arena_strdup(&l->m->arena, h);
   free(h);
   return r;
 }
@@ -272,8 +272,8 @@ void lz_close_n(L *l, int n) {
 void lz_reduce_open(L *l, const char *const *vars, const rx_expr *const *ext, int n) {
   rx_strbuf b = {0};
   for (int i = 0; i < n; i++)
-    rx_strbuf_printf(&b, "%s%s in 0..%s", i ? ", " : "", vars[i], ex(l, ext[i]));
-  char *h = rx_strbuf_take(&b);
+    base_strbuf_printf(&b, "%s%s in 0..%s", i ? ", " : "", vars[i], ex(l, ext[i]));
+  char *h = base_strbuf_take(&b);
   line(l, "reduce %s {", h);
   free(h);
   l->ind++;
@@ -305,7 +305,7 @@ const char *lz_load_bcast(L *l, const opnd *o, const char *const *ov, const rx_e
     else if (d == od[j])
       idx[k] = ov[j];
     else
-      idx[k] = ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, ov[j]), d));
+      idx[k] = ex(l, sym_expr_floormod(l->cx, sx_var(l->cx, ov[j]), d));
   }
   return load(l, o, idx);
 }
@@ -388,7 +388,7 @@ static const char *const *arg_names(const rx_op *op) {
   }
 }
 
-/* Builds the operand list from the call's arguments (see rx_legalize_args). When m_nodes is
+/* Builds the operand list from the call's arguments (see ops_legalize_args). When m_nodes is
  * set, GET_ITEM nodes for fields of tuple-typed variables are built. */
 static void collect(L *l) {
   const rx_node *call = l->call;
@@ -411,8 +411,8 @@ static void collect(L *l) {
         if (a->kind == RX_NODE_TUPLE) {
           fn = a->args[f];
         } else {
-          fn = rx_node_new(l->m, RX_NODE_GET_ITEM, a->loc);
-          fn->args = rx_module_alloc(l->m, sizeof(rx_node *));
+          fn = ir_node_new(l->m, RX_NODE_GET_ITEM, a->loc);
+          fn->args = ir_module_alloc(l->m, sizeof(rx_node *));
           fn->args[0] = a;
           fn->nargs = 1;
           fn->index = f;
@@ -433,7 +433,7 @@ static void collect(L *l) {
       o->node = a;
       l->argop[i] = l->nops;
       l->argn[i] = 1;
-      if (a->kind == RX_NODE_PRIM && rx_dtype_is_float(a->prim_dtype)) {
+      if (a->kind == RX_NODE_PRIM && ir_dtype_is_float(a->prim_dtype)) {
         o->scalar = o->literal = true;
         o->fval = a->fvalue;
       } else if (s->value && s->value->kind == RX_EXPR_CONST) {
@@ -467,7 +467,7 @@ static void collect(L *l) {
 const char *lz_scalar_as(L *l, const opnd *o, rx_dtype dt) {
   if (o->literal) return lz_olit(l, o, dt);
   if (dt == RX_DTYPE_I64) return o->text;
-  return S(l, "%s(%s)", rx_dtype_name(dt), o->text);
+  return S(l, "%s(%s)", ir_dtype_name(dt), o->text);
 }
 
 /* Makes the scalar operands' text of dtype dt (the op's compute dtype). */
@@ -507,7 +507,7 @@ static opnd *add_out(L *l, const rx_sinfo *s, const char *base) {
 
 /* Axis attribute normalized against ndim (negative counts from the end). */
 int lz_axis_attr(L *l, const char *name, int64_t dflt, int ndim) {
-  int64_t a = rx_ops_int_attr(l->call, name, dflt);
+  int64_t a = ops_int_attr(l->call, name, dflt);
   if (a < -ndim || a >= ndim) {
     fail(l, "%s %lld is out of range for rank %d", name, (long long)a, ndim);
     return 0;
@@ -517,7 +517,7 @@ int lz_axis_attr(L *l, const char *name, int64_t dflt, int ndim) {
 
 /* Axes attribute normalized; none -> all (dflt_all) or the last axis. */
 int lz_axes_attr(L *l, const char *name, int ndim, bool dflt_all, int *out) {
-  const rx_attr *a = rx_call_attr(l->call, name);
+  const rx_attr *a = ops_call_attr(l->call, name);
   int n = 0;
   if (!a) {
     if (dflt_all) {
@@ -553,7 +553,7 @@ void lz_sum_of_products(L *l, const char *yv, rx_dtype t, const char *const *kv,
     line(l, "init { %s[0] = 0.0 }", acc);
     line(l, "update { %s[0] = %s[0] + %s * %s }", acc, acc, av, bv);
     close_(l);
-    line(l, "%s = %s(%s[0])", yv, rx_dtype_name(t), acc);
+    line(l, "%s = %s(%s[0])", yv, ir_dtype_name(t), acc);
   } else {
     lz_reduce_open(l, kv, ke, nk);
     line(l, "init { %s = %s }", yv, lz_lit(l, t, 0));
@@ -566,15 +566,15 @@ const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
   const char *dt = ex(l, d), *k = fresh(l, "k"), *w = fresh(l, "w");
   rx_strbuf msg = {0}, lit = {0};
   if (l->site) l->site_used = true;
-  rx_strbuf_printf(&msg, "%s: index %%v out of range [-%s, %s) on axis %d",
-                   l->site ? l->site : l->call->op->name, dt, dt, axis);
-  rx_strbuf_json_string(&lit, msg.data);
+  base_strbuf_printf(&msg, "%s: index %%v out of range [-%s, %s) on axis %d",
+                     l->site ? l->site : l->call->op->name, dt, dt, axis);
+  base_strbuf_json_string(&lit, msg.data);
   line(l, "let %s: i64 = check(%s >= -%s && %s < %s, %s, %s)", k, t, dt, t, dt, t, lit.data);
   /* d - 1 as one literal where d is one (a bare `2 - 1` folds to a 0 / 1 the parser types bool) */
-  const char *last = ex(l, rx_expr_sub(l->cx, d, sx_const(l->cx, 1)));
+  const char *last = ex(l, sym_expr_sub(l->cx, d, sx_const(l->cx, 1)));
   line(l, "let %s: i64 = max(min(select(%s < 0, %s + %s, %s), %s), 0)", w, k, k, dt, k, last);
-  rx_strbuf_free(&msg);
-  rx_strbuf_free(&lit);
+  base_strbuf_free(&msg);
+  base_strbuf_free(&lit);
   return w;
 }
 
@@ -584,7 +584,7 @@ const char *lz_data_index(L *l, const char *t, const rx_expr *d, int axis) {
 
 typedef void (*gen_fn)(L *l);
 
-/* An op that legalization leaves to the host program (rx_op_is_host_call). */
+/* An op that legalization leaves to the host program (ops_op_is_host_call). */
 #define NOT_LEGALIZED NULL
 
 /* ops.def's legalization and formula columns, by op id. */
@@ -600,17 +600,17 @@ static const struct {
 
 const char *lz_formula(const L *l) { return legal[l->call->op->id].formula; }
 
-bool rx_legalize_has_generator(const rx_op *op) { return legal[op->id].gen != NULL; }
+bool ops_legalize_has_generator(const rx_op *op) { return legal[op->id].gen != NULL; }
 
 static bool item_named(rx_module *m, const char *s) {
-  return rx_module_tensor_fn(m, s) || rx_module_graph_fn(m, s) || rx_module_extern_fn(m, s);
+  return ir_module_tensor_fn(m, s) || ir_module_graph_fn(m, s) || ir_module_extern_fn(m, s);
 }
 
 static void l_free(L *l) {
-  rx_strbuf_free(&l->body);
-  rx_ptrvec_free(&l->names);
-  rx_ptrvec_free(&l->used);
-  rx_ptrvec_free(&l->loops);
+  base_strbuf_free(&l->body);
+  base_ptrvec_free(&l->names);
+  base_ptrvec_free(&l->used);
+  base_ptrvec_free(&l->loops);
 }
 
 static bool l_start(L *l, rx_module *m, const rx_node *call, rx_diag *diag) {
@@ -634,14 +634,14 @@ static bool l_start(L *l, rx_module *m, const rx_node *call, rx_diag *diag) {
     if (call->attrs[i].kind == RX_ATTR_EXPRS)
       for (int k = 0; k < call->attrs[i].n; k++) reserve_vars(l, call->attrs[i].exprs[k]);
   collect(l);
-  int ip = rx_legalize_inplace_arg(call->op);
+  int ip = ops_legalize_inplace_arg(call->op);
   if (ip >= 0 && ip < call->nargs && l->argop[ip] >= 0) l->ops[l->argop[ip]].inplace = true;
   return !l->failed;
 }
 
-int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) {
+int ops_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) {
   rx_diag quiet;
-  rx_diag_init(&quiet);
+  base_diag_init(&quiet);
   L l;
   int n = 0;
   if (l_start(&l, m, call, &quiet)) {
@@ -649,16 +649,17 @@ int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max) 
       if (!l.ops[i].scalar && !l.ops[i].inplace && n < max) out[n++] = l.ops[i].node;
   }
   l_free(&l);
-  rx_diag_free(&quiet);
+  base_diag_free(&quiet);
   return n;
 }
 
-rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag) {
-  return rx_legalize_call_at(m, call, name, NULL, diag, NULL);
+rx_tensor_fn *ops_legalize_call(rx_module *m, const rx_node *call, const char *name,
+                                rx_diag *diag) {
+  return ops_legalize_call_at(m, call, name, NULL, diag, NULL);
 }
 
-rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
-                                  const char *site, rx_diag *diag, bool *out_site_used) {
+rx_tensor_fn *ops_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
+                                   const char *site, rx_diag *diag, bool *out_site_used) {
   L l;
   rx_tensor_fn *result = NULL;
   if (out_site_used) *out_site_used = false;
@@ -682,7 +683,7 @@ rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char 
     }
   }
   /* outputs: an argument written in place is the output, named as that argument */
-  int ip = rx_legalize_inplace_arg(op);
+  int ip = ops_legalize_inplace_arg(op);
   if (ip >= 0) {
     if (!add_out(&l, call->sinfo, l.ops[l.argop[ip]].name)) goto done;
   } else if (call->sinfo->kind == RX_SINFO_TUPLE) {
@@ -707,7 +708,7 @@ rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char 
   snprintf(buf, sizeof buf, "%.100s", fname);
   for (int k = 1; item_named(m, buf) || reserved_word(buf); k++)
     snprintf(buf, sizeof buf, "%.100s_%d", fname, k);
-  rx_strbuf_printf(&sig, "tensor_fn %s(", buf);
+  base_strbuf_printf(&sig, "tensor_fn %s(", buf);
   int np = 0;
   for (int pass = 0; pass < 2; pass++) {
     int cnt = pass ? l.nouts : l.nops;
@@ -715,14 +716,14 @@ rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char 
       opnd *o = pass ? &l.outs[i] : &l.ops[i];
       if (o->scalar || o->inplace) continue;
       const rx_expr *const *sh = o->shape;
-      rx_strbuf_printf(&sig, "%s%s%s: %s[", np++ ? ", " : "", pass ? "out " : "", o->name,
-                       rx_dtype_name(o->dtype));
+      base_strbuf_printf(&sig, "%s%s%s: %s[", np++ ? ", " : "", pass ? "out " : "", o->name,
+                         ir_dtype_name(o->dtype));
       for (int d = 0; d < o->ndim; d++) {
         const char *t = ex(&l, sh[d]);
-        rx_strbuf_printf(&sig, "%s%s", d ? ", " : "", t);
-        if (sh[d]->kind == RX_EXPR_VAR) rx_ptrvec_push(&defined, (void *)sh[d]);
+        base_strbuf_printf(&sig, "%s%s", d ? ", " : "", t);
+        if (sh[d]->kind == RX_EXPR_VAR) base_ptrvec_push(&defined, (void *)sh[d]);
       }
-      rx_strbuf_append(&sig, "]");
+      base_strbuf_append(&sig, "]");
     }
   }
   for (size_t i = 0; i < l.used.len; i++) {
@@ -730,19 +731,19 @@ rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char 
     bool skip = false;
     for (size_t k = 0; k < defined.len && !skip; k++) skip = defined.data[k] == v;
     for (size_t k = 0; k < l.loops.len && !skip; k++) skip = l.loops.data[k] == v;
-    if (!skip) rx_strbuf_printf(&sig, "%s%s: i64", np++ ? ", " : "", v->name);
+    if (!skip) base_strbuf_printf(&sig, "%s%s: i64", np++ ? ", " : "", v->name);
   }
-  rx_strbuf_append(&sig, ") {\n");
-  rx_strbuf_append(&sig, l.body.data ? l.body.data : "");
-  rx_strbuf_append(&sig, "}\n");
-  rx_ptrvec_free(&defined);
-  char *text = rx_strbuf_take(&sig);
+  base_strbuf_append(&sig, ") {\n");
+  base_strbuf_append(&sig, l.body.data ? l.body.data : "");
+  base_strbuf_append(&sig, "}\n");
+  base_ptrvec_free(&defined);
+  char *text = base_strbuf_take(&sig);
   rx_diag pd;
-  rx_diag_init(&pd);
+  base_diag_init(&pd);
   size_t before = m->items.len;
   char srcname[160];
   snprintf(srcname, sizeof srcname, "<legalized %.100s>", op->name);
-  bool ok = rx_parse_module(m, srcname, text, strlen(text), &pd);
+  bool ok = ir_parse_module(m, srcname, text, strlen(text), &pd);
   if (!ok || m->items.len != before + 1) {
     /* a bug in a generator: the text it wrote does not parse */
     fprintf(stderr, "relaxc: internal error: legalized %s does not parse:\n%s\n%s\n", op->name,
@@ -750,7 +751,7 @@ rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char 
     RX_ASSERT(!"legalization produced unparsable text");
   }
   result = m->items.data[before].fn;
-  rx_diag_free(&pd);
+  base_diag_free(&pd);
   free(text);
 done:
   if (out_site_used) *out_site_used = result && l.site_used;

@@ -8,7 +8,7 @@
 
 /* Builds a tensor program named `name` (made unique in m when taken: name_1, name_2, ...) that
  * computes the op call `call` for the struct info of its arguments (call->sinfo and every
- * argument's sinfo must be deduced: run rx_module_normalize first) and adds it to m's items.
+ * argument's sinfo must be deduced: run ops_module_normalize first) and adds it to m's items.
  *
  * Parameters, in order: one input buffer per tensor argument, with exactly the argument's
  * struct info (the same rx_expr variables); a tuple argument (concat) gives one buffer per field;
@@ -22,27 +22,27 @@
  * The loop forms are the canonical ones of tests/kernels (elementwise nests, rows with reduce
  * stages and `local` scalars, matmul reductions with f32 accumulation for f16).
  * Returns NULL after reporting an error at the call (unknown rank or shape, unknown dtype). */
-rx_tensor_fn *rx_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag);
-/* rx_legalize_call with the place of the call for the messages of its run-time checks of values
+rx_tensor_fn *ops_legalize_call(rx_module *m, const rx_node *call, const char *name, rx_diag *diag);
+/* ops_legalize_call with the place of the call for the messages of its run-time checks of values
  * from data (site: "main: binding `y` (take)"; ir.h, RX_INTRIN_CHECK); *out_site_used tells
  * whether the program names it (then it serves only that call). */
-rx_tensor_fn *rx_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
-                                  const char *site, rx_diag *diag, bool *out_site_used);
+rx_tensor_fn *ops_legalize_call_at(rx_module *m, const rx_node *call, const char *name,
+                                   const char *site, rx_diag *diag, bool *out_site_used);
 
-/* The tensor arguments that rx_legalize_call made input buffers, in parameter order: tuple
+/* The tensor arguments that ops_legalize_call made input buffers, in parameter order: tuple
  * fields and Prim arguments of unknown value included, folded Prim literals left out. Each entry
  * is the argument node itself, or for a field of a tuple-typed variable, a GET_ITEM node built in
  * m. Returns the count written to out (at most max). */
-int rx_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
+int ops_legalize_args(rx_module *m, const rx_node *call, rx_node **out, int max);
 
 /* Whether ops.def gives op a generator (every op but the host-level ones, NOT_LEGALIZED). */
-bool rx_legalize_has_generator(const rx_op *op);
+bool ops_legalize_has_generator(const rx_op *op);
 
 /* The argument an op writes in place (kv_append: 0, the pages), or -1. Its program takes that
- * argument as its output parameter and not as an input (rx_legalize_args leaves it out): the
+ * argument as its output parameter and not as an input (ops_legalize_args leaves it out): the
  * call must be an in-place call_tensor whose destination is that argument, so that what the
  * program does not write keeps its value (ops/attention.c). */
-int rx_legalize_inplace_arg(const rx_op *op);
+int ops_legalize_inplace_arg(const rx_op *op);
 
 /* ---- conv2d and pooling windows (ops/nn.c) ---- */
 typedef struct rx_nn_win {
@@ -62,13 +62,6 @@ typedef struct rx_nn_axes {
   int xc, xh, xw;
   int wo, wi, wh, ww;
 } rx_nn_axes;
-rx_nn_axes rx_nn_conv_axes(bool nhwc);
-
-/* Reads and checks the window attributes (kernel for pools, strides, padding, dilation, groups,
- * count_include_pad); reports and returns false when malformed. */
-bool rx_nn_window(rx_deduce_ctx *dc, const rx_node *call, bool pool, rx_nn_win *w);
-/* (in + pad_lo + pad_hi - dil * (kernel - 1) - 1) // stride + 1, canonical. */
-const rx_expr *rx_nn_out_dim(rx_expr_ctx *cx, const rx_expr *in, const rx_expr *kernel,
-                             int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t dil);
+rx_nn_axes ops_nn_conv_axes(bool nhwc);
 
 #endif

@@ -5,7 +5,7 @@
  * writes its program with, and the generators named in ops.def's legalization column.
  *
  * A generator writes the body of a tensor program as text (docs/text-format.md) with lz_line;
- * rx_legalize_call (ops/legalize.c) adds the signature and parses it into the module. Names of
+ * ops_legalize_call (ops/legalize.c) adds the signature and parses it into the module. Names of
  * buffers, loop variables and locals come from lz_fresh / lz_loopvar, so they never collide with
  * the symbolic variables of the call; symbolic expressions are written with lz_ex, which records
  * the variables the program uses (those no buffer defines become scalar parameters). */
@@ -32,7 +32,7 @@ typedef struct lz_opnd {
   int ndim;
   const rx_expr *const *shape;
   rx_node *node; /* the argument node (what the call_tensor passes) */
-  bool inplace;  /* the argument the program writes in place (rx_legalize_inplace_arg): it is
+  bool inplace;  /* the argument the program writes in place (ops_legalize_inplace_arg): it is
                     the program's output parameter, not an input */
 } lz_opnd;
 
@@ -55,7 +55,7 @@ typedef struct lz_ctx {
   int nouts;
   char lit[64];
   /* where the call is, for the messages of run-time checks ("main: binding `y` (take)"), or
-   * NULL (then the op's name); site_used: a check named it (rx_legalize_call_at) */
+   * NULL (then the op's name); site_used: a check named it (ops_legalize_call_at) */
   const char *site;
   bool site_used;
 } lz_ctx;
@@ -165,7 +165,7 @@ void lz_gen_rope(lz_ctx *l);
 void lz_gen_pool(lz_ctx *l);
 void lz_gen_batch_norm(lz_ctx *l);
 
-/* conv2d's and the pools' window attributes (rx_nn_window); false, reported, when malformed. */
+/* conv2d's and the pools' window attributes (ops_nn_window); false, reported, when malformed. */
 bool lz_window(lz_ctx *l, bool pool, rx_nn_win *w);
 /* conv2d as a direct multiply-accumulate reduce per output point (ops/nn.c): the
  * portable form beside ops/conv.c's matrix-unit forms. */

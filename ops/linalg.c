@@ -10,63 +10,61 @@
 /* Batch dims broadcast: same rule as elementwise ops. */
 static const rx_expr *bdim(rx_deduce_ctx *dc, const rx_sinfo *a, const rx_sinfo *b,
                            const rx_expr *x, const rx_expr *y) {
-  rx_tribool eq = rx_ops_dim_eq(dc, x, y);
+  rx_tribool eq = ops_dim_eq(dc, x, y);
   if (eq == RX_TRUE) return x;
-  const rx_expr *one = rx_expr_const(rx_ops_ctx(dc), 1);
-  rx_tribool x1 = rx_ops_dim_eq(dc, x, one), y1 = rx_ops_dim_eq(dc, y, one);
+  const rx_expr *one = sym_expr_const(ops_ctx(dc), 1);
+  rx_tribool x1 = ops_dim_eq(dc, x, one), y1 = ops_dim_eq(dc, y, one);
   if (x1 == RX_TRUE) return y;
   if (y1 == RX_TRUE) return x;
   if (eq == RX_FALSE && x1 == RX_FALSE && y1 == RX_FALSE)
-    rx_deduce_error(dc, "matmul cannot broadcast the batch dims of %s and %s: %s and %s differ",
-                    rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, x),
-                    rx_ops_expr_str(dc, y));
+    ops_deduce_error(dc, "matmul cannot broadcast the batch dims of %s and %s: %s and %s differ",
+                     ops_str(dc, a), ops_str(dc, b), ops_expr_str(dc, x), ops_expr_str(dc, y));
   else
-    rx_deduce_error(dc,
-                    "matmul cannot prove that the batch dims of %s and %s broadcast: %s and %s "
-                    "are not provably equal and neither is provably 1; use match_cast",
-                    rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, x),
-                    rx_ops_expr_str(dc, y));
+    ops_deduce_error(dc,
+                     "matmul cannot prove that the batch dims of %s and %s broadcast: %s and %s "
+                     "are not provably equal and neither is provably 1; use match_cast",
+                     ops_str(dc, a), ops_str(dc, b), ops_expr_str(dc, x), ops_expr_str(dc, y));
   return NULL;
 }
 
-const rx_sinfo *rx_deduce_matmul(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *a = rx_ops_tensor_arg(dc, call, 0, "a");
-  const rx_sinfo *b = a ? rx_ops_tensor_arg(dc, call, 1, "b") : NULL;
+const rx_sinfo *ops_deduce_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *a = ops_tensor_arg(dc, call, 0, "a");
+  const rx_sinfo *b = a ? ops_tensor_arg(dc, call, 1, "b") : NULL;
   if (!b) return NULL;
   rx_dtype dt = a->dtype;
   if (a->dtype == RX_DTYPE_UNKNOWN) {
     dt = b->dtype;
   } else if (b->dtype != RX_DTYPE_UNKNOWN && a->dtype != b->dtype) {
-    rx_deduce_error(dc, "matmul expects operands of the same dtype, got %s and %s",
-                    rx_ops_str(dc, a), rx_ops_str(dc, b));
+    ops_deduce_error(dc, "matmul expects operands of the same dtype, got %s and %s", ops_str(dc, a),
+                     ops_str(dc, b));
     return NULL;
   }
   if (a->ndim == 0 || b->ndim == 0) {
-    rx_deduce_error(dc, "matmul expects operands of rank >= 1, got %s and %s", rx_ops_str(dc, a),
-                    rx_ops_str(dc, b));
+    ops_deduce_error(dc, "matmul expects operands of rank >= 1, got %s and %s", ops_str(dc, a),
+                     ops_str(dc, b));
     return NULL;
   }
-  if (a->ndim < 0 || b->ndim < 0) return rx_ops_tensor(dc, dt, -1, NULL);
+  if (a->ndim < 0 || b->ndim < 0) return ops_tensor(dc, dt, -1, NULL);
   int ra = a->ndim < 2 ? 0 : a->ndim - 2, rb = b->ndim < 2 ? 0 : b->ndim - 2; /* batch ranks */
   int batch = ra > rb ? ra : rb;
   int n = batch + (a->ndim >= 2) + (b->ndim >= 2);
-  if (!a->shape || !b->shape) return rx_ops_tensor(dc, dt, n, NULL);
+  if (!a->shape || !b->shape) return ops_tensor(dc, dt, n, NULL);
 
   const rx_expr *ka = a->shape[a->ndim - 1];
   const rx_expr *kb = b->shape[b->ndim >= 2 ? b->ndim - 2 : 0];
-  rx_tribool eq = rx_ops_dim_eq(dc, ka, kb);
+  rx_tribool eq = ops_dim_eq(dc, ka, kb);
   if (eq == RX_FALSE) {
-    rx_deduce_error(dc, "matmul inner dims differ: %s x %s (%s vs %s)", rx_ops_str(dc, a),
-                    rx_ops_str(dc, b), rx_ops_expr_str(dc, ka), rx_ops_expr_str(dc, kb));
+    ops_deduce_error(dc, "matmul inner dims differ: %s x %s (%s vs %s)", ops_str(dc, a),
+                     ops_str(dc, b), ops_expr_str(dc, ka), ops_expr_str(dc, kb));
     return NULL;
   }
   if (eq == RX_UNKNOWN) {
-    rx_deduce_error(
-        dc, "matmul cannot prove the inner dims equal: %s x %s (%s vs %s); use match_cast",
-        rx_ops_str(dc, a), rx_ops_str(dc, b), rx_ops_expr_str(dc, ka), rx_ops_expr_str(dc, kb));
+    ops_deduce_error(dc,
+                     "matmul cannot prove the inner dims equal: %s x %s (%s vs %s); use match_cast",
+                     ops_str(dc, a), ops_str(dc, b), ops_expr_str(dc, ka), ops_expr_str(dc, kb));
     return NULL;
   }
-  const rx_expr **dims = rx_ops_dims(dc, n);
+  const rx_expr **dims = ops_dims(dc, n);
   for (int i = 0; i < batch; i++) {
     int ia = ra - batch + i, ib = rb - batch + i;
     if (ia < 0) {
@@ -80,7 +78,7 @@ const rx_sinfo *rx_deduce_matmul(rx_deduce_ctx *dc, const rx_node *call) {
   int k = batch;
   if (a->ndim >= 2) dims[k++] = a->shape[a->ndim - 2];
   if (b->ndim >= 2) dims[k++] = b->shape[b->ndim - 1];
-  return rx_ops_tensor(dc, dt, n, dims);
+  return ops_tensor(dc, dt, n, dims);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -107,14 +105,14 @@ void lz_gen_matmul(lz_ctx *l) {
     ai[d] = rx_expr_is_const(a->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
             : a->shape[d] == y->shape[j]
                 ? iv[j]
-                : lz_ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), a->shape[d]));
+                : lz_ex(l, sym_expr_floormod(l->cx, sx_var(l->cx, iv[j]), a->shape[d]));
   }
   for (int d = 0; d < rb; d++) {
     int j = batch - rb + d;
     bi[d] = rx_expr_is_const(b->shape[d], 1) && !rx_expr_is_const(y->shape[j], 1) ? "0"
             : b->shape[d] == y->shape[j]
                 ? iv[j]
-                : lz_ex(l, rx_expr_floormod(l->cx, sx_var(l->cx, iv[j]), b->shape[d]));
+                : lz_ex(l, sym_expr_floormod(l->cx, sx_var(l->cx, iv[j]), b->shape[d]));
   }
   int pos = batch;
   if (a->ndim >= 2) ai[ra] = iv[pos++];

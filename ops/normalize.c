@@ -34,7 +34,7 @@ static void pset_add(pset *s, const void *p) {
   if (2 * (s->count + 1) > s->cap) {
     pset old = *s;
     s->cap = s->cap ? s->cap * 2 : 64;
-    s->slots = rx_calloc(s->cap, sizeof *s->slots);
+    s->slots = base_calloc(s->cap, sizeof *s->slots);
     s->count = 0;
     for (size_t i = 0; i < old.cap; i++)
       if (old.slots[i]) pset_add(s, old.slots[i]);
@@ -85,23 +85,23 @@ static void err(norm *st, rx_loc loc, const char *fmt, ...) RX_PRINTF(3, 4);
 static void err(norm *st, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(st->nm->diag, RX_DIAG_ERROR, loc, fmt, ap);
+  base_diag_vreport(st->nm->diag, RX_DIAG_ERROR, loc, fmt, ap);
   va_end(ap);
   st->nm->ok = false;
 }
 
 static const char *sstr(norm *st, const rx_sinfo *s) {
   rx_strbuf b = {0};
-  rx_sinfo_print(&b, s);
-  char *heap = rx_strbuf_take(&b);
-  const char *r = rx_arena_strdup(&st->m->arena, heap);
+  ir_sinfo_print(&b, s);
+  char *heap = base_strbuf_take(&b);
+  const char *r = base_arena_strdup(&st->m->arena, heap);
   free(heap);
   return r;
 }
 
 static const char *estr(norm *st, const rx_expr *e) {
-  char *heap = rx_expr_to_string(e);
-  const char *r = rx_arena_strdup(&st->m->arena, heap);
+  char *heap = sym_expr_to_string(e);
+  const char *r = base_arena_strdup(&st->m->arena, heap);
   free(heap);
   return r;
 }
@@ -111,10 +111,10 @@ static const char *estr(norm *st, const rx_expr *e) {
  * ------------------------------------------------------------------------------------------ */
 static rx_tribool dim_eq(norm *st, const rx_expr *a, const rx_expr *b) {
   if (a == b) return RX_TRUE;
-  const rx_expr *sa = rx_analyzer_simplify(st->an, a), *sb = rx_analyzer_simplify(st->an, b);
+  const rx_expr *sa = sym_analyzer_simplify(st->an, a), *sb = sym_analyzer_simplify(st->an, b);
   if (sa == sb) return RX_TRUE;
   if (sa->kind == RX_EXPR_CONST && sb->kind == RX_EXPR_CONST) return RX_FALSE;
-  return rx_analyzer_prove(st->an, rx_expr_cmp(st->m->ctx, RX_EXPR_EQ, sa, sb));
+  return sym_analyzer_prove(st->an, sym_expr_cmp(st->m->ctx, RX_EXPR_EQ, sa, sb));
 }
 
 static rx_tribool tri_and(rx_tribool a, rx_tribool b) {
@@ -126,11 +126,11 @@ static rx_tribool tri_and(rx_tribool a, rx_tribool b) {
 /* v >= 0 for every variable of e (every symbolic variable is a size). */
 static void assume_sizes_expr(norm *st, const rx_expr *e) {
   rx_ptrvec vars = {0};
-  rx_expr_collect_vars(e, &vars);
+  sym_expr_collect_vars(e, &vars);
   for (size_t i = 0; i < vars.len; i++)
-    rx_analyzer_assume(
-        st->an, rx_expr_cmp(st->m->ctx, RX_EXPR_LE, rx_expr_const(st->m->ctx, 0), vars.data[i]));
-  rx_ptrvec_free(&vars);
+    sym_analyzer_assume(
+        st->an, sym_expr_cmp(st->m->ctx, RX_EXPR_LE, sym_expr_const(st->m->ctx, 0), vars.data[i]));
+  base_ptrvec_free(&vars);
 }
 
 static void assume_sizes(norm *st, const rx_sinfo *s) {
@@ -154,7 +154,7 @@ static void sub_bind(subst *s, const rx_expr *v, const rx_expr *e) {
 }
 static const rx_expr *sub_apply(norm *st, const subst *s, const rx_expr *e) {
   if (!s->vars.len) return e;
-  return rx_expr_subst(st->m->ctx, e, s->vars.data, s->repl.data, s->vars.len);
+  return sym_expr_subst(st->m->ctx, e, s->vars.data, s->repl.data, s->vars.len);
 }
 static void sub_free(subst *s) {
   free(s->vars.data);
@@ -169,7 +169,7 @@ static const rx_sinfo *sinfo_subst(norm *st, const subst *s, const rx_sinfo *si)
   case RX_SINFO_TENSOR:
   case RX_SINFO_SHAPE: {
     if (!si->shape) return si;
-    const rx_expr **d = rx_module_alloc(st->m, sizeof *d * (size_t)(si->ndim + 1));
+    const rx_expr **d = ir_module_alloc(st->m, sizeof *d * (size_t)(si->ndim + 1));
     for (int i = 0; i < si->ndim; i++) d[i] = sub_apply(st, s, si->shape[i]);
     return si->kind == RX_SINFO_TENSOR ? rx_sinfo_tensor(st->m, si->dtype, si->ndim, d)
                                        : rx_sinfo_shape(st->m, si->ndim, d);
@@ -178,11 +178,11 @@ static const rx_sinfo *sinfo_subst(norm *st, const subst *s, const rx_sinfo *si)
     return si->value ? rx_sinfo_prim(st->m, si->dtype, sub_apply(st, s, si->value)) : si;
   case RX_SINFO_TUPLE:
   case RX_SINFO_FUNC: {
-    const rx_sinfo **f = rx_module_alloc(st->m, sizeof *f * (size_t)(si->nfields + 1));
+    const rx_sinfo **f = ir_module_alloc(st->m, sizeof *f * (size_t)(si->nfields + 1));
     for (int i = 0; i < si->nfields; i++) f[i] = sinfo_subst(st, s, si->fields[i]);
     return si->kind == RX_SINFO_TUPLE
                ? rx_sinfo_tuple(st->m, f, si->nfields)
-               : rx_sinfo_func(st->m, f, si->nfields, sinfo_subst(st, s, si->ret));
+               : ir_sinfo_func(st->m, f, si->nfields, sinfo_subst(st, s, si->ret));
   }
   }
   return si;
@@ -246,7 +246,7 @@ static rx_tribool compat(norm *st, const rx_sinfo *have, const rx_sinfo *want) {
     return r;
   }
   case RX_SINFO_FUNC:
-    return rx_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
+    return ir_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
   }
   return RX_UNKNOWN;
 }
@@ -254,7 +254,7 @@ static rx_tribool compat(norm *st, const rx_sinfo *have, const rx_sinfo *want) {
 /* The least struct info covering both (for the two branches of an `if`). */
 static const rx_sinfo *join(norm *st, const rx_sinfo *a, const rx_sinfo *b) {
   if (a == st->nm->poison || b == st->nm->poison) return st->nm->poison;
-  if (rx_sinfo_equal(a, b)) return a;
+  if (ir_sinfo_equal(a, b)) return a;
   if (a->kind != b->kind) return rx_sinfo_object(st->m);
   switch (a->kind) {
   case RX_SINFO_TENSOR:
@@ -277,7 +277,7 @@ static const rx_sinfo *join(norm *st, const rx_sinfo *a, const rx_sinfo *b) {
         a->value && b->value && dim_eq(st, a->value, b->value) == RX_TRUE ? a->value : NULL);
   case RX_SINFO_TUPLE: {
     if (a->nfields != b->nfields) return rx_sinfo_object(st->m);
-    const rx_sinfo **f = rx_module_alloc(st->m, sizeof *f * (size_t)(a->nfields + 1));
+    const rx_sinfo **f = ir_module_alloc(st->m, sizeof *f * (size_t)(a->nfields + 1));
     for (int i = 0; i < a->nfields; i++) f[i] = join(st, a->fields[i], b->fields[i]);
     return rx_sinfo_tuple(st->m, f, a->nfields);
   }
@@ -322,29 +322,29 @@ static bool reserved(const char *s) {
   for (size_t i = 0; i < RX_ARRAY_LEN(words); i++)
     if (strcmp(words[i], s) == 0) return true;
   rx_dtype dt;
-  return rx_dtype_parse(s, strlen(s), &dt);
+  return ir_dtype_parse(s, strlen(s), &dt);
 }
 
 static bool name_taken(norm *st, const char *name) {
-  return pset_has(&st->names, name) || reserved(name) || rx_module_graph_fn(st->m, name) ||
-         rx_module_tensor_fn(st->m, name) || rx_module_extern_fn(st->m, name);
+  return pset_has(&st->names, name) || reserved(name) || ir_module_graph_fn(st->m, name) ||
+         ir_module_tensor_fn(st->m, name) || ir_module_extern_fn(st->m, name);
 }
 
 /* A fresh name based on base: base, base_1, base_2, ... (never a user name or keyword). */
 /* Names are only ever added to st->names, so a suffix found taken stays taken: each base
  * resumes at the suffix where its last search ended (linear in the names made, not quadratic). */
 static const char *fresh_name(norm *st, const char *base) {
-  const char *ibase = rx_module_intern(st->m, base, strlen(base));
+  const char *ibase = ir_module_intern(st->m, base, strlen(base));
   const char *name = ibase;
-  int k = rx_ptrmap_get(&st->next_suffix, ibase);
+  int k = base_ptrmap_get(&st->next_suffix, ibase);
   if (k < 1) k = 1;
   if (k > 1 || name_taken(st, name)) {
     for (;; k++) {
-      char *s = rx_arena_printf(&st->m->arena, "%s_%d", base, k);
-      name = rx_module_intern(st->m, s, strlen(s));
+      char *s = base_arena_printf(&st->m->arena, "%s_%d", base, k);
+      name = ir_module_intern(st->m, s, strlen(s));
       if (!name_taken(st, name)) break;
     }
-    rx_ptrmap_put(&st->next_suffix, ibase, k + 1);
+    base_ptrmap_put(&st->next_suffix, ibase, k + 1);
   }
   pset_add(&st->names, name);
   return name;
@@ -401,13 +401,13 @@ static rx_node *atomize(norm *st, rx_node *n) {
     snprintf(base, sizeof base, "%.40s_%d", lb, n->index);
   else
     snprintf(base, sizeof base, "%.60s", lb);
-  rx_var *v = rx_var_new(st->m, fresh_name(st, base), s, n->loc);
-  rx_binding *b = rx_module_alloc(st->m, sizeof *b);
+  rx_var *v = ir_var_new(st->m, fresh_name(st, base), s, n->loc);
+  rx_binding *b = ir_module_alloc(st->m, sizeof *b);
   b->var = v;
   b->value = n;
   b->loc = n->loc;
   RX_VEC_PUSH(st->out, b);
-  rx_node *ref = rx_node_var(st->m, v, n->loc);
+  rx_node *ref = ir_node_var(st->m, v, n->loc);
   ref->sinfo = s;
   return ref;
 }
@@ -456,12 +456,13 @@ static const rx_sinfo *keep_ragged(norm *st, const rx_node *n, const rx_sinfo *r
     const rx_sinfo *a = n->args[i]->sinfo;
     if (a && a->kind == RX_SINFO_TENSOR && a->ragged_by && a->shape && a->ndim >= 1 &&
         a->shape[0] == r->shape[0])
-      return rx_sinfo_ragged(st->m, r, a->ragged_by, a->ragged_rows);
+      return ir_sinfo_ragged(st->m, r, a->ragged_by, a->ragged_rows);
   }
   if (!ip || ip->kind != RX_NODE_VAR || !ip->sinfo || !ip->sinfo->shape || ip->sinfo->ndim != 1)
     return r;
-  const rx_expr *rows = rx_expr_sub(st->m->ctx, ip->sinfo->shape[0], rx_expr_const(st->m->ctx, 1));
-  return rx_sinfo_ragged(st->m, r, ip->var->name, rows);
+  const rx_expr *rows =
+      sym_expr_sub(st->m->ctx, ip->sinfo->shape[0], sym_expr_const(st->m->ctx, 1));
+  return ir_sinfo_ragged(st->m, r, ip->var->name, rows);
 }
 
 /* ---- op calls ---- */
@@ -483,7 +484,7 @@ static const rx_sinfo *call_op(norm *st, rx_node *n) {
   }
   bool bad = false;
   for (int i = 0; i < op->nattrs; i++) {
-    if (op->attrs[i].required && !rx_call_attr(n, op->attrs[i].name)) {
+    if (op->attrs[i].required && !ops_call_attr(n, op->attrs[i].name)) {
       err(st, n->loc, "%s requires the attribute %s (%s)", op->name, op->attrs[i].name,
           op->attrs[i].doc);
       bad = true;
@@ -535,8 +536,8 @@ static void check_buf(norm *st, rx_node *n, const char *callee, const char *what
   }
   if (have->dtype != RX_DTYPE_UNKNOWN && have->dtype != b->dtype) {
     err(st, n->loc, "%s: %s is %s but parameter %s expects %s (dtype %s vs %s)", callee, what,
-        sstr(st, have), b->name, sstr(st, want), rx_dtype_name(have->dtype),
-        rx_dtype_name(b->dtype));
+        sstr(st, have), b->name, sstr(st, want), ir_dtype_name(have->dtype),
+        ir_dtype_name(b->dtype));
     return;
   }
   if (have->ndim >= 0 && have->ndim != b->ndim) {
@@ -550,7 +551,7 @@ static void check_buf(norm *st, rx_node *n, const char *callee, const char *what
     return;
   }
   for (int i = 0; i < b->ndim; i++) {
-    const rx_expr *w = rx_analyzer_simplify(st->an, sub_apply(st, s, b->shape[i]));
+    const rx_expr *w = sym_analyzer_simplify(st->an, sub_apply(st, s, b->shape[i]));
     rx_tribool eq = dim_eq(st, have->shape[i], w);
     if (eq == RX_TRUE) continue;
     if (eq == RX_FALSE)
@@ -601,7 +602,7 @@ static const rx_sinfo *returning_call(norm *st, rx_node *n, const char *callee,
     const rx_sinfo *have = n->args[ai]->sinfo;
     if (have->kind == RX_SINFO_PRIM) have = scalar_tensor(st, have->dtype);
     unify_bind(&s, buf_sinfo(st, p->buf), have);
-    check_buf(st, n, callee, rx_arena_printf(&st->m->arena, "argument %d", ai + 1), have, p->buf,
+    check_buf(st, n, callee, base_arena_printf(&st->m->arena, "argument %d", ai + 1), have, p->buf,
               &s);
     ai++;
   }
@@ -614,7 +615,7 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   rx_param **params = tensor ? (n->tfn ? n->tfn->params : NULL) : (n->ext ? n->ext->params : NULL);
   int np = tensor ? (n->tfn ? n->tfn->nparams : 0) : (n->ext ? n->ext->nparams : 0);
   const char *kw = tensor ? "call_tensor" : "call_extern";
-  const char *callee = rx_arena_printf(&st->m->arena, "%s(%s)", kw, n->callee ? n->callee : "?");
+  const char *callee = base_arena_printf(&st->m->arena, "%s(%s)", kw, n->callee ? n->callee : "?");
   if (tensor ? !n->tfn : !n->ext) {
     err(st, n->loc, "%s: no %s named '%s'", kw, tensor ? "tensor_fn" : "extern_fn",
         n->callee ? n->callee : "?");
@@ -688,11 +689,11 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
     const char *what;
     const rx_sinfo *have;
     if (!p->is_output) {
-      what = rx_arena_printf(&st->m->arena, "argument %d", ai + 1);
+      what = base_arena_printf(&st->m->arena, "argument %d", ai + 1);
       have = n->args[ai++]->sinfo;
       if (have->kind == RX_SINFO_PRIM) have = scalar_tensor(st, have->dtype);
     } else {
-      what = rx_arena_printf(&st->m->arena, "out=%s", sstr(st, outs[oi]));
+      what = base_arena_printf(&st->m->arena, "out=%s", sstr(st, outs[oi]));
       have = outs[oi++];
     }
     check_buf(st, n, callee, what, have, p->buf, &s);
@@ -750,10 +751,10 @@ static const rx_sinfo *call_graph(norm *st, rx_node *n) {
 /* ---- if ---- */
 
 static const rx_sinfo *branch(norm *st, rx_seq *seq, const rx_expr *assume) {
-  size_t mark = rx_analyzer_mark(st->an);
-  if (assume) rx_analyzer_assume(st->an, assume);
+  size_t mark = sym_analyzer_mark(st->an);
+  if (assume) sym_analyzer_assume(st->an, assume);
   walk_seq(st, seq);
-  rx_analyzer_reset(st->an, mark);
+  sym_analyzer_reset(st->an, mark);
   return seq->result && seq->result->sinfo ? seq->result->sinfo : st->nm->poison;
 }
 
@@ -770,14 +771,14 @@ static const rx_sinfo *if_node(norm *st, rx_node *n) {
         c->kind == RX_SINFO_OBJECT;
     if (!okc)
       err(st, n->cond->loc, "if expects a Prim(bool) or bool[] condition, got %s", sstr(st, c));
-    if (c->kind == RX_SINFO_PRIM && c->value && rx_expr_is_bool(c->value)) cv = c->value;
+    if (c->kind == RX_SINFO_PRIM && c->value && sym_expr_is_bool(c->value)) cv = c->value;
   }
   if (!n->then_seq || !n->else_seq) {
     err(st, n->loc, "if needs both branches");
     return st->nm->poison;
   }
   const rx_sinfo *a = branch(st, n->then_seq, cv);
-  const rx_sinfo *b = branch(st, n->else_seq, cv ? rx_expr_not(st->m->ctx, cv) : NULL);
+  const rx_sinfo *b = branch(st, n->else_seq, cv ? sym_expr_not(st->m->ctx, cv) : NULL);
   return join(st, a, b);
 }
 
@@ -802,7 +803,7 @@ static const rx_sinfo *value(norm *st, rx_node *n) {
     s = n->sinfo ? n->sinfo : rx_sinfo_object(st->m);
     break;
   case RX_NODE_TUPLE: {
-    const rx_sinfo **f = rx_module_alloc(st->m, sizeof *f * (size_t)(n->nargs + 1));
+    const rx_sinfo **f = ir_module_alloc(st->m, sizeof *f * (size_t)(n->nargs + 1));
     bool poison = false;
     for (int i = 0; i < n->nargs; i++) {
       n->args[i] = atomize(st, n->args[i]);
@@ -881,7 +882,7 @@ static rx_tribool cast_ok(norm *st, const rx_sinfo *have, const rx_sinfo *want) 
         if (dim_eq(st, have->shape[i], want->shape[i]) == RX_FALSE) return RX_FALSE;
     return RX_TRUE;
   }
-  return rx_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
+  return ir_sinfo_equal(have, want) ? RX_TRUE : RX_UNKNOWN;
 }
 
 static void binding(norm *st, rx_binding *b) {
@@ -916,7 +917,7 @@ static void binding(norm *st, rx_binding *b) {
 
 /* Moves the bindings gathered in v into blk (arena). */
 static void finish_block(norm *st, rx_block *blk, bvec *v) {
-  blk->bindings = rx_module_alloc(st->m, sizeof *blk->bindings * (v->len + 1));
+  blk->bindings = ir_module_alloc(st->m, sizeof *blk->bindings * (v->len + 1));
   if (v->len) memcpy(blk->bindings, v->data, sizeof *blk->bindings * v->len);
   blk->nbindings = (int)v->len;
   free(v->data);
@@ -944,9 +945,9 @@ static void walk_seq(norm *st, rx_seq *seq) {
     }
     seq->result = atomize(st, seq->result);
     if (!last && v.len) {
-      last = rx_module_alloc(st->m, sizeof *last);
+      last = ir_module_alloc(st->m, sizeof *last);
       last->loc = seq->result->loc;
-      rx_block **blocks = rx_module_alloc(st->m, sizeof *blocks * (size_t)(seq->nblocks + 1));
+      rx_block **blocks = ir_module_alloc(st->m, sizeof *blocks * (size_t)(seq->nblocks + 1));
       if (seq->nblocks) memcpy(blocks, seq->blocks, sizeof *blocks * (size_t)seq->nblocks);
       blocks[seq->nblocks++] = last;
       seq->blocks = blocks;
@@ -967,14 +968,14 @@ static void normalize_fn(nmod *nm, int idx) {
   st.nm = nm;
   st.m = nm->m;
   st.fn = fn;
-  st.an = rx_analyzer_new(nm->m->ctx);
+  st.an = sym_analyzer_new(nm->m->ctx);
   for (int i = 0; i < fn->nparams; i++) {
     pset_add(&st.names, fn->params[i]->name);
     assume_sizes(&st, fn->params[i]->sinfo);
     if (!fn->params[i]->sinfo) fn->params[i]->sinfo = rx_sinfo_object(nm->m);
   }
   for (int i = 0; i < fn->nfacts; i++) {
-    if (!rx_analyzer_assume(st.an, fn->facts[i])) {
+    if (!sym_analyzer_assume(st.an, fn->facts[i])) {
       rx_loc loc = fn->fact_locs ? fn->fact_locs[i] : fn->loc;
       err(&st, loc, "fact %s contradicts the earlier facts of %s", estr(&st, fn->facts[i]),
           fn->name);
@@ -1001,20 +1002,20 @@ static void normalize_fn(nmod *nm, int idx) {
     fn->ret = r == nm->poison ? rx_sinfo_object(nm->m) : r;
   }
   free(st.names.slots);
-  rx_ptrmap_free(&st.next_suffix);
-  rx_analyzer_free(st.an);
+  base_ptrmap_free(&st.next_suffix);
+  sym_analyzer_free(st.an);
   nm->state[idx] = 2;
 }
 
-bool rx_module_normalize(rx_module *m, rx_diag *diag) {
+bool ops_module_normalize(rx_module *m, rx_diag *diag) {
   nmod nm = {0};
   nm.m = m;
   nm.diag = diag;
   nm.ok = true;
   nm.poison = rx_sinfo_object(m);
   int before = diag->errors;
-  nm.fns = rx_calloc(m->items.len + 1, sizeof *nm.fns);
-  nm.state = rx_calloc(m->items.len + 1, sizeof *nm.state);
+  nm.fns = base_calloc(m->items.len + 1, sizeof *nm.fns);
+  nm.state = base_calloc(m->items.len + 1, sizeof *nm.state);
   for (size_t i = 0; i < m->items.len; i++)
     if (m->items.data[i].kind == RX_ITEM_GRAPH) nm.fns[nm.nfns++] = m->items.data[i].fn;
   for (int i = 0; i < nm.nfns; i++) normalize_fn(&nm, i);

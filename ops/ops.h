@@ -7,7 +7,7 @@
 #include "../ir/ir.h"
 
 /* Each op's pattern kind (ops.def) is an rx_pattern (ir/ir.h, shared with the loop-level
- * annotation of tensor programs), named by rx_pattern_name. */
+ * annotation of tensor programs), named by ir_pattern_name. */
 
 /* What deduction sees: the module (to build struct info), the analyzer holding the function's
  * facts (and n >= 0 for every symbolic variable in scope), diagnostics and the call's place. */
@@ -19,7 +19,7 @@ typedef struct rx_deduce_ctx {
 } rx_deduce_ctx;
 
 /* Returns the struct info of the call's result, or NULL after reporting an error with
- * rx_deduce_error. Arguments already have their struct info (call->args[i]->sinfo). */
+ * ops_deduce_error. Arguments already have their struct info (call->args[i]->sinfo). */
 typedef const rx_sinfo *(*rx_deduce_fn)(rx_deduce_ctx *dc, const rx_node *call);
 
 /* How passes/batch_fn.c rewrites a call of the op whose operand gained a leading batch axis
@@ -64,25 +64,25 @@ struct rx_op {
  * through it; rx_module_new sets it). */
 extern const ir_op_registry ops_registry;
 /* The op named name[0..len), or NULL when there is none. */
-const rx_op *rx_op_lookup(const char *name, size_t len);
-const char *rx_op_name(const rx_op *op);
+const rx_op *ops_op_lookup(const char *name, size_t len);
+const char *ops_op_name(const rx_op *op);
 /* Positional (non-attribute) arguments: at least min, at most max (-1: variadic). */
-int rx_op_min_args(const rx_op *op);
-int rx_op_max_args(const rx_op *op);
-/* Its attributes, in positional order: rx_op_attr(op, i) for 0 <= i < rx_op_nattrs(op). */
-int rx_op_nattrs(const rx_op *op);
-const rx_attr_schema *rx_op_attr(const rx_op *op, int i);
+int ops_op_min_args(const rx_op *op);
+int ops_op_max_args(const rx_op *op);
+/* Its attributes, in positional order: ops_op_attr(op, i) for 0 <= i < ops_op_nattrs(op). */
+int ops_op_nattrs(const rx_op *op);
+const rx_attr_schema *ops_op_attr(const rx_op *op, int i);
 /* The argument the op writes in place (kv_append: 0, the KV pages), or -1: such a call changes a
  * value and so is impure (never inside dataflow, never removed). */
-int rx_op_inplace_arg(const rx_op *op);
+int ops_op_inplace_arg(const rx_op *op);
 /* The struct info of a call of the op (its arguments already carry theirs), deduced with the
  * facts of an; NULL after reporting an error to diag at loc. */
-const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
-                                  const rx_node *call);
+const rx_sinfo *ops_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
+                                   const rx_node *call);
 /* All ops, in registration order (for documentation and tests). */
-const rx_op *const *rx_op_all(int *out_count);
+const rx_op *const *ops_op_all(int *out_count);
 /* The attribute of a call by name, or NULL when absent. */
-const rx_attr *rx_call_attr(const rx_node *call, const char *name);
+const rx_attr *ops_call_attr(const rx_node *call, const char *name);
 
 /* A host-level op call: one the host program (the VM, the graph interpreter) executes itself
  * instead of a legalized tensor program. tensor_to_shape always (the tensor is read back to
@@ -90,10 +90,10 @@ const rx_attr *rx_call_attr(const rx_node *call, const char *name);
  * e.g. reshape(x, t) with t: Shape(ndim=2) from tensor_to_shape): a view of the same buffer
  * with the new shape, whose element count is checked at run time. Legalization leaves these
  * calls in place. call must be normalized (struct info deduced). */
-bool rx_op_is_host_call(const rx_node *call);
+bool ops_op_is_host_call(const rx_node *call);
 
 /* Errors and warnings from deduction, at the call's location. */
-void rx_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
-void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
+void ops_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
+void ops_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
 
 #endif

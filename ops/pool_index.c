@@ -6,10 +6,10 @@
 #include "deduce.h"
 #include "legalize_int.h"
 
-const rx_sinfo *rx_deduce_max_pool2d_index(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *y = rx_deduce_pool2d(dc, call);
+const rx_sinfo *ops_deduce_max_pool2d_index(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *y = ops_deduce_pool2d(dc, call);
   if (!y) return NULL;
-  return rx_ops_tensor(dc, RX_DTYPE_I64, y->ndim, y->shape ? (const rx_expr **)y->shape : NULL);
+  return ops_tensor(dc, RX_DTYPE_I64, y->ndim, y->shape ? (const rx_expr **)y->shape : NULL);
 }
 
 void lz_gen_max_pool2d_index(lz_ctx *l) {
@@ -20,7 +20,7 @@ void lz_gen_max_pool2d_index(lz_ctx *l) {
     return;
   }
   if (!lz_window(l, true, &w)) return;
-  bool col = rx_ops_int_attr(l->call, "storage_order", 0) != 0;
+  bool col = ops_int_attr(l->call, "storage_order", 0) != 0;
   const char *ov[4];
   for (int d = 0; d < 4; d++) ov[d] = lz_loopvar(l, lz_str(l, "i%d", d));
   const char *kh = lz_loopvar(l, "kh"), *kw = lz_loopvar(l, "kw");
@@ -28,7 +28,7 @@ void lz_gen_max_pool2d_index(lz_ctx *l) {
     lz_line(l, "for %s in 0..%s {", ov[d], lz_ex(l, y->shape[d]));
     l->ind++;
   }
-  const char *t = rx_dtype_name(x->dtype);
+  const char *t = ir_dtype_name(x->dtype);
   const char *m = lz_fresh(l, "m"), *k = lz_fresh(l, "k"), *ih = lz_fresh(l, "ih"),
              *iw = lz_fresh(l, "iw"), *v = lz_fresh(l, "v");
   const char *H = lz_ex(l, x->shape[2]), *W = lz_ex(l, x->shape[3]);

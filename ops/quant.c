@@ -30,28 +30,27 @@
 
 static bool scheme_of(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
                       rx_quant_scheme *out) {
-  const rx_attr *a = rx_call_attr(call, "scheme");
-  if (a && a->kind == RX_ATTR_STR && rx_quant_lookup(a->s, out)) return true;
+  const rx_attr *a = ops_call_attr(call, "scheme");
+  if (a && a->kind == RX_ATTR_STR && base_quant_lookup(a->s, out)) return true;
   rx_strbuf names = {0};
-  rx_quant_names(&names);
-  rx_deduce_error(dc, "%s expects scheme= one of %s, got %s%s%s", opn, names.data,
-                  a && a->kind == RX_ATTR_STR ? "\"" : "",
-                  a && a->kind == RX_ATTR_STR ? a->s : "none",
-                  a && a->kind == RX_ATTR_STR ? "\"" : "");
-  rx_strbuf_free(&names);
+  base_quant_names(&names);
+  ops_deduce_error(dc, "%s expects scheme= one of %s, got %s%s%s", opn, names.data,
+                   a && a->kind == RX_ATTR_STR ? "\"" : "",
+                   a && a->kind == RX_ATTR_STR ? a->s : "none",
+                   a && a->kind == RX_ATTR_STR ? "\"" : "");
+  base_strbuf_free(&names);
   return false;
 }
 
 /* Argument i is a 2-D tensor of dtype dt with dims [rows, cols]; reports otherwise. */
 static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, int i,
                        const char *what, rx_dtype dt, const rx_expr *rows, const rx_expr *cols) {
-  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, what);
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, what);
   if (!s) return false;
-  if (s->dtype != dt || s->ndim != 2 || !s->shape ||
-      rx_ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
-      rx_ops_dim_eq(dc, s->shape[1], cols) != RX_TRUE) {
-    rx_deduce_error(dc, "%s expects %s of %s[%s, %s], got %s", opn, what, rx_dtype_name(dt),
-                    rx_ops_expr_str(dc, rows), rx_ops_expr_str(dc, cols), rx_ops_str(dc, s));
+  if (s->dtype != dt || s->ndim != 2 || !s->shape || ops_dim_eq(dc, s->shape[0], rows) != RX_TRUE ||
+      ops_dim_eq(dc, s->shape[1], cols) != RX_TRUE) {
+    ops_deduce_error(dc, "%s expects %s of %s[%s, %s], got %s", opn, what, ir_dtype_name(dt),
+                     ops_expr_str(dc, rows), ops_expr_str(dc, cols), ops_str(dc, s));
     return false;
   }
   return true;
@@ -60,20 +59,20 @@ static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, 
 /* The buffers of W [out, in] (arguments 1 to nb) as scheme qi lays them out; reports otherwise. */
 static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
                     const rx_quant_info *qi, int nb, const rx_expr *out, const rx_expr *in) {
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
-  const rx_expr *blocks = rx_expr_floordiv(cx, in, rx_expr_const(cx, qi->block));
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *blocks = sym_expr_floordiv(cx, in, sym_expr_const(cx, qi->block));
   bool ok;
   switch (qi->kind) {
   case RX_QUANT_GGUF:
     ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
-                    rx_expr_mul(cx, blocks, rx_expr_const(cx, qi->block_bytes)));
+                    sym_expr_mul(cx, blocks, sym_expr_const(cx, qi->block_bytes)));
     break;
   case RX_QUANT_INT8:
     ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_I8, out, in);
     break;
   default:
     ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
-                    rx_expr_floordiv(cx, in, rx_expr_const(cx, 2)));
+                    sym_expr_floordiv(cx, in, sym_expr_const(cx, 2)));
   }
   if (ok && nb >= 2) ok = buffer_arg(dc, call, opn, 2, "s", RX_DTYPE_F16, out, blocks);
   if (ok && nb >= 3) ok = buffer_arg(dc, call, opn, 3, "z", RX_DTYPE_U8, out, blocks);
@@ -87,29 +86,29 @@ static const rx_quant_info *quant_call(rx_deduce_ctx *dc, const rx_node *call, c
                                        const rx_sinfo **w) {
   rx_quant_scheme sc;
   if (!scheme_of(dc, call, opn, &sc)) return NULL;
-  const rx_quant_info *qi = rx_quant_info_of(sc);
-  *nb = rx_quant_nbuffers(sc);
+  const rx_quant_info *qi = base_quant_info_of(sc);
+  *nb = base_quant_nbuffers(sc);
   if (call->nargs != 1 + *nb) {
-    rx_deduce_error(dc, "%s with scheme \"%s\" expects %d arguments (%s and %s), got %d", opn,
-                    qi->name, 1 + *nb, first,
-                    *nb == 1   ? "the blocks w"
-                    : *nb == 2 ? "w, s"
-                               : "w, s, z",
-                    call->nargs);
+    ops_deduce_error(dc, "%s with scheme \"%s\" expects %d arguments (%s and %s), got %d", opn,
+                     qi->name, 1 + *nb, first,
+                     *nb == 1   ? "the blocks w"
+                     : *nb == 2 ? "w, s"
+                                : "w, s, z",
+                     call->nargs);
     return NULL;
   }
-  *a0 = rx_ops_tensor_arg(dc, call, 0, first);
-  *w = *a0 ? rx_ops_tensor_arg(dc, call, 1, "w") : NULL;
+  *a0 = ops_tensor_arg(dc, call, 0, first);
+  *w = *a0 ? ops_tensor_arg(dc, call, 1, "w") : NULL;
   return *w ? qi : NULL;
 }
 
 /* quant_take(ids, w, [s, [z]], scheme=..., dtype=...): the rows of W [rows, in] at ids, as
  * ids' shape + [in] of dtype (f32 or f16); in from w's columns and the scheme. */
-const rx_sinfo *rx_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_attr *dt = rx_call_attr(call, "dtype");
+const rx_sinfo *ops_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_attr *dt = ops_call_attr(call, "dtype");
   rx_dtype t = dt && dt->kind == RX_ATTR_DTYPE ? dt->dtype : RX_DTYPE_UNKNOWN;
   if (t != RX_DTYPE_F32 && t != RX_DTYPE_F16) {
-    rx_deduce_error(dc, "quant_take expects dtype=f32 or dtype=f16");
+    ops_deduce_error(dc, "quant_take expects dtype=f32 or dtype=f16");
     return NULL;
   }
   int nb;
@@ -118,64 +117,65 @@ const rx_sinfo *rx_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
   if (!qi) return NULL;
   if ((ids->dtype != RX_DTYPE_I32 && ids->dtype != RX_DTYPE_I64) || !ids->shape || w->ndim != 2 ||
       !w->shape) {
-    rx_deduce_error(dc,
-                    "quant_take expects ids of i32 or i64 with a known shape and w [rows, ...], "
-                    "got %s and %s",
-                    rx_ops_str(dc, ids), rx_ops_str(dc, w));
+    ops_deduce_error(dc,
+                     "quant_take expects ids of i32 or i64 with a known shape and w [rows, ...], "
+                     "got %s and %s",
+                     ops_str(dc, ids), ops_str(dc, w));
     return NULL;
   }
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *cols = w->shape[1],
-                *unit = rx_expr_const(cx, qi->kind == RX_QUANT_GGUF ? qi->block_bytes : 1);
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, cols, unit),
-                                   rx_expr_const(cx, 0))) != RX_TRUE) {
-    rx_deduce_error(dc,
-                    "quant_take with scheme \"%s\" needs w's columns (%s) a provable multiple "
-                    "of %d",
-                    qi->name, rx_ops_expr_str(dc, cols), qi->block_bytes);
+                *unit = sym_expr_const(cx, qi->kind == RX_QUANT_GGUF ? qi->block_bytes : 1);
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, cols, unit),
+                                 sym_expr_const(cx, 0))) != RX_TRUE) {
+    ops_deduce_error(dc,
+                     "quant_take with scheme \"%s\" needs w's columns (%s) a provable multiple "
+                     "of %d",
+                     qi->name, ops_expr_str(dc, cols), qi->block_bytes);
     return NULL;
   }
-  const rx_expr *in = qi->kind == RX_QUANT_GGUF ? rx_expr_mul(cx, rx_expr_floordiv(cx, cols, unit),
-                                                              rx_expr_const(cx, qi->block))
-                      : qi->kind == RX_QUANT_INT8 ? cols
-                                                  : rx_expr_mul(cx, cols, rx_expr_const(cx, 2));
+  const rx_expr *in =
+      qi->kind == RX_QUANT_GGUF
+          ? sym_expr_mul(cx, sym_expr_floordiv(cx, cols, unit), sym_expr_const(cx, qi->block))
+      : qi->kind == RX_QUANT_INT8 ? cols
+                                  : sym_expr_mul(cx, cols, sym_expr_const(cx, 2));
   if (!buffers(dc, call, "quant_take", qi, nb, w->shape[0], in)) return NULL;
-  const rx_expr **dims = rx_ops_dims(dc, ids->ndim + 1);
+  const rx_expr **dims = ops_dims(dc, ids->ndim + 1);
   for (int i = 0; i < ids->ndim; i++) dims[i] = ids->shape[i];
   dims[ids->ndim] = in;
-  return rx_ops_tensor(dc, t, ids->ndim + 1, dims);
+  return ops_tensor(dc, t, ids->ndim + 1, dims);
 }
 
-const rx_sinfo *rx_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) {
   int nb;
   const rx_sinfo *x, *w;
   const rx_quant_info *qi = quant_call(dc, call, "quant_matmul", "x", &nb, &x, &w);
   if (!qi) return NULL;
   if (x->dtype != RX_DTYPE_F32 && x->dtype != RX_DTYPE_F16) {
-    rx_deduce_error(dc, "quant_matmul expects x of f32 or f16, got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "quant_matmul expects x of f32 or f16, got %s", ops_str(dc, x));
     return NULL;
   }
   if (x->ndim < 1 || !x->shape || w->ndim != 2 || !w->shape) {
-    rx_deduce_error(dc,
-                    "quant_matmul expects x [..., in] and w [out, ...] with known shapes, "
-                    "got %s and %s",
-                    rx_ops_str(dc, x), rx_ops_str(dc, w));
+    ops_deduce_error(dc,
+                     "quant_matmul expects x [..., in] and w [out, ...] with known shapes, "
+                     "got %s and %s",
+                     ops_str(dc, x), ops_str(dc, w));
     return NULL;
   }
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *in = x->shape[x->ndim - 1], *out = w->shape[0];
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_EQ,
-                                   rx_expr_floormod(cx, in, rx_expr_const(cx, qi->block)),
-                                   rx_expr_const(cx, 0))) != RX_TRUE) {
-    rx_deduce_error(dc, "quant_matmul with scheme \"%s\" needs in (%s) a provable multiple of %d",
-                    qi->name, rx_ops_expr_str(dc, in), qi->block);
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ,
+                                 sym_expr_floormod(cx, in, sym_expr_const(cx, qi->block)),
+                                 sym_expr_const(cx, 0))) != RX_TRUE) {
+    ops_deduce_error(dc, "quant_matmul with scheme \"%s\" needs in (%s) a provable multiple of %d",
+                     qi->name, ops_expr_str(dc, in), qi->block);
     return NULL;
   }
   if (!buffers(dc, call, "quant_matmul", qi, nb, out, in)) return NULL;
-  const rx_expr **dims = rx_ops_dims(dc, x->ndim);
+  const rx_expr **dims = ops_dims(dc, x->ndim);
   for (int i = 0; i + 1 < x->ndim; i++) dims[i] = x->shape[i];
   dims[x->ndim - 1] = out;
-  return rx_ops_tensor(dc, x->dtype, x->ndim, dims);
+  return ops_tensor(dc, x->dtype, x->ndim, dims);
 }
 
 /* ---- legalization ---- */
@@ -192,7 +192,7 @@ typedef struct qel {
 /* `let NAME: T = value` into the update; returns NAME. */
 static const char *qlet(qel *q, const char *base, const char *type, const char *value) {
   const char *n = lz_fresh(q->l, base);
-  rx_strbuf_printf(&q->lets, "let %s: %s = %s\n", n, type, value);
+  base_strbuf_printf(&q->lets, "let %s: %s = %s\n", n, type, value);
   return n;
 }
 
@@ -341,15 +341,15 @@ static const char *gguf_element(qel *q) {
 /* The call's scheme and buffers into *q, and the loop nest over the output y (its variables in
  * iv); false, reported, when the call has no scheme or y too many dims. */
 static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
-  const rx_attr *a = rx_call_attr(l->call, "scheme");
+  const rx_attr *a = ops_call_attr(l->call, "scheme");
   rx_quant_scheme sc;
   lz_opnd *y = &l->outs[0];
-  if (!a || !rx_quant_lookup(a->s, &sc) || y->ndim > LZ_MAXR) {
+  if (!a || !base_quant_lookup(a->s, &sc) || y->ndim > LZ_MAXR) {
     lz_fail(l, "no quantization scheme, or more than %d dims", LZ_MAXR);
     return false;
   }
-  int nb = rx_quant_nbuffers(sc);
-  *q = (qel){.l = l, .qi = rx_quant_info_of(sc), .w = lz_arg(l, 1)->name};
+  int nb = base_quant_nbuffers(sc);
+  *q = (qel){.l = l, .qi = base_quant_info_of(sc), .w = lz_arg(l, 1)->name};
   q->s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
   q->z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
   for (int d = 0; d < y->ndim; d++) {
@@ -390,9 +390,9 @@ void lz_gen_quant_matmul(lz_ctx *l) {
   lz_line(l, "%s[0] = %s[0] + %s * (%s)", acc, acc, lz_up(l, x->dtype, lz_load(l, x, xi)), wv);
   lz_close(l);
   lz_close(l);
-  lz_line(l, "%s = %s(%s[0])", lz_load(l, y, iv), rx_dtype_name(y->dtype), acc);
+  lz_line(l, "%s = %s(%s[0])", lz_load(l, y, iv), ir_dtype_name(y->dtype), acc);
   for (int d = 0; d < y->ndim; d++) lz_close(l);
-  rx_strbuf_free(&q.lets);
+  base_strbuf_free(&q.lets);
 }
 
 /* quant_take: per id and column c, W[id, c] dequantized as quant_matmul's element (ids are rows,
@@ -414,7 +414,7 @@ void lz_gen_quant_take(lz_ctx *l) {
   q.j = lz_data_index(l, t, lz_arg(l, 1)->shape[0], 0);
   q.r = iv[y->ndim - 1];
   const char *wv = qel_element(&q);
-  lz_line(l, "%s = %s(%s)", lz_load(l, y, iv), rx_dtype_name(y->dtype), wv);
+  lz_line(l, "%s = %s(%s)", lz_load(l, y, iv), ir_dtype_name(y->dtype), wv);
   for (int d = 0; d < y->ndim; d++) lz_close(l);
-  rx_strbuf_free(&q.lets);
+  base_strbuf_free(&q.lets);
 }

@@ -33,72 +33,73 @@
 
 /* indptr (argument i): i32 of rank 1. */
 static bool check_indptr(rx_deduce_ctx *dc, const rx_node *call, int i) {
-  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, "indptr");
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, "indptr");
   if (!s) return false;
   if ((s->dtype != RX_DTYPE_I32 && s->dtype != RX_DTYPE_UNKNOWN) ||
       (s->ndim != 1 && s->ndim >= 0)) {
-    rx_deduce_error(dc, "%s expects indptr (argument %d) as i32[b + 1], got %s", call->op->name, i,
-                    rx_ops_str(dc, s));
+    ops_deduce_error(dc, "%s expects indptr (argument %d) as i32[b + 1], got %s", call->op->name, i,
+                     ops_str(dc, s));
     return false;
   }
   return true;
 }
 
-const rx_sinfo *rx_deduce_ragged_softmax(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!x || !rx_ops_need_float(dc, x, call->op->name) || !check_indptr(dc, call, 1)) return NULL;
+const rx_sinfo *ops_deduce_ragged_softmax(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !ops_need_float(dc, x, call->op->name) || !check_indptr(dc, call, 1)) return NULL;
   if (x->ndim == 0 || x->ndim > 2) {
-    rx_deduce_error(dc, "ragged_softmax expects x as [total] or [total, H], got %s",
-                    rx_ops_str(dc, x));
+    ops_deduce_error(dc, "ragged_softmax expects x as [total] or [total, H], got %s",
+                     ops_str(dc, x));
     return NULL;
   }
-  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
 /* Operand i of ragged_attention: rank 3 of q's dtype, dims 0 and 2 those of q. */
 static bool check_kv(rx_deduce_ctx *dc, const rx_node *call, int i, const char *name,
                      const rx_sinfo *q) {
-  const rx_sinfo *s = rx_ops_tensor_arg(dc, call, i, name);
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, name);
   if (!s) return false;
   bool bad = s->ndim != 3 || s->dtype != q->dtype;
   if (!bad && s->shape && q->shape)
-    bad = rx_ops_dim_eq(dc, s->shape[0], q->shape[0]) != RX_TRUE ||
-          rx_ops_dim_eq(dc, s->shape[2], q->shape[2]) != RX_TRUE;
+    bad = ops_dim_eq(dc, s->shape[0], q->shape[0]) != RX_TRUE ||
+          ops_dim_eq(dc, s->shape[2], q->shape[2]) != RX_TRUE;
   if (bad)
-    rx_deduce_error(dc,
-                    "ragged_attention expects %s (argument %d) as %s[total, KVH, d] with q's total "
-                    "and d, got %s (q is %s)",
-                    name, i, rx_dtype_name(q->dtype), rx_ops_str(dc, s), rx_ops_str(dc, q));
+    ops_deduce_error(
+        dc,
+        "ragged_attention expects %s (argument %d) as %s[total, KVH, d] with q's total "
+        "and d, got %s (q is %s)",
+        name, i, ir_dtype_name(q->dtype), ops_str(dc, s), ops_str(dc, q));
   return !bad;
 }
 
-const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *q = rx_ops_tensor_arg(dc, call, 0, "q");
-  if (!q || !rx_ops_need_float(dc, q, call->op->name)) return NULL;
+const rx_sinfo *ops_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *q = ops_tensor_arg(dc, call, 0, "q");
+  if (!q || !ops_need_float(dc, q, call->op->name)) return NULL;
   if (q->ndim != 3) {
-    rx_deduce_error(dc, "ragged_attention expects q as [total, H, d], got %s", rx_ops_str(dc, q));
+    ops_deduce_error(dc, "ragged_attention expects q as [total, H, d], got %s", ops_str(dc, q));
     return NULL;
   }
   if (!check_kv(dc, call, 1, "k", q) || !check_kv(dc, call, 2, "v", q) ||
       !check_indptr(dc, call, 3))
     return NULL;
   const rx_sinfo *k = call->args[1]->sinfo, *v = call->args[2]->sinfo;
-  if (k->shape && v->shape && rx_ops_dim_eq(dc, k->shape[1], v->shape[1]) != RX_TRUE) {
-    rx_deduce_error(dc, "ragged_attention expects k and v with the same heads, got %s and %s",
-                    rx_ops_str(dc, k), rx_ops_str(dc, v));
+  if (k->shape && v->shape && ops_dim_eq(dc, k->shape[1], v->shape[1]) != RX_TRUE) {
+    ops_deduce_error(dc, "ragged_attention expects k and v with the same heads, got %s and %s",
+                     ops_str(dc, k), ops_str(dc, v));
     return NULL;
   }
   if (q->shape && k->shape) {
     const rx_expr *h = q->shape[1], *kvh = k->shape[1];
-    const rx_expr *rem = rx_expr_floormod(rx_ops_ctx(dc), h, kvh);
-    if (rx_ops_prove(dc, rx_expr_cmp(rx_ops_ctx(dc), RX_EXPR_EQ, rem,
-                                     rx_expr_const(rx_ops_ctx(dc), 0))) == RX_FALSE) {
-      rx_deduce_error(dc, "ragged_attention expects q's heads (%s) a multiple of k's (%s)",
-                      rx_ops_expr_str(dc, h), rx_ops_expr_str(dc, kvh));
+    const rx_expr *rem = sym_expr_floormod(ops_ctx(dc), h, kvh);
+    if (ops_prove(dc, sym_expr_cmp(ops_ctx(dc), RX_EXPR_EQ, rem, sym_expr_const(ops_ctx(dc), 0))) ==
+        RX_FALSE) {
+      ops_deduce_error(dc, "ragged_attention expects q's heads (%s) a multiple of k's (%s)",
+                       ops_expr_str(dc, h), ops_expr_str(dc, kvh));
       return NULL;
     }
   }
-  return rx_ops_tensor(dc, q->dtype, 3, q->shape);
+  return ops_tensor(dc, q->dtype, 3, q->shape);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ const rx_sinfo *rx_deduce_ragged_attention(rx_deduce_ctx *dc, const rx_node *cal
 
 /* The number of sequences b (indptr's length - 1) as text. */
 static const char *rows_text(lz_ctx *l, const lz_opnd *indptr) {
-  return lz_ex(l, rx_expr_sub(l->cx, indptr->shape[0], rx_expr_const(l->cx, 1)));
+  return lz_ex(l, sym_expr_sub(l->cx, indptr->shape[0], sym_expr_const(l->cx, 1)));
 }
 
 /* Offset indptr[at] clamped into 0 .. total: a bad table (rx_rt_check_indptr) never makes a
@@ -177,14 +178,14 @@ void lz_gen_ragged_attention(lz_ctx *l) {
   }
   int64_t d = dexp->value;
   double scale = 1.0 / sqrt((double)d);
-  const rx_attr *sa = rx_call_attr(l->call, "scale");
+  const rx_attr *sa = ops_call_attr(l->call, "scale");
   if (sa) scale = sa->f;
   rx_dtype t = q->dtype;
   const char *tv = lz_loopvar(l, "t"), *h = lz_loopvar(l, "h"), *s = lz_loopvar(l, "s");
   const char *j = lz_loopvar(l, "j"), *c = lz_loopvar(l, "c");
   /* the kv head of query head h: h // (H / KVH) */
   const char *kh =
-      lz_ex(l, rx_expr_floordiv(l->cx, rx_expr_var(l->cx, h), rx_expr_floordiv(l->cx, hq, hkv)));
+      lz_ex(l, sym_expr_floordiv(l->cx, sym_expr_var(l->cx, h), sym_expr_floordiv(l->cx, hq, hkv)));
   lz_line(l, "for %s in 0..%s, %s in 0..%s {", tv, lz_ex(l, q->shape[0]), h, lz_ex(l, hq));
   l->ind++;
   lz_line(l, "for %s in 0..%s {", s, rows_text(l, ip));

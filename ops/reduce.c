@@ -8,25 +8,25 @@
 
 #include <string.h>
 
-const rx_sinfo *rx_deduce_reduce(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_reduce(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
-  bool keep = rx_ops_int_attr(call, "keepdims", 0) != 0;
+  bool keep = ops_int_attr(call, "keepdims", 0) != 0;
   int *axes, na;
   bool present;
-  if (!rx_ops_axes_attr(dc, call, "axes", x->ndim, &axes, &na, &present)) return NULL;
+  if (!ops_axes_attr(dc, call, "axes", x->ndim, &axes, &na, &present)) return NULL;
   if (x->ndim < 0) {
-    if (!present && !keep) return rx_ops_tensor(dc, x->dtype, 0, NULL); /* a scalar */
-    return rx_ops_tensor(dc, x->dtype, -1, NULL);
+    if (!present && !keep) return ops_tensor(dc, x->dtype, 0, NULL); /* a scalar */
+    return ops_tensor(dc, x->dtype, -1, NULL);
   }
-  bool *red = rx_module_alloc(dc->mod, sizeof(bool) * (size_t)(x->ndim + 1));
+  bool *red = ir_module_alloc(dc->mod, sizeof(bool) * (size_t)(x->ndim + 1));
   for (int i = 0; i < x->ndim; i++) red[i] = !present;
   for (int i = 0; i < na; i++) red[axes[i]] = true;
   int n = 0;
   for (int i = 0; i < x->ndim; i++) n += keep || !red[i];
-  if (!x->shape) return rx_ops_tensor(dc, x->dtype, n, NULL);
-  const rx_expr **dims = rx_ops_dims(dc, n);
-  const rx_expr *one = rx_expr_const(rx_ops_ctx(dc), 1);
+  if (!x->shape) return ops_tensor(dc, x->dtype, n, NULL);
+  const rx_expr **dims = ops_dims(dc, n);
+  const rx_expr *one = sym_expr_const(ops_ctx(dc), 1);
   int k = 0;
   for (int i = 0; i < x->ndim; i++) {
     if (!red[i])
@@ -34,116 +34,115 @@ const rx_sinfo *rx_deduce_reduce(rx_deduce_ctx *dc, const rx_node *call) {
     else if (keep)
       dims[k++] = one;
   }
-  return rx_ops_tensor(dc, x->dtype, n, dims);
+  return ops_tensor(dc, x->dtype, n, dims);
 }
 
 /* argmax / argmin: x (numeric, rank >= 1) reduced along one axis to the i64 index of its
  * extreme; keepdims keeps that dim as 1. */
-const rx_sinfo *rx_deduce_argmax(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_argmax(rx_deduce_ctx *dc, const rx_node *call) {
   const char *name = call->op->name;
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
   if (x->dtype == RX_DTYPE_BOOL) {
-    rx_deduce_error(dc, "%s expects a numeric tensor, got %s", name, rx_ops_str(dc, x));
+    ops_deduce_error(dc, "%s expects a numeric tensor, got %s", name, ops_str(dc, x));
     return NULL;
   }
-  bool keep = rx_ops_int_attr(call, "keepdims", 0) != 0;
-  if (x->ndim < 0) return rx_ops_tensor(dc, RX_DTYPE_I64, -1, NULL);
+  bool keep = ops_int_attr(call, "keepdims", 0) != 0;
+  if (x->ndim < 0) return ops_tensor(dc, RX_DTYPE_I64, -1, NULL);
   if (x->ndim == 0) {
-    rx_deduce_error(dc, "%s expects a tensor of rank >= 1, got %s", name, rx_ops_str(dc, x));
+    ops_deduce_error(dc, "%s expects a tensor of rank >= 1, got %s", name, ops_str(dc, x));
     return NULL;
   }
   int axis;
-  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
+  if (!ops_norm_axis(dc, ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
   int n = keep ? x->ndim : x->ndim - 1;
-  if (!x->shape) return rx_ops_tensor(dc, RX_DTYPE_I64, n, NULL);
+  if (!x->shape) return ops_tensor(dc, RX_DTYPE_I64, n, NULL);
   if (rx_expr_is_const(x->shape[axis], 0)) {
-    rx_deduce_error(dc, "%s over axis %d of %s: the axis is empty, there is no index to return",
-                    name, axis, rx_ops_str(dc, x));
+    ops_deduce_error(dc, "%s over axis %d of %s: the axis is empty, there is no index to return",
+                     name, axis, ops_str(dc, x));
     return NULL;
   }
-  const rx_expr **dims = rx_ops_dims(dc, n);
+  const rx_expr **dims = ops_dims(dc, n);
   int k = 0;
   for (int i = 0; i < x->ndim; i++) {
     if (i != axis)
       dims[k++] = x->shape[i];
     else if (keep)
-      dims[k++] = rx_expr_const(rx_ops_ctx(dc), 1);
+      dims[k++] = sym_expr_const(ops_ctx(dc), 1);
   }
-  return rx_ops_tensor(dc, RX_DTYPE_I64, n, dims);
+  return ops_tensor(dc, RX_DTYPE_I64, n, dims);
 }
 
 /* cumsum: prefix sums of x (numeric, rank >= 1) along one axis; the shape and dtype of x. */
-const rx_sinfo *rx_deduce_cumsum(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_cumsum(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
   if (x->dtype == RX_DTYPE_BOOL) {
-    rx_deduce_error(dc, "cumsum expects a numeric tensor, got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "cumsum expects a numeric tensor, got %s", ops_str(dc, x));
     return NULL;
   }
   if (x->ndim == 0) {
-    rx_deduce_error(dc, "cumsum expects a tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "cumsum expects a tensor of rank >= 1, got %s", ops_str(dc, x));
     return NULL;
   }
   int axis;
-  if (x->ndim > 0 && !rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis))
+  if (x->ndim > 0 && !ops_norm_axis(dc, ops_int_attr(call, "axis", -1), x->ndim, &axis))
     return NULL;
-  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
 /* topk: x (numeric, rank >= 1) and k=[K] (one symbolic value) give the tuple (values, i64
  * indices), each x's shape with K along axis; K provably negative or beyond the axis is an
  * error. */
-const rx_sinfo *rx_deduce_topk(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_topk(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
-  const rx_attr *ka = rx_call_attr(call, "k");
+  const rx_attr *ka = ops_call_attr(call, "k");
   if (!ka || ka->kind != RX_ATTR_EXPRS || ka->n != 1) {
-    rx_deduce_error(dc, "topk expects k=[K], one symbolic value");
+    ops_deduce_error(dc, "topk expects k=[K], one symbolic value");
     return NULL;
   }
   if (x->dtype == RX_DTYPE_BOOL || x->ndim == 0) {
-    rx_deduce_error(dc, "topk expects a numeric tensor of rank >= 1, got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "topk expects a numeric tensor of rank >= 1, got %s", ops_str(dc, x));
     return NULL;
   }
   const rx_sinfo *f[2];
   if (x->ndim < 0 || !x->shape) {
-    f[0] = rx_ops_tensor(dc, x->dtype, x->ndim, NULL);
-    f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, x->ndim, NULL);
+    f[0] = ops_tensor(dc, x->dtype, x->ndim, NULL);
+    f[1] = ops_tensor(dc, RX_DTYPE_I64, x->ndim, NULL);
     return rx_sinfo_tuple(dc->mod, f, 2);
   }
   int axis;
-  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  if (!ops_norm_axis(dc, ops_int_attr(call, "axis", -1), x->ndim, &axis)) return NULL;
+  rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *k = ka->exprs[0];
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, k, rx_expr_const(cx, 0))) == RX_TRUE) {
-    rx_deduce_error(dc, "topk: k=%s is negative (axis %d of %s)", rx_ops_expr_str(dc, k), axis,
-                    rx_ops_str(dc, x));
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_LT, k, sym_expr_const(cx, 0))) == RX_TRUE) {
+    ops_deduce_error(dc, "topk: k=%s is negative (axis %d of %s)", ops_expr_str(dc, k), axis,
+                     ops_str(dc, x));
     return NULL;
   }
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, x->shape[axis], k)) == RX_TRUE) {
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_LT, x->shape[axis], k)) == RX_TRUE) {
     /* ONNX Runtime's words (TopK, "k argument [K] should not be greater than ...") */
-    rx_deduce_error(dc,
-                    "topk: k argument [%s] should not be greater than specified axis dim value "
-                    "[%s] (axis %d of %s)",
-                    rx_ops_expr_str(dc, k), rx_ops_expr_str(dc, x->shape[axis]), axis,
-                    rx_ops_str(dc, x));
+    ops_deduce_error(dc,
+                     "topk: k argument [%s] should not be greater than specified axis dim value "
+                     "[%s] (axis %d of %s)",
+                     ops_expr_str(dc, k), ops_expr_str(dc, x->shape[axis]), axis, ops_str(dc, x));
     return NULL;
   }
-  const rx_expr **dims = rx_ops_dims(dc, x->ndim);
-  for (int i = 0; i < x->ndim; i++) dims[i] = i == axis ? rx_ops_simplify(dc, k) : x->shape[i];
-  f[0] = rx_ops_tensor(dc, x->dtype, x->ndim, dims);
-  f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, x->ndim, dims);
+  const rx_expr **dims = ops_dims(dc, x->ndim);
+  for (int i = 0; i < x->ndim; i++) dims[i] = i == axis ? ops_simplify(dc, k) : x->shape[i];
+  f[0] = ops_tensor(dc, x->dtype, x->ndim, dims);
+  f[1] = ops_tensor(dc, RX_DTYPE_I64, x->ndim, dims);
   return rx_sinfo_tuple(dc->mod, f, 2);
 }
 
-const rx_sinfo *rx_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!x || !rx_ops_need_float(dc, x, call->op->name)) return NULL;
+const rx_sinfo *ops_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !ops_need_float(dc, x, call->op->name)) return NULL;
   int axis;
-  if (x->ndim >= 0 && !rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", -1), x->ndim, &axis))
+  if (x->ndim >= 0 && !ops_norm_axis(dc, ops_int_attr(call, "axis", -1), x->ndim, &axis))
     return NULL;
-  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
 /* x normalized over axes (default [-1]) with per-axis parameters: each of the params args
@@ -151,54 +150,54 @@ const rx_sinfo *rx_deduce_softmax(rx_deduce_ctx *dc, const rx_node *call) {
 static const rx_sinfo *norm(rx_deduce_ctx *dc, const rx_node *call, int nparams) {
   static const char *const ln[] = {"x", "gamma", "beta"}, *const rms[] = {"x", "weight"};
   const char *const *pn = nparams == 1 ? rms : ln;
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!x || !rx_ops_need_float(dc, x, call->op->name)) return NULL;
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !ops_need_float(dc, x, call->op->name)) return NULL;
   int *axes, na;
   bool present;
-  if (!rx_ops_axes_attr(dc, call, "axes", x->ndim, &axes, &na, &present)) return NULL;
+  if (!ops_axes_attr(dc, call, "axes", x->ndim, &axes, &na, &present)) return NULL;
   if (!present && x->ndim >= 0) {
     if (x->ndim == 0) {
-      rx_deduce_error(dc, "%s expects a tensor of rank >= 1, got %s", call->op->name,
-                      rx_ops_str(dc, x));
+      ops_deduce_error(dc, "%s expects a tensor of rank >= 1, got %s", call->op->name,
+                       ops_str(dc, x));
       return NULL;
     }
-    axes = rx_module_alloc(dc->mod, sizeof(int));
+    axes = ir_module_alloc(dc->mod, sizeof(int));
     axes[0] = x->ndim - 1;
     na = 1;
   }
   for (int p = 1; p <= nparams; p++) {
-    const rx_sinfo *w = rx_ops_tensor_arg(dc, call, p, pn[p]);
+    const rx_sinfo *w = ops_tensor_arg(dc, call, p, pn[p]);
     if (!w) return NULL;
     if (w->dtype != RX_DTYPE_UNKNOWN && x->dtype != RX_DTYPE_UNKNOWN && w->dtype != x->dtype) {
-      rx_deduce_error(dc, "%s expects %s of the dtype of x (%s), got %s", call->op->name, pn[p],
-                      rx_ops_str(dc, x), rx_ops_str(dc, w));
+      ops_deduce_error(dc, "%s expects %s of the dtype of x (%s), got %s", call->op->name, pn[p],
+                       ops_str(dc, x), ops_str(dc, w));
       return NULL;
     }
     if (x->ndim < 0 || w->ndim < 0) continue;
     if (w->ndim != na) {
-      rx_deduce_error(dc, "%s expects %s of rank %d (the normalized axes of %s), got %s",
-                      call->op->name, pn[p], na, rx_ops_str(dc, x), rx_ops_str(dc, w));
+      ops_deduce_error(dc, "%s expects %s of rank %d (the normalized axes of %s), got %s",
+                       call->op->name, pn[p], na, ops_str(dc, x), ops_str(dc, w));
       return NULL;
     }
     if (!x->shape || !w->shape) continue;
     for (int i = 0; i < na; i++) {
       const rx_expr *xd = x->shape[axes[i]], *wd = w->shape[i];
-      rx_tribool eq = rx_ops_dim_eq(dc, xd, wd);
+      rx_tribool eq = ops_dim_eq(dc, xd, wd);
       if (eq == RX_TRUE) continue;
-      rx_deduce_error(dc, "%s expects %s to match the normalized dims of %s: %s %s %s%s",
-                      call->op->name, pn[p], rx_ops_str(dc, x), rx_ops_str(dc, w),
-                      eq == RX_FALSE ? "differs in dim" : "cannot be proven to match in dim",
-                      rx_ops_expr_str(dc, wd), eq == RX_FALSE ? "" : "; use match_cast");
+      ops_deduce_error(dc, "%s expects %s to match the normalized dims of %s: %s %s %s%s",
+                       call->op->name, pn[p], ops_str(dc, x), ops_str(dc, w),
+                       eq == RX_FALSE ? "differs in dim" : "cannot be proven to match in dim",
+                       ops_expr_str(dc, wd), eq == RX_FALSE ? "" : "; use match_cast");
       return NULL;
     }
   }
-  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
-const rx_sinfo *rx_deduce_layer_norm(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_layer_norm(rx_deduce_ctx *dc, const rx_node *call) {
   return norm(dc, call, 2);
 }
-const rx_sinfo *rx_deduce_rms_norm(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_rms_norm(rx_deduce_ctx *dc, const rx_node *call) {
   return norm(dc, call, 1);
 }
 
@@ -218,7 +217,7 @@ void lz_gen_reduce(lz_ctx *l) {
   }
   int axes[LZ_MAXR];
   int na = lz_axes_attr(l, "axes", x->ndim, true, axes);
-  bool keep = rx_ops_int_attr(l->call, "keepdims", 0) != 0;
+  bool keep = ops_int_attr(l->call, "keepdims", 0) != 0;
   bool red[LZ_MAXR] = {false};
   for (int i = 0; i < na; i++) red[axes[i]] = true;
   const char *iv[LZ_MAXR], *rv[LZ_MAXR], *xi[LZ_MAXR], *yi[LZ_MAXR];
@@ -230,7 +229,7 @@ void lz_gen_reduce(lz_ctx *l) {
       rv[nr] = lz_loopvar(l, lz_str(l, "r%d", nr));
       re[nr] = x->shape[d];
       xi[d] = rv[nr++];
-      count = rx_expr_mul(l->cx, count, x->shape[d]);
+      count = sym_expr_mul(l->cx, count, x->shape[d]);
       if (keep) yi[ny++] = "0";
     } else {
       iv[ni] = lz_loopvar(l, lz_str(l, "i%d", ni));
@@ -244,10 +243,10 @@ void lz_gen_reduce(lz_ctx *l) {
   rx_dtype at = (sum || prod) ? lz_mathdt(t) : t;
   lz_for_nest(l, iv, ie, ni);
   const char *acc = lz_fresh(l, sum ? "s" : prod ? "p" : "m");
-  lz_line(l, "alloc %s: %s[1] local", acc, rx_dtype_name(at));
+  lz_line(l, "alloc %s: %s[1] local", acc, ir_dtype_name(at));
   lz_reduce_open(l, rv, re, nr);
   const char *xv = lz_load(l, x, xi);
-  if (at != t) xv = lz_str(l, "%s(%s)", rx_dtype_name(at), xv);
+  if (at != t) xv = lz_str(l, "%s(%s)", ir_dtype_name(at), xv);
   if (sum || prod) {
     lz_line(l, "init { %s[0] = %s }", acc, lz_lit(l, at, prod ? 1 : 0));
     lz_line(l, "update { %s[0] = %s[0] %s %s }", acc, acc, prod ? "*" : "+", xv);
@@ -259,13 +258,13 @@ void lz_gen_reduce(lz_ctx *l) {
   lz_close(l);
   const char *v = lz_str(l, "%s[0]", acc);
   if (op == RX_OP_mean) {
-    if (!rx_dtype_is_float(t)) {
+    if (!ir_dtype_is_float(t)) {
       lz_fail(l, "mean of an integer tensor (cast to a float dtype first)");
       return;
     }
-    v = lz_str(l, "%s / %s(%s)", v, rx_dtype_name(at), lz_ex(l, count));
+    v = lz_str(l, "%s / %s(%s)", v, ir_dtype_name(at), lz_ex(l, count));
   }
-  if (at != t) v = lz_str(l, "%s(%s)", rx_dtype_name(t), v);
+  if (at != t) v = lz_str(l, "%s(%s)", ir_dtype_name(t), v);
   lz_line(l, "%s = %s", lz_load(l, y, yi), v);
   lz_close_n(l, ni);
 }
@@ -278,8 +277,8 @@ void lz_gen_reduce(lz_ctx *l) {
  * thread. */
 void lz_gen_argmax(lz_ctx *l) {
   bool amax = l->call->op->id == RX_OP_argmax;
-  bool last = rx_ops_int_attr(l->call, "select_last_index", 0) != 0;
-  bool keep = rx_ops_int_attr(l->call, "keepdims", 0) != 0;
+  bool last = ops_int_attr(l->call, "select_last_index", 0) != 0;
+  bool keep = ops_int_attr(l->call, "keepdims", 0) != 0;
   lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   if (x->scalar || x->ndim == 0) {
     lz_fail(l, "%s of a 0-d tensor", l->call->op->name);
@@ -304,15 +303,15 @@ void lz_gen_argmax(lz_ctx *l) {
   lz_for_nest(l, iv, ie, ni);
   const char *m = lz_fresh(l, "m"), *k = lz_fresh(l, "k"), *v = lz_fresh(l, "v"),
              *tk = lz_fresh(l, "take");
-  lz_line(l, "alloc %s: %s[1] local", m, rx_dtype_name(mt));
+  lz_line(l, "alloc %s: %s[1] local", m, ir_dtype_name(mt));
   lz_line(l, "alloc %s: i64[1] local", k);
   lz_reduce_open(l, &r, &x->shape[axis], 1);
   lz_line(l, "init { %s[0] = %s; %s[0] = 0 }", m, lz_lowest(l, mt, !amax), k);
   lz_line(l, "update {");
   l->ind++;
-  lz_line(l, "let %s: %s = %s", v, rx_dtype_name(mt), lz_up(l, t, lz_load(l, x, xi)));
+  lz_line(l, "let %s: %s = %s", v, ir_dtype_name(mt), lz_up(l, t, lz_load(l, x, xi)));
   const char *cmp = amax ? (last ? ">=" : ">") : (last ? "<=" : "<");
-  const char *nan = !rx_dtype_is_float(t) ? ""
+  const char *nan = !ir_dtype_is_float(t) ? ""
                     : last                ? lz_str(l, " || %s != %s", v, v)
                            : lz_str(l, " || (%s != %s && %s[0] == %s[0])", v, v, m, m);
   lz_line(l, "let %s: bool = %s %s %s[0]%s", tk, v, cmp, m, nan);
@@ -344,8 +343,8 @@ static int other_dims(lz_ctx *l, const lz_opnd *x, int axis, const char **iv, co
  * threads and each thread runs its line serially (correct; no parallel scan yet): a 1-D x is one
  * thread. */
 void lz_gen_cumsum(lz_ctx *l) {
-  bool excl = rx_ops_int_attr(l->call, "exclusive", 0) != 0;
-  bool rev = rx_ops_int_attr(l->call, "reverse", 0) != 0;
+  bool excl = ops_int_attr(l->call, "exclusive", 0) != 0;
+  bool rev = ops_int_attr(l->call, "reverse", 0) != 0;
   lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   if (x->scalar || x->ndim == 0) {
     lz_fail(l, "cumsum of a 0-d tensor");
@@ -357,8 +356,8 @@ void lz_gen_cumsum(lz_ctx *l) {
   int ni = other_dims(l, x, axis, iv, ie, xi);
   const char *r = lz_loopvar(l, "r");
   const rx_expr *len = x->shape[axis];
-  xi[axis] = rev ? lz_ex(l, rx_expr_sub(l->cx, rx_expr_sub(l->cx, len, sx_const(l->cx, 1)),
-                                        sx_var(l->cx, r)))
+  xi[axis] = rev ? lz_ex(l, sym_expr_sub(l->cx, sym_expr_sub(l->cx, len, sx_const(l->cx, 1)),
+                                         sx_var(l->cx, r)))
                  : r;
   rx_dtype t = x->dtype, at = lz_mathdt(t);
   if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the local has a kernel */
@@ -367,13 +366,13 @@ void lz_gen_cumsum(lz_ctx *l) {
   }
   lz_for_nest(l, iv, ie, ni);
   const char *s = lz_fresh(l, "s");
-  lz_line(l, "alloc %s: %s[1] local", s, rx_dtype_name(at));
+  lz_line(l, "alloc %s: %s[1] local", s, ir_dtype_name(at));
   lz_line(l, "%s[0] = %s", s, lz_lit(l, at, 0));
   lz_line(l, "for %s in 0..%s {", r, lz_ex(l, len));
   l->ind++;
   const char *xv = lz_load(l, x, xi), *yv = lz_load(l, y, xi);
-  if (at != t) xv = lz_str(l, "%s(%s)", rx_dtype_name(at), xv);
-  const char *sv = at != t ? lz_str(l, "%s(%s[0])", rx_dtype_name(t), s) : lz_str(l, "%s[0]", s);
+  if (at != t) xv = lz_str(l, "%s(%s)", ir_dtype_name(at), xv);
+  const char *sv = at != t ? lz_str(l, "%s(%s[0])", ir_dtype_name(t), s) : lz_str(l, "%s[0]", s);
   if (excl) lz_line(l, "%s = %s", yv, sv);
   lz_line(l, "%s[0] = %s[0] + %s", s, s, xv);
   if (!excl) lz_line(l, "%s = %s", yv, sv);
@@ -388,7 +387,7 @@ void lz_gen_cumsum(lz_ctx *l) {
  * line, one thread per line on the fallback rule (correct; no parallel selection yet). f16/bf16
  * compare in f32; NaNs are not ordered. */
 void lz_gen_topk(lz_ctx *l) {
-  bool big = rx_ops_int_attr(l->call, "largest", 1) != 0;
+  bool big = ops_int_attr(l->call, "largest", 1) != 0;
   lz_opnd *x = lz_arg(l, 0), *yv = &l->outs[0], *yi = &l->outs[1];
   if (x->scalar || x->ndim == 0 || l->nouts != 2) {
     lz_fail(l, "topk expects a tensor of rank >= 1 and gives two results");
@@ -403,7 +402,7 @@ void lz_gen_topk(lz_ctx *l) {
   xi[axis] = r;
   oi[axis] = s;
   rx_dtype t = x->dtype, mt = lz_mathdt(t);
-  const char *mn = rx_dtype_name(mt);
+  const char *mn = ir_dtype_name(mt);
   if (ni == 0) { /* a 1-D x: one line, in a loop of one so that the locals have a kernel */
     iv[ni] = lz_loopvar(l, "u");
     ie[ni++] = sx_const(l->cx, 1);
@@ -416,18 +415,18 @@ void lz_gen_topk(lz_ctx *l) {
    * indices stored go through the check (with k <= d it is their value) */
   const char *kc = NULL;
   const rx_expr *K = yv->shape[axis], *D = x->shape[axis];
-  const rx_expr *slack = rx_expr_sub(l->cx, D, K); /* d - k: a constant >= 0 needs no check */
+  const rx_expr *slack = sym_expr_sub(l->cx, D, K); /* d - k: a constant >= 0 needs no check */
   if (slack->kind != RX_EXPR_CONST || slack->value < 0) {
     rx_strbuf msg = {0}, lit = {0};
     if (l->site) l->site_used = true;
-    rx_strbuf_printf(&msg,
-                     "%s: k argument [%%v] should not be greater than specified axis dim value "
-                     "[%s] (axis %d)",
-                     l->site ? l->site : "topk", lz_ex(l, D), axis);
-    rx_strbuf_json_string(&lit, msg.data);
+    base_strbuf_printf(&msg,
+                       "%s: k argument [%%v] should not be greater than specified axis dim value "
+                       "[%s] (axis %d)",
+                       l->site ? l->site : "topk", lz_ex(l, D), axis);
+    base_strbuf_json_string(&lit, msg.data);
     kc = lit.data ? lz_str(l, "%s", lit.data) : NULL;
-    rx_strbuf_free(&msg);
-    rx_strbuf_free(&lit);
+    base_strbuf_free(&msg);
+    base_strbuf_free(&lit);
   }
   lz_line(l, "alloc %s: %s[1] local", pv, mn);
   lz_line(l, "alloc %s: i64[1] local", pi);
@@ -533,7 +532,7 @@ static void gen_norm(lz_ctx *l, bool layer) {
   int axes[LZ_MAXR];
   int na = lz_axes_attr(l, "axes", x->ndim, false, axes);
   double eps = 1e-5;
-  const rx_attr *ea = rx_call_attr(l->call, "epsilon");
+  const rx_attr *ea = ops_call_attr(l->call, "epsilon");
   if (ea) eps = ea->f;
   bool red[LZ_MAXR] = {false};
   for (int i = 0; i < na; i++) red[axes[i]] = true;
@@ -546,7 +545,7 @@ static void gen_norm(lz_ctx *l, bool layer) {
       rv[nr] = lz_loopvar(l, lz_str(l, "j%d", nr));
       re[nr] = x->shape[d];
       xi[d] = rv[nr++];
-      count = rx_expr_mul(l->cx, count, x->shape[d]);
+      count = sym_expr_mul(l->cx, count, x->shape[d]);
     } else {
       iv[ni] = lz_loopvar(l, lz_str(l, "i%d", ni));
       ie[ni] = x->shape[d];

@@ -196,18 +196,18 @@ static const rx_op *const op_ptrs[] = {
 #undef OP
 };
 
-const rx_op *rx_op_lookup(const char *name, size_t len) {
+const rx_op *ops_op_lookup(const char *name, size_t len) {
   for (size_t i = 0; i < RX_ARRAY_LEN(ops); i++)
     if (strlen(ops[i].name) == len && memcmp(ops[i].name, name, len) == 0) return &ops[i];
   return NULL;
 }
 
-const rx_op *const *rx_op_all(int *out_count) {
+const rx_op *const *ops_op_all(int *out_count) {
   if (out_count) *out_count = RX_OP_COUNT;
   return op_ptrs;
 }
 
-bool rx_op_is_host_call(const rx_node *call) {
+bool ops_op_is_host_call(const rx_node *call) {
   if (!call || call->kind != RX_NODE_CALL || !call->op) return false;
   if (call->op->id == RX_OP_tensor_to_shape) return true;
   if (call->op->id != RX_OP_reshape || call->nargs < 1) return false;
@@ -218,53 +218,53 @@ bool rx_op_is_host_call(const rx_node *call) {
   return !x_known || !r_known;
 }
 
-const rx_attr *rx_call_attr(const rx_node *call, const char *name) {
+const rx_attr *ops_call_attr(const rx_node *call, const char *name) {
   for (int i = 0; i < call->nattrs; i++)
     if (call->attrs[i].name && strcmp(call->attrs[i].name, name) == 0) return &call->attrs[i];
   return NULL;
 }
 
-void rx_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) {
+void ops_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(dc->diag, RX_DIAG_ERROR, dc->loc, fmt, ap);
+  base_diag_vreport(dc->diag, RX_DIAG_ERROR, dc->loc, fmt, ap);
   va_end(ap);
 }
 
-void rx_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) {
+void ops_deduce_warn(rx_deduce_ctx *dc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_diag_vreport(dc->diag, RX_DIAG_WARNING, dc->loc, fmt, ap);
+  base_diag_vreport(dc->diag, RX_DIAG_WARNING, dc->loc, fmt, ap);
   va_end(ap);
 }
 
 /* ---- the registry's functions: ir/ sees an op only through them, in ops_registry (ir/ir.h's
  * ir_op_registry), the floors above call them by name (ops/ops.h) ---- */
 
-const char *rx_op_name(const rx_op *op) { return op->name; }
-int rx_op_min_args(const rx_op *op) { return op->min_args; }
-int rx_op_max_args(const rx_op *op) { return op->max_args; }
-int rx_op_nattrs(const rx_op *op) { return op->nattrs; }
+const char *ops_op_name(const rx_op *op) { return op->name; }
+int ops_op_min_args(const rx_op *op) { return op->min_args; }
+int ops_op_max_args(const rx_op *op) { return op->max_args; }
+int ops_op_nattrs(const rx_op *op) { return op->nattrs; }
 
-const rx_attr_schema *rx_op_attr(const rx_op *op, int i) {
+const rx_attr_schema *ops_op_attr(const rx_op *op, int i) {
   assert(i >= 0 && i < op->nattrs);
   return &op->attrs[i];
 }
 
-const rx_sinfo *rx_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
-                                  const rx_node *call) {
+const rx_sinfo *ops_op_deduce_call(rx_module *m, rx_analyzer *an, rx_diag *diag, rx_loc loc,
+                                   const rx_node *call) {
   rx_deduce_ctx dc = {m, an, diag, loc};
   return call->op->deduce ? call->op->deduce(&dc, call) : NULL;
 }
 
-int rx_op_inplace_arg(const rx_op *op) { return rx_legalize_inplace_arg(op); }
+int ops_op_inplace_arg(const rx_op *op) { return ops_legalize_inplace_arg(op); }
 
 const ir_op_registry ops_registry = {
-    .lookup = rx_op_lookup,
-    .name = rx_op_name,
-    .min_args = rx_op_min_args,
-    .max_args = rx_op_max_args,
-    .nattrs = rx_op_nattrs,
-    .attr = rx_op_attr,
-    .inplace_arg = rx_op_inplace_arg,
+    .lookup = ops_op_lookup,
+    .name = ops_op_name,
+    .min_args = ops_op_min_args,
+    .max_args = ops_op_max_args,
+    .nattrs = ops_op_nattrs,
+    .attr = ops_op_attr,
+    .inplace_arg = ops_op_inplace_arg,
 };

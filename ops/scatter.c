@@ -23,53 +23,52 @@ static const char *const scatter_reductions[] = {"none", "add", "mul", "min", "m
 
 /* The reduction attribute as an index into scatter_reductions, or -1. */
 static int scatter_reduction(const rx_node *call) {
-  const rx_attr *a = rx_call_attr(call, "reduction");
+  const rx_attr *a = ops_call_attr(call, "reduction");
   if (!a || !a->s) return 0;
   for (int i = 0; i < (int)RX_ARRAY_LEN(scatter_reductions); i++)
     if (!strcmp(a->s, scatter_reductions[i])) return i;
   return -1;
 }
 
-const rx_sinfo *rx_deduce_scatter_elements(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  const rx_sinfo *idx = x ? rx_ops_tensor_arg(dc, call, 1, "indices") : NULL;
-  const rx_sinfo *upd = idx ? rx_ops_tensor_arg(dc, call, 2, "updates") : NULL;
+const rx_sinfo *ops_deduce_scatter_elements(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *idx = x ? ops_tensor_arg(dc, call, 1, "indices") : NULL;
+  const rx_sinfo *upd = idx ? ops_tensor_arg(dc, call, 2, "updates") : NULL;
   if (!upd) return NULL;
   if (scatter_reduction(call) < 0) {
-    rx_deduce_error(dc, "scatter_elements: reduction must be none, add, mul, min or max");
+    ops_deduce_error(dc, "scatter_elements: reduction must be none, add, mul, min or max");
     return NULL;
   }
-  if (idx->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(idx->dtype)) {
-    rx_deduce_error(dc, "scatter_elements expects integer indices, got %s", rx_ops_str(dc, idx));
+  if (idx->dtype != RX_DTYPE_UNKNOWN && !ir_dtype_is_int(idx->dtype)) {
+    ops_deduce_error(dc, "scatter_elements expects integer indices, got %s", ops_str(dc, idx));
     return NULL;
   }
   if (x->dtype != RX_DTYPE_UNKNOWN && upd->dtype != RX_DTYPE_UNKNOWN && x->dtype != upd->dtype) {
-    rx_deduce_error(dc, "scatter_elements expects updates of the dtype of x (%s), got %s",
-                    rx_ops_str(dc, x), rx_ops_str(dc, upd));
+    ops_deduce_error(dc, "scatter_elements expects updates of the dtype of x (%s), got %s",
+                     ops_str(dc, x), ops_str(dc, upd));
     return NULL;
   }
   if (x->ndim == 0) {
-    rx_deduce_error(dc, "scatter_elements expects a tensor of rank >= 1, got %s",
-                    rx_ops_str(dc, x));
+    ops_deduce_error(dc, "scatter_elements expects a tensor of rank >= 1, got %s", ops_str(dc, x));
     return NULL;
   }
   if (x->ndim < 0 || idx->ndim < 0 || upd->ndim < 0)
-    return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+    return ops_tensor(dc, x->dtype, x->ndim, x->shape);
   if (x->ndim != idx->ndim || idx->ndim != upd->ndim) {
-    rx_deduce_error(
+    ops_deduce_error(
         dc, "scatter_elements expects indices and updates of the rank of x (%s), got %s and %s",
-        rx_ops_str(dc, x), rx_ops_str(dc, idx), rx_ops_str(dc, upd));
+        ops_str(dc, x), ops_str(dc, idx), ops_str(dc, upd));
     return NULL;
   }
   int axis;
-  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", 0), x->ndim, &axis)) return NULL;
+  if (!ops_norm_axis(dc, ops_int_attr(call, "axis", 0), x->ndim, &axis)) return NULL;
   for (int i = 0; idx->shape && upd->shape && i < x->ndim; i++)
-    if (rx_ops_dim_eq(dc, idx->shape[i], upd->shape[i]) == RX_FALSE) {
-      rx_deduce_error(dc, "scatter_elements: indices %s and updates %s differ in dim %d",
-                      rx_ops_str(dc, idx), rx_ops_str(dc, upd), i);
+    if (ops_dim_eq(dc, idx->shape[i], upd->shape[i]) == RX_FALSE) {
+      ops_deduce_error(dc, "scatter_elements: indices %s and updates %s differ in dim %d",
+                       ops_str(dc, idx), ops_str(dc, upd), i);
       return NULL;
     }
-  return rx_ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
 }
 
 /* The combined value of the old value o and the update u (texts in dtype t) by reduction r. */
@@ -97,7 +96,7 @@ void lz_gen_scatter_elements(lz_ctx *l) {
     lz_fail(l, "scatter_elements expects tensors of rank >= 1");
     return;
   }
-  int64_t a = rx_ops_int_attr(l->call, "axis", 0);
+  int64_t a = ops_int_attr(l->call, "axis", 0);
   int axis = (int)(a < 0 ? a + x->ndim : a), r = scatter_reduction(l->call);
   const char *iv[LZ_MAXR], *yi[LZ_MAXR];
   for (int d = 0; d < x->ndim; d++) iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
@@ -166,42 +165,42 @@ static bool einsum_parse(const char *s, einsum_eq *e) {
 }
 
 static const char *einsum_eq_attr(const rx_node *call) {
-  const rx_attr *a = rx_call_attr(call, "equation");
+  const rx_attr *a = ops_call_attr(call, "equation");
   return a ? a->s : NULL;
 }
 
-const rx_sinfo *rx_deduce_einsum(rx_deduce_ctx *dc, const rx_node *call) {
+const rx_sinfo *ops_deduce_einsum(rx_deduce_ctx *dc, const rx_node *call) {
   einsum_eq e;
   if (!einsum_parse(einsum_eq_attr(call), &e)) {
-    rx_deduce_error(dc,
-                    "einsum: the equation must be explicit, like \"ij,jk->ik\" (letters, "
-                    "at most %d per term, every output letter in an operand once)",
-                    LZ_MAXR);
+    ops_deduce_error(dc,
+                     "einsum: the equation must be explicit, like \"ij,jk->ik\" (letters, "
+                     "at most %d per term, every output letter in an operand once)",
+                     LZ_MAXR);
     return NULL;
   }
   if (e.nin != call->nargs) {
-    rx_deduce_error(dc, "einsum: the equation names %d operands, the call has %d", e.nin,
-                    call->nargs);
+    ops_deduce_error(dc, "einsum: the equation names %d operands, the call has %d", e.nin,
+                     call->nargs);
     return NULL;
   }
   const rx_sinfo *in[EINSUM_MAXOP];
   rx_dtype dt = RX_DTYPE_UNKNOWN;
   for (int k = 0; k < e.nin; k++) {
-    if (!(in[k] = rx_ops_tensor_arg(dc, call, k, "operand"))) return NULL;
+    if (!(in[k] = ops_tensor_arg(dc, call, k, "operand"))) return NULL;
     if (k && in[k]->dtype != in[0]->dtype) {
-      rx_deduce_error(dc, "einsum expects operands of one dtype, got %s and %s",
-                      rx_ops_str(dc, in[0]), rx_ops_str(dc, in[k]));
+      ops_deduce_error(dc, "einsum expects operands of one dtype, got %s and %s",
+                       ops_str(dc, in[0]), ops_str(dc, in[k]));
       return NULL;
     }
     dt = in[k]->dtype;
     if (in[k]->ndim >= 0 && in[k]->ndim != (int)strlen(e.in[k])) {
-      rx_deduce_error(dc, "einsum: operand %d %s does not have the rank of '%s'", k,
-                      rx_ops_str(dc, in[k]), e.in[k]);
+      ops_deduce_error(dc, "einsum: operand %d %s does not have the rank of '%s'", k,
+                       ops_str(dc, in[k]), e.in[k]);
       return NULL;
     }
   }
   int no = (int)strlen(e.out);
-  const rx_expr **dims = rx_ops_dims(dc, no);
+  const rx_expr **dims = ops_dims(dc, no);
   for (int j = 0; j < no; j++) dims[j] = NULL;
   for (int k = 0; k < e.nin; k++)
     for (int d = 0; in[k]->shape && e.in[k][d]; d++) {
@@ -210,16 +209,16 @@ const rx_sinfo *rx_deduce_einsum(rx_deduce_ctx *dc, const rx_node *call) {
       for (int k2 = 0; k2 <= k; k2++)
         for (int d2 = 0; in[k2]->shape && e.in[k2][d2]; d2++)
           if (e.in[k2][d2] == e.in[k][d] &&
-              rx_ops_dim_eq(dc, in[k2]->shape[d2], in[k]->shape[d]) == RX_FALSE) {
-            rx_deduce_error(dc, "einsum: letter '%c' has dims %s and %s", e.in[k][d],
-                            rx_ops_expr_str(dc, in[k2]->shape[d2]),
-                            rx_ops_expr_str(dc, in[k]->shape[d]));
+              ops_dim_eq(dc, in[k2]->shape[d2], in[k]->shape[d]) == RX_FALSE) {
+            ops_deduce_error(dc, "einsum: letter '%c' has dims %s and %s", e.in[k][d],
+                             ops_expr_str(dc, in[k2]->shape[d2]),
+                             ops_expr_str(dc, in[k]->shape[d]));
             return NULL;
           }
     }
   for (int j = 0; j < no; j++)
-    if (!dims[j]) return rx_ops_tensor(dc, dt, no, NULL);
-  return rx_ops_tensor(dc, dt, no, dims);
+    if (!dims[j]) return ops_tensor(dc, dt, no, NULL);
+  return ops_tensor(dc, dt, no, dims);
 }
 
 void lz_gen_einsum(lz_ctx *l) {
@@ -256,7 +255,7 @@ void lz_gen_einsum(lz_ctx *l) {
   }
   rx_dtype t = y->dtype;
   rx_dtype at = t == RX_DTYPE_F16 || t == RX_DTYPE_BF16 ? RX_DTYPE_F32 : t;
-  const char *an = rx_dtype_name(at);
+  const char *an = ir_dtype_name(at);
   rx_strbuf prod = {0};
   for (int k = 0; k < e.nin; k++) {
     lz_opnd *o = lz_arg(l, k);
@@ -264,16 +263,16 @@ void lz_gen_einsum(lz_ctx *l) {
     for (int d = 0; e.in[k][d]; d++)
       idx[d] = var[(char *)memchr(letters, e.in[k][d], (size_t)nl) - letters];
     const char *v = lz_load(l, o, idx);
-    rx_strbuf_printf(&prod, "%s%s", k ? " * " : "", at != t ? lz_str(l, "%s(%s)", an, v) : v);
+    base_strbuf_printf(&prod, "%s%s", k ? " * " : "", at != t ? lz_str(l, "%s(%s)", an, v) : v);
   }
   const char *pv = lz_str(l, "%s", prod.data ? prod.data : "");
-  rx_strbuf_free(&prod);
+  base_strbuf_free(&prod);
   const char *yi[LZ_MAXR];
   for (int j = 0; j < no; j++) yi[j] = var[j];
   int nloop = no;
   if (no == 0) { /* a 0-d result: a loop of one so that the local has a kernel */
     var[nl] = lz_loopvar(l, "u");
-    ext[nl] = rx_expr_const(l->cx, 1);
+    ext[nl] = sym_expr_const(l->cx, 1);
     lz_line(l, "for %s in 0..1 {", var[nl]);
     l->ind++;
   }
@@ -283,21 +282,21 @@ void lz_gen_einsum(lz_ctx *l) {
   }
   const char *out = lz_load(l, y, yi);
   if (nl == first_red) {
-    lz_line(l, "%s = %s", out, at != t ? lz_str(l, "%s(%s)", rx_dtype_name(t), pv) : pv);
+    lz_line(l, "%s = %s", out, at != t ? lz_str(l, "%s(%s)", ir_dtype_name(t), pv) : pv);
   } else {
     const char *s = lz_fresh(l, "s");
     lz_line(l, "alloc %s: %s[1] local", s, an);
     rx_strbuf b = {0};
     for (int i = first_red; i < nl; i++)
-      rx_strbuf_printf(&b, "%s%s in 0..%s", i > first_red ? ", " : "", var[i], lz_ex(l, ext[i]));
+      base_strbuf_printf(&b, "%s%s in 0..%s", i > first_red ? ", " : "", var[i], lz_ex(l, ext[i]));
     lz_line(l, "reduce %s {", b.data);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
     l->ind++;
-    lz_line(l, "init { %s[0] = %s }", s, rx_dtype_is_float(at) ? "0.0" : "0");
+    lz_line(l, "init { %s[0] = %s }", s, ir_dtype_is_float(at) ? "0.0" : "0");
     lz_line(l, "update { %s[0] = %s[0] + %s }", s, s, pv);
     lz_close(l);
     const char *sv = lz_str(l, "%s[0]", s);
-    lz_line(l, "%s = %s", out, at != t ? lz_str(l, "%s(%s)", rx_dtype_name(t), sv) : sv);
+    lz_line(l, "%s = %s", out, at != t ? lz_str(l, "%s(%s)", ir_dtype_name(t), sv) : sv);
   }
   for (int j = 0; j < nloop + (no == 0); j++) lz_close(l);
 }

@@ -17,52 +17,52 @@
 /* boxes [B, N, 4] and scores [B, C, N] (one float dtype), then max_out (integer), iou and
  * score thresholds (float), each a scalar or a one-element tensor, give (selected i64 [B C N, 3],
  * count i64 [1]): the selected (batch, class, box) triples in their first count rows. */
-const rx_sinfo *rx_deduce_nms(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *bx = rx_ops_tensor_arg(dc, call, 0, "boxes");
-  const rx_sinfo *sc = bx ? rx_ops_tensor_arg(dc, call, 1, "scores") : NULL;
+const rx_sinfo *ops_deduce_nms(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *bx = ops_tensor_arg(dc, call, 0, "boxes");
+  const rx_sinfo *sc = bx ? ops_tensor_arg(dc, call, 1, "scores") : NULL;
   if (!sc) return NULL;
   const char *what[3] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
   for (int i = 2; i < call->nargs; i++) {
-    const rx_sinfo *t = rx_ops_tensor_arg(dc, call, i, what[i - 2]);
+    const rx_sinfo *t = ops_tensor_arg(dc, call, i, what[i - 2]);
     if (!t) return NULL;
-    if (t->dtype != RX_DTYPE_UNKNOWN && rx_dtype_is_float(t->dtype) != (i > 2)) {
-      rx_deduce_error(dc, "non_max_suppression: %s must be %s, got %s", what[i - 2],
-                      i > 2 ? "a float" : "an integer", rx_ops_str(dc, t));
+    if (t->dtype != RX_DTYPE_UNKNOWN && ir_dtype_is_float(t->dtype) != (i > 2)) {
+      ops_deduce_error(dc, "non_max_suppression: %s must be %s, got %s", what[i - 2],
+                       i > 2 ? "a float" : "an integer", ops_str(dc, t));
       return NULL;
     }
   }
-  if (!rx_ops_need_float(dc, bx, "non_max_suppression boxes") ||
-      !rx_ops_need_float(dc, sc, "non_max_suppression scores"))
+  if (!ops_need_float(dc, bx, "non_max_suppression boxes") ||
+      !ops_need_float(dc, sc, "non_max_suppression scores"))
     return NULL;
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
-  const rx_expr *one = rx_expr_const(cx, 1);
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *one = sym_expr_const(cx, 1);
   const rx_sinfo *f[2];
-  f[1] = rx_ops_tensor(dc, RX_DTYPE_I64, 1, (const rx_expr *[]){one});
+  f[1] = ops_tensor(dc, RX_DTYPE_I64, 1, (const rx_expr *[]){one});
   if (bx->ndim < 0 || !bx->shape || sc->ndim < 0 || !sc->shape) {
-    f[0] = rx_ops_tensor(dc, RX_DTYPE_I64, 2, NULL);
+    f[0] = ops_tensor(dc, RX_DTYPE_I64, 2, NULL);
     return rx_sinfo_tuple(dc->mod, f, 2);
   }
   if (bx->ndim != 3 || sc->ndim != 3 ||
-      rx_ops_dim_eq(dc, bx->shape[2], rx_expr_const(cx, 4)) == RX_FALSE ||
-      rx_ops_dim_eq(dc, bx->shape[0], sc->shape[0]) == RX_FALSE ||
-      rx_ops_dim_eq(dc, bx->shape[1], sc->shape[2]) == RX_FALSE) {
-    rx_deduce_error(dc,
-                    "non_max_suppression expects boxes [B, N, 4] and scores [B, C, N], got %s "
-                    "and %s",
-                    rx_ops_str(dc, bx), rx_ops_str(dc, sc));
+      ops_dim_eq(dc, bx->shape[2], sym_expr_const(cx, 4)) == RX_FALSE ||
+      ops_dim_eq(dc, bx->shape[0], sc->shape[0]) == RX_FALSE ||
+      ops_dim_eq(dc, bx->shape[1], sc->shape[2]) == RX_FALSE) {
+    ops_deduce_error(dc,
+                     "non_max_suppression expects boxes [B, N, 4] and scores [B, C, N], got %s "
+                     "and %s",
+                     ops_str(dc, bx), ops_str(dc, sc));
     return NULL;
   }
-  const rx_expr **d = rx_ops_dims(dc, 2);
-  d[0] = rx_ops_prod(dc, sc->shape, 3);
-  d[1] = rx_expr_const(cx, 3);
-  f[0] = rx_ops_tensor(dc, RX_DTYPE_I64, 2, d);
+  const rx_expr **d = ops_dims(dc, 2);
+  d[0] = ops_prod(dc, sc->shape, 3);
+  d[1] = sym_expr_const(cx, 3);
+  f[0] = ops_tensor(dc, RX_DTYPE_I64, 2, d);
   return rx_sinfo_tuple(dc->mod, f, 2);
 }
 
 /* The value of scalar operand o (a literal, a symbolic value or element 0 of a buffer) as text
  * of dtype dt (i64 or f32). */
 static const char *scalar_text(lz_ctx *l, const lz_opnd *o, rx_dtype dt) {
-  bool fl = rx_dtype_is_float(dt);
+  bool fl = ir_dtype_is_float(dt);
   if (o->literal)
     return fl ? lz_flit(l, o->fval) : lz_ilit(l, o->is_int ? o->ival : (int64_t)o->fval);
   const char *t = o->text;
@@ -71,7 +71,7 @@ static const char *scalar_text(lz_ctx *l, const lz_opnd *o, rx_dtype dt) {
     for (int k = 0; k < o->ndim; k++) idx[k] = "0";
     t = lz_load(l, o, idx);
   }
-  return lz_str(l, "%s(%s)", rx_dtype_name(dt), t);
+  return lz_str(l, "%s(%s)", ir_dtype_name(dt), t);
 }
 
 /* The box of index text bi in batch b as f32 `let` bindings named in out: x0, x1, y0, y1 from
@@ -107,7 +107,7 @@ void lz_gen_nms(lz_ctx *l) {
     return;
   }
   const lz_opnd *bx = lz_arg(l, 0), *sc = lz_arg(l, 1), *y = &l->outs[0], *yc = &l->outs[1];
-  bool center = rx_ops_int_attr(l->call, "center_point_box", 0) != 0;
+  bool center = ops_int_attr(l->call, "center_point_box", 0) != 0;
   bool has_st = l->call->nargs > 4;
   const char *u = lz_loopvar(l, "u"), *b = lz_loopvar(l, "b"), *c = lz_loopvar(l, "c");
   const char *s = lz_loopvar(l, "s"), *r = lz_loopvar(l, "r"), *j = lz_loopvar(l, "j");
@@ -201,8 +201,8 @@ typedef struct tf_grams {
 } tf_grams;
 
 static bool tf_read(const rx_node *call, tf_grams *t, const char **why) {
-  const rx_attr *p = rx_call_attr(call, "pool"), *c = rx_call_attr(call, "counts"),
-                *x = rx_call_attr(call, "indexes");
+  const rx_attr *p = ops_call_attr(call, "pool"), *c = ops_call_attr(call, "counts"),
+                *x = ops_call_attr(call, "indexes");
   memset(t, 0, sizeof *t);
   if (!p || !c || !x || p->kind != RX_ATTR_INTS || c->kind != RX_ATTR_INTS ||
       x->kind != RX_ATTR_INTS) {
@@ -213,9 +213,9 @@ static bool tf_read(const rx_node *call, tf_grams *t, const char **why) {
   t->npool = p->n;
   t->index = x->ints;
   t->nindex = x->n;
-  t->min_gram = rx_ops_int_attr(call, "min_gram", 1);
-  t->max_gram = rx_ops_int_attr(call, "max_gram", 1);
-  t->max_skip = rx_ops_int_attr(call, "max_skip", 0);
+  t->min_gram = ops_int_attr(call, "min_gram", 1);
+  t->max_gram = ops_int_attr(call, "max_gram", 1);
+  t->max_skip = ops_int_attr(call, "max_skip", 0);
   if (t->min_gram < 1 || t->max_gram < t->min_gram || t->max_skip < 0) {
     *why = "needs 1 <= min_gram <= max_gram and max_skip >= 0";
     return false;
@@ -246,28 +246,28 @@ static bool tf_read(const rx_node *call, tf_grams *t, const char **why) {
 
 /* x (integers) [L] or [B, L] gives the f32 counts [O] or [B, O] of the pool's n-grams, O the
  * largest of indexes plus one. */
-const rx_sinfo *rx_deduce_tfidf(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
+const rx_sinfo *ops_deduce_tfidf(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
   if (!x) return NULL;
   tf_grams t;
   const char *why;
   if (!tf_read(call, &t, &why)) {
-    rx_deduce_error(dc, "tfidf %s", why);
+    ops_deduce_error(dc, "tfidf %s", why);
     return NULL;
   }
-  if (x->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(x->dtype)) {
-    rx_deduce_error(dc, "tfidf expects an integer tensor, got %s", rx_ops_str(dc, x));
+  if (x->dtype != RX_DTYPE_UNKNOWN && !ir_dtype_is_int(x->dtype)) {
+    ops_deduce_error(dc, "tfidf expects an integer tensor, got %s", ops_str(dc, x));
     return NULL;
   }
-  if (x->ndim < 0 || !x->shape) return rx_ops_tensor(dc, RX_DTYPE_F32, x->ndim, NULL);
+  if (x->ndim < 0 || !x->shape) return ops_tensor(dc, RX_DTYPE_F32, x->ndim, NULL);
   if (x->ndim != 1 && x->ndim != 2) {
-    rx_deduce_error(dc, "tfidf expects x [L] or [B, L], got %s", rx_ops_str(dc, x));
+    ops_deduce_error(dc, "tfidf expects x [L] or [B, L], got %s", ops_str(dc, x));
     return NULL;
   }
-  const rx_expr **d = rx_ops_dims(dc, x->ndim);
+  const rx_expr **d = ops_dims(dc, x->ndim);
   d[0] = x->shape[0];
-  d[x->ndim - 1] = rx_expr_const(rx_ops_ctx(dc), t.size);
-  return rx_ops_tensor(dc, RX_DTYPE_F32, x->ndim, d);
+  d[x->ndim - 1] = sym_expr_const(ops_ctx(dc), t.size);
+  return ops_tensor(dc, RX_DTYPE_F32, x->ndim, d);
 }
 
 /* The count of gram g (length n, pool elements from `at`) in the row of x: per skip distance
@@ -287,10 +287,10 @@ static void tf_gram(lz_ctx *l, const lz_opnd *x, const tf_grams *t, const char *
   for (int k = 0; k < n; k++) {
     const char *idx[2] = {row, lz_str(l, "%s + %d * (%s + 1)", i, k, s)};
     if (x->ndim == 1) idx[0] = idx[1];
-    rx_strbuf_printf(&cond, "%si64(%s) == %s", k ? " && " : "", lz_load(l, x, idx),
-                     lz_str(l, "(%lld)", (long long)t->pool[at + k]));
+    base_strbuf_printf(&cond, "%si64(%s) == %s", k ? " && " : "", lz_load(l, x, idx),
+                       lz_str(l, "(%lld)", (long long)t->pool[at + k]));
   }
-  char *h = rx_strbuf_take(&cond);
+  char *h = base_strbuf_take(&cond);
   lz_line(l, "if %s {", h);
   free(h);
   l->ind++;
@@ -308,7 +308,7 @@ void lz_gen_tfidf(lz_ctx *l) {
     lz_fail(l, "%s", why);
     return;
   }
-  const rx_attr *c = rx_call_attr(l->call, "counts");
+  const rx_attr *c = ops_call_attr(l->call, "counts");
   const char *row = x->ndim == 2 ? lz_loopvar(l, "b") : NULL, *o = lz_loopvar(l, "o");
   if (row) {
     lz_line(l, "for %s in 0..%s {", row, lz_ex(l, x->shape[0]));
@@ -342,41 +342,41 @@ void lz_gen_tfidf(lz_ctx *l) {
 
 /* x [..., N, ..., c] (float; c 1: real, 2: real and imaginary parts) and its signal axis give
  * [..., K, ..., 2]: K the length L (attribute length=[L], default N), or L / 2 + 1 onesided. */
-const rx_sinfo *rx_deduce_dft(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  if (!x || !rx_ops_need_float(dc, x, "dft")) return NULL;
-  const rx_attr *la = rx_call_attr(call, "length");
+const rx_sinfo *ops_deduce_dft(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  if (!x || !ops_need_float(dc, x, "dft")) return NULL;
+  const rx_attr *la = ops_call_attr(call, "length");
   if (la && (la->kind != RX_ATTR_EXPRS || la->n != 1)) {
-    rx_deduce_error(dc, "dft expects length=[L], one symbolic value");
+    ops_deduce_error(dc, "dft expects length=[L], one symbolic value");
     return NULL;
   }
-  if (x->ndim < 0 || !x->shape) return rx_ops_tensor(dc, x->dtype, x->ndim, NULL);
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
+  if (x->ndim < 0 || !x->shape) return ops_tensor(dc, x->dtype, x->ndim, NULL);
+  rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *c = x->ndim >= 2 ? x->shape[x->ndim - 1] : NULL;
   if (!c || c->kind != RX_EXPR_CONST || (c->value != 1 && c->value != 2)) {
-    rx_deduce_error(dc, "dft expects x [..., N, ..., c] with a last dim c of 1 or 2, got %s",
-                    rx_ops_str(dc, x));
+    ops_deduce_error(dc, "dft expects x [..., N, ..., c] with a last dim c of 1 or 2, got %s",
+                     ops_str(dc, x));
     return NULL;
   }
   int axis;
-  if (!rx_ops_norm_axis(dc, rx_ops_int_attr(call, "axis", 1), x->ndim, &axis)) return NULL;
+  if (!ops_norm_axis(dc, ops_int_attr(call, "axis", 1), x->ndim, &axis)) return NULL;
   if (axis == x->ndim - 1) {
-    rx_deduce_error(dc, "dft: the signal axis cannot be the last (real, imaginary) dim");
+    ops_deduce_error(dc, "dft: the signal axis cannot be the last (real, imaginary) dim");
     return NULL;
   }
   const rx_expr *L = la ? la->exprs[0] : x->shape[axis];
-  if (rx_ops_prove(dc, rx_expr_cmp(cx, RX_EXPR_LT, L, rx_expr_const(cx, 1))) == RX_TRUE) {
-    rx_deduce_error(dc, "dft: the length %s is not positive", rx_ops_expr_str(dc, L));
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_LT, L, sym_expr_const(cx, 1))) == RX_TRUE) {
+    ops_deduce_error(dc, "dft: the length %s is not positive", ops_expr_str(dc, L));
     return NULL;
   }
-  bool one = rx_ops_int_attr(call, "onesided", 0) != 0;
-  const rx_expr **d = rx_ops_dims(dc, x->ndim);
+  bool one = ops_int_attr(call, "onesided", 0) != 0;
+  const rx_expr **d = ops_dims(dc, x->ndim);
   for (int k = 0; k < x->ndim; k++) d[k] = x->shape[k];
-  d[axis] = one ? rx_ops_simplify(dc, rx_expr_add(cx, rx_expr_floordiv(cx, L, rx_expr_const(cx, 2)),
-                                                  rx_expr_const(cx, 1)))
-                : rx_ops_simplify(dc, L);
-  d[x->ndim - 1] = rx_expr_const(cx, 2);
-  return rx_ops_tensor(dc, x->dtype, x->ndim, d);
+  d[axis] = one ? ops_simplify(dc, sym_expr_add(cx, sym_expr_floordiv(cx, L, sym_expr_const(cx, 2)),
+                                                sym_expr_const(cx, 1)))
+                : ops_simplify(dc, L);
+  d[x->ndim - 1] = sym_expr_const(cx, 2);
+  return ops_tensor(dc, x->dtype, x->ndim, d);
 }
 
 /* The twiddle e^(-2 pi i m / L) of m = k n mod L as `let`s cw (cos) and sw (sin) of dtype mt:
@@ -408,14 +408,14 @@ static void dft_twiddle(lz_ctx *l, const char *k, const char *n, const char *L, 
  * inverse turns the twiddles the other way and divides by L. O(N) per point. */
 void lz_gen_dft(lz_ctx *l) {
   const lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
-  int r = x->ndim, axis = (int)rx_ops_int_attr(l->call, "axis", 1);
+  int r = x->ndim, axis = (int)ops_int_attr(l->call, "axis", 1);
   if (axis < 0) axis += r;
-  bool inv = rx_ops_int_attr(l->call, "inverse", 0) != 0;
+  bool inv = ops_int_attr(l->call, "inverse", 0) != 0;
   bool cplx = rx_expr_is_const(x->shape[r - 1], 2);
-  const rx_attr *la = rx_call_attr(l->call, "length");
+  const rx_attr *la = ops_call_attr(l->call, "length");
   const char *L = lz_ex(l, la ? la->exprs[0] : x->shape[axis]);
   rx_dtype mt = x->dtype == RX_DTYPE_F64 ? RX_DTYPE_F64 : RX_DTYPE_F32;
-  const char *mn = rx_dtype_name(mt);
+  const char *mn = ir_dtype_name(mt);
   const char *ov[LZ_MAXR], *xi[LZ_MAXR];
   for (int d = 0; d < r - 1; d++) {
     ov[d] = lz_loopvar(l, lz_str(l, "i%d", d));
@@ -430,7 +430,7 @@ void lz_gen_dft(lz_ctx *l) {
   lz_line(l, "%s[0] = 0.0", re);
   lz_line(l, "%s[0] = 0.0", im);
   const rx_expr *Le = la ? la->exprs[0] : x->shape[axis];
-  lz_line(l, "for %s in 0..%s {", n, lz_ex(l, rx_expr_min(l->cx, x->shape[axis], Le)));
+  lz_line(l, "for %s in 0..%s {", n, lz_ex(l, sym_expr_min(l->cx, x->shape[axis], Le)));
   l->ind++;
   dft_twiddle(l, ov[axis], n, L, mn, cw, sw);
   memcpy(xi, ov, sizeof xi);
@@ -444,7 +444,7 @@ void lz_gen_dft(lz_ctx *l) {
   lz_line(l, "%s[0] = %s[0] + (%s * %s %s %s * %s)", im, im, xm, cw, sg2, xr, sw);
   lz_close(l);
   const char *sc = inv ? lz_str(l, " / %s(%s)", mn, L) : "";
-  const char *yn = rx_dtype_name(y->dtype);
+  const char *yn = ir_dtype_name(y->dtype);
   memcpy(xi, ov, sizeof xi);
   xi[r - 1] = "0";
   lz_line(l, "%s = %s(%s[0]%s)", lz_load(l, y, xi), yn, re, sc);
@@ -457,41 +457,40 @@ void lz_gen_dft(lz_ctx *l) {
 
 /* x [N, C, H, W] (float), rois [R, 4] (x's dtype) and batch indices [R] (integer) give
  * [R, C, output_height, output_width] in x's dtype. */
-const rx_sinfo *rx_deduce_roi_align(rx_deduce_ctx *dc, const rx_node *call) {
-  const rx_sinfo *x = rx_ops_tensor_arg(dc, call, 0, "x");
-  const rx_sinfo *ro = x ? rx_ops_tensor_arg(dc, call, 1, "rois") : NULL;
-  const rx_sinfo *bi = ro ? rx_ops_tensor_arg(dc, call, 2, "batch_indices") : NULL;
-  if (!bi || !rx_ops_need_float(dc, x, "roi_align") || !rx_ops_need_float(dc, ro, "roi_align"))
+const rx_sinfo *ops_deduce_roi_align(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *ro = x ? ops_tensor_arg(dc, call, 1, "rois") : NULL;
+  const rx_sinfo *bi = ro ? ops_tensor_arg(dc, call, 2, "batch_indices") : NULL;
+  if (!bi || !ops_need_float(dc, x, "roi_align") || !ops_need_float(dc, ro, "roi_align"))
     return NULL;
-  int64_t oh = rx_ops_int_attr(call, "output_height", 1),
-          ow = rx_ops_int_attr(call, "output_width", 1);
+  int64_t oh = ops_int_attr(call, "output_height", 1), ow = ops_int_attr(call, "output_width", 1);
   if (oh < 1 || ow < 1) {
-    rx_deduce_error(dc, "roi_align: output_height and output_width must be positive");
+    ops_deduce_error(dc, "roi_align: output_height and output_width must be positive");
     return NULL;
   }
-  if (bi->dtype != RX_DTYPE_UNKNOWN && !rx_dtype_is_int(bi->dtype)) {
-    rx_deduce_error(dc, "roi_align: batch_indices must be integers, got %s", rx_ops_str(dc, bi));
+  if (bi->dtype != RX_DTYPE_UNKNOWN && !ir_dtype_is_int(bi->dtype)) {
+    ops_deduce_error(dc, "roi_align: batch_indices must be integers, got %s", ops_str(dc, bi));
     return NULL;
   }
   if (x->ndim < 0 || !x->shape || ro->ndim < 0 || !ro->shape)
-    return rx_ops_tensor(dc, x->dtype, 4, NULL);
-  rx_expr_ctx *cx = rx_ops_ctx(dc);
+    return ops_tensor(dc, x->dtype, 4, NULL);
+  rx_expr_ctx *cx = ops_ctx(dc);
   if (x->ndim != 4 || ro->ndim != 2 ||
-      rx_ops_dim_eq(dc, ro->shape[1], rx_expr_const(cx, 4)) == RX_FALSE ||
+      ops_dim_eq(dc, ro->shape[1], sym_expr_const(cx, 4)) == RX_FALSE ||
       (bi->ndim >= 0 && bi->shape &&
-       (bi->ndim != 1 || rx_ops_dim_eq(dc, bi->shape[0], ro->shape[0]) == RX_FALSE))) {
-    rx_deduce_error(dc,
-                    "roi_align expects x [N, C, H, W], rois [R, 4] and batch_indices [R], got "
-                    "%s, %s and %s",
-                    rx_ops_str(dc, x), rx_ops_str(dc, ro), rx_ops_str(dc, bi));
+       (bi->ndim != 1 || ops_dim_eq(dc, bi->shape[0], ro->shape[0]) == RX_FALSE))) {
+    ops_deduce_error(dc,
+                     "roi_align expects x [N, C, H, W], rois [R, 4] and batch_indices [R], got "
+                     "%s, %s and %s",
+                     ops_str(dc, x), ops_str(dc, ro), ops_str(dc, bi));
     return NULL;
   }
-  const rx_expr **d = rx_ops_dims(dc, 4);
+  const rx_expr **d = ops_dims(dc, 4);
   d[0] = ro->shape[0];
   d[1] = x->shape[1];
-  d[2] = rx_expr_const(cx, oh);
-  d[3] = rx_expr_const(cx, ow);
-  return rx_ops_tensor(dc, x->dtype, 4, d);
+  d[2] = sym_expr_const(cx, oh);
+  d[3] = sym_expr_const(cx, ow);
+  return ops_tensor(dc, x->dtype, 4, d);
 }
 
 /* The value of one sampling point (yy, xx) of the bin, as ONNX's reference: zero outside
@@ -534,11 +533,11 @@ static void roi_sample(lz_ctx *l, const lz_opnd *x, const char *b, const char *c
  * W + 1 with a guard, so a bin of more points than that is cut short), averaged or maxed. */
 void lz_gen_roi_align(lz_ctx *l) {
   const lz_opnd *x = lz_arg(l, 0), *ro = lz_arg(l, 1), *bx = lz_arg(l, 2), *y = &l->outs[0];
-  const rx_attr *ma = rx_call_attr(l->call, "mode");
+  const rx_attr *ma = ops_call_attr(l->call, "mode");
   bool mx = ma && ma->kind == RX_ATTR_STR && !strcmp(ma->s, "max");
-  bool half = rx_ops_int_attr(l->call, "half_pixel", 1) != 0;
-  int64_t sr = rx_ops_int_attr(l->call, "sampling_ratio", 0);
-  const rx_attr *sa = rx_call_attr(l->call, "spatial_scale");
+  bool half = ops_int_attr(l->call, "half_pixel", 1) != 0;
+  int64_t sr = ops_int_attr(l->call, "sampling_ratio", 0);
+  const rx_attr *sa = ops_call_attr(l->call, "spatial_scale");
   double scale = sa && sa->kind == RX_ATTR_FLOAT ? sa->f : 1.0;
   const char *ov[4];
   const char *base[4] = {"r", "c", "ph", "pw"};
@@ -572,14 +571,14 @@ void lz_gen_roi_align(lz_ctx *l) {
   lz_line(l, "alloc %s: f32[1] local", acc);
   lz_line(l, "%s[0] = %s", acc, mx ? "(-inf)" : "0.0");
   const char *iy = lz_loopvar(l, "iy"), *ix = lz_loopvar(l, "ix");
-  const rx_expr *one = rx_expr_const(l->cx, 1);
+  const rx_expr *one = sym_expr_const(l->cx, 1);
   lz_line(l, "for %s in 0..%s {", iy,
           sr > 0 ? lz_str(l, "%lld", (long long)sr)
-                 : lz_ex(l, rx_expr_add(l->cx, x->shape[2], one)));
+                 : lz_ex(l, sym_expr_add(l->cx, x->shape[2], one)));
   l->ind++;
   lz_line(l, "for %s in 0..%s {", ix,
           sr > 0 ? lz_str(l, "%lld", (long long)sr)
-                 : lz_ex(l, rx_expr_add(l->cx, x->shape[3], one)));
+                 : lz_ex(l, sym_expr_add(l->cx, x->shape[3], one)));
   l->ind++;
   if (sr <= 0) {
     lz_line(l, "if i64(%s) < %s && i64(%s) < %s {", iy, gh, ix, gw);
@@ -600,6 +599,6 @@ void lz_gen_roi_align(lz_ctx *l) {
   for (int k = sr > 0 ? 2 : 3; k > 0; k--) lz_close(l);
   const char *res =
       mx ? lz_str(l, "%s[0]", acc) : lz_str(l, "%s[0] / f32(max(%s * %s, 1))", acc, gh, gw);
-  lz_line(l, "%s = %s(%s)", lz_load(l, y, ov), rx_dtype_name(y->dtype), res);
+  lz_line(l, "%s = %s(%s)", lz_load(l, y, ov), ir_dtype_name(y->dtype), res);
   for (int d = 0; d < 4; d++) lz_close(l);
 }

@@ -26,16 +26,16 @@ typedef struct nest {
 } nest;
 
 /* Extracts a perfect nest of serial loops from 0 starting at s (a SEQ or FOR), with
- * rx_stmt_peel_serial; false when a loop starts elsewhere than 0 or the nest goes on past MAXL
+ * ir_stmt_peel_serial; false when a loop starts elsewhere than 0 or the nest goes on past MAXL
  * loops or into a bound loop. */
 static bool get_nest(rx_stmt *s, nest *out) {
   const rx_stmt *loops[MAXL], *inner;
-  out->n = rx_stmt_peel_serial(s, MAXL, loops, &inner);
+  out->n = ir_stmt_peel_serial(s, MAXL, loops, &inner);
   for (int i = 0; i < out->n; i++) {
     if (!rx_expr_is_const(loops[i]->lo[0], 0)) return false;
     out->vars[i] = loops[i]->vars[0];
   }
-  rx_stmt *body = (rx_stmt *)rx_stmt_unwrap(inner);
+  rx_stmt *body = (rx_stmt *)ir_stmt_unwrap(inner);
   if (body->kind == RX_STMT_FOR) return false;
   if (body->kind == RX_STMT_SEQ) {
     out->body = body->body;
@@ -244,7 +244,7 @@ static rx_pattern classify(rx_tensor_fn *t) {
   return RX_PATTERN_OPAQUE;
 }
 
-bool rx_pass_annotate(rx_module *m, rx_diag *diag) {
+bool pass_annotate(rx_module *m, rx_diag *diag) {
   (void)diag;
   for (size_t i = 0; i < m->items.len; i++)
     if (m->items.data[i].kind == RX_ITEM_TENSOR) {

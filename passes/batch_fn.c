@@ -54,8 +54,8 @@ static const vmap *lookup(const bctx *c, const rx_var *v) {
 }
 
 static rx_status unsupported(const bctx *c, const char *what, const char *why) {
-  return rx_status_make(RX_ERR_UNSUPPORTED, "batch '%s': %s (binding '%s') cannot be batched: %s",
-                        c->f->name, what, c->where ? c->where : "result", why);
+  return base_status_make(RX_ERR_UNSUPPORTED, "batch '%s': %s (binding '%s') cannot be batched: %s",
+                          c->f->name, what, c->where ? c->where : "result", why);
 }
 
 /* The struct info s with the batch dimension in front. */
@@ -95,8 +95,8 @@ static rx_status emit(bctx *c, const char *op, rx_node *const *args, int nargs,
   }
   rx_status st = rx_emit_op(c->b, op, args, nargs, attrs, nattrs, name, &v);
   if (st) {
-    rx_status e = rx_status_make(rx_status_code_of(st), "batch '%s': binding '%s': %s", c->f->name,
-                                 c->where ? c->where : "?", rx_status_message(st));
+    rx_status e = base_status_make(rx_status_code_of(st), "batch '%s': binding '%s': %s",
+                                   c->f->name, c->where ? c->where : "?", rx_status_message(st));
     rx_status_free(st);
     return e;
   }
@@ -130,7 +130,7 @@ static rx_status rule_broadcast(bctx *c, const rx_node *call, rx_node **args, co
   const rx_attr *attrs[8];
   int na = call->nattrs < 8 ? call->nattrs : 8;
   for (int i = 0; i < na; i++) attrs[i] = &call->attrs[i];
-  return emit(c, rx_op_name(call->op), args, call->nargs, attrs, na, name, out);
+  return emit(c, ops_op_name(call->op), args, call->nargs, attrs, na, name, out);
 }
 
 /* matmul (NumPy rules): batched operands get the batch dims of the other in between, batched
@@ -164,7 +164,7 @@ static rx_status rule_matmul(bctx *c, const rx_node *call, rx_node **args, const
  * or NULL). */
 static rx_status shift_attrs(bctx *c, const rx_node *call, int r, const rx_expr *const *shape,
                              const rx_attr **attrs, int *out_n) {
-  const char *op = rx_op_name(call->op);
+  const char *op = ops_op_name(call->op);
   rx_batch_rule rule = call->op->batch;
   bool permute = rule == RX_BATCH_PERMUTE, all_axes = rule == RX_BATCH_AXES;
   bool dflt_axis0 = rule == RX_BATCH_AXIS0 || rule == RX_BATCH_TAKE;
@@ -212,9 +212,9 @@ static rx_status shift_attrs(bctx *c, const rx_node *call, int r, const rx_expr 
 
 static rx_status rule_axis(bctx *c, const rx_node *call, rx_node **args, const bool *bat,
                            const char *name, rx_node **out) {
-  const char *op = rx_op_name(call->op);
+  const char *op = ops_op_name(call->op);
   if (call->op->batch == RX_BATCH_TAKE && !bat[0] && bat[1] && call->nargs == 2) {
-    const rx_attr *ax = rx_call_attr(call, "axis");
+    const rx_attr *ax = ops_call_attr(call, "axis");
     if (ax && ax->i != 0) return unsupported(c, op, "batched indices are supported on axis 0 only");
     const rx_attr *attrs[8];
     for (int i = 0; i < call->nattrs && i < 8; i++) attrs[i] = &call->attrs[i];
@@ -256,13 +256,13 @@ static rx_status batch_call(bctx *c, const rx_node *n, const char *name, rx_node
   rx_node *args[16];
   bool bat[16];
   bool any = false;
-  if (n->nargs > (int)RX_ARRAY_LEN(args)) return unsupported(c, rx_op_name(n->op), "16+ args");
+  if (n->nargs > (int)RX_ARRAY_LEN(args)) return unsupported(c, ops_op_name(n->op), "16+ args");
   for (int i = 0; i < n->nargs; i++) {
     RX_RETURN_IF_ERROR(batch_node(c, n->args[i], NULL, &args[i], &bat[i]));
     any = any || bat[i];
   }
   *out_bat = any;
-  const char *op = rx_op_name(n->op);
+  const char *op = ops_op_name(n->op);
   if (!any) {
     const rx_attr *attrs[16];
     for (int i = 0; i < n->nattrs && i < 16; i++) attrs[i] = &n->attrs[i];
@@ -288,10 +288,10 @@ static rx_status batch_call(bctx *c, const rx_node *n, const char *name, rx_node
     break;
   }
   rx_strbuf why = {0};
-  rx_strbuf_printf(&why, "op '%s' has no batching rule (an operand depends on a batched parameter)",
-                   op);
+  base_strbuf_printf(
+      &why, "op '%s' has no batching rule (an operand depends on a batched parameter)", op);
   rx_status st = unsupported(c, op, why.data);
-  rx_strbuf_free(&why);
+  base_strbuf_free(&why);
   return st;
 }
 
@@ -312,8 +312,8 @@ static rx_status batch_node(bctx *c, const rx_node *n, const char *name, rx_node
     *out = (rx_node *)n; /* immutable; shared with the original function */
     return NULL;
   case RX_NODE_TUPLE: {
-    rx_node *t = rx_node_new(c->m, RX_NODE_TUPLE, n->loc);
-    t->args = rx_module_alloc(c->m, sizeof *t->args * (size_t)(n->nargs ? n->nargs : 1));
+    rx_node *t = ir_node_new(c->m, RX_NODE_TUPLE, n->loc);
+    t->args = ir_module_alloc(c->m, sizeof *t->args * (size_t)(n->nargs ? n->nargs : 1));
     t->nargs = n->nargs;
     const rx_sinfo *fields[64];
     if (n->nargs > (int)RX_ARRAY_LEN(fields)) return unsupported(c, "tuple", "64+ fields");
@@ -365,11 +365,11 @@ static rx_status batch_node(bctx *c, const rx_node *n, const char *name, rx_node
 static rx_status check_shape(bctx *c, const rx_sinfo *orig, const rx_node *got, bool bat) {
   if (!bat || !orig || orig->kind != RX_SINFO_TENSOR || orig->ndim < 0 || !orig->shape) return NULL;
   const rx_sinfo *want = batched_sinfo(c, orig);
-  if (want && got->sinfo && rx_sinfo_equal(want, got->sinfo)) return NULL;
+  if (want && got->sinfo && ir_sinfo_equal(want, got->sinfo)) return NULL;
   char *w = rx_sinfo_to_string(want), *g = rx_sinfo_to_string(got->sinfo);
-  rx_status st = rx_status_make(RX_ERR_INTERNAL,
-                                "batch '%s': binding '%s': the batched value is %s, expected %s",
-                                c->f->name, c->where ? c->where : "?", g ? g : "?", w ? w : "?");
+  rx_status st = base_status_make(RX_ERR_INTERNAL,
+                                  "batch '%s': binding '%s': the batched value is %s, expected %s",
+                                  c->f->name, c->where ? c->where : "?", g ? g : "?", w ? w : "?");
   rx_free(w);
   rx_free(g);
   return st;
@@ -407,10 +407,10 @@ static rx_status batch_body(bctx *c, rx_node **out_result) {
   bool bat = false;
   RX_RETURN_IF_ERROR(batch_node(c, s->result, NULL, out_result, &bat));
   if (!bat)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "batch '%s': the result depends on no batched parameter: nothing to "
-                          "batch (every parameter is shared?)",
-                          c->f->name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batch '%s': the result depends on no batched parameter: nothing to "
+                            "batch (every parameter is shared?)",
+                            c->f->name);
   return NULL;
 }
 
@@ -420,7 +420,7 @@ static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
   for (int i = 0; i < f->nparams; i++) {
     const rx_sinfo *s = f->params[i]->sinfo;
     if (s && s->kind == RX_SINFO_TENSOR && s->shape)
-      for (int d = 0; d < s->ndim; d++) rx_expr_collect_vars(s->shape[d], &vars);
+      for (int d = 0; d < s->ndim; d++) sym_expr_collect_vars(s->shape[d], &vars);
   }
   char name[32] = "batch";
   for (int k = 1;; k++) {
@@ -430,7 +430,7 @@ static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
     if (!taken) break;
     snprintf(name, sizeof name, "batch_%d", k);
   }
-  rx_ptrvec_free(&vars);
+  base_ptrvec_free(&vars);
   return rx_sym_var(m, name);
 }
 
@@ -440,8 +440,8 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
     for (int i = 0; i < c->f->nparams; i++)
       found = found || !strcmp(c->f->params[i]->name, shared[k]);
     if (!found)
-      return rx_status_make(RX_ERR_INVALID, "batch '%s': no parameter '%s' to share", c->f->name,
-                            shared[k]);
+      return base_status_make(RX_ERR_INVALID, "batch '%s': no parameter '%s' to share", c->f->name,
+                              shared[k]);
   }
   for (int i = 0; i < c->f->nparams; i++) {
     const rx_var *p = c->f->params[i];
@@ -449,9 +449,9 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
     for (size_t k = 0; k < nshared; k++) share = share || !strcmp(p->name, shared[k]);
     const rx_sinfo *s = share ? p->sinfo : batched_sinfo(c, p->sinfo);
     if (!s)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "batch '%s': parameter '%s' has an unknown rank: cannot batch it",
-                            c->f->name, p->name);
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "batch '%s': parameter '%s' has an unknown rank: cannot batch it",
+                              c->f->name, p->name);
     vmap e = {p, NULL, !share};
     RX_RETURN_IF_ERROR(rx_builder_param(c->b, p->name, s, &e.new_var));
     RX_VEC_PUSH(&c->vars, e);
@@ -463,13 +463,13 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
 rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
                             int64_t max_batch, const char *out_name) {
   if (!m || !fn || !out_name || (nshared && !shared))
-    return rx_status_make(RX_ERR_INVALID, "batch: missing module, function or name");
+    return base_status_make(RX_ERR_INVALID, "batch: missing module, function or name");
   RX_RETURN_IF_ERROR(rx_module_check(m, NULL)); /* one op a binding, struct info deduced */
-  const rx_graph_fn *f = rx_module_graph_fn(m, fn);
-  if (!f) return rx_status_make(RX_ERR_NOT_FOUND, "batch: no graph function '%s'", fn);
-  if (rx_module_graph_fn(m, out_name))
-    return rx_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already", fn,
-                          out_name);
+  const rx_graph_fn *f = ir_module_graph_fn(m, fn);
+  if (!f) return base_status_make(RX_ERR_NOT_FOUND, "batch: no graph function '%s'", fn);
+  if (ir_module_graph_fn(m, out_name))
+    return base_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already",
+                            fn, out_name);
   bctx c = {.m = m, .f = f, .bdim = batch_dim(m, f)};
   c.b = rx_builder_new(m, out_name);
   rx_node *result = NULL;

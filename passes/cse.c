@@ -69,7 +69,7 @@ static bool same_node(const rx_node *a, const rx_node *b) {
   case RX_NODE_CALL_EXTERN:
     if (a->tfn != b->tfn || a->ext != b->ext || a->nextra != b->nextra) return false;
     if ((a->ext && a->ext->impure) || a->inplace || b->inplace) return false;
-    if (!a->out || !b->out || !rx_sinfo_equal(a->out, b->out)) return false;
+    if (!a->out || !b->out || !ir_sinfo_equal(a->out, b->out)) return false;
     for (int i = 0; i < a->nextra; i++)
       if (a->extra_dims[i] != b->extra_dims[i]) return false;
     break;
@@ -134,7 +134,7 @@ static void rename_seq(const rmap *r, rx_seq *s);
 static void rename_node(const rmap *r, rx_node *n) {
   if (!n) return;
   if (n->kind == RX_NODE_VAR) {
-    int i = r->from.len ? rx_ptrmap_get(&r->index, n->var) : -1;
+    int i = r->from.len ? base_ptrmap_get(&r->index, n->var) : -1;
     if (i >= 0) n->var = r->to.data[i];
   }
   for (int i = 0; i < n->nargs; i++) rename_node(r, n->args[i]);
@@ -162,9 +162,9 @@ static void cse_seq(rmap *r, rx_seq *s) {
     if (!blk->dataflow) continue;
     size_t nb = 16;
     while (nb < 2 * (size_t)blk->nbindings) nb *= 2;
-    seen t = {.head = rx_malloc(nb * sizeof(int)),
-              .next = rx_malloc(((size_t)blk->nbindings + 1) * sizeof(int)),
-              .hash = rx_malloc(((size_t)blk->nbindings + 1) * sizeof(uint64_t)),
+    seen t = {.head = base_malloc(nb * sizeof(int)),
+              .next = base_malloc(((size_t)blk->nbindings + 1) * sizeof(int)),
+              .hash = base_malloc(((size_t)blk->nbindings + 1) * sizeof(uint64_t)),
               .mask = nb - 1};
     memset(t.head, 0xff, nb * sizeof(int)); /* -1 */
     int w = 0;
@@ -176,12 +176,12 @@ static void cse_seq(rmap *r, rx_seq *s) {
       if (!bd->cast)
         for (int j = t.head[h & t.mask]; j >= 0 && !same; j = t.next[j]) {
           rx_binding *e = blk->bindings[j];
-          if (t.hash[j] == h && !e->cast && rx_sinfo_equal(e->var->sinfo, bd->var->sinfo) &&
+          if (t.hash[j] == h && !e->cast && ir_sinfo_equal(e->var->sinfo, bd->var->sinfo) &&
               same_node(e->value, bd->value))
             same = e;
         }
       if (same) {
-        rx_ptrmap_put(&r->index, bd->var, (int)r->from.len);
+        base_ptrmap_put(&r->index, bd->var, (int)r->from.len);
         RX_VEC_PUSH(&r->from, bd->var);
         RX_VEC_PUSH(&r->to, same->var);
         continue;
@@ -198,7 +198,7 @@ static void cse_seq(rmap *r, rx_seq *s) {
   }
 }
 
-bool rx_pass_cse(rx_module *m, rx_diag *diag) {
+bool pass_cse(rx_module *m, rx_diag *diag) {
   (void)diag;
   for (size_t i = 0; i < m->items.len; i++) {
     if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
@@ -208,7 +208,7 @@ bool rx_pass_cse(rx_module *m, rx_diag *diag) {
     if (r.from.len) rename_seq(&r, &fn->body);
     free(r.from.data);
     free(r.to.data);
-    rx_ptrmap_free(&r.index);
+    base_ptrmap_free(&r.index);
   }
   return true;
 }

@@ -16,11 +16,11 @@ typedef struct uses {
   rx_ptrmap count;
 } uses;
 
-static bool has(const uses *u, const void *p) { return rx_ptrmap_get(&u->count, p) > 0; }
+static bool has(const uses *u, const void *p) { return base_ptrmap_get(&u->count, p) > 0; }
 
 static void add(uses *u, const void *p, int d) {
-  int c = rx_ptrmap_get(&u->count, p);
-  rx_ptrmap_put(&u->count, p, (c < 0 ? 0 : c) + d);
+  int c = base_ptrmap_get(&u->count, p);
+  base_ptrmap_put(&u->count, p, (c < 0 ? 0 : c) + d);
 }
 
 static void use_seq(uses *u, const rx_seq *s, int d);
@@ -51,7 +51,7 @@ static bool pure(const rx_binding *b) {
   case RX_NODE_CALL_TENSOR:
     return !n->inplace; /* an in-place call changes its target */
   case RX_NODE_CALL:    /* so does an op that writes an argument in place (kv_append) */
-    return !n->op || rx_op_inplace_arg(n->op) < 0;
+    return !n->op || ops_op_inplace_arg(n->op) < 0;
   case RX_NODE_CALL_GRAPH:
     return n->gfn && n->gfn->primitive;
   case RX_NODE_IF:
@@ -90,7 +90,7 @@ static bool sweep_seq(uses *u, rx_seq *s) {
   return changed;
 }
 
-bool rx_pass_dce(rx_module *m, rx_diag *diag) {
+bool pass_dce(rx_module *m, rx_diag *diag) {
   (void)diag;
   bool changed = true, any_graph = false;
   while (changed) {
@@ -102,7 +102,7 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
       uses u = {0};
       use_seq(&u, &fn->body, 1);
       changed |= sweep_seq(&u, &fn->body);
-      rx_ptrmap_free(&u.count);
+      base_ptrmap_free(&u.count);
     }
   }
   if (!any_graph) return true;
@@ -126,8 +126,8 @@ bool rx_pass_dce(rx_module *m, rx_diag *diag) {
       m->items.data[w++] = it;
     }
     m->items.len = w;
-    rx_module_items_changed(m);
-    rx_ptrmap_free(&u.count);
+    ir_module_items_changed(m);
+    base_ptrmap_free(&u.count);
   }
   return true;
 }

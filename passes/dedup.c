@@ -55,11 +55,11 @@ static void put_f64(canon *c, double f) {
 
 /* An object's index; true on its first occurrence (the caller then writes its attributes). */
 static bool ref(canon *c, const void *p) {
-  int id = rx_ptrmap_get(&c->ids, p);
+  int id = base_ptrmap_get(&c->ids, p);
   bool first = id < 0;
   if (first) {
     id = c->next++;
-    rx_ptrmap_put(&c->ids, p, id);
+    base_ptrmap_put(&c->ids, p, id);
   }
   put(c, (uint64_t)id);
   return first;
@@ -224,7 +224,7 @@ static void canonicalize(canon *c, const rx_tensor_fn *f) {
   put(c, (uint64_t)(int64_t)f->nfacts);
   for (int i = 0; i < f->nfacts; i++) expr(c, f->facts[i]);
   stmt(c, f->body);
-  c->hash = rx_hash_bytes(c->w.data, c->w.len * sizeof *c->w.data);
+  c->hash = base_hash_bytes(c->w.data, c->w.len * sizeof *c->w.data);
 }
 
 static bool same(const canon *a, const canon *b) {
@@ -237,7 +237,7 @@ static void redirect_seq(rx_seq *s, const rx_ptrmap *index, rx_tensor_fn **keep)
 static void redirect(rx_node *n, const rx_ptrmap *index, rx_tensor_fn **keep) {
   if (!n) return;
   if (n->kind == RX_NODE_CALL_TENSOR && n->tfn) {
-    int i = rx_ptrmap_get(index, n->tfn);
+    int i = base_ptrmap_get(index, n->tfn);
     if (i >= 0 && keep[i] != n->tfn) {
       n->tfn = keep[i];
       n->callee = keep[i]->name;
@@ -256,7 +256,7 @@ static void redirect_seq(rx_seq *s, const rx_ptrmap *index, rx_tensor_fn **keep)
   redirect(s->result, index, keep);
 }
 
-bool rx_pass_dedup(rx_module *m, rx_diag *diag) {
+bool pass_dedup(rx_module *m, rx_diag *diag) {
   (void)diag;
   bool any_graph = false;
   for (size_t i = 0; i < m->items.len; i++) any_graph |= m->items.data[i].kind == RX_ITEM_GRAPH;
@@ -265,10 +265,10 @@ bool rx_pass_dedup(rx_module *m, rx_diag *diag) {
   rx_ptrmap index = {0}; /* program -> its position among the programs */
   int n = 0;
   for (size_t i = 0; i < m->items.len; i++)
-    if (m->items.data[i].kind == RX_ITEM_TENSOR) rx_ptrmap_put(&index, m->items.data[i].fn, n++);
-  canon *forms = rx_calloc((size_t)n + 1, sizeof *forms);
-  rx_tensor_fn **keep = rx_calloc((size_t)n + 1, sizeof *keep); /* per program: its class's */
-  int *kept = rx_calloc((size_t)n + 1, sizeof *kept);           /* positions of the kept ones */
+    if (m->items.data[i].kind == RX_ITEM_TENSOR) base_ptrmap_put(&index, m->items.data[i].fn, n++);
+  canon *forms = base_calloc((size_t)n + 1, sizeof *forms);
+  rx_tensor_fn **keep = base_calloc((size_t)n + 1, sizeof *keep); /* per program: its class's */
+  int *kept = base_calloc((size_t)n + 1, sizeof *kept);           /* positions of the kept ones */
   int nkept = 0, k = 0;
   for (size_t i = 0; i < m->items.len; i++) {
     if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
@@ -290,19 +290,19 @@ bool rx_pass_dedup(rx_module *m, rx_diag *diag) {
     size_t w = 0;
     for (size_t i = 0; i < m->items.len; i++) {
       rx_item it = m->items.data[i];
-      if (it.kind == RX_ITEM_TENSOR && keep[rx_ptrmap_get(&index, it.fn)] != it.fn) continue;
+      if (it.kind == RX_ITEM_TENSOR && keep[base_ptrmap_get(&index, it.fn)] != it.fn) continue;
       m->items.data[w++] = it;
     }
     m->items.len = w;
-    rx_module_items_changed(m);
+    ir_module_items_changed(m);
   }
   for (int i = 0; i < n; i++) {
     free(forms[i].w.data);
-    rx_ptrmap_free(&forms[i].ids);
+    base_ptrmap_free(&forms[i].ids);
   }
   free(forms);
   free(keep);
   free(kept);
-  rx_ptrmap_free(&index);
+  base_ptrmap_free(&index);
   return true;
 }

@@ -121,25 +121,25 @@ static bool candidate(const dctx *c, const rx_block *blk, int bi, cand *out) {
   }
   const rx_sinfo *sy = blk->bindings[bi]->var->sinfo;
   if (!sy || sy->kind != RX_SINFO_TENSOR || !sy->shape || sy->dtype != sa->dtype) return false;
-  out->rows = rx_expr_const(c->m->ctx, 1);
+  out->rows = sym_expr_const(c->m->ctx, 1);
   for (int d = 0; d < sa->ndim - 1; d++)
-    out->rows = rx_expr_mul(c->m->ctx, out->rows, sa->shape[d]);
+    out->rows = sym_expr_mul(c->m->ctx, out->rows, sa->shape[d]);
   return true;
 }
 
 /* min_rows <= rows */
 static const rx_expr *threshold(const dctx *c, const cand *k) {
-  return rx_expr_cmp(c->m->ctx, RX_EXPR_LE, rx_expr_const(c->m->ctx, c->o->min_rows), k->rows);
+  return sym_expr_cmp(c->m->ctx, RX_EXPR_LE, sym_expr_const(c->m->ctx, c->o->min_rows), k->rows);
 }
 
 static rx_var *fresh_var(dctx *c, const rx_var *like, const char *suffix) {
   char name[160];
   snprintf(name, sizeof name, "%.100s_%s%d", like->name, suffix, c->made++);
-  return rx_var_new(c->m, name, NULL, like->loc);
+  return ir_var_new(c->m, name, NULL, like->loc);
 }
 
 static rx_binding *binding(dctx *c, rx_var *v, rx_node *value) {
-  rx_binding *b = rx_module_alloc(c->m, sizeof *b);
+  rx_binding *b = ir_module_alloc(c->m, sizeof *b);
   b->var = v;
   b->value = value;
   b->loc = value->loc;
@@ -147,31 +147,31 @@ static rx_binding *binding(dctx *c, rx_var *v, rx_node *value) {
 }
 
 static rx_seq *branch(dctx *c, rx_binding **bs, int n, bool dataflow) {
-  rx_seq *s = rx_module_alloc(c->m, sizeof *s);
-  rx_block *blk = rx_module_alloc(c->m, sizeof *blk);
+  rx_seq *s = ir_module_alloc(c->m, sizeof *s);
+  rx_block *blk = ir_module_alloc(c->m, sizeof *blk);
   blk->dataflow = dataflow;
-  blk->bindings = rx_module_alloc(c->m, sizeof *bs * (size_t)(n + 1));
+  blk->bindings = ir_module_alloc(c->m, sizeof *bs * (size_t)(n + 1));
   for (int i = 0; i < n; i++) blk->bindings[blk->nbindings++] = bs[i];
   blk->loc = bs[0]->loc;
-  s->blocks = rx_module_alloc(c->m, sizeof *s->blocks);
+  s->blocks = ir_module_alloc(c->m, sizeof *s->blocks);
   s->blocks[0] = blk;
   s->nblocks = 1;
-  s->result = rx_node_var(c->m, bs[n - 1]->var, bs[n - 1]->loc);
+  s->result = ir_node_var(c->m, bs[n - 1]->var, bs[n - 1]->loc);
   return s;
 }
 
 /* call_extern(rx_cublaslt_matmul, A, B, trans, out=y's struct info) */
 static rx_node *library_call(dctx *c, const cand *k, const rx_binding *mb) {
   rx_loc loc = mb->value->loc;
-  rx_node *call = rx_node_new(c->m, RX_NODE_CALL_EXTERN, loc);
+  rx_node *call = ir_node_new(c->m, RX_NODE_CALL_EXTERN, loc);
   call->callee =
-      rx_module_intern(c->m, RX_DISPATCH_CUBLASLT_MATMUL, strlen(RX_DISPATCH_CUBLASLT_MATMUL));
-  call->ext = rx_module_extern_fn(c->m, call->callee);
+      ir_module_intern(c->m, RX_DISPATCH_CUBLASLT_MATMUL, strlen(RX_DISPATCH_CUBLASLT_MATMUL));
+  call->ext = ir_module_extern_fn(c->m, call->callee);
   call->nargs = 3;
-  call->args = rx_module_alloc(c->m, sizeof *call->args * 4);
-  call->args[0] = rx_node_var(c->m, k->a, loc);
-  call->args[1] = rx_node_var(c->m, k->b, loc);
-  call->args[2] = rx_node_int(c->m, RX_DTYPE_I64, rx_expr_const(c->m->ctx, k->trans), loc);
+  call->args = ir_module_alloc(c->m, sizeof *call->args * 4);
+  call->args[0] = ir_node_var(c->m, k->a, loc);
+  call->args[1] = ir_node_var(c->m, k->b, loc);
+  call->args[2] = ir_node_int(c->m, RX_DTYPE_I64, sym_expr_const(c->m->ctx, k->trans), loc);
   call->out = mb->var->sinfo;
   return call;
 }
@@ -182,34 +182,34 @@ static rx_node *dispatch_if(dctx *c, const cand *k, rx_binding *mb, const rx_bin
   rx_binding *lib = binding(c, fresh_var(c, mb->var, "lib"), library_call(c, k, mb));
   rx_binding *gen[2];
   int ngen = 0;
-  rx_node *mm = rx_node_new(c->m, RX_NODE_CALL, loc);
+  rx_node *mm = ir_node_new(c->m, RX_NODE_CALL, loc);
   *mm = *mb->value;
   mm->sinfo = NULL;
   if (perm) {
-    rx_node *p = rx_node_new(c->m, RX_NODE_CALL, perm->value->loc);
+    rx_node *p = ir_node_new(c->m, RX_NODE_CALL, perm->value->loc);
     *p = *perm->value;
     p->sinfo = NULL;
     gen[ngen] = binding(c, fresh_var(c, perm->var, "gen"), p);
-    mm->args = rx_module_alloc(c->m, sizeof *mm->args * 3);
+    mm->args = ir_module_alloc(c->m, sizeof *mm->args * 3);
     mm->args[0] = mb->value->args[0];
-    mm->args[1] = rx_node_var(c->m, gen[ngen++]->var, loc);
+    mm->args[1] = ir_node_var(c->m, gen[ngen++]->var, loc);
   }
   gen[ngen] = binding(c, fresh_var(c, mb->var, "gen"), mm);
   ngen++;
-  rx_node *n = rx_node_new(c->m, RX_NODE_IF, loc);
-  n->cond = rx_node_int(
+  rx_node *n = ir_node_new(c->m, RX_NODE_IF, loc);
+  n->cond = ir_node_int(
       c->m, RX_DTYPE_BOOL,
-      rx_expr_cmp(c->m->ctx, RX_EXPR_LE, rx_expr_const(c->m->ctx, c->o->min_rows), k->rows), loc);
+      sym_expr_cmp(c->m->ctx, RX_EXPR_LE, sym_expr_const(c->m->ctx, c->o->min_rows), k->rows), loc);
   n->then_seq = branch(c, &lib, 1, true);
   n->else_seq = branch(c, gen, ngen, true);
   return n;
 }
 
 static rx_block *sub_block(dctx *c, const rx_block *from, bool dataflow, int cap) {
-  rx_block *b = rx_module_alloc(c->m, sizeof *b);
+  rx_block *b = ir_module_alloc(c->m, sizeof *b);
   b->dataflow = dataflow;
   b->loc = from->loc;
-  b->bindings = rx_module_alloc(c->m, sizeof *b->bindings * (size_t)(cap + 1));
+  b->bindings = ir_module_alloc(c->m, sizeof *b->bindings * (size_t)(cap + 1));
   return b;
 }
 
@@ -221,7 +221,7 @@ static void dispatch_block(dctx *c, rx_block *blk, blockvec *out) {
     rx_binding *b = blk->bindings[i];
     cand k;
     rx_tribool large =
-        candidate(c, blk, i, &k) ? rx_analyzer_prove(c->an, threshold(c, &k)) : RX_FALSE;
+        candidate(c, blk, i, &k) ? sym_analyzer_prove(c->an, threshold(c, &k)) : RX_FALSE;
     if (large == RX_FALSE) { /* never large enough (or not for the library) */
       cur->bindings[cur->nbindings++] = b;
       continue;
@@ -259,8 +259,8 @@ static void assume_dims(rx_analyzer *an, const rx_sinfo *s) {
   if (s->kind == RX_SINFO_TENSOR && s->shape)
     for (int d = 0; d < s->ndim; d++)
       if (s->shape[d]->kind == RX_EXPR_VAR)
-        rx_analyzer_assume(an, rx_expr_cmp(rx_analyzer_ctx(an), RX_EXPR_LE,
-                                           rx_expr_const(rx_analyzer_ctx(an), 0), s->shape[d]));
+        sym_analyzer_assume(an, sym_expr_cmp(sym_analyzer_ctx(an), RX_EXPR_LE,
+                                             sym_expr_const(sym_analyzer_ctx(an), 0), s->shape[d]));
   if (s->kind == RX_SINFO_TUPLE)
     for (int i = 0; i < s->nfields; i++) assume_dims(an, s->fields[i]);
 }
@@ -269,13 +269,13 @@ static void dispatch_fn(dctx *c, rx_graph_fn *fn) {
   c->fn = fn;
   c->made = 0;
   c->uses.len = 0;
-  c->an = rx_analyzer_new(c->m->ctx);
+  c->an = sym_analyzer_new(c->m->ctx);
   for (int p = 0; p < fn->nparams; p++) assume_dims(c->an, fn->params[p]->sinfo);
-  for (int i = 0; i < fn->nfacts; i++) rx_analyzer_assume(c->an, fn->facts[i]);
+  for (int i = 0; i < fn->nfacts; i++) sym_analyzer_assume(c->an, fn->facts[i]);
   for (int bi = 0; bi < fn->body.nblocks; bi++)
     for (int i = 0; i < fn->body.blocks[bi]->nbindings; i++)
-      rx_node_uses(fn->body.blocks[bi]->bindings[i]->value, &c->uses);
-  if (fn->body.result) rx_node_uses(fn->body.result, &c->uses);
+      ir_node_uses(fn->body.blocks[bi]->bindings[i]->value, &c->uses);
+  if (fn->body.result) ir_node_uses(fn->body.result, &c->uses);
   blockvec blocks = {0};
   for (int bi = 0; bi < fn->body.nblocks; bi++) {
     rx_block *blk = fn->body.blocks[bi];
@@ -284,25 +284,25 @@ static void dispatch_fn(dctx *c, rx_graph_fn *fn) {
     else
       RX_VEC_PUSH(&blocks, blk);
   }
-  fn->body.blocks = rx_module_alloc(c->m, sizeof *fn->body.blocks * (blocks.len + 1));
+  fn->body.blocks = ir_module_alloc(c->m, sizeof *fn->body.blocks * (blocks.len + 1));
   for (size_t i = 0; i < blocks.len; i++) fn->body.blocks[i] = blocks.data[i];
   fn->body.nblocks = (int)blocks.len;
   free(blocks.data);
-  rx_analyzer_free(c->an);
+  sym_analyzer_free(c->an);
 }
 
-bool rx_pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag) {
+bool pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag) {
   if (!o || o->library == RX_DISPATCH_NONE) return true;
   if (o->min_rows < 1) {
-    rx_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
-                   "dispatch: the row threshold must be at least 1, got %lld",
-                   (long long)o->min_rows);
+    base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
+                     "dispatch: the row threshold must be at least 1, got %lld",
+                     (long long)o->min_rows);
     return false;
   }
-  if (!rx_module_extern_fn(m, RX_DISPATCH_CUBLASLT_MATMUL) &&
-      !rx_parse_module(m, "<library dispatch>", extern_text, strlen(extern_text), diag))
+  if (!ir_module_extern_fn(m, RX_DISPATCH_CUBLASLT_MATMUL) &&
+      !ir_parse_module(m, "<library dispatch>", extern_text, strlen(extern_text), diag))
     return false;
-  if (!rx_module_normalize(m, diag)) return false;
+  if (!ops_module_normalize(m, diag)) return false;
   dctx c = {.m = m, .o = o};
   size_t n = m->items.len;
   for (size_t i = 0; i < n; i++)

@@ -18,7 +18,7 @@ typedef struct fold {
 } fold;
 
 static const rx_expr *simp(fold *f, const rx_expr *e) {
-  return e ? rx_analyzer_simplify(f->an, e) : e;
+  return e ? sym_analyzer_simplify(f->an, e) : e;
 }
 
 static const rx_sinfo *simp_sinfo(fold *f, const rx_sinfo *s) {
@@ -27,7 +27,7 @@ static const rx_sinfo *simp_sinfo(fold *f, const rx_sinfo *s) {
   case RX_SINFO_TENSOR:
   case RX_SINFO_SHAPE: {
     if (!s->shape) return s;
-    const rx_expr **d = rx_module_alloc(f->m, sizeof *d * (size_t)(s->ndim + 1));
+    const rx_expr **d = ir_module_alloc(f->m, sizeof *d * (size_t)(s->ndim + 1));
     bool changed = false;
     for (int i = 0; i < s->ndim; i++) {
       d[i] = simp(f, s->shape[i]);
@@ -42,7 +42,7 @@ static const rx_sinfo *simp_sinfo(fold *f, const rx_sinfo *s) {
     return v == s->value ? s : rx_sinfo_prim(f->m, s->dtype, v);
   }
   case RX_SINFO_TUPLE: {
-    const rx_sinfo **fl = rx_module_alloc(f->m, sizeof *fl * (size_t)(s->nfields + 1));
+    const rx_sinfo **fl = ir_module_alloc(f->m, sizeof *fl * (size_t)(s->nfields + 1));
     bool changed = false;
     for (int i = 0; i < s->nfields; i++) {
       fl[i] = simp_sinfo(f, s->fields[i]);
@@ -118,29 +118,29 @@ static void assume_sizes(fold *f, const rx_sinfo *s) {
   if (!s) return;
   rx_ptrvec v = {0};
   if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape)
-    for (int i = 0; i < s->ndim; i++) rx_expr_collect_vars(s->shape[i], &v);
-  if (s->kind == RX_SINFO_PRIM && s->value) rx_expr_collect_vars(s->value, &v);
+    for (int i = 0; i < s->ndim; i++) sym_expr_collect_vars(s->shape[i], &v);
+  if (s->kind == RX_SINFO_PRIM && s->value) sym_expr_collect_vars(s->value, &v);
   for (size_t i = 0; i < v.len; i++)
-    rx_analyzer_assume(f->an,
-                       rx_expr_cmp(f->m->ctx, RX_EXPR_LE, rx_expr_const(f->m->ctx, 0), v.data[i]));
-  rx_ptrvec_free(&v);
+    sym_analyzer_assume(
+        f->an, sym_expr_cmp(f->m->ctx, RX_EXPR_LE, sym_expr_const(f->m->ctx, 0), v.data[i]));
+  base_ptrvec_free(&v);
   if (s->kind == RX_SINFO_TUPLE)
     for (int i = 0; i < s->nfields; i++) assume_sizes(f, s->fields[i]);
 }
 
-bool rx_pass_fold(rx_module *m, rx_diag *diag) {
+bool pass_fold(rx_module *m, rx_diag *diag) {
   (void)diag;
   for (size_t i = 0; i < m->items.len; i++) {
     if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
     rx_graph_fn *fn = m->items.data[i].fn;
     fold f = {0};
     f.m = m;
-    f.an = rx_analyzer_new(m->ctx);
+    f.an = sym_analyzer_new(m->ctx);
     for (int p = 0; p < fn->nparams; p++) assume_sizes(&f, fn->params[p]->sinfo);
-    for (int k = 0; k < fn->nfacts; k++) rx_analyzer_assume(f.an, fn->facts[k]);
+    for (int k = 0; k < fn->nfacts; k++) sym_analyzer_assume(f.an, fn->facts[k]);
     fold_seq(&f, &fn->body);
     if (fn->ret) fn->ret = simp_sinfo(&f, fn->ret);
-    rx_analyzer_free(f.an);
+    sym_analyzer_free(f.an);
     free(f.vars.data);
     free(f.lits.data);
   }

@@ -34,9 +34,9 @@ typedef struct use_count {
 } use_count;
 
 static int *count_slot(use_count *u, const rx_var *v) {
-  int i = rx_ptrmap_get(&u->index, v);
+  int i = base_ptrmap_get(&u->index, v);
   if (i >= 0) return &u->counts.data[i];
-  rx_ptrmap_put(&u->index, v, (int)u->vars.len);
+  base_ptrmap_put(&u->index, v, (int)u->vars.len);
   RX_VEC_PUSH(&u->vars, v);
   RX_VEC_PUSH(&u->counts, 0);
   return &u->counts.data[u->counts.len - 1];
@@ -244,8 +244,8 @@ static bool inlinable(rx_pattern p) {
  * last (0: base itself), where the search resumes: the functions outlined before are still in
  * the module, so a layer's fusions in a model of n layers take O(n) tries in all, not O(n^2). */
 static const char *unique_fn_name(rx_module *m, const char *base, rx_ptrmap *sfx) {
-  const char *key = rx_module_intern(m, base, strlen(base));
-  int k = rx_ptrmap_get(sfx, key);
+  const char *key = ir_module_intern(m, base, strlen(base));
+  int k = base_ptrmap_get(sfx, key);
   k = k < 0 ? 0 : k;
   char buf[200];
   for (;; k++) {
@@ -253,18 +253,18 @@ static const char *unique_fn_name(rx_module *m, const char *base, rx_ptrmap *sfx
       snprintf(buf, sizeof buf, "%s_%d", base, k);
     else
       snprintf(buf, sizeof buf, "%s", base);
-    if (!rx_module_graph_fn(m, buf) && !rx_module_tensor_fn(m, buf) && !rx_module_extern_fn(m, buf))
+    if (!ir_module_graph_fn(m, buf) && !ir_module_tensor_fn(m, buf) && !ir_module_extern_fn(m, buf))
       break;
   }
-  rx_ptrmap_put(sfx, key, k);
-  return rx_module_intern(m, buf, strlen(buf));
+  base_ptrmap_put(sfx, key, k);
+  return ir_module_intern(m, buf, strlen(buf));
 }
 
 static void collect_sinfo_vars(const rx_sinfo *s, rx_ptrvec *out) {
   if (!s) return;
   if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape)
-    for (int i = 0; i < s->ndim; i++) rx_expr_collect_vars(s->shape[i], out);
-  if (s->kind == RX_SINFO_PRIM && s->value) rx_expr_collect_vars(s->value, out);
+    for (int i = 0; i < s->ndim; i++) sym_expr_collect_vars(s->shape[i], out);
+  if (s->kind == RX_SINFO_PRIM && s->value) sym_expr_collect_vars(s->value, out);
   if (s->kind == RX_SINFO_TUPLE)
     for (int i = 0; i < s->nfields; i++) collect_sinfo_vars(s->fields[i], out);
 }
@@ -281,77 +281,77 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
                     bool *drop, rx_ptrmap *sfx) {
   /* outside inputs (variables not defined by a member), in first-use order */
   rx_ptrvec inputs = {0}, defined = {0}, syms = {0}, whole = {0};
-  for (int k = 0; k < n; k++) rx_ptrvec_push(&defined, blk->bindings[idx[k]]->var);
+  for (int k = 0; k < n; k++) base_ptrvec_push(&defined, blk->bindings[idx[k]]->var);
   for (int k = 0; k < n; k++) {
     const rx_node *c = blk->bindings[idx[k]]->value;
     for (int i = 0; i < c->nargs; i++) {
       rx_var *v = c->args[i]->var;
-      if (!ptr_in(&defined, v) && !ptr_in(&inputs, v)) rx_ptrvec_push(&inputs, v);
+      if (!ptr_in(&defined, v) && !ptr_in(&inputs, v)) base_ptrvec_push(&inputs, v);
       collect_sinfo_vars(v->sinfo, &syms);
     }
     collect_sinfo_vars(c->out, &syms);
-    for (int i = 0; i < c->nextra; i++) rx_expr_collect_vars(c->extra_dims[i], &syms);
+    for (int i = 0; i < c->nextra; i++) sym_expr_collect_vars(c->extra_dims[i], &syms);
   }
   for (size_t i = 0; i < inputs.len; i++) {
     const rx_sinfo *s = ((rx_var *)inputs.data[i])->sinfo;
     for (int d = 0; d < s->ndim; d++)
-      if (s->shape[d]->kind == RX_EXPR_VAR) rx_ptrvec_push(&whole, (void *)s->shape[d]);
+      if (s->shape[d]->kind == RX_EXPR_VAR) base_ptrvec_push(&whole, (void *)s->shape[d]);
   }
   rx_ptrvec extra = {0};
   for (size_t i = 0; i < syms.len; i++)
     if (!ptr_in(&whole, syms.data[i]) && !ptr_in(&extra, syms.data[i]))
-      rx_ptrvec_push(&extra, syms.data[i]);
+      base_ptrvec_push(&extra, syms.data[i]);
 
-  rx_graph_fn *g = rx_module_alloc(m, sizeof *g);
+  rx_graph_fn *g = ir_module_alloc(m, sizeof *g);
   rx_strbuf nb = {0};
-  rx_strbuf_append(&nb, "fused");
+  base_strbuf_append(&nb, "fused");
   for (int k = 0; k < n && nb.len < 120; k++)
-    rx_strbuf_printf(&nb, "_%s", blk->bindings[idx[k]]->value->callee);
-  char *base = rx_strbuf_take(&nb);
+    base_strbuf_printf(&nb, "_%s", blk->bindings[idx[k]]->value->callee);
+  char *base = base_strbuf_take(&nb);
   g->name = unique_fn_name(m, base, sfx);
   free(base);
   g->loc = blk->bindings[idx[n - 1]]->loc;
   g->primitive = true;
   g->nparams = (int)(inputs.len + extra.len);
-  g->params = rx_module_alloc(m, sizeof *g->params * (size_t)(g->nparams + 1));
-  rx_node **cargs = rx_module_alloc(m, sizeof *cargs * (size_t)(g->nparams + 1));
+  g->params = ir_module_alloc(m, sizeof *g->params * (size_t)(g->nparams + 1));
+  rx_node **cargs = ir_module_alloc(m, sizeof *cargs * (size_t)(g->nparams + 1));
   /* old var -> new param */
   for (size_t i = 0; i < inputs.len; i++) {
     rx_var *v = inputs.data[i];
-    g->params[i] = rx_var_new(m, v->name, v->sinfo, v->loc);
-    cargs[i] = rx_node_var(m, v, g->loc);
+    g->params[i] = ir_var_new(m, v->name, v->sinfo, v->loc);
+    cargs[i] = ir_node_var(m, v, g->loc);
   }
   for (size_t i = 0; i < extra.len; i++) {
     const rx_expr *x = extra.data[i];
     char pn[160];
     snprintf(pn, sizeof pn, "%s_value", x->name);
-    g->params[inputs.len + i] = rx_var_new(m, pn, rx_sinfo_prim(m, RX_DTYPE_I64, x), g->loc);
-    cargs[inputs.len + i] = rx_node_int(m, RX_DTYPE_I64, x, g->loc);
+    g->params[inputs.len + i] = ir_var_new(m, pn, rx_sinfo_prim(m, RX_DTYPE_I64, x), g->loc);
+    cargs[inputs.len + i] = ir_node_int(m, RX_DTYPE_I64, x, g->loc);
   }
   /* facts whose variables the function defines */
-  g->facts = rx_module_alloc(m, sizeof *g->facts * (size_t)(parent->nfacts + 1));
+  g->facts = ir_module_alloc(m, sizeof *g->facts * (size_t)(parent->nfacts + 1));
   for (int i = 0; i < parent->nfacts; i++) {
     rx_ptrvec fv = {0};
-    rx_expr_collect_vars(parent->facts[i], &fv);
+    sym_expr_collect_vars(parent->facts[i], &fv);
     bool ok = true;
     for (size_t k = 0; k < fv.len; k++)
       ok = ok && (ptr_in(&whole, fv.data[k]) || ptr_in(&extra, fv.data[k]));
-    rx_ptrvec_free(&fv);
+    base_ptrvec_free(&fv);
     if (ok) g->facts[g->nfacts++] = parent->facts[i];
   }
   /* body: clones of the member bindings over the new variables */
-  rx_block *body = rx_module_alloc(m, sizeof *body);
+  rx_block *body = ir_module_alloc(m, sizeof *body);
   body->dataflow = true;
   body->loc = g->loc;
-  body->bindings = rx_module_alloc(m, sizeof *body->bindings * (size_t)(n + 1));
-  rx_var **newv = rx_module_alloc(m, sizeof *newv * (size_t)(n + 1));
+  body->bindings = ir_module_alloc(m, sizeof *body->bindings * (size_t)(n + 1));
+  rx_var **newv = ir_module_alloc(m, sizeof *newv * (size_t)(n + 1));
   for (int k = 0; k < n; k++) {
     const rx_binding *ob = blk->bindings[idx[k]];
     const rx_node *oc = ob->value;
-    rx_node *c = rx_node_new(m, RX_NODE_CALL_TENSOR, oc->loc);
+    rx_node *c = ir_node_new(m, RX_NODE_CALL_TENSOR, oc->loc);
     *c = *oc;
     c->sinfo = NULL;
-    c->args = rx_module_alloc(m, sizeof *c->args * (size_t)(oc->nargs + 1));
+    c->args = ir_module_alloc(m, sizeof *c->args * (size_t)(oc->nargs + 1));
     for (int i = 0; i < oc->nargs; i++) {
       rx_var *v = oc->args[i]->var, *nv = NULL;
       for (int j = 0; j < k && !nv; j++)
@@ -359,24 +359,24 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
       for (size_t j = 0; j < inputs.len && !nv; j++)
         if (inputs.data[j] == v) nv = g->params[j];
       RX_ASSERT(nv);
-      c->args[i] = rx_node_var(m, nv, oc->args[i]->loc);
+      c->args[i] = ir_node_var(m, nv, oc->args[i]->loc);
     }
-    newv[k] = rx_var_new(m, ob->var->name, NULL, ob->var->loc);
-    rx_binding *b = rx_module_alloc(m, sizeof *b);
+    newv[k] = ir_var_new(m, ob->var->name, NULL, ob->var->loc);
+    rx_binding *b = ir_module_alloc(m, sizeof *b);
     b->var = newv[k];
     b->value = c;
     b->loc = ob->loc;
     body->bindings[body->nbindings++] = b;
   }
-  g->body.blocks = rx_module_alloc(m, sizeof *g->body.blocks);
+  g->body.blocks = ir_module_alloc(m, sizeof *g->body.blocks);
   g->body.blocks[0] = body;
   g->body.nblocks = 1;
-  g->body.result = rx_node_var(m, newv[n - 1], g->loc);
+  g->body.result = ir_node_var(m, newv[n - 1], g->loc);
   g->ret = blk->bindings[idx[n - 1]]->var->sinfo;
 
   /* the call */
   rx_binding *root = blk->bindings[idx[n - 1]];
-  rx_node *call = rx_node_new(m, RX_NODE_CALL_GRAPH, root->value->loc);
+  rx_node *call = ir_node_new(m, RX_NODE_CALL_GRAPH, root->value->loc);
   call->callee = g->name;
   call->gfn = g;
   call->args = cargs;
@@ -386,11 +386,11 @@ static void outline(rx_module *m, rx_graph_fn *parent, rx_block *blk, const int 
 
   rx_item it = {RX_ITEM_GRAPH, g};
   RX_VEC_PUSH(&m->items, it);
-  rx_ptrvec_free(&inputs);
-  rx_ptrvec_free(&defined);
-  rx_ptrvec_free(&syms);
-  rx_ptrvec_free(&whole);
-  rx_ptrvec_free(&extra);
+  base_ptrvec_free(&inputs);
+  base_ptrvec_free(&defined);
+  base_ptrvec_free(&syms);
+  base_ptrvec_free(&whole);
+  base_ptrvec_free(&extra);
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -400,14 +400,14 @@ static int cmp_int(const void *a, const void *b) {
 static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *uc) {
   int nb = blk->nbindings;
   if (nb < 2) return;
-  member *mem = rx_calloc((size_t)nb, sizeof *mem);
-  group *grp = rx_calloc((size_t)nb, sizeof *grp);
+  member *mem = base_calloc((size_t)nb, sizeof *mem);
+  group *grp = base_calloc((size_t)nb, sizeof *grp);
   rx_ptrmap def = {0}; /* var -> index of its binding (found in O(1): blocks of 100k bindings) */
   for (int i = 0; i < nb; i++) {
     mem[i].b = blk->bindings[i];
     mem[i].group = -1;
     mem[i].next = -1;
-    rx_ptrmap_put(&def, mem[i].b->var, i);
+    base_ptrmap_put(&def, mem[i].b->var, i);
     if (!fusable_call(mem[i].b)) continue;
     mem[i].pat = mem[i].b->value->tfn->pattern;
     mem[i].group = i;
@@ -422,7 +422,7 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
     const rx_node *cn = mem[c].b->value;
     for (int ai = 0; ai < cn->nargs; ai++) {
       rx_var *v = cn->args[ai]->var;
-      int p = rx_ptrmap_get(&def, v);
+      int p = base_ptrmap_get(&def, v);
       if (p >= c) p = -1;
       if (p < 0 || mem[p].group != p) continue; /* not a member, or already inside a group */
       if (*count_slot(uc, v) != 1) continue;
@@ -437,7 +437,7 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
       } else if (pa >= 0 && mem[pa].pat == RX_PATTERN_OUT_FUSABLE && ca < 0 &&
                  (cp == RX_PATTERN_ELEMWISE || cp == RX_PATTERN_BROADCAST)) {
         /* epilogue: c loads p's value at its point with the same shape */
-        ok = rx_sinfo_equal(cn->out, mem[p].b->value->out) && consumer_loads_at_point(cn->tfn, ai);
+        ok = ir_sinfo_equal(cn->out, mem[p].b->value->out) && consumer_loads_at_point(cn->tfn, ai);
       }
       if (!ok) continue;
       int64_t cost = grp[c].cost + arg_uses(cn->tfn, ai) * grp[p].cost;
@@ -452,8 +452,8 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
       if (pa >= 0) grp[c].anchor = pa;
     }
   }
-  bool *drop = rx_calloc((size_t)nb + 1, sizeof *drop);
-  int *idx = rx_calloc((size_t)nb + 1, sizeof *idx);
+  bool *drop = base_calloc((size_t)nb + 1, sizeof *drop);
+  int *idx = base_calloc((size_t)nb + 1, sizeof *idx);
   for (int r = 0; r < nb; r++) {
     if (mem[r].group != r || grp[r].size < 2) continue;
     int n = 0;
@@ -469,7 +469,7 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
   free(idx);
   free(mem);
   free(grp);
-  rx_ptrmap_free(&def);
+  base_ptrmap_free(&def);
 }
 
 /* The dataflow blocks of seq and of the branches of its ifs (passes/dispatch.c puts the
@@ -487,8 +487,8 @@ static void fuse_seq(rx_module *m, rx_graph_fn *fn, rx_seq *seq, use_count *uc) 
   }
 }
 
-bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag) {
-  if (!rx_pass_annotate(m, diag)) return false;
+bool pass_fuse_ops(rx_module *m, rx_diag *diag) {
+  if (!pass_annotate(m, diag)) return false;
   size_t nitems = m->items.len; /* outlined functions are appended: not visited */
   rx_ptrmap sfx = {0};
   for (size_t i = 0; i < nitems; i++) {
@@ -500,8 +500,8 @@ bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag) {
     fuse_seq(m, fn, &fn->body, &uc);
     free(uc.vars.data);
     free(uc.counts.data);
-    rx_ptrmap_free(&uc.index);
+    base_ptrmap_free(&uc.index);
   }
-  rx_ptrmap_free(&sfx);
+  base_ptrmap_free(&sfx);
   return true;
 }

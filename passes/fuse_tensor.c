@@ -59,8 +59,8 @@ static void lm_put(lmap *l, const void *k, void *v) {
   RX_VEC_PUSH(&l->to, v);
 }
 static void env_free(env *e) {
-  rx_ptrvec_free(&e->from);
-  rx_ptrvec_free(&e->to);
+  base_ptrvec_free(&e->from);
+  base_ptrvec_free(&e->to);
   free(e->locals.from.data);
   free(e->locals.to.data);
   free(e->bufs.from.data);
@@ -76,14 +76,14 @@ static const char *fresh(fctx *fc, const char *base) {
   char buf[160];
   snprintf(buf, sizeof buf, "%s", base);
   for (int k = 1; name_used(fc, buf); k++) snprintf(buf, sizeof buf, "%s%d", base, k);
-  const char *s = rx_module_intern(fc->m, buf, strlen(buf));
-  rx_ptrvec_push(&fc->names, (void *)s);
+  const char *s = ir_module_intern(fc->m, buf, strlen(buf));
+  base_ptrvec_push(&fc->names, (void *)s);
   return s;
 }
 
 static const rx_expr *sub(fctx *fc, env *e, const rx_expr *x) {
-  return rx_expr_subst(fc->m->ctx, x, (const rx_expr *const *)e->from.data,
-                       (const rx_expr *const *)e->to.data, e->from.len);
+  return sym_expr_subst(fc->m->ctx, x, (const rx_expr *const *)e->from.data,
+                        (const rx_expr *const *)e->to.data, e->from.len);
 }
 
 static void fail(fctx *fc, const char *msg) {
@@ -109,7 +109,7 @@ static rx_tx *gen_tx(fctx *fc, env *e, const rx_tx *x);
 static rx_tx *inline_member(fctx *fc, int q, rx_tx **idx, int nidx);
 
 static rx_tx *copy_tx(fctx *fc, const rx_tx *x) {
-  rx_tx *r = rx_module_alloc(fc->m, sizeof *r);
+  rx_tx *r = ir_module_alloc(fc->m, sizeof *r);
   *r = *x;
   return r;
 }
@@ -122,13 +122,13 @@ static bool at_w(fctx *fc, rx_tx **idx, int n) {
 }
 
 static rx_tx **zero_idx(fctx *fc, rx_loc loc) {
-  rx_tx **z = rx_module_alloc(fc->m, sizeof *z);
-  z[0] = rx_tx_int(fc->m, 0, RX_DTYPE_I64, true, loc);
+  rx_tx **z = ir_module_alloc(fc->m, sizeof *z);
+  z[0] = ir_tx_int(fc->m, 0, RX_DTYPE_I64, true, loc);
   return z;
 }
 
 static rx_tx *gen_load(fctx *fc, env *e, const rx_tx *x) {
-  rx_tx **idx = rx_module_alloc(fc->m, sizeof *idx * (size_t)(x->nidx + 1));
+  rx_tx **idx = ir_module_alloc(fc->m, sizeof *idx * (size_t)(x->nidx + 1));
   for (int i = 0; i < x->nidx; i++) {
     idx[i] = gen_tx(fc, e, x->idx[i]);
     if (!idx[i]) return NULL;
@@ -206,7 +206,7 @@ static rx_tx *gen_tx(fctx *fc, env *e, const rx_tx *x) {
       return NULL;
     }
     if (e->inl) return t; /* the let's value, inlined */
-    return rx_tx_local(fc->m, t, x->loc);
+    return ir_tx_local(fc->m, t, x->loc);
   }
   case RX_TX_LOAD:
     return gen_load(fc, e, x);
@@ -245,8 +245,8 @@ static rx_tx *inline_member(fctx *fc, int q, rx_tx **idx, int nidx) {
   e.k = q;
   e.inl = true;
   for (size_t i = 0; i < mq->from.len; i++) {
-    rx_ptrvec_push(&e.from, mq->from.data[i]);
-    rx_ptrvec_push(&e.to, mq->to.data[i]);
+    base_ptrvec_push(&e.from, mq->from.data[i]);
+    base_ptrvec_push(&e.to, mq->to.data[i]);
   }
   rx_tx *result = NULL;
   bool bound = false;
@@ -261,14 +261,14 @@ static rx_tx *inline_member(fctx *fc, int q, rx_tx **idx, int nidx) {
       for (int d = 0; d < nidx; d++) {
         /* a literal index (a broadcast dim's 0) is the constant expression */
         const rx_expr *at = idx[d]->kind == RX_TX_SYM   ? idx[d]->sym
-                            : idx[d]->kind == RX_TX_INT ? rx_expr_const(fc->m->ctx, idx[d]->ival)
+                            : idx[d]->kind == RX_TX_INT ? sym_expr_const(fc->m->ctx, idx[d]->ival)
                                                         : NULL;
         if (st->idx[d]->kind != RX_TX_SYM || st->idx[d]->sym->kind != RX_EXPR_VAR || !at) {
           fail(fc, "an inlined store or load with a data-dependent index");
           break;
         }
-        rx_ptrvec_push(&e.from, (void *)st->idx[d]->sym);
-        rx_ptrvec_push(&e.to, (void *)at);
+        base_ptrvec_push(&e.from, (void *)st->idx[d]->sym);
+        base_ptrvec_push(&e.to, (void *)at);
       }
       bound = true;
     }
@@ -296,31 +296,31 @@ static rx_tx *inline_member(fctx *fc, int q, rx_tx **idx, int nidx) {
 static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s);
 
 static rx_stmt **gen_list(fctx *fc, env *e, rx_stmt *const *body, int n) {
-  rx_stmt **r = rx_module_alloc(fc->m, sizeof *r * (size_t)(n + 1));
+  rx_stmt **r = ir_module_alloc(fc->m, sizeof *r * (size_t)(n + 1));
   for (int i = 0; i < n; i++)
     if (!(r[i] = gen_stmt(fc, e, body[i]))) return NULL;
   return r;
 }
 
 static void bind_loop_vars(fctx *fc, env *e, rx_stmt *r, const rx_stmt *s) {
-  const rx_expr **vars = rx_module_alloc(fc->m, sizeof *vars * (size_t)(s->nvars + 1));
-  const rx_expr **lo = rx_module_alloc(fc->m, sizeof *lo * (size_t)(s->nvars + 1));
-  const rx_expr **ext = rx_module_alloc(fc->m, sizeof *ext * (size_t)(s->nvars + 1));
+  const rx_expr **vars = ir_module_alloc(fc->m, sizeof *vars * (size_t)(s->nvars + 1));
+  const rx_expr **lo = ir_module_alloc(fc->m, sizeof *lo * (size_t)(s->nvars + 1));
+  const rx_expr **ext = ir_module_alloc(fc->m, sizeof *ext * (size_t)(s->nvars + 1));
   for (int i = 0; i < s->nvars; i++) {
     lo[i] = sub(fc, e, s->lo[i]);
     ext[i] = sub(fc, e, s->extent[i]);
   }
   for (int i = 0; i < s->nvars; i++) {
     const char *nm = fresh(fc, s->vars[i]->name);
-    vars[i] = rx_expr_var(fc->m->ctx, nm);
+    vars[i] = sym_expr_var(fc->m->ctx, nm);
     size_t k = 0;
     while (k < e->from.len && e->from.data[k] != s->vars[i]) k++;
     if (k < e->from.len) { /* a sibling loop reusing the name: rebind */
       e->to.data[k] = (void *)vars[i];
       continue;
     }
-    rx_ptrvec_push(&e->from, (void *)s->vars[i]);
-    rx_ptrvec_push(&e->to, (void *)vars[i]);
+    base_ptrvec_push(&e->from, (void *)s->vars[i]);
+    base_ptrvec_push(&e->to, (void *)vars[i]);
   }
   r->vars = vars;
   r->lo = lo;
@@ -329,7 +329,7 @@ static void bind_loop_vars(fctx *fc, env *e, rx_stmt *r, const rx_stmt *s) {
 
 static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
   if (!s || fc->err[0]) return NULL;
-  rx_stmt *r = rx_module_alloc(fc->m, sizeof *r);
+  rx_stmt *r = ir_module_alloc(fc->m, sizeof *r);
   *r = *s;
   switch (s->kind) {
   case RX_STMT_SEQ:
@@ -345,7 +345,7 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     if (!(r->inner = gen_stmt(fc, e, s->inner))) return NULL;
     return r;
   case RX_STMT_STORE: {
-    r->idx = rx_module_alloc(fc->m, sizeof *r->idx * (size_t)(s->nidx + 1));
+    r->idx = ir_module_alloc(fc->m, sizeof *r->idx * (size_t)(s->nidx + 1));
     for (int i = 0; i < s->nidx; i++)
       if (!(r->idx[i] = gen_tx(fc, e, s->idx[i]))) return NULL;
     if (!(r->value = gen_tx(fc, e, s->value))) return NULL;
@@ -377,7 +377,7 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
       fail(fc, "a symbolic let (a data-dependent loop) is not fused");
       return NULL;
     }
-    rx_local *l = rx_module_alloc(fc->m, sizeof *l);
+    rx_local *l = ir_module_alloc(fc->m, sizeof *l);
     *l = *s->local;
     l->name = fresh(fc, s->local->name);
     if (!(r->value = gen_tx(fc, e, s->value))) return NULL;
@@ -386,10 +386,10 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
     return r;
   }
   case RX_STMT_ALLOC: {
-    rx_buffer *b = rx_module_alloc(fc->m, sizeof *b);
+    rx_buffer *b = ir_module_alloc(fc->m, sizeof *b);
     *b = *s->buf;
     b->name = fresh(fc, s->buf->name);
-    b->shape = rx_module_alloc(fc->m, sizeof *b->shape * (size_t)(b->ndim + 1));
+    b->shape = ir_module_alloc(fc->m, sizeof *b->shape * (size_t)(b->ndim + 1));
     for (int i = 0; i < b->ndim; i++) b->shape[i] = sub(fc, e, s->buf->shape[i]);
     lm_put(&e->bufs, s->buf, b);
     r->buf = b;
@@ -414,7 +414,7 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
 }
 
 static rx_stmt *seq_of(fctx *fc, rx_stmt **body, int n, rx_loc loc) {
-  rx_stmt *s = rx_stmt_new(fc->m, RX_STMT_SEQ, loc);
+  rx_stmt *s = ir_stmt_new(fc->m, RX_STMT_SEQ, loc);
   s->body = body;
   s->n = n;
   return s;
@@ -428,8 +428,8 @@ static bool bind_member(fctx *fc, fmember *mk) {
     const rx_param *p = mk->t->params[i];
     if (p->kind == RX_PARAM_SCALAR) {
       if (si >= c->nextra) return false;
-      rx_ptrvec_push(&mk->from, (void *)p->var);
-      rx_ptrvec_push(&mk->to, (void *)c->extra_dims[si++]);
+      base_ptrvec_push(&mk->from, (void *)p->var);
+      base_ptrvec_push(&mk->to, (void *)c->extra_dims[si++]);
       continue;
     }
     const rx_sinfo *s = p->is_output ? c->out : c->args[ai++]->var->sinfo;
@@ -440,19 +440,19 @@ static bool bind_member(fctx *fc, fmember *mk) {
       bool have = false;
       for (size_t j = 0; j < mk->from.len; j++) have = have || mk->from.data[j] == v;
       if (have) continue;
-      rx_ptrvec_push(&mk->from, (void *)v);
-      rx_ptrvec_push(&mk->to, (void *)s->shape[d]);
+      base_ptrvec_push(&mk->from, (void *)v);
+      base_ptrvec_push(&mk->to, (void *)s->shape[d]);
     }
   }
   return true;
 }
 
 static rx_buffer *new_buf(fctx *fc, const char *name, const rx_sinfo *s, rx_loc loc) {
-  rx_buffer *b = rx_module_alloc(fc->m, sizeof *b);
+  rx_buffer *b = ir_module_alloc(fc->m, sizeof *b);
   b->name = fresh(fc, name);
   b->dtype = s->dtype;
   b->ndim = s->ndim;
-  b->shape = rx_module_alloc(fc->m, sizeof *b->shape * (size_t)(s->ndim + 1));
+  b->shape = ir_module_alloc(fc->m, sizeof *b->shape * (size_t)(s->ndim + 1));
   for (int i = 0; i < s->ndim; i++) b->shape[i] = s->shape[i];
   b->scope = RX_SCOPE_GLOBAL;
   b->loc = loc;
@@ -462,13 +462,13 @@ static rx_buffer *new_buf(fctx *fc, const char *name, const rx_sinfo *s, rx_loc 
 static void names_of_sinfo(fctx *fc, const rx_sinfo *s) {
   rx_ptrvec v = {0};
   if ((s->kind == RX_SINFO_TENSOR || s->kind == RX_SINFO_SHAPE) && s->shape)
-    for (int i = 0; i < s->ndim; i++) rx_expr_collect_vars(s->shape[i], &v);
-  if (s->kind == RX_SINFO_PRIM && s->value) rx_expr_collect_vars(s->value, &v);
+    for (int i = 0; i < s->ndim; i++) sym_expr_collect_vars(s->shape[i], &v);
+  if (s->kind == RX_SINFO_PRIM && s->value) sym_expr_collect_vars(s->value, &v);
   for (size_t i = 0; i < v.len; i++) {
     const char *nm = ((const rx_expr *)v.data[i])->name;
-    if (!name_used(fc, nm)) rx_ptrvec_push(&fc->names, (void *)nm);
+    if (!name_used(fc, nm)) base_ptrvec_push(&fc->names, (void *)nm);
   }
-  rx_ptrvec_free(&v);
+  base_ptrvec_free(&v);
 }
 
 /* Builds the tensor program for primitive function g; NULL with fc->err set on failure. */
@@ -480,7 +480,7 @@ static rx_tensor_fn *build(fctx *fc) {
   }
   rx_block *blk = g->body.blocks[0];
   fc->n = blk->nbindings;
-  fc->mem = rx_calloc((size_t)fc->n + 1, sizeof *fc->mem);
+  fc->mem = base_calloc((size_t)fc->n + 1, sizeof *fc->mem);
   fc->anchor = -1;
   int root = fc->n - 1;
   for (int k = 0; k < fc->n; k++) {
@@ -500,21 +500,21 @@ static rx_tensor_fn *build(fctx *fc) {
   }
   for (int j = 0; j < g->nparams; j++) names_of_sinfo(fc, g->params[j]->sinfo);
   names_of_sinfo(fc, blk->bindings[root]->value->out);
-  rx_tensor_fn *t = rx_module_alloc(fc->m, sizeof *t);
+  rx_tensor_fn *t = ir_module_alloc(fc->m, sizeof *t);
   t->name = g->name;
   t->loc = g->loc;
-  t->params = rx_module_alloc(fc->m, sizeof *t->params * (size_t)(g->nparams + 2));
-  fc->pbuf = rx_module_alloc(fc->m, sizeof *fc->pbuf * (size_t)(g->nparams + 1));
+  t->params = ir_module_alloc(fc->m, sizeof *t->params * (size_t)(g->nparams + 2));
+  fc->pbuf = ir_module_alloc(fc->m, sizeof *fc->pbuf * (size_t)(g->nparams + 1));
   for (int j = 0; j < g->nparams; j++) {
     const rx_sinfo *s = g->params[j]->sinfo;
     if (s->kind != RX_SINFO_TENSOR) continue;
-    rx_param *p = rx_module_alloc(fc->m, sizeof *p);
+    rx_param *p = ir_module_alloc(fc->m, sizeof *p);
     p->kind = RX_PARAM_BUFFER;
     p->buf = fc->pbuf[j] = new_buf(fc, g->params[j]->name, s, g->params[j]->loc);
     p->loc = g->params[j]->loc;
     t->params[t->nparams++] = p;
   }
-  rx_param *op = rx_module_alloc(fc->m, sizeof *op);
+  rx_param *op = ir_module_alloc(fc->m, sizeof *op);
   op->kind = RX_PARAM_BUFFER;
   op->is_output = true;
   op->buf = fc->out = new_buf(fc, "res", blk->bindings[root]->value->out, g->loc);
@@ -526,7 +526,7 @@ static rx_tensor_fn *build(fctx *fc) {
       fail(fc, "a Prim parameter without a symbolic variable");
       return NULL;
     }
-    rx_param *p = rx_module_alloc(fc->m, sizeof *p);
+    rx_param *p = ir_module_alloc(fc->m, sizeof *p);
     p->kind = RX_PARAM_SCALAR;
     p->var = s->value;
     p->dtype = RX_DTYPE_I64;
@@ -540,8 +540,8 @@ static rx_tensor_fn *build(fctx *fc) {
   if (fc->anchor < 0) {
     e.k = root;
     for (size_t i = 0; i < fc->mem[root].from.len; i++) {
-      rx_ptrvec_push(&e.from, fc->mem[root].from.data[i]);
-      rx_ptrvec_push(&e.to, fc->mem[root].to.data[i]);
+      base_ptrvec_push(&e.from, fc->mem[root].from.data[i]);
+      base_ptrvec_push(&e.to, fc->mem[root].to.data[i]);
     }
     t->body = gen_stmt(fc, &e, fc->mem[root].t->body);
     env_free(&e);
@@ -551,17 +551,17 @@ static rx_tensor_fn *build(fctx *fc) {
   fmember *ma = &fc->mem[fc->anchor];
   e.k = fc->anchor;
   for (size_t i = 0; i < ma->from.len; i++) {
-    rx_ptrvec_push(&e.from, ma->from.data[i]);
-    rx_ptrvec_push(&e.to, ma->to.data[i]);
+    base_ptrvec_push(&e.from, ma->from.data[i]);
+    base_ptrvec_push(&e.to, ma->to.data[i]);
   }
   const rx_stmt *s = ma->t->body;
   rx_stmt *loops[16];
   int nl = 0;
-  fc->w = rx_module_alloc(fc->m, sizeof *fc->w * 16);
+  fc->w = ir_module_alloc(fc->m, sizeof *fc->w * 16);
   for (;;) {
     while (s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
     if (s->kind != RX_STMT_FOR || nl >= 16) break;
-    loops[nl] = rx_module_alloc(fc->m, sizeof *loops[nl]);
+    loops[nl] = ir_module_alloc(fc->m, sizeof *loops[nl]);
     *loops[nl] = *s;
     bind_loop_vars(fc, &e, loops[nl], s);
     fc->w[nl] = loops[nl]->vars[0];
@@ -576,16 +576,16 @@ static rx_tensor_fn *build(fctx *fc) {
     nb = s->n;
   }
   const rx_sinfo *aout = ma->b->value->out;
-  fc->acc = rx_module_alloc(fc->m, sizeof *fc->acc);
+  fc->acc = ir_module_alloc(fc->m, sizeof *fc->acc);
   fc->acc->name = fresh(fc, "acc");
   fc->acc->dtype = aout->dtype;
   fc->acc->ndim = 1;
-  fc->acc->shape = rx_module_alloc(fc->m, sizeof *fc->acc->shape);
-  fc->acc->shape[0] = rx_expr_const(fc->m->ctx, 1);
+  fc->acc->shape = ir_module_alloc(fc->m, sizeof *fc->acc->shape);
+  fc->acc->shape[0] = sym_expr_const(fc->m->ctx, 1);
   fc->acc->scope = RX_SCOPE_LOCAL;
-  rx_stmt **inner = rx_module_alloc(fc->m, sizeof *inner * (size_t)(nb + 3));
+  rx_stmt **inner = ir_module_alloc(fc->m, sizeof *inner * (size_t)(nb + 3));
   int ni = 0;
-  rx_stmt *al = rx_stmt_new(fc->m, RX_STMT_ALLOC, g->loc);
+  rx_stmt *al = ir_stmt_new(fc->m, RX_STMT_ALLOC, g->loc);
   al->buf = fc->acc;
   inner[ni++] = al;
   for (int i = 0; i < nb && !fc->err[0]; i++) inner[ni++] = gen_stmt(fc, &e, body[i]);
@@ -594,11 +594,11 @@ static rx_tensor_fn *build(fctx *fc) {
     fail(fc, "the matmul's loops do not match the output");
     return NULL;
   }
-  rx_tx **widx = rx_module_alloc(fc->m, sizeof *widx * (size_t)(nl + 1));
-  for (int i = 0; i < nl; i++) widx[i] = rx_tx_sym(fc->m, fc->w[i], g->loc);
+  rx_tx **widx = ir_module_alloc(fc->m, sizeof *widx * (size_t)(nl + 1));
+  for (int i = 0; i < nl; i++) widx[i] = ir_tx_sym(fc->m, fc->w[i], g->loc);
   rx_tx *v = inline_member(fc, root, widx, nl);
   if (!v) return NULL;
-  rx_stmt *st = rx_stmt_new(fc->m, RX_STMT_STORE, g->loc);
+  rx_stmt *st = ir_stmt_new(fc->m, RX_STMT_STORE, g->loc);
   st->buf = fc->out;
   st->idx = widx;
   st->nidx = nl;
@@ -609,7 +609,7 @@ static rx_tensor_fn *build(fctx *fc) {
     loops[i]->inner = cur;
     cur = loops[i];
   }
-  rx_stmt **top = rx_module_alloc(fc->m, sizeof *top);
+  rx_stmt **top = ir_module_alloc(fc->m, sizeof *top);
   top[0] = cur;
   t->body = seq_of(fc, top, 1, g->loc);
   return t;
@@ -617,11 +617,11 @@ static rx_tensor_fn *build(fctx *fc) {
 
 static void free_fc(fctx *fc) {
   for (int k = 0; k < fc->n && fc->mem; k++) {
-    rx_ptrvec_free(&fc->mem[k].from);
-    rx_ptrvec_free(&fc->mem[k].to);
+    base_ptrvec_free(&fc->mem[k].from);
+    base_ptrvec_free(&fc->mem[k].to);
   }
   free(fc->mem);
-  rx_ptrvec_free(&fc->names);
+  base_ptrvec_free(&fc->names);
 }
 
 /* A group left unfused is called as a graph function, and the host program binds symbolic
@@ -655,8 +655,8 @@ static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_ten
         for (int a = 0; a < n->nargs; a++)
           if (prims[k]->params[a]->sinfo->kind == RX_SINFO_SHAPE &&
               n->args[a]->kind == RX_NODE_PRIM && n->args[a]->prim) {
-            rx_node *sh = rx_node_new(m, RX_NODE_SHAPE, n->args[a]->loc);
-            sh->dims = rx_module_alloc(m, sizeof *sh->dims);
+            rx_node *sh = ir_node_new(m, RX_NODE_SHAPE, n->args[a]->loc);
+            sh->dims = ir_module_alloc(m, sizeof *sh->dims);
             sh->dims[0] = n->args[a]->prim;
             sh->ndims = 1;
             sh->sinfo = rx_sinfo_shape(m, 1, sh->dims);
@@ -665,12 +665,12 @@ static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_ten
         continue;
       }
       rx_graph_fn *g = prims[k];
-      rx_node *c = rx_node_new(m, RX_NODE_CALL_TENSOR, n->loc);
+      rx_node *c = ir_node_new(m, RX_NODE_CALL_TENSOR, n->loc);
       c->callee = progs[k]->name;
       c->tfn = progs[k];
       c->out = g->body.blocks[0]->bindings[g->body.blocks[0]->nbindings - 1]->value->out;
-      c->args = rx_module_alloc(m, sizeof *c->args * (size_t)(n->nargs + 1));
-      c->extra_dims = rx_module_alloc(m, sizeof *c->extra_dims * (size_t)(n->nargs + 1));
+      c->args = ir_module_alloc(m, sizeof *c->args * (size_t)(n->nargs + 1));
+      c->extra_dims = ir_module_alloc(m, sizeof *c->extra_dims * (size_t)(n->nargs + 1));
       for (int a = 0; a < n->nargs; a++) {
         if (g->params[a]->sinfo->kind == RX_SINFO_PRIM) {
           RX_ASSERT(n->args[a]->kind == RX_NODE_PRIM && n->args[a]->prim);
@@ -683,13 +683,13 @@ static void replace_calls(rx_module *m, rx_seq *seq, rx_graph_fn **prims, rx_ten
     }
 }
 
-bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
+bool pass_fuse_tensor(rx_module *m, rx_diag *diag) {
   rx_ptrvec prims = {0};
   for (size_t i = 0; i < m->items.len; i++)
     if (m->items.data[i].kind == RX_ITEM_GRAPH && ((rx_graph_fn *)m->items.data[i].fn)->primitive)
-      rx_ptrvec_push(&prims, m->items.data[i].fn);
+      base_ptrvec_push(&prims, m->items.data[i].fn);
   int np = (int)prims.len;
-  rx_tensor_fn **progs = rx_calloc((size_t)np + 1, sizeof *progs);
+  rx_tensor_fn **progs = base_calloc((size_t)np + 1, sizeof *progs);
   bool ok = true;
   for (int k = 0; k < np; k++) {
     fctx fc = {0};
@@ -718,15 +718,15 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag) {
       m->items.data[w++] = it;
     }
     m->items.len = w;
-    rx_module_items_changed(m);
+    ir_module_items_changed(m);
     for (int k = 0; k < np; k++) {
       if (!progs[k]) continue; /* left unfused */
       rx_item it = {RX_ITEM_TENSOR, progs[k]};
       RX_VEC_PUSH(&m->items, it);
     }
-    rx_pass_annotate(m, diag);
+    pass_annotate(m, diag);
   }
   free(progs);
-  rx_ptrvec_free(&prims);
+  base_ptrvec_free(&prims);
   return ok;
 }

@@ -1,7 +1,7 @@
 /* legalize: every op call binding of every graph function becomes a call_tensor of a generated
  * tensor program (ops/legalize.h). Identical calls (same op, attributes, argument struct info and
  * folded scalar values) share one program. The module stays normalizable and verifiable.
- * Host-level calls (rx_op_is_host_call: tensor_to_shape, a reshape to or from an unknown shape)
+ * Host-level calls (ops_op_is_host_call: tensor_to_shape, a reshape to or from an unknown shape)
  * stay op calls: the host program executes them.
  *
  *   y = softmax(x, axis=-1)          # x: f32[n, m]
@@ -48,10 +48,10 @@ static bool defines(const rx_tensor_fn *f, const rx_expr *v) {
 /* Whether f defines every variable of fact e. */
 static bool fact_applies(const rx_tensor_fn *f, const rx_expr *e) {
   rx_ptrvec vs = {0};
-  rx_expr_collect_vars(e, &vs);
+  sym_expr_collect_vars(e, &vs);
   bool ok = vs.len > 0;
   for (size_t k = 0; k < vs.len && ok; k++) ok = defines(f, vs.data[k]);
-  rx_ptrvec_free(&vs);
+  base_ptrvec_free(&vs);
   return ok;
 }
 
@@ -69,7 +69,7 @@ static int facts_for(const lstate *st, const rx_tensor_fn *f, const rx_expr **ou
 
 /* A cached program serves this function when it carries exactly the facts it would get here. */
 static bool facts_match(const lstate *st, const rx_tensor_fn *f) {
-  const rx_expr **want = rx_calloc((size_t)st->g->nfacts + 1, sizeof *want);
+  const rx_expr **want = base_calloc((size_t)st->g->nfacts + 1, sizeof *want);
   int n = facts_for(st, f, want, NULL);
   bool same = n == f->nfacts;
   for (int i = 0; i < n && same; i++) same = want[i] == f->facts[i];
@@ -80,8 +80,8 @@ static bool facts_match(const lstate *st, const rx_tensor_fn *f) {
 /* Gives a new program the facts of the walked function that apply to it. */
 static void add_facts(lstate *st, rx_tensor_fn *f) {
   if (st->g->nfacts == 0) return;
-  const rx_expr **facts = rx_module_alloc(st->m, sizeof *facts * (size_t)st->g->nfacts);
-  rx_loc *locs = rx_module_alloc(st->m, sizeof *locs * (size_t)st->g->nfacts);
+  const rx_expr **facts = ir_module_alloc(st->m, sizeof *facts * (size_t)st->g->nfacts);
+  rx_loc *locs = ir_module_alloc(st->m, sizeof *locs * (size_t)st->g->nfacts);
   f->nfacts = facts_for(st, f, facts, locs);
   f->facts = facts;
   f->fact_locs = locs;
@@ -114,18 +114,18 @@ static bool attr_eq(const rx_attr *a, const rx_attr *b) {
 
 /* Folded scalar literals are part of the program: compare their values too. */
 static bool arg_eq(const rx_node *a, const rx_node *b) {
-  if (!rx_sinfo_equal(a->sinfo, b->sinfo)) return false;
+  if (!ir_sinfo_equal(a->sinfo, b->sinfo)) return false;
   bool pa = a->kind == RX_NODE_PRIM, pb = b->kind == RX_NODE_PRIM;
   if (pa != pb)
-    return !(pa && rx_dtype_is_float(a->prim_dtype)) && !(pb && rx_dtype_is_float(b->prim_dtype));
-  if (pa && rx_dtype_is_float(a->prim_dtype))
+    return !(pa && ir_dtype_is_float(a->prim_dtype)) && !(pb && ir_dtype_is_float(b->prim_dtype));
+  if (pa && ir_dtype_is_float(a->prim_dtype))
     return a->prim_dtype == b->prim_dtype && (a->fvalue == b->fvalue);
   return true;
 }
 
 static bool same_call(const rx_node *a, const rx_node *b) {
   if (a->op != b->op || a->nargs != b->nargs || a->nattrs != b->nattrs) return false;
-  if (!rx_sinfo_equal(a->sinfo, b->sinfo)) return false;
+  if (!ir_sinfo_equal(a->sinfo, b->sinfo)) return false;
   for (int i = 0; i < a->nargs; i++)
     if (!arg_eq(a->args[i], b->args[i])) return false;
   for (int i = 0; i < a->nattrs; i++) {
@@ -138,12 +138,12 @@ static bool same_call(const rx_node *a, const rx_node *b) {
 }
 
 /* "main: binding `y` (take)": where the call is, for the messages of its program's run-time
- * checks (ops/legalize.h, rx_legalize_call_at); interned. */
+ * checks (ops/legalize.h, ops_legalize_call_at); interned. */
 static const char *site_of(lstate *st, const rx_binding *b) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s: binding `%s` (%s)", st->g->name,
            b->var && b->var->name ? b->var->name : "?", b->value->op->name);
-  return rx_module_intern(st->m, buf, strlen(buf));
+  return ir_module_intern(st->m, buf, strlen(buf));
 }
 
 /* The call_tensor replacing the call of binding b (NULL after an error). */
@@ -157,13 +157,13 @@ static rx_node *lower_call(lstate *st, rx_binding *b) {
       tfn = st->cache.data[i].tfn;
   if (!tfn) {
     bool used = false;
-    tfn = rx_legalize_call_at(st->m, call, call->op->name, site, st->diag, &used);
+    tfn = ops_legalize_call_at(st->m, call, call->op->name, site, st->diag, &used);
     if (!tfn) return NULL;
     add_facts(st, tfn);
     cached c = {call, tfn, used ? site : NULL};
     RX_VEC_PUSH(&st->cache, c);
   }
-  rx_node *n = rx_node_new(st->m, RX_NODE_CALL_TENSOR, call->loc);
+  rx_node *n = ir_node_new(st->m, RX_NODE_CALL_TENSOR, call->loc);
   n->callee = tfn->name;
   n->tfn = tfn;
   n->out = call->sinfo;
@@ -174,14 +174,14 @@ static rx_node *lower_call(lstate *st, rx_binding *b) {
     else if (!tfn->params[i]->is_output)
       nin++;
   }
-  n->args = rx_module_alloc(st->m, sizeof(rx_node *) * (size_t)(nin + 1));
-  n->nargs = rx_legalize_args(st->m, call, n->args, nin);
+  n->args = ir_module_alloc(st->m, sizeof(rx_node *) * (size_t)(nin + 1));
+  n->nargs = ops_legalize_args(st->m, call, n->args, nin);
   RX_ASSERT(n->nargs == nin);
   /* an op that writes one of its arguments (kv_append's pages): the program's output is that
    * argument's buffer, so what it does not write keeps its value */
-  int ip = rx_legalize_inplace_arg(call->op);
+  int ip = ops_legalize_inplace_arg(call->op);
   if (ip >= 0) n->inplace = call->args[ip];
-  n->extra_dims = rx_module_alloc(st->m, sizeof(rx_expr *) * (size_t)(nscal + 1));
+  n->extra_dims = ir_module_alloc(st->m, sizeof(rx_expr *) * (size_t)(nscal + 1));
   for (int i = 0; i < tfn->nparams; i++)
     if (tfn->params[i]->kind == RX_PARAM_SCALAR) n->extra_dims[n->nextra++] = tfn->params[i]->var;
   return n;
@@ -198,7 +198,7 @@ static void walk_node(lstate *st, rx_binding *b) {
     return;
   }
   if (v->kind != RX_NODE_CALL || !v->op) return;
-  if (rx_op_is_host_call(v)) return; /* executed by the host program itself (ops/ops.h) */
+  if (ops_op_is_host_call(v)) return; /* executed by the host program itself (ops/ops.h) */
   rx_node *n = lower_call(st, b);
   if (!n) {
     st->ok = false;
@@ -212,8 +212,8 @@ static void walk_seq(lstate *st, rx_seq *seq) {
     for (int k = 0; k < seq->blocks[i]->nbindings; k++) walk_node(st, seq->blocks[i]->bindings[k]);
 }
 
-bool rx_pass_legalize(rx_module *m, rx_diag *diag) {
-  if (!rx_module_normalize(m, diag)) return false;
+bool pass_legalize(rx_module *m, rx_diag *diag) {
+  if (!ops_module_normalize(m, diag)) return false;
   lstate st = {m, diag, NULL, {0}, true};
   size_t n = m->items.len; /* programs added while walking are not graph functions */
   for (size_t i = 0; i < n; i++) {

@@ -60,36 +60,36 @@ static void err(lower *L, rx_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   rx_strbuf b = {0};
-  rx_strbuf_printf(&b, "lower_host: function %s: ", L->fn ? L->fn->name : "?");
-  rx_strbuf_vprintf(&b, fmt, ap);
+  base_strbuf_printf(&b, "lower_host: function %s: ", L->fn ? L->fn->name : "?");
+  base_strbuf_vprintf(&b, fmt, ap);
   va_end(ap);
-  rx_diag_report(L->diag, RX_DIAG_ERROR, loc, "%s", b.data);
-  rx_strbuf_free(&b);
+  base_diag_report(L->diag, RX_DIAG_ERROR, loc, "%s", b.data);
+  base_strbuf_free(&b);
   L->ok = false;
 }
 
 static uint32_t str_id(lower *L, const char *s, size_t n) {
-  const char *p = rx_strtab_intern(&L->strtab, s, n);
-  int id = rx_ptrmap_get(&L->str_ids, p);
+  const char *p = base_strtab_intern(&L->strtab, s, n);
+  int id = base_ptrmap_get(&L->str_ids, p);
   if (id >= 0) return (uint32_t)id;
   id = (int)L->strs.len;
   RX_VEC_PUSH(&L->strs, p);
-  rx_ptrmap_put(&L->str_ids, p, id);
+  base_ptrmap_put(&L->str_ids, p, id);
   return (uint32_t)id;
 }
 static uint32_t str(lower *L, const char *s) { return str_id(L, s, strlen(s)); }
 static uint32_t expr_str(lower *L, const rx_expr *e) {
   rx_strbuf b = {0};
-  rx_expr_print(&b, e);
+  sym_expr_print(&b, e);
   uint32_t id = str_id(L, b.data ? b.data : "", b.len);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   return id;
 }
 static uint32_t sinfo_str(lower *L, const rx_sinfo *s) {
   rx_strbuf b = {0};
-  rx_sinfo_print(&b, s);
+  ir_sinfo_print(&b, s);
   uint32_t id = str_id(L, b.data ? b.data : "", b.len);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   return id;
 }
 
@@ -106,10 +106,10 @@ static void set_bound(lower *L, const rx_expr *v) {
 }
 static bool all_bound(lower *L, const rx_expr *e) {
   rx_ptrvec vars = {0};
-  rx_expr_collect_vars(e, &vars);
+  sym_expr_collect_vars(e, &vars);
   bool ok = true;
   for (size_t i = 0; i < vars.len; i++) ok = ok && is_bound(L, vars.data[i]);
-  rx_ptrvec_free(&vars);
+  base_ptrvec_free(&vars);
   return ok;
 }
 
@@ -121,10 +121,10 @@ static int named_reg(lower *L, const char *name) {
 }
 static int new_reg(lower *L) { return named_reg(L, ""); }
 static int var_reg(lower *L, const rx_var *v) {
-  int r = rx_ptrmap_get(&L->regs, v);
+  int r = base_ptrmap_get(&L->regs, v);
   if (r < 0) {
     r = named_reg(L, v->name);
-    rx_ptrmap_put(&L->regs, v, r);
+    base_ptrmap_put(&L->regs, v, r);
   }
   return r;
 }
@@ -155,10 +155,10 @@ static void dims_desc(lower *L, const rx_sinfo *s, const char *what, rx_loc loc)
     } else {
       if (!all_bound(L, e)) {
         rx_strbuf b = {0};
-        rx_expr_print(&b, e);
+        sym_expr_print(&b, e);
         err(L, loc, "%s: dimension %s uses a variable that no whole dimension defines", what,
             b.data);
-        rx_strbuf_free(&b);
+        base_strbuf_free(&b);
       }
       w(L, RXVM_DIM_EXPR);
       w(L, expr_str(L, e));
@@ -195,7 +195,7 @@ static bool sinfo_has_vars(const rx_sinfo *s) {
 
 static void emit_params(lower *L) {
   const rx_graph_fn *f = L->fn;
-  bool *done = rx_calloc((size_t)f->nparams + 1, 1);
+  bool *done = base_calloc((size_t)f->nparams + 1, 1);
   for (int i = 0; i < f->nparams; i++) {
     const rx_sinfo *s = f->params[i]->sinfo;
     done[i] = s->kind != RX_SINFO_TENSOR && s->kind != RX_SINFO_SHAPE;
@@ -232,16 +232,16 @@ static void emit_params(lower *L) {
   free(done);
   for (int i = 0; i < f->nfacts; i++) {
     rx_strbuf msg = {0};
-    rx_strbuf_printf(&msg, "function %s: fact ", f->name);
-    rx_expr_print(&msg, f->facts[i]);
-    rx_strbuf_append(&msg, " violated");
+    base_strbuf_printf(&msg, "function %s: fact ", f->name);
+    sym_expr_print(&msg, f->facts[i]);
+    base_strbuf_append(&msg, " violated");
     if (!all_bound(L, f->facts[i]))
       err(L, f->fact_locs ? f->fact_locs[i] : f->loc,
           "fact uses a variable that no parameter's whole dimension defines");
     w(L, RXVM_OP_ASSERT);
     w(L, expr_str(L, f->facts[i]));
     w(L, str_id(L, msg.data, msg.len));
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   }
 }
 
@@ -278,7 +278,7 @@ static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail);
 static int emit_value(lower *L, const rx_node *n, int dst);
 static int value_reg(lower *L, const rx_node *n) {
   if (n->kind == RX_NODE_VAR) {
-    int r = rx_ptrmap_get(&L->regs, n->var);
+    int r = base_ptrmap_get(&L->regs, n->var);
     if (r < 0) err(L, n->loc, "'%s' is used before it is defined", n->var->name);
     return r;
   }
@@ -289,14 +289,14 @@ static void emit_alloc(lower *L, const rx_sinfo *s, const rx_var *v, int field, 
                        rx_loc loc) {
   if (s->kind != RX_SINFO_TENSOR || !s->shape || s->dtype == RX_DTYPE_UNKNOWN) {
     rx_strbuf b = {0};
-    rx_sinfo_print(&b, s);
+    ir_sinfo_print(&b, s);
     err(L, loc, "cannot allocate the output %s of '%s': it needs a dtype and a shape", b.data,
         v ? v->name : "?");
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
     return;
   }
   int st = -1;
-  int first = v && L->plan ? rx_ptrmap_get(&L->alloc_of, v) : -1;
+  int first = v && L->plan ? base_ptrmap_get(&L->alloc_of, v) : -1;
   for (int i = first; i >= 0 && i < L->plan->nallocs && L->plan->allocs[i].var == v; i++)
     if (L->plan->allocs[i].field == field && L->plan->allocs[i].storage >= 0) {
       int ps = L->plan->allocs[i].storage;
@@ -351,7 +351,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
     outs = n->out->fields;
     nouts = n->out->nfields;
   }
-  int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
+  int *out_regs = base_calloc((size_t)nouts + 1, sizeof(int));
   for (int i = 0; i < nouts; i++) {
     if (n->inplace) { /* the outputs are the target's buffers: nothing to allocate */
       out_regs[i] =
@@ -361,7 +361,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
     out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? field_reg(L, v, i) : dst;
     emit_alloc(L, outs[i], v, n->out->kind == RX_SINFO_TUPLE ? i : -1, out_regs[i], n->loc);
   }
-  int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+  int *arg_regs = base_calloc((size_t)n->nargs + 1, sizeof(int));
   for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
   /* unify */
   exprvec vars = {0}, repl = {0};
@@ -390,7 +390,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
     const rx_param *q = p->params[i];
     if (q->kind != RX_PARAM_BUFFER) continue;
     rx_ptrvec pv = {0};
-    for (int d = 0; d < q->buf->ndim; d++) rx_expr_collect_vars(q->buf->shape[d], &pv);
+    for (int d = 0; d < q->buf->ndim; d++) sym_expr_collect_vars(q->buf->shape[d], &pv);
     for (size_t j = 0; j < pv.len; j++) {
       bool found = false;
       for (size_t t = 0; t < vars.len; t++) found = found || vars.data[t] == pv.data[j];
@@ -398,7 +398,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
         err(L, n->loc, "call_tensor %s: the program's variable %s is not determined by the call",
             p->name, ((const rx_expr *)pv.data[j])->name);
     }
-    rx_ptrvec_free(&pv);
+    base_ptrvec_free(&pv);
   }
   w(L, RXVM_OP_CALL_KERNELS);
   w(L, str(L, p->name));
@@ -440,7 +440,7 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
  * first), or for a returning extern one register, empty, that it sets to its result. */
 static void emit_call_extern(lower *L, const rx_node *n, int dst) {
   if (n->ext && n->ext->ret) {
-    int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    int *arg_regs = base_calloc((size_t)n->nargs + 1, sizeof(int));
     for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
     w(L, RXVM_OP_CALL_EXTERN);
     w(L, str(L, n->ext->name));
@@ -456,12 +456,12 @@ static void emit_call_extern(lower *L, const rx_node *n, int dst) {
     outs = n->out->fields;
     nouts = n->out->nfields;
   }
-  int *out_regs = rx_calloc((size_t)nouts + 1, sizeof(int));
+  int *out_regs = base_calloc((size_t)nouts + 1, sizeof(int));
   for (int i = 0; i < nouts; i++) {
     out_regs[i] = n->out->kind == RX_SINFO_TUPLE ? new_reg(L) : dst;
     emit_alloc(L, outs[i], NULL, -1, out_regs[i], n->loc);
   }
-  int *arg_regs = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+  int *arg_regs = base_calloc((size_t)n->nargs + 1, sizeof(int));
   for (int i = 0; i < n->nargs; i++) arg_regs[i] = value_reg(L, n->args[i]);
   w(L, RXVM_OP_CALL_EXTERN);
   w(L, str(L, n->ext ? n->ext->name : n->callee));
@@ -478,24 +478,24 @@ static void emit_call_extern(lower *L, const rx_node *n, int dst) {
   free(arg_regs);
 }
 
-/* A host-level op call (rx_op_is_host_call): TENSOR_TO_SHAPE or RESHAPE. */
+/* A host-level op call (ops_op_is_host_call): TENSOR_TO_SHAPE or RESHAPE. */
 static void emit_host_op(lower *L, const rx_node *n, int dst, const rx_var *v) {
-  if (!rx_op_is_host_call(n)) {
+  if (!ops_op_is_host_call(n)) {
     err(L, n->loc, "op call %s left after legalization", n->op ? n->op->name : "?");
     return;
   }
   bool t2s = n->op->id == RX_OP_tensor_to_shape;
   rx_strbuf what = {0};
-  rx_strbuf_printf(&what, "%s(", n->op->name);
+  base_strbuf_printf(&what, "%s(", n->op->name);
   for (int i = 0; i < n->nargs; i++) {
-    if (i) rx_strbuf_append(&what, ", ");
+    if (i) base_strbuf_append(&what, ", ");
     if (n->args[i]->kind == RX_NODE_VAR)
-      rx_strbuf_append(&what, n->args[i]->var->name);
+      base_strbuf_append(&what, n->args[i]->var->name);
     else
-      rx_strbuf_append(&what, "...");
+      base_strbuf_append(&what, "...");
   }
-  rx_strbuf_append(&what, ")");
-  if (v) rx_strbuf_printf(&what, " for '%s'", v->name);
+  base_strbuf_append(&what, ")");
+  if (v) base_strbuf_printf(&what, " for '%s'", v->name);
   int src = value_reg(L, n->args[0]);
   int shp = t2s ? -1 : value_reg(L, n->args[1]);
   w(L, t2s ? RXVM_OP_TENSOR_TO_SHAPE : RXVM_OP_RESHAPE);
@@ -503,7 +503,7 @@ static void emit_host_op(lower *L, const rx_node *n, int dst, const rx_var *v) {
   w(L, sw(src));
   if (!t2s) w(L, sw(shp));
   w(L, str_id(L, what.data, what.len));
-  rx_strbuf_free(&what);
+  base_strbuf_free(&what);
 }
 
 /* Emits the value of node n into register dst (v: the binding's variable, or NULL); returns
@@ -525,17 +525,17 @@ static void emit_const(lower *L, const rx_node *n, const rx_var *v, int dst) {
     return;
   }
   rx_strbuf name = {0};
-  rx_strbuf_printf(&name, "%s.%s", L->fn->name, v ? v->name : "const");
+  base_strbuf_printf(&name, "%s.%s", L->fn->name, v ? v->name : "const");
   size_t base = name.len;
-  for (int k = 2; rx_module_weight(L->m, name.data); k++) {
+  for (int k = 2; ir_module_weight(L->m, name.data); k++) {
     name.len = base;
-    rx_strbuf_printf(&name, ".%d", k);
+    base_strbuf_printf(&name, ".%d", k);
   }
   int64_t count = 0;
-  if (rx_shape_count(s->ndim, shape, 1, &count) != RX_COUNT_OK) count = 0; /* the add reports */
-  size_t bytes = (size_t)count * (size_t)rx_dtype_bits(s->dtype) / 8;
-  void *data = rx_module_alloc(L->m, bytes ? bytes : 1); /* zeroed; lives with the module */
-  rx_ginterp_const_bytes(n, data, (size_t)count);
+  if (base_shape_count(s->ndim, shape, 1, &count) != RX_COUNT_OK) count = 0; /* the add reports */
+  size_t bytes = (size_t)count * (size_t)ir_dtype_bits(s->dtype) / 8;
+  void *data = ir_module_alloc(L->m, bytes ? bytes : 1); /* zeroed; lives with the module */
+  ir_const_bytes(n, data, (size_t)count);
   rx_status st = rx_module_add_weight(L->m, name.data, s->dtype, s->ndim, shape, s->dtype, data);
   if (st) {
     err(L, n->loc, "%s", rx_status_message(st));
@@ -544,7 +544,7 @@ static void emit_const(lower *L, const rx_node *n, const rx_var *v, int dst) {
   w(L, RXVM_OP_WEIGHT);
   w(L, sw(dst));
   w(L, str(L, name.data));
-  rx_strbuf_free(&name);
+  base_strbuf_free(&name);
 }
 
 static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) {
@@ -559,7 +559,7 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     break;
   }
   case RX_NODE_PRIM:
-    if (rx_dtype_is_float(n->prim_dtype) || !n->prim) {
+    if (ir_dtype_is_float(n->prim_dtype) || !n->prim) {
       err(L, n->loc, "a float scalar value is not expressible in the host program (yet)");
       break;
     }
@@ -575,7 +575,7 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
     for (int i = 0; i < n->ndims; i++) w(L, expr_str(L, n->dims[i]));
     break;
   case RX_NODE_TUPLE: {
-    int *r = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    int *r = base_calloc((size_t)n->nargs + 1, sizeof(int));
     for (int i = 0; i < n->nargs; i++) r[i] = value_reg(L, n->args[i]);
     w(L, RXVM_OP_TUPLE);
     w(L, sw(dst));
@@ -607,7 +607,7 @@ static int emit_value_for(lower *L, const rx_node *n, int dst, const rx_var *v) 
           n->callee ? n->callee : "?");
       break;
     }
-    int *r = rx_calloc((size_t)n->nargs + 1, sizeof(int));
+    int *r = base_calloc((size_t)n->nargs + 1, sizeof(int));
     for (int i = 0; i < n->nargs; i++) r[i] = value_reg(L, n->args[i]);
     w(L, tail ? RXVM_OP_TAIL_CALL_FN : RXVM_OP_CALL_FN); /* a tail call: the code after is dead */
     if (!tail) w(L, sw(dst));
@@ -680,22 +680,22 @@ static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail) {
   /* positions: bindings 0..k-1, result k */
   int k = 0;
   for (int b = 0; b < s->nblocks; b++) k += s->blocks[b]->nbindings;
-  const rx_binding **bs = rx_calloc((size_t)k + 1, sizeof *bs);
+  const rx_binding **bs = base_calloc((size_t)k + 1, sizeof *bs);
   k = 0;
   for (int b = 0; b < s->nblocks; b++)
     for (int i = 0; i < s->blocks[b]->nbindings; i++) bs[k++] = s->blocks[b]->bindings[i];
   /* last reads of the variables defined here, extended through aliases */
   rx_ptrmap local = {0};
-  int *last = rx_calloc((size_t)k + 1, sizeof(int));
+  int *last = base_calloc((size_t)k + 1, sizeof(int));
   for (int i = 0; i < k; i++) {
-    rx_ptrmap_put(&local, bs[i]->var, i);
+    base_ptrmap_put(&local, bs[i]->var, i);
     last[i] = i;
   }
   for (int i = 0; i <= k; i++) {
     rx_varvec u = {0};
-    rx_node_uses(i < k ? bs[i]->value : s->result, &u);
+    ir_node_uses(i < k ? bs[i]->value : s->result, &u);
     for (size_t j = 0; j < u.len; j++) {
-      int d = rx_ptrmap_get(&local, u.data[j]);
+      int d = base_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && i > last[d]) last[d] = i;
     }
     free(u.data);
@@ -703,9 +703,9 @@ static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail) {
   for (int i = k - 1; i >= 0; i--) {
     if (!aliasing(bs[i]->value) && !bs[i]->cast) continue;
     rx_varvec u = {0};
-    rx_node_uses(bs[i]->value, &u);
+    ir_node_uses(bs[i]->value, &u);
     for (size_t j = 0; j < u.len; j++) {
-      int d = rx_ptrmap_get(&local, u.data[j]);
+      int d = base_ptrmap_get(&local, u.data[j]);
       if (d >= 0 && last[i] > last[d]) last[d] = last[i];
     }
     free(u.data);
@@ -738,26 +738,26 @@ static void emit_seq(lower *L, const rx_seq *s, int dst, bool tail) {
   }
   free(last);
   free(bs);
-  rx_ptrmap_free(&local);
+  base_ptrmap_free(&local);
 }
 
 static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wordvec *out) {
   L->fn = f;
-  L->plan = rx_mem_plan_fn(plan, f);
+  L->plan = pass_mem_plan_fn(plan, f);
   L->nregs = 0;
   L->reg_names.len = 0;
   L->code.len = 0;
   L->bound.len = 0;
-  rx_ptrmap_free(&L->regs);
+  base_ptrmap_free(&L->regs);
   for (int i = 0; i < f->nparams; i++)
-    rx_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
+    base_ptrmap_put(&L->regs, f->params[i], named_reg(L, f->params[i]->name));
   emit_params(L);
-  rx_ptrmap_free(&L->alloc_of);
+  base_ptrmap_free(&L->alloc_of);
   for (int i = L->plan ? L->plan->nallocs - 1 : -1; i >= 0; i--)
-    rx_ptrmap_put(&L->alloc_of, L->plan->allocs[i].var, i);
+    base_ptrmap_put(&L->alloc_of, L->plan->allocs[i].var, i);
   int ns = L->plan ? L->plan->nstorages : 0;
-  L->storage_regs = rx_calloc((size_t)ns + 1, sizeof(int));
-  L->storage_made = rx_calloc((size_t)ns + 1, sizeof(bool));
+  L->storage_regs = base_calloc((size_t)ns + 1, sizeof(int));
+  L->storage_made = base_calloc((size_t)ns + 1, sizeof(bool));
   for (int s = 0; s < ns; s++) {
     char bytes[32];
     snprintf(bytes, sizeof bytes, "storage %d", s);
@@ -782,11 +782,11 @@ static void lower_fn(lower *L, const rx_graph_fn *f, const rx_mem_plan *plan, wo
   for (size_t i = 0; i < L->reg_names.len; i++) RX_VEC_PUSH(out, L->reg_names.data[i]);
 }
 
-bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out) {
+bool pass_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out) {
   memset(out, 0, sizeof *out);
   lower L = {.m = m, .diag = diag, .ok = true};
-  rx_arena_init(&L.arena);
-  rx_strtab_init(&L.strtab, &L.arena);
+  base_arena_init(&L.arena);
+  base_strtab_init(&L.strtab, &L.arena);
   for (size_t i = 0; i < m->items.len; i++)
     if (m->items.data[i].kind == RX_ITEM_GRAPH && !((rx_graph_fn *)m->items.data[i].fn)->primitive)
       RX_VEC_PUSH(&L.fns, m->items.data[i].fn);
@@ -816,15 +816,15 @@ bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host
   free(L.bound.data);
   free(L.strs.data);
   free(L.fns.data);
-  rx_ptrmap_free(&L.regs);
-  rx_ptrmap_free(&L.alloc_of);
-  rx_ptrmap_free(&L.str_ids);
-  rx_strtab_free(&L.strtab);
-  rx_arena_free(&L.arena);
+  base_ptrmap_free(&L.regs);
+  base_ptrmap_free(&L.alloc_of);
+  base_ptrmap_free(&L.str_ids);
+  base_strtab_free(&L.strtab);
+  base_arena_free(&L.arena);
   return L.ok;
 }
 
-void rx_host_program_free(rx_host_program *h) {
+void pass_host_program_free(rx_host_program *h) {
   if (!h) return;
   free(h->words);
   memset(h, 0, sizeof *h);
@@ -846,15 +846,15 @@ static uint32_t take(hp *h) {
   return h->w[h->pos++];
 }
 
-bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
+bool pass_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
   if (n < 3 || wds[0] != RXVM_MAGIC || wds[1] != RXVM_VERSION) {
-    rx_strbuf_append(out, "not a host program (bad magic or version)\n");
+    base_strbuf_append(out, "not a host program (bad magic or version)\n");
     return false;
   }
   hp h = {wds, n, 2, true};
   uint32_t nstrs = take(&h);
   if (nstrs > n) h.ok = false;
-  char **strs = rx_calloc((size_t)(h.ok ? nstrs : 0) + 1, sizeof(char *));
+  char **strs = base_calloc((size_t)(h.ok ? nstrs : 0) + 1, sizeof(char *));
   for (uint32_t i = 0; h.ok && i < nstrs; i++) {
     uint32_t len = take(&h);
     size_t nw = ((size_t)len + 3) / 4;
@@ -862,7 +862,7 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
       h.ok = false;
       break;
     }
-    strs[i] = rx_strndup((const char *)(wds + h.pos), len);
+    strs[i] = base_strndup((const char *)(wds + h.pos), len);
     h.pos += nw;
   }
   uint32_t nfns = h.ok ? take(&h) : 0;
@@ -877,7 +877,7 @@ bool rx_host_disasm(rx_strbuf *out, const uint32_t *wds, size_t n) {
     h.pos += (size_t)len + nr;
   }
   if (h.ok && h.pos != h.n) h.ok = false;
-  if (!h.ok) rx_strbuf_append(out, "<malformed host program>\n");
+  if (!h.ok) base_strbuf_append(out, "<malformed host program>\n");
   for (uint32_t i = 0; i < nstrs && strs; i++) free(strs[i]);
   free(strs);
   return h.ok;

@@ -1,7 +1,7 @@
 /* passes: graph-level and loop-level passes, one file each, one entry point each, every entry
  * point declared here (the driver, driver/compile.c, runs them as one list). Each takes
  * the module (normalized), transforms it in place, reports problems to diag and returns false
- * on an error. The module stays valid: rx_module_normalize and rx_module_verify succeed after
+ * on an error. The module stays valid: ops_module_normalize and ir_module_verify succeed after
  * each pass. Internal header. */
 #ifndef RX_PASSES_H
 #define RX_PASSES_H
@@ -13,17 +13,17 @@
  * values re-simplified under the function's facts, struct info of bindings re-simplified,
  * call_tensor out= and dims= simplified under the facts, Prim/Shape variables whose values are
  * known replaced by literals at their uses. */
-bool rx_pass_fold(rx_module *m, rx_diag *diag);
+bool pass_fold(rx_module *m, rx_diag *diag);
 
 /* passes/cse.c: common subexpression elimination in dataflow blocks: a pure binding identical
  * to an earlier one of the same block (same kind, op/callee, attrs, arguments by variable
  * identity, out struct info, dims) is replaced by a use of the earlier variable. */
-bool rx_pass_cse(rx_module *m, rx_diag *diag);
+bool pass_cse(rx_module *m, rx_diag *diag);
 
 /* passes/dce.c: dead code elimination to a fixpoint: unused pure bindings (everything but
  * call_extern of impure externs and calls of graph functions that may have such calls), then
  * tensor programs called nowhere and primitive graph functions called nowhere. */
-bool rx_pass_dce(rx_module *m, rx_diag *diag);
+bool pass_dce(rx_module *m, rx_diag *diag);
 
 /* passes/dispatch.c: the Relax paper's cross-level dispatch. Each matmul op of f16, bf16 or f32
  * whose row count (the product of A's dims but the last) may reach min_rows becomes a call of
@@ -43,28 +43,28 @@ typedef struct rx_dispatch_options {
   rx_dispatch_library library;
   int64_t min_rows; /* rows >= min_rows go to the library (>= 1) */
 } rx_dispatch_options;
-bool rx_pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag);
+bool pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag);
 
 /* passes/legalize.c: every op call binding of every graph function becomes
  * call_tensor(PROG, args..., out=<the call's struct info>, dims=[<PROG's scalar parameters>])
- * of the program rx_legalize_call builds; identical calls (same op, attributes, argument struct
+ * of the program ops_legalize_call builds; identical calls (same op, attributes, argument struct
  * info and folded literal values) share one program. Normalizes the module first (the calls need
  * their struct info); the module stays normalizable and verifiable. Returns false after an error
  * (an op that cannot be legalized: unknown rank or shape, unknown dtype). */
-bool rx_pass_legalize(rx_module *m, rx_diag *diag);
+bool pass_legalize(rx_module *m, rx_diag *diag);
 
 /* passes/annotate.c: the fusion pattern of every tensor program from its loop body
  * (rx_tensor_fn.pattern). */
-bool rx_pass_annotate(rx_module *m, rx_diag *diag);
+bool pass_annotate(rx_module *m, rx_diag *diag);
 
 /* passes/fuse_ops.c: groups call_tensor bindings of dataflow blocks by pattern and outlines each
  * group of two or more into a primitive graph function (rx_graph_fn.primitive) called in its
- * place. Runs rx_pass_annotate first. */
-bool rx_pass_fuse_ops(rx_module *m, rx_diag *diag);
+ * place. Runs pass_annotate first. */
+bool pass_fuse_ops(rx_module *m, rx_diag *diag);
 
 /* passes/fuse_tensor.c: each call of a primitive graph function becomes one call_tensor of one
  * tensor program built from the group's programs; the primitive functions are removed. */
-bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag);
+bool pass_fuse_tensor(rx_module *m, rx_diag *diag);
 
 /* passes/dedup.c: tensor programs equal up to the names of their parameters, buffers, locals,
  * loop and symbolic variables (renamed consistently) become one: the first of each class in
@@ -72,28 +72,28 @@ bool rx_pass_fuse_tensor(rx_module *m, rx_diag *diag);
  * module. Found by a hash of a canonical form (names as first-occurrence indices) and confirmed
  * by comparing the whole forms. Runs after every pass that makes programs, before scheduling.
  * A module without graph functions is left as it is (its programs are its entry points). */
-bool rx_pass_dedup(rx_module *m, rx_diag *diag);
+bool pass_dedup(rx_module *m, rx_diag *diag);
 
 /* passes/short_names.c: program names become kernel entry points and artifact section names
  * ("<backend>/<kernel>.<ext>", at most 63 bytes). A program whose name is long (fusion
  * concatenates the names of its parts) or clashes with another program's specialized kernels
  * (kernel P_1 of program P against a program named P_1) gets a short unique name, and the calls
  * follow it. */
-bool rx_pass_short_names(rx_module *m, rx_diag *diag);
+bool pass_short_names(rx_module *m, rx_diag *diag);
 
 /* passes/batch_fn.c: the batched form of a graph function (auto-batching, docs/autobatch.md). Not
- * a step of the pipeline: the caller asks for it before rx_compile, so its entry point is the
+ * a step of the pipeline: the caller asks for it before drv_compile, so its entry point is the
  * public rx_batch_function (relaxc/compiler.h; relaxc compile --batch). */
 
 /* passes/schedule/schedule.c: schedules every tensor program of m for target t in place (each
  * item's rx_tensor_fn* is replaced by the scheduled one; passes/schedule.h has the rules, the
- * contract of a scheduled program and rx_schedule for one program). */
-bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
+ * contract of a scheduled program and sched_schedule for one program). */
+bool sched_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag);
 
 /* ---- memory planning (passes/plan_memory.c) ----
  * Every call_tensor output of a function's top-level bindings is an allocation. Its size in
  * bytes is a symbolic expression; its constant upper bound comes from the function's facts
- * (rx_analyzer_bounds, with every shape variable >= 0). Bounded allocations that are neither
+ * (sym_analyzer_bounds, with every shape variable >= 0). Bounded allocations that are neither
  * returned (directly or through aliases: tuples, moves, match_cast, graph calls) share planned
  * storages: in definition order, each takes the best-fitting storage whose previous tenant died
  * before the definition (the smallest one at least as large, else the largest free one, which
@@ -143,10 +143,10 @@ typedef struct rx_mem_plan {
 
 /* Plans every graph function of m (normalized); the plan lives in m's arena. Never fails on a
  * valid module (allocations it cannot bound stay dynamic). */
-bool rx_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag);
+bool pass_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag);
 /* The plan as text (for --dump-after=plan_memory). */
-void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p);
-const rx_fn_plan *rx_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f);
+void pass_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p);
+const rx_fn_plan *pass_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f);
 
 /* ---- the host program (passes/lower_host.c) ----
  * The section host.rxvm of runtime/vm_format.h: every non-primitive graph function of the
@@ -159,10 +159,10 @@ typedef struct rx_host_program {
 
 /* Lowers every graph function of m (normalized, legalized: no op calls left) with plan.
  * Reports what the format cannot express (tensor constants, float scalars) and returns false. */
-bool rx_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out);
-void rx_host_program_free(rx_host_program *h);
+bool pass_lower_host(rx_module *m, const rx_mem_plan *plan, rx_diag *diag, rx_host_program *out);
+void pass_host_program_free(rx_host_program *h);
 /* Disassembles a host.rxvm section; returns false (after printing what it could) when the
  * words are malformed. */
-bool rx_host_disasm(rx_strbuf *out, const uint32_t *words, size_t nwords);
+bool pass_host_disasm(rx_strbuf *out, const uint32_t *words, size_t nwords);
 
 #endif

@@ -26,7 +26,7 @@ static void add_root(intvec *v, int a) {
 }
 
 static intvec *roots_of(fplan *p, const rx_var *v) {
-  int i = rx_ptrmap_get(&p->var_index, v);
+  int i = base_ptrmap_get(&p->var_index, v);
   return i < 0 ? NULL : &p->roots.data[i];
 }
 
@@ -34,20 +34,20 @@ static intvec *roots_of(fplan *p, const rx_var *v) {
 static const rx_expr *tensor_bytes(rx_module *m, const rx_sinfo *s) {
   if (!s || s->kind != RX_SINFO_TENSOR || !s->shape || s->ndim < 0 || s->dtype == RX_DTYPE_UNKNOWN)
     return NULL;
-  int bits = rx_dtype_bits(s->dtype);
-  const rx_expr *e = rx_expr_const(m->ctx, (bits + 7) / 8);
-  for (int i = 0; i < s->ndim; i++) e = rx_expr_mul(m->ctx, e, s->shape[i]);
+  int bits = ir_dtype_bits(s->dtype);
+  const rx_expr *e = sym_expr_const(m->ctx, (bits + 7) / 8);
+  for (int i = 0; i < s->ndim; i++) e = sym_expr_mul(m->ctx, e, s->shape[i]);
   return e;
 }
 
 /* Assumes 0 <= v for every variable of e (dims are sizes). */
 static void assume_nonneg(fplan *p, const rx_expr *e) {
   rx_ptrvec vars = {0};
-  rx_expr_collect_vars(e, &vars);
+  sym_expr_collect_vars(e, &vars);
   for (size_t i = 0; i < vars.len; i++)
-    rx_analyzer_assume(
-        p->an, rx_expr_cmp(p->m->ctx, RX_EXPR_LE, rx_expr_const(p->m->ctx, 0), vars.data[i]));
-  rx_ptrvec_free(&vars);
+    sym_analyzer_assume(
+        p->an, sym_expr_cmp(p->m->ctx, RX_EXPR_LE, sym_expr_const(p->m->ctx, 0), vars.data[i]));
+  base_ptrvec_free(&vars);
 }
 static void assume_sinfo_nonneg(fplan *p, const rx_sinfo *s) {
   if (!s) return;
@@ -64,7 +64,7 @@ static void new_alloc(fplan *p, const rx_var *v, int field, const rx_sinfo *s, i
   a.bytes = tensor_bytes(p->m, s);
   if (a.bytes) {
     assume_sinfo_nonneg(p, s);
-    rx_interval iv = rx_analyzer_bounds(p->an, a.bytes);
+    rx_interval iv = sym_analyzer_bounds(p->an, a.bytes);
     if (iv.hi != INT64_MAX && iv.hi >= 0) a.upper = iv.hi;
     /* past RX_PLAN_MAX_STATIC_BYTES a symbolic size is allocated at the call's sizes */
     if (a.upper >= 0 && (a.upper <= RX_PLAN_MAX_STATIC_BYTES || a.bytes->kind == RX_EXPR_CONST))
@@ -77,7 +77,7 @@ static void new_alloc(fplan *p, const rx_var *v, int field, const rx_sinfo *s, i
 /* The roots of every variable n reads: what a value made of them may alias. */
 static void alias_roots(fplan *p, const rx_node *n, intvec *out) {
   rx_varvec uses = {0};
-  rx_node_uses(n, &uses);
+  ir_node_uses(n, &uses);
   for (size_t i = 0; i < uses.len; i++) {
     intvec *r = roots_of(p, uses.data[i]);
     if (r)
@@ -116,7 +116,7 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
 /* Marks, for every allocation some use at position pos refers to, that it lives until pos. */
 static void mark_uses(fplan *p, const rx_node *n, int pos, bool result) {
   rx_varvec uses = {0};
-  rx_node_uses(n, &uses);
+  ir_node_uses(n, &uses);
   for (size_t i = 0; i < uses.len; i++) {
     intvec *r = roots_of(p, uses.data[i]);
     if (!r) continue;
@@ -155,7 +155,7 @@ static void plan_runtime_sized(fplan *p, intvec *end, exprvec *exprs, int first)
  * time: its tenants' largest bound, -1 when one has none) and their sum. */
 static void plan_upper(const fplan *p, rx_fn_plan *out, int nconst) {
   out->storage_upper =
-      rx_module_alloc(p->m, sizeof *out->storage_upper * (size_t)(out->nstorages + 1));
+      ir_module_alloc(p->m, sizeof *out->storage_upper * (size_t)(out->nstorages + 1));
   for (int s = 0; s < out->nstorages; s++)
     out->storage_upper[s] = s < nconst ? out->storage_bytes[s] : -2;
   for (size_t i = 0; i < p->allocs.len; i++) {
@@ -176,9 +176,9 @@ static void plan_upper(const fplan *p, rx_fn_plan *out, int nconst) {
 }
 
 static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
-  fplan p = {.m = m, .fn = fn, .an = rx_analyzer_new(m->ctx)};
+  fplan p = {.m = m, .fn = fn, .an = sym_analyzer_new(m->ctx)};
   for (int i = 0; i < fn->nparams; i++) assume_sinfo_nonneg(&p, fn->params[i]->sinfo);
-  for (int i = 0; i < fn->nfacts; i++) rx_analyzer_assume(p.an, fn->facts[i]);
+  for (int i = 0; i < fn->nfacts; i++) sym_analyzer_assume(p.an, fn->facts[i]);
   int pos = 0;
   for (int b = 0; b < fn->body.nblocks; b++)
     for (int i = 0; i < fn->body.blocks[b]->nbindings; i++, pos++) {
@@ -186,7 +186,7 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
       mark_uses(&p, bd->value, pos, false);
       intvec r = {0};
       binding_roots(&p, bd, pos, &r);
-      rx_ptrmap_put(&p.var_index, bd->var, (int)p.roots.len);
+      base_ptrmap_put(&p.var_index, bd->var, (int)p.roots.len);
       RX_VEC_PUSH(&p.roots, r);
     }
   mark_uses(&p, fn->body.result, pos, true);
@@ -221,15 +221,15 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   plan_runtime_sized(&p, &end, &exprs, nconst);
   for (size_t i = 0; i < p.allocs.len; i++) ndyn += p.allocs.data[i].storage < 0;
   for (size_t s = 0; s < exprs.len; s++) RX_VEC_PUSH(&size, -1);
-  out->storage_exprs = rx_module_alloc(m, sizeof *out->storage_exprs * (size.len + 1));
+  out->storage_exprs = ir_module_alloc(m, sizeof *out->storage_exprs * (size.len + 1));
   for (size_t s = 0; s < exprs.len; s++) out->storage_exprs[nconst + (int)s] = exprs.data[s];
   free(exprs.data);
   out->fn = fn;
   out->nallocs = (int)p.allocs.len;
-  out->allocs = rx_module_alloc(m, sizeof *out->allocs * (p.allocs.len + 1));
+  out->allocs = ir_module_alloc(m, sizeof *out->allocs * (p.allocs.len + 1));
   if (p.allocs.len) memcpy(out->allocs, p.allocs.data, sizeof *out->allocs * p.allocs.len);
   out->nstorages = (int)size.len;
-  out->storage_bytes = rx_module_alloc(m, sizeof *out->storage_bytes * (size.len + 1));
+  out->storage_bytes = ir_module_alloc(m, sizeof *out->storage_bytes * (size.len + 1));
   out->peak_bytes = 0;
   for (size_t s = 0; s < size.len; s++) {
     out->storage_bytes[s] = size.data[s];
@@ -243,17 +243,17 @@ static void plan_fn(rx_module *m, const rx_graph_fn *fn, rx_fn_plan *out) {
   for (size_t i = 0; i < p.roots.len; i++) free(p.roots.data[i].data);
   free(p.roots.data);
   free(p.allocs.data);
-  rx_ptrmap_free(&p.var_index);
-  rx_analyzer_free(p.an);
+  base_ptrmap_free(&p.var_index);
+  sym_analyzer_free(p.an);
 }
 
-bool rx_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag) {
+bool pass_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag) {
   (void)diag;
   memset(out, 0, sizeof *out);
   int n = 0;
   for (size_t i = 0; i < m->items.len; i++)
     n += m->items.data[i].kind == RX_ITEM_GRAPH && !((rx_graph_fn *)m->items.data[i].fn)->primitive;
-  out->fns = rx_module_alloc(m, sizeof *out->fns * (size_t)(n + 1));
+  out->fns = ir_module_alloc(m, sizeof *out->fns * (size_t)(n + 1));
   for (size_t i = 0; i < m->items.len; i++) {
     if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
     const rx_graph_fn *g = m->items.data[i].fn;
@@ -263,46 +263,46 @@ bool rx_plan_memory(rx_module *m, rx_mem_plan *out, rx_diag *diag) {
   return true;
 }
 
-const rx_fn_plan *rx_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f) {
+const rx_fn_plan *pass_mem_plan_fn(const rx_mem_plan *p, const rx_graph_fn *f) {
   for (int i = 0; p && i < p->nfns; i++)
     if (p->fns[i].fn == f) return &p->fns[i];
   return NULL;
 }
 
-void rx_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
+void pass_mem_plan_print(rx_strbuf *out, const rx_mem_plan *p) {
   for (int i = 0; i < p->nfns; i++) {
     const rx_fn_plan *f = &p->fns[i];
-    rx_strbuf_printf(out,
-                     "memory plan of %s: %d storage%s, %lld bytes planned (%lld without reuse), "
-                     "%d dynamic allocation%s\n",
-                     f->fn->name, f->nstorages, f->nstorages == 1 ? "" : "s",
-                     (long long)f->peak_bytes, (long long)f->unplanned_bytes, f->ndynamic,
-                     f->ndynamic == 1 ? "" : "s");
+    base_strbuf_printf(out,
+                       "memory plan of %s: %d storage%s, %lld bytes planned (%lld without reuse), "
+                       "%d dynamic allocation%s\n",
+                       f->fn->name, f->nstorages, f->nstorages == 1 ? "" : "s",
+                       (long long)f->peak_bytes, (long long)f->unplanned_bytes, f->ndynamic,
+                       f->ndynamic == 1 ? "" : "s");
     for (int s = 0; s < f->nstorages; s++) {
       if (f->storage_bytes[s] >= 0) {
-        rx_strbuf_printf(out, "  storage %d: %lld bytes\n", s, (long long)f->storage_bytes[s]);
+        base_strbuf_printf(out, "  storage %d: %lld bytes\n", s, (long long)f->storage_bytes[s]);
         continue;
       }
-      rx_strbuf_printf(out, "  storage %d: ", s);
-      rx_expr_print(out, f->storage_exprs[s]);
-      rx_strbuf_append(out, " bytes, sized at run time\n");
+      base_strbuf_printf(out, "  storage %d: ", s);
+      sym_expr_print(out, f->storage_exprs[s]);
+      base_strbuf_append(out, " bytes, sized at run time\n");
     }
     for (int a = 0; a < f->nallocs; a++) {
       const rx_mem_alloc *x = &f->allocs[a];
-      rx_strbuf_printf(out, "  %s", x->var->name);
-      if (x->field >= 0) rx_strbuf_printf(out, ".%d", x->field);
-      rx_strbuf_append(out, ": ");
+      base_strbuf_printf(out, "  %s", x->var->name);
+      if (x->field >= 0) base_strbuf_printf(out, ".%d", x->field);
+      base_strbuf_append(out, ": ");
       if (x->bytes)
-        rx_expr_print(out, x->bytes);
+        sym_expr_print(out, x->bytes);
       else
-        rx_strbuf_append(out, "?");
-      rx_strbuf_printf(out, " bytes, live %d..%d, ", x->def, x->last);
+        base_strbuf_append(out, "?");
+      base_strbuf_printf(out, " bytes, live %d..%d, ", x->def, x->last);
       if (x->storage >= 0 && x->bound < 0)
-        rx_strbuf_printf(out, "storage %d (unbounded)\n", x->storage);
+        base_strbuf_printf(out, "storage %d (unbounded)\n", x->storage);
       else if (x->storage >= 0)
-        rx_strbuf_printf(out, "storage %d (bound %lld)\n", x->storage, (long long)x->bound);
+        base_strbuf_printf(out, "storage %d (bound %lld)\n", x->storage, (long long)x->bound);
       else
-        rx_strbuf_printf(out, "dynamic (%s)\n", x->escapes ? "returned" : "unbounded");
+        base_strbuf_printf(out, "dynamic (%s)\n", x->escapes ? "returned" : "unbounded");
     }
   }
 }

@@ -76,7 +76,7 @@ typedef enum rx_sched_rule {
 #undef X
       RX_SCHED_RULE_COUNT
 } rx_sched_rule;
-const char *rx_sched_rule_name(rx_sched_rule r);
+const char *sched_rule_name(rx_sched_rule r);
 
 /* One variant of a specialized program: its condition (NULL: the otherwise branch) and the
  * rule that scheduled it. */
@@ -97,12 +97,12 @@ typedef struct rx_sched_result {
  * when f cannot be scheduled (e.g. a construct no rule accepts and the fallback cannot bind).
  * A program that is already scheduled (it has bound loops) is returned unchanged, validated
  * against the contract above. */
-bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
-                 rx_sched_result *out);
+bool sched_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
+                    rx_sched_result *out);
 
-/* rx_schedule_module, the pass over every program, is declared in passes/passes.h. */
+/* sched_schedule_module, the pass over every program, is declared in passes/passes.h. */
 
 /* Checks that a program has the scheduled shape described above (used by codegen). */
-bool rx_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag);
+bool sched_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag);
 
 #endif

@@ -37,7 +37,7 @@ static void rename_calls(rx_seq *s, const rx_tensor_fn *f) {
       }
     }
 }
-bool rx_pass_short_names(rx_module *m, rx_diag *diag) {
+bool pass_short_names(rx_module *m, rx_diag *diag) {
   (void)diag;
   int counter = 0;
   for (size_t i = 0; i < m->items.len; i++) {
@@ -48,8 +48,8 @@ bool rx_pass_short_names(rx_module *m, rx_diag *diag) {
     int keep = (int)strlen(f->name) < 20 ? (int)strlen(f->name) : 20;
     do snprintf(buf, sizeof buf, "%.*s_p%d", keep, f->name, counter++);
     while (name_clash(m, buf, f));
-    f->name = rx_module_intern(m, buf, strlen(buf));
-    rx_module_items_changed(m);
+    f->name = ir_module_intern(m, buf, strlen(buf));
+    ir_module_items_changed(m);
     for (size_t g = 0; g < m->items.len; g++)
       if (m->items.data[g].kind == RX_ITEM_GRAPH)
         rename_calls(&((rx_graph_fn *)m->items.data[g].fn)->body, f);

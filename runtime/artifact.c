@@ -20,7 +20,7 @@
 
 /* ---- CRC-32 (base/crc32.c: zlib's) ---- */
 uint32_t rx_rt_crc32(uint32_t crc, const void *data, size_t n) {
-  return rx_crc32_update(crc, data, n);
+  return base_crc32_update(crc, data, n);
 }
 
 static uint32_t rd32(const uint8_t *p) {
@@ -85,35 +85,35 @@ static rx_status parse_container(rx_rt_artifact *a) {
   size_t size = a->size;
   const char *nm = a->name;
   if (size >= 4 && rd32(d) != RXM_MAGIC)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: not a relaxc artifact (the file starts with "
-                          "0x%08x, an artifact with 'RXM1')",
-                          nm, rd32(d));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: not a relaxc artifact (the file starts with "
+                            "0x%08x, an artifact with 'RXM1')",
+                            nm, rd32(d));
   if (size < HEADER_BYTES)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: truncated: the header needs %u bytes, file has %zu "
-                          "bytes",
-                          nm, HEADER_BYTES, size);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: truncated: the header needs %u bytes, file has %zu "
+                            "bytes",
+                            nm, HEADER_BYTES, size);
   uint32_t version = rd32(d + 4), count = rd32(d + 8);
   if (version != RXM_VERSION)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: artifact version %u, this runtime reads "
-                          "version %u",
-                          nm, version, RXM_VERSION);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: artifact version %u, this runtime reads "
+                            "version %u",
+                            nm, version, RXM_VERSION);
   if (rd32(d + 12) != 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: corrupted header: the reserved word is 0x%08x, "
-                          "expected 0",
-                          nm, rd32(d + 12));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: corrupted header: the reserved word is 0x%08x, "
+                            "expected 0",
+                            nm, rd32(d + 12));
   if (count > MAX_SECTIONS)
-    return rx_status_make(RX_ERR_INVALID, "%s: corrupted header: %u sections (at most %u)", nm,
-                          count, MAX_SECTIONS);
+    return base_status_make(RX_ERR_INVALID, "%s: corrupted header: %u sections (at most %u)", nm,
+                            count, MAX_SECTIONS);
   uint64_t table_end = HEADER_BYTES + (uint64_t)count * ENTRY_BYTES;
   if (table_end > size)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: truncated: the table of %u sections ends at byte "
-                          "%llu, file has %zu bytes",
-                          nm, count, (unsigned long long)table_end, size);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: truncated: the table of %u sections ends at byte "
+                            "%llu, file has %zu bytes",
+                            nm, count, (unsigned long long)table_end, size);
   a->sections = rt_alloc(&a->alloc, (count + 1) * sizeof *a->sections);
   if (!a->sections) return rt_oom("the section table", count * sizeof *a->sections);
   uint32_t *crcs = rt_alloc(&a->alloc, (count + 1) * sizeof *crcs);
@@ -132,35 +132,35 @@ static rx_status parse_container(rx_rt_artifact *a) {
     uint64_t off = rd64(e + RXM_SECTION_NAME_BYTES), n = rd64(e + RXM_SECTION_NAME_BYTES + 8);
     crcs[i] = rd32(e + RXM_SECTION_NAME_BYTES + 16);
     if (!len || !padded) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: corrupted section table: entry %u has no valid "
-                         "name (printable, NUL-padded to %d bytes)",
-                         nm, i, RXM_SECTION_NAME_BYTES);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: corrupted section table: entry %u has no valid "
+                           "name (printable, NUL-padded to %d bytes)",
+                           nm, i, RXM_SECTION_NAME_BYTES);
     } else if (rd32(e + RXM_SECTION_NAME_BYTES + 20) != 0) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: corrupted section table: section '%s' has a nonzero "
-                         "reserved word",
-                         nm, sec->name);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: corrupted section table: section '%s' has a nonzero "
+                           "reserved word",
+                           nm, sec->name);
     } else if (off < table_end) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: corrupted section table: section '%s' starts at "
-                         "byte %llu, inside the header and section table (%llu bytes)",
-                         nm, sec->name, (unsigned long long)off, (unsigned long long)table_end);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: corrupted section table: section '%s' starts at "
+                           "byte %llu, inside the header and section table (%llu bytes)",
+                           nm, sec->name, (unsigned long long)off, (unsigned long long)table_end);
     } else if (off > size || n > size - off) {
       unsigned long long end = off + n < off ? ~0ull : (unsigned long long)(off + n);
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: truncated: section '%s' ends at byte %llu, file has "
-                         "%zu bytes",
-                         nm, sec->name, end, size);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: truncated: section '%s' ends at byte %llu, file has "
+                           "%zu bytes",
+                           nm, sec->name, end, size);
     } else {
       sec->data = d + off;
       sec->size = (size_t)n;
       for (uint32_t j = 0; j < i && !s; j++)
         if (!strcmp(a->sections[j].name, sec->name))
-          s = rx_status_make(RX_ERR_INVALID,
-                             "%s: corrupted section table: section '%s' appears "
-                             "twice",
-                             nm, sec->name);
+          s = base_status_make(RX_ERR_INVALID,
+                               "%s: corrupted section table: section '%s' appears "
+                               "twice",
+                               nm, sec->name);
     }
     a->nsections = i + 1;
   }
@@ -168,10 +168,10 @@ static rx_status parse_container(rx_rt_artifact *a) {
   for (uint32_t i = 0; i < count && !s; i++) {
     uint32_t got = rx_rt_crc32(0, a->sections[i].data, a->sections[i].size);
     if (got != crcs[i])
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: section '%s' is corrupted: its CRC32 is 0x%08x, the "
-                         "section table records 0x%08x",
-                         nm, a->sections[i].name, got, crcs[i]);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: section '%s' is corrupted: its CRC32 is 0x%08x, the "
+                           "section table records 0x%08x",
+                           nm, a->sections[i].name, got, crcs[i]);
   }
   rt_free(&a->alloc, crcs);
   return s;
@@ -180,7 +180,7 @@ static rx_status parse_container(rx_rt_artifact *a) {
 /* ---- the manifest and the targets ---- */
 static rx_status parse_manifest(rx_rt_artifact *a) {
   const vm_section *m = find_section(a, "manifest.json");
-  if (!m) return rx_status_make(RX_ERR_INVALID, "%s: no section 'manifest.json'", a->name);
+  if (!m) return base_status_make(RX_ERR_INVALID, "%s: no section 'manifest.json'", a->name);
   a->manifest = rt_alloc(&a->alloc, m->size + 1);
   if (!a->manifest) return rt_oom("the manifest", m->size + 1);
   if (m->size) memcpy(a->manifest, m->data, m->size);
@@ -196,9 +196,9 @@ static rx_status parse_manifest(rx_rt_artifact *a) {
     }
     cJSON_Delete(root);
     if (!root)
-      return rx_status_make(RX_ERR_INVALID, "%s: manifest.json:%zu:%zu: malformed JSON", a->name,
-                            line, col);
-    return rx_status_make(RX_ERR_INVALID, "%s: manifest.json is not a JSON object", a->name);
+      return base_status_make(RX_ERR_INVALID, "%s: manifest.json:%zu:%zu: malformed JSON", a->name,
+                              line, col);
+    return base_status_make(RX_ERR_INVALID, "%s: manifest.json is not a JSON object", a->name);
   }
   cJSON_Delete(root);
   /* the targets: every "<backend>/kernels.json" */
@@ -206,10 +206,10 @@ static rx_status parse_manifest(rx_rt_artifact *a) {
   for (size_t i = 0; i < a->nsections; i++) {
     const char *n = a->sections[i].name, *slash = strchr(n, '/');
     if (slash && !strcmp(slash + 1, "kernels.json"))
-      rx_strbuf_printf(&t, "%s%.*s", t.len ? ", " : "", (int)(slash - n), n);
+      base_strbuf_printf(&t, "%s%.*s", t.len ? ", " : "", (int)(slash - n), n);
   }
   a->targets = rt_strdup(&a->alloc, t.data ? t.data : "");
-  rx_strbuf_free(&t);
+  base_strbuf_free(&t);
   return a->targets ? NULL : rt_oom("the target list", 64);
 }
 
@@ -220,10 +220,10 @@ static rx_status load_kernels(rx_rt_artifact *a) {
   snprintf(key, sizeof key, "%s/kernels.json", be);
   const vm_section *k = find_section(a, key);
   if (!k)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: no kernels for %s in this artifact (it has "
-                          "kernels for: %s); compile it with --target %s",
-                          a->name, be, a->targets[0] ? a->targets : "no target", be);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: no kernels for %s in this artifact (it has "
+                            "kernels for: %s); compile it with --target %s",
+                            a->name, be, a->targets[0] ? a->targets : "no target", be);
   size_t plen = strlen(be) + 1, nb = 0;
   rx_rt_blob *blobs = rt_alloc(&a->alloc, (a->nsections + 1) * sizeof *blobs);
   if (!blobs) return rt_oom("kernel blobs", a->nsections * sizeof *blobs);
@@ -255,7 +255,7 @@ static rx_status hp_bad(const rx_rt_artifact *a, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return rx_status_make(RX_ERR_INVALID, "%s: host.rxvm: %s", a->name, msg);
+  return base_status_make(RX_ERR_INVALID, "%s: host.rxvm: %s", a->name, msg);
 }
 
 static bool hp_word(hp *h, uint32_t *out) {
@@ -283,8 +283,8 @@ static bool vbad(vc *c, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   uint32_t op = c->f->code[c->start];
-  c->err = rx_status_make(RX_ERR_INVALID, "%s: host.rxvm: function '%s': word %u (%s): %s",
-                          c->a->name, c->f->name, c->start, vm_op_name(op), msg);
+  c->err = base_status_make(RX_ERR_INVALID, "%s: host.rxvm: function '%s': word %u (%s): %s",
+                            c->a->name, c->f->name, c->start, vm_op_name(op), msg);
   return false;
 }
 
@@ -431,7 +431,7 @@ static rx_status check_function(rx_rt_artifact *a, vm_fn *f) {
 
 static rx_status parse_host(rx_rt_artifact *a) {
   const vm_section *s = find_section(a, "host.rxvm");
-  if (!s) return rx_status_make(RX_ERR_INVALID, "%s: no section 'host.rxvm'", a->name);
+  if (!s) return base_status_make(RX_ERR_INVALID, "%s: no section 'host.rxvm'", a->name);
   if (s->size % 4) return hp_bad(a, "%zu bytes, not a whole number of 32-bit words", s->size);
   a->nwords = s->size / 4;
   a->words = rt_alloc(&a->alloc, (a->nwords + 1) * sizeof *a->words);
@@ -444,10 +444,10 @@ static rx_status parse_host(rx_rt_artifact *a) {
                   RXVM_MAGIC);
   if (!hp_word(&h, &version)) return hp_bad(a, "truncated: no version");
   if (version < RXVM_VERSION_MIN || version > RXVM_VERSION)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: host program version %u, this runtime reads "
-                          "versions %u to %u",
-                          a->name, version, RXVM_VERSION_MIN, RXVM_VERSION);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: host program version %u, this runtime reads "
+                            "versions %u to %u",
+                            a->name, version, RXVM_VERSION_MIN, RXVM_VERSION);
   a->vm_version = version;
   if (!hp_word(&h, &count)) return hp_bad(a, "truncated: no string count");
   if (count > h.n - h.pos) return hp_bad(a, "%u strings do not fit in %zu words", count, h.n);
@@ -595,9 +595,9 @@ static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, 
 
 rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
                                      const char *name, rx_rt_artifact **out_artifact) {
-  if (!out_artifact) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  if (!out_artifact) return base_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
   *out_artifact = NULL;
-  if (!data && size) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
+  if (!data && size) return base_status_make(RX_ERR_INVALID, "rx_rt_artifact_load_memory: NULL");
   if (d && d->lost) return rt_device_error(d);
   const rx_rt_allocator *al = d ? &d->alloc : &rt_default_allocator;
   uint8_t *copy = rt_alloc(al, size + 1);
@@ -607,7 +607,7 @@ rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t s
 }
 
 rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact) {
-  if (!out_artifact || !path) return rx_status_make(RX_ERR_INVALID, "rx_rt_artifact_load: NULL");
+  if (!out_artifact || !path) return base_status_make(RX_ERR_INVALID, "rx_rt_artifact_load: NULL");
   *out_artifact = NULL;
   if (d && d->lost) return rt_device_error(d);
   uint8_t *map = NULL;
@@ -682,7 +682,7 @@ char *rx_rt_artifact_disassemble(const rx_rt_artifact *a, size_t fn) {
   rx_strbuf b = {0};
   rxvm_disasm_fn(&b, f->name, f->nparams, f->code, f->len, f->reg_names, f->nregs,
                  (const char *const *)a->strings, (uint32_t)a->nstrings);
-  char *text = rx_strbuf_take(&b);
+  char *text = base_strbuf_take(&b);
   char *out = rt_strdup(&rt_default_allocator, text);
   free(text);
   return out;

@@ -74,12 +74,12 @@ static void *grow(const rx_rt_allocator *al, void *p, size_t bytes) {
 }
 
 rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
-  if (!out_batcher) return rx_status_make(RX_ERR_INVALID, "batcher: out_batcher is NULL");
+  if (!out_batcher) return base_status_make(RX_ERR_INVALID, "batcher: out_batcher is NULL");
   *out_batcher = NULL;
   rx_rt_device *d = a ? rx_rt_artifact_device(a) : NULL;
   if (!d)
-    return rx_status_make(RX_ERR_INVALID, "batcher: the artifact %s",
-                          a ? "was loaded without a device" : "is NULL");
+    return base_status_make(RX_ERR_INVALID, "batcher: the artifact %s",
+                            a ? "was loaded without a device" : "is NULL");
   rx_rt_batcher *b = rt_alloc(&d->alloc, sizeof *b);
   if (!b) return rt_oom("a batcher", sizeof *b);
   b->a = a;
@@ -152,22 +152,23 @@ static size_t fact_max_batch(const rx_rt_artifact *a, size_t bf, const ab_fn *e)
 rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const char *batched_fn,
                                      const bool *shared, size_t nparams) {
   if (!b || !fn || !batched_fn || (nparams && !shared))
-    return rx_status_make(RX_ERR_INVALID, "batcher: add_function: missing argument");
+    return base_status_make(RX_ERR_INVALID, "batcher: add_function: missing argument");
   long f = art_fn(b->a, fn), bf = art_fn(b->a, batched_fn);
   if (f < 0 || bf < 0)
-    return rx_status_make(RX_ERR_NOT_FOUND, "batcher: no function '%s' in the artifact",
-                          f < 0 ? fn : batched_fn);
+    return base_status_make(RX_ERR_NOT_FOUND, "batcher: no function '%s' in the artifact",
+                            f < 0 ? fn : batched_fn);
   size_t np = rx_rt_artifact_function_param_count(b->a, (size_t)f);
   if (np != nparams || rx_rt_artifact_function_param_count(b->a, (size_t)bf) != np ||
       np > AB_MAX_PARAMS)
-    return rx_status_make(RX_ERR_INVALID,
-                          "batcher: '%s' takes %zu parameters and '%s' %zu; %zu shared flags given "
-                          "(at most %d)",
-                          fn, np, batched_fn, rx_rt_artifact_function_param_count(b->a, (size_t)bf),
-                          nparams, AB_MAX_PARAMS);
+    return base_status_make(
+        RX_ERR_INVALID,
+        "batcher: '%s' takes %zu parameters and '%s' %zu; %zu shared flags given "
+        "(at most %d)",
+        fn, np, batched_fn, rx_rt_artifact_function_param_count(b->a, (size_t)bf), nparams,
+        AB_MAX_PARAMS);
   for (size_t i = 0; i < b->nfns; i++)
     if (!strcmp(b->fns[i].name, fn))
-      return rx_status_make(RX_ERR_INVALID, "batcher: '%s' is registered already", fn);
+      return base_status_make(RX_ERR_INVALID, "batcher: '%s' is registered already", fn);
   ab_fn *fns = grow(b->alloc, b->fns, sizeof *fns * (b->nfns + 1));
   if (!fns) return rt_oom("a batcher function", sizeof *fns);
   b->fns = fns;
@@ -201,27 +202,28 @@ static rx_status check_arg(const ab_fn *fn, size_t i, rx_dtype dtype, int ndim, 
   if ((fn->dtype[i] == RX_DTYPE_UNKNOWN || dtype == fn->dtype[i]) &&
       (fn->ndim[i] < 0 || ndim == fn->ndim[i]))
     return NULL;
-  return rx_status_make(RX_ERR_INVALID,
-                        "batcher: call %zu of '%s': argument %zu is %s of rank %d, expected %s of "
-                        "rank %d",
-                        call, fn->name, i, rx_rt_dtype_name(dtype), ndim,
-                        rx_rt_dtype_name(fn->dtype[i]), fn->ndim[i]);
+  return base_status_make(
+      RX_ERR_INVALID,
+      "batcher: call %zu of '%s': argument %zu is %s of rank %d, expected %s of "
+      "rank %d",
+      call, fn->name, i, rx_rt_dtype_name(dtype), ndim, rx_rt_dtype_name(fn->dtype[i]),
+      fn->ndim[i]);
 }
 
 rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx_rt_batch_arg *args,
                                size_t n, size_t *out_call) {
   if (out_call) *out_call = 0;
   if (!b || !fn || (n && !args))
-    return rx_status_make(RX_ERR_INVALID, "batcher: submit: missing argument");
+    return base_status_make(RX_ERR_INVALID, "batcher: submit: missing argument");
   size_t f = 0;
   while (f < b->nfns && strcmp(b->fns[f].name, fn) != 0) f++;
   if (f == b->nfns)
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_NOT_FOUND,
         "batcher: submit: no function '%s' registered (rx_rt_batcher_add_function)", fn);
   if (n != b->fns[f].nparams)
-    return rx_status_make(RX_ERR_INVALID, "batcher: submit: '%s' takes %zu arguments, got %zu", fn,
-                          b->fns[f].nparams, n);
+    return base_status_make(RX_ERR_INVALID, "batcher: submit: '%s' takes %zu arguments, got %zu",
+                            fn, b->fns[f].nparams, n);
   for (size_t i = 0; i < n; i++)
     if (args[i].tensor)
       RX_RETURN_IF_ERROR(check_arg(&b->fns[f], i, rx_rt_tensor_dtype(args[i].tensor),
@@ -330,7 +332,7 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
   ab_src first, s;
   resolve(b, &b->calls[batch[0]].args[i], &first);
   if (first.ndim + 1 > RX_RT_MAX_NDIM)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
+    return base_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
   bool whole = first.is_row && rx_rt_tensor_shape(first.tensor)[0] == (int64_t)g;
   for (size_t k = 0; k < g && whole; k++) {
     resolve(b, &b->calls[batch[k]].args[i], &s);
@@ -406,13 +408,14 @@ static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_va
     const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
     rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
     if (!y)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "batcher: '%s': output %zu is not a tensor (only tensors and tuples of "
-                            "tensors are split)",
-                            name, o);
+      return base_status_make(
+          RX_ERR_UNSUPPORTED,
+          "batcher: '%s': output %zu is not a tensor (only tensors and tuples of "
+          "tensors are split)",
+          name, o);
     if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
-      return rx_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
-                            name, o, g);
+      return base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
+                              name, o, g);
     RX_RETURN_IF_ERROR(ab_copy_whole(b, y, &w));
     for (size_t k = 0; k < g; k++) {
       ab_call *c = &b->calls[batch[k]];
@@ -469,16 +472,18 @@ static rx_status check_refs(const rx_rt_batcher *b) {
       const rx_rt_batch_arg *a = &c->args[k];
       if (a->tensor) continue;
       if (a->call >= b->ncalls)
-        return rx_status_make(RX_ERR_INVALID,
-                              "batcher: call %zu of '%s': argument %zu is the output of call %zu, "
-                              "which was never submitted (%zu calls)",
-                              i, b->fns[c->fn].name, k, a->call, b->ncalls);
+        return base_status_make(
+            RX_ERR_INVALID,
+            "batcher: call %zu of '%s': argument %zu is the output of call %zu, "
+            "which was never submitted (%zu calls)",
+            i, b->fns[c->fn].name, k, a->call, b->ncalls);
       const ab_call *d = &b->calls[a->call];
       if (d->done && a->output >= d->nouts)
-        return rx_status_make(RX_ERR_INVALID,
-                              "batcher: call %zu of '%s': argument %zu is output %zu of call %zu, "
-                              "which has %zu outputs",
-                              i, b->fns[c->fn].name, k, a->output, a->call, d->nouts);
+        return base_status_make(
+            RX_ERR_INVALID,
+            "batcher: call %zu of '%s': argument %zu is output %zu of call %zu, "
+            "which has %zu outputs",
+            i, b->fns[c->fn].name, k, a->output, a->call, d->nouts);
     }
   }
   return NULL;
@@ -503,17 +508,17 @@ static rx_status cycle(const rx_rt_batcher *b) {
   rx_strbuf path = {0};
   size_t j = i;
   do {
-    rx_strbuf_printf(&path, "%zu ('%s') -> ", j, b->fns[b->calls[j].fn].name);
+    base_strbuf_printf(&path, "%zu ('%s') -> ", j, b->fns[b->calls[j].fn].name);
     j = waits_on(b, j);
   } while (j != i);
-  rx_status st = rx_status_make(
+  rx_status st = base_status_make(
       RX_ERR_INVALID, "batcher: a cycle: calls wait on each other's outputs: %s%zu", path.data, i);
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   return st;
 }
 
 rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
-  if (!b) return rx_status_make(RX_ERR_INVALID, "batcher: run: the batcher is NULL");
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: run: the batcher is NULL");
   size_t *batch = rt_alloc(b->alloc, sizeof *batch * (b->ncalls ? b->ncalls : 1));
   if (!batch) return rt_oom("a batch", sizeof *batch * b->ncalls);
   rx_status st = NULL;
@@ -540,16 +545,16 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
 
 rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
                                rx_rt_tensor **out_tensor) {
-  if (!out_tensor) return rx_status_make(RX_ERR_INVALID, "batcher: out_tensor is NULL");
+  if (!out_tensor) return base_status_make(RX_ERR_INVALID, "batcher: out_tensor is NULL");
   *out_tensor = NULL;
   if (!b || call >= b->ncalls)
-    return rx_status_make(RX_ERR_INVALID, "batcher: no call %zu (%zu submitted)", call,
-                          b ? b->ncalls : 0);
+    return base_status_make(RX_ERR_INVALID, "batcher: no call %zu (%zu submitted)", call,
+                            b ? b->ncalls : 0);
   ab_call *c = &b->calls[call];
-  if (!c->done) return rx_status_make(RX_ERR_INVALID, "batcher: call %zu has not run", call);
+  if (!c->done) return base_status_make(RX_ERR_INVALID, "batcher: call %zu has not run", call);
   if (output >= c->nouts)
-    return rx_status_make(RX_ERR_INVALID, "batcher: call %zu has %zu outputs, not %zu", call,
-                          c->nouts, output + 1);
+    return base_status_make(RX_ERR_INVALID, "batcher: call %zu has %zu outputs, not %zu", call,
+                            c->nouts, output + 1);
   ab_out *o = &c->outs[output];
   if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, &o->own));
   *out_tensor = o->own;

@@ -128,8 +128,8 @@ static bool fail(ep *e, rx_status_code code, const char *fmt, const char *arg) {
   if (!e->err) {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg);
-    e->err = rx_status_make(code, "in expression '%s': column %d: %s", e->text,
-                            (int)(e->p - e->text) + 1, msg);
+    e->err = base_status_make(code, "in expression '%s': column %d: %s", e->text,
+                              (int)(e->p - e->text) + 1, msg);
   }
   return false;
 }
@@ -413,7 +413,7 @@ uint32_t rt_expr_var_slot(const rt_expr *x, uint32_t i) { return x->vars[i].slot
 
 /* ---- the evaluator ---- */
 static rx_status eval_error(const rt_expr *x, rx_status_code code, uint32_t col, const char *msg) {
-  return rx_status_make(code, "in expression '%s': column %u: %s", x->text, col, msg);
+  return base_status_make(code, "in expression '%s': column %u: %s", x->text, col, msg);
 }
 
 static rx_status unknown(const rt_expr *x, const xvar *v) {
@@ -535,7 +535,7 @@ rx_status rt_expr_eval(const rt_expr *x, const int64_t *values, const uint8_t *b
 
 rx_status rx_rt_eval(const char *text, const rx_rt_symbols *symbols, int64_t *out_value) {
   if (out_value) *out_value = 0;
-  if (!text || !out_value) return rx_status_make(RX_ERR_INVALID, "rx_rt_eval: NULL argument");
+  if (!text || !out_value) return base_status_make(RX_ERR_INVALID, "rx_rt_eval: NULL argument");
   rt_names names = {.alloc = &rt_default_allocator};
   rt_expr *x = NULL;
   rx_status s = rt_expr_compile(text, &names, &x);

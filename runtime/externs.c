@@ -8,10 +8,10 @@
 
 /* X(name, function, returning) */
 #define RX_BUILTINS(X)                                                                             \
-  X("rx_kv_create", rx_kv_builtin_create, true)                                                    \
-  X("rx_kv_extend", rx_kv_builtin_extend, true)                                                    \
-  X("rx_kv_pages", rx_kv_builtin_pages, true)                                                      \
-  X("rx_cublaslt_matmul", rx_cublaslt_builtin_matmul, true) /* RX_DISPATCH_CUBLASLT_MATMUL */
+  X("rx_kv_create", llm_kv_builtin_create, true)                                                   \
+  X("rx_kv_extend", llm_kv_builtin_extend, true)                                                   \
+  X("rx_kv_pages", llm_kv_builtin_pages, true)                                                     \
+  X("rx_cublaslt_matmul", rt_cublaslt_builtin_matmul, true) /* RX_DISPATCH_CUBLASLT_MATMUL */
 
 static const vm_extern builtins[] = {
 #define RX_BUILTIN_ENTRY_(n, f, r) {n, f, r},

@@ -30,10 +30,10 @@ static bool bad(lctx *c, const char *kernel, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (kernel)
-    c->err =
-        rx_status_make(RX_ERR_INVALID, "%s/kernels.json: kernel '%s': %s", c->origin, kernel, msg);
+    c->err = base_status_make(RX_ERR_INVALID, "%s/kernels.json: kernel '%s': %s", c->origin, kernel,
+                              msg);
   else
-    c->err = rx_status_make(RX_ERR_INVALID, "%s/kernels.json: %s", c->origin, msg);
+    c->err = base_status_make(RX_ERR_INVALID, "%s/kernels.json: %s", c->origin, msg);
   return false;
 }
 
@@ -144,8 +144,8 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
         return true;
       }
     if (!c->err)
-      c->err = rx_status_make(RX_ERR_NOT_FOUND, "%s: kernel '%s': no blob named '%s' was given",
-                              c->origin, kernel, name);
+      c->err = base_status_make(RX_ERR_NOT_FOUND, "%s: kernel '%s': no blob named '%s' was given",
+                                c->origin, kernel, name);
     return false;
   }
   size_t plen = strlen(c->dir) + strlen(name) + 2;
@@ -158,24 +158,24 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
   FILE *f = fopen(path, "rb");
   bool ok = false;
   if (!f) {
-    c->err = rx_status_make(RX_ERR_NOT_FOUND, "kernel '%s': cannot open '%s': %s", kernel, path,
-                            strerror(errno));
+    c->err = base_status_make(RX_ERR_NOT_FOUND, "kernel '%s': cannot open '%s': %s", kernel, path,
+                              strerror(errno));
   } else if (fseek(f, 0, SEEK_END) == 0) {
     long n = ftell(f);
-    if (n >= 0 && (uint64_t)n > rx_file_kind_limit(RX_FILE_KERNEL)) {
-      c->err =
-          rx_status_make(RX_ERR_INVALID,
-                         "kernel '%s': '%s' has %ld bytes, past the limit of %llu bytes for "
-                         "%s files",
-                         kernel, path, n, (unsigned long long)rx_file_kind_limit(RX_FILE_KERNEL),
-                         rx_file_kind_name(RX_FILE_KERNEL));
+    if (n >= 0 && (uint64_t)n > base_file_kind_limit(RX_FILE_KERNEL)) {
+      c->err = base_status_make(RX_ERR_INVALID,
+                                "kernel '%s': '%s' has %ld bytes, past the limit of %llu bytes for "
+                                "%s files",
+                                kernel, path, n,
+                                (unsigned long long)base_file_kind_limit(RX_FILE_KERNEL),
+                                base_file_kind_name(RX_FILE_KERNEL));
     } else if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
       uint8_t *p = rt_alloc(c->a, (size_t)n + 1);
       if (!p)
         c->err = rt_oom(path, (size_t)n + 1);
       else if (fread(p, 1, (size_t)n, f) != (size_t)n) {
         rt_free(c->a, p);
-        c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
+        c->err = base_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
       } else {
         *out = p;
         *out_size = (size_t)n;
@@ -185,7 +185,7 @@ static bool load_file(lctx *c, const char *kernel, const char *name, bool text, 
   }
   if (f) fclose(f);
   if (!ok && !c->err)
-    c->err = rx_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
+    c->err = base_status_make(RX_ERR_IO, "kernel '%s': cannot read '%s'", kernel, path);
   rt_free(c->a, path);
   (void)text; /* every buffer is allocated one byte longer, zeroed: text is NUL-terminated */
   return ok;
@@ -717,8 +717,8 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
       else
         col++;
     }
-    return rx_status_make(RX_ERR_INVALID, "%s/kernels.json:%zu:%zu: malformed JSON", origin, line,
-                          col);
+    return base_status_make(RX_ERR_INVALID, "%s/kernels.json:%zu:%zu: malformed JSON", origin, line,
+                            col);
   }
   rx_rt_library *l = rt_alloc(c.a, sizeof *l);
   if (!l) {
@@ -737,10 +737,10 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
   int64_t version;
   if (!get_int(&c, root, "version", NULL, 0, INT32_MAX, &version)) goto done;
   if (version != 1) {
-    c.err = rx_status_make(RX_ERR_UNSUPPORTED,
-                           "%s/kernels.json: version %lld, this runtime reads "
-                           "version 1",
-                           origin, (long long)version);
+    c.err = base_status_make(RX_ERR_UNSUPPORTED,
+                             "%s/kernels.json: version %lld, this runtime reads "
+                             "version 1",
+                             origin, (long long)version);
     goto done;
   }
   if (!get_str(&c, root, "target", NULL, &l->target) ||
@@ -748,10 +748,10 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
     goto done;
   const char *bn = d->be->name;
   if (strncmp(l->target, bn, strlen(bn)) != 0) {
-    c.err = rx_status_make(RX_ERR_INVALID,
-                           "%s/kernels.json: kernels for target '%s' cannot run "
-                           "on a %s device (%s)",
-                           origin, l->target, bn, d->info.name);
+    c.err = base_status_make(RX_ERR_INVALID,
+                             "%s/kernels.json: kernels for target '%s' cannot run "
+                             "on a %s device (%s)",
+                             origin, l->target, bn, d->info.name);
     goto done;
   }
   const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(root, "kernels");
@@ -789,7 +789,7 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
   for (size_t i = 0; i < l->nkernels && !c.err; i++) {
     rx_rt_kernel *k = &l->kernels[i];
     rx_status s = d->be->kernel_create(d, k);
-    if (s) c.err = rx_status_annotate(s, "%s: kernel '%s'", origin, k->name);
+    if (s) c.err = base_status_annotate(s, "%s: kernel '%s'", origin, k->name);
   }
 done:
   cJSON_Delete(root);
@@ -828,7 +828,8 @@ rx_status rx_rt_library_program_params(const rx_rt_library *l, const char *progr
     *out_count = pr->nparams;
     return NULL;
   }
-  return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)", program);
+  return base_status_make(RX_ERR_NOT_FOUND, "%s: no program '%s'", l ? l->origin : "(null)",
+                          program);
 }
 
 /* ---- running kernels and programs over symbolic values (compiled at load) ---- */
@@ -840,7 +841,8 @@ rt_program *rt_library_program(const rx_rt_library *l, const char *name) {
 
 static rx_status kernel_eval(const rx_rt_kernel *k, const char *what, const rt_expr *x,
                              const int64_t *values, const uint8_t *bound, int64_t *out) {
-  return rx_status_annotate(rt_expr_eval(x, values, bound, out), "kernel '%s': %s", k->name, what);
+  return base_status_annotate(rt_expr_eval(x, values, bound, out), "kernel '%s': %s", k->name,
+                              what);
 }
 
 /* Launches k with the values of its variables (over k->vars); *out_launched is false when its
@@ -859,23 +861,24 @@ static rx_status launch_values(rx_rt_kernel *k, rx_rt_buffer *const *buffers, si
     int64_t g = 0;
     RX_RETURN_IF_ERROR(kernel_eval(k, "grid", k->grid[i], values, bound, &g));
     if (g < 0 || g > INT32_MAX)
-      return rx_status_make(RX_ERR_INVALID,
-                            "kernel '%s': grid[%d] = %s = %lld is outside "
-                            "0..2147483647",
-                            k->name, i, rt_expr_text(k->grid[i]), (long long)g);
+      return base_status_make(RX_ERR_INVALID,
+                              "kernel '%s': grid[%d] = %s = %lld is outside "
+                              "0..2147483647",
+                              k->name, i, rt_expr_text(k->grid[i]), (long long)g);
     p.grid[i] = (uint32_t)g;
   }
   int32_t vals[64];
   if (k->nscalars > RX_ARRAY_LEN(vals))
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 symbolic values", k->name);
+    return base_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 symbolic values",
+                            k->name);
   for (size_t i = 0; i < k->nscalars; i++) {
     int64_t v = 0;
     RX_RETURN_IF_ERROR(kernel_eval(k, "symbolic value", k->scalars[i].value, values, bound, &v));
     if (v < INT32_MIN || v > INT32_MAX)
-      return rx_status_make(RX_ERR_INVALID,
-                            "kernel '%s': symbolic value %s = %lld does not fit "
-                            "in int32 (the kernel ABI)",
-                            k->name, k->scalars[i].name, (long long)v);
+      return base_status_make(RX_ERR_INVALID,
+                              "kernel '%s': symbolic value %s = %lld does not fit "
+                              "in int32 (the kernel ABI)",
+                              k->name, k->scalars[i].name, (long long)v);
     vals[i] = (int32_t)v;
   }
   p.scalars = vals;
@@ -914,31 +917,31 @@ static rx_status check_params(const rt_program *p, rx_rt_buffer *const *buffers,
     const rt_param *q = &p->params[i];
     if (!q->is_buffer) continue;
     if (!buffers[i])
-      return rx_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' is NULL", p->name,
-                            q->name);
+      return base_status_make(RX_ERR_INVALID, "program '%s': parameter '%s' is NULL", p->name,
+                              q->name);
     size_t esz = dtype_bytes(q->dtype);
     if (!esz || !q->shape) continue;
     int64_t elems = 1;
     for (size_t r = 0; r < q->rank; r++) {
       int64_t dim = 0;
-      RX_RETURN_IF_ERROR(rx_status_annotate(rt_expr_eval(q->shape_x[r], values, bound, &dim),
-                                            "program '%s': shape of '%s'", p->name, q->name));
+      RX_RETURN_IF_ERROR(base_status_annotate(rt_expr_eval(q->shape_x[r], values, bound, &dim),
+                                              "program '%s': shape of '%s'", p->name, q->name));
       if (dim < 0)
-        return rx_status_make(RX_ERR_INVALID,
-                              "program '%s': parameter '%s' has a dimension "
-                              "%s = %lld",
-                              p->name, q->name, q->shape[r], (long long)dim);
-      if (!rx_mul_count(elems, dim, &elems))
-        return rx_status_make(RX_ERR_INVALID,
-                              "program '%s': the element count of parameter '%s' "
-                              "overflows (dimension %s = %lld)",
-                              p->name, q->name, q->shape[r], (long long)dim);
+        return base_status_make(RX_ERR_INVALID,
+                                "program '%s': parameter '%s' has a dimension "
+                                "%s = %lld",
+                                p->name, q->name, q->shape[r], (long long)dim);
+      if (!base_mul_count(elems, dim, &elems))
+        return base_status_make(RX_ERR_INVALID,
+                                "program '%s': the element count of parameter '%s' "
+                                "overflows (dimension %s = %lld)",
+                                p->name, q->name, q->shape[r], (long long)dim);
     }
     if ((uint64_t)elems > buffers[i]->size / esz)
-      return rx_status_make(RX_ERR_INVALID,
-                            "program '%s': parameter '%s' needs %lld elements of "
-                            "%s, the buffer holds %zu bytes",
-                            p->name, q->name, (long long)elems, q->dtype, buffers[i]->size);
+      return base_status_make(RX_ERR_INVALID,
+                              "program '%s': parameter '%s' needs %lld elements of "
+                              "%s, the buffer holds %zu bytes",
+                              p->name, q->name, (long long)elems, q->dtype, buffers[i]->size);
   }
   return NULL;
 }
@@ -971,22 +974,23 @@ rx_status rx_rt_library_check(rx_rt_library *l) {
   for (size_t i = 0; i < l->nkernels; i++)
     for (size_t j = 0; j < l->kernels[i].nchecks; j++)
       if (l->kernels[i].checks[j].code == w[0]) {
-        char *m = rx_check_format(l->kernels[i].checks[j].message, value);
-        rx_status s = rx_status_make(RX_ERR_INVALID, "%s", m ? m : l->kernels[i].checks[j].message);
+        char *m = base_check_format(l->kernels[i].checks[j].message, value);
+        rx_status s =
+            base_status_make(RX_ERR_INVALID, "%s", m ? m : l->kernels[i].checks[j].message);
         free(m);
         return s;
       }
-  return rx_status_make(RX_ERR_INVALID,
-                        "%s: a run-time check failed with code %d (value %lld), which no kernel "
-                        "of the library lists",
-                        l->origin, (int)w[0], (long long)value);
+  return base_status_make(RX_ERR_INVALID,
+                          "%s: a run-time check failed with code %d (value %lld), which no kernel "
+                          "of the library lists",
+                          l->origin, (int)w[0], (long long)value);
 }
 
 rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buffer_count,
                          const int64_t *values, const uint8_t *bound) {
   if (buffer_count != p->nparams)
-    return rx_status_make(RX_ERR_INVALID, "program '%s' takes %zu parameters, got %zu", p->name,
-                          p->nparams, buffer_count);
+    return base_status_make(RX_ERR_INVALID, "program '%s' takes %zu parameters, got %zu", p->name,
+                            p->nparams, buffer_count);
   RX_RETURN_IF_ERROR(check_params(p, buffers, values, bound));
   for (size_t j = 0; j < p->nkernels; j++) {
     rx_rt_kernel *k = p->kernels[j];
@@ -994,7 +998,7 @@ rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buf
     int64_t kv[RT_MAX_KERNEL_VARS];
     uint8_t kbound[RT_MAX_KERNEL_VARS];
     if (k->nbuffers > RX_ARRAY_LEN(kb))
-      return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 buffers", k->name);
+      return base_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than 64 buffers", k->name);
     for (size_t i = 0; i < k->nbuffers; i++) {
       if (k->buffers[i].error) {
         RX_RETURN_IF_ERROR(error_buffer(k->library, &kb[i]));
@@ -1016,7 +1020,8 @@ rx_status rt_program_run(rt_program *p, rx_rt_buffer *const *buffers, size_t buf
 rx_status rx_rt_library_run(rx_rt_library *l, const char *program, rx_rt_buffer *const *buffers,
                             size_t buffer_count, const rx_rt_symbols *symbols) {
   rt_program *p = rt_library_program(l, program);
-  if (!p) return rx_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", l->origin, program);
+  if (!p)
+    return base_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", l->origin, program);
   int64_t values[RT_MAX_PROGRAM_VARS];
   uint8_t bound[RT_MAX_PROGRAM_VARS];
   rt_symbols_gather(symbols, &p->vars, values, bound);

@@ -33,8 +33,8 @@ char *rt_strdup(const rx_rt_allocator *a, const char *s) {
   return p;
 }
 rx_status rt_oom(const char *what, size_t n) {
-  return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", n,
-                        what);
+  return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", n,
+                          what);
 }
 
 void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_size) {
@@ -89,9 +89,9 @@ rx_status rx_rt_backend_check(rx_rt_backend b) {
   const rt_backend *be = backend_of(b);
   if (!be) {
     if (b == RX_RT_BACKEND_METAL)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "metal: the Metal backend exists on Apple "
-                                                "platforms only");
-    return rx_status_make(RX_ERR_INVALID, "unknown backend %d", (int)b);
+      return base_status_make(RX_ERR_UNSUPPORTED, "metal: the Metal backend exists on Apple "
+                                                  "platforms only");
+    return base_status_make(RX_ERR_INVALID, "unknown backend %d", (int)b);
   }
   return be->check();
 }
@@ -99,7 +99,7 @@ rx_status rx_rt_backend_check(rx_rt_backend b) {
 rx_status rx_rt_enumerate(rx_rt_backend b, rx_rt_device_info **out_infos, size_t *out_count) {
   if (out_infos) *out_infos = NULL;
   if (out_count) *out_count = 0;
-  if (!out_infos || !out_count) return rx_status_make(RX_ERR_INVALID, "rx_rt_enumerate: NULL");
+  if (!out_infos || !out_count) return base_status_make(RX_ERR_INVALID, "rx_rt_enumerate: NULL");
   RX_RETURN_IF_ERROR(rx_rt_backend_check(b));
   return backend_of(b)->enumerate(out_infos, out_count, &rt_default_allocator);
 }
@@ -118,20 +118,20 @@ static rx_status parse_spec(const char *spec, rx_rt_backend *out_b, int *out_ind
         !strncmp(spec, rx_rt_backend_name((rx_rt_backend)b), n))
       found = b;
   if (found < 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "device '%s': expected vulkan[:N], cuda[:N] or "
-                          "metal[:N]",
-                          spec);
+    return base_status_make(RX_ERR_INVALID,
+                            "device '%s': expected vulkan[:N], cuda[:N] or "
+                            "metal[:N]",
+                            spec);
   if (colon) {
     char *end = NULL;
     long idx = strtol(colon + 1, &end, 10);
     bool digits = colon[1] != 0; /* whole: " 1", "+1" and "1.0" are no index */
     for (const char *q = colon + 1; *q; q++) digits = digits && *q >= '0' && *q <= '9';
     if (!digits || *end || idx < 0 || idx > 1024)
-      return rx_status_make(RX_ERR_INVALID,
-                            "device '%s': the index after ':' must be a "
-                            "non-negative integer",
-                            spec);
+      return base_status_make(RX_ERR_INVALID,
+                              "device '%s': the index after ':' must be a "
+                              "non-negative integer",
+                              spec);
     *out_index = (int)idx;
   }
   *out_b = (rx_rt_backend)found;
@@ -171,14 +171,14 @@ static rx_status open_on(rx_rt_backend b, int index, const rx_rt_device_options 
 
 rx_status rx_rt_device_open(const char *spec, const rx_rt_device_options *opts,
                             rx_rt_device **out_device) {
-  if (!out_device) return rx_status_make(RX_ERR_INVALID, "rx_rt_device_open: NULL out_device");
+  if (!out_device) return base_status_make(RX_ERR_INVALID, "rx_rt_device_open: NULL out_device");
   *out_device = NULL;
   if (!spec || !*spec) spec = getenv("RX_DEVICE");
   if (spec && *spec) {
     rx_rt_backend b;
     int index;
     RX_RETURN_IF_ERROR(parse_spec(spec, &b, &index));
-    return rx_status_annotate(open_on(b, index, opts, out_device), "device '%s'", spec);
+    return base_status_annotate(open_on(b, index, opts, out_device), "device '%s'", spec);
   }
   /* default: the first device of the first backend that has one */
   static const rx_rt_backend order[] = {RX_RT_BACKEND_CUDA, RX_RT_BACKEND_METAL,
@@ -187,14 +187,14 @@ rx_status rx_rt_device_open(const char *spec, const rx_rt_device_options *opts,
   for (size_t i = 0; i < RX_ARRAY_LEN(order); i++) {
     rx_status s = open_on(order[i], 0, opts, out_device);
     if (!s) {
-      rx_strbuf_free(&why);
+      base_strbuf_free(&why);
       return NULL;
     }
-    rx_strbuf_printf(&why, "%s%s", why.len ? "; " : "", rx_status_message(s));
+    base_strbuf_printf(&why, "%s%s", why.len ? "; " : "", rx_status_message(s));
     rx_status_free(s);
   }
-  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "no device found: %s", why.data);
-  rx_strbuf_free(&why);
+  rx_status s = base_status_make(RX_ERR_NOT_FOUND, "no device found: %s", why.data);
+  base_strbuf_free(&why);
   return s;
 }
 
@@ -214,7 +214,7 @@ void rx_rt_device_release(rx_rt_device *d) {
 const rx_rt_device_info *rx_rt_device_get_info(const rx_rt_device *d) { return &d->info; }
 
 rx_status rt_device_error(rx_rt_device *d) {
-  return rx_status_make(rx_status_code_of(d->lost), "%s", rx_status_message(d->lost));
+  return base_status_make(rx_status_code_of(d->lost), "%s", rx_status_message(d->lost));
 }
 
 #define CHECK_LOST(d)                                                                              \
@@ -234,10 +234,10 @@ size_t rx_rt_device_validation_messages(const rx_rt_device *d, const char **out_
 
 /* ---- buffers ---- */
 rx_status rx_rt_buffer_alloc(rx_rt_device *d, size_t bytes, rx_rt_buffer **out_buffer) {
-  if (!out_buffer || !d) return rx_status_make(RX_ERR_INVALID, "rx_rt_buffer_alloc: NULL");
+  if (!out_buffer || !d) return base_status_make(RX_ERR_INVALID, "rx_rt_buffer_alloc: NULL");
   *out_buffer = NULL;
   CHECK_LOST(d);
-  if (bytes == 0) return rx_status_make(RX_ERR_INVALID, "cannot allocate a buffer of 0 bytes");
+  if (bytes == 0) return base_status_make(RX_ERR_INVALID, "cannot allocate a buffer of 0 bytes");
   rx_rt_buffer *b = rt_alloc(&d->alloc, d->be->buffer_size);
   if (!b) return rt_oom("a buffer handle", d->be->buffer_size);
   b->device = d;
@@ -283,10 +283,10 @@ rx_rt_device *rx_rt_buffer_device(const rx_rt_buffer *b) { return b->device; }
 
 static rx_status check_range(const rx_rt_buffer *b, size_t offset, size_t n, const char *what) {
   if (offset > b->size || n > b->size - offset)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: bytes [%zu, %zu + %zu) are outside the buffer of "
-                          "%zu bytes",
-                          what, offset, offset, n, b->size);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: bytes [%zu, %zu + %zu) are outside the buffer of "
+                            "%zu bytes",
+                            what, offset, offset, n, b->size);
   return NULL;
 }
 
@@ -314,11 +314,11 @@ rx_status rx_rt_buffer_fill(rx_rt_buffer *b, size_t offset, size_t bytes, uint8_
 rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
                             size_t dst_offset, size_t bytes) {
   if (src->device != dst->device)
-    return rx_status_make(RX_ERR_INVALID, "buffer copy: the buffers are on different devices");
+    return base_status_make(RX_ERR_INVALID, "buffer copy: the buffers are on different devices");
   RX_RETURN_IF_ERROR(check_range(src, src_offset, bytes, "buffer copy (source)"));
   RX_RETURN_IF_ERROR(check_range(dst, dst_offset, bytes, "buffer copy (destination)"));
   if (src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes)
-    return rx_status_make(RX_ERR_INVALID, "buffer copy: source and destination overlap");
+    return base_status_make(RX_ERR_INVALID, "buffer copy: source and destination overlap");
   CHECK_LOST(src->device);
   if (!bytes) return NULL;
   return src->device->be->buffer_copy(src, src_offset, dst, dst_offset, bytes);
@@ -326,7 +326,8 @@ rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *
 
 /* ---- libraries ---- */
 rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library) {
-  if (!out_library || !d || !dir) return rx_status_make(RX_ERR_INVALID, "rx_rt_library_load: NULL");
+  if (!out_library || !d || !dir)
+    return base_status_make(RX_ERR_INVALID, "rx_rt_library_load: NULL");
   *out_library = NULL;
   CHECK_LOST(d);
   size_t plen = strlen(dir) + sizeof "/kernels.json";
@@ -338,23 +339,24 @@ rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **o
   char *text = NULL;
   size_t n = 0;
   if (!f) {
-    s = rx_status_make(RX_ERR_NOT_FOUND,
-                       "cannot open '%s': is '%s' a directory written by "
-                       "relaxc codegen?",
-                       path, dir);
+    s = base_status_make(RX_ERR_NOT_FOUND,
+                         "cannot open '%s': is '%s' a directory written by "
+                         "relaxc codegen?",
+                         path, dir);
   } else {
     long len = -1;
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
     if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-      s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
-    } else if ((uint64_t)len > rx_file_kind_limit(RX_FILE_JSON)) {
-      s = rx_status_make(RX_ERR_INVALID, "%s: %ld bytes, past the limit of %llu bytes for %s files",
-                         path, len, (unsigned long long)rx_file_kind_limit(RX_FILE_JSON),
-                         rx_file_kind_name(RX_FILE_JSON));
+      s = base_status_make(RX_ERR_IO, "cannot read '%s'", path);
+    } else if ((uint64_t)len > base_file_kind_limit(RX_FILE_JSON)) {
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: %ld bytes, past the limit of %llu bytes for %s files", path, len,
+                           (unsigned long long)base_file_kind_limit(RX_FILE_JSON),
+                           base_file_kind_name(RX_FILE_JSON));
     } else if (!(text = rt_alloc(&d->alloc, (size_t)len + 1))) {
       s = rt_oom(path, (size_t)len + 1);
     } else if (fread(text, 1, (size_t)len, f) != (size_t)len) {
-      s = rx_status_make(RX_ERR_IO, "cannot read '%s'", path);
+      s = base_status_make(RX_ERR_IO, "cannot read '%s'", path);
     }
     n = len > 0 ? (size_t)len : 0;
     fclose(f);
@@ -369,7 +371,7 @@ rx_status rx_rt_library_load_memory(rx_rt_device *d, const char *json, size_t js
                                     const rx_rt_blob *blobs, size_t blob_count,
                                     rx_rt_library **out_library) {
   if (!out_library || !d || !json)
-    return rx_status_make(RX_ERR_INVALID, "rx_rt_library_load_memory: NULL");
+    return base_status_make(RX_ERR_INVALID, "rx_rt_library_load_memory: NULL");
   *out_library = NULL;
   CHECK_LOST(d);
   return rt_library_parse(d, "<memory>", json, json_len, NULL, blobs, blob_count, out_library);
@@ -397,10 +399,10 @@ rx_status rx_rt_library_kernel(const rx_rt_library *l, const char *name,
     }
   rx_strbuf names = {0};
   for (size_t i = 0; i < l->nkernels && i < 16; i++)
-    rx_strbuf_printf(&names, "%s%s", i ? ", " : "", l->kernels[i].name);
-  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "%s: no kernel named '%s' (it has: %s)", l->origin,
-                               name, names.data ? names.data : "none");
-  rx_strbuf_free(&names);
+    base_strbuf_printf(&names, "%s%s", i ? ", " : "", l->kernels[i].name);
+  rx_status s = base_status_make(RX_ERR_NOT_FOUND, "%s: no kernel named '%s' (it has: %s)",
+                                 l->origin, name, names.data ? names.data : "none");
+  base_strbuf_free(&names);
   return s;
 }
 
@@ -421,42 +423,42 @@ rx_status rx_rt_kernel_launch(rx_rt_kernel *k, const rx_rt_launch_params *p) {
   if (p->buffer_count != k->nbuffers || p->scalar_count != k->nscalars) {
     rx_strbuf sig = {0};
     for (size_t i = 0; i < k->nbuffers; i++)
-      rx_strbuf_printf(&sig, "%s%s", i ? ", " : "", k->buffers[i].name);
+      base_strbuf_printf(&sig, "%s%s", i ? ", " : "", k->buffers[i].name);
     for (size_t i = 0; i < k->nscalars; i++)
-      rx_strbuf_printf(&sig, "%s%s", sig.len ? ", " : "", k->scalars[i].name);
-    rx_status s = rx_status_make(RX_ERR_INVALID,
-                                 "kernel '%s' takes %zu buffers and %zu symbolic "
-                                 "values (%s), got %zu buffers and %zu values",
-                                 k->name, k->nbuffers, k->nscalars, sig.data ? sig.data : "",
-                                 p->buffer_count, p->scalar_count);
-    rx_strbuf_free(&sig);
+      base_strbuf_printf(&sig, "%s%s", sig.len ? ", " : "", k->scalars[i].name);
+    rx_status s = base_status_make(RX_ERR_INVALID,
+                                   "kernel '%s' takes %zu buffers and %zu symbolic "
+                                   "values (%s), got %zu buffers and %zu values",
+                                   k->name, k->nbuffers, k->nscalars, sig.data ? sig.data : "",
+                                   p->buffer_count, p->scalar_count);
+    base_strbuf_free(&sig);
     return s;
   }
   for (size_t i = 0; i < k->nbuffers; i++) {
     if (!p->buffers[i])
-      return rx_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is NULL", k->name,
-                            k->buffers[i].name);
+      return base_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is NULL", k->name,
+                              k->buffers[i].name);
     if (p->buffers[i]->device != d)
-      return rx_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is on another device",
-                            k->name, k->buffers[i].name);
+      return base_status_make(RX_ERR_INVALID, "kernel '%s': buffer '%s' is on another device",
+                              k->name, k->buffers[i].name);
   }
   if (memcmp(p->block, k->block, sizeof k->block) != 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "kernel '%s': block (%u, %u, %u) differs from the "
-                          "kernel's (%u, %u, %u)",
-                          k->name, p->block[0], p->block[1], p->block[2], k->block[0], k->block[1],
-                          k->block[2]);
+    return base_status_make(RX_ERR_INVALID,
+                            "kernel '%s': block (%u, %u, %u) differs from the "
+                            "kernel's (%u, %u, %u)",
+                            k->name, p->block[0], p->block[1], p->block[2], k->block[0],
+                            k->block[1], k->block[2]);
   uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
   if (d->info.max_threads_per_block && threads > d->info.max_threads_per_block)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "kernel '%s': %llu threads per block, the device "
-                          "allows %u",
-                          k->name, (unsigned long long)threads, d->info.max_threads_per_block);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "kernel '%s': %llu threads per block, the device "
+                            "allows %u",
+                            k->name, (unsigned long long)threads, d->info.max_threads_per_block);
   if (k->shared_bytes > d->info.shared_memory_bytes && d->info.shared_memory_bytes)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "kernel '%s': %u bytes of shared memory, the device "
-                          "has %u",
-                          k->name, k->shared_bytes, d->info.shared_memory_bytes);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "kernel '%s': %u bytes of shared memory, the device "
+                            "has %u",
+                            k->name, k->shared_bytes, d->info.shared_memory_bytes);
   if (!p->grid[0] || !p->grid[1] || !p->grid[2]) return NULL; /* nothing to run */
   return d->be->launch(d, k, p);
 }
@@ -466,7 +468,7 @@ rx_status rx_rt_timer_create(rx_rt_device *d, rx_rt_timer **out_timer) {
   *out_timer = NULL;
   CHECK_LOST(d);
   if (!d->info.timestamps)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: the device has no timestamps", d->info.name);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: the device has no timestamps", d->info.name);
   rx_rt_timer *t = rt_alloc(&d->alloc, d->be->timer_size);
   if (!t) return rt_oom("a timer", d->be->timer_size);
   t->device = d;
@@ -490,7 +492,7 @@ rx_status rx_rt_timer_start(rx_rt_timer *t) {
 
 rx_status rx_rt_timer_stop(rx_rt_timer *t) {
   CHECK_LOST(t->device);
-  if (!t->started) return rx_status_make(RX_ERR_INVALID, "timer stopped before it was started");
+  if (!t->started) return base_status_make(RX_ERR_INVALID, "timer stopped before it was started");
   RX_RETURN_IF_ERROR(t->device->be->timer_record(t, 1));
   t->stopped = true;
   return NULL;
@@ -499,7 +501,7 @@ rx_status rx_rt_timer_stop(rx_rt_timer *t) {
 rx_status rx_rt_timer_elapsed_ms(rx_rt_timer *t, double *out_ms) {
   *out_ms = 0;
   CHECK_LOST(t->device);
-  if (!t->stopped) return rx_status_make(RX_ERR_INVALID, "timer read before it was stopped");
+  if (!t->stopped) return base_status_make(RX_ERR_INVALID, "timer read before it was stopped");
   return t->device->be->timer_elapsed(t, out_ms);
 }
 
@@ -513,21 +515,21 @@ void rx_rt_timer_release(rx_rt_timer *t) {
 
 rx_status rx_rt_check_indptr(const int32_t *indptr, int64_t n, int64_t total) {
   if (n < 1 || !indptr)
-    return rx_status_make(RX_ERR_INVALID,
-                          "indptr: an offsets table has at least one entry (b + 1)");
+    return base_status_make(RX_ERR_INVALID,
+                            "indptr: an offsets table has at least one entry (b + 1)");
   if (indptr[0] != 0)
-    return rx_status_make(RX_ERR_INVALID, "indptr[0] = %d; the first offset must be 0",
-                          (int)indptr[0]);
+    return base_status_make(RX_ERR_INVALID, "indptr[0] = %d; the first offset must be 0",
+                            (int)indptr[0]);
   for (int64_t i = 1; i < n; i++)
     if (indptr[i] < indptr[i - 1])
-      return rx_status_make(RX_ERR_INVALID,
-                            "indptr[%lld] = %d is below indptr[%lld] = %d; offsets must be "
-                            "non-decreasing",
-                            (long long)i, (int)indptr[i], (long long)(i - 1), (int)indptr[i - 1]);
+      return base_status_make(RX_ERR_INVALID,
+                              "indptr[%lld] = %d is below indptr[%lld] = %d; offsets must be "
+                              "non-decreasing",
+                              (long long)i, (int)indptr[i], (long long)(i - 1), (int)indptr[i - 1]);
   if (indptr[n - 1] != total)
-    return rx_status_make(RX_ERR_INVALID,
-                          "indptr[%lld] = %d, the last offset, is not total = %lld (the packed "
-                          "rows)",
-                          (long long)(n - 1), (int)indptr[n - 1], (long long)total);
+    return base_status_make(RX_ERR_INVALID,
+                            "indptr[%lld] = %d, the last offset, is not total = %lld (the packed "
+                            "rows)",
+                            (long long)(n - 1), (int)indptr[n - 1], (long long)total);
   return NULL;
 }

@@ -39,7 +39,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_ROOT}/base/base.c
   ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)
   ${RX_RUNTIME_ROOT}/base/safetensors.c # the weights' header (runtime/weights.c)
-  ${RX_RUNTIME_ROOT}/base/npy.c)        # rx_npy_elem_size, for safetensors.c
+  ${RX_RUNTIME_ROOT}/base/npy.c)        # base_npy_elem_size, for safetensors.c
 # runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)
 file(GLOB RX_RUNTIME_LLM_SOURCES CONFIGURE_DEPENDS ${RX_RUNTIME_DIR}/llm/*.c)
 list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_LLM_SOURCES})

@@ -63,7 +63,7 @@ void vm_format_type(char *buf, size_t size, rx_dtype dtype, int ndim, const int6
 /* Bytes of a tensor; false on overflow or a negative dimension. */
 static bool tensor_bytes(rx_dtype dtype, int ndim, const int64_t *shape, uint64_t *out) {
   int64_t n = 0;
-  bool ok = rx_shape_count(ndim, shape, rx_rt_dtype_size(dtype), &n) == RX_COUNT_OK;
+  bool ok = base_shape_count(ndim, shape, rx_rt_dtype_size(dtype), &n) == RX_COUNT_OK;
   *out = (uint64_t)n;
   return ok;
 }
@@ -86,33 +86,35 @@ rx_rt_tensor *vm_tensor_new(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int
 
 static rx_status check_type(rx_dtype dtype, int ndim, const int64_t *shape, uint64_t *bytes) {
   if ((unsigned)dtype >= RX_DTYPE_COUNT || dtype == RX_DTYPE_UNKNOWN)
-    return rx_status_make(RX_ERR_INVALID, "tensor: dtype %d is not a known dtype", (int)dtype);
+    return base_status_make(RX_ERR_INVALID, "tensor: dtype %d is not a known dtype", (int)dtype);
   if (ndim < 0 || ndim > RX_RT_MAX_NDIM)
-    return rx_status_make(RX_ERR_INVALID, "tensor: rank %d is outside 0..%d", ndim, RX_RT_MAX_NDIM);
-  if (ndim && !shape) return rx_status_make(RX_ERR_INVALID, "tensor: NULL shape");
+    return base_status_make(RX_ERR_INVALID, "tensor: rank %d is outside 0..%d", ndim,
+                            RX_RT_MAX_NDIM);
+  if (ndim && !shape) return base_status_make(RX_ERR_INVALID, "tensor: NULL shape");
   if (!tensor_bytes(dtype, ndim, shape, bytes)) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
     int64_t n;
-    if (rx_shape_count(ndim, shape, 1, &n) == RX_COUNT_NEGATIVE)
-      return rx_status_make(RX_ERR_INVALID, "tensor: shape %s has a negative dimension", ty);
-    return rx_status_make(RX_ERR_INVALID, "tensor: the %s of %s overflows",
-                          rx_shape_count(ndim, shape, 1, &n) ? "element count" : "byte size", ty);
+    if (base_shape_count(ndim, shape, 1, &n) == RX_COUNT_NEGATIVE)
+      return base_status_make(RX_ERR_INVALID, "tensor: shape %s has a negative dimension", ty);
+    return base_status_make(RX_ERR_INVALID, "tensor: the %s of %s overflows",
+                            base_shape_count(ndim, shape, 1, &n) ? "element count" : "byte size",
+                            ty);
   }
   return NULL;
 }
 
 rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
                             rx_rt_tensor **out_tensor) {
-  if (!out_tensor || !b) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_wrap: NULL");
+  if (!out_tensor || !b) return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_wrap: NULL");
   *out_tensor = NULL;
   uint64_t bytes = 0;
   RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
   if (bytes > b->size) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
-    return rx_status_make(RX_ERR_INVALID, "tensor %s needs %llu bytes, the buffer has %zu", ty,
-                          (unsigned long long)bytes, b->size);
+    return base_status_make(RX_ERR_INVALID, "tensor %s needs %llu bytes, the buffer has %zu", ty,
+                            (unsigned long long)bytes, b->size);
   }
   rx_rt_tensor *t = vm_tensor_new(b, dtype, ndim, shape);
   if (!t) return rt_oom("a tensor", sizeof *t);
@@ -122,14 +124,14 @@ rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int
 
 rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
                               rx_rt_tensor **out_tensor) {
-  if (!out_tensor || !d) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_create: NULL");
+  if (!out_tensor || !d) return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_create: NULL");
   *out_tensor = NULL;
   uint64_t bytes = 0;
   RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
   if (bytes > SIZE_MAX - 4) {
     char ty[256];
     vm_format_type(ty, sizeof ty, dtype, ndim, shape);
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_OUT_OF_MEMORY,
         "out of host memory: a tensor %s of %llu bytes is larger than the address "
         "space",
@@ -144,14 +146,14 @@ rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim, const i
 
 rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
                                  const void *data, rx_rt_tensor **out_tensor) {
-  if (!out_tensor) return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL");
+  if (!out_tensor) return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL");
   *out_tensor = NULL;
   rx_rt_tensor *t = NULL;
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(d, dtype, ndim, shape, &t));
   size_t bytes = rx_rt_tensor_bytes(t);
   if (bytes && !data) {
     rx_rt_tensor_release(t);
-    return rx_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL data");
+    return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_from_host: NULL data");
   }
   rx_status s = rx_rt_buffer_write(t->buffer, 0, data, bytes);
   if (s) {
@@ -185,8 +187,8 @@ rx_status rx_rt_tensor_read(rx_rt_tensor *t, void *dst, size_t bytes) {
   if (bytes != n) {
     char ty[256];
     vm_format_type(ty, sizeof ty, t->dtype, t->ndim, t->shape);
-    return rx_status_make(RX_ERR_INVALID, "reading tensor %s: it has %zu bytes, asked for %zu", ty,
-                          n, bytes);
+    return base_status_make(RX_ERR_INVALID, "reading tensor %s: it has %zu bytes, asked for %zu",
+                            ty, n, bytes);
   }
   return rx_rt_buffer_read(t->buffer, 0, dst, n);
 }
@@ -235,7 +237,7 @@ int64_t rx_rt_value_prim(const rx_rt_value *v, rx_dtype *out_dtype) {
 
 rx_status rx_rt_value_from_object(const rx_rt_object_type *type, void *object,
                                   rx_rt_value **out_value) {
-  if (!out_value || !type) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_object: NULL");
+  if (!out_value || !type) return base_status_make(RX_ERR_INVALID, "rx_rt_value_from_object: NULL");
   *out_value = NULL;
   rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_OBJECT);
   if (!v) {
@@ -252,7 +254,7 @@ void *rx_rt_value_object(const rx_rt_value *v, const rx_rt_object_type *type) {
 }
 
 rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value) {
-  if (!out_value || !t) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_tensor: NULL");
+  if (!out_value || !t) return base_status_make(RX_ERR_INVALID, "rx_rt_value_from_tensor: NULL");
   *out_value = NULL;
   rx_rt_value *v = vm_value_new(&t->buffer->device->alloc, RX_RT_VALUE_TENSOR);
   if (!v) return rt_oom("a value", sizeof *v);
@@ -263,11 +265,11 @@ rx_status rx_rt_value_from_tensor(rx_rt_tensor *t, rx_rt_value **out_value) {
 }
 
 rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t x, rx_rt_value **out_value) {
-  if (!out_value) return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_prim: NULL");
+  if (!out_value) return base_status_make(RX_ERR_INVALID, "rx_rt_value_from_prim: NULL");
   *out_value = NULL;
   if ((unsigned)dtype >= RX_DTYPE_COUNT || dtype == RX_DTYPE_UNKNOWN)
-    return rx_status_make(RX_ERR_INVALID, "a prim value: dtype %d is not a known dtype",
-                          (int)dtype);
+    return base_status_make(RX_ERR_INVALID, "a prim value: dtype %d is not a known dtype",
+                            (int)dtype);
   rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_PRIM);
   if (!v) return rt_oom("a value", sizeof *v);
   v->dtype = dtype;
@@ -278,11 +280,11 @@ rx_status rx_rt_value_from_prim(rx_dtype dtype, int64_t x, rx_rt_value **out_val
 
 rx_status rx_rt_value_from_shape(const int64_t *dims, int ndim, rx_rt_value **out_value) {
   if (!out_value || (ndim && !dims))
-    return rx_status_make(RX_ERR_INVALID, "rx_rt_value_from_shape: NULL");
+    return base_status_make(RX_ERR_INVALID, "rx_rt_value_from_shape: NULL");
   *out_value = NULL;
   if (ndim < 0 || ndim > RX_RT_MAX_NDIM)
-    return rx_status_make(RX_ERR_INVALID, "a shape value of %d dims (0 to %d)", ndim,
-                          RX_RT_MAX_NDIM);
+    return base_status_make(RX_ERR_INVALID, "a shape value of %d dims (0 to %d)", ndim,
+                            RX_RT_MAX_NDIM);
   rx_rt_value *v = vm_value_new(&rt_default_allocator, RX_RT_VALUE_SHAPE);
   if (!v || !(v->dims = rt_alloc(&rt_default_allocator, ((size_t)ndim + 1) * sizeof *v->dims))) {
     rx_rt_value_release(v);
@@ -325,8 +327,8 @@ static bool prep_expr(prep *c, uint32_t str) {
   if (a->exprs[str]) return true;
   rx_status s = rt_expr_compile(a->strings[str], &a->syms, &a->exprs[str]);
   if (s)
-    c->err = rx_status_annotate(s, "%s: host.rxvm: function '%s': word %u (%s)", a->name,
-                                c->f->name, c->start, vm_op_name(c->f->code[c->start]));
+    c->err = base_status_annotate(s, "%s: host.rxvm: function '%s': word %u (%s)", a->name,
+                                  c->f->name, c->start, vm_op_name(c->f->code[c->start]));
   return !s;
 }
 
@@ -489,7 +491,7 @@ static rx_status ferr(frame *fr, rx_status_code code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return rx_status_make(code, "%s: %s", fr->f->name, msg);
+  return base_status_make(code, "%s: %s", fr->f->name, msg);
 }
 
 void vm_reg_name(char *buf, size_t size, const rx_rt_artifact *a, const vm_fn *f, uint32_t r) {
@@ -533,7 +535,7 @@ static rx_status eval(frame *fr, const char *what, uint32_t str, int64_t *out) {
   const rt_expr *x = fr->a->exprs[str];
   RX_ASSERT(x); /* every string an instruction evaluates was compiled at load */
   rx_status st = rt_expr_eval(x, fr->values, fr->bound, out);
-  if (st) return rx_status_annotate(st, "%s: %s", fr->f->name, what);
+  if (st) return base_status_annotate(st, "%s: %s", fr->f->name, what);
   return NULL;
 }
 
@@ -672,8 +674,8 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
   rx_rt_buffer *buf = NULL;
   rx_rt_device *d = fr->a->device;
   if (st == VM_NONE) { /* a dynamic allocation (the device suballocates and reuses) */
-    RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &buf),
-                                          "%s: alloc_tensor for %s", fr->f->name, reg));
+    RX_RETURN_IF_ERROR(base_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes(bytes), &buf),
+                                            "%s: alloc_tensor for %s", fr->f->name, reg));
   } else {
     rx_rt_value *sv = fr->regs[st];
     if (!sv || sv->kind != RX_RT_VALUE_STORAGE) return bad_reg(fr, st, "a storage");
@@ -701,9 +703,9 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
         s->slots = n;
         s->cap = cap;
       }
-      RX_RETURN_IF_ERROR(
-          rx_status_annotate(rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
-                             "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
+      RX_RETURN_IF_ERROR(base_status_annotate(
+          rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
+          "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
       s->slots[s->nslots++] = (vm_slot){off, buf};
       rx_rt_buffer_retain(buf);
     }
@@ -802,11 +804,11 @@ static rx_status call_error(frame *fr, rx_status s, const char *prog, const uint
     if (regs[i] == VM_NONE) continue;
     char reg[160];
     vm_reg_name(reg, sizeof reg, fr->a, fr->f, regs[i]);
-    rx_strbuf_printf(&args, "%s%s", args.len ? ", " : " on ", reg);
+    base_strbuf_printf(&args, "%s%s", args.len ? ", " : " on ", reg);
   }
-  s = rx_status_annotate(s, "%s: call_kernels '%s'%s", fr->f->name, prog,
-                         args.data ? args.data : "");
-  rx_strbuf_free(&args);
+  s = base_status_annotate(s, "%s: call_kernels '%s'%s", fr->f->name, prog,
+                           args.data ? args.data : "");
+  base_strbuf_free(&args);
   return s;
 }
 
@@ -827,7 +829,8 @@ static rx_status call_kernels(frame *fr, const uint32_t *w, uint32_t p) {
   rx_status s = NULL;
   if (!c->prog)
     return call_error(
-        fr, rx_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", a->library->origin, prog),
+        fr,
+        base_status_make(RX_ERR_NOT_FOUND, "%s: no program named '%s'", a->library->origin, prog),
         prog, regs, n);
   memset(bound, 0, c->prog->vars.count);
   if (n > 32 && !(bufs = rt_alloc(&a->alloc, n * sizeof *bufs)))
@@ -868,7 +871,7 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
   if (!v || v->kind != RX_RT_VALUE_TENSOR) return bad_reg(fr, r, "a prim or a one-element tensor");
   rx_rt_tensor *t = v->tensor;
   int64_t count = 0;
-  rx_shape_count(t->ndim, t->shape, 1, &count); /* a tensor's shape has a valid count */
+  base_shape_count(t->ndim, t->shape, 1, &count); /* a tensor's shape has a valid count */
   size_t es = rx_rt_dtype_size(t->dtype);
   if (count != 1 || t->dtype == RX_DTYPE_F32 || t->dtype == RX_DTYPE_F16 ||
       t->dtype == RX_DTYPE_BF16 || t->dtype == RX_DTYPE_F64) {
@@ -881,8 +884,8 @@ static rx_status truth(frame *fr, uint32_t r, bool *out) {
                 fr->pc, reg, ty);
   }
   uint8_t bytes[8] = {0};
-  RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, es),
-                                        "%s: reading a condition", fr->f->name));
+  RX_RETURN_IF_ERROR(base_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, es),
+                                          "%s: reading a condition", fr->f->name));
   for (size_t i = 0; i < es; i++) *out = *out || bytes[i];
   return NULL;
 }
@@ -905,8 +908,8 @@ static rx_status tensor_to_shape(frame *fr, uint32_t src, const char *what, rx_r
   size_t n = t->ndim ? (size_t)t->shape[0] : 1, es = rx_rt_dtype_size(t->dtype);
   uint8_t bytes[8 * RX_RT_MAX_NDIM];
   if (n)
-    RX_RETURN_IF_ERROR(rx_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, n * es),
-                                          "%s: %s: reading the tensor", fr->f->name, what));
+    RX_RETURN_IF_ERROR(base_status_annotate(rx_rt_buffer_read(t->buffer, 0, bytes, n * es),
+                                            "%s: %s: reading the tensor", fr->f->name, what));
   rx_rt_value *v = vm_value_new(&fr->a->alloc, RX_RT_VALUE_SHAPE);
   if (!v || !(v->dims = rt_alloc(&fr->a->alloc, (n + 1) * sizeof *v->dims))) {
     rx_rt_value_release(v);
@@ -943,7 +946,7 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
     return ferr(fr, RX_ERR_INVALID, "%s: the new shape %s has more than %d dims", what, sh,
                 RX_RT_MAX_NDIM);
   int64_t have_count = 0;
-  rx_shape_count(t->ndim, t->shape, 1, &have_count); /* a tensor's shape has a valid count */
+  base_shape_count(t->ndim, t->shape, 1, &have_count); /* a tensor's shape has a valid count */
   uint64_t have = (uint64_t)have_count, want = 1;
   int64_t dims[RX_RT_MAX_NDIM];
   int infer = -1;
@@ -961,7 +964,7 @@ static rx_status reshape(frame *fr, uint32_t src, uint32_t shp, const char *what
   }
   int64_t known[RX_RT_MAX_NDIM], want_count = 0; /* the -1 dim counted as 1 */
   for (size_t i = 0; i < s->count; i++) known[i] = (int)i == infer ? 1 : dims[i];
-  if (rx_shape_count((int)s->count, known, 1, &want_count) != RX_COUNT_OK)
+  if (base_shape_count((int)s->count, known, 1, &want_count) != RX_COUNT_OK)
     return ferr(fr, RX_ERR_INVALID, "%s: the element count of the new shape %s overflows", what,
                 sh);
   want = (uint64_t)want_count;
@@ -1352,14 +1355,14 @@ static rx_status run_frame(frame *fr) {
   unsigned long long steps = 0;
   while (!s && !fr->done) {
     if (pc >= f->len) {
-      s = rx_status_make(RX_ERR_INVALID, "%s: reached the end of its code without ret", f->name);
+      s = base_status_make(RX_ERR_INVALID, "%s: reached the end of its code without ret", f->name);
       break;
     }
     if (++steps > VM_MAX_STEPS) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: executed %llu instructions without returning (a "
-                         "loop in the host program?)",
-                         f->name, VM_MAX_STEPS);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: executed %llu instructions without returning (a "
+                           "loop in the host program?)",
+                           f->name, VM_MAX_STEPS);
       break;
     }
     s = step(fr, &pc);
@@ -1385,8 +1388,8 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
   *out = NULL;
   const vm_fn *f = &a->fns[fi];
   if (a->depth > VM_MAX_DEPTH)
-    return rx_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
-                          VM_MAX_DEPTH);
+    return base_status_make(RX_ERR_INVALID, "%s: calls nested more than %d deep", f->name,
+                            VM_MAX_DEPTH);
   rx_rt_value **owned = NULL; /* a tail call's arguments */
   uint32_t nowned = 0;
   unsigned long long tails = 0;
@@ -1406,8 +1409,8 @@ static rx_status exec(rx_rt_artifact *a, uint32_t fi, rx_rt_value **args, rx_rt_
     nowned = f->nparams; /* the loader checked the count */
     if (s) break;
     if (VM_MAX_TAIL_CALLS && ++tails > VM_MAX_TAIL_CALLS) {
-      s = rx_status_make(RX_ERR_INVALID, "%s: more than %llu tail calls", f->name,
-                         VM_MAX_TAIL_CALLS);
+      s = base_status_make(RX_ERR_INVALID, "%s: more than %llu tail calls", f->name,
+                           VM_MAX_TAIL_CALLS);
       break;
     }
     if (++nsync == VM_TAIL_SYNC) {
@@ -1433,10 +1436,10 @@ static rx_status find_fn(const rx_rt_artifact *a, const char *name, uint32_t *ou
     }
   rx_strbuf names = {0};
   for (size_t i = 0; i < a->nfns; i++)
-    rx_strbuf_printf(&names, "%s%s", i ? ", " : "", a->fns[i].name);
-  rx_status s = rx_status_make(RX_ERR_NOT_FOUND, "no function '%s' in %s (functions: %s)", name,
-                               a->name, names.data ? names.data : "none");
-  rx_strbuf_free(&names);
+    base_strbuf_printf(&names, "%s%s", i ? ", " : "", a->fns[i].name);
+  rx_status s = base_status_make(RX_ERR_NOT_FOUND, "no function '%s' in %s (functions: %s)", name,
+                                 a->name, names.data ? names.data : "none");
+  base_strbuf_free(&names);
   return s;
 }
 
@@ -1456,9 +1459,10 @@ static void list_params(rx_strbuf *b, const rx_rt_artifact *a, uint32_t fi, bool
     }
     rx_rt_param_info pi;
     rx_rt_artifact_function_param(a, fi, i, &pi);
-    rx_strbuf_printf(b, "%s%s: %s", listed++ ? ", " : "", pi.name[0] ? pi.name : "?", pi.expected);
+    base_strbuf_printf(b, "%s%s: %s", listed++ ? ", " : "", pi.name[0] ? pi.name : "?",
+                       pi.expected);
   }
-  if (more) rx_strbuf_printf(b, ", and %zu more", more);
+  if (more) base_strbuf_printf(b, ", and %zu more", more);
 }
 
 /* "main takes 5 arguments (x: f32[n, 4], w1: ...), got 3"; with weights bound: "main takes 1
@@ -1471,15 +1475,16 @@ static rx_status count_error(const rx_rt_artifact *a, uint32_t fi, size_t n) {
   list_params(&list, a, fi, nb > 0);
   rx_status s;
   if (nb)
-    s = rx_status_make(RX_ERR_INVALID,
-                       "%s takes %u argument%s (%s) and gets its %u weight%s from the artifact, or "
-                       "all %u to override them, got %zu",
-                       f->name, ni, ni == 1 ? "" : "s", list.data ? list.data : "", nb,
-                       nb == 1 ? "" : "s", f->nparams, n);
+    s = base_status_make(
+        RX_ERR_INVALID,
+        "%s takes %u argument%s (%s) and gets its %u weight%s from the artifact, or "
+        "all %u to override them, got %zu",
+        f->name, ni, ni == 1 ? "" : "s", list.data ? list.data : "", nb, nb == 1 ? "" : "s",
+        f->nparams, n);
   else
-    s = rx_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name, f->nparams,
-                       f->nparams == 1 ? "" : "s", list.data ? list.data : "", n);
-  rx_strbuf_free(&list);
+    s = base_status_make(RX_ERR_INVALID, "%s takes %u argument%s (%s), got %zu", f->name,
+                         f->nparams, f->nparams == 1 ? "" : "s", list.data ? list.data : "", n);
+  base_strbuf_free(&list);
   return s;
 }
 
@@ -1504,7 +1509,8 @@ static rx_status call_args(const rx_rt_artifact *a, uint32_t fi, rx_rt_value *co
     if (why) {
       rx_rt_param_info pi;
       rx_rt_artifact_function_param(a, fi, p, &pi);
-      return rx_status_make(RX_ERR_INVALID, "%s: parameter %u '%s': %s", f->name, p, pi.name, why);
+      return base_status_make(RX_ERR_INVALID, "%s: parameter %u '%s': %s", f->name, p, pi.name,
+                              why);
     }
   }
   return NULL;
@@ -1513,15 +1519,15 @@ static rx_status call_args(const rx_rt_artifact *a, uint32_t fi, rx_rt_value *co
 rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *const *in, size_t n,
                                rx_rt_value **out_result) {
   if (!out_result || !a || !fn || (n && !in))
-    return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
+    return base_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
   *out_result = NULL;
   uint32_t fi = 0;
   RX_RETURN_IF_ERROR(find_fn(a, fn, &fi));
   if (!a->device)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s was loaded without a device: it can be inspected, "
-                          "not called",
-                          a->name);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s was loaded without a device: it can be inspected, "
+                            "not called",
+                            a->name);
   if (a->device->lost) return rt_device_error(a->device);
   const vm_fn *f = &a->fns[fi];
   rx_rt_value **args = rt_alloc(&a->alloc, ((size_t)f->nparams + 1) * sizeof *args);
@@ -1548,7 +1554,7 @@ rx_status rx_rt_vm_call_values(rx_rt_artifact *a, const char *fn, rx_rt_value *c
 rx_status rx_rt_vm_call(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
                         rx_rt_value **out_result) {
   if (!out_result || !a || !fn || (n && !inputs))
-    return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
+    return base_status_make(RX_ERR_INVALID, "rx_rt_vm_call: NULL");
   *out_result = NULL;
   rx_rt_value **args = rt_alloc(&a->alloc, (n + 1) * sizeof *args);
   if (!args) return rt_oom("call arguments", n * sizeof *args);
@@ -1576,9 +1582,10 @@ static double now_ms(void) {
 
 rx_status rx_rt_vm_bench(rx_rt_artifact *a, const char *fn, rx_rt_tensor *const *inputs, size_t n,
                          int warmup, int iters, double *out_ms_per_call) {
-  if (!out_ms_per_call) return rx_status_make(RX_ERR_INVALID, "rx_rt_vm_bench: NULL");
+  if (!out_ms_per_call) return base_status_make(RX_ERR_INVALID, "rx_rt_vm_bench: NULL");
   *out_ms_per_call = 0;
-  if (iters < 1) return rx_status_make(RX_ERR_INVALID, "bench: %d iterations (at least 1)", iters);
+  if (iters < 1)
+    return base_status_make(RX_ERR_INVALID, "bench: %d iterations (at least 1)", iters);
   double t0 = 0;
   for (int i = 0; i < warmup + iters; i++) {
     if (i == warmup) {

@@ -150,38 +150,38 @@ typedef struct dis {
 
 static void put_str(dis *d, uint32_t id) {
   if (id < d->nstrs) {
-    rx_strbuf_printf(d->out, " \"%s\"", d->strs[id]);
+    base_strbuf_printf(d->out, " \"%s\"", d->strs[id]);
   } else {
-    rx_strbuf_printf(d->out, " <bad string %u>", id);
+    base_strbuf_printf(d->out, " <bad string %u>", id);
     d->ok = false;
   }
 }
 static void put_reg(dis *d, uint32_t r) {
   if (r == RXVM_NONE)
-    rx_strbuf_append(d->out, " -");
+    base_strbuf_append(d->out, " -");
   else
-    rx_strbuf_printf(d->out, " r%u", r);
+    base_strbuf_printf(d->out, " r%u", r);
 }
 
 /* ndim dimension descriptors from w: " [ bind "n", 4 ]" */
 static void put_dims(dis *d, const uint32_t *w, uint32_t nd) {
   if (nd == RXVM_NONE) {
-    rx_strbuf_append(d->out, " [ndim=any]");
+    base_strbuf_append(d->out, " [ndim=any]");
     return;
   }
-  rx_strbuf_append(d->out, " [");
+  base_strbuf_append(d->out, " [");
   for (uint32_t i = 0; i < nd; i++) {
-    if (i) rx_strbuf_append(d->out, ",");
+    if (i) base_strbuf_append(d->out, ",");
     if (w[0] == RXVM_DIM_CONST) {
-      rx_strbuf_printf(d->out, " %lld", (long long)(int64_t)((uint64_t)w[2] << 32 | w[1]));
+      base_strbuf_printf(d->out, " %lld", (long long)(int64_t)((uint64_t)w[2] << 32 | w[1]));
       w += 3;
     } else {
-      rx_strbuf_append(d->out, w[0] == RXVM_DIM_BIND ? " bind" : " expr");
+      base_strbuf_append(d->out, w[0] == RXVM_DIM_BIND ? " bind" : " expr");
       put_str(d, w[1]);
       w += 2;
     }
   }
-  rx_strbuf_append(d->out, " ]");
+  base_strbuf_append(d->out, " ]");
 }
 
 static bool put_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
@@ -193,7 +193,7 @@ static bool put_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
     put_reg(d, w[0]);
     break;
   case RXVM_OPND_PARAM:
-    rx_strbuf_printf(d->out, " param %u", w[0]);
+    base_strbuf_printf(d->out, " param %u", w[0]);
     break;
   case RXVM_OPND_STR:
   case RXVM_OPND_EXPR:
@@ -202,42 +202,42 @@ static bool put_operand(void *ctx, rxvm_operand k, uint32_t at, uint32_t n) {
     break;
   case RXVM_OPND_DTYPE:
   case RXVM_OPND_DTYPE_KNOWN:
-    rx_strbuf_printf(d->out, " %s", w[0] < RX_DTYPE_COUNT ? dtype_names[w[0]] : "?");
+    base_strbuf_printf(d->out, " %s", w[0] < RX_DTYPE_COUNT ? dtype_names[w[0]] : "?");
     break;
   case RXVM_OPND_DIMS:
     put_dims(d, w + 1, n);
     break;
   case RXVM_OPND_EXPRS: {
     bool dims = d->last == RXVM_OPND_DTYPE || d->last == RXVM_OPND_DTYPE_KNOWN;
-    if (dims) rx_strbuf_append(d->out, " [");
+    if (dims) base_strbuf_append(d->out, " [");
     for (uint32_t i = 0; i < n; i++) {
-      if (dims && i) rx_strbuf_append(d->out, ",");
+      if (dims && i) base_strbuf_append(d->out, ",");
       put_str(d, w[1 + i]);
     }
-    if (dims) rx_strbuf_append(d->out, " ]");
+    if (dims) base_strbuf_append(d->out, " ]");
     break;
   }
   case RXVM_OPND_REGS:
   case RXVM_OPND_REGS_OPT:
-    rx_strbuf_printf(d->out, " (%u)", n);
+    base_strbuf_printf(d->out, " (%u)", n);
     for (uint32_t i = 0; i < n; i++) put_reg(d, w[1 + i]);
     break;
   case RXVM_OPND_PAIRS:
-    rx_strbuf_printf(d->out, " syms (%u)", n);
+    base_strbuf_printf(d->out, " syms (%u)", n);
     for (uint32_t i = 0; i < n; i++) {
       put_str(d, w[1 + 2 * i]);
-      rx_strbuf_append(d->out, " =");
+      base_strbuf_append(d->out, " =");
       put_str(d, w[2 + 2 * i]);
     }
     break;
   case RXVM_OPND_FN:
-    rx_strbuf_printf(d->out, " fn %u", w[0]);
+    base_strbuf_printf(d->out, " fn %u", w[0]);
     break;
   case RXVM_OPND_INDEX:
-    rx_strbuf_printf(d->out, " .%u", w[0]);
+    base_strbuf_printf(d->out, " .%u", w[0]);
     break;
   case RXVM_OPND_TARGET:
-    rx_strbuf_printf(d->out, " @%u", w[0]);
+    base_strbuf_printf(d->out, " @%u", w[0]);
     break;
   case RXVM_OPND_COUNT:
     break;
@@ -250,23 +250,24 @@ bool rxvm_disasm_fn(rx_strbuf *out, const char *name, uint32_t nparams, const ui
                     uint32_t len, const uint32_t *reg_names, uint32_t nregs,
                     const char *const *strings, uint32_t nstrings) {
   dis d = {out, code, strings, nstrings, RXVM_OPND_COUNT, true};
-  rx_strbuf_printf(out, "function \"%s\" params %u regs %u words %u\n", name, nparams, nregs, len);
+  base_strbuf_printf(out, "function \"%s\" params %u regs %u words %u\n", name, nparams, nregs,
+                     len);
   char err[160];
   for (uint32_t p = 0; d.ok && p < len;) {
-    rx_strbuf_printf(out, "  %4u: %s", p, rxvm_op_name(code[p]));
+    base_strbuf_printf(out, "  %4u: %s", p, rxvm_op_name(code[p]));
     d.last = RXVM_OPND_COUNT;
     uint32_t next = rxvm_walk(code, len, p, put_operand, &d, err, sizeof err);
-    rx_strbuf_putc(out, '\n');
+    base_strbuf_putc(out, '\n');
     if (!next) d.ok = false;
     p = next;
   }
   if (d.ok && reg_names) { /* version 3: the binding each register holds */
-    rx_strbuf_append(out, "  names:");
+    base_strbuf_append(out, "  names:");
     for (uint32_t r = 0; r < nregs; r++) {
-      rx_strbuf_printf(out, " r%u", r);
+      base_strbuf_printf(out, " r%u", r);
       put_str(&d, reg_names[r]);
     }
-    rx_strbuf_putc(out, '\n');
+    base_strbuf_putc(out, '\n');
   }
   return d.ok;
 }

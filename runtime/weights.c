@@ -36,22 +36,22 @@ rx_status vm_map_file(const char *path, const char *what, uint8_t **out, size_t 
   /* never blocking: a name from a manifest may be a FIFO, which is refused below */
   int fd = open(path, O_RDONLY | O_NONBLOCK);
   if (fd < 0)
-    return rx_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+    return base_status_make(RX_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
   rx_status s = NULL;
   if (fstat(fd, &st) != 0) {
-    s = rx_status_make(RX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    s = base_status_make(RX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
   } else if (S_ISDIR(st.st_mode)) { /* a directory opens, and its size means nothing */
-    s = rx_status_make(RX_ERR_INVALID, "%s: is a directory, not %s", path, what);
+    s = base_status_make(RX_ERR_INVALID, "%s: is a directory, not %s", path, what);
   } else if (!S_ISREG(st.st_mode)) { /* a device or a pipe: no size to map */
-    s = rx_status_make(RX_ERR_INVALID, "%s: is not a regular file, so not %s", path, what);
+    s = base_status_make(RX_ERR_INVALID, "%s: is not a regular file, so not %s", path, what);
   } else if (st.st_size > 0) {
     if ((uint64_t)st.st_size > SIZE_MAX) {
-      s = rx_status_make(RX_ERR_OUT_OF_MEMORY, "'%s' is larger than the address space", path);
+      s = base_status_make(RX_ERR_OUT_OF_MEMORY, "'%s' is larger than the address space", path);
     } else {
       void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED)
-        s = rx_status_make(RX_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+        s = base_status_make(RX_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
       else
         *out = p, *out_size = (size_t)st.st_size;
     }
@@ -69,9 +69,9 @@ static rx_status wbad(const rx_rt_artifact *a, const char *fmt, ...) RX_PRINTF(2
 static rx_status wbad(const rx_rt_artifact *a, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_status s = rx_status_vmake(RX_ERR_INVALID, fmt, ap);
+  rx_status s = base_status_vmake(RX_ERR_INVALID, fmt, ap);
   va_end(ap);
-  return rx_status_annotate(s, "%s", a->name);
+  return base_status_annotate(s, "%s", a->name);
 }
 
 static bool json_u64(const cJSON *o, const char *key, uint64_t *out) {
@@ -114,23 +114,23 @@ static rx_status map_side_file(rx_rt_artifact *a, vm_weights *W, const cJSON *mw
                 ref, ref[0] == '/' ? "an absolute path" : "a path out of the artifact's folder");
   const char *slash = strrchr(a->name, '/');
   rx_strbuf path = {0}, dir = {0};
-  if (slash) rx_strbuf_printf(&path, "%.*s/", (int)(slash - a->name), a->name);
-  rx_strbuf_printf(&dir, "%.*s", slash ? (int)(slash - a->name + 1) : 1, slash ? a->name : ".");
-  rx_strbuf_append(&path, ref);
+  if (slash) base_strbuf_printf(&path, "%.*s/", (int)(slash - a->name), a->name);
+  base_strbuf_printf(&dir, "%.*s", slash ? (int)(slash - a->name + 1) : 1, slash ? a->name : ".");
+  base_strbuf_append(&path, ref);
   W->file = rt_strdup(&a->alloc, path.data);
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   if (!W->file) {
-    rx_strbuf_free(&dir);
+    base_strbuf_free(&dir);
     return rt_oom("a file name", strlen(ref));
   }
   rx_status s = vm_map_file(W->file, "a weights file", &W->map, &W->map_size);
-  if (!s) s = rx_path_check_inside(W->file, dir.data, false); /* a symlink that leads out */
-  rx_strbuf_free(&dir);
+  if (!s) s = base_path_check_inside(W->file, dir.data, false); /* a symlink that leads out */
+  base_strbuf_free(&dir);
   if (s) {
-    rx_status r = rx_status_make(rx_status_code_of(s),
-                                 "%s: the weights file its manifest names (relative to the "
-                                 "artifact): %s",
-                                 a->name, rx_status_message(s));
+    rx_status r = base_status_make(rx_status_code_of(s),
+                                   "%s: the weights file its manifest names (relative to the "
+                                   "artifact): %s",
+                                   a->name, rx_status_message(s));
     rx_status_free(s);
     return r;
   }
@@ -191,7 +191,7 @@ rx_status vm_weights_parse(rx_rt_artifact *a) {
     s = find_image(a, W, mw, &img, &size, where, sizeof where);
   }
   uint64_t tensors = 0;
-  if (!s && img) s = rx_st_parse(img, size, where, &W->st);
+  if (!s && img) s = base_st_parse(img, size, where, &W->st);
   if (!s && img && mw && json_u64(mw, "tensors", &tensors) && tensors != W->st.ntensors)
     s = wbad(a, "its manifest lists %llu weights, %s holds %zu", (unsigned long long)tensors,
              W->file ? W->file : RXM_WEIGHTS_SECTION, W->st.ntensors);
@@ -315,7 +315,7 @@ rx_status vm_weights_upload(rx_rt_artifact *a) {
       rx_rt_tensor_release(tensor);
       char ty[256];
       weight_type(ty, sizeof ty, t);
-      rx_status r = rx_status_make(
+      rx_status r = base_status_make(
           rx_status_code_of(s), "%s: uploading weight '%s' (%s, %llu bytes) to %s: %s", a->name,
           t->name, ty, (unsigned long long)t->size,
           a->device->info.name[0] ? a->device->info.name
@@ -338,7 +338,7 @@ void vm_weights_free(rx_rt_artifact *a) {
   for (size_t i = 0; W->bound && i < a->nfns; i++) rt_free(&a->alloc, W->bound[i]);
   rt_free(&a->alloc, W->bound);
   rt_free(&a->alloc, W->nbound);
-  rx_st_free(&W->st);
+  base_st_free(&W->st);
   vm_unmap(W->map, W->map_size);
   rt_free(&a->alloc, W->file);
   rt_free(&a->alloc, W);

@@ -86,8 +86,8 @@ static info info_get(const rx_analyzer *an, const rx_expr *e) {
 static void info_raw_set(rx_analyzer *an, const rx_expr *e, info v) {
   if ((an->count + 1) * 2 > an->cap) {
     size_t cap = an->cap ? an->cap * 2 : 64;
-    const rx_expr **keys = rx_calloc(cap, sizeof *keys);
-    info *infos = rx_calloc(cap, sizeof *infos);
+    const rx_expr **keys = base_calloc(cap, sizeof *keys);
+    info *infos = base_calloc(cap, sizeof *infos);
     for (size_t i = 0; i < an->cap; i++) {
       if (!an->keys[i]) continue;
       size_t j = hslot(an->keys[i], cap);
@@ -120,14 +120,14 @@ static void info_set(rx_analyzer *an, const rx_expr *e, info v) {
 
 /* ---- lifetime, scopes ---- */
 
-rx_analyzer *rx_analyzer_new(rx_expr_ctx *ctx) {
-  rx_analyzer *an = rx_calloc(1, sizeof *an);
+rx_analyzer *sym_analyzer_new(rx_expr_ctx *ctx) {
+  rx_analyzer *an = base_calloc(1, sizeof *an);
   an->ctx = ctx;
   an->gen = 1;
   return an;
 }
 
-void rx_analyzer_free(rx_analyzer *an) {
+void sym_analyzer_free(rx_analyzer *an) {
   if (!an) return;
   for (size_t i = 0; i < an->rels.len; i++) free(an->rels.data[i].t);
   free(an->rels.data);
@@ -141,11 +141,11 @@ void rx_analyzer_free(rx_analyzer *an) {
   free(an);
 }
 
-rx_expr_ctx *rx_analyzer_ctx(rx_analyzer *an) { return an->ctx; }
+rx_expr_ctx *sym_analyzer_ctx(rx_analyzer *an) { return an->ctx; }
 
-size_t rx_analyzer_mark(rx_analyzer *an) { return an->log.len; }
+size_t sym_analyzer_mark(rx_analyzer *an) { return an->log.len; }
 
-void rx_analyzer_reset(rx_analyzer *an, size_t mark) {
+void sym_analyzer_reset(rx_analyzer *an, size_t mark) {
   RX_ASSERT(mark <= an->log.len);
   while (an->log.len > mark) {
     undo u = an->log.data[--an->log.len];
@@ -390,8 +390,8 @@ static modset ms_of(rx_analyzer *an, const rx_expr *e) {
   return s;
 }
 
-int64_t rx_analyzer_divisor(rx_analyzer *an, const rx_expr *e) {
-  modset s = ms_of(an, rx_expr_simplify(an->ctx, e));
+int64_t sym_analyzer_divisor(rx_analyzer *an, const rx_expr *e) {
+  modset s = ms_of(an, sym_expr_simplify(an->ctx, e));
   if (s.m == 0) {
     if (s.r == INT64_MIN) return INT64_C(1) << 62;
     return s.r < 0 ? -s.r : s.r; /* 0: e is 0, every c divides it */
@@ -424,9 +424,9 @@ static void cache_put(rx_analyzer *an, const rx_expr *e, xiv v) {
     for (size_t i = 0; i < an->bcap; i++) live += an->bkeys[i] && an->bgen[i] == an->gen;
     size_t cap = an->bcap ? an->bcap : 256;
     while ((live + 1) * 4 > cap) cap *= 2;
-    const rx_expr **keys = rx_calloc(cap, sizeof *keys);
-    rx_interval *vals = rx_calloc(cap, sizeof *vals);
-    uint32_t *gens = rx_calloc(cap, sizeof *gens);
+    const rx_expr **keys = base_calloc(cap, sizeof *keys);
+    rx_interval *vals = base_calloc(cap, sizeof *vals);
+    uint32_t *gens = base_calloc(cap, sizeof *gens);
     for (size_t i = 0; i < an->bcap; i++) {
       if (!an->bkeys[i] || an->bgen[i] != an->gen) continue;
       size_t j = hslot(an->bkeys[i], cap);
@@ -493,8 +493,8 @@ static xiv bnd_rec(rx_analyzer *an, const rx_expr *e) {
       return (xiv){xmax(a.lo, b.lo), xmax(a.hi, b.hi)}; /* select(x < y, y, x) == max(x, y) */
     return x_hull(a, b);
   }
-  default: /* a condition (rx_expr_kind_is_bool) is 0 or 1 as it is proven */
-    return rx_expr_kind_is_bool(e->kind) ? tri_iv(prove_rec(an, e)) : x_full();
+  default: /* a condition (sym_expr_kind_is_bool) is 0 or 1 as it is proven */
+    return sym_expr_kind_is_bool(e->kind) ? tri_iv(prove_rec(an, e)) : x_full();
   }
 }
 
@@ -528,8 +528,8 @@ static xiv bnd(rx_analyzer *an, const rx_expr *e) {
   return r;
 }
 
-rx_interval rx_analyzer_bounds(rx_analyzer *an, const rx_expr *e) {
-  return from_x(bnd(an, rx_expr_simplify(an->ctx, e)));
+rx_interval sym_analyzer_bounds(rx_analyzer *an, const rx_expr *e) {
+  return from_x(bnd(an, sym_expr_simplify(an->ctx, e)));
 }
 
 /* ---- proving ---- */
@@ -545,8 +545,8 @@ static bool sum_divmul(rx_analyzer *an, rx_poly *p);
 /* For the prover: k * (X // c) with c | k becomes (k / c) * X minus (k / c) * r, where r is
  * X % c when that is known (sum_divmul), else the atom X % c (bounded by [0, c - 1]). */
 static void divmul_all(rx_analyzer *an, rx_poly *p) {
-  rx_poly_norm(p);
-  while (!p->ovf && sum_divmul(an, p)) rx_poly_norm(p);
+  sym_poly_norm(p);
+  while (!p->ovf && sum_divmul(an, p)) sym_poly_norm(p);
   for (size_t i = 0, n = p->n; i < n && !p->ovf; i++) {
     const rx_expr *m = p->t[i].m;
     int64_t k = p->t[i].k, nk;
@@ -554,28 +554,28 @@ static void divmul_all(rx_analyzer *an, rx_poly *p) {
         k % m->b->value != 0 || !rx_i64_mul(k / m->b->value, -1, &nk))
       continue;
     p->t[i].k = 0;
-    rx_poly_add_expr(p, m->a, k / m->b->value);
-    rx_poly_add_expr(p, rx_expr_floormod(an->ctx, m->a, m->b), nk);
+    sym_poly_add_expr(p, m->a, k / m->b->value);
+    sym_poly_add_expr(p, sym_expr_floormod(an->ctx, m->a, m->b), nk);
   }
-  rx_poly_norm(p);
+  sym_poly_norm(p);
 }
 
 /* q * (d) - p * (r) as a normalized poly */
 static bool combine(rx_analyzer *an, rx_poly *out, const rx_term *dt, size_t dn, int64_t dc,
                     int64_t q, const rel *r, int64_t p) {
   int64_t v;
-  rx_poly_init(out);
+  sym_poly_init(out);
   for (size_t i = 0; i < dn && !out->ovf; i++) {
     if (!rx_i64_mul(dt[i].k, q, &v))
       out->ovf = true;
     else
-      rx_poly_push(out, dt[i].m, v);
+      sym_poly_push(out, dt[i].m, v);
   }
   for (size_t i = 0; i < r->n && !out->ovf; i++) {
     if (!rx_i64_mul(r->t[i].k, -p, &v))
       out->ovf = true;
     else
-      rx_poly_push(out, r->t[i].m, v);
+      sym_poly_push(out, r->t[i].m, v);
   }
   int64_t a, b;
   if (!rx_i64_mul(dc, q, &a) || !rx_i64_mul(r->c, -p, &b) || !rx_i64_add(a, b, &out->c))
@@ -626,11 +626,11 @@ static bool le0(rx_analyzer *an, const rx_term *t, size_t n, int64_t c) {
             rx_poly e2;
             if (combine(an, &e2, e1.t, e1.n, e1.c, q2[b], r2, p2[b]))
               ok = xsign(poly_bnd(an, e2.t, e2.n, e2.c).hi) <= 0;
-            rx_poly_free(&e2);
+            sym_poly_free(&e2);
           }
         }
       }
-      rx_poly_free(&e1);
+      sym_poly_free(&e1);
     }
   }
   an->depth--;
@@ -687,9 +687,9 @@ static rx_tribool prove_cmp(rx_analyzer *an, rx_expr_kind k, const rx_expr *a, c
     k = k == RX_EXPR_GT ? RX_EXPR_LT : RX_EXPR_LE;
   }
   rx_poly d;
-  rx_poly_init(&d);
-  rx_poly_add_expr(&d, a, 1);
-  rx_poly_add_expr(&d, b, -1);
+  sym_poly_init(&d);
+  sym_poly_add_expr(&d, a, 1);
+  sym_poly_add_expr(&d, b, -1);
   if (k == RX_EXPR_LT && !rx_i64_add(d.c, 1, &d.c)) d.ovf = true;
   divmul_all(an, &d);
   rx_tribool r = RX_UNKNOWN;
@@ -699,7 +699,7 @@ static rx_tribool prove_cmp(rx_analyzer *an, rx_expr_kind k, const rx_expr *a, c
     else
       r = k == RX_EXPR_EQ ? tri_eq0(an, &d) : tri_not(tri_eq0(an, &d));
   }
-  rx_poly_free(&d);
+  sym_poly_free(&d);
   return r;
 }
 
@@ -725,7 +725,7 @@ static rx_tribool prove_rec(rx_analyzer *an, const rx_expr *c) {
   case RX_EXPR_LE:
   case RX_EXPR_GT:
   case RX_EXPR_GE: {
-    const rx_expr *n = rx_expr_canon_not(an->ctx, c);
+    const rx_expr *n = sym_expr_canon_not(an->ctx, c);
     if (n && is_fact(an, n)) return RX_FALSE;
     return prove_cmp(an, c->kind, c->a, c->b);
   }
@@ -739,8 +739,8 @@ static rx_tribool prove_rec(rx_analyzer *an, const rx_expr *c) {
   }
 }
 
-rx_tribool rx_analyzer_prove(rx_analyzer *an, const rx_expr *cond) {
-  return prove_rec(an, rx_expr_simplify(an->ctx, cond));
+rx_tribool sym_analyzer_prove(rx_analyzer *an, const rx_expr *cond) {
+  return prove_rec(an, sym_expr_simplify(an->ctx, cond));
 }
 
 /* ---- adding facts ---- */
@@ -798,7 +798,7 @@ static void add_le0(rx_analyzer *an, const rx_poly *d) {
     bound_term(an, d->t[0].m, d->t[0].k, d->c);
     return;
   }
-  rel r = {rx_malloc(d->n * sizeof *r.t), d->n, d->c};
+  rel r = {base_malloc(d->n * sizeof *r.t), d->n, d->c};
   memcpy(r.t, d->t, d->n * sizeof *r.t);
   RX_VEC_PUSH(&an->rels, r);
   undo u = {U_REL, NULL, INFO_NONE};
@@ -836,11 +836,11 @@ static void add_fact(rx_analyzer *an, const rx_expr *f) {
     k = k == RX_EXPR_GT ? RX_EXPR_LT : RX_EXPR_LE;
   }
   rx_poly d;
-  rx_poly_init(&d);
-  rx_poly_add_expr(&d, a, 1);
-  rx_poly_add_expr(&d, b, -1);
+  sym_poly_init(&d);
+  sym_poly_add_expr(&d, a, 1);
+  sym_poly_add_expr(&d, b, -1);
   if (k == RX_EXPR_LT && !rx_i64_add(d.c, 1, &d.c)) d.ovf = true;
-  rx_poly_norm(&d);
+  sym_poly_norm(&d);
   if (!d.ovf) {
     if (k == RX_EXPR_LT || k == RX_EXPR_LE) {
       add_le0(an, &d);
@@ -861,11 +861,11 @@ static void add_fact(rx_analyzer *an, const rx_expr *f) {
         narrow(an, d.t[0].m, INT64_MIN, v - 1);
     }
   }
-  rx_poly_free(&d);
+  sym_poly_free(&d);
 }
 
-bool rx_analyzer_assume(rx_analyzer *an, const rx_expr *fact) {
-  const rx_expr *f = rx_expr_simplify(an->ctx, fact);
+bool sym_analyzer_assume(rx_analyzer *an, const rx_expr *fact) {
+  const rx_expr *f = sym_expr_simplify(an->ctx, fact);
   rx_tribool t = prove_rec(an, f);
   if (t == RX_FALSE) return false;
   if (t == RX_TRUE) return true; /* nothing new */
@@ -874,11 +874,11 @@ bool rx_analyzer_assume(rx_analyzer *an, const rx_expr *fact) {
   return !an->contra;
 }
 
-void rx_analyzer_bind_range(rx_analyzer *an, const rx_expr *var, const rx_expr *lo,
-                            const rx_expr *extent) {
+void sym_analyzer_bind_range(rx_analyzer *an, const rx_expr *var, const rx_expr *lo,
+                             const rx_expr *extent) {
   rx_expr_ctx *ctx = an->ctx;
-  rx_analyzer_assume(an, rx_expr_cmp(ctx, RX_EXPR_LE, lo, var));
-  rx_analyzer_assume(an, rx_expr_cmp(ctx, RX_EXPR_LT, var, rx_expr_add(ctx, lo, extent)));
+  sym_analyzer_assume(an, sym_expr_cmp(ctx, RX_EXPR_LE, lo, var));
+  sym_analyzer_assume(an, sym_expr_cmp(ctx, RX_EXPR_LT, var, sym_expr_add(ctx, lo, extent)));
 }
 
 /* ---- simplification with facts ---- */
@@ -893,7 +893,7 @@ static bool point(xiv b, int64_t *v) {
 
 /* a poly as an expression; NULL on overflow */
 static const rx_expr *poly_expr(rx_analyzer *an, rx_poly *p) {
-  return p->ovf ? NULL : rx_poly_build(an->ctx, p);
+  return p->ovf ? NULL : sym_poly_build(an->ctx, p);
 }
 
 /* The terms of p that are known multiples of g go to s (when s is not NULL), the others to r,
@@ -902,13 +902,13 @@ static bool split_terms(rx_analyzer *an, const rx_poly *p, int64_t g, rx_poly *s
   bool any = false;
   r->c = p->c;
   for (size_t i = 0; i < p->n; i++) {
-    int64_t d = rx_analyzer_divisor(an, p->t[i].m), kd;
+    int64_t d = sym_analyzer_divisor(an, p->t[i].m), kd;
     bool exact = d == 0 || (rx_i64_mul(d, p->t[i].k, &kd) && kd % g == 0);
     any |= exact;
     if (exact && s)
-      rx_poly_push(s, p->t[i].m, p->t[i].k);
+      sym_poly_push(s, p->t[i].m, p->t[i].k);
     else if (!exact)
-      rx_poly_push(r, p->t[i].m, p->t[i].k);
+      sym_poly_push(r, p->t[i].m, p->t[i].k);
   }
   return any;
 }
@@ -918,11 +918,11 @@ static const rx_expr *div_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   rx_expr_ctx *ctx = an->ctx;
   const rx_expr *res = NULL;
   rx_poly p, s, r;
-  rx_poly_init(&p);
-  rx_poly_init(&s);
-  rx_poly_init(&r);
-  rx_poly_add_expr(&p, x, 1);
-  rx_poly_norm(&p);
+  sym_poly_init(&p);
+  sym_poly_init(&s);
+  sym_poly_init(&r);
+  sym_poly_add_expr(&p, x, 1);
+  sym_poly_norm(&p);
   if (p.ovf) goto done;
   split_terms(an, &p, k, &s, &r);
   xiv b = poly_bnd(an, r.t, r.n, r.c);
@@ -934,12 +934,12 @@ static const rx_expr *div_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   /* x // k == s // k + q when r stays within [q*k, q*k + k) */
   const rx_expr *se = poly_expr(an, &s);
   if (se)
-    res =
-        rx_expr_add(ctx, rx_expr_floordiv(ctx, se, rx_expr_const(ctx, k)), rx_expr_const(ctx, q1));
+    res = sym_expr_add(ctx, sym_expr_floordiv(ctx, se, sym_expr_const(ctx, k)),
+                       sym_expr_const(ctx, q1));
 done:
-  rx_poly_free(&p);
-  rx_poly_free(&s);
-  rx_poly_free(&r);
+  sym_poly_free(&p);
+  sym_poly_free(&s);
+  sym_poly_free(&r);
   return res;
 }
 
@@ -950,14 +950,14 @@ static const rx_expr *mod_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
   int64_t v;
   if (ms.m == 0 || (ms.m % k == 0)) {
     rx_i64_floormod(ms.r, k, &v);
-    return rx_expr_const(ctx, v);
+    return sym_expr_const(ctx, v);
   }
   const rx_expr *res = NULL;
   rx_poly p, r;
-  rx_poly_init(&p);
-  rx_poly_init(&r);
-  rx_poly_add_expr(&p, x, 1);
-  rx_poly_norm(&p);
+  sym_poly_init(&p);
+  sym_poly_init(&r);
+  sym_poly_add_expr(&p, x, 1);
+  sym_poly_norm(&p);
   if (p.ovf) goto done;
   bool dropped = split_terms(an, &p, k, NULL, &r);
   xiv b = poly_bnd(an, r.t, r.n, r.c);
@@ -967,11 +967,11 @@ static const rx_expr *mod_rule(rx_analyzer *an, const rx_expr *x, int64_t k) {
     res = poly_expr(an, &r); /* r within one period: r - q * k */
   } else if (dropped) {
     const rx_expr *re = poly_expr(an, &r);
-    if (re) res = rx_expr_floormod(ctx, re, rx_expr_const(ctx, k));
+    if (re) res = sym_expr_floormod(ctx, re, sym_expr_const(ctx, k));
   }
 done:
-  rx_poly_free(&p);
-  rx_poly_free(&r);
+  sym_poly_free(&p);
+  sym_poly_free(&r);
   return res;
 }
 
@@ -984,14 +984,14 @@ static const rx_expr *split_rule(rx_analyzer *an, const rx_expr *x, int64_t k, b
   rx_expr_ctx *ctx = an->ctx;
   const rx_expr *res = NULL;
   rx_poly p;
-  rx_poly_init(&p);
-  rx_poly_add_expr(&p, x, 1);
-  rx_poly_norm(&p);
+  sym_poly_init(&p);
+  sym_poly_add_expr(&p, x, 1);
+  sym_poly_norm(&p);
   /* candidates: gcd(k, a term's known multiple), each a divisor of k below it */
   int64_t cand[8];
   int nc = 0;
   for (size_t i = 0; !p.ovf && i < p.n && nc < 8; i++) {
-    int64_t d = rx_analyzer_divisor(an, p.t[i].m), kd, a, b;
+    int64_t d = sym_analyzer_divisor(an, p.t[i].m), kd, a, b;
     if (d == 0 || !rx_i64_mul(d, p.t[i].k, &kd)) continue;
     for (a = k, b = kd < 0 ? -kd : kd; b;) {
       int64_t t = a % b;
@@ -1003,8 +1003,8 @@ static const rx_expr *split_rule(rx_analyzer *an, const rx_expr *x, int64_t k, b
   for (int ci = 0; !p.ovf && !res && ci < nc; ci++) {
     int64_t g = cand[ci];
     rx_poly s, r;
-    rx_poly_init(&s);
-    rx_poly_init(&r);
+    sym_poly_init(&s);
+    sym_poly_init(&r);
     split_terms(an, &p, g, &s, &r);
     xiv b = poly_bnd(an, r.t, r.n, r.c);
     int64_t q1, q2, qg;
@@ -1014,13 +1014,13 @@ static const rx_expr *split_rule(rx_analyzer *an, const rx_expr *x, int64_t k, b
       s.c = qg;
       const rx_expr *se = poly_expr(an, &s), *re = poly_expr(an, &r);
       if (se && re)
-        res = is_div ? rx_expr_floordiv(ctx, se, rx_expr_const(ctx, k))
-                     : rx_expr_add(ctx, rx_expr_floormod(ctx, se, rx_expr_const(ctx, k)), re);
+        res = is_div ? sym_expr_floordiv(ctx, se, sym_expr_const(ctx, k))
+                     : sym_expr_add(ctx, sym_expr_floormod(ctx, se, sym_expr_const(ctx, k)), re);
     }
-    rx_poly_free(&s);
-    rx_poly_free(&r);
+    sym_poly_free(&s);
+    sym_poly_free(&r);
   }
-  rx_poly_free(&p);
+  sym_poly_free(&p);
   return res;
 }
 
@@ -1035,7 +1035,7 @@ static bool sum_divmul(rx_analyzer *an, rx_poly *p) {
     if (ms.m != 0 && ms.m % c != 0) continue;
     rx_i64_floormod(ms.r, c, &r);
     p->t[i].k = 0;
-    rx_poly_add_expr(p, m->a, k / c);
+    sym_poly_add_expr(p, m->a, k / c);
     int64_t t;
     if (!rx_i64_mul(r, k / c, &t) || !rx_i64_sub(p->c, t, &p->c)) p->ovf = true;
     return true;
@@ -1059,16 +1059,16 @@ static const rx_expr *asimp_minmax(rx_analyzer *an, const rx_expr *e) {
   free(stack.data);
   bool is_min = e->kind == RX_EXPR_MIN;
   const rx_expr *r = NULL;
-  bool *drop = rx_calloc(ops.len, sizeof *drop);
+  bool *drop = base_calloc(ops.len, sizeof *drop);
   for (size_t i = 0; i < ops.len; i++) {
     for (size_t j = 0; j < ops.len && !drop[i]; j++) {
       if (j == i || drop[j]) continue;
       /* min: operand i goes when some other operand j <= i */
-      const rx_expr *c = is_min ? rx_expr_cmp(an->ctx, RX_EXPR_LE, ops.data[j], ops.data[i])
-                                : rx_expr_cmp(an->ctx, RX_EXPR_LE, ops.data[i], ops.data[j]);
+      const rx_expr *c = is_min ? sym_expr_cmp(an->ctx, RX_EXPR_LE, ops.data[j], ops.data[i])
+                                : sym_expr_cmp(an->ctx, RX_EXPR_LE, ops.data[i], ops.data[j]);
       drop[i] = prove_rec(an, c) == RX_TRUE;
     }
-    if (!drop[i]) r = r ? rx_expr_make(an->ctx, e->kind, r, ops.data[i], NULL) : ops.data[i];
+    if (!drop[i]) r = r ? sym_expr_make(an->ctx, e->kind, r, ops.data[i], NULL) : ops.data[i];
   }
   free(drop);
   free(ops.data);
@@ -1078,10 +1078,10 @@ static const rx_expr *asimp_minmax(rx_analyzer *an, const rx_expr *e) {
 static const rx_expr *asimp_sum(rx_analyzer *an, const rx_expr *e) {
   rx_expr_ctx *ctx = an->ctx;
   rx_poly p, q;
-  rx_poly_init(&p);
-  rx_poly_init(&q);
-  rx_poly_add_expr(&p, e, 1);
-  rx_poly_norm(&p);
+  sym_poly_init(&p);
+  sym_poly_init(&q);
+  sym_poly_add_expr(&p, e, 1);
+  sym_poly_norm(&p);
   const rx_expr *res = e;
   if (p.ovf) goto done;
   q.c = p.c;
@@ -1096,18 +1096,18 @@ static const rx_expr *asimp_sum(rx_analyzer *an, const rx_expr *e) {
     RX_VEC_PUSH(&atoms, m);
     for (size_t j = 0; j < atoms.len; j++) {
       const rx_expr *a = asimp(an, atoms.data[j]);
-      nm = nm ? rx_expr_mul(ctx, nm, a) : a;
+      nm = nm ? sym_expr_mul(ctx, nm, a) : a;
     }
     free(atoms.data);
-    rx_poly_add_expr(&q, nm, p.t[i].k);
+    sym_poly_add_expr(&q, nm, p.t[i].k);
   }
-  rx_poly_norm(&q);
-  while (!q.ovf && sum_divmul(an, &q)) rx_poly_norm(&q);
+  sym_poly_norm(&q);
+  while (!q.ovf && sum_divmul(an, &q)) sym_poly_norm(&q);
   const rx_expr *r = poly_expr(an, &q);
   if (r) res = r;
 done:
-  rx_poly_free(&p);
-  rx_poly_free(&q);
+  sym_poly_free(&p);
+  sym_poly_free(&q);
   return res;
 }
 
@@ -1125,7 +1125,7 @@ static const rx_expr *asimp_node(rx_analyzer *an, const rx_expr *e) {
   case RX_EXPR_FLOORMOD: {
     bool is_div = e->kind == RX_EXPR_FLOORDIV;
     const rx_expr *a = asimp(an, e->a), *b = asimp(an, e->b);
-    const rx_expr *r = rx_expr_make(ctx, e->kind, a, b, NULL);
+    const rx_expr *r = sym_expr_make(ctx, e->kind, a, b, NULL);
     if (r->kind != e->kind) return r;
     a = r->a;
     b = r->b;
@@ -1135,9 +1135,9 @@ static const rx_expr *asimp_node(rx_analyzer *an, const rx_expr *e) {
       return s ? s : r;
     }
     if (b->kind != RX_EXPR_CONST &&
-        prove_rec(an, rx_expr_cmp(ctx, RX_EXPR_LE, rx_expr_const(ctx, 0), a)) == RX_TRUE &&
-        prove_rec(an, rx_expr_cmp(ctx, RX_EXPR_LT, a, b)) == RX_TRUE)
-      return is_div ? rx_expr_const(ctx, 0) : a; /* 0 <= a < b */
+        prove_rec(an, sym_expr_cmp(ctx, RX_EXPR_LE, sym_expr_const(ctx, 0), a)) == RX_TRUE &&
+        prove_rec(an, sym_expr_cmp(ctx, RX_EXPR_LT, a, b)) == RX_TRUE)
+      return is_div ? sym_expr_const(ctx, 0) : a; /* 0 <= a < b */
     return r;
   }
   case RX_EXPR_MIN:
@@ -1149,26 +1149,26 @@ static const rx_expr *asimp_node(rx_analyzer *an, const rx_expr *e) {
     if (t == RX_TRUE) return asimp(an, e->b);
     if (t == RX_FALSE) return asimp(an, e->c);
     /* each branch under its condition (it is only evaluated then) */
-    size_t mk = rx_analyzer_mark(an);
-    bool live = rx_analyzer_assume(an, c);
+    size_t mk = sym_analyzer_mark(an);
+    bool live = sym_analyzer_assume(an, c);
     const rx_expr *tb = live ? asimp(an, e->b) : e->b;
-    rx_analyzer_reset(an, mk);
+    sym_analyzer_reset(an, mk);
     if (!live) return asimp(an, e->c);
-    const rx_expr *nc = rx_expr_not(ctx, c);
-    live = rx_analyzer_assume(an, nc);
+    const rx_expr *nc = sym_expr_not(ctx, c);
+    live = sym_analyzer_assume(an, nc);
     const rx_expr *fb = live ? asimp(an, e->c) : e->c;
-    rx_analyzer_reset(an, mk);
+    sym_analyzer_reset(an, mk);
     if (!live) return tb;
-    return rx_expr_select(ctx, c, tb, fb);
+    return sym_expr_select(ctx, c, tb, fb);
   }
   default: {
     /* comparisons and logic */
     RX_ASSERT(e->kind >= RX_EXPR_EQ && e->kind <= RX_EXPR_NOT);
     const rx_expr *a = asimp(an, e->a);
     const rx_expr *b = e->b ? asimp(an, e->b) : NULL;
-    const rx_expr *r = rx_expr_make(ctx, e->kind, a, b, NULL);
+    const rx_expr *r = sym_expr_make(ctx, e->kind, a, b, NULL);
     rx_tribool t = prove_rec(an, r);
-    return t == RX_UNKNOWN ? r : rx_expr_const(ctx, t == RX_TRUE);
+    return t == RX_UNKNOWN ? r : sym_expr_const(ctx, t == RX_TRUE);
   }
   }
 }
@@ -1176,14 +1176,14 @@ static const rx_expr *asimp_node(rx_analyzer *an, const rx_expr *e) {
 static const rx_expr *asimp(rx_analyzer *an, const rx_expr *e) {
   if (e->kind == RX_EXPR_CONST) return e;
   int64_t v;
-  if (point(bnd(an, e), &v)) return rx_expr_const(an->ctx, v);
+  if (point(bnd(an, e), &v)) return sym_expr_const(an->ctx, v);
   const rx_expr *r = asimp_node(an, e);
-  if (r != e && r->kind != RX_EXPR_CONST && point(bnd(an, r), &v)) r = rx_expr_const(an->ctx, v);
+  if (r != e && r->kind != RX_EXPR_CONST && point(bnd(an, r), &v)) r = sym_expr_const(an->ctx, v);
   return r;
 }
 
-const rx_expr *rx_analyzer_simplify(rx_analyzer *an, const rx_expr *e) {
-  e = rx_expr_simplify(an->ctx, e);
+const rx_expr *sym_analyzer_simplify(rx_analyzer *an, const rx_expr *e) {
+  e = sym_expr_simplify(an->ctx, e);
   for (int i = 0; i < MAX_ROUNDS; i++) {
     const rx_expr *r = asimp(an, e);
     if (r == e) break;

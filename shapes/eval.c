@@ -91,15 +91,15 @@ static rx_eval_status ev(const rx_expr *e, const rx_expr_env *env, int64_t *out)
   return RX_EVAL_OK;
 }
 
-rx_eval_status rx_expr_eval_status(const rx_expr *e, const rx_expr_env *env, int64_t *out) {
+rx_eval_status sym_expr_eval_status(const rx_expr *e, const rx_expr_env *env, int64_t *out) {
   int64_t v;
   rx_eval_status s = ev(e, env, &v);
   if (s == RX_EVAL_OK) *out = v;
   return s;
 }
 
-bool rx_expr_eval(const rx_expr *e, const rx_expr_env *env, int64_t *out) {
-  return rx_expr_eval_status(e, env, out) == RX_EVAL_OK;
+bool sym_expr_eval(const rx_expr *e, const rx_expr_env *env, int64_t *out) {
+  return sym_expr_eval_status(e, env, out) == RX_EVAL_OK;
 }
 
 /* ---- substitution ---- */
@@ -118,7 +118,7 @@ static size_t slot_of(const submap *m, const rx_expr *k) {
 
 static void map_put(submap *m, const rx_expr *k, const rx_expr *v) {
   if ((m->count + 1) * 2 > m->cap) {
-    submap g = {rx_calloc(m->cap * 2, sizeof *g.keys), rx_calloc(m->cap * 2, sizeof *g.vals),
+    submap g = {base_calloc(m->cap * 2, sizeof *g.keys), base_calloc(m->cap * 2, sizeof *g.vals),
                 m->cap * 2, 0};
     for (size_t i = 0; i < m->cap; i++)
       if (m->keys[i]) map_put(&g, m->keys[i], m->vals[i]);
@@ -143,7 +143,7 @@ static const rx_expr *sub(subst *s, const rx_expr *e) {
   if (e->kind == RX_EXPR_CONST) return e;
   if (e->kind == RX_EXPR_VAR) {
     for (size_t i = 0; i < s->n; i++)
-      if (s->vars[i] == e) return rx_expr_simplify(s->ctx, s->repl[i]);
+      if (s->vars[i] == e) return sym_expr_simplify(s->ctx, s->repl[i]);
     return e;
   }
   size_t i = slot_of(&s->memo, e);
@@ -151,18 +151,21 @@ static const rx_expr *sub(subst *s, const rx_expr *e) {
   const rx_expr *a = sub(s, e->a);
   const rx_expr *b = e->b ? sub(s, e->b) : NULL;
   const rx_expr *c = e->c ? sub(s, e->c) : NULL;
-  const rx_expr *r = rx_expr_make(s->ctx, e->kind, a, b, c);
+  const rx_expr *r = sym_expr_make(s->ctx, e->kind, a, b, c);
   map_put(&s->memo, e, r);
   return r;
 }
 
-const rx_expr *rx_expr_subst(rx_expr_ctx *ctx, const rx_expr *e, const rx_expr *const *vars,
-                             const rx_expr *const *repl, size_t n) {
+const rx_expr *sym_expr_subst(rx_expr_ctx *ctx, const rx_expr *e, const rx_expr *const *vars,
+                              const rx_expr *const *repl, size_t n) {
   bool used = false;
-  for (size_t i = 0; i < n && !used; i++) used = rx_expr_uses_var(e, vars[i]);
-  if (!used) return rx_expr_simplify(ctx, e);
-  subst s = {
-      ctx, vars, repl, n, {rx_calloc(64, sizeof(void *)), rx_calloc(64, sizeof(void *)), 64, 0}};
+  for (size_t i = 0; i < n && !used; i++) used = sym_expr_uses_var(e, vars[i]);
+  if (!used) return sym_expr_simplify(ctx, e);
+  subst s = {ctx,
+             vars,
+             repl,
+             n,
+             {base_calloc(64, sizeof(void *)), base_calloc(64, sizeof(void *)), 64, 0}};
   const rx_expr *r = sub(&s, e);
   free(s.memo.keys);
   free(s.memo.vals);

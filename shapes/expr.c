@@ -1,5 +1,5 @@
 /* shapes/expr.c: the context, hash-consing, the structural order, linear forms and the
- * context-free canonicalizer (the public constructors and rx_expr_simplify).
+ * context-free canonicalizer (the public constructors and sym_expr_simplify).
  *
  * Every canonicalizing helper c_* takes canonical operands and returns a canonical node, or
  * NULL when some constant arithmetic would overflow int64; the caller (make_canon) then
@@ -15,26 +15,26 @@
 
 /* ---- context ---- */
 
-rx_expr_ctx *rx_expr_ctx_new(void) {
-  rx_expr_ctx *ctx = rx_calloc(1, sizeof *ctx);
-  rx_arena_init(&ctx->arena);
-  rx_strtab_init(&ctx->names, &ctx->arena);
+rx_expr_ctx *sym_expr_ctx_new(void) {
+  rx_expr_ctx *ctx = base_calloc(1, sizeof *ctx);
+  base_arena_init(&ctx->arena);
+  base_strtab_init(&ctx->names, &ctx->arena);
   return ctx;
 }
 
-void rx_expr_ctx_free(rx_expr_ctx *ctx) {
+void sym_expr_ctx_free(rx_expr_ctx *ctx) {
   if (!ctx) return;
-  rx_strtab_free(&ctx->names);
+  base_strtab_free(&ctx->names);
   free(ctx->slots);
   free(ctx->canon);
-  rx_arena_free(&ctx->arena);
+  base_arena_free(&ctx->arena);
   free(ctx);
 }
 
-rx_arena *rx_expr_ctx_arena(rx_expr_ctx *ctx) { return &ctx->arena; }
+rx_arena *sym_expr_ctx_arena(rx_expr_ctx *ctx) { return &ctx->arena; }
 
-const char *rx_expr_ctx_intern(rx_expr_ctx *ctx, const char *s, size_t n) {
-  return rx_strtab_intern(&ctx->names, s, n);
+const char *sym_expr_ctx_intern(rx_expr_ctx *ctx, const char *s, size_t n) {
+  return base_strtab_intern(&ctx->names, s, n);
 }
 
 /* ---- hash-consing ---- */
@@ -43,7 +43,7 @@ static uint64_t node_hash(rx_expr_kind kind, int64_t value, const char *name, co
                           const rx_expr *b, const rx_expr *c) {
   uint64_t h = rx_hash_mix(0x243f6a8885a308d3ull, (uint64_t)kind);
   h = rx_hash_mix(h, (uint64_t)value);
-  if (name) h = rx_hash_mix(h, rx_hash_bytes(name, strlen(name)));
+  if (name) h = rx_hash_mix(h, base_hash_bytes(name, strlen(name)));
   h = rx_hash_mix(h, a ? a->hash : 1);
   h = rx_hash_mix(h, b ? b->hash : 2);
   h = rx_hash_mix(h, c ? c->hash : 3);
@@ -52,7 +52,7 @@ static uint64_t node_hash(rx_expr_kind kind, int64_t value, const char *name, co
 
 static void table_grow(rx_expr_ctx *ctx) {
   size_t cap = ctx->cap ? ctx->cap * 2 : 1024;
-  rx_expr **slots = rx_calloc(cap, sizeof *slots);
+  rx_expr **slots = base_calloc(cap, sizeof *slots);
   for (size_t i = 0; i < ctx->cap; i++) {
     rx_expr *e = ctx->slots[i];
     if (!e) continue;
@@ -65,8 +65,10 @@ static void table_grow(rx_expr_ctx *ctx) {
   ctx->cap = cap;
 }
 
-const rx_expr *rx_expr_node(rx_expr_ctx *ctx, rx_expr_kind kind, int64_t value, const char *name,
-                            const rx_expr *a, const rx_expr *b, const rx_expr *c) {
+/* Interns a node exactly as given. */
+static const rx_expr *sym_expr_node(rx_expr_ctx *ctx, rx_expr_kind kind, int64_t value,
+                                    const char *name, const rx_expr *a, const rx_expr *b,
+                                    const rx_expr *c) {
   uint64_t h = node_hash(kind, value, name, a, b, c);
   if ((ctx->count + 1) * 2 > ctx->cap) table_grow(ctx);
   size_t i = (size_t)h & (ctx->cap - 1);
@@ -75,7 +77,7 @@ const rx_expr *rx_expr_node(rx_expr_ctx *ctx, rx_expr_kind kind, int64_t value, 
         e->b == b && e->c == c)
       return e;
   RX_ASSERT(ctx->count < UINT32_MAX);
-  rx_expr *e = rx_arena_alloc(&ctx->arena, sizeof *e);
+  rx_expr *e = base_arena_alloc(&ctx->arena, sizeof *e);
   e->kind = kind;
   e->id = (uint32_t)ctx->count;
   e->hash = h;
@@ -90,10 +92,10 @@ const rx_expr *rx_expr_node(rx_expr_ctx *ctx, rx_expr_kind kind, int64_t value, 
 }
 
 static const rx_expr *cst(rx_expr_ctx *ctx, int64_t v) {
-  return rx_expr_node(ctx, RX_EXPR_CONST, v, NULL, NULL, NULL, NULL);
+  return sym_expr_node(ctx, RX_EXPR_CONST, v, NULL, NULL, NULL, NULL);
 }
 static const rx_expr *bin(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_node(ctx, k, 0, NULL, a, b, NULL);
+  return sym_expr_node(ctx, k, 0, NULL, a, b, NULL);
 }
 
 /* the memo of canonical forms, indexed by node id */
@@ -104,18 +106,18 @@ static void canon_set(rx_expr_ctx *ctx, const rx_expr *e, const rx_expr *r) {
   if (e->id >= ctx->canon_cap) {
     size_t cap = ctx->canon_cap ? ctx->canon_cap : 1024;
     while (cap <= e->id) cap *= 2;
-    ctx->canon = rx_realloc(ctx->canon, cap * sizeof *ctx->canon);
+    ctx->canon = base_realloc(ctx->canon, cap * sizeof *ctx->canon);
     memset(ctx->canon + ctx->canon_cap, 0, (cap - ctx->canon_cap) * sizeof *ctx->canon);
     ctx->canon_cap = cap;
   }
   ctx->canon[e->id] = r;
 }
 
-const rx_expr *rx_expr_const(rx_expr_ctx *ctx, int64_t v) { return cst(ctx, v); }
+const rx_expr *sym_expr_const(rx_expr_ctx *ctx, int64_t v) { return cst(ctx, v); }
 
-const rx_expr *rx_expr_var(rx_expr_ctx *ctx, const char *name) {
-  const char *s = rx_strtab_intern(&ctx->names, name, strlen(name));
-  return rx_expr_node(ctx, RX_EXPR_VAR, 0, s, NULL, NULL, NULL);
+const rx_expr *sym_expr_var(rx_expr_ctx *ctx, const char *name) {
+  const char *s = base_strtab_intern(&ctx->names, name, strlen(name));
+  return sym_expr_node(ctx, RX_EXPR_VAR, 0, s, NULL, NULL, NULL);
 }
 
 static int arity(rx_expr_kind k) {
@@ -132,18 +134,18 @@ static int arity(rx_expr_kind k) {
   }
 }
 
-const rx_expr *rx_expr_raw(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a, const rx_expr *b,
-                           const rx_expr *c) {
+const rx_expr *sym_expr_raw(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a, const rx_expr *b,
+                            const rx_expr *c) {
   int n = arity(kind);
   RX_ASSERT(kind < RX_EXPR_KIND_COUNT && n > 0);
   RX_ASSERT(a && (n >= 2) == (b != NULL) && (n == 3) == (c != NULL));
-  return rx_expr_node(ctx, kind, 0, NULL, a, b, c);
+  return sym_expr_node(ctx, kind, 0, NULL, a, b, c);
 }
 
 /* ---- queries ---- */
 
-bool rx_expr_is_bool(const rx_expr *e) {
-  return e->kind == RX_EXPR_CONST ? e->value == 0 || e->value == 1 : rx_expr_kind_is_bool(e->kind);
+bool sym_expr_is_bool(const rx_expr *e) {
+  return e->kind == RX_EXPR_CONST ? e->value == 0 || e->value == 1 : sym_expr_kind_is_bool(e->kind);
 }
 
 static void collect(const rx_expr *e, rx_ptrvec *out) {
@@ -151,7 +153,7 @@ static void collect(const rx_expr *e, rx_ptrvec *out) {
     if (e->kind == RX_EXPR_VAR) {
       for (size_t i = 0; i < out->len; i++)
         if (out->data[i] == (void *)e) return;
-      rx_ptrvec_push(out, (void *)e);
+      base_ptrvec_push(out, (void *)e);
       return;
     }
     if (e->kind == RX_EXPR_CONST) return;
@@ -160,14 +162,14 @@ static void collect(const rx_expr *e, rx_ptrvec *out) {
     e = e->c ? e->c : e->b;
   }
 }
-void rx_expr_collect_vars(const rx_expr *e, rx_ptrvec *out) { collect(e, out); }
+void sym_expr_collect_vars(const rx_expr *e, rx_ptrvec *out) { collect(e, out); }
 
-bool rx_expr_uses_var(const rx_expr *e, const rx_expr *var) {
+bool sym_expr_uses_var(const rx_expr *e, const rx_expr *var) {
   while (e) {
     if (e == var) return true;
     if (e->kind == RX_EXPR_VAR || e->kind == RX_EXPR_CONST) return false;
-    if (rx_expr_uses_var(e->a, var)) return true;
-    if (e->c && rx_expr_uses_var(e->b, var)) return true;
+    if (sym_expr_uses_var(e->a, var)) return true;
+    if (e->c && sym_expr_uses_var(e->b, var)) return true;
     e = e->c ? e->c : e->b;
   }
   return false;
@@ -186,7 +188,7 @@ static int kind_rank(rx_expr_kind k) {
   return rank[k];
 }
 
-int rx_expr_compare(const rx_expr *a, const rx_expr *b) {
+int sym_expr_compare(const rx_expr *a, const rx_expr *b) {
   while (a != b) {
     if (!a) return -1;
     if (!b) return 1;
@@ -197,10 +199,10 @@ int rx_expr_compare(const rx_expr *a, const rx_expr *b) {
       int c = strcmp(a->name, b->name);
       return c < 0 ? -1 : c > 0;
     }
-    int c = rx_expr_compare(a->a, b->a);
+    int c = sym_expr_compare(a->a, b->a);
     if (c) return c;
     if (a->c || b->c) {
-      c = rx_expr_compare(a->b, b->b);
+      c = sym_expr_compare(a->b, b->b);
       if (c) return c;
       a = a->c;
       b = b->c;
@@ -214,7 +216,7 @@ int rx_expr_compare(const rx_expr *a, const rx_expr *b) {
 
 /* ---- linear forms ---- */
 
-void rx_poly_init(rx_poly *p) {
+void sym_poly_init(rx_poly *p) {
   p->t = p->buf;
   p->n = 0;
   p->cap = RX_ARRAY_LEN(p->buf);
@@ -222,15 +224,15 @@ void rx_poly_init(rx_poly *p) {
   p->ovf = false;
 }
 
-void rx_poly_free(rx_poly *p) {
+void sym_poly_free(rx_poly *p) {
   if (p->t != p->buf) free(p->t);
-  rx_poly_init(p);
+  sym_poly_init(p);
 }
 
-void rx_poly_push(rx_poly *p, const rx_expr *m, int64_t k) {
+void sym_poly_push(rx_poly *p, const rx_expr *m, int64_t k) {
   if (p->n == p->cap) {
     size_t cap = p->cap * 2;
-    rx_term *t = rx_malloc(cap * sizeof *t);
+    rx_term *t = base_malloc(cap * sizeof *t);
     memcpy(t, p->t, p->n * sizeof *t);
     if (p->t != p->buf) free(p->t);
     p->t = t;
@@ -241,7 +243,7 @@ void rx_poly_push(rx_poly *p, const rx_expr *m, int64_t k) {
   p->n++;
 }
 
-void rx_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k) {
+void sym_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k) {
   while (k != 0 && !p->ovf) {
     int64_t v;
     switch (e->kind) {
@@ -249,7 +251,7 @@ void rx_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k) {
       if (!rx_i64_mul(e->value, k, &v) || !rx_i64_add(p->c, v, &p->c)) p->ovf = true;
       return;
     case RX_EXPR_ADD:
-      rx_poly_add_expr(p, e->b, k);
+      sym_poly_add_expr(p, e->b, k);
       e = e->a;
       continue;
     case RX_EXPR_SUB:
@@ -257,7 +259,7 @@ void rx_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k) {
         p->ovf = true;
         return;
       }
-      rx_poly_add_expr(p, e->b, v);
+      sym_poly_add_expr(p, e->b, v);
       e = e->a;
       continue;
     case RX_EXPR_MUL:
@@ -270,32 +272,32 @@ void rx_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k) {
         e = c == e->b ? e->a : e->b;
         continue;
       }
-      rx_poly_push(p, e, k);
+      sym_poly_push(p, e, k);
       return;
     default:
-      rx_poly_push(p, e, k);
+      sym_poly_push(p, e, k);
       return;
     }
   }
 }
 
-void rx_poly_add_poly(rx_poly *p, const rx_poly *q, int64_t k) {
+void sym_poly_add_poly(rx_poly *p, const rx_poly *q, int64_t k) {
   int64_t v;
   if (q->ovf) p->ovf = true;
   for (size_t i = 0; i < q->n && !p->ovf; i++) {
     if (!rx_i64_mul(q->t[i].k, k, &v))
       p->ovf = true;
     else
-      rx_poly_push(p, q->t[i].m, v);
+      sym_poly_push(p, q->t[i].m, v);
   }
   if (!rx_i64_mul(q->c, k, &v) || !rx_i64_add(p->c, v, &p->c)) p->ovf = true;
 }
 
 static int term_cmp(const void *x, const void *y) {
-  return rx_expr_compare(((const rx_term *)x)->m, ((const rx_term *)y)->m);
+  return sym_expr_compare(((const rx_term *)x)->m, ((const rx_term *)y)->m);
 }
 
-void rx_poly_norm(rx_poly *p) {
+void sym_poly_norm(rx_poly *p) {
   if (p->ovf || p->n == 0) return;
   if (p->n > 1) qsort(p->t, p->n, sizeof *p->t, term_cmp);
   size_t w = 0;
@@ -329,7 +331,7 @@ static bool fold_divmod(rx_poly *p) {
       int64_t k = p->t[i].k;
       p->t[i].k = 0;
       p->t[j].k = 0;
-      rx_poly_add_expr(p, mi->a, k);
+      sym_poly_add_expr(p, mi->a, k);
       return true;
     }
   }
@@ -338,8 +340,8 @@ static bool fold_divmod(rx_poly *p) {
 
 /* normalize, with the div/mod recombination */
 static void poly_canon(rx_poly *p) {
-  rx_poly_norm(p);
-  while (!p->ovf && fold_divmod(p)) rx_poly_norm(p);
+  sym_poly_norm(p);
+  while (!p->ovf && fold_divmod(p)) sym_poly_norm(p);
 }
 
 static const rx_expr *poly_emit(rx_expr_ctx *ctx, const rx_poly *p) {
@@ -356,12 +358,13 @@ static const rx_expr *poly_emit(rx_expr_ctx *ctx, const rx_poly *p) {
   return r;
 }
 
-const rx_expr *rx_poly_build(rx_expr_ctx *ctx, rx_poly *p) {
+const rx_expr *sym_poly_build(rx_expr_ctx *ctx, rx_poly *p) {
   poly_canon(p);
   return p->ovf ? NULL : poly_emit(ctx, p);
 }
 
-const rx_expr *rx_expr_split_const(rx_expr_ctx *ctx, const rx_expr *e, int64_t *off) {
+/* The canonical expression of e's terms without its constant part; *off gets the constant. */
+static const rx_expr *sym_expr_split_const(rx_expr_ctx *ctx, const rx_expr *e, int64_t *off) {
   *off = 0;
   if (e->kind == RX_EXPR_CONST) {
     *off = e->value;
@@ -386,7 +389,7 @@ static void mono_atoms(const rx_expr *m, exprvec *out) {
 }
 
 static int expr_cmp_q(const void *x, const void *y) {
-  return rx_expr_compare(*(const rx_expr *const *)x, *(const rx_expr *const *)y);
+  return sym_expr_compare(*(const rx_expr *const *)x, *(const rx_expr *const *)y);
 }
 
 static const rx_expr *chain(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr **v, size_t n) {
@@ -414,11 +417,11 @@ static const rx_expr *c_cmp(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a, 
 static const rx_expr *c_lin(rx_expr_ctx *ctx, const rx_expr *a, int64_t ka, const rx_expr *b,
                             int64_t kb) {
   rx_poly p;
-  rx_poly_init(&p);
-  rx_poly_add_expr(&p, a, ka);
-  if (b) rx_poly_add_expr(&p, b, kb);
-  const rx_expr *r = rx_poly_build(ctx, &p);
-  rx_poly_free(&p);
+  sym_poly_init(&p);
+  sym_poly_add_expr(&p, a, ka);
+  if (b) sym_poly_add_expr(&p, b, kb);
+  const rx_expr *r = sym_poly_build(ctx, &p);
+  sym_poly_free(&p);
   return r;
 }
 static const rx_expr *c_add(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
@@ -432,11 +435,11 @@ static const rx_expr *c_mul(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b
   if (b->kind == RX_EXPR_CONST) return c_lin(ctx, a, b->value, NULL, 0);
   if (a->kind == RX_EXPR_CONST) return c_lin(ctx, b, a->value, NULL, 0);
   rx_poly pa, pb, r;
-  rx_poly_init(&pa);
-  rx_poly_init(&pb);
-  rx_poly_init(&r);
-  rx_poly_add_expr(&pa, a, 1);
-  rx_poly_add_expr(&pb, b, 1);
+  sym_poly_init(&pa);
+  sym_poly_init(&pb);
+  sym_poly_init(&r);
+  sym_poly_add_expr(&pa, a, 1);
+  sym_poly_add_expr(&pb, b, 1);
   poly_canon(&pa);
   poly_canon(&pb);
   const rx_expr *res = NULL;
@@ -452,25 +455,25 @@ static const rx_expr *c_mul(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b
     if (!rx_i64_mul(pa.t[i].k, pb.c, &v))
       r.ovf = true;
     else
-      rx_poly_push(&r, pa.t[i].m, v);
+      sym_poly_push(&r, pa.t[i].m, v);
     for (size_t j = 0; j < pb.n && !r.ovf; j++) {
       if (!rx_i64_mul(pa.t[i].k, pb.t[j].k, &v))
         r.ovf = true;
       else
-        rx_poly_push(&r, mono_mul(ctx, pa.t[i].m, pb.t[j].m), v);
+        sym_poly_push(&r, mono_mul(ctx, pa.t[i].m, pb.t[j].m), v);
     }
   }
   for (size_t j = 0; j < pb.n && !r.ovf; j++) {
     if (!rx_i64_mul(pb.t[j].k, pa.c, &v))
       r.ovf = true;
     else
-      rx_poly_push(&r, pb.t[j].m, v);
+      sym_poly_push(&r, pb.t[j].m, v);
   }
-  res = rx_poly_build(ctx, &r);
+  res = sym_poly_build(ctx, &r);
 done:
-  rx_poly_free(&pa);
-  rx_poly_free(&pb);
-  rx_poly_free(&r);
+  sym_poly_free(&pa);
+  sym_poly_free(&pb);
+  sym_poly_free(&r);
   return res;
 }
 
@@ -482,19 +485,19 @@ static uint64_t poly_gcd(const rx_poly *p, uint64_t g) {
 /* a // k, k > 1 */
 static const rx_expr *c_div_pos(rx_expr_ctx *ctx, const rx_expr *a, int64_t k) {
   rx_poly p, out, in;
-  rx_poly_init(&p);
-  rx_poly_init(&out);
-  rx_poly_init(&in);
+  sym_poly_init(&p);
+  sym_poly_init(&out);
+  sym_poly_init(&in);
   const rx_expr *res = NULL;
-  rx_poly_add_expr(&p, a, 1);
+  sym_poly_add_expr(&p, a, 1);
   poly_canon(&p);
   if (p.ovf) goto done;
   /* pull out multiples of k: constants by floor, coefficients by truncation */
   rx_i64_floordiv(p.c, k, &out.c);
   rx_i64_floormod(p.c, k, &in.c);
   for (size_t i = 0; i < p.n; i++) {
-    if (p.t[i].k / k) rx_poly_push(&out, p.t[i].m, p.t[i].k / k);
-    if (p.t[i].k % k) rx_poly_push(&in, p.t[i].m, p.t[i].k % k);
+    if (p.t[i].k / k) sym_poly_push(&out, p.t[i].m, p.t[i].k / k);
+    if (p.t[i].k % k) sym_poly_push(&in, p.t[i].m, p.t[i].k % k);
   }
   const rx_expr *outer = poly_emit(ctx, &out), *d;
   if (in.n == 0) {
@@ -524,19 +527,19 @@ static const rx_expr *c_div_pos(rx_expr_ctx *ctx, const rx_expr *a, int64_t k) {
   }
   res = c_add(ctx, outer, d);
 done:
-  rx_poly_free(&p);
-  rx_poly_free(&out);
-  rx_poly_free(&in);
+  sym_poly_free(&p);
+  sym_poly_free(&out);
+  sym_poly_free(&in);
   return res;
 }
 
 /* a % k, k > 1 */
 static const rx_expr *c_mod_pos(rx_expr_ctx *ctx, const rx_expr *a, int64_t k) {
   rx_poly p, in;
-  rx_poly_init(&p);
-  rx_poly_init(&in);
+  sym_poly_init(&p);
+  sym_poly_init(&in);
   const rx_expr *res = NULL;
-  rx_poly_add_expr(&p, a, 1);
+  sym_poly_add_expr(&p, a, 1);
   poly_canon(&p);
   if (p.ovf) goto done;
   rx_i64_floormod(p.c, k, &in.c);
@@ -548,14 +551,14 @@ static const rx_expr *c_mod_pos(rx_expr_ctx *ctx, const rx_expr *a, int64_t k) {
     /* x % k1 == x (mod k) when k divides k1 */
     if (m->kind == RX_EXPR_FLOORMOD && m->b->kind == RX_EXPR_CONST && m->b->value > 0 &&
         m->b->value % k == 0) {
-      rx_poly_add_expr(&in, m->a, t);
+      sym_poly_add_expr(&in, m->a, t);
       nested = true;
     } else {
-      rx_poly_push(&in, m, t);
+      sym_poly_push(&in, m, t);
     }
   }
   if (nested) {
-    const rx_expr *inner = rx_poly_build(ctx, &in);
+    const rx_expr *inner = sym_poly_build(ctx, &in);
     res = inner ? c_mod_pos(ctx, inner, k) : NULL;
     goto done;
   }
@@ -577,8 +580,8 @@ static const rx_expr *c_mod_pos(rx_expr_ctx *ctx, const rx_expr *a, int64_t k) {
     res = bin(ctx, RX_EXPR_FLOORMOD, poly_emit(ctx, &in), cst(ctx, k));
   }
 done:
-  rx_poly_free(&p);
-  rx_poly_free(&in);
+  sym_poly_free(&p);
+  sym_poly_free(&in);
   return res;
 }
 
@@ -635,12 +638,12 @@ static const rx_expr *c_minmax(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *
   flatten(b, k, &ops);
   for (size_t i = 0; i < ops.len; i++) {
     int64_t o;
-    RX_VEC_PUSH(&base, rx_expr_split_const(ctx, ops.data[i], &o));
+    RX_VEC_PUSH(&base, sym_expr_split_const(ctx, ops.data[i], &o));
     RX_VEC_PUSH(&off, o);
   }
   /* of operands differing by a constant keep the smallest (min) or largest (max): mark the
    * losers first (base/off are read for every pair), then compact */
-  bool *lose = rx_calloc(ops.len, sizeof *lose);
+  bool *lose = base_calloc(ops.len, sizeof *lose);
   for (size_t i = 0; i < ops.len; i++)
     for (size_t j = 0; j < ops.len && !lose[i]; j++) {
       if (j == i || base.data[j] != base.data[i]) continue;
@@ -688,12 +691,12 @@ static const rx_expr *c_cmp(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a, 
     k = k == RX_EXPR_GT ? RX_EXPR_LT : RX_EXPR_LE;
   }
   rx_poly d, pos, neg;
-  rx_poly_init(&d);
-  rx_poly_init(&pos);
-  rx_poly_init(&neg);
+  sym_poly_init(&d);
+  sym_poly_init(&pos);
+  sym_poly_init(&neg);
   const rx_expr *res = NULL;
-  rx_poly_add_expr(&d, a, 1);
-  rx_poly_add_expr(&d, b, -1);
+  sym_poly_add_expr(&d, a, 1);
+  sym_poly_add_expr(&d, b, -1);
   poly_canon(&d);
   if (d.ovf) goto done;
   if (d.n == 0) {
@@ -726,24 +729,24 @@ static const rx_expr *c_cmp(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a, 
     K = -K; /* |K| <= |nc| < 2^63 */
   }
   if ((k == RX_EXPR_EQ || k == RX_EXPR_NE) && d.n == 1 && d.t[0].k == 1 &&
-      rx_expr_is_bool(d.t[0].m)) {
+      sym_expr_is_bool(d.t[0].m)) {
     /* a boolean compared with 0 or 1 */
     const rx_expr *m = d.t[0].m;
     if (K != 0 && K != 1)
       res = cst(ctx, k == RX_EXPR_NE);
     else
-      res = (K == 1) == (k == RX_EXPR_EQ) ? m : rx_expr_canon_not(ctx, m);
+      res = (K == 1) == (k == RX_EXPR_EQ) ? m : sym_expr_canon_not(ctx, m);
     goto done;
   }
   /* positive terms on the left, negative ones on the right, the constant on the side where
    * it is positive (or alone on its side) */
   for (size_t i = 0; i < d.n; i++) {
     if (d.t[i].k > 0)
-      rx_poly_push(&pos, d.t[i].m, d.t[i].k);
+      sym_poly_push(&pos, d.t[i].m, d.t[i].k);
     else if (!rx_i64_mul(d.t[i].k, -1, &d.t[i].k))
       goto done;
     else
-      rx_poly_push(&neg, d.t[i].m, d.t[i].k);
+      sym_poly_push(&neg, d.t[i].m, d.t[i].k);
   }
   if (neg.n == 0)
     neg.c = K;
@@ -755,13 +758,13 @@ static const rx_expr *c_cmp(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a, 
     pos.c = -K;
   res = bin(ctx, k, poly_emit(ctx, &pos), poly_emit(ctx, &neg));
 done:
-  rx_poly_free(&d);
-  rx_poly_free(&pos);
-  rx_poly_free(&neg);
+  sym_poly_free(&d);
+  sym_poly_free(&pos);
+  sym_poly_free(&neg);
   return res;
 }
 
-const rx_expr *rx_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e) {
+const rx_expr *sym_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e) {
   switch (e->kind) {
   case RX_EXPR_CONST:
     return cst(ctx, e->value == 0);
@@ -779,7 +782,7 @@ const rx_expr *rx_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e) {
   case RX_EXPR_GE:
     return c_cmp(ctx, RX_EXPR_LT, e->a, e->b);
   case RX_EXPR_NOT:
-    return rx_expr_is_bool(e->a) ? e->a : c_cmp(ctx, RX_EXPR_NE, e->a, cst(ctx, 0));
+    return sym_expr_is_bool(e->a) ? e->a : c_cmp(ctx, RX_EXPR_NE, e->a, cst(ctx, 0));
   case RX_EXPR_AND:
   case RX_EXPR_OR: {
     /* De Morgan */
@@ -788,12 +791,12 @@ const rx_expr *rx_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e) {
     rx_expr_kind k = e->kind == RX_EXPR_AND ? RX_EXPR_OR : RX_EXPR_AND;
     const rx_expr *r = NULL;
     for (size_t i = 0; i < ops.len; i++) {
-      const rx_expr *n = rx_expr_canon_not(ctx, ops.data[i]);
+      const rx_expr *n = sym_expr_canon_not(ctx, ops.data[i]);
       if (!n) {
         r = NULL;
         break;
       }
-      r = r ? rx_expr_make(ctx, k, r, n, NULL) : n;
+      r = r ? sym_expr_make(ctx, k, r, n, NULL) : n;
     }
     free(ops.data);
     return r;
@@ -813,7 +816,7 @@ static const rx_expr *c_logic(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a
   size_t n = 0;
   for (size_t i = 0; i < ops.len; i++) {
     const rx_expr *o = ops.data[i];
-    if (!rx_expr_is_bool(o)) {
+    if (!sym_expr_is_bool(o)) {
       o = c_cmp(ctx, RX_EXPR_NE, o, cst(ctx, 0));
       if (o && o->kind == k) {
         /* x != 0 can itself be a conjunction (disjunction): its operands join the list */
@@ -838,7 +841,7 @@ static const rx_expr *c_logic(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr *a
     if (n == 0 || ops.data[n - 1] != ops.data[i]) ops.data[n++] = ops.data[i];
   ops.len = n;
   for (size_t i = 0; i < ops.len && ops.len > 1; i++) {
-    const rx_expr *no = rx_expr_canon_not(ctx, ops.data[i]);
+    const rx_expr *no = sym_expr_canon_not(ctx, ops.data[i]);
     if (no && contains(&ops, no)) {
       res = cst(ctx, !is_and); /* x && !x, x || !x */
       goto done;
@@ -852,7 +855,7 @@ done:
 
 static const rx_expr *c_select(rx_expr_ctx *ctx, const rx_expr *c, const rx_expr *t,
                                const rx_expr *f) {
-  if (!rx_expr_is_bool(c)) c = c_cmp(ctx, RX_EXPR_NE, c, cst(ctx, 0));
+  if (!sym_expr_is_bool(c)) c = c_cmp(ctx, RX_EXPR_NE, c, cst(ctx, 0));
   if (!c) return NULL;
   if (c->kind == RX_EXPR_CONST) return c->value ? t : f;
   if (t == f) return t;
@@ -863,8 +866,8 @@ static const rx_expr *c_select(rx_expr_ctx *ctx, const rx_expr *c, const rx_expr
     f = x;
   }
   if (rx_expr_is_const(t, 1) && rx_expr_is_const(f, 0)) return c;
-  if (rx_expr_is_const(t, 0) && rx_expr_is_const(f, 1)) return rx_expr_canon_not(ctx, c);
-  return rx_expr_node(ctx, RX_EXPR_SELECT, 0, NULL, c, t, f);
+  if (rx_expr_is_const(t, 0) && rx_expr_is_const(f, 1)) return sym_expr_canon_not(ctx, c);
+  return sym_expr_node(ctx, RX_EXPR_SELECT, 0, NULL, c, t, f);
 }
 
 /* The canonical form of kind(a, b, c) for canonical operands; never NULL. */
@@ -912,7 +915,7 @@ static const rx_expr *make_canon(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr
     r = c_logic(ctx, k, a, b);
     break;
   case RX_EXPR_NOT:
-    r = rx_expr_canon_not(ctx, a);
+    r = sym_expr_canon_not(ctx, a);
     break;
   case RX_EXPR_SELECT:
     r = c_select(ctx, a, b, c);
@@ -920,20 +923,20 @@ static const rx_expr *make_canon(rx_expr_ctx *ctx, rx_expr_kind k, const rx_expr
   default:
     RX_ASSERT(!"make_canon: leaf kind");
   }
-  if (!r) r = rx_expr_node(ctx, k, 0, NULL, a, b, c); /* int64 overflow: keep as given */
+  if (!r) r = sym_expr_node(ctx, k, 0, NULL, a, b, c); /* int64 overflow: keep as given */
   canon_set(ctx, r, r);
   return r;
 }
 
-const rx_expr *rx_expr_simplify(rx_expr_ctx *ctx, const rx_expr *e) {
+const rx_expr *sym_expr_simplify(rx_expr_ctx *ctx, const rx_expr *e) {
   const rx_expr *r = canon_get(ctx, e);
   if (r) return r;
   if (e->kind == RX_EXPR_CONST || e->kind == RX_EXPR_VAR) {
     r = e;
   } else {
-    const rx_expr *a = rx_expr_simplify(ctx, e->a);
-    const rx_expr *b = e->b ? rx_expr_simplify(ctx, e->b) : NULL;
-    const rx_expr *c = e->c ? rx_expr_simplify(ctx, e->c) : NULL;
+    const rx_expr *a = sym_expr_simplify(ctx, e->a);
+    const rx_expr *b = e->b ? sym_expr_simplify(ctx, e->b) : NULL;
+    const rx_expr *c = e->c ? sym_expr_simplify(ctx, e->c) : NULL;
     r = make_canon(ctx, e->kind, a, b, c);
   }
   canon_set(ctx, e, r);
@@ -942,55 +945,56 @@ const rx_expr *rx_expr_simplify(rx_expr_ctx *ctx, const rx_expr *e) {
 
 /* ---- public canonicalizing constructors ---- */
 
-const rx_expr *rx_expr_make(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a, const rx_expr *b,
-                            const rx_expr *c) {
+const rx_expr *sym_expr_make(rx_expr_ctx *ctx, rx_expr_kind kind, const rx_expr *a,
+                             const rx_expr *b, const rx_expr *c) {
   int n = arity(kind);
   RX_ASSERT(kind < RX_EXPR_KIND_COUNT && n > 0);
   RX_ASSERT(a && (n >= 2) == (b != NULL) && (n == 3) == (c != NULL));
-  a = rx_expr_simplify(ctx, a);
-  if (b) b = rx_expr_simplify(ctx, b);
-  if (c) c = rx_expr_simplify(ctx, c);
+  a = sym_expr_simplify(ctx, a);
+  if (b) b = sym_expr_simplify(ctx, b);
+  if (c) c = sym_expr_simplify(ctx, c);
   return make_canon(ctx, kind, a, b, c);
 }
 
-const rx_expr *rx_expr_add(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_ADD, a, b, NULL);
+const rx_expr *sym_expr_add(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_ADD, a, b, NULL);
 }
-const rx_expr *rx_expr_sub(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_SUB, a, b, NULL);
+const rx_expr *sym_expr_sub(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_SUB, a, b, NULL);
 }
-const rx_expr *rx_expr_mul(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_MUL, a, b, NULL);
+const rx_expr *sym_expr_mul(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_MUL, a, b, NULL);
 }
-const rx_expr *rx_expr_neg(rx_expr_ctx *ctx, const rx_expr *a) {
-  return rx_expr_make(ctx, RX_EXPR_MUL, a, cst(ctx, -1), NULL);
+const rx_expr *sym_expr_neg(rx_expr_ctx *ctx, const rx_expr *a) {
+  return sym_expr_make(ctx, RX_EXPR_MUL, a, cst(ctx, -1), NULL);
 }
-const rx_expr *rx_expr_floordiv(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_FLOORDIV, a, b, NULL);
+const rx_expr *sym_expr_floordiv(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_FLOORDIV, a, b, NULL);
 }
-const rx_expr *rx_expr_floormod(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_FLOORMOD, a, b, NULL);
+const rx_expr *sym_expr_floormod(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_FLOORMOD, a, b, NULL);
 }
-const rx_expr *rx_expr_min(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_MIN, a, b, NULL);
+const rx_expr *sym_expr_min(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_MIN, a, b, NULL);
 }
-const rx_expr *rx_expr_max(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_MAX, a, b, NULL);
+const rx_expr *sym_expr_max(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_MAX, a, b, NULL);
 }
-const rx_expr *rx_expr_cmp(rx_expr_ctx *ctx, rx_expr_kind cmp, const rx_expr *a, const rx_expr *b) {
+const rx_expr *sym_expr_cmp(rx_expr_ctx *ctx, rx_expr_kind cmp, const rx_expr *a,
+                            const rx_expr *b) {
   RX_ASSERT(cmp >= RX_EXPR_EQ && cmp <= RX_EXPR_GE);
-  return rx_expr_make(ctx, cmp, a, b, NULL);
+  return sym_expr_make(ctx, cmp, a, b, NULL);
 }
-const rx_expr *rx_expr_and(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_AND, a, b, NULL);
+const rx_expr *sym_expr_and(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_AND, a, b, NULL);
 }
-const rx_expr *rx_expr_or(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
-  return rx_expr_make(ctx, RX_EXPR_OR, a, b, NULL);
+const rx_expr *sym_expr_or(rx_expr_ctx *ctx, const rx_expr *a, const rx_expr *b) {
+  return sym_expr_make(ctx, RX_EXPR_OR, a, b, NULL);
 }
-const rx_expr *rx_expr_not(rx_expr_ctx *ctx, const rx_expr *a) {
-  return rx_expr_make(ctx, RX_EXPR_NOT, a, NULL, NULL);
+const rx_expr *sym_expr_not(rx_expr_ctx *ctx, const rx_expr *a) {
+  return sym_expr_make(ctx, RX_EXPR_NOT, a, NULL, NULL);
 }
-const rx_expr *rx_expr_select(rx_expr_ctx *ctx, const rx_expr *c, const rx_expr *t,
-                              const rx_expr *f) {
-  return rx_expr_make(ctx, RX_EXPR_SELECT, c, t, f);
+const rx_expr *sym_expr_select(rx_expr_ctx *ctx, const rx_expr *c, const rx_expr *t,
+                               const rx_expr *f) {
+  return sym_expr_make(ctx, RX_EXPR_SELECT, c, t, f);
 }

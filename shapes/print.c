@@ -12,9 +12,9 @@
 
 static void put_int(rx_strbuf *o, int64_t v) {
   if (v == INT64_MIN)
-    rx_strbuf_append(o, MIN_TEXT);
+    base_strbuf_append(o, MIN_TEXT);
   else
-    rx_strbuf_printf(o, "%" PRId64, v);
+    base_strbuf_printf(o, "%" PRId64, v);
 }
 
 static const struct {
@@ -27,10 +27,10 @@ static const struct {
 #undef X
 };
 
-const char *rx_expr_kind_text(rx_expr_kind k) { return kinds[k].text; }
-int rx_expr_kind_arity(rx_expr_kind k) { return kinds[k].arity; }
-rx_prec rx_expr_kind_prec(rx_expr_kind k) { return kinds[k].prec; }
-bool rx_expr_kind_is_bool(rx_expr_kind k) {
+const char *sym_expr_kind_text(rx_expr_kind k) { return kinds[k].text; }
+int sym_expr_kind_arity(rx_expr_kind k) { return kinds[k].arity; }
+rx_prec sym_expr_kind_prec(rx_expr_kind k) { return kinds[k].prec; }
+bool sym_expr_kind_is_bool(rx_expr_kind k) {
   rx_prec p = kinds[k].prec;
   return p == RX_PREC_CMP || p == RX_PREC_NOT || p == RX_PREC_AND || p == RX_PREC_OR;
 }
@@ -42,7 +42,7 @@ static int prec_of(const rx_expr *e) {
     return e->value < 0 && e->value != INT64_MIN ? RX_PREC_UNARY : RX_PREC_ATOM;
   if (e->kind == RX_EXPR_MUL && e->b->kind == RX_EXPR_CONST && e->b->value == -1)
     return RX_PREC_UNARY;
-  return rx_expr_kind_prec(e->kind);
+  return sym_expr_kind_prec(e->kind);
 }
 
 static void pr(rx_strbuf *o, const rx_expr *e, int need);
@@ -71,7 +71,7 @@ static void pr_abs(rx_strbuf *o, pterm t) {
   }
   pr(o, t.x, RX_PREC_MUL);
   if (a != 1) {
-    rx_strbuf_append(o, " * ");
+    base_strbuf_append(o, " * ");
     put_int(o, a);
   }
 }
@@ -85,10 +85,10 @@ static void pr_first(rx_strbuf *o, pterm t) {
       pr_abs(o, t);
     return;
   }
-  rx_strbuf_putc(o, '-');
+  base_strbuf_putc(o, '-');
   pr(o, t.x, RX_PREC_ATOM);
   if (t.k != -1) {
-    rx_strbuf_append(o, " * ");
+    base_strbuf_append(o, " * ");
     put_int(o, -t.k);
   }
 }
@@ -108,7 +108,7 @@ static void pr_sum(rx_strbuf *o, const rx_expr *e) {
   pr_first(o, v.data[first]);
   for (size_t i = n; i-- > 0;) {
     if (i == first) continue;
-    rx_strbuf_append(o, is_neg(v.data[i]) ? " - " : " + ");
+    base_strbuf_append(o, is_neg(v.data[i]) ? " - " : " + ");
     pr_abs(o, v.data[i]);
   }
   free(v.data);
@@ -116,19 +116,19 @@ static void pr_sum(rx_strbuf *o, const rx_expr *e) {
 
 static void pr_bin(rx_strbuf *o, const rx_expr *e, int left, int right) {
   pr(o, e->a, left);
-  rx_strbuf_printf(o, " %s ", rx_expr_kind_text(e->kind));
+  base_strbuf_printf(o, " %s ", sym_expr_kind_text(e->kind));
   pr(o, e->b, right);
 }
 
 static void pr(rx_strbuf *o, const rx_expr *e, int need) {
   bool paren = prec_of(e) < need;
-  if (paren) rx_strbuf_putc(o, '(');
+  if (paren) base_strbuf_putc(o, '(');
   switch (e->kind) {
   case RX_EXPR_CONST:
     put_int(o, e->value);
     break;
   case RX_EXPR_VAR:
-    rx_strbuf_append(o, e->name);
+    base_strbuf_append(o, e->name);
     break;
   case RX_EXPR_ADD:
     pr_sum(o, e);
@@ -148,11 +148,11 @@ static void pr(rx_strbuf *o, const rx_expr *e, int need) {
     break;
   case RX_EXPR_MIN:
   case RX_EXPR_MAX:
-    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    base_strbuf_printf(o, "%s(", sym_expr_kind_text(e->kind));
     pr(o, e->a, RX_PREC_TOP);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     pr(o, e->b, RX_PREC_TOP);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   case RX_EXPR_EQ:
   case RX_EXPR_NE:
@@ -169,34 +169,34 @@ static void pr(rx_strbuf *o, const rx_expr *e, int need) {
     pr_bin(o, e, RX_PREC_OR, RX_PREC_AND);
     break;
   case RX_EXPR_NOT:
-    rx_strbuf_append(o, rx_expr_kind_text(e->kind));
+    base_strbuf_append(o, sym_expr_kind_text(e->kind));
     pr(o, e->a, e->a->kind == RX_EXPR_NOT ? RX_PREC_NOT : RX_PREC_ATOM);
     break;
   case RX_EXPR_SELECT:
-    rx_strbuf_printf(o, "%s(", rx_expr_kind_text(e->kind));
+    base_strbuf_printf(o, "%s(", sym_expr_kind_text(e->kind));
     pr(o, e->a, RX_PREC_TOP);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     pr(o, e->b, RX_PREC_TOP);
-    rx_strbuf_append(o, ", ");
+    base_strbuf_append(o, ", ");
     pr(o, e->c, RX_PREC_TOP);
-    rx_strbuf_putc(o, ')');
+    base_strbuf_putc(o, ')');
     break;
   default:
     RX_ASSERT(!"rx_expr_print: bad kind");
   }
-  if (paren) rx_strbuf_putc(o, ')');
+  if (paren) base_strbuf_putc(o, ')');
 }
 
-void rx_expr_print(rx_strbuf *out, const rx_expr *e) {
+void sym_expr_print(rx_strbuf *out, const rx_expr *e) {
   if (!e) {
-    rx_strbuf_append(out, "<null>");
+    base_strbuf_append(out, "<null>");
     return;
   }
   pr(out, e, RX_PREC_TOP);
 }
 
-char *rx_expr_to_string(const rx_expr *e) {
+char *sym_expr_to_string(const rx_expr *e) {
   rx_strbuf b = {0};
-  rx_expr_print(&b, e);
-  return rx_strbuf_take(&b);
+  sym_expr_print(&b, e);
+  return base_strbuf_take(&b);
 }

@@ -4,7 +4,7 @@
  * Canonical form (cross-file invariant, produced by expr.c, relied on by analyzer.c and
  * print.c):
  *   atom   any node that is not CONST, ADD, SUB or MUL (vars, // %, min, max, select, ...)
- *   mono   one atom, or MUL(mono, atom): a left chain of atoms in rx_expr_compare order
+ *   mono   one atom, or MUL(mono, atom): a left chain of atoms in sym_expr_compare order
  *   term   mono (coefficient 1) or MUL(mono, CONST k), k not 0 or 1
  *   sum    term, or ADD(sum, term) in term order, optionally ADD(sum, CONST c) last (c != 0)
  * A MUL node whose right operand is a CONST is always a term, never a mono. */
@@ -79,24 +79,19 @@ typedef struct rx_poly {
 } rx_poly;
 
 /* A poly must not be copied by value (t may point into buf). */
-void rx_poly_init(rx_poly *p);
-void rx_poly_free(rx_poly *p);
-void rx_poly_push(rx_poly *p, const rx_expr *m, int64_t k);
+void sym_poly_init(rx_poly *p);
+void sym_poly_free(rx_poly *p);
+void sym_poly_push(rx_poly *p, const rx_expr *m, int64_t k);
 /* p += k * e, e canonical (flattens sums and coefficient terms) */
-void rx_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k);
+void sym_poly_add_expr(rx_poly *p, const rx_expr *e, int64_t k);
 /* p += k * q */
-void rx_poly_add_poly(rx_poly *p, const rx_poly *q, int64_t k);
+void sym_poly_add_poly(rx_poly *p, const rx_poly *q, int64_t k);
 /* Sorts terms, merges equal monos, drops zero coefficients. */
-void rx_poly_norm(rx_poly *p);
+void sym_poly_norm(rx_poly *p);
 /* The canonical sum of a normalized poly without overflow. */
-const rx_expr *rx_poly_build(rx_expr_ctx *ctx, rx_poly *p);
-/* The canonical expression of e's terms without its constant part; *off gets the constant. */
-const rx_expr *rx_expr_split_const(rx_expr_ctx *ctx, const rx_expr *e, int64_t *off);
+const rx_expr *sym_poly_build(rx_expr_ctx *ctx, rx_poly *p);
 
-/* Interns a node exactly as given. */
-const rx_expr *rx_expr_node(rx_expr_ctx *ctx, rx_expr_kind kind, int64_t value, const char *name,
-                            const rx_expr *a, const rx_expr *b, const rx_expr *c);
 /* Canonical negation of a comparison/logic value (x == 0 for a non-boolean x). */
-const rx_expr *rx_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e);
+const rx_expr *sym_expr_canon_not(rx_expr_ctx *ctx, const rx_expr *e);
 
 #endif

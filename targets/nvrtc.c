@@ -22,12 +22,12 @@ extern char **environ;
 
 /* ==== processes and temporary files ====================================================== */
 
-rx_status rx_tc_run(char *const argv[], char **out_output, int *out_exit) {
+rx_status tgt_tc_run(char *const argv[], char **out_output, int *out_exit) {
   if (out_output) *out_output = NULL;
   *out_exit = -1;
   int fds[2];
   if (pipe(fds) != 0)
-    return rx_status_make(RX_ERR_IO, "cannot run %s: pipe: %s", argv[0], strerror(errno));
+    return base_status_make(RX_ERR_IO, "cannot run %s: pipe: %s", argv[0], strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
@@ -40,15 +40,15 @@ rx_status rx_tc_run(char *const argv[], char **out_output, int *out_exit) {
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
-    return rx_status_make(rc == ENOENT ? RX_ERR_NOT_FOUND : RX_ERR_IO, "cannot run %s: %s", argv[0],
-                          strerror(rc));
+    return base_status_make(rc == ENOENT ? RX_ERR_NOT_FOUND : RX_ERR_IO, "cannot run %s: %s",
+                            argv[0], strerror(rc));
   }
   rx_strbuf out = {0};
   char buf[4096];
   for (;;) {
     ssize_t n = read(fds[0], buf, sizeof buf);
     if (n > 0) {
-      rx_strbuf_appendn(&out, buf, (size_t)n);
+      base_strbuf_appendn(&out, buf, (size_t)n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
@@ -59,16 +59,16 @@ rx_status rx_tc_run(char *const argv[], char **out_output, int *out_exit) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
-      rx_strbuf_free(&out);
-      return rx_status_make(RX_ERR_IO, "waiting for %s: %s", argv[0], strerror(errno));
+      base_strbuf_free(&out);
+      return base_status_make(RX_ERR_IO, "waiting for %s: %s", argv[0], strerror(errno));
     }
   }
   *out_exit =
       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (out_output)
-    *out_output = rx_strbuf_take(&out);
+    *out_output = base_strbuf_take(&out);
   else
-    rx_strbuf_free(&out);
+    base_strbuf_free(&out);
   return NULL;
 }
 
@@ -79,15 +79,15 @@ static bool executable(const char *path) {
 
 static char *join(const char *dir, size_t n, const char *name) {
   rx_strbuf b = {0};
-  rx_strbuf_appendn(&b, dir, n);
-  if (n && dir[n - 1] != '/') rx_strbuf_putc(&b, '/');
-  rx_strbuf_append(&b, name);
-  return rx_strbuf_take(&b);
+  base_strbuf_appendn(&b, dir, n);
+  if (n && dir[n - 1] != '/') base_strbuf_putc(&b, '/');
+  base_strbuf_append(&b, name);
+  return base_strbuf_take(&b);
 }
 
-char *rx_tc_find_tool(const char *name, const char *env_var, const char *const dirs[]) {
+char *tgt_tc_find_tool(const char *name, const char *env_var, const char *const dirs[]) {
   const char *env = env_var ? getenv(env_var) : NULL;
-  if (env && *env && executable(env)) return rx_strdup(env);
+  if (env && *env && executable(env)) return base_strdup(env);
   for (size_t i = 0; dirs && dirs[i]; i++) {
     char *p = join(dirs[i], strlen(dirs[i]), name);
     if (executable(p)) return p;
@@ -107,14 +107,14 @@ char *rx_tc_find_tool(const char *name, const char *env_var, const char *const d
   return NULL;
 }
 
-rx_status rx_tc_temp_dir(char **out_dir) {
+rx_status tgt_tc_temp_dir(char **out_dir) {
   *out_dir = NULL;
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
   char *templ = join(tmp, strlen(tmp), "relaxc-XXXXXX");
   if (!mkdtemp(templ)) {
-    rx_status s = rx_status_make(RX_ERR_IO, "cannot create a temporary directory %s: %s", templ,
-                                 strerror(errno));
+    rx_status s = base_status_make(RX_ERR_IO, "cannot create a temporary directory %s: %s", templ,
+                                   strerror(errno));
     free(templ);
     return s;
   }
@@ -122,7 +122,7 @@ rx_status rx_tc_temp_dir(char **out_dir) {
   return NULL;
 }
 
-void rx_tc_remove_dir(const char *dir) {
+void tgt_tc_remove_dir(const char *dir) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
@@ -137,13 +137,13 @@ void rx_tc_remove_dir(const char *dir) {
   rmdir(dir);
 }
 
-rx_status rx_tc_write_file(const char *path, const void *data, size_t len) {
+rx_status tgt_tc_write_file(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "wb");
-  if (!f) return rx_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  if (!f) return base_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   size_t w = fwrite(data, 1, len, f);
   int closed = fclose(f);
   if (w != len || closed != 0)
-    return rx_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return base_status_make(RX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return NULL;
 }
 
@@ -233,10 +233,10 @@ static void load_once(void) {
   try_open("/usr/local/cuda/lib64/libnvrtc.so");
 }
 
-rx_status rx_nvrtc_load(int *out_major, int *out_minor) {
+rx_status tgt_nvrtc_load(int *out_major, int *out_minor) {
   pthread_once(&nv_once, load_once);
   if (!nv.handle)
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_NOT_FOUND,
         "NVRTC not found (tried %s); install the CUDA toolkit or set RX_NVRTC_PATH", nv.tried);
   if (out_major) *out_major = nv.major;
@@ -266,8 +266,8 @@ static bool parse_arch(const char *arch, bool *out_real, const char **out_num) {
 
 static char *program_log(nvrtc_program prog) {
   size_t n = 0;
-  if (nv.log_size(prog, &n) != 0 || n == 0) return rx_strdup("");
-  char *log = rx_malloc(n + 1);
+  if (nv.log_size(prog, &n) != 0 || n == 0) return base_strdup("");
+  char *log = base_malloc(n + 1);
   if (nv.log(prog, log) != 0) log[0] = '\0';
   log[n] = '\0';
   /* trim trailing newlines */
@@ -302,7 +302,7 @@ static int nvrtc_options(const char *arch_opt, const char *opts[4], char **out_i
   *out_inc = NULL;
   char *inc = cuda_include_dir();
   if (inc) {
-    *out_inc = rx_malloc(strlen(inc) + 3);
+    *out_inc = base_malloc(strlen(inc) + 3);
     snprintf(*out_inc, strlen(inc) + 3, "-I%s", inc);
     opts[nopts++] = *out_inc;
     free(inc);
@@ -310,17 +310,17 @@ static int nvrtc_options(const char *arch_opt, const char *opts[4], char **out_i
   return nopts;
 }
 
-char *rx_nvrtc_id(const char *arch) {
+char *tgt_nvrtc_id(const char *arch) {
   rx_strbuf b = {0};
   int major = 0, minor = 0;
-  rx_status st = rx_nvrtc_load(&major, &minor);
+  rx_status st = tgt_nvrtc_load(&major, &minor);
   rx_status_free(st);
   char arch_opt[64];
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
   const char *opts[4];
   char *inc = NULL;
   int n = nvrtc_options(arch_opt, opts, &inc);
-  rx_strbuf_printf(&b, "nvrtc %d.%d (%s", major, minor, st ? "absent" : nv.loaded_from);
+  base_strbuf_printf(&b, "nvrtc %d.%d (%s", major, minor, st ? "absent" : nv.loaded_from);
   /* the file behind the loaded library, its size and time: a patch release (13.0.88 to
    * 13.0.89) has the same major.minor but another file */
   Dl_info info;
@@ -330,13 +330,13 @@ char *rx_nvrtc_id(const char *arch) {
   memcpy(&sym, &nv.compile, sizeof sym);
   if (!st && dladdr(sym, &info) && info.dli_fname && (real = realpath(info.dli_fname, NULL)) &&
       stat(real, &sb) == 0)
-    rx_strbuf_printf(&b, ", %s, %lld bytes, modified %lld", real, (long long)sb.st_size,
-                     (long long)sb.st_mtime);
+    base_strbuf_printf(&b, ", %s, %lld bytes, modified %lld", real, (long long)sb.st_size,
+                       (long long)sb.st_mtime);
   free(real);
-  rx_strbuf_putc(&b, ')');
-  for (int i = 0; i < n; i++) rx_strbuf_printf(&b, " %s", opts[i]);
+  base_strbuf_putc(&b, ')');
+  for (int i = 0; i < n; i++) base_strbuf_printf(&b, " %s", opts[i]);
   free(inc);
-  return rx_strbuf_take(&b);
+  return base_strbuf_take(&b);
 }
 
 /* One output of a compiled program (cubin: binary; PTX: text, NUL-terminated, its length
@@ -346,14 +346,14 @@ static rx_status program_output(nvrtc_program prog, const char *name, bool cubin
   size_t n = 0;
   nvrtc_result r = cubin ? nv.cubin_size(prog, &n) : nv.ptx_size(prog, &n);
   if (r != 0 || n == 0)
-    return rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%sSize: %s", name, cubin ? "CUBIN" : "PTX",
-                          r ? nv.error_string(r) : "empty output");
-  char *bin = rx_malloc(n + 1);
+    return base_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%sSize: %s", name,
+                            cubin ? "CUBIN" : "PTX", r ? nv.error_string(r) : "empty output");
+  char *bin = base_malloc(n + 1);
   r = cubin ? nv.cubin(prog, bin) : nv.ptx(prog, bin);
   if (r != 0) {
     free(bin);
-    return rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%s: %s", name, cubin ? "CUBIN" : "PTX",
-                          nv.error_string(r));
+    return base_status_make(RX_ERR_INTERNAL, "%s: nvrtcGet%s: %s", name, cubin ? "CUBIN" : "PTX",
+                            nv.error_string(r));
   }
   bin[n] = '\0';
   *out_bin = bin;
@@ -377,17 +377,17 @@ static rx_status compile_program(const char *src, const char *name, bool real, c
   rx_status st = NULL;
   nvrtc_result r = nv.create(&prog, src, name, 0, NULL, NULL);
   if (r != 0) {
-    st = rx_status_make(RX_ERR_INTERNAL, "%s: nvrtcCreateProgram: %s", name, nv.error_string(r));
+    st = base_status_make(RX_ERR_INTERNAL, "%s: nvrtcCreateProgram: %s", name, nv.error_string(r));
     goto done;
   }
   r = nv.compile(prog, nopts, opts);
   char *log = program_log(prog);
   if (r != 0)
-    st = rx_status_make(RX_ERR_INVALID, "NVRTC could not compile %s for %s_%s: %s\n%s%s", name,
-                        real ? "sm" : "compute", num, nv.error_string(r), log,
-                        inc_opt ? ""
-                                : "\n(no CUDA include directory with cuda_fp16.h was found: set "
-                                  "CUDA_HOME to the toolkit)");
+    st = base_status_make(RX_ERR_INVALID, "NVRTC could not compile %s for %s_%s: %s\n%s%s", name,
+                          real ? "sm" : "compute", num, nv.error_string(r), log,
+                          inc_opt ? ""
+                                  : "\n(no CUDA include directory with cuda_fp16.h was found: set "
+                                    "CUDA_HOME to the toolkit)");
   if (out_log)
     *out_log = log;
   else
@@ -400,8 +400,8 @@ done:
   return st;
 }
 
-rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, bool want_cubin,
-                           char **out_bin, size_t *out_len, char **out_log) {
+rx_status tgt_nvrtc_compile(const char *src, const char *name, const char *arch, bool want_cubin,
+                            char **out_bin, size_t *out_len, char **out_log) {
   *out_bin = NULL;
   *out_len = 0;
   if (out_log) *out_log = NULL;
@@ -409,23 +409,23 @@ rx_status rx_nvrtc_compile(const char *src, const char *name, const char *arch, 
   bool real;
   const char *num;
   if (!arch || !parse_arch(arch, &real, &num))
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_INVALID,
         "%s: bad CUDA architecture '%s'; expected sm_XX or compute_XX (sm_80, sm_90)", name,
         arch ? arch : "(null)");
   if (want_cubin && !real)
-    return rx_status_make(RX_ERR_INVALID, "%s: a cubin needs a real architecture (sm_%s), not '%s'",
-                          name, num, arch);
-  RX_RETURN_IF_ERROR(rx_nvrtc_load(NULL, NULL));
+    return base_status_make(
+        RX_ERR_INVALID, "%s: a cubin needs a real architecture (sm_%s), not '%s'", name, num, arch);
+  RX_RETURN_IF_ERROR(tgt_nvrtc_load(NULL, NULL));
   /* a cubin for sm_XX; PTX is produced for the virtual architecture compute_XX */
   return compile_program(src, name, want_cubin, num, want_cubin ? NULL : out_bin,
                          want_cubin ? NULL : out_len, want_cubin ? out_bin : NULL,
                          want_cubin ? out_len : NULL, out_log);
 }
 
-rx_status rx_nvrtc_compile_both(const char *src, const char *name, const char *sm_arch,
-                                char **out_ptx, size_t *out_ptx_len, char **out_cubin,
-                                size_t *out_cubin_len, char **out_log) {
+rx_status tgt_nvrtc_compile_both(const char *src, const char *name, const char *sm_arch,
+                                 char **out_ptx, size_t *out_ptx_len, char **out_cubin,
+                                 size_t *out_cubin_len, char **out_log) {
   *out_ptx = *out_cubin = NULL;
   *out_ptx_len = *out_cubin_len = 0;
   if (out_log) *out_log = NULL;
@@ -433,9 +433,10 @@ rx_status rx_nvrtc_compile_both(const char *src, const char *name, const char *s
   bool real;
   const char *num;
   if (!sm_arch || !parse_arch(sm_arch, &real, &num) || !real)
-    return rx_status_make(RX_ERR_INVALID, "%s: bad CUDA architecture '%s'; expected sm_XX (sm_80)",
-                          name, sm_arch ? sm_arch : "(null)");
-  RX_RETURN_IF_ERROR(rx_nvrtc_load(NULL, NULL));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: bad CUDA architecture '%s'; expected sm_XX (sm_80)", name,
+                            sm_arch ? sm_arch : "(null)");
+  RX_RETURN_IF_ERROR(tgt_nvrtc_load(NULL, NULL));
   rx_status st = compile_program(src, name, true, num, out_ptx, out_ptx_len, out_cubin,
                                  out_cubin_len, out_log);
   if (st) {
@@ -448,14 +449,14 @@ rx_status rx_nvrtc_compile_both(const char *src, const char *name, const char *s
 
 /* ==== ptxas -v ============================================================================ */
 
-void rx_ptxas_info_free(rx_ptxas_info *info) {
+void tgt_ptxas_info_free(rx_ptxas_info *info) {
   free(info->funcs);
   free(info->log);
   memset(info, 0, sizeof *info);
 }
 
 static rx_ptxas_func *add_func(rx_ptxas_info *info, const char *name, size_t n, bool entry) {
-  info->funcs = rx_realloc(info->funcs, (size_t)(info->nfuncs + 1) * sizeof *info->funcs);
+  info->funcs = base_realloc(info->funcs, (size_t)(info->nfuncs + 1) * sizeof *info->funcs);
   rx_ptxas_func *f = &info->funcs[info->nfuncs++];
   memset(f, 0, sizeof *f);
   if (n >= sizeof f->name) n = sizeof f->name - 1;
@@ -498,9 +499,9 @@ static bool line_has(const char *line, const char *end, const char *what, const 
 
 static int nonneg(long v) { return v < 0 ? 0 : (int)v; }
 
-rx_status rx_ptxas_parse(const char *log, rx_ptxas_info *out) {
+rx_status tgt_ptxas_parse(const char *log, rx_ptxas_info *out) {
   memset(out, 0, sizeof *out);
-  out->log = rx_strdup(log);
+  out->log = base_strdup(log);
   rx_ptxas_func *current =
       NULL;                    /* the entry being compiled: "Used N registers" lines apply to it */
   rx_ptxas_func *props = NULL; /* the function whose properties line comes next */
@@ -536,33 +537,33 @@ rx_status rx_ptxas_parse(const char *log, rx_ptxas_info *out) {
     out->spill_bytes += f->spill_stores + f->spill_loads;
   }
   if (out->nfuncs == 0) {
-    rx_status s = rx_status_make(RX_ERR_INVALID, "no function in the ptxas report:\n%s", log);
-    rx_ptxas_info_free(out);
+    rx_status s = base_status_make(RX_ERR_INVALID, "no function in the ptxas report:\n%s", log);
+    tgt_ptxas_info_free(out);
     return s;
   }
   return NULL;
 }
 
-rx_status rx_ptxas_report(const char *ptx, const char *arch, rx_ptxas_info *out) {
+rx_status tgt_ptxas_report(const char *ptx, const char *arch, rx_ptxas_info *out) {
   memset(out, 0, sizeof *out);
   bool real;
   const char *num;
   if (!arch || !parse_arch(arch, &real, &num) || !real)
-    return rx_status_make(RX_ERR_INVALID,
-                          "ptxas: bad architecture '%s'; expected sm_XX (sm_80, sm_90)",
-                          arch ? arch : "(null)");
+    return base_status_make(RX_ERR_INVALID,
+                            "ptxas: bad architecture '%s'; expected sm_XX (sm_80, sm_90)",
+                            arch ? arch : "(null)");
   const char *home = getenv("CUDA_HOME");
   char *home_bin = home && *home ? join(home, strlen(home), "bin") : NULL;
   const char *dirs[] = {home_bin ? home_bin : "/usr/local/cuda/bin", "/usr/local/cuda/bin", NULL};
-  char *tool = rx_tc_find_tool("ptxas", "RX_PTXAS_PATH", dirs);
+  char *tool = tgt_tc_find_tool("ptxas", "RX_PTXAS_PATH", dirs);
   free(home_bin);
   if (!tool)
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_NOT_FOUND,
         "ptxas not found (tried $RX_PTXAS_PATH, $CUDA_HOME/bin, /usr/local/cuda/bin "
         "and PATH); install the CUDA toolkit or set RX_PTXAS_PATH");
   char *dir = NULL;
-  rx_status st = rx_tc_temp_dir(&dir);
+  rx_status st = tgt_tc_temp_dir(&dir);
   if (st) {
     free(tool);
     return st;
@@ -573,16 +574,16 @@ rx_status rx_ptxas_report(const char *ptx, const char *arch, rx_ptxas_info *out)
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
   char *output = NULL;
   int code = 0;
-  st = rx_tc_write_file(in, ptx, strlen(ptx));
+  st = tgt_tc_write_file(in, ptx, strlen(ptx));
   if (!st) {
     char *argv[] = {tool, "-v", arch_opt, "-o", outp, in, NULL};
-    st = rx_tc_run(argv, &output, &code);
+    st = tgt_tc_run(argv, &output, &code);
   }
   if (!st && code != 0)
-    st = rx_status_make(RX_ERR_INVALID, "ptxas %s failed (exit %d):\n%s", arch_opt, code, output);
-  if (!st) st = rx_ptxas_parse(output, out);
+    st = base_status_make(RX_ERR_INVALID, "ptxas %s failed (exit %d):\n%s", arch_opt, code, output);
+  if (!st) st = tgt_ptxas_parse(output, out);
   free(output);
-  rx_tc_remove_dir(dir);
+  tgt_tc_remove_dir(dir);
   free(in);
   free(outp);
   free(dir);

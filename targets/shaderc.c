@@ -11,7 +11,7 @@
 #include <shaderc/shaderc.h>
 #endif
 
-bool rx_shaderc_available(void) {
+bool tgt_shaderc_available(void) {
 #if defined(RX_HAVE_SHADERC)
   return true;
 #else
@@ -23,8 +23,8 @@ bool rx_shaderc_available(void) {
 #define RX_SHADERC_VERSION "unknown"
 #endif
 
-/* every option rx_glsl_to_spirv sets, so a change of them changes the cache key */
-const char *rx_shaderc_id(void) {
+/* every option tgt_glsl_to_spirv sets, so a change of them changes the cache key */
+const char *tgt_shaderc_id(void) {
   return "shaderc " RX_SHADERC_VERSION " glsl compute vulkan1.2 spirv1.5 performance";
 }
 
@@ -55,8 +55,8 @@ static char *annotate(const char *msg, const char *name, const char *text, size_
   while (*p) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    rx_strbuf_appendn(&b, p, n);
-    rx_strbuf_putc(&b, '\n');
+    base_strbuf_appendn(&b, p, n);
+    base_strbuf_putc(&b, '\n');
     if (n > name_len + 1 && memcmp(p, name, name_len) == 0 && p[name_len] == ':') {
       char *after = NULL;
       long line = strtol(p + name_len + 1, &after, 10);
@@ -64,27 +64,27 @@ static char *annotate(const char *msg, const char *name, const char *text, size_
       size_t ln;
       if (after != p + name_len + 1 && *after == ':' && line > 0 &&
           source_line(text, len, line, &ls, &ln))
-        rx_strbuf_printf(&b, "  %5ld | %.*s\n", line, (int)ln, ls);
+        base_strbuf_printf(&b, "  %5ld | %.*s\n", line, (int)ln, ls);
     }
     p = nl ? nl + 1 : p + n;
   }
   /* drop the final newline */
   if (b.len && b.data[b.len - 1] == '\n') b.data[--b.len] = '\0';
-  return rx_strbuf_take(&b);
+  return base_strbuf_take(&b);
 }
 
-rx_status rx_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint32_t **out_words,
-                           size_t *out_nwords) {
+rx_status tgt_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint32_t **out_words,
+                            size_t *out_nwords) {
   *out_words = NULL;
   *out_nwords = 0;
   if (!name) name = "kernel.comp";
   shaderc_compiler_t compiler = shaderc_compiler_initialize();
   if (!compiler)
-    return rx_status_make(RX_ERR_INTERNAL, "%s: shaderc_compiler_initialize failed", name);
+    return base_status_make(RX_ERR_INTERNAL, "%s: shaderc_compiler_initialize failed", name);
   shaderc_compile_options_t opts = shaderc_compile_options_initialize();
   if (!opts) {
     shaderc_compiler_release(compiler);
-    return rx_status_make(RX_ERR_INTERNAL, "%s: shaderc_compile_options_initialize failed", name);
+    return base_status_make(RX_ERR_INTERNAL, "%s: shaderc_compile_options_initialize failed", name);
   }
   shaderc_compile_options_set_source_language(opts, shaderc_source_language_glsl);
   shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan,
@@ -100,17 +100,17 @@ rx_status rx_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint3
   if (cs != shaderc_compilation_status_success) {
     const char *msg = res ? shaderc_result_get_error_message(res) : "";
     char *text = annotate(msg && *msg ? msg : "(shaderc gave no message)", name, glsl, len);
-    st = rx_status_make(cs == shaderc_compilation_status_compilation_error ? RX_ERR_INVALID
-                                                                           : RX_ERR_INTERNAL,
-                        "GLSL to SPIR-V failed for %s:\n%s", name, text);
+    st = base_status_make(cs == shaderc_compilation_status_compilation_error ? RX_ERR_INVALID
+                                                                             : RX_ERR_INTERNAL,
+                          "GLSL to SPIR-V failed for %s:\n%s", name, text);
     free(text);
   } else {
     size_t bytes = shaderc_result_get_length(res);
     if (bytes == 0 || bytes % 4 != 0) {
-      st = rx_status_make(RX_ERR_INTERNAL, "%s: shaderc returned %zu bytes, not whole SPIR-V words",
-                          name, bytes);
+      st = base_status_make(RX_ERR_INTERNAL,
+                            "%s: shaderc returned %zu bytes, not whole SPIR-V words", name, bytes);
     } else {
-      *out_words = rx_malloc(bytes);
+      *out_words = base_malloc(bytes);
       memcpy(*out_words, shaderc_result_get_bytes(res), bytes);
       *out_nwords = bytes / 4;
     }
@@ -123,16 +123,16 @@ rx_status rx_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint3
 
 #else
 
-rx_status rx_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint32_t **out_words,
-                           size_t *out_nwords) {
+rx_status tgt_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint32_t **out_words,
+                            size_t *out_nwords) {
   (void)glsl;
   (void)len;
   *out_words = NULL;
   *out_nwords = 0;
-  return rx_status_make(RX_ERR_UNSUPPORTED,
-                        "cannot compile %s to SPIR-V: relaxc was built without shaderc; install "
-                        "libshaderc-dev (Debian) and reconfigure",
-                        name ? name : "GLSL");
+  return base_status_make(RX_ERR_UNSUPPORTED,
+                          "cannot compile %s to SPIR-V: relaxc was built without shaderc; install "
+                          "libshaderc-dev (Debian) and reconfigure",
+                          name ? name : "GLSL");
 }
 
 #endif

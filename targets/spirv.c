@@ -11,7 +11,7 @@
 #include <spirv-tools/libspirv.h>
 #endif
 
-bool rx_spirv_tools_available(void) {
+bool tgt_spirv_tools_available(void) {
 #if defined(RX_HAVE_SPIRV_TOOLS)
   return true;
 #else
@@ -21,33 +21,33 @@ bool rx_spirv_tools_available(void) {
 
 #if defined(RX_HAVE_SPIRV_TOOLS)
 
-const char *rx_spirv_tools_id(void) { return spvSoftwareVersionDetailsString(); }
+const char *tgt_spirv_tools_id(void) { return spvSoftwareVersionDetailsString(); }
 
 /* The diagnostic's text with where it points, "(no message)" when there is none. */
 static rx_status diag_status(rx_status_code code, const char *what, spv_diagnostic d) {
   rx_status s;
   if (d && d->error && d->error[0]) {
     if (d->isTextSource)
-      s = rx_status_make(code, "%s: %s", what, d->error);
+      s = base_status_make(code, "%s: %s", what, d->error);
     else
-      s = rx_status_make(code, "%s at word %zu: %s", what, d->position.index, d->error);
+      s = base_status_make(code, "%s at word %zu: %s", what, d->position.index, d->error);
   } else {
-    s = rx_status_make(code, "%s (SPIRV-Tools gave no message)", what);
+    s = base_status_make(code, "%s (SPIRV-Tools gave no message)", what);
   }
   return s;
 }
 
 static rx_status check_words(const uint32_t *words, size_t nwords) {
   if (!words || nwords < 5)
-    return rx_status_make(RX_ERR_INVALID,
-                          "invalid SPIR-V: %zu words, expected at least the 5-word header", nwords);
+    return base_status_make(
+        RX_ERR_INVALID, "invalid SPIR-V: %zu words, expected at least the 5-word header", nwords);
   return NULL;
 }
 
-rx_status rx_spirv_validate(const uint32_t *words, size_t nwords) {
+rx_status tgt_spirv_validate(const uint32_t *words, size_t nwords) {
   RX_RETURN_IF_ERROR(check_words(words, nwords));
   spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-  if (!ctx) return rx_status_make(RX_ERR_INTERNAL, "spvContextCreate(SPV_ENV_VULKAN_1_2) failed");
+  if (!ctx) return base_status_make(RX_ERR_INTERNAL, "spvContextCreate(SPV_ENV_VULKAN_1_2) failed");
   spv_validator_options opts = spvValidatorOptionsCreate();
   spv_const_binary_t bin = {words, nwords};
   spv_diagnostic diag = NULL;
@@ -61,11 +61,11 @@ rx_status rx_spirv_validate(const uint32_t *words, size_t nwords) {
   return st;
 }
 
-rx_status rx_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_text) {
+rx_status tgt_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_text) {
   *out_text = NULL;
   RX_RETURN_IF_ERROR(check_words(words, nwords));
   spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-  if (!ctx) return rx_status_make(RX_ERR_INTERNAL, "spvContextCreate(SPV_ENV_VULKAN_1_2) failed");
+  if (!ctx) return base_status_make(RX_ERR_INTERNAL, "spvContextCreate(SPV_ENV_VULKAN_1_2) failed");
   spv_text text = NULL;
   spv_diagnostic diag = NULL;
   uint32_t options = SPV_BINARY_TO_TEXT_OPTION_NO_HEADER | SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES;
@@ -74,7 +74,7 @@ rx_status rx_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_
   if (r != SPV_SUCCESS || !text)
     st = diag_status(RX_ERR_INVALID, "SPIR-V disassembly failed", diag);
   else
-    *out_text = rx_strndup(text->str, text->length);
+    *out_text = base_strndup(text->str, text->length);
   spvTextDestroy(text);
   spvDiagnosticDestroy(diag);
   spvContextDestroy(ctx);
@@ -83,22 +83,22 @@ rx_status rx_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_
 
 #else
 
-const char *rx_spirv_tools_id(void) { return "absent"; }
+const char *tgt_spirv_tools_id(void) { return "absent"; }
 
 static rx_status missing(const char *what) {
-  return rx_status_make(RX_ERR_UNSUPPORTED,
-                        "cannot %s: relaxc was built without SPIRV-Tools; install spirv-tools "
-                        "(Debian) and reconfigure",
-                        what);
+  return base_status_make(RX_ERR_UNSUPPORTED,
+                          "cannot %s: relaxc was built without SPIRV-Tools; install spirv-tools "
+                          "(Debian) and reconfigure",
+                          what);
 }
 
-rx_status rx_spirv_validate(const uint32_t *words, size_t nwords) {
+rx_status tgt_spirv_validate(const uint32_t *words, size_t nwords) {
   (void)words;
   (void)nwords;
   return missing("validate SPIR-V");
 }
 
-rx_status rx_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_text) {
+rx_status tgt_spirv_disassemble(const uint32_t *words, size_t nwords, char **out_text) {
   (void)words;
   (void)nwords;
   *out_text = NULL;

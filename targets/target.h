@@ -19,7 +19,7 @@
  *   METAL   Apple GPUs: Metal Shading Language compiled by xcrun metal
  * X(KIND, name, LANG, lang, ext, entry, scalars, scalars_bound, spill), per kind:
  *   KIND, name     RX_TARGET_KIND; its name: the first word of its targets ("cuda -arch=sm_80"),
- *                  the artifact's section folder ("cuda/kernels.json"), rx_target_kind_name
+ *                  the artifact's section folder ("cuda/kernels.json"), tgt_target_kind_name
  *   LANG, lang     its kernel language RX_LANG_LANG and that language's name (kernels.json "lang")
  *   ext            the file extension of a kernel's source (kernels.json "source": NAME.ext)
  *   entry          the entry point's name in the source, NULL: the kernel's own name (GLSL's
@@ -129,36 +129,33 @@ typedef struct rx_target {
  * ignored. "cuda" alone is sm_80, "metal" alone is metal-apple7. On error (unknown name, unknown
  * option, unknown CUDA architecture) returns RX_ERR_INVALID with a message that lists what is
  * known; *out_target is NULL then. */
-rx_status rx_target_parse(const char *text, const rx_target **out_target);
+rx_status tgt_target_parse(const char *text, const rx_target **out_target);
 
 /* Whether a subgroup reduction or shuffle of dtype dt may be emitted for t: subgroup arithmetic,
  * and for types other than f32, f64, i32 and u32 the extended types. */
-bool rx_target_subgroup_dtype(const rx_target *t, rx_dtype dt);
+bool tgt_target_subgroup_dtype(const rx_target *t, rx_dtype dt);
 
 /* Every described target, in table order; *out_count gets the number. */
-const rx_target *rx_target_list(size_t *out_count);
+const rx_target *tgt_target_list(size_t *out_count);
 
 /* Looks up a target by its canonical name; NULL when there is none. */
-const rx_target *rx_target_find(const char *name);
+const rx_target *tgt_target_find(const char *name);
 
 /* The first (best) matrix-unit shape of t for inputs `ab` accumulating in `acc`, of the api
  * given, or of any api when api < 0; NULL when t has none known when compiling (for Vulkan with
  * mma_query set, the device may still report one at run time). */
-const rx_mma_shape *rx_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api);
-
-/* "sync", "wgmma", "coop", "simdgroup". */
-const char *rx_mma_api_name(rx_mma_api api);
+const rx_mma_shape *tgt_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api);
 
 /* Does t run subgroup matrix fragments (ir.h RX_STMT_FRAG) of A m x k and B k x n in dtype `ab`
  * with an m x n accumulator in `acc`? (The test of `has_fragments(...)`; mma.sync and wgmma
  * shapes, whose register layouts are explicit, are not fragments.) */
-bool rx_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
+bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
 
 /* "cuda", "vulkan", "metal". */
-const char *rx_target_kind_name(rx_target_kind kind);
+const char *tgt_target_kind_name(rx_target_kind kind);
 
 /* Appends a human-readable description of t (one "field: value" per line) to out: for
  * `relaxc targets` and for error messages. */
-void rx_target_describe(rx_strbuf *out, const rx_target *t);
+void tgt_target_describe(rx_strbuf *out, const rx_target *t);
 
 #endif

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The text name of a dtype (ir/ir.h's rx_dtype_name is above this layer). */
+/* "sync", "wgmma", "coop", "simdgroup". */
+static const char *tgt_mma_api_name(rx_mma_api api);
+
+/* The text name of a dtype (ir/ir.h's ir_dtype_name is above this layer). */
 static const char *dtype_name(rx_dtype t) {
   switch (t) {
 #define X(e, n, b, f, sg)                                                                          \
@@ -50,7 +53,7 @@ static const char *dtype_name(rx_dtype t) {
  * codegen/lower.c, printed by codegen/cuda.c): a 16x16x16 product is two mma.sync m16n8k16 above
  * (columns 0-7 and 8-15 of B and C) over one warp, the fragments held in those instructions'
  * register layouts by the helpers of codegen/mma_cuda.h. Listed after mma.sync so that a lookup
- * by dtype alone (rx_target_mma with api -1) still finds the instruction; the schedules use
+ * by dtype alone (tgt_target_mma with api -1) still finds the instruction; the schedules use
  * gemv_mma / gemm_mma on CUDA, never gemm_frag (passes/schedule/gemm_frag.c asks for api coop or
  * simdgroup only). */
 /* clang-format off */
@@ -407,18 +410,18 @@ static const struct {
 
 /* ---- queries --------------------------------------------------------------------------- */
 
-const rx_target *rx_target_list(size_t *out_count) {
+const rx_target *tgt_target_list(size_t *out_count) {
   *out_count = RX_ARRAY_LEN(table);
   return table;
 }
 
-const rx_target *rx_target_find(const char *name) {
+const rx_target *tgt_target_find(const char *name) {
   for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
     if (strcmp(table[i].name, name) == 0) return &table[i];
   return NULL;
 }
 
-const char *rx_target_kind_name(rx_target_kind kind) {
+const char *tgt_target_kind_name(rx_target_kind kind) {
   static const char *const names[] = {
 #define X(kind, name, ...) [RX_TARGET_##kind] = name,
       RX_TARGET_KINDS(X)
@@ -432,16 +435,16 @@ const char *rx_target_kind_name(rx_target_kind kind) {
 /* "cuda -arch=sm_80, cuda -arch=sm_90, vulkan, ..." */
 static void known_names(rx_strbuf *b) {
   for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
-    rx_strbuf_printf(b, "%s'%s'", i ? ", " : "", table[i].name);
+    base_strbuf_printf(b, "%s'%s'", i ? ", " : "", table[i].name);
   for (size_t i = 0; i < RX_ARRAY_LEN(aliases); i++)
-    rx_strbuf_printf(b, ", '%s' (%s)", aliases[i].alias, aliases[i].name);
+    base_strbuf_printf(b, ", '%s' (%s)", aliases[i].alias, aliases[i].name);
 }
 
 static void known_archs(rx_strbuf *b) {
   int n = 0;
   for (size_t i = 0; i < RX_ARRAY_LEN(table); i++)
     if (table[i].kind == RX_TARGET_CUDA)
-      rx_strbuf_printf(b, "%s%s", n++ ? ", " : "", table[i].cuda_arch);
+      base_strbuf_printf(b, "%s%s", n++ ? ", " : "", table[i].cuda_arch);
 }
 
 static rx_status error_listing(void (*list)(rx_strbuf *), const char *fmt, ...) RX_PRINTF(2, 3);
@@ -449,11 +452,11 @@ static rx_status error_listing(void (*list)(rx_strbuf *), const char *fmt, ...) 
   rx_strbuf b = {0};
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&b, fmt, ap);
+  base_strbuf_vprintf(&b, fmt, ap);
   va_end(ap);
   list(&b);
-  rx_status s = rx_status_make(RX_ERR_INVALID, "%s", b.data);
-  rx_strbuf_free(&b);
+  rx_status s = base_status_make(RX_ERR_INVALID, "%s", b.data);
+  base_strbuf_free(&b);
   return s;
 }
 
@@ -493,13 +496,13 @@ static rx_status parse_cuda_option(const char *w, size_t n, const rx_target **io
                          "target 'cuda': unknown architecture '%.*s'; expected one of: ", (int)an,
                          arch);
   }
-  return rx_status_make(RX_ERR_INVALID,
-                        "target 'cuda': unknown option '%.*s'; expected -arch=sm_XX", (int)n, w);
+  return base_status_make(RX_ERR_INVALID,
+                          "target 'cuda': unknown option '%.*s'; expected -arch=sm_XX", (int)n, w);
 }
 
-rx_status rx_target_parse(const char *text, const rx_target **out_target) {
+rx_status tgt_target_parse(const char *text, const rx_target **out_target) {
   *out_target = NULL;
-  if (!text) return rx_status_make(RX_ERR_INVALID, "no target given");
+  if (!text) return base_status_make(RX_ERR_INVALID, "no target given");
   const char *p = text, *w;
   size_t n;
   if (!next_word(&p, &w, &n)) return error_listing(known_names, "empty target; expected one of: ");
@@ -507,7 +510,7 @@ rx_status rx_target_parse(const char *text, const rx_target **out_target) {
   /* the name: an alias or the first word of a canonical name ("cuda -arch=sm_80" -> "cuda") */
   const rx_target *t = NULL;
   for (size_t i = 0; i < RX_ARRAY_LEN(aliases) && !t; i++)
-    if (word_is(w, n, aliases[i].alias)) t = rx_target_find(aliases[i].name);
+    if (word_is(w, n, aliases[i].alias)) t = tgt_target_find(aliases[i].name);
   for (size_t i = 0; i < RX_ARRAY_LEN(table) && !t; i++) {
     size_t len = strcspn(table[i].name, " ");
     if (len == n && memcmp(table[i].name, w, n) == 0) t = &table[i];
@@ -519,8 +522,8 @@ rx_status rx_target_parse(const char *text, const rx_target **out_target) {
   size_t name_len = n;
   while (next_word(&p, &w, &n)) {
     if (t->kind != RX_TARGET_CUDA)
-      return rx_status_make(RX_ERR_INVALID, "target '%.*s' takes no options, got '%.*s'",
-                            (int)name_len, name, (int)n, w);
+      return base_status_make(RX_ERR_INVALID, "target '%.*s' takes no options, got '%.*s'",
+                              (int)name_len, name, (int)n, w);
     RX_RETURN_IF_ERROR(parse_cuda_option(w, n, &t));
   }
   *out_target = t;
@@ -531,71 +534,72 @@ rx_status rx_target_parse(const char *text, const rx_target **out_target) {
 
 static const char *yes(bool b) { return b ? "yes" : "no"; }
 
-void rx_target_describe(rx_strbuf *out, const rx_target *t) {
-  rx_strbuf_printf(out, "target: %s\n", t->name);
-  rx_strbuf_printf(out, "kind: %s\n", rx_target_kind_name(t->kind));
-  rx_strbuf_printf(out, "device: %s\n", t->device);
-  rx_strbuf_printf(out, "source: %s\n", t->source);
-  rx_strbuf_printf(out, "max threads per block: %d\n", t->max_threads_per_block);
-  rx_strbuf_printf(out, "max block dims: %d x %d x %d\n", t->max_block_dim[0], t->max_block_dim[1],
-                   t->max_block_dim[2]);
-  rx_strbuf_printf(out, "max grid dims: %d x %d x %d\n", t->max_grid_dim[0], t->max_grid_dim[1],
-                   t->max_grid_dim[2]);
+void tgt_target_describe(rx_strbuf *out, const rx_target *t) {
+  base_strbuf_printf(out, "target: %s\n", t->name);
+  base_strbuf_printf(out, "kind: %s\n", tgt_target_kind_name(t->kind));
+  base_strbuf_printf(out, "device: %s\n", t->device);
+  base_strbuf_printf(out, "source: %s\n", t->source);
+  base_strbuf_printf(out, "max threads per block: %d\n", t->max_threads_per_block);
+  base_strbuf_printf(out, "max block dims: %d x %d x %d\n", t->max_block_dim[0],
+                     t->max_block_dim[1], t->max_block_dim[2]);
+  base_strbuf_printf(out, "max grid dims: %d x %d x %d\n", t->max_grid_dim[0], t->max_grid_dim[1],
+                     t->max_grid_dim[2]);
   if (t->subgroup_size)
-    rx_strbuf_printf(out, "subgroup size: %d (hardware %d..%d)\n", t->subgroup_size,
-                     t->min_subgroup_size, t->max_subgroup_size);
+    base_strbuf_printf(out, "subgroup size: %d (hardware %d..%d)\n", t->subgroup_size,
+                       t->min_subgroup_size, t->max_subgroup_size);
   else
-    rx_strbuf_printf(out, "subgroup size: unknown (hardware %d..%d)\n", t->min_subgroup_size,
-                     t->max_subgroup_size);
-  rx_strbuf_printf(out, "subgroup arithmetic: %s\n", yes(t->subgroup_arithmetic));
-  rx_strbuf_printf(out, "shared memory per block: %d bytes (opt-in %d)\n", t->shared_bytes,
-                   t->shared_bytes_optin);
-  rx_strbuf_printf(out, "device memory: %lld bytes (%.1f GB)%s\n", (long long)t->device_memory,
-                   (double)t->device_memory / 1e9,
-                   t->device_memory == RX_TARGET_DEFAULT_MEMORY ? ", the documented default" : "");
+    base_strbuf_printf(out, "subgroup size: unknown (hardware %d..%d)\n", t->min_subgroup_size,
+                       t->max_subgroup_size);
+  base_strbuf_printf(out, "subgroup arithmetic: %s\n", yes(t->subgroup_arithmetic));
+  base_strbuf_printf(out, "shared memory per block: %d bytes (opt-in %d)\n", t->shared_bytes,
+                     t->shared_bytes_optin);
+  base_strbuf_printf(out, "device memory: %lld bytes (%.1f GB)%s\n", (long long)t->device_memory,
+                     (double)t->device_memory / 1e9,
+                     t->device_memory == RX_TARGET_DEFAULT_MEMORY ? ", the documented default"
+                                                                  : "");
   if (t->regs_per_thread)
-    rx_strbuf_printf(out, "registers: %d per thread, %d per block\n", t->regs_per_thread,
-                     t->regs_per_block);
-  rx_strbuf_printf(out, "by-value argument bytes: %d\n", t->push_constant_bytes);
+    base_strbuf_printf(out, "registers: %d per thread, %d per block\n", t->regs_per_thread,
+                       t->regs_per_block);
+  base_strbuf_printf(out, "by-value argument bytes: %d\n", t->push_constant_bytes);
   if (t->max_storage_buffers)
-    rx_strbuf_printf(out, "max storage buffers: %d\n", t->max_storage_buffers);
+    base_strbuf_printf(out, "max storage buffers: %d\n", t->max_storage_buffers);
   else
-    rx_strbuf_printf(out, "max storage buffers: no binding limit\n");
-  rx_strbuf_printf(out, "vector access bytes: %d\n", t->vector_bytes);
-  rx_strbuf_printf(out, "fp16: %s, bf16: %s, int8: %s, 16-bit storage: %s, matrix units: %s\n",
-                   yes(t->fp16), yes(t->bf16), yes(t->int8), yes(t->storage16),
-                   yes(t->matrix_units));
+    base_strbuf_printf(out, "max storage buffers: no binding limit\n");
+  base_strbuf_printf(out, "vector access bytes: %d\n", t->vector_bytes);
+  base_strbuf_printf(out, "fp16: %s, bf16: %s, int8: %s, 16-bit storage: %s, matrix units: %s\n",
+                     yes(t->fp16), yes(t->bf16), yes(t->int8), yes(t->storage16),
+                     yes(t->matrix_units));
   for (int i = 0; i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];
-    rx_strbuf_printf(out, "matrix unit: %s m%dn%dk%d%s %s x %s -> %s, %d threads (%s)\n",
-                     rx_mma_api_name(x->api), x->m, x->n, x->k, x->n_step ? " (n: multiples)" : "",
-                     dtype_name(x->ab), dtype_name(x->ab), dtype_name(x->acc), x->threads,
-                     x->instr);
+    base_strbuf_printf(out, "matrix unit: %s m%dn%dk%d%s %s x %s -> %s, %d threads (%s)\n",
+                       tgt_mma_api_name(x->api), x->m, x->n, x->k,
+                       x->n_step ? " (n: multiples)" : "", dtype_name(x->ab), dtype_name(x->ab),
+                       dtype_name(x->acc), x->threads, x->instr);
   }
   if (t->mma_query)
-    rx_strbuf_printf(out, "matrix units: as the device reports them (cooperative matrix)\n");
+    base_strbuf_printf(out, "matrix units: as the device reports them (cooperative matrix)\n");
   switch (t->kind) {
   case RX_TARGET_CUDA:
-    rx_strbuf_printf(out, "arch: %s\n", t->cuda_arch);
+    base_strbuf_printf(out, "arch: %s\n", t->cuda_arch);
     break;
   case RX_TARGET_VULKAN:
-    rx_strbuf_printf(out, "vulkan: %d.%d, spir-v: %d.%d\n", t->vulkan.major, t->vulkan.minor,
-                     t->spirv.major, t->spirv.minor);
+    base_strbuf_printf(out, "vulkan: %d.%d, spir-v: %d.%d\n", t->vulkan.major, t->vulkan.minor,
+                       t->spirv.major, t->spirv.minor);
     break;
   case RX_TARGET_METAL:
-    rx_strbuf_printf(out, "msl: %d.%d\n", t->msl.major, t->msl.minor);
+    base_strbuf_printf(out, "msl: %d.%d\n", t->msl.major, t->msl.minor);
     break;
   }
 }
 
-const rx_mma_shape *rx_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api) {
+const rx_mma_shape *tgt_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc, int api) {
   for (int i = 0; t && i < t->nmma; i++)
     if (t->mma[i].ab == ab && t->mma[i].acc == acc && (api < 0 || (int)t->mma[i].api == api))
       return &t->mma[i];
   return NULL;
 }
 
-const char *rx_mma_api_name(rx_mma_api api) {
+static const char *tgt_mma_api_name(rx_mma_api api) {
   switch (api) {
   case RX_MMA_SYNC:
     return "sync";
@@ -611,7 +615,7 @@ const char *rx_mma_api_name(rx_mma_api api) {
   return "?";
 }
 
-bool rx_target_subgroup_dtype(const rx_target *t, rx_dtype dt) {
+bool tgt_target_subgroup_dtype(const rx_target *t, rx_dtype dt) {
   if (!t->subgroup_arithmetic) return false;
   switch (dt) {
   case RX_DTYPE_F32:
@@ -636,7 +640,7 @@ bool rx_target_subgroup_dtype(const rx_target *t, rx_dtype dt) {
   }
 }
 
-bool rx_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
+bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
   for (int i = 0; t && i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];
     if (x->api != RX_MMA_SYNC && x->api != RX_MMA_WGMMA && x->ab == ab && x->acc == acc &&

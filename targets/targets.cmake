@@ -69,7 +69,7 @@ endif()
 if(RX_SHADERC_LIBS)
   message(STATUS "relaxc: GLSL to SPIR-V with shaderc (${RX_SHADERC_LIBS})")
   target_compile_definitions(relaxc_core PUBLIC RX_HAVE_SHADERC=1)
-  # its version goes into the kernel cache's key (rx_shaderc_id): a new shaderc recompiles
+  # its version goes into the kernel cache's key (tgt_shaderc_id): a new shaderc recompiles
   execute_process(COMMAND pkg-config --modversion shaderc OUTPUT_VARIABLE RX_SHADERC_VERSION
                   OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(RX_SHADERC_VERSION)

@@ -41,7 +41,7 @@ static void wrap(FILE *out, const char *text) {
   fputc('\n', out);
 }
 
-void rx_cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
+void cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
   fprintf(out, "usage: relaxc %s%s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis,
           c->flags[0].name ? " [options]" : "");
   if (!full) return;
@@ -61,12 +61,12 @@ void rx_cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
     wrap(out, f->help);
     if (f->choices) {
       rx_strbuf b = {0};
-      rx_strbuf_printf(&b, "%s: one of", f->arg);
+      base_strbuf_printf(&b, "%s: one of", f->arg);
       for (int i = 0; f->choices[i]; i++)
-        rx_strbuf_printf(&b, "%s %s", i ? "," : "", f->choices[i]);
+        base_strbuf_printf(&b, "%s %s", i ? "," : "", f->choices[i]);
       fprintf(out, "%*s", HELP_COLUMN, "");
       wrap(out, b.data);
-      rx_strbuf_free(&b);
+      base_strbuf_free(&b);
     }
   }
   fprintf(out, "  -h, --help%*sprint this help and exit\n", HELP_COLUMN - 12, "");
@@ -76,24 +76,24 @@ void rx_cli_print_help(const rx_cli_command *c, bool full, FILE *out) {
         out);
 }
 
-int rx_cli_usage_error(const rx_cli_command *c, const char *fmt, ...) {
+int cli_usage_error(const rx_cli_command *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("relaxc: ", stderr);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
-  rx_cli_print_help(c, false, stderr);
+  cli_print_help(c, false, stderr);
   fprintf(stderr, "Try 'relaxc %s --help' for more information.\n", c->name);
   return 2;
 }
 
-rx_cli_args rx_cli_begin(const rx_cli_command *cmd, int argc, char **argv) {
+rx_cli_args cli_begin(const rx_cli_command *cmd, int argc, char **argv) {
   rx_cli_args it = {cmd, argc, argv, 1, NULL, NULL, -1};
   return it;
 }
 
-bool rx_cli_next(rx_cli_args *it) {
+bool cli_next(rx_cli_args *it) {
   it->flag = it->value = NULL;
   if (it->status >= 0 || it->i >= it->argc) return false;
   const char *a = it->argv[it->i++];
@@ -102,7 +102,7 @@ bool rx_cli_next(rx_cli_args *it) {
     return true;
   }
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-    rx_cli_print_help(it->cmd, true, stdout);
+    cli_print_help(it->cmd, true, stdout);
     it->status = 0;
     return false;
   }
@@ -120,7 +120,7 @@ bool rx_cli_next(rx_cli_args *it) {
     it->flag = f->name;
     if (!f->arg) {
       if (eq) {
-        it->status = rx_cli_usage_error(it->cmd, "option '%s' takes no value", f->name);
+        it->status = cli_usage_error(it->cmd, "option '%s' takes no value", f->name);
         return false;
       }
       return true;
@@ -130,16 +130,16 @@ bool rx_cli_next(rx_cli_args *it) {
     } else if (it->i < it->argc) {
       it->value = it->argv[it->i++];
     } else {
-      it->status = rx_cli_usage_error(it->cmd, "option '%s' needs a value (%s)", a, f->arg);
+      it->status = cli_usage_error(it->cmd, "option '%s' needs a value (%s)", a, f->arg);
       return false;
     }
     return true;
   }
-  it->status = rx_cli_usage_error(it->cmd, "unknown option '%s' for '%s'", a, it->cmd->name);
+  it->status = cli_usage_error(it->cmd, "unknown option '%s' for '%s'", a, it->cmd->name);
   return false;
 }
 
-int rx_cli_unhandled(const rx_cli_args *it) {
+int cli_unhandled(const rx_cli_args *it) {
   fprintf(stderr, "relaxc: internal error: '%s' does not handle its option '%s'\n", it->cmd->name,
           it->flag ? it->flag : "(positional)");
   assert(!"a command's table lists an option it does not handle");
@@ -148,7 +148,7 @@ int rx_cli_unhandled(const rx_cli_args *it) {
 
 /* ---- integer options ---- */
 
-bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
   const char *p = s + (*s == '-');
   if (!*p) return false;
   for (const char *q = p; *q; q++)
@@ -161,19 +161,19 @@ bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out)
   return true;
 }
 
-int rx_cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out) {
-  if (rx_cli_parse_int(it->value, lo, hi, out)) return 0;
-  return rx_cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
-                            it->value, lo, hi);
+int cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out) {
+  if (cli_parse_int(it->value, lo, hi, out)) return 0;
+  return cli_usage_error(it->cmd, "%s %s: expected an integer from %lld to %lld", it->flag,
+                         it->value, lo, hi);
 }
 
 /* ---- files ---- */
 
-char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
+char *cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
   *out_len = 0;
   char *text = NULL;
-  rx_status st = strcmp(path, "-") ? rx_read_file_kind(path, kind, &text, out_len)
-                                   : rx_read_stream_kind(stdin, "<stdin>", kind, &text, out_len);
+  rx_status st = strcmp(path, "-") ? base_read_file_kind(path, kind, &text, out_len)
+                                   : base_read_stream_kind(stdin, "<stdin>", kind, &text, out_len);
   if (st) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
     rx_status_free(st);
@@ -182,19 +182,17 @@ char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len) {
   return text;
 }
 
-const char *rx_cli_input_name(const char *path) {
-  return strcmp(path, "-") == 0 ? "<stdin>" : path;
-}
+const char *cli_input_name(const char *path) { return strcmp(path, "-") == 0 ? "<stdin>" : path; }
 
-char *rx_cli_dir_of(const char *path) {
+char *cli_dir_of(const char *path) {
   if (!strcmp(path, "-")) return NULL;
   const char *slash = strrchr(path, '/');
-  if (!slash) return rx_strdup(".");
-  if (slash == path) return rx_strdup("/");
-  return rx_strndup(path, (size_t)(slash - path));
+  if (!slash) return base_strdup(".");
+  if (slash == path) return base_strdup("/");
+  return base_strndup(path, (size_t)(slash - path));
 }
 
-bool rx_cli_not_dir(const char *path) {
+bool cli_not_dir(const char *path) {
   struct stat st;
   if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
     fprintf(stderr, "relaxc: error: %s: is a directory\n", path);
@@ -203,7 +201,7 @@ bool rx_cli_not_dir(const char *path) {
   return true;
 }
 
-bool rx_cli_can_write(const char *path) {
+bool cli_can_write(const char *path) {
   struct stat st;
   if (stat(path, &st) == 0) { /* replaced: it must be a file we may write */
     if (S_ISDIR(st.st_mode)) {
@@ -216,7 +214,7 @@ bool rx_cli_can_write(const char *path) {
     }
     return true;
   }
-  char *dir = rx_cli_dir_of(path); /* created: its directory must exist and be writable */
+  char *dir = cli_dir_of(path); /* created: its directory must exist and be writable */
   bool ok = true;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "relaxc: error: cannot write '%s': no directory '%s'\n", path, dir);
@@ -230,7 +228,7 @@ bool rx_cli_can_write(const char *path) {
   return ok;
 }
 
-bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len) {
+bool cli_is_onnx(const char *path, const char *bytes, size_t len) {
   size_t n = strlen(path);
   if (n > 5 && !strcmp(path + n - 5, ".onnx")) return true;
   if (!len) return false;
@@ -238,8 +236,8 @@ bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len) {
   return c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v';
 }
 
-bool rx_cli_make_dir(const char *dir) {
-  char *p = rx_strdup(dir);
+bool cli_make_dir(const char *dir) {
+  char *p = base_strdup(dir);
   int err = *p ? 0 : ENOENT;
   for (char *q = p + 1; !err; q++) { /* each prefix ending before a '/', then the whole path */
     if (*q && *q != '/') continue;
@@ -257,25 +255,25 @@ bool rx_cli_make_dir(const char *dir) {
 }
 
 #ifdef RX_HAVE_ONNX
-int rx_cli_write_onnx_weights(const char *in, const void *bytes, size_t len, const char *dir) {
-  char *base = rx_cli_dir_of(in);
+int cli_write_onnx_weights(const char *in, const void *bytes, size_t len, const char *dir) {
+  char *base = cli_dir_of(in);
   rx_onnx_weight *w = NULL;
   int nw = 0;
-  rx_status s = rx_onnx_weights(bytes, len, rx_cli_input_name(in), base, &w, &nw);
+  rx_status s = onnx_weights(bytes, len, cli_input_name(in), base, &w, &nw);
   free(base);
-  if (!s && !rx_cli_make_dir(dir)) {
-    rx_onnx_weights_free(w, nw);
+  if (!s && !cli_make_dir(dir)) {
+    onnx_weights_free(w, nw);
     return 1;
   }
   for (int i = 0; i < nw && !s; i++) {
     rx_npy a = {w[i].dtype, w[i].ndim, {0}, w[i].data, w[i].nbytes};
     memcpy(a.shape, w[i].shape, (size_t)w[i].ndim * sizeof *a.shape);
     rx_strbuf path = {0};
-    rx_strbuf_printf(&path, "%s/%s.npy", dir, w[i].name);
-    s = rx_npy_write(path.data, &a);
-    rx_strbuf_free(&path);
+    base_strbuf_printf(&path, "%s/%s.npy", dir, w[i].name);
+    s = base_npy_write(path.data, &a);
+    base_strbuf_free(&path);
   }
-  rx_onnx_weights_free(w, nw);
+  onnx_weights_free(w, nw);
   if (s) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
     rx_status_free(s);
@@ -286,7 +284,7 @@ int rx_cli_write_onnx_weights(const char *in, const void *bytes, size_t len, con
 #endif
 
 /* ---- Hugging Face model folders ---- */
-int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
+int cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
   const char *f = it->flag, *v = it->value;
   if (!strcmp(f, "--no-weights")) {
     o->no_weights = true;
@@ -296,7 +294,7 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
     o->quantize_embeddings = true;
     return 0;
   }
-  if (!strcmp(f, "--quantize")) { /* the scheme is checked by the importer (rx_hf_import) */
+  if (!strcmp(f, "--quantize")) { /* the scheme is checked by the importer (hf_import) */
     o->quantize = v;
     return 0;
   }
@@ -306,12 +304,12 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
                : !strcmp(v, "bf16") ? RX_DTYPE_BF16
                                     : RX_DTYPE_UNKNOWN;
     if (o->dtype == RX_DTYPE_UNKNOWN)
-      return rx_cli_usage_error(it->cmd, "--dtype %s: expected f32, f16 or bf16", v);
+      return cli_usage_error(it->cmd, "--dtype %s: expected f32, f16 or bf16", v);
     return 0;
   }
   bool len = !strcmp(f, "--max-seq-len");
   long long n = 0;
-  int rc = rx_cli_int_option(it, 1, len ? (1ll << 24) : 65536, &n);
+  int rc = cli_int_option(it, 1, len ? (1ll << 24) : 65536, &n);
   if (rc) return rc;
   if (len)
     o->max_seq_len = n;
@@ -320,8 +318,8 @@ int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
   return 0;
 }
 
-bool rx_cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
-  rx_status s = rx_hf_import(m, dir, o);
+bool cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
+  rx_status s = hf_import(m, dir, o);
   if (!s) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
   rx_status_free(s);

@@ -19,9 +19,9 @@
 
 static bool write_file(const char *dir, const char *name, const void *data, size_t len) {
   size_t n = strlen(dir) + strlen(name) + 2;
-  char *path = rx_malloc(n);
+  char *path = base_malloc(n);
   snprintf(path, n, "%s/%s", dir, name);
-  rx_status st = rx_tc_write_file(path, data, len);
+  rx_status st = tgt_tc_write_file(path, data, len);
   free(path);
   if (st) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
@@ -35,7 +35,7 @@ static bool write_file(const char *dir, const char *name, const void *data, size
 /* The SPIR-V of GLSL kernel k (shaderc, then spirv-val where SPIRV-Tools is present) written to
  * dir as NAME.spv; *noted once shaderc is absent (the GLSL alone is written then). */
 static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted) {
-  if (!rx_shaderc_available()) {
+  if (!tgt_shaderc_available()) {
     if (!*noted)
       fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
     *noted = true;
@@ -45,8 +45,8 @@ static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted
   snprintf(label, sizeof label, "%s.comp", k->name);
   uint32_t *words = NULL;
   size_t n = 0;
-  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
-  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
+  rx_status st = tgt_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
+  if (!st && tgt_spirv_tools_available()) st = tgt_spirv_validate(words, n);
   if (st) {
     fprintf(stderr, "relaxc: error: kernel '%s': %s\n", k->name, rx_status_message(st));
     rx_status_free(st);
@@ -55,7 +55,7 @@ static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted
   }
   snprintf(file, sizeof file, "%s.spv", k->name);
   bool ok = write_file(dir, file, words, n * sizeof *words);
-  if (ok) k->binary = rx_arena_strdup(&m->arena, file);
+  if (ok) k->binary = base_arena_strdup(&m->arena, file);
   free(words);
   return ok;
 }
@@ -63,7 +63,7 @@ static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted
 static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
                                 bool *nvrtc_ok, bool *noted) {
   if (!*nvrtc_ok) return true;
-  rx_status st = rx_nvrtc_load(NULL, NULL);
+  rx_status st = tgt_nvrtc_load(NULL, NULL);
   if (st) {
     if (!*noted)
       fprintf(stderr, "relaxc: note: no CUDA binaries written (%s)\n", rx_status_message(st));
@@ -78,16 +78,16 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
   size_t ptx_len = 0, len = 0;
   bool ok = true;
   /* one NVRTC call gives both (the PTX is what a compute_XX compilation gives) */
-  st = rx_nvrtc_compile_both(k->source, label, t->cuda_arch, &ptx, &ptx_len, &bin, &len, NULL);
+  st = tgt_nvrtc_compile_both(k->source, label, t->cuda_arch, &ptx, &ptx_len, &bin, &len, NULL);
   if (!st) {
     snprintf(file, sizeof file, "%s.ptx", k->name);
     ok = write_file(dir, file, ptx, ptx_len);
-    if (ok) k->ptx = rx_arena_strdup(&m->arena, file);
+    if (ok) k->ptx = base_arena_strdup(&m->arena, file);
   }
   if (!st && ok) {
     snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
     ok = write_file(dir, file, bin, len);
-    if (ok) k->binary = rx_arena_strdup(&m->arena, file);
+    if (ok) k->binary = base_arena_strdup(&m->arena, file);
   }
   if (st) {
     fprintf(stderr, "relaxc: error: kernel '%s': %s\n", k->name, rx_status_message(st));
@@ -99,57 +99,57 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
   return ok;
 }
 
-int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outdir = NULL;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     if (!it.flag) {
-      if (file) return rx_cli_usage_error(cmd, "'codegen' takes one FILE, got '%s' too", it.value);
+      if (file) return cli_usage_error(cmd, "'codegen' takes one FILE, got '%s' too", it.value);
       file = it.value;
     } else if (!strcmp(it.flag, "--target")) {
       target = it.value;
     } else if (!strcmp(it.flag, "-o")) {
       outdir = it.value;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
   if (!file)
-    return rx_cli_usage_error(cmd, "%s", "'codegen' needs a FILE (or '-' for standard input)");
+    return cli_usage_error(cmd, "%s", "'codegen' needs a FILE (or '-' for standard input)");
   if (!target)
-    return rx_cli_usage_error(cmd, "%s",
-                              "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
+    return cli_usage_error(cmd, "%s",
+                           "'codegen' needs --target (e.g. cuda, vulkan-lavapipe, metal)");
   const rx_target *t = NULL;
-  rx_status st = rx_target_parse(target, &t);
+  rx_status st = tgt_target_parse(target, &t);
   if (st) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
     rx_status_free(st);
     return 2;
   }
-  if (outdir && !rx_cli_make_dir(outdir)) return 1; /* before any work */
+  if (outdir && !cli_make_dir(outdir)) return 1; /* before any work */
   size_t len = 0;
-  char *text = rx_cli_read_input(file, RX_FILE_TEXT_IR, &len);
+  char *text = cli_read_input(file, RX_FILE_TEXT_IR, &len);
   if (!text) return 1;
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, strcmp(file, "-") ? file : "<stdin>", text, len, &diag) &&
-            rx_module_normalize(m, &diag) && rx_module_verify(m, &diag) && diag.errors == 0;
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, strcmp(file, "-") ? file : "<stdin>", text, len, &diag) &&
+            ops_module_normalize(m, &diag) && ir_module_verify(m, &diag) && diag.errors == 0;
   RX_VEC(const rx_tensor_fn *) progs = {0};
   RX_VEC(rx_kernel_list *) lists = {0};
   for (size_t i = 0; ok && i < m->items.len; i++) {
     if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
     const rx_tensor_fn *f = m->items.data[i].fn;
     rx_sched_result res = {0};
-    if (!rx_schedule(m, f, t, &diag, &res)) {
+    if (!sched_schedule(m, f, t, &diag, &res)) {
       ok = false;
       break;
     }
-    const char **rules = rx_module_alloc(m, sizeof(char *) * (size_t)(res.nvariants + 1));
-    for (int v = 0; v < res.nvariants; v++) rules[v] = rx_sched_rule_name(res.variants[v].rule);
-    rx_kernel_list *kl = rx_module_alloc(m, sizeof *kl);
-    if (!rx_codegen_rules(m, res.fn, t, rules, res.nvariants, &diag, kl)) {
+    const char **rules = ir_module_alloc(m, sizeof(char *) * (size_t)(res.nvariants + 1));
+    for (int v = 0; v < res.nvariants; v++) rules[v] = sched_rule_name(res.variants[v].rule);
+    rx_kernel_list *kl = ir_module_alloc(m, sizeof *kl);
+    if (!cg_codegen_rules(m, res.fn, t, rules, res.nvariants, &diag, kl)) {
       ok = false;
       break;
     }
@@ -164,12 +164,12 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
                lists.data[i]->kernels[j]->source);
   } else if (ok) {
     bool nvrtc_ok = true, noted = false;
-    rx_lang lang = rx_lang_of_target(t);
+    rx_lang lang = cg_lang_of_target(t);
     for (size_t i = 0; ok && i < lists.len; i++) {
       for (int j = 0; ok && j < lists.data[i]->n; j++) {
         rx_kernel *k = lists.data[i]->kernels[j];
         char name[300];
-        snprintf(name, sizeof name, "%s.%s", k->name, rx_lang_ext(lang));
+        snprintf(name, sizeof name, "%s.%s", k->name, cg_lang_ext(lang));
         ok = write_file(outdir, name, k->source, strlen(k->source));
         if (ok && lang == RX_LANG_GLSL) ok = write_spirv(m, k, outdir, &noted);
         if (ok && lang == RX_LANG_CUDA)
@@ -181,15 +181,15 @@ int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
             stderr);
     if (ok) {
       rx_strbuf json = {0};
-      rx_kernels_json(&json, t, progs.data, (const rx_kernel_list *const *)lists.data,
+      cg_kernels_json(&json, t, progs.data, (const rx_kernel_list *const *)lists.data,
                       (int)progs.len);
       ok = write_file(outdir, "kernels.json", json.data, json.len);
-      rx_strbuf_free(&json);
+      base_strbuf_free(&json);
     }
   }
   free(progs.data);
   free(lists.data);
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   return ok ? 0 : 1;

@@ -4,7 +4,7 @@
  *                [--cache-dir DIR | --no-cache] [--cache-limit MB] [--quiet]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
- * byte: see rx_cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
+ * byte: see cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
  * frontends/hf, with --dtype, --max-seq-len, --max-batch, --no-weights), imported as by `relaxc
  * import` (external data read relative to its directory). The module's weights (an ONNX model's
  * initializers, bound to the parameters of `main` after its inputs; tensor constants) are
@@ -56,7 +56,7 @@ static int tc_flag(const rx_cli_args *it, tc_flags *c) {
   } else if (!strcmp(f, "--jobs") || !strcmp(f, "--cache-limit")) {
     bool j = !strcmp(f, "--jobs");
     long long n = 0;
-    int rc = rx_cli_int_option(it, j ? 1 : 0, j ? 1024 : (1ll << 40), &n);
+    int rc = cli_int_option(it, j ? 1 : 0, j ? 1024 : (1ll << 40), &n);
     if (rc) return rc;
     if (j)
       c->jobs = (int)n;
@@ -74,13 +74,13 @@ static void open_cache(const tc_flags *c, rx_compile_options *o) {
   o->cache = NULL;
   const char *off = getenv("RELAXC_NO_CACHE");
   if (c->no_cache || (!c->cache_dir && off && *off && strcmp(off, "0"))) return;
-  char *dir = c->cache_dir ? rx_strdup(c->cache_dir) : rx_kcache_default_dir();
+  char *dir = c->cache_dir ? base_strdup(c->cache_dir) : drv_kcache_default_dir();
   if (!dir) {
     fprintf(stderr, "relaxc: warning: no kernel cache (neither $XDG_CACHE_HOME nor $HOME is "
                     "set; --cache-dir DIR names one)\n");
     return;
   }
-  rx_status st = rx_kcache_open(dir, c->cache_limit, &o->cache);
+  rx_status st = drv_kcache_open(dir, c->cache_limit, &o->cache);
   if (st) {
     fprintf(stderr, "relaxc: warning: no kernel cache: %s\n", rx_status_message(st));
     rx_status_free(st);
@@ -98,7 +98,7 @@ static void summary(const char *file, const rx_compile_result *r, const char *ou
   printf("relaxc: %s: %d function%s, %d program%s; kernels:", file, r->nfunctions,
          r->nfunctions == 1 ? "" : "s", r->nprograms, r->nprograms == 1 ? "" : "s");
   for (int t = 0; t < r->ntargets; t++)
-    printf("%s %s %d", t ? "," : "", rx_target_kind_name(r->targets[t].target->kind),
+    printf("%s %s %d", t ? "," : "", tgt_target_kind_name(r->targets[t].target->kind),
            r->targets[t].nkernels);
   printf("; planned peak %lld bytes", (long long)peak);
   if (outpath)
@@ -117,15 +117,15 @@ static void summary(const char *file, const rx_compile_result *r, const char *ou
 static bool load(rx_module *m, const char *file, const char *text, size_t len, char kind,
                  const rx_hf_options *hfo, rx_diag *diag, bool *out_reported) {
   if (kind == 'h') {
-    *out_reported = !rx_cli_import_hf(m, file, hfo);
+    *out_reported = !cli_import_hf(m, file, hfo);
     return !*out_reported;
   }
   if (kind == 't')
-    return rx_parse_module(m, rx_cli_input_name(file), text, len, diag) && diag->errors == 0;
+    return ir_parse_module(m, cli_input_name(file), text, len, diag) && diag->errors == 0;
 #ifdef RX_HAVE_ONNX
-  char *base = rx_cli_dir_of(file);
-  rx_status st = rx_onnx_import(m, text, len, rx_cli_input_name(file), base, diag);
-  if (!st) st = rx_onnx_add_weights(m, text, len, rx_cli_input_name(file), base); /* bound */
+  char *base = cli_dir_of(file);
+  rx_status st = onnx_import(m, text, len, cli_input_name(file), base, diag);
+  if (!st) st = onnx_add_weights(m, text, len, cli_input_name(file), base); /* bound */
   free(base);
   if (st) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
@@ -134,29 +134,29 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
   *out_reported = st != NULL;
   return !st && diag->errors == 0;
 #else
-  return false; /* rx_cmd_compile refused it before */
+  return false; /* cli_cmd_compile refused it before */
 #endif
 }
 
 /* Whether --dump-after names a step; prints the known ones when not. */
 static bool dump_step_known(const char *step) {
-  if (rx_compile_step_known(step)) return true;
+  if (drv_compile_step_known(step)) return true;
   rx_strbuf b = {0};
-  for (int i = 0; rx_compile_step_names[i]; i++)
-    rx_strbuf_printf(&b, "%s%s", i ? ", " : "", rx_compile_step_names[i]);
+  for (int i = 0; drv_compile_step_names[i]; i++)
+    base_strbuf_printf(&b, "%s%s", i ? ", " : "", drv_compile_step_names[i]);
   fprintf(stderr, "relaxc: unknown step '%s' for --dump-after (known: %s, all)\n", step, b.data);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   return false;
 }
 
 /* --batch FN[:SHARED,...][@MAX]: adds FN_batched (passes/batch_fn.c), with the fact
  * batch <= MAX when given; false after printing why not */
 static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
-  char *copy = rx_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':');
+  char *copy = base_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':');
   const char *shared[64];
   size_t n = 0;
   long long max = 0;
-  bool max_ok = !at || rx_cli_parse_int(at + 1, 1, INT64_MAX, &max);
+  bool max_ok = !at || cli_parse_int(at + 1, 1, INT64_MAX, &max);
   if (at) *at = '\0';
   if (colon) {
     *colon = '\0';
@@ -166,7 +166,7 @@ static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   char name[256];
   snprintf(name, sizeof name, "%s_batched", copy);
   rx_status st =
-      !max_ok ? rx_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
+      !max_ok ? base_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
               : rx_batch_function(m, copy, shared, n, max, name);
   free(copy);
   if (!st) return true;
@@ -182,20 +182,20 @@ static int dispatch_flag(const rx_cli_args *it, const char **library, long long 
     *library = it->value;
     return 0;
   }
-  return rx_cli_int_option(it, 1, INT32_MAX, min_rows);
+  return cli_int_option(it, 1, INT32_MAX, min_rows);
 }
 
 /* A folder without config.json: false after saying so and what a model folder holds (not "is a
  * directory" alone). */
 static bool not_bare_dir(const char *path) {
-  rx_status s = rx_hf_check_not_bare_dir(path);
+  rx_status s = hf_check_not_bare_dir(path);
   bool ok = !s;
   if (s) fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
   rx_status_free(s);
   return ok;
 }
 
-int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
   const char *dispatch = NULL;                     /* --dispatch */
   long long min_rows = 0;                          /* --dispatch-min-rows; 0: the default */
@@ -204,14 +204,14 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
   const char *batches[8]; /* --batch FN[:SHARED,...] */
   size_t nbatch = 0;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     const char *f = it.flag;
     int tc_rc = f ? tc_flag(&it, &tc) : -1;
     if (tc_rc >= 0) {
       if (tc_rc) return tc_rc;
     } else if (!f) {
-      if (file) return rx_cli_usage_error(cmd, "'compile' takes one FILE, got '%s' too", it.value);
+      if (file) return cli_usage_error(cmd, "'compile' takes one FILE, got '%s' too", it.value);
       file = it.value;
     } else if (!strcmp(f, "-o")) {
       outpath = o.artifact_path = it.value;
@@ -225,7 +225,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       o.dump_after = it.value;
     } else if (!strcmp(f, "--batch")) {
       if (nbatch == RX_ARRAY_LEN(batches))
-        return rx_cli_usage_error(cmd, "%s", "--batch given more than 8 times");
+        return cli_usage_error(cmd, "%s", "--batch given more than 8 times");
       batches[nbatch++] = it.value;
     } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
@@ -238,58 +238,58 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--dtype") || !strcmp(f, "--max-seq-len") || !strcmp(f, "--max-batch") ||
                !strcmp(f, "--no-weights") || !strcmp(f, "--quantize") ||
                !strcmp(f, "--quantize-embeddings")) {
-      int rc = rx_cli_hf_flag(&it, &hfo);
+      int rc = cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
   if (!file)
-    return rx_cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
+    return cli_usage_error(cmd, "%s", "'compile' needs a FILE (or '-' for standard input)");
   if (!target)
-    return rx_cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
+    return cli_usage_error(cmd, "%s", "'compile' needs --target (e.g. vulkan,cuda,metal)");
   if (o.dump_after && !dump_step_known(o.dump_after)) return 2;
   if (min_rows && !dispatch)
-    return rx_cli_usage_error(cmd, "%s", "--dispatch-min-rows needs --dispatch cublas");
-  rx_status tst = rx_compile_options_set_targets(&o, target);
-  if (!tst) tst = rx_compile_options_set_dispatch(&o, dispatch, min_rows);
+    return cli_usage_error(cmd, "%s", "--dispatch-min-rows needs --dispatch cublas");
+  rx_status tst = drv_compile_options_set_targets(&o, target);
+  if (!tst) tst = drv_compile_options_set_dispatch(&o, dispatch, min_rows);
   if (tst) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(tst));
     rx_status_free(tst);
     return 1;
   }
-  if (outpath && !rx_cli_can_write(outpath)) return 1; /* before any work */
-  if (wfile && !outpath) return rx_cli_usage_error(cmd, "%s", "--weights-file needs -o OUT.rxm");
-  if (wfile && !rx_cli_can_write(wfile)) return 1;
+  if (outpath && !cli_can_write(outpath)) return 1; /* before any work */
+  if (wfile && !outpath) return cli_usage_error(cmd, "%s", "--weights-file needs -o OUT.rxm");
+  if (wfile && !cli_can_write(wfile)) return 1;
   if (!not_bare_dir(file)) return 1;
-  bool hf = rx_hf_is_model_dir(file) || rx_hf_is_gguf(file);
+  bool hf = hf_is_model_dir(file) || gguf_hf_is_gguf(file);
   size_t len = 0;
-  char *text = hf ? rx_strdup("") : rx_cli_read_input(file, RX_FILE_MODEL, &len);
+  char *text = hf ? base_strdup("") : cli_read_input(file, RX_FILE_MODEL, &len);
   if (!text) return 1;
-  bool onnx = !hf && rx_cli_is_onnx(file, text, len);
+  bool onnx = !hf && cli_is_onnx(file, text, len);
   if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||
        hfo.quantize_embeddings) &&
       !hf) {
     free(text);
-    return rx_cli_usage_error(cmd,
-                              "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize "
-                              "are for a "
-                              "Hugging Face "
-                              "model folder; '%s' is not one (no config.json)",
-                              rx_cli_input_name(file));
+    return cli_usage_error(cmd,
+                           "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize "
+                           "are for a "
+                           "Hugging Face "
+                           "model folder; '%s' is not one (no config.json)",
+                           cli_input_name(file));
   }
   if (wdir && !onnx) {
     free(text);
-    return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is .rx text",
-                              rx_cli_input_name(file));
+    return cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is .rx text",
+                           cli_input_name(file));
   }
 #ifndef RX_HAVE_ONNX
   if (onnx) {
     fprintf(stderr,
             "relaxc: error: %s is an ONNX model, and ONNX support was not built: install "
             "protobuf-c-compiler libprotobuf-c-dev libonnx-dev and rebuild\n",
-            rx_cli_input_name(file));
+            cli_input_name(file));
     free(text);
     return 1;
   }
@@ -300,7 +300,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   open_cache(&tc, &o);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_strbuf dumps = {0};
   o.dump_out = &dumps;
   rx_compile_result r;
@@ -308,7 +308,7 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   bool reported = false; /* an error is printed already */
   bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
   for (size_t i = 0; ok && i < nbatch; i++) ok = batch_flag(m, batches[i], &reported);
-  ok = ok && rx_compile(m, &o, &diag, &r);
+  ok = ok && drv_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);
   fputs(rx_diag_text(&diag), stderr);
@@ -317,13 +317,13 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       if (r.targets[t].note)
         fprintf(stderr, "relaxc: note: %s: %s\n", r.targets[t].target->name, r.targets[t].note);
 #ifdef RX_HAVE_ONNX
-  if (ok && wdir && rx_cli_write_onnx_weights(file, text, len, wdir) != 0) {
+  if (ok && wdir && cli_write_onnx_weights(file, text, len, wdir) != 0) {
     ok = false;
     reported = true;
   }
 #endif
   if (ok && outpath) {
-    rx_status st = rx_artifact_write(outpath, wfile, m, &r);
+    rx_status st = drv_artifact_write(outpath, wfile, m, &r);
     if (st) {
       fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
       rx_status_free(st);
@@ -336,10 +336,10 @@ int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   } else if (diag.errors == 0 && !reported) {
     fputs("relaxc: error: compilation failed\n", stderr);
   }
-  rx_compile_result_free(&r);
-  rx_kcache_close(o.cache);
-  rx_strbuf_free(&dumps);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  drv_kcache_close(o.cache);
+  base_strbuf_free(&dumps);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   return ok ? 0 : 1;

@@ -29,8 +29,8 @@ static int number(const rx_cli_args *it, double lo, double hi, double *out) {
   char *end = NULL;
   double v = strtod(it->value, &end);
   if (!*it->value || *end || !(v >= lo && v <= hi))
-    return rx_cli_usage_error(it->cmd, "%s %s: expected a number from %g to %g", it->flag,
-                              it->value, lo, hi);
+    return cli_usage_error(it->cmd, "%s %s: expected a number from %g to %g", it->flag, it->value,
+                           lo, hi);
   *out = v;
   return 0;
 }
@@ -40,15 +40,15 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
   g->sp.temperature = 0.7f; /* the CLI's defaults: mildly creative, reproducible by --seed */
   g->sp.top_p = 0.95f;
   g->max_tokens = 128;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     const char *f = it.flag;
     double v = 0;
     long long n = 0;
     int rc = 0;
     if (!f) {
       if (g->model)
-        return rx_cli_usage_error(cmd, "'generate' takes one MODEL.rxm, got '%s' too", it.value);
+        return cli_usage_error(cmd, "'generate' takes one MODEL.rxm, got '%s' too", it.value);
       g->model = it.value;
     } else if (!strcmp(f, "--prompt")) {
       g->prompt = it.value;
@@ -59,30 +59,30 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
     } else if (!strcmp(f, "--print-ids")) {
       g->print_ids = true;
     } else if (!strcmp(f, "--max-tokens")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 24, &g->max_tokens);
+      rc = cli_int_option(&it, 1, 1 << 24, &g->max_tokens);
     } else if (!strcmp(f, "--kv-capacity")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->kv_capacity);
+      rc = cli_int_option(&it, 1, 1 << 30, &g->kv_capacity);
     } else if (!strcmp(f, "--max-seq-len")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
+      rc = cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else if (!strcmp(f, "--temperature")) {
       if (!(rc = number(&it, 0, 100, &v))) g->sp.temperature = (float)v;
     } else if (!strcmp(f, "--top-k")) {
-      if (!(rc = rx_cli_int_option(&it, 0, 1 << 30, &n))) g->sp.top_k = (int32_t)n;
+      if (!(rc = cli_int_option(&it, 0, 1 << 30, &n))) g->sp.top_k = (int32_t)n;
     } else if (!strcmp(f, "--top-p")) {
       if (!(rc = number(&it, 1e-9, 1, &v))) g->sp.top_p = (float)v;
     } else if (!strcmp(f, "--repetition-penalty")) {
       if (!(rc = number(&it, 1e-6, 1e6, &v))) g->sp.repetition_penalty = (float)v;
     } else if (!strcmp(f, "--seed")) {
-      if (!(rc = rx_cli_int_option(&it, 0, INT64_MAX, &n))) g->sp.seed = (uint64_t)n;
+      if (!(rc = cli_int_option(&it, 0, INT64_MAX, &n))) g->sp.seed = (uint64_t)n;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
     if (rc) return rc;
   }
   if (it.status >= 0) return it.status;
-  if (!g->model) return rx_cli_usage_error(cmd, "%s", "'generate' needs a MODEL.rxm");
+  if (!g->model) return cli_usage_error(cmd, "%s", "'generate' needs a MODEL.rxm");
   if (!g->prompt == !g->ids)
-    return rx_cli_usage_error(cmd, "%s", "'generate' needs one of --prompt TEXT and --prompt-ids");
+    return cli_usage_error(cmd, "%s", "'generate' needs one of --prompt TEXT and --prompt-ids");
   return -1;
 }
 
@@ -96,7 +96,7 @@ static bool parse_ids(const rx_cli_command *cmd, const char *text, int32_t **out
     char *end = NULL;
     long long v = strtoll(p, &end, 10);
     if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-      rx_cli_usage_error(cmd, "--prompt-ids %s: expected token ids separated by commas", text);
+      cli_usage_error(cmd, "--prompt-ids %s: expected token ids separated by commas", text);
       free(ids);
       return false;
     }
@@ -142,7 +142,7 @@ static int prompt_ids(const rx_cli_command *cmd, const gen_cli *g, rx_llm_model 
   return 1;
 }
 
-int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
   gen_cli g = {0};
   int rc = parse(cmd, argc, argv, &g);
   if (rc >= 0) return rc;

@@ -41,10 +41,10 @@ static int write_text(rx_module *m, const char *out) {
 
 /* A Hugging Face model folder: its graph functions (the weights stay in the checkpoint). */
 static int import_hf(const char *dir, const char *out, const rx_hf_options *o) {
-  if (out && !rx_cli_can_write(out)) return 1;
+  if (out && !cli_can_write(out)) return 1;
   rx_module *m = rx_module_new();
   int rc = 1;
-  if (rx_cli_import_hf(m, dir, o)) {
+  if (cli_import_hf(m, dir, o)) {
     rx_status s = rx_module_check(m, NULL);
     if (s) {
       fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
@@ -57,14 +57,14 @@ static int import_hf(const char *dir, const char *out, const rx_hf_options *o) {
   return rc;
 }
 
-int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   const char *in = NULL, *out = NULL, *wdir = NULL;
   bool list = false;
   rx_hf_options hfo = {0};
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     if (!it.flag) {
-      if (in) return rx_cli_usage_error(cmd, "'import' takes one model, got '%s' too", it.value);
+      if (in) return cli_usage_error(cmd, "'import' takes one model, got '%s' too", it.value);
       in = it.value;
     } else if (!strcmp(it.flag, "-o")) {
       out = it.value;
@@ -75,36 +75,36 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(it.flag, "--dtype") || !strcmp(it.flag, "--max-seq-len") ||
                !strcmp(it.flag, "--max-batch") || !strcmp(it.flag, "--no-weights") ||
                !strcmp(it.flag, "--quantize") || !strcmp(it.flag, "--quantize-embeddings")) {
-      int rc = rx_cli_hf_flag(&it, &hfo);
+      int rc = cli_hf_flag(&it, &hfo);
       if (rc) return rc;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
 #ifdef RX_HAVE_ONNX
   if (list) {
     rx_strbuf b = {0};
-    rx_strbuf_append(&b, "| ONNX operator | opsets | notes |\n| --- | --- | --- |\n");
-    rx_onnx_supported_ops(&b);
+    base_strbuf_append(&b, "| ONNX operator | opsets | notes |\n| --- | --- | --- |\n");
+    onnx_supported_ops(&b);
     fputs(b.data, stdout);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
     return 0;
   }
 #endif
   if (!in)
-    return rx_cli_usage_error(
+    return cli_usage_error(
         cmd, "%s",
         "'import' needs a MODEL.onnx, a MODEL.gguf or a Hugging Face model folder (or '-' "
         "for an ONNX model on standard input)");
-  if (rx_hf_is_model_dir(in) || rx_hf_is_gguf(in)) {
+  if (hf_is_model_dir(in) || gguf_hf_is_gguf(in)) {
     if (wdir)
-      return rx_cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
+      return cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is a model folder", in);
     return import_hf(in, out, &hfo);
   }
   if (hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||
       hfo.quantize_embeddings)
-    return rx_cli_usage_error(
+    return cli_usage_error(
         cmd,
         "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize are for a Hugging Face "
         "model folder; '%s' is not one (no config.json)",
@@ -118,19 +118,19 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
         stderr);
   return 1;
 #else
-  if (out && !rx_cli_can_write(out)) return 1;   /* before any work */
-  rx_status bare = rx_hf_check_not_bare_dir(in); /* not "is a directory" alone */
+  if (out && !cli_can_write(out)) return 1;   /* before any work */
+  rx_status bare = hf_check_not_bare_dir(in); /* not "is a directory" alone */
   if (bare) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(bare));
     rx_status_free(bare);
     return 1;
   }
   size_t len;
-  char *bytes = rx_cli_read_input(in, RX_FILE_ONNX, &len);
+  char *bytes = cli_read_input(in, RX_FILE_ONNX, &len);
   if (!bytes) return 1;
   rx_module *m = rx_module_new();
-  char *base = rx_cli_dir_of(in);
-  rx_status s = rx_onnx_import(m, bytes, len, rx_cli_input_name(in), base, NULL);
+  char *base = cli_dir_of(in);
+  rx_status s = onnx_import(m, bytes, len, cli_input_name(in), base, NULL);
   free(base);
   if (!s) s = rx_module_check(m, NULL);
   int rc = 0;
@@ -141,7 +141,7 @@ int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv) {
   } else {
     rc = write_text(m, out);
   }
-  if (!rc && wdir) rc = rx_cli_write_onnx_weights(in, bytes, len, wdir);
+  if (!rc && wdir) rc = cli_write_onnx_weights(in, bytes, len, wdir);
   rx_module_free(m);
   free(bytes);
   return rc;

@@ -95,22 +95,23 @@ static void format_launches(const rx_rt_artifact *a, size_t fn, rx_strbuf *out) 
     cJSON_Delete(k);
     differ = differ || (first != -1 && total != first);
     if (first == -1) first = total;
-    rx_strbuf_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(slash - name), name);
+    base_strbuf_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(slash - name), name);
     if (total < 0)
-      rx_strbuf_printf(&per, "%s%.*s: ? (a program is missing)", per.len ? ", " : "",
-                       (int)(slash - name), name);
+      base_strbuf_printf(&per, "%s%.*s: ? (a program is missing)", per.len ? ", " : "",
+                         (int)(slash - name), name);
     else
-      rx_strbuf_printf(&per, "%s%.*s: %ld", per.len ? ", " : "", (int)(slash - name), name, total);
+      base_strbuf_printf(&per, "%s%.*s: %ld", per.len ? ", " : "", (int)(slash - name), name,
+                         total);
   }
   if (names.len && !differ && first >= 0)
-    rx_strbuf_printf(out, "%ld kernel launches in %zu program calls (%s)", first, ncalls,
-                     names.data);
+    base_strbuf_printf(out, "%ld kernel launches in %zu program calls (%s)", first, ncalls,
+                       names.data);
   else if (names.len)
-    rx_strbuf_printf(out, "%s kernel launches in %zu program calls", per.data, ncalls);
+    base_strbuf_printf(out, "%s kernel launches in %zu program calls", per.data, ncalls);
   else
-    rx_strbuf_printf(out, "%zu program calls", ncalls);
-  rx_strbuf_free(&per);
-  rx_strbuf_free(&names);
+    base_strbuf_printf(out, "%zu program calls", ncalls);
+  base_strbuf_free(&per);
+  base_strbuf_free(&names);
   free(progs);
 }
 
@@ -178,7 +179,7 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
     rx_strbuf launches = {0};
     format_launches(a, f, &launches);
     if (launches.len) printf("    per call: %s\n", launches.data);
-    rx_strbuf_free(&launches);
+    base_strbuf_free(&launches);
     print_externs(a, f);
   }
 }
@@ -237,7 +238,7 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
       rx_strbuf launches = {0};
       format_launches(a, f, &launches);
       if (launches.len) printf("    per %s: %s\n", per[i], launches.data);
-      rx_strbuf_free(&launches);
+      base_strbuf_free(&launches);
     }
   }
   const cJSON *e; /* the weights by format: a quantization scheme or a plain dtype */
@@ -281,13 +282,13 @@ static void print_weights(const rx_rt_artifact *a) {
       rx_rt_artifact_function_param(a, f, p, &pi);
       rx_rt_artifact_weight(a, wi, &w);
       used[wi] = true;
-      rx_strbuf_printf(&names, "%s%s", k++ ? ", " : "", pi.name);
-      if (strcmp(pi.name, w.name)) rx_strbuf_printf(&names, " (weight %s)", w.name);
+      base_strbuf_printf(&names, "%s%s", k++ ? ", " : "", pi.name);
+      if (strcmp(pi.name, w.name)) base_strbuf_printf(&names, " (weight %s)", w.name);
     }
     if (k)
       printf("  %s binds %zu of its %zu parameters: %s\n", rx_rt_artifact_function_name(a, f), k,
              np, names.data);
-    rx_strbuf_free(&names);
+    base_strbuf_free(&names);
   }
   size_t free_n = 0;
   for (size_t i = 0; used && i < n; i++)
@@ -364,9 +365,9 @@ static bool safe_name(const char *name) {
 
 static bool write_out(const char *dir, const char *name, const void *data, size_t size) {
   rx_strbuf path = {0};
-  rx_strbuf_printf(&path, "%s/%s", dir, name);
-  char *sub = rx_cli_dir_of(path.data);
-  bool ok = rx_cli_make_dir(sub);
+  base_strbuf_printf(&path, "%s/%s", dir, name);
+  char *sub = cli_dir_of(path.data);
+  bool ok = cli_make_dir(sub);
   free(sub);
   FILE *f = ok ? fopen(path.data, "wb") : NULL;
   if (ok && !f)
@@ -374,13 +375,13 @@ static bool write_out(const char *dir, const char *name, const void *data, size_
   ok = f && fwrite(data, 1, size, f) == size;
   if (f && fclose(f) != 0) ok = false;
   if (f && !ok) fprintf(stderr, "relaxc: error: writing '%s' failed\n", path.data);
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   return ok;
 }
 
 /* --extract DIR: every section, then the disassembly of every function as host.txt. */
 static bool extract(const rx_rt_artifact *a, const char *dir) {
-  if (!rx_cli_make_dir(dir)) return false;
+  if (!cli_make_dir(dir)) return false;
   size_t n = rx_rt_artifact_section_count(a);
   for (size_t i = 0; i < n; i++) {
     const char *name;
@@ -398,44 +399,43 @@ static bool extract(const rx_rt_artifact *a, const char *dir) {
   for (size_t f = 0; f < rx_rt_artifact_function_count(a); f++) {
     char *t = rx_rt_artifact_disassemble(a, f);
     if (!t) {
-      rx_strbuf_free(&text);
+      base_strbuf_free(&text);
       fputs("relaxc: error: out of host memory for the disassembly\n", stderr);
       return false;
     }
-    rx_strbuf_append(&text, t);
+    base_strbuf_append(&text, t);
     rx_rt_string_free(t);
   }
   bool ok = write_out(dir, "host.txt", text.data ? text.data : "", text.len);
-  rx_strbuf_free(&text);
+  base_strbuf_free(&text);
   if (ok) printf("extracted %zu sections and host.txt into %s/\n", n, dir);
   return ok;
 }
 
-int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
   const char *model = NULL, *xdir = NULL;
   bool code = false;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     if (!it.flag) {
-      if (model)
-        return rx_cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
+      if (model) return cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
       model = it.value;
     } else if (!strcmp(it.flag, "--code")) {
       code = true;
     } else if (!strcmp(it.flag, "--extract")) {
       xdir = it.value;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
-  if (!model) return rx_cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm or MODEL.gguf");
-  if (!rx_cli_not_dir(model)) return 1;
-  if (rx_inspect_is_gguf(model)) {
+  if (!model) return cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm or MODEL.gguf");
+  if (!cli_not_dir(model)) return 1;
+  if (cli_inspect_is_gguf(model)) {
     if (code || xdir)
-      return rx_cli_usage_error(cmd, "%s applies to an artifact, not to the GGUF file '%s'",
-                                code ? "--code" : "--extract", model);
-    return rx_inspect_gguf(model);
+      return cli_usage_error(cmd, "%s applies to an artifact, not to the GGUF file '%s'",
+                             code ? "--code" : "--extract", model);
+    return cli_inspect_gguf(model);
   }
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load(NULL, model, &a);

@@ -2,7 +2,7 @@
  * Parses, normalizes and verifies FILE (.rx text), runs the named graph passes alone, in the
  * order given, each as `relaxc compile` runs it (driver/driver.h drv_pass_run: the module is
  * normalized and verified after each), and prints the module on stdout; diagnostics on stderr.
- * The names are the compile pipeline's (rx_compile_step_names): fold, cse, dce, dispatch,
+ * The names are the compile pipeline's (drv_compile_step_names): fold, cse, dce, dispatch,
  * legalize, annotate, fuse_ops, fuse_tensor, dedup, names (and verify). The steps after them
  * (plan_memory, lower_host, schedule, codegen, artifact) build what follows the module, not a
  * module: `relaxc compile --dump-after STEP` shows them, `relaxc schedule` the schedules. What a
@@ -25,15 +25,15 @@
 static char *pass_list(void) {
   rx_strbuf b = {0};
   for (int i = 0; drv_pass_names[i]; i++)
-    rx_strbuf_printf(&b, "%s%s", i ? ", " : "", drv_pass_names[i]);
-  return rx_strbuf_take(&b);
+    base_strbuf_printf(&b, "%s%s", i ? ", " : "", drv_pass_names[i]);
+  return base_strbuf_take(&b);
 }
 
 /* The passes of "a,b,c" into names (at most max; pointers into the heap copy *out_copy): their
  * count, or -1 after a usage error naming the first unknown or empty one. */
 static int split_passes(const rx_cli_command *cmd, const char *list, char **out_copy,
                         const char **names, int max) {
-  char *copy = rx_strdup(list);
+  char *copy = base_strdup(list);
   *out_copy = copy;
   int n = 0;
   for (char *p = copy;;) {
@@ -42,19 +42,19 @@ static int split_passes(const rx_cli_command *cmd, const char *list, char **out_
     if (!drv_pass_known(p)) {
       char *known = pass_list();
       if (!*p)
-        rx_cli_usage_error(cmd, "--passes '%s' has an empty name; the passes: %s", list, known);
-      else if (rx_compile_step_known(p) && strcmp(p, "all"))
-        rx_cli_usage_error(cmd,
-                           "'%s' is a compile step that builds more than a module, not a graph "
-                           "pass (see it with `relaxc compile --dump-after %s`); the passes: %s",
-                           p, p, known);
+        cli_usage_error(cmd, "--passes '%s' has an empty name; the passes: %s", list, known);
+      else if (drv_compile_step_known(p) && strcmp(p, "all"))
+        cli_usage_error(cmd,
+                        "'%s' is a compile step that builds more than a module, not a graph "
+                        "pass (see it with `relaxc compile --dump-after %s`); the passes: %s",
+                        p, p, known);
       else
-        rx_cli_usage_error(cmd, "unknown pass '%s'; the passes: %s", p, known);
+        cli_usage_error(cmd, "unknown pass '%s'; the passes: %s", p, known);
       free(known);
       return -1;
     }
     if (n == max) {
-      rx_cli_usage_error(cmd, "--passes takes at most %d passes", max);
+      cli_usage_error(cmd, "--passes takes at most %d passes", max);
       return -1;
     }
     names[n++] = p;
@@ -69,47 +69,46 @@ static int split_passes(const rx_cli_command *cmd, const char *list, char **out_
 /* m on stdout, with `# pattern NAME: KIND` before each tensor program whose pattern is known. */
 static void print_module(rx_module *m) {
   rx_strbuf out = {0};
-  rx_module_print(&out, m);
+  ir_module_print(&out, m);
   const char *p = out.data ? out.data : "";
   while (*p) {
     const char *eol = strchr(p, '\n');
     size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
     const char *paren = strncmp(p, "tensor_fn ", 10) ? NULL : strchr(p, '(');
     if (paren && paren < p + len) {
-      char *name = rx_strndup(p + 10, (size_t)(paren - p - 10));
-      const rx_tensor_fn *f = rx_module_tensor_fn(m, name);
+      char *name = base_strndup(p + 10, (size_t)(paren - p - 10));
+      const rx_tensor_fn *f = ir_module_tensor_fn(m, name);
       if (f && f->pattern != RX_PATTERN_UNKNOWN)
-        printf("# pattern %s: %s\n", name, rx_pattern_name(f->pattern));
+        printf("# pattern %s: %s\n", name, ir_pattern_name(f->pattern));
       free(name);
     }
     fwrite(p, 1, len, stdout);
     p += len;
   }
   if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
-  rx_strbuf_free(&out);
+  base_strbuf_free(&out);
 }
 
-int rx_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *passes = NULL;
   long long min_rows = 0;
-  rx_cli_args args = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&args)) {
+  rx_cli_args args = cli_begin(cmd, argc, argv);
+  while (cli_next(&args)) {
     if (!args.flag) {
-      if (file) return rx_cli_usage_error(cmd, "'opt' takes one FILE, got also '%s'", args.value);
+      if (file) return cli_usage_error(cmd, "'opt' takes one FILE, got also '%s'", args.value);
       file = args.value;
     } else if (!strcmp(args.flag, "--passes")) {
       passes = args.value;
     } else if (!strcmp(args.flag, "--dispatch-min-rows")) {
-      int rc = rx_cli_int_option(&args, 1, INT32_MAX, &min_rows);
+      int rc = cli_int_option(&args, 1, INT32_MAX, &min_rows);
       if (rc) return rc;
     } else {
-      return rx_cli_unhandled(&args);
+      return cli_unhandled(&args);
     }
   }
   if (args.status >= 0) return args.status;
-  if (!file) return rx_cli_usage_error(cmd, "%s", "'opt' needs a FILE (or '-' for standard input)");
-  if (!passes)
-    return rx_cli_usage_error(cmd, "%s", "'opt' needs --passes (e.g. --passes fold,dce)");
+  if (!file) return cli_usage_error(cmd, "%s", "'opt' needs a FILE (or '-' for standard input)");
+  if (!passes) return cli_usage_error(cmd, "%s", "'opt' needs --passes (e.g. --passes fold,dce)");
   char *copy = NULL;
   const char *names[MAX_PASSES];
   int n = split_passes(cmd, passes, &copy, names, MAX_PASSES);
@@ -118,7 +117,7 @@ int rx_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
     return 2;
   }
   rx_compile_options o = {0};
-  rx_status st = rx_compile_options_set_dispatch(&o, "cublas", min_rows);
+  rx_status st = drv_compile_options_set_dispatch(&o, "cublas", min_rows);
   if (st) { /* min_rows is in range: a bug */
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
     rx_status_free(st);
@@ -126,21 +125,21 @@ int rx_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
     return 2;
   }
   size_t len = 0;
-  const char *name = rx_cli_input_name(file);
-  char *text = rx_cli_read_input(file, RX_FILE_TEXT_IR, &len);
+  const char *name = cli_input_name(file);
+  char *text = cli_read_input(file, RX_FILE_TEXT_IR, &len);
   if (!text) {
     free(copy);
     return 1;
   }
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
-            rx_module_verify(m, &diag) && diag.errors == 0;
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, name, text, len, &diag) && ops_module_normalize(m, &diag) &&
+            ir_module_verify(m, &diag) && diag.errors == 0;
   for (int i = 0; ok && i < n; i++) ok = drv_pass_run(m, names[i], &o, &diag);
   fputs(rx_diag_text(&diag), stderr);
   if (ok) print_module(m);
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   free(copy);

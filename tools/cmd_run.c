@@ -69,10 +69,10 @@ static void fill_random(void *data, rx_dtype t, size_t count, uint64_t seed) {
       ((float *)data)[i] = f;
       break;
     case RX_DTYPE_F16:
-      ((uint16_t *)data)[i] = rx_f32_to_f16(f);
+      ((uint16_t *)data)[i] = base_f32_to_f16(f);
       break;
     case RX_DTYPE_BF16:
-      ((uint16_t *)data)[i] = rx_f32_to_bf16(f);
+      ((uint16_t *)data)[i] = base_f32_to_bf16(f);
       break;
     case RX_DTYPE_I64:
       ((int64_t *)data)[i] = k;
@@ -110,7 +110,7 @@ static void fill_random(void *data, rx_dtype t, size_t count, uint64_t seed) {
   }
 }
 
-/* "D0xD1x..." ("" for no dimensions): each a whole non-negative integer (rx_cli_parse_int). */
+/* "D0xD1x..." ("" for no dimensions): each a whole non-negative integer (cli_parse_int). */
 static bool parse_dims(const char *spec, int *ndim, int64_t *shape) {
   *ndim = 0;
   if (!*spec) return true;
@@ -121,7 +121,7 @@ static bool parse_dims(const char *spec, int *ndim, int64_t *shape) {
     if (n >= sizeof dim || *ndim == RX_RT_MAX_NDIM) return false;
     memcpy(dim, spec, n);
     dim[n] = 0;
-    if (!rx_cli_parse_int(dim, 0, INT64_MAX, &v)) return false;
+    if (!cli_parse_int(dim, 0, INT64_MAX, &v)) return false;
     shape[(*ndim)++] = v;
     if (!spec[n]) return true;
     spec += n + 1;
@@ -159,10 +159,10 @@ static rx_status make_value(const char *fn, const rx_rt_param_info *info, const 
   int ndim = 0;
   if (kind_of(info) == PARAM_SHAPE) {
     if (strncmp(spec, "shape:", 6) || !parse_dims(spec + 6, &ndim, dims))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: parameter '%s' is %s: expected shape:D0xD1... (shape:2x3, or "
-                            "shape: for no dimensions), got '%s'",
-                            fn, info->name, info->expected, spec);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: parameter '%s' is %s: expected shape:D0xD1... (shape:2x3, or "
+                              "shape: for no dimensions), got '%s'",
+                              fn, info->name, info->expected, spec);
     return rx_rt_value_from_shape(dims, ndim, out);
   }
   const char *t = info->expected + 5; /* "Prim(" */
@@ -182,20 +182,20 @@ static rx_status make_value(const char *fn, const rx_rt_param_info *info, const 
   size_t r = 0;
   while (r < sizeof ranges / sizeof *ranges && ranges[r].dt != dt) r++;
   if (r == sizeof ranges / sizeof *ranges)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: parameter '%s' is %s: relaxc run passes integer and bool scalars "
-                          "only",
-                          fn, info->name, info->expected);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: parameter '%s' is %s: relaxc run passes integer and bool scalars "
+                            "only",
+                            fn, info->name, info->expected);
   long long v = 0;
   bool ok = dt == RX_DTYPE_BOOL && (!strcmp(spec, "true") || !strcmp(spec, "false"));
   if (ok) v = !strcmp(spec, "true");
-  if (!ok) ok = rx_cli_parse_int(spec, ranges[r].lo, ranges[r].hi, &v);
+  if (!ok) ok = cli_parse_int(spec, ranges[r].lo, ranges[r].hi, &v);
   if (!ok)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: parameter '%s' is %s: expected its value (--input %s=%s), an "
-                          "integer from %lld to %lld, got '%s'",
-                          fn, info->name, info->expected, info->name,
-                          dt == RX_DTYPE_BOOL ? "true" : "7", ranges[r].lo, ranges[r].hi, spec);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: parameter '%s' is %s: expected its value (--input %s=%s), an "
+                            "integer from %lld to %lld, got '%s'",
+                            fn, info->name, info->expected, info->name,
+                            dt == RX_DTYPE_BOOL ? "true" : "7", ranges[r].lo, ranges[r].hi, spec);
   return rx_rt_value_from_prim(dt, v, out);
 }
 
@@ -210,7 +210,7 @@ static void type_text(char *buf, size_t size, rx_dtype t, int ndim, const int64_
 /* "out.npy" -> "out.K.npy" (K > 0). */
 static char *output_path(const char *base, int k) {
   size_t n = strlen(base) + 32;
-  char *p = rx_malloc(n); /* aborts when out of memory */
+  char *p = base_malloc(n); /* aborts when out of memory */
   if (k == 0) {
     snprintf(p, n, "%s", base);
     return p;
@@ -242,8 +242,8 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
     type_text(ty, sizeof ty, dt, ndim, shape);
     void *data = malloc(bytes ? bytes : 1);
     if (!data) {
-      pr->err = rx_status_make(RX_ERR_OUT_OF_MEMORY, "%s: out of host memory: %zu bytes for %s",
-                               label, bytes, ty);
+      pr->err = base_status_make(RX_ERR_OUT_OF_MEMORY, "%s: out of host memory: %zu bytes for %s",
+                                 label, bytes, ty);
       return;
     }
     if ((pr->err = rx_rt_tensor_read(t, data, bytes))) {
@@ -252,7 +252,7 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
     }
     double sum = 0, abs_sum = 0;
     for (size_t i = 0; i < count; i++) {
-      double x = rx_elem_to_f64(data, dt, i);
+      double x = base_elem_to_f64(data, dt, i);
       sum += x;
       abs_sum += x < 0 ? -x : x;
     }
@@ -261,7 +261,7 @@ static void print_value(printer *pr, rx_rt_value *v, const char *label) {
       rx_npy a = {dt, ndim, {0}, data, bytes};
       memcpy(a.shape, shape, (size_t)ndim * sizeof *shape);
       char *path = output_path(pr->output, pr->ntensors);
-      pr->err = rx_npy_write(path, &a);
+      pr->err = base_npy_write(path, &a);
       free(path);
     }
     pr->ntensors++;
@@ -373,8 +373,8 @@ static rx_status check_param(const char *fn, const rx_rt_param_info *info, bindi
   if (!detail[0]) return NULL;
   char got[512];
   type_text(got, sizeof got, dt, ndim, shape);
-  return rx_status_make(RX_ERR_INVALID, "%s: parameter '%s': expected %s, got %s (%s)", fn,
-                        info->name, info->expected, got, detail);
+  return base_status_make(RX_ERR_INVALID, "%s: parameter '%s': expected %s, got %s (%s)", fn,
+                          info->name, info->expected, got, detail);
 }
 
 /* The size of random:SHAPE for parameter info: the element count and bytes, checked against
@@ -384,18 +384,18 @@ static rx_status random_size(const rx_rt_param_info *info, rx_dtype dt, int ndim
   char ty[512];
   type_text(ty, sizeof ty, dt, ndim, shape);
   int64_t count = 0, bytes = 0; /* shapes from parse_random are not negative */
-  bool elems = rx_shape_count(ndim, shape, 1, &count) == RX_COUNT_OK;
-  if (!elems || rx_shape_count(ndim, shape, rx_rt_dtype_size(dt), &bytes) != RX_COUNT_OK)
-    return rx_status_make(RX_ERR_INVALID, "parameter '%s': the %s of %s overflows", info->name,
-                          elems ? "byte size" : "element count", ty);
+  bool elems = base_shape_count(ndim, shape, 1, &count) == RX_COUNT_OK;
+  if (!elems || base_shape_count(ndim, shape, rx_rt_dtype_size(dt), &bytes) != RX_COUNT_OK)
+    return base_status_make(RX_ERR_INVALID, "parameter '%s': the %s of %s overflows", info->name,
+                            elems ? "byte size" : "element count", ty);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if ((uint64_t)bytes > SIZE_MAX / 2 ||
       (pages > 0 && page > 0 && (uint64_t)bytes > (uint64_t)pages * (uint64_t)page))
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "parameter '%s': %s needs %llu bytes, more than this machine's memory "
-                          "(%llu bytes)",
-                          info->name, ty, (unsigned long long)bytes,
-                          (unsigned long long)pages * (unsigned long long)page);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "parameter '%s': %s needs %llu bytes, more than this machine's memory "
+                            "(%llu bytes)",
+                            info->name, ty, (unsigned long long)bytes,
+                            (unsigned long long)pages * (unsigned long long)page);
   *out_count = (uint64_t)count;
   *out_bytes = (uint64_t)bytes;
   return NULL;
@@ -411,9 +411,9 @@ static rx_status make_random(rx_rt_device *d, const rx_rt_param_info *info, rx_d
   if (s) return s;
   void *data = malloc(bytes ? (size_t)bytes : 1);
   if (!data)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "parameter '%s': out of host memory: %llu bytes for %s", info->name,
-                          (unsigned long long)bytes, ty);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "parameter '%s': out of host memory: %llu bytes for %s", info->name,
+                            (unsigned long long)bytes, ty);
   fill_random(data, dt, (size_t)count, seed);
   s = rx_rt_tensor_from_host(d, dt, ndim, shape, data, out);
   free(data);
@@ -448,7 +448,7 @@ static rx_status check_random_inputs(const rx_rt_artifact *a, const char *fn, in
     rx_status s = check_param(fn, &info, &bound, dt, ndim, shape);
     if (s) return s;
     if ((s = random_size(&info, dt, ndim, shape, &count, &bytes)))
-      return rx_status_annotate(s, "--input %s", names[k]);
+      return base_status_annotate(s, "--input %s", names[k]);
   }
   return NULL;
 }
@@ -457,29 +457,30 @@ static rx_status check_random_inputs(const rx_rt_artifact *a, const char *fn, in
 static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, size_t pi,
                              const rx_rt_param_info *info, bindings *b, rx_rt_tensor **out) {
   if (strchr(info->name, '/') || !info->name[0] || info->name[0] == '.')
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: no --input for parameter %zu '%s' (%s), and its name is no file "
-                          "name for --weights",
-                          fn, pi, info->name, info->expected);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: no --input for parameter %zu '%s' (%s), and its name is no file "
+                            "name for --weights",
+                            fn, pi, info->name, info->expected);
   rx_strbuf path = {0};
-  rx_strbuf_printf(&path, "%s/%s.npy", dir, info->name);
+  base_strbuf_printf(&path, "%s/%s.npy", dir, info->name);
   rx_status s = NULL;
   FILE *f = fopen(path.data, "rb");
   if (!f) {
-    s = rx_status_make(RX_ERR_INVALID,
-                       "%s: no --input for parameter %zu '%s' (%s), and no weight file '%s'", fn,
-                       pi, info->name, info->expected, path.data);
+    s = base_status_make(RX_ERR_INVALID,
+                         "%s: no --input for parameter %zu '%s' (%s), and no weight file '%s'", fn,
+                         pi, info->name, info->expected, path.data);
   } else {
     fclose(f);
     rx_npy a;
-    if (!(s = rx_npy_read(path.data, &a))) {
+    if (!(s = base_npy_read(path.data, &a))) {
       s = check_param(fn, info, b, a.dtype, a.ndim, a.shape);
       if (!s) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, out);
-      rx_npy_free(&a);
+      base_npy_free(&a);
     }
-    if (s) s = rx_status_annotate(s, "--weights: parameter '%s' from '%s'", info->name, path.data);
+    if (s)
+      s = base_status_annotate(s, "--weights: parameter '%s' from '%s'", info->name, path.data);
   }
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   return s;
 }
 
@@ -487,9 +488,9 @@ static rx_status load_weight(rx_rt_device *d, const char *dir, const char *fn, s
 static bool has_weight_file(const char *dir, const char *name) {
   if (strchr(name, '/') || !name[0] || name[0] == '.') return false;
   rx_strbuf path = {0};
-  rx_strbuf_printf(&path, "%s/%s.npy", dir, name);
+  base_strbuf_printf(&path, "%s/%s.npy", dir, name);
   bool ok = access(path.data, F_OK) == 0;
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   return ok;
 }
 
@@ -537,10 +538,11 @@ static void param_list(const rx_rt_artifact *art, size_t fi, rx_strbuf *out) {
     else if (listed == LISTED_PARAMS)
       more++;
     else
-      rx_strbuf_printf(out, "%s%s: %s", listed++ ? ", " : "parameters: ", info.name, info.expected);
+      base_strbuf_printf(out, "%s%s: %s", listed++ ? ", " : "parameters: ", info.name,
+                         info.expected);
   }
-  if (more) rx_strbuf_printf(out, ", and %zu more", more);
-  if (nw) rx_strbuf_printf(out, "%s%zu bound to weights", listed ? "; and " : "", nw);
+  if (more) base_strbuf_printf(out, ", and %zu more", more);
+  if (nw) base_strbuf_printf(out, "%s%zu bound to weights", listed ? "; and " : "", nw);
 }
 
 /* Each --input NAME=SPEC (in_names[k] "NAME=SPEC", in_specs[k] its SPEC) to its parameter of
@@ -563,15 +565,15 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
     if (pi == nparams) {
       rx_strbuf names = {0};
       param_list(art, fi, &names);
-      s = rx_status_make(RX_ERR_INVALID, "--input %.*s: %s has no parameter '%.*s' (%s)", (int)nlen,
-                         in_names[k], fn, (int)nlen, in_names[k],
-                         names.data ? names.data : "no parameters");
-      rx_strbuf_free(&names);
+      s = base_status_make(RX_ERR_INVALID, "--input %.*s: %s has no parameter '%.*s' (%s)",
+                           (int)nlen, in_names[k], fn, (int)nlen, in_names[k],
+                           names.data ? names.data : "no parameters");
+      base_strbuf_free(&names);
       break;
     }
     if (inputs[pi]) {
-      s = rx_status_make(RX_ERR_INVALID, "--input %s: parameter '%s' is given twice", in_names[k],
-                         info.name);
+      s = base_status_make(RX_ERR_INVALID, "--input %s: parameter '%s' is given twice", in_names[k],
+                           info.name);
       break;
     }
     const char *spec = in_specs[k];
@@ -580,14 +582,15 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
     if (kind == PARAM_PRIM || kind == PARAM_SHAPE) {
       if ((s = make_value(fn, &info, spec, &inputs[pi]))) break; /* names fn and param */
     } else if (kind == PARAM_OTHER) {
-      s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: parameter '%s' is %s: relaxc run cannot pass it",
-                         fn, info.name, info.expected);
+      s = base_status_make(RX_ERR_UNSUPPORTED,
+                           "%s: parameter '%s' is %s: relaxc run cannot pass it", fn, info.name,
+                           info.expected);
       break;
-    } else if (!strncmp(spec, "shape:", 6) || rx_cli_parse_int(spec, INT64_MIN, INT64_MAX, &v)) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: parameter '%s' is a tensor (%s): expected FILE.npy or "
-                         "random:SHAPE, got '%s'",
-                         fn, info.name, info.expected, spec);
+    } else if (!strncmp(spec, "shape:", 6) || cli_parse_int(spec, INT64_MIN, INT64_MAX, &v)) {
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: parameter '%s' is a tensor (%s): expected FILE.npy or "
+                           "random:SHAPE, got '%s'",
+                           fn, info.name, info.expected, spec);
       break;
     } else if (!strncmp(spec, "random:", 7)) {
       rx_dtype dt;
@@ -601,10 +604,10 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
       s = make_random(d, &info, dt, ndim, shape, rseed, &t);
     } else {
       rx_npy a;
-      if (!(s = rx_npy_read(spec, &a))) {
+      if (!(s = base_npy_read(spec, &a))) {
         rx_status bad = check_param(fn, &info, bound, a.dtype, a.ndim, a.shape);
         if (!bad) s = rx_rt_tensor_from_host(d, a.dtype, a.ndim, a.shape, a.data, &t);
-        rx_npy_free(&a);
+        base_npy_free(&a);
         if (bad) {
           s = bad; /* names fn and param: not annotated */
           break;
@@ -612,7 +615,7 @@ static rx_status bind_inputs(rx_rt_device *d, rx_rt_artifact *art, size_t fi, co
       }
     }
     if (!s && t) s = wrap(t, &inputs[pi]);
-    if (s) s = rx_status_annotate(s, "--input %s", in_names[k]);
+    if (s) s = base_status_annotate(s, "--input %s", in_names[k]);
   }
   return s;
 }
@@ -634,15 +637,15 @@ static rx_status fill_missing(rx_rt_device *d, rx_rt_artifact *art, size_t fi, c
     if (wdir && kind == PARAM_TENSOR && (!weight || has_weight_file(wdir, info.name))) {
       if (!(s = load_weight(d, wdir, fn, pi, &info, bound, &t))) s = wrap(t, &inputs[pi]);
     } else if (!weight) {
-      s = rx_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)%s%s%s", fn, pi,
-                         info.name, info.expected,
-                         kind == PARAM_PRIM    ? ": give its value, --input "
-                         : kind == PARAM_SHAPE ? ": give it as --input "
-                                               : "",
-                         kind == PARAM_PRIM || kind == PARAM_SHAPE ? info.name : "",
-                         kind == PARAM_PRIM    ? "=7"
-                         : kind == PARAM_SHAPE ? "=shape:2x3"
-                                               : "");
+      s = base_status_make(RX_ERR_INVALID, "%s: no --input for parameter %zu '%s' (%s)%s%s%s", fn,
+                           pi, info.name, info.expected,
+                           kind == PARAM_PRIM    ? ": give its value, --input "
+                           : kind == PARAM_SHAPE ? ": give it as --input "
+                                                 : "",
+                           kind == PARAM_PRIM || kind == PARAM_SHAPE ? info.name : "",
+                           kind == PARAM_PRIM    ? "=7"
+                           : kind == PARAM_SHAPE ? "=shape:2x3"
+                                                 : "");
     }
   }
   return s;
@@ -655,9 +658,9 @@ static rx_status fill_missing(rx_rt_device *d, rx_rt_artifact *art, size_t fi, c
 static rx_status check_weights_dir(const rx_rt_artifact *a, const char *fn, const char *wdir) {
   struct stat st;
   if (stat(wdir, &st) != 0)
-    return rx_status_make(RX_ERR_NOT_FOUND, "--weights %s: %s", wdir, strerror(errno));
+    return base_status_make(RX_ERR_NOT_FOUND, "--weights %s: %s", wdir, strerror(errno));
   if (!S_ISDIR(st.st_mode))
-    return rx_status_make(RX_ERR_INVALID, "--weights %s: not a directory", wdir);
+    return base_status_make(RX_ERR_INVALID, "--weights %s: not a directory", wdir);
   size_t fi = 0, nfn = rx_rt_artifact_function_count(a);
   while (fi < nfn && strcmp(rx_rt_artifact_function_name(a, fi), fn)) fi++;
   if (fi == nfn) return NULL;
@@ -668,18 +671,18 @@ static rx_status check_weights_dir(const rx_rt_artifact *a, const char *fn, cons
     rx_rt_artifact_function_param(a, fi, pi, &info);
     if (kind_of(&info) != PARAM_TENSOR) continue;
     if (has_weight_file(wdir, info.name)) {
-      rx_strbuf_free(&names);
+      base_strbuf_free(&names);
       return NULL;
     }
-    if (ntensors++ < 4) rx_strbuf_printf(&names, "%s%s.npy", ntensors > 1 ? ", " : "", info.name);
+    if (ntensors++ < 4) base_strbuf_printf(&names, "%s%s.npy", ntensors > 1 ? ", " : "", info.name);
   }
   rx_status s =
-      rx_status_make(RX_ERR_INVALID,
-                     "--weights %s: the directory holds no .npy file of a parameter of "
-                     "%s (expected files such as %s%s, as relaxc compile|import "
-                     "--weights DIR writes them)",
-                     wdir, fn, names.data ? names.data : "none", ntensors > 4 ? ", ..." : "");
-  rx_strbuf_free(&names);
+      base_status_make(RX_ERR_INVALID,
+                       "--weights %s: the directory holds no .npy file of a parameter of "
+                       "%s (expected files such as %s%s, as relaxc compile|import "
+                       "--weights DIR writes them)",
+                       wdir, fn, names.data ? names.data : "none", ntensors > 4 ? ", ..." : "");
+  base_strbuf_free(&names);
   return s;
 }
 
@@ -703,16 +706,16 @@ static rx_status bench_calls(rx_rt_device *d, rx_rt_artifact *art, const char *f
   return NULL;
 }
 
-int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
   const char *model = NULL, *device = NULL, *fn = "main", *output = NULL, *wdir = NULL;
   const char *in_names[MAX_INPUTS], *in_specs[MAX_INPUTS];
   int nin = 0;
   long long bench = 0, seed = 0;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     const char *f = it.flag, *v = it.value;
     if (!f) {
-      if (model) return rx_cli_usage_error(cmd, "run takes one MODEL.rxm, got '%s' too", v);
+      if (model) return cli_usage_error(cmd, "run takes one MODEL.rxm, got '%s' too", v);
       model = v;
     } else if (!strcmp(f, "--device")) {
       device = v;
@@ -723,27 +726,27 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     } else if (!strcmp(f, "--weights")) {
       wdir = v;
     } else if (!strcmp(f, "--bench")) {
-      int rc = rx_cli_int_option(&it, 1, 1000000, &bench);
+      int rc = cli_int_option(&it, 1, 1000000, &bench);
       if (rc) return rc;
     } else if (!strcmp(f, "--seed")) {
-      int rc = rx_cli_int_option(&it, 0, INT64_MAX, &seed);
+      int rc = cli_int_option(&it, 0, INT64_MAX, &seed);
       if (rc) return rc;
     } else if (!strcmp(f, "--input")) {
       const char *eq = strchr(v, '=');
       if (!eq || eq == v)
-        return rx_cli_usage_error(cmd,
-                                  "--input takes NAME=FILE.npy, NAME=random:SHAPE, NAME=VALUE (a "
-                                  "Prim) or NAME=shape:D0xD1 (a Shape), got '%s'",
-                                  v);
-      if (nin == MAX_INPUTS) return rx_cli_usage_error(cmd, "more than %d inputs", MAX_INPUTS);
+        return cli_usage_error(cmd,
+                               "--input takes NAME=FILE.npy, NAME=random:SHAPE, NAME=VALUE (a "
+                               "Prim) or NAME=shape:D0xD1 (a Shape), got '%s'",
+                               v);
+      if (nin == MAX_INPUTS) return cli_usage_error(cmd, "more than %d inputs", MAX_INPUTS);
       in_names[nin] = v;
       in_specs[nin++] = eq + 1;
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
   }
   if (it.status >= 0) return it.status;
-  if (!model) return rx_cli_usage_error(cmd, "%s", "run needs a MODEL.rxm");
+  if (!model) return cli_usage_error(cmd, "%s", "run needs a MODEL.rxm");
   /* random:SHAPE is checked now, a usage error before any work */
   for (int k = 0; k < nin; k++) {
     rx_dtype dt;
@@ -751,11 +754,11 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     int64_t shape[RX_RT_MAX_NDIM];
     if (!strncmp(in_specs[k], "random:", 7) &&
         !parse_random(in_specs[k] + 7, RX_DTYPE_UNKNOWN, &dt, &ndim, shape))
-      return rx_cli_usage_error(
-          cmd, "--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)", in_specs[k]);
+      return cli_usage_error(cmd, "--input: '%s' is not random:[DTYPE:]SHAPE (SHAPE like 7x4096)",
+                             in_specs[k]);
   }
-  if (!rx_cli_not_dir(model)) return 1;
-  if (output && !rx_cli_can_write(output)) return 1; /* before any work */
+  if (!cli_not_dir(model)) return 1;
+  if (output && !cli_can_write(output)) return 1; /* before any work */
 
   /* the artifact's own errors (truncated, corrupted, wrong version) come first, device or not */
   rx_rt_artifact *art = NULL;
@@ -781,12 +784,12 @@ int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv) {
     goto done;
   }
   nparams = rx_rt_artifact_function_param_count(art, fi);
-  inputs = rx_calloc(nparams ? nparams : 1, sizeof *inputs); /* aborts when out of memory */
+  inputs = base_calloc(nparams ? nparams : 1, sizeof *inputs); /* aborts when out of memory */
   bindings bound = {0};
   s = bind_inputs(d, art, fi, fn, nin, in_names, in_specs, seed, &bound, inputs);
   if (!s) s = fill_missing(d, art, fi, fn, wdir, &bound, inputs);
   if (s) goto done;
-  args = rx_calloc(nparams ? nparams : 1, sizeof *args);
+  args = base_calloc(nparams ? nparams : 1, sizeof *args);
   if ((s = call_values(art, fi, inputs, nparams, args, &nargs))) goto done;
   if ((s = rx_rt_vm_call_values(art, fn, args, nargs, &result))) goto done;
   printer pr = {output, 0, NULL};

@@ -17,7 +17,7 @@
 /* The module printed, with the rule comment inserted before each `tensor_fn NAME(`. */
 static void print_with_comments(rx_module *m, const char **names, char **comments, int n) {
   rx_strbuf out = {0};
-  rx_module_print(&out, m);
+  ir_module_print(&out, m);
   const char *p = out.data ? out.data : "";
   while (*p) {
     const char *eol = strchr(p, '\n');
@@ -32,30 +32,28 @@ static void print_with_comments(rx_module *m, const char **names, char **comment
     p += len;
   }
   if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
-  rx_strbuf_free(&out);
+  base_strbuf_free(&out);
 }
 
-int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL;
-  rx_cli_args args = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&args)) {
+  rx_cli_args args = cli_begin(cmd, argc, argv);
+  while (cli_next(&args)) {
     if (!args.flag) {
-      if (file)
-        return rx_cli_usage_error(cmd, "'schedule' takes one FILE, got also '%s'", args.value);
+      if (file) return cli_usage_error(cmd, "'schedule' takes one FILE, got also '%s'", args.value);
       file = args.value;
     } else if (!strcmp(args.flag, "--target")) {
       target = args.value;
     } else {
-      return rx_cli_unhandled(&args);
+      return cli_unhandled(&args);
     }
   }
   if (args.status >= 0) return args.status;
   if (!file)
-    return rx_cli_usage_error(cmd, "%s", "'schedule' needs a FILE (or '-' for standard input)");
-  if (!target)
-    return rx_cli_usage_error(cmd, "%s", "'schedule' needs --target (e.g. --target cuda)");
+    return cli_usage_error(cmd, "%s", "'schedule' needs a FILE (or '-' for standard input)");
+  if (!target) return cli_usage_error(cmd, "%s", "'schedule' needs --target (e.g. --target cuda)");
   const rx_target *t = NULL;
-  rx_status st = rx_target_parse(target, &t);
+  rx_status st = tgt_target_parse(target, &t);
   if (st) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
     rx_status_free(st);
@@ -63,18 +61,18 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   }
   char *text = NULL;
   size_t len = 0;
-  const char *name = rx_cli_input_name(file);
-  text = rx_cli_read_input(file, RX_FILE_TEXT_IR, &len);
+  const char *name = cli_input_name(file);
+  text = cli_read_input(file, RX_FILE_TEXT_IR, &len);
   if (!text) return 1;
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
-            rx_module_verify(m, &diag) && diag.errors == 0;
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, name, text, len, &diag) && ops_module_normalize(m, &diag) &&
+            ir_module_verify(m, &diag) && diag.errors == 0;
   int ntf = 0;
   for (size_t i = 0; i < m->items.len; i++) ntf += m->items.data[i].kind == RX_ITEM_TENSOR;
-  const char **names = rx_calloc((size_t)ntf + 1, sizeof *names); /* aborts when out of memory */
-  char **comments = rx_calloc((size_t)ntf + 1, sizeof *comments);
+  const char **names = base_calloc((size_t)ntf + 1, sizeof *names); /* aborts when out of memory */
+  char **comments = base_calloc((size_t)ntf + 1, sizeof *comments);
   int nc = 0;
   if (ok) {
     for (size_t i = 0; i < m->items.len; i++) {
@@ -82,41 +80,41 @@ int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
       if (it->kind != RX_ITEM_TENSOR) continue;
       rx_tensor_fn *f = it->fn;
       rx_sched_result r;
-      if (!rx_schedule(m, f, t, &diag, &r)) {
+      if (!sched_schedule(m, f, t, &diag, &r)) {
         ok = false;
         continue;
       }
       it->fn = r.fn;
       rx_strbuf c = {0};
-      rx_strbuf_printf(&c, "# schedule %s: rule %s", f->name,
-                       rx_sched_rule_name(r.variants[r.nvariants - 1].rule));
+      base_strbuf_printf(&c, "# schedule %s: rule %s", f->name,
+                         sched_rule_name(r.variants[r.nvariants - 1].rule));
       if (r.nvariants > 1) {
-        rx_strbuf_printf(&c, " (variants: ");
+        base_strbuf_printf(&c, " (variants: ");
         for (int v = 0; v < r.nvariants; v++) {
-          if (v) rx_strbuf_printf(&c, ", ");
+          if (v) base_strbuf_printf(&c, ", ");
           if (r.variants[v].cond) {
-            char *cs = rx_expr_to_string(r.variants[v].cond);
-            rx_strbuf_printf(&c, "%s -> %s", cs, r.variants[v].name);
+            char *cs = sym_expr_to_string(r.variants[v].cond);
+            base_strbuf_printf(&c, "%s -> %s", cs, r.variants[v].name);
             free(cs);
           } else {
-            rx_strbuf_printf(&c, "otherwise -> %s", r.variants[v].name);
+            base_strbuf_printf(&c, "otherwise -> %s", r.variants[v].name);
           }
         }
-        rx_strbuf_printf(&c, ")");
+        base_strbuf_printf(&c, ")");
       }
-      rx_strbuf_printf(&c, "\n");
+      base_strbuf_printf(&c, "\n");
       names[nc] = f->name;
-      comments[nc++] = rx_strbuf_take(&c);
+      comments[nc++] = base_strbuf_take(&c);
     }
   }
   /* the scheduled module must still verify */
-  if (ok && !rx_module_verify(m, &diag)) ok = false;
+  if (ok && !ir_module_verify(m, &diag)) ok = false;
   fputs(rx_diag_text(&diag), stderr);
   if (ok) print_with_comments(m, names, comments, nc);
   for (int i = 0; i < nc; i++) free(comments[i]);
   free(comments);
   free(names);
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   return ok ? 0 : 1;

@@ -28,13 +28,13 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
   g->port = 8000;
   g->max_batch = 8;
   g->kv_capacity = 8192;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
     const char *f = it.flag;
     int rc = 0;
     if (!f) {
       if (g->model)
-        return rx_cli_usage_error(cmd, "'serve' takes one MODEL.rxm, got '%s' too", it.value);
+        return cli_usage_error(cmd, "'serve' takes one MODEL.rxm, got '%s' too", it.value);
       g->model = it.value;
     } else if (!strcmp(f, "--host")) {
       g->host = it.value;
@@ -43,34 +43,34 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
     } else if (!strcmp(f, "--model-name")) {
       g->name = it.value;
     } else if (!strcmp(f, "--port")) {
-      rc = rx_cli_int_option(&it, 0, 65535, &g->port);
+      rc = cli_int_option(&it, 0, 65535, &g->port);
     } else if (!strcmp(f, "--max-batch")) {
-      rc = rx_cli_int_option(&it, 1, 1024, &g->max_batch);
+      rc = cli_int_option(&it, 1, 1024, &g->max_batch);
       g->max_batch_given = true;
     } else if (!strcmp(f, "--idle-timeout")) {
-      rc = rx_cli_int_option(&it, 1, 86400, &g->idle_s);
+      rc = cli_int_option(&it, 1, 86400, &g->idle_s);
     } else if (!strcmp(f, "--read-timeout")) {
-      rc = rx_cli_int_option(&it, 1, 86400, &g->read_s);
+      rc = cli_int_option(&it, 1, 86400, &g->read_s);
     } else if (!strcmp(f, "--request-timeout")) {
-      rc = rx_cli_int_option(&it, 0, 7 * 86400, &g->deadline_s);
+      rc = cli_int_option(&it, 0, 7 * 86400, &g->deadline_s);
       g->deadline_given = true;
     } else if (!strcmp(f, "--max-connections")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->max_conns);
+      rc = cli_int_option(&it, 1, 1 << 20, &g->max_conns);
     } else if (!strcmp(f, "--max-connections-per-ip")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->per_ip);
+      rc = cli_int_option(&it, 1, 1 << 20, &g->per_ip);
     } else if (!strcmp(f, "--max-queue")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 20, &g->max_queue);
+      rc = cli_int_option(&it, 1, 1 << 20, &g->max_queue);
     } else if (!strcmp(f, "--kv-capacity")) {
-      rc = rx_cli_int_option(&it, 16, 1 << 30, &g->kv_capacity);
+      rc = cli_int_option(&it, 16, 1 << 30, &g->kv_capacity);
     } else if (!strcmp(f, "--max-seq-len")) {
-      rc = rx_cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
+      rc = cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else {
-      return rx_cli_unhandled(&it);
+      return cli_unhandled(&it);
     }
     if (rc) return rc;
   }
   if (it.status >= 0) return it.status;
-  if (!g->model) return rx_cli_usage_error(cmd, "%s", "'serve' needs a MODEL.rxm");
+  if (!g->model) return cli_usage_error(cmd, "%s", "'serve' needs a MODEL.rxm");
   return -1;
 }
 
@@ -88,7 +88,7 @@ static void default_name(const char *path, char *out, size_t cap) {
   if (n > 4 && !strcmp(out + n - 4, ".rxm")) out[n - 4] = 0;
 }
 
-int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   serve_cli g = {0};
   int rc = parse(cmd, argc, argv, &g);
   if (rc >= 0) return rc;
@@ -124,7 +124,7 @@ int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
                           .max_connections_per_ip = (int)g.per_ip,
                           .max_queue = g.max_queue};
   rx_server *srv = NULL;
-  s = rx_server_start(m, &so, &srv);
+  s = serve_server_start(m, &so, &srv);
   if (s) {
     rx_llm_model_free(m);
     return fail(s);
@@ -132,17 +132,17 @@ int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   fprintf(stderr,
           "relaxc serve: model '%s' on %s, http://%s:%d/v1/completions and "
           "/v1/chat/completions; up to %lld requests at once; Ctrl-C stops\n",
-          so.model_name, rx_llm_model_device_name(m), g.host, rx_server_port(srv),
-          (long long)rx_server_max_batch(srv));
+          so.model_name, rx_llm_model_device_name(m), g.host, serve_server_port(srv),
+          (long long)serve_server_max_batch(srv));
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "relaxc serve: stopping\n");
-  rx_server_stop(srv);
+  serve_server_stop(srv);
   rx_llm_model_free(m);
   return 0;
 }
 #else
-int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
+int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   (void)cmd;
   (void)argc;
   (void)argv;

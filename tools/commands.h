@@ -1,4 +1,4 @@
-/* The relaxc command line: one table of commands (tools/relaxc.c, rx_cli_commands), each with its
+/* The relaxc command line: one table of commands (tools/relaxc.c, cli_commands), each with its
  * synopsis, description and options. The usage lines, `relaxc CMD --help`, `relaxc help CMD` and
  * the option parser all read that table, so a command accepts exactly the options its help lists.
  * A command's function takes the arguments from the command name on (argv[0] is the name) and
@@ -33,28 +33,28 @@ struct rx_cli_command {
 };
 
 /* The commands, ending with a {0} entry (tools/relaxc.c). */
-extern const rx_cli_command rx_cli_commands[];
+extern const rx_cli_command cli_commands[];
 
-int rx_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_schedule.c */
-int rx_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_codegen.c */
-int rx_cmd_compile(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_compile.c */
-int rx_cmd_run(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_run.c */
-int rx_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_inspect.c */
-int rx_cmd_import(const rx_cli_command *cmd, int argc, char **argv);   /* tools/cmd_import.c */
-int rx_cmd_generate(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_generate.c */
-int rx_cmd_serve(const rx_cli_command *cmd, int argc, char **argv);    /* tools/cmd_serve.c */
-int rx_cmd_opt(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_opt.c */
+int cli_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_schedule.c */
+int cli_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_codegen.c */
+int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_compile.c */
+int cli_cmd_run(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_run.c */
+int cli_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv);  /* tools/cmd_inspect.c */
+int cli_cmd_import(const rx_cli_command *cmd, int argc, char **argv);   /* tools/cmd_import.c */
+int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv); /* tools/cmd_generate.c */
+int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv);    /* tools/cmd_serve.c */
+int cli_cmd_opt(const rx_cli_command *cmd, int argc, char **argv);      /* tools/cmd_opt.c */
 /* relaxc inspect of a GGUF file (tools/inspect_gguf.c): whether path starts with GGUF's magic, and
  * the listing of one (exit status 0, or 1 after printing why the file was refused). */
-bool rx_inspect_is_gguf(const char *path);
-int rx_inspect_gguf(const char *path);
+bool cli_inspect_is_gguf(const char *path);
+int cli_inspect_gguf(const char *path);
 
 /* ---- the option parser (tools/cli.c) ----
- *   rx_cli_args it = rx_cli_begin(cmd, argc, argv);
- *   while (rx_cli_next(&it)) {
+ *   rx_cli_args it = cli_begin(cmd, argc, argv);
+ *   while (cli_next(&it)) {
  *     if (!it.flag) FILE = it.value;                     (a positional argument)
  *     else if (!strcmp(it.flag, "--target")) T = it.value;
- *     else return rx_cli_unhandled(&it);
+ *     else return cli_unhandled(&it);
  *   }
  *   if (it.status >= 0) return it.status;                (--help, --version, or a usage error)
  * An option is spelled as its table entry's name or alias; one that takes a value takes the next
@@ -66,60 +66,60 @@ typedef struct rx_cli_args {
   int i;             /* the next argument to read */
   const char *flag;  /* the option just read (its table name), or NULL for a positional argument */
   const char *value; /* its value (NULL for a switch), or the positional argument */
-  int status;        /* -1 while parsing; after rx_cli_next returned false: -1 done, else exit */
+  int status;        /* -1 while parsing; after cli_next returned false: -1 done, else exit */
 } rx_cli_args;
-rx_cli_args rx_cli_begin(const rx_cli_command *cmd, int argc, char **argv);
-bool rx_cli_next(rx_cli_args *it);
+rx_cli_args cli_begin(const rx_cli_command *cmd, int argc, char **argv);
+bool cli_next(rx_cli_args *it);
 /* A table option the command did not handle: a bug in tools/ (asserts). */
-int rx_cli_unhandled(const rx_cli_args *it);
+int cli_unhandled(const rx_cli_args *it);
 /* Prints "relaxc: MESSAGE", the command's usage line and a pointer to --help on stderr; returns 2.
  */
-int rx_cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
+int cli_usage_error(const rx_cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The command's usage line, or (full) its whole help, on out. */
-void rx_cli_print_help(const rx_cli_command *cmd, bool full, FILE *out);
+void cli_print_help(const rx_cli_command *cmd, bool full, FILE *out);
 
 /* ---- integer options (tools/cli.c) ---- */
 /* Is s a whole decimal integer in [lo, hi]: digits with an optional '-', nothing else (no white
  * space, '+', fraction or exponent: "1.5", " 7", "7k" and "1e3" are not), no overflow? */
-bool rx_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
-/* The value of the integer option it.flag, parsed by rx_cli_parse_int: 0, or 2 after a usage
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* The value of the integer option it.flag, parsed by cli_parse_int: 0, or 2 after a usage
  * error naming the option, the value and the range. */
-int rx_cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out);
+int cli_int_option(const rx_cli_args *it, long long lo, long long hi, long long *out);
 
 /* ---- files (tools/cli.c) ---- */
 /* The text of FILE, or of standard input for "-", read up to the limit of its kind (base.h,
  * RX_FILE_KINDS: text IR, ONNX, or RX_FILE_MODEL for either) (heap; NULL after printing why). */
-char *rx_cli_read_input(const char *path, rx_file_kind kind, size_t *out_len);
+char *cli_read_input(const char *path, rx_file_kind kind, size_t *out_len);
 /* The name diagnostics use for FILE: "<stdin>" for "-". */
-const char *rx_cli_input_name(const char *path);
+const char *cli_input_name(const char *path);
 /* The directory of FILE (heap): "." for a bare name; NULL for "-" (the current directory). */
-char *rx_cli_dir_of(const char *path);
+char *cli_dir_of(const char *path);
 /* Is the input an ONNX model rather than .rx text? Yes when FILE ends in ".onnx", or when its
  * first byte is a control character other than white space (a binary protobuf: ONNX files begin
  * with the tag byte 0x08 of ir_version; .rx text never begins so). */
-bool rx_cli_is_onnx(const char *path, const char *bytes, size_t len);
+bool cli_is_onnx(const char *path, const char *bytes, size_t len);
 /* Creates DIR and its missing parents; false after printing why. */
-bool rx_cli_make_dir(const char *dir);
+bool cli_make_dir(const char *dir);
 /* Can FILE be written (created or replaced)? Checked before any work, so that an unwritable
  * output fails at once: its directory must exist and be writable, and FILE must not be a
  * directory. False after printing why, naming FILE. */
-bool rx_cli_can_write(const char *path);
+bool cli_can_write(const char *path);
 /* Is FILE no directory? False after printing "FILE: is a directory" (a missing FILE is left to
  * its reader, which names it). */
-bool rx_cli_not_dir(const char *path);
+bool cli_not_dir(const char *path);
 /* Writes the weights of the ONNX model read from FILE (its bytes; external data relative to
  * FILE's directory) as DIR/<parameter name>.npy, creating DIR; 0, or 1 after printing why.
  * Only with RX_HAVE_ONNX. */
-int rx_cli_write_onnx_weights(const char *path, const void *bytes, size_t len, const char *dir);
+int cli_write_onnx_weights(const char *path, const void *bytes, size_t len, const char *dir);
 
 /* ---- Hugging Face model folders (tools/cli.c) ---- */
 typedef struct rx_hf_options rx_hf_options;
 /* The value of --dtype, --max-seq-len or --max-batch (it.flag) into o: 0, or 2 after a usage
  * error. */
-int rx_cli_hf_flag(const rx_cli_args *it, rx_hf_options *o);
-/* rx_hf_import of DIR into m; false after printing the error. */
+int cli_hf_flag(const rx_cli_args *it, rx_hf_options *o);
+/* hf_import of DIR into m; false after printing the error. */
 typedef struct rx_module rx_module;
-bool rx_cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o);
+bool cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o);
 
 #endif

@@ -63,15 +63,15 @@ static void put_scalar(const rx_gguf_value *v) {
 
 static void put_value(const rx_gguf_value *v) {
   if (v->type != RX_GGUF_V_ARRAY) {
-    printf("%s ", rx_gguf_vtype_name(v->type));
+    printf("%s ", gguf_vtype_name(v->type));
     put_scalar(v);
     return;
   }
   bool cut = v->count > INSPECT_ARRAY_MAX;
   uint64_t shown = cut ? INSPECT_ARRAY_HEAD : v->count;
-  printf("array of %llu %s [", (unsigned long long)v->count, rx_gguf_vtype_name(v->elem));
+  printf("array of %llu %s [", (unsigned long long)v->count, gguf_vtype_name(v->elem));
   for (uint64_t i = 0; i < shown; i++) {
-    rx_gguf_value e = rx_gguf_array_at(v, i);
+    rx_gguf_value e = gguf_array_at(v, i);
     if (i) fputs(", ", stdout);
     put_scalar(&e);
   }
@@ -86,13 +86,13 @@ static void put_tensors(const rx_gguf_file *f) {
   for (size_t i = 0; i < f->ntensors; i++) {
     const rx_gguf_tensor *t = &f->tensors[i];
     rx_strbuf shape = {0};
-    rx_strbuf_putc(&shape, '[');
+    base_strbuf_putc(&shape, '[');
     for (int d = 0; d < t->ndim; d++)
-      rx_strbuf_printf(&shape, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    rx_strbuf_putc(&shape, ']');
-    printf("  %-32s %-5s %-20s %12llu bytes\n", t->name, rx_gguf_type_name(t->type), shape.data,
+      base_strbuf_printf(&shape, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    base_strbuf_putc(&shape, ']');
+    printf("  %-32s %-5s %-20s %12llu bytes\n", t->name, gguf_type_name(t->type), shape.data,
            (unsigned long long)t->size);
-    rx_strbuf_free(&shape);
+    base_strbuf_free(&shape);
     RX_ASSERT((int)t->type < NTYPES);
     bytes[t->type] += t->size;
     count[t->type]++;
@@ -101,28 +101,28 @@ static void put_tensors(const rx_gguf_file *f) {
   printf("bytes per weight format:\n");
   for (int k = 0; k < NTYPES; k++)
     if (count[k])
-      printf("  %-5s %zu tensor%s, %llu bytes\n", rx_gguf_type_name((uint32_t)k), count[k],
+      printf("  %-5s %zu tensor%s, %llu bytes\n", gguf_type_name((uint32_t)k), count[k],
              count[k] == 1 ? "" : "s", bytes[k]);
   printf("  total %zu tensor%s, %llu bytes\n", f->ntensors, f->ntensors == 1 ? "" : "s", total);
 }
 
-bool rx_inspect_is_gguf(const char *path) {
+bool cli_inspect_is_gguf(const char *path) {
   FILE *fp = fopen(path, "rb");
   unsigned char magic[4] = {0};
   size_t n = fp ? fread(magic, 1, sizeof magic, fp) : 0;
   if (fp) fclose(fp);
-  return rx_gguf_is_gguf(magic, n);
+  return gguf_is_gguf(magic, n);
 }
 
-int rx_inspect_gguf(const char *path) {
+int cli_inspect_gguf(const char *path) {
   rx_mapped_file m = {0};
   rx_gguf_file f;
-  rx_status s = rx_map_file(path, &m);
-  if (!s) s = rx_gguf_parse(m.data, m.size, path, &f);
+  rx_status s = base_map_file(path, &m);
+  if (!s) s = gguf_parse(m.data, m.size, path, &f);
   if (s) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
     rx_status_free(s);
-    rx_unmap_file(&m);
+    base_unmap_file(&m);
     return 1;
   }
   printf("%s: GGUF version %u, %zu bytes, %zu metadata keys, %zu tensors; data section at byte "
@@ -136,7 +136,7 @@ int rx_inspect_gguf(const char *path) {
     putchar('\n');
   }
   put_tensors(&f);
-  rx_gguf_free(&f);
-  rx_unmap_file(&m);
+  gguf_free(&f);
+  base_unmap_file(&m);
   return 0;
 }

@@ -99,7 +99,7 @@ static const rx_cli_flag compile_flags[] = {
      "the targets (required), at most one per backend: vulkan,cuda,metal", NULL},
     {"-o", NULL, "OUT.rxm", "write the artifact to OUT.rxm; default: nothing is written", NULL},
     {"--dump-after", NULL, "STEP", "print the module after STEP (or after every step: all)",
-     rx_compile_step_names},
+     drv_compile_step_names},
     {"--time-passes", NULL, NULL, "print a table of the time of each step on stderr", NULL},
     {"--batch", NULL, "FN[:SHARED,...][@MAX]",
      "add FN_batched, FN over a leading batch dim (at most MAX); SHARED params stay unbatched "
@@ -242,7 +242,7 @@ static const rx_cli_flag serve_flags[] = {
      "the device: vulkan:0, cuda:0, metal:0; default: $RX_DEVICE, else the first device", NULL},
     {0}};
 
-const rx_cli_command rx_cli_commands[] = {
+const rx_cli_command cli_commands[] = {
     {"check", "FILE", "parse, normalize and verify FILE (.rx text); diagnostics on stderr", NULL,
      no_flags, cmd_check},
     {"print", "FILE", "as check, then print the normalized module on stdout (nothing on error)",
@@ -258,15 +258,15 @@ const rx_cli_command rx_cli_commands[] = {
      "pass needs first is yours to give (legalize before fuse_ops and fuse_tensor).\n"
      "The steps after names (plan_memory, lower_host, schedule, codegen, artifact) build more\n"
      "than a module: `relaxc compile --dump-after STEP` shows them.",
-     opt_flags, rx_cmd_opt},
+     opt_flags, cli_cmd_opt},
     {"schedule", "FILE --target T",
      "schedule every tensor program of FILE for target T and print the module", NULL,
-     schedule_flags, rx_cmd_schedule},
+     schedule_flags, cli_cmd_schedule},
     {"codegen", "FILE --target T",
      "emit the kernels of FILE for target T (CUDA C, GLSL+SPIR-V, MSL) and kernels.json",
      "Without -o the sources are printed; with -o DIR each kernel's source, its binaries where\n"
      "the toolchain is present (SPIR-V; PTX and cubin with NVRTC) and kernels.json are written.",
-     codegen_flags, rx_cmd_codegen},
+     codegen_flags, cli_cmd_codegen},
     {"compile", "FILE --target T[,T...]",
      "the whole pipeline from FILE (.rx text, an .onnx model, a .gguf model or a Hugging Face "
      "model folder) to "
@@ -275,44 +275,44 @@ const rx_cli_command rx_cli_commands[] = {
      "with --weights-file PATH into that side file, which the artifact names; --weights DIR\n"
      "also writes an ONNX model's as .npy files, with which `relaxc run --weights DIR`\n"
      "overrides them.",
-     compile_flags, rx_cmd_compile},
+     compile_flags, cli_cmd_compile},
     {"run", "MODEL.rxm --input NAME=SPEC ...",
      "call a function of an artifact; print each result's dtype, shape and checksum",
      "The checksum is the sum and the sum of absolute values of the elements (in double).\n"
      "An input is checked against the parameter's declared dtype and shape before it is made.",
-     run_flags, rx_cmd_run},
+     run_flags, cli_cmd_run},
     {"inspect", "MODEL.rxm|MODEL.gguf",
      "an artifact's functions, facts, planned memory, kernels (with their schedule rules) and "
      "sections; a GGUF file's metadata, tensors and bytes per weight format",
-     NULL, inspect_flags, rx_cmd_inspect},
+     NULL, inspect_flags, cli_cmd_inspect},
     {"import", "MODEL.onnx|DIR",
      "import an ONNX model, a GGUF model or a Hugging Face model folder and print it as .rx text "
      "(symbolic "
      "dimensions kept)",
-     NULL, import_flags, rx_cmd_import},
+     NULL, import_flags, cli_cmd_import},
     {"generate", "MODEL.rxm (--prompt TEXT | --prompt-ids IDS)",
      "generate text with an LLM artifact (a compiled Hugging Face model folder), streamed as it "
      "comes",
      "Prefill and decode speeds (tokens per second) are printed on stderr at the end.",
-     generate_flags, rx_cmd_generate},
+     generate_flags, cli_cmd_generate},
     {"serve", "MODEL.rxm [--port P] [--host 127.0.0.1] [--max-batch B]",
      "serve an LLM artifact over HTTP: OpenAI-style /v1/completions and /v1/chat/completions",
      "Needs a relaxc built with libmicrohttpd. Requests run together (continuous batching); "
      "\"stream\": true answers with server-sent events. README \"relaxc serve\" says more.",
-     serve_flags, rx_cmd_serve},
+     serve_flags, cli_cmd_serve},
     {"help", "[COMMAND]", "the list of commands, or a command's help", NULL, no_flags, cmd_help},
     {0},
 };
 
 static const rx_cli_command *command_named(const char *name) {
-  for (const rx_cli_command *c = rx_cli_commands; c->name; c++)
+  for (const rx_cli_command *c = cli_commands; c->name; c++)
     if (!strcmp(c->name, name)) return c;
   return NULL;
 }
 
 static void usage(FILE *out) {
   fputs("usage: relaxc <command> [FILE] [options]\n\ncommands:\n", out);
-  for (const rx_cli_command *c = rx_cli_commands; c->name; c++) {
+  for (const rx_cli_command *c = cli_commands; c->name; c++) {
     fprintf(out, "  relaxc %s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis);
     fprintf(out, "      %s\n", c->summary);
   }
@@ -332,56 +332,56 @@ static void usage(FILE *out) {
 }
 
 static void command_names(FILE *out) {
-  for (const rx_cli_command *c = rx_cli_commands; c->name; c++)
-    fprintf(out, "%s%s", c == rx_cli_commands ? "" : ", ", c->name);
+  for (const rx_cli_command *c = cli_commands; c->name; c++)
+    fprintf(out, "%s%s", c == cli_commands ? "" : ", ", c->name);
 }
 
 /* check and print: parse, normalize, verify, then (print) write the module. */
 static int cmd_check(const rx_cli_command *cmd, int argc, char **argv) {
   const char *path = NULL;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
-    if (it.flag) return rx_cli_unhandled(&it);
-    if (path) return rx_cli_usage_error(cmd, "'%s' takes one FILE", cmd->name);
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
+    if (it.flag) return cli_unhandled(&it);
+    if (path) return cli_usage_error(cmd, "'%s' takes one FILE", cmd->name);
     path = it.value;
   }
   if (it.status >= 0) return it.status;
   if (!path)
-    return rx_cli_usage_error(cmd, "'%s' needs a FILE (or '-' for standard input)", cmd->name);
+    return cli_usage_error(cmd, "'%s' needs a FILE (or '-' for standard input)", cmd->name);
   bool print = !strcmp(cmd->name, "print");
   size_t len = 0;
-  const char *name = rx_cli_input_name(path);
-  char *text = rx_cli_read_input(path, RX_FILE_TEXT_IR, &len);
+  const char *name = cli_input_name(path);
+  char *text = cli_read_input(path, RX_FILE_TEXT_IR, &len);
   if (!text) return EXIT_ERRORS;
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
-            rx_module_verify(m, &diag);
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, name, text, len, &diag) && ops_module_normalize(m, &diag) &&
+            ir_module_verify(m, &diag);
   ok = ok && diag.errors == 0;
   fputs(rx_diag_text(&diag), stderr);
   if (ok && print) {
     rx_strbuf out = {0};
-    rx_module_print(&out, m);
+    ir_module_print(&out, m);
     if (out.data) fputs(out.data, stdout);
     if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
-    rx_strbuf_free(&out);
+    base_strbuf_free(&out);
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   return ok ? EXIT_OK : EXIT_ERRORS;
 }
 
 static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv) {
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
-    if (it.flag) return rx_cli_unhandled(&it);
-    return rx_cli_usage_error(cmd, "'ops' takes no arguments, got '%s'", it.value);
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
+    if (it.flag) return cli_unhandled(&it);
+    return cli_usage_error(cmd, "'ops' takes no arguments, got '%s'", it.value);
   }
   if (it.status >= 0) return it.status;
   int n = 0;
-  const rx_op *const *ops = rx_op_all(&n);
+  const rx_op *const *ops = ops_op_all(&n);
   int width = 0;
   for (int i = 0; i < n; i++) {
     int w = (int)strlen(ops[i]->name);
@@ -394,41 +394,41 @@ static int cmd_ops(const rx_cli_command *cmd, int argc, char **argv) {
 
 static int cmd_targets(const rx_cli_command *cmd, int argc, char **argv) {
   const char *name = NULL;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
-    if (it.flag) return rx_cli_unhandled(&it);
-    if (name) return rx_cli_usage_error(cmd, "'targets' takes one TARGET, got '%s' too", it.value);
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
+    if (it.flag) return cli_unhandled(&it);
+    if (name) return cli_usage_error(cmd, "'targets' takes one TARGET, got '%s' too", it.value);
     name = it.value;
   }
   if (it.status >= 0) return it.status;
   size_t n = 1;
   const rx_target *one = NULL, *all = NULL;
   if (name) {
-    rx_status st = rx_target_parse(name, &one);
+    rx_status st = tgt_target_parse(name, &one);
     if (st) {
       fprintf(stderr, "relaxc: %s\n", rx_status_message(st));
       rx_status_free(st);
       return EXIT_USAGE;
     }
   } else {
-    all = rx_target_list(&n);
+    all = tgt_target_list(&n);
   }
   rx_strbuf b = {0};
   for (size_t i = 0; i < n; i++) {
-    if (i) rx_strbuf_putc(&b, '\n');
-    rx_target_describe(&b, one ? one : &all[i]);
+    if (i) base_strbuf_putc(&b, '\n');
+    tgt_target_describe(&b, one ? one : &all[i]);
   }
   fputs(b.data ? b.data : "", stdout);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   return EXIT_OK;
 }
 
 static int cmd_help(const rx_cli_command *cmd, int argc, char **argv) {
   const char *name = NULL;
-  rx_cli_args it = rx_cli_begin(cmd, argc, argv);
-  while (rx_cli_next(&it)) {
-    if (it.flag) return rx_cli_unhandled(&it);
-    if (name) return rx_cli_usage_error(cmd, "'help' takes one COMMAND, got '%s' too", it.value);
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
+    if (it.flag) return cli_unhandled(&it);
+    if (name) return cli_usage_error(cmd, "'help' takes one COMMAND, got '%s' too", it.value);
     name = it.value;
   }
   if (it.status >= 0) return it.status;
@@ -443,7 +443,7 @@ static int cmd_help(const rx_cli_command *cmd, int argc, char **argv) {
     fputs(")\nTry 'relaxc --help' for more information.\n", stderr);
     return EXIT_USAGE;
   }
-  rx_cli_print_help(c, true, stdout);
+  cli_print_help(c, true, stdout);
   return EXIT_OK;
 }
 

@@ -31,14 +31,14 @@ typedef struct reader {
 static rx_status fail(const reader *r, uint64_t off, const char *fmt, ...) RX_PRINTF(3, 4);
 static rx_status fail(const reader *r, uint64_t off, const char *fmt, ...) {
   rx_strbuf b = {0};
-  rx_strbuf_printf(&b, "%s: offset %llu: %s%s", r->name, (unsigned long long)off, r->ctx,
-                   r->ctx[0] ? ": " : "");
+  base_strbuf_printf(&b, "%s: offset %llu: %s%s", r->name, (unsigned long long)off, r->ctx,
+                     r->ctx[0] ? ": " : "");
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&b, fmt, ap);
+  base_strbuf_vprintf(&b, fmt, ap);
   va_end(ap);
-  rx_status s = rx_status_make(RX_ERR_INVALID, "%s", b.data);
-  rx_strbuf_free(&b);
+  rx_status s = base_status_make(RX_ERR_INVALID, "%s", b.data);
+  base_strbuf_free(&b);
   return s;
 }
 
@@ -87,7 +87,7 @@ static rx_status string(reader *r, rx_arena *a, const char *what, bool plain, co
                 (unsigned long long)n, (unsigned long long)(r->len - r->off));
   RX_RETURN_IF_ERROR(take(r, n, what, &b));
   if (plain && memchr(b, 0, n)) return fail(r, at, "%s holds a NUL byte", what);
-  char *s = rx_arena_alloc(a, n + 1);
+  char *s = base_arena_alloc(a, n + 1);
   memcpy(s, b, n);
   *out = s;
   if (out_len) *out_len = n;
@@ -146,7 +146,7 @@ static rx_status array(reader *r, rx_arena *a, rx_gguf_value *v) {
   uint64_t left = r->len - r->off, unit = et == RX_GGUF_V_STRING ? 8 : vsize[et];
   if (n > left / unit)
     return fail(r, at + 4, "an array of %llu %s elements cannot fit in the %llu bytes left",
-                (unsigned long long)n, rx_gguf_vtype_name(et), (unsigned long long)left);
+                (unsigned long long)n, gguf_vtype_name(et), (unsigned long long)left);
   if (et != RX_GGUF_V_STRING) {
     RX_RETURN_IF_ERROR(take(r, n * unit, "the array", &v->data));
     for (uint64_t i = 0; et == RX_GGUF_V_BOOL && i < n; i++)
@@ -155,8 +155,8 @@ static rx_status array(reader *r, rx_arena *a, rx_gguf_value *v) {
                     (unsigned long long)i, v->data[i]);
     return NULL;
   }
-  const char **strs = rx_arena_alloc(a, (n + 1) * sizeof *strs);
-  uint64_t *lens = rx_arena_alloc(a, (n + 1) * sizeof *lens);
+  const char **strs = base_arena_alloc(a, (n + 1) * sizeof *strs);
+  uint64_t *lens = base_arena_alloc(a, (n + 1) * sizeof *lens);
   v->strs = strs;
   v->lens = lens;
   for (uint64_t i = 0; i < n; i++) {
@@ -177,7 +177,7 @@ static rx_status value(reader *r, rx_arena *a, uint32_t t, uint64_t at, rx_gguf_
   if (t == RX_GGUF_V_ARRAY) return array(r, a, v);
   const uint8_t *b = NULL;
   uint64_t vat = r->off;
-  RX_RETURN_IF_ERROR(take(r, vsize[t], rx_gguf_vtype_name(t), &b));
+  RX_RETURN_IF_ERROR(take(r, vsize[t], gguf_vtype_name(t), &b));
   decode((rx_gguf_vtype)t, b, v);
   if (t == RX_GGUF_V_BOOL && v->v.u > 1)
     return fail(r, vat, "a bool is %u, expected 0 or 1", (unsigned)v->v.u);
@@ -203,35 +203,35 @@ static rx_status read_kvs(reader *r, rx_gguf_file *f) {
 /* general.alignment: a uint32 power of two when present. */
 static rx_status read_alignment(reader *r, rx_gguf_file *f) {
   f->alignment = RX_GGUF_DEFAULT_ALIGNMENT;
-  const rx_gguf_kv *kv = rx_gguf_find(f, "general.alignment");
+  const rx_gguf_kv *kv = gguf_find(f, "general.alignment");
   if (!kv) return NULL;
   uint64_t v = kv->value.v.u;
   if (kv->value.type != RX_GGUF_V_UINT32 || v == 0 || (v & (v - 1)))
     return fail(r, kv->offset, "general.alignment is %s %llu, expected a uint32 power of two",
-                rx_gguf_vtype_name(kv->value.type), (unsigned long long)v);
+                gguf_vtype_name(kv->value.type), (unsigned long long)v);
   f->alignment = (uint32_t)v;
   return NULL;
 }
 
 /* The type of a tensor, its dims in relaxc's order, its element count and bytes. */
 static rx_status tensor_geometry(reader *r, uint64_t at, uint32_t type, rx_gguf_tensor *t) {
-  if (!rx_gguf_type_name(type)) return fail(r, at, "type %u is not a GGML tensor type", type);
-  if (!rx_gguf_type_supported(type)) {
+  if (!gguf_type_name(type)) return fail(r, at, "type %u is not a GGML tensor type", type);
+  if (!gguf_type_supported(type)) {
     rx_strbuf list = {0};
-    rx_gguf_supported_list(&list);
-    rx_status s = fail(r, at, "type %s (%u) is not supported; supported: %s",
-                       rx_gguf_type_name(type), type, list.data);
-    rx_strbuf_free(&list);
+    gguf_supported_list(&list);
+    rx_status s = fail(r, at, "type %s (%u) is not supported; supported: %s", gguf_type_name(type),
+                       type, list.data);
+    base_strbuf_free(&list);
     return s;
   }
   t->type = (rx_gguf_type)type;
-  if (rx_shape_count(t->ndim, t->shape, 1, &t->elems) != RX_COUNT_OK)
+  if (base_shape_count(t->ndim, t->shape, 1, &t->elems) != RX_COUNT_OK)
     return fail(r, at, "the element count of its dims overflows an int64");
-  int64_t block = rx_gguf_block_elems(t->type), row = t->ndim ? t->shape[t->ndim - 1] : 1;
+  int64_t block = gguf_block_elems(t->type), row = t->ndim ? t->shape[t->ndim - 1] : 1;
   if (row % block)
     return fail(r, at, "rows of %lld elements (ne[0]) are not a whole number of %s blocks of %lld",
-                (long long)row, rx_gguf_type_name(type), (long long)block);
-  if (__builtin_mul_overflow((uint64_t)(t->elems / block), (uint64_t)rx_gguf_block_bytes(t->type),
+                (long long)row, gguf_type_name(type), (long long)block);
+  if (__builtin_mul_overflow((uint64_t)(t->elems / block), (uint64_t)gguf_block_bytes(t->type),
                              &t->size))
     return fail(r, at, "the byte size of its %lld elements overflows", (long long)t->elems);
   return NULL;
@@ -291,7 +291,7 @@ static rx_status check_layout(reader *r, rx_gguf_file *f) {
                   (unsigned long long)f->data_size);
   }
   size_t n = f->ntensors > f->nkvs ? f->ntensors : f->nkvs;
-  const void **v = rx_arena_alloc(&f->arena, (n + 1) * sizeof *v);
+  const void **v = base_arena_alloc(&f->arena, (n + 1) * sizeof *v);
   for (size_t i = 0; i < f->ntensors; i++) v[i] = &f->tensors[i];
   qsort(v, f->ntensors, sizeof *v, by_offset);
   for (size_t i = 1; i < f->ntensors; i++) {
@@ -343,8 +343,8 @@ static rx_status parse(reader *r, rx_gguf_file *f) {
   RX_RETURN_IF_ERROR(read_header(r, f, &nt, &nkv));
   f->nkvs = (size_t)nkv;
   f->ntensors = (size_t)nt;
-  f->kvs = rx_arena_alloc(&f->arena, (f->nkvs + 1) * sizeof *f->kvs);
-  f->tensors = rx_arena_alloc(&f->arena, (f->ntensors + 1) * sizeof *f->tensors);
+  f->kvs = base_arena_alloc(&f->arena, (f->nkvs + 1) * sizeof *f->kvs);
+  f->tensors = base_arena_alloc(&f->arena, (f->ntensors + 1) * sizeof *f->tensors);
   RX_RETURN_IF_ERROR(read_kvs(r, f));
   RX_RETURN_IF_ERROR(read_alignment(r, f));
   for (size_t i = 0; i < f->ntensors; i++) RX_RETURN_IF_ERROR(read_tensor(r, f, i));
@@ -357,35 +357,35 @@ static rx_status parse(reader *r, rx_gguf_file *f) {
   return check_layout(r, f);
 }
 
-rx_status rx_gguf_parse(const void *buf, size_t len, const char *name, rx_gguf_file *out) {
+rx_status gguf_parse(const void *buf, size_t len, const char *name, rx_gguf_file *out) {
   memset(out, 0, sizeof *out);
-  rx_arena_init(&out->arena);
+  base_arena_init(&out->arena);
   if (!name) name = "<gguf>";
-  out->name = rx_arena_strdup(&out->arena, name);
+  out->name = base_arena_strdup(&out->arena, name);
   reader r = {.p = buf, .len = buf ? len : 0, .name = out->name};
   rx_status s = parse(&r, out);
-  if (s) rx_gguf_free(out);
+  if (s) gguf_free(out);
   return s;
 }
 
-void rx_gguf_free(rx_gguf_file *f) {
-  rx_arena_free(&f->arena);
+void gguf_free(rx_gguf_file *f) {
+  base_arena_free(&f->arena);
   memset(f, 0, sizeof *f);
 }
 
-bool rx_gguf_is_gguf(const void *buf, size_t len) {
+bool gguf_is_gguf(const void *buf, size_t len) {
   return buf && len >= 4 && !memcmp(buf, RX_GGUF_MAGIC, 4);
 }
 
 /* ---- lookups ---- */
 
-const rx_gguf_kv *rx_gguf_find(const rx_gguf_file *f, const char *key) {
+const rx_gguf_kv *gguf_find(const rx_gguf_file *f, const char *key) {
   for (size_t i = 0; i < f->nkvs; i++)
     if (!strcmp(f->kvs[i].key, key)) return &f->kvs[i];
   return NULL;
 }
 
-const rx_gguf_tensor *rx_gguf_find_tensor(const rx_gguf_file *f, const char *name) {
+const rx_gguf_tensor *gguf_find_tensor(const rx_gguf_file *f, const char *name) {
   for (size_t i = 0; i < f->ntensors; i++)
     if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
   return NULL;
@@ -394,10 +394,10 @@ const rx_gguf_tensor *rx_gguf_find_tensor(const rx_gguf_file *f, const char *nam
 /* The value of key, or an error saying it is missing (want: what the caller expected). */
 static rx_status lookup(const rx_gguf_file *f, const char *key, const char *want,
                         const rx_gguf_value **out) {
-  const rx_gguf_kv *kv = rx_gguf_find(f, key);
+  const rx_gguf_kv *kv = gguf_find(f, key);
   if (!kv)
-    return rx_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is missing (expected %s)", f->name,
-                          key, want);
+    return base_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is missing (expected %s)",
+                            f->name, key, want);
   *out = &kv->value;
   return NULL;
 }
@@ -405,13 +405,13 @@ static rx_status lookup(const rx_gguf_file *f, const char *key, const char *want
 static rx_status wrong(const rx_gguf_file *f, const char *key, const rx_gguf_value *v,
                        const char *want) {
   if (v->type == RX_GGUF_V_ARRAY)
-    return rx_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is an array of %s, expected %s",
-                          f->name, key, rx_gguf_vtype_name(v->elem), want);
-  return rx_status_make(RX_ERR_INVALID, "%s: metadata key '%s' has type %s, expected %s", f->name,
-                        key, rx_gguf_vtype_name(v->type), want);
+    return base_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is an array of %s, expected %s",
+                            f->name, key, gguf_vtype_name(v->elem), want);
+  return base_status_make(RX_ERR_INVALID, "%s: metadata key '%s' has type %s, expected %s", f->name,
+                          key, gguf_vtype_name(v->type), want);
 }
 
-rx_status rx_gguf_get_string(const rx_gguf_file *f, const char *key, const char **out) {
+rx_status gguf_get_string(const rx_gguf_file *f, const char *key, const char **out) {
   *out = NULL;
   const rx_gguf_value *v = NULL;
   RX_RETURN_IF_ERROR(lookup(f, key, "a string", &v));
@@ -433,16 +433,17 @@ static rx_status get_int(const rx_gguf_file *f, const char *key, int64_t lo, int
   bool fits = is_signed ? v->v.i >= lo && v->v.i <= hi : v->v.u <= (uint64_t)hi;
   if (!fits) {
     if (is_signed)
-      return rx_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is %lld, out of the range of %s",
-                            f->name, key, (long long)v->v.i, want);
-    return rx_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is %llu, out of the range of %s",
-                          f->name, key, (unsigned long long)v->v.u, want);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: metadata key '%s' is %lld, out of the range of %s", f->name, key,
+                              (long long)v->v.i, want);
+    return base_status_make(RX_ERR_INVALID, "%s: metadata key '%s' is %llu, out of the range of %s",
+                            f->name, key, (unsigned long long)v->v.u, want);
   }
   *out = is_signed ? v->v.i : (int64_t)v->v.u;
   return NULL;
 }
 
-rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out) {
+rx_status gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out) {
   *out = 0;
   int64_t v = 0;
   RX_RETURN_IF_ERROR(get_int(f, key, 0, UINT32_MAX, "a uint32", &v));
@@ -450,7 +451,7 @@ rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out)
   return NULL;
 }
 
-rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out) {
+rx_status gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out) {
   *out = 0;
   int64_t v = 0;
   RX_RETURN_IF_ERROR(get_int(f, key, INT32_MIN, INT32_MAX, "an int32", &v));
@@ -458,7 +459,7 @@ rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out) 
   return NULL;
 }
 
-rx_status rx_gguf_get_f32(const rx_gguf_file *f, const char *key, float *out) {
+rx_status gguf_get_f32(const rx_gguf_file *f, const char *key, float *out) {
   *out = 0;
   const rx_gguf_value *v = NULL;
   RX_RETURN_IF_ERROR(lookup(f, key, "a float32", &v));
@@ -468,11 +469,11 @@ rx_status rx_gguf_get_f32(const rx_gguf_file *f, const char *key, float *out) {
   return NULL;
 }
 
-rx_status rx_gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype elem,
-                            const rx_gguf_value **out) {
+rx_status gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype elem,
+                         const rx_gguf_value **out) {
   *out = NULL;
   char want[48];
-  snprintf(want, sizeof want, "an array of %s", rx_gguf_vtype_name(elem));
+  snprintf(want, sizeof want, "an array of %s", gguf_vtype_name(elem));
   const rx_gguf_value *v = NULL;
   RX_RETURN_IF_ERROR(lookup(f, key, want, &v));
   if (v->type != RX_GGUF_V_ARRAY || v->elem != elem) return wrong(f, key, v, want);
@@ -480,7 +481,7 @@ rx_status rx_gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtyp
   return NULL;
 }
 
-rx_gguf_value rx_gguf_array_at(const rx_gguf_value *a, uint64_t i) {
+rx_gguf_value gguf_array_at(const rx_gguf_value *a, uint64_t i) {
   RX_ASSERT(a->type == RX_GGUF_V_ARRAY && i < a->count);
   rx_gguf_value v = {.type = a->elem};
   if (a->elem == RX_GGUF_V_STRING) {

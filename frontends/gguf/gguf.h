@@ -69,7 +69,7 @@ typedef enum rx_gguf_vtype {
  * float32 widened exactly), bool in u (0 or 1; any other byte is refused). A string: str, len
  * bytes (NUL-terminated in the arena; it may hold NUL bytes itself). An array: elem, count, and
  * either data (numeric or bool elements in the caller's buffer: count * size bytes, little-endian,
- * unaligned; read them with rx_gguf_array_at) or strs/lens (strings, in the arena). */
+ * unaligned; read them with gguf_array_at) or strs/lens (strings, in the arena). */
 typedef struct rx_gguf_value {
   rx_gguf_vtype type;
   union {
@@ -118,45 +118,45 @@ typedef struct rx_gguf_file {
 
 /* Parses a GGUF image of len bytes (kept by the caller while *out is used); name is used in
  * messages. *out is zeroed first and owns nothing on error. */
-rx_status rx_gguf_parse(const void *buf, size_t len, const char *name, rx_gguf_file *out);
-void rx_gguf_free(rx_gguf_file *f);
+rx_status gguf_parse(const void *buf, size_t len, const char *name, rx_gguf_file *out);
+void gguf_free(rx_gguf_file *f);
 /* Whether buf starts with GGUF's magic (at least 4 bytes "GGUF"). */
-bool rx_gguf_is_gguf(const void *buf, size_t len);
+bool gguf_is_gguf(const void *buf, size_t len);
 
 /* ---- the tables ---- */
 /* "uint8", ..., "array"; NULL for a number that is no value type. */
-const char *rx_gguf_vtype_name(uint32_t t);
+const char *gguf_vtype_name(uint32_t t);
 /* "F32", "Q4_K", ...; NULL for a number the format's definition does not name. */
-const char *rx_gguf_type_name(uint32_t t);
+const char *gguf_type_name(uint32_t t);
 /* Whether relaxc reads (and dequantizes) type t. */
-bool rx_gguf_type_supported(uint32_t t);
+bool gguf_type_supported(uint32_t t);
 /* The elements and bytes of one block of a type relaxc reads (1 and 4 for F32; 256 and 144 for
  * Q4_K); 0 for the others. */
-int rx_gguf_block_elems(rx_gguf_type t);
-int rx_gguf_block_bytes(rx_gguf_type t);
+int gguf_block_elems(rx_gguf_type t);
+int gguf_block_bytes(rx_gguf_type t);
 /* Appends "F32, F16, Q4_0, ..., BF16": the types relaxc reads in the table's order, for
  * messages. */
-void rx_gguf_supported_list(rx_strbuf *out);
+void gguf_supported_list(rx_strbuf *out);
 
 /* ---- metadata and tensors by name ---- */
 /* The entry of key, or NULL. */
-const rx_gguf_kv *rx_gguf_find(const rx_gguf_file *f, const char *key);
+const rx_gguf_kv *gguf_find(const rx_gguf_file *f, const char *key);
 /* The tensor named name, or NULL. */
-const rx_gguf_tensor *rx_gguf_find_tensor(const rx_gguf_file *f, const char *name);
+const rx_gguf_tensor *gguf_find_tensor(const rx_gguf_file *f, const char *name);
 /* The value of key as a string / a uint32 / an int32 / a float32, or an error naming the file and
  * the key: missing, of another type, or out of range. The integer getters take a value of any
  * integer type that fits ("llama.block_count" is a uint32 in llama.cpp's files, an int32 in
  * some converters'); the float getter takes float32, and float64 rounded to float32. *out is
  * zeroed (NULL) first. */
-rx_status rx_gguf_get_string(const rx_gguf_file *f, const char *key, const char **out);
-rx_status rx_gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out);
-rx_status rx_gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out);
-rx_status rx_gguf_get_f32(const rx_gguf_file *f, const char *key, float *out);
+rx_status gguf_get_string(const rx_gguf_file *f, const char *key, const char **out);
+rx_status gguf_get_u32(const rx_gguf_file *f, const char *key, uint32_t *out);
+rx_status gguf_get_i32(const rx_gguf_file *f, const char *key, int32_t *out);
+rx_status gguf_get_f32(const rx_gguf_file *f, const char *key, float *out);
 /* The array of key whose elements are of type elem, or an error naming the key. */
-rx_status rx_gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype elem,
-                            const rx_gguf_value **out);
+rx_status gguf_get_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype elem,
+                         const rx_gguf_value **out);
 /* Element i (< count) of an array as a scalar value (type elem; a string's str and len). */
-rx_gguf_value rx_gguf_array_at(const rx_gguf_value *array, uint64_t i);
+rx_gguf_value gguf_array_at(const rx_gguf_value *array, uint64_t i);
 
 /* ---- dequantization (gguf_quant.c) ---- */
 /* Dequantizes n elements of type t from src (n / block elements blocks: n a whole number of
@@ -164,6 +164,6 @@ rx_gguf_value rx_gguf_array_at(const rx_gguf_value *array, uint64_t i);
  * as the format's definition computes them in f32 (ggml's dequantize_row_*: each scale product
  * rounded to f32 before it meets the quant, no fused multiply-add), so that the result equals
  * gguf-py's NumPy dequantization bit for bit. */
-void rx_gguf_dequantize(rx_gguf_type t, const void *src, int64_t n, float *out);
+void gguf_dequantize(rx_gguf_type t, const void *src, int64_t n, float *out);
 
 #endif

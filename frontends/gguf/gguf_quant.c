@@ -17,7 +17,7 @@ static float bits_f32(uint32_t b) {
 }
 
 /* The f16 at p (two bytes, little-endian) as a float: base.h's exact conversion. */
-static float half(const uint8_t *p) { return rx_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static float half(const uint8_t *p) { return base_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 static void rx_gguf_deq_f32(const uint8_t *b, float *y) {
   *y = bits_f32((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
@@ -141,23 +141,23 @@ static const char *const vtypes[] = {
 #undef X
 };
 
-const char *rx_gguf_vtype_name(uint32_t t) { return t < RX_ARRAY_LEN(vtypes) ? vtypes[t] : NULL; }
+const char *gguf_vtype_name(uint32_t t) { return t < RX_ARRAY_LEN(vtypes) ? vtypes[t] : NULL; }
 
-const char *rx_gguf_type_name(uint32_t t) { return t < RX_ARRAY_LEN(types) ? types[t].name : NULL; }
+const char *gguf_type_name(uint32_t t) { return t < RX_ARRAY_LEN(types) ? types[t].name : NULL; }
 
-bool rx_gguf_type_supported(uint32_t t) { return t < RX_ARRAY_LEN(types) && types[t].deq; }
+bool gguf_type_supported(uint32_t t) { return t < RX_ARRAY_LEN(types) && types[t].deq; }
 
-int rx_gguf_block_elems(rx_gguf_type t) { return rx_gguf_type_supported(t) ? types[t].block : 0; }
+int gguf_block_elems(rx_gguf_type t) { return gguf_type_supported(t) ? types[t].block : 0; }
 
-int rx_gguf_block_bytes(rx_gguf_type t) { return rx_gguf_type_supported(t) ? types[t].bytes : 0; }
+int gguf_block_bytes(rx_gguf_type t) { return gguf_type_supported(t) ? types[t].bytes : 0; }
 
-void rx_gguf_supported_list(rx_strbuf *out) {
+void gguf_supported_list(rx_strbuf *out) {
   for (size_t t = 0, k = 0; t < RX_ARRAY_LEN(types); t++)
-    if (types[t].deq) rx_strbuf_printf(out, "%s%s", k++ ? ", " : "", types[t].name);
+    if (types[t].deq) base_strbuf_printf(out, "%s%s", k++ ? ", " : "", types[t].name);
 }
 
-void rx_gguf_dequantize(rx_gguf_type t, const void *src, int64_t n, float *out) {
-  RX_ASSERT(rx_gguf_type_supported(t) && n >= 0 && n % types[t].block == 0);
+void gguf_dequantize(rx_gguf_type t, const void *src, int64_t n, float *out) {
+  RX_ASSERT(gguf_type_supported(t) && n >= 0 && n % types[t].block == 0);
   const uint8_t *b = src;
   for (int64_t i = 0; i < n / types[t].block; i++)
     types[t].deq(b + i * types[t].bytes, out + i * types[t].block);

@@ -31,19 +31,19 @@ struct hf_gguf {
 void hf_gguf_close(void *p) {
   hf_gguf *g = p;
   if (!g) return;
-  rx_gguf_free(&g->f);
-  rx_unmap_file(&g->map);
+  gguf_free(&g->f);
+  base_unmap_file(&g->map);
   free(g->path);
   free(g);
 }
 
-bool rx_hf_is_gguf(const char *path) {
+bool gguf_hf_is_gguf(const char *path) {
   FILE *fp = fopen(path, "rb");
   if (!fp) return false;
   char magic[4];
   size_t n = fread(magic, 1, sizeof magic, fp);
   fclose(fp);
-  return rx_gguf_is_gguf(magic, n);
+  return gguf_is_gguf(magic, n);
 }
 
 /* An integer key, or def when absent (def < 0: required); its bounds are hf_check_config's. */
@@ -51,12 +51,12 @@ static rx_status get_int(const rx_gguf_file *f, const char *arch, const char *ke
                          int64_t *out) {
   char full[128];
   snprintf(full, sizeof full, "%s.%s", arch, key);
-  if (def >= 0 && !rx_gguf_find(f, full)) {
+  if (def >= 0 && !gguf_find(f, full)) {
     *out = def;
     return NULL;
   }
   uint32_t v;
-  RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, full, &v));
+  RX_RETURN_IF_ERROR(gguf_get_u32(f, full, &v));
   *out = v;
   return NULL;
 }
@@ -65,12 +65,12 @@ static rx_status get_float(const rx_gguf_file *f, const char *arch, const char *
                            double *out) {
   char full[128];
   snprintf(full, sizeof full, "%s.%s", arch, key);
-  if (def >= 0 && !rx_gguf_find(f, full)) {
+  if (def >= 0 && !gguf_find(f, full)) {
     *out = def;
     return NULL;
   }
   float v;
-  RX_RETURN_IF_ERROR(rx_gguf_get_f32(f, full, &v));
+  RX_RETURN_IF_ERROR(gguf_get_f32(f, full, &v));
   *out = v;
   return NULL;
 }
@@ -121,15 +121,15 @@ static rx_status refuse_unimplemented(const rx_gguf_file *f, const char *arch) {
   char key[128];
   for (size_t i = 0; i < RX_ARRAY_LEN(UNIMPLEMENTED); i++) {
     snprintf(key, sizeof key, "%s.%s", arch, UNIMPLEMENTED[i].key);
-    const rx_gguf_kv *kv = rx_gguf_find(f, key);
+    const rx_gguf_kv *kv = gguf_find(f, key);
     if (!kv) continue;
     double v = number_of(&kv->value), neutral = UNIMPLEMENTED[i].neutral;
     if (v == neutral) continue;
     if (isnan(neutral))
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' is not supported (%s)", f->name, key,
-                            UNIMPLEMENTED[i].what);
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' %g is not supported (%s; expected %g)",
-                          f->name, key, v, UNIMPLEMENTED[i].what, neutral);
+      return base_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' is not supported (%s)", f->name, key,
+                              UNIMPLEMENTED[i].what);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' %g is not supported (%s; expected %g)",
+                            f->name, key, v, UNIMPLEMENTED[i].what, neutral);
   }
   return NULL;
 }
@@ -141,42 +141,43 @@ static rx_status refuse_unimplemented(const rx_gguf_file *f, const char *arch) {
 static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
   char key[128], fkey[128];
   snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
-  if (rx_gguf_find(f, key)) {
+  if (gguf_find(f, key)) {
     uint32_t n;
-    RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, key, &n));
+    RX_RETURN_IF_ERROR(gguf_get_u32(f, key, &n));
     if (n != (uint64_t)c->head_dim)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: '%s' %u is not the head dim %lld ('%s.attention.key_length', or "
-                            "embedding_length / head_count): a partial rotary embedding is not "
-                            "supported",
-                            f->name, key, n, (long long)c->head_dim, arch);
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "%s: '%s' %u is not the head dim %lld ('%s.attention.key_length', or "
+                              "embedding_length / head_count): a partial rotary embedding is not "
+                              "supported",
+                              f->name, key, n, (long long)c->head_dim, arch);
   }
   snprintf(c->rope_type, sizeof c->rope_type, "default");
   snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
   snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", arch);
   const char *scaling = NULL;
-  if (rx_gguf_find(f, key)) RX_RETURN_IF_ERROR(rx_gguf_get_string(f, key, &scaling));
-  if (!rx_gguf_find(f, fkey)) /* the older key llama.cpp still reads */
+  if (gguf_find(f, key)) RX_RETURN_IF_ERROR(gguf_get_string(f, key, &scaling));
+  if (!gguf_find(f, fkey)) /* the older key llama.cpp still reads */
     snprintf(fkey, sizeof fkey, "%s.rope.scale_linear", arch);
   double factor = 0;
-  if (rx_gguf_find(f, fkey))
+  if (gguf_find(f, fkey))
     RX_RETURN_IF_ERROR(get_float(f, arch, fkey + strlen(arch) + 1, -1, &factor));
   if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: '%s' '%.64s' is not supported (supported: none, linear)", f->name,
-                          key, scaling);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: '%s' '%.64s' is not supported (supported: none, linear)", f->name,
+                            key, scaling);
   if (scaling && !strcmp(scaling, "none") && factor != 0 && factor != 1)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: '%s' %g with '%s' none is not supported (scaled or not: expected no "
-                          "factor, or 1)",
-                          f->name, fkey, factor, key);
+    return base_status_make(
+        RX_ERR_UNSUPPORTED,
+        "%s: '%s' %g with '%s' none is not supported (scaled or not: expected no "
+        "factor, or 1)",
+        f->name, fkey, factor, key);
   bool linear = scaling ? !strcmp(scaling, "linear") : factor != 0 && factor != 1;
   if (!linear) return NULL;
   if (!(factor > 0 && factor <= 1e6)) /* NaN too */
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: '%s' is %g: expected a number from 1e-06 to 1e+06 (linear rope "
-                          "scaling)",
-                          f->name, fkey, factor);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s' is %g: expected a number from 1e-06 to 1e+06 (linear rope "
+                            "scaling)",
+                            f->name, fkey, factor);
   snprintf(c->rope_type, sizeof c->rope_type, "linear");
   c->rope_factor = factor;
   return NULL;
@@ -188,16 +189,16 @@ static rx_status special_ids(const rx_gguf_file *f, rx_hf_config *c) {
   c->bos = -1;
   c->neos = 0;
   uint32_t v;
-  if (rx_gguf_find(f, "tokenizer.ggml.bos_token_id")) {
-    RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &v));
+  if (gguf_find(f, "tokenizer.ggml.bos_token_id")) {
+    RX_RETURN_IF_ERROR(gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &v));
     c->bos = v;
   }
-  if (rx_gguf_find(f, "tokenizer.ggml.eos_token_id")) {
-    RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &v));
+  if (gguf_find(f, "tokenizer.ggml.eos_token_id")) {
+    RX_RETURN_IF_ERROR(gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &v));
     c->eos[c->neos++] = v;
   }
-  if (rx_gguf_find(f, "tokenizer.ggml.eot_token_id")) {
-    RX_RETURN_IF_ERROR(rx_gguf_get_u32(f, "tokenizer.ggml.eot_token_id", &v));
+  if (gguf_find(f, "tokenizer.ggml.eot_token_id")) {
+    RX_RETURN_IF_ERROR(gguf_get_u32(f, "tokenizer.ggml.eot_token_id", &v));
     if (!c->neos || c->eos[0] != v) c->eos[c->neos++] = v;
   }
   return NULL;
@@ -211,22 +212,23 @@ static rx_status read_sizes(const rx_gguf_file *f, const char *arch, rx_hf_confi
   RX_RETURN_IF_ERROR(get_int(f, arch, "attention.head_count_kv", c->heads, &c->kv_heads));
   char key[128];
   snprintf(key, sizeof key, "%s.attention.key_length", arch);
-  if (!rx_gguf_find(f, key) && c->heads && c->hidden % c->heads)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: '%s.embedding_length' %lld is not a multiple of "
-                          "'%s.attention.head_count' %lld, and '%s' (the head dim) is not given",
-                          f->name, arch, (long long)c->hidden, arch, (long long)c->heads, key);
+  if (!gguf_find(f, key) && c->heads && c->hidden % c->heads)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s.embedding_length' %lld is not a multiple of "
+                            "'%s.attention.head_count' %lld, and '%s' (the head dim) is not given",
+                            f->name, arch, (long long)c->hidden, arch, (long long)c->heads, key);
   RX_RETURN_IF_ERROR(
       get_int(f, arch, "attention.key_length", c->heads ? c->hidden / c->heads : 0, &c->head_dim));
   int64_t vdim;
   RX_RETURN_IF_ERROR(get_int(f, arch, "attention.value_length", c->head_dim, &vdim));
   if (vdim != c->head_dim)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: '%s.attention.value_length' %lld differs from the key length %lld: "
-                          "value heads of another size are not supported",
-                          f->name, arch, (long long)vdim, (long long)c->head_dim);
+    return base_status_make(
+        RX_ERR_UNSUPPORTED,
+        "%s: '%s.attention.value_length' %lld differs from the key length %lld: "
+        "value heads of another size are not supported",
+        f->name, arch, (long long)vdim, (long long)c->head_dim);
   RX_RETURN_IF_ERROR(get_int(f, arch, "context_length", -1, &c->max_positions));
-  const rx_gguf_tensor *emb = rx_gguf_find_tensor(f, "token_embd.weight");
+  const rx_gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
   RX_RETURN_IF_ERROR(
       get_int(f, arch, "vocab_size", emb && emb->ndim == 2 ? emb->shape[0] : -1, &c->vocab));
   RX_RETURN_IF_ERROR(get_float(f, arch, "attention.layer_norm_rms_epsilon", -1, &c->rms_eps));
@@ -236,7 +238,7 @@ static rx_status read_sizes(const rx_gguf_file *f, const char *arch, rx_hf_confi
 rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
   memset(c, 0, sizeof *c);
   const char *arch;
-  RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "general.architecture", &arch));
+  RX_RETURN_IF_ERROR(gguf_get_string(f, "general.architecture", &arch));
   if (!strcmp(arch, "llama")) {
     c->arch = RX_HF_LLAMA;
     c->arch_name = "llama";
@@ -245,10 +247,10 @@ rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
     c->arch_name = "qwen2";
     c->qkv_bias = true;
   } else {
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: general.architecture '%.64s' is not supported (supported: llama, "
-                          "qwen2)",
-                          f->name, arch);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: general.architecture '%.64s' is not supported (supported: llama, "
+                            "qwen2)",
+                            f->name, arch);
   }
   arch = c->arch_name; /* static, for messages */
   RX_RETURN_IF_ERROR(read_sizes(f, arch, c));
@@ -257,17 +259,17 @@ rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
   snprintf(c->rope_type, sizeof c->rope_type, "default");
   RX_RETURN_IF_ERROR(hf_check_config(c, f->name, arch));
   RX_RETURN_IF_ERROR(read_rope(f, arch, c));
-  c->tie_embeddings = !rx_gguf_find_tensor(f, "output.weight");
+  c->tie_embeddings = !gguf_find_tensor(f, "output.weight");
   c->file_dtype = RX_DTYPE_UNKNOWN;
   return NULL;
 }
 
 rx_status hf_gguf_open(const char *path, rx_hf_config *c, hf_gguf **out) {
   *out = NULL;
-  hf_gguf *g = rx_calloc(1, sizeof *g);
-  g->path = rx_strdup(path);
-  rx_status s = rx_map_file(path, &g->map);
-  if (!s) s = rx_gguf_parse(g->map.data, g->map.size, path, &g->f);
+  hf_gguf *g = base_calloc(1, sizeof *g);
+  g->path = base_strdup(path);
+  rx_status s = base_map_file(path, &g->map);
+  if (!s) s = gguf_parse(g->map.data, g->map.size, path, &g->f);
   if (!s) s = hf_gguf_read_config(&g->f, c);
   if (s) {
     hf_gguf_close(g);
@@ -326,12 +328,12 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 
 /* A boolean key, or def when absent. */
 static rx_status get_bool(const rx_gguf_file *f, const char *key, bool def, bool *out) {
-  const rx_gguf_kv *kv = rx_gguf_find(f, key);
+  const rx_gguf_kv *kv = gguf_find(f, key);
   *out = def;
   if (!kv) return NULL;
   if (kv->value.type != RX_GGUF_V_BOOL)
-    return rx_status_make(RX_ERR_INVALID, "%s: %s is a %s: expected bool", f->name, key,
-                          rx_gguf_vtype_name(kv->value.type));
+    return base_status_make(RX_ERR_INVALID, "%s: %s is a %s: expected bool", f->name, key,
+                            gguf_vtype_name(kv->value.type));
   *out = kv->value.v.u != 0;
   return NULL;
 }
@@ -339,18 +341,18 @@ static rx_status get_bool(const rx_gguf_file *f, const char *key, bool def, bool
 /* tokenizer.ggml.merges ("a b" strings, ranked by order) into out as a JSON list */
 static rx_status put_merges(const rx_gguf_file *f, rx_strbuf *out) {
   const rx_gguf_value *m;
-  RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.merges", RX_GGUF_V_STRING, &m));
-  rx_strbuf_append(out, "[");
+  RX_RETURN_IF_ERROR(gguf_get_array(f, "tokenizer.ggml.merges", RX_GGUF_V_STRING, &m));
+  base_strbuf_append(out, "[");
   for (uint64_t i = 0; i < m->count; i++) {
     if (strlen(m->strs[i]) != m->lens[i] || !strchr(m->strs[i], ' '))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: tokenizer.ggml.merges[%llu]: expected two tokens separated by a "
-                            "space, without NUL bytes",
-                            f->name, (unsigned long long)i);
-    if (i) rx_strbuf_append(out, ", ");
-    rx_strbuf_json_string(out, m->strs[i]);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: tokenizer.ggml.merges[%llu]: expected two tokens separated by a "
+                              "space, without NUL bytes",
+                              f->name, (unsigned long long)i);
+    if (i) base_strbuf_append(out, ", ");
+    base_strbuf_json_string(out, m->strs[i]);
   }
-  rx_strbuf_append(out, "]");
+  base_strbuf_append(out, "]");
   return NULL;
 }
 
@@ -360,54 +362,52 @@ typedef struct vocab {
 } vocab;
 
 static int64_t token_type(const vocab *v, uint64_t i) {
-  return v->types ? rx_gguf_array_at(v->types, i).v.i : TT_NORMAL;
+  return v->types ? gguf_array_at(v->types, i).v.i : TT_NORMAL;
 }
 
 static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool spm, vocab *v) {
   memset(v, 0, sizeof *v);
-  RX_RETURN_IF_ERROR(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &v->toks));
+  RX_RETURN_IF_ERROR(gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &v->toks));
   uint64_t n = v->toks->count;
   if (n != (uint64_t)c->vocab)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tokenizer.ggml.tokens holds %llu tokens, but the model's "
-                          "vocabulary ('%s.vocab_size', or token_embd.weight's rows) has %lld: "
-                          "expected one token per row",
-                          f->name, (unsigned long long)n, c->arch_name ? c->arch_name : "ARCH",
-                          (long long)c->vocab);
-  if (rx_gguf_find(f, "tokenizer.ggml.token_type"))
-    RX_RETURN_IF_ERROR(
-        rx_gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &v->types));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.tokens holds %llu tokens, but the model's "
+                            "vocabulary ('%s.vocab_size', or token_embd.weight's rows) has %lld: "
+                            "expected one token per row",
+                            f->name, (unsigned long long)n, c->arch_name ? c->arch_name : "ARCH",
+                            (long long)c->vocab);
+  if (gguf_find(f, "tokenizer.ggml.token_type"))
+    RX_RETURN_IF_ERROR(gguf_get_array(f, "tokenizer.ggml.token_type", RX_GGUF_V_INT32, &v->types));
   if (spm)
-    RX_RETURN_IF_ERROR(
-        rx_gguf_get_array(f, "tokenizer.ggml.scores", RX_GGUF_V_FLOAT32, &v->scores));
+    RX_RETURN_IF_ERROR(gguf_get_array(f, "tokenizer.ggml.scores", RX_GGUF_V_FLOAT32, &v->scores));
   const rx_gguf_value *per[] = {v->types, v->scores};
   const char *names[] = {"token_type", "scores"};
   for (int k = 0; k < 2; k++)
     if (per[k] && per[k]->count != n)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: tokenizer.ggml.%s holds %llu entries, tokenizer.ggml.tokens %llu: "
-                            "expected one per token",
-                            f->name, names[k], (unsigned long long)per[k]->count,
-                            (unsigned long long)n);
+      return base_status_make(
+          RX_ERR_INVALID,
+          "%s: tokenizer.ggml.%s holds %llu entries, tokenizer.ggml.tokens %llu: "
+          "expected one per token",
+          f->name, names[k], (unsigned long long)per[k]->count, (unsigned long long)n);
   if (n > (uint64_t)INT32_MAX)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tokenizer.ggml.tokens holds %llu tokens: expected "
-                          "at most %d",
-                          f->name, (unsigned long long)n, INT32_MAX);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tokenizer.ggml.tokens holds %llu tokens: expected "
+                            "at most %d",
+                            f->name, (unsigned long long)n, INT32_MAX);
   for (uint64_t i = 0; i < n; i++) {
-    if (v->scores && !isfinite(rx_gguf_array_at(v->scores, i).v.f))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: tokenizer.ggml.scores[%llu] is not a finite number", f->name,
-                            (unsigned long long)i);
+    if (v->scores && !isfinite(gguf_array_at(v->scores, i).v.f))
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: tokenizer.ggml.scores[%llu] is not a finite number", f->name,
+                              (unsigned long long)i);
     if (strlen(v->toks->strs[i]) != v->toks->lens[i])
-      return rx_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.tokens[%llu] holds a NUL byte",
-                            f->name, (unsigned long long)i);
+      return base_status_make(RX_ERR_INVALID, "%s: tokenizer.ggml.tokens[%llu] holds a NUL byte",
+                              f->name, (unsigned long long)i);
     int64_t ty = token_type(v, i);
     if (ty < TT_NORMAL || ty > TT_BYTE)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: tokenizer.ggml.token_type[%llu] is %lld: expected 1 (normal) to "
-                            "6 (byte)",
-                            f->name, (unsigned long long)i, (long long)ty);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: tokenizer.ggml.token_type[%llu] is %lld: expected 1 (normal) to "
+                              "6 (byte)",
+                              f->name, (unsigned long long)i, (long long)ty);
   }
   return NULL;
 }
@@ -415,24 +415,24 @@ static rx_status read_vocab(const rx_gguf_file *f, const rx_hf_config *c, bool s
 /* The vocabulary ({"token": id}) and the added tokens: control (and, for SentencePiece, the
  * unknown token) special, user-defined not. */
 static void put_vocab(const vocab *v, bool spm, rx_strbuf *vocab_out, rx_strbuf *added) {
-  rx_strbuf_append(vocab_out, "{");
-  rx_strbuf_append(added, "[");
+  base_strbuf_append(vocab_out, "{");
+  base_strbuf_append(added, "[");
   for (uint64_t i = 0, na = 0; i < v->toks->count; i++) {
-    rx_strbuf_append(vocab_out, i ? ", " : "");
-    rx_strbuf_json_string(vocab_out, v->toks->strs[i]);
-    rx_strbuf_printf(vocab_out, ": %llu", (unsigned long long)i);
+    base_strbuf_append(vocab_out, i ? ", " : "");
+    base_strbuf_json_string(vocab_out, v->toks->strs[i]);
+    base_strbuf_printf(vocab_out, ": %llu", (unsigned long long)i);
     int64_t ty = token_type(v, i);
     if (ty != TT_CONTROL && ty != TT_USER && !(spm && ty == TT_UNKNOWN)) continue;
-    rx_strbuf_printf(added, "%s{\"id\": %llu, \"content\": ", na++ ? ", " : "",
-                     (unsigned long long)i);
-    rx_strbuf_json_string(added, v->toks->strs[i]);
-    rx_strbuf_printf(added,
-                     ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-                     "\"normalized\": false, \"special\": %s}",
-                     ty == TT_USER ? "false" : "true");
+    base_strbuf_printf(added, "%s{\"id\": %llu, \"content\": ", na++ ? ", " : "",
+                       (unsigned long long)i);
+    base_strbuf_json_string(added, v->toks->strs[i]);
+    base_strbuf_printf(added,
+                       ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                       "\"normalized\": false, \"special\": %s}",
+                       ty == TT_USER ? "false" : "true");
   }
-  rx_strbuf_append(vocab_out, "}");
-  rx_strbuf_append(added, "]");
+  base_strbuf_append(vocab_out, "}");
+  base_strbuf_append(added, "]");
 }
 
 /* ---- SentencePiece merges ---- */
@@ -500,16 +500,16 @@ static bool mergeable(const vocab *v, int32_t id) {
 static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf *out) {
   const rx_gguf_value *t = v->toks;
   size_t count = (size_t)t->count;
-  text_id *sorted = rx_calloc(count + 1, sizeof *sorted);
+  text_id *sorted = base_calloc(count + 1, sizeof *sorted);
   for (size_t i = 0; i < count; i++) sorted[i] = (text_id){t->strs[i], t->lens[i], (int32_t)i};
   qsort(sorted, count, sizeof *sorted, by_text);
   rx_status s = NULL;
   for (size_t i = 1; i < count && !s; i++)
     if (!cmp_bytes(sorted[i - 1].s, sorted[i - 1].n, sorted[i].s, sorted[i].n))
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tokenizer.ggml.tokens[%d] and [%d] are both '%.64s': expected "
-                         "distinct tokens",
-                         f->name, (int)sorted[i - 1].id, (int)sorted[i].id, sorted[i].s);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tokenizer.ggml.tokens[%d] and [%d] are both '%.64s': expected "
+                           "distinct tokens",
+                           f->name, (int)sorted[i - 1].id, (int)sorted[i].id, sorted[i].s);
   RX_VEC(spm_merge) merges = {0};
   for (uint64_t i = 0; i < t->count && !s; i++) {
     if (!mergeable(v, (int32_t)i)) continue;
@@ -519,21 +519,21 @@ static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf
       if (((unsigned char)p[k] & 0xC0) == 0x80) continue; /* inside a character */
       int32_t l = find_token(sorted, count, p, k), r = find_token(sorted, count, p + k, n - k);
       if (l < 0 || r < 0 || !mergeable(v, l) || !mergeable(v, r)) continue;
-      spm_merge m = {(float)rx_gguf_array_at(v->scores, i).v.f, (int32_t)i, l, r};
+      spm_merge m = {(float)gguf_array_at(v->scores, i).v.f, (int32_t)i, l, r};
       RX_VEC_PUSH(&merges, m);
     }
   }
   if (!s) {
     if (merges.len) qsort(merges.data, merges.len, sizeof *merges.data, by_score);
-    rx_strbuf_append(out, "[");
+    base_strbuf_append(out, "[");
     for (size_t i = 0; i < merges.len; i++) {
-      rx_strbuf_append(out, i ? ", [" : "[");
-      rx_strbuf_json_string(out, t->strs[merges.data[i].left]);
-      rx_strbuf_append(out, ", ");
-      rx_strbuf_json_string(out, t->strs[merges.data[i].right]);
-      rx_strbuf_append(out, "]");
+      base_strbuf_append(out, i ? ", [" : "[");
+      base_strbuf_json_string(out, t->strs[merges.data[i].left]);
+      base_strbuf_append(out, ", ");
+      base_strbuf_json_string(out, t->strs[merges.data[i].right]);
+      base_strbuf_append(out, "]");
     }
-    rx_strbuf_append(out, "]");
+    base_strbuf_append(out, "]");
   }
   free(merges.data);
   free(sorted);
@@ -542,12 +542,12 @@ static rx_status put_spm_merges(const rx_gguf_file *f, const vocab *v, rx_strbuf
 
 /* ---- the post-processor ---- */
 static void put_special(rx_strbuf *out, const char *tok, int64_t id) {
-  rx_strbuf_json_string(out, tok);
-  rx_strbuf_append(out, ": {\"id\": ");
-  rx_strbuf_json_string(out, tok);
-  rx_strbuf_printf(out, ", \"ids\": [%lld], \"tokens\": [", (long long)id);
-  rx_strbuf_json_string(out, tok);
-  rx_strbuf_append(out, "]}");
+  base_strbuf_json_string(out, tok);
+  base_strbuf_append(out, ": {\"id\": ");
+  base_strbuf_json_string(out, tok);
+  base_strbuf_printf(out, ", \"ids\": [%lld], \"tokens\": [", (long long)id);
+  base_strbuf_json_string(out, tok);
+  base_strbuf_append(out, "]}");
 }
 
 /* The BOS token before the text when tokenizer.ggml.add_bos_token (default add_bos), the EOS
@@ -560,30 +560,30 @@ static rx_status put_post(const rx_gguf_file *f, const rx_hf_config *c, const vo
   add_bos = add_bos && c->bos >= 0;
   add_eos = add_eos && c->neos > 0;
   if (!add_bos && !add_eos) {
-    rx_strbuf_append(out, "null");
+    base_strbuf_append(out, "null");
     return NULL;
   }
   const char *bos = add_bos ? v->toks->strs[c->bos] : NULL;
   const char *eos = add_eos ? v->toks->strs[c->eos[0]] : NULL;
-  rx_strbuf_append(out, "{\"type\": \"TemplateProcessing\", \"single\": [");
+  base_strbuf_append(out, "{\"type\": \"TemplateProcessing\", \"single\": [");
   if (bos) {
-    rx_strbuf_append(out, "{\"SpecialToken\": {\"id\": ");
-    rx_strbuf_json_string(out, bos);
-    rx_strbuf_append(out, ", \"type_id\": 0}}, ");
+    base_strbuf_append(out, "{\"SpecialToken\": {\"id\": ");
+    base_strbuf_json_string(out, bos);
+    base_strbuf_append(out, ", \"type_id\": 0}}, ");
   }
-  rx_strbuf_append(out, "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}");
+  base_strbuf_append(out, "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}");
   if (eos) {
-    rx_strbuf_append(out, ", {\"SpecialToken\": {\"id\": ");
-    rx_strbuf_json_string(out, eos);
-    rx_strbuf_append(out, ", \"type_id\": 0}}");
+    base_strbuf_append(out, ", {\"SpecialToken\": {\"id\": ");
+    base_strbuf_json_string(out, eos);
+    base_strbuf_append(out, ", \"type_id\": 0}}");
   }
-  rx_strbuf_append(out, "], \"special_tokens\": {");
+  base_strbuf_append(out, "], \"special_tokens\": {");
   if (bos) put_special(out, bos, c->bos);
   if (eos && !(bos && c->bos == c->eos[0])) {
-    if (bos) rx_strbuf_append(out, ", ");
+    if (bos) base_strbuf_append(out, ", ");
     put_special(out, eos, c->eos[0]);
   }
-  rx_strbuf_append(out, "}}");
+  base_strbuf_append(out, "}}");
   return NULL;
 }
 
@@ -595,38 +595,39 @@ typedef struct tok_parts {
 
 static rx_status byte_level_bpe(const rx_gguf_file *f, tok_parts *p) {
   const char *pre = "default";
-  if (rx_gguf_find(f, "tokenizer.ggml.pre"))
-    RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "tokenizer.ggml.pre", &pre));
+  if (gguf_find(f, "tokenizer.ggml.pre"))
+    RX_RETURN_IF_ERROR(gguf_get_string(f, "tokenizer.ggml.pre", &pre));
   const struct pre_kind *k = NULL;
   for (size_t i = 0; i < RX_ARRAY_LEN(PRE_KINDS) && !k; i++)
     if (!strcmp(pre, PRE_KINDS[i].name)) k = &PRE_KINDS[i];
   if (!k) {
     rx_strbuf names = {0};
     for (size_t i = 0; i < RX_ARRAY_LEN(PRE_KINDS); i++)
-      rx_strbuf_printf(&names, "%s%s", i ? ", " : "", PRE_KINDS[i].name);
-    rx_status s = rx_status_make(RX_ERR_UNSUPPORTED,
-                                 "%s: tokenizer.ggml.pre '%.64s' is not supported (supported: %s)",
-                                 f->name, pre, names.data);
-    rx_strbuf_free(&names);
+      base_strbuf_printf(&names, "%s%s", i ? ", " : "", PRE_KINDS[i].name);
+    rx_status s = base_status_make(
+        RX_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%.64s' is not supported (supported: %s)",
+        f->name, pre, names.data);
+    base_strbuf_free(&names);
     return s;
   }
   p->add_bos = k->add_bos;
-  rx_strbuf_append(&p->normalizer, k->nfc ? "{\"type\": \"NFC\"}" : "null");
+  base_strbuf_append(&p->normalizer, k->nfc ? "{\"type\": \"NFC\"}" : "null");
   if (k->regex) {
-    rx_strbuf_append(&p->pre, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
-                              "\"pattern\": {\"Regex\": ");
-    rx_strbuf_json_string(&p->pre, k->regex);
-    rx_strbuf_append(&p->pre, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
-                              "\"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": "
-                              "true, \"use_regex\": false}]}");
+    base_strbuf_append(&p->pre,
+                       "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                       "\"pattern\": {\"Regex\": ");
+    base_strbuf_json_string(&p->pre, k->regex);
+    base_strbuf_append(&p->pre, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
+                                "\"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": "
+                                "true, \"use_regex\": false}]}");
   } else {
-    rx_strbuf_append(&p->pre, byte_level);
+    base_strbuf_append(&p->pre, byte_level);
   }
-  rx_strbuf_append(&p->decoder, byte_level);
-  rx_strbuf_printf(&p->model,
-                   "{\"type\": \"BPE\", \"byte_fallback\": false, \"ignore_merges\": %s, "
-                   "\"merges\": ",
-                   k->ignore_merges ? "true" : "false");
+  base_strbuf_append(&p->decoder, byte_level);
+  base_strbuf_printf(&p->model,
+                     "{\"type\": \"BPE\", \"byte_fallback\": false, \"ignore_merges\": %s, "
+                     "\"merges\": ",
+                     k->ignore_merges ? "true" : "false");
   return put_merges(f, &p->model);
 }
 
@@ -635,45 +636,45 @@ static rx_status sentencepiece(const rx_gguf_file *f, const vocab *v, tok_parts 
   RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.add_space_prefix", true, &prefix));
   RX_RETURN_IF_ERROR(get_bool(f, "tokenizer.ggml.remove_extra_whitespaces", false, &extra_ws));
   if (extra_ws)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tokenizer.ggml.remove_extra_whitespaces true is not supported (a "
-                          "SentencePiece model with the identity normalizer, as Llama's)",
-                          f->name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: tokenizer.ggml.remove_extra_whitespaces true is not supported (a "
+                            "SentencePiece model with the identity normalizer, as Llama's)",
+                            f->name);
   const char *unk = NULL;
   for (uint64_t i = 0; i < v->toks->count && !unk; i++)
     if (token_type(v, i) == TT_UNKNOWN) unk = v->toks->strs[i];
   p->add_bos = true;
   /* the Replace of a space by "▁", after the Prepend of one when add_space_prefix */
-  rx_strbuf_printf(&p->normalizer,
-                   "{\"type\": \"Sequence\", \"normalizers\": [%s{\"type\": \"Replace\", "
-                   "\"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}]}",
-                   prefix ? "{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}, " : "");
-  rx_strbuf_append(&p->pre, "null");
-  rx_strbuf_printf(&p->decoder,
-                   "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
-                   "{\"String\": \"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": "
-                   "\"ByteFallback\"}, {\"type\": \"Fuse\"}%s]}",
-                   prefix ? ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}"
-                          : "");
-  rx_strbuf_append(&p->model, "{\"type\": \"BPE\", \"byte_fallback\": true, \"fuse_unk\": true, "
-                              "\"ignore_merges\": false, \"unk_token\": ");
+  base_strbuf_printf(&p->normalizer,
+                     "{\"type\": \"Sequence\", \"normalizers\": [%s{\"type\": \"Replace\", "
+                     "\"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}]}",
+                     prefix ? "{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}, " : "");
+  base_strbuf_append(&p->pre, "null");
+  base_strbuf_printf(
+      &p->decoder,
+      "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+      "{\"String\": \"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": "
+      "\"ByteFallback\"}, {\"type\": \"Fuse\"}%s]}",
+      prefix ? ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}" : "");
+  base_strbuf_append(&p->model, "{\"type\": \"BPE\", \"byte_fallback\": true, \"fuse_unk\": true, "
+                                "\"ignore_merges\": false, \"unk_token\": ");
   if (unk)
-    rx_strbuf_json_string(&p->model, unk);
+    base_strbuf_json_string(&p->model, unk);
   else
-    rx_strbuf_append(&p->model, "null");
-  rx_strbuf_append(&p->model, ", \"merges\": ");
+    base_strbuf_append(&p->model, "null");
+  base_strbuf_append(&p->model, ", \"merges\": ");
   return put_spm_merges(f, v, &p->model);
 }
 
 rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out) {
   const char *model;
-  RX_RETURN_IF_ERROR(rx_gguf_get_string(f, "tokenizer.ggml.model", &model));
+  RX_RETURN_IF_ERROR(gguf_get_string(f, "tokenizer.ggml.model", &model));
   bool spm = !strcmp(model, "llama");
   if (!spm && strcmp(model, "gpt2") != 0)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tokenizer.ggml.model '%.64s' is not supported (supported: gpt2, "
-                          "byte-level BPE; llama, SentencePiece BPE)",
-                          f->name, model);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: tokenizer.ggml.model '%.64s' is not supported (supported: gpt2, "
+                            "byte-level BPE; llama, SentencePiece BPE)",
+                            f->name, model);
   vocab v;
   RX_RETURN_IF_ERROR(read_vocab(f, c, spm, &v));
   tok_parts p = {0};
@@ -697,9 +698,9 @@ rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, r
                            ", \"vocab\": ",
                            vocab_json.data,
                            "}}\n"};
-    for (size_t i = 0; i < RX_ARRAY_LEN(parts); i++) rx_strbuf_append(out, parts[i]);
+    for (size_t i = 0; i < RX_ARRAY_LEN(parts); i++) base_strbuf_append(out, parts[i]);
   }
   rx_strbuf *bufs[] = {&p.normalizer, &p.pre, &p.decoder, &p.model, &vocab_json, &added, &post};
-  for (size_t i = 0; i < RX_ARRAY_LEN(bufs); i++) rx_strbuf_free(bufs[i]);
+  for (size_t i = 0; i < RX_ARRAY_LEN(bufs); i++) base_strbuf_free(bufs[i]);
   return s;
 }

@@ -22,8 +22,8 @@ void hf_ckpt_close(void *p) {
   hf_ckpt *c = p;
   if (!c) return;
   for (size_t i = 0; i < c->n; i++) {
-    rx_st_free(&c->st[i]);
-    rx_unmap_file(&c->maps[i]);
+    base_st_free(&c->st[i]);
+    base_unmap_file(&c->maps[i]);
     free(c->paths[i]);
   }
   free(c->paths);
@@ -41,24 +41,24 @@ static rx_status add_file(hf_ckpt *c, const char *path) {
   for (size_t i = 0; i < c->n; i++)
     if (!strcmp(c->paths[i], path)) return NULL; /* a shard named twice in the index */
   if (c->n >= HF_MAX_SHARDS)
-    return rx_status_make(RX_ERR_INVALID, "%s: more than %d weight files", path, HF_MAX_SHARDS);
+    return base_status_make(RX_ERR_INVALID, "%s: more than %d weight files", path, HF_MAX_SHARDS);
   size_t i = c->n;
-  c->paths = rx_realloc(c->paths, (i + 1) * sizeof *c->paths);
-  c->maps = rx_realloc(c->maps, (i + 1) * sizeof *c->maps);
-  c->st = rx_realloc(c->st, (i + 1) * sizeof *c->st);
-  c->paths[i] = rx_strdup(path);
+  c->paths = base_realloc(c->paths, (i + 1) * sizeof *c->paths);
+  c->maps = base_realloc(c->maps, (i + 1) * sizeof *c->maps);
+  c->st = base_realloc(c->st, (i + 1) * sizeof *c->st);
+  c->paths[i] = base_strdup(path);
   memset(&c->maps[i], 0, sizeof c->maps[i]);
   memset(&c->st[i], 0, sizeof c->st[i]);
   c->n++;
-  RX_RETURN_IF_ERROR(rx_map_file(path, &c->maps[i]));
-  return rx_st_parse(c->maps[i].data, c->maps[i].size, path, &c->st[i]);
+  RX_RETURN_IF_ERROR(base_map_file(path, &c->maps[i]));
+  return base_st_parse(c->maps[i].data, c->maps[i].size, path, &c->st[i]);
 }
 
 /* The shard files of model.safetensors.index.json ("weight_map": {tensor: file}). */
 static rx_status add_index(hf_ckpt *c, const char *dir, const char *index) {
   char *text = NULL;
   size_t len = 0;
-  RX_RETURN_IF_ERROR(rx_read_file(index, &text, &len));
+  RX_RETURN_IF_ERROR(base_read_file(index, &text, &len));
   cJSON *root;
   rx_status ps = hf_json_object(text, len, index, &root); /* a syntax error's line and column */
   free(text);
@@ -66,18 +66,18 @@ static rx_status add_index(hf_ckpt *c, const char *dir, const char *index) {
   const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
   if (!map || !cJSON_IsObject(map)) {
     cJSON_Delete(root);
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: expected a \"weight_map\" object ({\"tensor name\": \"shard "
-                          "file\", ...})",
-                          index);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: expected a \"weight_map\" object ({\"tensor name\": \"shard "
+                            "file\", ...})",
+                            index);
   }
   rx_status s = NULL;
   const cJSON *it;
   cJSON_ArrayForEach(it, map) {
     if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !strcmp(it->valuestring, "..")) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: weight_map entry '%.200s' must name a file in the model folder",
-                         index, it->string ? it->string : "?");
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: weight_map entry '%.200s' must name a file in the model folder",
+                           index, it->string ? it->string : "?");
       break;
     }
     char path[4096];
@@ -90,7 +90,7 @@ static rx_status add_index(hf_ckpt *c, const char *dir, const char *index) {
 
 rx_status hf_ckpt_open(const char *dir, hf_ckpt **out) {
   *out = NULL;
-  hf_ckpt *c = rx_calloc(1, sizeof *c);
+  hf_ckpt *c = base_calloc(1, sizeof *c);
   char single[4096], index[4096];
   snprintf(single, sizeof single, "%s/model.safetensors", dir);
   snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
@@ -100,10 +100,10 @@ rx_status hf_ckpt_open(const char *dir, hf_ckpt **out) {
   else if (exists(single))
     s = add_file(c, single);
   else
-    s = rx_status_make(RX_ERR_NOT_FOUND,
-                       "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
-                       "checkpoints are not read: save with safe_serialization=True)",
-                       dir);
+    s = base_status_make(RX_ERR_NOT_FOUND,
+                         "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
+                         "checkpoints are not read: save with safe_serialization=True)",
+                         dir);
   if (s) {
     hf_ckpt_close(c);
     return s;
@@ -114,7 +114,7 @@ rx_status hf_ckpt_open(const char *dir, hf_ckpt **out) {
 
 const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8_t **out_data) {
   for (size_t i = 0; i < c->n; i++) {
-    const rx_st_tensor *t = rx_st_find(&c->st[i], name);
+    const rx_st_tensor *t = base_st_find(&c->st[i], name);
     if (t) {
       *out_data = c->st[i].data + t->offset;
       return t;
@@ -127,7 +127,7 @@ const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8
 const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out) {
   for (size_t i = 0; i < c->n; i++) {
     const char *base = strrchr(c->paths[i], '/');
-    rx_strbuf_printf(out, "%s%s", i ? ", " : "", base ? base + 1 : c->paths[i]);
+    base_strbuf_printf(out, "%s%s", i ? ", " : "", base ? base + 1 : c->paths[i]);
   }
   return out->data ? out->data : "";
 }

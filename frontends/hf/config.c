@@ -27,7 +27,7 @@ static const struct {
 #undef RX_HF_ARCH_ROW_
 };
 
-bool rx_hf_is_model_dir(const char *path) {
+bool hf_is_model_dir(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   char buf[4096];
@@ -35,16 +35,16 @@ bool rx_hf_is_model_dir(const char *path) {
   return stat(buf, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-rx_status rx_hf_check_not_bare_dir(const char *path) {
+rx_status hf_check_not_bare_dir(const char *path) {
   struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || rx_hf_is_model_dir(path)) return NULL;
-  return rx_status_make(RX_ERR_INVALID,
-                        "%s: is a directory without config.json: a Hugging Face model folder "
-                        "holds config.json, the weights (model.safetensors, or "
-                        "model.safetensors.index.json and its shards) and optionally "
-                        "tokenizer.json and generation_config.json; other models are files "
-                        "(.rx, .onnx, .gguf)",
-                        path);
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || hf_is_model_dir(path)) return NULL;
+  return base_status_make(RX_ERR_INVALID,
+                          "%s: is a directory without config.json: a Hugging Face model folder "
+                          "holds config.json, the weights (model.safetensors, or "
+                          "model.safetensors.index.json and its shards) and optionally "
+                          "tokenizer.json and generation_config.json; other models are files "
+                          "(.rx, .onnx, .gguf)",
+                          path);
 }
 
 typedef struct cfg_reader {
@@ -61,7 +61,7 @@ static void fail(cfg_reader *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  r->err = rx_status_make(RX_ERR_INVALID, "%s: %s", r->file, msg);
+  r->err = base_status_make(RX_ERR_INVALID, "%s: %s", r->file, msg);
 }
 
 static const cJSON *key(const cJSON *o, const char *k) {
@@ -151,10 +151,10 @@ static void read_arch(cfg_reader *r, rx_hf_config *c) {
     }
   rx_strbuf list = {0};
   for (size_t i = 0; i < RX_ARRAY_LEN(archs); i++)
-    rx_strbuf_printf(&list, "%s%s", i ? ", " : "", archs[i].name);
+    base_strbuf_printf(&list, "%s%s", i ? ", " : "", archs[i].name);
   fail(r, "architecture %s%.100s%s is not supported (supported: %s)", name ? "'" : "",
        name ? name : "(no 'architectures' entry)", name ? "'" : "", list.data);
-  rx_strbuf_free(&list);
+  base_strbuf_free(&list);
 }
 
 static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
@@ -325,27 +325,27 @@ rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON *
     } else {
       cJSON_Delete(*out);
       *out = NULL;
-      return rx_status_make(RX_ERR_INVALID, "%s: expected a JSON object ({...}), not another value",
-                            name);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: expected a JSON object ({...}), not another value", name);
     }
   }
   int line, col;
   line_col(text, pos, &line, &col);
   if (pos >= len)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s:%d:%d: JSON syntax error: the text ends inside a value (expected a "
-                          "JSON object)",
-                          name, line, col);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s:%d:%d: JSON syntax error: the text ends inside a value (expected a "
+                            "JSON object)",
+                            name, line, col);
   char near[24];
   size_t n = 0;
   for (size_t i = pos; i < len && n < 16 && text[i] != '\n' && text[i]; i++) near[n++] = text[i];
   near[n] = 0;
-  return rx_status_make(RX_ERR_INVALID,
-                        "%s:%d:%d: JSON syntax error at '%s' (expected a JSON object)", name, line,
-                        col, near);
+  return base_status_make(RX_ERR_INVALID,
+                          "%s:%d:%d: JSON syntax error at '%s' (expected a JSON object)", name,
+                          line, col, near);
 }
 
-rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out) {
+rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out) {
   memset(out, 0, sizeof *out);
   cJSON *root;
   RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
@@ -357,8 +357,8 @@ rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_
   return r.err;
 }
 
-rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char *name,
-                                        rx_hf_config *c) {
+rx_status hf_parse_generation_config(const char *text, size_t len, const char *name,
+                                     rx_hf_config *c) {
   cJSON *root;
   RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
   cfg_reader r = {name, root, NULL};
@@ -367,24 +367,24 @@ rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char
   return r.err;
 }
 
-rx_status rx_hf_read_config(const char *dir, rx_hf_config *out) {
+rx_status hf_read_config(const char *dir, rx_hf_config *out) {
   memset(out, 0, sizeof *out);
   char path[4096];
   snprintf(path, sizeof path, "%s/config.json", dir);
   char *text = NULL;
   size_t len = 0;
-  RX_RETURN_IF_ERROR(rx_read_file(path, &text, &len));
-  rx_status s = rx_hf_parse_config(text, len, path, out);
+  RX_RETURN_IF_ERROR(base_read_file(path, &text, &len));
+  rx_status s = hf_parse_config(text, len, path, out);
   free(text);
   if (s) return s;
   /* generation_config.json, when present, says which tokens end generation */
   snprintf(path, sizeof path, "%s/generation_config.json", dir);
-  s = rx_read_file(path, &text, &len);
+  s = base_read_file(path, &text, &len);
   if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
     rx_status_free(s);
     return NULL;
   }
-  if (!s) s = rx_hf_parse_generation_config(text, len, path, out);
+  if (!s) s = hf_parse_generation_config(text, len, path, out);
   free(text);
   return s;
 }

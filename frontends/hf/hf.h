@@ -39,12 +39,12 @@ typedef struct rx_hf_config {
  * one outside the bounds shared with GGUF (frontends/hf/hf_int.h, HF_LIMITS), a number too large
  * for a double, an unsupported rope_scaling, activation, partial_rotary_factor or layer type, an
  * eos/bos id outside the vocabulary, a JSON syntax error (with its line and column). */
-rx_status rx_hf_read_config(const char *dir, rx_hf_config *out);
+rx_status hf_read_config(const char *dir, rx_hf_config *out);
 /* The same from the text of a config.json (name: for messages); and a generation_config.json's
  * eos_token_id into c. */
-rx_status rx_hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out);
-rx_status rx_hf_parse_generation_config(const char *text, size_t len, const char *name,
-                                        rx_hf_config *c);
+rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out);
+rx_status hf_parse_generation_config(const char *text, size_t len, const char *name,
+                                     rx_hf_config *c);
 
 /* What the compiler builds for it. */
 typedef struct rx_hf_options {
@@ -67,29 +67,29 @@ typedef struct rx_hf_options {
 #define RX_HF_DECODE_CHUNK 256
 
 /* Is path a folder with a config.json? */
-bool rx_hf_is_model_dir(const char *path);
+bool hf_is_model_dir(const char *path);
 /* For a folder without config.json given as a model: an error that says so and what a model
  * folder holds; NULL for anything else (a model folder, a file, a missing path). */
-rx_status rx_hf_check_not_bare_dir(const char *path);
-/* Is path a file that starts with GGUF's magic? rx_hf_import takes one too (frontends/gguf/model.c,
+rx_status hf_check_not_bare_dir(const char *path);
+/* Is path a file that starts with GGUF's magic? hf_import takes one too (frontends/gguf/model.c,
  * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
  * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
  * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */
-bool rx_hf_is_gguf(const char *path);
+bool gguf_hf_is_gguf(const char *path);
 
 /* Imports the model in folder dir into m: the graph functions create_kv_cache, prefill and
  * decode (docs/llm.md), the extern declarations of the KV cache's builtins, every weight
  * (mapped from the checkpoint, converted to the compute dtype when the artifact is written),
  * and the sections an artifact carries for generation (llm.json, tokenizer.json). A missing or
  * mis-shaped tensor names the tensor, the file and the expected and actual shapes. */
-rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
+rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
 
 /* Quantizes W [rows, in] (f32, row-major) into relaxc's own scheme sc (round to nearest,
  * frontends/hf/quantize.c) as base/quant.h lays it out: out_w (rows * in / 2 bytes for int4,
  * rows * in int8 for q8f16*), out_s (rows * in / G f16 bits), out_z (rows * in / G zero points;
  * the asymmetric schemes only, NULL otherwise). An error names the scheme and the shape: a GGUF
  * format, or in not a positive multiple of the group. */
-rx_status rx_hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64_t in,
-                         uint8_t *out_w, uint16_t *out_s, uint8_t *out_z);
+rx_status hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64_t in, uint8_t *out_w,
+                      uint16_t *out_s, uint8_t *out_z);
 
 #endif

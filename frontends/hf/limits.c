@@ -48,18 +48,18 @@ static rx_status check_bounds(const rx_hf_config *c, const char *file, const cha
     if (v >= lo && v <= hi) continue;
     const char *k = key_name(key, sizeof key, (hf_limit_id)i, arch);
     if (is_int((hf_limit_id)i))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: '%s' is %.0f: expected an integer from %.0f to %.0f", file, k, v,
-                            lo, hi);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: '%s' is %.0f: expected an integer from %.0f to %.0f", file, k, v,
+                              lo, hi);
     if (!isfinite(v))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: '%s' is %s: expected a finite number from %g to %g", file, k,
-                            isnan(v) ? "NaN"
-                            : v > 0  ? "infinite"
-                                     : "-infinite",
-                            lo, hi);
-    return rx_status_make(RX_ERR_INVALID, "%s: '%s' is %g: expected a number from %g to %g", file,
-                          k, v, lo, hi);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: '%s' is %s: expected a finite number from %g to %g", file, k,
+                              isnan(v) ? "NaN"
+                              : v > 0  ? "infinite"
+                                       : "-infinite",
+                              lo, hi);
+    return base_status_make(RX_ERR_INVALID, "%s: '%s' is %g: expected a number from %g to %g", file,
+                            k, v, lo, hi);
   }
   return NULL;
 }
@@ -68,16 +68,16 @@ static rx_status check_ids(const rx_hf_config *c, const char *file, const char *
   const char *bos = arch ? "tokenizer.ggml.bos_token_id" : "bos_token_id";
   const char *eos = arch ? "tokenizer.ggml.eos_token_id (or eot_token_id)" : "eos_token_id";
   if (c->bos >= c->vocab)
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_INVALID, "%s: %s %lld is outside the vocabulary of %lld tokens (ids 0 to %lld)",
         file, bos, (long long)c->bos, (long long)c->vocab, (long long)c->vocab - 1);
   for (int i = 0; i < c->neos; i++)
     if (c->eos[i] < 0 || c->eos[i] >= c->vocab)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: %s %lld is outside the vocabulary of %lld tokens (ids 0 to "
-                            "%lld): generation would never stop at it",
-                            file, eos, (long long)c->eos[i], (long long)c->vocab,
-                            (long long)c->vocab - 1);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: %s %lld is outside the vocabulary of %lld tokens (ids 0 to "
+                              "%lld): generation would never stop at it",
+                              file, eos, (long long)c->eos[i], (long long)c->vocab,
+                              (long long)c->vocab - 1);
   return NULL;
 }
 
@@ -88,18 +88,18 @@ rx_status hf_check_config(const rx_hf_config *c, const char *file, const char *a
   key_name(kv, sizeof kv, HF_LIMIT_kv_heads, arch);
   key_name(d, sizeof d, HF_LIMIT_head_dim, arch);
   if (c->heads % c->kv_heads)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: '%s' %lld is not a multiple of '%s' %lld (grouped-query attention "
-                          "shares each kv head among the same number of heads)",
-                          file, h, (long long)c->heads, kv, (long long)c->kv_heads);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s' %lld is not a multiple of '%s' %lld (grouped-query attention "
+                            "shares each kv head among the same number of heads)",
+                            file, h, (long long)c->heads, kv, (long long)c->kv_heads);
   if (c->head_dim % 2)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: '%s' %lld is odd: the rotary embedding rotates pairs of dimensions",
-                          file, d, (long long)c->head_dim);
+    return base_status_make(
+        RX_ERR_INVALID, "%s: '%s' %lld is odd: the rotary embedding rotates pairs of dimensions",
+        file, d, (long long)c->head_dim);
   if (strcmp(c->rope_type, "default") && !(c->rope_factor > 0 && isfinite(c->rope_factor)))
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: rope scaling '%s' with factor %g: expected a positive "
-                          "finite factor",
-                          file, c->rope_type, c->rope_factor);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: rope scaling '%s' with factor %g: expected a positive "
+                            "finite factor",
+                            file, c->rope_type, c->rope_factor);
   return check_ids(c, file, arch);
 }

@@ -157,7 +157,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
   /* room for the scales and zero points of every projection, the embedding and the output */
-  g->w = rx_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers + 4), sizeof *g->w);
+  g->w = base_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers + 4), sizeof *g->w);
   for (int64_t l = 0; l < c->layers; l++) {
     const int64_t dims[W_PER_LAYER][4] = {
         [W_IN_NORM] = {1, H, 0, 1},
@@ -213,7 +213,7 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
 /* rotary inverse frequencies (f32, as transformers computes them), with rope_scaling folded in */
 static float *inv_freq(const rx_hf_config *c) {
   int64_t half = c->head_dim / 2;
-  float *f = rx_calloc((size_t)half, sizeof *f);
+  float *f = base_calloc((size_t)half, sizeof *f);
   for (int64_t i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)c->head_dim;
     double inv = 1.0 / (double)powf((float)c->rope_theta, e);
@@ -242,24 +242,24 @@ static float src_elem(const uint8_t *p, rx_dtype t, int64_t i) {
     return f;
   }
   uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-  return t == RX_DTYPE_F16 ? rx_f16_to_f32(h) : rx_bf16_to_f32(h);
+  return t == RX_DTYPE_F16 ? base_f16_to_f32(h) : base_bf16_to_f32(h);
 }
 
 /* --quantize: w's checkpoint tensor [out, in] quantized (frontends/hf/quantize.c) into buffers the
  * module owns, added as the weights of w and of its scales (and zero points) entries. */
 static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t *data) {
   int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
-  float *f = rx_malloc(sizeof *f * (size_t)(out * in));
+  float *f = base_malloc(sizeof *f * (size_t)(out * in));
   for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
-  uint8_t *q = rx_calloc((size_t)(out * w->shape[1]), 1),
-          *z = w->qz ? rx_calloc((size_t)groups, 1) : NULL;
-  uint16_t *sc = rx_calloc((size_t)groups, sizeof *sc);
+  uint8_t *q = base_calloc((size_t)(out * w->shape[1]), 1),
+          *z = w->qz ? base_calloc((size_t)groups, 1) : NULL;
+  uint16_t *sc = base_calloc((size_t)groups, sizeof *sc);
   rx_module_on_free(g->m, free, q);
   rx_module_on_free(g->m, free, sc);
   if (z) rx_module_on_free(g->m, free, z);
-  rx_status s = rx_hf_quantize(g->qsc, f, out, in, q, sc, z);
+  rx_status s = hf_quantize(g->qsc, f, out, in, q, sc, z);
   free(f);
-  if (s) return rx_status_annotate(s, "tensor '%s'", w->hf);
+  if (s) return base_status_annotate(s, "tensor '%s'", w->hf);
   const hf_w *ws = &g->w[w->qs];
   RX_RETURN_IF_ERROR(rx_module_add_weight(g->m, w->param, w->dtype, 2, w->shape, w->dtype, q));
   RX_RETURN_IF_ERROR(
@@ -276,23 +276,23 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
  * its factor, as ggml_rope_ext does. Ignoring them would compute other frequencies than the
  * file's model without a word. */
 static rx_status gguf_rope_factors(const rx_gguf_file *f, const rx_hf_config *c, float *inv) {
-  const rx_gguf_tensor *t = rx_gguf_find_tensor(f, "rope_freqs.weight");
+  const rx_gguf_tensor *t = gguf_find_tensor(f, "rope_freqs.weight");
   if (!t) return NULL;
   int64_t half = c->head_dim / 2;
   if (t->type != RX_GGUF_TYPE_F32 || t->ndim != 1 || t->elems != half)
-    return rx_status_make(
+    return base_status_make(
         RX_ERR_INVALID,
         "tensor 'rope_freqs.weight' is %s with %lld elements: expected f32 [%lld] "
         "(a factor per rotary pair of the head dim %lld)",
-        rx_gguf_type_name(t->type), (long long)t->elems, (long long)half, (long long)c->head_dim);
+        gguf_type_name(t->type), (long long)t->elems, (long long)half, (long long)c->head_dim);
   for (int64_t i = 0; i < half; i++) {
     float v;
     memcpy(&v, f->data + t->offset + (size_t)i * sizeof v, sizeof v);
     if (!(v > 0) || !isfinite(v))
-      return rx_status_make(RX_ERR_INVALID,
-                            "tensor 'rope_freqs.weight' [%lld] is %g: expected a positive finite "
-                            "factor",
-                            (long long)i, v);
+      return base_status_make(RX_ERR_INVALID,
+                              "tensor 'rope_freqs.weight' [%lld] is %g: expected a positive finite "
+                              "factor",
+                              (long long)i, v);
     inv[i] /= v;
   }
   return NULL;
@@ -313,9 +313,9 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       continue;
     }
     if (gf && w->permuted_heads && w->shape[0] % (2 * w->permuted_heads) != 0)
-      return rx_status_make(RX_ERR_INVALID,
-                            "tensor '%s': %lld rows are not %lld heads of an even head dim", w->gg,
-                            (long long)w->shape[0], (long long)w->permuted_heads);
+      return base_status_make(RX_ERR_INVALID,
+                              "tensor '%s': %lld rows are not %lld heads of an even head dim",
+                              w->gg, (long long)w->shape[0], (long long)w->permuted_heads);
     if (gf) {
       RX_RETURN_IF_ERROR(add_gguf_weight(g, gf, w));
       continue;
@@ -326,9 +326,9 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
     if (!t) {
       rx_strbuf files = {0};
       rx_status s =
-          rx_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the checkpoint (%s)",
-                         w->hf, g->c->arch_name, hf_ckpt_files(ck, &files));
-      rx_strbuf_free(&files);
+          base_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the checkpoint (%s)",
+                           w->hf, g->c->arch_name, hf_ckpt_files(ck, &files));
+      base_strbuf_free(&files);
       return s;
     }
     const int64_t full[2] = {w->shape[0], w->in ? w->in : w->shape[1]};
@@ -338,17 +338,18 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       char want[96], got[96];
       shape_text(want, sizeof want, w->ndim, full);
       shape_text(got, sizeof got, t->ndim, t->shape);
-      return rx_status_make(RX_ERR_INVALID,
-                            "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
-                            "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
-                            "vocab %lld)",
-                            w->hf, got, want, (long long)g->c->hidden, (long long)g->c->heads,
-                            (long long)g->c->kv_heads, (long long)g->c->head_dim,
-                            (long long)g->c->intermediate, (long long)g->c->vocab);
+      return base_status_make(
+          RX_ERR_INVALID,
+          "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
+          "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
+          "vocab %lld)",
+          w->hf, got, want, (long long)g->c->hidden, (long long)g->c->heads,
+          (long long)g->c->kv_heads, (long long)g->c->head_dim, (long long)g->c->intermediate,
+          (long long)g->c->vocab);
     }
     if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
-                            w->hf, rx_dtype_name(t->dtype));
+      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
+                              w->hf, ir_dtype_name(t->dtype));
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
@@ -365,7 +366,7 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
  * owns. Whole rows move, so a block format's rows move as they are. */
 static const uint8_t *unpermute(gb *g, const uint8_t *src, int64_t rows, int64_t heads,
                                 size_t row_bytes) {
-  uint8_t *dst = rx_malloc((size_t)rows * row_bytes);
+  uint8_t *dst = base_malloc((size_t)rows * row_bytes);
   rx_module_on_free(g->m, free, dst);
   int64_t d = rows / heads, half = d / 2;
   for (int64_t h = 0; h < heads; h++)
@@ -380,14 +381,14 @@ static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tens
   char want[96], got[96];
   shape_text(want, sizeof want, w->ndim, w->shape);
   shape_text(got, sizeof got, t->ndim, t->shape);
-  return rx_status_make(RX_ERR_INVALID,
-                        "tensor '%s' has shape %s (outermost first), expected %s (from the %s.* "
-                        "metadata: embedding %lld, heads %lld, kv heads %lld, head dim %lld, "
-                        "feed-forward %lld, vocab %lld)",
-                        w->gg, got, want, g->c->arch_name, (long long)g->c->hidden,
-                        (long long)g->c->heads, (long long)g->c->kv_heads,
-                        (long long)g->c->head_dim, (long long)g->c->intermediate,
-                        (long long)g->c->vocab);
+  return base_status_make(RX_ERR_INVALID,
+                          "tensor '%s' has shape %s (outermost first), expected %s (from the %s.* "
+                          "metadata: embedding %lld, heads %lld, kv heads %lld, head dim %lld, "
+                          "feed-forward %lld, vocab %lld)",
+                          w->gg, got, want, g->c->arch_name, (long long)g->c->hidden,
+                          (long long)g->c->heads, (long long)g->c->kv_heads,
+                          (long long)g->c->head_dim, (long long)g->c->intermediate,
+                          (long long)g->c->vocab);
 }
 
 /* w from the GGUF file: F32, F16 and BF16 tensors converted to w's dtype as the checkpoint's are;
@@ -395,10 +396,10 @@ static rx_status gguf_shape_error(const gb *g, const hf_w *w, const rx_gguf_tens
  * buffer [out, in / block * bytes] of quant_matmul (quant_take for the table); any other
  * quantized tensor (a norm) dequantized here, at compile time, to f32 and stored in w's dtype. */
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
-  const rx_gguf_tensor *t = rx_gguf_find_tensor(f, w->gg);
+  const rx_gguf_tensor *t = gguf_find_tensor(f, w->gg);
   if (!t)
-    return rx_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the file", w->gg,
-                          g->c->arch_name);
+    return base_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the file", w->gg,
+                            g->c->arch_name);
   bool same = t->ndim == w->ndim;
   for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
   if (!same) return gguf_shape_error(g, w, t);
@@ -410,10 +411,10 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
                                                 : RX_DTYPE_UNKNOWN;
   if (src == RX_DTYPE_UNKNOWN && w->proj) {
     rx_quant_scheme sc;
-    if (!rx_quant_lookup(rx_gguf_type_name(t->type), &sc))
-      return rx_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: no quant_matmul scheme", w->gg,
-                            rx_gguf_type_name(t->type));
-    w->qi = rx_quant_info_of(sc);
+    if (!base_quant_lookup(gguf_type_name(t->type), &sc))
+      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: no quant_matmul scheme",
+                              w->gg, gguf_type_name(t->type));
+    w->qi = base_quant_info_of(sc);
     w->in = cols;
     w->dtype = RX_DTYPE_U8;
     w->shape[1] = cols / w->qi->block * w->qi->block_bytes;
@@ -421,15 +422,15 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
     return rx_module_add_weight(g->m, w->param, RX_DTYPE_U8, 2, w->shape, RX_DTYPE_U8, data);
   }
   if (src == RX_DTYPE_UNKNOWN) {
-    float *deq = rx_malloc(sizeof *deq * (size_t)t->elems);
+    float *deq = base_malloc(sizeof *deq * (size_t)t->elems);
     rx_module_on_free(g->m, free, deq);
-    rx_gguf_dequantize(t->type, data, t->elems, deq);
+    gguf_dequantize(t->type, data, t->elems, deq);
     data = (const uint8_t *)deq;
     src = RX_DTYPE_F32;
   }
   if (w->permuted_heads)
     data = unpermute(g, data, rows, w->permuted_heads,
-                     (size_t)cols * (size_t)(rx_dtype_bits(src) / 8));
+                     (size_t)cols * (size_t)(ir_dtype_bits(src) / 8));
   return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, src, data);
 }
 
@@ -443,7 +444,7 @@ static rx_var *op(gb *g, const char *name, const char *opname, rx_node *const *a
     if (!args[i]) return NULL;
   rx_var *v = NULL;
   rx_status s = rx_emit_op(g->b, opname, args, n, attrs, nattrs, name, &v);
-  if (s) g->err = rx_status_annotate(s, "%s: building %s", g->fn, name ? name : opname);
+  if (s) g->err = base_status_annotate(s, "%s: building %s", g->fn, name ? name : opname);
   return v;
 }
 static rx_var *op1(gb *g, const char *name, const char *opname, rx_var *x) {
@@ -512,7 +513,7 @@ static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s
   if (g->err || !v) return NULL;
   rx_var *out = NULL;
   rx_status st = rx_emit_match_cast(g->b, v, s, name, &out);
-  if (st) g->err = rx_status_annotate(st, "%s: %s", g->fn, name);
+  if (st) g->err = base_status_annotate(st, "%s: %s", g->fn, name);
   return out;
 }
 
@@ -522,7 +523,7 @@ static rx_var *extern_call(gb *g, const char *name, const char *ext, rx_node *co
     if (!args[i]) return NULL;
   rx_var *v = NULL;
   rx_status s = rx_emit_call_extern(g->b, ext, args, n, NULL, name, &v);
-  if (s) g->err = rx_status_annotate(s, "%s: %s", g->fn, ext);
+  if (s) g->err = base_status_annotate(s, "%s: %s", g->fn, ext);
   return v;
 }
 
@@ -659,7 +660,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
 
 /* The weights as parameters of the function being built. */
 static void weight_params(gb *g) {
-  g->wv = rx_calloc(g->nw, sizeof *g->wv);
+  g->wv = base_calloc(g->nw, sizeof *g->wv);
   for (size_t i = 0; i < g->nw && !g->err; i++) {
     hf_w *w = &g->w[i];
     if (!w->present) continue;
@@ -698,7 +699,7 @@ static rx_status build_forward(gb *g, bool decode) {
   rx_builder_set_result(g->b, tensor(g, RX_DTYPE_F32, 2, vd));
   reserve(g, &f);
   /* every layer's pages, before the dataflow blocks */
-  rx_var **pages = rx_calloc((size_t)c->layers, sizeof *pages);
+  rx_var **pages = base_calloc((size_t)c->layers, sizeof *pages);
   const rx_expr *pd[5] = {rx_sym_var(g->m, "pages"), rx_sym_const(g->m, 2),
                           rx_sym_const(g->m, c->kv_heads), rx_sym_const(g->m, 16),
                           rx_sym_const(g->m, c->head_dim)};
@@ -786,7 +787,7 @@ static rx_status declare_externs(gb *g) {
            "impure extern_fn rx_kv_extend(cache: Object, batch: Object, count: Prim(i64)) -> "
            "(i32[ndim=2], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1], i32[ndim=1])\n"
            "impure extern_fn rx_kv_pages(cache: Object, layer: Prim(i64)) -> %s[ndim=5]\n",
-           rx_dtype_name(g->T));
+           ir_dtype_name(g->T));
   return rx_module_parse(g->m, "<kv cache builtins>", text, strlen(text), NULL);
 }
 
@@ -806,13 +807,13 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
     const hf_w *w = &g->w[i];
     if (!w->present || w->derived) continue;
     long long elems = w->shape[0] * (w->ndim == 2 ? w->shape[1] : 1);
-    long long bytes = elems * (rx_dtype_bits(w->dtype) / 8);
-    const char *name = w->qi ? w->qi->name : rx_dtype_name(w->dtype);
+    long long bytes = elems * (ir_dtype_bits(w->dtype) / 8);
+    const char *name = w->qi ? w->qi->name : ir_dtype_name(w->dtype);
     size_t extra[2] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0}; /* the scales and zero points */
     for (int k = 0; k < 2; k++)
       if (extra[k])
         bytes += g->w[extra[k]].shape[0] * g->w[extra[k]].shape[1] *
-                 (rx_dtype_bits(g->w[extra[k]].dtype) / 8);
+                 (ir_dtype_bits(g->w[extra[k]].dtype) / 8);
     int at = 0;
     while (at < nf && strcmp(f[at].name, name)) at++;
     if (at == MAXF) continue;
@@ -821,13 +822,13 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
     f[at].weights += w->qi ? w->shape[0] * w->in : elems;
     f[at].bytes += bytes;
   }
-  rx_strbuf_append(out, "[");
+  base_strbuf_append(out, "[");
   for (int k = 0; k < nf; k++)
-    rx_strbuf_printf(out,
-                     "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
-                     "\"bytes\": %lld}",
-                     k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
-  rx_strbuf_append(out, "]");
+    base_strbuf_printf(out,
+                       "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
+                       "\"bytes\": %lld}",
+                       k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
+  base_strbuf_append(out, "]");
 }
 
 /* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
@@ -835,60 +836,60 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
 static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
   rx_strbuf tok = {0};
   rx_status s = NULL;
-  if (rx_gguf_find(f, "tokenizer.ggml.model")) s = hf_gguf_tokenizer_json(f, g->c, &tok);
+  if (gguf_find(f, "tokenizer.ggml.model")) s = hf_gguf_tokenizer_json(f, g->c, &tok);
   if (!s) {
     rx_strbuf fm = {0};
     weight_formats(g, &fm);
     s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
                         tok.len);
-    rx_strbuf_free(&fm);
+    base_strbuf_free(&fm);
   }
-  rx_strbuf_free(&tok);
+  base_strbuf_free(&tok);
   return s;
 }
 
-rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
+rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   rx_hf_config c;
   hf_gguf *gf = NULL;
-  if (rx_hf_is_gguf(dir)) {
+  if (gguf_hf_is_gguf(dir)) {
     if (o && (o->quantize || o->quantize_embeddings || o->no_weights))
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: --quantize, --quantize-embeddings and --no-weights are for a "
-                            "Hugging Face folder; a GGUF "
-                            "file's weights are compiled in the formats it holds them in",
-                            dir);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: --quantize, --quantize-embeddings and --no-weights are for a "
+                              "Hugging Face folder; a GGUF "
+                              "file's weights are compiled in the formats it holds them in",
+                              dir);
     RX_RETURN_IF_ERROR(hf_gguf_open(dir, &c, &gf));
     rx_module_on_free(m, hf_gguf_close, gf); /* the weights point into its mapping */
   } else {
-    RX_RETURN_IF_ERROR(rx_hf_read_config(dir, &c));
+    RX_RETURN_IF_ERROR(hf_read_config(dir, &c));
   }
   gb g = {.m = m, .c = &c};
   g.T = o && o->dtype != RX_DTYPE_UNKNOWN ? o->dtype : RX_DTYPE_F16;
   g.R = RX_DTYPE_F32;
   if (g.T != RX_DTYPE_F32 && g.T != RX_DTYPE_F16 && g.T != RX_DTYPE_BF16)
-    return rx_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", dir,
-                          rx_dtype_name(g.T));
+    return base_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", dir,
+                            ir_dtype_name(g.T));
   g.max_len = o && o->max_seq_len > 0 ? o->max_seq_len : c.max_positions;
   if (g.max_len > c.max_positions)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: --max-seq-len %lld exceeds the model's max_position_embeddings %lld",
-                          dir, (long long)g.max_len, (long long)c.max_positions);
+    return base_status_make(
+        RX_ERR_INVALID, "%s: --max-seq-len %lld exceeds the model's max_position_embeddings %lld",
+        dir, (long long)g.max_len, (long long)c.max_positions);
   g.max_batch = o && o->max_batch > 0 ? o->max_batch : RX_HF_DEFAULT_BATCH;
   if (o && o->quantize) {
-    if (!rx_quant_lookup(o->quantize, &g.qsc) || rx_quant_info_of(g.qsc)->kind == RX_QUANT_GGUF)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: --quantize %s: expected q4f16_g32, q4f16_g64, q4f16_g128, "
-                            "q4f16a_g32, q4f16a_g64, q4f16a_g128, q8f16, q8f16_g64 or q8f16_g128",
-                            dir, o->quantize);
+    if (!base_quant_lookup(o->quantize, &g.qsc) || base_quant_info_of(g.qsc)->kind == RX_QUANT_GGUF)
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: --quantize %s: expected q4f16_g32, q4f16_g64, q4f16_g128, "
+                              "q4f16a_g32, q4f16a_g64, q4f16a_g128, q8f16, q8f16_g64 or q8f16_g128",
+                              dir, o->quantize);
     if (g.T == RX_DTYPE_BF16)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: --quantize computes in f16 or f32, not bf16 (--dtype)", dir);
-    g.qi = rx_quant_info_of(g.qsc);
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "%s: --quantize computes in f16 or f32, not bf16 (--dtype)", dir);
+    g.qi = base_quant_info_of(g.qsc);
   } else if (o && o->quantize_embeddings) {
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: --quantize-embeddings goes with --quantize SCHEME (the scheme the "
-                          "embedding table and the output layer take)",
-                          dir);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: --quantize-embeddings goes with --quantize SCHEME (the scheme the "
+                            "embedding table and the output layer take)",
+                            dir);
   }
   hf_ckpt *ck = NULL;
   if (!gf && (!o || !o->no_weights)) {
@@ -906,9 +907,9 @@ rx_status rx_hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     rx_strbuf fm = {0};
     weight_formats(&g, &fm);
     s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
-    rx_strbuf_free(&fm);
+    base_strbuf_free(&fm);
   }
   free(g.w);
-  if (s) return rx_status_annotate(s, "%s", dir);
+  if (s) return base_status_annotate(s, "%s", dir);
   return NULL;
 }

@@ -18,10 +18,10 @@ static rx_status check_tokenizer(const char *json, size_t len, const char *name,
   int64_t n = rx_tokenizer_vocab_size(tok);
   rx_tokenizer_free(tok);
   if (n > c->vocab)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: the tokenizer has ids up to %lld, past the model's vocabulary of "
-                          "%lld tokens (the embedding has no row for them)",
-                          name, (long long)n - 1, (long long)c->vocab);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: the tokenizer has ids up to %lld, past the model's vocabulary of "
+                            "%lld tokens (the embedding has no row for them)",
+                            name, (long long)n - 1, (long long)c->vocab);
   return NULL;
 }
 
@@ -29,34 +29,35 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
                           int64_t max_len, int64_t max_batch, const char *formats,
                           const char *tok_json, size_t tok_len) {
   rx_strbuf j = {0};
-  rx_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
-  rx_strbuf_json_string(&j, c->arch_name);
-  rx_strbuf_printf(&j,
-                   ", \"dtype\": \"%s\", \"vocab_size\": %lld, \"max_seq_len\": %lld, "
-                   "\"max_batch\": %lld, \"bos_token_id\": ",
-                   rx_dtype_name(t), (long long)c->vocab, (long long)max_len, (long long)max_batch);
+  base_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
+  base_strbuf_json_string(&j, c->arch_name);
+  base_strbuf_printf(&j,
+                     ", \"dtype\": \"%s\", \"vocab_size\": %lld, \"max_seq_len\": %lld, "
+                     "\"max_batch\": %lld, \"bos_token_id\": ",
+                     ir_dtype_name(t), (long long)c->vocab, (long long)max_len,
+                     (long long)max_batch);
   if (c->bos >= 0)
-    rx_strbuf_printf(&j, "%lld", (long long)c->bos);
+    base_strbuf_printf(&j, "%lld", (long long)c->bos);
   else
-    rx_strbuf_append(&j, "null");
-  rx_strbuf_append(&j, ", \"eos_token_ids\": [");
+    base_strbuf_append(&j, "null");
+  base_strbuf_append(&j, ", \"eos_token_ids\": [");
   for (int i = 0; i < c->neos; i++)
-    rx_strbuf_printf(&j, "%s%lld", i ? ", " : "", (long long)c->eos[i]);
-  rx_strbuf_printf(&j,
-                   "], \"kv_cache\": {\"layers\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-                   "\"page_size\": 16, \"dtype\": \"%s\"}, \"functions\": {\"create_kv_cache\": "
-                   "\"create_kv_cache\", \"prefill\": \"prefill\", \"decode\": \"decode\"}",
-                   (long long)c->layers, (long long)c->kv_heads, (long long)c->head_dim,
-                   rx_dtype_name(t));
-  if (formats) rx_strbuf_printf(&j, ", \"weight_formats\": %s", formats);
-  rx_strbuf_append(&j, "}\n");
-  rx_status s = rx_module_add_section(m, "llm.json", j.data, j.len);
-  rx_strbuf_free(&j);
+    base_strbuf_printf(&j, "%s%lld", i ? ", " : "", (long long)c->eos[i]);
+  base_strbuf_printf(&j,
+                     "], \"kv_cache\": {\"layers\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+                     "\"page_size\": 16, \"dtype\": \"%s\"}, \"functions\": {\"create_kv_cache\": "
+                     "\"create_kv_cache\", \"prefill\": \"prefill\", \"decode\": \"decode\"}",
+                     (long long)c->layers, (long long)c->kv_heads, (long long)c->head_dim,
+                     ir_dtype_name(t));
+  if (formats) base_strbuf_printf(&j, ", \"weight_formats\": %s", formats);
+  base_strbuf_append(&j, "}\n");
+  rx_status s = ir_module_add_section(m, "llm.json", j.data, j.len);
+  base_strbuf_free(&j);
   if (s) return s;
   if (tok_json) {
-    /* rx_hf_import's message puts the file's path before */
+    /* hf_import's message puts the file's path before */
     RX_RETURN_IF_ERROR(check_tokenizer(tok_json, tok_len, "tokenizer.ggml.* as tokenizer.json", c));
-    return rx_module_add_section(m, "tokenizer.json", tok_json, tok_len);
+    return ir_module_add_section(m, "tokenizer.json", tok_json, tok_len);
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -64,9 +65,9 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
   if (stat(path, &st) != 0) return NULL; /* generation then takes token ids */
   char *text = NULL;
   size_t len = 0;
-  RX_RETURN_IF_ERROR(rx_read_file(path, &text, &len));
+  RX_RETURN_IF_ERROR(base_read_file(path, &text, &len));
   s = check_tokenizer(text, len, "tokenizer.json", c); /* after the folder's path */
-  if (!s) s = rx_module_add_section(m, "tokenizer.json", text, len);
+  if (!s) s = ir_module_add_section(m, "tokenizer.json", text, len);
   free(text);
   return s;
 }

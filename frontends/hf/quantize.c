@@ -17,20 +17,21 @@
 
 static int clampi(long v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
 
-rx_status rx_hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64_t in,
-                         uint8_t *out_w, uint16_t *out_s, uint8_t *out_z) {
-  const rx_quant_info *qi = rx_quant_info_of(sc);
+rx_status hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64_t in, uint8_t *out_w,
+                      uint16_t *out_s, uint8_t *out_z) {
+  const rx_quant_info *qi = base_quant_info_of(sc);
   int G = qi->block;
   if (qi->kind == RX_QUANT_GGUF)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "quantizing into %s: GGUF's block formats are read from GGUF files, "
-                          "relaxc quantizes into q4f16_g*, q4f16a_g* and q8f16*",
-                          qi->name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "quantizing into %s: GGUF's block formats are read from GGUF files, "
+                            "relaxc quantizes into q4f16_g*, q4f16a_g* and q8f16*",
+                            qi->name);
   if (rows < 0 || in <= 0 || in % G != 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "quantizing a [%lld, %lld] weight into %s: the input dimension must be a "
-                          "positive multiple of %d",
-                          (long long)rows, (long long)in, qi->name, G);
+    return base_status_make(
+        RX_ERR_INVALID,
+        "quantizing a [%lld, %lld] weight into %s: the input dimension must be a "
+        "positive multiple of %d",
+        (long long)rows, (long long)in, qi->name, G);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t g = 0; g < in / G; g++) {
       const float *x = w + r * in + g * G;
@@ -43,8 +44,8 @@ rx_status rx_hf_quantize(rx_quant_scheme sc, const float *w, int64_t rows, int64
       float span = qi->kind == RX_QUANT_INT4_ZERO ? (hi - lo) / 15.0f
                    : qi->kind == RX_QUANT_INT4    ? amax / 7.0f
                                                   : amax / 127.0f;
-      uint16_t sh = rx_f32_to_f16(span);
-      float s = rx_f16_to_f32(sh);
+      uint16_t sh = base_f32_to_f16(span);
+      float s = base_f16_to_f32(sh);
       int zero = qi->kind == RX_QUANT_INT4_ZERO && s > 0 ? clampi(lroundf(-lo / s), 0, 15) : 0;
       out_s[r * (in / G) + g] = sh;
       if (out_z && qi->kind == RX_QUANT_INT4_ZERO) out_z[r * (in / G) + g] = (uint8_t)zero;

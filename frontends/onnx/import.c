@@ -28,14 +28,14 @@
 
 rx_status onnx_node_err(imp *I, const Onnx__NodeProto *n, const char *fmt, ...) {
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "%s: node '%s' (%s, opset %lld): ", I->file, n->name ? n->name : "",
-                   n->op_type ? n->op_type : "no op type", (long long)I->opset);
+  base_strbuf_printf(&sb, "%s: node '%s' (%s, opset %lld): ", I->file, n->name ? n->name : "",
+                     n->op_type ? n->op_type : "no op type", (long long)I->opset);
   va_list ap;
   va_start(ap, fmt);
-  rx_strbuf_vprintf(&sb, fmt, ap);
+  base_strbuf_vprintf(&sb, fmt, ap);
   va_end(ap);
-  char *msg = rx_strbuf_take(&sb);
-  rx_status s = rx_status_make(RX_ERR_UNSUPPORTED, "%s", msg);
+  char *msg = base_strbuf_take(&sb);
+  rx_status s = base_status_make(RX_ERR_UNSUPPORTED, "%s", msg);
   free(msg);
   return s;
 }
@@ -50,7 +50,7 @@ val *onnx_get(imp *I, const char *name) {
 val *onnx_def(imp *I, const char *name) {
   if (I->nvals == I->cap) {
     I->cap = I->cap ? 2 * I->cap : 64;
-    val *nv = rx_calloc((size_t)I->cap, sizeof *nv);
+    val *nv = base_calloc((size_t)I->cap, sizeof *nv);
     if (I->nvals) memcpy(nv, I->vals, sizeof *nv * (size_t)I->nvals);
     free(I->vals);
     I->vals = nv;
@@ -88,15 +88,15 @@ static bool is_initializer(const Onnx__GraphProto *g, const char *name) {
 static const rx_sinfo *tensor_sinfo(imp *I, const Onnx__TensorProto *t, rx_status *s) {
   rx_dtype dt;
   if (!onnx_dtype_of(t->data_type, &dt) || t->n_dims > 8) {
-    *s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported data type %d or rank",
-                        I->file, t->name ? t->name : "", (int)t->data_type);
+    *s = base_status_make(RX_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported data type %d or rank",
+                          I->file, t->name ? t->name : "", (int)t->data_type);
     return NULL;
   }
   const rx_expr *dims[8];
   for (size_t i = 0; i < t->n_dims; i++) {
     if (t->dims[i] < 0) {
-      *s = rx_status_make(RX_ERR_INVALID, "%s: initializer '%s': dim %zu is negative (%lld)",
-                          I->file, t->name ? t->name : "", i, (long long)t->dims[i]);
+      *s = base_status_make(RX_ERR_INVALID, "%s: initializer '%s': dim %zu is negative (%lld)",
+                            I->file, t->name ? t->name : "", i, (long long)t->dims[i]);
       return NULL;
     }
     dims[i] = rx_sym_const(I->m, t->dims[i]);
@@ -134,35 +134,35 @@ static void add_weight_param(void *ctx, const char *name, const Onnx__TensorProt
 
 static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   if (!vi->name || !vi->name[0])
-    return rx_status_make(RX_ERR_INVALID, "%s: a graph input has no name", I->file);
+    return base_status_make(RX_ERR_INVALID, "%s: a graph input has no name", I->file);
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", I->file,
-                          vi->name);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", I->file,
+                            vi->name);
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
   char tname[32];
   if (!onnx_dtype_of(tt->elem_type, &dt))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: graph input '%s': element type %s has no relaxc dtype (relaxc has "
-                          "f32, f64, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8 and bool)",
-                          I->file, vi->name, onnx_type_name(tt->elem_type, tname, sizeof tname));
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: graph input '%s': element type %s has no relaxc dtype (relaxc has "
+                            "f32, f64, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8 and bool)",
+                            I->file, vi->name, onnx_type_name(tt->elem_type, tname, sizeof tname));
   const rx_sinfo *si;
   if (!tt->shape) {
     si = rx_sinfo_tensor(I->m, dt, -1, NULL);
   } else {
     const rx_expr *dims[16];
     if (tt->shape->n_dim > 16)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': rank over 16", I->file,
-                            vi->name);
+      return base_status_make(RX_ERR_UNSUPPORTED, "%s: graph input '%s': rank over 16", I->file,
+                              vi->name);
     for (size_t i = 0; i < tt->shape->n_dim; i++) {
       const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
       if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
         if (d->dim_value < 0)
-          return rx_status_make(RX_ERR_INVALID,
-                                "%s: graph input '%s': dim %zu is negative (%lld); a dim is a "
-                                "size (>= 0) or a name",
-                                I->file, vi->name, i, (long long)d->dim_value);
+          return base_status_make(RX_ERR_INVALID,
+                                  "%s: graph input '%s': dim %zu is negative (%lld); a dim is a "
+                                  "size (>= 0) or a name",
+                                  I->file, vi->name, i, (long long)d->dim_value);
         dims[i] = rx_sym_const(I->m, d->dim_value);
       } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                  d->dim_param && d->dim_param[0]) {
@@ -174,7 +174,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
         snprintf(nm, sizeof nm, "d%d", I->fresh++);
         dims[i] = rx_sym_var(I->m, nm);
       }
-      rx_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), dims[i]));
+      sym_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), dims[i]));
     }
     si = rx_sinfo_tensor(I->m, dt, (int)tt->shape->n_dim, dims);
   }
@@ -183,7 +183,7 @@ static rx_status add_input(imp *I, const Onnx__ValueInfoProto *vi) {
   v->kind = V_TENSOR;
   rx_status s = rx_builder_param(I->b, id, si, &v->var);
   if (!s && strcmp(v->var->name, vi->name)) /* the graph's own name in the signature */
-    v->var->source_name = rx_module_intern(I->m, vi->name, strlen(vi->name));
+    v->var->source_name = ir_module_intern(I->m, vi->name, strlen(vi->name));
   free(id);
   return s;
 }
@@ -220,7 +220,7 @@ rx_status onnx_at_node(imp *I, const Onnx__NodeProto *n, rx_status s) {
 /* The name of op (ops/ops.def), as the builder takes it; op is a real op, not ONNX_NO_OP. */
 const char *onnx_op_name(rx_op_id op) {
   assert((unsigned)op < RX_OP_COUNT);
-  return rx_op_name(rx_op_all(NULL)[op]);
+  return ops_op_name(ops_op_all(NULL)[op]);
 }
 
 rx_status onnx_emit(imp *I, const Onnx__NodeProto *n, rx_op_id op, rx_node *const *args, int nargs,
@@ -310,7 +310,7 @@ bool onnx_match_cast_to(imp *I, rx_var *v, rx_dtype dtype, int ndim, const rx_ex
  * constant length up to SYM_MAX), -1 otherwise. */
 int onnx_runtime_len(val *v) {
   const rx_sinfo *si = onnx_tsinfo(v);
-  if (!si || si->kind != RX_SINFO_TENSOR || !rx_dtype_is_int(si->dtype)) return -1;
+  if (!si || si->kind != RX_SINFO_TENSOR || !ir_dtype_is_int(si->dtype)) return -1;
   if (si->ndim == 0) return 1;
   if (si->ndim != 1 || !si->shape || si->shape[0]->kind != RX_EXPR_CONST ||
       si->shape[0]->value > SYM_MAX)
@@ -323,7 +323,7 @@ const rx_expr *onnx_fresh_dim(imp *I) {
   char nm[32];
   snprintf(nm, sizeof nm, "d%d", I->fresh++);
   const rx_expr *d = rx_sym_var(I->m, nm);
-  rx_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), d)); /* the VM checks it */
+  sym_analyzer_assume(I->an, rx_sym_le(I->m, rx_sym_const(I->m, 0), d)); /* the VM checks it */
   return d;
 }
 
@@ -408,15 +408,15 @@ bool onnx_sym_is_logic(const char *op) {
 const rx_expr *onnx_sym_binary(imp *I, const char *op, const rx_expr *a, const rx_expr *b) {
   rx_expr_ctx *c = I->m->ctx;
   const rx_expr *e = NULL;
-  if (!strcmp(op, "Equal")) e = rx_expr_cmp(c, RX_EXPR_EQ, a, b);
-  if (!strcmp(op, "Less")) e = rx_expr_cmp(c, RX_EXPR_LT, a, b);
-  if (!strcmp(op, "LessOrEqual")) e = rx_expr_cmp(c, RX_EXPR_LE, a, b);
-  if (!strcmp(op, "Greater")) e = rx_expr_cmp(c, RX_EXPR_LT, b, a);
-  if (!strcmp(op, "GreaterOrEqual")) e = rx_expr_cmp(c, RX_EXPR_LE, b, a);
-  if (!strcmp(op, "And")) e = rx_expr_and(c, a, b);
-  if (!strcmp(op, "Or")) e = rx_expr_or(c, a, b);
-  if (!strcmp(op, "Xor")) e = rx_expr_cmp(c, RX_EXPR_NE, a, b);
-  if (e) return rx_analyzer_simplify(I->an, e);
+  if (!strcmp(op, "Equal")) e = sym_expr_cmp(c, RX_EXPR_EQ, a, b);
+  if (!strcmp(op, "Less")) e = sym_expr_cmp(c, RX_EXPR_LT, a, b);
+  if (!strcmp(op, "LessOrEqual")) e = sym_expr_cmp(c, RX_EXPR_LE, a, b);
+  if (!strcmp(op, "Greater")) e = sym_expr_cmp(c, RX_EXPR_LT, b, a);
+  if (!strcmp(op, "GreaterOrEqual")) e = sym_expr_cmp(c, RX_EXPR_LE, b, a);
+  if (!strcmp(op, "And")) e = sym_expr_and(c, a, b);
+  if (!strcmp(op, "Or")) e = sym_expr_or(c, a, b);
+  if (!strcmp(op, "Xor")) e = sym_expr_cmp(c, RX_EXPR_NE, a, b);
+  if (e) return sym_analyzer_simplify(I->an, e);
   if (!strcmp(op, "Add")) return rx_sym_add(I->m, a, b);
   if (!strcmp(op, "Sub")) return rx_sym_sub(I->m, a, b);
   if (!strcmp(op, "Mul")) return rx_sym_mul(I->m, a, b);
@@ -443,9 +443,9 @@ rx_status onnx_def_constant(imp *I, const Onnx__NodeProto *n, const char *name,
     bool ok = t->n_dims <= 1 && onnx_tensor_ints(t, I->file, name, I->base_dir, vals, SYM_MAX, &c);
     if (!ok)
       return n ? onnx_node_err(I, n, "integer constant over %d elements or unreadable", SYM_MAX)
-               : rx_status_make(RX_ERR_UNSUPPORTED,
-                                "%s: integer initializer '%s' over %d elements or unreadable",
-                                I->file, name, SYM_MAX);
+               : base_status_make(RX_ERR_UNSUPPORTED,
+                                  "%s: integer initializer '%s' over %d elements or unreadable",
+                                  I->file, name, SYM_MAX);
     val *v = onnx_def(I, name);
     v->kind = V_SYM;
     v->sndim = (int)t->n_dims;
@@ -593,8 +593,8 @@ rx_status onnx_out_tensor(imp *I, const Onnx__NodeProto *n, const char *name, rx
         onnx_at_node(I, n, rx_emit_op(I->b, onnx_op_name(RX_OP_full), a, 2, &at, 1, NULL, &t)));
   }
   if (!t)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
-                          name ? name : "");
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: graph output '%s' is not defined", I->file,
+                            name ? name : "");
   *out = t;
   return NULL;
 }
@@ -786,12 +786,12 @@ static bool in_range(const onnx_op *o, int64_t opset) {
   return opset >= o->first && (!o->last || opset <= o->last);
 }
 
-void rx_onnx_supported_ops(rx_strbuf *out) {
+void onnx_supported_ops(rx_strbuf *out) {
   for (size_t i = 0; i < RX_ARRAY_LEN(onnx_ops); i++) {
     const onnx_op *o = &onnx_ops[i];
-    rx_strbuf_printf(out, "| %s | %d%s", o->type, o->first, o->last ? "" : "+");
-    if (o->last) rx_strbuf_printf(out, " to %d", o->last);
-    rx_strbuf_printf(out, " |%s%s |\n", o->note ? " " : "", o->note ? o->note : "");
+    base_strbuf_printf(out, "| %s | %d%s", o->type, o->first, o->last ? "" : "+");
+    if (o->last) base_strbuf_printf(out, " to %d", o->last);
+    base_strbuf_printf(out, " |%s%s |\n", o->note ? " " : "", o->note ? o->note : "");
   }
 }
 
@@ -813,27 +813,27 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
     bool foreign = n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx");
     const onnx_op *o = foreign ? NULL : onnx_find_op(n->op_type);
     if (!o || !in_range(o, I->opset)) {
-      rx_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld", i, n->name ? n->name : "",
-                       foreign ? n->domain : "", foreign ? "." : "", n->op_type ? n->op_type : "?",
-                       (long long)I->opset);
+      base_strbuf_printf(&un, "\n  node %zu '%s': %s%s%s (opset %lld", i, n->name ? n->name : "",
+                         foreign ? n->domain : "", foreign ? "." : "",
+                         n->op_type ? n->op_type : "?", (long long)I->opset);
       if (o && o->last)
-        rx_strbuf_printf(&un, "; relaxc reads %s at opsets %d to %d", o->type, o->first, o->last);
+        base_strbuf_printf(&un, "; relaxc reads %s at opsets %d to %d", o->type, o->first, o->last);
       else if (o)
-        rx_strbuf_printf(&un, "; relaxc reads %s from opset %d", o->type, o->first);
-      rx_strbuf_putc(&un, ')');
+        base_strbuf_printf(&un, "; relaxc reads %s from opset %d", o->type, o->first);
+      base_strbuf_putc(&un, ')');
       nun++;
     }
   }
   if (nun) {
-    char *list = rx_strbuf_take(&un);
-    rx_status s = rx_status_make(RX_ERR_UNSUPPORTED,
-                                 "%s: %d unsupported ONNX node%s (the supported operators are "
-                                 "listed in README.md, 'Importing a PyTorch model (ONNX)'):%s",
-                                 I->file, nun, nun == 1 ? "" : "s", list);
+    char *list = base_strbuf_take(&un);
+    rx_status s = base_status_make(RX_ERR_UNSUPPORTED,
+                                   "%s: %d unsupported ONNX node%s (the supported operators are "
+                                   "listed in README.md, 'Importing a PyTorch model (ONNX)'):%s",
+                                   I->file, nun, nun == 1 ? "" : "s", list);
     free(list);
     return s;
   }
-  rx_strbuf_free(&un);
+  base_strbuf_free(&un);
 
   for (size_t i = 0; i < g->n_input; i++)
     if (!is_initializer(g, g->input[i]->name)) RX_RETURN_IF_ERROR(add_input(I, g->input[i]));
@@ -859,7 +859,7 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
     }
     rx_status s = skip ? NULL : onnx_do_node(I, n);
     if (s && rx_status_code_of(s) != RX_ERR_UNSUPPORTED) {
-      rx_strbuf_free(&errs);
+      base_strbuf_free(&errs);
       rx_status_free(first);
       return s;
     }
@@ -867,7 +867,7 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
       const char *msg = rx_status_message(s);
       size_t fl = strlen(I->file);
       bool prefixed = !strncmp(msg, I->file, fl) && !strncmp(msg + fl, ": ", 2);
-      rx_strbuf_printf(&errs, "\n  %s", prefixed ? msg + fl + 2 : msg);
+      base_strbuf_printf(&errs, "\n  %s", prefixed ? msg + fl + 2 : msg);
       nerr++;
       if (first)
         rx_status_free(s);
@@ -879,19 +879,19 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
         if (n->output[k] && n->output[k][0]) onnx_def(I, n->output[k])->kind = V_FAILED;
   }
   if (nerr > 1) {
-    char *list = rx_strbuf_take(&errs);
+    char *list = base_strbuf_take(&errs);
     rx_status_free(first);
-    first = rx_status_make(RX_ERR_UNSUPPORTED, "%s: %d nodes cannot be imported:%s", I->file, nerr,
-                           list);
+    first = base_status_make(RX_ERR_UNSUPPORTED, "%s: %d nodes cannot be imported:%s", I->file,
+                             nerr, list);
     free(list);
   }
-  rx_strbuf_free(&errs); /* emptied by the take above when there were several */
+  base_strbuf_free(&errs); /* emptied by the take above when there were several */
   if (nerr) return first;
 
   if (g->n_output == 0)
-    return rx_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
+    return base_status_make(RX_ERR_INVALID, "%s: the graph has no outputs", I->file);
   rx_node *outs[16];
-  if (g->n_output > 16) return rx_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
+  if (g->n_output > 16) return base_status_make(RX_ERR_UNSUPPORTED, "%s: over 16 outputs", I->file);
   for (size_t i = 0; i < g->n_output; i++) {
     rx_var *t;
     RX_RETURN_IF_ERROR(onnx_out_tensor(I, NULL, g->output[i]->name, &t));
@@ -909,18 +909,18 @@ static rx_status build(imp *I, const Onnx__ModelProto *mp) {
   return rx_builder_finish(b, result, NULL);
 }
 
-rx_status rx_onnx_import(rx_module *m, const void *bytes, size_t len, const char *name,
-                         const char *base_dir, rx_diag *diag) {
+rx_status onnx_import(rx_module *m, const void *bytes, size_t len, const char *name,
+                      const char *base_dir, rx_diag *diag) {
   (void)diag;
   if (!name) name = "<onnx>";
   Onnx__ModelProto *mp;
   RX_RETURN_IF_ERROR(onnx_unpack(bytes, len, name, &mp));
   imp I = {.m = m, .file = name, .base_dir = base_dir, .opset = model_opset(mp)};
   I.b = rx_builder_new(m, "main");
-  I.an = rx_analyzer_new(m->ctx);
+  I.an = sym_analyzer_new(m->ctx);
   rx_status s = build(&I, mp);
   if (I.b) rx_builder_free(I.b);
-  rx_analyzer_free(I.an);
+  sym_analyzer_free(I.an);
   free(I.vals);
   onnx__model_proto__free_unpacked(mp, NULL);
   return s;

@@ -94,7 +94,7 @@ static void sinfo_vars(const rx_sinfo *si, rx_ptrvec *vars) {
   if (si->kind == RX_SINFO_TUPLE)
     for (int i = 0; i < si->nfields; i++) sinfo_vars(si->fields[i], vars);
   if ((si->kind == RX_SINFO_TENSOR || si->kind == RX_SINFO_SHAPE) && si->shape)
-    for (int d = 0; d < si->ndim; d++) rx_expr_collect_vars(si->shape[d], vars);
+    for (int d = 0; d < si->ndim; d++) sym_expr_collect_vars(si->shape[d], vars);
 }
 
 /* The body function's result ret with each field whose dims use a variable that no parameter
@@ -112,7 +112,7 @@ static const rx_sinfo *result_defined(imp *I, const rx_sinfo *ret, rx_ptrvec *pa
       known = false;
       for (size_t j = 0; j < params->len && !known; j++) known = params->data[j] == used.data[k];
     }
-    rx_ptrvec_free(&used);
+    base_ptrvec_free(&used);
     if (!known && f[i]->kind == RX_SINFO_TENSOR) {
       f[i] = rx_sinfo_tensor(I->m, f[i]->dtype, f[i]->ndim, NULL);
       changed = true;
@@ -132,7 +132,7 @@ static rx_status body_fill(imp *I, const Onnx__NodeProto *n, const Onnx__GraphPr
     I->b = NULL;
     st = onnx_at_node(I, n, rx_builder_finish(b, rx_arg_var(b, bd->tup), NULL));
   }
-  rx_ptrvec_free(&pvars);
+  base_ptrvec_free(&pvars);
   return st;
 }
 
@@ -232,28 +232,28 @@ static void cf_name(imp *I, const char *prefix, char *out, size_t size) {
     snprintf(t, sizeof t, "%sb", out);
     snprintf(e, sizeof e, "%se", out);
     snprintf(b2, sizeof b2, "%st", out);
-    if (!rx_module_graph_fn(I->m, out) && !rx_module_graph_fn(I->m, t) &&
-        !rx_module_graph_fn(I->m, e) && !rx_module_graph_fn(I->m, b2))
+    if (!ir_module_graph_fn(I->m, out) && !ir_module_graph_fn(I->m, t) &&
+        !ir_module_graph_fn(I->m, e) && !ir_module_graph_fn(I->m, b2))
       return;
   }
 }
 
 static void put_sinfo(rx_strbuf *sb, const rx_sinfo *si) {
   char *s = rx_sinfo_to_string(si);
-  rx_strbuf_printf(sb, "%s", s);
+  base_strbuf_printf(sb, "%s", s);
   rx_free(s);
 }
 
 static void put_expr(rx_strbuf *sb, const rx_expr *e) {
   char *s = rx_sym_to_string(e);
-  rx_strbuf_printf(sb, "%s", s);
+  base_strbuf_printf(sb, "%s", s);
   rx_free(s);
 }
 
 /* the driver's parameters for the outer tensors a body reads: ", PFX0: SINFO, ..." */
 static void put_caps(rx_strbuf *sb, const char *pfx, const body *bd) {
   for (int k = 0; k < bd->ncaps; k++) {
-    rx_strbuf_printf(sb, ", %s%d: ", pfx, k);
+    base_strbuf_printf(sb, ", %s%d: ", pfx, k);
     put_sinfo(sb, rx_var_sinfo(bd->capv[k]));
   }
 }
@@ -261,7 +261,7 @@ static void put_caps(rx_strbuf *sb, const char *pfx, const body *bd) {
 /* the dims of si from dim `from` on, comma-separated (each after ", " when lead) */
 static void put_dims(rx_strbuf *sb, const rx_sinfo *si, int from, bool lead) {
   for (int d = from; d < si->ndim; d++) {
-    if (lead || d > from) rx_strbuf_printf(sb, ", ");
+    if (lead || d > from) base_strbuf_printf(sb, ", ");
     put_expr(sb, si->shape[d]);
   }
 }
@@ -272,7 +272,7 @@ static bool known_tensor(const rx_sinfo *si) {
 
 /* Parses the driver's text; a failure is a bug of this file, reported at the node. */
 static rx_status parse_driver(imp *I, const Onnx__NodeProto *n, rx_strbuf *sb) {
-  char *text = rx_strbuf_take(sb);
+  char *text = base_strbuf_take(sb);
   rx_status s = rx_module_parse(I->m, "<onnx control flow>", text, strlen(text), NULL);
   free(text);
   return onnx_at_node(I, n, s);
@@ -282,9 +282,9 @@ static rx_status parse_driver(imp *I, const Onnx__NodeProto *n, rx_strbuf *sb) {
  * or 1), read back from the device. */
 static void put_cond(rx_strbuf *sb, const char *c, const rx_sinfo *si, const char *sym) {
   bool scalar = si->ndim == 0; /* read as it is; else made [1] first (a copy: a launch) */
-  rx_strbuf_printf(sb, "  cb = cast(%s, dtype=i64)\n%s  cs = tensor_to_shape(%s)\n", c,
-                   scalar ? "" : "  cr = reshape(cb, [1])\n", scalar ? "cb" : "cr");
-  rx_strbuf_printf(sb, "  cm = match_cast(cs, Shape([%s]))\n", sym);
+  base_strbuf_printf(sb, "  cb = cast(%s, dtype=i64)\n%s  cs = tensor_to_shape(%s)\n", c,
+                     scalar ? "" : "  cr = reshape(cb, [1])\n", scalar ? "cb" : "cr");
+  base_strbuf_printf(sb, "  cm = match_cast(cs, Shape([%s]))\n", sym);
 }
 
 /* Calls driver fname from main with args; defines n's outputs from the tuple result (those of
@@ -336,9 +336,9 @@ static const rx_sinfo *join_branches(imp *I, const rx_sinfo *a, const rx_sinfo *
 }
 
 static void put_call(rx_strbuf *sb, const char *fn, const char *first, const char *pfx, int n) {
-  rx_strbuf_printf(sb, "%s(%s", fn, first);
-  for (int k = 0; k < n; k++) rx_strbuf_printf(sb, "%s%s%d", k || first[0] ? ", " : "", pfx, k);
-  rx_strbuf_printf(sb, ")");
+  base_strbuf_printf(sb, "%s(%s", fn, first);
+  for (int k = 0; k < n; k++) base_strbuf_printf(sb, "%s%s%d", k || first[0] ? ", " : "", pfx, k);
+  base_strbuf_printf(sb, ")");
 }
 
 /* If of a condition known at import (a shape check of an export): the branch taken, its nodes
@@ -391,21 +391,21 @@ rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   }
   const rx_sinfo *ret = rx_sinfo_tuple(I->m, f, (int)n->n_output);
   rx_strbuf sb = {0};
-  rx_strbuf_printf(&sb, "graph_fn %s(c: ", F);
+  base_strbuf_printf(&sb, "graph_fn %s(c: ", F);
   put_sinfo(&sb, c->sinfo);
   put_caps(&sb, "t", &bt);
   put_caps(&sb, "e", &be);
-  rx_strbuf_printf(&sb, ") -> ");
+  base_strbuf_printf(&sb, ") -> ");
   put_sinfo(&sb, ret);
-  rx_strbuf_printf(&sb, " {\n");
+  base_strbuf_printf(&sb, " {\n");
   char sym[64];
   snprintf(sym, sizeof sym, "%s_c", F);
   put_cond(&sb, "c", c->sinfo, sym);
-  rx_strbuf_printf(&sb, "  r = if prim(bool, %s != 0) {\n    o = ", sym);
+  base_strbuf_printf(&sb, "  r = if prim(bool, %s != 0) {\n    o = ", sym);
   put_call(&sb, tn, "", "t", bt.ncaps);
-  rx_strbuf_printf(&sb, "\n    o\n  } else {\n    o2 = ");
+  base_strbuf_printf(&sb, "\n    o\n  } else {\n    o2 = ");
   put_call(&sb, en, "", "e", be.ncaps);
-  rx_strbuf_printf(&sb, "\n    o2\n  }\n  return r\n}\n");
+  base_strbuf_printf(&sb, "\n    o2\n  }\n  return r\n}\n");
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   rx_node *a[1 + 2 * CF_MAXCAP];
   int na = 0;
@@ -417,51 +417,51 @@ rx_status onnx_do_if(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
 
 /* the driver's tuple of states st0.. (n of them) then the scan values sc0.. (k) */
 static void put_tuple(rx_strbuf *sb, const char *st, int n, const char *sc, int k) {
-  rx_strbuf_printf(sb, "(");
-  for (int i = 0; i < n; i++) rx_strbuf_printf(sb, "%s%s%d", i ? ", " : "", st, i);
-  for (int j = 0; j < k; j++) rx_strbuf_printf(sb, "%s%s%d", n + j ? ", " : "", sc, j);
-  rx_strbuf_printf(sb, "%s)", n + k == 1 ? "," : "");
+  base_strbuf_printf(sb, "(");
+  for (int i = 0; i < n; i++) base_strbuf_printf(sb, "%s%s%d", i ? ", " : "", st, i);
+  for (int j = 0; j < k; j++) base_strbuf_printf(sb, "%s%s%d", n + j ? ", " : "", sc, j);
+  base_strbuf_printf(sb, "%s)", n + k == 1 ? "," : "");
 }
 
 /* the carried values of the next step (the body's outputs first.. of struct info si), checked
  * to keep the struct info of the first step's (the VM checks the dims) */
 static void put_carried(rx_strbuf *sb, const rx_sinfo *const *si, int n, int first) {
   for (int i = 0; i < n; i++) {
-    rx_strbuf_printf(sb, "    n%d = match_cast(o.%d, ", i, first + i);
+    base_strbuf_printf(sb, "    n%d = match_cast(o.%d, ", i, first + i);
     put_sinfo(sb, si[i]);
-    rx_strbuf_printf(sb, ")\n");
+    base_strbuf_printf(sb, ")\n");
   }
 }
 
 /* "NAME_d<j>_<q>": dim q of tensor j of a row copy */
 static void put_rdim(rx_strbuf *sb, const char *name, int j, int q) {
-  rx_strbuf_printf(sb, "%s_d%d_%d", name, j, q);
+  base_strbuf_printf(sb, "%s_d%d_%d", name, j, q);
 }
 
 /* The elements of tensor j of a row copy: "(NAME_d<j>_<from> * ..)", "1" when none */
 static void put_relems(rx_strbuf *sb, const char *name, int j, int ndim, int from) {
-  if (from >= ndim) rx_strbuf_printf(sb, "1");
+  if (from >= ndim) base_strbuf_printf(sb, "1");
   for (int q = from; q < ndim; q++) {
-    rx_strbuf_printf(sb, "%s", q > from ? " * " : "(");
+    base_strbuf_printf(sb, "%s", q > from ? " * " : "(");
     put_rdim(sb, name, j, q);
   }
-  if (from < ndim) rx_strbuf_printf(sb, ")");
+  if (from < ndim) base_strbuf_printf(sb, ")");
 }
 
 /* "[row<j>, i0, ..]" (with_row) or "[i0, ..]" where i<q> is dim q's part of the flat element
  * number e */
 static void put_rindex(rx_strbuf *sb, const char *name, int j, int ndim, bool with_row) {
-  rx_strbuf_printf(sb, "[");
-  if (with_row) rx_strbuf_printf(sb, "row%d", j);
+  base_strbuf_printf(sb, "[");
+  if (with_row) base_strbuf_printf(sb, "row%d", j);
   for (int q = 0; q < ndim; q++) {
-    rx_strbuf_printf(sb, "%se // ", with_row || q ? ", " : "");
+    base_strbuf_printf(sb, "%se // ", with_row || q ? ", " : "");
     put_relems(sb, name, j, ndim, q + 1);
     if (q) {
-      rx_strbuf_printf(sb, " %% ");
+      base_strbuf_printf(sb, " %% ");
       put_rdim(sb, name, j, q);
     }
   }
-  rx_strbuf_printf(sb, "]");
+  base_strbuf_printf(sb, "]");
 }
 
 /* The tensor program NAME that writes each step value v<j> (of si[j]'s dtype and rank) as row
@@ -469,67 +469,67 @@ static void put_rindex(rx_strbuf *sb, const char *name, int j, int ndim, bool wi
  * into v<j> (!write): one launch a step for all of them, a thread per element. */
 static void put_row_copy(rx_strbuf *sb, const char *name, bool write, const rx_sinfo *const *si,
                          int n) {
-  rx_strbuf_printf(sb, "tensor_fn %s(", name);
+  base_strbuf_printf(sb, "tensor_fn %s(", name);
   for (int pass = 0; pass < 2; pass++) /* the inputs, then the outputs */
     for (int j = 0; j < n; j++) {
       bool rows = (pass == 0) != write; /* the accumulator or scan input */
-      rx_strbuf_printf(sb, "%s%s%s%d: %s[", pass || j ? ", " : "", pass ? "out " : "",
-                       rows ? (write ? "y" : "x") : "v", j, rx_dtype_name(si[j]->dtype));
-      if (rows) rx_strbuf_printf(sb, "%s_t%d%s", name, j, si[j]->ndim ? ", " : "");
+      base_strbuf_printf(sb, "%s%s%s%d: %s[", pass || j ? ", " : "", pass ? "out " : "",
+                         rows ? (write ? "y" : "x") : "v", j, ir_dtype_name(si[j]->dtype));
+      if (rows) base_strbuf_printf(sb, "%s_t%d%s", name, j, si[j]->ndim ? ", " : "");
       for (int q = 0; q < si[j]->ndim; q++) {
-        if (q) rx_strbuf_printf(sb, ", ");
+        if (q) base_strbuf_printf(sb, ", ");
         put_rdim(sb, name, j, q);
       }
-      rx_strbuf_printf(sb, "]");
+      base_strbuf_printf(sb, "]");
     }
-  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", row%d: i64", j);
-  rx_strbuf_printf(sb, ") {\n  for e in 0..");
-  for (int j = 0; j < n - 1; j++) rx_strbuf_printf(sb, "max(");
+  for (int j = 0; j < n; j++) base_strbuf_printf(sb, ", row%d: i64", j);
+  base_strbuf_printf(sb, ") {\n  for e in 0..");
+  for (int j = 0; j < n - 1; j++) base_strbuf_printf(sb, "max(");
   for (int j = 0; j < n; j++) {
     put_relems(sb, name, j, si[j]->ndim, 0);
-    if (j) rx_strbuf_printf(sb, ")");
-    if (j < n - 1) rx_strbuf_printf(sb, ", ");
+    if (j) base_strbuf_printf(sb, ")");
+    if (j < n - 1) base_strbuf_printf(sb, ", ");
   }
-  rx_strbuf_printf(sb, " {\n");
+  base_strbuf_printf(sb, " {\n");
   for (int j = 0; j < n; j++) {
-    rx_strbuf_printf(sb, "    if e < ");
+    base_strbuf_printf(sb, "    if e < ");
     put_relems(sb, name, j, si[j]->ndim, 0);
-    rx_strbuf_printf(sb, " {\n      %s%d", write ? "y" : "v", j);
+    base_strbuf_printf(sb, " {\n      %s%d", write ? "y" : "v", j);
     put_rindex(sb, name, j, si[j]->ndim, write);
-    rx_strbuf_printf(sb, " = %s%d", write ? "v" : "x", j);
+    base_strbuf_printf(sb, " = %s%d", write ? "v" : "x", j);
     put_rindex(sb, name, j, si[j]->ndim, !write);
-    rx_strbuf_printf(sb, "\n    }\n");
+    base_strbuf_printf(sb, "\n    }\n");
   }
-  rx_strbuf_printf(sb, "  }\n}\n");
+  base_strbuf_printf(sb, "  }\n}\n");
 }
 
 /* ", dims=[row0, ..])\n": the rows of step k, T - 1 - k where dir[j] (reversed) */
 static void put_rows(rx_strbuf *sb, const rx_expr *T, const char *k, const int64_t *dir, int n) {
-  rx_strbuf_printf(sb, ", dims=[");
+  base_strbuf_printf(sb, ", dims=[");
   for (int j = 0; j < n; j++) {
-    if (j) rx_strbuf_printf(sb, ", ");
+    if (j) base_strbuf_printf(sb, ", ");
     if (dir && dir[j]) {
       put_expr(sb, T);
-      rx_strbuf_printf(sb, " - 1 - ");
+      base_strbuf_printf(sb, " - 1 - ");
     }
-    rx_strbuf_printf(sb, "%s", k);
+    base_strbuf_printf(sb, "%s", k);
   }
-  rx_strbuf_printf(sb, "])\n");
+  base_strbuf_printf(sb, "])\n");
 }
 
 /* The write of step values v0.. into accumulators ACC0.. (n of them) in place by F's writer
  * <F>w, defining w0..; its dims=[..] follow (put_rows). */
 static void put_write(rx_strbuf *sb, const char *F, const char *acc, int n, const char *ind) {
-  rx_strbuf_printf(sb, "%s%s = call_tensor(%sw", ind, n == 1 ? "w0" : "wr", F);
-  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, ", v%d", j);
-  rx_strbuf_printf(sb, ", inplace=%s", n == 1 ? "" : "(");
-  for (int j = 0; j < n; j++) rx_strbuf_printf(sb, "%s%s%d", j ? ", " : "", acc, j);
-  rx_strbuf_printf(sb, "%s", n == 1 ? "" : ")");
+  base_strbuf_printf(sb, "%s%s = call_tensor(%sw", ind, n == 1 ? "w0" : "wr", F);
+  for (int j = 0; j < n; j++) base_strbuf_printf(sb, ", v%d", j);
+  base_strbuf_printf(sb, ", inplace=%s", n == 1 ? "" : "(");
+  for (int j = 0; j < n; j++) base_strbuf_printf(sb, "%s%s%d", j ? ", " : "", acc, j);
+  base_strbuf_printf(sb, "%s", n == 1 ? "" : ")");
 }
 
 /* After put_write and its rows: w0.. from the tuple of several. */
 static void put_write_items(rx_strbuf *sb, int n, const char *ind) {
-  for (int j = 0; n > 1 && j < n; j++) rx_strbuf_printf(sb, "%sw%d = wr.%d\n", ind, j, j);
+  for (int j = 0; n > 1 && j < n; j++) base_strbuf_printf(sb, "%sw%d = wr.%d\n", ind, j, j);
 }
 
 /* an int list attribute of n entries (default 0 each); false when present with another count */
@@ -613,69 +613,69 @@ rx_status onnx_do_scan(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   snprintf(rw, sizeof rw, "%sw", F);
   if (K) put_row_copy(&sb, rw, true, bd.ret->fields + N, K);
   /* the entry: the scan outputs' accumulators, then the steps from 0 */
-  rx_strbuf_printf(&sb, "graph_fn %s(", F);
+  base_strbuf_printf(&sb, "graph_fn %s(", F);
   for (int i = 0; i < nin; i++) {
-    rx_strbuf_printf(&sb, "%s%s%d: ", i ? ", " : "", i < N ? "s" : "x", i < N ? i : i - N);
+    base_strbuf_printf(&sb, "%s%s%d: ", i ? ", " : "", i < N ? "s" : "x", i < N ? i : i - N);
     put_sinfo(&sb, a[1 + i]->sinfo);
   }
   put_caps(&sb, "c", &bd);
-  rx_strbuf_printf(&sb, ") -> ");
+  base_strbuf_printf(&sb, ") -> ");
   put_sinfo(&sb, ret);
-  rx_strbuf_printf(&sb, " {\n");
+  base_strbuf_printf(&sb, " {\n");
   for (int j = 0; j < K; j++) {
-    rx_strbuf_printf(&sb, "  y%d = zeros([", j);
+    base_strbuf_printf(&sb, "  y%d = zeros([", j);
     put_dims(&sb, f[N + j], 0, false);
-    rx_strbuf_printf(&sb, "], dtype=%s)\n", rx_dtype_name(f[N + j]->dtype));
+    base_strbuf_printf(&sb, "], dtype=%s)\n", ir_dtype_name(f[N + j]->dtype));
   }
-  rx_strbuf_printf(&sb, "  o = %s([0]", st);
+  base_strbuf_printf(&sb, "  o = %s([0]", st);
   for (int i = 0; i < nin; i++)
-    rx_strbuf_printf(&sb, ", %s%d", i < N ? "s" : "x", i < N ? i : i - N);
-  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", y%d", j);
-  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-  rx_strbuf_printf(&sb, ")\n  return o\n}\n");
+    base_strbuf_printf(&sb, ", %s%d", i < N ? "s" : "x", i < N ? i : i - N);
+  for (int j = 0; j < K; j++) base_strbuf_printf(&sb, ", y%d", j);
+  for (int k = 0; k < bd.ncaps; k++) base_strbuf_printf(&sb, ", c%d", k);
+  base_strbuf_printf(&sb, ")\n  return o\n}\n");
   /* the step k: its rows of the scan inputs (row T - 1 - k reversed), the body, its scan values
    * written likewise, then the steps after it: a tail call */
-  rx_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", st, ks);
+  base_strbuf_printf(&sb, "graph_fn %s(i: Shape([%s])", st, ks);
   for (int i = 0; i < nin; i++) {
-    rx_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
+    base_strbuf_printf(&sb, ", %s%d: ", i < N ? "s" : "x", i < N ? i : i - N);
     put_sinfo(&sb, a[1 + i]->sinfo);
   }
   for (int j = 0; j < K; j++) {
-    rx_strbuf_printf(&sb, ", y%d: ", j);
+    base_strbuf_printf(&sb, ", y%d: ", j);
     put_sinfo(&sb, f[N + j]);
   }
   put_caps(&sb, "c", &bd);
-  rx_strbuf_printf(&sb, ") -> ");
+  base_strbuf_printf(&sb, ") -> ");
   put_sinfo(&sb, ret);
-  rx_strbuf_printf(&sb, " {\n  r = if prim(bool, %s < ", ks);
+  base_strbuf_printf(&sb, " {\n  r = if prim(bool, %s < ", ks);
   put_expr(&sb, T);
-  rx_strbuf_printf(&sb, ") {\n");
-  rx_strbuf_printf(&sb, "    %s = call_tensor(%sr", M == 1 ? "e0" : "rd", F);
-  for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
-  rx_strbuf_printf(&sb, ", out=");
+  base_strbuf_printf(&sb, ") {\n");
+  base_strbuf_printf(&sb, "    %s = call_tensor(%sr", M == 1 ? "e0" : "rd", F);
+  for (int j = 0; j < M; j++) base_strbuf_printf(&sb, ", x%d", j);
+  base_strbuf_printf(&sb, ", out=");
   put_sinfo(&sb, M == 1 ? in[N] : rx_sinfo_tuple(I->m, in + N, M));
   put_rows(&sb, T, ks, idir, M);
-  for (int j = 0; M > 1 && j < M; j++) rx_strbuf_printf(&sb, "    e%d = rd.%d\n", j, j);
-  rx_strbuf_printf(&sb, "    o = %s(", bn);
+  for (int j = 0; M > 1 && j < M; j++) base_strbuf_printf(&sb, "    e%d = rd.%d\n", j, j);
+  base_strbuf_printf(&sb, "    o = %s(", bn);
   for (int i = 0; i < nin; i++)
-    rx_strbuf_printf(&sb, "%s%s%d", i ? ", " : "", i < N ? "s" : "e", i < N ? i : i - N);
-  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
-  rx_strbuf_printf(&sb, ")\n");
+    base_strbuf_printf(&sb, "%s%s%d", i ? ", " : "", i < N ? "s" : "e", i < N ? i : i - N);
+  for (int k = 0; k < bd.ncaps; k++) base_strbuf_printf(&sb, "%sc%d", nin + k ? ", " : "", k);
+  base_strbuf_printf(&sb, ")\n");
   put_carried(&sb, in, N, 0);
-  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, "    v%d = o.%d\n", j, N + j);
+  for (int j = 0; j < K; j++) base_strbuf_printf(&sb, "    v%d = o.%d\n", j, N + j);
   if (K) {
     put_write(&sb, F, "y", K, "    ");
     put_rows(&sb, T, ks, odir, K);
     put_write_items(&sb, K, "    ");
   }
-  rx_strbuf_printf(&sb, "    rest = %s([%s + 1]", st, ks);
-  for (int i = 0; i < N; i++) rx_strbuf_printf(&sb, ", n%d", i);
-  for (int j = 0; j < M; j++) rx_strbuf_printf(&sb, ", x%d", j);
-  for (int j = 0; j < K; j++) rx_strbuf_printf(&sb, ", w%d", j);
-  for (int k = 0; k < bd.ncaps; k++) rx_strbuf_printf(&sb, ", c%d", k);
-  rx_strbuf_printf(&sb, ")\n    rest\n  } else {\n    res2 = ");
+  base_strbuf_printf(&sb, "    rest = %s([%s + 1]", st, ks);
+  for (int i = 0; i < N; i++) base_strbuf_printf(&sb, ", n%d", i);
+  for (int j = 0; j < M; j++) base_strbuf_printf(&sb, ", x%d", j);
+  for (int j = 0; j < K; j++) base_strbuf_printf(&sb, ", w%d", j);
+  for (int k = 0; k < bd.ncaps; k++) base_strbuf_printf(&sb, ", c%d", k);
+  base_strbuf_printf(&sb, ")\n    rest\n  } else {\n    res2 = ");
   put_tuple(&sb, "s", N, "y", K);
-  rx_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
+  base_strbuf_printf(&sb, "\n    res2\n  }\n  return r\n}\n");
   RX_RETURN_IF_ERROR(parse_driver(I, n, &sb));
   int na = 1 + nin;
   for (int k = 0; k < bd.ncaps; k++) a[na++] = rx_arg_var(I->b, bd.capv[k]);
@@ -714,57 +714,57 @@ typedef struct loop_txt {
 static void put_loop_params(rx_strbuf *sb, const loop_txt *L, bool step) {
   put_sinfo(sb, L->in[1]);
   for (int i = 0; i < L->N; i++) {
-    rx_strbuf_printf(sb, ", s%d: ", i);
+    base_strbuf_printf(sb, ", s%d: ", i);
     put_sinfo(sb, L->in[2 + i]);
   }
   for (int j = 0; step && j < L->K; j++) {
-    rx_strbuf_printf(sb, ", y%d: %s[%s_cap", j, rx_dtype_name(L->sk[j]->dtype), L->F);
+    base_strbuf_printf(sb, ", y%d: %s[%s_cap", j, ir_dtype_name(L->sk[j]->dtype), L->F);
     put_dims(sb, L->sk[j], 0, true);
-    rx_strbuf_printf(sb, "]");
+    base_strbuf_printf(sb, "]");
   }
   put_caps(sb, "c", L->bd);
-  rx_strbuf_printf(sb, ") -> ");
+  base_strbuf_printf(sb, ") -> ");
   put_sinfo(sb, L->ret);
-  rx_strbuf_printf(sb, " {\n");
+  base_strbuf_printf(sb, " {\n");
 }
 
 /* the step's arguments after its step number: ", m, COND, CARRIED.., ACC.., c0.." */
 static void put_step_args(rx_strbuf *sb, const loop_txt *L, const char *cond, const char *carried,
                           const char *acc) {
-  rx_strbuf_printf(sb, ", m, %s", cond);
-  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", %s%d", carried, i);
-  for (int j = 0; j < L->K; j++) rx_strbuf_printf(sb, ", %s%d", acc, j);
-  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
-  rx_strbuf_printf(sb, ")\n");
+  base_strbuf_printf(sb, ", m, %s", cond);
+  for (int i = 0; i < L->N; i++) base_strbuf_printf(sb, ", %s%d", carried, i);
+  for (int j = 0; j < L->K; j++) base_strbuf_printf(sb, ", %s%d", acc, j);
+  for (int k = 0; k < L->bd->ncaps; k++) base_strbuf_printf(sb, ", c%d", k);
+  base_strbuf_printf(sb, ")\n");
 }
 
 /* The entry: the first step when 0 < M and cond, with accumulators of min(M, 16) rows; else
  * the carried values as given and empty scan outputs. */
 static void put_loop_entry(rx_strbuf *sb, const loop_txt *L) {
-  rx_strbuf_printf(sb, "graph_fn %s(m: Shape([%s]), c: ", L->F, L->ms);
+  base_strbuf_printf(sb, "graph_fn %s(m: Shape([%s]), c: ", L->F, L->ms);
   put_loop_params(sb, L, false);
   if (!L->always) put_cond(sb, "c", L->in[1], L->cs);
-  rx_strbuf_printf(sb, "  r = if prim(bool, 0 < %s%s%s) {\n", L->ms, L->always ? "" : " && ",
-                   L->always ? "" : L->cs);
+  base_strbuf_printf(sb, "  r = if prim(bool, 0 < %s%s%s) {\n", L->ms, L->always ? "" : " && ",
+                     L->always ? "" : L->cs);
   if (L->K) /* bound on the host: M may be past what a kernel's int32 takes */
-    rx_strbuf_printf(sb, "    yr = [min(%s, %d)]\n    yc = match_cast(yr, Shape([%s_f]))\n", L->ms,
-                     LOOP_FIRST_ROWS, L->F);
+    base_strbuf_printf(sb, "    yr = [min(%s, %d)]\n    yc = match_cast(yr, Shape([%s_f]))\n",
+                       L->ms, LOOP_FIRST_ROWS, L->F);
   for (int j = 0; j < L->K; j++) {
-    rx_strbuf_printf(sb, "    y%d = zeros([%s_f", j, L->F);
+    base_strbuf_printf(sb, "    y%d = zeros([%s_f", j, L->F);
     put_dims(sb, L->s0[j], 0, true);
-    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+    base_strbuf_printf(sb, "], dtype=%s)\n", ir_dtype_name(L->s0[j]->dtype));
   }
-  rx_strbuf_printf(sb, "    o = %s([0]", L->st);
+  base_strbuf_printf(sb, "    o = %s([0]", L->st);
   put_step_args(sb, L, "c", "s", "y");
-  rx_strbuf_printf(sb, "    o\n  } else {\n");
+  base_strbuf_printf(sb, "    o\n  } else {\n");
   for (int j = 0; j < L->K; j++) { /* no step: empty (dims of the iteration number 0) */
-    rx_strbuf_printf(sb, "    z%d = zeros([0", j);
+    base_strbuf_printf(sb, "    z%d = zeros([0", j);
     put_dims(sb, L->s0[j], 0, true);
-    rx_strbuf_printf(sb, "], dtype=%s)\n", rx_dtype_name(L->s0[j]->dtype));
+    base_strbuf_printf(sb, "], dtype=%s)\n", ir_dtype_name(L->s0[j]->dtype));
   }
-  rx_strbuf_printf(sb, "    res2 = ");
+  base_strbuf_printf(sb, "    res2 = ");
   put_tuple(sb, "s", L->N, "z", L->K);
-  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+  base_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
 }
 
 /* The step k: the body; its scan values written at row k of the accumulators (doubled first
@@ -772,29 +772,29 @@ static void put_loop_entry(rx_strbuf *sb, const loop_txt *L) {
  * else the carried values and the accumulators' first k + 1 rows in the scan outputs' shapes. */
 static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
   const char *F = L->F, *ks = L->ks;
-  rx_strbuf_printf(sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", L->st, ks, L->ms);
+  base_strbuf_printf(sb, "graph_fn %s(i: Shape([%s]), m: Shape([%s]), c: ", L->st, ks, L->ms);
   put_loop_params(sb, L, true);
-  rx_strbuf_printf(sb, "  o = %s(i, c", L->bn);
-  for (int i = 0; i < L->N; i++) rx_strbuf_printf(sb, ", s%d", i);
-  for (int k = 0; k < L->bd->ncaps; k++) rx_strbuf_printf(sb, ", c%d", k);
-  rx_strbuf_printf(sb, ")\n  nc = match_cast(o.0, ");
+  base_strbuf_printf(sb, "  o = %s(i, c", L->bn);
+  for (int i = 0; i < L->N; i++) base_strbuf_printf(sb, ", s%d", i);
+  for (int k = 0; k < L->bd->ncaps; k++) base_strbuf_printf(sb, ", c%d", k);
+  base_strbuf_printf(sb, ")\n  nc = match_cast(o.0, ");
   put_sinfo(sb, L->in[1]);
-  rx_strbuf_printf(sb, ")\n");
+  base_strbuf_printf(sb, ")\n");
   put_carried(sb, L->in + 2, L->N, 1);
   for (int j = 0; j < L->K; j++) {
     const rx_sinfo *sk = L->sk[j];
-    const char *dt = rx_dtype_name(sk->dtype);
-    rx_strbuf_printf(sb, "  v%d = match_cast(o.%d, ", j, 1 + L->N + j);
+    const char *dt = ir_dtype_name(sk->dtype);
+    base_strbuf_printf(sb, "  v%d = match_cast(o.%d, ", j, 1 + L->N + j);
     put_sinfo(sb, sk);
-    rx_strbuf_printf(sb, ")\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j, ks, F,
-                     j);
-    rx_strbuf_printf(sb, "    z%d = zeros([%s_cap", j, F);
+    base_strbuf_printf(sb, ")\n  g%d = if prim(bool, %s < %s_cap) {\n    y%d\n  } else {\n", j, ks,
+                       F, j);
+    base_strbuf_printf(sb, "    z%d = zeros([%s_cap", j, F);
     put_dims(sb, sk, 0, true);
-    rx_strbuf_printf(sb, "], dtype=%s)\n    q%d = concat((y%d, z%d), axis=0)\n    q%d\n  }\n", dt,
-                     j, j, j, j);
-    rx_strbuf_printf(sb, "  h%d = match_cast(g%d, %s[%s_g", j, j, dt, F);
+    base_strbuf_printf(sb, "], dtype=%s)\n    q%d = concat((y%d, z%d), axis=0)\n    q%d\n  }\n", dt,
+                       j, j, j, j);
+    base_strbuf_printf(sb, "  h%d = match_cast(g%d, %s[%s_g", j, j, dt, F);
     put_dims(sb, sk, 0, true);
-    rx_strbuf_printf(sb, "])\n");
+    base_strbuf_printf(sb, "])\n");
   }
   if (L->K) {
     put_write(sb, F, "h", L->K, "  ");
@@ -802,22 +802,22 @@ static void put_loop_step(rx_strbuf *sb, const loop_txt *L) {
     put_write_items(sb, L->K, "  ");
   }
   if (!L->always) put_cond(sb, "nc", L->in[1], L->cs);
-  rx_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
-                   L->always ? "" : " && ", L->always ? "" : L->cs);
-  rx_strbuf_printf(sb, "    rest = %s([%s + 1]", L->st, ks);
+  base_strbuf_printf(sb, "  r = if prim(bool, %s + 1 < %s%s%s) {\n", ks, L->ms,
+                     L->always ? "" : " && ", L->always ? "" : L->cs);
+  base_strbuf_printf(sb, "    rest = %s([%s + 1]", L->st, ks);
   put_step_args(sb, L, "nc", "n", "w");
-  rx_strbuf_printf(sb, "    rest\n  } else {\n");
+  base_strbuf_printf(sb, "    rest\n  } else {\n");
   for (int j = 0; j < L->K; j++) {
-    rx_strbuf_printf(sb,
-                     "    t%d = strided_slice(w%d, axes=[0], begin=[0], end=[%s + 1])\n"
-                     "    u%d = match_cast(t%d, %s[%s + 1",
-                     j, j, ks, j, j, rx_dtype_name(L->sk[j]->dtype), ks);
+    base_strbuf_printf(sb,
+                       "    t%d = strided_slice(w%d, axes=[0], begin=[0], end=[%s + 1])\n"
+                       "    u%d = match_cast(t%d, %s[%s + 1",
+                       j, j, ks, j, j, ir_dtype_name(L->sk[j]->dtype), ks);
     put_dims(sb, L->sk[j], 0, true);
-    rx_strbuf_printf(sb, "])\n");
+    base_strbuf_printf(sb, "])\n");
   }
-  rx_strbuf_printf(sb, "    res2 = ");
+  base_strbuf_printf(sb, "    res2 = ");
   put_tuple(sb, "n", L->N, "u", L->K);
-  rx_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
+  base_strbuf_printf(sb, "\n    res2\n  }\n  return r\n}\n");
 }
 
 /* Is Loop n's condition true at every step: no input or a constant true, and the body gives
@@ -915,8 +915,8 @@ rx_status onnx_do_loop(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     for (int d = 0; d < so->ndim; d++) { /* a dim of the iteration number: step 0's, checked */
       char an[96];
       snprintf(an, sizeof an, "%s_a%d_%d", F, j, d);
-      d0[d] = rx_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &zero, 1);
-      dk[d] = rx_expr_uses_var(so->shape[d], bd.iter) ? rx_sym_var(I->m, an) : so->shape[d];
+      d0[d] = sym_expr_subst(I->m->ctx, so->shape[d], &bd.iter, &zero, 1);
+      dk[d] = sym_expr_uses_var(so->shape[d], bd.iter) ? rx_sym_var(I->m, an) : so->shape[d];
     }
     L.s0[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, d0);
     L.sk[j] = rx_sinfo_tensor(I->m, so->dtype, so->ndim, dk);

@@ -71,9 +71,9 @@ rx_status onnx_do_unary(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     rx_expr_ctx *c = I->m->ctx;
     for (int k = 0; k < x->slen; k++) {
       const rx_expr *e = x->s[k], *m = rx_sym_sub(I->m, rx_sym_const(I->m, 0), e);
-      if (abs_) m = rx_expr_select(c, rx_sym_lt(I->m, e, rx_sym_const(I->m, 0)), m, e);
+      if (abs_) m = sym_expr_select(c, rx_sym_lt(I->m, e, rx_sym_const(I->m, 0)), m, e);
       if (not_) m = rx_sym_eq(I->m, e, rx_sym_const(I->m, 0));
-      out.s[k] = rx_analyzer_simplify(I->an, m);
+      out.s[k] = sym_analyzer_simplify(I->an, m);
     }
     *onnx_def(I, n->output[0]) = out;
     return NULL;
@@ -169,7 +169,7 @@ rx_status onnx_do_where(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     for (int j = 0; j < out.slen; j++) {
       const rx_expr *e[3];
       for (int k = 0; k < 3; k++) e[k] = v[k]->s[v[k]->slen == 1 ? 0 : j];
-      out.s[j] = rx_analyzer_simplify(I->an, rx_expr_select(I->m->ctx, e[0], e[1], e[2]));
+      out.s[j] = sym_analyzer_simplify(I->an, sym_expr_select(I->m->ctx, e[0], e[1], e[2]));
     }
     *onnx_def(I, n->output[0]) = out;
     return NULL;
@@ -244,7 +244,7 @@ rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   if (!x) return onnx_node_err(I, n, "input is not defined");
   if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "to", 0), &dt))
     return onnx_node_err(I, n, "unsupported target type %lld", (long long)onnx_attr_i(n, "to", 0));
-  bool fl = rx_dtype_is_float(dt);
+  bool fl = ir_dtype_is_float(dt);
   if (x->kind == V_FCONST || (x->kind == V_SYM && !fl) ||
       (x->kind == V_SYM && x->slen == 1 && x->s[0]->kind == RX_EXPR_CONST)) {
     val out = *x;
@@ -260,8 +260,8 @@ rx_status onnx_do_cast(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
       out.s[0] = rx_sym_const(I->m, dt == RX_DTYPE_BOOL ? x->f != 0 : (int64_t)x->f);
     } else if (dt == RX_DTYPE_BOOL) {
       for (int k = 0; k < out.slen; k++)
-        out.s[k] = rx_analyzer_simplify(
-            I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_NE, x->s[k], rx_sym_const(I->m, 0)));
+        out.s[k] = sym_analyzer_simplify(
+            I->an, sym_expr_cmp(I->m->ctx, RX_EXPR_NE, x->s[k], rx_sym_const(I->m, 0)));
     }
     *onnx_def(I, n->output[0]) = out;
     return NULL;
@@ -288,7 +288,7 @@ rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row) 
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
   if (!strcmp(row->form, "sign")) {
     const rx_sinfo *si = onnx_tsinfo(onnx_get(I, onnx_input(n, 0)));
-    bool fl = !si || rx_dtype_is_float(si->dtype);
+    bool fl = !si || ir_dtype_is_float(si->dtype);
     rx_node *zero = fl ? FL(0.0) : rx_arg_int(I->b, 0), *one = fl ? FL(1.0) : rx_arg_int(I->b, 1);
     EX2(RX_OP_multiply, x, zero, z);
     EX2(RX_OP_add, z, one, t);
@@ -347,7 +347,7 @@ rx_status onnx_do_mod(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &a));
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 1), &b));
   const rx_sinfo *si = onnx_tsinfo(onnx_get(I, onnx_input(n, 0)));
-  bool fl = si && rx_dtype_is_float(si->dtype), fm = onnx_attr_i(n, "fmod", 0) != 0;
+  bool fl = si && ir_dtype_is_float(si->dtype), fm = onnx_attr_i(n, "fmod", 0) != 0;
   if (fl && !fm)
     return onnx_node_err(I, n, "fmod=0 on floating-point inputs (ONNX requires fmod=1 for them)");
   EX2(RX_OP_divide, a, b, q);

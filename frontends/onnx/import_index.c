@@ -74,11 +74,11 @@ static rx_status split_sizes(imp *I, const Onnx__NodeProto *n, val *x, int axis,
   rx_strbuf sb = {0};
   for (int k = 0; k < ns; k++) {
     sum = rx_sym_add(I->m, sum, sizes[k]);
-    if (k) rx_strbuf_printf(&sb, ", ");
-    rx_expr_print(&sb, sizes[k]);
+    if (k) base_strbuf_printf(&sb, ", ");
+    sym_expr_print(&sb, sizes[k]);
   }
-  sum = rx_analyzer_simplify(I->an, sum);
-  char *list = rx_strbuf_take(&sb);
+  sum = sym_analyzer_simplify(I->an, sum);
+  char *list = base_strbuf_take(&sb);
   rx_status s = NULL;
   for (int k = 0; k < ns && !s; k++)
     if (sizes[k]->kind == RX_EXPR_CONST && sizes[k]->value < 0)
@@ -512,7 +512,7 @@ rx_status onnx_scalar_input(imp *I, const Onnx__NodeProto *n, size_t i, const rx
     *out = rx_sym_const(I->m, (int64_t)v->f);
     return NULL;
   }
-  if (si && si->kind == RX_SINFO_TENSOR && rx_dtype_is_float(si->dtype)) {
+  if (si && si->kind == RX_SINFO_TENSOR && ir_dtype_is_float(si->dtype)) {
     rx_node *a = rx_arg_var(I->b, v->var);
     const rx_attr *at = rx_attr_dtype(I->m, "dtype", RX_DTYPE_I64);
     val tmp = {.name = NULL, .kind = V_TENSOR};

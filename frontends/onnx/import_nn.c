@@ -497,7 +497,7 @@ static rx_status conv_channels(imp *I, const Onnx__NodeProto *n, rx_var **xv, co
       (*xs)->ndim > SYM_MAX)
     return NULL;
   const rx_expr *want = rx_sym_const(I->m, ws->shape[1]->value * g);
-  if (rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, c, want)) != RX_UNKNOWN)
+  if (sym_analyzer_prove(I->an, sym_expr_cmp(I->m->ctx, RX_EXPR_EQ, c, want)) != RX_UNKNOWN)
     return NULL; /* equal, or provably not (conv2d's own error) */
   const rx_expr *dims[SYM_MAX];
   memcpy(dims, (*xs)->shape, sizeof *dims * (size_t)(*xs)->ndim);

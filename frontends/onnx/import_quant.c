@@ -19,7 +19,7 @@
 static const char *q_fresh(imp *I) {
   char buf[32];
   snprintf(buf, sizeof buf, "<composite %d>", I->nvals);
-  return rx_module_intern(I->m, buf, strlen(buf));
+  return ir_module_intern(I->m, buf, strlen(buf));
 }
 
 /* var under a fresh value name */
@@ -139,7 +139,7 @@ static rx_status q_saturate(imp *I, const Onnx__NodeProto *n, rx_var *t, rx_var 
   double lo, hi;
   if (!q_range(dt, &lo, &hi))
     return onnx_node_err(I, n, "the quantized type must be u8, i8, u16, i16 or i32, got %s",
-                         rx_dtype_name(dt));
+                         ir_dtype_name(dt));
   const char *in = q_val(I, t);
   RX_RETURN_IF_ERROR(q_sub(I, n, onnx_find_op("Round"), &in, 1, &t));
   if (zp) {
@@ -204,7 +204,7 @@ rx_status onnx_do_dequantize(imp *I, const Onnx__NodeProto *n, const onnx_op *ro
   int64_t axis = 0;
   RX_RETURN_IF_ERROR(q_linear_inputs(I, n, &x, &s, &z, &r, &axis));
   rx_dtype ft = q_dtype(s, RX_DTYPE_F32);
-  if (!rx_dtype_is_float(ft)) return onnx_node_err(I, n, "x_scale must be a float tensor");
+  if (!ir_dtype_is_float(ft)) return onnx_node_err(I, n, "x_scale must be a float tensor");
   RX_RETURN_IF_ERROR(q_cast(I, n, x, RX_DTYPE_I32, &t));
   if (z) {
     RX_RETURN_IF_ERROR(q_per_axis(I, n, z, r, axis, &z));
@@ -344,7 +344,7 @@ rx_status onnx_do_pow(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
       xs->dtype == ys->dtype)
     return onnx_do_binary(I, n, row);
   rx_var *a = x->var, *b = y->var, *r;
-  bool back = !rx_dtype_is_float(xs->dtype) && rx_dtype_is_float(ys->dtype);
+  bool back = !ir_dtype_is_float(xs->dtype) && ir_dtype_is_float(ys->dtype);
   if (back)
     RX_RETURN_IF_ERROR(q_cast(I, n, a, ys->dtype, &a));
   else
@@ -370,7 +370,7 @@ rx_status onnx_do_bitshift(imp *I, const Onnx__NodeProto *n, const onnx_op *row)
   bool left = onnx_attr_s_is(n, "direction", "LEFT");
   if (!left && !onnx_attr_s_is(n, "direction", "RIGHT"))
     return onnx_node_err(I, n, "direction must be \"LEFT\" or \"RIGHT\"");
-  double bits = rx_dtype_bits(dt);
+  double bits = ir_dtype_bits(dt);
   RX_RETURN_IF_ERROR(q_opf(I, n, RX_OP_minimum, y, bits - 1, &p));
   rx_node *a[2] = {rx_arg_float(I->b, 2.0), rx_arg_var(I->b, p)};
   RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_power, a, 2, NULL, 0, &p));

@@ -51,7 +51,7 @@ static const char *const default_acts[3][3] = {
     {"Tanh", NULL, NULL}, {"Sigmoid", "Tanh", NULL}, {"Sigmoid", "Tanh", "Tanh"}};
 
 static rx_status unsupported(const char *fmt, const char *what) {
-  return rx_status_make(RX_ERR_UNSUPPORTED, fmt, what);
+  return base_status_make(RX_ERR_UNSUPPORTED, fmt, what);
 }
 
 static bool const_dim(const rx_sinfo *si, int i, int64_t *out) {
@@ -118,7 +118,7 @@ static rx_status read_spec(const Onnx__NodeProto *n, const onnx_rnn_in *in, spec
   if (!xs || xs->kind != RX_SINFO_TENSOR || xs->ndim != 3 || !xs->shape)
     return unsupported("input 0 (%s) must be a tensor of rank 3 and known shape", "X");
   if (xs->dtype != RX_DTYPE_F32)
-    return unsupported("input 0 (X) is %s: only f32 is supported", rx_dtype_name(xs->dtype));
+    return unsupported("input 0 (X) is %s: only f32 is supported", ir_dtype_name(xs->dtype));
   int64_t wd, wgh, rd, rgh, rh;
   if (!const_dim(in->ws, 0, &wd) || !const_dim(in->ws, 1, &wgh) || in->ws->ndim != 3)
     return unsupported("input 1 (%s) must be a rank-3 tensor of constant dims [D, G*H, I]", "W");
@@ -149,95 +149,95 @@ static rx_status read_spec(const Onnx__NodeProto *n, const onnx_rnn_in *in, spec
 
 /* the pre-activation of gate g from X: XW plus W's bias */
 static void xterm(rx_strbuf *sb, const spec *sp, int g) {
-  rx_strbuf_printf(sb, "xw[d, t, b, %lld + j]", (long long)(g * sp->H));
-  if (sp->has_b) rx_strbuf_printf(sb, " + bias[d, %lld + j]", (long long)(g * sp->H));
+  base_strbuf_printf(sb, "xw[d, t, b, %lld + j]", (long long)(g * sp->H));
+  if (sp->has_b) base_strbuf_printf(sb, " + bias[d, %lld + j]", (long long)(g * sp->H));
 }
 
 /* the pre-activation of gate g from h_{t-1}: ws plus R's bias */
 static void rterm(rx_strbuf *sb, const spec *sp, int g) {
-  rx_strbuf_printf(sb, "%s%lld + j]", sp->wsn, (long long)(g * sp->H));
-  if (sp->has_b) rx_strbuf_printf(sb, " + bias[d, %lld + j]", (long long)(sp->GH + g * sp->H));
+  base_strbuf_printf(sb, "%s%lld + j]", sp->wsn, (long long)(g * sp->H));
+  if (sp->has_b) base_strbuf_printf(sb, " + bias[d, %lld + j]", (long long)(sp->GH + g * sp->H));
 }
 
 static void clip_open(rx_strbuf *sb, const spec *sp) {
-  if (sp->clip > 0) rx_strbuf_printf(sb, "min(max(");
+  if (sp->clip > 0) base_strbuf_printf(sb, "min(max(");
 }
 static void clip_close(rx_strbuf *sb, const spec *sp) {
-  if (sp->clip > 0) rx_strbuf_printf(sb, ", %.9g), %.9g)", -sp->clip, sp->clip);
+  if (sp->clip > 0) base_strbuf_printf(sb, ", %.9g), %.9g)", -sp->clip, sp->clip);
 }
 
 /* `let NAME: f32 = FN(clip(x_g + r_g EXTRA))` */
 static void gate(rx_strbuf *sb, const spec *sp, const char *name, const char *fn, int g,
                  const char *extra) {
-  rx_strbuf_printf(sb, "          let %s: f32 = %s(", name, fn);
+  base_strbuf_printf(sb, "          let %s: f32 = %s(", name, fn);
   clip_open(sb, sp);
   xterm(sb, sp, g);
-  rx_strbuf_printf(sb, " + ");
+  base_strbuf_printf(sb, " + ");
   rterm(sb, sp, g);
-  rx_strbuf_printf(sb, "%s", extra);
+  base_strbuf_printf(sb, "%s", extra);
   clip_close(sb, sp);
-  rx_strbuf_printf(sb, ")\n");
+  base_strbuf_printf(sb, ")\n");
 }
 
 /* the step's time index t of step s (ln: the row's length) */
 static void put_lets(rx_strbuf *sb, const spec *sp) {
-  rx_strbuf_printf(sb, "        let ln: i64 = %s\n", sp->has_seq ? "i64(sl[b])" : "rnn_t");
-  rx_strbuf_printf(sb, "        let t: i64 = %s\n",
-                   sp->dir == DIR_FORWARD   ? "s"
-                   : sp->dir == DIR_REVERSE ? "ln - 1 - s"
-                                            : "select(d == 1, ln - 1 - s, s)");
+  base_strbuf_printf(sb, "        let ln: i64 = %s\n", sp->has_seq ? "i64(sl[b])" : "rnn_t");
+  base_strbuf_printf(sb, "        let t: i64 = %s\n",
+                     sp->dir == DIR_FORWARD   ? "s"
+                     : sp->dir == DIR_REVERSE ? "ln - 1 - s"
+                                              : "select(d == 1, ln - 1 - s, s)");
 }
 
 /* Opens one phase of a step, VAR over 0..n: serially a loop; in a block (sp->tpb) each thread
  * takes every tpb-th, and a phase of the step proper (step) runs while s < ln. */
 static void phase_open(rx_strbuf *sb, const spec *sp, const char *var, int64_t n, bool step) {
   if (!sp->tpb) {
-    rx_strbuf_printf(sb, "        for %s in 0..%lld {\n", var, (long long)n);
+    base_strbuf_printf(sb, "        for %s in 0..%lld {\n", var, (long long)n);
     return;
   }
-  rx_strbuf_printf(sb,
-                   "    for tx in 0..%d bind(threadIdx.x) {\n      for i in 0..%lld {\n"
-                   "        let %s: i64 = tx + i * %d\n        if %s < %lld {\n",
-                   sp->tpb, (long long)((n + sp->tpb - 1) / sp->tpb), var, sp->tpb, var,
-                   (long long)n);
+  base_strbuf_printf(sb,
+                     "    for tx in 0..%d bind(threadIdx.x) {\n      for i in 0..%lld {\n"
+                     "        let %s: i64 = tx + i * %d\n        if %s < %lld {\n",
+                     sp->tpb, (long long)((n + sp->tpb - 1) / sp->tpb), var, sp->tpb, var,
+                     (long long)n);
   if (step) {
     put_lets(sb, sp);
-    rx_strbuf_printf(sb, "        if s < ln {\n");
+    base_strbuf_printf(sb, "        if s < ln {\n");
   }
 }
 
 /* Closes a phase (zero: Y is 0 at the steps past the row's length), then a barrier. */
 static void phase_close(rx_strbuf *sb, const spec *sp, bool step, bool zero) {
   if (!sp->tpb) {
-    rx_strbuf_printf(sb, "        }\n");
+    base_strbuf_printf(sb, "        }\n");
     return;
   }
   if (step && zero)
-    rx_strbuf_printf(sb, "        } else {\n          y[s, d, b, j] = 0.0\n        }\n");
+    base_strbuf_printf(sb, "        } else {\n          y[s, d, b, j] = 0.0\n        }\n");
   else if (step)
-    rx_strbuf_printf(sb, "        }\n");
-  rx_strbuf_printf(sb, "        }\n      }\n    }\n    barrier\n");
+    base_strbuf_printf(sb, "        }\n");
+  base_strbuf_printf(sb, "        }\n      }\n    }\n    barrier\n");
 }
 
 /* WS[q0 + q] = sum_k SRC[k] * r[d, q0 + q, k] for q in 0..nq (SRC, WS: sp's buffer names) */
 static void matvec(rx_strbuf *sb, const spec *sp, const char *acc, int64_t q0, int64_t nq,
                    const char *src) {
   phase_open(sb, sp, "q", nq, false);
-  rx_strbuf_printf(sb,
-                   "          alloc %s: f32[1] local\n"
-                   "          %s[0] = 0.0\n"
-                   "          for k in 0..%lld {\n"
-                   "            %s[0] = %s[0] + %sk] * r[d, %lld + q, k]\n"
-                   "          }\n"
-                   "          %s%lld + q] = %s[0]\n",
-                   acc, acc, (long long)sp->H, acc, acc, src, (long long)q0, sp->wsn, (long long)q0,
-                   acc);
+  base_strbuf_printf(sb,
+                     "          alloc %s: f32[1] local\n"
+                     "          %s[0] = 0.0\n"
+                     "          for k in 0..%lld {\n"
+                     "            %s[0] = %s[0] + %sk] * r[d, %lld + q, k]\n"
+                     "          }\n"
+                     "          %s%lld + q] = %s[0]\n",
+                     acc, acc, (long long)sp->H, acc, acc, src, (long long)q0, sp->wsn,
+                     (long long)q0, acc);
   phase_close(sb, sp, false, false);
 }
 
 /* h_t: Y's row t and the state */
 static void put_h(rx_strbuf *sb, const spec *sp, const char *value) {
-  rx_strbuf_printf(
+  base_strbuf_printf(
       sb, "          let hn: f32 = %s\n          y[t, d, b, j] = hn\n          %sj] = hn\n", value,
       sp->hs);
 }
@@ -252,11 +252,11 @@ static void step_lstm(rx_strbuf *sb, const spec *sp) {
     snprintf(ex, sizeof ex, " + p[d, %lld + j] * %sj]", (long long)(2 * sp->H), sp->cs);
   gate(sb, sp, "gf", "sigmoid", 2, ex);
   gate(sb, sp, "gg", "tanh", 3, "");
-  rx_strbuf_printf(sb, "          let cn: f32 = gf * %sj] + gi * gg\n", sp->cs);
+  base_strbuf_printf(sb, "          let cn: f32 = gf * %sj] + gi * gg\n", sp->cs);
   ex[0] = 0;
   if (sp->has_p) snprintf(ex, sizeof ex, " + p[d, %lld + j] * cn", (long long)sp->H);
   gate(sb, sp, "go", "sigmoid", 1, ex);
-  rx_strbuf_printf(sb, "          %sj] = cn\n", sp->cs);
+  base_strbuf_printf(sb, "          %sj] = cn\n", sp->cs);
   put_h(sb, sp, "go * tanh(cn)");
   phase_close(sb, sp, true, true);
 }
@@ -266,7 +266,7 @@ static void step_gru(rx_strbuf *sb, const spec *sp) {
   if (!sp->lbr) { /* n = tanh(x_n + (r * h) R_n + Rb_n): r first, r * h after the gates' ws */
     phase_open(sb, sp, "j", sp->H, true);
     gate(sb, sp, "gr", "sigmoid", 1, "");
-    rx_strbuf_printf(sb, "          %s%lld + j] = gr * %sj]\n", sp->wsn, 3 * H, sp->hs);
+    base_strbuf_printf(sb, "          %s%lld + j] = gr * %sj]\n", sp->wsn, 3 * H, sp->hs);
     phase_close(sb, sp, true, false);
     char src[48];
     snprintf(src, sizeof src, "%s%lld + ", sp->wsn, 3 * H);
@@ -276,14 +276,14 @@ static void step_gru(rx_strbuf *sb, const spec *sp) {
   gate(sb, sp, "gz", "sigmoid", 0, "");
   if (sp->lbr) { /* n = tanh(x_n + r * (h R_n + Rb_n)) */
     gate(sb, sp, "gr", "sigmoid", 1, "");
-    rx_strbuf_printf(sb, "          let gn: f32 = tanh(");
+    base_strbuf_printf(sb, "          let gn: f32 = tanh(");
     clip_open(sb, sp);
     xterm(sb, sp, 2);
-    rx_strbuf_printf(sb, " + gr * (");
+    base_strbuf_printf(sb, " + gr * (");
     rterm(sb, sp, 2);
-    rx_strbuf_printf(sb, ")");
+    base_strbuf_printf(sb, ")");
     clip_close(sb, sp);
-    rx_strbuf_printf(sb, ")\n");
+    base_strbuf_printf(sb, ")\n");
   } else {
     gate(sb, sp, "gn", "tanh", 2, "");
   }
@@ -320,17 +320,17 @@ static void put_step(rx_strbuf *sb, const spec *sp) {
 
 static void program_head(rx_strbuf *sb, const spec *sp, const char *name) {
   long long D = (long long)sp->D, H = (long long)sp->H, GH = (long long)sp->GH;
-  rx_strbuf_printf(sb, "tensor_fn %s(xw: f32[%lld, rnn_t, rnn_b, %lld], r: f32[%lld, %lld, %lld]",
-                   name, D, GH, D, GH, H);
-  if (sp->has_b) rx_strbuf_printf(sb, ", bias: f32[%lld, %lld]", D, 2 * GH);
-  if (sp->has_seq) rx_strbuf_printf(sb, ", sl: %s[rnn_b]", rx_dtype_name(sp->seq_dt));
-  if (sp->has_h0) rx_strbuf_printf(sb, ", h0: f32[%lld, rnn_b, %lld]", D, H);
-  if (sp->has_c0) rx_strbuf_printf(sb, ", c0: f32[%lld, rnn_b, %lld]", D, H);
-  if (sp->has_p) rx_strbuf_printf(sb, ", p: f32[%lld, %lld]", D, 3 * H);
-  rx_strbuf_printf(sb, ", out y: f32[rnn_t, %lld, rnn_b, %lld], out yh: f32[%lld, rnn_b, %lld]", D,
-                   H, D, H);
-  if (sp->k == K_LSTM) rx_strbuf_printf(sb, ", out yc: f32[%lld, rnn_b, %lld]", D, H);
-  rx_strbuf_printf(sb, ", out ws: f32[%lld, rnn_b, %lld]) {\n", D, (long long)ws_len(sp));
+  base_strbuf_printf(sb, "tensor_fn %s(xw: f32[%lld, rnn_t, rnn_b, %lld], r: f32[%lld, %lld, %lld]",
+                     name, D, GH, D, GH, H);
+  if (sp->has_b) base_strbuf_printf(sb, ", bias: f32[%lld, %lld]", D, 2 * GH);
+  if (sp->has_seq) base_strbuf_printf(sb, ", sl: %s[rnn_b]", ir_dtype_name(sp->seq_dt));
+  if (sp->has_h0) base_strbuf_printf(sb, ", h0: f32[%lld, rnn_b, %lld]", D, H);
+  if (sp->has_c0) base_strbuf_printf(sb, ", c0: f32[%lld, rnn_b, %lld]", D, H);
+  if (sp->has_p) base_strbuf_printf(sb, ", p: f32[%lld, %lld]", D, 3 * H);
+  base_strbuf_printf(sb, ", out y: f32[rnn_t, %lld, rnn_b, %lld], out yh: f32[%lld, rnn_b, %lld]",
+                     D, H, D, H);
+  if (sp->k == K_LSTM) base_strbuf_printf(sb, ", out yc: f32[%lld, rnn_b, %lld]", D, H);
+  base_strbuf_printf(sb, ", out ws: f32[%lld, rnn_b, %lld]) {\n", D, (long long)ws_len(sp));
 }
 
 /* Serially: a thread per direction and row walks the steps, the state in yh, yc, ws. */
@@ -342,23 +342,23 @@ static char *program_serial(spec *sp, const char *name) {
   sp->wsn = "ws[d, b, ";
   program_head(&sb, sp, name);
   long long H = (long long)sp->H;
-  rx_strbuf_printf(&sb, "  for d in 0..%lld {\n    for b in 0..rnn_b {\n", (long long)sp->D);
-  rx_strbuf_printf(&sb, "      for j in 0..%lld {\n        yh[d, b, j] = %s\n", H,
-                   sp->has_h0 ? "h0[d, b, j]" : "0.0");
+  base_strbuf_printf(&sb, "  for d in 0..%lld {\n    for b in 0..rnn_b {\n", (long long)sp->D);
+  base_strbuf_printf(&sb, "      for j in 0..%lld {\n        yh[d, b, j] = %s\n", H,
+                     sp->has_h0 ? "h0[d, b, j]" : "0.0");
   if (sp->k == K_LSTM)
-    rx_strbuf_printf(&sb, "        yc[d, b, j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
-  rx_strbuf_printf(&sb, "      }\n      for s in 0..rnn_t {\n");
+    base_strbuf_printf(&sb, "        yc[d, b, j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
+  base_strbuf_printf(&sb, "      }\n      for s in 0..rnn_t {\n");
   put_lets(&sb, sp);
-  rx_strbuf_printf(&sb, "        if s < ln {\n");
+  base_strbuf_printf(&sb, "        if s < ln {\n");
   put_step(&sb, sp);
-  rx_strbuf_printf(&sb,
-                   "        } else {\n"
-                   "          for j in 0..%lld {\n"
-                   "            y[s, d, b, j] = 0.0\n"
-                   "          }\n"
-                   "        }\n      }\n    }\n  }\n}\n",
-                   H);
-  return rx_strbuf_take(&sb);
+  base_strbuf_printf(&sb,
+                     "        } else {\n"
+                     "          for j in 0..%lld {\n"
+                     "            y[s, d, b, j] = 0.0\n"
+                     "          }\n"
+                     "        }\n      }\n    }\n  }\n}\n",
+                     H);
+  return base_strbuf_take(&sb);
 }
 
 /* In a block per direction and row: its threads share each step's products and gates, the
@@ -373,25 +373,25 @@ static char *program_block(spec *sp, const char *name) {
   sp->wsn = "wsh[";
   program_head(&sb, sp, name);
   long long H = (long long)sp->H;
-  rx_strbuf_printf(&sb, "  for b in 0..rnn_b bind(blockIdx.x), d in 0..%lld bind(blockIdx.y) {\n",
-                   (long long)sp->D);
-  rx_strbuf_printf(&sb, "    alloc hs: f32[%lld] shared\n    alloc wsh: f32[%lld] shared\n", H,
-                   (long long)ws_len(sp));
-  if (sp->k == K_LSTM) rx_strbuf_printf(&sb, "    alloc cs: f32[%lld] shared\n", H);
+  base_strbuf_printf(&sb, "  for b in 0..rnn_b bind(blockIdx.x), d in 0..%lld bind(blockIdx.y) {\n",
+                     (long long)sp->D);
+  base_strbuf_printf(&sb, "    alloc hs: f32[%lld] shared\n    alloc wsh: f32[%lld] shared\n", H,
+                     (long long)ws_len(sp));
+  if (sp->k == K_LSTM) base_strbuf_printf(&sb, "    alloc cs: f32[%lld] shared\n", H);
   phase_open(&sb, sp, "j", sp->H, false);
-  rx_strbuf_printf(&sb, "          hs[j] = %s\n", sp->has_h0 ? "h0[d, b, j]" : "0.0");
+  base_strbuf_printf(&sb, "          hs[j] = %s\n", sp->has_h0 ? "h0[d, b, j]" : "0.0");
   if (sp->k == K_LSTM)
-    rx_strbuf_printf(&sb, "          cs[j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
+    base_strbuf_printf(&sb, "          cs[j] = %s\n", sp->has_c0 ? "c0[d, b, j]" : "0.0");
   phase_close(&sb, sp, false, false);
-  rx_strbuf_printf(&sb, "    for s in 0..rnn_t {\n");
+  base_strbuf_printf(&sb, "    for s in 0..rnn_t {\n");
   put_step(&sb, sp);
-  rx_strbuf_printf(&sb, "    }\n");
+  base_strbuf_printf(&sb, "    }\n");
   phase_open(&sb, sp, "j", sp->H, false);
-  rx_strbuf_printf(&sb, "          yh[d, b, j] = hs[j]\n");
-  if (sp->k == K_LSTM) rx_strbuf_printf(&sb, "          yc[d, b, j] = cs[j]\n");
+  base_strbuf_printf(&sb, "          yh[d, b, j] = hs[j]\n");
+  if (sp->k == K_LSTM) base_strbuf_printf(&sb, "          yc[d, b, j] = cs[j]\n");
   phase_close(&sb, sp, false, false);
-  rx_strbuf_printf(&sb, "  }\n}\n");
-  return rx_strbuf_take(&sb);
+  base_strbuf_printf(&sb, "  }\n}\n");
+  return base_strbuf_take(&sb);
 }
 
 /* The block form where its shared state fits the least shared memory Vulkan guarantees. */
@@ -453,9 +453,9 @@ static char *program_name(rx_module *m, const Onnx__NodeProto *n) {
                                                                 : n->op_type[i]);
   for (int k = 0;; k++) {
     rx_strbuf sb = {0};
-    rx_strbuf_printf(&sb, "onnx%s%d", op, k);
-    char *s = rx_strbuf_take(&sb);
-    if (!rx_module_tensor_fn(m, s)) return s;
+    base_strbuf_printf(&sb, "onnx%s%d", op, k);
+    char *s = base_strbuf_take(&sb);
+    if (!ir_module_tensor_fn(m, s)) return s;
     free(s);
   }
 }

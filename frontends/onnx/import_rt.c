@@ -59,7 +59,7 @@ static rx_status rt_i64(imp *I, const Onnx__NodeProto *n, size_t i, rx_node **ou
   else if (v && v->kind == V_TENSOR)
     t = v->var;
   const rx_sinfo *si = t ? rx_var_sinfo(t) : NULL;
-  if (!si || si->kind != RX_SINFO_TENSOR || !rx_dtype_is_int(si->dtype) || si->ndim > 1 ||
+  if (!si || si->kind != RX_SINFO_TENSOR || !ir_dtype_is_int(si->dtype) || si->ndim > 1 ||
       si->ndim < 0)
     return onnx_node_err(I, n, "input %zu must be an integer scalar or 1-D tensor", i);
   *out = rx_arg_var(I->b, t);
@@ -399,7 +399,7 @@ rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row
     val *v = onnx_input(n, k) ? onnx_get(I, onnx_input(n, k)) : NULL;
     const rx_sinfo *si = onnx_tsinfo(v);
     if (si && si->kind == RX_SINFO_TENSOR && dt == RX_DTYPE_UNKNOWN) dt = si->dtype;
-    if ((v && v->kind == V_FCONST) || (si && (rx_dtype_is_float(si->dtype) || k == 2))) rt = true;
+    if ((v && v->kind == V_FCONST) || (si && (ir_dtype_is_float(si->dtype) || k == 2))) rt = true;
   }
   if (!rt) return onnx_do_range(I, n, row);
   if (dt == RX_DTYPE_UNKNOWN) dt = RX_DTYPE_F32; /* float constants and shape values */
@@ -408,7 +408,7 @@ rx_status onnx_do_range_any(imp *I, const Onnx__NodeProto *n, const onnx_op *row
   RX_RETURN_IF_ERROR(rt_scalar(I, n, 0, dt, &s));
   RX_RETURN_IF_ERROR(rt_scalar(I, n, 1, dt, &l));
   RX_RETURN_IF_ERROR(rt_scalar(I, n, 2, dt, &d));
-  if (rx_dtype_is_float(dt)) {
+  if (ir_dtype_is_float(dt)) {
     EX2(RX_OP_subtract, l, s, len);
     EX2(RX_OP_divide, len, d, len);
     EX1(RX_OP_ceil, len, len);

@@ -231,28 +231,28 @@ static rx_status einsum_equation(imp *I, const Onnx__NodeProto *n, char *out, si
       int have = 0;
       for (size_t j = i + 3; j < lhs && eq[j] != ','; j++) have++;
       int e = si->ndim - (int)term - have;
-      rx_strbuf_append(&sb, el + ell - (e > 0 ? e : 0));
+      base_strbuf_append(&sb, el + ell - (e > 0 ? e : 0));
       i += 2;
       continue;
     }
     term++;
-    rx_strbuf_putc(&sb, eq[i]);
+    base_strbuf_putc(&sb, eq[i]);
   }
-  rx_strbuf_append(&sb, "->");
+  base_strbuf_append(&sb, "->");
   if (arrow) {
     for (const char *p = arrow + 2; *p; p++)
       if (*p == '.' && p[1] == '.' && p[2] == '.')
-        rx_strbuf_append(&sb, el), p += 2;
+        base_strbuf_append(&sb, el), p += 2;
       else
-        rx_strbuf_putc(&sb, *p);
+        base_strbuf_putc(&sb, *p);
   } else {
-    rx_strbuf_append(&sb, el);
+    base_strbuf_append(&sb, el);
     for (int c = 'A'; c <= 'z'; c++)
-      if (isalpha(c) && count[c] == 1) rx_strbuf_putc(&sb, (char)c);
+      if (isalpha(c) && count[c] == 1) base_strbuf_putc(&sb, (char)c);
   }
   snprintf(out, cap, "%s", sb.data);
   bool fit = sb.len < cap;
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
   return fit ? NULL : onnx_node_err(I, n, "the equation is too long");
 }
 

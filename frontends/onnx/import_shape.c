@@ -143,8 +143,8 @@ static rx_status concat_cast(imp *I, const Onnx__NodeProto *n, size_t k, rx_node
   for (int d = 0; d < sk->ndim; d++) {
     dims[d] = sk->shape[d];
     if (d == axis || s0->shape[d] == dims[d]) continue;
-    const rx_expr *eq = rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, s0->shape[d], dims[d]);
-    rx_tribool t = rx_analyzer_prove(I->an, eq);
+    const rx_expr *eq = sym_expr_cmp(I->m->ctx, RX_EXPR_EQ, s0->shape[d], dims[d]);
+    rx_tribool t = sym_analyzer_prove(I->an, eq);
     if (t == RX_UNKNOWN) {
       dims[d] = s0->shape[d];
       cast = true;
@@ -179,7 +179,7 @@ rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     *onnx_def(I, n->output[0]) = out;
     return NULL;
   }
-  rx_node **fields = rx_calloc(n->n_input, sizeof *fields);
+  rx_node **fields = base_calloc(n->n_input, sizeof *fields);
   rx_status s = NULL;
   for (size_t k = 0; k < n->n_input && !s; k++) s = onnx_arg(I, n, onnx_input(n, k), &fields[k]);
   for (size_t k = 1; k < n->n_input && !s; k++) s = concat_cast(I, n, k, &fields[k]);
@@ -199,7 +199,7 @@ rx_status onnx_do_concat(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
  * INT64_MAX is 2^63 - 1) and as a double in *f. */
 static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorProto *t,
                            rx_dtype dt, double *f, int64_t *i) {
-  if (rx_dtype_is_float(dt)) {
+  if (ir_dtype_is_float(dt)) {
     size_t c;
     float *v = onnx_tensor_floats(t, &c);
     bool ok = v && c == 1;
@@ -211,7 +211,7 @@ static rx_status one_value(imp *I, const Onnx__NodeProto *n, const Onnx__TensorP
   size_t nb = 0;
   RX_RETURN_IF_ERROR(
       onnx_at_node(I, n, onnx_tensor_data(t, I->file, "value", I->base_dir, &d, &nb)));
-  bool ok = nb == (size_t)(rx_dtype_bits(dt) + 7) / 8;
+  bool ok = nb == (size_t)(ir_dtype_bits(dt) + 7) / 8;
   if (ok && (dt == RX_DTYPE_I64 || dt == RX_DTYPE_U64)) memcpy(i, d, sizeof *i);
   if (ok && dt == RX_DTYPE_U32) *i = *(const uint32_t *)d;
   if (ok && dt == RX_DTYPE_U16) *i = *(const uint16_t *)d;
@@ -245,7 +245,7 @@ static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const
     return false;
   const rx_expr *px = rx_sym_const(I->m, 1);
   for (int k = 0; k < si->ndim; k++) px = rx_sym_mul(I->m, px, si->shape[k]);
-  const rx_expr *rem = rx_analyzer_simplify(I->an, rx_expr_floormod(I->m->ctx, px, po));
+  const rx_expr *rem = sym_analyzer_simplify(I->an, sym_expr_floormod(I->m->ctx, px, po));
   if (rem->kind == RX_EXPR_CONST) return false; /* provably (not) divisible: not this case */
   val sv = {.kind = V_SYM, .sndim = 1, .slen = nd};
   memcpy(sv.s, dims, sizeof *dims * (size_t)nd);
@@ -263,7 +263,7 @@ static bool reshape_checked(imp *I, const Onnx__NodeProto *n, rx_node *xa, const
   }
   const rx_expr *want[SYM_MAX];
   memcpy(want, dims, sizeof *dims * (size_t)nd);
-  want[infer] = rx_analyzer_simplify(I->an, rx_sym_floordiv(I->m, px, po));
+  want[infer] = sym_analyzer_simplify(I->an, rx_sym_floordiv(I->m, px, po));
   return onnx_match_cast_to(I, rr, si->dtype, nd, want, out);
 }
 
@@ -305,7 +305,7 @@ static rx_status expand_to(imp *I, const Onnx__NodeProto *n, val *x, const rx_ex
       if (ka < 0) continue;
       xd[ka] = da;
       if (da != res[k] && da->kind != RX_EXPR_CONST &&
-          rx_analyzer_prove(I->an, rx_expr_cmp(I->m->ctx, RX_EXPR_EQ, da, res[k])) != RX_TRUE) {
+          sym_analyzer_prove(I->an, sym_expr_cmp(I->m->ctx, RX_EXPR_EQ, da, res[k])) != RX_TRUE) {
         xd[ka] = res[k];
         cast = true;
       }
@@ -373,7 +373,7 @@ rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const onnx_op
     int64_t count = 1;
     for (int k = 0; k < shp->slen; k++)
       count = dims[k]->kind == RX_EXPR_CONST && count <= SYM_MAX ? count * dims[k]->value : -1;
-    if (!rx_dtype_is_float(dt) && shp->slen <= 1 && count >= 0 && count <= SYM_MAX) {
+    if (!ir_dtype_is_float(dt) && shp->slen <= 1 && count >= 0 && count <= SYM_MAX) {
       val out = {.name = n->output[0], .kind = V_SYM, .sndim = shp->slen, .sdt = dt};
       out.slen = (int)count;
       for (int k = 0; k < out.slen; k++) out.s[k] = rx_sym_const(I->m, ifill);
@@ -381,7 +381,7 @@ rx_status onnx_do_reshape_expand(imp *I, const Onnx__NodeProto *n, const onnx_op
       return NULL;
     }
     a[0] = rx_arg_shape(I->b, dims, shp->slen);
-    a[1] = rx_dtype_is_float(dt) ? rx_arg_float(I->b, fill) : rx_arg_int(I->b, ifill);
+    a[1] = ir_dtype_is_float(dt) ? rx_arg_float(I->b, fill) : rx_arg_int(I->b, ifill);
     at[0] = rx_attr_dtype(I->m, "dtype", dt);
     RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_full, a, 2, at, 1, &r));
   }

@@ -309,7 +309,7 @@ static rx_status float_vector(imp *I, const Onnx__NodeProto *n, const float *v, 
                               rx_node **out) {
   const rx_expr *one = rx_sym_const(I->m, 1);
   const rx_attr *dt = rx_attr_dtype(I->m, "dtype", RX_DTYPE_F32);
-  rx_node **parts = rx_calloc((size_t)count, sizeof *parts);
+  rx_node **parts = base_calloc((size_t)count, sizeof *parts);
   rx_status s = NULL;
   rx_var *r = NULL;
   for (int k = 0; k < count && !s; k++) {
@@ -399,7 +399,7 @@ rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   if (!strcmp(row->form, "blackman")) a0 = 0.42, a2 = 0.08;
   rx_dtype dt;
   if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "output_datatype", 1), &dt) ||
-      !(rx_dtype_is_float(dt) || rx_dtype_is_int(dt)))
+      !(ir_dtype_is_float(dt) || ir_dtype_is_int(dt)))
     return onnx_node_err(I, n, "output_datatype %lld is not a numeric dtype of relaxc",
                          (long long)onnx_attr_i(n, "output_datatype", 1));
   const rx_expr *size, *den;

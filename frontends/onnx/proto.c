@@ -9,14 +9,14 @@
 /* The identifier for an ONNX name: other characters become '_', a leading digit gets 'v'. */
 char *onnx_ident(const char *name) {
   size_t n = strlen(name);
-  char *s = rx_calloc(n + 3, 1), *p = s;
+  char *s = base_calloc(n + 3, 1), *p = s;
   if (n == 0 || (name[0] >= '0' && name[0] <= '9')) *p++ = 'v';
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     *p++ = ok ? c : '_';
   }
-  if (rx_text_is_reserved(s, strlen(s))) *p = '_'; /* an input named `out`, `for`, `f32`... */
+  if (ir_text_is_reserved(s, strlen(s))) *p = '_'; /* an input named `out`, `for`, `f32`... */
   return s;
 }
 
@@ -114,7 +114,7 @@ float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
   size_t c = onnx_tensor_count(t);
   *out_n = c;
   if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-    float *f = rx_calloc(c ? c : 1, sizeof *f);
+    float *f = base_calloc(c ? c : 1, sizeof *f);
     if (t->n_float_data == c) {
       if (c) memcpy(f, t->float_data, c * sizeof *f);
       return f;
@@ -127,7 +127,7 @@ float *onnx_tensor_floats(const Onnx__TensorProto *t, size_t *out_n) {
   } else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
              (t->n_double_data == c || (t->has_raw_data && t->raw_data.len == c * 8))) {
     /* rounded to f32: the importer's folded float constants are f32 */
-    float *f = rx_calloc(c ? c : 1, sizeof *f);
+    float *f = base_calloc(c ? c : 1, sizeof *f);
     for (size_t i = 0; i < c; i++) {
       double d = t->n_double_data == c ? t->double_data[i] : 0;
       if (t->n_double_data != c) memcpy(&d, t->raw_data.data + i * 8, 8);
@@ -254,19 +254,19 @@ static int pk_depth(const uint8_t *p, size_t n, pk k, int depth) {
 rx_status onnx_unpack(const void *bytes, size_t len, const char *name, Onnx__ModelProto **out) {
   *out = NULL;
   if (pk_depth(bytes, len, PK_MODEL, 1) > ONNX_MAX_NESTING)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: the model's types or subgraphs nest more than %d messages deep "
-                          "(ONNX_MAX_NESTING); refusing to decode it",
-                          name, ONNX_MAX_NESTING);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: the model's types or subgraphs nest more than %d messages deep "
+                            "(ONNX_MAX_NESTING); refusing to decode it",
+                            name, ONNX_MAX_NESTING);
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
   if (!mp)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: not a valid ONNX model (the protobuf could not be decoded: "
-                          "truncated or corrupt file?)",
-                          name);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: not a valid ONNX model (the protobuf could not be decoded: "
+                            "truncated or corrupt file?)",
+                            name);
   if (!mp->graph) {
     onnx__model_proto__free_unpacked(mp, NULL);
-    return rx_status_make(RX_ERR_INVALID, "%s: the ONNX model has no graph", name);
+    return base_status_make(RX_ERR_INVALID, "%s: the ONNX model has no graph", name);
   }
   *out = mp;
   return NULL;

@@ -156,70 +156,70 @@ static rx_status read_external(const Onnx__TensorProto *t, const char *file, con
       len_s = e->value;
   }
   if (!loc || !*loc)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': external data without a 'location' entry", file, name);
+    return base_status_make(
+        RX_ERR_INVALID, "%s: tensor '%s': external data without a 'location' entry", file, name);
   if (loc[0] == '/' || !stays_inside(loc))
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': external data location '%s' %s; it must name a file "
-                          "inside the model's directory",
-                          file, name, loc,
-                          loc[0] == '/' ? "is an absolute path"
-                                        : "leads out of the model's "
-                                          "directory");
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tensor '%s': external data location '%s' %s; it must name a file "
+                            "inside the model's directory",
+                            file, name, loc,
+                            loc[0] == '/' ? "is an absolute path"
+                                          : "leads out of the model's "
+                                            "directory");
   size_t offset = 0, length = 0;
   if (off_s && !parse_size(off_s, &offset))
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': external data offset '%s' is not a "
-                          "non-negative integer",
-                          file, name, off_s);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tensor '%s': external data offset '%s' is not a "
+                            "non-negative integer",
+                            file, name, off_s);
   if (len_s && !parse_size(len_s, &length))
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: tensor '%s': external data length '%s' is not a "
-                          "non-negative integer",
-                          file, name, len_s);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: tensor '%s': external data length '%s' is not a "
+                            "non-negative integer",
+                            file, name, len_s);
   rx_strbuf path = {0};
-  if (base_dir && *base_dir) rx_strbuf_printf(&path, "%s/", base_dir);
-  rx_strbuf_printf(&path, "%s", loc);
+  if (base_dir && *base_dir) base_strbuf_printf(&path, "%s/", base_dir);
+  base_strbuf_printf(&path, "%s", loc);
   rx_status s = NULL;
   struct stat st;
   FILE *f = NULL;
   if (stat(path.data, &st) != 0) {
-    s = rx_status_make(RX_ERR_INVALID, "%s: tensor '%s': cannot read external data file '%s': %s",
-                       file, name, path.data, strerror(errno));
+    s = base_status_make(RX_ERR_INVALID, "%s: tensor '%s': cannot read external data file '%s': %s",
+                         file, name, path.data, strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
-    s = rx_status_make(RX_ERR_INVALID,
-                       "%s: tensor '%s': external data file '%s' is not a regular file", file, name,
-                       path.data);
-  } else if ((s = rx_path_check_inside(path.data, base_dir, true))) {
+    s = base_status_make(RX_ERR_INVALID,
+                         "%s: tensor '%s': external data file '%s' is not a regular file", file,
+                         name, path.data);
+  } else if ((s = base_path_check_inside(path.data, base_dir, true))) {
     /* a symlink inside the folder that leads out of it (docs/inputs.md, "ONNX external data") */
-    rx_status r = rx_status_make(rx_status_code_of(s),
-                                 "%s: tensor '%s': external data file %s (it must lie inside the "
-                                 "model's folder)",
-                                 file, name, rx_status_message(s));
+    rx_status r = base_status_make(rx_status_code_of(s),
+                                   "%s: tensor '%s': external data file %s (it must lie inside the "
+                                   "model's folder)",
+                                   file, name, rx_status_message(s));
     rx_status_free(s);
     s = r;
   } else {
     size_t size = (size_t)st.st_size;
     if (!len_s) length = offset <= size ? size - offset : 0;
     if (offset > size || length > size - offset) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tensor '%s': external data at offset %zu, length %zu is outside "
-                         "'%s' (%zu bytes; truncated file?)",
-                         file, name, offset, length, path.data, size);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tensor '%s': external data at offset %zu, length %zu is outside "
+                           "'%s' (%zu bytes; truncated file?)",
+                           file, name, offset, length, path.data, size);
     } else if (length != want) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tensor '%s': external data in '%s' has %zu bytes, its type and "
-                         "shape need %zu",
-                         file, name, path.data, length, want);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tensor '%s': external data in '%s' has %zu bytes, its type and "
+                           "shape need %zu",
+                           file, name, path.data, length, want);
     } else if (!(f = fopen(path.data, "rb")) || fseek(f, (long)offset, SEEK_SET) != 0 ||
                (want && fread(out, 1, want, f) != want)) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tensor '%s': reading %zu bytes at offset %zu of '%s' failed", file,
-                         name, want, offset, path.data);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tensor '%s': reading %zu bytes at offset %zu of '%s' failed", file,
+                           name, want, offset, path.data);
     }
   }
   if (f) fclose(f);
-  rx_strbuf_free(&path);
+  base_strbuf_free(&path);
   return s;
 }
 
@@ -230,23 +230,23 @@ rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const c
   rx_dtype dt;
   char tb[32];
   if (!onnx_dtype_of(t->data_type, &dt))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tensor '%s': data type %s is not supported (supported: FLOAT, "
-                          "FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT8, BOOL)",
-                          file, name, onnx_type_name(t->data_type, tb, sizeof tb));
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: tensor '%s': data type %s is not supported (supported: FLOAT, "
+                            "FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT8, BOOL)",
+                            file, name, onnx_type_name(t->data_type, tb, sizeof tb));
   if (t->segment)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: tensor '%s': segmented tensors are not "
-                          "supported",
-                          file, name);
-  size_t es = rx_npy_elem_size(dt), count = 1;
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: tensor '%s': segmented tensors are not "
+                            "supported",
+                            file, name);
+  size_t es = base_npy_elem_size(dt), count = 1;
   for (size_t i = 0; i < t->n_dims; i++) {
     if (t->dims[i] < 0)
-      return rx_status_make(RX_ERR_INVALID, "%s: tensor '%s': negative dim %lld", file, name,
-                            (long long)t->dims[i]);
+      return base_status_make(RX_ERR_INVALID, "%s: tensor '%s': negative dim %lld", file, name,
+                              (long long)t->dims[i]);
     size_t d = (size_t)t->dims[i];
     if (d && count > SIZE_MAX / es / d)
-      return rx_status_make(RX_ERR_INVALID, "%s: tensor '%s': too many elements", file, name);
+      return base_status_make(RX_ERR_INVALID, "%s: tensor '%s': too many elements", file, name);
     count *= d;
   }
   size_t nbytes = count * es;
@@ -254,15 +254,15 @@ rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const c
   void *data = NULL;
   rx_status s = NULL;
   if (onnx_is_external(t)) {
-    data = rx_calloc(nbytes ? nbytes : 1, 1);
+    data = base_calloc(nbytes ? nbytes : 1, 1);
     s = read_external(t, file, name, base_dir, data, nbytes);
   } else if (t->has_raw_data) {
     if (t->raw_data.len != nbytes) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tensor '%s': raw_data has %zu bytes, its type and shape need %zu",
-                         file, name, t->raw_data.len, nbytes);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tensor '%s': raw_data has %zu bytes, its type and shape need %zu",
+                           file, name, t->raw_data.len, nbytes);
     } else {
-      data = rx_calloc(nbytes ? nbytes : 1, 1);
+      data = base_calloc(nbytes ? nbytes : 1, 1);
       if (nbytes) memcpy(data, t->raw_data.data, nbytes);
       if (dt == RX_DTYPE_BOOL)
         for (size_t i = 0; i < count; i++) ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
@@ -271,13 +271,13 @@ rx_status onnx_tensor_data(const Onnx__TensorProto *t, const char *file, const c
     const char *field;
     size_t have = typed_count(t, dt, &field);
     if (have != count) {
-      s = rx_status_make(RX_ERR_INVALID,
-                         "%s: tensor '%s': holds %zu values, its shape needs %zu (a %s tensor's "
-                         "values go in raw_data or %s)",
-                         file, name, have, count, onnx_type_name(t->data_type, tb, sizeof tb),
-                         field);
+      s = base_status_make(RX_ERR_INVALID,
+                           "%s: tensor '%s': holds %zu values, its shape needs %zu (a %s tensor's "
+                           "values go in raw_data or %s)",
+                           file, name, have, count, onnx_type_name(t->data_type, tb, sizeof tb),
+                           field);
     } else {
-      data = rx_calloc(nbytes ? nbytes : 1, 1);
+      data = base_calloc(nbytes ? nbytes : 1, 1);
       bool ok = typed_field(t, dt, count, data);
       assert(ok); /* the count was checked above */
       (void)ok;
@@ -306,8 +306,8 @@ static void collect_weight(void *ctx, const char *name, const Onnx__TensorProto 
   if (l->s) return;
   rx_dtype dt;
   if (t->n_dims > 8) {
-    l->s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: weight '%s': rank %zu (at most 8)", l->file,
-                          name, t->n_dims);
+    l->s = base_status_make(RX_ERR_UNSUPPORTED, "%s: weight '%s': rank %zu (at most 8)", l->file,
+                            name, t->n_dims);
     return;
   }
   void *data;
@@ -323,7 +323,7 @@ static void collect_weight(void *ctx, const char *name, const Onnx__TensorProto 
   for (size_t i = 0; i < t->n_dims; i++) w->shape[i] = t->dims[i];
   w->data = data;
   w->nbytes = nbytes;
-  w->count = nbytes / rx_npy_elem_size(dt);
+  w->count = nbytes / base_npy_elem_size(dt);
 }
 
 static void count_weight(void *ctx, const char *name, const Onnx__TensorProto *t) {
@@ -332,8 +332,8 @@ static void count_weight(void *ctx, const char *name, const Onnx__TensorProto *t
   ++*(size_t *)ctx;
 }
 
-rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const char *base_dir,
-                          rx_onnx_weight **out_weights, int *out_n) {
+rx_status onnx_weights(const void *bytes, size_t len, const char *name, const char *base_dir,
+                       rx_onnx_weight **out_weights, int *out_n) {
   *out_weights = NULL;
   *out_n = 0;
   if (!name) name = "<onnx>";
@@ -342,11 +342,12 @@ rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const
   const Onnx__GraphProto *g = mp->graph;
   size_t count = 0;
   onnx_each_weight(g, count_weight, &count);
-  wlist l = {.w = rx_calloc(count + 1, sizeof(rx_onnx_weight)), .file = name, .base_dir = base_dir};
+  wlist l = {
+      .w = base_calloc(count + 1, sizeof(rx_onnx_weight)), .file = name, .base_dir = base_dir};
   onnx_each_weight(g, collect_weight, &l);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (l.s) {
-    rx_onnx_weights_free(l.w, l.n);
+    onnx_weights_free(l.w, l.n);
     return l.s;
   }
   *out_weights = l.w;
@@ -354,22 +355,22 @@ rx_status rx_onnx_weights(const void *bytes, size_t len, const char *name, const
   return NULL;
 }
 
-rx_status rx_onnx_tensor_file(const void *bytes, size_t len, const char *name,
-                              rx_onnx_weight *out) {
+rx_status onnx_tensor_file(const void *bytes, size_t len, const char *name, rx_onnx_weight *out) {
   memset(out, 0, sizeof *out);
   if (!name) name = "<tensor>";
   Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, bytes);
-  if (!t) return rx_status_make(RX_ERR_INVALID, "%s: not an ONNX TensorProto", name);
+  if (!t) return base_status_make(RX_ERR_INVALID, "%s: not an ONNX TensorProto", name);
   wlist l = {.w = out, .file = name};
   if (onnx_is_external(t))
-    l.s = rx_status_make(RX_ERR_UNSUPPORTED, "%s: the tensor's data is in an external file", name);
+    l.s =
+        base_status_make(RX_ERR_UNSUPPORTED, "%s: the tensor's data is in an external file", name);
   else
     collect_weight(&l, t->name && *t->name ? t->name : "tensor", t);
   onnx__tensor_proto__free_unpacked(t, NULL);
   return l.s;
 }
 
-void rx_onnx_weights_free(rx_onnx_weight *w, int n) {
+void onnx_weights_free(rx_onnx_weight *w, int n) {
   for (int i = 0; i < n; i++) {
     free(w[i].name);
     free(w[i].data);
@@ -384,14 +385,14 @@ typedef struct owned_weights {
 
 static void free_weights(void *ctx) {
   owned_weights *o = ctx;
-  rx_onnx_weights_free(o->w, o->n);
+  onnx_weights_free(o->w, o->n);
   free(o);
 }
 
-rx_status rx_onnx_add_weights(rx_module *m, const void *bytes, size_t len, const char *name,
-                              const char *base_dir) {
-  owned_weights *o = rx_calloc(1, sizeof *o);
-  rx_status s = rx_onnx_weights(bytes, len, name, base_dir, &o->w, &o->n);
+rx_status onnx_add_weights(rx_module *m, const void *bytes, size_t len, const char *name,
+                           const char *base_dir) {
+  owned_weights *o = base_calloc(1, sizeof *o);
+  rx_status s = onnx_weights(bytes, len, name, base_dir, &o->w, &o->n);
   rx_module_on_free(m, free_weights, o); /* the module keeps the data its weights point into */
   for (int i = 0; i < o->n && !s; i++) {
     const rx_onnx_weight *w = &o->w[i];

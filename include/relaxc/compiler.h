@@ -223,7 +223,7 @@ RX_API const rx_sinfo *rx_var_sinfo(const rx_var *v);
  * (axes shifted, matmuls over rows, broadcasts aligned). max_batch > 0 adds the fact
  * `batch <= max_batch` (storage planned at that bound, 32-bit indices in kernels); 0: none. An op
  * that cannot be batched is an error naming the op, the binding and fn; m then has no out_name.
- * Run it before rx_compile. */
+ * Run it before drv_compile. */
 RX_API rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,
                                    size_t nshared, int64_t max_batch, const char *out_name);
 

@@ -1,4 +1,4 @@
-/* passes/schedule/check.c: the contract check of a scheduled program (rx_schedule_check,
+/* passes/schedule/check.c: the contract check of a scheduled program (sched_schedule_check,
  * passes/schedule.h). */
 #include "rules.h"
 
@@ -20,7 +20,7 @@ typedef struct chk {
 
 #define CHK_FAIL(c, loc, ...)                                                                      \
   do {                                                                                             \
-    rx_diag_report((c)->diag, RX_DIAG_ERROR, loc, __VA_ARGS__);                                    \
+    base_diag_report((c)->diag, RX_DIAG_ERROR, loc, __VA_ARGS__);                                  \
     (c)->ok = false;                                                                               \
   } while (0)
 
@@ -42,7 +42,7 @@ static void chk_kernel(chk *c, const rx_stmt *s) {
       if (s->extent[0]->value > c->threads[ax]) c->threads[ax] = s->extent[0]->value;
       if (c->t->max_block_dim[ax] > 0 && s->extent[0]->value > c->t->max_block_dim[ax])
         CHK_FAIL(c, s->loc, "'%s': %lld threads along %s exceed the target's %d", c->f->name,
-                 (long long)s->extent[0]->value, rx_loop_kind_name(s->loop_kind),
+                 (long long)s->extent[0]->value, ir_loop_kind_name(s->loop_kind),
                  c->t->max_block_dim[ax]);
     }
     break;
@@ -60,7 +60,7 @@ static void chk_kernel(chk *c, const rx_stmt *s) {
       }
       count *= s->buf->shape[d]->value;
     }
-    if (s->buf->scope == RX_SCOPE_SHARED) c->shared += count * (rx_dtype_bits(s->buf->dtype) / 8);
+    if (s->buf->scope == RX_SCOPE_SHARED) c->shared += count * (ir_dtype_bits(s->buf->dtype) / 8);
     break;
   }
   default:
@@ -89,7 +89,7 @@ static void chk_host(chk *c, const rx_stmt *s) {
     }
     /* the condition may use only the program's symbolic variables */
     rx_ptrvec vs = {0};
-    rx_expr_collect_vars(s->value->sym, &vs);
+    sym_expr_collect_vars(s->value->sym, &vs);
     for (size_t i = 0; i < vs.len && c->ok; i++) {
       const rx_expr *v = vs.data[i];
       bool found = false;
@@ -99,13 +99,13 @@ static void chk_host(chk *c, const rx_stmt *s) {
           found = pp->var == v;
         else
           for (int d = 0; d < pp->buf->ndim && !found; d++)
-            found = rx_expr_uses_var(pp->buf->shape[d], v);
+            found = sym_expr_uses_var(pp->buf->shape[d], v);
       }
       if (!found)
         CHK_FAIL(c, s->loc, "'%s': host-level condition uses '%s', not a symbolic variable",
                  c->f->name, v->name);
     }
-    rx_ptrvec_free(&vs);
+    base_ptrvec_free(&vs);
     if (!s->inner || s->inner->kind != RX_STMT_SEQ ||
         (s->otherwise && s->otherwise->kind != RX_STMT_SEQ)) {
       CHK_FAIL(c, s->loc, "'%s': host-level if branches must be sequences", c->f->name);
@@ -127,7 +127,7 @@ static void chk_host(chk *c, const rx_stmt *s) {
   for (;;) {
     int ax = k->loop_kind - RX_LOOP_BLOCK_X;
     if (seen[ax]) {
-      CHK_FAIL(c, k->loc, "'%s': %s bound twice", c->f->name, rx_loop_kind_name(k->loop_kind));
+      CHK_FAIL(c, k->loc, "'%s': %s bound twice", c->f->name, ir_loop_kind_name(k->loop_kind));
       return;
     }
     seen[ax] = true;
@@ -156,7 +156,7 @@ static void chk_host(chk *c, const rx_stmt *s) {
              (long long)c->shared, c->t->shared_bytes);
 }
 
-bool rx_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag) {
+bool sched_schedule_check(const rx_tensor_fn *f, const rx_target *t, rx_diag *diag) {
   chk c = {.f = f, .t = t, .diag = diag, .ok = true};
   if (!f->body) return false;
   chk_host(&c, f->body);

@@ -9,7 +9,7 @@
 /* ------------------------------------------------------------------------------------------
  * helpers
  * ------------------------------------------------------------------------------------------ */
-const rx_stmt *sched_unwrap(const rx_stmt *s) { return rx_stmt_unwrap(s); }
+const rx_stmt *sched_unwrap(const rx_stmt *s) { return ir_stmt_unwrap(s); }
 int sched_seq_len(const rx_stmt *s) { return s->kind == RX_STMT_SEQ ? s->n : 1; }
 const rx_stmt *sched_seq_at(const rx_stmt *s, int i) {
   return s->kind == RX_STMT_SEQ ? s->body[i] : s;
@@ -18,7 +18,7 @@ const rx_stmt *sched_seq_at(const rx_stmt *s, int i) {
 /* The perfectly nested serial loops starting at st (at most MAXN). */
 void sched_get_nest(const rx_stmt *st, nest *out) {
   const rx_stmt *loops[MAXN];
-  out->n = rx_stmt_peel_serial(st, MAXN, loops, &out->body);
+  out->n = ir_stmt_peel_serial(st, MAXN, loops, &out->body);
   for (int i = 0; i < out->n; i++) {
     out->vars[i] = loops[i]->vars[0];
     out->lo[i] = loops[i]->lo[0];
@@ -29,7 +29,7 @@ void sched_get_nest(const rx_stmt *st, nest *out) {
 bool sched_sym_is(const rx_tx *e, const rx_expr *v) { return e->kind == RX_TX_SYM && e->sym == v; }
 bool sched_tx_uses(const rx_tx *e, const rx_expr *v) {
   if (!e) return false;
-  if (e->kind == RX_TX_SYM) return rx_expr_uses_var(e->sym, v);
+  if (e->kind == RX_TX_SYM) return sym_expr_uses_var(e->sym, v);
   for (int i = 0; i < e->nidx; i++)
     if (sched_tx_uses(e->idx[i], v)) return true;
   return sched_tx_uses(e->a, v) || sched_tx_uses(e->b, v) || sched_tx_uses(e->c, v);
@@ -52,7 +52,7 @@ bool sched_stmt_has_bound(const rx_stmt *s) {
 }
 bool sched_tx_has_subgroup(const rx_tx *e) {
   if (!e) return false;
-  if (e->kind == RX_TX_CALL && rx_intrinsic_kind(e->intrin) == 's') return true;
+  if (e->kind == RX_TX_CALL && ir_intrinsic_kind(e->intrin) == 's') return true;
   for (int i = 0; i < e->nidx; i++)
     if (sched_tx_has_subgroup(e->idx[i])) return true;
   return sched_tx_has_subgroup(e->a) || sched_tx_has_subgroup(e->b) || sched_tx_has_subgroup(e->c);
@@ -104,7 +104,7 @@ bool sched_all_loads_stmt(const rx_stmt *s, load_pred p, void *ud) {
 /* The widest dtype (bits) that e loads; 0 when it loads nothing. */
 int sched_max_load_bits(const rx_tx *e) {
   if (!e) return 0;
-  int b = e->kind == RX_TX_LOAD ? rx_dtype_bits(e->buf->dtype) : 0;
+  int b = e->kind == RX_TX_LOAD ? ir_dtype_bits(e->buf->dtype) : 0;
   for (int i = 0; i < e->nidx; i++) {
     int x = sched_max_load_bits(e->idx[i]);
     if (x > b) b = x;
@@ -137,14 +137,14 @@ int sched_block_threads(const rx_sctx *s, int want) {
 
 rx_stmt *sched_kernel1(rx_sctx *s, const rx_expr *bx, const rx_expr *nblocks, const rx_expr *tx,
                        int threads, rx_stmt *body) {
-  rx_stmt *t = rx_sched_for(s, tx, rx_expr_const(s->cx, threads), RX_LOOP_THREAD_X, body);
-  return rx_sched_for(s, bx, nblocks, RX_LOOP_BLOCK_X, t);
+  rx_stmt *t = sched_for(s, tx, sym_expr_const(s->cx, threads), RX_LOOP_THREAD_X, body);
+  return sched_for(s, bx, nblocks, RX_LOOP_BLOCK_X, t);
 }
 
 /* `v < ext` unless the analyzer proves it with the given ranges already bound. */
 const rx_expr *sched_bound_guard(rx_sctx *s, const rx_expr *v, const rx_expr *ext) {
-  const rx_expr *c = rx_analyzer_simplify(s->an, sx_lt(s->cx, v, ext));
-  if (rx_expr_is_const(c, 1) || rx_sched_proves(s, c)) return NULL;
+  const rx_expr *c = sym_analyzer_simplify(s->an, sx_lt(s->cx, v, ext));
+  if (rx_expr_is_const(c, 1) || sched_proves(s, c)) return NULL;
   return c;
 }
 

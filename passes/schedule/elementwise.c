@@ -137,7 +137,7 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
       const rx_stmt *st = sched_seq_at(body, i);
       int b = sched_max_load_bits(st->value);
       if (st->kind == RX_STMT_STORE) {
-        if (rx_dtype_bits(st->buf->dtype) > b) b = rx_dtype_bits(st->buf->dtype);
+        if (ir_dtype_bits(st->buf->dtype) > b) b = ir_dtype_bits(st->buf->dtype);
         if (!sched_sym_is(st->idx[st->nidx - 1], ov[n - 1])) ok = false;
       }
       if (b > bits) bits = b;
@@ -151,39 +151,39 @@ static rx_stmt *ew_schedule(rx_sctx *s, ew_info *w) {
       if (V > MAX_LANES) V = MAX_LANES;
       if (V < 1) V = 1;
       while (V > 1) {
-        int64_t d = rx_analyzer_divisor(s->an, oe[n - 1]);
+        int64_t d = sym_analyzer_divisor(s->an, oe[n - 1]);
         if (d != 0 && d % V == 0) break;
         V /= 2;
       }
     }
   }
   int B = sched_block_threads(s, BLOCK_THREADS);
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *tx = rx_sched_fresh_var(s, "tx");
-  const rx_expr *lane = V > 1 ? rx_sched_fresh_var(s, "vec") : NULL;
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *tx = sched_fresh_var(s, "tx");
+  const rx_expr *lane = V > 1 ? sched_fresh_var(s, "vec") : NULL;
   const rx_expr *ext2[MAXN];
   for (int k = 0; k < n; k++) ext2[k] = oe[k];
   if (V > 1)
     ext2[n - 1] =
-        rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, oe[n - 1], sx_const(s->cx, V)));
+        sym_analyzer_simplify(s->an, sym_expr_floordiv(s->cx, oe[n - 1], sx_const(s->cx, V)));
   const rx_expr *g = sx_add(s->cx, sx_mul_c(s->cx, bx, B), tx);
   const rx_expr *repl[MAXN];
-  const rx_expr *total = rx_sched_fuse(s, ext2, n, g, repl);
-  total = rx_analyzer_simplify(s->an, total);
+  const rx_expr *total = sched_fuse(s, ext2, n, g, repl);
+  total = sym_analyzer_simplify(s->an, total);
   const rx_expr *nblocks;
-  const rx_expr *guard = rx_sched_split(s, total, B, bx, tx, &nblocks);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), nblocks);
-  rx_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, B));
-  if (guard) rx_analyzer_assume(s->an, guard);
+  const rx_expr *guard = sched_split(s, total, B, bx, tx, &nblocks);
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), nblocks);
+  sym_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, B));
+  if (guard) sym_analyzer_assume(s->an, guard);
   for (int k = 0; k < n; k++) {
     if (V > 1 && k == n - 1) repl[k] = sx_add(s->cx, sx_mul_c(s->cx, repl[k], V), lane);
-    repl[k] = rx_analyzer_simplify(s->an, sx_add(s->cx, olo[k], repl[k]));
+    repl[k] = sym_analyzer_simplify(s->an, sx_add(s->cx, olo[k], repl[k]));
   }
-  rx_analyzer_reset(s->an, mk);
+  sym_analyzer_reset(s->an, mk);
   rx_rewrite rw = {.s = s, .vars = ov, .repl = repl, .n = n};
-  rx_stmt *inner = rx_sched_rewrite_stmt(&rw, body);
-  if (V > 1) inner = rx_sched_for(s, lane, sx_const(s->cx, V), RX_LOOP_VECTORIZE, inner);
-  inner = rx_sched_guard(s, guard, inner);
+  rx_stmt *inner = sched_rewrite_stmt(&rw, body);
+  if (V > 1) inner = sched_for(s, lane, sx_const(s->cx, V), RX_LOOP_VECTORIZE, inner);
+  inner = sched_guard(s, guard, inner);
   return sched_kernel1(s, bx, nblocks, tx, B, inner);
 }
 

@@ -67,10 +67,10 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
   for (int i = 0; i < sched_seq_len(b); i++) {
     const rx_stmt *st = sched_seq_at(b, i);
     if (st->kind == RX_STMT_ALLOC || st->kind == RX_STMT_LET) {
-      rx_diag_report(s->diag, RX_DIAG_ERROR, st->loc,
-                     "cannot schedule '%s': a top-level %s outside every loop nest cannot be "
-                     "placed in a kernel",
-                     s->f->name, st->kind == RX_STMT_ALLOC ? "alloc" : "let");
+      base_diag_report(s->diag, RX_DIAG_ERROR, st->loc,
+                       "cannot schedule '%s': a top-level %s outside every loop nest cannot be "
+                       "placed in a kernel",
+                       s->f->name, st->kind == RX_STMT_ALLOC ? "alloc" : "let");
       return false;
     }
     nest nt;
@@ -83,10 +83,10 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
       if (!independent(inner, nt.vars[nf])) break;
       nf++;
     }
-    const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *tx = rx_sched_fresh_var(s, "tx");
+    const rx_expr *bx = sched_fresh_var(s, "bx"), *tx = sched_fresh_var(s, "tx");
     if (nf == 0) {
       /* one thread runs it */
-      rx_stmt *body = rx_sched_rewrite_stmt(&(rx_rewrite){.s = s}, st);
+      rx_stmt *body = sched_rewrite_stmt(&(rx_rewrite){.s = s}, st);
       RX_VEC_PUSH(out, sched_kernel1(s, bx, sx_const(s->cx, 1), tx, 1, body));
       continue;
     }
@@ -95,12 +95,12 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
     int B = sched_block_threads(s, BLOCK_THREADS);
     const rx_expr *repl[MAXN];
     const rx_expr *g = sx_add(s->cx, sx_mul_c(s->cx, bx, B), tx);
-    const rx_expr *total = rx_analyzer_simplify(s->an, rx_sched_fuse(s, nt.ext, nf, g, repl));
+    const rx_expr *total = sym_analyzer_simplify(s->an, sched_fuse(s, nt.ext, nf, g, repl));
     for (int k = 0; k < nf; k++) repl[k] = sx_add(s->cx, nt.lo[k], repl[k]);
     const rx_expr *nblocks;
-    const rx_expr *guard = rx_sched_split(s, total, B, bx, tx, &nblocks);
+    const rx_expr *guard = sched_split(s, total, B, bx, tx, &nblocks);
     rx_rewrite rw = {.s = s, .vars = nt.vars, .repl = repl, .n = nf};
-    rx_stmt *body = rx_sched_guard(s, guard, rx_sched_rewrite_stmt(&rw, inner));
+    rx_stmt *body = sched_guard(s, guard, sched_rewrite_stmt(&rw, inner));
     RX_VEC_PUSH(out, sched_kernel1(s, bx, nblocks, tx, B, body));
   }
   return true;
@@ -109,7 +109,7 @@ static bool fallback_schedule(rx_sctx *s, rx_stmtvec *out) {
 bool sched_fallback(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   rx_stmtvec ks = {0};
   o->ok = fallback_schedule(s, &ks);
-  if (o->ok) o->body = rx_sched_seq(s, &ks);
+  if (o->ok) o->body = sched_seq(s, &ks);
   free(ks.data);
   rx_sched_variant v = {NULL, RX_SCHED_FALLBACK, NULL};
   sched_set_variants(o->m, o->res, &v, 1);

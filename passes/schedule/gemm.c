@@ -65,7 +65,7 @@ static tile gemm_tile(rx_sctx *s, const mm_info *mi, bool small, int pb, int qb)
   int nc = small ? 4 : 5;
   tile t = cands[nc - 1];
   int best = -1;
-  int64_t dm = rx_analyzer_divisor(s->an, mi->M), dn = rx_analyzer_divisor(s->an, mi->N);
+  int64_t dm = sym_analyzer_divisor(s->an, mi->M), dn = sym_analyzer_divisor(s->an, mi->N);
   for (int c = 0; c < nc; c++) {
     if (!tile_fits(s, mi, cands[c], pb, qb)) continue;
     /* prefer tiles the analyzer proves exact on M and N */
@@ -91,23 +91,23 @@ static rx_stmt *gemm_load(gemm *gm, int which) {
   int rows = which == 0 ? t.bm : t.bn; /* extent of the tile along i or j */
   bool along_k = which == 0 ? mi->p_along_k : mi->q_along_k;
   int per = t.bk * rows / T;
-  const rx_expr *l = rx_sched_fresh_var(s, which == 0 ? "la" : "lb");
+  const rx_expr *l = sched_fresh_var(s, which == 0 ? "la" : "lb");
   const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, l, T), gm->tx);
   const rx_expr *kk, *rr;
   if (along_k) {
-    kk = rx_expr_floormod(cx, e, sx_const(s->cx, t.bk));
-    rr = rx_expr_floordiv(cx, e, sx_const(s->cx, t.bk));
+    kk = sym_expr_floormod(cx, e, sx_const(s->cx, t.bk));
+    rr = sym_expr_floordiv(cx, e, sx_const(s->cx, t.bk));
   } else {
-    rr = rx_expr_floormod(cx, e, sx_const(s->cx, rows));
-    kk = rx_expr_floordiv(cx, e, sx_const(s->cx, rows));
+    rr = sym_expr_floormod(cx, e, sx_const(s->cx, rows));
+    kk = sym_expr_floordiv(cx, e, sx_const(s->cx, rows));
   }
   const rx_expr *gk = sx_add(s->cx, sx_mul_c(s->cx, gm->ko, t.bk), kk);
   const rx_expr *gr = sx_add(s->cx, sx_mul_c(s->cx, which == 0 ? gm->by : gm->bx, rows), rr);
-  size_t m2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, l, sx_const(s->cx, 0), sx_const(s->cx, per));
+  size_t m2 = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, l, sx_const(s->cx, 0), sx_const(s->cx, per));
   const rx_expr *g = sx_and_opt(s->cx, sched_bound_guard(s, gk, gm->K),
                                 sched_bound_guard(s, gr, which == 0 ? gm->N : gm->M));
-  rx_analyzer_reset(s->an, m2);
+  sym_analyzer_reset(s->an, m2);
   const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
   rx_rewrite rw;
   const rx_expr *z = sx_const(s->cx, 0);
@@ -115,15 +115,15 @@ static rx_stmt *gemm_load(gemm *gm, int which) {
   vars[rw.n] = mi->r.k;
   rp[rw.n] = gk;
   rw.n++;
-  rx_tx *v = rx_sched_rewrite_tx(&rw, which == 0 ? gm->pc : gm->qc);
+  rx_tx *v = sched_rewrite_tx(&rw, which == 0 ? gm->pc : gm->qc);
   if (g) {
-    rx_tx *zz = rx_dtype_is_float(v->dtype) ? rx_tx_float(s->m, 0.0, v->dtype, false, s->loc)
-                                            : rx_tx_int(s->m, 0, v->dtype, false, s->loc);
-    v = rx_tx_select(s->m, rx_sched_cond(s, g), v, zz, s->loc);
+    rx_tx *zz = ir_dtype_is_float(v->dtype) ? ir_tx_float(s->m, 0.0, v->dtype, false, s->loc)
+                                            : ir_tx_int(s->m, 0, v->dtype, false, s->loc);
+    v = ir_tx_select(s->m, sched_cond(s, g), v, zz, s->loc);
   }
   const rx_expr *ix[2] = {kk, rr};
-  rx_stmt *st = rx_sched_store_e(s, which == 0 ? gm->As : gm->Bs, ix, 2, v);
-  return rx_sched_for(s, l, sx_const(s->cx, per), RX_LOOP_UNROLL, st);
+  rx_stmt *st = sched_store_e(s, which == 0 ? gm->As : gm->Bs, ix, 2, v);
+  return sched_for(s, l, sx_const(s->cx, per), RX_LOOP_UNROLL, st);
 }
 
 /* The micro-tile: thread (ty, tx2) accumulates rows ty * tm + ua and columns tx2 * tn + ub
@@ -134,22 +134,22 @@ static rx_stmt *gemm_micro_tile(gemm *gm) {
   tile t = gm->t;
   const rx_expr *ty = gm->ty, *tx2 = gm->tx2, *ua = gm->ua, *ub = gm->ub;
   rx_buffer *As = gm->As, *Bs = gm->Bs, *acc = gm->acc;
-  const rx_expr *kk = rx_sched_fresh_var(s, "kk");
+  const rx_expr *kk = sched_fresh_var(s, "kk");
   const rx_expr *ai[2] = {kk, sx_add(s->cx, sx_mul_c(s->cx, ty, t.tm), ua)};
   const rx_expr *bi[2] = {kk, sx_add(s->cx, sx_mul_c(s->cx, tx2, t.tn), ub)};
-  rx_tx *pa = rx_sched_load(s, As, ai, 2), *qa = rx_sched_load(s, Bs, bi, 2);
-  if (mi->p->kind == RX_TX_CAST) pa = rx_tx_cast(s->m, mi->p->dtype, pa, s->loc);
-  if (mi->q->kind == RX_TX_CAST) qa = rx_tx_cast(s->m, mi->q->dtype, qa, s->loc);
-  rx_tx *prod = mi->p_first ? rx_tx_binary(s->m, RX_BINOP_MUL, pa, qa, s->loc)
-                            : rx_tx_binary(s->m, RX_BINOP_MUL, qa, pa, s->loc);
+  rx_tx *pa = sched_load(s, As, ai, 2), *qa = sched_load(s, Bs, bi, 2);
+  if (mi->p->kind == RX_TX_CAST) pa = ir_tx_cast(s->m, mi->p->dtype, pa, s->loc);
+  if (mi->q->kind == RX_TX_CAST) qa = ir_tx_cast(s->m, mi->q->dtype, qa, s->loc);
+  rx_tx *prod = mi->p_first ? ir_tx_binary(s->m, RX_BINOP_MUL, pa, qa, s->loc)
+                            : ir_tx_binary(s->m, RX_BINOP_MUL, qa, pa, s->loc);
   const rx_expr *ci[2] = {ua, ub};
-  rx_tx *cur = rx_sched_load(s, acc, ci, 2);
-  rx_tx *sum = mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, cur, prod, s->loc)
-                               : rx_tx_binary(s->m, RX_BINOP_ADD, prod, cur, s->loc);
-  rx_stmt *st = rx_sched_store_e(s, acc, ci, 2, sum);
-  rx_stmt *lp = rx_sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
-                             rx_sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
-  return rx_sched_for(s, kk, sx_const(s->cx, t.bk), RX_LOOP_SERIAL, lp);
+  rx_tx *cur = sched_load(s, acc, ci, 2);
+  rx_tx *sum = mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, cur, prod, s->loc)
+                               : ir_tx_binary(s->m, RX_BINOP_ADD, prod, cur, s->loc);
+  rx_stmt *st = sched_store_e(s, acc, ci, 2, sum);
+  rx_stmt *lp = sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                          sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
+  return sched_for(s, kk, sx_const(s->cx, t.bk), RX_LOOP_SERIAL, lp);
 }
 
 /* The epilogue: the micro-tile's stores (with the matmul's epilogue), guarded at the edges. */
@@ -161,21 +161,21 @@ static rx_stmt *gemm_epilogue(gemm *gm) {
       s->cx, sx_add(s->cx, sx_mul_c(s->cx, gm->by, t.bm), sx_mul_c(s->cx, gm->ty, t.tm)), ua);
   const rx_expr *gj = sx_add(
       s->cx, sx_add(s->cx, sx_mul_c(s->cx, gm->bx, t.bn), sx_mul_c(s->cx, gm->tx2, t.tn)), ub);
-  size_t m2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ua, sx_const(s->cx, 0), sx_const(s->cx, t.tm));
-  rx_analyzer_bind_range(s->an, ub, sx_const(s->cx, 0), sx_const(s->cx, t.tn));
+  size_t m2 = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ua, sx_const(s->cx, 0), sx_const(s->cx, t.tm));
+  sym_analyzer_bind_range(s->an, ub, sx_const(s->cx, 0), sx_const(s->cx, t.tn));
   const rx_expr *g =
       sx_and_opt(s->cx, sched_bound_guard(s, gi, gm->N), sched_bound_guard(s, gj, gm->M));
-  rx_analyzer_reset(s->an, m2);
+  sym_analyzer_reset(s->an, m2);
   const rx_expr *vars[MAXN], *rp[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, gm->mi, gm->brepl, gi, gj, vars, rp, &rw);
   const rx_expr *ci[2] = {ua, ub};
   rx_stmtvec fin = {0};
-  mm_epilogue(s, gm->mi, &rw, rx_sched_load(s, gm->acc, ci, 2), &fin);
-  rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
-  return rx_sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
-                      rx_sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
+  mm_epilogue(s, gm->mi, &rw, sched_load(s, gm->acc, ci, 2), &fin);
+  rx_stmt *st = sched_guard(s, g, sched_seq(s, &fin));
+  return sched_for(s, ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                   sched_for(s, ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st));
 }
 
 /* The shared tiles and the accumulator (zeroed), appended to body. */
@@ -183,23 +183,22 @@ static void gemm_allocs(gemm *gm, rx_stmtvec *body) {
   rx_sctx *s = gm->s;
   tile t = gm->t;
   rx_stmt *al;
-  int pb = rx_dtype_bits(gm->pc->dtype) / 8, qb = rx_dtype_bits(gm->qc->dtype) / 8;
+  int pb = ir_dtype_bits(gm->pc->dtype) / 8, qb = ir_dtype_bits(gm->qc->dtype) / 8;
   int64_t as_shape[2] = {t.bk, t.bm + row_pad(gm->mi->p_along_k, pb < 1 ? 1 : pb)};
   int64_t bs_shape[2] = {t.bk, t.bn + row_pad(gm->mi->q_along_k, qb < 1 ? 1 : qb)};
   int64_t acc_shape[2] = {t.tm, t.tn};
-  gm->As = rx_sched_alloc(s, "a_tile", gm->pc->dtype, RX_SCOPE_SHARED, as_shape, 2, &al);
+  gm->As = sched_alloc(s, "a_tile", gm->pc->dtype, RX_SCOPE_SHARED, as_shape, 2, &al);
   RX_VEC_PUSH(body, al);
-  gm->Bs = rx_sched_alloc(s, "b_tile", gm->qc->dtype, RX_SCOPE_SHARED, bs_shape, 2, &al);
+  gm->Bs = sched_alloc(s, "b_tile", gm->qc->dtype, RX_SCOPE_SHARED, bs_shape, 2, &al);
   RX_VEC_PUSH(body, al);
-  gm->acc = rx_sched_alloc(s, "acc_tile", gm->mi->acc_dt, RX_SCOPE_LOCAL, acc_shape, 2, &al);
+  gm->acc = sched_alloc(s, "acc_tile", gm->mi->acc_dt, RX_SCOPE_LOCAL, acc_shape, 2, &al);
   RX_VEC_PUSH(body, al);
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, gm->mi->acc_dt, &zero);
+  sched_identity(s, RX_COMB_SUM, gm->mi->acc_dt, &zero);
   const rx_expr *ix[2] = {gm->ua, gm->ub};
-  rx_stmt *st = rx_sched_store_e(s, gm->acc, ix, 2, zero);
-  RX_VEC_PUSH(body,
-              rx_sched_for(s, gm->ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
-                           rx_sched_for(s, gm->ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st)));
+  rx_stmt *st = sched_store_e(s, gm->acc, ix, 2, zero);
+  RX_VEC_PUSH(body, sched_for(s, gm->ua, sx_const(s->cx, t.tm), RX_LOOP_UNROLL,
+                              sched_for(s, gm->ub, sx_const(s->cx, t.tn), RX_LOOP_UNROLL, st)));
 }
 
 /* GEMM tiled in shared memory (P and Q tiles per k step) and in registers (a micro-tile per
@@ -210,43 +209,42 @@ rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small) {
   gemm gm = {.s = s, .mi = mi, .M = mi->M, .N = mi->N, .K = mi->K};
   gm.pc = cache_core(mi->p);
   gm.qc = cache_core(mi->q);
-  int pb = rx_dtype_bits(gm.pc->dtype) / 8, qb = rx_dtype_bits(gm.qc->dtype) / 8;
+  int pb = ir_dtype_bits(gm.pc->dtype) / 8, qb = ir_dtype_bits(gm.qc->dtype) / 8;
   tile t = gm.t = gemm_tile(s, mi, small, pb < 1 ? 1 : pb, qb < 1 ? 1 : qb);
   gm.TX = t.bn / t.tn;
   gm.T = (t.bm / t.tm) * gm.TX;
-  gm.bx = rx_sched_fresh_var(s, "bx");
-  gm.by = rx_sched_fresh_var(s, "by");
-  const rx_expr *bz = mi->nb > 0 ? rx_sched_fresh_var(s, "bz") : NULL, *nbatch = NULL;
-  gm.tx = rx_sched_fresh_var(s, "tx");
+  gm.bx = sched_fresh_var(s, "bx");
+  gm.by = sched_fresh_var(s, "by");
+  const rx_expr *bz = mi->nb > 0 ? sched_fresh_var(s, "bz") : NULL, *nbatch = NULL;
+  gm.tx = sched_fresh_var(s, "tx");
   const rx_expr *ncol, *nrow, *nk;
-  gm.ko = rx_sched_fresh_var(s, "ko");
-  if (bz) nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, gm.brepl));
-  rx_sched_split(s, gm.M, t.bn, gm.bx, sx_const(s->cx, 0), &ncol);
-  rx_sched_split(s, gm.N, t.bm, gm.by, sx_const(s->cx, 0), &nrow);
-  rx_sched_split(s, gm.K, t.bk, gm.ko, sx_const(s->cx, 0), &nk);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, gm.bx, sx_const(s->cx, 0), ncol);
-  rx_analyzer_bind_range(s->an, gm.by, sx_const(s->cx, 0), nrow);
-  rx_analyzer_bind_range(s->an, gm.tx, sx_const(s->cx, 0), sx_const(s->cx, gm.T));
-  rx_analyzer_bind_range(s->an, gm.ko, sx_const(s->cx, 0), nk);
-  gm.ua = rx_sched_fresh_var(s, "ua");
-  gm.ub = rx_sched_fresh_var(s, "ub");
+  gm.ko = sched_fresh_var(s, "ko");
+  if (bz) nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, bz, gm.brepl));
+  sched_split(s, gm.M, t.bn, gm.bx, sx_const(s->cx, 0), &ncol);
+  sched_split(s, gm.N, t.bm, gm.by, sx_const(s->cx, 0), &nrow);
+  sched_split(s, gm.K, t.bk, gm.ko, sx_const(s->cx, 0), &nk);
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, gm.bx, sx_const(s->cx, 0), ncol);
+  sym_analyzer_bind_range(s->an, gm.by, sx_const(s->cx, 0), nrow);
+  sym_analyzer_bind_range(s->an, gm.tx, sx_const(s->cx, 0), sx_const(s->cx, gm.T));
+  sym_analyzer_bind_range(s->an, gm.ko, sx_const(s->cx, 0), nk);
+  gm.ua = sched_fresh_var(s, "ua");
+  gm.ub = sched_fresh_var(s, "ub");
   rx_stmtvec body = {0};
   gemm_allocs(&gm, &body);
   rx_stmtvec kb = {0};
   RX_VEC_PUSH(&kb, gemm_load(&gm, 0));
   RX_VEC_PUSH(&kb, gemm_load(&gm, 1));
-  RX_VEC_PUSH(&kb, rx_sched_barrier(s));
-  gm.ty = rx_expr_floordiv(cx, gm.tx, sx_const(s->cx, gm.TX));
-  gm.tx2 = rx_expr_floormod(cx, gm.tx, sx_const(s->cx, gm.TX));
+  RX_VEC_PUSH(&kb, sched_barrier(s));
+  gm.ty = sym_expr_floordiv(cx, gm.tx, sx_const(s->cx, gm.TX));
+  gm.tx2 = sym_expr_floormod(cx, gm.tx, sx_const(s->cx, gm.TX));
   RX_VEC_PUSH(&kb, gemm_micro_tile(&gm));
-  RX_VEC_PUSH(&kb, rx_sched_barrier(s));
-  RX_VEC_PUSH(&body, rx_sched_for(s, gm.ko, nk, RX_LOOP_SERIAL, rx_sched_seq(s, &kb)));
+  RX_VEC_PUSH(&kb, sched_barrier(s));
+  RX_VEC_PUSH(&body, sched_for(s, gm.ko, nk, RX_LOOP_SERIAL, sched_seq(s, &kb)));
   RX_VEC_PUSH(&body, gemm_epilogue(&gm));
-  rx_analyzer_reset(s->an, mk);
-  rx_stmt *k =
-      rx_sched_for(s, gm.tx, sx_const(s->cx, gm.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (bz) k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
-  k = rx_sched_for(s, gm.by, nrow, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, gm.bx, ncol, RX_LOOP_BLOCK_X, k);
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *k = sched_for(s, gm.tx, sx_const(s->cx, gm.T), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
+  k = sched_for(s, gm.by, nrow, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, gm.bx, ncol, RX_LOOP_BLOCK_X, k);
 }

@@ -65,7 +65,7 @@ bool gemm_frag_fits(const rx_sctx *s, const mm_info *mi) {
   const rx_mma_shape *x = frag_shape_for(s, mi);
   if (!x) return false;
   int64_t bm = FRAG_SG_ROWS * FRAG_WM * x->m, bn = FRAG_SG_COLS * FRAG_WN * x->n;
-  int64_t bytes = (bm + bn) * FRAG_BK * (rx_dtype_bits(x->ab) / 8) + bm * bn * 4;
+  int64_t bytes = (bm + bn) * FRAG_BK * (ir_dtype_bits(x->ab) / 8) + bm * bn * 4;
   int threads = FRAG_SG_ROWS * FRAG_SG_COLS * x->threads;
   return bytes <= s->t->shared_bytes && threads <= s->t->max_threads_per_block;
 }
@@ -86,7 +86,7 @@ typedef struct frag_k {
 
 /* A frag statement of op on fragment f (RX_STMT_FRAG) */
 static rx_stmt *frag_new(rx_sctx *s, rx_frag_op op, rx_buffer *f) {
-  rx_stmt *st = rx_stmt_new(s->m, RX_STMT_FRAG, s->loc);
+  rx_stmt *st = ir_stmt_new(s->m, RX_STMT_FRAG, s->loc);
   st->frag_op = op;
   st->buf = f;
   return st;
@@ -98,10 +98,10 @@ static rx_stmt *frag_mem(rx_sctx *s, rx_frag_op op, rx_buffer *f, rx_buffer *mem
   rx_stmt *st = frag_new(s, op, f);
   st->mem = mem;
   st->nidx = 2;
-  st->idx = rx_module_alloc(s->m, sizeof *st->idx * 2);
-  st->idx[0] = rx_sched_sym(s, r);
-  st->idx[1] = rx_sched_sym(s, c);
-  st->value = rx_sched_sym(s, sx_const(s->cx, stride));
+  st->idx = ir_module_alloc(s->m, sizeof *st->idx * 2);
+  st->idx[0] = sched_sym(s, r);
+  st->idx[1] = sched_sym(s, c);
+  st->value = sched_sym(s, sx_const(s->cx, stride));
   return st;
 }
 
@@ -112,25 +112,25 @@ typedef rx_tx *(*stage_at)(frag_k *c, const rx_expr *a, const rx_expr *b, const 
 static rx_stmt *stage(frag_k *c, rx_buffer *dst, int64_t outer, int64_t inner, bool swap,
                       stage_at at) {
   rx_sctx *s = c->s;
-  const rx_expr *r = rx_sched_fresh_var(s, "r");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, r, sx_const(s->cx, 0), sx_const(s->cx, outer * inner / c->T));
+  const rx_expr *r = sched_fresh_var(s, "r");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, r, sx_const(s->cx, 0), sx_const(s->cx, outer * inner / c->T));
   const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, r, c->T), c->tx);
   const rx_expr *a =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, sx_const(s->cx, inner)));
+      sym_analyzer_simplify(s->an, sym_expr_floordiv(s->cx, e, sx_const(s->cx, inner)));
   const rx_expr *b =
-      rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, sx_const(s->cx, inner)));
+      sym_analyzer_simplify(s->an, sym_expr_floormod(s->cx, e, sx_const(s->cx, inner)));
   const rx_expr *cond = NULL;
   rx_tx *v = at(c, a, b, &cond);
   const rx_expr *idx[2] = {swap ? b : a, swap ? a : b};
-  rx_stmt *st = rx_sched_store_e(s, dst, idx, 2, v);
-  if (cond && !rx_sched_proves(s, cond)) {
+  rx_stmt *st = sched_store_e(s, dst, idx, 2, v);
+  if (cond && !sched_proves(s, cond)) {
     rx_tx *zero = NULL;
-    rx_sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
-    st = rx_sched_if(s, rx_sched_cond(s, cond), st, rx_sched_store_e(s, dst, idx, 2, zero));
+    sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
+    st = sched_if(s, sched_cond(s, cond), st, sched_store_e(s, dst, idx, 2, zero));
   }
-  rx_analyzer_reset(s->an, mk);
-  return rx_sched_for(s, r, sx_const(s->cx, outer * inner / c->T), RX_LOOP_UNROLL, st);
+  sym_analyzer_reset(s->an, mk);
+  return sched_for(s, r, sx_const(s->cx, outer * inner / c->T), RX_LOOP_UNROLL, st);
 }
 
 /* P at tile element (ii, kk) of the slice */
@@ -149,7 +149,7 @@ static rx_tx *q_at_kj(frag_k *c, const rx_expr *kk, const rx_expr *jj, const rx_
   if (!mm_q_dequant(c->mi))
     return mm_operand_at(s, c->mi, c->brepl, frag_load_of(c->mi->q), c->row0, col, k);
   rx_tx *q = mm_operand_at(s, c->mi, c->brepl, c->mi->q, c->row0, col, k);
-  return q->dtype == c->x->ab ? q : rx_tx_cast(s->m, c->x->ab, q, s->loc);
+  return q->dtype == c->x->ab ? q : ir_tx_cast(s->m, c->x->ab, q, s->loc);
 }
 /* Q at tile element (jj, kk), stored at (kk, jj) (x @ W^T: consecutive threads along k) */
 static rx_tx *q_at_jk(frag_k *c, const rx_expr *jj, const rx_expr *kk, const rx_expr **cond) {
@@ -167,7 +167,7 @@ static rx_stmt *slice(frag_k *c, const rx_expr *kt) {
     RX_VEC_PUSH(&st, stage(c, c->bs, c->BN, FRAG_BK, true, q_at_jk));
   else
     RX_VEC_PUSH(&st, stage(c, c->bs, FRAG_BK, c->BN, false, q_at_kj));
-  RX_VEC_PUSH(&st, rx_sched_barrier(s));
+  RX_VEC_PUSH(&st, sched_barrier(s));
   for (int ks = 0; ks < FRAG_BK / x->k; ks++) {
     for (int m = 0; m < FRAG_WM; m++) {
       const rx_expr *r =
@@ -189,8 +189,8 @@ static rx_stmt *slice(frag_k *c, const rx_expr *kt) {
       RX_VEC_PUSH(&st, mma);
     }
   }
-  RX_VEC_PUSH(&st, rx_sched_barrier(s)); /* the tiles are overwritten by the next slice */
-  return rx_sched_seq(s, &st);
+  RX_VEC_PUSH(&st, sched_barrier(s)); /* the tiles are overwritten by the next slice */
+  return sched_seq(s, &st);
 }
 
 /* The accumulators through shared memory to the output: thread tx writes the points
@@ -205,27 +205,27 @@ static void finish(frag_k *c, rx_stmtvec *body) {
         sx_add(s->cx, sx_mul_c(s->cx, c->wc, FRAG_WN * x->n), sx_const(s->cx, q % FRAG_WN * x->n));
     RX_VEC_PUSH(body, frag_mem(s, RX_FRAG_OP_STORE, c->fc[q], c->cs, r, col, c->BN));
   }
-  RX_VEC_PUSH(body, rx_sched_barrier(s));
-  const rx_expr *rv = rx_sched_fresh_var(s, "r");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, rv, sx_const(s->cx, 0), sx_const(s->cx, c->BM * c->BN / c->T));
+  RX_VEC_PUSH(body, sched_barrier(s));
+  const rx_expr *rv = sched_fresh_var(s, "r");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, rv, sx_const(s->cx, 0), sx_const(s->cx, c->BM * c->BN / c->T));
   const rx_expr *e = sx_add(s->cx, sx_mul_c(s->cx, rv, c->T), c->tx);
   const rx_expr *ii =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, e, sx_const(s->cx, c->BN)));
+      sym_analyzer_simplify(s->an, sym_expr_floordiv(s->cx, e, sx_const(s->cx, c->BN)));
   const rx_expr *jj =
-      rx_analyzer_simplify(s->an, rx_expr_floormod(s->cx, e, sx_const(s->cx, c->BN)));
+      sym_analyzer_simplify(s->an, sym_expr_floormod(s->cx, e, sx_const(s->cx, c->BN)));
   const rx_expr *row = sx_add(s->cx, c->row0, ii), *col = sx_add(s->cx, c->col0, jj),
                 *idx[2] = {ii, jj};
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, c->mi, c->brepl, row, col, vars, repl, &rw);
   rx_stmtvec fin = {0};
-  mm_epilogue(s, c->mi, &rw, rx_sched_load(s, c->cs, idx, 2), &fin);
+  mm_epilogue(s, c->mi, &rw, sched_load(s, c->cs, idx, 2), &fin);
   const rx_expr *g =
       sx_and_opt(s->cx, sched_bound_guard(s, row, c->mi->N), sched_bound_guard(s, col, c->mi->M));
-  rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
-  rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, rv, sx_const(s->cx, c->BM * c->BN / c->T), RX_LOOP_SERIAL, st));
+  rx_stmt *st = sched_guard(s, g, sched_seq(s, &fin));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(body, sched_for(s, rv, sx_const(s->cx, c->BM * c->BN / c->T), RX_LOOP_SERIAL, st));
 }
 
 /* The allocations of the kernel: shared tiles, fragments, accumulators set to zero. */
@@ -235,26 +235,26 @@ static void allocs(frag_k *c, rx_stmtvec *body) {
   rx_stmt *al;
   int64_t as[2] = {c->BM, FRAG_BK}, bs[2] = {FRAG_BK, c->BN}, cs[2] = {c->BM, c->BN};
   int64_t fa[2] = {x->m, x->k}, fb[2] = {x->k, x->n}, fc[2] = {x->m, x->n};
-  c->as = rx_sched_alloc(s, "as", x->ab, RX_SCOPE_SHARED, as, 2, &al);
+  c->as = sched_alloc(s, "as", x->ab, RX_SCOPE_SHARED, as, 2, &al);
   RX_VEC_PUSH(body, al);
-  c->bs = rx_sched_alloc(s, "bs", x->ab, RX_SCOPE_SHARED, bs, 2, &al);
+  c->bs = sched_alloc(s, "bs", x->ab, RX_SCOPE_SHARED, bs, 2, &al);
   RX_VEC_PUSH(body, al);
-  c->cs = rx_sched_alloc(s, "cs", RX_DTYPE_F32, RX_SCOPE_SHARED, cs, 2, &al);
+  c->cs = sched_alloc(s, "cs", RX_DTYPE_F32, RX_SCOPE_SHARED, cs, 2, &al);
   RX_VEC_PUSH(body, al);
   for (int m = 0; m < FRAG_WM; m++) {
-    c->fa[m] = rx_sched_alloc(s, "fa", x->ab, RX_SCOPE_LOCAL, fa, 2, &al);
+    c->fa[m] = sched_alloc(s, "fa", x->ab, RX_SCOPE_LOCAL, fa, 2, &al);
     c->fa[m]->frag = RX_FRAG_A;
     RX_VEC_PUSH(body, al);
   }
   for (int n = 0; n < FRAG_WN; n++) {
-    c->fb[n] = rx_sched_alloc(s, "fb", x->ab, RX_SCOPE_LOCAL, fb, 2, &al);
+    c->fb[n] = sched_alloc(s, "fb", x->ab, RX_SCOPE_LOCAL, fb, 2, &al);
     c->fb[n]->frag = RX_FRAG_B;
     RX_VEC_PUSH(body, al);
   }
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
+  sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
   for (int q = 0; q < FRAG_WM * FRAG_WN; q++) {
-    c->fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fc, 2, &al);
+    c->fc[q] = sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fc, 2, &al);
     c->fc[q]->frag = RX_FRAG_ACC;
     RX_VEC_PUSH(body, al);
     rx_stmt *fill = frag_new(s, RX_FRAG_OP_FILL, c->fc[q]);
@@ -270,39 +270,38 @@ rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi) {
   c.BM = FRAG_SG_ROWS * FRAG_WM * c.x->m;
   c.BN = FRAG_SG_COLS * FRAG_WN * c.x->n;
   c.T = FRAG_SG_ROWS * FRAG_SG_COLS * c.x->threads;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *br = rx_sched_fresh_var(s, "br");
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *br = sched_fresh_var(s, "br");
   const rx_expr *by = NULL, *nbatch = NULL;
-  c.tx = rx_sched_fresh_var(s, "tx");
+  c.tx = sched_fresh_var(s, "tx");
   if (mi->nb > 0) {
-    by = rx_sched_fresh_var(s, "bz");
-    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+    by = sched_fresh_var(s, "bz");
+    nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
   const rx_expr *nrow = sched_ceildiv(s, mi->N, c.BM);
   const rx_expr *ncol = sched_ceildiv(s, mi->M, c.BN);
   const rx_expr *nk = sched_ceildiv(s, mi->K, FRAG_BK);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
-  rx_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
-  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.T));
-  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
-  const rx_expr *w = rx_expr_floordiv(cx, c.tx, sx_const(s->cx, c.x->threads));
-  c.wr = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
-  c.wc = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  sym_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
+  sym_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.T));
+  if (by) sym_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  const rx_expr *w = sym_expr_floordiv(cx, c.tx, sx_const(s->cx, c.x->threads));
+  c.wr = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
+  c.wc = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, w, sx_const(s->cx, FRAG_SG_COLS)));
   c.row0 = sx_mul_c(s->cx, br, c.BM);
   c.col0 = sx_mul_c(s->cx, bx, c.BN);
   rx_stmtvec body = {0};
   allocs(&c, &body);
-  const rx_expr *kt = rx_sched_fresh_var(s, "kt");
-  size_t mk2 = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), nk);
+  const rx_expr *kt = sched_fresh_var(s, "kt");
+  size_t mk2 = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), nk);
   rx_stmt *sl = slice(&c, kt);
-  rx_analyzer_reset(s->an, mk2);
-  RX_VEC_PUSH(&body, rx_sched_for(s, kt, nk, RX_LOOP_SERIAL, sl));
+  sym_analyzer_reset(s->an, mk2);
+  RX_VEC_PUSH(&body, sched_for(s, kt, nk, RX_LOOP_SERIAL, sl));
   finish(&c, &body);
-  rx_analyzer_reset(s->an, mk);
-  rx_stmt *k =
-      rx_sched_for(s, c.tx, sx_const(s->cx, c.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
-  k = rx_sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *k = sched_for(s, c.tx, sx_const(s->cx, c.T), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (by) k = sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
+  k = sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }

@@ -39,26 +39,26 @@ static bool runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx
   if (!ld || ld->nidx < 1 || ext->kind != RX_EXPR_CONST || ext->value % 8) return false;
   const rx_expr *last = ld->buf->shape[ld->buf->ndim - 1];
   if (last->kind != RX_EXPR_CONST || last->value % 8) return false;
-  const rx_expr *u = rx_sched_fresh_var(s, "u"), *w = rx_sched_fresh_var(s, "w");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, u, sx_const(s->cx, 0), sx_const(s->cx, ext->value / 8));
-  rx_analyzer_bind_range(s->an, w, sx_const(s->cx, 0), sx_const(s->cx, 8));
+  const rx_expr *u = sched_fresh_var(s, "u"), *w = sched_fresh_var(s, "w");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, u, sx_const(s->cx, 0), sx_const(s->cx, ext->value / 8));
+  sym_analyzer_bind_range(s->an, w, sx_const(s->cx, 0), sx_const(s->cx, 8));
   bool ok = true;
   for (int d = 0; ok && d < ld->nidx; d++) {
-    rx_tx *ix = rx_sched_subst1_tx(s, ld->idx[d], v, sx_add(s->cx, sx_mul_c(s->cx, u, 8), w));
+    rx_tx *ix = sched_subst1_tx(s, ld->idx[d], v, sx_add(s->cx, sx_mul_c(s->cx, u, 8), w));
     if (ix->kind != RX_TX_SYM) {
       ok = !sched_tx_uses(ix, w) && d < ld->nidx - 1;
       continue;
     }
-    const rx_expr *e = rx_analyzer_simplify(s->an, ix->sym);
+    const rx_expr *e = sym_analyzer_simplify(s->an, ix->sym);
     if (d < ld->nidx - 1) {
-      ok = !rx_expr_uses_var(e, w);
+      ok = !sym_expr_uses_var(e, w);
     } else {
-      const rx_expr *base = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, e, w));
-      ok = !rx_expr_uses_var(base, w) && rx_analyzer_divisor(s->an, base) % 8 == 0;
+      const rx_expr *base = sym_analyzer_simplify(s->an, sym_expr_sub(s->cx, e, w));
+      ok = !sym_expr_uses_var(base, w) && sym_analyzer_divisor(s->an, base) % 8 == 0;
     }
   }
-  rx_analyzer_reset(s->an, mk);
+  sym_analyzer_reset(s->an, mk);
   return ok;
 }
 
@@ -103,8 +103,8 @@ static const rx_expr *swz(gm_k *c, const rx_expr *r, const rx_expr *q) {
   rx_expr_ctx *cx = c->s->cx;
   return sx_mul_c(
       c->s->cx,
-      rx_expr_floormod(cx, sx_add(c->s->cx, q, rx_expr_floordiv(cx, r, sx_const(c->s->cx, 2))),
-                       sx_const(c->s->cx, 4)),
+      sym_expr_floormod(cx, sx_add(c->s->cx, q, sym_expr_floordiv(cx, r, sx_const(c->s->cx, 2))),
+                        sx_const(c->s->cx, 4)),
       8);
 }
 
@@ -114,7 +114,7 @@ static const rx_expr *swz(gm_k *c, const rx_expr *r, const rx_expr *q) {
 static const rx_expr *swz_kn(gm_k *c, const rx_expr *r, const rx_expr *q) {
   return sx_mul_c(
       c->s->cx,
-      rx_expr_floormod(c->s->cx, sx_add(c->s->cx, q, r), sx_const(c->s->cx, c->cf.bn / 8)), 8);
+      sym_expr_floormod(c->s->cx, sx_add(c->s->cx, q, r), sx_const(c->s->cx, c->cf.bn / 8)), 8);
 }
 
 /* async_copy of chunk kt of P (a) or Q into stage st: each thread copies 16 bytes of
@@ -136,18 +136,19 @@ static void copy_tile(gm_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_
   const rx_expr *ext = a ? mi->N : mi->M, *first = a ? c->row0 : c->col0;
   for (int r = 0; r < rows * 4 / c->threads; r++) {
     const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
-    const rx_expr *row = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
-    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *row =
+        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *q = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(s->cx, 4)));
     const rx_expr *g = sx_add(s->cx, first, row);
-    const rx_expr *gs = rx_expr_min(cx, g, sx_add(s->cx, ext, sx_const(s->cx, -1)));
+    const rx_expr *gs = sym_expr_min(cx, g, sx_add(s->cx, ext, sx_const(s->cx, -1)));
     const rx_expr *k = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, q, 8));
     rx_tx *src = a ? mm_operand_at(s, mi, c->brepl, c->p, gs, c->col0, k)
                    : mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs, k);
     const rx_expr *di[3] = {st, row, swz(c, row, q)};
-    rx_stmt *cp = rx_sched_store_e(s, a ? c->sa : c->sb, di, 3, src);
+    rx_stmt *cp = sched_store_e(s, a ? c->sa : c->sb, di, 3, src);
     cp->kind = RX_STMT_ASYNC_COPY;
     const rx_expr *in = sched_bound_guard(s, g, ext);
-    if (in && !rx_sched_proves(s, in)) cp->cond = rx_sched_cond(s, in);
+    if (in && !sched_proves(s, in)) cp->cond = sched_cond(s, in);
     RX_VEC_PUSH(out, cp);
   }
 }
@@ -162,17 +163,18 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
   for (int r = 0; r < GM_BK * per / c->threads; r++) {
     const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
     const rx_expr *row =
-        rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, idx, sx_const(s->cx, per)));
-    const rx_expr *q = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, idx, sx_const(s->cx, per)));
+        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(s->cx, per)));
+    const rx_expr *q =
+        sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(s->cx, per)));
     const rx_expr *g = sx_add(s->cx, c->col0, sx_mul_c(s->cx, q, 8));
-    const rx_expr *gs = rx_expr_min(cx, g, sx_add(s->cx, mi->M, sx_const(s->cx, -8)));
+    const rx_expr *gs = sym_expr_min(cx, g, sx_add(s->cx, mi->M, sx_const(s->cx, -8)));
     rx_tx *src = mm_operand_at(s, mi, c->brepl, c->q, c->row0, gs,
                                sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), row));
     const rx_expr *di[3] = {st, row, swz_kn(c, row, q)};
-    rx_stmt *cp = rx_sched_store_e(s, c->sb, di, 3, src);
+    rx_stmt *cp = sched_store_e(s, c->sb, di, 3, src);
     cp->kind = RX_STMT_ASYNC_COPY;
     const rx_expr *in = sched_bound_guard(s, g, mi->M);
-    if (in && !rx_sched_proves(s, in)) cp->cond = rx_sched_cond(s, in);
+    if (in && !sched_proves(s, in)) cp->cond = sched_cond(s, in);
     RX_VEC_PUSH(out, cp);
   }
 }
@@ -197,14 +199,15 @@ static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const r
   const mm_info *mi = c->mi;
   int per = GM_BK / run;
   const rx_expr *row =
-      rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, item, sx_const(s->cx, per)));
-  const rx_expr *u = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, item, sx_const(s->cx, per)));
+      sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, item, sx_const(s->cx, per)));
+  const rx_expr *u =
+      sym_analyzer_simplify(s->an, sym_expr_floormod(cx, item, sx_const(s->cx, per)));
   const rx_expr *gs =
-      rx_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
+      sym_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
   const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, u, run));
-  const rx_expr *v = rx_sched_fresh_var(s, "v");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, lanes));
+  const rx_expr *v = sched_fresh_var(s, "v");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, lanes));
   const rx_expr *lane = sx_add(s->cx, sx_const(s->cx, lane0), v); /* the element in the run */
   rx_stmtvec it = {0};
   rx_tx *q;
@@ -214,13 +217,13 @@ static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const r
     q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, lane));
   const rx_expr *kk = sx_add(s->cx, sx_mul_c(s->cx, u, run), lane);
   const rx_expr *di[3] = {st, row,
-                          sx_add(s->cx, swz(c, row, rx_expr_floordiv(cx, kk, sx_const(s->cx, 8))),
-                                 rx_expr_floormod(cx, kk, sx_const(s->cx, 8)))};
-  rx_tx *val = q->dtype == c->sb->dtype ? q : rx_tx_cast(s->m, c->sb->dtype, q, s->loc);
-  RX_VEC_PUSH(&it, rx_sched_for(s, v, sx_const(s->cx, lanes), RX_LOOP_UNROLL,
-                                rx_sched_store_e(s, c->sb, di, 3, val)));
-  rx_analyzer_reset(s->an, mk);
-  return rx_sched_seq(s, &it);
+                          sx_add(s->cx, swz(c, row, sym_expr_floordiv(cx, kk, sx_const(s->cx, 8))),
+                                 sym_expr_floormod(cx, kk, sx_const(s->cx, 8)))};
+  rx_tx *val = q->dtype == c->sb->dtype ? q : ir_tx_cast(s->m, c->sb->dtype, q, s->loc);
+  RX_VEC_PUSH(&it, sched_for(s, v, sx_const(s->cx, lanes), RX_LOOP_UNROLL,
+                             sched_store_e(s, c->sb, di, 3, val)));
+  sym_analyzer_reset(s->an, mk);
+  return sched_seq(s, &it);
 }
 
 static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
@@ -232,34 +235,34 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
                   : 1;
   if (split > 1) {
     const rx_expr *item =
-        rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c->tx, sx_const(s->cx, items)));
+        sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c->tx, sx_const(s->cx, items)));
     const rx_expr *part =
-        rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c->tx, sx_const(s->cx, items)));
+        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c->tx, sx_const(s->cx, items)));
     for (int p = 0; p < split; p++)
       RX_VEC_PUSH(out,
-                  rx_sched_guard(s, rx_expr_cmp(cx, RX_EXPR_EQ, part, sx_const(s->cx, p)),
-                                 stage_run(c, kt, st, item, run, p * (run / split), run / split)));
+                  sched_guard(s, sym_expr_cmp(cx, RX_EXPR_EQ, part, sx_const(s->cx, p)),
+                              stage_run(c, kt, st, item, run, p * (run / split), run / split)));
     return;
   }
   for (int r = 0; r * c->threads < items; r++) {
     const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
     rx_stmt *body = stage_run(c, kt, st, idx, run, 0, run);
     if ((int64_t)c->threads * (r + 1) > items)
-      body = rx_sched_guard(s, sx_lt(s->cx, idx, sx_const(s->cx, items)), body);
+      body = sched_guard(s, sx_lt(s->cx, idx, sx_const(s->cx, items)), body);
     RX_VEC_PUSH(out, body);
   }
 }
 
 static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
-  rx_stmt *st = rx_stmt_new(s->m, k, s->loc);
+  rx_stmt *st = ir_stmt_new(s->m, k, s->loc);
   st->count = count;
   return st;
 }
 
 /* A fragment's row r as the index of an indexed mma or ldmatrix (ir.h). */
 static rx_tx **frag_rows(rx_sctx *s, const rx_expr *const *r, int n) {
-  rx_tx **idx = rx_arena_alloc(&s->m->arena, (size_t)n * sizeof *idx);
-  for (int i = 0; i < n; i++) idx[i] = rx_tx_sym(s->m, r[i], s->loc);
+  rx_tx **idx = base_arena_alloc(&s->m->arena, (size_t)n * sizeof *idx);
+  for (int i = 0; i < n; i++) idx[i] = ir_tx_sym(s->m, r[i], s->loc);
   return idx;
 }
 
@@ -275,21 +278,21 @@ static rx_stmt *ldsm(gm_k *c, rx_buffer *f, const rx_expr *fr, rx_buffer *buf, c
     l->nidx = 1;
   }
   const rx_expr *i[3] = {st, row, col};
-  l->value = rx_sched_load(c->s, buf, i, 3);
+  l->value = sched_load(c->s, buf, i, 3);
   return l;
 }
 
 /* A fresh variable over 0..n, bound in the analyzer (the caller resets it). */
 static const rx_expr *bound_var(rx_sctx *s, const char *name, int n) {
-  const rx_expr *v = rx_sched_fresh_var(s, name);
-  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, n));
+  const rx_expr *v = sched_fresh_var(s, name);
+  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, n));
   return v;
 }
 
 /* `for v in 0..n unroll { body }`: the loops over a warp's fragments, which the target's compiler
  * unrolls (its registers then indexed by constants: no local memory). */
 static rx_stmt *unrolled(rx_sctx *s, const rx_expr *v, int n, rx_stmtvec *body) {
-  return rx_sched_for(s, v, sx_const(s->cx, n), RX_LOOP_UNROLL, rx_sched_seq(s, body));
+  return sched_for(s, v, sx_const(s->cx, n), RX_LOOP_UNROLL, sched_seq(s, body));
 }
 
 /* The B fragments of step ks for tile pair np: lane l gives row 8 (l / 16) + l % 8 (n), chunk
@@ -300,10 +303,10 @@ static void load_b(gm_k *c, const rx_expr *st, const rx_expr *ks, const rx_expr 
                    rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
-  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
-  const rx_expr *l8 = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 8));
+  const rx_expr *hi = sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
+  const rx_expr *l8 = sym_expr_floormod(cx, c->lane, sx_const(s->cx, 8));
   const rx_expr *mid =
-      rx_expr_floormod(cx, rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 8)), sx_const(s->cx, 2));
+      sym_expr_floormod(cx, sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 8)), sx_const(s->cx, 2));
   if (c->kn) {
     const rx_expr *row =
         sx_add(s->cx, sx_mul_c(s->cx, ks, 16), sx_add(s->cx, sx_mul_c(s->cx, mid, 8), l8));
@@ -321,7 +324,7 @@ static void load_b(gm_k *c, const rx_expr *st, const rx_expr *ks, const rx_expr 
   const rx_expr *di[2] = {sx_add(s->cx, sx_mul_c(s->cx, np, 2), h), i},
                 *src = sx_add(s->cx, i, sx_mul_c(s->cx, h, 4));
   rx_stmtvec cp = {0}, hs = {0};
-  RX_VEC_PUSH(&cp, rx_sched_store_e(s, c->fb, di, 2, rx_sched_load(s, c->fbx, &src, 1)));
+  RX_VEC_PUSH(&cp, sched_store_e(s, c->fb, di, 2, sched_load(s, c->fbx, &src, 1)));
   RX_VEC_PUSH(&hs, unrolled(s, i, 4, &cp));
   RX_VEC_PUSH(out, unrolled(s, h, 2, &hs));
 }
@@ -331,9 +334,9 @@ static void load_b(gm_k *c, const rx_expr *st, const rx_expr *ks, const rx_expr 
 static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
-  size_t mk = rx_analyzer_mark(s->an);
-  const rx_expr *l16 = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 16));
-  const rx_expr *hi = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *l16 = sym_expr_floormod(cx, c->lane, sx_const(s->cx, 16));
+  const rx_expr *hi = sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
   const rx_expr *ks = bound_var(s, "ks", GM_BK / 16);
   rx_stmtvec step = {0}, la = {0}, lb = {0}, mn = {0}, mm = {0};
   /* A: lane l gives row l % 16, chunk 2 ks + l / 16 of the 16 x 16 tile (a0..a7) */
@@ -347,7 +350,7 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   load_b(c, st, ks, np, &lb);
   RX_VEC_PUSH(&step, unrolled(s, np, c->nt / 2, &lb));
   const rx_expr *m2 = bound_var(s, "m", c->mt), *n = bound_var(s, "n", c->nt);
-  rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
+  rx_stmt *mma = ir_stmt_new(s->m, RX_STMT_MMA, s->loc);
   mma->buf = c->fc;
   mma->mma_a = c->fa;
   mma->mma_b = c->fb;
@@ -357,7 +360,7 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   RX_VEC_PUSH(&mn, mma);
   RX_VEC_PUSH(&mm, unrolled(s, n, c->nt, &mn));
   RX_VEC_PUSH(&step, unrolled(s, m2, c->mt, &mm));
-  rx_analyzer_reset(s->an, mk);
+  sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(out, unrolled(s, ks, GM_BK / 16, &step));
 }
 
@@ -374,22 +377,21 @@ static void pipeline(gm_k *c, rx_stmtvec *body) {
     }
     RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
   }
-  const rx_expr *kt = rx_sched_fresh_var(s, "kt");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), sx_const(s->cx, nk));
+  const rx_expr *kt = sched_fresh_var(s, "kt");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), sx_const(s->cx, nk));
   rx_stmtvec it = {0}, ahead = {0};
   RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_WAIT, GM_STAGES - 2));
-  RX_VEC_PUSH(&it, rx_sched_barrier(s));
+  RX_VEC_PUSH(&it, sched_barrier(s));
   const rx_expr *nx = sx_add(s->cx, kt, sx_const(s->cx, GM_STAGES - 1));
-  const rx_expr *nst = rx_expr_floormod(s->cx, nx, sx_const(s->cx, GM_STAGES));
+  const rx_expr *nst = sym_expr_floormod(s->cx, nx, sx_const(s->cx, GM_STAGES));
   copy_tile(c, nx, nst, true, &ahead);
   copy_tile(c, nx, nst, false, &ahead);
-  RX_VEC_PUSH(&it,
-              rx_sched_guard(s, sx_lt(s->cx, nx, sx_const(s->cx, nk)), rx_sched_seq(s, &ahead)));
+  RX_VEC_PUSH(&it, sched_guard(s, sx_lt(s->cx, nx, sx_const(s->cx, nk)), sched_seq(s, &ahead)));
   RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
-  compute(c, rx_expr_floormod(s->cx, kt, sx_const(s->cx, GM_STAGES)), &it);
-  rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, rx_sched_seq(s, &it)));
+  compute(c, sym_expr_floormod(s->cx, kt, sx_const(s->cx, GM_STAGES)), &it);
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, sched_seq(s, &it)));
   RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
 }
 
@@ -399,31 +401,31 @@ static void epilogue(gm_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
-  const rx_expr *g = rx_expr_floordiv(cx, c->lane, sx_const(s->cx, 4));
-  const rx_expr *t = rx_expr_floormod(cx, c->lane, sx_const(s->cx, 4));
-  size_t mk = rx_analyzer_mark(s->an);
+  const rx_expr *g = sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 4));
+  const rx_expr *t = sym_expr_floormod(cx, c->lane, sx_const(s->cx, 4));
+  size_t mk = sym_analyzer_mark(s->an);
   const rx_expr *m = bound_var(s, "m", c->mt), *n = bound_var(s, "n", c->nt);
   const rx_expr *i = bound_var(s, "i", 4);
   const rx_expr *row =
       sx_add(s->cx,
              sx_add(s->cx, c->row0,
                     sx_add(s->cx, sx_mul_c(s->cx, c->wm, c->mt * 16), sx_mul_c(s->cx, m, 16))),
-             sx_add(s->cx, g, sx_mul_c(s->cx, rx_expr_floordiv(cx, i, sx_const(s->cx, 2)), 8)));
+             sx_add(s->cx, g, sx_mul_c(s->cx, sym_expr_floordiv(cx, i, sx_const(s->cx, 2)), 8)));
   const rx_expr *col =
       sx_add(s->cx,
              sx_add(s->cx, c->col0,
                     sx_add(s->cx, sx_mul_c(s->cx, c->wn, c->nt * 8), sx_mul_c(s->cx, n, 8))),
-             sx_add(s->cx, sx_mul_c(s->cx, t, 2), rx_expr_floormod(cx, i, sx_const(s->cx, 2))));
+             sx_add(s->cx, sx_mul_c(s->cx, t, 2), sym_expr_floormod(cx, i, sx_const(s->cx, 2))));
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
   rx_stmtvec fin = {0}, is = {0}, ns = {0}, ms = {0};
   const rx_expr *fi[2] = {sx_add(s->cx, sx_mul_c(s->cx, m, c->nt), n), i};
-  mm_epilogue(s, mi, &rw, rx_sched_load(s, c->fc, fi, 2), &fin);
+  mm_epilogue(s, mi, &rw, sched_load(s, c->fc, fi, 2), &fin);
   const rx_expr *in =
       sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
-  RX_VEC_PUSH(&is, rx_sched_guard(s, in, rx_sched_seq(s, &fin)));
-  rx_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&is, sched_guard(s, in, sched_seq(s, &fin)));
+  sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(&ns, unrolled(s, i, 4, &is));
   RX_VEC_PUSH(&ms, unrolled(s, n, c->nt, &ns));
   RX_VEC_PUSH(body, unrolled(s, m, c->mt, &ms));
@@ -437,32 +439,32 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   int64_t sa[3] = {GM_STAGES, c->cf.bm, GM_BK}, sb[3] = {GM_STAGES, c->cf.bn, GM_BK};
   if (c->kn) sb[1] = GM_BK, sb[2] = c->cf.bn;
   int64_t fa[2] = {c->mt, 8}, f8[1] = {8}, fb[2] = {c->nt, 4}, fc[2] = {c->mt * c->nt, 4};
-  c->sa = rx_sched_alloc(s, "sa", ab, RX_SCOPE_SHARED, sa, 3, &al);
+  c->sa = sched_alloc(s, "sa", ab, RX_SCOPE_SHARED, sa, 3, &al);
   RX_VEC_PUSH(body, al);
-  c->sb = rx_sched_alloc(s, "sb", ab, RX_SCOPE_SHARED, sb, 3, &al);
+  c->sb = sched_alloc(s, "sb", ab, RX_SCOPE_SHARED, sb, 3, &al);
   RX_VEC_PUSH(body, al);
   int64_t f16b[1] = {16};
   for (int i = 0; i < c->pk.n; i++) {
-    c->pkb[i] = rx_sched_alloc(s, "pk", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, f16b, 1, &al);
+    c->pkb[i] = sched_alloc(s, "pk", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, f16b, 1, &al);
     RX_VEC_PUSH(body, al);
   }
-  c->fa = rx_sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 2, &al);
+  c->fa = sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 2, &al);
   RX_VEC_PUSH(body, al);
-  c->fbx = rx_sched_alloc(s, "fbx", ab, RX_SCOPE_LOCAL, f8, 1, &al);
+  c->fbx = sched_alloc(s, "fbx", ab, RX_SCOPE_LOCAL, f8, 1, &al);
   RX_VEC_PUSH(body, al);
-  c->fb = rx_sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, fb, 2, &al);
+  c->fb = sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, fb, 2, &al);
   RX_VEC_PUSH(body, al);
-  c->fc = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fc, 2, &al);
+  c->fc = sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fc, 2, &al);
   RX_VEC_PUSH(body, al);
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
-  size_t mk = rx_analyzer_mark(s->an);
+  sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
+  size_t mk = sym_analyzer_mark(s->an);
   const rx_expr *q = bound_var(s, "q", c->mt * c->nt), *i = bound_var(s, "i", 4);
   const rx_expr *di[2] = {q, i};
   rx_stmtvec zi = {0}, zq = {0};
-  RX_VEC_PUSH(&zi, rx_sched_store_e(s, c->fc, di, 2, zero));
+  RX_VEC_PUSH(&zi, sched_store_e(s, c->fc, di, 2, zero));
   RX_VEC_PUSH(&zq, unrolled(s, i, 4, &zi));
-  rx_analyzer_reset(s->an, mk);
+  sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(body, unrolled(s, q, c->mt * c->nt, &zq));
 }
 
@@ -493,34 +495,34 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
             .q = mm_plain_load(mi->q)};
   if (c.dq && (!mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
   const int BM = cf.bm, BN = cf.bn;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = rx_sched_fresh_var(s, "by");
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *by = sched_fresh_var(s, "by");
   const rx_expr *bz = NULL, *nbatch = NULL;
-  c.tx = rx_sched_fresh_var(s, "tx");
+  c.tx = sched_fresh_var(s, "tx");
   if (mi->nb > 0) {
-    bz = rx_sched_fresh_var(s, "bz");
-    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, bz, c.brepl));
+    bz = sched_fresh_var(s, "bz");
+    nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, bz, c.brepl));
   }
   const rx_expr *nrow = sched_ceildiv(s, mi->N, BM);
   const rx_expr *ncol = sched_ceildiv(s, mi->M, BN);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
-  rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nrow);
-  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.threads));
-  if (bz) rx_analyzer_bind_range(s->an, bz, sx_const(s->cx, 0), nbatch);
-  c.lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, sx_const(s->cx, 32)));
-  const rx_expr *warp = rx_expr_floordiv(cx, c.tx, sx_const(s->cx, 32));
-  c.wm = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, warp, sx_const(s->cx, cf.wn)));
-  c.wn = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, warp, sx_const(s->cx, cf.wn)));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  sym_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nrow);
+  sym_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, c.threads));
+  if (bz) sym_analyzer_bind_range(s->an, bz, sx_const(s->cx, 0), nbatch);
+  c.lane = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c.tx, sx_const(s->cx, 32)));
+  const rx_expr *warp = sym_expr_floordiv(cx, c.tx, sx_const(s->cx, 32));
+  c.wm = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, warp, sx_const(s->cx, cf.wn)));
+  c.wn = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, warp, sx_const(s->cx, cf.wn)));
   c.row0 = sx_mul_c(s->cx, by, BM);
   c.col0 = sx_mul_c(s->cx, bx, BN);
   rx_stmtvec body = {0};
   buffers(&c, &body);
   pipeline(&c, &body);
   epilogue(&c, &body);
-  rx_analyzer_reset(s->an, mk);
+  sym_analyzer_reset(s->an, mk);
   rx_stmt *k =
-      rx_sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (bz) k = rx_sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
-  k = rx_sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+      sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
+  k = sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }

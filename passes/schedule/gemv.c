@@ -112,7 +112,7 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   while (p.T > tmin && plan_blocks(mi, &p) >= 0 && plan_blocks(mi, &p) < GEMV_MIN_BLOCKS) p.T /= 2;
   bool long_k = mi->K->kind == RX_EXPR_CONST && mi->K->value >= (int64_t)tmax * p.V;
   int64_t nb = plan_blocks(mi, &p);
-  if (nb >= 0 && nb < GEMV_MIN_BLOCKS && rows == 1 && long_k && rx_sched_use_subgroups(s, tmax)) {
+  if (nb >= 0 && nb < GEMV_MIN_BLOCKS && rows == 1 && long_k && sched_use_subgroups(s, tmax)) {
     p.T = tmax; /* split k: the block's subgroups on one column */
     p.G = tmax;
   }
@@ -127,8 +127,9 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows) {
   if (thread_groups(s, rows)) { /* a bound up to the limit, or facts that bound n to it */
     rx_expr_ctx *cx = s->cx;
-    const rx_expr *le = rx_expr_cmp(cx, RX_EXPR_LE, mi->N, rx_expr_const(cx, GEMV_ROWS_MAX_PASSES));
-    return (rows > 0 && rows <= GEMV_ROWS_MAX_PASSES) || rx_analyzer_prove(s->an, le) == RX_TRUE;
+    const rx_expr *le =
+        sym_expr_cmp(cx, RX_EXPR_LE, mi->N, sym_expr_const(cx, GEMV_ROWS_MAX_PASSES));
+    return (rows > 0 && rows <= GEMV_ROWS_MAX_PASSES) || sym_analyzer_prove(s->an, le) == RX_TRUE;
   }
   return rows >= 1 && rows <= SMALL_ROWS &&
          (rows == 1 || subgroups(s, sched_block_threads(s, BLOCK_THREADS)));
@@ -155,7 +156,7 @@ static rx_tx *operand_at(rows_k *c, const rx_tx *e, const rx_expr *i, const rx_e
 }
 
 static rx_tx *bin(rx_sctx *s, rx_binop op, rx_tx *a, rx_tx *b) {
-  return rx_tx_binary(s->m, op, a, b, s->loc);
+  return ir_tx_binary(s->m, op, a, b, s->loc);
 }
 
 /* One step of k at kb: the R weight vectors into wv, then every row's vector of P times them. */
@@ -163,7 +164,7 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   rows_plan p = c->p;
-  const rx_expr *v = p.V > 1 ? rx_sched_fresh_var(s, "v") : sx_const(s->cx, 0),
+  const rx_expr *v = p.V > 1 ? sched_fresh_var(s, "v") : sx_const(s->cx, 0),
                 *kv = sx_add(s->cx, kb, v);
   rx_stmtvec st = {0};
   for (int r = 0; r < p.R; r++) {
@@ -174,51 +175,51 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
       stage = mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, j, kb, v, &q);
     else
       q = operand_at(c, mi->q, sx_const(s->cx, 0), j, kv);
-    rx_stmt *ld = rx_sched_store_e(s, c->wv, wi, 2, q);
-    if (p.V > 1) ld = rx_sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, ld);
+    rx_stmt *ld = sched_store_e(s, c->wv, wi, 2, q);
+    if (p.V > 1) ld = sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, ld);
     if (stage) {
       rx_stmtvec both = {0};
       RX_VEC_PUSH(&both, stage);
       RX_VEC_PUSH(&both, ld);
-      ld = rx_sched_seq(s, &both);
+      ld = sched_seq(s, &both);
     }
-    RX_VEC_PUSH(&st, rx_sched_guard(s, sched_bound_guard(s, j, mi->M), ld));
+    RX_VEC_PUSH(&st, sched_guard(s, sched_bound_guard(s, j, mi->M), ld));
   }
   /* P's lanes: vectorized loops of at most GEMV_VEC_LANES, unrolled above that (packed steps) */
-  const rx_expr *ii = rx_sched_fresh_var(s, "ii"), *vi = v, *vo = NULL, *lv = v;
+  const rx_expr *ii = sched_fresh_var(s, "ii"), *vi = v, *vo = NULL, *lv = v;
   if (p.V > GEMV_VEC_LANES) {
-    vo = rx_sched_fresh_var(s, "vo");
-    vi = rx_sched_fresh_var(s, "v");
+    vo = sched_fresh_var(s, "vo");
+    vi = sched_fresh_var(s, "v");
     lv = sx_add(s->cx, sx_mul_c(s->cx, vo, GEMV_VEC_LANES), vi);
   }
-  rx_local *xv = rx_sched_local(s, "xv", mi->p->dtype);
+  rx_local *xv = sched_local(s, "xv", mi->p->dtype);
   rx_stmtvec lane = {0};
-  RX_VEC_PUSH(&lane, rx_sched_let(s, xv,
-                                  operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0,
-                                             sx_add(s->cx, kb, lv))));
+  RX_VEC_PUSH(&lane, sched_let(s, xv,
+                               operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0,
+                                          sx_add(s->cx, kb, lv))));
   for (int r = 0; r < p.R; r++) {
     const rx_expr *ai = sx_add(s->cx, sx_mul_c(s->cx, ii, p.R), sx_const(s->cx, r)),
                   *wi[2] = {sx_const(s->cx, r), lv};
-    rx_tx *x = rx_tx_local(s->m, xv, s->loc), *w = rx_sched_load(s, c->wv, wi, 2);
+    rx_tx *x = ir_tx_local(s->m, xv, s->loc), *w = sched_load(s, c->wv, wi, 2);
     rx_tx *prod = mi->p_first ? bin(s, RX_BINOP_MUL, x, w) : bin(s, RX_BINOP_MUL, w, x);
-    rx_tx *cur = rx_sched_load(s, c->acc, &ai, 1);
+    rx_tx *cur = sched_load(s, c->acc, &ai, 1);
     rx_tx *sum =
         mi->r.acc_first ? bin(s, RX_BINOP_ADD, cur, prod) : bin(s, RX_BINOP_ADD, prod, cur);
-    RX_VEC_PUSH(&lane, rx_sched_store_e(s, c->acc, &ai, 1, sum));
+    RX_VEC_PUSH(&lane, sched_store_e(s, c->acc, &ai, 1, sum));
   }
-  rx_stmt *row = rx_sched_seq(s, &lane);
+  rx_stmt *row = sched_seq(s, &lane);
   if (vo) {
-    row = rx_sched_for(s, vi, sx_const(s->cx, GEMV_VEC_LANES), RX_LOOP_VECTORIZE, row);
-    row = rx_sched_for(s, vo, sx_const(s->cx, p.V / GEMV_VEC_LANES), RX_LOOP_UNROLL, row);
+    row = sched_for(s, vi, sx_const(s->cx, GEMV_VEC_LANES), RX_LOOP_VECTORIZE, row);
+    row = sched_for(s, vo, sx_const(s->cx, p.V / GEMV_VEC_LANES), RX_LOOP_UNROLL, row);
   } else if (p.V > 1) {
-    row = rx_sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, row);
+    row = sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, row);
   }
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, p.NB));
-  row = rx_sched_guard(s, sched_bound_guard(s, sx_add(s->cx, c->row0, ii), mi->N), row);
-  rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(&st, rx_sched_for(s, ii, sx_const(s->cx, p.NB), RX_LOOP_UNROLL, row));
-  return rx_sched_seq(s, &st);
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, p.NB));
+  row = sched_guard(s, sched_bound_guard(s, sx_add(s->cx, c->row0, ii), mi->N), row);
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&st, sched_for(s, ii, sx_const(s->cx, p.NB), RX_LOOP_UNROLL, row));
+  return sched_seq(s, &st);
 }
 
 /* The k loop: steps of G * V elements, unrolled by GEMV_UNROLL, the tail guarded. */
@@ -229,18 +230,18 @@ static rx_stmt *rows_kloop(rows_k *c) {
   const rx_expr *nk = sched_ceildiv(s, c->mi->K, step);
   int U = GEMV_UNROLL;
   if (nk->kind == RX_EXPR_CONST && nk->value < U) U = nk->value < 1 ? 1 : (int)nk->value;
-  const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
+  const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
   const rx_expr *nko = sched_ceildiv(s, nk, U);
   const rx_expr *kb = sx_mul_c(
       s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.G), c->l),
       p.V);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), nko);
-  rx_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
-  rx_stmt *body = rx_sched_guard(s, sched_bound_guard(s, kb, c->mi->K), rows_step(c, kb));
-  rx_analyzer_reset(s->an, mk);
-  return rx_sched_for(s, ko, nko, RX_LOOP_SERIAL,
-                      rx_sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), nko);
+  sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
+  rx_stmt *body = sched_guard(s, sched_bound_guard(s, kb, c->mi->K), rows_step(c, kb));
+  sym_analyzer_reset(s->an, mk);
+  return sched_for(s, ko, nko, RX_LOOP_SERIAL,
+                   sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
 }
 
 /* The output point of accumulator a (row a // R, column col0 + a % R) and its store(s). */
@@ -248,8 +249,8 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   int R = c->p.R;
-  const rx_expr *i = sx_add(s->cx, c->row0, rx_expr_floordiv(s->cx, a, sx_const(s->cx, R)));
-  const rx_expr *j = sx_add(s->cx, c->col0, rx_expr_floormod(s->cx, a, sx_const(s->cx, R)));
+  const rx_expr *i = sx_add(s->cx, c->row0, sym_expr_floordiv(s->cx, a, sx_const(s->cx, R)));
+  const rx_expr *j = sx_add(s->cx, c->col0, sym_expr_floormod(s->cx, a, sx_const(s->cx, R)));
   const rx_expr *vars[MAXN], *repl[MAXN];
   rx_rewrite rw;
   mm_point_rewrite(s, mi, c->brepl, i, j, vars, repl, &rw);
@@ -258,7 +259,7 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
   const rx_expr *g =
       sx_and_opt(s->cx, who,
                  sx_and_opt(s->cx, sched_bound_guard(s, i, mi->N), sched_bound_guard(s, j, mi->M)));
-  return rx_sched_guard(s, g, rx_sched_seq(s, &fin));
+  return sched_guard(s, g, sched_seq(s, &fin));
 }
 
 /* The reduction of each accumulator over its group and the stores: by subgroup shuffles (lane
@@ -270,37 +271,37 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   int A = p.NB * p.R;
   const rx_expr *z = sx_const(s->cx, 0);
   if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) {
-    rx_tx *tot = rx_sched_xreduce(s, body, rx_sched_load(s, c->acc, &z, 1), RX_COMB_SUM,
-                                  c->mi->acc_dt, p.T, c->tx);
-    RX_VEC_PUSH(body, rows_store(c, z, tot, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
+    rx_tx *tot = sched_xreduce(s, body, sched_load(s, c->acc, &z, 1), RX_COMB_SUM, c->mi->acc_dt,
+                               p.T, c->tx);
+    RX_VEC_PUSH(body, rows_store(c, z, tot, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
     return;
   }
   if (p.G == 1) { /* a group of one thread: its accumulators are the totals */
-    const rx_expr *a = rx_sched_fresh_var(s, "a");
-    size_t mk = rx_analyzer_mark(s->an);
-    rx_analyzer_bind_range(s->an, a, z, sx_const(s->cx, A));
-    rx_stmt *st = rows_store(c, a, rx_sched_load(s, c->acc, &a, 1), NULL);
-    rx_analyzer_reset(s->an, mk);
-    RX_VEC_PUSH(body, rx_sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
+    const rx_expr *a = sched_fresh_var(s, "a");
+    size_t mk = sym_analyzer_mark(s->an);
+    sym_analyzer_bind_range(s->an, a, z, sx_const(s->cx, A));
+    rx_stmt *st = rows_store(c, a, sched_load(s, c->acc, &a, 1), NULL);
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
     return;
   }
   rx_stmt *al;
   int64_t shp[1] = {A};
-  rx_buffer *tot = rx_sched_alloc(s, "tot", c->mi->acc_dt, RX_SCOPE_LOCAL, shp, 1, &al);
+  rx_buffer *tot = sched_alloc(s, "tot", c->mi->acc_dt, RX_SCOPE_LOCAL, shp, 1, &al);
   RX_VEC_PUSH(body, al);
-  const rx_expr *a = rx_sched_fresh_var(s, "a");
-  rx_tx *part = rx_sched_load(s, c->acc, &a, 1);
+  const rx_expr *a = sched_fresh_var(s, "a");
+  rx_tx *part = sched_load(s, c->acc, &a, 1);
   rx_stmt *red =
-      rx_sched_store_e(s, tot, &a, 1, rx_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
-  RX_VEC_PUSH(body, rx_sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, red));
-  const rx_expr *b = rx_sched_fresh_var(s, "a");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, b, z, sx_const(s->cx, A));
+      sched_store_e(s, tot, &a, 1, ir_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
+  RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, red));
+  const rx_expr *b = sched_fresh_var(s, "a");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, b, z, sx_const(s->cx, A));
   const rx_expr *who =
-      rx_expr_cmp(s->cx, RX_EXPR_EQ, c->l, rx_expr_floormod(s->cx, b, sx_const(s->cx, p.G)));
-  rx_stmt *st = rows_store(c, b, rx_sched_load(s, tot, &b, 1), who);
-  rx_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, rx_sched_for(s, b, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
+      sym_expr_cmp(s->cx, RX_EXPR_EQ, c->l, sym_expr_floormod(s->cx, b, sx_const(s->cx, p.G)));
+  rx_stmt *st = rows_store(c, b, sched_load(s, tot, &b, 1), who);
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(body, sched_for(s, b, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
 }
 
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
@@ -309,53 +310,53 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   mm_packed_find(s, mi, &c.pk);
   c.p = plan_rows(s, mi, rows, &c.pk);
   rows_plan p = c.p;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
-  c.tx = rx_sched_fresh_var(s, "tx");
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
+  c.tx = sched_fresh_var(s, "tx");
   if (mi->nb > 0) {
-    by = rx_sched_fresh_var(s, "by");
-    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+    by = sched_fresh_var(s, "by");
+    nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
   int per = (p.T / p.G) * p.R;
   const rx_expr *ncol = sched_ceildiv(s, mi->M, per);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
-  rx_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, p.T));
-  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
-  const rx_expr *g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, c.tx, sx_const(s->cx, p.G)));
-  c.l = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, c.tx, sx_const(s->cx, p.G)));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  sym_analyzer_bind_range(s->an, c.tx, sx_const(s->cx, 0), sx_const(s->cx, p.T));
+  if (by) sym_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  const rx_expr *g =
+      sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c.tx, sx_const(s->cx, p.G)));
+  c.l = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c.tx, sx_const(s->cx, p.G)));
   c.col0 = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, bx, p.T / p.G), g), p.R);
   rx_stmtvec body = {0};
   rx_stmt *al;
   int64_t ashape[1] = {(int64_t)p.NB * p.R}, wshape[2] = {p.R, p.V};
-  c.acc = rx_sched_alloc(s, "acc", mi->acc_dt, RX_SCOPE_LOCAL, ashape, 1, &al);
+  c.acc = sched_alloc(s, "acc", mi->acc_dt, RX_SCOPE_LOCAL, ashape, 1, &al);
   RX_VEC_PUSH(&body, al);
-  c.wv = rx_sched_alloc(s, "wv", mi->q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
+  c.wv = sched_alloc(s, "wv", mi->q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
   RX_VEC_PUSH(&body, al);
   for (int i = 0; i < c.pk.n; i++) {
     int64_t pshape[1] = {16};
-    c.pkb[i] = rx_sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);
+    c.pkb[i] = sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);
     RX_VEC_PUSH(&body, al);
   }
   /* one pass over k for rows row0 .. row0 + NB: its accumulators zeroed, the k loop, the stores */
-  const rx_expr *rc = rx_sched_fresh_var(s, "rc"), *npass = sched_ceildiv(s, mi->N, p.NB);
-  if (p.chunks) rx_analyzer_bind_range(s->an, rc, sx_const(s->cx, 0), npass);
+  const rx_expr *rc = sched_fresh_var(s, "rc"), *npass = sched_ceildiv(s, mi->N, p.NB);
+  if (p.chunks) sym_analyzer_bind_range(s->an, rc, sx_const(s->cx, 0), npass);
   c.row0 = p.chunks ? sx_mul_c(s->cx, rc, p.NB) : sx_const(s->cx, 0);
   rx_stmtvec pass = {0};
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
-  const rx_expr *a = rx_sched_fresh_var(s, "a");
-  RX_VEC_PUSH(&pass, rx_sched_for(s, a, sx_const(s->cx, ashape[0]), RX_LOOP_UNROLL,
-                                  rx_sched_store_e(s, c.acc, &a, 1, zero)));
+  sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
+  const rx_expr *a = sched_fresh_var(s, "a");
+  RX_VEC_PUSH(&pass, sched_for(s, a, sx_const(s->cx, ashape[0]), RX_LOOP_UNROLL,
+                               sched_store_e(s, c.acc, &a, 1, zero)));
   RX_VEC_PUSH(&pass, rows_kloop(&c));
   rows_finish(&c, &pass);
-  rx_stmt *passes = rx_sched_seq(s, &pass);
-  if (p.chunks) passes = rx_sched_for(s, rc, npass, RX_LOOP_SERIAL, passes);
+  rx_stmt *passes = sched_seq(s, &pass);
+  if (p.chunks) passes = sched_for(s, rc, npass, RX_LOOP_SERIAL, passes);
   RX_VEC_PUSH(&body, passes);
-  rx_analyzer_reset(s->an, mk);
-  rx_stmt *k =
-      rx_sched_for(s, c.tx, sx_const(s->cx, p.T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *k = sched_for(s, c.tx, sx_const(s->cx, p.T), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (by) k = sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -366,31 +367,31 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
   int T = sched_block_threads(s, BLOCK_THREADS);
   int CB = T >= GEMV_COLUMNS ? GEMV_COLUMNS : T, KS = T / CB;
   const rx_expr *M = mi->M, *K = mi->K;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
-  const rx_expr *tx = rx_sched_fresh_var(s, "tx");
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
+  const rx_expr *tx = sched_fresh_var(s, "tx");
   const rx_expr *brepl[MAXN];
   if (mi->nb > 0) {
-    by = rx_sched_fresh_var(s, "by");
-    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, brepl));
+    by = sched_fresh_var(s, "by");
+    nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, by, brepl));
   }
   const rx_expr *ncol;
-  const rx_expr *jj = rx_expr_floormod(cx, tx, sx_const(s->cx, CB)),
-                *ks = rx_expr_floordiv(cx, tx, sx_const(s->cx, CB));
-  const rx_expr *jg = rx_sched_split(s, M, CB, bx, jj, &ncol);
+  const rx_expr *jj = sym_expr_floormod(cx, tx, sx_const(s->cx, CB)),
+                *ks = sym_expr_floordiv(cx, tx, sx_const(s->cx, CB));
+  const rx_expr *jg = sched_split(s, M, CB, bx, jj, &ncol);
   rx_stmtvec body = {0};
   rx_stmt *al;
   int64_t one[1] = {1}, rs[2] = {KS, CB};
-  rx_buffer *red = rx_sched_alloc(s, "red_buf", mi->acc_dt, RX_SCOPE_SHARED, rs, 2, &al);
+  rx_buffer *red = sched_alloc(s, "red_buf", mi->acc_dt, RX_SCOPE_SHARED, rs, 2, &al);
   RX_VEC_PUSH(&body, al);
-  rx_buffer *part = rx_sched_alloc(s, "part", mi->acc_dt, RX_SCOPE_LOCAL, one, 1, &al);
+  rx_buffer *part = sched_alloc(s, "part", mi->acc_dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&body, al);
   const rx_expr *z = sx_const(s->cx, 0);
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
-  RX_VEC_PUSH(&body, rx_sched_store_e(s, part, &z, 1, zero));
-  const rx_expr *ko = rx_sched_fresh_var(s, "ko");
+  sched_identity(s, RX_COMB_SUM, mi->acc_dt, &zero);
+  RX_VEC_PUSH(&body, sched_store_e(s, part, &z, 1, zero));
+  const rx_expr *ko = sched_fresh_var(s, "ko");
   const rx_expr *nk;
-  const rx_expr *kg = rx_sched_split(s, K, KS, ko, ks, &nk);
+  const rx_expr *kg = sched_split(s, K, KS, ko, ks, &nk);
   /* the product at i = 0, j = bx * CB + jj, k = ko * KS + ks */
   const rx_expr *vars[MAXN + 1], *rp[MAXN + 1];
   rx_rewrite rw;
@@ -398,35 +399,35 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
   vars[rw.n] = mi->r.k;
   rp[rw.n] = sx_add(s->cx, sx_mul_c(s->cx, ko, KS), ks);
   rw.n++;
-  rx_tx *prod = mi->p_first ? rx_tx_binary(s->m, RX_BINOP_MUL, rx_sched_rewrite_tx(&rw, mi->p),
-                                           rx_sched_rewrite_tx(&rw, mi->q), s->loc)
-                            : rx_tx_binary(s->m, RX_BINOP_MUL, rx_sched_rewrite_tx(&rw, mi->q),
-                                           rx_sched_rewrite_tx(&rw, mi->p), s->loc);
-  rx_tx *pl = rx_sched_load(s, part, &z, 1);
+  rx_tx *prod = mi->p_first ? ir_tx_binary(s->m, RX_BINOP_MUL, sched_rewrite_tx(&rw, mi->p),
+                                           sched_rewrite_tx(&rw, mi->q), s->loc)
+                            : ir_tx_binary(s->m, RX_BINOP_MUL, sched_rewrite_tx(&rw, mi->q),
+                                           sched_rewrite_tx(&rw, mi->p), s->loc);
+  rx_tx *pl = sched_load(s, part, &z, 1);
   rx_stmt *upd =
-      rx_sched_store_e(s, part, &z, 1,
-                       mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
-                                       : rx_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc));
-  RX_VEC_PUSH(&body, rx_sched_for(s, ko, nk, RX_LOOP_SERIAL,
-                                  rx_sched_guard(s, sx_and_opt(s->cx, kg, jg), upd)));
+      sched_store_e(s, part, &z, 1,
+                    mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
+                                    : ir_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc));
+  RX_VEC_PUSH(&body,
+              sched_for(s, ko, nk, RX_LOOP_SERIAL, sched_guard(s, sx_and_opt(s->cx, kg, jg), upd)));
   const rx_expr *ri[2] = {ks, jj};
-  RX_VEC_PUSH(&body, rx_sched_store_e(s, red, ri, 2, rx_sched_load(s, part, &z, 1)));
-  RX_VEC_PUSH(&body, rx_sched_barrier(s));
+  RX_VEC_PUSH(&body, sched_store_e(s, red, ri, 2, sched_load(s, part, &z, 1)));
+  RX_VEC_PUSH(&body, sched_barrier(s));
   /* the first CB threads sum the KS partials of their column, in order */
   rx_tx *tot = NULL;
   for (int q = 0; q < KS; q++) {
     const rx_expr *ix[2] = {sx_const(s->cx, q), tx};
-    rx_tx *l = rx_sched_load(s, red, ix, 2);
-    tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
+    rx_tx *l = sched_load(s, red, ix, 2);
+    tot = tot ? ir_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
   }
   rx_stmtvec fin = {0};
   const rx_expr *j = sx_add(s->cx, sx_mul_c(s->cx, bx, CB), tx); /* tx < CB there */
   mm_point_rewrite(s, mi, brepl, z, j, vars, rp, &rw);
   mm_epilogue(s, mi, &rw, tot, &fin);
-  const rx_expr *c = sx_and_opt(s->cx, rx_expr_cmp(cx, RX_EXPR_LT, tx, sx_const(s->cx, CB)),
+  const rx_expr *c = sx_and_opt(s->cx, sym_expr_cmp(cx, RX_EXPR_LT, tx, sx_const(s->cx, CB)),
                                 sched_bound_guard(s, j, M));
-  RX_VEC_PUSH(&body, rx_sched_guard(s, c, rx_sched_seq(s, &fin)));
-  rx_stmt *k = rx_sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+  RX_VEC_PUSH(&body, sched_guard(s, c, sched_seq(s, &fin)));
+  rx_stmt *k = sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (by) k = sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }

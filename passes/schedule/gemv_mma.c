@@ -39,7 +39,7 @@
 
 bool mm_mma_target(const rx_sctx *s, const mm_info *mi, rx_dtype ab) {
   return mi->acc_dt == RX_DTYPE_F32 && s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
-         rx_target_mma(s->t, ab, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
+         tgt_target_mma(s->t, ab, RX_DTYPE_F32, RX_MMA_SYNC) && mi->K->kind == RX_EXPR_CONST &&
          mi->K->value % 32 == 0 && mi->K->value > 0;
 }
 
@@ -71,18 +71,18 @@ typedef struct mma_k {
 static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, const rx_expr *i,
                          const rx_expr *j, const rx_expr *kb, const rx_expr *cond) {
   rx_sctx *s = c->s;
-  const rx_expr *v = rx_sched_fresh_var(s, "v"), *idx[2] = {sx_const(s->cx, row), v};
-  rx_stmt *ld = rx_sched_for(
-      s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE,
-      rx_sched_store_e(s, dst, idx, 2,
-                       mm_operand_at(s, c->mi, c->brepl, e, i, j, sx_add(s->cx, kb, v))));
-  if (!cond || rx_sched_proves(s, cond)) return ld;
-  const rx_expr *u = rx_sched_fresh_var(s, "v"), *zi[2] = {sx_const(s->cx, row), u};
+  const rx_expr *v = sched_fresh_var(s, "v"), *idx[2] = {sx_const(s->cx, row), v};
+  rx_stmt *ld =
+      sched_for(s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE,
+                sched_store_e(s, dst, idx, 2,
+                              mm_operand_at(s, c->mi, c->brepl, e, i, j, sx_add(s->cx, kb, v))));
+  if (!cond || sched_proves(s, cond)) return ld;
+  const rx_expr *u = sched_fresh_var(s, "v"), *zi[2] = {sx_const(s->cx, row), u};
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
+  sched_identity(s, RX_COMB_SUM, dst->dtype, &zero);
   rx_stmt *z =
-      rx_sched_for(s, u, sx_const(s->cx, 8), RX_LOOP_UNROLL, rx_sched_store_e(s, dst, zi, 2, zero));
-  return rx_sched_if(s, rx_sched_cond(s, cond), ld, z);
+      sched_for(s, u, sx_const(s->cx, 8), RX_LOOP_UNROLL, sched_store_e(s, dst, zi, 2, zero));
+  return sched_if(s, sched_cond(s, cond), ld, z);
 }
 
 /* One chunk of 32 k at kb = 32 ch: the loads, then two mma steps per tile. */
@@ -105,31 +105,29 @@ static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
   for (int step = 0; step < 2; step++)
     for (int m = 0; m < c->RM; m++) {
       /* fa[i] = xr[2m + i // 2 % 2, 4 step + i % 2 + 2 (i // 4)]; fb[i] = wr[q, 4 step + i] */
-      const rx_expr *i = rx_sched_fresh_var(s, "i");
+      const rx_expr *i = sched_fresh_var(s, "i");
       const rx_expr *xi[2] = {
           sx_add(s->cx, sx_const(s->cx, 2 * m),
-                 rx_expr_floormod(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 2)),
-                                  sx_const(s->cx, 2))),
+                 sym_expr_floormod(s->cx, sym_expr_floordiv(s->cx, i, sx_const(s->cx, 2)),
+                                   sx_const(s->cx, 2))),
           sx_add(s->cx, sx_const(s->cx, 4 * step),
-                 sx_add(s->cx, rx_expr_floormod(s->cx, i, sx_const(s->cx, 2)),
-                        sx_mul_c(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 4)), 2)))};
-      RX_VEC_PUSH(&st,
-                  rx_sched_for(s, i, sx_const(s->cx, 8), RX_LOOP_UNROLL,
-                               rx_sched_store_e(s, c->fa, &i, 1, rx_sched_load(s, c->xr, xi, 2))));
+                 sx_add(s->cx, sym_expr_floormod(s->cx, i, sx_const(s->cx, 2)),
+                        sx_mul_c(s->cx, sym_expr_floordiv(s->cx, i, sx_const(s->cx, 4)), 2)))};
+      RX_VEC_PUSH(&st, sched_for(s, i, sx_const(s->cx, 8), RX_LOOP_UNROLL,
+                                 sched_store_e(s, c->fa, &i, 1, sched_load(s, c->xr, xi, 2))));
       for (int q = 0; q < c->C; q++) {
-        const rx_expr *b = rx_sched_fresh_var(s, "i");
+        const rx_expr *b = sched_fresh_var(s, "i");
         const rx_expr *wi[2] = {sx_const(s->cx, q), sx_add(s->cx, sx_const(s->cx, 4 * step), b)};
-        RX_VEC_PUSH(
-            &st, rx_sched_for(s, b, sx_const(s->cx, 4), RX_LOOP_UNROLL,
-                              rx_sched_store_e(s, c->fb, &b, 1, rx_sched_load(s, c->wr, wi, 2))));
-        rx_stmt *mma = rx_stmt_new(s->m, RX_STMT_MMA, s->loc);
+        RX_VEC_PUSH(&st, sched_for(s, b, sx_const(s->cx, 4), RX_LOOP_UNROLL,
+                                   sched_store_e(s, c->fb, &b, 1, sched_load(s, c->wr, wi, 2))));
+        rx_stmt *mma = ir_stmt_new(s->m, RX_STMT_MMA, s->loc);
         mma->buf = c->fc[m * c->C + q];
         mma->mma_a = c->fa;
         mma->mma_b = c->fb;
         RX_VEC_PUSH(&st, mma);
       }
     }
-  return rx_sched_seq(s, &st);
+  return sched_seq(s, &st);
 }
 
 /* The chunk loop of the warp: chunks w, w + W, w + 2W, ... (W warps), unrolled by MMA_UNROLL. */
@@ -137,16 +135,16 @@ static rx_stmt *kloop(mma_k *c) {
   rx_sctx *s = c->s;
   int64_t chunks = c->mi->K->value / 32, per = MMA_WARPS * MMA_UNROLL;
   int64_t nko = (chunks + per - 1) / per;
-  const rx_expr *ko = rx_sched_fresh_var(s, "ko"), *ku = rx_sched_fresh_var(s, "ku");
+  const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
   const rx_expr *ch = sx_add(
       s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, MMA_UNROLL), ku), MMA_WARPS), c->w);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nko));
-  rx_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, MMA_UNROLL));
-  rx_stmt *body = rx_sched_guard(s, sx_lt(s->cx, ch, sx_const(s->cx, chunks)), chunk(c, ch));
-  rx_analyzer_reset(s->an, mk);
-  return rx_sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
-                      rx_sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, body));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nko));
+  sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, MMA_UNROLL));
+  rx_stmt *body = sched_guard(s, sx_lt(s->cx, ch, sx_const(s->cx, chunks)), chunk(c, ch));
+  sym_analyzer_reset(s->an, mk);
+  return sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
+                   sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, body));
 }
 
 /* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
@@ -157,33 +155,32 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   int tiles = c->RM * c->C;
   rx_stmt *al;
   int64_t shp[3] = {MMA_WARPS, tiles * 4, 32};
-  rx_buffer *red = rx_sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
+  rx_buffer *red = sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
   RX_VEC_PUSH(body, al);
   for (int q = 0; q < tiles; q++) {
-    const rx_expr *i = rx_sched_fresh_var(s, "i");
+    const rx_expr *i = sched_fresh_var(s, "i");
     const rx_expr *ri[3] = {c->w, sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
-    RX_VEC_PUSH(body,
-                rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
-                             rx_sched_store_e(s, red, ri, 3, rx_sched_load(s, c->fc[q], &i, 1))));
+    RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
+                                sched_store_e(s, red, ri, 3, sched_load(s, c->fc[q], &i, 1))));
   }
-  RX_VEC_PUSH(body, rx_sched_barrier(s));
+  RX_VEC_PUSH(body, sched_barrier(s));
   rx_stmtvec out = {0};
   for (int q = 0; q < tiles; q++) {
-    const rx_expr *i = rx_sched_fresh_var(s, "i");
-    size_t mk = rx_analyzer_mark(s->an);
-    rx_analyzer_bind_range(s->an, i, sx_const(s->cx, 0), sx_const(s->cx, 4));
+    const rx_expr *i = sched_fresh_var(s, "i");
+    size_t mk = sym_analyzer_mark(s->an);
+    sym_analyzer_bind_range(s->an, i, sx_const(s->cx, 0), sx_const(s->cx, 4));
     rx_tx *tot = NULL;
     for (int w = 0; w < MMA_WARPS; w++) {
       const rx_expr *ri[3] = {sx_const(s->cx, w), sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
-      rx_tx *l = rx_sched_load(s, red, ri, 3);
-      tot = tot ? rx_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
+      rx_tx *l = sched_load(s, red, ri, 3);
+      tot = tot ? ir_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
     }
     const rx_expr *row = sx_add(
         s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 16 * (q / c->C))),
-        sx_add(s->cx, c->g, sx_mul_c(s->cx, rx_expr_floordiv(s->cx, i, sx_const(s->cx, 2)), 8)));
+        sx_add(s->cx, c->g, sx_mul_c(s->cx, sym_expr_floordiv(s->cx, i, sx_const(s->cx, 2)), 8)));
     const rx_expr *col = sx_add(
         s->cx, sx_add(s->cx, c->col0, sx_const(s->cx, 8 * (q % c->C))),
-        sx_add(s->cx, sx_mul_c(s->cx, c->t, 2), rx_expr_floormod(s->cx, i, sx_const(s->cx, 2))));
+        sx_add(s->cx, sx_mul_c(s->cx, c->t, 2), sym_expr_floormod(s->cx, i, sx_const(s->cx, 2))));
     const rx_expr *vars[MAXN], *repl[MAXN];
     rx_rewrite rw;
     mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
@@ -191,12 +188,12 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
     mm_epilogue(s, mi, &rw, tot, &fin);
     const rx_expr *g =
         sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
-    rx_stmt *st = rx_sched_guard(s, g, rx_sched_seq(s, &fin));
-    rx_analyzer_reset(s->an, mk);
-    RX_VEC_PUSH(&out, rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL, st));
+    rx_stmt *st = sched_guard(s, g, sched_seq(s, &fin));
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(&out, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL, st));
   }
-  RX_VEC_PUSH(body, rx_sched_guard(s, rx_expr_cmp(s->cx, RX_EXPR_EQ, c->w, sx_const(s->cx, 0)),
-                                   rx_sched_seq(s, &out)));
+  RX_VEC_PUSH(body, sched_guard(s, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->w, sx_const(s->cx, 0)),
+                                sched_seq(s, &out)));
 }
 
 /* The kernel for RM row tiles of 16 and C column groups of 8 per warp; rows: with RM > 1 the
@@ -206,57 +203,58 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   mma_k c = {
       .s = s, .mi = mi, .p = mm_plain_load(mi->p), .q = mm_plain_load(mi->q), .RM = RM, .C = C};
   int T = 32 * MMA_WARPS, per = 8 * C;
-  const rx_expr *bx = rx_sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL, *br = NULL;
-  const rx_expr *tx = rx_sched_fresh_var(s, "tx"), *nrow = NULL;
+  const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL, *br = NULL;
+  const rx_expr *tx = sched_fresh_var(s, "tx"), *nrow = NULL;
   if (mi->nb > 0) {
-    by = rx_sched_fresh_var(s, "by");
-    nbatch = rx_analyzer_simplify(s->an, rx_sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
+    by = sched_fresh_var(s, "by");
+    nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
   if (RM > 1) {
-    br = rx_sched_fresh_var(s, "br");
+    br = sched_fresh_var(s, "br");
     nrow = sched_ceildiv(s, mi->N, 16 * RM);
   }
   const rx_expr *ncol = sched_ceildiv(s, mi->M, per);
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
-  rx_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, T));
-  if (by) rx_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
-  if (br) rx_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
-  const rx_expr *lane = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, tx, sx_const(s->cx, 32)));
-  c.w = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, tx, sx_const(s->cx, 32)));
-  c.g = rx_analyzer_simplify(s->an, rx_expr_floordiv(cx, lane, sx_const(s->cx, 4)));
-  c.t = rx_analyzer_simplify(s->an, rx_expr_floormod(cx, lane, sx_const(s->cx, 4)));
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
+  sym_analyzer_bind_range(s->an, tx, sx_const(s->cx, 0), sx_const(s->cx, T));
+  if (by) sym_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
+  if (br) sym_analyzer_bind_range(s->an, br, sx_const(s->cx, 0), nrow);
+  const rx_expr *lane =
+      sym_analyzer_simplify(s->an, sym_expr_floormod(cx, tx, sx_const(s->cx, 32)));
+  c.w = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, tx, sx_const(s->cx, 32)));
+  c.g = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, lane, sx_const(s->cx, 4)));
+  c.t = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, lane, sx_const(s->cx, 4)));
   c.col0 = sx_mul_c(s->cx, bx, per);
   c.row0 = br ? sx_mul_c(s->cx, br, 16 * RM) : sx_const(s->cx, 0);
   rx_stmtvec body = {0};
   rx_stmt *al;
   rx_dtype ab = c.p->dtype;
   int64_t xs[2] = {2 * RM, 8}, ws[2] = {C, 8}, fa[1] = {8}, fb[1] = {4};
-  c.xr = rx_sched_alloc(s, "xr", ab, RX_SCOPE_LOCAL, xs, 2, &al);
+  c.xr = sched_alloc(s, "xr", ab, RX_SCOPE_LOCAL, xs, 2, &al);
   RX_VEC_PUSH(&body, al);
-  c.wr = rx_sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
+  c.wr = sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
   RX_VEC_PUSH(&body, al);
-  c.fa = rx_sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 1, &al);
+  c.fa = sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 1, &al);
   RX_VEC_PUSH(&body, al);
-  c.fb = rx_sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, fb, 1, &al);
+  c.fb = sched_alloc(s, "fb", ab, RX_SCOPE_LOCAL, fb, 1, &al);
   RX_VEC_PUSH(&body, al);
   rx_tx *zero = NULL;
-  rx_sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
+  sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
   for (int q = 0; q < RM * C; q++) {
-    c.fc[q] = rx_sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fb, 1, &al);
+    c.fc[q] = sched_alloc(s, "fc", RX_DTYPE_F32, RX_SCOPE_LOCAL, fb, 1, &al);
     RX_VEC_PUSH(&body, al);
-    const rx_expr *i = rx_sched_fresh_var(s, "i");
-    RX_VEC_PUSH(&body, rx_sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
-                                    rx_sched_store_e(s, c.fc[q], &i, 1, zero)));
+    const rx_expr *i = sched_fresh_var(s, "i");
+    RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
+                                 sched_store_e(s, c.fc[q], &i, 1, zero)));
   }
   RX_VEC_PUSH(&body, kloop(&c));
   finish(&c, lane, &body);
-  rx_analyzer_reset(s->an, mk);
-  rx_stmt *k = rx_sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, rx_sched_seq(s, &body));
-  if (br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
-  if (br) k = rx_sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
-  if (!br && by) k = rx_sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
-  return rx_sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *k = sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  if (br && by) k = sched_for(s, by, nbatch, RX_LOOP_BLOCK_Z, k);
+  if (br) k = sched_for(s, br, nrow, RX_LOOP_BLOCK_Y, k);
+  if (!br && by) k = sched_for(s, by, nbatch, RX_LOOP_BLOCK_Y, k);
+  return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);
 }
 
 rx_stmt *gemv_mma_schedule(rx_sctx *s, const mm_info *mi) {

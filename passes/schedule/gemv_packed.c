@@ -31,19 +31,19 @@ static const rx_expr *last_index(const rx_tx *l) {
 
 /* E when load l's index moves by v // E from k = V t to k = V t + v (0 <= v < V), else 0. */
 static int per_byte(rx_sctx *s, const rx_expr *f, const rx_expr *k, int V) {
-  const rx_expr *t = rx_sched_fresh_var(s, "t"), *v = rx_sched_fresh_var(s, "v");
-  size_t mk = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, t, sx_const(s->cx, 0), sx_const(s->cx, INT32_MAX));
-  rx_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, V));
-  const rx_expr *at = rx_expr_add(s->cx, rx_expr_mul(s->cx, t, sx_const(s->cx, V)), v);
-  const rx_expr *f0 = rx_expr_subst(
-      s->cx, f, &k, (const rx_expr *const[]){rx_expr_mul(s->cx, t, sx_const(s->cx, V))}, 1);
-  const rx_expr *f1 = rx_expr_subst(s->cx, f, &k, &at, 1);
-  const rx_expr *d = rx_analyzer_simplify(s->an, rx_expr_sub(s->cx, f1, f0));
+  const rx_expr *t = sched_fresh_var(s, "t"), *v = sched_fresh_var(s, "v");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, t, sx_const(s->cx, 0), sx_const(s->cx, INT32_MAX));
+  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, V));
+  const rx_expr *at = sym_expr_add(s->cx, sym_expr_mul(s->cx, t, sx_const(s->cx, V)), v);
+  const rx_expr *f0 = sym_expr_subst(
+      s->cx, f, &k, (const rx_expr *const[]){sym_expr_mul(s->cx, t, sx_const(s->cx, V))}, 1);
+  const rx_expr *f1 = sym_expr_subst(s->cx, f, &k, &at, 1);
+  const rx_expr *d = sym_analyzer_simplify(s->an, sym_expr_sub(s->cx, f1, f0));
   int e = 0;
   for (int c = 1; c <= 2 && !e; c++)
-    if (d == rx_analyzer_simplify(s->an, rx_expr_floordiv(s->cx, v, sx_const(s->cx, c)))) e = c;
-  rx_analyzer_reset(s->an, mk);
+    if (d == sym_analyzer_simplify(s->an, sym_expr_floordiv(s->cx, v, sx_const(s->cx, c)))) e = c;
+  sym_analyzer_reset(s->an, mk);
   return e;
 }
 
@@ -53,8 +53,8 @@ static bool find_load(const rx_tx *l, void *ud) {
   const rx_expr *f = last_index(l);
   bool uses = false;
   for (int i = 0; i + 1 < l->nidx; i++) uses |= sched_tx_uses(l->idx[i], k);
-  if (uses || !f || !rx_expr_uses_var(f, k) || rx_dtype_bits(l->buf->dtype) != 8 ||
-      !rx_dtype_is_int(l->buf->dtype))
+  if (uses || !f || !sym_expr_uses_var(f, k) || ir_dtype_bits(l->buf->dtype) != 8 ||
+      !ir_dtype_is_int(l->buf->dtype))
     return true;
   int e = per_byte(fd->s, f, k, 4 * PACKED_BYTES);
   if (!e) return true;
@@ -79,7 +79,7 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out) {
     return false;
   }
   out->lanes = PACKED_BYTES * out->per_byte[0];
-  int64_t d = rx_analyzer_divisor(s->an, mi->K);
+  int64_t d = sym_analyzer_divisor(s->an, mi->K);
   for (int i = 0; i < out->n; i++) /* the step of the real lane count keeps the form */
     if (d == 0 || d % out->lanes != 0 ||
         per_byte(s, last_index(out->load[i]), mi->r.k, out->lanes) != out->per_byte[i]) {
@@ -101,12 +101,12 @@ static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
   const swap *sw = rw->ud;
   const rx_expr *f = last_index(l);
   if (!f) return l;
-  f = rx_analyzer_simplify(rw->s->an, f);
+  f = sym_analyzer_simplify(rw->s->an, f);
   for (int i = 0; i < sw->pk->n; i++)
     if (l->buf == sw->pk->load[i]->buf && f == sw->want[i]) {
       const rx_expr *u =
-          rx_expr_floordiv(rw->s->cx, sw->lane, sx_const(rw->s->cx, sw->pk->per_byte[i]));
-      return rx_sched_load(rw->s, sw->bufs[i], &u, 1);
+          sym_expr_floordiv(rw->s->cx, sw->lane, sx_const(rw->s->cx, sw->pk->per_byte[i]));
+      return sched_load(rw->s, sw->bufs[i], &u, 1);
     }
   return l;
 }
@@ -118,16 +118,16 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
   const rx_expr *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
   for (int i = 0; i < pk->n; i++) {
-    const rx_expr *u = rx_sched_fresh_var(s, "u");
-    const rx_expr *ku = sx_add(s->cx, kb, rx_expr_mul(s->cx, u, sx_const(s->cx, pk->per_byte[i])));
+    const rx_expr *u = sched_fresh_var(s, "u");
+    const rx_expr *ku = sx_add(s->cx, kb, sym_expr_mul(s->cx, u, sx_const(s->cx, pk->per_byte[i])));
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
-    rx_stmt *cp = rx_sched_store_e(s, bufs[i], &u, 1, ld);
-    RX_VEC_PUSH(&st, rx_sched_for(s, u, sx_const(s->cx, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
-    want[i] =
-        rx_analyzer_simplify(s->an, last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
+    rx_stmt *cp = sched_store_e(s, bufs[i], &u, 1, ld);
+    RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
+    want[i] = sym_analyzer_simplify(s->an,
+                                    last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
   }
   swap sw = {pk, bufs, want, lane};
   rx_rewrite rw = {.s = s, .n = 0, .hook = swap_load, .ud = &sw};
-  *out_q = rx_sched_rewrite_tx(&rw, mm_operand_at(s, mi, batch, mi->q, z, j, kv));
-  return rx_sched_seq(s, &st);
+  *out_q = sched_rewrite_tx(&rw, mm_operand_at(s, mi, batch, mi->q, z, j, kv));
+  return sched_seq(s, &st);
 }

@@ -89,22 +89,22 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   bool mid = gemm_mma_fits(s, &mi);
   int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
-      {rx_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},
-      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
-      {rx_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, mid_rows)), RX_SCHED_GEMM, NULL},
+      {sym_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},
+      {sym_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, SMALL_ROWS)), RX_SCHED_GEMM, NULL},
+      {sym_expr_cmp(s->cx, RX_EXPR_LE, rows, sx_const(s->cx, mid_rows)), RX_SCHED_GEMM, NULL},
       {NULL, RX_SCHED_GEMM, NULL}};
   const int bound[4] = {1, SMALL_ROWS, mid_rows, 0};
   int nv = mid ? 4 : 3;
   if (!mid) v[2] = v[3];
   rx_stmt *k[4];
-  size_t mk = rx_analyzer_mark(s->an);
+  size_t mk = sym_analyzer_mark(s->an);
   for (int i = 0; i < nv; i++) {
-    if (v[i].cond) rx_analyzer_assume(s->an, v[i].cond);
+    if (v[i].cond) sym_analyzer_assume(s->an, v[i].cond);
     k[i] = pick(s, &mi, i == nv - 1 ? 0 : bound[i], &v[i]);
-    rx_analyzer_reset(s->an, mk);
+    sym_analyzer_reset(s->an, mk);
   }
   rx_stmt *body = k[nv - 1];
-  for (int i = nv - 2; i >= 0; i--) body = rx_sched_if(s, rx_sched_cond(s, v[i].cond), k[i], body);
+  for (int i = nv - 2; i >= 0; i--) body = sched_if(s, sched_cond(s, v[i].cond), k[i], body);
   o->body = body;
   sched_set_variants(o->m, o->res, v, nv);
   return true;

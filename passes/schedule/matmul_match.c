@@ -28,10 +28,10 @@ static rx_tx *inline_lets(rx_module *m, const rx_tx *e, const letmap *lm) {
     return (rx_tx *)e;
   }
   if (e->kind == RX_TX_SYM || e->kind == RX_TX_INT || e->kind == RX_TX_FLOAT) return (rx_tx *)e;
-  rx_tx *r = rx_module_alloc(m, sizeof *r);
+  rx_tx *r = ir_module_alloc(m, sizeof *r);
   *r = *e;
   if (e->nidx) {
-    r->idx = rx_module_alloc(m, sizeof *r->idx * (size_t)e->nidx);
+    r->idx = ir_module_alloc(m, sizeof *r->idx * (size_t)e->nidx);
     for (int i = 0; i < e->nidx; i++) r->idx[i] = inline_lets(m, e->idx[i], lm);
   }
   r->a = inline_lets(m, e->a, lm);
@@ -189,7 +189,7 @@ bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
   mi->nb = nt->n >= 2 ? nt->n - 2 : 0;
   mi->i = nt->n >= 2 ? nt->vars[nt->n - 2] : NULL;
   mi->j = nt->vars[nt->n - 1];
-  mi->N = mi->i ? nt->ext[nt->n - 2] : rx_expr_const(m->ctx, 1);
+  mi->N = mi->i ? nt->ext[nt->n - 2] : sym_expr_const(m->ctx, 1);
   mi->M = nt->ext[nt->n - 1];
   mi->K = mi->r.kext;
   mi->acc_dt = mi->r.upd_store->buf->dtype;
@@ -229,26 +229,26 @@ rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
   vars[rw.n] = mi->r.k;
   repl[rw.n] = k;
   rw.n++;
-  return rx_sched_rewrite_tx(&rw, e);
+  return sched_rewrite_tx(&rw, e);
 }
 
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out) {
-  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->pre[q]));
+  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->pre[q]));
   for (int q = 0; q < mi->r.ninit_lets; q++)
-    RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->r.init_lets[q]));
-  rx_tx *v0 = rx_sched_rewrite_tx(rw, mi->r.init_store->value);
+    RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->r.init_lets[q]));
+  rx_tx *v0 = sched_rewrite_tx(rw, mi->r.init_store->value);
   rx_tx *fin = total;
   bool zero =
       (v0->kind == RX_TX_FLOAT && v0->fval == 0.0) || (v0->kind == RX_TX_INT && v0->ival == 0);
   if (!zero) {
-    if (v0->dtype != mi->acc_dt || v0->weak) v0 = rx_tx_cast(s->m, mi->acc_dt, v0, s->loc);
-    fin = mi->r.acc_first ? rx_tx_binary(s->m, RX_BINOP_ADD, v0, total, s->loc)
-                          : rx_tx_binary(s->m, RX_BINOP_ADD, total, v0, s->loc);
+    if (v0->dtype != mi->acc_dt || v0->weak) v0 = ir_tx_cast(s->m, mi->acc_dt, v0, s->loc);
+    fin = mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, v0, total, s->loc)
+                          : ir_tx_binary(s->m, RX_BINOP_ADD, total, v0, s->loc);
   }
-  rx_stmt *st = rx_sched_rewrite_stmt(rw, mi->r.init_store);
+  rx_stmt *st = sched_rewrite_stmt(rw, mi->r.init_store);
   st->value = fin;
   RX_VEC_PUSH(out, st);
-  for (int q = 0; q < mi->npost; q++) RX_VEC_PUSH(out, rx_sched_rewrite_stmt(rw, mi->post[q]));
+  for (int q = 0; q < mi->npost; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->post[q]));
 }
 
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes) {
@@ -258,7 +258,7 @@ int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes) {
   int v = s->t->vector_bytes * 8 / bits;
   if (v > max_lanes) v = max_lanes;
   if (v < 1) v = 1;
-  int64_t d = rx_analyzer_divisor(s->an, mi->K);
+  int64_t d = sym_analyzer_divisor(s->an, mi->K);
   while (v > 1 && d != 0 && d % v != 0) v /= 2;
   return sched_pow2_floor(v);
 }
@@ -272,12 +272,12 @@ const rx_tx *mm_plain_load(const rx_tx *e) {
 /* A load of Q's: of at most 16 bits (packed bytes, f16 scales; an f32 weight stays out: its
  * values would be rounded to f16), an integer one counted. */
 static bool narrow_load(const rx_tx *e, void *ud) {
-  if (rx_dtype_is_int(e->dtype)) *(bool *)ud = true;
-  return rx_dtype_bits(e->dtype) <= 16;
+  if (ir_dtype_is_int(e->dtype)) *(bool *)ud = true;
+  return ir_dtype_bits(e->dtype) <= 16;
 }
 
 bool mm_q_dequant(const mm_info *mi) {
   bool packed = false;
   return mm_plain_load(mi->p) && !mm_plain_load(mi->q) && mi->q_along_k &&
-         rx_dtype_is_float(mi->q->dtype) && sched_all_loads(mi->q, narrow_load, &packed) && packed;
+         ir_dtype_is_float(mi->q->dtype) && sched_all_loads(mi->q, narrow_load, &packed) && packed;
 }

@@ -37,13 +37,12 @@ typedef struct rx_sctx {
   rx_loc loc;
 } rx_sctx;
 
-void rx_sctx_init(rx_sctx *s, rx_module *m, const rx_tensor_fn *f, const rx_target *t,
-                  rx_diag *diag);
-void rx_sctx_free(rx_sctx *s);
+void sched_sctx_init(rx_sctx *s, rx_module *m, const rx_tensor_fn *f, const rx_target *t,
+                     rx_diag *diag);
+void sched_sctx_free(rx_sctx *s);
 
 /* A name not used in the program nor handed out before: base, base_1, base_2... */
-const char *rx_sched_fresh(rx_sctx *s, const char *base);
-const rx_expr *rx_sched_fresh_var(rx_sctx *s, const char *base);
+const rx_expr *sched_fresh_var(rx_sctx *s, const char *base);
 
 /* ---- rewriting ---- */
 typedef struct rx_rewrite rx_rewrite;
@@ -56,59 +55,57 @@ struct rx_rewrite {
   rx_load_hook hook; /* may be NULL */
   void *ud;
 };
-rx_tx *rx_sched_rewrite_tx(rx_rewrite *rw, const rx_tx *e);
-rx_stmt *rx_sched_rewrite_stmt(rx_rewrite *rw, const rx_stmt *st);
+rx_tx *sched_rewrite_tx(rx_rewrite *rw, const rx_tx *e);
+rx_stmt *sched_rewrite_stmt(rx_rewrite *rw, const rx_stmt *st);
 /* One-variable substitution shortcut. */
-rx_stmt *rx_sched_subst1(rx_sctx *s, const rx_stmt *st, const rx_expr *var, const rx_expr *by);
-rx_tx *rx_sched_subst1_tx(rx_sctx *s, const rx_tx *e, const rx_expr *var, const rx_expr *by);
+rx_stmt *sched_subst1(rx_sctx *s, const rx_stmt *st, const rx_expr *var, const rx_expr *by);
+rx_tx *sched_subst1_tx(rx_sctx *s, const rx_tx *e, const rx_expr *var, const rx_expr *by);
 
 /* ---- constructors ---- */
 typedef RX_VEC(rx_stmt *) rx_stmtvec;
-rx_stmt *rx_sched_seq(rx_sctx *s, rx_stmtvec *v); /* takes the statements; frees v's array */
-rx_stmt *rx_sched_seq1(rx_sctx *s, rx_stmt *a);
-rx_stmt *rx_sched_for(rx_sctx *s, const rx_expr *var, const rx_expr *extent, rx_loop_kind k,
-                      rx_stmt *body);
-rx_stmt *rx_sched_store(rx_sctx *s, rx_buffer *b, rx_tx **idx, int n, rx_tx *v);
-rx_stmt *rx_sched_let(rx_sctx *s, rx_local *l, rx_tx *v);
-rx_local *rx_sched_local(rx_sctx *s, const char *base, rx_dtype t);
-rx_stmt *rx_sched_if(rx_sctx *s, rx_tx *cond, rx_stmt *then, rx_stmt *otherwise);
-rx_stmt *rx_sched_barrier(rx_sctx *s);
+rx_stmt *sched_seq(rx_sctx *s, rx_stmtvec *v); /* takes the statements; frees v's array */
+rx_stmt *sched_seq1(rx_sctx *s, rx_stmt *a);
+rx_stmt *sched_for(rx_sctx *s, const rx_expr *var, const rx_expr *extent, rx_loop_kind k,
+                   rx_stmt *body);
+rx_stmt *sched_let(rx_sctx *s, rx_local *l, rx_tx *v);
+rx_local *sched_local(rx_sctx *s, const char *base, rx_dtype t);
+rx_stmt *sched_if(rx_sctx *s, rx_tx *cond, rx_stmt *then, rx_stmt *otherwise);
+rx_stmt *sched_barrier(rx_sctx *s);
 /* A new buffer with a constant shape, and its alloc statement in *out_alloc. */
-rx_buffer *rx_sched_alloc(rx_sctx *s, const char *base, rx_dtype t, rx_scope scope,
-                          const int64_t *shape, int ndim, rx_stmt **out_alloc);
-rx_tx *rx_sched_sym(rx_sctx *s, const rx_expr *e);  /* an integer (index) expression */
-rx_tx *rx_sched_cond(rx_sctx *s, const rx_expr *e); /* a condition (bool) */
-rx_tx *rx_sched_load(rx_sctx *s, rx_buffer *b, const rx_expr *const *idx, int n);
-rx_stmt *rx_sched_store_e(rx_sctx *s, rx_buffer *b, const rx_expr *const *idx, int n, rx_tx *v);
+rx_buffer *sched_alloc(rx_sctx *s, const char *base, rx_dtype t, rx_scope scope,
+                       const int64_t *shape, int ndim, rx_stmt **out_alloc);
+rx_tx *sched_sym(rx_sctx *s, const rx_expr *e);  /* an integer (index) expression */
+rx_tx *sched_cond(rx_sctx *s, const rx_expr *e); /* a condition (bool) */
+rx_tx *sched_load(rx_sctx *s, rx_buffer *b, const rx_expr *const *idx, int n);
+rx_stmt *sched_store_e(rx_sctx *s, rx_buffer *b, const rx_expr *const *idx, int n, rx_tx *v);
 /* A statement wrapped in `if cond` unless cond is NULL or provably true. */
-rx_stmt *rx_sched_guard(rx_sctx *s, const rx_expr *cond, rx_stmt *body);
+rx_stmt *sched_guard(rx_sctx *s, const rx_expr *cond, rx_stmt *body);
 
 /* ---- primitives ---- */
 /* Splits extent by a constant factor: *out_outer = ceil(extent / factor); returns the guard
  * condition `outer * factor + inner < extent` (outer/inner given as expressions), or NULL when
  * the analyzer proves it for every point (extent divisible by factor, or bounds). */
-const rx_expr *rx_sched_split(rx_sctx *s, const rx_expr *extent, int64_t factor,
-                              const rx_expr *outer, const rx_expr *inner,
-                              const rx_expr **out_outer_extent);
+const rx_expr *sched_split(rx_sctx *s, const rx_expr *extent, int64_t factor, const rx_expr *outer,
+                           const rx_expr *inner, const rx_expr **out_outer_extent);
 /* Fuses n variables (outermost first) with the given extents into fused: fills repl[i] and
  * returns the fused extent (the product). */
-const rx_expr *rx_sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n, const rx_expr *fused,
-                             const rx_expr **repl);
+const rx_expr *sched_fuse(rx_sctx *s, const rx_expr *const *extents, int n, const rx_expr *fused,
+                          const rx_expr **repl);
 
 typedef enum rx_combiner { RX_COMB_SUM, RX_COMB_MAX, RX_COMB_MIN } rx_combiner;
-rx_tx *rx_sched_combine(rx_sctx *s, rx_combiner c, rx_tx *a, rx_tx *b);
+rx_tx *sched_combine(rx_sctx *s, rx_combiner c, rx_tx *a, rx_tx *b);
 /* The identity of c in dtype t; false when there is none we can write (integer max/min). */
-bool rx_sched_identity(rx_sctx *s, rx_combiner c, rx_dtype t, rx_tx **out);
+bool sched_identity(rx_sctx *s, rx_combiner c, rx_dtype t, rx_tx **out);
 /* Whether xreduce uses subgroup operations for a block of `threads` threads on s->t. */
-bool rx_sched_use_subgroups(const rx_sctx *s, int threads);
+bool sched_use_subgroups(const rx_sctx *s, int threads);
 /* Cross-thread reduction of val over the `threads` threads of the block (thread index tx, all
  * threads reach this code): appends the statements to out and returns an expression (a local)
  * holding the total in every thread. */
-rx_tx *rx_sched_xreduce(rx_sctx *s, rx_stmtvec *out, rx_tx *val, rx_combiner c, rx_dtype t,
-                        int threads, const rx_expr *tx);
+rx_tx *sched_xreduce(rx_sctx *s, rx_stmtvec *out, rx_tx *val, rx_combiner c, rx_dtype t,
+                     int threads, const rx_expr *tx);
 
 /* Whether e proves true under the analyzer's facts (with ranges of the enclosing loops that
  * the caller bound). */
-bool rx_sched_proves(rx_sctx *s, const rx_expr *cond);
+bool sched_proves(rx_sctx *s, const rx_expr *cond);
 
 #endif

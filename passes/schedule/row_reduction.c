@@ -91,7 +91,7 @@ static bool row_match(const rx_tensor_fn *f, nest *nt) {
       if (!sched_all_loads(r.x, innermost_load, &ic)) return false;
       for (int l = 0; l < r.nupd_lets; l++)
         if (!sched_all_loads(r.upd_lets[l]->value, innermost_load, &ic)) return false;
-      if (!rx_dtype_is_float(r.upd_store->buf->dtype) && r.comb != RX_COMB_SUM) return false;
+      if (!ir_dtype_is_float(r.upd_store->buf->dtype) && r.comb != RX_COMB_SUM) return false;
       nred++;
       break;
     }
@@ -216,7 +216,7 @@ typedef struct rr {
 
 /* The largest power of two dividing e (2^20 when e is provably 0). */
 static int64_t pow2_divisor(rx_sctx *s, const rx_expr *e) {
-  int64_t d = rx_analyzer_divisor(s->an, e), p = 1;
+  int64_t d = sym_analyzer_divisor(s->an, e), p = 1;
   if (d == 0) return 1 << 20;
   while (p < (1 << 20) && d % (p * 2) == 0) p *= 2;
   return p;
@@ -252,8 +252,8 @@ static const rx_expr *flat_start(rx_sctx *s, const rx_buffer *b, rx_tx *const *i
                        : idx[i]->kind == RX_TX_INT ? sx_const(s->cx, idx[i]->ival)
                                                    : NULL;
     if (!x) return NULL;
-    if (repl && i < n - 1) x = rx_expr_subst(cx, x, nt->vars, repl, (size_t)nt->n);
-    flat = rx_expr_add(cx, rx_expr_mul(cx, flat, b->shape[i]), x);
+    if (repl && i < n - 1) x = sym_expr_subst(cx, x, nt->vars, repl, (size_t)nt->n);
+    flat = sym_expr_add(cx, sym_expr_mul(cx, flat, b->shape[i]), x);
   }
   return flat;
 }
@@ -270,7 +270,7 @@ static void note_start(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int n)
     c->sbuf = b;
     c->sidx = idx;
   }
-  int64_t p = pow2_divisor(c->s, rx_expr_sub(c->s->cx, flat, c->start));
+  int64_t p = pow2_divisor(c->s, sym_expr_sub(c->s->cx, flat, c->start));
   if (p < c->agree) c->agree = p;
 }
 
@@ -281,7 +281,7 @@ static void check_access(acc_chk *c, const rx_buffer *b, rx_tx *const *idx, int 
   if (!sched_sym_is(idx[n - 1], c->j) || b->scope != RX_SCOPE_GLOBAL) c->ok = false;
   for (int i = 0; i < n - 1; i++)
     if (sched_tx_uses(idx[i], c->j)) c->ok = false;
-  if (rx_dtype_bits(b->dtype) > c->bits) c->bits = rx_dtype_bits(b->dtype);
+  if (ir_dtype_bits(b->dtype) > c->bits) c->bits = ir_dtype_bits(b->dtype);
   int64_t p = pow2_divisor(c->s, b->shape[b->ndim - 1]);
   if (p < c->align) c->align = p;
   if (c->ok) note_start(c, b, idx, n);
@@ -357,7 +357,7 @@ static bool count_load(const rx_tx *e, void *ud) {
     return true;
   for (int i = 0; i < e->nidx - 1; i++)
     if (sched_tx_uses(e->idx[i], w->j)) return true;
-  rx_tx *canon = rx_sched_subst1_tx(r->s, e, w->j, r->jc);
+  rx_tx *canon = sched_subst1_tx(r->s, e, w->j, r->jc);
   for (int i = 0; i < r->ncache; i++) {
     cached *c = &r->cache[i];
     if (c->canon->buf != e->buf ||
@@ -416,7 +416,7 @@ static void plan_rows(rr *r) {
       r->m = sched_seq_at(b, i)->extent[0];
       break;
     }
-  rx_interval mi = rx_analyzer_bounds(s->an, r->m);
+  rx_interval mi = sym_analyzer_bounds(s->an, r->m);
   r->mb = mi.hi < ((int64_t)1 << 40) ? (mi.hi < 0 ? 0 : mi.hi) : -1;
   plan_lanes(r);
   int bmax = sched_block_threads(s, BLOCK_THREADS);
@@ -425,13 +425,13 @@ static void plan_rows(rr *r) {
     int t = sched_pow2_ceil((r->mb + r->V - 1) / r->V);
     r->T = t > bmax ? bmax : t;
   }
-  r->jc = rx_sched_fresh_var(s, "j");
+  r->jc = sched_fresh_var(s, "j");
   plan_registers(r);
   r->KE = edge_steps(r, r->T);
   r->RPB = r->T < bmax ? bmax / r->T : 1;
   const rx_expr *nrows = sx_const(s->cx, 1);
-  for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(s->cx, nrows, r->nt.ext[k]);
-  rx_interval ni = rx_analyzer_bounds(s->an, nrows);
+  for (int k = 0; k < r->nt.n; k++) nrows = sym_expr_mul(s->cx, nrows, r->nt.ext[k]);
+  rx_interval ni = sym_analyzer_bounds(s->an, nrows);
   while (r->RPB > 1 && ni.hi <= r->RPB / 2) r->RPB /= 2;
   r->B = r->T * r->RPB;
 }
@@ -445,25 +445,25 @@ static void plan_rows(rr *r) {
 static void setup_rows(rr *r) {
   rx_sctx *s = r->s;
   rx_expr_ctx *cx = s->cx;
-  r->bx = rx_sched_fresh_var(s, "row");
-  r->tid = rx_sched_fresh_var(s, "tx");
+  r->bx = sched_fresh_var(s, "row");
+  r->tid = sched_fresh_var(s, "tx");
   r->lt = r->T == r->B ? r->tid
           : r->T == 1  ? sx_const(s->cx, 0)
-                       : rx_expr_floormod(cx, r->tid, sx_const(s->cx, r->T));
-  r->rb = r->RPB == 1 ? sx_const(s->cx, 0) : rx_expr_floordiv(cx, r->tid, sx_const(s->cx, r->T));
+                       : sym_expr_floormod(cx, r->tid, sx_const(s->cx, r->T));
+  r->rb = r->RPB == 1 ? sx_const(s->cx, 0) : sym_expr_floordiv(cx, r->tid, sx_const(s->cx, r->T));
   const rx_expr *nrows = sx_const(s->cx, 1);
-  for (int k = 0; k < r->nt.n; k++) nrows = rx_expr_mul(cx, nrows, r->nt.ext[k]);
-  nrows = rx_analyzer_simplify(s->an, nrows);
+  for (int k = 0; k < r->nt.n; k++) nrows = sym_expr_mul(cx, nrows, r->nt.ext[k]);
+  nrows = sym_analyzer_simplify(s->an, nrows);
   r->nblocks = r->RPB == 1 ? nrows : sched_ceildiv(s, nrows, r->RPB);
-  rx_analyzer_bind_range(s->an, r->bx, sx_const(s->cx, 0), r->nblocks);
-  rx_analyzer_bind_range(s->an, r->tid, sx_const(s->cx, 0), sx_const(s->cx, r->B));
+  sym_analyzer_bind_range(s->an, r->bx, sx_const(s->cx, 0), r->nblocks);
+  sym_analyzer_bind_range(s->an, r->tid, sx_const(s->cx, 0), sx_const(s->cx, r->B));
   const rx_expr *row = r->RPB == 1 ? r->bx : sx_add(s->cx, sx_mul_c(s->cx, r->bx, r->RPB), r->rb);
   r->row_ok = r->RPB == 1 ? NULL : sched_bound_guard(s, row, nrows);
-  if (r->row_ok) row = rx_expr_min(cx, row, rx_expr_sub(cx, nrows, sx_const(s->cx, 1)));
-  rx_sched_fuse(s, r->nt.ext, r->nt.n, row, r->repl);
+  if (r->row_ok) row = sym_expr_min(cx, row, sym_expr_sub(cx, nrows, sx_const(s->cx, 1)));
+  sched_fuse(s, r->nt.ext, r->nt.n, row, r->repl);
   for (int k = 0; k < r->nt.n; k++)
-    r->repl[k] = rx_analyzer_simplify(s->an, sx_add(s->cx, r->nt.lo[k], r->repl[k]));
-  const rx_expr *lead = r->T == 1 ? NULL : rx_expr_cmp(cx, RX_EXPR_EQ, r->lt, sx_const(s->cx, 0));
+    r->repl[k] = sym_analyzer_simplify(s->an, sx_add(s->cx, r->nt.lo[k], r->repl[k]));
+  const rx_expr *lead = r->T == 1 ? NULL : sym_expr_cmp(cx, RX_EXPR_EQ, r->lt, sx_const(s->cx, 0));
   r->first = sx_and_opt(s->cx, lead, r->row_ok);
 }
 
@@ -477,13 +477,13 @@ static void setup_aligned(rr *r) {
   const rx_expr *R = flat_start(s, r->sbuf, r->sidx, r->sbuf->ndim, r->lo, &r->nt, r->repl);
   const rx_expr *A = sx_mul_c(
       s->cx,
-      rx_expr_floordiv(cx, sx_add(s->cx, R, sx_const(s->cx, r->V - 1)), sx_const(s->cx, r->V)),
+      sym_expr_floordiv(cx, sx_add(s->cx, R, sx_const(s->cx, r->V - 1)), sx_const(s->cx, r->V)),
       r->V);
-  r->skip = r->edges == 2 ? rx_expr_sub(cx, A, R) : sx_const(s->cx, 0);
-  r->head = rx_analyzer_simplify(s->an, rx_expr_min(cx, r->skip, r->m));
-  r->nvec = rx_analyzer_simplify(
-      s->an, rx_expr_floordiv(cx, rx_expr_sub(cx, r->m, r->head), sx_const(s->cx, r->V)));
-  r->tail = rx_analyzer_simplify(s->an, sx_add(s->cx, r->head, sx_mul_c(s->cx, r->nvec, r->V)));
+  r->skip = r->edges == 2 ? sym_expr_sub(cx, A, R) : sx_const(s->cx, 0);
+  r->head = sym_analyzer_simplify(s->an, sym_expr_min(cx, r->skip, r->m));
+  r->nvec = sym_analyzer_simplify(
+      s->an, sym_expr_floordiv(cx, sym_expr_sub(cx, r->m, r->head), sx_const(s->cx, r->V)));
+  r->tail = sym_analyzer_simplify(s->an, sx_add(s->cx, r->head, sx_mul_c(s->cx, r->nvec, r->V)));
 }
 
 /* The parts of a stage: one, or the aligned form's head, vectors and tail, in this order. */
@@ -517,7 +517,7 @@ static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
   for (int i = 0; i < r->nred; i++)
     if (r->red[i].buf == load->buf &&
         sched_same_idx(load->idx, load->nidx, r->red[i].idx, r->red[i].nidx))
-      return rx_sched_load(rw->s, r->red[i].local, &z, 1);
+      return sched_load(rw->s, r->red[i].local, &z, 1);
   if (!g->planned || !r->regs) return load;
   for (int i = 0; i < r->ncache; i++) {
     const rx_tx *x = g->expect[i];
@@ -525,7 +525,7 @@ static rx_tx *row_hook(rx_rewrite *rw, rx_tx *load) {
     const rx_expr *at =
         sx_add(rw->s->cx, sx_const(rw->s->cx, g->slot),
                sx_add(rw->s->cx, sx_mul_c(rw->s->cx, g->ko, g->V), g->v ? g->v : z));
-    return rx_sched_load(rw->s, r->cache[i].local, &at, 1);
+    return sched_load(rw->s, r->cache[i].local, &at, 1);
   }
   return load;
 }
@@ -549,16 +549,16 @@ typedef struct steps {
 static steps plain_steps(rr *r, const stage *g, const rx_expr *ext, const rx_expr *step) {
   rx_sctx *s = r->s;
   int64_t tv = (int64_t)r->T * g->V;
-  int64_t d = rx_analyzer_divisor(s->an, ext);
+  int64_t d = sym_analyzer_divisor(s->an, ext);
   bool exact = d == 0 || d % tv == 0, regs = g->planned && r->regs;
   const rx_expr *at = sx_mul_c(s->cx, step, g->V);
   steps st = {.off = at, .val = at, .bound = exact && !regs ? NULL : ext};
   if (regs)
     st.K = sx_const(s->cx, r->K);
   else
-    st.K = rx_analyzer_simplify(
-        s->an, rx_expr_floordiv(s->cx, exact ? ext : sx_add(s->cx, ext, sx_const(s->cx, tv - 1)),
-                                sx_const(s->cx, tv)));
+    st.K = sym_analyzer_simplify(
+        s->an, sym_expr_floordiv(s->cx, exact ? ext : sx_add(s->cx, ext, sx_const(s->cx, tv - 1)),
+                                 sx_const(s->cx, tv)));
   return st;
 }
 
@@ -572,13 +572,13 @@ static steps aligned_steps(rr *r, part_kind p, const rx_expr *step) {
   if (p == PART_HEAD) return (steps){sx_const(s->cx, r->KE), step, step, r->head, vec};
   if (p == PART_TAIL)
     return (steps){sx_const(s->cx, r->KE), sx_add(s->cx, r->tail, step), step,
-                   rx_expr_sub(s->cx, r->m, r->tail), vec + (r->edges - 1) * r->KE};
+                   sym_expr_sub(s->cx, r->m, r->tail), vec + (r->edges - 1) * r->KE};
   const rx_expr *K =
       r->regs
           ? sx_const(s->cx, r->K)
-          : rx_analyzer_simplify(
-                s->an, rx_expr_floordiv(s->cx, sx_add(s->cx, r->nvec, sx_const(s->cx, r->T - 1)),
-                                        sx_const(s->cx, r->T)));
+          : sym_analyzer_simplify(
+                s->an, sym_expr_floordiv(s->cx, sx_add(s->cx, r->nvec, sx_const(s->cx, r->T - 1)),
+                                         sx_const(s->cx, r->T)));
   return (steps){K, sx_add(s->cx, r->skip, sx_mul_c(s->cx, step, r->V)), step, r->nvec, 0};
 }
 
@@ -590,17 +590,17 @@ static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_ex
   bool aligned = g->planned && r->aligned, regs = g->planned && r->regs;
   RX_ASSERT(aligned || p == PART_MAIN);
   g->V = g->planned && p == PART_MAIN ? r->V : 1;
-  g->ko = rx_sched_fresh_var(s, "ko");
-  g->v = g->V > 1 ? rx_sched_fresh_var(s, "v") : NULL;
+  g->ko = sched_fresh_var(s, "ko");
+  g->v = g->V > 1 ? sched_fresh_var(s, "v") : NULL;
   const rx_expr *step = sx_add(s->cx, sx_mul_c(s->cx, g->ko, r->T), r->lt);
   steps st = aligned ? aligned_steps(r, p, step) : plain_steps(r, g, ext, step);
   const rx_expr *j = sx_add(s->cx, lo, st.off);
   if (g->v) j = sx_add(s->cx, j, g->v);
   g->K = st.K;
   g->slot = st.slot;
-  g->mark = rx_analyzer_mark(s->an);
-  rx_analyzer_bind_range(s->an, g->ko, sx_const(s->cx, 0), g->K);
-  if (g->v) rx_analyzer_bind_range(s->an, g->v, sx_const(s->cx, 0), sx_const(s->cx, g->V));
+  g->mark = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, g->ko, sx_const(s->cx, 0), g->K);
+  if (g->v) sym_analyzer_bind_range(s->an, g->v, sx_const(s->cx, 0), sx_const(s->cx, g->V));
   g->guard = st.bound ? sched_bound_guard(s, st.val, st.bound) : NULL;
   g->kind = regs || (g->K->kind == RX_EXPR_CONST && g->K->value <= ROW_UNROLL) ? RX_LOOP_UNROLL
                                                                                : RX_LOOP_SERIAL;
@@ -619,7 +619,7 @@ static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_ex
   g->vars[r->nt.n] = r->jc; /* the cached loads as this stage reads them */
   rx_rewrite plain = g->rw;
   plain.hook = NULL;
-  for (int i = 0; i < r->ncache; i++) g->expect[i] = rx_sched_rewrite_tx(&plain, r->cache[i].canon);
+  for (int i = 0; i < r->ncache; i++) g->expect[i] = sched_rewrite_tx(&plain, r->cache[i].canon);
   g->vars[r->nt.n] = var;
 }
 
@@ -627,10 +627,10 @@ static void stage_open(rr *r, const rx_expr *var, const rx_expr *lo, const rx_ex
 static rx_stmt *stage_close(stage *g, rx_stmt *body, bool lanes_inside) {
   rx_sctx *s = g->r->s;
   if (g->v && !lanes_inside)
-    body = rx_sched_for(s, g->v, sx_const(s->cx, g->V), RX_LOOP_VECTORIZE, body);
-  body = rx_sched_guard(s, g->guard, body);
-  rx_analyzer_reset(s->an, g->mark);
-  return rx_sched_for(s, g->ko, g->K, g->kind, body);
+    body = sched_for(s, g->v, sx_const(s->cx, g->V), RX_LOOP_VECTORIZE, body);
+  body = sched_guard(s, g->guard, body);
+  sym_analyzer_reset(s->an, g->mark);
+  return sched_for(s, g->ko, g->K, g->kind, body);
 }
 
 /* The register form's prologue: each cached input read once into its per-thread array. */
@@ -640,7 +640,7 @@ static void load_cache(rr *r) {
     cached *c = &r->cache[i];
     rx_stmt *al;
     int64_t n = r->K * r->V + (r->aligned ? r->edges * r->KE : 0);
-    c->local = rx_sched_alloc(s, "xr", c->canon->buf->dtype, RX_SCOPE_LOCAL, &n, 1, &al);
+    c->local = sched_alloc(s, "xr", c->canon->buf->dtype, RX_SCOPE_LOCAL, &n, 1, &al);
     RX_VEC_PUSH(&r->out, al);
     for (int q = 0; q < nparts(r); q++) {
       stage g;
@@ -650,7 +650,7 @@ static void load_cache(rr *r) {
       const rx_expr *at =
           sx_add(s->cx, sx_const(s->cx, g.slot),
                  sx_add(s->cx, sx_mul_c(s->cx, g.ko, g.V), g.v ? g.v : sx_const(s->cx, 0)));
-      rx_stmt *st = rx_sched_store_e(s, c->local, &at, 1, rx_sched_rewrite_tx(&plain, c->canon));
+      rx_stmt *st = sched_store_e(s, c->local, &at, 1, sched_rewrite_tx(&plain, c->canon));
       RX_VEC_PUSH(&r->out, stage_close(&g, st, false));
     }
   }
@@ -666,64 +666,63 @@ static void load_cache(rr *r) {
 static rx_tx *seg_reduce(rr *r, rx_tx *val, rx_combiner c, rx_dtype t) {
   rx_sctx *s = r->s;
   rx_expr_ctx *cx = s->cx;
-  if (r->RPB == 1) return rx_sched_xreduce(s, &r->out, val, c, t, r->B, r->tid);
-  rx_local *tot = rx_sched_local(s, "total", t);
+  if (r->RPB == 1) return sched_xreduce(s, &r->out, val, c, t, r->B, r->tid);
+  rx_local *tot = sched_local(s, "total", t);
   if (r->T == 1) {
-    RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, val));
-    return rx_tx_local(s->m, tot, s->loc);
+    RX_VEC_PUSH(&r->out, sched_let(s, tot, val));
+    return ir_tx_local(s->m, tot, s->loc);
   }
   int sg = s->t->subgroup_size;
-  bool sub = sg > 1 && rx_target_subgroup_dtype(s->t, t) && r->T % sg == 0;
+  bool sub = sg > 1 && tgt_target_subgroup_dtype(s->t, t) && r->T % sg == 0;
   int per = sub ? r->T / sg : r->T; /* shared entries of a row */
   if (sub) {
     rx_intrinsic op = c == RX_COMB_SUM   ? RX_INTRIN_SUBGROUP_SUM
                       : c == RX_COMB_MAX ? RX_INTRIN_SUBGROUP_MAX
                                          : RX_INTRIN_SUBGROUP_MIN;
-    rx_local *w = rx_sched_local(s, "warp_red", t);
-    RX_VEC_PUSH(&r->out, rx_sched_let(s, w, rx_tx_call(s->m, op, &val, 1, s->loc)));
-    val = rx_tx_local(s->m, w, s->loc);
+    rx_local *w = sched_local(s, "warp_red", t);
+    RX_VEC_PUSH(&r->out, sched_let(s, w, ir_tx_call(s->m, op, &val, 1, s->loc)));
+    val = ir_tx_local(s->m, w, s->loc);
     if (per == 1) {
-      RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, val));
-      return rx_tx_local(s->m, tot, s->loc);
+      RX_VEC_PUSH(&r->out, sched_let(s, tot, val));
+      return ir_tx_local(s->m, tot, s->loc);
     }
   }
   rx_stmt *al;
   int64_t shp[1] = {(int64_t)r->RPB * per};
-  rx_buffer *red = rx_sched_alloc(s, "red_buf", t, RX_SCOPE_SHARED, shp, 1, &al);
+  rx_buffer *red = sched_alloc(s, "red_buf", t, RX_SCOPE_SHARED, shp, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  const rx_expr *slot = sub ? rx_expr_floordiv(cx, r->tid, sx_const(s->cx, sg)) : r->tid;
+  const rx_expr *slot = sub ? sym_expr_floordiv(cx, r->tid, sx_const(s->cx, sg)) : r->tid;
   const rx_expr *lead =
-      sub ? rx_expr_cmp(cx, RX_EXPR_EQ, rx_expr_floormod(cx, r->tid, sx_const(s->cx, sg)),
-                        sx_const(s->cx, 0))
+      sub ? sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, r->tid, sx_const(s->cx, sg)),
+                         sx_const(s->cx, 0))
           : NULL;
-  RX_VEC_PUSH(&r->out, rx_sched_guard(s, lead, rx_sched_store_e(s, red, &slot, 1, val)));
-  RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
+  RX_VEC_PUSH(&r->out, sched_guard(s, lead, sched_store_e(s, red, &slot, 1, val)));
+  RX_VEC_PUSH(&r->out, sched_barrier(s));
   const rx_expr *base = sx_mul_c(s->cx, r->rb, per);
   for (int half = per / 2; half >= 1 && !sub; half /= 2) {
     const rx_expr *other = sx_add(s->cx, r->tid, sx_const(s->cx, half));
-    rx_stmt *st = rx_sched_store_e(s, red, &r->tid, 1,
-                                   rx_sched_combine(s, c, rx_sched_load(s, red, &r->tid, 1),
-                                                    rx_sched_load(s, red, &other, 1)));
-    RX_VEC_PUSH(&r->out, rx_sched_guard(s, sx_lt(s->cx, r->lt, sx_const(s->cx, half)), st));
-    RX_VEC_PUSH(&r->out, rx_sched_barrier(s));
+    rx_stmt *st = sched_store_e(
+        s, red, &r->tid, 1,
+        sched_combine(s, c, sched_load(s, red, &r->tid, 1), sched_load(s, red, &other, 1)));
+    RX_VEC_PUSH(&r->out, sched_guard(s, sx_lt(s->cx, r->lt, sx_const(s->cx, half)), st));
+    RX_VEC_PUSH(&r->out, sched_barrier(s));
   }
   if (!sub) {
-    RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, rx_sched_load(s, red, &base, 1)));
-    return rx_tx_local(s->m, tot, s->loc);
+    RX_VEC_PUSH(&r->out, sched_let(s, tot, sched_load(s, red, &base, 1)));
+    return ir_tx_local(s->m, tot, s->loc);
   }
   /* every thread combines its row's subgroup values, in order */
   int64_t one[1] = {1};
-  rx_buffer *acc = rx_sched_alloc(s, "red_acc", t, RX_SCOPE_LOCAL, one, 1, &al);
+  rx_buffer *acc = sched_alloc(s, "red_acc", t, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  const rx_expr *z = sx_const(s->cx, 0), *q = rx_sched_fresh_var(s, "q");
+  const rx_expr *z = sx_const(s->cx, 0), *q = sched_fresh_var(s, "q");
   const rx_expr *at = sx_add(s->cx, base, sx_add(s->cx, q, sx_const(s->cx, 1)));
-  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, acc, &z, 1, rx_sched_load(s, red, &base, 1)));
-  rx_stmt *upd = rx_sched_store_e(
-      s, acc, &z, 1,
-      rx_sched_combine(s, c, rx_sched_load(s, acc, &z, 1), rx_sched_load(s, red, &at, 1)));
-  RX_VEC_PUSH(&r->out, rx_sched_for(s, q, sx_const(s->cx, per - 1), RX_LOOP_UNROLL, upd));
-  RX_VEC_PUSH(&r->out, rx_sched_let(s, tot, rx_sched_load(s, acc, &z, 1)));
-  return rx_tx_local(s->m, tot, s->loc);
+  RX_VEC_PUSH(&r->out, sched_store_e(s, acc, &z, 1, sched_load(s, red, &base, 1)));
+  rx_stmt *upd = sched_store_e(
+      s, acc, &z, 1, sched_combine(s, c, sched_load(s, acc, &z, 1), sched_load(s, red, &at, 1)));
+  RX_VEC_PUSH(&r->out, sched_for(s, q, sx_const(s->cx, per - 1), RX_LOOP_UNROLL, upd));
+  RX_VEC_PUSH(&r->out, sched_let(s, tot, sched_load(s, acc, &z, 1)));
+  return ir_tx_local(s->m, tot, s->loc);
 }
 
 /* The reduction's init, exactly: acc = combine(v0, total); a global accumulator is kept in a
@@ -735,28 +734,28 @@ static rx_tx *finish_reduce(rr *r, const red_info *red, rx_tx *tot) {
   outer_stage(r, &g);
   rx_dtype dt = red->upd_store->buf->dtype;
   for (int l = 0; l < red->ninit_lets; l++)
-    RX_VEC_PUSH(&r->out, rx_sched_rewrite_stmt(&g.rw, red->init_lets[l]));
-  rx_tx *v0 = rx_sched_rewrite_tx(&g.rw, red->init_store->value);
-  if (v0->dtype != dt || v0->weak) v0 = rx_tx_cast(s->m, dt, v0, s->loc);
-  rx_tx *fin = red->acc_first ? rx_sched_combine(s, red->comb, v0, tot)
-                              : rx_sched_combine(s, red->comb, tot, v0);
-  rx_stmt *accst = rx_sched_rewrite_stmt(&g.rw, red->init_store);
+    RX_VEC_PUSH(&r->out, sched_rewrite_stmt(&g.rw, red->init_lets[l]));
+  rx_tx *v0 = sched_rewrite_tx(&g.rw, red->init_store->value);
+  if (v0->dtype != dt || v0->weak) v0 = ir_tx_cast(s->m, dt, v0, s->loc);
+  rx_tx *fin =
+      red->acc_first ? sched_combine(s, red->comb, v0, tot) : sched_combine(s, red->comb, tot, v0);
+  rx_stmt *accst = sched_rewrite_stmt(&g.rw, red->init_store);
   if (red->upd_store->buf->scope == RX_SCOPE_LOCAL) {
     accst->value = fin;
     RX_VEC_PUSH(&r->out, accst);
-    return rx_tx_load(s->m, accst->buf, accst->idx, accst->nidx, s->loc);
+    return ir_tx_load(s->m, accst->buf, accst->idx, accst->nidx, s->loc);
   }
   rx_stmt *al;
   int64_t one[1] = {1};
   const rx_expr *z = sx_const(s->cx, 0);
-  rx_buffer *lb = rx_sched_alloc(s, "rowval", dt, RX_SCOPE_LOCAL, one, 1, &al);
+  rx_buffer *lb = sched_alloc(s, "rowval", dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, lb, &z, 1, fin));
-  accst->value = rx_sched_load(s, lb, &z, 1);
-  RX_VEC_PUSH(&r->out, rx_sched_guard(s, r->first, accst));
+  RX_VEC_PUSH(&r->out, sched_store_e(s, lb, &z, 1, fin));
+  accst->value = sched_load(s, lb, &z, 1);
+  RX_VEC_PUSH(&r->out, sched_guard(s, r->first, accst));
   if (r->nred < MAX_REDIRECTS)
     r->red[r->nred++] = (redirect){accst->buf, accst->idx, accst->nidx, lb};
-  return rx_sched_load(s, lb, &z, 1);
+  return sched_load(s, lb, &z, 1);
 }
 
 /* A REDUCE stage: per-thread partials over the row, then across the row's threads. */
@@ -766,26 +765,26 @@ static void emit_reduce(rr *r, const rx_stmt *st) {
   sched_red_parse(st, &red);
   rx_dtype dt = red.upd_store->buf->dtype;
   rx_tx *ident = NULL;
-  rx_sched_identity(s, red.comb, dt, &ident);
+  sched_identity(s, red.comb, dt, &ident);
   rx_stmt *al;
   int64_t one[1] = {1};
   const rx_expr *z = sx_const(s->cx, 0);
-  rx_buffer *part = rx_sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
+  rx_buffer *part = sched_alloc(s, "part", dt, RX_SCOPE_LOCAL, one, 1, &al);
   RX_VEC_PUSH(&r->out, al);
-  RX_VEC_PUSH(&r->out, rx_sched_store_e(s, part, &z, 1, ident));
+  RX_VEC_PUSH(&r->out, sched_store_e(s, part, &z, 1, ident));
   for (int q = 0; q < nparts(r); q++) {
     stage g;
     stage_open(r, red.k, red.klo, red.kext, part_at(r, q), &g);
     rx_stmtvec ub = {0};
     for (int l = 0; l < red.nupd_lets; l++)
-      RX_VEC_PUSH(&ub, rx_sched_rewrite_stmt(&g.rw, red.upd_lets[l]));
-    rx_tx *xv = rx_sched_rewrite_tx(&g.rw, red.x), *pl = rx_sched_load(s, part, &z, 1);
-    RX_VEC_PUSH(&ub, rx_sched_store_e(s, part, &z, 1,
-                                      red.acc_first ? rx_sched_combine(s, red.comb, pl, xv)
-                                                    : rx_sched_combine(s, red.comb, xv, pl)));
-    RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &ub), false));
+      RX_VEC_PUSH(&ub, sched_rewrite_stmt(&g.rw, red.upd_lets[l]));
+    rx_tx *xv = sched_rewrite_tx(&g.rw, red.x), *pl = sched_load(s, part, &z, 1);
+    RX_VEC_PUSH(&ub, sched_store_e(s, part, &z, 1,
+                                   red.acc_first ? sched_combine(s, red.comb, pl, xv)
+                                                 : sched_combine(s, red.comb, xv, pl)));
+    RX_VEC_PUSH(&r->out, stage_close(&g, sched_seq(s, &ub), false));
   }
-  finish_reduce(r, &red, seg_reduce(r, rx_sched_load(s, part, &z, 1), red.comb, dt));
+  finish_reduce(r, &red, seg_reduce(r, sched_load(s, part, &z, 1), red.comb, dt));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -822,7 +821,7 @@ static bool match_online(rr *r, const rx_stmt *a, const rx_stmt *b, online *on) 
   rx_dtype dt = mx->upd_store->buf->dtype;
   if (mx->comb != RX_COMB_MAX || sm->comb != RX_COMB_SUM || mx->nupd_lets || sm->nupd_lets ||
       mx->upd_store->buf->scope != RX_SCOPE_LOCAL || sm->upd_store->buf->scope != RX_SCOPE_LOCAL ||
-      !rx_dtype_is_float(dt) || mx->x->dtype != dt || sm->upd_store->buf->dtype != dt ||
+      !ir_dtype_is_float(dt) || mx->x->dtype != dt || sm->upd_store->buf->dtype != dt ||
       mx->klo != sm->klo || mx->kext != sm->kext)
     return false;
   const rx_tx *e = sm->x;
@@ -846,13 +845,13 @@ static bool match_online(rr *r, const rx_stmt *a, const rx_stmt *b, online *on) 
   if (on->pscale &&
       (on->pscale->fval != on->qscale->fval || !(on->pscale->fval > 0) || on->pscale->dtype != dt))
     return false;
-  rx_tx *x1 = rx_sched_subst1_tx(r->s, mx->x, mx->k, r->jc);
-  rx_tx *x2 = rx_sched_subst1_tx(r->s, p, sm->k, r->jc);
+  rx_tx *x1 = sched_subst1_tx(r->s, mx->x, mx->k, r->jc);
+  rx_tx *x2 = sched_subst1_tx(r->s, p, sm->k, r->jc);
   return tx_equal(x1, x2) && !sched_tx_loads(p, mx->upd_store->buf);
 }
 
 static rx_tx *scale_by(rr *r, rx_tx *x, rx_tx *lit) {
-  return lit ? rx_tx_binary(r->s->m, RX_BINOP_MUL, x, lit, r->s->loc) : x;
+  return lit ? ir_tx_binary(r->s->m, RX_BINOP_MUL, x, lit, r->s->loc) : x;
 }
 
 /* exp(x - m) in the sum's form: exp(x - m) or exp2((x - m) * c). The difference is taken
@@ -860,58 +859,58 @@ static rx_tx *scale_by(rr *r, rx_tx *x, rx_tx *lit) {
  * -FLT_MAX (a row masked with finfo.min, as Hugging Face's attention masks are), while
  * (x - m) * c is 0 there, as onnxruntime computes it. */
 static rx_tx *rel_exp(rr *r, const online *on, rx_tx *x, rx_tx *m) {
-  rx_tx *d = scale_by(r, rx_tx_binary(r->s->m, RX_BINOP_SUB, x, m, r->s->loc), on->pscale);
-  return rx_tx_call(r->s->m, on->ex, &d, 1, r->s->loc);
+  rx_tx *d = scale_by(r, ir_tx_binary(r->s->m, RX_BINOP_SUB, x, m, r->s->loc), on->pscale);
+  return ir_tx_call(r->s->m, on->ex, &d, 1, r->s->loc);
 }
 
 /* v, or 0 when the max m is -inf (no element yet: v would be inf - inf). */
 static rx_tx *if_seen(rr *r, rx_tx *m, rx_tx *v, rx_dtype dt) {
   rx_module *mod = r->s->m;
   rx_loc loc = r->s->loc;
-  rx_tx *none = rx_tx_binary(mod, RX_BINOP_EQ, m, rx_tx_float(mod, -INFINITY, dt, false, loc), loc);
-  return rx_tx_select(mod, none, rx_tx_float(mod, 0.0, dt, false, loc), v, loc);
+  rx_tx *none = ir_tx_binary(mod, RX_BINOP_EQ, m, ir_tx_float(mod, -INFINITY, dt, false, loc), loc);
+  return ir_tx_select(mod, none, ir_tx_float(mod, 0.0, dt, false, loc), v, loc);
 }
 
 static rx_buffer *local1(rr *r, rx_stmtvec *out, const char *name, rx_dtype dt, int64_t n,
                          rx_tx *init) {
   rx_stmt *al;
   const rx_expr *z = sx_const(r->s->cx, 0);
-  rx_buffer *b = rx_sched_alloc(r->s, name, dt, RX_SCOPE_LOCAL, &n, 1, &al);
+  rx_buffer *b = sched_alloc(r->s, name, dt, RX_SCOPE_LOCAL, &n, 1, &al);
   RX_VEC_PUSH(out, al);
-  if (init) RX_VEC_PUSH(out, rx_sched_store_e(r->s, b, &z, 1, init));
+  if (init) RX_VEC_PUSH(out, sched_store_e(r->s, b, &z, 1, init));
   return b;
 }
 
-#define LD(b, i) rx_sched_load(s, (b), &(i), 1)
+#define LD(b, i) sched_load(s, (b), &(i), 1)
 /* One part of the sweep: per step, the V elements into registers, the new running max (pm),
  * the running sum (ps) rescaled to it plus the step's terms. */
 static void online_part(rr *r, const online *on, rx_buffer *pm, rx_buffer *ps, part_kind p) {
   rx_sctx *s = r->s;
   rx_dtype dt = on->mx.upd_store->buf->dtype;
   const rx_expr *z = sx_const(s->cx, 0);
-  rx_tx *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
+  rx_tx *zero = ir_tx_float(s->m, 0.0, dt, false, s->loc);
   stage g;
   stage_open(r, on->mx.k, on->mx.klo, on->mx.kext, p, &g);
   rx_stmtvec body = {0};
   rx_buffer *xs = local1(r, &body, "xs", dt, g.V, NULL);
   const rx_expr *lane = g.v ? g.v : z;
-  rx_stmt *cp = rx_sched_store_e(s, xs, &lane, 1, rx_sched_rewrite_tx(&g.rw, on->mx.x));
-  RX_VEC_PUSH(&body, g.v ? rx_sched_for(s, g.v, sx_const(s->cx, g.V), RX_LOOP_VECTORIZE, cp) : cp);
+  rx_stmt *cp = sched_store_e(s, xs, &lane, 1, sched_rewrite_tx(&g.rw, on->mx.x));
+  RX_VEC_PUSH(&body, g.v ? sched_for(s, g.v, sx_const(s->cx, g.V), RX_LOOP_VECTORIZE, cp) : cp);
   rx_buffer *nm = local1(r, &body, "nmax", dt, 1, LD(pm, z));
-  const rx_expr *u = rx_sched_fresh_var(s, "u"), *u2 = rx_sched_fresh_var(s, "u");
-  rx_tx *mx = rx_sched_combine(s, RX_COMB_MAX, LD(nm, z), LD(xs, u));
-  RX_VEC_PUSH(&body, rx_sched_for(s, u, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
-                                  rx_sched_store_e(s, nm, &z, 1, mx)));
+  const rx_expr *u = sched_fresh_var(s, "u"), *u2 = sched_fresh_var(s, "u");
+  rx_tx *mx = sched_combine(s, RX_COMB_MAX, LD(nm, z), LD(xs, u));
+  RX_VEC_PUSH(&body, sched_for(s, u, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
+                               sched_store_e(s, nm, &z, 1, mx)));
   rx_buffer *es = local1(r, &body, "esum", dt, 1, zero);
-  rx_tx *term = rx_sched_combine(s, RX_COMB_SUM, LD(es, z), rel_exp(r, on, LD(xs, u2), LD(nm, z)));
-  RX_VEC_PUSH(&body, rx_sched_for(s, u2, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
-                                  rx_sched_store_e(s, es, &z, 1, term)));
+  rx_tx *term = sched_combine(s, RX_COMB_SUM, LD(es, z), rel_exp(r, on, LD(xs, u2), LD(nm, z)));
+  RX_VEC_PUSH(&body, sched_for(s, u2, sx_const(s->cx, g.V), RX_LOOP_UNROLL,
+                               sched_store_e(s, es, &z, 1, term)));
   rx_tx *old =
-      rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), LD(nm, z)), s->loc);
-  rx_tx *sum = rx_sched_combine(s, RX_COMB_SUM, old, LD(es, z));
-  RX_VEC_PUSH(&body, rx_sched_store_e(s, ps, &z, 1, if_seen(r, LD(nm, z), sum, dt)));
-  RX_VEC_PUSH(&body, rx_sched_store_e(s, pm, &z, 1, LD(nm, z)));
-  RX_VEC_PUSH(&r->out, stage_close(&g, rx_sched_seq(s, &body), true));
+      ir_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), LD(nm, z)), s->loc);
+  rx_tx *sum = sched_combine(s, RX_COMB_SUM, old, LD(es, z));
+  RX_VEC_PUSH(&body, sched_store_e(s, ps, &z, 1, if_seen(r, LD(nm, z), sum, dt)));
+  RX_VEC_PUSH(&body, sched_store_e(s, pm, &z, 1, LD(nm, z)));
+  RX_VEC_PUSH(&r->out, stage_close(&g, sched_seq(s, &body), true));
 }
 
 /* The max and the sum in one sweep (online_part, over each part of the row), then across the
@@ -920,13 +919,13 @@ static void emit_online(rr *r, const online *on) {
   rx_sctx *s = r->s;
   rx_dtype dt = on->mx.upd_store->buf->dtype;
   const rx_expr *z = sx_const(s->cx, 0);
-  rx_tx *ninf = NULL, *zero = rx_tx_float(s->m, 0.0, dt, false, s->loc);
-  rx_sched_identity(s, RX_COMB_MAX, dt, &ninf);
+  rx_tx *ninf = NULL, *zero = ir_tx_float(s->m, 0.0, dt, false, s->loc);
+  sched_identity(s, RX_COMB_MAX, dt, &ninf);
   rx_buffer *pm = local1(r, &r->out, "pmax", dt, 1, ninf);
   rx_buffer *ps = local1(r, &r->out, "psum", dt, 1, zero);
   for (int q = 0; q < nparts(r); q++) online_part(r, on, pm, ps, part_at(r, q));
   rx_tx *mxv = finish_reduce(r, &on->mx, seg_reduce(r, LD(pm, z), RX_COMB_MAX, dt));
-  rx_tx *mine = rx_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), mxv), s->loc);
+  rx_tx *mine = ir_tx_binary(s->m, RX_BINOP_MUL, LD(ps, z), rel_exp(r, on, LD(pm, z), mxv), s->loc);
   finish_reduce(r, &on->sum, seg_reduce(r, if_seen(r, LD(pm, z), mine, dt), RX_COMB_SUM, dt));
 }
 #undef LD
@@ -940,17 +939,17 @@ static void emit_item(rr *r, const rx_stmt *st) {
   case RX_STMT_ALLOC:
   case RX_STMT_LET:
     outer_stage(r, &g);
-    RX_VEC_PUSH(&r->out, rx_sched_rewrite_stmt(&g.rw, st));
+    RX_VEC_PUSH(&r->out, sched_rewrite_stmt(&g.rw, st));
     break;
   case RX_STMT_STORE:
     outer_stage(r, &g);
-    RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->first, rx_sched_rewrite_stmt(&g.rw, st)));
+    RX_VEC_PUSH(&r->out, sched_guard(r->s, r->first, sched_rewrite_stmt(&g.rw, st)));
     break;
   case RX_STMT_FOR:
     for (int q = 0; q < nparts(r); q++) {
       stage_open(r, st->vars[0], st->lo[0], st->extent[0], part_at(r, q), &g);
-      rx_stmt *body = rx_sched_rewrite_stmt(&g.rw, st->inner);
-      RX_VEC_PUSH(&r->out, rx_sched_guard(r->s, r->row_ok, stage_close(&g, body, false)));
+      rx_stmt *body = sched_rewrite_stmt(&g.rw, st->inner);
+      RX_VEC_PUSH(&r->out, sched_guard(r->s, r->row_ok, stage_close(&g, body, false)));
     }
     break;
   case RX_STMT_REDUCE:
@@ -962,11 +961,11 @@ static void emit_item(rr *r, const rx_stmt *st) {
 }
 
 static rx_stmt *row_schedule(rx_sctx *s, const rx_tensor_fn *f, const nest *nt) {
-  rr *r = rx_calloc(1, sizeof *r);
+  rr *r = base_calloc(1, sizeof *r);
   r->s = s;
   r->f = f;
   r->nt = *nt;
-  size_t mk = rx_analyzer_mark(s->an);
+  size_t mk = sym_analyzer_mark(s->an);
   plan_rows(r);
   setup_rows(r);
   if (r->aligned) setup_aligned(r);
@@ -986,8 +985,8 @@ static rx_stmt *row_schedule(rx_sctx *s, const rx_tensor_fn *f, const nest *nt) 
       emit_item(r, st);
     }
   }
-  rx_analyzer_reset(s->an, mk);
-  rx_stmt *kernel = sched_kernel1(s, r->bx, r->nblocks, r->tid, r->B, rx_sched_seq(s, &r->out));
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *kernel = sched_kernel1(s, r->bx, r->nblocks, r->tid, r->B, sched_seq(s, &r->out));
   free(r);
   return kernel;
 }

@@ -60,7 +60,7 @@ typedef bool (*load_pred)(const rx_tx *load, void *ud);
 
 /* ceil(e / k), k > 0, simplified under the analyzer's facts (block counts, chunk counts). */
 static inline const rx_expr *sched_ceildiv(rx_sctx *s, const rx_expr *e, int64_t k) {
-  return rx_analyzer_simplify(s->an, sx_ceildiv_c(s->cx, e, k));
+  return sym_analyzer_simplify(s->an, sx_ceildiv_c(s->cx, e, k));
 }
 
 /* ---- loop-nest and load queries (common.c) ---- */

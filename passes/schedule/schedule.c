@@ -1,5 +1,5 @@
-/* passes/schedule/schedule.c: the scheduling pass: the rule table and its driver (rx_schedule,
- * rx_schedule_module), the rule names, and the bounding of grids past the target's limits.
+/* passes/schedule/schedule.c: the scheduling pass: the rule table and its driver (sched_schedule,
+ * sched_schedule_module), the rule names, and the bounding of grids past the target's limits.
  *
  * The accepted forms, rule by rule (the first rule that accepts a program schedules it; each
  * rule's file says how it schedules):
@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *rx_sched_rule_name(rx_sched_rule r) {
+const char *sched_rule_name(rx_sched_rule r) {
   static const char *names[] = {
 #define X(e, n) n,
       RX_SCHED_RULES(X)
@@ -91,25 +91,25 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
     int64_t L = s->t->max_grid_dim[ax];
     const rx_expr *e = k->extent[0];
     if (L <= 0 || L >= 2147483647) continue;
-    if (rx_sched_proves(s, rx_expr_cmp(s->cx, RX_EXPR_LE, e, sx_const(s->cx, L)))) continue;
-    const rx_expr *outer = rx_sched_fresh_var(s, "bo"), *inner = rx_sched_fresh_var(s, "bi");
+    if (sched_proves(s, sym_expr_cmp(s->cx, RX_EXPR_LE, e, sx_const(s->cx, L)))) continue;
+    const rx_expr *outer = sched_fresh_var(s, "bo"), *inner = sched_fresh_var(s, "bi");
     vars[n] = k->vars[0];
     repl[n] = sx_add(s->cx, outer, sx_mul_c(s->cx, inner, L));
     ext[n] = e;
     inner_vars[n] = inner;
     lim[n] = L;
     n++;
-    const rx_expr **nv = rx_module_alloc(s->m, sizeof *nv),
-                  **ne = rx_module_alloc(s->m, sizeof *ne);
+    const rx_expr **nv = ir_module_alloc(s->m, sizeof *nv),
+                  **ne = ir_module_alloc(s->m, sizeof *ne);
     nv[0] = outer;
-    ne[0] = rx_expr_min(s->cx, e, sx_const(s->cx, L));
+    ne[0] = sym_expr_min(s->cx, e, sx_const(s->cx, L));
     k->vars = nv;
     k->extent = ne;
   }
   if (!n) return;
   rx_stmt *last = chain[nc - 1];
   rx_rewrite rw = {.s = s, .vars = vars, .repl = repl, .n = n};
-  rx_stmt *body = rx_sched_rewrite_stmt(&rw, last->inner);
+  rx_stmt *body = sched_rewrite_stmt(&rw, last->inner);
   /* top-level allocations stay at the top of the kernel */
   rx_stmtvec top = {0}, rest = {0};
   for (int i = 0; i < sched_seq_len(body); i++) {
@@ -122,23 +122,23 @@ static void bound_kernel(rx_sctx *s, rx_stmt *root) {
   bool barrier = stmt_has_barrier(body);
   const rx_expr *cond = NULL;
   for (int i = 0; i < n; i++) {
-    const rx_expr *c = rx_expr_cmp(s->cx, RX_EXPR_LT, repl[i], ext[i]);
-    cond = cond ? rx_expr_and(s->cx, cond, c) : c;
+    const rx_expr *c = sym_expr_cmp(s->cx, RX_EXPR_LT, repl[i], ext[i]);
+    cond = cond ? sym_expr_and(s->cx, cond, c) : c;
   }
-  rx_stmt *it = rx_sched_if(s, rx_sched_cond(s, cond), rx_sched_seq(s, &rest), NULL);
+  rx_stmt *it = sched_if(s, sched_cond(s, cond), sched_seq(s, &rest), NULL);
   if (barrier) {
     rx_stmtvec v = {0};
     RX_VEC_PUSH(&v, it);
-    RX_VEC_PUSH(&v, rx_sched_barrier(s));
-    it = rx_sched_seq(s, &v);
+    RX_VEC_PUSH(&v, sched_barrier(s));
+    it = sched_seq(s, &v);
   }
   for (int i = n - 1; i >= 0; i--) {
-    const rx_expr *trips = rx_expr_floordiv(
+    const rx_expr *trips = sym_expr_floordiv(
         s->cx, sx_add(s->cx, ext[i], sx_const(s->cx, lim[i] - 1)), sx_const(s->cx, lim[i]));
-    it = rx_sched_for(s, inner_vars[i], trips, RX_LOOP_SERIAL, it);
+    it = sched_for(s, inner_vars[i], trips, RX_LOOP_SERIAL, it);
   }
   RX_VEC_PUSH(&top, it);
-  last->inner = rx_sched_seq(s, &top);
+  last->inner = sched_seq(s, &top);
 }
 
 /* Every kernel root of a scheduled host-level body (sequences and ifs on symbolic values). */
@@ -147,10 +147,10 @@ static void bound_grids(rx_sctx *s, rx_stmt *st) {
   if (st->kind == RX_STMT_SEQ) {
     for (int i = 0; i < st->n; i++) bound_grids(s, st->body[i]);
   } else if (st->kind == RX_STMT_IF) {
-    size_t mk = rx_analyzer_mark(s->an);
-    if (st->value && st->value->kind == RX_TX_SYM) rx_analyzer_assume(s->an, st->value->sym);
+    size_t mk = sym_analyzer_mark(s->an);
+    if (st->value && st->value->kind == RX_TX_SYM) sym_analyzer_assume(s->an, st->value->sym);
     bound_grids(s, st->inner);
-    rx_analyzer_reset(s->an, mk);
+    sym_analyzer_reset(s->an, mk);
     bound_grids(s, st->otherwise);
   } else if (st->kind == RX_STMT_FOR && st->loop_kind == RX_LOOP_BLOCK_X) {
     bound_kernel(s, st);
@@ -161,17 +161,17 @@ static void bound_grids(rx_sctx *s, rx_stmt *st) {
  * entry points
  * ------------------------------------------------------------------------------------------ */
 static rx_tensor_fn *with_body(rx_sctx *s, rx_stmt *body) {
-  rx_tensor_fn *g = rx_module_alloc(s->m, sizeof *g);
+  rx_tensor_fn *g = ir_module_alloc(s->m, sizeof *g);
   *g = *s->f;
-  g->body = rx_sched_seq1(s, body);
+  g->body = sched_seq1(s, body);
   return g;
 }
 
 void sched_set_variants(rx_module *m, rx_sched_result *out, const rx_sched_variant *v, int n) {
-  out->variants = rx_module_alloc(m, sizeof *out->variants * (size_t)n);
+  out->variants = ir_module_alloc(m, sizeof *out->variants * (size_t)n);
   memcpy(out->variants, v, sizeof *v * (size_t)n);
   for (int i = 0; i < n; i++)
-    if (!out->variants[i].name) out->variants[i].name = rx_sched_rule_name(v[i].rule);
+    if (!out->variants[i].name) out->variants[i].name = sched_rule_name(v[i].rule);
   out->nvariants = n;
 }
 
@@ -184,17 +184,17 @@ static const rx_tensor_fn *as_one_row(rx_module *m, const rx_tensor_fn *f) {
   for (int i = 0; i < sched_seq_len(b); i++)
     top_reduce |= sched_seq_at(b, i)->kind == RX_STMT_REDUCE;
   if (!top_reduce) return f;
-  rx_stmt *loop = rx_stmt_new(m, RX_STMT_FOR, f->body->loc);
+  rx_stmt *loop = ir_stmt_new(m, RX_STMT_FOR, f->body->loc);
   loop->nvars = 1;
-  loop->vars = rx_module_alloc(m, sizeof *loop->vars);
-  loop->lo = rx_module_alloc(m, sizeof *loop->lo);
-  loop->extent = rx_module_alloc(m, sizeof *loop->extent);
-  loop->vars[0] = rx_expr_var(m->ctx, "unit_row");
-  loop->lo[0] = rx_expr_const(m->ctx, 0);
-  loop->extent[0] = rx_expr_const(m->ctx, 1);
+  loop->vars = ir_module_alloc(m, sizeof *loop->vars);
+  loop->lo = ir_module_alloc(m, sizeof *loop->lo);
+  loop->extent = ir_module_alloc(m, sizeof *loop->extent);
+  loop->vars[0] = sym_expr_var(m->ctx, "unit_row");
+  loop->lo[0] = sym_expr_const(m->ctx, 0);
+  loop->extent[0] = sym_expr_const(m->ctx, 1);
   loop->loop_kind = RX_LOOP_SERIAL;
   loop->inner = f->body;
-  rx_tensor_fn *g = rx_module_alloc(m, sizeof *g);
+  rx_tensor_fn *g = ir_module_alloc(m, sizeof *g);
   *g = *f;
   g->body = loop;
   return g;
@@ -229,10 +229,10 @@ static rx_stmt *pick_in_seq(rx_module *m, rx_stmt *s, const rx_target *t) {
   }
   rx_stmt *seq = s;
   if (changed) {
-    seq = rx_stmt_new(m, RX_STMT_SEQ, s->loc);
+    seq = ir_stmt_new(m, RX_STMT_SEQ, s->loc);
     *seq = *s;
     seq->n = (int)out.len;
-    seq->body = out.len ? rx_arena_dup(&m->arena, out.data, sizeof(rx_stmt *) * out.len) : NULL;
+    seq->body = out.len ? base_arena_dup(&m->arena, out.data, sizeof(rx_stmt *) * out.len) : NULL;
   }
   free(out.data);
   return seq;
@@ -245,16 +245,16 @@ static rx_stmt *pick_branches(rx_module *m, rx_stmt *s, const rx_target *t) {
   if (s->kind == RX_STMT_SEQ) return pick_in_seq(m, s, t);
   if (s->kind == RX_STMT_IF && s->value && s->value->kind == RX_TX_HAS_FRAG) {
     const rx_tx *c = s->value;
-    bool has = rx_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k);
+    bool has = tgt_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k);
     return pick_branches(m, has ? s->inner : s->otherwise, t);
   }
   if (s->kind != RX_STMT_FOR && s->kind != RX_STMT_REDUCE && s->kind != RX_STMT_IF) return s;
   rx_stmt *inner = pick_branches(m, s->inner, t), *init = pick_branches(m, s->init, t);
   rx_stmt *els = pick_branches(m, s->otherwise, t);
   if (inner == s->inner && init == s->init && els == s->otherwise) return s;
-  rx_stmt *r = rx_stmt_new(m, s->kind, s->loc);
+  rx_stmt *r = ir_stmt_new(m, s->kind, s->loc);
   *r = *s;
-  r->inner = inner ? inner : rx_stmt_new(m, RX_STMT_SEQ, s->loc);
+  r->inner = inner ? inner : ir_stmt_new(m, RX_STMT_SEQ, s->loc);
   r->init = init;
   r->otherwise = els;
   return r;
@@ -264,27 +264,27 @@ static const rx_tensor_fn *pick_for_target(rx_module *m, const rx_tensor_fn *f,
                                            const rx_target *t) {
   rx_stmt *b = pick_branches(m, f->body, t);
   if (b == f->body) return f;
-  rx_tensor_fn *g = rx_module_alloc(m, sizeof *g);
+  rx_tensor_fn *g = ir_module_alloc(m, sizeof *g);
   *g = *f;
-  g->body = b ? b : rx_stmt_new(m, RX_STMT_SEQ, f->body->loc); /* f->body is a SEQ */
+  g->body = b ? b : ir_stmt_new(m, RX_STMT_SEQ, f->body->loc); /* f->body is a SEQ */
   return g;
 }
 
-bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
-                 rx_sched_result *out) {
+bool sched_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_diag *diag,
+                    rx_sched_result *out) {
   memset(out, 0, sizeof *out);
   if (!f || !f->body || !t) return false;
   f = pick_for_target(m, f, t);
   f = as_one_row(m, f);
   if (sched_stmt_has_bound(f->body)) {
-    if (!rx_schedule_check(f, t, diag)) return false;
+    if (!sched_schedule_check(f, t, diag)) return false;
     out->fn = (rx_tensor_fn *)f;
     rx_sched_variant v = {NULL, RX_SCHED_FALLBACK, NULL};
     sched_set_variants(m, out, &v, 1);
     return true;
   }
   rx_sctx s;
-  rx_sctx_init(&s, m, f, t, diag);
+  sched_sctx_init(&s, m, f, t, diag);
   sched_out o = {m, out, NULL, true};
   for (size_t i = 0; i < RX_ARRAY_LEN(rules) && !rules[i](&s, f, &o); i++) {
   }
@@ -292,20 +292,20 @@ bool rx_schedule(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rx_dia
   if (ok) {
     bound_grids(&s, o.body);
     out->fn = with_body(&s, o.body);
-    ok = rx_schedule_check(out->fn, t, diag);
+    ok = sched_schedule_check(out->fn, t, diag);
   }
-  rx_sctx_free(&s);
+  sched_sctx_free(&s);
   if (!ok) memset(out, 0, sizeof *out);
   return ok;
 }
 
-bool rx_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag) {
+bool sched_schedule_module(rx_module *m, const rx_target *t, rx_diag *diag) {
   bool ok = true;
   for (size_t i = 0; i < m->items.len; i++) {
     rx_item *it = &m->items.data[i];
     if (it->kind != RX_ITEM_TENSOR) continue;
     rx_sched_result r;
-    if (rx_schedule(m, it->fn, t, diag, &r))
+    if (sched_schedule(m, it->fn, t, diag, &r))
       it->fn = r.fn;
     else
       ok = false;

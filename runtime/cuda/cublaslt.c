@@ -52,7 +52,7 @@ static void lt_load(void) {
   void *lib = env && *env ? rt_dlopen_first(one, 1, why, sizeof why)
                           : rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
   if (!lib) {
-    lt_cached = rx_status_make(
+    lt_cached = base_status_make(
         RX_ERR_NOT_FOUND,
         "cuBLASLt (%s) cannot be opened: the artifact was compiled with --dispatch cublas; install "
         "the CUDA toolkit's libcublasLt (or set RX_CUBLASLT_LIBRARY to its file), or compile "
@@ -64,7 +64,7 @@ static void lt_load(void) {
   if (!lt_cached) {                                                                                \
     lt.name = (lt_status(*) params)(uintptr_t)dlsym(lib, sym);                                     \
     if (!lt.name)                                                                                  \
-      lt_cached = rx_status_make(RX_ERR_NOT_FOUND, "cuBLASLt: the library lacks %s", sym);         \
+      lt_cached = base_status_make(RX_ERR_NOT_FOUND, "cuBLASLt: the library lacks %s", sym);       \
   }
   LT_FNS(X)
 #undef X
@@ -110,7 +110,8 @@ static void state_free(rx_rt_device *d) {
 }
 
 static rx_status lt_fail(const vm_extern_call *c, lt_status st, const char *what) {
-  return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s failed (cuBLAS status %d)", c->name, what, st);
+  return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s failed (cuBLAS status %d)", c->name, what,
+                          st);
 }
 
 static rx_status device_state(const vm_extern_call *c, lt_state **out) {
@@ -170,11 +171,12 @@ static rx_status make_plan(const vm_extern_call *c, lt_state *s, const lt_key *k
   if (pref) lt.pref_destroy(pref);
   if (st != LT_STATUS_SUCCESS) return lt_fail(c, st, "cublasLtMatmulAlgoGetHeuristic");
   if (found < 1)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]%s (batch "
-                          "%lld)",
-                          c->name, (long long)k->m, (long long)k->k, (long long)k->k,
-                          (long long)k->n, k->trans ? " (b transposed)" : "", (long long)k->batch);
+    return base_status_make(
+        RX_ERR_UNSUPPORTED,
+        "%s: cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld]%s (batch "
+        "%lld)",
+        c->name, (long long)k->m, (long long)k->k, (long long)k->k, (long long)k->n,
+        k->trans ? " (b transposed)" : "", (long long)k->batch);
   p->algo = h.algo;
   return NULL;
 }
@@ -215,11 +217,11 @@ static rx_status shapes(const vm_extern_call *c, const rx_rt_tensor *a, const rx
   for (int d = 0; ranks && b->ndim == r && d < r - 2; d++) ranks = a->shape[d] == b->shape[d];
   int64_t bk = ranks ? b->shape[b->ndim - (trans ? 1 : 2)] : -1;
   if (!dt || !ranks || bk != a->shape[r - 1])
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: %s @ %s%s: expected f16, bf16 or f32 operands of one dtype, a of "
-                          "rank >= 2, b of rank 2 or of a's leading dims, and a's last dim equal "
-                          "to b's %s",
-                          c->name, ta, tb, trans ? "^T" : "", trans ? "last" : "next to last");
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: %s @ %s%s: expected f16, bf16 or f32 operands of one dtype, a of "
+                            "rank >= 2, b of rank 2 or of a's leading dims, and a's last dim equal "
+                            "to b's %s",
+                            c->name, ta, tb, trans ? "^T" : "", trans ? "last" : "next to last");
   memset(k, 0, sizeof *k);
   k->type = lt_type(a->dtype);
   k->trans = trans;
@@ -236,8 +238,8 @@ static rx_status shapes(const vm_extern_call *c, const rx_rt_tensor *a, const rx
   for (int d = 0; d < r; d++) out_shape[d] = a->shape[d];
   out_shape[r - 1] = k->n;
   if (k->m > INT32_MAX || k->n > INT32_MAX || k->k > INT32_MAX || k->batch > INT32_MAX)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%s: %s @ %s: a dimension over 2^31 - 1", c->name, ta,
-                          tb);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s @ %s: a dimension over 2^31 - 1", c->name,
+                            ta, tb);
   return NULL;
 }
 
@@ -264,26 +266,27 @@ static rx_status run(const vm_extern_call *c, const rx_rt_tensor *a, const rx_rt
   return NULL;
 }
 
-rx_status rx_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const *args,
+rx_status rt_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const *args,
                                      size_t nargs, rx_rt_value **result) {
   if (nargs != 3)
-    return rx_status_make(RX_ERR_INVALID, "%s takes 3 arguments, got %zu", c->name, nargs);
+    return base_status_make(RX_ERR_INVALID, "%s takes 3 arguments, got %zu", c->name, nargs);
   if (!c->device || !c->device->native)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "%s: cuBLASLt runs on CUDA devices only, and this call runs %s: the "
-                          "artifact was compiled with --dispatch cublas; run it on a CUDA device "
-                          "or compile without --dispatch",
-                          c->name, c->device ? c->device->be->name : "without a device");
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: cuBLASLt runs on CUDA devices only, and this call runs %s: the "
+                            "artifact was compiled with --dispatch cublas; run it on a CUDA device "
+                            "or compile without --dispatch",
+                            c->name, c->device ? c->device->be->name : "without a device");
   pthread_once(&lt_once, lt_load);
   if (lt_cached)
-    return rx_status_make(rx_status_code_of(lt_cached), "%s: %s", c->name,
-                          rx_status_message(lt_cached));
+    return base_status_make(rx_status_code_of(lt_cached), "%s: %s", c->name,
+                            rx_status_message(lt_cached));
   if (args[0]->kind != RX_RT_VALUE_TENSOR || args[1]->kind != RX_RT_VALUE_TENSOR ||
       args[2]->kind != RX_RT_VALUE_PRIM || (args[2]->prim != 0 && args[2]->prim != 1))
-    return rx_status_make(RX_ERR_INVALID, "%s: expected two tensors and trans_b 0 or 1", c->name);
+    return base_status_make(RX_ERR_INVALID, "%s: expected two tensors and trans_b 0 or 1", c->name);
   const rx_rt_tensor *a = args[0]->tensor, *b = args[1]->tensor;
   if (a->buffer->device != c->device || b->buffer->device != c->device)
-    return rx_status_make(RX_ERR_INVALID, "%s: the operands are not on the call's device", c->name);
+    return base_status_make(RX_ERR_INVALID, "%s: the operands are not on the call's device",
+                            c->name);
   lt_key k;
   int64_t shape[RX_RT_MAX_NDIM];
   RX_RETURN_IF_ERROR(shapes(c, a, b, args[2]->prim == 1, &k, shape));

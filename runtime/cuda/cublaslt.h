@@ -7,7 +7,7 @@
 
 /* rx_cublaslt_matmul(a, b, trans_b) -> a @ b (b^T when trans_b is 1), on the device's stream
  * (a returning vm_extern_fn). */
-rx_status rx_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const *args,
+rx_status rt_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const *args,
                                      size_t nargs, rx_rt_value **result);
 
 #endif

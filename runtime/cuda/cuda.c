@@ -86,12 +86,13 @@ static rx_status cufail(cu_device *d, cu_result r, const char *what) {
   const char *msg = NULL;
   if (cu.cuGetErrorString) cu.cuGetErrorString(r, &msg);
   rx_status_code code = r == RES_OUT_OF_MEMORY ? RX_ERR_OUT_OF_MEMORY : RX_ERR_DEVICE;
-  rx_status s = rx_status_make(code, "cuda:%d (%s): %s failed: %s (%u)", d ? d->base.info.index : 0,
-                               d ? d->base.info.name : "", what, msg ? msg : "unknown error", r);
+  rx_status s =
+      base_status_make(code, "cuda:%d (%s): %s failed: %s (%u)", d ? d->base.info.index : 0,
+                       d ? d->base.info.name : "", what, msg ? msg : "unknown error", r);
   /* errors after which the context is unusable: sticky, like a lost device */
   if (d && (r == RES_ILLEGAL_ADDRESS || r == RES_LAUNCH_FAILED) && !d->base.lost)
     d->base.lost =
-        rx_status_make(RX_ERR_DEVICE, "%s (the CUDA context is lost)", rx_status_message(s));
+        base_status_make(RX_ERR_DEVICE, "%s (the CUDA context is lost)", rx_status_message(s));
   return s;
 }
 
@@ -112,20 +113,20 @@ static void cu_load(void) {
   char why[512];
   void *lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
   if (!lib) {
-    cu_cached = rx_status_make(RX_ERR_NOT_FOUND,
-                               "cuda: libcuda.so.1 not found: install the NVIDIA "
-                               "driver (the CUDA toolkit alone does not provide it) (dlopen: %s)",
-                               why);
+    cu_cached = base_status_make(RX_ERR_NOT_FOUND,
+                                 "cuda: libcuda.so.1 not found: install the NVIDIA "
+                                 "driver (the CUDA toolkit alone does not provide it) (dlopen: %s)",
+                                 why);
     return;
   }
 #define X(name, sym, params)                                                                       \
   if (!cu_cached) {                                                                                \
     cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                     \
     if (!cu.name)                                                                                  \
-      cu_cached = rx_status_make(RX_ERR_NOT_FOUND,                                                 \
-                                 "cuda: libcuda.so.1 lacks %s: the driver is too "                 \
-                                 "old",                                                            \
-                                 sym);                                                             \
+      cu_cached = base_status_make(RX_ERR_NOT_FOUND,                                               \
+                                   "cuda: libcuda.so.1 lacks %s: the driver is too "               \
+                                   "old",                                                          \
+                                   sym);                                                           \
   }
   CU_BASE_FNS(X)
 #undef X
@@ -139,7 +140,7 @@ static void cu_load(void) {
   if (!cu_cached) {
     cu_result r = cu.cuInit(0);
     if (r == RES_NO_DEVICE)
-      cu_cached = rx_status_make(RX_ERR_NOT_FOUND, "cuda: the driver found no CUDA device");
+      cu_cached = base_status_make(RX_ERR_NOT_FOUND, "cuda: the driver found no CUDA device");
     else if (r != RES_SUCCESS)
       cu_cached = cufail(NULL, r, "cuInit");
   }
@@ -148,7 +149,7 @@ static void cu_load(void) {
 static rx_status cu_check(void) {
   pthread_once(&cu_once, cu_load);
   return cu_cached
-             ? rx_status_make(rx_status_code_of(cu_cached), "%s", rx_status_message(cu_cached))
+             ? base_status_make(rx_status_code_of(cu_cached), "%s", rx_status_message(cu_cached))
              : NULL;
 }
 
@@ -215,14 +216,14 @@ static rx_status cu_device_init(rx_rt_device *base, int index, const rx_rt_devic
   int n = 0;
   CU_TRY(NULL, cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
   if (index >= n)
-    return rx_status_make(RX_ERR_NOT_FOUND, "cuda:%d: there are %d CUDA devices", index, n);
+    return base_status_make(RX_ERR_NOT_FOUND, "cuda:%d: there are %d CUDA devices", index, n);
   CU_TRY(NULL, cu.cuDeviceGet(&d->dev, index), "cuDeviceGet");
   fill_info(d->dev, index, &d->base.info);
   CU_TRY(d, cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev), "cuDevicePrimaryCtxRetain");
   CU_TRY(d, cu.cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
   CU_TRY(d, cu.cuStreamCreate(&d->stream, STREAM_NON_BLOCKING), "cuStreamCreate");
   if (pthread_mutex_init(&d->free_lock, NULL) != 0)
-    return rx_status_make(RX_ERR_INTERNAL, "cuda:%d: pthread_mutex_init failed", index);
+    return base_status_make(RX_ERR_INTERNAL, "cuda:%d: pthread_mutex_init failed", index);
   d->free_lock_made = true;
   return NULL;
 }
@@ -298,10 +299,10 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
     r = cu.cuMemAlloc(&b->ptr, b->bytes);
   }
   if (r == RES_OUT_OF_MEMORY)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "cuda:%d (%s): out of device memory allocating "
-                          "%zu bytes",
-                          d->base.info.index, d->base.info.name, base->size);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "cuda:%d (%s): out of device memory allocating "
+                            "%zu bytes",
+                            d->base.info.index, d->base.info.name, base->size);
   if (r != RES_SUCCESS) return cufail(d, r, "cuMemAlloc");
   return NULL;
 }
@@ -396,13 +397,13 @@ static void cu_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
 static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   cu_device *d = (cu_device *)base;
   if (k->scalar_location != RT_SCALARS_NONE && k->scalar_location != RT_SCALARS_PARAMETERS)
-    return rx_status_make(RX_ERR_INVALID, "scalars.location must be parameters for CUDA");
+    return base_status_make(RX_ERR_INVALID, "scalars.location must be parameters for CUDA");
   if (k->subgroup_size && k->subgroup_size != d->base.info.subgroup_size)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "cuda:%d (%s): kernel '%s' was scheduled for warps of %u threads; the "
-                          "device's warps have %u",
-                          d->base.info.index, d->base.info.name, k->name, k->subgroup_size,
-                          d->base.info.subgroup_size);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "cuda:%d (%s): kernel '%s' was scheduled for warps of %u threads; the "
+                            "device's warps have %u",
+                            d->base.info.index, d->base.info.name, k->name, k->subgroup_size,
+                            d->base.info.subgroup_size);
   CTX(d);
   cu_kernel *ck = rt_alloc(&d->base.alloc, sizeof *ck);
   if (!ck) return rt_oom("a kernel", sizeof *ck);
@@ -418,10 +419,10 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   r = cu.cuModuleGetFunction(&ck->fn, ck->mod, k->name);
   if (r != RES_SUCCESS) {
     kernel_free(d, k);
-    return rx_status_make(RX_ERR_NOT_FOUND,
-                          "the module has no function '%s' (extern \"C\" "
-                          "__global__ expected)",
-                          k->name);
+    return base_status_make(RX_ERR_NOT_FOUND,
+                            "the module has no function '%s' (extern \"C\" "
+                            "__global__ expected)",
+                            k->name);
   }
   if (k->shared_bytes > 48 * 1024) {
     r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -573,8 +574,8 @@ static rx_status flush(cu_device *d) {
 static rx_status cu_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_launch_params *p) {
   cu_device *d = (cu_device *)base;
   if (k->nbuffers > CU_MAX_ARGS || k->nscalars > CU_MAX_ARGS)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than %d arguments of a kind",
-                          k->name, CU_MAX_ARGS);
+    return base_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': more than %d arguments of a kind",
+                            k->name, CU_MAX_ARGS);
   uint64_t w[2 * CU_MAX_ARGS + 3];
   uint32_t n = 0;
   for (size_t i = 0; i < k->nbuffers; i++) w[n++] = ((const cu_buffer *)p->buffers[i])->ptr;

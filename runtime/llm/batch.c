@@ -61,12 +61,12 @@ static double now_ms(void) {
 static int64_t pages_of(int64_t tokens) { return (tokens + RX_KV_PAGE - 1) / RX_KV_PAGE; }
 
 static rx_status oom(const char *what) {
-  return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: %s", what);
+  return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: %s", what);
 }
 
 rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o,
                                 rx_llm_batcher **out_batcher) {
-  if (!out_batcher || !m) return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_create: NULL");
+  if (!out_batcher || !m) return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_create: NULL");
   *out_batcher = NULL;
   rx_llm_batcher_options d = {0};
   if (!o) o = &d;
@@ -75,11 +75,11 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
   int64_t mb = o->max_batch > 0 && o->max_batch < cap ? o->max_batch : cap;
   if (o->max_batch < 0 || o->max_prefills < 0 || o->seq_base < 0 ||
       o->seq_base > INT64_MAX - 1 - mb)
-    return rx_status_make(RX_ERR_INVALID,
-                          "rx_llm_batcher_create: max_batch %lld, max_prefills %lld and seq_base "
-                          "%lld must not be negative, and seq_base + max_batch below INT64_MAX",
-                          (long long)o->max_batch, (long long)o->max_prefills,
-                          (long long)o->seq_base);
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_llm_batcher_create: max_batch %lld, max_prefills %lld and seq_base "
+                            "%lld must not be negative, and seq_base + max_batch below INT64_MAX",
+                            (long long)o->max_batch, (long long)o->max_prefills,
+                            (long long)o->seq_base);
   rx_llm_batcher *b = calloc(1, sizeof *b);
   if (!b) return oom("a batcher");
   b->m = m;
@@ -171,31 +171,31 @@ void rx_llm_batcher_free(rx_llm_batcher *b) {
 static rx_status check_request(const rx_llm_batcher *b, const int32_t *prompt, size_t count,
                                const rx_llm_generate_params *p, int64_t *out_reserve) {
   if (!prompt || !count || !p || p->max_tokens < 1)
-    return rx_status_make(RX_ERR_INVALID,
-                          "rx_llm_batcher_submit: NULL, no prompt or max_tokens < 1");
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_llm_batcher_submit: NULL, no prompt or max_tokens < 1");
   if ((int64_t)count > b->max_seq_len)
-    return rx_status_make(RX_ERR_INVALID,
-                          "rx_llm_batcher_submit: a prompt of %zu tokens, more than the model's "
-                          "maximum of %lld",
-                          count, (long long)b->max_seq_len);
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_llm_batcher_submit: a prompt of %zu tokens, more than the model's "
+                            "maximum of %lld",
+                            count, (long long)b->max_seq_len);
   for (size_t i = 0; i < count; i++)
     if (prompt[i] < 0 || prompt[i] >= b->vocab)
-      return rx_status_make(RX_ERR_INVALID,
-                            "rx_llm_batcher_submit: token id %d at %zu is outside the vocabulary "
-                            "(0..%d)",
-                            (int)prompt[i], i, (int)b->vocab - 1);
+      return base_status_make(RX_ERR_INVALID,
+                              "rx_llm_batcher_submit: token id %d at %zu is outside the vocabulary "
+                              "(0..%d)",
+                              (int)prompt[i], i, (int)b->vocab - 1);
   int64_t most =
       (int64_t)count + (p->max_tokens - 1 < b->max_seq_len ? p->max_tokens - 1 : b->max_seq_len);
   if (most > b->max_seq_len) most = b->max_seq_len;
   int64_t cap = rx_llm_model_kv_capacity(b->m);
   if (most > cap)
-    return rx_status_make(RX_ERR_INVALID,
-                          "rx_llm_batcher_submit: the request may hold %lld tokens (a prompt of "
-                          "%zu, max_tokens %lld, the model's max_seq_len %lld), more than the KV "
-                          "cache's capacity of %lld tokens: it could never be admitted (lower "
-                          "max_tokens or load the model with a larger capacity)",
-                          (long long)most, count, (long long)p->max_tokens,
-                          (long long)b->max_seq_len, (long long)cap);
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_llm_batcher_submit: the request may hold %lld tokens (a prompt of "
+                            "%zu, max_tokens %lld, the model's max_seq_len %lld), more than the KV "
+                            "cache's capacity of %lld tokens: it could never be admitted (lower "
+                            "max_tokens or load the model with a larger capacity)",
+                            (long long)most, count, (long long)p->max_tokens,
+                            (long long)b->max_seq_len, (long long)cap);
   *out_reserve = pages_of(most);
   return NULL;
 }
@@ -203,9 +203,9 @@ static rx_status check_request(const rx_llm_batcher *b, const int32_t *prompt, s
 rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t count,
                                 const rx_llm_generate_params *p, int64_t *out_id) {
   if (out_id) *out_id = 0;
-  if (!b || !out_id) return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: NULL");
+  if (!b || !out_id) return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: NULL");
   if (b->in_step)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: called from a callback");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: called from a callback");
   int64_t reserve = 0;
   RX_RETURN_IF_ERROR(check_request(b, prompt, count, p, &reserve));
   if (b->nreqs == b->capreqs) {
@@ -317,7 +317,7 @@ static void prefill_each(rx_llm_batcher *b, int64_t k) {
     b->st.prefill_ms += now_ms() - t0;
     b->st.prefills++;
     if (s)
-      fail(b, r, rx_status_annotate(s, "request %lld: prefill", (long long)r->id));
+      fail(b, r, base_status_annotate(s, "request %lld: prefill", (long long)r->id));
     else
       take_token(b, r, b->logits);
   }
@@ -355,7 +355,8 @@ static void prefill_admitted(rx_llm_batcher *b, int64_t k) {
     rx_status_free(s);
     prefill_each(b, k);
   } else if (s) {
-    fail(b, b->rows[0], rx_status_annotate(s, "request %lld: prefill", (long long)b->rows[0]->id));
+    fail(b, b->rows[0],
+         base_status_annotate(s, "request %lld: prefill", (long long)b->rows[0]->id));
   } else {
     for (int64_t i = 0; i < k; i++)
       take_token(b, b->rows[i], b->logits + (size_t)i * (size_t)b->vocab);
@@ -396,8 +397,8 @@ static int64_t decode_running(rx_llm_batcher *b) {
   for (int64_t k = 0; k < n; k++) {
     if (s) {
       rx_status e =
-          rx_status_make(rx_status_code_of(s), "request %lld: a decode of %lld sequences: %s",
-                         (long long)b->rows[k]->id, (long long)n, rx_status_message(s));
+          base_status_make(rx_status_code_of(s), "request %lld: a decode of %lld sequences: %s",
+                           (long long)b->rows[k]->id, (long long)n, rx_status_message(s));
       fail(b, b->rows[k], e);
     } else {
       take_token(b, b->rows[k], b->logits + (size_t)k * (size_t)b->vocab);
@@ -415,9 +416,9 @@ static size_t active(const rx_llm_batcher *b) {
 
 rx_status rx_llm_batcher_step(rx_llm_batcher *b, size_t *out_active) {
   if (out_active) *out_active = 0;
-  if (!b) return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_step: NULL");
+  if (!b) return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_step: NULL");
   if (b->in_step)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_step: called from a callback");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_step: called from a callback");
   b->in_step = true;
   int64_t work = admit_waiting(b);
   work += decode_running(b);
@@ -433,13 +434,13 @@ rx_status rx_llm_batcher_run(rx_llm_batcher *b) {
     int64_t before = b ? b->st.steps : 0;
     RX_RETURN_IF_ERROR(rx_llm_batcher_step(b, &n));
     if (n && b->st.steps == before) /* nothing runs and the oldest waiting one cannot start */
-      return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                            "rx_llm_batcher_run: %zu requests wait, and the oldest cannot start: "
-                            "the KV cache has %lld tokens free and %lld of %lld sequences are "
-                            "held by others",
-                            n, (long long)rx_llm_model_kv_free_tokens(b->m),
-                            (long long)rx_llm_model_sequences(b->m),
-                            (long long)rx_llm_model_max_sequences(b->m));
+      return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                              "rx_llm_batcher_run: %zu requests wait, and the oldest cannot start: "
+                              "the KV cache has %lld tokens free and %lld of %lld sequences are "
+                              "held by others",
+                              n, (long long)rx_llm_model_kv_free_tokens(b->m),
+                              (long long)rx_llm_model_sequences(b->m),
+                              (long long)rx_llm_model_max_sequences(b->m));
   }
   return NULL;
 }
@@ -454,12 +455,12 @@ static request *find(const rx_llm_batcher *b, int64_t id, size_t *at) {
 }
 
 static rx_status unknown(const char *fn, int64_t id) {
-  return rx_status_make(RX_ERR_INVALID, "%s: no request %lld", fn, (long long)id);
+  return base_status_make(RX_ERR_INVALID, "%s: no request %lld", fn, (long long)id);
 }
 
 rx_status rx_llm_batcher_cancel(rx_llm_batcher *b, int64_t id) {
   if (b && b->in_step)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_cancel: called from a callback");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_cancel: called from a callback");
   request *r = find(b, id, NULL);
   if (!r) return unknown("rx_llm_batcher_cancel", id);
   if (r->state <= RX_LLM_REQUEST_RUNNING) finish(b, r, RX_LLM_REQUEST_CANCELLED);
@@ -467,7 +468,7 @@ rx_status rx_llm_batcher_cancel(rx_llm_batcher *b, int64_t id) {
 }
 
 rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id, rx_llm_request_info *out_info) {
-  if (!out_info) return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_poll: NULL");
+  if (!out_info) return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_poll: NULL");
   memset(out_info, 0, sizeof *out_info);
   const request *r = find(b, id, NULL);
   if (!r) return unknown("rx_llm_batcher_poll", id);
@@ -482,7 +483,7 @@ rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id, rx_llm_reques
 
 rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id) {
   if (b && b->in_step)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_batcher_release: called from a callback");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_release: called from a callback");
   size_t at = 0;
   request *r = find(b, id, &at);
   if (!r) return unknown("rx_llm_batcher_release", id);

@@ -41,10 +41,10 @@ static void kv_destroy(void *obj) {
   rx_rt_device_release(d);
 }
 
-const rx_rt_object_type rx_kv_cache_type = {"a KV cache", kv_destroy};
+const rx_rt_object_type llm_kv_cache_type = {"a KV cache", kv_destroy};
 
-rx_kv_cache *rx_kv_cache_of(const rx_rt_value *v) {
-  return v ? rx_rt_value_object(v, &rx_kv_cache_type) : NULL;
+rx_kv_cache *llm_kv_cache_of(const rx_rt_value *v) {
+  return v ? rx_rt_value_object(v, &llm_kv_cache_type) : NULL;
 }
 
 /* ---- arguments ---- */
@@ -53,28 +53,29 @@ static rx_status arg_int(const vm_extern_call *c, rx_rt_value *const *args, size
   rx_dtype dt = args[i]->dtype;
   bool is_float = dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16;
   if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
-    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim", c->name,
-                          i + 1, what);
+    return base_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
+                            c->name, i + 1, what);
   int64_t v = args[i]->prim;
   if (v < lo || v > hi)
-    return rx_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
-                          (long long)v, (long long)lo, (long long)hi);
+    return base_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
+                            (long long)v, (long long)lo, (long long)hi);
   *out = v;
   return NULL;
 }
 
 static rx_status arg_cache(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
                            rx_kv_cache **out) {
-  *out = rx_kv_cache_of(args[i]);
+  *out = llm_kv_cache_of(args[i]);
   if (!*out)
-    return rx_status_make(RX_ERR_INVALID, "%s: argument %zu must be a KV cache, got %s", c->name,
-                          i + 1, vm_kind_name(args[i]));
+    return base_status_make(RX_ERR_INVALID, "%s: argument %zu must be a KV cache, got %s", c->name,
+                            i + 1, vm_kind_name(args[i]));
   return NULL;
 }
 
 static rx_status want_args(const vm_extern_call *c, size_t nargs, size_t want) {
   if (nargs != want)
-    return rx_status_make(RX_ERR_INVALID, "%s takes %zu arguments, got %zu", c->name, want, nargs);
+    return base_status_make(RX_ERR_INVALID, "%s takes %zu arguments, got %zu", c->name, want,
+                            nargs);
   return NULL;
 }
 
@@ -84,10 +85,10 @@ static rx_status want_args(const vm_extern_call *c, size_t nargs, size_t want) {
 #define KV_MAX_DIM    1024
 #define KV_MAX_SEQS   65536
 
-rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                               rx_rt_value **result) {
+rx_status llm_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                                rx_rt_value **result) {
   RX_RETURN_IF_ERROR(want_args(c, nargs, 7));
-  if (!c->device) return rx_status_make(RX_ERR_INVALID, "%s: no device", c->name);
+  if (!c->device) return base_status_make(RX_ERR_INVALID, "%s: no device", c->name);
   int64_t layers = 0, heads = 0, dim = 0, dtype = 0, capacity = 0, max_seqs = 0, max_len = 0;
   RX_RETURN_IF_ERROR(arg_int(c, args, 0, "layers", 1, KV_MAX_LAYERS, &layers));
   RX_RETURN_IF_ERROR(arg_int(c, args, 1, "kv heads", 1, KV_MAX_HEADS, &heads));
@@ -101,8 +102,8 @@ rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args
    * (--kv-capacity); the cache's pages refuse what does not fit. */
   if (max_len > INT32_MAX / 2) max_len = INT32_MAX / 2;
   if (dtype != RX_DTYPE_F32 && dtype != RX_DTYPE_F16 && dtype != RX_DTYPE_BF16)
-    return rx_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", c->name,
-                          rx_rt_dtype_name((rx_dtype)dtype));
+    return base_status_make(RX_ERR_INVALID, "%s: dtype %s: expected f32, f16 or bf16", c->name,
+                            rx_rt_dtype_name((rx_dtype)dtype));
   const rx_rt_allocator *a = &c->device->alloc;
   rx_kv_cache *kv = rt_alloc(a, sizeof *kv);
   if (!kv) return rt_oom("a KV cache", sizeof *kv);
@@ -117,7 +118,7 @@ rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args
   kv->max_seq_len = max_len;
   kv->npages = (capacity + RX_KV_PAGE - 1) / RX_KV_PAGE + 1;
   rx_rt_value *v = NULL;
-  rx_status s = rx_rt_value_from_object(&rx_kv_cache_type, kv, &v); /* owns kv from here */
+  rx_status s = rx_rt_value_from_object(&llm_kv_cache_type, kv, &v); /* owns kv from here */
   if (s) return s;
   kv->pages = rt_alloc(a, (size_t)layers * sizeof *kv->pages);
   kv->free_pages = rt_alloc(a, (size_t)kv->npages * sizeof *kv->free_pages);
@@ -135,8 +136,8 @@ rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args
     if (!s && !(kv->pages[l] = vm_value_new(a, RX_RT_VALUE_TENSOR))) s = rt_oom("a value", 64);
     if (s) {
       rx_rt_tensor_release(t);
-      s = rx_status_annotate(s, "%s: layer %lld of %lld, %lld pages", c->name, (long long)l,
-                             (long long)layers, (long long)kv->npages);
+      s = base_status_annotate(s, "%s: layer %lld of %lld, %lld pages", c->name, (long long)l,
+                               (long long)layers, (long long)kv->npages);
       break;
     }
     kv->pages[l]->tensor = t;
@@ -156,12 +157,12 @@ static kv_seq *find_seq(const rx_kv_cache *c, int64_t id) {
   return NULL;
 }
 
-int64_t rx_kv_cache_length(const rx_kv_cache *c, int64_t id) {
+int64_t llm_kv_cache_length(const rx_kv_cache *c, int64_t id) {
   const kv_seq *q = find_seq(c, id);
   return q ? q->len : 0;
 }
 
-void rx_kv_cache_remove(rx_kv_cache *c, int64_t id) {
+void llm_kv_cache_remove(rx_kv_cache *c, int64_t id) {
   kv_seq *q = find_seq(c, id);
   if (!q) return;
   for (int64_t i = 0; i < q->npages; i++) c->free_pages[c->nfree++] = q->pages[i];
@@ -169,11 +170,11 @@ void rx_kv_cache_remove(rx_kv_cache *c, int64_t id) {
   *q = c->seqs[--c->nseqs];
 }
 
-void rx_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len) {
+void llm_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len) {
   kv_seq *q = find_seq(c, id);
   if (!q || len >= q->len) return;
   if (len <= 0) {
-    rx_kv_cache_remove(c, id);
+    llm_kv_cache_remove(c, id);
     return;
   }
   int64_t keep = (len + RX_KV_PAGE - 1) / RX_KV_PAGE;
@@ -181,12 +182,12 @@ void rx_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len) {
   q->len = len;
 }
 
-int64_t rx_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
-int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c) { return c->nfree * RX_KV_PAGE; }
-int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c) { return c->max_seq_len; }
-int64_t rx_kv_cache_sequences(const rx_kv_cache *c) { return c->nseqs; }
-int64_t rx_kv_cache_max_sequences(const rx_kv_cache *c) { return c->max_seqs; }
-int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c) {
+int64_t llm_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
+int64_t llm_kv_cache_free_tokens(const rx_kv_cache *c) { return c->nfree * RX_KV_PAGE; }
+int64_t llm_kv_cache_max_seq_len(const rx_kv_cache *c) { return c->max_seq_len; }
+int64_t llm_kv_cache_sequences(const rx_kv_cache *c) { return c->nseqs; }
+int64_t llm_kv_cache_max_sequences(const rx_kv_cache *c) { return c->max_seqs; }
+int64_t llm_kv_cache_bytes_per_token(const rx_kv_cache *c) {
   return c->layers * 2 * c->kv_heads * c->head_dim * (int64_t)rx_rt_dtype_size(c->dtype);
 }
 
@@ -204,18 +205,18 @@ static void batch_destroy(void *obj) {
   rt_free(&rt_default_allocator, t);
 }
 
-const rx_rt_object_type rx_kv_batch_type = {"a KV batch", batch_destroy};
+const rx_rt_object_type llm_kv_batch_type = {"a KV batch", batch_destroy};
 
-rx_status rx_kv_batch_new(rx_rt_value **out) {
+rx_status llm_kv_batch_new(rx_rt_value **out) {
   *out = NULL;
   rx_kv_batch *t = rt_alloc(&rt_default_allocator, sizeof *t);
   if (!t) return rt_oom("a KV batch", sizeof *t);
-  return rx_rt_value_from_object(&rx_kv_batch_type, t, out); /* destroys t when it fails */
+  return rx_rt_value_from_object(&llm_kv_batch_type, t, out); /* destroys t when it fails */
 }
 
-rx_status rx_kv_batch_set(rx_rt_value *v, const int64_t *ids, const int64_t *counts, size_t b) {
-  rx_kv_batch *t = rx_rt_value_object(v, &rx_kv_batch_type);
-  if (!t) return rx_status_make(RX_ERR_INVALID, "rx_kv_batch_set: not a KV batch");
+rx_status llm_kv_batch_set(rx_rt_value *v, const int64_t *ids, const int64_t *counts, size_t b) {
+  rx_kv_batch *t = rx_rt_value_object(v, &llm_kv_batch_type);
+  if (!t) return base_status_make(RX_ERR_INVALID, "rx_kv_batch_set: not a KV batch");
   if ((int64_t)b > t->cap) {
     int64_t cap = (int64_t)b < 16 ? 16 : (int64_t)b;
     int64_t *ni = rt_alloc(&rt_default_allocator, (size_t)cap * sizeof *ni);
@@ -255,17 +256,17 @@ static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, extend_pl
   for (int64_t i = 0; i < p->b; i++) {
     for (int64_t j = 0; j < i; j++)
       if (ids[j] == ids[i])
-        return rx_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice in one forward",
-                              c->name, (long long)ids[i]);
+        return base_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice in one forward",
+                                c->name, (long long)ids[i]);
     kv_seq *q = find_seq(kv, ids[i]);
     int64_t len = q ? q->len : 0, have = q ? q->npages : 0, count = p->counts[i];
     fresh += !q;
     if (count > kv->max_seq_len - len)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: sequence %lld would hold %lld tokens (%lld + %lld new), more "
-                            "than the maximum of %lld",
-                            c->name, (long long)ids[i], (long long)(len + count), (long long)len,
-                            (long long)count, (long long)kv->max_seq_len);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: sequence %lld would hold %lld tokens (%lld + %lld new), more "
+                              "than the maximum of %lld",
+                              c->name, (long long)ids[i], (long long)(len + count), (long long)len,
+                              (long long)count, (long long)kv->max_seq_len);
     int64_t pages = (len + count + RX_KV_PAGE - 1) / RX_KV_PAGE;
     p->seq[i] = q;
     p->need[i] = pages - have;
@@ -273,18 +274,19 @@ static rx_status plan_extend(const vm_extern_call *c, rx_kv_cache *kv, extend_pl
     if (pages > p->mp) p->mp = pages;
   }
   if (kv->nseqs + fresh > kv->max_seqs)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: %lld new sequences do not fit: the cache holds %lld of at most "
-                          "%lld",
-                          c->name, (long long)fresh, (long long)kv->nseqs, (long long)kv->max_seqs);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: %lld new sequences do not fit: the cache holds %lld of at most "
+                            "%lld",
+                            c->name, (long long)fresh, (long long)kv->nseqs,
+                            (long long)kv->max_seqs);
   if (total_need > kv->nfree)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "%s: the KV cache is full: %lld new tokens in %lld sequence%s need "
-                          "%lld more pages of %d tokens, %lld of %lld are free (capacity %lld "
-                          "tokens); remove finished sequences or create a larger cache",
-                          c->name, (long long)p->n, (long long)p->b, p->b == 1 ? "" : "s",
-                          (long long)total_need, RX_KV_PAGE, (long long)kv->nfree,
-                          (long long)(kv->npages - 1), (long long)rx_kv_cache_capacity(kv));
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "%s: the KV cache is full: %lld new tokens in %lld sequence%s need "
+                            "%lld more pages of %d tokens, %lld of %lld are free (capacity %lld "
+                            "tokens); remove finished sequences or create a larger cache",
+                            c->name, (long long)p->n, (long long)p->b, p->b == 1 ? "" : "s",
+                            (long long)total_need, RX_KV_PAGE, (long long)kv->nfree,
+                            (long long)(kv->npages - 1), (long long)llm_kv_cache_capacity(kv));
   if (p->mp < 1) p->mp = 1;
   return NULL;
 }
@@ -372,7 +374,7 @@ static rx_status aux_tuple(const vm_extern_call *c, rx_kv_cache *kv, const exten
  * or a shape of ids (count new tokens each: p->counts left NULL for the caller to fill). */
 static rx_status extend_rows(const vm_extern_call *c, const rx_kv_cache *kv,
                              rx_rt_value *const *args, int64_t count, extend_plan *p) {
-  const rx_kv_batch *t = rx_rt_value_object(args[1], &rx_kv_batch_type);
+  const rx_kv_batch *t = rx_rt_value_object(args[1], &llm_kv_batch_type);
   if (t) {
     p->b = t->b;
     p->ids = t->ids;
@@ -380,32 +382,33 @@ static rx_status extend_rows(const vm_extern_call *c, const rx_kv_cache *kv,
     int64_t sum = 0;
     for (int64_t i = 0; i < t->b; i++) {
       if (t->ids[i] < 0 || t->counts[i] < 1)
-        return rx_status_make(RX_ERR_INVALID,
-                              "%s: row %lld of the batch: sequence %lld with %lld new tokens "
-                              "(ids are >= 0, counts >= 1)",
-                              c->name, (long long)i, (long long)t->ids[i], (long long)t->counts[i]);
+        return base_status_make(RX_ERR_INVALID,
+                                "%s: row %lld of the batch: sequence %lld with %lld new tokens "
+                                "(ids are >= 0, counts >= 1)",
+                                c->name, (long long)i, (long long)t->ids[i],
+                                (long long)t->counts[i]);
       sum += t->counts[i];
     }
     if (sum != count)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: the batch's %lld sequences have %lld new tokens in all, the "
-                            "forward has %lld",
-                            c->name, (long long)t->b, (long long)sum, (long long)count);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: the batch's %lld sequences have %lld new tokens in all, the "
+                              "forward has %lld",
+                              c->name, (long long)t->b, (long long)sum, (long long)count);
   } else if (args[1]->kind == RX_RT_VALUE_SHAPE) {
     p->b = rx_rt_value_shape(args[1], &p->ids);
   } else {
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: argument 2 must be a KV batch or a shape of sequence ids, got %s",
-                          c->name, vm_kind_name(args[1]));
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: argument 2 must be a KV batch or a shape of sequence ids, got %s",
+                            c->name, vm_kind_name(args[1]));
   }
   if (p->b < 1 || p->b > kv->max_seqs)
-    return rx_status_make(RX_ERR_INVALID, "%s: %lld sequences in one forward, expected 1 to %lld",
-                          c->name, (long long)p->b, (long long)kv->max_seqs);
+    return base_status_make(RX_ERR_INVALID, "%s: %lld sequences in one forward, expected 1 to %lld",
+                            c->name, (long long)p->b, (long long)kv->max_seqs);
   return NULL;
 }
 
-rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                               rx_rt_value **result) {
+rx_status llm_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                                rx_rt_value **result) {
   RX_RETURN_IF_ERROR(want_args(c, nargs, 3));
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
@@ -417,8 +420,8 @@ rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args
   int64_t *each = NULL; /* a shape of ids: count tokens each */
   if (!p.counts) {
     if (count > INT32_MAX / p.b)
-      return rx_status_make(RX_ERR_INVALID, "%s: %lld sequences of %lld new tokens are too many",
-                            c->name, (long long)p.b, (long long)count);
+      return base_status_make(RX_ERR_INVALID, "%s: %lld sequences of %lld new tokens are too many",
+                              c->name, (long long)p.b, (long long)count);
     each = rt_alloc(&kv->alloc, b * sizeof *each);
     if (!each) return rt_oom("a KV plan", b * 8);
     for (size_t i = 0; i < b; i++) each[i] = count;
@@ -443,8 +446,8 @@ rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args
 }
 
 /* ---- rx_kv_pages ---- */
-rx_status rx_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                              rx_rt_value **result) {
+rx_status llm_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result) {
   RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));

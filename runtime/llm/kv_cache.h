@@ -18,57 +18,57 @@
 typedef struct rx_kv_cache rx_kv_cache;
 
 /* The object type of a cache held in a value (rx_rt_value_object). */
-extern const rx_rt_object_type rx_kv_cache_type;
+extern const rx_rt_object_type llm_kv_cache_type;
 
 /* ---- builtins (vm_extern_fn) ---- */
 /* rx_kv_create(layers, kv_heads, head_dim, dtype, capacity, max_seqs, max_seq_len: Prim(i64))
  *   -> Object: a cache of ceil(capacity / RX_KV_PAGE) pages (plus the padding page) on the
  *   artifact's device, zero-filled; dtype is an rx_dtype code (f32, f16 or bf16). */
-rx_status rx_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                               rx_rt_value **result);
+rx_status llm_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                                rx_rt_value **result);
 /* rx_kv_extend(cache: Object, rows: Object or Shape([b]), count: Prim(i64)) -> (page_table
  *   i32[b, mp], kv_len i32[b], q_seq i32[n], q_pos i32[n], slot i32[n], last i32[b]): reserves
  *   the new tokens of b sequences (an unknown id starts an empty sequence) and returns the
  *   forward's aux tensors (docs/llm.md), the n new tokens packed sequence after sequence. rows is
- *   a KV batch (rx_kv_batch_set: the ids and each one's new tokens, which must sum to count = n;
+ *   a KV batch (llm_kv_batch_set: the ids and each one's new tokens, which must sum to count = n;
  *   no limit on b but the cache's max_sequences) or a shape value of ids (count new tokens each,
  *   n = b * count; at most RX_RT_MAX_NDIM ids). Nothing changes when it fails. */
-rx_status rx_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                               rx_rt_value **result);
+rx_status llm_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                                rx_rt_value **result);
 /* rx_kv_pages(cache: Object, layer: Prim(i64)) -> T[npages, 2, kv_heads, 16, head_dim]: the
  *   layer's pages (the cache's tensor itself). */
-rx_status rx_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
-                              rx_rt_value **result);
+rx_status llm_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
+                               rx_rt_value **result);
 
 /* ---- batches: the sequences of one forward ----
  * A host-side object (a value of kind RX_RT_VALUE_OBJECT) that the runtime fills before each call
  * of prefill or decode and passes as their `batch` argument, which hands it to rx_kv_extend: the
  * sequence ids in the order their new tokens are packed in input_ids, and each one's count. */
 typedef struct rx_kv_batch rx_kv_batch;
-extern const rx_rt_object_type rx_kv_batch_type;
+extern const rx_rt_object_type llm_kv_batch_type;
 /* An empty batch, held by a new value. */
-rx_status rx_kv_batch_new(rx_rt_value **out);
+rx_status llm_kv_batch_new(rx_rt_value **out);
 /* Sets v's batch to b sequences ids[i] of counts[i] new tokens (counts NULL: 1 each). */
-rx_status rx_kv_batch_set(rx_rt_value *v, const int64_t *ids, const int64_t *counts, size_t b);
+rx_status llm_kv_batch_set(rx_rt_value *v, const int64_t *ids, const int64_t *counts, size_t b);
 
 /* ---- for the generation loop and the public API ---- */
 /* The cache held by v, or NULL. */
-rx_kv_cache *rx_kv_cache_of(const rx_rt_value *v);
+rx_kv_cache *llm_kv_cache_of(const rx_rt_value *v);
 /* Tokens held for sequence id (0 when unknown). */
-int64_t rx_kv_cache_length(const rx_kv_cache *c, int64_t id);
+int64_t llm_kv_cache_length(const rx_kv_cache *c, int64_t id);
 /* Frees the pages of sequence id and forgets it (nothing when unknown). */
-void rx_kv_cache_remove(rx_kv_cache *c, int64_t id);
+void llm_kv_cache_remove(rx_kv_cache *c, int64_t id);
 /* Shortens sequence id to len tokens, freeing the pages past them (len <= 0 forgets it; nothing
  * when it holds no more than len): undoes an extend whose forward is abandoned. */
-void rx_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len);
+void llm_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len);
 /* Capacity in tokens, tokens free, and the longest sequence allowed. */
-int64_t rx_kv_cache_capacity(const rx_kv_cache *c);
-int64_t rx_kv_cache_free_tokens(const rx_kv_cache *c);
-int64_t rx_kv_cache_max_seq_len(const rx_kv_cache *c);
+int64_t llm_kv_cache_capacity(const rx_kv_cache *c);
+int64_t llm_kv_cache_free_tokens(const rx_kv_cache *c);
+int64_t llm_kv_cache_max_seq_len(const rx_kv_cache *c);
 /* Sequences held now, and the most the cache holds at once. */
-int64_t rx_kv_cache_sequences(const rx_kv_cache *c);
-int64_t rx_kv_cache_max_sequences(const rx_kv_cache *c);
+int64_t llm_kv_cache_sequences(const rx_kv_cache *c);
+int64_t llm_kv_cache_max_sequences(const rx_kv_cache *c);
 /* Device bytes the cache holds per token (all layers, keys and values). */
-int64_t rx_kv_cache_bytes_per_token(const rx_kv_cache *c);
+int64_t llm_kv_cache_bytes_per_token(const rx_kv_cache *c);
 
 #endif

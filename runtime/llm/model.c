@@ -51,10 +51,10 @@ static rx_status read_meta(rx_llm_model *m, const char *path) {
   size_t len = 0;
   const char *text = section(m->artifact, "llm.json", &len);
   if (!text)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s is not an LLM artifact (no llm.json section): compile a Hugging "
-                          "Face model folder (relaxc compile DIR --target ...)",
-                          path);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s is not an LLM artifact (no llm.json section): compile a Hugging "
+                            "Face model folder (relaxc compile DIR --target ...)",
+                            path);
   cJSON *j = cJSON_ParseWithLength(text, len);
   m->vocab = (int32_t)json_int(j, "vocab_size", 0);
   m->max_seq_len = json_int(j, "max_seq_len", 0);
@@ -66,10 +66,10 @@ static rx_status read_meta(rx_llm_model *m, const char *path) {
   }
   cJSON_Delete(j);
   if (m->vocab <= 0 || m->max_seq_len <= 0 || m->max_batch <= 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: llm.json lacks vocab_size, max_seq_len or max_batch (or is not "
-                          "valid JSON)",
-                          path);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: llm.json lacks vocab_size, max_seq_len or max_batch (or is not "
+                            "valid JSON)",
+                            path);
   return NULL;
 }
 
@@ -93,10 +93,10 @@ static rx_status call(rx_llm_model *m, const char *fn, rx_rt_value *const *args,
 static rx_status run_limits(rx_llm_model *m, const rx_llm_model_options *o) {
   if (!o || o->max_seq_len == 0) return NULL;
   if (o->max_seq_len < 0 || o->max_seq_len > m->max_seq_len)
-    return rx_status_make(RX_ERR_INVALID,
-                          "max_seq_len %lld at run time: expected 1..%lld, the artifact's "
-                          "(compile with --max-seq-len for a longer one)",
-                          (long long)o->max_seq_len, (long long)m->max_seq_len);
+    return base_status_make(RX_ERR_INVALID,
+                            "max_seq_len %lld at run time: expected 1..%lld, the artifact's "
+                            "(compile with --max-seq-len for a longer one)",
+                            (long long)o->max_seq_len, (long long)m->max_seq_len);
   m->max_seq_len = o->max_seq_len;
   return NULL;
 }
@@ -109,14 +109,14 @@ static rx_status create_cache(rx_llm_model *m, const rx_llm_model_options *o) {
   if (!s) s = rx_rt_value_from_prim(RX_DTYPE_I64, seqs, &args[1]);
   if (!s) s = call(m, "create_kv_cache", args, 2, &m->cache);
   if (s && !(o && o->capacity > 0))
-    s = rx_status_annotate(s,
-                           "a KV cache for the model's max_seq_len of %lld tokens (set a "
-                           "smaller capacity or length: --kv-capacity, --max-seq-len)",
-                           (long long)cap);
+    s = base_status_annotate(s,
+                             "a KV cache for the model's max_seq_len of %lld tokens (set a "
+                             "smaller capacity or length: --kv-capacity, --max-seq-len)",
+                             (long long)cap);
   rx_rt_value_release(args[0]);
   rx_rt_value_release(args[1]);
-  if (!s && !(m->kv = rx_kv_cache_of(m->cache)))
-    s = rx_status_make(RX_ERR_INVALID, "create_kv_cache did not return a KV cache");
+  if (!s && !(m->kv = llm_kv_cache_of(m->cache)))
+    s = base_status_make(RX_ERR_INVALID, "create_kv_cache did not return a KV cache");
   return s;
 }
 
@@ -129,26 +129,26 @@ static rx_status warm_up(rx_llm_model *m) {
   static const int32_t ids[17] = {0};
   const size_t sizes[3] = {1, 16, 17};
   float *logits = malloc((size_t)m->vocab * sizeof *logits);
-  if (!logits) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: logits");
+  if (!logits) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: logits");
   rx_status s = NULL;
   for (int i = 0; i < 3 && !s; i++) {
-    if (rx_kv_cache_length(m->kv, seq) + (int64_t)sizes[i] + 1 > m->max_seq_len ||
-        rx_kv_cache_free_tokens(m->kv) < (int64_t)sizes[i] + RX_KV_PAGE)
+    if (llm_kv_cache_length(m->kv, seq) + (int64_t)sizes[i] + 1 > m->max_seq_len ||
+        llm_kv_cache_free_tokens(m->kv) < (int64_t)sizes[i] + RX_KV_PAGE)
       break; /* a model or a cache too small for more */
     s = rx_llm_prefill(m, seq, ids, sizes[i], logits);
     if (!s) s = rx_llm_decode(m, &seq, ids, 1, logits);
   }
-  rx_kv_cache_remove(m->kv, seq);
+  llm_kv_cache_remove(m->kv, seq);
   free(logits);
-  return s ? rx_status_annotate(s, "warming up") : NULL;
+  return s ? base_status_annotate(s, "warming up") : NULL;
 }
 
 rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
                             rx_llm_model **out_model) {
-  if (!out_model || !path) return rx_status_make(RX_ERR_INVALID, "rx_llm_model_load: NULL");
+  if (!out_model || !path) return base_status_make(RX_ERR_INVALID, "rx_llm_model_load: NULL");
   *out_model = NULL;
   rx_llm_model *m = calloc(1, sizeof *m);
-  if (!m) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a model");
+  if (!m) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a model");
   m->bos = -1;
   rx_status s = rx_rt_device_open(o ? o->device : NULL, NULL, &m->device);
   if (!s) s = rx_rt_artifact_load(m->device, path, &m->artifact);
@@ -156,9 +156,9 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!s) s = load_tokenizer(m, path);
   if (!s) s = run_limits(m, o);
   if (!s) s = create_cache(m, o);
-  if (!s) s = rx_kv_batch_new(&m->batch);
+  if (!s) s = llm_kv_batch_new(&m->batch);
   if (!s && !(m->counts = malloc((size_t)m->max_batch * sizeof *m->counts)))
-    s = rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a batch");
+    s = base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a batch");
   if (!s) s = warm_up(m);
   if (s) {
     rx_llm_model_free(m);
@@ -188,7 +188,7 @@ int64_t rx_llm_model_max_seq_len(const rx_llm_model *m) { return m->max_seq_len;
 const char *rx_llm_model_device_name(const rx_llm_model *m) { return m->device_name; }
 rx_rt_device *rx_llm_model_device(const rx_llm_model *m) { return m->device; }
 int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m) {
-  return rx_kv_cache_bytes_per_token(m->kv);
+  return llm_kv_cache_bytes_per_token(m->kv);
 }
 int32_t rx_llm_model_bos_id(const rx_llm_model *m) {
   return m->bos >= 0 || !m->tok ? m->bos : rx_tokenizer_bos_id(m->tok);
@@ -199,17 +199,17 @@ bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id) {
   return !m->neos && m->tok && rx_tokenizer_is_eos(m->tok, id);
 }
 int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq) {
-  return rx_kv_cache_length(m->kv, seq);
+  return llm_kv_cache_length(m->kv, seq);
 }
-void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { rx_kv_cache_remove(m->kv, seq); }
+void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { llm_kv_cache_remove(m->kv, seq); }
 int64_t rx_llm_model_max_batch(const rx_llm_model *m) { return m->max_batch; }
 int64_t rx_llm_model_max_sequences(const rx_llm_model *m) {
-  return rx_kv_cache_max_sequences(m->kv);
+  return llm_kv_cache_max_sequences(m->kv);
 }
-int64_t rx_llm_model_sequences(const rx_llm_model *m) { return rx_kv_cache_sequences(m->kv); }
-int64_t rx_llm_model_kv_capacity(const rx_llm_model *m) { return rx_kv_cache_capacity(m->kv); }
+int64_t rx_llm_model_sequences(const rx_llm_model *m) { return llm_kv_cache_sequences(m->kv); }
+int64_t rx_llm_model_kv_capacity(const rx_llm_model *m) { return llm_kv_cache_capacity(m->kv); }
 int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m) {
-  return rx_kv_cache_free_tokens(m->kv);
+  return llm_kv_cache_free_tokens(m->kv);
 }
 
 /* Runs fn (prefill or decode) over the b sequences seqs with counts[i] new tokens each (ids,
@@ -221,15 +221,15 @@ static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs,
   rx_rt_tensor *t = NULL;
   rx_rt_value *args[4] = {NULL, m->cache, m->batch, NULL}, *res = NULL;
   bool prefill = !strcmp(fn, "prefill");
-  rx_status s = rx_kv_batch_set(m->batch, seqs, counts, b);
+  rx_status s = llm_kv_batch_set(m->batch, seqs, counts, b);
   if (!s) s = rx_rt_tensor_from_host(m->device, RX_DTYPE_I32, 1, &nn, ids, &t);
   if (!s) s = rx_rt_value_from_tensor(t, &args[0]);
   if (!s && prefill) s = rx_rt_value_from_shape(&bb, 1, &args[3]);
   if (!s) s = call(m, fn, args, prefill ? 4 : 3, &res);
   rx_rt_tensor *lt = res ? rx_rt_value_tensor(res) : NULL;
   if (!s && (!lt || rx_rt_tensor_bytes(lt) != b * (size_t)m->vocab * sizeof(float)))
-    s = rx_status_make(RX_ERR_INVALID, "%s did not return [%zu, %d] f32 logits", fn, b,
-                       (int)m->vocab);
+    s = base_status_make(RX_ERR_INVALID, "%s did not return [%zu, %d] f32 logits", fn, b,
+                         (int)m->vocab);
   if (!s) s = rx_rt_tensor_read(lt, out_logits, rx_rt_tensor_bytes(lt));
   rx_rt_value_release(res);
   rx_rt_value_release(args[0]);
@@ -243,27 +243,27 @@ static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs,
 static rx_status check_ids(const rx_llm_model *m, const char *fn, const int32_t *ids, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= m->vocab)
-      return rx_status_make(RX_ERR_INVALID,
-                            "%s: token id %d at %zu is outside the vocabulary "
-                            "(0..%d)",
-                            fn, (int)ids[i], i, (int)m->vocab - 1);
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: token id %d at %zu is outside the vocabulary "
+                              "(0..%d)",
+                              fn, (int)ids[i], i, (int)m->vocab - 1);
   return NULL;
 }
 
 static rx_status check_seqs(const rx_llm_model *m, const char *fn, const int64_t *seqs, size_t b) {
   if ((int64_t)b > m->max_batch)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: %zu sequences in one call, more than the model's maximum of %lld "
-                          "(compile with --max-batch)",
-                          fn, b, (long long)m->max_batch);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: %zu sequences in one call, more than the model's maximum of %lld "
+                            "(compile with --max-batch)",
+                            fn, b, (long long)m->max_batch);
   for (size_t i = 0; i < b; i++) {
     if (seqs[i] < 0)
-      return rx_status_make(RX_ERR_INVALID, "%s: sequence id %lld at %zu is negative", fn,
-                            (long long)seqs[i], i);
+      return base_status_make(RX_ERR_INVALID, "%s: sequence id %lld at %zu is negative", fn,
+                              (long long)seqs[i], i);
     for (size_t j = 0; j < i; j++)
       if (seqs[j] == seqs[i])
-        return rx_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice (at %zu and %zu)",
-                              fn, (long long)seqs[i], j, i);
+        return base_status_make(RX_ERR_INVALID, "%s: sequence %lld appears twice (at %zu and %zu)",
+                                fn, (long long)seqs[i], j, i);
   }
   return NULL;
 }
@@ -274,41 +274,42 @@ static size_t prefill_budget(const rx_llm_model *m) { return (size_t)m->max_seq_
 rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, const int32_t *ids,
                                size_t n, const size_t *counts, float *out_logits) {
   if (!m || !seqs || !b || !ids || !n || !counts || !out_logits)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_prefill_batch: NULL, no sequences or no tokens");
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_llm_prefill_batch: NULL, no sequences or no tokens");
   RX_RETURN_IF_ERROR(check_seqs(m, "prefill", seqs, b));
   size_t sum = 0;
   for (size_t i = 0; i < b; i++) {
     if (!counts[i])
-      return rx_status_make(RX_ERR_INVALID, "prefill: sequence %lld (at %zu) has no new tokens",
-                            (long long)seqs[i], i);
-    int64_t have = rx_kv_cache_length(m->kv, seqs[i]);
+      return base_status_make(RX_ERR_INVALID, "prefill: sequence %lld (at %zu) has no new tokens",
+                              (long long)seqs[i], i);
+    int64_t have = llm_kv_cache_length(m->kv, seqs[i]);
     if (counts[i] > (size_t)(m->max_seq_len - have) && !have)
-      return rx_status_make(RX_ERR_INVALID,
-                            "sequence %lld: the prompt's %zu tokens exceed the artifact's "
-                            "max_seq_len of %lld tokens (prompt and generated tokens together; "
-                            "compile with a larger --max-seq-len, up to the model's "
-                            "max_position_embeddings)",
-                            (long long)seqs[i], counts[i], (long long)m->max_seq_len);
+      return base_status_make(RX_ERR_INVALID,
+                              "sequence %lld: the prompt's %zu tokens exceed the artifact's "
+                              "max_seq_len of %lld tokens (prompt and generated tokens together; "
+                              "compile with a larger --max-seq-len, up to the model's "
+                              "max_position_embeddings)",
+                              (long long)seqs[i], counts[i], (long long)m->max_seq_len);
     if (counts[i] > (size_t)(m->max_seq_len - have))
-      return rx_status_make(RX_ERR_INVALID,
-                            "sequence %lld: it holds %lld tokens, and %zu more would make %lld, "
-                            "more than the artifact's max_seq_len of %lld tokens (compile with a "
-                            "larger --max-seq-len, up to the model's max_position_embeddings)",
-                            (long long)seqs[i], (long long)have, counts[i],
-                            (long long)have + (long long)counts[i], (long long)m->max_seq_len);
+      return base_status_make(RX_ERR_INVALID,
+                              "sequence %lld: it holds %lld tokens, and %zu more would make %lld, "
+                              "more than the artifact's max_seq_len of %lld tokens (compile with a "
+                              "larger --max-seq-len, up to the model's max_position_embeddings)",
+                              (long long)seqs[i], (long long)have, counts[i],
+                              (long long)have + (long long)counts[i], (long long)m->max_seq_len);
     sum += counts[i];
   }
   if (sum != n)
-    return rx_status_make(RX_ERR_INVALID,
-                          "prefill: the counts of the %zu sequences sum to %zu tokens, but %zu "
-                          "ids were given",
-                          b, sum, n);
+    return base_status_make(RX_ERR_INVALID,
+                            "prefill: the counts of the %zu sequences sum to %zu tokens, but %zu "
+                            "ids were given",
+                            b, sum, n);
   RX_RETURN_IF_ERROR(check_ids(m, "prefill", ids, n));
   /* calls of whole sequences, each within the artifact's bound on n; should a later call fail,
    * the sequences of the earlier ones are cut back, so a failed prefill appends nothing */
   int64_t *before = malloc(b * sizeof *before);
-  if (!before) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a prefill plan");
-  for (size_t i = 0; i < b; i++) before[i] = rx_kv_cache_length(m->kv, seqs[i]);
+  if (!before) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a prefill plan");
+  for (size_t i = 0; i < b; i++) before[i] = llm_kv_cache_length(m->kv, seqs[i]);
   rx_status s = NULL;
   size_t at = 0, tok = 0;
   while (at < b && !s) {
@@ -323,7 +324,7 @@ rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, c
     tok += ntok;
   }
   if (s)
-    for (size_t i = 0; i < b; i++) rx_kv_cache_truncate(m->kv, seqs[i], before[i]);
+    for (size_t i = 0; i < b; i++) llm_kv_cache_truncate(m->kv, seqs[i], before[i]);
   free(before);
   return s;
 }
@@ -331,25 +332,25 @@ rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, c
 rx_status rx_llm_prefill(rx_llm_model *m, int64_t seq, const int32_t *ids, size_t count,
                          float *out_logits) {
   if (!m || !ids || !count || !out_logits)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_prefill: NULL or no tokens");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_prefill: NULL or no tokens");
   return rx_llm_prefill_batch(m, &seq, 1, ids, count, &count, out_logits);
 }
 
 rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids, size_t count,
                         float *out_logits) {
   if (!m || !seqs || !ids || !count || !out_logits)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_decode: NULL or no sequences");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_decode: NULL or no sequences");
   RX_RETURN_IF_ERROR(check_seqs(m, "decode", seqs, count));
   for (size_t i = 0; i < count; i++)
-    if (!rx_kv_cache_length(m->kv, seqs[i]))
-      return rx_status_make(RX_ERR_INVALID,
-                            "decode: sequence %lld (at %zu) holds no tokens: prefill it first",
-                            (long long)seqs[i], i);
+    if (!llm_kv_cache_length(m->kv, seqs[i]))
+      return base_status_make(RX_ERR_INVALID,
+                              "decode: sequence %lld (at %zu) holds no tokens: prefill it first",
+                              (long long)seqs[i], i);
   RX_RETURN_IF_ERROR(check_ids(m, "decode", ids, count));
-  for (size_t i = 0; i < count; i++) m->counts[i] = rx_kv_cache_length(m->kv, seqs[i]);
+  for (size_t i = 0; i < count; i++) m->counts[i] = llm_kv_cache_length(m->kv, seqs[i]);
   rx_status s = forward(m, "decode", seqs, NULL, count, ids, count, out_logits);
   if (s) /* a forward that failed after rx_kv_extend (a device error) leaves no token behind */
-    for (size_t i = 0; i < count; i++) rx_kv_cache_truncate(m->kv, seqs[i], m->counts[i]);
+    for (size_t i = 0; i < count; i++) llm_kv_cache_truncate(m->kv, seqs[i], m->counts[i]);
   return s;
 }
 
@@ -392,7 +393,7 @@ static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_pa
     }
     bool more = true;
     RX_RETURN_IF_ERROR(emit(p, st->stopped_by_eos ? NULL : g->detok, id, &more));
-    if (!go || !more || i + 1 >= p->max_tokens || rx_kv_cache_length(m->kv, seq) >= m->max_seq_len)
+    if (!go || !more || i + 1 >= p->max_tokens || llm_kv_cache_length(m->kv, seq) >= m->max_seq_len)
       break;
     RX_RETURN_IF_ERROR(rx_llm_decode(m, &seq, &id, 1, g->logits));
   }
@@ -412,12 +413,12 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   rx_llm_generate_stats st = {0};
   if (out_stats) *out_stats = st;
   if (!m || !prompt || !count || !p || p->max_tokens < 1)
-    return rx_status_make(RX_ERR_INVALID, "rx_llm_generate: NULL, no prompt or max_tokens < 1");
+    return base_status_make(RX_ERR_INVALID, "rx_llm_generate: NULL, no prompt or max_tokens < 1");
   rx_llm_model_reset(m, seq);
   gen_state g = {0};
   g.hist = malloc((count + (size_t)p->max_tokens) * sizeof *g.hist);
   g.logits = malloc((size_t)m->vocab * sizeof *g.logits);
-  rx_status s = g.hist && g.logits ? NULL : rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+  rx_status s = g.hist && g.logits ? NULL : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
   if (!s) s = rx_sampler_create(&p->sampling, &g.sampler);
   if (!s && m->tok) s = rx_detokenizer_create(m->tok, RX_TOKENIZER_SKIP_SPECIAL, &g.detok);
   if (!s) {

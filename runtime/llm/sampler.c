@@ -111,25 +111,25 @@ rx_sampler_params rx_sampler_default_params(void) {
 
 static rx_status check_params(const rx_sampler_params *p) {
   if (!(p->temperature >= 0) || isinf(p->temperature))
-    return rx_status_make(RX_ERR_INVALID, "sampler: temperature %g is not a finite number >= 0",
-                          (double)p->temperature);
+    return base_status_make(RX_ERR_INVALID, "sampler: temperature %g is not a finite number >= 0",
+                            (double)p->temperature);
   if (p->top_k < 0)
-    return rx_status_make(RX_ERR_INVALID, "sampler: top_k %d is negative", (int)p->top_k);
+    return base_status_make(RX_ERR_INVALID, "sampler: top_k %d is negative", (int)p->top_k);
   if (!(p->top_p > 0 && p->top_p <= 1))
-    return rx_status_make(RX_ERR_INVALID, "sampler: top_p %g is not in (0, 1]", (double)p->top_p);
+    return base_status_make(RX_ERR_INVALID, "sampler: top_p %g is not in (0, 1]", (double)p->top_p);
   if (!(p->repetition_penalty > 0) || isinf(p->repetition_penalty))
-    return rx_status_make(RX_ERR_INVALID,
-                          "sampler: repetition_penalty %g is not a finite number > 0",
-                          (double)p->repetition_penalty);
+    return base_status_make(RX_ERR_INVALID,
+                            "sampler: repetition_penalty %g is not a finite number > 0",
+                            (double)p->repetition_penalty);
   return NULL;
 }
 
 rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sampler) {
   if (out_sampler) *out_sampler = NULL;
   if (!params || !out_sampler)
-    return rx_status_make(RX_ERR_INVALID, "rx_sampler_create: NULL argument");
+    return base_status_make(RX_ERR_INVALID, "rx_sampler_create: NULL argument");
   RX_RETURN_IF_ERROR(check_params(params));
-  rx_sampler *s = rx_calloc(1, sizeof *s);
+  rx_sampler *s = base_calloc(1, sizeof *s);
   s->p = *params;
   rx_sampler_reseed(s, params->seed);
   *out_sampler = s;
@@ -201,22 +201,22 @@ static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, cons
     free(s->cand);
     free(s->heap);
     s->cap = (size_t)vocab;
-    s->val = rx_malloc(s->cap * sizeof *s->val);
-    s->w = rx_malloc(s->cap * sizeof *s->w);
-    s->cand = rx_malloc(s->cap * sizeof *s->cand);
-    s->heap = rx_malloc(s->cap * sizeof *s->heap);
+    s->val = base_malloc(s->cap * sizeof *s->val);
+    s->w = base_malloc(s->cap * sizeof *s->w);
+    s->cand = base_malloc(s->cap * sizeof *s->cand);
+    s->heap = base_malloc(s->cap * sizeof *s->heap);
   }
   for (int32_t i = 0; i < vocab; i++) {
     if (isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0))
-      return rx_status_make(RX_ERR_INVALID, "sampler: logit %d is %g", (int)i, (double)logits[i]);
+      return base_status_make(RX_ERR_INVALID, "sampler: logit %d is %g", (int)i, (double)logits[i]);
     s->val[i] = logits[i];
   }
   double penalty = s->p.repetition_penalty;
   for (size_t i = 0; i < count; i++) {
     int32_t id = history[i];
     if (id < 0 || id >= vocab)
-      return rx_status_make(RX_ERR_INVALID, "sampler: history[%zu] = %d is not an id below %d", i,
-                            (int)id, (int)vocab);
+      return base_status_make(RX_ERR_INVALID, "sampler: history[%zu] = %d is not an id below %d", i,
+                              (int)id, (int)vocab);
     double l = logits[id]; /* from the logit itself: a repeated id is penalized once */
     if (penalty != 1) s->val[id] = l < 0 ? l * penalty : l / penalty;
   }
@@ -261,12 +261,12 @@ rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
                             const int32_t *history, size_t count, int32_t *out_id) {
   if (out_id) *out_id = -1;
   if (!s || !logits || vocab <= 0 || (!history && count) || !out_id)
-    return rx_status_make(RX_ERR_INVALID, "rx_sampler_sample: NULL argument or vocab <= 0");
+    return base_status_make(RX_ERR_INVALID, "rx_sampler_sample: NULL argument or vocab <= 0");
   RX_RETURN_IF_ERROR(prepare(s, logits, vocab, history, count));
   int32_t best = 0;
   for (int32_t i = 1; i < vocab; i++)
     if (s->val[i] > s->val[best]) best = i;
-  if (isinf(s->val[best])) return rx_status_make(RX_ERR_INVALID, "sampler: every logit is -inf");
+  if (isinf(s->val[best])) return base_status_make(RX_ERR_INVALID, "sampler: every logit is -inf");
   if (s->p.temperature == 0) { /* greedy */
     *out_id = best;
     return NULL;

@@ -11,11 +11,11 @@
 /* ---- string -> id ---- */
 static void map_grow(tok_map *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
-  tok_text *keys = rx_calloc(cap, sizeof *keys);
-  int32_t *vals = rx_calloc(cap, sizeof *vals);
+  tok_text *keys = base_calloc(cap, sizeof *keys);
+  int32_t *vals = base_calloc(cap, sizeof *vals);
   for (size_t i = 0; i < m->cap; i++) {
     if (!m->keys[i].s) continue;
-    size_t h = (size_t)rx_hash_bytes(m->keys[i].s, m->keys[i].n) & (cap - 1);
+    size_t h = (size_t)base_hash_bytes(m->keys[i].s, m->keys[i].n) & (cap - 1);
     while (keys[h].s) h = (h + 1) & (cap - 1);
     keys[h] = m->keys[i];
     vals[h] = m->vals[i];
@@ -28,7 +28,7 @@ static void map_grow(tok_map *m) {
 }
 
 static size_t map_slot(const tok_map *m, const char *s, size_t n) {
-  size_t h = (size_t)rx_hash_bytes(s, n) & (m->cap - 1);
+  size_t h = (size_t)base_hash_bytes(s, n) & (m->cap - 1);
   while (m->keys[h].s && (m->keys[h].n != n || memcmp(m->keys[h].s, s, n) != 0))
     h = (h + 1) & (m->cap - 1);
   return h;
@@ -69,10 +69,10 @@ static size_t merges_slot(const tok_merges *m, uint64_t key) {
 }
 
 static void merges_grow(tok_merges *m) {
-  tok_merges g = {rx_calloc(m->cap ? m->cap * 2 : 64, sizeof(uint64_t)), NULL, NULL,
+  tok_merges g = {base_calloc(m->cap ? m->cap * 2 : 64, sizeof(uint64_t)), NULL, NULL,
                   m->cap ? m->cap * 2 : 64, m->len};
-  g.ranks = rx_calloc(g.cap, sizeof *g.ranks);
-  g.ids = rx_calloc(g.cap, sizeof *g.ids);
+  g.ranks = base_calloc(g.cap, sizeof *g.ranks);
+  g.ids = base_calloc(g.cap, sizeof *g.ids);
   for (size_t i = 0; i < m->cap; i++) {
     if (!m->keys[i]) continue;
     size_t h = merges_slot(&g, m->keys[i]);

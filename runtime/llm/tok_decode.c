@@ -67,23 +67,23 @@ static void tl_clear(tlist *l) {
 
 static void tl_push(tlist *l, const char *s, size_t n) {
   tspan sp = {l->buf.len, n};
-  rx_strbuf_appendn(&l->buf, n ? s : "", n);
+  base_strbuf_appendn(&l->buf, n ? s : "", n);
   RX_VEC_PUSH(&l->toks, sp);
 }
 
 /* Appends to the last token. */
 static void tl_extend(tlist *l, const char *s, size_t n) {
   if (!n) return;
-  rx_strbuf_appendn(&l->buf, s, n);
+  base_strbuf_appendn(&l->buf, s, n);
   l->toks.data[l->toks.len - 1].n += n;
 }
 
 static void scratch_free(scratch *sc) {
   for (int i = 0; i < 2; i++) {
-    rx_strbuf_free(&sc->l[i].buf);
+    base_strbuf_free(&sc->l[i].buf);
     free(sc->l[i].toks.data);
   }
-  rx_strbuf_free(&sc->bytes);
+  base_strbuf_free(&sc->bytes);
 }
 
 #define TOK(l, i) ((l)->buf.data + (l)->toks.data[i].off)
@@ -99,11 +99,11 @@ static bool dec_byte_level(const tlist *in, tlist *out, rx_strbuf *bytes) {
       int b = tok_char_to_byte(uc_next(s, &k));
       if (b < 0) {
         bytes->len = mark;
-        rx_strbuf_appendn(bytes, s, n);
+        base_strbuf_appendn(bytes, s, n);
         break;
       }
       char c = (char)b;
-      rx_strbuf_appendn(bytes, &c, 1);
+      base_strbuf_appendn(bytes, &c, 1);
     }
   }
   tl_push(out, "", 0);
@@ -154,7 +154,7 @@ static bool dec_byte_fallback(const tlist *in, tlist *out, rx_strbuf *run) {
     int b = byte_token(TOK(in, i), in->toks.data[i].n);
     if (b >= 0) {
       char c = (char)b;
-      rx_strbuf_appendn(run, &c, 1);
+      base_strbuf_appendn(run, &c, 1);
       continue;
     }
     flush_run(out, run, false);
@@ -277,8 +277,8 @@ static bool decode_ids(const rx_tokenizer *t, const int32_t *ids, size_t n, int 
     next = tmp;
   }
   for (size_t i = 0; i < in->toks.len; i++)
-    if (in->toks.data[i].n) rx_strbuf_appendn(out, TOK(in, i), in->toks.data[i].n);
-  if (!out->data) rx_strbuf_appendn(out, "", 0);
+    if (in->toks.data[i].n) base_strbuf_appendn(out, TOK(in, i), in->toks.data[i].n);
+  if (!out->data) base_strbuf_appendn(out, "", 0);
   return truncated;
 }
 
@@ -287,13 +287,13 @@ rx_status rx_tokenizer_decode(const rx_tokenizer *tok, const int32_t *ids, size_
   if (out_text) *out_text = NULL;
   if (out_len) *out_len = 0;
   if (!tok || !out_text || !out_len || (!ids && count))
-    return rx_status_make(RX_ERR_INVALID, "rx_tokenizer_decode: NULL argument");
+    return base_status_make(RX_ERR_INVALID, "rx_tokenizer_decode: NULL argument");
   scratch sc = {0};
   rx_strbuf out = {0};
   decode_ids(tok, ids, count, flags, &sc, &out);
   scratch_free(&sc);
   *out_len = out.len;
-  *out_text = rx_strbuf_take(&out);
+  *out_text = base_strbuf_take(&out);
   return NULL;
 }
 
@@ -311,11 +311,11 @@ struct rx_detokenizer {
 rx_status rx_detokenizer_create(const rx_tokenizer *tok, int flags, rx_detokenizer **out_detok) {
   if (out_detok) *out_detok = NULL;
   if (!tok || !out_detok)
-    return rx_status_make(RX_ERR_INVALID, "rx_detokenizer_create: NULL argument");
-  rx_detokenizer *d = rx_calloc(1, sizeof *d);
+    return base_status_make(RX_ERR_INVALID, "rx_detokenizer_create: NULL argument");
+  rx_detokenizer *d = base_calloc(1, sizeof *d);
   d->t = tok;
   d->flags = flags;
-  rx_strbuf_appendn(&d->out, "", 0);
+  base_strbuf_appendn(&d->out, "", 0);
   *out_detok = d;
   return NULL;
 }
@@ -335,7 +335,7 @@ static void step(rx_detokenizer *d, bool flush) {
     common++;
   while (common > 0 && common < d->cur.len && ((uint8_t)d->cur.data[common] & 0xC0) == 0x80)
     common--;
-  rx_strbuf_appendn(&d->out, d->cur.data + common, d->cur.len - common);
+  base_strbuf_appendn(&d->out, d->cur.data + common, d->cur.len - common);
   if (!d->past_start && d->cur.len == 0) { /* nothing yet: the stream's start is still to come */
     d->read = d->window.len;
     return;
@@ -351,7 +351,7 @@ static void step(rx_detokenizer *d, bool flush) {
 static rx_status begin(rx_detokenizer *d, const char **out_text, size_t *out_len, const char *fn) {
   if (out_text) *out_text = NULL;
   if (out_len) *out_len = 0;
-  if (!d || !out_text || !out_len) return rx_status_make(RX_ERR_INVALID, "%s: NULL argument", fn);
+  if (!d || !out_text || !out_len) return base_status_make(RX_ERR_INVALID, "%s: NULL argument", fn);
   d->out.len = 0;
   d->out.data[0] = 0;
   return NULL;
@@ -391,8 +391,8 @@ void rx_detokenizer_free(rx_detokenizer *d) {
   if (!d) return;
   free(d->window.data);
   scratch_free(&d->sc);
-  rx_strbuf_free(&d->prev);
-  rx_strbuf_free(&d->cur);
-  rx_strbuf_free(&d->out);
+  base_strbuf_free(&d->prev);
+  base_strbuf_free(&d->cur);
+  base_strbuf_free(&d->out);
   free(d);
 }

@@ -245,7 +245,7 @@ static void stage_clear(stage *st) {
 }
 
 static void stage_free(stage *st) {
-  rx_strbuf_free(&st->text);
+  base_strbuf_free(&st->text);
   free(st->pieces.data);
 }
 
@@ -253,7 +253,7 @@ static void stage_free(stage *st) {
 static void emit(stage *out, const char *s, size_t n, bool at_start) {
   if (!n) return;
   piece p = {out->text.len, n, at_start};
-  rx_strbuf_appendn(&out->text, s, n);
+  base_strbuf_appendn(&out->text, s, n);
   RX_VEC_PUSH(&out->pieces, p);
 }
 
@@ -286,8 +286,8 @@ static void pre_step(const tok_step *st, const char *s, size_t n, bool at_start,
   tmp->len = 0;
   switch (st->kind) {
   case TOK_PRE_BYTE_LEVEL: {
-    if (st->prefix_space && (n == 0 || s[0] != ' ')) rx_strbuf_appendn(tmp, " ", 1);
-    if (n) rx_strbuf_appendn(tmp, s, n);
+    if (st->prefix_space && (n == 0 || s[0] != ' ')) base_strbuf_appendn(tmp, " ", 1);
+    if (n) base_strbuf_appendn(tmp, s, n);
     if (!tmp->len) return;
     if (st->use_regex)
       regex_spans(tmp->data, tmp->len, REGEXES[REGEX_GPT2].match, spans);
@@ -312,12 +312,12 @@ static void pre_step(const tok_step *st, const char *s, size_t n, bool at_start,
     /* spaces become the replacement; the prefix is added unless the text starts with it */
     for (size_t i = 0; i < n; i++) {
       if (s[i] == ' ')
-        rx_strbuf_appendn(tmp, st->text.s, st->text.n);
+        base_strbuf_appendn(tmp, st->text.s, st->text.n);
       else
-        rx_strbuf_appendn(tmp, s + i, 1);
+        base_strbuf_appendn(tmp, s + i, 1);
     }
     if (prepend && !starts_with(tmp->data ? tmp->data : "", tmp->len, st->text)) {
-      rx_strbuf_appendn(tmp, st->text.s, st->text.n);
+      base_strbuf_appendn(tmp, st->text.s, st->text.n);
       memmove(tmp->data + st->text.n, tmp->data, tmp->len - st->text.n);
       memcpy(tmp->data, st->text.s, st->text.n);
     }
@@ -347,11 +347,11 @@ void tok_replace(rx_strbuf *out, const char *s, size_t n, tok_text pattern, tok_
       i++;
       continue;
     }
-    rx_strbuf_appendn(out, s + prev, i - prev);
-    rx_strbuf_appendn(out, content.s, content.n);
+    base_strbuf_appendn(out, s + prev, i - prev);
+    base_strbuf_appendn(out, content.s, content.n);
     prev = i += pattern.n;
   }
-  rx_strbuf_appendn(out, n ? s + prev : "", n - prev);
+  base_strbuf_appendn(out, n ? s + prev : "", n - prev);
 }
 
 static void norm_step(const tok_step *st, const rx_strbuf *in, rx_strbuf *out) {
@@ -360,7 +360,7 @@ static void norm_step(const tok_step *st, const rx_strbuf *in, rx_strbuf *out) {
   out->len = 0;
   switch (st->kind) {
   case TOK_NORM_PREPEND:
-    if (n) rx_strbuf_appendn(out, st->text.s, st->text.n);
+    if (n) base_strbuf_appendn(out, st->text.s, st->text.n);
     break;
   case TOK_NORM_REPLACE:
     tok_replace(out, s, n, st->text, st->content);
@@ -371,21 +371,21 @@ static void norm_step(const tok_step *st, const rx_strbuf *in, rx_strbuf *out) {
   default:
     RX_ASSERT(!"not a normalizer");
   }
-  rx_strbuf_appendn(out, s, n);
+  base_strbuf_appendn(out, s, n);
 }
 
 void tok_normalize(const rx_tokenizer *t, const char *s, size_t n, rx_strbuf *out) {
   rx_strbuf a = {0}, b = {0};
-  rx_strbuf_appendn(&a, n ? s : "", n);
+  base_strbuf_appendn(&a, n ? s : "", n);
   for (size_t i = 0; i < t->nnorm; i++) {
     norm_step(&t->norm[i], &a, &b);
     rx_strbuf tmp = a;
     a = b;
     b = tmp;
   }
-  rx_strbuf_appendn(out, a.data, a.len);
-  rx_strbuf_free(&a);
-  rx_strbuf_free(&b);
+  base_strbuf_appendn(out, a.data, a.len);
+  base_strbuf_free(&a);
+  base_strbuf_free(&b);
 }
 
 /* ---- added tokens ---- */
@@ -402,7 +402,7 @@ static int by_first_byte_longest(const void *pa, const void *pb) {
 }
 
 void tok_index_added(rx_tokenizer *t) {
-  match_key *keys = rx_calloc(t->nadded + 1, sizeof *keys);
+  match_key *keys = base_calloc(t->nadded + 1, sizeof *keys);
   for (int w = 0; w < 2; w++) {
     size_t n = 0;
     for (size_t i = 0; i < t->nadded; i++) {
@@ -411,7 +411,7 @@ void tok_index_added(rx_tokenizer *t) {
         keys[n++] = (match_key){(uint8_t)a->match.s[0], a->match.n, i};
     }
     qsort(keys, n, sizeof *keys, by_first_byte_longest);
-    size_t *order = rx_arena_alloc(&t->arena, (n + 1) * sizeof *order);
+    size_t *order = base_arena_alloc(&t->arena, (n + 1) * sizeof *order);
     for (size_t k = 0; k < n; k++) order[k] = keys[k].index;
     for (size_t b = 0, k = 0; b <= 256; b++) {
       while (k < n && keys[k].first < b) k++;
@@ -528,7 +528,7 @@ static void encode_text(encoder *en, const char *text, size_t len) {
   }
   free(raw.data);
   free(norm.data);
-  rx_strbuf_free(&ns);
+  base_strbuf_free(&ns);
 }
 
 rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t len, int flags,
@@ -536,12 +536,12 @@ rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t 
   if (out_ids) *out_ids = NULL;
   if (out_count) *out_count = 0;
   if (!tok || !out_ids || !out_count || (!text && len))
-    return rx_status_make(RX_ERR_INVALID, "rx_tokenizer_encode: NULL argument");
+    return base_status_make(RX_ERR_INVALID, "rx_tokenizer_encode: NULL argument");
   size_t valid = uc_valid_prefix(text, len);
   if (valid < len)
-    return rx_status_make(RX_ERR_INVALID,
-                          "%s: encode: the text is not valid UTF-8 at byte %zu (0x%02X)", tok->name,
-                          valid, (unsigned)(uint8_t)text[valid]);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: encode: the text is not valid UTF-8 at byte %zu (0x%02X)",
+                            tok->name, valid, (unsigned)(uint8_t)text[valid]);
   tok_ids ids = {0};
   encoder en = {.t = tok, .ids = &ids};
   bool add = (flags & RX_TOKENIZER_ADD_SPECIAL) && tok->tmpl;
@@ -555,8 +555,8 @@ rx_status rx_tokenizer_encode(const rx_tokenizer *tok, const char *text, size_t 
   stage_free(&en.st[0]);
   stage_free(&en.st[1]);
   free(en.spans.data);
-  rx_strbuf_free(&en.tmp);
+  base_strbuf_free(&en.tmp);
   *out_count = ids.len;
-  *out_ids = ids.data ? ids.data : rx_calloc(1, sizeof(int32_t));
+  *out_ids = ids.data ? ids.data : base_calloc(1, sizeof(int32_t));
   return NULL;
 }

@@ -35,9 +35,9 @@ static rx_status fail(const loader *L, rx_status_code code, const char *path, co
                       ...) {
   va_list ap;
   va_start(ap, fmt);
-  rx_status s = rx_status_vmake(code, fmt, ap);
+  rx_status s = base_status_vmake(code, fmt, ap);
   va_end(ap);
-  return rx_status_annotate(s, "%s: %s", L->name, path);
+  return base_status_annotate(s, "%s: %s", L->name, path);
 }
 #define INVALID(L, path, ...)     fail(L, RX_ERR_INVALID, path, __VA_ARGS__)
 #define UNSUPPORTED(L, path, ...) fail(L, RX_ERR_UNSUPPORTED, path, __VA_ARGS__)
@@ -69,7 +69,7 @@ static rx_status get_bool(const loader *L, const cJSON *obj, const char *path, c
 
 static tok_text keep(const loader *L, const char *s) {
   size_t n = strlen(s);
-  return (tok_text){rx_arena_dup(&L->t->arena, s, n + 1), n};
+  return (tok_text){base_arena_dup(&L->t->arena, s, n + 1), n};
 }
 
 /* A string member: *out set when present; required: absence is an error. */
@@ -264,10 +264,10 @@ static rx_status parse_steps(const loader *L, const cJSON *j, const char *path, 
   rx_strbuf known = {0};
   for (size_t k = 0; k < RX_ARRAY_LEN(STEP_TYPES); k++)
     if (STEP_TYPES[k].stage == stage)
-      rx_strbuf_printf(&known, "%s%s", known.len ? ", " : "", STEP_TYPES[k].type);
+      base_strbuf_printf(&known, "%s%s", known.len ? ", " : "", STEP_TYPES[k].type);
   rx_status s = UNSUPPORTED(L, path, "the %s '%s' is not supported (supported: Sequence, %s)",
                             STAGES[stage].what, type.s, known.data);
-  rx_strbuf_free(&known);
+  base_strbuf_free(&known);
   return s;
 }
 
@@ -276,7 +276,7 @@ static rx_status parse_stage(const loader *L, const cJSON *root, const char *key
   step_vec v = {0};
   rx_status s = parse_steps(L, member(root, key), key, stage, &v);
   if (!s && v.len) {
-    *steps = rx_arena_dup(&L->t->arena, v.data, v.len * sizeof *v.data);
+    *steps = base_arena_dup(&L->t->arena, v.data, v.len * sizeof *v.data);
     *n = v.len;
   }
   free(v.data);
@@ -299,7 +299,7 @@ static rx_status parse_vocab(const loader *L, const cJSON *vocab) {
     if ((int32_t)id > max) max = (int32_t)id;
   }
   t->nmodel = max + 1;
-  t->by_id = rx_arena_alloc(&t->arena, ((size_t)t->nmodel + 1) * sizeof *t->by_id);
+  t->by_id = base_arena_alloc(&t->arena, ((size_t)t->nmodel + 1) * sizeof *t->by_id);
   for (size_t i = 0; i < t->vocab.cap; i++) {
     const tok_text *k = &t->vocab.keys[i];
     if (!k->s) continue;
@@ -362,8 +362,8 @@ static rx_status parse_merges(const loader *L, const cJSON *merges) {
     }
     int32_t left, right, merged;
     both.len = 0;
-    rx_strbuf_appendn(&both, a, an);
-    rx_strbuf_appendn(&both, b, bn);
+    base_strbuf_appendn(&both, a, an);
+    base_strbuf_appendn(&both, b, bn);
     if ((s = merge_side(L, p, a, an, &left)) || (s = merge_side(L, p, b, bn, &right))) break;
     if ((merged = tok_map_get(&L->t->vocab, both.data, both.len)) < 0) {
       s = INVALID(L, p, "'%s', the merge of '%.*s' and '%.*s', is not in the vocab", both.data,
@@ -372,7 +372,7 @@ static rx_status parse_merges(const loader *L, const cJSON *merges) {
     }
     tok_merges_put(&L->t->merges, left, right, rank++, merged);
   }
-  rx_strbuf_free(&both);
+  base_strbuf_free(&both);
   return s;
 }
 
@@ -427,8 +427,8 @@ static rx_status parse_added_one(const loader *L, const cJSON *e, const char *p,
   if (a->normalized && L->t->nnorm) { /* matched (and decoded) in its normalized form */
     rx_strbuf nb = {0};
     tok_normalize(L->t, a->content.s, a->content.n, &nb);
-    a->match = (tok_text){rx_arena_dup(&L->t->arena, nb.data, nb.len + 1), nb.len};
-    rx_strbuf_free(&nb);
+    a->match = (tok_text){base_arena_dup(&L->t->arena, nb.data, nb.len + 1), nb.len};
+    base_strbuf_free(&nb);
   }
   return NULL;
 }
@@ -438,7 +438,7 @@ static rx_status parse_added(const loader *L, const cJSON *root) {
   const cJSON *list = member(root, "added_tokens"), *e;
   if (absent(list)) return NULL;
   if (!cJSON_IsArray(list)) return INVALID(L, "added_tokens", "not a list");
-  t->added = rx_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(list) + 1) * sizeof *t->added);
+  t->added = base_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(list) + 1) * sizeof *t->added);
   /* The library numbers an added token that is not in the vocab itself: the vocab's size, then
      on in the file's order. A file whose id differs is refused rather than renumbered. */
   int64_t next = (int64_t)t->vocab.len;
@@ -473,7 +473,7 @@ static rx_status index_ids(const loader *L) {
   for (size_t i = 0; i < t->nadded; i++)
     if (t->added[i].id > max) max = t->added[i].id;
   t->vocab_size = max + 1;
-  t->added_of_id = rx_arena_alloc(&t->arena, ((size_t)t->vocab_size + 1) * sizeof(int32_t));
+  t->added_of_id = base_arena_alloc(&t->arena, ((size_t)t->vocab_size + 1) * sizeof(int32_t));
   for (int32_t i = 0; i < t->vocab_size; i++) t->added_of_id[i] = -1;
   for (size_t i = 0; i < t->nadded; i++) {
     int32_t *slot = &t->added_of_id[t->added[i].id];
@@ -492,7 +492,7 @@ static rx_status parse_template(const loader *L, const cJSON *j, const char *pat
   const cJSON *single = member(j, "single"), *specials = member(j, "special_tokens"), *e;
   if (!cJSON_IsArray(single)) return INVALID(L, path, "'single' is not a list");
   if (t->tmpl) return UNSUPPORTED(L, path, "a second TemplateProcessing");
-  t->tmpl = rx_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(single) + 1) * sizeof *t->tmpl);
+  t->tmpl = base_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(single) + 1) * sizeof *t->tmpl);
   int i = 0;
   cJSON_ArrayForEach(e, single) {
     char p[PATH_LEN];
@@ -513,7 +513,8 @@ static rx_status parse_template(const loader *L, const cJSON *j, const char *pat
     if (!def || !cJSON_IsArray(ids = member(def, "ids")))
       return INVALID(L, p, "special token '%s' is not in special_tokens (with its ids)",
                      name->valuestring);
-    piece->ids = rx_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(ids) + 1) * sizeof(int32_t));
+    piece->ids =
+        base_arena_alloc(&t->arena, ((size_t)cJSON_GetArraySize(ids) + 1) * sizeof(int32_t));
     cJSON_ArrayForEach(x, ids) {
       int64_t id;
       RX_RETURN_IF_ERROR(as_count(L, x, p, (double)t->vocab_size - 1, &id));
@@ -557,7 +558,7 @@ static void choose_bos_eos(rx_tokenizer *t) {
     if (t->tmpl[i].n) t->bos = t->tmpl[i].ids[0];
   size_t count = 1;
   for (size_t i = last_seq + 1; i < t->ntmpl; i++) count += t->tmpl[i].n;
-  t->eos = rx_arena_alloc(&t->arena, count * sizeof(int32_t));
+  t->eos = base_arena_alloc(&t->arena, count * sizeof(int32_t));
   for (size_t i = last_seq + 1; i < t->ntmpl; i++)
     for (size_t k = 0; k < t->tmpl[i].n; k++) t->eos[t->neos++] = t->tmpl[i].ids[k];
   for (size_t k = 0; k < RX_ARRAY_LEN(EOS_NAMES) && !t->neos; k++) {
@@ -571,7 +572,7 @@ static rx_status parse_json(const loader *L, const char *json, size_t len, cJSON
   size_t valid = uc_valid_prefix(json, len);
   *out = NULL;
   if (valid < len)
-    return rx_status_make(RX_ERR_INVALID, "%s: not valid UTF-8 at byte %zu", L->name, valid);
+    return base_status_make(RX_ERR_INVALID, "%s: not valid UTF-8 at byte %zu", L->name, valid);
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
   if (!root) {
@@ -582,7 +583,7 @@ static rx_status parse_json(const loader *L, const char *json, size_t len, cJSON
       else
         col++;
     }
-    return rx_status_make(RX_ERR_INVALID, "%s:%zu:%zu: malformed JSON", L->name, line, col);
+    return base_status_make(RX_ERR_INVALID, "%s:%zu:%zu: malformed JSON", L->name, line, col);
   }
   *out = root;
   return NULL;
@@ -608,10 +609,10 @@ rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
                             rx_tokenizer **out_tokenizer) {
   if (out_tokenizer) *out_tokenizer = NULL;
   if (!out_tokenizer || (!json && len))
-    return rx_status_make(RX_ERR_INVALID, "rx_tokenizer_load: NULL argument");
-  rx_tokenizer *t = rx_calloc(1, sizeof *t);
-  rx_arena_init(&t->arena);
-  t->name = rx_arena_strdup(&t->arena, name ? name : "tokenizer.json");
+    return base_status_make(RX_ERR_INVALID, "rx_tokenizer_load: NULL argument");
+  rx_tokenizer *t = base_calloc(1, sizeof *t);
+  base_arena_init(&t->arena);
+  t->name = base_arena_strdup(&t->arena, name ? name : "tokenizer.json");
   t->unk = t->bos = -1;
   loader L = {t, t->name};
   cJSON *root = NULL;
@@ -629,10 +630,10 @@ rx_status rx_tokenizer_load(const char *json, size_t len, const char *name,
 rx_status rx_tokenizer_load_file(const char *path, rx_tokenizer **out_tokenizer) {
   if (out_tokenizer) *out_tokenizer = NULL;
   if (!path || !out_tokenizer)
-    return rx_status_make(RX_ERR_INVALID, "rx_tokenizer_load_file: NULL argument");
+    return base_status_make(RX_ERR_INVALID, "rx_tokenizer_load_file: NULL argument");
   char *text;
   size_t len;
-  RX_RETURN_IF_ERROR(rx_read_file(path, &text, &len));
+  RX_RETURN_IF_ERROR(base_read_file(path, &text, &len));
   rx_status s = rx_tokenizer_load(text, len, path, out_tokenizer);
   free(text);
   return s;
@@ -643,7 +644,7 @@ void rx_tokenizer_free(rx_tokenizer *t) {
   tok_map_free(&t->vocab);
   tok_map_free(&t->added_by_content);
   tok_merges_free(&t->merges);
-  rx_arena_free(&t->arena);
+  base_arena_free(&t->arena);
   free(t);
 }
 
@@ -663,7 +664,7 @@ static rx_status apply_config(const loader *L, const cJSON *root) {
   if (!absent(bos)) RX_RETURN_IF_ERROR(config_id(L, bos, "bos_token_id", &bos_id));
   if (!absent(eos)) {
     size_t n = cJSON_IsArray(eos) ? (size_t)cJSON_GetArraySize(eos) : 1, k = 0;
-    int32_t *ids = rx_arena_alloc(&t->arena, (n + 1) * sizeof *ids);
+    int32_t *ids = base_arena_alloc(&t->arena, (n + 1) * sizeof *ids);
     if (!cJSON_IsArray(eos)) RX_RETURN_IF_ERROR(config_id(L, eos, "eos_token_id", &ids[k++]));
     const cJSON *list = cJSON_IsArray(eos) ? eos : NULL;
     cJSON_ArrayForEach(e, list) {
@@ -681,7 +682,7 @@ static rx_status apply_config(const loader *L, const cJSON *root) {
 rx_status rx_tokenizer_set_config(rx_tokenizer *tok, const char *json, size_t len,
                                   const char *name) {
   if (!tok || (!json && len))
-    return rx_status_make(RX_ERR_INVALID, "rx_tokenizer_set_config: NULL argument");
+    return base_status_make(RX_ERR_INVALID, "rx_tokenizer_set_config: NULL argument");
   loader L = {tok, name ? name : "config.json"};
   cJSON *root = NULL;
   rx_status s = parse_json(&L, json ? json : "", len, &root);

@@ -94,7 +94,7 @@ size_t uc_put(uint32_t cp, char out[4]) {
 
 void uc_append(rx_strbuf *b, uint32_t cp) {
   char u[4];
-  rx_strbuf_appendn(b, u, uc_put(cp, u));
+  base_strbuf_appendn(b, u, uc_put(cp, u));
 }
 
 /* The length of the character starting at s[0] (n bytes available) if it is valid UTF-8 (Unicode
@@ -167,12 +167,12 @@ bool uc_append_lossy(rx_strbuf *b, const char *s, size_t n) {
       i += len;
       continue;
     }
-    rx_strbuf_appendn(b, s + start, i - start);
+    base_strbuf_appendn(b, s + start, i - start);
     uc_append(b, UC_REPLACEMENT);
     i += bad;
     start = i;
   }
-  if (n > start) rx_strbuf_appendn(b, s + start, n - start);
+  if (n > start) base_strbuf_appendn(b, s + start, n - start);
   return truncated;
 }
 
@@ -291,7 +291,7 @@ void uc_append_nfc(rx_strbuf *b, const char *s, size_t n) {
   size_t i = 0;
   while (i < n && (uint8_t)s[i] < 0x80) i++;
   if (i == n) { /* ASCII alone is NFC */
-    if (n) rx_strbuf_appendn(b, s, n);
+    if (n) base_strbuf_appendn(b, s, n);
     return;
   }
   cp_vec v = {0};

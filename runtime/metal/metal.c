@@ -91,8 +91,8 @@ static rx_status mt_check(void) {
   void *pool = objc_autoreleasePoolPush();
   id dev = MTLCreateSystemDefaultDevice();
   rx_status s = dev ? NULL
-                    : rx_status_make(RX_ERR_NOT_FOUND, "metal: MTLCreateSystemDefaultDevice "
-                                                       "returned no device");
+                    : base_status_make(RX_ERR_NOT_FOUND, "metal: MTLCreateSystemDefaultDevice "
+                                                         "returned no device");
   release(dev);
   objc_autoreleasePoolPop(pool);
   return s;
@@ -155,10 +155,10 @@ static rx_status mt_device_init(rx_rt_device *base, int index, const rx_rt_devic
   (void)opts;
   mt_device *d = (mt_device *)base;
   d->dev = device_at(index);
-  if (!d->dev) return rx_status_make(RX_ERR_NOT_FOUND, "metal:%d: no such Metal device", index);
+  if (!d->dev) return base_status_make(RX_ERR_NOT_FOUND, "metal:%d: no such Metal device", index);
   fill_info(d->dev, index, &d->base.info);
   d->queue = MSG(id)(d->dev, SELN("newCommandQueue"));
-  if (!d->queue) return rx_status_make(RX_ERR_DEVICE, "metal:%d: newCommandQueue failed", index);
+  if (!d->queue) return base_status_make(RX_ERR_DEVICE, "metal:%d: newCommandQueue failed", index);
   return NULL;
 }
 
@@ -184,9 +184,9 @@ static rx_status mt_synchronize(rx_rt_device *base) {
   long status = MSG(long)(d->cmd, SELN("status"));
   rx_status s = NULL;
   if (status == 5 /* MTLCommandBufferStatusError */) {
-    s = rx_status_make(RX_ERR_DEVICE, "metal:%d (%s): the command buffer failed: %s",
-                       d->base.info.index, d->base.info.name,
-                       err_text(MSG(id)(d->cmd, SELN("error"))));
+    s = base_status_make(RX_ERR_DEVICE, "metal:%d (%s): the command buffer failed: %s",
+                         d->base.info.index, d->base.info.name,
+                         err_text(MSG(id)(d->cmd, SELN("error"))));
   } else {
     d->gpu_seconds +=
         MSG(double)(d->cmd, SELN("GPUEndTime")) - MSG(double)(d->cmd, SELN("GPUStartTime"));
@@ -209,7 +209,7 @@ static rx_status ensure_cmd(mt_device *d) {
   d->cmd = MSG(id)(d->queue, SELN("commandBuffer"));
   if (d->cmd) MSG(id)(d->cmd, SELN("retain"));
   objc_autoreleasePoolPop(pool);
-  if (!d->cmd) return rx_status_make(RX_ERR_DEVICE, "metal: commandBuffer failed");
+  if (!d->cmd) return base_status_make(RX_ERR_DEVICE, "metal: commandBuffer failed");
   return NULL;
 }
 
@@ -221,7 +221,7 @@ static rx_status blit_encoder(mt_device *d) {
   d->blit = MSG(id)(d->cmd, SELN("blitCommandEncoder"));
   if (d->blit) MSG(id)(d->blit, SELN("retain"));
   objc_autoreleasePoolPop(pool);
-  return d->blit ? NULL : rx_status_make(RX_ERR_DEVICE, "metal: blitCommandEncoder failed");
+  return d->blit ? NULL : base_status_make(RX_ERR_DEVICE, "metal: blitCommandEncoder failed");
 }
 
 static rx_status compute_encoder(mt_device *d) {
@@ -232,7 +232,7 @@ static rx_status compute_encoder(mt_device *d) {
   d->compute = MSG(id)(d->cmd, SELN("computeCommandEncoder"));
   if (d->compute) MSG(id)(d->compute, SELN("retain"));
   objc_autoreleasePoolPop(pool);
-  return d->compute ? NULL : rx_status_make(RX_ERR_DEVICE, "metal: computeCommandEncoder failed");
+  return d->compute ? NULL : base_status_make(RX_ERR_DEVICE, "metal: computeCommandEncoder failed");
 }
 
 static rx_status mt_buffer_init(rx_rt_buffer *base) {
@@ -241,10 +241,10 @@ static rx_status mt_buffer_init(rx_rt_buffer *base) {
   b->buf = MSG(id, NSUInteger, NSUInteger)(d->dev, SELN("newBufferWithLength:options:"),
                                            (NSUInteger)base->size, 0 /* StorageModeShared */);
   if (!b->buf)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "metal:%d (%s): out of device memory allocating "
-                          "%zu bytes",
-                          d->base.info.index, d->base.info.name, base->size);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "metal:%d (%s): out of device memory allocating "
+                            "%zu bytes",
+                            d->base.info.index, d->base.info.name, base->size);
   b->contents = MSG(void *)(b->buf, SELN("contents"));
   return NULL;
 }
@@ -298,7 +298,7 @@ static void mt_kernel_destroy(rx_rt_device *base, rx_rt_kernel *k) {
 static rx_status mt_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   mt_device *d = (mt_device *)base;
   if (k->scalar_location != RT_SCALARS_NONE && k->scalar_location != RT_SCALARS_BUFFER)
-    return rx_status_make(RX_ERR_INVALID, "scalars.location must be buffer for Metal");
+    return base_status_make(RX_ERR_INVALID, "scalars.location must be buffer for Metal");
   mt_kernel *mk = rt_alloc(&base->alloc, sizeof *mk);
   if (!mk) return rt_oom("a kernel", sizeof *mk);
   k->impl = mk;
@@ -315,26 +315,26 @@ static rx_status mt_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                                     ns_string((const char *)k->source), nil, &err);
   }
   if (!mk->lib) {
-    s = rx_status_make(RX_ERR_INVALID, "Metal library: %s", err_text(err));
+    s = base_status_make(RX_ERR_INVALID, "Metal library: %s", err_text(err));
   } else {
     mk->fn = MSG(id, id)(mk->lib, SELN("newFunctionWithName:"), ns_string(k->name));
     if (!mk->fn) {
-      s = rx_status_make(RX_ERR_NOT_FOUND, "the Metal library has no kernel function '%s'",
-                         k->name);
+      s = base_status_make(RX_ERR_NOT_FOUND, "the Metal library has no kernel function '%s'",
+                           k->name);
     } else {
       mk->pipeline = MSG(id, id, id *)(d->dev, SELN("newComputePipelineStateWithFunction:error:"),
                                        mk->fn, &err);
       if (!mk->pipeline)
-        s = rx_status_make(RX_ERR_DEVICE, "Metal pipeline: %s", err_text(err));
+        s = base_status_make(RX_ERR_DEVICE, "Metal pipeline: %s", err_text(err));
       else if (MSG(NSUInteger)(mk->pipeline, SELN("maxTotalThreadsPerThreadgroup")) <
                (NSUInteger)k->block[0] * k->block[1] * k->block[2])
-        s = rx_status_make(RX_ERR_UNSUPPORTED,
-                           "block of %u threads exceeds the pipeline's "
-                           "maxTotalThreadsPerThreadgroup",
-                           k->block[0] * k->block[1] * k->block[2]);
+        s = base_status_make(RX_ERR_UNSUPPORTED,
+                             "block of %u threads exceeds the pipeline's "
+                             "maxTotalThreadsPerThreadgroup",
+                             k->block[0] * k->block[1] * k->block[2]);
       else if (k->subgroup_size && /* its simd_* operations assume that SIMD-group width */
                MSG(NSUInteger)(mk->pipeline, SELN("threadExecutionWidth")) != k->subgroup_size)
-        s = rx_status_make(
+        s = base_status_make(
             RX_ERR_UNSUPPORTED,
             "kernel '%s' was scheduled for SIMD groups of %u threads; the "
             "pipeline's threadExecutionWidth is %lu",
@@ -358,10 +358,10 @@ static rx_status mt_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   if (k->scalar_location == RT_SCALARS_BUFFER && k->scalar_bytes) {
     uint8_t block[4096];
     if (k->scalar_bytes > sizeof block)
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "kernel '%s': more than 4 KiB of symbolic values "
-                            "(setBytes)",
-                            k->name);
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "kernel '%s': more than 4 KiB of symbolic values "
+                              "(setBytes)",
+                              k->name);
     memset(block, 0, k->scalar_bytes);
     for (size_t i = 0; i < k->nscalars; i++)
       memcpy(block + k->scalars[i].offset, &p->scalars[i], sizeof(int32_t));

@@ -10,10 +10,10 @@
 
 /* Every entry point's answer. */
 static rx_status unsupported(const char *call) {
-  return rx_status_make(RX_ERR_UNSUPPORTED,
-                        "null: %s: the null backend runs nothing (a skeleton "
-                        "for new backends, runtime/null/null.c)",
-                        call);
+  return base_status_make(RX_ERR_UNSUPPORTED,
+                          "null: %s: the null backend runs nothing (a skeleton "
+                          "for new backends, runtime/null/null.c)",
+                          call);
 }
 
 /* Loads the driver once (dlopen through rt_dlopen_first, symbols with dlsym, under a

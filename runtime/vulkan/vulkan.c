@@ -271,13 +271,13 @@ static rx_status vkfail(vk_device *d, VkResult r, const char *what) {
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
     code = RX_ERR_OUT_OF_MEMORY;
   if (r == VK_ERROR_DEVICE_LOST) {
-    rx_status s = rx_status_make(RX_ERR_DEVICE, "vulkan:%d (%s): device lost during %s",
-                                 d->base.info.index, d->base.info.name, what);
-    if (!d->base.lost) d->base.lost = rx_status_make(RX_ERR_DEVICE, "%s", rx_status_message(s));
+    rx_status s = base_status_make(RX_ERR_DEVICE, "vulkan:%d (%s): device lost during %s",
+                                   d->base.info.index, d->base.info.name, what);
+    if (!d->base.lost) d->base.lost = base_status_make(RX_ERR_DEVICE, "%s", rx_status_message(s));
     return s;
   }
-  return rx_status_make(code, "vulkan:%d (%s): %s failed: %s (%d)", d ? d->base.info.index : 0,
-                        d ? d->base.info.name : "", what, vkres(r), (int)r);
+  return base_status_make(code, "vulkan:%d (%s): %s failed: %s (%d)", d ? d->base.info.index : 0,
+                          d ? d->base.info.name : "", what, vkres(r), (int)r);
 }
 
 #define VK_TRY(d, call, what)                                                                      \
@@ -297,10 +297,10 @@ static void vk_load(void) {
   char why[512];
   g_lib = rt_dlopen_first(names, RX_ARRAY_LEN(names), why, sizeof why);
   if (!g_lib) {
-    vk_cached = rx_status_make(RX_ERR_NOT_FOUND,
-                               "vulkan: libvulkan.so.1 not found: install the "
-                               "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
-                               why);
+    vk_cached = base_status_make(RX_ERR_NOT_FOUND,
+                                 "vulkan: libvulkan.so.1 not found: install the "
+                                 "Vulkan loader (Debian: libvulkan1) and a driver (dlopen: %s)",
+                                 why);
     return;
   }
   g_gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(g_lib, "vkGetInstanceProcAddr");
@@ -313,16 +313,16 @@ static void vk_load(void) {
     g_enum_version = (PFN_vkEnumerateInstanceVersion)g_gipa(NULL, "vkEnumerateInstanceVersion");
   }
   if (!g_gipa || !g_create_instance || !g_enum_layers || !g_enum_exts)
-    vk_cached = rx_status_make(RX_ERR_NOT_FOUND,
-                               "vulkan: the Vulkan loader lacks "
-                               "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
-                               "libvulkan1)");
+    vk_cached = base_status_make(RX_ERR_NOT_FOUND,
+                                 "vulkan: the Vulkan loader lacks "
+                                 "vkGetInstanceProcAddr: install the Vulkan loader (Debian: "
+                                 "libvulkan1)");
 }
 
 static rx_status vk_check(void) {
   pthread_once(&vk_once, vk_load);
   return vk_cached
-             ? rx_status_make(rx_status_code_of(vk_cached), "%s", rx_status_message(vk_cached))
+             ? base_status_make(rx_status_code_of(vk_cached), "%s", rx_status_message(vk_cached))
              : NULL;
 }
 
@@ -391,15 +391,15 @@ static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, v
       VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
   if (validation) {
     if (!has_layer(layers[0]))
-      return rx_status_make(RX_ERR_NOT_FOUND,
-                            "vulkan: validation was asked for but "
-                            "VK_LAYER_KHRONOS_validation is not installed (Debian: "
-                            "vulkan-validationlayers)");
+      return base_status_make(RX_ERR_NOT_FOUND,
+                              "vulkan: validation was asked for but "
+                              "VK_LAYER_KHRONOS_validation is not installed (Debian: "
+                              "vulkan-validationlayers)");
     if (!has_instance_ext(NULL, exts[0]) && !has_instance_ext(layers[0], exts[0]))
-      return rx_status_make(RX_ERR_NOT_FOUND,
-                            "vulkan: validation needs %s, which the loader "
-                            "does not offer",
-                            exts[0]);
+      return base_status_make(RX_ERR_NOT_FOUND,
+                              "vulkan: validation needs %s, which the loader "
+                              "does not offer",
+                              exts[0]);
     ci.enabledLayerCount = 1;
     ci.ppEnabledLayerNames = layers;
     ci.enabledExtensionCount = 1;
@@ -408,8 +408,9 @@ static rx_status make_instance(vk_device *d, bool validation, VkInstance *out, v
   }
   VkResult r = g_create_instance(&ci, NULL, out);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return rx_status_make(RX_ERR_NOT_FOUND, "vulkan: no Vulkan driver found: install one (Debian: "
-                                            "mesa-vulkan-drivers provides lavapipe, a CPU driver)");
+    return base_status_make(RX_ERR_NOT_FOUND,
+                            "vulkan: no Vulkan driver found: install one (Debian: "
+                            "mesa-vulkan-drivers provides lavapipe, a CPU driver)");
   if (r != VK_SUCCESS) return vkfail(NULL, r, "vkCreateInstance");
 #define X(fn) f->fn = (PFN_##fn)g_gipa(*out, #fn);
   VK_INSTANCE_FNS(X)
@@ -693,11 +694,11 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
     if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
   if (size > largest)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "vulkan:%d (%s): out of device memory: %llu "
-                          "bytes asked, the largest heap has %llu",
-                          d->base.info.index, d->base.info.name, (unsigned long long)size,
-                          (unsigned long long)largest);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "vulkan:%d (%s): out of device memory: %llu "
+                            "bytes asked, the largest heap has %llu",
+                            d->base.info.index, d->base.info.name, (unsigned long long)size,
+                            (unsigned long long)largest);
   VK_TRY(d, d->f.vkCreateBuffer(d->dev, &bci, NULL, &out->buf), "vkCreateBuffer");
   VkMemoryRequirements req;
   d->f.vkGetBufferMemoryRequirements(d->dev, out->buf, &req);
@@ -740,17 +741,17 @@ static rx_status mem_alloc(vk_device *d, VkDeviceSize size, VkBufferUsageFlags u
     d->f.vkDestroyBuffer(d->dev, out->buf, NULL);
     out->buf = VK_NULL_HANDLE;
     if (!ntypes)
-      return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no memory type for a buffer",
-                            d->base.info.index, d->base.info.name);
+      return base_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no memory type for a buffer",
+                              d->base.info.index, d->base.info.name);
     if (no_host_memory) return rt_oom("a memory block", sizeof(vk_block));
     if (r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY)
       return vkfail(d, r, "vkAllocateMemory");
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "vulkan:%d (%s): out of device memory "
-                          "allocating a block of %llu bytes for a buffer of %llu bytes "
-                          "(%u memory types tried)",
-                          d->base.info.index, d->base.info.name, (unsigned long long)first_try,
-                          (unsigned long long)size, ntypes);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "vulkan:%d (%s): out of device memory "
+                            "allocating a block of %llu bytes for a buffer of %llu bytes "
+                            "(%u memory types tried)",
+                            d->base.info.index, d->base.info.name, (unsigned long long)first_try,
+                            (unsigned long long)size, ntypes);
   }
   d->nmems++;
   out->size = need;
@@ -964,10 +965,10 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   if ((uint32_t)index >= n) {
     rt_free(&d->base.alloc, phys);
     if (!n)
-      return rx_status_make(RX_ERR_NOT_FOUND,
-                            "vulkan: the loader found no Vulkan device: install "
-                            "a driver (Debian: mesa-vulkan-drivers provides lavapipe)");
-    return rx_status_make(RX_ERR_NOT_FOUND, "vulkan:%d: there are %u Vulkan devices", index, n);
+      return base_status_make(RX_ERR_NOT_FOUND,
+                              "vulkan: the loader found no Vulkan device: install "
+                              "a driver (Debian: mesa-vulkan-drivers provides lavapipe)");
+    return base_status_make(RX_ERR_NOT_FOUND, "vulkan:%d: there are %u Vulkan devices", index, n);
   }
   d->phys = phys[index];
   rt_free(&d->base.alloc, phys);
@@ -976,13 +977,13 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   d->f.vkGetPhysicalDeviceProperties(d->phys, &props);
   d->limits = props.limits;
   if (props.apiVersion < VK_API_VERSION_1_1)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): Vulkan 1.1 or newer is needed",
-                          index, props.deviceName);
+    return base_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): Vulkan 1.1 or newer is needed",
+                            index, props.deviceName);
   uint32_t tsbits = 0;
   int fam = compute_family(&d->f, d->phys, &tsbits);
   if (fam < 0)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no compute queue", index,
-                          props.deviceName);
+    return base_status_make(RX_ERR_UNSUPPORTED, "vulkan:%d (%s): no compute queue", index,
+                            props.deviceName);
   d->qfamily = (uint32_t)fam;
   d->ts_mask = tsbits >= 64 ? UINT64_MAX : ((uint64_t)1 << tsbits) - 1;
   d->ts_period_ns = props.limits.timestampPeriod;
@@ -1122,17 +1123,17 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
     if (d->mem.memoryHeaps[i].size > largest) largest = d->mem.memoryHeaps[i].size;
   if (base->size > largest)
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY,
-                          "vulkan:%d (%s): out of device memory: %zu "
-                          "bytes asked, the largest heap has %llu",
-                          d->base.info.index, d->base.info.name, base->size,
-                          (unsigned long long)largest);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY,
+                            "vulkan:%d (%s): out of device memory: %zu "
+                            "bytes asked, the largest heap has %llu",
+                            d->base.info.index, d->base.info.name, base->size,
+                            (unsigned long long)largest);
   if (base->size > d->limits.maxStorageBufferRange)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "vulkan:%d (%s): a buffer of %zu bytes is larger "
-                          "than maxStorageBufferRange (%u)",
-                          d->base.info.index, d->base.info.name, base->size,
-                          d->limits.maxStorageBufferRange);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "vulkan:%d (%s): a buffer of %zu bytes is larger "
+                            "than maxStorageBufferRange (%u)",
+                            d->base.info.index, d->base.info.name, base->size,
+                            d->limits.maxStorageBufferRange);
   b->serial = ++d->serials;
   return mem_alloc(d, base->size, k_buffer_usage, RT_VK_USE_DEVICE, &b->m);
 }
@@ -1249,13 +1250,13 @@ static rx_status subgroup_plan(vk_device *d, const rx_rt_kernel *k, bool *pin, b
   if (d->base.info.subgroup_size == S) return NULL;
   char range[64] = "";
   if (d->sgc) snprintf(range, sizeof range, ", or %u..%u when required", d->sg_min, d->sg_max);
-  return rx_status_make(RX_ERR_UNSUPPORTED,
-                        "vulkan:%d (%s): kernel '%s' was scheduled for subgroups of %u threads; "
-                        "the device runs subgroups of %u%s%s: compile for the target that "
-                        "describes this device",
-                        d->base.info.index, d->base.info.name, k->name, S,
-                        d->base.info.subgroup_size, range,
-                        d->sgc ? "" : " (no VK_EXT_subgroup_size_control to pin another)");
+  return base_status_make(RX_ERR_UNSUPPORTED,
+                          "vulkan:%d (%s): kernel '%s' was scheduled for subgroups of %u threads; "
+                          "the device runs subgroups of %u%s%s: compile for the target that "
+                          "describes this device",
+                          d->base.info.index, d->base.info.name, k->name, S,
+                          d->base.info.subgroup_size, range,
+                          d->sgc ? "" : " (no VK_EXT_subgroup_size_control to pin another)");
 }
 
 /* Does SPIR-V module w (n words, the header checked) declare OpCapability cap? The capabilities
@@ -1300,39 +1301,40 @@ static bool spirv_subgroup_ext_types(const uint32_t *w, size_t n) {
 static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   vk_device *d = (vk_device *)base;
   if (k->binary_size < 20 || k->binary_size % 4 || ((const uint32_t *)k->binary)[0] != 0x07230203u)
-    return rx_status_make(RX_ERR_INVALID, "'%s' is not SPIR-V (bad size or magic number)",
-                          k->binary_name ? k->binary_name : "binary");
+    return base_status_make(RX_ERR_INVALID, "'%s' is not SPIR-V (bad size or magic number)",
+                            k->binary_name ? k->binary_name : "binary");
   enum { CAP_FLOAT64 = 10 }; /* SPIR-V's Capability Float64 */
   if (!d->float64 &&
       spirv_has_capability((const uint32_t *)k->binary, k->binary_size / 4, CAP_FLOAT64))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "vulkan:%d (%s): kernel '%s' uses f64 (SPIR-V capability Float64); the "
-                          "device has no shaderFloat64: compute in f32 (cast the model's f64 "
-                          "tensors) or run it on a device that has double precision",
-                          d->base.info.index, d->base.info.name, k->name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "vulkan:%d (%s): kernel '%s' uses f64 (SPIR-V capability Float64); the "
+                            "device has no shaderFloat64: compute in f32 (cast the model's f64 "
+                            "tensors) or run it on a device that has double precision",
+                            d->base.info.index, d->base.info.name, k->name);
   if (!d->sg_ext && spirv_subgroup_ext_types((const uint32_t *)k->binary, k->binary_size / 4))
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "vulkan:%d (%s): kernel '%s' applies subgroup operations to 8-, 16- or "
-                          "64-bit types; the device has no shaderSubgroupExtendedTypes: compile "
-                          "for the target that describes this device (or the generic 'vulkan')",
-                          d->base.info.index, d->base.info.name, k->name);
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "vulkan:%d (%s): kernel '%s' applies subgroup operations to 8-, 16- or "
+                            "64-bit types; the device has no shaderSubgroupExtendedTypes: compile "
+                            "for the target that describes this device (or the generic 'vulkan')",
+                            d->base.info.index, d->base.info.name, k->name);
   if (k->scalar_location == RT_SCALARS_PARAMETERS || k->scalar_location == RT_SCALARS_BUFFER)
-    return rx_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
-                                          "uniform_buffer for Vulkan");
+    return base_status_make(RX_ERR_INVALID, "scalars.location must be push_constant or "
+                                            "uniform_buffer for Vulkan");
   if (k->coop_matrix && !d->coopmat)
-    return rx_status_make(RX_ERR_UNSUPPORTED,
-                          "vulkan:%d (%s): kernel '%s' uses cooperative matrices "
-                          "(GL_NV_cooperative_matrix); the device has no VK_NV_cooperative_matrix "
-                          "with its cooperativeMatrix feature and the Vulkan memory model: "
-                          "compile for the target that describes this device",
-                          d->base.info.index, d->base.info.name, k->name);
+    return base_status_make(
+        RX_ERR_UNSUPPORTED,
+        "vulkan:%d (%s): kernel '%s' uses cooperative matrices "
+        "(GL_NV_cooperative_matrix); the device has no VK_NV_cooperative_matrix "
+        "with its cooperativeMatrix feature and the Vulkan memory model: "
+        "compile for the target that describes this device",
+        d->base.info.index, d->base.info.name, k->name);
   bool pin = false, full = false;
   RX_RETURN_IF_ERROR(subgroup_plan(d, k, &pin, &full));
   uint32_t pc_bytes =
       k->scalar_location == RT_SCALARS_PUSH_CONSTANT ? (k->scalar_bytes + 3) & ~3u : 0;
   if (pc_bytes > d->limits.maxPushConstantsSize)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%u bytes of push constants, the device allows %u",
-                          pc_bytes, d->limits.maxPushConstantsSize);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%u bytes of push constants, the device allows %u",
+                            pc_bytes, d->limits.maxPushConstantsSize);
   vk_kernel *vk = rt_alloc(&d->base.alloc, sizeof *vk);
   if (!vk) return rt_oom("a kernel", sizeof *vk);
   k->impl = vk;
@@ -1345,8 +1347,8 @@ static rx_status vk_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
   vk->nstorage = nb;
   if (k->nbuffers > 64 || k->nbuffers > d->limits.maxPerStageDescriptorStorageBuffers) {
     vk_kernel_destroy(base, k);
-    return rx_status_make(RX_ERR_UNSUPPORTED, "%zu storage buffers, the device allows %u",
-                          k->nbuffers, d->limits.maxPerStageDescriptorStorageBuffers);
+    return base_status_make(RX_ERR_UNSUPPORTED, "%zu storage buffers, the device allows %u",
+                            k->nbuffers, d->limits.maxPerStageDescriptorStorageBuffers);
   }
   if (k->scalar_location == RT_SCALARS_UNIFORM_BUFFER) {
     binds[nb++] = (VkDescriptorSetLayoutBinding){(uint32_t)k->scalar_binding,
@@ -1436,12 +1438,12 @@ static rx_status vk_launch(rx_rt_device *base, rx_rt_kernel *k, const rx_rt_laun
   vk_device *d = (vk_device *)base;
   for (int i = 0; i < 3; i++)
     if (p->grid[i] > d->limits.maxComputeWorkGroupCount[i])
-      return rx_status_make(RX_ERR_UNSUPPORTED,
-                            "kernel '%s': grid[%d] = %u exceeds the device's "
-                            "maxComputeWorkGroupCount (%u)",
-                            k->name, i, p->grid[i], d->limits.maxComputeWorkGroupCount[i]);
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "kernel '%s': grid[%d] = %u exceeds the device's "
+                              "maxComputeWorkGroupCount (%u)",
+                              k->name, i, p->grid[i], d->limits.maxComputeWorkGroupCount[i]);
   if (k->scalar_bytes > 65536)
-    return rx_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': scalar block too large", k->name);
+    return base_status_make(RX_ERR_UNSUPPORTED, "kernel '%s': scalar block too large", k->name);
   uint64_t stack[64], *w = stack;
   uint32_t n = launch_words(k);
   if (n > RX_ARRAY_LEN(stack) && !(w = rt_alloc(&d->base.alloc, n * sizeof *w)))
@@ -1598,7 +1600,8 @@ static rx_status vk_timer_init(rx_rt_timer *base) {
       ((vk_timer *)base)->pair = i;
       return NULL;
     }
-  return rx_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan: more than %d timers at once", NQUERIES / 2);
+  return base_status_make(RX_ERR_OUT_OF_MEMORY, "vulkan: more than %d timers at once",
+                          NQUERIES / 2);
 }
 
 static void vk_timer_destroy(rx_rt_timer *base) {

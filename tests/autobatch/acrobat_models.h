@@ -24,7 +24,7 @@
 #include <string.h>
 
 /* In the runtime library (base/base.h), not in its public headers. */
-rx_status rx_status_make(rx_status_code code, const char *fmt, ...);
+rx_status base_status_make(rx_status_code code, const char *fmt, ...);
 
 enum {
   AB_H = 64,         /* hidden size of both cells */
@@ -298,7 +298,7 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
     for (int k = 0; k < 4; k++) args[5 + k].tensor = w->t[k];
     size_t id = 0;
     st = rx_rt_batcher_submit(b, "tree_cell", args, 9, &id);
-    if (!st && id != (size_t)i) st = rx_status_make(RX_ERR_INTERNAL, "call ids out of order");
+    if (!st && id != (size_t)i) st = base_status_make(RX_ERR_INTERNAL, "call ids out of order");
   }
   if (!st) st = rx_rt_batcher_run(b);
   for (int i = 0; i < f->n && !st; i++) {
@@ -331,7 +331,7 @@ static inline rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, 
     rx_rt_value *res = NULL;
     st = rx_rt_vm_call(a, "tree_cell", args, 9, &res);
     if (!st && rx_rt_value_tuple_size(res) != 2)
-      st = rx_status_make(RX_ERR_INTERNAL, "tree_cell did not return (h, c)");
+      st = base_status_make(RX_ERR_INTERNAL, "tree_cell did not return (h, c)");
     if (!st) st = ab_copy(d, rx_rt_value_tensor(rx_rt_value_tuple_item(res, 0)), &out[i]);
     if (!st) st = ab_copy(d, rx_rt_value_tensor(rx_rt_value_tuple_item(res, 1)), &c[i]);
     rx_rt_value_release(res);
@@ -391,7 +391,7 @@ static inline rx_status ab_seqs_single(rx_rt_artifact *a, const ab_seqs *q, cons
       rx_rt_tensor *h2 = NULL, *c2 = NULL;
       st = rx_rt_vm_call(a, "lstm_cell", args, 6, &res);
       if (!st && rx_rt_value_tuple_size(res) != 2)
-        st = rx_status_make(RX_ERR_INTERNAL, "lstm_cell did not return (h, c)");
+        st = base_status_make(RX_ERR_INTERNAL, "lstm_cell did not return (h, c)");
       if (!st) st = ab_copy(d, rx_rt_value_tensor(rx_rt_value_tuple_item(res, 0)), &h2);
       if (!st) st = ab_copy(d, rx_rt_value_tensor(rx_rt_value_tuple_item(res, 1)), &c2);
       rx_rt_value_release(res);

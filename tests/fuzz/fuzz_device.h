@@ -24,7 +24,8 @@ static rx_status fz_synchronize(rx_rt_device *d) { return NULL; }
 static rx_status fz_buffer_init(rx_rt_buffer *b) {
   fz_buffer *f = (fz_buffer *)b;
   if (b->size > (64u << 20)) /* planned storages sized for large bounds: keep the fuzzer fast */
-    return rx_status_make(RX_ERR_OUT_OF_MEMORY, "fuzz device: %zu bytes (at most 64 MiB)", b->size);
+    return base_status_make(RX_ERR_OUT_OF_MEMORY, "fuzz device: %zu bytes (at most 64 MiB)",
+                            b->size);
   f->mem = rt_alloc(&b->device->alloc, b->size);
   return f->mem ? NULL : rt_oom("a fuzz buffer", b->size);
 }

@@ -38,25 +38,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!bytes) return 0;
   if (size) memcpy(bytes, data, size);
   rx_gguf_file f;
-  rx_status s = rx_gguf_parse(bytes, size, "fuzz.gguf", &f);
+  rx_status s = gguf_parse(bytes, size, "fuzz.gguf", &f);
   if (!s) {
     rx_hf_config c;
     rx_status cs = hf_gguf_read_config(&f, &c);
     if (!cs) {
       check_promises(&c);
       rx_strbuf json = {0};
-      if (rx_gguf_find(&f, "tokenizer.ggml.model") &&
-          !(cs = hf_gguf_tokenizer_json(&f, &c, &json))) {
+      if (gguf_find(&f, "tokenizer.ggml.model") && !(cs = hf_gguf_tokenizer_json(&f, &c, &json))) {
         rx_tokenizer *tok = NULL;
         rx_status ts = rx_tokenizer_load(json.data, json.len, "fuzz tokenizer.json", &tok);
         if (!ts && rx_tokenizer_vocab_size(tok) < 0) abort();
         rx_tokenizer_free(tok);
         rx_status_free(ts);
       }
-      rx_strbuf_free(&json);
+      base_strbuf_free(&json);
     }
     rx_status_free(cs);
-    rx_gguf_free(&f);
+    gguf_free(&f);
   }
   rx_status_free(s);
   free(bytes);

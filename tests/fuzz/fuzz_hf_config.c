@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!text) return 0;
   if (size) memcpy(text, data, size);
   rx_hf_config c;
-  rx_status s = rx_hf_parse_config(text, size, "fuzz/config.json", &c);
+  rx_status s = hf_parse_config(text, size, "fuzz/config.json", &c);
   if (!s) {
     /* what the reader promises of an accepted config */
     if (c.hidden < 1 || c.heads < 1 || c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 2 ||
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* within the bounds shared with GGUF (HF_LIMITS), consistent, the tokens in the vocab */
     rx_status again = hf_check_config(&c, "fuzz/config.json", NULL);
     if (again) abort();
-    rx_status g = rx_hf_parse_generation_config(text, size, "fuzz/generation_config.json", &c);
+    rx_status g = hf_parse_generation_config(text, size, "fuzz/generation_config.json", &c);
     if (c.neos > 8) abort();
     for (int i = 0; !g && i < c.neos; i++)
       if (c.eos[i] < 0 || c.eos[i] >= c.vocab) abort();

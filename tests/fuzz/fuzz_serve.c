@@ -10,7 +10,7 @@
  * a message; an accepted request has its fields in their documented ranges, a prompt of
  * prompt_len bytes ending in a NUL terminator, NUL bytes inside it only where the body had a
  * "\u0000" escape or a raw NUL (a prompt is never cut at one, nor given one it did not have),
- * that written as a JSON string (rx_serve_json_string, as answers write text) parses back to the
+ * that written as a JSON string (serve_json_string, as answers write text) parses back to the
  * same bytes, and token ids inside the vocab. */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,10 +39,10 @@ static void load_tokenizer(void) {
   }
 }
 
-/* The prompt written as a JSON string by rx_serve_json_string (as answers write generated text)
+/* The prompt written as a JSON string by serve_json_string (as answers write generated text)
  * parses back to the same bytes, NULs included. */
 static void round_trip(const rx_serve_request *r) {
-  char *lit = rx_serve_json_string(r->prompt, r->prompt_len);
+  char *lit = serve_json_string(r->prompt, r->prompt_len);
   if (!lit) abort();
   size_t n = strlen(lit);
   char *body = malloc(n + 16);
@@ -51,9 +51,9 @@ static void round_trip(const rx_serve_request *r) {
   free(lit);
   rx_serve_request back;
   rx_serve_error e;
-  if (rx_serve_parse(body, n, false, MODEL_NAME, &back, &e)) {
+  if (serve_parse(body, n, false, MODEL_NAME, &back, &e)) {
     if (back.prompt_len != r->prompt_len || memcmp(back.prompt, r->prompt, r->prompt_len)) abort();
-    rx_serve_request_free(&back);
+    serve_request_free(&back);
   } else if (!strstr(e.msg, "not UTF-8")) {
     abort(); /* only a prompt holding every non-UTF-8 byte and a NUL may be refused */
   }
@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     len = size - line - 1;
   }
   rx_serve_error e;
-  rx_serve_route route = rx_serve_route_of(method, url, &e);
+  rx_serve_route route = serve_route_of(method, url, &e);
   if (route == RX_SERVE_REFUSED && ((e.status != 404 && e.status != 405) || !e.msg[0])) abort();
   if (route != RX_SERVE_COMPLETION && route != RX_SERVE_CHAT) return 0;
   if (len > RX_SERVE_MAX_BODY) return 0; /* the server answers 413 before parsing */
@@ -115,9 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; !nul && i + 6 <= len; i++)
     if (body[i] == '\\') nul = !memcmp(body + i + 1, "u0000", 5), i++;
   rx_serve_request r;
-  if (rx_serve_parse(body, len, route == RX_SERVE_CHAT, MODEL_NAME, &r, &e)) {
+  if (serve_parse(body, len, route == RX_SERVE_CHAT, MODEL_NAME, &r, &e)) {
     check_accepted(&r, nul);
-    rx_serve_request_free(&r);
+    serve_request_free(&r);
   } else if ((e.status != 400 && e.status != 404) || !e.msg[0]) {
     abort();
   }

@@ -863,7 +863,7 @@ __attribute__((format(printf, 1, 2))) static void sched_error(const char *fmt, .
 }
 
 /* fiber -> scheduler; returns when the scheduler resumes this fiber. */
-static void yield_to_main(void) { rx_fiber_yield(S.running->fb); }
+static void yield_to_main(void) { interp_fiber_yield(S.running->fb); }
 
 /* A fiber's function: the kernel, for the thread the fiber is. */
 static void fiber_main(void *arg) {
@@ -876,7 +876,7 @@ static void fiber_main(void *arg) {
 static void run_fiber(fiber *f) {
   S.running = f;
   current_thread = &f->t;
-  rx_fiber_resume(f->fb);
+  interp_fiber_resume(f->fb);
   S.running = NULL;
   current_thread = NULL;
 }
@@ -1061,7 +1061,7 @@ static void init_block(const unsigned grid[3], const unsigned block[3], unsigned
     t->dyn_smem = smem;
     f->state = F_RUNNABLE;
     f->line = 0;
-    rx_fiber_start(f->fb, fiber_main, NULL);
+    interp_fiber_start(f->fb, fiber_main, NULL);
   }
 }
 
@@ -1124,7 +1124,7 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
     S.trace = simt_trace_new(tr->ranges, tr->nranges, S.n, k->fn_lo, k->fn_hi, k->module->base);
   int rc = 0;
   for (unsigned i = 0; i < S.n; i++) {
-    S.f[i].fb = rx_fiber_new(FIBER_STACK); /* with a guard page: overflow faults */
+    S.f[i].fb = interp_fiber_new(FIBER_STACK); /* with a guard page: overflow faults */
     if (!S.f[i].fb) {
       rc = fail(out_err, "kernel %s: cannot map fiber stacks: %s", k->name, strerror(errno));
       goto out;
@@ -1146,7 +1146,7 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
   if (rc && S.failed && out_err) *out_err = buf_take(&S.err);
 out:
   for (unsigned i = 0; i < S.n; i++)
-    if (S.f[i].fb) rx_fiber_free(S.f[i].fb);
+    if (S.f[i].fb) interp_fiber_free(S.f[i].fb);
   simt_trace_free(S.trace);
   free(S.f);
   free(S.err.data);

@@ -16,9 +16,9 @@ static double elem(const rx_npy *a, size_t i) {
   case RX_DTYPE_F32:
     return ((const float *)a->data)[i];
   case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)a->data)[i]);
+    return base_f16_to_f32(((const uint16_t *)a->data)[i]);
   case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)a->data)[i]);
+    return base_bf16_to_f32(((const uint16_t *)a->data)[i]);
   case RX_DTYPE_I64:
     return (double)((const int64_t *)a->data)[i];
   case RX_DTYPE_I32:
@@ -47,16 +47,16 @@ int main(int argc, char **argv) {
     }
   }
   rx_npy got, want;
-  rx_status s = rx_npy_read(argv[1], &got);
+  rx_status s = base_npy_read(argv[1], &got);
   if (s) {
     fprintf(stderr, "rx_npy_compare: %s\n", rx_status_message(s));
     rx_status_free(s);
     return 1;
   }
-  if ((s = rx_npy_read(argv[2], &want))) {
+  if ((s = base_npy_read(argv[2], &want))) {
     fprintf(stderr, "rx_npy_compare: %s\n", rx_status_message(s));
     rx_status_free(s);
-    rx_npy_free(&got);
+    base_npy_free(&got);
     return 1;
   }
   int rc = 0;
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rx_npy_compare: %s and %s have different shapes\n", argv[1], argv[2]);
     rc = 1;
   } else {
-    size_t n = rx_npy_count(&got);
+    size_t n = base_npy_count(&got);
     double diff = 0, scale = 1;
     bool nan = false;
     for (size_t i = 0; i < n; i++) {
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
       rc = 1;
     }
   }
-  rx_npy_free(&got);
-  rx_npy_free(&want);
+  base_npy_free(&got);
+  base_npy_free(&want);
   return rc;
 }

@@ -118,7 +118,7 @@ static void collect_calls(const rx_seq *q, rx_ptrvec *out) {
   for (int b = 0; q && b < q->nblocks; b++) {
     for (int i = 0; i < q->blocks[b]->nbindings; i++) {
       const rx_node *v = q->blocks[b]->bindings[i]->value;
-      if (v->kind == RX_NODE_CALL_TENSOR && v->tfn) rx_ptrvec_push(out, v->tfn);
+      if (v->kind == RX_NODE_CALL_TENSOR && v->tfn) base_ptrvec_push(out, v->tfn);
       if (v->kind == RX_NODE_IF) {
         collect_calls(v->then_seq, out);
         collect_calls(v->else_seq, out);
@@ -158,22 +158,22 @@ static void add_kernels(rxd_model *md, int which, const char *fname) {
       md->k[md->n++] = (rxd_kernel){role, f, kl->kernels[k], env};
     }
   }
-  rx_ptrvec_free(&called);
+  base_ptrvec_free(&called);
 }
 
 static bool compile(rxd_model *md, int which, const char *target, char *why, size_t n) {
   rx_compile_options o = {.ntargets = 1, .no_nvrtc = true};
-  rx_status s = rx_target_parse(target, &o.targets[0]);
+  rx_status s = tgt_target_parse(target, &o.targets[0]);
   if (s) {
     snprintf(why, n, "target %s: %s", target, rx_status_message(s));
     rx_status_free(s);
     return false;
   }
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_compile(md->m[which], &o, &d, &md->r[which]);
+  base_diag_init(&d);
+  bool ok = drv_compile(md->m[which], &o, &d, &md->r[which]);
   if (!ok) snprintf(why, n, "%s: compile: %s", md->shape->name, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok;
 }
 
@@ -189,10 +189,10 @@ static bool build_ops(rxd_model *md, const char *target, char *why, size_t n) {
            s->intermediate, s->intermediate, s->heads, s->intermediate, s->heads, s->max_pos);
   md->m[1] = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(md->m[1], "ops.rx", text, strlen(text), &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(md->m[1], "ops.rx", text, strlen(text), &d);
   if (!ok) snprintf(why, n, "ops module: %s", rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) return false;
   if (!compile(md, 1, target, why, n)) return false;
   add_kernels(md, 1, NULL);
@@ -215,7 +215,7 @@ bool rxd_model_build(rxd_model *md, const rxd_shape *s, const char *target, cons
   }
   md->m[0] = rx_module_new();
   rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
-  rx_status st = rx_hf_import(md->m[0], dir, &ho);
+  rx_status st = hf_import(md->m[0], dir, &ho);
   unlink(path);
   rmdir(dir);
   if (st) {
@@ -261,7 +261,7 @@ int rxd_for_each_kernel(int nshapes, const char *target, rxd_visit visit, void *
 
 void rxd_model_free(rxd_model *md) {
   for (int i = 0; i < 2; i++) {
-    rx_compile_result_free(&md->r[i]);
+    drv_compile_result_free(&md->r[i]);
     if (md->m[i]) rx_module_free(md->m[i]);
   }
   free(md->k);

@@ -39,7 +39,7 @@ static bool eat(parser *ps, const char *tok) {
 
 static const rx_expr *bin(parser *ps, rx_expr_kind k, const rx_expr *a, const rx_expr *b) {
   if (!a || !b) return NULL;
-  return rx_expr_raw(ps->ctx, k, a, b, NULL);
+  return sym_expr_raw(ps->ctx, k, a, b, NULL);
 }
 
 static const rx_expr *p_or(parser *ps);
@@ -64,7 +64,7 @@ static const rx_expr *p_primary(parser *ps) {
     bool ok;
     uint64_t v = digits(ps, &ok);
     if (!ok || v > (uint64_t)INT64_MAX) return fail(ps, "integer out of range");
-    return rx_expr_const(ps->ctx, (int64_t)v);
+    return sym_expr_const(ps->ctx, (int64_t)v);
   }
   if (isalpha((unsigned char)*ps->p) || *ps->p == '_') {
     const char *b = ps->p;
@@ -88,14 +88,14 @@ static const rx_expr *p_primary(parser *ps) {
           if (!(a[i] = p_or(ps))) return NULL;
         }
         if (!eat(ps, ")")) return fail(ps, "expected ')'");
-        return rx_expr_raw(ps->ctx, k, a[0], a[1], a[2]);
+        return sym_expr_raw(ps->ctx, k, a[0], a[1], a[2]);
       }
     }
     char name[256];
     if (n >= sizeof name) return fail(ps, "name too long");
     memcpy(name, b, n);
     name[n] = 0;
-    return rx_expr_var(ps->ctx, name);
+    return sym_expr_var(ps->ctx, name);
   }
   if (eat(ps, "(")) {
     const rx_expr *e = p_or(ps);
@@ -115,10 +115,10 @@ static const rx_expr *p_unary(parser *ps) {
       bool ok;
       uint64_t v = digits(ps, &ok);
       if (!ok) return fail(ps, "integer out of range");
-      return rx_expr_const(ps->ctx, v == (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)v);
+      return sym_expr_const(ps->ctx, v == (UINT64_C(1) << 63) ? INT64_MIN : -(int64_t)v);
     }
     const rx_expr *x = p_unary(ps);
-    return x ? rx_expr_raw(ps->ctx, RX_EXPR_SUB, rx_expr_const(ps->ctx, 0), x, NULL) : NULL;
+    return x ? sym_expr_raw(ps->ctx, RX_EXPR_SUB, sym_expr_const(ps->ctx, 0), x, NULL) : NULL;
   }
   return p_primary(ps);
 }
@@ -170,7 +170,7 @@ static const rx_expr *p_cmp(parser *ps) {
 static const rx_expr *p_not(parser *ps) {
   if (eat(ps, "!")) {
     const rx_expr *x = p_not(ps);
-    return x ? rx_expr_raw(ps->ctx, RX_EXPR_NOT, x, NULL, NULL) : NULL;
+    return x ? sym_expr_raw(ps->ctx, RX_EXPR_NOT, x, NULL, NULL) : NULL;
   }
   return p_cmp(ps);
 }
@@ -203,5 +203,5 @@ const rx_expr *rx_test_parse_simplified(rx_expr_ctx *ctx, const char *text) {
     fprintf(stderr, "test expression does not parse: \"%s\": %s\n", text, err);
     abort();
   }
-  return rx_expr_simplify(ctx, e);
+  return sym_expr_simplify(ctx, e);
 }

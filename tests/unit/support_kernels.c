@@ -60,9 +60,9 @@ void rxk_program_vars(const rx_tensor_fn *f, rxk_env *e) {
     }
     for (int d = 0; d < p->buf->ndim; d++) {
       rx_ptrvec vs = {0};
-      rx_expr_collect_vars(p->buf->shape[d], &vs);
+      sym_expr_collect_vars(p->buf->shape[d], &vs);
       for (size_t k = 0; k < vs.len; k++) add_var(e, vs.data[k]);
-      rx_ptrvec_free(&vs);
+      base_ptrvec_free(&vs);
     }
   }
 }
@@ -75,14 +75,14 @@ static bool facts_hold(const rx_tensor_fn *f, const rx_expr *const *vars, const 
   for (int i = 0; i < f->nfacts; i++) {
     if (only >= 0) {
       rx_ptrvec vs = {0};
-      rx_expr_collect_vars(f->facts[i], &vs);
+      sym_expr_collect_vars(f->facts[i], &vs);
       bool mine = vs.len > 0;
       for (size_t k = 0; k < vs.len; k++) mine = mine && vs.data[k] == vars[only];
-      rx_ptrvec_free(&vs);
+      base_ptrvec_free(&vs);
       if (!mine) continue;
     }
     int64_t r = 1;
-    if (rx_expr_eval(f->facts[i], &ee, &r) && !r) return false;
+    if (sym_expr_eval(f->facts[i], &ee, &r) && !r) return false;
   }
   return true;
 }
@@ -107,12 +107,12 @@ bool rxk_fit_facts(const rx_tensor_fn *f, const rx_expr *const *vars, int64_t *v
 
 bool rxk_eval(const rx_expr *x, const rxk_env *e, int64_t *out) {
   rx_expr_env ee = {.vars = e->vars, .values = e->values, .n = (size_t)e->n};
-  return rx_expr_eval(x, &ee, out);
+  return sym_expr_eval(x, &ee, out);
 }
 
-static size_t elem_bytes(rx_dtype t) { return (size_t)(rx_dtype_bits(t) / 8); }
+static size_t elem_bytes(rx_dtype t) { return (size_t)(ir_dtype_bits(t) / 8); }
 
-double rxk_load_elem(const void *p, rx_dtype t, size_t i) { return rx_elem_to_f64(p, t, i); }
+double rxk_load_elem(const void *p, rx_dtype t, size_t i) { return base_elem_to_f64(p, t, i); }
 
 static void store_random(void *p, rx_dtype t, size_t i) {
   float v = frand();
@@ -121,10 +121,10 @@ static void store_random(void *p, rx_dtype t, size_t i) {
     ((float *)p)[i] = v;
     break;
   case RX_DTYPE_F16:
-    ((uint16_t *)p)[i] = rx_f32_to_f16(v);
+    ((uint16_t *)p)[i] = base_f32_to_f16(v);
     break;
   case RX_DTYPE_BF16:
-    ((uint16_t *)p)[i] = rx_f32_to_bf16(v);
+    ((uint16_t *)p)[i] = base_f32_to_bf16(v);
     break;
   case RX_DTYPE_I64:
     ((int64_t *)p)[i] = (int64_t)(v * 8);
@@ -185,7 +185,7 @@ bool rxk_make_buffers(const rx_tensor_fn *f, const rxk_env *e, rxk_buffers *b, c
       count *= (size_t)a->shape[d];
     }
     b->bytes[i] = count * elem_bytes(a->dtype);
-    a->data = rx_calloc(1, b->bytes[i] ? b->bytes[i] : 1);
+    a->data = base_calloc(1, b->bytes[i] ? b->bytes[i] : 1);
     if (!p->is_output)
       for (size_t k = 0; k < count; k++) store_random(a->data, a->dtype, k);
   }
@@ -196,8 +196,8 @@ void rxk_copy_buffers(const rxk_buffers *from, rxk_buffers *to) {
   *to = *from;
   for (int i = 0; i < from->n; i++)
     if (from->arg[i].data)
-      to->arg[i].data =
-          memcpy(rx_malloc(from->bytes[i] ? from->bytes[i] : 1), from->arg[i].data, from->bytes[i]);
+      to->arg[i].data = memcpy(base_malloc(from->bytes[i] ? from->bytes[i] : 1), from->arg[i].data,
+                               from->bytes[i]);
 }
 
 void rxk_free_buffers(rxk_buffers *b) {
@@ -249,9 +249,9 @@ void rxk_list_rx_files(const char *dir, rx_ptrvec *out) {
   while ((de = readdir(d))) {
     size_t n = strlen(de->d_name);
     if (n > 3 && strcmp(de->d_name + n - 3, ".rx") == 0) {
-      char *p = rx_malloc(strlen(dir) + n + 2);
+      char *p = base_malloc(strlen(dir) + n + 2);
       sprintf(p, "%s/%s", dir, de->d_name);
-      rx_ptrvec_push(out, p);
+      base_ptrvec_push(out, p);
     }
   }
   closedir(d);
@@ -263,15 +263,15 @@ void rxk_list_rx_files(const char *dir, rx_ptrvec *out) {
 static char *verify_len(const char *name, const char *text, size_t len, rx_module **out) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   char *err = NULL;
-  if (!rx_parse_module(m, name, text, len, &diag) || !rx_module_normalize(m, &diag) ||
-      !rx_module_verify(m, &diag)) {
-    err = rx_strdup(rx_diag_text(&diag));
+  if (!ir_parse_module(m, name, text, len, &diag) || !ops_module_normalize(m, &diag) ||
+      !ir_module_verify(m, &diag)) {
+    err = base_strdup(rx_diag_text(&diag));
     rx_module_free(m);
     m = NULL;
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   *out = m;
   return err;
 }
@@ -279,15 +279,15 @@ static char *verify_len(const char *name, const char *text, size_t len, rx_modul
 rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {
   char *text;
   size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   if (s) {
-    rx_strbuf_append(msg, rx_status_message(s));
+    base_strbuf_append(msg, rx_status_message(s));
     rx_status_free(s);
     return NULL;
   }
   rx_module *m = NULL;
   char *err = verify_len(path, text, len, &m);
-  if (err) rx_strbuf_append(msg, err);
+  if (err) base_strbuf_append(msg, err);
   free(err);
   free(text);
   return m;

@@ -18,25 +18,25 @@ bool rxk_oneop_build(rxk_oneop *p, const char *text, const char *what, const cha
   printf("%s\n", what);
   p->m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(p->m, what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
-  rx_graph_fn *g = ok ? rx_module_graph_fn(p->m, "main") : NULL;
+  base_diag_init(&d);
+  bool ok = ir_parse_module(p->m, what, text, strlen(text), &d) && ops_module_normalize(p->m, &d);
+  rx_graph_fn *g = ok ? ir_module_graph_fn(p->m, "main") : NULL;
   if (ok && !g) { /* a hand-written program */
-    p->f = rx_module_tensor_fn(p->m, "prog");
-    ok = p->f && rx_module_verify(p->m, &d);
+    p->f = ir_module_tensor_fn(p->m, "prog");
+    ok = p->f && ir_module_verify(p->m, &d);
   } else if (ok) {
     const rx_binding *b = g->body.blocks[0]->bindings[0];
     char site[256]; /* as passes/legalize.c names the call in its run-time checks */
     snprintf(site, sizeof site, "main: binding `%s` (%s)", b->var->name, b->value->op->name);
-    p->f = rx_legalize_call_at(p->m, b->value, name, site, &d, NULL);
-    ok = p->f && rx_module_verify(p->m, &d);
+    p->f = ops_legalize_call_at(p->m, b->value, name, site, &d, NULL);
+    ok = p->f && ir_module_verify(p->m, &d);
   }
   if (!ok) rxk_fail(st, "%s: does not legalize:\n%s", what, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) return false;
   for (int i = 0; i < RXK_ONEOP_TARGETS; i++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(rxk_oneop_targets[i], &t);
+    rx_status ts = tgt_target_parse(rxk_oneop_targets[i], &t);
     RX_ASSERT(!ts);
     rxk_prepare(p->m, p->f, t, st, &p->tp[i]);
   }
@@ -44,7 +44,7 @@ bool rxk_oneop_build(rxk_oneop *p, const char *text, const char *what, const cha
     rx_strbuf msg = {0};
     if (!rxk_rt_load(p->m, p->f, vk, &p->lib, &msg))
       rxk_fail(st, "%s: compiling for %s: %s", what, vk->target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   }
   return true;
 }

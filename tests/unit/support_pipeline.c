@@ -21,21 +21,21 @@ void rxk_fail(rxk_stats *st, const char *fmt, ...) {
 
 /* Compiles one GLSL kernel to SPIR-V and validates it, where the toolchain is present. */
 static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc) {
-  if (!rx_shaderc_available()) return true;
+  if (!tgt_shaderc_available()) return true;
   uint32_t *words = NULL;
   size_t n = 0;
   char label[256];
   snprintf(label, sizeof label, "%s.comp", k->name);
-  rx_status st = rx_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
-  if (!st && rx_spirv_tools_available()) st = rx_spirv_validate(words, n);
+  rx_status st = tgt_glsl_to_spirv(k->source, strlen(k->source), label, &words, &n);
+  if (!st && tgt_spirv_tools_available()) st = tgt_spirv_validate(words, n);
   if (st) {
-    rx_diag_report(diag, RX_DIAG_ERROR, loc, "kernel '%s': the emitted GLSL does not compile: %s",
-                   k->name, rx_status_message(st));
+    base_diag_report(diag, RX_DIAG_ERROR, loc, "kernel '%s': the emitted GLSL does not compile: %s",
+                     k->name, rx_status_message(st));
     rx_status_free(st);
     free(words);
     return false;
   }
-  k->spirv = rx_arena_dup(&m->arena, words, n * sizeof(uint32_t));
+  k->spirv = base_arena_dup(&m->arena, words, n * sizeof(uint32_t));
   k->spirv_words = n;
   free(words);
   return true;
@@ -43,7 +43,7 @@ static bool compile_spirv(rx_module *m, rx_kernel *k, rx_diag *diag, rx_loc loc)
 
 bool rxk_codegen(rx_module *m, const rx_tensor_fn *scheduled, const rx_target *t, rx_diag *diag,
                  rx_kernel_list *out) {
-  if (!rx_codegen_rules(m, scheduled, t, NULL, 0, diag, out)) return false;
+  if (!cg_codegen_rules(m, scheduled, t, NULL, 0, diag, out)) return false;
   bool ok = true;
   if (t->kind == RX_TARGET_VULKAN)
     for (int i = 0; i < out->n && ok; i++)
@@ -118,8 +118,8 @@ static bool simt_check(const rx_kernel_list *kl, char *msg, size_t n) {
   int64_t v = (int64_t)(((uint64_t)(uint32_t)simt_err[2] << 32) | (uint32_t)simt_err[1]);
   for (int k = 0; k < kl->n; k++)
     for (int c = 0; c < kl->kernels[k]->nchecks; c++)
-      if (rx_check_code(kl->kernels[k]->checks[c]) == simt_err[0]) {
-        char *m = rx_check_format(kl->kernels[k]->checks[c], v);
+      if (base_check_code(kl->kernels[k]->checks[c]) == simt_err[0]) {
+        char *m = base_check_format(kl->kernels[k]->checks[c], v);
         snprintf(msg, n, "%s", m ? m : "?");
         free(m);
         return true;
@@ -151,7 +151,7 @@ static void check_cuda_toolchain(const rx_kernel_list *kl, const char *arch, con
   static int nvrtc_state; /* 0 unknown, 1 present, -1 absent */
   if (nvrtc_state == 0) {
     int mj, mn;
-    rx_status s = rx_nvrtc_load(&mj, &mn);
+    rx_status s = tgt_nvrtc_load(&mj, &mn);
     nvrtc_state = s ? -1 : 1;
     if (s) printf("  NVRTC absent, CUDA compilation skipped: %s\n", rx_status_message(s));
     rx_status_free(s);
@@ -164,14 +164,14 @@ static void check_cuda_toolchain(const rx_kernel_list *kl, const char *arch, con
     }
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    rx_status s = rx_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
+    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
     if (s) {
       rxk_fail(st, "%s: %s: NVRTC %s: %s\n%s\n--- source\n%s", what, kn->name, arch,
                rx_status_message(s), log ? log : "", kn->source);
       rx_status_free(s);
     } else {
       rx_ptxas_info info;
-      rx_status ps = rx_ptxas_report(ptx, arch, &info);
+      rx_status ps = tgt_ptxas_report(ptx, arch, &info);
       if (rx_status_code_of(ps) == RX_ERR_NOT_FOUND) {
         st->skipped++;
       } else if (ps) {
@@ -182,7 +182,7 @@ static void check_cuda_toolchain(const rx_kernel_list *kl, const char *arch, con
       } else {
         st->passed++;
       }
-      if (!ps) rx_ptxas_info_free(&info);
+      if (!ps) tgt_ptxas_info_free(&info);
       rx_status_free(ps);
     }
     free(ptx);
@@ -193,7 +193,7 @@ static void check_cuda_toolchain(const rx_kernel_list *kl, const char *arch, con
 static void check_spirv(const rx_kernel_list *kl, const char *what, rxk_stats *st) {
   for (int k = 0; k < kl->n; k++) {
     const rx_kernel *kn = kl->kernels[k];
-    if (!rx_shaderc_available() || !rx_spirv_tools_available()) {
+    if (!tgt_shaderc_available() || !tgt_spirv_tools_available()) {
       st->skipped++;
       continue;
     }
@@ -201,7 +201,7 @@ static void check_spirv(const rx_kernel_list *kl, const char *what, rxk_stats *s
       rxk_fail(st, "%s: %s: no SPIR-V although shaderc is present", what, kn->name);
       continue;
     }
-    rx_status s = rx_spirv_validate(kn->spirv, kn->spirv_words);
+    rx_status s = tgt_spirv_validate(kn->spirv, kn->spirv_words);
     if (s)
       rxk_fail(st, "%s: %s: spirv-val: %s", what, kn->name, rx_status_message(s));
     else
@@ -216,17 +216,17 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
   p->t = t;
   snprintf(p->what, sizeof p->what, "%s [%s]", f->name, t->name);
   rx_diag diag;
-  rx_diag_init(&diag);
-  if (!rx_schedule(m, f, t, &diag, &p->sr)) {
+  base_diag_init(&diag);
+  if (!sched_schedule(m, f, t, &diag, &p->sr)) {
     rxk_fail(st, "%s: schedule failed:\n%s", p->what, rx_diag_text(&diag));
   } else if (!rxk_codegen(m, p->sr.fn, t, &diag, &p->kl)) {
     rxk_fail(st, "%s: codegen failed:\n%s", p->what, rx_diag_text(&diag));
   } else {
     p->ok = true;
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   if (!p->ok) return;
-  printf("  %s: rule %s, %d kernel(s)\n", p->what, rx_sched_rule_name(p->sr.variants[0].rule),
+  printf("  %s: rule %s, %d kernel(s)\n", p->what, sched_rule_name(p->sr.variants[0].rule),
          p->kl.n);
 
   /* toolchains */
@@ -235,7 +235,7 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
 
   p->emulate = (t->kind == RX_TARGET_CUDA && t->sm == 80) || t->kind == RX_TARGET_METAL;
   if (!p->emulate) return;
-  p->mods = rx_calloc((size_t)p->kl.n + 1, sizeof *p->mods);
+  p->mods = base_calloc((size_t)p->kl.n + 1, sizeof *p->mods);
   for (int k = 0; k < p->kl.n; k++) {
     const rx_kernel *kn = p->kl.kernels[k];
     char *err = NULL, label[160];

@@ -19,7 +19,7 @@ typedef struct rxk_stats {
 
 void rxk_fail(rxk_stats *st, const char *fmt, ...) RX_PRINTF(2, 3);
 
-/* rx_codegen_rules without rules, and for Vulkan targets each kernel compiled to SPIR-V and
+/* cg_codegen_rules without rules, and for Vulkan targets each kernel compiled to SPIR-V and
  * validated when shaderc and SPIRV-Tools are present (rx_kernel.spirv), on this thread: what the
  * compile driver's toolchain step does (driver/toolchains.c), for tests that take one program
  * through codegen alone. Errors go to diag; returns false then. */

@@ -20,7 +20,7 @@ void rxk_rt_target(const rx_rt_device *dev, rx_target *out) {
                      : strstr(info->name, "llvmpipe")       ? "vulkan-lavapipe"
                                                             : "vulkan";
   const rx_target *t;
-  rx_status s = rx_target_parse(name, &t);
+  rx_status s = tgt_target_parse(name, &t);
   RX_ASSERT(!s);
   *out = *t;
   if (info->backend == RX_RT_BACKEND_VULKAN && t->subgroup_size > 0 && info->subgroup_size > 0 &&
@@ -70,7 +70,7 @@ typedef struct library {
 } library;
 
 static void library_free(library *l) {
-  rx_strbuf_free(&l->json);
+  base_strbuf_free(&l->json);
   for (size_t i = 0; i < l->nblobs; i++) free(l->owned[i]);
   memset(l, 0, sizeof *l);
 }
@@ -79,51 +79,52 @@ static void library_free(library *l) {
 static bool build_library(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, library *l,
                           rx_strbuf *msg) {
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_sched_result sr;
   rx_kernel_list kl = {0};
   bool ok =
-      rx_schedule(m, f, &b->target, &diag, &sr) && rxk_codegen(m, sr.fn, &b->target, &diag, &kl);
-  if (!ok) rx_strbuf_append(msg, rx_diag_text(&diag));
-  rx_diag_free(&diag);
+      sched_schedule(m, f, &b->target, &diag, &sr) && rxk_codegen(m, sr.fn, &b->target, &diag, &kl);
+  if (!ok) base_strbuf_append(msg, rx_diag_text(&diag));
+  base_diag_free(&diag);
   for (int k = 0; ok && k < kl.n; k++) {
     rx_kernel *kn = kl.kernels[k];
     RX_ASSERT(l->nblobs < RX_ARRAY_LEN(l->blobs));
     char name[256];
     if (b->kind == RX_RT_BACKEND_VULKAN) {
       if (!kn->spirv) {
-        rx_strbuf_printf(msg, "%s: no SPIR-V (shaderc absent?)", kn->name);
+        base_strbuf_printf(msg, "%s: no SPIR-V (shaderc absent?)", kn->name);
         return false;
       }
       snprintf(name, sizeof name, "%s.spv", kn->name);
-      kn->binary = rx_arena_strdup(&m->arena, name);
+      kn->binary = base_arena_strdup(&m->arena, name);
       l->blobs[l->nblobs++] = (rx_rt_blob){kn->binary, kn->spirv, kn->spirv_words * 4};
     } else if (b->kind == RX_RT_BACKEND_CUDA) {
       char *ptx = NULL, *log = NULL;
       size_t len = 0;
       rx_status s =
-          rx_nvrtc_compile(kn->source, kn->name, b->target.cuda_arch, false, &ptx, &len, &log);
+          tgt_nvrtc_compile(kn->source, kn->name, b->target.cuda_arch, false, &ptx, &len, &log);
       if (s) {
-        rx_strbuf_printf(msg, "%s: NVRTC: %s\n%s", kn->name, rx_status_message(s), log ? log : "");
+        base_strbuf_printf(msg, "%s: NVRTC: %s\n%s", kn->name, rx_status_message(s),
+                           log ? log : "");
         rx_status_free(s);
         free(log);
         return false;
       }
       free(log);
       snprintf(name, sizeof name, "%s.ptx", kn->name);
-      kn->ptx = rx_arena_strdup(&m->arena, name);
+      kn->ptx = base_arena_strdup(&m->arena, name);
       l->owned[l->nblobs] = ptx;
       l->blobs[l->nblobs++] = (rx_rt_blob){kn->ptx, ptx, len};
     } else {
       snprintf(name, sizeof name, "%s.metal", kn->name);
       l->blobs[l->nblobs++] =
-          (rx_rt_blob){rx_arena_strdup(&m->arena, name), kn->source, strlen(kn->source)};
+          (rx_rt_blob){base_arena_strdup(&m->arena, name), kn->source, strlen(kn->source)};
     }
   }
   if (ok) {
     const rx_kernel_list *lists[1] = {&kl};
     const rx_tensor_fn *progs[1] = {sr.fn};
-    rx_kernels_json(&l->json, &b->target, progs, lists, 1);
+    cg_kernels_json(&l->json, &b->target, progs, lists, 1);
   }
   return ok;
 }
@@ -136,7 +137,7 @@ bool rxk_rt_load(rx_module *m, const rx_tensor_fn *f, rxk_backend *b, rx_rt_libr
   if (ok) {
     rx_status s =
         rx_rt_library_load_memory(b->dev, l.json.data, l.json.len, l.blobs, l.nblobs, out);
-    if (s) rx_strbuf_printf(msg, "loading its kernels: %s", rx_status_message(s));
+    if (s) base_strbuf_printf(msg, "loading its kernels: %s", rx_status_message(s));
     ok = !s;
     rx_status_free(s);
   }
@@ -189,20 +190,20 @@ bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
-  rx_diag_init(&diag);
-  rx_status st = rx_hf_import(m, dir, &ho);
+  base_diag_init(&diag);
+  rx_status st = hf_import(m, dir, &ho);
   bool ok = !st;
   if (st) snprintf(why, n, "import %s: %s", name, rx_status_message(st));
   rx_status_free(st);
-  if (ok && !(ok = rx_compile(m, &o, &diag, &r)))
+  if (ok && !(ok = drv_compile(m, &o, &diag, &r)))
     snprintf(why, n, "compile %s: %s", name, rx_diag_text(&diag));
-  if (ok && (st = rx_artifact_write_file(path, r.artifact, r.artifact_len))) {
+  if (ok && (st = drv_artifact_write_file(path, r.artifact, r.artifact_len))) {
     snprintf(why, n, "%s: %s", path, rx_status_message(st));
     rx_status_free(st);
     ok = false;
   }
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   return ok;
 }

@@ -86,8 +86,8 @@ typedef rxk_oneop prog;
 static void check_form(const prog *p, const rxk_prepared *tp) {
   if (!tp->ok || !rxk_has_frag_form(p->f)) return;
   rx_dtype t = p->f->params[0]->buf->dtype;
-  bool want = rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
-              rx_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8);
+  bool want = tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
+              tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8);
   bool got = rxk_uses_frags(tp);
   if (got == want)
     st.passed++;
@@ -184,7 +184,7 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
     }
     rxk_copy_buffers(in, &got);
     rx_interp_opts o = {.fragments = fr == 1};
-    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, &o);
+    rx_status s = interp_run(p->m, p->f, got.arg, got.n, &o);
     const char *form = fr ? "interpreter (fragments)" : "interpreter";
     if (s)
       rxk_fail(&st, "%s at %s: %s: %s", p->what, at, form, rx_status_message(s));
@@ -278,7 +278,7 @@ static void scene_dims(const scene *s, int *mp, int *p) {
 
 /* Deals the pool's pages, shuffled, to the sequences in order; unused entries 0. */
 static void deal_pages(const scene *s, cache *c) {
-  int32_t *perm = rx_malloc(sizeof(int32_t) * (size_t)c->p);
+  int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)c->p);
   for (int i = 0; i < c->p; i++) perm[i] = i;
   for (int i = c->p - 1; i > 0; i--) {
     int j = (int)(next_rand() % (uint64_t)(i + 1));
@@ -309,7 +309,7 @@ static double ref_row(const cache *c, int s, int h, const double *q, int lo, int
                       double *out) {
   memset(out, 0, sizeof(double) * (size_t)c->d);
   if (lo > hi) return -INFINITY;
-  double *sc = rx_malloc(sizeof(double) * (size_t)(hi - lo + 1)), m = -INFINITY, l = 0;
+  double *sc = base_malloc(sizeof(double) * (size_t)(hi - lo + 1)), m = -INFINITY, l = 0;
   for (int j = lo; j <= hi; j++) {
     double dot = 0;
     for (int d = 0; d < c->d; d++) dot += q[d] * kv_elem(c, 0, s, h, j, d);
@@ -387,7 +387,7 @@ static void check_paged_scene(prog *p, const paged_cfg *pc, scene s) {
     for (int i = 0; i < s.nnew[q]; i++, r++) qs[r] = q, qp[r] = s.kv[q] - s.nnew[q] + i;
   /* the reference */
   const rx_interp_arg *qa = param(p, &in, "q");
-  double *want = rx_malloc(sizeof(double) * (size_t)(n * pc->heads * pc->d) + 1);
+  double *want = base_malloc(sizeof(double) * (size_t)(n * pc->heads * pc->d) + 1);
   double qrow[256];
   int64_t g = pc->heads / pc->kvh;
   for (int t = 0; t < n; t++) {
@@ -412,7 +412,7 @@ static void check_paged_scene(prog *p, const paged_cfg *pc, scene s) {
 
 static const char *paged_text(const paged_cfg *c, const char *op, const char *extra) {
   static char text[1024];
-  const char *t = rx_dtype_name(c->t);
+  const char *t = ir_dtype_name(c->t);
   bool decode = !strcmp(op, "paged_decode_attention");
   snprintf(text, sizeof text,
            "graph_fn main(q: %s[%s, %lld, %lld], pages: %s[p, 2, %lld, %d, %lld], "
@@ -441,7 +441,7 @@ static void test_paged_attention(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     char what[160];
     snprintf(what, sizeof what, "paged_attention %s d=%lld heads=%lld/%lld window=%lld",
-             rx_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
              (long long)cfgs[i].kvh, (long long)cfgs[i].window);
     prog p;
     if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what))
@@ -461,7 +461,7 @@ static void test_prefill_matrix(void) {
   static const int ns[] = {1, 7, 33, 100, 1000}, caches[] = {0, 17, 1000};
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     char what[160];
-    snprintf(what, sizeof what, "prefill %s d=%lld heads=%lld/%lld", rx_dtype_name(cfgs[i].t),
+    snprintf(what, sizeof what, "prefill %s d=%lld heads=%lld/%lld", ir_dtype_name(cfgs[i].t),
              (long long)cfgs[i].d, (long long)cfgs[i].heads, (long long)cfgs[i].kvh);
     prog p;
     if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
@@ -543,10 +543,10 @@ static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
   if (!scene_buffers(p, &s, pc, 0, &e, &in, &c)) return;
   int chunks = (int)((c.mp * PAGE + pc->chunk - 1) / pc->chunk);
   size_t rows = (size_t)(s.nseq * pc->heads);
-  double *o = rx_malloc(sizeof(double) * rows * (size_t)(chunks * pc->d));
-  double *lse = rx_malloc(sizeof(double) * rows * (size_t)chunks);
-  double *full = rx_malloc(sizeof(double) * rows * (size_t)pc->d);
-  double *merged = rx_malloc(sizeof(double) * rows * (size_t)pc->d);
+  double *o = base_malloc(sizeof(double) * rows * (size_t)(chunks * pc->d));
+  double *lse = base_malloc(sizeof(double) * rows * (size_t)chunks);
+  double *full = base_malloc(sizeof(double) * rows * (size_t)pc->d);
+  double *merged = base_malloc(sizeof(double) * rows * (size_t)pc->d);
   ref_decode(&c, param(p, &in, "q"), pc, chunks, o, lse, full);
   /* the references agree with each other: merging the chunks gives attention over all keys */
   ref_merge(o, lse, (int)rows, chunks, (int)pc->d, merged);
@@ -582,7 +582,7 @@ static void test_decode(void) {
     char what[160], extra[32];
     snprintf(what, sizeof what,
              "paged_decode_attention %s d=%lld heads=%lld/%lld window=%lld chunk=%lld",
-             rx_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
              (long long)cfgs[i].kvh, (long long)cfgs[i].window, (long long)cfgs[i].chunk);
     snprintf(extra, sizeof extra, ", chunk=%lld", (long long)cfgs[i].chunk);
     prog p;
@@ -609,8 +609,8 @@ static void test_merge(void) {
     snprintf(text, sizeof text,
              "graph_fn main(o: f32[b, h, s, %lld], lse: f32[b, h, s]) {\n"
              "  y = attention_merge(o, lse, dtype=%s)\n  return y\n}\n",
-             (long long)cfgs[i].d, rx_dtype_name(cfgs[i].t));
-    snprintf(what, sizeof what, "attention_merge %s d=%lld", rx_dtype_name(cfgs[i].t),
+             (long long)cfgs[i].d, ir_dtype_name(cfgs[i].t));
+    snprintf(what, sizeof what, "attention_merge %s d=%lld", ir_dtype_name(cfgs[i].t),
              (long long)cfgs[i].d);
     prog p;
     if (!prog_build(&p, text, what)) {
@@ -629,9 +629,9 @@ static void test_merge(void) {
       float *lse = la->data;
       for (int x = 0; x < rows * chunks; x++)
         lse[x] = x < chunks || x % 3 == 2 ? -INFINITY : lse[x] * 4;
-      double *ld = rx_malloc(sizeof(double) * (size_t)(rows * chunks));
-      double *od = rx_malloc(sizeof(double) * count_of(oa));
-      double *want = rx_malloc(sizeof(double) * (size_t)(rows * cfgs[i].d));
+      double *ld = base_malloc(sizeof(double) * (size_t)(rows * chunks));
+      double *od = base_malloc(sizeof(double) * count_of(oa));
+      double *want = base_malloc(sizeof(double) * (size_t)(rows * cfgs[i].d));
       for (int x = 0; x < rows * chunks; x++) ld[x] = lse[x];
       for (size_t x = 0; x < count_of(oa); x++) od[x] = ((float *)oa->data)[x];
       ref_merge(od, ld, rows, chunks, (int)cfgs[i].d, want);
@@ -658,7 +658,7 @@ static void test_kv_append(void) {
   static const int64_t tokens[] = {1, 7, 33, 100};
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     char text[512], what[96];
-    const char *t = rx_dtype_name(cfgs[i].t);
+    const char *t = ir_dtype_name(cfgs[i].t);
     snprintf(text, sizeof text,
              "graph_fn main(pages: %s[p, 2, %lld, %d, %lld], k: %s[n, %lld, %lld], "
              "v: %s[n, %lld, %lld], slot: i32[n]) {\n"
@@ -688,11 +688,11 @@ static void test_kv_append(void) {
       rx_interp_arg *pa = param(&p, &in, "pages"), *ka = param(&p, &in, "k");
       rx_interp_arg *va = param(&p, &in, "v");
       int32_t *slot = param(&p, &in, "slot")->data;
-      size_t cnt = count_of(pa), es = (size_t)rx_dtype_bits(cfgs[i].t) / 8;
+      size_t cnt = count_of(pa), es = (size_t)ir_dtype_bits(cfgs[i].t) / 8;
       for (size_t x = 0; x < cnt * es; x++)
         ((unsigned char *)pa->data)[x] = (unsigned char)(next_rand() >> 40) & 0x3f;
       int64_t nslots = np * PAGE;
-      int32_t *perm = rx_malloc(sizeof(int32_t) * (size_t)nslots);
+      int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)nslots);
       for (int64_t x = 0; x < nslots; x++) perm[x] = (int32_t)x;
       for (int64_t x = nslots - 1; x > 0; x--) {
         int64_t y = (int64_t)(next_rand() % (uint64_t)(x + 1));
@@ -701,7 +701,7 @@ static void test_kv_append(void) {
         perm[y] = tmp;
       }
       for (int64_t x = 0; x < n; x++) slot[x] = perm[x];
-      double *want = rx_malloc(sizeof(double) * cnt);
+      double *want = base_malloc(sizeof(double) * cnt);
       for (size_t x = 0; x < cnt; x++) want[x] = rxk_load_elem(pa->data, cfgs[i].t, x);
       int64_t kvh = cfgs[i].kvh, d = cfgs[i].d;
       for (int64_t x = 0; x < n; x++)
@@ -739,7 +739,7 @@ typedef struct dense_cfg {
 static void ref_dense(const dense_cfg *c, int64_t s, int64_t t, const rx_interp_arg *q,
                       const rx_interp_arg *k, const rx_interp_arg *v, const rx_interp_arg *mask,
                       double *out) {
-  double scale = 1.0 / sqrt((double)c->d), *sc = rx_malloc(sizeof(double) * (size_t)(t + 1));
+  double scale = 1.0 / sqrt((double)c->d), *sc = base_malloc(sizeof(double) * (size_t)(t + 1));
   for (int64_t bh = 0; bh < c->b * c->h; bh++)
     for (int64_t i = 0; i < s; i++) {
       double m = -INFINITY, l = 0;
@@ -780,7 +780,7 @@ static void test_dense(void) {
   static const int64_t sizes[] = {1, 7, 33, 100};
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     const dense_cfg *c = &cfgs[i];
-    const char *t = rx_dtype_name(c->t);
+    const char *t = ir_dtype_name(c->t);
     char text[768], what[160], mask[64] = "";
     if (c->mask) snprintf(mask, sizeof mask, ", mask: %s[%s]", t, c->mask);
     snprintf(text, sizeof text,
@@ -808,7 +808,7 @@ static void test_dense(void) {
         rxk_buffers in;
         char at[64];
         if (!make_inputs(&p, names, values, 2, &e, &in)) continue;
-        double *want = rx_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
+        double *want = base_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
         ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"),
                   c->mask ? param(&p, &in, "mask") : NULL, want);
         snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);
@@ -879,7 +879,7 @@ static void test_dense_low_mask(void) {
   static const int64_t sizes[][2] = {{7, 7}, {7, 33}};
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     const dense_cfg *c = &cfgs[i];
-    const char *t = rx_dtype_name(c->t);
+    const char *t = ir_dtype_name(c->t);
     char text[768], what[160];
     snprintf(text, sizeof text,
              "graph_fn main(q: %s[%lld, %lld, s, %lld], k: %s[%lld, %lld, t, %lld], "
@@ -904,7 +904,7 @@ static void test_dense_low_mask(void) {
       if (!make_inputs(&p, names, sizes[si], 2, &e, &in)) continue;
       rx_interp_arg *mask = param(&p, &in, "mask");
       hf_mask(mask, c->t);
-      double *want = rx_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
+      double *want = base_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
       ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"), mask,
                 want);
       snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);

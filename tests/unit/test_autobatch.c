@@ -62,7 +62,7 @@ static char *read_model(const char *tests, const char *name) {
   snprintf(path, sizeof path, "%s/autobatch/%s", tests, name);
   size_t len = 0;
   char *text = NULL;
-  rx_status st = rx_read_file(path, &text, &len);
+  rx_status st = base_read_file(path, &text, &len);
   CHECK_MSG(!st, "%s", rx_status_message(st));
   rx_status_free(st);
   return text;
@@ -71,14 +71,14 @@ static char *read_model(const char *tests, const char *name) {
 /* The module of the three functions and their batched forms (NULL after a failed check). */
 static rx_module *make_module(const char *tree, const char *lstm) {
   rx_strbuf all = {0};
-  rx_strbuf_printf(&all, "%s\n%s\n%s", tree, lstm, mix_text);
+  base_strbuf_printf(&all, "%s\n%s\n%s", tree, lstm, mix_text);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, "acrobat", all.data, all.len, &diag) && diag.errors == 0;
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, "acrobat", all.data, all.len, &diag) && diag.errors == 0;
   CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
-  rx_diag_free(&diag);
-  rx_strbuf_free(&all);
+  base_diag_free(&diag);
+  base_strbuf_free(&all);
   const char *tree_shared[] = {"w", "ul", "ur", "b"}, *lstm_shared[] = {"wx", "wh", "b"};
   const char *mix_shared[] = {"m", "ms"};
   struct {
@@ -127,10 +127,10 @@ static void check_pass_error(const char *text, const char *fn, const char *const
                              size_t nshared, const char *const *want, size_t nwant) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_parse_module(m, "err", text, strlen(text), &diag) && diag.errors == 0;
+  base_diag_init(&diag);
+  bool ok = ir_parse_module(m, "err", text, strlen(text), &diag) && diag.errors == 0;
   CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   if (ok) {
     rx_status st = rx_batch_function(m, fn, shared, nshared, 0, "out");
     CHECK_MSG(st, "batching %s succeeded", fn);
@@ -138,7 +138,7 @@ static void check_pass_error(const char *text, const char *fn, const char *const
       CHECK_MSG(strstr(rx_status_message(st), want[i]), "'%s' lacks '%s'", rx_status_message(st),
                 want[i]);
     if (st) printf("refused as expected: %s\n", rx_status_message(st));
-    CHECK_MSG(!rx_module_graph_fn(m, "out"), "a failed batch left its function in the module");
+    CHECK_MSG(!ir_module_graph_fn(m, "out"), "a failed batch left its function in the module");
     rx_status_free(st);
   }
   rx_module_free(m);
@@ -148,7 +148,7 @@ static void check_pass_error(const char *text, const char *fn, const char *const
  * and the ops of docs/autobatch.md's table have their rules. */
 static void batch_rules(void) {
   int n = 0;
-  const rx_op *const *ops = rx_op_all(&n);
+  const rx_op *const *ops = ops_op_all(&n);
   for (int i = 0; i < n; i++) {
     const rx_op *op = ops[i];
     if (op->pattern == RX_PATTERN_ELEMWISE)
@@ -197,14 +197,14 @@ static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) 
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
-  rx_diag_init(&diag);
-  bool ok = rx_compile(m, &o, &diag, &r);
+  base_diag_init(&diag);
+  bool ok = drv_compile(m, &o, &diag, &r);
   CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
   unsigned char *bytes = ok ? r.artifact : NULL;
   *len = ok ? r.artifact_len : 0;
   if (ok) r.artifact = NULL;
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   return bytes;
 }
 

@@ -497,7 +497,7 @@ static void host_program(const char *path, int32_t vocab) {
             ok_status(rx_rt_value_from_prim(RX_DTYPE_I64, 1024, &lim[0]), "prim") &&
             ok_status(rx_rt_value_from_prim(RX_DTYPE_I64, MAX_B, &lim[1]), "prim") &&
             ok_status(rx_rt_vm_call_values(a, "create_kv_cache", lim, 2, &cache), "cache") &&
-            ok_status(rx_kv_batch_new(&batch), "batch");
+            ok_status(llm_kv_batch_new(&batch), "batch");
   enum { B = 40 };
   int32_t tok[B + 1];
   int64_t seqs[B + 1], counts[B], n = B + 1, b = B; /* seqs + 1: the batches of sequences 1.. */
@@ -510,7 +510,7 @@ static void host_program(const char *path, int32_t vocab) {
   ok = ok && ok_status(rx_rt_tensor_from_host(dev, RX_DTYPE_I32, 1, &n, tok, &t), "ids") &&
        ok_status(rx_rt_value_from_tensor(t, &ids), "ids") &&
        ok_status(rx_rt_value_from_shape(&b, 1, &bs), "shape") &&
-       ok_status(rx_kv_batch_set(batch, seqs, counts, B), "batch");
+       ok_status(llm_kv_batch_set(batch, seqs, counts, B), "batch");
   char msg[1024];
   int64_t bytes = 0;
   if (ok) { /* 40 sequences, 41 tokens, one call */
@@ -522,7 +522,7 @@ static void host_program(const char *path, int32_t vocab) {
   }
   if (ok) { /* counts summing to 40 for 41 ids */
     counts[0] = 1;
-    ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B), "batch");
+    ok_status(llm_kv_batch_set(batch, seqs + 1, counts, B), "batch");
     rx_rt_value *args[4] = {ids, cache, batch, bs};
     call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
     CHECK_MSG(strstr(msg, "rx_kv_extend: the batch's 40 sequences have 40 new tokens in all, the "
@@ -531,7 +531,7 @@ static void host_program(const char *path, int32_t vocab) {
   }
   if (ok) { /* 39 sequences (41 tokens) for batch_size [40] */
     counts[0] = 3;
-    ok_status(rx_kv_batch_set(batch, seqs + 1, counts, B - 1), "batch");
+    ok_status(llm_kv_batch_set(batch, seqs + 1, counts, B - 1), "batch");
     rx_rt_value *args[4] = {ids, cache, batch, bs};
     call_fn(a, "prefill", args, 4, msg, sizeof msg, &bytes);
     CHECK_MSG(strstr(msg, "prefill: match_cast of 'aux_page_table': expected i32[b, mp], got "
@@ -541,7 +541,7 @@ static void host_program(const char *path, int32_t vocab) {
   }
   if (ok) { /* decode: 41 ids for a batch of 40 sequences */
     for (int k = 0; k < B; k++) counts[k] = 1;
-    ok_status(rx_kv_batch_set(batch, seqs, counts, B), "batch");
+    ok_status(llm_kv_batch_set(batch, seqs, counts, B), "batch");
     rx_rt_value *args[3] = {ids, cache, lim[0]};
     call_fn(a, "decode", args, 3, msg, sizeof msg, &bytes);
     CHECK_MSG(strstr(msg, "rx_kv_extend: argument 2 must be a KV batch or a shape of sequence ids, "

@@ -65,32 +65,32 @@ static unsigned char *compile(const char *what, const char *text, int64_t bound,
                               const rx_target *vk, size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_compile_options o = {.no_nvrtc = true};
   const char *names[] = {NULL, "cuda -arch=sm_80", "metal-apple7"};
   const rx_target *tg[3] = {vk};
   for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
     if (names[i]) {
-      rx_status ts = rx_target_parse(names[i], &tg[i]);
+      rx_status ts = tgt_target_parse(names[i], &tg[i]);
       RX_ASSERT(!ts);
     }
     o.targets[o.ntargets++] = tg[i];
   }
   rx_compile_result r;
   unsigned char *bytes = NULL;
-  bool ok = rx_parse_module(m, what, text, strlen(text), &diag) && rx_compile(m, &o, &diag, &r);
+  bool ok = ir_parse_module(m, what, text, strlen(text), &diag) && drv_compile(m, &o, &diag, &r);
   CHECK(ok);
   if (!ok) {
     fprintf(stderr, "%s: does not compile:\n%s", what, rx_diag_text(&diag));
-    rx_diag_free(&diag);
+    base_diag_free(&diag);
     rx_module_free(m);
     return NULL;
   }
   bytes = r.artifact;
   *len = r.artifact_len;
   r.artifact = NULL;
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   /* the grids, as the runtime evaluates them from each target's kernels.json */
   rx_rt_artifact *art = NULL;
@@ -105,11 +105,11 @@ static unsigned char *compile(const char *what, const char *text, int64_t bound,
     for (size_t k = 0; rx_rt_artifact_section(art, k, &sname, &json, &jlen); k++)
       if (!strcmp(sname, sec)) break;
     if (!sname || strcmp(sname, sec) != 0) {
-      s = rx_status_make(RX_ERR_NOT_FOUND, "no section %s", sec);
+      s = base_status_make(RX_ERR_NOT_FOUND, "no section %s", sec);
       break;
     }
     /* every "grid": [a, b, c] of the json */
-    char *text_json = rx_calloc(jlen + 1, 1);
+    char *text_json = base_calloc(jlen + 1, 1);
     memcpy(text_json, json, jlen);
     int grids = 0;
     for (char *g = strstr(text_json, "\"grid\": ["); g; g = strstr(g + 1, "\"grid\": [")) {
@@ -157,7 +157,7 @@ static bool run(rx_rt_device *dev, const char *what, const unsigned char *bytes,
   if (!s) s = rx_rt_tensor_from_host(dev, RX_DTYPE_F16, 2, shape, x, &in);
   if (!s) s = rx_rt_vm_call(art, "main", &in, 1, &res);
   rx_rt_tensor *t = s ? NULL : rx_rt_value_tensor(res);
-  if (!s && !t) s = rx_status_make(RX_ERR_INTERNAL, "the result is not a tensor");
+  if (!s && !t) s = base_status_make(RX_ERR_INTERNAL, "the result is not a tensor");
   if (!s) s = rx_rt_tensor_read(t, out, out_bytes);
   CHECK(!s);
   if (s) fprintf(stderr, "%s on Vulkan: %s\n", what, rx_status_message(s));
@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
     rxk_rt_target(dev, &vk);
   } else {
     const rx_target *t;
-    rx_status ts = rx_target_parse("vulkan-lavapipe", &t);
+    rx_status ts = tgt_target_parse("vulkan-lavapipe", &t);
     RX_ASSERT(!ts);
     vk = *t;
   }

@@ -378,17 +378,17 @@ static rx_module *checked(const char *text) {
 
 static void expect_verify(rx_module *m, const char *needle) {
   rx_diag d;
-  rx_diag_init(&d);
-  CHECK(!rx_module_verify(m, &d));
+  base_diag_init(&d);
+  CHECK(!ir_module_verify(m, &d));
   if (!strstr(rx_diag_text(&d), needle))
     fprintf(stderr, "verifier output lacks '%s':\n%s", needle, rx_diag_text(&d));
   CHECK(strstr(rx_diag_text(&d), needle) != NULL);
-  rx_diag_free(&d);
+  base_diag_free(&d);
 }
 
 static void test_verifier_mutations(void) {
   rx_module *m = checked(verify_text);
-  rx_graph_fn *f = rx_module_graph_fn(m, "f");
+  rx_graph_fn *f = ir_module_graph_fn(m, "f");
   rx_binding *ybind = f->body.blocks[0]->bindings[0];
   rx_var *t = ybind->value->then_seq->blocks[0]->bindings[0]->var;
 
@@ -431,9 +431,9 @@ static void test_verifier_mutations(void) {
   wb->var->sinfo = ws;
 
   rx_diag d;
-  rx_diag_init(&d);
-  CHECK(rx_module_verify(m, &d)); /* restored: valid again */
-  rx_diag_free(&d);
+  base_diag_init(&d);
+  CHECK(ir_module_verify(m, &d)); /* restored: valid again */
+  base_diag_free(&d);
   rx_module_free(m);
 }
 

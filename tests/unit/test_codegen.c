@@ -38,7 +38,7 @@ static rx_module *load(const char *file) {
   snprintf(path, sizeof path, "%s/codegen/%s", tests_dir, file);
   char *text = NULL;
   size_t len = 0;
-  rx_status st = rx_read_file(path, &text, &len);
+  rx_status st = base_read_file(path, &text, &len);
   if (st) {
     check_failed++;
     fprintf(stderr, "FAIL: %s\n", rx_status_message(st));
@@ -47,16 +47,16 @@ static rx_module *load(const char *file) {
   }
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, path, text, len, &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, path, text, len, &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   if (!ok) {
     check_failed++;
     fprintf(stderr, "FAIL: %s rejected:\n%s\n", path, rx_diag_text(&d));
     rx_module_free(m);
     m = NULL;
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   free(text);
   return m;
 }
@@ -69,16 +69,16 @@ static rx_tensor_fn *first_fn(rx_module *m) {
 
 static bool gen(rx_module *m, rx_tensor_fn *f, const char *target, rx_kernel_list *out) {
   const rx_target *t = NULL;
-  rx_status st = rx_target_parse(target, &t);
+  rx_status st = tgt_target_parse(target, &t);
   if (st) {
     rx_status_free(st);
     return false;
   }
   rx_diag d;
-  rx_diag_init(&d);
+  base_diag_init(&d);
   bool ok = rxk_codegen(m, f, t, &d, out);
   if (!ok) fprintf(stderr, "codegen %s for %s:\n%s\n", f->name, target, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok;
 }
 
@@ -97,7 +97,7 @@ static int64_t lookup(const var_value *vv, int nv, const char *name) {
 
 static size_t dsize(rx_dtype t) { return t == RX_DTYPE_F16 || t == RX_DTYPE_BF16 ? 2 : 4; }
 static float get(const void *p, rx_dtype t, size_t i) {
-  if (t == RX_DTYPE_F16) return rx_f16_to_f32(((const uint16_t *)p)[i]);
+  if (t == RX_DTYPE_F16) return base_f16_to_f32(((const uint16_t *)p)[i]);
   return ((const float *)p)[i];
 }
 
@@ -106,12 +106,12 @@ static int64_t eval(rx_module *m, const rx_expr *e, const var_value *vv, int nv)
   const rx_expr *vars[16];
   int64_t vals[16];
   for (int i = 0; i < nv; i++) {
-    vars[i] = rx_expr_var(m->ctx, vv[i].name);
+    vars[i] = sym_expr_var(m->ctx, vv[i].name);
     vals[i] = vv[i].value;
   }
   rx_expr_env env = {vars, vals, (size_t)nv};
   int64_t r = -1;
-  rx_expr_eval(e, &env, &r);
+  sym_expr_eval(e, &env, &r);
   return r;
 }
 
@@ -143,14 +143,14 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
       for (size_t j = 0; j < n; j++) {
         float x = frand();
         if (b->dtype == RX_DTYPE_F16)
-          ((uint16_t *)host[i])[j] = rx_f32_to_f16(x);
+          ((uint16_t *)host[i])[j] = base_f32_to_f16(x);
         else
           ((float *)host[i])[j] = x;
       }
     memcpy(ref[i].data, host[i], bytes[i]);
   }
   rx_interp_opts opts = {.subgroup_size = 32};
-  rx_status st = rx_interp_run(m, f, ref, np, &opts);
+  rx_status st = interp_run(m, f, ref, np, &opts);
   char what[128];
   snprintf(what, sizeof what, "%s at %s=%lld", f->name, vv[0].name, (long long)vv[0].value);
   CHECK_MSG(!st, "%s: interpreter: %s", what, rx_status_message(st));
@@ -255,7 +255,7 @@ static void run_case(rx_module *m, rx_tensor_fn *f, const var_value *vv, int nv,
 static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
   static int have = -1;
   if (have < 0) {
-    rx_status st = rx_nvrtc_load(NULL, NULL);
+    rx_status st = tgt_nvrtc_load(NULL, NULL);
     have = st == NULL;
     if (st) fprintf(stderr, "note: NVRTC checks skipped: %s\n", rx_status_message(st));
     rx_status_free(st);
@@ -272,13 +272,13 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
       char compute[16];
       snprintf(compute, sizeof compute, "compute_%s", archs[a] + 3);
       rx_status st =
-          rx_nvrtc_compile(kl->kernels[q]->source, "k.cu", compute, false, &ptx, &len, &log);
+          tgt_nvrtc_compile(kl->kernels[q]->source, "k.cu", compute, false, &ptx, &len, &log);
       CHECK_MSG(!st, "%s: NVRTC %s: %s\n%s", what, archs[a], rx_status_message(st),
                 kl->kernels[q]->source);
       rx_status_free(st);
       if (ptx) {
         rx_ptxas_info info = {0};
-        st = rx_ptxas_report(ptx, archs[a], &info);
+        st = tgt_ptxas_report(ptx, archs[a], &info);
         if (st && rx_status_code_of(st) == RX_ERR_NOT_FOUND) {
           check_skipped++;
         } else {
@@ -286,7 +286,7 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
           if (!st)
             CHECK_MSG(info.spill_bytes == 0, "%s: %d spill bytes on %s", what, info.spill_bytes,
                       archs[a]);
-          rx_ptxas_info_free(&info);
+          tgt_ptxas_info_free(&info);
         }
         rx_status_free(st);
       }
@@ -296,7 +296,7 @@ static void check_nvrtc(const rx_kernel_list *kl, const char *what) {
 }
 
 static void check_glsl(rx_module *m, rx_tensor_fn *f, const char *what) {
-  if (!rx_shaderc_available()) {
+  if (!tgt_shaderc_available()) {
     check_skipped++;
     return;
   }
@@ -345,18 +345,18 @@ static void test_program(const prog_case *pc, bool *have_clang) {
 /* More symbolic values than 128 bytes of push constants: the uniform-buffer path. */
 static void test_uniform_buffer(void) {
   rx_strbuf t = {0};
-  rx_strbuf_append(&t, "tensor_fn many(a: f32[n], out c: f32[n]");
-  for (int i = 0; i < 40; i++) rx_strbuf_printf(&t, ", s%d: i64", i);
-  rx_strbuf_append(&t, ") where n <= 65536 {\n  for bx in 0..(n + 63) // 64 bind(blockIdx.x) {\n"
-                       "    for tx in 0..64 bind(threadIdx.x) {\n      if bx * 64 + tx < n {\n"
-                       "        c[bx * 64 + tx] = a[bx * 64 + tx] + f32(0");
-  for (int i = 0; i < 40; i++) rx_strbuf_printf(&t, " + s%d", i);
-  rx_strbuf_append(&t, ")\n      }\n    }\n  }\n}\n");
+  base_strbuf_append(&t, "tensor_fn many(a: f32[n], out c: f32[n]");
+  for (int i = 0; i < 40; i++) base_strbuf_printf(&t, ", s%d: i64", i);
+  base_strbuf_append(&t, ") where n <= 65536 {\n  for bx in 0..(n + 63) // 64 bind(blockIdx.x) {\n"
+                         "    for tx in 0..64 bind(threadIdx.x) {\n      if bx * 64 + tx < n {\n"
+                         "        c[bx * 64 + tx] = a[bx * 64 + tx] + f32(0");
+  for (int i = 0; i < 40; i++) base_strbuf_printf(&t, " + s%d", i);
+  base_strbuf_append(&t, ")\n      }\n    }\n  }\n}\n");
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "<many>", t.data, t.len, &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "<many>", t.data, t.len, &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   CHECK_MSG(ok, "many: rejected: %s", rx_diag_text(&d));
   if (ok) {
     rx_kernel_list kl = {0};
@@ -368,26 +368,26 @@ static void test_uniform_buffer(void) {
                 k->scalar_bytes);
       CHECK_MSG(strstr(k->source, "uniform rx_ubo { ivec4 v[11]; }") != NULL,
                 "many: no uniform block");
-      if (rx_shaderc_available())
+      if (tgt_shaderc_available())
         CHECK_MSG(k->spirv != NULL, "many: not compiled");
       else
         check_skipped++;
       rx_strbuf js = {0};
       const rx_tensor_fn *progs[1] = {first_fn(m)};
       const rx_kernel_list *lists[1] = {&kl};
-      rx_kernels_json(&js, k->lang == RX_LANG_GLSL ? rx_target_find("vulkan-lavapipe") : NULL,
+      cg_kernels_json(&js, k->lang == RX_LANG_GLSL ? tgt_target_find("vulkan-lavapipe") : NULL,
                       progs, lists, 1);
       CHECK_MSG(strstr(js.data, "\"location\": \"uniform_buffer\", \"bytes\": 176, \"binding\": 2"),
                 "many: kernels.json:\n%s", js.data);
-      rx_strbuf_free(&js);
+      base_strbuf_free(&js);
       /* CUDA takes them as parameters */
       rx_kernel_list kc = {0};
       CHECK_MSG(gen(m, first_fn(m), "cuda", &kc) && kc.kernels[0]->nargs == 43, "many: CUDA args");
     }
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
-  rx_strbuf_free(&t);
+  base_strbuf_free(&t);
 }
 
 /* Errors are diagnostics: shared memory over the limit, a subgroup reduction of bf16 on Vulkan
@@ -420,20 +420,20 @@ static void test_errors(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     rx_module *m = rx_module_new();
     rx_diag d;
-    rx_diag_init(&d);
-    bool ok = rx_parse_module(m, "<err>", cases[i].text, strlen(cases[i].text), &d) &&
-              rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+    base_diag_init(&d);
+    bool ok = ir_parse_module(m, "<err>", cases[i].text, strlen(cases[i].text), &d) &&
+              ops_module_normalize(m, &d) && ir_module_verify(m, &d);
     CHECK_MSG(ok, "error case %zu rejected early: %s", i, rx_diag_text(&d));
     if (ok) {
       const rx_target *t = NULL;
-      rx_status_free(rx_target_parse(cases[i].target, &t));
+      rx_status_free(tgt_target_parse(cases[i].target, &t));
       rx_kernel_list kl = {0};
       bool g = rxk_codegen(m, first_fn(m), t, &d, &kl);
       CHECK_MSG(!g && strstr(rx_diag_text(&d), cases[i].expect),
                 "error case %zu: expected an error with '%s', got %s:\n%s", i, cases[i].expect,
                 g ? "success" : "failure", rx_diag_text(&d));
     }
-    rx_diag_free(&d);
+    base_diag_free(&d);
     rx_module_free(m);
   }
 }

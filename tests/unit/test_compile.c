@@ -35,7 +35,7 @@ static char *read_test(const char *rel) {
   snprintf(path, sizeof path, "%s/%s", tests_dir, rel);
   char *text = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   CHECK_MSG(!s, "read %s: %s", path, rx_status_message(s));
   rx_status_free(s);
   return text;
@@ -44,11 +44,11 @@ static char *read_test(const char *rel) {
 static rx_module *parse(const char *name, const char *text, bool normalize) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, name, text, strlen(text), &d) &&
-            (!normalize || (rx_module_normalize(m, &d) && rx_module_verify(m, &d)));
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, name, text, strlen(text), &d) &&
+            (!normalize || (ops_module_normalize(m, &d) && ir_module_verify(m, &d)));
   CHECK_MSG(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
     return NULL;
@@ -58,7 +58,7 @@ static rx_module *parse(const char *name, const char *text, bool normalize) {
 
 static const rx_target *target(const char *name) {
   const rx_target *t = NULL;
-  rx_status s = rx_target_parse(name, &t);
+  rx_status s = tgt_target_parse(name, &t);
   RX_ASSERT(!s);
   return t;
 }
@@ -273,7 +273,7 @@ static void walk_fn(hp *h, const rx_module *m, const art *a, int ntargets, const
       STR(name);
       uint32_t nargs = hw(h);
       if (!h->ok) break;
-      const rx_tensor_fn *p = rx_module_tensor_fn((rx_module *)m, h->strs[name]);
+      const rx_tensor_fn *p = ir_module_tensor_fn((rx_module *)m, h->strs[name]);
       if (!p) {
         bad(h, "CALL_KERNELS of an unknown program", name, at);
         break;
@@ -413,7 +413,7 @@ static void check_host(const char *what, const sec *s, const rx_module *m, const
     if (np > nregs) bad(&h, "more parameters than registers", np, h.pos);
     if (len > h.nwords - h.pos) bad(&h, "code past the end", len, h.pos);
     if (!h.ok) break;
-    const rx_graph_fn *g = rx_module_graph_fn((rx_module *)m, h.strs[name]);
+    const rx_graph_fn *g = ir_module_graph_fn((rx_module *)m, h.strs[name]);
     CHECK_MSG(g && (int)np == g->nparams, "%s: function %s: %u parameters", what, h.strs[name], np);
     walk_fn(&h, m, a, ntargets, kjson, nregs, len, st);
     /* version 3: the register names; the parameters' registers carry the parameters' names */
@@ -466,30 +466,30 @@ static float frand(void) {
 
 /* main of a (merely legalized) and b (compiled) on the same random inputs with sym = v. */
 static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v) {
-  rx_graph_fn *ga = rx_module_graph_fn(a, md->fn), *gb = rx_module_graph_fn(b, md->fn);
+  rx_graph_fn *ga = ir_module_graph_fn(a, md->fn), *gb = ir_module_graph_fn(b, md->fn);
   if (!ga || !gb) {
     CHECK_MSG(0, "%s: no function %s", md->file, md->fn);
     return;
   }
-  const rx_expr *sv = rx_expr_var(a->ctx, md->sym);
+  const rx_expr *sv = sym_expr_var(a->ctx, md->sym);
   rx_expr_env env = {&sv, &v, 1};
-  rx_ginterp_value *in = rx_calloc((size_t)ga->nparams + 1, sizeof *in);
+  rx_ginterp_value *in = base_calloc((size_t)ga->nparams + 1, sizeof *in);
   for (int i = 0; i < ga->nparams; i++) {
     const rx_sinfo *s = ga->params[i]->sinfo;
     int64_t shp[RX_MAX_NDIM];
     int64_t numel = 1;
     for (int d = 0; d < s->ndim; d++) {
-      bool ok = rx_expr_eval(s->shape[d], &env, &shp[d]);
+      bool ok = sym_expr_eval(s->shape[d], &env, &shp[d]);
       CHECK_MSG(ok, "%s: cannot evaluate a parameter shape", md->file);
       numel *= shp[d];
     }
     float *data = malloc(sizeof *data * (size_t)(numel ? numel : 1));
     for (int64_t k = 0; k < numel; k++) data[k] = frand();
-    in[i] = rx_ginterp_tensor(RX_DTYPE_F32, s->ndim, shp, data);
+    in[i] = interp_graph_tensor(RX_DTYPE_F32, s->ndim, shp, data);
   }
   rx_ginterp_value ra, rb;
-  rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
-  rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
+  rx_status sa = interp_graph_run(a, ga, in, ga->nparams, &ra);
+  rx_status sb = interp_graph_run(b, gb, in, gb->nparams, &rb);
   CHECK_MSG(!sa, "%s (%s = %lld): legalized run: %s", md->file, md->sym, (long long)v,
             rx_status_message(sa));
   CHECK_MSG(!sb, "%s (%s = %lld): compiled run: %s", md->file, md->sym, (long long)v,
@@ -502,7 +502,7 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
               (long long)v);
     if (same) {
       double w = 0, scale = 0;
-      int64_t n = rx_ginterp_numel(&ra);
+      int64_t n = interp_graph_numel(&ra);
       for (int64_t i = 0; i < n; i++) {
         double x = ((float *)ra.data)[i], y = ((float *)rb.data)[i];
         w = isnan(x) || isnan(y) ? INFINITY : fmax(w, fabs(x - y));
@@ -515,8 +515,8 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v)
   }
   rx_status_free(sa);
   rx_status_free(sb);
-  rx_ginterp_value_free(&ra);
-  rx_ginterp_value_free(&rb);
+  interp_graph_value_free(&ra);
+  interp_graph_value_free(&rb);
   for (int i = 0; i < ga->nparams; i++) free(in[i].data);
   free(in);
 }
@@ -536,7 +536,7 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
   const char *kjson[RX_COMPILE_MAX_TARGETS] = {0};
   char *ktext[RX_COMPILE_MAX_TARGETS] = {0};
   for (int t = 0; t < r->ntargets; t++) {
-    const char *kind = rx_target_kind_name(r->targets[t].target->kind);
+    const char *kind = tgt_target_kind_name(r->targets[t].target->kind);
     char name[80];
     snprintf(name, sizeof name, "%s/kernels.json", kind);
     const sec *k = find_sec(&a, name);
@@ -548,7 +548,7 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
               name, nsrc, r->targets[t].nkernels);
     int nbin = check_named_files(&a, kjson[t], "binary", kind);
     int nptx = check_named_files(&a, kjson[t], "ptx", kind);
-    if (r->targets[t].target->kind == RX_TARGET_VULKAN && rx_shaderc_available())
+    if (r->targets[t].target->kind == RX_TARGET_VULKAN && tgt_shaderc_available())
       CHECK_MSG(nbin == nsrc, "%s: %d SPIR-V binaries for %d kernels", md->file, nbin, nsrc);
     if (r->targets[t].target->kind == RX_TARGET_CUDA)
       CHECK_MSG(r->targets[t].binaries ? nbin == nsrc && nptx == nsrc : nbin == 0 && nptx == 0,
@@ -566,7 +566,8 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
               "%s: manifest lacks the format, the function or the compiler version", md->file);
     for (int t = 0; t < r->ntargets; t++) {
       char k[64];
-      snprintf(k, sizeof k, "\"backend\": \"%s\"", rx_target_kind_name(r->targets[t].target->kind));
+      snprintf(k, sizeof k, "\"backend\": \"%s\"",
+               tgt_target_kind_name(r->targets[t].target->kind));
       CHECK_MSG(strstr(mt, k) != NULL, "%s: manifest lacks %s", md->file, k);
     }
     free(mt);
@@ -618,10 +619,10 @@ static void check_artifact(const model *md, rx_module *m, const rx_compile_resul
 
 static bool compile(rx_module *m, rx_compile_options *o, rx_compile_result *r, const char *what) {
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_compile(m, o, &d, r);
+  base_diag_init(&d);
+  bool ok = drv_compile(m, o, &d, r);
   CHECK_MSG(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok;
 }
 
@@ -636,7 +637,7 @@ static void test_model(const model *md) {
   o.no_nvrtc = true;
   rx_compile_result r;
   if (m && compile(m, &o, &r, md->file)) {
-    rx_graph_fn *g = rx_module_graph_fn(m, md->fn);
+    rx_graph_fn *g = ir_module_graph_fn(m, md->fn);
     int calls = g ? count_seq(&g->body, RX_NODE_CALL_TENSOR) : -1;
     CHECK_MSG(calls == md->calls_fused, "%s: %d call_tensor after fusion, %d expected", md->file,
               calls, md->calls_fused);
@@ -661,10 +662,10 @@ static void test_model(const model *md) {
     /* the fused module computes what the merely legalized one computes */
     rx_module *ref = parse(md->file, text, true);
     rx_diag d;
-    rx_diag_init(&d);
-    bool lok = ref && rx_pass_legalize(ref, &d) && rx_module_normalize(ref, &d);
+    base_diag_init(&d);
+    bool lok = ref && pass_legalize(ref, &d) && ops_module_normalize(ref, &d);
     CHECK_MSG(lok, "%s: legalize failed:\n%s", md->file, rx_diag_text(&d));
-    rx_diag_free(&d);
+    base_diag_free(&d);
     for (int k = 0; lok && md->sym && k < 3; k++) compare_runs(ref, m, md, md->values[k]);
     rx_module_free(ref);
 
@@ -676,10 +677,10 @@ static void test_model(const model *md) {
                     !memcmp(r2.artifact, r.artifact, r.artifact_len),
                 "%s: two compilations give different artifacts", md->file);
     }
-    rx_compile_result_free(&r2);
+    drv_compile_result_free(&r2);
     rx_module_free(m2);
   }
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   rx_module_free(m);
 
   /* unfused (metal only: the kernel counts are the same on every target) */
@@ -689,7 +690,7 @@ static void test_model(const model *md) {
   o.ntargets = 1;
   o.no_fuse = true;
   if (m && compile(m, &o, &r, md->file)) {
-    rx_graph_fn *g = rx_module_graph_fn(m, md->fn);
+    rx_graph_fn *g = ir_module_graph_fn(m, md->fn);
     int calls = g ? count_seq(&g->body, RX_NODE_CALL_TENSOR) : -1;
     CHECK_MSG(calls == md->calls_unfused, "%s: %d call_tensor without fusion, %d expected",
               md->file, calls, md->calls_unfused);
@@ -697,7 +698,7 @@ static void test_model(const model *md) {
               "%s: %d kernels without fusion, %d expected", md->file, total_kernels(&r, 0),
               md->kernels_unfused);
   }
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   rx_module_free(m);
   free(text);
 }
@@ -713,7 +714,7 @@ static void test_nvrtc(void) {
   o.targets[0] = target("cuda");
   o.ntargets = 1;
   rx_compile_result r;
-  rx_status st = rx_nvrtc_load(NULL, NULL);
+  rx_status st = tgt_nvrtc_load(NULL, NULL);
   bool have = st == NULL;
   rx_status_free(st);
   if (m && compile(m, &o, &r, "mlp.rx (nvrtc)")) {
@@ -724,14 +725,14 @@ static void test_nvrtc(void) {
     model md = {"lit/compile/Inputs/mlp.rx", "mlp", "n", {1, 2, 3}, 1, 2, 6, 5, 9, -1, 0};
     check_artifact(&md, m, &r);
     rx_strbuf b = {0};
-    rx_artifact_manifest(&b, m, &r);
+    drv_artifact_manifest(&b, m, &r);
     CHECK_MSG(strstr(b.data, have ? "\"binaries\": true" : "\"binaries\": false") != NULL,
               "manifest binaries flag");
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
     printf("test_compile: NVRTC %s\n",
            have ? "present: PTX and cubin checked" : "absent: sources only checked");
   }
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   rx_module_free(m);
   free(text);
 }
@@ -753,8 +754,8 @@ static void test_errors(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     rx_module *m = rx_module_new();
     rx_diag d;
-    rx_diag_init(&d);
-    bool parsed = rx_parse_module(m, "err.rx", cases[i].text, strlen(cases[i].text), &d);
+    base_diag_init(&d);
+    bool parsed = ir_parse_module(m, "err.rx", cases[i].text, strlen(cases[i].text), &d);
     rx_compile_options o;
     memset(&o, 0, sizeof o);
     o.dump_after = cases[i].dump;
@@ -764,12 +765,12 @@ static void test_errors(void) {
     o.targets[0] = target("vulkan");
     o.targets[1] = target("vulkan-lavapipe");
     rx_compile_result r;
-    bool ok = parsed && rx_compile(m, &o, &d, &r);
-    if (parsed) rx_compile_result_free(&r);
+    bool ok = parsed && drv_compile(m, &o, &d, &r);
+    if (parsed) drv_compile_result_free(&r);
     CHECK_MSG(!ok && d.errors > 0 && strstr(rx_diag_text(&d), cases[i].want),
               "error case %zu: ok=%d, diagnostics:\n%s", i, ok, rx_diag_text(&d));
-    rx_strbuf_free(&sink);
-    rx_diag_free(&d);
+    base_strbuf_free(&sink);
+    base_diag_free(&d);
     rx_module_free(m);
   }
 }
@@ -808,7 +809,7 @@ static void test_plan_rules(void) {
                 fp->allocs[i].storage);
     }
   }
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   rx_module_free(m);
 }
 
@@ -845,7 +846,7 @@ static void test_plan_7b(void) {
   CHECK_MSG(written, "cannot write %s", path);
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
-  rx_status s = written ? rx_hf_import(m, dir, &ho) : NULL;
+  rx_status s = written ? hf_import(m, dir, &ho) : NULL;
   CHECK_MSG(s == NULL, "7B-shaped import: %s", rx_status_message(s));
   rx_compile_options o;
   memset(&o, 0, sizeof o);
@@ -881,7 +882,7 @@ static void test_plan_7b(void) {
     }
   }
   rx_status_free(s);
-  rx_compile_result_free(&r);
+  drv_compile_result_free(&r);
   rx_module_free(m);
   remove(path);
   remove(dir);
@@ -889,8 +890,8 @@ static void test_plan_7b(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1) tests_dir = argv[1];
-  CHECK_MSG(rx_crc32("123456789", 9) == 0xCBF43926u, "crc32 check value");
-  CHECK_MSG(rx_crc32("", 0) == 0, "crc32 of nothing");
+  CHECK_MSG(drv_crc32("123456789", 9) == 0xCBF43926u, "crc32 check value");
+  CHECK_MSG(drv_crc32("", 0) == 0, "crc32 of nothing");
   CHECK_MSG(crc_bitwise((const unsigned char *)"123456789", 9) == 0xCBF43926u, "bitwise crc32");
   /* The decoder layer at s = 2048 (its `where s <= 2048`): 4 planned storages, 138412032 bytes.
    * Top-level positions: h = rms_norm 0, q/k/v projections 1..3, scores 4, p = softmax 5, ...

@@ -66,7 +66,7 @@ static void check_program(rx_module *m, const rx_tensor_fn *f, rxk_backend *bs, 
     rx_strbuf msg = {0};
     if (!rxk_rt_load(m, f, b, &libs[bi], &msg))
       FAIL(b->kind, "%s: compiling for %s: %s", f->name, b->target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   }
   rxk_env base;
   rxk_program_vars(f, &base);
@@ -88,7 +88,7 @@ static void check_program(rx_module *m, const rx_tensor_fn *f, rxk_backend *bs, 
         continue;
       }
       rxk_copy_buffers(&inputs, &ref);
-      rx_status s = rx_interp_run(m, f, ref.arg, ref.n, &ref_opts);
+      rx_status s = interp_run(m, f, ref.arg, ref.n, &ref_opts);
       bool too_big = s && strstr(rx_status_message(s), "step limit");
       for (int bi = 0; bi < nb; bi++) {
         rxk_backend *b = &bs[bi];
@@ -156,10 +156,10 @@ int main(int argc, char **argv) {
       }
       rx_module_free(m);
     }
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     free(files.data[i]);
   }
-  rx_ptrvec_free(&files);
+  base_ptrvec_free(&files);
 
   int passed = 0, failed = 0, skipped = 0;
   for (int bi = 0; bi < 3; bi++) {

@@ -85,8 +85,8 @@ static bool depthwise(const cfg *c) {
 static void check_form(const cfg *c, const prog *p, const rxk_prepared *tp) {
   if (!tp->ok) return;
   bool form = c->t != RX_DTYPE_F32 && !depthwise(c); /* the program has a fragment form */
-  bool want = form && (rx_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 16, 16, 16) ||
-                       rx_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 8, 8, 8));
+  bool want = form && (tgt_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 16, 16, 16) ||
+                       tgt_target_has_frag(tp->t, c->t, RX_DTYPE_F32, 8, 8, 8));
   bool got = rxk_uses_frags(tp);
   if (got == want && rxk_has_frag_form(p->f) == form)
     st.passed++;
@@ -97,7 +97,7 @@ static void check_form(const cfg *c, const prog *p, const rxk_prepared *tp) {
 
 /* The graph of the case: x [n, C, h, w] (NHWC: [n, h, w, C]) with literal dims unless sym. */
 static void graph_text(const cfg *c, char *text, size_t size) {
-  const char *t = rx_dtype_name(c->t);
+  const char *t = ir_dtype_name(c->t);
   char n[32] = "n", h[32] = "h", w[32] = "w", x[160], wt[160];
   if (!c->sym) {
     snprintf(n, sizeof n, "%lld", (long long)c->runs[0][0]);
@@ -129,7 +129,7 @@ static bool prog_build(const cfg *c, prog *p) {
   snprintf(p->what, sizeof p->what,
            "conv2d %s %s%s C=%lld O=%lld k=%lldx%lld s=%lld d=%lld pad=[%lld,%lld,%lld,%lld] "
            "groups=%lld",
-           rx_dtype_name(c->t), c->nhwc ? "NHWC" : "NCHW", c->sym ? " symbolic" : "",
+           ir_dtype_name(c->t), c->nhwc ? "NHWC" : "NCHW", c->sym ? " symbolic" : "",
            (long long)c->c, (long long)c->o, (long long)c->kh, (long long)c->kw, (long long)c->sh,
            (long long)c->dh, (long long)c->pad[0], (long long)c->pad[1], (long long)c->pad[2],
            (long long)c->pad[3], (long long)c->groups);
@@ -139,20 +139,21 @@ static bool prog_build(const cfg *c, prog *p) {
   graph_text(c, text, sizeof text);
   p->m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(p->m, p->what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
+  base_diag_init(&d);
+  bool ok =
+      ir_parse_module(p->m, p->what, text, strlen(text), &d) && ops_module_normalize(p->m, &d);
   if (ok) {
-    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
-    p->f = rx_legalize_call(p->m, g->body.blocks[0]->bindings[0]->value, "conv", &d);
-    ok = p->f && rx_module_verify(p->m, &d);
+    rx_graph_fn *g = ir_module_graph_fn(p->m, "main");
+    p->f = ops_legalize_call(p->m, g->body.blocks[0]->bindings[0]->value, "conv", &d);
+    ok = p->f && ir_module_verify(p->m, &d);
   }
   if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s", p->what, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) return false;
   bool bf16 = c->t == RX_DTYPE_BF16;
   for (int i = 0; i < NTARGETS; i++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(targets[i], &t);
+    rx_status ts = tgt_target_parse(targets[i], &t);
     RX_ASSERT(!ts);
     if (t->kind == RX_TARGET_VULKAN && bf16) {
       st.skipped++;
@@ -165,7 +166,7 @@ static bool prog_build(const cfg *c, prog *p) {
     rx_strbuf msg = {0};
     if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
       rxk_fail(&st, "%s: compiling for %s: %s", p->what, vk.target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   }
   return true;
 }
@@ -191,7 +192,7 @@ static double *reference(const cfg *c, const rx_interp_arg *x, const rx_interp_a
   int64_t ow = out_dim(wd, c->kw, c->sw, c->pad[1], c->pad[3], c->dw);
   int64_t cg = c->c / c->groups, og = c->o / c->groups;
   *count = (size_t)(n * c->o * oh * ow);
-  double *y = rx_malloc(sizeof(double) * *count);
+  double *y = base_malloc(sizeof(double) * *count);
   for (int64_t b = 0; b < n; b++)
     for (int64_t o = 0; o < c->o; o++)
       for (int64_t p = 0; p < oh; p++)
@@ -287,7 +288,7 @@ static void run_at(const cfg *c, prog *p, const int64_t *nhw) {
     }
     rxk_copy_buffers(&in, &got);
     rx_interp_opts o = {.fragments = fr == 1};
-    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, &o);
+    rx_status s = interp_run(p->m, p->f, got.arg, got.n, &o);
     outcome(p, fr ? "interpreter (fragments)" : "interpreter", at, !s,
             s ? rx_status_message(s) : "", &got, want, count);
     rx_status_free(s);

@@ -14,10 +14,10 @@ static rx_analyzer *AN;
 
 /* ---- builders ---- */
 
-static const rx_expr *V(const char *name) { return rx_expr_var(M->ctx, name); }
-static const rx_expr *C(int64_t v) { return rx_expr_const(M->ctx, v); }
-static const rx_expr *ADD(const rx_expr *a, const rx_expr *b) { return rx_expr_add(M->ctx, a, b); }
-static const rx_expr *MUL(const rx_expr *a, const rx_expr *b) { return rx_expr_mul(M->ctx, a, b); }
+static const rx_expr *V(const char *name) { return sym_expr_var(M->ctx, name); }
+static const rx_expr *C(int64_t v) { return sym_expr_const(M->ctx, v); }
+static const rx_expr *ADD(const rx_expr *a, const rx_expr *b) { return sym_expr_add(M->ctx, a, b); }
+static const rx_expr *MUL(const rx_expr *a, const rx_expr *b) { return sym_expr_mul(M->ctx, a, b); }
 
 /* A tensor sinfo: ndim dims follow (ndim -1: unknown rank; rank_only: no dims given). */
 static const rx_sinfo *T(rx_dtype dt, int ndim, ...) {
@@ -42,22 +42,22 @@ static const rx_sinfo *PRIM(rx_dtype dt, const rx_expr *v) { return rx_sinfo_pri
 /* Argument nodes. */
 static rx_node *A(const rx_sinfo *s) {
   rx_loc none = {0};
-  rx_var *v = rx_var_new(M, "arg", s, none);
-  rx_node *n = rx_node_var(M, v, none);
+  rx_var *v = ir_var_new(M, "arg", s, none);
+  rx_node *n = ir_node_var(M, v, none);
   n->sinfo = s;
   return n;
 }
 static rx_node *LIT(rx_dtype dt, int64_t v) { /* a bare (weak) literal */
   rx_loc none = {0};
-  rx_node *n = rx_node_int(M, dt, C(v), none);
+  rx_node *n = ir_node_int(M, dt, C(v), none);
   n->weak = true;
   n->sinfo = rx_sinfo_prim(M, dt, C(v));
   return n;
 }
 static rx_node *TUP(int n, ...) {
   rx_loc none = {0};
-  rx_node *t = rx_node_new(M, RX_NODE_TUPLE, none);
-  t->args = rx_module_alloc(M, sizeof(rx_node *) * (size_t)n);
+  rx_node *t = ir_node_new(M, RX_NODE_TUPLE, none);
+  t->args = ir_module_alloc(M, sizeof(rx_node *) * (size_t)n);
   const rx_sinfo *f[16];
   va_list ap;
   va_start(ap, n);
@@ -85,7 +85,7 @@ static rx_attr DT(const char *name, rx_dtype v) {
   return a;
 }
 static rx_attr INTS(const char *name, int n, ...) {
-  int64_t *v = rx_module_alloc(M, sizeof(int64_t) * (size_t)(n + 1));
+  int64_t *v = ir_module_alloc(M, sizeof(int64_t) * (size_t)(n + 1));
   va_list ap;
   va_start(ap, n);
   for (int i = 0; i < n; i++) v[i] = va_arg(ap, int);
@@ -94,7 +94,7 @@ static rx_attr INTS(const char *name, int n, ...) {
   return a;
 }
 static rx_attr EXPRS(const char *name, int n, ...) {
-  const rx_expr **v = rx_module_alloc(M, sizeof(rx_expr *) * (size_t)(n + 1));
+  const rx_expr **v = ir_module_alloc(M, sizeof(rx_expr *) * (size_t)(n + 1));
   va_list ap;
   va_start(ap, n);
   for (int i = 0; i < n; i++) v[i] = va_arg(ap, const rx_expr *);
@@ -111,20 +111,20 @@ static char result[1024];
 /* Deduces op(args; attrs); result holds the printed struct info or "ERROR: message" (first
  * line of the diagnostic). Warnings are kept in D. */
 static const char *run(const char *opname, int nargs, rx_node **args, int nattrs, rx_attr *attrs) {
-  const rx_op *op = rx_op_lookup(opname, strlen(opname));
+  const rx_op *op = ops_op_lookup(opname, strlen(opname));
   if (!op) {
     snprintf(result, sizeof result, "NO OP %s", opname);
     return result;
   }
   rx_loc none = {0};
-  rx_node *call = rx_node_new(M, RX_NODE_CALL, none);
+  rx_node *call = ir_node_new(M, RX_NODE_CALL, none);
   call->op = op;
   call->args = args;
   call->nargs = nargs;
   call->attrs = attrs;
   call->nattrs = nattrs;
-  rx_diag_free(&D);
-  rx_diag_init(&D);
+  base_diag_free(&D);
+  base_diag_init(&D);
   rx_deduce_ctx dc = {M, AN, &D, none};
   const rx_sinfo *s = op->deduce(&dc, call);
   if (!s) {
@@ -136,9 +136,9 @@ static const char *run(const char *opname, int nargs, rx_node **args, int nattrs
     return result;
   }
   rx_strbuf b = {0};
-  rx_sinfo_print(&b, s);
+  ir_sinfo_print(&b, s);
   snprintf(result, sizeof result, "%s", b.data ? b.data : "");
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   return result;
 }
 
@@ -172,15 +172,15 @@ static bool expected(const char *got, const char *want) {
 
 static void test_registry(void) {
   int n = 0;
-  const rx_op *const *all = rx_op_all(&n);
+  const rx_op *const *all = ops_op_all(&n);
   EXPECT(n >= 50 ? "ok" : "few", "ok");
   for (int i = 0; i < n; i++) {
-    const rx_op *op = rx_op_lookup(all[i]->name, strlen(all[i]->name));
+    const rx_op *op = ops_op_lookup(all[i]->name, strlen(all[i]->name));
     EXPECT(op == all[i] ? "ok" : all[i]->name, "ok");
     for (int j = 0; j < i; j++) EXPECT(strcmp(all[i]->name, all[j]->name) ? "ok" : "dup", "ok");
   }
-  EXPECT(rx_op_lookup("nosuchop", 8) ? "found" : "none", "none");
-  EXPECT(rx_op_lookup("addx", 3) ? rx_op_lookup("addx", 3)->name : "none", "add");
+  EXPECT(ops_op_lookup("nosuchop", 8) ? "found" : "none", "none");
+  EXPECT(ops_op_lookup("addx", 3) ? ops_op_lookup("addx", 3)->name : "none", "add");
 }
 
 static void test_unary(void) {
@@ -466,11 +466,11 @@ static void test_create(void) {
 
 int main(void) {
   M = rx_module_new();
-  AN = rx_analyzer_new(M->ctx);
+  AN = sym_analyzer_new(M->ctx);
   const char *vars[] = {"n", "m", "b", "s", "k"};
   for (size_t i = 0; i < RX_ARRAY_LEN(vars); i++)
-    rx_analyzer_assume(AN, rx_expr_cmp(M->ctx, RX_EXPR_LE, C(0), V(vars[i])));
-  rx_diag_init(&D);
+    sym_analyzer_assume(AN, sym_expr_cmp(M->ctx, RX_EXPR_LE, C(0), V(vars[i])));
+  base_diag_init(&D);
   test_registry();
   test_unary();
   test_binary();
@@ -483,8 +483,8 @@ int main(void) {
   test_slice_take();
   test_reduce();
   test_create();
-  rx_diag_free(&D);
-  rx_analyzer_free(AN);
+  base_diag_free(&D);
+  sym_analyzer_free(AN);
   rx_module_free(M);
   return check_finish("test_deduce");
 }

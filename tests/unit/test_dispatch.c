@@ -33,11 +33,11 @@ static const char *const model_fmt =
 static rx_module *parse(const char *text) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "<dispatch>", text, strlen(text), &d) &&
-            rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "<dispatch>", text, strlen(text), &d) &&
+            ops_module_normalize(m, &d) && ir_module_verify(m, &d);
   CHECK_MSG(ok, "rejected:\n%s", rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
     return NULL;
@@ -48,31 +48,31 @@ static rx_module *parse(const char *text) {
 static bool dispatch(rx_module *m, int64_t min_rows) {
   rx_dispatch_options o = {RX_DISPATCH_CUBLAS, min_rows};
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_pass_dispatch(m, &o, &d) && rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = pass_dispatch(m, &o, &d) && ops_module_normalize(m, &d) && ir_module_verify(m, &d);
   CHECK_MSG(ok, "dispatch: %s", rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok;
 }
 
 static bool lower(rx_module *m) {
-  bool (*passes[])(rx_module *, rx_diag *) = {rx_pass_legalize, rx_pass_fuse_ops,
-                                              rx_pass_fuse_tensor, rx_pass_dce};
+  bool (*passes[])(rx_module *, rx_diag *) = {pass_legalize, pass_fuse_ops, pass_fuse_tensor,
+                                              pass_dce};
   bool ok = true;
   for (size_t i = 0; i < sizeof passes / sizeof passes[0] && ok; i++) {
     rx_diag d;
-    rx_diag_init(&d);
-    ok = passes[i](m, &d) && rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+    base_diag_init(&d);
+    ok = passes[i](m, &d) && ops_module_normalize(m, &d) && ir_module_verify(m, &d);
     CHECK_MSG(ok, "pass %zu: %s", i, rx_diag_text(&d));
-    rx_diag_free(&d);
+    base_diag_free(&d);
   }
   return ok;
 }
 
 static char *text_of(rx_module *m) {
   rx_strbuf b = {0};
-  rx_module_print(&b, m);
-  return rx_strbuf_take(&b);
+  ir_module_print(&b, m);
+  return base_strbuf_take(&b);
 }
 
 /* ---- which matmuls, and the module made ---- */
@@ -153,10 +153,10 @@ static void test_which(void) {
   rx_module *m = parse("graph_fn main(x: f32[n, 8]) -> f32[n, 8] {\n  return x\n}\n");
   rx_dispatch_options o = {RX_DISPATCH_CUBLAS, 0};
   rx_diag d;
-  rx_diag_init(&d);
-  CHECK_MSG(m && !rx_pass_dispatch(m, &o, &d) && strstr(rx_diag_text(&d), "at least 1"),
+  base_diag_init(&d);
+  CHECK_MSG(m && !pass_dispatch(m, &o, &d) && strstr(rx_diag_text(&d), "at least 1"),
             "a threshold of 0 is refused: %s", rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
 }
 
@@ -168,12 +168,13 @@ static void fill(void *p, rx_dtype t, int64_t n, int seed) {
     if (t == RX_DTYPE_F32)
       ((float *)p)[i] = value(i, seed);
     else
-      ((uint16_t *)p)[i] = rx_f32_to_f16(value(i, seed));
+      ((uint16_t *)p)[i] = base_f32_to_f16(value(i, seed));
   }
 }
 
 static double get(const rx_ginterp_value *v, int64_t i) {
-  return v->dtype == RX_DTYPE_F32 ? ((float *)v->data)[i] : rx_f16_to_f32(((uint16_t *)v->data)[i]);
+  return v->dtype == RX_DTYPE_F32 ? ((float *)v->data)[i]
+                                  : base_f16_to_f32(((uint16_t *)v->data)[i]);
 }
 
 /* z = silu(x @ w^T), q = x @ v, in double from the same values */
@@ -202,11 +203,11 @@ static void check_numbers(const rx_ginterp_value *r, int64_t n, rx_dtype t, cons
 
 static void test_numbers(rx_dtype t) {
   char src[2048];
-  snprintf(src, sizeof src, model_fmt, rx_dtype_name(t));
+  snprintf(src, sizeof src, model_fmt, ir_dtype_name(t));
   rx_module *lib = parse(src), *gen = parse(src);
   if (!lib || !gen || !dispatch(lib, 17) || !lower(lib) || !lower(gen)) goto done;
   static const int64_t rows[] = {1, 7, 16, 17, 33, 100, 1000};
-  size_t es = rx_ginterp_elem_size(t);
+  size_t es = interp_graph_elem_size(t);
   void *w = calloc(24 * 40, es), *v = calloc(40 * 13, es);
   fill(w, t, 24 * 40, 2);
   fill(v, t, 40 * 13, 3);
@@ -214,20 +215,20 @@ static void test_numbers(rx_dtype t) {
     int64_t n = rows[ri];
     void *x = calloc((size_t)(n * 40), es);
     fill(x, t, n * 40, 1);
-    rx_ginterp_value in[3] = {rx_ginterp_tensor(t, 2, (int64_t[]){n, 40}, x),
-                              rx_ginterp_tensor(t, 2, (int64_t[]){24, 40}, w),
-                              rx_ginterp_tensor(t, 2, (int64_t[]){40, 13}, v)};
+    rx_ginterp_value in[3] = {interp_graph_tensor(t, 2, (int64_t[]){n, 40}, x),
+                              interp_graph_tensor(t, 2, (int64_t[]){24, 40}, w),
+                              interp_graph_tensor(t, 2, (int64_t[]){40, 13}, v)};
     rx_ginterp_value r1, r2;
-    rx_status s1 = rx_graph_run(lib, rx_module_graph_fn(lib, "main"), in, 3, &r1);
-    rx_status s2 = rx_graph_run(gen, rx_module_graph_fn(gen, "main"), in, 3, &r2);
+    rx_status s1 = interp_graph_run(lib, ir_module_graph_fn(lib, "main"), in, 3, &r1);
+    rx_status s2 = interp_graph_run(gen, ir_module_graph_fn(gen, "main"), in, 3, &r2);
     CHECK_MSG(!s1 && !s2, "n %lld: %s / %s", (long long)n, rx_status_message(s1),
               rx_status_message(s2));
     if (!s1) check_numbers(&r1, n, t, "dispatched");
     if (!s2) check_numbers(&r2, n, t, "generated");
     rx_status_free(s1);
     rx_status_free(s2);
-    rx_ginterp_value_free(&r1);
-    rx_ginterp_value_free(&r2);
+    interp_graph_value_free(&r1);
+    interp_graph_value_free(&r2);
     free(x);
   }
   free(w);

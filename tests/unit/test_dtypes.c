@@ -107,9 +107,9 @@ static char *subst(const char *text, const char *dt) {
   for (const char *p = text; *p; p++) {
     bool word = *p == 'T' && (p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z')));
     if (word)
-      rx_strbuf_append(&b, dt);
+      base_strbuf_append(&b, dt);
     else
-      rx_strbuf_putc(&b, *p);
+      base_strbuf_putc(&b, *p);
   }
   return b.data;
 }
@@ -125,7 +125,7 @@ static uint64_t next(void) { /* splitmix64 */
 }
 static double drand(void) { return (double)(next() >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
 
-static int bits_of(rx_dtype t) { return rx_dtype_bits(t); }
+static int bits_of(rx_dtype t) { return ir_dtype_bits(t); }
 static uint64_t mask_of(rx_dtype t) {
   return bits_of(t) == 64 ? UINT64_MAX : ((uint64_t)1 << bits_of(t)) - 1;
 }
@@ -182,9 +182,9 @@ static bool compare(const prog *pg, const rxk_buffers *got, const rxk_buffers *w
   for (int i = 0; i < f->nparams; i++) {
     if (!is_out(f, i)) continue;
     rx_dtype t = f->params[i]->buf->dtype;
-    size_t es = (size_t)rx_dtype_bits(t) / 8, count = want->bytes[i] / es;
+    size_t es = (size_t)ir_dtype_bits(t) / 8, count = want->bytes[i] / es;
     const char *name = f->params[i]->buf->name;
-    if (!rx_dtype_is_float(t)) {
+    if (!ir_dtype_is_float(t)) {
       for (size_t k = 0; k < count; k++)
         if (memcmp((const char *)got->arg[i].data + k * es,
                    (const char *)want->arg[i].data + k * es, es)) {
@@ -232,7 +232,7 @@ static bool make_case(const prog *pg, rxk_env *e, int64_t n, rxk_buffers *in, rx
   for (int i = 0; i < f->nparams; i++) {
     if (f->params[i]->kind != RX_PARAM_BUFFER) continue;
     rx_dtype pt = f->params[i]->buf->dtype;
-    cnt[i] = in->bytes[i] / ((size_t)rx_dtype_bits(pt) / 8);
+    cnt[i] = in->bytes[i] / ((size_t)ir_dtype_bits(pt) / 8);
     if (is_out(f, i)) continue;
     for (size_t k = 0; k < cnt[i]; k++) {
       if (pt == RX_DTYPE_F64) /* every bit of the mantissa used */
@@ -315,7 +315,7 @@ static void check_interp(rx_module *m, const prog *pg, const rxk_buffers *in,
   rxk_buffers got;
   rxk_copy_buffers(in, &got);
   rx_interp_opts o = {0};
-  rx_status s = rx_interp_run(m, pg->f, got.arg, got.n, &o);
+  rx_status s = interp_run(m, pg->f, got.arg, got.n, &o);
   char why[512];
   if (s)
     FAIL("%s [interpreter]: %s", at, rx_status_message(s));
@@ -362,10 +362,10 @@ static void check_vulkan(rxk_backend *vk, rx_rt_library *lib, const prog *pg, co
 /* Metal has no double: codegen must refuse an f64 program, naming the kernel and the dtype. */
 static void check_metal_refuses(rx_module *m, const rx_tensor_fn *f, const rx_target *t) {
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_sched_result sr;
   rx_kernel_list kl;
-  if (!rx_schedule(m, f, t, &diag, &sr)) {
+  if (!sched_schedule(m, f, t, &diag, &sr)) {
     FAIL("%s [metal]: schedule failed: %s", f->name, rx_diag_text(&diag));
   } else if (rxk_codegen(m, sr.fn, t, &diag, &kl)) {
     FAIL("%s [metal]: codegen accepted an f64 program", f->name);
@@ -375,13 +375,13 @@ static void check_metal_refuses(rx_module *m, const rx_tensor_fn *f, const rx_ta
   } else {
     st.passed++;
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
 }
 
 static void check_program(rx_module *m, const prog *pg, rxk_backend *vk, bool emulate_metal) {
   const rx_target *cuda, *metal;
-  RX_ASSERT(!rx_target_parse("cuda -arch=sm_80", &cuda));
-  RX_ASSERT(!rx_target_parse("metal-apple7", &metal));
+  RX_ASSERT(!tgt_target_parse("cuda -arch=sm_80", &cuda));
+  RX_ASSERT(!tgt_target_parse("metal-apple7", &metal));
   rxk_prepared pc, pm = {0};
   rxk_prepare(m, pg->f, cuda, &st, &pc);
   if (emulate_metal)
@@ -393,7 +393,7 @@ static void check_program(rx_module *m, const prog *pg, rxk_backend *vk, bool em
     rx_strbuf msg = {0};
     if (!rxk_rt_load(m, pg->f, vk, &lib, &msg))
       FAIL("%s [vulkan]: %s", pg->f->name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   } else {
     st.skipped++;
   }
@@ -418,9 +418,9 @@ static void check_program(rx_module *m, const prog *pg, rxk_backend *vk, bool em
 
 static void check_text(const char *text, rx_dtype t, rxk_backend *vk) {
   rx_module *m = NULL;
-  char *err = rxk_verify_text(rx_dtype_name(t), text, &m);
+  char *err = rxk_verify_text(ir_dtype_name(t), text, &m);
   if (err) {
-    FAIL("the %s programs do not verify:\n%s", rx_dtype_name(t), err);
+    FAIL("the %s programs do not verify:\n%s", ir_dtype_name(t), err);
     free(err);
     return;
   }
@@ -465,7 +465,7 @@ static void check_no_float64(void) {
     else
       st.passed++;
     if (i == 0) printf("  without shaderFloat64: %s\n", why);
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     rx_rt_library_release(lib);
     rx_module_free(m);
   }
@@ -482,7 +482,7 @@ int main(int argc, char **argv) {
   rxk_rt_open(&vk, "vulkan:0");
   static const rx_dtype ints[] = {RX_DTYPE_U16, RX_DTYPE_U32, RX_DTYPE_U64};
   for (size_t i = 0; i < RX_ARRAY_LEN(ints); i++) {
-    char *text = subst(INT_PROGRAMS, rx_dtype_name(ints[i]));
+    char *text = subst(INT_PROGRAMS, ir_dtype_name(ints[i]));
     check_text(text, ints[i], &vk);
     free(text);
   }

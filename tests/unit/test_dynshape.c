@@ -98,12 +98,12 @@ static void fill_x(float *x, int64_t n) {
 static rx_module *parse_legalized(const char *text, const char *name) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d) && rx_pass_legalize(m, &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, name, text, strlen(text), &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d) && pass_legalize(m, &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   CHECK_MSG(ok, "%s: does not legalize: %s", name, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
     return NULL;
@@ -116,11 +116,11 @@ static void interp_case(rx_module *m, bool known, const run_case *c) {
   int64_t s[2] = {c->s0, c->s1};
   int32_t k = (int32_t)c->k;
   fill_x(x, c->n);
-  rx_ginterp_value in[3] = {rx_ginterp_tensor(RX_DTYPE_F32, 1, (int64_t[]){c->n}, x),
-                            rx_ginterp_tensor(RX_DTYPE_I64, 1, (int64_t[]){2}, s),
-                            rx_ginterp_tensor(RX_DTYPE_I32, 0, NULL, &k)};
+  rx_ginterp_value in[3] = {interp_graph_tensor(RX_DTYPE_F32, 1, (int64_t[]){c->n}, x),
+                            interp_graph_tensor(RX_DTYPE_I64, 1, (int64_t[]){2}, s),
+                            interp_graph_tensor(RX_DTYPE_I32, 0, NULL, &k)};
   rx_ginterp_value out;
-  rx_status st = rx_graph_run(m, rx_module_graph_fn(m, "main"), in, known ? 3 : 2, &out);
+  rx_status st = interp_graph_run(m, ir_module_graph_fn(m, "main"), in, known ? 3 : 2, &out);
   char label[128];
   snprintf(label, sizeof label, "interp %s n=%lld s=[%lld, %lld]", known ? "known" : "rows",
            (long long)c->n, (long long)c->s0, (long long)c->s1);
@@ -150,7 +150,7 @@ static void interp_case(rx_module *m, bool known, const run_case *c) {
                 "%s: numbers differ from the reference", label);
   }
   rx_status_free(st);
-  rx_ginterp_value_free(&out);
+  interp_graph_value_free(&out);
 }
 
 /* ---- the VM on Vulkan ---- */
@@ -159,25 +159,25 @@ static unsigned char *compile(const char *text, const char *name, bool fuse, con
                               size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
+  base_diag_init(&d);
   rx_compile_options o = {.no_fuse = !fuse};
   o.targets[o.ntargets++] = vk;
   const char *names[] = {"cuda -arch=sm_80", "metal-apple7"};
   for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
-    rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
+    rx_status ts = tgt_target_parse(names[i], &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
   }
   rx_compile_result r;
   unsigned char *bytes = NULL;
-  bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_compile(m, &o, &d, &r);
+  bool ok = ir_parse_module(m, name, text, strlen(text), &d) && drv_compile(m, &o, &d, &r);
   CHECK_MSG(ok, "%s (fuse %d): does not compile:\n%s", name, fuse, rx_diag_text(&d));
   if (ok) {
     bytes = r.artifact;
     *len = r.artifact_len;
     r.artifact = NULL;
-    rx_compile_result_free(&r);
+    drv_compile_result_free(&r);
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
   return bytes;
 }

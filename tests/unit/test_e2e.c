@@ -47,7 +47,7 @@ static unsigned char *compile_model(const char *dir, const char *model, bool fus
   snprintf(path, sizeof path, "%s/e2e/%s.rx", dir, model);
   char *text;
   size_t n;
-  rx_status s = rx_read_file(path, &text, &n);
+  rx_status s = base_read_file(path, &text, &n);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
@@ -55,12 +55,12 @@ static unsigned char *compile_model(const char *dir, const char *model, bool fus
   }
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_compile_options o = {.no_fuse = !fuse};
   for (int i = 0; i < ntg; i++) o.targets[o.ntargets++] = tg[i];
   rx_compile_result r;
   unsigned char *bytes = NULL;
-  if (!rx_parse_module(m, path, text, n, &diag) || !rx_compile(m, &o, &diag, &r)) {
+  if (!ir_parse_module(m, path, text, n, &diag) || !drv_compile(m, &o, &diag, &r)) {
     FAIL("%s (fuse %d): does not compile:\n%s", model, fuse, rx_diag_text(&diag));
   } else {
     bytes = r.artifact;
@@ -69,8 +69,8 @@ static unsigned char *compile_model(const char *dir, const char *model, bool fus
     printf("%s (fusion %s): %d tensor programs, artifact %zu bytes\n", model, fuse ? "on" : "off",
            r.nprograms, *len);
   }
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(text);
   return bytes;
@@ -114,7 +114,7 @@ static void run_case(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, ch
  * are counted as skipped); returns how many there are. */
 static int run_model(const char *manifest, const char *model, rxk_backend *b, rx_rt_artifact *art,
                      const char *dir, bool fuse) {
-  char *copy = rx_strdup(manifest), *save = NULL, label[64];
+  char *copy = base_strdup(manifest), *save = NULL, label[64];
   snprintf(label, sizeof label, "%s, %s", fuse ? "fused" : "unfused", rx_rt_backend_name(b->kind));
   int cases = 0;
   size_t ml = strlen(model);
@@ -125,7 +125,7 @@ static int run_model(const char *manifest, const char *model, rxk_backend *b, rx
       skipped++;
       continue;
     }
-    char *l = rx_strdup(line);
+    char *l = base_strdup(line);
     run_case(b->dev, art, dir, l, label);
     free(l);
   }
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
       present++;
       tg[bi] = &bs[bi].target;
     } else {
-      rx_status ts = rx_target_parse(fallback[bi], &tg[bi]);
+      rx_status ts = tgt_target_parse(fallback[bi], &tg[bi]);
       RX_ASSERT(!ts);
     }
   }
@@ -163,11 +163,11 @@ int main(int argc, char **argv) {
   snprintf(manifest_path, sizeof manifest_path, "%s/e2e/data/manifest.txt", dir);
   char *manifest;
   size_t mlen;
-  rx_status s = rx_read_file(manifest_path, &manifest, &mlen);
+  rx_status s = base_read_file(manifest_path, &manifest, &mlen);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
-    manifest = rx_strdup("");
+    manifest = base_strdup("");
   }
   const char *models[] = {"mlp", "decoder", "convnet"};
   for (size_t mi = 0; mi < RX_ARRAY_LEN(models); mi++) {

@@ -1,4 +1,4 @@
-/* Error quality below the CLI: the one checked element count (rx_shape_count, rx_mul_count) and
+/* Error quality below the CLI: the one checked element count (base_shape_count, base_mul_count) and
  * the diagnostics' quoting of the user's text (a bounded excerpt, the caret under its character,
  * no raw bytes). The CLI-level regressions are tests/lit/compile/diag_excerpt.test and
  * tests/lit/run/vm_names.rx. */
@@ -13,47 +13,49 @@
 static void test_counts(void) {
   int64_t n = -1;
   const int64_t small[] = {3, 4, 5};
-  CHECK_MSG(rx_shape_count(3, small, 1, &n) == RX_COUNT_OK && n == 60, "3x4x5: %lld", (long long)n);
-  CHECK_MSG(rx_shape_count(3, small, 4, &n) == RX_COUNT_OK && n == 240, "bytes: %lld",
+  CHECK_MSG(base_shape_count(3, small, 1, &n) == RX_COUNT_OK && n == 60, "3x4x5: %lld",
             (long long)n);
-  CHECK_MSG(rx_shape_count(0, NULL, 2, &n) == RX_COUNT_OK && n == 2, "0-d: %lld", (long long)n);
+  CHECK_MSG(base_shape_count(3, small, 4, &n) == RX_COUNT_OK && n == 240, "bytes: %lld",
+            (long long)n);
+  CHECK_MSG(base_shape_count(0, NULL, 2, &n) == RX_COUNT_OK && n == 2, "0-d: %lld", (long long)n);
   /* 2^32 * 2^32 wraps to 0 in 64 bits: an overflow, never "0 elements" */
   const int64_t wrap[] = {INT64_C(1) << 32, INT64_C(1) << 32};
   n = 7;
-  CHECK_MSG(rx_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld",
+  CHECK_MSG(base_shape_count(2, wrap, 1, &n) == RX_COUNT_OVERFLOW && n == 0, "2^64: %lld",
             (long long)n);
   /* the count fits, the bytes do not */
   const int64_t big[] = {INT64_C(1) << 31, INT64_C(1) << 31};
-  CHECK_MSG(rx_shape_count(2, big, 1, &n) == RX_COUNT_OK && n == INT64_C(1) << 62, "2^62");
-  CHECK_MSG(rx_shape_count(2, big, 2, &n) == RX_COUNT_OVERFLOW, "2^63 bytes overflow int64");
-  CHECK_MSG(rx_shape_count(2, big, 4, &n) == RX_COUNT_OVERFLOW, "2^64 bytes");
+  CHECK_MSG(base_shape_count(2, big, 1, &n) == RX_COUNT_OK && n == INT64_C(1) << 62, "2^62");
+  CHECK_MSG(base_shape_count(2, big, 2, &n) == RX_COUNT_OVERFLOW, "2^63 bytes overflow int64");
+  CHECK_MSG(base_shape_count(2, big, 4, &n) == RX_COUNT_OVERFLOW, "2^64 bytes");
   /* exactly INT64_MAX is fine; one more is not */
   const int64_t max[] = {INT64_MAX};
-  CHECK_MSG(rx_shape_count(1, max, 1, &n) == RX_COUNT_OK && n == INT64_MAX, "INT64_MAX");
-  CHECK_MSG(rx_shape_count(1, max, 2, &n) == RX_COUNT_OVERFLOW, "2 * INT64_MAX");
+  CHECK_MSG(base_shape_count(1, max, 1, &n) == RX_COUNT_OK && n == INT64_MAX, "INT64_MAX");
+  CHECK_MSG(base_shape_count(1, max, 2, &n) == RX_COUNT_OVERFLOW, "2 * INT64_MAX");
   const int64_t huge_unit[] = {1};
-  CHECK_MSG(rx_shape_count(1, huge_unit, UINT64_MAX, &n) == RX_COUNT_OVERFLOW, "unit > INT64_MAX");
+  CHECK_MSG(base_shape_count(1, huge_unit, UINT64_MAX, &n) == RX_COUNT_OVERFLOW,
+            "unit > INT64_MAX");
   /* a zero dimension: no elements, whatever the others */
   const int64_t zero[] = {INT64_MAX, 0, INT64_MAX};
-  CHECK_MSG(rx_shape_count(3, zero, 8, &n) == RX_COUNT_OK && n == 0, "a zero dim: %lld",
+  CHECK_MSG(base_shape_count(3, zero, 8, &n) == RX_COUNT_OK && n == 0, "a zero dim: %lld",
             (long long)n);
   const int64_t neg[] = {4, -1};
-  CHECK_MSG(rx_shape_count(2, neg, 1, &n) == RX_COUNT_NEGATIVE && n == 0, "negative");
-  CHECK_MSG(rx_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) &&
+  CHECK_MSG(base_shape_count(2, neg, 1, &n) == RX_COUNT_NEGATIVE && n == 0, "negative");
+  CHECK_MSG(base_mul_count(INT64_C(3037000499), INT64_C(3037000499), &n) &&
                 n == INT64_C(9223372030926249001),
             "sqrt(INT64_MAX)^2");
-  CHECK_MSG(!rx_mul_count(INT64_C(3037000500), INT64_C(3037000500), &n) && n == 0, "just over");
-  CHECK_MSG(!rx_mul_count(-2, 3, &n), "negative factor");
+  CHECK_MSG(!base_mul_count(INT64_C(3037000500), INT64_C(3037000500), &n) && n == 0, "just over");
+  CHECK_MSG(!base_mul_count(-2, 3, &n), "negative factor");
 }
 
 /* The diagnostic of an error at byte offset `at` of text (one line). */
 static char *diag_at(const char *text, size_t len, size_t at) {
   rx_source src = {"t.rx", text, len};
   rx_diag d;
-  rx_diag_init(&d);
-  rx_diag_report(&d, RX_DIAG_ERROR, (rx_loc){&src, 1, (unsigned)at + 1, at}, "bad '%s'", text);
-  char *out = rx_strdup(rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_init(&d);
+  base_diag_report(&d, RX_DIAG_ERROR, (rx_loc){&src, 1, (unsigned)at + 1, at}, "bad '%s'", text);
+  char *out = base_strdup(rx_diag_text(&d));
+  base_diag_free(&d);
   return out;
 }
 
@@ -120,10 +122,10 @@ static void test_excerpts(void) {
 
 /* A status message keeps text, newlines, tabs and valid UTF-8; other bytes become \xNN. */
 static void test_status_bytes(void) {
-  rx_status s = rx_status_make(RX_ERR_INVALID, "op '%s'\n\tnext", "\x1b[31m\xff\xc3\xa9\x7f");
+  rx_status s = base_status_make(RX_ERR_INVALID, "op '%s'\n\tnext", "\x1b[31m\xff\xc3\xa9\x7f");
   CHECK_MSG(!strcmp(rx_status_message(s), "op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"), "status: %s",
             rx_status_message(s));
-  s = rx_status_annotate(s, "in '%s'", "\x01");
+  s = base_status_annotate(s, "in '%s'", "\x01");
   CHECK_MSG(!strcmp(rx_status_message(s), "in '\\x01': op '\\x1b[31m\\xff\xc3\xa9\\x7f'\n\tnext"),
             "annotated: %s", rx_status_message(s));
   rx_status_free(s);

@@ -45,18 +45,18 @@ static rxk_stats st;
 static void check_refused(rx_module *m, const rx_tensor_fn *f, const char *const *refuse) {
   for (int ti = 0; refuse[ti]; ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(refuse[ti], &t);
+    rx_status ts = tgt_target_parse(refuse[ti], &t);
     RX_ASSERT(!ts);
     rx_diag diag;
-    rx_diag_init(&diag);
+    base_diag_init(&diag);
     rx_sched_result sr;
     rx_kernel_list kl = {0};
-    bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
+    bool ok = sched_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
     CHECK_MSG(!ok && strstr(text, "has no subgroup matrix unit") && strstr(text, t->name),
               "%s [%s]: expected 'has no subgroup matrix unit', got: %s", f->name, refuse[ti],
               ok ? "(compiled)" : text);
-    rx_diag_free(&diag);
+    base_diag_free(&diag);
   }
 }
 
@@ -80,7 +80,7 @@ static void check_ptx(const rxk_prepared *p) {
     const rx_kernel *kn = p->kl.kernels[k];
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    rx_status s = rx_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
+    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND)
       st.skipped++;
     else if (s)
@@ -105,13 +105,13 @@ static void check_size(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn *
     return;
   }
   rxk_copy_buffers(&in, &want);
-  rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
+  rx_status s = interp_run(m, fr, want.arg, want.n, NULL);
   if (s) {
     FAIL("%s at %s: the reference failed: %s", fr->name, at, rx_status_message(s));
   } else {
     rx_interp_opts o = {.subgroup_size = 32};
     rxk_copy_buffers(&in, &got);
-    s = rx_interp_run(m, f, got.arg, got.n, &o);
+    s = interp_run(m, f, got.arg, got.n, &o);
     if (s)
       FAIL("%s at %s: the interpreter failed: %s", f->name, at, rx_status_message(s));
     else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
@@ -157,7 +157,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref, const ch
   for (; accept[np]; np++) {
     RX_ASSERT(np < MAX_ACCEPT);
     const rx_target *t;
-    rx_status ts = rx_target_parse(accept[np], &t);
+    rx_status ts = tgt_target_parse(accept[np], &t);
     RX_ASSERT(!ts);
     rxk_prepare(m, f, t, &st, &p[np]);
     const char *want = frag_mma_text(t);
@@ -187,7 +187,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref, const ch
 static void check_gemm_frag(rx_module *m, const char *prog, const char *target) {
   const rx_tensor_fn *f = rxk_find_fn(m, prog);
   const rx_target *t;
-  rx_status ts = rx_target_parse(target, &t);
+  rx_status ts = tgt_target_parse(target, &t);
   RX_ASSERT(!ts && f);
   rxk_prepared p;
   rxk_prepare(m, f, t, &st, &p); /* shaderc and spirv-val for Vulkan, counted there */
@@ -210,8 +210,8 @@ static void check_gemm_frag(rx_module *m, const char *prog, const char *target) 
     rxk_copy_buffers(&in, &want);
     rxk_copy_buffers(&in, &got);
     rx_interp_opts o = {.subgroup_size = 32};
-    rx_status s = rx_interp_run(m, f, want.arg, want.n, NULL);
-    if (!s) s = rx_interp_run(m, p.sr.fn, got.arg, got.n, &o);
+    rx_status s = interp_run(m, f, want.arg, want.n, NULL);
+    if (!s) s = interp_run(m, p.sr.fn, got.arg, got.n, &o);
     if (s)
       FAIL("%s at n=%lld: %s", p.what, (long long)sizes[si], rx_status_message(s));
     else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
@@ -229,7 +229,7 @@ static void check_gemm_frag(rx_module *m, const char *prog, const char *target) 
 /* The printer's round trip of the whole file. */
 static void check_round_trip(rx_module *m) {
   rx_strbuf printed = {0}, again = {0};
-  rx_module_print(&printed, m);
+  ir_module_print(&printed, m);
   static const char *const want[] = {"alloc fa: f16[8, 8] fragment a",
                                      "fragment acc",
                                      "frag fill fc, 0.0",
@@ -242,13 +242,13 @@ static void check_round_trip(rx_module *m) {
   char *msg = rxk_verify_text("frag.rx", printed.data, &m2);
   CHECK_MSG(!msg, "the printed module parses back: %s", msg ? msg : "");
   if (m2) {
-    rx_module_print(&again, m2);
+    ir_module_print(&again, m2);
     CHECK_MSG(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
     rx_module_free(m2);
   }
   free(msg);
-  rx_strbuf_free(&printed);
-  rx_strbuf_free(&again);
+  base_strbuf_free(&printed);
+  base_strbuf_free(&again);
 }
 
 /* The verifier's and the parser's messages for wrong fragments. */
@@ -301,7 +301,7 @@ static void check_interp_error(const char *body, const char *want) {
   rx_interp_arg args[2] = {{.data = h, .shape = {64}, .ndim = 1, .dtype = RX_DTYPE_F16},
                            {.data = y, .shape = {64}, .ndim = 1, .dtype = RX_DTYPE_F16}};
   rx_interp_opts o = {.subgroup_size = 32};
-  rx_status s = rx_interp_run(md, rxk_find_fn(md, "t"), args, 2, &o);
+  rx_status s = interp_run(md, rxk_find_fn(md, "t"), args, 2, &o);
   CHECK_MSG(s && strstr(rx_status_message(s), want), "expected an error with '%s', got %s", want,
             s ? rx_status_message(s) : "success");
   rx_status_free(s);
@@ -317,10 +317,10 @@ int main(int argc, char **argv) {
   rx_module *m = rxk_load_module(path, &msg);
   if (!m) {
     fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     return 1;
   }
-  rx_strbuf_free(&msg);
+  base_strbuf_free(&msg);
   /* 8x8: Metal only; 16x16x16 f16: vulkan-nvidia and CUDA; bf16: CUDA only */
   static const char *const metal[] = {"metal-apple7", NULL};
   static const char *const f16_16[] = {"vulkan-nvidia", "cuda -arch=sm_80", "cuda -arch=sm_90",
@@ -348,7 +348,7 @@ int main(int argc, char **argv) {
   m = rxk_load_module(path, &msg);
   if (!m) {
     fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     return 1;
   }
   static const char *const progs[] = {"frag_proj", "frag_xw", "frag_batched"};

@@ -28,27 +28,28 @@ enum { ROWS = 37, COLS = 16, NOPS = 512, NSILU = 64 };
 
 static char *affine_text(void) {
   rx_strbuf b = {0};
-  rx_strbuf_append(&b,
-                   "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
+  base_strbuf_append(
+      &b, "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
   const char *prev = "x";
   char name[32];
   for (int k = 0; k < NOPS / 2; k++) {
-    rx_strbuf_printf(&b, "    m%d = multiply(%s, 1.001)\n    v%d = add(m%d, 0.5)\n", k, prev, k, k);
+    base_strbuf_printf(&b, "    m%d = multiply(%s, 1.001)\n    v%d = add(m%d, 0.5)\n", k, prev, k,
+                       k);
     snprintf(name, sizeof name, "v%d", k);
     prev = name;
   }
-  rx_strbuf_printf(&b, "  }\n  return %s\n}\n", prev);
-  return rx_strbuf_take(&b);
+  base_strbuf_printf(&b, "  }\n  return %s\n}\n", prev);
+  return base_strbuf_take(&b);
 }
 
 static char *silu_text(void) {
   rx_strbuf b = {0};
-  rx_strbuf_append(&b,
-                   "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
-  rx_strbuf_append(&b, "    s0 = silu(x)\n");
-  for (int k = 1; k < NSILU; k++) rx_strbuf_printf(&b, "    s%d = silu(s%d)\n", k, k - 1);
-  rx_strbuf_printf(&b, "  }\n  return s%d\n}\n", NSILU - 1);
-  return rx_strbuf_take(&b);
+  base_strbuf_append(
+      &b, "graph_fn main(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n  dataflow {\n");
+  base_strbuf_append(&b, "    s0 = silu(x)\n");
+  for (int k = 1; k < NSILU; k++) base_strbuf_printf(&b, "    s%d = silu(s%d)\n", k, k - 1);
+  base_strbuf_printf(&b, "  }\n  return s%d\n}\n", NSILU - 1);
+  return base_strbuf_take(&b);
 }
 
 static double affine_want(double x) {
@@ -65,16 +66,16 @@ static double silu_want(double x) {
 static unsigned char *compile(const char *what, const char *text, int nops, size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_compile_options o = {0};
   const char *names[] = {"vulkan-lavapipe", "cuda -arch=sm_80", "metal-apple7"};
   for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) {
-    rx_status ts = rx_target_parse(names[i], &o.targets[o.ntargets++]);
+    rx_status ts = tgt_target_parse(names[i], &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
   }
   rx_compile_result r;
   unsigned char *bytes = NULL;
-  bool ok = rx_parse_module(m, what, text, strlen(text), &diag) && rx_compile(m, &o, &diag, &r);
+  bool ok = ir_parse_module(m, what, text, strlen(text), &diag) && drv_compile(m, &o, &diag, &r);
   CHECK(ok);
   if (!ok) {
     fprintf(stderr, "%s: does not compile:\n%s", what, rx_diag_text(&diag));
@@ -82,19 +83,19 @@ static unsigned char *compile(const char *what, const char *text, int nops, size
     /* split into bounded groups: more than one call, far fewer than one per op (groups equal up
      * to names are one program since deduplication: passes/dedup.c) */
     rx_strbuf dis = {0};
-    rx_host_disasm(&dis, r.host.words, r.host.nwords);
+    pass_host_disasm(&dis, r.host.words, r.host.nwords);
     int calls = 0;
     for (const char *c = dis.data; c && (c = strstr(c, "call_kernels")); c++) calls++;
-    rx_strbuf_free(&dis);
+    base_strbuf_free(&dis);
     printf("%s: %d ops -> %d fused calls of %d tensor programs\n", what, nops, calls, r.nprograms);
     CHECK(calls > 1 && calls <= nops / 4);
     CHECK(r.nprograms >= 1 && r.nprograms <= calls);
     bytes = r.artifact;
     *len = r.artifact_len;
     r.artifact = NULL;
-    rx_compile_result_free(&r);
+    drv_compile_result_free(&r);
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   return bytes;
 }
@@ -104,14 +105,14 @@ static void run(rx_rt_device *dev, const char *what, const unsigned char *bytes,
   rx_rt_artifact *art = NULL;
   rx_rt_tensor *in = NULL;
   rx_rt_value *res = NULL;
-  float *x = rx_calloc(ROWS * COLS, sizeof *x), *got = rx_calloc(ROWS * COLS, sizeof *got);
+  float *x = base_calloc(ROWS * COLS, sizeof *x), *got = base_calloc(ROWS * COLS, sizeof *got);
   for (int i = 0; i < ROWS * COLS; i++) x[i] = (float)(lo + (hi - lo) * i / (ROWS * COLS - 1));
   int64_t shape[2] = {ROWS, COLS};
   rx_status s = rx_rt_artifact_load_memory(dev, bytes, len, what, &art);
   if (!s) s = rx_rt_tensor_from_host(dev, RX_DTYPE_F32, 2, shape, x, &in);
   if (!s) s = rx_rt_vm_call(art, "main", &in, 1, &res);
   rx_rt_tensor *t = s ? NULL : rx_rt_value_tensor(res);
-  if (!s && !t) s = rx_status_make(RX_ERR_INTERNAL, "the result is not a tensor");
+  if (!s && !t) s = base_status_make(RX_ERR_INTERNAL, "the result is not a tensor");
   if (!s) s = rx_rt_tensor_read(t, got, sizeof *got * ROWS * COLS);
   CHECK(!s);
   if (s) {

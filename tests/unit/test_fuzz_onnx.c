@@ -30,22 +30,22 @@ static uint64_t rnd(void) {
 
 static void check_input(const char *name, const unsigned char *bytes, size_t len) {
   /* a separate allocation of exactly len bytes, so ASan sees any read past the end */
-  unsigned char *copy = rx_malloc(len ? len : 1);
+  unsigned char *copy = base_malloc(len ? len : 1);
   if (len) memcpy(copy, bytes, len);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  rx_status s = rx_onnx_import(m, copy, len, name, NULL, &diag);
+  base_diag_init(&diag);
+  rx_status s = onnx_import(m, copy, len, name, NULL, &diag);
   if (!s) {
     accepted++;
-    if (!rx_module_normalize(m, &diag) || !rx_module_verify(m, &diag)) {
+    if (!ops_module_normalize(m, &diag) || !ir_module_verify(m, &diag)) {
       failed++;
       fprintf(stderr, "FAIL: %s (%zu bytes): imported, but the module does not check:\n%s\n", name,
               len, rx_diag_text(&diag));
     } else {
       rx_strbuf out = {0};
-      rx_module_print(&out, m);
-      rx_strbuf_free(&out);
+      ir_module_print(&out, m);
+      base_strbuf_free(&out);
       passed++;
     }
   } else {
@@ -59,10 +59,10 @@ static void check_input(const char *name, const unsigned char *bytes, size_t len
   }
   rx_onnx_weight *w = NULL;
   int nw = 0;
-  rx_status ws = rx_onnx_weights(copy, len, name, NULL, &w, &nw);
-  if (!ws) rx_onnx_weights_free(w, nw);
+  rx_status ws = onnx_weights(copy, len, name, NULL, &w, &nw);
+  if (!ws) onnx_weights_free(w, nw);
   rx_status_free(ws);
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(copy);
 }
@@ -70,7 +70,7 @@ static void check_input(const char *name, const unsigned char *bytes, size_t len
 static void fuzz_file(const char *path, int iters) {
   char *text;
   size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   if (s) {
     failed++;
     fprintf(stderr, "FAIL: %s\n", rx_status_message(s));
@@ -82,7 +82,7 @@ static void fuzz_file(const char *path, int iters) {
   for (size_t n = 0; n < len; n += step) check_input(path, bytes, n);
   for (int it = 0; it < iters; it++) {
     rx_strbuf b = {0};
-    rx_strbuf_appendn(&b, text, len);
+    base_strbuf_appendn(&b, text, len);
     int edits = 1 + (int)(rnd() % 4);
     for (int e = 0; e < edits && b.len > 0; e++) {
       size_t at = rnd() % b.len;
@@ -101,16 +101,16 @@ static void fuzz_file(const char *path, int iters) {
         rx_strbuf c = {0};
         size_t from = rnd() % b.len, n = 1 + rnd() % 40;
         if (from + n > b.len) n = b.len - from;
-        rx_strbuf_appendn(&c, b.data, at);
-        rx_strbuf_appendn(&c, b.data + from, n);
-        rx_strbuf_appendn(&c, b.data + at, b.len - at);
-        rx_strbuf_free(&b);
+        base_strbuf_appendn(&c, b.data, at);
+        base_strbuf_appendn(&c, b.data + from, n);
+        base_strbuf_appendn(&c, b.data + at, b.len - at);
+        base_strbuf_free(&b);
         b = c;
       }
       }
     }
     check_input(path, (const unsigned char *)(b.data ? b.data : ""), b.len);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
   }
   free(text);
 }

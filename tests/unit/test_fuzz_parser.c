@@ -95,17 +95,17 @@ static const char *dict[] = {
 static char *front_end(const char *name, const char *text, size_t len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   char *printed = NULL;
-  if (rx_parse_module(m, name, text, len, &diag) && rx_module_normalize(m, &diag) &&
-      rx_module_verify(m, &diag)) {
+  if (ir_parse_module(m, name, text, len, &diag) && ops_module_normalize(m, &diag) &&
+      ir_module_verify(m, &diag)) {
     rx_strbuf out = {0};
-    rx_module_print(&out, m);
-    printed = rx_strbuf_take(&out);
+    ir_module_print(&out, m);
+    printed = base_strbuf_take(&out);
   }
   /* the diagnostics must be renderable whatever happened */
   (void)strlen(rx_diag_text(&diag));
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   return printed;
 }
@@ -133,7 +133,7 @@ static void check_input(const char *name, const char *text, size_t len) {
 static void fuzz_file(const char *path, int iters) {
   char *text;
   size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   if (s) {
     failed++;
     fprintf(stderr, "FAIL: %s\n", rx_status_message(s));
@@ -143,14 +143,14 @@ static void fuzz_file(const char *path, int iters) {
   /* truncations: every length for small files, a spread of lengths otherwise */
   size_t step = len / 400 + 1;
   for (size_t n = 0; n < len; n += step) {
-    char *t = rx_strndup(text, n); /* a separate allocation so ASan sees reads past the end */
+    char *t = base_strndup(text, n); /* a separate allocation so ASan sees reads past the end */
     check_input(path, t, n);
     free(t);
   }
   /* mutations */
   for (int it = 0; it < iters; it++) {
     rx_strbuf b = {0};
-    rx_strbuf_appendn(&b, text, len);
+    base_strbuf_appendn(&b, text, len);
     int edits = 1 + (int)(rnd() % 4);
     for (int e = 0; e < edits && b.len > 0; e++) {
       size_t at = rnd() % b.len;
@@ -168,32 +168,32 @@ static void fuzz_file(const char *path, int iters) {
       case 2:   /* duplicate a slice */
       case 3: { /* splice a token */
         rx_strbuf c = {0};
-        rx_strbuf_appendn(&c, b.data, at);
+        base_strbuf_appendn(&c, b.data, at);
         if (e % 2) {
           size_t from = rnd() % b.len, n = 1 + rnd() % 40;
           if (from + n > b.len) n = b.len - from;
-          rx_strbuf_appendn(&c, b.data + from, n);
+          base_strbuf_appendn(&c, b.data + from, n);
         } else {
-          rx_strbuf_append(&c, dict[rnd() % RX_ARRAY_LEN(dict)]);
+          base_strbuf_append(&c, dict[rnd() % RX_ARRAY_LEN(dict)]);
         }
-        rx_strbuf_appendn(&c, b.data + at, b.len - at);
-        rx_strbuf_free(&b);
+        base_strbuf_appendn(&c, b.data + at, b.len - at);
+        base_strbuf_free(&b);
         b = c;
         break;
       }
       default: /* deep nesting */
         if (it % 50 == 0) {
           rx_strbuf c = {0};
-          rx_strbuf_appendn(&c, b.data, at);
-          for (int k = 0; k < 2000; k++) rx_strbuf_putc(&c, "([{"[rnd() % 3]);
-          rx_strbuf_appendn(&c, b.data + at, b.len - at);
-          rx_strbuf_free(&b);
+          base_strbuf_appendn(&c, b.data, at);
+          for (int k = 0; k < 2000; k++) base_strbuf_putc(&c, "([{"[rnd() % 3]);
+          base_strbuf_appendn(&c, b.data + at, b.len - at);
+          base_strbuf_free(&b);
           b = c;
         }
       }
     }
     check_input(path, b.data ? b.data : "", b.len);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
   }
   free(text);
 }
@@ -204,7 +204,7 @@ static void walk(const char *dir, rx_ptrvec *files) {
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
-    char *path = rx_malloc(strlen(dir) + strlen(e->d_name) + 2);
+    char *path = base_malloc(strlen(dir) + strlen(e->d_name) + 2);
     sprintf(path, "%s/%s", dir, e->d_name);
     struct stat st;
     size_t n = strlen(path);
@@ -212,7 +212,7 @@ static void walk(const char *dir, rx_ptrvec *files) {
       walk(path, files);
       free(path);
     } else if (n > 3 && strcmp(path + n - 3, ".rx") == 0) {
-      rx_ptrvec_push(files, path);
+      base_ptrvec_push(files, path);
     } else {
       free(path);
     }
@@ -242,6 +242,6 @@ int main(int argc, char **argv) {
   }
   printf("fuzz: %zu files, %d inputs\n", files.len, passed + failed);
   printf("fuzz: %d passed, %d failed\n", passed, failed);
-  rx_ptrvec_free(&files);
+  base_ptrvec_free(&files);
   return failed ? 1 : 0;
 }

@@ -23,7 +23,7 @@ static char *load(const char *file, size_t *len) {
   char path[4096];
   snprintf(path, sizeof path, "%s/gguf/%s", dir, file);
   char *buf = NULL;
-  rx_status s = rx_read_file(path, &buf, len);
+  rx_status s = base_read_file(path, &buf, len);
   CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   return buf;
@@ -32,7 +32,7 @@ static char *load(const char *file, size_t *len) {
 /* ---- metadata ---- */
 
 static const rx_gguf_value *meta(const rx_gguf_file *f, const char *key, rx_gguf_vtype t) {
-  const rx_gguf_kv *kv = rx_gguf_find(f, key);
+  const rx_gguf_kv *kv = gguf_find(f, key);
   CHECK_MSG(kv && kv->value.type == t, "%s: type %d", key, kv ? (int)kv->value.type : -1);
   return kv && kv->value.type == t ? &kv->value : NULL;
 }
@@ -72,11 +72,11 @@ static void check_scalars(const rx_gguf_file *f) {
 static void check_array(const rx_gguf_file *f, const char *key, rx_gguf_vtype t, int n,
                         const double *want) {
   const rx_gguf_value *a = NULL;
-  rx_status s = rx_gguf_get_array(f, key, t, &a);
+  rx_status s = gguf_get_array(f, key, t, &a);
   CHECK_MSG(!s && a && a->count == (uint64_t)n, "%s: %s", key, rx_status_message(s));
   rx_status_free(s);
   for (int i = 0; a && a->count == (uint64_t)n && i < n; i++) {
-    rx_gguf_value e = rx_gguf_array_at(a, (uint64_t)i);
+    rx_gguf_value e = gguf_array_at(a, (uint64_t)i);
     bool sgn =
         t == RX_GGUF_V_INT8 || t == RX_GGUF_V_INT16 || t == RX_GGUF_V_INT32 || t == RX_GGUF_V_INT64;
     double got = t == RX_GGUF_V_FLOAT32 || t == RX_GGUF_V_FLOAT64 ? e.v.f
@@ -99,19 +99,19 @@ static void check_arrays(const rx_gguf_file *f) {
   check_array(f, "test.arr_i64", RX_GGUF_V_INT64, 2, (double[]){-9223372036854775808.0, 42});
   check_array(f, "test.arr_f64", RX_GGUF_V_FLOAT64, 2, (double[]){2.5, -1.0 / 7});
   const rx_gguf_value *a = meta(f, "test.arr_u64", RX_GGUF_V_ARRAY);
-  CHECK_MSG(a && rx_gguf_array_at(a, 0).v.u == UINT64_MAX, "u64 array exactly");
+  CHECK_MSG(a && gguf_array_at(a, 0).v.u == UINT64_MAX, "u64 array exactly");
   a = meta(f, "test.arr_str", RX_GGUF_V_ARRAY);
   const char *strs[] = {"a", "", "\xc3\xbcn\xc3\xaf", "x y"};
   CHECK_MSG(a && a->elem == RX_GGUF_V_STRING && a->count == 4, "string array");
   for (int i = 0; a && a->count == 4 && i < 4; i++) {
-    rx_gguf_value e = rx_gguf_array_at(a, (uint64_t)i);
+    rx_gguf_value e = gguf_array_at(a, (uint64_t)i);
     CHECK_MSG(e.type == RX_GGUF_V_STRING && !strcmp(e.str, strs[i]) && e.len == strlen(strs[i]),
               "arr_str[%d] = '%s'", i, e.str);
   }
   a = NULL;
-  rx_status s = rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &a);
-  CHECK_MSG(!s && a && a->count == 300 && !strcmp(rx_gguf_array_at(a, 1).str, "<s>") &&
-                !strcmp(rx_gguf_array_at(a, 299).str, "t296"),
+  rx_status s = gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_STRING, &a);
+  CHECK_MSG(!s && a && a->count == 300 && !strcmp(gguf_array_at(a, 1).str, "<s>") &&
+                !strcmp(gguf_array_at(a, 299).str, "t296"),
             "tokens: %s", rx_status_message(s));
   rx_status_free(s);
 }
@@ -122,38 +122,38 @@ static void check_getters(const rx_gguf_file *f) {
   float x = 0;
   const char *str = NULL;
   const rx_gguf_value *a = NULL;
-  rx_status s = rx_gguf_get_u32(f, "test.u32", &u);
+  rx_status s = gguf_get_u32(f, "test.u32", &u);
   CHECK_MSG(!s && u == 4000000000u, "get_u32");
   rx_status_free(s);
-  s = rx_gguf_get_u32(f, "test.u8", &u);
+  s = gguf_get_u32(f, "test.u8", &u);
   CHECK_MSG(!s && u == 200, "get_u32 of a uint8");
   rx_status_free(s);
-  s = rx_gguf_get_i32(f, "test.i16", &i);
+  s = gguf_get_i32(f, "test.i16", &i);
   CHECK_MSG(!s && i == -30000, "get_i32 of an int16");
   rx_status_free(s);
-  s = rx_gguf_get_f32(f, "test.f32", &x);
+  s = gguf_get_f32(f, "test.f32", &x);
   CHECK_MSG(!s && x == 0.1f, "get_f32");
   rx_status_free(s);
-  s = rx_gguf_get_f32(f, "test.f64", &x);
+  s = gguf_get_f32(f, "test.f64", &x);
   CHECK_MSG(!s && x == (float)(1.0 / 3.0), "get_f32 of a float64");
   rx_status_free(s);
-  s = rx_gguf_get_string(f, "general.architecture", &str);
+  s = gguf_get_string(f, "general.architecture", &str);
   CHECK_MSG(!s && str && !strcmp(str, "llama"), "get_string");
   rx_status_free(s);
-  expect_error(rx_gguf_get_i32(f, "test.u32", &i), "all_types.gguf",
+  expect_error(gguf_get_i32(f, "test.u32", &i), "all_types.gguf",
                "metadata key 'test.u32' is 4000000000, out of the range of an int32");
-  expect_error(rx_gguf_get_u32(f, "test.i8", &u), "all_types.gguf",
+  expect_error(gguf_get_u32(f, "test.i8", &u), "all_types.gguf",
                "metadata key 'test.i8' is -100, out of the range of a uint32");
-  expect_error(rx_gguf_get_u32(f, "llama.block_count", &u), "all_types.gguf",
+  expect_error(gguf_get_u32(f, "llama.block_count", &u), "all_types.gguf",
                "metadata key 'llama.block_count' is missing (expected a uint32)");
   CHECK_MSG(u == 0, "the out-parameter is zeroed on an error");
-  expect_error(rx_gguf_get_string(f, "test.u8", &str), "all_types.gguf",
+  expect_error(gguf_get_string(f, "test.u8", &str), "all_types.gguf",
                "metadata key 'test.u8' has type uint8, expected a string");
-  expect_error(rx_gguf_get_f32(f, "test.string", &x), "all_types.gguf",
+  expect_error(gguf_get_f32(f, "test.string", &x), "all_types.gguf",
                "metadata key 'test.string' has type string, expected a float32");
-  expect_error(rx_gguf_get_u32(f, "test.arr_u32", &u), "all_types.gguf",
+  expect_error(gguf_get_u32(f, "test.arr_u32", &u), "all_types.gguf",
                "metadata key 'test.arr_u32' is an array of uint32, expected a uint32");
-  expect_error(rx_gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_INT32, &a), "all_types.gguf",
+  expect_error(gguf_get_array(f, "tokenizer.ggml.tokens", RX_GGUF_V_INT32, &a), "all_types.gguf",
                "'tokenizer.ggml.tokens' is an array of string, expected an array of int32");
 }
 
@@ -163,7 +163,7 @@ static void check_getters(const rx_gguf_file *f) {
  * bit. */
 static void check_tensor(const rx_gguf_file *f, const char *stem, const char *name, rx_gguf_type t,
                          int ndim, const int64_t *shape) {
-  const rx_gguf_tensor *x = rx_gguf_find_tensor(f, name);
+  const rx_gguf_tensor *x = gguf_find_tensor(f, name);
   CHECK_MSG(x && x->type == t && x->ndim == ndim, "%s: type %d, %d dims", name,
             x ? (int)x->type : -1, x ? x->ndim : -1);
   if (!x || x->ndim != ndim) return;
@@ -173,21 +173,21 @@ static void check_tensor(const rx_gguf_file *f, const char *stem, const char *na
     elems *= shape[d];
   }
   CHECK_MSG(x->elems == elems, "%s: %lld elements", name, (long long)x->elems);
-  uint64_t size = (uint64_t)(elems / rx_gguf_block_elems(t) * rx_gguf_block_bytes(t));
+  uint64_t size = (uint64_t)(elems / gguf_block_elems(t) * gguf_block_bytes(t));
   CHECK_MSG(x->size == size && x->offset % f->alignment == 0 && x->offset + x->size <= f->data_size,
             "%s: %llu bytes at %llu", name, (unsigned long long)x->size,
             (unsigned long long)x->offset);
   char path[4096];
   snprintf(path, sizeof path, "%s/gguf/ref/%s.%s.npy", dir, stem, name);
   rx_npy ref;
-  rx_status s = rx_npy_read(path, &ref);
-  CHECK_MSG(!s && ref.dtype == RX_DTYPE_F32 && rx_npy_count(&ref) == (size_t)elems &&
+  rx_status s = base_npy_read(path, &ref);
+  CHECK_MSG(!s && ref.dtype == RX_DTYPE_F32 && base_npy_count(&ref) == (size_t)elems &&
                 ref.ndim == (ndim ? ndim : 0),
             "%s: %s", path, rx_status_message(s));
   rx_status_free(s);
-  if (s || rx_npy_count(&ref) != (size_t)elems) return;
+  if (s || base_npy_count(&ref) != (size_t)elems) return;
   float *got = calloc((size_t)elems + 1, sizeof *got);
-  rx_gguf_dequantize(x->type, f->data + x->offset, x->elems, got);
+  gguf_dequantize(x->type, f->data + x->offset, x->elems, got);
   const uint32_t *want = ref.data;
   int64_t bad = 0, first = -1;
   for (int64_t k = 0; k < elems; k++) {
@@ -197,10 +197,10 @@ static void check_tensor(const rx_gguf_file *f, const char *stem, const char *na
   }
   CHECK_MSG(!bad,
             "%s (%s): %lld of %lld elements differ from the reference, first [%lld] = %a vs %a",
-            name, rx_gguf_type_name(t), (long long)bad, (long long)elems, (long long)first,
+            name, gguf_type_name(t), (long long)bad, (long long)elems, (long long)first,
             first >= 0 ? got[first] : 0.0, first >= 0 ? ((const float *)ref.data)[first] : 0.0);
   free(got);
-  rx_npy_free(&ref);
+  base_npy_free(&ref);
 }
 
 static void all_types(void) {
@@ -208,7 +208,7 @@ static void all_types(void) {
   char *buf = load("all_types.gguf", &len);
   if (!buf) return;
   rx_gguf_file f;
-  rx_status s = rx_gguf_parse(buf, len, "all_types.gguf", &f);
+  rx_status s = gguf_parse(buf, len, "all_types.gguf", &f);
   CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   if (s) return;
@@ -236,19 +236,18 @@ static void all_types(void) {
   check_tensor(&f, "all_types", "q4_k", RX_GGUF_TYPE_Q4_K, 2, (int64_t[]){3, 256});
   check_tensor(&f, "all_types", "q5_k", RX_GGUF_TYPE_Q5_K, 2, (int64_t[]){1, 512});
   check_tensor(&f, "all_types", "q6_k", RX_GGUF_TYPE_Q6_K, 2, (int64_t[]){3, 256});
-  CHECK_MSG(!rx_gguf_find_tensor(&f, "nope") && !rx_gguf_find(&f, "nope"),
-            "find of a missing name");
+  CHECK_MSG(!gguf_find_tensor(&f, "nope") && !gguf_find(&f, "nope"), "find of a missing name");
   uint64_t end = 0; /* where the last tensor's bytes end: any shorter file is refused */
   for (size_t i = 0; i < f.ntensors; i++)
     if (f.tensors[i].offset + f.tensors[i].size > end)
       end = f.tensors[i].offset + f.tensors[i].size;
   end += f.data_offset;
-  rx_gguf_free(&f);
+  gguf_free(&f);
 
   /* truncated at every length: refused, naming the file, up to the end of the last tensor */
   int refused = 0, accepted = 0;
   for (size_t n = 0; n < len; n++) {
-    s = rx_gguf_parse(buf, n, "cut.gguf", &f);
+    s = gguf_parse(buf, n, "cut.gguf", &f);
     bool ok = n < end ? s && strstr(rx_status_message(s), "cut.gguf: ") : !s;
     CHECK_MSG(ok, "truncated to %zu of %zu bytes: %s", n, len,
               s ? rx_status_message(s) : "accepted");
@@ -258,7 +257,7 @@ static void all_types(void) {
       accepted++;
     CHECK_MSG(!s || (f.ntensors == 0 && f.nkvs == 0 && !f.tensors), "nothing owned after an error");
     rx_status_free(s);
-    rx_gguf_free(&f);
+    gguf_free(&f);
   }
   CHECK_MSG(refused == (int)end && accepted == (int)(len - end), "%d lengths refused, %d accepted",
             refused, accepted);
@@ -276,10 +275,10 @@ static void all_types(void) {
       {400, "tensor infos cannot fit"},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cuts); i++) {
-    s = rx_gguf_parse(buf, cuts[i].n, "cut.gguf", &f);
+    s = gguf_parse(buf, cuts[i].n, "cut.gguf", &f);
     expect_error(s, "cut.gguf", cuts[i].want);
   }
-  s = rx_gguf_parse(buf, (size_t)end - 1, "cut.gguf", &f);
+  s = gguf_parse(buf, (size_t)end - 1, "cut.gguf", &f);
   expect_error(s, "cut.gguf", "tensor 'q6_k': its 630 bytes at offset");
   free(buf);
 }
@@ -289,7 +288,7 @@ static void v2_align64(void) {
   char *buf = load("v2_align64.gguf", &len);
   if (!buf) return;
   rx_gguf_file f;
-  rx_status s = rx_gguf_parse(buf, len, "v2_align64.gguf", &f);
+  rx_status s = gguf_parse(buf, len, "v2_align64.gguf", &f);
   CHECK_MSG(!s && f.version == 2 && f.alignment == 64 && f.ntensors == 2 && f.data_offset % 64 == 0,
             "v2: %s", rx_status_message(s));
   rx_status_free(s);
@@ -297,11 +296,11 @@ static void v2_align64(void) {
   check_tensor(&f, "v2_align64", "f32", RX_GGUF_TYPE_F32, 2, (int64_t[]){1, 3});
   check_tensor(&f, "v2_align64", "q8_0", RX_GGUF_TYPE_Q8_0, 2, (int64_t[]){2, 32});
   CHECK_MSG(f.tensors[1].offset == 64, "q8_0 at 64 (after 12 bytes padded to 64)");
-  rx_gguf_free(&f);
+  gguf_free(&f);
   free(buf);
   buf = load("unsupported.gguf", &len);
   if (!buf) return;
-  s = rx_gguf_parse(buf, len, "unsupported.gguf", &f);
+  s = gguf_parse(buf, len, "unsupported.gguf", &f);
   expect_error(s, "unsupported.gguf",
                "tensor 'q3_k': type Q3_K (11) is not supported; supported: F32, F16, Q4_0, Q4_1, "
                "Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, BF16");
@@ -346,7 +345,7 @@ static void data(img *m, size_t n) {
 
 static void refused(const img *m, const char *want) {
   rx_gguf_file f;
-  rx_status s = rx_gguf_parse(m->b, m->n, "bad.gguf", &f);
+  rx_status s = gguf_parse(m->b, m->n, "bad.gguf", &f);
   expect_error(s, "bad.gguf", want);
   CHECK_MSG(f.ntensors == 0 && f.nkvs == 0 && !f.kvs && !f.tensors, "nothing owned after an error");
 }
@@ -364,18 +363,18 @@ static void built(void) {
   while (m.n % 16) put(&m, 0, 1);
   size_t start = m.n;
   for (int i = 0; i < 16 + 36; i++) put(&m, 0, 1);
-  rx_status s = rx_gguf_parse(m.b, m.n, "ok.gguf", &f);
+  rx_status s = gguf_parse(m.b, m.n, "ok.gguf", &f);
   CHECK_MSG(!s && f.alignment == 16 && f.data_offset == start && f.tensors[1].size == 36 &&
                 f.tensors[1].shape[0] == 2 && f.tensors[1].shape[1] == 32,
             "alignment 16: %s", rx_status_message(s));
   rx_status_free(s);
-  rx_gguf_free(&f);
+  gguf_free(&f);
   /* no tensors, no metadata: valid, no data section */
   header(&m, 3, 0, 0);
-  s = rx_gguf_parse(m.b, m.n, "empty.gguf", &f);
+  s = gguf_parse(m.b, m.n, "empty.gguf", &f);
   CHECK_MSG(!s && f.ntensors == 0 && f.data_size == 0, "empty: %s", rx_status_message(s));
   rx_status_free(s);
-  rx_gguf_free(&f);
+  gguf_free(&f);
 
   header(&m, 3, 0, 0);
   m.b[3] = 'G';
@@ -530,9 +529,9 @@ static void built(void) {
   data(&m, 32);
   refused(&m, "offset 24: tensor 0: the name of 1000 bytes runs past the end of the file");
 
-  s = rx_gguf_parse(NULL, 0, NULL, &f);
+  s = gguf_parse(NULL, 0, NULL, &f);
   expect_error(s, "<gguf>", "not a GGUF file");
-  CHECK_MSG(rx_gguf_is_gguf("GGUF\3", 5) && !rx_gguf_is_gguf("GGU", 3) && !rx_gguf_is_gguf(NULL, 9),
+  CHECK_MSG(gguf_is_gguf("GGUF\3", 5) && !gguf_is_gguf("GGU", 3) && !gguf_is_gguf(NULL, 9),
             "is_gguf");
 }
 
@@ -542,21 +541,21 @@ static void by_hand(void) {
   float y[256];
   /* Q8_0: d = 0.5 (f16 0x3800), q = -3 and 4 */
   uint8_t q8[34] = {0x00, 0x38, 0xfd, 4};
-  rx_gguf_dequantize(RX_GGUF_TYPE_Q8_0, q8, 32, y);
+  gguf_dequantize(RX_GGUF_TYPE_Q8_0, q8, 32, y);
   CHECK_MSG(y[0] == -1.5f && y[1] == 2.0f && y[2] == 0.0f, "Q8_0 %g %g", y[0], y[1]);
   /* Q4_0: d = 2 (0x4000); qs[0] = 0x9f: element 0 is 15 - 8 = 7, element 16 is 9 - 8 = 1 */
   uint8_t q4[18] = {0x00, 0x40, 0x9f};
-  rx_gguf_dequantize(RX_GGUF_TYPE_Q4_0, q4, 32, y);
+  gguf_dequantize(RX_GGUF_TYPE_Q4_0, q4, 32, y);
   CHECK_MSG(y[0] == 14 && y[16] == 2 && y[1] == -16, "Q4_0 %g %g %g", y[0], y[16], y[1]);
   /* Q5_0: d = 1; bit 16 of qh lifts element 16 by 16 */
   uint8_t q5[22] = {0x00, 0x3c, 0, 0, 1, 0, 0x21};
-  rx_gguf_dequantize(RX_GGUF_TYPE_Q5_0, q5, 32, y);
+  gguf_dequantize(RX_GGUF_TYPE_Q5_0, q5, 32, y);
   CHECK_MSG(y[0] == 1 - 16 && y[16] == 2 + 16 - 16 && y[1] == -16, "Q5_0 %g %g", y[0], y[16]);
   /* F16 subnormal 1 = 2^-24, BF16 1.0 */
   uint8_t h[2] = {1, 0}, bf[2] = {0x80, 0x3f};
-  rx_gguf_dequantize(RX_GGUF_TYPE_F16, h, 1, y);
+  gguf_dequantize(RX_GGUF_TYPE_F16, h, 1, y);
   CHECK_MSG(y[0] == ldexpf(1, -24), "f16 subnormal %a", y[0]);
-  rx_gguf_dequantize(RX_GGUF_TYPE_BF16, bf, 1, y);
+  gguf_dequantize(RX_GGUF_TYPE_BF16, bf, 1, y);
   CHECK_MSG(y[0] == 1.0f, "bf16 %g", y[0]);
 }
 

@@ -79,17 +79,17 @@ static bool compile(const char *src, const char *quantize, bool emb, const rxk_b
   rx_module *m = rx_module_new();
   rx_hf_options ho = {
       .dtype = RX_DTYPE_F16, .max_batch = BATCH, .quantize = quantize, .quantize_embeddings = emb};
-  bool ok = ok_status(rx_hf_import(m, src, &ho), src);
+  bool ok = ok_status(hf_import(m, src, &ho), src);
   rx_compile_options o = {0};
   o.targets[o.ntargets++] = &bs->target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
-  rx_diag_init(&diag);
-  if (ok && !(ok = rx_compile(m, &o, &diag, &r))) FAIL("compile %s: %s", src, rx_diag_text(&diag));
-  if (ok) ok = ok_status(rx_artifact_write_file(path, r.artifact, r.artifact_len), path);
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  base_diag_init(&diag);
+  if (ok && !(ok = drv_compile(m, &o, &diag, &r))) FAIL("compile %s: %s", src, rx_diag_text(&diag));
+  if (ok) ok = ok_status(drv_artifact_write_file(path, r.artifact, r.artifact_len), path);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   return ok;
 }
@@ -111,7 +111,7 @@ static bool perplexity(rx_llm_model *m, const int32_t *ids, size_t n, const char
     FAIL("%s: %zu tokens of held-back text (want %d), BOS %d", name, n, NWIN * WIN, (int)bos);
     return false;
   }
-  float *logits = rx_calloc((size_t)(BATCH * vocab), sizeof *logits);
+  float *logits = base_calloc((size_t)(BATCH * vocab), sizeof *logits);
   double sum = 0;
   bool ok = true;
   for (int w0 = 0; ok && w0 < NWIN; w0 += BATCH) {
@@ -139,7 +139,7 @@ static bool perplexity(rx_llm_model *m, const int32_t *ids, size_t n, const char
 static void check_greedy(rx_llm_model *m, const char *name, const int32_t *prompt, size_t n,
                          const int32_t *want) {
   int32_t vocab = rx_llm_model_vocab_size(m);
-  float *logits = rx_calloc((size_t)vocab, sizeof *logits);
+  float *logits = base_calloc((size_t)vocab, sizeof *logits);
   bool ok = ok_status(rx_llm_prefill(m, 0, prompt, n, logits), name);
   for (int i = 0; ok && i < GREEDY; i++) {
     int32_t best = 0;
@@ -192,7 +192,7 @@ static float *f16_logits; /* the prompt's last logits of the current model's fol
  * largest f16 logit, within v->logit_tol. */
 static void check_logits(rx_llm_model *m, const variant *v, const int32_t *prompt, size_t n) {
   int32_t vocab = rx_llm_model_vocab_size(m);
-  float *logits = rx_calloc((size_t)vocab, sizeof *logits);
+  float *logits = base_calloc((size_t)vocab, sizeof *logits);
   if (ok_status(rx_llm_prefill(m, 0, prompt, n, logits), v->name)) {
     if (v->tol < 0) {
       free(f16_logits);
@@ -234,10 +234,10 @@ static bool load_inputs(const char *tests, const char *model, inputs *in) {
   size_t len = 0, rlen = 0;
   bool ok = ok_status(rx_tokenizer_load_file(path, &tok), path);
   snprintf(path, sizeof path, "%s/llm/models/%s/heldout.txt", tests, model);
-  if (ok) ok = ok_status(rx_read_file(path, &text, &len), path);
+  if (ok) ok = ok_status(base_read_file(path, &text, &len), path);
   if (ok) ok = ok_status(rx_tokenizer_encode(tok, text, len, 0, &in->ids, &in->n), path);
   snprintf(path, sizeof path, "%s/llm/ref/%s.json", tests, model);
-  if (ok) ok = ok_status(rx_read_file(path, &ref, &rlen), path);
+  if (ok) ok = ok_status(base_read_file(path, &ref, &rlen), path);
   cJSON *j = ok ? cJSON_ParseWithLength(ref, rlen) : NULL;
   const cJSON *g = j ? cJSON_GetObjectItem(j, "greedy") : NULL;
   const cJSON *p = cJSON_GetObjectItem(g, "prompt"), *t = cJSON_GetObjectItem(g, "tokens");
@@ -277,7 +277,7 @@ static void run_variant(const char *tests, const variant *v, const rxk_backend *
     char *text = NULL;
     size_t len = 0;
     snprintf(src, sizeof src, "%s/llm/models/%s/heldout.txt", tests, v->model);
-    if (tok && ok_status(rx_read_file(src, &text, &len), src) &&
+    if (tok && ok_status(base_read_file(src, &text, &len), src) &&
         ok_status(rx_tokenizer_encode(tok, text, len, 0, &own, &nown), v->name)) {
       if (nown != in->n || memcmp(own, in->ids, in->n * sizeof *own) != 0)
         FAIL("%s: its tokenizer gives %zu tokens of the held-back text, the folder's %zu (or "

@@ -2,7 +2,7 @@
  * and 12; frontends/hf/limits.c, gguf.c, config.c, meta.c): GGUF images written here with one
  * number out of its bounds, a NaN, an infinity, a key that changes the math the builder does not
  * do, or an end-of-sequence id outside the vocabulary, each refused with a message naming the
- * file, the key and the value; a block_count of 2^32-1 refused by rx_hf_import before anything
+ * file, the key and the value; a block_count of 2^32-1 refused by hf_import before anything
  * is allocated for it; config.json texts likewise (a syntax error with its line and column, a
  * number too large for a double, a partial rotary embedding); and a model folder whose
  * tokenizer.json the runtime would refuse, refused at compile time.
@@ -57,7 +57,7 @@ static const kv base_kvs[] = {
     {"tokenizer.ggml.eos_token_id", T_U32, 2, NULL},
 };
 
-static void put(rx_strbuf *b, const void *p, size_t n) { rx_strbuf_appendn(b, p, n); }
+static void put(rx_strbuf *b, const void *p, size_t n) { base_strbuf_appendn(b, p, n); }
 static void put_u32(rx_strbuf *b, uint32_t v) { put(b, &v, 4); }
 static void put_u64(rx_strbuf *b, uint64_t v) { put(b, &v, 8); }
 static void put_str(rx_strbuf *b, const char *s) {
@@ -142,7 +142,7 @@ static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t 
     while (b.len % 32) put(&b, "", 1);
   }
   *len = b.len;
-  return rx_strbuf_take(&b);
+  return base_strbuf_take(&b);
 }
 
 /* hf_gguf_read_config of base_kvs with the overrides. */
@@ -150,10 +150,10 @@ static rx_status read_config(const kv *over, int n, rx_hf_config *c) {
   size_t len;
   char *img = image(over, n, &len);
   rx_gguf_file f;
-  rx_status s = rx_gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+  rx_status s = gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
   if (!s) {
     s = hf_gguf_read_config(&f, c);
-    rx_gguf_free(&f);
+    gguf_free(&f);
   }
   free(img);
   return s;
@@ -255,13 +255,13 @@ static void gguf_tokenizer(void) {
   char *img = image(over, 3, &len);
   rx_gguf_file f;
   rx_hf_config c;
-  rx_status s = rx_gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+  rx_status s = gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
   if (!s) {
     s = hf_gguf_read_config(&f, &c);
     rx_strbuf json = {0};
     if (!s) s = hf_gguf_tokenizer_json(&f, &c, &json);
-    rx_strbuf_free(&json);
-    rx_gguf_free(&f);
+    base_strbuf_free(&json);
+    gguf_free(&f);
   }
   expect(s,
          "t.gguf: tokenizer.ggml.tokens holds 3 tokens, but the model's vocabulary "
@@ -271,7 +271,7 @@ static void gguf_tokenizer(void) {
 }
 
 /* A whole tiny llama in f32 (base_kvs: hidden 16, 2 heads of 8, 1 kv head, 32 tokens, one
- * layer, tied embeddings) with rope_freqs.weight holding factors: rx_hf_import divides each
+ * layer, tied embeddings) with rope_freqs.weight holding factors: hf_import divides each
  * inverse frequency by its factor, as llama.cpp does (it ignored them: other frequencies than
  * the model's, without a word); a factor of 0 or a tensor of the wrong size is refused. */
 static void gguf_rope_freqs(const char *tmp) {
@@ -309,8 +309,8 @@ static void gguf_rope_freqs(const char *tmp) {
     if (fp) fclose(fp);
     free(img);
     rx_module *m = rx_module_new();
-    expect(rx_hf_import(m, path, NULL), cases[k].want, "rope_freqs.weight");
-    const rx_weight *w = cases[k].want ? NULL : rx_module_weight(m, "rope_inv_freq");
+    expect(hf_import(m, path, NULL), cases[k].want, "rope_freqs.weight");
+    const rx_weight *w = cases[k].want ? NULL : ir_module_weight(m, "rope_inv_freq");
     CHECK_MSG(cases[k].want ||
                   (w && w->ndim == 1 && w->shape[0] == 4 && w->src_dtype == RX_DTYPE_F32),
               "rope_inv_freq");
@@ -325,7 +325,7 @@ static void gguf_rope_freqs(const char *tmp) {
   }
 }
 
-/* rx_hf_import of a GGUF file with a huge block_count: refused by the bounds, before the
+/* hf_import of a GGUF file with a huge block_count: refused by the bounds, before the
  * builder allocates per-layer state (it aborted with "host out of memory"). */
 static void gguf_import(const char *tmp) {
   const double counts[] = {5e6, 4294967295.0};
@@ -340,7 +340,7 @@ static void gguf_import(const char *tmp) {
     if (fp) fclose(fp);
     free(img);
     rx_module *m = rx_module_new();
-    expect(rx_hf_import(m, path, NULL), "expected an integer from 1 to 4096", "import block_count");
+    expect(hf_import(m, path, NULL), "expected an integer from 1 to 4096", "import block_count");
     rx_module_free(m);
     unlink(path);
   }
@@ -359,7 +359,7 @@ static rx_status parse(const char *extra, rx_hf_config *c) {
   char text[2048], first[512];
   snprintf(first, sizeof first, "%s%s", extra, *extra ? ", " : "");
   snprintf(text, sizeof text, good_config, first);
-  return rx_hf_parse_config(text, strlen(text), "d/config.json", c);
+  return hf_parse_config(text, strlen(text), "d/config.json", c);
 }
 
 static void hf_config(void) {
@@ -387,17 +387,17 @@ static void hf_config(void) {
     expect(parse(cases[i].extra, &c), cases[i].want, cases[i].extra);
   /* syntax errors name the line and the column */
   const char *bad = "{\"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 16,\n  x}";
-  expect(rx_hf_parse_config(bad, strlen(bad), "d/config.json", &c),
+  expect(hf_parse_config(bad, strlen(bad), "d/config.json", &c),
          "d/config.json:3:4: JSON syntax error at '}'", "syntax error");
   const char *cut = "{\"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 1";
-  expect(rx_hf_parse_config(cut, strlen(cut), "d/config.json", &c), "d/config.json:2:", "cut");
+  expect(hf_parse_config(cut, strlen(cut), "d/config.json", &c), "d/config.json:2:", "cut");
   const char *trail = "{\"vocab_size\": 3}\n}";
-  expect(rx_hf_parse_config(trail, strlen(trail), "d/config.json", &c),
+  expect(hf_parse_config(trail, strlen(trail), "d/config.json", &c),
          "d/config.json:2:1: JSON syntax error at '}'", "trailing text");
   /* generation_config.json's eos_token_id against the config's vocabulary */
   expect(parse("", &c), NULL, "the tiny config");
   const char *gen = "{\"eos_token_id\": [2, 32]}";
-  expect(rx_hf_parse_generation_config(gen, strlen(gen), "d/generation_config.json", &c),
+  expect(hf_parse_generation_config(gen, strlen(gen), "d/generation_config.json", &c),
          "d/generation_config.json: eos_token_id [1] 32 is outside the vocabulary of 32 tokens",
          "generation config");
 }
@@ -436,7 +436,7 @@ static void hf_tokenizer(const char *tmp) {
     snprintf(tok, sizeof tok, tok_fmt, cases[i].ab_id, cases[i].right);
     write_file(dir, "tokenizer.json", tok);
     rx_module *m = rx_module_new();
-    expect(rx_hf_import(m, dir, &o), cases[i].want, tok);
+    expect(hf_import(m, dir, &o), cases[i].want, tok);
     rx_module_free(m);
   }
   char path[4096];

@@ -86,7 +86,7 @@ static void add_words(rx_ptrvec *out, const char *const *list) {
   for (const char *const *w = list; w && *w; w++) {
     bool seen = false;
     for (size_t i = 0; i < out->len && !seen; i++) seen = strcmp(out->data[i], *w) == 0;
-    if (!seen) rx_ptrvec_push(out, (void *)*w);
+    if (!seen) base_ptrvec_push(out, (void *)*w);
   }
 }
 
@@ -113,12 +113,12 @@ static int cmp_str(const void *a, const void *b) {
 static void check_mangler(void) {
   rx_ptrvec words = {0};
   all_words(&words);
-  for (size_t i = 0; i < RX_ARRAY_LEN(odd); i++) rx_ptrvec_push(&words, (void *)odd[i]);
+  for (size_t i = 0; i < RX_ARRAY_LEN(odd); i++) base_ptrvec_push(&words, (void *)odd[i]);
   rx_arena arena = {0};
   for (size_t l = 0; l < RX_ARRAY_LEN(langs); l++) {
     const cg_lang *L = langs[l];
-    const char *ln = rx_lang_name(L->lang);
-    const char **out = rx_calloc(words.len + 1, sizeof *out);
+    const char *ln = cg_lang_name(L->lang);
+    const char **out = base_calloc(words.len + 1, sizeof *out);
     int bad = 0;
     for (size_t i = 0; i < words.len; i++) {
       const char *w = words.data[i], *m = cg_ident(L, &arena, w);
@@ -158,13 +158,13 @@ static void check_mangler(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(spot); i++) {
     const char *m = cg_ident(spot[i].L, &arena, spot[i].in);
     if (strcmp(m, spot[i].want))
-      FAIL("%s: '%s' -> '%s', expected '%s'", rx_lang_name(spot[i].L->lang), spot[i].in, m,
+      FAIL("%s: '%s' -> '%s', expected '%s'", cg_lang_name(spot[i].L->lang), spot[i].in, m,
            spot[i].want);
     else
       passed++;
   }
-  rx_arena_free(&arena);
-  rx_ptrvec_free(&words);
+  base_arena_free(&arena);
+  base_ptrvec_free(&words);
 }
 
 /* ---- part 2: the words as every kind of name, compiled and run ---- */
@@ -181,7 +181,7 @@ typedef struct prog {
 
 /* Keywords and dtypes of the .rx text, and the float literals nan and inf. */
 static bool rx_word(const char *w) {
-  return rx_text_is_reserved(w, strlen(w)) || !strcmp(w, "nan") || !strcmp(w, "inf");
+  return ir_text_is_reserved(w, strlen(w)) || !strcmp(w, "nan") || !strcmp(w, "inf");
 }
 
 /* The program p of P over words W (n of them): every role from its own stretch of W, names
@@ -215,20 +215,20 @@ static void make_prog(prog *g, const char **W, size_t n, size_t p, size_t P) {
 }
 
 static void print_prog(rx_strbuf *o, const prog *g) {
-  rx_strbuf_printf(o, "tensor_fn %s(", g->name);
+  base_strbuf_printf(o, "tensor_fn %s(", g->name);
   for (int i = 0; i < NB; i++)
-    rx_strbuf_printf(o, "%s: f32[%s, %s], ", g->in[i], g->dim[0], g->dim[1]);
-  rx_strbuf_printf(o, "out %s: f32[%s, %s]) {\n", g->out, g->dim[0], g->dim[1]);
-  rx_strbuf_printf(o, "  for %s in 0..%s {\n    for %s in 0..%s {\n", g->loop[0], g->dim[0],
-                   g->loop[1], g->dim[1]);
+    base_strbuf_printf(o, "%s: f32[%s, %s], ", g->in[i], g->dim[0], g->dim[1]);
+  base_strbuf_printf(o, "out %s: f32[%s, %s]) {\n", g->out, g->dim[0], g->dim[1]);
+  base_strbuf_printf(o, "  for %s in 0..%s {\n    for %s in 0..%s {\n", g->loop[0], g->dim[0],
+                     g->loop[1], g->dim[1]);
   for (int i = 0; i < NB; i++) {
-    rx_strbuf_printf(o, "      let %s: f32 = ", g->let[i]);
-    if (i) rx_strbuf_printf(o, "%s + ", g->let[i - 1]);
-    rx_strbuf_printf(o, "%s[%s, %s] * 0.5\n", g->in[i], g->loop[0], g->loop[1]);
+    base_strbuf_printf(o, "      let %s: f32 = ", g->let[i]);
+    if (i) base_strbuf_printf(o, "%s + ", g->let[i - 1]);
+    base_strbuf_printf(o, "%s[%s, %s] * 0.5\n", g->in[i], g->loop[0], g->loop[1]);
   }
-  rx_strbuf_printf(o, "      %s[%s, %s] = %s + f32(%s) * 2.0 + f32(%s) + f32(%s)\n", g->out,
-                   g->loop[0], g->loop[1], g->let[NB - 1], g->loop[0], g->loop[1], g->dim[1]);
-  rx_strbuf_append(o, "    }\n  }\n}\n");
+  base_strbuf_printf(o, "      %s[%s, %s] = %s + f32(%s) * 2.0 + f32(%s) + f32(%s)\n", g->out,
+                     g->loop[0], g->loop[1], g->let[NB - 1], g->loop[0], g->loop[1], g->dim[1]);
+  base_strbuf_append(o, "    }\n  }\n}\n");
 }
 
 static float input_at(int b, int e) { return (float)((b * 7 + e * 3) % 11) - 5.0f; }
@@ -245,7 +245,7 @@ static simt_options simt_opts;
 static void run_emulated(const rx_tensor_fn *f, const rx_kernel_list *kl, const char *what) {
   float *bufs[NB + 1];
   for (int b = 0; b <= NB; b++) {
-    bufs[b] = rx_calloc(D0 * D1, sizeof(float));
+    bufs[b] = base_calloc(D0 * D1, sizeof(float));
     for (int e = 0; e < D0 * D1 && b < NB; e++) bufs[b][e] = input_at(b, e);
   }
   rxk_env env;
@@ -331,7 +331,7 @@ static void check_cuda(const rx_kernel_list *kl, const char *arch, const char *w
   static int state; /* 0 unknown, 1 present, -1 absent */
   if (!state) {
     int mj, mn;
-    rx_status s = rx_nvrtc_load(&mj, &mn);
+    rx_status s = tgt_nvrtc_load(&mj, &mn);
     state = s ? -1 : 1;
     if (s) printf("  NVRTC absent, CUDA compilation skipped: %s\n", rx_status_message(s));
     rx_status_free(s);
@@ -344,7 +344,7 @@ static void check_cuda(const rx_kernel_list *kl, const char *arch, const char *w
     const rx_kernel *kn = kl->kernels[k];
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    rx_status s = rx_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
+    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, arch, false, &ptx, &len, &log);
     if (s)
       FAIL("%s: NVRTC %s: %s\n%s\n--- source\n%s", what, arch, rx_status_message(s), log ? log : "",
            kn->source);
@@ -359,12 +359,12 @@ static void check_cuda(const rx_kernel_list *kl, const char *arch, const char *w
 static void check_spirv(const rx_kernel_list *kl, const char *what) {
   for (int k = 0; k < kl->n; k++) {
     const rx_kernel *kn = kl->kernels[k];
-    if (!rx_shaderc_available() || !rx_spirv_tools_available()) {
+    if (!tgt_shaderc_available() || !tgt_spirv_tools_available()) {
       skipped++;
     } else if (!kn->spirv) {
       FAIL("%s: no SPIR-V although shaderc is present", what);
     } else {
-      rx_status s = rx_spirv_validate(kn->spirv, kn->spirv_words);
+      rx_status s = tgt_spirv_validate(kn->spirv, kn->spirv_words);
       if (s)
         FAIL("%s: spirv-val: %s\n--- source\n%s", what, rx_status_message(s), kn->source);
       else
@@ -377,39 +377,39 @@ static void check_spirv(const rx_kernel_list *kl, const char *what) {
 /* kernels.json keeps the user's names beside the identifiers. */
 static void check_json(const rx_target *t, const rx_tensor_fn *f, const rx_kernel_list *kl,
                        const prog *g, const char *what) {
-  const cg_lang *L = cg_lang_of(rx_lang_of_target(t));
+  const cg_lang *L = cg_lang_of(cg_lang_of_target(t));
   rx_arena arena = {0};
   rx_strbuf j = {0}, want = {0};
   const rx_kernel_list *lists[1] = {kl};
-  rx_kernels_json(&j, t, &f, lists, 1);
+  cg_kernels_json(&j, t, &f, lists, 1);
   const rx_kernel *k0 = kl->kernels[0];
   bool ok = !strcmp(k0->source_name, g->name) && !strcmp(k0->name, cg_ident(L, &arena, g->name));
-  rx_strbuf_printf(&want, "\"name\": \"%s\", \"source_name\": \"%s\"", k0->name, g->name);
+  base_strbuf_printf(&want, "\"name\": \"%s\", \"source_name\": \"%s\"", k0->name, g->name);
   ok = ok && strstr(j.data, want.data);
   for (int a = 0; a < k0->nargs && ok; a++) {
-    rx_strbuf_free(&want);
-    rx_strbuf_printf(&want, "\"name\": \"%s\", \"ident\": \"%s\"", k0->args[a].name,
-                     cg_ident(L, &arena, k0->args[a].name));
+    base_strbuf_free(&want);
+    base_strbuf_printf(&want, "\"name\": \"%s\", \"ident\": \"%s\"", k0->args[a].name,
+                       cg_ident(L, &arena, k0->args[a].name));
     ok = strstr(j.data, want.data) != NULL;
   }
   if (!ok)
     FAIL("%s: kernels.json lacks %s\n%s", what, want.data, j.data);
   else
     passed++;
-  rx_strbuf_free(&j);
-  rx_strbuf_free(&want);
-  rx_arena_free(&arena);
+  base_strbuf_free(&j);
+  base_strbuf_free(&want);
+  base_arena_free(&arena);
 }
 
 static void check_programs(void) {
   rx_ptrvec all = {0};
   all_words(&all);
-  const char **W = rx_calloc(all.len + 1, sizeof *W);
+  const char **W = base_calloc(all.len + 1, sizeof *W);
   size_t n = 0;
   for (size_t i = 0; i < all.len; i++)
     if (!rx_word(all.data[i])) W[n++] = all.data[i];
   size_t P = (n + NB - 1) / NB;
-  prog *g = rx_calloc(P, sizeof *g);
+  prog *g = base_calloc(P, sizeof *g);
   rx_strbuf text = {0};
   for (size_t p = 0; p < P; p++) {
     make_prog(&g[p], W, n, p, P);
@@ -418,28 +418,28 @@ static void check_programs(void) {
   printf("%zu words (%zu .rx keywords left out), %zu programs\n", n, all.len - n, P);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
-  if (!rx_parse_module(m, "reserved.rx", text.data, text.len, &diag) ||
-      !rx_module_normalize(m, &diag) || !rx_module_verify(m, &diag)) {
+  base_diag_init(&diag);
+  if (!ir_parse_module(m, "reserved.rx", text.data, text.len, &diag) ||
+      !ops_module_normalize(m, &diag) || !ir_module_verify(m, &diag)) {
     FAIL("the generated module does not check:\n%s", rx_diag_text(&diag));
   } else {
     static const char *targets[] = {"cuda -arch=sm_80", "vulkan-lavapipe", "metal-apple7"};
     for (size_t p = 0; p < P; p++) {
-      const rx_tensor_fn *f = rx_module_tensor_fn(m, g[p].name);
+      const rx_tensor_fn *f = ir_module_tensor_fn(m, g[p].name);
       RX_ASSERT(f);
       for (size_t ti = 0; ti < RX_ARRAY_LEN(targets); ti++) {
         const rx_target *t;
-        rx_status ts = rx_target_parse(targets[ti], &t);
+        rx_status ts = tgt_target_parse(targets[ti], &t);
         RX_ASSERT(!ts);
         char what[256];
         snprintf(what, sizeof what, "program '%s' [%s]", f->name, t->name);
         rx_sched_result sr;
         rx_kernel_list kl;
         rx_diag d;
-        rx_diag_init(&d);
-        bool built = rx_schedule(m, f, t, &d, &sr) && rxk_codegen(m, sr.fn, t, &d, &kl);
+        base_diag_init(&d);
+        bool built = sched_schedule(m, f, t, &d, &sr) && rxk_codegen(m, sr.fn, t, &d, &kl);
         if (!built) FAIL("%s: %s", what, rx_diag_text(&d));
-        rx_diag_free(&d);
+        base_diag_free(&d);
         if (!built) continue;
         check_json(t, f, &kl, &g[p], what);
         if (t->kind == RX_TARGET_CUDA) check_cuda(&kl, t->cuda_arch, what);
@@ -448,12 +448,12 @@ static void check_programs(void) {
       }
     }
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
-  rx_strbuf_free(&text);
+  base_strbuf_free(&text);
   free(g);
   free(W);
-  rx_ptrvec_free(&all);
+  base_ptrvec_free(&all);
 }
 
 int main(int argc, char **argv) {

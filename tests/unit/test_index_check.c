@@ -184,7 +184,7 @@ static void run_all(int k, const char *name, ref_fn ref_of, rxk_oneop *p, const 
   rxk_buffers got;
   rxk_copy_buffers(in, &got);
   if (!want) ref_of(k, p, &got, ref); /* out-of-range indices have no reference to read */
-  rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+  rx_status s = interp_run(p->m, p->f, got.arg, got.n, NULL);
   expect(what, "the interpreter", s ? rx_status_message(s) : NULL, want, got.arg[o].data, ref, n);
   rx_status_free(s);
   rxk_free_buffers(&got);
@@ -324,7 +324,7 @@ static void test_nonzero(void) {
   const int64_t ok[4] = {3, -1, 7, 2}, bad[4] = {3, -1, 0, 2};
   memcpy(x, ok, sizeof ok);
   rxk_copy_buffers(&in, &got);
-  rx_status s = rx_interp_run(p.m, p.f, got.arg, got.n, NULL);
+  rx_status s = interp_run(p.m, p.f, got.arg, got.n, NULL);
   if (s || memcmp(got.arg[out_index(&p)].data, ok, sizeof ok))
     rxk_fail(&st, "check_nonzero: the interpreter does not pass the values through%s%s",
              s ? ": " : "", s ? rx_status_message(s) : "");

@@ -37,16 +37,16 @@ static double now(void) {
 static rx_module *parse(const char *text) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "<test>", text, strlen(text), &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "<test>", text, strlen(text), &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   if (!ok) {
     check_failed++;
     fprintf(stderr, "FAIL: program rejected:\n%s\n%s\n", text, rx_diag_text(&d));
     rx_module_free(m);
     m = NULL;
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return m;
 }
 
@@ -69,7 +69,7 @@ static rx_interp_arg scalar(int64_t v) {
 /* Runs fn of m; on error prints it and counts a failure. */
 static bool run_ok(rx_module *m, const char *fn, rx_interp_arg *args, int n,
                    const rx_interp_opts *o) {
-  rx_status s = rx_interp_run(m, rx_module_tensor_fn(m, fn), args, n, o);
+  rx_status s = interp_run(m, ir_module_tensor_fn(m, fn), args, n, o);
   if (s) {
     check_failed++;
     fprintf(stderr, "FAIL: %s: %s\n", fn, rx_status_message(s));
@@ -82,7 +82,7 @@ static bool run_ok(rx_module *m, const char *fn, rx_interp_arg *args, int n,
 /* Runs fn expecting an error whose message contains every string of want (NULL-terminated). */
 static void run_err(rx_module *m, const char *fn, rx_interp_arg *args, int n,
                     const rx_interp_opts *o, const char *const *want) {
-  rx_status s = rx_interp_run(m, rx_module_tensor_fn(m, fn), args, n, o);
+  rx_status s = interp_run(m, ir_module_tensor_fn(m, fn), args, n, o);
   if (!s) {
     check_failed++;
     fprintf(stderr, "FAIL: %s: expected an error, got success\n", fn);
@@ -120,40 +120,41 @@ static int count_mismatch(const float *got, const float *want, int64_t n, float 
 
 /* ---- f16 / bf16 conversions ---- */
 static void test_half(void) {
-  CHECK_MSG(rx_f32_to_f16(1.0f) == 0x3c00, "1.0");
-  CHECK_MSG(rx_f32_to_f16(-2.0f) == 0xc000, "-2.0");
-  CHECK_MSG(rx_f32_to_f16(65504.0f) == 0x7bff, "max");
-  CHECK_MSG(rx_f32_to_f16(65519.0f) == 0x7bff, "below the inf threshold");
-  CHECK_MSG(rx_f32_to_f16(65520.0f) == 0x7c00, "rounds to inf");
-  CHECK_MSG(rx_f32_to_f16(INFINITY) == 0x7c00 && rx_f32_to_f16(-INFINITY) == 0xfc00, "inf");
-  CHECK_MSG((rx_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (rx_f32_to_f16(NAN) & 0x3ff), "nan");
-  CHECK_MSG(rx_f32_to_f16(-0.0f) == 0x8000, "-0");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -24)) == 0x0001, "smallest subnormal");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -25)) == 0x0000, "half the smallest subnormal: tie to even 0");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(3, -26)) == 0x0001, "0.75 ulp rounds up");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(3, -25)) == 0x0002, "1.5 ulp: tie to even 2");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400, "subnormal to normal");
-  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "tie to even down");
-  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "tie to even up");
-  CHECK_MSG(rx_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)) == 0x3c01, "above tie");
-  CHECK_MSG(rx_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal");
-  CHECK_MSG(rx_f32_to_f16(1e-10f) == 0 && rx_f32_to_f16(ldexpf(1, -130)) == 0, "tiny");
+  CHECK_MSG(base_f32_to_f16(1.0f) == 0x3c00, "1.0");
+  CHECK_MSG(base_f32_to_f16(-2.0f) == 0xc000, "-2.0");
+  CHECK_MSG(base_f32_to_f16(65504.0f) == 0x7bff, "max");
+  CHECK_MSG(base_f32_to_f16(65519.0f) == 0x7bff, "below the inf threshold");
+  CHECK_MSG(base_f32_to_f16(65520.0f) == 0x7c00, "rounds to inf");
+  CHECK_MSG(base_f32_to_f16(INFINITY) == 0x7c00 && base_f32_to_f16(-INFINITY) == 0xfc00, "inf");
+  CHECK_MSG((base_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (base_f32_to_f16(NAN) & 0x3ff), "nan");
+  CHECK_MSG(base_f32_to_f16(-0.0f) == 0x8000, "-0");
+  CHECK_MSG(base_f32_to_f16(ldexpf(1, -24)) == 0x0001, "smallest subnormal");
+  CHECK_MSG(base_f32_to_f16(ldexpf(1, -25)) == 0x0000,
+            "half the smallest subnormal: tie to even 0");
+  CHECK_MSG(base_f32_to_f16(ldexpf(3, -26)) == 0x0001, "0.75 ulp rounds up");
+  CHECK_MSG(base_f32_to_f16(ldexpf(3, -25)) == 0x0002, "1.5 ulp: tie to even 2");
+  CHECK_MSG(base_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400, "subnormal to normal");
+  CHECK_MSG(base_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "tie to even down");
+  CHECK_MSG(base_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "tie to even up");
+  CHECK_MSG(base_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)) == 0x3c01, "above tie");
+  CHECK_MSG(base_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal");
+  CHECK_MSG(base_f32_to_f16(1e-10f) == 0 && base_f32_to_f16(ldexpf(1, -130)) == 0, "tiny");
   int bad = 0;
   for (uint32_t h = 0; h < 0x10000; h++) {
-    float f = rx_f16_to_f32((uint16_t)h);
-    uint16_t back = rx_f32_to_f16(f);
+    float f = base_f16_to_f32((uint16_t)h);
+    uint16_t back = base_f32_to_f16(f);
     bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
     if (nan ? !isnan(f) || !((back & 0x7c00) == 0x7c00 && (back & 0x3ff)) : back != h) bad++;
   }
   CHECK_MSG(bad == 0, "f16 round trip: %d bad", bad);
-  CHECK_MSG(rx_f16_to_f32(0x0001) == ldexpf(1, -24) && rx_f16_to_f32(0x3555) == 0.333251953125f,
+  CHECK_MSG(base_f16_to_f32(0x0001) == ldexpf(1, -24) && base_f16_to_f32(0x3555) == 0.333251953125f,
             "f16 to f32");
-  CHECK_MSG(rx_f32_to_bf16(1.0f) == 0x3f80 && rx_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
-  CHECK_MSG(rx_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even down");
-  CHECK_MSG(rx_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even up");
-  CHECK_MSG(isnan(rx_bf16_to_f32(rx_f32_to_bf16(NAN))), "bf16 nan");
-  CHECK_MSG(rx_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow to inf");
-  CHECK_MSG(rx_f32_to_bf16(ldexpf(1, -133)) == 0x0001, "bf16 subnormal");
+  CHECK_MSG(base_f32_to_bf16(1.0f) == 0x3f80 && base_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
+  CHECK_MSG(base_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even down");
+  CHECK_MSG(base_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even up");
+  CHECK_MSG(isnan(base_bf16_to_f32(base_f32_to_bf16(NAN))), "bf16 nan");
+  CHECK_MSG(base_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow to inf");
+  CHECK_MSG(base_f32_to_bf16(ldexpf(1, -133)) == 0x0001, "bf16 subnormal");
 }
 
 /* ---- elementwise, broadcast ---- */
@@ -254,8 +255,8 @@ static const char *REDUCE =
     "  }\n"
     "}\n";
 
-static float rf16(float x) { return rx_f16_to_f32(rx_f32_to_f16(x)); }
-static float rbf16(float x) { return rx_bf16_to_f32(rx_f32_to_bf16(x)); }
+static float rf16(float x) { return base_f16_to_f32(base_f32_to_f16(x)); }
+static float rbf16(float x) { return base_bf16_to_f32(base_f32_to_bf16(x)); }
 
 static void test_reduce(void) {
   rx_module *m = parse(REDUCE);
@@ -300,13 +301,13 @@ static void test_reduce(void) {
     }
     /* f16 inputs, f32 accumulation */
     uint16_t *A16 = malloc(2 * (size_t)(N * K)), *B16 = malloc(2 * (size_t)(K * M));
-    for (int64_t i = 0; i < N * K; i++) A16[i] = rx_f32_to_f16(A[i]);
-    for (int64_t i = 0; i < K * M; i++) B16[i] = rx_f32_to_f16(B[i]);
+    for (int64_t i = 0; i < N * K; i++) A16[i] = base_f32_to_f16(A[i]);
+    for (int64_t i = 0; i < K * M; i++) B16[i] = base_f32_to_f16(B[i]);
     for (int64_t i = 0; i < N; i++)
       for (int64_t j = 0; j < M; j++) {
         float acc = 0;
         for (int64_t q = 0; q < K; q++)
-          acc = acc + rx_f16_to_f32(A16[i * K + q]) * rx_f16_to_f32(B16[q * M + j]);
+          acc = acc + base_f16_to_f32(A16[i * K + q]) * base_f16_to_f32(B16[q * M + j]);
         R[i * M + j] = acc;
       }
     rx_interp_arg hargs[] = {buf2(A16, RX_DTYPE_F16, N, K), buf2(B16, RX_DTYPE_F16, K, M),
@@ -321,18 +322,18 @@ static void test_reduce(void) {
   uint16_t *ha = malloc(2 * (size_t)n), *hb = malloc(2 * (size_t)n), *hc = malloc(2 * (size_t)n),
            *hd = malloc(2 * (size_t)n);
   for (int64_t i = 0; i < n; i++) {
-    ha[i] = rx_f32_to_f16(frand() * 100);
-    hb[i] = rx_f32_to_f16(frand() * 100);
+    ha[i] = base_f32_to_f16(frand() * 100);
+    hb[i] = base_f32_to_f16(frand() * 100);
   }
   rx_interp_arg hargs[] = {buf1(ha, RX_DTYPE_F16, n), buf1(hb, RX_DTYPE_F16, n),
                            buf1(hc, RX_DTYPE_F16, n), buf1(hd, RX_DTYPE_BF16, n)};
   if (run_ok(m, "half_ops", hargs, 4, NULL)) {
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
-      float x = rx_f16_to_f32(ha[i]), y = rx_f16_to_f32(hb[i]);
+      float x = base_f16_to_f32(ha[i]), y = base_f16_to_f32(hb[i]);
       float want = rf16(rf16(x * y) + rf16(x / rf16(3.0f)));
       float wantb = rbf16(rbf16(rbf16(x) * rbf16(y)) + 1.0f);
-      if (rx_f16_to_f32(hc[i]) != want || rx_bf16_to_f32(hd[i]) != wantb) bad++;
+      if (base_f16_to_f32(hc[i]) != want || base_bf16_to_f32(hd[i]) != wantb) bad++;
     }
     CHECK_MSG(bad == 0, "half_ops: %d mismatches", bad);
   }
@@ -794,13 +795,13 @@ static void test_scheduled2(void) {
 /* A chain of 3000 additions: deep recursion, on fibers too (stacks sized by depth). */
 static void test_deep(void) {
   rx_strbuf sb = {0};
-  rx_strbuf_append(&sb, "tensor_fn deep(a: f32[n], out b: f32[n]) {\n"
-                        "  for t in 0..n bind(threadIdx.x) {\n"
-                        "    b[t] = a[t]");
-  for (int i = 0; i < 3000; i++) rx_strbuf_append(&sb, " + a[t]");
-  rx_strbuf_append(&sb, "\n    barrier\n  }\n}\n");
+  base_strbuf_append(&sb, "tensor_fn deep(a: f32[n], out b: f32[n]) {\n"
+                          "  for t in 0..n bind(threadIdx.x) {\n"
+                          "    b[t] = a[t]");
+  for (int i = 0; i < 3000; i++) base_strbuf_append(&sb, " + a[t]");
+  base_strbuf_append(&sb, "\n    barrier\n  }\n}\n");
   rx_module *m = parse(sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
   if (!m) return;
   float a[64], b[64];
   for (int i = 0; i < 64; i++) a[i] = (float)i;
@@ -813,20 +814,20 @@ static void test_deep(void) {
 /* A 1024-thread block reducing 4096 elements with a shared-memory tree (10 barriers). */
 static void test_big_block(void) {
   rx_strbuf sb = {0};
-  rx_strbuf_append(&sb, "tensor_fn big(a: f32[4096], out b: f32[1]) {\n"
-                        "  alloc red: f32[1024] shared\n"
-                        "  for t in 0..1024 bind(threadIdx.x) {\n"
-                        "    red[t] = a[t] + a[t + 1024] + a[t + 2048] + a[t + 3072]\n"
-                        "  }\n"
-                        "  barrier\n");
+  base_strbuf_append(&sb, "tensor_fn big(a: f32[4096], out b: f32[1]) {\n"
+                          "  alloc red: f32[1024] shared\n"
+                          "  for t in 0..1024 bind(threadIdx.x) {\n"
+                          "    red[t] = a[t] + a[t + 1024] + a[t + 2048] + a[t + 3072]\n"
+                          "  }\n"
+                          "  barrier\n");
   for (int s = 512; s >= 1; s /= 2)
-    rx_strbuf_printf(&sb,
-                     "  for t in 0..%d bind(threadIdx.x) { red[t] = red[t] + red[t + %d] }\n"
-                     "  barrier\n",
-                     s, s);
-  rx_strbuf_append(&sb, "  for t in 0..1 bind(threadIdx.x) { b[0] = red[0] }\n}\n");
+    base_strbuf_printf(&sb,
+                       "  for t in 0..%d bind(threadIdx.x) { red[t] = red[t] + red[t + %d] }\n"
+                       "  barrier\n",
+                       s, s);
+  base_strbuf_append(&sb, "  for t in 0..1 bind(threadIdx.x) { b[0] = red[0] }\n}\n");
   rx_module *m = parse(sb.data);
-  rx_strbuf_free(&sb);
+  base_strbuf_free(&sb);
   if (!m) return;
   float *a = rand_f32(4096), red[1024], out = 0;
   for (int t = 0; t < 1024; t++) red[t] = a[t] + a[t + 1024] + a[t + 2048] + a[t + 3072];

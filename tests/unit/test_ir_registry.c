@@ -32,50 +32,50 @@ static void test_with_registry(void) {
   rx_module *m = rx_module_new();
   CHECK(m->ops == &ops_registry);
   rx_diag d;
-  rx_diag_init(&d);
-  CHECK(rx_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
-  CHECK(rx_module_normalize(m, &d) && rx_module_verify(m, &d));
+  base_diag_init(&d);
+  CHECK(ir_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
+  CHECK(ops_module_normalize(m, &d) && ir_module_verify(m, &d));
   rx_strbuf out = {0};
-  rx_module_print(&out, m);
+  ir_module_print(&out, m);
   CHECK(out.data && strstr(out.data, "add(x, x)"));
-  rx_strbuf_free(&out);
-  rx_diag_free(&d);
+  base_strbuf_free(&out);
+  base_diag_free(&d);
   rx_module_free(m);
 }
 
 static void test_without_registry(void) {
   rx_module *m = ir_module_new(NULL);
   rx_diag d;
-  rx_diag_init(&d);
+  base_diag_init(&d);
   /* an op call is an error that says why, at the call */
-  CHECK(!rx_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
+  CHECK(!ir_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
   CHECK(d.errors == 1);
   CHECK(strstr(rx_diag_text(&d), "t.rx:2:7: error: operator 'add' in a module that knows no ops"));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   /* what names no op parses and prints as in any module */
-  rx_diag_init(&d);
-  CHECK(rx_parse_module(m, "u.rx", tensor_text, strlen(tensor_text), &d));
-  CHECK(rx_module_verify(m, &d));
+  base_diag_init(&d);
+  CHECK(ir_parse_module(m, "u.rx", tensor_text, strlen(tensor_text), &d));
+  CHECK(ir_module_verify(m, &d));
   rx_strbuf out = {0};
-  rx_module_print(&out, m);
+  ir_module_print(&out, m);
   CHECK(out.data && strstr(out.data, "tensor_fn g("));
-  rx_strbuf_free(&out);
-  rx_diag_free(&d);
+  base_strbuf_free(&out);
+  base_diag_free(&d);
 
   /* an op call made while the module had the registry: the verifier reports it, the printer
    * does not crash */
   m->ops = &ops_registry;
-  rx_diag_init(&d);
-  CHECK(rx_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
-  rx_diag_free(&d);
+  base_diag_init(&d);
+  CHECK(ir_parse_module(m, "t.rx", graph_text, strlen(graph_text), &d));
+  base_diag_free(&d);
   m->ops = NULL;
-  rx_diag_init(&d);
-  CHECK(!rx_module_verify(m, &d));
+  base_diag_init(&d);
+  CHECK(!ir_module_verify(m, &d));
   CHECK(strstr(rx_diag_text(&d), "call of an op in a module that knows no ops"));
-  rx_diag_free(&d);
-  rx_module_print(&out, m);
+  base_diag_free(&d);
+  ir_module_print(&out, m);
   CHECK(out.data && strstr(out.data, "y = ?(x, x)"));
-  rx_strbuf_free(&out);
+  base_strbuf_free(&out);
   rx_module_free(m);
 }
 

@@ -1,7 +1,7 @@
 /* The kernel cache (driver/kcache.c): entries read back as written; a corrupt, truncated or
  * foreign entry is a miss and is removed; eviction removes the least recently used entries
  * beyond the limit, and stale temporary files; threads writing and reading the same keys see a
- * whole entry or none; rx_compile with a cache gives the same artifact cold and warm. Every
+ * whole entry or none; drv_compile with a cache gives the same artifact cold and warm. Every
  * cache lives in a temporary directory (never the user's).
  *
  * usage: test_kcache [TESTS_DIR]   (the directory is not used) */
@@ -30,8 +30,8 @@ static int entries(const char *dir, char **out_first) {
     if (len < 4 || strcmp(e->d_name + len - 4, ".rxk")) continue;
     if (out_first && !*out_first) {
       rx_strbuf b = {0};
-      rx_strbuf_printf(&b, "%s/%s", dir, e->d_name);
-      *out_first = rx_strbuf_take(&b);
+      base_strbuf_printf(&b, "%s/%s", dir, e->d_name);
+      *out_first = base_strbuf_take(&b);
     }
     n++;
   }
@@ -45,24 +45,25 @@ static void remove_tree(const char *dir) {
   while (d && (e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     rx_strbuf b = {0};
-    rx_strbuf_printf(&b, "%s/%s", dir, e->d_name);
+    base_strbuf_printf(&b, "%s/%s", dir, e->d_name);
     unlink(b.data);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
   }
   if (d) closedir(d);
   rmdir(dir);
 }
 
-/* where the cache keeps key (driver/kcache.c: the key's rx_hash_bytes in hex) */
+/* where the cache keeps key (driver/kcache.c: the key's base_hash_bytes in hex) */
 static char *entry_path(const char *dir, const char *key) {
   rx_strbuf b = {0};
-  rx_strbuf_printf(&b, "%s/%016llx.rxk", dir, (unsigned long long)rx_hash_bytes(key, strlen(key)));
-  return rx_strbuf_take(&b);
+  base_strbuf_printf(&b, "%s/%016llx.rxk", dir,
+                     (unsigned long long)base_hash_bytes(key, strlen(key)));
+  return base_strbuf_take(&b);
 }
 
 static bool get_eq(rx_kcache *c, const char *key, const char *a, const char *b) {
   rx_kblob out[2];
-  if (!rx_kcache_get(c, key, strlen(key), 2, out)) return false;
+  if (!drv_kcache_get(c, key, strlen(key), 2, out)) return false;
   bool eq = out[0].len == strlen(a) && !memcmp(out[0].data, a, out[0].len) &&
             out[1].len == strlen(b) && !memcmp(out[1].data, b, out[1].len);
   free(out[0].data);
@@ -72,7 +73,7 @@ static bool get_eq(rx_kcache *c, const char *key, const char *a, const char *b) 
 
 static void put(rx_kcache *c, const char *key, const char *a, const char *b) {
   rx_kblob parts[2] = {{(unsigned char *)a, strlen(a)}, {(unsigned char *)b, strlen(b)}};
-  rx_status st = rx_kcache_put(c, key, strlen(key), 2, parts);
+  rx_status st = drv_kcache_put(c, key, strlen(key), 2, parts);
   CHECK_MSG(!st, "put %s: %s", key, st ? rx_status_message(st) : "");
   rx_status_free(st);
 }
@@ -96,7 +97,7 @@ static void damage(const char *path, long offset, long keep) {
 
 static void test_roundtrip_and_corruption(const char *dir) {
   rx_kcache *c = NULL;
-  rx_status st = rx_kcache_open(dir, 0, &c);
+  rx_status st = drv_kcache_open(dir, 0, &c);
   CHECK_MSG(!st && c, "open %s", dir);
   if (!c) return;
   CHECK_MSG(!get_eq(c, "k1", "a", "b"), "a miss in an empty cache");
@@ -129,12 +130,12 @@ static void test_roundtrip_and_corruption(const char *dir) {
   free(p1);
   free(p3);
   free(path);
-  rx_kcache_close(c);
+  drv_kcache_close(c);
 }
 
 static void test_eviction(const char *dir) {
   rx_kcache *c = NULL;
-  rx_status st = rx_kcache_open(dir, 0, &c);
+  rx_status st = drv_kcache_open(dir, 0, &c);
   CHECK_MSG(!st, "open");
   if (!c) return;
   char key[32], big[1000];
@@ -148,7 +149,7 @@ static void test_eviction(const char *dir) {
   for (int i = 0; i < 4; i++) {
     snprintf(key, sizeof key, "evict%d", i);
     rx_kblob out[2];
-    if (rx_kcache_get(c, key, strlen(key), 2, out)) {
+    if (drv_kcache_get(c, key, strlen(key), 2, out)) {
       free(out[0].data);
       free(out[1].data);
     }
@@ -156,23 +157,23 @@ static void test_eviction(const char *dir) {
   }
   /* a stale temporary file of a compile that died */
   rx_strbuf tmp = {0};
-  rx_strbuf_printf(&tmp, "%s/.tmp-dead01", dir);
+  base_strbuf_printf(&tmp, "%s/.tmp-dead01", dir);
   FILE *f = fopen(tmp.data, "wb");
   if (f) fclose(f);
   struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};
   utimensat(AT_FDCWD, tmp.data, old, 0);
-  rx_kcache_close(c);
-  st = rx_kcache_open(dir, 2500, &c); /* room for two entries of about 1 KB */
+  drv_kcache_close(c);
+  st = drv_kcache_open(dir, 2500, &c); /* room for two entries of about 1 KB */
   CHECK_MSG(!st, "reopen");
   if (!c) return;
-  uint64_t left = rx_kcache_trim(c);
+  uint64_t left = drv_kcache_trim(c);
   CHECK_MSG(left <= 2500, "trimmed to %llu bytes", (unsigned long long)left);
   CHECK_MSG(entries(dir, NULL) == 2, "two entries left, got %d", entries(dir, NULL));
   CHECK_MSG(!get_eq(c, "evict0", big, "") && !get_eq(c, "evict1", big, ""), "the oldest evicted");
   CHECK_MSG(get_eq(c, "evict2", big, "") && get_eq(c, "evict3", big, ""), "the newest kept");
   CHECK_MSG(access(tmp.data, F_OK) != 0, "a stale temporary file is removed");
-  rx_strbuf_free(&tmp);
-  rx_kcache_close(c);
+  base_strbuf_free(&tmp);
+  drv_kcache_close(c);
 }
 
 typedef struct racer {
@@ -189,10 +190,10 @@ static void *race(void *arg) {
     snprintf(key, sizeof key, "race%d", k);
     snprintf(val, sizeof val, "value of key %d, the same for every writer", k);
     rx_kblob parts[2] = {{(unsigned char *)val, strlen(val)}, {(unsigned char *)key, strlen(key)}};
-    rx_status st = rx_kcache_put(r->c, key, strlen(key), 2, parts);
+    rx_status st = drv_kcache_put(r->c, key, strlen(key), 2, parts);
     rx_status_free(st);
     rx_kblob out[2];
-    if (rx_kcache_get(r->c, key, strlen(key), 2, out)) {
+    if (drv_kcache_get(r->c, key, strlen(key), 2, out)) {
       r->bad += out[0].len != strlen(val) || memcmp(out[0].data, val, out[0].len);
       free(out[0].data);
       free(out[1].data);
@@ -203,7 +204,7 @@ static void *race(void *arg) {
 
 static void test_threads(const char *dir) {
   rx_kcache *c = NULL;
-  rx_status st = rx_kcache_open(dir, 0, &c);
+  rx_status st = drv_kcache_open(dir, 0, &c);
   CHECK_MSG(!st, "open");
   if (!c) return;
   racer rs[4];
@@ -217,7 +218,7 @@ static void test_threads(const char *dir) {
     CHECK_MSG(rs[i].bad == 0, "thread %d read %d torn or wrong values", i, rs[i].bad);
   }
   CHECK_MSG(entries(dir, NULL) == 5, "five entries");
-  rx_kcache_close(c);
+  drv_kcache_close(c);
 }
 
 static const char *const module_text =
@@ -230,34 +231,34 @@ static const char *const module_text =
     "  return c\n"
     "}\n";
 
-/* rx_compile for vulkan and cuda at jobs, through cache c (NULL: none): the artifact (heap). */
+/* drv_compile for vulkan and cuda at jobs, through cache c (NULL: none): the artifact (heap). */
 static unsigned char *compile(rx_kcache *c, int jobs, size_t *out_len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_compile_options o = {.jobs = jobs, .cache = c};
-  rx_status st = rx_compile_options_set_targets(&o, "vulkan,cuda,metal");
+  rx_status st = drv_compile_options_set_targets(&o, "vulkan,cuda,metal");
   rx_status_free(st);
   rx_compile_result r;
-  bool ok = rx_parse_module(m, "t.rx", module_text, strlen(module_text), &diag) &&
-            rx_compile(m, &o, &diag, &r);
+  bool ok = ir_parse_module(m, "t.rx", module_text, strlen(module_text), &diag) &&
+            drv_compile(m, &o, &diag, &r);
   CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
   unsigned char *bytes = NULL;
   *out_len = 0;
   if (ok) {
-    bytes = rx_malloc(r.artifact_len);
+    bytes = base_malloc(r.artifact_len);
     memcpy(bytes, r.artifact, r.artifact_len);
     *out_len = r.artifact_len;
   }
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   return bytes;
 }
 
 static void test_compile(const char *dir) {
   rx_kcache *c = NULL;
-  rx_status st = rx_kcache_open(dir, 0, &c);
+  rx_status st = drv_kcache_open(dir, 0, &c);
   CHECK_MSG(!st, "open");
   if (!c) return;
   size_t n0, n1, n2, n3;
@@ -282,7 +283,7 @@ static void test_compile(const char *dir) {
   free(cold);
   free(warm);
   free(mended);
-  rx_kcache_close(c);
+  drv_kcache_close(c);
 }
 
 int main(void) {
@@ -296,13 +297,13 @@ int main(void) {
                                    test_compile};
   for (int i = 0; i < 4; i++) {
     rx_strbuf d = {0};
-    rx_strbuf_printf(&d, "%s/%s/nested", root, names[i]); /* created with its parents */
+    base_strbuf_printf(&d, "%s/%s/nested", root, names[i]); /* created with its parents */
     tests[i](d.data);
     remove_tree(d.data);
-    rx_strbuf_free(&d);
-    rx_strbuf_printf(&d, "%s/%s", root, names[i]);
+    base_strbuf_free(&d);
+    base_strbuf_printf(&d, "%s/%s", root, names[i]);
     rmdir(d.data);
-    rx_strbuf_free(&d);
+    base_strbuf_free(&d);
   }
   rmdir(root);
   return check_finish("test_kcache");

@@ -59,7 +59,7 @@ static void check_size(rx_module *m, const rx_tensor_fn *f, rxk_prepared *p, con
     rxk_buffers sch;
     rxk_copy_buffers(inputs, &sch);
     rx_interp_opts o = {.subgroup_size = p->t->subgroup_size > 0 ? p->t->subgroup_size : 32};
-    rx_status s = rx_interp_run(m, p->sr.fn, sch.arg, sch.n, &o);
+    rx_status s = interp_run(m, p->sr.fn, sch.arg, sch.n, &o);
     if (s) {
       FAIL("%s at %s: the scheduled program failed in the interpreter: %s", p->what, at,
            rx_status_message(s));
@@ -109,7 +109,7 @@ static void check_program(rx_module *m, const rx_tensor_fn *f) {
   bool again[RX_ARRAY_LEN(targets)] = {0};
   for (size_t ti = 0; ti < RX_ARRAY_LEN(targets); ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(targets[ti], &t);
+    rx_status ts = tgt_target_parse(targets[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepare(m, f, t, &st, &ps[ti]);
     for (size_t tj = 0; tj < ti && !again[ti]; tj++)
@@ -138,7 +138,7 @@ static void check_program(rx_module *m, const rx_tensor_fn *f) {
         continue;
       }
       rxk_copy_buffers(&inputs, &ref);
-      rx_status s = rx_interp_run(m, f, ref.arg, ref.n, &ref_opts);
+      rx_status s = interp_run(m, f, ref.arg, ref.n, &ref_opts);
       if (s) {
         const char *msg = rx_status_message(s);
         if (strstr(msg, "step limit") || strstr(msg, "fact"))
@@ -190,10 +190,10 @@ int main(int argc, char **argv) {
       }
       rx_module_free(m);
     }
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     free(files.data[i]);
   }
-  rx_ptrvec_free(&files);
+  base_ptrvec_free(&files);
   if (nshards > 1) printf("shard %u of %u (RX_KERNEL_SHARD=%s)\n", shard, nshards, sh);
   printf("kernels: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
   return st.failed ? 1 : 0;

@@ -4,7 +4,7 @@
  * The differential part reads tests/fixtures/ops/manifest.txt (written by
  * tests/fixtures/gen_ops.py from NumPy/PyTorch): for every case it parses
  *   graph_fn f(PARAMS) { y = EXPR  return y }
- * normalizes, runs rx_pass_legalize, normalizes and verifies again, checks that no op call is
+ * normalizes, runs pass_legalize, normalizes and verifies again, checks that no op call is
  * left and that the printed module parses back to the same text, then evaluates the function:
  * each call_tensor runs in the reference interpreter on the fixture inputs (outputs allocated
  * from out=, scalar parameters from dims= under the case's binding of the symbolic dims), and
@@ -64,7 +64,7 @@ static void val_free(val *v) {
 
 static bool eval_dim(env *e, const rx_expr *d, int64_t *out) {
   rx_expr_env ee = {e->vars, e->values, (size_t)e->nvars};
-  return rx_expr_eval(d, &ee, out);
+  return sym_expr_eval(d, &ee, out);
 }
 
 static val *tensor_of(env *e, const rx_sinfo *s, char *err, size_t errn) {
@@ -83,7 +83,7 @@ static val *tensor_of(env *e, const rx_sinfo *s, char *err, size_t errn) {
       return NULL;
     }
   }
-  v->t.nbytes = rx_npy_count(&v->t) * rx_npy_elem_size(s->dtype);
+  v->t.nbytes = base_npy_count(&v->t) * base_npy_elem_size(s->dtype);
   v->t.data = calloc(1, v->t.nbytes ? v->t.nbytes : 1);
   return v;
 }
@@ -205,7 +205,7 @@ static val *eval_value(env *e, rx_module *m, const rx_node *n, char *err, size_t
     args[i].dtype = t->dtype;
     for (int d = 0; d < t->ndim && d < RX_MAX_NDIM; d++) args[i].shape[d] = t->shape[d];
   }
-  rx_status st = rx_interp_run(m, f, args, f->nparams, NULL);
+  rx_status st = interp_run(m, f, args, f->nparams, NULL);
   if (st) {
     snprintf(err, errn, "interpreter: %s", rx_status_message(st));
     rx_status_free(st);
@@ -221,9 +221,9 @@ static double elem(const rx_npy *a, size_t i) {
   case RX_DTYPE_F32:
     return ((const float *)a->data)[i];
   case RX_DTYPE_F16:
-    return rx_f16_to_f32(((const uint16_t *)a->data)[i]);
+    return base_f16_to_f32(((const uint16_t *)a->data)[i]);
   case RX_DTYPE_BF16:
-    return rx_bf16_to_f32(((const uint16_t *)a->data)[i]);
+    return base_bf16_to_f32(((const uint16_t *)a->data)[i]);
   case RX_DTYPE_I64:
     return (double)((const int64_t *)a->data)[i];
   case RX_DTYPE_I32:
@@ -254,7 +254,7 @@ static const char *compare(const rx_npy *got, const rx_npy *want, double tol, ch
       return buf;
     }
   }
-  size_t cnt = rx_npy_count(got);
+  size_t cnt = base_npy_count(got);
   bool fl = got->dtype == RX_DTYPE_F32 || got->dtype == RX_DTYPE_F16 || got->dtype == RX_DTYPE_BF16;
   for (size_t i = 0; i < cnt; i++) {
     double g = elem(got, i), w = elem(want, i);
@@ -298,8 +298,8 @@ static bool no_op_calls(const rx_seq *seq) {
 
 static char *print_module(const rx_module *m) {
   rx_strbuf b = {0};
-  rx_module_print(&b, m);
-  return rx_strbuf_take(&b);
+  ir_module_print(&b, m);
+  return base_strbuf_take(&b);
 }
 
 static int ncases, ncase_fail;
@@ -315,18 +315,18 @@ static void run_case(char *lineb) {
   snprintf(text, sizeof text, "graph_fn f(%s) {\n  y = %s\n  return y\n}\n", params, expr);
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
+  base_diag_init(&d);
   env e = {0};
   val *owned_in[32] = {0};
   int nin = 0;
   char err[1024] = "";
-  bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d);
+  bool ok = ir_parse_module(m, name, text, strlen(text), &d) && ops_module_normalize(m, &d);
   CHECK_MSG(ok, "%s: parse/normalize: %s", name, rx_diag_text(&d));
   if (!ok) goto out;
-  ok = rx_pass_legalize(m, &d);
+  ok = pass_legalize(m, &d);
   CHECK_MSG(ok, "%s: legalize: %s", name, rx_diag_text(&d));
   if (!ok) goto out;
-  ok = rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+  ok = ops_module_normalize(m, &d) && ir_module_verify(m, &d);
   CHECK_MSG(ok, "%s: normalize+verify after legalize: %s", name, rx_diag_text(&d));
   if (!ok) {
     char *t = print_module(m);
@@ -334,7 +334,7 @@ static void run_case(char *lineb) {
     free(t);
     goto out;
   }
-  rx_graph_fn *g = rx_module_graph_fn(m, "f");
+  rx_graph_fn *g = ir_module_graph_fn(m, "f");
   CHECK_MSG(g && no_op_calls(&g->body), "%s: op calls remain after legalization", name);
   if (!g) goto out;
   /* print -> parse -> print is stable */
@@ -342,14 +342,14 @@ static void run_case(char *lineb) {
     char *t1 = print_module(m);
     rx_module *m2 = rx_module_new();
     rx_diag d2;
-    rx_diag_init(&d2);
-    bool ok2 = rx_parse_module(m2, "reprint", t1, strlen(t1), &d2) && rx_module_normalize(m2, &d2);
+    base_diag_init(&d2);
+    bool ok2 = ir_parse_module(m2, "reprint", t1, strlen(t1), &d2) && ops_module_normalize(m2, &d2);
     char *t2 = ok2 ? print_module(m2) : NULL;
     CHECK_MSG(ok2 && strcmp(t1, t2) == 0, "%s: the legalized module does not print/parse back: %s",
               name, rx_diag_text(&d2));
     free(t1);
     free(t2);
-    rx_diag_free(&d2);
+    base_diag_free(&d2);
     rx_module_free(m2);
   }
   /* symbolic binding */
@@ -362,7 +362,7 @@ static void run_case(char *lineb) {
       char *eq = strchr(ds[i], '=');
       if (!eq) continue;
       *eq = 0;
-      e.vars[e.nvars] = rx_expr_var(m->ctx, ds[i]);
+      e.vars[e.nvars] = sym_expr_var(m->ctx, ds[i]);
       e.values[e.nvars++] = atoll(eq + 1);
     }
   }
@@ -377,7 +377,7 @@ static void run_case(char *lineb) {
       snprintf(path, sizeof path, "%s/fixtures/ops/%s", tests_dir, fs[i]);
       val *v = calloc(1, sizeof *v);
       v->owned = true;
-      rx_status st = rx_npy_read(path, &v->t);
+      rx_status st = base_npy_read(path, &v->t);
       CHECK_MSG(!st, "%s: %s", name, rx_status_message(st));
       if (st) {
         rx_status_free(st);
@@ -420,7 +420,7 @@ static void run_case(char *lineb) {
       char path[1024];
       snprintf(path, sizeof path, "%s/fixtures/ops/%s", tests_dir, fs[i]);
       rx_npy want;
-      rx_status st = rx_npy_read(path, &want);
+      rx_status st = base_npy_read(path, &want);
       CHECK_MSG(!st, "%s: %s", name, rx_status_message(st));
       if (st) {
         rx_status_free(st);
@@ -429,14 +429,14 @@ static void run_case(char *lineb) {
       char buf[256];
       const char *msg = compare(r->tuple ? &r->fields[i]->t : &r->t, &want, tol, buf, sizeof buf);
       CHECK_MSG(!msg, "%s (%s at %s): output %d: %s", name, expr, dims, i, msg);
-      rx_npy_free(&want);
+      base_npy_free(&want);
     }
   }
 out:
   /* inputs are owned by owned_in; bindings' vals own their outputs */
   for (int i = nin; i < e.n; i++) val_free(e.vals[i]);
   for (int i = 0; i < nin; i++) val_free(owned_in[i]);
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
   if (check_failed != before) ncase_fail++;
 }
@@ -446,7 +446,7 @@ static void test_manifest(void) {
   snprintf(path, sizeof path, "%s/fixtures/ops/manifest.txt", tests_dir);
   char *text;
   size_t len;
-  rx_status st = rx_read_file(path, &text, &len);
+  rx_status st = base_read_file(path, &text, &len);
   CHECK_MSG(!st, "manifest: %s", rx_status_message(st));
   if (st) {
     rx_status_free(st);
@@ -477,11 +477,11 @@ static void test_manifest(void) {
 static rx_module *legalize_text(const char *text, char *err, size_t errn) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "t", text, strlen(text), &d) && rx_module_normalize(m, &d) &&
-            rx_pass_legalize(m, &d) && rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "t", text, strlen(text), &d) && ops_module_normalize(m, &d) &&
+            pass_legalize(m, &d) && ops_module_normalize(m, &d) && ir_module_verify(m, &d);
   snprintf(err, errn, "%s", rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
     return NULL;
@@ -516,10 +516,10 @@ static void test_scalar_param(void) {
                                err, sizeof err);
   CHECK_MSG(m, "scalar param: %s", err);
   if (!m) return;
-  rx_graph_fn *g = rx_module_graph_fn(m, "f");
+  rx_graph_fn *g = ir_module_graph_fn(m, "f");
   rx_node *v = g->body.blocks[0]->bindings[0]->value;
   CHECK_MSG(v->kind == RX_NODE_CALL_TENSOR && v->nextra == 1 &&
-                v->extra_dims[0] == rx_expr_var(m->ctx, "n"),
+                v->extra_dims[0] == sym_expr_var(m->ctx, "n"),
             "full([n * 2]) should pass dims=[n]");
   const rx_tensor_fn *t = v->tfn;
   int nscal = 0;
@@ -537,7 +537,7 @@ static void test_scalar_param(void) {
 
 /* i64 values a double cannot hold keep their exact value: full of each, legalized, run in the
  * interpreter; a const tensor of them as the interpreter and the host program's weights take
- * it (rx_ginterp_const_bytes). */
+ * it (ir_const_bytes). */
 static void test_int64_exact(void) {
   static const int64_t want[4] = {INT64_MAX, INT64_MIN, (INT64_C(1) << 53) + 1,
                                   -(INT64_C(1) << 53) - 1};
@@ -551,7 +551,7 @@ static void test_int64_exact(void) {
       err, sizeof err);
   CHECK_MSG(m, "int64: %s", err);
   if (!m) return;
-  rx_graph_fn *g = rx_module_graph_fn(m, "f");
+  rx_graph_fn *g = ir_module_graph_fn(m, "f");
   rx_block *bl = g->body.blocks[0];
   for (int k = 0; k < 5 && k < bl->nbindings; k++) {
     const rx_node *v = bl->bindings[k]->value;
@@ -559,7 +559,7 @@ static void test_int64_exact(void) {
     if (k == 4) {
       CHECK_MSG(v->kind == RX_NODE_CONST, "int64: e is no const");
       if (v->kind != RX_NODE_CONST) break;
-      rx_ginterp_const_bytes(v, got, 4);
+      ir_const_bytes(v, got, 4);
       for (int i = 0; i < 4; i++)
         CHECK_MSG(got[i] == want[i], "int64 const [%d]: %lld, expected %lld", i, (long long)got[i],
                   (long long)want[i]);
@@ -569,7 +569,7 @@ static void test_int64_exact(void) {
               "int64: binding %d is no call_tensor of one parameter", k);
     if (v->kind != RX_NODE_CALL_TENSOR || !v->tfn || v->tfn->nparams != 1) continue;
     rx_interp_arg out = {.data = got, .shape = {2}, .ndim = 1, .dtype = RX_DTYPE_I64};
-    rx_status st = rx_interp_run(m, v->tfn, &out, 1, NULL);
+    rx_status st = interp_run(m, v->tfn, &out, 1, NULL);
     CHECK_MSG(!st, "int64 full %d: %s", k, st ? rx_status_message(st) : "");
     rx_status_free(st);
     CHECK_MSG(got[0] == want[k] && got[1] == want[k], "int64 full %d: %lld %lld, expected %lld", k,
@@ -605,20 +605,20 @@ static void test_errors(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     rx_module *m = rx_module_new();
     rx_diag d;
-    rx_diag_init(&d);
-    bool ok = rx_parse_module(m, "err", cases[i].text, strlen(cases[i].text), &d) &&
-              rx_module_normalize(m, &d) && rx_pass_legalize(m, &d);
+    base_diag_init(&d);
+    bool ok = ir_parse_module(m, "err", cases[i].text, strlen(cases[i].text), &d) &&
+              ops_module_normalize(m, &d) && pass_legalize(m, &d);
     CHECK_MSG(!ok && strstr(rx_diag_text(&d), cases[i].want) && strstr(rx_diag_text(&d), "err:"),
               "error case %zu: expected an error with '%s' and a location, got: %s", i,
               cases[i].want, rx_diag_text(&d));
-    rx_diag_free(&d);
+    base_diag_free(&d);
     rx_module_free(m);
   }
 }
 
 static void test_patterns(void) {
   int n;
-  const rx_op *const *all = rx_op_all(&n);
+  const rx_op *const *all = ops_op_all(&n);
   for (int i = 0; i < n; i++)
     CHECK_MSG(all[i]->pattern != RX_PATTERN_UNKNOWN, "op %s has no pattern kind", all[i]->name);
   static const struct {
@@ -630,19 +630,19 @@ static void test_patterns(void) {
               {"conv2d", RX_PATTERN_OUT_FUSABLE}, {"attention", RX_PATTERN_OPAQUE},
               {"gelu", RX_PATTERN_ELEMWISE},      {"batch_norm", RX_PATTERN_BROADCAST}};
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++) {
-    const rx_op *op = rx_op_lookup(want[i].op, strlen(want[i].op));
+    const rx_op *op = ops_op_lookup(want[i].op, strlen(want[i].op));
     CHECK_MSG(op && op->pattern == want[i].p, "pattern of %s: %s", want[i].op,
-              op ? rx_pattern_name(op->pattern) : "missing");
+              op ? ir_pattern_name(op->pattern) : "missing");
   }
-  CHECK_MSG(!strcmp(rx_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
-  CHECK_MSG(!strcmp(rx_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
+  CHECK_MSG(!strcmp(ir_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
+  CHECK_MSG(!strcmp(ir_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
   /* ops.def's legalization column: every op has a generator but the host-level one, and the
    * table's ids are its rows */
   for (int i = 0; i < n; i++) {
     bool host = all[i]->id == RX_OP_tensor_to_shape;
     CHECK_MSG(all[i]->id == (rx_op_id)i, "op %s has id %d at row %d", all[i]->name, (int)all[i]->id,
               i);
-    CHECK_MSG(rx_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
+    CHECK_MSG(ops_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
               host ? "a host-level op has a generator" : "no legalization in ops.def");
   }
 }
@@ -661,13 +661,13 @@ static void test_all_ops_legalize(void) {
   CHECK_MSG(m, "all ops: %s", err);
   if (m) rx_module_free(m);
   int n;
-  const rx_op *const *all = rx_op_all(&n);
+  const rx_op *const *all = ops_op_all(&n);
   /* every registered op name appears in the manifest, in the module above, or is an alias */
   char path[1024];
   snprintf(path, sizeof path, "%s/fixtures/ops/manifest.txt", tests_dir);
   char *text = NULL;
   size_t len;
-  rx_status st = rx_read_file(path, &text, &len);
+  rx_status st = base_read_file(path, &text, &len);
   if (st) {
     rx_status_free(st);
     return;
@@ -708,16 +708,16 @@ static void test_npy(void) {
   if (fd < 0) return;
   float v[6] = {1, 2, 3, 4, 5, -6.5f};
   rx_npy a = {.dtype = RX_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .data = v, .nbytes = sizeof v};
-  rx_status st = rx_npy_write(path, &a);
+  rx_status st = base_npy_write(path, &a);
   CHECK_MSG(!st, "npy write: %s", rx_status_message(st));
   rx_status_free(st);
   rx_npy b;
-  st = rx_npy_read(path, &b);
+  st = base_npy_read(path, &b);
   CHECK_MSG(!st && b.dtype == RX_DTYPE_F32 && b.ndim == 2 && b.shape[0] == 2 && b.shape[1] == 3 &&
                 memcmp(b.data, v, sizeof v) == 0,
             "npy round trip: %s", rx_status_message(st));
   rx_status_free(st);
-  rx_npy_free(&b);
+  base_npy_free(&b);
   remove(path);
   (void)fd;
   /* malformed headers */
@@ -737,26 +737,26 @@ static void test_npy(void) {
     memcpy(buf + 10, bad[i].hdr, hl);
     size_t len = 10 + hl + 8; /* 8 bytes of data: two f4 */
     rx_npy c;
-    st = rx_npy_parse(buf, len, "bad.npy", &c);
+    st = base_npy_parse(buf, len, "bad.npy", &c);
     CHECK_MSG(st && strstr(rx_status_message(st), bad[i].want) &&
                   strstr(rx_status_message(st), "bad.npy"),
               "npy error %zu: got '%s'", i, st ? rx_status_message(st) : "success");
     rx_status_free(st);
-    rx_npy_free(&c);
+    base_npy_free(&c);
   }
   rx_npy c;
-  st = rx_npy_parse("\x93NUMPX", 6, "x.npy", &c);
+  st = base_npy_parse("\x93NUMPX", 6, "x.npy", &c);
   CHECK_MSG(st != NULL, "npy: bad magic accepted");
   rx_status_free(st);
   /* a committed fixture reads back with its dtype */
   snprintf(path, sizeof path, "/tmp/x");
   char fpath[1024];
   snprintf(fpath, sizeof fpath, "%s/fixtures/ops/take_1.idx.npy", tests_dir);
-  st = rx_npy_read(fpath, &c);
+  st = base_npy_read(fpath, &c);
   CHECK_MSG(!st && c.dtype == RX_DTYPE_I64 && c.ndim == 1 && c.shape[0] == 7,
             "fixture take_1.idx.npy: %s", rx_status_message(st));
   rx_status_free(st);
-  rx_npy_free(&c);
+  base_npy_free(&c);
 }
 
 int main(int argc, char **argv) {

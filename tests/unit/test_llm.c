@@ -77,7 +77,7 @@ static bool load_ref(const char *tests, const char *model, ref *r) {
   snprintf(r->dir, sizeof r->dir, "%s/llm/ref/%s", tests, model);
   char *text;
   size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
@@ -92,7 +92,7 @@ static bool load_ref(const char *tests, const char *model, ref *r) {
 /* An int array of the reference ({"7": [..]} and the like) into ids (heap); its length. */
 static size_t ids_of(const cJSON *arr, int32_t **ids) {
   size_t n = (size_t)cJSON_GetArraySize(arr);
-  *ids = rx_calloc(n + 1, sizeof **ids);
+  *ids = base_calloc(n + 1, sizeof **ids);
   for (size_t i = 0; i < n; i++) (*ids)[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valueint;
   return n;
 }
@@ -101,7 +101,7 @@ static float *load_npy(const ref *r, const char *file, size_t *count) {
   char path[1100];
   snprintf(path, sizeof path, "%s/%s", r->dir, file);
   rx_npy a;
-  rx_status s = rx_npy_read(path, &a);
+  rx_status s = base_npy_read(path, &a);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
@@ -134,30 +134,30 @@ static bool compile(const char *tests, const char *model, rx_dtype t, const rxk_
   snprintf(dir, sizeof dir, "%s/llm/models/%s", tests, model);
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = t, .max_batch = 4, .quantize = quantize};
-  rx_status s = rx_hf_import(m, dir, &ho);
+  rx_status s = hf_import(m, dir, &ho);
   rx_compile_options o = {0};
   for (int bi = 0; bi < nb; bi++)
     if (present[bi]) o.targets[o.ntargets++] = &bs[bi].target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   bool ok = !s;
   if (s) {
     FAIL("import %s: %s", model, rx_status_message(s));
     rx_status_free(s);
   }
   if (ok) {
-    ok = rx_compile(m, &o, &diag, &r);
+    ok = drv_compile(m, &o, &diag, &r);
     if (!ok) FAIL("compile %s: %s", model, rx_diag_text(&diag));
   }
-  if (ok && (s = rx_artifact_write_file(path, r.artifact, r.artifact_len))) {
+  if (ok && (s = drv_artifact_write_file(path, r.artifact, r.artifact_len))) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
     ok = false;
   }
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   return ok;
 }
@@ -173,7 +173,7 @@ static bool ok_status(rx_status s, const char *what) {
 static void check_lengths(rx_llm_model *m, const ref *r, const char *name, double tol,
                           double *worst) {
   int32_t vocab = rx_llm_model_vocab_size(m);
-  float *logits = rx_calloc((size_t)vocab, sizeof *logits);
+  float *logits = base_calloc((size_t)vocab, sizeof *logits);
   const cJSON *prompts = cJSON_GetObjectItem(r->json, "prompts");
   const cJSON *pre = cJSON_GetObjectItem(r->json, "prefill");
   const cJSON *dec = cJSON_GetObjectItem(r->json, "decode");
@@ -216,7 +216,7 @@ static void check_batch(rx_llm_model *m, const ref *r, const char *name, double 
   int32_t *toks[2] = {NULL, NULL};
   float *dwant[2] = {NULL, NULL};
   size_t nt = 0;
-  float *logits = rx_calloc(2 * (size_t)vocab, sizeof *logits);
+  float *logits = base_calloc(2 * (size_t)vocab, sizeof *logits);
   bool ok = true;
   for (int k = 0; k < 2 && ok; k++) {
     int32_t *ids;
@@ -264,8 +264,8 @@ static void check_packed(rx_llm_model *m, const ref *r, const char *name, double
     seqs[k] = 20 + k;
     n += counts[k];
   }
-  packed = rx_calloc(n, sizeof *packed);
-  float *rows = rx_calloc((size_t)NL * (size_t)vocab, sizeof *rows);
+  packed = base_calloc(n, sizeof *packed);
+  float *rows = base_calloc((size_t)NL * (size_t)vocab, sizeof *rows);
   size_t at = 0;
   for (int k = 0; k < NL; k++) {
     memcpy(packed + at, ids[k], counts[k] * sizeof *packed);
@@ -305,7 +305,7 @@ static void check_greedy(rx_llm_model *m, const ref *r, const char *name, double
       upto = i;
       break;
     }
-  int32_t *got = rx_calloc(nw + 1, sizeof *got);
+  int32_t *got = base_calloc(nw + 1, sizeof *got);
   rx_llm_generate_params p = {.max_tokens = (int64_t)nw};
   p.sampling.temperature = 0;
   p.sampling.top_p = 1;
@@ -335,7 +335,7 @@ static void check_model(const char *tests, const char *model, rx_dtype t, const 
   if (!load_ref(tests, model, &r)) return;
   char path[256];
   snprintf(path, sizeof path, "/tmp/rx_test_llm_%d_%s_%s.rxm", (int)getpid(), model,
-           rx_dtype_name(t));
+           ir_dtype_name(t));
   double tol = t == RX_DTYPE_F32 ? TOL_F32 : TOL_F16;
   for (int bi = 0; bi < nb; bi++)
     if (!present[bi]) skipped++;
@@ -344,7 +344,7 @@ static void check_model(const char *tests, const char *model, rx_dtype t, const 
       if (!present[bi]) continue;
       const char *backend = rx_rt_backend_name(bs[bi].kind);
       char name[128], spec[64];
-      snprintf(name, sizeof name, "%s (%s) on %s", model, rx_dtype_name(t), backend);
+      snprintf(name, sizeof name, "%s (%s) on %s", model, ir_dtype_name(t), backend);
       snprintf(spec, sizeof spec, "%s:0", backend);
       rx_llm_model_options mo = {.device = spec, .capacity = 1024, .max_sequences = 4};
       rx_llm_model *m = NULL;

@@ -76,7 +76,7 @@ static const rx_tx *resolve(const rx_tx *e, const lets *ls) {
 static bool uses(const rx_tx *e, const rx_expr *k, const lets *ls) {
   e = resolve(e, ls);
   if (!e) return false;
-  if (e->kind == RX_TX_SYM) return rx_expr_uses_var(e->sym, k);
+  if (e->kind == RX_TX_SYM) return sym_expr_uses_var(e->sym, k);
   for (int i = 0; i < e->nidx; i++)
     if (uses(e->idx[i], k, ls)) return true;
   return uses(e->a, k, ls) || uses(e->b, k, ls) || uses(e->c, k, ls);
@@ -192,27 +192,27 @@ static void check_program(const char *model, rx_module *m, const rx_tensor_fn *f
   ++*nmatmuls;
   for (size_t t = 0; t < RX_ARRAY_LEN(targets); t++) {
     const rx_target *tg;
-    rx_status s = rx_target_parse(targets[t], &tg);
+    rx_status s = tgt_target_parse(targets[t], &tg);
     RX_ASSERT(!s);
     rx_diag d;
-    rx_diag_init(&d);
+    base_diag_init(&d);
     rx_sched_result res;
-    if (!rx_schedule(m, f, tg, &d, &res)) {
+    if (!sched_schedule(m, f, tg, &d, &res)) {
       FAIL("%s, %s: %s is not scheduled:\n%s", model, targets[t], f->name, rx_diag_text(&d));
-      rx_diag_free(&d);
+      base_diag_free(&d);
       continue;
     }
-    rx_diag_free(&d);
+    base_diag_free(&d);
     bool ok = true;
     for (int v = 0; v < res.nvariants; v++) {
       rx_sched_rule r = res.variants[v].rule;
       if (r == RX_SCHED_GEMV || r == RX_SCHED_GEMM) continue;
       rx_strbuf b = {0};
       lets ls = {.n = 0};
-      rx_tx_print(&b, update_store(red, &ls)->value);
+      ir_tx_print(&b, update_store(red, &ls)->value);
       FAIL("%s, %s: program %s (a matmul: %s) is scheduled by rule %s", model, targets[t], f->name,
-           b.data ? b.data : "?", rx_sched_rule_name(r));
-      rx_strbuf_free(&b);
+           b.data ? b.data : "?", sched_rule_name(r));
+      base_strbuf_free(&b);
       ok = false;
       break;
     }
@@ -224,7 +224,7 @@ static void check_program(const char *model, rx_module *m, const rx_tensor_fn *f
 static void check_model(const char *name, const char *dir) {
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
-  rx_status s = rx_hf_import(m, dir, &ho);
+  rx_status s = hf_import(m, dir, &ho);
   if (s) {
     FAIL("%s: import: %s", name, rx_status_message(s));
     rx_status_free(s);
@@ -232,13 +232,13 @@ static void check_model(const char *name, const char *dir) {
     return;
   }
   rx_compile_options o = {.ntargets = 1, .no_nvrtc = true};
-  s = rx_target_parse("cuda", &o.targets[0]);
+  s = tgt_target_parse("cuda", &o.targets[0]);
   RX_ASSERT(!s);
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag diag;
-  rx_diag_init(&diag);
-  if (!rx_compile(m, &o, &diag, &r)) {
+  base_diag_init(&diag);
+  if (!drv_compile(m, &o, &diag, &r)) {
     FAIL("%s: compile: %s", name, rx_diag_text(&diag));
   } else {
     int n = 0, programs = 0;
@@ -251,8 +251,8 @@ static void check_model(const char *name, const char *dir) {
     if (n == 0)
       FAIL("%s: no matmul found among %d programs (the detector is broken)", name, programs);
   }
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
 }
 
@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nn; i++) {
       char dir[1300];
       snprintf(dir, sizeof dir, "%s/%s", mdir, names[i]);
-      if (rx_hf_is_model_dir(dir)) check_model(names[i], dir);
+      if (hf_is_model_dir(dir)) check_model(names[i], dir);
       free(names[i]);
     }
   }

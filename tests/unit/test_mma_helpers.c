@@ -286,7 +286,7 @@ static void run_emulated(const char *src) {
 /* ---- NVRTC and ptxas ---- */
 
 static void run_nvrtc(const char *src) {
-  rx_status s = rx_nvrtc_load(NULL, NULL);
+  rx_status s = tgt_nvrtc_load(NULL, NULL);
   if (s) {
     printf("SKIP NVRTC: %s\n", rx_status_message(s));
     rx_status_free(s);
@@ -309,7 +309,7 @@ static void run_nvrtc(const char *src) {
   for (int a = 0; a < 2; a++) {
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    s = rx_nvrtc_compile(src, "mma.cu", archs[a], false, &ptx, &len, &log);
+    s = tgt_nvrtc_compile(src, "mma.cu", archs[a], false, &ptx, &len, &log);
     CHECK_MSG(!s, "NVRTC %s: %s\n%s", archs[a], s ? rx_status_message(s) : "", log ? log : "");
     rx_status_free(s);
     free(log);
@@ -317,7 +317,7 @@ static void run_nvrtc(const char *src) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
       CHECK_MSG(strstr(ptx, want[i]), "PTX for %s lacks %s", archs[a], want[i]);
     rx_ptxas_info info;
-    s = rx_ptxas_report(ptx, archs[a], &info);
+    s = tgt_ptxas_report(ptx, archs[a], &info);
     if (rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       printf("SKIP ptxas: %s\n", rx_status_message(s));
     } else {
@@ -326,7 +326,7 @@ static void run_nvrtc(const char *src) {
         printf("  %s: ptxas accepts the PTX (%d functions, at most %d registers, %d spill "
                "bytes)\n",
                archs[a], info.nfuncs, info.max_registers, info.spill_bytes);
-        rx_ptxas_info_free(&info);
+        tgt_ptxas_info_free(&info);
       }
     }
     rx_status_free(s);

@@ -46,7 +46,7 @@ static void check_ptx(const rxk_prepared *p) {
     const rx_kernel *kn = p->kl.kernels[k];
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    rx_status s = rx_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
+    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       st.skipped++;
     } else if (s) {
@@ -73,7 +73,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
   rxk_prepared ps[2];
   for (int ti = 0; ti < 2; ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(cuda[ti], &t);
+    rx_status ts = tgt_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepare(m, f, t, &st, &ps[ti]);
     if (ps[ti].ok) check_ptx(&ps[ti]);
@@ -81,18 +81,18 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
   static const char *const others[] = {"vulkan", "vulkan-lavapipe", "metal-apple7"};
   for (size_t ti = 0; ti < RX_ARRAY_LEN(others); ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(others[ti], &t);
+    rx_status ts = tgt_target_parse(others[ti], &t);
     RX_ASSERT(!ts);
     rx_diag diag;
-    rx_diag_init(&diag);
+    base_diag_init(&diag);
     rx_sched_result sr;
     rx_kernel_list kl = {0};
-    bool ok = rx_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
+    bool ok = sched_schedule(m, f, t, &diag, &sr) && rxk_codegen(m, sr.fn, t, &diag, &kl);
     const char *text = rx_diag_text(&diag);
     CHECK_MSG(!ok && strstr(text, "uses mma m16n8k16") && strstr(text, "has no such matrix unit"),
               "%s [%s]: expected 'uses mma m16n8k16 ... has no such matrix unit', got: %s", prog,
               others[ti], ok ? "(compiled)" : text);
-    rx_diag_free(&diag);
+    base_diag_free(&diag);
   }
   rxk_env base;
   rxk_program_vars(f, &base);
@@ -109,14 +109,14 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
       continue;
     }
     rxk_copy_buffers(&in, &want);
-    rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
+    rx_status s = interp_run(m, fr, want.arg, want.n, NULL);
     if (s) {
       FAIL("%s at %s: the reference failed: %s", ref, at, rx_status_message(s));
       rx_status_free(s);
     } else {
       rx_interp_opts o = {.subgroup_size = 32};
       rxk_copy_buffers(&in, &got);
-      s = rx_interp_run(m, f, got.arg, got.n, &o);
+      s = interp_run(m, f, got.arg, got.n, &o);
       if (s)
         FAIL("%s at %s: the interpreter failed: %s", prog, at, rx_status_message(s));
       else if (!rxk_compare_outputs(f, &got, &want, why, sizeof why))
@@ -128,7 +128,7 @@ static void check_pair(rx_module *m, const char *prog, const char *ref) {
       /* with subgroups of 8 the statement has no meaning: refused, never run on a part */
       o.subgroup_size = 8;
       rxk_copy_buffers(&in, &got);
-      s = rx_interp_run(m, f, got.arg, got.n, &o);
+      s = interp_run(m, f, got.arg, got.n, &o);
       CHECK_MSG(s && strstr(rx_status_message(s), "needs the 32 lanes of a subgroup"),
                 "%s at %s with subgroups of 8: expected a refusal, got %s", prog, at,
                 s ? rx_status_message(s) : "success");
@@ -161,7 +161,7 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
     return;
   }
   const rx_target *t;
-  rx_status ts = rx_target_parse("cuda -arch=sm_80", &t);
+  rx_status ts = tgt_target_parse("cuda -arch=sm_80", &t);
   RX_ASSERT(!ts);
   rxk_prepared p;
   rxk_prepare(m, f, t, &st, &p);
@@ -176,12 +176,12 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
     return;
   }
   rxk_copy_buffers(&in, &want);
-  rx_status s = rx_interp_run(m, fr, want.arg, want.n, NULL);
+  rx_status s = interp_run(m, fr, want.arg, want.n, NULL);
   CHECK_MSG(!s, "%s: %s", ref, s ? rx_status_message(s) : "");
   rx_status_free(s);
   rx_interp_opts o = {.subgroup_size = 32};
   rxk_copy_buffers(&in, &got);
-  s = rx_interp_run(m, f, got.arg, got.n, &o);
+  s = interp_run(m, f, got.arg, got.n, &o);
   CHECK_MSG(!s && !rxk_compare_outputs(f, &got, &want, why, sizeof why),
             "%s: the interpreter should read the tile before it lands and differ from %s (%s)",
             prog, ref, s ? rx_status_message(s) : "it matched");
@@ -204,7 +204,7 @@ static void check_unwaited(rx_module *m, const char *prog, const char *ref) {
  * do not all reach it. */
 static void check_errors(rx_module *m) {
   rx_strbuf printed = {0}, again = {0};
-  rx_module_print(&printed, m);
+  ir_module_print(&printed, m);
   CHECK_MSG(strstr(printed.data, "mma m16n8k16 fc, fa, fb") != NULL,
             "the printer writes the statement");
   CHECK_MSG(strstr(printed.data, "mma m16n8k16 fc[j], fa[ks], fb[j]") != NULL &&
@@ -214,13 +214,13 @@ static void check_errors(rx_module *m) {
   char *msg = rxk_verify_text("mma.rx", printed.data, &m2);
   CHECK_MSG(!msg, "the printed module parses back: %s", msg ? msg : "");
   if (m2) {
-    rx_module_print(&again, m2);
+    ir_module_print(&again, m2);
     CHECK_MSG(!strcmp(printed.data, again.data), "printing the parsed print gives the same text");
     rx_module_free(m2);
   }
   free(msg);
-  rx_strbuf_free(&printed);
-  rx_strbuf_free(&again);
+  base_strbuf_free(&printed);
+  base_strbuf_free(&again);
   static const struct {
     const char *decls, *stmt, *want;
   } bad[] = {
@@ -291,7 +291,7 @@ static void check_errors(rx_module *m) {
     float y[32];
     rx_interp_arg arg = {.data = y, .shape = {32}, .ndim = 1, .dtype = RX_DTYPE_F32};
     rx_interp_opts o = {.subgroup_size = 32};
-    rx_status s = rx_interp_run(md, rxk_find_fn(md, "t"), &arg, 1, &o);
+    rx_status s = interp_run(md, rxk_find_fn(md, "t"), &arg, 1, &o);
     CHECK_MSG(s && strstr(rx_status_message(s), "subgroup divergence"),
               "mma reached by half a subgroup: expected a divergence, got %s",
               s ? rx_status_message(s) : "success");
@@ -312,7 +312,7 @@ static void check_mma_variants(rx_module *m) {
   static const char *const names[] = {"gemv_mma", "gemm_mma_64", "gemm_mma"};
   for (int ti = 0; ti < 2; ti++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(cuda[ti], &t);
+    rx_status ts = tgt_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepared p;
     rxk_prepare(m, f, t, &st, &p); /* NVRTC with no spills, counted there */
@@ -325,7 +325,7 @@ static void check_mma_variants(rx_module *m) {
       if (!kn) continue;
       char *ptx = NULL, *log = NULL;
       size_t len = 0;
-      rx_status s = rx_nvrtc_compile(kn->source, kn->name, t->cuda_arch, false, &ptx, &len, &log);
+      rx_status s = tgt_nvrtc_compile(kn->source, kn->name, t->cuda_arch, false, &ptx, &len, &log);
       if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
         st.skipped++;
       } else if (s) {
@@ -360,10 +360,10 @@ int main(int argc, char **argv) {
   rx_module *m = rxk_load_module(path, &msg);
   if (!m) {
     fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
     return 1;
   }
-  rx_strbuf_free(&msg);
+  base_strbuf_free(&msg);
   check_pair(m, "mma_gemm", "mma_gemm_ref");
   check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
   check_pair(m, "ldsm_gemm", "ldsm_gemm_ref");

@@ -46,7 +46,7 @@ static char *read_model(const char *dir, const char *model, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/onnx/%s.onnx", dir, model);
   char *bytes = NULL;
-  rx_status s = rx_read_file(path, &bytes, len);
+  rx_status s = base_read_file(path, &bytes, len);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
@@ -60,19 +60,19 @@ static unsigned char *compile_model(const char *bytes, size_t blen, const char *
                                     size_t *len) {
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   unsigned char *art = NULL;
-  rx_status s = rx_onnx_import(m, bytes, blen, model, NULL, &diag);
-  if (!s) s = rx_onnx_add_weights(m, bytes, blen, model, NULL); /* in the artifact, bound */
+  rx_status s = onnx_import(m, bytes, blen, model, NULL, &diag);
+  if (!s) s = onnx_add_weights(m, bytes, blen, model, NULL); /* in the artifact, bound */
   if (s) {
     FAIL("%s: import: %s", model, rx_status_message(s));
     rx_status_free(s);
   } else {
     rx_compile_options o = {0};
-    rx_status ts = rx_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
+    rx_status ts = tgt_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
     rx_compile_result r;
-    if (!rx_compile(m, &o, &diag, &r)) {
+    if (!drv_compile(m, &o, &diag, &r)) {
       FAIL("%s: does not compile:\n%s", model, rx_diag_text(&diag));
     } else {
       passed++; /* imported and compiled */
@@ -81,9 +81,9 @@ static unsigned char *compile_model(const char *bytes, size_t blen, const char *
       r.artifact = NULL;
       printf("%s: imported, %d tensor programs, artifact %zu bytes\n", model, r.nprograms, *len);
     }
-    rx_compile_result_free(&r);
+    drv_compile_result_free(&r);
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   return art;
 }
@@ -138,7 +138,7 @@ static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, 
   unsigned char *art_bytes = compile_model(bytes, blen, model, &alen);
   rx_onnx_weight *w = NULL;
   int nw = 0;
-  rx_status s = rx_onnx_weights(bytes, blen, model, NULL, &w, &nw);
+  rx_status s = onnx_weights(bytes, blen, model, NULL, &w, &nw);
   if (s) {
     FAIL("%s: weights: %s", model, rx_status_message(s));
     rx_status_free(s);
@@ -152,7 +152,7 @@ static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, 
       art = NULL;
     }
   }
-  char *copy = rx_strdup(manifest), *save = NULL;
+  char *copy = base_strdup(manifest), *save = NULL;
   int cases = 0;
   for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     size_t ml = strlen(model);
@@ -162,14 +162,14 @@ static void run_model(rx_rt_device *dev, const char *dir, const char *manifest, 
       if (!dev) skipped++;
       continue;
     }
-    char *l = rx_strdup(line);
+    char *l = base_strdup(line);
     run_case(dev, art, w, nw, cases == 1, dir, l);
     free(l);
   }
   if (cases == 0) FAIL("%s: no cases in the manifest", model);
   free(copy);
   rx_rt_artifact_release(art);
-  rx_onnx_weights_free(w, nw);
+  onnx_weights_free(w, nw);
   free(art_bytes);
   free(bytes);
 }
@@ -181,7 +181,7 @@ static void test_unsupported(const char *dir) {
   char *bytes = read_model(dir, "unsupported", &len);
   if (!bytes) return;
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len, "unsupported.onnx", NULL, NULL);
+  rx_status s = onnx_import(m, bytes, len, "unsupported.onnx", NULL, NULL);
   const char *msg = rx_status_message(s);
   if (!s)
     FAIL("unsupported.onnx: imported without an error");
@@ -209,7 +209,7 @@ static void test_op_errors(const char *dir) {
     char *bytes = read_model(dir, cases[i][0], &len);
     if (!bytes) continue;
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, bytes, len, cases[i][0], NULL, NULL);
+    rx_status s = onnx_import(m, bytes, len, cases[i][0], NULL, NULL);
     const char *msg = rx_status_message(s);
     if (!s)
       FAIL("%s: imported without an error", cases[i][0]);
@@ -230,7 +230,7 @@ static void test_multi_errors(const char *dir) {
   char *bytes = read_model(dir, "err_multi", &len);
   if (!bytes) return;
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len, "err_multi", NULL, NULL);
+  rx_status s = onnx_import(m, bytes, len, "err_multi", NULL, NULL);
   const char *msg = rx_status_message(s);
   if (!s || !strstr(msg, "err_multi: 2 nodes cannot be imported:") ||
       !strstr(msg, "\n  node 'pool_a' (MaxPool, opset 17): ceil_mode=1") ||
@@ -252,19 +252,19 @@ static void test_malformed(const char *dir) {
   int errors = 0, tries = 0;
   for (size_t cut = 0; cut < len; cut += len / 97 + 1, tries++) {
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, bytes, cut, "truncated.onnx", NULL, NULL);
+    rx_status s = onnx_import(m, bytes, cut, "truncated.onnx", NULL, NULL);
     if (s) errors++;
     rx_status_free(s);
     rx_module_free(m);
   }
   /* flip bytes */
-  unsigned char *mut = rx_calloc(len, 1);
+  unsigned char *mut = base_calloc(len, 1);
   for (size_t i = 0; i < 200; i++, tries++) {
     memcpy(mut, bytes, len);
     size_t at = (i * 7919u) % len;
     mut[at] ^= (unsigned char)(0x5a + i);
     rx_module *m = rx_module_new();
-    rx_status s = rx_onnx_import(m, mut, len, "mutated.onnx", NULL, NULL);
+    rx_status s = onnx_import(m, mut, len, "mutated.onnx", NULL, NULL);
     if (s) errors++;
     rx_status_free(s);
     rx_module_free(m);
@@ -272,7 +272,7 @@ static void test_malformed(const char *dir) {
   free(mut);
   /* a truncated file in the middle: must be the decode error */
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len / 2, "half.onnx", NULL, NULL);
+  rx_status s = onnx_import(m, bytes, len / 2, "half.onnx", NULL, NULL);
   if (!s || !strstr(rx_status_message(s), "not a valid ONNX model"))
     FAIL("half.onnx: expected the decode error, got: %s", s ? rx_status_message(s) : "success");
   else
@@ -303,11 +303,11 @@ int main(int argc, char **argv) {
   snprintf(mpath, sizeof mpath, "%s/onnx/data/manifest.txt", dir);
   char *manifest;
   size_t mlen;
-  s = rx_read_file(mpath, &manifest, &mlen);
+  s = base_read_file(mpath, &manifest, &mlen);
   if (s) {
     FAIL("%s", rx_status_message(s));
     rx_status_free(s);
-    manifest = rx_strdup("");
+    manifest = base_strdup("");
   }
   const char *models[] = {"mlp",          "attention", "gpt",      "llama",
                           "cnn",          "op_trilu",  "op_slice", "op_split",

@@ -56,28 +56,28 @@ static rx_rt_artifact *load(rx_rt_device *dev, const char *dir, const char *path
   snprintf(full, sizeof full, "%s/%s", dir, path);
   char *bytes = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(full, &bytes, &len);
+  rx_status s = base_read_file(full, &bytes, &len);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_rt_artifact *art = NULL;
-  if (!s) s = rx_onnx_import(m, bytes, len, path, NULL, &diag);
+  if (!s) s = onnx_import(m, bytes, len, path, NULL, &diag);
   if (!s) {
     rx_compile_options o = {0};
-    rx_status ts = rx_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
+    rx_status ts = tgt_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
     rx_compile_result r;
-    if (!rx_compile(m, &o, &diag, &r))
+    if (!drv_compile(m, &o, &diag, &r))
       FAIL("%s: does not compile:\n%s", path, rx_diag_text(&diag));
     else
       s = rx_rt_artifact_load_memory(dev, r.artifact, r.artifact_len, path, &art);
-    rx_compile_result_free(&r);
+    drv_compile_result_free(&r);
   }
   if (s) {
     FAIL("%s: %s", path, rx_status_message(s));
     rx_status_free(s);
   }
-  rx_diag_free(&diag);
+  base_diag_free(&diag);
   rx_module_free(m);
   free(bytes);
   return art;

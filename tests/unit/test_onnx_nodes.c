@@ -88,9 +88,9 @@ static char **list_dir(const char *dir, const char *prefix, size_t *out_n) {
     if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix))) continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 64;
-      names = rx_realloc(names, cap * sizeof *names);
+      names = base_realloc(names, cap * sizeof *names);
     }
-    names[n++] = rx_strdup(e->d_name);
+    names[n++] = base_strdup(e->d_name);
   }
   closedir(d);
   if (n) qsort(names, n, sizeof *names, cmp_names);
@@ -110,8 +110,8 @@ static rx_status read_pb(const char *path, pb_tensor *t) {
   memset(t, 0, sizeof *t);
   char *bytes = NULL;
   size_t len = 0;
-  RX_RETURN_IF_ERROR(rx_read_file(path, &bytes, &len));
-  rx_status s = rx_onnx_tensor_file(bytes, len, path, t);
+  RX_RETURN_IF_ERROR(base_read_file(path, &bytes, &len));
+  rx_status s = onnx_tensor_file(bytes, len, path, t);
   free(bytes);
   return s;
 }
@@ -141,7 +141,7 @@ static bool compare(rx_rt_tensor *t, const pb_tensor *want, int k, outcome *o) {
     return false;
   }
   size_t bytes = rx_rt_tensor_bytes(t);
-  void *got = rx_malloc(bytes ? bytes : 1);
+  void *got = base_malloc(bytes ? bytes : 1);
   rx_status s = rx_rt_tensor_read(t, got, bytes);
   bool ok = !s;
   if (s) set_why(o, "reading the result", rx_status_message(s));
@@ -192,7 +192,7 @@ static void run_set(rx_rt_device *dev, rx_rt_artifact *art, const char *dir, con
   pb_tensor want[MAX_IO] = {0};
   rx_rt_value *result = NULL;
   rx_status s = nin > MAX_IO || nout > MAX_IO || nout == 0
-                    ? rx_status_make(RX_ERR_UNSUPPORTED, "%zu inputs, %zu outputs", nin, nout)
+                    ? base_status_make(RX_ERR_UNSUPPORTED, "%zu inputs, %zu outputs", nin, nout)
                     : NULL;
   char path[4096];
   /* input_10.pb sorts before input_2.pb: read them by number */
@@ -247,16 +247,16 @@ static void run_node_case(rx_rt_device *dev, const char *dir, const char *name, 
   snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
   char *bytes = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(path, &bytes, &len);
+  rx_status s = base_read_file(path, &bytes, &len);
   rx_module *m = rx_module_new();
   rx_diag diag;
-  rx_diag_init(&diag);
+  base_diag_init(&diag);
   rx_compile_result r = {0};
   rx_rt_artifact *art = NULL;
-  if (!s) s = rx_onnx_import(m, bytes, len, name, NULL, &diag);
-  if (!s) s = rx_onnx_add_weights(m, bytes, len, name, NULL);
+  if (!s) s = onnx_import(m, bytes, len, name, NULL, &diag);
+  if (!s) s = onnx_add_weights(m, bytes, len, name, NULL);
   rx_dtype pdt[MAX_IO] = {0};
-  rx_graph_fn *mainf = s ? NULL : rx_module_graph_fn(m, "main");
+  rx_graph_fn *mainf = s ? NULL : ir_module_graph_fn(m, "main");
   for (int i = 0; mainf && i < mainf->nparams && i < MAX_IO; i++) {
     const rx_sinfo *si = rx_var_sinfo(mainf->params[i]);
     if (si->kind == RX_SINFO_TENSOR) pdt[i] = si->dtype;
@@ -265,9 +265,9 @@ static void run_node_case(rx_rt_device *dev, const char *dir, const char *name, 
     set_why(o, "import", rx_status_message(s));
   } else {
     rx_compile_options opts = {0};
-    s = rx_target_parse("vulkan-lavapipe", &opts.targets[opts.ntargets++]);
+    s = tgt_target_parse("vulkan-lavapipe", &opts.targets[opts.ntargets++]);
     RX_ASSERT(!s);
-    if (!rx_compile(m, &opts, &diag, &r))
+    if (!drv_compile(m, &opts, &diag, &r))
       set_why(o, "compile", rx_diag_text(&diag));
     else if ((s = rx_rt_artifact_load_memory(dev, r.artifact, r.artifact_len, name, &art)))
       set_why(o, "load", rx_status_message(s));
@@ -283,8 +283,8 @@ static void run_node_case(rx_rt_device *dev, const char *dir, const char *name, 
   }
   free_names(sets, nsets);
   rx_rt_artifact_release(art);
-  rx_compile_result_free(&r);
-  rx_diag_free(&diag);
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
   rx_module_free(m);
   rx_status_free(s);
   free(bytes);
@@ -301,7 +301,7 @@ static bool read_xfail(const char *path, xfail *x) {
   memset(x, 0, sizeof *x);
   char *text = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   if (s) {
     fprintf(stderr, "FAIL: the expected-failure list: %s\n", rx_status_message(s));
     rx_status_free(s);
@@ -321,11 +321,11 @@ static bool read_xfail(const char *path, xfail *x) {
     }
     if (x->n == cap) {
       cap = cap ? 2 * cap : 256;
-      x->names = rx_realloc(x->names, cap * sizeof *x->names);
+      x->names = base_realloc(x->names, cap * sizeof *x->names);
     }
-    x->names[x->n++] = rx_strdup(l);
+    x->names[x->n++] = base_strdup(l);
   }
-  x->seen = rx_calloc(x->n ? x->n : 1, sizeof *x->seen);
+  x->seen = base_calloc(x->n ? x->n : 1, sizeof *x->seen);
   free(text);
   return ok;
 }
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/%s/model.onnx", dir, cases[i]);
     char *bytes = NULL;
     size_t len = 0;
-    rx_status rs = rx_read_file(path, &bytes, &len);
+    rx_status rs = base_read_file(path, &bytes, &len);
     bool train = !rs && is_training(bytes, len);
     rx_status_free(rs);
     free(bytes);

@@ -5,7 +5,7 @@
  *   constants (not weights), and Constant tensors that are weights;
  * - ext.onnx: every tensor in the external file ext.data (f32, f16 and an i64 index vector of
  *   20 elements), imported (the weights are parameters of `main` in the order
- *   rx_onnx_weights gives) and read;
+ *   onnx_weights gives) and read;
  * - the errors: a DOUBLE weight, external data locations that are absolute or lead out of the
  *   model's directory, a missing data file and a truncated one.
  *
@@ -30,7 +30,7 @@ static char *read_model(const char *dir, const char *model, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/onnx/weights/%s", dir, model);
   char *bytes = NULL;
-  rx_status s = rx_read_file(path, &bytes, len);
+  rx_status s = base_read_file(path, &bytes, len);
   CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   return bytes;
@@ -49,7 +49,7 @@ static const rx_onnx_weight *weight(const rx_onnx_weight *w, int n, const char *
     }
     CHECK_MSG(same, "weight %s: wrong dtype or shape", name);
     CHECK_MSG(w[i].count == count, "weight %s: count %zu, expected %zu", name, w[i].count, count);
-    size_t es = (size_t)rx_dtype_bits(dt) / 8;
+    size_t es = (size_t)ir_dtype_bits(dt) / 8;
     CHECK_MSG(w[i].nbytes == count * es, "weight %s: %zu bytes, expected %zu", name, w[i].nbytes,
               count * es);
     return same && w[i].nbytes == count * es ? &w[i] : NULL;
@@ -71,7 +71,7 @@ static char *model_weights(const char *dir, const char *model, const char *base_
   *n = 0;
   char *bytes = read_model(dir, model, &len);
   if (!bytes) return NULL;
-  rx_status s = rx_onnx_weights(bytes, len, model, base_dir, w, n);
+  rx_status s = onnx_weights(bytes, len, model, base_dir, w, n);
   CHECK_MSG(!s, "%s: %s", model, rx_status_message(s));
   rx_status_free(s);
   return bytes;
@@ -129,7 +129,7 @@ static void test_typed(const char *dir) {
   static const uint16_t three = 0x4200; /* 3.0 as f16 */
   if ((x = weight(w, n, "ch", RX_DTYPE_F16, 0, S0)))
     CHECK_MSG(!memcmp(x->data, &three, 2), "ch: wrong bits");
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(bytes);
 }
 
@@ -145,7 +145,7 @@ static void test_typed_wide(const char *dir) {
   if (bytes && (x = weight(w, n, "d", RX_DTYPE_F64, 1, S2w)))
     CHECK_MSG(((const double *)x->data)[0] == 1.0 && ((const double *)x->data)[1] == 2.0,
               "double.onnx: d is not [1.0, 2.0]");
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(bytes);
   bytes = model_weights(dir, "typed_wide.onnx", NULL, &w, &n);
   if (!bytes) return;
@@ -161,7 +161,7 @@ static void test_typed_wide(const char *dir) {
     CHECK_MSG(!memcmp(x->data, u32, sizeof u32), "u32_typed: wrong values");
   if ((x = weight(w, n, "u64_typed", RX_DTYPE_U64, 1, S2w)))
     CHECK_MSG(!memcmp(x->data, u64, sizeof u64), "u64_typed: wrong values");
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(bytes);
 }
 
@@ -170,7 +170,7 @@ static void test_external(const char *dir) {
   char *bytes = read_model(dir, "ext.onnx", &len);
   if (!bytes) return;
   rx_module *m = rx_module_new();
-  rx_status s = rx_onnx_import(m, bytes, len, "ext.onnx", NULL, NULL);
+  rx_status s = onnx_import(m, bytes, len, "ext.onnx", NULL, NULL);
   CHECK_MSG(!s, "ext.onnx: import: %s", rx_status_message(s));
   rx_status_free(s);
   if (!s) {
@@ -185,7 +185,7 @@ static void test_external(const char *dir) {
   snprintf(base, sizeof base, "%s/onnx/weights", dir);
   rx_onnx_weight *w = NULL;
   int n = 0;
-  s = rx_onnx_weights(bytes, len, "ext.onnx", base, &w, &n);
+  s = onnx_weights(bytes, len, "ext.onnx", base, &w, &n);
   CHECK_MSG(!s, "ext.onnx: weights: %s", rx_status_message(s));
   rx_status_free(s);
   CHECK_MSG(n == 3, "ext.onnx: %d weights, expected 3", n);
@@ -201,11 +201,11 @@ static void test_external(const char *dir) {
     for (int k = 0; k < 20; k++)
       CHECK_MSG(((int64_t *)x->data)[k] == (k * 7) % 6, "idx[%d] = %lld", k,
                 (long long)((int64_t *)x->data)[k]);
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(bytes);
 }
 
-/* rx_onnx_weights of `model` with base_dir fails with a message holding every one of `want`. */
+/* onnx_weights of `model` with base_dir fails with a message holding every one of `want`. */
 static void expect_error(const char *dir, const char *model, const char *base_dir,
                          rx_status_code code, const char *const *want, int nwant) {
   size_t len;
@@ -213,7 +213,7 @@ static void expect_error(const char *dir, const char *model, const char *base_di
   if (!bytes) return;
   rx_onnx_weight *w = NULL;
   int n = 0;
-  rx_status s = rx_onnx_weights(bytes, len, model, base_dir, &w, &n);
+  rx_status s = onnx_weights(bytes, len, model, base_dir, &w, &n);
   CHECK_MSG(s != NULL && w == NULL && n == 0, "%s: read without an error", model);
   if (s) {
     CHECK_MSG(rx_status_code_of(s) == code, "%s: status code %d, expected %d", model,
@@ -224,7 +224,7 @@ static void expect_error(const char *dir, const char *model, const char *base_di
     printf("  %s: %s\n", model, rx_status_message(s));
   }
   rx_status_free(s);
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(bytes);
 }
 
@@ -257,7 +257,7 @@ static void test_errors(const char *dir) {
   char full[1100], *bytes = NULL;
   size_t len = 0;
   snprintf(full, sizeof full, "%s/ext.data", base);
-  rx_status s = rx_read_file(full, &bytes, &len);
+  rx_status s = base_read_file(full, &bytes, &len);
   CHECK_MSG(!s && len == 364, "%s: %s (%zu bytes, expected 364)", full, rx_status_message(s), len);
   rx_status_free(s);
   if (bytes && len == 364) {
@@ -272,7 +272,7 @@ static void test_errors(const char *dir) {
 }
 
 /* ext.onnx with its ext.data reached through symlinks (frontends/onnx/weights.c,
- * rx_path_check_inside; docs/inputs.md, "ONNX external data"): one that leads out of the model's
+ * base_path_check_inside; docs/inputs.md, "ONNX external data"): one that leads out of the model's
  * folder is refused naming where it leads; the layout of a Hugging Face cache
  * (snapshots/REV/ext.data ->
  * ../../blobs/HASH) is read; a link out of the snapshot to anywhere but its repository's blobs/,
@@ -285,7 +285,7 @@ static void test_symlinks(const char *dir) {
   CHECK_MSG(mkdtemp(tmp) != NULL, "mkdtemp failed");
   char *bytes = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(real, &bytes, &len);
+  rx_status s = base_read_file(real, &bytes, &len);
   CHECK_MSG(!s, "%s: %s", real, rx_status_message(s));
   rx_status_free(s);
   if (!bytes) return;
@@ -324,10 +324,10 @@ static void test_symlinks(const char *dir) {
   int n = 0;
   size_t mlen;
   char *model = read_model(dir, "ext.onnx", &mlen);
-  s = model ? rx_onnx_weights(model, mlen, "ext.onnx", p, &w, &n) : NULL;
+  s = model ? onnx_weights(model, mlen, "ext.onnx", p, &w, &n) : NULL;
   CHECK_MSG(!s && n == 3, "a Hugging Face cache's snapshot: %s", rx_status_message(s));
   rx_status_free(s);
-  rx_onnx_weights_free(w, n);
+  onnx_weights_free(w, n);
   free(model);
   snprintf(p, sizeof p, "%s/other/snapshots/abc", tmp);
   const char *other[] = {"ext.onnx", "tensor 'W'", "blobs/0123abcd", "outside the folder"};
@@ -353,7 +353,7 @@ static void test_symlinks(const char *dir) {
   free(bytes);
 }
 
-/* rx_onnx_tensor_file: a TensorProto as the ONNX test data stores it (input_0.pb), written here
+/* onnx_tensor_file: a TensorProto as the ONNX test data stores it (input_0.pb), written here
  * byte by byte: dims 3 (field 1), data_type FLOAT (2), name "x" (8), raw_data 12 bytes (9). */
 static void test_tensor_file(void) {
   const float want[3] = {1.5f, -2, 0.25f};
@@ -361,7 +361,7 @@ static void test_tensor_file(void) {
   memcpy(pb + 9, want, sizeof want);
   size_t len = 9 + sizeof want;
   rx_onnx_weight t;
-  rx_status s = rx_onnx_tensor_file(pb, len, "t.pb", &t);
+  rx_status s = onnx_tensor_file(pb, len, "t.pb", &t);
   CHECK_MSG(!s, "t.pb: %s", rx_status_message(s));
   if (!s) {
     CHECK_MSG(t.dtype == RX_DTYPE_F32 && t.ndim == 1 && t.shape[0] == 3 && t.count == 3 &&
@@ -372,20 +372,20 @@ static void test_tensor_file(void) {
   }
   rx_status_free(s);
   /* cut inside raw_data: not a TensorProto */
-  s = rx_onnx_tensor_file(pb, len - 1, "cut.pb", &t);
+  s = onnx_tensor_file(pb, len - 1, "cut.pb", &t);
   CHECK_MSG(s && strstr(rx_status_message(s), "cut.pb: not an ONNX TensorProto"), "cut: %s",
             rx_status_message(s));
   rx_status_free(s);
   /* INT64 with 12 bytes for 3 elements */
   pb[3] = 7;
-  s = rx_onnx_tensor_file(pb, len, "i64.pb", &t);
+  s = onnx_tensor_file(pb, len, "i64.pb", &t);
   CHECK_MSG(s && strstr(rx_status_message(s), "i64.pb"), "i64: %s", rx_status_message(s));
   rx_status_free(s);
   /* data_location EXTERNAL (field 14) */
   pb[3] = 1;
   pb[len] = 0x70;
   pb[len + 1] = 1;
-  s = rx_onnx_tensor_file(pb, len + 2, "ext.pb", &t);
+  s = onnx_tensor_file(pb, len + 2, "ext.pb", &t);
   CHECK_MSG(s && strstr(rx_status_message(s), "ext.pb: the tensor's data is in an external file"),
             "external: %s", rx_status_message(s));
   rx_status_free(s);

@@ -10,8 +10,8 @@
 
 static rx_module *parse(const char *text, rx_diag *d, bool *ok) {
   rx_module *m = rx_module_new();
-  rx_diag_init(d);
-  *ok = rx_parse_module(m, "t.rx", text, strlen(text), d);
+  base_diag_init(d);
+  *ok = ir_parse_module(m, "t.rx", text, strlen(text), d);
   return m;
 }
 
@@ -29,8 +29,8 @@ static void test_graph(void) {
   rx_module *m = parse(text, &d, &ok);
   CHECK(ok);
   CHECK_INT_EQ(m->items.len, 2);
-  rx_graph_fn *f = rx_module_graph_fn(m, "main");
-  rx_graph_fn *h = rx_module_graph_fn(m, "helper");
+  rx_graph_fn *f = ir_module_graph_fn(m, "main");
+  rx_graph_fn *h = ir_module_graph_fn(m, "helper");
   CHECK(f && h);
   if (f && h) {
     CHECK(f->nparams == 1 && f->body.nblocks == 1 && f->body.blocks[0]->nbindings == 2);
@@ -44,9 +44,9 @@ static void test_graph(void) {
     CHECK(b1->value->kind == RX_NODE_CALL_GRAPH && b1->value->gfn == h); /* forward reference */
     CHECK(b1->value->args[0]->var == b0->var);
     CHECK(f->body.result->kind == RX_NODE_GET_ITEM && f->body.result->index == 0);
-    CHECK(f->params[0]->sinfo->shape[0] == rx_expr_var(m->ctx, "n"));
+    CHECK(f->params[0]->sinfo->shape[0] == sym_expr_var(m->ctx, "n"));
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
 }
 
@@ -61,7 +61,7 @@ static void test_tensor(void) {
   bool ok;
   rx_module *m = parse(text, &d, &ok);
   CHECK(ok);
-  rx_tensor_fn *t = rx_module_tensor_fn(m, "t");
+  rx_tensor_fn *t = ir_module_tensor_fn(m, "t");
   CHECK(t && t->nparams == 2 && t->params[1]->is_output);
   if (t) {
     CHECK(t->body->kind == RX_STMT_SEQ && t->body->n == 1);
@@ -74,7 +74,7 @@ static void test_tensor(void) {
     rx_stmt *inner = seq->body[0];
     CHECK(inner->loop_kind == RX_LOOP_SERIAL && rx_expr_is_const(inner->lo[0], 1));
     CHECK(inner->extent[0] ==
-          rx_expr_sub(m->ctx, rx_expr_var(m->ctx, "m"), rx_expr_const(m->ctx, 1)));
+          sym_expr_sub(m->ctx, sym_expr_var(m->ctx, "m"), sym_expr_const(m->ctx, 1)));
     rx_stmt *let = inner->inner->body[0], *st = inner->inner->body[1];
     CHECK(let->kind == RX_STMT_LET && let->value->kind == RX_TX_LOAD);
     CHECK(let->value->idx[1]->kind == RX_TX_SYM); /* j - 1 folded to one symbolic node */
@@ -82,7 +82,7 @@ static void test_tensor(void) {
     CHECK(st->value->kind == RX_TX_BINARY && st->value->a->kind == RX_TX_LOCAL &&
           st->value->a->local == let->local);
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
 }
 
@@ -101,13 +101,13 @@ static void test_recovery(void) {
   rx_module *m = parse(text, &d, &ok);
   CHECK(!ok);
   CHECK_INT_EQ(d.errors, 2);
-  CHECK(rx_module_graph_fn(m, "good") != NULL);
-  CHECK(rx_module_graph_fn(m, "bad") == NULL);
+  CHECK(ir_module_graph_fn(m, "good") != NULL);
+  CHECK(ir_module_graph_fn(m, "bad") == NULL);
   CHECK(strstr(rx_diag_text(&d),
                "t.rx:3:3: error: expected an expression, found keyword 'return'") != NULL);
   CHECK(strstr(rx_diag_text(&d), "t.rx:8:26: error: unexpected character '@'") != NULL);
   CHECK(strstr(rx_diag_text(&d), "\n    ^\n") != NULL);
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
 }
 
@@ -124,19 +124,19 @@ static void test_roundtrip(void) {
   rx_module *m = parse(text, &d, &ok);
   CHECK(ok);
   rx_strbuf p1 = {0};
-  rx_module_print(&p1, m);
+  ir_module_print(&p1, m);
   rx_diag d2;
   rx_module *m2 = parse(p1.data, &d2, &ok);
   CHECK(ok);
   rx_strbuf p2 = {0};
-  rx_module_print(&p2, m2);
+  ir_module_print(&p2, m2);
   CHECK(p1.data && p2.data && strcmp(p1.data, p2.data) == 0);
   CHECK(strstr(p1.data, "b[i * 4] = -(a[i] - -1.5) * f32(k + 1)") != NULL);
   CHECK(strstr(p1.data, "b[0] = 1e-07") != NULL);
-  rx_strbuf_free(&p1);
-  rx_strbuf_free(&p2);
-  rx_diag_free(&d);
-  rx_diag_free(&d2);
+  base_strbuf_free(&p1);
+  base_strbuf_free(&p2);
+  base_diag_free(&d);
+  base_diag_free(&d2);
   rx_module_free(m);
   rx_module_free(m2);
 }

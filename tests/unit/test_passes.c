@@ -28,21 +28,21 @@ static float frand(void) {
 
 static bool check_module(rx_module *m, const char *what) {
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_module_normalize(m, &d) && rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ops_module_normalize(m, &d) && ir_module_verify(m, &d);
   CHECK_MSG(ok, "%s: module invalid:\n%s", what, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok;
 }
 
 static rx_module *parse_text(const char *name, const char *text) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, name, text, strlen(text), &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, name, text, strlen(text), &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   CHECK_MSG(ok, "%s rejected:\n%s", name, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   if (!ok) {
     rx_module_free(m);
     return NULL;
@@ -55,7 +55,7 @@ static char *read_test(const char *rel) {
   snprintf(path, sizeof path, "%s/%s", tests_dir, rel);
   char *text = NULL;
   size_t len = 0;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   CHECK_MSG(!s, "read %s: %s", path, rx_status_message(s));
   rx_status_free(s);
   return text;
@@ -63,10 +63,10 @@ static char *read_test(const char *rel) {
 
 static bool run_pass(rx_module *m, bool (*pass)(rx_module *, rx_diag *), const char *name) {
   rx_diag d;
-  rx_diag_init(&d);
+  base_diag_init(&d);
   bool ok = pass(m, &d);
   CHECK_MSG(ok, "pass %s failed:\n%s", name, rx_diag_text(&d));
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return ok && check_module(m, name);
 }
 
@@ -82,7 +82,7 @@ static int count_seq(const rx_seq *s, rx_node_kind kind) {
   return c;
 }
 static int count_calls(rx_module *m, const char *fn, rx_node_kind kind) {
-  rx_graph_fn *g = rx_module_graph_fn(m, fn);
+  rx_graph_fn *g = ir_module_graph_fn(m, fn);
   return g ? count_seq(&g->body, kind) : -1;
 }
 static int count_items(rx_module *m, rx_item_kind k) {
@@ -93,8 +93,8 @@ static int count_items(rx_module *m, rx_item_kind k) {
 
 static char *print_module(rx_module *m) {
   rx_strbuf b = {0};
-  rx_module_print(&b, m);
-  return rx_strbuf_take(&b);
+  ir_module_print(&b, m);
+  return base_strbuf_take(&b);
 }
 
 /* ---- annotation of tests/kernels ---- */
@@ -126,12 +126,12 @@ static void test_annotate_kernels(void) {
     free(text);
     if (!m) continue;
     rx_diag d;
-    rx_diag_init(&d);
-    rx_pass_annotate(m, &d);
-    rx_diag_free(&d);
-    rx_tensor_fn *t = rx_module_tensor_fn(m, want[i].fn);
+    base_diag_init(&d);
+    pass_annotate(m, &d);
+    base_diag_free(&d);
+    rx_tensor_fn *t = ir_module_tensor_fn(m, want[i].fn);
     CHECK_MSG(t && t->pattern == want[i].p, "%s: pattern %s, expected %s", want[i].fn,
-              t ? rx_pattern_name(t->pattern) : "(missing)", rx_pattern_name(want[i].p));
+              t ? ir_pattern_name(t->pattern) : "(missing)", ir_pattern_name(want[i].p));
     rx_module_free(m);
   }
   /* every program of tests/kernels is covered above */
@@ -167,9 +167,9 @@ static void test_annotate_kernels(void) {
   rx_module *m = parse_text("<kinds>", src);
   if (m) {
     rx_diag d;
-    rx_diag_init(&d);
-    rx_pass_annotate(m, &d);
-    rx_diag_free(&d);
+    base_diag_init(&d);
+    pass_annotate(m, &d);
+    base_diag_free(&d);
     static const struct {
       const char *fn;
       rx_pattern p;
@@ -179,9 +179,9 @@ static void test_annotate_kernels(void) {
              {"bound", RX_PATTERN_OPAQUE},
              {"colsum", RX_PATTERN_REDUCTION}};
     for (size_t i = 0; i < RX_ARRAY_LEN(k); i++) {
-      rx_tensor_fn *t = rx_module_tensor_fn(m, k[i].fn);
+      rx_tensor_fn *t = ir_module_tensor_fn(m, k[i].fn);
       CHECK_MSG(t && t->pattern == k[i].p, "%s: pattern %s, expected %s", k[i].fn,
-                t ? rx_pattern_name(t->pattern) : "?", rx_pattern_name(k[i].p));
+                t ? ir_pattern_name(t->pattern) : "?", ir_pattern_name(k[i].p));
     }
     rx_module_free(m);
   }
@@ -225,14 +225,14 @@ static void test_fold_cse_dce(void) {
   rx_module *ref = parse_text("<unit>", unit_src);
   if (!m || !ref) return;
   rx_expr_ctx *ctx = m->ctx;
-  const rx_expr *n = rx_expr_var(ctx, "n");
-  rx_graph_fn *g = rx_module_graph_fn(m, "main");
+  const rx_expr *n = sym_expr_var(ctx, "n");
+  rx_graph_fn *g = ir_module_graph_fn(m, "main");
   /* fold */
-  if (run_pass(m, rx_pass_fold, "fold")) {
+  if (run_pass(m, pass_fold, "fold")) {
     const rx_binding *k = find_binding(g, "k"), *sh = find_binding(g, "sh"),
                      *a = find_binding(g, "a");
     CHECK_MSG(k && k->value->kind == RX_NODE_PRIM &&
-                  k->value->prim == rx_expr_add(ctx, n, rx_expr_const(ctx, 1)),
+                  k->value->prim == sym_expr_add(ctx, n, sym_expr_const(ctx, 1)),
               "fold: prim(min(n, 100) + 1) is not n + 1");
     CHECK_MSG(sh && sh->value->kind == RX_NODE_SHAPE && sh->value->dims[0] == n &&
                   rx_expr_is_const(sh->value->dims[1], 4),
@@ -244,7 +244,7 @@ static void test_fold_cse_dce(void) {
               "fold: the literals were not propagated into the tuple");
   }
   /* cse: a and b are the same call now (out= folded) */
-  if (run_pass(m, rx_pass_cse, "cse")) {
+  if (run_pass(m, pass_cse, "cse")) {
     CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 4, "cse: %d calls, 4 expected",
               count_calls(m, "main", RX_NODE_CALL_TENSOR));
     const rx_binding *c = find_binding(g, "c");
@@ -252,13 +252,13 @@ static void test_fold_cse_dce(void) {
               "cse: b not replaced by a");
   }
   /* dce: dead2 then dead1, k and sh stay (used by t), unused program removed */
-  if (run_pass(m, rx_pass_dce, "dce")) {
+  if (run_pass(m, pass_dce, "dce")) {
     CHECK_MSG(!find_binding(g, "dead1") && !find_binding(g, "dead2"),
               "dce: dead chain not removed");
     CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_TENSOR) == 2, "dce: %d calls, 2 expected",
               count_calls(m, "main", RX_NODE_CALL_TENSOR));
-    CHECK_MSG(!rx_module_tensor_fn(m, "unused") && !rx_module_tensor_fn(m, "neg") &&
-                  rx_module_tensor_fn(m, "add"),
+    CHECK_MSG(!ir_module_tensor_fn(m, "unused") && !ir_module_tensor_fn(m, "neg") &&
+                  ir_module_tensor_fn(m, "add"),
               "dce: programs not removed");
     CHECK_MSG(find_binding(g, "t") && find_binding(g, "u"), "dce: live bindings removed");
     CHECK_MSG(!find_binding(g, "k") && !find_binding(g, "sh"), "dce: propagated literals kept");
@@ -268,11 +268,11 @@ static void test_fold_cse_dce(void) {
   float xs[20], zs[20];
   for (int i = 0; i < 20; i++) xs[i] = frand(), zs[i] = frand();
   int64_t shp[2] = {nv, 4};
-  rx_ginterp_value in[2] = {rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, xs),
-                            rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, zs)};
+  rx_ginterp_value in[2] = {interp_graph_tensor(RX_DTYPE_F32, 2, shp, xs),
+                            interp_graph_tensor(RX_DTYPE_F32, 2, shp, zs)};
   rx_ginterp_value r1, r2;
-  rx_status s1 = rx_graph_run(ref, rx_module_graph_fn(ref, "main"), in, 2, &r1);
-  rx_status s2 = rx_graph_run(m, g, in, 2, &r2);
+  rx_status s1 = interp_graph_run(ref, ir_module_graph_fn(ref, "main"), in, 2, &r1);
+  rx_status s2 = interp_graph_run(m, g, in, 2, &r2);
   CHECK_MSG(!s1 && !s2, "run: %s / %s", rx_status_message(s1), rx_status_message(s2));
   if (!s1 && !s2) {
     double sc;
@@ -282,8 +282,8 @@ static void test_fold_cse_dce(void) {
   }
   rx_status_free(s1);
   rx_status_free(s2);
-  rx_ginterp_value_free(&r1);
-  rx_ginterp_value_free(&r2);
+  interp_graph_value_free(&r1);
+  interp_graph_value_free(&r2);
   rx_module_free(m);
   rx_module_free(ref);
 }
@@ -313,13 +313,13 @@ static void test_graph_interp_errors(void) {
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     int64_t shp[2] = {cases[i].s0, cases[i].s1};
-    rx_ginterp_value in = rx_ginterp_tensor(RX_DTYPE_F32, 2, shp, buf);
+    rx_ginterp_value in = interp_graph_tensor(RX_DTYPE_F32, 2, shp, buf);
     rx_ginterp_value out;
-    rx_status s = rx_graph_run(m, rx_module_graph_fn(m, cases[i].fn), &in, 1, &out);
+    rx_status s = interp_graph_run(m, ir_module_graph_fn(m, cases[i].fn), &in, 1, &out);
     CHECK_MSG(s && strstr(rx_status_message(s), cases[i].want), "%s: got '%s', expected '%s'",
               cases[i].fn, s ? rx_status_message(s) : "OK", cases[i].want);
     rx_status_free(s);
-    rx_ginterp_value_free(&out);
+    interp_graph_value_free(&out);
   }
   rx_module_free(m);
 }
@@ -342,7 +342,7 @@ static double max_abs_diff(const rx_ginterp_value *a, const rx_ginterp_value *b,
   for (int i = 0; i < a->ndim; i++)
     if (a->shape[i] != b->shape[i]) return INFINITY;
   double w = 0;
-  int64_t n = rx_ginterp_numel(a);
+  int64_t n = interp_graph_numel(a);
   for (int64_t i = 0; i < n; i++) {
     double x = ((float *)a->data)[i], y = ((float *)b->data)[i];
     if (isnan(x) || isnan(y)) return INFINITY;
@@ -365,30 +365,30 @@ typedef struct model {
 /* Runs main of a and b on the same random inputs with sym = v; compares. */
 static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
                          const char *stage) {
-  rx_graph_fn *ga = rx_module_graph_fn(a, "main"), *gb = rx_module_graph_fn(b, "main");
+  rx_graph_fn *ga = ir_module_graph_fn(a, "main"), *gb = ir_module_graph_fn(b, "main");
   if (!ga || !gb) {
     CHECK_MSG(0, "%s: no main", md->file);
     return;
   }
-  const rx_expr *sv = rx_expr_var(a->ctx, md->sym);
+  const rx_expr *sv = sym_expr_var(a->ctx, md->sym);
   rx_expr_env env = {&sv, &v, 1};
-  rx_ginterp_value *in = rx_calloc((size_t)ga->nparams + 1, sizeof *in);
+  rx_ginterp_value *in = base_calloc((size_t)ga->nparams + 1, sizeof *in);
   for (int i = 0; i < ga->nparams; i++) {
     const rx_sinfo *s = ga->params[i]->sinfo;
     int64_t shp[RX_MAX_NDIM];
     int64_t numel = 1;
     for (int d = 0; d < s->ndim; d++) {
-      bool ok = rx_expr_eval(s->shape[d], &env, &shp[d]);
+      bool ok = sym_expr_eval(s->shape[d], &env, &shp[d]);
       CHECK_MSG(ok, "%s: cannot evaluate a parameter shape", md->file);
       numel *= shp[d];
     }
     float *data = malloc(sizeof *data * (size_t)(numel ? numel : 1));
     for (int64_t k = 0; k < numel; k++) data[k] = frand();
-    in[i] = rx_ginterp_tensor(RX_DTYPE_F32, s->ndim, shp, data);
+    in[i] = interp_graph_tensor(RX_DTYPE_F32, s->ndim, shp, data);
   }
   rx_ginterp_value ra, rb;
-  rx_status sa = rx_graph_run(a, ga, in, ga->nparams, &ra);
-  rx_status sb = rx_graph_run(b, gb, in, gb->nparams, &rb);
+  rx_status sa = interp_graph_run(a, ga, in, ga->nparams, &ra);
+  rx_status sb = interp_graph_run(b, gb, in, gb->nparams, &rb);
   CHECK_MSG(!sa, "%s (%s = %lld): unfused run: %s", md->file, md->sym, (long long)v,
             rx_status_message(sa));
   CHECK_MSG(!sb, "%s (%s = %lld): %s run: %s", md->file, md->sym, (long long)v, stage,
@@ -401,8 +401,8 @@ static void compare_runs(rx_module *a, rx_module *b, const model *md, int64_t v,
   }
   rx_status_free(sa);
   rx_status_free(sb);
-  rx_ginterp_value_free(&ra);
-  rx_ginterp_value_free(&rb);
+  interp_graph_value_free(&ra);
+  interp_graph_value_free(&rb);
   for (int i = 0; i < ga->nparams; i++) free(in[i].data);
   free(in);
 }
@@ -419,8 +419,7 @@ static void test_model(const model *md) {
     return;
   }
   if (md->legalize) {
-    bool lok =
-        run_pass(ref, rx_pass_legalize, "legalize") && run_pass(m, rx_pass_legalize, "legalize");
+    bool lok = run_pass(ref, pass_legalize, "legalize") && run_pass(m, pass_legalize, "legalize");
     if (!lok) {
       rx_module_free(ref);
       rx_module_free(m);
@@ -430,8 +429,8 @@ static void test_model(const model *md) {
   int before = count_calls(m, "main", RX_NODE_CALL_TENSOR);
   CHECK_MSG(before == md->before, "%s: %d calls before fusion, %d expected", md->file, before,
             md->before);
-  bool ok = run_pass(m, rx_pass_fold, "fold") && run_pass(m, rx_pass_cse, "cse") &&
-            run_pass(m, rx_pass_dce, "dce") && run_pass(m, rx_pass_fuse_ops, "fuse_ops");
+  bool ok = run_pass(m, pass_fold, "fold") && run_pass(m, pass_cse, "cse") &&
+            run_pass(m, pass_dce, "dce") && run_pass(m, pass_fuse_ops, "fuse_ops");
   if (ok) {
     int groups = 0;
     for (size_t i = 0; i < m->items.len; i++)
@@ -440,16 +439,16 @@ static void test_model(const model *md) {
     CHECK_MSG(groups == md->groups, "%s: %d groups, %d expected", md->file, groups, md->groups);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_ops");
   }
-  ok = ok && run_pass(m, rx_pass_fuse_tensor, "fuse_tensor");
+  ok = ok && run_pass(m, pass_fuse_tensor, "fuse_tensor");
   if (ok) {
     int after = count_calls(m, "main", RX_NODE_CALL_TENSOR);
     CHECK_MSG(after == md->after, "%s: %d calls after fusion, %d expected", md->file, after,
               md->after);
     CHECK_MSG(count_calls(m, "main", RX_NODE_CALL_GRAPH) == 0, "%s: graph calls left", md->file);
     for (int k = 0; k < 3; k++) compare_runs(ref, m, md, md->values[k], "fuse_tensor");
-    ok = run_pass(m, rx_pass_dce, "dce after fusion");
+    ok = run_pass(m, pass_dce, "dce after fusion");
     /* dedup: programs equal up to names merged, the same numbers */
-    if (ok && run_pass(m, rx_pass_dedup, "dedup")) {
+    if (ok && run_pass(m, pass_dedup, "dedup")) {
       int programs = 0;
       for (size_t i = 0; i < m->items.len; i++) programs += m->items.data[i].kind == RX_ITEM_TENSOR;
       CHECK_MSG(!md->programs || programs == md->programs,

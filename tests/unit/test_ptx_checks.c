@@ -196,7 +196,7 @@ static bool check_kernel(const rxd_shape *s, const char *arch, const rxd_kernel 
   char *ptx = NULL, *log = NULL, detail[256];
   size_t len = 0;
   rx_status st =
-      rx_nvrtc_compile(k->kernel->source, k->kernel->name, arch, false, &ptx, &len, &log);
+      tgt_nvrtc_compile(k->kernel->source, k->kernel->name, arch, false, &ptx, &len, &log);
   if (st) {
     failed++;
     fprintf(stderr, "FAIL: %s %s %s: NVRTC: %s\n%s\n", s->name, arch, k->kernel->name,
@@ -208,7 +208,7 @@ static bool check_kernel(const rxd_shape *s, const char *arch, const rxd_kernel 
   ptx_scan sc;
   scan_ptx(ptx, &sc);
   rx_ptxas_info info;
-  rx_status ps = rx_ptxas_report(ptx, arch, &info);
+  rx_status ps = tgt_ptxas_report(ptx, arch, &info);
   bool have_ptxas = rx_status_code_of(ps) != RX_ERR_NOT_FOUND;
   if (verbose)
     printf("  %s %s %-40s %-9s 128-bit loads %d, narrower %d, div64 %d (%d in loops), %d spill "
@@ -225,7 +225,7 @@ static bool check_kernel(const rxd_shape *s, const char *arch, const rxd_kernel 
     snprintf(detail, sizeof detail, "%d spill bytes, %d registers", info.spill_bytes,
              info.max_registers);
     report(s, arch, k, CK_SPILL, info.spill_bytes == 0, detail);
-    rx_ptxas_info_free(&info);
+    tgt_ptxas_info_free(&info);
   } else if (have_ptxas) {
     failed++;
     fprintf(stderr, "FAIL: %s %s %s: ptxas: %s\n", s->name, arch, k->kernel->name,
@@ -248,7 +248,7 @@ static void visit(const rxd_shape *s, const rxd_kernel *k, void *ud) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  rx_status s = rx_nvrtc_load(NULL, NULL);
+  rx_status s = tgt_nvrtc_load(NULL, NULL);
   if (s) {
     printf("SKIP: NVRTC is not present: %s\n", rx_status_message(s));
     rx_status_free(s);

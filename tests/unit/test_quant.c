@@ -94,23 +94,24 @@ typedef struct prog {
 
 /* The graph `main` calling quant_matmul for scheme sc on x of dtype xdt. */
 static char *graph_text(rx_quant_scheme sc, rx_dtype xdt) {
-  const rx_quant_info *qi = rx_quant_info_of(sc);
+  const rx_quant_info *qi = base_quant_info_of(sc);
   rx_strbuf b = {0};
-  int nb = rx_quant_nbuffers(sc), blocks = K / qi->block;
-  rx_strbuf_printf(&b, "graph_fn main(x: %s[n, %d], ", rx_dtype_name(xdt), K);
+  int nb = base_quant_nbuffers(sc), blocks = K / qi->block;
+  base_strbuf_printf(&b, "graph_fn main(x: %s[n, %d], ", ir_dtype_name(xdt), K);
   if (qi->kind == RX_QUANT_GGUF)
-    rx_strbuf_printf(&b, "w: u8[m, %d]", blocks * qi->block_bytes);
+    base_strbuf_printf(&b, "w: u8[m, %d]", blocks * qi->block_bytes);
   else if (qi->kind == RX_QUANT_INT8)
-    rx_strbuf_printf(&b, "w: i8[m, %d]", K);
+    base_strbuf_printf(&b, "w: i8[m, %d]", K);
   else
-    rx_strbuf_printf(&b, "w: u8[m, %d]", K / 2);
-  if (nb >= 2) rx_strbuf_printf(&b, ", s: f16[m, %d]", blocks);
-  if (nb >= 3) rx_strbuf_printf(&b, ", z: u8[m, %d]", blocks);
-  rx_strbuf_printf(&b,
-                   ") -> %s[n, m] {\n  dataflow {\n    y = quant_matmul(x, w%s%s, scheme=\"%s\")\n"
-                   "  }\n  return y\n}\n",
-                   rx_dtype_name(xdt), nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name);
-  return rx_strbuf_take(&b);
+    base_strbuf_printf(&b, "w: u8[m, %d]", K / 2);
+  if (nb >= 2) base_strbuf_printf(&b, ", s: f16[m, %d]", blocks);
+  if (nb >= 3) base_strbuf_printf(&b, ", z: u8[m, %d]", blocks);
+  base_strbuf_printf(
+      &b,
+      ") -> %s[n, m] {\n  dataflow {\n    y = quant_matmul(x, w%s%s, scheme=\"%s\")\n"
+      "  }\n  return y\n}\n",
+      ir_dtype_name(xdt), nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name);
+  return base_strbuf_take(&b);
 }
 
 static void check_kernels(const prog *p, const rxk_prepared *tp);
@@ -141,11 +142,11 @@ static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   const rx_kernel *kn = tp->kl.kernels[nv - 1];
   char *ptx = NULL, *log = NULL;
   size_t len = 0;
-  rx_status s = rx_nvrtc_compile(kn->source, kn->name, "sm_80", false, &ptx, &len, &log);
+  rx_status s = tgt_nvrtc_compile(kn->source, kn->name, "sm_80", false, &ptx, &len, &log);
   if (s) {
     st.skipped++;
   } else {
-    bool packed = rx_quant_info_of(p->sc)->kind != RX_QUANT_GGUF;
+    bool packed = base_quant_info_of(p->sc)->kind != RX_QUANT_GGUF;
     const char *need[] = {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
                           "cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           packed ? "ld.global.nc.v4.u32" : NULL};
@@ -169,27 +170,28 @@ static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
   memset(p, 0, sizeof *p);
   p->sc = sc;
   p->xdt = xdt;
-  snprintf(p->what, sizeof p->what, "quant_matmul %s x %s", rx_quant_info_of(sc)->name,
-           rx_dtype_name(xdt));
+  snprintf(p->what, sizeof p->what, "quant_matmul %s x %s", base_quant_info_of(sc)->name,
+           ir_dtype_name(xdt));
   if (filter && !strstr(p->what, filter)) return false;
   printf("%s\n", p->what);
   char *text = graph_text(sc, xdt);
   p->m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(p->m, p->what, text, strlen(text), &d) && rx_module_normalize(p->m, &d);
+  base_diag_init(&d);
+  bool ok =
+      ir_parse_module(p->m, p->what, text, strlen(text), &d) && ops_module_normalize(p->m, &d);
   if (ok) {
-    rx_graph_fn *g = rx_module_graph_fn(p->m, "main");
-    p->f = rx_legalize_call(p->m, g->body.blocks[0]->bindings[0]->value, "qmm", &d);
-    ok = p->f && rx_module_verify(p->m, &d);
+    rx_graph_fn *g = ir_module_graph_fn(p->m, "main");
+    p->f = ops_legalize_call(p->m, g->body.blocks[0]->bindings[0]->value, "qmm", &d);
+    ok = p->f && ir_module_verify(p->m, &d);
   }
   if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s\n%s", p->what, rx_diag_text(&d), text);
-  rx_diag_free(&d);
+  base_diag_free(&d);
   free(text);
   if (!ok) return false;
   for (int i = 0; i < NTARGETS; i++) {
     const rx_target *t;
-    rx_status ts = rx_target_parse(targets[i], &t);
+    rx_status ts = tgt_target_parse(targets[i], &t);
     RX_ASSERT(!ts);
     rxk_prepare(p->m, p->f, t, &st, &p->tp[i]);
     check_kernels(p, &p->tp[i]);
@@ -198,7 +200,7 @@ static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
     rx_strbuf msg = {0};
     if (!rxk_rt_load(p->m, p->f, &vk, &p->lib, &msg))
       rxk_fail(&st, "%s: compiling for %s: %s", p->what, vk.target.name, msg.data ? msg.data : "");
-    rx_strbuf_free(&msg);
+    base_strbuf_free(&msg);
   }
   return true;
 }
@@ -216,10 +218,10 @@ static void check_kernels(const prog *p, const rxk_prepared *tp) {
       st.passed++;
     else
       rxk_fail(&st, "%s: variant %d from rule %s, not the matmul rule", tp->what, v,
-               rx_sched_rule_name(rule));
+               sched_rule_name(rule));
   }
   check_matrix_units(p, tp);
-  if (tp->t->kind != RX_TARGET_CUDA || rx_quant_info_of(p->sc)->kind == RX_QUANT_GGUF) return;
+  if (tp->t->kind != RX_TARGET_CUDA || base_quant_info_of(p->sc)->kind == RX_QUANT_GGUF) return;
   const rx_kernel *gemv = tp->kl.kernels[0];
   char want[128];
   snprintf(want, sizeof want, "((const uint4*)%s)", p->f->params[1]->buf->name);
@@ -229,10 +231,10 @@ static void check_kernels(const prog *p, const rxk_prepared *tp) {
     rxk_fail(&st, "%s: the gemv kernel does not load the packed weight as %s\n%s", tp->what, want,
              gemv->source);
   int mj, mn;
-  rx_status s = rx_nvrtc_load(&mj, &mn);
+  rx_status s = tgt_nvrtc_load(&mj, &mn);
   char *ptx = NULL, *log = NULL;
   size_t len = 0;
-  if (!s) s = rx_nvrtc_compile(gemv->source, gemv->name, "sm_80", false, &ptx, &len, &log);
+  if (!s) s = tgt_nvrtc_compile(gemv->source, gemv->name, "sm_80", false, &ptx, &len, &log);
   if (s)
     st.skipped++;
   else if (strstr(ptx, "ld.global.nc.v4.u32"))
@@ -277,10 +279,10 @@ static void dequantize(const rx_quant_info *qi, int64_t m, const rxk_buffers *in
   const uint8_t *z = in->n > 4 ? in->arg[3].data : NULL;
   int blocks = K / qi->block;
   if (qi->kind == RX_QUANT_GGUF) {
-    float *row = rx_malloc(sizeof *row * K);
+    float *row = base_malloc(sizeof *row * K);
     for (int64_t j = 0; j < m; j++) {
-      rx_gguf_dequantize((rx_gguf_type)qi->gguf, (const uint8_t *)w + j * blocks * qi->block_bytes,
-                         K, row);
+      gguf_dequantize((rx_gguf_type)qi->gguf, (const uint8_t *)w + j * blocks * qi->block_bytes, K,
+                      row);
       for (int k = 0; k < K; k++) out[j * K + k] = row[k];
     }
     free(row);
@@ -288,7 +290,7 @@ static void dequantize(const rx_quant_info *qi, int64_t m, const rxk_buffers *in
   }
   for (int64_t j = 0; j < m; j++)
     for (int k = 0; k < K; k++) {
-      double scale = rx_f16_to_f32(s[j * blocks + k / qi->block]);
+      double scale = base_f16_to_f32(s[j * blocks + k / qi->block]);
       int q;
       if (qi->kind == RX_QUANT_INT8) {
         q = ((const int8_t *)w)[j * K + k];
@@ -310,7 +312,7 @@ static bool make_inputs(prog *p, int64_t n, int64_t m, rxk_env *e, rxk_buffers *
     rxk_fail(&st, "%s: %s", p->what, why);
     return false;
   }
-  const rx_quant_info *qi = rx_quant_info_of(p->sc);
+  const rx_quant_info *qi = base_quant_info_of(p->sc);
   for (int i = 1; i < in->n - 1; i++) {
     rx_interp_arg *a = &in->arg[i];
     uint8_t *bytes = a->data;
@@ -319,8 +321,8 @@ static bool make_inputs(prog *p, int64_t n, int64_t m, rxk_env *e, rxk_buffers *
     } else if (a->dtype == RX_DTYPE_F16) { /* scales: 2^-7 to 2^-3, either sign */
       uint16_t *h = a->data;
       for (size_t k = 0; k < in->bytes[i] / 2; k++)
-        h[k] = rx_f32_to_f16((float)((uniform() < 0.5 ? -1 : 1) *
-                                     ldexp(1 + uniform(), -7 + (int)(next_rand() % 5))));
+        h[k] = base_f32_to_f16((float)((uniform() < 0.5 ? -1 : 1) *
+                                       ldexp(1 + uniform(), -7 + (int)(next_rand() % 5))));
     } else if (i == 3) { /* zero points 0..15 */
       for (size_t k = 0; k < in->bytes[i]; k++) bytes[k] = (uint8_t)(next_rand() % 16);
     } else {
@@ -332,8 +334,9 @@ static bool make_inputs(prog *p, int64_t n, int64_t m, rxk_env *e, rxk_buffers *
 
 /* want [n, m] = x W^T in double. */
 static double *reference(const prog *p, int64_t n, int64_t m, const rxk_buffers *in) {
-  double *wd = rx_malloc(sizeof *wd * (size_t)(m * K)), *y = rx_malloc(sizeof *y * (size_t)(n * m));
-  dequantize(rx_quant_info_of(p->sc), m, in, wd);
+  double *wd = base_malloc(sizeof *wd * (size_t)(m * K)),
+         *y = base_malloc(sizeof *y * (size_t)(n * m));
+  dequantize(base_quant_info_of(p->sc), m, in, wd);
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < m; j++) {
       double acc = 0;
@@ -373,7 +376,7 @@ static void run_size(prog *p, int64_t n, int64_t m) {
   snprintf(at, sizeof at, "n=%lld m=%lld", (long long)n, (long long)m);
   if (n <= INTERP_ROWS) {
     rxk_copy_buffers(&in, &got);
-    rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+    rx_status s = interp_run(p->m, p->f, got.arg, got.n, NULL);
     if (s)
       rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, rx_status_message(s));
     else if (!compare(p, &got, want, why, sizeof why))
@@ -450,7 +453,7 @@ static void test_errors(void) {
   }
 }
 
-/* rx_hf_quantize (round to nearest, frontends/hf/quantize.c) into each of relaxc's own schemes:
+/* hf_quantize (round to nearest, frontends/hf/quantize.c) into each of relaxc's own schemes:
  * the weights it writes, dequantized as the scheme defines them (dequantize above), are within
  * half a step of the input (a step: the group's stored scale; a full step for the asymmetric
  * schemes, whose zero point is rounded too), a group of zeros stays zeros; bad shapes and GGUF
@@ -458,7 +461,7 @@ static void test_errors(void) {
 static void test_quantizer(void) {
   enum { ROWS = 3 };
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
-    const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
+    const rx_quant_info *qi = base_quant_info_of((rx_quant_scheme)sc);
     if (qi->kind == RX_QUANT_GGUF) continue;
     int blocks = K / qi->block;
     float w[ROWS * K];
@@ -468,8 +471,8 @@ static void test_quantizer(void) {
     for (int i = 0; i < K; i++) w[2 * K + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
     uint8_t qw[ROWS * K], z[ROWS * K / 32];
     uint16_t scales[ROWS * K / 32];
-    rx_status s = rx_hf_quantize((rx_quant_scheme)sc, w, ROWS, K, qw, scales,
-                                 qi->kind == RX_QUANT_INT4_ZERO ? z : NULL);
+    rx_status s = hf_quantize((rx_quant_scheme)sc, w, ROWS, K, qw, scales,
+                              qi->kind == RX_QUANT_INT4_ZERO ? z : NULL);
     if (s) {
       rxk_fail(&st, "quantize %s: %s", qi->name, rx_status_message(s));
       rx_status_free(s);
@@ -482,7 +485,7 @@ static void test_quantizer(void) {
     double deq[ROWS * K], worst_step = 0;
     dequantize(qi, ROWS, &b, deq);
     for (int i = 0; i < ROWS * K; i++) {
-      double step = rx_f16_to_f32(scales[i / K * blocks + i % K / qi->block]);
+      double step = base_f16_to_f32(scales[i / K * blocks + i % K / qi->block]);
       double err = fabs(deq[i] - w[i]), bound = step * (qi->kind == RX_QUANT_INT4_ZERO ? 1 : 0.5);
       if (!(err <= bound * (1 + 1e-6) + 1e-12) || (i < qi->block && deq[i] != 0)) {
         rxk_fail(&st, "quantize %s: element %d: %g dequantizes to %g (step %g)", qi->name, i,
@@ -506,7 +509,7 @@ static void test_quantizer(void) {
     float w[2 * 256] = {0};
     uint8_t qw[2 * 256];
     uint16_t scales[16];
-    rx_status s = rx_hf_quantize(bad[i].sc, w, 2, bad[i].in, qw, scales, NULL);
+    rx_status s = hf_quantize(bad[i].sc, w, 2, bad[i].in, qw, scales, NULL);
     if (s && strstr(rx_status_message(s), bad[i].want))
       st.passed++;
     else
@@ -524,7 +527,7 @@ static char *load_fixture(const char *dir, size_t *len) {
   fseek(fp, 0, SEEK_END);
   long n = ftell(fp);
   fseek(fp, 0, SEEK_SET);
-  char *buf = rx_malloc(n > 0 ? (size_t)n : 1);
+  char *buf = base_malloc(n > 0 ? (size_t)n : 1);
   *len = fread(buf, 1, n > 0 ? (size_t)n : 0, fp);
   fclose(fp);
   return buf;
@@ -535,21 +538,22 @@ static char *load_fixture(const char *dir, size_t *len) {
  * of K weights, dequantized to f32 (the legalization's own element writers, as quant_matmul's). */
 #define TAKE_ROWS 33
 static char *take_text(rx_quant_scheme sc, const char *extra) {
-  const rx_quant_info *qi = rx_quant_info_of(sc);
+  const rx_quant_info *qi = base_quant_info_of(sc);
   rx_strbuf b = {0};
-  int nb = rx_quant_nbuffers(sc), blocks = K / qi->block;
-  rx_strbuf_printf(&b, "graph_fn main(ids: i32[n], w: %s[%d, %d]",
-                   qi->kind == RX_QUANT_INT8 ? "i8" : "u8", TAKE_ROWS,
-                   qi->kind == RX_QUANT_GGUF   ? blocks * qi->block_bytes
-                   : qi->kind == RX_QUANT_INT8 ? K
-                                               : K / 2);
-  if (nb >= 2) rx_strbuf_printf(&b, ", s: f16[%d, %d]", TAKE_ROWS, blocks);
-  if (nb >= 3) rx_strbuf_printf(&b, ", z: u8[%d, %d]", TAKE_ROWS, blocks);
-  rx_strbuf_printf(&b,
-                   ") -> f32[n, %d] {\n  dataflow {\n    y = quant_take(ids, w%s%s, scheme=\"%s\", "
-                   "dtype=f32%s)\n  }\n  return y\n}\n",
-                   K, nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name, extra);
-  return rx_strbuf_take(&b);
+  int nb = base_quant_nbuffers(sc), blocks = K / qi->block;
+  base_strbuf_printf(&b, "graph_fn main(ids: i32[n], w: %s[%d, %d]",
+                     qi->kind == RX_QUANT_INT8 ? "i8" : "u8", TAKE_ROWS,
+                     qi->kind == RX_QUANT_GGUF   ? blocks * qi->block_bytes
+                     : qi->kind == RX_QUANT_INT8 ? K
+                                                 : K / 2);
+  if (nb >= 2) base_strbuf_printf(&b, ", s: f16[%d, %d]", TAKE_ROWS, blocks);
+  if (nb >= 3) base_strbuf_printf(&b, ", z: u8[%d, %d]", TAKE_ROWS, blocks);
+  base_strbuf_printf(
+      &b,
+      ") -> f32[n, %d] {\n  dataflow {\n    y = quant_take(ids, w%s%s, scheme=\"%s\", "
+      "dtype=f32%s)\n  }\n  return y\n}\n",
+      K, nb >= 2 ? ", s" : "", nb >= 3 ? ", z" : "", qi->name, extra);
+  return base_strbuf_take(&b);
 }
 
 /* Each scheme's quant_take at n = 7 ids (the first and the last row among them) in the
@@ -559,21 +563,21 @@ static void test_take(void) {
   enum { N = 7 };
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
     prog p = {.sc = (rx_quant_scheme)sc, .xdt = RX_DTYPE_F32};
-    const rx_quant_info *qi = rx_quant_info_of(p.sc);
+    const rx_quant_info *qi = base_quant_info_of(p.sc);
     snprintf(p.what, sizeof p.what, "quant_take %s", qi->name);
     if (filter && !strstr(p.what, filter)) continue;
     char *text = take_text(p.sc, "");
     p.m = rx_module_new();
     rx_diag d;
-    rx_diag_init(&d);
-    bool ok = rx_parse_module(p.m, p.what, text, strlen(text), &d) && rx_module_normalize(p.m, &d);
+    base_diag_init(&d);
+    bool ok = ir_parse_module(p.m, p.what, text, strlen(text), &d) && ops_module_normalize(p.m, &d);
     if (ok) {
-      rx_graph_fn *g = rx_module_graph_fn(p.m, "main");
-      p.f = rx_legalize_call(p.m, g->body.blocks[0]->bindings[0]->value, "qtake", &d);
-      ok = p.f && rx_module_verify(p.m, &d);
+      rx_graph_fn *g = ir_module_graph_fn(p.m, "main");
+      p.f = ops_legalize_call(p.m, g->body.blocks[0]->bindings[0]->value, "qtake", &d);
+      ok = p.f && ir_module_verify(p.m, &d);
     }
     if (!ok) rxk_fail(&st, "%s: does not legalize:\n%s\n%s", p.what, rx_diag_text(&d), text);
-    rx_diag_free(&d);
+    base_diag_free(&d);
     free(text);
     rxk_env e;
     rxk_buffers in, got;
@@ -581,20 +585,20 @@ static void test_take(void) {
       int32_t *ids = in.arg[0].data;
       for (int i = 0; i < N; i++) ids[i] = (int32_t)(next_rand() % TAKE_ROWS);
       ids[0] = TAKE_ROWS - 1, ids[1] = 0;
-      double *wd = rx_malloc(sizeof *wd * TAKE_ROWS * K), maxw = 0;
+      double *wd = base_malloc(sizeof *wd * TAKE_ROWS * K), maxw = 0;
       dequantize(qi, TAKE_ROWS, &in, wd);
       for (int k = 0; k < TAKE_ROWS * K; k++) maxw = fmax(maxw, fabs(wd[k]));
       rx_strbuf msg = {0};
       if (vk.dev && !rxk_rt_load(p.m, p.f, &vk, &p.lib, &msg))
         rxk_fail(&st, "%s: compiling for %s: %s", p.what, vk.target.name, msg.data);
-      rx_strbuf_free(&msg);
+      base_strbuf_free(&msg);
       for (int where = 0; where < 2; where++) {
         if (where == 1 && !p.lib) {
           st.skipped++;
           continue;
         }
         rxk_copy_buffers(&in, &got);
-        rx_status s = where == 0 ? rx_interp_run(p.m, p.f, got.arg, got.n, NULL)
+        rx_status s = where == 0 ? interp_run(p.m, p.f, got.arg, got.n, NULL)
                                  : rxk_rt_run(&vk, p.lib, p.f, &e, &got, 0, NULL);
         double worst_d = 0;
         const float *y = got.arg[got.n - 1].data;
@@ -627,8 +631,8 @@ static void test_take(void) {
     /* the bad attribute replaces the good one */
     char *at = strstr(text, strstr(bad[i].extra, "dtype") ? "dtype=f32" : "scheme=\"q4f16_g32\"");
     rx_strbuf b = {0};
-    rx_strbuf_printf(&b, "%.*s%s%s", (int)(at - text), text, bad[i].extra + 2,
-                     strchr(at, strstr(bad[i].extra, "dtype") ? ')' : ','));
+    base_strbuf_printf(&b, "%.*s%s%s", (int)(at - text), text, bad[i].extra + 2,
+                       strchr(at, strstr(bad[i].extra, "dtype") ? ')' : ','));
     char *diag = rxk_verify_text("bad.rx", b.data, NULL);
     if (diag && strstr(diag, bad[i].want) && strstr(diag, "bad.rx:3:"))
       st.passed++;
@@ -637,7 +641,7 @@ static void test_take(void) {
                diag ? diag : "no error");
     free(diag);
     free(text);
-    rx_strbuf_free(&b);
+    base_strbuf_free(&b);
   }
 }
 
@@ -651,8 +655,8 @@ int main(int argc, char **argv) {
   unsetenv("LD_PRELOAD"); /* as test_attention: the emulator's compilers must not inherit it */
   size_t len = 0;
   char *buf = load_fixture(argv[1], &len);
-  rx_status s = buf ? rx_gguf_parse(buf, len, "all_types.gguf", &fixture)
-                    : rx_status_make(RX_ERR_IO, "cannot read %s/gguf/all_types.gguf", argv[1]);
+  rx_status s = buf ? gguf_parse(buf, len, "all_types.gguf", &fixture)
+                    : base_status_make(RX_ERR_IO, "cannot read %s/gguf/all_types.gguf", argv[1]);
   if (s) {
     fprintf(stderr, "FAIL: %s\n", rx_status_message(s));
     return 1;
@@ -672,7 +676,7 @@ int main(int argc, char **argv) {
   bool sanitizer_pass = size_cap != INT64_MAX;
   test_take();
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
-    const rx_quant_info *qi = rx_quant_info_of((rx_quant_scheme)sc);
+    const rx_quant_info *qi = base_quant_info_of((rx_quant_scheme)sc);
     if (sanitizer_pass && qi->kind != RX_QUANT_GGUF && qi->block != 32) continue;
     test_scheme((rx_quant_scheme)sc, RX_DTYPE_F16);
   }
@@ -689,7 +693,7 @@ int main(int argc, char **argv) {
       rxk_fail(&st, "Vulkan: %zu validation messages; the last: %s", nmsg, last ? last : "");
     rx_rt_device_release(vk.dev);
   }
-  rx_gguf_free(&fixture);
+  gguf_free(&fixture);
   free(buf);
   printf("largest normalized errors: f32 %.2g, f16 %.2g\n", worst[RX_DTYPE_F32],
          worst[RX_DTYPE_F16]);

@@ -115,7 +115,7 @@ static bool compare(const prog *p, const rxk_buffers *got, const double *want, c
 static double *output_doubles(const prog *p, const rxk_buffers *b) {
   int i = out_index(p);
   size_t cnt = count_of(&b->arg[i]);
-  double *r = rx_malloc(sizeof(double) * (cnt ? cnt : 1));
+  double *r = base_malloc(sizeof(double) * (cnt ? cnt : 1));
   for (size_t k = 0; k < cnt; k++)
     r[k] = rxk_load_elem(b->arg[i].data, p->f->params[i]->buf->dtype, k);
   return r;
@@ -139,7 +139,7 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, const dou
   char why[512];
   rxk_buffers got;
   rxk_copy_buffers(in, &got);
-  rx_status s = rx_interp_run(p->m, p->f, got.arg, got.n, NULL);
+  rx_status s = interp_run(p->m, p->f, got.arg, got.n, NULL);
   double *oracle = NULL;
   if (s) {
     rxk_fail(&st, "%s at %s: interpreter: %s", p->what, at, rx_status_message(s));
@@ -230,7 +230,7 @@ static void run_cases(const char *text, const char *what, ref_fn *ref, const voi
     rxk_buffers in;
     int indptr[16];
     if (!make_inputs(&p, &cases[k], &e, &in, indptr)) continue;
-    double *want = rx_calloc(count_of(&in.arg[out_index(&p)]) + 1, sizeof(double));
+    double *want = base_calloc(count_of(&in.arg[out_index(&p)]) + 1, sizeof(double));
     ref(cfg, &cases[k], indptr, &p, &in, want);
     char at[128];
     lens_text(&cases[k], at, sizeof at);
@@ -249,7 +249,7 @@ static void run_cases(const char *text, const char *what, ref_fn *ref, const voi
 static void ref_softmax(const lens *c, const int *indptr, const rx_interp_arg *x, rx_dtype t,
                         int hh, double *out) {
   int b = c->n, L = max_len(c);
-  double *pad = rx_malloc(sizeof(double) * (size_t)(b * (L ? L : 1) * hh));
+  double *pad = base_malloc(sizeof(double) * (size_t)(b * (L ? L : 1) * hh));
   for (int s = 0; s < b; s++)
     for (int i = 0; i < L; i++)
       for (int h = 0; h < hh; h++)
@@ -280,7 +280,7 @@ static void softmax_want(const void *cfg, const lens *c, const int *indptr, cons
 static void test_softmax(void) {
   static const softmax_cfg cfgs[] = {{RX_DTYPE_F32, 0}, {RX_DTYPE_F32, 3}, {RX_DTYPE_F16, 3}};
   for (size_t ci = 0; ci < RX_ARRAY_LEN(cfgs); ci++) {
-    const char *t = rx_dtype_name(cfgs[ci].t);
+    const char *t = ir_dtype_name(cfgs[ci].t);
     char text[512], what[128], dims[32] = "total";
     if (cfgs[ci].hh) snprintf(dims, sizeof dims, "total, %d", cfgs[ci].hh);
     snprintf(text, sizeof text,
@@ -314,8 +314,8 @@ static void ref_attention(const attn_cfg *c, const lens *ln, const int *indptr,
                           double *out) {
   int b = ln->n, L = max_len(ln);
   size_t nq = (size_t)b * (L ? L : 1) * c->h * c->d, nk = (size_t)b * (L ? L : 1) * c->kvh * c->d;
-  double *pq = rx_calloc(nq, sizeof(double)), *pk = rx_calloc(nk, sizeof(double));
-  double *pv = rx_calloc(nk, sizeof(double)), *sc = rx_malloc(sizeof(double) * (size_t)(L + 1));
+  double *pq = base_calloc(nq, sizeof(double)), *pk = base_calloc(nk, sizeof(double));
+  double *pv = base_calloc(nk, sizeof(double)), *sc = base_malloc(sizeof(double) * (size_t)(L + 1));
   for (int s = 0; s < b; s++)
     for (int i = 0; i < ln->len[s]; i++) {
       size_t row = (size_t)(indptr[s] + i);
@@ -367,7 +367,7 @@ static void test_attention(void) {
       {RX_DTYPE_F32, 4, 2, 16, 0}, {RX_DTYPE_F32, 2, 2, 64, 0}, {RX_DTYPE_F16, 2, 1, 8, 0.3}};
   for (size_t ci = 0; ci < RX_ARRAY_LEN(cfgs); ci++) {
     const attn_cfg *c = &cfgs[ci];
-    const char *t = rx_dtype_name(c->t);
+    const char *t = ir_dtype_name(c->t);
     char text[768], what[160], scale[32] = "";
     if (c->scale) snprintf(scale, sizeof scale, ", scale=%g", c->scale);
     snprintf(text, sizeof text,
@@ -437,13 +437,13 @@ static void test_rowwise(void) {
     char *msg = rxk_verify_text(what, text, &m);
     rx_strbuf sb = {0};
     if (m)
-      rx_sinfo_print(&sb, rx_module_graph_fn(m, "main")->body.blocks[0]->bindings[0]->var->sinfo);
+      ir_sinfo_print(&sb, ir_module_graph_fn(m, "main")->body.blocks[0]->bindings[0]->var->sinfo);
     if (!m || strcmp(sb.data, ops[oi].want))
       rxk_fail(&st, "%s: deduced %s, want %s (%s)", what, sb.data ? sb.data : "nothing",
                ops[oi].want, msg ? msg : "");
     else
       st.passed++;
-    rx_strbuf_free(&sb);
+    base_strbuf_free(&sb);
     free(msg);
     if (m) rx_module_free(m);
     run_cases(text, what, rowwise_want, &ids[oi]);

@@ -28,7 +28,7 @@ static void refused(const char *header, size_t ndata, const char *want) {
   size_t len;
   uint8_t *b = image(header, ndata, &len);
   rx_st_file f;
-  rx_status s = rx_st_parse(b, len, "bad.safetensors", &f);
+  rx_status s = base_st_parse(b, len, "bad.safetensors", &f);
   CHECK_MSG(s && strstr(rx_status_message(s), want) &&
                 strstr(rx_status_message(s), "bad.safetensors"),
             "header %s: expected an error containing '%s', got '%s'", header, want,
@@ -50,19 +50,19 @@ static void peer(const char *dir) {
   snprintf(path, sizeof path, "%s/fixtures/safetensors/peer.safetensors", dir);
   size_t len = 0;
   char *buf = NULL;
-  rx_status s = rx_read_file(path, &buf, &len);
+  rx_status s = base_read_file(path, &buf, &len);
   CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   if (!buf) return;
   rx_st_file f;
-  s = rx_st_parse(buf, len, path, &f);
+  s = base_st_parse(buf, len, path, &f);
   CHECK_MSG(!s, "%s", rx_status_message(s));
   rx_status_free(s);
   CHECK_MSG(f.ntensors == 10, "10 tensors, got %zu", f.ntensors);
-  CHECK_MSG(rx_st_meta(&f, "format") && !strcmp(rx_st_meta(&f, "format"), "np") &&
-                rx_st_meta(&f, "made_by") && !rx_st_meta(&f, "nope"),
+  CHECK_MSG(base_st_meta(&f, "format") && !strcmp(base_st_meta(&f, "format"), "np") &&
+                base_st_meta(&f, "made_by") && !base_st_meta(&f, "nope"),
             "metadata");
-  const rx_st_tensor *t = rx_st_find(&f, "f32");
+  const rx_st_tensor *t = base_st_find(&f, "f32");
   CHECK_MSG(t && t->dtype == RX_DTYPE_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3,
             "f32's dtype and shape");
   for (int i = 0; t && i < 6; i++) {
@@ -70,34 +70,34 @@ static void peer(const char *dir) {
     memcpy(&v, f.data + t->offset + 4 * i, 4);
     CHECK_MSG(v == (float)i * 0.5f - 1, "f32[%d] = %g", i, v);
   }
-  t = rx_st_find(&f, "f16");
+  t = base_st_find(&f, "f16");
   for (int i = 0; t && i < 5; i++) {
     uint16_t h;
     memcpy(&h, f.data + t->offset + 2 * i, 2);
     CHECK_MSG(f16_to_f32(h) == (float)i / 4, "f16[%d] = %g", i, f16_to_f32(h));
   }
-  t = rx_st_find(&f, "i64");
+  t = base_st_find(&f, "i64");
   for (int i = 0; t && t->dtype == RX_DTYPE_I64 && i < 4; i++) {
     int64_t v;
     memcpy(&v, f.data + t->offset + 8 * i, 8);
     CHECK_MSG(v == (int64_t)i * 1000000000000 - 7, "i64[%d] = %lld", i, (long long)v);
   }
-  t = rx_st_find(&f, "i8");
+  t = base_st_find(&f, "i8");
   for (int i = 0; t && t->dtype == RX_DTYPE_I8 && i < 6; i++)
     CHECK_MSG((int8_t)f.data[t->offset + i] == i - 3, "i8[%d]", i);
-  t = rx_st_find(&f, "u8");
+  t = base_st_find(&f, "u8");
   CHECK_MSG(t && t->ndim == 3 && t->shape[2] == 7 && f.data[t->offset + 6] == 6 * 37, "u8");
-  t = rx_st_find(&f, "bool");
+  t = base_st_find(&f, "bool");
   CHECK_MSG(t && t->dtype == RX_DTYPE_BOOL && f.data[t->offset] == 1 && f.data[t->offset + 1] == 0,
             "bool");
-  t = rx_st_find(&f, "empty");
+  t = base_st_find(&f, "empty");
   CHECK_MSG(t && t->size == 0 && t->shape[0] == 0 && t->shape[1] == 4, "an empty tensor");
-  t = rx_st_find(&f, "scalar");
+  t = base_st_find(&f, "scalar");
   float sc = 0;
   if (t) memcpy(&sc, f.data + t->offset, 4);
   CHECK_MSG(t && t->ndim == 0 && t->size == 4 && sc == 3.25f, "a scalar");
-  CHECK_MSG(rx_st_find(&f, "i16") && rx_st_find(&f, "i32") && !rx_st_find(&f, "f64"), "find");
-  rx_st_free(&f);
+  CHECK_MSG(base_st_find(&f, "i16") && base_st_find(&f, "i32") && !base_st_find(&f, "f64"), "find");
+  base_st_free(&f);
   free(buf);
 }
 
@@ -110,20 +110,20 @@ int main(int argc, char **argv) {
                      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}   ",
                      72, &len);
   rx_st_file f;
-  rx_status s = rx_st_parse(b, len, "aligned.safetensors", &f);
-  CHECK_MSG(!s && f.ntensors == 2 && rx_st_find(&f, "w")->dtype == RX_DTYPE_BF16 &&
-                rx_st_find(&f, "w")->offset == 64 && f.data_size == 72,
+  rx_status s = base_st_parse(b, len, "aligned.safetensors", &f);
+  CHECK_MSG(!s && f.ntensors == 2 && base_st_find(&f, "w")->dtype == RX_DTYPE_BF16 &&
+                base_st_find(&f, "w")->offset == 64 && f.data_size == 72,
             "bf16 with a gap: %s", rx_status_message(s));
   rx_status_free(s);
-  rx_st_free(&f);
+  base_st_free(&f);
   free(b);
 
   /* malformed: each refused, naming the problem */
   b = image("{}", 0, &len); /* no tensors at all is a valid file */
-  s = rx_st_parse(b, len, "empty.safetensors", &f);
+  s = base_st_parse(b, len, "empty.safetensors", &f);
   CHECK_MSG(!s && f.ntensors == 0 && f.data_size == 0, "{}: %s", rx_status_message(s));
   rx_status_free(s);
-  rx_st_free(&f);
+  base_st_free(&f);
   free(b);
   refused("{\"a\": 1}", 0, "tensor 'a': expected an object of exactly");
   refused("{\"a\": 1", 0, "not valid JSON");
@@ -155,12 +155,12 @@ int main(int argc, char **argv) {
   refused("{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ must be an object of strings");
   /* sizes: shorter than 8 bytes; a header size past the end */
   uint8_t tiny[4] = {1, 0, 0, 0};
-  s = rx_st_parse(tiny, sizeof tiny, "tiny.safetensors", &f);
+  s = base_st_parse(tiny, sizeof tiny, "tiny.safetensors", &f);
   CHECK_MSG(s && strstr(rx_status_message(s), "tiny.safetensors: shorter than"), "%s",
             rx_status_message(s));
   rx_status_free(s);
   uint8_t huge[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
-  s = rx_st_parse(huge, sizeof huge, "huge.safetensors", &f);
+  s = base_st_parse(huge, sizeof huge, "huge.safetensors", &f);
   CHECK_MSG(s && strstr(rx_status_message(s), "does not fit"), "%s", rx_status_message(s));
   rx_status_free(s);
 

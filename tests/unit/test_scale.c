@@ -18,21 +18,21 @@
  * possibly wrong) and the return of v_{n-1}. */
 static char *chain_text(int n, const char *tail) {
   rx_strbuf b = {0};
-  rx_strbuf_append(&b, "graph_fn chain(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n"
-                       "  dataflow {\n");
+  base_strbuf_append(&b, "graph_fn chain(x: f32[n, 16]) -> f32[n, 16] where n <= 4096 {\n"
+                         "  dataflow {\n");
   uint64_t seed = 88172645463325252ull;
   for (int k = 0; k < n; k++) {
     seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
     if (k == 0) {
-      rx_strbuf_append(&b, "    v0 = add(multiply(x, 1.001), x)\n");
+      base_strbuf_append(&b, "    v0 = add(multiply(x, 1.001), x)\n");
       continue;
     }
-    rx_strbuf_printf(&b, "    v%d = add(multiply(v%d, 1.001), v%d)\n", k, k - 1,
-                     (int)(seed % (uint64_t)k));
+    base_strbuf_printf(&b, "    v%d = add(multiply(v%d, 1.001), v%d)\n", k, k - 1,
+                       (int)(seed % (uint64_t)k));
   }
-  rx_strbuf_append(&b, tail);
-  rx_strbuf_printf(&b, "  }\n  return v%d\n}\n", n - 1);
-  return rx_strbuf_take(&b);
+  base_strbuf_append(&b, tail);
+  base_strbuf_printf(&b, "  }\n  return v%d\n}\n", n - 1);
+  return base_strbuf_take(&b);
 }
 
 /* Occurrences of needle in s, by a plain scan (ASan's strstr measures the whole rest of the
@@ -48,26 +48,26 @@ static void test_big_chain(int n) {
   char *text = chain_text(n, "");
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "chain.rx", text, strlen(text), &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "chain.rx", text, strlen(text), &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   CHECK(ok);
   if (!ok) fprintf(stderr, "%s", rx_diag_text(&d));
-  rx_graph_fn *f = rx_module_graph_fn(m, "chain");
+  rx_graph_fn *f = ir_module_graph_fn(m, "chain");
   CHECK(f && f->body.nblocks == 1);
   if (ok && f) {
     /* normalization names each nested multiply: 2n bindings, every name distinct */
     CHECK(f->body.blocks[0]->nbindings == 2 * n);
     rx_strbuf out = {0};
-    rx_module_print(&out, m);
+    ir_module_print(&out, m);
     CHECK(count_lines_with(out.data, " = multiply(") == (size_t)n);
     CHECK(count_lines_with(out.data, " = add(") == (size_t)n);
     char last[64];
     snprintf(last, sizeof last, "return v%d\n", n - 1);
     CHECK(strstr(out.data, last) != NULL);
-    rx_strbuf_free(&out);
+    base_strbuf_free(&out);
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
   free(text);
   printf("chain of %d bindings: %s\n", n, ok ? "checked" : "FAILED");
@@ -78,13 +78,13 @@ static void test_big_error(int n, const char *tail, const char *want) {
   char *text = chain_text(n, tail);
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, "chain.rx", text, strlen(text), &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, "chain.rx", text, strlen(text), &d);
   CHECK(!ok);
   const char *msg = rx_diag_text(&d);
   CHECK(strstr(msg, want) != NULL);
   if (!strstr(msg, want)) fprintf(stderr, "expected '%s' in:\n%s", want, msg);
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
   free(text);
 }

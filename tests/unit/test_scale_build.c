@@ -32,18 +32,18 @@ static void varint(rx_strbuf *b, uint64_t v) {
     char c = (char)(v & 0x7f);
     v >>= 7;
     if (v) c = (char)(c | 0x80);
-    rx_strbuf_appendn(b, &c, 1);
+    base_strbuf_appendn(b, &c, 1);
   } while (v);
 }
 /* A length-delimited field: its tag, the payload's length, the payload. */
 static void ld(rx_strbuf *b, int field, const char *p, size_t n) {
   varint(b, (uint64_t)field << 3 | 2);
   varint(b, n);
-  rx_strbuf_appendn(b, p, n);
+  base_strbuf_appendn(b, p, n);
 }
 static void ld_buf(rx_strbuf *b, int field, rx_strbuf *p) {
   ld(b, field, p->data ? p->data : "", p->len);
-  rx_strbuf_free(p);
+  base_strbuf_free(p);
 }
 static void ld_str(rx_strbuf *b, int field, const char *s) { ld(b, field, s, strlen(s)); }
 static void vi(rx_strbuf *b, int field, uint64_t v) {
@@ -103,7 +103,7 @@ static bool compile(rx_module *m, const char *what) {
   rx_compile_options o;
   memset(&o, 0, sizeof o);
   const rx_target *t = NULL;
-  rx_status st = rx_target_parse("cuda", &t);
+  rx_status st = tgt_target_parse("cuda", &t);
   CHECK_MSG(!st, "%s", rx_status_message(st));
   rx_status_free(st);
   if (!t) return false;
@@ -114,12 +114,12 @@ static bool compile(rx_module *m, const char *what) {
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_compile(m, &o, &d, &r);
+  base_diag_init(&d);
+  bool ok = drv_compile(m, &o, &d, &r);
   CHECK_MSG(ok, "%s: compile failed:\n%s", what, rx_diag_text(&d));
   CHECK_MSG(!ok || r.nfunctions >= 1, "%s: no function", what);
-  rx_compile_result_free(&r);
-  rx_diag_free(&d);
+  drv_compile_result_free(&r);
+  base_diag_free(&d);
   return ok;
 }
 
@@ -128,29 +128,29 @@ static void test_onnx_chain(int n) {
   rx_strbuf model = chain_model(n);
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  rx_status st = rx_onnx_import(m, model.data, model.len, "chain.onnx", NULL, &d);
+  base_diag_init(&d);
+  rx_status st = onnx_import(m, model.data, model.len, "chain.onnx", NULL, &d);
   CHECK_MSG(!st, "import of a %d-node chain: %s", n, rx_status_message(st));
   rx_status_free(st);
   double t1 = now_s();
-  rx_graph_fn *f = st ? NULL : rx_module_graph_fn(m, "main");
+  rx_graph_fn *f = st ? NULL : ir_module_graph_fn(m, "main");
   CHECK_MSG(st || f, "no main");
   if (f) {
     /* one binding per node, each with its own name */
     CHECK_MSG(count_bindings(f) >= n, "%d bindings for %d nodes", count_bindings(f), n);
     rx_strbuf out = {0};
-    rx_module_print(&out, m);
+    ir_module_print(&out, m);
     char want[64];
     snprintf(want, sizeof want, "relu%d: f32[N, 16] = relu(", n / 3 - 1);
     CHECK_MSG(strstr(out.data, want) != NULL, "no '%s' in the imported module", want);
-    rx_strbuf_free(&out);
+    base_strbuf_free(&out);
     compile(m, "the ONNX chain");
   }
   printf("ONNX chain of %d nodes: imported in %.2f s, compiled in %.2f s\n", n, t1 - t0,
          now_s() - t1);
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
-  rx_strbuf_free(&model);
+  base_strbuf_free(&model);
 }
 
 static void test_hf_layers(int layers) {
@@ -177,7 +177,7 @@ static void test_hf_layers(int layers) {
   if (written) {
     rx_module *m = rx_module_new();
     rx_hf_options ho = {.dtype = RX_DTYPE_F16, .no_weights = true};
-    rx_status st = rx_hf_import(m, dir, &ho);
+    rx_status st = hf_import(m, dir, &ho);
     CHECK_MSG(!st, "import of %d layers: %s", layers, rx_status_message(st));
     t1 = now_s();
     if (!st) compile(m, "the deep decoder");

@@ -1,6 +1,6 @@
 /* Shape-aware scheduling (passes/schedule.h): every program of tests/kernels/ (every .rx file) is
  * scheduled for cuda -arch=sm_80, vulkan-lavapipe, vulkan (generic, no subgroups) and metal-apple7;
- * the result must satisfy rx_schedule_check, be scheduled by the expected rule, and compute what
+ * the result must satisfy sched_schedule_check, be scheduled by the expected rule, and compute what
  * the unscheduled program computes in the reference interpreter (subgroup size and thread limit
  * of the target) with random inputs. Each symbolic variable in turn takes the sizes 1, 7, 33,
  * 128, 1000 and 4099 while the others stay moderate (DEFAULT_DIM = 9), so the whole test stays
@@ -15,7 +15,7 @@
  * the same for simplicity.
  *
  * Also: structural checks of the chosen schedules (guards removed when provable, variants of
- * the matmul), rx_schedule_check rejecting programs that break the contract, and an already
+ * the matmul), sched_schedule_check rejecting programs that break the contract, and an already
  * scheduled program returned unchanged.
  *
  * usage: test_schedule TESTS_DIR */
@@ -127,15 +127,15 @@ static float frand(void) { /* [-1, 1) */
 static rx_module *parse_text(const char *name, const char *text, size_t len) {
   rx_module *m = rx_module_new();
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_parse_module(m, name, text, len, &d) && rx_module_normalize(m, &d) &&
-            rx_module_verify(m, &d);
+  base_diag_init(&d);
+  bool ok = ir_parse_module(m, name, text, len, &d) && ops_module_normalize(m, &d) &&
+            ir_module_verify(m, &d);
   if (!ok) {
     fprintf(stderr, "%s: rejected:\n%s\n", name, rx_diag_text(&d));
     rx_module_free(m);
     m = NULL;
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   return m;
 }
 
@@ -147,13 +147,13 @@ static int fn_vars(const rx_tensor_fn *f, const rx_expr **vars, int max) {
     const rx_buffer *b = f->params[p]->buf;
     for (int d = 0; d < b->ndim; d++) {
       rx_ptrvec vs = {0};
-      rx_expr_collect_vars(b->shape[d], &vs);
+      sym_expr_collect_vars(b->shape[d], &vs);
       for (size_t i = 0; i < vs.len; i++) {
         bool seen = false;
         for (int k = 0; k < n; k++) seen |= vars[k] == vs.data[i];
         if (!seen && n < max) vars[n++] = vs.data[i];
       }
-      rx_ptrvec_free(&vs);
+      base_ptrvec_free(&vs);
     }
   }
   return n;
@@ -165,7 +165,7 @@ typedef struct run_bufs {
   int nargs;
 } run_bufs;
 
-static size_t elem_size(rx_dtype t) { return (size_t)(rx_dtype_bits(t) + 7) / 8; }
+static size_t elem_size(rx_dtype t) { return (size_t)(ir_dtype_bits(t) + 7) / 8; }
 
 /* Buffers for f at the given sizes: inputs random, outputs filled with a sentinel (the same in
  * every run, so an element the schedule forgets to write shows up). */
@@ -183,7 +183,7 @@ static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *r
     a->dtype = b->dtype;
     int64_t cnt = 1;
     for (int d = 0; d < b->ndim; d++) {
-      if (!rx_expr_eval(b->shape[d], env, &a->shape[d])) return false;
+      if (!sym_expr_eval(b->shape[d], env, &a->shape[d])) return false;
       if (a->shape[d] > *kmax) *kmax = a->shape[d];
       cnt *= a->shape[d];
     }
@@ -194,7 +194,7 @@ static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *r
       if (b->dtype == RX_DTYPE_F32)
         ((float *)a->data)[i] = v;
       else if (b->dtype == RX_DTYPE_F16)
-        ((uint16_t *)a->data)[i] = rx_f32_to_f16(pp->is_output ? 1234.0f : v);
+        ((uint16_t *)a->data)[i] = base_f32_to_f16(pp->is_output ? 1234.0f : v);
       else if (b->dtype == RX_DTYPE_I8)
         ((int8_t *)a->data)[i] = (int8_t)(v * 100.0f);
       else if (b->dtype == RX_DTYPE_I32)
@@ -222,7 +222,7 @@ static double get(const rx_interp_arg *a, int64_t i) {
   case RX_DTYPE_I64:
     return (double)((int64_t *)a->data)[i];
   default:
-    return rx_f16_to_f32(((uint16_t *)a->data)[i]);
+    return base_f16_to_f32(((uint16_t *)a->data)[i]);
   }
 }
 
@@ -239,7 +239,7 @@ static void compare_run(rx_module *m, const rx_tensor_fn *f, const rx_tensor_fn 
   }
   rx_interp_opts o = {.subgroup_size = t->subgroup_size > 0 ? t->subgroup_size : 32,
                       .max_threads_per_block = t->max_threads_per_block};
-  rx_status st = rx_interp_run(m, g, sb.args, sb.nargs, &o);
+  rx_status st = interp_run(m, g, sb.args, sb.nargs, &o);
   CHECK_MSG(st == RX_OK, "%s: scheduled run failed: %s", what, rx_status_message(st));
   if (st) {
     rx_status_free(st);
@@ -288,23 +288,23 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
   rx_tensor_fn *sched[NTARGETS] = {0};
   const rx_target *tg[NTARGETS];
   for (int t = 0; t < NTARGETS; t++) {
-    rx_status st = rx_target_parse(TARGETS[t], &tg[t]);
+    rx_status st = tgt_target_parse(TARGETS[t], &tg[t]);
     CHECK_MSG(st == RX_OK, "target %s", TARGETS[t]);
     rx_status_free(st);
     rx_diag d;
-    rx_diag_init(&d);
+    base_diag_init(&d);
     rx_sched_result r;
-    bool ok = rx_schedule(m, f, tg[t], &d, &r);
+    bool ok = sched_schedule(m, f, tg[t], &d, &r);
     CHECK_MSG(ok, "%s on %s: not scheduled:\n%s", f->name, TARGETS[t], rx_diag_text(&d));
     if (ok) {
-      CHECK_MSG(rx_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name,
+      CHECK_MSG(sched_schedule_check(r.fn, tg[t], &d), "%s on %s: check failed:\n%s", f->name,
                 TARGETS[t], rx_diag_text(&d));
       int nv = EXPECT[ei].nvariants;
       if (EXPECT[ei].cuda_variants && tg[t]->kind == RX_TARGET_CUDA) nv = EXPECT[ei].cuda_variants;
       CHECK_MSG(r.nvariants == nv && r.variants[r.nvariants - 1].rule == EXPECT[ei].rule,
                 "%s on %s: rule %s with %d variants, expected %s with %d", f->name, TARGETS[t],
-                rx_sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
-                rx_sched_rule_name(EXPECT[ei].rule), nv);
+                sched_rule_name(r.variants[r.nvariants - 1].rule), r.nvariants,
+                sched_rule_name(EXPECT[ei].rule), nv);
       if (is_prescheduled(f->body)) /* a pre-scheduled program is returned as it is */
         CHECK_MSG(r.fn->body == f->body, "%s: a scheduled program must come back unchanged",
                   f->name);
@@ -313,7 +313,7 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
                   f->name);
       sched[t] = r.fn;
     }
-    rx_diag_free(&d);
+    base_diag_free(&d);
   }
   const rx_expr *vars[8];
   int nv = fn_vars(f, vars, 8);
@@ -330,7 +330,7 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
         free_bufs(&ref);
         continue;
       }
-      rx_status st = rx_interp_run(m, f, ref.args, ref.nargs, NULL);
+      rx_status st = interp_run(m, f, ref.args, ref.nargs, NULL);
       CHECK_MSG(st == RX_OK, "%s: reference run failed: %s", f->name, rx_status_message(st));
       rx_status_free(st);
       if (st == RX_OK) {
@@ -355,7 +355,7 @@ static void test_fn(rx_module *m, rx_tensor_fn *f) {
 
 static char *read_text(const char *path, size_t *len) {
   char *text = NULL;
-  rx_status st = rx_read_file(path, &text, len);
+  rx_status st = base_read_file(path, &text, len);
   if (st) {
     rx_status_free(st);
     return NULL;
@@ -409,20 +409,20 @@ static char *sched_text(const char *src, const char *target, const char *fn) {
   rx_module *m = parse_text("<inline>", src, strlen(src));
   if (!m) return NULL;
   const rx_target *t;
-  rx_status st = rx_target_parse(target, &t);
+  rx_status st = tgt_target_parse(target, &t);
   rx_status_free(st);
   rx_diag d;
-  rx_diag_init(&d);
-  bool ok = rx_schedule_module(m, t, &d);
+  base_diag_init(&d);
+  bool ok = sched_schedule_module(m, t, &d);
   char *out = NULL;
   if (ok) {
     rx_strbuf b = {0};
-    rx_module_print(&b, m);
-    out = rx_strbuf_take(&b);
+    ir_module_print(&b, m);
+    out = base_strbuf_take(&b);
   } else {
     fprintf(stderr, "%s: %s\n", fn, rx_diag_text(&d));
   }
-  rx_diag_free(&d);
+  base_diag_free(&d);
   rx_module_free(m);
   return out;
 }
@@ -468,7 +468,7 @@ static void test_structure(void) {
 /* ---- the contract check ---- */
 static void test_check(void) {
   const rx_target *t;
-  rx_status st = rx_target_parse("cuda", &t);
+  rx_status st = tgt_target_parse("cuda", &t);
   rx_status_free(st);
   static const char *bad[] = {
       /* store at host level */
@@ -494,13 +494,13 @@ static void test_check(void) {
     rx_module *m = parse_text("<bad>", bad[i], strlen(bad[i]));
     CHECK_MSG(m != NULL, "bad[%zu] must parse", i);
     if (!m) continue;
-    rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
+    rx_tensor_fn *f = ir_module_tensor_fn(m, "f");
     rx_diag d;
-    rx_diag_init(&d);
-    CHECK_MSG(!rx_schedule_check(f, t, &d) && d.errors > 0, "bad[%zu] must be rejected", i);
+    base_diag_init(&d);
+    CHECK_MSG(!sched_schedule_check(f, t, &d) && d.errors > 0, "bad[%zu] must be rejected", i);
     rx_sched_result r;
-    CHECK_MSG(!rx_schedule(m, f, t, &d, &r), "bad[%zu]: rx_schedule must refuse it", i);
-    rx_diag_free(&d);
+    CHECK_MSG(!sched_schedule(m, f, t, &d, &r), "bad[%zu]: rx_schedule must refuse it", i);
+    base_diag_free(&d);
     rx_module_free(m);
   }
   /* an already scheduled program is returned unchanged */
@@ -511,13 +511,13 @@ static void test_check(void) {
   rx_module *m = parse_text("<good>", good, strlen(good));
   CHECK_MSG(m != NULL, "good must parse");
   if (m) {
-    rx_tensor_fn *f = rx_module_tensor_fn(m, "f");
+    rx_tensor_fn *f = ir_module_tensor_fn(m, "f");
     rx_diag d;
-    rx_diag_init(&d);
+    base_diag_init(&d);
     rx_sched_result r;
-    CHECK_MSG(rx_schedule(m, f, t, &d, &r) && r.fn == f, "scheduled program returned unchanged: %s",
-              rx_diag_text(&d));
-    rx_diag_free(&d);
+    CHECK_MSG(sched_schedule(m, f, t, &d, &r) && r.fn == f,
+              "scheduled program returned unchanged: %s", rx_diag_text(&d));
+    base_diag_free(&d);
     rx_module_free(m);
   }
   /* a program no rule can place in kernels is reported, not crashed on */
@@ -528,12 +528,12 @@ static void test_check(void) {
   m = parse_text("<glob>", glob, strlen(glob));
   if (m) {
     rx_diag d;
-    rx_diag_init(&d);
+    base_diag_init(&d);
     rx_sched_result r;
-    CHECK_MSG(!rx_schedule(m, rx_module_tensor_fn(m, "f"), t, &d, &r) && d.errors > 0 &&
+    CHECK_MSG(!sched_schedule(m, ir_module_tensor_fn(m, "f"), t, &d, &r) && d.errors > 0 &&
                   contains(rx_diag_text(&d), "<glob>:2:"),
               "top-level global alloc must be a located diagnostic: %s", rx_diag_text(&d));
-    rx_diag_free(&d);
+    base_diag_free(&d);
     rx_module_free(m);
   }
 }

@@ -155,7 +155,7 @@ static int http(const char *method, const char *path, const char *body, char **o
   int status = -1;
   if (sscanf(r.s, "HTTP/1.%*d %d", &status) != 1) status = -1;
   char *b = strstr(r.s, "\r\n\r\n");
-  *out = rx_strdup(b ? b + 4 : "");
+  *out = base_strdup(b ? b + 4 : "");
   free(r.s);
   return status;
 }
@@ -248,7 +248,7 @@ static void basic(void) {
   snprintf(req, sizeof req, chat, "false");
   st = http("POST", "/v1/chat/completions", req, &out);
   o = cJSON_Parse(out ? out : "");
-  char *whole = rx_strdup(choice_text(o));
+  char *whole = base_strdup(choice_text(o));
   CHECK_MSG(st == 200 && o && *whole, "chat: status %d, body %s", st, out);
   cJSON_Delete(o);
   free(out);
@@ -310,7 +310,7 @@ static void bad_requests(void) {
 /* Waits (up to 10 s) until the server holds no request and the KV cache is empty. */
 static bool settled(rx_server *s, rx_llm_model *m, int64_t capacity) {
   for (int i = 0; i < 1000; i++) {
-    rx_server_stats st = rx_server_get_stats(s);
+    rx_server_stats st = serve_server_get_stats(s);
     if (!st.pending && !st.sequences && st.kv_free_tokens == capacity) return true;
     nanosleep(&(struct timespec){0, 10000000}, NULL);
   }
@@ -319,7 +319,7 @@ static bool settled(rx_server *s, rx_llm_model *m, int64_t capacity) {
 }
 
 static void disconnect(rx_server *s, rx_llm_model *m, int64_t capacity) {
-  int64_t before = rx_server_get_stats(s).cancelled;
+  int64_t before = serve_server_get_stats(s).cancelled;
   int fd = connect_server();
   char *body = completion_body(prompts[1], 400, true);
   bool sent = fd >= 0 && send_request(fd, "POST", "/v1/completions", body);
@@ -342,10 +342,10 @@ static void disconnect(rx_server *s, rx_llm_model *m, int64_t capacity) {
     close(fd);
   }
   /* the cancellation, then the cache empty (stats lag the scheduler by one step) */
-  rx_server_stats st = rx_server_get_stats(s);
+  rx_server_stats st = serve_server_get_stats(s);
   for (int i = 0; i < 1000 && st.cancelled == before; i++) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
-    st = rx_server_get_stats(s);
+    st = serve_server_get_stats(s);
   }
   CHECK_MSG(st.cancelled == before + 1,
             "disconnect: the request was not cancelled (cancelled %lld before, %lld after; pending "
@@ -398,7 +398,7 @@ static int cmp_double(const void *a, const void *b) {
 static void load(rx_server *s) {
   static client cs[NCLIENTS];
   pthread_t th[NCLIENTS];
-  int64_t before = rx_server_get_stats(s).completed;
+  int64_t before = serve_server_get_stats(s).completed;
   double t0 = now_ms();
   for (int k = 0; k < NCLIENTS; k++) {
     cs[k] = (client){.k = k};
@@ -413,7 +413,7 @@ static void load(rx_server *s) {
     lat[k] = cs[k].end - cs[k].start;
     ttft[k] = cs[k].first ? cs[k].first - cs[k].start : lat[k];
   }
-  int64_t done = rx_server_get_stats(s).completed - before;
+  int64_t done = serve_server_get_stats(s).completed - before;
   CHECK_MSG(ok == NCLIENTS && done == NCLIENTS, "load: %d of %d complete, the server ended %lld",
             ok, NCLIENTS, (long long)done);
   qsort(lat, NCLIENTS, sizeof *lat, cmp_double);
@@ -478,18 +478,18 @@ static void nul_prompt(rx_llm_model *m) {
 static void max_batch(rx_llm_model *m) {
   rx_server_options so = {.max_batch = MAX_B * 4, .model_name = "kjv"};
   rx_server *s = NULL;
-  rx_status st = rx_server_start(m, &so, &s);
+  rx_status st = serve_server_start(m, &so, &s);
   CHECK_MSG(st && strstr(rx_status_message(st), "--max-batch 64"),
             "max_batch %d on an artifact for %d: %s", MAX_B * 4, MAX_B,
             st ? rx_status_message(st) : "accepted");
   rx_status_free(st);
-  rx_server_stop(s);
+  serve_server_stop(s);
   so.max_batch = 0;
   s = NULL;
-  if (ok_status(rx_server_start(m, &so, &s), "start with max_batch 0"))
-    CHECK_MSG(rx_server_max_batch(s) == MAX_B, "max_batch 0 runs %lld at once, not %d",
-              (long long)rx_server_max_batch(s), MAX_B);
-  rx_server_stop(s);
+  if (ok_status(serve_server_start(m, &so, &s), "start with max_batch 0"))
+    CHECK_MSG(serve_server_max_batch(s) == MAX_B, "max_batch 0 runs %lld at once, not %d",
+              (long long)serve_server_max_batch(s), MAX_B);
+  serve_server_stop(s);
 }
 
 /* ---- hostile clients (item 3 of issue 29) ---- */
@@ -584,8 +584,8 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
                           .max_connections = 1000,
                           .max_connections_per_ip = 1000};
   rx_server *s = NULL;
-  if (!ok_status(rx_server_start(m, &so, &s), "start the hostile server")) return;
-  port = rx_server_port(s);
+  if (!ok_status(serve_server_start(m, &so, &s), "start the hostile server")) return;
+  port = serve_server_port(s);
   int threads0 = process_threads();
   static int idle[NIDLE];
   for (int i = 0; i < NIDLE; i++) idle[i] = connect_server();
@@ -600,7 +600,7 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
     half[k] = connect_server();
     if (half[k] >= 0 && write(half[k], part, sizeof part - 1) < 0) CHECK_MSG(false, "half body");
   }
-  int64_t before = rx_server_get_stats(s).cancelled;
+  int64_t before = serve_server_get_stats(s).cancelled;
   char *lng = completion_body(prompts[1], LONG_TOKEN, false);
   for (int k = 0; k < NABANDON; k++) abandon(lng);
   free(lng);
@@ -626,10 +626,10 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
             "hostile: the process runs %d threads with %d idle connections open, %d before",
             threads, NIDLE, threads0);
   /* the abandoned requests are cancelled, not run to their end */
-  rx_server_stats ss = rx_server_get_stats(s);
+  rx_server_stats ss = serve_server_get_stats(s);
   for (int i = 0; i < 300 && ss.cancelled < before + 2 * NABANDON; i++) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
-    ss = rx_server_get_stats(s);
+    ss = serve_server_get_stats(s);
   }
   CHECK_MSG(ss.cancelled == before + 2 * NABANDON,
             "hostile: %lld of %d abandoned requests cancelled (completed %lld)",
@@ -658,7 +658,7 @@ static void hostile(rx_llm_model *m, int64_t capacity) {
               w.closed_at[k], READ_MS);
     if (w.fd[k] >= 0) close(w.fd[k]);
   }
-  rx_server_stop(s);
+  serve_server_stop(s);
 }
 
 /* Starts the streaming request of a held connection and waits for its answer's headers. */
@@ -685,8 +685,8 @@ static int held_stream(const char *body) {
 static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   rx_server_options so = {.max_batch = 2, .max_queue = 1, .model_name = "kjv", .deadline_ms = 150};
   rx_server *s = NULL;
-  if (!ok_status(rx_server_start(m, &so, &s), "start the queue server")) return;
-  port = rx_server_port(s);
+  if (!ok_status(serve_server_start(m, &so, &s), "start the queue server")) return;
+  port = serve_server_port(s);
   /* the deadline first: a request of LONG_TOKEN tokens cannot end in 150 ms */
   char *body = completion_body(prompts[3], LONG_TOKEN, false), *out = NULL;
   int st = http("POST", "/v1/completions", body, &out);
@@ -694,22 +694,22 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   CHECK_MSG(st == 504 && out && strstr(out, "deadline of 150 ms passed"),
             "deadline: status %d, body %s", st, out);
   free(out);
-  CHECK_MSG(rx_server_get_stats(s).timed_out == 1, "deadline: %lld timed out",
-            (long long)rx_server_get_stats(s).timed_out);
-  rx_server_stop(s);
+  CHECK_MSG(serve_server_get_stats(s).timed_out == 1, "deadline: %lld timed out",
+            (long long)serve_server_get_stats(s).timed_out);
+  serve_server_stop(s);
 
   so.deadline_ms = 0;
   s = NULL;
-  if (!ok_status(rx_server_start(m, &so, &s), "start the queue server")) return;
-  port = rx_server_port(s);
+  if (!ok_status(serve_server_start(m, &so, &s), "start the queue server")) return;
+  port = serve_server_port(s);
   body = completion_body(prompts[3], LONG_TOKEN, true);
   int held[3];
   for (int k = 0; k < 3; k++) held[k] = held_stream(body);
   free(body);
-  rx_server_stats ss = rx_server_get_stats(s);
+  rx_server_stats ss = serve_server_get_stats(s);
   for (int i = 0; i < 200 && ss.pending != 3; i++) { /* the stats lag the scheduler by a step */
     nanosleep(&(struct timespec){0, 10000000}, NULL);
-    ss = rx_server_get_stats(s);
+    ss = serve_server_get_stats(s);
   }
   CHECK_MSG(ss.pending == 3, "queue: %lld requests pending, 3 expected", (long long)ss.pending);
   int fd = connect_server();
@@ -729,7 +729,7 @@ static void queue_and_deadline(rx_llm_model *m, int64_t capacity) {
   for (int k = 0; k < 3; k++)
     if (held[k] >= 0) close(held[k]);
   CHECK_MSG(settled(s, m, capacity), "queue: the server still holds requests or KV pages");
-  rx_server_stop(s);
+  serve_server_stop(s);
 }
 
 typedef struct waiting_client {
@@ -750,21 +750,21 @@ static void *waiting_thread(void *arg) {
 static void stop_while_waiting(rx_llm_model *m) {
   rx_server_options so = {.max_batch = 2, .model_name = "kjv"};
   rx_server *s = NULL;
-  if (!ok_status(rx_server_start(m, &so, &s), "start the stopping server")) return;
-  port = rx_server_port(s);
+  if (!ok_status(serve_server_start(m, &so, &s), "start the stopping server")) return;
+  port = serve_server_port(s);
   waiting_client w = {0};
   pthread_t th;
   pthread_create(&th, NULL, waiting_thread, &w);
   char *body = completion_body(prompts[2], LONG_TOKEN, true);
   int fd = held_stream(body);
   free(body);
-  rx_server_stats ss = rx_server_get_stats(s);
+  rx_server_stats ss = serve_server_get_stats(s);
   for (int i = 0; i < 500 && ss.pending != 2; i++) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
-    ss = rx_server_get_stats(s);
+    ss = serve_server_get_stats(s);
   }
   CHECK_MSG(ss.pending == 2, "stop: %lld requests pending, 2 expected", (long long)ss.pending);
-  rx_server_stop(s);
+  serve_server_stop(s);
   pthread_join(th, NULL);
   CHECK_MSG(w.status == 503 && w.body && strstr(w.body, "the server is stopping"),
             "stop: the waiting request got %d %s", w.status, w.body ? w.body : "");
@@ -781,8 +781,8 @@ static void connection_limits(rx_llm_model *m) {
                             .max_connections = total ? 3 : 100,
                             .max_connections_per_ip = total ? 100 : 3};
     rx_server *s = NULL;
-    if (!ok_status(rx_server_start(m, &so, &s), "start the limits server")) return;
-    port = rx_server_port(s);
+    if (!ok_status(serve_server_start(m, &so, &s), "start the limits server")) return;
+    port = serve_server_port(s);
     int fd[3];
     for (int k = 0; k < 3; k++) fd[k] = connect_server();
     nanosleep(&(struct timespec){0, 100000000}, NULL);
@@ -807,7 +807,7 @@ static void connection_limits(rx_llm_model *m) {
     }
     CHECK_MSG(st == 200, "limits: after the others closed, /health gave %d", st);
     free(out);
-    rx_server_stop(s);
+    serve_server_stop(s);
   }
 }
 
@@ -817,8 +817,8 @@ static void serve(rx_llm_model *m) {
   rx_server_options so = {
       .port = 0, .max_batch = MAX_B, .model_name = "kjv", .max_connections_per_ip = 2 * NCLIENTS};
   rx_server *s = NULL;
-  if (!ok_status(rx_server_start(m, &so, &s), "start the server")) return;
-  port = rx_server_port(s);
+  if (!ok_status(serve_server_start(m, &so, &s), "start the server")) return;
+  port = serve_server_port(s);
   CHECK_MSG(port > 0, "the server's port is %d", port);
   basic();
   bad_requests();
@@ -826,7 +826,7 @@ static void serve(rx_llm_model *m) {
   nul_prompt(m);
   load(s);
   CHECK_MSG(settled(s, m, capacity), "after the load the server still holds requests or KV pages");
-  rx_server_stop(s);
+  serve_server_stop(s);
   max_batch(m);
   hostile(m, capacity);
   queue_and_deadline(m, capacity);

@@ -1,7 +1,7 @@
 /* relaxc serve's requests without the model, the network or a GPU (tools/serve/request.c): routes;
  * bodies parsed and checked, each refusal with its status, field and message; NULs kept in
  * prompts ("\u0000" escaped, raw, and in chat messages, never cut at) and in generated text put
- * into answers (rx_serve_json_string). test_serve runs the same through the server on Vulkan. */
+ * into answers (serve_json_string). test_serve runs the same through the server on Vulkan. */
 #include "check.h"
 #include "tools/serve/request.h"
 
@@ -25,7 +25,7 @@ static void routes(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rx_serve_error e = {0};
-    rx_serve_route r = rx_serve_route_of(cases[i].method, cases[i].url, &e);
+    rx_serve_route r = serve_route_of(cases[i].method, cases[i].url, &e);
     CHECK_MSG(r == cases[i].route && (r != RX_SERVE_REFUSED ||
                                       (e.status == cases[i].status && strstr(e.msg, cases[i].url))),
               "%s %s: route %d status %u '%s'", cases[i].method, cases[i].url, (int)r, e.status,
@@ -37,11 +37,11 @@ static void routes(void) {
 static void kept(const char *body, size_t blen, bool chat, const char *want, size_t len) {
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = rx_serve_parse(body, blen, chat, "kjv", &r, &e);
+  bool ok = serve_parse(body, blen, chat, "kjv", &r, &e);
   CHECK_MSG(ok && r.prompt_len == len && !memcmp(r.prompt, want, len) && !r.prompt[len],
             "%.*s: %s; prompt of %zu bytes, %zu expected", (int)blen, body, ok ? "parsed" : e.msg,
             ok ? r.prompt_len : 0, len);
-  if (ok) rx_serve_request_free(&r);
+  if (ok) serve_request_free(&r);
 }
 
 static void nuls(void) {
@@ -65,10 +65,10 @@ static void nuls(void) {
       "{\"prompt\": \"\\u0000\xc0\xc1\xf5\xf6\xf7\xf8\xf9\xfa\xfb\xfc\xfd\xfe\xff\"}";
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = rx_serve_parse(full, sizeof full - 1, false, "kjv", &r, &e);
+  bool ok = serve_parse(full, sizeof full - 1, false, "kjv", &r, &e);
   CHECK_MSG(!ok && e.status == 400 && e.param && !strcmp(e.param, "prompt") && strstr(e.msg, "NUL"),
             "a NUL in a body that is not UTF-8: %s", ok ? "parsed" : e.msg);
-  if (ok) rx_serve_request_free(&r);
+  if (ok) serve_request_free(&r);
 }
 
 static void refusals(void) {
@@ -96,13 +96,13 @@ static void refusals(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rx_serve_request r;
     rx_serve_error e;
-    bool ok = rx_serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", &r, &e);
+    bool ok = serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", &r, &e);
     bool param = cases[i].param ? e.param && !strcmp(e.param, cases[i].param) : !e.param;
     CHECK_MSG(!ok && e.status == cases[i].status && param && strstr(e.msg, cases[i].says),
               "%s: %s (status %u, param %s), expected %u, %s, '%s'", cases[i].body,
               ok ? "parsed" : e.msg, e.status, e.param ? e.param : "null", cases[i].status,
               cases[i].param ? cases[i].param : "null", cases[i].says);
-    if (ok) rx_serve_request_free(&r);
+    if (ok) serve_request_free(&r);
   }
   /* and the fields of a good one */
   static const char good[] = "{\"model\": \"kjv\", \"prompt\": \"hi\", \"max_tokens\": 5, "
@@ -110,21 +110,21 @@ static void refusals(void) {
                              "\"stream\": true, \"stop\": []}";
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = rx_serve_parse(good, sizeof good - 1, false, "kjv", &r, &e);
+  bool ok = serve_parse(good, sizeof good - 1, false, "kjv", &r, &e);
   CHECK_MSG(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
                 r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
             "a good request: %s", ok ? "fields differ" : e.msg);
-  if (ok) rx_serve_request_free(&r);
+  if (ok) serve_request_free(&r);
 }
 
 /* Generated text with a NUL reaches the answer whole (cJSON's strings would end at it). */
 static void answers(void) {
   static const char text[] = "a\0b\"c\\\n\t\x01\xc3\xa9";
-  char *lit = rx_serve_json_string(text, sizeof text - 1);
+  char *lit = serve_json_string(text, sizeof text - 1);
   const char *want = "\"a\\u0000b\\\"c\\\\\\n\\t\\u0001\xc3\xa9\"";
   CHECK_MSG(lit && !strcmp(lit, want), "json string: %s, expected %s", lit ? lit : "(null)", want);
   free(lit);
-  lit = rx_serve_json_string("", 0);
+  lit = serve_json_string("", 0);
   CHECK_MSG(lit && !strcmp(lit, "\"\""), "empty json string: %s", lit ? lit : "(null)");
   free(lit);
 }

@@ -25,13 +25,13 @@ static const rx_expr *P(const char *s) {
   }
   return e;
 }
-static const rx_expr *S(const char *s) { return rx_expr_simplify(C, P(s)); }
+static const rx_expr *S(const char *s) { return sym_expr_simplify(C, P(s)); }
 
 /* printed text in a small ring of static buffers (no frees in the tests) */
 static const char *T(const rx_expr *e) {
   static char ring[8][512];
   static int k;
-  char *s = rx_expr_to_string(e);
+  char *s = sym_expr_to_string(e);
   char *out = ring[k++ % 8];
   snprintf(out, sizeof ring[0], "%s", s);
   free(s);
@@ -189,38 +189,40 @@ static void test_simplify(void) {
               SIMP[i].in, gs, SIMP[i].want, got == want ? "same node" : "different node");
   }
   /* the canonicalizing constructors agree with simplify */
-  const rx_expr *n = rx_expr_var(C, "n"), *m = rx_expr_var(C, "m");
-  const rx_expr *k4 = rx_expr_const(C, 4), *k8 = rx_expr_const(C, 8);
-  CHECK_MSG(rx_expr_var(C, "n") == n, "variables are interned by name");
-  CHECK_MSG(rx_expr_add(C, rx_expr_mul(C, n, k4), rx_expr_const(C, 2)) == S("n*4 + 2"), "add/mul");
-  CHECK_MSG(rx_expr_sub(C, n, n) == rx_expr_const(C, 0), "n - n");
-  CHECK_MSG(rx_expr_neg(C, rx_expr_neg(C, n)) == n, "--n");
-  CHECK_MSG(rx_expr_floordiv(C, rx_expr_add(C, rx_expr_mul(C, n, k8), rx_expr_const(C, 7)), k8) ==
-                n,
-            "(n*8+7)//8");
-  CHECK_MSG(rx_expr_floormod(C, rx_expr_mul(C, n, rx_expr_const(C, 16)), k8) == rx_expr_const(C, 0),
+  const rx_expr *n = sym_expr_var(C, "n"), *m = sym_expr_var(C, "m");
+  const rx_expr *k4 = sym_expr_const(C, 4), *k8 = sym_expr_const(C, 8);
+  CHECK_MSG(sym_expr_var(C, "n") == n, "variables are interned by name");
+  CHECK_MSG(sym_expr_add(C, sym_expr_mul(C, n, k4), sym_expr_const(C, 2)) == S("n*4 + 2"),
+            "add/mul");
+  CHECK_MSG(sym_expr_sub(C, n, n) == sym_expr_const(C, 0), "n - n");
+  CHECK_MSG(sym_expr_neg(C, sym_expr_neg(C, n)) == n, "--n");
+  CHECK_MSG(
+      sym_expr_floordiv(C, sym_expr_add(C, sym_expr_mul(C, n, k8), sym_expr_const(C, 7)), k8) == n,
+      "(n*8+7)//8");
+  CHECK_MSG(sym_expr_floormod(C, sym_expr_mul(C, n, sym_expr_const(C, 16)), k8) ==
+                sym_expr_const(C, 0),
             "(n*16)%%8");
-  CHECK_MSG(rx_expr_min(C, n, m) == rx_expr_min(C, m, n), "min commutes");
-  CHECK_MSG(rx_expr_max(C, n, m) == S("max(m, n)"), "max");
-  CHECK_MSG(rx_expr_cmp(C, RX_EXPR_GT, n, m) == rx_expr_cmp(C, RX_EXPR_LT, m, n), "n > m");
-  CHECK_MSG(rx_expr_cmp(C, RX_EXPR_GE, n, m) == S("m <= n"), "n >= m");
-  CHECK_MSG(rx_expr_and(C, S("a < b"), S("b < c")) == S("b < c && a < b"), "and");
-  CHECK_MSG(rx_expr_or(C, S("a < b"), S("b <= a")) == rx_expr_const(C, 1), "or of complements");
-  CHECK_MSG(rx_expr_not(C, S("a < b")) == S("b <= a"), "not");
-  CHECK_MSG(rx_expr_select(C, S("n < 8"), n, k8) == S("select(n < 8, n, 8)"), "select");
-  CHECK_MSG(rx_expr_make(C, RX_EXPR_SUB, n, k4, NULL) == S("n - 4"), "make");
-  const rx_expr *raw = rx_expr_raw(C, RX_EXPR_ADD, n, n, NULL);
+  CHECK_MSG(sym_expr_min(C, n, m) == sym_expr_min(C, m, n), "min commutes");
+  CHECK_MSG(sym_expr_max(C, n, m) == S("max(m, n)"), "max");
+  CHECK_MSG(sym_expr_cmp(C, RX_EXPR_GT, n, m) == sym_expr_cmp(C, RX_EXPR_LT, m, n), "n > m");
+  CHECK_MSG(sym_expr_cmp(C, RX_EXPR_GE, n, m) == S("m <= n"), "n >= m");
+  CHECK_MSG(sym_expr_and(C, S("a < b"), S("b < c")) == S("b < c && a < b"), "and");
+  CHECK_MSG(sym_expr_or(C, S("a < b"), S("b <= a")) == sym_expr_const(C, 1), "or of complements");
+  CHECK_MSG(sym_expr_not(C, S("a < b")) == S("b <= a"), "not");
+  CHECK_MSG(sym_expr_select(C, S("n < 8"), n, k8) == S("select(n < 8, n, 8)"), "select");
+  CHECK_MSG(sym_expr_make(C, RX_EXPR_SUB, n, k4, NULL) == S("n - 4"), "make");
+  const rx_expr *raw = sym_expr_raw(C, RX_EXPR_ADD, n, n, NULL);
   CHECK_MSG(raw->kind == RX_EXPR_ADD && raw->a == n, "raw stays as given");
-  CHECK_MSG(rx_expr_simplify(C, raw) == S("n * 2"), "simplify(raw)");
+  CHECK_MSG(sym_expr_simplify(C, raw) == S("n * 2"), "simplify(raw)");
   /* (a+b)*c and a*c+b*c are the same pointer */
-  const rx_expr *a = rx_expr_var(C, "a"), *b = rx_expr_var(C, "b"), *c = rx_expr_var(C, "c");
-  CHECK_MSG(rx_expr_mul(C, rx_expr_add(C, a, b), c) ==
-                rx_expr_add(C, rx_expr_mul(C, a, c), rx_expr_mul(C, b, c)),
+  const rx_expr *a = sym_expr_var(C, "a"), *b = sym_expr_var(C, "b"), *c = sym_expr_var(C, "c");
+  CHECK_MSG(sym_expr_mul(C, sym_expr_add(C, a, b), c) ==
+                sym_expr_add(C, sym_expr_mul(C, a, c), sym_expr_mul(C, b, c)),
             "distributivity by pointer");
   /* idempotent */
   for (size_t i = 0; i < RX_ARRAY_LEN(SIMP); i += 7) {
     const rx_expr *e = S(SIMP[i].in);
-    CHECK_MSG(rx_expr_simplify(C, e) == e, "simplify(simplify(%s))", SIMP[i].in);
+    CHECK_MSG(sym_expr_simplify(C, e) == e, "simplify(simplify(%s))", SIMP[i].in);
   }
 }
 
@@ -283,7 +285,7 @@ static void test_print(void) {
     CHECK_MSG(strcmp(s, PRINT_RAW[i].want) == 0, "print(raw %s) = %s, want %s", PRINT_RAW[i].in, s,
               PRINT_RAW[i].want);
     /* what it prints means the same */
-    CHECK_MSG(S(s) == rx_expr_simplify(C, e), "print(raw %s) reparses to another value",
+    CHECK_MSG(S(s) == sym_expr_simplify(C, e), "print(raw %s) reparses to another value",
               PRINT_RAW[i].in);
   }
   for (size_t i = 0; i < RX_ARRAY_LEN(PRINT_CANON); i++) {
@@ -292,21 +294,21 @@ static void test_print(void) {
               PRINT_CANON[i].want);
   }
   rx_strbuf b = {0};
-  rx_expr_print(&b, S("n + 1"));
-  rx_strbuf_append(&b, " | ");
-  rx_expr_print(&b, S("n - 1"));
+  sym_expr_print(&b, S("n + 1"));
+  base_strbuf_append(&b, " | ");
+  sym_expr_print(&b, S("n - 1"));
   CHECK_MSG(strcmp(b.data, "n + 1 | n - 1") == 0, "rx_expr_print appends: %s", b.data);
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
   /* a canonical form printed, parsed into a fresh context and simplified prints the same */
-  rx_expr_ctx *c2 = rx_expr_ctx_new();
+  rx_expr_ctx *c2 = sym_expr_ctx_new();
   for (size_t i = 0; i < RX_ARRAY_LEN(SIMP); i++) {
-    char *s1 = rx_expr_to_string(S(SIMP[i].in));
-    char *s2 = rx_expr_to_string(rx_test_parse_simplified(c2, s1));
+    char *s1 = sym_expr_to_string(S(SIMP[i].in));
+    char *s2 = sym_expr_to_string(rx_test_parse_simplified(c2, s1));
     CHECK_MSG(strcmp(s1, s2) == 0, "round trip of %s: %s vs %s", SIMP[i].in, s1, s2);
     free(s1);
     free(s2);
   }
-  rx_expr_ctx_free(c2);
+  sym_expr_ctx_free(c2);
 }
 
 /* ---------------------------------------------------------------- evaluation */
@@ -322,7 +324,7 @@ static void bind(const char *binds, rx_expr_env *env, const rx_expr **vars, int6
     long long v;
     int used = 0;
     if (sscanf(p, " %31[A-Za-z_0-9] = %lld%n", name, &v, &used) != 2) abort();
-    vars[env->n] = rx_expr_var(C, name);
+    vars[env->n] = sym_expr_var(C, name);
     values[env->n++] = (int64_t)v;
     p += used;
     if (*p == ',') p++;
@@ -334,12 +336,12 @@ static void eval_ok(const char *e, const char *binds, int64_t want) {
   int64_t values[8], got = 0;
   rx_expr_env env;
   bind(binds, &env, vars, values);
-  rx_eval_status s = rx_expr_eval_status(P(e), &env, &got);
+  rx_eval_status s = sym_expr_eval_status(P(e), &env, &got);
   CHECK_MSG(s == RX_EVAL_OK && got == want,
             "eval(%s | %s) = %" PRId64 " (status %d), want %" PRId64, e, binds, got, (int)s, want);
   /* the canonical form agrees */
   int64_t got2 = 0;
-  bool ok2 = rx_expr_eval(S(e), &env, &got2);
+  bool ok2 = sym_expr_eval(S(e), &env, &got2);
   CHECK_MSG(ok2 && got2 == want, "eval(simplify(%s) | %s) = %" PRId64, e, binds, got2);
 }
 
@@ -348,8 +350,8 @@ static void eval_fail(const char *e, const char *binds, rx_eval_status want) {
   int64_t values[8], got = 12345;
   rx_expr_env env;
   bind(binds, &env, vars, values);
-  rx_eval_status s = rx_expr_eval_status(P(e), &env, &got);
-  CHECK_MSG(s == want && got == 12345 && !rx_expr_eval(P(e), &env, &got),
+  rx_eval_status s = sym_expr_eval_status(P(e), &env, &got);
+  CHECK_MSG(s == want && got == 12345 && !sym_expr_eval(P(e), &env, &got),
             "eval(%s | %s): status %d, want %d", e, binds, (int)s, (int)want);
 }
 
@@ -391,39 +393,40 @@ static void test_eval(void) {
   eval_fail("9223372036854775807 + 1", "", RX_EVAL_OVERFLOW);
   /* an unfolded overflow stays unfolded and still fails at evaluation */
   int64_t v;
-  CHECK_MSG(!rx_expr_eval(S("9223372036854775807 + 1"), NULL, &v), "unfolded overflow evaluates");
-  CHECK_MSG(rx_expr_eval(S("(x // 0) * 0"), NULL, &v) && v == 0, "simplified may succeed");
+  CHECK_MSG(!sym_expr_eval(S("9223372036854775807 + 1"), NULL, &v), "unfolded overflow evaluates");
+  CHECK_MSG(sym_expr_eval(S("(x // 0) * 0"), NULL, &v) && v == 0, "simplified may succeed");
 }
 
 /* ---------------------------------------------------------------- queries, substitution */
 
 static void test_queries(void) {
-  CHECK_MSG(rx_expr_is_bool(S("a < b")) && rx_expr_is_bool(S("a && b")) && rx_expr_is_bool(S("1")),
+  CHECK_MSG(sym_expr_is_bool(S("a < b")) && sym_expr_is_bool(S("a && b")) &&
+                sym_expr_is_bool(S("1")),
             "is_bool");
-  CHECK_MSG(!rx_expr_is_bool(S("a")) && !rx_expr_is_bool(S("2")) && !rx_expr_is_bool(S("a + 1")),
+  CHECK_MSG(!sym_expr_is_bool(S("a")) && !sym_expr_is_bool(S("2")) && !sym_expr_is_bool(S("a + 1")),
             "!is_bool");
   CHECK_MSG(rx_expr_is_const(S("3 * 4"), 12), "is_const");
   rx_ptrvec v = {0};
-  rx_expr_collect_vars(P("b * (a + b) // c + a"), &v);
-  CHECK_MSG(v.len == 3 && v.data[0] == rx_expr_var(C, "b") && v.data[1] == rx_expr_var(C, "a") &&
-                v.data[2] == rx_expr_var(C, "c"),
+  sym_expr_collect_vars(P("b * (a + b) // c + a"), &v);
+  CHECK_MSG(v.len == 3 && v.data[0] == sym_expr_var(C, "b") && v.data[1] == sym_expr_var(C, "a") &&
+                v.data[2] == sym_expr_var(C, "c"),
             "collect_vars: %zu", v.len);
-  rx_expr_collect_vars(P("select(d, a, e)"), &v);
+  sym_expr_collect_vars(P("select(d, a, e)"), &v);
   CHECK_MSG(v.len == 5, "collect_vars appends distinct: %zu", v.len);
-  rx_ptrvec_free(&v);
-  CHECK_MSG(rx_expr_uses_var(S("min(x, y + 1)"), rx_expr_var(C, "y")), "uses_var");
-  CHECK_MSG(!rx_expr_uses_var(S("x * 0 + y"), rx_expr_var(C, "x")), "!uses_var");
-  CHECK_MSG(rx_expr_compare(S("a"), S("b")) < 0 && rx_expr_compare(S("b"), S("a")) > 0 &&
-                rx_expr_compare(S("a + 1"), S("a + 1")) == 0,
+  base_ptrvec_free(&v);
+  CHECK_MSG(sym_expr_uses_var(S("min(x, y + 1)"), sym_expr_var(C, "y")), "uses_var");
+  CHECK_MSG(!sym_expr_uses_var(S("x * 0 + y"), sym_expr_var(C, "x")), "!uses_var");
+  CHECK_MSG(sym_expr_compare(S("a"), S("b")) < 0 && sym_expr_compare(S("b"), S("a")) > 0 &&
+                sym_expr_compare(S("a + 1"), S("a + 1")) == 0,
             "compare");
-  CHECK_MSG(rx_expr_compare(S("n"), S("16")) < 0, "compare: constants last");
+  CHECK_MSG(sym_expr_compare(S("n"), S("16")) < 0, "compare: constants last");
   /* the order is structural: a fresh context with other creation order agrees */
-  rx_expr_ctx *c2 = rx_expr_ctx_new();
+  rx_expr_ctx *c2 = sym_expr_ctx_new();
   rx_test_parse_simplified(c2, "zz + yy * 3 + xx");
   CHECK_MSG(strcmp(T(rx_test_parse_simplified(c2, "xx + yy * 3 + zz")), T(S("zz + xx + yy * 3"))) ==
                 0,
             "order independent of creation");
-  rx_expr_ctx_free(c2);
+  sym_expr_ctx_free(c2);
 }
 
 static void subst1(const char *e, const char *names, const char *repls, const char *want) {
@@ -434,10 +437,10 @@ static void subst1(const char *e, const char *names, const char *repls, const ch
   snprintf(rb, sizeof rb, "%s", repls);
   char *sn = NULL, *sr = NULL;
   for (char *t = strtok_r(nb, ",", &sn); t; t = strtok_r(NULL, ",", &sn))
-    vars[n++] = rx_expr_var(C, t);
+    vars[n++] = sym_expr_var(C, t);
   size_t m = 0;
   for (char *t = strtok_r(rb, ";", &sr); t; t = strtok_r(NULL, ";", &sr)) repl[m++] = P(t);
-  const rx_expr *got = rx_expr_subst(C, P(e), vars, repl, n);
+  const rx_expr *got = sym_expr_subst(C, P(e), vars, repl, n);
   CHECK_MSG(m == n && got == S(want), "subst(%s; %s := %s) = %s, want %s", e, names, repls, T(got),
             want);
 }
@@ -458,12 +461,12 @@ static void test_subst(void) {
 
 /* an analyzer holding facts "f1; f2; ..." (each must be accepted) */
 static rx_analyzer *A(const char *facts) {
-  rx_analyzer *an = rx_analyzer_new(C);
+  rx_analyzer *an = sym_analyzer_new(C);
   char buf[512];
   snprintf(buf, sizeof buf, "%s", facts);
   char *save = NULL;
   for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
-    bool ok = rx_analyzer_assume(an, P(t));
+    bool ok = sym_analyzer_assume(an, P(t));
     if (!ok) fprintf(stderr, "fact rejected: %s (in %s)\n", t, facts);
   }
   return an;
@@ -471,34 +474,34 @@ static rx_analyzer *A(const char *facts) {
 
 static void asimp(const char *facts, const char *e, const char *want) {
   rx_analyzer *an = A(facts);
-  const rx_expr *got = rx_analyzer_simplify(an, P(e));
+  const rx_expr *got = sym_analyzer_simplify(an, P(e));
   CHECK_MSG(got == S(want), "[%s] simplify(%s) = %s, want %s", facts, e, T(got), want);
-  rx_analyzer_free(an);
+  sym_analyzer_free(an);
 }
 
 static const char *TRI[] = {"false", "true", "unknown"};
 
 static void prove(const char *facts, const char *cond, rx_tribool want) {
   rx_analyzer *an = A(facts);
-  rx_tribool got = rx_analyzer_prove(an, P(cond));
+  rx_tribool got = sym_analyzer_prove(an, P(cond));
   CHECK_MSG(got == want, "[%s] prove(%s) = %s, want %s", facts, cond, TRI[got], TRI[want]);
-  rx_analyzer_free(an);
+  sym_analyzer_free(an);
 }
 
 static void bounds(const char *facts, const char *e, int64_t lo, int64_t hi) {
   rx_analyzer *an = A(facts);
-  rx_interval b = rx_analyzer_bounds(an, P(e));
+  rx_interval b = sym_analyzer_bounds(an, P(e));
   CHECK_MSG(b.lo == lo && b.hi == hi,
             "[%s] bounds(%s) = [%" PRId64 ", %" PRId64 "], want [%" PRId64 ", %" PRId64 "]", facts,
             e, b.lo, b.hi, lo, hi);
-  rx_analyzer_free(an);
+  sym_analyzer_free(an);
 }
 
 static void divisor(const char *facts, const char *e, int64_t want) {
   rx_analyzer *an = A(facts);
-  int64_t got = rx_analyzer_divisor(an, P(e));
+  int64_t got = sym_analyzer_divisor(an, P(e));
   CHECK_MSG(got == want, "[%s] divisor(%s) = %" PRId64 ", want %" PRId64, facts, e, got, want);
-  rx_analyzer_free(an);
+  sym_analyzer_free(an);
 }
 
 #define MIN64 INT64_MIN
@@ -646,51 +649,51 @@ static void test_analyzer(void) {
 
   /* scopes, loop variables, contradictions */
   rx_analyzer *an = A("n <= 1024; 1 <= n");
-  const rx_expr *i = rx_expr_var(C, "i"), *n = rx_expr_var(C, "n");
-  size_t mk = rx_analyzer_mark(an);
-  rx_analyzer_bind_range(an, i, rx_expr_const(C, 0), n);
-  rx_interval b = rx_analyzer_bounds(an, i);
+  const rx_expr *i = sym_expr_var(C, "i"), *n = sym_expr_var(C, "n");
+  size_t mk = sym_analyzer_mark(an);
+  sym_analyzer_bind_range(an, i, sym_expr_const(C, 0), n);
+  rx_interval b = sym_analyzer_bounds(an, i);
   CHECK_MSG(b.lo == 0 && b.hi == 1023, "bind_range bounds: [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
-  CHECK_MSG(rx_analyzer_prove(an, S("i < n")) == RX_TRUE, "bind_range: i < n");
-  CHECK_MSG(rx_analyzer_prove(an, S("i + 1 <= n")) == RX_TRUE, "bind_range: i + 1 <= n");
-  CHECK_MSG(rx_analyzer_simplify(an, S("i // n")) == S("0"), "i // n");
-  CHECK_MSG(rx_analyzer_simplify(an, S("i % n")) == i, "i %% n");
-  CHECK_MSG(rx_analyzer_simplify(an, S("min(i, n)")) == i, "min(i, n)");
-  size_t mk2 = rx_analyzer_mark(an);
-  CHECK_MSG(rx_analyzer_assume(an, S("i >= 512")), "nested fact");
-  b = rx_analyzer_bounds(an, i);
+  CHECK_MSG(sym_analyzer_prove(an, S("i < n")) == RX_TRUE, "bind_range: i < n");
+  CHECK_MSG(sym_analyzer_prove(an, S("i + 1 <= n")) == RX_TRUE, "bind_range: i + 1 <= n");
+  CHECK_MSG(sym_analyzer_simplify(an, S("i // n")) == S("0"), "i // n");
+  CHECK_MSG(sym_analyzer_simplify(an, S("i % n")) == i, "i %% n");
+  CHECK_MSG(sym_analyzer_simplify(an, S("min(i, n)")) == i, "min(i, n)");
+  size_t mk2 = sym_analyzer_mark(an);
+  CHECK_MSG(sym_analyzer_assume(an, S("i >= 512")), "nested fact");
+  b = sym_analyzer_bounds(an, i);
   CHECK_MSG(b.lo == 512 && b.hi == 1023, "nested bounds [%" PRId64 ", %" PRId64 "]", b.lo, b.hi);
-  rx_analyzer_reset(an, mk2);
-  b = rx_analyzer_bounds(an, i);
+  sym_analyzer_reset(an, mk2);
+  b = sym_analyzer_bounds(an, i);
   CHECK_MSG(b.lo == 0 && b.hi == 1023, "reset to inner mark");
-  rx_analyzer_reset(an, mk);
-  b = rx_analyzer_bounds(an, i);
+  sym_analyzer_reset(an, mk);
+  b = sym_analyzer_bounds(an, i);
   CHECK_MSG(b.lo == MIN64 && b.hi == MAX64, "reset forgets the loop variable");
-  CHECK_MSG(rx_analyzer_prove(an, S("i < n")) == RX_UNKNOWN, "reset forgets relations");
-  b = rx_analyzer_bounds(an, n);
+  CHECK_MSG(sym_analyzer_prove(an, S("i < n")) == RX_UNKNOWN, "reset forgets relations");
+  b = sym_analyzer_bounds(an, n);
   CHECK_MSG(b.lo == 1 && b.hi == 1024, "reset keeps earlier facts");
-  rx_analyzer_bind_range(an, i, rx_expr_const(C, 4), rx_expr_const(C, 8));
-  b = rx_analyzer_bounds(an, i);
+  sym_analyzer_bind_range(an, i, sym_expr_const(C, 4), sym_expr_const(C, 8));
+  b = sym_analyzer_bounds(an, i);
   CHECK_MSG(b.lo == 4 && b.hi == 11, "bind_range with constants");
-  CHECK_MSG(rx_analyzer_ctx(an) == C, "analyzer ctx");
-  rx_analyzer_free(an);
+  CHECK_MSG(sym_analyzer_ctx(an) == C, "analyzer ctx");
+  sym_analyzer_free(an);
 
   an = A("n <= 3");
-  CHECK_MSG(!rx_analyzer_assume(an, S("n >= 5")), "contradiction: n >= 5");
-  CHECK_MSG(!rx_analyzer_assume(an, S("n == 4")), "contradiction: n == 4");
-  CHECK_MSG(rx_analyzer_assume(an, S("n <= 10")), "implied fact");
-  CHECK_MSG(rx_analyzer_assume(an, S("0 <= n")), "new fact");
-  CHECK_MSG(!rx_analyzer_assume(an, S("0")), "false fact");
-  CHECK_MSG(rx_analyzer_assume(an, S("select(a, b, c) < d * d")), "fact not understood is kept");
-  CHECK_MSG(rx_analyzer_prove(an, S("select(a, b, c) < d * d")) == RX_TRUE, "prove of exactly it");
-  b = rx_analyzer_bounds(an, n);
+  CHECK_MSG(!sym_analyzer_assume(an, S("n >= 5")), "contradiction: n >= 5");
+  CHECK_MSG(!sym_analyzer_assume(an, S("n == 4")), "contradiction: n == 4");
+  CHECK_MSG(sym_analyzer_assume(an, S("n <= 10")), "implied fact");
+  CHECK_MSG(sym_analyzer_assume(an, S("0 <= n")), "new fact");
+  CHECK_MSG(!sym_analyzer_assume(an, S("0")), "false fact");
+  CHECK_MSG(sym_analyzer_assume(an, S("select(a, b, c) < d * d")), "fact not understood is kept");
+  CHECK_MSG(sym_analyzer_prove(an, S("select(a, b, c) < d * d")) == RX_TRUE, "prove of exactly it");
+  b = sym_analyzer_bounds(an, n);
   CHECK_MSG(b.lo == 0 && b.hi == 3, "bounds after rejected facts");
-  CHECK_MSG(!rx_analyzer_assume(an, S("n % 8 == 5")) || true, "residue fact");
-  rx_analyzer_free(an);
+  CHECK_MSG(!sym_analyzer_assume(an, S("n % 8 == 5")) || true, "residue fact");
+  sym_analyzer_free(an);
 
   an = A("n % 8 == 0");
-  CHECK_MSG(!rx_analyzer_assume(an, S("n % 4 == 1")), "contradicting residues");
-  rx_analyzer_free(an);
+  CHECK_MSG(!sym_analyzer_assume(an, S("n % 4 == 1")), "contradicting residues");
+  sym_analyzer_free(an);
 }
 
 /* ---------------------------------------------------------------- randomized checks */
@@ -714,14 +717,14 @@ static bool extreme;
 
 static const rx_expr *gen(int depth) {
   if (depth <= 0 || rnd() % 5 == 0) {
-    if (rnd() % 2) return rx_expr_var(C, VARS[rnd() % NV]);
+    if (rnd() % 2) return sym_expr_var(C, VARS[rnd() % NV]);
     static const int64_t special[] = {0, 1, -1, 2, 4, 8, 16, -8};
     static const int64_t huge[] = {INT64_MIN,        INT64_MAX,           INT64_MIN + 1,
                                    INT64_MAX - 1,    INT64_C(1) << 62,    -(INT64_C(1) << 62),
                                    INT64_C(1) << 32, INT64_C(3037000499), -INT64_C(3037000500)};
-    if (extreme && rnd() % 2) return rx_expr_const(C, huge[rnd() % RX_ARRAY_LEN(huge)]);
-    if (rnd() % 4 == 0) return rx_expr_const(C, special[rnd() % 8]);
-    return rx_expr_const(C, rnd_in(-9, 9));
+    if (extreme && rnd() % 2) return sym_expr_const(C, huge[rnd() % RX_ARRAY_LEN(huge)]);
+    if (rnd() % 4 == 0) return sym_expr_const(C, special[rnd() % 8]);
+    return sym_expr_const(C, rnd_in(-9, 9));
   }
   static const rx_expr_kind kinds[] = {
       RX_EXPR_ADD,      RX_EXPR_ADD,      RX_EXPR_SUB,      RX_EXPR_MUL,      RX_EXPR_MUL,
@@ -732,17 +735,17 @@ static const rx_expr *gen(int depth) {
   };
   rx_expr_kind k = kinds[rnd() % RX_ARRAY_LEN(kinds)];
   const rx_expr *a = gen(depth - 1);
-  if (k == RX_EXPR_NOT) return rx_expr_raw(C, k, a, NULL, NULL);
+  if (k == RX_EXPR_NOT) return sym_expr_raw(C, k, a, NULL, NULL);
   const rx_expr *b;
   /* divisors: mostly constants, so the div/mod rules get exercised */
   if ((k == RX_EXPR_FLOORDIV || k == RX_EXPR_FLOORMOD) && rnd() % 3)
-    b = rx_expr_const(C, rnd_in(-9, 9));
+    b = sym_expr_const(C, rnd_in(-9, 9));
   else if (k == RX_EXPR_MUL && rnd() % 2)
-    b = rx_expr_const(C, rnd_in(-9, 9));
+    b = sym_expr_const(C, rnd_in(-9, 9));
   else
     b = gen(depth - 1);
-  if (k == RX_EXPR_SELECT) return rx_expr_raw(C, k, a, b, gen(depth - 1));
-  return rx_expr_raw(C, k, a, b, NULL);
+  if (k == RX_EXPR_SELECT) return sym_expr_raw(C, k, a, b, gen(depth - 1));
+  return sym_expr_raw(C, k, a, b, NULL);
 }
 
 typedef struct point {
@@ -750,7 +753,7 @@ typedef struct point {
 } point;
 
 static rx_expr_env env_of(const point *p, const rx_expr **vars) {
-  for (int i = 0; i < NV; i++) vars[i] = rx_expr_var(C, VARS[i]);
+  for (int i = 0; i < NV; i++) vars[i] = sym_expr_var(C, VARS[i]);
   return (rx_expr_env){vars, p->v, NV};
 }
 
@@ -764,7 +767,7 @@ static long rnd_points, rnd_compared;
 /* raw and simplified evaluate alike wherever raw evaluates (overflow of the reassociated form
  * aside); the canonical form round-trips through text */
 static bool check_simplify_one(const rx_expr *raw, int npts) {
-  const rx_expr *s = rx_expr_simplify(C, raw);
+  const rx_expr *s = sym_expr_simplify(C, raw);
   const rx_expr *vars[NV];
   for (int k = 0; k < npts; k++) {
     point p;
@@ -772,8 +775,8 @@ static bool check_simplify_one(const rx_expr *raw, int npts) {
       p.v[i] = extreme && rnd() % 3 == 0 ? (int64_t)rnd() : rnd_in(-50, 50);
     rx_expr_env env = env_of(&p, vars);
     int64_t x = 0, y = 0;
-    rx_eval_status sx = rx_expr_eval_status(raw, &env, &x);
-    rx_eval_status sy = rx_expr_eval_status(s, &env, &y);
+    rx_eval_status sx = sym_expr_eval_status(raw, &env, &x);
+    rx_eval_status sy = sym_expr_eval_status(s, &env, &y);
     rnd_points++;
     if (sx != RX_EVAL_OK || sy == RX_EVAL_OVERFLOW) continue;
     rnd_compared++;
@@ -786,21 +789,21 @@ static bool check_simplify_one(const rx_expr *raw, int npts) {
       return false;
     }
   }
-  if (rx_expr_simplify(C, s) != s) {
+  if (sym_expr_simplify(C, s) != s) {
     fprintf(stderr, "random simplify not idempotent: %s\n", T(raw));
     return false;
   }
   /* printed canonical form -> fresh context -> simplify -> same text */
-  char *s1 = rx_expr_to_string(s);
-  rx_expr_ctx *c2 = rx_expr_ctx_new();
-  char *s2 = rx_expr_to_string(rx_test_parse_simplified(c2, s1));
-  char *s3 = rx_expr_to_string(rx_test_parse_simplified(c2, s2));
+  char *s1 = sym_expr_to_string(s);
+  rx_expr_ctx *c2 = sym_expr_ctx_new();
+  char *s2 = sym_expr_to_string(rx_test_parse_simplified(c2, s1));
+  char *s3 = sym_expr_to_string(rx_test_parse_simplified(c2, s2));
   /* (where folding would overflow int64 the operation stays as given, and the printed text of
    * such a node may reparse into another unfolded shape: then only a second trip is stable) */
   bool ok = (extreme || strcmp(s1, s2) == 0) && strcmp(s2, s3) == 0;
   if (!ok) fprintf(stderr, "random round trip: %s\n  %s\n  %s\n  %s\n", T(raw), s1, s2, s3);
   /* printing a raw expression keeps its meaning */
-  char *r1 = rx_expr_to_string(raw);
+  char *r1 = sym_expr_to_string(raw);
   if (ok && !extreme && S(r1) != s) {
     fprintf(stderr, "random raw print: %s reparses as %s\n", r1, T(S(r1)));
     ok = false;
@@ -809,7 +812,7 @@ static bool check_simplify_one(const rx_expr *raw, int npts) {
   free(s1);
   free(s2);
   free(s3);
-  rx_expr_ctx_free(c2);
+  sym_expr_ctx_free(c2);
   return ok;
 }
 
@@ -833,7 +836,7 @@ static void gen_facts(facts *f, rx_analyzer *an) {
   f->n = 0;
   f->rel = NULL;
   for (int i = 0; i < NV; i++) {
-    const rx_expr *x = rx_expr_var(C, VARS[i]);
+    const rx_expr *x = sym_expr_var(C, VARS[i]);
     int64_t lo = rnd_in(-30, 20), hi = lo + rnd_in(0, 40);
     f->lo[i] = -50;
     f->hi[i] = 50;
@@ -841,34 +844,35 @@ static void gen_facts(facts *f, rx_analyzer *an) {
     f->rem[i] = 0;
     if (rnd() % 4) {
       f->lo[i] = lo;
-      f->all[f->n++] = rx_expr_cmp(C, RX_EXPR_LE, rx_expr_const(C, lo), x);
+      f->all[f->n++] = sym_expr_cmp(C, RX_EXPR_LE, sym_expr_const(C, lo), x);
     }
     if (rnd() % 4) {
       f->hi[i] = hi;
-      f->all[f->n++] = rx_expr_cmp(C, RX_EXPR_GE, rx_expr_const(C, hi), x);
+      f->all[f->n++] = sym_expr_cmp(C, RX_EXPR_GE, sym_expr_const(C, hi), x);
     }
     if (rnd() % 3 == 0) {
       static const int64_t mods[] = {2, 3, 4, 8};
       f->mod[i] = mods[rnd() % 4];
       f->rem[i] = rnd() % 2 ? 0 : rnd_in(0, f->mod[i] - 1);
       f->all[f->n++] =
-          rx_expr_cmp(C, RX_EXPR_EQ, rx_expr_floormod(C, x, rx_expr_const(C, f->mod[i])),
-                      rx_expr_const(C, f->rem[i]));
+          sym_expr_cmp(C, RX_EXPR_EQ, sym_expr_floormod(C, x, sym_expr_const(C, f->mod[i])),
+                       sym_expr_const(C, f->rem[i]));
     }
   }
   if (rnd() % 2) {
     int i = (int)(rnd() % NV), j = (int)((i + 1 + rnd() % (NV - 1)) % NV);
-    f->rel = rx_expr_cmp(C, rnd() % 2 ? RX_EXPR_LE : RX_EXPR_LT, rx_expr_var(C, VARS[i]),
-                         rx_expr_add(C, rx_expr_var(C, VARS[j]), rx_expr_const(C, rnd_in(-3, 3))));
+    f->rel =
+        sym_expr_cmp(C, rnd() % 2 ? RX_EXPR_LE : RX_EXPR_LT, sym_expr_var(C, VARS[i]),
+                     sym_expr_add(C, sym_expr_var(C, VARS[j]), sym_expr_const(C, rnd_in(-3, 3))));
     f->all[f->n++] = f->rel;
   }
   if (rnd() % 3 == 0) {
     /* a fact between random expressions: linear relations, div/mod, ==, != */
     static const rx_expr_kind k[] = {RX_EXPR_LE, RX_EXPR_LT, RX_EXPR_GE, RX_EXPR_EQ, RX_EXPR_NE};
-    f->all[f->n++] = rx_expr_raw(C, k[rnd() % 5], gen(2), gen(2), NULL);
+    f->all[f->n++] = sym_expr_raw(C, k[rnd() % 5], gen(2), gen(2), NULL);
   }
   f->contra = false;
-  for (int i = 0; i < f->n; i++) f->contra |= !rx_analyzer_assume(an, f->all[i]);
+  for (int i = 0; i < f->n; i++) f->contra |= !sym_analyzer_assume(an, f->all[i]);
 }
 
 /* up to max points satisfying every fact (rejection sampling) */
@@ -890,7 +894,7 @@ static int gen_points(const facts *f, point *pts, int max) {
     rx_expr_env env = env_of(&p, vars);
     for (int i = 0; i < f->n && ok; i++) {
       int64_t t;
-      ok = rx_expr_eval(f->all[i], &env, &t) && t == 1;
+      ok = sym_expr_eval(f->all[i], &env, &t) && t == 1;
     }
     if (ok) pts[n++] = p;
   }
@@ -909,7 +913,7 @@ static void test_random_analyzer(int rounds) {
   int bad = 0;
   const rx_expr *vars[NV];
   for (int r = 0; r < rounds && bad < 5; r++) {
-    rx_analyzer *an = rx_analyzer_new(C);
+    rx_analyzer *an = sym_analyzer_new(C);
     facts f;
     gen_facts(&f, an);
     point pts[24];
@@ -921,15 +925,15 @@ static void test_random_analyzer(int rounds) {
       bad++;
     }
     if (np == 0 || f.contra) {
-      rx_analyzer_free(an);
+      sym_analyzer_free(an);
       continue;
     }
     for (int q = 0; q < 6 && bad < 5; q++) {
       const rx_expr *e = gen(1 + (int)(rnd() % 4));
-      const rx_expr *s = rx_analyzer_simplify(an, e);
-      if (s != rx_expr_simplify(C, e)) an_simpl_changed++;
-      rx_interval b = rx_analyzer_bounds(an, e);
-      int64_t dv = rx_analyzer_divisor(an, e);
+      const rx_expr *s = sym_analyzer_simplify(an, e);
+      if (s != sym_expr_simplify(C, e)) an_simpl_changed++;
+      rx_interval b = sym_analyzer_bounds(an, e);
+      int64_t dv = sym_analyzer_divisor(an, e);
       /* a comparison, sometimes of a variable against a constant near its range */
       const rx_expr *cond;
       static const rx_expr_kind cmps[] = {RX_EXPR_EQ, RX_EXPR_NE, RX_EXPR_LT,
@@ -937,14 +941,14 @@ static void test_random_analyzer(int rounds) {
       rx_expr_kind ck = cmps[rnd() % 6];
       if (rnd() % 3 == 0) {
         int vi = (int)(rnd() % NV);
-        cond =
-            rx_expr_raw(C, ck, rx_expr_var(C, VARS[vi]), rx_expr_const(C, rnd_in(-35, 35)), NULL);
+        cond = sym_expr_raw(C, ck, sym_expr_var(C, VARS[vi]), sym_expr_const(C, rnd_in(-35, 35)),
+                            NULL);
       } else if (rnd() % 2) {
-        cond = rx_expr_raw(C, ck, e, gen(1 + (int)(rnd() % 2)), NULL);
+        cond = sym_expr_raw(C, ck, e, gen(1 + (int)(rnd() % 2)), NULL);
       } else {
-        cond = rx_expr_raw(C, ck, gen(2), gen(2), NULL);
+        cond = sym_expr_raw(C, ck, gen(2), gen(2), NULL);
       }
-      rx_tribool t = rx_analyzer_prove(an, cond);
+      rx_tribool t = sym_analyzer_prove(an, cond);
       an_true += t == RX_TRUE;
       an_false += t == RX_FALSE;
       an_unknown += t == RX_UNKNOWN;
@@ -952,9 +956,9 @@ static void test_random_analyzer(int rounds) {
         rx_expr_env env = env_of(&pts[k], vars);
         int64_t x, y, c;
         an_points++;
-        rx_eval_status sx = rx_expr_eval_status(e, &env, &x);
+        rx_eval_status sx = sym_expr_eval_status(e, &env, &x);
         if (sx == RX_EVAL_OK) {
-          rx_eval_status sy = rx_expr_eval_status(s, &env, &y);
+          rx_eval_status sy = sym_expr_eval_status(s, &env, &y);
           if (sy != RX_EVAL_OVERFLOW && (sy != RX_EVAL_OK || x != y)) {
             fprintf(stderr,
                     "random analyzer simplify: %s\n  => %s\n  raw %" PRId64 " simplified %" PRId64
@@ -978,7 +982,7 @@ static void test_random_analyzer(int rounds) {
             bad++;
           }
         }
-        if (t != RX_UNKNOWN && rx_expr_eval(cond, &env, &c) && c != (t == RX_TRUE)) {
+        if (t != RX_UNKNOWN && sym_expr_eval(cond, &env, &c) && c != (t == RX_TRUE)) {
           fprintf(stderr, "random prove: %s proven %s but is %" PRId64 "\n", T(cond), TRI[t], c);
           print_facts(&f);
           print_point(&pts[k]);
@@ -986,7 +990,7 @@ static void test_random_analyzer(int rounds) {
         }
       }
     }
-    rx_analyzer_free(an);
+    sym_analyzer_free(an);
   }
   CHECK_MSG(bad == 0, "random analyzer: %d failures", bad);
   CHECK_MSG(an_true + an_false > 50, "random analyzer proves something: %ld true, %ld false",
@@ -996,13 +1000,15 @@ static void test_random_analyzer(int rounds) {
 /* many shape expressions in one context stay fast */
 static void test_scale(void) {
   clock_t t0 = clock();
-  const rx_expr *acc = rx_expr_const(C, 0);
+  const rx_expr *acc = sym_expr_const(C, 0);
   for (int i = 0; i < 20000; i++) {
-    const rx_expr *n = rx_expr_var(C, VARS[i % NV]);
-    const rx_expr *e = rx_expr_floordiv(
-        C, rx_expr_add(C, rx_expr_mul(C, n, rx_expr_const(C, i % 64 + 1)), rx_expr_const(C, i % 7)),
-        rx_expr_const(C, 8));
-    acc = rx_expr_max(C, rx_expr_min(C, e, rx_expr_const(C, 4096)), rx_expr_const(C, i % 13));
+    const rx_expr *n = sym_expr_var(C, VARS[i % NV]);
+    const rx_expr *e =
+        sym_expr_floordiv(C,
+                          sym_expr_add(C, sym_expr_mul(C, n, sym_expr_const(C, i % 64 + 1)),
+                                       sym_expr_const(C, i % 7)),
+                          sym_expr_const(C, 8));
+    acc = sym_expr_max(C, sym_expr_min(C, e, sym_expr_const(C, 4096)), sym_expr_const(C, i % 13));
   }
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
   CHECK_MSG(acc && secs < 3.0, "20000 constructions took %.2f s", secs);
@@ -1012,7 +1018,7 @@ int main(void) {
   const char *seed = getenv("RX_SEED");
   rng = seed && *seed ? strtoull(seed, NULL, 0) : 0x5eed2025ull;
   if (!rng) rng = 1;
-  C = rx_expr_ctx_new();
+  C = sym_expr_ctx_new();
   test_simplify();
   test_print();
   test_eval();
@@ -1033,6 +1039,6 @@ int main(void) {
           seed && *seed ? (uint64_t)strtoull(seed, NULL, 0) : (uint64_t)0x5eed2025ull, rnd_points,
           rnd_compared, an_points, an_true, an_false, an_unknown, an_simpl_changed,
           (double)(clock() - t0) / CLOCKS_PER_SEC);
-  rx_expr_ctx_free(C);
+  sym_expr_ctx_free(C);
   return check_finish("shapes");
 }

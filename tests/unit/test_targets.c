@@ -13,7 +13,7 @@
 /* Parses text, expecting success; returns the target or NULL (and records a failure). */
 static const rx_target *parse_ok(const char *text) {
   const rx_target *t = (const rx_target *)1;
-  rx_status s = rx_target_parse(text, &t);
+  rx_status s = tgt_target_parse(text, &t);
   CHECK_MSG(s == NULL, "parse '%s': %s", text, rx_status_message(s));
   rx_status_free(s);
   return t;
@@ -23,7 +23,7 @@ static const rx_target *parse_ok(const char *text) {
  * (NULL-terminated). */
 static void parse_bad(const char *text, const char *const want[]) {
   const rx_target *t = (const rx_target *)1;
-  rx_status s = rx_target_parse(text, &t);
+  rx_status s = tgt_target_parse(text, &t);
   CHECK_MSG(s != NULL, "parse '%s' should fail", text ? text : "(null)");
   CHECK_MSG(t == NULL, "parse '%s' must clear the out-parameter on error", text ? text : "(null)");
   if (s) {
@@ -39,12 +39,12 @@ static void parse_bad(const char *text, const char *const want[]) {
 
 static void test_names(void) {
   size_t n = 0;
-  const rx_target *all = rx_target_list(&n);
+  const rx_target *all = tgt_target_list(&n);
   CHECK_MSG(n >= 7, "%zu targets", n);
   for (size_t i = 0; i < n; i++) {
     const rx_target *t = parse_ok(all[i].name);
     CHECK_MSG(t == &all[i], "'%s' parses to its own entry", all[i].name);
-    CHECK_MSG(rx_target_find(all[i].name) == &all[i], "find '%s'", all[i].name);
+    CHECK_MSG(tgt_target_find(all[i].name) == &all[i], "find '%s'", all[i].name);
     for (size_t j = i + 1; j < n; j++)
       CHECK_MSG(strcmp(all[i].name, all[j].name) != 0, "duplicate name '%s'", all[i].name);
   }
@@ -52,20 +52,20 @@ static void test_names(void) {
                             "vulkan-lavapipe",  "vulkan-adreno",    "vulkan-mali",
                             "vulkan-nvidia",    "metal-apple7"};
   for (size_t i = 0; i < RX_ARRAY_LEN(required); i++)
-    CHECK_MSG(rx_target_find(required[i]) != NULL, "target '%s' is described", required[i]);
-  CHECK_MSG(rx_target_find("opencl") == NULL, "find unknown");
+    CHECK_MSG(tgt_target_find(required[i]) != NULL, "target '%s' is described", required[i]);
+  CHECK_MSG(tgt_target_find("opencl") == NULL, "find unknown");
 
   /* short forms and spacing */
-  CHECK_MSG(parse_ok("cuda") == rx_target_find("cuda -arch=sm_80"), "cuda alone is sm_80");
-  CHECK_MSG(parse_ok("metal") == rx_target_find("metal-apple7"), "metal alone is apple7");
-  CHECK_MSG(parse_ok("  cuda   -arch=sm_90  ") == rx_target_find("cuda -arch=sm_90"), "spaces");
-  CHECK_MSG(parse_ok("cuda --arch=sm_90") == rx_target_find("cuda -arch=sm_90"), "--arch");
-  CHECK_MSG(parse_ok("cuda -arch=sm_80 -arch=sm_90") == rx_target_find("cuda -arch=sm_90"),
+  CHECK_MSG(parse_ok("cuda") == tgt_target_find("cuda -arch=sm_80"), "cuda alone is sm_80");
+  CHECK_MSG(parse_ok("metal") == tgt_target_find("metal-apple7"), "metal alone is apple7");
+  CHECK_MSG(parse_ok("  cuda   -arch=sm_90  ") == tgt_target_find("cuda -arch=sm_90"), "spaces");
+  CHECK_MSG(parse_ok("cuda --arch=sm_90") == tgt_target_find("cuda -arch=sm_90"), "--arch");
+  CHECK_MSG(parse_ok("cuda -arch=sm_80 -arch=sm_90") == tgt_target_find("cuda -arch=sm_90"),
             "the last -arch wins");
-  CHECK_MSG(parse_ok("vulkan\t") == rx_target_find("vulkan"), "tab");
-  CHECK_MSG(strcmp(rx_target_kind_name(RX_TARGET_CUDA), "cuda") == 0 &&
-                strcmp(rx_target_kind_name(RX_TARGET_VULKAN), "vulkan") == 0 &&
-                strcmp(rx_target_kind_name(RX_TARGET_METAL), "metal") == 0,
+  CHECK_MSG(parse_ok("vulkan\t") == tgt_target_find("vulkan"), "tab");
+  CHECK_MSG(strcmp(tgt_target_kind_name(RX_TARGET_CUDA), "cuda") == 0 &&
+                strcmp(tgt_target_kind_name(RX_TARGET_VULKAN), "vulkan") == 0 &&
+                strcmp(tgt_target_kind_name(RX_TARGET_METAL), "metal") == 0,
             "kind names");
 }
 
@@ -88,13 +88,13 @@ static void test_bad(void) {
 
 /* The values the vendors publish (see the comments in targets/targets.c). */
 static void test_values(void) {
-  const rx_target *a = rx_target_find("cuda -arch=sm_80");
-  const rx_target *h = rx_target_find("cuda -arch=sm_90");
-  const rx_target *v = rx_target_find("vulkan");
-  const rx_target *lp = rx_target_find("vulkan-lavapipe");
-  const rx_target *ad = rx_target_find("vulkan-adreno");
-  const rx_target *ma = rx_target_find("vulkan-mali");
-  const rx_target *m = rx_target_find("metal-apple7");
+  const rx_target *a = tgt_target_find("cuda -arch=sm_80");
+  const rx_target *h = tgt_target_find("cuda -arch=sm_90");
+  const rx_target *v = tgt_target_find("vulkan");
+  const rx_target *lp = tgt_target_find("vulkan-lavapipe");
+  const rx_target *ad = tgt_target_find("vulkan-adreno");
+  const rx_target *ma = tgt_target_find("vulkan-mali");
+  const rx_target *m = tgt_target_find("metal-apple7");
   if (!a || !h || !v || !lp || !ad || !ma || !m) {
     CHECK_MSG(false, "a required target is missing");
     return;
@@ -153,7 +153,7 @@ static void test_values(void) {
 /* What every entry must satisfy whatever its values. */
 static void test_consistency(void) {
   size_t n = 0;
-  const rx_target *all = rx_target_list(&n);
+  const rx_target *all = tgt_target_list(&n);
   for (size_t i = 0; i < n; i++) {
     const rx_target *t = &all[i];
     CHECK_MSG(t->source && strlen(t->source) > 10, "'%s' cites its source", t->name);
@@ -211,52 +211,52 @@ static void test_consistency(void) {
 
 /* Matrix units (PTX ISA matrix shape tables; Metal's simdgroup_matrix; Vulkan queried). */
 static void test_mma(void) {
-  const rx_target *a = rx_target_find("cuda -arch=sm_80");
-  const rx_target *h = rx_target_find("cuda -arch=sm_90");
-  const rx_target *v = rx_target_find("vulkan");
-  const rx_target *lp = rx_target_find("vulkan-lavapipe");
-  const rx_target *m = rx_target_find("metal-apple7");
-  const rx_mma_shape *x = rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, -1);
+  const rx_target *a = tgt_target_find("cuda -arch=sm_80");
+  const rx_target *h = tgt_target_find("cuda -arch=sm_90");
+  const rx_target *v = tgt_target_find("vulkan");
+  const rx_target *lp = tgt_target_find("vulkan-lavapipe");
+  const rx_target *m = tgt_target_find("metal-apple7");
+  const rx_mma_shape *x = tgt_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, -1);
   CHECK_MSG(x && x->api == RX_MMA_SYNC && x->m == 16 && x->n == 8 && x->k == 16 && x->threads == 32,
             "sm_80 f16 -> f32: mma.sync m16n8k16");
-  x = rx_target_mma(a, RX_DTYPE_I8, RX_DTYPE_I32, -1);
+  x = tgt_target_mma(a, RX_DTYPE_I8, RX_DTYPE_I32, -1);
   CHECK_MSG(x && x->k == 32 && strstr(x->instr, "m16n8k32"), "sm_80 s8 -> s32: m16n8k32");
-  CHECK_MSG(!rx_target_mma(a, RX_DTYPE_F32, RX_DTYPE_F32, -1),
+  CHECK_MSG(!tgt_target_mma(a, RX_DTYPE_F32, RX_DTYPE_F32, -1),
             "sm_80: no f32 inputs (tf32 left out)");
-  CHECK_MSG(!rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA), "sm_80 has no wgmma");
-  x = rx_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, -1);
+  CHECK_MSG(!tgt_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA), "sm_80 has no wgmma");
+  x = tgt_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, -1);
   CHECK_MSG(x && x->api == RX_MMA_WGMMA && x->m == 64 && x->n == 256 && x->n_step == 8 &&
                 x->threads == 128,
             "sm_90 bf16 -> f32: wgmma m64nNk16 first");
-  x = rx_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, RX_MMA_SYNC);
+  x = tgt_target_mma(h, RX_DTYPE_BF16, RX_DTYPE_F32, RX_MMA_SYNC);
   CHECK_MSG(x && x->m == 16 && x->n == 8, "sm_90 keeps mma.sync");
   /* subgroup fragments 16x16x16 over mma.sync, f16 and bf16 into f32, listed after mma.sync */
   for (int ti = 0; ti < 2; ti++)
     for (int d = 0; d < 2; d++) {
       const rx_target *t = ti ? h : a;
       rx_dtype ab = d ? RX_DTYPE_BF16 : RX_DTYPE_F16;
-      x = rx_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC_FRAG);
+      x = tgt_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC_FRAG);
       CHECK_MSG(x && x->m == 16 && x->n == 16 && x->k == 16 && x->threads == 32 &&
-                    x > rx_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC),
+                    x > tgt_target_mma(t, ab, RX_DTYPE_F32, RX_MMA_SYNC),
                 "%s %s: sync-frag 16x16x16 after mma.sync", t->name, d ? "bf16" : "f16");
     }
-  CHECK_MSG(!rx_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F16, RX_MMA_SYNC_FRAG),
+  CHECK_MSG(!tgt_target_mma(a, RX_DTYPE_F16, RX_DTYPE_F16, RX_MMA_SYNC_FRAG),
             "sm_80: fragments accumulate in f32 only");
-  CHECK_MSG(!rx_target_mma(v, RX_DTYPE_F16, RX_DTYPE_F32, -1) && v->mma_query,
+  CHECK_MSG(!tgt_target_mma(v, RX_DTYPE_F16, RX_DTYPE_F32, -1) && v->mma_query,
             "vulkan: cooperative matrix shapes come from the device");
   CHECK_MSG(!lp->nmma && !lp->mma_query, "lavapipe: no cooperative matrix");
-  x = rx_target_mma(m, RX_DTYPE_F16, RX_DTYPE_F32, -1);
+  x = tgt_target_mma(m, RX_DTYPE_F16, RX_DTYPE_F32, -1);
   CHECK_MSG(x && x->api == RX_MMA_SIMDGROUP && x->m == 8 && x->n == 8 && x->k == 8,
             "apple7: simdgroup_matrix 8x8");
-  CHECK_MSG(!rx_target_mma(m, RX_DTYPE_BF16, RX_DTYPE_F32, -1), "apple7: no bfloat matrices");
-  const rx_target *nv = rx_target_find("vulkan-nvidia");
-  x = nv ? rx_target_mma(nv, RX_DTYPE_F16, RX_DTYPE_F32, -1) : NULL;
+  CHECK_MSG(!tgt_target_mma(m, RX_DTYPE_BF16, RX_DTYPE_F32, -1), "apple7: no bfloat matrices");
+  const rx_target *nv = tgt_target_find("vulkan-nvidia");
+  x = nv ? tgt_target_mma(nv, RX_DTYPE_F16, RX_DTYPE_F32, -1) : NULL;
   CHECK_MSG(x && x->api == RX_MMA_COOP && x->m == 16 && x->n == 16 && x->k == 16 &&
                 x->threads == 32 && nv->subgroup_size == 32 && nv->min_subgroup_size == 32 &&
                 nv->fp16 && nv->storage16,
             "vulkan-nvidia: VK_NV_cooperative_matrix 16x16x16 f16 -> f32 over subgroups of 32");
   size_t n = 0;
-  const rx_target *all = rx_target_list(&n);
+  const rx_target *all = tgt_target_list(&n);
   for (size_t i = 0; i < n; i++) {
     const rx_target *t = &all[i];
     CHECK_MSG(t->matrix_units == (t->nmma > 0), "'%s': matrix_units exactly when shapes are listed",
@@ -276,32 +276,32 @@ static void test_mma(void) {
     }
   }
   rx_strbuf b = {0};
-  rx_target_describe(&b, h);
+  tgt_target_describe(&b, h);
   CHECK_MSG(b.data &&
                 strstr(b.data, "matrix unit: wgmma m64n256k16 (n: multiples) bf16 x bf16 -> f32"),
             "%s", b.data ? b.data : "");
   CHECK_MSG(b.data &&
                 strstr(b.data, "matrix unit: sync-frag m16n16k16 bf16 x bf16 -> f32, 32 threads"),
             "%s", b.data ? b.data : "");
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
 }
 
 static void test_describe(void) {
   rx_strbuf b = {0};
-  rx_target_describe(&b, rx_target_find("vulkan-lavapipe"));
+  tgt_target_describe(&b, tgt_target_find("vulkan-lavapipe"));
   CHECK_MSG(b.data && strstr(b.data, "target: vulkan-lavapipe\n"), "%s", b.data ? b.data : "");
   CHECK_MSG(b.data && strstr(b.data, "subgroup size: 8 (hardware 8..8)"), "%s",
             b.data ? b.data : "");
   CHECK_MSG(b.data && strstr(b.data, "shared memory per block: 32768 bytes"), "%s",
             b.data ? b.data : "");
-  rx_strbuf_free(&b);
-  rx_target_describe(&b, rx_target_find("vulkan"));
+  base_strbuf_free(&b);
+  tgt_target_describe(&b, tgt_target_find("vulkan"));
   CHECK_MSG(b.data && strstr(b.data, "subgroup size: unknown"), "%s", b.data ? b.data : "");
-  rx_strbuf_free(&b);
-  rx_target_describe(&b, rx_target_find("cuda -arch=sm_90"));
+  base_strbuf_free(&b);
+  tgt_target_describe(&b, tgt_target_find("cuda -arch=sm_90"));
   CHECK_MSG(b.data && strstr(b.data, "opt-in 232448") && strstr(b.data, "arch: sm_90"), "%s",
             b.data ? b.data : "");
-  rx_strbuf_free(&b);
+  base_strbuf_free(&b);
 }
 
 int main(int argc, char **argv) {

@@ -73,7 +73,7 @@ static char *stream(const rx_tokenizer *tok, const int32_t *ids, size_t n, int f
   rx_detokenizer *d = NULL;
   rx_status s = rx_detokenizer_create(tok, flags, &d);
   rx_strbuf all = {0};
-  rx_strbuf_appendn(&all, "", 0);
+  base_strbuf_appendn(&all, "", 0);
   *ok = !s;
   for (size_t i = 0; *ok && i <= n; i++) {
     const char *piece;
@@ -81,12 +81,12 @@ static char *stream(const rx_tokenizer *tok, const int32_t *ids, size_t n, int f
     s = i < n ? rx_detokenizer_push(d, ids[i], &piece, &plen)
               : rx_detokenizer_flush(d, &piece, &plen);
     *ok = !s && valid_utf8(piece, plen) && strlen(piece) <= plen;
-    if (*ok) rx_strbuf_appendn(&all, piece, plen);
+    if (*ok) base_strbuf_appendn(&all, piece, plen);
   }
   rx_status_free(s);
   rx_detokenizer_free(d);
   *len = all.len;
-  return rx_strbuf_take(&all);
+  return base_strbuf_take(&all);
 }
 
 /* decode(ids, flags) == want, and the stream joined too (when stream_equal) */
@@ -177,7 +177,7 @@ static cJSON *read_cases(const char *dir) {
   snprintf(path, sizeof path, "%s/cases.json", dir);
   char *text = NULL;
   size_t len;
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   CHECK_MSG(!s, "%s", s ? rx_status_message(s) : "");
   rx_status_free(s);
   cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
@@ -210,12 +210,12 @@ static rx_status gguf_tokenizer(const char *path, rx_strbuf *json) {
   rx_mapped_file map = {0};
   rx_gguf_file f = {0};
   rx_hf_config c;
-  rx_status s = rx_map_file(path, &map);
-  if (!s) s = rx_gguf_parse(map.data, map.size, path, &f);
+  rx_status s = base_map_file(path, &map);
+  if (!s) s = gguf_parse(map.data, map.size, path, &f);
   if (!s) s = hf_gguf_read_config(&f, &c);
   if (!s) s = hf_gguf_tokenizer_json(&f, &c, json);
-  rx_gguf_free(&f);
-  rx_unmap_file(&map);
+  gguf_free(&f);
+  base_unmap_file(&map);
   return s;
 }
 
@@ -228,7 +228,7 @@ static void check_gguf(const char *dir, const char *file, const cJSON *spec, con
   if (!s) s = rx_tokenizer_load(json.data, json.len, file, &tok);
   CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
-  rx_strbuf_free(&json);
+  base_strbuf_free(&json);
   if (!tok) return;
   const cJSON *c;
   int n = 0;
@@ -260,7 +260,7 @@ static void gguf_refused(const char *dir, const char *file, const char *want) {
             "%s: '%s', expected an error holding '%s'", file, s ? rx_status_message(s) : "no error",
             want);
   rx_status_free(s);
-  rx_strbuf_free(&json);
+  base_strbuf_free(&json);
 }
 
 static void gguf_fixtures(const char *tests_dir) {
@@ -307,7 +307,7 @@ static void strip_stream(const char *tests_dir) {
   char path[1024], *text = NULL;
   size_t len;
   snprintf(path, sizeof path, "%s/llm/tokenizers/llama2.tokenizer.json", tests_dir);
-  rx_status s = rx_read_file(path, &text, &len);
+  rx_status s = base_read_file(path, &text, &len);
   CHECK_MSG(!s, "%s: %s", path, s ? rx_status_message(s) : "");
   rx_status_free(s);
   static const char strip[] = "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}";

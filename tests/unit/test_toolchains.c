@@ -63,10 +63,10 @@ static const char glsl_bad[] = "#version 450\n"
                                "}\n";
 
 static void test_glsl(void) {
-  if (!rx_shaderc_available()) {
+  if (!tgt_shaderc_available()) {
     uint32_t *w = NULL;
     size_t n = 0;
-    rx_status s = rx_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &w, &n);
+    rx_status s = tgt_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &w, &n);
     CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
                   strstr(rx_status_message(s), "shaderc"),
               "without shaderc: %s", rx_status_message(s));
@@ -77,7 +77,7 @@ static void test_glsl(void) {
   uint32_t *words = NULL;
   size_t nwords = 0;
   double t0 = now_ms();
-  rx_status s = rx_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &words, &nwords);
+  rx_status s = tgt_glsl_to_spirv(glsl_good, strlen(glsl_good), "good.comp", &words, &nwords);
   double t1 = now_ms();
   CHECK_MSG(s == NULL, "compile good.comp: %s", rx_status_message(s));
   rx_status_free(s);
@@ -86,8 +86,8 @@ static void test_glsl(void) {
   CHECK_MSG(nwords > 5 && words[0] == 0x07230203u, "SPIR-V magic %08x", nwords ? words[0] : 0);
   CHECK_MSG(words[1] == 0x00010500u, "SPIR-V version 1.5: %08x", words[1]);
 
-  if (!rx_spirv_tools_available()) {
-    s = rx_spirv_validate(words, nwords);
+  if (!tgt_spirv_tools_available()) {
+    s = tgt_spirv_validate(words, nwords);
     CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_UNSUPPORTED &&
                   strstr(rx_status_message(s), "SPIRV-Tools"),
               "without SPIRV-Tools: %s", rx_status_message(s));
@@ -96,12 +96,12 @@ static void test_glsl(void) {
     free(words);
     return;
   }
-  s = rx_spirv_validate(words, nwords);
+  s = tgt_spirv_validate(words, nwords);
   CHECK_MSG(s == NULL, "validate good.comp: %s", rx_status_message(s));
   rx_status_free(s);
 
   char *text = NULL;
-  s = rx_spirv_disassemble(words, nwords, &text);
+  s = tgt_spirv_disassemble(words, nwords, &text);
   CHECK_MSG(s == NULL && text, "disassemble: %s", rx_status_message(s));
   rx_status_free(s);
   if (text) {
@@ -132,10 +132,10 @@ static void test_glsl(void) {
       {"wrong SPIR-V version", 1, 0x00090000u, 0, ""},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
-    uint32_t *copy = rx_malloc(nwords * 4);
+    uint32_t *copy = base_malloc(nwords * 4);
     memcpy(copy, words, nwords * 4);
     copy[bad[i].word] = bad[i].value;
-    s = rx_spirv_validate(copy, nwords - bad[i].drop);
+    s = tgt_spirv_validate(copy, nwords - bad[i].drop);
     CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "%s must fail validation", bad[i].what);
     if (s) {
       const char *msg = rx_status_message(s);
@@ -149,7 +149,7 @@ static void test_glsl(void) {
   }
   /* a one-word corruption deep in the module: an instruction's opcode made unknown */
   {
-    uint32_t *copy = rx_malloc(nwords * 4);
+    uint32_t *copy = base_malloc(nwords * 4);
     memcpy(copy, words, nwords * 4);
     size_t at = nwords / 2, w = 5; /* walk instructions to find one near the middle */
     while (w < nwords) {
@@ -160,21 +160,21 @@ static void test_glsl(void) {
     CHECK_MSG(w < nwords, "found an instruction to corrupt");
     if (w < nwords) {
       copy[w] = (copy[w] & 0xffff0000u) | 0xfff0u; /* opcode 65520: none */
-      s = rx_spirv_validate(copy, nwords);
+      s = tgt_spirv_validate(copy, nwords);
       CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "word"),
                 "unknown opcode must fail with a position: %s", rx_status_message(s));
       rx_status_free(s);
     }
     free(copy);
   }
-  s = rx_spirv_validate(words, 2);
+  s = tgt_spirv_validate(words, 2);
   CHECK_MSG(s && strstr(rx_status_message(s), "header"), "2 words: %s", rx_status_message(s));
   rx_status_free(s);
   free(words);
 
   /* a GLSL error: the message names the file and line and quotes the line */
   words = NULL;
-  s = rx_glsl_to_spirv(glsl_bad, strlen(glsl_bad), "bad.comp", &words, &nwords);
+  s = tgt_glsl_to_spirv(glsl_bad, strlen(glsl_bad), "bad.comp", &words, &nwords);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.comp must fail");
   CHECK_MSG(words == NULL && nwords == 0, "no words on error");
   if (s) {
@@ -232,7 +232,7 @@ static const char ptxas_canned[] =
 
 static void test_ptxas_parse(void) {
   rx_ptxas_info info;
-  rx_status s = rx_ptxas_parse(ptxas_canned, &info);
+  rx_status s = tgt_ptxas_parse(ptxas_canned, &info);
   CHECK_MSG(s == NULL, "parse canned report: %s", rx_status_message(s));
   rx_status_free(s);
   if (s) return;
@@ -254,8 +254,8 @@ static void test_ptxas_parse(void) {
   }
   CHECK_MSG(info.max_registers == 255 && info.spill_bytes == 76, "totals: %d regs, %d spill bytes",
             info.max_registers, info.spill_bytes);
-  rx_ptxas_info_free(&info);
-  s = rx_ptxas_parse("ptxas info    : 0 bytes gmem\n", &info);
+  tgt_ptxas_info_free(&info);
+  s = tgt_ptxas_parse("ptxas info    : 0 bytes gmem\n", &info);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "a report without functions is an error");
   rx_status_free(s);
 }
@@ -267,7 +267,7 @@ static void test_nvrtc_missing(void) {
   pid_t pid = fork();
   if (pid == 0) {
     setenv("RX_NVRTC_PATH", "/nonexistent/libnvrtc.so", 1);
-    rx_status s = rx_nvrtc_load(NULL, NULL);
+    rx_status s = tgt_nvrtc_load(NULL, NULL);
     int ok = s && rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
              strstr(rx_status_message(s), "NVRTC not found (tried /nonexistent/libnvrtc.so)") &&
              strstr(rx_status_message(s), "install the CUDA toolkit or set RX_NVRTC_PATH");
@@ -286,18 +286,18 @@ static void test_nvrtc(void) {
   char *bin = NULL, *log = NULL;
   size_t len = 0;
   /* argument checks come before loading, so they hold everywhere */
-  rx_status s = rx_nvrtc_compile(cuda_good, "k.cu", "sm80", true, &bin, &len, &log);
+  rx_status s = tgt_nvrtc_compile(cuda_good, "k.cu", "sm80", true, &bin, &len, &log);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID && strstr(rx_status_message(s), "'sm80'"),
             "bad arch: %s", rx_status_message(s));
   rx_status_free(s);
-  s = rx_nvrtc_compile(cuda_good, "k.cu", "compute_80", true, &bin, &len, &log);
+  s = tgt_nvrtc_compile(cuda_good, "k.cu", "compute_80", true, &bin, &len, &log);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID &&
                 strstr(rx_status_message(s), "real architecture"),
             "cubin for a virtual arch: %s", rx_status_message(s));
   rx_status_free(s);
 
   int major = 0, minor = 0;
-  s = rx_nvrtc_load(&major, &minor);
+  s = tgt_nvrtc_load(&major, &minor);
   if (s) {
     CHECK_MSG(rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
                   strstr(rx_status_message(s), "RX_NVRTC_PATH"),
@@ -312,7 +312,7 @@ static void test_nvrtc(void) {
   for (size_t a = 0; a < RX_ARRAY_LEN(archs); a++) {
     /* cubin */
     double t0 = now_ms();
-    s = rx_nvrtc_compile(cuda_good, "good.cu", archs[a], true, &bin, &len, &log);
+    s = tgt_nvrtc_compile(cuda_good, "good.cu", archs[a], true, &bin, &len, &log);
     double t1 = now_ms();
     CHECK_MSG(s == NULL, "cubin %s: %s", archs[a], rx_status_message(s));
     rx_status_free(s);
@@ -327,7 +327,7 @@ static void test_nvrtc(void) {
 
     /* PTX, then ptxas */
     t0 = now_ms();
-    s = rx_nvrtc_compile(cuda_good, "good.cu", archs[a], false, &bin, &len, &log);
+    s = tgt_nvrtc_compile(cuda_good, "good.cu", archs[a], false, &bin, &len, &log);
     t1 = now_ms();
     CHECK_MSG(s == NULL, "PTX %s: %s", archs[a], rx_status_message(s));
     rx_status_free(s);
@@ -344,7 +344,7 @@ static void test_nvrtc(void) {
     printf("info: NVRTC PTX %s: %zu bytes in %.1f ms\n", archs[a], len, t1 - t0);
 
     rx_ptxas_info info;
-    s = rx_ptxas_report(bin, archs[a], &info);
+    s = tgt_ptxas_report(bin, archs[a], &info);
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       skip("ptxas report", rx_status_message(s));
     } else {
@@ -361,7 +361,7 @@ static void test_nvrtc(void) {
                   archs[a], info.nfuncs ? info.funcs[0].shared_bytes : -1);
         printf("info: ptxas %s: %d registers, %d spill bytes\n", archs[a], info.max_registers,
                info.spill_bytes);
-        rx_ptxas_info_free(&info);
+        tgt_ptxas_info_free(&info);
       }
     }
     rx_status_free(s);
@@ -375,7 +375,7 @@ static void test_nvrtc(void) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
       double t0 = now_ms();
-      s = rx_nvrtc_compile(cuda_good, "good.cu", "sm_80", true, &bin, &len, NULL);
+      s = tgt_nvrtc_compile(cuda_good, "good.cu", "sm_80", true, &bin, &len, NULL);
       double t1 = now_ms();
       rx_status_free(s);
       free(bin);
@@ -388,21 +388,21 @@ static void test_nvrtc(void) {
   /* ptxas rejects PTX it cannot assemble, with its log */
   {
     rx_ptxas_info info;
-    s = rx_ptxas_report(".version 8.0\n.target sm_80\n.address_size 64\n garbage here\n", "sm_80",
-                        &info);
+    s = tgt_ptxas_report(".version 8.0\n.target sm_80\n.address_size 64\n garbage here\n", "sm_80",
+                         &info);
     if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
       skip("ptxas rejects bad PTX", rx_status_message(s));
     } else {
       CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID &&
                     strstr(rx_status_message(s), "ptxas -arch=sm_80 failed"),
                 "bad PTX: %s", s ? rx_status_message(s) : "(accepted)");
-      if (!s) rx_ptxas_info_free(&info);
+      if (!s) tgt_ptxas_info_free(&info);
     }
     rx_status_free(s);
   }
 
   /* a CUDA syntax error: NVRTC's log with the file and line */
-  s = rx_nvrtc_compile(cuda_bad, "bad.cu", "sm_80", true, &bin, &len, &log);
+  s = tgt_nvrtc_compile(cuda_bad, "bad.cu", "sm_80", true, &bin, &len, &log);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_INVALID, "bad.cu must fail");
   CHECK_MSG(bin == NULL && len == 0, "no output on error");
   if (s) {
@@ -433,7 +433,7 @@ static const char msl_good[] = "#include <metal_stdlib>\n"
 static void test_metal(void) {
   char *lib = NULL, *log = NULL;
   size_t len = 0;
-  rx_status s = rx_metal_compile(msl_good, "good.metal", &lib, &len, &log);
+  rx_status s = tgt_metal_compile(msl_good, "good.metal", &lib, &len, &log);
 #if defined(__APPLE__)
   if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
     skip("xcrun metal", rx_status_message(s));
@@ -456,38 +456,38 @@ static void test_metal(void) {
 
 static void test_helpers(void) {
   char *dir = NULL;
-  rx_status s = rx_tc_temp_dir(&dir);
+  rx_status s = tgt_tc_temp_dir(&dir);
   CHECK_MSG(s == NULL && dir, "temp dir: %s", rx_status_message(s));
   rx_status_free(s);
   if (dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/x.txt", dir);
-    s = rx_tc_write_file(path, "hello", 5);
+    s = tgt_tc_write_file(path, "hello", 5);
     CHECK_MSG(s == NULL, "write: %s", rx_status_message(s));
     rx_status_free(s);
     char *out = NULL;
     int code = -1;
     char *argv[] = {"cat", path, NULL};
-    s = rx_tc_run(argv, &out, &code);
+    s = tgt_tc_run(argv, &out, &code);
     CHECK_MSG(s == NULL && code == 0 && out && strcmp(out, "hello") == 0, "run cat: %s",
               out ? out : "");
     rx_status_free(s);
     free(out);
-    rx_tc_remove_dir(dir);
+    tgt_tc_remove_dir(dir);
     CHECK_MSG(access(dir, F_OK) != 0, "temp dir removed");
     free(dir);
   }
   char *argv[] = {"/nonexistent/tool", NULL};
   int code = 0;
-  s = rx_tc_run(argv, NULL, &code);
+  s = tgt_tc_run(argv, NULL, &code);
   CHECK_MSG(s && rx_status_code_of(s) == RX_ERR_NOT_FOUND &&
                 strstr(rx_status_message(s), "/nonexistent/tool"),
             "missing tool: %s", rx_status_message(s));
   rx_status_free(s);
-  char *sh = rx_tc_find_tool("sh", NULL, NULL);
+  char *sh = tgt_tc_find_tool("sh", NULL, NULL);
   CHECK_MSG(sh != NULL, "sh is on PATH");
   free(sh);
-  CHECK_MSG(rx_tc_find_tool("no-such-tool-relaxc", "RX_NO_SUCH_VAR", NULL) == NULL, "absent tool");
+  CHECK_MSG(tgt_tc_find_tool("no-such-tool-relaxc", "RX_NO_SUCH_VAR", NULL) == NULL, "absent tool");
 }
 
 int main(int argc, char **argv) {

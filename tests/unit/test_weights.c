@@ -77,7 +77,7 @@ static void test_table(void) {
             "an empty tensor needs no source");
   CHECK_MSG(!rx_module_add_weight(m, "i32", RX_DTYPE_I32, 1, s4, RX_DTYPE_I32, isrc), "i32 as is");
   CHECK_MSG(rx_module_weight_count(m) == 3, "3 weights, got %zu", rx_module_weight_count(m));
-  const rx_weight *w = rx_module_weight(m, "w");
+  const rx_weight *w = ir_module_weight(m, "w");
   CHECK_MSG(w && w->bytes == 8 && w->dtype == RX_DTYPE_F16 && w->src == src, "the f16 weight");
   static int one = 1, two = 2;
   rx_module_on_free(m, on_free, &one);
@@ -91,10 +91,10 @@ static uint16_t to16(rx_dtype to, rx_dtype from, uint32_t bits) {
   uint16_t out = 0;
   if (from == RX_DTYPE_F32) {
     float f = u2f(bits);
-    rx_weights_convert(to, &out, from, &f, 1);
+    drv_weights_convert(to, &out, from, &f, 1);
   } else {
     uint16_t h = (uint16_t)bits;
-    rx_weights_convert(to, &out, from, &h, 1);
+    drv_weights_convert(to, &out, from, &h, 1);
   }
   return out;
 }
@@ -163,7 +163,7 @@ static void test_convert(void) {
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     uint16_t got = to16(cases[i].to, cases[i].from, cases[i].in);
     CHECK_MSG(got == cases[i].want, "%s -> %s of 0x%x (%s): 0x%04x, expected 0x%04x",
-              rx_dtype_name(cases[i].from), rx_dtype_name(cases[i].to), cases[i].in, cases[i].what,
+              ir_dtype_name(cases[i].from), ir_dtype_name(cases[i].to), cases[i].in, cases[i].what,
               got, cases[i].want);
   }
   /* NaN stays NaN (quiet or signaling, either sign), never inf */
@@ -179,11 +179,11 @@ static void test_convert(void) {
   /* widening is exact */
   uint16_t h[4] = {0x0001, 0x7bff, 0x7c00, 0x7e00};
   float f[4];
-  rx_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_F16, h, 4);
+  drv_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_F16, h, 4);
   CHECK_MSG(f[0] == ldexpf(1, -24) && f[1] == 65504.0f && isinf(f[2]) && isnan(f[3]),
             "f16 -> f32: %g %g %g %g", f[0], f[1], f[2], f[3]);
   uint16_t b[3] = {0x3f81, 0x0001, 0xff80};
-  rx_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_BF16, b, 3);
+  drv_weights_convert(RX_DTYPE_F32, f, RX_DTYPE_BF16, b, 3);
   CHECK_MSG(f[0] == u2f(0x3f810000) && f[1] == u2f(0x00010000) && f[2] == u2f(0xff800000),
             "bf16 -> f32: %g %g %g", f[0], f[1], f[2]);
 }
@@ -194,7 +194,7 @@ static void test_convert(void) {
  * and reads back with base/safetensors.c. */
 static void check_image(const uint8_t *img, size_t size, size_t base, const char *what,
                         rx_st_file *out) {
-  rx_status s = rx_st_parse(img, size, what, out);
+  rx_status s = base_st_parse(img, size, what, out);
   CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
   rx_status_free(s);
   if (s) return;
@@ -216,30 +216,30 @@ static void test_image(void) {
   RX_ASSERT(!rx_module_add_weight(m, "c \"q\"", RX_DTYPE_BF16, 1, s5, RX_DTYPE_F32, src));
   RX_ASSERT(!rx_module_add_weight(m, "empty", RX_DTYPE_F32, 1, s0, RX_DTYPE_F32, NULL));
   rx_weights_image img;
-  rx_weights_layout(m, &img);
+  drv_weights_layout(m, &img);
   uint8_t *buf = malloc(img.size);
-  uint32_t crc = rx_weights_to_memory(m, &img, buf);
-  CHECK_MSG(crc == rx_crc32(buf, img.size), "the streamed CRC is the image's");
+  uint32_t crc = drv_weights_to_memory(m, &img, buf);
+  CHECK_MSG(crc == drv_crc32(buf, img.size), "the streamed CRC is the image's");
   rx_st_file st;
   check_image(buf, img.size, 0, "image", &st);
-  const rx_st_tensor *t = rx_st_find(&st, "a.f16");
+  const rx_st_tensor *t = base_st_find(&st, "a.f16");
   static const uint16_t want16[5] = {0x3c00, 0x3c00, 0x3c02, 0x7c00, 0x0001};
   static const uint16_t wantb[5] = {0x3f80, 0x3f80, 0x3f80, 0x4780, 0x3300};
   CHECK_MSG(t && t->dtype == RX_DTYPE_F16 && !memcmp(st.data + t->offset, want16, 10),
             "a.f16: converted with rounding to nearest even");
-  t = rx_st_find(&st, "c \"q\"");
+  t = base_st_find(&st, "c \"q\"");
   CHECK_MSG(t && t->dtype == RX_DTYPE_BF16 && !memcmp(st.data + t->offset, wantb, 10),
             "c: bf16, its name escaped in the header");
-  t = rx_st_find(&st, "b/u8");
+  t = base_st_find(&st, "b/u8");
   CHECK_MSG(t && t->size == 3 && !memcmp(st.data + t->offset, bytes, 3), "b/u8: as is");
-  t = rx_st_find(&st, "empty");
+  t = base_st_find(&st, "empty");
   CHECK_MSG(t && t->size == 0, "an empty tensor");
-  CHECK_MSG(st.ntensors == 4 && rx_st_meta(&st, "format") &&
-                !strcmp(rx_st_meta(&st, "format"), "relaxc"),
+  CHECK_MSG(st.ntensors == 4 && base_st_meta(&st, "format") &&
+                !strcmp(base_st_meta(&st, "format"), "relaxc"),
             "4 tensors and the format");
-  rx_st_free(&st);
+  base_st_free(&st);
   free(buf);
-  rx_weights_image_free(&img);
+  drv_weights_image_free(&img);
   rx_module_free(m);
 }
 
@@ -252,18 +252,19 @@ static void test_refs(void) {
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     char *ref = NULL;
-    rx_status s = rx_weights_ref(cases[i][0], cases[i][1], &ref);
+    rx_status s = drv_weights_ref(cases[i][0], cases[i][1], &ref);
     CHECK_MSG(!s && ref && !strcmp(ref, cases[i][2]), "%s next to %s: '%s', expected '%s'",
               cases[i][1], cases[i][0], ref ? ref : rx_status_message(s), cases[i][2]);
     rx_status_free(s);
     free(ref);
   }
   char *ref = NULL;
-  expect(rx_weights_ref("a/m.rxm", "a/../a/m.rxm", &ref), "is the artifact", "the artifact itself");
+  expect(drv_weights_ref("a/m.rxm", "a/../a/m.rxm", &ref), "is the artifact",
+         "the artifact itself");
   /* outside the artifact's folder: the runtime would refuse the manifest's '../' name */
-  expect(rx_weights_ref("out/model.rxm", "w/model.weights", &ref), "not in the folder",
+  expect(drv_weights_ref("out/model.rxm", "w/model.weights", &ref), "not in the folder",
          "a side file in another folder");
-  expect(rx_weights_ref("/a/b/c/model.rxm", "/a/x.st", &ref), "not in the folder",
+  expect(drv_weights_ref("/a/b/c/model.rxm", "/a/x.st", &ref), "not in the folder",
          "a side file above the artifact");
   CHECK_MSG(!ref, "no name on error");
 }
@@ -353,9 +354,9 @@ static void test_artifact(void) {
   CHECK_MSG(off % RXM_WEIGHTS_ALIGN == 0 && off + size <= len, "the section at %zu", off);
   rx_st_file st;
   check_image(art + off, size, off, "the section", &st);
-  CHECK_MSG(st.ntensors == 3 && rx_st_find(&st, "main.c") && rx_st_find(&st, "wb"),
+  CHECK_MSG(st.ntensors == 3 && base_st_find(&st, "main.c") && base_st_find(&st, "wb"),
             "wa, wb and the constant main.c");
-  rx_st_free(&st);
+  base_st_free(&st);
 
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load_memory(NULL, art, len, "w.rxm", &a);
@@ -427,7 +428,7 @@ static void test_mismatch(void) {
 
 static bool read_all(const char *path, unsigned char **out, size_t *len) {
   char *p = NULL;
-  rx_status s = rx_read_file(path, &p, len);
+  rx_status s = base_read_file(path, &p, len);
   rx_status_free(s);
   *out = (unsigned char *)p;
   return !s;
@@ -575,9 +576,9 @@ static void test_upload_oom(void) {
  * more, and stays short (it was 23 KB for 296 parameters). */
 static void test_count_message(void) {
   rx_strbuf text = {0};
-  rx_strbuf_append(&text, "graph_fn many(k: Prim(i64), s: Shape([a, b])");
-  for (int i = 0; i < 300; i++) rx_strbuf_printf(&text, ", p%d: f32[%d]", i, i % 7 + 1);
-  rx_strbuf_append(&text, ") -> f32[1] {\n  return p0\n}\n");
+  base_strbuf_append(&text, "graph_fn many(k: Prim(i64), s: Shape([a, b])");
+  for (int i = 0; i < 300; i++) base_strbuf_printf(&text, ", p%d: f32[%d]", i, i % 7 + 1);
+  base_strbuf_append(&text, ") -> f32[1] {\n  return p0\n}\n");
   size_t len = 0;
   rx_module *m = rx_module_new();
   rx_status s = rx_module_parse(m, "many.rx", text.data, text.len, NULL);
@@ -587,7 +588,7 @@ static void test_count_message(void) {
   CHECK_MSG(!s, "many: %s", rx_status_message(s));
   rx_status_free(s);
   rx_module_free(m);
-  rx_strbuf_free(&text);
+  base_strbuf_free(&text);
   rx_rt_device *d = fz_device_new();
   rx_rt_artifact *a = NULL;
   s = bytes && d ? rx_rt_artifact_load_memory(d, bytes, len, "many.rxm", &a) : NULL;

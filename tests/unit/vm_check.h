@@ -19,9 +19,9 @@ static inline rx_status rx_vm_tensor_from_npy(rx_rt_device *dev, const char *pat
                                               rx_rt_tensor **out) {
   rx_npy a;
   *out = NULL;
-  RX_RETURN_IF_ERROR(rx_npy_read(path, &a));
+  RX_RETURN_IF_ERROR(base_npy_read(path, &a));
   rx_status s = rx_rt_tensor_from_host(dev, a.dtype, a.ndim, a.shape, a.data, out);
-  rx_npy_free(&a);
+  base_npy_free(&a);
   return s;
 }
 
@@ -34,14 +34,14 @@ static inline bool rx_vm_check(rx_rt_artifact *art, const char *fn, rx_rt_tensor
   rx_rt_value *result = NULL;
   bool ok = false;
   *out_err = INFINITY;
-  rx_status s = rx_npy_read(want_path, &want);
+  rx_status s = base_npy_read(want_path, &want);
   if (!s) s = rx_rt_vm_call(art, fn, inputs, n, &result);
   if (s) {
     snprintf(msg, msglen, "%s", rx_status_message(s));
   } else {
     rx_rt_tensor *t = rx_rt_value_tensor(result);
-    size_t count = rx_npy_count(&want);
-    float *got = rx_calloc(count ? count : 1, sizeof *got);
+    size_t count = base_npy_count(&want);
+    float *got = base_calloc(count ? count : 1, sizeof *got);
     if (!t) {
       snprintf(msg, msglen, "the result is not a tensor");
     } else if (rx_rt_tensor_ndim(t) != want.ndim ||
@@ -65,7 +65,7 @@ static inline bool rx_vm_check(rx_rt_artifact *art, const char *fn, rx_rt_tensor
   }
   rx_status_free(s);
   rx_rt_value_release(result);
-  rx_npy_free(&want);
+  base_npy_free(&want);
   return ok;
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-rx_serve_route rx_serve_route_of(const char *method, const char *url, rx_serve_error *e) {
+rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e) {
   e->param = NULL;
   bool chat = !strcmp(url, "/v1/chat/completions");
   bool health = !strcmp(url, "/health");
@@ -131,7 +131,7 @@ static bool parse_fields(const cJSON *root, bool chat, const char *model_name, r
   if (chat) return chat_prompt(cJSON_GetObjectItemCaseSensitive(root, "messages"), &r->prompt, e);
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
   if (!cJSON_IsString(p)) return refuse(e, "prompt", "'prompt' must be a string");
-  if (!(r->prompt = rx_strdup(p->valuestring))) return refuse(e, NULL, "out of memory");
+  if (!(r->prompt = base_strdup(p->valuestring))) return refuse(e, NULL, "out of memory");
   return true;
 }
 
@@ -176,8 +176,8 @@ static bool hide_nuls(const char *body, size_t len, char **out, unsigned char *s
   return true;
 }
 
-bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_name,
-                    rx_serve_request *out, rx_serve_error *e) {
+bool serve_parse(const char *body, size_t len, bool chat, const char *model_name,
+                 rx_serve_request *out, rx_serve_error *e) {
   memset(out, 0, sizeof *out);
   e->status = 400;
   e->param = NULL;
@@ -194,7 +194,7 @@ bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_n
   bool ok = parse_fields(root, chat, model_name, out, e);
   cJSON_Delete(root);
   if (!ok) {
-    rx_serve_request_free(out);
+    serve_request_free(out);
     return false;
   }
   out->prompt_len = strlen(out->prompt);
@@ -203,12 +203,12 @@ bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_n
   return true;
 }
 
-void rx_serve_request_free(rx_serve_request *r) {
+void serve_request_free(rx_serve_request *r) {
   free(r->prompt);
   r->prompt = NULL;
 }
 
-char *rx_serve_json_string(const char *s, size_t n) {
+char *serve_json_string(const char *s, size_t n) {
   if (n > (SIZE_MAX - 3) / 6) return NULL;
   char *o = malloc(n * 6 + 3), *w = o; /* at worst every byte becomes \u00XX */
   if (!o) return NULL;

@@ -38,15 +38,15 @@ typedef struct rx_serve_request {
   rx_sampler_params sp;
 } rx_serve_request;
 
-rx_serve_route rx_serve_route_of(const char *method, const char *url, rx_serve_error *e);
+rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e);
 /* Parses and checks a body of len bytes (any bytes) for /v1/completions (chat false) or
  * /v1/chat/completions; false with *e on a bad one (400, or 404 for an unknown model). On true
- * the caller frees *out with rx_serve_request_free. */
-bool rx_serve_parse(const char *body, size_t len, bool chat, const char *model_name,
-                    rx_serve_request *out, rx_serve_error *e);
-void rx_serve_request_free(rx_serve_request *r);
+ * the caller frees *out with serve_request_free. */
+bool serve_parse(const char *body, size_t len, bool chat, const char *model_name,
+                 rx_serve_request *out, rx_serve_error *e);
+void serve_request_free(rx_serve_request *r);
 /* The n bytes of s (NULs included) as a JSON string literal, heap (NULL: out of memory): answers
  * put generated text in with it, as cJSON's strings end at a NUL. Quote, backslash and control
  * characters are escaped (\n \r \t, others and NUL as \u00XX); other bytes are copied. */
-char *rx_serve_json_string(const char *s, size_t n);
+char *serve_json_string(const char *s, size_t n);
 #endif

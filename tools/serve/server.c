@@ -160,7 +160,7 @@ static void resume_woken(rx_server *s) {
 static void job_finish(rx_server *s, job *j, int status, const char *error, const char *finish) {
   assert(!j->done);
   if (error && !j->error) {
-    j->error = rx_strdup(error);
+    j->error = base_strdup(error);
     j->error_status = status;
   }
   j->finish = finish;
@@ -241,7 +241,7 @@ static void submit_queued(rx_server *s, active **list) {
       continue;
     }
     active *a = calloc(1, sizeof *a);
-    rx_status st = a ? NULL : rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+    rx_status st = a ? NULL : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
     int64_t id = 0;
     if (a) {
       a->j = j;
@@ -504,7 +504,7 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
 
 /* Generated text (len bytes, NULs kept) as a cJSON item. */
 static cJSON *text_item(const char *text, size_t len) {
-  char *lit = rx_serve_json_string(text, len);
+  char *lit = serve_json_string(text, len);
   cJSON *item = lit ? cJSON_CreateRaw(lit) : NULL;
   free(lit);
   return item;
@@ -714,11 +714,11 @@ static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn 
   if (cn->too_large) return send_error(c, 413, NULL, "the body is over %d bytes", MAX_BODY);
   rx_serve_request r;
   rx_serve_error e;
-  if (!rx_serve_parse(cn->body, cn->len, chat, s->model_name, &r, &e))
+  if (!serve_parse(cn->body, cn->len, chat, s->model_name, &r, &e))
     return send_error(c, e.status, e.param, "%s", e.msg);
   enum MHD_Result ret = MHD_NO;
   cn->j = make_job(s, c, &r, chat, &ret);
-  rx_serve_request_free(&r);
+  serve_request_free(&r);
   if (!cn->j) return ret;
   if (enqueue(s, c, cn->j)) return respond(s, c, cn->j);
   char msg[256];
@@ -771,7 +771,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
   pthread_mutex_unlock(&s->lock);
   if (cn->j) return respond(s, c, cn->j); /* resumed: the job has news */
   rx_serve_error e;
-  switch (rx_serve_route_of(method, url, &e)) {
+  switch (serve_route_of(method, url, &e)) {
   case RX_SERVE_REFUSED:
     return send_error(c, e.status, e.param, "%s", e.msg);
   case RX_SERVE_HEALTH:
@@ -897,15 +897,15 @@ static rx_status fill_options(const rx_server_options *in, rx_llm_model *m, rx_s
   *o = in ? *in : (rx_server_options){0};
   int64_t cap = rx_llm_model_max_batch(m), seqs = rx_llm_model_max_sequences(m);
   if (o->max_batch > cap || o->max_batch > seqs || o->max_batch < 0)
-    return rx_status_make(RX_ERR_INVALID,
-                          "--max-batch %lld: the artifact runs at most %lld sequences per decode "
-                          "(compiled with max_batch %lld) and the KV cache holds %lld sequences",
-                          (long long)o->max_batch, (long long)(cap < seqs ? cap : seqs),
-                          (long long)cap, (long long)seqs);
+    return base_status_make(RX_ERR_INVALID,
+                            "--max-batch %lld: the artifact runs at most %lld sequences per decode "
+                            "(compiled with max_batch %lld) and the KV cache holds %lld sequences",
+                            (long long)o->max_batch, (long long)(cap < seqs ? cap : seqs),
+                            (long long)cap, (long long)seqs);
   if (!o->max_batch) o->max_batch = cap < seqs ? cap : seqs;
   if (o->idle_timeout_s < 0 || o->read_timeout_ms < 0 || o->max_connections < 0 ||
       o->max_connections_per_ip < 0 || o->max_queue < 0)
-    return rx_status_make(RX_ERR_INVALID, "relaxc serve: a timeout or limit is negative");
+    return base_status_make(RX_ERR_INVALID, "relaxc serve: a timeout or limit is negative");
   if (!o->idle_timeout_s) o->idle_timeout_s = RX_SERVE_IDLE_TIMEOUT_S;
   if (!o->read_timeout_ms) o->read_timeout_ms = RX_SERVE_READ_TIMEOUT_MS;
   if (!o->deadline_ms) o->deadline_ms = RX_SERVE_DEADLINE_MS;
@@ -915,7 +915,7 @@ static rx_status fill_options(const rx_server_options *in, rx_llm_model *m, rx_s
   return NULL;
 }
 
-rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server **out_server) {
+rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_server **out_server) {
   *out_server = NULL;
   rx_server_options opt;
   rx_status st = fill_options(o, m, &opt);
@@ -923,15 +923,15 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
   const char *host = opt.host ? opt.host : "127.0.0.1";
   struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port)};
   if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-    return rx_status_make(RX_ERR_INVALID, "--host %s: not an IPv4 address", host);
+    return base_status_make(RX_ERR_INVALID, "--host %s: not an IPv4 address", host);
   if (!rx_llm_model_tokenizer(m))
-    return rx_status_make(RX_ERR_INVALID, "the model has no tokenizer (no tokenizer.json)");
+    return base_status_make(RX_ERR_INVALID, "the model has no tokenizer (no tokenizer.json)");
   rx_server *s = calloc(1, sizeof *s);
-  if (!s) return rx_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!s) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
   s->o = opt;
   s->max_batch = opt.max_batch;
   s->m = m;
-  s->model_name = rx_strdup(opt.model_name ? opt.model_name : "relaxc");
+  s->model_name = base_strdup(opt.model_name ? opt.model_name : "relaxc");
   s->max_seq_len = rx_llm_model_max_seq_len(m);
   s->kv_capacity = rx_llm_model_kv_capacity(m);
   s->stats.kv_free_tokens = rx_llm_model_kv_free_tokens(m);
@@ -941,10 +941,10 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
   rx_llm_batcher_options bo = {.max_batch = opt.max_batch};
   st = rx_llm_batcher_create(m, &bo, &s->b);
   if (!st && pthread_create(&s->thread, NULL, scheduler, s))
-    st = rx_status_make(RX_ERR_INTERNAL, "cannot start the scheduler thread");
+    st = base_status_make(RX_ERR_INTERNAL, "cannot start the scheduler thread");
   s->thread_started = !st;
   if (!st && pthread_create(&s->watchdog, NULL, watchdog, s))
-    st = rx_status_make(RX_ERR_INTERNAL, "cannot start the watchdog thread");
+    st = base_status_make(RX_ERR_INTERNAL, "cannot start the watchdog thread");
   s->watchdog_started = !st;
   if (!st) {
     /* a pool of threads on epoll: a connection waiting for tokens is suspended, so idle or
@@ -959,11 +959,11 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
         (unsigned)opt.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)opt.max_connections_per_ip, MHD_OPTION_END);
     if (!s->d)
-      st = rx_status_make(RX_ERR_IO, "cannot listen on %s:%d (in use, or not this machine's)", host,
-                          opt.port);
+      st = base_status_make(RX_ERR_IO, "cannot listen on %s:%d (in use, or not this machine's)",
+                            host, opt.port);
   }
   if (st) {
-    rx_server_stop(s);
+    serve_server_stop(s);
     return st;
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -972,10 +972,10 @@ rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server
   return NULL;
 }
 
-int rx_server_port(const rx_server *s) { return s->port; }
-int64_t rx_server_max_batch(const rx_server *s) { return s->max_batch; }
+int serve_server_port(const rx_server *s) { return s->port; }
+int64_t serve_server_max_batch(const rx_server *s) { return s->max_batch; }
 
-rx_server_stats rx_server_get_stats(rx_server *s) {
+rx_server_stats serve_server_get_stats(rx_server *s) {
   pthread_mutex_lock(&s->lock);
   rx_server_stats st = s->stats;
   pthread_mutex_unlock(&s->lock);
@@ -991,7 +991,7 @@ static void end_thread(rx_server *s, bool *flag, pthread_cond_t *c, pthread_t t)
   pthread_join(t, NULL);
 }
 
-void rx_server_stop(rx_server *s) {
+void serve_server_stop(rx_server *s) {
   if (!s) return;
   if (s->thread_started) end_thread(s, &s->stopping, &s->work, s->thread);
   /* the jobs have ended ("the server is stopping"): their connections, resumed, may send that

@@ -25,7 +25,7 @@ typedef struct rx_server rx_server;
 
 typedef struct rx_server_options {
   const char *host;           /* an IPv4 address to listen on; NULL: 127.0.0.1 */
-  int port;                   /* 0: an ephemeral port (rx_server_port says which) */
+  int port;                   /* 0: an ephemeral port (serve_server_port says which) */
   int64_t max_batch;          /* requests running at once; 0: the model's max_batch capped by its KV
                                  cache's max_sequences; more than that is refused */
   const char *model_name;     /* the name requests' "model" must match (NULL: "relaxc") */
@@ -51,13 +51,13 @@ typedef struct rx_server_stats {
 } rx_server_stats;
 
 /* Starts listening and the scheduler thread. The model must outlive the server, and nothing else
- * may use it until rx_server_stop. */
-rx_status rx_server_start(rx_llm_model *m, const rx_server_options *o, rx_server **out_server);
-int rx_server_port(const rx_server *s);
+ * may use it until serve_server_stop. */
+rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_server **out_server);
+int serve_server_port(const rx_server *s);
 /* The requests that run at once: options.max_batch, or its default. */
-int64_t rx_server_max_batch(const rx_server *s);
-rx_server_stats rx_server_get_stats(rx_server *s);
+int64_t serve_server_max_batch(const rx_server *s);
+rx_server_stats serve_server_get_stats(rx_server *s);
 /* Stops: requests in flight end with an error, connections close, threads are joined. NULL is
  * fine. */
-void rx_server_stop(rx_server *s);
+void serve_server_stop(rx_server *s);
 #endif
