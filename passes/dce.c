@@ -31,6 +31,7 @@ static void use_node(uses *u, const rx_node *n, int d) {
   if (n->tfn) add(u, n->tfn, d);
   if (n->gfn) add(u, n->gfn, d);
   for (int i = 0; i < n->nargs; i++) use_node(u, n->args[i], d);
+  use_node(u, n->inplace, d); /* an in-place call uses its target */
   use_node(u, n->cond, d);
   if (n->then_seq) use_seq(u, n->then_seq, d);
   if (n->else_seq) use_seq(u, n->else_seq, d);
