@@ -1,6 +1,6 @@
 /* bench/llm_bench.c: times an LLM artifact through the runtime's C API (relaxc/llm.h), for
- * bench/gpu_bench.py's model part. One load serves every measurement (a 7B artifact takes
- * seconds to map and upload), which `relaxc generate` would repeat per prompt.
+ * bench/gpu_bench.py's model part (bench/gpu_bench_model.py). One load serves every measurement
+ * (a 7B artifact takes seconds to map and upload), which `relaxc generate` would repeat per prompt.
  *
  * usage: llm_bench MODEL.rxm --prompt IDS.i32 [--device D] [--decode-prompt N] [--decode-tokens T]
  *                  [--prefill N,N,...] [--reps R] [--logits OUT.f32] [--budget-s S]
