@@ -286,7 +286,7 @@ rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row) 
   rx_node *x, *t, *u, *z;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(row->form, "sign")) {
+  if (row->form == ONNX_FORM_sign) {
     const rx_sinfo *si = onnx_tsinfo(onnx_get(I, onnx_input(n, 0)));
     bool fl = !si || ir_dtype_is_float(si->dtype);
     rx_node *zero = fl ? FL(0.0) : rx_arg_int(I->b, 0), *one = fl ? FL(1.0) : rx_arg_int(I->b, 1);
@@ -298,17 +298,17 @@ rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row) 
     EX2(RX_OP_greater, x, zero, gt);
     EX3(RX_OP_where, lt, u, z, u);
     EX3(RX_OP_where, gt, t, u, t);
-  } else if (!strcmp(row->form, "tan")) { /* sin(x) / cos(x) */
+  } else if (row->form == ONNX_FORM_tan) { /* sin(x) / cos(x) */
     EX1(RX_OP_sin, x, t);
     EX1(RX_OP_cos, x, u);
     EX2(RX_OP_divide, t, u, t);
-  } else if (!strcmp(row->form, "sinh") || !strcmp(row->form, "cosh")) { /* (e^x -+ e^-x) / 2 */
+  } else if (row->form == ONNX_FORM_sinh || row->form == ONNX_FORM_cosh) { /* (e^x -+ e^-x) / 2 */
     EX1(RX_OP_exp, x, t);
     EX1(RX_OP_neg, x, u);
     EX1(RX_OP_exp, u, u);
-    EX2(row->form[0] == 's' && row->form[1] == 'i' ? RX_OP_subtract : RX_OP_add, t, u, t);
+    EX2(row->form == ONNX_FORM_sinh ? RX_OP_subtract : RX_OP_add, t, u, t);
     EX2(RX_OP_multiply, t, FL(0.5), t);
-  } else if (!strcmp(row->form, "asinh")) { /* sign(x) log(|x| + sqrt(x^2 + 1)) */
+  } else if (row->form == ONNX_FORM_asinh) { /* sign(x) log(|x| + sqrt(x^2 + 1)) */
     EX1(RX_OP_abs, x, u);
     EX2(RX_OP_multiply, x, x, t);
     EX2(RX_OP_add, t, FL(1.0), t);
@@ -318,20 +318,20 @@ rx_status onnx_do_formula(imp *I, const Onnx__NodeProto *n, const onnx_op *row) 
     EX2(RX_OP_less, x, FL(0.0), u);
     EX1(RX_OP_neg, t, z);
     EX3(RX_OP_where, u, z, t, t);
-  } else if (!strcmp(row->form, "acosh")) { /* log(x + sqrt(x^2 - 1)) */
+  } else if (row->form == ONNX_FORM_acosh) { /* log(x + sqrt(x^2 - 1)) */
     EX2(RX_OP_multiply, x, x, t);
     EX2(RX_OP_subtract, t, FL(1.0), t);
     EX1(RX_OP_sqrt, t, t);
     EX2(RX_OP_add, x, t, t);
     EX1(RX_OP_log, t, t);
-  } else if (!strcmp(row->form, "atanh")) { /* log((1 + x) / (1 - x)) / 2 */
+  } else if (row->form == ONNX_FORM_atanh) { /* log((1 + x) / (1 - x)) / 2 */
     EX2(RX_OP_add, x, FL(1.0), t);
     EX2(RX_OP_subtract, FL(1.0), x, u);
     EX2(RX_OP_divide, t, u, t);
     EX1(RX_OP_log, t, t);
     EX2(RX_OP_multiply, t, FL(0.5), t);
   } else {
-    return onnx_node_err(I, n, "internal: no formula '%s'", row->form);
+    return onnx_node_err(I, n, "internal: no formula '%s'", onnx_form_name(row->form));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -433,7 +433,7 @@ rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *ro
   if (!si) return onnx_node_err(I, n, "the input is not a tensor");
   rx_node *x = rx_arg_var(I->b, onnx_get(I, onnx_input(n, 0))->var), *t, *u, *z;
   rx_var *r = NULL;
-  if (!strcmp(row->form, "is_inf")) {
+  if (row->form == ONNX_FORM_is_inf) {
     rx_dtype dt = si->dtype; /* the largest finite value of dt */
     double big = dt == RX_DTYPE_F16    ? 65504.0
                  : dt == RX_DTYPE_BF16 ? 3.3895313892515355e38
@@ -452,7 +452,7 @@ rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *ro
       EX2(RX_OP_equal, x, x, u);
       EX2(RX_OP_logical_and, t, u, t);
     }
-  } else if (!strcmp(row->form, "round")) {
+  } else if (row->form == ONNX_FORM_round) {
     EX1(RX_OP_floor, x, z);
     EX2(RX_OP_subtract, x, z, t); /* the fraction */
     EX2(RX_OP_multiply, z, FL(0.5), u);
@@ -466,7 +466,7 @@ rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *ro
     EX2(RX_OP_logical_or, t, u, u);
     EX2(RX_OP_add, z, FL(1.0), t);
     EX3(RX_OP_where, u, t, z, t);
-  } else if (!strcmp(row->form, "shrink")) {
+  } else if (row->form == ONNX_FORM_shrink) {
     double lambd = onnx_attr_f(n, "lambd", 0.5), bias = onnx_attr_f(n, "bias", 0.0);
     EX2(RX_OP_multiply, x, FL(0.0), z);
     EX2(RX_OP_subtract, x, FL(bias), t);
@@ -476,7 +476,7 @@ rx_status onnx_do_select_act(imp *I, const Onnx__NodeProto *n, const onnx_op *ro
     EX2(RX_OP_less, x, FL(-lambd), u);
     EX3(RX_OP_where, u, t, z, t);
   } else {
-    return onnx_node_err(I, n, "internal: no activation '%s'", row->form);
+    return onnx_node_err(I, n, "internal: no activation '%s'", onnx_form_name(row->form));
   }
   onnx_def_tensor(I, n, r);
   return NULL;

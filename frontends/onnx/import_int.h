@@ -62,18 +62,46 @@ typedef struct imp {
   rx_analyzer *an; /* facts: every dim variable is a size (>= 0); simplifies shape values */
 } imp;
 
+/* The forms of onnx_ops[]'s rows (which variant a handler of several op types computes), listed
+ * once by the handler that reads them: X(form) gives ONNX_FORM_<form>, and onnx_form_name its
+ * text, so a misspelt form does not compile. */
+// clang-format off
+#define ONNX_FORMS(X)                                                                              \
+  /* onnx_do_formula */                                                                            \
+  X(sign) X(tan) X(sinh) X(cosh) X(asinh) X(acosh) X(atanh)                                        \
+  /* onnx_do_act, onnx_do_elu, onnx_do_select_act */                                              \
+  X(celu) X(hard_sigmoid) X(hard_swish) X(softplus) X(softsign) X(thresholded_relu) X(mish)        \
+  X(is_nan) X(elu) X(selu) X(is_inf) X(round) X(shrink)                                            \
+  /* onnx_do_reduce_by */                                                                          \
+  X(l1) X(l2) X(sum_square) X(log_sum) X(log_sum_exp)                                              \
+  /* onnx_do_nll_loss, onnx_do_instance_norm, onnx_do_depth_space, onnx_do_window */               \
+  X(nll) X(sce) X(instance_norm) X(mvn) X(depth_to_space) X(space_to_depth) X(hann) X(hamming)     \
+  X(blackman)                                                                                      \
+  /* onnx_do_integer_op */                                                                         \
+  X(matmul) X(conv) X(qmatmul) X(qconv)
+// clang-format on
+typedef enum onnx_form {
+  ONNX_FORM_NONE, /* a row whose handler computes one form */
+#define ONNX_FORM_ENUM_(f) ONNX_FORM_##f,
+  ONNX_FORMS(ONNX_FORM_ENUM_)
+#undef ONNX_FORM_ENUM_
+      ONNX_FORM_COUNT
+} onnx_form;
+/* the form's name as the table lists it ("celu"; "none" for ONNX_FORM_NONE) */
+const char *onnx_form_name(onnx_form f);
+
 /* The row of onnx_ops[] (import.c) of an ONNX op type: the handler that imports a node of the
  * type, the relaxc op the handler emits when it is one op (op; ONNX_NO_OP when the handler
  * composes several) or the form it computes when the handler serves several types (form, as
- * "celu" for onnx_do_act; NULL when none), the opsets where the handler's reading is right (first,
- * last; last 0: still current) and a note for the README. */
+ * ONNX_FORM_celu for onnx_do_act; ONNX_FORM_NONE when none), the opsets where the handler's
+ * reading is right (first, last; last 0: still current) and a note for the README. */
 typedef struct onnx_op onnx_op;
 typedef rx_status (*onnx_handler)(imp *I, const Onnx__NodeProto *n, const onnx_op *row);
 struct onnx_op {
   const char *type;
   onnx_handler handler;
   rx_op_id op;
-  const char *form;
+  onnx_form form;
   int first, last;
   const char *note;
 };

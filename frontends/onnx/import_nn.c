@@ -189,7 +189,7 @@ rx_status onnx_do_nll_loss(imp *I, const Onnx__NodeProto *n, const onnx_op *row)
   rx_node *x;
   rx_var *r = NULL, *lp = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(row->form, "sce")) {
+  if (row->form == ONNX_FORM_sce) {
     const rx_attr *at = rx_attr_int(I->m, "axis", 1);
     EXA(RX_OP_log_softmax, x, &at, 1, x);
     lp = r;
@@ -229,7 +229,7 @@ static rx_status standardize(imp *I, const Onnx__NodeProto *n, rx_node *x, const
 rx_status onnx_do_instance_norm(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   const rx_sinfo *xs;
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 3, SYM_MAX, &xs));
-  bool mvn = !strcmp(row->form, "mvn");
+  bool mvn = row->form == ONNX_FORM_mvn;
   int64_t axes[SYM_MAX];
   int na = 0;
   if (mvn) {

@@ -318,9 +318,11 @@ static rx_status q_requantize(imp *I, const Onnx__NodeProto *n, rx_var *acc, siz
 /* MatMulInteger(A, B, [a_zp], [b_zp]) and ConvInteger(x, w, [x_zp], [w_zp]) -> i32;
  * QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) and QLinearConv(x, x_scale,
  * x_zp, w, w_scale, w_zp, y_scale, y_zp, [B]), scales per row / column of a matmul, per output
- * channel of w; row->form: "matmul" or "conv", "q" first for the QLinear forms */
+ * channel of w; row->form: ONNX_FORM_matmul, ONNX_FORM_conv, or qmatmul and qconv for the
+ * QLinear forms */
 rx_status onnx_do_integer_op(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
-  bool q = row->form[0] == 'q', conv = strstr(row->form, "conv") != NULL;
+  bool q = row->form == ONNX_FORM_qmatmul || row->form == ONNX_FORM_qconv,
+       conv = row->form == ONNX_FORM_conv || row->form == ONNX_FORM_qconv;
   rx_var *r;
   if (conv)
     RX_RETURN_IF_ERROR(q ? q_conv(I, n, 0, 2, 3, 5, 8, &r) : q_conv(I, n, 0, 2, 1, 3, 0, &r));

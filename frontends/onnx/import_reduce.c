@@ -170,7 +170,7 @@ rx_status onnx_do_hardmax(imp *I, const Onnx__NodeProto *n, const onnx_op *row) 
 
 /* alpha (exp(x) - 1) for x <= 0, x above (Elu; Selu scales it by gamma) */
 rx_status onnx_do_elu(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
-  bool selu = !strcmp(row->form, "selu");
+  bool selu = row->form == ONNX_FORM_selu;
   double alpha = onnx_attr_f(n, "alpha", selu ? 1.67326319217681884765625 : 1.0);
   rx_node *x, *t, *pos;
   rx_var *r = NULL;
@@ -190,7 +190,7 @@ rx_status onnx_do_act(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   rx_node *x, *t, *u;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(row->form, "celu")) { /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)) */
+  if (row->form == ONNX_FORM_celu) { /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)) */
     double alpha = onnx_attr_f(n, "alpha", 1.0);
     EX2(RX_OP_divide, x, FL(alpha), t);
     EX1(RX_OP_exp, t, t);
@@ -199,35 +199,35 @@ rx_status onnx_do_act(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
     EX2(RX_OP_minimum, t, FL(0.0), t);
     EX2(RX_OP_maximum, x, FL(0.0), u);
     EX2(RX_OP_add, u, t, t);
-  } else if (!strcmp(row->form, "hard_sigmoid") || !strcmp(row->form, "hard_swish")) {
-    bool swish = !strcmp(row->form, "hard_swish"); /* x hard_sigmoid(x) with alpha 1/6, beta 0.5 */
+  } else if (row->form == ONNX_FORM_hard_sigmoid || row->form == ONNX_FORM_hard_swish) {
+    bool swish = row->form == ONNX_FORM_hard_swish; /* x hard_sigmoid(x) with alpha 1/6, beta 0.5 */
     EX2(RX_OP_multiply, x, FL(swish ? 1.0 / 6 : onnx_attr_f(n, "alpha", 0.2)), t);
     EX2(RX_OP_add, t, FL(swish ? 0.5 : onnx_attr_f(n, "beta", 0.5)), t);
     EX2(RX_OP_minimum, t, FL(1.0), t);
     EX2(RX_OP_maximum, t, FL(0.0), t);
     if (swish) EX2(RX_OP_multiply, x, t, t);
-  } else if (!strcmp(row->form, "softplus")) { /* log(exp(x) + 1) */
+  } else if (row->form == ONNX_FORM_softplus) { /* log(exp(x) + 1) */
     EX1(RX_OP_exp, x, t);
     EX2(RX_OP_add, t, FL(1.0), t);
     EX1(RX_OP_log, t, t);
-  } else if (!strcmp(row->form, "softsign")) { /* x / (1 + |x|) */
+  } else if (row->form == ONNX_FORM_softsign) { /* x / (1 + |x|) */
     EX1(RX_OP_abs, x, t);
     EX2(RX_OP_add, t, FL(1.0), t);
     EX2(RX_OP_divide, x, t, t);
-  } else if (!strcmp(row->form, "thresholded_relu")) { /* x where x > alpha, else 0 */
+  } else if (row->form == ONNX_FORM_thresholded_relu) { /* x where x > alpha, else 0 */
     EX2(RX_OP_greater, x, FL(onnx_attr_f(n, "alpha", 1.0)), u);
     EX2(RX_OP_multiply, x, FL(0.0), t);
     EX3(RX_OP_where, u, x, t, t);
-  } else if (!strcmp(row->form, "mish")) { /* x tanh(log(exp(x) + 1)) */
+  } else if (row->form == ONNX_FORM_mish) { /* x tanh(log(exp(x) + 1)) */
     EX1(RX_OP_exp, x, t);
     EX2(RX_OP_add, t, FL(1.0), t);
     EX1(RX_OP_log, t, t);
     EX1(RX_OP_tanh, t, t);
     EX2(RX_OP_multiply, x, t, t);
-  } else if (!strcmp(row->form, "is_nan")) { /* NaN is the one value not equal to itself */
+  } else if (row->form == ONNX_FORM_is_nan) { /* NaN is the one value not equal to itself */
     EX2(RX_OP_not_equal, x, x, t);
   } else {
-    return onnx_node_err(I, n, "internal: no activation '%s'", row->form);
+    return onnx_node_err(I, n, "internal: no activation '%s'", onnx_form_name(row->form));
   }
   onnx_def_tensor(I, n, r);
   return NULL;
@@ -239,11 +239,11 @@ rx_status onnx_do_reduce_by(imp *I, const Onnx__NodeProto *n, const onnx_op *row
   rx_node *x, *t;
   rx_var *r = NULL;
   RX_RETURN_IF_ERROR(onnx_arg(I, n, onnx_input(n, 0), &x));
-  if (!strcmp(row->form, "l1"))
+  if (row->form == ONNX_FORM_l1)
     EX1(RX_OP_abs, x, t);
-  else if (!strcmp(row->form, "l2") || !strcmp(row->form, "sum_square"))
+  else if (row->form == ONNX_FORM_l2 || row->form == ONNX_FORM_sum_square)
     EX2(RX_OP_multiply, x, x, t);
-  else if (!strcmp(row->form, "log_sum_exp"))
+  else if (row->form == ONNX_FORM_log_sum_exp)
     EX1(RX_OP_exp, x, t);
   else
     t = x;
@@ -259,8 +259,8 @@ rx_status onnx_do_reduce_by(imp *I, const Onnx__NodeProto *n, const onnx_op *row
   at[nat++] = rx_attr_bool(I->m, "keepdims", onnx_attr_i(n, "keepdims", 1) != 0);
   RX_RETURN_IF_ERROR(onnx_emit(I, n, RX_OP_sum, &t, 1, at, nat, &r));
   t = rx_arg_var(I->b, r);
-  if (!strcmp(row->form, "l2")) EX1(RX_OP_sqrt, t, t);
-  if (!strcmp(row->form, "log_sum") || !strcmp(row->form, "log_sum_exp")) EX1(RX_OP_log, t, t);
+  if (row->form == ONNX_FORM_l2) EX1(RX_OP_sqrt, t, t);
+  if (row->form == ONNX_FORM_log_sum || row->form == ONNX_FORM_log_sum_exp) EX1(RX_OP_log, t, t);
   onnx_def_tensor(I, n, r);
   return NULL;
 }

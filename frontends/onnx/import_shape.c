@@ -475,7 +475,7 @@ rx_status onnx_do_depth_space(imp *I, const Onnx__NodeProto *n, const onnx_op *r
   RX_RETURN_IF_ERROR(onnx_known_shape(I, n, 0, 4, 4, &xs));
   int64_t bs = onnx_attr_i(n, "blocksize", 0);
   if (bs < 1 || bs > (1 << 16)) return onnx_node_err(I, n, "blocksize must be a positive integer");
-  bool to_space = !strcmp(row->form, "depth_to_space"), crd = onnx_attr_s_is(n, "mode", "CRD");
+  bool to_space = row->form == ONNX_FORM_depth_to_space, crd = onnx_attr_s_is(n, "mode", "CRD");
   if (!crd && !onnx_attr_s_is(n, "mode", "DCR") && !onnx_attr_s_is(n, "mode", ""))
     return onnx_node_err(I, n, "mode must be \"DCR\" or \"CRD\"");
   rx_module *m = I->m;

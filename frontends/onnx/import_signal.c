@@ -390,13 +390,13 @@ rx_status onnx_do_tfidf(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   return NULL;
 }
 
-/* HannWindow, HammingWindow, BlackmanWindow (row->form: "hann", "hamming", "blackman"): a0 - a1
+/* HannWindow, HammingWindow, BlackmanWindow (row->form: ONNX_FORM_hann, hamming, blackman): a0 - a1
  * cos(2 pi i / N') + a2 cos(4 pi i / N') for i < size, N' = size (periodic, the default) or size
  * - 1; size a constant, a shape value or bound at run time; in output_datatype (default f32). */
 rx_status onnx_do_window(imp *I, const Onnx__NodeProto *n, const onnx_op *row) {
   double a0 = 0.5, a1 = 0.5, a2 = 0;
-  if (!strcmp(row->form, "hamming")) a0 = 25.0 / 46, a1 = 21.0 / 46;
-  if (!strcmp(row->form, "blackman")) a0 = 0.42, a2 = 0.08;
+  if (row->form == ONNX_FORM_hamming) a0 = 25.0 / 46, a1 = 21.0 / 46;
+  if (row->form == ONNX_FORM_blackman) a0 = 0.42, a2 = 0.08;
   rx_dtype dt;
   if (!onnx_dtype_of((int32_t)onnx_attr_i(n, "output_datatype", 1), &dt) ||
       !(ir_dtype_is_float(dt) || ir_dtype_is_int(dt)))
