@@ -17,7 +17,7 @@ static const struct {
   const char *spill;   /* past the push-constant bytes (with a binding), or NULL */
   const cg_lang *L;
 } langs[] = {
-#define X(kind, name, lang, lname, ext, entry, scalars, bound, spill)                              \
+#define X(kind, name, lang, lname, ext, entry, scalars, bound, spill, bin, asm_ext)                \
   [RX_LANG_##lang] = {lname, ext, entry, scalars, bound, spill, &CG_LANG_##lang},
     RX_TARGET_KINDS(X)
 #undef X

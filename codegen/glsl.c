@@ -172,7 +172,7 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
            "  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
            "}\n");
   if (p->helpers.data) base_strbuf_printf(o, "\n%s", p->helpers.data);
-  base_strbuf_append(o, "\nvoid main() {\n");
+  base_strbuf_printf(o, "\nvoid %s() {\n", tgt_target_kind_entry(RX_TARGET_VULKAN));
   for (int i = nbuf; i < k->nargs; i++) {
     const char *n = cg_name(p, k->args[i].name);
     int j = i - nbuf;

@@ -275,15 +275,15 @@ static bool place(rx_module *m, rx_target_output *to, job *j, rx_diag *diag) {
   if (j->kind == RX_TARGET_VULKAN) {
     k->spirv = base_arena_dup(&m->arena, j->out[0].data, j->out[0].len);
     k->spirv_words = j->out[0].len / sizeof(uint32_t);
-    k->binary = base_arena_printf(&m->arena, "%s.spv", k->name);
+    k->binary = tgt_target_binary_name(&m->arena, to->target, k->name);
     return true;
   }
   to->ptx[j->index] = base_arena_dup(&m->arena, j->out[0].data, j->out[0].len + 1); /* + NUL */
   to->ptx_len[j->index] = j->out[0].len;
-  k->ptx = base_arena_printf(&m->arena, "%s.ptx", k->name);
+  k->ptx = tgt_target_asm_name(&m->arena, to->target, k->name);
   to->cubin[j->index] = base_arena_dup(&m->arena, j->out[1].data, j->out[1].len);
   to->cubin_len[j->index] = j->out[1].len;
-  k->binary = base_arena_printf(&m->arena, "%s.%s.cubin", k->name, to->target->cuda_arch);
+  k->binary = tgt_target_binary_name(&m->arena, to->target, k->name);
   return true;
 }
 

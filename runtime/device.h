@@ -202,9 +202,10 @@ void rt_replay_clear(rt_replay *r); /* forgets every sequence (a kernel or the d
 void rt_replay_free(rt_replay *r);
 
 /* ---- the device interface ---- */
+/* A backend's table carries no name nor kind of its own: RT_BACKENDS (runtime.c) pairs each
+ * rx_rt_backend with its name and table, and a device's backend is d->info.backend
+ * (rx_rt_backend_name gives "vulkan", "cuda", ...). */
 typedef struct rt_backend {
-  rx_rt_backend kind;
-  const char *name;
   /* NULL when the driver loads and initializes, else why not. Cached by the backend. */
   rx_status (*check)(void);
   rx_status (*enumerate)(rx_rt_device_info **out_infos, size_t *out_count,

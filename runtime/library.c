@@ -746,7 +746,7 @@ rx_status rt_library_parse(rx_rt_device *d, const char *origin, const char *json
   if (!get_str(&c, root, "target", NULL, &l->target) ||
       !get_opt_str(&c, root, "lang", NULL, &l->lang))
     goto done;
-  const char *bn = d->be->name;
+  const char *bn = rx_rt_backend_name(d->info.backend);
   if (strncmp(l->target, bn, strlen(bn)) != 0) {
     c.err = base_status_make(RX_ERR_INVALID,
                              "%s/kernels.json: kernels for target '%s' cannot run "

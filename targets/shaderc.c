@@ -2,6 +2,7 @@
  *
  * Built only where targets.cmake found shaderc (RX_HAVE_SHADERC); elsewhere every call says
  * how to get it. */
+#include "target.h"
 #include "toolchain.h"
 
 #include <stdlib.h>
@@ -93,7 +94,8 @@ rx_status tgt_glsl_to_spirv(const char *glsl, size_t len, const char *name, uint
   shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_performance);
 
   shaderc_compilation_result_t res =
-      shaderc_compile_into_spv(compiler, glsl, len, shaderc_compute_shader, name, "main", opts);
+      shaderc_compile_into_spv(compiler, glsl, len, shaderc_compute_shader, name,
+                               tgt_target_kind_entry(RX_TARGET_VULKAN), opts);
   rx_status st = NULL;
   shaderc_compilation_status cs =
       res ? shaderc_result_get_compilation_status(res) : shaderc_compilation_status_internal_error;

@@ -17,7 +17,7 @@
  *   CUDA    NVIDIA GPUs: CUDA C compiled by NVRTC to PTX / cubin
  *   VULKAN  any Vulkan 1.2 device: GLSL 450 compute compiled to SPIR-V
  *   METAL   Apple GPUs: Metal Shading Language compiled by xcrun metal
- * X(KIND, name, LANG, lang, ext, entry, scalars, scalars_bound, spill), per kind:
+ * X(KIND, name, LANG, lang, ext, entry, scalars, scalars_bound, spill, bin, asm), per kind:
  *   KIND, name     RX_TARGET_KIND; its name: the first word of its targets ("cuda -arch=sm_80"),
  *                  the artifact's section folder ("cuda/kernels.json"), tgt_target_kind_name
  *   LANG, lang     its kernel language RX_LANG_LANG and that language's name (kernels.json "lang")
@@ -29,11 +29,16 @@
  *                  constant struct in a buffer; scalars_bound: that location takes a binding (the
  *                  index after the buffers)
  *   spill          where they go when they pass the push-constant bytes (always a binding after
- *                  the buffers); NULL: none, more is an error (codegen/lower.c) */
+ *                  the buffers); NULL: none, more is an error (codegen/lower.c)
+ *   bin, asm       the file extensions of a kernel's binary (kernels.json "binary") and of the
+ *                  assembly kept beside it for the driver's JIT (kernels.json "ptx"); NULL: none
+ *                  written by the compiler (Metal's sources are compiled by the runtime). The
+ *                  file names: tgt_target_binary_name, tgt_target_asm_name */
 #define RX_TARGET_KINDS(X)                                                                         \
-  X(CUDA, "cuda", CUDA, "cuda", "cu", NULL, "parameters", false, NULL)                             \
-  X(VULKAN, "vulkan", GLSL, "glsl", "comp", "main", "push_constant", false, "uniform_buffer")      \
-  X(METAL, "metal", MSL, "msl", "metal", NULL, "buffer", true, NULL)
+  X(CUDA, "cuda", CUDA, "cuda", "cu", NULL, "parameters", false, NULL, "cubin", "ptx")             \
+  X(VULKAN, "vulkan", GLSL, "glsl", "comp", "main", "push_constant", false, "uniform_buffer",      \
+    "spv", NULL)                                                                                   \
+  X(METAL, "metal", MSL, "msl", "metal", NULL, "buffer", true, NULL, NULL, NULL)
 
 typedef enum rx_target_kind {
 #define X(kind, ...) RX_TARGET_##kind,
@@ -153,6 +158,17 @@ bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, i
 
 /* "cuda", "vulkan", "metal". */
 const char *tgt_target_kind_name(rx_target_kind kind);
+
+/* The entry point's name in a kernel source of kind (RX_TARGET_KINDS' entry): "main" for
+ * Vulkan's GLSL; NULL where it is the kernel's own name. */
+const char *tgt_target_kind_entry(rx_target_kind kind);
+
+/* The file names of kernel `kernel`'s outputs for t, allocated in a (relaxc codegen -o DIR, the
+ * artifact's sections, kernels.json "binary" and "ptx"): its binary, NAME.bin or, where the target
+ * names an architecture, NAME.ARCH.bin (NAME.spv, NAME.sm_80.cubin); its assembly, NAME.asm
+ * (NAME.ptx). NULL where t's kind writes none (RX_TARGET_KINDS' bin and asm). */
+char *tgt_target_binary_name(rx_arena *a, const rx_target *t, const char *kernel);
+char *tgt_target_asm_name(rx_arena *a, const rx_target *t, const char *kernel);
 
 /* Appends a human-readable description of t (one "field: value" per line) to out: for
  * `relaxc targets` and for error messages. */

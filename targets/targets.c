@@ -430,6 +430,32 @@ const char *tgt_target_kind_name(rx_target_kind kind) {
   return (unsigned)kind < RX_ARRAY_LEN(names) ? names[kind] : "?";
 }
 
+/* The per-kind columns of RX_TARGET_KINDS the toolchains and file names read. */
+static const struct {
+  const char *entry, *bin, *asm_ext;
+} kind_files[] = {
+#define X(kind, name, lang, lname, ext, entry, scalars, bound, spill, bin, asm_ext)                \
+  [RX_TARGET_##kind] = {entry, bin, asm_ext},
+    RX_TARGET_KINDS(X)
+#undef X
+};
+
+const char *tgt_target_kind_entry(rx_target_kind kind) {
+  return (unsigned)kind < RX_ARRAY_LEN(kind_files) ? kind_files[kind].entry : NULL;
+}
+
+char *tgt_target_binary_name(rx_arena *a, const rx_target *t, const char *kernel) {
+  const char *bin = kind_files[t->kind].bin;
+  if (!bin) return NULL;
+  if (t->cuda_arch) return base_arena_printf(a, "%s.%s.%s", kernel, t->cuda_arch, bin);
+  return base_arena_printf(a, "%s.%s", kernel, bin);
+}
+
+char *tgt_target_asm_name(rx_arena *a, const rx_target *t, const char *kernel) {
+  const char *ext = kind_files[t->kind].asm_ext;
+  return ext ? base_arena_printf(a, "%s.%s", kernel, ext) : NULL;
+}
+
 /* ---- parsing --------------------------------------------------------------------------- */
 
 /* "cuda -arch=sm_80, cuda -arch=sm_90, vulkan, ..." */

@@ -31,17 +31,18 @@ static bool write_file(const char *dir, const char *name, const void *data, size
   return true;
 }
 
-/* NVRTC binaries of one CUDA kernel; returns false only on a compile error. */
 /* The SPIR-V of GLSL kernel k (shaderc, then spirv-val where SPIRV-Tools is present) written to
- * dir as NAME.spv; *noted once shaderc is absent (the GLSL alone is written then). */
-static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted) {
+ * dir as NAME.spv (tgt_target_binary_name); *noted once shaderc is absent (the GLSL alone is
+ * written then). */
+static bool write_spirv(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
+                        bool *noted) {
   if (!tgt_shaderc_available()) {
     if (!*noted)
       fputs("relaxc: note: relaxc was built without shaderc: no SPIR-V written\n", stderr);
     *noted = true;
     return true;
   }
-  char label[300], file[300];
+  char label[300];
   snprintf(label, sizeof label, "%s.comp", k->name);
   uint32_t *words = NULL;
   size_t n = 0;
@@ -53,13 +54,15 @@ static bool write_spirv(rx_module *m, rx_kernel *k, const char *dir, bool *noted
     free(words);
     return false;
   }
-  snprintf(file, sizeof file, "%s.spv", k->name);
+  char *file = tgt_target_binary_name(&m->arena, t, k->name);
   bool ok = write_file(dir, file, words, n * sizeof *words);
-  if (ok) k->binary = base_arena_strdup(&m->arena, file);
+  if (ok) k->binary = file;
   free(words);
   return ok;
 }
 
+/* NVRTC binaries of one CUDA kernel, NAME.ptx and NAME.ARCH.cubin (tgt_target_asm_name,
+ * tgt_target_binary_name); returns false only on a compile error. */
 static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, const char *dir,
                                 bool *nvrtc_ok, bool *noted) {
   if (!*nvrtc_ok) return true;
@@ -72,7 +75,7 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
     rx_status_free(st);
     return true;
   }
-  char label[256], file[300];
+  char label[256];
   snprintf(label, sizeof label, "%s.cu", k->name);
   char *ptx = NULL, *bin = NULL;
   size_t ptx_len = 0, len = 0;
@@ -80,14 +83,14 @@ static bool write_cuda_binaries(rx_module *m, rx_kernel *k, const rx_target *t, 
   /* one NVRTC call gives both (the PTX is what a compute_XX compilation gives) */
   st = tgt_nvrtc_compile_both(k->source, label, t->cuda_arch, &ptx, &ptx_len, &bin, &len, NULL);
   if (!st) {
-    snprintf(file, sizeof file, "%s.ptx", k->name);
+    char *file = tgt_target_asm_name(&m->arena, t, k->name);
     ok = write_file(dir, file, ptx, ptx_len);
-    if (ok) k->ptx = base_arena_strdup(&m->arena, file);
+    if (ok) k->ptx = file;
   }
   if (!st && ok) {
-    snprintf(file, sizeof file, "%s.%s.cubin", k->name, t->cuda_arch);
+    char *file = tgt_target_binary_name(&m->arena, t, k->name);
     ok = write_file(dir, file, bin, len);
-    if (ok) k->binary = base_arena_strdup(&m->arena, file);
+    if (ok) k->binary = file;
   }
   if (st) {
     fprintf(stderr, "relaxc: error: kernel '%s': %s\n", k->name, rx_status_message(st));
@@ -171,7 +174,7 @@ int cli_cmd_codegen(const rx_cli_command *cmd, int argc, char **argv) {
         char name[300];
         snprintf(name, sizeof name, "%s.%s", k->name, cg_lang_ext(lang));
         ok = write_file(outdir, name, k->source, strlen(k->source));
-        if (ok && lang == RX_LANG_GLSL) ok = write_spirv(m, k, outdir, &noted);
+        if (ok && lang == RX_LANG_GLSL) ok = write_spirv(m, k, t, outdir, &noted);
         if (ok && lang == RX_LANG_CUDA)
           ok = write_cuda_binaries(m, k, t, outdir, &nvrtc_ok, &noted);
       }

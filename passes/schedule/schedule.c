@@ -16,19 +16,25 @@
  *                  with C = c[batch..., i, j], P using i and k but not j, Q using k and j but not
  *                  i (P and Q may be casts of loads: f16 inputs with f32 accumulation); or the
  *                  same with the accumulator an `alloc acc: T[1] local` of the (i, j) body, the
- *                  reduce into acc[0] and then one store c[batch..., i, j] = E(acc[0]). A row
- *                  count (extent of i) statically 1 gives GEMV; a symbolic one gives variants
- *                  `n == 1` -> gemv, `n <= 16` -> small-tile gemm, otherwise gemm.
+ *                  reduce into acc[0] and then one store c[batch..., i, j] = E(acc[0]); with the
+ *                  statements fusion leaves around the reduce (matmul.h). A row count n (extent
+ *                  of i) statically 1 gives GEMV, a larger constant one GEMM; a symbolic one the
+ *                  run-time variants `n == 1` (gemv), `n <= 16` (gemv_mma, gemv_batch or the
+ *                  small-tile gemm), `n <= mid` (gemm_mma's 64 x 64 tiles, where it applies) and
+ *                  otherwise (gemm_mma, gemm_frag or gemm): matmul.c says which kernel when.
  *   ROW_REDUCTION  `for rows... { ITEM... }` where ITEM is `alloc NAME: T[consts] local`, a
  *                  `let`, a store (not using a row-local loop), a `reduce j in 0..m { init {
  *                  LET... acc = v0 } update { LET... acc = acc + X | max(acc, X) | min(acc, X) }
  *                  }` whose X uses j only as the last index of its loads (innermost axis), or a
- *                  `for j in 0..m { ... }` stage whose stores have j as their last index. One
- *                  block per row (rows fused); each REDUCE accumulates strided partials with
- *                  the combiner's identity, reduces them across threads (subgroup + shared, or
- *                  a shared tree) and applies init exactly: acc = combine(v0, total). A reduced
- *                  value that is not in a local buffer is kept in a per-thread local (the
- *                  broadcast) and written to memory by thread 0.
+ *                  `for j in 0..m { ... }` stage whose stores have j as their last index. Rows
+ *                  fused; T threads per row, a power of two (enough for the row in one step of
+ *                  V lanes, at most a block; more to keep its inputs in registers), rows
+ *                  shorter than a block sharing one (RPB = block / T of them); each REDUCE
+ *                  accumulates strided partials with the combiner's identity, reduces them
+ *                  across the row's threads (subgroup + shared, or a shared tree) and applies
+ *                  init exactly: acc = combine(v0, total). A reduced value that is not in a
+ *                  local buffer is kept in a per-thread local (the broadcast) and written to
+ *                  memory by the row's first thread. The plan in full: row_reduction.c.
  *   FALLBACK       every top-level statement becomes a kernel: its outer serial loops whose
  *                  iterations write disjoint elements are fused, split and bound; the rest runs
  *                  serially per thread (or in one thread when no loop is independent). */

@@ -271,11 +271,12 @@ rx_status rt_cublaslt_builtin_matmul(const vm_extern_call *c, rx_rt_value *const
   if (nargs != 3)
     return base_status_make(RX_ERR_INVALID, "%s takes 3 arguments, got %zu", c->name, nargs);
   if (!c->device || !c->device->native)
-    return base_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: cuBLASLt runs on CUDA devices only, and this call runs %s: the "
-                            "artifact was compiled with --dispatch cublas; run it on a CUDA device "
-                            "or compile without --dispatch",
-                            c->name, c->device ? c->device->be->name : "without a device");
+    return base_status_make(
+        RX_ERR_UNSUPPORTED,
+        "%s: cuBLASLt runs on CUDA devices only, and this call runs %s: the "
+        "artifact was compiled with --dispatch cublas; run it on a CUDA device "
+        "or compile without --dispatch",
+        c->name, c->device ? rx_rt_backend_name(c->device->info.backend) : "without a device");
   pthread_once(&lt_once, lt_load);
   if (lt_cached)
     return base_status_make(rx_status_code_of(lt_cached), "%s: %s", c->name,

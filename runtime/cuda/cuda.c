@@ -648,16 +648,9 @@ static uint64_t cu_native_address(rx_rt_buffer *b) { return ((cu_buffer *)b)->pt
 static const rt_native cu_native = {cu_native_queue, cu_native_address};
 
 const rt_backend rt_cuda_backend = {
-    RX_RT_BACKEND_CUDA, "cuda",
-    cu_check,           cu_enumerate,
-    sizeof(cu_device),  sizeof(cu_buffer),
-    sizeof(cu_timer),   cu_device_init,
-    cu_device_destroy,  cu_synchronize,
-    cu_buffer_init,     cu_buffer_destroy,
-    cu_buffer_write,    cu_buffer_read,
-    cu_buffer_fill,     cu_buffer_copy,
-    cu_kernel_create,   cu_kernel_destroy,
-    cu_launch,          cu_timer_init,
-    cu_timer_destroy,   cu_timer_record,
+    cu_check,          cu_enumerate,      sizeof(cu_device), sizeof(cu_buffer), sizeof(cu_timer),
+    cu_device_init,    cu_device_destroy, cu_synchronize,    cu_buffer_init,    cu_buffer_destroy,
+    cu_buffer_write,   cu_buffer_read,    cu_buffer_fill,    cu_buffer_copy,    cu_kernel_create,
+    cu_kernel_destroy, cu_launch,         cu_timer_init,     cu_timer_destroy,  cu_timer_record,
     cu_timer_elapsed,
 };

@@ -396,9 +396,9 @@ static rx_status mt_timer_elapsed(rx_rt_timer *base, double *out_ms) {
 }
 
 const rt_backend rt_metal_backend = {
-    RX_RT_BACKEND_METAL, "metal",           mt_check,          mt_enumerate,      sizeof(mt_device),
-    sizeof(mt_buffer),   sizeof(mt_timer),  mt_device_init,    mt_device_destroy, mt_synchronize,
-    mt_buffer_init,      mt_buffer_destroy, mt_buffer_write,   mt_buffer_read,    mt_buffer_fill,
-    mt_buffer_copy,      mt_kernel_create,  mt_kernel_destroy, mt_launch,         mt_timer_init,
-    mt_timer_destroy,    mt_timer_record,   mt_timer_elapsed,
+    mt_check,          mt_enumerate,      sizeof(mt_device), sizeof(mt_buffer), sizeof(mt_timer),
+    mt_device_init,    mt_device_destroy, mt_synchronize,    mt_buffer_init,    mt_buffer_destroy,
+    mt_buffer_write,   mt_buffer_read,    mt_buffer_fill,    mt_buffer_copy,    mt_kernel_create,
+    mt_kernel_destroy, mt_launch,         mt_timer_init,     mt_timer_destroy,  mt_timer_record,
+    mt_timer_elapsed,
 };

@@ -101,8 +101,6 @@ static rx_status nl_timer_elapsed(rx_rt_timer *t, double *out_ms) {
 }
 
 const rt_backend rt_null_backend = {
-    RX_RT_BACKEND_NULL,
-    "null",
     nl_check,
     nl_enumerate,
     sizeof(rx_rt_device),

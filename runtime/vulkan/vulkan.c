@@ -1637,10 +1637,9 @@ static rx_status vk_timer_elapsed(rx_rt_timer *base, double *out_ms) {
 }
 
 const rt_backend rt_vulkan_backend = {
-    RX_RT_BACKEND_VULKAN, "vulkan",          vk_check,         vk_enumerate,
-    sizeof(vk_device),    sizeof(vk_buffer), sizeof(vk_timer), vk_device_init,
-    vk_device_destroy,    vk_synchronize,    vk_buffer_init,   vk_buffer_destroy,
-    vk_buffer_write,      vk_buffer_read,    vk_buffer_fill,   vk_buffer_copy,
-    vk_kernel_create,     vk_kernel_destroy, vk_launch,        vk_timer_init,
-    vk_timer_destroy,     vk_timer_record,   vk_timer_elapsed,
+    vk_check,          vk_enumerate,      sizeof(vk_device), sizeof(vk_buffer), sizeof(vk_timer),
+    vk_device_init,    vk_device_destroy, vk_synchronize,    vk_buffer_init,    vk_buffer_destroy,
+    vk_buffer_write,   vk_buffer_read,    vk_buffer_fill,    vk_buffer_copy,    vk_kernel_create,
+    vk_kernel_destroy, vk_launch,         vk_timer_init,     vk_timer_destroy,  vk_timer_record,
+    vk_timer_elapsed,
 };

@@ -1,5 +1,5 @@
-/* tests/fuzz/fuzz_device.h: a device for the fuzz harnesses that never touches a GPU. Its table
- * (runtime/device.h's rt_backend) says "vulkan", so artifacts load their Vulkan kernels (the
+/* tests/fuzz/fuzz_device.h: a device for the fuzz harnesses that never touches a GPU. Its
+ * info.backend is Vulkan's, so artifacts load their Vulkan kernels (the
  * loader's checks of kernels.json and SPIR-V run), keeps buffers in host memory, and launches
  * nothing: a launch succeeds after the runtime core has checked its arguments. Header-only; each
  * harness includes it once. */
@@ -61,9 +61,7 @@ static rx_status fz_timer_elapsed(rx_rt_timer *t, double *ms) {
   return NULL;
 }
 
-static const rt_backend fz_backend = {RX_RT_BACKEND_VULKAN,
-                                      "vulkan",
-                                      fz_check,
+static const rt_backend fz_backend = {fz_check,
                                       NULL,
                                       sizeof(rx_rt_device),
                                       sizeof(fz_buffer),

@@ -149,6 +149,7 @@ static void test_errors(rx_rt_device *d) {
   struct rx_rt_device other;
   memset(&other, 0, sizeof other);
   other.be = &rt_null_backend;
+  other.info.backend = RX_RT_BACKEND_NULL;
   CHECK_ERR(call(&other, a, b, 0, &out), RX_ERR_UNSUPPORTED, "CUDA devices only");
   CHECK_ERR(call(NULL, a, b, 0, &out), RX_ERR_UNSUPPORTED, "compile without --dispatch");
   CHECK_MSG(!out, "no result after an error");

@@ -67,6 +67,25 @@ static void test_names(void) {
                 strcmp(tgt_target_kind_name(RX_TARGET_VULKAN), "vulkan") == 0 &&
                 strcmp(tgt_target_kind_name(RX_TARGET_METAL), "metal") == 0,
             "kind names");
+  CHECK_MSG(!strcmp(tgt_target_kind_entry(RX_TARGET_VULKAN), "main") &&
+                !tgt_target_kind_entry(RX_TARGET_CUDA) && !tgt_target_kind_entry(RX_TARGET_METAL),
+            "entry points");
+}
+
+/* The kernel output file names every writer takes from tgt_target_binary_name and _asm_name. */
+static void test_file_names(void) {
+  rx_arena a;
+  base_arena_init(&a);
+  const rx_target *cu = tgt_target_find("cuda -arch=sm_90"), *vk = tgt_target_find("vulkan"),
+                  *mt = tgt_target_find("metal-apple7");
+  CHECK_MSG(cu && vk && mt, "targets");
+  CHECK_MSG(!strcmp(tgt_target_binary_name(&a, cu, "k"), "k.sm_90.cubin"), "cubin name");
+  CHECK_MSG(!strcmp(tgt_target_asm_name(&a, cu, "k"), "k.ptx"), "ptx name");
+  CHECK_MSG(!strcmp(tgt_target_binary_name(&a, vk, "k"), "k.spv"), "spv name");
+  CHECK_MSG(!tgt_target_asm_name(&a, vk, "k"), "no Vulkan assembly");
+  CHECK_MSG(!tgt_target_binary_name(&a, mt, "k") && !tgt_target_asm_name(&a, mt, "k"),
+            "no Metal binary written by the compiler");
+  base_arena_free(&a);
 }
 
 static void test_bad(void) {
@@ -308,6 +327,7 @@ int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   test_names();
+  test_file_names();
   test_bad();
   test_values();
   test_consistency();
