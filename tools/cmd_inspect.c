@@ -419,7 +419,7 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
       rx_strbuf launches = {0};
       format_launches(a, f, &launches);
       if (launches.len) printf("    per %s: %s\n", per[i], launches.data);
-      if (launches.len) print_layers(a, f, (int)layers);
+      if (launches.len && layers >= 2 && layers <= 1e6) print_layers(a, f, (int)layers);
       base_strbuf_free(&launches);
     }
   }
