@@ -4,14 +4,15 @@
  * live in, the parameters they bind), for an LLM its weights per format (quantization scheme or
  * dtype: tensors, weights, bytes with scales, bits per weight), its KV cache bytes per token and
  * the activations planned for prefill and decode, the kernel launches of one call of each function
- * (of a prefill forward and a decode step), the kernels per target (programs and their kernel
- * variants, each with the schedule rule that made it and its condition), and the sections with
- * their sizes; --code adds the host program's disassembly. --extract DIR writes every section as
- * DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the kernel sources and
- * binaries, weights.safetensors) and the disassembly as DIR/host.txt. The artifact is validated
- * as for running (version, CRCs, every instruction, the weights).
- * A GGUF file (by its magic) is listed by tools/inspect_gguf.c instead.
- * Exit: 0 success, 1 an unreadable or corrupt artifact, 2 usage. */
+ * (of a prefill forward and a decode step, split into the repeated layer and what lies outside it,
+ * with one layer's kernels in launch order and their schedule rules), the kernels per target
+ * (programs and their kernel variants, each with the schedule rule that made it and its condition),
+ * and the sections with their sizes; --code adds the host program's disassembly. --extract DIR
+ * writes every section as DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the
+ * kernel sources and binaries, weights.safetensors) and the disassembly as DIR/host.txt. The
+ * artifact is validated as for running (version, CRCs, every instruction, the weights). A GGUF file
+ * (by its magic) is listed by tools/inspect_gguf.c instead. Exit: 0 success, 1 an unreadable or
+ * corrupt artifact, 2 usage. */
 #include "commands.h"
 
 #include "base/base.h"
@@ -184,6 +185,186 @@ static void print_functions(const rx_rt_artifact *a, const cJSON *m) {
   }
 }
 
+/* ---- launches per layer (an LLM's repeated decoder layer) ---- */
+/* How the layer boundary is found: the artifact knows the layer count (llm.json's kv_cache.layers)
+ * and which weight each parameter binds; a weight's layer is the first number in its name
+ * ("model.layers.12.mlp.up_proj.weight", "blk.12.ffn_up.weight"; none in "lm_head.weight"). The
+ * host program's listing (rx_rt_artifact_disassemble) gives each call_kernels' registers, and
+ * check_tensor which parameter a register holds, so each program call is tagged with the layer
+ * whose weights it reads. Layer l starts at its first call reading a weight of layer l; the layer
+ * body is the calls from layer 0's start to layer 1's, and the split is made only when it is
+ * exact: the starts increase, every call that reads weights lies in its own layer's span, layers
+ * 1 .. L-2 run the body's programs in the same order, and the last layer's weight-reading calls
+ * fit in one body length from its start (its programs may differ where its last kernels are fused
+ * with what follows, such as the final norm; those are named). Anything else (one layer, a call
+ * inside a function called by another, a listing that does not match the program list) prints
+ * nothing rather than a guess. */
+
+/* The first number in a weight's name, or -1. */
+static int name_layer(const char *name) {
+  while (*name && (*name < '0' || *name > '9')) name++;
+  if (!*name) return -1;
+  long v = strtol(name, NULL, 10);
+  return v < 0 || v > 1000000 ? -1 : (int)v;
+}
+
+/* The layer read by each of the ncalls program calls of function fn (-1: no layer's weights, -2:
+ * the weights of several layers), from its listing; false when the listing's call_kernels are not
+ * progs (a call_fn, or a listing that cannot be read). */
+static bool call_layers(const rx_rt_artifact *a, size_t fn, const char **progs, size_t ncalls,
+                        int *out) {
+  char *text = rx_rt_artifact_disassemble(a, fn);
+  unsigned nparams = 0, nregs = 0;
+  const char *line = text ? strchr(text, '"') : NULL;
+  line = line ? strchr(line + 1, '"') : NULL;
+  int *reg_param = NULL;
+  if (line && sscanf(line + 1, " params %u regs %u", &nparams, &nregs) == 2)
+    reg_param = malloc(((size_t)nregs + 1) * sizeof *reg_param);
+  for (unsigned r = 0; reg_param && r <= nregs; r++) reg_param[r] = -1;
+  size_t c = 0;
+  bool ok = reg_param != NULL;
+  for (line = text; ok && line && *line; line = strchr(line, '\n'), line = line ? line + 1 : 0) {
+    unsigned pc, reg, param;
+    char op[32];
+    if (sscanf(line, " %u: %31s", &pc, op) != 2) continue;
+    if (!strcmp(op, "call_fn") || !strcmp(op, "tail_call_fn")) ok = false;
+    if (!strcmp(op, "check_tensor") &&
+        sscanf(line, " %*u: check_tensor r%u param %u", &reg, &param) == 2 && reg <= nregs)
+      reg_param[reg] = (int)param;
+    if (strcmp(op, "call_kernels")) continue;
+    const char *name = strchr(line, '"'), *end = name ? strchr(name + 1, '"') : NULL;
+    ok = end && c < ncalls && strlen(progs[c]) == (size_t)(end - name - 1) &&
+         !strncmp(name + 1, progs[c], (size_t)(end - name - 1));
+    int layer = -1;
+    for (const char *p = end; ok && *p && *p != '\n' && strncmp(p, " syms", 5); p++) {
+      size_t wi;
+      rx_rt_weight_info w;
+      if (p[0] != ' ' || p[1] != 'r' || sscanf(p + 2, "%u", &reg) != 1 || reg > nregs ||
+          reg_param[reg] < 0 || !rx_rt_artifact_param_weight(a, fn, (size_t)reg_param[reg], &wi) ||
+          !rx_rt_artifact_weight(a, wi, &w))
+        continue;
+      int l = name_layer(w.name);
+      layer = l < 0 ? layer : layer == -1 || layer == l ? l : -2;
+    }
+    if (ok) out[c++] = layer;
+  }
+  free(reg_param);
+  rx_rt_string_free(text);
+  return ok && c == ncalls;
+}
+
+/* The layer split of n calls tagged by call_layers for a model of nl layers: the first call of
+ * layer 0 and the body's length; false when it cannot be made exactly (see above). */
+static bool split_layers(const int *layer, const char **progs, size_t n, int nl, size_t *out_start,
+                         size_t *out_len) {
+  if (nl < 2) return false;
+  size_t *start = calloc((size_t)nl, sizeof *start);
+  bool ok = start != NULL;
+  for (int l = 0; ok && l < nl; l++) {
+    size_t i = 0;
+    while (i < n && layer[i] != l) i++;
+    ok = i < n && (l == 0 || i > start[l - 1]);
+    if (ok) start[l] = i;
+  }
+  size_t len = ok ? start[1] - start[0] : 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    int span = -1; /* the layer whose span holds call i */
+    for (int l = 0; l < nl; l++)
+      if (i >= start[l] && (l == nl - 1 ? i < start[l] + len : i < start[l + 1])) span = l;
+    ok = layer[i] == -1 || layer[i] == span;
+  }
+  for (int l = 1; ok && l < nl; l++) {
+    ok = start[l] + len <= n && (l == nl - 1 || start[l + 1] - start[l] == len);
+    for (size_t i = 0; ok && l < nl - 1 && i < len; i++)
+      ok = !strcmp(progs[start[0] + i], progs[start[l] + i]);
+  }
+  *out_start = ok ? start[0] : 0;
+  *out_len = len;
+  ok = ok && len > 0;
+  free(start);
+  return ok;
+}
+
+/* "row_reduction" for program prog in one target's kernels.json: the distinct rules of its kernels
+ * in order (a dispatched program's variants: "gemv, gemm"), and its launches when more than one. */
+static void program_rules(const cJSON *kjson, const char *prog, rx_strbuf *out) {
+  const cJSON *p, *kn, *kd, *kernels = cJSON_GetObjectItemCaseSensitive(kjson, "kernels");
+  cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(kjson, "programs")) {
+    const char *pname = jstr(p, "name");
+    if (!pname || strcmp(pname, prog)) continue;
+    const cJSON *names = cJSON_GetObjectItemCaseSensitive(p, "kernels");
+    int nk = cJSON_GetArraySize(names), nr = 0;
+    const char **rules = nk > 0 ? calloc((size_t)nk, sizeof *rules) : NULL;
+    cJSON_ArrayForEach(kn, names) {
+      const char *rule = "?";
+      cJSON_ArrayForEach(kd, kernels) {
+        const char *kname = jstr(kd, "name"), *r = jstr(kd, "rule");
+        if (cJSON_IsString(kn) && kname && r && !strcmp(kname, kn->valuestring)) rule = r;
+      }
+      bool seen = false;
+      for (int i = 0; i < nr; i++) seen = seen || !strcmp(rules[i], rule);
+      if (rules && !seen) rules[nr++] = rule;
+    }
+    for (int i = 0; i < nr; i++) base_strbuf_printf(out, "%s%s", i ? ", " : "", rules[i]);
+    free(rules);
+    int n = program_launches(kjson, prog);
+    if (n > 1) base_strbuf_printf(out, "; %d launches", n);
+    return;
+  }
+}
+
+/* Under "per step: ...": per target, the launches per layer and outside the layers, the programs
+ * where the last layer differs from the others, and one layer's kernels in launch order with their
+ * schedule rules. Nothing when the split cannot be made (see above). */
+static void print_layers(const rx_rt_artifact *a, size_t fn, int nl) {
+  size_t n = rx_rt_artifact_function_programs(a, fn, NULL, 0), start = 0, len = 0;
+  const char **progs = n ? calloc(n, sizeof *progs) : NULL;
+  int *layer = n ? calloc(n, sizeof *layer) : NULL;
+  if (progs && layer) rx_rt_artifact_function_programs(a, fn, progs, n);
+  if (!progs || !layer || !call_layers(a, fn, progs, n, layer) ||
+      !split_layers(layer, progs, n, nl, &start, &len)) {
+    free(progs);
+    free(layer);
+    return;
+  }
+  size_t last = start + (size_t)(nl - 1) * len; /* the last layer's first call */
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
+    const char *name;
+    const void *data;
+    size_t size;
+    rx_rt_artifact_section(a, i, &name, &data, &size);
+    const char *slash = strchr(name, '/');
+    cJSON *k = slash && !strcmp(slash + 1, "kernels.json") ? cJSON_ParseWithLength(data, size) : 0;
+    if (!k) continue;
+    long body = 0, tail = 0, total = 0;
+    for (size_t c = 0; c < n && total >= 0; c++) {
+      int m = program_launches(k, progs[c]);
+      total = m < 0 ? -1 : total + m;
+      body += c >= start && c < start + len ? m : 0;
+      tail += c >= last && c < last + len ? m : 0;
+    }
+    long outside = total - (long)(nl - 1) * body - tail;
+    if (total >= 0)
+      printf("      per layer (%.*s): %ld kernel launches x %d layers + %ld outside the layers\n",
+             (int)(slash - name), name, body, nl, outside);
+    for (size_t c = 0; c < len && total >= 0; c++)
+      if (strcmp(progs[start + c], progs[last + c]))
+        printf("        the last layer runs %s in place of %s\n", progs[last + c],
+               progs[start + c]);
+    if (total >= 0)
+      printf("      one layer's kernels in launch order (%.*s):\n", (int)(slash - name), name);
+    for (size_t c = 0; c < len && total >= 0; c++) {
+      rx_strbuf rules = {0};
+      program_rules(k, progs[start + c], &rules);
+      printf("        %s (%s)\n", progs[start + c], rules.len ? rules.data : "?");
+      base_strbuf_free(&rules);
+    }
+    cJSON_Delete(k);
+  }
+  free(progs);
+  free(layer);
+}
+
 /* An LLM artifact (its llm.json section): the model, the KV cache's bytes per token, and the
  * activation memory planned for prefill and decode at their bounds. */
 static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
@@ -238,6 +419,7 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
       rx_strbuf launches = {0};
       format_launches(a, f, &launches);
       if (launches.len) printf("    per %s: %s\n", per[i], launches.data);
+      if (launches.len && layers >= 2 && layers <= 1e6) print_layers(a, f, (int)layers);
       base_strbuf_free(&launches);
     }
   }
