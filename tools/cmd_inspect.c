@@ -47,6 +47,18 @@ static bool jnum(const cJSON *o, const char *field, double *out) {
 }
 
 /* ---- kernel launches per call ---- */
+/* Section i parsed when it is a target's kernels.json (NULL otherwise, or when malformed), with
+ * the section's name and the '/' after its target's name (the target: name .. slash). */
+static cJSON *target_kernels(const rx_rt_artifact *a, size_t i, const char **out_name,
+                             const char **out_slash) {
+  const void *data;
+  size_t size;
+  rx_rt_artifact_section(a, i, out_name, &data, &size);
+  *out_slash = strchr(*out_name, '/');
+  return *out_slash && !strcmp(*out_slash + 1, "kernels.json") ? cJSON_ParseWithLength(data, size)
+                                                               : NULL;
+}
+
 /* Launches per call of program prog in one target's kernels.json: every kernel without a
  * condition, and one of the variants behind conditions (the compiler makes them mutually
  * exclusive); -1 when the target lacks the program. */
@@ -81,12 +93,8 @@ static void format_launches(const rx_rt_artifact *a, size_t fn, rx_strbuf *out) 
   long first = -1;
   bool differ = false;
   for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
-    const char *name;
-    const void *data;
-    size_t size;
-    rx_rt_artifact_section(a, i, &name, &data, &size);
-    const char *slash = strchr(name, '/');
-    cJSON *k = slash && !strcmp(slash + 1, "kernels.json") ? cJSON_ParseWithLength(data, size) : 0;
+    const char *name, *slash;
+    cJSON *k = target_kernels(a, i, &name, &slash);
     if (!k) continue;
     long total = 0;
     for (size_t c = 0; c < ncalls && total >= 0; c++) {
@@ -329,12 +337,8 @@ static void print_layers(const rx_rt_artifact *a, size_t fn, int nl) {
   }
   size_t last = start + (size_t)(nl - 1) * len; /* the last layer's first call */
   for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
-    const char *name;
-    const void *data;
-    size_t size;
-    rx_rt_artifact_section(a, i, &name, &data, &size);
-    const char *slash = strchr(name, '/');
-    cJSON *k = slash && !strcmp(slash + 1, "kernels.json") ? cJSON_ParseWithLength(data, size) : 0;
+    const char *name, *slash;
+    cJSON *k = target_kernels(a, i, &name, &slash);
     if (!k) continue;
     long body = 0, tail = 0, total = 0;
     for (size_t c = 0; c < n && total >= 0; c++) {
