@@ -5,6 +5,7 @@
 
 #include "base/base.h"
 #include "base/npy.h"
+#include "ir/ir.h"
 
 #ifdef RX_HAVE_ONNX
 #include "frontends/onnx/onnx_import.h"
@@ -324,4 +325,24 @@ bool cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
   rx_status_free(s);
   return false;
+}
+
+void cli_print_module(rx_module *m, void (*note)(const char *fn_name, void *ctx), void *ctx) {
+  rx_strbuf out = {0};
+  ir_module_print(&out, m);
+  const char *p = out.data ? out.data : "";
+  while (*p) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+    const char *paren = strncmp(p, "tensor_fn ", 10) ? NULL : memchr(p, '(', len);
+    if (paren) {
+      char *name = base_strndup(p + 10, (size_t)(paren - p - 10));
+      note(name, ctx);
+      free(name);
+    }
+    fwrite(p, 1, len, stdout);
+    p += len;
+  }
+  if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
+  base_strbuf_free(&out);
 }

@@ -66,27 +66,12 @@ static int split_passes(const rx_cli_command *cmd, const char *list, char **out_
 
 #define MAX_PASSES 64
 
-/* m on stdout, with `# pattern NAME: KIND` before each tensor program whose pattern is known. */
-static void print_module(rx_module *m) {
-  rx_strbuf out = {0};
-  ir_module_print(&out, m);
-  const char *p = out.data ? out.data : "";
-  while (*p) {
-    const char *eol = strchr(p, '\n');
-    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
-    const char *paren = strncmp(p, "tensor_fn ", 10) ? NULL : strchr(p, '(');
-    if (paren && paren < p + len) {
-      char *name = base_strndup(p + 10, (size_t)(paren - p - 10));
-      const rx_tensor_fn *f = ir_module_tensor_fn(m, name);
-      if (f && f->pattern != RX_PATTERN_UNKNOWN)
-        printf("# pattern %s: %s\n", name, ir_pattern_name(f->pattern));
-      free(name);
-    }
-    fwrite(p, 1, len, stdout);
-    p += len;
-  }
-  if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
-  base_strbuf_free(&out);
+/* `# pattern NAME: KIND` before each tensor program whose pattern is known (cli_print_module's
+ * note). */
+static void pattern_comment(const char *fn_name, void *ctx) {
+  const rx_tensor_fn *f = ir_module_tensor_fn(ctx, fn_name);
+  if (f && f->pattern != RX_PATTERN_UNKNOWN)
+    printf("# pattern %s: %s\n", fn_name, ir_pattern_name(f->pattern));
 }
 
 int cli_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
@@ -138,7 +123,7 @@ int cli_cmd_opt(const rx_cli_command *cmd, int argc, char **argv) {
             ir_module_verify(m, &diag) && diag.errors == 0;
   for (int i = 0; ok && i < n; i++) ok = drv_pass_run(m, names[i], &o, &diag);
   fputs(rx_diag_text(&diag), stderr);
-  if (ok) print_module(m);
+  if (ok) cli_print_module(m, pattern_comment, m);
   base_diag_free(&diag);
   rx_module_free(m);
   free(text);

@@ -14,25 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The module printed, with the rule comment inserted before each `tensor_fn NAME(`. */
-static void print_with_comments(rx_module *m, const char **names, char **comments, int n) {
-  rx_strbuf out = {0};
-  ir_module_print(&out, m);
-  const char *p = out.data ? out.data : "";
-  while (*p) {
-    const char *eol = strchr(p, '\n');
-    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
-    if (strncmp(p, "tensor_fn ", 10) == 0) {
-      for (int i = 0; i < n; i++) {
-        size_t nl = strlen(names[i]);
-        if (strncmp(p + 10, names[i], nl) == 0 && p[10 + nl] == '(') fputs(comments[i], stdout);
-      }
-    }
-    fwrite(p, 1, len, stdout);
-    p += len;
-  }
-  if (out.len && out.data[out.len - 1] != '\n') fputc('\n', stdout);
-  base_strbuf_free(&out);
+/* The rule comments of the scheduled programs, by name (cli_print_module's note). */
+typedef struct rule_comments {
+  const char **names;
+  char **comments;
+  int n;
+} rule_comments;
+
+static void rule_comment(const char *fn_name, void *ctx) {
+  const rule_comments *c = ctx;
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->names[i], fn_name)) fputs(c->comments[i], stdout);
 }
 
 int cli_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
@@ -110,7 +102,7 @@ int cli_cmd_schedule(const rx_cli_command *cmd, int argc, char **argv) {
   /* the scheduled module must still verify */
   if (ok && !ir_module_verify(m, &diag)) ok = false;
   fputs(rx_diag_text(&diag), stderr);
-  if (ok) print_with_comments(m, names, comments, nc);
+  if (ok) cli_print_module(m, rule_comment, &(rule_comments){names, comments, nc});
   for (int i = 0; i < nc; i++) free(comments[i]);
   free(comments);
   free(names);

@@ -113,6 +113,12 @@ bool cli_not_dir(const char *path);
  * Only with RX_HAVE_ONNX. */
 int cli_write_onnx_weights(const char *path, const void *bytes, size_t len, const char *dir);
 
+/* The module m (relaxc/compiler.h's rx_module) printed on stdout; before each line
+ * `tensor_fn NAME(`, note(NAME, ctx) may print a comment line of its own (relaxc schedule's rule,
+ * relaxc opt's pattern). */
+typedef struct rx_module rx_module;
+void cli_print_module(rx_module *m, void (*note)(const char *fn_name, void *ctx), void *ctx);
+
 /* ---- Hugging Face model folders (tools/cli.c) ---- */
 typedef struct rx_hf_options rx_hf_options;
 /* The value of --dtype, --max-seq-len or --max-batch (it.flag) into o: 0, or 2 after a usage
