@@ -607,6 +607,89 @@ static void partials(const float *row, int64_t m, float part[128]) {
   }
 }
 
+/* Every float intrinsic in f32 and in f64 (the interpreter has one table for both; f64 once fell
+ * through to `return x` for asin, acos and atan), against libm in double precision: one output row
+ * per intrinsic, inputs a in [-1, 1) and b in [1, 2). f64 must match to 1e-15 relative, f32 to
+ * 2e-6 (libm's float functions are within a few ulp). */
+#define FLOAT_MATH(X)                                                                              \
+  X("exp(a[i])", exp(a))                                                                           \
+  X("exp2(a[i])", exp2(a))                                                                         \
+  X("log(b[i])", log(b))                                                                           \
+  X("log2(b[i])", log2(b))                                                                         \
+  X("sqrt(b[i])", sqrt(b))                                                                         \
+  X("rsqrt(b[i])", 1.0 / sqrt(b))                                                                  \
+  X("tanh(a[i])", tanh(a))                                                                         \
+  X("erf(a[i])", erf(a))                                                                           \
+  X("sigmoid(a[i])", 1.0 / (1.0 + exp(-a)))                                                        \
+  X("sin(a[i])", sin(a))                                                                           \
+  X("cos(a[i])", cos(a))                                                                           \
+  X("asin(a[i])", asin(a))                                                                         \
+  X("acos(a[i])", acos(a))                                                                         \
+  X("atan(a[i])", atan(a))                                                                         \
+  X("floor(a[i] * 10.0)", floor(a * 10.0))                                                         \
+  X("ceil(a[i] * 10.0)", ceil(a * 10.0))                                                           \
+  X("pow(b[i], a[i])", pow(b, a))                                                                  \
+  X("fma(a[i], b[i], 1.0)", fma(a, b, 1.0))                                                        \
+  X("abs(a[i])", fabs(a))                                                                          \
+  X("min(a[i], b[i])", fmin(a, b))                                                                 \
+  X("max(a[i], b[i])", fmax(a, b))
+
+static const char *const float_math_calls[] = {
+#define X(call, want) call,
+    FLOAT_MATH(X)
+#undef X
+};
+enum { FLOAT_MATH_N = (int)RX_ARRAY_LEN(float_math_calls) };
+
+static double float_math_want(int k, double a, double b) {
+  int i = 0;
+#define X(call, want)                                                                              \
+  if (k == i++) return want;
+  FLOAT_MATH(X)
+#undef X
+  return NAN;
+}
+
+static void test_float_math(void) {
+  rx_strbuf sb = {0};
+  for (int p = 0; p < 2; p++) {
+    const char *t = p ? "f64" : "f32";
+    base_strbuf_printf(&sb, "tensor_fn math_%s(a: %s[n], b: %s[n], out o: %s[%d, n]) {\n", t, t, t,
+                       t, FLOAT_MATH_N);
+    base_strbuf_printf(&sb, "  for i in 0..n {\n");
+    for (int k = 0; k < FLOAT_MATH_N; k++)
+      base_strbuf_printf(&sb, "    o[%d, i] = %s\n", k, float_math_calls[k]);
+    base_strbuf_printf(&sb, "  }\n}\n");
+  }
+  char *text = base_strbuf_take(&sb);
+  rx_module *m = parse(text);
+  free(text);
+  if (!m) return;
+  enum { N = 33 };
+  double a[N], b[N], o[FLOAT_MATH_N * N];
+  float af[N], bf[N], of[FLOAT_MATH_N * N];
+  for (int i = 0; i < N; i++) {
+    af[i] = frand(), bf[i] = 1.5f + 0.5f * frand();
+    a[i] = af[i], b[i] = bf[i];
+  }
+  rx_interp_arg d[] = {buf1(a, RX_DTYPE_F64, N), buf1(b, RX_DTYPE_F64, N),
+                       buf2(o, RX_DTYPE_F64, FLOAT_MATH_N, N)};
+  rx_interp_arg f[] = {buf1(af, RX_DTYPE_F32, N), buf1(bf, RX_DTYPE_F32, N),
+                       buf2(of, RX_DTYPE_F32, FLOAT_MATH_N, N)};
+  bool ok64 = run_ok(m, "math_f64", d, 3, NULL), ok32 = run_ok(m, "math_f32", f, 3, NULL);
+  for (int k = 0; k < FLOAT_MATH_N && ok64 && ok32; k++) {
+    double e64 = 0, e32 = 0;
+    for (int i = 0; i < N; i++) {
+      double w = float_math_want(k, a[i], b[i]), s = fmax(1.0, fabs(w));
+      e64 = fmax(e64, fabs(o[k * N + i] - w) / s);
+      e32 = fmax(e32, fabs((double)of[k * N + i] - w) / s);
+    }
+    CHECK_MSG(e64 <= 1e-15 && e32 <= 2e-6, "%s: f64 error %.3g, f32 error %.3g",
+              float_math_calls[k], e64, e32);
+  }
+  rx_module_free(m);
+}
+
 static void test_scheduled(void) {
   rx_module *m = parse(SCHED);
   if (!m) return;
@@ -981,6 +1064,7 @@ int main(int argc, char **argv) {
   test_elementwise();
   test_reduce();
   test_scalars();
+  test_float_math();
   test_scheduled();
   test_scheduled2();
   test_deep();
