@@ -24,7 +24,7 @@
 #define __launch_bounds__(...)
 #define __restrict__ /* no noalias: other fibers write the same memory across barriers */
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__   static
+#define __shared__   static __attribute__((section(SIMT_SHARED_SECTION)))
 #define __constant__ static
 #define __managed__
 
@@ -586,7 +586,11 @@ static inline async_state &async_of() {
   }
   return a;
 }
+/* The 16 bytes land in shared memory later, but the bank conflicts of their writes belong to
+ * the cp.async: traced here, at the issue (the site of the kernel's rx_cp_async_16), and not at
+ * the landing (async_land is not instrumented). */
 static inline void async_issue(void *smem, const void *gmem, bool read, int line) {
+  trace(__builtin_return_address(0), smem, 16, 1);
   async_state &a = async_of();
   if (a.n == 64) fail(line, "more than 64 cp.async copies in flight in one thread");
   async_copy &c = a.inflight[a.n++];
@@ -597,7 +601,8 @@ static inline void async_issue(void *smem, const void *gmem, bool read, int line
   else
     std::memset(c.bytes, 0, 16);
 }
-static inline void async_land(int before) { /* the copies of groups < before land */
+/* the copies of groups < before land */
+__attribute__((no_sanitize("thread"))) static inline void async_land(int before) {
   async_state &a = async_of();
   int k = 0;
   for (int i = 0; i < a.n; i++) {
