@@ -104,6 +104,8 @@ typedef struct simt_site_stats {
   size_t site; /* the access site: offset of its code in the kernel object */
   int store;
   int shared; /* 1: an access to shared memory (b counts it), 0: to global (s) */
+  int matrix; /* shared: a matrix-unit helper's access (an ldmatrix row read, a cp.async
+                 destination), not a plain load or store */
   simt_access_stats s;
   simt_bank_stats b;
 } simt_site_stats;

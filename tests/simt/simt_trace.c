@@ -7,6 +7,8 @@
  * phase reads or writes in one bank (README.md, "Shared-memory bank conflicts"). */
 #include "simt_trace.h"
 
+#include "simt_rt.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,7 @@
 typedef struct record {
   uintptr_t site;
   unsigned warp, occ, lane;
-  int shared, range, store;
+  int shared, range, store, matrix;
   uint64_t off; /* byte offset in the range (global), the address (shared) */
   uint64_t bytes;
 } record;
@@ -150,8 +152,11 @@ void simt_trace_access(simt_trace *t, unsigned thread, unsigned warp, const void
     if (!t->rec) abort();
   }
   uint64_t off = shared ? a : a - (uintptr_t)t->ranges[r].base;
-  t->rec[t->nrec++] =
-      (record){site, warp, occurrence(h, site), thread % 32, shared, r, store, off, bytes};
+  record *n = &t->rec[t->nrec++];
+  *n = (record){.site = site, .warp = warp, .occ = occurrence(h, site), .lane = thread % 32};
+  n->shared = shared, n->range = r, n->store = store & SIMT_ACCESS_STORE;
+  n->matrix = shared && (store & SIMT_ACCESS_MATRIX);
+  n->off = off, n->bytes = bytes;
 }
 
 static int cmp_record(const void *pa, const void *pb) {
@@ -159,6 +164,7 @@ static int cmp_record(const void *pa, const void *pb) {
 #define CMP(f)                                                                                     \
   if (a->f != b->f) return a->f < b->f ? -1 : 1
   CMP(shared);
+  CMP(matrix);
   CMP(store);
   CMP(site);
   CMP(warp);
@@ -169,10 +175,11 @@ static int cmp_record(const void *pa, const void *pb) {
   return 0;
 }
 
-static simt_site_stats *site_stats(simt_coalescing *acc, size_t site, int store, int shared) {
+static simt_site_stats *site_stats(simt_coalescing *acc, size_t site, int store, int shared,
+                                   int matrix) {
   for (int i = 0; i < acc->nsites; i++)
     if (acc->sites[i].site == site && acc->sites[i].store == store &&
-        acc->sites[i].shared == shared)
+        acc->sites[i].shared == shared && acc->sites[i].matrix == matrix)
       return &acc->sites[i];
   simt_site_stats *n = realloc(acc->sites, sizeof *n * (size_t)(acc->nsites + 1));
   if (!n) abort();
@@ -181,6 +188,7 @@ static simt_site_stats *site_stats(simt_coalescing *acc, size_t site, int store,
   n[acc->nsites].site = site;
   n[acc->nsites].store = store;
   n[acc->nsites].shared = shared;
+  n[acc->nsites].matrix = matrix;
   return &n[acc->nsites++];
 }
 
@@ -199,7 +207,8 @@ static void measure(const simt_trace *t, const record *r, size_t n, simt_coalesc
   }
   if (used > sectors * SECTOR) used = sectors * SECTOR;
   simt_access_stats *tot = r[0].store ? &acc->stores : &acc->loads;
-  simt_access_stats *site = &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 0)->s;
+  simt_access_stats *site =
+      &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 0, 0)->s;
   tot->requests++, site->requests++;
   tot->used += used, site->used += used;
   tot->moved += sectors * SECTOR, site->moved += sectors * SECTOR;
@@ -234,7 +243,8 @@ static void measure_banks(const simt_trace *t, const record *r, size_t n, simt_c
     if (r[i].bytes > size) size = r[i].bytes;
   unsigned lanes = size <= 4 ? 32 : size <= 8 ? 16 : 8; /* lanes per phase */
   simt_bank_stats *tot = r[0].store ? &acc->shared_stores : &acc->shared_loads;
-  simt_bank_stats *site = &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 1)->b;
+  simt_bank_stats *site =
+      &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 1, r[0].matrix)->b;
   tot->requests++, site->requests++;
   for (unsigned lo = 0; lo < 32; lo += lanes) {
     int any;
@@ -248,8 +258,8 @@ static void measure_banks(const simt_trace *t, const record *r, size_t n, simt_c
 }
 
 static int same_request(const record *a, const record *b) {
-  return a->shared == b->shared && a->store == b->store && a->site == b->site &&
-         a->warp == b->warp && a->occ == b->occ;
+  return a->shared == b->shared && a->matrix == b->matrix && a->store == b->store &&
+         a->site == b->site && a->warp == b->warp && a->occ == b->occ;
 }
 
 void simt_trace_block_end(simt_trace *t, simt_coalescing *acc) {

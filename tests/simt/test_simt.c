@@ -580,8 +580,9 @@ static int bank_case(simt_module *m, const struct bank_case *c) {
     got[d][0] = (unsigned)b[d]->requests, got[d][1] = (unsigned)b[d]->phases;
     got[d][2] = (unsigned)b[d]->conflicts, got[d][3] = b[d]->max_degree;
   }
-  int shared_sites = 0;
-  for (int i = 0; i < r.nsites; i++) shared_sites += r.sites[i].shared;
+  int shared_sites = 0, matrix_sites = 0;
+  for (int i = 0; i < r.nsites; i++)
+    shared_sites += r.sites[i].shared, matrix_sites += r.sites[i].matrix;
   simt_coalescing_free(&r);
   CHECK(!rc, "traced launch of %s: %s", c->kernel, err ? err : "");
   free(err);
@@ -592,6 +593,9 @@ static int bank_case(simt_module *m, const struct bank_case *c) {
         got[1][2], got[1][3], c->ld[0], c->ld[1], c->ld[2], c->ld[3], c->st[0], c->st[1], c->st[2],
         c->st[3]);
   CHECK(shared_sites == 2, "%s: %d shared access sites, want 2", c->kernel, shared_sites);
+  /* rows16's are the ldmatrix's reads and the cp.async's destinations */
+  CHECK(matrix_sites == 2 * rows, "%s: %d matrix-unit sites, want %d", c->kernel, matrix_sites,
+        2 * rows);
   return 0;
 }
 
