@@ -19,7 +19,9 @@
  *
  * Adding a kernel: one line in rxm_kernels (tests/unit/support_mma.c); this test and test_ptx_mma
  * pick it up. Skipped (77) without clang 16 and in sanitized builds (tracing uses clang's
- * ThreadSanitizer instrumentation, which cannot share a process with ASan).
+ * ThreadSanitizer instrumentation, which cannot share a process with ASan), so RX_KERNEL_SIZES
+ * (the sanitized pass's cap) does not apply: each line's sizes are those that select its variant,
+ * and the whole test takes about 30 s on 2 cores (MAX_BLOCKS keeps the large grids short).
  *
  * usage: test_kernel_checks [TESTS_DIR] (RX_CHECKS_FILTER=TEXT: the lines whose name has it;
  * RX_CHECKS_DUMP=DIR: each kernel's CUDA C written to DIR/KERNEL-LINE.cu, as the sites name it) */
