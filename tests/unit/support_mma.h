@@ -14,9 +14,11 @@
  * Adding a kernel (one line in rxm_kernels): its name; the text; the variant's name (as
  * rx_sched_variant.name, NULL when the program has one kernel); the sizes the emulator runs it at,
  * ragged (no multiple of a tile), each of which must select that variant (checked); the
- * instructions its PTX must hold (RXM_*); the blocks per SM its schedule assumes, a constant the
- * schedule defines and uses (never a number written in the table); and, for the paged-cache
- * ops, RXM_PAGED so that the cache tables get valid values. */
+ * instructions its PTX must hold (RXM_*); the blocks per SM its schedule assumes, a constant of
+ * targets/occupancy.h that the schedule names (never a number written in the table); for the
+ * paged-cache ops, RXM_PAGED so that the cache tables get valid values; for a kernel of sm_90
+ * only, RXM_SM90, and RXM_NO_EMU where the emulator cannot run it (wgmma). Then run both tests;
+ * a check that cannot pass yet goes to the test's xfails with its reason. */
 #ifndef RX_SUPPORT_MMA_H
 #define RX_SUPPORT_MMA_H
 
@@ -30,7 +32,11 @@
 #define RXM_LDMATRIX 2u  /* ldmatrix.sync.aligned.m8n8 */
 #define RXM_CP_ASYNC 4u  /* cp.async.cg.shared.global */
 #define RXM_V128     8u  /* a 128-bit global load (ld.global[.nc].v4 of 32-bit words, ...) */
-#define RXM_PAGED    16u /* a paged-cache op: kv_len, page_table, q_seq, q_pos get valid values */
+#define RXM_WGMMA    16u /* wgmma.mma_async (sm_90) */
+/* How the tests treat it */
+#define RXM_PAGED  32u  /* a paged-cache op: kv_len, page_table, q_seq, q_pos get valid values */
+#define RXM_SM90   64u  /* for sm_90 only (wgmma, TMA): test_ptx_mma checks sm_90 alone */
+#define RXM_NO_EMU 128u /* the emulator cannot run it (wgmma, TMA): test_kernel_checks skips it */
 
 typedef struct rxm_spec {
   const char *name; /* "gemm_mma f16 x @ W^T" */

@@ -65,6 +65,7 @@ static const struct {
     {RXM_MMA, "mma.sync m16n8k16", "mma.sync.aligned.m16n8k16."},
     {RXM_LDMATRIX, "ldmatrix", "ldmatrix.sync.aligned.m8n8."},
     {RXM_CP_ASYNC, "cp.async", "cp.async.cg.shared.global"},
+    {RXM_WGMMA, "wgmma", "wgmma.mma_async"},
 };
 
 static int passed, failed, xfailed, xpassed, skipped;
@@ -212,7 +213,9 @@ int main(void) {
     rx_status ts = tgt_target_parse(archs[a], &t);
     RX_ASSERT(!ts);
     for (int i = 0; i < rxm_nkernels; i++)
-      if (!filter || strstr(rxm_kernels[i].name, filter)) check_line(&rxm_kernels[i], t);
+      if ((!filter || strstr(rxm_kernels[i].name, filter)) &&
+          (t->sm >= 90 || !(rxm_kernels[i].flags & RXM_SM90)))
+        check_line(&rxm_kernels[i], t);
   }
   printf("ptx mma checks: %d passed, %d failed, %d expected failures, %d unexpected passes, %d "
          "skipped\n",
