@@ -219,10 +219,11 @@ static void check_line(const rxm_spec *s, const rx_target *sm80, const rx_target
         mma_conflicts += c.sites[i].b.conflicts, mma_requests += c.sites[i].b.requests;
         if (c.sites[i].b.max_degree > mma_degree) mma_degree = c.sites[i].b.max_degree;
       }
-    printf("%-34s %-22s global loads %5.1f%% of %llu requests; shared loads %llu requests, %llu "
-           "conflicts (degree %u), stores %llu, %llu (degree %u)\n",
-           s->name, k.kernel->name, eff, c.loads.requests, l->requests, l->conflicts, l->max_degree,
-           st->requests, st->conflicts, st->max_degree);
+    printf("%-32s %-7s global loads %5.1f%% of %llu requests; ldmatrix/cp.async %llu requests, "
+           "%llu conflicts; all shared loads %llu requests, %llu conflicts (degree %u), stores "
+           "%llu, %llu (degree %u)\n",
+           s->name, k.kernel->name, eff, c.loads.requests, mma_requests, mma_conflicts, l->requests,
+           l->conflicts, l->max_degree, st->requests, st->conflicts, st->max_degree);
     simt_kernel *sk = simt_module_kernel(mod, k.kernel->name);
     print_sites(sk, &c);
     char detail[256];
