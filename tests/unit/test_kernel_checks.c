@@ -71,9 +71,11 @@ static const struct xfail {
      "needs each lane to store the 16 bytes of a chunk at once, as cp.async does (issue 31's "
      "GEMM part, the dequantizing forms timed for prefill)"},
     {"gemm_mma_dq", CK_COALESCED,
-     "the stage's loads of Q: a warp reads 16 weight rows (2 lanes a row) and one f16 scale of "
-     "each, 2 bytes of a 32-byte sector; coalesced needs the warp along k of fewer rows (issue "
-     "31's GEMM part, the dequantizing forms)"},
+     "the stage's loads of Q (stage_run): each lane reads one f16 scale of its weight row, 2 "
+     "bytes of a 32-byte sector (16%-30%), and for int4 the 16 bytes of its row's chunk, half a "
+     "sector (52%); the next chunks reuse those sectors from L1/L2, so DRAM is not wasted, but "
+     "each request moves 2x-6x its bytes; coalesced needs a warp's lanes along k of fewer rows, "
+     "with the scale loaded once per row (issue 31's GEMM part, the dequantizing forms)"},
     {"paged_attention (fragments)", CK_BANKS,
      "ops/attention.c's fragment form: one thread per row reads the f32 score tile of 16 columns "
      "(degree 16), rx_frag_store's f32 accumulators at a stride of 16 words (degree 4) and the "
