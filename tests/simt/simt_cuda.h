@@ -24,7 +24,7 @@
 #define __launch_bounds__(...)
 #define __restrict__ /* no noalias: other fibers write the same memory across barriers */
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__   static __attribute__((section(SIMT_SHARED_SECTION)))
+#define __shared__   static SIMT_SHARED_ATTR
 #define __constant__ static
 #define __managed__
 
