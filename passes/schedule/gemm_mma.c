@@ -19,6 +19,8 @@
 
 #define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
 #define GM_STAGES 3  /* shared-memory stages: 2 x 3 x 128 x 32 halves = 48 KiB at most */
+/* Blocks per SM assumed: TGT_OCC_GEMM_MMA (128 x 128) and TGT_OCC_GEMM_MMA_64 (64 x 64) of
+ * targets/occupancy.h, checked against ptxas by tests/unit/test_ptx_mma.c. */
 
 /* A tile configuration: the block's rows and columns, its warps along each, per row count
  * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 up to gemm_mma_mid_rows (more blocks for the

@@ -29,6 +29,7 @@
 /* Warps per block, splitting k: more loads in flight per output column (measured: 4 beat 1
  * and 2). */
 #define MMA_WARPS 4
+/* Blocks per SM assumed: TGT_OCC_GEMV_MMA (targets/occupancy.h; test_ptx_mma checks it). */
 /* The chunk loop is unrolled by 2: two chunks' 16-byte loads in flight per lane. */
 #define MMA_UNROLL 2
 /* gemm_mma's warp tile: 2 x 16 rows by 4 x 8 columns, 8 mma per step on 4 + 4 16-byte loads per

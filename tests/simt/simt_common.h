@@ -211,7 +211,30 @@ SIMT_TSAN_CB void __tsan_vptr_update(void **, void *) {}
 SIMT_TSAN_CB void __tsan_vptr_read(void **) {}
 SIMT_TSAN_CB void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 SIMT_TSAN_CB void __tsan_atomic_signal_fence(int) {}
+#else
+namespace simt {
+static inline void trace(const void *, const void *, unsigned long, int) {}
+} // namespace simt
 #endif
+
+/* Shared memory: in a traced object the preludes put every `__shared__` (CUDA) variable in the
+ * section SIMT_SHARED_SECTION, whose bounds the linker gives as __start_/__stop_ symbols (null
+ * when the object has no shared variable), so that a traced launch tells shared memory from the
+ * other static storage and counts its bank conflicts (simt_trace.c). Only there: ASan leaves the
+ * globals of such a section without redzones, and the sanitized objects (never traced) keep them
+ * on shared arrays. */
+#define SIMT_SHARED_SECTION "simt_shared"
+#ifdef SIMT_TRACE
+#define SIMT_SHARED_ATTR __attribute__((section(SIMT_SHARED_SECTION)))
+#else
+#define SIMT_SHARED_ATTR
+#endif
+extern "C" char __start_simt_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_simt_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" __attribute__((visibility("default"))) void simt__shared_range(void **lo, void **hi) {
+  *lo = __start_simt_shared;
+  *hi = __stop_simt_shared;
+}
 
 extern "C" __attribute__((visibility("default"))) int simt__init(const simt_rt *rt) {
   if (!rt || rt->version != SIMT_RT_VERSION) return -1;

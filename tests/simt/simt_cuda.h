@@ -24,7 +24,7 @@
 #define __launch_bounds__(...)
 #define __restrict__ /* no noalias: other fibers write the same memory across barriers */
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__   static
+#define __shared__   static SIMT_SHARED_ATTR
 #define __constant__ static
 #define __managed__
 
@@ -481,6 +481,11 @@ static inline void mma_16832_s8(int d[4], const unsigned a[4], const unsigned b[
   for (int i = 0; i < 4; i++) d[i] = out[i];
 }
 
+/* 16 bytes copied without tracing (the matrix-unit helpers trace their accesses themselves) */
+__attribute__((no_sanitize("thread"))) static inline void copy16(void *d, const void *s) {
+  std::memcpy(d, s, 16);
+}
+
 /* ldmatrix .m8n8 .b16 ("Warp-level matrix load instruction: ldmatrix"): addresses addr0..addr7
  * (lanes 0-7) are the rows of the first matrix, addr8..addr15 (lanes 8-15) of the second, and so
  * on (x1: lanes 0-7 give addresses, x2: 0-15, x4: all); each row is 16 bytes, 16-byte aligned.
@@ -502,7 +507,8 @@ static inline void ldmatrix(int op, int num, bool trans, unsigned *r, const void
                     mma_op_name[op], lane, p);
       fail(line, msg);
     }
-    std::memcpy(&row, p, 16);
+    trace(__builtin_return_address(0), p, 16, SIMT_ACCESS_MATRIX); /* the row read, tagged */
+    copy16(&row, p);
   }
   xchg(0xffffffffu, row, rows, &members, line);
   int t = (int)lane % 4;
@@ -586,7 +592,11 @@ static inline async_state &async_of() {
   }
   return a;
 }
+/* The 16 bytes land in shared memory later, but the bank conflicts of their writes belong to
+ * the cp.async: traced here, at the issue (the site of the kernel's rx_cp_async_16), and not at
+ * the landing (async_land is not instrumented). */
 static inline void async_issue(void *smem, const void *gmem, bool read, int line) {
+  trace(__builtin_return_address(0), smem, 16, SIMT_ACCESS_STORE | SIMT_ACCESS_MATRIX);
   async_state &a = async_of();
   if (a.n == 64) fail(line, "more than 64 cp.async copies in flight in one thread");
   async_copy &c = a.inflight[a.n++];
@@ -597,7 +607,8 @@ static inline void async_issue(void *smem, const void *gmem, bool read, int line
   else
     std::memset(c.bytes, 0, 16);
 }
-static inline void async_land(int before) { /* the copies of groups < before land */
+/* the copies of groups < before land */
+__attribute__((no_sanitize("thread"))) static inline void async_land(int before) {
   async_state &a = async_of();
   int k = 0;
   for (int i = 0; i < a.n; i++) {

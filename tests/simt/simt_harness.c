@@ -526,9 +526,10 @@ struct simt_module {
   simt_kernel *kernels;
   int nkernels;
   char *log;
-  char *path;     /* the object file */
-  uintptr_t base; /* its load address */
-  int traced;     /* compiled with SIMT_TRACE */
+  char *path;                  /* the object file */
+  uintptr_t base;              /* its load address */
+  int traced;                  /* compiled with SIMT_TRACE */
+  void *shared_lo, *shared_hi; /* its __shared__ variables (simt_common.h), for traced launches */
 };
 
 static const char *opt_or_env(const char *v, const char *env, const char *dflt) {
@@ -771,6 +772,8 @@ static int load_module(const char *so, prepared *p, int traced, simt_module **ou
   m->path = strdup(so);
   Dl_info info;
   if (dladdr((void *)init, &info)) m->base = (uintptr_t)info.dli_fbase;
+  void (*shared)(void **, void **) = (void (*)(void **, void **))dlsym(dl, "simt__shared_range");
+  if (shared) shared(&m->shared_lo, &m->shared_hi);
   m->kernels = calloc((size_t)p->nkernels, sizeof *m->kernels);
   if (!m->kernels) abort();
   for (int i = 0; i < p->nkernels; i++) {
@@ -1120,8 +1123,14 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
   S.f = calloc(S.n, sizeof *S.f);
   void *smem = dyn_smem_bytes ? aligned_alloc(16, (dyn_smem_bytes + 15) & ~(size_t)15) : NULL;
   if (!S.f || (dyn_smem_bytes && !smem)) abort();
-  if (tr)
+  if (tr) {
     S.trace = simt_trace_new(tr->ranges, tr->nranges, S.n, k->fn_lo, k->fn_hi, k->module->base);
+    const simt_module *m = k->module;
+    if (m->shared_lo && m->shared_hi > m->shared_lo)
+      simt_trace_add_shared(S.trace, m->shared_lo,
+                            (size_t)((char *)m->shared_hi - (char *)m->shared_lo));
+    simt_trace_add_shared(S.trace, smem, dyn_smem_bytes);
+  }
   int rc = 0;
   for (unsigned i = 0; i < S.n; i++) {
     S.f[i].fb = interp_fiber_new(FIBER_STACK); /* with a guard page: overflow faults */

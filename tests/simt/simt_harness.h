@@ -87,24 +87,43 @@ typedef struct simt_access_stats {
   unsigned long long moved;    /* 32 x the 32-byte sectors touched */
 } simt_access_stats;
 
+/* Shared-memory bank conflicts (README.md, "Shared-memory bank conflicts"): each warp-wide
+ * request to shared memory is split into the phases the hardware serves at once (accesses of 4
+ * bytes or less: one phase of 32 lanes; 8 bytes: two of 16 lanes; 16 bytes, so also each 8x8
+ * matrix of an ldmatrix and the destinations of cp.async: four of 8 lanes); a phase's degree is
+ * the largest number of different 4-byte words that fall in one of the 32 banks (lanes reading
+ * one word share it: a broadcast), and it takes that many passes: degree - 1 of them conflicts. */
+typedef struct simt_bank_stats {
+  unsigned long long requests;  /* warp-wide executions of shared-memory access sites */
+  unsigned long long phases;    /* the phases they split into (passes without conflicts) */
+  unsigned long long conflicts; /* sum over phases of degree - 1 */
+  unsigned max_degree;          /* the largest degree of a phase (1: conflict-free) */
+} simt_bank_stats;
+
 typedef struct simt_site_stats {
   size_t site; /* the access site: offset of its code in the kernel object */
   int store;
+  int shared; /* 1: an access to shared memory (b counts it), 0: to global (s) */
+  int matrix; /* shared: a matrix-unit helper's access (an ldmatrix row read, a cp.async
+                 destination), not a plain load or store */
   simt_access_stats s;
+  simt_bank_stats b;
 } simt_site_stats;
 
 /* Accumulated over launches; zero-initialize, release with simt_coalescing_free. */
 typedef struct simt_coalescing {
-  simt_access_stats loads, stores;
-  simt_site_stats *sites; /* per site and direction, in order of first request */
+  simt_access_stats loads, stores;             /* global memory */
+  simt_bank_stats shared_loads, shared_stores; /* shared memory (cp.async: a store) */
+  simt_site_stats *sites; /* per site, space and direction, in order of first request */
   int nsites;
 } simt_coalescing;
 
 /* Whether m was compiled with tracing. */
 int simt_module_traced(const simt_module *m);
 /* simt_launch, for a kernel of a traced module, adding its requests to global memory (the
- * nglobal ranges) to *acc. max_blocks > 0: runs only that many blocks of the grid, evenly
- * spaced (the outputs of the others are not written), to keep large grids quick. */
+ * nglobal ranges) and to shared memory (the kernel object's `__shared__` variables and the
+ * launch's dynamic shared memory) to *acc. max_blocks > 0: runs only that many blocks of the grid,
+ * evenly spaced (the outputs of the others are not written), to keep large grids quick. */
 int simt_launch_traced(simt_kernel *k, const unsigned grid[3], const unsigned block[3],
                        size_t dyn_smem_bytes, void **args, int nargs, const simt_range *global,
                        int nglobal, unsigned max_blocks, simt_coalescing *acc, char **out_err);

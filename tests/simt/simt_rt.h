@@ -47,10 +47,14 @@ typedef struct simt_rt {
   void (*fail)(int line, const char *msg);
   /* access tracing (objects compiled with SIMT_TRACE, simt_common.h; ignored outside a traced
    * launch): every load and store of bytes at addr (pc: the return address in the function that
-   * made it), and every function entry (caller_pc: the return address in its caller) and exit */
+   * made it), and every function entry (caller_pc: the return address in its caller) and exit.
+   * store: SIMT_ACCESS_STORE for a store, | SIMT_ACCESS_MATRIX for the shared-memory side of a
+   * matrix-unit helper (an ldmatrix row read, a cp.async destination) */
   void (*trace_access)(const void *pc, const void *addr, unsigned long bytes, int store);
   void (*trace_enter)(const void *caller_pc);
   void (*trace_exit)(void);
 } simt_rt;
+#define SIMT_ACCESS_STORE  1
+#define SIMT_ACCESS_MATRIX 2
 
 #endif

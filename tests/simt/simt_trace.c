@@ -1,9 +1,13 @@
-/* simt_trace.c: the coalescing analysis of traced launches (simt_trace.h). Accesses to global
- * memory are recorded per block with their warp, site and occurrence (the k-th execution of the
- * site by that lane); at the block's end the records are sorted so that each warp-wide request
- * (warp, site, occurrence) is a run, and each run is measured: the distinct bytes its lanes asked
- * for, and the 32-byte sectors those bytes lie in. */
+/* simt_trace.c: the coalescing and bank-conflict analysis of traced launches (simt_trace.h).
+ * Accesses to global and shared memory are recorded per block with their warp, lane, site and
+ * occurrence (the k-th execution of the site by that lane); at the block's end the records are
+ * sorted so that each warp-wide request (space, warp, site, occurrence) is a run, and each run is
+ * measured: for global memory the distinct bytes its lanes asked for and the 32-byte sectors
+ * those bytes lie in; for shared memory the phases it splits into and the 4-byte words each
+ * phase reads or writes in one bank (README.md, "Shared-memory bank conflicts"). */
 #include "simt_trace.h"
+
+#include "simt_rt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +15,14 @@
 #define SECTOR       32u  /* bytes of a DRAM-to-L2 transfer unit on NVIDIA GPUs (since Maxwell) */
 #define SHADOW_DEPTH 64   /* calls tracked per thread; kernels nest a handful */
 #define SITE_SLOTS   1024 /* open-addressing slots of one thread's site counters (power of two) */
+#define BANKS        32   /* shared-memory banks of 4 bytes (compute capability 5.x and newer) */
+#define MAX_SHARED   4    /* shared ranges: the object's __shared__ section, dynamic memory */
 
 typedef struct record {
   uintptr_t site;
-  unsigned warp, occ;
-  int range, store;
-  uint64_t off; /* byte offset in the range */
+  unsigned warp, occ, lane;
+  int shared, range, store, matrix;
+  uint64_t off; /* byte offset in the range (global), the address (shared) */
   uint64_t bytes;
 } record;
 
@@ -34,6 +40,8 @@ typedef struct tthread {
 struct simt_trace {
   simt_range *ranges;
   int nranges;
+  simt_range shared[MAX_SHARED];
+  int nshared;
   uintptr_t fn_lo, fn_hi, obj_base;
   tthread *th;
   unsigned nthreads;
@@ -68,6 +76,10 @@ void simt_trace_free(simt_trace *t) {
   free(t->ranges);
   free(t->rec);
   free(t);
+}
+
+void simt_trace_add_shared(simt_trace *t, const void *lo, size_t bytes) {
+  if (t->nshared < MAX_SHARED && lo && bytes) t->shared[t->nshared++] = (simt_range){lo, bytes};
 }
 
 void simt_trace_block_begin(simt_trace *t) {
@@ -122,10 +134,14 @@ static unsigned occurrence(tthread *h, uintptr_t site) {
 void simt_trace_access(simt_trace *t, unsigned thread, unsigned warp, const void *pc,
                        const void *addr, unsigned long bytes, int store) {
   uintptr_t a = (uintptr_t)addr;
-  int r = -1;
+  int r = -1, shared = 0;
   for (int i = 0; i < t->nranges && r < 0; i++) {
     uintptr_t b = (uintptr_t)t->ranges[i].base;
     if (a >= b && a < b + t->ranges[i].bytes) r = i;
+  }
+  for (int i = 0; i < t->nshared && r < 0; i++) {
+    uintptr_t b = (uintptr_t)t->shared[i].base;
+    if (a >= b && a < b + t->shared[i].bytes) r = i, shared = 1;
   }
   if (r < 0 || bytes == 0) return;
   tthread *h = &t->th[thread];
@@ -135,14 +151,20 @@ void simt_trace_access(simt_trace *t, unsigned thread, unsigned warp, const void
     t->rec = realloc(t->rec, sizeof *t->rec * t->cap);
     if (!t->rec) abort();
   }
-  t->rec[t->nrec++] =
-      (record){site, warp, occurrence(h, site), r, store, a - (uintptr_t)t->ranges[r].base, bytes};
+  uint64_t off = shared ? a : a - (uintptr_t)t->ranges[r].base;
+  record *n = &t->rec[t->nrec++];
+  *n = (record){.site = site, .warp = warp, .occ = occurrence(h, site), .lane = thread % 32};
+  n->shared = shared, n->range = r, n->store = store & SIMT_ACCESS_STORE;
+  n->matrix = shared && (store & SIMT_ACCESS_MATRIX);
+  n->off = off, n->bytes = bytes;
 }
 
 static int cmp_record(const void *pa, const void *pb) {
   const record *a = pa, *b = pb;
 #define CMP(f)                                                                                     \
   if (a->f != b->f) return a->f < b->f ? -1 : 1
+  CMP(shared);
+  CMP(matrix);
   CMP(store);
   CMP(site);
   CMP(warp);
@@ -153,16 +175,21 @@ static int cmp_record(const void *pa, const void *pb) {
   return 0;
 }
 
-static simt_access_stats *site_stats(simt_coalescing *acc, size_t site, int store) {
+static simt_site_stats *site_stats(simt_coalescing *acc, size_t site, int store, int shared,
+                                   int matrix) {
   for (int i = 0; i < acc->nsites; i++)
-    if (acc->sites[i].site == site && acc->sites[i].store == store) return &acc->sites[i].s;
+    if (acc->sites[i].site == site && acc->sites[i].store == store &&
+        acc->sites[i].shared == shared && acc->sites[i].matrix == matrix)
+      return &acc->sites[i];
   simt_site_stats *n = realloc(acc->sites, sizeof *n * (size_t)(acc->nsites + 1));
   if (!n) abort();
   acc->sites = n;
   memset(&n[acc->nsites], 0, sizeof *n);
   n[acc->nsites].site = site;
   n[acc->nsites].store = store;
-  return &n[acc->nsites++].s;
+  n[acc->nsites].shared = shared;
+  n[acc->nsites].matrix = matrix;
+  return &n[acc->nsites++];
 }
 
 /* One request: n records of one (store, site, warp, occurrence), sorted by range and offset. Its
@@ -180,14 +207,59 @@ static void measure(const simt_trace *t, const record *r, size_t n, simt_coalesc
   }
   if (used > sectors * SECTOR) used = sectors * SECTOR;
   simt_access_stats *tot = r[0].store ? &acc->stores : &acc->loads;
-  simt_access_stats *site = site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store);
+  simt_access_stats *site =
+      &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 0, 0)->s;
   tot->requests++, site->requests++;
   tot->used += used, site->used += used;
   tot->moved += sectors * SECTOR, site->moved += sectors * SECTOR;
 }
 
+/* The degree of one phase: the records whose lanes are in [lo, hi). Each record's 4-byte words
+ * are counted once per bank (the same word twice is one word: a broadcast, or one write). */
+static unsigned phase_degree(const record *r, size_t n, unsigned lo, unsigned hi, int *any) {
+  uint64_t words[BANKS * 8]; /* 32 lanes of at most 16 bytes: 128 words; longer copies cut */
+  size_t nw = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (r[i].lane < lo || r[i].lane >= hi) continue;
+    for (uint64_t w = r[i].off / 4; w <= (r[i].off + r[i].bytes - 1) / 4; w++) {
+      size_t k = 0;
+      while (k < nw && words[k] != w) k++;
+      if (k == nw && nw < sizeof words / sizeof words[0]) words[nw++] = w;
+    }
+  }
+  unsigned per_bank[BANKS] = {0}, degree = 0;
+  for (size_t k = 0; k < nw; k++)
+    if (++per_bank[words[k] % BANKS] > degree) degree = per_bank[words[k] % BANKS];
+  *any = nw > 0;
+  return degree;
+}
+
+/* One shared-memory request: n records of one (store, site, warp, occurrence). Accesses of 4
+ * bytes or less are served in one phase of 32 lanes, 8-byte ones in two of 16 lanes, 16-byte ones
+ * in four of 8 lanes (an ldmatrix's 8x8 matrix is one: its 8 row addresses of 16 bytes). */
+static void measure_banks(const simt_trace *t, const record *r, size_t n, simt_coalescing *acc) {
+  uint64_t size = 0;
+  for (size_t i = 0; i < n; i++)
+    if (r[i].bytes > size) size = r[i].bytes;
+  unsigned lanes = size <= 4 ? 32 : size <= 8 ? 16 : 8; /* lanes per phase */
+  simt_bank_stats *tot = r[0].store ? &acc->shared_stores : &acc->shared_loads;
+  simt_bank_stats *site =
+      &site_stats(acc, (size_t)(r[0].site - t->obj_base), r[0].store, 1, r[0].matrix)->b;
+  tot->requests++, site->requests++;
+  for (unsigned lo = 0; lo < 32; lo += lanes) {
+    int any;
+    unsigned d = phase_degree(r, n, lo, lo + lanes, &any);
+    if (!any) continue;
+    tot->phases++, site->phases++;
+    tot->conflicts += d - 1, site->conflicts += d - 1;
+    if (d > tot->max_degree) tot->max_degree = d;
+    if (d > site->max_degree) site->max_degree = d;
+  }
+}
+
 static int same_request(const record *a, const record *b) {
-  return a->store == b->store && a->site == b->site && a->warp == b->warp && a->occ == b->occ;
+  return a->shared == b->shared && a->matrix == b->matrix && a->store == b->store &&
+         a->site == b->site && a->warp == b->warp && a->occ == b->occ;
 }
 
 void simt_trace_block_end(simt_trace *t, simt_coalescing *acc) {
@@ -195,7 +267,7 @@ void simt_trace_block_end(simt_trace *t, simt_coalescing *acc) {
   for (size_t i = 0; i < t->nrec;) {
     size_t j = i + 1;
     while (j < t->nrec && same_request(&t->rec[i], &t->rec[j])) j++;
-    measure(t, &t->rec[i], j - i, acc);
+    (t->rec[i].shared ? measure_banks : measure)(t, &t->rec[i], j - i, acc);
     i = j;
   }
   t->nrec = 0;

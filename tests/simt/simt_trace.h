@@ -1,6 +1,7 @@
-/* simt_trace.h: the coalescing analysis of a traced launch (simt_launch_traced), between the
- * scheduler (simt_harness.c), which forwards the access callbacks of a traced kernel object, and
- * simt_trace.c, which groups the accesses into warp-wide requests. Internal to tests/simt.
+/* simt_trace.h: the coalescing and bank-conflict analysis of a traced launch
+ * (simt_launch_traced), between the scheduler (simt_harness.c), which forwards the access
+ * callbacks of a traced kernel object, and simt_trace.c, which groups the accesses into warp-wide
+ * requests. Internal to tests/simt.
  *
  * Attribution: an access made in the kernel function itself belongs to its own site (the return
  * address of the callback, inside the kernel); one made in a helper the kernel calls (an
@@ -17,11 +18,15 @@
 typedef struct simt_trace simt_trace;
 
 /* A trace of the blocks of one launch: ranges are the global buffers (accesses elsewhere, to
- * stacks and shared memory, are not counted); [fn_lo, fn_hi) the kernel function's code;
- * obj_base the load address of the kernel object (sites are reported relative to it). */
+ * stacks, are not counted; shared memory is added by simt_trace_add_shared); [fn_lo, fn_hi) the
+ * kernel function's code; obj_base the load address of the kernel object (sites are reported
+ * relative to it). */
 simt_trace *simt_trace_new(const simt_range *ranges, int nranges, unsigned nthreads,
                            uintptr_t fn_lo, uintptr_t fn_hi, uintptr_t obj_base);
 void simt_trace_free(simt_trace *t);
+/* Adds [lo, lo + bytes) to the shared memory whose accesses are counted for bank conflicts (the
+ * kernel object's `__shared__` variables, the launch's dynamic shared memory). */
+void simt_trace_add_shared(simt_trace *t, const void *lo, size_t bytes);
 
 /* Per block: clears the per-thread state before the block's threads start. */
 void simt_trace_block_begin(simt_trace *t);
@@ -29,8 +34,8 @@ void simt_trace_block_begin(simt_trace *t);
  * one. */
 void simt_trace_enter(simt_trace *t, unsigned thread, const void *caller_pc);
 void simt_trace_exit(simt_trace *t, unsigned thread);
-/* Thread `thread` of warp `warp` accessed [addr, addr + bytes); pc: the callback's return
- * address. */
+/* Thread `thread` (its lane: thread % 32) of warp `warp` accessed [addr, addr + bytes); pc:
+ * the callback's return address. */
 void simt_trace_access(simt_trace *t, unsigned thread, unsigned warp, const void *pc,
                        const void *addr, unsigned long bytes, int store);
 /* After the block: its requests added to acc. */

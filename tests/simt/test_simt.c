@@ -540,6 +540,85 @@ static int t_coalescing(void) {
   return 0;
 }
 
+/* Bank conflicts of shared-memory patterns with known answers (kernels/banks.cu): each case is
+ * one traced launch of one warp; per direction its (requests, phases, conflicts, max degree). */
+static const struct bank_case {
+  const char *kernel;
+  int arg;        /* the stride, or the swizzle of rows16 */
+  unsigned ld[4]; /* shared loads: requests, phases, conflicts, max degree */
+  unsigned st[4]; /* shared stores (cp.async's destinations too) */
+} bank_cases[] = {
+    {"word_stride", 1, {1, 1, 0, 1}, {1, 1, 0, 1}},
+    {"word_stride", 33, {1, 1, 0, 1}, {1, 1, 0, 1}},
+    {"word_stride", 2, {1, 1, 1, 2}, {1, 1, 1, 2}},
+    {"word_stride", 32, {1, 1, 31, 32}, {1, 1, 31, 32}},
+    {"same_word", 0, {1, 1, 0, 1}, {1, 1, 0, 1}},
+    {"pair_stride", 1, {1, 2, 0, 1}, {1, 2, 0, 1}},
+    {"pair_stride", 2, {1, 2, 2, 2}, {1, 2, 2, 2}},
+    {"rows16", 0, {1, 4, 28, 8}, {1, 4, 28, 8}},
+    {"rows16", 1, {1, 4, 0, 1}, {1, 4, 0, 1}},
+};
+
+static int bank_case(simt_module *m, const struct bank_case *c) {
+  simt_kernel *k = simt_module_kernel(m, c->kernel);
+  CHECK(k, "no kernel %s", c->kernel);
+  static float out[32];
+  static _Alignas(16) uint16_t g[32 * 8];
+  float *o = out;
+  uint16_t *gp = g;
+  int arg = c->arg, rows = !strcmp(c->kernel, "rows16");
+  void *args[3] = {&o, &arg, NULL};
+  if (rows) args[0] = &gp, args[1] = &o, args[2] = &arg;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+  simt_range ranges[2] = {{out, sizeof out}, {g, sizeof g}};
+  simt_coalescing r = {0};
+  char *err = NULL;
+  int rc = simt_launch_traced(k, grid, block, 0, args, rows ? 3 : 2, ranges, 2, 0, &r, &err);
+  const simt_bank_stats *b[2] = {&r.shared_loads, &r.shared_stores};
+  unsigned got[2][4];
+  for (int d = 0; d < 2; d++) {
+    got[d][0] = (unsigned)b[d]->requests, got[d][1] = (unsigned)b[d]->phases;
+    got[d][2] = (unsigned)b[d]->conflicts, got[d][3] = b[d]->max_degree;
+  }
+  int shared_sites = 0, matrix_sites = 0;
+  for (int i = 0; i < r.nsites; i++)
+    shared_sites += r.sites[i].shared, matrix_sites += r.sites[i].matrix;
+  simt_coalescing_free(&r);
+  CHECK(!rc, "traced launch of %s: %s", c->kernel, err ? err : "");
+  free(err);
+  CHECK(!memcmp(got[0], c->ld, sizeof got[0]) && !memcmp(got[1], c->st, sizeof got[1]),
+        "%s(%d): loads %u requests, %u phases, %u conflicts, degree %u; stores %u, %u, %u, %u "
+        "(want %u, %u, %u, %u; %u, %u, %u, %u)",
+        c->kernel, c->arg, got[0][0], got[0][1], got[0][2], got[0][3], got[1][0], got[1][1],
+        got[1][2], got[1][3], c->ld[0], c->ld[1], c->ld[2], c->ld[3], c->st[0], c->st[1], c->st[2],
+        c->st[3]);
+  CHECK(shared_sites == 2, "%s: %d shared access sites, want 2", c->kernel, shared_sites);
+  /* rows16's are the ldmatrix's reads and the cp.async's destinations */
+  CHECK(matrix_sites == 2 * rows, "%s: %d matrix-unit sites, want %d", c->kernel, matrix_sites,
+        2 * rows);
+  return 0;
+}
+
+static int t_banks(void) {
+  simt_options o = opts;
+  o.trace = 1;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/banks.cu", kdir);
+  simt_module *m = NULL;
+  char *err = NULL;
+  if (simt_module_compile_file(&o, SIMT_CUDA, path, &m, &err) < 0) {
+    int skip = err && strstr(err, "sanitizer");
+    printf("  %s: %s\n", path, err);
+    free(err);
+    return skip ? 2 : 1;
+  }
+  int bad = 0;
+  for (size_t i = 0; i < sizeof bank_cases / sizeof bank_cases[0] && !bad; i++)
+    bad = bank_case(m, &bank_cases[i]);
+  simt_module_free(m);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : getenv("SIMT_DIR");
 #ifdef SIMT_DEFAULT_DIR
@@ -564,6 +643,7 @@ int main(int argc, char **argv) {
       {"metal_half", t_metal_half},
       {"metal_misuse", t_metal_misuse},
       {"coalescing", t_coalescing},
+      {"banks", t_banks},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     if (no_clang) {

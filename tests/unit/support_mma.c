@@ -1,0 +1,181 @@
+/* The matrix-unit kernels of the static checks and their compilation (support_mma.h): the table
+ * rxm_kernels, one line per kernel, and what the two tests share to build and run a line. */
+#include "support_mma.h"
+
+#include "ops/legalize.h"
+#include "support_pipeline.h"
+#include "targets/occupancy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A GEMM y = x @ W^T (nt) or x @ W, f16 or bf16, K = 256, M = 4000 columns (a multiple of 8, no
+ * multiple of a 64- or 128-column tile; enough columns that 400 rows take the 128 x 128 tiles). */
+#define GEMM_NT(T)                                                                                 \
+  "tensor_fn prog(x: " T "[n, 256], w: " T "[4000, 256], out y: " T                                \
+  "[n, 4000]) where n <= 4096 {\n"                                                                 \
+  "  for i in 0..n, j in 0..4000 {\n    alloc acc: f32[1] local\n    reduce r in 0..256 {\n"       \
+  "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[j, r]) }\n"  \
+  "    }\n    y[i, j] = " T "(acc[0])\n  }\n}\n"
+#define GEMM_NN(T)                                                                                 \
+  "tensor_fn prog(x: " T "[n, 256], w: " T "[256, 4000], out y: " T                                \
+  "[n, 4000]) where n <= 4096 {\n"                                                                 \
+  "  for i in 0..n, j in 0..4000 {\n    alloc acc: f32[1] local\n    reduce r in 0..256 {\n"       \
+  "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[r, j]) }\n"  \
+  "    }\n    y[i, j] = " T "(acc[0])\n  }\n}\n"
+/* quant_matmul of x f16 [n, 256] with W [m, 256] in a scheme of base/quant.h (group 32) */
+#define QMM(W, S)                                                                                  \
+  "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
+  "  dataflow {\n    y = quant_matmul(x, w, s, scheme=\"" S "\")\n  }\n  return y\n}\n"
+/* paged attention over a cache of 16-token pages, f16, 4 query heads on 2 KV heads (GQA) */
+#define PREFILL                                                                                    \
+  "graph_fn main(q: f16[n, 4, 64], pages: f16[p, 2, 2, 16, 64], page_table: i32[b, mp], "          \
+  "kv_len: i32[b], q_seq: i32[n], q_pos: i32[n]) {\n"                                              \
+  "  y = paged_attention(q, pages, page_table, kv_len, q_seq, q_pos, window=0)\n  return y\n}\n"
+#define DECODE                                                                                     \
+  "graph_fn main(q: f16[b, 8, 128], pages: f16[p, 2, 2, 16, 128], page_table: i32[b, mp], "        \
+  "kv_len: i32[b]) {\n"                                                                            \
+  "  y = paged_decode_attention(q, pages, page_table, kv_len, window=0)\n  return y\n}\n"
+
+#define PIPE (RXM_MMA | RXM_LDMATRIX | RXM_CP_ASYNC) /* gemm_mma's cp.async/ldmatrix pipeline */
+
+/* One line per kernel (support_mma.h says how to add one). */
+const rxm_spec rxm_kernels[] = {
+    {"gemm_mma f16 x @ W^T", GEMM_NT("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma_64 f16 x @ W^T", GEMM_NT("f16"), "gemm_mma_64", "n=33;n=100", PIPE,
+     TGT_OCC_GEMM_MMA_64},
+    {"gemm_mma bf16 x @ W^T", GEMM_NT("bf16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma f16 x @ W", GEMM_NN("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma_64 bf16 x @ W", GEMM_NN("bf16"), "gemm_mma_64", "n=33", PIPE, TGT_OCC_GEMM_MMA_64},
+    {"gemm_mma_dq q4f16_g32", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq", "n=100,m=263",
+     PIPE | RXM_V128, TGT_OCC_GEMM_MMA},
+    {"gemm_mma_dq q8f16", QMM("i8[m, 256]", "q8f16"), "gemm_mma_dq", "n=100,m=263", PIPE | RXM_V128,
+     TGT_OCC_GEMM_MMA},
+    {"gemm_mma_dq_64 q4f16_g32", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq_64", "n=33,m=263",
+     PIPE | RXM_V128, TGT_OCC_GEMM_MMA_64},
+    {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
+     TGT_OCC_GEMV_MMA},
+    {"paged_attention (fragments) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
+     RXM_MMA | RXM_PAGED, TGT_OCC_ATTN_FRAG},
+    {"paged_decode_attention f16", DECODE, NULL, "b=1,mp=64,p=64;b=3,mp=7,p=21",
+     RXM_V128 | RXM_PAGED, TGT_OCC_DECODE_ATTN},
+};
+const int rxm_nkernels = (int)RX_ARRAY_LEN(rxm_kernels);
+
+bool rxm_build(const rxm_spec *spec, const rx_target *t, rxm_kernel *out, char *why, size_t n) {
+  memset(out, 0, sizeof *out);
+  out->spec = spec;
+  out->m = rx_module_new();
+  rx_diag d;
+  base_diag_init(&d);
+  bool ok = ir_parse_module(out->m, spec->name, spec->text, strlen(spec->text), &d) &&
+            ops_module_normalize(out->m, &d);
+  rx_graph_fn *g = ok ? ir_module_graph_fn(out->m, "main") : NULL;
+  if (ok && !g) {
+    out->f = ir_module_tensor_fn(out->m, "prog");
+  } else if (ok) {
+    out->f = ops_legalize_call(out->m, g->body.blocks[0]->bindings[0]->value, "prog", &d);
+  }
+  ok = ok && out->f && ir_module_verify(out->m, &d) &&
+       sched_schedule(out->m, out->f, t, &d, &out->sr) &&
+       rxk_codegen(out->m, out->sr.fn, t, &d, &out->kl);
+  if (ok && spec->variant) {
+    out->variant = -1;
+    for (int v = 0; v < out->sr.nvariants && out->variant < 0; v++)
+      if (out->sr.variants[v].name && !strcmp(out->sr.variants[v].name, spec->variant))
+        out->variant = v;
+    if (out->variant < 0 || out->variant >= out->kl.n) {
+      rx_strbuf names = {0};
+      for (int v = 0; v < out->sr.nvariants; v++)
+        base_strbuf_printf(&names, "%s%s", v ? ", " : "",
+                           out->sr.variants[v].name ? out->sr.variants[v].name : "(none)");
+      snprintf(why, n, "%s [%s]: no variant %s (the schedule gives %s)", spec->name, t->name,
+               spec->variant, names.data ? names.data : "none");
+      base_strbuf_free(&names);
+      base_diag_free(&d);
+      rxm_free(out);
+      return false;
+    }
+  }
+  if (ok && out->kl.n < 1) ok = false;
+  if (!ok) {
+    snprintf(why, n, "%s [%s]: does not compile:\n%s", spec->name, t->name, rx_diag_text(&d));
+    base_diag_free(&d);
+    rxm_free(out);
+    return false;
+  }
+  base_diag_free(&d);
+  out->kernel = out->kl.kernels[out->variant];
+  return true;
+}
+
+void rxm_free(rxm_kernel *k) {
+  if (k->m) rx_module_free(k->m);
+  memset(k, 0, sizeof *k);
+}
+
+bool rxm_env(const rxm_kernel *k, int run, rxk_env *out, char *why, size_t n) {
+  const char *p = k->spec->sizes;
+  for (int r = 0; r < run && p; r++) {
+    p = strchr(p, ';');
+    if (p) p++;
+  }
+  if (!p || !*p) return false;
+  rxk_program_vars(k->f, out);
+  for (int v = 0; v < out->n; v++) out->values[v] = 1;
+  while (*p && *p != ';') {
+    char name[32];
+    long long value;
+    int used = 0;
+    if (sscanf(p, "%31[a-z_0-9]=%lld%n", name, &value, &used) != 2) {
+      snprintf(why, n, "%s: bad sizes '%s'", k->spec->name, k->spec->sizes);
+      return false;
+    }
+    bool found = false;
+    for (int v = 0; v < out->n; v++)
+      if (!strcmp(out->vars[v]->name, name)) out->values[v] = value, found = true;
+    if (!found) {
+      snprintf(why, n, "%s: the program has no size %s", k->spec->name, name);
+      return false;
+    }
+    p += used;
+    if (*p == ',') p++;
+  }
+  for (int v = 0; v < k->sr.nvariants; v++) { /* the host takes the first variant that holds */
+    int64_t c = 1;
+    if (k->sr.variants[v].cond && !rxk_eval(k->sr.variants[v].cond, out, &c)) c = 0;
+    if (!c) continue;
+    if (v == k->variant) return true;
+    snprintf(why, n, "%s: run %d selects variant %s, not %s", k->spec->name, run,
+             k->sr.variants[v].name ? k->sr.variants[v].name : "?", k->spec->variant);
+    return false;
+  }
+  if (k->sr.nvariants <= 1) return true;
+  snprintf(why, n, "%s: run %d selects no variant", k->spec->name, run);
+  return false;
+}
+
+static int64_t env_value(const rxk_env *e, const char *name) {
+  for (int v = 0; v < e->n; v++)
+    if (!strcmp(e->vars[v]->name, name)) return e->values[v];
+  return 1;
+}
+
+void rxm_fill_tables(const rxm_kernel *k, const rxk_env *e, rxk_buffers *b) {
+  if (!(k->spec->flags & RXM_PAGED)) return;
+  int64_t mp = env_value(e, "mp"), len = 16 * mp - 5, nq = env_value(e, "n");
+  for (int i = 0; i < k->f->nparams; i++) {
+    const rx_param *p = k->f->params[i];
+    if (p->kind != RX_PARAM_BUFFER || p->buf->dtype != RX_DTYPE_I32) continue;
+    int32_t *d = b->arg[i].data;
+    size_t count = b->bytes[i] / 4;
+    for (size_t j = 0; j < count; j++) {
+      const char *nm = p->buf->name;
+      d[j] = !strcmp(nm, "kv_len")       ? (int32_t)len
+             : !strcmp(nm, "page_table") ? (int32_t)j /* sequence s: pages s mp .. */
+             : !strcmp(nm, "q_pos")      ? (int32_t)(len - nq + (int64_t)j)
+                                         : 0; /* q_seq: one sequence */
+    }
+  }
+}
