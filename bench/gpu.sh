@@ -129,7 +129,7 @@ build_relaxc() {
   echo "built $build/relaxc in $((SECONDS - t0)) s"
   local cjson
   cjson=$(sed -n 's/^RX_CJSON_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
-  if "${CC:-cc}" -O2 -std=c11 -I"$root/include" "$root/bench/llm_bench.c" "$build/librelaxc_runtime.a" \
+  if "${CC:-cc}" -O2 -std=c11 -I"$root/include" -I"$root" "$root/bench/llm_bench.c" "$build/librelaxc_runtime.a" \
     "$cjson" -Wl,-rpath,"$(dirname "$cjson")" -ldl -lpthread -lm -o "$build/llm_bench"; then
     echo "built $build/llm_bench"
   else
