@@ -505,7 +505,8 @@ class Bench:
             + (f", check {check}" if res else f" ({fail_why})")
             + (f" [{rec['form']}]" if rec["form"] != "—" else ""))
         if rs:
-            self.add_case_row(case, rs, torch_s, dk, compare_kind, ref, l2_note, unit)
+            self.add_case_row(case, rs, torch_s, dk, compare_kind, ref, l2_note, unit,
+                              rec["form"])
 
     def rate_cells(self, case, seconds):
         """A time as a rate: TFLOP/s and the share of the matrix peak for a compute-bound case,
@@ -570,13 +571,15 @@ class Bench:
         return (f"{r} TFLOP/s ({share} of the matrix peak)" if case.flops
                 else f"{r} GB/s ({share} of copy)")
 
-    def add_case_row(self, case, rs, torch_s, dk, compare_kind, ref, l2_note, unit):
+    def add_case_row(self, case, rs, torch_s, dk, compare_kind, ref, l2_note, unit, form):
         extra = " (L2-resident)" if l2_note else ""
         if compare_kind is None:
             fig = f"relaxc {fmt_us(rs)} µs = {self.rate_text(case, rs)}"
             if torch_s:
                 fig += (f"; PyTorch {fmt_us(torch_s)} µs = {self.rate_text(case, torch_s)}; "
                         f"relaxc takes {rs / torch_s:.2f}× PyTorch's time")
+            if form != "—":  # which form ran: the kernel and what its PTX holds
+                fig += f"; kernel {form}"
             self.add_row(f"{case.what}: relaxc on {dk} (`relaxc run --bench`) vs PyTorch{extra}",
                          fig, device=self.device_label(dk), unit=unit)
         else:
