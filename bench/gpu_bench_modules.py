@@ -10,6 +10,11 @@ import re
 
 from gpu_bench_env import MODELS, SMOKE_MODELS, F, np, run_cmd, torch
 
+try:  # the backend of the prefill attention peer (torch >= 2.3)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # no torch, or an older one: SDPA's default backend, said so in the rows
+    SDPBackend = sdpa_kernel = None
+
 # ---------------------------------------------------------------------------------------------
 # the kernel modules (.rx text, inputs, the PyTorch equivalent, bytes moved)
 
@@ -37,6 +42,7 @@ class Module:
         self.torch_fn = torch_fn      # inputs -> result tensor
         self.pool = {}                # tensors shared by the cases (a weight, the KV pages)
         self.compile_flags = []       # more `relaxc compile` options (--dispatch cublas)
+        self.peer = "PyTorch"         # what torch_fn runs, as the rows name it
         for c in cases:
             c.module = self
 
@@ -379,6 +385,22 @@ graph_fn main(q: f16[1, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table:
     return Module(name, f"decode attention {spec['name']}", text, cases, make_inputs, torch_fn)
 
 
+SDPA_FLASH = "SDPA (flash backend)"
+
+
+def sdpa_flash_peer(q, k, v, gqa):
+    """The prefill attention peer: SDPA pinned to its flash backend (FlashAttention-2) where it
+    takes the case, else SDPA's own choice, with the reason in the name the rows give."""
+    if sdpa_kernel is None:
+        return "SDPA (its default backend: this torch has no sdpa_kernel)"
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        return SDPA_FLASH
+    except RuntimeError as e:
+        return f"SDPA (its default backend; flash refused: {str(e).splitlines()[0][:80]})"
+
+
 def prefill_attention_module(key, spec, lengths):
     """Causal prefill attention of one prompt of n tokens over the paged KV cache that holds its
     keys and values (the model's prefill calls paged_attention so), beside PyTorch's
@@ -423,10 +445,17 @@ graph_fn main(q: f16[n, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table:
             t["dense"] = (kv[0].unsqueeze(0).contiguous(), kv[1].unsqueeze(0).contiguous(),
                           t["q"].permute(1, 0, 2).unsqueeze(0).contiguous())
         k, v, q = t["dense"]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
+        if mod.peer == "PyTorch":  # once: does the flash backend take these shapes?
+            mod.peer = sdpa_flash_peer(q, k, v, kvh != h)
+        if mod.peer == SDPA_FLASH:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
         return y[0].permute(1, 0, 2)
 
-    return Module(name, f"prefill attention {spec['name']}", text, cases, make_inputs, torch_fn)
+    mod = Module(name, f"prefill attention {spec['name']}", text, cases, make_inputs, torch_fn)
+    return mod
 
 
 def gemv_shapes(smoke, models=("7B", "8B")):

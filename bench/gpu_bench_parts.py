@@ -450,6 +450,7 @@ class Bench:
         except Exception as e:  # noqa: BLE001 (relaxc may still run on earlier files)
             log(f"  {case.key}: inputs or PyTorch failed: {e}")
         rec["torch_s"] = torch_s
+        rec["peer"] = m.peer
         res, fail_why = None, why
         if rxm and os.path.exists(os.path.join(self.case_dir(case), "ok")):
             est = torch_s if torch_s else case.bytes / (self.copy_bw or 1e12) + 20e-6
@@ -514,7 +515,9 @@ class Bench:
         if case.flops:
             if not seconds:
                 return ["—", "—"]
-            peak = self.mm_peak.get(case.what.split()[0])
+            # the peak of the case's dtype: bf16 GEMM's own, f16 for the rest (f16 GEMM,
+            # attention, the dequantizing GEMM, whose matrix work is f16)
+            peak = self.mm_peak.get(case.what.split()[0]) or self.mm_peak.get("f16")
             rate = case.flops / seconds
             return [f"{rate / 1e12:,.1f}", f"{100 * rate / peak:.0f}%" if peak else "—"]
         return [fmt_gbs(case.bytes, seconds), fmt_frac(case.bytes, seconds, self.copy_bw)]
@@ -580,7 +583,8 @@ class Bench:
                         f"relaxc takes {rs / torch_s:.2f}× PyTorch's time")
             if form != "—":  # which form ran: the kernel and what its PTX holds
                 fig += f"; kernel {form}"
-            self.add_row(f"{case.what}: relaxc on {dk} (`relaxc run --bench`) vs PyTorch{extra}",
+            self.add_row(f"{case.what}: relaxc on {dk} (`relaxc run --bench`) vs "
+                         f"{case.module.peer}{extra}",
                          fig, device=self.device_label(dk), unit=unit)
         else:
             fig = f"{dk} {fmt_us(rs)} µs = {fmt_gbs(case.bytes, rs)} GB/s"
