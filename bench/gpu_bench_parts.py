@@ -44,6 +44,7 @@ class Bench:
         self.sections = []   # (part, title, markdown) for the report
         self.failed = {}     # unit -> record of a case relaxc failed (not done: retried)
         self.unit_section = {}  # unit -> the table of this run that holds it
+        self.part_skipped = 0
         self.raw = {"parts": {}}
         self.copy_bw = None  # bytes per second, read + written
         self.mm_peak = {}    # "f16" / "bf16" -> FLOP per second of a large cuBLAS GEMM
@@ -215,8 +216,12 @@ class Bench:
             try:
                 if left < 5:
                     raise BudgetExceeded("no time left")
+                self.part_skipped = 0  # cases of a table cut short that the part went past
                 getattr(self, "part_" + part)(part_deadline)
                 self.part_status[part] = f"done in {time.monotonic() - t0:.0f} s"
+                if self.part_skipped:
+                    self.part_status[part] = (f"cut short after {time.monotonic() - t0:.0f} s "
+                                              f"({self.part_skipped} cases not measured)")
             except BudgetExceeded as e:
                 self.part_status[part] = f"cut short after {time.monotonic() - t0:.0f} s ({e})"
                 log(f"part {part}: cut short: {e}")
@@ -429,6 +434,7 @@ class Bench:
         if state["failures"] >= 3 and not state["successes"]:
             raise RuntimeError(f"relaxc run fails: {state['last_error']}")
         if state["skipped"]:
+            self.part_skipped += state["skipped"]
             raise BudgetExceeded(f"{state['skipped']} cases not measured")
 
     def measure_case(self, m, case, saved, compiled, rules, forms, title, kind, device,
