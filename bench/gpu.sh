@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# bench/gpu.sh: the one command that measures relaxc on an NVIDIA GPU (issues 12, 13 and 14).
+# bench/gpu.sh: the one command that measures relaxc on an NVIDIA GPU (issues 12, 13, 14, 31).
 #
 # Builds relaxc (RelWithDebInfo, into build-gpu) and bench/llm_bench.c, prints the device, then
-# runs bench/gpu_bench.py: the device-to-device copy bandwidth, relaxc's kernels at Llama-2-7B
-# and Llama-3-8B shapes beside PyTorch, decode attention over the paged KV cache beside
-# scaled_dot_product_attention, f16 and bf16 GEMM at the projection shapes (n = 1 ... 4096) beside
-# cuBLAS and the matrix throughput measured in the same run, a random-weight 7B-shaped Llama end
-# to end beside transformers eager and torch.compile, and the kernels again on the NVIDIA Vulkan
-# driver. Each part has a share
-# of the time budget (--budget, default 560 s for everything, the build included, so that one
-# 10-minute call suffices) and a part that fails says why while the others go on. It prints a
-# Markdown table per part and writes a report whose last table holds rows for bench/RESULTS.md
-# (--out, default bench/gpu-results.md; raw figures beside it as .json). Where $OUT names a
-# directory, the report, the raw figures and the whole log are copied there at the end.
+# runs bench/gpu_bench.py, most important rows first (issue 31): the references of the run (copy
+# bandwidth, matrix peak), a random-weight 7B-shaped Llama end to end (decode and prefill beside
+# transformers eager and torch.compile, % of the floor, launches per step, CUDA graph replay on
+# and off), the decode GEMV at 1..16 rows and the f16/bf16 GEMM at the projection shapes beside
+# cuBLAS, decode and prefill attention beside scaled_dot_product_attention, then the per-kernel
+# table, the quantized GEMVs and dequantizing GEMM, and the kernels again on the NVIDIA Vulkan
+# driver. Each part has a share of the time budget (--budget, default 560 s for everything, the
+# build included, so that one 10-minute call of a 15-minute GPU session suffices:
+# bench/gpu-plan.md) and a part that fails says why while the others go on. It prints a Markdown
+# table per part and writes a report whose last table holds rows for bench/RESULTS.md (--out,
+# default bench/gpu-results.md; raw figures and the units done beside it as .json), rewritten
+# after every measured row.
 #
-# usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,gemm,model,vulkan]
+# usage: bench/gpu.sh [--smoke] [--out FILE] [--resume REPORT] [--device cuda:0]
+#                     [--parts copy,model,gemm,attention,kernels,quant,vulkan]
 #                     [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
 #                     [--compile-mode MODE] [--cuda-target TARGET] [--keep]
 #        bench/gpu.sh --fetch-deps
+#
+#   parts run most important first (issue 31): the 7B model's decode and prefill beside
+#                 transformers and torch.compile, then the GEMV/GEMM tables, then attention, then
+#                 the rest; each gets a share of the budget and a part that ends early leaves its
+#                 time to the next. Default budget 560 s: one 600 s device call, the build
+#                 included (bench/gpu-plan.md)
+#   --resume R    continue the report R (its directory, .md or .json; a report that came back
+#                 from an earlier call, e.g. bench/runs/DATE-h200): only the rows and model
+#                 measurements it lacks are measured, and --out gets the merged report
+#   $OUT          where set (the device tool), the report and its .json are copied there after
+#                 every measured row and the log is written there as it grows, so a call killed
+#                 at its time limit still brings back every row measured
 #
 #   --smoke       every part at tiny shapes on whatever is here (the runtime's default device,
 #                 PyTorch on the CPU): a test of the script, its figures measure nothing
@@ -38,7 +52,8 @@ cd "$root"
 
 usage() {
   cat <<'EOF'
-usage: bench/gpu.sh [--smoke] [--out FILE] [--device cuda:0] [--parts copy,kernels,attention,gemm,model,vulkan]
+usage: bench/gpu.sh [--smoke] [--out FILE] [--resume REPORT] [--device cuda:0]
+                    [--parts copy,model,gemm,attention,kernels,quant,vulkan]
                     [--layers N] [--models 7b[,8b]] [--budget SECONDS] [--build-dir DIR]
                     [--compile-mode MODE] [--cuda-target TARGET] [--keep]
        bench/gpu.sh --fetch-deps
@@ -52,6 +67,7 @@ die() {
 
 smoke=0
 fetch=0
+resume=
 out=bench/gpu-results.md
 build="build-gpu"
 budget=
@@ -68,7 +84,7 @@ while [ $# -gt 0 ]; do
     --fetch-deps) fetch=1 ;;
     --keep) py_args+=(--keep) ;;
     -h | --help) usage; exit 0 ;;
-    --out | --budget | --build-dir | --device | --parts | --layers | --models | --compile-mode | --cuda-target)
+    --out | --budget | --build-dir | --device | --parts | --layers | --models | --compile-mode | --cuda-target | --resume)
       if [ -z "$val" ]; then
         [ $# -ge 2 ] || die "$opt needs a value"
         val=$2
@@ -78,6 +94,7 @@ while [ $# -gt 0 ]; do
         --out) out=$val ;;
         --budget) budget=$val ;;
         --build-dir) build=$val ;;
+        --resume) resume=$val ;;
         *) py_args+=("$opt" "$val") ;;
       esac
       ;;
@@ -89,6 +106,16 @@ if [ -z "$budget" ]; then
   if [ "$smoke" = 1 ]; then budget=1500; else budget=560; fi
 fi
 case $budget in '' | *[!0-9]*) die "--budget takes whole seconds, got '$budget'" ;; esac
+if [ -n "$resume" ]; then
+  # checked before the build: a wrong path must not cost a GPU session its build time
+  r=$resume
+  [ -d "$r" ] && r=$(ls -t "$r"/gpu-results*.json "$r"/*.json 2>/dev/null | head -1)
+  case $r in *.md) r=${r%.md}.json ;; esac
+  [ -n "$r" ] && [ -f "$r" ] || die "--resume $resume: no report (.json) there"
+  grep -q '"format": "relaxc-gpu-bench"' "$r" ||
+    die "--resume $resume: $r is no report of this script with units (written before --resume?)"
+  py_args+=(--resume "$r")
+fi
 
 # shellcheck source=bench/gpu-env.sh
 source "$root/bench/gpu-env.sh"
@@ -129,7 +156,7 @@ build_relaxc() {
   echo "built $build/relaxc in $((SECONDS - t0)) s"
   local cjson
   cjson=$(sed -n 's/^RX_CJSON_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
-  if "${CC:-cc}" -O2 -std=c11 -I"$root/include" "$root/bench/llm_bench.c" "$build/librelaxc_runtime.a" \
+  if "${CC:-cc}" -O2 -std=c11 -I"$root/include" -I"$root" "$root/bench/llm_bench.c" "$build/librelaxc_runtime.a" \
     "$cjson" -Wl,-rpath,"$(dirname "$cjson")" -ldl -lpthread -lm -o "$build/llm_bench"; then
     echo "built $build/llm_bench"
   else
@@ -177,9 +204,11 @@ EOF
   [ -x "$build/llm_bench" ] && driver=(--driver "$build/llm_bench")
   local shown="bench/gpu.sh"
   [ ${#orig_args[@]} -gt 0 ] && shown+=" ${orig_args[*]}"
+  local mirror=()
+  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && mirror=(--mirror "$OUT")
   local cmd=(python3 -u "$root/bench/gpu_bench.py" --relaxc "$build/relaxc" "${driver[@]}"
     --workdir "$build/bench-work" --budget "$((left - 25))" --out "$out" --command "$shown"
-    "${py_args[@]}")
+    "${mirror[@]}" "${py_args[@]}")
   echo "== bench: ${cmd[*]}"
   # the script keeps to its budget; timeout is the backstop (SIGTERM: it writes what it has)
   if command -v timeout >/dev/null; then
@@ -193,7 +222,7 @@ copy_out() {
   [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] || return 0
   local f
   for f in "$out" "${out%.md}.json" "$log"; do
-    [ -f "$f" ] && cp "$f" "$OUT/"
+    [ -f "$f" ] && { [ "$f" -ef "$OUT/$(basename "$f")" ] || cp "$f" "$OUT/"; }
   done
   echo "gpu.sh: report, raw figures and log copied to $OUT"
 }
@@ -205,8 +234,11 @@ fi
 cmake_deps=()
 mkdir -p "$build" "$(dirname "$out")"
 log=$build/gpu-bench.log
+# the log goes to $OUT as it grows (a call killed at its limit still brings it back)
+logs=("$log")
+[ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && logs+=("$OUT/$(basename "$log")")
 set +e
-run_all 2>&1 | tee "$log"
+run_all 2>&1 | tee "${logs[@]}"
 rc=${PIPESTATUS[0]}
 set -e
 copy_out

@@ -10,6 +10,11 @@ import re
 
 from gpu_bench_env import MODELS, SMOKE_MODELS, F, np, run_cmd, torch
 
+try:  # the backend of the prefill attention peer (torch >= 2.3)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # no torch, or an older one: SDPA's default backend, said so in the rows
+    SDPBackend = sdpa_kernel = None
+
 # ---------------------------------------------------------------------------------------------
 # the kernel modules (.rx text, inputs, the PyTorch equivalent, bytes moved)
 
@@ -37,6 +42,7 @@ class Module:
         self.torch_fn = torch_fn      # inputs -> result tensor
         self.pool = {}                # tensors shared by the cases (a weight, the KV pages)
         self.compile_flags = []       # more `relaxc compile` options (--dispatch cublas)
+        self.peer = "PyTorch"         # what torch_fn runs, as the rows name it
         for c in cases:
             c.module = self
 
@@ -152,10 +158,11 @@ def quant_weight(scheme, out_f, in_f, rng):
     return {"w": blocks.reshape(out_f, nb * nbytes)}, ref
 
 
-def quant_gemv_module(out_f, in_f, scheme, uses, ns):
+def quant_gemv_module(out_f, in_f, scheme, uses, ns, prefill=False):
     """Decode GEMV on a quantized weight (issue 15): quant_matmul, the dequantization fused into
-    the GEMV; bytes counted as the packed weight with its scales, x and y."""
-    name = f"qgemv_{scheme}_{out_f}x{in_f}"
+    the GEMV; bytes counted as the packed weight with its scales, x and y. prefill: the same op
+    for any row count (the dequantizing GEMM of prefill), its cases compute-bound (FLOPs)."""
+    name = f"q{'gemm' if prefill else 'gemv'}_{scheme}_{out_f}x{in_f}"
     if scheme in ("q4f16_g32", "q8f16"):
         wt = f"u8[{out_f}, {in_f // 2}]" if scheme == "q4f16_g32" else f"i8[{out_f}, {in_f}]"
         params, args = f"w: {wt}, s: f16[{out_f}, {in_f // 32}]", "w, s"
@@ -164,17 +171,20 @@ def quant_gemv_module(out_f, in_f, scheme, uses, ns):
         nbytes, per = QUANT_SCHEMES[scheme]
         wbytes = out_f * in_f // per * nbytes
         params, args = f"w: u8[{out_f}, {in_f // per * nbytes}]", "w"
-    text = f"""# decode GEMV on a {scheme} weight: x[n, in] @ W[out, in]^T ({uses})
+    bound = "" if prefill else ", n <= 16"
+    text = f"""# {'GEMM' if prefill else 'decode GEMV'} on a {scheme} weight: x[n, in] @ W[out, in]^T ({uses})
 graph_fn main(x: f16[n, {in_f}], {params}) -> f16[n, {out_f}]
-    where 1 <= n, n <= 16 {{
+    where 1 <= n{bound} {{
   dataflow {{
     y = quant_matmul(x, {args}, scheme="{scheme}")
   }}
   return y
 }}
 """
-    cases = [Case(None, f"{name}_n{n}", f"{scheme} gemv [{n}, {in_f}] x [{out_f}, {in_f}]^T",
-                  wbytes + 2 * (n * in_f + n * out_f), {"n": n}) for n in ns]
+    cases = [Case(None, f"{name}_n{n}",
+                  f"{scheme} {'gemm' if prefill else 'gemv'} [{n}, {in_f}] x [{out_f}, {in_f}]^T",
+                  wbytes + 2 * (n * in_f + n * out_f), {"n": n},
+                  flops=2 * n * out_f * in_f if prefill else None) for n in ns]
     state = {}
 
     def make_inputs(case, dev, pool):
@@ -189,7 +199,8 @@ graph_fn main(x: f16[n, {in_f}], {params}) -> f16[n, {out_f}]
         t.update({k: v for k, v in pool.items()})
         return t
 
-    return Module(name, f"{scheme} gemv {out_f}x{in_f} ({uses})", text, cases, make_inputs,
+    return Module(name, f"{scheme} {'gemm' if prefill else 'gemv'} {out_f}x{in_f} ({uses})", text,
+                  cases, make_inputs,
                   lambda t: F.linear(t["x"], state["W"]))
 
 
@@ -374,6 +385,22 @@ graph_fn main(q: f16[1, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table:
     return Module(name, f"decode attention {spec['name']}", text, cases, make_inputs, torch_fn)
 
 
+SDPA_FLASH = "SDPA (flash backend)"
+
+
+def sdpa_flash_peer(q, k, v, gqa):
+    """The prefill attention peer: SDPA pinned to its flash backend (FlashAttention-2) where it
+    takes the case, else SDPA's own choice, with the reason in the name the rows give."""
+    if sdpa_kernel is None:
+        return "SDPA (its default backend: this torch has no sdpa_kernel)"
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        return SDPA_FLASH
+    except RuntimeError as e:
+        return f"SDPA (its default backend; flash refused: {str(e).splitlines()[0][:80]})"
+
+
 def prefill_attention_module(key, spec, lengths):
     """Causal prefill attention of one prompt of n tokens over the paged KV cache that holds its
     keys and values (the model's prefill calls paged_attention so), beside PyTorch's
@@ -418,38 +445,79 @@ graph_fn main(q: f16[n, {h}, {d}], pages: f16[p, 2, {kvh}, 16, {d}], page_table:
             t["dense"] = (kv[0].unsqueeze(0).contiguous(), kv[1].unsqueeze(0).contiguous(),
                           t["q"].permute(1, 0, 2).unsqueeze(0).contiguous())
         k, v, q = t["dense"]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
+        if mod.peer == "PyTorch":  # once: does the flash backend take these shapes?
+            mod.peer = sdpa_flash_peer(q, k, v, kvh != h)
+        if mod.peer == SDPA_FLASH:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != h)
         return y[0].permute(1, 0, 2)
 
-    return Module(name, f"prefill attention {spec['name']}", text, cases, make_inputs, torch_fn)
+    mod = Module(name, f"prefill attention {spec['name']}", text, cases, make_inputs, torch_fn)
+    return mod
 
 
-def kernel_modules(smoke):
-    """The kernels part's modules, in the order they are measured."""
+def gemv_shapes(smoke, models=("7B", "8B")):
+    """{(out, in): [uses]}: the decode GEMV's weight shapes of the models named."""
     ms = SMOKE_MODELS if smoke else MODELS
-    ns = (1, 2, 16) if smoke else (1, 2, 4, 8, 16)
-    s7, s8 = ms["7b"], ms["8b"]
-    h = s7["hidden"]
-    d = h // s7["heads"]
-    shapes = {}  # (out, in) -> uses
-    for key, spec in (("7B", s7), ("8B", s8)):
+    h = ms["7b"]["hidden"]
+    d = h // ms["7b"]["heads"]
+    shapes = {}
+    for key in models:
+        spec = ms[key.lower()]
         kv = spec["kv_heads"] * d
         for (o, i), use in (((h, h), "q/o"), ((kv, h), "k/v"),
                             ((spec["intermediate"], h), "gate/up"),
                             ((h, spec["intermediate"]), "down"), ((spec["vocab"], h), "lm_head")):
             shapes.setdefault((o, i), []).append(f"{key} {use}")
-    mods = [gemv_module(o, i, ", ".join(uses), ns) for (o, i), uses in shapes.items()]
-    # quantized decode GEMV at the 7B shapes (issue 15: >= 85% of copy bandwidth counting packed
-    # bytes and scales); the smoke run's shapes are whole Q4_K super-blocks too
-    for (o, i), use in (((h, h), "7B q/o"), ((s7["intermediate"], h), "7B gate/up"),
-                        ((h, s7["intermediate"]), "7B down")):
-        if i % 256 == 0:
-            mods += [quant_gemv_module(o, i, q, use, ns) for q in QUANT_SCHEMES]
+    return shapes
+
+
+def gemv_ns(smoke):
+    return (1, 2, 16) if smoke else (1, 2, 4, 8, 16)
+
+
+def gemv_modules(smoke):
+    """The decode GEMV at 1 ... 16 rows (batched decode) for the 7B shapes: the gemm part's first
+    table, as % of copy (issue 31: >= 80% at every n <= 16). The same modules and cases as the
+    kernels part's, which skips them once measured."""
+    return [gemv_module(o, i, ", ".join(u), gemv_ns(smoke))
+            for (o, i), u in gemv_shapes(smoke, ("7B",)).items()]
+
+
+def kernel_modules(smoke):
+    """The kernels part's modules, in the order they are measured."""
+    ms = SMOKE_MODELS if smoke else MODELS
+    ns = gemv_ns(smoke)
+    s7, s8 = ms["7b"], ms["8b"]
+    h = s7["hidden"]
+    mods = [gemv_module(o, i, ", ".join(uses), ns) for (o, i), uses in gemv_shapes(smoke).items()]
     mods.append(rms_norm_module(h, ns))
     mods.append(silu_mul_module(s7["intermediate"], "7B", ns))
     mods.append(silu_mul_module(s8["intermediate"], "8B", ns))
     mods.append(softmax_module(s7["heads"], (1, 16),
                                (16, 256) if smoke else (1024, 4096, 32768)))
+    return mods
+
+
+def quant_modules(smoke):
+    """The quant part: the decode GEMV on quantized weights at the 7B shapes (issue 15: >= 85% of
+    copy bandwidth counting packed bytes and scales), then the dequantizing GEMM of prefill at
+    the same shapes (TFLOP/s beside F.linear on the dequantized weight). The smoke run's shapes
+    are whole Q4_K super-blocks too."""
+    ms = SMOKE_MODELS if smoke else MODELS
+    s7 = ms["7b"]
+    h = s7["hidden"]
+    ns = gemv_ns(smoke)
+    pre = (64, 100) if smoke else (128, 512, 4096)
+    shapes = [((o, i), use) for (o, i), use in (((h, h), "7B q/o"), ((s7["intermediate"], h),
+                                                                      "7B gate/up"),
+                                                 ((h, s7["intermediate"]), "7B down"))
+              if i % 256 == 0]
+    mods = [quant_gemv_module(o, i, q, use, ns) for (o, i), use in shapes for q in QUANT_SCHEMES]
+    mods += [quant_gemv_module(o, i, q, use, pre, prefill=True) for (o, i), use in shapes
+             for q in ("q4f16_g32", "Q4_K")]
     return mods
 
 
@@ -497,6 +565,49 @@ def eval_condition(cond, env):
                          dict(env, min=min, max=max, select=lambda c, a, b: a if c else b)))
     except Exception:  # noqa: BLE001 (a variable we do not know: say so)
         return None
+
+
+def chosen_kernels(rules, env):
+    """The kernels the case's size selects, one per program (None where unknown)."""
+    out = []
+    for variants in rules.values():
+        for kernel, _, cond in variants:
+            ok = True if cond is None else eval_condition(cond, env)
+            if ok is None:
+                break
+            if ok:
+                out.append(kernel)
+                break
+    return out
+
+
+# PTX instructions that tell which form of a kernel ran (the matrix units, the async copies)
+PTX_FORMS = (("wgmma", r"\bwgmma\.mma_async"), ("mma.sync", r"\bmma\.sync"),
+             ("ldmatrix", r"\bldmatrix"), ("cp.async.bulk", r"\bcp\.async\.bulk"),
+             ("cp.async", r"\bcp\.async\.(?:ca|cg)\b"), ("shfl", r"\bshfl\.sync"),
+             ("local memory", r"\.local\b"))
+
+
+def kernel_forms(relaxc, rxm, workdir):
+    """{kernel: "mma.sync, ldmatrix, cp.async"}: what each CUDA kernel's PTX holds, from
+    `relaxc inspect --extract` (kernels.json names the kernels; {} on other targets)."""
+    d = os.path.join(workdir, os.path.basename(rxm) + ".extract")
+    rc, _, _, _ = run_cmd([relaxc, "inspect", rxm, "--extract", d], 60)
+    forms = {}
+    if rc != 0:
+        return forms
+    for target in sorted(os.listdir(d)):
+        tdir = os.path.join(d, target)
+        if not os.path.isdir(tdir):
+            continue
+        for f in os.listdir(tdir):
+            if not f.endswith(".ptx"):
+                continue
+            with open(os.path.join(tdir, f), errors="replace") as fh:
+                ptx = fh.read()
+            found = [name for name, pat in PTX_FORMS if re.search(pat, ptx)]
+            forms[f[:-4]] = ", ".join(found) if found else "plain"
+    return forms
 
 
 def chosen_rules(rules, env):

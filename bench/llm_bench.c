@@ -19,17 +19,25 @@
  *   {"event": "load", "ms": ..., "device": "...", "vocab": ..., "max_seq_len": ...,
  *    "kv_bytes_per_token": ...}
  *   {"event": "decode", "prompt": N, "prefill_ms": ..., "tokens": T, "ms": ..., "ids": [...]}
+ *   {"event": "replay", "steps": T, "direct": ..., "built": ..., "replayed": ..., "updated": ...}
+ *     (the device's launch replay over the decode steps: flushes launched directly, built into a
+ *     CUDA graph or Vulkan command buffer, replayed from one, and launches updated before a
+ *     replay; "replay": "off" where the backend replays nothing, as with RX_CUDA_GRAPHS=0)
  *   {"event": "prefill", "tokens": N, "ms": [...]}
  *   {"event": "skipped", "what": "...", "why": "..."}
  * Errors go to stderr as "llm_bench: error: ..." with exit status 1 (2 for usage).
  *
  * Built by bench/gpu.sh against the build's librelaxc_runtime.a:
- *   cc -O2 -std=c11 -Iinclude bench/llm_bench.c BUILD/librelaxc_runtime.a -lcjson -ldl -lpthread
- * -lm
+ *   cc -O2 -std=c11 -Iinclude -I. bench/llm_bench.c BUILD/librelaxc_runtime.a -lcjson -ldl
+ * -lpthread -lm
+ * The replay counters are the runtime's own (rt_replay_stats in runtime/device.h, which the
+ * runtime tests read too): the public API has no call for them, and a benchmark linked against
+ * the static runtime may look.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +226,8 @@ int main(int argc, char **argv) {
     if (rc) goto done;
   }
   long steps = 0;
+  const rt_replay_stats *rs = rx_llm_model_device(m)->replay;
+  rt_replay_stats before = rs ? *rs : (rt_replay_stats){0};
   double td = now_ms();
   for (; steps < decode_tokens; steps++) {
     int64_t seq = 0;
@@ -235,6 +245,15 @@ int main(int argc, char **argv) {
          decode_prompt, prefill_ms, steps, decode_ms);
   for (long i = 0; i < steps; i++) printf("%s%d", i ? ", " : "", (int)out_ids[i]);
   printf("]}\n");
+  if (rs)
+    printf("{\"event\": \"replay\", \"steps\": %ld, \"direct\": %llu, \"built\": %llu, "
+           "\"replayed\": %llu, \"updated\": %llu}\n",
+           steps, (unsigned long long)(rs->direct - before.direct),
+           (unsigned long long)(rs->built - before.built),
+           (unsigned long long)(rs->replayed - before.replayed),
+           (unsigned long long)(rs->updated - before.updated));
+  else
+    printf("{\"event\": \"replay\", \"steps\": %ld, \"replay\": \"off\"}\n", steps);
   fflush(stdout);
 
   /* prefill: each length on a fresh sequence */
