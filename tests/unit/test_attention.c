@@ -577,6 +577,22 @@ static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
   rxk_free_buffers(&in);
 }
 
+/* On the targets with async_copy the decode kernel serves a kv head's whole GQA group (up to 16
+ * heads of 128 dims: every case here) in one block: KVH blocks along y, so each key and value
+ * is read once per chunk. */
+static void check_one_block_per_kv_head(const prog *p, const paged_cfg *pc) {
+  for (int i = 0; i < NTARGETS; i++) {
+    const rxk_prepared *tp = &p->tp[i];
+    if (!tp->ok || !tgt_target_has_async_copy(tp->t)) continue;
+    const rx_expr *g = tp->kl.n == 1 ? tp->kl.kernels[0]->grid[1] : NULL;
+    if (g && rx_expr_is_const(g, pc->kvh))
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: %d kernel(s), blocks along y not the %lld kv heads", tp->what, tp->kl.n,
+               (long long)pc->kvh);
+  }
+}
+
 static void test_decode(void) {
   static const paged_cfg cfgs[] = {
       {64, 4, 1, 0, 256, RX_DTYPE_F16},
@@ -604,8 +620,10 @@ static void test_decode(void) {
              (long long)cfgs[i].kvh, (long long)cfgs[i].window, (long long)cfgs[i].chunk);
     snprintf(extra, sizeof extra, ", chunk=%lld", (long long)cfgs[i].chunk);
     prog p;
-    if (prog_build(&p, paged_text(&cfgs[i], "paged_decode_attention", extra), what))
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_decode_attention", extra), what)) {
+      check_one_block_per_kv_head(&p, &cfgs[i]);
       for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_decode_scene(&p, &cfgs[i], scenes[k]);
+    }
     prog_free(&p);
   }
 }
