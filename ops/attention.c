@@ -56,7 +56,7 @@
 #define ATTN_ASYNC_SHARED   49152
 #define ATTN_ASYNC_MIN_TILE 8
 /* Output elements per thread of that kernel: 16, so a GQA group of up to 16 heads of 128 dims is
- * one block; ptxas reports no spills for it (106 registers at sm_80, unit.test_attention). */
+ * one block; ptxas reports no spills for it (101 registers at sm_80, unit.test_attention). */
 #define ATTN_ASYNC_MAX_ACC 16
 /* The running max of a row starts at the lowest finite f32: a score equal to it (a mask of
  * torch.finfo(float32).min) still counts, and exp(m_old - m_new) is never inf - inf. */
@@ -341,6 +341,7 @@ typedef struct attn {
    * starting at row srow (NULL: 0; the portable kernel has one stage) */
   int64_t stages;
   const rx_expr *srow;
+  const char *pids; /* the chunk's page ids in shared memory (async_decode) */
 } attn;
 
 static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -505,7 +506,7 @@ static const char *row_elem(attn *a, const lz_opnd *o, const rx_expr *r, const r
 static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
   int64_t es = ir_dtype_bits(a->t) / 8, pad = a->pad, st = a->stages ? a->stages : 1;
   int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
-  int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : 0;
+  int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : a->stages ? a->chunk / ATTN_PAGE : 0;
   int64_t tiles = st * (a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad));
   return es * (rows * (a->dk + pad) + tiles) + 4 * (scores + part + 2 * rows + meta);
 }
@@ -1467,6 +1468,7 @@ void lz_gen_paged_attention(lz_ctx *l) {
  * async_copy of 16 bytes per thread and copy, ATTN_STAGES - 1 tiles ahead of the one being
  * computed:
  *
+ *   start:    the chunk's page ids from the page table into shared memory, a barrier
  *   prologue: tiles 0 .. S - 2 issued, one commit group each (empty where a tile has no key)
  *   tile t:   async_wait S - 2 (tile t has landed) -> barrier -> issue tile t + S - 1 into the
  *             stage tile t - 1 used, commit -> partial scores -> barrier -> row step -> barrier
@@ -1531,6 +1533,23 @@ static void decode_portable(lz_ctx *l) {
   for (int i = 0; i < 4; i++) lz_close(l);
 }
 
+/* The page ids of the block's chunk (those the page table has) into the shared pids, read once
+ * at the start: a tile's copies then wait for a shared load, not for a global one each. */
+static void chunk_pages(attn *a) {
+  lz_ctx *l = a->l;
+  rx_expr_ctx *cx = l->cx;
+  int64_t n = a->chunk / ATTN_PAGE;
+  a->pids = lz_fresh(l, "pids");
+  lz_line(l, "alloc %s: i32[%lld] shared", a->pids, (long long)n);
+  const rx_expr *e = open_thread_items(l, a->tx, lz_loopvar(l, "c"), sx_const(cx, n));
+  const rx_expr *page = sx_add(cx, sx_mul_c(cx, sx_var(cx, a->bz), n), e);
+  lz_line(l, "if %s {", lz_ex(l, sx_lt(cx, page, a->pt->shape[1])));
+  lz_line(l, "  %s[%s] = %s[%s, %s]", a->pids, lz_ex(l, e), a->pt->name, a->bx, lz_ex(l, page));
+  lz_line(l, "}");
+  close_n(a, 2);
+  lz_line(l, "barrier");
+}
+
 /* Issues the async copies of key tile kt (its keys into kv, its values into vs, at stage
  * kt % stages) where the tile is in range and exists (kt < tiles; NULL: it does), then commits
  * the thread's group (empty or not, so that every thread counts the same groups). */
@@ -1543,8 +1562,8 @@ static void issue_tile(attn *a, const rx_expr *kt, int64_t tiles) {
     lz_line(l, "if %s {", both(a, cond(a, exists), tile_in_range(a, jb)));
     l->ind++;
     const char *pid = lz_fresh(l, "pid");
-    lz_line(l, "let %s: i32 = %s[%s, %s]", pid, a->pt->name, a->bx,
-            lz_ex(l, sx_div_c(cx, jb, ATTN_PAGE)));
+    lz_line(l, "let %s: i32 = %s[%s]", pid, a->pids,
+            lz_ex(l, sx_div_c(cx, sx_mul_c(cx, kt, a->tk), ATTN_PAGE)));
     int64_t lanes = 16 / (ir_dtype_bits(a->t) / 8);
     const rx_expr *srow = sx_mul_c(cx, sx_mod_c(cx, kt, a->stages), a->tk);
     for (int which = 0; which < 2; which++) {
@@ -1595,13 +1614,17 @@ static bool async_decode(lz_ctx *l) {
   open_kernel(&a, grid, 3);
   load_q(&a);
   decode_range(&a);
+  chunk_pages(&a);
   for (int64_t s = 0; s + 1 < a.stages; s++) issue_tile(&a, sx_const(l->cx, s), tiles);
   lz_line(l, "for %s in 0..%lld {", kt, (long long)tiles);
   l->ind++;
   const rx_expr *t = sx_var(l->cx, kt);
   lz_line(l, "async_wait %lld", (long long)(a.stages - 2));
   lz_line(l, "barrier");
-  issue_tile(&a, sx_add(l->cx, t, sx_const(l->cx, a.stages - 1)), tiles);
+  if (tiles > a.stages - 1) /* else the prologue issued every tile */
+    issue_tile(&a, sx_add(l->cx, t, sx_const(l->cx, a.stages - 1)), tiles);
+  else
+    lz_line(l, "async_commit");
   a.jb = decode_jb(&a, t);
   a.srow = sx_mul_c(l->cx, sx_mod_c(l->cx, t, a.stages), a.tk);
   lz_line(l, "if %s {", tile_in_range(&a, a.jb));
