@@ -301,7 +301,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     return rs->cerr ? NULL : r;
   }
   case RX_TX_HAS_FRAG:
-    interp_cfail(rs, e->loc, "has_fragments(...) outside the condition of an 'if'");
+    interp_cfail(rs, e->loc, "has_fragments(...) / has_async_copy() outside an 'if' condition");
     return NULL;
   }
   interp_cfail(rs, e->loc, "malformed expression (kind %d)", (int)e->kind);

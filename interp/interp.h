@@ -100,8 +100,9 @@ typedef struct rx_interp_opts {
   int64_t max_steps;         /* statements executed over all threads before giving up with an
                                 error; 0: no limit */
   int max_threads_per_block; /* 0: 1024 */
-  bool fragments;            /* `if has_fragments(...)` (ir.h) takes its then branch: the
-                                matrix-unit form (the interpreter runs fragments of any shape);
+  bool fragments;            /* `if has_fragments(...)` and `if has_async_copy()` (ir.h) take
+                                their then branch: the matrix-unit or cp.async form (the
+                                interpreter runs fragments of any shape and async copies);
                                 false: the else branch, the portable form */
 } rx_interp_opts;
 

@@ -431,7 +431,8 @@ typedef enum rx_tx_kind {
   RX_TX_SELECT,   /* select(a, b, c) */
   RX_TX_CAST,     /* dtype(a) */
   RX_TX_CALL,     /* intrinsic(args) */
-  RX_TX_HAS_FRAG, /* has_fragments(AB, ACC, M, N, K): the target runs those fragments (below) */
+  RX_TX_HAS_FRAG, /* has_fragments(AB, ACC, M, N, K): the target runs those fragments, or
+                     has_async_copy(): the target runs async_copy (below) */
 } rx_tx_kind;
 
 /* A tensor-program expression. Integer subtrees made only of literals, symbolic/loop variables
@@ -458,6 +459,7 @@ struct rx_tx {
   /* HAS_FRAG: fragments A (M x K) and B (K x N) of dtype frag_ab, accumulator (M x N) frag_acc */
   rx_dtype frag_ab, frag_acc;
   int frag_m, frag_n, frag_k;
+  bool async_copy; /* HAS_FRAG: `has_async_copy()` (the frag_ fields unused) */
 };
 
 /* RX_TX_HAS_FRAG, `has_fragments(f16, f32, 16, 16, 16)`: true on a target whose subgroup matrix
@@ -467,7 +469,11 @@ struct rx_tx {
  * one: scheduling keeps the branch that the target takes (passes/schedule.h), the interpreter the
  * one that rx_interp_opts.fragments names (the portable one by default). A target-independent
  * program, e.g. an op's legalization (ops/attention.c), thus carries both and each target
- * compiles one. */
+ * compiles one.
+ * The same node with async_copy set, `has_async_copy()`, is true on a target that runs
+ * RX_STMT_ASYNC_COPY / COMMIT / WAIT (CUDA sm_80 and newer: tgt_target_has_async_copy) and is
+ * decided the same way: scheduling by the target, the interpreter (which runs async copies) by
+ * rx_interp_opts.fragments. */
 
 typedef enum rx_stmt_kind {
   RX_STMT_SEQ,     /* body[n] */
@@ -800,6 +806,7 @@ rx_tx *ir_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
 rx_tx *ir_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
 rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
 rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc);
+rx_tx *ir_tx_has_async_copy(rx_module *m, rx_loc loc);
 rx_stmt *ir_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
 
 /* s without the SEQs of one statement around it. */

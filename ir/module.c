@@ -452,6 +452,12 @@ rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, i
   return e;
 }
 
+rx_tx *ir_tx_has_async_copy(rx_module *m, rx_loc loc) {
+  rx_tx *e = tx_new(m, RX_TX_HAS_FRAG, RX_DTYPE_BOOL, loc);
+  e->async_copy = true;
+  return e;
+}
+
 rx_stmt *ir_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc) {
   rx_stmt *s = ir_module_alloc(m, sizeof *s);
   s->kind = kind;

@@ -87,6 +87,12 @@ static rx_tx *tx_primary(P *p) {
   const char *name = tok_text(p, t);
   rx_tok_kind after = ahead(p, 1)->kind;
   if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_fragments")) return has_fragments(p);
+  if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_async_copy")) { /* ir.h, RX_TX_HAS_FRAG */
+    next(p);
+    next(p);
+    ir_parse_expect(p, RX_TOK_RPAREN, "')' after has_async_copy(");
+    return ir_tx_has_async_copy(m, loc);
+  }
   if (after == RX_TOK_LPAREN) {
     bool is_dt;
     rx_dtype dt = ir_parse_dtype_of(p, t, &is_dt);

@@ -155,6 +155,10 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
     break;
   }
   case RX_TX_HAS_FRAG:
+    if (e->async_copy) {
+      base_strbuf_append(o, "has_async_copy()");
+      break;
+    }
     base_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", ir_dtype_name(e->frag_ab),
                        ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
     break;

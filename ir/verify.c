@@ -861,7 +861,8 @@ static void check_tx(vctx *v, const rx_tx *e) {
     return;
   }
   case RX_TX_HAS_FRAG: /* the whole condition of an if (check_stmt) */
-    err(v, e->loc, "has_fragments(...) is allowed only as the whole condition of an 'if'");
+    err(v, e->loc, "%s is allowed only as the whole condition of an 'if'",
+        e->async_copy ? "has_async_copy()" : "has_fragments(...)");
     return;
   }
 }
@@ -1029,7 +1030,7 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
   case RX_STMT_IF:
     if (s->value && s->value->kind == RX_TX_HAS_FRAG) {
       const rx_tx *c = s->value;
-      if (!ir_dtype_is_float(c->frag_ab) || !ir_dtype_is_float(c->frag_acc))
+      if (!c->async_copy && (!ir_dtype_is_float(c->frag_ab) || !ir_dtype_is_float(c->frag_acc)))
         err(v, c->loc, "has_fragments takes float dtypes, got %s and %s", ir_dtype_name(c->frag_ab),
             ir_dtype_name(c->frag_acc));
     } else {

@@ -47,6 +47,17 @@
 /* Keys per chunk of paged_decode_attention when `chunk` is not given: 16 pages, so a sequence
  * of 4096 tokens is split into 16 blocks per kv head. */
 #define ATTN_DEFAULT_CHUNK 256
+/* Decode on cp.async (async_decode): key tiles in shared memory at once, one being read while
+ * the others are in flight (at least 3: the memory latency of a tile is then hidden behind the
+ * arithmetic of three), within the 48 KiB of shared memory that a CUDA block has without
+ * opting in (targets.c); tiles of fewer keys than ATTN_ASYNC_MIN_TILE would leave too little in
+ * flight per block, and the portable kernel serves such head dims. */
+#define ATTN_STAGES         4
+#define ATTN_ASYNC_SHARED   49152
+#define ATTN_ASYNC_MIN_TILE 8
+/* Output elements per thread of that kernel: 16, so a GQA group of up to 16 heads of 128 dims is
+ * one block; ptxas reports no spills for it (101 registers at sm_80, unit.test_attention). */
+#define ATTN_ASYNC_MAX_ACC 16
 /* The running max of a row starts at the lowest finite f32: a score equal to it (a mask of
  * torch.finfo(float32).min) still counts, and exp(m_old - m_new) is never inf - inf. */
 #define ATTN_NO_SCORE (-FLT_MAX)
@@ -326,6 +337,11 @@ typedef struct attn {
   const char *pid;     /* paged: the local holding the page id */
   const char *seq;     /* paged: the local holding the sequence of the pass */
   const char *lo, *hi; /* paged: locals of the block's key range (decode) */
+  /* decode on cp.async (async_decode): kv and vs hold `stages` key tiles, the tile being read
+   * starting at row srow (NULL: 0; the portable kernel has one stage) */
+  int64_t stages;
+  const rx_expr *srow;
+  const char *pids; /* the chunk's page ids in shared memory (async_decode) */
 } attn;
 
 static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -488,37 +504,44 @@ static const char *row_elem(attn *a, const lz_opnd *o, const rx_expr *r, const r
 /* ---- tiling ---- */
 
 static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
-  int64_t es = ir_dtype_bits(a->t) / 8, pad = 4 / es;
+  int64_t es = ir_dtype_bits(a->t) / 8, pad = a->pad, st = a->stages ? a->stages : 1;
   int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
-  int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : 0;
-  int64_t tiles = a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad);
+  int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : a->stages ? a->chunk / ATTN_PAGE : 0;
+  int64_t tiles = st * (a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad));
   return es * (rows * (a->dk + pad) + tiles) + 4 * (scores + part + 2 * rows + meta);
 }
 
 /* Picks the key tile and the rows per block: the largest that fit the shared memory and the
- * registers, keys first. */
+ * registers, keys first. With stages (async_decode, whose rows are 16-byte aligned for
+ * async_copy: a->pad set), keys and values always apart in CUDA's shared memory, and false
+ * without a message where nothing fits (the portable kernel then serves alone). */
 static bool attn_tile(attn *a) {
   a->dm = a->dk > a->dv ? a->dk : a->dv;
-  a->pad = 4 / (ir_dtype_bits(a->t) / 8); /* one 32-bit word: rows of qs, kv in other banks */
-  for (a->tk = ATTN_PAGE; a->tk > 1 && shared_bytes(a, 1, a->tk) > ATTN_SHARED; a->tk /= 2) {
+  int64_t lim = a->stages ? ATTN_ASYNC_SHARED : ATTN_SHARED;
+  /* one 32-bit word: rows of qs, kv in other banks */
+  if (!a->pad) a->pad = 4 / (ir_dtype_bits(a->t) / 8);
+  a->two = a->stages > 0;
+  for (a->tk = ATTN_PAGE; a->tk > 1 && shared_bytes(a, 1, a->tk) > lim; a->tk /= 2) {
   }
-  if (shared_bytes(a, 1, a->tk) > ATTN_SHARED) {
-    lz_fail(a->l, "head dims %lld and %lld are too large for %d bytes of shared memory",
-            (long long)a->dk, (long long)a->dv, ATTN_SHARED);
+  if (shared_bytes(a, 1, a->tk) > lim || (a->stages && a->tk < ATTN_ASYNC_MIN_TILE)) {
+    if (!a->stages)
+      lz_fail(a->l, "head dims %lld and %lld are too large for %d bytes of shared memory",
+              (long long)a->dk, (long long)a->dv, ATTN_SHARED);
     return false;
   }
   /* Keys and values of a tile in two buffers where the tile still fits: both loads are in
    * flight together, one memory latency per tile instead of two (measured on an H100: decode
    * attention over 32768 keys took 1.7x the time of PyTorch's SDPA with them in turn). */
   a->two = true;
-  if (shared_bytes(a, 1, a->tk) > ATTN_SHARED) a->two = false;
+  if (shared_bytes(a, 1, a->tk) > lim) a->two = false;
   int64_t want = ATTN_MAX_ROWS;
   if (a->kind == ATTN_DECODE)
     for (want = 1; want < a->group && want < ATTN_MAX_ROWS; want *= 2) {
     }
   a->rows = 1;
-  while (a->rows * 2 <= want && shared_bytes(a, a->rows * 2, a->tk) <= ATTN_SHARED &&
-         cover_of(a->rows * 2, a->dv).ni * cover_of(a->rows * 2, a->dv).nk <= ATTN_MAX_ACC)
+  while (a->rows * 2 <= want && shared_bytes(a, a->rows * 2, a->tk) <= lim &&
+         cover_of(a->rows * 2, a->dv).ni * cover_of(a->rows * 2, a->dv).nk <=
+             (a->stages ? ATTN_ASYNC_MAX_ACC : ATTN_MAX_ACC))
     a->rows *= 2;
   a->ks = a->rows * a->tk >= ATTN_THREADS ? 1 : ATTN_THREADS / (a->rows * a->tk);
   a->gr = a->group < a->rows ? a->group : a->rows;
@@ -544,10 +567,11 @@ static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
   int64_t scores = a->rows * a->tk;
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows,
           (long long)(a->dk + a->pad));
-  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk,
+  int64_t st = a->stages ? a->stages : 1;
+  lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)(st * a->tk),
           (long long)((a->two ? a->dk : a->dm) + a->pad));
   if (a->two)
-    lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->vs, t, (long long)a->tk,
+    lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->vs, t, (long long)(st * a->tk),
             (long long)(a->dv + a->pad));
   lz_line(l, "alloc %s: f32[%lld] shared", a->part,
           (long long)(scores > ATTN_THREADS ? scores : ATTN_THREADS));
@@ -624,6 +648,7 @@ static void partial_scores(attn *a) {
                             sx_mul_c(a->l->cx, sx_var(a->l->cx, it), ATTN_THREADS));
   const rx_expr *r = sx_div_c(a->l->cx, w, a->tk * a->ks),
                 *j = sx_mod_c(a->l->cx, sx_div_c(a->l->cx, w, a->ks), a->tk);
+  if (a->srow) j = sx_add(a->l->cx, j, a->srow);
   const char *dot = lz_fresh(l, "dot"), *i = lz_loopvar(l, "i");
   lz_line(l, "alloc %s: f32[1] local", dot);
   lz_line(l, "for %s in 0..%lld unroll {", i, (long long)cdiv(a->dk, a->ks));
@@ -775,9 +800,11 @@ static void accumulate(attn *a) {
   }
   c.i = lz_loopvar(l, "c"); /* cover_col does not use it */
   levels += open_if(a, cover_col_guard(a, &c));
-  lz_line(l, "let %s: f32 = %s", vv,
-          lz_up(l, a->t,
-                lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, j, lz_ex(a->l, cover_col(a, &c)))));
+  const char *jr = a->srow ? lz_ex(l, sx_add(l->cx, sx_var(l->cx, j), a->srow)) : j;
+  lz_line(
+      l, "let %s: f32 = %s", vv,
+      lz_up(l, a->t,
+            lz_str(l, "%s[%s, %s]", a->two ? a->vs : a->kv, jr, lz_ex(a->l, cover_col(a, &c)))));
   lz_line(l, "for %s in 0..%lld unroll {", c.i, (long long)c.ni);
   l->ind++;
   levels++;
@@ -1428,32 +1455,74 @@ void lz_gen_paged_attention(lz_ctx *l) {
   for (int i = 0; i < open; i++) lz_close(l);
 }
 
-void lz_gen_paged_decode_attention(lz_ctx *l) {
+/* ------------------------------------------------------------------------------------------
+ * paged_decode_attention
+ *
+ * A block per (sequence, kv head x group chunk, chunk of the cache): the rows of the block are
+ * the query heads of one GQA group (all of it where the accumulators fit: ATTN_MAX_ACC, and
+ * ATTN_ASYNC_MAX_ACC in the cp.async kernel), so each key and value of the chunk is read from
+ * memory once for the whole group. The portable kernel walks the chunk's key tiles as key_tile
+ * does, waiting for each tile's loads. On targets with
+ * async_copy (`if has_async_copy()`, ir.h: CUDA sm_80 and newer, cp.async) the kernel keeps
+ * ATTN_STAGES tiles of keys and values in shared memory (rows padded to 16 bytes), filled by
+ * async_copy of 16 bytes per thread and copy, ATTN_STAGES - 1 tiles ahead of the one being
+ * computed:
+ *
+ *   start:    the chunk's page ids from the page table into shared memory, a barrier
+ *   prologue: tiles 0 .. S - 2 issued, one commit group each (empty where a tile has no key)
+ *   tile t:   async_wait S - 2 (tile t has landed) -> barrier -> issue tile t + S - 1 into the
+ *             stage tile t - 1 used, commit -> partial scores -> barrier -> row step -> barrier
+ *             -> acc += p V
+ *
+ * so three barriers per tile, and S - 1 tiles in flight while one is computed. A tile outside
+ * the sequence's keys (past kv_len, before the window, past the page table) is neither copied
+ * nor computed; the conditions are the same for the whole block.
+ * ------------------------------------------------------------------------------------------ */
+
+/* The key tile that starts at position jb holds a key of the block's range (text). */
+static const char *tile_in_range(attn *a, const rx_expr *jb) {
+  return lz_str(a->l, "i32(%s) <= %s && i32(%s) >= %s && %s", lz_ex(a->l, jb), a->hi,
+                lz_ex(a->l, sx_add(a->l->cx, jb, sx_const(a->l->cx, a->tk - 1))), a->lo,
+                lz_ex(a->l, sx_lt(a->l->cx, jb, sx_mul_c(a->l->cx, a->pt->shape[1], ATTN_PAGE))));
+}
+
+/* The kernel's first lines after q: the block's key range lo .. hi. */
+static void decode_range(attn *a) {
+  lz_ctx *l = a->l;
+  const char *kl = lz_fresh(l, "kl");
+  lz_line(l, "let %s: i32 = %s[%s]", kl, a->kvlen->name, a->bx);
+  lz_line(l, "let %s: i32 = %s - 1", a->hi, kl);
+  if (a->window > 0)
+    lz_line(l, "let %s: i32 = max(0, %s - %lld)", a->lo, kl, (long long)a->window);
+  else
+    lz_line(l, "let %s: i32 = 0", a->lo);
+}
+
+/* The first key position of tile kt of the block's chunk. */
+static const rx_expr *decode_jb(attn *a, const rx_expr *kt) {
+  return sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bz), a->chunk),
+                sx_mul_c(a->l->cx, kt, a->tk));
+}
+
+/* The portable kernel. */
+static void decode_portable(lz_ctx *l) {
   attn a;
   if (!paged_start(&a, l, ATTN_DECODE)) return;
   a.lse = &l->outs[1];
-  const rx_expr *b = a.q->shape[0], *mp = a.pt->shape[1], *chunks = a.y->shape[2];
+  const rx_expr *b = a.q->shape[0], *chunks = a.y->shape[2];
   const rx_expr *grid[3] = {b, sx_const(a.l->cx, a.pages->shape[2]->value * a.gc), chunks};
-  const char *kl = lz_fresh(l, "kl"), *kt = lz_loopvar(l, "kt");
+  const char *kt = lz_loopvar(l, "kt");
   a.lo = lz_fresh(l, "lo");
   a.hi = lz_fresh(l, "hi");
   a.pid = lz_fresh(l, "pid");
   open_kernel(&a, grid, 3);
   load_q(&a);
-  lz_line(l, "let %s: i32 = %s[%s]", kl, a.kvlen->name, a.bx);
-  lz_line(l, "let %s: i32 = %s - 1", a.hi, kl);
-  if (a.window > 0)
-    lz_line(l, "let %s: i32 = max(0, %s - %lld)", a.lo, kl, (long long)a.window);
-  else
-    lz_line(l, "let %s: i32 = 0", a.lo);
+  decode_range(&a);
   lz_line(l, "for %s in 0..%lld {", kt, (long long)(a.chunk / a.tk));
   l->ind++;
-  a.jb = sx_add(a.l->cx, sx_mul_c(a.l->cx, sx_var(a.l->cx, a.bz), a.chunk),
-                sx_mul_c(a.l->cx, sx_var(a.l->cx, kt), a.tk));
+  a.jb = decode_jb(&a, sx_var(a.l->cx, kt));
   a.off = sx_mod_c(a.l->cx, a.jb, ATTN_PAGE);
-  lz_line(l, "if i32(%s) <= %s && i32(%s) >= %s && %s {", lz_ex(a.l, a.jb), a.hi,
-          lz_ex(a.l, sx_add(a.l->cx, a.jb, sx_const(a.l->cx, a.tk - 1))), a.lo,
-          lz_ex(a.l, sx_lt(a.l->cx, a.jb, sx_mul_c(a.l->cx, mp, ATTN_PAGE))));
+  lz_line(l, "if %s {", tile_in_range(&a, a.jb));
   l->ind++;
   lz_line(l, "let %s: i32 = %s[%s, %s]", a.pid, a.pt->name, a.bx,
           lz_ex(a.l, sx_div_c(a.l->cx, a.jb, ATTN_PAGE)));
@@ -1462,6 +1531,125 @@ void lz_gen_paged_decode_attention(lz_ctx *l) {
   lz_close(l);
   finish(&a);
   for (int i = 0; i < 4; i++) lz_close(l);
+}
+
+/* The page ids of the block's chunk (those the page table has) into the shared pids, read once
+ * at the start: a tile's copies then wait for a shared load, not for a global one each. */
+static void chunk_pages(attn *a) {
+  lz_ctx *l = a->l;
+  rx_expr_ctx *cx = l->cx;
+  int64_t n = a->chunk / ATTN_PAGE;
+  a->pids = lz_fresh(l, "pids");
+  lz_line(l, "alloc %s: i32[%lld] shared", a->pids, (long long)n);
+  const rx_expr *e = open_thread_items(l, a->tx, lz_loopvar(l, "c"), sx_const(cx, n));
+  const rx_expr *page = sx_add(cx, sx_mul_c(cx, sx_var(cx, a->bz), n), e);
+  lz_line(l, "if %s {", lz_ex(l, sx_lt(cx, page, a->pt->shape[1])));
+  lz_line(l, "  %s[%s] = %s[%s, %s]", a->pids, lz_ex(l, e), a->pt->name, a->bx, lz_ex(l, page));
+  lz_line(l, "}");
+  close_n(a, 2);
+  lz_line(l, "barrier");
+}
+
+/* Issues the async copies of key tile kt (its keys into kv, its values into vs, at stage
+ * kt % stages) where the tile is in range and exists (kt < tiles; NULL: it does), then commits
+ * the thread's group (empty or not, so that every thread counts the same groups). */
+static void issue_tile(attn *a, const rx_expr *kt, int64_t tiles) {
+  lz_ctx *l = a->l;
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *jb = decode_jb(a, kt);
+  const rx_expr *exists = sym_expr_simplify(cx, sx_lt(cx, kt, sx_const(cx, tiles)));
+  if (!rx_expr_is_const(exists, 0)) {
+    lz_line(l, "if %s {", both(a, cond(a, exists), tile_in_range(a, jb)));
+    l->ind++;
+    const char *pid = lz_fresh(l, "pid");
+    lz_line(l, "let %s: i32 = %s[%s]", pid, a->pids,
+            lz_ex(l, sx_div_c(cx, sx_mul_c(cx, kt, a->tk), ATTN_PAGE)));
+    int64_t lanes = 16 / (ir_dtype_bits(a->t) / 8);
+    const rx_expr *srow = sx_mul_c(cx, sx_mod_c(cx, kt, a->stages), a->tk);
+    for (int which = 0; which < 2; which++) {
+      cover c = cover_of(a->tk, (which ? a->dv : a->dk) / lanes);
+      int levels = open_cover(a, &c);
+      const rx_expr *jj = cover_row(a, &c), *d = sx_mul_c(cx, cover_col(a, &c), lanes);
+      lz_line(l, "async_copy %s[%s, %s] = %s[%s, %d, %s, %s, %s]", which ? a->vs : a->kv,
+              lz_ex(l, sx_add(cx, srow, jj)), lz_ex(l, d), a->pages->name, pid, which,
+              lz_ex(l, kv_head(a)), lz_ex(l, sx_add(cx, sx_mod_c(cx, jb, ATTN_PAGE), jj)),
+              lz_ex(l, d));
+      close_n(a, levels);
+    }
+    lz_close(l);
+  }
+  lz_line(l, "async_commit");
+}
+
+/* The cp.async kernel under `if has_async_copy() {`, left open for the caller's else; false,
+ * with nothing written, where its tiles do not fit (head dims not a multiple of 16 bytes, or
+ * too large for ATTN_ASYNC_MIN_TILE keys in ATTN_STAGES stages). */
+static bool async_decode(lz_ctx *l) {
+  attn a;
+  int64_t es;
+  if (!attn_start(&a, l, ATTN_DECODE)) return false;
+  a.pages = lz_arg(l, 1);
+  a.pt = lz_arg(l, 2);
+  a.kvlen = lz_arg(l, 3);
+  int64_t heads, kvh;
+  if (!const_dim(&a, a.q, 1, "the query heads H", &heads) ||
+      !const_dim(&a, a.q, 2, "the head dim D", &a.dk) ||
+      !const_dim(&a, a.pages, 2, "the kv heads KVH", &kvh))
+    return false;
+  a.dv = a.dk;
+  a.group = heads / kvh;
+  es = ir_dtype_bits(a.t) / 8;
+  a.stages = ATTN_STAGES;
+  a.pad = 16 / es;
+  if (a.dk % (16 / es) || !attn_tile(&a)) return false;
+  set_scale(&a);
+  a.lse = &l->outs[1];
+  lz_line(l, "if has_async_copy() {");
+  l->ind++;
+  const rx_expr *grid[3] = {a.q->shape[0], sx_const(l->cx, kvh * a.gc), a.y->shape[2]};
+  const char *kt = lz_loopvar(l, "kt");
+  int64_t tiles = a.chunk / a.tk;
+  a.lo = lz_fresh(l, "lo");
+  a.hi = lz_fresh(l, "hi");
+  open_kernel(&a, grid, 3);
+  load_q(&a);
+  decode_range(&a);
+  chunk_pages(&a);
+  for (int64_t s = 0; s + 1 < a.stages; s++) issue_tile(&a, sx_const(l->cx, s), tiles);
+  lz_line(l, "for %s in 0..%lld {", kt, (long long)tiles);
+  l->ind++;
+  const rx_expr *t = sx_var(l->cx, kt);
+  lz_line(l, "async_wait %lld", (long long)(a.stages - 2));
+  lz_line(l, "barrier");
+  if (tiles > a.stages - 1) /* else the prologue issued every tile */
+    issue_tile(&a, sx_add(l->cx, t, sx_const(l->cx, a.stages - 1)), tiles);
+  else
+    lz_line(l, "async_commit");
+  a.jb = decode_jb(&a, t);
+  a.srow = sx_mul_c(l->cx, sx_mod_c(l->cx, t, a.stages), a.tk);
+  lz_line(l, "if %s {", tile_in_range(&a, a.jb));
+  l->ind++;
+  partial_scores(&a);
+  lz_line(l, "barrier");
+  row_step(&a);
+  lz_line(l, "barrier");
+  accumulate(&a);
+  close_n(&a, 2);
+  finish(&a);
+  close_n(&a, 4);
+  return true;
+}
+
+void lz_gen_paged_decode_attention(lz_ctx *l) {
+  /* if has_async_copy() { the cp.async kernel } else { the portable one } */
+  bool async = async_decode(l);
+  if (async) {
+    l->ind--;
+    lz_line(l, "} else {");
+    l->ind++;
+  }
+  decode_portable(l);
+  if (async) lz_close(l);
 }
 
 /* pages[slot // 16, 0 / 1, h, slot % 16, :] = k / v[t, h, :]: a block per token. The program's

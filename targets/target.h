@@ -156,6 +156,10 @@ const rx_mma_shape *tgt_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc
  * shapes, whose register layouts are explicit, are not fragments.) */
 bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
 
+/* Does t run async_copy, async_commit and async_wait (ir.h; PTX cp.async: CUDA sm_80 and newer,
+ * the targets that list mma.sync m16n8k16)? (The test of `has_async_copy()`.) */
+bool tgt_target_has_async_copy(const rx_target *t);
+
 /* "cuda", "vulkan", "metal". */
 const char *tgt_target_kind_name(rx_target_kind kind);
 

@@ -666,6 +666,11 @@ bool tgt_target_subgroup_dtype(const rx_target *t, rx_dtype dt) {
   }
 }
 
+bool tgt_target_has_async_copy(const rx_target *t) {
+  return t && t->kind == RX_TARGET_CUDA &&
+         tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC);
+}
+
 bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
   for (int i = 0; t && i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];

@@ -261,12 +261,24 @@ void rxk_release(rxk_prepared *p) {
   free(p->mods);
 }
 
-bool rxk_has_frag_form(const rx_tensor_fn *f) {
+/* Is there an `if has_fragments(...)` (async false) or `if has_async_copy()` (true) at the top
+ * of f's body? */
+static bool has_form(const rx_tensor_fn *f, bool async) {
   const rx_stmt *b = f->body;
   for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
     if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
-        b->body[i]->value->kind == RX_TX_HAS_FRAG)
+        b->body[i]->value->kind == RX_TX_HAS_FRAG && b->body[i]->value->async_copy == async)
       return true;
+  return false;
+}
+
+bool rxk_has_frag_form(const rx_tensor_fn *f) { return has_form(f, false); }
+
+bool rxk_has_async_form(const rx_tensor_fn *f) { return has_form(f, true); }
+
+bool rxk_uses_async(const rxk_prepared *p) {
+  for (int k = 0; k < p->kl.n; k++)
+    if (strstr(p->kl.kernels[k]->source, "rx_cp_async_16")) return true;
   return false;
 }
 

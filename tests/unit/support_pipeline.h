@@ -48,6 +48,10 @@ void rxk_release(rxk_prepared *p);
 
 /* Does f hold a matrix-unit form (`if has_fragments(...)` at the top of its body, ir.h)? */
 bool rxk_has_frag_form(const rx_tensor_fn *f);
+/* Does f hold a cp.async form (`if has_async_copy()` at the top of its body, ir.h)? */
+bool rxk_has_async_form(const rx_tensor_fn *f);
+/* Does a kernel of p copy through cp.async (the CUDA helper rx_cp_async_16)? */
+bool rxk_uses_async(const rxk_prepared *p);
 /* Does p's kernel source call t's matrix units (CUDA's rx_frag_mma_ helpers, Metal's
  * simdgroup_multiply_accumulate, GLSL's coopMatMulAddNV)? */
 bool rxk_uses_frags(const rxk_prepared *p);

@@ -14,14 +14,16 @@
  * Cases: cache lengths 1, 15, 16, 17, 100 and 1000, several sequences of different lengths in one
  * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
  * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
- * sequences, GQA ratios 1, 2, 3, 4 and 16, head dims 16, 64, 96 and 128, window 0 and 5, f32, f16
- * and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256, 64 and 32
- * keys; kv_append at 1, 7, 33 and 100 tokens into shuffled slots; attention_merge with empty chunks
- * and rows of empty chunks only; dense attention at s, t in {1, 7, 33, 100}, causal, with a mask,
- * and with dv != d; dense attention with masks of finfo.min (rows masked on every key give the
- * uniform average, as PyTorch and ONNX Runtime do) and of -inf (rows of -inf only are NaN).
- * RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and query count at
- * its largest size.
+ * sequences, GQA ratios 1, 2, 3, 4, 8 and 16, head dims 16, 64, 96 and 128, window 0, 5 and 37,
+ * f32, f16 and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256,
+ * 128, 64, 32 and 16 keys (the CUDA decode kernel's cp.async stages at chunks and caches shorter
+ * than its stages; it runs in the interpreter's second form and in the emulator, and must be the
+ * kernel on exactly the targets with async_copy); kv_append at 1, 7, 33 and 100 tokens into
+ * shuffled slots; attention_merge with empty chunks and rows of empty chunks only; dense attention
+ * at s, t in {1, 7, 33, 100}, causal, with a mask, and with dv != d; dense attention with masks of
+ * finfo.min (rows masked on every key give the uniform average, as PyTorch and ONNX Runtime do) and
+ * of -inf (rows of -inf only are NaN). RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps
+ * every cache length and query count at its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
  * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
@@ -82,8 +84,16 @@ typedef rxk_oneop prog;
 
 /* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
  * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
- * matrices; the others keep the portable kernel. */
+ * matrices; the others keep the portable kernel. One with a cp.async form (decode attention)
+ * compiles to it exactly on the targets with async_copy. */
 static void check_form(const prog *p, const rxk_prepared *tp) {
+  if (tp->ok && rxk_has_async_form(p->f)) { /* decode attention: cp.async exactly where it is */
+    if (rxk_uses_async(tp) == tgt_target_has_async_copy(tp->t))
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: the kernel %s the cp.async form", tp->what,
+               rxk_uses_async(tp) ? "is unexpectedly" : "is not");
+  }
   if (!tp->ok || !rxk_has_frag_form(p->f)) return;
   rx_dtype t = p->f->params[0]->buf->dtype;
   bool want = tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
@@ -176,8 +186,9 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
                      bool interp, const char *at) {
   char why[512];
   rxk_buffers got;
-  /* the interpreter: the portable form, and the matrix-unit one where the program has it */
-  for (int fr = 0; fr < 1 + rxk_has_frag_form(p->f); fr++) {
+  /* the interpreter: the portable form, and the matrix-unit (or cp.async) one where the program
+   * has it */
+  for (int fr = 0; fr < 1 + (rxk_has_frag_form(p->f) || rxk_has_async_form(p->f)); fr++) {
     if (!interp) {
       st.skipped++;
       continue;
@@ -185,7 +196,9 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
     rxk_copy_buffers(in, &got);
     rx_interp_opts o = {.fragments = fr == 1};
     rx_status s = interp_run(p->m, p->f, got.arg, got.n, &o);
-    const char *form = fr ? "interpreter (fragments)" : "interpreter";
+    const char *form = !fr                        ? "interpreter"
+                       : rxk_has_async_form(p->f) ? "interpreter (cp.async form)"
+                                                  : "interpreter (fragments)";
     if (s)
       rxk_fail(&st, "%s at %s: %s: %s", p->what, at, form, rx_status_message(s));
     else if (!compare(p, &got, want, why, sizeof why))
@@ -564,6 +577,22 @@ static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
   rxk_free_buffers(&in);
 }
 
+/* On the targets with async_copy the decode kernel serves a kv head's whole GQA group (up to 16
+ * heads of 128 dims: every case here) in one block: KVH blocks along y, so each key and value
+ * is read once per chunk. */
+static void check_one_block_per_kv_head(const prog *p, const paged_cfg *pc) {
+  for (int i = 0; i < NTARGETS; i++) {
+    const rxk_prepared *tp = &p->tp[i];
+    if (!tp->ok || !tgt_target_has_async_copy(tp->t)) continue;
+    const rx_expr *g = tp->kl.n == 1 ? tp->kl.kernels[0]->grid[1] : NULL;
+    if (g && rx_expr_is_const(g, pc->kvh))
+      st.passed++;
+    else
+      rxk_fail(&st, "%s: %d kernel(s), blocks along y not the %lld kv heads", tp->what, tp->kl.n,
+               (long long)pc->kvh);
+  }
+}
+
 static void test_decode(void) {
   static const paged_cfg cfgs[] = {
       {64, 4, 1, 0, 256, RX_DTYPE_F16},
@@ -571,7 +600,12 @@ static void test_decode(void) {
       {16, 4, 2, 5, 32, RX_DTYPE_F32},
       {128, 8, 2, 0, 32, RX_DTYPE_F16},
       {128, 4, 2, 5, 64, RX_DTYPE_BF16},
-      {128, 16, 1, 0, 256, RX_DTYPE_F16}, /* a group of 16 over two blocks */
+      {128, 16, 1, 0, 256, RX_DTYPE_F16},  /* a group of 16: one block with cp.async (CUDA),
+                                              two in the portable kernel */
+      {64, 8, 2, 0, 16, RX_DTYPE_F16},     /* one tile per chunk: the cp.async prologue issues
+                                              one tile of its three */
+      {128, 8, 1, 37, 128, RX_DTYPE_BF16}, /* a group of 8; the window starts inside a tile and
+                                              skips whole tiles of the chunk */
   };
   static const scene scenes[] = {
       {6, {1, 15, 16, 17, 100, 1000}, {1, 1, 1, 1, 1, 1}},
@@ -586,8 +620,10 @@ static void test_decode(void) {
              (long long)cfgs[i].kvh, (long long)cfgs[i].window, (long long)cfgs[i].chunk);
     snprintf(extra, sizeof extra, ", chunk=%lld", (long long)cfgs[i].chunk);
     prog p;
-    if (prog_build(&p, paged_text(&cfgs[i], "paged_decode_attention", extra), what))
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_decode_attention", extra), what)) {
+      check_one_block_per_kv_head(&p, &cfgs[i]);
       for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_decode_scene(&p, &cfgs[i], scenes[k]);
+    }
     prog_free(&p);
   }
 }

@@ -8,7 +8,12 @@
  *          ones, .v8 of 16-bit ones: what NVRTC makes of a uint4 / float4 load);
  *   div64  no 64-bit division or remainder (div/rem .s64/.u64) inside a loop (an instruction
  *          between a label and a later branch back to it);
- *   spill  ptxas -v reports no spill stores or loads.
+ *   spill  ptxas -v reports no spill stores or loads;
+ *   cpasync the decode attention (paged_decode_attention, ops/attention.c) copies the KV cache
+ *          through cp.async (cp.async.ca/cg.shared.global), in 16-byte copies, which count as
+ *          128-bit global loads for v128;
+ *   local  the decode attention uses no local memory (no .local in its PTX: no stack arrays,
+ *          no spills).
  * A kernel that fails a check because another engineer's part of issue 13 is unfinished is
  * listed in xfails below with whose part it is and why, and reported as "expected failure" (the
  * list should end empty); one that passes a listed check is reported as "unexpected pass", to be
@@ -26,7 +31,9 @@
 #define CHECKS(X)                                                                                  \
   X(V128, "v128", "128-bit global loads")                                                          \
   X(DIV64, "div64", "no 64-bit division in loops")                                                 \
-  X(SPILL, "spill", "no spills")
+  X(SPILL, "spill", "no spills")                                                                   \
+  X(CPASYNC, "cpasync", "cp.async in the decode attention")                                        \
+  X(LOCAL, "local", "no local memory in the decode attention")
 
 typedef enum check {
 #define X(e, n, d) CK_##e,
@@ -39,6 +46,9 @@ static const char *const check_names[] = {
     CHECKS(X)
 #undef X
 };
+
+/* The decode attention's kernel: its name starts with this (the op's program). */
+#define DECODE_ATTENTION "paged_decode_attention"
 
 /* Checks that fail because a part of issue 13 is not done yet: whose part, and why. */
 static const struct xfail {
@@ -66,7 +76,9 @@ static const struct xfail *expected(const rxd_kernel *k, check c) {
 #define MAX_LOOPS  1024
 
 typedef struct ptx_scan {
-  int loads128, loads_narrow; /* ld.global instructions by width */
+  int loads128, loads_narrow; /* ld.global instructions by width (and 16-byte cp.async) */
+  int cp_async;               /* cp.async.ca/cg.shared.global copies */
+  int local;                  /* lines that name the .local state space */
   int div64, div64_in_loops;  /* div/rem .s64/.u64 instructions */
   char first_div[160];        /* the first one inside a loop */
 } ptx_scan;
@@ -155,6 +167,16 @@ static void scan_ptx(const char *ptx, ptx_scan *out) {
       else
         out->loads_narrow++;
     }
+    if (!strncmp(op, "cp.async.ca.shared.global", 25) ||
+        !strncmp(op, "cp.async.cg.shared.global", 25)) {
+      out->cp_async++;
+      /* .cg copies 16 bytes only; .ca says its size after the two addresses */
+      if (!strncmp(op, "cp.async.cg", 11) || strstr(lines[i], "], 16"))
+        out->loads128++;
+      else
+        out->loads_narrow++;
+    }
+    if (strstr(lines[i], ".local")) out->local++;
     if ((!strncmp(op, "div.", 4) || !strncmp(op, "rem.", 4)) &&
         (strstr(op, ".s64") || strstr(op, ".u64"))) {
       out->div64++;
@@ -212,15 +234,23 @@ static bool check_kernel(const rxd_shape *s, const char *arch, const rxd_kernel 
   bool have_ptxas = rx_status_code_of(ps) != RX_ERR_NOT_FOUND;
   if (verbose)
     printf("  %s %s %-40s %-9s 128-bit loads %d, narrower %d, div64 %d (%d in loops), %d spill "
-           "bytes\n",
+           "bytes, %d cp.async, %d .local, %d registers\n",
            s->name, arch, k->kernel->name, rxd_role_name(k->role), sc.loads128, sc.loads_narrow,
-           sc.div64, sc.div64_in_loops, ps ? -1 : info.spill_bytes);
+           sc.div64, sc.div64_in_loops, ps ? -1 : info.spill_bytes, sc.cp_async, sc.local,
+           ps ? -1 : info.max_registers);
   snprintf(detail, sizeof detail, "%d 128-bit and %d narrower global loads", sc.loads128,
            sc.loads_narrow);
   report(s, arch, k, CK_V128, sc.loads128 > 0, detail);
   snprintf(detail, sizeof detail, "%d inside loops, the first: %s", sc.div64_in_loops,
            sc.first_div);
   report(s, arch, k, CK_DIV64, sc.div64_in_loops == 0, detail);
+  if (k->role == RXD_ATTENTION &&
+      !strncmp(k->kernel->name, DECODE_ATTENTION, strlen(DECODE_ATTENTION))) {
+    snprintf(detail, sizeof detail, "%d cp.async copies", sc.cp_async);
+    report(s, arch, k, CK_CPASYNC, sc.cp_async > 0, detail);
+    snprintf(detail, sizeof detail, "%d lines name .local", sc.local);
+    report(s, arch, k, CK_LOCAL, sc.local == 0, detail);
+  }
   if (!ps) {
     snprintf(detail, sizeof detail, "%d spill bytes, %d registers", info.spill_bytes,
              info.max_registers);
