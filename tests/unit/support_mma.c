@@ -59,7 +59,7 @@ const rxm_spec rxm_kernels[] = {
     {"paged_attention (fragments) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
      RXM_MMA | RXM_PAGED, TGT_OCC_ATTN_FRAG},
     {"paged_decode_attention f16", DECODE, NULL, "b=1,mp=64,p=64;b=3,mp=7,p=21",
-     RXM_V128 | RXM_PAGED, TGT_OCC_DECODE_ATTN},
+     RXM_CP_ASYNC | RXM_PAGED, TGT_OCC_DECODE_ATTN},
 };
 const int rxm_nkernels = (int)RX_ARRAY_LEN(rxm_kernels);
 
