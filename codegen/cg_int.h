@@ -34,11 +34,13 @@ typedef struct cg_kernel {
   int nshared;
   int nthreads; /* block[0] * block[1] * block[2] */
   bool uses_subgroup;
-  bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
-  bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
-  bool uses_async;             /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
-  bool uses_frag;              /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
-  rx_loc loc;                  /* of the kernel root */
+  bool uses_mma;                 /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
+  bool mma_ab[RX_DTYPE_COUNT];   /* the dtypes of its fragments of A and B */
+  bool uses_async;               /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
+  bool uses_frag;                /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
+  bool uses_wgmma;               /* RX_STMT_WGMMA*: warpgroups, operands 1024-byte aligned */
+  bool wgmma_ab[RX_DTYPE_COUNT]; /* the dtypes of its wgmma operands */
+  rx_loc loc;                    /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).

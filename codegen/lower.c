@@ -386,6 +386,17 @@ static void see_stmt(lw *w, rx_stmt *s) {
   case RX_STMT_FRAG:
     see_frag(w, s);
     break;
+  case RX_STMT_WGMMA: /* its operands' placement is the interpreter's to check (ir.h) */
+    see_tx(w, s->value);
+    see_tx(w, s->wg_b);
+    if (s->value && s->value->buf) w->ck->wgmma_ab[s->value->buf->dtype] = true;
+    w->ck->uses_wgmma = true;
+    break;
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
+    w->ck->uses_wgmma = true;
+    break;
   }
   sym_analyzer_reset(w->an, mark);
 }
@@ -393,6 +404,24 @@ static void see_stmt(lw *w, rx_stmt *s) {
 static int cmp_var_name(const void *a, const void *b) {
   const rx_expr *x = *(const rx_expr *const *)a, *y = *(const rx_expr *const *)b;
   return strcmp(x->name, y->name);
+}
+
+/* wgmma.mma_async (ir.h RX_STMT_WGMMA): the targets whose .mma table lists it for the operands'
+ * dtypes into f32 (sm_90), blocks of whole warpgroups of 128. analyze checks it before the
+ * shared memory, so that a smaller target names what it lacks first. */
+static bool wgmma_target_ok(const cg_kernel *ck, const rx_target *t, rx_diag *diag) {
+  if (!ck->uses_wgmma) return true;
+  bool ok = t->kind == RX_TARGET_CUDA && ck->nthreads % 128 == 0 &&
+            tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA);
+  for (int d = 0; d < RX_DTYPE_COUNT; d++)
+    if (ck->wgmma_ab[d] && !tgt_target_mma(t, (rx_dtype)d, RX_DTYPE_F32, RX_MMA_WGMMA)) ok = false;
+  if (!ok)
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' uses wgmma (PTX wgmma.mma_async, warpgroups of 128 threads); "
+                     "target '%s' has no such matrix unit, or the block (%d threads) is not whole "
+                     "warpgroups",
+                     ck->k->name, t->name, ck->nthreads);
+  return ok;
 }
 
 /* Fills the kernel's ABI and launch description. */
@@ -412,8 +441,6 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     see_expr(&w, sym_analyzer_simplify(w.an, sym_expr_add(m->ctx, ck->blo[a], ck->k->grid[a])));
   }
   /* the grid's own variables are evaluated by the host: not kernel arguments */
-  size_t nvars_grid = w.vars.len;
-  (void)nvars_grid;
   w.vars.len = 0;
   see_stmt(&w, ck->body);
   bool ok = !w.failed;
@@ -426,6 +453,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
                      ck->nthreads, t->name, t->max_threads_per_block);
     ok = false;
   }
+  if (ok && !wgmma_target_ok(ck, t, diag)) ok = false;
   k->shared_bytes = w.shared_bytes;
   if (ok && w.shared_bytes > t->shared_bytes) {
     base_diag_report(diag, RX_DIAG_ERROR, ck->loc,

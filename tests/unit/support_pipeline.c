@@ -233,7 +233,11 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
   if (t->kind == RX_TARGET_CUDA) check_cuda_toolchain(&p->kl, t->cuda_arch, p->what, st);
   if (t->kind == RX_TARGET_VULKAN) check_spirv(&p->kl, p->what, st);
 
-  p->emulate = (t->kind == RX_TARGET_CUDA && t->sm == 80) || t->kind == RX_TARGET_METAL;
+  /* sm_90 emits sm_80's C but for wgmma (sm_90 only): emulated where a kernel uses it */
+  bool wgmma = false;
+  for (int k = 0; k < p->kl.n; k++) wgmma |= strstr(p->kl.kernels[k]->source, "rx_wgmma_") != NULL;
+  p->emulate = (t->kind == RX_TARGET_CUDA && (t->sm == 80 || (t->sm == 90 && wgmma))) ||
+               t->kind == RX_TARGET_METAL;
   if (!p->emulate) return;
   p->mods = base_calloc((size_t)p->kl.n + 1, sizeof *p->mods);
   for (int k = 0; k < p->kl.n; k++) {
