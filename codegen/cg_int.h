@@ -20,6 +20,7 @@ typedef struct cg_shared {
   rx_buffer *buf;
   const char *name; /* printed name, unique in the kernel */
   int64_t elems;
+  int64_t offset; /* in the dynamic shared memory, where the kernel uses it (uses_wgmma) */
 } cg_shared;
 
 typedef struct cg_kernel {
@@ -34,11 +35,12 @@ typedef struct cg_kernel {
   int nshared;
   int nthreads; /* block[0] * block[1] * block[2] */
   bool uses_subgroup;
-  bool uses_mma;                 /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
-  bool mma_ab[RX_DTYPE_COUNT];   /* the dtypes of its fragments of A and B */
-  bool uses_async;               /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
-  bool uses_frag;                /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
-  bool uses_wgmma;               /* RX_STMT_WGMMA*: warpgroups, operands 1024-byte aligned */
+  bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
+  bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
+  bool uses_async;             /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
+  bool uses_frag;              /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
+  bool uses_wgmma; /* RX_STMT_WGMMA*: warpgroups; shared buffers in dynamic shared memory, each
+                     at a 1024-byte boundary (lower.c), up to the opt-in limit */
   bool wgmma_ab[RX_DTYPE_COUNT]; /* the dtypes of its wgmma operands */
   rx_loc loc;                    /* of the kernel root */
 } cg_kernel;

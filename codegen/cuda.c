@@ -20,12 +20,18 @@ static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
 
 static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
-  /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries; wgmma's
-   * 128-byte swizzle works on address bits 4-9: its operands start at 1024-byte boundaries */
-  base_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n",
-                     p->ck->uses_wgmma   ? "__align__(1024) "
-                     : p->ck->uses_async ? "__align__(16) "
-                                         : "",
+  if (p->ck->uses_wgmma) { /* dynamic shared memory at the offsets of lower.c */
+    if (s == &p->ck->shared[0]) {
+      base_strbuf_append(o, "extern __shared__ __align__(1024) unsigned char rx_dyn_smem[];\n");
+      cg_indent(p, o);
+    }
+    const char *ty = p->L->types[s->buf->dtype];
+    base_strbuf_printf(o, "%s *const %s = (%s *)(rx_dyn_smem + %lld);\n", ty, cg_name(p, s->name),
+                       ty, (long long)s->offset);
+    return;
+  }
+  /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries */
+  base_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
                      p->L->types[s->buf->dtype], cg_name(p, s->name),
                      (long long)(s->elems ? s->elems : 1));
 }

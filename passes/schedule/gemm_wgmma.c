@@ -4,28 +4,29 @@
  * gemm_wgmma: P and Q plain f16 (or bf16) loads contiguous along k (x @ W^T: W as [out, in], so
  * both operands are K-major, as wgmma reads them without transposing), their runs starting at
  * multiples of 16 bytes (mm_runs_aligned), K a multiple of WG_BK, on a target whose `.mma` table
- * lists wgmma for the dtype into f32 (CUDA sm_90). A block of one warpgroup (128 threads)
- * computes a WG_BM x WG_BN tile of the output over WG_STAGES cp.async stages of WG_BK; each stage
- * is WG_BK / 16 wgmma m64nWG_BNk16 reading both operands from shared memory, in the 128-byte
- * swizzle that ir.h defines (chunk q of row r at chunk q xor (r % 8)), written so by the
- * cp.async copies; the epilogue of matmul.h at each accumulator's point (ir.h's layout of D).
- * Rows and columns past the output's are zero-filled in the stages and not stored.
+ * lists wgmma for the dtype into f32 (CUDA sm_90). A block of WG_GROUPS warpgroups computes a
+ * WG_BM x WG_BN (128 x 128) tile of the output over WG_STAGES cp.async stages of WG_BK; each
+ * warpgroup, per stage, WG_BK / 16 wgmma m64nWG_BNk16 on its 64 rows of P's stage and all of Q's,
+ * both read from shared memory in the 128-byte swizzle that ir.h defines (chunk q of row r at
+ * chunk q xor (r % 8)), written so by the cp.async copies; the epilogue of matmul.h at each
+ * accumulator's point (ir.h's layout of D). Rows and columns past the output's are zero-filled in
+ * the stages and not stored.
  *
- * The tile: 64 x 64 x 64 over 3 stages is 48 KiB of shared memory, the most a kernel may declare
- * statically (targets.c: shared_bytes; relaxc kernels have no dynamic shared memory yet). The
- * 128 x 128 tiles of CUTLASS's sm_90 kernels would take 96 KiB at 3 stages: they need the
- * opt-in limit (227 KiB on sm_90) through dynamic shared memory, a change of codegen and runtime
- * not made here. No TMA: cp.async needs no tensor map built on the host, and the emulator runs
- * it already. The pipeline, its fences and the PTX figures: docs/schedules.md, "GEMM on sm_90
- * (wgmma)". Not yet timed on a GPU; checked in CI in the emulator, the interpreter and by
- * NVRTC/ptxas for sm_90a (tests/unit/test_wgmma.c). */
+ * Shared memory: 3 x (128 + 128) x 64 halves = 96 KiB, over the 48 KiB a kernel may declare
+ * statically: a wgmma kernel's shared buffers live in dynamic shared memory (codegen/lower.c,
+ * codegen/cuda.c), up to the target's opt-in limit (227 KiB on sm_90), which the runtime asks for
+ * at load (runtime/cuda/cuda.c). No TMA: cp.async needs no tensor map built on the host, and the
+ * emulator runs it already. The pipeline, its fences and the PTX figures: docs/schedules.md,
+ * "GEMM on sm_90 (wgmma)". Not yet timed on a GPU; checked in CI in the emulator, the interpreter
+ * and by NVRTC/ptxas for sm_90a (tests/unit/test_wgmma.c). */
 #include "matmul.h"
 
-#define WG_BM      64 /* rows of the tile: the warpgroup's m64 */
-#define WG_BN      64 /* columns: wgmma's N (acc: WG_BN / 2 floats per thread) */
-#define WG_BK      64 /* k per stage: a row of 128 bytes, the 128-byte swizzle's width */
-#define WG_STAGES  3  /* 3 x (64 + 64) x 64 halves = 48 KiB, the static shared-memory limit */
-#define WG_THREADS 128
+#define WG_GROUPS  2                /* warpgroups per block, one above the other */
+#define WG_BM      (64 * WG_GROUPS) /* rows of the tile: each warpgroup's m64 */
+#define WG_BN      128              /* columns: wgmma's N (acc: WG_BN / 2 floats per thread) */
+#define WG_BK      64               /* k per stage: a row of 128 bytes, the 128-byte swizzle */
+#define WG_STAGES  3                /* 3 x (128 + 128) x 64 halves = 96 KiB (dynamic) */
+#define WG_THREADS (128 * WG_GROUPS)
 
 bool gemm_wgmma_fits(rx_sctx *s, const mm_info *mi) {
   const rx_tx *p = mm_plain_load(mi->p), *q = mm_plain_load(mi->q);
@@ -35,7 +36,7 @@ bool gemm_wgmma_fits(rx_sctx *s, const mm_info *mi) {
   int64_t shared = (int64_t)WG_STAGES * (WG_BM + WG_BN) * WG_BK * 2;
   return tgt_target_mma(s->t, p->dtype, RX_DTYPE_F32, RX_MMA_WGMMA) && mm_mma_operands(s, mi) &&
          rx_expr_is_const(mi->r.klo, 0) && mm_runs_aligned(s, p, mi->r.k, mi->K) &&
-         mm_runs_aligned(s, q, mi->r.k, mi->K) && shared <= s->t->shared_bytes &&
+         mm_runs_aligned(s, q, mi->r.k, mi->K) && shared <= s->t->shared_bytes_optin &&
          WG_THREADS <= s->t->max_threads_per_block;
 }
 
@@ -99,17 +100,19 @@ static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
   return st;
 }
 
-/* The wgmma work on stage st: WG_BK / 16 wgmma (k steps of 32 bytes into the swizzled rows),
- * one group, waited for at once (the next step's copies overwrite the stage read two steps
- * before: the barrier after this wait frees it). */
+/* The wgmma work on stage st: WG_BK / 16 wgmma (k steps of 32 bytes into the swizzled rows) of
+ * each warpgroup on its 64 rows of A and all of B, one group, waited for at once (the next step's
+ * copies overwrite the stage read two steps before: the barrier after this wait frees it). */
 static void compute(wg_k *c, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
+  const rx_expr *wg = sym_expr_floordiv(s->cx, c->tx, sx_const(s->cx, 128));
   for (int ks = 0; ks < WG_BK / 16; ks++) {
     rx_stmt *w = stmt_of(s, RX_STMT_WGMMA, WG_BN);
     w->buf = c->acc;
-    const rx_expr *ia[3] = {st, sx_const(s->cx, 0), sx_const(s->cx, 16 * ks)};
+    const rx_expr *ia[3] = {st, sx_mul_c(s->cx, wg, 64), sx_const(s->cx, 16 * ks)};
+    const rx_expr *ib[3] = {st, sx_const(s->cx, 0), sx_const(s->cx, 16 * ks)};
     w->value = sched_load(s, c->sa, ia, 3);
-    w->wg_b = sched_load(s, c->sb, ia, 3);
+    w->wg_b = sched_load(s, c->sb, ib, 3);
     RX_VEC_PUSH(out, w);
   }
   RX_VEC_PUSH(out, stmt_of(s, RX_STMT_WGMMA_COMMIT, 0));
@@ -159,13 +162,14 @@ static const rx_expr *bound_var(rx_sctx *s, const char *name, int n) {
   return v;
 }
 
-/* Accumulator i is the output point (row0 + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i // 4) + 2 t +
- * i % 2), w = tx / 32, g = tx % 32 / 4, t = tx % 4 (ir.h): a loop over i. */
+/* Accumulator i is the output point (row0 + 64 wg + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i // 4)
+ * + 2 t + i % 2), wg = tx / 128, w = tx % 128 / 32, g = tx % 32 / 4, t = tx % 4 (ir.h): a loop
+ * over i. */
 static void epilogue(wg_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
-  const rx_expr *w = sym_expr_floordiv(cx, c->tx, sx_const(cx, 32));
+  const rx_expr *w = sym_expr_floordiv(cx, c->tx, sx_const(cx, 32)); /* 4 wg + w: 16-row band */
   const rx_expr *g =
       sym_expr_floordiv(cx, sym_expr_floormod(cx, c->tx, sx_const(cx, 32)), sx_const(cx, 4));
   const rx_expr *t = sym_expr_floormod(cx, c->tx, sx_const(cx, 4));

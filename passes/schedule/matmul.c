@@ -19,8 +19,7 @@
  *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
  *                                  to gemm_mma_mid_rows: 64 or more, by the column count);
  *                    otherwise     gemm_wgmma on sm_90 where it applies (gemm_wgmma.c: P and
- *                                  Q K-major, K a multiple of 64; its one tile size takes every
- *                                  row count past 16, with no `n <= mid` variant); else
+ *                                  Q K-major, K a multiple of 64; 128 x 128 tiles); else
  *                                  gemm_mma on matrix units under gemv_mma's conditions with
  *                                  operand runs 16-byte aligned (a cp.async pipeline through
  *                                  shared memory, ldmatrix, mma.sync); else gemm_mma_regs under
@@ -56,7 +55,8 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
   bool dq = mm_q_dequant(mi);
-  if (!small && gemm_wgmma_fits(s, mi)) {
+  bool mid = rows > 0 && rows <= gemm_mma_mid_rows(mi); /* gemm_mma_64's rows: more blocks */
+  if (!small && !mid && gemm_wgmma_fits(s, mi)) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_wgmma"};
     return gemm_wgmma_schedule(s, mi);
   }
@@ -85,7 +85,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const rx_expr *rows = mi.N;
   if (rows->kind == RX_EXPR_CONST) {
     rx_sched_variant v = {NULL, RX_SCHED_GEMM, NULL};
-    int mid = gemm_mma_fits(s, &mi) && !gemm_wgmma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
+    int mid = gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
     o->body = pick(s, &mi, rows->value > mid ? 0 : (int)rows->value, &v);
     v.name = NULL;
     sched_set_variants(o->m, o->res, &v, 1);
@@ -93,7 +93,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   }
   /* n == 1, n <= SMALL_ROWS, [n <= gemm_mma_mid_rows where gemm_mma applies: its smaller
    * tiles], else */
-  bool mid = gemm_mma_fits(s, &mi) && !gemm_wgmma_fits(s, &mi); /* gemm_wgmma: one tile size */
+  bool mid = gemm_mma_fits(s, &mi);
   int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
       {sym_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},

@@ -13,9 +13,9 @@
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
  *                         mma.sync
- *   gemm_wgmma  gemm_wgmma.c  on sm_90 (wgmma listed) in place of gemm_mma for K-major P and Q:
- *                         64 x 64 tiles, a 3-stage cp.async pipeline, wgmma m64n64k16 from the
- *                         128-byte swizzled stages
+ *   gemm_wgmma  gemm_wgmma.c  on sm_90 (wgmma listed) in place of gemm_mma's 128 x 128 tiles for
+ *                         K-major P and Q: two warpgroups, a 3-stage cp.async pipeline, wgmma
+ *                         m64n128k16 from the 128-byte swizzled stages
  *   gemm_mma_regs gemv_mma.c  the same without shared memory (gemv_mma's kernel over tiles of
  *                         32 rows x 32 columns) where the pipeline's alignment is not proven
  *   gemm_frag   gemm_frag.c more rows on subgroup matrix fragments (Metal simdgroup_matrix,

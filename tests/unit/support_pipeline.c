@@ -102,9 +102,12 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
   simt_kernel *sk = simt_module_kernel(mod, kn->name);
   if (!sk) return snprintf(msg, n, "%s: kernel not found in its object", kn->name), false;
   char *err = NULL;
-  if (acc ? simt_launch_traced(sk, grid, block, 0, args, nargs, ranges, nranges, max_blocks, acc,
+  /* as runtime/cuda/cuda.c launches: the kernel's shared bytes as dynamic shared memory (used by
+   * the kernels that declare it: wgmma's, codegen/cuda.c) */
+  size_t dyn = metal ? 0 : (size_t)kn->shared_bytes;
+  if (acc ? simt_launch_traced(sk, grid, block, dyn, args, nargs, ranges, nranges, max_blocks, acc,
                                &err)
-          : simt_launch(sk, grid, block, 0, args, nargs, &err)) {
+          : simt_launch(sk, grid, block, dyn, args, nargs, &err)) {
     snprintf(msg, n, "%s: launch failed: %s", kn->name, err);
     free(err);
     return false;

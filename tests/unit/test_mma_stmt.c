@@ -22,7 +22,7 @@
  *   - the matmul rule's gemv_mma (2 to 16 rows) and gemm_mma (more) variants
  *     (passes/schedule/gemv_mma.c) of a Llama-2-7B GEMV (gemv_7b) compile for sm_80 and sm_90
  *     with mma.sync and 128-bit global loads in their PTX and no spills (ptxas, rxk_prepare);
- *     on sm_90 more than 16 rows take gemm_wgmma (wgmma.mma_async; tests/unit/test_wgmma.c).
+ *     on sm_90 the large variant is gemm_wgmma (wgmma.mma_async; tests/unit/test_wgmma.c).
  * Exits 77 when nothing could run (no clang for the emulator is not a skip of the interpreter).
  * usage: test_mma_stmt TESTS_DIR */
 #include "check.h"
@@ -311,11 +311,11 @@ static void check_mma_variants(rx_module *m) {
   }
   static const char *const cuda[] = {"cuda -arch=sm_80", "cuda -arch=sm_90"};
   static const char *const names80[] = {"gemv_mma", "gemm_mma_64", "gemm_mma"};
-  /* sm_90: more than 16 rows on wgmma (gemm_wgmma.c, tests/unit/test_wgmma.c), one tile size */
-  static const char *const names90[] = {"gemv_mma", "gemm_wgmma"};
+  /* sm_90: the 128 x 128 tiles on wgmma (gemm_wgmma.c, tests/unit/test_wgmma.c) */
+  static const char *const names90[] = {"gemv_mma", "gemm_mma_64", "gemm_wgmma"};
   for (int ti = 0; ti < 2; ti++) {
     const char *const *names = ti ? names90 : names80;
-    int nnames = ti ? 2 : 3;
+    int nnames = 3;
     const rx_target *t;
     rx_status ts = tgt_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
@@ -337,7 +337,7 @@ static void check_mma_variants(rx_module *m) {
         FAIL("%s: NVRTC: %s", p.what, rx_status_message(s));
       } else {
         bool wg = !strcmp(names[ni], "gemm_wgmma");
-        CHECK_MSG(strstr(ptx, wg ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"
+        CHECK_MSG(strstr(ptx, wg ? "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
                                  : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
                   "%s: %s's PTX has no %s", p.what, names[ni], wg ? "wgmma" : "mma.sync");
         if (ni == 0)
