@@ -20,6 +20,7 @@ typedef struct cg_shared {
   rx_buffer *buf;
   const char *name; /* printed name, unique in the kernel */
   int64_t elems;
+  int64_t offset; /* in the dynamic shared memory, where the kernel uses it (uses_wgmma) */
 } cg_shared;
 
 typedef struct cg_kernel {
@@ -38,7 +39,10 @@ typedef struct cg_kernel {
   bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
   bool uses_async;             /* async_copy, async_commit/wait, ldmatrix (CUDA sm_80+) */
   bool uses_frag;              /* RX_STMT_FRAG: subgroup matrix fragments (checked by lower.c) */
-  rx_loc loc;                  /* of the kernel root */
+  bool uses_wgmma; /* RX_STMT_WGMMA*: warpgroups; shared buffers in dynamic shared memory, each
+                     at a 1024-byte boundary (lower.c), up to the opt-in limit */
+  bool wgmma_ab[RX_DTYPE_COUNT]; /* the dtypes of its wgmma operands */
+  rx_loc loc;                    /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).

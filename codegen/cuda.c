@@ -20,6 +20,16 @@ static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
 
 static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
+  if (p->ck->uses_wgmma) { /* dynamic shared memory at the offsets of lower.c */
+    if (s == &p->ck->shared[0]) {
+      base_strbuf_append(o, "extern __shared__ __align__(1024) unsigned char rx_dyn_smem[];\n");
+      cg_indent(p, o);
+    }
+    const char *ty = p->L->types[s->buf->dtype];
+    base_strbuf_printf(o, "%s *const %s = (%s *)(rx_dyn_smem + %lld);\n", ty, cg_name(p, s->name),
+                       ty, (long long)s->offset);
+    return;
+  }
   /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries */
   base_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
                      p->L->types[s->buf->dtype], cg_name(p, s->name),
@@ -158,8 +168,64 @@ static void cuda_prelude(cg_printer *p, const char *tag, const char *text) {
     base_strbuf_printf(&p->helpers, "%s", text);
 }
 
+/* The helper rx_wgmma_m64nNk16_{f16,bf16}f32 of codegen/mma_cuda.h for one shape and dtype, added
+ * to the kernel's helpers once: the two descriptors, then wgmma.mma_async with the N / 2
+ * accumulator registers read and written ("+f"), scale-d true. */
+static void cuda_wgmma_helper(cg_printer *p, int n, bool bf16) {
+  char name[64];
+  snprintf(name, sizeof name, "rx_wgmma_m64n%dk16_%sf32", n, bf16 ? "bf16" : "f16");
+  if (p->helpers.data && strstr(p->helpers.data, name)) return;
+  rx_strbuf *o = &p->helpers;
+  const char *ty = bf16 ? "bf16" : "f16";
+  base_strbuf_printf(o,
+                     "#ifndef SIMT_LANG_CUDA\n"
+                     "static __device__ __forceinline__ void %s(float *d, const void *a,\n"
+                     "                                           const void *b) {\n"
+                     "  unsigned long long da = rx_wgmma_desc(a), db = rx_wgmma_desc(b);\n"
+                     "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n\"\n"
+                     "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
+                     name, n, ty, ty);
+  for (int i = 0; i < n / 2; i++) base_strbuf_printf(o, "%s%%%d", i ? ", " : "", i);
+  base_strbuf_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\"\n               : ", n / 2, n / 2 + 1);
+  for (int i = 0; i < n / 2; i++)
+    base_strbuf_printf(o, "%s\"+f\"(d[%d])%s", i ? (i % 6 ? " " : "\n                 ") : "", i,
+                       i + 1 < n / 2 ? "," : "");
+  base_strbuf_append(o, "\n               : \"l\"(da), \"l\"(db) : \"memory\");\n}\n#endif\n");
+}
+
+/* The warpgroup statements (ir.h RX_STMT_WGMMA*), through codegen/mma_cuda.h's helpers. */
+static void cuda_wgmma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  cuda_prelude(p, "relaxc warpgroup matrix-unit helpers", RX_CUDA_WGMMA_PRELUDE);
+  cg_indent(p, o);
+  if (s->kind == RX_STMT_WGMMA) {
+    bool bf16 = s->value->buf->dtype == RX_DTYPE_BF16;
+    cuda_wgmma_helper(p, s->count, bf16);
+    base_strbuf_printf(o, "rx_wgmma_m64n%dk16_%sf32(%s, &", s->count, bf16 ? "bf16" : "f16",
+                       cg_name(p, s->buf->name));
+    cg_access(p, o, s->value->buf, s->value->idx, s->value->nidx);
+    base_strbuf_append(o, ", &");
+    cg_access(p, o, s->wg_b->buf, s->wg_b->idx, s->wg_b->nidx);
+    base_strbuf_append(o, ");\n");
+  } else if (s->kind == RX_STMT_WGMMA_FENCE) {
+    base_strbuf_append(o, "rx_wgmma_fence();\n");
+  } else if (s->kind == RX_STMT_WGMMA_COMMIT) {
+    base_strbuf_append(o, "rx_wgmma_commit();\n");
+  } else { /* RX_STMT_WGMMA_WAIT */
+    base_strbuf_printf(o, "rx_wgmma_wait<%d>();\n", s->count);
+    if (s->buf) {
+      cg_indent(p, o);
+      base_strbuf_printf(o, "for (int rx_i = 0; rx_i < %lld; rx_i++) rx_wgmma_hold(%s[rx_i]);\n",
+                         (long long)s->buf->shape[0]->value, cg_name(p, s->buf->name));
+    }
+  }
+}
+
 /* The matrix-unit statements (cg_lang.mma), through the helpers of codegen/mma_cuda.h. */
 static void cuda_mma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
+  if (s->kind >= RX_STMT_WGMMA) {
+    cuda_wgmma(p, o, s);
+    return;
+  }
   cuda_prelude(p, "relaxc matrix-unit helpers", RX_CUDA_MMA_PRELUDE);
   switch (s->kind) {
   case RX_STMT_ASYNC_COPY:

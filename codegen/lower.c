@@ -386,6 +386,17 @@ static void see_stmt(lw *w, rx_stmt *s) {
   case RX_STMT_FRAG:
     see_frag(w, s);
     break;
+  case RX_STMT_WGMMA: /* its operands' placement is the interpreter's to check (ir.h) */
+    see_tx(w, s->value);
+    see_tx(w, s->wg_b);
+    if (s->value && s->value->buf) w->ck->wgmma_ab[s->value->buf->dtype] = true;
+    w->ck->uses_wgmma = true;
+    break;
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
+    w->ck->uses_wgmma = true;
+    break;
   }
   sym_analyzer_reset(w->an, mark);
 }
@@ -393,6 +404,40 @@ static void see_stmt(lw *w, rx_stmt *s) {
 static int cmp_var_name(const void *a, const void *b) {
   const rx_expr *x = *(const rx_expr *const *)a, *y = *(const rx_expr *const *)b;
   return strcmp(x->name, y->name);
+}
+
+/* wgmma.mma_async (ir.h RX_STMT_WGMMA): the targets whose .mma table lists it for the operands'
+ * dtypes into f32 (sm_90), blocks of whole warpgroups of 128. analyze checks it before the
+ * shared memory, so that a smaller target names what it lacks first. Such a kernel's shared
+ * buffers are laid out in dynamic shared memory (cg_kernel.dyn_shared), each at a 1024-byte
+ * boundary (the 128-byte swizzle's atom): w->shared_bytes becomes their extent. */
+static bool wgmma_target_ok(lw *w, const cg_kernel *ck, const rx_target *t, rx_diag *diag) {
+  if (!ck->uses_wgmma) return true;
+  int64_t off = 0;
+  for (size_t i = 0; i < w->shared.len; i++) {
+    cg_shared *sh = &w->shared.data[i];
+    sh->offset = (off + 1023) / 1024 * 1024;
+    off = sh->offset + sh->elems * dtype_bytes(sh->buf->dtype);
+  }
+  w->shared_bytes = off;
+  bool ok = t->kind == RX_TARGET_CUDA && ck->nthreads % 128 == 0 &&
+            tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA);
+  for (int d = 0; d < RX_DTYPE_COUNT; d++)
+    if (ck->wgmma_ab[d] && !tgt_target_mma(t, (rx_dtype)d, RX_DTYPE_F32, RX_MMA_WGMMA)) ok = false;
+  if (!ok)
+    base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
+                     "kernel '%s' uses wgmma (PTX wgmma.mma_async, warpgroups of 128 threads); "
+                     "target '%s' has no such matrix unit, or the block (%d threads) is not whole "
+                     "warpgroups",
+                     ck->k->name, t->name, ck->nthreads);
+  return ok;
+}
+
+/* The shared memory a kernel may use: with dynamic shared memory (wgmma kernels on CUDA) the
+ * opt-in limit, which the runtime asks for (runtime/cuda/cuda.c: cuFuncSetAttribute above 48 KiB),
+ * else the static one. */
+static int shared_limit(const cg_kernel *ck, const rx_target *t) {
+  return ck->uses_wgmma && t->kind == RX_TARGET_CUDA ? t->shared_bytes_optin : t->shared_bytes;
 }
 
 /* Fills the kernel's ABI and launch description. */
@@ -412,8 +457,6 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     see_expr(&w, sym_analyzer_simplify(w.an, sym_expr_add(m->ctx, ck->blo[a], ck->k->grid[a])));
   }
   /* the grid's own variables are evaluated by the host: not kernel arguments */
-  size_t nvars_grid = w.vars.len;
-  (void)nvars_grid;
   w.vars.len = 0;
   see_stmt(&w, ck->body);
   bool ok = !w.failed;
@@ -426,11 +469,12 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
                      ck->nthreads, t->name, t->max_threads_per_block);
     ok = false;
   }
+  if (ok && !wgmma_target_ok(&w, ck, t, diag)) ok = false;
   k->shared_bytes = w.shared_bytes;
-  if (ok && w.shared_bytes > t->shared_bytes) {
+  if (ok && w.shared_bytes > shared_limit(ck, t)) {
     base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
                      "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d",
-                     k->name, (long long)w.shared_bytes, t->name, t->shared_bytes);
+                     k->name, (long long)w.shared_bytes, t->name, shared_limit(ck, t));
     ok = false;
   }
   ck->nshared = (int)w.shared.len;

@@ -73,6 +73,64 @@
 #ifndef RX_MMA_CUDA_H
 #define RX_MMA_CUDA_H
 
+/* Warpgroup MMA (ir/ir.h RX_STMT_WGMMA; sm_90a), RX_CUDA_WGMMA_PRELUDE and, per shape and dtype
+ * a kernel uses, a helper that codegen/cuda.c writes (cuda_wgmma_helper):
+ *   rx_wgmma_m64nNk16_f16f32(float d[N / 2], const void *a, const void *b), _bf16f32
+ *       wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 (.bf16.bf16): D += A B^T with A
+ *       64 x 16 at a, B N x 16 at b, both K-major in shared memory in the 128-byte swizzle
+ *       (ir.h), scale-d 1 (accumulate), imm-scale-a/b 1, imm-trans-a/b 0 (K-major)
+ *   rx_wgmma_desc(const void *smem)  the matrix descriptor of an operand at smem
+ *   rx_wgmma_fence()     fence.proxy.async.shared::cta, then wgmma.fence.sync.aligned
+ *   rx_wgmma_commit()    wgmma.commit_group.sync.aligned
+ *   rx_wgmma_wait<N>()   wgmma.wait_group.sync.aligned N
+ *   rx_wgmma_hold(float &x)  an empty asm that reads and writes x: after the wait, the compiler
+ *       may not move a use of the accumulator above it (the asm of the mma wrote it already)
+ * From the PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution, "Asynchronous Warpgroup
+ * Level Matrix Multiply-Accumulate Instructions", 9.7.15 in ISA 8.x):
+ *   "Matrix Descriptor Format": a 64-bit value; bits 0-13: the start address, (addr & 0x3FFFF)
+ *     >> 4; bits 16-29: the leading dimension byte offset >> 4; bits 32-45: the stride dimension
+ *     byte offset >> 4; bits 49-51: the base offset (0: the operand's swizzle atoms start at
+ *     1024-byte boundaries); bits 62-63: the swizzle mode (0 none, 1 128-byte, 2 64-byte, 3
+ *     32-byte).
+ *   "Shared Memory Matrix Layout": K-major with the 128-byte swizzle, an operand is made of 8-row
+ *     groups of rows of 128 bytes (64 16-bit elements along K), one group a 1024-byte atom; the
+ *     stride dimension byte offset is the distance between two groups (1024 here: the rows are
+ *     dense), the leading dimension offset is unused (set to 1); the start address of the k-th
+ *     16-element step of a row is the row's address plus 32 k bytes. The swizzle permutes the
+ *     16-byte chunks of each row: address bits 4-6 xor'ed with bits 7-9, so chunk q of row r of
+ *     an atom sits at chunk q xor (r % 8).
+ *   "Register Fragments": D of .m64nNk16 .f32 (ir.h has it): thread l of the warpgroup,
+ *     w = l / 32, g = l % 32 / 4, t = l % 4: d[i] = D[16 w + g + 8 (i / 2 % 2)][8 (i / 4) + 2 t +
+ *     i % 2].
+ *   wgmma.fence before the first wgmma and after other accesses of its registers;
+ *   fence.proxy.async ("Memory Consistency Model", async proxy) so that the shared stores of the
+ *     generic proxy (st.shared, cp.async) are seen by wgmma's reads, which use the async proxy.
+ * tests/simt/simt_cuda.h emulates these helpers from the same text: it decodes the descriptor. */
+static const char RX_CUDA_WGMMA_PRELUDE[] =
+    "/* relaxc warpgroup matrix-unit helpers (codegen/mma_cuda.h): wgmma of sm_90a */\n"
+    "#ifndef SIMT_LANG_CUDA\n"
+    "static __device__ __forceinline__ unsigned long long rx_wgmma_desc(const void *p) {\n"
+    "  unsigned s = (unsigned)__cvta_generic_to_shared(p);\n"
+    "  return (unsigned long long)((s & 0x3FFFFu) >> 4) /* start address */\n"
+    "         | 1ull << 16                               /* leading byte offset: unused */\n"
+    "         | (unsigned long long)(1024 >> 4) << 32    /* stride byte offset: 8 rows */\n"
+    "         | 1ull << 62;                              /* swizzle mode 1: 128 bytes */\n"
+    "}\n"
+    "static __device__ __forceinline__ void rx_wgmma_fence() {\n"
+    "  asm volatile(\"fence.proxy.async.shared::cta;\\n\\twgmma.fence.sync.aligned;\" : : : "
+    "\"memory\");\n"
+    "}\n"
+    "static __device__ __forceinline__ void rx_wgmma_commit() {\n"
+    "  asm volatile(\"wgmma.commit_group.sync.aligned;\" : : : \"memory\");\n"
+    "}\n"
+    "template <int N> static __device__ __forceinline__ void rx_wgmma_wait() {\n"
+    "  asm volatile(\"wgmma.wait_group.sync.aligned %0;\" : : \"n\"(N) : \"memory\");\n"
+    "}\n"
+    "static __device__ __forceinline__ void rx_wgmma_hold(float &x) {\n"
+    "  asm volatile(\"\" : \"+f\"(x) : : \"memory\");\n"
+    "}\n"
+    "#endif\n";
+
 /* Prepended once to a kernel's source, after its #includes. */
 static const char RX_CUDA_MMA_PRELUDE[] =
     "/* relaxc matrix-unit helpers (codegen/mma_cuda.h): tensor cores of sm_80 and newer */\n"

@@ -17,6 +17,7 @@
  * statements
  * ------------------------------------------------------------------------------------------ */
 static void exec_frag(thr *t, const cst *s);
+static void exec_wgmma(thr *t, const cst *s);
 
 void interp_free_rbuf(rbuf *b) {
   if (!b) return;
@@ -295,6 +296,57 @@ void interp_exec(thr *t, const cst *s) {
   case C_FRAG:
     exec_frag(t, s);
     return;
+  case C_WGMMA:
+    exec_wgmma(t, s);
+    return;
+  }
+}
+
+/* Operand `what` of a wgmma (ir.h, RX_STMT_WGMMA): the flat offset of its address (row r0 * 64
+ * + column c0, checked: r0 % 8 == 0, c0 % 16 == 0, its rows rows within the buffer), or -1. */
+static int64_t wgmma_operand(thr *t, const cst *s, const cx *ld, int rows, const char *what,
+                             rbuf **out) {
+  int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, s->loc, "wgmma read of", out);
+  if (off < 0) return -1;
+  if (off % 64 % 16 || off / 64 % 8 || off / 64 * 64 + (int64_t)rows * 64 > (*out)->count) {
+    interp_fail(t, s->loc,
+                "wgmma: %s's address is row %lld, column %lld of its rows of 64; rows must start "
+                "at a multiple of 8 and columns at a multiple of 16, with %d rows in the buffer",
+                what, (long long)(off / 64), (long long)(off % 64), rows);
+    return -1;
+  }
+  return off;
+}
+
+/* wgmma m64nNk16 (ir.h, RX_STMT_WGMMA) for one thread of its warpgroup, at once: its N / 2
+ * accumulator elements, each a sum over the 16 k of A's and B's swizzled rows (products and
+ * sums in double, rounded to f32 once). */
+static void exec_wgmma(thr *t, const cst *s) {
+  int n = s->count;
+  if (t->b->n % 128) {
+    interp_fail(t, s->loc, "wgmma needs warpgroups of 128 threads; the block has %d", t->b->n);
+    return;
+  }
+  rbuf *a, *b, *acc = t->bufs[s->buf];
+  int64_t ao = wgmma_operand(t, s, s->value, 64, "A", &a);
+  int64_t bo = ao < 0 ? -1 : wgmma_operand(t, s, s->cond, n, "B", &b);
+  if (bo < 0) return;
+  if (!acc || acc->count < n / 2) {
+    interp_fail(t, s->loc, "wgmma m64n%dk16: an accumulator of %d elements expected", n, n / 2);
+    return;
+  }
+  int l = t->lin % 128, w = l / 32, g = l % 32 / 4, q = l % 4;
+  int64_t ar = ao / 64, ac = ao % 64, br = bo / 64, bc = bo % 64;
+  for (int i = 0; i < n / 2; i++) {
+    int64_t m = ar + 16 * w + g + 8 * (i / 2 % 2), col = br + 8 * (i / 4) + 2 * q + i % 2;
+    double sum = rd(acc->dt, acc->data, i).f;
+    for (int k = 0; k < 16; k++) {
+      int64_t ka = ac + k, kb = bc + k;
+      int64_t ea = m * 64 + ((ka / 8) ^ (m % 8)) * 8 + ka % 8;
+      int64_t eb = col * 64 + ((kb / 8) ^ (col % 8)) * 8 + kb % 8;
+      sum += (double)rd(a->dt, a->data, ea).f * rd(b->dt, b->data, eb).f;
+    }
+    wr(acc->dt, acc->data, i, (val){.f = (float)sum});
   }
 }
 

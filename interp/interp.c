@@ -341,7 +341,12 @@ static int scan(const rx_stmt *s) {
   case RX_STMT_MMA:
   case RX_STMT_LDMATRIX:
   case RX_STMT_FRAG:
+  case RX_STMT_WGMMA:
     return HAS_SYNC;
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
+    return 0;
   case RX_STMT_STORE:
     for (int i = 0; i < s->nidx; i++)
       if (tx_has_subgroup(s->idx[i])) r |= HAS_SYNC;
@@ -711,6 +716,26 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     return c;
   case RX_STMT_FRAG:
     return compile_frag(rs, s);
+  case RX_STMT_WGMMA:
+    if (!rs->cur_blk) {
+      interp_cfail(rs, s->loc, "wgmma outside a block (the innermost blockIdx loop's body)");
+      return NULL;
+    }
+    if (!s->buf || !s->value || s->value->kind != RX_TX_LOAD || !s->wg_b ||
+        s->wg_b->kind != RX_TX_LOAD) {
+      interp_cfail(rs, s->loc, "malformed wgmma");
+      return NULL;
+    }
+    c = cst_new(rs, C_WGMMA, s);
+    c->buf = buf_of(rs, s->buf);
+    c->value = compile_tx(rs, s->value);
+    c->cond = compile_tx(rs, s->wg_b);
+    c->count = s->count;
+    return rs->cerr ? NULL : c;
+  case RX_STMT_WGMMA_FENCE: /* computed at once (ir.h): nothing to order */
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
+    return cst_new(rs, C_SEQ, s);
   }
   interp_cfail(rs, s->loc, "malformed statement (kind %d)", (int)s->kind);
   return NULL;

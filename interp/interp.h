@@ -485,6 +485,7 @@ typedef enum cst_kind {
   C_AWAIT,  /* async_wait: count groups stay in flight */
   C_LDSM,   /* ldmatrix: buf: the fragment; value: the lane's row; count matrices (ir.h) */
   C_FRAG,   /* buf: the fragment (D of mma), buf2: A, buf3: B, buf4: C or the buffer in memory */
+  C_WGMMA,  /* wgmma: buf: the accumulator; value, cond: the loads of A and B; count: N */
 } cst_kind;
 
 typedef struct blkinfo blkinfo;

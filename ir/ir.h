@@ -491,6 +491,10 @@ typedef enum rx_stmt_kind {
   RX_STMT_ASYNC_WAIT,   /* async_wait N: all but the thread's N newest groups have landed */
   RX_STMT_LDMATRIX,     /* ldmatrix xN [trans] frag = buf[i...]: a subgroup's fragment load */
   RX_STMT_FRAG,         /* frag fill/load/mma/store: a subgroup's opaque matrix fragments */
+  RX_STMT_WGMMA,        /* wgmma m64nNk16 acc, a[i...], b[j...]: a warpgroup's MMA (below) */
+  RX_STMT_WGMMA_FENCE,  /* wgmma_fence: operands written before it are seen by the wgmma after */
+  RX_STMT_WGMMA_COMMIT, /* wgmma_commit: the warpgroup's wgmma since the last one form a group */
+  RX_STMT_WGMMA_WAIT,   /* wgmma_wait N: all but the N newest wgmma groups have completed */
 } rx_stmt_kind;
 
 /* The operations on subgroup matrix fragments; X(ENUM, text after `frag`) */
@@ -560,7 +564,41 @@ const char *ir_frag_op_name(rx_frag_op op);
  * Indexed form `ldmatrix xN frag[i] = ...` (nidx 1, idx[0] = i): frag is a local [R, 2N] and
  * the statement loads its row i.
  * Fields: buf (frag), value (the lane's address, a load of a shared buffer), count, trans,
- * idx/nidx (the indexed form's row). */
+ * idx/nidx (the indexed form's row).
+ *
+ * RX_STMT_WGMMA: `wgmma m64nNk16 acc, a[i...], b[j...]` (N in count: 8..256, a multiple of 8):
+ * the 128 threads of a warpgroup (threads 128 w .. 128 w + 127 of the block, which must have a
+ * multiple of 128) together compute D += A B^T with A 64 x 16 and B N x 16 (f16 or bf16, both the
+ * same) read from shared memory, D 64 x N in f32, each thread holding N / 2 elements of D in its
+ * local buffer acc (f32, N / 2 elements, read and written). The PTX ISA's wgmma.mma_async
+ * ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"), both operands by
+ * matrix descriptor, K-major (imm-trans 0), scale-d 1.
+ * The operands' layout is the 128-byte swizzle of the PTX ISA ("Shared Memory Matrix Layout",
+ * swizzle mode 1): a and b are shared buffers of one 16-bit dtype whose last dimension is 64 (a
+ * row: 128 bytes), seen as rows of 64 elements by their flat offset; the address a[i...] has flat
+ * offset 64 R + c with R a multiple of 8 and c a multiple of 16 (the k step in the row). Element
+ * (m, k) of A is the element of flat row R + m at column sw(R + m, c + k), where
+ * sw(r, c) = ((c / 8) xor (r % 8)) * 8 + c % 8: chunk q (16 bytes) of row r sits at chunk
+ * q xor (r % 8), so a stage of 8 rows is one 1024-byte swizzle atom (the CUDA printer aligns such
+ * buffers to 1024 bytes). B's element (n, k) likewise from b[j...] (B stored n-major, k along
+ * the row: x @ W^T with W [out, in]).
+ * Accumulator layout (the PTX ISA's "Register Fragments and Shared Memory Matrix Layouts",
+ * wgmma .m64nNk16 D for .f32): thread l of the warpgroup, w = l / 32, g = l % 32 / 4, t = l % 4:
+ * acc[i] = D[16 w + g + 8 (i / 2 % 2)][8 (i / 4) + 2 t + i % 2], i in 0 .. N / 2 - 1 (each warp
+ * holds 16 rows, in mma.m16n8's C layout repeated along N).
+ * It is asynchronous: acc must not be read or written by other statements, nor the shared
+ * operands overwritten, between it and the wgmma_wait that retires its group; a wgmma_fence must
+ * come between the last other write of acc or of the operands (shared stores, landed
+ * async_copy) and the first wgmma that reads them. The interpreter computes it at once; the SIMT
+ * emulator at the wait, as the hardware may. Every thread of the warpgroup reaches it with the
+ * same addresses. Printed for CUDA sm_90 through codegen/mma_cuda.h; other targets refuse it.
+ * Fields: buf (acc), value (A's address, a load of a shared buffer), wg_b (B's), count (N).
+ *
+ * RX_STMT_WGMMA_FENCE / RX_STMT_WGMMA_COMMIT / RX_STMT_WGMMA_WAIT: `wgmma_fence`,
+ * `wgmma_commit`, `wgmma_wait N [, acc]` (N in count, acc in buf): wgmma.fence (with
+ * fence.proxy.async for the operands written by the generic proxy), wgmma.commit_group and
+ * wgmma.wait_group N; the wait's acc names the accumulator that later statements read, so that
+ * the CUDA printer keeps those reads after the wait. */
 
 typedef struct rx_stmt rx_stmt;
 struct rx_stmt {
@@ -591,6 +629,7 @@ struct rx_stmt {
   rx_buffer *mma_c; /* mma: the addend C */
   rx_buffer *mem;   /* load, store: the buffer in memory (its indices: idx) */
   bool col_major;   /* load, store: the fragment's columns are contiguous in mem */
+  rx_tx *wg_b;      /* WGMMA: B's address (a load of a shared buffer); A's is value */
 };
 
 /* Fusion pattern of a tensor program (passes/annotate.c computes it from the loop body) or of an

@@ -568,6 +568,26 @@ static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
   return s;
 }
 
+/* `wgmma m64nNk16 acc, a[i...], b[j...]` after `wgmma` (ir.h, RX_STMT_WGMMA): N in count. */
+static rx_stmt *wgmma_stmt(P *p, rx_loc loc) {
+  rx_tok *sh = cur(p);
+  int n = 0, used = 0;
+  const char *name = sh->kind == RX_TOK_IDENT ? tok_text(p, sh) : "";
+  if (sscanf(name, "m64n%dk16%n", &n, &used) != 1 || name[used] || n < 8 || n > 256 || n % 8)
+    ir_parse_fail_at(p, sh->loc,
+                     "wgmma takes the shape m64nNk16 with N a multiple of 8 in 8..256, not '%s'",
+                     name);
+  next(p);
+  rx_stmt *s = ir_stmt_new(p->m, RX_STMT_WGMMA, loc);
+  s->count = n;
+  s->buf = buf_operand(p, "the accumulator", "wgmma");
+  ir_parse_expect(p, RX_TOK_COMMA, "',' and A's address 'a[i, ...]' of wgmma");
+  s->value = tx(p);
+  ir_parse_expect(p, RX_TOK_COMMA, "',' and B's address 'b[j, ...]' of wgmma");
+  s->wg_b = tx(p);
+  return s;
+}
+
 static rx_stmt *tstmt(P *p) {
   rx_tok *t = cur(p);
   rx_loc loc = t->loc;
@@ -667,6 +687,25 @@ static rx_stmt *tstmt(P *p) {
   } else if (is_kw(p, "ldmatrix") && ahead(p, 1)->kind == RX_TOK_IDENT) {
     next(p); /* `ldmatrix xN [trans] frag = buf[i...]` (ir.h, RX_STMT_LDMATRIX) */
     s = ldmatrix_stmt(p, loc);
+  } else if (is_kw(p, "wgmma") && ahead(p, 1)->kind == RX_TOK_IDENT) {
+    next(p); /* `wgmma m64nNk16 acc, a[i...], b[j...]` (ir.h, RX_STMT_WGMMA) */
+    s = wgmma_stmt(p, loc);
+  } else if (is_kw(p, "wgmma_fence") && ahead(p, 1)->kind != RX_TOK_LBRACKET) {
+    next(p);
+    s = ir_stmt_new(m, RX_STMT_WGMMA_FENCE, loc);
+  } else if (is_kw(p, "wgmma_commit") && ahead(p, 1)->kind != RX_TOK_LBRACKET) {
+    next(p);
+    s = ir_stmt_new(m, RX_STMT_WGMMA_COMMIT, loc);
+  } else if (is_kw(p, "wgmma_wait") && ahead(p, 1)->kind == RX_TOK_INT) {
+    next(p);
+    s = ir_stmt_new(m, RX_STMT_WGMMA_WAIT, loc);
+    rx_loc nloc = cur(p)->loc;
+    int64_t n = ir_parse_int_lit(p, "the number of groups wgmma_wait leaves pending");
+    if (n > 7) /* wgmma.wait_group N: the PTX ISA allows 0..7 */
+      ir_parse_fail_at(p, nloc, "wgmma_wait leaves at most 7 groups pending (got %lld)",
+                       (long long)n);
+    s->count = (int)n;
+    if (accept(p, RX_TOK_COMMA)) s->buf = buf_operand(p, "the accumulator", "wgmma_wait");
   } else if (t->kind == RX_TOK_IDENT && ahead(p, 1)->kind == RX_TOK_LBRACKET &&
              !ir_parse_is_keyword(t)) {
     s = ir_stmt_new(m, RX_STMT_STORE, loc);
@@ -676,7 +715,8 @@ static rx_stmt *tstmt(P *p) {
   } else {
     ir_parse_fail_expected(
         p, "a statement (for, reduce, if, let, alloc, barrier, mma, frag, async_copy, "
-           "async_commit, async_wait, ldmatrix or a store 'buf[i] = v')");
+           "async_commit, async_wait, ldmatrix, wgmma, wgmma_fence, wgmma_commit, wgmma_wait or "
+           "a store 'buf[i] = v')");
   }
   ir_parse_end_stmt(p, "a statement");
   leave(p);

@@ -345,6 +345,22 @@ static void pstmt(W *w, const rx_stmt *s) {
     base_strbuf_append(o, " = ");
     ptx(o, s->value, 0);
     break;
+  case RX_STMT_WGMMA:
+    base_strbuf_printf(o, "wgmma m64n%dk16 %s, ", s->count, s->buf ? s->buf->name : "?");
+    ptx(o, s->value, 0);
+    base_strbuf_append(o, ", ");
+    ptx(o, s->wg_b, 0);
+    break;
+  case RX_STMT_WGMMA_FENCE:
+    base_strbuf_append(o, "wgmma_fence");
+    break;
+  case RX_STMT_WGMMA_COMMIT:
+    base_strbuf_append(o, "wgmma_commit");
+    break;
+  case RX_STMT_WGMMA_WAIT:
+    base_strbuf_printf(o, "wgmma_wait %d", s->count);
+    if (s->buf) base_strbuf_printf(o, ", %s", s->buf->name);
+    break;
   case RX_STMT_FRAG:
     pfrag(w, s);
     break;

@@ -936,6 +936,42 @@ static void check_ldmatrix(vctx *v, const rx_stmt *s) {
         ir_dtype_name(src->buf->dtype));
 }
 
+/* `wgmma m64nNk16 acc, a[i...], b[j...]` (ir.h, RX_STMT_WGMMA): the accumulator a local f32
+ * buffer of N / 2 elements; a and b shared buffers of one 16-bit float dtype, rows of 64 (the
+ * 128-byte swizzle). Where the addresses fall (rows multiple of 8, columns of 16) depends on
+ * run-time values: the interpreter checks it. */
+static void check_wgmma(vctx *v, const rx_stmt *s) {
+  if (s->count < 8 || s->count > 256 || s->count % 8)
+    err(v, s->loc, "wgmma m64nNk16 needs N a multiple of 8 in 8..256, not %d", s->count);
+  const rx_tx *ops[2] = {s->value, s->wg_b};
+  if (!s->buf || !ops[0] || !ops[1] || ops[0]->kind != RX_TX_LOAD || ops[1]->kind != RX_TX_LOAD ||
+      !ops[0]->buf || !ops[1]->buf) {
+    err(v, s->loc, "wgmma needs an accumulator and the addresses 'a[i, ...]', 'b[j, ...]'");
+    return;
+  }
+  if (s->buf->scope != RX_SCOPE_LOCAL || s->buf->dtype != RX_DTYPE_F32 || s->buf->ndim != 1 ||
+      !rx_expr_is_const(s->buf->shape[0], s->count / 2))
+    err(v, s->loc, "wgmma m64n%dk16's accumulator '%s' must be a local f32[%d]", s->count,
+        s->buf->name, s->count / 2);
+  for (int i = 0; i < 2; i++) {
+    const rx_buffer *b = ops[i]->buf;
+    check_tx(v, ops[i]);
+    if (b->scope != RX_SCOPE_SHARED)
+      err(v, s->loc, "wgmma reads %s from shared memory; '%s' is not a shared allocation",
+          i ? "B" : "A", b->name);
+    if (b->dtype != RX_DTYPE_F16 && b->dtype != RX_DTYPE_BF16)
+      err(v, s->loc, "wgmma multiplies f16 or bf16; '%s' is %s", b->name, ir_dtype_name(b->dtype));
+    if (b->ndim < 1 || !rx_expr_is_const(b->shape[b->ndim - 1], 64))
+      err(v, s->loc,
+          "wgmma's operand '%s' needs rows of 64 elements (the 128-byte swizzle): its last "
+          "dimension must be 64",
+          b->name);
+  }
+  if (ops[0]->buf->dtype != ops[1]->buf->dtype)
+    err(v, s->loc, "wgmma's A and B have one dtype; got %s and %s",
+        ir_dtype_name(ops[0]->buf->dtype), ir_dtype_name(ops[1]->buf->dtype));
+}
+
 /* Defines a loop variable, rejecting redefinition of an enclosing loop or symbolic variable. */
 static void define_loop_var(vctx *v, const rx_expr *x, rx_loc loc) {
   if (!x || x->kind != RX_EXPR_VAR) {
@@ -1057,6 +1093,17 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
     break;
   case RX_STMT_FRAG:
     check_frag(v, s);
+    break;
+  case RX_STMT_WGMMA:
+    check_wgmma(v, s);
+    break;
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+    break;
+  case RX_STMT_WGMMA_WAIT:
+    if (s->count < 0 || s->count > 7) err(v, s->loc, "wgmma_wait leaves 0..7 groups pending");
+    if (s->buf && (s->buf->scope != RX_SCOPE_LOCAL || s->buf->dtype != RX_DTYPE_F32))
+      err(v, s->loc, "wgmma_wait's accumulator '%s' must be a local f32 buffer", s->buf->name);
     break;
   }
   reset(&v->vars, mv);

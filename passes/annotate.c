@@ -216,6 +216,10 @@ static bool plain(const rx_stmt *s, int *reduces) {
   case RX_STMT_ASYNC_WAIT:
   case RX_STMT_LDMATRIX:
   case RX_STMT_FRAG:
+  case RX_STMT_WGMMA:
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
     return false;
   }
   return false;

@@ -408,6 +408,10 @@ static rx_stmt *gen_stmt(fctx *fc, env *e, const rx_stmt *s) {
   case RX_STMT_ASYNC_WAIT:
   case RX_STMT_LDMATRIX:
   case RX_STMT_FRAG:
+  case RX_STMT_WGMMA:
+  case RX_STMT_WGMMA_FENCE:
+  case RX_STMT_WGMMA_COMMIT:
+  case RX_STMT_WGMMA_WAIT:
     return NULL;
   }
   return NULL;

@@ -368,6 +368,11 @@ static rx_status program_output(nvrtc_program prog, const char *name, bool cubin
 static rx_status compile_program(const char *src, const char *name, bool real, const char *num,
                                  char **out_ptx, size_t *out_ptx_len, char **out_cubin,
                                  size_t *out_cubin_len, char **out_log) {
+  /* wgmma.mma_async exists only in the arch-specific target sm_90a (PTX ISA, "Asynchronous
+   * Warpgroup Level Matrix Multiply-Accumulate Instructions": "requires sm_90a"): a kernel that
+   * uses it (codegen/mma_cuda.h's wgmma helpers) is compiled for 90a where 90 was asked. Its
+   * cubin runs on sm_90 devices only, which the target names. */
+  if (strcmp(num, "90") == 0 && strstr(src, "wgmma.mma_async")) num = "90a";
   char arch_opt[64];
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%s", real ? "sm" : "compute", num);
   const char *opts[4];
@@ -571,7 +576,9 @@ rx_status tgt_ptxas_report(const char *ptx, const char *arch, rx_ptxas_info *out
   char *in = join(dir, strlen(dir), "kernel.ptx");
   char *outp = join(dir, strlen(dir), "kernel.cubin");
   char arch_opt[64];
-  snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+  /* PTX that compile_program made for sm_90a (wgmma) is assembled for it where sm_90 was asked */
+  bool arch_a = strcmp(num, "90") == 0 && strstr(ptx, ".target sm_90a");
+  snprintf(arch_opt, sizeof arch_opt, "-arch=%s%s", arch, arch_a ? "a" : "");
   char *output = NULL;
   int code = 0;
   st = tgt_tc_write_file(in, ptx, strlen(ptx));

@@ -36,8 +36,8 @@ static const gm_cfg GM_SMALL = {64, 64, 2, 2}, GM_LARGE = {128, 128, 2, 4};
  * multiple of 8, in a buffer whose last dimension is a constant multiple of 8 (every other index
  * then moves by whole multiples of 8 elements). x[i, k] passes; the flattened heads of attention's
  * output, x[i, k // 128, k % 128], do not yet: the analyzer does not split (8 u + w) // 128 into
- * (8 u) // 128 (gemm_mma_regs takes them). */
-static bool runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx_expr *ext) {
+ * (8 u) // 128 (gemm_mma_regs takes them). Also gemm_wgmma.c's. */
+bool mm_runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx_expr *ext) {
   if (!ld || ld->nidx < 1 || ext->kind != RX_EXPR_CONST || ext->value % 8) return false;
   const rx_expr *last = ld->buf->shape[ld->buf->ndim - 1];
   if (last->kind != RX_EXPR_CONST || last->value % 8) return false;
@@ -69,11 +69,11 @@ bool gemm_mma_fits(rx_sctx *s, const mm_info *mi) {
   const rx_tx *q = mm_plain_load(mi->q);
   bool dq = mm_q_dequant(mi); /* Q computed into the stage: no alignment of its own to prove */
   bool q_ok = dq              ? true
-              : mi->q_along_k ? runs_aligned(s, q, mi->r.k, mi->K)
-                              : mi->i && runs_aligned(s, q, mi->j, mi->M);
+              : mi->q_along_k ? mm_runs_aligned(s, q, mi->r.k, mi->K)
+                              : mi->i && mm_runs_aligned(s, q, mi->j, mi->M);
   bool ops = dq ? mm_mma_target(s, mi, mm_plain_load(mi->p)->dtype) : mm_mma_operands(s, mi);
   return ops && rx_expr_is_const(mi->r.klo, 0) &&
-         runs_aligned(s, mm_plain_load(mi->p), mi->r.k, mi->K) && q_ok &&
+         mm_runs_aligned(s, mm_plain_load(mi->p), mi->r.k, mi->K) && q_ok &&
          shared <= s->t->shared_bytes &&
          32 * GM_LARGE.wm * GM_LARGE.wn <= s->t->max_threads_per_block;
 }

@@ -18,7 +18,9 @@
  *                                  Q is contiguous along k;
  *                    n <= mid      gemm_mma_64 where gemm_mma applies (its 64 x 64 tiles, up
  *                                  to gemm_mma_mid_rows: 64 or more, by the column count);
- *                    otherwise     gemm_mma on matrix units under gemv_mma's conditions with
+ *                    otherwise     gemm_wgmma on sm_90 where it applies (gemm_wgmma.c: P and
+ *                                  Q K-major, K a multiple of 64; 128 x 128 tiles); else
+ *                                  gemm_mma on matrix units under gemv_mma's conditions with
  *                                  operand runs 16-byte aligned (a cp.async pipeline through
  *                                  shared memory, ldmatrix, mma.sync); else gemm_mma_regs under
  *                                  gemv_mma's conditions; else gemm_frag on subgroup matrix
@@ -53,6 +55,11 @@ static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *
   }
   bool small = rows > 0 && rows <= SMALL_ROWS;
   bool dq = mm_q_dequant(mi);
+  bool mid = rows > 0 && rows <= gemm_mma_mid_rows(mi); /* gemm_mma_64's rows: more blocks */
+  if (!small && !mid && gemm_wgmma_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemm_wgmma"};
+    return gemm_wgmma_schedule(s, mi);
+  }
   if (!small && gemm_mma_fits(s, mi)) {
     bool tiles64 = rows > 0 && rows <= gemm_mma_mid_rows(mi);
     const char *name =

@@ -13,6 +13,9 @@
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
  *                         mma.sync
+ *   gemm_wgmma  gemm_wgmma.c  on sm_90 (wgmma listed) in place of gemm_mma's 128 x 128 tiles for
+ *                         K-major P and Q: two warpgroups, a 3-stage cp.async pipeline, wgmma
+ *                         m64n128k16 from the 128-byte swizzled stages
  *   gemm_mma_regs gemv_mma.c  the same without shared memory (gemv_mma's kernel over tiles of
  *                         32 rows x 32 columns) where the pipeline's alignment is not proven
  *   gemm_frag   gemm_frag.c more rows on subgroup matrix fragments (Metal simdgroup_matrix,
@@ -113,8 +116,12 @@ bool mm_mma_target(const rx_sctx *s, const mm_info *mi, rx_dtype ab);        /* 
 rx_stmt *gemm_mma_regs_schedule(rx_sctx *s, const mm_info *mi);              /* gemv_mma.c */
 rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles); /* gemm_mma.c */
 /* The row count up to which gemm_mma takes its 64 x 64 tiles (at least MID_ROWS). */
-int gemm_mma_mid_rows(const mm_info *mi);                          /* gemm_mma.c */
-bool gemm_mma_fits(rx_sctx *s, const mm_info *mi);                 /* gemm_mma.c */
+int gemm_mma_mid_rows(const mm_info *mi);          /* gemm_mma.c */
+bool gemm_mma_fits(rx_sctx *s, const mm_info *mi); /* gemm_mma.c */
+/* The load ld reads runs of 8 elements starting at multiples of 16 bytes along v over 0..ext. */
+bool mm_runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx_expr *ext);
+rx_stmt *gemm_wgmma_schedule(rx_sctx *s, const mm_info *mi);       /* gemm_wgmma.c */
+bool gemm_wgmma_fits(rx_sctx *s, const mm_info *mi);               /* gemm_wgmma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small); /* gemm.c */
 rx_stmt *gemm_frag_schedule(rx_sctx *s, const mm_info *mi);        /* gemm_frag.c */
 bool gemm_frag_fits(const rx_sctx *s, const mm_info *mi);          /* gemm_frag.c */

@@ -332,7 +332,9 @@ enum mma_op {
   LDSM_X4,
   LDSM_X1_T,
   LDSM_X2_T,
-  LDSM_X4_T
+  LDSM_X4_T,
+  WGMMA_F16,
+  WGMMA_BF16
 };
 static const char *const mma_op_name[] = {
     "?",
@@ -345,9 +347,11 @@ static const char *const mma_op_name[] = {
     "rx_ldmatrix_x1_trans (ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16)",
     "rx_ldmatrix_x2_trans (ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16)",
     "rx_ldmatrix_x4_trans (ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16)",
+    "rx_wgmma_m64nNk16_f16f32 (wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16)",
+    "rx_wgmma_m64nNk16_bf16f32 (wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16)",
 };
 static inline const char *op_name(int op) {
-  return op >= MMA_F16 && op <= LDSM_X4_T ? mma_op_name[op] : "another warp function";
+  return op >= MMA_F16 && op <= WGMMA_BF16 ? mma_op_name[op] : "another warp function";
 }
 struct mma_words { /* one lane's contribution to the first exchange: B registers and the op */
   unsigned w[2];
@@ -635,6 +639,186 @@ template <int N> static inline void rx_cp_async_wait() {
   simt::async_land(simt::async_of().groups - N);
 }
 static inline void rx_cp_async_wait_all() { simt::async_land(INT_MAX); }
+
+/* wgmma (codegen/mma_cuda.h's rx_wgmma_*; PTX ISA "Asynchronous Warpgroup Level Matrix
+ * Multiply-Accumulate Instructions"), written from the ISA's text, not from relaxc's IR:
+ *   - the descriptor ("Matrix Descriptor Format"): start address (addr & 0x3FFFF) >> 4 in bits
+ *     0-13, leading byte offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, base offset in
+ *     49-51, swizzle mode in 62-63 (1: 128 bytes). The emulator's shared window is the 256 KiB
+ *     region holding the operand (host addresses keep their low 18 bits, as shared ones do);
+ *   - the K-major 128-byte swizzled layout ("Shared Memory Matrix Layout"): element (r, k) of an
+ *     operand (r its row in M or N, k in 0..15) is at start + (r / 8) * SBO + (r % 8) * 128 +
+ *     2 k, then the swizzle xors address bits 4-6 with bits 7-9 (the pattern repeats every 1024
+ *     bytes, so with base offset 0 the atom must start at a 1024-byte boundary: checked);
+ *   - D of .m64nNk16 .f32 ("Register Fragments"): thread l of the warpgroup (l = linear % 128),
+ *     w = l / 32, g = l % 32 / 4, t = l % 4: d[i] = D[16 w + g + 8 (i / 2 % 2)][8 (i / 4) + 2 t
+ *     + i % 2];
+ *   - asynchrony ("wgmma.commit_group", "wgmma.wait_group"): a wgmma is computed when a
+ *     rx_wgmma_wait leaves its group behind, reading shared memory then, so a kernel that reads
+ *     its accumulators before the wait, or overwrites an operand before it, fails its
+ *     comparison; a wgmma without a rx_wgmma_fence since the thread's last wait (or start) fails.
+ * Products of two f16 or bf16 are exact in f32; sums k ascending, rounded to f32 each. */
+namespace simt {
+struct wgmma_op {
+  float *d;
+  const unsigned char *a, *b; /* the decoded start addresses */
+  int n, op, group, line;
+};
+struct wgmma_state {
+  simt_dim3 block;
+  bool used, fenced;
+  int groups, pending;
+  wgmma_op ops[32];
+};
+static wgmma_state wgmma_threads[1024];
+static inline wgmma_state &wgmma_of() {
+  simt_thread *t = cur();
+  wgmma_state &w = wgmma_threads[t->linear % 1024];
+  if (!w.used || w.block.x != t->block_idx.x || w.block.y != t->block_idx.y ||
+      w.block.z != t->block_idx.z) {
+    w = wgmma_state{};
+    w.block = t->block_idx;
+    w.used = true;
+  }
+  return w;
+}
+static inline unsigned long long wgmma_encode(const void *p) {
+  unsigned long long addr = (std::uintptr_t)p & 0x3FFFFu;
+  return (addr >> 4) | 1ull << 16 | (1024ull >> 4) << 32 | 1ull << 62;
+}
+/* The start address that descriptor desc names in the shared window of p. */
+static inline const unsigned char *wgmma_decode(unsigned long long desc, const void *p, int *sbo,
+                                                int *mode, int *base) {
+  std::uintptr_t window = (std::uintptr_t)p & ~(std::uintptr_t)0x3FFFF;
+  *sbo = (int)((desc >> 32) & 0x3FFF) << 4;
+  *base = (int)((desc >> 49) & 7);
+  *mode = (int)(desc >> 62);
+  return (const unsigned char *)(window | (std::uintptr_t)((desc & 0x3FFF) << 4));
+}
+static inline float wgmma_elem(int op, const unsigned char *start, int sbo, int r, int k) {
+  std::uintptr_t addr =
+      (std::uintptr_t)start + (std::uintptr_t)(r / 8) * sbo + (r % 8) * 128 + 2 * k;
+  addr ^= ((addr >> 7) & 7) << 4;
+  unsigned short h;
+  std::memcpy(&h, (const void *)addr, 2);
+  return op == WGMMA_F16 ? f16_value(h) : bf16_value(h);
+}
+static inline void wgmma_run(const wgmma_op &o) {
+  int l = (int)(cur()->linear % 128), w = l / 32, g = l % 32 / 4, t = l % 4;
+  for (int i = 0; i < o.n / 2; i++) {
+    int row = 16 * w + g + 8 * (i / 2 % 2), col = 8 * (i / 4) + 2 * t + i % 2;
+    float acc = o.d[i];
+    for (int k = 0; k < 16; k++)
+      acc = acc + wgmma_elem(o.op, o.a, 1024, row, k) * wgmma_elem(o.op, o.b, 1024, col, k);
+    o.d[i] = acc;
+  }
+}
+static inline void wgmma_issue(int op, int n, float *d, const void *a, const void *b, int line) {
+  char msg[300];
+  simt_thread *t = cur();
+  if (t->block_dim.x * t->block_dim.y * t->block_dim.z % 128) {
+    std::snprintf(msg, sizeof msg, "%s needs warpgroups of 128 threads; the block has %u",
+                  mma_op_name[op], t->block_dim.x * t->block_dim.y * t->block_dim.z);
+    fail(line, msg);
+  }
+  mma_words mine = {{0, 0}, op}, sync[SIMT_WARP];
+  mma_sync(op, mine, sync, line); /* .sync.aligned: the whole warp at the same wgmma */
+  std::uintptr_t pa = (std::uintptr_t)a, pb = (std::uintptr_t)b;
+  mma_row ab = {{(unsigned)pa, (unsigned)(pa >> 32), (unsigned)pb, (unsigned)(pb >> 32)}},
+          all[SIMT_WARP];
+  unsigned members;
+  xchg(0xffffffffu, ab, all, &members, line);
+  for (int i = 0; i < SIMT_WARP; i++)
+    if (std::memcmp(&all[i], &ab, sizeof ab)) {
+      std::snprintf(msg, sizeof msg, "%s: lane %u and lane %d give different operands",
+                    mma_op_name[op], t->lane, i);
+      fail(line, msg);
+    }
+  wgmma_state &s = wgmma_of();
+  if (!s.fenced) {
+    std::snprintf(msg, sizeof msg, "%s without a wgmma.fence (rx_wgmma_fence) since the last wait",
+                  mma_op_name[op]);
+    fail(line, msg);
+  }
+  if (s.pending == 32) fail(line, "more than 32 wgmma in flight in one thread");
+  const void *ptrs[2] = {a, b};
+  const unsigned char *start[2];
+  for (int j = 0; j < 2; j++) {
+    int sbo, mode, base;
+    start[j] = wgmma_decode(wgmma_encode(ptrs[j]), ptrs[j], &sbo, &mode, &base);
+    if (mode != 1 || base != 0 || sbo != 1024 || ((std::uintptr_t)start[j] >> 7) % 8) {
+      std::snprintf(msg, sizeof msg,
+                    "%s: operand %c at %p: the 128-byte swizzle with base offset 0 needs its "
+                    "8-row atom at a 1024-byte boundary (start address bits 7-9 zero)",
+                    mma_op_name[op], j ? 'B' : 'A', ptrs[j]);
+      fail(line, msg);
+    }
+  }
+  s.ops[s.pending++] = wgmma_op{d, start[0], start[1], n, op, s.groups, line};
+}
+static inline void wgmma_retire(int before) { /* the wgmma of groups < before complete */
+  wgmma_state &s = wgmma_of();
+  int k = 0;
+  for (int i = 0; i < s.pending; i++) {
+    if (s.ops[i].group < before)
+      wgmma_run(s.ops[i]);
+    else
+      s.ops[k++] = s.ops[i];
+  }
+  s.pending = k;
+  s.fenced = false;
+}
+} // namespace simt
+static inline void rx_wgmma_fence() { simt::wgmma_of().fenced = true; }
+static inline void rx_wgmma_commit() { simt::wgmma_of().groups++; }
+template <int N> static inline void rx_wgmma_wait() {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes an immediate in 0..7");
+  simt::wgmma_retire(simt::wgmma_of().groups - N);
+}
+static inline void rx_wgmma_hold(float &) {}
+static inline unsigned long long rx_wgmma_desc(const void *p) { return simt::wgmma_encode(p); }
+#define SIMT_WGMMA(n)                                                                              \
+  static inline void rx_wgmma_m64n##n##k16_f16f32(float *d, const void *a, const void *b,          \
+                                                  int line = SIMT_LINE) {                          \
+    simt::wgmma_issue(simt::WGMMA_F16, n, d, a, b, line);                                          \
+  }                                                                                                \
+  static inline void rx_wgmma_m64n##n##k16_bf16f32(float *d, const void *a, const void *b,         \
+                                                   int line = SIMT_LINE) {                         \
+    simt::wgmma_issue(simt::WGMMA_BF16, n, d, a, b, line);                                         \
+  }
+/* every N of m64nNk16: 8..256 in steps of 8 */
+SIMT_WGMMA(8)
+SIMT_WGMMA(16)
+SIMT_WGMMA(24)
+SIMT_WGMMA(32)
+SIMT_WGMMA(40)
+SIMT_WGMMA(48)
+SIMT_WGMMA(56)
+SIMT_WGMMA(64)
+SIMT_WGMMA(72)
+SIMT_WGMMA(80)
+SIMT_WGMMA(88)
+SIMT_WGMMA(96)
+SIMT_WGMMA(104)
+SIMT_WGMMA(112)
+SIMT_WGMMA(120)
+SIMT_WGMMA(128)
+SIMT_WGMMA(136)
+SIMT_WGMMA(144)
+SIMT_WGMMA(152)
+SIMT_WGMMA(160)
+SIMT_WGMMA(168)
+SIMT_WGMMA(176)
+SIMT_WGMMA(184)
+SIMT_WGMMA(192)
+SIMT_WGMMA(200)
+SIMT_WGMMA(208)
+SIMT_WGMMA(216)
+SIMT_WGMMA(224)
+SIMT_WGMMA(232)
+SIMT_WGMMA(240)
+SIMT_WGMMA(248)
+SIMT_WGMMA(256)
 
 /* printf works: kernels run on the host */
 

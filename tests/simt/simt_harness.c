@@ -1121,7 +1121,8 @@ static int launch(simt_kernel *k, const unsigned grid[3], const unsigned block[3
   S.args = args;
   S.kname = k->name;
   S.f = calloc(S.n, sizeof *S.f);
-  void *smem = dyn_smem_bytes ? aligned_alloc(16, (dyn_smem_bytes + 15) & ~(size_t)15) : NULL;
+  /* 1024-byte aligned, as `extern __shared__ __align__(1024)` asks (wgmma's swizzle atoms) */
+  void *smem = dyn_smem_bytes ? aligned_alloc(1024, (dyn_smem_bytes + 1023) & ~(size_t)1023) : NULL;
   if (!S.f || (dyn_smem_bytes && !smem)) abort();
   if (tr) {
     S.trace = simt_trace_new(tr->ranges, tr->nranges, S.n, k->fn_lo, k->fn_hi, k->module->base);

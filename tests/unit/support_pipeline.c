@@ -102,9 +102,12 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
   simt_kernel *sk = simt_module_kernel(mod, kn->name);
   if (!sk) return snprintf(msg, n, "%s: kernel not found in its object", kn->name), false;
   char *err = NULL;
-  if (acc ? simt_launch_traced(sk, grid, block, 0, args, nargs, ranges, nranges, max_blocks, acc,
+  /* as runtime/cuda/cuda.c launches: the kernel's shared bytes as dynamic shared memory (used by
+   * the kernels that declare it: wgmma's, codegen/cuda.c) */
+  size_t dyn = metal ? 0 : (size_t)kn->shared_bytes;
+  if (acc ? simt_launch_traced(sk, grid, block, dyn, args, nargs, ranges, nranges, max_blocks, acc,
                                &err)
-          : simt_launch(sk, grid, block, 0, args, nargs, &err)) {
+          : simt_launch(sk, grid, block, dyn, args, nargs, &err)) {
     snprintf(msg, n, "%s: launch failed: %s", kn->name, err);
     free(err);
     return false;
@@ -233,7 +236,11 @@ void rxk_prepare(rx_module *m, const rx_tensor_fn *f, const rx_target *t, rxk_st
   if (t->kind == RX_TARGET_CUDA) check_cuda_toolchain(&p->kl, t->cuda_arch, p->what, st);
   if (t->kind == RX_TARGET_VULKAN) check_spirv(&p->kl, p->what, st);
 
-  p->emulate = (t->kind == RX_TARGET_CUDA && t->sm == 80) || t->kind == RX_TARGET_METAL;
+  /* sm_90 emits sm_80's C but for wgmma (sm_90 only): emulated where a kernel uses it */
+  bool wgmma = false;
+  for (int k = 0; k < p->kl.n; k++) wgmma |= strstr(p->kl.kernels[k]->source, "rx_wgmma_") != NULL;
+  p->emulate = (t->kind == RX_TARGET_CUDA && (t->sm == 80 || (t->sm == 90 && wgmma))) ||
+               t->kind == RX_TARGET_METAL;
   if (!p->emulate) return;
   p->mods = base_calloc((size_t)p->kl.n + 1, sizeof *p->mods);
   for (int k = 0; k < p->kl.n; k++) {

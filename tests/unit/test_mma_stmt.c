@@ -21,7 +21,8 @@
  *     with subgroups of 8 and when only some lanes of a subgroup reach it;
  *   - the matmul rule's gemv_mma (2 to 16 rows) and gemm_mma (more) variants
  *     (passes/schedule/gemv_mma.c) of a Llama-2-7B GEMV (gemv_7b) compile for sm_80 and sm_90
- *     with mma.sync and 128-bit global loads in their PTX and no spills (ptxas, rxk_prepare).
+ *     with mma.sync and 128-bit global loads in their PTX and no spills (ptxas, rxk_prepare);
+ *     on sm_90 the large variant is gemm_wgmma (wgmma.mma_async; tests/unit/test_wgmma.c).
  * Exits 77 when nothing could run (no clang for the emulator is not a skip of the interpreter).
  * usage: test_mma_stmt TESTS_DIR */
 #include "check.h"
@@ -309,14 +310,18 @@ static void check_mma_variants(rx_module *m) {
     return;
   }
   static const char *const cuda[] = {"cuda -arch=sm_80", "cuda -arch=sm_90"};
-  static const char *const names[] = {"gemv_mma", "gemm_mma_64", "gemm_mma"};
+  static const char *const names80[] = {"gemv_mma", "gemm_mma_64", "gemm_mma"};
+  /* sm_90: the 128 x 128 tiles on wgmma (gemm_wgmma.c, tests/unit/test_wgmma.c) */
+  static const char *const names90[] = {"gemv_mma", "gemm_mma_64", "gemm_wgmma"};
   for (int ti = 0; ti < 2; ti++) {
+    const char *const *names = ti ? names90 : names80;
+    int nnames = 3;
     const rx_target *t;
     rx_status ts = tgt_target_parse(cuda[ti], &t);
     RX_ASSERT(!ts);
     rxk_prepared p;
     rxk_prepare(m, f, t, &st, &p); /* NVRTC with no spills, counted there */
-    for (int ni = 0; ni < 3; ni++) {
+    for (int ni = 0; ni < nnames; ni++) {
       const rx_kernel *kn = NULL;
       for (int v = 0; p.ok && v < p.sr.nvariants; v++)
         if (p.sr.variants[v].name && !strcmp(p.sr.variants[v].name, names[ni]) && v < p.kl.n)
@@ -331,8 +336,10 @@ static void check_mma_variants(rx_module *m) {
       } else if (s) {
         FAIL("%s: NVRTC: %s", p.what, rx_status_message(s));
       } else {
-        CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
-                  "%s: %s's PTX has no mma.sync", p.what, names[ni]);
+        bool wg = !strcmp(names[ni], "gemm_wgmma");
+        CHECK_MSG(strstr(ptx, wg ? "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+                                 : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL,
+                  "%s: %s's PTX has no %s", p.what, names[ni], wg ? "wgmma" : "mma.sync");
         if (ni == 0)
           CHECK_MSG(strstr(ptx, "ld.global.nc.v4.u32") || strstr(ptx, "ld.global.nc.v4.b32") ||
                         strstr(ptx, "ld.global.v4.u32"),
@@ -340,7 +347,7 @@ static void check_mma_variants(rx_module *m) {
         else /* the pipeline: cp.async into shared memory, ldmatrix out of it */
           CHECK_MSG(strstr(ptx, "cp.async.cg.shared.global") &&
                         strstr(ptx, "cp.async.wait_group 1") &&
-                        strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                        (wg || strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16")),
                     "%s: %s's PTX lacks cp.async, its wait or ldmatrix", p.what, names[ni]);
       }
       rx_status_free(s);
