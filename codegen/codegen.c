@@ -174,6 +174,7 @@ void cg_kernels_json(rx_strbuf *o, const rx_target *t, const rx_tensor_fn *const
       base_strbuf_printf(
           o, "], \"block\": [%d, %d, %d], \"shared_bytes\": %lld, \"index_bits\": %d,\n",
           k->block[0], k->block[1], k->block[2], (long long)k->shared_bytes, k->index64 ? 64 : 32);
+      if (k->shared_dynamic) base_strbuf_append(o, "     \"shared_dynamic\": true,\n");
       if (k->subgroup_size)
         base_strbuf_printf(o, "     \"subgroup_size\": %d,\n", k->subgroup_size);
       if (k->coop_matrix) base_strbuf_append(o, "     \"cooperative_matrix\": true,\n");

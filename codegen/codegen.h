@@ -74,7 +74,9 @@ typedef struct rx_kernel {
   int nargs;
   const rx_expr *grid[3]; /* number of blocks per axis (symbolic; 1 where unused) */
   int block[3];           /* threads per block per axis */
-  int64_t shared_bytes;   /* shared memory (dynamic in kernels that use wgmma: codegen/cuda.c) */
+  int64_t shared_bytes;   /* shared memory, all of it */
+  bool shared_dynamic;    /* CUDA: shared_bytes is dynamic shared memory that the launch asks for
+                             (kernels that use wgmma, codegen/cuda.c); else declared statically */
   const rx_expr *cond;    /* run only when this holds (NULL: always) */
   const char *rule;       /* schedule rule that produced it, or NULL */
   bool uses_ubo;          /* GLSL: symbolic values in a uniform buffer (too many for push) */

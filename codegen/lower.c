@@ -435,7 +435,7 @@ static bool wgmma_target_ok(lw *w, const cg_kernel *ck, const rx_target *t, rx_d
 
 /* The shared memory a kernel may use: with dynamic shared memory (wgmma kernels on CUDA) the
  * opt-in limit, which the runtime asks for (runtime/cuda/cuda.c: cuFuncSetAttribute above 48 KiB),
- * else the static one. */
+ * else the static one (analyze marks the kernel's shared_dynamic by the same condition). */
 static int shared_limit(const cg_kernel *ck, const rx_target *t) {
   return ck->uses_wgmma && t->kind == RX_TARGET_CUDA ? t->shared_bytes_optin : t->shared_bytes;
 }
@@ -471,6 +471,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
   }
   if (ok && !wgmma_target_ok(&w, ck, t, diag)) ok = false;
   k->shared_bytes = w.shared_bytes;
+  k->shared_dynamic = ck->uses_wgmma && t->kind == RX_TARGET_CUDA && w.shared_bytes > 0;
   if (ok && w.shared_bytes > shared_limit(ck, t)) {
     base_diag_report(diag, RX_DIAG_ERROR, ck->loc,
                      "kernel '%s' needs %lld bytes of shared memory; target '%s' allows %d",

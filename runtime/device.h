@@ -90,6 +90,8 @@ struct rx_rt_kernel {
   rt_expr *grid[3];
   uint32_t block[3];
   uint32_t shared_bytes;
+  bool shared_dynamic;    /* kernels.json "shared_dynamic": the launch asks for shared_bytes of
+                             dynamic shared memory (CUDA); else the kernel declares it statically */
   uint32_t subgroup_size; /* the subgroup size it must run with (kernels.json); 0: any */
   bool coop_matrix;       /* kernels.json "cooperative_matrix": needs VK_NV_cooperative_matrix */
   rt_scalar_location scalar_location;

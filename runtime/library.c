@@ -530,6 +530,7 @@ static bool parse_kernel(lctx *c, const cJSON *jk, rx_rt_kernel *k) {
     k->subgroup_size = (uint32_t)v;
   }
   if (!get_bool(c, jk, "cooperative_matrix", kn, &k->coop_matrix)) return false;
+  if (!get_bool(c, jk, "shared_dynamic", kn, &k->shared_dynamic)) return false;
 
   if (!parse_args(c, jk, kn, k)) return false;
   for (size_t i = 0; i < k->nbuffers; i++)

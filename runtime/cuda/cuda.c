@@ -424,7 +424,7 @@ static rx_status cu_kernel_create(rx_rt_device *base, rx_rt_kernel *k) {
                             "__global__ expected)",
                             k->name);
   }
-  if (k->shared_bytes > 48 * 1024) {
+  if (k->shared_dynamic && k->shared_bytes > 48 * 1024) {
     r = cu.cuFuncSetAttribute(ck->fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                               (int)k->shared_bytes);
     if (r != RES_SUCCESS) {
@@ -471,7 +471,9 @@ static void args_of(const rx_rt_kernel *k, const uint32_t grid[3], const uint64_
       .blockDimX = (unsigned)w[0],
       .blockDimY = (unsigned)w[1],
       .blockDimZ = (unsigned)w[2],
-      .sharedMemBytes = k->shared_bytes, /* dynamic (static shared memory needs none) */
+      /* dynamic shared memory only: a kernel's static __shared__ arrays need none, and asking for
+       * their size again would double its shared memory (past 48 KiB: a failed launch) */
+      .sharedMemBytes = k->shared_dynamic ? k->shared_bytes : 0,
       .kernelParams = a->args,
   };
 }

@@ -65,12 +65,13 @@ typedef struct kdesc {
   int nbuffers, nscalars;
   uint32_t block[3];
   uint32_t shared;
+  bool dynamic; /* kernels.json "shared_dynamic": the launch asks for it (else static: none) */
 } kdesc;
 enum { NORM, MATMUL, ATTN, LOGITS, NKERNELS };
 static const kdesc kernels[NKERNELS] = {
     [NORM] = {"norm", 2, 1, {64, 1, 1}, 0},
-    [MATMUL] = {"matmul", 3, 2, {128, 1, 1}, 0},
-    [ATTN] = {"attn", 3, 2, {32, 4, 1}, 4096},
+    [MATMUL] = {"matmul", 3, 2, {128, 1, 1}, 96 * 1024, true}, /* as gemm_wgmma */
+    [ATTN] = {"attn", 3, 2, {32, 4, 1}, 49152},                  /* static, as gemm_mma */
     [LOGITS] = {"logits", 2, 1, {256, 1, 1}, 0},
 };
 
@@ -90,9 +91,10 @@ static char *kernels_json(void) {
   for (int i = 0; i < NKERNELS; i++) {
     const kdesc *k = &kernels[i];
     PUT("%s{\"name\": \"%s\", \"program\": \"step\", \"binary\": \"fake.cubin\", \"condition\": "
-        "null, \"grid\": [\"1\", \"1\", \"1\"], \"block\": [%u, %u, %u], \"shared_bytes\": %u, "
+        "null, \"grid\": [\"1\", \"1\", \"1\"], \"block\": [%u, %u, %u], \"shared_bytes\": %u, %s"
         "\"scalars\": {\"location\": \"parameters\", \"bytes\": %d, \"binding\": -1}, \"args\": [",
-        i ? ", " : "", k->name, k->block[0], k->block[1], k->block[2], k->shared, 4 * k->nscalars);
+        i ? ", " : "", k->name, k->block[0], k->block[1], k->block[2], k->shared,
+        k->dynamic ? "\"shared_dynamic\": true, " : "", 4 * k->nscalars);
     for (int b = 0; b < k->nbuffers; b++)
       PUT("%s{\"kind\": \"buffer\", \"name\": \"b%d\", \"dtype\": \"f32\", \"param\": %d, "
           "\"binding\": %d}",
@@ -234,7 +236,7 @@ static void launch(const lib *L, int which, uint32_t gx, uint32_t gy, const tbuf
                            vals,        (size_t)kd->nscalars};
   CHECK_OK(rx_rt_kernel_launch(L->k[which], &p));
   expect("launch %s grid=%u,%u,1 block=%u,%u,%u shared=%u args=%s", kd->name, gx, gy, kd->block[0],
-         kd->block[1], kd->block[2], kd->shared, args);
+         kd->block[1], kd->block[2], kd->dynamic ? kd->shared : 0, args);
 }
 
 static void sync_device(rx_rt_device *d) { CHECK_OK(rx_rt_device_synchronize(d)); }

@@ -70,7 +70,8 @@ struct CUmod_st {
 };
 struct CUfunc_st {
   const decl *kernel;
-  CUmodule mod; /* NULL once the module is unloaded */
+  CUmodule mod;    /* NULL once the module is unloaded */
+  int max_dynamic; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB until raised */
   struct CUfunc_st *next;
 };
 struct CUstream_st {
@@ -473,7 +474,9 @@ API cu_result cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
 }
 
 API cu_result cuFuncSetAttribute(CUfunction f, cu_func_attr attr, int value) {
-  return f && f->mod ? RES_SUCCESS : misuse(RES_INVALID_HANDLE, "cuFuncSetAttribute", "function");
+  if (!f || !f->mod) return misuse(RES_INVALID_HANDLE, "cuFuncSetAttribute", "function");
+  if (attr == FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES) f->max_dynamic = value;
+  return RES_SUCCESS;
 }
 
 /* ---- launches ---- */
@@ -485,6 +488,10 @@ static cu_result read_params(const char *entry, const CUDA_KERNEL_NODE_PARAMS_v2
   if (!p->gridDimX || !p->gridDimY || !p->gridDimZ || !p->blockDimX || !p->blockDimY ||
       !p->blockDimZ)
     return misuse(RES_INVALID_VALUE, entry, "an empty grid or block");
+  /* as the driver: dynamic shared memory past 48 KiB needs the function's limit raised first */
+  int limit = p->func->max_dynamic ? p->func->max_dynamic : 48 * 1024;
+  if (p->sharedMemBytes > (unsigned)limit)
+    return misuse(RES_INVALID_VALUE, entry, "more dynamic shared memory than the function's limit");
   *k = (kparams){p->func,
                  {p->gridDimX, p->gridDimY, p->gridDimZ},
                  {p->blockDimX, p->blockDimY, p->blockDimZ},
