@@ -333,7 +333,10 @@ const char *ir_loop_kind_name(rx_loop_kind k);
 static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_X; }
 
 /* Math intrinsics and subgroup operations: listed once; X(ENUM, text, arity, kind)
- * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes,
+ * kind: 'f' float math, 'n' any numeric, 's' subgroup operation: a reduction over the
+ * subgroup's lanes, or shuffle_xor(x, mask), which gives lane l the x of lane l ^ mask of its
+ * subgroup (mask an integer, the same on every lane, below the subgroup size; every lane of the
+ * subgroup reaches it: CUDA __shfl_xor_sync, GLSL subgroupShuffleXor, MSL simd_shuffle_xor),
  * 'c' a run-time check: `check(ok, v, "message")` is v (an integer), and where ok (a bool) is
  * false the call fails with message, each "%v" in it replaced by v (base.h, base_check_format):
  * the interpreter stops with that error, a kernel writes base_check_code(message) and v to the
@@ -365,6 +368,7 @@ static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_
   X(SUBGROUP_SUM, "subgroup_sum", 1, 's')                                                          \
   X(SUBGROUP_MAX, "subgroup_max", 1, 's')                                                          \
   X(SUBGROUP_MIN, "subgroup_min", 1, 's')                                                          \
+  X(SHUFFLE_XOR, "shuffle_xor", 2, 's')                                                            \
   X(CHECK, "check", 2, 'c')
 
 typedef enum rx_intrinsic {
@@ -458,6 +462,7 @@ struct rx_tx {
   /* HAS_FRAG: fragments A (M x K) and B (K x N) of dtype frag_ab, accumulator (M x N) frag_acc */
   rx_dtype frag_ab, frag_acc;
   int frag_m, frag_n, frag_k;
+  bool frag_sync; /* HAS_FRAG written `has_mma(...)`: the explicit-layout RX_STMT_MMA (below) */
 };
 
 /* RX_TX_HAS_FRAG, `has_fragments(f16, f32, 16, 16, 16)`: true on a target whose subgroup matrix
@@ -467,7 +472,13 @@ struct rx_tx {
  * one: scheduling keeps the branch that the target takes (passes/schedule.h), the interpreter the
  * one that rx_interp_opts.fragments names (the portable one by default). A target-independent
  * program, e.g. an op's legalization (ops/attention.c), thus carries both and each target
- * compiles one. */
+ * compiles one.
+ *
+ * `has_mma(f16, f32, 16, 8, 16)` (RX_TX_HAS_FRAG with frag_sync) is its counterpart for
+ * RX_STMT_MMA and RX_STMT_LDMATRIX, whose register layouts are explicit: true on a target whose
+ * `.mma` table has mma.sync of that shape and dtypes (CUDA sm_80 and sm_90), decided the same
+ * way by scheduling; the interpreter takes its then branch where rx_interp_opts.mma_sync says so.
+ * A program may nest `if has_mma(...) { A } else { if has_fragments(...) { B } else { C } }`. */
 
 typedef enum rx_stmt_kind {
   RX_STMT_SEQ,     /* body[n] */

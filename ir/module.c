@@ -433,7 +433,8 @@ rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
       t = args[i]->dtype;
       break;
     }
-  if (f == RX_INTRIN_CHECK && n == 2) t = args[1]->dtype; /* check(ok, v): v */
+  if (f == RX_INTRIN_CHECK && n == 2) t = args[1]->dtype;       /* check(ok, v): v */
+  if (f == RX_INTRIN_SHUFFLE_XOR && n == 2) t = args[0]->dtype; /* shuffle_xor(x, mask): x */
   rx_tx *e = tx_new(m, RX_TX_CALL, t, loc);
   e->intrin = f;
   if (n > 0) e->a = args[0];

@@ -29,9 +29,11 @@ static void define_tname(P *p, const char *name, rx_local *l, rx_buffer *b, rx_l
 static rx_tx *tx(P *p);
 static int index_list(P *p, rx_tx ***out);
 
-/* `has_fragments(AB, ACC, M, N, K)` (ir.h, RX_TX_HAS_FRAG), at its name. */
+/* `has_fragments(AB, ACC, M, N, K)` or `has_mma(AB, ACC, M, N, K)` (ir.h, RX_TX_HAS_FRAG), at
+ * its name. */
 static rx_tx *has_fragments(P *p) {
   rx_loc loc = cur(p)->loc;
+  bool sync = tok_is_kw(cur(p), "has_mma");
   next(p);
   next(p);
   rx_dtype dt[2];
@@ -57,7 +59,9 @@ static rx_tx *has_fragments(P *p) {
   }
   ir_parse_expect(p, RX_TOK_RPAREN,
                   "')' after the five arguments of has_fragments(AB, ACC, M, N, K)");
-  return ir_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
+  rx_tx *e = ir_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
+  e->frag_sync = sync;
+  return e;
 }
 
 static rx_tx *tx_primary(P *p) {
@@ -86,7 +90,8 @@ static rx_tx *tx_primary(P *p) {
     return ir_tx_int(m, tok_is_kw(t, "true"), RX_DTYPE_BOOL, true, loc);
   const char *name = tok_text(p, t);
   rx_tok_kind after = ahead(p, 1)->kind;
-  if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_fragments")) return has_fragments(p);
+  if (after == RX_TOK_LPAREN && (tok_is_kw(t, "has_fragments") || tok_is_kw(t, "has_mma")))
+    return has_fragments(p);
   if (after == RX_TOK_LPAREN) {
     bool is_dt;
     rx_dtype dt = ir_parse_dtype_of(p, t, &is_dt);

@@ -155,8 +155,9 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
     break;
   }
   case RX_TX_HAS_FRAG:
-    base_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", ir_dtype_name(e->frag_ab),
-                       ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
+    base_strbuf_printf(o, "%s(%s, %s, %d, %d, %d)", e->frag_sync ? "has_mma" : "has_fragments",
+                       ir_dtype_name(e->frag_ab), ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n,
+                       e->frag_k);
     break;
   }
   if (paren) base_strbuf_putc(o, ')');

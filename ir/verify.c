@@ -843,6 +843,13 @@ static void check_tx(vctx *v, const rx_tx *e) {
       if (!e->msg) err(v, e->loc, "'check' needs a message");
       return;
     }
+    if (e->intrin == RX_INTRIN_SHUFFLE_XOR) { /* shuffle_xor(x, mask): any numeric x */
+      check_tx(v, e->a);
+      check_tx(v, e->b);
+      want(v, e->a, numeric(e->a->dtype), "a numeric value for 'shuffle_xor'");
+      want(v, e->b, ir_dtype_is_int(e->b->dtype), "an integer lane mask for 'shuffle_xor'");
+      return;
+    }
     for (int i = 0; i < n; i++) {
       check_tx(v, args[i]);
       if (kind == 'f') {

@@ -156,6 +156,10 @@ const rx_mma_shape *tgt_target_mma(const rx_target *t, rx_dtype ab, rx_dtype acc
  * shapes, whose register layouts are explicit, are not fragments.) */
 bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
 
+/* Does t run mma.sync of A m x k and B k x n in `ab` into `acc` (ir.h RX_STMT_MMA, the test of
+ * `has_mma(...)`)? */
+bool tgt_target_has_mma_sync(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
+
 /* "cuda", "vulkan", "metal". */
 const char *tgt_target_kind_name(rx_target_kind kind);
 
