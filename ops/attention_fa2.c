@@ -26,7 +26,8 @@
  *         c[i / 4][i % 4]): converted to T in registers, no round trip through shared memory
  *   O += P V: V's B fragments by ldmatrix x4 .trans; O (16 x D per warp, f32) in registers,
  *         rescaled by exp2(m_old - m_new) per row
- *   end:  O / l (0 for a row that saw no key) stored from the registers.
+ *   end:  O / l (0 for a row that saw no key) rounded to T into shared memory, then stored
+ *         16 bytes a thread.
  *
  * Masking is by key position against the row's visible range (q_pos, kv_len, window) and its
  * sequence, so rows of other sequences in the tile and keys past the diagonal get p = 0. Not
@@ -321,6 +322,7 @@ static void softmax(fa2 *f, const char *kt) {
     lz_line(l, "%s[%d] = %s", f->mr, h, mn);
   }
   const char *n = lz_loopvar(l, "n");
+  lz_line(l, "barrier"); /* every warp's ldmatrix of Q is done (a block without keys too) */
   lz_line(l, "for %s in 0..%lld unroll {", n, (long long)(f->d / 8));
   for (int i = 0; i < 4; i++)
     lz_line(l, "  %s[%s, %d] = %s[%s, %d] * %s", f->o, n, i, f->o, n, i, al[i / 2]);
@@ -393,7 +395,9 @@ static void walk_sequence(fa2 *f, const char *u) {
   lz_close(l);
 }
 
-/* O / l of the lane's rows (l summed over the quad; 0 where the row saw no key) into y. */
+/* O / l of the lane's rows (l summed over the quad; 0 where the row saw no key), rounded to T
+ * into qs (free since Q went to registers), then from qs into y 16 bytes a thread at a time (a
+ * `vectorize` loop over 8 elements of a row: one 128-bit store, rows contiguous in y). */
 static void finish(fa2 *f) {
   lz_ctx *l = f->l;
   const char *lt[2];
@@ -405,20 +409,31 @@ static void finish(fa2 *f) {
   }
   const char *n = lz_loopvar(l, "n");
   lz_line(l, "for %s in 0..%lld unroll {", n, (long long)(f->d / 8));
-  l->ind++;
-  for (int i = 0; i < 4; i++) {
-    const char *r = lane_row(f, i / 2);
-    const char *ok = F(f, "%s[(%s) // %lld] >= 0", f->tseq, r, (long long)f->gr);
-    const char *hv = head_valid(f, r);
-    if (hv) ok = F(f, "%s && %s", ok, hv);
-    lz_line(l, "if %s {", ok);
+  for (int i = 0; i < 4; i++)
     lz_line(
-        l, "  %s[%s, %s, %s * 8 + %s %% 4 * 2 + %d] = %s", f->y->name, row_token(f, r),
-        row_head(f, r), n, f->tx, i % 2,
-        lz_down(l, f->y->dtype,
+        l, "  %s[%s, %s * 8 + %s %% 4 * 2 + %d] = %s", f->qs, lane_row(f, i / 2), n, f->tx, i % 2,
+        lz_down(l, f->q->dtype,
                 F(f, "select(%s > 0.0, %s[%s, %d] / %s, 0.0)", lt[i / 2], f->o, n, i, lt[i / 2])));
-    lz_line(l, "}");
-  }
+  lz_line(l, "}");
+  lz_line(l, "barrier");
+  int64_t chunks = FA2_ROWS * f->ch;
+  const char *c = lz_loopvar(l, "c"), *e = F(f, "(%s + %s * %d)", f->tx, c, FA2_THREADS);
+  lz_line(l, "for %s in 0..%lld unroll {", c,
+          (long long)((chunks + FA2_THREADS - 1) / FA2_THREADS));
+  l->ind++;
+  const char *r = F(f, "%s // %lld", e, (long long)f->ch),
+             *k = F(f, "%s %% %lld", e, (long long)f->ch);
+  const char *ok = F(f, "%s[(%s) // %lld] >= 0", f->tseq, r, (long long)f->gr);
+  if (chunks % FA2_THREADS) ok = F(f, "%s < %lld && %s", e, (long long)chunks, ok);
+  const char *hv = head_valid(f, r);
+  if (hv) ok = F(f, "%s && %s", ok, hv);
+  lz_line(l, "if %s {", ok);
+  const char *v = lz_loopvar(l, "v");
+  lz_line(l, "  for %s in 0..8 vectorize {", v);
+  lz_line(l, "    %s[%s, %s, (%s) * 8 + %s] = %s[%s, (%s) * 8 + %s]", f->y->name, row_token(f, r),
+          row_head(f, r), k, v, f->qs, r, k, v);
+  lz_line(l, "  }");
+  lz_line(l, "}");
   lz_close(l);
 }
 
@@ -434,7 +449,8 @@ bool lz_gen_paged_attention_fa2(lz_ctx *l) {
   f.qpos = lz_arg(l, 5);
   f.y = &l->outs[0];
   rx_dtype t = f.q->dtype;
-  if ((t != RX_DTYPE_F16 && t != RX_DTYPE_BF16) || f.pages->dtype != t) return false;
+  if ((t != RX_DTYPE_F16 && t != RX_DTYPE_BF16) || f.pages->dtype != t || f.y->dtype != t)
+    return false;
   const rx_expr *hd = f.q->shape[1], *dd = f.q->shape[2], *kv = f.pages->shape[2];
   if (hd->kind != RX_EXPR_CONST || dd->kind != RX_EXPR_CONST || kv->kind != RX_EXPR_CONST ||
       kv->value < 1 || hd->value % kv->value)

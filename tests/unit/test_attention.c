@@ -524,15 +524,16 @@ static void test_prefill_matrix(void) {
  * f16 and bf16. */
 /* The FA2 kernel's PTX on the CUDA targets (NVRTC, ptxas -v): mma.sync m16n8k16 of its dtype,
  * ldmatrix (plain for Q and K, .trans for V), cp.async with its waits, the quad's shuffles
- * (shfl.sync.bfly), no local memory (no ld.local / st.local, a stack frame of 0 bytes, no
- * spills). Prints the registers and static shared memory ptxas reports. */
+ * (shfl.sync.bfly), 16-byte output stores, no local memory (no ld.local / st.local, a stack
+ * frame of 0 bytes, no spills). Prints the registers and static shared memory ptxas reports. */
 static void check_fa2_ptx(const prog *p, rx_dtype t) {
   static const char *const want[] = {NULL,
                                      "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                                      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
                                      "cp.async.cg.shared.global",
                                      "cp.async.wait_group",
-                                     "shfl.sync.bfly.b32"};
+                                     "shfl.sync.bfly.b32",
+                                     "st.global.v4"};
   char mma[96];
   snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", ir_dtype_name(t),
            ir_dtype_name(t));
