@@ -30,7 +30,8 @@
  *         16 bytes a thread.
  *
  * Masking is by key position against the row's visible range (q_pos, kv_len, window) and its
- * sequence, so rows of other sequences in the tile and keys past the diagonal get p = 0. Not
+ * sequence, so rows of other sequences in the tile and keys past the diagonal get p = 0; a warp
+ * skips the tiles none of its rows sees (warp_range). Not
  * timed on a GPU yet: docs/schedules.md, "FlashAttention-2 prefill", has the PTX figures. */
 #include "attention_int.h"
 #include "deduce.h"
@@ -322,7 +323,6 @@ static void softmax(fa2 *f, const char *kt) {
     lz_line(l, "%s[%d] = %s", f->mr, h, mn);
   }
   const char *n = lz_loopvar(l, "n");
-  lz_line(l, "barrier"); /* every warp's ldmatrix of Q is done (a block without keys too) */
   lz_line(l, "for %s in 0..%lld unroll {", n, (long long)(f->d / 8));
   for (int i = 0; i < 4; i++)
     lz_line(l, "  %s[%s, %d] = %s[%s, %d] * %s", f->o, n, i, f->o, n, i, al[i / 2]);
@@ -348,7 +348,29 @@ static void pv(fa2 *f, const char *st) {
   lz_close(l);
 }
 
-/* The key tiles of the sequence led by token u of the tile, through the cp.async stages. */
+/* The first and last key any row of this lane's warp sees in the sequence, into *lo and *hi
+ * (warp-uniform: the lane's two rows, then shuffle_xor over the 8 quads); a warp with no row in
+ * the sequence gets an empty range. */
+static void warp_range(fa2 *f, const char **lo, const char **hi) {
+  lz_ctx *l = f->l;
+  static const char *const comb[2] = {"min", "max"};
+  for (int w = 0; w < 2; w++) { /* w 0: the first key (min), 1: the last (max) */
+    const char *const *rv = w ? f->rhi : f->rlo, *none = w ? "(-1)" : "2147483647";
+    const char *v = lz_fresh(l, w ? "whi" : "wlo");
+    lz_line(l, "let %s: i32 = %s(select(%s, %s, %s), select(%s, %s, %s))", v, comb[w], f->rok[0],
+            rv[0], none, f->rok[1], rv[1], none);
+    for (int m = 4; m < 32; m *= 2) {
+      const char *nv = lz_fresh(l, w ? "whi" : "wlo");
+      lz_line(l, "let %s: i32 = %s(%s, shuffle_xor(%s, %d))", nv, comb[w], v, v, m);
+      v = nv;
+    }
+    *(w ? hi : lo) = v;
+  }
+}
+
+/* The key tiles of the sequence led by token u of the tile, through the cp.async stages; a warp
+ * computes only the tiles that hold a key one of its rows sees (its own diagonal, window and
+ * sequence: in a tile of many short sequences each warp works on its own). */
 static void walk_sequence(fa2 *f, const char *u) {
   lz_ctx *l = f->l;
   lz_line(l, "if %s[%s] != 0 {", f->tlead, u);
@@ -367,6 +389,8 @@ static void walk_sequence(fa2 *f, const char *u) {
     lz_line(l, "let %s: i32 = %s[%s]", f->rlo[h], f->tlo, tk);
     lz_line(l, "let %s: i32 = %s[%s]", f->rhi[h], f->thi, tk);
   }
+  const char *wlo = NULL, *whi = NULL;
+  warp_range(f, &wlo, &whi);
   for (int s = 0; s < FA2_STAGES - 1; s++) {
     lz_line(l, "if %d < %s {", s, nk);
     l->ind++;
@@ -386,9 +410,13 @@ static void walk_sequence(fa2 *f, const char *u) {
   lz_close(l);
   lz_line(l, "async_commit");
   const char *st = F(f, "%s %% %d", it, FA2_STAGES), *kt = F(f, "%s + %s", k0, it);
+  lz_line(l, "if i32((%s) * %d) <= %s && i32((%s) * %d + %d) >= %s {", kt, FA2_PAGE, whi, kt,
+          FA2_PAGE, FA2_PAGE - 1, wlo);
+  l->ind++;
   scores(f, st);
   softmax(f, kt);
   pv(f, st);
+  lz_close(l);
   lz_close(l);
   lz_line(l, "async_wait 0");
   lz_line(l, "barrier"); /* the stages are free for the next sequence */
@@ -408,6 +436,7 @@ static void finish(fa2 *f) {
     lz_line(l, "let %s: f32 = %s + shuffle_xor(%s, 2)", lt[h], l1, l1);
   }
   const char *n = lz_loopvar(l, "n");
+  lz_line(l, "barrier"); /* every warp's ldmatrix of Q is done (a block without keys too) */
   lz_line(l, "for %s in 0..%lld unroll {", n, (long long)(f->d / 8));
   for (int i = 0; i < 4; i++)
     lz_line(
