@@ -152,8 +152,10 @@ typedef struct cg_lang {
   /* subgroup matrix fragments (ir.h, RX_STMT_FRAG): s is a fragment's ALLOC (its declaration)
    * or a frag statement, with its operands printed by the base; NULL: the language has none */
   void (*frag)(cg_printer *p, rx_strbuf *o, const rx_stmt *s, const cg_frag_ops *ops);
-  /* the subgroup reduction of x (printed operand) of dtype t into the expression text */
-  void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x);
+  /* the subgroup operation op of x (printed operand) of dtype t into the expression text: a
+   * reduction, or shuffle_xor with its lane mask (printed, an integer; NULL for a reduction) */
+  void (*subgroup)(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x,
+                   const char *mask);
   /* a symbolic value as used in index arithmetic */
   void (*scalar_ref)(cg_printer *p, rx_strbuf *o, const char *name);
   /* the vector of `words` 32-bit words (1, 2 or 4) at vector index `index` (printed, in the
@@ -193,6 +195,7 @@ enum { /* cg_printer.need */
        CG_NEED_SG_MAX,
        CG_NEED_SG_MIN,
        CG_NEED_SUBGROUP,
+       CG_NEED_SHUFFLE, /* GLSL: subgroupShuffleXor (GL_KHR_shader_subgroup_shuffle) */
        CG_NEED_UNROLL,  /* an unrolled loop was printed (GLSL: GL_EXT_control_flow_attributes) */
        CG_NEED_COOPMAT, /* GLSL: fragments as cooperative matrices (GL_NV_cooperative_matrix) */
        CG_NEED_CHECK,   /* the helper rx_check of run-time checks */

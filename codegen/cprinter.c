@@ -877,10 +877,12 @@ static void pcall(cg_printer *p, rx_strbuf *o, const rx_tx *e) {
     return;
   }
   if (ir_intrinsic_kind(f) == 's') {
-    rx_strbuf x = {0};
+    rx_strbuf x = {0}, mk = {0};
     pt_as(p, &x, e->a, t);
-    L->subgroup(p, o, f, t, x.data ? x.data : "");
+    if (e->b) pt_as(p, &mk, e->b, RX_DTYPE_I32);
+    L->subgroup(p, o, f, t, x.data ? x.data : "", e->b ? (mk.data ? mk.data : "0") : NULL);
     base_strbuf_free(&x);
+    base_strbuf_free(&mk);
     return;
   }
   if (!is_float(t)) {

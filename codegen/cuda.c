@@ -37,7 +37,8 @@ static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
 }
 
 /* One butterfly helper per (operation, type), overloaded by type. */
-static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
+static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x,
+                          const char *lanes) {
   static const char *names[] = {"rx_subgroup_sum", "rx_subgroup_max", "rx_subgroup_min"};
   int which = op - RX_INTRIN_SUBGROUP_SUM;
   int n = p->ck->nthreads, width;
@@ -50,6 +51,11 @@ static void cuda_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype
              "kernel '%s': a warp reduction needs a block of a multiple of 32 threads or a "
              "power of two below 32 (it has %d)",
              p->ck->k->name, n);
+    return;
+  }
+  if (op == RX_INTRIN_SHUFFLE_XOR) { /* __half and __nv_bfloat16 have overloads of their own */
+    base_strbuf_printf(o, "__shfl_xor_sync(0x%08xu, %s, %s, %d)",
+                       width == 32 ? 0xffffffffu : (1u << width) - 1u, x, lanes, width);
     return;
   }
   int key = CG_NEED_SG_SUM + which;

@@ -17,9 +17,15 @@ static void glsl_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
   base_strbuf_append(o, name);
 }
 
-static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
+static void glsl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x,
+                          const char *mask) {
   static const char *names[] = {"subgroupAdd", "subgroupMax", "subgroupMin"};
   p->need[CG_NEED_SUBGROUP] = true;
+  if (op == RX_INTRIN_SHUFFLE_XOR) { /* GL_KHR_shader_subgroup_shuffle; bf16: its bits move */
+    p->need[CG_NEED_SHUFFLE] = true;
+    base_strbuf_printf(o, "subgroupShuffleXor(%s, uint(%s))", x, mask);
+    return;
+  }
   if (t == RX_DTYPE_BOOL || t == RX_DTYPE_BF16) { /* bf16: its bits, a uint16_t */
     cg_error(p, p->ck->loc, "subgroup reduction of %s values is not supported in GLSL",
              ir_dtype_name(t));
@@ -118,6 +124,8 @@ static void glsl_open(cg_printer *p, rx_strbuf *o) {
   if (p->need[CG_NEED_COOPMAT])
     base_strbuf_append(o, "#extension GL_KHR_memory_scope_semantics : require\n"
                           "#extension GL_NV_cooperative_matrix : require\n");
+  if (p->need[CG_NEED_SHUFFLE])
+    base_strbuf_append(o, "#extension GL_KHR_shader_subgroup_shuffle : require\n");
   if (p->need[CG_NEED_SUBGROUP]) {
     base_strbuf_append(o, "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
     if (u[RX_DTYPE_F16])

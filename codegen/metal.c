@@ -17,8 +17,13 @@ static void msl_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
                      cg_name(p, s->name), (long long)(s->elems ? s->elems : 1));
 }
 
-static void msl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x) {
+static void msl_subgroup(cg_printer *p, rx_strbuf *o, rx_intrinsic op, rx_dtype t, const char *x,
+                         const char *mask) {
   static const char *names[] = {"simd_sum", "simd_max", "simd_min"};
+  if (op == RX_INTRIN_SHUFFLE_XOR) {
+    base_strbuf_printf(o, "simd_shuffle_xor(%s, ushort(%s))", x, mask);
+    return;
+  }
   if (t == RX_DTYPE_BOOL) {
     cg_error(p, p->ck->loc, "subgroup reduction of bool values is not supported");
     return;

@@ -511,7 +511,8 @@ val interp_ev(thr *t, const cx *e) {
   }
   case X_SUBGROUP:
     x = interp_ev(t, e->a);
-    if (t->err || !t->fib) return x; /* one thread: a subgroup of one lane */
+    t->sgm = e->b ? interp_ev(t, e->b).i : 0; /* shuffle_xor's lane mask */
+    if (t->err || !t->fib) return x;          /* one thread: a subgroup of one lane */
     t->state = T_SUBGROUP;
     t->sg = e;
     t->sgv = x;

@@ -643,6 +643,22 @@ static rx_status schedule(run *rs, blk *b) {
         continue;
       }
       const cx *op = w->sg;
+      if (op->sub == RX_INTRIN_SHUFFLE_XOR) { /* lane l gets the value of lane l ^ mask */
+        for (int i = lo; i < hi; i++) {
+          int64_t src = lo + ((i - lo) ^ b->th[i].sgm);
+          if (b->th[i].sgm < 0 || b->th[i].sgm >= sg || src >= hi) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "shuffle_xor: lane %d's mask %lld reaches no lane of its subgroup of %d",
+                     i - lo, (long long)b->th[i].sgm, hi - lo);
+            return interp_make_err(rs, b, &b->th[i], op->loc, msg);
+          }
+        }
+        for (int i = lo; i < hi; i++) b->th[i].sgr = b->th[lo + ((i - lo) ^ b->th[i].sgm)].sgv;
+        for (int i = lo; i < hi; i++) b->th[i].state = T_RUN;
+        released = true;
+        continue;
+      }
       val acc = b->th[lo].sgv;
       for (int i = lo + 1; i < hi; i++)
         acc = interp_sg_combine((rx_intrinsic)op->sub, (rx_dtype)op->dt, acc, b->th[i].sgv);

@@ -157,6 +157,12 @@ static cx *compile_float(run *rs, const rx_tx *e) {
   return r;
 }
 
+/* The dtype argument i of intrinsic f is computed in, for a call of dtype dt: dt, but
+ * shuffle_xor's lane mask (argument 1) is an integer. */
+static rx_dtype arg_dtype(rx_intrinsic f, int i, rx_dtype dt) {
+  return f == RX_INTRIN_SHUFFLE_XOR && i == 1 ? RX_DTYPE_I64 : dt;
+}
+
 static cx *compile_tx(run *rs, const rx_tx *e) {
   if (rs->cerr) return NULL;
   if (!e) {
@@ -275,7 +281,7 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
       return rs->cerr ? NULL : r;
     }
     if (kind == 's') {
-      if (tx_has_subgroup(e->a)) {
+      if (tx_has_subgroup(e->a) || tx_has_subgroup(e->b)) {
         interp_cfail(rs, e->loc, "nested subgroup operations are not supported");
         return NULL;
       }
@@ -296,12 +302,12 @@ static cx *compile_tx(run *rs, const rx_tx *e) {
     }
     r->sub = (uint8_t)f;
     if (arity > 0) r->a = coerce(rs, compile_tx(rs, e->a), dt);
-    if (arity > 1) r->b = coerce(rs, compile_tx(rs, e->b), dt);
+    if (arity > 1) r->b = coerce(rs, compile_tx(rs, e->b), arg_dtype(f, 1, dt));
     if (arity > 2) r->c = coerce(rs, compile_tx(rs, e->c), dt);
     return rs->cerr ? NULL : r;
   }
   case RX_TX_HAS_FRAG:
-    interp_cfail(rs, e->loc, "has_fragments(...) / has_async_copy() outside an 'if' condition");
+    interp_cfail(rs, e->loc, "%s outside an 'if' condition", ir_target_test_name(e->test));
     return NULL;
   }
   interp_cfail(rs, e->loc, "malformed expression (kind %d)", (int)e->kind);
@@ -676,7 +682,8 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
   }
   case RX_STMT_IF:
     if (s->value && s->value->kind == RX_TX_HAS_FRAG) { /* decided once: ir.h */
-      rx_stmt *taken = rs->fragments ? s->inner : s->otherwise;
+      rx_stmt *taken =
+          (s->value->test == RX_TEST_MMA ? rs->mma_sync : rs->fragments) ? s->inner : s->otherwise;
       return taken ? compile_scoped(rs, taken) : cst_new(rs, C_SEQ, s);
     }
     c = cst_new(rs, C_IF, s);
@@ -1058,6 +1065,7 @@ rx_status interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, i
   rs.max_threads = o.max_threads_per_block ? o.max_threads_per_block : 1024;
   rs.max_steps = o.max_steps;
   rs.fragments = o.fragments;
+  rs.mma_sync = o.mma_sync;
   rs.args = args;
   rx_status st = f->body ? prepare(&rs, nargs)
                          : base_status_make(RX_ERR_INVALID, "tensor_fn `%s` has no body", rs.fname);

@@ -104,6 +104,7 @@ typedef struct rx_interp_opts {
                                 their then branch: the matrix-unit or cp.async form (the
                                 interpreter runs fragments of any shape and async copies);
                                 false: the else branch, the portable form */
+  bool mma_sync;             /* `if has_mma(...)` takes its then branch (RX_STMT_MMA's form) */
 } rx_interp_opts;
 
 /* Runs tensor program f of module m on args (nargs must equal f->nparams). opts may be NULL.
@@ -574,6 +575,7 @@ typedef struct thr {
   const cx *sg;           /* T_SUBGROUP: which operation */
   const cst *mma;         /* T_MMA: which one (C_MMA, C_LDSM or C_FRAG) */
   val sgv, sgr;           /* T_SUBGROUP: own value, result */
+  int64_t sgm;            /* T_SUBGROUP at shuffle_xor: the lane mask */
   RX_VEC(acopy) inflight; /* async copies not landed yet */
   int groups;             /* async_commit count */
   rbuf *lm_buf;           /* T_MMA at ldmatrix: the lane's row, or NULL (lane unused) */
@@ -609,6 +611,7 @@ struct run {
   /* run */
   int sgsize;
   bool fragments; /* rx_interp_opts.fragments */
+  bool mma_sync;  /* rx_interp_opts.mma_sync */
   int max_threads;
   int64_t max_steps, steps;
   rx_fiber **fibers;

@@ -333,7 +333,10 @@ const char *ir_loop_kind_name(rx_loop_kind k);
 static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_X; }
 
 /* Math intrinsics and subgroup operations: listed once; X(ENUM, text, arity, kind)
- * kind: 'f' float math, 'n' any numeric, 's' subgroup reduction over the subgroup's lanes,
+ * kind: 'f' float math, 'n' any numeric, 's' subgroup operation: a reduction over the
+ * subgroup's lanes, or shuffle_xor(x, mask), which gives lane l the x of lane l ^ mask of its
+ * subgroup (mask an integer, the same on every lane, below the subgroup size; every lane of the
+ * subgroup reaches it: CUDA __shfl_xor_sync, GLSL subgroupShuffleXor, MSL simd_shuffle_xor),
  * 'c' a run-time check: `check(ok, v, "message")` is v (an integer), and where ok (a bool) is
  * false the call fails with message, each "%v" in it replaced by v (base.h, base_check_format):
  * the interpreter stops with that error, a kernel writes base_check_code(message) and v to the
@@ -365,6 +368,7 @@ static inline bool rx_loop_is_bound(rx_loop_kind k) { return k >= RX_LOOP_BLOCK_
   X(SUBGROUP_SUM, "subgroup_sum", 1, 's')                                                          \
   X(SUBGROUP_MAX, "subgroup_max", 1, 's')                                                          \
   X(SUBGROUP_MIN, "subgroup_min", 1, 's')                                                          \
+  X(SHUFFLE_XOR, "shuffle_xor", 2, 's')                                                            \
   X(CHECK, "check", 2, 'c')
 
 typedef enum rx_intrinsic {
@@ -431,9 +435,23 @@ typedef enum rx_tx_kind {
   RX_TX_SELECT,   /* select(a, b, c) */
   RX_TX_CAST,     /* dtype(a) */
   RX_TX_CALL,     /* intrinsic(args) */
-  RX_TX_HAS_FRAG, /* has_fragments(AB, ACC, M, N, K): the target runs those fragments, or
-                     has_async_copy(): the target runs async_copy (below) */
+  RX_TX_HAS_FRAG, /* a test of the target's units: has_fragments(AB, ACC, M, N, K),
+                     has_mma(AB, ACC, M, N, K) or has_async_copy() (rx_target_test, below) */
 } rx_tx_kind;
+
+/* The tests of a target's units that RX_TX_HAS_FRAG makes (below); X(ENUM, name as written) */
+#define RX_TARGET_TESTS(X)                                                                         \
+  X(FRAGMENTS, "has_fragments")   /* subgroup matrix fragments (RX_STMT_FRAG) of that shape */     \
+  X(MMA, "has_mma")               /* mma.sync of that shape (RX_STMT_MMA, RX_STMT_LDMATRIX) */     \
+  X(ASYNC_COPY, "has_async_copy") /* async_copy / commit / wait (cp.async) */
+
+typedef enum rx_target_test {
+#define X(e, n) RX_TEST_##e,
+  RX_TARGET_TESTS(X)
+#undef X
+      RX_TEST_COUNT
+} rx_target_test;
+const char *ir_target_test_name(rx_target_test t);
 
 /* A tensor-program expression. Integer subtrees made only of literals, symbolic/loop variables
  * and + - * // % min max (and comparisons/logic of those) are kept as one RX_TX_SYM node
@@ -459,7 +477,7 @@ struct rx_tx {
   /* HAS_FRAG: fragments A (M x K) and B (K x N) of dtype frag_ab, accumulator (M x N) frag_acc */
   rx_dtype frag_ab, frag_acc;
   int frag_m, frag_n, frag_k;
-  bool async_copy; /* HAS_FRAG: `has_async_copy()` (the frag_ fields unused) */
+  rx_target_test test; /* HAS_FRAG: which test (has_async_copy: the frag_ fields unused) */
 };
 
 /* RX_TX_HAS_FRAG, `has_fragments(f16, f32, 16, 16, 16)`: true on a target whose subgroup matrix
@@ -470,10 +488,16 @@ struct rx_tx {
  * one that rx_interp_opts.fragments names (the portable one by default). A target-independent
  * program, e.g. an op's legalization (ops/attention.c), thus carries both and each target
  * compiles one.
- * The same node with async_copy set, `has_async_copy()`, is true on a target that runs
- * RX_STMT_ASYNC_COPY / COMMIT / WAIT (CUDA sm_80 and newer: tgt_target_has_async_copy) and is
- * decided the same way: scheduling by the target, the interpreter (which runs async copies) by
- * rx_interp_opts.fragments. */
+ *
+ * `has_mma(f16, f32, 16, 8, 16)` (RX_TEST_MMA) is its counterpart for RX_STMT_MMA and
+ * RX_STMT_LDMATRIX, whose register layouts are explicit: true on a target whose `.mma` table has
+ * mma.sync of that shape and dtypes (CUDA sm_80 and sm_90: tgt_target_has_mma_sync); the
+ * interpreter takes its then branch where rx_interp_opts.mma_sync says so. `has_async_copy()`
+ * (RX_TEST_ASYNC_COPY) is true on a target that runs RX_STMT_ASYNC_COPY / COMMIT / WAIT (CUDA
+ * sm_80 and newer, cp.async: tgt_target_has_async_copy); the interpreter, which runs async
+ * copies, takes it with rx_interp_opts.fragments. All are decided the same way by scheduling, and
+ * a program may nest them: `if has_mma(...) { A } else { if has_fragments(...) { B } else { C } }`.
+ */
 
 typedef enum rx_stmt_kind {
   RX_STMT_SEQ,     /* body[n] */
@@ -844,8 +868,9 @@ rx_tx *ir_tx_not(rx_module *m, rx_tx *a, rx_loc loc);
 rx_tx *ir_tx_select(rx_module *m, rx_tx *c, rx_tx *a, rx_tx *b, rx_loc loc);
 rx_tx *ir_tx_cast(rx_module *m, rx_dtype to, rx_tx *a, rx_loc loc);
 rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc);
-rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc);
-rx_tx *ir_tx_has_async_copy(rx_module *m, rx_loc loc);
+/* RX_TX_HAS_FRAG of test (ab ... kk unused by RX_TEST_ASYNC_COPY) */
+rx_tx *ir_tx_has_frag(rx_module *m, rx_target_test test, rx_dtype ab, rx_dtype acc, int mm, int nn,
+                      int kk, rx_loc loc);
 rx_stmt *ir_stmt_new(rx_module *m, rx_stmt_kind kind, rx_loc loc);
 
 /* s without the SEQs of one statement around it. */

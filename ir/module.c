@@ -94,6 +94,15 @@ const char *ir_frag_op_name(rx_frag_op op) {
   return (unsigned)op < RX_FRAG_OP_COUNT ? frag_op_names[op] : "?";
 }
 
+static const char *const target_test_names[] = {
+#define X(e, n) n,
+    RX_TARGET_TESTS(X)
+#undef X
+};
+const char *ir_target_test_name(rx_target_test t) {
+  return (unsigned)t < RX_TEST_COUNT ? target_test_names[t] : "?";
+}
+
 const char *ir_scope_name(rx_scope s) {
   switch (s) {
   case RX_SCOPE_GLOBAL:
@@ -433,7 +442,8 @@ rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
       t = args[i]->dtype;
       break;
     }
-  if (f == RX_INTRIN_CHECK && n == 2) t = args[1]->dtype; /* check(ok, v): v */
+  if (f == RX_INTRIN_CHECK && n == 2) t = args[1]->dtype;       /* check(ok, v): v */
+  if (f == RX_INTRIN_SHUFFLE_XOR && n == 2) t = args[0]->dtype; /* shuffle_xor(x, mask): x */
   rx_tx *e = tx_new(m, RX_TX_CALL, t, loc);
   e->intrin = f;
   if (n > 0) e->a = args[0];
@@ -442,19 +452,15 @@ rx_tx *ir_tx_call(rx_module *m, rx_intrinsic f, rx_tx **args, int n, rx_loc loc)
   return e;
 }
 
-rx_tx *ir_tx_has_frag(rx_module *m, rx_dtype ab, rx_dtype acc, int mm, int nn, int kk, rx_loc loc) {
+rx_tx *ir_tx_has_frag(rx_module *m, rx_target_test test, rx_dtype ab, rx_dtype acc, int mm, int nn,
+                      int kk, rx_loc loc) {
   rx_tx *e = tx_new(m, RX_TX_HAS_FRAG, RX_DTYPE_BOOL, loc);
+  e->test = test;
   e->frag_ab = ab;
   e->frag_acc = acc;
   e->frag_m = mm;
   e->frag_n = nn;
   e->frag_k = kk;
-  return e;
-}
-
-rx_tx *ir_tx_has_async_copy(rx_module *m, rx_loc loc) {
-  rx_tx *e = tx_new(m, RX_TX_HAS_FRAG, RX_DTYPE_BOOL, loc);
-  e->async_copy = true;
   return e;
 }
 

@@ -29,35 +29,42 @@ static void define_tname(P *p, const char *name, rx_local *l, rx_buffer *b, rx_l
 static rx_tx *tx(P *p);
 static int index_list(P *p, rx_tx ***out);
 
-/* `has_fragments(AB, ACC, M, N, K)` (ir.h, RX_TX_HAS_FRAG), at its name. */
-static rx_tx *has_fragments(P *p) {
+/* A test of the target's units (ir.h, RX_TX_HAS_FRAG), at its name: `has_async_copy()`, or
+ * `has_fragments(AB, ACC, M, N, K)` / `has_mma(AB, ACC, M, N, K)`. */
+static rx_tx *target_test(P *p, rx_target_test test) {
   rx_loc loc = cur(p)->loc;
+  const char *what = ir_target_test_name(test);
   next(p);
   next(p);
+  if (test == RX_TEST_ASYNC_COPY) {
+    ir_parse_expect(p, RX_TOK_RPAREN, "')' after has_async_copy(");
+    return ir_tx_has_frag(p->m, test, RX_DTYPE_UNKNOWN, RX_DTYPE_UNKNOWN, 0, 0, 0, loc);
+  }
   rx_dtype dt[2];
   int dims[3];
+  char msg[96];
   for (int i = 0; i < 5; i++) {
     rx_tok *t = cur(p);
     if (i < 2) {
       bool is_dt = false;
       if (t->kind == RX_TOK_IDENT) dt[i] = ir_parse_dtype_of(p, t, &is_dt);
-      if (!is_dt || dt[i] == RX_DTYPE_UNKNOWN)
-        ir_parse_fail_expected(p, i ? "the accumulator dtype of has_fragments"
-                                    : "the operand dtype of has_fragments");
+      snprintf(msg, sizeof msg, "the %s dtype of %s", i ? "accumulator" : "operand", what);
+      if (!is_dt || dt[i] == RX_DTYPE_UNKNOWN) ir_parse_fail_expected(p, msg);
     } else {
-      if (t->kind != RX_TOK_INT)
-        ir_parse_fail_expected(p, "a fragment dimension (an integer) of has_fragments");
+      snprintf(msg, sizeof msg, "a fragment dimension (an integer) of %s", what);
+      if (t->kind != RX_TOK_INT) ir_parse_fail_expected(p, msg);
       int64_t v = ir_parse_int_value(p, t, false);
       if (v < 1 || v > 256)
         ir_parse_fail_at(p, t->loc, "a fragment dimension is 1 to 256, got %lld", (long long)v);
       dims[i - 2] = (int)v;
     }
     next(p);
-    if (i < 4) ir_parse_expect(p, RX_TOK_COMMA, "',' between the arguments of has_fragments");
+    snprintf(msg, sizeof msg, "',' between the arguments of %s", what);
+    if (i < 4) ir_parse_expect(p, RX_TOK_COMMA, msg);
   }
-  ir_parse_expect(p, RX_TOK_RPAREN,
-                  "')' after the five arguments of has_fragments(AB, ACC, M, N, K)");
-  return ir_tx_has_frag(p->m, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
+  snprintf(msg, sizeof msg, "')' after the five arguments of %s(AB, ACC, M, N, K)", what);
+  ir_parse_expect(p, RX_TOK_RPAREN, msg);
+  return ir_tx_has_frag(p->m, test, dt[0], dt[1], dims[0], dims[1], dims[2], loc);
 }
 
 static rx_tx *tx_primary(P *p) {
@@ -86,13 +93,9 @@ static rx_tx *tx_primary(P *p) {
     return ir_tx_int(m, tok_is_kw(t, "true"), RX_DTYPE_BOOL, true, loc);
   const char *name = tok_text(p, t);
   rx_tok_kind after = ahead(p, 1)->kind;
-  if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_fragments")) return has_fragments(p);
-  if (after == RX_TOK_LPAREN && tok_is_kw(t, "has_async_copy")) { /* ir.h, RX_TX_HAS_FRAG */
-    next(p);
-    next(p);
-    ir_parse_expect(p, RX_TOK_RPAREN, "')' after has_async_copy(");
-    return ir_tx_has_async_copy(m, loc);
-  }
+  for (int i = 0; after == RX_TOK_LPAREN && i < RX_TEST_COUNT; i++)
+    if (tok_is_kw(t, ir_target_test_name((rx_target_test)i)))
+      return target_test(p, (rx_target_test)i);
   if (after == RX_TOK_LPAREN) {
     bool is_dt;
     rx_dtype dt = ir_parse_dtype_of(p, t, &is_dt);

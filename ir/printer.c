@@ -155,12 +155,13 @@ static void ptx(rx_strbuf *o, const rx_tx *e, int min_prec) {
     break;
   }
   case RX_TX_HAS_FRAG:
-    if (e->async_copy) {
-      base_strbuf_append(o, "has_async_copy()");
+    if (e->test == RX_TEST_ASYNC_COPY) {
+      base_strbuf_printf(o, "%s()", ir_target_test_name(e->test));
       break;
     }
-    base_strbuf_printf(o, "has_fragments(%s, %s, %d, %d, %d)", ir_dtype_name(e->frag_ab),
-                       ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n, e->frag_k);
+    base_strbuf_printf(o, "%s(%s, %s, %d, %d, %d)", ir_target_test_name(e->test),
+                       ir_dtype_name(e->frag_ab), ir_dtype_name(e->frag_acc), e->frag_m, e->frag_n,
+                       e->frag_k);
     break;
   }
   if (paren) base_strbuf_putc(o, ')');

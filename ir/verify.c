@@ -843,6 +843,13 @@ static void check_tx(vctx *v, const rx_tx *e) {
       if (!e->msg) err(v, e->loc, "'check' needs a message");
       return;
     }
+    if (e->intrin == RX_INTRIN_SHUFFLE_XOR) { /* shuffle_xor(x, mask): any numeric x */
+      check_tx(v, e->a);
+      check_tx(v, e->b);
+      want(v, e->a, numeric(e->a->dtype), "a numeric value for 'shuffle_xor'");
+      want(v, e->b, ir_dtype_is_int(e->b->dtype), "an integer lane mask for 'shuffle_xor'");
+      return;
+    }
     for (int i = 0; i < n; i++) {
       check_tx(v, args[i]);
       if (kind == 'f') {
@@ -861,8 +868,8 @@ static void check_tx(vctx *v, const rx_tx *e) {
     return;
   }
   case RX_TX_HAS_FRAG: /* the whole condition of an if (check_stmt) */
-    err(v, e->loc, "%s is allowed only as the whole condition of an 'if'",
-        e->async_copy ? "has_async_copy()" : "has_fragments(...)");
+    err(v, e->loc, "%s(%s) is allowed only as the whole condition of an 'if'",
+        ir_target_test_name(e->test), e->test == RX_TEST_ASYNC_COPY ? "" : "...");
     return;
   }
 }
@@ -1066,9 +1073,10 @@ static void check_stmt(vctx *v, const rx_stmt *s) {
   case RX_STMT_IF:
     if (s->value && s->value->kind == RX_TX_HAS_FRAG) {
       const rx_tx *c = s->value;
-      if (!c->async_copy && (!ir_dtype_is_float(c->frag_ab) || !ir_dtype_is_float(c->frag_acc)))
-        err(v, c->loc, "has_fragments takes float dtypes, got %s and %s", ir_dtype_name(c->frag_ab),
-            ir_dtype_name(c->frag_acc));
+      if (c->test != RX_TEST_ASYNC_COPY &&
+          (!ir_dtype_is_float(c->frag_ab) || !ir_dtype_is_float(c->frag_acc)))
+        err(v, c->loc, "%s takes float dtypes, got %s and %s", ir_target_test_name(c->test),
+            ir_dtype_name(c->frag_ab), ir_dtype_name(c->frag_acc));
     } else {
       check_cond(v, s->value);
     }

@@ -20,6 +20,7 @@
  *
  * and writes acc / l at the end. Scores, m, l and acc are f32 whatever the dtype. */
 #include "../shapes/expr_build.h"
+#include "attention_int.h"
 #include "deduce.h"
 #include "legalize_int.h"
 
@@ -1440,9 +1441,16 @@ static bool frag_paged(lz_ctx *l, int f) {
 }
 
 void lz_gen_paged_attention(lz_ctx *l) {
-  /* on matrix units where the target has fragments (16 x 16, else 8 x 8), else the portable
-   * kernel: if has_fragments(...) { ... } else { if has_fragments(...) { ... } else { ... } } */
+  /* FlashAttention-2 on mma.sync where the target runs it (ops/attention_fa2.c), else on
+   * matrix units where the target has fragments (16 x 16, else 8 x 8), else the portable
+   * kernel: if has_mma(...) { ... } else { if has_fragments(...) { ... } else { ... } } */
   int open = 0;
+  if (lz_gen_paged_attention_fa2(l)) {
+    l->ind--;
+    lz_line(l, "} else {");
+    l->ind++;
+    open++;
+  }
   static const int edges[] = {16, 8};
   for (size_t i = 0; i < RX_ARRAY_LEN(edges); i++)
     if (frag_paged(l, edges[i])) {

@@ -154,7 +154,7 @@ static void tx(canon *c, const rx_tx *e) {
     put(c, (uint64_t)e->frag_ab);
     put(c, (uint64_t)e->frag_acc);
     put(c, (uint64_t)(e->frag_m * 1000000 + e->frag_n * 1000 + e->frag_k));
-    put(c, (uint64_t)e->async_copy);
+    put(c, (uint64_t)e->test);
     break;
   case RX_TX_NEG:
   case RX_TX_NOT:

@@ -160,6 +160,10 @@ bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, i
  * the targets that list mma.sync m16n8k16)? (The test of `has_async_copy()`.) */
 bool tgt_target_has_async_copy(const rx_target *t);
 
+/* Does t run mma.sync of A m x k and B k x n in `ab` into `acc` (ir.h RX_STMT_MMA, the test of
+ * `has_mma(...)`)? */
+bool tgt_target_has_mma_sync(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
+
 /* "cuda", "vulkan", "metal". */
 const char *tgt_target_kind_name(rx_target_kind kind);
 

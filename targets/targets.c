@@ -671,6 +671,16 @@ bool tgt_target_has_async_copy(const rx_target *t) {
          tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_SYNC);
 }
 
+bool tgt_target_has_mma_sync(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
+  for (int i = 0; t && i < t->nmma; i++) {
+    const rx_mma_shape *x = &t->mma[i];
+    if (x->api == RX_MMA_SYNC && x->ab == ab && x->acc == acc && x->m == m && x->n == n &&
+        x->k == k && x->n_step == 0)
+      return true;
+  }
+  return false;
+}
+
 bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
   for (int i = 0; t && i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];

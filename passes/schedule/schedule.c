@@ -251,9 +251,11 @@ static rx_stmt *pick_branches(rx_module *m, rx_stmt *s, const rx_target *t) {
   if (s->kind == RX_STMT_SEQ) return pick_in_seq(m, s, t);
   if (s->kind == RX_STMT_IF && s->value && s->value->kind == RX_TX_HAS_FRAG) {
     const rx_tx *c = s->value;
-    bool has = c->async_copy ? tgt_target_has_async_copy(t)
-                             : tgt_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n,
-                                                   c->frag_k);
+    bool has =
+        c->test == RX_TEST_ASYNC_COPY ? tgt_target_has_async_copy(t)
+        : c->test == RX_TEST_MMA
+            ? tgt_target_has_mma_sync(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k)
+            : tgt_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k);
     return pick_branches(m, has ? s->inner : s->otherwise, t);
   }
   if (s->kind != RX_STMT_FOR && s->kind != RX_STMT_REDUCE && s->kind != RX_STMT_IF) return s;

@@ -268,13 +268,14 @@ void rxk_release(rxk_prepared *p) {
   free(p->mods);
 }
 
-/* Is there an `if has_fragments(...)` (async false) or `if has_async_copy()` (true) at the top
- * of f's body? */
+/* Is there an `if has_fragments(...)` or `if has_mma(...)` (async false) or `if has_async_copy()`
+ * (true) at the top of f's body? */
 static bool has_form(const rx_tensor_fn *f, bool async) {
   const rx_stmt *b = f->body;
   for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
     if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
-        b->body[i]->value->kind == RX_TX_HAS_FRAG && b->body[i]->value->async_copy == async)
+        b->body[i]->value->kind == RX_TX_HAS_FRAG &&
+        (b->body[i]->value->test == RX_TEST_ASYNC_COPY) == async)
       return true;
   return false;
 }

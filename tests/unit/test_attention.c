@@ -22,8 +22,14 @@
  * shuffled slots; attention_merge with empty chunks and rows of empty chunks only; dense attention
  * at s, t in {1, 7, 33, 100}, causal, with a mask, and with dv != d; dense attention with masks of
  * finfo.min (rows masked on every key give the uniform average, as PyTorch and ONNX Runtime do) and
- * of -inf (rows of -inf only are NaN). RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps
- * every cache length and query count at its largest size.
+ * of -inf (rows of -inf only are NaN).
+ * paged_attention of f16 and bf16 holds three forms (ops/attention.c): FlashAttention-2 on mma.sync
+ * (ops/attention_fa2.c), what CUDA sm_80 / sm_90 compile and the emulator runs, with its PTX
+ * checked (mma.sync, ldmatrix, cp.async, shuffles, no local memory, no stack frame); the fragment
+ * form (Metal, vulkan-nvidia); the portable one; the interpreter runs all three. test_prefill_fa2
+ * adds packed batches of up to 1000 queries whose 64-row tiles span several sequences.
+ * RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and query count at
+ * its largest size.
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (f32
  * accumulation over up to 1000 keys against double), f16 outputs 2e-3 (the output rounded once
@@ -38,6 +44,7 @@
 
 #include "interp/interp.h"
 #include "ops/legalize.h"
+#include "targets/toolchain.h"
 
 #include <float.h>
 #include <math.h>
@@ -82,6 +89,16 @@ static uint64_t next_rand(void) {
 
 typedef rxk_oneop prog;
 
+/* Does the program hold the FlashAttention-2 form, `if has_mma(...)` (ops/attention_fa2.c)? */
+static bool has_mma_form(const rx_tensor_fn *f) {
+  const rx_stmt *b = f->body;
+  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
+    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
+        b->body[i]->value->kind == RX_TX_HAS_FRAG && b->body[i]->value->test == RX_TEST_MMA)
+      return true;
+  return false;
+}
+
 /* A program with a matrix-unit form (ops/attention.c) compiles to it exactly on the targets
  * with those fragments: CUDA's fragment helpers, Metal's simdgroup matrices, GLSL's cooperative
  * matrices; the others keep the portable kernel. One with a cp.async form (decode attention)
@@ -96,14 +113,26 @@ static void check_form(const prog *p, const rxk_prepared *tp) {
   }
   if (!tp->ok || !rxk_has_frag_form(p->f)) return;
   rx_dtype t = p->f->params[0]->buf->dtype;
-  bool want = tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
-              tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8);
+  bool mma = has_mma_form(p->f) && tgt_target_has_mma_sync(tp->t, t, RX_DTYPE_F32, 16, 8, 16);
+  bool want = !mma && (tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
+                       tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8));
   bool got = rxk_uses_frags(tp);
   if (got == want)
     st.passed++;
   else
     rxk_fail(&st, "%s: the kernel %s the matrix-unit form", tp->what,
              got ? "is unexpectedly" : "is not");
+  /* the FlashAttention-2 form (ops/attention_fa2.c) on the targets with mma.sync m16n8k16 */
+  bool sync = false;
+  for (int k = 0; k < tp->kl.n; k++)
+    sync |= strstr(tp->kl.kernels[k]->source, "rx_mma_16x8x16_") &&
+            strstr(tp->kl.kernels[k]->source, "__shfl_xor_sync") &&
+            strstr(tp->kl.kernels[k]->source, "rx_cp_async_16");
+  if (sync == mma)
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: the kernel %s the FlashAttention-2 form", tp->what,
+             sync ? "is unexpectedly" : "is not");
 }
 
 /* Legalizes the op call of `main` in text and compiles its program for every target
@@ -186,17 +215,19 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
                      bool interp, const char *at) {
   char why[512];
   rxk_buffers got;
-  /* the interpreter: the portable form, and the matrix-unit (or cp.async) one where the program
-   * has it */
-  for (int fr = 0; fr < 1 + (rxk_has_frag_form(p->f) || rxk_has_async_form(p->f)); fr++) {
+  /* the interpreter: the portable form, the matrix-unit (or cp.async) one where the program has
+   * it, and the FlashAttention-2 one (mma.sync) where it has that */
+  for (int fr = 0;
+       fr < 1 + (rxk_has_frag_form(p->f) || rxk_has_async_form(p->f)) + has_mma_form(p->f); fr++) {
     if (!interp) {
       st.skipped++;
       continue;
     }
     rxk_copy_buffers(in, &got);
-    rx_interp_opts o = {.fragments = fr == 1};
+    rx_interp_opts o = {.fragments = fr >= 1, .mma_sync = fr == 2};
     rx_status s = interp_run(p->m, p->f, got.arg, got.n, &o);
-    const char *form = !fr                        ? "interpreter"
+    const char *form = fr == 2                    ? "interpreter (mma.sync)"
+                       : !fr                      ? "interpreter"
                        : rxk_has_async_form(p->f) ? "interpreter (cp.async form)"
                                                   : "interpreter (fragments)";
     if (s)
@@ -494,6 +525,131 @@ static void test_prefill_matrix(void) {
           check_paged_scene(&p, &cfgs[i], sc);
         }
     }
+    prog_free(&p);
+  }
+}
+
+/* The FlashAttention-2 form (ops/attention_fa2.c: CUDA sm_80 / sm_90 in the emulator, the
+ * interpreter with mma_sync where the case is small; the other targets run their forms of the
+ * same program): packed batches whose query tiles of 64 rows span several sequences, up to
+ * n = 1000 queries, GQA 16 (4 tokens a tile) and 3 (21 tokens and one row unused), head dims
+ * 16, 96 (12 chunks a row: the swizzle's rotation is not a power of two) and 128, a window,
+ * f16 and bf16. */
+/* The FA2 kernel's PTX on the CUDA targets (NVRTC, ptxas -v): mma.sync m16n8k16 of its dtype,
+ * ldmatrix (plain for Q and K, .trans for V), cp.async with its waits, the quad's shuffles
+ * (shfl.sync.bfly), 16-byte output stores, no local memory (no ld.local / st.local, a stack
+ * frame of 0 bytes, no spills). Prints the registers and static shared memory ptxas reports. */
+static void check_fa2_ptx(const prog *p, rx_dtype t) {
+  static const char *const want[] = {NULL,
+                                     "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                                     "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                                     "cp.async.cg.shared.global",
+                                     "cp.async.wait_group",
+                                     "shfl.sync.bfly.b32",
+                                     "st.global.v4"};
+  char mma[96];
+  snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", ir_dtype_name(t),
+           ir_dtype_name(t));
+  for (int i = 0; i < NTARGETS; i++) {
+    const rxk_prepared *tp = &p->tp[i];
+    if (!tp->ok || tp->t->kind != RX_TARGET_CUDA) continue;
+    for (int k = 0; k < tp->kl.n; k++) {
+      const rx_kernel *kn = tp->kl.kernels[k];
+      char *ptx = NULL, *log = NULL;
+      size_t len = 0;
+      rx_status s =
+          tgt_nvrtc_compile(kn->source, kn->name, tp->t->cuda_arch, false, &ptx, &len, &log);
+      if (s) {
+        if (rx_status_code_of(s) == RX_ERR_NOT_FOUND)
+          st.skipped++;
+        else
+          rxk_fail(&st, "%s: NVRTC: %s", tp->what, rx_status_message(s));
+        rx_status_free(s);
+        free(ptx);
+        free(log);
+        continue;
+      }
+      for (size_t w = 0; w < RX_ARRAY_LEN(want); w++) {
+        const char *needle = w ? want[w] : mma;
+        if (strstr(ptx, needle))
+          st.passed++;
+        else
+          rxk_fail(&st, "%s: the FA2 kernel's PTX has no %s", tp->what, needle);
+      }
+      if (strstr(ptx, "ld.local") || strstr(ptx, "st.local"))
+        rxk_fail(&st, "%s: the FA2 kernel's PTX uses local memory", tp->what);
+      else
+        st.passed++;
+      rx_ptxas_info info;
+      rx_status ps = tgt_ptxas_report(ptx, tp->t->cuda_arch, &info);
+      if (rx_status_code_of(ps) == RX_ERR_NOT_FOUND) {
+        st.skipped++;
+      } else if (ps) {
+        rxk_fail(&st, "%s: ptxas: %s", tp->what, rx_status_message(ps));
+      } else {
+        for (int f = 0; f < info.nfuncs; f++) {
+          const rx_ptxas_func *fn = &info.funcs[f];
+          if (!fn->entry) continue;
+          printf("  FA2 %s: %d registers, %d bytes shared, %d bytes stack, %d spill bytes\n",
+                 tp->t->name, fn->registers, fn->shared_bytes, fn->stack_bytes,
+                 fn->spill_stores + fn->spill_loads);
+          if (fn->stack_bytes || fn->spill_stores || fn->spill_loads)
+            rxk_fail(&st, "%s: the FA2 kernel has a stack frame of %d bytes", tp->what,
+                     fn->stack_bytes);
+          else
+            st.passed++;
+        }
+        tgt_ptxas_info_free(&info);
+      }
+      rx_status_free(ps);
+      free(ptx);
+      free(log);
+    }
+  }
+}
+
+static void test_prefill_fa2(void) {
+  static const paged_cfg cfgs[] = {
+      {128, 4, 1, 0, 0, RX_DTYPE_BF16},
+      {96, 6, 2, 7, 0, RX_DTYPE_F16},
+      {16, 16, 1, 0, 0, RX_DTYPE_F16},
+  };
+  static const scene scenes[] = {
+      {1, {1}, {1}},                                         /* n = 1 */
+      {2, {15, 17}, {3, 4}},                                 /* n = 7 */
+      {6, {33, 1, 70, 16, 17, 100}, {33, 1, 20, 16, 9, 21}}, /* n = 100, 6 sequences */
+      {3, {900, 300, 40}, {700, 270, 30}},                   /* n = 1000 (last) */
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char what[160];
+    snprintf(what, sizeof what, "prefill fa2 %s d=%lld heads=%lld/%lld window=%lld",
+             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
+      if (!has_mma_form(p.f)) rxk_fail(&st, "%s: no FlashAttention-2 form was legalized", what);
+      check_fa2_ptx(&p, cfgs[i].t);
+      /* n = 1000 for the first program only: the other targets' forms take minutes there */
+      for (size_t k = 0; k < RX_ARRAY_LEN(scenes) - (i > 0); k++)
+        check_paged_scene(&p, &cfgs[i], scenes[k]);
+    }
+    prog_free(&p);
+  }
+  /* the PTX alone at the shapes of Llama 3 8B (GQA 4, d = 128) and Llama 2 7B (d = 128, no GQA)
+   * and of a d = 64 model, f16: no spills, no local memory (the figures in docs/schedules.md) */
+  static const paged_cfg llm[] = {
+      {128, 32, 8, 0, 0, RX_DTYPE_F16},
+      {128, 32, 32, 0, 0, RX_DTYPE_F16},
+      {64, 16, 16, 0, 0, RX_DTYPE_F16},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(llm); i++) {
+    char what[160];
+    snprintf(what, sizeof what, "prefill fa2 ptx %s d=%lld heads=%lld/%lld",
+             ir_dtype_name(llm[i].t), (long long)llm[i].d, (long long)llm[i].heads,
+             (long long)llm[i].kvh);
+    prog p;
+    if (prog_build(&p, paged_text(&llm[i], "paged_attention", ""), what))
+      check_fa2_ptx(&p, llm[i].t);
     prog_free(&p);
   }
 }
@@ -972,6 +1128,7 @@ int main(int argc, char **argv) {
   test_merge();
   test_paged_attention();
   test_prefill_matrix();
+  test_prefill_fa2();
   test_decode();
   test_dense();
   test_dense_low_mask();

@@ -1,6 +1,7 @@
 /* Code generation (codegen/): hand-scheduled programs (elementwise with a tail guard,
- * shared-memory tree reduction, subgroup reduction, GEMV with f16 inputs and f32
- * accumulation, tiled GEMM with shared tiles) at symbolic sizes 1, 7, 33, 128, 1000, 4099:
+ * shared-memory tree reduction, subgroup reduction, subgroup shuffle (shuffle_xor), GEMV with f16
+ * inputs and f32 accumulation, tiled GEMM with shared tiles) at symbolic sizes 1, 7, 33, 128, 1000,
+ * 4099:
  *   - the emitted CUDA C and MSL run in the SIMT emulator (tests/simt) and match the reference
  *     interpreter: f32 within 1e-5 relative (|got - want| <= 1e-5 * max(1, |want|): summation
  *     orders differ), f16 outputs within 1e-2 relative (same form);
@@ -448,6 +449,7 @@ int main(int argc, char **argv) {
       {"gemv_f16.rx", "m", {{"k", 37}}, 1, 1e-2},
       {"gemm_tiled.rx", "n", {{"m", 19}, {"k", 23}}, 2, 1e-5},
       {"transpose.rx", "n", {{"m", 35}}, 1, 0},
+      {"shuffle_xor.rx", "n", {{0}}, 0, 0},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) test_program(&cases[i], &have_clang);
   test_uniform_buffer();

@@ -1057,6 +1057,44 @@ static void test_errors(void) {
   rx_module_free(m);
 }
 
+/* shuffle_xor (ir.h): lane t of each subgroup gets the value of lane t ^ mask, at subgroup sizes
+ * 32 and 8 (lavapipe's) and with a mask that differs per row (the same on each lane); a mask that
+ * reaches no lane of the subgroup is an error naming the lane and the mask. */
+static const char *SHUFFLE = "tensor_fn shfl(a: f32[n, 32], out c: f32[n, 32], mask: i64) {\n"
+                             "  for r in 0..n bind(blockIdx.x) {\n"
+                             "    for t in 0..32 bind(threadIdx.x) {\n"
+                             "      c[r, t] = shuffle_xor(a[r, t], i32((r + mask) % 8)) + 100.0 * "
+                             "shuffle_xor(a[r, t], mask)\n"
+                             "    }\n"
+                             "  }\n"
+                             "}\n";
+
+static void test_shuffle(void) {
+  rx_module *m = parse(SHUFFLE);
+  if (!m) return;
+  enum { N = 5 };
+  float a[N * 32], c[N * 32], want[N * 32];
+  for (int i = 0; i < N * 32; i++) a[i] = (float)i;
+  static const int sizes[] = {32, 8};
+  for (int si = 0; si < 2; si++)
+    for (int mask = 0; mask < 8; mask += 3) {
+      rx_interp_arg args[3] = {buf2(a, RX_DTYPE_F32, N, 32), buf2(c, RX_DTYPE_F32, N, 32),
+                               scalar(mask)};
+      rx_interp_opts o = {.subgroup_size = sizes[si]};
+      for (int r = 0; r < N; r++)
+        for (int t = 0; t < 32; t++)
+          want[r * 32 + t] = a[r * 32 + (t ^ ((r + mask) % 8))] + 100.0f * a[r * 32 + (t ^ mask)];
+      if (run_ok(m, "shfl", args, 3, &o))
+        CHECK_MSG(count_mismatch(c, want, N * 32, 0) == 0, "shuffle_xor, subgroups of %d, mask %d",
+                  sizes[si], mask);
+    }
+  rx_interp_arg args[3] = {buf2(a, RX_DTYPE_F32, N, 32), buf2(c, RX_DTYPE_F32, N, 32), scalar(8)};
+  rx_interp_opts o = {.subgroup_size = 8};
+  static const char *const want_err[] = {"shuffle_xor", "mask 8", "subgroup of 8", NULL};
+  run_err(m, "shfl", args, 3, &o, want_err);
+  rx_module_free(m);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -1070,5 +1108,6 @@ int main(int argc, char **argv) {
   test_deep();
   test_big_block();
   test_errors();
+  test_shuffle();
   return check_finish("interp");
 }
