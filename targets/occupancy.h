@@ -27,9 +27,14 @@
 #define TGT_OCC_GEMM_MMA_64 4
 /* passes/schedule/gemv_mma.c (4 warps splitting k; a few KiB to add their partial tiles): 4 */
 #define TGT_OCC_GEMV_MMA 4
-/* ops/attention.c, paged_attention's fragment form (4 subgroups, Q, K/V, S and P tiles in shared
- * memory): 2 */
-#define TGT_OCC_ATTN_FRAG 2
+/* passes/schedule/gemm_wgmma.c, 128 x 128 x 64 tiles (2 warpgroups, 96 KiB of dynamic shared
+ * stages, 64 accumulators a thread): 1 block, 8 warps (a second would need 192 KiB and at most
+ * 128 registers a thread) */
+#define TGT_OCC_GEMM_WGMMA 1
+/* ops/attention_fa2.c, paged_attention's FlashAttention-2 form on CUDA (4 warps of 16 query rows,
+ * Q and O in registers, 3 stages of K/V pages; 43.5 KiB at D = 128): 2 (ptxas gives 164 to 174
+ * registers at D = 128: 2 or 3 blocks) */
+#define TGT_OCC_ATTN_FA2 2
 /* ops/attention.c, paged_decode_attention (one block per head and chunk of the cache): 4 */
 #define TGT_OCC_DECODE_ATTN 4
 

@@ -42,10 +42,16 @@
 
 /* One line per kernel (support_mma.h says how to add one). */
 const rxm_spec rxm_kernels[] = {
-    {"gemm_mma f16 x @ W^T", GEMM_NT("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma f16 x @ W^T", GEMM_NT("f16"), "gemm_mma", "n=400", PIPE | RXM_SM80,
+     TGT_OCC_GEMM_MMA},
     {"gemm_mma_64 f16 x @ W^T", GEMM_NT("f16"), "gemm_mma_64", "n=33;n=100", PIPE,
      TGT_OCC_GEMM_MMA_64},
-    {"gemm_mma bf16 x @ W^T", GEMM_NT("bf16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma bf16 x @ W^T", GEMM_NT("bf16"), "gemm_mma", "n=400", PIPE | RXM_SM80,
+     TGT_OCC_GEMM_MMA},
+    {"gemm_wgmma f16 x @ W^T", GEMM_NT("f16"), "gemm_wgmma", "n=400",
+     RXM_WGMMA | RXM_CP_ASYNC | RXM_SM90, TGT_OCC_GEMM_WGMMA},
+    {"gemm_wgmma bf16 x @ W^T", GEMM_NT("bf16"), "gemm_wgmma", "n=400",
+     RXM_WGMMA | RXM_CP_ASYNC | RXM_SM90, TGT_OCC_GEMM_WGMMA},
     {"gemm_mma f16 x @ W", GEMM_NN("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
     {"gemm_mma_64 bf16 x @ W", GEMM_NN("bf16"), "gemm_mma_64", "n=33", PIPE, TGT_OCC_GEMM_MMA_64},
     {"gemm_mma_dq q4f16_g32", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq", "n=100,m=263",
@@ -56,8 +62,8 @@ const rxm_spec rxm_kernels[] = {
      PIPE | RXM_V128, TGT_OCC_GEMM_MMA_64},
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
-    {"paged_attention (fragments) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
-     RXM_MMA | RXM_PAGED, TGT_OCC_ATTN_FRAG},
+    {"paged_attention (FA2) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
+     PIPE | RXM_PAGED, TGT_OCC_ATTN_FA2},
     {"paged_decode_attention f16", DECODE, NULL, "b=1,mp=64,p=64;b=3,mp=7,p=21",
      RXM_CP_ASYNC | RXM_PAGED, TGT_OCC_DECODE_ATTN},
 };

@@ -17,7 +17,8 @@
  * instructions its PTX must hold (RXM_*); the blocks per SM its schedule assumes, a constant of
  * targets/occupancy.h that the schedule names (never a number written in the table); for the
  * paged-cache ops, RXM_PAGED so that the cache tables get valid values; for a kernel of sm_90
- * only, RXM_SM90, and RXM_NO_EMU where the emulator cannot run it (wgmma). Then run both tests;
+ * only, RXM_SM90 (RXM_SM80 for one that sm_90 replaces), and RXM_NO_EMU where the emulator
+ * cannot run it. Then run both tests;
  * a check that cannot pass yet goes to the test's xfails with its reason. */
 #ifndef RX_SUPPORT_MMA_H
 #define RX_SUPPORT_MMA_H
@@ -36,7 +37,8 @@
 /* How the tests treat it */
 #define RXM_PAGED  32u  /* a paged-cache op: kv_len, page_table, q_seq, q_pos get valid values */
 #define RXM_SM90   64u  /* for sm_90 only (wgmma, TMA): test_ptx_mma checks sm_90 alone */
-#define RXM_NO_EMU 128u /* the emulator cannot run it (wgmma, TMA): test_kernel_checks skips it */
+#define RXM_NO_EMU 128u /* the emulator cannot run it (TMA): test_kernel_checks skips it */
+#define RXM_SM80   256u /* for sm_80 only: sm_90 runs another variant (gemm_wgmma) at its sizes */
 
 typedef struct rxm_spec {
   const char *name; /* "gemm_mma f16 x @ W^T" */

@@ -23,8 +23,8 @@
  * (the sanitized pass's cap) does not apply: each line's sizes are those that select its variant,
  * and the whole test takes about 30 s on 2 cores (MAX_BLOCKS keeps the large grids short).
  *
- * CUDA sm_80 (sm_90 for the lines marked RXM_SM90; RXM_NO_EMU lines, which the emulator cannot
- * run, are reported skipped).
+ * CUDA sm_80 (sm_90 for the lines marked RXM_SM90, such as gemm_wgmma's; RXM_NO_EMU lines, which
+ * the emulator cannot run, are reported skipped).
  *
  * usage: test_kernel_checks [TESTS_DIR] (RX_CHECKS_FILTER=TEXT: the lines whose name has it;
  * RX_CHECKS_DUMP=DIR: each kernel's CUDA C written to DIR/KERNEL-LINE.cu, as the sites name it) */
@@ -76,11 +76,11 @@ static const struct xfail {
      "sector (52%); the next chunks reuse those sectors from L1/L2, so DRAM is not wasted, but "
      "each request moves 2x-6x its bytes; coalesced needs a warp's lanes along k of fewer rows, "
      "with the scale loaded once per row (issue 31's GEMM part, the dequantizing forms)"},
-    {"paged_attention (fragments)", CK_BANKS,
-     "ops/attention.c's fragment form: one thread per row reads the f32 score tile of 16 columns "
-     "(degree 16), rx_frag_store's f32 accumulators at a stride of 16 words (degree 4) and the "
-     "f16 tiles' element-wise fragment loads (degree 2); fa2's FlashAttention-2 kernel (Q in "
-     "registers, ldmatrix from swizzled K/V tiles) replaces it on CUDA and takes this line"},
+    {"paged_attention (FA2)", CK_BANKS,
+     "ops/attention_fa2.c's output: O / l is staged in the Q rows' shared memory and each thread "
+     "reads its 16 bytes of a row back one 2-byte element at a time (rows 72 halves apart: degree "
+     "4) before its st.global.v4; its ldmatrix reads and cp.async stages are conflict-free; "
+     "conflict-free needs the printer to vectorize shared loads as it does global ones"},
     {"paged_decode_attention", CK_BANKS,
      "ops/attention.c's decode kernel (the cp.async form on CUDA): its 16-byte copies into the "
      "padded stages are conflict-free, but the scores read the K tile one 2-byte element per lane "

@@ -214,7 +214,8 @@ int main(void) {
     RX_ASSERT(!ts);
     for (int i = 0; i < rxm_nkernels; i++)
       if ((!filter || strstr(rxm_kernels[i].name, filter)) &&
-          (t->sm >= 90 || !(rxm_kernels[i].flags & RXM_SM90)))
+          (t->sm >= 90 || !(rxm_kernels[i].flags & RXM_SM90)) &&
+          (t->sm < 90 || !(rxm_kernels[i].flags & RXM_SM80)))
         check_line(&rxm_kernels[i], t);
   }
   printf("ptx mma checks: %d passed, %d failed, %d expected failures, %d unexpected passes, %d "
