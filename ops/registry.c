@@ -80,6 +80,9 @@ static const rx_attr_schema attrs_softmax[] = {
 static const rx_attr_schema attrs_norm[] = {
     {"axes", RX_ATTR_INTS, false, "normalized axes (default [-1])"},
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
+    {"dtype", RX_ATTR_DTYPE, false,
+     "the output's floating-point dtype (default x's): the norm computed in f32 and rounded to it "
+     "once, so a norm feeding a matmul in f16 needs no cast kernel of its own"},
     {NULL, 0, false, NULL}};
 
 static const rx_attr_schema attrs_gelu[] = {

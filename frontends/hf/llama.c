@@ -499,14 +499,15 @@ static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bia
 /* x (R) to dtype t, or x itself when it is t already */
 static rx_var *to(gb *g, const char *name, rx_var *x, rx_dtype t);
 
-/* RMSNorm of the residual stream x (R) with weight w (R), in the matmuls' dtype T */
+/* RMSNorm of the residual stream x (R) with weight w (R), in the matmuls' dtype T: computed in
+ * R and rounded to T by the norm's own kernel (its dtype attr), not by a cast kernel after it */
 static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
   int64_t axes[1] = {-1};
-  const rx_attr *at[2] = {rx_attr_ints(g->m, "axes", axes, 1),
-                          rx_attr_float(g->m, "epsilon", g->c->rms_eps)};
+  const rx_attr *at[3] = {rx_attr_ints(g->m, "axes", axes, 1),
+                          rx_attr_float(g->m, "epsilon", g->c->rms_eps),
+                          rx_attr_dtype(g->m, "dtype", g->T)};
   rx_node *a[2] = {A(g, x), A(g, w)};
-  rx_var *y = op(g, g->T == g->R ? name : NULL, "rms_norm", a, 2, at, 2);
-  return to(g, name, y, g->T);
+  return op(g, name, "rms_norm", a, 2, at, 3);
 }
 
 static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s) {
