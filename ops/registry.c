@@ -41,6 +41,10 @@ static const rx_attr_schema attrs_strided_slice[] = {
     {"end", RX_ATTR_EXPRS, true, "end index per axis (symbolic; clamped)"},
     {"strides", RX_ATTR_INTS, false, "step per axis (default 1; nonzero constants)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_kv_append_rope[] = {
+    {"k_offset", RX_ATTR_INT, false, "the keys' first column in k's rows (default 0)"},
+    {"v_offset", RX_ATTR_INT, false, "the values' first column in v's rows (default 0)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_take[] = {
     {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_scatter[] = {
