@@ -300,7 +300,9 @@ const rx_sinfo *ops_deduce_attention_merge(rx_deduce_ctx *dc, const rx_node *cal
   return ops_tensor(dc, t, 3, dims);
 }
 
-int ops_legalize_inplace_arg(const rx_op *op) { return op->id == RX_OP_kv_append ? 0 : -1; }
+int ops_legalize_inplace_arg(const rx_op *op) {
+  return op->id == RX_OP_kv_append || op->id == RX_OP_kv_append_rope ? 0 : -1;
+}
 
 /* ------------------------------------------------------------------------------------------
  * the attention kernel

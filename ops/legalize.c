@@ -350,7 +350,7 @@ static const char *const *arg_names(const rx_op *op) {
   static const char *const take[] = {"x", "indices"};
   static const char *const rope[] = {"x", "cs", "sn"};
   static const char *const att[] = {"q", "k", "v", "mask"};
-  static const char *const kva[] = {"pages", "k", "v", "slot"};
+  static const char *const kva[] = {"pages", "k", "v", "slot", "cs", "sn"};
   static const char *const paged[] = {"q", "pages", "page_table", "kv_len", "q_seq", "q_pos"};
   static const char *const merge[] = {"o", "lse"};
   static const char *const bn[] = {"x", "gamma", "beta", "mean", "var"};
@@ -371,6 +371,7 @@ static const char *const *arg_names(const rx_op *op) {
   case RX_OP_attention:
     return att;
   case RX_OP_kv_append:
+  case RX_OP_kv_append_rope:
     return kva;
   case RX_OP_paged_attention:
   case RX_OP_paged_decode_attention:

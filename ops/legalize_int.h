@@ -180,6 +180,8 @@ void lz_gen_kv_append(lz_ctx *l);
 void lz_gen_paged_attention(lz_ctx *l);
 void lz_gen_paged_decode_attention(lz_ctx *l);
 void lz_gen_attention_merge(lz_ctx *l);
+/* ops/kv_rope.c */
+void lz_gen_kv_append_rope(lz_ctx *l);
 /* ops/ragged.c */
 void lz_gen_ragged_softmax(lz_ctx *l);
 void lz_gen_ragged_attention(lz_ctx *l);

@@ -191,7 +191,13 @@ static const rx_sinfo *norm(rx_deduce_ctx *dc, const rx_node *call, int nparams)
       return NULL;
     }
   }
-  return ops_tensor(dc, x->dtype, x->ndim, x->shape);
+  const rx_attr *da = ops_call_attr(call, "dtype");
+  if (da && !ir_dtype_is_float(da->dtype)) {
+    ops_deduce_error(dc, "%s expects a floating-point dtype, got %s", call->op->name,
+                     ir_dtype_name(da->dtype));
+    return NULL;
+  }
+  return ops_tensor(dc, da ? da->dtype : x->dtype, x->ndim, x->shape);
 }
 
 const rx_sinfo *ops_deduce_layer_norm(rx_deduce_ctx *dc, const rx_node *call) {
@@ -521,7 +527,8 @@ void lz_gen_softmax(lz_ctx *l) {
   lz_close_n(l, ni);
 }
 
-/* layer_norm (nparams 2) / rms_norm (nparams 1) over axes: rows like tests/kernels. */
+/* layer_norm (nparams 2) / rms_norm (nparams 1) over axes: rows like tests/kernels. The math is
+ * in f32 (x's dtype when wider), rounded once to the output's dtype (x's, or the dtype attr). */
 static void gen_norm(lz_ctx *l, bool layer) {
   lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   lz_opnd *g = lz_arg(l, 1), *b = layer ? lz_arg(l, 2) : NULL;
@@ -573,7 +580,7 @@ static void gen_norm(lz_ctx *l, bool layer) {
     lz_line(l, "let %s: f32 = rsqrt(%s[0] / %s + %s)", r, var, cnt, lz_flit(l, eps));
     lz_for_nest(l, rv, re, nr);
     lz_line(l, "%s = %s", lz_load(l, y, xi),
-            lz_down(l, t,
+            lz_down(l, y->dtype,
                     lz_str(l, "(%s - %s) * %s * %s + %s", xv, mean, r,
                            lz_up(l, t, lz_load(l, g, gi)), lz_up(l, t, lz_load(l, b, gi)))));
     lz_close_n(l, nr);
@@ -587,7 +594,7 @@ static void gen_norm(lz_ctx *l, bool layer) {
     lz_line(l, "let %s: f32 = rsqrt(%s[0] / %s + %s)", r, ss, cnt, lz_flit(l, eps));
     lz_for_nest(l, rv, re, nr);
     lz_line(l, "%s = %s", lz_load(l, y, xi),
-            lz_down(l, t, lz_str(l, "%s * %s * %s", xv, r, lz_up(l, t, lz_load(l, g, gi)))));
+            lz_down(l, y->dtype, lz_str(l, "%s * %s * %s", xv, r, lz_up(l, t, lz_load(l, g, gi)))));
     lz_close_n(l, nr);
   }
   lz_close_n(l, ni);

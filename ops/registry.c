@@ -41,6 +41,10 @@ static const rx_attr_schema attrs_strided_slice[] = {
     {"end", RX_ATTR_EXPRS, true, "end index per axis (symbolic; clamped)"},
     {"strides", RX_ATTR_INTS, false, "step per axis (default 1; nonzero constants)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_kv_append_rope[] = {
+    {"k_offset", RX_ATTR_INT, false, "the keys' first column in k's rows (default 0)"},
+    {"v_offset", RX_ATTR_INT, false, "the values' first column in v's rows (default 0)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_take[] = {
     {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_scatter[] = {
@@ -80,6 +84,9 @@ static const rx_attr_schema attrs_softmax[] = {
 static const rx_attr_schema attrs_norm[] = {
     {"axes", RX_ATTR_INTS, false, "normalized axes (default [-1])"},
     {"epsilon", RX_ATTR_FLOAT, false, "added to the variance (default 1e-5)"},
+    {"dtype", RX_ATTR_DTYPE, false,
+     "the output's floating-point dtype (default x's): the norm computed in f32 and rounded to it "
+     "once, so a norm feeding a matmul in f16 needs no cast kernel of its own"},
     {NULL, 0, false, NULL}};
 
 static const rx_attr_schema attrs_gelu[] = {

@@ -8,7 +8,8 @@
  *              the loop variables in order, or 0)
  * injective    stores at a permutation of the point, loads at any index expressions
  * out-fusable  a perfect nest over the output point whose body is [alloc local] reduce with an
- *              init storing a constant and an update `acc = acc + x * y` (casts allowed), then
+ *              init storing a constant and an update `acc = acc + x * y` (casts allowed; lets
+ *              before it, as quant_matmul's dequantization, which mm_match substitutes), then
  *              optionally the output at the point from the accumulator: matmul-like
  * reduction    anything else made of loops, reductions, lets, local allocs and stores (row
  *              sums, softmax-like staged rows)
@@ -161,6 +162,15 @@ static const rx_stmt *only_store(const rx_stmt *s) {
   return s && s->kind == RX_STMT_STORE ? s : NULL;
 }
 
+/* The store of a reduction's update: the store alone, or lets then the store. */
+static const rx_stmt *update_store(const rx_stmt *s) {
+  while (s && s->kind == RX_STMT_SEQ && s->n == 1) s = s->body[0];
+  if (!s || s->kind != RX_STMT_SEQ || s->n < 2) return only_store(s);
+  for (int i = 0; i + 1 < s->n; i++)
+    if (s->body[i]->kind != RX_STMT_LET) return NULL;
+  return only_store(s->body[s->n - 1]);
+}
+
 static bool out_fusable(rx_stmt *body) {
   nest ns;
   if (!get_nest(body, &ns)) return false;
@@ -171,7 +181,7 @@ static bool out_fusable(rx_stmt *body) {
   }
   if (i >= ns.nbody || ns.body[i]->kind != RX_STMT_REDUCE) return false;
   const rx_stmt *r = ns.body[i++];
-  const rx_stmt *init = only_store(r->init), *up = only_store(r->inner);
+  const rx_stmt *init = only_store(r->init), *up = update_store(r->inner);
   if (!init || !up || init->buf != up->buf || !const_tx(init->value)) return false;
   const rx_tx *v = up->value;
   if (v->kind != RX_TX_BINARY || v->binop != RX_BINOP_ADD) return false;

@@ -236,6 +236,14 @@ static int64_t arg_uses(const rx_tensor_fn *t, int ai) {
   return n > 0 ? n : 1;
 }
 
+/* Two tensors of the same shape, whatever their dtypes (shapes are hash-consed). */
+static bool same_shape(const rx_sinfo *a, const rx_sinfo *b) {
+  if (a->ndim != b->ndim || !a->shape || !b->shape) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
 static bool inlinable(rx_pattern p) {
   return p == RX_PATTERN_ELEMWISE || p == RX_PATTERN_BROADCAST || p == RX_PATTERN_INJECTIVE;
 }
@@ -436,8 +444,9 @@ static void fuse_block(rx_module *m, rx_graph_fn *fn, rx_block *blk, use_count *
              consumer_loads_indexed(cn->tfn, ai);
       } else if (pa >= 0 && mem[pa].pat == RX_PATTERN_OUT_FUSABLE && ca < 0 &&
                  (cp == RX_PATTERN_ELEMWISE || cp == RX_PATTERN_BROADCAST)) {
-        /* epilogue: c loads p's value at its point with the same shape */
-        ok = ir_sinfo_equal(cn->out, mem[p].b->value->out) && consumer_loads_at_point(cn->tfn, ai);
+        /* epilogue: c loads p's value at its point with the same shape (any dtype: a cast of
+         * the matmul's value, e.g. to the f32 residual stream, is an epilogue too) */
+        ok = same_shape(cn->out, mem[p].b->value->out) && consumer_loads_at_point(cn->tfn, ai);
       }
       if (!ok) continue;
       int64_t cost = grp[c].cost + arg_uses(cn->tfn, ai) * grp[p].cost;

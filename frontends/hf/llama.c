@@ -13,10 +13,10 @@
  * row), then per layer: RMSNorm, the q/k/v projections (biases for
  * Qwen2), rotary embedding at the tokens' positions (inv_freq computed here, with the llama3 or
  * linear scaling folded in), the new keys and values written into the layer's pages in place
- * (kv_append), attention over the pages, the output projection and the residual, RMSNorm and
- * the SwiGLU MLP and the residual. Weights are parameters named after their checkpoint tensors
- * ("model.layers.0.self_attn.q_proj.weight" -> model_layers_0_self_attn_q_proj_weight), bound to
- * the module's weights of the same name. */
+ * (kv_append_rope: the keys rotated in the same kernel), attention over the pages, the output
+ * projection and the residual, RMSNorm and the SwiGLU MLP and the residual. Weights are
+ * parameters named after their checkpoint tensors ("model.layers.0.self_attn.q_proj.weight" ->
+ * model_layers_0_self_attn_q_proj_weight), bound to the module's weights of the same name. */
 #include "hf_int.h"
 
 #include <math.h>
@@ -82,6 +82,15 @@ typedef struct hf_w {
    * none) */
   bool proj;
   int64_t permuted_heads;
+  /* A member of a row group (the q, k and v projections of a layer, their biases, their scales
+   * and zero points; fuse_rows): grp the group's entry (0: none); put_weight holds the member's
+   * source bytes here instead of adding them, until fuse_rows adds the group's rows as one
+   * weight (or, when the members' formats differ, each member as it is). A group's entry has
+   * `group` set: it stays absent (present false) unless the rows are fused. */
+  size_t grp;
+  bool group;
+  const void *src;
+  rx_dtype src_dtype;
 } hf_w;
 
 typedef struct gb {
@@ -96,6 +105,8 @@ typedef struct gb {
   int64_t max_len, max_batch;
   hf_w *w; /* layers * W_PER_LAYER, then G_COUNT */
   size_t nw;
+  size_t *qkv, *bqkv; /* per layer: the entry of the fused q/k/v projection and of its bias (0:
+                         none, or not fused: the layer uses q, k and v) */
   rx_status err;
   /* the function being built */
   rx_builder *b;
@@ -151,13 +162,57 @@ static void list_quantized(gb *g, bool embeddings) {
   if (gw(g, G_LM_HEAD)->present) quantize_entry(g, gw(g, G_LM_HEAD));
 }
 
+/* A group entry named after the layer's "self_attn.qkv_proj.<what>" (not a checkpoint tensor: made
+ * by fuse_rows) with members m[0..n) (entries, 0: none), or 0 when a member is absent. */
+static size_t group_entry(gb *g, int64_t l, const char *what, const size_t *m, int n) {
+  for (int i = 0; i < n; i++)
+    if (!m[i] || !g->w[m[i]].present) return 0;
+  size_t e = g->nw++;
+  char name[160];
+  snprintf(name, sizeof name, "model.layers.%lld.self_attn.qkv_proj.%s", (long long)l, what);
+  const hf_w *a = &g->w[m[0]];
+  set_w(&g->w[e], name, a->ndim, 0, a->shape[1], a->dtype);
+  g->w[e].present = false;
+  g->w[e].group = true;
+  g->w[e].derived = a->derived;
+  for (int i = 0; i < n; i++) g->w[m[i]].grp = e;
+  return e;
+}
+
+/* The q, k and v projections of every layer as one row group (one matmul of the three weights'
+ * rows, concatenated at compile time: fuse_rows), with their biases, and with --quantize their
+ * scales and zero points as groups of their own. */
+static void list_groups(gb *g) {
+  g->qkv = base_calloc((size_t)g->c->layers, sizeof *g->qkv);
+  g->bqkv = base_calloc((size_t)g->c->layers, sizeof *g->bqkv);
+  for (int64_t l = 0; l < g->c->layers; l++) {
+    size_t w[3], b[3], s[3], z[3];
+    for (int i = 0; i < 3; i++) {
+      hf_w *p = lw(g, l, W_Q + i);
+      w[i] = (size_t)(p - g->w);
+      b[i] = (size_t)(lw(g, l, W_BQ + i) - g->w);
+      s[i] = p->qs;
+      z[i] = p->qz;
+    }
+    g->qkv[l] = group_entry(g, l, "weight", w, 3);
+    g->bqkv[l] = group_entry(g, l, "bias", b, 3);
+    hf_w *e = &g->w[g->qkv[l]];
+    e->proj = true;
+    if (lw(g, l, W_Q)->qs) {
+      e->qs = group_entry(g, l, "scales", s, 3);
+      if (lw(g, l, W_Q)->qz) e->qz = group_entry(g, l, "zeros", z, 3);
+    }
+  }
+}
+
 /* The weights the config implies, with their shapes. */
 static void list_weights(gb *g, bool quantize_embeddings) {
   const rx_hf_config *c = g->c;
   int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
-  /* room for the scales and zero points of every projection, the embedding and the output */
-  g->w = base_calloc(g->nw + (size_t)(2 * W_PER_LAYER * c->layers + 4), sizeof *g->w);
+  /* room for the scales and zero points of every projection, the embedding and the output, and
+   * per layer the four entries of the fused q/k/v rows (list_groups) */
+  g->w = base_calloc(g->nw + (size_t)((2 * W_PER_LAYER + 4) * c->layers + 4), sizeof *g->w);
   for (int64_t l = 0; l < c->layers; l++) {
     const int64_t dims[W_PER_LAYER][4] = {
         [W_IN_NORM] = {1, H, 0, 1},
@@ -201,6 +256,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
   if (g->qi) list_quantized(g, quantize_embeddings);
+  list_groups(g);
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
@@ -245,9 +301,20 @@ static float src_elem(const uint8_t *p, rx_dtype t, int64_t i) {
   return t == RX_DTYPE_F16 ? base_f16_to_f32(h) : base_bf16_to_f32(h);
 }
 
+/* w's data (src_dtype, w's shape) as the module's weight of w's name; a member of a row group
+ * (w->grp) is held in w until fuse_rows. */
+static rx_status put_weight(gb *g, hf_w *w, rx_dtype src_dtype, const void *src) {
+  if (w->grp) {
+    w->src = src;
+    w->src_dtype = src_dtype;
+    return NULL;
+  }
+  return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, src_dtype, src);
+}
+
 /* --quantize: w's checkpoint tensor [out, in] quantized (frontends/hf/quantize.c) into buffers the
  * module owns, added as the weights of w and of its scales (and zero points) entries. */
-static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t *data) {
+static rx_status add_quantized(gb *g, hf_w *w, rx_dtype src, const uint8_t *data) {
   int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
   float *f = base_malloc(sizeof *f * (size_t)(out * in));
   for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
@@ -260,13 +327,9 @@ static rx_status add_quantized(gb *g, const hf_w *w, rx_dtype src, const uint8_t
   rx_status s = hf_quantize(g->qsc, f, out, in, q, sc, z);
   free(f);
   if (s) return base_status_annotate(s, "tensor '%s'", w->hf);
-  const hf_w *ws = &g->w[w->qs];
-  RX_RETURN_IF_ERROR(rx_module_add_weight(g->m, w->param, w->dtype, 2, w->shape, w->dtype, q));
-  RX_RETURN_IF_ERROR(
-      rx_module_add_weight(g->m, ws->param, RX_DTYPE_F16, 2, ws->shape, RX_DTYPE_F16, sc));
-  if (!z) return NULL;
-  const hf_w *wz = &g->w[w->qz];
-  return rx_module_add_weight(g->m, wz->param, RX_DTYPE_U8, 2, wz->shape, RX_DTYPE_U8, z);
+  RX_RETURN_IF_ERROR(put_weight(g, w, w->dtype, q));
+  RX_RETURN_IF_ERROR(put_weight(g, &g->w[w->qs], RX_DTYPE_F16, sc));
+  return z ? put_weight(g, &g->w[w->qz], RX_DTYPE_U8, z) : NULL;
 }
 
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
@@ -298,12 +361,90 @@ static rx_status gguf_rope_factors(const rx_gguf_file *f, const rx_hf_config *c,
   return NULL;
 }
 
+/* The members of group entry e (entries whose grp is e), in order; their count. */
+static int members(const gb *g, size_t e, hf_w **out) {
+  int n = 0;
+  for (size_t i = 0; i < g->nw && n < 3; i++)
+    if (g->w[i].grp == e && e) out[n++] = &g->w[i];
+  return n;
+}
+
+/* The members of e can be one weight: the same format and row width, and all held in the same
+ * source dtype (or none held: --no-weights). */
+static bool rows_fusable(const gb *g, size_t e) {
+  hf_w *m[3];
+  int n = members(g, e, m);
+  if (n != 3) return false;
+  for (int i = 1; i < n; i++)
+    if (m[i]->dtype != m[0]->dtype || m[i]->ndim != m[0]->ndim ||
+        m[i]->shape[1] != m[0]->shape[1] || m[i]->in != m[0]->in || m[i]->qi != m[0]->qi ||
+        !m[i]->src != !m[0]->src || (m[0]->src && m[i]->src_dtype != m[0]->src_dtype))
+      return false;
+  return true;
+}
+
+/* Group entry e as the members' rows one after another (a copy the module owns, in their source
+ * dtype), added as one weight; the members are no longer parameters. */
+static rx_status fuse_group(gb *g, size_t e) {
+  hf_w *m[3] = {NULL, NULL, NULL}, *w = &g->w[e];
+  int n = members(g, e, m);
+  RX_ASSERT(n == 3); /* rows_fusable said so */
+  w->ndim = m[0]->ndim;
+  w->dtype = m[0]->dtype;
+  w->shape[0] = 0;
+  w->shape[1] = m[0]->shape[1];
+  w->in = m[0]->in;
+  w->qi = m[0]->qi;
+  w->present = true;
+  for (int i = 0; i < n; i++) w->shape[0] += m[i]->shape[0];
+  for (int i = 0; i < n; i++) m[i]->present = false;
+  if (!m[0]->src) return NULL; /* --no-weights */
+  size_t row =
+      (size_t)(w->ndim == 2 ? w->shape[1] : 1) * (size_t)(ir_dtype_bits(m[0]->src_dtype) / 8);
+  uint8_t *data = base_malloc(row * (size_t)w->shape[0]), *at = data;
+  rx_module_on_free(g->m, free, data);
+  for (int i = 0; i < n; i++) {
+    memcpy(at, m[i]->src, row * (size_t)m[i]->shape[0]);
+    at += row * (size_t)m[i]->shape[0];
+  }
+  if (w->ndim == 1) w->shape[1] = 0;
+  return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, m[0]->src_dtype, data);
+}
+
+/* After every weight is read: each layer's q/k/v rows (and their biases, scales and zero points)
+ * fused into one weight where every group of the layer can be (a GGUF file may hold q, k and v
+ * in different block formats: then the layer keeps three projections), else the members added
+ * as they are. */
+static rx_status fuse_rows(gb *g) {
+  for (int64_t l = 0; l < g->c->layers; l++) {
+    if (!g->qkv[l]) continue;
+    size_t grp[4] = {g->qkv[l], g->bqkv[l], g->w[g->qkv[l]].qs, g->w[g->qkv[l]].qz};
+    bool ok = true;
+    for (int k = 0; k < 4; k++) ok = ok && (!grp[k] || rows_fusable(g, grp[k]));
+    for (int k = 0; k < 4; k++) {
+      if (!grp[k]) continue;
+      if (ok) {
+        RX_RETURN_IF_ERROR(fuse_group(g, grp[k]));
+        continue;
+      }
+      hf_w *m[3];
+      int n = members(g, grp[k], m);
+      for (int i = 0; i < n; i++)
+        if (m[i]->src)
+          RX_RETURN_IF_ERROR(rx_module_add_weight(g->m, m[i]->param, m[i]->dtype, m[i]->ndim,
+                                                  m[i]->shape, m[i]->src_dtype, m[i]->src));
+    }
+    if (!ok) g->qkv[l] = g->bqkv[l] = 0;
+  }
+  return NULL;
+}
+
 /* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
  * (sources stay mapped: the module unmaps them when it is freed). */
 static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
   for (size_t i = 0; i < g->nw; i++) {
     hf_w *w = &g->w[i];
-    if (!w->present || w->derived) continue;
+    if (!w->present || w->derived || w->group) continue;
     if (!w->hf[0]) { /* rope_inv_freq */
       float *f = inv_freq(g->c);
       rx_module_on_free(g->m, free, f);
@@ -354,10 +495,9 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
     }
-    RX_RETURN_IF_ERROR(
-        rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, t->dtype, data));
+    RX_RETURN_IF_ERROR(put_weight(g, w, t->dtype, data));
   }
-  return NULL;
+  return fuse_rows(g);
 }
 
 /* ---- the weights of a GGUF file ---- */
@@ -419,7 +559,7 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
     w->dtype = RX_DTYPE_U8;
     w->shape[1] = cols / w->qi->block * w->qi->block_bytes;
     if (w->permuted_heads) data = unpermute(g, data, rows, w->permuted_heads, (size_t)w->shape[1]);
-    return rx_module_add_weight(g->m, w->param, RX_DTYPE_U8, 2, w->shape, RX_DTYPE_U8, data);
+    return put_weight(g, w, RX_DTYPE_U8, data);
   }
   if (src == RX_DTYPE_UNKNOWN) {
     float *deq = base_malloc(sizeof *deq * (size_t)t->elems);
@@ -431,7 +571,7 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
   if (w->permuted_heads)
     data = unpermute(g, data, rows, w->permuted_heads,
                      (size_t)cols * (size_t)(ir_dtype_bits(src) / 8));
-  return rx_module_add_weight(g->m, w->param, w->dtype, w->ndim, w->shape, src, data);
+  return put_weight(g, w, src, data);
 }
 
 /* ---- building: the first error is kept, later steps do nothing ---- */
@@ -499,14 +639,15 @@ static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bia
 /* x (R) to dtype t, or x itself when it is t already */
 static rx_var *to(gb *g, const char *name, rx_var *x, rx_dtype t);
 
-/* RMSNorm of the residual stream x (R) with weight w (R), in the matmuls' dtype T */
+/* RMSNorm of the residual stream x (R) with weight w (R), in the matmuls' dtype T: computed in
+ * R and rounded to T by the norm's own kernel (its dtype attr), not by a cast kernel after it */
 static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
   int64_t axes[1] = {-1};
-  const rx_attr *at[2] = {rx_attr_ints(g->m, "axes", axes, 1),
-                          rx_attr_float(g->m, "epsilon", g->c->rms_eps)};
+  const rx_attr *at[3] = {rx_attr_ints(g->m, "axes", axes, 1),
+                          rx_attr_float(g->m, "epsilon", g->c->rms_eps),
+                          rx_attr_dtype(g->m, "dtype", g->T)};
   rx_node *a[2] = {A(g, x), A(g, w)};
-  rx_var *y = op(g, g->T == g->R ? name : NULL, "rms_norm", a, 2, at, 2);
-  return to(g, name, y, g->T);
+  return op(g, name, "rms_norm", a, 2, at, 3);
 }
 
 static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s) {
@@ -628,22 +769,36 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
   rx_var *x = rms_norm(g, NM("attn_in"), h, W(g, l, W_IN_NORM));
-  rx_var *q = linear(g, NM("q"), x, W(g, l, W_Q), W(g, l, W_BQ));
-  rx_var *k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
-  rx_var *v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
+  rx_var *q, *k, *v;
+  int64_t qw = c->heads * c->head_dim, kw = c->kv_heads * c->head_dim, koff = 0, voff = 0;
+  if (g->qkv[l]) { /* one projection of the q, k and v rows (fuse_rows): q its first qw columns,
+                      the keys and values the next kw each, which kv_append_rope reads there */
+    rx_var *qkv = linear(g, NM("qkv"), x, g->wv[g->qkv[l]], g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
+    int64_t ax[1] = {1};
+    const rx_expr *b0[1] = {rx_sym_const(g->m, 0)}, *e0[1] = {rx_sym_const(g->m, qw)};
+    const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", b0, 1),
+                             rx_attr_exprs(g->m, "end", e0, 1)};
+    rx_node *sa[1] = {A(g, qkv)};
+    q = op(g, NM("q"), "strided_slice", sa, 1, sat, 3);
+    k = v = qkv;
+    koff = qw;
+    voff = qw + kw;
+  } else {
+    q = linear(g, NM("q"), x, W(g, l, W_Q), W(g, l, W_BQ));
+    k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
+    v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
+  }
   const rx_expr *qd[3] = {f->n, rx_sym_const(g->m, c->heads), rx_sym_const(g->m, c->head_dim)};
-  const rx_expr *kd[3] = {f->n, rx_sym_const(g->m, c->kv_heads), rx_sym_const(g->m, c->head_dim)};
   rx_var *q3 = reshape(g, NM("q_heads"), q, qd, 3);
-  rx_var *k3 = reshape(g, NM("k_heads"), k, kd, 3);
-  rx_var *v3 = reshape(g, NM("v_heads"), v, kd, 3);
   rx_node *qa[3] = {A(g, q3), A(g, f->cos), A(g, f->sin)};
   rx_var *qr = op(g, NM("q_rot"), "rope", qa, 3, NULL, 0);
-  rx_node *ka[3] = {A(g, k3), A(g, f->cos), A(g, f->sin)};
-  rx_var *kr = op(g, NM("k_rot"), "rope", ka, 3, NULL, 0);
   end_df(g);
-  /* the new keys and values into the layer's pages: in place, so outside dataflow */
-  rx_node *pa[4] = {A(g, pages), A(g, kr), A(g, v3), A(g, f->slot)};
-  rx_var *filled = op(g, NM("pages_filled"), "kv_append", pa, 4, NULL, 0);
+  /* the new keys rotated and the values into the layer's pages, one kernel (kv_append_rope,
+   * which reads them in the projections' rows): in place, so outside dataflow */
+  rx_node *pa[6] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, f->cos), A(g, f->sin)};
+  const rx_attr *pat[2] = {rx_attr_int(g->m, "k_offset", koff),
+                           rx_attr_int(g->m, "v_offset", voff)};
+  rx_var *filled = op(g, NM("pages_filled"), "kv_append_rope", pa, 6, pat, 2);
   begin_df(g);
   rx_var *att = attention(g, f, NM("attn"), qr, filled);
   const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
@@ -910,6 +1065,8 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     base_strbuf_free(&fm);
   }
   free(g.w);
+  free(g.qkv);
+  free(g.bqkv);
   if (s) return base_status_annotate(s, "%s", dir);
   return NULL;
 }

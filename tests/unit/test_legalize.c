@@ -679,6 +679,8 @@ static void test_all_ops_legalize(void) {
       "tensor_to_shape",
       /* against a C reference: tests/unit/test_attention.c */
       "kv_append", "paged_attention", "paged_decode_attention", "attention_merge",
+      /* against a C reference: tests/unit/test_kv_rope.c */
+      "kv_append_rope",
       /* against a padded C reference: tests/unit/test_ragged.c */
       "ragged_softmax", "ragged_attention",
       /* against a C reference: tests/unit/test_quant.c */
