@@ -162,6 +162,10 @@ typedef struct cg_lang {
    * index type) of kernel buffer argument a, as an lvalue when store, else an rvalue */
   void (*vector_ref)(cg_printer *p, rx_strbuf *o, const rx_karg *a, int words, const char *index,
                      bool store);
+  /* the same for shared buffer b (its array starts at a 16-byte boundary); NULL where a shared
+   * array cannot be read as words (GLSL): its accesses stay scalar */
+  void (*shared_vector_ref)(cg_printer *p, rx_strbuf *o, const rx_buffer *b, int words,
+                            const char *index, bool store);
 } cg_lang;
 
 typedef struct cg_vec_loop cg_vec_loop; /* cprinter.c */

@@ -1059,7 +1059,8 @@ static void pblock(cg_printer *p, rx_strbuf *o, rx_stmt *s);
  * element type of 32 bits or less: the language's from_bits / to_bits convert an element to and
  * from the low bits of a word, and sub-word lanes are shifts and masks. Which accesses qualify
  * (unconditional, `base + v`, base proven aligned, no hazard) is decided by vec_plan below; the
- * others print as they are inside the unrolled loop. */
+ * others print as they are inside the unrolled loop. Buffers in global memory qualify everywhere,
+ * shared ones where the language can read a shared array as words (shared_vector_ref: CUDA). */
 
 /* One thread's widest access: 16 bytes, a 128-bit load or store (ld.global.v4.u32 on NVIDIA;
  * uvec4 / uint4 elsewhere, the widest vector of 32-bit words in GLSL and MSL). Lanes wider than
@@ -1079,7 +1080,7 @@ typedef struct vec_use {
 
 typedef struct vec_access {
   rx_buffer *buf;
-  const rx_karg *arg;
+  const rx_karg *arg;  /* the kernel argument; NULL for a shared buffer */
   const rx_expr *base; /* flat offset of lane 0, a multiple of chunk / element bytes */
   bool store;
   int array; /* its lane array: rx_v<array> */
@@ -1211,8 +1212,9 @@ static const rx_expr *vec_flat(cg_printer *p, cg_vec_loop *vl, const rx_buffer *
  * -1 when u stays scalar: not contiguous in the lanes, or not provably aligned. */
 static int vec_access_of(cg_printer *p, cg_vec_loop *vl, const vec_use *u) {
   const rx_karg *a = karg_of(p, u->buf);
+  bool shared = !a && u->buf->scope == RX_SCOPE_SHARED && p->L->shared_vector_ref;
   int S = vec_elem_bytes(p, u->buf->dtype);
-  if (!a || !S || vl->lanes * S < 4) return -1;
+  if ((!a && !shared) || !S || vl->lanes * S < 4) return -1;
   rx_tx *const *idx = u->store ? ((const rx_stmt *)u->node)->idx : ((const rx_tx *)u->node)->idx;
   int nidx = u->store ? ((const rx_stmt *)u->node)->nidx : ((const rx_tx *)u->node)->nidx;
   const rx_expr *flat = vec_flat(p, vl, u->buf, idx, nidx);
@@ -1274,8 +1276,13 @@ static void vec_ref(cg_printer *p, rx_strbuf *o, const vec_access *a, int chunk,
   rx_strbuf ix = {0}, sub = {0};
   pidx(p, &ix, index);
   if (p->ck->k->index64 && p->L->subscript64) base_strbuf_printf(&sub, p->L->subscript64, ix.data);
-  p->views[a->arg - p->ck->k->args] |= (unsigned char)(1u << words_log2(chunk / 4));
-  p->L->vector_ref(p, o, a->arg, chunk / 4, sub.data ? sub.data : ix.data, a->store);
+  const char *at = sub.data ? sub.data : ix.data;
+  if (!a->arg) {
+    p->L->shared_vector_ref(p, o, a->buf, chunk / 4, at, a->store);
+  } else {
+    p->views[a->arg - p->ck->k->args] |= (unsigned char)(1u << words_log2(chunk / 4));
+    p->L->vector_ref(p, o, a->arg, chunk / 4, at, a->store);
+  }
   base_strbuf_free(&ix);
   base_strbuf_free(&sub);
 }
@@ -1386,7 +1393,8 @@ static bool pfor_vector(cg_printer *p, rx_strbuf *o, rx_stmt *s) {
   cg_indent(p, o);
   base_strbuf_printf(o, "{ /* %s in 0..%d vectorized:", s->vars[0]->name, vl->lanes);
   for (int i = 0; i < vl->nacc; i++)
-    base_strbuf_printf(o, " %s %s", vl->acc[i].store ? "store" : "load", vl->acc[i].arg->name);
+    base_strbuf_printf(o, " %s %s", vl->acc[i].store ? "store" : "load",
+                       vl->acc[i].arg ? vl->acc[i].arg->name : vl->acc[i].buf->name);
   base_strbuf_append(o, " */\n");
   p->indent++;
   for (int i = 0; i < vl->nacc; i++) {

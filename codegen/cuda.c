@@ -30,10 +30,10 @@ static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
                        ty, (long long)s->offset);
     return;
   }
-  /* cp.async and ldmatrix move 16-byte rows: their tiles start at 16-byte boundaries */
-  base_strbuf_printf(o, "__shared__ %s%s %s[%lld];\n", p->ck->uses_async ? "__align__(16) " : "",
-                     p->L->types[s->buf->dtype], cg_name(p, s->name),
-                     (long long)(s->elems ? s->elems : 1));
+  /* every array starts at a 16-byte boundary: cp.async and ldmatrix move 16-byte rows, and
+   * vectorized loops read and write shared memory 16 bytes at a time (cuda_shared_vector_ref) */
+  base_strbuf_printf(o, "__shared__ __align__(16) %s %s[%lld];\n", p->L->types[s->buf->dtype],
+                     cg_name(p, s->name), (long long)(s->elems ? s->elems : 1));
 }
 
 /* One butterfly helper per (operation, type), overloaded by type. */
@@ -103,6 +103,15 @@ static void cuda_vector_ref(cg_printer *p, rx_strbuf *o, const rx_karg *a, int w
                             const char *index, bool store) {
   const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
   base_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, a->name), index);
+}
+
+/* The same over a shared array (cuda_shared declares every one 16-byte aligned): one ld.shared.v4
+ * or st.shared.v4, whose four quarter-warp phases of 8 lanes meet no bank conflict where the 8
+ * lanes read 128 contiguous bytes. */
+static void cuda_shared_vector_ref(cg_printer *p, rx_strbuf *o, const rx_buffer *b, int words,
+                                   const char *index, bool store) {
+  const char *W = p->L->vec_words[words == 1 ? 0 : words == 2 ? 1 : 2];
+  base_strbuf_printf(o, "((%s%s*)%s)[%s]", store ? "" : "const ", W, cg_name(p, b->name), index);
 }
 
 /* `mma m16n8k16 c, a, b`: the fragments' 16-bit elements packed in pairs, low element first
@@ -754,4 +763,5 @@ const cg_lang cg_cuda = {
     .frag = cuda_frag,
     .scalar_ref = cuda_scalar_ref,
     .vector_ref = cuda_vector_ref,
+    .shared_vector_ref = cuda_shared_vector_ref,
 };

@@ -76,11 +76,6 @@ static const struct xfail {
      "sector (52%); the next chunks reuse those sectors from L1/L2, so DRAM is not wasted, but "
      "each request moves 2x-6x its bytes; coalesced needs a warp's lanes along k of fewer rows, "
      "with the scale loaded once per row (issue 31's GEMM part, the dequantizing forms)"},
-    {"paged_attention (FA2)", CK_BANKS,
-     "ops/attention_fa2.c's output: O / l is staged in the Q rows' shared memory and each thread "
-     "reads its 16 bytes of a row back one 2-byte element at a time (rows 72 halves apart: degree "
-     "4) before its st.global.v4; its ldmatrix reads and cp.async stages are conflict-free; "
-     "conflict-free needs the printer to vectorize shared loads as it does global ones"},
     {"paged_decode_attention", CK_BANKS,
      "ops/attention.c's decode kernel (the cp.async form on CUDA): its 16-byte copies into the "
      "padded stages are conflict-free, but the scores read the K tile one 2-byte element per lane "
