@@ -255,7 +255,7 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
   }
 }
 
-static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
+rx_stmt *mm_stmt_count(rx_sctx *s, rx_stmt_kind k, int count) {
   rx_stmt *st = ir_stmt_new(s->m, k, s->loc);
   st->count = count;
   return st;
@@ -272,7 +272,7 @@ static rx_tx **frag_rows(rx_sctx *s, const rx_expr *const *r, int n) {
  * position), transposed for Q's k x n tile (x @ W). */
 static rx_stmt *ldsm(gm_k *c, rx_buffer *f, const rx_expr *fr, rx_buffer *buf, const rx_expr *st,
                      const rx_expr *row, const rx_expr *col, bool trans) {
-  rx_stmt *l = stmt_of(c->s, RX_STMT_LDMATRIX, 4);
+  rx_stmt *l = mm_stmt_count(c->s, RX_STMT_LDMATRIX, 4);
   l->buf = f;
   l->trans = trans;
   if (fr) {
@@ -284,8 +284,7 @@ static rx_stmt *ldsm(gm_k *c, rx_buffer *f, const rx_expr *fr, rx_buffer *buf, c
   return l;
 }
 
-/* A fresh variable over 0..n, bound in the analyzer (the caller resets it). */
-static const rx_expr *bound_var(rx_sctx *s, const char *name, int n) {
+const rx_expr *mm_bound_var(rx_sctx *s, const char *name, int n) {
   const rx_expr *v = sched_fresh_var(s, name);
   sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, n));
   return v;
@@ -322,7 +321,7 @@ static void load_b(gm_k *c, const rx_expr *st, const rx_expr *ks, const rx_expr 
     const rx_expr *q = sx_add(s->cx, sx_mul_c(s->cx, ks, 2), mid);
     RX_VEC_PUSH(out, ldsm(c, c->fbx, NULL, c->sb, st, row, swz(c, row, q), false));
   }
-  const rx_expr *h = bound_var(s, "h", 2), *i = bound_var(s, "i", 4);
+  const rx_expr *h = mm_bound_var(s, "h", 2), *i = mm_bound_var(s, "i", 4);
   const rx_expr *di[2] = {sx_add(s->cx, sx_mul_c(s->cx, np, 2), h), i},
                 *src = sx_add(s->cx, i, sx_mul_c(s->cx, h, 4));
   rx_stmtvec cp = {0}, hs = {0};
@@ -339,19 +338,19 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   size_t mk = sym_analyzer_mark(s->an);
   const rx_expr *l16 = sym_expr_floormod(cx, c->lane, sx_const(s->cx, 16));
   const rx_expr *hi = sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 16));
-  const rx_expr *ks = bound_var(s, "ks", GM_BK / 16);
+  const rx_expr *ks = mm_bound_var(s, "ks", GM_BK / 16);
   rx_stmtvec step = {0}, la = {0}, lb = {0}, mn = {0}, mm = {0};
   /* A: lane l gives row l % 16, chunk 2 ks + l / 16 of the 16 x 16 tile (a0..a7) */
-  const rx_expr *m = bound_var(s, "m", c->mt);
+  const rx_expr *m = mm_bound_var(s, "m", c->mt);
   const rx_expr *row =
       sx_add(s->cx, sx_add(s->cx, sx_mul_c(s->cx, c->wm, c->mt * 16), sx_mul_c(s->cx, m, 16)), l16);
   RX_VEC_PUSH(&la, ldsm(c, c->fa, m, c->sa, st, row,
                         swz(c, row, sx_add(s->cx, sx_mul_c(s->cx, ks, 2), hi)), false));
   RX_VEC_PUSH(&step, unrolled(s, m, c->mt, &la));
-  const rx_expr *np = bound_var(s, "np", c->nt / 2);
+  const rx_expr *np = mm_bound_var(s, "np", c->nt / 2);
   load_b(c, st, ks, np, &lb);
   RX_VEC_PUSH(&step, unrolled(s, np, c->nt / 2, &lb));
-  const rx_expr *m2 = bound_var(s, "m", c->mt), *n = bound_var(s, "n", c->nt);
+  const rx_expr *m2 = mm_bound_var(s, "m", c->mt), *n = mm_bound_var(s, "n", c->nt);
   rx_stmt *mma = ir_stmt_new(s->m, RX_STMT_MMA, s->loc);
   mma->buf = c->fc;
   mma->mma_a = c->fa;
@@ -366,35 +365,40 @@ static void compute(gm_k *c, const rx_expr *st, rx_stmtvec *out) {
   RX_VEC_PUSH(out, unrolled(s, ks, GM_BK / 16, &step));
 }
 
-/* The pipeline over K / GM_BK chunks: GM_STAGES - 1 chunks issued ahead; at chunk kt, wait for
- * it, a barrier (its stage is visible, and chunk kt - 1's stage free for everyone), issue chunk
- * kt + GM_STAGES - 1, compute on chunk kt. One commit per step keeps the group count uniform. */
-static void pipeline(gm_k *c, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
-  int64_t nk = c->mi->K->value / GM_BK;
-  for (int st = 0; st < GM_STAGES - 1; st++) {
-    if (st < nk) {
-      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), true, body);
-      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), false, body);
-    }
-    RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
+void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *body) {
+  for (int st = 0; st < p->stages - 1; st++) {
+    if (st < nk) p->issue(p->ctx, sx_const(s->cx, st), sx_const(s->cx, st), body);
+    RX_VEC_PUSH(body, mm_stmt_count(s, RX_STMT_ASYNC_COMMIT, 0));
   }
   const rx_expr *kt = sched_fresh_var(s, "kt");
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), sx_const(s->cx, nk));
   rx_stmtvec it = {0}, ahead = {0};
-  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_WAIT, GM_STAGES - 2));
+  RX_VEC_PUSH(&it, mm_stmt_count(s, RX_STMT_ASYNC_WAIT, p->stages - 2));
+  if (p->fence != RX_STMT_SEQ) RX_VEC_PUSH(&it, mm_stmt_count(s, p->fence, 0));
   RX_VEC_PUSH(&it, sched_barrier(s));
-  const rx_expr *nx = sx_add(s->cx, kt, sx_const(s->cx, GM_STAGES - 1));
-  const rx_expr *nst = sym_expr_floormod(s->cx, nx, sx_const(s->cx, GM_STAGES));
-  copy_tile(c, nx, nst, true, &ahead);
-  copy_tile(c, nx, nst, false, &ahead);
+  const rx_expr *nx = sx_add(s->cx, kt, sx_const(s->cx, p->stages - 1));
+  p->issue(p->ctx, nx, sym_expr_floormod(s->cx, nx, sx_const(s->cx, p->stages)), &ahead);
   RX_VEC_PUSH(&it, sched_guard(s, sx_lt(s->cx, nx, sx_const(s->cx, nk)), sched_seq(s, &ahead)));
-  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
-  compute(c, sym_expr_floormod(s->cx, kt, sx_const(s->cx, GM_STAGES)), &it);
+  RX_VEC_PUSH(&it, mm_stmt_count(s, RX_STMT_ASYNC_COMMIT, 0));
+  p->compute(p->ctx, sym_expr_floormod(s->cx, kt, sx_const(s->cx, p->stages)), &it);
   sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, sched_seq(s, &it)));
-  RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
+  RX_VEC_PUSH(body, mm_stmt_count(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
+}
+
+/* Both operands' copies of chunk kt into stage st (mm_pipeline's issue). */
+static void issue_chunk(void *ctx, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+  copy_tile(ctx, kt, st, true, out);
+  copy_tile(ctx, kt, st, false, out);
+}
+
+static void compute_stage(void *ctx, const rx_expr *st, rx_stmtvec *out) { compute(ctx, st, out); }
+
+/* The pipeline over K / GM_BK chunks (mm_pipeline_emit): GM_STAGES stages. */
+static void pipeline(gm_k *c, rx_stmtvec *body) {
+  mm_pipeline p = {GM_STAGES, RX_STMT_SEQ, c, issue_chunk, compute_stage};
+  mm_pipeline_emit(c->s, c->mi->K->value / GM_BK, &p, body);
 }
 
 /* Accumulator i of tile (m, n) is the output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
@@ -406,8 +410,8 @@ static void epilogue(gm_k *c, rx_stmtvec *body) {
   const rx_expr *g = sym_expr_floordiv(cx, c->lane, sx_const(s->cx, 4));
   const rx_expr *t = sym_expr_floormod(cx, c->lane, sx_const(s->cx, 4));
   size_t mk = sym_analyzer_mark(s->an);
-  const rx_expr *m = bound_var(s, "m", c->mt), *n = bound_var(s, "n", c->nt);
-  const rx_expr *i = bound_var(s, "i", 4);
+  const rx_expr *m = mm_bound_var(s, "m", c->mt), *n = mm_bound_var(s, "n", c->nt);
+  const rx_expr *i = mm_bound_var(s, "i", 4);
   const rx_expr *row =
       sx_add(s->cx,
              sx_add(s->cx, c->row0,
@@ -461,7 +465,7 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   rx_tx *zero = NULL;
   sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
   size_t mk = sym_analyzer_mark(s->an);
-  const rx_expr *q = bound_var(s, "q", c->mt * c->nt), *i = bound_var(s, "i", 4);
+  const rx_expr *q = mm_bound_var(s, "q", c->mt * c->nt), *i = mm_bound_var(s, "i", 4);
   const rx_expr *di[2] = {q, i};
   rx_stmtvec zi = {0}, zq = {0};
   RX_VEC_PUSH(&zi, sched_store_e(s, c->fc, di, 2, zero));

@@ -94,12 +94,6 @@ static void copy_tile(wg_k *c, const rx_expr *kt, const rx_expr *st, bool a, rx_
   }
 }
 
-static rx_stmt *stmt_of(rx_sctx *s, rx_stmt_kind k, int count) {
-  rx_stmt *st = ir_stmt_new(s->m, k, s->loc);
-  st->count = count;
-  return st;
-}
-
 /* The wgmma work on stage st: WG_BK / 16 wgmma (k steps of 32 bytes into the swizzled rows) of
  * each warpgroup on its 64 rows of A and all of B, one group, waited for at once (the next step's
  * copies overwrite the stage read two steps before: the barrier after this wait frees it). */
@@ -107,7 +101,7 @@ static void compute(wg_k *c, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   const rx_expr *wg = sym_expr_floordiv(s->cx, c->tx, sx_const(s->cx, 128));
   for (int ks = 0; ks < WG_BK / 16; ks++) {
-    rx_stmt *w = stmt_of(s, RX_STMT_WGMMA, WG_BN);
+    rx_stmt *w = mm_stmt_count(s, RX_STMT_WGMMA, WG_BN);
     w->buf = c->acc;
     const rx_expr *ia[3] = {st, sx_mul_c(s->cx, wg, 64), sx_const(s->cx, 16 * ks)};
     const rx_expr *ib[3] = {st, sx_const(s->cx, 0), sx_const(s->cx, 16 * ks)};
@@ -115,51 +109,26 @@ static void compute(wg_k *c, const rx_expr *st, rx_stmtvec *out) {
     w->wg_b = sched_load(s, c->sb, ib, 3);
     RX_VEC_PUSH(out, w);
   }
-  RX_VEC_PUSH(out, stmt_of(s, RX_STMT_WGMMA_COMMIT, 0));
-  rx_stmt *wait = stmt_of(s, RX_STMT_WGMMA_WAIT, 0);
+  RX_VEC_PUSH(out, mm_stmt_count(s, RX_STMT_WGMMA_COMMIT, 0));
+  rx_stmt *wait = mm_stmt_count(s, RX_STMT_WGMMA_WAIT, 0);
   wait->buf = c->acc;
   RX_VEC_PUSH(out, wait);
 }
 
-/* The pipeline over K / WG_BK chunks: WG_STAGES - 1 chunks issued ahead; at chunk kt, wait for
- * it, fence (its bytes, landed through the generic proxy, are seen by wgmma's async proxy, and
- * the accumulators' last writes are ordered before the wgmma), a barrier (the stage is complete
- * for everyone, and chunk kt - 1's stage free), issue chunk kt + WG_STAGES - 1, then the wgmma on
- * chunk kt. One commit per step keeps the cp.async group count uniform. */
-static void pipeline(wg_k *c, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
-  int64_t nk = c->mi->K->value / WG_BK;
-  for (int st = 0; st < WG_STAGES - 1; st++) {
-    if (st < nk) {
-      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), true, body);
-      copy_tile(c, sx_const(s->cx, st), sx_const(s->cx, st), false, body);
-    }
-    RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
-  }
-  const rx_expr *kt = sched_fresh_var(s, "kt");
-  size_t mk = sym_analyzer_mark(s->an);
-  sym_analyzer_bind_range(s->an, kt, sx_const(s->cx, 0), sx_const(s->cx, nk));
-  rx_stmtvec it = {0}, ahead = {0};
-  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_WAIT, WG_STAGES - 2));
-  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_WGMMA_FENCE, 0));
-  RX_VEC_PUSH(&it, sched_barrier(s));
-  const rx_expr *nx = sx_add(s->cx, kt, sx_const(s->cx, WG_STAGES - 1));
-  const rx_expr *nst = sym_expr_floormod(s->cx, nx, sx_const(s->cx, WG_STAGES));
-  copy_tile(c, nx, nst, true, &ahead);
-  copy_tile(c, nx, nst, false, &ahead);
-  RX_VEC_PUSH(&it, sched_guard(s, sx_lt(s->cx, nx, sx_const(s->cx, nk)), sched_seq(s, &ahead)));
-  RX_VEC_PUSH(&it, stmt_of(s, RX_STMT_ASYNC_COMMIT, 0));
-  compute(c, sym_expr_floormod(s->cx, kt, sx_const(s->cx, WG_STAGES)), &it);
-  sym_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, sched_seq(s, &it)));
-  RX_VEC_PUSH(body, stmt_of(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
+/* Both operands' copies of chunk kt into stage st (mm_pipeline's issue). */
+static void issue_chunk(void *ctx, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
+  copy_tile(ctx, kt, st, true, out);
+  copy_tile(ctx, kt, st, false, out);
 }
 
-/* A fresh variable over 0..n, bound in the analyzer (the caller resets it). */
-static const rx_expr *bound_var(rx_sctx *s, const char *name, int n) {
-  const rx_expr *v = sched_fresh_var(s, name);
-  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, n));
-  return v;
+static void compute_stage(void *ctx, const rx_expr *st, rx_stmtvec *out) { compute(ctx, st, out); }
+
+/* The pipeline over K / WG_BK chunks (mm_pipeline_emit), with wgmma_fence after each wait: the
+ * chunk's bytes, landed through the generic proxy, are seen by wgmma's async proxy, and the
+ * accumulators' last writes are ordered before the wgmma. */
+static void pipeline(wg_k *c, rx_stmtvec *body) {
+  mm_pipeline p = {WG_STAGES, RX_STMT_WGMMA_FENCE, c, issue_chunk, compute_stage};
+  mm_pipeline_emit(c->s, c->mi->K->value / WG_BK, &p, body);
 }
 
 /* Accumulator i is the output point (row0 + 64 wg + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i // 4)
@@ -174,7 +143,7 @@ static void epilogue(wg_k *c, rx_stmtvec *body) {
       sym_expr_floordiv(cx, sym_expr_floormod(cx, c->tx, sx_const(cx, 32)), sx_const(cx, 4));
   const rx_expr *t = sym_expr_floormod(cx, c->tx, sx_const(cx, 4));
   size_t mk = sym_analyzer_mark(s->an);
-  const rx_expr *i = bound_var(s, "i", WG_BN / 2);
+  const rx_expr *i = mm_bound_var(s, "i", WG_BN / 2);
   const rx_expr *half =
       sym_expr_floormod(cx, sym_expr_floordiv(cx, i, sx_const(cx, 2)), sx_const(cx, 2));
   const rx_expr *row =
@@ -211,7 +180,7 @@ static void buffers(wg_k *c, rx_stmtvec *body) {
   rx_tx *zero = NULL;
   sched_identity(s, RX_COMB_SUM, RX_DTYPE_F32, &zero);
   size_t mk = sym_analyzer_mark(s->an);
-  const rx_expr *i = bound_var(s, "i", WG_BN / 2);
+  const rx_expr *i = mm_bound_var(s, "i", WG_BN / 2);
   rx_stmt *z = sched_store_e(s, c->acc, &i, 1, zero);
   sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, WG_BN / 2), RX_LOOP_UNROLL, z));

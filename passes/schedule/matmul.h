@@ -120,6 +120,27 @@ int gemm_mma_mid_rows(const mm_info *mi);          /* gemm_mma.c */
 bool gemm_mma_fits(rx_sctx *s, const mm_info *mi); /* gemm_mma.c */
 /* The load ld reads runs of 8 elements starting at multiples of 16 bytes along v over 0..ext. */
 bool mm_runs_aligned(rx_sctx *s, const rx_tx *ld, const rx_expr *v, const rx_expr *ext);
+
+/* Helpers of the matrix-unit GEMM kernels (gemm_mma.c, gemm_wgmma.c). */
+/* A statement of kind k with its count (async_commit / async_wait N, ldmatrix xN, wgmma ...). */
+rx_stmt *mm_stmt_count(rx_sctx *s, rx_stmt_kind k, int count);
+/* A fresh variable over 0..n, bound in the analyzer (the caller resets it). */
+const rx_expr *mm_bound_var(rx_sctx *s, const char *name, int n);
+/* The cp.async pipeline over nk chunks of K through `stages` shared stages: chunks 0 ..
+ * stages - 2 issued ahead; at chunk kt, wait for it (async_wait stages - 2), `fence` (a statement
+ * kind, or RX_STMT_SEQ for none: wgmma's proxy fence), a barrier (its stage is visible, and
+ * chunk kt - 1's stage free for everyone), issue chunk kt + stages - 1 where it exists, commit
+ * (one group per step keeps the count uniform), compute on chunk kt's stage; then wait for
+ * nothing left in flight. issue(ctx, chunk, stage, out) writes both operands' copies of a chunk
+ * into a stage, compute(ctx, stage, out) the matrix work on it. */
+typedef struct mm_pipeline {
+  int stages;
+  rx_stmt_kind fence;
+  void *ctx;
+  void (*issue)(void *ctx, const rx_expr *chunk, const rx_expr *stage, rx_stmtvec *out);
+  void (*compute)(void *ctx, const rx_expr *stage, rx_stmtvec *out);
+} mm_pipeline;
+void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *body);
 rx_stmt *gemm_wgmma_schedule(rx_sctx *s, const mm_info *mi);       /* gemm_wgmma.c */
 bool gemm_wgmma_fits(rx_sctx *s, const mm_info *mi);               /* gemm_wgmma.c */
 rx_stmt *gemm_schedule(rx_sctx *s, const mm_info *mi, bool small); /* gemm.c */
