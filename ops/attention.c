@@ -983,60 +983,62 @@ static const char *tile_tokens(attn *a) {
                                      left, sx_const(a->l->cx, a->tq)));
 }
 
-/* Per token of the tile (shared): its sequence (-1: none), its visible key range, whether it is
- * the first token of its sequence in the tile, and then the union of the ranges of the tokens
- * of its sequence. */
-static void token_table(attn *a) {
-  lz_ctx *l = a->l;
-  const char *b[6] = {a->tseq, a->tlo, a->thi, a->tlead, a->slo, a->shi};
-  for (int i = 0; i < 6; i++) lz_line(l, "alloc %s: i32[%lld] shared", b[i], (long long)a->rows);
+void ops_attn_token_table(lz_ctx *l, const ops_token_table *t) {
+  rx_expr_ctx *cx = l->cx;
   const char *sq = lz_fresh(l, "sq"), *qp = lz_fresh(l, "qp"), *kl = lz_fresh(l, "kl");
-  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  lz_line(l, "if %s < %lld {", t->tx, (long long)t->rows);
   l->ind++;
-  const rx_expr *n =
-      sx_add(a->l->cx, sx_mul_c(a->l->cx, sx_var(a->l->cx, a->bx), a->tq), sx_var(a->l->cx, a->tx));
-  const char *ok = lz_ex(
-      a->l, sx_and(a->l->cx, sx_lt(a->l->cx, sx_var(a->l->cx, a->tx), sx_const(a->l->cx, a->tq)),
-                   sx_lt(a->l->cx, n, a->q->shape[0])));
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, a->qseq->name, lz_ex(a->l, n));
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, a->qpos->name, lz_ex(a->l, n));
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", kl, ok, a->kvlen->name, sq);
-  lz_line(l, "%s[%s] = %s", a->tseq, a->tx, sq);
-  lz_line(l, "%s[%s] = min(%s, %s - 1)", a->thi, a->tx, qp, kl);
-  if (a->window > 0)
-    lz_line(l, "%s[%s] = max(0, %s - %lld)", a->tlo, a->tx, qp, (long long)(a->window - 1));
+  const rx_expr *n = sx_add(cx, sx_mul_c(cx, sx_var(cx, t->tile), t->tq), sx_var(cx, t->tx));
+  const char *ok = lz_ex(l, sx_and(cx, sx_lt(cx, sx_var(cx, t->tx), sx_const(cx, t->tq)),
+                                   sx_lt(cx, n, t->q->shape[0])));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, t->qseq->name, lz_ex(l, n));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, t->qpos->name, lz_ex(l, n));
+  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", kl, ok, t->kvlen->name, sq);
+  lz_line(l, "%s[%s] = %s", t->tseq, t->tx, sq);
+  lz_line(l, "%s[%s] = min(%s, %s - 1)", t->thi, t->tx, qp, kl);
+  if (t->window > 0)
+    lz_line(l, "%s[%s] = max(0, %s - %lld)", t->tlo, t->tx, qp, (long long)(t->window - 1));
   else
-    lz_line(l, "%s[%s] = 0", a->tlo, a->tx);
+    lz_line(l, "%s[%s] = 0", t->tlo, t->tx);
   lz_close(l);
   lz_line(l, "barrier");
   const char *first = lz_fresh(l, "first"), *lo = lz_fresh(l, "lo"), *hi = lz_fresh(l, "hi");
   const char *u = lz_loopvar(l, "u");
-  lz_line(l, "if %s < %lld {", a->tx, (long long)a->rows);
+  lz_line(l, "if %s < %lld {", t->tx, (long long)t->rows);
   l->ind++;
   lz_line(l, "alloc %s: i32[1] local", first);
   lz_line(l, "alloc %s: i32[1] local", lo);
   lz_line(l, "alloc %s: i32[1] local", hi);
-  lz_line(l, "if %s[%s] >= 0 {", a->tseq, a->tx);
-  lz_line(l, "  %s[0] = 1", first);
-  lz_line(l, "}");
+  lz_line(l, "%s[0] = select(%s[%s] >= 0, i32(1), i32(0))", first, t->tseq, t->tx);
   lz_line(l, "%s[0] = 2147483647", lo);
   lz_line(l, "%s[0] = (-1)", hi);
-  lz_line(l, "for %s in 0..%s {", u, tile_tokens(a));
+  lz_line(l, "for %s in 0..%s {", u, t->ntok);
   l->ind++;
-  lz_line(l, "if %s[%s] == %s[%s] {", a->tseq, u, a->tseq, a->tx);
+  lz_line(l, "if %s[%s] == %s[%s] {", t->tseq, u, t->tseq, t->tx);
   l->ind++;
-  lz_line(l, "if %s < %s {", u, a->tx);
+  lz_line(l, "if %s < %s {", u, t->tx);
   lz_line(l, "  %s[0] = 0", first);
   lz_line(l, "}");
-  lz_line(l, "%s[0] = min(%s[0], %s[%s])", lo, lo, a->tlo, u);
-  lz_line(l, "%s[0] = max(%s[0], %s[%s])", hi, hi, a->thi, u);
+  lz_line(l, "%s[0] = min(%s[0], %s[%s])", lo, lo, t->tlo, u);
+  lz_line(l, "%s[0] = max(%s[0], %s[%s])", hi, hi, t->thi, u);
   lz_close(l);
   lz_close(l);
-  lz_line(l, "%s[%s] = %s[0]", a->tlead, a->tx, first);
-  lz_line(l, "%s[%s] = %s[0]", a->slo, a->tx, lo);
-  lz_line(l, "%s[%s] = %s[0]", a->shi, a->tx, hi);
+  lz_line(l, "%s[%s] = %s[0]", t->tlead, t->tx, first);
+  lz_line(l, "%s[%s] = %s[0]", t->slo, t->tx, lo);
+  lz_line(l, "%s[%s] = %s[0]", t->shi, t->tx, hi);
   lz_close(l);
   lz_line(l, "barrier");
+}
+
+/* The token table (ops_attn_token_table) of the block's tile, its six shared arrays allocated
+ * here. */
+static void token_table(attn *a) {
+  const char *b[6] = {a->tseq, a->tlo, a->thi, a->tlead, a->slo, a->shi};
+  for (int i = 0; i < 6; i++) lz_line(a->l, "alloc %s: i32[%lld] shared", b[i], (long long)a->rows);
+  ops_token_table t = {a->tseq, a->tlo,  a->thi,   a->tlead, a->slo,         a->shi,
+                       a->tx,   a->bx,   a->rows,  a->tq,    tile_tokens(a), a->q,
+                       a->qseq, a->qpos, a->kvlen, a->window};
+  ops_attn_token_table(a->l, &t);
 }
 
 /* The portable paged_attention kernel. */

@@ -180,53 +180,26 @@ static void load_q(fa2 *f) {
   lz_line(l, "}");
 }
 
-/* Per token of the tile (shared): its sequence (-1: none), its visible key range, whether it
- * leads its sequence in the tile, and the union of the ranges of its sequence's tokens (as
- * attention.c's token_table). */
+/* The tile's token table (ops_attn_token_table): tq tokens a tile, written by the first FA2_ROWS
+ * threads. */
 static void token_table(fa2 *f) {
-  lz_ctx *l = f->l;
-  const char *sq = lz_fresh(l, "sq"), *qp = lz_fresh(l, "qp"), *kl = lz_fresh(l, "kl");
-  const char *n = lz_ex(l, f->q->shape[0]),
-             *tok = F(f, "%s * %lld + %s", f->tile, (long long)f->tq, f->tx);
-  lz_line(l, "if %s < %d {", f->tx, FA2_ROWS);
-  l->ind++;
-  const char *ok = F(f, "%s < %lld && %s < %s", f->tx, (long long)f->tq, tok, n);
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], (-1))", sq, ok, f->qseq->name, tok);
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", qp, ok, f->qpos->name, tok);
-  lz_line(l, "let %s: i32 = select(%s, %s[%s], 0)", kl, ok, f->kvlen->name, sq);
-  lz_line(l, "%s[%s] = %s", f->tseq, f->tx, sq);
-  lz_line(l, "%s[%s] = min(%s, %s - 1)", f->thi, f->tx, qp, kl);
-  if (f->window > 0)
-    lz_line(l, "%s[%s] = max(0, %s - %lld)", f->tlo, f->tx, qp, (long long)(f->window - 1));
-  else
-    lz_line(l, "%s[%s] = 0", f->tlo, f->tx);
-  lz_close(l);
-  lz_line(l, "barrier");
-  const char *first = lz_fresh(l, "first"), *lo = lz_fresh(l, "lo"), *hi = lz_fresh(l, "hi");
-  const char *u = lz_loopvar(l, "u");
-  lz_line(l, "if %s < %d {", f->tx, FA2_ROWS);
-  l->ind++;
-  lz_line(l, "alloc %s: i32[1] local", first);
-  lz_line(l, "alloc %s: i32[1] local", lo);
-  lz_line(l, "alloc %s: i32[1] local", hi);
-  lz_line(l, "%s[0] = select(%s[%s] >= 0, i32(1), i32(0))", first, f->tseq, f->tx);
-  lz_line(l, "%s[0] = 2147483647", lo);
-  lz_line(l, "%s[0] = (-1)", hi);
-  lz_line(l, "for %s in 0..%lld {", u, (long long)f->tq);
-  l->ind++;
-  lz_line(l, "if %s[%s] == %s[%s] {", f->tseq, u, f->tseq, f->tx);
-  lz_line(l, "  if %s < %s {", u, f->tx);
-  lz_line(l, "    %s[0] = 0", first);
-  lz_line(l, "  }");
-  lz_line(l, "  %s[0] = min(%s[0], %s[%s])", lo, lo, f->tlo, u);
-  lz_line(l, "  %s[0] = max(%s[0], %s[%s])", hi, hi, f->thi, u);
-  lz_line(l, "}");
-  lz_close(l);
-  lz_line(l, "%s[%s] = %s[0]", f->tlead, f->tx, first);
-  lz_line(l, "%s[%s] = %s[0]", f->slo, f->tx, lo);
-  lz_line(l, "%s[%s] = %s[0]", f->shi, f->tx, hi);
-  lz_close(l);
-  lz_line(l, "barrier");
+  ops_token_table t = {f->tseq,
+                       f->tlo,
+                       f->thi,
+                       f->tlead,
+                       f->slo,
+                       f->shi,
+                       f->tx,
+                       f->tile,
+                       FA2_ROWS,
+                       f->tq,
+                       F(f, "%lld", (long long)f->tq),
+                       f->q,
+                       f->qseq,
+                       f->qpos,
+                       f->kvlen,
+                       f->window};
+  ops_attn_token_table(f->l, &t);
 }
 
 /* The swizzled column (elements) of chunk c (text) of key row `key` (text) of a stage. */

@@ -12,4 +12,20 @@
  * shared memory). */
 bool lz_gen_paged_attention_fa2(lz_ctx *l);
 
+/* The token table of a prefill attention block (ops/attention.c): per token of the block's tile,
+ * in shared i32 arrays of `rows`, its sequence (tseq, -1: none), its visible key range (tlo,
+ * thi: q_pos, kv_len, window), whether it is the first token of its sequence in the tile
+ * (tlead), and the union of the ranges of its sequence's tokens in the tile (slo, shi); two
+ * barriers. The tile's tokens are tile * tq + 0 .. ntok (text: a constant or the symbolic count
+ * left), thread tx computing token tx. */
+typedef struct ops_token_table {
+  const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* the shared arrays */
+  const char *tx, *tile;                            /* thread and tile variables */
+  int64_t rows, tq;                                 /* threads that write; tokens per tile */
+  const char *ntok;                                 /* the tile's tokens (text) */
+  const lz_opnd *q, *qseq, *qpos, *kvlen;
+  int64_t window;
+} ops_token_table;
+void ops_attn_token_table(lz_ctx *l, const ops_token_table *t);
+
 #endif
