@@ -69,10 +69,10 @@ typedef struct kdesc {
 } kdesc;
 enum { NORM, MATMUL, ATTN, LOGITS, NKERNELS };
 static const kdesc kernels[NKERNELS] = {
-    [NORM] = {"norm", 2, 1, {64, 1, 1}, 0},
+    [NORM] = {"norm", 2, 1, {64, 1, 1}, 0, false},
     [MATMUL] = {"matmul", 3, 2, {128, 1, 1}, 96 * 1024, true}, /* as gemm_wgmma */
-    [ATTN] = {"attn", 3, 2, {32, 4, 1}, 49152},                /* static, as gemm_mma */
-    [LOGITS] = {"logits", 2, 1, {256, 1, 1}, 0},
+    [ATTN] = {"attn", 3, 2, {32, 4, 1}, 49152, false},         /* static, as gemm_mma */
+    [LOGITS] = {"logits", 2, 1, {256, 1, 1}, 0, false},
 };
 
 static void declare_kernels(void) {
