@@ -1,5 +1,6 @@
 /* frontends/hf/config.c: config.json (and generation_config.json) of a Hugging Face model folder.
- * Defaults are those of transformers' LlamaConfig, MistralConfig and Qwen2Config. */
+ * Defaults are those of transformers' configuration classes of each architecture (LlamaConfig,
+ * MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config). */
 #include "hf_int.h"
 
 #include <cjson/cJSON.h>
@@ -9,23 +10,58 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The architectures, listed once: X(enum, "architectures" entry, rms_norm_eps default,
- * sliding window read, q/k/v biases) */
+/* The architectures as rows of one decoder's description (rx_hf_config), listed once:
+ * X(enum, "architectures" entry, rms_norm_eps default, features (F_* below), head_dim default (0:
+ * hidden_size / heads), rope_theta default, tie_word_embeddings default, the period of local
+ * layers when config.json has no layer_types (0: none)). The keys of config.json then refine the
+ * row (read_keys); a new architecture is a new row plus what is truly new in its math. */
 #define RX_HF_ARCHS(X)                                                                             \
-  X(RX_HF_LLAMA, "LlamaForCausalLM", 1e-6, false, false)                                           \
-  X(RX_HF_MISTRAL, "MistralForCausalLM", 1e-6, true, false)                                        \
-  X(RX_HF_QWEN2, "Qwen2ForCausalLM", 1e-6, false, true)
+  X(RX_HF_LLAMA, "LlamaForCausalLM", 1e-6, 0, 0, 10000, false, 0)                                  \
+  X(RX_HF_MISTRAL, "MistralForCausalLM", 1e-6, F_WINDOW, 0, 10000, false, 0)                       \
+  X(RX_HF_QWEN2, "Qwen2ForCausalLM", 1e-6, F_BIAS | F_QWEN_WINDOW, 0, 10000, false, 0)             \
+  X(RX_HF_QWEN3, "Qwen3ForCausalLM", 1e-6, F_QWEN_WINDOW | F_QK_NORM, 128, 10000, false, 0)        \
+  X(RX_HF_GEMMA2, "Gemma2ForCausalLM", 1e-6, F_GEMMA | F_SOFTCAP, 256, 10000, true, 2)             \
+  X(RX_HF_GEMMA3, "Gemma3ForCausalLM", 1e-6, F_GEMMA | F_QK_NORM | F_LOCAL_ROPE, 256, 1e6, true,   \
+    6)                                                                                             \
+  X(RX_HF_PHI3, "Phi3ForCausalLM", 1e-5, F_WINDOW | F_FUSED, 0, 10000, false, 0)
 
-static const struct {
+/* The features of a row. */
+enum {
+  F_WINDOW = 1,      /* sliding_window on every layer (Mistral, Phi-3) */
+  F_BIAS = 2,        /* q, k and v biases (Qwen2) */
+  F_QWEN_WINDOW = 4, /* use_sliding_window: windows on the layers from max_window_layers on */
+  F_QK_NORM = 8,     /* q_norm and k_norm per head */
+  F_GEMMA = 16,      /* (1 + w) norms, the embedding times sqrt(hidden), sandwich norms,
+                        hidden_activation, query_pre_attn_scalar, sliding_window on local layers */
+  F_SOFTCAP = 32,    /* Gemma 2's defaults: attn_logit_softcapping 50, final_logit_softcapping 30 */
+  F_LOCAL_ROPE = 64, /* Gemma 3: local layers' rope base (rope_local_base_freq, or
+                        rope_parameters.sliding_attention) */
+  F_FUSED = 128      /* Phi-3: qkv_proj and gate_up_proj */
+};
+
+typedef struct arch_row {
   rx_hf_arch arch;
   const char *name;
   double eps;
-  bool window, bias;
-} archs[] = {
-#define RX_HF_ARCH_ROW_(e, n, eps, w, b) {e, n, eps, w, b},
+  unsigned features;
+  int64_t head_dim;
+  double theta;
+  bool tie;
+  int period;
+} arch_row;
+
+static const arch_row archs[] = {
+#define RX_HF_ARCH_ROW_(e, n, eps, f, hd, th, tie, per) {e, n, eps, f, hd, th, tie, per},
     RX_HF_ARCHS(RX_HF_ARCH_ROW_)
 #undef RX_HF_ARCH_ROW_
 };
+
+static const arch_row *row_of(rx_hf_arch a) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(archs); i++)
+    if (archs[i].arch == a) return &archs[i];
+  RX_ASSERT(!"an architecture without its row");
+  return NULL;
+}
 
 bool hf_is_model_dir(const char *path) {
   struct stat st;
@@ -157,27 +193,89 @@ static void read_arch(cfg_reader *r, rx_hf_config *c) {
   base_strbuf_free(&list);
 }
 
+/* longrope (Phi-3's "su"): short_factor and long_factor, a number per rotary pair, and the
+ * attention factor transformers derives (_compute_longrope_parameters). */
+static void read_longrope(cfg_reader *r, const cJSON *s, const char *what, rx_hf_config *c) {
+  c->rope_original_max = int_key(r, s, "original_max_position_embeddings", 0, 1, INT32_MAX);
+  if (!c->rope_original_max)
+    c->rope_original_max =
+        int_key(r, r->root, "original_max_position_embeddings", REQUIRED, 1, INT32_MAX);
+  if (r->err) return;
+  const char *names[2] = {"short_factor", "long_factor"};
+  float *dst[2] = {c->rope_short, c->rope_long};
+  int64_t half = c->head_dim / 2;
+  for (int k = 0; k < 2; k++) {
+    const cJSON *v = key(s, names[k]), *it;
+    if (!v || !cJSON_IsArray(v) || cJSON_GetArraySize(v) != half) {
+      fail(r, "%s.%s must be a list of %lld numbers (one per rotary pair of head_dim %lld)", what,
+           names[k], (long long)half, (long long)c->head_dim);
+      return;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(it, v) {
+      if (!cJSON_IsNumber(it) || !(it->valuedouble > 0 && it->valuedouble < 1e6)) {
+        fail(r, "%s.%s[%d] must be a positive number", what, names[k], i);
+        return;
+      }
+      dst[k][i++] = (float)it->valuedouble;
+    }
+  }
+  double factor = num_key(r, s, "factor", 0, 1e-6, 1e6);
+  if (factor <= 0) factor = (double)c->max_positions / (double)c->rope_original_max;
+  double def = factor <= 1 ? 1 : sqrt(1 + log(factor) / log((double)c->rope_original_max));
+  c->rope_attn_factor = num_key(r, s, "attention_factor", def, 1e-6, 1e6);
+}
+
+/* rope_scaling (transformers 4, with rope_theta beside it) or rope_parameters (transformers 5,
+ * with rope_theta inside; Gemma 3's holds one object per layer kind). */
 static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
   snprintf(c->rope_type, sizeof c->rope_type, "default");
-  /* transformers 4 writes rope_scaling (and rope_theta beside it), transformers 5
-   * rope_parameters (with rope_theta inside) */
   const char *what = key(r->root, "rope_scaling") ? "rope_scaling" : "rope_parameters";
   const cJSON *s = key(r->root, what);
+  bool local_rope = row_of(c->arch)->features & F_LOCAL_ROPE;
+  if (local_rope)
+    c->rope_local_theta = num_key(r, r->root, "rope_local_base_freq", 10000, 1e-6, 1e12);
   if (!s) return;
   if (!cJSON_IsObject(s)) {
     fail(r, "'%s' must be an object or null", what);
     return;
   }
+  const cJSON *local = key(s, "sliding_attention");
+  if (local_rope && (local || key(s, "full_attention"))) { /* per layer kind */
+    if (local) {
+      const char *lt = str_key(local, "rope_type");
+      if (lt && strcmp(lt, "default"))
+        fail(r, "%s.sliding_attention type '%.40s' is not supported (supported: default)", what,
+             lt);
+      c->rope_local_theta = lim_num(r, local, HF_LIMIT_rope_theta, c->rope_local_theta);
+    }
+    what = "rope_parameters.full_attention";
+    s = key(s, "full_attention");
+    if (!s) return;
+  }
   c->rope_theta = lim_num(r, s, HF_LIMIT_rope_theta, c->rope_theta);
+  double prf = num_key(r, s, "partial_rotary_factor", 1, 0, 1);
+  if (!r->err && prf != 1)
+    fail(r,
+         "%s.partial_rotary_factor %g is not supported (a rotary embedding over all of head_dim: "
+         "1)",
+         what, prf);
   const char *t = str_key(s, "rope_type");
   if (!t) t = str_key(s, "type");
   if (!t) t = "default";
-  if (strcmp(t, "default") && strcmp(t, "linear") && strcmp(t, "llama3")) {
-    fail(r, "%s type '%.40s' is not supported (supported: default, linear, llama3)", what, t);
+  /* Phi3Config reads "su" and "yarn" as longrope (its backward compatibility) */
+  if (!strcmp(t, "su") || (c->arch == RX_HF_PHI3 && !strcmp(t, "yarn"))) t = "longrope";
+  if (strcmp(t, "default") && strcmp(t, "linear") && strcmp(t, "llama3") && strcmp(t, "longrope")) {
+    fail(r, "%s type '%.40s' is not supported (supported: default, linear, llama3, longrope)", what,
+         t);
     return;
   }
   snprintf(c->rope_type, sizeof c->rope_type, "%s", t);
   if (!strcmp(t, "default")) return;
+  if (!strcmp(t, "longrope")) {
+    read_longrope(r, s, what, c);
+    return;
+  }
   c->rope_factor = num_key(r, s, "factor", 0, 1e-6, 1e6);
   if (c->rope_factor <= 0) fail(r, "%s.factor is missing: expected a positive number", what);
   if (!strcmp(t, "llama3")) {
@@ -223,31 +321,97 @@ static void read_eos(cfg_reader *r, const cJSON *o, rx_hf_config *c) {
   }
 }
 
-/* Keys that change the math the builder does not do, refused by name: a partial rotary
- * embedding, per-layer attention kinds other than full attention (a sliding window is read only
- * where the architecture has it, as one window for all layers). */
-static void read_unimplemented(cfg_reader *r, const rx_hf_config *c) {
-  double prf = num_key(r, r->root, "partial_rotary_factor", 1, 0, 1);
+/* The attention kind of every layer: the row's window rule (every layer: Mistral, Phi-3; from
+ * max_window_layers on with use_sliding_window: Qwen2, Qwen3; every layer but each period-th:
+ * Gemma 2, Gemma 3 with sliding_window_pattern), then layer_types where config.json has it (as
+ * transformers 5 writes it). A sliding layer of an architecture without windows is refused. */
+static void read_windows(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
+  const cJSON *o = r->root;
+  if (row->features & F_WINDOW) c->window = lim_int(r, o, HF_LIMIT_window, 0);
+  if (row->features & F_QWEN_WINDOW && bool_key(r, o, "use_sliding_window", false)) {
+    c->window = lim_int(r, o, HF_LIMIT_window, 4096);
+    int64_t from = int_key(r, o, "max_window_layers", 28, 0, INT32_MAX);
+    c->layer_kinds = true;
+    for (int64_t l = 0; l < c->layers; l++) c->local[l] = l >= from;
+  }
+  if (row->features & F_GEMMA) {
+    c->window = lim_int(r, o, HF_LIMIT_window, 4096);
+    int64_t period = row->period;
+    if (row->features & F_LOCAL_ROPE)
+      period = int_key(r, o, "sliding_window_pattern", period, 1, INT32_MAX);
+    c->layer_kinds = true;
+    for (int64_t l = 0; l < c->layers; l++) c->local[l] = (l + 1) % period != 0;
+  }
+  const cJSON *lt = key(o, "layer_types"), *it;
+  if (!lt) return;
+  if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->layers) {
+    fail(r, "'layer_types' must be a list of num_hidden_layers (%lld) layer kinds",
+         (long long)c->layers);
+    return;
+  }
+  bool can = row->features & (F_WINDOW | F_QWEN_WINDOW | F_GEMMA);
+  int i = 0;
+  cJSON_ArrayForEach(it, lt) {
+    const char *t = cJSON_IsString(it) ? it->valuestring : "(not a string)";
+    bool sliding = !strcmp(t, "sliding_attention");
+    if (strcmp(t, "full_attention") && !(sliding && can)) {
+      fail(r, "layer_types[%d] '%.40s' is not supported (supported: full_attention%s)", i, t,
+           can ? ", sliding_attention" : "");
+      return;
+    }
+    c->local[i++] = sliding;
+  }
+  c->layer_kinds = true;
+}
+
+/* The activation: hidden_act, or Gemma's hidden_activation. */
+static void read_act(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
+  const char *k = row->features & F_GEMMA ? "hidden_activation" : "hidden_act";
+  const char *act = str_key(r->root, k);
+  if (!act) act = row->features & F_GEMMA ? "gelu_pytorch_tanh" : "silu";
+  if (!strcmp(act, "silu")) {
+    c->act = RX_HF_ACT_SILU;
+  } else if (!strcmp(act, "gelu_pytorch_tanh")) {
+    c->act = RX_HF_ACT_GELU_TANH;
+  } else {
+    fail(r, "%s '%.40s' is not supported (supported: silu, gelu_pytorch_tanh)", k, act);
+  }
+}
+
+/* The row's features as the description's fields, with the keys that refine them. */
+static void read_features(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
+  const cJSON *o = r->root;
+  c->qkv_bias = (row->features & F_BIAS) || bool_key(r, o, "attention_bias", false);
+  c->qk_norm = row->features & F_QK_NORM;
+  c->fused_qkv = c->fused_gate_up = row->features & F_FUSED;
+  if (row->features & F_GEMMA) {
+    c->norm_offset = 1;
+    c->embed_scale = c->sandwich = true;
+    c->attn_scale = 1 / sqrt(num_key(r, o, "query_pre_attn_scalar", 256, 1e-6, 1e12));
+    bool cap = row->features & F_SOFTCAP;
+    c->attn_softcap = num_key(r, o, "attn_logit_softcapping", cap ? 50 : 0, 1e-6, 1e12);
+    c->final_softcap = num_key(r, o, "final_logit_softcapping", cap ? 30 : 0, 1e-6, 1e12);
+    if (c->attn_softcap > 0)
+      fail(r,
+           "attn_logit_softcapping %g is not supported (soft-capping of the attention scores; "
+           "supported: null)",
+           c->attn_softcap);
+    if (bool_key(r, o, "use_bidirectional_attention", false))
+      fail(r, "use_bidirectional_attention true is not supported (a causal decoder)");
+  }
+  read_act(r, c, row);
+  read_windows(r, c, row);
+  if (bool_key(r, o, "mlp_bias", false)) fail(r, "mlp_bias true is not supported");
+  double prf = num_key(r, o, "partial_rotary_factor", 1, 0, 1);
   if (!r->err && prf != 1)
     fail(r,
          "partial_rotary_factor %g is not supported (a rotary embedding over all of head_dim: 1)",
          prf);
-  const cJSON *lt = key(r->root, "layer_types"), *it;
-  int i = 0;
-  cJSON_ArrayForEach(it, lt) {
-    const char *t = cJSON_IsString(it) ? it->valuestring : "(not a string)";
-    bool window = c->window > 0 && !strcmp(t, "sliding_attention");
-    if (strcmp(t, "full_attention") && !window) {
-      fail(r, "layer_types[%d] '%.40s' is not supported (supported: full_attention%s)", i, t,
-           c->window > 0 ? ", sliding_attention" : "");
-      return;
-    }
-    i++;
-  }
 }
 
 static void read_keys(cfg_reader *r, rx_hf_config *c) {
   const cJSON *o = r->root;
+  const arch_row *row = row_of(c->arch);
   c->hidden = lim_int(r, o, HF_LIMIT_hidden, REQUIRED);
   c->intermediate = lim_int(r, o, HF_LIMIT_intermediate, REQUIRED);
   c->layers = lim_int(r, o, HF_LIMIT_layers, REQUIRED);
@@ -255,15 +419,18 @@ static void read_keys(cfg_reader *r, rx_hf_config *c) {
   c->kv_heads = int_key(r, o, "num_key_value_heads", c->heads, 1, c->heads);
   c->vocab = lim_int(r, o, HF_LIMIT_vocab, REQUIRED);
   c->max_positions = lim_int(r, o, HF_LIMIT_max_positions, 2048);
-  if (!r->err && !key(o, "head_dim") && c->hidden % c->heads)
+  if (!r->err && !key(o, "head_dim") && !row->head_dim && c->hidden % c->heads)
     fail(r,
          "hidden_size %lld is not a multiple of num_attention_heads %lld, and head_dim (the "
          "size of a head) is not given",
          (long long)c->hidden, (long long)c->heads);
-  c->head_dim = lim_int(r, o, HF_LIMIT_head_dim, c->heads ? c->hidden / c->heads : 0);
+  c->head_dim = lim_int(r, o, HF_LIMIT_head_dim,
+                        row->head_dim ? row->head_dim
+                        : c->heads    ? c->hidden / c->heads
+                                      : 0);
   c->rms_eps = lim_num(r, o, HF_LIMIT_rms_eps, c->rms_eps);
-  c->rope_theta = lim_num(r, o, HF_LIMIT_rope_theta, 10000);
-  c->tie_embeddings = bool_key(r, o, "tie_word_embeddings", false);
+  c->rope_theta = lim_num(r, o, HF_LIMIT_rope_theta, row->theta);
+  c->tie_embeddings = bool_key(r, o, "tie_word_embeddings", row->tie);
   if (r->err) return;
   if (c->heads % c->kv_heads)
     fail(r, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
@@ -273,18 +440,7 @@ static void read_keys(cfg_reader *r, rx_hf_config *c) {
          "head_dim %lld (hidden_size %lld / num_attention_heads %lld unless given) must be even "
          "and at least 2 (rotary embedding)",
          (long long)c->head_dim, (long long)c->hidden, (long long)c->heads);
-  const char *act = str_key(o, "hidden_act");
-  if (act && strcmp(act, "silu"))
-    fail(r, "hidden_act '%.40s' is not supported (supported: silu)", act);
-  for (size_t i = 0; i < RX_ARRAY_LEN(archs); i++)
-    if (archs[i].arch == c->arch) {
-      c->qkv_bias = archs[i].bias || bool_key(r, o, "attention_bias", false);
-      if (archs[i].window) c->window = lim_int(r, o, HF_LIMIT_window, 0);
-    }
-  if (c->arch == RX_HF_QWEN2 && bool_key(r, o, "use_sliding_window", false))
-    fail(r, "use_sliding_window true is not supported for Qwen2 (its per-layer windows)");
-  if (bool_key(r, o, "mlp_bias", false)) fail(r, "mlp_bias true is not supported");
-  read_unimplemented(r, c);
+  read_features(r, c, row);
   read_rope_scaling(r, c);
   const char *dt = str_key(o, "torch_dtype"); /* transformers 5: "dtype" */
   if (!dt) dt = str_key(o, "dtype");

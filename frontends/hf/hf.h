@@ -4,9 +4,14 @@
  * generation_config.json. Internal header of relaxc_core.
  *
  * Architectures: LlamaForCausalLM (Llama 2 and 3, rope_scaling "llama3" and "linear"),
- * MistralForCausalLM (sliding_window), Qwen2ForCausalLM (q, k, v biases): grouped-query
- * attention, tied embeddings, head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16,
- * stored and computed in the chosen dtype. */
+ * MistralForCausalLM (sliding_window), Qwen2ForCausalLM (q, k, v biases, use_sliding_window with
+ * max_window_layers), Qwen3ForCausalLM (q/k norms per head), Gemma2ForCausalLM and
+ * Gemma3ForCausalLM ((1 + w) norms, the scaled embedding, sandwich norms, GeGLU, local and global
+ * layers, soft-capping, query_pre_attn_scalar, Gemma 3's local rope base), Phi3ForCausalLM (fused
+ * qkv_proj and gate_up_proj, longrope): one decoder described by rx_hf_config's fields, which
+ * config.c fills per architecture and per key; grouped-query attention, tied embeddings,
+ * head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16, stored and computed in the
+ * chosen dtype. */
 #ifndef RX_FRONTENDS_HF_H
 #define RX_FRONTENDS_HF_H
 
@@ -15,7 +20,20 @@
 
 /* config.json, the keys relaxc reads (defaults as transformers' configuration classes have
  * them). */
-typedef enum rx_hf_arch { RX_HF_LLAMA, RX_HF_MISTRAL, RX_HF_QWEN2 } rx_hf_arch;
+typedef enum rx_hf_arch {
+  RX_HF_LLAMA,
+  RX_HF_MISTRAL,
+  RX_HF_QWEN2,
+  RX_HF_QWEN3,
+  RX_HF_GEMMA2,
+  RX_HF_GEMMA3,
+  RX_HF_PHI3
+} rx_hf_arch;
+/* The MLP's activation of the gate: SwiGLU's silu, GeGLU's tanh-approximated GELU (Gemma's
+ * gelu_pytorch_tanh). */
+typedef enum rx_hf_act { RX_HF_ACT_SILU, RX_HF_ACT_GELU_TANH } rx_hf_act;
+#define RX_HF_MAX_LAYERS 4096 /* HF_LIMITS' bound on num_hidden_layers */
+#define RX_HF_MAX_HALF   512  /* head_dim / 2 at HF_LIMITS' bound on head_dim */
 typedef struct rx_hf_config {
   rx_hf_arch arch;
   const char *arch_name; /* "LlamaForCausalLM" (static) */
@@ -24,13 +42,38 @@ typedef struct rx_hf_config {
   bool tie_embeddings;
   bool qkv_bias;  /* Qwen2, or Llama's attention_bias */
   int64_t window; /* sliding-window attention: keys of the last `window` positions; 0: all */
-  /* rope_scaling: "default" (none), "linear", "llama3" */
+  /* rope_scaling: "default" (none), "linear", "llama3", "longrope" */
   char rope_type[16];
   double rope_factor, rope_low_freq, rope_high_freq;
   int64_t rope_original_max;
-  rx_dtype file_dtype; /* torch_dtype, or RX_DTYPE_UNKNOWN */
-  int64_t bos;         /* -1: none */
-  int64_t eos[8];      /* eos_token_id (an int or a list), from generation_config.json too */
+  /* rope_type "longrope" (Phi-3's su): inverse frequencies divided by short_factor while a
+   * sequence holds at most rope_original_max tokens, by long_factor beyond (as transformers
+   * chooses per forward: a token's keys keep the rotation they were written with), cos and sin
+   * times rope_attn_factor */
+  float rope_short[RX_HF_MAX_HALF], rope_long[RX_HF_MAX_HALF];
+  double rope_attn_factor;
+  /* ---- the decoder beyond Llama's, as a description (issue 32): zero is Llama's ---- */
+  bool qk_norm;         /* RMSNorm over each head of q and k before the rotation (Qwen3, Gemma 3) */
+  double norm_offset;   /* every RMSNorm scales by (norm_offset + w): Gemma's 1, else 0 */
+  bool embed_scale;     /* embedding rows times sqrt(hidden_size) in the compute dtype (Gemma) */
+  bool sandwich;        /* Gemma 2/3: the attention's and the MLP's outputs normed before their
+                           residual adds (post_attention_layernorm, post_feedforward_layernorm);
+                           the MLP's input by pre_feedforward_layernorm */
+  rx_hf_act act;        /* hidden_act / hidden_activation */
+  double attn_scale;    /* the scores' scale: query_pre_attn_scalar^-0.5 (Gemma); 0: head_dim's */
+  double attn_softcap;  /* attn_logit_softcapping: scores tanh(s / c) * c; 0: none */
+  double final_softcap; /* final_logit_softcapping: logits tanh(l / c) * c; 0: none */
+  bool fused_qkv;       /* Phi-3: self_attn.qkv_proj (q, k, v rows) instead of q/k/v_proj */
+  bool fused_gate_up;   /* Phi-3: mlp.gate_up_proj (gate rows, then up rows) */
+  /* per-layer attention kinds: with layer_kinds, local[l] says layer l is a sliding-window layer
+   * (window, and rope_local_theta when set) and the others attend to every key; without it the
+   * window (if any) applies to every layer (Mistral) */
+  bool layer_kinds;
+  uint8_t local[RX_HF_MAX_LAYERS];
+  double rope_local_theta; /* Gemma 3's rope_local_base_freq for local layers; 0: rope_theta */
+  rx_dtype file_dtype;     /* torch_dtype, or RX_DTYPE_UNKNOWN */
+  int64_t bos;             /* -1: none */
+  int64_t eos[8];          /* eos_token_id (an int or a list), from generation_config.json too */
   int neos;
 } rx_hf_config;
 

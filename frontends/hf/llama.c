@@ -28,7 +28,10 @@
 
 /* ---- the weights ---- */
 /* Per layer, listed once: X(id, checkpoint suffix after "model.layers.N.", GGUF suffix after
- * "blk.N." as llama.cpp names the tensor). */
+ * "blk.N." as llama.cpp names the tensor). Which of them a model has follows its description
+ * (list_weights): q/k norms (Qwen3, Gemma 3), the pre/post feed-forward norms (Gemma 2/3, whose
+ * post_attention_layernorm norms the attention's output), Phi-3's fused qkv_proj and
+ * gate_up_proj in place of q/k/v_proj and gate/up_proj. */
 #define HF_LAYER_WEIGHTS(X)                                                                        \
   X(W_IN_NORM, "input_layernorm.weight", "attn_norm.weight")                                       \
   X(W_Q, "self_attn.q_proj.weight", "attn_q.weight")                                               \
@@ -41,7 +44,13 @@
   X(W_POST_NORM, "post_attention_layernorm.weight", "ffn_norm.weight")                             \
   X(W_GATE, "mlp.gate_proj.weight", "ffn_gate.weight")                                             \
   X(W_UP, "mlp.up_proj.weight", "ffn_up.weight")                                                   \
-  X(W_DOWN, "mlp.down_proj.weight", "ffn_down.weight")
+  X(W_DOWN, "mlp.down_proj.weight", "ffn_down.weight")                                             \
+  X(W_Q_NORM, "self_attn.q_norm.weight", "attn_q_norm.weight")                                     \
+  X(W_K_NORM, "self_attn.k_norm.weight", "attn_k_norm.weight")                                     \
+  X(W_PRE_FF_NORM, "pre_feedforward_layernorm.weight", "ffn_norm.weight")                          \
+  X(W_POST_FF_NORM, "post_feedforward_layernorm.weight", "post_ffw_norm.weight")                   \
+  X(W_QKV, "self_attn.qkv_proj.weight", "attn_qkv.weight")                                         \
+  X(W_GATE_UP, "mlp.gate_up_proj.weight", "ffn_gate_up.weight")
 
 enum {
 #define HF_W_ENUM_(e, s, gs) e,
@@ -60,7 +69,15 @@ static const char *const layer_gguf[] = {
 #undef HF_W_GGUF_
 };
 /* after the layers: */
-enum { G_EMBED, G_NORM, G_LM_HEAD, G_INV_FREQ, G_COUNT };
+enum {
+  G_EMBED,
+  G_NORM,
+  G_LM_HEAD,
+  G_INV_FREQ,       /* the rotary inverse frequencies (computed) */
+  G_INV_FREQ_LOCAL, /* those of local layers (Gemma 3's rope_local_base_freq), when they differ */
+  G_INV_FREQ_LONG,  /* longrope's beyond original_max_position_embeddings */
+  G_COUNT
+};
 
 typedef struct hf_w {
   char hf[160];    /* the checkpoint's name ("" for a computed weight) */
@@ -70,6 +87,7 @@ typedef struct hf_w {
   int64_t shape[2];
   rx_dtype dtype;
   bool present; /* used by this model (biases only for Qwen2) */
+  bool norm;    /* an RMSNorm's weight: stored as (norm_offset + w) (Gemma's 1 + w) */
   /* --quantize: a projection [out, in] held as quant_matmul's buffers (base/quant.h): this entry
    * the packed quants (shape [out, in / 2] or [out, in]), entries qs and qz (0: none) its f16
    * scales and u8 zero points, which `derived` marks (added with it, never read themselves) */
@@ -154,9 +172,10 @@ static void quantize_entry(gb *g, hf_w *w) {
  * (read by quant_take) and the output layer too, else they stay in the compute dtype, as the
  * norms do. */
 static void list_quantized(gb *g, bool embeddings) {
-  static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN};
+  static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP};
   for (int64_t l = 0; l < g->c->layers; l++)
-    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++) quantize_entry(g, lw(g, l, proj[k]));
+    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++)
+      if (lw(g, l, proj[k])->present) quantize_entry(g, lw(g, l, proj[k]));
   if (!embeddings) return;
   quantize_entry(g, gw(g, G_EMBED));
   if (gw(g, G_LM_HEAD)->present) quantize_entry(g, gw(g, G_LM_HEAD));
@@ -194,6 +213,10 @@ static void list_groups(gb *g) {
       s[i] = p->qs;
       z[i] = p->qz;
     }
+    if (g->c->fused_qkv) { /* Phi-3: the checkpoint's one qkv_proj, no group to fuse */
+      g->qkv[l] = (size_t)(lw(g, l, W_QKV) - g->w);
+      continue;
+    }
     g->qkv[l] = group_entry(g, l, "weight", w, 3);
     g->bqkv[l] = group_entry(g, l, "bias", b, 3);
     hf_w *e = &g->w[g->qkv[l]];
@@ -208,7 +231,8 @@ static void list_groups(gb *g) {
 /* The weights the config implies, with their shapes. */
 static void list_weights(gb *g, bool quantize_embeddings) {
   const rx_hf_config *c = g->c;
-  int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D;
+  int64_t H = c->hidden, D = c->head_dim, q = c->heads * D, kv = c->kv_heads * D,
+          I = c->intermediate;
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
   /* room for the scales and zero points of every projection, the embedding and the output, and
    * per layer the four entries of the fused q/k/v rows (list_groups) */
@@ -226,13 +250,38 @@ static void list_weights(gb *g, bool quantize_embeddings) {
         [W_POST_NORM] = {1, H, 0, 1},
         [W_GATE] = {2, c->intermediate, H},
         [W_UP] = {2, c->intermediate, H},
-        [W_DOWN] = {2, H, c->intermediate}}; /* rank, dims, stored as R (the norms) */
+        [W_DOWN] = {2, H, I},
+        [W_Q_NORM] = {1, D, 0, 0}, /* in T: they norm q and k, in T (transformers' Qwen3 too) */
+        [W_K_NORM] = {1, D, 0, 0},
+        [W_PRE_FF_NORM] = {1, H, 0, 1},
+        [W_POST_FF_NORM] = {1, H, 0, 1},
+        [W_QKV] = {2, q + 2 * kv, H},
+        [W_GATE_UP] = {2, 2 * I, H}}; /* rank, dims, stored as R (the norms) */
+    const bool has[W_PER_LAYER] = {[W_IN_NORM] = true,
+                                   [W_Q] = !c->fused_qkv,
+                                   [W_K] = !c->fused_qkv,
+                                   [W_V] = !c->fused_qkv,
+                                   [W_BQ] = c->qkv_bias,
+                                   [W_BK] = c->qkv_bias,
+                                   [W_BV] = c->qkv_bias,
+                                   [W_O] = true,
+                                   [W_POST_NORM] = true,
+                                   [W_GATE] = !c->fused_gate_up,
+                                   [W_UP] = !c->fused_gate_up,
+                                   [W_DOWN] = true,
+                                   [W_Q_NORM] = c->qk_norm,
+                                   [W_K_NORM] = c->qk_norm,
+                                   [W_PRE_FF_NORM] = c->sandwich,
+                                   [W_POST_FF_NORM] = c->sandwich,
+                                   [W_QKV] = c->fused_qkv,
+                                   [W_GATE_UP] = c->fused_gate_up};
     for (int id = 0; id < W_PER_LAYER; id++) {
       char name[160];
       snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, layer_suffix[id]);
       set_w(lw(g, l, id), name, (int)dims[id][0], dims[id][1], dims[id][2],
             dims[id][3] ? g->R : g->T);
-      if ((id == W_BQ || id == W_BK || id == W_BV) && !c->qkv_bias) lw(g, l, id)->present = false;
+      lw(g, l, id)->present = has[id];
+      lw(g, l, id)->norm = dims[id][3] != 0 || id == W_Q_NORM || id == W_K_NORM;
       snprintf(lw(g, l, id)->gg, sizeof lw(g, l, id)->gg, "blk.%lld.%s", (long long)l,
                layer_gguf[id]);
       lw(g, l, id)->proj = dims[id][0] == 2;
@@ -246,6 +295,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   }
   set_w(gw(g, G_EMBED), "model.embed_tokens.weight", 2, c->vocab, H, g->T);
   set_w(gw(g, G_NORM), "model.norm.weight", 1, H, 0, g->R);
+  gw(g, G_NORM)->norm = true;
   set_w(gw(g, G_LM_HEAD), "lm_head.weight", 2, c->vocab, H, g->T);
   snprintf(gw(g, G_EMBED)->gg, sizeof gw(g, G_EMBED)->gg, "token_embd.weight");
   snprintf(gw(g, G_NORM)->gg, sizeof gw(g, G_NORM)->gg, "output_norm.weight");
@@ -255,6 +305,12 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
   set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
+  set_w(gw(g, G_INV_FREQ_LOCAL), "rope_inv_freq_local", 1, D / 2, 0, RX_DTYPE_F32);
+  gw(g, G_INV_FREQ_LOCAL)->hf[0] = 0;
+  gw(g, G_INV_FREQ_LOCAL)->present = c->rope_local_theta > 0;
+  set_w(gw(g, G_INV_FREQ_LONG), "rope_inv_freq_long", 1, D / 2, 0, RX_DTYPE_F32);
+  gw(g, G_INV_FREQ_LONG)->hf[0] = 0;
+  gw(g, G_INV_FREQ_LONG)->present = !strcmp(c->rope_type, "longrope");
   if (g->qi) list_quantized(g, quantize_embeddings);
   list_groups(g);
 }
@@ -266,12 +322,24 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-/* rotary inverse frequencies (f32, as transformers computes them), with rope_scaling folded in */
-static float *inv_freq(const rx_hf_config *c) {
+/* rotary inverse frequencies (f32, as transformers computes them), with rope_scaling folded in:
+ * which G_INV_FREQ* entry: the global layers' (longrope's short factors), the local layers' (their
+ * own base, no scaling: Gemma 3) or longrope's long factors */
+static float *inv_freq(const rx_hf_config *c, int which) {
   int64_t half = c->head_dim / 2;
   float *f = base_calloc((size_t)half, sizeof *f);
+  bool local = which == G_INV_FREQ_LOCAL, longrope = !strcmp(c->rope_type, "longrope");
   for (int64_t i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)c->head_dim;
+    if (local) { /* default rope at the local base */
+      f[i] = (float)(1.0 / (double)powf((float)c->rope_local_theta, e));
+      continue;
+    }
+    if (longrope) { /* 1 / (ext_factors * base^e), in f32 as transformers */
+      float ext = which == G_INV_FREQ_LONG ? c->rope_long[i] : c->rope_short[i];
+      f[i] = 1.0f / (ext * powf((float)c->rope_theta, e));
+      continue;
+    }
     double inv = 1.0 / (double)powf((float)c->rope_theta, e);
     if (!strcmp(c->rope_type, "linear")) inv /= c->rope_factor;
     if (!strcmp(c->rope_type, "llama3")) {
@@ -417,7 +485,7 @@ static rx_status fuse_group(gb *g, size_t e) {
  * as they are. */
 static rx_status fuse_rows(gb *g) {
   for (int64_t l = 0; l < g->c->layers; l++) {
-    if (!g->qkv[l]) continue;
+    if (!g->qkv[l] || !g->w[g->qkv[l]].group) continue; /* none, or the checkpoint's own */
     size_t grp[4] = {g->qkv[l], g->bqkv[l], g->w[g->qkv[l]].qs, g->w[g->qkv[l]].qz};
     bool ok = true;
     for (int k = 0; k < 4; k++) ok = ok && (!grp[k] || rows_fusable(g, grp[k]));
@@ -445,8 +513,8 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
   for (size_t i = 0; i < g->nw; i++) {
     hf_w *w = &g->w[i];
     if (!w->present || w->derived || w->group) continue;
-    if (!w->hf[0]) { /* rope_inv_freq */
-      float *f = inv_freq(g->c);
+    if (!w->hf[0]) { /* rope_inv_freq, _local, _long */
+      float *f = inv_freq(g->c, (int)(i - (size_t)(g->c->layers * W_PER_LAYER)));
       rx_module_on_free(g->m, free, f);
       if (gf) RX_RETURN_IF_ERROR(gguf_rope_factors(gf, g->c, f));
       RX_RETURN_IF_ERROR(
@@ -493,6 +561,14 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
                               w->hf, ir_dtype_name(t->dtype));
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
+      continue;
+    }
+    if (w->norm && g->c->norm_offset != 0) { /* Gemma: (1 + w) in f32, as its RMSNorm adds */
+      int64_t n = w->shape[0];
+      float *f = base_malloc(sizeof *f * (size_t)n);
+      rx_module_on_free(g->m, free, f);
+      for (int64_t k = 0; k < n; k++) f[k] = (float)g->c->norm_offset + src_elem(data, t->dtype, k);
+      RX_RETURN_IF_ERROR(put_weight(g, w, RX_DTYPE_F32, f));
       continue;
     }
     RX_RETURN_IF_ERROR(put_weight(g, w, t->dtype, data));
@@ -685,7 +761,8 @@ typedef struct fwd {
   const rx_expr *b; /* sequences */
   rx_var *ids, *cache, *batch, *batch_size;
   rx_var *table, *kv_len, *q_seq, *q_pos, *slot, *last;
-  rx_var *cos, *sin;
+  rx_var *cos, *sin;     /* the rotation of every layer, or of the global ones */
+  rx_var *cos_l, *sin_l; /* of the local layers when their base differs (Gemma 3), else NULL */
   bool decode;
 } fwd;
 
@@ -715,14 +792,36 @@ static void reserve(gb *g, fwd *f) {
   }
 }
 
-/* cos and sin of the tokens' positions times inv_freq, [n, head_dim], in the compute dtype */
-static void rotary_tables(gb *g, fwd *f) {
-  rx_var *pos = cast(g, "pos", f->q_pos, RX_DTYPE_F32);
+/* The inverse frequencies of each token [n, head_dim / 2] under longrope: the long factors' for
+ * the tokens of a sequence longer than original_max_position_embeddings (its length after this
+ * forward, kv_len: the seq_len transformers chooses by, per sequence), the short ones' otherwise.
+ */
+static rx_var *longrope_freqs(gb *g, fwd *f, rx_var *col) {
+  const rx_hf_config *c = g->c;
+  int64_t base = c->layers * W_PER_LAYER;
+  const rx_attr *tat[1] = {rx_attr_int(g->m, "axis", 0)};
+  rx_node *ta[2] = {A(g, f->kv_len), A(g, f->q_seq)};
+  rx_var *len = op(g, "seq_len", "take", ta, 2, tat, 1);
+  rx_node *ga[2] = {A(g, len), g->err ? NULL : rx_arg_int(g->b, c->rope_original_max)};
+  rx_var *is_long = op(g, "rope_long", "greater", ga, 2, NULL, 0);
   int64_t ax[1] = {1};
-  const rx_attr *at[1] = {rx_attr_ints(g->m, "axes", ax, 1)};
-  rx_node *a[1] = {A(g, pos)};
-  rx_var *col = op(g, NULL, "expand_dims", a, 1, at, 1);
-  rx_var *freqs = op2(g, "freqs", "multiply", col, g->wv[g->c->layers * W_PER_LAYER + G_INV_FREQ]);
+  const rx_attr *eat[1] = {rx_attr_ints(g->m, "axes", ax, 1)};
+  rx_node *ea[1] = {A(g, is_long)};
+  rx_var *sel = op(g, NULL, "expand_dims", ea, 1, eat, 1);
+  rx_node *wa[3] = {A(g, sel), A(g, g->wv[base + G_INV_FREQ_LONG]), A(g, g->wv[base + G_INV_FREQ])};
+  rx_var *inv = op(g, "rope_inv_freq_tok", "where", wa, 3, NULL, 0);
+  return op2(g, "freqs", "multiply", col, inv);
+}
+
+/* cos and sin of the tokens' positions times the inverse frequencies of entry which, [n, head_dim],
+ * in the compute dtype (times longrope's attention factor) */
+static void rotary_table(gb *g, fwd *f, rx_var *col, int which, rx_var **cos, rx_var **sin) {
+  const rx_hf_config *c = g->c;
+  bool local = which == G_INV_FREQ_LOCAL;
+  rx_var *freqs = !local && !strcmp(c->rope_type, "longrope")
+                      ? longrope_freqs(g, f, col)
+                      : op2(g, local ? "freqs_local" : "freqs", "multiply", col,
+                            g->wv[c->layers * W_PER_LAYER + which]);
   rx_var *pair = NULL;
   if (!g->err) {
     rx_node *fields[2] = {A(g, freqs), A(g, freqs)};
@@ -731,9 +830,28 @@ static void rotary_tables(gb *g, fwd *f) {
   }
   const rx_attr *cat_at[1] = {rx_attr_int(g->m, "axis", 1)};
   rx_node *ca[1] = {A(g, pair)};
-  rx_var *emb = op(g, "rope_angles", "concat", ca, 1, cat_at, 1);
-  f->cos = cast(g, "rope_cos", op1(g, NULL, "cos", emb), g->T);
-  f->sin = cast(g, "rope_sin", op1(g, NULL, "sin", emb), g->T);
+  rx_var *emb = op(g, local ? "rope_angles_local" : "rope_angles", "concat", ca, 1, cat_at, 1);
+  rx_var *cs = op1(g, NULL, "cos", emb), *sn = op1(g, NULL, "sin", emb);
+  if (!local && !strcmp(c->rope_type, "longrope") && c->rope_attn_factor != 1) {
+    rx_node *m1[2] = {A(g, cs), g->err ? NULL : rx_arg_float(g->b, c->rope_attn_factor)};
+    rx_node *m2[2] = {A(g, sn), g->err ? NULL : rx_arg_float(g->b, c->rope_attn_factor)};
+    cs = op(g, NULL, "multiply", m1, 2, NULL, 0);
+    sn = op(g, NULL, "multiply", m2, 2, NULL, 0);
+  }
+  *cos = cast(g, local ? "rope_cos_local" : "rope_cos", cs, g->T);
+  *sin = cast(g, local ? "rope_sin_local" : "rope_sin", sn, g->T);
+}
+
+/* cos and sin of the tokens' positions, [n, head_dim], in the compute dtype: every layer's, and
+ * the local layers' own when they have a base of their own */
+static void rotary_tables(gb *g, fwd *f) {
+  rx_var *pos = cast(g, "pos", f->q_pos, RX_DTYPE_F32);
+  int64_t ax[1] = {1};
+  const rx_attr *at[1] = {rx_attr_ints(g->m, "axes", ax, 1)};
+  rx_node *a[1] = {A(g, pos)};
+  rx_var *col = op(g, NULL, "expand_dims", a, 1, at, 1);
+  rotary_table(g, f, col, G_INV_FREQ, &f->cos, &f->sin);
+  if (g->c->rope_local_theta > 0) rotary_table(g, f, col, G_INV_FREQ_LOCAL, &f->cos_l, &f->sin_l);
 }
 
 static rx_var *W(gb *g, int64_t l, int id) { return g->wv[l * W_PER_LAYER + id]; }
@@ -742,11 +860,11 @@ static rx_var *W(gb *g, int64_t l, int id) { return g->wv[l * W_PER_LAYER + id];
  * keys and values already). Prefill: paged_attention (query tiles, causal, online softmax).
  * Decode: one query per sequence, split over the cache in chunks (paged_decode_attention) so a
  * long cache fills the device, then the chunks merged by their log-sum-exp. */
-static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pages) {
+static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pages,
+                         int64_t window) {
   const rx_hf_config *c = g->c;
-  double scale = 1.0 / sqrt((double)c->head_dim);
-  const rx_attr *at[3] = {rx_attr_float(g->m, "scale", scale),
-                          rx_attr_int(g->m, "window", c->window),
+  double scale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)c->head_dim);
+  const rx_attr *at[3] = {rx_attr_float(g->m, "scale", scale), rx_attr_int(g->m, "window", window),
                           rx_attr_int(g->m, "chunk", RX_HF_DECODE_CHUNK)};
   if (!f->decode) {
     rx_node *a[6] = {A(g, q),         A(g, pages),    A(g, f->table),
@@ -763,23 +881,81 @@ static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pag
   return op(g, name, "attention_merge", ma, 2, mat, 1);
 }
 
-/* One decoder layer on h [n, hidden]; returns the new h. */
+/* Columns lo .. hi of x [n, w]. */
+static rx_var *cols(gb *g, const char *name, rx_var *x, int64_t lo, int64_t hi) {
+  int64_t ax[1] = {1};
+  const rx_expr *b0[1] = {rx_sym_const(g->m, lo)}, *e0[1] = {rx_sym_const(g->m, hi)};
+  const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", b0, 1),
+                           rx_attr_exprs(g->m, "end", e0, 1)};
+  rx_node *sa[1] = {A(g, x)};
+  return op(g, name, "strided_slice", sa, 1, sat, 3);
+}
+
+/* RMSNorm of x over its last axis with weight w of x's dtype, rounded to dtype t: the q/k norms
+ * per head (x and w in T) and Gemma's norms of the attention's and the MLP's outputs (in R) */
+static rx_var *norm_as(gb *g, const char *name, rx_var *x, rx_var *w, rx_dtype t) {
+  int64_t axes[1] = {-1};
+  const rx_attr *at[3] = {rx_attr_ints(g->m, "axes", axes, 1),
+                          rx_attr_float(g->m, "epsilon", g->c->rms_eps),
+                          rx_attr_dtype(g->m, "dtype", t)};
+  rx_node *a[2] = {A(g, x), A(g, w)};
+  return op(g, name, "rms_norm", a, 2, at, 3);
+}
+
+/* x [n, heads * head_dim] as [n, heads, head_dim], each head RMS-normed by weight id (Qwen3,
+ * Gemma 3's q_norm and k_norm) when the model has them */
+static rx_var *heads_of(gb *g, fwd *f, int64_t l, const char *name, rx_var *x, int64_t heads,
+                        int id) {
+  const rx_expr *d[3] = {f->n, rx_sym_const(g->m, heads), rx_sym_const(g->m, g->c->head_dim)};
+  if (!g->c->qk_norm) return reshape(g, name, x, d, 3);
+  return norm_as(g, name, reshape(g, NULL, x, d, 3), W(g, l, id), g->T);
+}
+
+/* The MLP of the normed x: act(gate) * up, then down: SwiGLU (silu) or GeGLU (tanh GELU), from
+ * gate_proj and up_proj or Phi-3's one gate_up_proj (its gate rows first). */
+static rx_var *mlp(gb *g, int64_t l, rx_var *x) {
+  const rx_hf_config *c = g->c;
+  char nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
+  rx_var *gate, *up;
+  if (c->fused_gate_up) {
+    rx_var *gu = linear(g, NULL, x, W(g, l, W_GATE_UP), NULL);
+    gate = cols(g, NM("gate"), gu, 0, c->intermediate);
+    up = cols(g, NM("up"), gu, c->intermediate, 2 * c->intermediate);
+  } else {
+    gate = linear(g, NM("gate"), x, W(g, l, W_GATE), NULL);
+    up = linear(g, NM("up"), x, W(g, l, W_UP), NULL);
+  }
+  rx_var *a;
+  if (c->act == RX_HF_ACT_GELU_TANH) {
+    const rx_attr *gat[1] = {rx_attr_str(g->m, "approximate", "tanh")};
+    rx_node *ga[1] = {A(g, gate)};
+    a = op(g, NULL, "gelu", ga, 1, gat, 1);
+  } else {
+    a = op1(g, NULL, "silu", gate);
+  }
+  rx_var *act = op2(g, NM("act"), "multiply", a, up);
+  return linear(g, NM("mlp_out"), act, W(g, l, W_DOWN), NULL);
+#undef NM
+}
+
+/* One decoder layer on h [n, hidden]; returns the new h. Its attention is local (the window, and
+ * the local layers' rotation where they have one) or global as the description says. */
 static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   const rx_hf_config *c = g->c;
   char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
+  bool local = !c->layer_kinds || c->local[l];
+  rx_var *cos = local && c->layer_kinds && f->cos_l ? f->cos_l : f->cos;
+  rx_var *sin = local && c->layer_kinds && f->sin_l ? f->sin_l : f->sin;
   rx_var *x = rms_norm(g, NM("attn_in"), h, W(g, l, W_IN_NORM));
   rx_var *q, *k, *v;
   int64_t qw = c->heads * c->head_dim, kw = c->kv_heads * c->head_dim, koff = 0, voff = 0;
-  if (g->qkv[l]) { /* one projection of the q, k and v rows (fuse_rows): q its first qw columns,
-                      the keys and values the next kw each, which kv_append_rope reads there */
+  if (g->qkv[l]) { /* one projection of the q, k and v rows (fuse_rows, or Phi-3's qkv_proj): q
+                      its first qw columns, the keys and values the next kw each, which
+                      kv_append_rope reads there */
     rx_var *qkv = linear(g, NM("qkv"), x, g->wv[g->qkv[l]], g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
-    int64_t ax[1] = {1};
-    const rx_expr *b0[1] = {rx_sym_const(g->m, 0)}, *e0[1] = {rx_sym_const(g->m, qw)};
-    const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", b0, 1),
-                             rx_attr_exprs(g->m, "end", e0, 1)};
-    rx_node *sa[1] = {A(g, qkv)};
-    q = op(g, NM("q"), "strided_slice", sa, 1, sat, 3);
+    q = cols(g, NM("q"), qkv, 0, qw);
     k = v = qkv;
     koff = qw;
     voff = qw + kw;
@@ -788,28 +964,35 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
     k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
     v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
   }
-  const rx_expr *qd[3] = {f->n, rx_sym_const(g->m, c->heads), rx_sym_const(g->m, c->head_dim)};
-  rx_var *q3 = reshape(g, NM("q_heads"), q, qd, 3);
-  rx_node *qa[3] = {A(g, q3), A(g, f->cos), A(g, f->sin)};
+  rx_var *q3 = heads_of(g, f, l, NM("q_heads"), q, c->heads, W_Q_NORM);
+  if (c->qk_norm) { /* the keys normed per head before kv_append_rope rotates them */
+    rx_var *kh = heads_of(g, f, l, NM("k_heads"), koff ? cols(g, NULL, k, koff, koff + kw) : k,
+                          c->kv_heads, W_K_NORM);
+    const rx_expr *kd[2] = {f->n, rx_sym_const(g->m, kw)};
+    k = reshape(g, NM("k_normed"), kh, kd, 2);
+    koff = 0;
+  }
+  rx_node *qa[3] = {A(g, q3), A(g, cos), A(g, sin)};
   rx_var *qr = op(g, NM("q_rot"), "rope", qa, 3, NULL, 0);
   end_df(g);
   /* the new keys rotated and the values into the layer's pages, one kernel (kv_append_rope,
    * which reads them in the projections' rows): in place, so outside dataflow */
-  rx_node *pa[6] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, f->cos), A(g, f->sin)};
+  rx_node *pa[6] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, cos), A(g, sin)};
   const rx_attr *pat[2] = {rx_attr_int(g->m, "k_offset", koff),
                            rx_attr_int(g->m, "v_offset", voff)};
   rx_var *filled = op(g, NM("pages_filled"), "kv_append_rope", pa, 6, pat, 2);
   begin_df(g);
-  rx_var *att = attention(g, f, NM("attn"), qr, filled);
+  rx_var *att = attention(g, f, NM("attn"), qr, filled, local ? c->window : 0);
   const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
-  h = op2(g, NM("h_attn"), "add", h, to(g, NULL, o, g->R));
-  rx_var *x2 = rms_norm(g, NM("mlp_in"), h, W(g, l, W_POST_NORM));
-  rx_var *gate = linear(g, NM("gate"), x2, W(g, l, W_GATE), NULL);
-  rx_var *up = linear(g, NM("up"), x2, W(g, l, W_UP), NULL);
-  rx_var *act = op2(g, NM("act"), "multiply", op1(g, NULL, "silu", gate), up);
-  rx_var *down = linear(g, NM("mlp_out"), act, W(g, l, W_DOWN), NULL);
-  return op2(g, NM("h"), "add", h, to(g, NULL, down, g->R));
+  o = to(g, NULL, o, g->R);
+  if (c->sandwich) o = norm_as(g, NM("attn_post"), o, W(g, l, W_POST_NORM), g->R);
+  h = op2(g, NM("h_attn"), "add", h, o);
+  rx_var *x2 = rms_norm(g, NM("mlp_in"), h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
+  rx_var *down = mlp(g, l, x2);
+  down = to(g, NULL, down, g->R);
+  if (c->sandwich) down = norm_as(g, NM("mlp_post"), down, W(g, l, W_POST_FF_NORM), g->R);
+  return op2(g, NM("h"), "add", h, down);
 #undef NM
 }
 
@@ -882,6 +1065,11 @@ static rx_status build_forward(gb *g, bool decode) {
     rx_node *ta[2] = {A(g, table), A(g, f.ids)};
     rows = op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1);
   }
+  if (c->embed_scale) { /* Gemma: the rows times sqrt(hidden) rounded to their dtype (a weak
+                          constant takes the rows' dtype), as transformers' embed_scale */
+    rx_node *ea[2] = {A(g, rows), g->err ? NULL : rx_arg_float(g->b, sqrt((double)c->hidden))};
+    rows = op(g, g->T == g->R ? "embed_scaled" : NULL, "multiply", ea, 2, NULL, 0);
+  }
   rx_var *h = to(g, "embed", rows, g->R);
   for (int64_t l = 0; l < c->layers; l++) h = layer(g, &f, l, h, pages[l]);
   free(pages);
@@ -891,7 +1079,13 @@ static rx_status build_forward(gb *g, bool decode) {
   }
   h = rms_norm(g, "final_norm", h, g->wv[c->layers * W_PER_LAYER + G_NORM]);
   rx_var *logits = linear(g, "logits_t", h, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
-  rx_var *out = cast(g, "logits", logits, RX_DTYPE_F32);
+  rx_var *out = cast(g, c->final_softcap > 0 ? NULL : "logits", logits, RX_DTYPE_F32);
+  if (c->final_softcap > 0) { /* Gemma 2: tanh(logits / c) * c */
+    rx_node *da[2] = {A(g, out), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
+    rx_var *t = op1(g, NULL, "tanh", op(g, NULL, "divide", da, 2, NULL, 0));
+    rx_node *ma[2] = {A(g, t), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
+    out = op(g, "logits", "multiply", ma, 2, NULL, 0);
+  }
   end_df(g);
   rx_status s = g->err;
   if (!s)

@@ -47,12 +47,20 @@ import transformers  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,7 +97,11 @@ KJV_MODEL_STEPS = {"kjv-llama": KJV_STEPS, "kjv-llama-256": 300}
 KJV_SAVE_DTYPE = {"kjv-llama": torch.float32, "kjv-llama-256": torch.float16}
 TRAINED_NAMES = tuple(KJV_SHAPES)
 
-RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2")
+RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2", "tiny-qwen3",
+                "tiny-phi3", "tiny-gemma3", "tiny-gemma2")
+# Models whose config.json keeps transformers 5's layout (rope_parameters, layer_types, dtype)
+T5_LAYOUT = ("tiny-llama-gqa", "tiny-gemma3")
+GEMMA_NAMES = ("tiny-gemma3", "tiny-gemma2")
 ALL_NAMES = TRAINED_NAMES + RANDOM_NAMES
 
 
@@ -333,6 +345,50 @@ def random_spec(name):
                           tie_word_embeddings=True, use_sliding_window=False,
                           sliding_window=32, max_window_layers=1)
         return Qwen2ForCausalLM, cfg, torch.float32
+    if name == "tiny-qwen3":
+        # q/k norms per head, an explicit head_dim (32, not 64 / 4), use_sliding_window with
+        # max_window_layers 1: layer 0 attends to every key, layer 1 to the last 32
+        cfg = Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0,
+                          tie_word_embeddings=False, use_sliding_window=True, sliding_window=32,
+                          max_window_layers=1)
+        return Qwen3ForCausalLM, cfg, torch.bfloat16
+    if name == "tiny-phi3":
+        # fused qkv_proj and gate_up_proj; longrope with short and long factors: a sequence of
+        # more than original_max_position_embeddings (32) tokens takes the long ones (the 33- and
+        # 100-token prompts, and the greedy run from step 26 on), and cos/sin are scaled by
+        # sqrt(1 + ln(256 / 32) / ln(32)); a sliding window of 48 on every layer
+        half = COMMON["hidden_size"] // COMMON["num_attention_heads"] // 2
+        rp = {"rope_type": "longrope", "rope_theta": 10000.0,
+              "short_factor": [1.0 + 0.25 * i for i in range(half)],
+              "long_factor": [1.5 + 2.0 * i for i in range(half)],
+              "original_max_position_embeddings": 32}
+        cfg = Phi3Config(**COMMON, num_key_value_heads=2, rope_parameters=rp,
+                         original_max_position_embeddings=32, sliding_window=48,
+                         tie_word_embeddings=False)
+        return Phi3ForCausalLM, cfg, torch.float16
+    if name == "tiny-gemma3":
+        # (1 + w) norms, sandwich norms, q/k norms, the embedding times 8, GeGLU; layer 0 local
+        # (window 16, rope base 10000), layer 1 global (base 1e6 with linear scaling 2);
+        # query_pre_attn_scalar 24 (not head_dim 32); tied embeddings
+        cfg = Gemma3TextConfig(**COMMON, num_key_value_heads=1, head_dim=32,
+                               query_pre_attn_scalar=24, sliding_window=16,
+                               layer_types=["sliding_attention", "full_attention"],
+                               rope_parameters={
+                                   "sliding_attention": {"rope_type": "default",
+                                                         "rope_theta": 10000.0},
+                                   "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                      "rope_theta": 1000000.0}},
+                               tie_word_embeddings=True)
+        cfg.architectures = ["Gemma3ForCausalLM"]
+        return Gemma3ForCausalLM, cfg, torch.bfloat16
+    if name == "tiny-gemma2":
+        # Gemma 2: soft-capped attention scores (50) and logits (30), layer 0 local (window 16),
+        # layer 1 global; query_pre_attn_scalar 24; tied embeddings
+        cfg = Gemma2Config(**COMMON, num_key_value_heads=2, head_dim=32,
+                           query_pre_attn_scalar=24, sliding_window=16,
+                           attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                           tie_word_embeddings=True)
+        return Gemma2ForCausalLM, cfg, torch.float32
     raise KeyError(name)
 
 
@@ -359,8 +415,14 @@ RANDOM_SCALES = {  # the RMS of the entries (before the shaping by M)
     "embed_tokens": 1.0, "lm_head": 0.2,
     "q_proj": 0.2, "k_proj": 0.2, "v_proj": 0.1, "o_proj": 0.03,
     "gate_proj": 0.1, "up_proj": 0.1, "down_proj": 0.03,
+    "qkv_proj": 0.17, "gate_up_proj": 0.1,  # qkv: longrope scales the scores by 1.26^2
 }
-READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head")
+READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head", "qkv_proj",
+                "gate_up_proj")
+# Gemma's norms scale by (1 + w): their w is drawn as for the others and 1 subtracted, so that the
+# scale is the same; its post-attention and post-feed-forward norms (which set the size of what a
+# block adds, after o_proj and down_proj) get a small scale, as o_proj and down_proj have
+GEMMA_POST_NORMS = ("post_attention_layernorm", "post_feedforward_layernorm")
 WRITES_HIDDEN = ("o_proj", "down_proj")
 HF_F16_MAX = 8e-4  # transformers f16 vs f32, relative L2 of the logits, at every reference row
 
@@ -391,11 +453,21 @@ def randomize(model, seed):
     with torch.no_grad():
         for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             kind = pname.split(".")[-2]
+            gemma = cfg.model_type.startswith("gemma")
             if pname == "model.norm.weight":
                 v = torch.rand(p.shape, generator=gen, dtype=f64)
                 v = -(0.4 + 0.4 * v) if cfg.tie_word_embeddings else 2.0 + 2.0 * v
+                v = v - 1 if gemma else v
+            elif kind in ("q_norm", "k_norm"):
+                # the heads come out of these norms with an RMS of their weights: 1.3 to 2.1 keeps
+                # the scores as far from flat as the other models' q and k of RMS 1.6 do
+                v = 1.3 + 0.8 * torch.rand(p.shape, generator=gen, dtype=f64)
+                v = v - 1 if gemma else v
+            elif gemma and kind in GEMMA_POST_NORMS:
+                v = 0.1 + 0.1 * torch.rand(p.shape, generator=gen, dtype=f64) - 1
             elif "norm" in pname:
                 v = 0.5 + torch.rand(p.shape, generator=gen, dtype=f64)
+                v = v - 1 if gemma else v
             elif pname.endswith(".bias"):
                 v = 0.2 * torch.randn(p.shape, generator=gen, dtype=f64)
             elif kind == "embed_tokens":
@@ -434,7 +506,7 @@ def make_random(name, seed):
         # Published Qwen2 configs name a window that use_sliding_window=false turns off; the
         # Qwen2Config of transformers 5 drops it (None) when it builds, and again when it reads.
         write_legacy_config(folder, {"sliding_window": 32})
-    elif name != "tiny-llama-gqa":
+    elif name not in T5_LAYOUT:
         write_legacy_config(folder)
     check_config_roundtrip(folder, model.config)
     files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
@@ -507,21 +579,34 @@ def check_sliding_window(folder, window, prompt):
     the logits differ from the same weights without a window."""
     model = load_f32(folder)
     assert model.config.sliding_window == window
+    # per-layer kinds (Qwen3's max_window_layers, Gemma's local and global layers): a global
+    # layer attends to every earlier key
+    kinds = getattr(model.config, "layer_types", None) or \
+        ["sliding_attention"] * model.config.num_hidden_layers
+    wins = [window if k == "sliding_attention" else 1 << 30 for k in kinds]
     out = model(input_ids=torch.tensor([prompt]), use_cache=True, output_attentions=True)
     for layer, att in enumerate(out.attentions):
+        w = wins[layer]
         nz = (att[0] > 0).sum(-1)  # [heads, q]
-        want = torch.clamp(torch.arange(len(prompt)) + 1, max=window)
+        want = torch.clamp(torch.arange(len(prompt)) + 1, max=w)
         assert torch.equal(nz, want.expand_as(nz)), (layer, nz)
         # the keys attended are the last `window` ones: p - window + 1 .. p
         p = len(prompt) - 1
-        assert (att[0, :, p, : p - window + 1] == 0).all() and (att[0, :, p, p - window + 1:] > 0).all()
+        if w < len(prompt):
+            assert (att[0, :, p, : p - w + 1] == 0).all() and (att[0, :, p, p - w + 1:] > 0).all()
     tok = int(torch.argmax(out.logits[0, -1]))
     step = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values,
                  use_cache=True, output_attentions=True)
-    for att in step.attentions:
+    for layer, att in enumerate(step.attentions):
         # The cache may keep only the last keys: count what is attended.
-        assert ((att[0, :, -1] > 0).sum(-1) == window).all(), att.shape
+        want = min(wins[layer], len(prompt) + 1)
+        assert ((att[0, :, -1] > 0).sum(-1) == want).all(), (layer, att.shape)
     windowed = out.logits[0, -1]
+    if any(k != "sliding_attention" for k in kinds):
+        log(f"  sliding window {window} on layers {[i for i, k in enumerate(kinds) if k == 'sliding_attention']}: "
+            f"their rows attend to min(p+1, {window}) keys, the other layers' to all (prefill "
+            f"length {len(prompt)} and one cached decode step)")
+        return None
     full_model = load_f32(folder, sliding_window=None)
     assert full_model.config.sliding_window is None
     full = full_model(input_ids=torch.tensor([prompt])).logits[0, -1]
@@ -549,6 +634,22 @@ def check_rope(model, name):
     log(f"  {name}: inv_freq ratios default/scaled = {[round(r, 4) for r in ratio]}")
     assert any(abs(r - 1) < 1e-6 for r in ratio) and any(abs(r - 8) < 1e-5 for r in ratio)
     assert any(1.0 + 1e-3 < r < 8 - 1e-3 for r in ratio)
+
+
+@torch.no_grad()
+def check_longrope(model):
+    """For tiny-phi3: the 33- and 100-token prompts take the long factors (their logits differ
+    from those of the same model with the long factors set to the short ones), the 7-token prompt
+    the short ones."""
+    cfg = model.config
+    rp = dict(cfg.rope_parameters)
+    folder = os.path.join(MODELS, "tiny-phi3")
+    same = load_f32(folder, rope_parameters=dict(rp, long_factor=rp["short_factor"]))
+    for L, differs in ((7, False), (33, True)):
+        ids = torch.tensor([list(range(3, 3 + L))])
+        d = (model(input_ids=ids).logits - same(input_ids=ids).logits).abs().max().item()
+        assert (d > 1e-3) == differs, (L, d)
+    log("  tiny-phi3: longrope takes the long factors beyond 32 tokens, the short ones up to it")
 
 
 def prompts_for(name, model, attempt):
@@ -687,6 +788,8 @@ def make_refs(name):
         raise RuntimeError(f"{name}: no prompts without near-ties")
     if window is not None:
         check_sliding_window(folder, window, prompts[100])
+    if name == "tiny-phi3":
+        check_longrope(model)
     ref = {
         "model": name,
         "architecture": cfg.architectures[0],
@@ -758,14 +861,36 @@ def np_weights(folder):
     return w
 
 
-def np_inv_freq(cfg, d):
+def np_rope_params(cfg, kind="full_attention"):
+    """The rope parameters of a layer kind from either layout (Gemma 3's transformers 5 layout
+    holds one object per kind; its older one rope_local_base_freq)."""
     rp = cfg.get("rope_parameters") or {}
+    if "full_attention" in rp:
+        rp = rp[kind]
+    elif kind == "sliding_attention" and cfg["architectures"][0] == "Gemma3ForCausalLM":
+        return {"rope_theta": cfg.get("rope_local_base_freq", 10000.0)}
     theta = cfg.get("rope_theta", rp.get("rope_theta"))
     scaling = cfg.get("rope_scaling") or (rp if rp.get("rope_type", "default") != "default"
                                           else None)
+    return dict(scaling or {}, rope_theta=theta)
+
+
+def np_inv_freq(cfg, d, kind="full_attention", seq_len=0):
+    """Inverse frequencies and the factor of cos and sin: llama3, linear and longrope scaling
+    (longrope's long factors for a sequence longer than original_max_position_embeddings)."""
+    scaling = np_rope_params(cfg, kind)
+    theta = scaling["rope_theta"]
     inv = 1.0 / theta ** (np.arange(0, d, 2) / d)
-    if scaling:
-        assert scaling["rope_type"] == "llama3", scaling
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "linear":
+        return inv / scaling["factor"], 1.0
+    if kind in ("longrope", "su"):
+        old = scaling.get("original_max_position_embeddings") or \
+            cfg["original_max_position_embeddings"]
+        ext = scaling["long_factor"] if seq_len > old else scaling["short_factor"]
+        factor = cfg["max_position_embeddings"] / old
+        return inv / np.array(ext), math.sqrt(1 + math.log(factor) / math.log(old))
+    if kind == "llama3":
         factor, lo, hi = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
         old = scaling["original_max_position_embeddings"]
         wavelen = 2 * np.pi / inv
@@ -773,35 +898,78 @@ def np_inv_freq(cfg, d):
         out = np.where(wavelen > old / lo, inv / factor, inv)
         mid = (wavelen <= old / lo) & (wavelen >= old / hi)
         inv = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, out)
-    return inv
+    else:
+        assert kind == "default", scaling
+    return inv, 1.0
 
 
-def np_forward(name, ids):
+def np_layer_kinds(cfg):
+    """Each layer's window (None: every earlier key), as each architecture's config says."""
+    arch, n, win = cfg["architectures"][0], cfg["num_hidden_layers"], cfg.get("sliding_window")
+    kinds = cfg.get("layer_types")
+    if kinds is None and arch.startswith("Gemma"):
+        period = 2 if arch.startswith("Gemma2") else cfg.get("sliding_window_pattern", 6)
+        kinds = ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(n)]
+    if kinds is None and arch.startswith("Qwen"):
+        use = cfg.get("use_sliding_window", False)
+        kinds = ["sliding_attention" if use and i >= cfg.get("max_window_layers", 28)
+                 else "full_attention" for i in range(n)]
+        win = win if use else None
+    if kinds is None:
+        kinds = ["sliding_attention"] * n
+    return [(win if k == "sliding_attention" else None, k) for k in kinds]
+
+
+def np_forward(name, ids, decode_from=None):
+    """The logits of every position of ids; decode_from: the positions from there on are fed one
+    at a time after a prefill of the ones before (only longrope tells the two apart: each
+    forward picks its factors by its sequence length)."""
     folder = os.path.join(MODELS, name)
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
     w = np_weights(folder)
+    arch = cfg["architectures"][0]
+    gemma = arch.startswith("Gemma")
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     D = cfg.get("head_dim") or cfg["hidden_size"] // H
     eps = cfg["rms_norm_eps"]
-    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
     n = len(ids)
     pos = np.arange(n)
-    ang = pos[:, None] * np_inv_freq(cfg, D)[None]
-    cos, sin = np.cos(ang)[:, None], np.sin(ang)[:, None]
+    tables = {}
+    for kind in ("full_attention", "sliding_attention"):
+        # each position's sequence length: the whole prompt's in prefill, its own + 1 in decode
+        seq = np.full(n, decode_from or n) if decode_from else np.full(n, n)
+        if decode_from:
+            seq[decode_from:] = pos[decode_from:] + 1
+        ang, af = [], 1.0
+        for p in range(n):
+            inv, af = np_inv_freq(cfg, D, kind, seq[p])
+            ang.append(p * inv)
+        ang = np.array(ang)
+        tables[kind] = (np.cos(ang)[:, None] * af, np.sin(ang)[:, None] * af)
 
-    def rope(x):  # [n, heads, D], rotating the halves
+    def rope(x, kind):  # [n, heads, D], rotating the halves
+        cos, sin = tables[kind]
         x1, x2 = x[..., :D // 2], x[..., D // 2:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 
     def rms(x, g):
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * (1 + g if gemma else g)
 
-    masked = pos[None, :] > pos[:, None]
-    if window:
-        masked |= pos[None, :] <= pos[:, None] - window
+    def act(g):
+        if gemma:
+            return 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+        return g / (1 + np.exp(-g))
+
+    scale = cfg.get("query_pre_attn_scalar", 256 if gemma else D) ** -0.5
+    cap = cfg.get("attn_logit_softcapping", 50.0 if arch.startswith("Gemma2") else None)
     x = w["model.embed_tokens.weight"][ids]
-    for layer in range(cfg["num_hidden_layers"]):
+    if gemma:
+        x = x * math.sqrt(cfg["hidden_size"])
+    for layer, (window, kind) in enumerate(np_layer_kinds(cfg)):
+        masked = pos[None, :] > pos[:, None]
+        if window:
+            masked |= pos[None, :] <= pos[:, None] - window
         p = f"model.layers.{layer}."
         h = rms(x, w[p + "input_layernorm.weight"])
 
@@ -809,23 +977,43 @@ def np_forward(name, ids):
             y = h @ w[p + m + ".weight"].T
             return y + w[p + m + ".bias"] if p + m + ".bias" in w else y
 
-        q = rope(lin("self_attn.q_proj").reshape(n, H, D))
-        k = rope(lin("self_attn.k_proj").reshape(n, KV, D))
-        v = lin("self_attn.v_proj").reshape(n, KV, D)
+        if p + "self_attn.qkv_proj.weight" in w:
+            qkv = lin("self_attn.qkv_proj")
+            q, k, v = np.split(qkv, [H * D, (H + KV) * D], -1)
+        else:
+            q, k, v = lin("self_attn.q_proj"), lin("self_attn.k_proj"), lin("self_attn.v_proj")
+        q, k, v = q.reshape(n, H, D), k.reshape(n, KV, D), v.reshape(n, KV, D)
+        if p + "self_attn.q_norm.weight" in w:
+            q, k = rms(q, w[p + "self_attn.q_norm.weight"]), rms(k, w[p + "self_attn.k_norm.weight"])
+        q, k = rope(q, kind), rope(k, kind)
         o = np.zeros((n, H, D))
         for hq in range(H):
             hk = hq // (H // KV)
-            s = q[:, hq] @ k[:, hk].T / np.sqrt(D)
+            s = q[:, hq] @ k[:, hk].T * scale
+            if cap:
+                s = np.tanh(s / cap) * cap
             s[masked] = -np.inf
             s = np.exp(s - s.max(-1, keepdims=True))
             o[:, hq] = (s / s.sum(-1, keepdims=True)) @ v[:, hk]
-        x = x + o.reshape(n, H * D) @ w[p + "self_attn.o_proj.weight"].T
-        h = rms(x, w[p + "post_attention_layernorm.weight"])
-        g = h @ w[p + "mlp.gate_proj.weight"].T
-        u = h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+        o = o.reshape(n, H * D) @ w[p + "self_attn.o_proj.weight"].T
+        if gemma:
+            o = rms(o, w[p + "post_attention_layernorm.weight"])
+            h = rms(x + o, w[p + "pre_feedforward_layernorm.weight"])
+        else:
+            h = rms(x + o, w[p + "post_attention_layernorm.weight"])
+        x = x + o
+        if p + "mlp.gate_up_proj.weight" in w:
+            g, u = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, -1)
+        else:
+            g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        m = (act(g) * u) @ w[p + "mlp.down_proj.weight"].T
+        if gemma:
+            m = rms(m, w[p + "post_feedforward_layernorm.weight"])
+        x = x + m
     x = rms(x, w["model.norm.weight"])
-    return x @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T
+    logits = x @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T
+    fcap = cfg.get("final_logit_softcapping", 30.0 if arch.startswith("Gemma2") else None)
+    return np.tanh(logits / fcap) * fcap if fcap else logits
 
 
 def np_check(name):
@@ -835,13 +1023,13 @@ def np_check(name):
     worst = 0.0
     for L in PROMPT_LENGTHS:
         prompt, fed = ref["prompts"][str(L)], ref["decode"][str(L)]["tokens"]
-        lg = np_forward(name, prompt + fed)
+        lg = np_forward(name, prompt + fed, decode_from=L)
         pre = np.load(os.path.join(out_dir, ref["prefill"][str(L)]))
         dec = np.load(os.path.join(out_dir, ref["decode"][str(L)]["logits"]))
         worst = max(worst, np.abs(lg[L - 1] - pre).max(), np.abs(lg[L:] - dec).max())
         assert [int(t) for t in np.argmax(lg[L - 1:-1], -1)] == fed, (name, L)
     g = ref["greedy"]
-    lg = np_forward(name, g["prompt"] + g["tokens"])
+    lg = np_forward(name, g["prompt"] + g["tokens"], decode_from=len(g["prompt"]))
     assert [int(t) for t in np.argmax(lg[len(g["prompt"]) - 1:-1], -1)] == g["tokens"], name
     assert worst < 1e-3, (name, worst)
     log(f"  {name}: NumPy float64 from the files agrees, largest logit difference {worst:.1e}, "

@@ -373,8 +373,31 @@ static void hf_config(void) {
        "number from 1e-06 to 1e+12"},
       {"\"max_position_embeddings\": -1e999", "'max_position_embeddings' is not a finite number"},
       {"\"partial_rotary_factor\": 0.5", "partial_rotary_factor 0.5 is not supported"},
-      {"\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
-       "layer_types[1] 'sliding_attention' is not supported (supported: full_attention)"},
+      {"\"layer_types\": [\"sliding_attention\"]",
+       "layer_types[0] 'sliding_attention' is not supported (supported: full_attention)"},
+      {"\"layer_types\": [\"full_attention\", \"full_attention\"]",
+       "'layer_types' must be a list of num_hidden_layers (1) layer kinds"},
+      {"\"hidden_act\": \"gelu\"",
+       "hidden_act 'gelu' is not supported (supported: silu, gelu_pytorch_tanh)"},
+      /* the description's refusals, by name (issue 32) */
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"use_bidirectional_attention\": true",
+       "use_bidirectional_attention true is not supported"},
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"hidden_activation\": \"relu\"",
+       "hidden_activation 'relu' is not supported (supported: silu, gelu_pytorch_tanh)"},
+      {"\"architectures\": [\"Phi3ForCausalLM\"], \"rope_scaling\": {\"type\": \"longrope\", "
+       "\"original_max_position_embeddings\": 32, \"short_factor\": [1], \"long_factor\": [1, 2, "
+       "3, 4]}",
+       "rope_scaling.short_factor must be a list of 4 numbers (one per rotary pair of head_dim 8)"},
+      {"\"architectures\": [\"Phi3ForCausalLM\"], \"rope_scaling\": {\"type\": \"longrope\", "
+       "\"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 2, 3, 4]}",
+       "'original_max_position_embeddings' is missing"},
+      {"\"architectures\": [\"Qwen3ForCausalLM\"], \"rope_scaling\": {\"rope_type\": \"dynamic\", "
+       "\"factor\": 2}",
+       "rope_scaling type 'dynamic' is not supported (supported: default, linear, llama3, "
+       "longrope)"},
+      {"\"architectures\": [\"Qwen3ForCausalLM\"], \"rope_parameters\": {\"rope_type\": "
+       "\"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
+       "rope_parameters.partial_rotary_factor 0.5 is not supported"},
       {"\"eos_token_id\": 32",
        "eos_token_id 32 is outside the vocabulary of 32 tokens (ids 0 to 31): generation would "
        "never stop at it"},
