@@ -206,6 +206,12 @@ static bool check_operands(rx_deduce_ctx *dc, const rx_node *call, const operand
 /* window >= 0; the query heads a multiple of the kv heads. */
 static bool check_heads_window(rx_deduce_ctx *dc, const rx_node *call, const unifier *u) {
   int64_t window = ops_int_attr(call, "window", 0);
+  const rx_attr *cap = ops_call_attr(call, "softcap");
+  if (cap && !(cap->f > 0 && isfinite(cap->f))) {
+    ops_deduce_error(dc, "%s expects softcap > 0 (the scores tanh(s / c) * c), got %g",
+                     call->op->name, cap->f);
+    return false;
+  }
   if (window < 0) {
     ops_deduce_error(dc, "%s expects window >= 0 (0: every earlier key), got %lld", call->op->name,
                      (long long)window);
@@ -324,7 +330,6 @@ typedef struct attn {
   int64_t rows;          /* query rows per block (a power of two) */
   int64_t gr, gc, tq;    /* heads of a group per block, blocks per group, tokens per block */
   int64_t tk, ks, pad;   /* keys per tile, threads per score, padding of a shared row */
-  const char *scale;     /* text of the score scale */
   int64_t window, chunk; /* paged ops' attributes */
   bool causal;           /* attention's attribute */
   lz_opnd *q, *k, *v, *mask, *pages, *pt, *kvlen, *qseq, *qpos, *y, *lse;
@@ -705,6 +710,19 @@ static void row_lets(attn *a) {
   }
 }
 
+const char *ops_attn_score(lz_ctx *l, double dflt, const char *dot) {
+  const rx_attr *sa = ops_call_attr(l->call, "scale"), *ca = ops_call_attr(l->call, "softcap");
+  double scale = sa ? sa->f : dflt, cap = ca ? ca->f : 0;
+  if (!(cap > 0)) return lz_str(l, "%s * %s", dot, lz_flit(l, scale * ATTN_LOG2E));
+  return lz_str(l, "tanh(%s * %s) * %s", dot, lz_flit(l, scale / cap),
+                lz_flit(l, cap * ATTN_LOG2E));
+}
+
+/* The base-2 score of this form's dot product text dot (ops_attn_score). */
+static const char *scored(attn *a, const char *dot) {
+  return ops_attn_score(a->l, 1.0 / sqrt((double)a->dk), dot);
+}
+
 /* The score of key j for the row of this thread (f32 text). */
 static const char *score(attn *a, const char *j) {
   lz_ctx *l = a->l;
@@ -719,7 +737,7 @@ static const char *score(attn *a, const char *j) {
                sx_const(a->l->cx, k));
     base_strbuf_printf(&b, "%s%s[%s]", k ? " + " : "", a->part, lz_ex(a->l, w));
   }
-  const char *sum = lz_str(l, "(%s) * %s", b.data, a->scale);
+  const char *sum = scored(a, lz_str(l, "(%s)", b.data));
   base_strbuf_free(&b);
   if (!a->mask) return sum;
   /* the mask, broadcast from the right to [b, h, s, t]; a dim 1 reads index 0 */
@@ -912,11 +930,6 @@ static bool attn_start(attn *a, lz_ctx *l, attn_kind kind) {
   return true;
 }
 
-static void set_scale(attn *a) {
-  const rx_attr *sa = ops_call_attr(a->l->call, "scale");
-  a->scale = lz_flit(a->l, (sa ? sa->f : 1.0 / sqrt((double)a->dk)) * ATTN_LOG2E);
-}
-
 /* ------------------------------------------------------------------------------------------
  * the generators
  * ------------------------------------------------------------------------------------------ */
@@ -932,7 +945,6 @@ void lz_gen_attention(lz_ctx *l) {
   if (!const_dim(&a, a.q, 3, "the head dim d", &a.dk) ||
       !const_dim(&a, a.v, 3, "the value dim dv", &a.dv) || !attn_tile(&a))
     return;
-  set_scale(&a);
   const rx_expr *s = a.q->shape[2], *t = a.k->shape[2];
   const rx_expr *grid[3] = {
       sx_div_c(a.l->cx, sx_add(a.l->cx, s, sx_const(a.l->cx, a.rows - 1)), a.rows), a.q->shape[1],
@@ -969,7 +981,6 @@ static bool paged_start(attn *a, lz_ctx *l, attn_kind kind) {
   a->dv = a->dk;
   a->group = heads / kvh;
   if (!attn_tile(a)) return false;
-  set_scale(a);
   return true;
 }
 
@@ -1271,7 +1282,7 @@ static void frag_stats(fattn *fa) {
   lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
   l->ind++;
   bool g = open_if(a, key_visible(a, sx_var(a->l->cx, j)));
-  lz_line(l, "%s[0] = max(%s[0], %s[%s, %s] * %s)", tm, tm, a->ps, a->tx, j, a->scale);
+  lz_line(l, "%s[0] = max(%s[0], %s)", tm, tm, scored(a, lz_str(l, "%s[%s, %s]", a->ps, a->tx, j)));
   if (g) lz_close(l);
   lz_close(l);
   const char *j2 = lz_loopvar(l, "j");
@@ -1280,8 +1291,8 @@ static void frag_stats(fattn *fa) {
   lz_line(l, "for %s in 0..%lld {", j2, (long long)a->tk);
   l->ind++;
   g = open_if(a, key_visible(a, sx_var(a->l->cx, j2)));
-  lz_line(l, "%s[0] = %s[0] + exp2(%s[%s, %s] * %s - %s[0])", ls, ls, a->ps, a->tx, j2, a->scale,
-          tm);
+  lz_line(l, "%s[0] = %s[0] + exp2(%s - %s[0])", ls, ls,
+          scored(a, lz_str(l, "%s[%s, %s]", a->ps, a->tx, j2)), tm);
   if (g) lz_close(l);
   lz_close(l);
   lz_line(l, "%s[0] = %s[0] * exp2(%s[0] - %s[0]) + %s[0]", a->lrow, a->lrow, a->mrow, tm, ls);
@@ -1299,7 +1310,8 @@ static void frag_probs(fattn *fa) {
   const char *j = lz_loopvar(l, "j");
   lz_line(l, "for %s in 0..%lld {", j, (long long)a->tk);
   l->ind++;
-  const char *e = lz_str(l, "exp2(%s[%s, %s] * %s - %s[0])", a->ps, a->tx, j, a->scale, a->mrow);
+  const char *e =
+      lz_str(l, "exp2(%s - %s[0])", scored(a, lz_str(l, "%s[%s, %s]", a->ps, a->tx, j)), a->mrow);
   const char *vis = key_visible(a, sx_var(a->l->cx, j));
   lz_line(l, "%s[%s, %s] = %s", fa->pp, a->tx, j,
           lz_down(l, a->t, vis ? lz_str(l, "select(%s, %s, 0.0)", vis, e) : e));
@@ -1614,7 +1626,6 @@ static bool async_decode(lz_ctx *l) {
   a.stages = ATTN_STAGES;
   a.pad = 16 / es;
   if (a.dk % (16 / es) || !attn_tile(&a)) return false;
-  set_scale(&a);
   a.lse = &l->outs[1];
   lz_line(l, "if has_async_copy() {");
   l->ind++;

@@ -50,9 +50,9 @@
 #define FA2_STAGES  3                /* K/V tiles in shared memory: 2 in flight, 1 computed */
 /* Static shared memory of a CUDA block (sm_80, sm_90 without opt-in: targets.c). */
 #define FA2_SHARED 49152
-/* As attention.c: the running max starts at the lowest finite f32; scores in base 2. */
+/* As attention.c: the running max starts at the lowest finite f32; scores in base 2
+ * (ops_attn_score). */
 #define FA2_NO_SCORE (-FLT_MAX)
-#define FA2_LOG2E    1.4426950408889634
 
 typedef struct fa2 {
   lz_ctx *l;
@@ -61,7 +61,6 @@ typedef struct fa2 {
   int64_t d, heads, kvh, group, window;
   int64_t gr, gc, tq;         /* heads of a group per block, blocks per group, tokens */
   int64_t ch;                 /* 16-byte chunks per row of D */
-  const char *scale;          /* the score scale times log2 e */
   const char *tile, *kh, *tx; /* block and thread variables */
   const char *qs, *ks, *vs;   /* shared: Q rows, K and V stages */
   const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* shared, per token of the tile */
@@ -273,8 +272,9 @@ static void softmax(fa2 *f, const char *kt) {
           F(f, "i32((%s) * %d + %d + %s %% 4 * 2 + %d)", kt, FA2_PAGE, 8 * n, f->tx, e);
       vis[k] = F(f, "%s && %s >= %s && %s <= %s", f->rok[h], pos, f->rlo[h], pos, f->rhi[h]);
       x[k] = lz_fresh(l, "x");
-      lz_line(l, "let %s: f32 = select(%s, %s[%d, %d] * %s, %s)", x[k], vis[k], f->sc, n, 2 * h + e,
-              f->scale, lz_flit(l, FA2_NO_SCORE));
+      lz_line(l, "let %s: f32 = select(%s, %s, %s)", x[k], vis[k],
+              ops_attn_score(l, 1.0 / sqrt((double)f->d), F(f, "%s[%d, %d]", f->sc, n, 2 * h + e)),
+              lz_flit(l, FA2_NO_SCORE));
     }
     const char *mx = lz_fresh(l, "mx"), *m1 = lz_fresh(l, "mq"), *m2 = lz_fresh(l, "mq");
     const char *mn = lz_fresh(l, "mn");
@@ -468,8 +468,6 @@ bool lz_gen_paged_attention_fa2(lz_ctx *l) {
   f.gr = f.group < FA2_ROWS ? f.group : FA2_ROWS;
   f.gc = (f.group + f.gr - 1) / f.gr;
   f.tq = FA2_ROWS / f.gr;
-  const rx_attr *sa = ops_call_attr(l->call, "scale");
-  f.scale = lz_flit(l, (sa ? sa->f : 1.0 / sqrt((double)f.d)) * FA2_LOG2E);
   f.tile = lz_loopvar(l, "tile");
   f.kh = lz_loopvar(l, "kh");
   f.tx = lz_loopvar(l, "tx");

@@ -28,4 +28,11 @@ typedef struct ops_token_table {
 } ops_token_table;
 void ops_attn_token_table(lz_ctx *l, const ops_token_table *t);
 
+/* The base-2 score (f32 text) of the dot product q.k given as text dot, under the call's scale
+ * (default dflt) and softcap attributes: dot * scale * log2 e, or with a cap c > 0 (Gemma 2's
+ * attn_logit_softcapping) tanh(dot * scale / c) * c * log2 e, the cap applied to the scaled score
+ * before the softmax as transformers does. Every form of the paged ops writes its scores with it.
+ */
+const char *ops_attn_score(lz_ctx *l, double dflt, const char *dot);
+
 #endif

@@ -110,10 +110,12 @@ static const rx_attr_schema attrs_attention[] = {
 static const rx_attr_schema attrs_paged_attention[] = {
     {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"},
     {"window", RX_ATTR_INT, false, "keys within this many positions of the query (default 0: all)"},
+    {"softcap", RX_ATTR_FLOAT, false, "scores tanh(s / c) * c before the softmax (default: none)"},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_paged_decode_attention[] = {
     {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"},
     {"window", RX_ATTR_INT, false, "keys within this many positions of the query (default 0: all)"},
+    {"softcap", RX_ATTR_FLOAT, false, "scores tanh(s / c) * c before the softmax (default: none)"},
     {"chunk", RX_ATTR_INT, false, "keys per chunk of the split, a multiple of 16 (default 256)"},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_ragged_attention[] = {

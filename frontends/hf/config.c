@@ -391,11 +391,6 @@ static void read_features(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
     bool cap = row->features & F_SOFTCAP;
     c->attn_softcap = num_key(r, o, "attn_logit_softcapping", cap ? 50 : 0, 1e-6, 1e12);
     c->final_softcap = num_key(r, o, "final_logit_softcapping", cap ? 30 : 0, 1e-6, 1e12);
-    if (c->attn_softcap > 0)
-      fail(r,
-           "attn_logit_softcapping %g is not supported (soft-capping of the attention scores; "
-           "supported: null)",
-           c->attn_softcap);
     if (bool_key(r, o, "use_bidirectional_attention", false))
       fail(r, "use_bidirectional_attention true is not supported (a causal decoder)");
   }

@@ -864,15 +864,22 @@ static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pag
                          int64_t window) {
   const rx_hf_config *c = g->c;
   double scale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)c->head_dim);
-  const rx_attr *at[3] = {rx_attr_float(g->m, "scale", scale), rx_attr_int(g->m, "window", window),
+  /* scale, window, Gemma 2's soft-cap of the scores when it has one, decode's chunk */
+  const rx_attr *at[4] = {rx_attr_float(g->m, "scale", scale), rx_attr_int(g->m, "window", window),
+                          rx_attr_float(g->m, "softcap", c->attn_softcap),
                           rx_attr_int(g->m, "chunk", RX_HF_DECODE_CHUNK)};
+  int nat = 2;
+  if (c->attn_softcap > 0)
+    nat++;
+  else
+    at[2] = at[3];
   if (!f->decode) {
     rx_node *a[6] = {A(g, q),         A(g, pages),    A(g, f->table),
                      A(g, f->kv_len), A(g, f->q_seq), A(g, f->q_pos)};
-    return op(g, name, "paged_attention", a, 6, at, 2);
+    return op(g, name, "paged_attention", a, 6, at, nat);
   }
   rx_node *a[4] = {A(g, q), A(g, pages), A(g, f->table), A(g, f->kv_len)};
-  rx_var *parts = op(g, NULL, "paged_decode_attention", a, 4, at, 3);
+  rx_var *parts = op(g, NULL, "paged_decode_attention", a, 4, at, nat + 1);
   rx_var *o = NULL, *lse = NULL;
   if (!g->err) g->err = rx_emit_get_item(g->b, A(g, parts), 0, NULL, &o);
   if (!g->err) g->err = rx_emit_get_item(g->b, A(g, parts), 1, NULL, &lse);

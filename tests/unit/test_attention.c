@@ -15,6 +15,7 @@
  * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
  * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
  * sequences, GQA ratios 1, 2, 3, 4, 8 and 16, head dims 16, 64, 96 and 128, window 0, 5 and 37,
+ * soft-capped scores (test_softcap),
  * f32, f16 and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256,
  * 128, 64, 32 and 16 keys (the CUDA decode kernel's cp.async stages at chunks and caches shorter
  * than its stages; it runs in the interpreter's second form and in the emulator, and must be the
@@ -347,8 +348,12 @@ static double kv_elem(const cache *c, int which, int s, int h, int j, int d) {
   return rxk_load_elem(c->pages, c->t, at);
 }
 
+/* The soft-cap of the case under test (test_softcap; 0: none): scores tanh(s / c) * c. */
+static double ref_softcap;
+
 /* Softmax attention of query row q over keys lo..hi of sequence s, kv head h, into out[d];
- * returns the log-sum-exp of the scaled scores (-inf, with out 0, when there is no key). */
+ * returns the log-sum-exp of the scaled (and soft-capped) scores (-inf, with out 0, when there is
+ * no key). */
 static double ref_row(const cache *c, int s, int h, const double *q, int lo, int hi, double scale,
                       double *out) {
   memset(out, 0, sizeof(double) * (size_t)c->d);
@@ -358,6 +363,7 @@ static double ref_row(const cache *c, int s, int h, const double *q, int lo, int
     double dot = 0;
     for (int d = 0; d < c->d; d++) dot += q[d] * kv_elem(c, 0, s, h, j, d);
     sc[j - lo] = dot * scale;
+    if (ref_softcap > 0) sc[j - lo] = tanh(sc[j - lo] / ref_softcap) * ref_softcap;
     if (sc[j - lo] > m) m = sc[j - lo];
   }
   for (int j = lo; j <= hi; j++) {
@@ -784,6 +790,37 @@ static void test_decode(void) {
   }
 }
 
+/* Soft-capped scores (Gemma 2's attn_logit_softcapping: softcap=c, the scores tanh(s / c) * c
+ * before the softmax) in every form of the paged ops: f16 paged_attention at head dim 64 runs as
+ * the FlashAttention-2 kernel on CUDA (emulator), the fragment form on Metal (emulator) and the
+ * portable kernel on Vulkan and in the interpreter; the decode kernel with a window and a GQA
+ * group. A cap of 0.3, about the standard deviation of these random inputs' scores, bends every
+ * row. */
+static void test_softcap(void) {
+  static const paged_cfg pre = {64, 4, 2, 5, 0, RX_DTYPE_F16},
+                         dec = {64, 4, 2, 37, 32, RX_DTYPE_F16};
+  static const scene scenes[] = {
+      {1, {1}, {1}},                             /* n = 1 */
+      {2, {15, 17}, {3, 4}},                     /* n = 7 */
+      {3, {16, 100, 1}, {16, 16, 1}},            /* n = 33 */
+      {4, {1000, 17, 100, 15}, {60, 10, 25, 5}}, /* n = 100 */
+  };
+  static const scene dscenes[] = {{6, {1, 15, 16, 17, 100, 1000}, {1, 1, 1, 1, 1, 1}}};
+  ref_softcap = 0.3;
+  prog p;
+  if (prog_build(&p, paged_text(&pre, "paged_attention", ", softcap=0.3"),
+                 "softcap paged_attention f16 d=64 heads=4/2 window=5")) {
+    if (!has_mma_form(p.f)) rxk_fail(&st, "softcap: no FlashAttention-2 form was legalized");
+    for (size_t k = 0; k < RX_ARRAY_LEN(scenes); k++) check_paged_scene(&p, &pre, scenes[k]);
+  }
+  prog_free(&p);
+  if (prog_build(&p, paged_text(&dec, "paged_decode_attention", ", softcap=0.3, chunk=32"),
+                 "softcap paged_decode_attention f16 d=64 heads=4/2 window=37 chunk=32"))
+    for (size_t k = 0; k < RX_ARRAY_LEN(dscenes); k++) check_decode_scene(&p, &dec, dscenes[k]);
+  prog_free(&p);
+  ref_softcap = 0;
+}
+
 static void test_merge(void) {
   static const struct {
     int64_t d;
@@ -1130,6 +1167,7 @@ int main(int argc, char **argv) {
   test_prefill_matrix();
   test_prefill_fa2();
   test_decode();
+  test_softcap();
   test_dense();
   test_dense_low_mask();
   char why[600];

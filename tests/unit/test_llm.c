@@ -429,8 +429,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "SKIP: no backend present\n");
     return 77;
   }
-  const char *models[] = {"kjv-llama",  "tiny-llama-gqa", "tiny-llama3", "tiny-mistral",
-                          "tiny-qwen2", "tiny-qwen3",     "tiny-phi3",   "tiny-gemma3"};
+  const char *models[] = {"kjv-llama",    "tiny-llama-gqa", "tiny-llama3",
+                          "tiny-mistral", "tiny-qwen2",     "tiny-qwen3",
+                          "tiny-phi3",    "tiny-gemma3",    "tiny-gemma2"};
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
   const char *q = getenv("RX_LLM_QUICK");
   quick = q && *q && strcmp(q, "0");
