@@ -226,6 +226,27 @@ static void read_longrope(cfg_reader *r, const cJSON *s, const char *what, rx_hf
   c->rope_attn_factor = num_key(r, s, "attention_factor", def, 1e-6, 1e6);
 }
 
+/* yarn: factor, original_max_position_embeddings, beta_fast and beta_slow, truncate, and the
+ * attention factor transformers derives from mscale and mscale_all_dim
+ * (_compute_yarn_parameters). */
+static void read_yarn(cfg_reader *r, const cJSON *s, rx_hf_config *c) {
+  c->rope_original_max = int_key(r, s, "original_max_position_embeddings", 0, 1, INT32_MAX);
+  if (!c->rope_original_max)
+    c->rope_original_max =
+        int_key(r, r->root, "original_max_position_embeddings", c->max_positions, 1, INT32_MAX);
+  c->rope_factor = num_key(r, s, "factor", 0, 1e-6, 1e6);
+  if (c->rope_factor <= 0) c->rope_factor = (double)c->max_positions / (double)c->rope_original_max;
+  c->rope_beta_fast = num_key(r, s, "beta_fast", 32, 1e-6, 1e6);
+  c->rope_beta_slow = num_key(r, s, "beta_slow", 1, 1e-6, 1e6);
+  c->rope_truncate = bool_key(r, s, "truncate", true);
+  double f = c->rope_factor, ms = num_key(r, s, "mscale", 0, 0, 1e6),
+         all = num_key(r, s, "mscale_all_dim", 0, 0, 1e6);
+#define HF_YARN_MSCALE(m) (f <= 1 ? 1.0 : 0.1 * (m)*log(f) + 1.0)
+  double def = ms > 0 && all > 0 ? HF_YARN_MSCALE(ms) / HF_YARN_MSCALE(all) : HF_YARN_MSCALE(1);
+#undef HF_YARN_MSCALE
+  c->rope_attn_factor = num_key(r, s, "attention_factor", def, 1e-6, 1e6);
+}
+
 /* rope_scaling (transformers 4, with rope_theta beside it) or rope_parameters (transformers 5,
  * with rope_theta inside; Gemma 3's holds one object per layer kind). */
 static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
@@ -265,15 +286,20 @@ static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
   if (!t) t = "default";
   /* Phi3Config reads "su" and "yarn" as longrope (its backward compatibility) */
   if (!strcmp(t, "su") || (c->arch == RX_HF_PHI3 && !strcmp(t, "yarn"))) t = "longrope";
-  if (strcmp(t, "default") && strcmp(t, "linear") && strcmp(t, "llama3") && strcmp(t, "longrope")) {
-    fail(r, "%s type '%.40s' is not supported (supported: default, linear, llama3, longrope)", what,
-         t);
+  if (strcmp(t, "default") && strcmp(t, "linear") && strcmp(t, "llama3") && strcmp(t, "longrope") &&
+      strcmp(t, "yarn")) {
+    fail(r, "%s type '%.40s' is not supported (supported: default, linear, llama3, longrope, yarn)",
+         what, t);
     return;
   }
   snprintf(c->rope_type, sizeof c->rope_type, "%s", t);
   if (!strcmp(t, "default")) return;
   if (!strcmp(t, "longrope")) {
     read_longrope(r, s, what, c);
+    return;
+  }
+  if (!strcmp(t, "yarn")) {
+    read_yarn(r, s, c);
     return;
   }
   c->rope_factor = num_key(r, s, "factor", 0, 1e-6, 1e6);

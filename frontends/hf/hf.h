@@ -42,7 +42,7 @@ typedef struct rx_hf_config {
   bool tie_embeddings;
   bool qkv_bias;  /* Qwen2, or Llama's attention_bias */
   int64_t window; /* sliding-window attention: keys of the last `window` positions; 0: all */
-  /* rope_scaling: "default" (none), "linear", "llama3", "longrope" */
+  /* rope_scaling: "default" (none), "linear", "llama3", "longrope", "yarn" */
   char rope_type[16];
   double rope_factor, rope_low_freq, rope_high_freq;
   int64_t rope_original_max;
@@ -51,7 +51,12 @@ typedef struct rx_hf_config {
    * chooses per forward: a token's keys keep the rotation they were written with), cos and sin
    * times rope_attn_factor */
   float rope_short[RX_HF_MAX_HALF], rope_long[RX_HF_MAX_HALF];
-  double rope_attn_factor;
+  double rope_attn_factor; /* longrope's and yarn's factor of cos and sin (0: 1) */
+  /* rope_type "yarn": the interpolated (inv / factor) and the original inverse frequencies
+   * blended over the rotary dims between the correction dims of beta_fast and beta_slow
+   * rotations in rope_original_max positions (floored and ceiled with truncate) */
+  double rope_beta_fast, rope_beta_slow;
+  bool rope_truncate;
   /* ---- the decoder beyond Llama's, as a description (issue 32): zero is Llama's ---- */
   bool qk_norm;         /* RMSNorm over each head of q and k before the rotation (Qwen3, Gemma 3) */
   double norm_offset;   /* every RMSNorm scales by (norm_offset + w): Gemma's 1, else 0 */

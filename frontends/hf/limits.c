@@ -97,7 +97,7 @@ rx_status hf_check_config(const rx_hf_config *c, const char *file, const char *a
         RX_ERR_INVALID, "%s: '%s' %lld is odd: the rotary embedding rotates pairs of dimensions",
         file, d, (long long)c->head_dim);
   if (strcmp(c->rope_type, "default") && strcmp(c->rope_type, "longrope") &&
-      !(c->rope_factor > 0 && isfinite(c->rope_factor)))
+      strcmp(c->rope_type, "yarn") && !(c->rope_factor > 0 && isfinite(c->rope_factor)))
     return base_status_make(RX_ERR_INVALID,
                             "%s: rope scaling '%s' with factor %g: expected a positive "
                             "finite factor",

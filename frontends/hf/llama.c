@@ -322,6 +322,27 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* yarn's inverse frequency of rotary pair i (exponent e = 2 i / head_dim), in f32 as
+ * transformers' _compute_yarn_parameters: the original 1 / base^e and the interpolated
+ * 1 / (factor base^e) blended by a ramp over the pairs between the correction dims. */
+static float yarn_inv_freq(const rx_hf_config *c, int64_t i, float e) {
+  double dim = (double)c->head_dim, base = c->rope_theta, orig = (double)c->rope_original_max;
+  double lo = dim * log(orig / (c->rope_beta_fast * 2 * HF_PI)) / (2 * log(base));
+  double hi = dim * log(orig / (c->rope_beta_slow * 2 * HF_PI)) / (2 * log(base));
+  if (c->rope_truncate) {
+    lo = floor(lo);
+    hi = ceil(hi);
+  }
+  lo = lo > 0 ? lo : 0;
+  hi = hi < dim - 1 ? hi : dim - 1;
+  if (lo == hi) hi += 0.001; /* transformers' guard against a zero-width ramp */
+  float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+  ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+  float pf = powf((float)base, e), extra = 1.0f / pf, inter = 1.0f / ((float)c->rope_factor * pf);
+  float ef = 1.0f - ramp; /* the extrapolation's (original frequencies') share */
+  return inter * (1.0f - ef) + extra * ef;
+}
+
 /* rotary inverse frequencies (f32, as transformers computes them), with rope_scaling folded in:
  * which G_INV_FREQ* entry: the global layers' (longrope's short factors), the local layers' (their
  * own base, no scaling: Gemma 3) or longrope's long factors */
@@ -338,6 +359,10 @@ static float *inv_freq(const rx_hf_config *c, int which) {
     if (longrope) { /* 1 / (ext_factors * base^e), in f32 as transformers */
       float ext = which == G_INV_FREQ_LONG ? c->rope_long[i] : c->rope_short[i];
       f[i] = 1.0f / (ext * powf((float)c->rope_theta, e));
+      continue;
+    }
+    if (!strcmp(c->rope_type, "yarn")) {
+      f[i] = yarn_inv_freq(c, i, e);
       continue;
     }
     double inv = 1.0 / (double)powf((float)c->rope_theta, e);
@@ -832,7 +857,7 @@ static void rotary_table(gb *g, fwd *f, rx_var *col, int which, rx_var **cos, rx
   rx_node *ca[1] = {A(g, pair)};
   rx_var *emb = op(g, local ? "rope_angles_local" : "rope_angles", "concat", ca, 1, cat_at, 1);
   rx_var *cs = op1(g, NULL, "cos", emb), *sn = op1(g, NULL, "sin", emb);
-  if (!local && !strcmp(c->rope_type, "longrope") && c->rope_attn_factor != 1) {
+  if (!local && c->rope_attn_factor > 0 && c->rope_attn_factor != 1) { /* longrope, yarn */
     rx_node *m1[2] = {A(g, cs), g->err ? NULL : rx_arg_float(g->b, c->rope_attn_factor)};
     rx_node *m2[2] = {A(g, sn), g->err ? NULL : rx_arg_float(g->b, c->rope_attn_factor)};
     cs = op(g, NULL, "multiply", m1, 2, NULL, 0);

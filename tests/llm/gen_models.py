@@ -347,8 +347,12 @@ def random_spec(name):
         return Qwen2ForCausalLM, cfg, torch.float32
     if name == "tiny-qwen3":
         # q/k norms per head, an explicit head_dim (32, not 64 / 4), use_sliding_window with
-        # max_window_layers 1: layer 0 attends to every key, layer 1 to the last 32
-        cfg = Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0,
+        # max_window_layers 1: layer 0 attends to every key, layer 1 to the last 32; yarn rope
+        # scaling (factor 4 from 64 positions: pairs 0-3 blended, the others interpolated, cos and
+        # sin times 1 + 0.1 ln 4), as Qwen3's long-context configs have it
+        cfg = Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=32,
+                          rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0,
+                                           "factor": 4.0, "original_max_position_embeddings": 64},
                           tie_word_embeddings=False, use_sliding_window=True, sliding_window=32,
                           max_window_layers=1)
         return Qwen3ForCausalLM, cfg, torch.bfloat16
@@ -911,6 +915,18 @@ def np_inv_freq(cfg, d, kind="full_attention", seq_len=0):
         ext = scaling["long_factor"] if seq_len > old else scaling["short_factor"]
         factor = cfg["max_position_embeddings"] / old
         return inv / np.array(ext), math.sqrt(1 + math.log(factor) / math.log(old))
+    if kind == "yarn":
+        factor, dim = scaling["factor"], d
+        old = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+
+        def corr(rot):
+            return dim * math.log(old / (rot * 2 * math.pi)) / (2 * math.log(theta))
+
+        lo = max(math.floor(corr(scaling.get("beta_fast") or 32)), 0)
+        hi = min(math.ceil(corr(scaling.get("beta_slow") or 1)), dim - 1)
+        ramp = np.clip((np.arange(d // 2) - lo) / (hi - lo if hi > lo else 0.001), 0, 1)
+        keep = 1 - ramp  # the original frequencies' share
+        return inv / factor * (1 - keep) + inv * keep, 0.1 * math.log(factor) + 1
     if kind == "llama3":
         factor, lo, hi = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
         old = scaling["original_max_position_embeddings"]

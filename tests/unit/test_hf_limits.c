@@ -394,7 +394,7 @@ static void hf_config(void) {
       {"\"architectures\": [\"Qwen3ForCausalLM\"], \"rope_scaling\": {\"rope_type\": \"dynamic\", "
        "\"factor\": 2}",
        "rope_scaling type 'dynamic' is not supported (supported: default, linear, llama3, "
-       "longrope)"},
+       "longrope, yarn)"},
       {"\"architectures\": [\"Qwen3ForCausalLM\"], \"rope_parameters\": {\"rope_type\": "
        "\"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
        "rope_parameters.partial_rotary_factor 0.5 is not supported"},

@@ -23,7 +23,7 @@ if mode == "headdim":  # no head_dim, and hidden_size / heads = 0 (found by fuzz
     config["hidden_size"] = 1
     del config["head_dim"]
 if mode == "rope":
-    config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+    config["rope_scaling"] = {"rope_type": "dynamic", "factor": 4.0}
 tensors = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H], "lm_head.weight": [V, H]}
 for l in range(L):
     p = "model.layers.%d." % l
