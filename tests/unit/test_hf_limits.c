@@ -425,6 +425,89 @@ static void hf_config(void) {
          "generation config");
 }
 
+/* The description the rows and keys make (issue 32): per-layer attention kinds as each
+ * architecture derives them when config.json has no layer_types (published checkpoints of
+ * transformers 4), Gemma 3's local rope base in either layout, the features of each row. */
+static void hf_description(void) {
+  static const char *const head =
+      "{\"hidden_size\": 16, \"intermediate_size\": 32, \"num_attention_heads\": 2, "
+      "\"num_key_value_heads\": 1, \"head_dim\": 8, \"vocab_size\": 32, "
+      "\"max_position_embeddings\": 64, \"num_hidden_layers\": 6, ";
+  static const struct {
+    const char *rest;
+    const char *local; /* local[l] of the 6 layers, '1' a sliding layer; NULL: no layer kinds */
+    int64_t window;
+  } cases[] = {
+      /* Qwen2: windows from max_window_layers on, with use_sliding_window; none without */
+      {"\"architectures\": [\"Qwen2ForCausalLM\"], \"use_sliding_window\": true, "
+       "\"sliding_window\": 8, \"max_window_layers\": 4}",
+       "000011", 8},
+      {"\"architectures\": [\"Qwen2ForCausalLM\"], \"use_sliding_window\": false, "
+       "\"sliding_window\": 8, \"max_window_layers\": 4}",
+       NULL, 0},
+      /* Gemma 2: every other layer local, from layer 0; Gemma 3: all but every 6th (or the
+       * sliding_window_pattern of its older configs) */
+      {"\"architectures\": [\"Gemma2ForCausalLM\"], \"sliding_window\": 4}", "101010", 4},
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"sliding_window\": 4}", "111110", 4},
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"sliding_window_pattern\": 3}", "110110",
+       4096},
+      /* layer_types, as transformers 5 writes it, wins */
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"layer_types\": [\"full_attention\", "
+       "\"sliding_attention\", \"full_attention\", \"full_attention\", \"full_attention\", "
+       "\"sliding_attention\"]}",
+       "010001", 4096},
+      /* Mistral and Phi-3: one window on every layer */
+      {"\"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": 8}", NULL, 8},
+      {"\"architectures\": [\"Phi3ForCausalLM\"], \"sliding_window\": 8}", NULL, 8},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", head, cases[i].rest);
+    rx_hf_config c;
+    rx_status s = hf_parse_config(text, strlen(text), "d/config.json", &c);
+    expect(s, NULL, cases[i].rest);
+    CHECK_MSG(c.window == cases[i].window, "%s: window %lld", cases[i].rest, (long long)c.window);
+    CHECK_MSG(c.layer_kinds == (cases[i].local != NULL), "%s: layer kinds", cases[i].rest);
+    for (int l = 0; cases[i].local && l < 6; l++)
+      CHECK_MSG(c.local[l] == (cases[i].local[l] == '1'), "%s: layer %d", cases[i].rest, l);
+  }
+  /* Gemma 3's local rope base: rope_local_base_freq, or rope_parameters.sliding_attention; its
+   * features; Gemma 2's soft-caps by default; Phi-3's fused projections; Qwen3's q/k norms */
+  const struct {
+    const char *rest;
+    double local_theta, theta, attn_cap, final_cap, attn_scale;
+    bool qk_norm, fused, sandwich;
+  } rows[] = {
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"rope_theta\": 50000, "
+       "\"rope_local_base_freq\": 2000}",
+       2000, 50000, 0, 0, 1 / 16.0, true, false, true},
+      {"\"architectures\": [\"Gemma3ForCausalLM\"], \"query_pre_attn_scalar\": 64, "
+       "\"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"default\", "
+       "\"rope_theta\": 3000}, \"full_attention\": {\"rope_type\": \"default\", "
+       "\"rope_theta\": 70000}}}",
+       3000, 70000, 0, 0, 1 / 8.0, true, false, true},
+      {"\"architectures\": [\"Gemma2ForCausalLM\"]}", 0, 10000, 50, 30, 1 / 16.0, false, false,
+       true},
+      {"\"architectures\": [\"Phi3ForCausalLM\"]}", 0, 10000, 0, 0, 0, false, true, false},
+      {"\"architectures\": [\"Qwen3ForCausalLM\"]}", 0, 10000, 0, 0, 0, true, false, false},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(rows); i++) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", head, rows[i].rest);
+    rx_hf_config c;
+    expect(hf_parse_config(text, strlen(text), "d/config.json", &c), NULL, rows[i].rest);
+    CHECK_MSG(c.rope_local_theta == rows[i].local_theta && c.rope_theta == rows[i].theta &&
+                  c.attn_softcap == rows[i].attn_cap && c.final_softcap == rows[i].final_cap &&
+                  fabs(c.attn_scale - rows[i].attn_scale) < 1e-12 && c.qk_norm == rows[i].qk_norm &&
+                  c.fused_qkv == rows[i].fused && c.fused_gate_up == rows[i].fused &&
+                  c.sandwich == rows[i].sandwich,
+              "%s: local theta %g, theta %g, caps %g %g, scale %g, qk_norm %d, fused %d, "
+              "sandwich %d",
+              rows[i].rest, c.rope_local_theta, c.rope_theta, c.attn_softcap, c.final_softcap,
+              c.attn_scale, c.qk_norm, c.fused_qkv, c.sandwich);
+  }
+}
+
 /* ---- a model folder's tokenizer.json, checked at compile time ---- */
 static void write_file(const char *dir, const char *name, const char *text) {
   char path[4096];
@@ -486,6 +569,7 @@ int main(int argc, char **argv) {
   gguf_import(tmp);
   gguf_rope_freqs(tmp);
   hf_config();
+  hf_description();
   hf_tokenizer(tmp);
   rmdir(tmp);
   return check_finish("test_hf_limits");
