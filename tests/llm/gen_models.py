@@ -394,7 +394,7 @@ def random_spec(name):
                            query_pre_attn_scalar=24, sliding_window=16,
                            attn_logit_softcapping=6.0, final_logit_softcapping=8.0,
                            tie_word_embeddings=True)
-        return Gemma2ForCausalLM, cfg, torch.float32
+        return Gemma2ForCausalLM, cfg, torch.float16
     raise KeyError(name)
 
 
@@ -1095,7 +1095,7 @@ def sample_text(prompt, steps=120, temperature=0.8, seed=7):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=ALL_NAMES + ("random",), action="append",
-                    help="a model (repeatable); `random`: the four random models, which leaves "
+                    help="a model (repeatable); `random`: the eight random models, which leaves "
                          "the trained ones (several minutes each) alone")
     ap.add_argument("--refs-only", action="store_true", help="keep the models, redo references")
     ap.add_argument("--sample", action="store_true", help="print a sampled kjv-llama text")

@@ -1,7 +1,8 @@
 /* LLMs end to end against Hugging Face transformers (issue 12): every model of tests/llm/models
  * (a trained tiny Llama and tiny random-weight Llama with GQA and a sharded checkpoint, Llama 3
  * with rope scaling and tied embeddings in bf16, Mistral with MQA and a sliding window in f16,
- * Qwen2 with q/k/v biases) is imported from its folder (frontends/hf), compiled for Vulkan into
+ * Qwen2 with q/k/v biases; issue 32's Qwen3, Phi-3, Gemma 3 and Gemma 2, tests/llm/README.md) is
+ * imported from its folder (frontends/hf), compiled for Vulkan into
  * one artifact holding its weights, and run through runtime/llm on every backend present (lavapipe
  * here; CUDA where a GPU is; each compiled for the target of its device, an absent backend counted
  * as skipped with the reason), in f32 and in f16:
