@@ -193,6 +193,18 @@ static void read_arch(cfg_reader *r, rx_hf_config *c) {
   base_strbuf_free(&list);
 }
 
+/* The rotary dims of partial_rotary_factor prf (Phi-4-mini's 0.75): head_dim * prf truncated, as
+ * transformers takes it; they must be an even number of at least 2. */
+static void set_rotary(cfg_reader *r, rx_hf_config *c, double prf) {
+  int64_t rd = (int64_t)((double)c->head_dim * prf);
+  if (!r->err && (rd < 2 || rd % 2))
+    fail(r,
+         "partial_rotary_factor %g gives %lld rotary dims of head_dim %lld: expected an even "
+         "number, at least 2",
+         prf, (long long)rd, (long long)c->head_dim);
+  c->rotary_dim = rd;
+}
+
 /* longrope (Phi-3's "su"): short_factor and long_factor, a number per rotary pair, and the
  * attention factor transformers derives (_compute_longrope_parameters). */
 static void read_longrope(cfg_reader *r, const cJSON *s, const char *what, rx_hf_config *c) {
@@ -203,12 +215,12 @@ static void read_longrope(cfg_reader *r, const cJSON *s, const char *what, rx_hf
   if (r->err) return;
   const char *names[2] = {"short_factor", "long_factor"};
   float *dst[2] = {c->rope_short, c->rope_long};
-  int64_t half = c->head_dim / 2;
+  int64_t half = (c->rotary_dim ? c->rotary_dim : c->head_dim) / 2;
   for (int k = 0; k < 2; k++) {
     const cJSON *v = key(s, names[k]), *it;
     if (!v || !cJSON_IsArray(v) || cJSON_GetArraySize(v) != half) {
-      fail(r, "%s.%s must be a list of %lld numbers (one per rotary pair of head_dim %lld)", what,
-           names[k], (long long)half, (long long)c->head_dim);
+      fail(r, "%s.%s must be a list of %lld numbers (one per rotary pair of the %lld rotary dims)",
+           what, names[k], (long long)half, (long long)(2 * half));
       return;
     }
     int i = 0;
@@ -275,12 +287,8 @@ static void read_rope_scaling(cfg_reader *r, rx_hf_config *c) {
     if (!s) return;
   }
   c->rope_theta = lim_num(r, s, HF_LIMIT_rope_theta, c->rope_theta);
-  double prf = num_key(r, s, "partial_rotary_factor", 1, 0, 1);
-  if (!r->err && prf != 1)
-    fail(r,
-         "%s.partial_rotary_factor %g is not supported (a rotary embedding over all of head_dim: "
-         "1)",
-         what, prf);
+  if (key(s, "partial_rotary_factor"))
+    set_rotary(r, c, num_key(r, s, "partial_rotary_factor", 1, 0, 1));
   const char *t = str_key(s, "rope_type");
   if (!t) t = str_key(s, "type");
   if (!t) t = "default";
@@ -423,11 +431,7 @@ static void read_features(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
   read_act(r, c, row);
   read_windows(r, c, row);
   if (bool_key(r, o, "mlp_bias", false)) fail(r, "mlp_bias true is not supported");
-  double prf = num_key(r, o, "partial_rotary_factor", 1, 0, 1);
-  if (!r->err && prf != 1)
-    fail(r,
-         "partial_rotary_factor %g is not supported (a rotary embedding over all of head_dim: 1)",
-         prf);
+  set_rotary(r, c, num_key(r, o, "partial_rotary_factor", 1, 0, 1));
 }
 
 static void read_keys(cfg_reader *r, rx_hf_config *c) {

@@ -8,10 +8,10 @@
  * max_window_layers), Qwen3ForCausalLM (q/k norms per head), Gemma2ForCausalLM and
  * Gemma3ForCausalLM ((1 + w) norms, the scaled embedding, sandwich norms, GeGLU, local and global
  * layers, soft-capping, query_pre_attn_scalar, Gemma 3's local rope base), Phi3ForCausalLM (fused
- * qkv_proj and gate_up_proj, longrope): one decoder described by rx_hf_config's fields, which
- * config.c fills per architecture and per key; grouped-query attention, tied embeddings,
- * head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16, stored and computed in the
- * chosen dtype. */
+ * qkv_proj and gate_up_proj, longrope, partial_rotary_factor): one decoder described by
+ * rx_hf_config's fields, which config.c fills per architecture and per key; grouped-query
+ * attention, tied embeddings, head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16,
+ * stored and computed in the chosen dtype. */
 #ifndef RX_FRONTENDS_HF_H
 #define RX_FRONTENDS_HF_H
 
@@ -38,6 +38,9 @@ typedef struct rx_hf_config {
   rx_hf_arch arch;
   const char *arch_name; /* "LlamaForCausalLM" (static) */
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_positions;
+  /* partial_rotary_factor * head_dim (truncated, as transformers' int()): the leading dims of
+   * each head that rotate (pairs i, i + rotary_dim / 2), the others pass through; 0: head_dim */
+  int64_t rotary_dim;
   double rms_eps, rope_theta;
   bool tie_embeddings;
   bool qkv_bias;  /* Qwen2, or Llama's attention_bias */
@@ -85,8 +88,9 @@ typedef struct rx_hf_config {
 /* Reads DIR/config.json (and generation_config.json for the end-of-sequence ids). Errors name
  * the file and the key: an unsupported architecture (naming the supported ones), a missing key or
  * one outside the bounds shared with GGUF (frontends/hf/hf_int.h, HF_LIMITS), a number too large
- * for a double, an unsupported rope_scaling, activation, partial_rotary_factor or layer type, an
- * eos/bos id outside the vocabulary, a JSON syntax error (with its line and column). */
+ * for a double, an unsupported rope_scaling, activation, partial_rotary_factor (an odd number of
+ * rotary dims) or layer type, an eos/bos id outside the vocabulary, a JSON syntax error (with its
+ * line and column). */
 rx_status hf_read_config(const char *dir, rx_hf_config *out);
 /* The same from the text of a config.json (name: for messages); and a generation_config.json's
  * eos_token_id into c. */

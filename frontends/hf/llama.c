@@ -132,6 +132,11 @@ typedef struct gb {
   rx_var **wv; /* per weight: its parameter (NULL: absent) */
 } gb;
 
+/* The rotary dims of each head: all of head_dim unless partial_rotary_factor says fewer. */
+static int64_t rot_dim(const rx_hf_config *c) {
+  return c->rotary_dim > 0 ? c->rotary_dim : c->head_dim;
+}
+
 static hf_w *lw(gb *g, int64_t l, int id) { return &g->w[l * W_PER_LAYER + id]; }
 static hf_w *gw(gb *g, int id) { return &g->w[g->c->layers * W_PER_LAYER + id]; }
 
@@ -303,12 +308,13 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   gw(g, G_LM_HEAD)->proj = true;
   gw(g, G_EMBED)->proj = true; /* a quantized table is read by quant_take */
   gw(g, G_LM_HEAD)->present = !c->tie_embeddings;
-  set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, D / 2, 0, RX_DTYPE_F32);
+  int64_t half = rot_dim(c) / 2; /* the rotary pairs */
+  set_w(gw(g, G_INV_FREQ), "rope_inv_freq", 1, half, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ)->hf[0] = 0; /* computed, not read */
-  set_w(gw(g, G_INV_FREQ_LOCAL), "rope_inv_freq_local", 1, D / 2, 0, RX_DTYPE_F32);
+  set_w(gw(g, G_INV_FREQ_LOCAL), "rope_inv_freq_local", 1, half, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ_LOCAL)->hf[0] = 0;
   gw(g, G_INV_FREQ_LOCAL)->present = c->rope_local_theta > 0;
-  set_w(gw(g, G_INV_FREQ_LONG), "rope_inv_freq_long", 1, D / 2, 0, RX_DTYPE_F32);
+  set_w(gw(g, G_INV_FREQ_LONG), "rope_inv_freq_long", 1, half, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ_LONG)->hf[0] = 0;
   gw(g, G_INV_FREQ_LONG)->present = !strcmp(c->rope_type, "longrope");
   if (g->qi) list_quantized(g, quantize_embeddings);
@@ -322,11 +328,11 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-/* yarn's inverse frequency of rotary pair i (exponent e = 2 i / head_dim), in f32 as
+/* yarn's inverse frequency of rotary pair i (exponent e = 2 i / rotary dims), in f32 as
  * transformers' _compute_yarn_parameters: the original 1 / base^e and the interpolated
  * 1 / (factor base^e) blended by a ramp over the pairs between the correction dims. */
 static float yarn_inv_freq(const rx_hf_config *c, int64_t i, float e) {
-  double dim = (double)c->head_dim, base = c->rope_theta, orig = (double)c->rope_original_max;
+  double dim = (double)rot_dim(c), base = c->rope_theta, orig = (double)c->rope_original_max;
   double lo = dim * log(orig / (c->rope_beta_fast * 2 * HF_PI)) / (2 * log(base));
   double hi = dim * log(orig / (c->rope_beta_slow * 2 * HF_PI)) / (2 * log(base));
   if (c->rope_truncate) {
@@ -347,11 +353,11 @@ static float yarn_inv_freq(const rx_hf_config *c, int64_t i, float e) {
  * which G_INV_FREQ* entry: the global layers' (longrope's short factors), the local layers' (their
  * own base, no scaling: Gemma 3) or longrope's long factors */
 static float *inv_freq(const rx_hf_config *c, int which) {
-  int64_t half = c->head_dim / 2;
+  int64_t half = rot_dim(c) / 2;
   float *f = base_calloc((size_t)half, sizeof *f);
   bool local = which == G_INV_FREQ_LOCAL, longrope = !strcmp(c->rope_type, "longrope");
   for (int64_t i = 0; i < half; i++) {
-    float e = (float)(2 * i) / (float)c->head_dim;
+    float e = (float)(2 * i) / (float)rot_dim(c);
     if (local) { /* default rope at the local base */
       f[i] = (float)(1.0 / (double)powf((float)c->rope_local_theta, e));
       continue;
@@ -434,7 +440,7 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
 static rx_status gguf_rope_factors(const rx_gguf_file *f, const rx_hf_config *c, float *inv) {
   const rx_gguf_tensor *t = gguf_find_tensor(f, "rope_freqs.weight");
   if (!t) return NULL;
-  int64_t half = c->head_dim / 2;
+  int64_t half = rot_dim(c) / 2;
   if (t->type != RX_GGUF_TYPE_F32 || t->ndim != 1 || t->elems != half)
     return base_status_make(
         RX_ERR_INVALID,
@@ -786,8 +792,10 @@ typedef struct fwd {
   const rx_expr *b; /* sequences */
   rx_var *ids, *cache, *batch, *batch_size;
   rx_var *table, *kv_len, *q_seq, *q_pos, *slot, *last;
-  rx_var *cos, *sin;     /* the rotation of every layer, or of the global ones */
-  rx_var *cos_l, *sin_l; /* of the local layers when their base differs (Gemma 3), else NULL */
+  rx_var *cos, *sin;       /* the rotation of every layer, or of the global ones */
+  rx_var *cos_l, *sin_l;   /* of the local layers when their base differs (Gemma 3), else NULL */
+  rx_var *cos_id, *sin_id; /* a partial rotary embedding: ones and zeros [n, head_dim], which
+                              kv_append_rope rotates the keys (rotated before it) by, unchanged */
   bool decode;
 } fwd;
 
@@ -877,6 +885,13 @@ static void rotary_tables(gb *g, fwd *f) {
   rx_var *col = op(g, NULL, "expand_dims", a, 1, at, 1);
   rotary_table(g, f, col, G_INV_FREQ, &f->cos, &f->sin);
   if (g->c->rope_local_theta > 0) rotary_table(g, f, col, G_INV_FREQ_LOCAL, &f->cos_l, &f->sin_l);
+  if (rot_dim(g->c) == g->c->head_dim || g->err) return;
+  const rx_expr *d[2] = {f->n, rx_sym_const(g->m, g->c->head_dim)};
+  const rx_attr *dt[1] = {rx_attr_dtype(g->m, "dtype", g->T)};
+  rx_node *sa[1] = {rx_arg_shape(g->b, d, 2)};
+  f->cos_id = op(g, "rope_cos_identity", "ones", sa, 1, dt, 1);
+  rx_node *za[1] = {rx_arg_shape(g->b, d, 2)};
+  f->sin_id = op(g, "rope_sin_identity", "zeros", za, 1, dt, 1);
 }
 
 static rx_var *W(gb *g, int64_t l, int id) { return g->wv[l * W_PER_LAYER + id]; }
@@ -913,14 +928,40 @@ static rx_var *attention(gb *g, fwd *f, const char *name, rx_var *q, rx_var *pag
   return op(g, name, "attention_merge", ma, 2, mat, 1);
 }
 
-/* Columns lo .. hi of x [n, w]. */
-static rx_var *cols(gb *g, const char *name, rx_var *x, int64_t lo, int64_t hi) {
-  int64_t ax[1] = {1};
+/* Indices lo .. hi of x along axis. */
+static rx_var *slice(gb *g, const char *name, rx_var *x, int64_t axis, int64_t lo, int64_t hi) {
+  int64_t ax[1] = {axis};
   const rx_expr *b0[1] = {rx_sym_const(g->m, lo)}, *e0[1] = {rx_sym_const(g->m, hi)};
   const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", b0, 1),
                            rx_attr_exprs(g->m, "end", e0, 1)};
   rx_node *sa[1] = {A(g, x)};
   return op(g, name, "strided_slice", sa, 1, sat, 3);
+}
+
+/* Columns lo .. hi of x [n, w]. */
+static rx_var *cols(gb *g, const char *name, rx_var *x, int64_t lo, int64_t hi) {
+  return slice(g, name, x, 1, lo, hi);
+}
+
+/* x [n, heads, head_dim] rotated by cos and sin [n, R] (rotate_half over its first R dims, the
+ * rotary dims of partial_rotary_factor; the others pass through): one rope when R is head_dim */
+static rx_var *rope_heads(gb *g, const char *name, rx_var *x, rx_var *cos, rx_var *sin) {
+  int64_t D = g->c->head_dim, R = rot_dim(g->c);
+  if (R == D) {
+    rx_node *a[3] = {A(g, x), A(g, cos), A(g, sin)};
+    return op(g, name, "rope", a, 3, NULL, 0);
+  }
+  rx_var *rot = slice(g, NULL, x, 2, 0, R), *pass = slice(g, NULL, x, 2, R, D);
+  rx_node *a[3] = {A(g, rot), A(g, cos), A(g, sin)};
+  rx_var *r = op(g, NULL, "rope", a, 3, NULL, 0), *pair = NULL;
+  if (!g->err) {
+    rx_node *fields[2] = {A(g, r), A(g, pass)};
+    rx_status s = rx_emit_tuple(g->b, fields, 2, NULL, &pair);
+    if (s) g->err = s;
+  }
+  const rx_attr *cat[1] = {rx_attr_int(g->m, "axis", 2)};
+  rx_node *ca[1] = {A(g, pair)};
+  return op(g, name, "concat", ca, 1, cat, 1);
 }
 
 /* RMSNorm of x over its last axis with weight w of x's dtype, rounded to dtype t: the q/k norms
@@ -997,15 +1038,22 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
     v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
   }
   rx_var *q3 = heads_of(g, f, l, NM("q_heads"), q, c->heads, W_Q_NORM);
-  if (c->qk_norm) { /* the keys normed per head before kv_append_rope rotates them */
+  bool partial = rot_dim(c) < c->head_dim;
+  if (c->qk_norm || partial) { /* the keys normed per head before kv_append_rope rotates them;
+                                  with a partial rotary embedding rotated here, which
+                                  kv_append_rope's identity tables leave as they are */
     rx_var *kh = heads_of(g, f, l, NM("k_heads"), koff ? cols(g, NULL, k, koff, koff + kw) : k,
                           c->kv_heads, W_K_NORM);
+    if (partial) kh = rope_heads(g, NM("k_rot"), kh, cos, sin);
     const rx_expr *kd[2] = {f->n, rx_sym_const(g->m, kw)};
     k = reshape(g, NM("k_normed"), kh, kd, 2);
     koff = 0;
   }
-  rx_node *qa[3] = {A(g, q3), A(g, cos), A(g, sin)};
-  rx_var *qr = op(g, NM("q_rot"), "rope", qa, 3, NULL, 0);
+  rx_var *qr = rope_heads(g, NM("q_rot"), q3, cos, sin);
+  if (partial) {
+    cos = f->cos_id;
+    sin = f->sin_id;
+  }
   end_df(g);
   /* the new keys rotated and the values into the layer's pages, one kernel (kv_append_rope,
    * which reads them in the projections' rows): in place, so outside dataflow */

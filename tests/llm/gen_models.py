@@ -357,12 +357,13 @@ def random_spec(name):
                           max_window_layers=1)
         return Qwen3ForCausalLM, cfg, torch.bfloat16
     if name == "tiny-phi3":
-        # fused qkv_proj and gate_up_proj; longrope with short and long factors: a sequence of
+        # fused qkv_proj and gate_up_proj; a partial rotary embedding (0.75: 12 of the 16 dims of
+        # a head rotate, as Phi-4-mini's); longrope with short and long factors: a sequence of
         # more than original_max_position_embeddings (32) tokens takes the long ones (the 33- and
         # 100-token prompts, and the greedy run from step 26 on), and cos/sin are scaled by
         # sqrt(1 + ln(256 / 32) / ln(32)); a sliding window of 48 on every layer
-        half = COMMON["hidden_size"] // COMMON["num_attention_heads"] // 2
-        rp = {"rope_type": "longrope", "rope_theta": 10000.0,
+        half = int(COMMON["hidden_size"] // COMMON["num_attention_heads"] * 0.75) // 2
+        rp = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
               "short_factor": [1.0 + 0.25 * i for i in range(half)],
               "long_factor": [1.5 + 2.0 * i for i in range(half)],
               "original_max_position_embeddings": 32}
@@ -972,6 +973,8 @@ def np_forward(name, ids, decode_from=None):
     eps = cfg["rms_norm_eps"]
     n = len(ids)
     pos = np.arange(n)
+    prf = cfg.get("partial_rotary_factor") or np_rope_params(cfg).get("partial_rotary_factor", 1)
+    R = int(D * prf)  # the rotary dims of a head, the others pass through
     tables = {}
     for kind in ("full_attention", "sliding_attention"):
         # each position's sequence length: the whole prompt's in prefill, its own + 1 in decode
@@ -980,15 +983,15 @@ def np_forward(name, ids, decode_from=None):
             seq[decode_from:] = pos[decode_from:] + 1
         ang, af = [], 1.0
         for p in range(n):
-            inv, af = np_inv_freq(cfg, D, kind, seq[p])
+            inv, af = np_inv_freq(cfg, R, kind, seq[p])
             ang.append(p * inv)
         ang = np.array(ang)
         tables[kind] = (np.cos(ang)[:, None] * af, np.sin(ang)[:, None] * af)
 
-    def rope(x, kind):  # [n, heads, D], rotating the halves
+    def rope(x, kind):  # [n, heads, D], rotating the halves of the first R dims
         cos, sin = tables[kind]
-        x1, x2 = x[..., :D // 2], x[..., D // 2:]
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+        x1, x2, rest = x[..., :R // 2], x[..., R // 2:R], x[..., R:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], -1)
 
     def rms(x, g):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * (1 + g if gemma else g)

@@ -372,7 +372,9 @@ static void hf_config(void) {
        "d/config.json: 'rope_theta' is not a finite number (too large for a double): expected a "
        "number from 1e-06 to 1e+12"},
       {"\"max_position_embeddings\": -1e999", "'max_position_embeddings' is not a finite number"},
-      {"\"partial_rotary_factor\": 0.5", "partial_rotary_factor 0.5 is not supported"},
+      {"\"partial_rotary_factor\": 0.1",
+       "partial_rotary_factor 0.1 gives 0 rotary dims of head_dim 8: expected an even number, at "
+       "least 2"},
       {"\"layer_types\": [\"sliding_attention\"]",
        "layer_types[0] 'sliding_attention' is not supported (supported: full_attention)"},
       {"\"layer_types\": [\"full_attention\", \"full_attention\"]",
@@ -387,7 +389,8 @@ static void hf_config(void) {
       {"\"architectures\": [\"Phi3ForCausalLM\"], \"rope_scaling\": {\"type\": \"longrope\", "
        "\"original_max_position_embeddings\": 32, \"short_factor\": [1], \"long_factor\": [1, 2, "
        "3, 4]}",
-       "rope_scaling.short_factor must be a list of 4 numbers (one per rotary pair of head_dim 8)"},
+       "rope_scaling.short_factor must be a list of 4 numbers (one per rotary pair of the 8 rotary "
+       "dims)"},
       {"\"architectures\": [\"Phi3ForCausalLM\"], \"rope_scaling\": {\"type\": \"longrope\", "
        "\"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 2, 3, 4]}",
        "'original_max_position_embeddings' is missing"},
@@ -396,8 +399,8 @@ static void hf_config(void) {
        "rope_scaling type 'dynamic' is not supported (supported: default, linear, llama3, "
        "longrope, yarn)"},
       {"\"architectures\": [\"Qwen3ForCausalLM\"], \"rope_parameters\": {\"rope_type\": "
-       "\"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
-       "rope_parameters.partial_rotary_factor 0.5 is not supported"},
+       "\"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.4}",
+       "partial_rotary_factor 0.4 gives 51 rotary dims of head_dim 128"},
       {"\"eos_token_id\": 32",
        "eos_token_id 32 is outside the vocabulary of 32 tokens (ids 0 to 31): generation would "
        "never stop at it"},
