@@ -1046,7 +1046,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
                           c->kv_heads, W_K_NORM);
     if (partial) kh = rope_heads(g, NM("k_rot"), kh, cos, sin);
     const rx_expr *kd[2] = {f->n, rx_sym_const(g->m, kw)};
-    k = reshape(g, NM("k_normed"), kh, kd, 2);
+    k = reshape(g, NM("k_rows"), kh, kd, 2);
     koff = 0;
   }
   rx_var *qr = rope_heads(g, NM("q_rot"), q3, cos, sin);
