@@ -1,7 +1,8 @@
 /* tests/fuzz/fuzz_hf_config.c: libFuzzer harness of the Hugging Face config.json reader
  * (frontends/hf/config.c): a config's text, and the same text as a generation_config.json. An
- * accepted config satisfies the bounds and checks it shares with GGUF (frontends/hf/limits.c)
- * and its end-of-sequence ids, from either file, lie inside the vocabulary. */
+ * accepted config satisfies the bounds and checks it shares with GGUF (frontends/hf/limits.c),
+ * its description's fields what the builder relies on, and its end-of-sequence ids, from either
+ * file, lie inside the vocabulary. The corpus holds a config of each architecture. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (c.hidden < 1 || c.heads < 1 || c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 2 ||
         c.head_dim % 2 || c.layers < 1 || c.vocab < 1 || c.neos > 8)
       abort();
+    /* the description (issue 32): an even rotary part of each head, per-layer kinds as flags,
+     * caps and scales that are numbers the kernels take, longrope's factors positive */
+    if (c.rotary_dim < 2 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 || c.window < 0 ||
+        c.attn_softcap < 0 || c.final_softcap < 0 || c.attn_scale < 0 || c.rope_local_theta < 0)
+      abort();
+    for (int64_t l = 0; c.layer_kinds && l < c.layers; l++)
+      if (c.local[l] > 1) abort();
+    for (int64_t i = 0; !strcmp(c.rope_type, "longrope") && i < c.rotary_dim / 2; i++)
+      if (!(c.rope_short[i] > 0) || !(c.rope_long[i] > 0)) abort();
     /* within the bounds shared with GGUF (HF_LIMITS), consistent, the tokens in the vocab */
     rx_status again = hf_check_config(&c, "fuzz/config.json", NULL);
     if (again) abort();
