@@ -10,11 +10,11 @@
  * token per sequence; batch, a host object the runtime fills (runtime/llm/kv_cache.h), names the
  * sequences and each one's new tokens. Each forward reserves its tokens in the cache
  * (rx_kv_extend, which returns the page table, lengths, positions, slots and each sequence's last
- * row), then per layer: RMSNorm, the q/k/v projections (biases for
- * Qwen2), rotary embedding at the tokens' positions (inv_freq computed here, with the llama3 or
- * linear scaling folded in), the new keys and values written into the layer's pages in place
- * (kv_append_rope: the keys rotated in the same kernel), attention over the pages, the output
- * projection and the residual, RMSNorm and the SwiGLU MLP and the residual. Weights are
+ * row), then per layer: RMSNorm, the q/k/v projections (biases for Qwen2), rotary embedding at
+ * the tokens' positions (inv_freq computed here, with the llama3 or linear scaling folded in), the
+ * new keys and values written into the layer's pages in place (kv_append_rope: the keys rotated
+ * in the same kernel, and the queries beside them into a new tensor), attention over the pages,
+ * the output projection and the residual, RMSNorm and the SwiGLU MLP and the residual. Weights are
  * parameters named after their checkpoint tensors ("model.layers.0.self_attn.q_proj.weight" ->
  * model_layers_0_self_attn_q_proj_weight), bound to the module's weights of the same name. */
 #include "hf_int.h"
@@ -774,13 +774,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   if (g->qkv[l]) { /* one projection of the q, k and v rows (fuse_rows): q its first qw columns,
                       the keys and values the next kw each, which kv_append_rope reads there */
     rx_var *qkv = linear(g, NM("qkv"), x, g->wv[g->qkv[l]], g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
-    int64_t ax[1] = {1};
-    const rx_expr *b0[1] = {rx_sym_const(g->m, 0)}, *e0[1] = {rx_sym_const(g->m, qw)};
-    const rx_attr *sat[3] = {rx_attr_ints(g->m, "axes", ax, 1), rx_attr_exprs(g->m, "begin", b0, 1),
-                             rx_attr_exprs(g->m, "end", e0, 1)};
-    rx_node *sa[1] = {A(g, qkv)};
-    q = op(g, NM("q"), "strided_slice", sa, 1, sat, 3);
-    k = v = qkv;
+    q = k = v = qkv;
     koff = qw;
     voff = qw + kw;
   } else {
@@ -788,18 +782,19 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
     k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
     v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
   }
-  const rx_expr *qd[3] = {f->n, rx_sym_const(g->m, c->heads), rx_sym_const(g->m, c->head_dim)};
-  rx_var *q3 = reshape(g, NM("q_heads"), q, qd, 3);
-  rx_node *qa[3] = {A(g, q3), A(g, f->cos), A(g, f->sin)};
-  rx_var *qr = op(g, NM("q_rot"), "rope", qa, 3, NULL, 0);
   end_df(g);
-  /* the new keys rotated and the values into the layer's pages, one kernel (kv_append_rope,
-   * which reads them in the projections' rows): in place, so outside dataflow */
-  rx_node *pa[6] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, f->cos), A(g, f->sin)};
-  const rx_attr *pat[2] = {rx_attr_int(g->m, "k_offset", koff),
-                           rx_attr_int(g->m, "v_offset", voff)};
-  rx_var *filled = op(g, NM("pages_filled"), "kv_append_rope", pa, 6, pat, 2);
+  /* the new keys rotated and the values into the layer's pages, and the queries rotated into
+   * [n, heads, head_dim], one kernel (kv_append_rope, which reads them in the projections'
+   * rows): the pages in place, so outside dataflow */
+  rx_node *pa[7] = {A(g, pages),  A(g, k),      A(g, v), A(g, f->slot),
+                    A(g, f->cos), A(g, f->sin), A(g, q)};
+  const rx_attr *pat[3] = {rx_attr_int(g->m, "k_offset", koff), rx_attr_int(g->m, "v_offset", voff),
+                           rx_attr_int(g->m, "q_heads", c->heads)};
+  rx_var *kvq = op(g, NM("kv_q"), "kv_append_rope", pa, 7, pat, 3);
   begin_df(g);
+  rx_var *filled = NULL, *qr = NULL;
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, kvq), 0, NM("pages_filled"), &filled);
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, kvq), 1, NM("q_rot"), &qr);
   rx_var *att = attention(g, f, NM("attn"), qr, filled);
   const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
