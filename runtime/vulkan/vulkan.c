@@ -1203,17 +1203,8 @@ static void vk_buffer_destroy(rx_rt_buffer *base) {
   vk_device *d = (vk_device *)base->device;
   vk_buffer *b = (vk_buffer *)base;
   if (b->m.buf && d->cached_bytes + b->m.size <= d->cache_limit) {
-    if (d->ncached == d->capcached) {
-      size_t cap = d->capcached ? 2 * d->capcached : 16;
-      vk_spare *nc = rt_alloc(&d->base.alloc, cap * sizeof *nc);
-      if (nc) {
-        if (d->ncached) memcpy(nc, d->cached, d->ncached * sizeof *nc);
-        rt_free(&d->base.alloc, d->cached);
-        d->cached = nc;
-        d->capcached = cap;
-      }
-    }
-    if (d->ncached < d->capcached) {
+    if (rt_grow(&d->base.alloc, (void **)&d->cached, &d->capcached, d->ncached + 1,
+                sizeof *d->cached)) {
       d->cached[d->ncached++] = (vk_spare){b->m, b->serial, base->size};
       d->cached_bytes += b->m.size;
       memset(&b->m, 0, sizeof b->m);
