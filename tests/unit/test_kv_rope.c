@@ -50,31 +50,13 @@ static rxk_stats st;
 static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
 static const char *filter;
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next_rand(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return rng;
-}
-
-static rx_interp_arg *param(const rxk_oneop *p, rxk_buffers *b, const char *name) {
-  for (int i = 0; i < p->f->nparams; i++)
-    if (p->f->params[i]->kind == RX_PARAM_BUFFER && !strcmp(p->f->params[i]->buf->name, name))
-      return &b->arg[i];
-  RX_ASSERT(!"no such parameter");
-  return NULL;
-}
-
-static size_t count_of(const rx_interp_arg *a) {
-  size_t n = 1;
-  for (int d = 0; d < a->ndim; d++) n *= (size_t)a->shape[d];
-  return n;
-}
+static uint64_t rng = 0x2545f4914f6cdd1dull; /* rxk_xorshift's state */
 
 /* The normalized error of got (the pages, or the roped queries: what) against want; false with a
  * message past the tolerance of dtype t. */
 static bool compare1(const rx_interp_arg *got, const char *what, rx_dtype t, const double *want,
                      char *msg, size_t n) {
-  size_t cnt = count_of(got), at = 0;
+  size_t cnt = rxk_numel(got), at = 0;
   double maxdiff = 0, maxref = 1;
   for (size_t k = 0; k < cnt; k++) {
     double d = fabs(rxk_load_elem(got->data, t, k) - want[k]);
@@ -162,11 +144,12 @@ typedef struct layout {
  * slot; with q, the roped queries [n, h, d]. */
 static void reference(rxk_buffers *in, const rxk_oneop *p, rx_dtype t, int64_t n, const layout *y,
                       want_t *w) {
-  rx_interp_arg *pa = param(p, in, "pages"), *ka = param(p, in, "k"), *va = param(p, in, "v");
-  rx_interp_arg *ca = param(p, in, "cs"), *sa = param(p, in, "sn");
-  const int32_t *slot = param(p, in, "slot")->data;
+  rx_interp_arg *pa = rxk_oneop_named(p, in, "pages"), *ka = rxk_oneop_named(p, in, "k"),
+                *va = rxk_oneop_named(p, in, "v");
+  rx_interp_arg *ca = rxk_oneop_named(p, in, "cs"), *sa = rxk_oneop_named(p, in, "sn");
+  const int32_t *slot = rxk_oneop_named(p, in, "slot")->data;
   int64_t kvh = y->kvh, d = y->d;
-  size_t cnt = count_of(pa);
+  size_t cnt = rxk_numel(pa);
   for (size_t x = 0; x < cnt; x++) w->wp[x] = rxk_load_elem(pa->data, t, x);
   for (int64_t x = 0; x < n; x++)
     for (int64_t h = 0; h < kvh; h++)
@@ -181,7 +164,7 @@ static void reference(rxk_buffers *in, const rxk_oneop *p, rx_dtype t, int64_t n
                 : rope1(ka, t, row + (size_t)(y->koff + h * d), j, d, c, s);
       }
   if (!y->h) return;
-  rx_interp_arg *qa = param(p, in, "q");
+  rx_interp_arg *qa = rxk_oneop_named(p, in, "q");
   for (int64_t x = 0; x < n; x++)
     for (int64_t h = 0; h < y->h; h++)
       for (int64_t j = 0; j < d; j++) {
@@ -190,21 +173,6 @@ static void reference(rxk_buffers *in, const rxk_oneop *p, rx_dtype t, int64_t n
         w->wq[(x * y->h + h) * d + j] =
             rope1(qa, t, (size_t)(x * y->qwidth + y->qoff + h * d), j, d, c, s);
       }
-}
-
-/* The slots of n tokens: distinct, shuffled over the pool of np pages. */
-static void shuffle_slots(int32_t *slot, int64_t n, int64_t np) {
-  int64_t nslots = np * PAGE;
-  int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)nslots);
-  for (int64_t x = 0; x < nslots; x++) perm[x] = (int32_t)x;
-  for (int64_t x = nslots - 1; x > 0; x--) {
-    int64_t y = (int64_t)(next_rand() % (uint64_t)(x + 1));
-    int32_t tmp = perm[x];
-    perm[x] = perm[y];
-    perm[y] = tmp;
-  }
-  for (int64_t x = 0; x < n; x++) slot[x] = perm[x];
-  free(perm);
 }
 
 /* The one-op graph of a case: kv_append_rope with k and v rows of y's width (and q's rows). */
@@ -263,7 +231,7 @@ static void run_graph(const char *text, const rxk_oneop *p, const rxk_buffers *i
   rxk_copy_buffers(in, &got); /* the pages are written in place */
   rx_ginterp_value inputs[7], result;
   for (int i = 0; i < 7; i++) {
-    rx_interp_arg *a = param(p, &got, args[i]);
+    rx_interp_arg *a = rxk_oneop_named(p, &got, args[i]);
     inputs[i] = interp_graph_tensor(a->dtype, a->ndim, a->shape, a->data);
   }
   char why[512];
@@ -277,8 +245,8 @@ static void run_graph(const char *text, const rxk_oneop *p, const rxk_buffers *i
     for (int f = 0; f < 2; f++) r.arg[f ? want->qr : want->pages].data = result.fields[f].data;
     if (!compare(&r, t, want, why, sizeof why))
       rxk_fail(&st, "%s at %s: graph interpreter: %s", p->what, at, why);
-    else if (!compare1(param(p, &got, "pages"), "pages written in place", t, want->wp, why,
-                       sizeof why))
+    else if (!compare1(rxk_oneop_named(p, &got, "pages"), "pages written in place", t, want->wp,
+                       why, sizeof why))
       rxk_fail(&st, "%s at %s: graph interpreter: %s", p->what, at, why);
     else
       st.passed++;
@@ -341,11 +309,11 @@ static void test_kv_append_rope(void) {
         rxk_fail(&st, "%s: %s", what, why);
         continue;
       }
-      shuffle_slots(param(&p, &in, "slot")->data, n, np);
+      rxk_shuffle_slots(rxk_oneop_named(&p, &in, "slot")->data, n, np * PAGE, &rng);
       want_t w = {.pages = y.h ? p.f->nparams - 2 : p.f->nparams - 1,
                   .qr = y.h ? p.f->nparams - 1 : -1};
-      w.wp = base_malloc(sizeof(double) * count_of(&in.arg[w.pages]));
-      w.wq = y.h ? base_malloc(sizeof(double) * count_of(&in.arg[w.qr])) : NULL;
+      w.wp = base_malloc(sizeof(double) * rxk_numel(&in.arg[w.pages]));
+      w.wq = y.h ? base_malloc(sizeof(double) * rxk_numel(&in.arg[w.qr])) : NULL;
       reference(&in, &p, cfgs[i].t, n, &y, &w);
       snprintf(at, sizeof at, "n=%lld, p=%lld", (long long)n, (long long)np);
       run_case(&p, &e, &in, &w, cfgs[i].t, at);
@@ -359,16 +327,7 @@ static void test_kv_append_rope(void) {
 }
 
 int main(int argc, char **argv) {
-  (void)argv;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
-  /* In a sanitized build the Vulkan tests run with the sanitizer runtime and lavapipe preloaded
-   * (tests/CMakeLists.txt); the compilers the SIMT emulator starts must not inherit that. */
-  unsetenv("LD_PRELOAD");
-  rxk_rt_open(&vk, "vulkan:0");
+  rxk_oneop_main_begin(argc, argv, &filter, &vk);
   test_kv_append_rope();
-  char why[600];
-  if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
-  printf("kv_append_rope: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
-  return st.failed ? 1 : 0;
+  return rxk_oneop_main_end(&st, &vk, "kv_append_rope");
 }
