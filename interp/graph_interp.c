@@ -298,8 +298,9 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
   rx_interp_arg *args = base_calloc((size_t)t->nparams + 1, sizeof *args);
   int64_t(*scal)[1] = base_calloc((size_t)n->nargs + 1, sizeof *scal);
   rx_status st = NULL;
+  int ntargets = ir_inplace_targets(n); /* the first outputs; the rest allocated (fresh_out) */
   for (int i = 0; i < nouts && !st; i++) {
-    if (!n->inplace) {
+    if (i >= ntargets) {
       st = alloc_tensor(e, outs[i], &ov[i], callee);
       continue;
     }
@@ -362,11 +363,11 @@ static rx_status call_tensor(genv *e, const rx_node *n, rx_ginterp_value *out) {
   free(args);
   free(scal);
   if (st) {
-    for (int i = 0; i < nouts && !n->inplace; i++) interp_graph_value_free(&ov[i]);
+    for (int i = ntargets; i < nouts; i++) interp_graph_value_free(&ov[i]);
     free(ov);
     return base_status_annotate(st, "%s: call_tensor(%s)", e->fn->name, callee);
   }
-  for (int i = 0; i < nouts && n->inplace; i++) ov[i] = copy_value(&ov[i]);
+  for (int i = 0; i < ntargets; i++) ov[i] = copy_value(&ov[i]);
   if (n->out->kind == RX_SINFO_TUPLE) {
     memset(out, 0, sizeof *out);
     out->kind = RX_GV_TUPLE;

@@ -204,8 +204,11 @@ struct rx_node {
   const rx_sinfo *out; /* CALL_TENSOR / CALL_EXTERN: declared output struct info */
   /* CALL_TENSOR written `inplace=x` (or `inplace=(x, y)`): the program's outputs are the buffers
    * of these variables, written in place; the call's value is them (out is their struct info).
-   * Impure: never in dataflow */
+   * Impure: never in dataflow. With out= beside it (`inplace=x, out=T`), fresh_out is T: the
+   * outputs the program adds after the targets, allocated by the call (kv_append_rope's roped
+   * queries beside the pages); the call's value is then the tuple of the targets and T's fields */
   rx_node *inplace;
+  const rx_sinfo *fresh_out;
   const rx_expr **extra_dims; /* CALL_TENSOR: extra symbolic arguments (dims=[...]) */
   int nextra;
 
@@ -831,6 +834,8 @@ void ir_scalar_bytes(rx_dtype dt, double f, int64_t i, void *storage);
  * evaluation order, with repeats. */
 typedef RX_VEC(const rx_var *) rx_varvec;
 void ir_node_uses(const rx_node *n, rx_varvec *out);
+/* The number of buffers a call_tensor written `inplace=` writes in place (its first outputs). */
+int ir_inplace_targets(const rx_node *n);
 
 /* ---- the graph builder (the public rx_builder of relaxc/compiler.h, ir/builder.c): the steps
  * rx_emit_op (ops/emit.c, on the ops floor: it deduces with the op library) shares with the

@@ -278,6 +278,11 @@ const char *ir_param_name(const rx_param *p) {
   return "?";
 }
 
+int ir_inplace_targets(const rx_node *n) {
+  if (!n->inplace) return 0;
+  return n->inplace->kind == RX_NODE_TUPLE ? n->inplace->nargs : 1;
+}
+
 static void seq_uses(const rx_seq *s, rx_varvec *out) {
   if (!s) return;
   for (int b = 0; b < s->nblocks; b++)

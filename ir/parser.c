@@ -678,13 +678,17 @@ static rx_node *dps_call(P *p, bool tensor, rx_loc loc) {
       next(p);
       next(p);
       if (tok_is_kw(at, "out")) {
-        if (n->out || n->inplace)
-          ir_parse_fail_at(p, at->loc, "'out' given twice (or with 'inplace')");
-        n->out = ir_parse_sinfo(p);
+        if (n->out || n->fresh_out) ir_parse_fail_at(p, at->loc, "'out' given twice");
+        /* beside inplace=: the outputs the program adds after the targets (ir.h, fresh_out) */
+        if (n->inplace)
+          n->fresh_out = ir_parse_sinfo(p);
+        else
+          n->out = ir_parse_sinfo(p);
       } else if (tensor && tok_is_kw(at, "inplace")) {
-        if (n->out || n->inplace)
-          ir_parse_fail_at(p, at->loc, "'inplace' given twice (or with 'out')");
+        if (n->inplace) ir_parse_fail_at(p, at->loc, "'inplace' given twice");
         n->inplace = gexpr(p);
+        n->fresh_out = n->out; /* out= written first */
+        n->out = NULL;
       } else if (tok_is_kw(at, "dims")) {
         if (have_dims) ir_parse_fail_at(p, at->loc, "'dims' given twice");
         have_dims = true;
@@ -696,7 +700,7 @@ static rx_node *dps_call(P *p, bool tensor, rx_loc loc) {
                          tensor ? "'out', 'inplace' or 'dims'" : "'out' or 'dims'");
       }
     } else {
-      if (n->out || n->inplace || have_dims)
+      if (n->out || n->inplace || n->fresh_out || have_dims)
         ir_parse_fail_at(p, at->loc, "positional argument after a named argument");
       APUSH(p, &args, gexpr(p));
     }

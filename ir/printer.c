@@ -521,6 +521,10 @@ static void pnode(W *w, const rx_node *n) {
     if (n->inplace) {
       base_strbuf_append(o, ", inplace=");
       pnode(w, n->inplace);
+      if (n->fresh_out) {
+        base_strbuf_append(o, ", out=");
+        ir_sinfo_print(o, n->fresh_out);
+      }
     } else {
       base_strbuf_append(o, ", out=");
       ir_sinfo_print(o, n->out);

@@ -350,7 +350,7 @@ static const char *const *arg_names(const rx_op *op) {
   static const char *const take[] = {"x", "indices"};
   static const char *const rope[] = {"x", "cs", "sn"};
   static const char *const att[] = {"q", "k", "v", "mask"};
-  static const char *const kva[] = {"pages", "k", "v", "slot", "cs", "sn"};
+  static const char *const kva[] = {"pages", "k", "v", "slot", "cs", "sn", "q"};
   static const char *const paged[] = {"q", "pages", "page_table", "kv_len", "q_seq", "q_pos"};
   static const char *const merge[] = {"o", "lse"};
   static const char *const bn[] = {"x", "gamma", "beta", "mean", "var"};
@@ -685,9 +685,13 @@ rx_tensor_fn *ops_legalize_call_at(rx_module *m, const rx_node *call, const char
   }
   /* outputs: an argument written in place is the output, named as that argument */
   int ip = ops_legalize_inplace_arg(op);
-  if (ip >= 0) {
-    if (!add_out(&l, call->sinfo, l.ops[l.argop[ip]].name)) goto done;
-  } else if (call->sinfo->kind == RX_SINFO_TUPLE) {
+  bool tuple = call->sinfo->kind == RX_SINFO_TUPLE;
+  if (ip >= 0) { /* then, for a tuple, the outputs it allocates (kv_append_rope's roped q) */
+    if (!add_out(&l, tuple ? call->sinfo->fields[0] : call->sinfo, l.ops[l.argop[ip]].name))
+      goto done;
+    for (int f = 1; tuple && f < call->sinfo->nfields; f++)
+      if (!add_out(&l, call->sinfo->fields[f], S(&l, "y%d", f))) goto done;
+  } else if (tuple) {
     for (int f = 0; f < call->sinfo->nfields; f++)
       if (!add_out(&l, call->sinfo->fields[f], S(&l, "y%d", f))) goto done;
   } else if (!add_out(&l, call->sinfo, "y")) {

@@ -624,7 +624,17 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   if (n->inplace) {
     const rx_sinfo *t = n->inplace->sinfo;
     if (!t || t == st->nm->poison) return st->nm->poison;
-    n->out = t; /* the call's value is the variables written in place */
+    n->out = t;         /* the call's value is the variables written in place */
+    if (n->fresh_out) { /* then the outputs it allocates: one tuple of both (ir.h) */
+      int k = ir_inplace_targets(n),
+          nf = n->fresh_out->kind == RX_SINFO_TUPLE ? n->fresh_out->nfields : 1;
+      if (k > 1 && (t->kind != RX_SINFO_TUPLE || t->nfields != k)) return st->nm->poison;
+      const rx_sinfo **f = ir_module_alloc(st->m, sizeof *f * (size_t)(k + nf));
+      for (int i = 0; i < k; i++) f[i] = k > 1 ? t->fields[i] : t;
+      for (int i = 0; i < nf; i++)
+        f[k + i] = n->fresh_out->kind == RX_SINFO_TUPLE ? n->fresh_out->fields[i] : n->fresh_out;
+      n->out = rx_sinfo_tuple(st->m, f, k + nf);
+    }
   }
   if (!n->out) {
     err(st, n->loc, "%s needs out=<struct info of the result>", callee);
@@ -659,6 +669,12 @@ static const rx_sinfo *call_dps(norm *st, rx_node *n) {
   if (n->out->kind == RX_SINFO_TUPLE) {
     outs = n->out->fields;
     nouts = n->out->nfields;
+  }
+  if (nouts != nout && n->fresh_out) { /* inplace= and out= (ir.h) */
+    err(st, n->loc, "%s: inplace= (%d target%s) and out=%s give %d outputs but %s has %d", callee,
+        ir_inplace_targets(n), ir_inplace_targets(n) == 1 ? "" : "s", sstr(st, n->fresh_out), nouts,
+        n->callee, nout);
+    return n->out;
   }
   if (nouts != nout) {
     err(st, n->loc, "%s: out=%s gives %d output%s but %s has %d", callee, sstr(st, n->out), nouts,

@@ -44,6 +44,9 @@ static const rx_attr_schema attrs_strided_slice[] = {
 static const rx_attr_schema attrs_kv_append_rope[] = {
     {"k_offset", RX_ATTR_INT, false, "the keys' first column in k's rows (default 0)"},
     {"v_offset", RX_ATTR_INT, false, "the values' first column in v's rows (default 0)"},
+    {"q_offset", RX_ATTR_INT, false, "the queries' first column in q's rows (default 0)"},
+    {"q_heads", RX_ATTR_INT, false,
+     "the query heads (with q, argument 7: roped as a second output)"},
     {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_take[] = {
     {"axis", RX_ATTR_INT, false, "the gathered axis (default 0)"}, {NULL, 0, false, NULL}};

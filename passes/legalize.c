@@ -181,6 +181,13 @@ static rx_node *lower_call(lstate *st, rx_binding *b) {
    * argument's buffer, so what it does not write keeps its value */
   int ip = ops_legalize_inplace_arg(call->op);
   if (ip >= 0) n->inplace = call->args[ip];
+  /* an in-place op with a tuple result (kv_append_rope with q): the target, then the outputs
+   * the program allocates (ir.h's fresh_out) */
+  if (ip >= 0 && call->sinfo->kind == RX_SINFO_TUPLE) {
+    const rx_sinfo *const *f = call->sinfo->fields + 1;
+    int nf = call->sinfo->nfields - 1;
+    n->fresh_out = nf == 1 ? f[0] : rx_sinfo_tuple(st->m, f, nf);
+  }
   n->extra_dims = ir_module_alloc(st->m, sizeof(rx_expr *) * (size_t)(nscal + 1));
   for (int i = 0; i < tfn->nparams; i++)
     if (tfn->params[i]->kind == RX_PARAM_SCALAR) n->extra_dims[n->nextra++] = tfn->params[i]->var;

@@ -352,8 +352,9 @@ static void emit_call_tensor(lower *L, const rx_node *n, const rx_var *v, int ds
     nouts = n->out->nfields;
   }
   int *out_regs = base_calloc((size_t)nouts + 1, sizeof(int));
+  int ntargets = ir_inplace_targets(n); /* the first outputs; the rest (fresh_out) allocated */
   for (int i = 0; i < nouts; i++) {
-    if (n->inplace) { /* the outputs are the target's buffers: nothing to allocate */
+    if (i < ntargets) { /* the outputs are the target's buffers: nothing to allocate */
       out_regs[i] =
           value_reg(L, n->inplace->kind == RX_NODE_TUPLE ? n->inplace->args[i] : n->inplace);
       continue;

@@ -93,10 +93,10 @@ static void binding_roots(fplan *p, const rx_binding *b, int pos, intvec *out) {
   case RX_NODE_CALL_TENSOR:
     if (n->inplace) { /* its value is the target: the target's roots */
       alias_roots(p, n->inplace, out);
-      return;
+      if (!n->fresh_out) return;
     }
-    if (n->out->kind == RX_SINFO_TUPLE)
-      for (int f = 0; f < n->out->nfields; f++)
+    if (n->out->kind == RX_SINFO_TUPLE) /* (after the targets, the outputs it allocates) */
+      for (int f = ir_inplace_targets(n); f < n->out->nfields; f++)
         new_alloc(p, b->var, f, n->out->fields[f], pos, out);
     else
       new_alloc(p, b->var, -1, n->out, pos, out);

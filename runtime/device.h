@@ -14,6 +14,9 @@
 /* ---- host memory through the device's allocator ---- */
 void *rt_alloc(const rx_rt_allocator *a, size_t n); /* zeroed; NULL when out of memory */
 void rt_free(const rx_rt_allocator *a, void *p);
+/* Room for need elements of size bytes in the array *p of *cap (doubled, from 64, as needed; its
+ * first *cap elements kept); false when out of memory (nothing changed). */
+bool rt_grow(const rx_rt_allocator *a, void **p, size_t *cap, size_t need, size_t size);
 char *rt_strdup(const rx_rt_allocator *a, const char *s);
 rx_status rt_oom(const char *what, size_t n); /* RX_ERR_OUT_OF_MEMORY naming what */
 extern const rx_rt_allocator rt_default_allocator;

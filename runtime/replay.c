@@ -17,23 +17,10 @@
 #include "runtime/device.h"
 
 /* ---- logs ---- */
-static bool grow(const rx_rt_allocator *a, void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return true;
-  size_t n = *cap ? 2 * *cap : 64;
-  while (n < need) n *= 2;
-  void *q = rt_alloc(a, n * size);
-  if (!q) return false;
-  if (*cap) memcpy(q, *p, *cap * size);
-  rt_free(a, *p);
-  *p = q;
-  *cap = n;
-  return true;
-}
-
 static bool log_append(const rx_rt_allocator *a, rt_replay_log *l, rx_rt_kernel *k,
                        const uint32_t grid[3], const uint64_t *words, uint32_t n) {
-  if (!grow(a, (void **)&l->launches, &l->cap, l->n + 1, sizeof *l->launches) ||
-      !grow(a, (void **)&l->words, &l->capwords, l->nwords + n, sizeof *l->words))
+  if (!rt_grow(a, (void **)&l->launches, &l->cap, l->n + 1, sizeof *l->launches) ||
+      !rt_grow(a, (void **)&l->words, &l->capwords, l->nwords + n, sizeof *l->words))
     return false;
   l->launches[l->n++] = (rt_replay_launch){k, {grid[0], grid[1], grid[2]}, (uint32_t)l->nwords, n};
   if (n) memcpy(l->words + l->nwords, words, n * sizeof *words);
@@ -94,8 +81,8 @@ static void entry_drop(rt_replay *r, rt_replay_entry *e) {
 static bool entry_set(rt_replay *r, rt_replay_entry *e) {
   rt_replay_log *l = &e->log;
   l->n = l->nwords = 0;
-  if (!grow(r->alloc, (void **)&l->launches, &l->cap, r->log.n, sizeof *l->launches) ||
-      !grow(r->alloc, (void **)&l->words, &l->capwords, r->log.nwords, sizeof *l->words))
+  if (!rt_grow(r->alloc, (void **)&l->launches, &l->cap, r->log.n, sizeof *l->launches) ||
+      !rt_grow(r->alloc, (void **)&l->words, &l->capwords, r->log.nwords, sizeof *l->words))
     return false;
   if (r->log.n) memcpy(l->launches, r->log.launches, r->log.n * sizeof *l->launches);
   if (r->log.nwords) memcpy(l->words, r->log.words, r->log.nwords * sizeof *l->words);

@@ -26,6 +26,18 @@ void *rt_alloc(const rx_rt_allocator *a, size_t n) {
 void rt_free(const rx_rt_allocator *a, void *p) {
   if (p) a->realloc(a->user, p, 0);
 }
+bool rt_grow(const rx_rt_allocator *a, void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return true;
+  size_t n = *cap ? 2 * *cap : 64;
+  while (n < need) n *= 2;
+  void *q = rt_alloc(a, n * size);
+  if (!q) return false;
+  if (*cap) memcpy(q, *p, *cap * size);
+  rt_free(a, *p);
+  *p = q;
+  *cap = n;
+  return true;
+}
 char *rt_strdup(const rx_rt_allocator *a, const char *s) {
   size_t n = strlen(s) + 1;
   char *p = rt_alloc(a, n);

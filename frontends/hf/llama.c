@@ -10,11 +10,11 @@
  * token per sequence; batch, a host object the runtime fills (runtime/llm/kv_cache.h), names the
  * sequences and each one's new tokens. Each forward reserves its tokens in the cache
  * (rx_kv_extend, which returns the page table, lengths, positions, slots and each sequence's last
- * row), then per layer: RMSNorm, the q/k/v projections (biases for
- * Qwen2), rotary embedding at the tokens' positions (inv_freq computed here, with the llama3 or
- * linear scaling folded in), the new keys and values written into the layer's pages in place
- * (kv_append_rope: the keys rotated in the same kernel), attention over the pages, the output
- * projection and the residual, RMSNorm and the SwiGLU MLP and the residual. Weights are
+ * row), then per layer: RMSNorm, the q/k/v projections (biases for Qwen2), rotary embedding at
+ * the tokens' positions (inv_freq computed here, with the llama3 or linear scaling folded in), the
+ * new keys and values written into the layer's pages in place (kv_append_rope: the keys rotated
+ * in the same kernel, and the queries beside them into a new tensor), attention over the pages,
+ * the output projection and the residual, RMSNorm and the SwiGLU MLP and the residual. Weights are
  * parameters named after their checkpoint tensors ("model.layers.0.self_attn.q_proj.weight" ->
  * model_layers_0_self_attn_q_proj_weight), bound to the module's weights of the same name. */
 #include "hf_int.h"
@@ -1028,8 +1028,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
                       its first qw columns, the keys and values the next kw each, which
                       kv_append_rope reads there */
     rx_var *qkv = linear(g, NM("qkv"), x, g->wv[g->qkv[l]], g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
-    q = cols(g, NM("q"), qkv, 0, qw);
-    k = v = qkv;
+    q = k = v = qkv;
     koff = qw;
     voff = qw + kw;
   } else {
@@ -1037,31 +1036,42 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
     k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
     v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
   }
-  rx_var *q3 = heads_of(g, f, l, NM("q_heads"), q, c->heads, W_Q_NORM);
   bool partial = rot_dim(c) < c->head_dim;
-  if (c->qk_norm || partial) { /* the keys normed per head before kv_append_rope rotates them;
-                                  with a partial rotary embedding rotated here, which
-                                  kv_append_rope's identity tables leave as they are */
+  rx_var *qr = NULL; /* the queries rotated here (partial rotary), else by kv_append_rope */
+  if (c->qk_norm || partial) { /* q and the keys normed per head before they are rotated; with a
+                                  partial rotary embedding rotated here, which kv_append_rope's
+                                  identity tables leave as they are */
+    rx_var *q3 = heads_of(g, f, l, NM("q_heads"), g->qkv[l] ? cols(g, NM("q"), q, 0, qw) : q,
+                          c->heads, W_Q_NORM);
     rx_var *kh = heads_of(g, f, l, NM("k_heads"), koff ? cols(g, NULL, k, koff, koff + kw) : k,
                           c->kv_heads, W_K_NORM);
-    if (partial) kh = rope_heads(g, NM("k_rot"), kh, cos, sin);
+    if (partial) {
+      qr = rope_heads(g, NM("q_rot"), q3, cos, sin);
+      kh = rope_heads(g, NM("k_rot"), kh, cos, sin);
+      cos = f->cos_id;
+      sin = f->sin_id;
+    } else {
+      const rx_expr *qd[2] = {f->n, rx_sym_const(g->m, qw)};
+      q = reshape(g, NM("q_rows"), q3, qd, 2);
+    }
     const rx_expr *kd[2] = {f->n, rx_sym_const(g->m, kw)};
     k = reshape(g, NM("k_rows"), kh, kd, 2);
     koff = 0;
   }
-  rx_var *qr = rope_heads(g, NM("q_rot"), q3, cos, sin);
-  if (partial) {
-    cos = f->cos_id;
-    sin = f->sin_id;
-  }
   end_df(g);
-  /* the new keys rotated and the values into the layer's pages, one kernel (kv_append_rope,
-   * which reads them in the projections' rows): in place, so outside dataflow */
-  rx_node *pa[6] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, cos), A(g, sin)};
-  const rx_attr *pat[2] = {rx_attr_int(g->m, "k_offset", koff),
-                           rx_attr_int(g->m, "v_offset", voff)};
-  rx_var *filled = op(g, NM("pages_filled"), "kv_append_rope", pa, 6, pat, 2);
+  /* the new keys rotated and the values into the layer's pages, and (unless rotated above) the
+   * queries rotated into [n, heads, head_dim], one kernel (kv_append_rope, which reads them in
+   * the projections' rows): the pages in place, so outside dataflow */
+  rx_node *pa[7] = {A(g, pages), A(g, k), A(g, v), A(g, f->slot), A(g, cos), A(g, sin), A(g, q)};
+  const rx_attr *pat[3] = {rx_attr_int(g->m, "k_offset", koff), rx_attr_int(g->m, "v_offset", voff),
+                           rx_attr_int(g->m, "q_heads", c->heads)};
+  rx_var *kvq = op(g, NM("kv_q"), "kv_append_rope", pa, qr ? 6 : 7, pat, qr ? 2 : 3);
   begin_df(g);
+  rx_var *filled = kvq;
+  if (!qr) {
+    if (!g->err) g->err = rx_emit_get_item(g->b, A(g, kvq), 0, NM("pages_filled"), &filled);
+    if (!g->err) g->err = rx_emit_get_item(g->b, A(g, kvq), 1, NM("q_rot"), &qr);
+  }
   rx_var *att = attention(g, f, NM("attn"), qr, filled, local ? c->window : 0);
   const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);

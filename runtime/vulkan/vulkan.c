@@ -20,7 +20,16 @@
  *   own (with its descriptor sets and uniform buffers) and from then on submitted again instead
  *   of being recorded; any other batch is recorded as before. Buffers are told apart by a serial
  *   number (a VkBuffer handle may be reused); a batch with a fill, copy or timestamp is not
- *   replayed; destroying a kernel forgets every recorded batch.
+ *   replayed; destroying a kernel forgets every recorded batch. RX_VULKAN_REPLAY=0 records every
+ *   batch (for comparison).
+ * - Released buffers are kept in a cache (up to a quarter of the largest heap; RX_VULKAN_CACHE=0:
+ *   none) and handed out again, the same VkBuffer with its serial number, to the next buffer of
+ *   exactly their size: a decode step's new buffers (the token ids, the KV cache's aux tensors,
+ *   the logits: the same sizes in the same order every step) are then the previous step's, so
+ *   its batch of launches is identical to the previous one and replayed, and no memory is
+ *   allocated per step. The cache is given back when an allocation runs out of memory, and when
+ *   the device goes. A buffer reused at once is safe: every command of a batch is ordered after
+ *   the previous one (global barriers), and the host reads and writes only after synchronizing.
  * - Kernels: a compute pipeline per kernel from SPIR-V (entry point "main") through one
  *   VkPipelineCache; storage buffers at the bindings of kernels.json, symbolic values in a push
  *   constant block or a uniform buffer (std140) as kernels.json says.
@@ -189,7 +198,12 @@ typedef struct vk_device {
   bool mixed;         /* the batch has commands other than launches: never replayed */
   uint32_t ncommands; /* commands recorded into cmd */
   rt_replay replay;   /* the batch's launches, and the batches recorded for replay */
+  bool no_replay;     /* RX_VULKAN_REPLAY=0: every batch recorded */
   uint64_t serials;   /* buffer serial numbers handed out */
+  /* released buffers kept for reuse (see the top), in no order: picked by size and serial */
+  struct vk_spare *cached;
+  size_t ncached, capcached;
+  VkDeviceSize cached_bytes, cache_limit; /* cache_limit 0: no cache (RX_VULKAN_CACHE=0) */
   /* descriptor pools: pools[0..npools), the current one and what it has handed out */
   VkDescriptorPool *pools;
   size_t npools, cur_pool;
@@ -207,8 +221,16 @@ typedef struct vk_device {
 typedef struct vk_buffer {
   rx_rt_buffer base;
   vk_mem m;
-  uint64_t serial; /* the device's count of buffers when it was made: never reused */
+  uint64_t serial; /* the device's count of buffers when its VkBuffer was made: a buffer reused
+                      from the cache keeps its VkBuffer and serial, a new VkBuffer gets a new one */
 } vk_buffer;
+
+/* A released buffer in the device's cache: its memory and serial, for a buffer of size bytes. */
+typedef struct vk_spare {
+  vk_mem m;
+  uint64_t serial;
+  size_t size;
+} vk_spare;
 
 /* A batch recorded for replay (rt_replay_entry.impl): its command buffer, and the descriptor sets
  * and uniform buffers it uses, which live as long as it does. */
@@ -867,7 +889,8 @@ static rx_status vk_synchronize(rx_rt_device *base) {
   if (!d->recording) return NULL;
   rt_replay_entry *e = NULL;
   rt_replay_action act = RT_REPLAY_DIRECT;
-  if (!d->mixed) act = rt_replay_find(&d->replay, &e);
+  if (!d->mixed && !d->no_replay) act = rt_replay_find(&d->replay, &e);
+  if (!d->mixed && d->no_replay && d->replay.log.n) d->replay.stats.direct++; /* as they count */
   rx_status s = act == RT_REPLAY_BUILD ? replay_build(d, e) : NULL;
   bool replayed = act != RT_REPLAY_DIRECT && !s;
   if (s) { /* could not record it for replay (out of memory): recorded as any batch */
@@ -1074,6 +1097,11 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   VK_TRY(d, d->f.vkCreateFence(d->dev, &fci, NULL, &d->fence), "vkCreateFence");
   d->replay =
       (rt_replay){.alloc = &d->base.alloc, .exact = true, .destroy = replay_destroy, .ctx = d};
+  const char *replay = getenv("RX_VULKAN_REPLAY"), *cache = getenv("RX_VULKAN_CACHE");
+  d->no_replay = replay && !strcmp(replay, "0");
+  for (uint32_t i = 0; i < d->mem.memoryHeapCount && !(cache && !strcmp(cache, "0")); i++)
+    if (d->mem.memoryHeaps[i].size / 4 > d->cache_limit)
+      d->cache_limit = d->mem.memoryHeaps[i].size / 4;
   d->base.replay = &d->replay.stats;
   if (d->base.info.timestamps) {
     VkQueryPoolCreateInfo qpci = {
@@ -1081,6 +1109,13 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     VK_TRY(d, d->f.vkCreateQueryPool(d->dev, &qpci, NULL, &d->qpool), "vkCreateQueryPool");
   }
   return NULL;
+}
+
+/* Frees the cached buffers (after the batch that may use them, when one is recording). */
+static void release_cache(vk_device *d) {
+  for (size_t i = 0; i < d->ncached; i++) mem_free_later(d, &d->cached[i].m);
+  d->ncached = 0;
+  d->cached_bytes = 0;
 }
 
 static void vk_device_destroy(rx_rt_device *base) {
@@ -1093,6 +1128,7 @@ static void vk_device_destroy(rx_rt_device *base) {
     d->f.vkDeviceWaitIdle(d->dev);
     end_of_batch(d);
     rt_replay_free(&d->replay);
+    release_cache(d);
     for (size_t i = 0; i < d->npools; i++) d->f.vkDestroyDescriptorPool(d->dev, d->pools[i], NULL);
     if (d->qpool) d->f.vkDestroyQueryPool(d->dev, d->qpool, NULL);
     if (d->fence) d->f.vkDestroyFence(d->dev, d->fence, NULL);
@@ -1107,6 +1143,7 @@ static void vk_device_destroy(rx_rt_device *base) {
   }
   rt_free(&d->base.alloc, d->pools);
   rt_free(&d->base.alloc, d->deferred);
+  rt_free(&d->base.alloc, d->cached);
   if (d->messenger) d->f.vkDestroyDebugUtilsMessengerEXT(d->instance, d->messenger, NULL);
   if (d->instance) d->f.vkDestroyInstance(d->instance, NULL);
 }
@@ -1134,13 +1171,47 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
                             "than maxStorageBufferRange (%u)",
                             d->base.info.index, d->base.info.name, base->size,
                             d->limits.maxStorageBufferRange);
+  /* of the cached buffers of this size, the oldest (the smallest serial): whatever order a step
+   * releases its buffers in, the next step's first buffer of a size gets the same one */
+  size_t pick = d->ncached;
+  for (size_t i = 0; i < d->ncached; i++)
+    if (d->cached[i].size == base->size &&
+        (pick == d->ncached || d->cached[i].serial < d->cached[pick].serial))
+      pick = i;
+  if (pick < d->ncached) {
+    vk_spare *c = &d->cached[pick];
+    b->m = c->m;
+    b->serial = c->serial;
+    d->cached_bytes -= c->m.size;
+    *c = d->cached[--d->ncached];
+    return NULL;
+  }
   b->serial = ++d->serials;
-  return mem_alloc(d, base->size, k_buffer_usage, RT_VK_USE_DEVICE, &b->m);
+  rx_status s = mem_alloc(d, base->size, k_buffer_usage, RT_VK_USE_DEVICE, &b->m);
+  if (s && rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY && d->ncached) {
+    /* give the cache back (after the batch, which may use it) and try once more */
+    rx_status_free(s);
+    RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
+    release_cache(d);
+    s = mem_alloc(d, base->size, k_buffer_usage, RT_VK_USE_DEVICE, &b->m);
+  }
+  return s;
 }
 
+/* Into the cache, where it has room (see the top); else freed after the recorded batch. */
 static void vk_buffer_destroy(rx_rt_buffer *base) {
   vk_device *d = (vk_device *)base->device;
-  mem_free_later(d, &((vk_buffer *)base)->m);
+  vk_buffer *b = (vk_buffer *)base;
+  if (b->m.buf && d->cached_bytes + b->m.size <= d->cache_limit) {
+    if (rt_grow(&d->base.alloc, (void **)&d->cached, &d->capcached, d->ncached + 1,
+                sizeof *d->cached)) {
+      d->cached[d->ncached++] = (vk_spare){b->m, b->serial, base->size};
+      d->cached_bytes += b->m.size;
+      memset(&b->m, 0, sizeof b->m);
+      return;
+    }
+  }
+  mem_free_later(d, &b->m);
 }
 
 static void copy_cmd(vk_device *d, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize dof,

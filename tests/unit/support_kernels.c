@@ -293,6 +293,22 @@ rx_module *rxk_load_module(const char *path, rx_strbuf *msg) {
   return m;
 }
 
+rx_module *rxk_load_test_module(const char *tests, const char *rel) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", tests, rel);
+  rx_strbuf msg = {0};
+  rx_module *m = rxk_load_module(path, &msg);
+  if (!m) fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
+  base_strbuf_free(&msg);
+  return m;
+}
+
+size_t rxk_numel(const rx_interp_arg *a) {
+  size_t n = 1;
+  for (int d = 0; d < a->ndim; d++) n *= (size_t)a->shape[d];
+  return n;
+}
+
 char *rxk_verify_text(const char *name, const char *text, rx_module **out) {
   rx_module *m = NULL;
   char *err = verify_len(name, text, strlen(text), &m);

@@ -68,6 +68,11 @@ bool rxk_compare_outputs(const rx_tensor_fn *f, const rxk_buffers *got, const rx
 void rxk_list_rx_files(const char *dir, rx_ptrvec *out);
 /* Parses, normalizes and verifies a file into a new module; NULL with the diagnostics in msg. */
 rx_module *rxk_load_module(const char *path, rx_strbuf *msg);
+/* rxk_load_module of the file rel below the tests folder (a test's argument); NULL after printing
+ * "FAIL: PATH does not check:" and the diagnostics (a test's main then fails). */
+rx_module *rxk_load_test_module(const char *tests, const char *rel);
+/* The elements of a buffer (the product of its shape). */
+size_t rxk_numel(const rx_interp_arg *a);
 /* Parses, normalizes and verifies text (named `name` in messages); returns the diagnostics (heap)
  * or NULL when it verified, the module then in *out (or freed when out is NULL). */
 char *rxk_verify_text(const char *name, const char *text, rx_module **out);

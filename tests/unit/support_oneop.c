@@ -4,6 +4,7 @@
 #include "ops/legalize.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const rxk_oneop_targets[RXK_ONEOP_TARGETS] = {"cuda -arch=sm_80", "cuda -arch=sm_90",
@@ -60,5 +61,46 @@ rx_interp_arg *rxk_oneop_param(const rxk_oneop *p, rxk_buffers *b, int k) {
     if (p->f->params[i]->kind == RX_PARAM_BUFFER && k-- == 0) return &b->arg[i];
   RX_ASSERT(!"no such parameter");
   return NULL;
+}
+
+rx_interp_arg *rxk_oneop_named(const rxk_oneop *p, rxk_buffers *b, const char *name) {
+  for (int i = 0; i < p->f->nparams; i++)
+    if (p->f->params[i]->kind == RX_PARAM_BUFFER && !strcmp(p->f->params[i]->buf->name, name))
+      return &b->arg[i];
+  RX_ASSERT(!"no such parameter");
+  return NULL;
+}
+
+uint64_t rxk_xorshift(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return *state = x;
+}
+
+void rxk_shuffle_slots(int32_t *slot, int64_t n, int64_t nslots, uint64_t *rng) {
+  int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)nslots);
+  for (int64_t x = 0; x < nslots; x++) perm[x] = (int32_t)x;
+  for (int64_t x = nslots - 1; x > 0; x--) {
+    int64_t y = (int64_t)(rxk_xorshift(rng) % (uint64_t)(x + 1));
+    int32_t tmp = perm[x];
+    perm[x] = perm[y];
+    perm[y] = tmp;
+  }
+  for (int64_t x = 0; x < n; x++) slot[x] = perm[x];
+  free(perm);
+}
+
+void rxk_oneop_main_begin(int argc, char **argv, const char **out_filter, rxk_backend *vk) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  *out_filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
+  unsetenv("LD_PRELOAD");
+  rxk_rt_open(vk, "vulkan:0");
+}
+
+int rxk_oneop_main_end(rxk_stats *st, rxk_backend *vk, const char *name) {
+  char why[600];
+  if (!rxk_rt_close(vk, why, sizeof why)) rxk_fail(st, "Vulkan: %s", why);
+  printf("%s: %d passed, %d failed, %d skipped\n", name, st->passed, st->failed, st->skipped);
+  return st->failed ? 1 : 0;
 }
 #endif

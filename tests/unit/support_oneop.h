@@ -31,5 +31,22 @@ bool rxk_oneop_build(rxk_oneop *p, const char *text, const char *what, const cha
 void rxk_oneop_free(rxk_oneop *p);
 /* The buffer of p's k-th buffer parameter (the op's argument k) in b. */
 rx_interp_arg *rxk_oneop_param(const rxk_oneop *p, rxk_buffers *b, int k);
+/* The buffer of p's buffer parameter named name in b (there must be one). */
+rx_interp_arg *rxk_oneop_named(const rxk_oneop *p, rxk_buffers *b, const char *name);
+
+/* A step of xorshift64 on *state: the tests' reproducible random numbers. */
+uint64_t rxk_xorshift(uint64_t *state);
+/* slot[0 .. n): n distinct KV-cache slots of 0 .. nslots - 1, shuffled over the whole pool
+ * (Fisher-Yates with rxk_xorshift of *rng). */
+void rxk_shuffle_slots(int32_t *slot, int64_t n, int64_t nslots, uint64_t *rng);
+
+/* The start of a one-op test's main: stdout line-buffered, the case filter (argv[2], else
+ * RX_KERNEL_FILTER) in *out_filter, LD_PRELOAD dropped (in a sanitized build the Vulkan tests
+ * run with the sanitizer runtime and lavapipe preloaded, tests/CMakeLists.txt; the compilers
+ * the SIMT emulator starts must not inherit that), and vk opened on vulkan:0. */
+void rxk_oneop_main_begin(int argc, char **argv, const char **out_filter, rxk_backend *vk);
+/* Its end: vk closed (what the validation layer reported counts as a failure in st), the counts
+ * printed as "NAME: P passed, F failed, S skipped"; the exit status. */
+int rxk_oneop_main_end(rxk_stats *st, rxk_backend *vk, const char *name);
 
 #endif

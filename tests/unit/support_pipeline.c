@@ -298,3 +298,20 @@ bool rxk_uses_frags(const rxk_prepared *p) {
     if (strstr(p->kl.kernels[k]->source, mark)) return true;
   return false;
 }
+
+char *rxk_nvrtc_ptx(const rxk_prepared *p, const rx_kernel *kn, rxk_stats *st) {
+  char *ptx = NULL, *log = NULL;
+  size_t len = 0;
+  rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
+  if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND)
+    st->skipped++;
+  else if (s)
+    rxk_fail(st, "%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
+  if (s) {
+    free(ptx);
+    ptx = NULL;
+  }
+  rx_status_free(s);
+  free(log);
+  return ptx;
+}

@@ -66,4 +66,8 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
  * failed (its message: "main: binding `y` (take): index 12 out of range [-10, 10) on axis 0"). */
 bool rxk_run_simt(const rxk_prepared *p, const rxk_env *e, rxk_buffers *b, char *msg, size_t n);
 
+/* The PTX of p's kernel kn (NVRTC for p's CUDA arch; free it), or NULL: NVRTC absent (counted
+ * as skipped in st) or the compile failed (counted as failed, with NVRTC's log). */
+char *rxk_nvrtc_ptx(const rxk_prepared *p, const rx_kernel *kn, rxk_stats *st);
+
 #endif

@@ -78,11 +78,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_rand(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return rng;
-}
+static uint64_t rng = 0x9e3779b97f4a7c15ull; /* rxk_xorshift's state */
 
 /* ------------------------------------------------------------------------------------------
  * programs: one op legalized, compiled for every target
@@ -160,21 +156,6 @@ static bool make_inputs(const prog *p, const char *const *names, const int64_t *
   return false;
 }
 
-/* The buffer of the program's parameter named `name`. */
-static rx_interp_arg *param(const prog *p, rxk_buffers *b, const char *name) {
-  for (int i = 0; i < p->f->nparams; i++)
-    if (p->f->params[i]->kind == RX_PARAM_BUFFER && !strcmp(p->f->params[i]->buf->name, name))
-      return &b->arg[i];
-  RX_ASSERT(!"no such parameter");
-  return NULL;
-}
-
-static size_t count_of(const rx_interp_arg *a) {
-  size_t n = 1;
-  for (int d = 0; d < a->ndim; d++) n *= (size_t)a->shape[d];
-  return n;
-}
-
 /* Normalized error of every output against want (one array per output, in parameter order);
  * -inf matches only -inf, NaN only NaN. */
 static bool compare(const prog *p, const rxk_buffers *got, double *const *want, char *msg,
@@ -185,7 +166,7 @@ static bool compare(const prog *p, const rxk_buffers *got, double *const *want, 
     if (pr->kind != RX_PARAM_BUFFER || !pr->is_output) continue;
     const double *w = want[o++];
     rx_dtype t = pr->buf->dtype;
-    size_t cnt = count_of(&got->arg[i]), at = 0;
+    size_t cnt = rxk_numel(&got->arg[i]), at = 0;
     double maxdiff = 0, maxref = 1;
     for (size_t k = 0; k < cnt; k++) {
       double g = rxk_load_elem(got->arg[i].data, t, k), d;
@@ -326,7 +307,7 @@ static void deal_pages(const scene *s, cache *c) {
   int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)c->p);
   for (int i = 0; i < c->p; i++) perm[i] = i;
   for (int i = c->p - 1; i > 0; i--) {
-    int j = (int)(next_rand() % (uint64_t)(i + 1));
+    int j = (int)(rxk_xorshift(&rng) % (uint64_t)(i + 1));
     int32_t t = perm[i];
     perm[i] = perm[j];
     perm[j] = t;
@@ -396,9 +377,9 @@ static void fill_cache(const prog *p, rxk_buffers *in, const scene *s, const pag
   int mp, np;
   scene_dims(s, &mp, &np);
   *c = (cache){.b = s->nseq, .mp = mp, .p = np, .kvh = (int)pc->kvh, .d = (int)pc->d, .t = pc->t};
-  c->page_table = param(p, in, "page_table")->data;
-  c->kv_len = param(p, in, "kv_len")->data;
-  c->pages = param(p, in, "pages")->data;
+  c->page_table = rxk_oneop_named(p, in, "page_table")->data;
+  c->kv_len = rxk_oneop_named(p, in, "kv_len")->data;
+  c->pages = rxk_oneop_named(p, in, "pages")->data;
   deal_pages(s, c);
 }
 
@@ -431,12 +412,13 @@ static void check_paged_scene(prog *p, const paged_cfg *pc, scene s) {
   cache c;
   char at[160];
   if (!scene_buffers(p, &s, pc, n, &e, &in, &c)) return;
-  int32_t *qs = param(p, &in, "q_seq")->data, *qp = param(p, &in, "q_pos")->data;
+  int32_t *qs = rxk_oneop_named(p, &in, "q_seq")->data,
+          *qp = rxk_oneop_named(p, &in, "q_pos")->data;
   int r = 0;
   for (int q = 0; q < s.nseq; q++)
     for (int i = 0; i < s.nnew[q]; i++, r++) qs[r] = q, qp[r] = s.kv[q] - s.nnew[q] + i;
   /* the reference */
-  const rx_interp_arg *qa = param(p, &in, "q");
+  const rx_interp_arg *qa = rxk_oneop_named(p, &in, "q");
   double *want = base_malloc(sizeof(double) * (size_t)(n * pc->heads * pc->d) + 1);
   double qrow[256];
   int64_t g = pc->heads / pc->kvh;
@@ -722,7 +704,7 @@ static void check_decode_scene(prog *p, const paged_cfg *pc, scene s) {
   double *lse = base_malloc(sizeof(double) * rows * (size_t)chunks);
   double *full = base_malloc(sizeof(double) * rows * (size_t)pc->d);
   double *merged = base_malloc(sizeof(double) * rows * (size_t)pc->d);
-  ref_decode(&c, param(p, &in, "q"), pc, chunks, o, lse, full);
+  ref_decode(&c, rxk_oneop_named(p, &in, "q"), pc, chunks, o, lse, full);
   /* the references agree with each other: merging the chunks gives attention over all keys */
   ref_merge(o, lse, (int)rows, chunks, (int)pc->d, merged);
   double gap = max_abs_diff(merged, full, rows * (size_t)pc->d);
@@ -853,16 +835,16 @@ static void test_merge(void) {
       char at[96];
       if (!make_inputs(&p, names, sizes[k], 3, &e, &in)) continue;
       /* log-sum-exps in [-4, 4), every third chunk empty, and the first row all empty */
-      rx_interp_arg *la = param(&p, &in, "lse"), *oa = param(&p, &in, "o");
+      rx_interp_arg *la = rxk_oneop_named(&p, &in, "lse"), *oa = rxk_oneop_named(&p, &in, "o");
       int rows = (int)(sizes[k][0] * sizes[k][1]), chunks = (int)sizes[k][2];
       float *lse = la->data;
       for (int x = 0; x < rows * chunks; x++)
         lse[x] = x < chunks || x % 3 == 2 ? -INFINITY : lse[x] * 4;
       double *ld = base_malloc(sizeof(double) * (size_t)(rows * chunks));
-      double *od = base_malloc(sizeof(double) * count_of(oa));
+      double *od = base_malloc(sizeof(double) * rxk_numel(oa));
       double *want = base_malloc(sizeof(double) * (size_t)(rows * cfgs[i].d));
       for (int x = 0; x < rows * chunks; x++) ld[x] = lse[x];
-      for (size_t x = 0; x < count_of(oa); x++) od[x] = ((float *)oa->data)[x];
+      for (size_t x = 0; x < rxk_numel(oa); x++) od[x] = ((float *)oa->data)[x];
       ref_merge(od, ld, rows, chunks, (int)cfgs[i].d, want);
       snprintf(at, sizeof at, "b=%lld, h=%lld, s=%lld", (long long)sizes[k][0],
                (long long)sizes[k][1], (long long)sizes[k][2]);
@@ -914,22 +896,13 @@ static void test_kv_append(void) {
       char at[64];
       if (!make_inputs(&p, names, values, 2, &e, &in)) continue;
       /* the cache before: random values; the slots: distinct, shuffled over the pool */
-      rx_interp_arg *pa = param(&p, &in, "pages"), *ka = param(&p, &in, "k");
-      rx_interp_arg *va = param(&p, &in, "v");
-      int32_t *slot = param(&p, &in, "slot")->data;
-      size_t cnt = count_of(pa), es = (size_t)ir_dtype_bits(cfgs[i].t) / 8;
+      rx_interp_arg *pa = rxk_oneop_named(&p, &in, "pages"), *ka = rxk_oneop_named(&p, &in, "k");
+      rx_interp_arg *va = rxk_oneop_named(&p, &in, "v");
+      int32_t *slot = rxk_oneop_named(&p, &in, "slot")->data;
+      size_t cnt = rxk_numel(pa), es = (size_t)ir_dtype_bits(cfgs[i].t) / 8;
       for (size_t x = 0; x < cnt * es; x++)
-        ((unsigned char *)pa->data)[x] = (unsigned char)(next_rand() >> 40) & 0x3f;
-      int64_t nslots = np * PAGE;
-      int32_t *perm = base_malloc(sizeof(int32_t) * (size_t)nslots);
-      for (int64_t x = 0; x < nslots; x++) perm[x] = (int32_t)x;
-      for (int64_t x = nslots - 1; x > 0; x--) {
-        int64_t y = (int64_t)(next_rand() % (uint64_t)(x + 1));
-        int32_t tmp = perm[x];
-        perm[x] = perm[y];
-        perm[y] = tmp;
-      }
-      for (int64_t x = 0; x < n; x++) slot[x] = perm[x];
+        ((unsigned char *)pa->data)[x] = (unsigned char)(rxk_xorshift(&rng) >> 40) & 0x3f;
+      rxk_shuffle_slots(slot, n, np * PAGE, &rng);
       double *want = base_malloc(sizeof(double) * cnt);
       for (size_t x = 0; x < cnt; x++) want[x] = rxk_load_elem(pa->data, cfgs[i].t, x);
       int64_t kvh = cfgs[i].kvh, d = cfgs[i].d;
@@ -944,7 +917,6 @@ static void test_kv_append(void) {
       snprintf(at, sizeof at, "n=%lld, p=%lld", (long long)n, (long long)np);
       double *outs[1] = {want};
       run_case(&p, &e, &in, outs, true, at);
-      free(perm);
       free(want);
       rxk_free_buffers(&in);
     }
@@ -1038,8 +1010,9 @@ static void test_dense(void) {
         char at[64];
         if (!make_inputs(&p, names, values, 2, &e, &in)) continue;
         double *want = base_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
-        ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"),
-                  c->mask ? param(&p, &in, "mask") : NULL, want);
+        ref_dense(c, s, tt, rxk_oneop_named(&p, &in, "q"), rxk_oneop_named(&p, &in, "k"),
+                  rxk_oneop_named(&p, &in, "v"), c->mask ? rxk_oneop_named(&p, &in, "mask") : NULL,
+                  want);
         snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);
         double *outs[1] = {want};
         run_case(&p, &e, &in, outs, c->b * c->h * s * tt * c->d <= INTERP_WORK, at);
@@ -1070,7 +1043,7 @@ static void store_low(void *data, rx_dtype t, size_t i, bool inf) {
  * the first 16 keys only (the running max of the later tiles must drop the first), unchanged. */
 static void hf_mask(rx_interp_arg *m, rx_dtype t) {
   int64_t s = m->shape[m->ndim - 2], tt = m->shape[m->ndim - 1];
-  size_t planes = count_of(m) / (size_t)(s * tt);
+  size_t planes = rxk_numel(m) / (size_t)(s * tt);
   for (size_t pl = 0; pl < planes; pl++)
     for (int64_t i = 0; i < s; i++)
       for (int64_t j = 0; j < tt; j++) {
@@ -1131,11 +1104,11 @@ static void test_dense_low_mask(void) {
       rxk_buffers in;
       char at[64];
       if (!make_inputs(&p, names, sizes[si], 2, &e, &in)) continue;
-      rx_interp_arg *mask = param(&p, &in, "mask");
+      rx_interp_arg *mask = rxk_oneop_named(&p, &in, "mask");
       hf_mask(mask, c->t);
       double *want = base_malloc(sizeof(double) * (size_t)(c->b * c->h * s * c->dv));
-      ref_dense(c, s, tt, param(&p, &in, "q"), param(&p, &in, "k"), param(&p, &in, "v"), mask,
-                want);
+      ref_dense(c, s, tt, rxk_oneop_named(&p, &in, "q"), rxk_oneop_named(&p, &in, "k"),
+                rxk_oneop_named(&p, &in, "v"), mask, want);
       snprintf(at, sizeof at, "s=%lld, t=%lld", (long long)s, (long long)tt);
       double *outs[1] = {want};
       run_case(&p, &e, &in, outs, true, at);
@@ -1147,9 +1120,7 @@ static void test_dense_low_mask(void) {
 }
 
 int main(int argc, char **argv) {
-  (void)argv;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
+  rxk_oneop_main_begin(argc, argv, &filter, &vk);
   if (getenv("RX_KERNEL_SIZES") && *getenv("RX_KERNEL_SIZES")) {
     size_cap = 0;
     for (size_t i = 0; i < rxk_size_count(); i++)
@@ -1157,10 +1128,6 @@ int main(int argc, char **argv) {
     printf("cache lengths and query counts capped at %lld (RX_KERNEL_SIZES)\n",
            (long long)size_cap);
   }
-  /* In a sanitized build the Vulkan tests run with the sanitizer runtime and lavapipe preloaded
-   * (tests/CMakeLists.txt); the compilers the SIMT emulator starts must not inherit that. */
-  unsetenv("LD_PRELOAD");
-  rxk_rt_open(&vk, "vulkan:0");
   test_kv_append();
   test_merge();
   test_paged_attention();
@@ -1170,10 +1137,7 @@ int main(int argc, char **argv) {
   test_softcap();
   test_dense();
   test_dense_low_mask();
-  char why[600];
-  if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
   printf("largest normalized errors: f32 %.2g, f16 %.2g, bf16 %.2g\n", worst[RX_DTYPE_F32],
          worst[RX_DTYPE_F16], worst[RX_DTYPE_BF16]);
-  printf("attention: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
-  return st.failed ? 1 : 0;
+  return rxk_oneop_main_end(&st, &vk, "attention");
 }

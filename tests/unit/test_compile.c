@@ -818,8 +818,9 @@ static void test_plan_rules(void) {
  * regress.
  * prefill (n <= 4096): 327155712 bytes in 6 storages (1 + 64 + 1 + 64 + 96 + 86 MiB), and only
  * the returned logits dynamic. Since the q/k/v projections are one GEMM (issue 31: one launch), its
- * output qkv ([n, 12288] f16: 96 MiB) is one tensor, live until kv_append_rope has read k and v
- * and attention has read the rotated q: its storage is the largest; the MLP's up and act ([n,
+ * output qkv ([n, 12288] f16: 96 MiB) is one tensor, live until kv_append_rope has read q, k and
+ * v (the rotated q, [n, 32, 128], its second output, as the rope kernel's output was before):
+ * its storage is the largest; the MLP's up and act ([n,
  * 11008] f16: 86 MiB) and the f32 residual stream ([n, 4096]: 64 MiB) take the others, the rope
  * tables 1 MiB each. (With q, k and v apart, 7 storages of 86 + 86 + 64 + 32 + 32 + 1 + 1 MiB
  * were the least and 316669952 bytes the plan: 10 MiB less, for 2 more launches a layer.)

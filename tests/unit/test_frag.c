@@ -78,19 +78,11 @@ static const char *frag_mma_text(const rx_target *t) {
 static void check_ptx(const rxk_prepared *p) {
   for (int k = 0; p->ok && k < p->kl.n; k++) {
     const rx_kernel *kn = p->kl.kernels[k];
-    char *ptx = NULL, *log = NULL;
-    size_t len = 0;
-    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
-    if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND)
-      st.skipped++;
-    else if (s)
-      FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
-    else
+    char *ptx = rxk_nvrtc_ptx(p, kn, &st);
+    if (ptx)
       CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
                 "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
-    rx_status_free(s);
     free(ptx);
-    free(log);
   }
 }
 
@@ -309,18 +301,10 @@ static void check_interp_error(const char *body, const char *want) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : "tests";
   setvbuf(stdout, NULL, _IOLBF, 0);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/frag/frag_gemm.rx", dir);
-  rx_strbuf msg = {0};
-  rx_module *m = rxk_load_module(path, &msg);
-  if (!m) {
-    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    base_strbuf_free(&msg);
-    return 1;
-  }
-  base_strbuf_free(&msg);
+  const char *dir = argc > 1 ? argv[1] : "tests";
+  rx_module *m = rxk_load_test_module(dir, "frag/frag_gemm.rx");
+  if (!m) return 1;
   /* 8x8: Metal only; 16x16x16 f16: vulkan-nvidia and CUDA; bf16: CUDA only */
   static const char *const metal[] = {"metal-apple7", NULL};
   static const char *const f16_16[] = {"vulkan-nvidia", "cuda -arch=sm_80", "cuda -arch=sm_90",
@@ -344,13 +328,8 @@ int main(int argc, char **argv) {
   check_interp_error("frag store fa, y[0], 8, col_major\n      frag load fa, h[0], 9",
                      "element (7, 1) of the fragment");
   rx_module_free(m);
-  snprintf(path, sizeof path, "%s/kernels/gemm_frag.rx", dir);
-  m = rxk_load_module(path, &msg);
-  if (!m) {
-    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    base_strbuf_free(&msg);
-    return 1;
-  }
+  m = rxk_load_test_module(dir, "kernels/gemm_frag.rx");
+  if (!m) return 1;
   static const char *const progs[] = {"frag_proj", "frag_xw", "frag_batched"};
   for (size_t i = 0; i < RX_ARRAY_LEN(progs); i++) {
     check_gemm_frag(m, progs[i], "metal-apple7");

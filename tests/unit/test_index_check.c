@@ -340,17 +340,9 @@ static void test_nonzero(void) {
 }
 
 int main(int argc, char **argv) {
-  (void)argv;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  filter = argc > 2 ? argv[2] : getenv("RX_KERNEL_FILTER");
-  /* the compilers the SIMT emulator starts must not inherit a sanitizer preload */
-  unsetenv("LD_PRELOAD");
-  rxk_rt_open(&vk, "vulkan:0");
+  rxk_oneop_main_begin(argc, argv, &filter, &vk);
   for (int k = 0; k < (int)RX_ARRAY_LEN(cases); k++) test_case(k);
   test_topk();
   test_nonzero();
-  char why[600];
-  if (!rxk_rt_close(&vk, why, sizeof why)) rxk_fail(&st, "Vulkan: %s", why);
-  printf("index checks: %d passed, %d failed, %d skipped\n", st.passed, st.failed, st.skipped);
-  return st.failed ? 1 : 0;
+  return rxk_oneop_main_end(&st, &vk, "index checks");
 }

@@ -45,20 +45,11 @@ static rxk_stats st;
 static void check_ptx(const rxk_prepared *p) {
   for (int k = 0; k < p->kl.n; k++) {
     const rx_kernel *kn = p->kl.kernels[k];
-    char *ptx = NULL, *log = NULL;
-    size_t len = 0;
-    rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
-    if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
-      st.skipped++;
-    } else if (s) {
-      FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
-    } else {
+    char *ptx = rxk_nvrtc_ptx(p, kn, &st);
+    if (ptx)
       CHECK_MSG(strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32") != NULL,
                 "%s: the PTX of %s has no mma.sync.aligned.m16n8k16", p->what, kn->name);
-    }
-    rx_status_free(s);
     free(ptx);
-    free(log);
   }
 }
 
@@ -359,18 +350,9 @@ static void check_mma_variants(rx_module *m) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : "tests";
   setvbuf(stdout, NULL, _IOLBF, 0);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/mma/mma_gemm.rx", dir);
-  rx_strbuf msg = {0};
-  rx_module *m = rxk_load_module(path, &msg);
-  if (!m) {
-    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    base_strbuf_free(&msg);
-    return 1;
-  }
-  base_strbuf_free(&msg);
+  rx_module *m = rxk_load_test_module(argc > 1 ? argv[1] : "tests", "mma/mma_gemm.rx");
+  if (!m) return 1;
   check_pair(m, "mma_gemm", "mma_gemm_ref");
   check_pair(m, "mma_tile_bf16", "mma_tile_bf16_ref");
   check_pair(m, "ldsm_gemm", "ldsm_gemm_ref");

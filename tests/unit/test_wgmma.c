@@ -72,14 +72,8 @@ static int wgmma_variant(const rxk_prepared *p) {
 
 /* PTX and ptxas figures of the gemm_wgmma kernel. */
 static void check_ptx(const rxk_prepared *p, const rx_kernel *kn) {
-  char *ptx = NULL, *log = NULL;
-  size_t len = 0;
-  rx_status s = tgt_nvrtc_compile(kn->source, kn->name, p->t->cuda_arch, false, &ptx, &len, &log);
-  if (s && rx_status_code_of(s) == RX_ERR_NOT_FOUND) {
-    st.skipped++;
-  } else if (s) {
-    FAIL("%s: NVRTC: %s\n%s", p->what, rx_status_message(s), log ? log : "");
-  } else {
+  char *ptx = rxk_nvrtc_ptx(p, kn, &st);
+  if (ptx) {
     static const char *const need[] = {".target sm_90a",
                                        "wgmma.mma_async.sync.aligned.m64n128k16",
                                        "wgmma.fence.sync.aligned",
@@ -108,9 +102,7 @@ static void check_ptx(const rxk_prepared *p, const rx_kernel *kn) {
     rx_status_free(ps);
     tgt_ptxas_info_free(&info);
   }
-  rx_status_free(s);
   free(ptx);
-  free(log);
 }
 
 /* The emulated kernel kn, compiled from src (its source, or a broken copy), at every size:
@@ -335,18 +327,9 @@ static void check_program(rx_module *m, const char *name, bool broken_checks) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : "tests";
   setvbuf(stdout, NULL, _IOLBF, 0);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/mma/wgmma_gemm.rx", dir);
-  rx_strbuf msg = {0};
-  rx_module *m = rxk_load_module(path, &msg);
-  if (!m) {
-    fprintf(stderr, "FAIL: %s does not check:\n%s\n", path, msg.data ? msg.data : "");
-    base_strbuf_free(&msg);
-    return 1;
-  }
-  base_strbuf_free(&msg);
+  rx_module *m = rxk_load_test_module(argc > 1 ? argv[1] : "tests", "mma/wgmma_gemm.rx");
+  if (!m) return 1;
   check_program(m, "wg_f16", true);
   check_program(m, "wg_bf16", false);
   check_program(m, "wg_f16_bias_res", false);
