@@ -41,6 +41,11 @@
 /* The schedule for a row count known to be 1 (one), at most SMALL_ROWS or MID_ROWS (rows: the
  * bound, or the constant count), or larger (0); the variant's rule and name go to *v. */
 static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *v) {
+  if (mi->nx) { /* extra reductions (rms_norm_matmul): gemv_rows alone takes them */
+    *v = (rx_sched_variant){v->cond, rows == 1 ? RX_SCHED_GEMV : RX_SCHED_GEMM,
+                            rows == 1 ? "gemv" : "gemv_batch"};
+    return gemv_rows_schedule(s, mi, rows);
+  }
   if (rows == 1) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMV, "gemv"};
     return mi->q_along_k ? gemv_rows_schedule(s, mi, 1) : gemv_cols_schedule(s, mi);
@@ -85,7 +90,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const rx_expr *rows = mi.N;
   if (rows->kind == RX_EXPR_CONST) {
     rx_sched_variant v = {NULL, RX_SCHED_GEMM, NULL};
-    int mid = gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
+    int mid = !mi.nx && gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
     o->body = pick(s, &mi, rows->value > mid ? 0 : (int)rows->value, &v);
     v.name = NULL;
     sched_set_variants(o->m, o->res, &v, 1);
@@ -93,7 +98,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   }
   /* n == 1, n <= SMALL_ROWS, [n <= gemm_mma_mid_rows where gemm_mma applies: its smaller
    * tiles], else */
-  bool mid = gemm_mma_fits(s, &mi);
+  bool mid = !mi.nx && gemm_mma_fits(s, &mi);
   int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
       {sym_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},
