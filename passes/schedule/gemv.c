@@ -16,6 +16,11 @@
  *               than 32 (lavapipe, Mali) take groups of one thread for several rows: each
  *               thread reads its columns' weight rows alone and keeps their sums, for any row
  *               count, in passes of GEMV_ROW_CHUNK rows (a serial loop around the k loop).
+ *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) are more accumulators in
+ *               the same k loop: a second weight's vectors beside the first (a group then
+ *               computes one column per row: the two weights' rows share each P vector), a row
+ *               term's sum per row; past SMALL_ROWS rows, or without subgroup arithmetic, the
+ *               form goes in passes of rows, so it never needs another schedule.
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
  *               combined through shared memory. */

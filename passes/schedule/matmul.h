@@ -10,6 +10,8 @@
  *                         narrower than 32 (lavapipe) a thread per group, any row count, in
  *                         passes of 4 rows
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
+ *                         with extra reductions a second B tile per column group (a second
+ *                         weight) and f32 row sums per lane (a norm's sum of squares);
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
  *                         mma.sync
