@@ -944,10 +944,13 @@ static rx_status build_forward(gb *g, bool decode) {
     rx_node *la[2] = {A(g, h), A(g, f.last)};
     h = op(g, "last_rows", "take", la, 2, tat, 1);
   }
+  /* the final norm folds into lm_head in prefill too: its rows are the b <= max_batch last ones */
+  fwd last = f;
+  last.fold = g->max_batch <= HF_FOLD_MAX_BATCH;
   rx_var *fnw = g->wv[c->layers * W_PER_LAYER + G_NORM];
-  rx_var *xf = f.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
+  rx_var *xf = last.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
   rx_var *logits =
-      normed(g, &f, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
+      normed(g, &last, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
   rx_var *out = cast(g, "logits", logits, RX_DTYPE_F32);
   end_df(g);
   rx_status s = g->err;
