@@ -187,6 +187,7 @@ void lz_gen_ragged_softmax(lz_ctx *l);
 void lz_gen_ragged_attention(lz_ctx *l);
 /* ops/quant.c */
 void lz_gen_quant_matmul(lz_ctx *l);
+void lz_gen_rms_norm_matmul(lz_ctx *l);
 void lz_gen_quant_take(lz_ctx *l);
 /* ops/signal.c */
 void lz_gen_dft(lz_ctx *l);

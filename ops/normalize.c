@@ -426,6 +426,7 @@ static bool row_wise(const rx_op *op) {
   case RX_OP_layer_norm:
   case RX_OP_matmul:
   case RX_OP_quant_matmul:
+  case RX_OP_rms_norm_matmul:
   case RX_OP_ragged_softmax:
   case RX_OP_ragged_attention:
     return true;

@@ -56,27 +56,33 @@ static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, 
   return true;
 }
 
-/* The buffers of W [out, in] (arguments 1 to nb) as scheme qi lays them out; reports otherwise. */
-static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
-                    const rx_quant_info *qi, int nb, const rx_expr *out, const rx_expr *in) {
+/* The buffers of W [out, in] (arguments a0 to a0 + nb - 1) as scheme qi lays them out; reports
+ * otherwise. */
+static bool buffers_at(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                       const rx_quant_info *qi, int nb, int a0, const rx_expr *out,
+                       const rx_expr *in) {
   rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *blocks = sym_expr_floordiv(cx, in, sym_expr_const(cx, qi->block));
   bool ok;
   switch (qi->kind) {
   case RX_QUANT_GGUF:
-    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
+    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
                     sym_expr_mul(cx, blocks, sym_expr_const(cx, qi->block_bytes)));
     break;
   case RX_QUANT_INT8:
-    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_I8, out, in);
+    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_I8, out, in);
     break;
   default:
-    ok = buffer_arg(dc, call, opn, 1, "w", RX_DTYPE_U8, out,
+    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
                     sym_expr_floordiv(cx, in, sym_expr_const(cx, 2)));
   }
-  if (ok && nb >= 2) ok = buffer_arg(dc, call, opn, 2, "s", RX_DTYPE_F16, out, blocks);
-  if (ok && nb >= 3) ok = buffer_arg(dc, call, opn, 3, "z", RX_DTYPE_U8, out, blocks);
+  if (ok && nb >= 2) ok = buffer_arg(dc, call, opn, a0 + 1, "s", RX_DTYPE_F16, out, blocks);
+  if (ok && nb >= 3) ok = buffer_arg(dc, call, opn, a0 + 2, "z", RX_DTYPE_U8, out, blocks);
   return ok;
+}
+static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
+                    const rx_quant_info *qi, int nb, const rx_expr *out, const rx_expr *in) {
+  return buffers_at(dc, call, opn, qi, nb, 1, out, in);
 }
 
 /* The scheme of an op call `opn(first, w, [s, [z]], scheme=...)`, its buffer count, and its first
@@ -176,6 +182,84 @@ const rx_sinfo *ops_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) 
   for (int i = 0; i + 1 < x->ndim; i++) dims[i] = x->shape[i];
   dims[x->ndim - 1] = out;
   return ops_tensor(dc, x->dtype, x->ndim, dims);
+}
+
+/* rms_norm_matmul(x, norm_w, w, [s, [z]], [w2, [s2, [z2]]], epsilon=, dtype=, scheme=, gated=):
+ * an RMSNorm of x's rows folded into the projection that follows it, a matmul whose output point
+ * has two or three reductions over the same k (issue 31's decode step):
+ *
+ *   y[i, j] = T(rsqrt(sum_k x[i, k]^2 / K + eps) * sum_k T(x[i, k] norm_w[k]) W[j, k])
+ *
+ * and, gated, the SwiGLU of two projections W (gate) and W2 (up) of the same normalized row:
+ *   y[i, j] = T(silu(g) * u), g = T(rs * sum_k T(x norm_w) W[j, k]), u the same with W2.
+ * The norm weight is a prologue of the operand and the sum of squares a second accumulator in
+ * the same k loop: the kernel reads each weight once, with no kernel for the norm. W (and W2)
+ * are [M, K] of f16, bf16 or f32, or, with scheme=, quant_matmul's buffers of that scheme. */
+const rx_sinfo *ops_deduce_rms_norm_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+  const char *opn = "rms_norm_matmul";
+  const rx_attr *sa = ops_call_attr(call, "scheme"), *ga = ops_call_attr(call, "gated");
+  const rx_quant_info *qi = NULL;
+  int nb = 1, sets = ga && ga->i ? 2 : 1;
+  if (sa) {
+    rx_quant_scheme sc;
+    if (!scheme_of(dc, call, opn, &sc)) return NULL;
+    qi = base_quant_info_of(sc);
+    nb = base_quant_nbuffers(sc);
+  }
+  if (call->nargs != 2 + nb * sets) {
+    ops_deduce_error(dc, "%s expects %d arguments (x, norm_w and %d weight buffers), got %d", opn,
+                     2 + nb * sets, nb * sets, call->nargs);
+    return NULL;
+  }
+  const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x"), *nw = ops_tensor_arg(dc, call, 1, "norm_w");
+  if (!x || !nw) return NULL;
+  if (!ir_dtype_is_float(x->dtype) || x->ndim < 1 || !x->shape || nw->ndim != 1 || !nw->shape ||
+      !ir_dtype_is_float(nw->dtype)) {
+    ops_deduce_error(dc, "%s expects float x [..., K] and norm_w [K], got %s and %s", opn,
+                     ops_str(dc, x), ops_str(dc, nw));
+    return NULL;
+  }
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *K = x->shape[x->ndim - 1], *M = NULL;
+  if (ops_dim_eq(dc, nw->shape[0], K) != RX_TRUE) {
+    ops_deduce_error(dc, "%s expects norm_w of x's last dim %s, got %s", opn, ops_expr_str(dc, K),
+                     ops_str(dc, nw));
+    return NULL;
+  }
+  rx_dtype t = qi ? x->dtype : RX_DTYPE_UNKNOWN;
+  for (int k = 0; k < sets; k++) {
+    int a0 = 2 + k * nb;
+    const rx_sinfo *w = ops_tensor_arg(dc, call, a0, "w");
+    if (!w) return NULL;
+    if (w->ndim != 2 || !w->shape || (!qi && !ir_dtype_is_float(w->dtype))) {
+      ops_deduce_error(dc, "%s expects w [M, ...] with a known shape, got %s", opn, ops_str(dc, w));
+      return NULL;
+    }
+    if (!M) M = w->shape[0];
+    if (qi) {
+      const rx_expr *rem = sym_expr_floormod(cx, K, sym_expr_const(cx, qi->block));
+      if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, rem, sym_expr_const(cx, 0))) != RX_TRUE) {
+        ops_deduce_error(dc, "%s with scheme \"%s\" needs K (%s) a provable multiple of %d", opn,
+                         qi->name, ops_expr_str(dc, K), qi->block);
+        return NULL;
+      }
+      if (!buffers_at(dc, call, opn, qi, nb, a0, M, K)) return NULL;
+    } else if (!buffer_arg(dc, call, opn, a0, "w", w->dtype, M, K)) {
+      return NULL;
+    } else {
+      t = w->dtype;
+    }
+  }
+  const rx_attr *dt = ops_call_attr(call, "dtype");
+  if (dt && dt->kind == RX_ATTR_DTYPE) t = dt->dtype;
+  if (!ir_dtype_is_float(t)) {
+    ops_deduce_error(dc, "%s expects a float dtype=", opn);
+    return NULL;
+  }
+  const rx_expr **dims = ops_dims(dc, x->ndim);
+  for (int i = 0; i + 1 < x->ndim; i++) dims[i] = x->shape[i];
+  dims[x->ndim - 1] = M;
+  return ops_tensor(dc, t, x->ndim, dims);
 }
 
 /* ---- legalization ---- */
@@ -393,6 +477,110 @@ void lz_gen_quant_matmul(lz_ctx *l) {
   lz_line(l, "%s = %s(%s[0])", lz_load(l, y, iv), ir_dtype_name(y->dtype), acc);
   for (int d = 0; d < y->ndim; d++) lz_close(l);
   base_strbuf_free(&q.lets);
+}
+
+/* rms_norm_matmul (its deduction above): per output point the sum of squares of x's row, then
+ * one reduction per weight (two when gated), then the scale and the epilogue:
+ *
+ *   for i..., j in 0..M {
+ *     alloc ss: f32[1] local   alloc acc: f32[1] local   [alloc acc2: f32[1] local]
+ *     reduce r in 0..K { init { ss[0] = 0.0 } update { ss[0] = ss[0] + f32(x) * f32(x) } }
+ *     reduce r1 in 0..K { init { acc[0] = 0.0 }
+ *                         update { let ...  acc[0] = acc[0] + f32(T(x nw)) * W[j, r1] } }
+ *     [reduce r2 ... acc2 with W2]
+ *     let rs: f32 = rsqrt(ss[0] / f32(K) + eps)
+ *     y[i..., j] = T(acc[0] * rs)        or, gated:
+ *     let g: T = T(acc[0] * rs)   let u: T = T(acc2[0] * rs)   y[i..., j] = T(f32(g) *
+ * sigmoid(f32(g))) * u
+ *   }
+ *
+ * The operand rounds x nw to T, where the rms_norm kernel rounded x rs nw: the same rounding of
+ * a different value (rs scales both). */
+void lz_gen_rms_norm_matmul(lz_ctx *l) {
+  lz_opnd *x = lz_arg(l, 0), *nw = lz_arg(l, 1), *y = &l->outs[0];
+  const rx_attr *sa = ops_call_attr(l->call, "scheme"), *ga = ops_call_attr(l->call, "gated"),
+                *ea = ops_call_attr(l->call, "epsilon");
+  double eps = ea ? ea->f : 1e-5;
+  int sets = ga && ga->i ? 2 : 1, nb = 1;
+  qel q = {.l = l};
+  rx_quant_scheme sc;
+  if (sa) {
+    if (!base_quant_lookup(sa->s, &sc)) {
+      lz_fail(l, "unknown scheme");
+      return;
+    }
+    q.qi = base_quant_info_of(sc);
+    nb = base_quant_nbuffers(sc);
+  }
+  if (y->ndim > LZ_MAXR) {
+    lz_fail(l, "more than %d dims", LZ_MAXR);
+    return;
+  }
+  const char *iv[LZ_MAXR], *xi[LZ_MAXR];
+  for (int d = 0; d < y->ndim; d++) {
+    iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
+    lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
+    l->ind++;
+  }
+  q.j = iv[y->ndim - 1];
+  const rx_expr *K = x->shape[x->ndim - 1];
+  const char *ss = lz_fresh(l, "ss"), *acc[2] = {NULL, NULL};
+  lz_line(l, "alloc %s: f32[1] local", ss);
+  for (int k = 0; k < sets; k++) {
+    acc[k] = lz_fresh(l, k ? "acc2" : "acc");
+    lz_line(l, "alloc %s: f32[1] local", acc[k]);
+  }
+  const char *r = lz_loopvar(l, "r");
+  for (int d = 0; d + 1 < x->ndim; d++) xi[d] = iv[d];
+  xi[x->ndim - 1] = r;
+  const char *xv = lz_up(l, x->dtype, lz_load(l, x, xi));
+  lz_line(l, "reduce %s in 0..%s {", r, lz_ex(l, K));
+  l->ind++;
+  lz_line(l, "init { %s[0] = 0.0 }", ss);
+  lz_line(l, "update { %s[0] = %s[0] + %s * %s }", ss, ss, xv, xv);
+  lz_close(l);
+  const char *tn = ir_dtype_name(y->dtype);
+  for (int k = 0; k < sets; k++) {
+    q.r = lz_loopvar(l, "r");
+    xi[x->ndim - 1] = q.r;
+    const char *xn = lz_str(l, "%s * %s", lz_up(l, x->dtype, lz_load(l, x, xi)),
+                            lz_up(l, nw->dtype, lz_load(l, nw, &q.r)));
+    if (y->dtype != RX_DTYPE_F32) xn = lz_str(l, "f32(%s(%s))", tn, xn);
+    lz_line(l, "reduce %s in 0..%s {", q.r, lz_ex(l, K));
+    l->ind++;
+    lz_line(l, "init { %s[0] = 0.0 }", acc[k]);
+    lz_line(l, "update {");
+    l->ind++;
+    lz_opnd *w = lz_arg(l, 2 + k * nb);
+    const char *wv;
+    if (q.qi) {
+      q.w = w->name;
+      q.s = nb >= 2 ? lz_arg(l, 3 + k * nb)->name : NULL;
+      q.z = nb >= 3 ? lz_arg(l, 4 + k * nb)->name : NULL;
+      q.lets = (rx_strbuf){0};
+      wv = lz_str(l, "(%s)", qel_element(&q));
+      base_strbuf_free(&q.lets);
+    } else {
+      const char *wi[2] = {q.j, q.r};
+      wv = lz_up(l, w->dtype, lz_load(l, w, wi));
+    }
+    lz_line(l, "%s[0] = %s[0] + %s * %s", acc[k], acc[k], xn, wv);
+    lz_close(l);
+    lz_close(l);
+  }
+  const char *rs = lz_fresh(l, "rs");
+  lz_line(l, "let %s: f32 = rsqrt(%s[0] / f32(%s) + %s)", rs, ss, lz_ex(l, K), lz_flit(l, eps));
+  const char *out = lz_load(l, y, iv);
+  if (sets == 1) {
+    lz_line(l, "%s = %s(%s[0] * %s)", out, tn, acc[0], rs);
+  } else {
+    const char *g = lz_fresh(l, "g"), *u = lz_fresh(l, "u");
+    lz_line(l, "let %s: %s = %s(%s[0] * %s)", g, tn, tn, acc[0], rs);
+    lz_line(l, "let %s: %s = %s(%s[0] * %s)", u, tn, tn, acc[1], rs);
+    const char *gv = lz_up(l, y->dtype, g);
+    lz_line(l, "%s = %s(%s * sigmoid(%s)) * %s", out, tn, gv, gv, u);
+  }
+  for (int d = 0; d < y->ndim; d++) lz_close(l);
 }
 
 /* quant_take: per id and column c, W[id, c] dequantized as quant_matmul's element (ids are rows,

@@ -99,6 +99,12 @@ static const rx_attr_schema attrs_quant_matmul[] = {
     {"scheme", RX_ATTR_STR, true,
      "the weight's quantization scheme (base/quant.h): q4f16_g32, Q4_0, ..."},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_rms_norm_matmul[] = {
+    {"epsilon", RX_ATTR_FLOAT, false, "added to the mean square (default 1e-5)"},
+    {"dtype", RX_ATTR_DTYPE, false, "the result dtype, and the operand's rounding (default W's)"},
+    {"scheme", RX_ATTR_STR, false, "W's quantization scheme, as quant_matmul's (default: none)"},
+    {"gated", RX_ATTR_BOOL, false, "two weights: silu(x W^T) * (x W2^T) (default false)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_quant_take[] = {
     {"scheme", RX_ATTR_STR, true, "the table's quantization scheme, as quant_matmul's"},
     {"dtype", RX_ATTR_DTYPE, true, "the result dtype: f32 or f16"},

@@ -171,17 +171,11 @@ static const rx_stmt *update_store(const rx_stmt *s) {
   return only_store(s->body[s->n - 1]);
 }
 
-static bool out_fusable(rx_stmt *body) {
-  nest ns;
-  if (!get_nest(body, &ns)) return false;
-  int i = 0;
-  if (i < ns.nbody && ns.body[i]->kind == RX_STMT_ALLOC) {
-    if (ns.body[i]->buf->scope != RX_SCOPE_LOCAL) return false;
-    i++;
-  }
-  if (i >= ns.nbody || ns.body[i]->kind != RX_STMT_REDUCE) return false;
-  const rx_stmt *r = ns.body[i++];
+/* r is a sum reduction `acc = acc + x * y` (casts allowed, lets before it) from a constant init;
+ * its update's store into *up. */
+static bool sum_of_products(const rx_stmt *r, const rx_stmt **out_up) {
   const rx_stmt *init = only_store(r->init), *up = update_store(r->inner);
+  *out_up = up;
   if (!init || !up || init->buf != up->buf || !const_tx(init->value)) return false;
   const rx_tx *v = up->value;
   if (v->kind != RX_TX_BINARY || v->binop != RX_BINOP_ADD) return false;
@@ -192,10 +186,38 @@ static bool out_fusable(rx_stmt *body) {
   }
   if (!same_access(acc, up)) return false;
   prod = strip_cast(prod);
-  if (prod->kind != RX_TX_BINARY || prod->binop != RX_BINOP_MUL) return false;
-  bool acc_is_out = at_point(&ns, up->idx, up->nidx);
-  if (i == ns.nbody) return acc_is_out;
-  if (i + 1 != ns.nbody || acc_is_out) return false;
+  return prod->kind == RX_TX_BINARY && prod->binop == RX_BINOP_MUL;
+}
+
+/* [allocs] reduce [store at the point], or with several reductions over local accumulators (an
+ * RMSNorm's sum of squares beside the projection, two projections: rms_norm_matmul) allocs,
+ * reduces, then lets and stores to locals and the one store at the point. */
+static bool out_fusable(rx_stmt *body) {
+  nest ns;
+  if (!get_nest(body, &ns)) return false;
+  int i = 0;
+  for (; i < ns.nbody && ns.body[i]->kind == RX_STMT_ALLOC; i++)
+    if (ns.body[i]->buf->scope != RX_SCOPE_LOCAL) return false;
+  int nalloc = i, nred = 0;
+  bool acc_is_out = false;
+  for (; i < ns.nbody && ns.body[i]->kind == RX_STMT_REDUCE; i++, nred++) {
+    const rx_stmt *up;
+    if (!sum_of_products(ns.body[i], &up)) return false;
+    acc_is_out = at_point(&ns, up->idx, up->nidx);
+    if (acc_is_out && nred > 0) return false;
+  }
+  if (nred == 0 || (nred == 1 && nalloc > 1)) return false;
+  if (i == ns.nbody) return acc_is_out && nred == 1;
+  if (acc_is_out) return false;
+  if (nred == 1) {
+    const rx_stmt *st = ns.body[i];
+    return i + 1 == ns.nbody && st->kind == RX_STMT_STORE && at_point(&ns, st->idx, st->nidx);
+  }
+  for (; i + 1 < ns.nbody; i++) {
+    const rx_stmt *st = ns.body[i];
+    if (st->kind != RX_STMT_LET && !(st->kind == RX_STMT_STORE && st->buf->scope == RX_SCOPE_LOCAL))
+      return false;
+  }
   const rx_stmt *st = ns.body[i];
   return st->kind == RX_STMT_STORE && at_point(&ns, st->idx, st->nidx);
 }

@@ -757,6 +757,45 @@ static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
   return op(g, name, "rms_norm", a, 2, at, 3);
 }
 
+/* A decode step folds each RMSNorm into the projections after it (rms_norm_matmul: the norm's sum
+ * of squares a second reduction of the GEMV, no kernel of its own) when its batch bound is at
+ * most this: the GEMV schedule that takes the fused form (gemv_rows) reads each weight once for
+ * up to 16 rows (passes/schedule SMALL_ROWS), and again per 16 more. */
+#define HF_FOLD_MAX_BATCH 16
+
+/* The buffers of projection weight w (its parameter, and a quantized one's scales and zero
+ * points) into a; their count (0 when g->err). */
+static int weight_args(gb *g, rx_var *w, rx_node **a) {
+  const hf_w *qw = quantized(g, w);
+  a[0] = A(g, w);
+  if (!qw) return 1;
+  int n = 1;
+  if (qw->qs) a[n++] = A(g, g->wv[qw->qs]);
+  if (qw->qz) a[n++] = A(g, g->wv[qw->qz]);
+  return n;
+}
+
+/* Whether w and w2 can be the two weights of one gated rms_norm_matmul: the same format. */
+static bool same_format(gb *g, rx_var *w, rx_var *w2) {
+  const hf_w *a = quantized(g, w), *b = quantized(g, w2);
+  if (!w || !w2 || !a != !b) return false;
+  if (a) return a->qi == b->qi && !a->qs == !b->qs && !a->qz == !b->qz;
+  return rx_var_sinfo(w)->dtype == rx_var_sinfo(w2)->dtype;
+}
+
+/* rms_norm(h, nw) @ w^T as one rms_norm_matmul (the norm folded into the projection), or, with
+ * w2, silu(rms_norm(h, nw) @ w^T) * (rms_norm(h, nw) @ w2^T) (gated: gate and up in one). */
+static rx_var *norm_matmul(gb *g, const char *name, rx_var *h, rx_var *nw, rx_var *w, rx_var *w2) {
+  rx_node *a[8] = {A(g, h), A(g, nw)};
+  int n = 2 + weight_args(g, w, a + 2);
+  if (w2) n += weight_args(g, w2, a + n);
+  const hf_w *qw = quantized(g, w);
+  const rx_attr *at[4] = {rx_attr_float(g->m, "epsilon", g->c->rms_eps),
+                          rx_attr_dtype(g->m, "dtype", g->T), rx_attr_bool(g->m, "gated", w2),
+                          qw ? rx_attr_str(g->m, "scheme", qw->qi->name) : NULL};
+  return op(g, name, "rms_norm_matmul", a, n, at, qw ? 4 : 3);
+}
+
 static rx_var *match_cast(gb *g, const char *name, rx_node *v, const rx_sinfo *s) {
   if (g->err || !v) return NULL;
   rx_var *out = NULL;
@@ -797,6 +836,7 @@ typedef struct fwd {
   rx_var *cos_id, *sin_id; /* a partial rotary embedding: ones and zeros [n, head_dim], which
                               kv_append_rope rotates the keys (rotated before it) by, unchanged */
   bool decode;
+  bool fold; /* the norms folded into the projections (decode, HF_FOLD_MAX_BATCH) */
 } fwd;
 
 /* The aux tensors of rx_kv_extend, given their shapes: the match_casts check the batch's
@@ -984,20 +1024,35 @@ static rx_var *heads_of(gb *g, fwd *f, int64_t l, const char *name, rx_var *x, i
   return norm_as(g, name, reshape(g, NULL, x, d, 3), W(g, l, id), g->T);
 }
 
-/* The MLP of the normed x: act(gate) * up, then down: SwiGLU (silu) or GeGLU (tanh GELU), from
- * gate_proj and up_proj or Phi-3's one gate_up_proj (its gate rows first). */
-static rx_var *mlp(gb *g, int64_t l, rx_var *x) {
+/* rms_norm(h, nw) @ w^T (+ bias): x, the norm's output, when the norm has its own kernel, else
+ * (f->fold) one rms_norm_matmul of h. */
+static rx_var *normed(gb *g, const fwd *f, const char *name, rx_var *h, rx_var *nw, rx_var *x,
+                      rx_var *w, rx_var *bias) {
+  if (!f->fold) return linear(g, name, x, w, bias);
+  rx_var *y = norm_matmul(g, bias ? NULL : name, h, nw, w, NULL);
+  return bias ? op2(g, name, "add", y, bias) : y;
+}
+
+/* The MLP of rms_norm(h, nw): act(gate) * up, then down: SwiGLU (silu) or GeGLU (tanh GELU), from
+ * gate_proj and up_proj or Phi-3's one gate_up_proj (its gate rows first). With f->fold the norm
+ * is folded into the projections, and SwiGLU's gate and up of one format are one kernel. */
+static rx_var *mlp(gb *g, const fwd *f, int64_t l, rx_var *h, rx_var *nw) {
   const rx_hf_config *c = g->c;
   char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
-  rx_var *gate, *up;
+  rx_var *x = f->fold ? NULL : rms_norm(g, NM("mlp_in"), h, nw);
+  rx_var *gate, *up, *act;
   if (c->fused_gate_up) {
-    rx_var *gu = linear(g, NULL, x, W(g, l, W_GATE_UP), NULL);
+    rx_var *gu = normed(g, f, NULL, h, nw, x, W(g, l, W_GATE_UP), NULL);
     gate = cols(g, NM("gate"), gu, 0, c->intermediate);
     up = cols(g, NM("up"), gu, c->intermediate, 2 * c->intermediate);
+  } else if (f->fold && c->act == RX_HF_ACT_SILU &&
+             same_format(g, W(g, l, W_GATE), W(g, l, W_UP))) { /* gate and up: one kernel */
+    act = norm_matmul(g, NM("act"), h, nw, W(g, l, W_GATE), W(g, l, W_UP));
+    return linear(g, NM("mlp_out"), act, W(g, l, W_DOWN), NULL);
   } else {
-    gate = linear(g, NM("gate"), x, W(g, l, W_GATE), NULL);
-    up = linear(g, NM("up"), x, W(g, l, W_UP), NULL);
+    gate = normed(g, f, NM("gate"), h, nw, x, W(g, l, W_GATE), NULL);
+    up = normed(g, f, NM("up"), h, nw, x, W(g, l, W_UP), NULL);
   }
   rx_var *a;
   if (c->act == RX_HF_ACT_GELU_TANH) {
@@ -1007,7 +1062,7 @@ static rx_var *mlp(gb *g, int64_t l, rx_var *x) {
   } else {
     a = op1(g, NULL, "silu", gate);
   }
-  rx_var *act = op2(g, NM("act"), "multiply", a, up);
+  act = op2(g, NM("act"), "multiply", a, up);
   return linear(g, NM("mlp_out"), act, W(g, l, W_DOWN), NULL);
 #undef NM
 }
@@ -1021,20 +1076,21 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   bool local = !c->layer_kinds || c->local[l];
   rx_var *cos = local && c->layer_kinds && f->cos_l ? f->cos_l : f->cos;
   rx_var *sin = local && c->layer_kinds && f->sin_l ? f->sin_l : f->sin;
-  rx_var *x = rms_norm(g, NM("attn_in"), h, W(g, l, W_IN_NORM));
+  rx_var *x = f->fold ? NULL : rms_norm(g, NM("attn_in"), h, W(g, l, W_IN_NORM));
   rx_var *q, *k, *v;
   int64_t qw = c->heads * c->head_dim, kw = c->kv_heads * c->head_dim, koff = 0, voff = 0;
   if (g->qkv[l]) { /* one projection of the q, k and v rows (fuse_rows, or Phi-3's qkv_proj): q
                       its first qw columns, the keys and values the next kw each, which
                       kv_append_rope reads there */
-    rx_var *qkv = linear(g, NM("qkv"), x, g->wv[g->qkv[l]], g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
+    rx_var *qkv = normed(g, f, NM("qkv"), h, W(g, l, W_IN_NORM), x, g->wv[g->qkv[l]],
+                         g->bqkv[l] ? g->wv[g->bqkv[l]] : NULL);
     q = k = v = qkv;
     koff = qw;
     voff = qw + kw;
   } else {
-    q = linear(g, NM("q"), x, W(g, l, W_Q), W(g, l, W_BQ));
-    k = linear(g, NM("k"), x, W(g, l, W_K), W(g, l, W_BK));
-    v = linear(g, NM("v"), x, W(g, l, W_V), W(g, l, W_BV));
+    q = normed(g, f, NM("q"), h, W(g, l, W_IN_NORM), x, W(g, l, W_Q), W(g, l, W_BQ));
+    k = normed(g, f, NM("k"), h, W(g, l, W_IN_NORM), x, W(g, l, W_K), W(g, l, W_BK));
+    v = normed(g, f, NM("v"), h, W(g, l, W_IN_NORM), x, W(g, l, W_V), W(g, l, W_BV));
   }
   bool partial = rot_dim(c) < c->head_dim;
   rx_var *qr = NULL; /* the queries rotated here (partial rotary), else by kv_append_rope */
@@ -1078,8 +1134,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   o = to(g, NULL, o, g->R);
   if (c->sandwich) o = norm_as(g, NM("attn_post"), o, W(g, l, W_POST_NORM), g->R);
   h = op2(g, NM("h_attn"), "add", h, o);
-  rx_var *x2 = rms_norm(g, NM("mlp_in"), h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
-  rx_var *down = mlp(g, l, x2);
+  rx_var *down = mlp(g, f, l, h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
   down = to(g, NULL, down, g->R);
   if (c->sandwich) down = norm_as(g, NM("mlp_post"), down, W(g, l, W_POST_FF_NORM), g->R);
   return op2(g, NM("h"), "add", h, down);
@@ -1104,7 +1159,7 @@ static rx_status build_forward(gb *g, bool decode) {
   const rx_hf_config *c = g->c;
   g->fn = decode ? "decode" : "prefill";
   g->b = rx_builder_new(g->m, g->fn);
-  fwd f = {.decode = decode};
+  fwd f = {.decode = decode, .fold = decode && g->max_batch <= HF_FOLD_MAX_BATCH};
   f.b = rx_sym_var(g->m, "b");
   f.n = decode ? f.b : rx_sym_var(g->m, "n");
   const rx_expr *nd[1] = {f.n}, *bd[1] = {f.b};
@@ -1167,8 +1222,13 @@ static rx_status build_forward(gb *g, bool decode) {
     rx_node *la[2] = {A(g, h), A(g, f.last)};
     h = op(g, "last_rows", "take", la, 2, tat, 1);
   }
-  h = rms_norm(g, "final_norm", h, g->wv[c->layers * W_PER_LAYER + G_NORM]);
-  rx_var *logits = linear(g, "logits_t", h, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
+  /* the final norm folds into lm_head in prefill too: its rows are the b <= max_batch last ones */
+  fwd last = f;
+  last.fold = g->max_batch <= HF_FOLD_MAX_BATCH;
+  rx_var *fnw = g->wv[c->layers * W_PER_LAYER + G_NORM];
+  rx_var *xf = last.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
+  rx_var *logits =
+      normed(g, &last, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
   rx_var *out = cast(g, c->final_softcap > 0 ? NULL : "logits", logits, RX_DTYPE_F32);
   if (c->final_softcap > 0) { /* Gemma 2: tanh(logits / c) * c */
     rx_node *da[2] = {A(g, out), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};

@@ -16,6 +16,11 @@
  *               than 32 (lavapipe, Mali) take groups of one thread for several rows: each
  *               thread reads its columns' weight rows alone and keeps their sums, for any row
  *               count, in passes of GEMV_ROW_CHUNK rows (a serial loop around the k loop).
+ *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) are more accumulators in
+ *               the same k loop: a second weight's vectors beside the first (a group then
+ *               computes one column per row: the two weights' rows share each P vector), a row
+ *               term's sum per row; past SMALL_ROWS rows, or without subgroup arithmetic, the
+ *               form goes in passes of rows, so it never needs another schedule.
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
  *               combined through shared memory. */
@@ -102,12 +107,22 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   int V = pk->n ? pk->lanes : mm_vector_lanes(s, mi, GEMV_LANES);
   rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows};
   bool one = thread_groups(s, rows);
-  if (!one && !subgroups(s, tmax)) return p; /* the block reduces each column: one row */
+  if (!one && !subgroups(s, tmax)) { /* the block reduces each column: one row per pass */
+    p.NB = 1;
+    p.chunks = rows != 1;
+    return p;
+  }
   int sg = one ? 1 : s->t->subgroup_size;
   p.G = sg;
   if (one && (rows == 0 || rows > GEMV_ROW_CHUNK)) p.NB = GEMV_ROW_CHUNK;
   p.chunks = one;
-  p.R = rows > 1 ? GEMV_BATCH_COLS : 1;
+  if (!one && (rows == 0 || rows > SMALL_ROWS)) { /* extra reductions: any row count */
+    p.NB = SMALL_ROWS;
+    p.chunks = true;
+  }
+  bool two = false; /* a second weight (gate and up): its rows already share each P vector */
+  for (int t = 0; t < mi->nx; t++) two |= mi->x[t].q != NULL;
+  p.R = rows > 1 && !two ? GEMV_BATCH_COLS : 1;
   int tmin = GEMV_MIN_THREADS > sg ? GEMV_MIN_THREADS : sg;
   while (p.T > tmin && plan_blocks(mi, &p) >= 0 && plan_blocks(mi, &p) < GEMV_MIN_BLOCKS) p.T /= 2;
   bool long_k = mi->K->kind == RX_EXPR_CONST && mi->K->value >= (int64_t)tmax * p.V;
@@ -125,7 +140,8 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
 #define GEMV_ROWS_MAX_PASSES 64
 
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows) {
-  if (thread_groups(s, rows)) { /* a bound up to the limit, or facts that bound n to it */
+  if (mi->nx) return mi->q_along_k; /* the one schedule of extra reductions: passes of rows */
+  if (thread_groups(s, rows)) {     /* a bound up to the limit, or facts that bound n to it */
     rx_expr_ctx *cx = s->cx;
     const rx_expr *le =
         sym_expr_cmp(cx, RX_EXPR_LE, mi->N, sym_expr_const(cx, GEMV_ROWS_MAX_PASSES));
@@ -144,8 +160,12 @@ typedef struct rows_k {
   const rx_expr *col0;        /* the group's first column */
   const rx_expr *row0;        /* the pass's first row (p.chunks), else 0 */
   const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
-  rx_buffer *acc, *wv;        /* accumulators [NB * R], the weight vectors [R, V] */
-  mm_packed pk;               /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
+  rx_buffer *acc, *wv;        /* accumulators [A], the weight vectors [R, V] */
+  /* Accumulators of each reduction (0 the main one, 1 + t extra t), from off[t]: NB * R of
+   * them (row ii, column r at ii * R + r), or NB for a row term (row ii at ii). */
+  int off[1 + MM_MAX_EXTRA], A;
+  rx_buffer *wvx[MM_MAX_EXTRA]; /* the extras' weight vectors [R, V] (row terms: none) */
+  mm_packed pk;                 /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
   rx_buffer *pkb[MM_MAX_PACKED];
 } rows_k;
 
@@ -170,12 +190,23 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   for (int r = 0; r < p.R; r++) {
     const rx_expr *j = sx_add(s->cx, c->col0, sx_const(s->cx, r)), *wi[2] = {sx_const(s->cx, r), v};
     rx_stmt *stage = NULL;
-    rx_tx *q = NULL;
-    if (c->pk.n)
-      stage = mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, j, kb, v, &q);
-    else
-      q = operand_at(c, mi->q, sx_const(s->cx, 0), j, kv);
-    rx_stmt *ld = sched_store_e(s, c->wv, wi, 2, q);
+    const rx_tx *qs[1 + MM_MAX_EXTRA] = {mi->q};
+    rx_buffer *dst[1 + MM_MAX_EXTRA] = {c->wv};
+    rx_tx *q[1 + MM_MAX_EXTRA];
+    int nq = 1;
+    for (int t = 0; t < mi->nx; t++)
+      if (mi->x[t].q) {
+        dst[nq] = c->wvx[t];
+        qs[nq++] = mi->x[t].q;
+      }
+    if (c->pk.n) {
+      stage = mm_packed_stage_n(s, mi, &c->pk, c->pkb, c->brepl, j, kb, v, nq, qs, q);
+    } else {
+      for (int t = 0; t < nq; t++) q[t] = operand_at(c, qs[t], sx_const(s->cx, 0), j, kv);
+    }
+    rx_stmtvec lds = {0};
+    for (int t = 0; t < nq; t++) RX_VEC_PUSH(&lds, sched_store_e(s, dst[t], wi, 2, q[t]));
+    rx_stmt *ld = sched_seq(s, &lds);
     if (p.V > 1) ld = sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, ld);
     if (stage) {
       rx_stmtvec both = {0};
@@ -197,15 +228,33 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   RX_VEC_PUSH(&lane, sched_let(s, xv,
                                operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0,
                                           sx_add(s->cx, kb, lv))));
-  for (int r = 0; r < p.R; r++) {
-    const rx_expr *ai = sx_add(s->cx, sx_mul_c(s->cx, ii, p.R), sx_const(s->cx, r)),
-                  *wi[2] = {sx_const(s->cx, r), lv};
-    rx_tx *x = ir_tx_local(s->m, xv, s->loc), *w = sched_load(s, c->wv, wi, 2);
-    rx_tx *prod = mi->p_first ? bin(s, RX_BINOP_MUL, x, w) : bin(s, RX_BINOP_MUL, w, x);
-    rx_tx *cur = sched_load(s, c->acc, &ai, 1);
-    rx_tx *sum =
-        mi->r.acc_first ? bin(s, RX_BINOP_ADD, cur, prod) : bin(s, RX_BINOP_ADD, prod, cur);
-    RX_VEC_PUSH(&lane, sched_store_e(s, c->acc, &ai, 1, sum));
+  for (int t = -1; t < mi->nx; t++) { /* the main reduction, then the extras */
+    const mm_extra *x = t < 0 ? NULL : &mi->x[t];
+    rx_local *xl = xv;
+    if (x) {
+      xl = sched_local(s, "xv", x->p->dtype);
+      RX_VEC_PUSH(&lane, sched_let(s, xl,
+                                   operand_at(c, x->p, sx_add(s->cx, c->row0, ii), c->col0,
+                                              sx_add(s->cx, kb, lv))));
+    }
+    bool first = x ? x->p_first : mi->p_first, accf = x ? x->r.acc_first : mi->r.acc_first;
+    rx_buffer *wb = x ? c->wvx[t] : c->wv;
+    const rx_expr *base = sx_const(s->cx, c->off[t + 1]);
+    for (int r = 0; r < (x && !x->q ? 1 : p.R); r++) {
+      const rx_expr *ai =
+          x && !x->q
+              ? sx_add(s->cx, base, ii)
+              : sx_add(s->cx, base, sx_add(s->cx, sx_mul_c(s->cx, ii, p.R), sx_const(s->cx, r)));
+      const rx_expr *wi[2] = {sx_const(s->cx, r), lv};
+      rx_tx *xe = ir_tx_local(s->m, xl, s->loc), *prod = xe;
+      if (!x || x->q) {
+        rx_tx *w = sched_load(s, wb, wi, 2);
+        prod = first ? bin(s, RX_BINOP_MUL, xe, w) : bin(s, RX_BINOP_MUL, w, xe);
+      }
+      rx_tx *cur = sched_load(s, c->acc, &ai, 1);
+      rx_tx *sum = accf ? bin(s, RX_BINOP_ADD, cur, prod) : bin(s, RX_BINOP_ADD, prod, cur);
+      RX_VEC_PUSH(&lane, sched_store_e(s, c->acc, &ai, 1, sum));
+    }
   }
   rx_stmt *row = sched_seq(s, &lane);
   if (vo) {
@@ -244,8 +293,22 @@ static rx_stmt *rows_kloop(rows_k *c) {
                    sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
 }
 
-/* The output point of accumulator a (row a // R, column col0 + a % R) and its store(s). */
-static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_expr *who) {
+/* The totals of the output point of main accumulator a (0 <= a < NB * R), each reduction's, read
+ * from buf (acc, or tot after the subgroup sums; laid out as acc). */
+static void totals_at(rows_k *c, rx_buffer *buf, const rx_expr *a, rx_tx **out) {
+  rx_sctx *s = c->s;
+  out[0] = sched_load(s, buf, &a, 1);
+  for (int t = 0; t < c->mi->nx; t++) {
+    const rx_expr *at =
+        c->mi->x[t].q ? a : sym_expr_floordiv(s->cx, a, sx_const(s->cx, c->p.R)); /* row ii */
+    at = sx_add(s->cx, sx_const(s->cx, c->off[t + 1]), at);
+    out[1 + t] = sched_load(s, buf, &at, 1);
+  }
+}
+
+/* The output point of accumulator a (row a // R, column col0 + a % R) and its store(s), from
+ * each reduction's total (totals[0] the main one's). */
+static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *const *totals, const rx_expr *who) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   int R = c->p.R;
@@ -255,7 +318,7 @@ static rx_stmt *rows_store(rows_k *c, const rx_expr *a, rx_tx *total, const rx_e
   rx_rewrite rw;
   mm_point_rewrite(s, mi, c->brepl, i, j, vars, repl, &rw);
   rx_stmtvec fin = {0};
-  mm_epilogue(s, mi, &rw, total, &fin);
+  mm_epilogue_n(s, mi, &rw, totals, &fin);
   const rx_expr *g =
       sx_and_opt(s->cx, who,
                  sx_and_opt(s->cx, sched_bound_guard(s, i, mi->N), sched_bound_guard(s, j, mi->M)));
@@ -270,36 +333,54 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   rows_plan p = c->p;
   int A = p.NB * p.R;
   const rx_expr *z = sx_const(s->cx, 0);
-  if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) {
-    rx_tx *tot = sched_xreduce(s, body, sched_load(s, c->acc, &z, 1), RX_COMB_SUM, c->mi->acc_dt,
+  rx_tx *tv[1 + MM_MAX_EXTRA];
+  if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) { /* NB = R = 1 */
+    if (c->A == 1) {
+      tv[0] = sched_xreduce(s, body, sched_load(s, c->acc, &z, 1), RX_COMB_SUM, c->mi->acc_dt, p.T,
+                            c->tx);
+      RX_VEC_PUSH(body, rows_store(c, z, tv, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
+      return;
+    }
+    rx_stmt *al;
+    int64_t shp[1] = {c->A};
+    rx_buffer *tot = sched_alloc(s, "tot", c->mi->acc_dt, RX_SCOPE_LOCAL, shp, 1, &al);
+    RX_VEC_PUSH(body, al);
+    for (int a = 0; a < c->A; a++) {
+      const rx_expr *ai = sx_const(s->cx, a);
+      rx_tx *t = sched_xreduce(s, body, sched_load(s, c->acc, &ai, 1), RX_COMB_SUM, c->mi->acc_dt,
                                p.T, c->tx);
-    RX_VEC_PUSH(body, rows_store(c, z, tot, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
+      RX_VEC_PUSH(body, sched_store_e(s, tot, &ai, 1, t));
+    }
+    totals_at(c, tot, z, tv);
+    RX_VEC_PUSH(body, rows_store(c, z, tv, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
     return;
   }
   if (p.G == 1) { /* a group of one thread: its accumulators are the totals */
     const rx_expr *a = sched_fresh_var(s, "a");
     size_t mk = sym_analyzer_mark(s->an);
     sym_analyzer_bind_range(s->an, a, z, sx_const(s->cx, A));
-    rx_stmt *st = rows_store(c, a, sched_load(s, c->acc, &a, 1), NULL);
+    totals_at(c, c->acc, a, tv);
+    rx_stmt *st = rows_store(c, a, tv, NULL);
     sym_analyzer_reset(s->an, mk);
     RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
     return;
   }
   rx_stmt *al;
-  int64_t shp[1] = {A};
+  int64_t shp[1] = {c->A};
   rx_buffer *tot = sched_alloc(s, "tot", c->mi->acc_dt, RX_SCOPE_LOCAL, shp, 1, &al);
   RX_VEC_PUSH(body, al);
   const rx_expr *a = sched_fresh_var(s, "a");
   rx_tx *part = sched_load(s, c->acc, &a, 1);
   rx_stmt *red =
       sched_store_e(s, tot, &a, 1, ir_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
-  RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, A), RX_LOOP_UNROLL, red));
+  RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, c->A), RX_LOOP_UNROLL, red));
   const rx_expr *b = sched_fresh_var(s, "a");
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, b, z, sx_const(s->cx, A));
   const rx_expr *who =
       sym_expr_cmp(s->cx, RX_EXPR_EQ, c->l, sym_expr_floormod(s->cx, b, sx_const(s->cx, p.G)));
-  rx_stmt *st = rows_store(c, b, sched_load(s, tot, &b, 1), who);
+  totals_at(c, tot, b, tv);
+  rx_stmt *st = rows_store(c, b, tv, who);
   sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(body, sched_for(s, b, sx_const(s->cx, A), RX_LOOP_UNROLL, st));
 }
@@ -328,11 +409,22 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   c.col0 = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, bx, p.T / p.G), g), p.R);
   rx_stmtvec body = {0};
   rx_stmt *al;
-  int64_t ashape[1] = {(int64_t)p.NB * p.R}, wshape[2] = {p.R, p.V};
+  c.off[0] = 0;
+  c.A = p.NB * p.R;
+  for (int t = 0; t < mi->nx; t++) {
+    c.off[t + 1] = c.A;
+    c.A += mi->x[t].q ? p.NB * p.R : p.NB;
+  }
+  int64_t ashape[1] = {c.A}, wshape[2] = {p.R, p.V};
   c.acc = sched_alloc(s, "acc", mi->acc_dt, RX_SCOPE_LOCAL, ashape, 1, &al);
   RX_VEC_PUSH(&body, al);
   c.wv = sched_alloc(s, "wv", mi->q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
   RX_VEC_PUSH(&body, al);
+  for (int t = 0; t < mi->nx; t++) {
+    if (!mi->x[t].q) continue;
+    c.wvx[t] = sched_alloc(s, "wv", mi->x[t].q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
+    RX_VEC_PUSH(&body, al);
+  }
   for (int i = 0; i < c.pk.n; i++) {
     int64_t pshape[1] = {16};
     c.pkb[i] = sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);

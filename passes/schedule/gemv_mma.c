@@ -49,8 +49,44 @@ bool mm_mma_operands(const rx_sctx *s, const mm_info *mi) {
   return p && q && p->dtype == q->dtype && mm_mma_target(s, mi, p->dtype);
 }
 
+/* Structural equality of two operand expressions (an extra projection's P and the main one's). */
+static bool same_tx(const rx_tx *a, const rx_tx *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype || a->ival != b->ival ||
+      a->fval != b->fval || a->sym != b->sym || a->local != b->local || a->buf != b->buf ||
+      a->nidx != b->nidx || a->binop != b->binop || a->intrin != b->intrin)
+    return false;
+  for (int i = 0; i < a->nidx; i++)
+    if (!same_tx(a->idx[i], b->idx[i])) return false;
+  return same_tx(a->a, b->a) && same_tx(a->b, b->b) && same_tx(a->c, b->c);
+}
+
+/* P of a form with extra reductions (rms_norm_matmul): an f16/bf16 value (a load, or a prologue
+ * such as the norm weight's product rounded to f16) under an optional cast to f32: the f16 value,
+ * which the kernel stores into its vectors of P as they are; else NULL. */
+static const rx_tx *half_operand(const rx_tx *e) {
+  if (e->kind == RX_TX_CAST) e = e->a;
+  return e->dtype == RX_DTYPE_F16 || e->dtype == RX_DTYPE_BF16 ? e : NULL;
+}
+
+/* The extra reductions gemv_mma takes: row terms (their f32 sums per lane, rows g and g + 8), and
+ * projections with P the main one's and Q a plain load of the main Q's dtype (a second tile of B
+ * per column group). */
+static bool extras_fit(const mm_info *mi, rx_dtype ab) {
+  for (int t = 0; t < mi->nx; t++) {
+    const mm_extra *x = &mi->x[t];
+    if (!x->q) continue;
+    const rx_tx *q = mm_plain_load(x->q);
+    if (!q || q->dtype != ab || !same_tx(x->p, mi->p) || x->p_first != mi->p_first) return false;
+  }
+  return true;
+}
+
 bool gemv_mma_fits(const rx_sctx *s, const mm_info *mi) {
-  return mm_mma_operands(s, mi) && mi->p_along_k && mi->q_along_k;
+  if (!mi->nx) return mm_mma_operands(s, mi) && mi->p_along_k && mi->q_along_k;
+  const rx_tx *p = half_operand(mi->p), *q = mm_plain_load(mi->q);
+  return p && q && p->dtype == q->dtype && mm_mma_target(s, mi, q->dtype) && mi->p_along_k &&
+         mi->q_along_k && extras_fit(mi, q->dtype);
 }
 
 /* What the parts of the kernel share. */
@@ -66,6 +102,10 @@ typedef struct mma_k {
                                    and of Q's [C, 8] */
   rx_buffer *fa, *fb;           /* the fragments of A [8] and B [4] */
   rx_buffer *fc[MMA_MAX_TILES]; /* the accumulators [4], tile (m, q) at m * C + q */
+  /* Extra reduction t (gemv_mma, one row tile): a projection's vectors of Q [C, 8] and its
+   * accumulator tiles, or a row term's f32 sums of rows g and g + 8 [2] (per lane: its 8 k of
+   * each chunk) */
+  rx_buffer *wrx[MM_MAX_EXTRA], *fcx[MM_MAX_EXTRA][MMA_COLS], *rt[MM_MAX_EXTRA];
 } mma_k;
 
 /* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros. */
@@ -102,6 +142,25 @@ static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
     const rx_expr *j = sx_add(s->cx, sx_add(s->cx, c->col0, sx_const(s->cx, 8 * q)), c->g);
     RX_VEC_PUSH(&st, load_vec(c, c->wr, q, c->q, sx_const(s->cx, 0), j, kb,
                               sched_bound_guard(s, j, mi->M)));
+    for (int t = 0; t < mi->nx; t++)
+      if (mi->x[t].q)
+        RX_VEC_PUSH(&st, load_vec(c, c->wrx[t], q, mm_plain_load(mi->x[t].q), sx_const(s->cx, 0), j,
+                                  kb, sched_bound_guard(s, j, mi->M)));
+  }
+  for (int t = 0; t < mi->nx; t++) { /* row terms: rows g and g + 8 at the lane's 8 k */
+    if (mi->x[t].q) continue;
+    for (int h = 0; h < 2; h++) {
+      const rx_expr *row = sx_add(s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 8 * h)), c->g);
+      const rx_expr *v = sched_fresh_var(s, "v"), *hi = sx_const(s->cx, h);
+      rx_tx *term = mm_operand_at(s, mi, c->brepl, mi->x[t].p, row, c->col0, sx_add(s->cx, kb, v));
+      rx_tx *cur = sched_load(s, c->rt[t], &hi, 1);
+      rx_stmt *add =
+          sched_store_e(s, c->rt[t], &hi, 1,
+                        mi->x[t].r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, cur, term, s->loc)
+                                             : ir_tx_binary(s->m, RX_BINOP_ADD, term, cur, s->loc));
+      RX_VEC_PUSH(&st, sched_guard(s, sched_bound_guard(s, row, mi->N),
+                                   sched_for(s, v, sx_const(s->cx, 8), RX_LOOP_UNROLL, add)));
+    }
   }
   for (int step = 0; step < 2; step++)
     for (int m = 0; m < c->RM; m++) {
@@ -126,6 +185,19 @@ static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
         mma->mma_a = c->fa;
         mma->mma_b = c->fb;
         RX_VEC_PUSH(&st, mma);
+        for (int t = 0; t < mi->nx; t++) { /* a second weight: its B fragment, its tile */
+          if (!mi->x[t].q) continue;
+          const rx_expr *b2 = sched_fresh_var(s, "i");
+          const rx_expr *w2[2] = {sx_const(s->cx, q), sx_add(s->cx, sx_const(s->cx, 4 * step), b2)};
+          RX_VEC_PUSH(&st,
+                      sched_for(s, b2, sx_const(s->cx, 4), RX_LOOP_UNROLL,
+                                sched_store_e(s, c->fb, &b2, 1, sched_load(s, c->wrx[t], w2, 2))));
+          rx_stmt *m2 = ir_stmt_new(s->m, RX_STMT_MMA, s->loc);
+          m2->buf = c->fcx[t][q];
+          m2->mma_a = c->fa;
+          m2->mma_b = c->fb;
+          RX_VEC_PUSH(&st, m2);
+        }
       }
     }
   return sched_seq(s, &st);
@@ -154,27 +226,49 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   int tiles = c->RM * c->C;
+  /* slots of each lane: the main tiles' 4 accumulators, each extra projection's, then 2 sums per
+   * row term; base[t] the first slot of extra t */
+  int slots = tiles * 4, base[MM_MAX_EXTRA];
+  for (int t = 0; t < mi->nx; t++) {
+    base[t] = slots;
+    slots += mi->x[t].q ? tiles * 4 : 2;
+  }
   rx_stmt *al;
-  int64_t shp[3] = {MMA_WARPS, tiles * 4, 32};
+  int64_t shp[3] = {MMA_WARPS, slots, 32};
   rx_buffer *red = sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
   RX_VEC_PUSH(body, al);
-  for (int q = 0; q < tiles; q++) {
-    const rx_expr *i = sched_fresh_var(s, "i");
-    const rx_expr *ri[3] = {c->w, sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
-    RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
-                                sched_store_e(s, red, ri, 3, sched_load(s, c->fc[q], &i, 1))));
-  }
+  for (int t = -1; t < mi->nx; t++)
+    for (int q = 0; q < (t < 0 || mi->x[t].q ? tiles : 1); q++) {
+      rx_buffer *src = t < 0 ? c->fc[q] : mi->x[t].q ? c->fcx[t][q] : c->rt[t];
+      int n = t < 0 || mi->x[t].q ? 4 : 2, at = (t < 0 ? 0 : base[t]) + 4 * q;
+      const rx_expr *i = sched_fresh_var(s, "i");
+      const rx_expr *ri[3] = {c->w, sx_add(s->cx, sx_const(s->cx, at), i), lane};
+      RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, n), RX_LOOP_UNROLL,
+                                  sched_store_e(s, red, ri, 3, sched_load(s, src, &i, 1))));
+    }
   RX_VEC_PUSH(body, sched_barrier(s));
   rx_stmtvec out = {0};
   for (int q = 0; q < tiles; q++) {
     const rx_expr *i = sched_fresh_var(s, "i");
     size_t mk = sym_analyzer_mark(s->an);
     sym_analyzer_bind_range(s->an, i, sx_const(s->cx, 0), sx_const(s->cx, 4));
-    rx_tx *tot = NULL;
-    for (int w = 0; w < MMA_WARPS; w++) {
-      const rx_expr *ri[3] = {sx_const(s->cx, w), sx_add(s->cx, sx_const(s->cx, 4 * q), i), lane};
-      rx_tx *l = sched_load(s, red, ri, 3);
-      tot = tot ? ir_tx_binary(s->m, RX_BINOP_ADD, tot, l, s->loc) : l;
+    rx_tx *tot[1 + MM_MAX_EXTRA];
+    for (int t = -1; t < mi->nx; t++) {
+      bool rowterm = t >= 0 && !mi->x[t].q;
+      const rx_expr *slot = rowterm
+                                ? sx_add(s->cx, sx_const(s->cx, base[t]),
+                                         sym_expr_floordiv(s->cx, i, sx_const(s->cx, 2)))
+                                : sx_add(s->cx, sx_const(s->cx, (t < 0 ? 0 : base[t]) + 4 * q), i);
+      rx_tx *sum = NULL;
+      for (int w = 0; w < MMA_WARPS; w++)
+        for (int u = 0; u < (rowterm ? 4 : 1); u++) { /* a row term: the 4 lanes of group g */
+          const rx_expr *ln =
+              rowterm ? sx_add(s->cx, sx_mul_c(s->cx, c->g, 4), sx_const(s->cx, u)) : lane;
+          const rx_expr *ri[3] = {sx_const(s->cx, w), slot, ln};
+          rx_tx *l = sched_load(s, red, ri, 3);
+          sum = sum ? ir_tx_binary(s->m, RX_BINOP_ADD, sum, l, s->loc) : l;
+        }
+      tot[t + 1] = sum;
     }
     const rx_expr *row = sx_add(
         s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 16 * (q / c->C))),
@@ -186,7 +280,7 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
     rx_rewrite rw;
     mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
     rx_stmtvec fin = {0};
-    mm_epilogue(s, mi, &rw, tot, &fin);
+    mm_epilogue_n(s, mi, &rw, tot, &fin);
     const rx_expr *g =
         sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
     rx_stmt *st = sched_guard(s, g, sched_seq(s, &fin));
@@ -201,8 +295,13 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
  * grid's y axis walks the row tiles (batch on z), else the rows fit one tile (batch on y). */
 static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
   rx_expr_ctx *cx = s->cx;
-  mma_k c = {
-      .s = s, .mi = mi, .p = mm_plain_load(mi->p), .q = mm_plain_load(mi->q), .RM = RM, .C = C};
+  mma_k c = {.s = s,
+             .mi = mi,
+             .p = mi->nx ? half_operand(mi->p) : mm_plain_load(mi->p),
+             .q = mm_plain_load(mi->q),
+             .RM = RM,
+             .C = C};
+  RX_ASSERT(!mi->nx || (RM == 1 && C == MMA_COLS));
   int T = 32 * MMA_WARPS, per = 8 * C;
   const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL, *br = NULL;
   const rx_expr *tx = sched_fresh_var(s, "tx"), *nrow = NULL;
@@ -247,6 +346,21 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
     const rx_expr *i = sched_fresh_var(s, "i");
     RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
                                  sched_store_e(s, c.fc[q], &i, 1, zero)));
+  }
+  for (int t = 0; t < mi->nx; t++) {
+    rx_buffer **accs = mi->x[t].q ? c.fcx[t] : &c.rt[t];
+    int64_t n[1] = {mi->x[t].q ? 4 : 2};
+    if (mi->x[t].q) {
+      c.wrx[t] = sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
+      RX_VEC_PUSH(&body, al);
+    }
+    for (int q = 0; q < (mi->x[t].q ? C : 1); q++) {
+      accs[q] = sched_alloc(s, mi->x[t].q ? "fc" : "rt", RX_DTYPE_F32, RX_SCOPE_LOCAL, n, 1, &al);
+      RX_VEC_PUSH(&body, al);
+      const rx_expr *i = sched_fresh_var(s, "i");
+      RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, n[0]), RX_LOOP_UNROLL,
+                                   sched_store_e(s, accs[q], &i, 1, zero)));
+    }
   }
   RX_VEC_PUSH(&body, kloop(&c));
   finish(&c, lane, &body);

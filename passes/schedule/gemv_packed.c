@@ -74,6 +74,8 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out) {
   *out = (mm_packed){0};
   finder fd = {s, mi, out, false};
   sched_all_loads(mi->q, find_load, &fd);
+  for (int t = 0; t < mi->nx; t++)
+    if (mi->x[t].q) sched_all_loads(mi->x[t].q, find_load, &fd);
   if (fd.bad || out->n == 0) {
     out->n = 0;
     return false;
@@ -114,6 +116,14 @@ static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q) {
+  const rx_tx *q = mi->q;
+  return mm_packed_stage_n(s, mi, pk, bufs, batch, j, kb, lane, 1, &q, out_q);
+}
+
+rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
+                           rx_buffer *const *bufs, const rx_expr *const *batch, const rx_expr *j,
+                           const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
+                           rx_tx **out_qs) {
   rx_stmtvec st = {0};
   const rx_expr *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
@@ -128,6 +138,7 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
   }
   swap sw = {pk, bufs, want, lane};
   rx_rewrite rw = {.s = s, .n = 0, .hook = swap_load, .ud = &sw};
-  *out_q = sched_rewrite_tx(&rw, mm_operand_at(s, mi, batch, mi->q, z, j, kv));
+  for (int q = 0; q < n; q++)
+    out_qs[q] = sched_rewrite_tx(&rw, mm_operand_at(s, mi, batch, qs[q], z, j, kv));
   return sched_seq(s, &st);
 }

@@ -32,6 +32,11 @@
  *                                  unit GEMMs as gemm_mma_dq(_64) and gemm_frag_dq, which compute
  *                                  Q's tiles into shared memory; below 17 rows gemv_batch
  *                                  (gemv_mma wants plain loads), and not gemm_mma_regs.
+ *                  Extra reductions (matmul.h, mm_extra: rms_norm_matmul's sum of squares
+ *                  and second weight) take gemv_mma for 2 to 16 rows where it applies (P an f16
+ *                  value such as the norm weight's product, Q plain loads), else gemv_rows, for
+ *                  any row count (in passes of rows past 16), never the GEMMs; where the facts
+ *                  bound n to 16 (a decode step) there is no variant past it.
  *                  A constant n gets its kernel; a symbolic one the variants `n == 1`,
  *                  `n <= 16`, `n <= mid` (where gemm_mma applies), otherwise, chosen at run
  *                  time. The rule is GEMV for one row and GEMM for more (gemv_batch is the
@@ -41,6 +46,15 @@
 /* The schedule for a row count known to be 1 (one), at most SMALL_ROWS or MID_ROWS (rows: the
  * bound, or the constant count), or larger (0); the variant's rule and name go to *v. */
 static rx_stmt *pick(rx_sctx *s, const mm_info *mi, int rows, rx_sched_variant *v) {
+  if (mi->nx && rows > 1 && rows <= SMALL_ROWS && gemv_mma_fits(s, mi)) {
+    *v = (rx_sched_variant){v->cond, RX_SCHED_GEMM, "gemv_mma"};
+    return gemv_mma_schedule(s, mi);
+  }
+  if (mi->nx) { /* extra reductions (rms_norm_matmul): gemv_rows takes the others */
+    *v = (rx_sched_variant){v->cond, rows == 1 ? RX_SCHED_GEMV : RX_SCHED_GEMM,
+                            rows == 1 ? "gemv" : "gemv_batch"};
+    return gemv_rows_schedule(s, mi, rows);
+  }
   if (rows == 1) {
     *v = (rx_sched_variant){v->cond, RX_SCHED_GEMV, "gemv"};
     return mi->q_along_k ? gemv_rows_schedule(s, mi, 1) : gemv_cols_schedule(s, mi);
@@ -85,7 +99,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const rx_expr *rows = mi.N;
   if (rows->kind == RX_EXPR_CONST) {
     rx_sched_variant v = {NULL, RX_SCHED_GEMM, NULL};
-    int mid = gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
+    int mid = !mi.nx && gemm_mma_fits(s, &mi) ? gemm_mma_mid_rows(&mi) : MID_ROWS;
     o->body = pick(s, &mi, rows->value > mid ? 0 : (int)rows->value, &v);
     v.name = NULL;
     sched_set_variants(o->m, o->res, &v, 1);
@@ -93,7 +107,7 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   }
   /* n == 1, n <= SMALL_ROWS, [n <= gemm_mma_mid_rows where gemm_mma applies: its smaller
    * tiles], else */
-  bool mid = gemm_mma_fits(s, &mi);
+  bool mid = !mi.nx && gemm_mma_fits(s, &mi);
   int mid_rows = mid ? gemm_mma_mid_rows(&mi) : MID_ROWS;
   rx_sched_variant v[4] = {
       {sym_expr_cmp(s->cx, RX_EXPR_EQ, rows, sx_const(s->cx, 1)), RX_SCHED_GEMV, NULL},
@@ -103,11 +117,17 @@ bool sched_matmul(rx_sctx *s, const rx_tensor_fn *f, sched_out *o) {
   const int bound[4] = {1, SMALL_ROWS, mid_rows, 0};
   int nv = mid ? 4 : 3;
   if (!mid) v[2] = v[3];
+  int last = 0;                              /* the last variant's row bound: none */
+  if (mi.nx && sched_proves(s, v[1].cond)) { /* a decode step's bound: no kernel past it */
+    nv = 2;
+    v[1].cond = NULL;
+    last = SMALL_ROWS;
+  }
   rx_stmt *k[4];
   size_t mk = sym_analyzer_mark(s->an);
   for (int i = 0; i < nv; i++) {
     if (v[i].cond) sym_analyzer_assume(s->an, v[i].cond);
-    k[i] = pick(s, &mi, i == nv - 1 ? 0 : bound[i], &v[i]);
+    k[i] = pick(s, &mi, i == nv - 1 ? last : bound[i], &v[i]);
     sym_analyzer_reset(s->an, mk);
   }
   rx_stmt *body = k[nv - 1];

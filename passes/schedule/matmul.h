@@ -10,6 +10,8 @@
  *                         narrower than 32 (lavapipe) a thread per group, any row count, in
  *                         passes of 4 rows
  *   gemv_mma    gemv_mma.c  2 to 16 rows on matrix units (mma.sync): the rows padded to 16;
+ *                         with extra reductions a second B tile per column group (a second
+ *                         weight) and f32 row sums per lane (a norm's sum of squares);
  *   gemm_mma    gemm_mma.c  more rows: 64 x 64 (up to gemm_mma_mid_rows) or 128 x 128 tiles
  *                         through a 3-stage cp.async pipeline in shared memory, ldmatrix,
  *                         mma.sync
@@ -43,6 +45,17 @@
  * substituted into them: P uses k and not j, Q uses k and not i, and neither loads a buffer that
  * the program stores. The epilogue (v0, PRE and POST) may read any buffer at any point that uses
  * the output point (bias, residual, the other operand of a gate). */
+/* Further sum reductions of the output point over the same k as the main one (rms_norm_matmul:
+ * an RMSNorm's sum of squares, a second projection), each with its own local accumulator: the
+ * summand P * Q split as the main one's, or, when it does not use j (a row term), p the whole
+ * summand and q NULL. Their k is the main reduction's (substituted by mm_match). */
+#define MM_MAX_EXTRA 3
+typedef struct mm_extra {
+  red_info r;
+  rx_tx *p, *q;
+  bool p_first;
+} mm_extra;
+
 typedef struct mm_info {
   nest nt;                  /* batch..., [i,] j: the nest as written */
   int nb;                   /* the batch loops: the outermost nb of nt */
@@ -56,6 +69,8 @@ typedef struct mm_info {
   bool q_along_k; /* every load of Q that uses k uses it in its last index: contiguous in k */
   bool p_along_k; /* the same for P */
   rx_dtype acc_dt;
+  int nx; /* extra reductions: only gemv_rows takes them (the other schedules' fits refuse) */
+  mm_extra x[MM_MAX_EXTRA];
 } mm_info;
 
 bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi);
@@ -67,8 +82,11 @@ void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch
 rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_tx *e,
                      const rx_expr *i, const rx_expr *j, const rx_expr *k);
 /* The output point's statements for the accumulated total: PRE, the init lets, acc = v0 + total,
- * POST, rewritten by rw (appended to out). */
+ * POST, rewritten by rw (appended to out). mm_epilogue_n: with the extra reductions' totals too
+ * (totals[0] the main one's, totals[1 + t] extra t's). */
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out);
+void mm_epilogue_n(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *const *totals,
+                   rx_stmtvec *out);
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
  * NULL when the operand is anything else. */
 const rx_tx *mm_plain_load(const rx_tx *e);
@@ -101,6 +119,12 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out);
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q);
+/* The same for several weight operands qs[0..n) (the main Q and the extras' Qs, whose packed
+ * loads mm_packed_find lists too): one staging of every packed load, each out_qs[i] reading it. */
+rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
+                           rx_buffer *const *bufs, const rx_expr *const *batch, const rx_expr *j,
+                           const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
+                           rx_tx **out_qs);
 
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */

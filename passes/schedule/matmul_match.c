@@ -15,8 +15,8 @@
 /* The lets substituted into the product: PRE's, then the update's (each value with the earlier
  * ones already substituted). */
 typedef struct letmap {
-  const rx_local *l[MM_MAX_ITEMS + RED_MAX_LETS];
-  rx_tx *v[MM_MAX_ITEMS + RED_MAX_LETS];
+  const rx_local *l[MM_MAX_ITEMS + (1 + MM_MAX_EXTRA) * RED_MAX_LETS];
+  rx_tx *v[MM_MAX_ITEMS + (1 + MM_MAX_EXTRA) * RED_MAX_LETS];
   int n;
 } letmap;
 
@@ -73,7 +73,7 @@ static bool along_k(const rx_tx *e, const rx_expr *k) {
 }
 
 typedef struct stored {
-  const rx_buffer *b[MM_MAX_ITEMS + 1];
+  const rx_buffer *b[MM_MAX_ITEMS + 1 + MM_MAX_EXTRA];
   int n;
 } stored;
 static bool not_stored(const rx_tx *e, void *ud) {
@@ -99,34 +99,37 @@ static bool const_idx(const rx_stmt *st) {
   return true;
 }
 
-/* The body around the reduce: PRE (local allocs with constant shapes, lets), the reduce, POST
- * (lets, stores). Fills pre/post and returns the reduce, or NULL. */
-static const rx_stmt *split_body(const rx_stmt *b, mm_info *mi) {
-  const rx_stmt *red = NULL;
+/* The body around the reduces: PRE (local allocs with constant shapes, lets), the reduces (one,
+ * or up to 1 + MM_MAX_EXTRA one after another), POST (lets, stores). Fills pre/post and reds;
+ * returns the reduce count (0: not this form). */
+static int split_body(const rx_stmt *b, mm_info *mi, const rx_stmt **reds) {
+  int nred = 0;
+  bool after = false;
   for (int i = 0; i < sched_seq_len(b); i++) {
     const rx_stmt *st = sched_seq_at(b, i);
     if (st->kind == RX_STMT_REDUCE) {
-      if (red) return NULL;
-      red = st;
+      if (after || nred == 1 + MM_MAX_EXTRA) return 0;
+      reds[nred++] = st;
       continue;
     }
-    if (!red) {
-      if (mi->npre == MM_MAX_ITEMS) return NULL;
+    if (!nred) {
+      if (mi->npre == MM_MAX_ITEMS) return 0;
       if (st->kind == RX_STMT_ALLOC) {
-        if (st->buf->scope != RX_SCOPE_LOCAL) return NULL;
+        if (st->buf->scope != RX_SCOPE_LOCAL) return 0;
         for (int d = 0; d < st->buf->ndim; d++)
-          if (st->buf->shape[d]->kind != RX_EXPR_CONST) return NULL;
+          if (st->buf->shape[d]->kind != RX_EXPR_CONST) return 0;
       } else if (st->kind != RX_STMT_LET) {
-        return NULL;
+        return 0;
       }
       mi->pre[mi->npre++] = st;
     } else {
+      after = true;
       if (mi->npost == MM_MAX_ITEMS || (st->kind != RX_STMT_LET && st->kind != RX_STMT_STORE))
-        return NULL;
+        return 0;
       mi->post[mi->npost++] = st;
     }
   }
-  return red;
+  return nred;
 }
 
 static bool pre_allocates(const mm_info *mi, const rx_buffer *b) {
@@ -143,6 +146,13 @@ static bool check_stores(const mm_info *mi, stored *st) {
   st->b[st->n++] = us->buf;
   if (us->buf->scope != RX_SCOPE_LOCAL) return at_point(us, &mi->nt) && mi->npost == 0;
   if (!pre_allocates(mi, us->buf) || !const_idx(us)) return false;
+  for (int t = 0; t < mi->nx; t++) { /* each extra into a local of its own */
+    const rx_stmt *xs = mi->x[t].r.upd_store;
+    if (!pre_allocates(mi, xs->buf) || !const_idx(xs)) return false;
+    for (int i = 0; i < st->n; i++)
+      if (st->b[i] == xs->buf) return false;
+    st->b[st->n++] = xs->buf;
+  }
   int outs = 0;
   for (int i = 0; i < mi->npost; i++) {
     const rx_stmt *p = mi->post[i];
@@ -159,17 +169,72 @@ static bool check_stores(const mm_info *mi, stored *st) {
 }
 
 /* P (uses k, not j) and Q (uses k, not i) from the product x = a * c. */
-static bool split_product(mm_info *mi, rx_tx *x) {
+static bool split_at(const mm_info *mi, rx_tx *x, const rx_expr *k, rx_tx **p, rx_tx **q,
+                     bool *p_first) {
   if (x->kind != RX_TX_BINARY || x->binop != RX_BINOP_MUL) return false;
-  const rx_expr *i = mi->i, *j = mi->j, *k = mi->r.k;
+  const rx_expr *i = mi->i, *j = mi->j;
   rx_tx *a = x->a, *c = x->b;
   bool a_p = !sched_tx_uses(a, j) && (!i || !sched_tx_uses(c, i));
   bool c_p = !sched_tx_uses(c, j) && (!i || !sched_tx_uses(a, i));
   if (!a_p && !c_p) return false;
-  mi->p_first = a_p; /* both: neither uses i or j (every output point the same), a is P */
-  mi->p = mi->p_first ? a : c;
-  mi->q = mi->p_first ? c : a;
-  return sched_tx_uses(mi->p, k) && sched_tx_uses(mi->q, k);
+  *p_first = a_p; /* both: neither uses i or j (every output point the same), a is P */
+  *p = a_p ? a : c;
+  *q = a_p ? c : a;
+  return sched_tx_uses(*p, k) && sched_tx_uses(*q, k);
+}
+static bool split_product(mm_info *mi, rx_tx *x) {
+  return split_at(mi, x, mi->r.k, &mi->p, &mi->q, &mi->p_first);
+}
+
+/* e with the variable `from` replaced by `to` (an extra reduction's k by the main one's). */
+static rx_tx *subst_var(rx_module *m, const rx_tx *e, const rx_expr *from, const rx_expr *to) {
+  if (!e) return NULL;
+  if (e->kind == RX_TX_SYM) {
+    if (!sym_expr_uses_var(e->sym, from)) return (rx_tx *)e;
+    rx_tx *r = ir_module_alloc(m, sizeof *r);
+    *r = *e;
+    r->sym = sym_expr_subst(m->ctx, e->sym, &from, &to, 1);
+    return r;
+  }
+  if (e->kind == RX_TX_LOCAL || e->kind == RX_TX_INT || e->kind == RX_TX_FLOAT) return (rx_tx *)e;
+  rx_tx *r = ir_module_alloc(m, sizeof *r);
+  *r = *e;
+  if (e->nidx) {
+    r->idx = ir_module_alloc(m, sizeof *r->idx * (size_t)e->nidx);
+    for (int i = 0; i < e->nidx; i++) r->idx[i] = subst_var(m, e->idx[i], from, to);
+  }
+  r->a = subst_var(m, e->a, from, to);
+  r->b = subst_var(m, e->b, from, to);
+  r->c = subst_var(m, e->c, from, to);
+  return r;
+}
+
+/* The reductions reds[0..n) (parsed into rs, summands with the lets substituted in xs): the
+ * first one of P * Q form is the main one (mi->r, p, q), the others extras; all sums over the
+ * same extent from 0. */
+static bool pick_main(rx_module *m, mm_info *mi, red_info *rs, rx_tx **xs, int n) {
+  int main = -1;
+  for (int t = 0; t < n && main < 0; t++) {
+    mi->r = rs[t];
+    if (sched_tx_uses(xs[t], mi->j) && split_product(mi, xs[t])) main = t;
+  }
+  if (main < 0) return false;
+  mi->r = rs[main];
+  for (int t = 0; t < n; t++) {
+    if (t == main) continue;
+    if (rs[t].kext != mi->r.kext) return false;
+    mm_extra *x = &mi->x[mi->nx++];
+    x->r = rs[t];
+    rx_tx *v = subst_var(m, xs[t], rs[t].k, mi->r.k);
+    if (!sched_tx_uses(v, mi->j)) {
+      x->p = v; /* a row term */
+      x->p_first = true;
+      if (!sched_tx_uses(v, mi->r.k)) return false;
+    } else if (!split_at(mi, v, mi->r.k, &x->p, &x->q, &x->p_first) || !along_k(x->q, mi->r.k)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
@@ -180,34 +245,56 @@ bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
   if (nt->n < 1) return false;
   for (int k = 0; k < nt->n; k++)
     if (!rx_expr_is_const(nt->lo[k], 0)) return false;
-  const rx_stmt *red = split_body(nt->body, mi);
-  if (!red || !sched_red_parse(red, &mi->r) || mi->r.comb != RX_COMB_SUM ||
-      !rx_expr_is_const(mi->r.klo, 0))
-    return false;
-  stored st = {.n = 0};
-  if (!check_stores(mi, &st)) return false;
+  const rx_stmt *reds[1 + MM_MAX_EXTRA];
+  red_info rs[1 + MM_MAX_EXTRA];
+  int nred = split_body(nt->body, mi, reds);
+  if (!nred) return false;
+  for (int t = 0; t < nred; t++)
+    if (!sched_red_parse(reds[t], &rs[t]) || rs[t].comb != RX_COMB_SUM ||
+        !rx_expr_is_const(rs[t].klo, 0))
+      return false;
   mi->nb = nt->n >= 2 ? nt->n - 2 : 0;
   mi->i = nt->n >= 2 ? nt->vars[nt->n - 2] : NULL;
   mi->j = nt->vars[nt->n - 1];
   mi->N = mi->i ? nt->ext[nt->n - 2] : sym_expr_const(m->ctx, 1);
   mi->M = nt->ext[nt->n - 1];
-  mi->K = mi->r.kext;
-  mi->acc_dt = mi->r.upd_store->buf->dtype;
   letmap lm = {.n = 0};
   for (int i = 0; i < mi->npre; i++) {
     const rx_stmt *p = mi->pre[i];
-    if (p->kind == RX_STMT_LET &&
-        (!sched_all_loads(p->value, not_stored, &st) || !let_push(m, &lm, p)))
-      return false;
+    if (p->kind == RX_STMT_LET && !let_push(m, &lm, p)) return false;
   }
-  for (int i = 0; i < mi->r.nupd_lets; i++)
-    if (!let_push(m, &lm, mi->r.upd_lets[i])) return false;
-  if (!split_product(mi, inline_lets(m, mi->r.x, &lm))) return false;
+  rx_tx *xs[1 + MM_MAX_EXTRA];
+  for (int t = 0; t < nred; t++) {
+    letmap own = lm;
+    for (int i = 0; i < rs[t].nupd_lets; i++)
+      if (!let_push(m, &own, rs[t].upd_lets[i])) return false;
+    xs[t] = inline_lets(m, rs[t].x, &own);
+  }
+  if (nred == 1) {
+    mi->r = rs[0];
+    if (!split_product(mi, xs[0])) return false;
+  } else if (!pick_main(m, mi, rs, xs, nred)) {
+    return false;
+  }
+  stored st = {.n = 0};
+  if (!check_stores(mi, &st)) return false;
+  mi->K = mi->r.kext;
+  mi->acc_dt = mi->r.upd_store->buf->dtype;
+  for (int t = 0; t < mi->nx; t++)
+    if (mi->x[t].r.upd_store->buf->dtype != mi->acc_dt) return false;
+  for (int i = 0; i < mi->npre; i++) {
+    const rx_stmt *p = mi->pre[i];
+    if (p->kind == RX_STMT_LET && !sched_all_loads(p->value, not_stored, &st)) return false;
+  }
   if (!sched_all_loads(mi->p, not_stored, &st) || !sched_all_loads(mi->q, not_stored, &st))
     return false;
+  for (int t = 0; t < mi->nx; t++)
+    if (!sched_all_loads(mi->x[t].p, not_stored, &st) ||
+        (mi->x[t].q && !sched_all_loads(mi->x[t].q, not_stored, &st)))
+      return false;
   mi->q_along_k = along_k(mi->q, mi->r.k);
   mi->p_along_k = along_k(mi->p, mi->r.k);
-  return true;
+  return mi->nx == 0 || mi->q_along_k; /* the extras: gemv_rows alone, which wants Q along k */
 }
 
 void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_expr *i,
@@ -232,28 +319,51 @@ rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
   return sched_rewrite_tx(&rw, e);
 }
 
-void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out) {
-  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->pre[q]));
-  for (int q = 0; q < mi->r.ninit_lets; q++)
-    RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->r.init_lets[q]));
-  rx_tx *v0 = sched_rewrite_tx(rw, mi->r.init_store->value);
+/* acc = v0 + total for reduction r (the init store rewritten by rw). */
+static rx_stmt *finish_red(rx_sctx *s, const mm_info *mi, const red_info *r, rx_rewrite *rw,
+                           rx_tx *total) {
+  rx_tx *v0 = sched_rewrite_tx(rw, r->init_store->value);
   rx_tx *fin = total;
   bool zero =
       (v0->kind == RX_TX_FLOAT && v0->fval == 0.0) || (v0->kind == RX_TX_INT && v0->ival == 0);
   if (!zero) {
     if (v0->dtype != mi->acc_dt || v0->weak) v0 = ir_tx_cast(s->m, mi->acc_dt, v0, s->loc);
-    fin = mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, v0, total, s->loc)
-                          : ir_tx_binary(s->m, RX_BINOP_ADD, total, v0, s->loc);
+    fin = r->acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, v0, total, s->loc)
+                       : ir_tx_binary(s->m, RX_BINOP_ADD, total, v0, s->loc);
   }
-  rx_stmt *st = sched_rewrite_stmt(rw, mi->r.init_store);
+  rx_stmt *st = sched_rewrite_stmt(rw, r->init_store);
   st->value = fin;
-  RX_VEC_PUSH(out, st);
+  return st;
+}
+
+void mm_epilogue_n(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *const *totals,
+                   rx_stmtvec *out) {
+  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->pre[q]));
+  for (int q = 0; q < mi->r.ninit_lets; q++)
+    RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->r.init_lets[q]));
+  for (int t = 0; t < mi->nx; t++)
+    for (int q = 0; q < mi->x[t].r.ninit_lets; q++)
+      RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->x[t].r.init_lets[q]));
+  RX_VEC_PUSH(out, finish_red(s, mi, &mi->r, rw, totals[0]));
+  for (int t = 0; t < mi->nx; t++)
+    RX_VEC_PUSH(out, finish_red(s, mi, &mi->x[t].r, rw, totals[1 + t]));
   for (int q = 0; q < mi->npost; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->post[q]));
+}
+
+void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out) {
+  RX_ASSERT(mi->nx == 0);
+  mm_epilogue_n(s, mi, rw, &total, out);
 }
 
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes) {
   int bp = sched_max_load_bits(mi->p), bq = sched_max_load_bits(mi->q);
   int bits = bp > bq ? bp : bq;
+  if (mi->nx) /* the weights' loads set the width (an f32 row of P is read from L1 beside them) */
+    bits = bq;
+  for (int t = 0; t < mi->nx; t++) {
+    int b = mi->x[t].q ? sched_max_load_bits(mi->x[t].q) : 0;
+    if (b > bits) bits = b;
+  }
   if (bits <= 0) return 1;
   int v = s->t->vector_bytes * 8 / bits;
   if (v > max_lanes) v = max_lanes;
