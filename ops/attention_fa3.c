@@ -17,7 +17,8 @@
  *         as A of every S = Q K^T
  *   K, V: `stages` stages of cp.async (issued stages - 1 tiles ahead, one commit group a tile),
  *         each [D / 64, FA3_KEYS, 64] in the same swizzle; keys at or past the sequence's length
- *         zero-filled (their page clamped to the sequence's last), never read
+ *         zero-filled (their page clamped to the sequence's last), never read; each thread's
+ *         landed copies fenced to wgmma's async proxy (wgmma_fence) before the tile's barrier
  *   S = Q K^T: per warpgroup D / 16 wgmma m64n64k16, A = its 64 rows of Q, B = the tile's keys
  *         (both K-major: x @ W^T), into 32 f32 accumulators a thread (ir.h's D layout: a thread
  *         holds rows g and g + 8 of its warp's 16, mma.m16n8's C layout repeated along N)
@@ -229,7 +230,7 @@ static void scores(fa3 *f, const char *st) {
   lz_line(l, "for %s in 0..%d unroll {", i, FA3_KEYS / 2);
   lz_line(l, "  %s[%s] = 0.0", f->sc, i);
   lz_line(l, "}");
-  lz_line(l, "wgmma_fence"); /* the zeros, the landed stage and (first tile) Q before the wgmma */
+  lz_line(l, "wgmma_fence"); /* the zeroed accumulators before the wgmma */
   lz_line(l, "for %s in 0..%lld unroll {", kk, (long long)(f->d / 16));
   lz_line(l,
           "  wgmma m64n%dk16 %s, %s[%s // 4, %s // 128 * 64, %s %% 4 * 16], %s[%s, %s // 4, 0, "
@@ -374,6 +375,9 @@ static void walk_sequence(fa3 *f, const char *u) {
   lz_line(l, "for %s in 0..%s {", it, nk);
   l->ind++;
   lz_line(l, "async_wait %lld", (long long)(f->stages - 2));
+  /* the thread's landed copies (and Q's, the first time) seen by wgmma's async proxy, before the
+   * barrier after which any warpgroup reads them (as gemm_wgmma's pipeline) */
+  lz_line(l, "wgmma_fence");
   lz_line(l, "barrier");
   const char *ahead = F(f, "%s + %lld", it, (long long)(f->stages - 1));
   lz_line(l, "if %s < %s {", ahead, nk);

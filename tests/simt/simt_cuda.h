@@ -651,8 +651,9 @@ static inline void rx_cp_async_wait_all() { simt::async_land(INT_MAX); }
  *     2 k, then the swizzle xors address bits 4-6 with bits 7-9 (the pattern repeats every 1024
  *     bytes, so with base offset 0 the atom must start at a 1024-byte boundary: checked);
  *   - MN-major B (imm-trans-b 1, the helpers _tb): element (n, k) at start + (k / 8) * SBO +
- *     (k % 8) * 128 + 2 n for n < 64 (one 128-byte row spans N; N at most 64 here, so the leading
- *     byte offset between 64-wide column blocks is unused), then the same swizzle;
+ *     (k % 8) * 128 + 2 n for n < 64 ("Stride Dimension Byte Offset", MN-major swizzled: from the
+ *     first 8 columns, k, to the next 8; one 128-byte row spans N, at most 64 here, so the leading
+ *     byte offset, from one 64-wide block of N to the next, is unused), then the same swizzle;
  *   - A in registers (the helpers _ra: wgmma's form with A a vector of four .f16x2 / .bf16x2
  *     registers, "Register Fragments", matrix A of .m64nNk16): thread l, w, g, t as below, holds
  *     a0..a7 = A[16 w + g + 8 (j / 2 % 2)][2 t + j % 2 + 8 (j / 4)] (register j / 2, half j % 2),
