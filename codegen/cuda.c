@@ -183,29 +183,50 @@ static void cuda_prelude(cg_printer *p, const char *tag, const char *text) {
     base_strbuf_printf(&p->helpers, "%s", text);
 }
 
-/* The helper rx_wgmma_m64nNk16_{f16,bf16}f32 of codegen/mma_cuda.h for one shape and dtype, added
- * to the kernel's helpers once: the two descriptors, then wgmma.mma_async with the N / 2
- * accumulator registers read and written ("+f"), scale-d true. */
-static void cuda_wgmma_helper(cg_printer *p, int n, bool bf16) {
-  char name[64];
-  snprintf(name, sizeof name, "rx_wgmma_m64n%dk16_%sf32", n, bf16 ? "bf16" : "f16");
-  if (p->helpers.data && strstr(p->helpers.data, name)) return;
+/* The name of the helper of codegen/mma_cuda.h for a wgmma of N n (ir.h RX_STMT_WGMMA):
+ * rx_wgmma_m64nNk16_{f16,bf16}f32, then _ra with A in registers, _tb with B MN-major. */
+static void cuda_wgmma_name(char *name, size_t size, int n, bool bf16, bool regs, bool trans) {
+  snprintf(name, size, "rx_wgmma_m64n%dk16_%sf32%s%s", n, bf16 ? "bf16" : "f16", regs ? "_ra" : "",
+           trans ? "_tb" : "");
+}
+
+/* That helper, added to the kernel's helpers once: the descriptors (of B alone with A in
+ * registers: its four 32-bit words, "r"), then wgmma.mma_async with the N / 2 accumulator
+ * registers read and written ("+f"), scale-d true, imm-trans-b 1 for B MN-major. */
+static void cuda_wgmma_helper(cg_printer *p, int n, bool bf16, bool regs, bool trans) {
+  char name[64], tag[72];
+  cuda_wgmma_name(name, sizeof name, n, bf16, regs, trans);
+  snprintf(tag, sizeof tag, "%s(", name);
+  if (p->helpers.data && strstr(p->helpers.data, tag)) return;
   rx_strbuf *o = &p->helpers;
   const char *ty = bf16 ? "bf16" : "f16";
   base_strbuf_printf(o,
                      "#ifndef SIMT_LANG_CUDA\n"
                      "static __device__ __forceinline__ void %s(float *d, const void *a,\n"
                      "                                           const void *b) {\n"
-                     "  unsigned long long da = rx_wgmma_desc(a), db = rx_wgmma_desc(b);\n"
+                     "  unsigned long long %sdb = rx_wgmma_desc(b);\n",
+                     name, regs ? "" : "da = rx_wgmma_desc(a), ");
+  if (regs) base_strbuf_append(o, "  const unsigned *ra = (const unsigned *)a;\n");
+  base_strbuf_printf(o,
                      "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n\"\n"
                      "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
-                     name, n, ty, ty);
+                     n, ty, ty);
   for (int i = 0; i < n / 2; i++) base_strbuf_printf(o, "%s%%%d", i ? ", " : "", i);
-  base_strbuf_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\"\n               : ", n / 2, n / 2 + 1);
+  if (regs)
+    base_strbuf_printf(
+        o, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\"\n               : ", n / 2,
+        n / 2 + 1, n / 2 + 2, n / 2 + 3, n / 2 + 4, trans ? 1 : 0);
+  else
+    base_strbuf_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\"\n               : ", n / 2,
+                       n / 2 + 1, trans ? 1 : 0);
   for (int i = 0; i < n / 2; i++)
     base_strbuf_printf(o, "%s\"+f\"(d[%d])%s", i ? (i % 6 ? " " : "\n                 ") : "", i,
                        i + 1 < n / 2 ? "," : "");
-  base_strbuf_append(o, "\n               : \"l\"(da), \"l\"(db) : \"memory\");\n}\n#endif\n");
+  if (regs)
+    base_strbuf_append(o, "\n               : \"r\"(ra[0]), \"r\"(ra[1]), \"r\"(ra[2]), "
+                          "\"r\"(ra[3]), \"l\"(db) : \"memory\");\n}\n#endif\n");
+  else
+    base_strbuf_append(o, "\n               : \"l\"(da), \"l\"(db) : \"memory\");\n}\n#endif\n");
 }
 
 /* The warpgroup statements (ir.h RX_STMT_WGMMA*), through codegen/mma_cuda.h's helpers. */
@@ -214,9 +235,11 @@ static void cuda_wgmma(cg_printer *p, rx_strbuf *o, const rx_stmt *s) {
   cg_indent(p, o);
   if (s->kind == RX_STMT_WGMMA) {
     bool bf16 = s->value->buf->dtype == RX_DTYPE_BF16;
-    cuda_wgmma_helper(p, s->count, bf16);
-    base_strbuf_printf(o, "rx_wgmma_m64n%dk16_%sf32(%s, &", s->count, bf16 ? "bf16" : "f16",
-                       cg_name(p, s->buf->name));
+    bool regs = s->value->buf->scope == RX_SCOPE_LOCAL;
+    char name[64];
+    cuda_wgmma_helper(p, s->count, bf16, regs, s->trans);
+    cuda_wgmma_name(name, sizeof name, s->count, bf16, regs, s->trans);
+    base_strbuf_printf(o, "%s(%s, &", name, cg_name(p, s->buf->name));
     cg_access(p, o, s->value->buf, s->value->idx, s->value->nidx);
     base_strbuf_append(o, ", &");
     cg_access(p, o, s->wg_b->buf, s->wg_b->idx, s->wg_b->nidx);

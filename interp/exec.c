@@ -303,24 +303,36 @@ void interp_exec(thr *t, const cst *s) {
 }
 
 /* Operand `what` of a wgmma (ir.h, RX_STMT_WGMMA): the flat offset of its address (row r0 * 64
- * + column c0, checked: r0 % 8 == 0, c0 % 16 == 0, its rows rows within the buffer), or -1. */
-static int64_t wgmma_operand(thr *t, const cst *s, const cx *ld, int rows, const char *what,
-                             rbuf **out) {
+ * + column c0, checked: r0 % 8 == 0, c0 % 16 == 0 (MN-major B: c0 == 0), its rows rows within the
+ * buffer), or -1. */
+static int64_t wgmma_operand(thr *t, const cst *s, const cx *ld, int rows, bool mn,
+                             const char *what, rbuf **out) {
   int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, s->loc, "wgmma read of", out);
   if (off < 0) return -1;
-  if (off % 64 % 16 || off / 64 % 8 || off / 64 * 64 + (int64_t)rows * 64 > (*out)->count) {
+  if (off % 64 % (mn ? 64 : 16) || off / 64 % 8 ||
+      off / 64 * 64 + (int64_t)rows * 64 > (*out)->count) {
     interp_fail(t, s->loc,
                 "wgmma: %s's address is row %lld, column %lld of its rows of 64; rows must start "
-                "at a multiple of 8 and columns at a multiple of 16, with %d rows in the buffer",
-                what, (long long)(off / 64), (long long)(off % 64), rows);
+                "at a multiple of 8 and columns at %s, with %d rows in the buffer",
+                what, (long long)(off / 64), (long long)(off % 64),
+                mn ? "0 (B MN-major)" : "a multiple of 16", rows);
     return -1;
   }
   return off;
 }
 
-/* wgmma m64nNk16 (ir.h, RX_STMT_WGMMA) for one thread of its warpgroup, at once: its N / 2
- * accumulator elements, each a sum over the 16 k of A's and B's swizzled rows (products and
- * sums in double, rounded to f32 once). */
+/* Element (r, k) of a wgmma operand at flat offset o of its swizzled rows of 64 (ir.h): r its row
+ * in M or N, k in 0..15; MN-major (B with trans): row k, column r. */
+static double wgmma_elem(const rbuf *b, int64_t o, bool mn, int64_t r, int64_t k) {
+  int64_t row = o / 64 + (mn ? k : r), col = o % 64 + (mn ? r : k);
+  return rd(b->dt, b->data, row * 64 + ((col / 8) ^ (row % 8)) * 8 + col % 8).f;
+}
+
+/* wgmma m64nNk16 (ir.h, RX_STMT_WGMMA) with A in shared memory for one thread of its warpgroup,
+ * at once: its N / 2 accumulator elements, each a sum over the 16 k of A's and B's swizzled rows
+ * (products and sums in double, rounded to f32 once). With A in registers, the thread's A and B
+ * offsets, then the warp's rendezvous (run_wgmma_regs: a warp's rows of D need only its own
+ * fragments of A). */
 static void exec_wgmma(thr *t, const cst *s) {
   int n = s->count;
   if (t->b->n % 128) {
@@ -328,25 +340,71 @@ static void exec_wgmma(thr *t, const cst *s) {
     return;
   }
   rbuf *a, *b, *acc = t->bufs[s->buf];
-  int64_t ao = wgmma_operand(t, s, s->value, 64, "A", &a);
-  int64_t bo = ao < 0 ? -1 : wgmma_operand(t, s, s->cond, n, "B", &b);
+  bool regs = s->src->value->buf->scope == RX_SCOPE_LOCAL;
+  int64_t ao = -1;
+  if (regs) {
+    ao = interp_offset_of(t, s->value->buf, s->value->idx, s->value->nidx, s->loc, "wgmma read of",
+                          &a);
+    if (ao >= 0 && ao % 8) {
+      interp_fail(t, s->loc, "wgmma: A in registers at element %lld, not a multiple of 8",
+                  (long long)ao);
+      return;
+    }
+  } else {
+    ao = wgmma_operand(t, s, s->value, 64, false, "A", &a);
+  }
+  int64_t bo = ao < 0 ? -1 : wgmma_operand(t, s, s->cond, s->trans ? 16 : n, s->trans, "B", &b);
   if (bo < 0) return;
   if (!acc || acc->count < n / 2) {
     interp_fail(t, s->loc, "wgmma m64n%dk16: an accumulator of %d elements expected", n, n / 2);
     return;
   }
-  int l = t->lin % 128, w = l / 32, g = l % 32 / 4, q = l % 4;
-  int64_t ar = ao / 64, ac = ao % 64, br = bo / 64, bc = bo % 64;
-  for (int i = 0; i < n / 2; i++) {
-    int64_t m = ar + 16 * w + g + 8 * (i / 2 % 2), col = br + 8 * (i / 4) + 2 * q + i % 2;
-    double sum = rd(acc->dt, acc->data, i).f;
-    for (int k = 0; k < 16; k++) {
-      int64_t ka = ac + k, kb = bc + k;
-      int64_t ea = m * 64 + ((ka / 8) ^ (m % 8)) * 8 + ka % 8;
-      int64_t eb = col * 64 + ((kb / 8) ^ (col % 8)) * 8 + kb % 8;
-      sum += (double)rd(a->dt, a->data, ea).f * rd(b->dt, b->data, eb).f;
+  if (regs) {
+    if (!t->fib || t->rs->sgsize != 32) {
+      interp_fail(t, s->loc,
+                  "wgmma with A in registers needs the 32 lanes of a subgroup together (this run "
+                  "has subgroups of %d)",
+                  t->rs->sgsize);
+      return;
     }
+    t->moff[1] = ao;
+    t->moff[2] = bo;
+    t->lm_buf = b;
+    t->state = T_MMA;
+    t->mma = s;
+    interp_yield_to_scheduler(t);
+    return;
+  }
+  int l = t->lin % 128, w = l / 32, g = l % 32 / 4, q = l % 4;
+  for (int i = 0; i < n / 2; i++) {
+    int64_t m = 16 * w + g + 8 * (i / 2 % 2), col = 8 * (i / 4) + 2 * q + i % 2;
+    double sum = rd(acc->dt, acc->data, i).f;
+    for (int k = 0; k < 16; k++)
+      sum += wgmma_elem(a, ao, false, m, k) * wgmma_elem(b, bo, s->trans, col, k);
     wr(acc->dt, acc->data, i, (val){.f = (float)sum});
+  }
+}
+
+/* The wgmma with A in registers of the 32 lanes th[0..31] of a warp (exec_wgmma): gathers the
+ * warp's 16 rows of A from the lanes' fragments (the layout of mma.m16n8k16's A, ir.h), then
+ * each lane's N / 2 elements of D += A B^T (products and sums in double, rounded once). */
+static void run_wgmma_regs(thr *th, const cst *s) {
+  double A[16][16];
+  for (int l = 0; l < 32; l++) {
+    const rbuf *a = th[l].bufs[s->value->buf];
+    int g = l / 4, q = l % 4;
+    for (int j = 0; j < 8; j++)
+      A[g + 8 * (j / 2 % 2)][2 * q + j % 2 + 8 * (j / 4)] = rd(a->dt, a->data, th[l].moff[1] + j).f;
+  }
+  for (int l = 0; l < 32; l++) {
+    const rbuf *acc = th[l].bufs[s->buf], *b = th[l].lm_buf;
+    int g = l / 4, q = l % 4;
+    for (int i = 0; i < s->count / 2; i++) {
+      int r = g + 8 * (i / 2 % 2), col = 8 * (i / 4) + 2 * q + i % 2;
+      double sum = rd(acc->dt, acc->data, i).f;
+      for (int k = 0; k < 16; k++) sum += A[r][k] * wgmma_elem(b, th[l].moff[2], s->trans, col, k);
+      wr(acc->dt, acc->data, i, (val){.f = (float)sum});
+    }
   }
 }
 
@@ -636,6 +694,8 @@ static rx_status schedule(run *rs, blk *b) {
         }
         if (w->mma->kind == C_LDSM)
           run_ldsm(&b->th[lo], w->mma);
+        else if (w->mma->kind == C_WGMMA)
+          run_wgmma_regs(&b->th[lo], w->mma);
         else
           run_mma(&b->th[lo], w->mma);
         for (int i = lo; i < hi; i++) b->th[i].state = T_RUN;

@@ -682,8 +682,11 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
   }
   case RX_STMT_IF:
     if (s->value && s->value->kind == RX_TX_HAS_FRAG) { /* decided once: ir.h */
-      rx_stmt *taken =
-          (s->value->test == RX_TEST_MMA ? rs->mma_sync : rs->fragments) ? s->inner : s->otherwise;
+      rx_target_test tt = s->value->test;
+      bool then = tt == RX_TEST_MMA     ? rs->mma_sync
+                  : tt == RX_TEST_WGMMA ? rs->wgmma
+                                        : rs->fragments;
+      rx_stmt *taken = then ? s->inner : s->otherwise;
       return taken ? compile_scoped(rs, taken) : cst_new(rs, C_SEQ, s);
     }
     c = cst_new(rs, C_IF, s);
@@ -738,6 +741,7 @@ static cst *compile_stmt(run *rs, const rx_stmt *s) {
     c->value = compile_tx(rs, s->value);
     c->cond = compile_tx(rs, s->wg_b);
     c->count = s->count;
+    c->trans = s->trans;
     return rs->cerr ? NULL : c;
   case RX_STMT_WGMMA_FENCE: /* computed at once (ir.h): nothing to order */
   case RX_STMT_WGMMA_COMMIT:
@@ -1066,6 +1070,7 @@ rx_status interp_run(rx_module *m, const rx_tensor_fn *f, rx_interp_arg *args, i
   rs.max_steps = o.max_steps;
   rs.fragments = o.fragments;
   rs.mma_sync = o.mma_sync;
+  rs.wgmma = o.wgmma;
   rs.args = args;
   rx_status st = f->body ? prepare(&rs, nargs)
                          : base_status_make(RX_ERR_INVALID, "tensor_fn `%s` has no body", rs.fname);

@@ -105,6 +105,7 @@ typedef struct rx_interp_opts {
                                 interpreter runs fragments of any shape and async copies);
                                 false: the else branch, the portable form */
   bool mma_sync;             /* `if has_mma(...)` takes its then branch (RX_STMT_MMA's form) */
+  bool wgmma;                /* `if has_wgmma(...)` takes its then branch (RX_STMT_WGMMA's form) */
 } rx_interp_opts;
 
 /* Runs tensor program f of module m on args (nargs must equal f->nparams). opts may be NULL.
@@ -573,7 +574,7 @@ typedef struct thr {
   int state;
   const cst *bar;         /* T_BARRIER: where */
   const cx *sg;           /* T_SUBGROUP: which operation */
-  const cst *mma;         /* T_MMA: which one (C_MMA, C_LDSM or C_FRAG) */
+  const cst *mma;         /* T_MMA: which one (C_MMA, C_LDSM, C_FRAG or C_WGMMA) */
   val sgv, sgr;           /* T_SUBGROUP: own value, result */
   int64_t sgm;            /* T_SUBGROUP at shuffle_xor: the lane mask */
   RX_VEC(acopy) inflight; /* async copies not landed yet */
@@ -612,6 +613,7 @@ struct run {
   int sgsize;
   bool fragments; /* rx_interp_opts.fragments */
   bool mma_sync;  /* rx_interp_opts.mma_sync */
+  bool wgmma;     /* rx_interp_opts.wgmma */
   int max_threads;
   int64_t max_steps, steps;
   rx_fiber **fibers;

@@ -446,7 +446,8 @@ typedef enum rx_tx_kind {
 #define RX_TARGET_TESTS(X)                                                                         \
   X(FRAGMENTS, "has_fragments")   /* subgroup matrix fragments (RX_STMT_FRAG) of that shape */     \
   X(MMA, "has_mma")               /* mma.sync of that shape (RX_STMT_MMA, RX_STMT_LDMATRIX) */     \
-  X(ASYNC_COPY, "has_async_copy") /* async_copy / commit / wait (cp.async) */
+  X(ASYNC_COPY, "has_async_copy") /* async_copy / commit / wait (cp.async) */                      \
+  X(WGMMA, "has_wgmma")           /* wgmma m64nNk16 of that N (RX_STMT_WGMMA*) */
 
 typedef enum rx_target_test {
 #define X(e, n) RX_TEST_##e,
@@ -500,6 +501,9 @@ struct rx_tx {
  * sm_80 and newer, cp.async: tgt_target_has_async_copy); the interpreter, which runs async
  * copies, takes it with rx_interp_opts.fragments. All are decided the same way by scheduling, and
  * a program may nest them: `if has_mma(...) { A } else { if has_fragments(...) { B } else { C } }`.
+ * `has_wgmma(f16, f32, 64, 64, 16)` (RX_TEST_WGMMA) is true on a target whose `.mma` table has
+ * wgmma.mma_async m64nNk16 of those dtypes with that N (CUDA sm_90: tgt_target_has_wgmma); the
+ * interpreter takes its then branch where rx_interp_opts.wgmma says so.
  */
 
 typedef enum rx_stmt_kind {
@@ -609,6 +613,17 @@ const char *ir_frag_op_name(rx_frag_op op);
  * q xor (r % 8), so a stage of 8 rows is one 1024-byte swizzle atom (the CUDA printer aligns such
  * buffers to 1024 bytes). B's element (n, k) likewise from b[j...] (B stored n-major, k along
  * the row: x @ W^T with W [out, in]).
+ * Two variants (issue 31, ops/attention_fa3.c):
+ *  - `wgmma m64nNk16 trans acc, a, b`: B MN-major (the PTX ISA's imm-trans-b 1): b's rows run
+ *    along k and its 64 columns along N (N at most 64): B's element (n, k) is the element of flat
+ *    row R + k at column sw(R + k, n), b[j...] at flat offset 64 R (R a multiple of 8, column 0).
+ *    So V stored [keys, d] in the swizzle is B of P V with k the key.
+ *  - A from registers (the PTX ISA's wgmma with A in registers): a[i...] a load of a local
+ *    buffer of the 16-bit dtype whose last dimension is 8, at a flat offset multiple of 8: the
+ *    thread's 8 elements of A, per warp in mma.m16n8k16's A layout (RX_STMT_MMA): thread l,
+ *    w = l / 32, g = l % 32 / 4, t = l % 4 holds a[j] = A[16 w + g + 8 (j / 2 % 2)][2 t + j % 2
+ *    + 8 (j / 4)]. So an m64nNk16's accumulator is such fragments: acc[8 s + j] (converted) is
+ *    a[j] of the k16 step s along its N (P of attention as A of P V).
  * Accumulator layout (the PTX ISA's "Register Fragments and Shared Memory Matrix Layouts",
  * wgmma .m64nNk16 D for .f32): thread l of the warpgroup, w = l / 32, g = l % 32 / 4, t = l % 4:
  * acc[i] = D[16 w + g + 8 (i / 2 % 2)][8 (i / 4) + 2 t + i % 2], i in 0 .. N / 2 - 1 (each warp
@@ -619,7 +634,8 @@ const char *ir_frag_op_name(rx_frag_op op);
  * async_copy) and the first wgmma that reads them. The interpreter computes it at once; the SIMT
  * emulator at the wait, as the hardware may. Every thread of the warpgroup reaches it with the
  * same addresses. Printed for CUDA sm_90 through codegen/mma_cuda.h; other targets refuse it.
- * Fields: buf (acc), value (A's address, a load of a shared buffer), wg_b (B's), count (N).
+ * Fields: buf (acc), value (A's address, a load of a shared or local buffer), wg_b (B's), count
+ * (N), trans (B MN-major).
  *
  * RX_STMT_WGMMA_FENCE / RX_STMT_WGMMA_COMMIT / RX_STMT_WGMMA_WAIT: `wgmma_fence`,
  * `wgmma_commit`, `wgmma_wait N [, acc]` (N in count, acc in buf): wgmma.fence (with
@@ -649,7 +665,7 @@ struct rx_stmt {
   rx_local *local;          /* LET */
   rx_tx *cond;              /* ASYNC_COPY: copy where it holds, zeros elsewhere (NULL: always) */
   int count;                /* ASYNC_WAIT: groups left in flight; LDMATRIX: matrices (1, 2, 4) */
-  bool trans;               /* LDMATRIX: transposed */
+  bool trans;               /* LDMATRIX: transposed; WGMMA: B MN-major */
   rx_buffer *mma_a, *mma_b; /* MMA, FRAG mma: the fragments of A and B (buf: C, D) */
   /* FRAG */
   rx_frag_op frag_op;

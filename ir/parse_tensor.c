@@ -571,7 +571,8 @@ static rx_stmt *ldmatrix_stmt(P *p, rx_loc loc) {
   return s;
 }
 
-/* `wgmma m64nNk16 acc, a[i...], b[j...]` after `wgmma` (ir.h, RX_STMT_WGMMA): N in count. */
+/* `wgmma m64nNk16 [trans] acc, a[i...], b[j...]` after `wgmma` (ir.h, RX_STMT_WGMMA): N in count,
+ * trans: B MN-major. */
 static rx_stmt *wgmma_stmt(P *p, rx_loc loc) {
   rx_tok *sh = cur(p);
   int n = 0, used = 0;
@@ -583,6 +584,7 @@ static rx_stmt *wgmma_stmt(P *p, rx_loc loc) {
   next(p);
   rx_stmt *s = ir_stmt_new(p->m, RX_STMT_WGMMA, loc);
   s->count = n;
+  s->trans = accept_kw(p, "trans");
   s->buf = buf_operand(p, "the accumulator", "wgmma");
   ir_parse_expect(p, RX_TOK_COMMA, "',' and A's address 'a[i, ...]' of wgmma");
   s->value = tx(p);

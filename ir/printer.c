@@ -347,7 +347,8 @@ static void pstmt(W *w, const rx_stmt *s) {
     ptx(o, s->value, 0);
     break;
   case RX_STMT_WGMMA:
-    base_strbuf_printf(o, "wgmma m64n%dk16 %s, ", s->count, s->buf ? s->buf->name : "?");
+    base_strbuf_printf(o, "wgmma m64n%dk16%s %s, ", s->count, s->trans ? " trans" : "",
+                       s->buf ? s->buf->name : "?");
     ptx(o, s->value, 0);
     base_strbuf_append(o, ", ");
     ptx(o, s->wg_b, 0);

@@ -943,13 +943,18 @@ static void check_ldmatrix(vctx *v, const rx_stmt *s) {
         ir_dtype_name(src->buf->dtype));
 }
 
-/* `wgmma m64nNk16 acc, a[i...], b[j...]` (ir.h, RX_STMT_WGMMA): the accumulator a local f32
- * buffer of N / 2 elements; a and b shared buffers of one 16-bit float dtype, rows of 64 (the
- * 128-byte swizzle). Where the addresses fall (rows multiple of 8, columns of 16) depends on
- * run-time values: the interpreter checks it. */
+/* `wgmma m64nNk16 [trans] acc, a[i...], b[j...]` (ir.h, RX_STMT_WGMMA): the accumulator a local
+ * f32 buffer of N / 2 elements; b a shared buffer, and a a shared one or a local one (A from
+ * registers: rows of 8 elements), of one 16-bit float dtype; shared operands with rows of 64 (the
+ * 128-byte swizzle); trans (B MN-major) for N up to 64 (one swizzle atom wide). Where the
+ * addresses fall (rows multiple of 8, columns of 16) depends on run-time values: the interpreter
+ * checks it. */
 static void check_wgmma(vctx *v, const rx_stmt *s) {
   if (s->count < 8 || s->count > 256 || s->count % 8)
     err(v, s->loc, "wgmma m64nNk16 needs N a multiple of 8 in 8..256, not %d", s->count);
+  if (s->trans && s->count > 64)
+    err(v, s->loc, "wgmma m64n%dk16 trans reads B MN-major: N at most 64 (one 128-byte row)",
+        s->count);
   const rx_tx *ops[2] = {s->value, s->wg_b};
   if (!s->buf || !ops[0] || !ops[1] || ops[0]->kind != RX_TX_LOAD || ops[1]->kind != RX_TX_LOAD ||
       !ops[0]->buf || !ops[1]->buf) {
@@ -962,16 +967,20 @@ static void check_wgmma(vctx *v, const rx_stmt *s) {
         s->buf->name, s->count / 2);
   for (int i = 0; i < 2; i++) {
     const rx_buffer *b = ops[i]->buf;
+    bool regs = i == 0 && b->scope == RX_SCOPE_LOCAL; /* A from registers */
+    int row = regs ? 8 : 64;
     check_tx(v, ops[i]);
-    if (b->scope != RX_SCOPE_SHARED)
-      err(v, s->loc, "wgmma reads %s from shared memory; '%s' is not a shared allocation",
-          i ? "B" : "A", b->name);
+    if (b->scope != RX_SCOPE_SHARED && !regs)
+      err(v, s->loc, "wgmma reads %s from %s; '%s' is not a shared allocation", i ? "B" : "A",
+          i ? "shared memory" : "shared memory or registers (a local buffer)", b->name);
     if (b->dtype != RX_DTYPE_F16 && b->dtype != RX_DTYPE_BF16)
       err(v, s->loc, "wgmma multiplies f16 or bf16; '%s' is %s", b->name, ir_dtype_name(b->dtype));
-    if (b->ndim < 1 || !rx_expr_is_const(b->shape[b->ndim - 1], 64))
+    if (b->ndim < 1 || !rx_expr_is_const(b->shape[b->ndim - 1], row))
       err(v, s->loc,
-          "wgmma's operand '%s' needs rows of 64 elements (the 128-byte swizzle): its last "
-          "dimension must be 64",
+          regs ? "wgmma's A in registers '%s' needs rows of 8 elements (a thread's fragment): its "
+                 "last dimension must be 8"
+               : "wgmma's operand '%s' needs rows of 64 elements (the 128-byte swizzle): its last "
+                 "dimension must be 64",
           b->name);
   }
   if (ops[0]->buf->dtype != ops[1]->buf->dtype)

@@ -1457,10 +1457,17 @@ static bool frag_paged(lz_ctx *l, int f) {
 }
 
 void lz_gen_paged_attention(lz_ctx *l) {
-  /* FlashAttention-2 on mma.sync where the target runs it (ops/attention_fa2.c), else on
-   * matrix units where the target has fragments (16 x 16, else 8 x 8), else the portable
-   * kernel: if has_mma(...) { ... } else { if has_fragments(...) { ... } else { ... } } */
+  /* FlashAttention-3's form on wgmma where the target runs it (ops/attention_fa3.c), else
+   * FlashAttention-2 on mma.sync (ops/attention_fa2.c), else on matrix units where the target
+   * has fragments (16 x 16, else 8 x 8), else the portable kernel: if has_wgmma(...) { ... }
+   * else { if has_mma(...) { ... } else { if has_fragments(...) { ... } else { ... } } } */
   int open = 0;
+  if (lz_gen_paged_attention_fa3(l)) {
+    l->ind--;
+    lz_line(l, "} else {");
+    l->ind++;
+    open++;
+  }
   if (lz_gen_paged_attention_fa2(l)) {
     l->ind--;
     lz_line(l, "} else {");

@@ -1,6 +1,7 @@
 /* ops/attention_int.h: what the attention generators of ops/ share across files: the
  * FlashAttention-2 form of paged_attention (ops/attention_fa2.c) that lz_gen_paged_attention
- * (ops/attention.c) writes first, under `if has_mma(...)`. */
+ * (ops/attention.c) writes first, under `if has_mma(...)`, and its wgmma form for sm_90
+ * (ops/attention_fa3.c) under `if has_wgmma(...)` before it. */
 #ifndef RELAXC_OPS_ATTENTION_INT_H
 #define RELAXC_OPS_ATTENTION_INT_H
 
@@ -11,6 +12,11 @@
  * the op does not suit it (dtype not f16 / bf16, head dim not a multiple of 16, tiles beyond the
  * shared memory). */
 bool lz_gen_paged_attention_fa2(lz_ctx *l);
+
+/* Writes `if has_wgmma(T, f32, 64, 64, 16) { the FA3 kernel }` (ops/attention_fa3.c) with the `if`
+ * left open, as above; false, with nothing written, where the op does not suit it (dtype not
+ * f16 / bf16, head dim not 64 or 128). lz_gen_paged_attention writes it before FA2. */
+bool lz_gen_paged_attention_fa3(lz_ctx *l);
 
 /* The token table of a prefill attention block (ops/attention.c): per token of the block's tile,
  * in shared i32 arrays of `rows`, its sequence (tseq, -1: none), its visible key range (tlo,

@@ -35,6 +35,11 @@
  * Q and O in registers, 3 stages of K/V pages; 43.5 KiB at D = 128): 2 (ptxas gives 164 to 174
  * registers at D = 128: 2 or 3 blocks) */
 #define TGT_OCC_ATTN_FA2 2
+/* ops/attention_fa3.c, paged_attention's wgmma form on sm_90 (2 warpgroups of 64 query rows, Q
+ * and the K/V stages in dynamic shared memory: 70 KiB at D = 64, 102 KiB at D = 128; S, P and O
+ * in registers): 1 (ptxas gives about 170 registers at D = 128: a second block of 256 threads
+ * would need at most 128) */
+#define TGT_OCC_ATTN_FA3 1
 /* ops/attention.c, paged_decode_attention (one block per head and chunk of the cache): 4 */
 #define TGT_OCC_DECODE_ATTN 4
 

@@ -164,6 +164,10 @@ bool tgt_target_has_async_copy(const rx_target *t);
  * `has_mma(...)`)? */
 bool tgt_target_has_mma_sync(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
 
+/* Does t run wgmma.mma_async m64nNk16 of `ab` into `acc` (ir.h RX_STMT_WGMMA, the test of
+ * `has_wgmma(...)`: m 64, k 16, n a multiple of the shape's n_step up to its N)? */
+bool tgt_target_has_wgmma(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k);
+
 /* "cuda", "vulkan", "metal". */
 const char *tgt_target_kind_name(rx_target_kind kind);
 

@@ -681,6 +681,16 @@ bool tgt_target_has_mma_sync(const rx_target *t, rx_dtype ab, rx_dtype acc, int 
   return false;
 }
 
+bool tgt_target_has_wgmma(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
+  for (int i = 0; t && i < t->nmma; i++) {
+    const rx_mma_shape *x = &t->mma[i];
+    if (x->api == RX_MMA_WGMMA && x->ab == ab && x->acc == acc && x->m == m && x->k == k &&
+        (x->n_step ? n % x->n_step == 0 && n <= x->n : n == x->n))
+      return true;
+  }
+  return false;
+}
+
 bool tgt_target_has_frag(const rx_target *t, rx_dtype ab, rx_dtype acc, int m, int n, int k) {
   for (int i = 0; t && i < t->nmma; i++) {
     const rx_mma_shape *x = &t->mma[i];

@@ -255,6 +255,8 @@ static rx_stmt *pick_branches(rx_module *m, rx_stmt *s, const rx_target *t) {
         c->test == RX_TEST_ASYNC_COPY ? tgt_target_has_async_copy(t)
         : c->test == RX_TEST_MMA
             ? tgt_target_has_mma_sync(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k)
+        : c->test == RX_TEST_WGMMA
+            ? tgt_target_has_wgmma(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k)
             : tgt_target_has_frag(t, c->frag_ab, c->frag_acc, c->frag_m, c->frag_n, c->frag_k);
     return pick_branches(m, has ? s->inner : s->otherwise, t);
   }

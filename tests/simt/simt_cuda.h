@@ -650,6 +650,15 @@ static inline void rx_cp_async_wait_all() { simt::async_land(INT_MAX); }
  *     operand (r its row in M or N, k in 0..15) is at start + (r / 8) * SBO + (r % 8) * 128 +
  *     2 k, then the swizzle xors address bits 4-6 with bits 7-9 (the pattern repeats every 1024
  *     bytes, so with base offset 0 the atom must start at a 1024-byte boundary: checked);
+ *   - MN-major B (imm-trans-b 1, the helpers _tb): element (n, k) at start + (k / 8) * SBO +
+ *     (k % 8) * 128 + 2 n for n < 64 ("Stride Dimension Byte Offset", MN-major swizzled: from the
+ *     first 8 columns, k, to the next 8; one 128-byte row spans N, at most 64 here, so the leading
+ *     byte offset, from one 64-wide block of N to the next, is unused), then the same swizzle;
+ *   - A in registers (the helpers _ra: wgmma's form with A a vector of four .f16x2 / .bf16x2
+ *     registers, "Register Fragments", matrix A of .m64nNk16): thread l, w, g, t as below, holds
+ *     a0..a7 = A[16 w + g + 8 (j / 2 % 2)][2 t + j % 2 + 8 (j / 4)] (register j / 2, half j % 2),
+ *     the lanes' registers exchanged within the warp at issue (read then, as the hardware may;
+ *     PTX forbids changing them before the wait);
  *   - D of .m64nNk16 .f32 ("Register Fragments"): thread l of the warpgroup (l = linear % 128),
  *     w = l / 32, g = l % 32 / 4, t = l % 4: d[i] = D[16 w + g + 8 (i / 2 % 2)][8 (i / 4) + 2 t
  *     + i % 2];
@@ -661,8 +670,10 @@ static inline void rx_cp_async_wait_all() { simt::async_land(INT_MAX); }
 namespace simt {
 struct wgmma_op {
   float *d;
-  const unsigned char *a, *b; /* the decoded start addresses */
+  const unsigned char *a, *b; /* the decoded start addresses (a: NULL with A in registers) */
   int n, op, group, line;
+  bool trans;               /* B MN-major */
+  unsigned short ar[2][16]; /* A in registers: the thread's rows g and g + 8 */
 };
 struct wgmma_state {
   simt_dim3 block;
@@ -695,25 +706,38 @@ static inline const unsigned char *wgmma_decode(unsigned long long desc, const v
   *mode = (int)(desc >> 62);
   return (const unsigned char *)(window | (std::uintptr_t)((desc & 0x3FFF) << 4));
 }
-static inline float wgmma_elem(int op, const unsigned char *start, int sbo, int r, int k) {
-  std::uintptr_t addr =
-      (std::uintptr_t)start + (std::uintptr_t)(r / 8) * sbo + (r % 8) * 128 + 2 * k;
+static inline float wgmma_half(int op, std::uintptr_t addr) {
   addr ^= ((addr >> 7) & 7) << 4;
   unsigned short h;
   std::memcpy(&h, (const void *)addr, 2);
   return op == WGMMA_F16 ? f16_value(h) : bf16_value(h);
+}
+static inline float wgmma_elem(int op, const unsigned char *start, int sbo, int r, int k) {
+  return wgmma_half(op,
+                    (std::uintptr_t)start + (std::uintptr_t)(r / 8) * sbo + (r % 8) * 128 + 2 * k);
+}
+static inline float wgmma_elem_mn(int op, const unsigned char *start, int sbo, int n, int k) {
+  return wgmma_half(op,
+                    (std::uintptr_t)start + (std::uintptr_t)(k / 8) * sbo + (k % 8) * 128 + 2 * n);
 }
 static inline void wgmma_run(const wgmma_op &o) {
   int l = (int)(cur()->linear % 128), w = l / 32, g = l % 32 / 4, t = l % 4;
   for (int i = 0; i < o.n / 2; i++) {
     int row = 16 * w + g + 8 * (i / 2 % 2), col = 8 * (i / 4) + 2 * t + i % 2;
     float acc = o.d[i];
-    for (int k = 0; k < 16; k++)
-      acc = acc + wgmma_elem(o.op, o.a, 1024, row, k) * wgmma_elem(o.op, o.b, 1024, col, k);
+    for (int k = 0; k < 16; k++) {
+      float a = o.a ? wgmma_elem(o.op, o.a, 1024, row, k)
+                    : (o.op == WGMMA_F16 ? f16_value(o.ar[i / 2 % 2][k])
+                                         : bf16_value(o.ar[i / 2 % 2][k]));
+      float b =
+          o.trans ? wgmma_elem_mn(o.op, o.b, 1024, col, k) : wgmma_elem(o.op, o.b, 1024, col, k);
+      acc = acc + a * b;
+    }
     o.d[i] = acc;
   }
 }
-static inline void wgmma_issue(int op, int n, float *d, const void *a, const void *b, int line) {
+static inline void wgmma_issue(int op, int n, float *d, const void *a, const void *b, bool regs,
+                               bool trans, int line) {
   char msg[300];
   simt_thread *t = cur();
   if (t->block_dim.x * t->block_dim.y * t->block_dim.z % 128) {
@@ -721,9 +745,10 @@ static inline void wgmma_issue(int op, int n, float *d, const void *a, const voi
                   mma_op_name[op], t->block_dim.x * t->block_dim.y * t->block_dim.z);
     fail(line, msg);
   }
+  if (trans && n > 64) fail(line, "wgmma with B MN-major: N above 64 is not emulated");
   mma_words mine = {{0, 0}, op}, sync[SIMT_WARP];
   mma_sync(op, mine, sync, line); /* .sync.aligned: the whole warp at the same wgmma */
-  std::uintptr_t pa = (std::uintptr_t)a, pb = (std::uintptr_t)b;
+  std::uintptr_t pa = regs ? 0 : (std::uintptr_t)a, pb = (std::uintptr_t)b;
   mma_row ab = {{(unsigned)pa, (unsigned)(pa >> 32), (unsigned)pb, (unsigned)(pb >> 32)}},
           all[SIMT_WARP];
   unsigned members;
@@ -734,6 +759,19 @@ static inline void wgmma_issue(int op, int n, float *d, const void *a, const voi
                     mma_op_name[op], t->lane, i);
       fail(line, msg);
     }
+  wgmma_op o = {};
+  if (regs) { /* the warp's A: lane l's four registers, rows g and g + 8 of its warp's 16 */
+    mma_row mine_a, rows[SIMT_WARP];
+    std::memcpy(&mine_a, a, 16);
+    xchg(0xffffffffu, mine_a, rows, &members, line);
+    int g = (int)t->lane / 4;
+    for (int q = 0; q < 4; q++) /* the lanes of the quad hold columns 2 q, 2 q + 1 (+ 8) */
+      for (int j = 0; j < 8; j++) {
+        unsigned word = rows[4 * g + q].w[j / 2];
+        unsigned short h = (unsigned short)(j % 2 ? word >> 16 : word & 0xffff);
+        o.ar[j / 2 % 2][2 * q + j % 2 + 8 * (j / 4)] = h;
+      }
+  }
   wgmma_state &s = wgmma_of();
   if (!s.fenced) {
     std::snprintf(msg, sizeof msg, "%s without a wgmma.fence (rx_wgmma_fence) since the last wait",
@@ -742,8 +780,8 @@ static inline void wgmma_issue(int op, int n, float *d, const void *a, const voi
   }
   if (s.pending == 32) fail(line, "more than 32 wgmma in flight in one thread");
   const void *ptrs[2] = {a, b};
-  const unsigned char *start[2];
-  for (int j = 0; j < 2; j++) {
+  const unsigned char *start[2] = {NULL, NULL};
+  for (int j = regs ? 1 : 0; j < 2; j++) {
     int sbo, mode, base;
     start[j] = wgmma_decode(wgmma_encode(ptrs[j]), ptrs[j], &sbo, &mode, &base);
     if (mode != 1 || base != 0 || sbo != 1024 || ((std::uintptr_t)start[j] >> 7) % 8) {
@@ -754,7 +792,15 @@ static inline void wgmma_issue(int op, int n, float *d, const void *a, const voi
       fail(line, msg);
     }
   }
-  s.ops[s.pending++] = wgmma_op{d, start[0], start[1], n, op, s.groups, line};
+  o.d = d;
+  o.a = start[0];
+  o.b = start[1];
+  o.n = n;
+  o.op = op;
+  o.group = s.groups;
+  o.line = line;
+  o.trans = trans;
+  s.ops[s.pending++] = o;
 }
 static inline void wgmma_retire(int before) { /* the wgmma of groups < before complete */
   wgmma_state &s = wgmma_of();
@@ -777,15 +823,19 @@ template <int N> static inline void rx_wgmma_wait() {
 }
 static inline void rx_wgmma_hold(float &) {}
 static inline unsigned long long rx_wgmma_desc(const void *p) { return simt::wgmma_encode(p); }
-#define SIMT_WGMMA(n)                                                                              \
-  static inline void rx_wgmma_m64n##n##k16_f16f32(float *d, const void *a, const void *b,          \
-                                                  int line = SIMT_LINE) {                          \
-    simt::wgmma_issue(simt::WGMMA_F16, n, d, a, b, line);                                          \
-  }                                                                                                \
-  static inline void rx_wgmma_m64n##n##k16_bf16f32(float *d, const void *a, const void *b,         \
-                                                   int line = SIMT_LINE) {                         \
-    simt::wgmma_issue(simt::WGMMA_BF16, n, d, a, b, line);                                         \
+#define SIMT_WGMMA_ONE(n, ty, op, suffix, regs, trans)                                             \
+  static inline void rx_wgmma_m64n##n##k16_##ty##f32##suffix(                                      \
+      float *d, const void *a, const void *b, int line = SIMT_LINE) {                              \
+    simt::wgmma_issue(simt::op, n, d, a, b, regs, trans, line);                                    \
   }
+#define SIMT_WGMMA_DT(n, ty, op)                                                                   \
+  SIMT_WGMMA_ONE(n, ty, op, , false, false)                                                        \
+  SIMT_WGMMA_ONE(n, ty, op, _tb, false, true)                                                      \
+  SIMT_WGMMA_ONE(n, ty, op, _ra, true, false)                                                      \
+  SIMT_WGMMA_ONE(n, ty, op, _ra_tb, true, true)
+#define SIMT_WGMMA(n)                                                                              \
+  SIMT_WGMMA_DT(n, f16, WGMMA_F16)                                                                 \
+  SIMT_WGMMA_DT(n, bf16, WGMMA_BF16)
 /* every N of m64nNk16: 8..256 in steps of 8 */
 SIMT_WGMMA(8)
 SIMT_WGMMA(16)

@@ -33,6 +33,11 @@
   "graph_fn main(q: f16[n, 4, 64], pages: f16[p, 2, 2, 16, 64], page_table: i32[b, mp], "          \
   "kv_len: i32[b], q_seq: i32[n], q_pos: i32[n]) {\n"                                              \
   "  y = paged_attention(q, pages, page_table, kv_len, q_seq, q_pos, window=0)\n  return y\n}\n"
+/* the same at head dim 128, bf16, GQA 4 (ops/attention_fa3.c's second shape) */
+#define PREFILL128                                                                                 \
+  "graph_fn main(q: bf16[n, 8, 128], pages: bf16[p, 2, 2, 16, 128], page_table: i32[b, mp], "      \
+  "kv_len: i32[b], q_seq: i32[n], q_pos: i32[n]) {\n"                                              \
+  "  y = paged_attention(q, pages, page_table, kv_len, q_seq, q_pos, window=0)\n  return y\n}\n"
 #define DECODE                                                                                     \
   "graph_fn main(q: f16[b, 8, 128], pages: f16[p, 2, 2, 16, 128], page_table: i32[b, mp], "        \
   "kv_len: i32[b]) {\n"                                                                            \
@@ -63,7 +68,11 @@ const rxm_spec rxm_kernels[] = {
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
     {"paged_attention (FA2) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
-     PIPE | RXM_PAGED, TGT_OCC_ATTN_FA2},
+     PIPE | RXM_PAGED | RXM_SM80, TGT_OCC_ATTN_FA2},
+    {"paged_attention (FA3) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
+     RXM_WGMMA | RXM_CP_ASYNC | RXM_PAGED | RXM_SM90, TGT_OCC_ATTN_FA3},
+    {"paged_attention (FA3) bf16 d=128", PREFILL128, NULL, "n=100,b=1,mp=8,p=8",
+     RXM_WGMMA | RXM_CP_ASYNC | RXM_PAGED | RXM_SM90, TGT_OCC_ATTN_FA3},
     {"paged_decode_attention f16", DECODE, NULL, "b=1,mp=64,p=64;b=3,mp=7,p=21",
      RXM_CP_ASYNC | RXM_PAGED, TGT_OCC_DECODE_ATTN},
 };

@@ -28,7 +28,10 @@
  * (ops/attention_fa2.c), what CUDA sm_80 / sm_90 compile and the emulator runs, with its PTX
  * checked (mma.sync, ldmatrix, cp.async, shuffles, no local memory, no stack frame); the fragment
  * form (Metal, vulkan-nvidia); the portable one; the interpreter runs all three. test_prefill_fa2
- * adds packed batches of up to 1000 queries whose 64-row tiles span several sequences.
+ * adds packed batches of up to 1000 queries whose 64-row tiles span several sequences. With head
+ * dims 64 and 128 a fourth form comes first: FlashAttention-3's structure on wgmma
+ * (ops/attention_fa3.c), what CUDA sm_90 compiles instead of FA2 (test_prefill_fa3; the
+ * interpreter runs it with rx_interp_opts.wgmma), its PTX checked the same way.
  * RX_KERNEL_SIZES (the sanitizer pass of CI sets 1,7,33) caps every cache length and query count at
  * its largest size.
  *
@@ -45,6 +48,7 @@
 
 #include "interp/interp.h"
 #include "ops/legalize.h"
+#include "targets/occupancy.h"
 #include "targets/toolchain.h"
 
 #include <float.h>
@@ -69,6 +73,9 @@ static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
 static const char *filter;
 static int64_t size_cap = INT64_MAX;
 static double worst[RX_DTYPE_COUNT]; /* the largest normalized error seen per output dtype */
+/* run_case emulates only the targets with wgmma, no Vulkan (test_prefill_fa3's n = 1000: the other
+ * forms run there in test_prefill_fa2, and Metal's takes minutes) */
+static bool wgmma_only;
 
 #define NTARGETS RXK_ONEOP_TARGETS
 
@@ -86,13 +93,34 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull; /* rxk_xorshift's state */
 
 typedef rxk_oneop prog;
 
-/* Does the program hold the FlashAttention-2 form, `if has_mma(...)` (ops/attention_fa2.c)? */
-static bool has_mma_form(const rx_tensor_fn *f) {
-  const rx_stmt *b = f->body;
-  for (int i = 0; b && b->kind == RX_STMT_SEQ && i < b->n; i++)
-    if (b->body[i]->kind == RX_STMT_IF && b->body[i]->value &&
-        b->body[i]->value->kind == RX_TX_HAS_FRAG && b->body[i]->value->test == RX_TEST_MMA)
+/* Does the program hold an `if` of target test `test` at the top of its body or in the else
+ * branches of such `if`s (the nest of ops/attention.c's forms)? */
+static bool has_test_in(const rx_stmt *b, rx_target_test test) {
+  if (b && b->kind != RX_STMT_SEQ) {
+    const rx_stmt *one[1] = {b};
+    rx_stmt seq = {.kind = RX_STMT_SEQ, .body = (rx_stmt **)one, .n = 1};
+    return has_test_in(&seq, test);
+  }
+  for (int i = 0; b && i < b->n; i++) {
+    const rx_stmt *s = b->body[i];
+    if (s->kind == RX_STMT_IF && s->value && s->value->kind == RX_TX_HAS_FRAG &&
+        (s->value->test == test || has_test_in(s->otherwise, test)))
       return true;
+  }
+  return false;
+}
+/* The FlashAttention-2 form, `if has_mma(...)` (ops/attention_fa2.c)? */
+static bool has_mma_form(const rx_tensor_fn *f) { return has_test_in(f->body, RX_TEST_MMA); }
+/* The FlashAttention-3 form on wgmma, `if has_wgmma(...)` (ops/attention_fa3.c)? */
+static bool has_wgmma_form(const rx_tensor_fn *f) { return has_test_in(f->body, RX_TEST_WGMMA); }
+
+/* Does a kernel of tp hold all of the texts (NULL-ended)? */
+static bool kernel_has(const rxk_prepared *tp, const char *const *texts) {
+  for (int k = 0; k < tp->kl.n; k++) {
+    bool all = true;
+    for (int i = 0; texts[i]; i++) all &= strstr(tp->kl.kernels[k]->source, texts[i]) != NULL;
+    if (all) return true;
+  }
   return false;
 }
 
@@ -110,26 +138,35 @@ static void check_form(const prog *p, const rxk_prepared *tp) {
   }
   if (!tp->ok || !rxk_has_frag_form(p->f)) return;
   rx_dtype t = p->f->params[0]->buf->dtype;
-  bool mma = has_mma_form(p->f) && tgt_target_has_mma_sync(tp->t, t, RX_DTYPE_F32, 16, 8, 16);
-  bool want = !mma && (tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
-                       tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8));
+  bool wg = has_wgmma_form(p->f) && tgt_target_has_wgmma(tp->t, t, RX_DTYPE_F32, 64, 64, 16);
+  bool mma =
+      !wg && has_mma_form(p->f) && tgt_target_has_mma_sync(tp->t, t, RX_DTYPE_F32, 16, 8, 16);
+  bool want = !mma && !wg &&
+              (tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 16, 16, 16) ||
+               tgt_target_has_frag(tp->t, t, RX_DTYPE_F32, 8, 8, 8));
   bool got = rxk_uses_frags(tp);
   if (got == want)
     st.passed++;
   else
     rxk_fail(&st, "%s: the kernel %s the matrix-unit form", tp->what,
              got ? "is unexpectedly" : "is not");
-  /* the FlashAttention-2 form (ops/attention_fa2.c) on the targets with mma.sync m16n8k16 */
-  bool sync = false;
-  for (int k = 0; k < tp->kl.n; k++)
-    sync |= strstr(tp->kl.kernels[k]->source, "rx_mma_16x8x16_") &&
-            strstr(tp->kl.kernels[k]->source, "__shfl_xor_sync") &&
-            strstr(tp->kl.kernels[k]->source, "rx_cp_async_16");
+  /* the FlashAttention-2 form (ops/attention_fa2.c) on the targets with mma.sync m16n8k16 and
+   * without wgmma; the FlashAttention-3 form (ops/attention_fa3.c: S by wgmma from shared, P V by
+   * wgmma with P from registers and V MN-major) on those with wgmma */
+  static const char *const fa2[] = {"rx_mma_16x8x16_", "__shfl_xor_sync", "rx_cp_async_16", NULL};
+  static const char *const fa3[] = {"rx_wgmma_m64n64k16_", "f32_ra_tb(", "__shfl_xor_sync",
+                                    "rx_cp_async_16", NULL};
+  bool wgk = kernel_has(tp, fa3), sync = !wgk && kernel_has(tp, fa2);
   if (sync == mma)
     st.passed++;
   else
     rxk_fail(&st, "%s: the kernel %s the FlashAttention-2 form", tp->what,
              sync ? "is unexpectedly" : "is not");
+  if (wgk == wg)
+    st.passed++;
+  else
+    rxk_fail(&st, "%s: the kernel %s the FlashAttention-3 (wgmma) form", tp->what,
+             wgk ? "is unexpectedly" : "is not");
 }
 
 /* Legalizes the op call of `main` in text and compiles its program for every target
@@ -199,16 +236,18 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
   rxk_buffers got;
   /* the interpreter: the portable form, the matrix-unit (or cp.async) one where the program has
    * it, and the FlashAttention-2 one (mma.sync) where it has that */
-  for (int fr = 0;
-       fr < 1 + (rxk_has_frag_form(p->f) || rxk_has_async_form(p->f)) + has_mma_form(p->f); fr++) {
+  for (int fr = 0; fr < 1 + (rxk_has_frag_form(p->f) || rxk_has_async_form(p->f)) +
+                            has_mma_form(p->f) + has_wgmma_form(p->f);
+       fr++) {
     if (!interp) {
       st.skipped++;
       continue;
     }
     rxk_copy_buffers(in, &got);
-    rx_interp_opts o = {.fragments = fr >= 1, .mma_sync = fr == 2};
+    rx_interp_opts o = {.fragments = fr >= 1, .mma_sync = fr >= 2, .wgmma = fr == 3};
     rx_status s = interp_run(p->m, p->f, got.arg, got.n, &o);
-    const char *form = fr == 2                    ? "interpreter (mma.sync)"
+    const char *form = fr == 3                    ? "interpreter (wgmma)"
+                       : fr == 2                  ? "interpreter (mma.sync)"
                        : !fr                      ? "interpreter"
                        : rxk_has_async_form(p->f) ? "interpreter (cp.async form)"
                                                   : "interpreter (fragments)";
@@ -224,6 +263,11 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
   for (int i = 0; i < NTARGETS; i++) {
     rxk_prepared *tp = &p->tp[i];
     if (!tp->ok || !tp->emulate) continue;
+    if (wgmma_only &&
+        !tgt_target_has_wgmma(tp->t, p->f->params[0]->buf->dtype, RX_DTYPE_F32, 64, 64, 16)) {
+      st.skipped++;
+      continue;
+    }
     rxk_copy_buffers(in, &got);
     double t0 = now_s();
     bool ran = rxk_run_simt(tp, e, &got, why, sizeof why);
@@ -237,7 +281,7 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, double *c
       st.passed++;
     rxk_free_buffers(&got);
   }
-  if (!p->lib) {
+  if (!p->lib || wgmma_only) {
     st.skipped++;
     return;
   }
@@ -523,24 +567,47 @@ static void test_prefill_matrix(void) {
  * n = 1000 queries, GQA 16 (4 tokens a tile) and 3 (21 tokens and one row unused), head dims
  * 16, 96 (12 chunks a row: the swizzle's rotation is not a power of two) and 128, a window,
  * f16 and bf16. */
-/* The FA2 kernel's PTX on the CUDA targets (NVRTC, ptxas -v): mma.sync m16n8k16 of its dtype,
- * ldmatrix (plain for Q and K, .trans for V), cp.async with its waits, the quad's shuffles
- * (shfl.sync.bfly), 16-byte output stores, no local memory (no ld.local / st.local, a stack
- * frame of 0 bytes, no spills). Prints the registers and static shared memory ptxas reports. */
-static void check_fa2_ptx(const prog *p, rx_dtype t) {
-  static const char *const want[] = {NULL,
-                                     "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
-                                     "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
-                                     "cp.async.cg.shared.global",
-                                     "cp.async.wait_group",
-                                     "shfl.sync.bfly.b32",
-                                     "st.global.v4"};
+/* The prefill kernel's PTX on the CUDA targets (NVRTC, ptxas -v): FA2 (fa3 false) on those
+ * without wgmma: mma.sync m16n8k16 of its dtype, ldmatrix (plain for Q and K, .trans for V);
+ * FA3 (fa3 true) on those with it: wgmma m64n64k16 of its dtype from shared (S = Q K^T) and with
+ * A in registers and B MN-major (P V: `{%r..}, desc, p, 1, 1, 1`), its fence, commit and wait;
+ * both: cp.async with its waits, the quad's shuffles (shfl.sync.bfly), 16-byte output stores, no
+ * local memory (no ld.local / st.local, a stack frame of 0 bytes, no spills). Prints the
+ * registers and shared memory ptxas reports; FA3's registers allow TGT_OCC_ATTN_FA3 blocks of
+ * 256 threads an SM (tgt_occupancy_blocks). */
+static void check_attn_ptx(const prog *p, rx_dtype t, bool fa3) {
+  static const char *const want2[] = {NULL,
+                                      "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                                      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                                      "cp.async.cg.shared.global",
+                                      "cp.async.wait_group",
+                                      "shfl.sync.bfly.b32",
+                                      "st.global.v4"};
+  static const char *const want3[] = {NULL,
+                                      ", p, 1, 1, 0, 0;",
+                                      ", p, 1, 1, 1;",
+                                      "wgmma.fence.sync.aligned",
+                                      "wgmma.commit_group.sync.aligned",
+                                      "wgmma.wait_group.sync.aligned",
+                                      "cp.async.cg.shared.global",
+                                      "cp.async.wait_group",
+                                      "shfl.sync.bfly.b32",
+                                      "st.global.v4"};
+  const char *const *want = fa3 ? want3 : want2;
+  size_t nwant = fa3 ? RX_ARRAY_LEN(want3) : RX_ARRAY_LEN(want2);
+  const char *form = fa3 ? "FA3" : "FA2";
   char mma[96];
-  snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", ir_dtype_name(t),
-           ir_dtype_name(t));
+  if (fa3)
+    snprintf(mma, sizeof mma, "wgmma.mma_async.sync.aligned.m64n64k16.f32.%s.%s", ir_dtype_name(t),
+             ir_dtype_name(t));
+  else
+    snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", ir_dtype_name(t),
+             ir_dtype_name(t));
   for (int i = 0; i < NTARGETS; i++) {
     const rxk_prepared *tp = &p->tp[i];
-    if (!tp->ok || tp->t->kind != RX_TARGET_CUDA) continue;
+    if (!tp->ok || tp->t->kind != RX_TARGET_CUDA ||
+        fa3 != (has_wgmma_form(p->f) && tgt_target_has_wgmma(tp->t, t, RX_DTYPE_F32, 64, 64, 16)))
+      continue;
     for (int k = 0; k < tp->kl.n; k++) {
       const rx_kernel *kn = tp->kl.kernels[k];
       char *ptx = NULL, *log = NULL;
@@ -557,15 +624,15 @@ static void check_fa2_ptx(const prog *p, rx_dtype t) {
         free(log);
         continue;
       }
-      for (size_t w = 0; w < RX_ARRAY_LEN(want); w++) {
+      for (size_t w = 0; w < nwant; w++) {
         const char *needle = w ? want[w] : mma;
         if (strstr(ptx, needle))
           st.passed++;
         else
-          rxk_fail(&st, "%s: the FA2 kernel's PTX has no %s", tp->what, needle);
+          rxk_fail(&st, "%s: the %s kernel's PTX has no %s", tp->what, form, needle);
       }
       if (strstr(ptx, "ld.local") || strstr(ptx, "st.local"))
-        rxk_fail(&st, "%s: the FA2 kernel's PTX uses local memory", tp->what);
+        rxk_fail(&st, "%s: the %s kernel's PTX uses local memory", tp->what, form);
       else
         st.passed++;
       rx_ptxas_info info;
@@ -578,12 +645,24 @@ static void check_fa2_ptx(const prog *p, rx_dtype t) {
         for (int f = 0; f < info.nfuncs; f++) {
           const rx_ptxas_func *fn = &info.funcs[f];
           if (!fn->entry) continue;
-          printf("  FA2 %s: %d registers, %d bytes shared, %d bytes stack, %d spill bytes\n",
-                 tp->t->name, fn->registers, fn->shared_bytes, fn->stack_bytes,
-                 fn->spill_stores + fn->spill_loads);
+          /* ptxas counts static shared memory; FA3's is dynamic (kernels.json shared_dynamic) */
+          int shared = fn->shared_bytes + (kn->shared_dynamic ? (int)kn->shared_bytes : 0);
+          printf("  %s %s: %d registers, %d bytes shared%s, %d bytes stack, %d spill bytes\n", form,
+                 tp->t->name, fn->registers, shared, kn->shared_dynamic ? " (dynamic)" : "",
+                 fn->stack_bytes, fn->spill_stores + fn->spill_loads);
           if (fn->stack_bytes || fn->spill_stores || fn->spill_loads)
-            rxk_fail(&st, "%s: the FA2 kernel has a stack frame of %d bytes", tp->what,
+            rxk_fail(&st, "%s: the %s kernel has a stack frame of %d bytes", tp->what, form,
                      fn->stack_bytes);
+          else
+            st.passed++;
+          if (!fa3) continue;
+          const tgt_sm_limits *lim = tgt_sm_limits_of(tp->t->sm);
+          int blocks = lim ? tgt_blocks_per_sm(lim, fn->registers, 256, shared) : 0;
+          if (blocks < TGT_OCC_ATTN_FA3)
+            rxk_fail(&st,
+                     "%s: the FA3 kernel's %d registers and %d shared bytes let %d blocks of 256 "
+                     "threads run per SM; it assumes %d",
+                     tp->what, fn->registers, shared, blocks, TGT_OCC_ATTN_FA3);
           else
             st.passed++;
         }
@@ -616,7 +695,7 @@ static void test_prefill_fa2(void) {
     prog p;
     if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
       if (!has_mma_form(p.f)) rxk_fail(&st, "%s: no FlashAttention-2 form was legalized", what);
-      check_fa2_ptx(&p, cfgs[i].t);
+      check_attn_ptx(&p, cfgs[i].t, false);
       /* n = 1000 for the first program only: the other targets' forms take minutes there */
       for (size_t k = 0; k < RX_ARRAY_LEN(scenes) - (i > 0); k++)
         check_paged_scene(&p, &cfgs[i], scenes[k]);
@@ -636,8 +715,49 @@ static void test_prefill_fa2(void) {
              ir_dtype_name(llm[i].t), (long long)llm[i].d, (long long)llm[i].heads,
              (long long)llm[i].kvh);
     prog p;
-    if (prog_build(&p, paged_text(&llm[i], "paged_attention", ""), what))
-      check_fa2_ptx(&p, llm[i].t);
+    if (prog_build(&p, paged_text(&llm[i], "paged_attention", ""), what)) {
+      check_attn_ptx(&p, llm[i].t, false);
+      check_attn_ptx(&p, llm[i].t, true);
+    }
+    prog_free(&p);
+  }
+}
+
+/* The FlashAttention-3 form on wgmma (ops/attention_fa3.c: CUDA sm_90 in the emulator, the
+ * interpreter with wgmma where the case is small; sm_80 runs FA2, the other targets their forms
+ * of the same program): head dims 64 and 128, GQA 1, 2, 3 (a tile of 42 tokens, two rows
+ * unused), 4 and 8, f16 and bf16, windows 5 and 37, and packed batches whose 128-row tiles span
+ * several sequences: n = 1, 7, 33, 100 (6 sequences) and 1000 (the first program, on sm_90
+ * alone: the other targets' forms run n = 1000 in test_prefill_fa2). Its PTX: wgmma
+ * in both forms, no local memory, the registers the occupancy assumes (check_attn_ptx). */
+static void test_prefill_fa3(void) {
+  static const paged_cfg cfgs[] = {
+      {64, 2, 1, 0, 0, RX_DTYPE_F16},   {128, 4, 4, 0, 0, RX_DTYPE_BF16},
+      {128, 6, 2, 37, 0, RX_DTYPE_F16}, {64, 8, 1, 5, 0, RX_DTYPE_BF16},
+      {128, 16, 4, 0, 0, RX_DTYPE_F16},
+  };
+  static const scene scenes[] = {
+      {1, {1}, {1}},                                         /* n = 1 */
+      {2, {15, 17}, {3, 4}},                                 /* n = 7 */
+      {3, {16, 100, 1}, {16, 16, 1}},                        /* n = 33 */
+      {6, {33, 1, 70, 16, 17, 100}, {33, 1, 20, 16, 9, 21}}, /* n = 100, 6 sequences */
+      {3, {900, 300, 40}, {700, 270, 30}},                   /* n = 1000 (last) */
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
+    char what[160];
+    snprintf(what, sizeof what, "prefill fa3 %s d=%lld heads=%lld/%lld window=%lld",
+             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
+      if (!has_wgmma_form(p.f)) rxk_fail(&st, "%s: no FlashAttention-3 form was legalized", what);
+      check_attn_ptx(&p, cfgs[i].t, true);
+      for (size_t k = 0; k < RX_ARRAY_LEN(scenes) - (i > 0); k++) {
+        wgmma_only = k + 1 == RX_ARRAY_LEN(scenes); /* n = 1000: sm_90 alone */
+        check_paged_scene(&p, &cfgs[i], scenes[k]);
+        wgmma_only = false;
+      }
+    }
     prog_free(&p);
   }
 }
@@ -1133,6 +1253,7 @@ int main(int argc, char **argv) {
   test_paged_attention();
   test_prefill_matrix();
   test_prefill_fa2();
+  test_prefill_fa3();
   test_decode();
   test_softcap();
   test_dense();

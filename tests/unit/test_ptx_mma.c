@@ -148,17 +148,21 @@ static void check_ptxas(const rxm_spec *s, const rxm_kernel *k, const rx_target 
   const tgt_sm_limits *l = tgt_sm_limits_of(t->sm);
   RX_ASSERT(l);
   int threads = (int)(k->kernel->block[0] * k->kernel->block[1] * k->kernel->block[2]);
-  int blocks = tgt_blocks_per_sm(l, f->registers, threads, f->shared_bytes);
+  /* ptxas counts static shared memory; a wgmma kernel's is dynamic (kernels.json shared_dynamic),
+   * the bytes its launch asks for */
+  int shared = f->shared_bytes + (k->kernel->shared_dynamic ? (int)k->kernel->shared_bytes : 0);
+  int blocks = tgt_blocks_per_sm(l, f->registers, threads, shared);
   int by_regs = tgt_blocks_per_sm(l, f->registers, threads, 0);
-  int by_shared = tgt_blocks_per_sm(l, 0, threads, f->shared_bytes);
-  printf("  %-34s %s %-8s %3d registers x %4d threads, %6d shared bytes: %d blocks per SM "
+  int by_shared = tgt_blocks_per_sm(l, 0, threads, shared);
+  printf("  %-34s %s %-8s %3d registers x %4d threads, %6d shared bytes%s: %d blocks per SM "
          "(registers %d, shared memory %d), the schedule assumes %d\n",
-         s->name, t->cuda_arch, k->kernel->name, f->registers, threads, f->shared_bytes, blocks,
-         by_regs, by_shared, s->blocks_per_sm);
+         s->name, t->cuda_arch, k->kernel->name, f->registers, threads, shared,
+         k->kernel->shared_dynamic ? " (dynamic)" : "", blocks, by_regs, by_shared,
+         s->blocks_per_sm);
   snprintf(detail, sizeof detail,
            "%d registers x %d threads and %d shared bytes let %d blocks run per SM (registers: "
            "%d, shared memory: %d); the schedule assumes %d",
-           f->registers, threads, f->shared_bytes, blocks, by_regs, by_shared, s->blocks_per_sm);
+           f->registers, threads, shared, blocks, by_regs, by_shared, s->blocks_per_sm);
   report(s, t->cuda_arch, CK_OCCUPANCY, blocks >= s->blocks_per_sm, detail);
   tgt_ptxas_info_free(&info);
 }
