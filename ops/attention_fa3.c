@@ -23,14 +23,13 @@
  *         (both K-major: x @ W^T), into 32 f32 accumulators a thread (ir.h's D layout: a thread
  *         holds rows g and g + 8 of its warp's 16, mma.m16n8's C layout repeated along N)
  *   softmax: on the accumulators in registers, as FA2: the running max reduced over the quad by
- *         two shuffle_xor, scores in base 2 (the scale times log2 e folded in), p = exp2(s - m)
- *   P:    the accumulators ARE wgmma's A fragments in registers: acc[8 s + j] is a[j] of the k16
- *         step s (ir.h), converted to T, no round trip through shared memory
- *   O += P V: per 64 columns of D, 4 wgmma m64n64k16 trans with A = P from registers and B = V
- *         MN-major from shared (k = the key along V's rows: imm-trans-b 1); O (f32, D / 2 a
- *         thread) in registers, rescaled by exp2(m_old - m_new) per row
- *   end:  O / l (0 for a row that saw no key) rounded to T into Q's shared panels (swizzled:
- *         conflict-free), then stored 16 bytes a thread.
+ *         two shuffle_xor, scores in base 2 (ops_attn_score: the scale times log2 e folded in, and
+ * a softcap), p = exp2(s - m) P:    the accumulators ARE wgmma's A fragments in registers: acc[8 s
+ * + j] is a[j] of the k16 step s (ir.h), converted to T, no round trip through shared memory O += P
+ * V: per 64 columns of D, 4 wgmma m64n64k16 trans with A = P from registers and B = V MN-major from
+ * shared (k = the key along V's rows: imm-trans-b 1); O (f32, D / 2 a thread) in registers,
+ * rescaled by exp2(m_old - m_new) per row end:  O / l (0 for a row that saw no key) rounded to T
+ * into Q's shared panels (swizzled: conflict-free), then stored 16 bytes a thread.
  *
  * Each wgmma group is waited for at once (wgmma_wait 0): no overlap of softmax and MMA inside a
  * warpgroup (FA3's ping-pong and intra-warpgroup pipelining need warp specialization). A
@@ -57,7 +56,6 @@
 #define FA3_PAGE    16                 /* keys per page of the cache (docs/llm.md) */
 /* As attention.c: the running max starts at the lowest finite f32; scores in base 2. */
 #define FA3_NO_SCORE (-FLT_MAX)
-#define FA3_LOG2E    1.4426950408889634
 
 typedef struct fa3 {
   lz_ctx *l;
@@ -66,7 +64,6 @@ typedef struct fa3 {
   int64_t d, heads, kvh, group, window;
   int64_t gr, gc, tq;            /* heads of a group per block, blocks per group, tokens */
   int64_t ch, np, stages;        /* 16-byte chunks per row of D, 64-wide panels of D, K/V stages */
-  const char *scale;             /* the score scale times log2 e */
   const char *tile, *kh, *tx;    /* block and thread variables */
   const char *qs, *ks, *vs, *wr; /* shared: Q rows, K and V stages, the warps' key ranges */
   const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* shared, per token of the tile */
@@ -258,7 +255,8 @@ static void softmax(fa3 *f, const char *kt) {
           F(f, "i32((%s) * %d + %d + %s %% 4 * 2 + %d)", kt, FA3_KEYS, 8 * n, f->tx, e);
       vis[k] = F(f, "%s && %s >= %s && %s <= %s", f->rok[h], pos, f->rlo[h], pos, f->rhi[h]);
       x[k] = lz_fresh(l, "x");
-      lz_line(l, "let %s: f32 = select(%s, %s[%d] * %s, %s)", x[k], vis[k], f->sc, idx[k], f->scale,
+      lz_line(l, "let %s: f32 = select(%s, %s, %s)", x[k], vis[k],
+              ops_attn_score(l, 1.0 / sqrt((double)f->d), F(f, "%s[%d]", f->sc, idx[k])),
               lz_flit(l, FA3_NO_SCORE));
     }
     const char *mx = x[0];
@@ -476,8 +474,6 @@ bool lz_gen_paged_attention_fa3(lz_ctx *l) {
   f.gr = f.group < FA3_ROWS ? f.group : FA3_ROWS;
   f.gc = (f.group + f.gr - 1) / f.gr;
   f.tq = FA3_ROWS / f.gr;
-  const rx_attr *sa = ops_call_attr(l->call, "scale");
-  f.scale = lz_flit(l, (sa ? sa->f : 1.0 / sqrt((double)f.d)) * FA3_LOG2E);
   f.tile = lz_loopvar(l, "tile");
   f.kh = lz_loopvar(l, "kh");
   f.tx = lz_loopvar(l, "tx");

@@ -894,10 +894,10 @@ static void test_decode(void) {
 
 /* Soft-capped scores (Gemma 2's attn_logit_softcapping: softcap=c, the scores tanh(s / c) * c
  * before the softmax) in every form of the paged ops: f16 paged_attention at head dim 64 runs as
- * the FlashAttention-2 kernel on CUDA (emulator), the fragment form on Metal (emulator) and the
- * portable kernel on Vulkan and in the interpreter; the decode kernel with a window and a GQA
- * group. A cap of 0.3, about the standard deviation of these random inputs' scores, bends every
- * row. */
+ * the FlashAttention-2 kernel on CUDA sm_80 and the FlashAttention-3 one on sm_90 (emulator), the
+ * fragment form on Metal (emulator) and the portable kernel on Vulkan and in the interpreter; the
+ * decode kernel with a window and a GQA group. A cap of 0.3, about the standard deviation of these
+ * random inputs' scores, bends every row. */
 static void test_softcap(void) {
   static const paged_cfg pre = {64, 4, 2, 5, 0, RX_DTYPE_F16},
                          dec = {64, 4, 2, 37, 32, RX_DTYPE_F16};
