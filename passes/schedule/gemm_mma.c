@@ -20,7 +20,10 @@
 #define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
 #define GM_STAGES 3  /* shared-memory stages: 2 x 3 x 128 x 32 halves = 48 KiB at most */
 /* Blocks per SM assumed: TGT_OCC_GEMM_MMA (128 x 128) and TGT_OCC_GEMM_MMA_64 (64 x 64) of
- * targets/occupancy.h, checked against ptxas by tests/unit/test_ptx_mma.c. */
+ * targets/occupancy.h, set on the kernel's threadIdx.x loop (`blocks=N`: CUDA's
+ * __launch_bounds__(threads, N), so that ptxas keeps to the registers they leave) and checked
+ * against ptxas by tests/unit/test_ptx_mma.c. */
+#include "targets/occupancy.h"
 
 /* A tile configuration: the block's rows and columns, its warps along each, per row count
  * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 up to gemm_mma_mid_rows (more blocks for the
@@ -383,7 +386,8 @@ void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *
   RX_VEC_PUSH(&it, mm_stmt_count(s, RX_STMT_ASYNC_COMMIT, 0));
   p->compute(p->ctx, sym_expr_floormod(s->cx, kt, sx_const(s->cx, p->stages)), &it);
   sym_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, sched_seq(s, &it)));
+  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk),
+                              p->rolled ? RX_LOOP_ROLLED : RX_LOOP_SERIAL, sched_seq(s, &it)));
   RX_VEC_PUSH(body, mm_stmt_count(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
 }
 
@@ -397,7 +401,7 @@ static void compute_stage(void *ctx, const rx_expr *st, rx_stmtvec *out) { compu
 
 /* The pipeline over K / GM_BK chunks (mm_pipeline_emit): GM_STAGES stages. */
 static void pipeline(gm_k *c, rx_stmtvec *body) {
-  mm_pipeline p = {GM_STAGES, RX_STMT_SEQ, c, issue_chunk, compute_stage};
+  mm_pipeline p = {GM_STAGES, RX_STMT_SEQ, c, issue_chunk, compute_stage, true};
   mm_pipeline_emit(c->s, c->mi->K->value / GM_BK, &p, body);
 }
 
@@ -528,6 +532,7 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
   sym_analyzer_reset(s->an, mk);
   rx_stmt *k =
       sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  k->count = small_tiles ? TGT_OCC_GEMM_MMA_64 : TGT_OCC_GEMM_MMA; /* __launch_bounds__'s blocks */
   if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
   k = sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
   return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);

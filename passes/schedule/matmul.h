@@ -139,6 +139,10 @@ typedef struct mm_pipeline {
   void *ctx;
   void (*issue)(void *ctx, const rx_expr *chunk, const rx_expr *stage, rx_stmtvec *out);
   void (*compute)(void *ctx, const rx_expr *stage, rx_stmtvec *out);
+  /* the loop over chunks kept rolled (RX_LOOP_ROLLED): at a small constant K the target's
+   * compiler would unroll it whole, each copy's addresses and fragments live at once (gemm_mma
+   * at K = 192: 255 registers and 168 bytes of spills on sm_80, 142 registers rolled) */
+  bool rolled;
 } mm_pipeline;
 void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *body);
 rx_stmt *gemm_wgmma_schedule(rx_sctx *s, const mm_info *mi);       /* gemm_wgmma.c */

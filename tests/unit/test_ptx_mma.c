@@ -13,7 +13,9 @@
  *              line's constant, targets/occupancy.h) run on one SM of that architecture
  *              (tgt_blocks_per_sm: 65,536 registers allocated per warp in units of 256, at most 255
  *              a thread; 164 KiB of shared memory per SM on sm_80, 228 KiB on sm_90, 1 KiB of it
- *              reserved per block; 32 blocks and 64 warps at most).
+ *              reserved per block; 32 blocks and 64 warps at most); and the blocks its
+ *              __launch_bounds__ asks for (the schedule's `blocks=N`, 1 by default) are 1 or
+ *              that assumption (gemm_mma: 2 at 128 x 128, 4 at 64 x 64).
  * Each kernel's figures are printed (registers, shared bytes, blocks per SM by registers and by
  * shared memory). A check known to fail is listed in xfails with why (the list should end empty);
  * one listed that passes fails the test as an "unexpected pass". Without NVRTC: skipped (77);
@@ -155,11 +157,18 @@ static void check_ptxas(const rxm_spec *s, const rxm_kernel *k, const rx_target 
          "(registers %d, shared memory %d), the schedule assumes %d\n",
          s->name, t->cuda_arch, k->kernel->name, f->registers, threads, f->shared_bytes, blocks,
          by_regs, by_shared, s->blocks_per_sm);
+  /* the blocks the kernel asks ptxas for (__launch_bounds__'s second argument, from the
+   * schedule's `blocks=N`): 1, or the assumption itself */
+  const char *lb = strstr(k->kernel->source, "__launch_bounds__(");
+  int lb_threads = 0, asked = 0;
+  if (!lb || sscanf(lb, "__launch_bounds__(%d, %d)", &lb_threads, &asked) != 2) asked = -1;
   snprintf(detail, sizeof detail,
            "%d registers x %d threads and %d shared bytes let %d blocks run per SM (registers: "
-           "%d, shared memory: %d); the schedule assumes %d",
-           f->registers, threads, f->shared_bytes, blocks, by_regs, by_shared, s->blocks_per_sm);
-  report(s, t->cuda_arch, CK_OCCUPANCY, blocks >= s->blocks_per_sm, detail);
+           "%d, shared memory: %d); the schedule assumes %d, __launch_bounds__ asks for %d",
+           f->registers, threads, f->shared_bytes, blocks, by_regs, by_shared, s->blocks_per_sm,
+           asked);
+  report(s, t->cuda_arch, CK_OCCUPANCY,
+         blocks >= s->blocks_per_sm && (asked == 1 || asked == s->blocks_per_sm), detail);
   tgt_ptxas_info_free(&info);
 }
 
