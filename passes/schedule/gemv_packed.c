@@ -114,6 +114,13 @@ static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q) {
+  return mm_packed_stage_n(s, mi, pk, bufs, PACKED_BYTES, batch, j, kb, lane, out_q);
+}
+
+rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
+                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
+                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane,
+                           rx_tx **out_q) {
   rx_stmtvec st = {0};
   const rx_expr *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
@@ -122,7 +129,7 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
     const rx_expr *ku = sx_add(s->cx, kb, sym_expr_mul(s->cx, u, sx_const(s->cx, pk->per_byte[i])));
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
     rx_stmt *cp = sched_store_e(s, bufs[i], &u, 1, ld);
-    RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
+    RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, bytes), RX_LOOP_VECTORIZE, cp));
     want[i] = sym_analyzer_simplify(s->an,
                                     last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
   }

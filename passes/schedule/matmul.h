@@ -102,6 +102,12 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q);
 
+/* The same with `bytes` bytes of each load (a power of two up to 16; bufs[i] holds them):
+ * gemm_mma's dequantizing stage reads 8 (int8) or 4 to 8 (int4) bytes a lane. */
+rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
+                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
+                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane, rx_tx **out_q);
+
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c */
