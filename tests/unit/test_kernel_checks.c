@@ -65,12 +65,6 @@ static const struct xfail {
   check ck;
   const char *reason;
 } xfails[] = {
-    {"paged_decode_attention", CK_BANKS,
-     "ops/attention.c's decode kernel (the cp.async form on CUDA): its 16-byte copies into the "
-     "padded stages are conflict-free, but the scores read the K tile one 2-byte element per lane "
-     "with keys 8 rows apart in one bank (degree 2) and the row step reads the partial sums at a "
-     "stride of 32 words (degree 4); conflict-free needs 16-byte reads of K along the head dim "
-     "and a transposed partial-sum layout (issue 31's decode attention)"},
     {NULL, CK_COUNT, NULL}, /* the end (the list may be empty) */
 };
 
