@@ -33,7 +33,8 @@ typedef struct cg_kernel {
   const rx_expr *blo[3];
   cg_shared *shared; /* shared allocations, hoisted to kernel scope */
   int nshared;
-  int nthreads; /* block[0] * block[1] * block[2] */
+  int nthreads;   /* block[0] * block[1] * block[2] */
+  int min_blocks; /* blocks per SM the schedule assumes (the threadIdx.x loop's count; 0: none) */
   bool uses_subgroup;
   bool uses_mma;               /* RX_STMT_MMA: subgroups of 32 and mma.sync m16n8k16 */
   bool mma_ab[RX_DTYPE_COUNT]; /* the dtypes of its fragments of A and B */
@@ -100,6 +101,7 @@ typedef struct cg_lang {
   const char *block_idx[3];
   const char *barrier;   /* statement text */
   const char *unroll;    /* line before an unrolled loop, or NULL */
+  const char *rolled;    /* line before a loop kept rolled (RX_LOOP_ROLLED), or NULL */
   const char *fn_prefix; /* prefix of helper function definitions */
   /* run-time checks (ir.h, RX_INTRIN_CHECK) print as rx_check(ok, v, code[, error buffer]):
    * the error buffer's parameter type in that helper ("int*"), or NULL where the helper reaches

@@ -1442,6 +1442,10 @@ static void pfor_serial(cg_printer *p, rx_strbuf *o, rx_stmt *s, int i) {
     cg_indent(p, o);
     base_strbuf_printf(o, "%s\n", L->unroll);
   }
+  if (s->kind == RX_STMT_FOR && s->loop_kind == RX_LOOP_ROLLED && L->rolled) {
+    cg_indent(p, o);
+    base_strbuf_printf(o, "%s\n", L->rolled);
+  }
   cg_indent(p, o);
   base_strbuf_printf(o, "for (%s %s = ", p->idx, name);
   pidx(p, o, s->lo[i]);

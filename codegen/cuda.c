@@ -366,11 +366,12 @@ static void cuda_open(cg_printer *p, rx_strbuf *o) {
   if (p->uses[RX_DTYPE_F16]) base_strbuf_append(o, "#include <cuda_fp16.h>\n");
   if (p->uses[RX_DTYPE_BF16]) base_strbuf_append(o, "#include <cuda_bf16.h>\n");
   if (p->helpers.data) base_strbuf_printf(o, "\n%s", p->helpers.data);
-  /* (threads, 1): one resident block is all we ask, so ptxas may use the registers a kernel
-   * needs instead of spilling to fit more blocks (the attention kernels spilled 8 to 40 bytes at
-   * some head dims with the default) */
-  base_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d, 1) %s(",
-                     p->ck->nthreads, k->name);
+  /* (threads, 1) unless the schedule assumes more blocks per SM (its threadIdx.x loop's
+   * `blocks=N`, targets/occupancy.h): one resident block is all we ask, so ptxas may use the
+   * registers a kernel needs instead of spilling to fit more blocks (the attention kernels
+   * spilled 8 to 40 bytes at some head dims with the default) */
+  base_strbuf_printf(o, "\nextern \"C\" __global__ void __launch_bounds__(%d, %d) %s(",
+                     p->ck->nthreads, p->ck->min_blocks > 1 ? p->ck->min_blocks : 1, k->name);
   for (int i = 0; i < k->nargs; i++) {
     const rx_karg *a = &k->args[i];
     if (i) base_strbuf_append(o, ", ");
@@ -731,6 +732,7 @@ const cg_lang cg_cuda = {
     .block_idx = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
     .barrier = "__syncthreads();",
     .unroll = "#pragma unroll",
+    .rolled = "#pragma unroll 1",
     .fn_prefix = "static __device__ __forceinline__ ",
     .check_buf = "int*",
     .math = {[RX_INTRIN_EXP] = "expf",   [RX_INTRIN_EXP2] = "exp2f",   [RX_INTRIN_LOG] = "logf",

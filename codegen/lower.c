@@ -283,6 +283,7 @@ static void see_stmt(lw *w, rx_stmt *s) {
         break;
       }
       if (ext->value > w->block[ax]) w->block[ax] = (int)ext->value;
+      if (s->count > w->ck->min_blocks) w->ck->min_blocks = s->count;
     }
     see_expr(w, sym_analyzer_simplify(w->an, s->lo[0]));
     see_expr(w, sym_analyzer_simplify(w->an, sym_expr_add(w->ck->m->ctx, s->lo[0], s->extent[0])));

@@ -319,6 +319,7 @@ const char *ir_param_name(const rx_param *p);
   X(SERIAL, "serial")                                                                              \
   X(UNROLL, "unroll")                                                                              \
   X(VECTORIZE, "vectorize")                                                                        \
+  X(ROLLED, "rolled") /* serial, kept a loop by the target compiler (#pragma unroll 1) */          \
   X(BLOCK_X, "blockIdx.x")                                                                         \
   X(BLOCK_Y, "blockIdx.y")                                                                         \
   X(BLOCK_Z, "blockIdx.z")                                                                         \
@@ -643,6 +644,8 @@ const char *ir_frag_op_name(rx_frag_op op);
  * wgmma.wait_group N; the wait's acc names the accumulator that later statements read, so that
  * the CUDA printer keeps those reads after the wait. */
 
+/* RX_STMT_FOR bound to threadIdx.x: `count` is the blocks per SM its schedule assumes (0: none),
+ * printed `bind(threadIdx.x, blocks=N)`; CUDA prints it as __launch_bounds__(threads, N). */
 typedef struct rx_stmt rx_stmt;
 struct rx_stmt {
   rx_stmt_kind kind;

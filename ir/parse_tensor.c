@@ -322,14 +322,30 @@ static void range(P *p, const rx_expr **var, const rx_expr **lo, const rx_expr *
   *extent = sym_expr_sub(p->m->ctx, bound(p, name, "hi", lets, nlets), *lo);
 }
 
-static rx_loop_kind loop_kind(P *p) {
+/* `bind(threadIdx.x, blocks=N)`: the blocks per SM the schedule assumes (rx_stmt.count). */
+static int loop_blocks(P *p, rx_loop_kind k) {
+  if (k != RX_LOOP_THREAD_X || !accept(p, RX_TOK_COMMA)) return 0;
+  if (!accept_kw(p, "blocks")) ir_parse_fail_expected(p, "'blocks=N' after the bound axis");
+  ir_parse_expect(p, RX_TOK_ASSIGN, "'=' after 'blocks'");
+  rx_tok *t = cur(p);
+  if (t->kind != RX_TOK_INT) ir_parse_fail_expected(p, "the blocks per SM (an integer)");
+  int64_t v = ir_parse_int_value(p, t, false);
+  if (v < 1 || v > 64)
+    ir_parse_fail_at(p, t->loc, "blocks per SM is 1 to 64, got %lld", (long long)v);
+  next(p);
+  return (int)v;
+}
+
+static rx_loop_kind loop_kind(P *p, int *blocks) {
   if (accept_kw(p, "unroll")) return RX_LOOP_UNROLL;
   if (accept_kw(p, "vectorize")) return RX_LOOP_VECTORIZE;
   if (accept_kw(p, "serial")) return RX_LOOP_SERIAL;
+  if (accept_kw(p, "rolled")) return RX_LOOP_ROLLED;
   if (!accept_kw(p, "bind")) return RX_LOOP_SERIAL;
   ir_parse_expect(p, RX_TOK_LPAREN, "'(' after 'bind'");
   for (int k = RX_LOOP_BLOCK_X; k < RX_LOOP_KIND_COUNT; k++) {
     if (accept_kw(p, ir_loop_kind_name((rx_loop_kind)k))) {
+      *blocks = loop_blocks(p, (rx_loop_kind)k);
       ir_parse_expect(p, RX_TOK_RPAREN, "')' after the bound axis");
       return (rx_loop_kind)k;
     }
@@ -358,7 +374,7 @@ static rx_stmt *for_stmt(P *p, rx_loc loc) {
     rx_stmt *st[3];
     int nlets = 0;
     range(p, &s->vars[0], &s->lo[0], &s->extent[0], st, &nlets);
-    s->loop_kind = loop_kind(p);
+    s->loop_kind = loop_kind(p, &s->count);
     APUSH(p, &loops, s);
     st[nlets] = s;
     APUSH(p, &heads, nlets ? seq_of(p, st, nlets + 1, s->loc) : s);

@@ -256,7 +256,9 @@ static void pstmt(W *w, const rx_stmt *s) {
       if (i) base_strbuf_append(o, ", ");
       prange(w, s, i);
     }
-    if (rx_loop_is_bound(s->loop_kind))
+    if (rx_loop_is_bound(s->loop_kind) && s->count > 0)
+      base_strbuf_printf(o, " bind(%s, blocks=%d)", ir_loop_kind_name(s->loop_kind), s->count);
+    else if (rx_loop_is_bound(s->loop_kind))
       base_strbuf_printf(o, " bind(%s)", ir_loop_kind_name(s->loop_kind));
     else if (s->loop_kind != RX_LOOP_SERIAL)
       base_strbuf_printf(o, " %s", ir_loop_kind_name(s->loop_kind));

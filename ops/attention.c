@@ -59,6 +59,10 @@
 /* Output elements per thread of that kernel: 16, so a GQA group of up to 16 heads of 128 dims is
  * one block; ptxas reports no spills for it (101 registers at sm_80, unit.test_attention). */
 #define ATTN_ASYNC_MAX_ACC 16
+/* async_decode's scores: lanes splitting one key's head dim in 16-byte pieces (lane_scores); 8
+ * make one phase of 16-byte shared loads read 128 contiguous bytes of one key row (no bank
+ * conflict whatever the row pitch), their partial dots summed by 3 shuffle_xor */
+#define ATTN_KEY_LANES 8
 /* The running max of a row starts at the lowest finite f32: a score equal to it (a mask of
  * torch.finfo(float32).min) still counts, and exp(m_old - m_new) is never inf - inf. */
 #define ATTN_NO_SCORE (-FLT_MAX)
@@ -350,6 +354,9 @@ typedef struct attn {
   int64_t stages;
   const rx_expr *srow;
   const char *pids; /* the chunk's page ids in shared memory (async_decode) */
+  /* async_decode's scores (lane_scores): ATTN_KEY_LANES lanes a key, the tile's scores in part
+   * as [key, row] (score reads part[j * rows + row]) */
+  bool part_t;
 } attn;
 
 static int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -516,7 +523,8 @@ static int64_t shared_bytes(const attn *a, int64_t rows, int64_t tk) {
   int64_t scores = rows * tk, part = scores > ATTN_THREADS ? scores : ATTN_THREADS;
   int64_t meta = a->kind == ATTN_PAGED ? 6 * rows : a->stages ? a->chunk / ATTN_PAGE : 0;
   int64_t tiles = st * (a->two ? tk * (a->dk + pad) + tk * (a->dv + pad) : tk * (a->dm + pad));
-  return es * (rows * (a->dk + pad) + tiles) + 4 * (scores + part + 2 * rows + meta);
+  int64_t ps_pad = a->stages ? rows : 0; /* open_kernel: ps's rows padded by a word */
+  return es * (rows * (a->dk + pad) + tiles) + 4 * (scores + ps_pad + part + 2 * rows + meta);
 }
 
 /* Picks the key tile and the rows per block: the largest that fit the shared memory and the
@@ -583,7 +591,10 @@ static void open_kernel(attn *a, const rx_expr *const *grid, int ngrid) {
             (long long)(a->dv + a->pad));
   lz_line(l, "alloc %s: f32[%lld] shared", a->part,
           (long long)(scores > ATTN_THREADS ? scores : ATTN_THREADS));
-  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows, (long long)a->tk);
+  /* the cp.async kernel's rows of ps one word apart in bank (its row step's threads, one a row,
+   * write and read them at the same key: tk words apart, 16 or 32, were 2 to 4 in one bank) */
+  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows,
+          (long long)(a->tk + (a->stages ? 1 : 0)));
   lz_line(l, "alloc %s: f32[%lld] shared", a->alpha, (long long)a->rows);
   lz_line(l, "alloc %s: f32[%lld] shared", a->lsum, (long long)a->rows);
   cover c = cover_of(a->rows, a->dv);
@@ -674,6 +685,56 @@ static void partial_scores(attn *a) {
   lz_close(l);
 }
 
+/* async_decode's scores, where the head dim is whole 16-byte pieces, ATTN_KEY_LANES of them or
+ * a multiple, and a warp's lanes are whole keys: lane w % ATTN_KEY_LANES of (row r, key j) reads
+ * pieces i ATTN_KEY_LANES + w % ATTN_KEY_LANES of q's row and of the key with 16-byte loads (so a
+ * phase of 8 lanes reads 128 contiguous bytes of one row of qs and one of kv: no bank conflict,
+ * where one 2-byte element a lane put keys 8 rows apart in one bank), the lanes' dots summed by
+ * shuffle_xor 1, 2, 4, and the first lane stores the row's score at part[j * rows + r] (the row
+ * step's threads, one a row, then read consecutive words; as [row, key] they read words tk
+ * apart, 4 in one bank). False, with nothing written, where the form does not fit. */
+static bool lane_scores(attn *a) {
+  lz_ctx *l = a->l;
+  rx_expr_ctx *cx = l->cx;
+  int64_t lanes = 16 / (ir_dtype_bits(a->t) / 8), pieces = a->dk / lanes;
+  int64_t tasks = a->rows * a->tk * ATTN_KEY_LANES;
+  if (a->dk % lanes || pieces % ATTN_KEY_LANES || tasks % 32 || a->dk != a->dv) return false;
+  a->part_t = true;
+  const char *it = lz_loopvar(l, "c");
+  lz_line(l, "for %s in 0..%lld {", it, (long long)cdiv(tasks, ATTN_THREADS));
+  l->ind++;
+  const rx_expr *w = sx_add(cx, sx_var(cx, a->tx), sx_mul_c(cx, sx_var(cx, it), ATTN_THREADS));
+  bool g = open_if(a, tasks % ATTN_THREADS ? lz_ex(l, sx_lt(cx, w, sx_const(cx, tasks))) : NULL);
+  const rx_expr *kr = sx_div_c(cx, w, ATTN_KEY_LANES), *ln = sx_mod_c(cx, w, ATTN_KEY_LANES);
+  const rx_expr *r = sx_div_c(cx, kr, a->tk), *j = sx_mod_c(cx, kr, a->tk);
+  const rx_expr *jr = a->srow ? sx_add(cx, j, a->srow) : j;
+  const char *dot = lz_fresh(l, "dot"), *i = lz_loopvar(l, "i"), *v = lz_loopvar(l, "v");
+  lz_line(l, "alloc %s: f32[1] local", dot);
+  lz_line(l, "%s[0] = 0.0", dot);
+  lz_line(l, "for %s in 0..%lld unroll {", i, (long long)(pieces / ATTN_KEY_LANES));
+  lz_line(l, "  for %s in 0..%lld vectorize {", v, (long long)lanes);
+  const rx_expr *d =
+      sx_add(cx, sx_mul_c(cx, sx_add(cx, sx_mul_c(cx, sx_var(cx, i), ATTN_KEY_LANES), ln), lanes),
+             sx_var(cx, v));
+  lz_line(l, "    %s[0] = %s[0] + %s * %s", dot, dot,
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->qs, lz_ex(l, r), lz_ex(l, d))),
+          lz_up(l, a->t, lz_str(l, "%s[%s, %s]", a->kv, lz_ex(l, jr), lz_ex(l, d))));
+  lz_line(l, "  }");
+  lz_line(l, "}");
+  const char *prev = lz_str(l, "%s[0]", dot);
+  for (int m = 1; m < ATTN_KEY_LANES; m *= 2) {
+    const char *sum = lz_fresh(l, "dot");
+    lz_line(l, "let %s: f32 = %s + shuffle_xor(%s, %d)", sum, prev, prev, m);
+    prev = sum;
+  }
+  lz_line(l, "if %s == 0 {", lz_ex(l, ln));
+  lz_line(l, "  %s[%s] = %s", a->part, lz_ex(l, sx_add(cx, sx_mul_c(cx, j, a->rows), r)), prev);
+  lz_line(l, "}");
+  if (g) lz_close(l);
+  lz_close(l);
+  return true;
+}
+
 /* Is key j of the tile visible to the row of this thread? (text; NULL: always) */
 static const char *key_visible(attn *a, const rx_expr *j) {
   const rx_expr *pos = sx_add(a->l->cx, a->jb, j);
@@ -727,7 +788,9 @@ static const char *scored(attn *a, const char *dot) {
 static const char *score(attn *a, const char *j) {
   lz_ctx *l = a->l;
   rx_strbuf b = {0};
-  for (int64_t k = 0; k < a->ks; k++) {
+  if (a->part_t) /* lane_scores: [key, row], the row threads read consecutive words */
+    base_strbuf_printf(&b, "%s[%s * %lld + %s]", a->part, j, (long long)a->rows, a->tx);
+  for (int64_t k = 0; !a->part_t && k < a->ks; k++) {
     const rx_expr *w =
         sx_add(a->l->cx,
                sx_mul_c(a->l->cx,
@@ -1227,7 +1290,10 @@ static void frag_open(fattn *fa, const rx_expr *const *grid) {
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->qs, t, (long long)a->rows, (long long)row);
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->kv, t, (long long)a->tk, (long long)row);
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", a->vs, t, (long long)a->tk, (long long)row);
-  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows, (long long)a->tk);
+  /* the cp.async kernel's rows of ps one word apart in bank (its row step's threads, one a row,
+   * write and read them at the same key: tk words apart, 16 or 32, were 2 to 4 in one bank) */
+  lz_line(l, "alloc %s: f32[%lld, %lld] shared", a->ps, (long long)a->rows,
+          (long long)(a->tk + (a->stages ? 1 : 0)));
   lz_line(l, "alloc %s: %s[%lld, %lld] shared", fa->pp, t, (long long)a->rows, (long long)a->tk);
   lz_line(l, "alloc %s: f32[%lld] shared", a->lsum, (long long)a->rows);
   if (ATTN_WARPS * f * f > a->rows * a->tk)
@@ -1502,8 +1568,8 @@ void lz_gen_paged_attention(lz_ctx *l) {
  *   start:    the chunk's page ids from the page table into shared memory, a barrier
  *   prologue: tiles 0 .. S - 2 issued, one commit group each (empty where a tile has no key)
  *   tile t:   async_wait S - 2 (tile t has landed) -> barrier -> issue tile t + S - 1 into the
- *             stage tile t - 1 used, commit -> partial scores -> barrier -> row step -> barrier
- *             -> acc += p V
+ *             stage tile t - 1 used, commit -> scores (lane_scores: 8 lanes a key, 16-byte
+ *             reads, shuffle_xor; as [key, row]) -> barrier -> row step -> barrier -> acc += p V
  *
  * so three barriers per tile, and S - 1 tiles in flight while one is computed. A tile outside
  * the sequence's keys (past kv_len, before the window, past the page table) is neither copied
@@ -1659,7 +1725,7 @@ static bool async_decode(lz_ctx *l) {
   a.srow = sx_mul_c(l->cx, sx_mod_c(l->cx, t, a.stages), a.tk);
   lz_line(l, "if %s {", tile_in_range(&a, a.jb));
   l->ind++;
-  partial_scores(&a);
+  if (!lane_scores(&a)) partial_scores(&a);
   lz_line(l, "barrier");
   row_step(&a);
   lz_line(l, "barrier");

@@ -18,12 +18,19 @@
 #define RX_TARGETS_OCCUPANCY_H
 
 /* passes/schedule/gemm_mma.c, 128 x 128 tiles (gemm_mma, gemm_mma_dq; 8 warps, 48 KiB of stages,
- * 64 accumulators a lane): 1 block, 8 warps, as its GM_WAVE heuristic counts a wave of blocks as
- * one per SM. (The printer's __launch_bounds__(threads, 1) lets ptxas use 132 to 144 registers;
- * __launch_bounds__(256, 2) gives 128 and no spills on sm_80 and sm_90, so 2 blocks are within
- * reach once a schedule can ask the printer for them.) */
-#define TGT_OCC_GEMM_MMA 1
-/* the same with 64 x 64 tiles (gemm_mma_64, gemm_mma_dq_64; 4 warps, 24 KiB): 4 blocks, 16 warps */
+ * 64 accumulators a lane; gemm_mma_dq below): 2 blocks, 16 warps, 96 KiB of stages. The schedule
+ * asks the printer for them (__launch_bounds__(256, 2): at most 128 registers a thread), which
+ * ptxas meets without spills on sm_80 and sm_90 with the chunk loop kept rolled (122 to 128
+ * registers; 132 to 144 with (256, 1)). Its GM_WAVE heuristic still counts a wave as one block per
+ * SM (conservative). */
+#define TGT_OCC_GEMM_MMA 2
+/* gemm_mma_dq at 128 x 128: 1 block. Its dequantizing stage keeps a lane's packed bytes and its
+ * row's scales in registers across chunks (passes/schedule/gemm_mma.c, stage_dq), 4 to 6 more
+ * than gemm_mma: at __launch_bounds__(256, 2) ptxas spilled 8 bytes at 128 registers (q4f16_g32,
+ * sm_80 and sm_90); with (256, 1) it takes what it needs. */
+#define TGT_OCC_GEMM_MMA_DQ 1
+/* the same with 64 x 64 tiles (gemm_mma_64, gemm_mma_dq_64; 4 warps, 24 KiB): 4 blocks, 16 warps
+ * (__launch_bounds__(128, 4): at most 128 registers a thread) */
 #define TGT_OCC_GEMM_MMA_64 4
 /* passes/schedule/gemv_mma.c (4 warps splitting k; a few KiB to add their partial tiles): 4 */
 #define TGT_OCC_GEMV_MMA 4

@@ -17,10 +17,17 @@
  * is checked in CI (tests/unit/test_mma_stmt.c: mma.sync, cp.async, ldmatrix, no spills). */
 #include "matmul.h"
 
-#define GM_BK     32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
-#define GM_STAGES 3  /* shared-memory stages: 2 x 3 x 128 x 32 halves = 48 KiB at most */
+#define GM_BK       32 /* k per stage: rows of 64 bytes, four 16-byte chunks */
+#define GM_STAGES   3  /* shared-memory stages: 2 x 3 x 128 x 32 halves = 48 KiB at most */
+#define GM_DQ_SLOTS 2  /* gemm_mma_dq: the lane slots of a thread (bn x 4 over the threads) */
+#define DQ_MAX_QUAD 8  /* gemm_mma_dq: registers of quad_load (slots x Q's shared loads) */
 /* Blocks per SM assumed: TGT_OCC_GEMM_MMA (128 x 128) and TGT_OCC_GEMM_MMA_64 (64 x 64) of
- * targets/occupancy.h, checked against ptxas by tests/unit/test_ptx_mma.c. */
+ * targets/occupancy.h, set on the kernel's threadIdx.x loop (`blocks=N`: CUDA's
+ * __launch_bounds__(threads, N), so that ptxas keeps to the registers they leave) and checked
+ * against ptxas by tests/unit/test_ptx_mma.c. */
+#include "targets/occupancy.h"
+
+#include <string.h>
 
 /* A tile configuration: the block's rows and columns, its warps along each, per row count
  * (gemm_mma_schedule): 64 rows in 4 warps of 32 x 32 up to gemm_mma_mid_rows (more blocks for the
@@ -85,8 +92,16 @@ typedef struct gm_k {
   gm_cfg cf;
   bool kn;      /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
   bool dq;      /* Q dequantized (mm_q_dequant): computed into its stage (stage_dq) */
-  mm_packed pk; /* dq: Q's packed loads, staged 16 bytes at a time (pk.n 0: none) */
-  rx_buffer *pkb[MM_MAX_PACKED];      /* dq: their 16 bytes in registers */
+  mm_packed pk; /* dq: Q's packed loads, staged pk_bytes a lane at a time (pk.n 0: none) */
+  int dq_group; /* dq: chunks whose packed bytes one load serves (stage_dq's G) */
+  int pk_bytes; /* dq: bytes of each packed load a lane reads at once: 8 G / (k per byte) */
+  rx_buffer *pkb[GM_DQ_SLOTS][MM_MAX_PACKED]; /* dq: those bytes in registers, per lane slot */
+  rx_buffer *cwb[GM_DQ_SLOTS][MM_MAX_PACKED]; /* dq, G = 2: the chunk's 4 bytes of them */
+  /* dq: the registers of quad_load, per lane slot and buffer of Q read (its scales) */
+  rx_buffer *quad[DQ_MAX_QUAD];
+  const rx_buffer *quad_src[DQ_MAX_QUAD];
+  int quad_slot[DQ_MAX_QUAD], nquad;
+  rx_stmtvec *top;                    /* the kernel's body, where quad_load allocates them */
   int mt, nt, threads;                /* mma tiles per warp; threads of the block */
   const rx_tx *p, *q;                 /* the plain loads of P and Q */
   const rx_expr *tx, *lane, *wm, *wn; /* the thread, its lane, its warp's row and column */
@@ -181,78 +196,251 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
   }
 }
 
-/* Q dequantized (gemm_mma_dq): the threads compute the bn x GM_BK tile of chunk kt in runs of
- * `run` consecutive k of one column each, converted to P's dtype, into stage st at the swizzled
- * positions that copy_tile's chunks take, so ldmatrix reads them as it reads copied ones. With
- * packed weights (gemv_packed.c: relaxc's int4 and int8 schemes) a run is the 16 bytes of each
- * packed load (32 int4 or 16 int8 weights), read with one 128-bit load into registers and
- * dequantized from there; else (GGUF's blocks: quants at byte offsets no multiple of 16) a run
- * is 8 and Q's loads stay as they are. Where the runs are fewer than the threads (int4: one run
- * a column), `split` threads share each run: each loads its 16 bytes (the same line, from L1)
- * and computes and stores run / split of its elements, its part chosen by a warp-uniform branch
- * so that the registers holding the bytes are indexed by constants (no local memory). Columns
- * past M compute the last column (finite; the epilogue stores none of them). The stores are
- * plain: the barrier that opens the step which reads stage st (two steps on) makes them
- * visible, as cp.async's wait does P's. */
-static rx_stmt *stage_run(gm_k *c, const rx_expr *kt, const rx_expr *st, const rx_expr *item,
-                          int run, int lane0, int lanes) {
+/* Q dequantized (gemm_mma_dq): the threads compute the bn x GM_BK tile of chunk kt into stage st,
+ * converted to P's dtype, each lane 8 consecutive k (16 bytes: one chunk) at a time, stored at
+ * once (a 128-bit st.shared) at the swizzled position that copy_tile's cp.async would give the
+ * chunk, so that ldmatrix reads them as it reads copied ones and a phase of 8 lanes (rows 2i and
+ * 2i + 1, their 4 chunks each) falls in 8 different 16-byte bank groups.
+ *
+ * The lanes are laid along k: lane slot (row, p) = thread + threads x r (r < GM_DQ_SLOTS), row =
+ * slot / 4, p = slot % 4 (chunk p of the row), so that a warp covers 8 rows x 4 lanes. With
+ * packed weights (gemv_packed.c: relaxc's int4 and int8 schemes) the 4 lanes of a row read 32
+ * contiguous bytes, whole sectors, each byte once:
+ *   int8 (G = 1): lane p reads its chunk's 8 bytes into registers (one 64-bit load);
+ *   int4 (G = 2, where the chunk count is even): a chunk is 4 bytes, so every other chunk lane p
+ *     reads 8 bytes, piece pi(p) = 2 (p % 2) + p / 2 of its row's 32 bytes for the two chunks:
+ *     the even lanes hold the first chunk's words, the odd ones the second's; each chunk, lane p
+ *     takes its own word where p % 2 is the chunk's place in the pair, else its neighbour's
+ *     (one shuffle_xor of a 32-bit word with lane p ^ 1), and dequantizes from those 4 bytes.
+ *     With an odd chunk count (G = 1) lane p reads its chunk's 4 bytes: half sectors.
+ * The other loads of Q (scales, zero points, GGUF's blocks) are those of the element, the ones
+ * the 8 elements share read once before them. Columns past M compute the last column (finite;
+ * the epilogue stores none of them). The stores are plain: the barrier that opens the step which
+ * reads stage st (two steps on) makes them visible, as cp.async's wait does P's. */
+#define DQ_MAX_RANK 8 /* hoisted loads: of buffers up to this rank (Q's scales: 2 or 3) */
+#define DQ_QUAD     4 /* chunks whose shared loads (a scale a group) one load of a lane serves */
+typedef struct dq_hoist {
+  gm_k *c;
+  const rx_expr *v;           /* the element of the chunk */
+  const rx_expr *kt, *p, *gs; /* the chunk, the lane's chunk of it, the row of Q */
+  int slot;
+  rx_stmtvec *lets;
+} dq_hoist;
+
+typedef struct dq_find {
+  const rx_buffer *buf;
+  const rx_tx *load;
+  int n;
+} dq_find;
+
+static bool find_buf(const rx_tx *l, void *ud) {
+  dq_find *f = ud;
+  if (l->buf == f->buf) f->load = l, f->n++;
+  return true;
+}
+
+/* The simplified indices of Q's load L at the row and k (false: not all symbolic). */
+static bool dq_index(gm_k *c, const rx_tx *L, const rx_expr *gs, const rx_expr *k,
+                     const rx_expr **at) {
+  rx_tx *x = mm_operand_at(c->s, c->mi, c->brepl, L, c->row0, gs, k);
+  if (x->kind != RX_TX_LOAD || x->nidx > DQ_MAX_RANK) return false;
+  for (int i = 0; i < x->nidx; i++) {
+    if (x->idx[i]->kind != RX_TX_SYM) return false;
+    at[i] = sym_analyzer_simplify(c->s->an, x->idx[i]->sym);
+  }
+  return true;
+}
+
+/* A load the chunk's 8 elements share, of Q's load L, the same for every chunk of a stage (a
+ * scale a group of 32 or more): lane p of each row reads it for chunk DQ_QUAD (kt // DQ_QUAD) + p
+ * into a register, once every DQ_QUAD chunks (the 4 lanes of a row: 4 consecutive scales), and
+ * chunk kt takes lane kt % DQ_QUAD's of its row with two shuffle_xor (1, then 2). */
+static rx_tx *quad_load(dq_hoist *h, const rx_tx *L, rx_tx *l) {
+  gm_k *c = h->c;
   rx_sctx *s = c->s;
+  rx_module *m = s->m;
   rx_expr_ctx *cx = s->cx;
+  rx_buffer **qb = NULL;
+  for (int i = 0; i < c->nquad; i++)
+    if (c->quad_src[i] == l->buf && c->quad_slot[i] == h->slot) qb = &c->quad[i];
+  if (!qb) {
+    if (c->nquad == DQ_MAX_QUAD) return NULL;
+    int64_t one[1] = {1};
+    rx_stmt *al;
+    c->quad_src[c->nquad] = l->buf;
+    c->quad_slot[c->nquad] = h->slot;
+    qb = &c->quad[c->nquad++];
+    *qb = sched_alloc(s, "qs", l->dtype, RX_SCOPE_LOCAL, one, 1, &al);
+    RX_VEC_PUSH(c->top, al); /* first: the pipeline's prologue already uses it */
+    memmove(c->top->data + 1, c->top->data, (c->top->len - 1) * sizeof *c->top->data);
+    c->top->data[0] = al;
+  }
+  const rx_expr *sub = sym_expr_floormod(cx, h->kt, sx_const(cx, DQ_QUAD));
+  const rx_expr *kq = sym_expr_min(cx, sx_add(cx, sym_expr_sub(cx, h->kt, sub), h->p),
+                                   sx_const(cx, c->mi->K->value / GM_BK - 1));
+  const rx_expr *z = sx_const(cx, 0);
+  RX_VEC_PUSH(h->lets, sched_guard(s, sym_expr_cmp(cx, RX_EXPR_EQ, sub, z),
+                                   sched_store_e(s, *qb, &z, 1,
+                                                 mm_operand_at(s, c->mi, c->brepl, L, c->row0,
+                                                               h->gs, sx_mul_c(cx, kq, GM_BK)))));
+  rx_tx *x = sched_load(s, *qb, &z, 1);
+  for (int b = 1; b <= 2; b *= 2) { /* lane p takes bit b of kt % 4 from lane p ^ b */
+    rx_tx *args[2] = {x, ir_tx_int(m, b, RX_DTYPE_I32, false, s->loc)};
+    rx_local *t = sched_local(s, "qs", l->dtype), *y = sched_local(s, "qs", l->dtype);
+    RX_VEC_PUSH(h->lets, sched_let(s, t, ir_tx_call(m, RX_INTRIN_SHUFFLE_XOR, args, 2, s->loc)));
+    const rx_expr *bp =
+        sym_expr_floormod(cx, sym_expr_floordiv(cx, h->p, sx_const(cx, b)), sx_const(cx, 2));
+    const rx_expr *bs =
+        sym_expr_floormod(cx, sym_expr_floordiv(cx, sub, sx_const(cx, b)), sx_const(cx, 2));
+    RX_VEC_PUSH(
+        h->lets,
+        sched_let(s, y,
+                  ir_tx_select(m, ir_tx_sym(m, sym_expr_cmp(cx, RX_EXPR_EQ, bp, bs), s->loc), x,
+                               ir_tx_local(m, t, s->loc), s->loc)));
+    x = ir_tx_local(m, y, s->loc);
+  }
+  return x;
+}
+
+/* A load of global memory that the chunk's 8 elements share: read once (quad_load where every
+ * chunk of the stage shares it, else into a local before the chunk). */
+static rx_tx *hoist_load(rx_rewrite *rw, rx_tx *l) {
+  dq_hoist *h = rw->ud;
+  gm_k *c = h->c;
+  const rx_expr *at[DQ_MAX_RANK], *at0[DQ_MAX_RANK];
+  if (l->buf->scope != RX_SCOPE_GLOBAL || l->nidx > DQ_MAX_RANK) return l;
+  for (int i = 0; i < l->nidx; i++) {
+    const rx_tx *x = l->idx[i];
+    if (x->kind != RX_TX_SYM) return l;
+    at[i] = sym_analyzer_simplify(rw->s->an, x->sym); /* (32 kt + 8 p + v) // 32 is kt */
+    if (sym_expr_uses_var(at[i], h->v)) return l;
+  }
+  dq_find f = {l->buf, NULL, 0};
+  sched_all_loads(c->mi->q, find_buf, &f);
+  bool same = f.n == 1 && dq_index(c, f.load, h->gs, sx_mul_c(rw->s->cx, h->kt, GM_BK), at0);
+  for (int i = 0; same && i < l->nidx; i++) same = at0[i] == at[i];
+  rx_tx *q = same ? quad_load(h, f.load, l) : NULL;
+  if (q) return q;
+  rx_local *loc = sched_local(rw->s, "qs", l->dtype);
+  RX_VEC_PUSH(h->lets, sched_let(rw->s, loc, sched_load(rw->s, l->buf, at, l->nidx)));
+  return ir_tx_local(rw->s->m, loc, rw->s->loc);
+}
+
+/* Chunk p of the row into stage st: its 8 elements from k = kb on, the packed bytes read from
+ * bufs (NULL: Q's own loads), stored with one vectorized loop (appended to out). */
+static void stage_chunk(gm_k *c, const rx_expr *st, const rx_expr *kt, int slot, const rx_expr *row,
+                        const rx_expr *gs, const rx_expr *p, rx_buffer *const *bufs, int bytes,
+                        rx_stmtvec *out) {
+  rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
-  int per = GM_BK / run;
-  const rx_expr *row =
-      sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, item, sx_const(s->cx, per)));
-  const rx_expr *u =
-      sym_analyzer_simplify(s->an, sym_expr_floormod(cx, item, sx_const(s->cx, per)));
-  const rx_expr *gs =
-      sym_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
-  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, u, run));
+  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, p, 8));
   const rx_expr *v = sched_fresh_var(s, "v");
   size_t mk = sym_analyzer_mark(s->an);
-  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, lanes));
-  const rx_expr *lane = sx_add(s->cx, sx_const(s->cx, lane0), v); /* the element in the run */
-  rx_stmtvec it = {0};
-  rx_tx *q;
-  if (c->pk.n)
-    RX_VEC_PUSH(&it, mm_packed_stage(s, mi, &c->pk, c->pkb, c->brepl, gs, kb, lane, &q));
+  sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, 8));
+  rx_tx *val;
+  if (bufs) /* its copies of the bytes are the caller's */
+    (void)mm_packed_stage_n(s, mi, &c->pk, bufs, bytes, c->brepl, gs, kb, v, 1,
+                            (const rx_tx *const[]){mi->q}, &val);
   else
-    q = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, lane));
-  const rx_expr *kk = sx_add(s->cx, sx_mul_c(s->cx, u, run), lane);
-  const rx_expr *di[3] = {st, row,
-                          sx_add(s->cx, swz(c, row, sym_expr_floordiv(cx, kk, sx_const(s->cx, 8))),
-                                 sym_expr_floormod(cx, kk, sx_const(s->cx, 8)))};
-  rx_tx *val = q->dtype == c->sb->dtype ? q : ir_tx_cast(s->m, c->sb->dtype, q, s->loc);
-  RX_VEC_PUSH(&it, sched_for(s, v, sx_const(s->cx, lanes), RX_LOOP_UNROLL,
+    val = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, v));
+  dq_hoist h = {c, v, kt, p, gs, slot, out};
+  rx_rewrite rw = {.s = s, .n = 0, .hook = hoist_load, .ud = &h};
+  val = sched_rewrite_tx(&rw, val);
+  if (val->dtype != c->sb->dtype) val = ir_tx_cast(s->m, c->sb->dtype, val, s->loc);
+  const rx_expr *di[3] = {st, row, sx_add(s->cx, swz(c, row, p), v)};
+  RX_VEC_PUSH(out, sched_for(s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE,
                              sched_store_e(s, c->sb, di, 3, val)));
   sym_analyzer_reset(s->an, mk);
-  return sched_seq(s, &it);
+}
+
+/* u32 word w (0, 1) of the 8 bytes in b: its bytes 4 w .. 4 w + 3, little-endian. */
+static rx_tx *dq_word(rx_sctx *s, rx_buffer *b, int w) {
+  rx_tx *acc = NULL;
+  for (int i = 3; i >= 0; i--) {
+    const rx_expr *at = sx_const(s->cx, 4 * w + i);
+    rx_tx *byte = ir_tx_cast(s->m, RX_DTYPE_U32, sched_load(s, b, &at, 1), s->loc);
+    acc =
+        acc ? ir_tx_binary(s->m, RX_BINOP_ADD,
+                           ir_tx_binary(s->m, RX_BINOP_MUL, acc,
+                                        ir_tx_int(s->m, 256, RX_DTYPE_U32, false, s->loc), s->loc),
+                           byte, s->loc)
+            : byte;
+  }
+  return acc;
+}
+
+/* int4 with G = 2: chunk kt's 4 bytes of lane p into cw (u8[4]) from the 8 of its pair's piece
+ * in b: its own word sub (kt's place in the pair) where p % 2 == sub, else lane p ^ 1's. */
+static void dq_exchange(gm_k *c, rx_buffer *b, rx_buffer *cw, const rx_expr *p, const rx_expr *sub,
+                        rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  rx_module *m = s->m;
+  rx_tx *first = ir_tx_binary(m, RX_BINOP_EQ, ir_tx_sym(m, sub, s->loc),
+                              ir_tx_int(m, 0, RX_DTYPE_I64, true, s->loc), s->loc);
+  rx_tx *w0 = dq_word(s, b, 0), *w1 = dq_word(s, b, 1);
+  rx_tx *args[2] = {ir_tx_select(m, first, w1, w0, s->loc),
+                    ir_tx_int(m, 1, RX_DTYPE_I32, false, s->loc)};
+  rx_local *other = sched_local(s, "qw", RX_DTYPE_U32), *pick = sched_local(s, "qw", RX_DTYPE_U32);
+  RX_VEC_PUSH(out, sched_let(s, other, ir_tx_call(m, RX_INTRIN_SHUFFLE_XOR, args, 2, s->loc)));
+  rx_tx *own = ir_tx_binary(m, RX_BINOP_EQ,
+                            ir_tx_sym(m, sym_expr_floormod(s->cx, p, sx_const(s->cx, 2)), s->loc),
+                            ir_tx_sym(m, sub, s->loc), s->loc);
+  RX_VEC_PUSH(out, sched_let(s, pick,
+                             ir_tx_select(m, own, ir_tx_select(m, first, w0, w1, s->loc),
+                                          ir_tx_local(m, other, s->loc), s->loc)));
+  for (int i = 0; i < 4; i++) {
+    rx_tx *shifted =
+        ir_tx_binary(m, RX_BINOP_FLOORDIV, ir_tx_local(m, pick, s->loc),
+                     ir_tx_int(m, (int64_t)1 << (8 * i), RX_DTYPE_U32, false, s->loc), s->loc);
+    rx_tx *byte = ir_tx_binary(m, RX_BINOP_FLOORMOD, shifted,
+                               ir_tx_int(m, 256, RX_DTYPE_U32, false, s->loc), s->loc);
+    const rx_expr *at = sx_const(s->cx, i);
+    RX_VEC_PUSH(out, sched_store_e(s, cw, &at, 1, ir_tx_cast(m, cw->dtype, byte, s->loc)));
+  }
 }
 
 static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
-  int run = c->pk.n ? c->pk.lanes : 8, items = c->cf.bn * (GM_BK / run);
-  int split = items < c->threads && c->threads % items == 0 && run % (c->threads / items) == 0
-                  ? c->threads / items
-                  : 1;
-  if (split > 1) {
-    const rx_expr *item =
-        sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c->tx, sx_const(s->cx, items)));
-    const rx_expr *part =
-        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c->tx, sx_const(s->cx, items)));
-    for (int p = 0; p < split; p++)
-      RX_VEC_PUSH(out,
-                  sched_guard(s, sym_expr_cmp(cx, RX_EXPR_EQ, part, sx_const(s->cx, p)),
-                              stage_run(c, kt, st, item, run, p * (run / split), run / split)));
-    return;
-  }
-  for (int r = 0; r * c->threads < items; r++) {
+  const mm_info *mi = c->mi;
+  int G = c->dq_group;
+  const rx_expr *sub = sym_expr_floormod(cx, kt, sx_const(s->cx, G)); /* kt's place in its group */
+  const rx_expr *k0 = sx_mul_c(s->cx, sym_expr_floordiv(cx, kt, sx_const(s->cx, G)), 32 * G);
+  rx_stmtvec loads = {0}, work = {0};
+  for (int r = 0; r < GM_DQ_SLOTS; r++) {
     const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
-    rx_stmt *body = stage_run(c, kt, st, idx, run, 0, run);
-    if ((int64_t)c->threads * (r + 1) > items)
-      body = sched_guard(s, sx_lt(s->cx, idx, sx_const(s->cx, items)), body);
-    RX_VEC_PUSH(out, body);
+    const rx_expr *row =
+        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *p = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *gs =
+        sym_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
+    const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, p, 8));
+    if (!c->pk.n) {
+      stage_chunk(c, st, kt, r, row, gs, p, NULL, 0, &work);
+      continue;
+    }
+    /* the bytes: at kb (G = 1), or at piece pi(p) of the pair (G = 2) */
+    const rx_expr *pi =
+        sx_add(s->cx, sx_mul_c(s->cx, sym_expr_floormod(cx, p, sx_const(s->cx, 2)), 2),
+               sym_expr_floordiv(cx, p, sx_const(s->cx, 2)));
+    const rx_expr *kl = G == 1 ? kb : sx_add(s->cx, k0, sx_mul_c(s->cx, pi, 16));
+    rx_tx *unused;
+    RX_VEC_PUSH(&loads,
+                mm_packed_stage_n(s, mi, &c->pk, c->pkb[r], c->pk_bytes, c->brepl, gs, kl,
+                                  sx_const(s->cx, 0), 1, (const rx_tx *const[]){mi->q}, &unused));
+    if (G == 1) {
+      stage_chunk(c, st, kt, r, row, gs, p, c->pkb[r], c->pk_bytes, &work);
+      continue;
+    }
+    for (int i = 0; i < c->pk.n; i++) dq_exchange(c, c->pkb[r][i], c->cwb[r][i], p, sub, &work);
+    stage_chunk(c, st, kt, r, row, gs, p, c->cwb[r], 4, &work);
   }
+  if (loads.len) {
+    rx_stmt *l = sched_seq(s, &loads);
+    if (G > 1) l = sched_guard(s, sym_expr_cmp(cx, RX_EXPR_EQ, sub, sx_const(s->cx, 0)), l);
+    RX_VEC_PUSH(out, l);
+  }
+  for (size_t i = 0; i < work.len; i++) RX_VEC_PUSH(out, work.data[i]);
 }
 
 rx_stmt *mm_stmt_count(rx_sctx *s, rx_stmt_kind k, int count) {
@@ -383,7 +571,8 @@ void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *
   RX_VEC_PUSH(&it, mm_stmt_count(s, RX_STMT_ASYNC_COMMIT, 0));
   p->compute(p->ctx, sym_expr_floormod(s->cx, kt, sx_const(s->cx, p->stages)), &it);
   sym_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk), RX_LOOP_SERIAL, sched_seq(s, &it)));
+  RX_VEC_PUSH(body, sched_for(s, kt, sx_const(s->cx, nk),
+                              p->rolled ? RX_LOOP_ROLLED : RX_LOOP_SERIAL, sched_seq(s, &it)));
   RX_VEC_PUSH(body, mm_stmt_count(s, RX_STMT_ASYNC_WAIT, 0)); /* nothing left in flight */
 }
 
@@ -397,7 +586,7 @@ static void compute_stage(void *ctx, const rx_expr *st, rx_stmtvec *out) { compu
 
 /* The pipeline over K / GM_BK chunks (mm_pipeline_emit): GM_STAGES stages. */
 static void pipeline(gm_k *c, rx_stmtvec *body) {
-  mm_pipeline p = {GM_STAGES, RX_STMT_SEQ, c, issue_chunk, compute_stage};
+  mm_pipeline p = {GM_STAGES, RX_STMT_SEQ, c, issue_chunk, compute_stage, true};
   mm_pipeline_emit(c->s, c->mi->K->value / GM_BK, &p, body);
 }
 
@@ -449,11 +638,16 @@ static void buffers(gm_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, al);
   c->sb = sched_alloc(s, "sb", ab, RX_SCOPE_SHARED, sb, 3, &al);
   RX_VEC_PUSH(body, al);
-  int64_t f16b[1] = {16};
-  for (int i = 0; i < c->pk.n; i++) {
-    c->pkb[i] = sched_alloc(s, "pk", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, f16b, 1, &al);
-    RX_VEC_PUSH(body, al);
-  }
+  int64_t pkn[1] = {c->pk_bytes};
+  for (int r = 0; c->pk.n && r < GM_DQ_SLOTS; r++)
+    for (int i = 0; i < c->pk.n; i++) {
+      c->pkb[r][i] = sched_alloc(s, "pk", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pkn, 1, &al);
+      RX_VEC_PUSH(body, al);
+      if (c->dq_group == 1) continue;
+      int64_t four[1] = {4};
+      c->cwb[r][i] = sched_alloc(s, "cw", c->pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, four, 1, &al);
+      RX_VEC_PUSH(body, al);
+    }
   c->fa = sched_alloc(s, "fa", ab, RX_SCOPE_LOCAL, fa, 2, &al);
   RX_VEC_PUSH(body, al);
   c->fbx = sched_alloc(s, "fbx", ab, RX_SCOPE_LOCAL, f8, 1, &al);
@@ -500,6 +694,14 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
             .p = mm_plain_load(mi->p),
             .q = mm_plain_load(mi->q)};
   if (c.dq && (!mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
+  if (c.pk.n) { /* int4 (2 k a byte): one load serves 2 chunks where their count is even */
+    int e = c.pk.per_byte[0];
+    c.dq_group = (mi->K->value / GM_BK) % e == 0 ? e : 1;
+    c.pk_bytes = 8 * c.dq_group / e;
+  } else {
+    c.dq_group = 1;
+  }
+  RX_ASSERT(!c.dq || cf.bn * 4 == c.threads * GM_DQ_SLOTS);
   const int BM = cf.bm, BN = cf.bn;
   const rx_expr *bx = sched_fresh_var(s, "bx"), *by = sched_fresh_var(s, "by");
   const rx_expr *bz = NULL, *nbatch = NULL;
@@ -522,12 +724,16 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
   c.row0 = sx_mul_c(s->cx, by, BM);
   c.col0 = sx_mul_c(s->cx, bx, BN);
   rx_stmtvec body = {0};
+  c.top = &body;
   buffers(&c, &body);
   pipeline(&c, &body);
   epilogue(&c, &body);
   sym_analyzer_reset(s->an, mk);
   rx_stmt *k =
       sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, sched_seq(s, &body));
+  k->count = small_tiles ? TGT_OCC_GEMM_MMA_64 /* __launch_bounds__'s blocks */
+             : c.dq      ? TGT_OCC_GEMM_MMA_DQ
+                         : TGT_OCC_GEMM_MMA;
   if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
   k = sched_for(s, by, nrow, RX_LOOP_BLOCK_Y, k);
   return sched_for(s, bx, ncol, RX_LOOP_BLOCK_X, k);

@@ -127,7 +127,7 @@ static void compute_stage(void *ctx, const rx_expr *st, rx_stmtvec *out) { compu
  * chunk's bytes, landed through the generic proxy, are seen by wgmma's async proxy, and the
  * accumulators' last writes are ordered before the wgmma. */
 static void pipeline(wg_k *c, rx_stmtvec *body) {
-  mm_pipeline p = {WG_STAGES, RX_STMT_WGMMA_FENCE, c, issue_chunk, compute_stage};
+  mm_pipeline p = {WG_STAGES, RX_STMT_WGMMA_FENCE, c, issue_chunk, compute_stage, false};
   mm_pipeline_emit(c->s, c->mi->K->value / WG_BK, &p, body);
 }
 

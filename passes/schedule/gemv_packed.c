@@ -12,9 +12,6 @@
  * as they are, which is correct, only narrower. */
 #include "matmul.h"
 
-/* Bytes staged per packed load and step: one 128-bit load. */
-#define PACKED_BYTES 16
-
 typedef struct finder {
   rx_sctx *s;
   const mm_info *mi;
@@ -56,7 +53,7 @@ static bool find_load(const rx_tx *l, void *ud) {
   if (uses || !f || !sym_expr_uses_var(f, k) || ir_dtype_bits(l->buf->dtype) != 8 ||
       !ir_dtype_is_int(l->buf->dtype))
     return true;
-  int e = per_byte(fd->s, f, k, 4 * PACKED_BYTES);
+  int e = per_byte(fd->s, f, k, 4 * MM_PACKED_BYTES);
   if (!e) return true;
   mm_packed *pk = fd->pk;
   for (int i = 0; i < pk->n; i++)
@@ -80,7 +77,7 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out) {
     out->n = 0;
     return false;
   }
-  out->lanes = PACKED_BYTES * out->per_byte[0];
+  out->lanes = MM_PACKED_BYTES * out->per_byte[0];
   int64_t d = sym_analyzer_divisor(s->an, mi->K);
   for (int i = 0; i < out->n; i++) /* the step of the real lane count keeps the form */
     if (d == 0 || d % out->lanes != 0 ||
@@ -117,13 +114,13 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q) {
   const rx_tx *q = mi->q;
-  return mm_packed_stage_n(s, mi, pk, bufs, batch, j, kb, lane, 1, &q, out_q);
+  return mm_packed_stage_n(s, mi, pk, bufs, MM_PACKED_BYTES, batch, j, kb, lane, 1, &q, out_q);
 }
 
 rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
-                           rx_buffer *const *bufs, const rx_expr *const *batch, const rx_expr *j,
-                           const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
-                           rx_tx **out_qs) {
+                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
+                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane, int n,
+                           const rx_tx *const *qs, rx_tx **out_qs) {
   rx_stmtvec st = {0};
   const rx_expr *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
@@ -132,7 +129,7 @@ rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
     const rx_expr *ku = sx_add(s->cx, kb, sym_expr_mul(s->cx, u, sx_const(s->cx, pk->per_byte[i])));
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
     rx_stmt *cp = sched_store_e(s, bufs[i], &u, 1, ld);
-    RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, PACKED_BYTES), RX_LOOP_VECTORIZE, cp));
+    RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, bytes), RX_LOOP_VECTORIZE, cp));
     want[i] = sym_analyzer_simplify(s->an,
                                     last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
   }

@@ -103,7 +103,8 @@ int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);
 
 /* Loads of packed weight bytes in Q (gemv_packed.c): each moves one byte every per_byte
  * consecutive k; gemv_rows stages them 16 bytes (one 128-bit load) per step of `lanes` k. */
-#define MM_MAX_PACKED 4
+#define MM_MAX_PACKED   4
+#define MM_PACKED_BYTES 16 /* bytes staged per packed load and step: one 128-bit load */
 typedef struct mm_packed {
   int n;
   const rx_tx *load[MM_MAX_PACKED]; /* the loads as they are in Q */
@@ -119,12 +120,14 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out);
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
                          const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
                          const rx_expr *lane, rx_tx **out_q);
-/* The same for several weight operands qs[0..n) (the main Q and the extras' Qs, whose packed
- * loads mm_packed_find lists too): one staging of every packed load, each out_qs[i] reading it. */
+/* The same with `bytes` bytes of each load (a power of two up to MM_PACKED_BYTES; bufs[i] holds
+ * them: gemm_mma's dequantizing stage reads 8 (int8) or 4 to 8 (int4) bytes a lane) for several
+ * weight operands qs[0..n) (the main Q and the extras' Qs, whose packed loads mm_packed_find
+ * lists too): one staging of every packed load, each out_qs[i] reading it. */
 rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
-                           rx_buffer *const *bufs, const rx_expr *const *batch, const rx_expr *j,
-                           const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
-                           rx_tx **out_qs);
+                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
+                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane, int n,
+                           const rx_tx *const *qs, rx_tx **out_qs);
 
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
@@ -163,6 +166,10 @@ typedef struct mm_pipeline {
   void *ctx;
   void (*issue)(void *ctx, const rx_expr *chunk, const rx_expr *stage, rx_stmtvec *out);
   void (*compute)(void *ctx, const rx_expr *stage, rx_stmtvec *out);
+  /* the loop over chunks kept rolled (RX_LOOP_ROLLED): at a small constant K the target's
+   * compiler would unroll it whole, each copy's addresses and fragments live at once (gemm_mma
+   * at K = 192: 255 registers and 168 bytes of spills on sm_80, 142 registers rolled) */
+  bool rolled;
 } mm_pipeline;
 void mm_pipeline_emit(rx_sctx *s, int64_t nk, const mm_pipeline *p, rx_stmtvec *body);
 rx_stmt *gemm_wgmma_schedule(rx_sctx *s, const mm_info *mi);       /* gemm_wgmma.c */

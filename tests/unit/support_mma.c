@@ -24,6 +24,17 @@
   "  for i in 0..n, j in 0..4000 {\n    alloc acc: f32[1] local\n    reduce r in 0..256 {\n"       \
   "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[r, j]) }\n"  \
   "    }\n    y[i, j] = " T "(acc[0])\n  }\n}\n"
+/* The same at K = 192 (6 chunks of the 32-k pipeline) with a bias in the epilogue, f16, M = 200:
+ * where gemm_mma spilled (168 bytes at 255 registers on sm_80; gemm_mma_64 222 registers, and
+ * 20 bytes of spills with a residual too) while the target's compiler unrolled their constant
+ * chunk loop whole. (A residual's loads at the accumulators' points would use 25% of their
+ * sectors: the epilogue reads 8 bytes of each row's sector a warp; not a kernel of this table.) */
+#define GEMM_NT_K192_BIAS                                                                          \
+  "tensor_fn prog(x: f16[n, 192], w: f16[200, 192], b: f16[200], out y: f16[n, 200]) "             \
+  "where n <= 4096 {\n"                                                                            \
+  "  for i in 0..n, j in 0..200 {\n    alloc acc: f32[1] local\n    reduce r in 0..192 {\n"        \
+  "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[j, r]) }\n"  \
+  "    }\n    y[i, j] = f16(acc[0] + f32(b[j]))\n  }\n}\n"
 /* quant_matmul of x f16 [n, 256] with W [m, 256] in a scheme of base/quant.h (group 32) */
 #define QMM(W, S)                                                                                  \
   "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
@@ -58,13 +69,17 @@ const rxm_spec rxm_kernels[] = {
     {"gemm_wgmma bf16 x @ W^T", GEMM_NT("bf16"), "gemm_wgmma", "n=400",
      RXM_WGMMA | RXM_CP_ASYNC | RXM_SM90, TGT_OCC_GEMM_WGMMA},
     {"gemm_mma f16 x @ W", GEMM_NN("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
+    {"gemm_mma f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma", "n=2100", PIPE | RXM_SM80,
+     TGT_OCC_GEMM_MMA},
+    {"gemm_mma_64 f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma_64", "n=33;n=100", PIPE,
+     TGT_OCC_GEMM_MMA_64},
     {"gemm_mma_64 bf16 x @ W", GEMM_NN("bf16"), "gemm_mma_64", "n=33", PIPE, TGT_OCC_GEMM_MMA_64},
     {"gemm_mma_dq q4f16_g32", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq", "n=100,m=263",
-     PIPE | RXM_V128, TGT_OCC_GEMM_MMA},
-    {"gemm_mma_dq q8f16", QMM("i8[m, 256]", "q8f16"), "gemm_mma_dq", "n=100,m=263", PIPE | RXM_V128,
-     TGT_OCC_GEMM_MMA},
+     PIPE | RXM_V64, TGT_OCC_GEMM_MMA_DQ},
+    {"gemm_mma_dq q8f16", QMM("i8[m, 256]", "q8f16"), "gemm_mma_dq", "n=100,m=263", PIPE | RXM_V64,
+     TGT_OCC_GEMM_MMA_DQ},
     {"gemm_mma_dq_64 q4f16_g32", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq_64", "n=33,m=263",
-     PIPE | RXM_V128, TGT_OCC_GEMM_MMA_64},
+     PIPE | RXM_V64, TGT_OCC_GEMM_MMA_64},
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
     {"paged_attention (FA2) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",

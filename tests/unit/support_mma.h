@@ -39,6 +39,9 @@
 #define RXM_SM90   64u  /* for sm_90 only (wgmma, TMA): test_ptx_mma checks sm_90 alone */
 #define RXM_NO_EMU 128u /* the emulator cannot run it (TMA): test_kernel_checks skips it */
 #define RXM_SM80   256u /* for sm_80 only: sm_90 runs another variant (gemm_wgmma) at its sizes */
+/* a 64-bit global load (ld.global[.nc].v2 of 32-bit words, ...): gemm_mma_dq's packed weights,
+ * 8 bytes a lane so that 4 lanes read a row's 32 */
+#define RXM_V64 512u
 
 typedef struct rxm_spec {
   const char *name; /* "gemm_mma f16 x @ W^T" */

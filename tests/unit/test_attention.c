@@ -11,9 +11,9 @@
  * validation layer (support_runtime.c; any validation message fails the test), and each output
  * is compared with the reference.
  *
- * Cases: cache lengths 1, 15, 16, 17, 100 and 1000, several sequences of different lengths in one
- * call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be read),
- * query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
+ * Cases: cache lengths 1, 7, 15, 16, 17, 33, 100 and 1000, several sequences of different lengths
+ * in one call with shuffled, non-contiguous page ids (spare pages hold garbage that must not be
+ * read), query counts 1, 7, 33 and 100 for paged_attention with query tiles that span two or more
  * sequences, GQA ratios 1, 2, 3, 4, 8 and 16, head dims 16, 64, 96 and 128, window 0, 5 and 37,
  * soft-capped scores (test_softcap),
  * f32, f16 and bf16 (GLSL keeps bf16 in 16-bit words and computes in f32), decode chunks of 256,
@@ -870,11 +870,13 @@ static void test_decode(void) {
                                               one tile of its three */
       {128, 8, 1, 37, 128, RX_DTYPE_BF16}, /* a group of 8; the window starts inside a tile and
                                               skips whole tiles of the chunk */
+      {128, 4, 4, 0, 256, RX_DTYPE_F16},   /* no GQA: one row a block, its 8 lanes a key */
+      {64, 6, 2, 0, 64, RX_DTYPE_F16},     /* a group of 3 in blocks of 4 rows */
   };
   static const scene scenes[] = {
       {6, {1, 15, 16, 17, 100, 1000}, {1, 1, 1, 1, 1, 1}},
       {1, {1000}, {1}},
-      {3, {33, 1, 64}, {1, 1, 1}},
+      {3, {33, 7, 64}, {1, 1, 1}},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
     char what[160], extra[32];

@@ -8,7 +8,8 @@
  *              "Shared-memory bank conflicts" (32 banks of 4 bytes; phases of 32, 16 or 8 lanes by
  *              the access's width; ldmatrix one phase per 8x8 matrix);
  *   banks      so is every other warp-wide shared-memory access: the plain stores into the same
- *              swizzled tiles (gemm_mma_dq's dequantized stage), reductions, softmax rows;
+ *              swizzled tiles (gemm_mma_dq's dequantized stage, a 16-byte chunk a lane),
+ *              reductions, softmax rows;
  *   coalesced  the global loads use at least MIN_EFFICIENCY of the bytes their 32-byte sectors
  *              move (the coalescing report of the same traced launch).
  * Each shared site is printed with its source line, requests, conflicts and largest degree
@@ -21,7 +22,7 @@
  * pick it up. Skipped (77) without clang 16 and in sanitized builds (tracing uses clang's
  * ThreadSanitizer instrumentation, which cannot share a process with ASan), so RX_KERNEL_SIZES
  * (the sanitized pass's cap) does not apply: each line's sizes are those that select its variant,
- * and the whole test takes about 30 s on 2 cores (MAX_BLOCKS keeps the large grids short).
+ * and the whole test takes about 50 s of CPU (MAX_BLOCKS keeps the large grids short).
  *
  * CUDA sm_80 (sm_90 for the lines marked RXM_SM90, such as gemm_wgmma's; RXM_NO_EMU lines, which
  * the emulator cannot run, are reported skipped).
@@ -64,24 +65,6 @@ static const struct xfail {
   check ck;
   const char *reason;
 } xfails[] = {
-    {"gemm_mma_dq", CK_BANKS,
-     "the dequantizing stage (passes/schedule/gemm_mma.c, stage_run) stores one 2-byte element a "
-     "lane, the 32 lanes of a warp in 32 rows of the swizzled stage at the same column: 8 bank "
-     "groups, degree 4 (ldmatrix's reads of the same tile are conflict-free); conflict-free "
-     "needs each lane to store the 16 bytes of a chunk at once, as cp.async does (issue 31's "
-     "GEMM part, the dequantizing forms timed for prefill)"},
-    {"gemm_mma_dq", CK_COALESCED,
-     "the stage's loads of Q (stage_run): each lane reads one f16 scale of its weight row, 2 "
-     "bytes of a 32-byte sector (16%-30%), and for int4 the 16 bytes of its row's chunk, half a "
-     "sector (52%); the next chunks reuse those sectors from L1/L2, so DRAM is not wasted, but "
-     "each request moves 2x-6x its bytes; coalesced needs a warp's lanes along k of fewer rows, "
-     "with the scale loaded once per row (issue 31's GEMM part, the dequantizing forms)"},
-    {"paged_decode_attention", CK_BANKS,
-     "ops/attention.c's decode kernel (the cp.async form on CUDA): its 16-byte copies into the "
-     "padded stages are conflict-free, but the scores read the K tile one 2-byte element per lane "
-     "with keys 8 rows apart in one bank (degree 2) and the row step reads the partial sums at a "
-     "stride of 32 words (degree 4); conflict-free needs 16-byte reads of K along the head dim "
-     "and a transposed partial-sum layout (issue 31's decode attention)"},
     {NULL, CK_COUNT, NULL}, /* the end (the list may be empty) */
 };
 

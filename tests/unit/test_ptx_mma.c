@@ -5,7 +5,8 @@
  * NVRTC as relaxc emits it. Per kernel and architecture, one check per column of CHECKS:
  *   insns      its PTX holds what its table line asks (RXM_*): mma.sync.aligned.m16n8k16,
  *              ldmatrix.sync.aligned.m8n8, cp.async.cg.shared.global, a 128-bit global load
- *              (ld.global[.nc].v4 of 32-bit words, .v2 of 64-bit ones);
+ *              (ld.global[.nc].v4 of 32-bit words, .v2 of 64-bit ones), a 64-bit one (.v2 of
+ *              32-bit words: gemm_mma_dq's packed weights);
  *   nolocal    no local memory: no ld.local / st.local in the PTX, and ptxas -v reports a 0-byte
  *              stack frame and no spill stores or loads;
  *   occupancy  ptxas's registers per thread, the kernel's threads per block and ptxas's static
@@ -13,11 +14,13 @@
  *              line's constant, targets/occupancy.h) run on one SM of that architecture
  *              (tgt_blocks_per_sm: 65,536 registers allocated per warp in units of 256, at most 255
  *              a thread; 164 KiB of shared memory per SM on sm_80, 228 KiB on sm_90, 1 KiB of it
- *              reserved per block; 32 blocks and 64 warps at most).
- * Each kernel's figures are printed (registers, shared bytes, blocks per SM by registers and by
- * shared memory). A check known to fail is listed in xfails with why (the list should end empty);
- * one listed that passes fails the test as an "unexpected pass". Without NVRTC: skipped (77);
- * without ptxas the ptxas parts are reported skipped.
+ *              reserved per block; 32 blocks and 64 warps at most); and the blocks its
+ *              __launch_bounds__ asks for (the schedule's `blocks=N`, 1 by default) are 1 or
+ *              that assumption (gemm_mma: 2 at 128 x 128, 4 at 64 x 64; gemm_mma_dq 1 at 128 x
+ * 128). Each kernel's figures are printed (registers, shared bytes, blocks per SM by registers and
+ * by shared memory). A check known to fail is listed in xfails with why (the list should end
+ * empty); one listed that passes fails the test as an "unexpected pass". Without NVRTC: skipped
+ * (77); without ptxas the ptxas parts are reported skipped.
  *
  * Adding a kernel: one line in rxm_kernels (tests/unit/support_mma.c), with the instructions its
  * PTX must hold and its schedule's occupancy constant (targets/occupancy.h).
@@ -91,16 +94,19 @@ static void report(const rxm_spec *s, const char *arch, check c, bool ok, const 
   }
 }
 
-/* A 128-bit global load: ld.global[.nc][.L1::...].v4 of 32-bit words or .v2 of 64-bit ones. */
-static bool has_load128(const char *ptx) {
+/* A 128-bit global load: ld.global[.nc][.L1::...].v4 of 32-bit words or .v2 of 64-bit ones;
+ * (bits 64) a 64-bit one: .v2 of 32-bit words or a 64-bit word. */
+static bool has_load(const char *ptx, int bits) {
   for (const char *p = ptx; (p = strstr(p, "ld.global")) != NULL; p++) {
     size_t n = strcspn(p, " \t");
     char op[96];
     snprintf(op, sizeof op, "%.*s", (int)(n < sizeof op ? n : sizeof op - 1), p);
     static const char *const wide[] = {".v4.u32", ".v4.b32", ".v4.f32", ".v4.s32",
                                        ".v2.u64", ".v2.b64", ".v2.f64", ".v2.s64"};
+    static const char *const w64[] = {".v2.u32", ".v2.b32", ".v2.f32", ".v2.s32",
+                                      ".u64",    ".b64",    ".f64",    ".s64"};
     for (size_t i = 0; i < RX_ARRAY_LEN(wide); i++)
-      if (strstr(op, wide[i])) return true;
+      if (strstr(op, bits == 64 ? w64[i] : wide[i])) return true;
   }
   return false;
 }
@@ -159,11 +165,17 @@ static void check_ptxas(const rxm_spec *s, const rxm_kernel *k, const rx_target 
          s->name, t->cuda_arch, k->kernel->name, f->registers, threads, shared,
          k->kernel->shared_dynamic ? " (dynamic)" : "", blocks, by_regs, by_shared,
          s->blocks_per_sm);
+  /* the blocks the kernel asks ptxas for (__launch_bounds__'s second argument, from the
+   * schedule's `blocks=N`): 1, or the assumption itself */
+  const char *lb = strstr(k->kernel->source, "__launch_bounds__(");
+  int lb_threads = 0, asked = 0;
+  if (!lb || sscanf(lb, "__launch_bounds__(%d, %d)", &lb_threads, &asked) != 2) asked = -1;
   snprintf(detail, sizeof detail,
            "%d registers x %d threads and %d shared bytes let %d blocks run per SM (registers: "
-           "%d, shared memory: %d); the schedule assumes %d",
-           f->registers, threads, shared, blocks, by_regs, by_shared, s->blocks_per_sm);
-  report(s, t->cuda_arch, CK_OCCUPANCY, blocks >= s->blocks_per_sm, detail);
+           "%d, shared memory: %d); the schedule assumes %d, __launch_bounds__ asks for %d",
+           f->registers, threads, shared, blocks, by_regs, by_shared, s->blocks_per_sm, asked);
+  report(s, t->cuda_arch, CK_OCCUPANCY,
+         blocks >= s->blocks_per_sm && (asked == 1 || asked == s->blocks_per_sm), detail);
   tgt_ptxas_info_free(&info);
 }
 
@@ -188,8 +200,10 @@ static void check_line(const rxm_spec *s, const rx_target *t) {
     for (size_t i = 0; i < RX_ARRAY_LEN(insns); i++)
       if ((s->flags & insns[i].flag) && !strstr(ptx, insns[i].text))
         base_strbuf_printf(&missing, "%s%s", missing.data ? ", " : "", insns[i].what);
-    if ((s->flags & RXM_V128) && !has_load128(ptx))
+    if ((s->flags & RXM_V128) && !has_load(ptx, 128))
       base_strbuf_printf(&missing, "%s%s", missing.data ? ", " : "", "128-bit global load");
+    if ((s->flags & RXM_V64) && !has_load(ptx, 64))
+      base_strbuf_printf(&missing, "%s%s", missing.data ? ", " : "", "64-bit global load");
     snprintf(why, sizeof why, "the PTX of %s lacks %s", k.kernel->name,
              missing.data ? missing.data : "nothing");
     report(s, t->cuda_arch, CK_INSNS, !missing.data, why);

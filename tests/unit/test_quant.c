@@ -11,7 +11,7 @@
  * no spills, GLSL through shaderc and spirv-val: support_pipeline.c), every kernel checked to
  * come from the matmul rule (gemv or gemm), the f16 programs' variants past 16 rows to be the
  * matrix-unit kernels where the target has them (check_matrix_units: gemm_mma_dq's PTX with
- * mma.sync, and 128-bit loads of relaxc's packed weights) and, on CUDA, the decode GEMV of
+ * mma.sync, and 64-bit loads of relaxc's packed weights) and, on CUDA, the decode GEMV of
  * relaxc's own schemes to read the packed weight with 128-bit loads (source and PTX), then run at
  * n in {1, 3, 7, 17, 33, 100, 150} and m in {33, 263} (odd: no tile divides them) in the
  * reference interpreter (n <= 7), as CUDA C (mma.sync, ldmatrix, cp.async emulated) and as MSL
@@ -25,6 +25,10 @@
  * Weights: relaxc's own schemes take random packed bytes, zero points and f16 scales; the GGUF
  * formats take the quantized blocks of tests/gguf/all_types.gguf (real gguf-py quantizations),
  * dealt to the weight's blocks in a shuffled order.
+ *
+ * Also at K = 96 (three groups of 32) for q4f16_g32, q4f16a_g32, q8f16 and Q4_0 at 33, 100 and
+ * 150 rows (gemm_mma_dq's odd chunk count: its int4 path without the chunk pairs, its scales read 4
+ * chunks at a time past the end).
  *
  * Tolerance, as normalized error max|got - want| / max(1, max|want|): f32 outputs 1e-5 (x and W
  * the same values in both; f32 accumulation over K = 256 against double), f16 outputs 2e-3 (one
@@ -48,7 +52,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define K       256 /* a multiple of every block (32, 64, 128) */
+#define K_FULL 256 /* a multiple of every block (32, 64, 128) */
+/* The reduction length of the programs: K_FULL, and 96 for test_short_k (three groups of 32: an
+ * odd count of gemm_mma_dq's 32-k chunks, no multiple of the 4 whose scales a lane loads). */
+static int K = K_FULL;
 #define TOL_F32 1e-5
 #define TOL_F16 2e-3
 /* The interpreter runs the row counts up to this (it executes every statement of every thread). */
@@ -121,7 +128,8 @@ static void check_kernels(const prog *p, const rxk_prepared *tp);
  * Metal simdgroups and NVIDIA's Vulkan cooperative matrices gemm_frag_dq; on the targets without
  * matrix units, and for f32 x everywhere (the matrix units multiply f16), the SIMT gemm. On CUDA
  * the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and ldmatrix,
- * for relaxc's own schemes 128-bit loads of the packed weight, and no local memory (no spills
+ * for relaxc's own schemes 64-bit loads of the packed weight (8 bytes a lane: 4 lanes read a
+ * row's 32, passes/schedule/gemm_mma.c's stage_dq), and no local memory (no spills
  * either: rxk_prepare checks every kernel with ptxas). */
 static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   bool f16 = p->xdt == RX_DTYPE_F16, mma = f16 && tp->t->kind == RX_TARGET_CUDA;
@@ -146,10 +154,15 @@ static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   if (s) {
     st.skipped++;
   } else {
-    bool packed = base_quant_info_of(p->sc)->kind != RX_QUANT_GGUF;
+    rx_quant_kind kind = base_quant_info_of(p->sc)->kind;
+    bool packed = kind != RX_QUANT_GGUF;
+    /* int4 at an odd count of 32-k chunks: 4 bytes a lane (its chunk's), not a pair's 8 */
+    bool half = kind != RX_QUANT_INT8 && (K / 32) % 2;
     const char *need[] = {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
                           "cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
-                          packed ? "ld.global.nc.v4.u32" : NULL};
+                          !packed ? NULL
+                          : half  ? "ld.global.nc.u32"
+                                  : "ld.global.nc.v2.u32"};
     for (size_t i = 0; i < RX_ARRAY_LEN(need); i++)
       if (!need[i] || strstr(ptx, need[i]))
         st.passed++;
@@ -170,8 +183,8 @@ static bool prog_build(prog *p, rx_quant_scheme sc, rx_dtype xdt) {
   memset(p, 0, sizeof *p);
   p->sc = sc;
   p->xdt = xdt;
-  snprintf(p->what, sizeof p->what, "quant_matmul %s x %s", base_quant_info_of(sc)->name,
-           ir_dtype_name(xdt));
+  snprintf(p->what, sizeof p->what, "quant_matmul %s x %s%s", base_quant_info_of(sc)->name,
+           ir_dtype_name(xdt), K == K_FULL ? "" : " K=96");
   if (filter && !strstr(p->what, filter)) return false;
   printf("%s\n", p->what);
   char *text = graph_text(sc, xdt);
@@ -463,15 +476,16 @@ static void test_quantizer(void) {
   for (int sc = 0; sc < RX_QUANT_COUNT; sc++) {
     const rx_quant_info *qi = base_quant_info_of((rx_quant_scheme)sc);
     if (qi->kind == RX_QUANT_GGUF) continue;
-    int blocks = K / qi->block;
-    float w[ROWS * K];
-    for (int i = 0; i < ROWS * K; i++) w[i] = (float)(uniform() * 2 - 1);
-    for (int i = 0; i < qi->block; i++) w[i] = 0;  /* row 0, group 0: zeros */
-    w[K + 5] = 9.5f;                               /* row 1: an outlier in its first group */
-    for (int i = 0; i < K; i++) w[2 * K + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
-    uint8_t qw[ROWS * K], z[ROWS * K / 32];
-    uint16_t scales[ROWS * K / 32];
-    rx_status s = hf_quantize((rx_quant_scheme)sc, w, ROWS, K, qw, scales,
+    int blocks = K_FULL / qi->block;
+    float w[ROWS * K_FULL];
+    for (int i = 0; i < ROWS * K_FULL; i++) w[i] = (float)(uniform() * 2 - 1);
+    for (int i = 0; i < qi->block; i++) w[i] = 0; /* row 0, group 0: zeros */
+    w[K_FULL + 5] = 9.5f;                         /* row 1: an outlier in its first group */
+    for (int i = 0; i < K_FULL; i++)
+      w[2 * K_FULL + i] += 3; /* row 2: all positive (asymmetric: z = 0) */
+    uint8_t qw[ROWS * K_FULL], z[ROWS * K_FULL / 32];
+    uint16_t scales[ROWS * K_FULL / 32];
+    rx_status s = hf_quantize((rx_quant_scheme)sc, w, ROWS, K_FULL, qw, scales,
                               qi->kind == RX_QUANT_INT4_ZERO ? z : NULL);
     if (s) {
       rxk_fail(&st, "quantize %s: %s", qi->name, rx_status_message(s));
@@ -482,10 +496,10 @@ static void test_quantizer(void) {
     b.arg[1].data = qw;
     b.arg[2].data = scales;
     b.arg[3].data = z;
-    double deq[ROWS * K], worst_step = 0;
+    double deq[ROWS * K_FULL], worst_step = 0;
     dequantize(qi, ROWS, &b, deq);
-    for (int i = 0; i < ROWS * K; i++) {
-      double step = base_f16_to_f32(scales[i / K * blocks + i % K / qi->block]);
+    for (int i = 0; i < ROWS * K_FULL; i++) {
+      double step = base_f16_to_f32(scales[i / K_FULL * blocks + i % K_FULL / qi->block]);
       double err = fabs(deq[i] - w[i]), bound = step * (qi->kind == RX_QUANT_INT4_ZERO ? 1 : 0.5);
       if (!(err <= bound * (1 + 1e-6) + 1e-12) || (i < qi->block && deq[i] != 0)) {
         rxk_fail(&st, "quantize %s: element %d: %g dequantizes to %g (step %g)", qi->name, i,
@@ -680,6 +694,20 @@ int main(int argc, char **argv) {
     if (sanitizer_pass && qi->kind != RX_QUANT_GGUF && qi->block != 32) continue;
     test_scheme((rx_quant_scheme)sc, RX_DTYPE_F16);
   }
+  /* K = 96: gemm_mma_dq with an odd chunk count (int4 reads its chunk's own 4 bytes) and scales
+   * loaded 4 chunks at a time past the last chunk (clamped), at the row counts of its variants */
+  K = 96;
+  static const rx_quant_scheme short_k[] = {RX_QUANT_Q4F16_G32, RX_QUANT_Q4F16A_G32, RX_QUANT_Q8F16,
+                                            RX_QUANT_GGUF_Q4_0};
+  for (size_t i = 0; i < RX_ARRAY_LEN(short_k); i++) {
+    prog p;
+    if (prog_build(&p, short_k[i], RX_DTYPE_F16)) {
+      run_size(&p, 33, 263);
+      if (size_cap >= 150) run_size(&p, 100, 33), run_size(&p, 150, 263);
+    }
+    prog_free(&p);
+  }
+  K = K_FULL;
   if (!sanitizer_pass) {
     test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
     test_scheme(RX_QUANT_GGUF_Q5_0, RX_DTYPE_F32);
