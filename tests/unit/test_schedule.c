@@ -114,6 +114,17 @@ static const struct {
     {"frag_proj", RX_SCHED_GEMM, 3, 0},
     {"frag_xw", RX_SCHED_GEMM, 3, 0},
     {"frag_batched", RX_SCHED_GEMM, 3, 0},
+    /* rms_norm_matmul (tests/kernels/gemv_norm.rx): the matmul rule's GEMV forms with extra
+     * reductions (matmul.h mm_extra) */
+    {"nmm_gemv", RX_SCHED_GEMV, 1, 0},
+    {"nmm_rows", RX_SCHED_GEMM, 2, 0},
+    {"nmm_gated3", RX_SCHED_GEMM, 1, 0},
+    {"nmm_gated16", RX_SCHED_GEMM, 1, 0},
+    {"nmm_gated_f16", RX_SCHED_GEMM, 2, 0},
+    {"nmm_gated_q4", RX_SCHED_GEMM, 2, 0},
+    {"nmm_q8", RX_SCHED_GEMV, 1, 0},
+    {"nmm_mma", RX_SCHED_GEMM, 2, 0},
+    {"nmm_passes", RX_SCHED_GEMM, 3, 0},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -173,9 +184,10 @@ static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *r
                       uint64_t seed) {
   rng = seed;
   rb->nargs = f->nparams;
+  for (int p = 0; p < f->nparams; p++) /* all of them: free_bufs frees every one after a failure */
+    memset(&rb->args[p], 0, sizeof rb->args[p]);
   for (int p = 0; p < f->nparams; p++) {
     rx_interp_arg *a = &rb->args[p];
-    memset(a, 0, sizeof *a);
     const rx_param *pp = f->params[p];
     if (pp->kind != RX_PARAM_BUFFER) return false; /* no scalar params in the kernels */
     const rx_buffer *b = pp->buf;
@@ -197,6 +209,8 @@ static bool make_bufs(const rx_tensor_fn *f, const rx_expr_env *env, run_bufs *r
         ((uint16_t *)a->data)[i] = base_f32_to_f16(pp->is_output ? 1234.0f : v);
       else if (b->dtype == RX_DTYPE_I8)
         ((int8_t *)a->data)[i] = (int8_t)(v * 100.0f);
+      else if (b->dtype == RX_DTYPE_U8) /* packed weights: any byte */
+        ((uint8_t *)a->data)[i] = (uint8_t)(int)(v * 127.0f + 128.0f);
       else if (b->dtype == RX_DTYPE_I32)
         ((int32_t *)a->data)[i] = (int32_t)(v * 1000.0f);
       else if (b->dtype == RX_DTYPE_I64) /* argmax's result; take_along_axis's indices: 0, in
