@@ -133,8 +133,8 @@ static void copy_tile(ops_attn_tile *a, const char *kt, const char *st) {
 
 /* S = Q K^T of stage st into sc: per k16 step, ldmatrix x4 of K (lane l: key 8 (l / 16) + l % 8,
  * chunk 2 kk + l / 8 % 2; registers 0..3 the keys 0..7, 4..7 the keys 8..15). */
-static void scores(fa2 *f, const char *st) {
-  ops_attn_tile *a = &f->a;
+static void scores(ops_attn_tile *a, const char *st) {
+  fa2 *f = (fa2 *)a;
   lz_ctx *l = a->l;
   const char *n = lz_loopvar(l, "n"), *i = lz_loopvar(l, "i"), *kk = lz_loopvar(l, "kk");
   lz_line(l, "for %s in 0..2 unroll {", n);
@@ -160,8 +160,8 @@ static void scores(fa2 *f, const char *st) {
 /* The online softmax of tile kt on the accumulators: per row half h the quad's max by
  * shuffle_xor 1 and 2, p = exp2(s - m) of the visible keys (0 elsewhere) into pa as T (a[i] =
  * p[i / 4][i % 4]), the lane's partial sum, and O rescaled. */
-static void softmax(fa2 *f, const char *kt) {
-  ops_attn_tile *a = &f->a;
+static void softmax(ops_attn_tile *a, const char *kt) {
+  fa2 *f = (fa2 *)a;
   lz_ctx *l = a->l;
   const char *al[2];
   for (int h = 0; h < 2; h++) {
@@ -192,8 +192,8 @@ static void softmax(fa2 *f, const char *kt) {
 
 /* O += P V of stage st: per pair of n-tiles, ldmatrix x4 .trans of V (lane l: key
  * 8 (l / 8 % 2) + l % 8, chunk 2 np + l / 16). */
-static void pv(fa2 *f, const char *st) {
-  ops_attn_tile *a = &f->a;
+static void pv(ops_attn_tile *a, const char *st) {
+  fa2 *f = (fa2 *)a;
   lz_ctx *l = a->l;
   const char *np = lz_loopvar(l, "np"), *h = lz_loopvar(l, "h"), *j = lz_loopvar(l, "j");
   lz_line(l, "for %s in 0..%lld unroll {", np, (long long)(a->d / 16));
@@ -217,14 +217,6 @@ static void warp_range(ops_attn_tile *a, const char **lo, const char **hi) {
   ops_attn_warp_range(a, v);
   *lo = v[0];
   *hi = v[1];
-}
-
-/* Key tile kt in stage st: S = Q K^T, the softmax, O += P V. */
-static void step(ops_attn_tile *a, const char *st, const char *kt) {
-  fa2 *f = (fa2 *)a;
-  scores(f, st);
-  softmax(f, kt);
-  pv(f, st);
 }
 
 /* O / l of the lane's rows (l summed over the quad; 0 where the row saw no key), rounded to T
@@ -256,30 +248,22 @@ bool lz_gen_paged_attention_fa2(lz_ctx *l) {
                  .qidx = q_index,
                  .range = warp_range,
                  .copy = copy_tile,
-                 .step = step}};
+                 .scores = scores,
+                 .softmax = softmax,
+                 .pv = pv}};
   ops_attn_tile *a = &f.a;
   if (!ops_attn_tile_args(l, a)) return false;
   if (a->d % 16 || a->d < 16 || shared_bytes(a->d) > FA2_SHARED) return false;
   ops_attn_tile_setup(a);
-  const char **names[] = {&a->qs,     &a->ks,     &a->vs,     &a->tseq,   &a->tlo,
-                          &a->thi,    &a->tlead,  &a->slo,    &a->shi,    &f.qf,
-                          &f.kx,      &f.kb,      &f.sc,      &f.pa,      &f.o,
-                          &a->mr,     &a->lr,     &a->seq,    &a->kvl,    &a->rok[0],
-                          &a->rok[1], &a->rlo[0], &a->rlo[1], &a->rhi[0], &a->rhi[1]};
-  static const char *const base[] = {
-      "qs", "ks",   "vs",   "tseq", "tlo", "thi", "tlead", "slo", "shi", "qf",  "kx",  "kb", "sc",
-      "pa", "oacc", "mrow", "lrow", "seq", "kvl", "rok",   "rok", "rlo", "rlo", "rhi", "rhi"};
-  for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) *names[i] = lz_fresh(l, base[i]);
+  const char **own[] = {&f.qf, &f.kx, &f.kb, &f.sc, &f.pa, &f.o};
+  static const char *const base[] = {"qf", "kx", "kb", "sc", "pa", "oacc"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(own); i++) *own[i] = lz_fresh(l, base[i]);
   lz_line(l, "if has_mma(%s, f32, 16, 8, 16) {", a->t);
   l->ind++;
   open_kernel(&f);
   ops_attn_tile_table(a);
   load_q(&f);
-  const char *u = lz_loopvar(l, "u");
-  lz_line(l, "for %s in 0..%lld {", u, (long long)a->tq);
-  l->ind++;
-  ops_attn_walk(a, u);
-  lz_close(l);
+  ops_attn_walk(a);
   finish(&f);
   for (int i = 0; i < 3; i++) lz_close(l);
   return true; /* the `if has_mma` stays open: the caller writes the else */

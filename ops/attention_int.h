@@ -69,15 +69,18 @@ struct ops_attn_tile {
   void (*range)(ops_attn_tile *a, const char **lo, const char **hi);
   /* cp.async of key tile kt (text) into stage st (text) */
   void (*copy)(ops_attn_tile *a, const char *kt, const char *st);
-  /* S = Q K^T, the online softmax and O += P V of key tile kt in stage st */
-  void (*step)(ops_attn_tile *a, const char *st, const char *kt);
+  /* of key tile kt in stage st: S = Q K^T, the online softmax, O += P V */
+  void (*scores)(ops_attn_tile *a, const char *st);
+  void (*softmax)(ops_attn_tile *a, const char *kt);
+  void (*pv)(ops_attn_tile *a, const char *st);
 };
 /* The operands of the call into a (q, pages, page table, kv_len, q_seq, q_pos, y; heads, D,
  * KV heads); false where a FlashAttention form does not suit them (a scalar operand, dtype not
  * f16 / bf16, shapes not constant or heads not a multiple of the KV heads). */
 bool ops_attn_tile_args(lz_ctx *l, ops_attn_tile *a);
 /* After the form set a->rows (and found D suits it): T, the chunks, the group and window, the
- * rows' split into heads and tokens, and the block and thread variables. */
+ * rows' split into heads and tokens, the block and thread variables and the names of the
+ * skeleton's buffers and values (the form names its own after). */
 void ops_attn_tile_setup(ops_attn_tile *a);
 /* The block's loops over tiles, KV-head blocks and threads (three levels to close). */
 void ops_attn_open_block(ops_attn_tile *a);
@@ -103,9 +106,10 @@ void ops_attn_tile_table(ops_attn_tile *a);
 /* The first and last key any row of this lane's warp sees in the sequence, into v[0] and v[1]
  * (warp-uniform: the lane's two rows, then shuffle_xor over the 8 quads; empty without a row). */
 void ops_attn_warp_range(ops_attn_tile *a, const char *v[2]);
-/* The key tiles of the sequence led by token u of the tile, through the cp.async stages; only
- * the tiles that hold a key one of the range's rows sees are computed. */
-void ops_attn_walk(ops_attn_tile *a, const char *u);
+/* For each sequence of the tile's tokens (led by its first token u in the tile), its key tiles
+ * through the cp.async stages; only the tiles that hold a key one of the range's rows sees are
+ * computed. */
+void ops_attn_walk(ops_attn_tile *a);
 /* x = the base-2 score of key 2 (k / 2) * 4 + ... (k = 2 n + e: n-tile n, column 2 t + e) of
  * key tile kt for row half h, from the accumulator text acc, or the lowest score where the key is
  * not visible (*vis: the condition text). */

@@ -58,6 +58,14 @@ void ops_attn_tile_setup(ops_attn_tile *a) {
   a->tile = lz_loopvar(l, "tile");
   a->kh = lz_loopvar(l, "kh");
   a->tx = lz_loopvar(l, "tx");
+  const char **names[] = {&a->qs,     &a->ks,     &a->vs,     &a->tseq,   &a->tlo,
+                          &a->thi,    &a->tlead,  &a->slo,    &a->shi,    &a->mr,
+                          &a->lr,     &a->seq,    &a->kvl,    &a->rok[0], &a->rok[1],
+                          &a->rlo[0], &a->rlo[1], &a->rhi[0], &a->rhi[1]};
+  static const char *const base[] = {"qs",  "ks",  "vs",   "tseq", "tlo", "thi", "tlead",
+                                     "slo", "shi", "mrow", "lrow", "seq", "kvl", "rok",
+                                     "rok", "rlo", "rlo",  "rhi",  "rhi"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(names); i++) *names[i] = lz_fresh(l, base[i]);
 }
 
 void ops_attn_open_block(ops_attn_tile *a) {
@@ -201,7 +209,8 @@ static void open_sequence(ops_attn_tile *a, const char *u, const char **k0, cons
   }
 }
 
-void ops_attn_walk(ops_attn_tile *a, const char *u) {
+/* The key tiles of the sequence led by token u of the tile. */
+static void walk_sequence(ops_attn_tile *a, const char *u) {
   lz_ctx *l = a->l;
   const char *k0 = NULL, *nk = NULL, *lo = NULL, *hi = NULL;
   open_sequence(a, u, &k0, &nk);
@@ -231,11 +240,22 @@ void ops_attn_walk(ops_attn_tile *a, const char *u) {
   lz_line(l, "if i32((%s) * %d) <= %s && i32((%s) * %d + %d) >= %s {", kt, a->keys, hi, kt, a->keys,
           a->keys - 1, lo);
   l->ind++;
-  a->step(a, st, kt);
+  a->scores(a, st);
+  a->softmax(a, kt);
+  a->pv(a, st);
   lz_close(l);
   lz_close(l);
   lz_line(l, "async_wait 0");
   lz_line(l, "barrier"); /* the stages (and FA3's warps' ranges) are free for the next sequence */
+  lz_close(l);
+}
+
+void ops_attn_walk(ops_attn_tile *a) {
+  lz_ctx *l = a->l;
+  const char *u = lz_loopvar(l, "u");
+  lz_line(l, "for %s in 0..%lld {", u, (long long)a->tq);
+  l->ind++;
+  walk_sequence(a, u);
   lz_close(l);
 }
 
