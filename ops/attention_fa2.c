@@ -31,8 +31,12 @@
  *
  * Masking is by key position against the row's visible range (q_pos, kv_len, window) and its
  * sequence, so rows of other sequences in the tile and keys past the diagonal get p = 0; a warp
- * skips the tiles none of its rows sees (warp_range). Not
- * timed on a GPU yet: docs/schedules.md, "FlashAttention-2 prefill", has the PTX figures. */
+ * skips the tiles none of its rows sees (warp_range). The block skeleton FA2 shares with FA3
+ * (operands, rows, token table, Q's cp.async, the key walk through the stages, the masked scores
+ * and the quad's running max, the store of O) is ops_attn_tile (ops/attention_tile.c); this file
+ * holds the mma.sync form: its buffers, Q's ldmatrix, the rotated K/V stages, S = Q K^T, P as A
+ * fragments and O += P V. Not timed on a GPU yet: docs/schedules.md, "FlashAttention-2 prefill",
+ * has the PTX figures. */
 #include "attention_int.h"
 #include "deduce.h"
 #include "ops.h"
@@ -241,18 +245,11 @@ static void finish(fa2 *f) {
 }
 
 bool lz_gen_paged_attention_fa2(lz_ctx *l) {
-  fa2 f = {.a = {.rows = FA2_ROWS,
-                 .threads = FA2_THREADS,
-                 .keys = FA2_PAGE,
-                 .stages = FA2_STAGES,
-                 .qidx = q_index,
-                 .range = warp_range,
-                 .copy = copy_tile,
-                 .scores = scores,
-                 .softmax = softmax,
-                 .pv = pv}};
+  static const ops_attn_form form = {FA2_ROWS,   FA2_THREADS, FA2_PAGE, false,   q_index,
+                                     warp_range, copy_tile,   scores,   softmax, pv};
+  fa2 f = {.a = {.stages = FA2_STAGES}};
   ops_attn_tile *a = &f.a;
-  if (!ops_attn_tile_args(l, a)) return false;
+  if (!ops_attn_tile_args(l, a, &form)) return false;
   if (a->d % 16 || a->d < 16 || shared_bytes(a->d) > FA2_SHARED) return false;
   ops_attn_tile_setup(a);
   const char **own[] = {&f.qf, &f.kx, &f.kb, &f.sc, &f.pa, &f.o};

@@ -23,21 +23,27 @@
  *         (both K-major: x @ W^T), into 32 f32 accumulators a thread (ir.h's D layout: a thread
  *         holds rows g and g + 8 of its warp's 16, mma.m16n8's C layout repeated along N)
  *   softmax: on the accumulators in registers, as FA2: the running max reduced over the quad by
- *         two shuffle_xor, scores in base 2 (ops_attn_score: the scale times log2 e folded in, and
- * a softcap), p = exp2(s - m) P:    the accumulators ARE wgmma's A fragments in registers: acc[8 s
- * + j] is a[j] of the k16 step s (ir.h), converted to T, no round trip through shared memory O += P
- * V: per 64 columns of D, 4 wgmma m64n64k16 trans with A = P from registers and B = V MN-major from
- * shared (k = the key along V's rows: imm-trans-b 1); O (f32, D / 2 a thread) in registers,
- * rescaled by exp2(m_old - m_new) per row end:  O / l (0 for a row that saw no key) rounded to T
- * into Q's shared panels (swizzled: conflict-free), then stored 16 bytes a thread.
+ *         two shuffle_xor, scores in base 2 (ops_attn_score: the scale times log2 e folded in,
+ *         and a softcap), p = exp2(s - m)
+ *   P:    the accumulators ARE wgmma's A fragments in registers: acc[8 s + j] is a[j] of the
+ *         k16 step s (ir.h), converted to T, no round trip through shared memory
+ *   O += P V: per 64 columns of D, 4 wgmma m64n64k16 trans with A = P from registers and B = V
+ *         MN-major from shared (k = the key along V's rows: imm-trans-b 1); O (f32, D / 2 a
+ *         thread) in registers, rescaled by exp2(m_old - m_new) per row
+ *   end:  O / l (0 for a row that saw no key) rounded to T into Q's shared panels (swizzled:
+ *         conflict-free), then stored 16 bytes a thread.
  *
  * Each wgmma group is waited for at once (wgmma_wait 0): no overlap of softmax and MMA inside a
  * warpgroup (FA3's ping-pong and intra-warpgroup pipelining need warp specialization). A
  * warpgroup skips the tiles none of its rows sees (its range: the warps' ranges by shuffle_xor,
  * combined in shared memory). Shared memory, dynamic (the wgmma kernels' buffers: codegen/lower.c):
  * D = 64: 16 KiB of Q + 3 stages x 16 KiB = 64 KiB; D = 128: 32 KiB + 2 stages x 32 KiB =
- * 96 KiB (two blocks an SM), plus the token table. Not timed on a GPU yet: docs/schedules.md,
- * "FlashAttention-3 prefill (sm_90)", has the PTX figures. */
+ * 96 KiB (two blocks an SM), plus the token table. The block skeleton it shares with FA2
+ * (operands, rows, token table, Q's cp.async, the key walk through the stages, the masked scores
+ * and the quad's running max, the store of O) is ops_attn_tile (ops/attention_tile.c); this file
+ * holds the wgmma form: its buffers, the swizzled layout, the page-clamped K/V copy, the
+ * warpgroup's key range, the wgmma S = Q K^T and P V, and O into Q's panels. Not timed on a GPU
+ * yet: docs/schedules.md, "FlashAttention-3 prefill (sm_90)", has the PTX figures. */
 #include "attention_int.h"
 #include "deduce.h"
 #include "ops.h"
@@ -255,18 +261,11 @@ static void finish(fa3 *f) {
 }
 
 bool lz_gen_paged_attention_fa3(lz_ctx *l) {
-  fa3 f = {.a = {.rows = FA3_ROWS,
-                 .threads = FA3_THREADS,
-                 .keys = FA3_KEYS,
-                 .fence = true,
-                 .qidx = q_index,
-                 .range = group_range,
-                 .copy = copy_tile,
-                 .scores = scores,
-                 .softmax = softmax,
-                 .pv = pv}};
+  static const ops_attn_form form = {FA3_ROWS,    FA3_THREADS, FA3_KEYS, true,    q_index,
+                                     group_range, copy_tile,   scores,   softmax, pv};
+  fa3 f = {.np = 0};
   ops_attn_tile *a = &f.a;
-  if (!ops_attn_tile_args(l, a)) return false;
+  if (!ops_attn_tile_args(l, a, &form)) return false;
   if (a->d != 64 && a->d != 128) return false; /* other head dims keep FA2 */
   f.np = a->d / 64;
   a->stages = a->d == 64 ? 3 : 2;

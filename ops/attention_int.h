@@ -45,24 +45,14 @@ const char *ops_attn_score(lz_ctx *l, double dflt, const char *dot);
 /* The block of a FlashAttention form of paged_attention (ops/attention_tile.c): the operands,
  * the rows of the block (a row: one query token and one query head; a GQA group's heads share
  * the block), the token table and the per-sequence key walk that FA2 (mma.sync) and FA3 (wgmma)
- * share; a form embeds it first in its own context and fills the parameters and the callbacks
- * where the two differ (keys per tile, rows per block, Q's shared layout, the tile's MMAs). */
+ * share; a form embeds it first in its own context and gives an ops_attn_form: the parameters and
+ * callbacks where the two differ (keys per tile, rows per block, Q's shared layout, the MMAs). */
 typedef struct ops_attn_tile ops_attn_tile;
-struct ops_attn_tile {
-  lz_ctx *l;
-  lz_opnd *q, *pages, *pt, *kvlen, *qseq, *qpos, *y;
-  const char *t; /* T's name */
-  int64_t d, heads, kvh, group, window;
-  int64_t gr, gc, tq;         /* heads of a group per block, blocks per group, tokens */
-  int64_t ch;                 /* 16-byte chunks per row of D */
-  int rows, threads;          /* query rows and threads per block (set by the form) */
-  int keys, stages;           /* keys per tile, K/V tiles in shared memory (set by the form) */
-  bool fence;                 /* wgmma_fence (the async proxy) before each tile's barrier */
-  const char *tile, *kh, *tx; /* block and thread variables */
-  const char *qs, *ks, *vs;   /* shared: Q rows, K and V stages */
-  const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* shared, per token of the tile */
-  const char *mr, *lr;                              /* registers: running max and sum */
-  const char *seq, *kvl, *rok[2], *rlo[2], *rhi[2]; /* per sequence of the tile */
+/* What a form gives the skeleton: its block's shape and the parts where FA2 and FA3 differ. */
+typedef struct ops_attn_form {
+  int rows, threads; /* query rows and threads per block */
+  int keys;          /* keys per tile */
+  bool fence;        /* wgmma_fence (the async proxy) before each tile's barrier */
   /* the index text of chunk c of row r of qs, without the column within the chunk */
   const char *(*qidx)(ops_attn_tile *a, const char *r, const char *c);
   /* the first and last key any row of this thread's warp (FA2) or warpgroup (FA3) sees */
@@ -73,12 +63,27 @@ struct ops_attn_tile {
   void (*scores)(ops_attn_tile *a, const char *st);
   void (*softmax)(ops_attn_tile *a, const char *kt);
   void (*pv)(ops_attn_tile *a, const char *st);
+} ops_attn_form;
+struct ops_attn_tile {
+  const ops_attn_form *fm;
+  lz_ctx *l;
+  lz_opnd *q, *pages, *pt, *kvlen, *qseq, *qpos, *y;
+  const char *t; /* T's name */
+  int64_t d, heads, kvh, group, window;
+  int64_t gr, gc, tq;         /* heads of a group per block, blocks per group, tokens */
+  int64_t ch;                 /* 16-byte chunks per row of D */
+  int stages;                 /* K/V tiles in shared memory (set by the form) */
+  const char *tile, *kh, *tx; /* block and thread variables */
+  const char *qs, *ks, *vs;   /* shared: Q rows, K and V stages */
+  const char *tseq, *tlo, *thi, *tlead, *slo, *shi; /* shared, per token of the tile */
+  const char *mr, *lr;                              /* registers: running max and sum */
+  const char *seq, *kvl, *rok[2], *rlo[2], *rhi[2]; /* per sequence of the tile */
 };
-/* The operands of the call into a (q, pages, page table, kv_len, q_seq, q_pos, y; heads, D,
- * KV heads); false where a FlashAttention form does not suit them (a scalar operand, dtype not
- * f16 / bf16, shapes not constant or heads not a multiple of the KV heads). */
-bool ops_attn_tile_args(lz_ctx *l, ops_attn_tile *a);
-/* After the form set a->rows (and found D suits it): T, the chunks, the group and window, the
+/* Form fm's block on the operands of the call (q, pages, page table, kv_len, q_seq, q_pos, y;
+ * heads, D, KV heads); false where a FlashAttention form does not suit them (a scalar operand,
+ * dtype not f16 / bf16, shapes not constant or heads not a multiple of the KV heads). */
+bool ops_attn_tile_args(lz_ctx *l, ops_attn_tile *a, const ops_attn_form *fm);
+/* After the form found D suits it: T, the chunks, the group and window, the
  * rows' split into heads and tokens, the block and thread variables and the names of the
  * skeleton's buffers and values (the form names its own after). */
 void ops_attn_tile_setup(ops_attn_tile *a);
@@ -110,9 +115,10 @@ void ops_attn_warp_range(ops_attn_tile *a, const char *v[2]);
  * through the cp.async stages; only the tiles that hold a key one of the range's rows sees are
  * computed. */
 void ops_attn_walk(ops_attn_tile *a);
-/* x = the base-2 score of key 2 (k / 2) * 4 + ... (k = 2 n + e: n-tile n, column 2 t + e) of
- * key tile kt for row half h, from the accumulator text acc, or the lowest score where the key is
- * not visible (*vis: the condition text). */
+/* For row half h and accumulator element k = 2 n + e (n-tile n: key 8 n + 2 t + e of key tile
+ * kt, t = lane % 4), a fresh x = the base-2 score (ops_attn_score) of the dot product in acc
+ * (text) where the key is visible to the row, else the lowest finite f32; *vis: that condition
+ * (text). Returns x. */
 const char *ops_attn_masked_score(ops_attn_tile *a, const char *kt, int h, int k, const char *acc,
                                   const char **vis);
 /* The quad's max of row half h (mx: the lane's) by shuffle_xor 1 and 2 into *mn, the new

@@ -22,7 +22,8 @@
 
 #define F(a, ...) lz_str((a)->l, __VA_ARGS__)
 
-bool ops_attn_tile_args(lz_ctx *l, ops_attn_tile *a) {
+bool ops_attn_tile_args(lz_ctx *l, ops_attn_tile *a, const ops_attn_form *fm) {
+  a->fm = fm;
   a->l = l;
   for (int i = 0; i < 6; i++)
     if (lz_arg(l, i)->scalar) return false;
@@ -52,9 +53,9 @@ void ops_attn_tile_setup(ops_attn_tile *a) {
   a->ch = a->d / 8;
   a->group = a->heads / a->kvh;
   a->window = ops_int_attr(l->call, "window", 0);
-  a->gr = a->group < a->rows ? a->group : a->rows;
+  a->gr = a->group < a->fm->rows ? a->group : a->fm->rows;
   a->gc = (a->group + a->gr - 1) / a->gr;
-  a->tq = a->rows / a->gr;
+  a->tq = a->fm->rows / a->gr;
   a->tile = lz_loopvar(l, "tile");
   a->kh = lz_loopvar(l, "kh");
   a->tx = lz_loopvar(l, "tx");
@@ -78,13 +79,13 @@ void ops_attn_open_block(ops_attn_tile *a) {
   l->ind++;
   lz_line(l, "for %s in 0..%lld bind(blockIdx.y) {", a->kh, (long long)(a->kvh * a->gc));
   l->ind++;
-  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, a->threads);
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", a->tx, a->fm->threads);
   l->ind++;
 }
 
 void ops_attn_alloc_table(ops_attn_tile *a) {
   const char *tb[6] = {a->tseq, a->tlo, a->thi, a->tlead, a->slo, a->shi};
-  for (int i = 0; i < 6; i++) lz_line(a->l, "alloc %s: i32[%d] shared", tb[i], a->rows);
+  for (int i = 0; i < 6; i++) lz_line(a->l, "alloc %s: i32[%d] shared", tb[i], a->fm->rows);
 }
 
 void ops_attn_init_rows(ops_attn_tile *a) {
@@ -116,7 +117,7 @@ const char *ops_attn_head_valid(ops_attn_tile *a, const char *r) {
 const char *ops_attn_open_chunks(ops_attn_tile *a, int64_t chunks, bool guard, int *levels,
                                  const char **r, const char **c) {
   lz_ctx *l = a->l;
-  int th = a->threads;
+  int th = a->fm->threads;
   const char *v = lz_loopvar(l, "c"), *e = F(a, "(%s + %s * %d)", a->tx, v, th);
   lz_line(l, "for %s in 0..%lld unroll {", v, (long long)((chunks + th - 1) / th));
   l->ind++;
@@ -135,15 +136,15 @@ void ops_attn_load_q(ops_attn_tile *a) {
   lz_ctx *l = a->l;
   int levels = 0;
   const char *r = NULL, *k = NULL;
-  ops_attn_open_chunks(a, a->rows * a->ch, true, &levels, &r, &k);
+  ops_attn_open_chunks(a, a->fm->rows * a->ch, true, &levels, &r, &k);
   const char *tok = ops_attn_row_token(a, r), *n = lz_ex(l, a->q->shape[0]);
   const char *ok =
       F(a, "(%s) // %lld < %lld && %s < %s", r, (long long)a->gr, (long long)a->tq, tok, n);
   const char *hv = ops_attn_head_valid(a, r);
   if (hv) ok = F(a, "%s && %s", ok, hv);
   lz_line(l, "async_copy %s[%s] = %s[min(%s, %s - 1), min(%s, %lld), (%s) * 8] if %s", a->qs,
-          a->qidx(a, r, k), a->q->name, tok, n, ops_attn_row_head(a, r), (long long)(a->heads - 1),
-          k, ok);
+          a->fm->qidx(a, r, k), a->q->name, tok, n, ops_attn_row_head(a, r),
+          (long long)(a->heads - 1), k, ok);
   for (int i = 0; i < levels; i++) lz_close(l);
   lz_line(l, "async_commit");
   lz_line(l, "async_wait 0");
@@ -159,7 +160,7 @@ void ops_attn_tile_table(ops_attn_tile *a) {
                        a->shi,
                        a->tx,
                        a->tile,
-                       a->rows,
+                       a->fm->rows,
                        a->tq,
                        F(a, "%lld", (long long)a->tq),
                        a->q,
@@ -196,9 +197,9 @@ static void open_sequence(ops_attn_tile *a, const char *u, const char **k0, cons
   *nk = lz_fresh(l, "nk");
   lz_line(l, "let %s: i32 = %s[%s]", a->seq, a->tseq, u);
   lz_line(l, "let %s: i32 = %s[%s]", a->kvl, a->kvlen->name, a->seq);
-  lz_line(l, "let sym %s = %s[%s] // %d", *k0, a->slo, u, a->keys);
-  lz_line(l, "let sym %s = max(0, %s[%s] // %d - %s[%s] // %d + 1)", *nk, a->shi, u, a->keys,
-          a->slo, u, a->keys);
+  lz_line(l, "let sym %s = %s[%s] // %d", *k0, a->slo, u, a->fm->keys);
+  lz_line(l, "let sym %s = max(0, %s[%s] // %d - %s[%s] // %d + 1)", *nk, a->shi, u, a->fm->keys,
+          a->slo, u, a->fm->keys);
   for (int h = 0; h < 2; h++) {
     const char *r = ops_attn_lane_row(a, h), *tk = F(a, "(%s) // %lld", r, (long long)a->gr);
     const char *hv = ops_attn_head_valid(a, r);
@@ -214,11 +215,11 @@ static void walk_sequence(ops_attn_tile *a, const char *u) {
   lz_ctx *l = a->l;
   const char *k0 = NULL, *nk = NULL, *lo = NULL, *hi = NULL;
   open_sequence(a, u, &k0, &nk);
-  a->range(a, &lo, &hi);
+  a->fm->range(a, &lo, &hi);
   for (int s = 0; s < a->stages - 1; s++) {
     lz_line(l, "if %d < %s {", s, nk);
     l->ind++;
-    a->copy(a, F(a, "%s + %d", k0, s), F(a, "%d", s));
+    a->fm->copy(a, F(a, "%s + %d", k0, s), F(a, "%d", s));
     lz_close(l);
     lz_line(l, "async_commit");
   }
@@ -228,21 +229,21 @@ static void walk_sequence(ops_attn_tile *a, const char *u) {
   lz_line(l, "async_wait %d", a->stages - 2);
   /* FA3: the thread's landed copies (and Q's, the first time) seen by wgmma's async proxy,
    * before the barrier after which any warpgroup reads them (as gemm_wgmma's pipeline) */
-  if (a->fence) lz_line(l, "wgmma_fence");
+  if (a->fm->fence) lz_line(l, "wgmma_fence");
   lz_line(l, "barrier");
   const char *ahead = F(a, "%s + %d", it, a->stages - 1);
   lz_line(l, "if %s < %s {", ahead, nk);
   l->ind++;
-  a->copy(a, F(a, "%s + %s", k0, ahead), F(a, "(%s) %% %d", ahead, a->stages));
+  a->fm->copy(a, F(a, "%s + %s", k0, ahead), F(a, "(%s) %% %d", ahead, a->stages));
   lz_close(l);
   lz_line(l, "async_commit");
   const char *st = F(a, "%s %% %d", it, a->stages), *kt = F(a, "%s + %s", k0, it);
-  lz_line(l, "if i32((%s) * %d) <= %s && i32((%s) * %d + %d) >= %s {", kt, a->keys, hi, kt, a->keys,
-          a->keys - 1, lo);
+  lz_line(l, "if i32((%s) * %d) <= %s && i32((%s) * %d + %d) >= %s {", kt, a->fm->keys, hi, kt,
+          a->fm->keys, a->fm->keys - 1, lo);
   l->ind++;
-  a->scores(a, st);
-  a->softmax(a, kt);
-  a->pv(a, st);
+  a->fm->scores(a, st);
+  a->fm->softmax(a, kt);
+  a->fm->pv(a, st);
   lz_close(l);
   lz_close(l);
   lz_line(l, "async_wait 0");
@@ -263,7 +264,8 @@ const char *ops_attn_masked_score(ops_attn_tile *a, const char *kt, int h, int k
                                   const char **vis) {
   lz_ctx *l = a->l;
   int n = k / 2, e = k % 2;
-  const char *pos = F(a, "i32((%s) * %d + %d + %s %% 4 * 2 + %d)", kt, a->keys, 8 * n, a->tx, e);
+  const char *pos =
+      F(a, "i32((%s) * %d + %d + %s %% 4 * 2 + %d)", kt, a->fm->keys, 8 * n, a->tx, e);
   *vis = F(a, "%s && %s >= %s && %s <= %s", a->rok[h], pos, a->rlo[h], pos, a->rhi[h]);
   const char *x = lz_fresh(l, "x");
   lz_line(l, "let %s: f32 = select(%s, %s, %s)", x, *vis,
@@ -297,18 +299,18 @@ void ops_attn_store_rows(ops_attn_tile *a) {
   lz_ctx *l = a->l;
   lz_line(l, "barrier");
   int levels = 0;
-  int64_t chunks = a->rows * a->ch;
+  int64_t chunks = a->fm->rows * a->ch;
   const char *r = NULL, *k = NULL;
   const char *e = ops_attn_open_chunks(a, chunks, false, &levels, &r, &k);
   const char *ok = F(a, "%s[(%s) // %lld] >= 0", a->tseq, r, (long long)a->gr);
-  if (chunks % a->threads) ok = F(a, "%s < %lld && %s", e, (long long)chunks, ok);
+  if (chunks % a->fm->threads) ok = F(a, "%s < %lld && %s", e, (long long)chunks, ok);
   const char *hv = ops_attn_head_valid(a, r);
   if (hv) ok = F(a, "%s && %s", ok, hv);
   lz_line(l, "if %s {", ok);
   const char *v = lz_loopvar(l, "v");
   lz_line(l, "  for %s in 0..8 vectorize {", v);
   lz_line(l, "    %s[%s, %s, (%s) * 8 + %s] = %s[%s + %s]", a->y->name, ops_attn_row_token(a, r),
-          ops_attn_row_head(a, r), k, v, a->qs, a->qidx(a, r, k), v);
+          ops_attn_row_head(a, r), k, v, a->qs, a->fm->qidx(a, r, k), v);
   lz_line(l, "  }");
   lz_line(l, "}");
   lz_close(l);
