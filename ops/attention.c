@@ -1159,22 +1159,10 @@ static void paged_portable(lz_ctx *l) {
   for (int i = 0; i < 3; i++) lz_close(l);
 }
 
-/* Opens `for c in 0..ceil(count / ATTN_THREADS) { if e < count {` over the block's threads tx
- * and returns e = tx + c * ATTN_THREADS, the thread's item of the step (two levels to close). */
+/* lz_open_thread_items over the block's ATTN_THREADS threads (two levels to close). */
 static const rx_expr *open_thread_items(lz_ctx *l, const char *tx, const char *c,
                                         const rx_expr *count) {
-  rx_expr_ctx *cx = l->cx;
-  const rx_expr *steps =
-      sym_expr_floordiv(cx, sym_expr_add(cx, count, sym_expr_const(cx, ATTN_THREADS - 1)),
-                        sym_expr_const(cx, ATTN_THREADS));
-  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
-  l->ind++;
-  const rx_expr *e =
-      sym_expr_add(cx, sym_expr_var(cx, tx),
-                   sym_expr_mul(cx, sym_expr_var(cx, c), sym_expr_const(cx, ATTN_THREADS)));
-  lz_line(l, "if %s {", lz_ex(l, sym_expr_cmp(cx, RX_EXPR_LT, e, count)));
-  l->ind++;
-  return e;
+  return lz_open_thread_items(l, tx, c, ATTN_THREADS, count);
 }
 
 /* ------------------------------------------------------------------------------------------

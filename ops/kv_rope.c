@@ -150,22 +150,10 @@ static const char *rope_elem(lz_ctx *l, lz_opnd *src, const rx_expr *off, const 
                         lz_up(l, t, lz_load(l, cs, ci)), rot, lz_up(l, t, lz_load(l, sn, ci))));
 }
 
-/* Opens the loop of the block's threads over count elements: `for c in 0..ceil(count / threads)`
- * and `if e < count`, e = tx + c * threads; returns e (two scopes to close). */
+/* Opens the loop of the block's threads over count elements (lz_open_thread_items): returns
+ * e = tx + c * threads (two scopes to close). */
 static const rx_expr *open_elems(lz_ctx *l, const char *tx, const rx_expr *count) {
-  rx_expr_ctx *cx = l->cx;
-  const char *c = lz_loopvar(l, "c");
-  const rx_expr *steps =
-      sym_expr_floordiv(cx, sym_expr_add(cx, count, sym_expr_const(cx, KVR_THREADS - 1)),
-                        sym_expr_const(cx, KVR_THREADS));
-  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
-  l->ind++;
-  const rx_expr *e =
-      sym_expr_add(cx, sym_expr_var(cx, tx),
-                   sym_expr_mul(cx, sym_expr_var(cx, c), sym_expr_const(cx, KVR_THREADS)));
-  lz_line(l, "if %s {", lz_ex(l, sym_expr_cmp(cx, RX_EXPR_LT, e, count)));
-  l->ind++;
-  return e;
+  return lz_open_thread_items(l, tx, lz_loopvar(l, "c"), KVR_THREADS, count);
 }
 
 /* A block per token t, its threads over the elements e = h * D + dd of the token's keys:

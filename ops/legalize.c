@@ -122,6 +122,20 @@ const char *lz_loopvar(L *l, const char *base) {
   return n;
 }
 
+const rx_expr *lz_open_thread_items(L *l, const char *tx, const char *c, int64_t threads,
+                                    const rx_expr *count) {
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *steps = sym_expr_floordiv(
+      cx, sym_expr_add(cx, count, sym_expr_const(cx, threads - 1)), sym_expr_const(cx, threads));
+  lz_line(l, "for %s in 0..%s {", c, lz_ex(l, steps));
+  l->ind++;
+  const rx_expr *e = sym_expr_add(
+      cx, sym_expr_var(cx, tx), sym_expr_mul(cx, sym_expr_var(cx, c), sym_expr_const(cx, threads)));
+  lz_line(l, "if %s {", lz_ex(l, sym_expr_cmp(cx, RX_EXPR_LT, e, count)));
+  l->ind++;
+  return e;
+}
+
 /* ---- text ---- */
 
 void lz_line(L *l, const char *fmt, ...) {

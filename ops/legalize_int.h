@@ -72,6 +72,11 @@ void lz_close(lz_ctx *l);
 const char *lz_fresh(lz_ctx *l, const char *base);
 /* A fresh loop variable named from base. */
 const char *lz_loopvar(lz_ctx *l, const char *base);
+/* Opens `for c in 0..ceil(count / threads) { if e < count {` over a block's `threads` threads
+ * (thread variable tx, loop variable c) and returns e = tx + c * threads, the thread's item of
+ * the step (two levels to close). */
+const rx_expr *lz_open_thread_items(lz_ctx *l, const char *tx, const char *c, int64_t threads,
+                                    const rx_expr *count);
 /* Text of a symbolic expression (parenthesized unless atomic); its variables are recorded. */
 const char *lz_ex(lz_ctx *l, const rx_expr *e);
 /* A float literal that reads back as a float (inf, nan and negatives parenthesized). */

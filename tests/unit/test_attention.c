@@ -675,6 +675,33 @@ static void check_attn_ptx(const prog *p, rx_dtype t, bool fa3) {
   }
 }
 
+/* The prefill cases of FlashAttention-2 (fa3 false) or -3 (fa3 true) that test_prefill_fa2 and
+ * test_prefill_fa3 list: each program has the form (has_mma_form / has_wgmma_form), its PTX
+ * passes check_attn_ptx, and it runs every scene against the reference; the last scene (n = 1000)
+ * for the first program only (the other targets' forms take minutes there), on sm_90 alone for
+ * FA3 (wgmma_only). */
+static void check_prefill_form(bool fa3, const paged_cfg *cfgs, size_t ncfgs, const scene *scenes,
+                               size_t nscenes) {
+  for (size_t i = 0; i < ncfgs; i++) {
+    char what[160];
+    snprintf(what, sizeof what, "prefill fa%d %s d=%lld heads=%lld/%lld window=%lld", fa3 ? 3 : 2,
+             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
+             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
+    prog p;
+    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
+      if (!(fa3 ? has_wgmma_form(p.f) : has_mma_form(p.f)))
+        rxk_fail(&st, "%s: no FlashAttention-%d form was legalized", what, fa3 ? 3 : 2);
+      check_attn_ptx(&p, cfgs[i].t, fa3);
+      for (size_t k = 0; k < nscenes - (i > 0); k++) {
+        wgmma_only = fa3 && k + 1 == nscenes; /* FA3's n = 1000: sm_90 alone */
+        check_paged_scene(&p, &cfgs[i], scenes[k]);
+        wgmma_only = false;
+      }
+    }
+    prog_free(&p);
+  }
+}
+
 static void test_prefill_fa2(void) {
   static const paged_cfg cfgs[] = {
       {128, 4, 1, 0, 0, RX_DTYPE_BF16},
@@ -687,21 +714,7 @@ static void test_prefill_fa2(void) {
       {6, {33, 1, 70, 16, 17, 100}, {33, 1, 20, 16, 9, 21}}, /* n = 100, 6 sequences */
       {3, {900, 300, 40}, {700, 270, 30}},                   /* n = 1000 (last) */
   };
-  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
-    char what[160];
-    snprintf(what, sizeof what, "prefill fa2 %s d=%lld heads=%lld/%lld window=%lld",
-             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
-             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
-    prog p;
-    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
-      if (!has_mma_form(p.f)) rxk_fail(&st, "%s: no FlashAttention-2 form was legalized", what);
-      check_attn_ptx(&p, cfgs[i].t, false);
-      /* n = 1000 for the first program only: the other targets' forms take minutes there */
-      for (size_t k = 0; k < RX_ARRAY_LEN(scenes) - (i > 0); k++)
-        check_paged_scene(&p, &cfgs[i], scenes[k]);
-    }
-    prog_free(&p);
-  }
+  check_prefill_form(false, cfgs, RX_ARRAY_LEN(cfgs), scenes, RX_ARRAY_LEN(scenes));
   /* the PTX alone at the shapes of Llama 3 8B (GQA 4, d = 128) and Llama 2 7B (d = 128, no GQA)
    * and of a d = 64 model, f16: no spills, no local memory (the figures in docs/schedules.md) */
   static const paged_cfg llm[] = {
@@ -743,23 +756,7 @@ static void test_prefill_fa3(void) {
       {6, {33, 1, 70, 16, 17, 100}, {33, 1, 20, 16, 9, 21}}, /* n = 100, 6 sequences */
       {3, {900, 300, 40}, {700, 270, 30}},                   /* n = 1000 (last) */
   };
-  for (size_t i = 0; i < RX_ARRAY_LEN(cfgs); i++) {
-    char what[160];
-    snprintf(what, sizeof what, "prefill fa3 %s d=%lld heads=%lld/%lld window=%lld",
-             ir_dtype_name(cfgs[i].t), (long long)cfgs[i].d, (long long)cfgs[i].heads,
-             (long long)cfgs[i].kvh, (long long)cfgs[i].window);
-    prog p;
-    if (prog_build(&p, paged_text(&cfgs[i], "paged_attention", ""), what)) {
-      if (!has_wgmma_form(p.f)) rxk_fail(&st, "%s: no FlashAttention-3 form was legalized", what);
-      check_attn_ptx(&p, cfgs[i].t, true);
-      for (size_t k = 0; k < RX_ARRAY_LEN(scenes) - (i > 0); k++) {
-        wgmma_only = k + 1 == RX_ARRAY_LEN(scenes); /* n = 1000: sm_90 alone */
-        check_paged_scene(&p, &cfgs[i], scenes[k]);
-        wgmma_only = false;
-      }
-    }
-    prog_free(&p);
-  }
+  check_prefill_form(true, cfgs, RX_ARRAY_LEN(cfgs), scenes, RX_ARRAY_LEN(scenes));
 }
 
 /* ---- paged_decode_attention and attention_merge ---- */
