@@ -888,6 +888,19 @@ static rx_var *longrope_freqs(gb *g, fwd *f, rx_var *col) {
 
 /* cos and sin of the tokens' positions times the inverse frequencies of entry which, [n, head_dim],
  * in the compute dtype (times longrope's attention factor) */
+
+/* x and y concatenated along axis. */
+static rx_var *concat2(gb *g, const char *name, rx_var *x, rx_var *y, int64_t axis) {
+  rx_var *pair = NULL;
+  if (!g->err) {
+    rx_node *fields[2] = {A(g, x), A(g, y)};
+    rx_status s = rx_emit_tuple(g->b, fields, 2, NULL, &pair);
+    if (s) g->err = s;
+  }
+  const rx_attr *cat[1] = {rx_attr_int(g->m, "axis", axis)};
+  rx_node *ca[1] = {A(g, pair)};
+  return op(g, name, "concat", ca, 1, cat, 1);
+}
 static void rotary_table(gb *g, fwd *f, rx_var *col, int which, rx_var **cos, rx_var **sin) {
   const rx_hf_config *c = g->c;
   bool local = which == G_INV_FREQ_LOCAL;
@@ -895,15 +908,7 @@ static void rotary_table(gb *g, fwd *f, rx_var *col, int which, rx_var **cos, rx
                       ? longrope_freqs(g, f, col)
                       : op2(g, local ? "freqs_local" : "freqs", "multiply", col,
                             g->wv[c->layers * W_PER_LAYER + which]);
-  rx_var *pair = NULL;
-  if (!g->err) {
-    rx_node *fields[2] = {A(g, freqs), A(g, freqs)};
-    rx_status s = rx_emit_tuple(g->b, fields, 2, NULL, &pair);
-    if (s) g->err = s;
-  }
-  const rx_attr *cat_at[1] = {rx_attr_int(g->m, "axis", 1)};
-  rx_node *ca[1] = {A(g, pair)};
-  rx_var *emb = op(g, local ? "rope_angles_local" : "rope_angles", "concat", ca, 1, cat_at, 1);
+  rx_var *emb = concat2(g, local ? "rope_angles_local" : "rope_angles", freqs, freqs, 1);
   rx_var *cs = op1(g, NULL, "cos", emb), *sn = op1(g, NULL, "sin", emb);
   if (!local && c->rope_attn_factor > 0 && c->rope_attn_factor != 1) { /* longrope, yarn */
     rx_node *m1[2] = {A(g, cs), g->err ? NULL : rx_arg_float(g->b, c->rope_attn_factor)};
@@ -993,15 +998,7 @@ static rx_var *rope_heads(gb *g, const char *name, rx_var *x, rx_var *cos, rx_va
   }
   rx_var *rot = slice(g, NULL, x, 2, 0, R), *pass = slice(g, NULL, x, 2, R, D);
   rx_node *a[3] = {A(g, rot), A(g, cos), A(g, sin)};
-  rx_var *r = op(g, NULL, "rope", a, 3, NULL, 0), *pair = NULL;
-  if (!g->err) {
-    rx_node *fields[2] = {A(g, r), A(g, pass)};
-    rx_status s = rx_emit_tuple(g->b, fields, 2, NULL, &pair);
-    if (s) g->err = s;
-  }
-  const rx_attr *cat[1] = {rx_attr_int(g->m, "axis", 2)};
-  rx_node *ca[1] = {A(g, pair)};
-  return op(g, name, "concat", ca, 1, cat, 1);
+  return concat2(g, name, op(g, NULL, "rope", a, 3, NULL, 0), pass, 2);
 }
 
 /* RMSNorm of x over its last axis with weight w of x's dtype, rounded to dtype t: the q/k norms

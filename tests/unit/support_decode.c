@@ -177,16 +177,22 @@ static bool compile(rxd_model *md, int which, const char *target, char *why, siz
   return ok;
 }
 
-/* silu(g) * u at the model's intermediate width and a softmax over a cache row of every head. */
+/* silu(g) * u at the model's intermediate width, a softmax over a cache row of every head, and
+ * the RMSNorm of the f32 residual stream rounded to f16: kernels a decode step folds into others
+ * (the gate/up GEMV's epilogue; rms_norm_matmul) but prefill and artifacts of more than 16
+ * sequences run on their own. */
 static bool build_ops(rxd_model *md, const char *target, char *why, size_t n) {
   const rxd_shape *s = md->shape;
   char text[2048];
   snprintf(text, sizeof text,
-           "graph_fn ops(g: f16[b, %d], u: f16[b, %d], sc: f16[b, %d, m]) -> (f16[b, %d], "
-           "f16[b, %d, m]) where 1 <= b, b <= 16, 1 <= m, m <= %d {\n"
-           "  dataflow {\n    h = multiply(silu(g), u)\n    p = softmax(sc, axis=-1)\n  }\n"
-           "  return (h, p)\n}\n",
-           s->intermediate, s->intermediate, s->heads, s->intermediate, s->heads, s->max_pos);
+           "graph_fn ops(g: f16[b, %d], u: f16[b, %d], sc: f16[b, %d, m], x: f32[b, %d], "
+           "w: f32[%d]) -> (f16[b, %d], f16[b, %d, m], f16[b, %d]) where 1 <= b, b <= 16, "
+           "1 <= m, m <= %d {\n"
+           "  dataflow {\n    h = multiply(silu(g), u)\n    p = softmax(sc, axis=-1)\n"
+           "    r = rms_norm(x, w, axes=[-1], epsilon=1e-05, dtype=f16)\n  }\n"
+           "  return (h, p, r)\n}\n",
+           s->intermediate, s->intermediate, s->heads, s->hidden, s->hidden, s->intermediate,
+           s->heads, s->hidden, s->max_pos);
   md->m[1] = rx_module_new();
   rx_diag d;
   base_diag_init(&d);
