@@ -27,6 +27,7 @@
  * against ptxas by tests/unit/test_ptx_mma.c. */
 #include "targets/occupancy.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A tile configuration: the block's rows and columns, its warps along each, per row count
@@ -441,6 +442,7 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
     RX_VEC_PUSH(out, l);
   }
   for (size_t i = 0; i < work.len; i++) RX_VEC_PUSH(out, work.data[i]);
+  free(work.data);
 }
 
 rx_stmt *mm_stmt_count(rx_sctx *s, rx_stmt_kind k, int count) {
