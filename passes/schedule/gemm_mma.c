@@ -340,8 +340,8 @@ static void stage_chunk(gm_k *c, const rx_expr *st, const rx_expr *kt, int slot,
   sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, 8));
   rx_tx *val;
   if (bufs) /* its copies of the bytes are the caller's */
-    (void)mm_packed_stage_n(s, mi, &c->pk, bufs, bytes, c->brepl, gs, kb, v, 1,
-                            (const rx_tx *const[]){mi->q}, &val);
+    (void)mm_packed_stage(s, mi, &c->pk, bufs, bytes, c->brepl, gs, kb, v, 1,
+                          (const rx_tx *const[]){mi->q}, &val);
   else
     val = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, v));
   dq_hoist h = {c, v, kt, p, gs, slot, out};
@@ -427,8 +427,8 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
     const rx_expr *kl = G == 1 ? kb : sx_add(s->cx, k0, sx_mul_c(s->cx, pi, 16));
     rx_tx *unused;
     RX_VEC_PUSH(&loads,
-                mm_packed_stage_n(s, mi, &c->pk, c->pkb[r], c->pk_bytes, c->brepl, gs, kl,
-                                  sx_const(s->cx, 0), 1, (const rx_tx *const[]){mi->q}, &unused));
+                mm_packed_stage(s, mi, &c->pk, c->pkb[r], c->pk_bytes, c->brepl, gs, kl,
+                                sx_const(s->cx, 0), 1, (const rx_tx *const[]){mi->q}, &unused));
     if (G == 1) {
       stage_chunk(c, st, kt, r, row, gs, p, c->pkb[r], c->pk_bytes, &work);
       continue;

@@ -201,7 +201,7 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
       }
     if (c->pk.n) {
       stage =
-          mm_packed_stage_n(s, mi, &c->pk, c->pkb, MM_PACKED_BYTES, c->brepl, j, kb, v, nq, qs, q);
+          mm_packed_stage(s, mi, &c->pk, c->pkb, MM_PACKED_BYTES, c->brepl, j, kb, v, nq, qs, q);
     } else {
       for (int t = 0; t < nq; t++) q[t] = operand_at(c, qs[t], sx_const(s->cx, 0), j, kv);
     }

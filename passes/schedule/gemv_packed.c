@@ -111,16 +111,9 @@ static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
 }
 
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
-                         const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
-                         const rx_expr *lane, rx_tx **out_q) {
-  const rx_tx *q = mi->q;
-  return mm_packed_stage_n(s, mi, pk, bufs, MM_PACKED_BYTES, batch, j, kb, lane, 1, &q, out_q);
-}
-
-rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
-                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
-                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane, int n,
-                           const rx_tx *const *qs, rx_tx **out_qs) {
+                         int bytes, const rx_expr *const *batch, const rx_expr *j,
+                         const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
+                         rx_tx **out_qs) {
   rx_stmtvec st = {0};
   const rx_expr *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);

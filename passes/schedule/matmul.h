@@ -114,20 +114,16 @@ typedef struct mm_packed {
 /* Finds Q's packed loads (false: none, or a form gemv_rows cannot stage: K not a multiple of the
  * step, loads of different packings). */
 bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out);
-/* At column j and step start kb (a multiple of pk->lanes): the copies of each packed load's 16
- * bytes into bufs[i] (local u8/i8 [16]) as vectorized loops, returned; *out_q is Q at k = kb +
- * lane reading them from bufs[i][lane // per_byte]. */
+/* At column j and step start kb (a multiple of pk->lanes): the copies of `bytes` bytes of each
+ * packed load (MM_PACKED_BYTES for gemv_rows; a power of two below it for gemm_mma's
+ * dequantizing stage, which reads 8 (int8) or 4 to 8 (int4) bytes a lane) into bufs[i] (local
+ * u8/i8) as vectorized loops, returned; out_qs[i] is weight operand qs[i] (the main Q and the
+ * extras' Qs, whose packed loads mm_packed_find lists too) at k = kb + lane reading them from
+ * bufs[i][lane // per_byte]: one staging of every packed load for all of them. */
 rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_buffer *const *bufs,
-                         const rx_expr *const *batch, const rx_expr *j, const rx_expr *kb,
-                         const rx_expr *lane, rx_tx **out_q);
-/* The same with `bytes` bytes of each load (a power of two up to MM_PACKED_BYTES; bufs[i] holds
- * them: gemm_mma's dequantizing stage reads 8 (int8) or 4 to 8 (int4) bytes a lane) for several
- * weight operands qs[0..n) (the main Q and the extras' Qs, whose packed loads mm_packed_find
- * lists too): one staging of every packed load, each out_qs[i] reading it. */
-rx_stmt *mm_packed_stage_n(rx_sctx *s, const mm_info *mi, const mm_packed *pk,
-                           rx_buffer *const *bufs, int bytes, const rx_expr *const *batch,
-                           const rx_expr *j, const rx_expr *kb, const rx_expr *lane, int n,
-                           const rx_tx *const *qs, rx_tx **out_qs);
+                         int bytes, const rx_expr *const *batch, const rx_expr *j,
+                         const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
+                         rx_tx **out_qs);
 
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
