@@ -16,11 +16,17 @@
  *               than 32 (lavapipe, Mali) take groups of one thread for several rows: each
  *               thread reads its columns' weight rows alone and keeps their sums, for any row
  *               count, in passes of GEMV_ROW_CHUNK rows (a serial loop around the k loop).
- *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) are more accumulators in
- *               the same k loop: a second weight's vectors beside the first (a group then
- *               computes one column per row: the two weights' rows share each P vector), a row
- *               term's sum per row; past SMALL_ROWS rows, or without subgroup arithmetic, the
- *               form goes in passes of rows, so it never needs another schedule.
+ *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) stage the block's rows
+ *               of P in shared memory once, a slice of k at a time (stage_plan): the threads
+ *               read the f32 row x and the norm weight coalesced (consecutive threads,
+ *               consecutive 16-byte vectors), store T(x * nw) and add x^2 to their row terms'
+ *               sums; after a barrier the groups' k loop reads the staged row 16 bytes a lane,
+ *               as the plain f16 GEMV reads x, a second weight's vectors beside the first (a
+ *               group then computes one column per row: the two weights' rows share each P
+ *               vector); a barrier frees the slice. The row terms are reduced over the block
+ *               once per row after the last slice. Past SMALL_ROWS rows, or without subgroup
+ *               arithmetic, the form goes in passes of rows, so it never needs another
+ *               schedule.
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
  *               combined through shared memory. */
@@ -320,7 +326,9 @@ static rx_stmt *rows_kloop(rows_k *c) {
  * op's T(x * nw)), else P itself; VS lanes a thread when it is written (16 bytes of the widest
  * load under it or the row terms: an f32 row's loads are consecutive 16-byte vectors over the
  * block), KC k a slice: at least one step of every group (G * V) and a vector for every thread
- * (T * VS), GEMV_UNROLL steps when the slice fits GEMV_STAGE_BYTES for the pass's rows. */
+ * (T * VS), GEMV_UNROLL steps when the slice fits GEMV_STAGE_BYTES for the pass's rows. False
+ * when even one step does not fit (16 rows of a packed int4 weight: steps of 32 lanes x 32 k,
+ * 32 KiB): each group then reads P itself in its k loop. */
 static bool stage_plan(rows_k *c) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
