@@ -16,11 +16,17 @@
  *               than 32 (lavapipe, Mali) take groups of one thread for several rows: each
  *               thread reads its columns' weight rows alone and keeps their sums, for any row
  *               count, in passes of GEMV_ROW_CHUNK rows (a serial loop around the k loop).
- *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) are more accumulators in
- *               the same k loop: a second weight's vectors beside the first (a group then
- *               computes one column per row: the two weights' rows share each P vector), a row
- *               term's sum per row; past SMALL_ROWS rows, or without subgroup arithmetic, the
- *               form goes in passes of rows, so it never needs another schedule.
+ *               Extra reductions (matmul.h, mm_extra: rms_norm_matmul) stage the block's rows
+ *               of P in shared memory once, a slice of k at a time (stage_plan): the threads
+ *               read the f32 row x and the norm weight coalesced (consecutive threads,
+ *               consecutive 16-byte vectors), store T(x * nw) and add x^2 to their row terms'
+ *               sums; after a barrier the groups' k loop reads the staged row 16 bytes a lane,
+ *               as the plain f16 GEMV reads x, a second weight's vectors beside the first (a
+ *               group then computes one column per row: the two weights' rows share each P
+ *               vector); a barrier frees the slice. The row terms are reduced over the block
+ *               once per row after the last slice. Past SMALL_ROWS rows, or without subgroup
+ *               arithmetic, the form goes in passes of rows, so it never needs another
+ *               schedule.
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
  *               combined through shared memory. */
@@ -48,6 +54,11 @@
 #define GEMV_VEC_LANES 16
 /* The k loop is unrolled by 4 steps: 4 independent 16-byte weight loads in flight per thread. */
 #define GEMV_UNROLL 4
+/* The most shared memory the staged row of the extra-reduction form takes (rows x a slice of k):
+ * 16 KiB leaves 8 blocks of 256 threads (2048 threads, an SM's full) their shared memory on
+ * sm_80 (164 KiB), and fits Vulkan's guaranteed minimum (16 KiB) and Metal's 32 KiB with room
+ * for the reductions' buffers. */
+#define GEMV_STAGE_BYTES 16384
 
 /* ------------------------------------------------------------------------------------------
  * gemv_rows
@@ -167,6 +178,15 @@ typedef struct rows_k {
   rx_buffer *wvx[MM_MAX_EXTRA]; /* the extras' weight vectors [R, V] (row terms: none) */
   mm_packed pk;                 /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
   rx_buffer *pkb[MM_MAX_PACKED];
+  /* The staged row (extra reductions, stage_plan): P's value sp (P itself, or the f16/bf16 value
+   * under P's cast) for the pass's NB rows and a slice of KC k, in shared xs [NB, KC], written VS
+   * lanes a thread; the row terms' sums in rt [nx * NB] (extra t's row ii at t * NB + ii), each
+   * thread's part of the slices it staged, then the block's total. */
+  bool stage;
+  const rx_tx *sp;
+  int KC, VS;
+  rx_buffer *xs, *rt;
+  const rx_expr *kl; /* in rows_step: the step's start within the slice (staged), else NULL */
 } rows_k;
 
 /* e (an operand) at row i, column j, reduction index k. */
@@ -226,13 +246,20 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   }
   rx_local *xv = sched_local(s, "xv", mi->p->dtype);
   rx_stmtvec lane = {0};
-  RX_VEC_PUSH(&lane, sched_let(s, xv,
-                               operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0,
-                                          sx_add(s->cx, kb, lv))));
+  rx_tx *pv;
+  if (c->kl) { /* the staged row: P's value from shared memory, under P's cast */
+    const rx_expr *xi[2] = {ii, sx_add(s->cx, c->kl, lv)};
+    pv = sched_load(s, c->xs, xi, 2);
+    if (c->sp != mi->p) pv = ir_tx_cast(s->m, mi->p->dtype, pv, s->loc);
+  } else {
+    pv = operand_at(c, mi->p, sx_add(s->cx, c->row0, ii), c->col0, sx_add(s->cx, kb, lv));
+  }
+  RX_VEC_PUSH(&lane, sched_let(s, xv, pv));
   for (int t = -1; t < mi->nx; t++) { /* the main reduction, then the extras */
     const mm_extra *x = t < 0 ? NULL : &mi->x[t];
     rx_local *xl = xv;
-    if (x) {
+    if (x && c->stage && !x->q) continue; /* a row term: summed where the row is staged */
+    if (x && !c->stage) { /* staged, an extra projection's P is the main one's (stage_plan) */
       xl = sched_local(s, "xv", x->p->dtype);
       RX_VEC_PUSH(&lane, sched_let(s, xl,
                                    operand_at(c, x->p, sx_add(s->cx, c->row0, ii), c->col0,
@@ -294,6 +321,122 @@ static rx_stmt *rows_kloop(rows_k *c) {
                    sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
 }
 
+/* Whether the form stages its row (c->stage) and how: extra reductions (rms_norm_matmul) whose
+ * extra projections share the main P. The staged value is P's f16/bf16 value under its cast (the
+ * op's T(x * nw)), else P itself; VS lanes a thread when it is written (16 bytes of the widest
+ * load under it or the row terms: an f32 row's loads are consecutive 16-byte vectors over the
+ * block), KC k a slice: at least one step of every group (G * V) and a vector for every thread
+ * (T * VS), GEMV_UNROLL steps when the slice fits GEMV_STAGE_BYTES for the pass's rows. False
+ * when even one step does not fit (16 rows of a packed int4 weight: steps of 32 lanes x 32 k,
+ * 32 KiB): each group then reads P itself in its k loop. */
+static bool stage_plan(rows_k *c) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  if (!mi->nx) return false;
+  for (int t = 0; t < mi->nx; t++)
+    if (mi->x[t].q && !mm_same_tx(mi->x[t].p, mi->p)) return false;
+  const rx_tx *e = mi->p->kind == RX_TX_CAST ? mi->p->a : mi->p;
+  c->sp = e->dtype == RX_DTYPE_F16 || e->dtype == RX_DTYPE_BF16 ? e : mi->p;
+  int bits = sched_max_load_bits(c->sp);
+  for (int t = 0; t < mi->nx; t++) {
+    int b = mi->x[t].q ? 0 : sched_max_load_bits(mi->x[t].p);
+    if (b > bits) bits = b;
+  }
+  int vs = bits > 0 ? s->t->vector_bytes * 8 / bits : 1;
+  if (vs > GEMV_VEC_LANES) vs = GEMV_VEC_LANES;
+  if (vs < 1) vs = 1;
+  int64_t d = sym_analyzer_divisor(s->an, mi->K);
+  while (vs > 1 && d != 0 && d % vs != 0) vs /= 2;
+  c->VS = sched_pow2_floor(vs);
+  int64_t step = (int64_t)c->p.G * c->p.V, kc = step * GEMV_UNROLL;
+  int64_t all = (int64_t)c->p.T * c->VS, bytes = ir_dtype_bits(c->sp->dtype) / 8;
+  if (kc < all) kc = all;
+  int budget =
+      s->t->shared_bytes / 2 < GEMV_STAGE_BYTES ? s->t->shared_bytes / 2 : GEMV_STAGE_BYTES;
+  while (kc > step && (int64_t)c->p.NB * kc * bytes > budget) kc /= 2;
+  c->KC = (int)kc;
+  return (int64_t)c->p.NB * kc * bytes <= budget;
+}
+
+/* The staging of slice k0 .. k0 + KC: thread tx writes VS lanes at (sv T + tx) VS of each row
+ * (consecutive threads, consecutive vectors: coalesced loads, no bank conflicts) and adds its row
+ * terms' summands to rt. Rows past N and k past K are left unwritten: the steps that would read
+ * them are guarded alike. */
+static rx_stmt *stage_slice(rows_k *c, const rx_expr *k0) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  rows_plan p = c->p;
+  int64_t per = (int64_t)p.T * c->VS, nsv = (c->KC + per - 1) / per;
+  const rx_expr *ii = sched_fresh_var(s, "ii"), *sv = sched_fresh_var(s, "sv");
+  const rx_expr *v = c->VS > 1 ? sched_fresh_var(s, "v") : sx_const(s->cx, 0);
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, p.NB));
+  sym_analyzer_bind_range(s->an, sv, sx_const(s->cx, 0), sx_const(s->cx, nsv));
+  const rx_expr *li = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, sv, p.T), c->tx), c->VS);
+  const rx_expr *row = sx_add(s->cx, c->row0, ii), *k = sx_add(s->cx, k0, li);
+  rx_stmtvec st = {0};
+  const rx_expr *xi[2] = {ii, sx_add(s->cx, li, v)}, *kv = sx_add(s->cx, k, v);
+  RX_VEC_PUSH(&st, sched_store_e(s, c->xs, xi, 2, operand_at(c, c->sp, row, c->col0, kv)));
+  for (int t = 0; t < mi->nx; t++) {
+    const mm_extra *x = &mi->x[t];
+    if (x->q) continue;
+    const rx_expr *ri = sx_add(s->cx, sx_const(s->cx, (int64_t)t * p.NB), ii);
+    rx_tx *cur = sched_load(s, c->rt, &ri, 1), *add = operand_at(c, x->p, row, c->col0, kv);
+    rx_tx *sum = x->r.acc_first ? bin(s, RX_BINOP_ADD, cur, add) : bin(s, RX_BINOP_ADD, add, cur);
+    RX_VEC_PUSH(&st, sched_store_e(s, c->rt, &ri, 1, sum));
+  }
+  rx_stmt *body = sched_seq(s, &st);
+  if (c->VS > 1) body = sched_for(s, v, sx_const(s->cx, c->VS), RX_LOOP_VECTORIZE, body);
+  const rx_expr *g =
+      sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, k, mi->K));
+  if (per * nsv > c->KC) g = sx_and_opt(s->cx, g, sched_bound_guard(s, li, sx_const(s->cx, c->KC)));
+  body = sched_guard(s, g, body);
+  sym_analyzer_reset(s->an, mk);
+  body = sched_for(s, sv, sx_const(s->cx, nsv), RX_LOOP_UNROLL, body);
+  return sched_for(s, ii, sx_const(s->cx, p.NB), RX_LOOP_UNROLL, body);
+}
+
+/* The k loop of the staged form: per slice of KC k, the staging, a barrier, the groups' steps of
+ * G * V k reading the row from shared memory (unrolled by up to GEMV_UNROLL, the tail guarded),
+ * a barrier (the slice is free for the next); then each row term's block total in rt. */
+static void rows_kloop_staged(rows_k *c, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  rows_plan p = c->p;
+  int64_t step = (int64_t)p.G * p.V, nst = c->KC / step;
+  int U = nst < GEMV_UNROLL ? (int)nst : GEMV_UNROLL;
+  const rx_expr *sl = sched_fresh_var(s, "sl"), *nsl = sched_ceildiv(s, mi->K, c->KC);
+  const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, sl, sx_const(s->cx, 0), nsl);
+  sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nst / U));
+  sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
+  const rx_expr *k0 = sx_mul_c(s->cx, sl, c->KC);
+  c->kl = sx_mul_c(
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.G), c->l),
+      p.V);
+  const rx_expr *kb = sx_add(s->cx, k0, c->kl);
+  rx_stmt *stp = sched_guard(s, sched_bound_guard(s, kb, mi->K), rows_step(c, kb));
+  c->kl = NULL;
+  rx_stmtvec body = {0};
+  RX_VEC_PUSH(&body, stage_slice(c, k0));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  RX_VEC_PUSH(&body, sched_for(s, ko, sx_const(s->cx, nst / U), RX_LOOP_SERIAL,
+                               sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, stp)));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(out, sched_for(s, sl, nsl, RX_LOOP_SERIAL, sched_seq(s, &body)));
+  for (int t = 0; t < mi->nx; t++) {
+    if (mi->x[t].q) continue;
+    for (int ii = 0; ii < p.NB; ii++) {
+      const rx_expr *ri = sx_const(s->cx, (int64_t)t * p.NB + ii);
+      rx_tx *tot =
+          sched_xreduce(s, out, sched_load(s, c->rt, &ri, 1), RX_COMB_SUM, mi->acc_dt, p.T, c->tx);
+      RX_VEC_PUSH(out, sched_store_e(s, c->rt, &ri, 1, tot));
+    }
+  }
+}
+
 /* The totals of the output point of main accumulator a (0 <= a < NB * R), each reduction's, read
  * from buf (acc, or tot after the subgroup sums; laid out as acc). */
 static void totals_at(rows_k *c, rx_buffer *buf, const rx_expr *a, rx_tx **out) {
@@ -302,6 +445,11 @@ static void totals_at(rows_k *c, rx_buffer *buf, const rx_expr *a, rx_tx **out) 
   for (int t = 0; t < c->mi->nx; t++) {
     const rx_expr *at =
         c->mi->x[t].q ? a : sym_expr_floordiv(s->cx, a, sx_const(s->cx, c->p.R)); /* row ii */
+    if (c->stage && !c->mi->x[t].q) { /* a row term's block total */
+      at = sx_add(s->cx, sx_const(s->cx, (int64_t)t * c->p.NB), at);
+      out[1 + t] = sched_load(s, c->rt, &at, 1);
+      continue;
+    }
     at = sx_add(s->cx, sx_const(s->cx, c->off[t + 1]), at);
     out[1 + t] = sched_load(s, buf, &at, 1);
   }
@@ -336,7 +484,7 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   const rx_expr *z = sx_const(s->cx, 0);
   rx_tx *tv[1 + MM_MAX_EXTRA];
   if (p.G == p.T && !(subgroups(s, p.T) && p.T == s->t->subgroup_size)) { /* NB = R = 1 */
-    if (c->A == 1) {
+    if (c->A == 1 && c->mi->nx == 0) {
       tv[0] = sched_xreduce(s, body, sched_load(s, c->acc, &z, 1), RX_COMB_SUM, c->mi->acc_dt, p.T,
                             c->tx);
       RX_VEC_PUSH(body, rows_store(c, z, tv, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, z)));
@@ -412,9 +560,10 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   rx_stmt *al;
   c.off[0] = 0;
   c.A = p.NB * p.R;
+  c.stage = stage_plan(&c);
   for (int t = 0; t < mi->nx; t++) {
     c.off[t + 1] = c.A;
-    c.A += mi->x[t].q ? p.NB * p.R : p.NB;
+    if (!c.stage || mi->x[t].q) c.A += mi->x[t].q ? p.NB * p.R : p.NB; /* staged: rt's */
   }
   int64_t ashape[1] = {c.A}, wshape[2] = {p.R, p.V};
   c.acc = sched_alloc(s, "acc", mi->acc_dt, RX_SCOPE_LOCAL, ashape, 1, &al);
@@ -424,6 +573,13 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   for (int t = 0; t < mi->nx; t++) {
     if (!mi->x[t].q) continue;
     c.wvx[t] = sched_alloc(s, "wv", mi->x[t].q->dtype, RX_SCOPE_LOCAL, wshape, 2, &al);
+    RX_VEC_PUSH(&body, al);
+  }
+  if (c.stage) {
+    int64_t xshape[2] = {p.NB, c.KC}, rshape[1] = {(int64_t)mi->nx * p.NB};
+    c.xs = sched_alloc(s, "xs", c.sp->dtype, RX_SCOPE_SHARED, xshape, 2, &al);
+    RX_VEC_PUSH(&body, al);
+    c.rt = sched_alloc(s, "rt", mi->acc_dt, RX_SCOPE_LOCAL, rshape, 1, &al);
     RX_VEC_PUSH(&body, al);
   }
   for (int i = 0; i < c.pk.n; i++) {
@@ -441,7 +597,14 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   const rx_expr *a = sched_fresh_var(s, "a");
   RX_VEC_PUSH(&pass, sched_for(s, a, sx_const(s->cx, ashape[0]), RX_LOOP_UNROLL,
                                sched_store_e(s, c.acc, &a, 1, zero)));
-  RX_VEC_PUSH(&pass, rows_kloop(&c));
+  if (c.stage) {
+    const rx_expr *b = sched_fresh_var(s, "a");
+    RX_VEC_PUSH(&pass, sched_for(s, b, sx_const(s->cx, (int64_t)mi->nx * p.NB), RX_LOOP_UNROLL,
+                                 sched_store_e(s, c.rt, &b, 1, zero)));
+    rows_kloop_staged(&c, &pass);
+  } else {
+    RX_VEC_PUSH(&pass, rows_kloop(&c));
+  }
   rows_finish(&c, &pass);
   rx_stmt *passes = sched_seq(s, &pass);
   if (p.chunks) passes = sched_for(s, rc, npass, RX_LOOP_SERIAL, passes);

@@ -49,16 +49,15 @@ bool mm_mma_operands(const rx_sctx *s, const mm_info *mi) {
   return p && q && p->dtype == q->dtype && mm_mma_target(s, mi, p->dtype);
 }
 
-/* Structural equality of two operand expressions (an extra projection's P and the main one's). */
-static bool same_tx(const rx_tx *a, const rx_tx *b) {
+bool mm_same_tx(const rx_tx *a, const rx_tx *b) {
   if (a == b) return true;
   if (!a || !b || a->kind != b->kind || a->dtype != b->dtype || a->ival != b->ival ||
       a->fval != b->fval || a->sym != b->sym || a->local != b->local || a->buf != b->buf ||
       a->nidx != b->nidx || a->binop != b->binop || a->intrin != b->intrin)
     return false;
   for (int i = 0; i < a->nidx; i++)
-    if (!same_tx(a->idx[i], b->idx[i])) return false;
-  return same_tx(a->a, b->a) && same_tx(a->b, b->b) && same_tx(a->c, b->c);
+    if (!mm_same_tx(a->idx[i], b->idx[i])) return false;
+  return mm_same_tx(a->a, b->a) && mm_same_tx(a->b, b->b) && mm_same_tx(a->c, b->c);
 }
 
 /* P of a form with extra reductions (rms_norm_matmul): an f16/bf16 value (a load, or a prologue
@@ -77,7 +76,7 @@ static bool extras_fit(const mm_info *mi, rx_dtype ab) {
     const mm_extra *x = &mi->x[t];
     if (!x->q) continue;
     const rx_tx *q = mm_plain_load(x->q);
-    if (!q || q->dtype != ab || !same_tx(x->p, mi->p) || x->p_first != mi->p_first) return false;
+    if (!q || q->dtype != ab || !mm_same_tx(x->p, mi->p) || x->p_first != mi->p_first) return false;
   }
   return true;
 }

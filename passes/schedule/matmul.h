@@ -97,6 +97,8 @@ const rx_tx *mm_plain_load(const rx_tx *e);
  * compute Q's tiles into shared memory, rounded to P's dtype (as llama.cpp's dequantize-then-GEMM
  * does); an f32 weight is not rounded so and keeps the SIMT gemm. */
 bool mm_q_dequant(const mm_info *mi);
+/* Structural equality of two operand expressions (an extra projection's P and the main one's). */
+bool mm_same_tx(const rx_tx *a, const rx_tx *b); /* gemv_mma.c */
 /* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:
  * target's vector_bytes over the widest loaded dtype, halved until it divides K. */
 int mm_vector_lanes(rx_sctx *s, const mm_info *mi, int max_lanes);

@@ -38,14 +38,6 @@ static const struct xfail {
   const char *kernel; /* the kernel's name starts with this (NULL: every kernel of the role) */
   const char *owner, *reason;
 } xfails[] = {
-    {RXD_GEMV, "rms_norm_matmul", "issue 31 (the decode step's folded norms)",
-     "the folded norm's GEMV (gemv_rows with mm_extra) reads the f32 residual row and the f32 "
-     "norm weight in every warp, 8 consecutive k a lane as two 16-byte loads 32 bytes apart: "
-     "each request uses half of every sector it touches (50%), and the row's bytes read from L1 "
-     "are 4x the weight's (1x for the unfolded f16 GEMV); the fix is one staging of T(x * nw) "
-     "per block in shared memory (coalesced, read once) with the sum of squares reduced there"},
-    {RXD_GEMV, "fused_rms_norm_matmul", "issue 31 (the decode step's folded norms)",
-     "lm_head with the final norm folded in: the same access as rms_norm_matmul"},
     {RXD_ROLE_COUNT, NULL, NULL, NULL}, /* the end (the list may be empty) */
 };
 

@@ -125,6 +125,8 @@ static const struct {
     {"nmm_q8", RX_SCHED_GEMV, 1, 0},
     {"nmm_mma", RX_SCHED_GEMM, 2, 0},
     {"nmm_passes", RX_SCHED_GEMM, 3, 0},
+    {"nmm_slices", RX_SCHED_GEMM, 2, 0},
+    {"nmm_slices3", RX_SCHED_GEMM, 1, 0},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
