@@ -271,8 +271,9 @@ static rx_status read_rope(const rx_gguf_file *f, const gguf_arch *a, rx_hf_conf
   snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", arch);
   const char *scaling = NULL;
   if (gguf_find(f, key)) RX_RETURN_IF_ERROR(gguf_get_string(f, key, &scaling));
-  if (!gguf_find(f, fkey)) /* the older key llama.cpp still reads */
-    snprintf(fkey, sizeof fkey, "%s.rope.scale_linear", arch);
+  char old[128]; /* the older key llama.cpp still reads */
+  snprintf(old, sizeof old, "%s.rope.scale_linear", arch);
+  if (!gguf_find(f, fkey) && gguf_find(f, old)) memcpy(fkey, old, sizeof fkey);
   double factor = 0;
   if (gguf_find(f, fkey))
     RX_RETURN_IF_ERROR(get_float(f, arch, fkey + strlen(arch) + 1, -1, &factor));
