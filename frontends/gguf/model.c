@@ -3,16 +3,17 @@
  * from the architecture's metadata keys into an rx_hf_config, the tensors by llama.cpp's names, and
  * the tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
  *
- * Architectures: "llama" and "qwen2". Keys (ARCH = the architecture's name):
+ * Architectures: "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of
+ * the one description). Keys (ARCH = the architecture's name):
  *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
  *   .attention.head_count_kv (default: head_count), .attention.key_length (default: embedding /
  *   heads), .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 10000),
  *   .context_length (required), .vocab_size (default: token_embd's rows), each within the
- *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json).
- * A rope scaling other than none or linear (ARCH.rope.scaling.type, .factor), a partial rotary
- * embedding (.rope.dimension_count other than the head dim), value heads of another size, and
- * the keys of UNIMPLEMENTED (experts, sliding windows, soft-capping, scales) are refused by
- * name. */
+ *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json); then each
+ *   architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
+ *   attention.sliding_window(_pattern), rope.freq_base_swa, rope.dimension_count (partial rotary,
+ *   not for llama), rope.scaling.* (none, linear, yarn), Phi-3's longrope tensors. The keys of
+ * UNIMPLEMENTED (experts, scales, soft-caps outside Gemma) are refused by name (docs/gguf.md). */
 #include "gguf.h"
 
 #include "../hf/hf_int.h"
