@@ -2,7 +2,7 @@
  * ("<backend>/<kernel>.<ext>", at most 63 bytes). A program whose name is long (fusion
  * concatenates the names of its parts) or clashes with another program's specialized kernels
  * (kernel P_1 of program P against a program named P_1) gets a short unique name
- * ("<first 20 characters>_p<counter>"), and every call_tensor follows it. */
+ * ("<first 20 characters, without trailing '_'>_p<counter>"), and every call_tensor follows it. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -46,6 +46,9 @@ bool pass_short_names(rx_module *m, rx_diag *diag) {
     if (strlen(f->name) <= NAME_MAX_LEN && !name_clash(m, f->name, f)) continue;
     char buf[NAME_MAX_LEN + 16];
     int keep = (int)strlen(f->name) < 20 ? (int)strlen(f->name) : 20;
+    /* no '_' before "_p": a "__" would make the printers escape the whole name (cprinter.c's
+     * class C, every '_' as "_5f"), past the artifact's limit ("fused_take_rms_norm_" + "_p10") */
+    while (keep > 1 && f->name[keep - 1] == '_') keep--;
     do snprintf(buf, sizeof buf, "%.*s_p%d", keep, f->name, counter++);
     while (name_clash(m, buf, f));
     f->name = ir_module_intern(m, buf, strlen(buf));

@@ -3,16 +3,17 @@
  * from the architecture's metadata keys into an rx_hf_config, the tensors by llama.cpp's names, and
  * the tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
  *
- * Architectures: "llama" and "qwen2". Keys (ARCH = the architecture's name):
+ * Architectures: "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of
+ * the one description). Keys (ARCH = the architecture's name):
  *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
  *   .attention.head_count_kv (default: head_count), .attention.key_length (default: embedding /
  *   heads), .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 10000),
  *   .context_length (required), .vocab_size (default: token_embd's rows), each within the
- *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json).
- * A rope scaling other than none or linear (ARCH.rope.scaling.type, .factor), a partial rotary
- * embedding (.rope.dimension_count other than the head dim), value heads of another size, and
- * the keys of UNIMPLEMENTED (experts, sliding windows, soft-capping, scales) are refused by
- * name. */
+ *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json); then each
+ *   architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
+ *   attention.sliding_window(_pattern), rope.freq_base_swa, rope.dimension_count (partial rotary,
+ *   not for llama), rope.scaling.* (none, linear, yarn), Phi-3's longrope tensors. The keys of
+ * UNIMPLEMENTED (experts, scales, soft-caps outside Gemma) are refused by name (docs/gguf.md). */
 #include "gguf.h"
 
 #include "../hf/hf_int.h"
@@ -97,74 +98,193 @@ static double number_of(const rx_gguf_value *v) {
   }
 }
 
+/* The architectures, as rows of the one decoder description (rx_hf_config) the builder of
+ * frontends/hf/llama.c takes: X(general.architecture, enum, features (A_* below), the soft-caps'
+ * defaults (llama.cpp's hparams: Gemma 2's 50 and 30), the default sliding_window_pattern (0:
+ * every layer), the block count llama.cpp takes for the 27B model of Gemma 2 and 3 (its
+ * attention scale is 1/sqrt(embedding / heads), the others' 1/sqrt(head dim))). */
+#define GGUF_ARCHS(X)                                                                              \
+  X("llama", RX_HF_LLAMA, A_PERMUTED, 0, 0, 0, 0)                                                  \
+  X("qwen2", RX_HF_QWEN2, A_BIAS, 0, 0, 0, 0)                                                      \
+  X("qwen3", RX_HF_QWEN3, A_QK_NORM, 0, 0, 0, 0)                                                   \
+  X("gemma2", RX_HF_GEMMA2, A_GEMMA, 50, 30, 2, 46)                                                \
+  X("gemma3", RX_HF_GEMMA3, A_GEMMA | A_QK_NORM | A_LOCAL_ROPE, 0, 0, 6, 62)                       \
+  X("phi3", RX_HF_PHI3, A_PHI3, 0, 0, 0, 0)
+
+enum {
+  A_PERMUTED = 1,    /* the converter permuted attn_q/attn_k rows (interleaved rope): no partial
+                        rotary embedding */
+  A_BIAS = 2,        /* attn_q/k/v biases */
+  A_QK_NORM = 4,     /* attn_q_norm, attn_k_norm per head */
+  A_GEMMA = 8,       /* norms stored as 1 + w by the converter, the embedding times sqrt(hidden),
+                        post_attention_norm and post_ffw_norm, GeGLU, soft-caps */
+  A_LOCAL_ROPE = 16, /* local layers' own rope base (rope.freq_base_swa, default 10000) */
+  A_PHI3 = 32        /* ffn_up holds gate and up rows; attn_qkv the q, k and v rows */
+};
+
+typedef struct gguf_arch {
+  const char *name;
+  rx_hf_arch arch;
+  unsigned features;
+  double attn_softcap, final_softcap;
+  int64_t period, layers_27b;
+} gguf_arch;
+
+static const gguf_arch ARCHS[] = {
+#define GGUF_ARCH_ROW_(n, e, f, sa, sf, p, l27) {n, e, f, sa, sf, p, l27},
+    GGUF_ARCHS(GGUF_ARCH_ROW_)
+#undef GGUF_ARCH_ROW_
+};
+
 /* Keys of llama.cpp's architectures that change the math the builder does not do: present with
- * another value than the neutral one, the file is refused by the key's name (NAN: refused with
- * any value). */
+ * another value than the neutral one, the file is refused by the key's name. The soft-caps are
+ * Gemma's (read there, refused elsewhere). */
 static const struct {
   const char *key; /* after "ARCH." */
   double neutral;
   const char *what;
+  bool gemma; /* implemented for Gemma */
 } UNIMPLEMENTED[] = {
-    {"expert_count", 0, "mixture of experts"},
-    {"expert_used_count", 0, "mixture of experts"},
-    {"attention.sliding_window", 0, "sliding-window attention"},
-    {"attention.clamp_kqv", 0, "clamped q, k, v"},
-    {"attn_logit_softcapping", 0, "attention logit soft-capping"},
-    {"final_logit_softcapping", 0, "final logit soft-capping"},
-    {"logit_scale", 1, "scaled output logits"},
-    {"embedding_scale", 1, "scaled embeddings"},
-    {"residual_scale", 1, "scaled residuals"},
-    {"attention.scale", NAN, "an attention scale other than 1/sqrt(head dim)"},
+    {"expert_count", 0, "mixture of experts", false},
+    {"expert_used_count", 0, "mixture of experts", false},
+    {"attention.clamp_kqv", 0, "clamped q, k, v", false},
+    {"attn_logit_softcapping", 0, "attention logit soft-capping", true},
+    {"final_logit_softcapping", 0, "final logit soft-capping", true},
+    {"logit_scale", 1, "scaled output logits", false},
+    {"embedding_scale", 1, "scaled embeddings", false},
+    {"residual_scale", 1, "scaled residuals", false},
+    {"rope.scaling.yarn_log_multiplier", 0, "yarn's log multiplier (DeepSeek's mscale)", false},
 };
 
-static rx_status refuse_unimplemented(const rx_gguf_file *f, const char *arch) {
+static rx_status refuse_unimplemented(const rx_gguf_file *f, const gguf_arch *a) {
   char key[128];
   for (size_t i = 0; i < RX_ARRAY_LEN(UNIMPLEMENTED); i++) {
-    snprintf(key, sizeof key, "%s.%s", arch, UNIMPLEMENTED[i].key);
+    if (UNIMPLEMENTED[i].gemma && (a->features & A_GEMMA)) continue;
+    snprintf(key, sizeof key, "%s.%s", a->name, UNIMPLEMENTED[i].key);
     const rx_gguf_kv *kv = gguf_find(f, key);
     if (!kv) continue;
     double v = number_of(&kv->value), neutral = UNIMPLEMENTED[i].neutral;
     if (v == neutral) continue;
-    if (isnan(neutral))
-      return base_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' is not supported (%s)", f->name, key,
-                              UNIMPLEMENTED[i].what);
     return base_status_make(RX_ERR_UNSUPPORTED, "%s: '%s' %g is not supported (%s; expected %g)",
                             f->name, key, v, UNIMPLEMENTED[i].what, neutral);
   }
   return NULL;
 }
 
-/* The rotary embedding: all of each head's dimensions (ARCH.rope.dimension_count, when given,
- * must be the head dim: a partial rotary embedding is not built), no scaling or linear scaling
- * (ARCH.rope.scaling.type; llama.cpp takes a rope.scaling.factor, or the older rope.scale_linear,
- * without a type as linear; a factor with type none is refused as ambiguous). */
-static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
+/* A float key within [lo, hi], def when absent. */
+static rx_status get_float_in(const rx_gguf_file *f, const char *arch, const char *key, double def,
+                              double lo, double hi, double *out) {
+  RX_RETURN_IF_ERROR(get_float(f, arch, key, def, out));
+  if (*out >= lo && *out <= hi) return NULL;
+  return base_status_make(RX_ERR_INVALID, "%s: '%s.%s' is %g: expected a number from %g to %g",
+                          f->name, arch, key, *out, lo, hi);
+}
+
+/* Phi-3's longrope: rope_factors_short.weight and rope_factors_long.weight (f32, a factor per
+ * rotary pair, as the converter writes short_factor and long_factor), the original context
+ * (rope.scaling.original_context_length) below which the short factors apply, and the factor
+ * of cos and sin (rope.scaling.attn_factor; default transformers' sqrt(1 + ln(s) / ln(orig)) of
+ * s = context_length / orig). */
+static rx_status read_longrope(const rx_gguf_file *f, const char *arch, rx_hf_config *c) {
+  const char *names[2] = {"rope_factors_short.weight", "rope_factors_long.weight"};
+  float *dst[2] = {c->rope_short, c->rope_long};
+  int64_t half = (c->rotary_dim ? c->rotary_dim : c->head_dim) / 2;
+  for (int k = 0; k < 2; k++) {
+    const rx_gguf_tensor *t = gguf_find_tensor(f, names[k]);
+    if (!t || t->type != RX_GGUF_TYPE_F32 || t->ndim != 1 || t->elems != half)
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: tensor '%s' is %s: expected f32 [%lld] (longrope: a factor per "
+                              "rotary pair, with '%s')",
+                              f->name, names[k], t ? "of another type or shape" : "missing",
+                              (long long)half, names[1 - k]);
+    for (int64_t i = 0; i < half; i++) {
+      memcpy(&dst[k][i], f->data + t->offset + (size_t)i * sizeof(float), sizeof(float));
+      if (!(dst[k][i] > 0 && dst[k][i] < 1e6))
+        return base_status_make(RX_ERR_INVALID,
+                                "%s: tensor '%s' [%lld] is %g: expected a positive factor below "
+                                "1e6",
+                                f->name, names[k], (long long)i, dst[k][i]);
+    }
+  }
+  snprintf(c->rope_type, sizeof c->rope_type, "longrope");
+  int64_t orig;
+  RX_RETURN_IF_ERROR(get_int(f, arch, "rope.scaling.original_context_length", -1, &orig));
+  if (orig < 1)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s.rope.scaling.original_context_length' is 0: expected the "
+                            "positive context of the short factors",
+                            f->name, arch);
+  c->rope_original_max = orig;
+  double s = (double)c->max_positions / (double)orig;
+  double def = s <= 1 ? 1 : sqrt(1 + log(s) / log((double)orig));
+  return get_float_in(f, arch, "rope.scaling.attn_factor", def, 1e-6, 1e6, &c->rope_attn_factor);
+}
+
+/* yarn (rope.scaling.type "yarn"): the factor, the original context (default context_length),
+ * yarn_beta_fast and yarn_beta_slow (llama.cpp's defaults 32 and 1), corrections floored and
+ * ceiled as ggml_rope_yarn_corr_dims does, cos and sin times yarn_attn_factor (default 1) times
+ * 1 + 0.1 ln(factor) (ggml's mscale, transformers' default attention factor). */
+static rx_status read_yarn(const rx_gguf_file *f, const char *arch, double factor,
+                           rx_hf_config *c) {
+  snprintf(c->rope_type, sizeof c->rope_type, "yarn");
+  c->rope_factor = factor;
+  RX_RETURN_IF_ERROR(get_int(f, arch, "rope.scaling.original_context_length", c->max_positions,
+                             &c->rope_original_max));
+  if (c->rope_original_max < 1) c->rope_original_max = c->max_positions;
+  RX_RETURN_IF_ERROR(
+      get_float_in(f, arch, "rope.scaling.yarn_beta_fast", 32, 1e-6, 1e6, &c->rope_beta_fast));
+  RX_RETURN_IF_ERROR(
+      get_float_in(f, arch, "rope.scaling.yarn_beta_slow", 1, 1e-6, 1e6, &c->rope_beta_slow));
+  c->rope_truncate = true;
+  double attn;
+  RX_RETURN_IF_ERROR(get_float_in(f, arch, "rope.scaling.yarn_attn_factor", 1, 1e-6, 1e6, &attn));
+  c->rope_attn_factor = attn * (factor <= 1 ? 1.0 : 0.1 * log(factor) + 1.0);
+  return NULL;
+}
+
+/* The rotary embedding: ARCH.rope.dimension_count (default the head dim) leading dims of each
+ * head (a partial rotary embedding: not for "llama", whose rows the converter permuted per whole
+ * head); ARCH.rope.scaling.type none, linear or yarn (llama.cpp takes a rope.scaling.factor, or
+ * the older rope.scale_linear, without a type as linear; a factor with type none is refused as
+ * ambiguous); Phi-3's longrope when the file holds rope_factors_short/long. */
+static rx_status read_rope(const rx_gguf_file *f, const gguf_arch *a, rx_hf_config *c) {
+  const char *arch = a->name;
   char key[128], fkey[128];
   snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
   if (gguf_find(f, key)) {
     uint32_t n;
     RX_RETURN_IF_ERROR(gguf_get_u32(f, key, &n));
-    if (n != (uint64_t)c->head_dim)
+    if (n != (uint64_t)c->head_dim && (a->features & A_PERMUTED))
       return base_status_make(RX_ERR_UNSUPPORTED,
                               "%s: '%s' %u is not the head dim %lld ('%s.attention.key_length', or "
                               "embedding_length / head_count): a partial rotary embedding is not "
-                              "supported",
-                              f->name, key, n, (long long)c->head_dim, arch);
+                              "supported for %s (its q and k rows are permuted per whole head)",
+                              f->name, key, n, (long long)c->head_dim, arch, arch);
+    if (n < 2 || n % 2 || n > (uint64_t)c->head_dim)
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: '%s' is %u: expected an even number of rotary dims from 2 to "
+                              "the head dim %lld",
+                              f->name, key, n, (long long)c->head_dim);
+    c->rotary_dim = n == (uint64_t)c->head_dim ? 0 : n;
   }
   snprintf(c->rope_type, sizeof c->rope_type, "default");
   snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
   snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", arch);
   const char *scaling = NULL;
   if (gguf_find(f, key)) RX_RETURN_IF_ERROR(gguf_get_string(f, key, &scaling));
-  if (!gguf_find(f, fkey)) /* the older key llama.cpp still reads */
-    snprintf(fkey, sizeof fkey, "%s.rope.scale_linear", arch);
+  char old[128]; /* the older key llama.cpp still reads */
+  snprintf(old, sizeof old, "%s.rope.scale_linear", arch);
+  if (!gguf_find(f, fkey) && gguf_find(f, old)) memcpy(fkey, old, sizeof fkey);
   double factor = 0;
   if (gguf_find(f, fkey))
     RX_RETURN_IF_ERROR(get_float(f, arch, fkey + strlen(arch) + 1, -1, &factor));
-  if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
+  bool longrope = gguf_find_tensor(f, "rope_factors_long.weight") ||
+                  gguf_find_tensor(f, "rope_factors_short.weight");
+  if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear") && strcmp(scaling, "yarn"))
     return base_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: '%s' '%.64s' is not supported (supported: none, linear)", f->name,
-                            key, scaling);
+                            "%s: '%s' '%.64s' is not supported (supported: none, linear, yarn; "
+                            "longrope by the tensors rope_factors_short/long)",
+                            f->name, key, scaling);
   if (scaling && !strcmp(scaling, "none") && factor != 0 && factor != 1)
     return base_status_make(
         RX_ERR_UNSUPPORTED,
@@ -172,15 +292,92 @@ static rx_status read_rope(const rx_gguf_file *f, const char *arch, rx_hf_config
         "factor, or 1)",
         f->name, fkey, factor, key);
   bool linear = scaling ? !strcmp(scaling, "linear") : factor != 0 && factor != 1;
-  if (!linear) return NULL;
+  bool yarn = scaling && !strcmp(scaling, "yarn");
+  if (longrope && (linear || yarn))
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: '%s' with the longrope tensors rope_factors_short/long: expected "
+                            "one rope scaling",
+                            f->name, key);
+  if (longrope) return read_longrope(f, arch, c);
+  if (!linear && !yarn) return NULL;
   if (!(factor > 0 && factor <= 1e6)) /* NaN too */
     return base_status_make(RX_ERR_INVALID,
-                            "%s: '%s' is %g: expected a number from 1e-06 to 1e+06 (linear rope "
+                            "%s: '%s' is %g: expected a number from 1e-06 to 1e+06 (%s rope "
                             "scaling)",
-                            f->name, fkey, factor);
+                            f->name, fkey, factor, yarn ? "yarn" : "linear");
+  if (yarn) return read_yarn(f, arch, factor, c);
   snprintf(c->rope_type, sizeof c->rope_type, "linear");
   c->rope_factor = factor;
   return NULL;
+}
+
+/* Which layers are sliding-window layers, with ARCH.attention.sliding_window > 0:
+ * ARCH.attention.sliding_window_pattern as gguf-py writes it, a bool per layer (true: sliding) or
+ * a period n (llama.cpp's set_swa_pattern: layer l slides unless l % n == n - 1; 0: every
+ * layer), by default the architecture's (Gemma 2: 2, Gemma 3: 6, the others every layer). */
+static rx_status read_windows(const rx_gguf_file *f, const gguf_arch *a, rx_hf_config *c) {
+  if (!c->window) return NULL;
+  char key[128];
+  snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+  const rx_gguf_kv *kv = gguf_find(f, key);
+  c->layer_kinds = true;
+  if (kv && kv->value.type == RX_GGUF_V_ARRAY) {
+    const rx_gguf_value *p;
+    RX_RETURN_IF_ERROR(gguf_get_array(f, key, RX_GGUF_V_BOOL, &p));
+    if (p->count != (uint64_t)c->layers)
+      return base_status_make(
+          RX_ERR_INVALID,
+          "%s: '%s' holds %llu entries: expected one per layer ('%s.block_count' "
+          "%lld)",
+          f->name, key, (unsigned long long)p->count, a->name, (long long)c->layers);
+    for (int64_t l = 0; l < c->layers; l++) c->local[l] = gguf_array_at(p, (uint64_t)l).v.u != 0;
+    return NULL;
+  }
+  int64_t n = a->period;
+  if (kv) {
+    uint32_t v;
+    RX_RETURN_IF_ERROR(gguf_get_u32(f, key, &v));
+    n = v;
+  }
+  for (int64_t l = 0; l < c->layers; l++) c->local[l] = n == 0 || l % n < n - 1;
+  return NULL;
+}
+
+/* Gemma's math, which llama.cpp takes from the architecture: norms of 1 + w (stored so by the
+ * converter: norm_offset 1 says so to the description, and the builder adds nothing to a GGUF
+ * file's norms), the embedding scale, sandwich norms, GeGLU, the soft-caps (ARCH.*_softcapping,
+ * Gemma 2's defaults 50 and 30), Gemma 3's local rope base (ARCH.rope.freq_base_swa, default
+ * 10000). The attention scale: ARCH.attention.scale when given (any architecture), else
+ * llama.cpp's for Gemma: 1/sqrt(head dim), 1/sqrt(embedding / heads) for the 27B model (its
+ * query_pre_attn_scalar; llama.cpp knows it by its block count). */
+static rx_status read_features(const rx_gguf_file *f, const gguf_arch *a, rx_hf_config *c) {
+  const char *arch = a->name;
+  c->qkv_bias = a->features & A_BIAS;
+  c->qk_norm = a->features & A_QK_NORM;
+  if (a->features & A_PHI3) {
+    c->fused_gate_up = true;
+    c->fused_qkv = gguf_find_tensor(f, "blk.0.attn_qkv.weight") != NULL;
+  }
+  if (a->features & A_GEMMA) {
+    c->norm_offset = 1;
+    c->embed_scale = c->sandwich = true;
+    c->act = RX_HF_ACT_GELU_TANH;
+    RX_RETURN_IF_ERROR(get_float_in(f, arch, "attn_logit_softcapping", a->attn_softcap, 0, 1e12,
+                                    &c->attn_softcap));
+    RX_RETURN_IF_ERROR(get_float_in(f, arch, "final_logit_softcapping", a->final_softcap, 0, 1e12,
+                                    &c->final_softcap));
+    double d =
+        c->layers == a->layers_27b ? (double)c->hidden / (double)c->heads : (double)c->head_dim;
+    c->attn_scale = 1 / sqrt(d);
+  }
+  if (a->features & A_LOCAL_ROPE)
+    RX_RETURN_IF_ERROR(
+        get_float_in(f, arch, "rope.freq_base_swa", 10000, 1e-6, 1e12, &c->rope_local_theta));
+  char key[128];
+  snprintf(key, sizeof key, "%s.attention.scale", arch);
+  if (gguf_find(f, key))
+    RX_RETURN_IF_ERROR(get_float_in(f, arch, "attention.scale", -1, 1e-12, 1e6, &c->attn_scale));
+  return read_windows(f, a, c);
 }
 
 /* the special-token ids of tokenizer.ggml.* (-1 when absent); hf_check_config checks them
@@ -232,33 +429,36 @@ static rx_status read_sizes(const rx_gguf_file *f, const char *arch, rx_hf_confi
   RX_RETURN_IF_ERROR(
       get_int(f, arch, "vocab_size", emb && emb->ndim == 2 ? emb->shape[0] : -1, &c->vocab));
   RX_RETURN_IF_ERROR(get_float(f, arch, "attention.layer_norm_rms_epsilon", -1, &c->rms_eps));
+  RX_RETURN_IF_ERROR(get_int(f, arch, "attention.sliding_window", 0, &c->window));
   return get_float(f, arch, "rope.freq_base", 10000.0, &c->rope_theta);
 }
 
 rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
   memset(c, 0, sizeof *c);
-  const char *arch;
-  RX_RETURN_IF_ERROR(gguf_get_string(f, "general.architecture", &arch));
-  if (!strcmp(arch, "llama")) {
-    c->arch = RX_HF_LLAMA;
-    c->arch_name = "llama";
-  } else if (!strcmp(arch, "qwen2")) {
-    c->arch = RX_HF_QWEN2;
-    c->arch_name = "qwen2";
-    c->qkv_bias = true;
-  } else {
-    return base_status_make(RX_ERR_UNSUPPORTED,
-                            "%s: general.architecture '%.64s' is not supported (supported: llama, "
-                            "qwen2)",
-                            f->name, arch);
+  const char *name;
+  RX_RETURN_IF_ERROR(gguf_get_string(f, "general.architecture", &name));
+  const gguf_arch *a = NULL;
+  for (size_t i = 0; i < RX_ARRAY_LEN(ARCHS) && !a; i++)
+    if (!strcmp(name, ARCHS[i].name)) a = &ARCHS[i];
+  if (!a) {
+    rx_strbuf list = {0};
+    for (size_t i = 0; i < RX_ARRAY_LEN(ARCHS); i++)
+      base_strbuf_printf(&list, "%s%s", i ? ", " : "", ARCHS[i].name);
+    rx_status s = base_status_make(
+        RX_ERR_UNSUPPORTED, "%s: general.architecture '%.64s' is not supported (supported: %s)",
+        f->name, name, list.data);
+    base_strbuf_free(&list);
+    return s;
   }
-  arch = c->arch_name; /* static, for messages */
-  RX_RETURN_IF_ERROR(read_sizes(f, arch, c));
-  RX_RETURN_IF_ERROR(refuse_unimplemented(f, arch));
+  c->arch = a->arch;
+  c->arch_name = a->name; /* static, for messages */
+  RX_RETURN_IF_ERROR(read_sizes(f, a->name, c));
+  RX_RETURN_IF_ERROR(refuse_unimplemented(f, a));
   RX_RETURN_IF_ERROR(special_ids(f, c));
   snprintf(c->rope_type, sizeof c->rope_type, "default");
-  RX_RETURN_IF_ERROR(hf_check_config(c, f->name, arch));
-  RX_RETURN_IF_ERROR(read_rope(f, arch, c));
+  RX_RETURN_IF_ERROR(hf_check_config(c, f->name, a->name));
+  RX_RETURN_IF_ERROR(read_features(f, a, c));
+  RX_RETURN_IF_ERROR(read_rope(f, a, c));
   c->tie_embeddings = !gguf_find_tensor(f, "output.weight");
   c->file_dtype = RX_DTYPE_UNKNOWN;
   return NULL;

@@ -112,7 +112,8 @@ rx_status hf_ckpt_open(const char *dir, hf_ckpt **out) {
   return NULL;
 }
 
-const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8_t **out_data) {
+static const rx_st_tensor *find_exact(const hf_ckpt *c, const char *name,
+                                      const uint8_t **out_data) {
   for (size_t i = 0; i < c->n; i++) {
     const rx_st_tensor *t = base_st_find(&c->st[i], name);
     if (t) {
@@ -122,6 +123,29 @@ const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8
   }
   *out_data = NULL;
   return NULL;
+}
+
+/* The text model of a multimodal checkpoint (Gemma3ForConditionalGeneration, docs/llm.md): its
+ * decoder under language_model.model.* (the hub's files, and transformers 5's save_pretrained)
+ * or model.language_model.* (transformers' modules), its output layer under
+ * language_model.lm_head.*; a name the builder asks for ("model.*", "lm_head.*") is looked up
+ * there when the checkpoint does not hold it. The vision tower's tensors are never read. */
+static const struct {
+  const char *from, *to;
+} TEXT_PREFIXES[] = {{"model.", "language_model.model."},
+                     {"model.", "model.language_model."},
+                     {"lm_head.", "language_model.lm_head."}};
+
+const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8_t **out_data) {
+  const rx_st_tensor *t = find_exact(c, name, out_data);
+  for (size_t i = 0; !t && i < RX_ARRAY_LEN(TEXT_PREFIXES); i++) {
+    size_t n = strlen(TEXT_PREFIXES[i].from);
+    if (strncmp(name, TEXT_PREFIXES[i].from, n)) continue;
+    char alt[512];
+    if (snprintf(alt, sizeof alt, "%s%s", TEXT_PREFIXES[i].to, name + n) < (int)sizeof alt)
+      t = find_exact(c, alt, out_data);
+  }
+  return t;
 }
 
 const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out) {

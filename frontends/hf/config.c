@@ -86,7 +86,8 @@ rx_status hf_check_not_bare_dir(const char *path) {
 typedef struct cfg_reader {
   const char *file; /* for messages */
   const cJSON *root;
-  rx_status err; /* the first error */
+  rx_status err;  /* the first error */
+  bool text_part; /* a multimodal model's config.json: its text_config is read (text_root) */
 } cfg_reader;
 
 static void fail(cfg_reader *r, const char *fmt, ...) RX_PRINTF(2, 3);
@@ -174,10 +175,21 @@ static const char *str_key(const cJSON *o, const char *k) {
   return v && cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* Gemma3ForConditionalGeneration (gemma-3-4b/12b/27b-it): read as its text model, a
+ * Gemma3ForCausalLM (the vision tower is not read: docs/llm.md). */
+#define HF_GEMMA3_MM "Gemma3ForConditionalGeneration"
+
 static void read_arch(cfg_reader *r, rx_hf_config *c) {
   const cJSON *a = key(r->root, "architectures");
   const cJSON *first = a && cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
   const char *name = first && cJSON_IsString(first) ? first->valuestring : NULL;
+  if (name && !strcmp(name, HF_GEMMA3_MM)) {
+    c->arch = RX_HF_GEMMA3;
+    c->arch_name = HF_GEMMA3_MM;
+    c->rms_eps = row_of(RX_HF_GEMMA3)->eps;
+    r->text_part = true;
+    return;
+  }
   for (size_t i = 0; name && i < RX_ARRAY_LEN(archs); i++)
     if (!strcmp(name, archs[i].name)) {
       c->arch = archs[i].arch;
@@ -188,8 +200,11 @@ static void read_arch(cfg_reader *r, rx_hf_config *c) {
   rx_strbuf list = {0};
   for (size_t i = 0; i < RX_ARRAY_LEN(archs); i++)
     base_strbuf_printf(&list, "%s%s", i ? ", " : "", archs[i].name);
-  fail(r, "architecture %s%.100s%s is not supported (supported: %s)", name ? "'" : "",
-       name ? name : "(no 'architectures' entry)", name ? "'" : "", list.data);
+  fail(r,
+       "architecture %s%.100s%s is not supported (supported: %s) (and %s, read as its text "
+       "model)",
+       name ? "'" : "", name ? name : "(no 'architectures' entry)", name ? "'" : "", list.data,
+       HF_GEMMA3_MM);
   base_strbuf_free(&list);
 }
 
@@ -526,13 +541,50 @@ rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON *
                           line, col, near);
 }
 
+/* A multimodal config.json's text_config as the root to read: a copy where the keys the hub's
+ * files leave out (transformers saves a sub-config's keys that differ from its class's
+ * defaults) hold Gemma3TextConfig's defaults, and the special ids and dtype of the outer config
+ * when the text_config has none. NULL after fail(). */
+static cJSON *text_root(cfg_reader *r) {
+  const cJSON *t = key(r->root, "text_config");
+  if (!t || !cJSON_IsObject(t)) {
+    fail(r,
+         "'text_config' is missing or not an object: expected the text model's configuration "
+         "(%s)",
+         HF_GEMMA3_MM);
+    return NULL;
+  }
+  cJSON *c = cJSON_Duplicate(t, true);
+  static const struct {
+    const char *k;
+    double v;
+  } defaults[] = {{"hidden_size", 2304},
+                  {"intermediate_size", 9216},
+                  {"num_hidden_layers", 26},
+                  {"num_attention_heads", 8},
+                  {"num_key_value_heads", 4},
+                  {"vocab_size", 262208},
+                  {"max_position_embeddings", 131072}};
+  for (size_t i = 0; c && i < RX_ARRAY_LEN(defaults); i++)
+    if (!cJSON_HasObjectItem(c, defaults[i].k))
+      cJSON_AddNumberToObject(c, defaults[i].k, defaults[i].v);
+  const char *outer[] = {"eos_token_id", "bos_token_id", "torch_dtype", "dtype",
+                         "tie_word_embeddings"};
+  for (size_t i = 0; c && i < RX_ARRAY_LEN(outer); i++)
+    if (!key(c, outer[i]) && key(r->root, outer[i]))
+      cJSON_AddItemToObject(c, outer[i], cJSON_Duplicate(key(r->root, outer[i]), true));
+  return c;
+}
+
 rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_config *out) {
   memset(out, 0, sizeof *out);
-  cJSON *root;
+  cJSON *root, *text_part = NULL;
   RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
-  cfg_reader r = {name, root, NULL};
+  cfg_reader r = {name, root, NULL, false};
   read_arch(&r, out);
+  if (!r.err && r.text_part && (text_part = text_root(&r))) r.root = text_part;
   if (!r.err) read_keys(&r, out);
+  cJSON_Delete(text_part);
   cJSON_Delete(root);
   if (!r.err) r.err = hf_check_config(out, name, NULL);
   return r.err;
@@ -542,7 +594,7 @@ rx_status hf_parse_generation_config(const char *text, size_t len, const char *n
                                      rx_hf_config *c) {
   cJSON *root;
   RX_RETURN_IF_ERROR(hf_json_object(text, len, name, &root));
-  cfg_reader r = {name, root, NULL};
+  cfg_reader r = {name, root, NULL, false};
   read_eos(&r, root, c);
   cJSON_Delete(root);
   return r.err;

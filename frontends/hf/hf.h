@@ -7,7 +7,8 @@
  * MistralForCausalLM (sliding_window), Qwen2ForCausalLM (q, k, v biases, use_sliding_window with
  * max_window_layers), Qwen3ForCausalLM (q/k norms per head), Gemma2ForCausalLM and
  * Gemma3ForCausalLM ((1 + w) norms, the scaled embedding, sandwich norms, GeGLU, local and global
- * layers, soft-capping, query_pre_attn_scalar, Gemma 3's local rope base), Phi3ForCausalLM (fused
+ * layers, soft-capping, query_pre_attn_scalar, Gemma 3's local rope base; and
+ * Gemma3ForConditionalGeneration read as its text model), Phi3ForCausalLM (fused
  * qkv_proj and gate_up_proj, longrope, partial_rotary_factor): one decoder described by
  * rx_hf_config's fields, which config.c fills per architecture and per key; grouped-query
  * attention, tied embeddings, head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16,
@@ -124,7 +125,8 @@ bool hf_is_model_dir(const char *path);
  * folder holds; NULL for anything else (a model folder, a file, a missing path). */
 rx_status hf_check_not_bare_dir(const char *path);
 /* Is path a file that starts with GGUF's magic? hf_import takes one too (frontends/gguf/model.c,
- * docs/gguf.md): architectures llama and qwen2, the hyperparameters from their metadata keys,
+ * docs/gguf.md): architectures llama, qwen2, qwen3, gemma2, gemma3 and phi3, the hyperparameters
+ * from their metadata keys,
  * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
  * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */
 bool gguf_hf_is_gguf(const char *path);

@@ -50,7 +50,7 @@
   X(W_PRE_FF_NORM, "pre_feedforward_layernorm.weight", "ffn_norm.weight")                          \
   X(W_POST_FF_NORM, "post_feedforward_layernorm.weight", "post_ffw_norm.weight")                   \
   X(W_QKV, "self_attn.qkv_proj.weight", "attn_qkv.weight")                                         \
-  X(W_GATE_UP, "mlp.gate_up_proj.weight", "ffn_gate_up.weight")
+  X(W_GATE_UP, "mlp.gate_up_proj.weight", "ffn_up.weight")
 
 enum {
 #define HF_W_ENUM_(e, s, gs) e,
@@ -292,11 +292,14 @@ static void list_weights(gb *g, bool quantize_embeddings) {
       lw(g, l, id)->proj = dims[id][0] == 2;
     }
   }
-  if (c->arch != RX_HF_QWEN2) { /* llama.cpp's converter permutes llama's q and k rows */
-    for (int64_t l = 0; l < c->layers; l++) {
+  for (int64_t l = 0; l < c->layers; l++) {
+    if (c->arch == RX_HF_LLAMA) { /* llama.cpp's converter permutes llama's q and k rows only */
       lw(g, l, W_Q)->permuted_heads = c->heads;
       lw(g, l, W_K)->permuted_heads = c->kv_heads;
     }
+    if (c->sandwich) /* Gemma's post_attention_layernorm norms the attention's output */
+      snprintf(lw(g, l, W_POST_NORM)->gg, sizeof lw(g, l, W_POST_NORM)->gg,
+               "blk.%lld.post_attention_norm.weight", (long long)l);
   }
   set_w(gw(g, G_EMBED), "model.embed_tokens.weight", 2, c->vocab, H, g->T);
   set_w(gw(g, G_NORM), "model.norm.weight", 1, H, 0, g->R);

@@ -38,6 +38,7 @@ models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, ea
 ../fuzz/corpus/gguf/llama_tokenizer.gguf: a seed of fuzz_gguf that reaches the model front end:
   the llama.* keys of a tiny model and a gpt2 tokenizer of 8 tokens (no tensors)."""
 import json
+import math
 import os
 
 import numpy as np
@@ -312,6 +313,128 @@ def fuzz_seed():
     finish(w)
 
 
+# ---- issue 32: Qwen3, Gemma 2, Gemma 3 and Phi-3 as llama.cpp's converter writes them ----
+ARCH_TENSORS = {  # the checkpoint's names after "model.layers.N." -> llama.cpp's after "blk.N."
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "self_attn.qkv_proj": "attn_qkv", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+}
+
+
+def arch_tensors(arch, cfg, st):
+    """The checkpoint's tensors under llama.cpp's names, as convert_hf_to_gguf.py maps them
+    (gguf-py's tensor_mapping): no q/k row permutation (these run NEOX rope); Gemma's
+    post_attention_layernorm is its post_attention_norm (the others' ffn_norm); Gemma's norms
+    (every *norm.weight, q/k norms included) stored as 1 + w (the converter's Gemma classes add
+    the 1 their RMSNorm adds)."""
+    gemma = arch.startswith("gemma")
+    names = dict(ARCH_TENSORS)
+    names["post_attention_layernorm"] = "post_attention_norm" if gemma else "ffn_norm"
+    out = [("token_embd.weight", st["model.embed_tokens.weight"])]
+    for l in range(cfg["num_hidden_layers"]):
+        for hf, gg in names.items():
+            k = f"model.layers.{l}.{hf}.weight"
+            if k in st:
+                out.append((f"blk.{l}.{gg}.weight", st[k]))
+    out.append(("output_norm.weight", st["model.norm.weight"]))
+    if "lm_head.weight" in st and not cfg.get("tie_word_embeddings", False):
+        out.append(("output.weight", st["lm_head.weight"]))
+    out = [(n, t.astype(np.float32)) for n, t in out]
+    if gemma:
+        out = [(n, t + 1 if n.endswith("norm.weight") else t) for n, t in out]
+    return out
+
+
+def arch_hparams(w, arch, cfg):
+    """What the converter's class for arch writes (TextModel's keys, then its own)."""
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    if arch != "phi3":  # Phi3MiniModel writes no head dim (embedding / heads)
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch == "qwen3":
+        w.add_rope_freq_base(cfg["rope_theta"])
+        rs = cfg["rope_scaling"]  # yarn, as Qwen2Model writes it
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rs["factor"])
+        w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+        # The converter writes no window for Qwen (real Qwen3 models have none; llama.cpp runs
+        # none); this model has one on the layers from max_window_layers on, so the file says so
+        # with the keys gguf-py defines for per-layer windows.
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern([l >= cfg["max_window_layers"]
+                                      for l in range(cfg["num_hidden_layers"])])
+    if arch.startswith("gemma"):
+        w.add_sliding_window(cfg["sliding_window"])
+        # llama.cpp derives Gemma's attention scale from the model size (1/sqrt(head_dim), or
+        # 1/sqrt(hidden / heads) for 27B) and the converter writes none; this tiny model's
+        # query_pre_attn_scalar is neither, so the file carries the scale (attention.scale).
+        w.add_attention_scale(cfg["query_pre_attn_scalar"] ** -0.5)
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+    if arch == "gemma3":
+        rp = cfg["rope_parameters"]
+        w.add_rope_freq_base(rp["full_attention"]["rope_theta"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rp["full_attention"]["factor"])
+        assert rp["sliding_attention"]["rope_theta"] == 10000  # llama.cpp's local base, unwritten
+        # layer_types (llama.cpp's default for gemma3 is every 6th layer global; this 2-layer
+        # model's second layer is)
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
+    if arch == "phi3":  # Phi3MiniModel.set_gguf_parameters
+        n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+        rs = cfg["rope_scaling"]
+        rope_dims = int(rs.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+        orig = cfg["original_max_position_embeddings"]
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_dimension_count(rope_dims)
+        w.add_rope_freq_base(cfg["rope_theta"])
+        w.add_sliding_window(cfg["sliding_window"])
+        scale = cfg["max_position_embeddings"] / orig
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0)
+
+
+def export_arch(model, arch, qtype, name):
+    src = os.path.join(LLM, model)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    # bf16 tensors: numpy has no bfloat16, torch reads them (exactly, into f32)
+    from safetensors.torch import load_file as load_torch
+    st = {k: v.float().numpy() for k, v in load_torch(os.path.join(src, "model.safetensors")).items()}
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", f"{model}-{name}.gguf"), arch)
+    w.add_name(model)
+    arch_hparams(w, arch, cfg)
+    w.add_file_type({T.F16: 1, T.Q5_0: 8}[qtype])
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+    tensors = arch_tensors(arch, cfg, st)
+    if arch == "phi3":  # Phi3MiniModel.generate_extra_tensors
+        rs = cfg["rope_scaling"]
+        tensors += [("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32)),
+                    ("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32))]
+    for n, t in tensors:
+        t = np.ascontiguousarray(t)
+        if t.ndim == 1:
+            w.add_tensor(n, t)
+        elif qtype == T.F16:
+            w.add_tensor(n, t.astype(np.float16))
+        else:
+            w.add_tensor(n, gguf.quants.quantize(t, qtype), raw_dtype=qtype)
+    finish(w)
+
+
+ARCH_MODELS = (("tiny-qwen3", "qwen3"), ("tiny-gemma2", "gemma2"), ("tiny-gemma3", "gemma3"),
+               ("tiny-phi3", "phi3"))
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for q, n in ((T.F16, "f16"), (T.Q8_0, "q8_0"), (T.Q4_0, "q4_0"), (T.Q5_0, "q5_0")):
@@ -324,3 +447,9 @@ if __name__ == "__main__":
     broken("missing", drop="blk.0.ffn_down.weight")
     broken("shape", reshape=("blk.0.ffn_down.weight", (32, 48)))
     fuzz_seed()
+    for model, arch in ARCH_MODELS:
+        # F16, and Q4_K as llama-quantize --pure Q4_K_M writes it for these models: their rows
+        # (64 and 128 weights) are no whole 256-weight super-block, so every 2-D tensor falls back
+        # to Q5_0 (llama_tensor_get_type's fallback for Q4_K)
+        export_arch(model, arch, T.F16, "f16")
+        export_arch(model, arch, T.Q5_0, "q5_0")

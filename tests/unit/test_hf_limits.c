@@ -209,20 +209,112 @@ static void gguf_consistency(void) {
             {"tokenizer.ggml.bos_token_id", T_U32, 4e9, NULL});
 }
 
+/* The description other architectures' keys make (issue 32): Gemma 2 and 3, Qwen3, Phi-3 with
+ * the tiny model's sizes under their own names (6 layers), and the windows, scales, soft-caps,
+ * rotary dims and rope kinds llama.cpp's keys (or its defaults) give. */
+#define ARCH_KVS(a, layers)                                                                        \
+  {"general.architecture", T_STRING, 0, a}, {"llama.embedding_length", 0, NAN, NULL},              \
+      {"llama.feed_forward_length", 0, NAN, NULL}, {"llama.block_count", 0, NAN, NULL},            \
+      {"llama.attention.head_count", 0, NAN, NULL},                                                \
+      {"llama.attention.head_count_kv", 0, NAN, NULL}, {"llama.context_length", 0, NAN, NULL},     \
+      {"llama.vocab_size", 0, NAN, NULL},                                                          \
+      {"llama.attention.layer_norm_rms_epsilon", 0, NAN, NULL},                                    \
+      {"llama.rope.freq_base", 0, NAN, NULL}, {a ".embedding_length", T_U32, 16, NULL},            \
+      {a ".feed_forward_length", T_U32, 32, NULL}, {a ".block_count", T_U32, layers, NULL},        \
+      {a ".attention.head_count", T_U32, 2, NULL}, {a ".attention.head_count_kv", T_U32, 1, NULL}, \
+      {a ".context_length", T_U32, 64, NULL}, {a ".vocab_size", T_U32, 32, NULL}, {                \
+    a ".attention.layer_norm_rms_epsilon", T_F32, 1e-6, NULL                                       \
+  }
+
+static void gguf_windows(const kv *over, int n, const char *what, const char *local,
+                         int64_t window) {
+  rx_hf_config c;
+  expect(read_config(over, n, &c), NULL, what);
+  CHECK_MSG(c.window == window && c.layer_kinds == (local != NULL), "%s: window %lld", what,
+            (long long)c.window);
+  for (int l = 0; local && l < 6; l++)
+    CHECK_MSG(c.local[l] == (local[l] == '1'), "%s: layer %d", what, l);
+}
+
+static void gguf_description(void) {
+  const kv g3[] = {ARCH_KVS("gemma3", 6), {"gemma3.attention.sliding_window", T_U32, 4, NULL}};
+  gguf_windows(g3, RX_ARRAY_LEN(g3), "gemma3: every 6th layer global", "111110", 4);
+  rx_hf_config c;
+  expect(read_config(g3, RX_ARRAY_LEN(g3), &c), NULL, "gemma3");
+  CHECK_MSG(c.arch == RX_HF_GEMMA3 && c.qk_norm && c.sandwich && c.embed_scale &&
+                c.norm_offset == 1 && c.act == RX_HF_ACT_GELU_TANH && c.rope_local_theta == 10000 &&
+                c.attn_softcap == 0 && c.final_softcap == 0 &&
+                fabs(c.attn_scale - 1 / sqrt(8.0)) < 1e-12,
+            "gemma3's description");
+  const kv g3p[] = {ARCH_KVS("gemma3", 6),
+                    {"gemma3.attention.sliding_window", T_U32, 4, NULL},
+                    {"gemma3.attention.sliding_window_pattern", T_U32, 3, NULL},
+                    {"gemma3.rope.freq_base_swa", T_F32, 2000, NULL},
+                    {"gemma3.attention.scale", T_F32, 0.25, NULL}};
+  gguf_windows(g3p, RX_ARRAY_LEN(g3p), "gemma3: sliding_window_pattern 3", "110110", 4);
+  expect(read_config(g3p, RX_ARRAY_LEN(g3p), &c), NULL, "gemma3 with keys");
+  CHECK_MSG(c.rope_local_theta == 2000 && c.attn_scale == 0.25, "gemma3: local base %g, scale %g",
+            c.rope_local_theta, c.attn_scale);
+  const kv g2[] = {ARCH_KVS("gemma2", 6), {"gemma2.attention.sliding_window", T_U32, 4, NULL}};
+  gguf_windows(g2, RX_ARRAY_LEN(g2), "gemma2: every other layer", "101010", 4);
+  expect(read_config(g2, RX_ARRAY_LEN(g2), &c), NULL, "gemma2");
+  CHECK_MSG(c.attn_softcap == 50 && c.final_softcap == 30 && !c.qk_norm && c.sandwich,
+            "gemma2's soft-caps %g %g", c.attn_softcap, c.final_softcap);
+  /* llama.cpp's 27B (46 layers): the scale of embedding / heads (8), not of the key length 4 */
+  const kv g27[] = {ARCH_KVS("gemma2", 46), {"gemma2.attention.key_length", T_U32, 4, NULL}};
+  expect(read_config(g27, RX_ARRAY_LEN(g27), &c), NULL, "gemma2 27B");
+  CHECK_MSG(fabs(c.attn_scale - 1 / sqrt(8.0)) < 1e-12, "gemma2 27B: scale %g", c.attn_scale);
+  const kv q3[] = {ARCH_KVS("qwen3", 6), {"qwen3.attention.sliding_window", T_U32, 8, NULL}};
+  gguf_windows(q3, RX_ARRAY_LEN(q3), "qwen3: a window on every layer", "111111", 8);
+  const kv q3y[] = {ARCH_KVS("qwen3", 6),
+                    {"qwen3.rope.scaling.type", T_STRING, 0, "yarn"},
+                    {"qwen3.rope.scaling.factor", T_F32, 4, NULL},
+                    {"qwen3.rope.scaling.original_context_length", T_U32, 16, NULL}};
+  expect(read_config(q3y, RX_ARRAY_LEN(q3y), &c), NULL, "qwen3 yarn");
+  CHECK_MSG(c.qk_norm && !strcmp(c.rope_type, "yarn") && c.rope_factor == 4 &&
+                c.rope_original_max == 16 && c.rope_beta_fast == 32 && c.rope_beta_slow == 1 &&
+                fabs(c.rope_attn_factor - (0.1 * log(4.0) + 1)) < 1e-12,
+            "qwen3 yarn: %s x%g from %lld, attention factor %g", c.rope_type, c.rope_factor,
+            (long long)c.rope_original_max, c.rope_attn_factor);
+  const kv p3[] = {ARCH_KVS("phi3", 6), {"phi3.rope.dimension_count", T_U32, 4, NULL}};
+  expect(read_config(p3, RX_ARRAY_LEN(p3), &c), NULL, "phi3");
+  CHECK_MSG(c.rotary_dim == 4 && c.fused_gate_up && !c.fused_qkv && !c.layer_kinds,
+            "phi3: rotary dims %lld", (long long)c.rotary_dim);
+  const kv p3odd[] = {ARCH_KVS("phi3", 6), {"phi3.rope.dimension_count", T_U32, 3, NULL}};
+  expect(read_config(p3odd, RX_ARRAY_LEN(p3odd), &c),
+         "'phi3.rope.dimension_count' is 3: expected an even number of rotary dims from 2 to the "
+         "head dim 8",
+         "phi3 odd rotary dims");
+  const kv qcap[] = {ARCH_KVS("qwen3", 6), {"qwen3.attn_logit_softcapping", T_F32, 5, NULL}};
+  expect(read_config(qcap, RX_ARRAY_LEN(qcap), &c),
+         "'qwen3.attn_logit_softcapping' 5 is not supported", "qwen3 soft-cap");
+  const kv bad[] = {{"general.architecture", T_STRING, 0, "gptneox"}};
+  expect(read_config(bad, 1, &c),
+         "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, gemma2, "
+         "gemma3, phi3)",
+         "gptneox");
+}
+
 static void gguf_unimplemented(void) {
   GGUF_CASE("'llama.rope.dimension_count' 4 is not the head dim 8",
             {"llama.rope.dimension_count", T_U32, 4, NULL});
   GGUF_CASE(NULL, {"llama.rope.dimension_count", T_U32, 8, NULL});
   GGUF_CASE("'llama.expert_count' 8 is not supported (mixture of experts",
             {"llama.expert_count", T_U32, 8, NULL});
-  GGUF_CASE("'llama.attention.sliding_window' 4096 is not supported (sliding-window attention",
-            {"llama.attention.sliding_window", T_U32, 4096, NULL});
   GGUF_CASE("'llama.attention.value_length' 4 differs from the key length 8",
             {"llama.attention.value_length", T_U32, 4, NULL});
   GGUF_CASE("'llama.final_logit_softcapping' 30 is not supported",
             {"llama.final_logit_softcapping", T_F32, 30, NULL});
-  GGUF_CASE("'llama.rope.scaling.type' 'yarn' is not supported (supported: none, linear)",
+  GGUF_CASE("'llama.rope.scaling.type' 'longrope' is not supported (supported: none, linear, "
+            "yarn; longrope by the tensors rope_factors_short/long)",
+            {"llama.rope.scaling.type", T_STRING, 0, "longrope"});
+  GGUF_CASE("'llama.rope.scaling.factor' is 0: expected a number from 1e-06 to 1e+06 (yarn rope "
+            "scaling)",
             {"llama.rope.scaling.type", T_STRING, 0, "yarn"});
+  GGUF_CASE("'llama.rope.scaling.yarn_log_multiplier' 0.1 is not supported",
+            {"llama.rope.scaling.type", T_STRING, 0, "yarn"},
+            {"llama.rope.scaling.factor", T_F32, 4, NULL},
+            {"llama.rope.scaling.yarn_log_multiplier", T_F32, 0.1, NULL});
   GGUF_CASE("'llama.rope.scaling.factor' is nan: expected a number from 1e-06 to 1e+06",
             {"llama.rope.scaling.type", T_STRING, 0, "linear"},
             {"llama.rope.scaling.factor", T_F32, NAN, NULL});
@@ -568,6 +660,7 @@ int main(int argc, char **argv) {
   gguf_bounds();
   gguf_consistency();
   gguf_unimplemented();
+  gguf_description();
   gguf_tokenizer();
   gguf_import(tmp);
   gguf_rope_freqs(tmp);

@@ -274,7 +274,7 @@ static void gguf_fixtures(const char *tests_dir) {
     check_gguf(dir, f->string, f, cJSON_GetObjectItem(root, "texts_hex"));
     n++;
   }
-  CHECK_MSG(n == 3, "%s/cases.json has %d files, expected 3", dir, n);
+  CHECK_MSG(n == 4, "%s/cases.json has %d files, expected 4", dir, n);
   cJSON_Delete(root);
   gguf_refused(dir, "bad-pre.gguf",
                "tokenizer.ggml.pre 'falcon' is not supported (supported: default, gpt-2, llama3");

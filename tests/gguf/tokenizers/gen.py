@@ -29,6 +29,10 @@ Writes, with PyPI's `gguf` (llama.cpp's gguf-py) writing every file:
     permuted as llama.cpp's converter permutes them), and kjv-spm.json: the prompt's ids by
     sentencepiece (with <s>), the 12 greedy tokens of a NumPy forward pass in f32 over the same
     (f16-rounded) weights, and their text decoded by sentencepiece after the prompt's.
+  gemma-spm.gguf: Gemma's tokenizer as llama.cpp's converter writes it (gemma_file below): a
+    SentencePiece BPE model trained here without the dummy prefix, <pad> <eos> <bos> <unk> at
+    Gemma's ids 0 to 3, its turn markers user-defined (type 4), add_space_prefix false,
+    add_bos_token true, eot_token_id; cases as spm.gguf's, texts with turn markers appended.
   bad-pre/scores/dup/type/model.gguf: tokenizers the rewrite refuses (see refused()), and
     ../../fuzz/corpus/gguf/spm_tokenizer.gguf: a seed of fuzz_gguf, a SentencePiece tokenizer of
     6 tokens.
@@ -235,6 +239,76 @@ def refused():
     one("", path=os.path.join(HERE, "..", "..", "fuzz", "corpus", "gguf", "spm_tokenizer.gguf"))
 
 
+# Gemma's tokenizer as llama.cpp's converter writes it (Gemma2Model/Gemma3Model.set_vocab:
+# _set_vocab_sentencepiece, add_space_prefix False; add_bos_token from tokenizer_config.json):
+# a SentencePiece BPE model without the dummy prefix, Gemma's ids of <pad> <eos> <bos> <unk>
+# (0 to 3) and its user-defined turn markers (token type 4), trained here.
+GEMMA_USER = ("<start_of_turn>", "<end_of_turn>")
+GEMMA_CONTROL = ("<pad>", "<eos>", "<bos>", "<unk>")
+GEMMA_TEXTS = ("<start_of_turn>user\nIn the beginning<end_of_turn>\n<start_of_turn>model\n",
+               "  two  spaces<end_of_turn>", "<start_of_turn><end_of_turn> x")
+
+
+def train_gemma_spm():
+    lines = [l.rstrip("\n") for l in open(os.path.join(TOK, "corpus.txt"), encoding="utf-8")
+             if not l.startswith("#")]
+    m = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=m, model_type="bpe", vocab_size=560,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=False, split_digits=True, character_coverage=0.99, hard_vocab_limit=False,
+        allow_whitespace_only_pieces=True, num_threads=1, minloglevel=2, pad_id=0, eos_id=1,
+        bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", user_defined_symbols=list(GEMMA_USER))
+    return spm.SentencePieceProcessor(model_proto=m.getvalue())
+
+
+def gemma_file(cases):
+    """gemma-spm.gguf (architecture gemma2, the keys of a tiny model, no tensors) and its cases
+    (sentencepiece's ids; texts holding a control token left out, as for spm.gguf), with
+    GEMMA_TEXTS appended to the texts (turn markers)."""
+    sp = train_gemma_spm()
+    n = sp.get_piece_size()
+    types = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i)
+             else 5 if sp.is_unused(i) else 4 if sp.id_to_piece(i) in GEMMA_USER else 1
+             for i in range(n)]
+    w = gguf.GGUFWriter(os.path.join(HERE, "gemma-spm.gguf"), "gemma2")
+    for k, v in (("context_length", 128), ("embedding_length", 32), ("block_count", 1),
+                 ("feed_forward_length", 64), ("attention.head_count", 2),
+                 ("attention.head_count_kv", 2), ("vocab_size", n)):
+        w.add_uint32(f"gemma2.{k}", v)
+    w.add_float32("gemma2.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([sp.id_to_piece(i) for i in range(n)])
+    w.add_token_scores([sp.get_score(i) for i in range(n)])
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_pad_token_id(sp.pad_id())
+    w.add_eot_token_id(sp.piece_to_id("<end_of_turn>"))
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+    finish(w)
+    base = [bytes.fromhex(h).decode("utf-8") for h in cases["texts_hex"]]
+    all_texts = base + [t for t in GEMMA_TEXTS if t not in base]
+    cases["texts_hex"] = [t.encode("utf-8").hex() for t in all_texts]
+    out, skipped = [], []
+    for k, t in enumerate(all_texts):
+        if any(c in t for c in GEMMA_CONTROL):
+            skipped.append(k)
+            continue
+        plain = sp.encode(t)
+        out.append({"text": k, "ids": [sp.bos_id()] + plain, "plain": plain,
+                    "text_hex": sp.decode(plain).encode("utf-8").hex()})
+    cases["files"]["gemma-spm.gguf"] = {
+        "reference": f"sentencepiece {spm.__version__}", "cases": out, "skipped": skipped,
+        "skipped_why": "the text holds <pad>, <eos>, <bos> or <unk>: sentencepiece reads them as "
+                       "text"}
+
+
 def main():
     sp = train_spm()
     w = gguf.GGUFWriter(os.path.join(HERE, "spm.gguf"), "llama")
@@ -245,10 +319,17 @@ def main():
              "files": {"spm.gguf": spm_cases(sp),
                        "llama-bpe.gguf": bpe_file("llama3", "llama-bpe"),
                        "qwen2.gguf": bpe_file("qwen2", "qwen2")}}
+    gemma_file(cases)
     json.dump(cases, open(os.path.join(HERE, "cases.json"), "w"), ensure_ascii=False)
     spm_model(sp)
     refused()
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--gemma"]:  # gemma-spm.gguf alone, added to the committed cases.json
+        path = os.path.join(HERE, "cases.json")
+        c = json.load(open(path, encoding="utf-8"))
+        gemma_file(c)
+        json.dump(c, open(path, "w"), ensure_ascii=False)
+    else:
+        main()
