@@ -362,6 +362,34 @@ RX_API rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id,
 RX_API rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
 RX_API rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
 
+/* ---- chat templates ----
+ * A model's Jinja chat template (tokenizer_config.json's chat_template, or GGUF's
+ * tokenizer.chat_template), rendered as transformers' apply_chat_template does: jinja2 with
+ * trim_blocks and lstrip_blocks, its tojson (ensure_ascii off), raise_exception and strftime_now.
+ * The subset (docs/llm.md): statements if/elif/else, for (loop.*, `if` filters, else, tuple
+ * unpacking, break/continue), set (namespace attributes and blocks too), macro, raw,
+ * generation; Python's expressions, slices, string and dict methods; jinja2's common filters and
+ * tests. A template is immutable after parsing (renders may run on several threads). */
+typedef struct rx_chat_template rx_chat_template;
+
+/* Parses a template (len bytes of text); name prefixes error messages ("chat_template"), and
+ * bos_token / eos_token (NULL: "") are the variables every render gets unless its context sets
+ * them. A syntax error is an RX_ERR_INVALID error naming the line and column and what was
+ * expected. */
+RX_API rx_status rx_chat_template_parse(const char *text, size_t len, const char *name,
+                                        const char *bos_token, const char *eos_token,
+                                        rx_chat_template **out);
+RX_API void rx_chat_template_free(rx_chat_template *t); /* NULL is fine */
+/* The bos_token given at parse ("" when none; borrowed). */
+RX_API const char *rx_chat_template_bos(const rx_chat_template *t);
+/* Renders t with the variables of context_json (a JSON object of len bytes: messages,
+ * add_generation_prompt, tools, ...); now: strftime_now's time in seconds since 1970, taken as
+ * UTC (0: the clock, local time). *out_text (freed with rx_llm_free) and *out_len are the text.
+ * Errors (RX_ERR_INVALID): raise_exception's message, an attribute of an undefined value, a type
+ * error, the limits on steps, depth, memory and output; each names the line and column. */
+RX_API rx_status rx_chat_template_render(const rx_chat_template *t, const char *context_json,
+                                         size_t len, int64_t now, char **out_text, size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif
