@@ -2,7 +2,7 @@
  * Internal header.
  *
  *   jinja_parse.c  the lexer (whitespace control, trim_blocks and lstrip_blocks as transformers
- *                  sets them) and the parser to a tree of jn nodes
+ *                  sets them) and the parser to a tree of jj_node nodes
  *   jinja_eval.c   values, scopes and the evaluator; the public rx_chat_template_* functions
  *   jinja_lib.c    filters, tests, string/dict methods, globals, Python-like printing and JSON
  *
@@ -82,27 +82,27 @@ typedef enum jj_op {
   JJ_NOTIN,
 } jj_op;
 
-typedef struct jn jn;
+typedef struct jj_node jj_node;
 typedef struct jn_list {
-  jn **v;
+  jj_node **v;
   size_t n, cap;
 } jn_list;
 
-struct jn {
+struct jj_node {
   jn_kind kind;
   int line, col;
-  int op;             /* BINOP: jj_op */
-  bool neg;           /* TEST: `is not` */
-  const char *name;   /* TEXT (with len), NAME, ATTR, FILTER, TEST, MACRO, SET's target */
-  size_t len;         /* TEXT */
-  const char *name2;  /* SET ns.attr: the attribute */
-  struct jv *value;   /* CONST */
-  jn *a, *b, *c, *d;  /* operands (see the kinds) */
-  jn_list args;       /* arguments, elements, the body of a statement */
-  jn_list body2;      /* else body; keyword argument values; macro defaults */
-  const char **names; /* keyword argument names, for/set targets, macro parameters */
-  size_t nnames;      /* COMPARE: ops is in ops */
-  int *ops;           /* COMPARE: one jj_op per args[i] */
+  int op;                 /* BINOP: jj_op */
+  bool neg;               /* TEST: `is not` */
+  const char *name;       /* TEXT (with len), NAME, ATTR, FILTER, TEST, MACRO, SET's target */
+  size_t len;             /* TEXT */
+  const char *name2;      /* SET ns.attr: the attribute */
+  struct jv *value;       /* CONST */
+  jj_node *a, *b, *c, *d; /* operands (see the kinds) */
+  jn_list args;           /* arguments, elements, the body of a statement */
+  jn_list body2;          /* else body; keyword argument values; macro defaults */
+  const char **names;     /* keyword argument names, for/set targets, macro parameters */
+  size_t nnames;          /* COMPARE: ops is in ops */
+  int *ops;               /* COMPARE: one jj_op per args[i] */
 };
 
 /* A parsed template: its tree, in its own arena. */
@@ -146,7 +146,7 @@ struct jv {
   jv **items; /* LIST items; DICT values */
   jv **keys;  /* DICT keys */
   size_t len, cap;
-  const jn *macro;
+  const jj_node *macro;
   jj_fn fn;
   jv *self;
   const char *fname; /* FUNC: its name */

@@ -211,7 +211,7 @@ static jj_scope *new_scope(jj_ctx *c, jj_scope *parent) {
 }
 
 /* ---- expressions ---- */
-static jv *eval(jj_ctx *c, const jn *n);
+static jv *eval(jj_ctx *c, const jj_node *n);
 
 static bool as_number(const jv *v, double *f, int64_t *i, bool *is_int) {
   switch (v->kind) {
@@ -386,7 +386,7 @@ static int contains(jj_ctx *c, const jv *x, const jv *box) {
   }
 }
 
-static jv *compare(jj_ctx *c, const jn *n) {
+static jv *compare(jj_ctx *c, const jj_node *n) {
   jv *a = eval(c, n->a);
   if (!a) return NULL;
   for (size_t k = 0; k < n->args.n; k++) {
@@ -475,7 +475,7 @@ static jv *item(jj_ctx *c, jv *obj, jv *key) {
                                        jj_kind_name(key)));
 }
 
-static bool slice_bound(jj_ctx *c, const jn *e, int64_t *out, bool *given) {
+static bool slice_bound(jj_ctx *c, const jj_node *e, int64_t *out, bool *given) {
   *given = false;
   if (!e) return true;
   jv *v = eval(c, e);
@@ -491,7 +491,7 @@ static bool slice_bound(jj_ctx *c, const jn *e, int64_t *out, bool *given) {
 }
 
 /* obj[b:c:d] with Python's rules for negative and missing bounds and steps */
-static jv *slice(jj_ctx *c, const jn *n) {
+static jv *slice(jj_ctx *c, const jj_node *n) {
   jv *obj = eval(c, n->a);
   if (!obj) return NULL;
   int64_t lo = 0, hi = 0, step = 1;
@@ -541,7 +541,7 @@ static jv *slice(jj_ctx *c, const jn *n) {
 }
 
 /* evaluates n's arguments: positional into *args, keywords into kn/kv */
-static bool eval_args(jj_ctx *c, const jn *n, jv ***args, jv ***kv) {
+static bool eval_args(jj_ctx *c, const jj_node *n, jv ***args, jv ***kv) {
   *args = jj_alloc(c, (n->args.n + 1) * sizeof **args);
   *kv = jj_alloc(c, (n->body2.n + 1) * sizeof **kv);
   if (!*args || !*kv) return false;
@@ -552,7 +552,7 @@ static bool eval_args(jj_ctx *c, const jn *n, jv ***args, jv ***kv) {
   return true;
 }
 
-static jv *eval_collection(jj_ctx *c, const jn *n) {
+static jv *eval_collection(jj_ctx *c, const jj_node *n) {
   jv *v = n->kind == JN_DICT ? jj_dict(c) : jj_list(c);
   if (!v) return NULL;
   v->tuple = n->kind == JN_TUPLE;
@@ -569,7 +569,7 @@ static jv *eval_collection(jj_ctx *c, const jn *n) {
   return v;
 }
 
-static jv *eval_inner(jj_ctx *c, const jn *n) {
+static jv *eval_inner(jj_ctx *c, const jj_node *n) {
   jv *a, *b, **args, **kv;
   switch (n->kind) {
   case JN_CONST:
@@ -648,7 +648,7 @@ static jv *eval_inner(jj_ctx *c, const jn *n) {
   }
 }
 
-static jv *eval(jj_ctx *c, const jn *n) {
+static jv *eval(jj_ctx *c, const jj_node *n) {
   if (c->failed) return NULL;
   if (++c->steps > JJ_MAX_STEPS) return jj_fail(c, "the template takes too many steps to render");
   if (++c->depth > JJ_MAX_DEPTH) return jj_fail(c, "the template recurses too deeply");
@@ -712,7 +712,7 @@ static jv *loop_cycle(jj_ctx *c, jv *self, jv **args, size_t n, const char **kn,
   return args[(size_t)i->i % n];
 }
 
-static bool bind_targets(jj_ctx *c, jj_scope *s, const jn *n, jv *x) {
+static bool bind_targets(jj_ctx *c, jj_scope *s, const jj_node *n, jv *x) {
   if (n->nnames == 1) return assign(c, s, n->names[0], x);
   if (x->kind != JV_LIST || x->len != n->nnames) {
     jj_fail(c, "cannot unpack %s into %zu names", jj_kind_name(x), n->nnames);
@@ -723,7 +723,7 @@ static bool bind_targets(jj_ctx *c, jj_scope *s, const jn *n, jv *x) {
   return true;
 }
 
-static bool exec_for(jj_ctx *c, const jn *n) {
+static bool exec_for(jj_ctx *c, const jj_node *n) {
   jv *seq = eval(c, n->a);
   if (!seq) return false;
   jv *all = jj_iter_list(c, seq);
@@ -769,7 +769,7 @@ static bool exec_for(jj_ctx *c, const jn *n) {
   return ok && !c->failed;
 }
 
-static bool exec_set(jj_ctx *c, const jn *n) {
+static bool exec_set(jj_ctx *c, const jj_node *n) {
   if (n->kind == JN_SETBLOCK) {
     rx_strbuf *saved = c->out, buf = {0};
     base_strbuf_append(&buf, "");
@@ -794,7 +794,7 @@ static bool exec_set(jj_ctx *c, const jn *n) {
   return bind_targets(c, c->scope, n, v);
 }
 
-static bool exec_stmt(jj_ctx *c, const jn *n) {
+static bool exec_stmt(jj_ctx *c, const jj_node *n) {
   if (++c->steps > JJ_MAX_STEPS) return jj_fail(c, "the template takes too many steps"), false;
   c->line = n->line;
   c->col = n->col;
@@ -844,7 +844,7 @@ static bool exec_body(jj_ctx *c, const jn_list *body) {
 }
 
 /* a macro call: arguments bound to the parameters in a scope above the template's top level */
-static jv *call_macro(jj_ctx *c, const jn *m, jv **args, size_t n, const char **kn, jv **kv,
+static jv *call_macro(jj_ctx *c, const jj_node *m, jv **args, size_t n, const char **kn, jv **kv,
                       size_t nk) {
   if (n > m->nnames)
     return jj_fail(c, "macro '%s' takes %zu arguments, %zu given", m->name, m->nnames, n);

@@ -524,18 +524,18 @@ static bool expect_op(parser *P, const char *op) {
   return false;
 }
 
-static jn *node(parser *P, jn_kind k, const tk *at) {
-  jn *n = base_arena_alloc(&P->t->arena, sizeof *n);
+static jj_node *node(parser *P, jn_kind k, const tk *at) {
+  jj_node *n = base_arena_alloc(&P->t->arena, sizeof *n);
   n->kind = k;
   n->line = at->line;
   n->col = at->col;
   return n;
 }
 
-static void list_push(parser *P, jn_list *l, jn *x) {
+static void list_push(parser *P, jn_list *l, jj_node *x) {
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4;
-    jn **v = base_arena_alloc(&P->t->arena, cap * sizeof *v);
+    jj_node **v = base_arena_alloc(&P->t->arena, cap * sizeof *v);
     if (l->n) memcpy(v, l->v, l->n * sizeof *v);
     l->v = v;
     l->cap = cap;
@@ -543,31 +543,31 @@ static void list_push(parser *P, jn_list *l, jn *x) {
   l->v[l->n++] = x;
 }
 
-static void names_push(parser *P, jn *n, const char *name) {
+static void names_push(parser *P, jj_node *n, const char *name) {
   const char **v = base_arena_alloc(&P->t->arena, (n->nnames + 1) * sizeof *v);
   if (n->nnames) memcpy(v, n->names, n->nnames * sizeof *v);
   v[n->nnames++] = name;
   n->names = v;
 }
 
-static jn *expr(parser *P);
-static jn *expr_nocond(parser *P);
-static jn *unary(parser *P, bool with_filter);
+static jj_node *expr(parser *P);
+static jj_node *expr_nocond(parser *P);
+static jj_node *unary(parser *P, bool with_filter);
 
 /* call arguments after '(' up to ')': positional into args, keywords into names/body2 */
-static bool call_args(parser *P, jn *n) {
+static bool call_args(parser *P, jj_node *n) {
   while (!is_op(P, ")")) {
     if (n->args.n + n->body2.n && !expect_op(P, ",")) return false;
     if (is_op(P, ")")) break; /* a trailing comma */
     if (cur(P)->kind == TK_NAME && peek(P, 1)->kind == TK_OP && !strcmp(peek(P, 1)->s, "=")) {
       names_push(P, n, cur(P)->s);
       P->i += 2;
-      jn *v = expr(P);
+      jj_node *v = expr(P);
       if (!v) return false;
       list_push(P, &n->body2, v);
     } else {
       if (n->body2.n) return p_fail(P, "a positional argument after a keyword argument");
-      jn *v = expr(P);
+      jj_node *v = expr(P);
       if (!v) return false;
       list_push(P, &n->args, v);
     }
@@ -576,17 +576,17 @@ static bool call_args(parser *P, jn *n) {
   return true;
 }
 
-static jn *constant(parser *P, const tk *at, jv_kind k) {
-  jn *n = node(P, JN_CONST, at);
+static jj_node *constant(parser *P, const tk *at, jv_kind k) {
+  jj_node *n = node(P, JN_CONST, at);
   jv *v = base_arena_alloc(&P->t->arena, sizeof *v);
   v->kind = k;
   n->value = v;
   return n;
 }
 
-static jn *primary(parser *P) {
+static jj_node *primary(parser *P) {
   tk *t = cur(P);
-  jn *n;
+  jj_node *n;
   if (t->kind == TK_NAME) {
     P->i++;
     if (!strcmp(t->s, "true") || !strcmp(t->s, "True") || !strcmp(t->s, "false") ||
@@ -623,7 +623,7 @@ static jn *primary(parser *P) {
   }
   if (accept_op(P, "(")) {
     if (accept_op(P, ")")) return node(P, JN_TUPLE, t);
-    jn *e = expr(P);
+    jj_node *e = expr(P);
     if (!e) return NULL;
     if (accept_op(P, ")")) return e;
     n = node(P, JN_TUPLE, t);
@@ -642,7 +642,7 @@ static jn *primary(parser *P) {
     while (!is_op(P, close)) {
       if (n->args.n && !expect_op(P, ",")) return NULL;
       if (is_op(P, close)) break;
-      jn *e = expr(P);
+      jj_node *e = expr(P);
       if (!e) return NULL;
       list_push(P, &n->args, e);
       if (dict) {
@@ -657,8 +657,8 @@ static jn *primary(parser *P) {
 }
 
 /* a[...] after '[': an index or a slice */
-static jn *subscript(parser *P, jn *obj, const tk *at) {
-  jn *parts[3] = {NULL, NULL, NULL};
+static jj_node *subscript(parser *P, jj_node *obj, const tk *at) {
+  jj_node *parts[3] = {NULL, NULL, NULL};
   int k = 0;
   bool slice = false;
   for (;;) {
@@ -674,7 +674,7 @@ static jn *subscript(parser *P, jn *obj, const tk *at) {
   }
   if (!expect_op(P, "]")) return NULL;
   if (!slice && !parts[0]) return p_fail(P, "expected an index inside '[]'");
-  jn *n = node(P, slice ? JN_SLICE : JN_ITEM, at);
+  jj_node *n = node(P, slice ? JN_SLICE : JN_ITEM, at);
   n->a = obj;
   n->b = parts[0];
   n->c = parts[1];
@@ -682,11 +682,11 @@ static jn *subscript(parser *P, jn *obj, const tk *at) {
   return n;
 }
 
-static jn *postfix(parser *P, jn *n) {
+static jj_node *postfix(parser *P, jj_node *n) {
   for (;;) {
     tk *t = cur(P);
     if (accept_op(P, ".")) {
-      jn *a = node(P, JN_ATTR, t);
+      jj_node *a = node(P, JN_ATTR, t);
       a->a = n;
       if (cur(P)->kind == TK_NAME) {
         a->name = cur(P)->s;
@@ -702,7 +702,7 @@ static jn *postfix(parser *P, jn *n) {
     } else if (accept_op(P, "[")) {
       if (!(n = subscript(P, n, t))) return NULL;
     } else if (accept_op(P, "(")) {
-      jn *c = node(P, JN_CALL, t);
+      jj_node *c = node(P, JN_CALL, t);
       c->line = n->line; /* errors of a call point at what is called */
       c->col = n->col;
       c->a = n;
@@ -715,12 +715,12 @@ static jn *postfix(parser *P, jn *n) {
 }
 
 /* filters (| name(args)) and tests (is [not] name(args)) after a unary expression */
-static jn *filter_expr(parser *P, jn *n) {
+static jj_node *filter_expr(parser *P, jj_node *n) {
   for (;;) {
     tk *t = cur(P);
     if (accept_op(P, "|")) {
       if (cur(P)->kind != TK_NAME) return p_fail(P, "expected a filter name after '|'");
-      jn *f = node(P, JN_FILTER, t);
+      jj_node *f = node(P, JN_FILTER, t);
       f->a = n;
       f->name = cur(P)->s;
       P->i++;
@@ -732,7 +732,7 @@ static jn *filter_expr(parser *P, jn *n) {
       if (accept_op(P, "(") && !call_args(P, f)) return NULL;
       n = f;
     } else if (accept_name(P, "is")) {
-      jn *f = node(P, JN_TEST, t);
+      jj_node *f = node(P, JN_TEST, t);
       f->a = n;
       f->neg = accept_name(P, "not");
       if (cur(P)->kind != TK_NAME) return p_fail(P, "expected a test name after 'is'");
@@ -744,13 +744,13 @@ static jn *filter_expr(parser *P, jn *n) {
                  (cur(P)->kind == TK_NAME && !is_name(P, "and") && !is_name(P, "or") &&
                   !is_name(P, "else") && !is_name(P, "if") && !is_name(P, "in") &&
                   !is_name(P, "not") && !is_name(P, "is"))) {
-        jn *arg = unary(P, false); /* `is sameas false`, `is equalto 3` */
+        jj_node *arg = unary(P, false); /* `is sameas false`, `is equalto 3` */
         if (!arg) return NULL;
         list_push(P, &f->args, arg);
       }
       n = f;
     } else if (accept_op(P, "(")) {
-      jn *c = node(P, JN_CALL, t);
+      jj_node *c = node(P, JN_CALL, t);
       c->line = n->line; /* errors of a call point at what is called */
       c->col = n->col;
       c->a = n;
@@ -762,10 +762,10 @@ static jn *filter_expr(parser *P, jn *n) {
   }
 }
 
-static jn *unary(parser *P, bool with_filter) {
+static jj_node *unary(parser *P, bool with_filter) {
   if (++P->depth > JJ_MAX_DEPTH) return p_fail(P, "expressions nested too deeply");
   tk *t = cur(P);
-  jn *n;
+  jj_node *n;
   if (accept_op(P, "-") || accept_op(P, "+")) {
     n = node(P, t->s[0] == '-' ? JN_NEG : JN_POS, t);
     if (!(n->a = unary(P, false))) return NULL;
@@ -778,17 +778,17 @@ static jn *unary(parser *P, bool with_filter) {
   return n;
 }
 
-static jn *binop(parser *P, jn *a, int op, const tk *at, jn *b) {
+static jj_node *binop(parser *P, jj_node *a, int op, const tk *at, jj_node *b) {
   if (!b) return NULL;
-  jn *n = node(P, JN_BINOP, at);
+  jj_node *n = node(P, JN_BINOP, at);
   n->op = op;
   n->a = a;
   n->b = b;
   return n;
 }
 
-static jn *power(parser *P) {
-  jn *a = unary(P, true);
+static jj_node *power(parser *P) {
+  jj_node *a = unary(P, true);
   while (a && is_op(P, "**")) {
     tk *t = cur(P);
     P->i++;
@@ -797,8 +797,8 @@ static jn *power(parser *P) {
   return a;
 }
 
-static jn *math2(parser *P) {
-  jn *a = power(P);
+static jj_node *math2(parser *P) {
+  jj_node *a = power(P);
   static const char *const ops[] = {"*", "/", "//", "%"};
   static const int codes[] = {JJ_MUL, JJ_DIV, JJ_FLOORDIV, JJ_MOD};
   for (int k = 0; a && k < 4; k++) {
@@ -812,8 +812,8 @@ static jn *math2(parser *P) {
   return a;
 }
 
-static jn *concat(parser *P) {
-  jn *a = math2(P);
+static jj_node *concat(parser *P) {
+  jj_node *a = math2(P);
   while (a && is_op(P, "~")) {
     tk *t = cur(P);
     P->i++;
@@ -822,8 +822,8 @@ static jn *concat(parser *P) {
   return a;
 }
 
-static jn *math1(parser *P) {
-  jn *a = concat(P);
+static jj_node *math1(parser *P) {
+  jj_node *a = concat(P);
   while (a && (is_op(P, "+") || is_op(P, "-"))) {
     tk *t = cur(P);
     P->i++;
@@ -832,10 +832,10 @@ static jn *math1(parser *P) {
   return a;
 }
 
-static jn *compare(parser *P) {
-  jn *a = math1(P);
+static jj_node *compare(parser *P) {
+  jj_node *a = math1(P);
   if (!a) return NULL;
-  jn *n = NULL;
+  jj_node *n = NULL;
   for (;;) {
     tk *t = cur(P);
     int op = -1;
@@ -858,7 +858,7 @@ static jn *compare(parser *P) {
       n = node(P, JN_COMPARE, t);
       n->a = a;
     }
-    jn *b = math1(P);
+    jj_node *b = math1(P);
     if (!b) return NULL;
     list_push(P, &n->args, b);
     int *codes2 = base_arena_alloc(&P->t->arena, n->args.n * sizeof *codes2);
@@ -868,11 +868,11 @@ static jn *compare(parser *P) {
   }
 }
 
-static jn *not_expr(parser *P) {
+static jj_node *not_expr(parser *P) {
   tk *t = cur(P);
   if (accept_name(P, "not")) {
     if (++P->depth > JJ_MAX_DEPTH) return p_fail(P, "expressions nested too deeply");
-    jn *n = node(P, JN_NOT, t);
+    jj_node *n = node(P, JN_NOT, t);
     if (!(n->a = not_expr(P))) return NULL;
     P->depth--;
     return n;
@@ -880,12 +880,12 @@ static jn *not_expr(parser *P) {
   return compare(P);
 }
 
-static jn *and_expr(parser *P) {
-  jn *a = not_expr(P);
+static jj_node *and_expr(parser *P) {
+  jj_node *a = not_expr(P);
   while (a && is_name(P, "and")) {
     tk *t = cur(P);
     P->i++;
-    jn *n = node(P, JN_AND, t);
+    jj_node *n = node(P, JN_AND, t);
     n->a = a;
     if (!(n->b = not_expr(P))) return NULL;
     a = n;
@@ -893,12 +893,12 @@ static jn *and_expr(parser *P) {
   return a;
 }
 
-static jn *or_expr(parser *P) {
-  jn *a = and_expr(P);
+static jj_node *or_expr(parser *P) {
+  jj_node *a = and_expr(P);
   while (a && is_name(P, "or")) {
     tk *t = cur(P);
     P->i++;
-    jn *n = node(P, JN_OR, t);
+    jj_node *n = node(P, JN_OR, t);
     n->a = a;
     if (!(n->b = and_expr(P))) return NULL;
     a = n;
@@ -906,16 +906,16 @@ static jn *or_expr(parser *P) {
   return a;
 }
 
-static jn *expr_nocond(parser *P) { return or_expr(P); }
+static jj_node *expr_nocond(parser *P) { return or_expr(P); }
 
 /* a if b else c (right-nested) */
-static jn *expr(parser *P) {
+static jj_node *expr(parser *P) {
   if (++P->depth > JJ_MAX_DEPTH) return p_fail(P, "expressions nested too deeply");
-  jn *a = or_expr(P);
+  jj_node *a = or_expr(P);
   while (a && is_name(P, "if")) {
     tk *t = cur(P);
     P->i++;
-    jn *n = node(P, JN_COND, t);
+    jj_node *n = node(P, JN_COND, t);
     n->a = a;
     if (!(n->b = or_expr(P))) return NULL;
     if (accept_name(P, "else") && !(n->c = expr(P))) return NULL;
@@ -939,7 +939,7 @@ static bool block_end(parser *P) {
 }
 
 /* for/set targets: a name or names separated by commas (optionally in parentheses) */
-static bool targets(parser *P, jn *n) {
+static bool targets(parser *P, jj_node *n) {
   bool paren = accept_op(P, "(");
   do {
     if (cur(P)->kind != TK_NAME) return p_fail(P, "expected a variable name");
@@ -949,13 +949,13 @@ static bool targets(parser *P, jn *n) {
   return !paren || expect_op(P, ")");
 }
 
-static jn *stmt_if(parser *P, const tk *at) {
+static jj_node *stmt_if(parser *P, const tk *at) {
   static const char *const stops[] = {"elif", "else", "endif", NULL};
-  jn *n = node(P, JN_IF, at);
+  jj_node *n = node(P, JN_IF, at);
   if (!(n->a = expr(P)) || !block_end(P) || !body(P, &n->args, stops, "if", at)) return NULL;
   tk *t = cur(P);
   if (accept_name(P, "elif")) {
-    jn *e = stmt_if(P, t);
+    jj_node *e = stmt_if(P, t);
     if (!e) return NULL;
     list_push(P, &n->body2, e);
     return n; /* the nested if consumed the endif */
@@ -968,9 +968,9 @@ static jn *stmt_if(parser *P, const tk *at) {
   return block_end(P) ? n : NULL;
 }
 
-static jn *stmt_for(parser *P, const tk *at) {
+static jj_node *stmt_for(parser *P, const tk *at) {
   static const char *const stops[] = {"else", "endfor", NULL};
-  jn *n = node(P, JN_FOR, at);
+  jj_node *n = node(P, JN_FOR, at);
   if (!targets(P, n)) return NULL;
   if (!accept_name(P, "in")) return p_fail(P, "expected 'in'");
   if (!(n->a = expr_nocond(P))) return NULL;
@@ -985,8 +985,8 @@ static jn *stmt_for(parser *P, const tk *at) {
   return block_end(P) ? n : NULL;
 }
 
-static jn *stmt_set(parser *P, const tk *at) {
-  jn *n = node(P, JN_SET, at);
+static jj_node *stmt_set(parser *P, const tk *at) {
+  jj_node *n = node(P, JN_SET, at);
   if (cur(P)->kind == TK_NAME && peek(P, 1)->kind == TK_OP && !strcmp(peek(P, 1)->s, ".")) {
     n->name = cur(P)->s;
     P->i += 2;
@@ -1009,10 +1009,10 @@ static jn *stmt_set(parser *P, const tk *at) {
   if (!expect_op(P, "=")) return NULL;
   if (!(n->a = expr(P))) return NULL;
   if (is_op(P, ",")) { /* set a, b = 1, 2: the right side is a tuple */
-    jn *tup = node(P, JN_TUPLE, at);
+    jj_node *tup = node(P, JN_TUPLE, at);
     list_push(P, &tup->args, n->a);
     while (accept_op(P, ",")) {
-      jn *e = expr(P);
+      jj_node *e = expr(P);
       if (!e) return NULL;
       list_push(P, &tup->args, e);
     }
@@ -1021,9 +1021,9 @@ static jn *stmt_set(parser *P, const tk *at) {
   return block_end(P) ? n : NULL;
 }
 
-static jn *stmt_macro(parser *P, const tk *at) {
+static jj_node *stmt_macro(parser *P, const tk *at) {
   static const char *const stops[] = {"endmacro", NULL};
-  jn *n = node(P, JN_MACRO, at);
+  jj_node *n = node(P, JN_MACRO, at);
   if (cur(P)->kind != TK_NAME) return p_fail(P, "expected the macro's name");
   n->name = cur(P)->s;
   P->i++;
@@ -1033,7 +1033,7 @@ static jn *stmt_macro(parser *P, const tk *at) {
     if (cur(P)->kind != TK_NAME) return p_fail(P, "expected a parameter name");
     names_push(P, n, cur(P)->s);
     P->i++;
-    jn *def = NULL;
+    jj_node *def = NULL;
     if (accept_op(P, "=") && !(def = expr(P))) return NULL;
     if (!def && n->body2.n) {
       for (size_t k = 0; k < n->body2.n; k++)
@@ -1049,7 +1049,7 @@ static jn *stmt_macro(parser *P, const tk *at) {
 }
 
 /* one {% ... %} statement, after its '{%' */
-static jn *statement(parser *P) {
+static jj_node *statement(parser *P) {
   tk *t = cur(P);
   if (t->kind != TK_NAME) return p_fail(P, "expected a statement name after '{%%'");
   P->i++;
@@ -1058,12 +1058,12 @@ static jn *statement(parser *P) {
   if (!strcmp(t->s, "set")) return stmt_set(P, t);
   if (!strcmp(t->s, "macro")) return stmt_macro(P, t);
   if (!strcmp(t->s, "break") || !strcmp(t->s, "continue")) {
-    jn *n = node(P, t->s[0] == 'b' ? JN_BREAK : JN_CONTINUE, t);
+    jj_node *n = node(P, t->s[0] == 'b' ? JN_BREAK : JN_CONTINUE, t);
     return block_end(P) ? n : NULL;
   }
   if (!strcmp(t->s, "generation")) { /* transformers' AssistantTracker: renders its body */
     static const char *const stops[] = {"endgeneration", NULL};
-    jn *n = node(P, JN_BLOCK, t);
+    jj_node *n = node(P, JN_BLOCK, t);
     if (!block_end(P) || !body(P, &n->args, stops, "generation", t)) return NULL;
     P->i++;
     return block_end(P) ? n : NULL;
@@ -1088,14 +1088,14 @@ static bool body(parser *P, jn_list *out, const char *const *stops, const char *
       return false;
     }
     if (t->kind == TK_TEXT) {
-      jn *n = node(P, JN_TEXT, t);
+      jj_node *n = node(P, JN_TEXT, t);
       n->name = t->s;
       n->len = t->n;
       list_push(P, out, n);
       P->i++;
     } else if (t->kind == TK_VAR_BEGIN) {
       P->i++;
-      jn *n = node(P, JN_OUTPUT, t);
+      jj_node *n = node(P, JN_OUTPUT, t);
       if (!(n->a = expr(P))) return false;
       if (cur(P)->kind != TK_VAR_END) return p_fail(P, "expected '}}'");
       P->i++;
@@ -1117,7 +1117,7 @@ static bool body(parser *P, jn_list *out, const char *const *stops, const char *
         return false;
       }
       P->i++;
-      jn *n = statement(P);
+      jj_node *n = statement(P);
       if (!n) return false;
       list_push(P, out, n);
     } else {
