@@ -749,7 +749,7 @@ static bool exec_for(jj_ctx *c, const jj_node *n) {
   if (!items->len) return exec_body(c, &n->body2);
   jv *cycle = jj_func(c, "loop.cycle", loop_cycle, NULL);
   c->scope = s;
-  bool ok = true;
+  bool ok = true, completed = false; /* did any iteration reach the end of the body? */
   jv *loop = NULL;
   for (size_t i = 0; ok && i < items->len; i++) {
     if (!cycle || !(loop = loop_var(c, loop, items, i, cycle))) {
@@ -759,6 +759,7 @@ static bool exec_for(jj_ctx *c, const jj_node *n) {
     cycle->self = loop;
     ok = assign(c, s, "loop", loop) && bind_targets(c, s, n, items->items[i]) &&
          exec_body(c, &n->args);
+    completed = completed || (ok && !c->brk);
     if (c->brk == 1) {
       c->brk = 0;
       break;
@@ -766,6 +767,9 @@ static bool exec_for(jj_ctx *c, const jj_node *n) {
     c->brk = 0;
   }
   c->scope = outer;
+  /* jinja2 runs the else body unless an iteration ended normally: a loop whose every iteration
+     ended in break or continue runs it too (its indicator is cleared at the body's end) */
+  if (ok && !c->failed && !completed) return exec_body(c, &n->body2);
   return ok && !c->failed;
 }
 

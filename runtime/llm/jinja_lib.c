@@ -959,9 +959,9 @@ TEST(false) {
   UNUSED_T;
   return x->kind == JV_BOOL && !x->b;
 }
-TEST(callable) {
+TEST(callable) { /* jinja2's Undefined has __call__ (that raises): callable too */
   UNUSED_T;
-  return x->kind == JV_MACRO || x->kind == JV_FUNC;
+  return x->kind == JV_MACRO || x->kind == JV_FUNC || x->kind == JV_UNDEF;
 }
 static int int_of(jj_ctx *c, jv *x, const char *test) {
   if (x->kind == JV_INT || x->kind == JV_BOOL) return 1;
@@ -1084,7 +1084,10 @@ FILTER(trim) {
   return s && !c->failed ? strip(c, s, set, 3) : NULL;
 }
 FILTER(tojson) {
-  jv *ind = ARG(0, "indent"), *sk = ARG(99, "sort_keys"), *ea = ARG(99, "ensure_ascii");
+  /* transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+  jv *ea = ARG(0, "ensure_ascii"), *ind = ARG(1, "indent"), *sep = ARG(2, "separators"),
+     *sk = ARG(3, "sort_keys");
+  if (sep && sep->kind != JV_NONE) return jj_fail(c, "tojson: separators are not supported");
   int indent = -1;
   if (ind && ind->kind != JV_NONE) {
     if (ind->kind != JV_INT || ind->i < 0 || ind->i > 64)
@@ -1437,49 +1440,56 @@ FILTER(wordcount) {
   return w ? jj_int(c, (int64_t)w->len) : NULL;
 }
 
+/* each filter with the most positional arguments jinja2's takes (-1: any number) */
 static const struct {
   const char *name;
   filter_fn fn;
+  int max_args;
 } FILTERS[] = {
-    {"trim", f_trim},
-    {"tojson", f_tojson},
-    {"length", f_length},
-    {"count", f_length},
-    {"first", f_first},
-    {"last", f_last},
-    {"lower", f_lower},
-    {"upper", f_upper},
-    {"capitalize", f_capitalize},
-    {"title", f_title},
-    {"replace", f_replace},
-    {"join", f_join},
-    {"default", f_default},
-    {"d", f_default},
-    {"list", f_list},
-    {"int", f_int},
-    {"float", f_float},
-    {"string", f_string},
-    {"safe", f_safe},
-    {"escape", f_escape},
-    {"e", f_escape},
-    {"items", f_items},
-    {"reverse", f_reverse},
-    {"unique", f_unique},
-    {"abs", f_abs},
-    {"indent", f_indent},
-    {"select", f_select},
-    {"reject", f_reject},
-    {"selectattr", f_selectattr},
-    {"rejectattr", f_rejectattr},
-    {"map", f_map},
-    {"sum", f_sum},
-    {"wordcount", f_wordcount},
+    {"trim", f_trim, 1},
+    {"tojson", f_tojson, 4},
+    {"length", f_length, 0},
+    {"count", f_length, 0},
+    {"first", f_first, 0},
+    {"last", f_last, 0},
+    {"lower", f_lower, 0},
+    {"upper", f_upper, 0},
+    {"capitalize", f_capitalize, 0},
+    {"title", f_title, 0},
+    {"replace", f_replace, 3},
+    {"join", f_join, 2},
+    {"default", f_default, 2},
+    {"d", f_default, 2},
+    {"list", f_list, 0},
+    {"int", f_int, 2},
+    {"float", f_float, 1},
+    {"string", f_string, 0},
+    {"safe", f_safe, 0},
+    {"escape", f_escape, 0},
+    {"e", f_escape, 0},
+    {"items", f_items, 0},
+    {"reverse", f_reverse, 0},
+    {"unique", f_unique, 2},
+    {"abs", f_abs, 0},
+    {"indent", f_indent, 3},
+    {"select", f_select, -1},
+    {"reject", f_reject, -1},
+    {"selectattr", f_selectattr, -1},
+    {"rejectattr", f_rejectattr, -1},
+    {"map", f_map, -1},
+    {"sum", f_sum, 2},
+    {"wordcount", f_wordcount, 0},
 };
 
 jv *jj_filter(jj_ctx *c, const char *name, jv *x, jv **args, size_t n, const char **kn, jv **kv,
               size_t nk) {
-  for (size_t i = 0; i < RX_ARRAY_LEN(FILTERS); i++)
-    if (!strcmp(FILTERS[i].name, name)) return FILTERS[i].fn(c, x, args, n, kn, kv, nk);
+  for (size_t i = 0; i < RX_ARRAY_LEN(FILTERS); i++) {
+    if (strcmp(FILTERS[i].name, name)) continue;
+    if (FILTERS[i].max_args >= 0 && n > (size_t)FILTERS[i].max_args)
+      return jj_fail(c, "filter '%s' takes at most %d positional arguments, %zu given", name,
+                     FILTERS[i].max_args, n);
+    return FILTERS[i].fn(c, x, args, n, kn, kv, nk);
+  }
   return jj_fail(c, "no filter named '%s'", name);
 }
 

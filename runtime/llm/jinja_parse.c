@@ -324,6 +324,10 @@ static char lex_tag(lexer *L, char close) {
         }
       }
       num[k] = 0;
+      if (!flt && num[0] == '0' && strspn(num, "0") != k) {
+        lex_fail(L, line, col, "leading zeros in an integer literal are not allowed ('%s')", num);
+        return 0;
+      }
       tk t = {flt ? TK_FLOAT : TK_INT, line, col, NULL, 0, 0, 0};
       if (flt) {
         t.f = strtod(num, NULL);
