@@ -181,7 +181,8 @@ static void errors(void) {
       "MiB");
   check_error("{{ messages }}", "[1, 2]", "the render's context must be a JSON object");
   check_error("{{ range(05) }}", m, "chat_template:1:10: leading zeros in an integer literal");
-  check_error("{{ [1]|list(2) }}", m, "filter 'list' takes at most 0 positional arguments, 1 given");
+  check_error("{{ [1]|list(2) }}", m,
+              "filter 'list' takes at most 0 positional arguments, 1 given");
   check_error("{{ 5 < 'a' }}", m, "'<' is not supported between an integer and a string");
   check_error("{{ none.x.y }}", m, "None has no attribute 'x'");
   /* what the engine must get right beyond the corpus */
