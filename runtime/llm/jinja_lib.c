@@ -213,6 +213,9 @@ bool jj_repr(jj_ctx *c, const jv *v, rx_strbuf *b) {
     base_strbuf_putc(b, '}');
     if (v->ns) base_strbuf_putc(b, '>');
     break;
+  case JV_UNDEF:
+    base_strbuf_append(b, "Undefined");
+    break; /* jinja2's repr of Undefined */
   default:
     ok = jj_str_of(c, v, b);
   }
@@ -893,11 +896,14 @@ jv *jj_getattr(jj_ctx *c, jv *obj, const char *name) {
     jv *v = jj_dict_get(obj, name, strlen(name));
     if (v) return v;
   }
-  const char *type = obj->kind == JV_DICT   ? "'dict object'"
-                     : obj->kind == JV_LIST ? "'list object'"
-                     : obj->kind == JV_STR  ? "'str object'"
-                     : obj->kind == JV_NONE ? "None"
-                                            : jj_kind_name(obj);
+  /* Python's type names, as jinja2's messages give them */
+  static const char *const TYPES[] = {
+      [JV_UNDEF] = "Undefined",      [JV_NONE] = "None",
+      [JV_BOOL] = "'bool object'",   [JV_INT] = "'int object'",
+      [JV_FLOAT] = "'float object'", [JV_STR] = "'str object'",
+      [JV_LIST] = "'list object'",   [JV_DICT] = "'dict object'",
+      [JV_MACRO] = "'Macro object'", [JV_FUNC] = "'builtin_function_or_method object'"};
+  const char *type = obj->kind == JV_LIST && obj->tuple ? "'tuple object'" : TYPES[obj->kind];
   return jj_undef(c, base_arena_printf(&c->arena, "%s has no attribute '%s'", type, name));
 }
 
@@ -1013,7 +1019,11 @@ TEST(upper) {
 TEST(in) {
   if (!arg1(c, n, "in")) return -1;
   jv *box = args[0];
-  if (box->kind == JV_STR && x->kind == JV_STR) {
+  if (box->kind == JV_STR && x->kind != JV_STR) {
+    jj_fail(c, "'in <string>' needs a string on the left, not %s", jj_kind_name(x));
+    return -1;
+  }
+  if (box->kind == JV_STR) {
     if (!x->n) return 1;
     for (size_t i = 0; i + x->n <= box->n; i++)
       if (!memcmp(box->s + i, x->s, x->n)) return 1;
@@ -1191,6 +1201,7 @@ FILTER(list) {
 }
 FILTER(int) {
   jv *d = ARG(0, "default");
+  if (x->kind == JV_UNDEF) return jj_fail(c, "%s", x->s); /* int(Undefined) raises in jinja2 */
   switch (x->kind) {
   case JV_INT:
     return x;
@@ -1220,6 +1231,7 @@ FILTER(int) {
 }
 FILTER(float) {
   jv *d = ARG(0, "default");
+  if (x->kind == JV_UNDEF) return jj_fail(c, "%s", x->s); /* float(Undefined) raises in jinja2 */
   switch (x->kind) {
   case JV_FLOAT:
     return x;

@@ -183,6 +183,8 @@ static void errors(void) {
   check_error("{{ range(05) }}", m, "chat_template:1:10: leading zeros in an integer literal");
   check_error("{{ [1]|list(2) }}", m,
               "filter 'list' takes at most 0 positional arguments, 1 given");
+  check_error("{{ 3.C|int }}", m, "'int object' has no attribute 'C'");
+  check_error("{{ 1.5 is in('abc') }}", m, "'in <string>' needs a string on the left, not a float");
   check_error("{{ 5 < 'a' }}", m, "'<' is not supported between an integer and a string");
   check_error("{{ none.x.y }}", m, "None has no attribute 'x'");
   /* what the engine must get right beyond the corpus */
