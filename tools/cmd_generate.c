@@ -1,9 +1,12 @@
-/* relaxc generate MODEL.rxm (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N]
+/* relaxc generate MODEL.rxm (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])
+ *   [--max-tokens N]
  *   [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--device D]
  *   [--kv-capacity N] [--max-seq-len N] [--print-ids]
  * Text from an LLM artifact (relaxc compile of a Hugging Face folder), through runtime/llm's
  * generation loop (relaxc/llm.h): the prompt is tokenized (with the BOS the tokenizer adds) or
- * taken as ids, prefilled, then tokens are sampled one at a time and their text streamed to
+ * taken as ids, or --chat's message (after --system's) is put in the model's chat template
+ * (rx_chat_prompt: the template's text carries its special tokens, so none are added), prefilled,
+ * then tokens are sampled one at a time and their text streamed to
  * stdout as it completes, until an end-of-sequence token, --max-tokens or the model's maximum
  * length. At the end, prefill and decode speeds on stderr; --print-ids adds a line with the new
  * token ids, comma-separated. Exit: 0, 1 on an error (a missing file, not an LLM artifact, a
@@ -18,7 +21,7 @@
 #include <string.h>
 
 typedef struct gen_cli {
-  const char *model, *prompt, *ids, *device;
+  const char *model, *prompt, *ids, *device, *chat, *system;
   long long max_tokens, kv_capacity, max_seq_len;
   rx_sampler_params sp;
   bool print_ids;
@@ -54,6 +57,10 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
       g->prompt = it.value;
     } else if (!strcmp(f, "--prompt-ids")) {
       g->ids = it.value;
+    } else if (!strcmp(f, "--chat")) {
+      g->chat = it.value;
+    } else if (!strcmp(f, "--system")) {
+      g->system = it.value;
     } else if (!strcmp(f, "--device")) {
       g->device = it.value;
     } else if (!strcmp(f, "--print-ids")) {
@@ -81,8 +88,10 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
   }
   if (it.status >= 0) return it.status;
   if (!g->model) return cli_usage_error(cmd, "%s", "'generate' needs a MODEL.rxm");
-  if (!g->prompt == !g->ids)
-    return cli_usage_error(cmd, "%s", "'generate' needs one of --prompt TEXT and --prompt-ids");
+  if ((g->prompt != NULL) + (g->ids != NULL) + (g->chat != NULL) != 1)
+    return cli_usage_error(cmd, "%s",
+                           "'generate' needs one of --prompt TEXT, --prompt-ids and --chat TEXT");
+  if (g->system && !g->chat) return cli_usage_error(cmd, "%s", "--system goes with --chat");
   return -1;
 }
 
@@ -134,8 +143,28 @@ static int prompt_ids(const rx_cli_command *cmd, const gen_cli *g, rx_llm_model 
             g->model);
     return 1;
   }
-  rx_status s =
-      rx_tokenizer_encode(tok, g->prompt, strlen(g->prompt), RX_TOKENIZER_ADD_SPECIAL, ids, n);
+  rx_status s = NULL;
+  if (g->chat) { /* the messages as JSON, then the template (or the fallback) over them */
+    rx_strbuf j = {0};
+    base_strbuf_append(&j, "[");
+    if (g->system) {
+      base_strbuf_append(&j, "{\"role\": \"system\", \"content\": ");
+      base_strbuf_json_string(&j, g->system);
+      base_strbuf_append(&j, "}, ");
+    }
+    base_strbuf_append(&j, "{\"role\": \"user\", \"content\": ");
+    base_strbuf_json_string(&j, g->chat);
+    base_strbuf_append(&j, "}]");
+    const rx_chat_template *t = rx_llm_model_chat_template(m);
+    char *text = NULL;
+    size_t len = 0;
+    s = rx_chat_prompt(t, j.data, j.len, NULL, 0, &text, &len);
+    base_strbuf_free(&j);
+    if (!s) s = rx_tokenizer_encode(tok, text, len, t ? 0 : RX_TOKENIZER_ADD_SPECIAL, ids, n);
+    rx_llm_free(text);
+  } else {
+    s = rx_tokenizer_encode(tok, g->prompt, strlen(g->prompt), RX_TOKENIZER_ADD_SPECIAL, ids, n);
+  }
   if (s) return fail(s);
   if (*n) return 0;
   fprintf(stderr, "relaxc: error: the prompt has no tokens\n");

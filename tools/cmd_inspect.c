@@ -369,18 +369,28 @@ static void print_layers(const rx_rt_artifact *a, size_t fn, int nl) {
   free(layer);
 }
 
+static size_t count_lines(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
 /* An LLM artifact (its llm.json section): the model, the KV cache's bytes per token, and the
  * activation memory planned for prefill and decode at their bounds. */
 static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
-  const char *text = NULL;
-  size_t len = 0;
-  for (size_t i = 0; i < rx_rt_artifact_section_count(a) && !text; i++) {
+  const char *text = NULL, *chat = NULL;
+  size_t len = 0, chat_len = 0;
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
     const char *sname;
     const void *data;
     size_t size;
-    if (rx_rt_artifact_section(a, i, &sname, &data, &size) && !strcmp(sname, "llm.json")) {
+    if (!rx_rt_artifact_section(a, i, &sname, &data, &size)) continue;
+    if (!strcmp(sname, "llm.json")) {
       text = data;
       len = size;
+    } else if (!strcmp(sname, "chat_template.json")) {
+      chat = data;
+      chat_len = size;
     }
   }
   cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
@@ -437,6 +447,16 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
              fmt, nt, nw, nb, 8 * nb / nw);
   }
   cJSON_Delete(j);
+  /* the chat template relaxc serve and relaxc generate --chat render (chat_template.json) */
+  cJSON *ct = chat ? cJSON_ParseWithLength(chat, chat_len) : NULL;
+  const char *tmpl = ct ? jstr(ct, "chat_template") : NULL;
+  if (tmpl)
+    printf("  chat template: %zu bytes, %zu lines (bos_token \"%s\", eos_token \"%s\")\n",
+           strlen(tmpl), 1 + count_lines(tmpl), jstr(ct, "bos_token") ? jstr(ct, "bos_token") : "",
+           jstr(ct, "eos_token") ? jstr(ct, "eos_token") : "");
+  else
+    printf("  chat template: none (chat requests use the fallback format, docs/llm.md)\n");
+  cJSON_Delete(ct);
 }
 
 /* The weights: where they live, count and bytes per dtype, the parameters they bind. */

@@ -184,6 +184,11 @@ static const rx_cli_flag generate_flags[] = {
     {"--prompt", NULL, "TEXT",
      "the prompt, tokenized by the model's tokenizer (BOS added as it says)", NULL},
     {"--prompt-ids", NULL, "1,2,3", "the prompt as token ids (taken as they are)", NULL},
+    {"--chat", NULL, "TEXT",
+     "a user message, put in the model's chat template (or the fallback format, docs/llm.md) with "
+     "the assistant's turn to come",
+     NULL},
+    {"--system", NULL, "TEXT", "with --chat: a system message before the user's", NULL},
     {"--max-tokens", NULL, "N", "stop after N new tokens; default: 128", NULL},
     {"--temperature", NULL, "T", "0: greedy; default: 0.7", NULL},
     {"--top-k", NULL, "K", "sample from the K most likely tokens (0: all); default: 50", NULL},
@@ -290,7 +295,7 @@ const rx_cli_command cli_commands[] = {
      "(symbolic "
      "dimensions kept)",
      NULL, import_flags, cli_cmd_import},
-    {"generate", "MODEL.rxm (--prompt TEXT | --prompt-ids IDS)",
+    {"generate", "MODEL.rxm (--prompt TEXT | --prompt-ids IDS | --chat TEXT [--system TEXT])",
      "generate text with an LLM artifact (a compiled Hugging Face model folder), streamed as it "
      "comes",
      "Prefill and decode speeds (tokens per second) are printed on stderr at the end.",

@@ -77,5 +77,10 @@ rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, r
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
                           int64_t max_len, int64_t max_batch, const char *formats,
                           const char *tok_json, size_t tok_len);
+/* chat_template.json, when the model has a chat template: from the GGUF file f's
+ * tokenizer.chat_template (with the texts of its BOS and EOS tokens), else from the folder dir's
+ * chat_template.jinja, chat_template.json or tokenizer_config.json (its chat_template, bos_token
+ * and eos_token). The template is parsed now: a syntax error names the file, line and column. */
+rx_status hf_add_chat_template(rx_module *m, const char *dir, const rx_gguf_file *f);
 
 #endif

@@ -1341,6 +1341,7 @@ static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
     weight_formats(g, &fm);
     s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
                         tok.len);
+    if (!s) s = hf_add_chat_template(g->m, path, f);
     base_strbuf_free(&fm);
   }
   base_strbuf_free(&tok);
@@ -1406,6 +1407,7 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     rx_strbuf fm = {0};
     weight_formats(&g, &fm);
     s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
+    if (!s) s = hf_add_chat_template(m, dir, NULL);
     base_strbuf_free(&fm);
   }
   free(g.w);

@@ -24,9 +24,10 @@
 extern "C" {
 #endif
 
-typedef struct rx_tokenizer rx_tokenizer;     /* a loaded tokenizer.json (immutable) */
-typedef struct rx_detokenizer rx_detokenizer; /* ids to text, one id at a time */
-typedef struct rx_sampler rx_sampler;         /* logits to a token id, seeded */
+typedef struct rx_tokenizer rx_tokenizer;         /* a loaded tokenizer.json (immutable) */
+typedef struct rx_detokenizer rx_detokenizer;     /* ids to text, one id at a time */
+typedef struct rx_sampler rx_sampler;             /* logits to a token id, seeded */
+typedef struct rx_chat_template rx_chat_template; /* a parsed Jinja chat template (immutable) */
 
 /* Frees an array or string returned by this header (NULL is fine). */
 RX_API void rx_llm_free(void *p);
@@ -192,6 +193,9 @@ RX_API rx_status rx_llm_model_load(const char *path, const rx_llm_model_options 
 RX_API void rx_llm_model_free(rx_llm_model *m); /* NULL is fine */
 /* The artifact's tokenizer, or NULL when the folder had no tokenizer.json (borrowed). */
 RX_API const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
+/* The artifact's chat template (rx_chat_template_render), or NULL when the model had none
+ * (borrowed). */
+RX_API const rx_chat_template *rx_llm_model_chat_template(const rx_llm_model *m);
 RX_API int32_t rx_llm_model_vocab_size(const rx_llm_model *m);
 RX_API int64_t rx_llm_model_max_seq_len(const rx_llm_model *m);
 RX_API int32_t rx_llm_model_bos_id(const rx_llm_model *m); /* -1: none */
@@ -361,6 +365,45 @@ RX_API rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id,
 /* Forgets a request (cancelling it first if it has not ended); its id becomes unknown. */
 RX_API rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
 RX_API rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
+
+/* ---- chat templates ----
+ * A model's Jinja chat template (tokenizer_config.json's chat_template, or GGUF's
+ * tokenizer.chat_template), rendered as transformers' apply_chat_template does: jinja2 with
+ * trim_blocks and lstrip_blocks, its tojson (ensure_ascii off), raise_exception and strftime_now.
+ * The subset (docs/llm.md): statements if/elif/else, for (loop.*, `if` filters, else, tuple
+ * unpacking, break/continue), set (namespace attributes and blocks too), macro, raw,
+ * generation; Python's expressions, slices, string and dict methods; jinja2's common filters and
+ * tests. A template is immutable after parsing (renders may run on several threads). */
+/* Parses a template (len bytes of text); name prefixes error messages ("chat_template"), and
+ * bos_token / eos_token (NULL: "") are the variables every render gets unless its context sets
+ * them. A syntax error is an RX_ERR_INVALID error naming the line and column and what was
+ * expected. */
+RX_API rx_status rx_chat_template_parse(const char *text, size_t len, const char *name,
+                                        const char *bos_token, const char *eos_token,
+                                        rx_chat_template **out);
+RX_API void rx_chat_template_free(rx_chat_template *t); /* NULL is fine */
+/* The bos_token given at parse ("" when none; borrowed). */
+RX_API const char *rx_chat_template_bos(const rx_chat_template *t);
+/* Renders t with the variables of context_json (a JSON object of len bytes: messages,
+ * add_generation_prompt, tools, ...); now: strftime_now's time in seconds since 1970, taken as
+ * UTC (0: the clock, local time). *out_text (freed with rx_llm_free) and *out_len are the text.
+ * Errors (RX_ERR_INVALID): raise_exception's message, an attribute of an undefined value, a type
+ * error, the limits on steps, depth, memory and output; each names the line and column. */
+RX_API rx_status rx_chat_template_render(const rx_chat_template *t, const char *context_json,
+                                         size_t len, int64_t now, char **out_text, size_t *out_len);
+
+/* The prompt of a chat (relaxc serve's chat endpoint, relaxc generate --chat): messages_json (len
+ * bytes), a JSON array of messages ({"role": a string, "content": a string, a list of
+ * {"type": "text", "text": ...} parts, or null; other fields such as tool_calls passed through),
+ * rendered by t with add_generation_prompt true (unless extra_json sets it) and the variables of
+ * extra_json (a JSON object of extra_len bytes, or NULL: tools, enable_thinking, ...). Without a
+ * template (t NULL), the fallback format of docs/llm.md: a "ROLE: CONTENT\n" line per message
+ * (text parts joined), then "assistant:". A template's text is tokenized without adding special
+ * tokens (it carries them, as transformers' apply_chat_template tokenizes); the fallback's with
+ * them. Bad messages and render errors are RX_ERR_INVALID errors that say what was expected. */
+RX_API rx_status rx_chat_prompt(const rx_chat_template *t, const char *messages_json, size_t len,
+                                const char *extra_json, size_t extra_len, char **out_text,
+                                size_t *out_len);
 
 #ifdef __cplusplus
 }

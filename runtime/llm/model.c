@@ -16,7 +16,8 @@
 struct rx_llm_model {
   rx_rt_device *device;
   rx_rt_artifact *artifact;
-  rx_tokenizer *tok; /* NULL: no tokenizer.json */
+  rx_tokenizer *tok;      /* NULL: no tokenizer.json */
+  rx_chat_template *chat; /* NULL: no chat_template.json */
   rx_rt_value *cache;
   rx_kv_cache *kv;    /* the cache's object (borrowed from cache) */
   rx_rt_value *batch; /* the batch argument of prefill and decode, set before each call */
@@ -80,6 +81,31 @@ static rx_status load_tokenizer(rx_llm_model *m, const char *path) {
   char name[512];
   snprintf(name, sizeof name, "%s: tokenizer.json", path);
   return rx_tokenizer_load(text, len, name, &m->tok);
+}
+
+/* chat_template.json: {"format": 1, "chat_template": TEXT, "bos_token": S, "eos_token": S} */
+static rx_status load_chat_template(rx_llm_model *m, const char *path) {
+  size_t len = 0;
+  const char *text = section(m->artifact, "chat_template.json", &len);
+  if (!text) return NULL;
+  cJSON *j = cJSON_ParseWithLength(text, len);
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "bos_token");
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "eos_token");
+  rx_status s = NULL;
+  if (!cJSON_IsNumber(f) || f->valuedouble != 1 || !cJSON_IsString(t))
+    s = base_status_make(RX_ERR_INVALID,
+                         "%s: chat_template.json: expected format 1 and a string chat_template",
+                         path);
+  char name[512];
+  snprintf(name, sizeof name, "%s: chat_template", path);
+  if (!s)
+    s = rx_chat_template_parse(t->valuestring, strlen(t->valuestring), name,
+                               cJSON_IsString(b) ? b->valuestring : NULL,
+                               cJSON_IsString(e) ? e->valuestring : NULL, &m->chat);
+  cJSON_Delete(j);
+  return s;
 }
 
 static rx_status call(rx_llm_model *m, const char *fn, rx_rt_value *const *args, size_t n,
@@ -154,6 +180,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!s) s = rx_rt_artifact_load(m->device, path, &m->artifact);
   if (!s) s = read_meta(m, path);
   if (!s) s = load_tokenizer(m, path);
+  if (!s) s = load_chat_template(m, path);
   if (!s) s = run_limits(m, o);
   if (!s) s = create_cache(m, o);
   if (!s) s = llm_kv_batch_new(&m->batch);
@@ -177,12 +204,14 @@ void rx_llm_model_free(rx_llm_model *m) {
   rx_rt_value_release(m->batch);
   free(m->counts);
   rx_tokenizer_free(m->tok);
+  rx_chat_template_free(m->chat);
   rx_rt_artifact_release(m->artifact);
   rx_rt_device_release(m->device);
   free(m);
 }
 
 const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m) { return m->tok; }
+const rx_chat_template *rx_llm_model_chat_template(const rx_llm_model *m) { return m->chat; }
 int32_t rx_llm_model_vocab_size(const rx_llm_model *m) { return m->vocab; }
 int64_t rx_llm_model_max_seq_len(const rx_llm_model *m) { return m->max_seq_len; }
 const char *rx_llm_model_device_name(const rx_llm_model *m) { return m->device_name; }

@@ -51,7 +51,7 @@ static void round_trip(const rx_serve_request *r) {
   free(lit);
   rx_serve_request back;
   rx_serve_error e;
-  if (serve_parse(body, n, false, MODEL_NAME, &back, &e)) {
+  if (serve_parse(body, n, false, MODEL_NAME, NULL, &back, &e)) {
     if (back.prompt_len != r->prompt_len || memcmp(back.prompt, r->prompt, r->prompt_len)) abort();
     serve_request_free(&back);
   } else if (!strstr(e.msg, "not UTF-8")) {
@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; !nul && i + 6 <= len; i++)
     if (body[i] == '\\') nul = !memcmp(body + i + 1, "u0000", 5), i++;
   rx_serve_request r;
-  if (serve_parse(body, len, route == RX_SERVE_CHAT, MODEL_NAME, &r, &e)) {
+  if (serve_parse(body, len, route == RX_SERVE_CHAT, MODEL_NAME, NULL, &r, &e)) {
     check_accepted(&r, nul);
     serve_request_free(&r);
   } else if ((e.status != 400 && e.status != 404) || !e.msg[0]) {

@@ -287,7 +287,7 @@ static void bad_requests(void) {
        "model 'gpt-9' not found"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": \"\\n\"}", 400,
        "'stop' is not supported"},
-      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\"}]}", 400,
+      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": 1, \"content\": \"a\"}]}", 400,
        "messages[0] needs"},
       {"GET", "/v1/completions", NULL, 405, "takes POST"},
       {"POST", "/v1/nothing", "{}", 404, "no endpoint /v1/nothing"},

@@ -37,7 +37,7 @@ static void routes(void) {
 static void kept(const char *body, size_t blen, bool chat, const char *want, size_t len) {
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = serve_parse(body, blen, chat, "kjv", &r, &e);
+  bool ok = serve_parse(body, blen, chat, "kjv", NULL, &r, &e);
   CHECK_MSG(ok && r.prompt_len == len && !memcmp(r.prompt, want, len) && !r.prompt[len],
             "%.*s: %s; prompt of %zu bytes, %zu expected", (int)blen, body, ok ? "parsed" : e.msg,
             ok ? r.prompt_len : 0, len);
@@ -65,7 +65,7 @@ static void nuls(void) {
       "{\"prompt\": \"\\u0000\xc0\xc1\xf5\xf6\xf7\xf8\xf9\xfa\xfb\xfc\xfd\xfe\xff\"}";
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = serve_parse(full, sizeof full - 1, false, "kjv", &r, &e);
+  bool ok = serve_parse(full, sizeof full - 1, false, "kjv", NULL, &r, &e);
   CHECK_MSG(!ok && e.status == 400 && e.param && !strcmp(e.param, "prompt") && strstr(e.msg, "NUL"),
             "a NUL in a body that is not UTF-8: %s", ok ? "parsed" : e.msg);
   if (ok) serve_request_free(&r);
@@ -91,12 +91,18 @@ static void refusals(void) {
       {"{\"prompt\": \"a\", \"stream\": 1}", false, 400, "stream", "a boolean"},
       {"{\"prompt\": \"a\", \"stop\": \"\\n\"}", false, 400, "stop", "not supported"},
       {"{\"messages\": []}", true, 400, "messages", "non-empty array"},
-      {"{\"messages\": [{\"role\": \"user\"}]}", true, 400, "messages", "messages[0] needs"},
+      {"{\"messages\": [{\"role\": 3}]}", true, 400, "messages", "messages[0] needs"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", true, 400, "messages",
+       "'content' must be a string, a list of parts or null"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}", true, 400,
+       "messages", "without a chat template"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": 1}", true, 400,
+       "tools", "'tools' must be an array"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rx_serve_request r;
     rx_serve_error e;
-    bool ok = serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", &r, &e);
+    bool ok = serve_parse(cases[i].body, strlen(cases[i].body), cases[i].chat, "kjv", NULL, &r, &e);
     bool param = cases[i].param ? e.param && !strcmp(e.param, cases[i].param) : !e.param;
     CHECK_MSG(!ok && e.status == cases[i].status && param && strstr(e.msg, cases[i].says),
               "%s: %s (status %u, param %s), expected %u, %s, '%s'", cases[i].body,
@@ -110,7 +116,7 @@ static void refusals(void) {
                              "\"stream\": true, \"stop\": []}";
   rx_serve_request r;
   rx_serve_error e;
-  bool ok = serve_parse(good, sizeof good - 1, false, "kjv", &r, &e);
+  bool ok = serve_parse(good, sizeof good - 1, false, "kjv", NULL, &r, &e);
   CHECK_MSG(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
                 r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
             "a good request: %s", ok ? "fields differ" : e.msg);
@@ -129,10 +135,111 @@ static void answers(void) {
   free(lit);
 }
 
-int main(void) {
+/* The chat endpoint with a model that carries a chat template: the messages rendered by it (parts
+ * joined by the template, tools and chat_template_kwargs as its variables), raise_exception as a
+ * 400, and the prompt's tokens with the one BOS the template wrote (the server tokenizes a
+ * template's text without adding special tokens, as transformers' apply_chat_template does);
+ * without a template, the fallback format with the tokenizer's BOS. */
+static void templates(const char *root) {
+  static const char text[] =
+      "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>"
+      "{% if m.content is string %}{{ m.content }}{% elif m.content %}{% for p in m.content %}"
+      "{{ p.text }}{% endfor %}{% endif %}{% if m.tool_calls %}{{ m.tool_calls[0].function|tojson "
+      "}}"
+      "{% endif %}\n{% endfor %}{% if tools %}tools:{{ tools|length }}\n{% endif %}"
+      "{% if enable_thinking is false %}no-think\n{% endif %}"
+      "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+      "{% if messages[0].role == 'tool' %}{{ raise_exception('a tool message cannot come first') }}"
+      "{% endif %}";
+  rx_chat_template *t = NULL;
+  CHECK_OK(rx_chat_template_parse(text, sizeof text - 1, "chat_template", "<s>", "</s>", &t));
+  if (!t) return;
+  static const char body[] =
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+      "\"content\": [{\"type\": \"text\", \"text\": \"In the \"}, {\"type\": \"text\", \"text\": "
+      "\"beginning\"}]}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": "
+      "\"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": "
+      "1}}}]}],"
+      " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], "
+      "\"chat_template_kwargs\": {\"enable_thinking\": false}}";
+  /* jinja2's rendering (trim_blocks eats the newline after each {% endif %}) */
+  static const char want[] = "<s><|system|>Be brief.<|user|>In the beginning<|assistant|>"
+                             "{\"name\": \"f\", \"arguments\": {\"x\": 1}}tools:1\nno-think\n"
+                             "<|assistant|>";
+  rx_serve_request r;
+  rx_serve_error e;
+  bool ok = serve_parse(body, sizeof body - 1, true, "kjv", t, &r, &e);
+  CHECK_MSG(ok && r.templated && r.prompt_len == sizeof want - 1 && !strcmp(r.prompt, want),
+            "templated chat: %s", ok ? r.prompt : e.msg);
+  /* the tokens: the template's BOS once, then the text */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/llm/models/kjv-llama/tokenizer.json", root);
+  FILE *f = fopen(path, "rb");
+  char *json = NULL;
+  size_t n = 0;
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    json = malloc(n + 1);
+    n = fread(json, 1, n, f);
+    fclose(f);
+  }
+  rx_tokenizer *tok = NULL;
+  CHECK_MSG(json != NULL, "%s: cannot read", path);
+  if (json) CHECK_OK(rx_tokenizer_load(json, n, path, &tok));
+  free(json);
+  if (ok && tok) {
+    int32_t *ids = NULL, *doubled = NULL;
+    size_t nids = 0, ndoubled = 0, nbos = 0;
+    int32_t bos = rx_tokenizer_bos_id(tok);
+    CHECK_OK(rx_tokenizer_encode(tok, r.prompt, r.prompt_len, 0, &ids, &nids));
+    for (size_t i = 0; i < nids; i++) nbos += ids[i] == bos;
+    CHECK_MSG(bos >= 0 && nids > 1 && ids[0] == bos && nbos == 1,
+              "templated prompt: %zu tokens, first %d, %zu BOS (id %d)", nids,
+              ids && nids ? ids[0] : -1, nbos, bos);
+    /* what adding special tokens would give: a second BOS before the template's */
+    CHECK_OK(rx_tokenizer_encode(tok, r.prompt, r.prompt_len, RX_TOKENIZER_ADD_SPECIAL, &doubled,
+                                 &ndoubled));
+    CHECK_MSG(ndoubled == nids + 1 && doubled[0] == bos && doubled[1] == bos,
+              "with special tokens added: %zu tokens", ndoubled);
+    rx_llm_free(ids);
+    rx_llm_free(doubled);
+  }
+  if (ok) serve_request_free(&r);
+  /* raise_exception: a 400 on messages with its message and place */
+  static const char bad[] = "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}";
+  ok = serve_parse(bad, sizeof bad - 1, true, "kjv", t, &r, &e);
+  CHECK_MSG(!ok && e.status == 400 && e.param && !strcmp(e.param, "messages") &&
+                strstr(e.msg, "raise_exception: a tool message cannot come first") &&
+                strstr(e.msg, "chat_template:4:"),
+            "raise_exception: %s", ok ? "parsed" : e.msg);
+  if (ok) serve_request_free(&r);
+  /* no template: the fallback, tokenized with the tokenizer's BOS */
+  static const char plain_body[] = "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
+                                   "\"text\", \"text\": \"hi\"}]}]}";
+  ok = serve_parse(plain_body, sizeof plain_body - 1, true, "kjv", NULL, &r, &e);
+  CHECK_MSG(ok && !r.templated && !strcmp(r.prompt, "user: hi\nassistant:"), "fallback: %s",
+            ok ? r.prompt : e.msg);
+  if (ok && tok) {
+    int32_t *ids = NULL;
+    size_t nids = 0;
+    CHECK_OK(
+        rx_tokenizer_encode(tok, r.prompt, r.prompt_len, RX_TOKENIZER_ADD_SPECIAL, &ids, &nids));
+    CHECK_MSG(nids > 1 && ids[0] == rx_tokenizer_bos_id(tok) && ids[1] != ids[0],
+              "fallback prompt: BOS once");
+    rx_llm_free(ids);
+  }
+  if (ok) serve_request_free(&r);
+  rx_tokenizer_free(tok);
+  rx_chat_template_free(t);
+}
+
+int main(int argc, char **argv) {
   routes();
   nuls();
   refusals();
   answers();
+  templates(argc > 1 ? argv[1] : "tests");
   return check_finish("test_serve_request");
 }

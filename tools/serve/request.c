@@ -61,38 +61,45 @@ static bool get_number(const cJSON *root, const char *name, double lo, double hi
   return true;
 }
 
-/* The chat template (relaxc has no chat-template engine): each message as "ROLE: CONTENT\n",
- * then "assistant:". */
-static bool chat_prompt(const cJSON *msgs, char **out, rx_serve_error *e) {
-  if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs))
-    return refuse(e, "messages", "'messages' must be a non-empty array");
-  size_t len = 0;
-  const cJSON *m;
-  int i = 0;
-  cJSON_ArrayForEach(m, msgs) {
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!cJSON_IsString(role) || !cJSON_IsString(content))
-      return refuse(e, "messages", "messages[%d] needs string 'role' and 'content'", i);
-    len += strlen(role->valuestring) + strlen(content->valuestring) + 3;
-    i++;
+/* The chat's prompt (rx_chat_prompt): the model's template (NULL: the fallback format) over the
+ * messages, with the request's tools and chat_template_kwargs (vLLM's field: enable_thinking,
+ * ...) as the template's variables. */
+static bool chat_prompt(const cJSON *root, const rx_chat_template *tmpl, rx_serve_request *r,
+                        rx_serve_error *e) {
+  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+  const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+  if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+    return refuse(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools))
+    return refuse(e, "tools", "'tools' must be an array");
+  if (!msgs) return refuse(e, "messages", "'messages' must be a non-empty array");
+  cJSON *extra = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
+  if (extra && cJSON_IsArray(tools) && cJSON_GetArraySize(tools)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(extra, "tools");
+    cJSON_AddItemToObject(extra, "tools", cJSON_Duplicate(tools, true));
   }
-  char *p = malloc(len + 16);
-  if (!p) return refuse(e, NULL, "out of memory");
-  size_t n = 0;
-  cJSON_ArrayForEach(m, msgs) {
-    n +=
-        (size_t)sprintf(p + n, "%s: %s\n", cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+  char *mj = cJSON_PrintUnformatted(msgs), *xj = extra ? cJSON_PrintUnformatted(extra) : NULL;
+  cJSON_Delete(extra);
+  rx_status s =
+      mj && xj ? rx_chat_prompt(tmpl, mj, strlen(mj), xj, strlen(xj), &r->prompt, &r->prompt_len)
+               : NULL;
+  bool ok = mj && xj;
+  free(mj);
+  free(xj);
+  if (!ok) return refuse(e, NULL, "out of memory");
+  if (s) {
+    refuse(e, "messages", "%s", rx_status_message(s));
+    rx_status_free(s);
+    return false;
   }
-  strcpy(p + n, "assistant:");
-  *out = p;
+  r->templated = tmpl != NULL;
   return true;
 }
 
 /* Checks the fields of a request's JSON object. */
-static bool parse_fields(const cJSON *root, bool chat, const char *model_name, rx_serve_request *r,
-                         rx_serve_error *e) {
+static bool parse_fields(const cJSON *root, bool chat, const char *model_name,
+                         const rx_chat_template *tmpl, rx_serve_request *r, rx_serve_error *e) {
   if (!cJSON_IsObject(root)) return refuse(e, NULL, "the body must be a JSON object");
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (model && !cJSON_IsNull(model)) {
@@ -128,10 +135,11 @@ static bool parse_fields(const cJSON *root, bool chat, const char *model_name, r
   if (!get_number(root, "max_tokens", 1, 1e15, true, &x, e)) return false;
   r->has_max_tokens = x > 0;
   r->max_tokens = (int64_t)x;
-  if (chat) return chat_prompt(cJSON_GetObjectItemCaseSensitive(root, "messages"), &r->prompt, e);
+  if (chat) return chat_prompt(root, tmpl, r, e);
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
   if (!cJSON_IsString(p)) return refuse(e, "prompt", "'prompt' must be a string");
   if (!(r->prompt = base_strdup(p->valuestring))) return refuse(e, NULL, "out of memory");
+  r->prompt_len = strlen(r->prompt);
   return true;
 }
 
@@ -177,7 +185,7 @@ static bool hide_nuls(const char *body, size_t len, char **out, unsigned char *s
 }
 
 bool serve_parse(const char *body, size_t len, bool chat, const char *model_name,
-                 rx_serve_request *out, rx_serve_error *e) {
+                 const rx_chat_template *tmpl, rx_serve_request *out, rx_serve_error *e) {
   memset(out, 0, sizeof *out);
   e->status = 400;
   e->param = NULL;
@@ -191,13 +199,12 @@ bool serve_parse(const char *body, size_t len, bool chat, const char *model_name
   cJSON *root = copy ? cJSON_Parse(copy) : cJSON_ParseWithLength(body ? body : "", len);
   free(copy);
   if (!root) return refuse(e, NULL, "malformed JSON in the request body");
-  bool ok = parse_fields(root, chat, model_name, out, e);
+  bool ok = parse_fields(root, chat, model_name, tmpl, out, e);
   cJSON_Delete(root);
   if (!ok) {
     serve_request_free(out);
     return false;
   }
-  out->prompt_len = strlen(out->prompt);
   for (size_t i = 0; sentinel && i < out->prompt_len; i++)
     if ((unsigned char)out->prompt[i] == sentinel) out->prompt[i] = 0;
   return true;

@@ -32,6 +32,8 @@ typedef struct rx_serve_request {
   char *prompt;      /* the text to tokenize (chat: the template applied), heap; it may hold NUL
                         bytes (a JSON "\u0000" is kept, never a place to cut the text) */
   size_t prompt_len; /* its bytes */
+  bool templated;    /* chat: the model's chat template made the prompt, which carries its special
+                        tokens (tokenized without adding any, as transformers does) */
   int64_t max_tokens;
   bool has_max_tokens;
   bool stream;
@@ -40,10 +42,12 @@ typedef struct rx_serve_request {
 
 rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e);
 /* Parses and checks a body of len bytes (any bytes) for /v1/completions (chat false) or
- * /v1/chat/completions; false with *e on a bad one (400, or 404 for an unknown model). On true
- * the caller frees *out with serve_request_free. */
+ * /v1/chat/completions; false with *e on a bad one (400, or 404 for an unknown model). A chat's
+ * prompt is the model's chat template tmpl over the messages (NULL: the fallback format,
+ * rx_chat_prompt); a template's error (raise_exception's message) is a 400 on 'messages'. On
+ * true the caller frees *out with serve_request_free. */
 bool serve_parse(const char *body, size_t len, bool chat, const char *model_name,
-                 rx_serve_request *out, rx_serve_error *e);
+                 const rx_chat_template *tmpl, rx_serve_request *out, rx_serve_error *e);
 void serve_request_free(rx_serve_request *r);
 /* The n bytes of s (NULs included) as a JSON string literal, heap (NULL: out of memory): answers
  * put generated text in with it, as cJSON's strings end at a NUL. Quote, backslash and control

@@ -438,8 +438,8 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
   const rx_tokenizer *tok = rx_llm_model_tokenizer(s->m);
   int32_t *ids = NULL;
   size_t n = 0;
-  rx_status st =
-      rx_tokenizer_encode(tok, r->prompt, r->prompt_len, RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
+  rx_status st = rx_tokenizer_encode(tok, r->prompt, r->prompt_len,
+                                     r->templated ? 0 : RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
   if (st) {
     *ret = send_error(c, 400, chat ? "messages" : "prompt", "%s", rx_status_message(st));
     rx_status_free(st);
@@ -714,7 +714,8 @@ static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn 
   if (cn->too_large) return send_error(c, 413, NULL, "the body is over %d bytes", MAX_BODY);
   rx_serve_request r;
   rx_serve_error e;
-  if (!serve_parse(cn->body, cn->len, chat, s->model_name, &r, &e))
+  if (!serve_parse(cn->body, cn->len, chat, s->model_name, rx_llm_model_chat_template(s->m), &r,
+                   &e))
     return send_error(c, e.status, e.param, "%s", e.msg);
   enum MHD_Result ret = MHD_NO;
   cn->j = make_job(s, c, &r, chat, &ret);
