@@ -533,6 +533,7 @@ rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_
   cfg_reader r = {name, root, NULL};
   read_arch(&r, out);
   if (!r.err) read_keys(&r, out);
+  if (!r.err) r.err = hf_read_quant_config(root, name, out);
   cJSON_Delete(root);
   if (!r.err) r.err = hf_check_config(out, name, NULL);
   return r.err;
