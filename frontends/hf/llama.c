@@ -646,8 +646,11 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
           (long long)g->c->vocab);
     }
     if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
-      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
-                              w->hf, ir_dtype_name(t->dtype));
+      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16%s",
+                              w->hf, t->f8_e4m3 ? "F8_E4M3" : ir_dtype_name(t->dtype),
+                              t->f8_e4m3 ? " (a dense weight: no quantization_config, or one that "
+                                           "keeps this module dense, names it)"
+                                         : "");
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
