@@ -24,8 +24,12 @@ does). The reference of each model is transformers (eager, f32) running the *den
 projections are the NumPy dequantization of the written files (dequantize_* below, written from
 the formats' documentation: AutoAWQ's and GPTQ's dequantizers, the OCP FP8 E4M3 definition),
 independent of relaxc's reader, so relaxc running the quantized folder must match it to f32
-rounding. transformers itself cannot load these folders here: it needs autoawq, gptqmodel or
-compressed-tensors (not installed; README).
+rounding.
+
+Where transformers loads a folder itself, the script checks it against the same references
+(check_peer): the FP8 folders with compressed-tensors installed (requirements-quant.txt; 1.9e-7
+relative L2 or less at every prompt length, recorded as "peer_rel_l2" in the ref JSON). The AWQ
+and GPTQ folders need autoawq or gptqmodel (CUDA extensions, not installed here): not checked.
 """
 
 import json
@@ -267,8 +271,33 @@ def refs(name, dense_folder):
     ref["greedy"] = {"prompt": prompts[gm.GREEDY_PROMPT], "tokens": toks,
                      "gaps": [round(g, 6) for g in gaps]}
     gm.log(f"  {name}: greedy {toks}; smallest top-2 gap {min_gap:.4f}")
+    peer = check_peer(name, prompts, results)
+    if peer is not None:
+        ref["peer_rel_l2"] = peer
     with open(os.path.join(gm.REFS, f"{name}.json"), "w") as f:
         f.write(gm.dump_ref(ref))
+
+
+@torch.no_grad()
+def check_peer(name, prompts, results):
+    """transformers loading the quantized folder itself (FP8 through compressed-tensors), its
+    last-token logits after each prefill against the references: the largest relative L2."""
+    if not FORMATS[name].get("torch"):
+        return None
+    try:
+        import compressed_tensors  # noqa: F401
+    except ImportError:
+        gm.log(f"  {name}: compressed-tensors not installed: transformers not run on the folder")
+        return None
+    model = gm.load_f32(os.path.join(gm.MODELS, name))
+    worst = 0.0
+    for L in gm.PROMPT_LENGTHS:
+        got = model(input_ids=torch.tensor([prompts[L]])).logits[0, -1].double()
+        want = results[L][0].double()
+        worst = max(worst, float((got - want).norm() / want.norm()))
+    gm.log(f"  {name}: transformers on the quantized folder vs the references: {worst:.2e}")
+    assert worst < 1e-5, worst
+    return gm.sig(worst)
 
 
 def main():
