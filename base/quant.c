@@ -34,7 +34,17 @@ int base_quant_nbuffers(rx_quant_scheme s) {
     return 3;
   case RX_QUANT_GGUF:
     return 1;
+  case RX_QUANT_AWQ:
+    return 3;
+  case RX_QUANT_GPTQ:
+  case RX_QUANT_GPTQ_V2:
+    return 4;
   default:
     return 2;
   }
+}
+
+bool base_quant_is_own(rx_quant_scheme s) {
+  rx_quant_kind k = base_quant_info_of(s)->kind;
+  return k == RX_QUANT_INT4 || k == RX_QUANT_INT4_ZERO || k == RX_QUANT_INT8;
 }

@@ -14,6 +14,21 @@
  *   [out, in / block * block bytes] holding each row's blocks as they are in the file, scales
  *   inside the blocks.
  *
+ *   Hugging Face checkpoints' own formats, read as the files hold them (no repacking at load):
+ *     awq_gG      AutoAWQ "gemm" (quant_method "awq", version "gemm"): w = qweight i32
+ *                 [in, out / 8] (eight 4-bit weights of one k per int32, column 8c + p in nibble
+ *                 (p % 2) 4 + p / 2: AWQ's order [0, 2, 4, 6, 1, 3, 5, 7]), s = scales f16
+ *                 [in / G, out], z = qzeros i32 [in / G, out / 8] packed as w;
+ *                 W[o, k] = s[k / G, o] (q - z)
+ *     gptq        GPTQ (quant_method "gptq", bits 4, checkpoint_format "gptq"): w = qweight i32
+ *                 [in / 8, out] (eight consecutive k per int32, the lowest k in the low bits),
+ *                 s = scales f16 [groups, out], z = qzeros i32 [groups, out / 8] (column 8c + p
+ *                 in nibble p) holding zero - 1 (mod 16), g = g_idx i32 [in] (the group of k; with
+ *                 desc_act a permutation, never assumed k / G); W[o, k] = s[g, o] (q - z)
+ *     gptq_v2     the same with z holding the zero itself (checkpoint_format "gptq_v2")
+ *     fp8_e4m3    w = float8 e4m3fn bytes u8 [out, in], s = f32 [1, 1]; W = s e4m3(w)
+ *     fp8_e4m3_ch the same with s f32 [out, 1] (compressed-tensors' per-channel weight_scale)
+ *
  * bytes per block counts everything the block's weights need (packed quants, scale, zero point),
  * so bits per weight = 8 * block_bytes / block.
  *
@@ -81,6 +96,12 @@ typedef enum rx_quant_kind {
   RX_QUANT_INT4_ZERO, /* relaxc's asymmetric int4: w, s, z */
   RX_QUANT_INT8,      /* relaxc's int8: w, s */
   RX_QUANT_GGUF,      /* a GGUF block format: w */
+  RX_QUANT_AWQ,       /* AutoAWQ's GEMM layout: qweight, scales, qzeros (below) */
+  RX_QUANT_GPTQ,      /* GPTQ's layout, zeros stored minus 1 (checkpoint_format "gptq"): qweight,
+                         scales, qzeros, g_idx */
+  RX_QUANT_GPTQ_V2,   /* the same with the zeros as they are (checkpoint_format "gptq_v2") */
+  RX_QUANT_FP8,       /* float8 e4m3fn weights, one f32 scale for the tensor: weight, scale */
+  RX_QUANT_FP8_CH,    /* the same with a scale per output channel */
 } rx_quant_kind;
 
 /* X(ENUM, name, kind, weights per block, bytes per block, GGUF type or -1) */
@@ -100,7 +121,14 @@ typedef enum rx_quant_kind {
   X(GGUF_Q5_0, "Q5_0", RX_QUANT_GGUF, 32, 22, RX_GGUF_TYPE_Q5_0)                                   \
   X(GGUF_Q4_K, "Q4_K", RX_QUANT_GGUF, 256, 144, RX_GGUF_TYPE_Q4_K)                                 \
   X(GGUF_Q5_K, "Q5_K", RX_QUANT_GGUF, 256, 176, RX_GGUF_TYPE_Q5_K)                                 \
-  X(GGUF_Q6_K, "Q6_K", RX_QUANT_GGUF, 256, 210, RX_GGUF_TYPE_Q6_K)
+  X(GGUF_Q6_K, "Q6_K", RX_QUANT_GGUF, 256, 210, RX_GGUF_TYPE_Q6_K)                                 \
+  X(AWQ_G32, "awq_g32", RX_QUANT_AWQ, 32, 18, -1) /* block bytes rounded: 16 + 2 + 0.5 */          \
+  X(AWQ_G64, "awq_g64", RX_QUANT_AWQ, 64, 34, -1)                                                  \
+  X(AWQ_G128, "awq_g128", RX_QUANT_AWQ, 128, 66, -1)                                               \
+  X(GPTQ4, "gptq", RX_QUANT_GPTQ, 8, 4, -1) /* block: one int32 of k; groups from g_idx */         \
+  X(GPTQ4_V2, "gptq_v2", RX_QUANT_GPTQ_V2, 8, 4, -1)                                               \
+  X(FP8_E4M3, "fp8_e4m3", RX_QUANT_FP8, 1, 1, -1)                                                  \
+  X(FP8_E4M3_CH, "fp8_e4m3_ch", RX_QUANT_FP8_CH, 1, 1, -1)
 
 typedef enum rx_quant_scheme {
 #define X(e, name, kind, block, bytes, gguf) RX_QUANT_##e,
@@ -122,7 +150,9 @@ const rx_quant_info *base_quant_info_of(rx_quant_scheme s);
 bool base_quant_lookup(const char *name, rx_quant_scheme *out);
 /* Appends the names of every scheme, comma-separated, for messages. */
 void base_quant_names(rx_strbuf *out);
-/* The buffers a weight of the scheme takes (w, s, z: 1 to 3). */
+/* Whether the scheme is one of relaxc's own (q4f16*, q8f16*: what --quantize writes). */
+bool base_quant_is_own(rx_quant_scheme s);
+/* The buffers a weight of the scheme takes (w, s, z, g: 1 to 4). */
 int base_quant_nbuffers(rx_quant_scheme s);
 
 #endif

@@ -8,15 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* safetensors' dtype names that relaxc reads, and its dtypes. */
+/* safetensors' dtype names that relaxc reads, and its dtypes. F8_E4M3 (float8 e4m3fn, what FP8
+ * checkpoints store) has no dtype of relaxc's: its bytes are U8 with rx_st_tensor.f8_e4m3 set,
+ * and only a reader that knows the format (quant_matmul's fp8 schemes) takes them. Listed after
+ * U8, so that base_st_dtype_name(U8) stays "U8". */
 static const struct {
   const char *name;
   rx_dtype dtype;
-} dtypes[] = {{"F32", RX_DTYPE_F32}, {"F16", RX_DTYPE_F16}, {"BF16", RX_DTYPE_BF16},
-              {"I64", RX_DTYPE_I64}, {"I32", RX_DTYPE_I32}, {"I16", RX_DTYPE_I16},
-              {"I8", RX_DTYPE_I8},   {"U8", RX_DTYPE_U8},   {"BOOL", RX_DTYPE_BOOL},
-              {"F64", RX_DTYPE_F64}, {"U16", RX_DTYPE_U16}, {"U32", RX_DTYPE_U32},
-              {"U64", RX_DTYPE_U64}};
+} dtypes[] = {{"F32", RX_DTYPE_F32}, {"F16", RX_DTYPE_F16},   {"BF16", RX_DTYPE_BF16},
+              {"I64", RX_DTYPE_I64}, {"I32", RX_DTYPE_I32},   {"I16", RX_DTYPE_I16},
+              {"I8", RX_DTYPE_I8},   {"U8", RX_DTYPE_U8},     {"BOOL", RX_DTYPE_BOOL},
+              {"F64", RX_DTYPE_F64}, {"U16", RX_DTYPE_U16},   {"U32", RX_DTYPE_U32},
+              {"U64", RX_DTYPE_U64}, {"F8_E4M3", RX_DTYPE_U8}};
 
 /* Integers in the header are JSON numbers (doubles in cJSON): exact up to 2^53. */
 #define MAX_EXACT 9007199254740992.0
@@ -65,9 +68,10 @@ static rx_status read_tensor(const cJSON *e, const char *name, uint64_t data_siz
   if (k == RX_ARRAY_LEN(dtypes))
     return base_status_make(RX_ERR_UNSUPPORTED,
                             "%s: tensor '%s': dtype %.32s is not supported (relaxc reads F32, F16, "
-                            "BF16, I64, I32, I16, I8, U8, BOOL)",
+                            "BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3)",
                             name, tn, dt->valuestring);
   t->dtype = dtypes[k].dtype;
+  t->f8_e4m3 = !strcmp(dtypes[k].name, "F8_E4M3");
   int nd = cJSON_GetArraySize(sh);
   if (nd > RX_ST_MAX_NDIM) return bad(name, tn, "more than 16 dims");
   uint64_t elems = 1, dim, begin, end;

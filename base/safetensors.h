@@ -12,8 +12,9 @@
  * two offsets), each tensor's byte size against its shape and dtype, offsets inside the data, no
  * two tensors overlapping, no name twice. Gaps between tensors are accepted (Hugging Face's
  * writer leaves none; an aligned layout pads between tensors). Dtypes: F32, F16, BF16, I64,
- * I32, I16, I8, U8, BOOL; any other (F64, U16, U32, U64, the F8 formats) is an error naming the
- * tensor and the dtype. Errors name the file (`name`) and the tensor. */
+ * I32, I16, I8, U8, BOOL, and F8_E4M3 (FP8 checkpoints' weights: U8 bytes with f8_e4m3 set);
+ * any other (F64, U16, U32, U64, F8_E5M2) is an error naming the tensor and the dtype. Errors name
+ * the file (`name`) and the tensor. */
 #ifndef RX_BASE_SAFETENSORS_H
 #define RX_BASE_SAFETENSORS_H
 
@@ -30,6 +31,7 @@ typedef struct rx_st_tensor {
   int64_t shape[RX_ST_MAX_NDIM];
   uint64_t offset; /* from the start of the data */
   uint64_t size;   /* bytes: elements * element size */
+  bool f8_e4m3;    /* the U8 bytes are float8 e4m3fn (safetensors' F8_E4M3) */
 } rx_st_tensor;
 
 typedef struct rx_st_file {

@@ -56,6 +56,43 @@ static bool buffer_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, 
   return true;
 }
 
+/* Argument i is a 1-D tensor of dtype dt with n elements; reports otherwise. */
+static bool vector_arg(rx_deduce_ctx *dc, const rx_node *call, const char *opn, int i,
+                       const char *what, rx_dtype dt, const rx_expr *n) {
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, what);
+  if (!s) return false;
+  if (s->dtype != dt || s->ndim != 1 || !s->shape || ops_dim_eq(dc, s->shape[0], n) != RX_TRUE) {
+    ops_deduce_error(dc, "%s expects %s of %s[%s], got %s", opn, what, ir_dtype_name(dt),
+                     ops_expr_str(dc, n), ops_str(dc, s));
+    return false;
+  }
+  return true;
+}
+
+/* GPTQ's scales, zeros and g_idx (arguments a0 + 1 to a0 + 3) for W [out, in]: as many groups
+ * (rows of scales and zeros) as the checkpoint has, g_idx saying which group each k takes. */
+static bool gptq_buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn, int a0,
+                         const rx_expr *out, const rx_expr *in) {
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_sinfo *sc = ops_tensor_arg(dc, call, a0 + 1, "s");
+  if (!sc) return false;
+  if (sc->ndim != 2 || !sc->shape) {
+    ops_deduce_error(dc, "%s expects s of f16[groups, %s], got %s", opn, ops_expr_str(dc, out),
+                     ops_str(dc, sc));
+    return false;
+  }
+  const rx_expr *groups = sc->shape[0], *packed = sym_expr_floordiv(cx, out, sym_expr_const(cx, 8));
+  if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, out, sym_expr_const(cx, 8)),
+                                 sym_expr_const(cx, 0))) != RX_TRUE) {
+    ops_deduce_error(dc, "%s with a GPTQ scheme needs out (%s) a provable multiple of 8", opn,
+                     ops_expr_str(dc, out));
+    return false;
+  }
+  return buffer_arg(dc, call, opn, a0 + 1, "s", RX_DTYPE_F16, groups, out) &&
+         buffer_arg(dc, call, opn, a0 + 2, "z", RX_DTYPE_I32, groups, packed) &&
+         vector_arg(dc, call, opn, a0 + 3, "g", RX_DTYPE_I32, in);
+}
+
 /* The buffers of W [out, in] (arguments a0 to a0 + nb - 1) as scheme qi lays them out; reports
  * otherwise. */
 static bool buffers_at(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
@@ -63,23 +100,47 @@ static bool buffers_at(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
                        const rx_expr *in) {
   rx_expr_ctx *cx = ops_ctx(dc);
   const rx_expr *blocks = sym_expr_floordiv(cx, in, sym_expr_const(cx, qi->block));
-  bool ok;
+  const rx_expr *eighth = sym_expr_floordiv(cx, out, sym_expr_const(cx, 8));
   switch (qi->kind) {
   case RX_QUANT_GGUF:
-    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
-                    sym_expr_mul(cx, blocks, sym_expr_const(cx, qi->block_bytes)));
-    break;
-  case RX_QUANT_INT8:
-    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_I8, out, in);
-    break;
+    return buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
+                      sym_expr_mul(cx, blocks, sym_expr_const(cx, qi->block_bytes)));
+  case RX_QUANT_AWQ:
+    return buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_I32, in, eighth) &&
+           buffer_arg(dc, call, opn, a0 + 1, "s", RX_DTYPE_F16, blocks, out) &&
+           buffer_arg(dc, call, opn, a0 + 2, "z", RX_DTYPE_I32, blocks, eighth);
+  case RX_QUANT_GPTQ:
+  case RX_QUANT_GPTQ_V2:
+    return buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_I32,
+                      sym_expr_floordiv(cx, in, sym_expr_const(cx, 8)), out) &&
+           gptq_buffers(dc, call, opn, a0, out, in);
+  case RX_QUANT_FP8:
+  case RX_QUANT_FP8_CH:
+    return buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out, in) &&
+           buffer_arg(dc, call, opn, a0 + 1, "s", RX_DTYPE_F32,
+                      qi->kind == RX_QUANT_FP8 ? sym_expr_const(cx, 1) : out,
+                      sym_expr_const(cx, 1));
   default:
-    ok = buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
-                    sym_expr_floordiv(cx, in, sym_expr_const(cx, 2)));
+    break;
   }
+  bool ok = qi->kind == RX_QUANT_INT8
+                ? buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_I8, out, in)
+                : buffer_arg(dc, call, opn, a0, "w", RX_DTYPE_U8, out,
+                             sym_expr_floordiv(cx, in, sym_expr_const(cx, 2)));
   if (ok && nb >= 2) ok = buffer_arg(dc, call, opn, a0 + 1, "s", RX_DTYPE_F16, out, blocks);
   if (ok && nb >= 3) ok = buffer_arg(dc, call, opn, a0 + 2, "z", RX_DTYPE_U8, out, blocks);
   return ok;
 }
+
+/* The output features of W from its first buffer w: AWQ's qweight is [in, out / 8], GPTQ's
+ * [in / 8, out], every other layout [out, ...]. */
+static const rx_expr *w_out(rx_deduce_ctx *dc, const rx_quant_info *qi, const rx_sinfo *w) {
+  rx_expr_ctx *cx = ops_ctx(dc);
+  if (qi && qi->kind == RX_QUANT_AWQ) return sym_expr_mul(cx, w->shape[1], sym_expr_const(cx, 8));
+  if (qi && (qi->kind == RX_QUANT_GPTQ || qi->kind == RX_QUANT_GPTQ_V2)) return w->shape[1];
+  return w->shape[0];
+}
+
 static bool buffers(rx_deduce_ctx *dc, const rx_node *call, const char *opn,
                     const rx_quant_info *qi, int nb, const rx_expr *out, const rx_expr *in) {
   return buffers_at(dc, call, opn, qi, nb, 1, out, in);
@@ -99,7 +160,8 @@ static const rx_quant_info *quant_call(rx_deduce_ctx *dc, const rx_node *call, c
                      qi->name, 1 + *nb, first,
                      *nb == 1   ? "the blocks w"
                      : *nb == 2 ? "w, s"
-                                : "w, s, z",
+                     : *nb == 3 ? "w, s, z"
+                                : "w, s, z, g",
                      call->nargs);
     return NULL;
   }
@@ -121,6 +183,14 @@ const rx_sinfo *ops_deduce_quant_take(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *ids, *w;
   const rx_quant_info *qi = quant_call(dc, call, "quant_take", "ids", &nb, &ids, &w);
   if (!qi) return NULL;
+  if (qi->kind != RX_QUANT_INT4 && qi->kind != RX_QUANT_INT4_ZERO && qi->kind != RX_QUANT_INT8 &&
+      qi->kind != RX_QUANT_GGUF) {
+    ops_deduce_error(dc,
+                     "quant_take reads relaxc's own schemes and GGUF blocks, not \"%s\" (an "
+                     "embedding table of a checkpoint stays dense)",
+                     qi->name);
+    return NULL;
+  }
   if ((ids->dtype != RX_DTYPE_I32 && ids->dtype != RX_DTYPE_I64) || !ids->shape || w->ndim != 2 ||
       !w->shape) {
     ops_deduce_error(dc,
@@ -169,7 +239,7 @@ const rx_sinfo *ops_deduce_quant_matmul(rx_deduce_ctx *dc, const rx_node *call) 
     return NULL;
   }
   rx_expr_ctx *cx = ops_ctx(dc);
-  const rx_expr *in = x->shape[x->ndim - 1], *out = w->shape[0];
+  const rx_expr *in = x->shape[x->ndim - 1], *out = w_out(dc, qi, w);
   if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ,
                                  sym_expr_floormod(cx, in, sym_expr_const(cx, qi->block)),
                                  sym_expr_const(cx, 0))) != RX_TRUE) {
@@ -235,7 +305,7 @@ const rx_sinfo *ops_deduce_rms_norm_matmul(rx_deduce_ctx *dc, const rx_node *cal
       ops_deduce_error(dc, "%s expects w [M, ...] with a known shape, got %s", opn, ops_str(dc, w));
       return NULL;
     }
-    if (!M) M = w->shape[0];
+    if (!M) M = w_out(dc, qi, w);
     if (qi) {
       const rx_expr *rem = sym_expr_floormod(cx, K, sym_expr_const(cx, qi->block));
       if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, rem, sym_expr_const(cx, 0))) != RX_TRUE) {
@@ -269,7 +339,8 @@ const rx_sinfo *ops_deduce_rms_norm_matmul(rx_deduce_ctx *dc, const rx_node *cal
 typedef struct qel {
   lz_ctx *l;
   const rx_quant_info *qi;
-  const char *w, *s, *z, *j, *r;
+  const char *w, *s, *z, *g, *j, *r;
+  const char *glast; /* GPTQ: the last group (rows of s - 1), as index text */
   rx_strbuf lets;
 } qel;
 
@@ -422,6 +493,74 @@ static const char *gguf_element(qel *q) {
   }
 }
 
+/* The 4-bit field i (an index text, 0 <= i < 8) of the int32 v: v shifted right by 16, 8 and 4
+ * as i's binary digits say, each a floor division by a constant power of two (an arithmetic
+ * shift, right for a negative v too: the field's bits are v's), then its low four bits. */
+static const char *field4(qel *q, const char *v, const char *i) {
+  lz_ctx *l = q->l;
+  const char *a = qlet(q, "f", "i32", lz_str(l, "select(%s >= 4, %s // 65536, %s)", i, v, v));
+  const char *b = qlet(q, "f", "i32", lz_str(l, "select(%s %% 4 >= 2, %s // 256, %s)", i, a, a));
+  return qlet(q, "nib", "i32", lz_str(l, "select(%s %% 2 == 1, %s // 16, %s) %% 16", i, b, b));
+}
+
+/* AWQ (AutoAWQ's GEMM layout): W[j, r] from qweight[r, j / 8], its field (p % 2) 4 + p / 2 for
+ * p = j % 8 (AWQ_ORDER [0, 2, 4, 6, 1, 3, 5, 7] inverted), the zero at the same field of
+ * qzeros[r / G, j / 8], the scale scales[r / G, j]. */
+static const char *awq_element(qel *q) {
+  lz_ctx *l = q->l;
+  int G = q->qi->block;
+  const char *i = qlet(q, "fi", "i32", lz_str(l, "i32(%1$s %% 2 * 4 + %1$s %% 8 // 2)", q->j));
+  const char *v = qlet(q, "qw", "i32", lz_str(l, "%s[%s, %s // 8]", q->w, q->r, q->j));
+  const char *zv = qlet(q, "qz", "i32", lz_str(l, "%s[%s // %d, %s // 8]", q->z, q->r, G, q->j));
+  const char *n = field4(q, v, i), *zn = field4(q, zv, i);
+  return lz_str(l, "f32(%s[%s // %d, %s]) * f32(%s - %s)", q->s, q->r, G, q->j, n, zn);
+}
+
+/* GPTQ: W[j, r] from qweight[r / 8, j], field r % 8; the group gi = g_idx[r]; the zero at field
+ * j % 8 of qzeros[gi, j / 8] (plus 1, mod 16, in the v1 format, as GPTQ's dequantizers read it);
+ * the scale scales[gi, j]. */
+static const char *gptq_element(qel *q) {
+  lz_ctx *l = q->l;
+  const char *v = qlet(q, "qw", "i32", lz_str(l, "%s[%s // 8, %s]", q->w, q->r, q->j));
+  const char *n = field4(q, v, qlet(q, "fi", "i32", lz_str(l, "i32(%s %% 8)", q->r)));
+  /* clamped into the groups: the importer checked g_idx, a kernel never reads out of bounds */
+  const char *gi =
+      qlet(q, "gi", "i64", lz_str(l, "max(min(i64(%s[%s]), %s), 0)", q->g, q->r, q->glast));
+  const char *zv = qlet(q, "qz", "i32", lz_str(l, "%s[%s, %s // 8]", q->z, gi, q->j));
+  const char *zn = field4(q, zv, qlet(q, "fi", "i32", lz_str(l, "i32(%s %% 8)", q->j)));
+  if (q->qi->kind == RX_QUANT_GPTQ) zn = qlet(q, "z1", "i32", lz_str(l, "(%s + 1) %% 16", zn));
+  return lz_str(l, "f32(%s[%s, %s]) * f32(%s - %s)", q->s, gi, q->j, n, zn);
+}
+
+/* float8 e4m3fn (the OCP FP8 format's E4M3: sign, 4 exponent bits of bias 7, 3 mantissa bits, no
+ * infinities): byte b of W[j, r] is (-1)^s (8 + m) 2^(e - 10), or m 2^-9 when e = 0; 2^e as the
+ * product of its binary digits (exact in f32); times the tensor's or the row's f32 scale. The
+ * NaN codes (e = 15, m = 7) are not weights a quantizer writes and decode as 480. */
+static const char *fp8_element(qel *q) {
+  lz_ctx *l = q->l;
+  const char *b = qlet(q, "b", "i32", qbyte(q, q->r));
+  const char *e = qlet(q, "e", "i32", lz_str(l, "%s // 8 %% 16", b));
+  const char *p = qlet(q, "p2", "f32",
+                       lz_str(l,
+                              "select(%1$s %% 2 == 1, 2.0, 1.0) * select(%1$s // 2 %% 2 == 1, 4.0, "
+                              "1.0) * select(%1$s // 4 %% 2 == 1, 16.0, 1.0) * select(%1$s // 8 == "
+                              "1, 256.0, 1.0)",
+                              e));
+  const char *mag =
+      qlet(q, "mag", "f32",
+           lz_str(l,
+                  "select(%1$s == 0, f32(%2$s %% 8) * 0.001953125, f32(%2$s %% 8 + 8) * %3$s * "
+                  "0.0009765625)",
+                  e, b, p));
+  const char *sc = lz_str(l, "%s[%s, 0]", q->s, q->qi->kind == RX_QUANT_FP8 ? "0" : q->j);
+  return lz_str(l, "select(%s >= 128, 0.0 - %s, %s) * %s", b, mag, mag, sc);
+}
+
+/* The last row of GPTQ's scales s as one index literal (a bare `2 - 1` would parse as bool). */
+static const char *last_group(lz_ctx *l, const lz_opnd *s) {
+  return lz_ex(l, sym_expr_sub(l->cx, s->shape[0], sym_expr_const(l->cx, 1)));
+}
+
 /* The call's scheme and buffers into *q, and the loop nest over the output y (its variables in
  * iv); false, reported, when the call has no scheme or y too many dims. */
 static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
@@ -436,6 +575,8 @@ static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
   *q = (qel){.l = l, .qi = base_quant_info_of(sc), .w = lz_arg(l, 1)->name};
   q->s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
   q->z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
+  q->g = nb >= 4 ? lz_arg(l, 4)->name : NULL;
+  q->glast = nb >= 4 ? last_group(l, lz_arg(l, 2)) : NULL;
   for (int d = 0; d < y->ndim; d++) {
     iv[d] = lz_loopvar(l, lz_str(l, "i%d", d));
     lz_line(l, "for %s in 0..%s {", iv[d], lz_ex(l, y->shape[d]));
@@ -446,7 +587,25 @@ static bool qel_open(lz_ctx *l, qel *q, const char **iv) {
 
 /* W[j, r] of q's scheme, its lets written out at the current indentation. */
 static const char *qel_element(qel *q) {
-  const char *wv = q->qi->kind == RX_QUANT_GGUF ? gguf_element(q) : own_element(q);
+  const char *wv;
+  switch (q->qi->kind) {
+  case RX_QUANT_GGUF:
+    wv = gguf_element(q);
+    break;
+  case RX_QUANT_AWQ:
+    wv = awq_element(q);
+    break;
+  case RX_QUANT_GPTQ:
+  case RX_QUANT_GPTQ_V2:
+    wv = gptq_element(q);
+    break;
+  case RX_QUANT_FP8:
+  case RX_QUANT_FP8_CH:
+    wv = fp8_element(q);
+    break;
+  default:
+    wv = own_element(q);
+  }
   for (char *line = q->lets.data, *nl; line && *line; line = nl + 1) {
     nl = strchr(line, '\n');
     lz_line(q->l, "%.*s", (int)(nl - line), line);
@@ -557,6 +716,8 @@ void lz_gen_rms_norm_matmul(lz_ctx *l) {
       q.w = w->name;
       q.s = nb >= 2 ? lz_arg(l, 3 + k * nb)->name : NULL;
       q.z = nb >= 3 ? lz_arg(l, 4 + k * nb)->name : NULL;
+      q.g = nb >= 4 ? lz_arg(l, 5 + k * nb)->name : NULL;
+      q.glast = nb >= 4 ? last_group(l, lz_arg(l, 3 + k * nb)) : NULL;
       q.lets = (rx_strbuf){0};
       wv = lz_str(l, "(%s)", qel_element(&q));
       base_strbuf_free(&q.lets);

@@ -584,6 +584,7 @@ rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_
   read_arch(&r, out);
   if (!r.err && r.text_part && (text_part = text_root(&r))) r.root = text_part;
   if (!r.err) read_keys(&r, out);
+  if (!r.err) r.err = hf_read_quant_config(root, name, out);
   cJSON_Delete(text_part);
   cJSON_Delete(root);
   if (!r.err) r.err = hf_check_config(out, name, NULL);

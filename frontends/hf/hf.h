@@ -84,6 +84,17 @@ typedef struct rx_hf_config {
   int64_t bos;             /* -1: none */
   int64_t eos[8];          /* eos_token_id (an int or a list), from generation_config.json too */
   int neos;
+  /* config.json's quantization_config (frontends/hf/quant_config.c): the scheme every projection
+   * of the checkpoint is stored in (when quantized; else dense), and the modules left dense
+   * (modules_to_not_convert, compressed-tensors' ignore): a projection whose module name
+   * ("model.layers.0.mlp.gate_proj") contains one of qkeep[] (ends with it when qkeep_suffix) */
+  bool quantized;
+  rx_quant_scheme qscheme;
+  char qmethod[24]; /* quant_method, for messages */
+  int qgroup;       /* GPTQ's group_size (-1: one group per column) */
+  int nqkeep;
+  char qkeep[32][96];
+  bool qkeep_suffix[32];
 } rx_hf_config;
 
 /* Reads DIR/config.json (and generation_config.json for the end-of-sequence ids). Errors name

@@ -46,6 +46,13 @@ rx_status hf_check_config(const rx_hf_config *c, const char *file, const char *a
 typedef struct cJSON cJSON;
 rx_status hf_json_object(const char *text, size_t len, const char *name, cJSON **out);
 
+/* ---- quantized checkpoints (quant_config.c) ----
+ * config.json's quantization_config (root: the whole object) into c->qscheme and c->qkeep; a
+ * method, version or option relaxc does not read is refused by name (file: for messages). */
+rx_status hf_read_quant_config(const cJSON *root, const char *file, rx_hf_config *c);
+/* Whether module (a projection's name without ".weight") is kept dense by the config. */
+bool hf_quant_keeps_dense(const rx_hf_config *c, const char *module);
+
 /* ---- the checkpoint (checkpoint.c) ---- */
 typedef struct hf_ckpt hf_ckpt;
 /* Maps and parses DIR's model.safetensors, or every shard its index names. */
@@ -56,6 +63,31 @@ void hf_ckpt_close(void *c);
 const rx_st_tensor *hf_ckpt_find(const hf_ckpt *c, const char *name, const uint8_t **out_data);
 /* "model-00001-of-00002.safetensors, ..." into out, for messages. */
 const char *hf_ckpt_files(const hf_ckpt *c, rx_strbuf *out);
+
+/* ---- a projection stored quantized (ckpt_quant.c) ---- */
+/* One buffer of quant_matmul's (w, s, z, g): the checkpoint tensor's name, the weight's dtype and
+ * shape, and once read its bytes and their dtype in the file. */
+typedef struct hf_qbuf {
+  char name[160];
+  rx_dtype dtype;
+  int ndim;
+  int64_t shape[2];
+  const void *data;
+  rx_dtype src;
+} hf_qbuf;
+typedef struct hf_qbufs {
+  int n;
+  hf_qbuf b[4];
+} hf_qbufs;
+/* The buffers of module (a projection's name: "model.layers.0.mlp.up_proj") of W [out, in] in c's
+ * scheme, with their names and shapes as the tools write them. */
+void hf_ckpt_quant_layout(const rx_hf_config *c, const char *module, int64_t out, int64_t in,
+                          hf_qbufs *qb);
+/* The same, found in the checkpoint and checked (each tensor present, of the dtype and shape the
+ * format has, g_idx inside the groups, FP8 weights F8_E4M3): an error names the tensor and what
+ * was expected. */
+rx_status hf_ckpt_quant_read(const hf_ckpt *ck, const rx_hf_config *c, const char *module,
+                             int64_t out, int64_t in, hf_qbufs *qb);
 
 /* ---- a GGUF file (frontends/gguf/model.c) ---- */
 typedef struct hf_gguf hf_gguf;

@@ -94,6 +94,13 @@ typedef struct hf_w {
   int64_t in;
   size_t qs, qz;
   bool derived;
+  /* a checkpoint stored quantized (quantization_config: AWQ, GPTQ, FP8; frontends/hf/ckpt_quant.c):
+   * this entry the checkpoint's packed weight (qweight, or the FP8 weight) with out its output
+   * features, entries qs, qz and qg (0: none) the scales, zeros and GPTQ's g_idx, all read from
+   * the checkpoint as they are */
+  bool ckq;
+  int64_t out;
+  size_t qg;
   const rx_quant_info *qi; /* the scheme of a quantized weight (in > 0) */
   /* GGUF: a projection, the output layer or the embedding table (a quantized one stays in its
    * block format), and the heads whose rows llama.cpp's converter permuted (llama's q and k; 0:
@@ -186,6 +193,35 @@ static void list_quantized(gb *g, bool embeddings) {
   if (gw(g, G_LM_HEAD)->present) quantize_entry(g, gw(g, G_LM_HEAD));
 }
 
+/* A checkpoint stored quantized (config.json's quantization_config): every projection that the
+ * config does not keep dense as quant_matmul's buffers in the checkpoint's own layout
+ * (frontends/hf/ckpt_quant.c): this entry the packed weight, more entries the scales, zeros and
+ * g_idx. The embedding table and lm_head stay dense, as the tools leave them. */
+static void list_ckpt_quantized(gb *g) {
+  static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP};
+  for (int64_t l = 0; l < g->c->layers; l++)
+    for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++) {
+      hf_w *w = lw(g, l, proj[k]);
+      char module[sizeof w->hf];
+      size_t n = strlen(w->hf) - strlen(".weight");
+      if (!w->present) continue;
+      snprintf(module, sizeof module, "%.*s", (int)n, w->hf);
+      if (hf_quant_keeps_dense(g->c, module)) continue;
+      hf_qbufs qb;
+      hf_ckpt_quant_layout(g->c, module, w->shape[0], w->shape[1], &qb);
+      w->ckq = true;
+      w->qi = base_quant_info_of(g->c->qscheme);
+      w->out = w->shape[0];
+      w->in = w->shape[1];
+      size_t *extra[3] = {&w->qs, &w->qz, &w->qg};
+      for (int b = 0; b < qb.n; b++) {
+        hf_w *e = b ? &g->w[*extra[b - 1] = g->nw++] : w;
+        set_w(e, qb.b[b].name, qb.b[b].ndim, qb.b[b].shape[0], qb.b[b].shape[1], qb.b[b].dtype);
+        e->derived = b > 0;
+      }
+    }
+}
+
 /* A group entry named after the layer's "self_attn.qkv_proj.<what>" (not a checkpoint tensor: made
  * by fuse_rows) with members m[0..n) (entries, 0: none), or 0 when a member is absent. */
 static size_t group_entry(gb *g, int64_t l, const char *what, const size_t *m, int n) {
@@ -222,6 +258,9 @@ static void list_groups(gb *g) {
       g->qkv[l] = (size_t)(lw(g, l, W_QKV) - g->w);
       continue;
     }
+    if (lw(g, l, W_Q)->ckq || lw(g, l, W_K)->ckq || lw(g, l, W_V)->ckq)
+      continue; /* a checkpoint's own packing (AWQ's and GPTQ's columns are the outputs, FP8's
+                   scales per tensor): q, k and v stay three projections */
     g->qkv[l] = group_entry(g, l, "weight", w, 3);
     g->bqkv[l] = group_entry(g, l, "bias", b, 3);
     hf_w *e = &g->w[g->qkv[l]];
@@ -241,7 +280,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   g->nw = (size_t)(c->layers * W_PER_LAYER + G_COUNT);
   /* room for the scales and zero points of every projection, the embedding and the output, and
    * per layer the four entries of the fused q/k/v rows (list_groups) */
-  g->w = base_calloc(g->nw + (size_t)((2 * W_PER_LAYER + 4) * c->layers + 4), sizeof *g->w);
+  g->w = base_calloc(g->nw + (size_t)((3 * W_PER_LAYER + 4) * c->layers + 4), sizeof *g->w);
   for (int64_t l = 0; l < c->layers; l++) {
     const int64_t dims[W_PER_LAYER][4] = {
         [W_IN_NORM] = {1, H, 0, 1},
@@ -321,6 +360,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   gw(g, G_INV_FREQ_LONG)->hf[0] = 0;
   gw(g, G_INV_FREQ_LONG)->present = !strcmp(c->rope_type, "longrope");
   if (g->qi) list_quantized(g, quantize_embeddings);
+  if (c->quantized) list_ckpt_quantized(g);
   list_groups(g);
 }
 
@@ -432,6 +472,20 @@ static rx_status add_quantized(gb *g, hf_w *w, rx_dtype src, const uint8_t *data
   RX_RETURN_IF_ERROR(put_weight(g, w, w->dtype, q));
   RX_RETURN_IF_ERROR(put_weight(g, &g->w[w->qs], RX_DTYPE_F16, sc));
   return z ? put_weight(g, &g->w[w->qz], RX_DTYPE_U8, z) : NULL;
+}
+
+/* A projection stored quantized (list_ckpt_quantized): its buffers found and checked in the
+ * checkpoint (frontends/hf/ckpt_quant.c) and added as they are (FP8 scales widened to f32). */
+static rx_status add_ckpt_quantized(gb *g, hf_ckpt *ck, hf_w *w) {
+  char module[sizeof w->hf];
+  const char *dot = strrchr(w->hf, '.');
+  snprintf(module, sizeof module, "%.*s", (int)(dot - w->hf), w->hf);
+  hf_qbufs qb;
+  RX_RETURN_IF_ERROR(hf_ckpt_quant_read(ck, g->c, module, w->out, w->in, &qb));
+  const size_t at[4] = {0, w->qs, w->qz, w->qg};
+  for (int b = 0; b < qb.n; b++)
+    RX_RETURN_IF_ERROR(put_weight(g, b ? &g->w[at[b]] : w, qb.b[b].src, qb.b[b].data));
+  return NULL;
 }
 
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
@@ -564,6 +618,10 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       continue;
     }
     if (!ck) continue; /* --no-weights: the parameter stays unbound */
+    if (w->ckq) {
+      RX_RETURN_IF_ERROR(add_ckpt_quantized(g, ck, w));
+      continue;
+    }
     const uint8_t *data;
     const rx_st_tensor *t = hf_ckpt_find(ck, w->hf, &data);
     if (!t) {
@@ -591,8 +649,11 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
           (long long)g->c->vocab);
     }
     if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
-      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
-                              w->hf, ir_dtype_name(t->dtype));
+      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16%s",
+                              w->hf, t->f8_e4m3 ? "F8_E4M3" : ir_dtype_name(t->dtype),
+                              t->f8_e4m3 ? " (a dense weight: no quantization_config, or one that "
+                                           "keeps this module dense, names it)"
+                                         : "");
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
@@ -727,14 +788,15 @@ static const hf_w *quantized(gb *g, rx_var *w) {
   return NULL;
 }
 
+static int weight_args(gb *g, rx_var *w, rx_node **a);
+
 /* x @ w^T (+ bias): the checkpoint's [out, in] layout; quant_matmul for a quantized w */
 static rx_var *linear(gb *g, const char *name, rx_var *x, rx_var *w, rx_var *bias) {
   const hf_w *qw = quantized(g, w);
   if (qw) {
-    rx_node *a[4] = {A(g, x), A(g, w), qw->qs ? A(g, g->wv[qw->qs]) : NULL,
-                     qw->qz ? A(g, g->wv[qw->qz]) : NULL};
+    rx_node *a[5] = {A(g, x)};
+    int n = 1 + weight_args(g, w, a + 1); /* a GGUF block format: the one buffer */
     const rx_attr *at[1] = {rx_attr_str(g->m, "scheme", qw->qi->name)};
-    int n = qw->qz ? 4 : qw->qs ? 3 : 2; /* a GGUF block format: the one buffer */
     rx_var *y = op(g, bias ? NULL : name, "quant_matmul", a, n, at, 1);
     return bias ? op2(g, name, "add", y, bias) : y;
   }
@@ -775,6 +837,7 @@ static int weight_args(gb *g, rx_var *w, rx_node **a) {
   int n = 1;
   if (qw->qs) a[n++] = A(g, g->wv[qw->qs]);
   if (qw->qz) a[n++] = A(g, g->wv[qw->qz]);
+  if (qw->qg) a[n++] = A(g, g->wv[qw->qg]);
   return n;
 }
 
@@ -782,14 +845,14 @@ static int weight_args(gb *g, rx_var *w, rx_node **a) {
 static bool same_format(gb *g, rx_var *w, rx_var *w2) {
   const hf_w *a = quantized(g, w), *b = quantized(g, w2);
   if (!w || !w2 || !a != !b) return false;
-  if (a) return a->qi == b->qi && !a->qs == !b->qs && !a->qz == !b->qz;
+  if (a) return a->qi == b->qi && !a->qs == !b->qs && !a->qz == !b->qz && !a->qg == !b->qg;
   return rx_var_sinfo(w)->dtype == rx_var_sinfo(w2)->dtype;
 }
 
 /* rms_norm(h, nw) @ w^T as one rms_norm_matmul (the norm folded into the projection), or, with
  * w2, silu(rms_norm(h, nw) @ w^T) * (rms_norm(h, nw) @ w2^T) (gated: gate and up in one). */
 static rx_var *norm_matmul(gb *g, const char *name, rx_var *h, rx_var *nw, rx_var *w, rx_var *w2) {
-  rx_node *a[8] = {A(g, h), A(g, nw)};
+  rx_node *a[10] = {A(g, h), A(g, nw)};
   int n = 2 + weight_args(g, w, a + 2);
   if (w2) n += weight_args(g, w2, a + n);
   const hf_w *qw = quantized(g, w);
@@ -1308,17 +1371,19 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
     long long elems = w->shape[0] * (w->ndim == 2 ? w->shape[1] : 1);
     long long bytes = elems * (ir_dtype_bits(w->dtype) / 8);
     const char *name = w->qi ? w->qi->name : ir_dtype_name(w->dtype);
-    size_t extra[2] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0}; /* the scales and zero points */
-    for (int k = 0; k < 2; k++)
+    /* the scales, zero points and g_idx */
+    size_t extra[3] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0, w->qi ? w->qg : 0};
+    for (int k = 0; k < 3; k++)
       if (extra[k])
-        bytes += g->w[extra[k]].shape[0] * g->w[extra[k]].shape[1] *
+        bytes += g->w[extra[k]].shape[0] *
+                 (g->w[extra[k]].ndim == 2 ? g->w[extra[k]].shape[1] : 1) *
                  (ir_dtype_bits(g->w[extra[k]].dtype) / 8);
     int at = 0;
     while (at < nf && strcmp(f[at].name, name)) at++;
     if (at == MAXF) continue;
     if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
     f[at].tensors++;
-    f[at].weights += w->qi ? w->shape[0] * w->in : elems;
+    f[at].weights += w->qi ? (w->out ? w->out : w->shape[0]) * w->in : elems;
     f[at].bytes += bytes;
   }
   base_strbuf_append(out, "[");
@@ -1391,6 +1456,16 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
                             "embedding table and the output layer take)",
                             dir);
   }
+  if (c.quantized && g.qi)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: --quantize %s: the checkpoint is quantized already "
+                            "(quantization_config: %s); it compiles in its own format",
+                            dir, g.qi->name, c.qmethod);
+  if (c.quantized && g.T == RX_DTYPE_BF16)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: a quantized checkpoint (%s) computes in f16 or f32, not bf16 "
+                            "(--dtype)",
+                            dir, c.qmethod);
   hf_ckpt *ck = NULL;
   if (!gf && (!o || !o->no_weights)) {
     RX_RETURN_IF_ERROR(hf_ckpt_open(dir, &ck));

@@ -379,11 +379,13 @@ const rx_tx *mm_plain_load(const rx_tx *e) {
   return e;
 }
 
-/* A load of Q's: of at most 16 bits (packed bytes, f16 scales; an f32 weight stays out: its
- * values would be rounded to f16), an integer one counted. */
+/* A load of Q's: of at most 16 bits (packed bytes, f16 scales), an integer one counted; or an f32
+ * one, which mm_q_dequant takes beside packed integers only (FP8's f32 scales, issue 32: the
+ * element is rounded to f16 in the stage, as every dequantized element is; a plain f32 weight
+ * stays out: its values would be rounded to f16). */
 static bool narrow_load(const rx_tx *e, void *ud) {
   if (ir_dtype_is_int(e->dtype)) *(bool *)ud = true;
-  return ir_dtype_bits(e->dtype) <= 16;
+  return ir_dtype_bits(e->dtype) <= 16 || e->dtype == RX_DTYPE_F32;
 }
 
 bool mm_q_dequant(const mm_info *mi) {

@@ -2,7 +2,8 @@
  * (frontends/hf/config.c): a config's text, and the same text as a generation_config.json. An
  * accepted config satisfies the bounds and checks it shares with GGUF (frontends/hf/limits.c),
  * its description's fields what the builder relies on, and its end-of-sequence ids, from either
- * file, lie inside the vocabulary. The corpus holds a config of each architecture. */
+ * file, lie inside the vocabulary. The corpus holds a config of each architecture, and the
+ * quantization_configs of AWQ, GPTQ and compressed-tensors' FP8 (quant_*.json). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * caps and scales that are numbers the kernels take, longrope's factors positive */
     if (c.rotary_dim < 2 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 || c.window < 0 ||
         c.attn_softcap < 0 || c.final_softcap < 0 || c.attn_scale < 0 || c.rope_local_theta < 0)
+      abort();
+    /* a quantization_config (issue 32): a scheme of a checkpoint's own format, a bounded list */
+    if (c.quantized && ((unsigned)c.qscheme >= RX_QUANT_COUNT || base_quant_is_own(c.qscheme) ||
+                        c.nqkeep < 0 || c.nqkeep > 32))
       abort();
     for (int64_t l = 0; c.layer_kinds && l < c.layers; l++)
       if (c.local[l] > 1) abort();

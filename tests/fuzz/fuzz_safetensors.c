@@ -19,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const rx_st_tensor *t = &f.tensors[i];
       if (t->offset > f.data_size || t->size > f.data_size - t->offset) abort();
       if (base_st_find(&f, t->name) == NULL) abort();
+      if (t->f8_e4m3 && t->dtype != RX_DTYPE_U8) abort(); /* FP8 bytes are U8 to everyone else */
       for (uint64_t k = 0; k < t->size; k++) sum += f.data[t->offset + k];
     }
     (void)sum;

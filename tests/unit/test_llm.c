@@ -17,7 +17,11 @@
  * - 32 greedy tokens equal to transformers', up to the first step whose best and second-best
  *   logits are nearer than the compute dtype can tell apart (TIE_F32, TIE_F16);
  * - kjv-llama with its projections quantized (--quantize q8f16 and q4f16_g32, f16): the logits of
- *   the prefills and decode steps within TOL_Q8 and TOL_Q4 (check_quantized).
+ *   the prefills and decode steps within TOL_Q8 and TOL_Q4 (check_quantized);
+ * - checkpoints stored quantized as the tools write them (tiny-llama-awq, -gptq with desc_act,
+ *   -fp8 per tensor, -fp8ch per channel; tests/llm/gen_quant_models.py): read in their own
+ *   layouts by quant_matmul, against transformers running the NumPy dequantization of the same
+ *   files, with the tolerances of the dense models (the weights are the same numbers).
  *
  * RX_LLM_MODELS=a,b runs a subset; RX_LLM_QUICK=1 (make asan) a quarter of the work (below).
  *
@@ -430,9 +434,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "SKIP: no backend present\n");
     return 77;
   }
-  const char *models[] = {"kjv-llama",    "tiny-llama-gqa", "tiny-llama3",
-                          "tiny-mistral", "tiny-qwen2",     "tiny-qwen3",
-                          "tiny-phi3",    "tiny-gemma3",    "tiny-gemma2"};
+  const char *models[] = {"kjv-llama",       "tiny-llama-gqa", "tiny-llama3",     "tiny-mistral",
+                          "tiny-qwen2",      "tiny-qwen3",     "tiny-phi3",       "tiny-gemma3",
+                          "tiny-gemma2",     "tiny-llama-awq", "tiny-llama-gptq", "tiny-llama-fp8",
+                          "tiny-llama-fp8ch"};
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
   const char *q = getenv("RX_LLM_QUICK");
   quick = q && *q && strcmp(q, "0");

@@ -118,6 +118,24 @@ int main(int argc, char **argv) {
   base_st_free(&f);
   free(b);
 
+  /* FP8 checkpoints (issue 32): F8_E4M3 bytes as U8 flagged f8_e4m3, I32 words, and U8 unflagged;
+   * F8_E5M2 is not read */
+  b = image("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,4],\"data_offsets\":[0,8]},"
+            "\"q\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+            "\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[16,17]}}",
+            17, &len);
+  s = base_st_parse(b, len, "fp8.safetensors", &f);
+  CHECK_MSG(!s && f.ntensors == 3 && base_st_find(&f, "w")->dtype == RX_DTYPE_U8 &&
+                base_st_find(&f, "w")->f8_e4m3 && base_st_find(&f, "w")->size == 8 &&
+                base_st_find(&f, "q")->dtype == RX_DTYPE_I32 && !base_st_find(&f, "q")->f8_e4m3 &&
+                !base_st_find(&f, "u")->f8_e4m3 && !strcmp(base_st_dtype_name(RX_DTYPE_U8), "U8"),
+            "F8_E4M3 and I32: %s", rx_status_message(s));
+  rx_status_free(s);
+  base_st_free(&f);
+  free(b);
+  refused("{\"a\":{\"dtype\":\"F8_E5M2\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+          "tensor 'a': dtype F8_E5M2 is not supported");
+
   /* malformed: each refused, naming the problem */
   b = image("{}", 0, &len); /* no tensors at all is a valid file */
   s = base_st_parse(b, len, "empty.safetensors", &f);
