@@ -30,6 +30,8 @@ typedef enum hf_limit_id {
 #undef HF_LIMIT_ENUM_
       HF_LIMIT_COUNT
 } hf_limit_id;
+/* num_experts and num_experts_per_tok at most (published models: 8 to 512 experts) */
+#define HF_MAX_EXPERTS 4096
 typedef struct hf_limit {
   const char *hf, *gguf; /* the key in config.json; in GGUF after "ARCH." */
   double lo, hi;         /* inclusive */
