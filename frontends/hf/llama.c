@@ -1524,6 +1524,54 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
   base_strbuf_append(out, "]");
 }
 
+/* The bytes entry w is stored in, with its scales and zero points. */
+static long long entry_bytes(const gb *g, const hf_w *w) {
+  long long b = 0;
+  const hf_w *parts[3] = {w, w->qi && w->qs ? &g->w[w->qs] : NULL,
+                          w->qi && w->qz ? &g->w[w->qz] : NULL};
+  for (int k = 0; k < 3; k++) {
+    if (!parts[k]) continue;
+    long long e = parts[k]->shape[0];
+    for (int d = 1; d < parts[k]->ndim; d++) e *= parts[k]->shape[d];
+    b += e * (ir_dtype_bits(parts[k]->dtype) / 8);
+  }
+  return b;
+}
+
+/* A mixture of experts' numbers for llm.json (relaxc inspect prints them), NULL for a dense
+ * model: {"experts": E, "top_k": k, "sparse_layers": S, "params": P, "active_params": A,
+ * "active_bytes": AB, "decode_bytes": D}. P counts every weight of the checkpoint once (the
+ * computed rope tables aside); A the weights one token runs through: everything dense (the
+ * embedding table and the output layer whole, as model cards count them) and k of the E experts
+ * of each sparse layer; AB their bytes as stored. D is what a decode step of one token reads, by
+ * what each kernel reads: moe_gemv the rows of the token's k experts only (k / E of each experts
+ * tensor), take one row of the embedding table (all of it when it is the tied output layer),
+ * every other weight whole. */
+static void moe_numbers(const gb *g, rx_strbuf *out) {
+  const rx_hf_config *c = g->c;
+  long long params = 0, sparse = 0, embed_rows = c->tie_embeddings ? 1 : c->vocab;
+  double active = 0, active_bytes = 0, decode = 0;
+  for (int64_t l = 0; l < c->layers; l++) sparse += c->sparse[l];
+  for (size_t i = 0; i < g->nw; i++) {
+    const hf_w *w = &g->w[i];
+    if (!w->present || w->derived || !w->hf[0]) continue;
+    long long n = w->qi ? w->shape[0] * w->in : w->shape[0];
+    for (int d = 1; d < w->ndim && !w->qi; d++) n *= w->shape[d];
+    if (w->qi && w->ndim == 3) n = w->shape[0] * w->shape[1] * w->in;
+    double share = w->ndim == 3 ? (double)c->top_k / (double)c->experts : 1; /* of the experts */
+    double b = (double)entry_bytes(g, w);
+    params += n;
+    active += share * (double)n;
+    active_bytes += share * b;
+    decode += i == (size_t)(c->layers * W_PER_LAYER + G_EMBED) ? b / (double)embed_rows : share * b;
+  }
+  base_strbuf_printf(
+      out,
+      "{\"experts\": %lld, \"top_k\": %lld, \"sparse_layers\": %lld, \"params\": "
+      "%lld, \"active_params\": %.0f, \"active_bytes\": %.0f, \"decode_bytes\": %.0f}",
+      (long long)c->experts, (long long)c->top_k, sparse, params, active, active_bytes, decode);
+}
+
 /* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
  * the sections. */
 static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
@@ -1533,8 +1581,11 @@ static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
   if (!s) {
     rx_strbuf fm = {0};
     weight_formats(g, &fm);
-    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
-                        tok.len);
+    rx_strbuf moe = {0};
+    if (g->c->experts) moe_numbers(g, &moe);
+    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, moe.data,
+                        tok.data, tok.len);
+    base_strbuf_free(&moe);
     base_strbuf_free(&fm);
   }
   base_strbuf_free(&tok);
@@ -1599,7 +1650,10 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   if (!s && !gf) {
     rx_strbuf fm = {0};
     weight_formats(&g, &fm);
-    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
+    rx_strbuf moe = {0};
+    if (c.experts) moe_numbers(&g, &moe);
+    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
+    base_strbuf_free(&moe);
     base_strbuf_free(&fm);
   }
   free(g.w);
