@@ -165,10 +165,12 @@ static void set_w(hf_w *w, const char *hf, int ndim, int64_t r, int64_t c, rx_dt
   w->present = true;
 }
 
-/* --quantize: w [out, in] as quant_matmul's buffers when in is a whole number of groups: the
- * entry itself the packed quants, two (one) more entries the scales and zero points. */
+/* --quantize: w [out, in] (or the stacked experts [E, out, in]) as quant_matmul's (moe_matmul's)
+ * buffers when in is a whole number of groups: the entry itself the packed quants, two (one) more
+ * entries the scales and zero points, with the same leading dims. */
 static void quantize_entry(gb *g, hf_w *w) {
-  int64_t out = w->shape[0], in = w->shape[1], G = g->qi->block;
+  int last = w->ndim - 1;
+  int64_t in = w->shape[last], G = g->qi->block;
   char sname[sizeof w->hf], zname[sizeof w->hf]; /* names too long stay unquantized */
   if (in % G != 0 || snprintf(sname, sizeof sname, "%s.scales", w->hf) >= (int)sizeof sname ||
       snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
@@ -176,22 +178,28 @@ static void quantize_entry(gb *g, hf_w *w) {
   w->in = in;
   w->qi = g->qi;
   w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
-  w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
-  w->qs = g->nw++;
-  set_w(&g->w[w->qs], sname, 2, out, in / G, RX_DTYPE_F16);
-  g->w[w->qs].derived = true;
-  if (g->qi->kind != RX_QUANT_INT4_ZERO) return;
-  w->qz = g->nw++;
-  set_w(&g->w[w->qz], zname, 2, out, in / G, RX_DTYPE_U8);
-  g->w[w->qz].derived = true;
+  w->shape[last] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
+  size_t *extra[2] = {&w->qs, &w->qz};
+  for (int k = 0; k < (g->qi->kind == RX_QUANT_INT4_ZERO ? 2 : 1); k++) {
+    *extra[k] = g->nw++;
+    hf_w *e = &g->w[*extra[k]];
+    set_w(e, k ? zname : sname, 2, w->shape[0], in / G, k ? RX_DTYPE_U8 : RX_DTYPE_F16);
+    e->derived = true;
+    if (last == 2) { /* [E, out, in / G] */
+      e->ndim = 3;
+      e->shape[1] = w->shape[1];
+      e->shape[2] = in / G;
+    }
+  }
 }
 
 /* --quantize: the projections of every layer; with --quantize-embeddings the embedding table
  * (read by quant_take) and the output layer too, else they stay in the compute dtype, as the
  * norms do. */
 static void list_quantized(gb *g, bool embeddings) {
-  static const int proj[] = {W_Q,    W_K,   W_V,       W_O,       W_GATE,  W_UP,
-                             W_DOWN, W_QKV, W_GATE_UP, W_SH_GATE, W_SH_UP, W_SH_DOWN};
+  static const int proj[] = {W_Q,     W_K,       W_V,           W_O,       W_GATE,
+                             W_UP,    W_DOWN,    W_QKV,         W_GATE_UP, W_SH_GATE,
+                             W_SH_UP, W_SH_DOWN, W_EXP_GATE_UP, W_EXP_DOWN};
   for (int64_t l = 0; l < g->c->layers; l++)
     for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++)
       if (lw(g, l, proj[k])->present) quantize_entry(g, lw(g, l, proj[k]));
@@ -463,10 +471,12 @@ static rx_status put_weight(gb *g, hf_w *w, rx_dtype src_dtype, const void *src)
 /* --quantize: w's checkpoint tensor [out, in] quantized (frontends/hf/quantize.c) into buffers the
  * module owns, added as the weights of w and of its scales (and zero points) entries. */
 static rx_status add_quantized(gb *g, hf_w *w, rx_dtype src, const uint8_t *data) {
-  int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
+  /* the rows of every expert at once: each row is quantized on its own */
+  int64_t out = w->ndim == 3 ? w->shape[0] * w->shape[1] : w->shape[0], in = w->in,
+          groups = out * (in / g->qi->block);
   float *f = base_malloc(sizeof *f * (size_t)(out * in));
   for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
-  uint8_t *q = base_calloc((size_t)(out * w->shape[1]), 1),
+  uint8_t *q = base_calloc((size_t)(out * w->shape[w->ndim - 1]), 1),
           *z = w->qz ? base_calloc((size_t)groups, 1) : NULL;
   uint16_t *sc = base_calloc((size_t)groups, sizeof *sc);
   rx_module_on_free(g->m, free, q);
@@ -630,7 +640,7 @@ static rx_status stack_experts(gb *g, hf_ckpt *ck, hf_w *w, int64_t l, int id) {
   static const char *const mix[2][2] = {{"w1", "w3"}, {"w2", NULL}};
   static const char *const qwen[2][2] = {{"gate_proj", "up_proj"}, {"down_proj", NULL}};
   int k = id == W_EXP_DOWN, parts = k ? 1 : 2;
-  const int64_t full[2] = {w->shape[1] / parts, w->shape[2]};
+  const int64_t full[2] = {w->shape[1] / parts, w->in ? w->in : w->shape[2]};
   uint8_t *data = NULL;
   rx_dtype dt = RX_DTYPE_UNKNOWN;
   size_t bytes = 0; /* of one part */
@@ -659,7 +669,7 @@ static rx_status stack_experts(gb *g, hf_ckpt *ck, hf_w *w, int64_t l, int id) {
       }
       memcpy(data + (size_t)(e * parts + p) * bytes, src, bytes);
     }
-  return put_weight(g, w, dt, data);
+  return w->in ? add_quantized(g, w, dt, data) : put_weight(g, w, dt, data);
 }
 
 /* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
@@ -1491,39 +1501,6 @@ typedef struct wformat {
   long long tensors, weights, bytes;
 } wformat;
 
-static void weight_formats(const gb *g, rx_strbuf *out) {
-  enum { MAXF = 16 };
-  wformat f[MAXF];
-  int nf = 0;
-  for (size_t i = 0; i < g->nw; i++) {
-    const hf_w *w = &g->w[i];
-    if (!w->present || w->derived) continue;
-    long long elems =
-        w->shape[0] * (w->ndim >= 2 ? w->shape[1] : 1) * (w->ndim == 3 ? w->shape[2] : 1);
-    long long bytes = elems * (ir_dtype_bits(w->dtype) / 8);
-    const char *name = w->qi ? w->qi->name : ir_dtype_name(w->dtype);
-    size_t extra[2] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0}; /* the scales and zero points */
-    for (int k = 0; k < 2; k++)
-      if (extra[k])
-        bytes += g->w[extra[k]].shape[0] * g->w[extra[k]].shape[1] *
-                 (ir_dtype_bits(g->w[extra[k]].dtype) / 8);
-    int at = 0;
-    while (at < nf && strcmp(f[at].name, name)) at++;
-    if (at == MAXF) continue;
-    if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
-    f[at].tensors++;
-    f[at].weights += w->qi ? w->shape[0] * w->in : elems;
-    f[at].bytes += bytes;
-  }
-  base_strbuf_append(out, "[");
-  for (int k = 0; k < nf; k++)
-    base_strbuf_printf(out,
-                       "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
-                       "\"bytes\": %lld}",
-                       k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
-  base_strbuf_append(out, "]");
-}
-
 /* The bytes entry w is stored in, with its scales and zero points. */
 static long long entry_bytes(const gb *g, const hf_w *w) {
   long long b = 0;
@@ -1536,6 +1513,34 @@ static long long entry_bytes(const gb *g, const hf_w *w) {
     b += e * (ir_dtype_bits(parts[k]->dtype) / 8);
   }
   return b;
+}
+
+static void weight_formats(const gb *g, rx_strbuf *out) {
+  enum { MAXF = 16 };
+  wformat f[MAXF];
+  int nf = 0;
+  for (size_t i = 0; i < g->nw; i++) {
+    const hf_w *w = &g->w[i];
+    if (!w->present || w->derived) continue;
+    long long elems =
+        w->shape[0] * (w->ndim >= 2 ? w->shape[1] : 1) * (w->ndim == 3 ? w->shape[2] : 1);
+    long long bytes = entry_bytes(g, w); /* with the scales and zero points */
+    const char *name = w->qi ? w->qi->name : ir_dtype_name(w->dtype);
+    int at = 0;
+    while (at < nf && strcmp(f[at].name, name)) at++;
+    if (at == MAXF) continue;
+    if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
+    f[at].tensors++;
+    f[at].weights += w->qi ? elems / w->shape[w->ndim - 1] * w->in : elems;
+    f[at].bytes += bytes;
+  }
+  base_strbuf_append(out, "[");
+  for (int k = 0; k < nf; k++)
+    base_strbuf_printf(out,
+                       "%s{\"format\": \"%s\", \"tensors\": %lld, \"weights\": %lld, "
+                       "\"bytes\": %lld}",
+                       k ? ", " : "", f[k].name, f[k].tensors, f[k].weights, f[k].bytes);
+  base_strbuf_append(out, "]");
 }
 
 /* A mixture of experts' numbers for llm.json (relaxc inspect prints them), NULL for a dense
