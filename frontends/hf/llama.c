@@ -616,14 +616,17 @@ static rx_status find_tensor(gb *g, hf_ckpt *ck, const char *name, int ndim, con
     char want[96], got[96];
     shape_text(want, sizeof want, ndim, full);
     shape_text(got, sizeof got, t->ndim, t->shape);
+    char moe[96] = ""; /* the sparse layers' sizes, for a MoE model */
+    if (g->c->experts)
+      snprintf(moe, sizeof moe, ", experts %lld, expert intermediate %lld",
+               (long long)g->c->experts, (long long)g->c->moe_inter);
     return base_status_make(RX_ERR_INVALID,
                             "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
                             "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
-                            "vocab %lld, experts %lld, expert intermediate %lld)",
+                            "vocab %lld%s)",
                             name, got, want, (long long)g->c->hidden, (long long)g->c->heads,
                             (long long)g->c->kv_heads, (long long)g->c->head_dim,
-                            (long long)g->c->intermediate, (long long)g->c->vocab,
-                            (long long)g->c->experts, (long long)g->c->moe_inter);
+                            (long long)g->c->intermediate, (long long)g->c->vocab, moe);
   }
   if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
     return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16",
