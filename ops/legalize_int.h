@@ -194,6 +194,16 @@ void lz_gen_ragged_attention(lz_ctx *l);
 void lz_gen_quant_matmul(lz_ctx *l);
 void lz_gen_rms_norm_matmul(lz_ctx *l);
 void lz_gen_quant_take(lz_ctx *l);
+/* The element W[row, r] of a quantized weight (qi's buffers w, s, z: names, s and z NULL where
+ * the scheme has none) as an f32 expression, its lets written at the current indentation; row
+ * is the index text of the weight's leading dims ("e, j" for experts stacked [E, N, ...]). */
+struct rx_quant_info;
+const char *lz_quant_element(lz_ctx *l, const struct rx_quant_info *qi, const char *w,
+                             const char *s, const char *z, const char *row, const char *r);
+/* ops/moe.c */
+void lz_gen_moe_group(lz_ctx *l);
+void lz_gen_moe_matmul(lz_ctx *l);
+void lz_gen_moe_gemv(lz_ctx *l);
 /* ops/signal.c */
 void lz_gen_dft(lz_ctx *l);
 void lz_gen_nms(lz_ctx *l);

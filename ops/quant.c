@@ -454,6 +454,17 @@ static const char *qel_element(qel *q) {
   return wv;
 }
 
+/* The element W[row, r] of qi's buffers w, s, z (names; s and z NULL where the scheme has none)
+ * as an f32 expression, its lets written at the current indentation. row is the index text of
+ * the weight's leading dims, so stacked weights [E, N, ...] pass "e, j" (ops/moe.c). */
+const char *lz_quant_element(lz_ctx *l, const rx_quant_info *qi, const char *w, const char *s,
+                             const char *z, const char *row, const char *r) {
+  qel q = {.l = l, .qi = qi, .w = w, .s = s, .z = z, .j = row, .r = r};
+  const char *wv = lz_str(l, "(%s)", qel_element(&q));
+  base_strbuf_free(&q.lets);
+  return wv;
+}
+
 void lz_gen_quant_matmul(lz_ctx *l) {
   lz_opnd *x = lz_arg(l, 0), *y = &l->outs[0];
   qel q;

@@ -127,6 +127,24 @@ static const rx_attr_schema attrs_paged_decode_attention[] = {
     {"softcap", RX_ATTR_FLOAT, false, "scores tanh(s / c) * c before the softmax (default: none)"},
     {"chunk", RX_ATTR_INT, false, "keys per chunk of the split, a multiple of 16 (default 256)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_moe_group[] = {
+    {"num_experts", RX_ATTR_INT, true, "E: the experts, ids 0 .. E - 1 (1 .. 65536)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_moe_matmul[] = {
+    {"top_k", RX_ATTR_INT, true, "k: the experts of each token (order[j] // k is its token)"},
+    {"gathered", RX_ATTR_BOOL, false,
+     "x has a row per (token, slot) pair, [n * k, K] (default false: a row per token, [n, K])"},
+    {"gated", RX_ATTR_BOOL, false,
+     "w [E, 2F, K] (gate rows, then up rows): silu(gate) * up, [n * k, F] (default false)"},
+    {"scheme", RX_ATTR_STR, false, "w's quantization scheme, as quant_matmul's (default: none)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_moe_gemv[] = {
+    {"gathered", RX_ATTR_BOOL, false,
+     "x has a row per (token, slot) pair, [n * k, K] (default false: a row per token, [n, K])"},
+    {"gated", RX_ATTR_BOOL, false,
+     "w [E, 2F, K] (gate rows, then up rows): silu(gate) * up, [n * k, F] (default false)"},
+    {"scheme", RX_ATTR_STR, false, "w's quantization scheme, as quant_matmul's (default: none)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_ragged_attention[] = {
     {"scale", RX_ATTR_FLOAT, false, "score scale (default 1 / sqrt(d))"}, {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_attention_merge[] = {

@@ -683,6 +683,8 @@ static void test_all_ops_legalize(void) {
       "kv_append_rope",
       /* against a padded C reference: tests/unit/test_ragged.c */
       "ragged_softmax", "ragged_attention",
+      /* against a C reference (a sort, a double product): tests/unit/test_moe.c */
+      "moe_group", "moe_matmul", "moe_gemv",
       /* against a C reference: tests/unit/test_quant.c */
       "quant_matmul", "quant_take",
       /* its run-time check, in the interpreter, the emulator and on Vulkan:

@@ -1,0 +1,480 @@
+/* ops/moe.c: the Mixture-of-Experts ops (issue 32): tokens grouped by expert into a ragged
+ * packing (ops/ragged.c's indptr), the grouped GEMM over those groups (prefill) and the
+ * gathered-expert GEMV (decode). docs/ops.md, section "Mixture of experts". The contract:
+ *
+ *   moe_group(experts, num_experts=E) -> (indptr i32[E + 1], order i32[n k])
+ *     experts [n, k] (i32 or i64: topk's indices), each token's k expert ids in 0 .. E - 1.
+ *     order lists the n k (token, slot) pairs p = t k + s sorted by expert, stably (ascending p
+ *     within an expert); expert e's pairs are order[indptr[e] .. indptr[e + 1] - 1] (empty when
+ *     no token chose e); indptr[0] = 0, indptr[E] = n k. An id outside 0 .. E - 1 fails the
+ *     call at run time, naming the op.
+ *
+ *   moe_matmul(x, w, [s, [z]], indptr, order, top_k=k, gathered=false, gated=false, scheme=)
+ *     -> y [n k, N] of x's dtype. For each expert e and j in indptr[e] .. indptr[e + 1] - 1:
+ *     y[order[j]] = x[r] w[e]^T with r = order[j] // k (x [n, K]: the token's row, shared by its
+ *     k slots) or, gathered, r = order[j] (x [n k, K] in (token, slot) order: e.g. the gated
+ *     up-projection's output fed to the down-projection). y is in (token, slot) order.
+ *
+ *   moe_gemv(x, w, [s, [z]], experts, gathered=false, gated=false, scheme=) -> y [n k, N]:
+ *     the decode form of the same product, without grouping: row t k + s of y is x[t] (gathered:
+ *     x[t k + s]) w[experts[t, s]]^T; each (token, slot) reads only its expert's weight rows.
+ *
+ *   w: the experts stacked on a leading axis, Hugging Face's [out, in] rows: [E, N, K] of f16,
+ *   bf16 or f32, or, with scheme=, quant_matmul's buffers of that scheme each with a leading E
+ *   axis (w [E, N, bytes], s [E, N, K / block] f16, z [E, N, K / block] u8): quant.c's element
+ *   reader decodes them, so every scheme (q4f16_g32, q8, the GGUF blocks) works unchanged.
+ *   gated=true: w [E, 2F, K] is the gate projection's F rows then the up projection's F rows of
+ *   each expert (the checkpoint's gate_proj and up_proj concatenated along out), and y [n k, F]
+ *   = T(silu(T(x gate^T))) * T(x up^T), the SwiGLU in the epilogue: one launch for both.
+ *
+ *   The combine y[t] = sum_s weight[t, s] down[t k + s] stays existing ops (reshape to
+ *   [n, k, N], multiply by the routing weights [n, k, 1], sum over axis 1).
+ *
+ * The legalized programs are the portable loop form, correct on every target: moe_group a thread
+ * per expert (two passes over the n k pairs: the count of smaller ids, then the expert's pairs
+ * in order), the products a thread per output element with an f32 accumulator. */
+#include "deduce.h"
+#include "legalize_int.h"
+
+#include "../base/quant.h"
+
+#include <string.h>
+
+/* The most experts moe_group takes (its ids are checked against E; the group tables are i32). */
+#define MOE_MAX_EXPERTS 65536
+/* Threads per block of the bound programs (moe_group, moe_matmul's portable form). */
+#define MOE_THREADS 128
+
+/* ------------------------------------------------------------------------------------------
+ * shape deduction
+ * ------------------------------------------------------------------------------------------ */
+
+/* experts (argument i): an i32 or i64 [n, k] tensor with a known shape; reports otherwise. */
+static const rx_sinfo *experts_arg(rx_deduce_ctx *dc, const rx_node *call, int i) {
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, "experts");
+  if (!s) return NULL;
+  if ((s->dtype != RX_DTYPE_I32 && s->dtype != RX_DTYPE_I64) || s->ndim != 2 || !s->shape) {
+    ops_deduce_error(dc, "%s expects experts (argument %d) as i32 or i64 [n, k], got %s",
+                     call->op->name, i, ops_str(dc, s));
+    return NULL;
+  }
+  return s;
+}
+
+const rx_sinfo *ops_deduce_moe_group(rx_deduce_ctx *dc, const rx_node *call) {
+  const rx_sinfo *ex = experts_arg(dc, call, 0);
+  if (!ex) return NULL;
+  int64_t E = ops_int_attr(call, "num_experts", 0);
+  if (E < 1 || E > MOE_MAX_EXPERTS) {
+    ops_deduce_error(dc, "moe_group expects num_experts= from 1 to %d, got %lld", MOE_MAX_EXPERTS,
+                     (long long)E);
+    return NULL;
+  }
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr **d0 = ops_dims(dc, 1), **d1 = ops_dims(dc, 1);
+  d0[0] = sym_expr_const(cx, E + 1);
+  d1[0] = ops_prod(dc, ex->shape, 2);
+  const rx_sinfo *f[2] = {ops_tensor(dc, RX_DTYPE_I32, 1, d0), ops_tensor(dc, RX_DTYPE_I32, 1, d1)};
+  return rx_sinfo_tuple(dc->mod, f, 2);
+}
+
+/* A 3-D argument i of dtype dt and dims [E, N, cols]; reports otherwise. */
+static bool stacked_arg(rx_deduce_ctx *dc, const rx_node *call, int i, const char *what,
+                        rx_dtype dt, const rx_expr *E, const rx_expr *N, const rx_expr *cols) {
+  const rx_sinfo *s = ops_tensor_arg(dc, call, i, what);
+  if (!s) return false;
+  if (s->dtype != dt || s->ndim != 3 || !s->shape || ops_dim_eq(dc, s->shape[0], E) != RX_TRUE ||
+      ops_dim_eq(dc, s->shape[1], N) != RX_TRUE || ops_dim_eq(dc, s->shape[2], cols) != RX_TRUE) {
+    ops_deduce_error(dc, "%s expects %s (argument %d) of %s[%s, %s, %s], got %s", call->op->name,
+                     what, i, ir_dtype_name(dt), ops_expr_str(dc, E), ops_expr_str(dc, N),
+                     ops_expr_str(dc, cols), ops_str(dc, s));
+    return false;
+  }
+  return true;
+}
+
+/* What the two products share: x [rows, K] and the stacked weight buffers from argument 1 on. */
+typedef struct moe_sig {
+  const rx_sinfo *x;
+  const rx_quant_info *qi; /* NULL: a float weight */
+  int nb;                  /* weight buffers */
+  const rx_expr *E, *N;    /* experts, output columns (F when gated) */
+} moe_sig;
+
+/* x, the scheme and the weight buffers of a product call with `tail` arguments after them;
+ * false, reported, when one is wrong. */
+static bool moe_weights(rx_deduce_ctx *dc, const rx_node *call, int tail, moe_sig *g) {
+  const char *opn = call->op->name;
+  const rx_attr *sa = ops_call_attr(call, "scheme");
+  *g = (moe_sig){.nb = 1};
+  rx_quant_scheme sc;
+  if (sa) {
+    if (sa->kind != RX_ATTR_STR || !base_quant_lookup(sa->s, &sc)) {
+      rx_strbuf names = {0};
+      base_quant_names(&names);
+      ops_deduce_error(dc, "%s expects scheme= one of %s, got %s", opn, names.data,
+                       sa->kind == RX_ATTR_STR ? sa->s : "a non-string");
+      base_strbuf_free(&names);
+      return false;
+    }
+    g->qi = base_quant_info_of(sc);
+    g->nb = base_quant_nbuffers(sc);
+  }
+  if (call->nargs != 1 + g->nb + tail) {
+    ops_deduce_error(dc, "%s expects %d arguments (x, %d weight buffer%s and %d more), got %d", opn,
+                     1 + g->nb + tail, g->nb, g->nb > 1 ? "s" : "", tail, call->nargs);
+    return false;
+  }
+  g->x = ops_tensor_arg(dc, call, 0, "x");
+  const rx_sinfo *w = g->x ? ops_tensor_arg(dc, call, 1, "w") : NULL;
+  if (!w) return false;
+  if (!ir_dtype_is_float(g->x->dtype) || g->x->ndim != 2 || !g->x->shape) {
+    ops_deduce_error(dc, "%s expects x as a float [rows, K], got %s", opn, ops_str(dc, g->x));
+    return false;
+  }
+  if (w->ndim != 3 || !w->shape || (!g->qi && !ir_dtype_is_float(w->dtype))) {
+    ops_deduce_error(dc, "%s expects w as [E, N, K] (experts stacked)%s, got %s", opn,
+                     g->qi ? " of the scheme's buffers" : " of a float dtype", ops_str(dc, w));
+    return false;
+  }
+  rx_expr_ctx *cx = ops_ctx(dc);
+  const rx_expr *K = g->x->shape[1], *zero = sym_expr_const(cx, 0);
+  g->E = w->shape[0];
+  const rx_expr *rows = w->shape[1];
+  if (!g->qi) {
+    if (!stacked_arg(dc, call, 1, "w", w->dtype, g->E, rows, K)) return false;
+  } else {
+    const rx_quant_info *qi = g->qi;
+    const rx_expr *blk = sym_expr_const(cx, qi->block);
+    if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, K, blk), zero)) !=
+        RX_TRUE) {
+      ops_deduce_error(dc, "%s with scheme \"%s\" needs K (%s) a provable multiple of %d", opn,
+                       qi->name, ops_expr_str(dc, K), qi->block);
+      return false;
+    }
+    const rx_expr *blocks = sym_expr_floordiv(cx, K, blk);
+    bool ok;
+    if (qi->kind == RX_QUANT_GGUF)
+      ok = stacked_arg(dc, call, 1, "w", RX_DTYPE_U8, g->E, rows,
+                       sym_expr_mul(cx, blocks, sym_expr_const(cx, qi->block_bytes)));
+    else if (qi->kind == RX_QUANT_INT8)
+      ok = stacked_arg(dc, call, 1, "w", RX_DTYPE_I8, g->E, rows, K);
+    else
+      ok = stacked_arg(dc, call, 1, "w", RX_DTYPE_U8, g->E, rows,
+                       sym_expr_floordiv(cx, K, sym_expr_const(cx, 2)));
+    if (ok && g->nb >= 2) ok = stacked_arg(dc, call, 2, "s", RX_DTYPE_F16, g->E, rows, blocks);
+    if (ok && g->nb >= 3) ok = stacked_arg(dc, call, 3, "z", RX_DTYPE_U8, g->E, rows, blocks);
+    if (!ok) return false;
+  }
+  g->N = rows;
+  if (ops_int_attr(call, "gated", 0)) {
+    const rx_expr *two = sym_expr_const(cx, 2);
+    if (ops_prove(dc, sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, rows, two), zero)) !=
+        RX_TRUE) {
+      ops_deduce_error(dc, "%s gated=true expects w's rows (%s) as 2F (gate, then up): even", opn,
+                       ops_expr_str(dc, rows));
+      return false;
+    }
+    g->N = ops_simplify(dc, sym_expr_floordiv(cx, rows, two));
+  }
+  return true;
+}
+
+/* y [rows, N] of x's dtype. */
+static const rx_sinfo *moe_out(rx_deduce_ctx *dc, const moe_sig *g, const rx_expr *rows) {
+  const rx_expr **dims = ops_dims(dc, 2);
+  dims[0] = rows;
+  dims[1] = g->N;
+  return ops_tensor(dc, g->x->dtype, 2, dims);
+}
+
+/* x's rows against the (token, slot) pairs nk: n k when gathered, else a token count that divides
+ * nk into k slots; false, reported, when provably otherwise. */
+static bool check_x_rows(rx_deduce_ctx *dc, const rx_node *call, const moe_sig *g,
+                         const rx_expr *nk, const rx_expr *tokens) {
+  bool gathered = ops_int_attr(call, "gathered", 0) != 0;
+  const rx_expr *want = gathered ? nk : tokens;
+  if (ops_dim_eq(dc, g->x->shape[0], want) == RX_FALSE) {
+    ops_deduce_error(dc, "%s expects x with %s rows (%s), got %s", call->op->name,
+                     gathered ? "a row per (token, slot) pair: n k" : "a row per token: n",
+                     ops_expr_str(dc, want), ops_str(dc, g->x));
+    return false;
+  }
+  return true;
+}
+
+const rx_sinfo *ops_deduce_moe_matmul(rx_deduce_ctx *dc, const rx_node *call) {
+  moe_sig g;
+  if (!moe_weights(dc, call, 2, &g)) return NULL;
+  int ia = 1 + g.nb;
+  const rx_sinfo *ip = ops_tensor_arg(dc, call, ia, "indptr");
+  const rx_sinfo *od = ip ? ops_tensor_arg(dc, call, ia + 1, "order") : NULL;
+  if (!od) return NULL;
+  rx_expr_ctx *cx = ops_ctx(dc);
+  if (ip->dtype != RX_DTYPE_I32 || ip->ndim != 1 || !ip->shape ||
+      ops_dim_eq(dc, ip->shape[0], sym_expr_add(cx, g.E, sym_expr_const(cx, 1))) != RX_TRUE) {
+    ops_deduce_error(
+        dc, "moe_matmul expects indptr (argument %d) as i32[E + 1] = i32[%s], got %s", ia,
+        ops_expr_str(dc, ops_simplify(dc, sym_expr_add(cx, g.E, sym_expr_const(cx, 1)))),
+        ops_str(dc, ip));
+    return NULL;
+  }
+  if (od->dtype != RX_DTYPE_I32 || od->ndim != 1 || !od->shape) {
+    ops_deduce_error(dc, "moe_matmul expects order (argument %d) as i32[n k], got %s", ia + 1,
+                     ops_str(dc, od));
+    return NULL;
+  }
+  int64_t k = ops_int_attr(call, "top_k", 0);
+  if (k < 1) {
+    ops_deduce_error(dc, "moe_matmul expects top_k= >= 1, got %lld", (long long)k);
+    return NULL;
+  }
+  const rx_expr *nk = od->shape[0];
+  const rx_expr *tokens = ops_simplify(dc, sym_expr_floordiv(cx, nk, sym_expr_const(cx, k)));
+  if (!check_x_rows(dc, call, &g, nk, tokens)) return NULL;
+  return moe_out(dc, &g, nk);
+}
+
+const rx_sinfo *ops_deduce_moe_gemv(rx_deduce_ctx *dc, const rx_node *call) {
+  moe_sig g;
+  if (!moe_weights(dc, call, 1, &g)) return NULL;
+  const rx_sinfo *ex = experts_arg(dc, call, 1 + g.nb);
+  if (!ex) return NULL;
+  const rx_expr *nk = ops_prod(dc, ex->shape, 2);
+  if (!check_x_rows(dc, call, &g, nk, ex->shape[0])) return NULL;
+  return moe_out(dc, &g, nk);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * legalization
+ * ------------------------------------------------------------------------------------------ */
+
+/* The message of the run-time check of an expert id (JSON string literal text). */
+static const char *id_message(lz_ctx *l, int64_t E) {
+  rx_strbuf msg = {0}, lit = {0};
+  if (l->site) l->site_used = true;
+  base_strbuf_printf(&msg, "%s: expert id %%v is outside 0 .. %lld", l->site ? l->site : "moe",
+                     (long long)(E - 1));
+  base_strbuf_json_string(&lit, msg.data);
+  const char *r = lz_str(l, "%s", lit.data);
+  base_strbuf_free(&msg);
+  base_strbuf_free(&lit);
+  return r;
+}
+
+/* `let id: i64 = experts[t, s]`, checked against 0 .. E - 1 and clamped into it (a failed check
+ * fails the call; the clamp keeps the reads inside w meanwhile); returns the local's name. */
+static const char *expert_id(lz_ctx *l, const lz_opnd *ex, const char *t, const char *s,
+                             const rx_expr *E, int64_t Ec) {
+  const char *idx[2] = {t, s}, *v = lz_fresh(l, "eid"), *id = lz_fresh(l, "id");
+  lz_line(l, "let %s: i64 = i64(%s)", v, lz_load(l, ex, idx));
+  const char *hi = lz_ex(l, E);
+  if (Ec > 0)
+    lz_line(l, "let %s: i64 = min(max(check(%s >= 0 && %s < %s, %s, %s), 0), %s - 1)", id, v, v, hi,
+            v, id_message(l, Ec), hi);
+  else
+    lz_line(l, "let %s: i64 = min(max(%s, 0), %s - 1)", id, v, hi);
+  return id;
+}
+
+/* Opens a grid of MOE_THREADS-thread blocks over count items, `let item: i64 = ...` the thread's
+ * item (named item) and `if item < count {` (three levels; close_threads closes them). The
+ * programs are bound here because their stores go through data (order[j], a running count):
+ * the schedules' independence checks cannot see that the threads write disjoint elements. */
+static void open_threads(lz_ctx *l, const char *item, const rx_expr *count) {
+  const char *bx = lz_loopvar(l, "bx"), *tx = lz_loopvar(l, "tx");
+  const rx_expr *T = sym_expr_const(l->cx, MOE_THREADS);
+  const rx_expr *blocks = sym_expr_floordiv(
+      l->cx, sym_expr_add(l->cx, count, sym_expr_const(l->cx, MOE_THREADS - 1)), T);
+  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", bx, lz_ex(l, blocks));
+  l->ind++;
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, MOE_THREADS);
+  l->ind++;
+  lz_line(l, "let %s: i64 = %s * %d + %s", item, bx, MOE_THREADS, tx);
+  lz_line(l, "if %s < %s {", item, lz_ex(l, count));
+  l->ind++;
+}
+static void close_threads(lz_ctx *l) { lz_close_n(l, 3); }
+
+/* moe_group: a thread per e in 0 .. E (E + 1 of them): indptr[e] = the pairs with an id < e;
+ * for e < E, a second pass writes e's pairs, in order, from there:
+ *
+ *   for e in 0..E + 1 {
+ *     alloc cnt: i32[1] local   cnt[0] = 0
+ *     for t in 0..n, s in 0..k { let id = checked experts[t, s]  cnt[0] += select(id < e, 1, 0) }
+ *     indptr[e] = cnt[0]
+ *     if e < E { for t, s { if id == e { order[cnt[0]] = i32(t k + s)  cnt[0] += 1 } } }
+ *   }
+ *
+ * O(E n k) work in E + 1 threads of O(n k) each: no atomics, deterministic, stable. */
+void lz_gen_moe_group(lz_ctx *l) {
+  lz_opnd *ex = lz_arg(l, 0), *ip = &l->outs[0], *od = &l->outs[1];
+  if (ex->scalar || !ex->shape || l->nouts != 2) {
+    lz_fail(l, "moe_group expects experts [n, k] and gives two results");
+    return;
+  }
+  int64_t Ec = ops_int_attr(l->call, "num_experts", 0);
+  const rx_expr *E = sym_expr_const(l->cx, Ec);
+  const char *e = lz_fresh(l, "e"), *t = lz_loopvar(l, "t"), *s = lz_loopvar(l, "s");
+  const char *cnt = lz_fresh(l, "cnt");
+  const char *kk = lz_ex(l, ex->shape[1]);
+  open_threads(l, e, sym_expr_const(l->cx, Ec + 1));
+  lz_line(l, "alloc %s: i32[1] local", cnt);
+  lz_line(l, "%s[0] = 0", cnt);
+  lz_line(l, "for %s in 0..%s, %s in 0..%s {", t, lz_ex(l, ex->shape[0]), s, kk);
+  l->ind++;
+  const char *id = expert_id(l, ex, t, s, E, Ec);
+  lz_line(l, "%s[0] = select(%s < %s, %s[0] + 1, %s[0])", cnt, id, e, cnt, cnt);
+  lz_close(l);
+  lz_line(l, "%s = %s[0]", lz_load(l, ip, &e), cnt);
+  lz_line(l, "if %s < %lld {", e, (long long)Ec);
+  l->ind++;
+  lz_line(l, "for %s in 0..%s, %s in 0..%s {", t, lz_ex(l, ex->shape[0]), s, kk);
+  l->ind++;
+  id = expert_id(l, ex, t, s, E, 0);
+  lz_line(l, "if %s == %s {", id, e);
+  l->ind++;
+  const char *at = lz_str(l, "i64(%s[0])", cnt);
+  lz_line(l, "%s = i32(%s * %s + %s)", lz_load(l, od, &at), t, kk, s);
+  lz_line(l, "%s[0] = %s[0] + 1", cnt, cnt);
+  lz_close_n(l, 3);
+  close_threads(l);
+}
+
+/* What the product generators share. */
+typedef struct moe_gen {
+  lz_ctx *l;
+  lz_opnd *x, *y;
+  const rx_quant_info *qi;
+  const char *w, *s, *z; /* weight buffers */
+  const rx_expr *F;      /* output columns (gated: the offset of the up rows) */
+  bool gated;
+} moe_gen;
+
+static bool moe_gen_open(lz_ctx *l, moe_gen *g) {
+  *g = (moe_gen){.l = l, .x = lz_arg(l, 0), .y = &l->outs[0]};
+  const rx_attr *sa = ops_call_attr(l->call, "scheme");
+  int nb = 1;
+  if (sa) {
+    rx_quant_scheme sc;
+    if (!base_quant_lookup(sa->s, &sc)) {
+      lz_fail(l, "unknown scheme");
+      return false;
+    }
+    g->qi = base_quant_info_of(sc);
+    nb = base_quant_nbuffers(sc);
+  }
+  g->w = lz_arg(l, 1)->name;
+  g->s = nb >= 2 ? lz_arg(l, 2)->name : NULL;
+  g->z = nb >= 3 ? lz_arg(l, 3)->name : NULL;
+  g->gated = ops_int_attr(l->call, "gated", 0) != 0;
+  g->F = g->y->shape[1];
+  return true;
+}
+
+/* One f32 accumulator acc = sum_r x[row, r] w[e, col, r] (its alloc and reduce); returns acc. */
+static const char *moe_dot(moe_gen *g, const char *row, const char *e, const char *col) {
+  lz_ctx *l = g->l;
+  const char *acc = lz_fresh(l, "acc"), *r = lz_loopvar(l, "r");
+  lz_line(l, "alloc %s: f32[1] local", acc);
+  lz_line(l, "reduce %s in 0..%s {", r, lz_ex(l, g->x->shape[1]));
+  l->ind++;
+  lz_line(l, "init { %s[0] = 0.0 }", acc);
+  lz_line(l, "update {");
+  l->ind++;
+  const char *xi[2] = {row, r}, *wv;
+  if (g->qi) {
+    wv = lz_quant_element(l, g->qi, g->w, g->s, g->z, lz_str(l, "%s, %s", e, col), r);
+  } else {
+    lz_opnd *w = lz_arg(l, 1);
+    const char *wi[3] = {e, col, r};
+    wv = lz_up(l, w->dtype, lz_load(l, w, wi));
+  }
+  lz_line(l, "%s[0] = %s[0] + %s * %s", acc, acc, lz_up(l, g->x->dtype, lz_load(l, g->x, xi)), wv);
+  lz_close_n(l, 2);
+  return acc;
+}
+
+/* The output point y[p, c] = x[row] w[e, c]^T, or gated silu(gate) * up of rows c and F + c. */
+static void moe_point(moe_gen *g, const char *row, const char *e, const char *p, const char *c) {
+  lz_ctx *l = g->l;
+  rx_dtype t = g->y->dtype;
+  const char *tn = ir_dtype_name(t), *yi[2] = {p, c}, *out = lz_load(l, g->y, yi);
+  const char *a = moe_dot(g, row, e, c);
+  if (!g->gated) {
+    lz_line(l, "%s = %s(%s[0])", out, tn, a);
+    return;
+  }
+  const char *b = moe_dot(g, row, e, lz_str(l, "%s + %s", lz_ex(l, g->F), c));
+  const char *gv = lz_fresh(l, "g"), *uv = lz_fresh(l, "u");
+  lz_line(l, "let %s: f32 = %s", gv, lz_up(l, t, lz_str(l, "%s(%s[0])", tn, a)));
+  lz_line(l, "let %s: f32 = %s", uv, lz_up(l, t, lz_str(l, "%s(%s[0])", tn, b)));
+  lz_line(l, "%s = %s(%s * %s)", out, tn,
+          lz_up(l, t, lz_str(l, "%s(%s * sigmoid(%s))", tn, gv, gv)), uv);
+}
+
+/* moe_matmul: a thread per (sorted position j, column c): its expert e (the number of groups that
+ * end at or before j, a scan of indptr), its pair p = order[j], then the dot product:
+ *
+ *   for j in 0..n k, c in 0..N {
+ *     alloc ef: i64[1] local   ef[0] = 0
+ *     for q in 0..E { ef[0] += select(i64(indptr[q + 1]) <= j, 1, 0) }
+ *     let e = min(ef[0], E - 1)   let p = order[j] clamped into 0 .. n k - 1
+ *     y[p, c] = x[p // k or p] . w[e, c]     (gated: the SwiGLU of rows c and F + c)
+ *   } */
+void lz_gen_moe_matmul(lz_ctx *l) {
+  moe_gen g;
+  if (!moe_gen_open(l, &g)) return;
+  int nb = l->call->nargs - 3;
+  lz_opnd *ip = lz_arg(l, 1 + nb), *od = lz_arg(l, 2 + nb);
+  int64_t k = ops_int_attr(l->call, "top_k", 1);
+  bool gathered = ops_int_attr(l->call, "gathered", 0) != 0;
+  const rx_expr *nk = od->shape[0],
+                *E = sym_expr_sub(l->cx, ip->shape[0], sym_expr_const(l->cx, 1));
+  const char *f = lz_fresh(l, "f"), *j = lz_fresh(l, "j"), *c = lz_fresh(l, "c");
+  const char *q = lz_loopvar(l, "q");
+  open_threads(l, f, sym_expr_mul(l->cx, nk, g.F));
+  lz_line(l, "let %s: i64 = %s // %s", j, f, lz_ex(l, g.F));
+  lz_line(l, "let %s: i64 = %s %% %s", c, f, lz_ex(l, g.F));
+  const char *ef = lz_fresh(l, "ef"), *e = lz_fresh(l, "e"), *p = lz_fresh(l, "p");
+  const char *row = lz_fresh(l, "row");
+  lz_line(l, "alloc %s: i64[1] local", ef);
+  lz_line(l, "%s[0] = 0", ef);
+  const char *q1 = lz_str(l, "%s + 1", q);
+  lz_line(l, "for %s in 0..%s { %s[0] = select(i64(%s) <= %s, %s[0] + 1, %s[0]) }", q, lz_ex(l, E),
+          ef, lz_load(l, ip, &q1), j, ef, ef);
+  lz_line(l, "let %s: i64 = min(%s[0], %s - 1)", e, ef, lz_ex(l, E));
+  lz_line(l, "let %s: i64 = min(max(i64(%s), 0), %s - 1)", p, lz_load(l, od, &j), lz_ex(l, nk));
+  if (gathered)
+    lz_line(l, "let %s: i64 = %s", row, p);
+  else
+    lz_line(l, "let %s: i64 = %s // %lld", row, p, (long long)k);
+  moe_point(&g, row, e, p, c);
+  close_threads(l);
+}
+
+/* moe_gemv: a thread per (pair i = t k + s, column c), reading experts[t, s]'s rows only:
+ *
+ *   for i in 0..n k, c in 0..N {
+ *     let e = checked experts[i // k, i % k]
+ *     y[i, c] = x[i // k or i] . w[e, c]     (gated: the SwiGLU of rows c and F + c)
+ *   } */
+void lz_gen_moe_gemv(lz_ctx *l) {
+  moe_gen g;
+  if (!moe_gen_open(l, &g)) return;
+  int nb = l->call->nargs - 2;
+  lz_opnd *ex = lz_arg(l, 1 + nb);
+  bool gathered = ops_int_attr(l->call, "gathered", 0) != 0;
+  lz_opnd *w = lz_arg(l, 1);
+  const rx_expr *E = w->shape[0];
+  const char *i = lz_loopvar(l, "i"), *c = lz_loopvar(l, "c");
+  lz_line(l, "for %s in 0..%s, %s in 0..%s {", i, lz_ex(l, g.y->shape[0]), c, lz_ex(l, g.F));
+  l->ind++;
+  const rx_expr *iv = sym_expr_var(l->cx, i);
+  const char *tt = lz_ex(l, sym_expr_floordiv(l->cx, iv, ex->shape[1]));
+  const char *ss = lz_ex(l, sym_expr_floormod(l->cx, iv, ex->shape[1]));
+  int64_t Ec = E->kind == RX_EXPR_CONST ? E->value : 0;
+  const char *e = expert_id(l, ex, tt, ss, E, Ec);
+  moe_point(&g, gathered ? i : tt, e, i, c);
+  lz_close(l);
+}
