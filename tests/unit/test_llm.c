@@ -24,7 +24,8 @@
  * a dense layer, tiny-qwen3-moe with decoder_sparse_step 2) run the same checks as ctest's
  * unit.test_llm_moe (RX_LLM_SET=moe), apart so that each test stays within a couple of minutes;
  * the 1-token prompt, each decode step of one sequence and the two-sequence batched decode leave
- * experts without a token (k = 2 of 4 or 8 experts, tests/llm/gen_models.py).
+ * experts without a token (k = 2 of 4 or 8 experts, tests/llm/gen_models.py); their f16 logits
+ * are held to 1.5x transformers' own f16 error (HF_F16_MARGIN) rather than TOL_F16.
  *
  * RX_LLM_MODELS=a,b runs a subset; RX_LLM_QUICK=1 (make asan) a quarter of the work (below).
  *
@@ -72,7 +73,12 @@ static const char *const lengths[] = {"1", "7", "33", "100"};
  * and 33 with 4 decode steps, 4 batched steps and 8 greedy tokens: the same code paths at a
  * quarter of the work, which ASan multiplies several times. */
 static bool quick;
-#define QUICK_STEPS 4
+/* The MoE set (RX_LLM_SET=moe) holds f16 to HF_F16_MARGIN x the largest error of transformers'
+ * own f16 against its f32 on the same model and prompts (the reference's hf_f16_rel_l2_max:
+ * 5.4e-4 to 6.4e-4 for the three MoE models; relaxc's seen 3.8e-4 to 4.8e-4 on lavapipe) */
+static bool moe_set;
+#define HF_F16_MARGIN 1.5
+#define QUICK_STEPS   4
 
 typedef struct ref {
   cJSON *json;
@@ -345,6 +351,9 @@ static void check_model(const char *tests, const char *model, rx_dtype t, const 
   snprintf(path, sizeof path, "/tmp/rx_test_llm_%d_%s_%s.rxm", (int)getpid(), model,
            ir_dtype_name(t));
   double tol = t == RX_DTYPE_F32 ? TOL_F32 : TOL_F16;
+  const cJSON *hf16 = cJSON_GetObjectItem(r.json, "hf_f16_rel_l2_max");
+  if (t == RX_DTYPE_F16 && moe_set && cJSON_IsNumber(hf16)) /* transformers' own f16 error */
+    tol = HF_F16_MARGIN * hf16->valuedouble;
   for (int bi = 0; bi < nb; bi++)
     if (!present[bi]) skipped++;
   if (compile(tests, model, t, bs, present, nb, path)) {
@@ -455,7 +464,7 @@ int main(int argc, char **argv) {
   const char *moe[] = {"tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe"};
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
   const char *set = getenv("RX_LLM_SET");     /* "moe": the MoE models (unit.test_llm_moe) */
-  bool moe_set = set && !strcmp(set, "moe");
+  moe_set = set && !strcmp(set, "moe");
   const char **models = moe_set ? moe : dense;
   size_t nmodels = moe_set ? RX_ARRAY_LEN(moe) : RX_ARRAY_LEN(dense);
   const char *q = getenv("RX_LLM_QUICK");
