@@ -30,9 +30,11 @@
  *   The combine y[t] = sum_s weight[t, s] down[t k + s] stays existing ops (reshape to
  *   [n, k, N], multiply by the routing weights [n, k, 1], sum over axis 1).
  *
- * The legalized programs are the portable loop form, correct on every target: moe_group a thread
- * per expert (two passes over the n k pairs: the count of smaller ids, then the expert's pairs
- * in order), the products a thread per output element with an f32 accumulator. */
+ * The legalized programs serve every target (CUDA, Vulkan, Metal, the interpreter): moe_group a
+ * thread per expert (two passes over the n k pairs: the count of smaller ids, then the expert's
+ * pairs in order); moe_matmul tiles of one group's rows by output columns staged in shared memory
+ * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the row-reduction rule
+ * schedules with vector loads along K. */
 #include "deduce.h"
 #include "legalize_int.h"
 
@@ -42,8 +44,18 @@
 
 /* The most experts moe_group takes (its ids are checked against E; the group tables are i32). */
 #define MOE_MAX_EXPERTS 65536
-/* Threads per block of the bound programs (moe_group, moe_matmul's portable form). */
+/* Threads per block of the bound programs (moe_group, moe_matmul): 128, the least limit of the
+ * targets (targets/targets.c, vulkan's portable 128). */
 #define MOE_THREADS 128
+/* moe_matmul's tiles: MOE_BM sorted positions of one group by MOE_BN output columns, MOE_BK
+ * along K per shared-memory stage; a thread accumulates MOE_TM x MOE_TN of them (MOE_TROWS
+ * thread rows by 32 thread columns: MOE_BM = MOE_TROWS MOE_TM, MOE_BN = 32 MOE_TN). */
+#define MOE_BM    32
+#define MOE_BN    64
+#define MOE_BK    16
+#define MOE_TROWS (MOE_THREADS / 32)
+#define MOE_TM    (MOE_BM / MOE_TROWS)
+#define MOE_TN    2
 
 /* ------------------------------------------------------------------------------------------
  * shape deduction
@@ -413,44 +425,279 @@ static void moe_point(moe_gen *g, const char *row, const char *e, const char *p,
           lz_up(l, t, lz_str(l, "%s(%s * sigmoid(%s))", tn, gv, gv)), uv);
 }
 
-/* moe_matmul: a thread per (sorted position j, column c): its expert e (the number of groups that
- * end at or before j, a scan of indptr), its pair p = order[j], then the dot product:
- *
- *   for j in 0..n k, c in 0..N {
- *     alloc ef: i64[1] local   ef[0] = 0
- *     for q in 0..E { ef[0] += select(i64(indptr[q + 1]) <= j, 1, 0) }
- *     let e = min(ef[0], E - 1)   let p = order[j] clamped into 0 .. n k - 1
- *     y[p, c] = x[p // k or p] . w[e, c]     (gated: the SwiGLU of rows c and F + c)
- *   } */
-void lz_gen_moe_matmul(lz_ctx *l) {
+/* The element of w's expert e at row `row` and column `col` (index texts, in range) as f32. */
+static const char *moe_wload(moe_gen *g, const char *e, const char *row, const char *col) {
+  lz_ctx *l = g->l;
+  if (g->qi) return lz_quant_element(l, g->qi, g->w, g->s, g->z, lz_str(l, "%s, %s", e, row), col);
+  lz_opnd *w = lz_arg(l, 1);
+  const char *wi[3] = {e, row, col};
+  return lz_up(l, w->dtype, lz_load(l, w, wi));
+}
+
+/* What the two forms of moe_matmul's block share: the operands and the names the block uses. */
+typedef struct moe_mm {
   moe_gen g;
-  if (!moe_gen_open(l, &g)) return;
+  lz_opnd *ip, *od;
+  int64_t k;
+  bool gathered, frag; /* frag: the matrix-unit form (16x16x16 fragments, T operands) */
+  int sets;            /* weight tiles: 2 when gated */
+  const char *NK, *Ft, *Kt, *bm, *bn, *tx, *e, *lo, *hi, *tr, *tc;
+  const char *xs, *ws[2], *acc[2], *ys[2], *fc[2][2], *fa, *fb;
+} moe_mm;
+
+/* The block's group: e, and its rows lo .. hi - 1 of the sorted positions (none: lo = hi = 0),
+ * by a scan of indptr that counts each group's row tiles. */
+static void mm_find_group(moe_mm *mm, const rx_expr *E) {
+  lz_ctx *l = mm->g.l;
+  const char *gi = lz_fresh(l, "gi"), *cum = lz_fresh(l, "cum"), *q = lz_loopvar(l, "q");
+  const char *a = lz_fresh(l, "a"), *b = lz_fresh(l, "b"), *nt = lz_fresh(l, "nt");
+  const char *hit = lz_fresh(l, "hit"), *at = lz_fresh(l, "at");
+  lz_line(l, "alloc %s: i64[3] local", gi);
+  lz_line(l, "alloc %s: i64[1] local", cum);
+  for (int i = 0; i < 3; i++) lz_line(l, "%s[%d] = 0", gi, i);
+  lz_line(l, "%s[0] = 0", cum);
+  lz_line(l, "for %s in 0..%s {", q, lz_ex(l, E));
+  l->ind++;
+  lz_line(l, "let %s: i64 = min(max(i64(%s[%s]), 0), %s)", a, mm->ip->name, q, mm->NK);
+  lz_line(l, "let %s: i64 = min(max(i64(%s[%s + 1]), %s), %s)", b, mm->ip->name, q, a, mm->NK);
+  lz_line(l, "let %s: i64 = (%s - %s + %d) // %d", nt, b, a, MOE_BM - 1, MOE_BM);
+  lz_line(l, "let %s: bool = %s >= %s[0] && %s < %s[0] + %s", hit, mm->bm, cum, mm->bm, cum, nt);
+  lz_line(l, "let %s: i64 = %s + (%s - %s[0]) * %d", at, a, mm->bm, cum, MOE_BM);
+  lz_line(l, "%s[0] = select(%s, %s, %s[0])", gi, hit, q, gi);
+  lz_line(l, "%s[1] = select(%s, %s, %s[1])", gi, hit, at, gi);
+  lz_line(l, "%s[2] = select(%s, min(%s, %s + %d), %s[2])", gi, hit, b, at, MOE_BM, gi);
+  lz_line(l, "%s[0] = %s[0] + %s", cum, cum, nt);
+  lz_close(l);
+  mm->e = lz_fresh(l, "e");
+  mm->lo = lz_fresh(l, "lo");
+  mm->hi = lz_fresh(l, "hi");
+  lz_line(l, "let %s: i64 = %s[0]", mm->e, gi);
+  lz_line(l, "let %s: i64 = %s[1]", mm->lo, gi);
+  lz_line(l, "let %s: i64 = %s[2]", mm->hi, gi);
+}
+
+/* One step k0 of MOE_BK along K: x's rows of the tile (gathered through order) and the expert's
+ * weight rows into shared memory, MOE_THREADS elements at a time, 16 lanes along k, zero past
+ * the rows, the columns and K; f32, or T in the matrix-unit form. */
+static void mm_stage(moe_mm *mm, const char *k0) {
+  lz_ctx *l = mm->g.l;
+  const char *u = lz_loopvar(l, "u"), *id = lz_fresh(l, "id"), *kc = lz_fresh(l, "kc");
+  const char *j = lz_fresh(l, "j"), *p = lz_fresh(l, "p"), *kq = lz_fresh(l, "kq");
+  const char *st = mm->frag ? ir_dtype_name(mm->g.x->dtype) : "f32";
+  lz_line(l, "for %s in 0..%d unroll {", u, MOE_BM * MOE_BK / MOE_THREADS);
+  l->ind++;
+  lz_line(l, "let %s: i64 = %s + %s * %d", id, mm->tx, u, MOE_THREADS);
+  lz_line(l, "let %s: i64 = %s * %d + %s %% %d", kc, k0, MOE_BK, id, MOE_BK);
+  lz_line(l, "let %s: i64 = %s + %s // %d", j, mm->lo, id, MOE_BK);
+  lz_line(l, "let %s: i64 = min(max(i64(%s[min(%s, %s - 1)]), 0), %s - 1)", p, mm->od->name, j,
+          mm->NK, mm->NK);
+  lz_line(l, "let %s: i64 = min(%s, %s - 1)", kq, kc, mm->Kt);
+  const char *xi[2] = {mm->gathered ? p : lz_str(l, "%s // %lld", p, (long long)mm->k), kq};
+  lz_line(l, "%s[%s // %d, %s %% %d] = %s(select(%s < %s && %s < %s, %s, 0.0))", mm->xs, id, MOE_BK,
+          id, MOE_BK, st, j, mm->hi, kc, mm->Kt, lz_up(l, mm->g.x->dtype, lz_load(l, mm->g.x, xi)));
+  lz_close(l);
+  for (int s = 0; s < mm->sets; s++) {
+    const char *c = lz_fresh(l, "c"), *cq = lz_fresh(l, "cq");
+    lz_line(l, "for %s in 0..%d unroll {", u, MOE_BN * MOE_BK / MOE_THREADS);
+    l->ind++;
+    lz_line(l, "let %s: i64 = %s + %s * %d", id, mm->tx, u, MOE_THREADS);
+    lz_line(l, "let %s: i64 = %s * %d + %s %% %d", kc, k0, MOE_BK, id, MOE_BK);
+    lz_line(l, "let %s: i64 = %s * %d + %s // %d", c, mm->bn, MOE_BN, id, MOE_BK);
+    lz_line(l, "let %s: i64 = min(%s, %s - 1)%s", cq, c, mm->Ft,
+            s ? lz_str(l, " + %s", mm->Ft) : "");
+    lz_line(l, "let %s: i64 = min(%s, %s - 1)", kq, kc, mm->Kt);
+    const char *wv = moe_wload(&mm->g, mm->e, cq, kq);
+    lz_line(l, "%s[%s // %d, %s %% %d] = %s(select(%s < %s && %s < %s, %s, 0.0))", mm->ws[s], id,
+            MOE_BK, id, MOE_BK, st, c, mm->Ft, kc, mm->Kt, wv);
+    lz_close(l);
+  }
+}
+
+/* The products of one step: per thread MOE_TM x MOE_TN f32 sums over the staged k; or, in the
+ * matrix-unit form, per subgroup w (MOE_THREADS / 32 = 4 of them) the 16 rows (w // 2) 16 by two
+ * 16-column fragments from (w % 2) 32 of the 32 x 64 tile. */
+static void mm_multiply(moe_mm *mm) {
+  lz_ctx *l = mm->g.l;
+  if (mm->frag) {
+    lz_line(l, "frag load %s, %s[%s // 64 * 16, 0], %d", mm->fa, mm->xs, mm->tx, MOE_BK);
+    for (int s = 0; s < mm->sets; s++)
+      for (int h = 0; h < 2; h++) {
+        lz_line(l, "frag load %s, %s[%s // 32 %% 2 * 32 + %d, 0], %d, col_major", mm->fb, mm->ws[s],
+                mm->tx, h * 16, MOE_BK);
+        lz_line(l, "frag mma %s, %s, %s, %s", mm->fc[s][h], mm->fa, mm->fb, mm->fc[s][h]);
+      }
+    return;
+  }
+  const char *kk = lz_loopvar(l, "kk"), *i = lz_loopvar(l, "i"), *jj = lz_loopvar(l, "jj");
+  lz_line(l, "for %s in 0..%d unroll {", kk, MOE_BK);
+  l->ind++;
+  lz_line(l, "for %s in 0..%d unroll {", i, MOE_TM);
+  l->ind++;
+  lz_line(l, "for %s in 0..%d unroll {", jj, MOE_TN);
+  l->ind++;
+  for (int s = 0; s < mm->sets; s++)
+    lz_line(l, "%s[%s * %d + %s] = %s[%s * %d + %s] + %s[%s + %s * %d, %s] * %s[%s + %s * 32, %s]",
+            mm->acc[s], i, MOE_TN, jj, mm->acc[s], i, MOE_TN, jj, mm->xs, mm->tr, i, MOE_TROWS, kk,
+            mm->ws[s], mm->tc, jj, kk);
+  lz_close_n(l, 3);
+}
+
+/* The epilogue: row lo + tr + 4 i of the tile to y[order[..]], columns bn BN + tc + 32 jj (a
+ * subgroup's lanes: consecutive columns), the sums from the accumulators or, in the matrix-unit
+ * form, from the fragments stored to shared memory. */
+static void mm_epilogue(moe_mm *mm) {
+  lz_ctx *l = mm->g.l;
+  const char *i = lz_loopvar(l, "i"), *jj = lz_loopvar(l, "jj");
+  if (mm->frag) {
+    for (int s = 0; s < mm->sets; s++)
+      for (int h = 0; h < 2; h++)
+        lz_line(l, "frag store %s, %s[%s // 64 * 16, %s // 32 %% 2 * 32 + %d], %d", mm->fc[s][h],
+                mm->ys[s], mm->tx, mm->tx, h * 16, MOE_BN);
+    lz_line(l, "barrier");
+  }
+  lz_line(l, "for %s in 0..%d unroll {", i, MOE_TM);
+  l->ind++;
+  lz_line(l, "for %s in 0..%d unroll {", jj, MOE_TN);
+  l->ind++;
+  const char *j = lz_fresh(l, "j"), *c = lz_fresh(l, "c"), *p = lz_fresh(l, "p");
+  lz_line(l, "let %s: i64 = %s + %s * %d", j, mm->tr, i, MOE_TROWS);
+  lz_line(l, "let %s: i64 = %s + %s * 32", c, mm->tc, jj);
+  lz_line(l, "if %s + %s < %s && %s * %d + %s < %s {", mm->lo, j, mm->hi, mm->bn, MOE_BN, c,
+          mm->Ft);
+  l->ind++;
+  lz_line(l, "let %s: i64 = min(max(i64(%s[%s + %s]), 0), %s - 1)", p, mm->od->name, mm->lo, j,
+          mm->NK);
+  const char *v[2];
+  for (int s = 0; s < mm->sets; s++)
+    v[s] = mm->frag ? lz_str(l, "%s[%s, %s]", mm->ys[s], j, c)
+                    : lz_str(l, "%s[%s * %d + %s]", mm->acc[s], i, MOE_TN, jj);
+  rx_dtype t = mm->g.y->dtype;
+  const char *tn = ir_dtype_name(t), *yi[2] = {p, lz_str(l, "%s * %d + %s", mm->bn, MOE_BN, c)};
+  const char *out = lz_load(l, mm->g.y, yi);
+  if (!mm->g.gated) {
+    lz_line(l, "%s = %s(%s)", out, tn, v[0]);
+  } else {
+    const char *gv = lz_fresh(l, "g"), *uv = lz_fresh(l, "uv");
+    lz_line(l, "let %s: f32 = %s", gv, lz_up(l, t, lz_str(l, "%s(%s)", tn, v[0])));
+    lz_line(l, "let %s: f32 = %s", uv, lz_up(l, t, lz_str(l, "%s(%s)", tn, v[1])));
+    lz_line(l, "%s = %s(%s * %s)", out, tn,
+            lz_up(l, t, lz_str(l, "%s(%s * sigmoid(%s))", tn, gv, gv)), uv);
+  }
+  lz_close_n(l, 3);
+}
+
+/* One form of the grouped GEMM's kernel (lz_gen_moe_matmul). */
+static void mm_kernel(moe_mm *mm, const rx_expr *E) {
+  lz_ctx *l = mm->g.l;
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *nk = mm->od->shape[0], *K = mm->g.x->shape[1];
+  const rx_expr *tiles =
+      sym_expr_add(cx,
+                   sym_expr_floordiv(cx, sym_expr_add(cx, nk, sym_expr_const(cx, MOE_BM - 1)),
+                                     sym_expr_const(cx, MOE_BM)),
+                   E);
+  const rx_expr *ntiles = sym_expr_floordiv(
+      cx, sym_expr_add(cx, mm->g.F, sym_expr_const(cx, MOE_BN - 1)), sym_expr_const(cx, MOE_BN));
+  mm->bm = lz_loopvar(l, "bm");
+  mm->bn = lz_loopvar(l, "bn");
+  mm->tx = lz_loopvar(l, "tx");
+  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", mm->bm, lz_ex(l, tiles));
+  l->ind++;
+  lz_line(l, "for %s in 0..%s bind(blockIdx.y) {", mm->bn, lz_ex(l, ntiles));
+  l->ind++;
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", mm->tx, MOE_THREADS);
+  l->ind++;
+  mm_find_group(mm, E);
+  mm->tr = lz_fresh(l, "tr");
+  mm->tc = lz_fresh(l, "tc");
+  lz_line(l, "let %s: i64 = %s // 32", mm->tr, mm->tx);
+  lz_line(l, "let %s: i64 = %s %% 32", mm->tc, mm->tx);
+  const char *T = ir_dtype_name(mm->g.x->dtype), *st = mm->frag ? T : "f32";
+  int pad = mm->frag ? 0 : 1; /* the SIMT form's reads of w across lanes: a stride of 17 */
+  mm->xs = lz_fresh(l, "xs");
+  lz_line(l, "alloc %s: %s[%d, %d] shared", mm->xs, st, MOE_BM, MOE_BK + pad);
+  if (mm->frag) {
+    mm->fa = lz_fresh(l, "fa");
+    mm->fb = lz_fresh(l, "fb");
+    lz_line(l, "alloc %s: %s[16, 16] fragment a", mm->fa, T);
+    lz_line(l, "alloc %s: %s[16, 16] fragment b", mm->fb, T);
+  }
+  for (int s = 0; s < mm->sets; s++) {
+    mm->ws[s] = lz_fresh(l, "ws");
+    lz_line(l, "alloc %s: %s[%d, %d] shared", mm->ws[s], st, MOE_BN, MOE_BK + pad);
+    if (mm->frag) {
+      mm->ys[s] = lz_fresh(l, "ys");
+      lz_line(l, "alloc %s: f32[%d, %d] shared", mm->ys[s], MOE_BM, MOE_BN);
+      for (int h = 0; h < 2; h++) {
+        mm->fc[s][h] = lz_fresh(l, "fc");
+        lz_line(l, "alloc %s: f32[16, 16] fragment acc", mm->fc[s][h]);
+        lz_line(l, "frag fill %s, 0.0", mm->fc[s][h]);
+      }
+    } else {
+      const char *u = lz_loopvar(l, "u");
+      mm->acc[s] = lz_fresh(l, "acc");
+      lz_line(l, "alloc %s: f32[%d] local", mm->acc[s], MOE_TM * MOE_TN);
+      lz_line(l, "for %s in 0..%d unroll { %s[%s] = 0.0 }", u, MOE_TM * MOE_TN, mm->acc[s], u);
+    }
+  }
+  const char *k0 = lz_loopvar(l, "k0");
+  lz_line(l, "for %s in 0..%s {", k0,
+          lz_ex(l, sym_expr_floordiv(cx, sym_expr_add(cx, K, sym_expr_const(cx, MOE_BK - 1)),
+                                     sym_expr_const(cx, MOE_BK))));
+  l->ind++;
+  lz_line(l, "barrier");
+  mm_stage(mm, k0);
+  lz_line(l, "barrier");
+  mm_multiply(mm);
+  lz_close(l);
+  mm_epilogue(mm);
+  lz_close_n(l, 3);
+}
+
+/* moe_matmul: the grouped GEMM as tiles of MOE_BM sorted positions of one group by MOE_BN output
+ * columns, a block of MOE_THREADS threads each (issue 32's grid): blockIdx.x walks the row tiles
+ * of the groups one after the other, sum_e ceil(cnt_e / BM) <= ceil(n k / BM) + E of them, so the
+ * grid is known from n k and E; a block finds its group and row range by a scan of indptr (E
+ * steps, every thread alike), blocks past the last tile have no rows. Per step of MOE_BK along
+ * K, the block stages x's rows of the tile (gathered through order: row order[j] // k, or
+ * order[j]) and the expert's weight rows (dequantized where a scheme says) in shared memory, and
+ * the epilogue scatters row j of the tile to y[order[j]] (gated: a second weight tile, rows
+ * F + c, and the SwiGLU). Two forms of the products:
+ *   - f16 and bf16 x where the target runs 16x16x16 fragments (`if has_fragments`: CUDA's
+ *     mma.sync, vulkan-nvidia's cooperative matrices): the tiles staged as T, each subgroup a
+ *     16 x 32 part of the tile in two f32 accumulator fragments, stored to shared memory for the
+ *     epilogue;
+ *   - elsewhere (and for f32 x) the tiles staged as f32, each thread MOE_TM x MOE_TN sums (rows
+ *     tr + 4 i, columns tc + 32 jj: a subgroup's lanes share the row and take consecutive
+ *     columns, so the stores are coalesced and the padded reads of w conflict-free). */
+void lz_gen_moe_matmul(lz_ctx *l) {
+  moe_mm mm = {0};
+  if (!moe_gen_open(l, &mm.g)) return;
   int nb = l->call->nargs - 3;
-  lz_opnd *ip = lz_arg(l, 1 + nb), *od = lz_arg(l, 2 + nb);
-  int64_t k = ops_int_attr(l->call, "top_k", 1);
-  bool gathered = ops_int_attr(l->call, "gathered", 0) != 0;
-  const rx_expr *nk = od->shape[0],
-                *E = sym_expr_sub(l->cx, ip->shape[0], sym_expr_const(l->cx, 1));
-  const char *f = lz_fresh(l, "f"), *j = lz_fresh(l, "j"), *c = lz_fresh(l, "c");
-  const char *q = lz_loopvar(l, "q");
-  open_threads(l, f, sym_expr_mul(l->cx, nk, g.F));
-  lz_line(l, "let %s: i64 = %s // %s", j, f, lz_ex(l, g.F));
-  lz_line(l, "let %s: i64 = %s %% %s", c, f, lz_ex(l, g.F));
-  const char *ef = lz_fresh(l, "ef"), *e = lz_fresh(l, "e"), *p = lz_fresh(l, "p");
-  const char *row = lz_fresh(l, "row");
-  lz_line(l, "alloc %s: i64[1] local", ef);
-  lz_line(l, "%s[0] = 0", ef);
-  const char *q1 = lz_str(l, "%s + 1", q);
-  lz_line(l, "for %s in 0..%s { %s[0] = select(i64(%s) <= %s, %s[0] + 1, %s[0]) }", q, lz_ex(l, E),
-          ef, lz_load(l, ip, &q1), j, ef, ef);
-  lz_line(l, "let %s: i64 = min(%s[0], %s - 1)", e, ef, lz_ex(l, E));
-  lz_line(l, "let %s: i64 = min(max(i64(%s), 0), %s - 1)", p, lz_load(l, od, &j), lz_ex(l, nk));
-  if (gathered)
-    lz_line(l, "let %s: i64 = %s", row, p);
-  else
-    lz_line(l, "let %s: i64 = %s // %lld", row, p, (long long)k);
-  moe_point(&g, row, e, p, c);
-  close_threads(l);
+  mm.ip = lz_arg(l, 1 + nb);
+  mm.od = lz_arg(l, 2 + nb);
+  mm.k = ops_int_attr(l->call, "top_k", 1);
+  mm.gathered = ops_int_attr(l->call, "gathered", 0) != 0;
+  mm.sets = mm.g.gated ? 2 : 1;
+  mm.NK = lz_ex(l, mm.od->shape[0]);
+  mm.Ft = lz_ex(l, mm.g.F);
+  mm.Kt = lz_ex(l, mm.g.x->shape[1]);
+  const rx_expr *E = sym_expr_sub(l->cx, mm.ip->shape[0], sym_expr_const(l->cx, 1));
+  rx_dtype t = mm.g.x->dtype;
+  if (t != RX_DTYPE_F16 && t != RX_DTYPE_BF16) {
+    mm_kernel(&mm, E);
+    return;
+  }
+  lz_line(l, "if has_fragments(%s, f32, 16, 16, 16) {", ir_dtype_name(t));
+  l->ind++;
+  mm.frag = true;
+  mm_kernel(&mm, E);
+  l->ind--;
+  lz_line(l, "} else {");
+  l->ind++;
+  mm.frag = false;
+  mm_kernel(&mm, E);
+  lz_close(l);
 }
 
 /* moe_gemv: a thread per (pair i = t k + s, column c), reading experts[t, s]'s rows only:

@@ -3,9 +3,10 @@
  * graph with the token count n symbolic, then for every target (cuda sm_80 and sm_90,
  * vulkan-lavapipe, vulkan, metal-apple7, vulkan-nvidia) scheduled and generated (NVRTC with no
  * spills, shaderc + spirv-val where present: support_pipeline.c), and run (a) in the reference
- * interpreter (n <= 100), (b) as CUDA C and as MSL in the SIMT emulator, (c) on Vulkan (lavapipe
- * here) through the runtime under the validation layer. Every output is compared with a
- * reference computed here and with the interpreter's output:
+ * interpreter (n <= 33; both forms of moe_matmul: the portable one and, f16 and bf16, the
+ * matrix-unit one, with rx_interp_opts.fragments), (b) as CUDA C and as MSL in the SIMT emulator,
+ * (c) on Vulkan (lavapipe here) through the runtime under the validation layer. Every output is
+ * compared with a reference computed here and with the interpreter's output:
  *
  *   moe_group: indptr and order exactly equal to a stable sort of the (token, slot) pairs by
  *     (expert, pair index) with qsort (not a counting sort, so not the kernel's algorithm);
@@ -27,6 +28,10 @@
  * gated form one more of gate and up: the reference rounds them too, from a double sum, so a
  * tie may round the other way: one more unit).
  *
+ * moe_matmul's matrix-unit form on CUDA sm_80: its PTX (NVRTC) has mma.sync m16n8k16 and no local
+ * memory. The emulator's coalescing figures of the CUDA kernels at a decode-like shape are
+ * printed, and moe_gemv's must reach 90% (test_coalescing's bar).
+ *
  * Bad input: wrong dtypes, ranks and sizes give errors naming the op and the operand; an expert
  * id outside 0 .. E - 1 fails the call at run time with a message naming it.
  *
@@ -47,7 +52,7 @@
 #define TOL_BF16 8e-3
 #define MAX_E    60 /* the most experts of a case */
 /* The interpreter runs the products up to this many tokens (slow, serial). */
-#define INTERP_MAX_N 100
+#define INTERP_MAX_N 33
 
 static rxk_stats st;
 static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
@@ -134,6 +139,17 @@ static void run_case(prog *p, const rxk_env *e, const rxk_buffers *in, const out
     }
     rx_status_free(s);
     rxk_free_buffers(&got);
+    if (rxk_has_frag_form(p->f)) { /* the matrix-unit form too */
+      rx_interp_opts o = {.fragments = true};
+      rxk_copy_buffers(in, &got);
+      s = interp_run(p->m, p->f, got.arg, got.n, &o);
+      if (s)
+        rxk_fail(&st, "%s at %s: interpreter (fragments): %s", p->what, at, rx_status_message(s));
+      else
+        check(p, &got, outs, nouts, NULL, "interpreter (fragments)", at);
+      rx_status_free(s);
+      rxk_free_buffers(&got);
+    }
   }
   for (int i = 0; i < RXK_ONEOP_TARGETS; i++) {
     rxk_prepared *tp = &p->tp[i];
@@ -398,6 +414,23 @@ static void prod_text(const prod_cfg *c, const rx_quant_info *qi, char *text, si
            c->gated ? " gated" : "");
 }
 
+/* The PTX (NVRTC, sm_80) of a matrix-unit form: mma.sync present, no local memory. */
+static void check_ptx(prog *p) {
+  rxk_prepared *tp = &p->tp[0];
+  for (int i = 0; tp->ok && i < tp->kl.n; i++) {
+    char *ptx = rxk_nvrtc_ptx(tp, tp->kl.kernels[i], &st);
+    if (!ptx) continue; /* counted: no NVRTC (skipped) or its failure */
+    bool mma = strstr(ptx, "mma.sync.aligned.m16n8k16") != NULL;
+    bool local = strstr(ptx, ".local") != NULL;
+    if (!mma || local)
+      rxk_fail(&st, "%s: PTX of %s: %s", tp->what, tp->kl.kernels[i]->name,
+               !mma ? "no mma.sync.aligned.m16n8k16" : "local memory (.local)");
+    else
+      st.passed++;
+    free(ptx);
+  }
+}
+
 static void run_product(const prod_cfg *c, const int64_t *ns, int nn) {
   const rx_quant_info *qi = NULL;
   rx_quant_scheme sc;
@@ -412,6 +445,7 @@ static void run_product(const prod_cfg *c, const int64_t *ns, int nn) {
     rxk_oneop_free(&p);
     return;
   }
+  if (!c->gemv && (c->t == RX_DTYPE_F16 || c->t == RX_DTYPE_BF16)) check_ptx(&p);
   int nin = 2 + (qi ? base_quant_nbuffers(sc) - 1 : 0) + (c->gemv ? 1 : 2);
   int F = c->gated ? c->N / 2 : c->N;
   for (int ni = 0; ni < nn; ni++) {
@@ -468,6 +502,102 @@ static void test_products(void) {
     bool big = !cfgs[i].scheme && cfgs[i].t == f16 && !cfgs[i].gated;
     run_product(&cfgs[i], big ? ns : small, big ? 5 : 4);
   }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * coalescing of the CUDA kernels at a decode-like shape (the SIMT emulator's access tracing)
+ * ------------------------------------------------------------------------------------------ */
+
+/* The coalescing bar of the memory-bound decode kernels (tests/unit/test_coalescing.c). */
+#define MIN_EFFICIENCY 90.0
+#define TRACE_BLOCKS   8 /* blocks traced per kernel, spread over the grid */
+
+/* Traces every CUDA (sm_80) kernel of case c at n tokens: the bytes the lanes use over the
+ * 32-byte sectors their warp-wide requests touch. bar > 0: each kernel must reach it; 0: the
+ * figure is printed only. */
+static void coalescing_case(const prod_cfg *c, int64_t n, double bar) {
+  const rx_quant_info *qi = NULL;
+  rx_quant_scheme sc;
+  if (c->scheme) {
+    RX_ASSERT(base_quant_lookup(c->scheme, &sc));
+    qi = base_quant_info_of(sc);
+  }
+  char text[1024], what[200], why[512];
+  prod_text(c, qi, text, sizeof text, what, sizeof what);
+  strncat(what, " (coalescing)", sizeof what - strlen(what) - 1);
+  prog p;
+  if (!rxk_oneop_build(&p, text, what, "prog", filter, &st, &vk) || !p.tp[0].ok) {
+    rxk_oneop_free(&p);
+    return;
+  }
+  int nin = 2 + (qi ? base_quant_nbuffers(sc) - 1 : 0) + (c->gemv ? 1 : 2);
+  rxk_env e;
+  rxk_buffers in;
+  int64_t nk = n * c->k;
+  if (make_inputs(&p, n, c->k, &e, &in)) {
+    fill_weights(c, qi, &p, &in);
+    int32_t *ex = base_malloc(sizeof(int32_t) * (size_t)nk), indptr[MAX_E + 1];
+    int32_t *order = base_malloc(sizeof(int32_t) * (size_t)nk);
+    make_routing(n, c->k, c->E, ex);
+    if (c->gemv) {
+      store_ids(rxk_oneop_param(&p, &in, nin - 1), ex, nk);
+    } else {
+      ref_group(ex, nk, c->E, indptr, order);
+      store_ids(rxk_oneop_param(&p, &in, nin - 2), indptr, c->E + 1);
+      store_ids(rxk_oneop_param(&p, &in, nin - 1), order, nk);
+    }
+    static simt_options opts = {.trace = 1};
+    for (int i = 0; i < p.tp[0].kl.n; i++) {
+      const rx_kernel *kn = p.tp[0].kl.kernels[i];
+      simt_module *mod = NULL;
+      char *err = NULL, label[200];
+      snprintf(label, sizeof label, "%s.cu", kn->name);
+      if (simt_module_compile(&opts, SIMT_CUDA, kn->source, label, &mod, &err)) {
+        if (err && (strstr(err, "cannot run") || strstr(err, "sanitizer")))
+          st.skipped++;
+        else
+          rxk_fail(&st, "%s: %s does not compile traced: %s", what, kn->name, err ? err : "");
+        free(err);
+        continue;
+      }
+      rxk_buffers b;
+      rxk_copy_buffers(&in, &b);
+      simt_coalescing cv = {0};
+      if (!rxk_simt_launch(kn, mod, &e, &b, &cv, TRACE_BLOCKS, why, sizeof why)) {
+        rxk_fail(&st, "%s: %s: %s", what, kn->name, why);
+      } else {
+        unsigned long long used = cv.loads.used + cv.stores.used;
+        unsigned long long moved = cv.loads.moved + cv.stores.moved;
+        double eff = moved ? 100.0 * (double)used / (double)moved : 100.0;
+        printf("coalescing %s at n=%lld: %s %.1f%% of the bytes moved are used (loads %llu "
+               "requests)\n",
+               what, (long long)n, kn->name, eff, cv.loads.requests);
+        if (bar > 0 && eff < bar)
+          rxk_fail(&st, "%s: %s: %.1f%% of the bytes moved are used (< %.0f%%)", what, kn->name,
+                   eff, bar);
+        else
+          st.passed++;
+      }
+      simt_coalescing_free(&cv);
+      rxk_free_buffers(&b);
+      simt_module_free(mod);
+    }
+    free(ex);
+    free(order);
+    rxk_free_buffers(&in);
+  }
+  rxk_oneop_free(&p);
+}
+
+static void test_coalescing(void) {
+  const rx_dtype f16 = RX_DTYPE_F16, i32 = RX_DTYPE_I32;
+  /* decode: 4 tokens, E = 8, k = 2, N = 512, K = 1024: the gathered expert rows */
+  const prod_cfg gemv = {true, f16, NULL, 8, 2, 512, 1024, false, false, i32};
+  const prod_cfg gemv_q = {true, f16, "q4f16_g32", 8, 2, 512, 1024, false, false, i32};
+  const prod_cfg mm = {false, f16, NULL, 8, 2, 512, 1024, false, false, i32};
+  coalescing_case(&gemv, 4, MIN_EFFICIENCY);
+  coalescing_case(&gemv_q, 4, 0);
+  coalescing_case(&mm, 64, 0);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -548,6 +678,7 @@ int main(int argc, char **argv) {
   test_errors();
   test_group();
   test_products();
+  test_coalescing();
   printf("largest normalized errors: f32 %.2g, f16 %.2g, bf16 %.2g\n", worst[RX_DTYPE_F32],
          worst[RX_DTYPE_F16], worst[RX_DTYPE_BF16]);
   return rxk_oneop_main_end(&st, &vk, "moe");
