@@ -31,8 +31,8 @@
  *   [n, k, N], multiply by the routing weights [n, k, 1], sum over axis 1).
  *
  * The legalized programs serve every target (CUDA, Vulkan, Metal, the interpreter): moe_group a
- * thread per expert (two passes over the n k pairs: the count of smaller ids, then the expert's
- * pairs in order); moe_matmul tiles of one group's rows by output columns staged in shared memory
+ * counting sort in one block (per expert: counts, a scan in shared memory, a stable scatter);
+ * moe_matmul tiles of one group's rows by output columns staged in shared memory
  * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the row-reduction rule
  * schedules with vector loads along K. */
 #include "deduce.h"
@@ -46,7 +46,8 @@
 #define MOE_MAX_EXPERTS 65536
 /* Threads per block of the bound programs (moe_group, moe_matmul): 128, the least limit of the
  * targets (targets/targets.c, vulkan's portable 128). */
-#define MOE_THREADS 128
+#define MOE_THREADS       128
+#define MOE_GROUP_THREADS MOE_THREADS
 /* moe_matmul's tiles: MOE_BM sorted positions of one group by MOE_BN output columns, MOE_BK
  * along K per shared-memory stage; a thread accumulates MOE_TM x MOE_TN of them (MOE_TROWS
  * thread rows by 32 thread columns: MOE_BM = MOE_TROWS MOE_TM, MOE_BN = 32 MOE_TN). */
@@ -289,36 +290,50 @@ static const char *expert_id(lz_ctx *l, const lz_opnd *ex, const char *t, const 
   return id;
 }
 
-/* Opens a grid of MOE_THREADS-thread blocks over count items, `let item: i64 = ...` the thread's
- * item (named item) and `if item < count {` (three levels; close_threads closes them). The
- * programs are bound here because their stores go through data (order[j], a running count):
- * the schedules' independence checks cannot see that the threads write disjoint elements. */
-static void open_threads(lz_ctx *l, const char *item, const rx_expr *count) {
-  const char *bx = lz_loopvar(l, "bx"), *tx = lz_loopvar(l, "tx");
-  const rx_expr *T = sym_expr_const(l->cx, MOE_THREADS);
-  const rx_expr *blocks = sym_expr_floordiv(
-      l->cx, sym_expr_add(l->cx, count, sym_expr_const(l->cx, MOE_THREADS - 1)), T);
-  lz_line(l, "for %s in 0..%s bind(blockIdx.x) {", bx, lz_ex(l, blocks));
-  l->ind++;
-  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, MOE_THREADS);
-  l->ind++;
-  lz_line(l, "let %s: i64 = %s * %d + %s", item, bx, MOE_THREADS, tx);
-  lz_line(l, "if %s < %s {", item, lz_ex(l, count));
-  l->ind++;
-}
-static void close_threads(lz_ctx *l) { lz_close_n(l, 3); }
-
-/* moe_group: a thread per e in 0 .. E (E + 1 of them): indptr[e] = the pairs with an id < e;
- * for e < E, a second pass writes e's pairs, in order, from there:
+/* moe_group: a counting sort in one block of MOE_GROUP_THREADS threads, thread t owning the
+ * pairs t C .. t C + C - 1 (C = ceil(n k / threads)); per expert e in turn: each thread counts
+ * its pairs of expert e, an inclusive scan of the counts in shared memory (log2(threads) steps)
+ * gives each thread where its pairs of e go, after base (the pairs of the experts before e),
+ * and each thread writes them there in order (stable); indptr[e] = base.
  *
- *   for e in 0..E + 1 {
- *     alloc cnt: i32[1] local   cnt[0] = 0
- *     for t in 0..n, s in 0..k { let id = checked experts[t, s]  cnt[0] += select(id < e, 1, 0) }
- *     indptr[e] = cnt[0]
- *     if e < E { for t, s { if id == e { order[cnt[0]] = i32(t k + s)  cnt[0] += 1 } } }
+ *   for e in 0..E {
+ *     cnt[0] = #{my pairs of e}   sc[t] = cnt[0]   barrier   (inclusive scan of sc)
+ *     pos = base + sc[t] - cnt[0]   for my pairs p of e, in order { order[pos++] = p }
+ *     indptr[e] = base (thread 0)   base = base + sc[threads - 1]   barrier
  *   }
+ *   indptr[E] = base (thread 0)
  *
- * O(E n k) work in E + 1 threads of O(n k) each: no atomics, deterministic, stable. */
+ * 2 E C steps per thread, no atomics, deterministic: for prefill's n k = 8192 pairs and E = 8,
+ * 512 steps. Any n k; E up to MOE_MAX_EXPERTS (the loop over experts is serial). */
+static void group_pass(lz_ctx *l, const lz_opnd *ex, const char *tx, const char *C, const char *NK,
+                       const char *e, const rx_expr *E, int64_t Ec, bool write, const lz_opnd *od,
+                       const char *cnt) {
+  const char *q = lz_loopvar(l, "q"), *p = lz_fresh(l, "p");
+  lz_line(l, "for %s in 0..%s {", q, C);
+  l->ind++;
+  lz_line(l, "let %s: i64 = %s * %s + %s", p, tx, C, q);
+  lz_line(l, "if %s < %s {", p, NK);
+  l->ind++;
+  const rx_expr *k = ex->shape[1];
+  const char *t = p, *s = "0";
+  if (k->kind != RX_EXPR_CONST || k->value != 1) {
+    t = lz_str(l, "%s // %s", p, lz_ex(l, k));
+    s = lz_str(l, "%s %% %s", p, lz_ex(l, k));
+  }
+  const char *id = expert_id(l, ex, t, s, E, write ? 0 : Ec);
+  if (!write) {
+    lz_line(l, "%s[0] = select(%s == %s, %s[0] + 1, %s[0])", cnt, id, e, cnt, cnt);
+  } else {
+    lz_line(l, "if %s == %s {", id, e);
+    l->ind++;
+    const char *at = lz_str(l, "i64(%s[0])", cnt);
+    lz_line(l, "%s = i32(%s)", lz_load(l, od, &at), p);
+    lz_line(l, "%s[0] = %s[0] + 1", cnt, cnt);
+    lz_close(l);
+  }
+  lz_close_n(l, 2);
+}
+
 void lz_gen_moe_group(lz_ctx *l) {
   lz_opnd *ex = lz_arg(l, 0), *ip = &l->outs[0], *od = &l->outs[1];
   if (ex->scalar || !ex->shape || l->nouts != 2) {
@@ -326,31 +341,47 @@ void lz_gen_moe_group(lz_ctx *l) {
     return;
   }
   int64_t Ec = ops_int_attr(l->call, "num_experts", 0);
-  const rx_expr *E = sym_expr_const(l->cx, Ec);
-  const char *e = lz_fresh(l, "e"), *t = lz_loopvar(l, "t"), *s = lz_loopvar(l, "s");
-  const char *cnt = lz_fresh(l, "cnt");
-  const char *kk = lz_ex(l, ex->shape[1]);
-  open_threads(l, e, sym_expr_const(l->cx, Ec + 1));
+  rx_expr_ctx *cx = l->cx;
+  const rx_expr *E = sym_expr_const(cx, Ec), *nk = od->shape[0];
+  const int T = MOE_GROUP_THREADS;
+  const char *NK = lz_ex(l, nk);
+  const char *C = lz_ex(l, sym_expr_floordiv(cx, sym_expr_add(cx, nk, sym_expr_const(cx, T - 1)),
+                                             sym_expr_const(cx, T)));
+  const char *bx = lz_loopvar(l, "bx"), *tx = lz_loopvar(l, "tx"), *e = lz_loopvar(l, "e");
+  const char *sc = lz_fresh(l, "sc"), *base = lz_fresh(l, "base"), *cnt = lz_fresh(l, "cnt");
+  const char *v = lz_fresh(l, "v"), *pos = lz_fresh(l, "pos");
+  lz_line(l, "for %s in 0..1 bind(blockIdx.x) {", bx);
+  l->ind++;
+  lz_line(l, "for %s in 0..%d bind(threadIdx.x) {", tx, T);
+  l->ind++;
+  lz_line(l, "alloc %s: i32[%d] shared", sc, T);
+  lz_line(l, "alloc %s: i32[1] local", base);
   lz_line(l, "alloc %s: i32[1] local", cnt);
+  lz_line(l, "alloc %s: i32[1] local", v);
+  lz_line(l, "%s[0] = 0", base);
+  lz_line(l, "for %s in 0..%lld {", e, (long long)Ec);
+  l->ind++;
   lz_line(l, "%s[0] = 0", cnt);
-  lz_line(l, "for %s in 0..%s, %s in 0..%s {", t, lz_ex(l, ex->shape[0]), s, kk);
-  l->ind++;
-  const char *id = expert_id(l, ex, t, s, E, Ec);
-  lz_line(l, "%s[0] = select(%s < %s, %s[0] + 1, %s[0])", cnt, id, e, cnt, cnt);
+  group_pass(l, ex, tx, C, NK, e, E, Ec, false, od, cnt);
+  lz_line(l, "%s[%s] = %s[0]", sc, tx, cnt);
+  lz_line(l, "barrier");
+  for (int off = 1; off < T; off *= 2) {
+    lz_line(l, "%s[0] = %s[%s] + select(%s >= %d, %s[max(%s - %d, 0)], 0)", v, sc, tx, tx, off, sc,
+            tx, off);
+    lz_line(l, "barrier");
+    lz_line(l, "%s[%s] = %s[0]", sc, tx, v);
+    lz_line(l, "barrier");
+  }
+  lz_line(l, "let %s: i32 = %s[0] + %s[%s] - %s[0]", pos, base, sc, tx, cnt);
+  lz_line(l, "%s[0] = %s", cnt, pos);
+  group_pass(l, ex, tx, C, NK, e, E, Ec, true, od, cnt);
+  lz_line(l, "if %s == 0 { %s = %s[0] }", tx, lz_load(l, ip, &e), base);
+  lz_line(l, "%s[0] = %s[0] + %s[%d]", base, base, sc, T - 1);
+  lz_line(l, "barrier");
   lz_close(l);
-  lz_line(l, "%s = %s[0]", lz_load(l, ip, &e), cnt);
-  lz_line(l, "if %s < %lld {", e, (long long)Ec);
-  l->ind++;
-  lz_line(l, "for %s in 0..%s, %s in 0..%s {", t, lz_ex(l, ex->shape[0]), s, kk);
-  l->ind++;
-  id = expert_id(l, ex, t, s, E, 0);
-  lz_line(l, "if %s == %s {", id, e);
-  l->ind++;
-  const char *at = lz_str(l, "i64(%s[0])", cnt);
-  lz_line(l, "%s = i32(%s * %s + %s)", lz_load(l, od, &at), t, kk, s);
-  lz_line(l, "%s[0] = %s[0] + 1", cnt, cnt);
-  lz_close_n(l, 3);
-  close_threads(l);
+  const char *last = lz_str(l, "%lld", (long long)Ec);
+  lz_line(l, "if %s == 0 { %s = %s[0] }", tx, lz_load(l, ip, &last), base);
+  lz_close_n(l, 2);
 }
 
 /* What the product generators share. */
